@@ -1,0 +1,44 @@
+/*
+ * util.h - small helpers every CNLab module may use: array size, cleanup
+ * attributes (after systemd's _cleanup_ and TAKE_PTR), and the one
+ * abort-on-out-of-memory wrapper that daemons, the CLI and the simulator use.
+ * Library code that must not abort (the shim, the pure scheduler) returns
+ * -ENOMEM instead and does not call the cnl_x* functions.
+ */
+#ifndef CNL_UTIL_H
+#define CNL_UTIL_H
+
+#include <stddef.h>
+#include <stdlib.h>
+
+#define CNL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define CNL_MIN(a, b)     ((a) < (b) ? (a) : (b))
+#define CNL_MAX(a, b)     ((a) > (b) ? (a) : (b))
+
+static inline void cnl_freep(void *p)
+{
+	free(*(void **)p);
+}
+
+/* A pointer freed with free() when it leaves scope. */
+#define _cleanup_free_ __attribute__((cleanup(cnl_freep)))
+
+/* Hand a cleanup-managed pointer over: returns it and NULLs the variable. */
+#define TAKE_PTR(p)                                \
+	({                                         \
+		__typeof__(p) take_ptr_tmp_ = (p); \
+		(p) = NULL;                        \
+		take_ptr_tmp_;                     \
+	})
+
+/*
+ * cnl_xmalloc, cnl_xcalloc, cnl_xrealloc, cnl_xstrdup - allocate or abort
+ * with a message.  Only for daemons, the CLI and the simulator, where an
+ * out-of-memory condition is not recoverable.
+ */
+void *cnl_xmalloc(size_t n);
+void *cnl_xcalloc(size_t nmemb, size_t size);
+void *cnl_xrealloc(void *p, size_t n);
+char *cnl_xstrdup(const char *s);
+
+#endif /* CNL_UTIL_H */
