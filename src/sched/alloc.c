@@ -182,12 +182,32 @@ static int room_left(const struct cnl_gpu_type *t, uint8_t mem, uint8_t sm)
 	return room;
 }
 
-/* The start slot for a new instance of profile `k` on `g` (MIG mode or
- * empty), or -1 when it does not fit. */
-static int pick_start(const struct cnl_gpu_type *t, const struct cnl_gpu *g,
-                      int k)
+static int room_table(struct cnl_cluster *c, int type)
 {
+	const struct cnl_gpu_type *t = &c->cat->types[type];
+	int16_t *tab;
+
+	if (c->room[type] || t->n_mig == 0)
+		return 0;
+	tab = malloc(sizeof(*tab) << 15);
+	if (!tab)
+		return -ENOMEM;
+	for (unsigned i = 0; i < 1u << 15; i++)
+		tab[i] = (int16_t)room_left(t, (uint8_t)(i & 0xff),
+		                            (uint8_t)(i >> 8));
+	c->room[type] = tab;
+	return 0;
+}
+
+/* The start slot for a new instance of profile `k` on `g` (MIG mode or
+ * empty), or -1 when it does not fit: the allowed free start that leaves
+ * the most room for other instances. */
+static int pick_start(const struct cnl_cluster *c, int type,
+                      const struct cnl_gpu *g, int k)
+{
+	const struct cnl_gpu_type *t = &c->cat->types[type];
 	const struct cnl_mig_profile *p = &t->mig[k];
+	const int16_t *room = c->room[type];
 	uint8_t mem = gpu_empty(g) ? 0 : g->mem_mask;
 	uint8_t sm = gpu_empty(g) ? 0 : g->sm_mask;
 	int best = -1, best_room = -1;
@@ -198,10 +218,11 @@ static int pick_start(const struct cnl_gpu_type *t, const struct cnl_gpu *g,
 	for (int s = 0; s < CNL_MIG_COMPUTE_SLICES; s++) {
 		if (!start_fits(p, mem, sm, s))
 			continue;
-		int room = room_left(t, mem | range8(s, p->mem_slots),
-		                     sm | range8(s, p->compute));
-		if (room > best_room) {
-			best_room = room;
+		unsigned nm = mem | range8(s, p->mem_slots);
+		unsigned ns = sm | range8(s, p->compute);
+		int r = room[nm | ns << 8];
+		if (r > best_room) {
+			best_room = r;
 			best = s;
 		}
 	}
@@ -216,7 +237,7 @@ static int mig_free_blocks(uint8_t sm_mask)
 
 /* ---- node summary ----------------------------------------------------- */
 
-void cnl_node_summary(const struct cnl_cluster *c, struct cnl_node *n)
+void cnl_node_summary_of(const struct cnl_cluster *c, struct cnl_node *n)
 {
 	bool mig = n->n_gpus && node_type(c, n)->n_mig > 0;
 
@@ -245,6 +266,24 @@ void cnl_node_summary(const struct cnl_cluster *c, struct cnl_node *n)
 	}
 }
 
+void cnl_node_summary(struct cnl_cluster *c, uint32_t i)
+{
+	struct cnl_node *n = &c->nodes[i];
+	struct cnl_node_hot *h = &c->hot[i];
+
+	cnl_node_summary_of(c, n);
+	h->cpu_free = n->cpu_total - n->cpu_used;
+	h->mem_free = n->mem_total - n->mem_used;
+	h->gpu_type = n->gpu_type;
+	h->state = n->state;
+	h->n_gpus = n->n_gpus;
+	h->n_empty = n->n_empty;
+	h->max_block_free = n->max_block_free;
+	h->max_mig_free = n->max_mig_free;
+	h->max_host_free = n->max_host_free;
+	h->n_allocs = n->n_allocs;
+}
+
 /* ---- cluster and nodes ------------------------------------------------ */
 
 int cnl_cluster_new(const struct cnl_catalog *cat, struct cnl_cluster **ret)
@@ -268,6 +307,9 @@ void cnl_cluster_free(struct cnl_cluster *c)
 		free(c->nodes[i].gpus);
 	}
 	free(c->nodes);
+	free(c->hot);
+	for (int t = 0; t < CNL_CATALOG_MAX_TYPES; t++)
+		free(c->room[t]);
 	free(c->slots);
 	free(c->free_slots);
 	free(c);
@@ -327,8 +369,14 @@ int cnl_cluster_add_node(struct cnl_cluster *c,
 		if (!nn)
 			return -ENOMEM;
 		c->nodes = nn;
+		struct cnl_node_hot *nh = realloc(c->hot, cap * sizeof(*nh));
+		if (!nh)
+			return -ENOMEM;
+		c->hot = nh;
 		c->cap_nodes = cap;
 	}
+	if (spec->n_gpus > 0 && (r = room_table(c, spec->gpu_type)) < 0)
+		return r;
 	n.gpu_type = (int16_t)(spec->n_gpus > 0 ? spec->gpu_type : 0);
 	n.n_gpus = (uint8_t)spec->n_gpus;
 	n.cpu_total = spec->cpu_milli;
@@ -338,7 +386,7 @@ int cnl_cluster_add_node(struct cnl_cluster *c,
 	if (!n.gpus)
 		return -ENOMEM;
 	c->nodes[c->n_nodes] = n;
-	cnl_node_summary(c, &c->nodes[c->n_nodes]);
+	cnl_node_summary(c, c->n_nodes);
 	return (int)c->n_nodes++;
 }
 
@@ -350,6 +398,7 @@ int cnl_cluster_set_node_state(struct cnl_cluster *c, uint32_t node,
 	if ((unsigned)state > CNL_NODE_DOWN)
 		return -EINVAL;
 	c->nodes[node].state = (uint8_t)state;
+	cnl_node_summary(c, node);
 	return 0;
 }
 
@@ -425,12 +474,16 @@ int cnl_alloc_prepare(const struct cnl_cluster *c,
 
 /* ---- planning --------------------------------------------------------- */
 
-static void plan_take(struct cnl_plan *best, const struct cnl_plan *cand)
+static inline void plan_take(struct cnl_plan *best, const struct cnl_plan *cand)
 {
 	if (cand->score < best->score)
 		*best = *cand;
 }
 
+/*
+ * The candidates below carry no block masks: only the winner needs one,
+ * and plan_masks() fills it in, so the search does no bit picking.
+ */
 static void plan_blocks_gpu(const struct cnl_cluster *c,
                             const struct cnl_node *n, const struct cnl_gpu *g,
                             int gi, const struct cnl_req_prep *p, int prof,
@@ -439,70 +492,64 @@ static void plan_blocks_gpu(const struct cnl_cluster *c,
 	const struct cnl_gpu_type *t = node_type(c, n);
 	int want = p->req.blocks;
 	uint32_t proj = p->req.project;
-	bool big = want > CNL_SMALL_BLOCKS_MAX;
+	bool big = want > CNL_SMALL_BLOCKS_MAX, empty = gpu_empty(g);
 	struct cnl_plan cand;
 
-	memset(&cand, 0, sizeof(cand));
 	cand.gpu = (uint8_t)gi;
 	cand.n_blocks = (uint8_t)want;
+	cand.new_inst = 0;
+	cand.gpu_mask = 0;
 
 	/* Block mode: R1 for small requests, R2 for big ones.  A big request
 	 * on an empty MIG-capable GPU takes MIG instead (below). */
-	if (gpu_empty(g) || g->mode == CNL_GPU_BLOCK) {
+	if (empty || g->mode == CNL_GPU_BLOCK) {
 		bool ok = CNL_BLOCKS_PER_GPU - g->used >= want &&
 		          (big ? single_project(g, proj)
 		               : (g->big == 0 || single_project(g, proj)));
-		if (ok && big && gpu_empty(g) && prof >= 0)
+		if (ok && big && empty && prof >= 0)
 			ok = false;
 		if (ok) {
 			cand.kind = CNL_PLACE_BLOCKS;
-			mask_take(g->mask, want, CNL_BLOCKS_PER_GPU, cand.mask);
+			cand.profile = cand.start = 0;
 			cand.score = CNL_BLOCKS_PER_GPU - g->used - want +
-			             (gpu_empty(g) ? SCORE_OPEN_GPU : 0);
+			             (empty ? SCORE_OPEN_GPU : 0);
 			plan_take(best, &cand);
 		}
 	}
-	if (prof < 0 || (!gpu_empty(g) && g->mode != CNL_GPU_MIG))
+	if (prof < 0 || (!empty && g->mode != CNL_GPU_MIG))
 		return;
 	if (big) {
-		int s = pick_start(t, g, prof);
+		int s = pick_start(c, n->gpu_type, g, prof);
 		if (s < 0)
 			return;
 		cand.kind = CNL_PLACE_MIG;
 		cand.profile = (uint8_t)prof;
 		cand.start = (uint8_t)s;
-		cand.mask[0] = cand.mask[1] = 0;
-		cand.score = mig_free_blocks((gpu_empty(g) ? 0 : g->sm_mask) |
+		cand.score = mig_free_blocks((empty ? 0 : g->sm_mask) |
 		                             range8(s, t->mig[prof].compute)) +
-		             (gpu_empty(g) ? SCORE_OPEN_GPU : 0);
+		             (empty ? SCORE_OPEN_GPU : 0);
 		plan_take(best, &cand);
 		return;
 	}
-	if (gpu_empty(g))
+	if (empty)
 		return; /* small requests open a GPU in block mode */
 	/* R3: an existing host instance of the project, or a new one. */
+	cand.kind = CNL_PLACE_MIG_BLOCKS;
 	for (int i = 0; i < g->n_inst; i++) {
 		const struct cnl_mig_inst *in = &g->inst[i];
-		uint64_t used[2] = {in->mask, 0};
 		if (!in->host || in->project != proj ||
 		    CNL_MIG_HOST_BLOCKS - in->used < want)
 			continue;
-		cand.kind = CNL_PLACE_MIG_BLOCKS;
 		cand.profile = in->profile;
 		cand.start = in->start;
-		cand.new_inst = 0;
-		mask_take(used, want, CNL_MIG_HOST_BLOCKS, cand.mask);
 		cand.score = CNL_MIG_HOST_BLOCKS - in->used - want;
 		plan_take(best, &cand);
 	}
-	int s = pick_start(t, g, prof);
+	int s = pick_start(c, n->gpu_type, g, prof);
 	if (s >= 0) {
-		uint64_t none[2] = {0, 0};
-		cand.kind = CNL_PLACE_MIG_BLOCKS;
 		cand.profile = (uint8_t)prof;
 		cand.start = (uint8_t)s;
 		cand.new_inst = 1;
-		mask_take(none, want, CNL_MIG_HOST_BLOCKS, cand.mask);
 		cand.score =
 		    SCORE_NEW_HOST + mig_free_blocks(g->sm_mask | range8(s, 1));
 		plan_take(best, &cand);
@@ -515,7 +562,7 @@ static void plan_mig_gpu(const struct cnl_cluster *c, const struct cnl_node *n,
 {
 	const struct cnl_gpu_type *t = node_type(c, n);
 	struct cnl_plan cand;
-	int s = pick_start(t, g, prof);
+	int s = pick_start(c, n->gpu_type, g, prof);
 
 	if (s < 0)
 		return;
@@ -530,80 +577,110 @@ static void plan_mig_gpu(const struct cnl_cluster *c, const struct cnl_node *n,
 	plan_take(best, &cand);
 }
 
-static bool node_may_fit(const struct cnl_cluster *c, const struct cnl_node *n,
-                         const struct cnl_req_prep *p)
+/* Fill in the block masks of a chosen plan: the lowest free blocks. */
+static void plan_masks(const struct cnl_cluster *c, struct cnl_plan *pl)
 {
+	const struct cnl_gpu *g;
+	uint64_t used[2] = {0, 0};
+
+	pl->mask[0] = pl->mask[1] = 0;
+	if (pl->kind == CNL_PLACE_BLOCKS) {
+		g = &c->nodes[pl->node].gpus[pl->gpu];
+		mask_take(g->mask, pl->n_blocks, CNL_BLOCKS_PER_GPU, pl->mask);
+	} else if (pl->kind == CNL_PLACE_MIG_BLOCKS) {
+		g = &c->nodes[pl->node].gpus[pl->gpu];
+		if (!pl->new_inst)
+			used[0] = g->inst[find_inst(g, pl->start)].mask;
+		mask_take(used, pl->n_blocks, CNL_MIG_HOST_BLOCKS, pl->mask);
+	}
+}
+
+/* A cheap upper bound: false means the request cannot fit node `i`. */
+static inline bool node_may_fit(const struct cnl_cluster *c, uint32_t i,
+                                const struct cnl_req_prep *p)
+{
+	const struct cnl_node_hot *h = &c->hot[i];
 	const struct cnl_alloc_req *r = &p->req;
 	int prof;
 
-	if (n->state != CNL_NODE_UP || n->n_gpus == 0 ||
-	    !(p->type_ok >> n->gpu_type & 1))
+	if (h->state != CNL_NODE_UP || h->n_gpus == 0 ||
+	    !(p->type_ok >> h->gpu_type & 1))
 		return false;
-	if (n->cpu_total - n->cpu_used < r->cpu_milli ||
-	    n->mem_total - n->mem_used < r->mem_mib)
+	if (h->cpu_free < r->cpu_milli || h->mem_free < r->mem_mib)
 		return false;
-	prof = p->prof[n->gpu_type];
+	prof = p->prof[h->gpu_type];
 	switch (r->kind) {
 	case CNL_REQ_BLOCKS:
-		if (r->blocks <= n->max_block_free)
+		if (r->blocks <= h->max_block_free)
 			return true;
 		if (prof < 0)
 			return false;
 		if (r->blocks <= CNL_SMALL_BLOCKS_MAX)
-			return r->blocks <= n->max_host_free ||
-			       n->max_mig_free >= 1;
-		return n->max_mig_free >= node_type(c, n)->mig[prof].compute;
+			return r->blocks <= h->max_host_free ||
+			       h->max_mig_free >= 1;
+		return h->max_mig_free >=
+		       c->cat->types[h->gpu_type].mig[prof].compute;
 	case CNL_REQ_MIG:
-		return n->max_mig_free >= node_type(c, n)->mig[prof].compute;
+		return h->max_mig_free >=
+		       c->cat->types[h->gpu_type].mig[prof].compute;
 	case CNL_REQ_WHOLE:
-		return n->n_empty >= r->gpus;
+		return h->n_empty >= r->gpus;
 	}
 	return false;
+}
+
+/* Best option on node `node` without masks; false when none. */
+static bool plan_node(const struct cnl_cluster *c, const struct cnl_req_prep *p,
+                      uint32_t node, struct cnl_plan *best)
+{
+	const struct cnl_node *n = &c->nodes[node];
+	int prof = p->prof[n->gpu_type];
+
+	best->score = INT64_MAX;
+	if (p->req.kind == CNL_REQ_WHOLE) {
+		int need = p->req.gpus;
+		best->gpu_mask = 0;
+		for (int i = 0; i < n->n_gpus && need > 0; i++)
+			if (gpu_empty(&n->gpus[i])) {
+				best->gpu_mask |= (uint16_t)(1u << i);
+				need--;
+			}
+		if (need > 0)
+			return false;
+		best->kind = CNL_PLACE_WHOLE;
+		best->gpu = best->profile = best->start = 0;
+		best->new_inst = best->n_blocks = 0;
+		best->score = (int64_t)(n->n_empty - p->req.gpus) * 100;
+	} else {
+		for (int i = 0; i < n->n_gpus; i++) {
+			const struct cnl_gpu *g = &n->gpus[i];
+			if (p->req.kind == CNL_REQ_BLOCKS)
+				plan_blocks_gpu(c, n, g, i, p, prof, best);
+			else
+				plan_mig_gpu(c, n, g, i, prof, best);
+		}
+		if (best->score == INT64_MAX)
+			return false;
+	}
+	best->node = node;
+	if (n->n_allocs == 0)
+		best->score += SCORE_OPEN_NODE;
+	return true;
 }
 
 int cnl_alloc_plan_node(const struct cnl_cluster *c,
                         const struct cnl_req_prep *p, uint32_t node,
                         struct cnl_plan *ret)
 {
-	const struct cnl_node *n;
 	struct cnl_plan best;
-	int prof;
 
 	if (node >= c->n_nodes)
 		return -CNL_ENODE;
-	n = &c->nodes[node];
-	if (n->state != CNL_NODE_UP)
+	if (c->nodes[node].state != CNL_NODE_UP)
 		return -CNL_ENODESTATE;
-	if (!node_may_fit(c, n, p))
+	if (!node_may_fit(c, node, p) || !plan_node(c, p, node, &best))
 		return -CNL_ENOSPACE;
-	memset(&best, 0, sizeof(best));
-	best.score = INT64_MAX;
-	prof = p->prof[n->gpu_type];
-	if (p->req.kind == CNL_REQ_WHOLE) {
-		int need = p->req.gpus;
-		for (int i = 0; i < n->n_gpus && need > 0; i++)
-			if (gpu_empty(&n->gpus[i])) {
-				best.gpu_mask |= (uint16_t)(1u << i);
-				need--;
-			}
-		if (need > 0)
-			return -CNL_ENOSPACE;
-		best.kind = CNL_PLACE_WHOLE;
-		best.score = (int64_t)(n->n_empty - p->req.gpus) * 100;
-	} else {
-		for (int i = 0; i < n->n_gpus; i++) {
-			const struct cnl_gpu *g = &n->gpus[i];
-			if (p->req.kind == CNL_REQ_BLOCKS)
-				plan_blocks_gpu(c, n, g, i, p, prof, &best);
-			else
-				plan_mig_gpu(c, n, g, i, prof, &best);
-		}
-		if (best.score == INT64_MAX)
-			return -CNL_ENOSPACE;
-	}
-	best.node = node;
-	if (n->n_allocs == 0)
-		best.score += SCORE_OPEN_NODE;
+	plan_masks(c, &best);
 	*ret = best;
 	return 0;
 }
@@ -615,14 +692,21 @@ int cnl_alloc_plan(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 
 	best.score = INT64_MAX;
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
-		if (!node_may_fit(c, &c->nodes[i], p))
+		/* An empty node scores at least SCORE_OPEN_NODE. */
+		if (c->hot[i].n_allocs == 0 && best.score <= SCORE_OPEN_NODE)
 			continue;
-		if (cnl_alloc_plan_node(c, p, i, &cand) == 0 &&
-		    cand.score < best.score)
-			best = cand;
+		if (!node_may_fit(c, i, p) || !plan_node(c, p, i, &cand) ||
+		    cand.score >= best.score)
+			continue;
+		best = cand;
+		/* Scores are >= 0 and ties go to the lowest index: nothing
+		 * later can beat an exact fit. */
+		if (best.score == 0)
+			break;
 	}
 	if (best.score == INT64_MAX)
 		return -CNL_ENOSPACE;
+	plan_masks(c, &best);
 	*ret = best;
 	return 0;
 }
@@ -872,7 +956,7 @@ int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
 	n->mem_used += p->req.mem_mib;
 	n->n_allocs++;
 	c->n_allocs++;
-	cnl_node_summary(c, n);
+	cnl_node_summary(c, pl->node);
 	*ret_id = a->id;
 	return 0;
 }
@@ -949,7 +1033,7 @@ int cnl_alloc_free(struct cnl_cluster *c, uint32_t id)
 	c->n_allocs--;
 	c->free_slots[c->n_free_slots++] = (a->id & SLOT_MASK) - 1;
 	a->id = 0;
-	cnl_node_summary(c, n);
+	cnl_node_summary(c, a->node);
 	return 0;
 }
 
@@ -1017,7 +1101,7 @@ int cnl_alloc_resize(struct cnl_cluster *c, uint32_t id, int blocks)
 	a->mask[1] ^= add[1];
 	if (a->req_kind == CNL_REQ_BLOCKS)
 		a->blocks = (uint8_t)blocks;
-	cnl_node_summary(c, &c->nodes[a->node]);
+	cnl_node_summary(c, a->node);
 	return 0;
 }
 

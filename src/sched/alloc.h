@@ -179,6 +179,19 @@ struct cnl_node {
 	struct cnl_gpu *gpus;
 };
 
+/*
+ * The fields a cluster-wide search reads for every node, packed together
+ * so that rejecting a node touches one cache line.  A copy of the node's
+ * state, refreshed after every change of the node.
+ */
+struct cnl_node_hot {
+	int64_t cpu_free, mem_free;
+	int16_t gpu_type;
+	uint8_t state, n_gpus;
+	uint8_t n_empty, max_block_free, max_mig_free, max_host_free;
+	uint32_t n_allocs;
+};
+
 struct cnl_alloc {
 	uint32_t id; /* 0 when the slot is free */
 	uint32_t project;
@@ -196,6 +209,10 @@ struct cnl_cluster {
 	const struct cnl_catalog *cat;
 	uint32_t n_nodes, cap_nodes;
 	struct cnl_node *nodes;
+	struct cnl_node_hot *hot; /* parallel to nodes */
+	/* Per MIG type, memoised room_left() over (memory, compute) masks:
+	 * index mem | sm << 8.  Built when a node of the type is added. */
+	int16_t *room[CNL_CATALOG_MAX_TYPES];
 	uint32_t n_allocs;           /* live allocations */
 	uint32_t cap_slots, n_slots; /* allocation table */
 	struct cnl_alloc *slots;

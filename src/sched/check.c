@@ -341,12 +341,22 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 		if (rc)
 			break;
 		/* I7: the summary equals a fresh computation. */
-		cnl_node_summary(c, &sum);
+		cnl_node_summary_of(c, &sum);
 		if (sum.n_empty != n->n_empty ||
 		    sum.max_block_free != n->max_block_free ||
 		    sum.max_mig_free != n->max_mig_free ||
 		    sum.max_host_free != n->max_host_free)
 			rc = bad(err, errlen, "I7 %s: stale summary", n->name);
+		const struct cnl_node_hot *h = &c->hot[ni];
+		if (rc == 0 &&
+		    (h->cpu_free != n->cpu_total - n->cpu_used ||
+		     h->mem_free != n->mem_total - n->mem_used ||
+		     h->state != n->state || h->n_allocs != n->n_allocs ||
+		     h->n_empty != n->n_empty || h->gpu_type != n->gpu_type ||
+		     h->max_block_free != n->max_block_free ||
+		     h->max_mig_free != n->max_mig_free ||
+		     h->max_host_free != n->max_host_free))
+			rc = bad(err, errlen, "I7 %s: stale hot copy", n->name);
 	}
 out:
 	free(first);
