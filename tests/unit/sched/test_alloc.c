@@ -587,6 +587,36 @@ static void test_node_errors(void **state)
 	                 -CNL_ENODE);
 }
 
+static void test_node_labels(void **state)
+{
+	(void)state;
+	struct cnl_node_spec s = {.name = "gpu-17",
+	                          .gpu_type = tidx("H200-141GB"),
+	                          .n_gpus = 8,
+	                          .cpu_milli = 96000,
+	                          .mem_mib = 2048 * 1024,
+	                          .cluster = "seoul",
+	                          .zone = "dc2",
+	                          .rack = "r42",
+	                          .datasets = {"imagenet", "laion-5b", NULL}};
+	int i = cnl_cluster_add_node(fx.c, &s);
+	assert_int_equal(i, 0);
+	const struct cnl_node *n = &fx.c->nodes[i];
+	assert_string_equal(n->cluster, "seoul");
+	assert_string_equal(n->zone, "dc2");
+	assert_string_equal(n->rack, "r42");
+	assert_int_equal(n->n_datasets, 2);
+	assert_string_equal(n->datasets[1], "laion-5b");
+	assert_int_equal(n->state, CNL_NODE_UP);
+	assert_int_equal(n->cpu_total, 96000);
+	assert_int_equal(n->n_empty, 8);
+	/* A CPU-only node: no GPU type needed, never picked for GPUs. */
+	struct cnl_node_spec cpu = {
+	    .name = "cpu-1", .gpu_type = -1, .cpu_milli = 8000};
+	assert_int_equal(cnl_cluster_add_node(fx.c, &cpu), 1);
+	assert_int_equal(place(blocks(PA, 5))->node, 0);
+}
+
 /* ---- fragmentation ---------------------------------------------------- */
 
 static void test_fragmentation(void **state)
@@ -673,6 +703,7 @@ int main(void)
 	    T(test_bad_requests),
 	    T(test_double_free_and_stale_plan),
 	    T(test_node_errors),
+	    T(test_node_labels),
 	    T(test_fragmentation),
 	    T(test_fragmentation_mig),
 	};
