@@ -437,6 +437,11 @@ int cnl_alloc_prepare(const struct cnl_cluster *c,
 		if (!req->profile || !req->profile[0])
 			return -CNL_EPROFILE;
 		break;
+	case CNL_REQ_CPU:
+		/* Any node, GPUs or not: the type does not matter. */
+		p.type_ok = ~0ULL;
+		*ret = p;
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -444,6 +449,8 @@ int cnl_alloc_prepare(const struct cnl_cluster *c,
 		const struct cnl_gpu_type *ty = &cat->types[t];
 		int k = -1;
 		if (req->gpu_type != CNL_GPU_TYPE_ANY && req->gpu_type != t)
+			continue;
+		if (req->gpu_types && !(req->gpu_types >> t & 1))
 			continue;
 		if (req->kind == CNL_REQ_MIG) {
 			k = cnl_mig_find(ty, req->profile);
@@ -603,10 +610,12 @@ static inline bool node_may_fit(const struct cnl_cluster *c, uint32_t i,
 	const struct cnl_alloc_req *r = &p->req;
 	int prof;
 
-	if (h->state != CNL_NODE_UP || h->n_gpus == 0 ||
-	    !(p->type_ok >> h->gpu_type & 1))
+	if (h->state != CNL_NODE_UP || h->cpu_free < r->cpu_milli ||
+	    h->mem_free < r->mem_mib)
 		return false;
-	if (h->cpu_free < r->cpu_milli || h->mem_free < r->mem_mib)
+	if (r->kind == CNL_REQ_CPU)
+		return true;
+	if (h->n_gpus == 0 || !(p->type_ok >> h->gpu_type & 1))
 		return false;
 	prof = p->prof[h->gpu_type];
 	switch (r->kind) {
@@ -625,6 +634,8 @@ static inline bool node_may_fit(const struct cnl_cluster *c, uint32_t i,
 		       c->cat->types[h->gpu_type].mig[prof].compute;
 	case CNL_REQ_WHOLE:
 		return h->n_empty >= r->gpus;
+	case CNL_REQ_CPU:
+		return true;
 	}
 	return false;
 }
@@ -637,7 +648,15 @@ static bool plan_node(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 	int prof = p->prof[n->gpu_type];
 
 	best->score = INT64_MAX;
-	if (p->req.kind == CNL_REQ_WHOLE) {
+	if (p->req.kind == CNL_REQ_CPU) {
+		/* Keep GPU nodes' CPUs for GPU work: CPU-only nodes first,
+		 * then the least CPU left over (in cores). */
+		memset(best, 0, sizeof(*best));
+		best->kind = CNL_PLACE_CPU;
+		best->score =
+		    (n->n_gpus ? SCORE_OPEN_GPU : 0) +
+		    (n->cpu_total - n->cpu_used - p->req.cpu_milli) / 1000;
+	} else if (p->req.kind == CNL_REQ_WHOLE) {
 		int need = p->req.gpus;
 		best->gpu_mask = 0;
 		for (int i = 0; i < n->n_gpus && need > 0; i++)
@@ -782,10 +801,14 @@ static int plan_valid(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 	n = &c->nodes[pl->node];
 	if (n->state != CNL_NODE_UP)
 		return -CNL_ENODESTATE;
-	if (!(p->type_ok >> n->gpu_type & 1) || n->n_gpus == 0)
-		return -CNL_ENOSPACE;
 	if (n->cpu_total - n->cpu_used < p->req.cpu_milli ||
 	    n->mem_total - n->mem_used < p->req.mem_mib)
+		return -CNL_ENOSPACE;
+	if (pl->kind == CNL_PLACE_CPU || p->req.kind == CNL_REQ_CPU)
+		return pl->kind == CNL_PLACE_CPU && p->req.kind == CNL_REQ_CPU
+		           ? 0
+		           : -CNL_ENOSPACE;
+	if (!(p->type_ok >> n->gpu_type & 1) || n->n_gpus == 0)
 		return -CNL_ENOSPACE;
 	t = node_type(c, n);
 	if (pl->kind == CNL_PLACE_WHOLE) {
@@ -869,7 +892,7 @@ int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
 	/* Everything that can fail comes before the first change. */
 	if ((r = slot_reserve(c)) < 0)
 		return r;
-	for (int i = 0; i < n->n_gpus; i++) {
+	for (int i = 0; i < n->n_gpus && pl->kind != CNL_PLACE_CPU; i++) {
 		bool touched = pl->kind == CNL_PLACE_WHOLE
 		                   ? (pl->gpu_mask >> i & 1)
 		                   : i == pl->gpu;
@@ -893,7 +916,7 @@ int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
 	a->cpu_milli = p->req.cpu_milli;
 	a->mem_mib = p->req.mem_mib;
 
-	if (pl->kind != CNL_PLACE_WHOLE) {
+	if (pl->kind != CNL_PLACE_WHOLE && pl->kind != CNL_PLACE_CPU) {
 		g = &n->gpus[pl->gpu];
 		if (gpu_empty(g)) {
 			g->mode = pl->kind == CNL_PLACE_BLOCKS ? CNL_GPU_BLOCK
@@ -903,6 +926,8 @@ int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
 		}
 	}
 	switch (pl->kind) {
+	case CNL_PLACE_CPU:
+		break;
 	case CNL_PLACE_WHOLE:
 		for (int i = 0; i < n->n_gpus; i++) {
 			if (!(pl->gpu_mask >> i & 1))
@@ -997,7 +1022,7 @@ int cnl_alloc_free(struct cnl_cluster *c, uint32_t id)
 			g->n_allocs = 0;
 			proj_del(g, a->project);
 		}
-	} else {
+	} else if (a->kind != CNL_PLACE_CPU) {
 		g = &n->gpus[a->gpu];
 		if (a->kind == CNL_PLACE_BLOCKS) {
 			int nb = mask_count(a->mask);

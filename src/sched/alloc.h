@@ -17,9 +17,10 @@
  * An empty GPU may be used in either mode; a GPU changes mode only when it
  * is empty, and a MIG instance is torn down when its last allocation goes.
  *
- * Requests (struct cnl_alloc_req) ask for N blocks, a named MIG profile, or
- * K whole GPUs of one node (a gang: all or nothing), with a project, an
- * optional GPU type, CPU and memory.  The tenant rules of the seeds:
+ * Requests (struct cnl_alloc_req) ask for N blocks, a named MIG profile,
+ * K whole GPUs of one node (a gang: all or nothing), or no GPU at all, with
+ * a project, an optional GPU type (or set of types), CPU and memory.  The
+ * tenant rules of the seeds:
  *
  *   R1  Blocks of different projects may share a block-mode GPU as long as
  *       every allocation on it is at most 14 blocks.
@@ -74,6 +75,7 @@ enum cnl_req_kind {
 	CNL_REQ_BLOCKS, /* `blocks` 1% blocks of one GPU */
 	CNL_REQ_MIG,    /* a dedicated instance of the named `profile` */
 	CNL_REQ_WHOLE,  /* `gpus` whole GPUs of one node */
+	CNL_REQ_CPU,    /* no GPU: CPU and memory only, any node */
 };
 
 /* How an allocation sits on its node. */
@@ -82,6 +84,7 @@ enum cnl_place_kind {
 	CNL_PLACE_MIG,        /* dedicated instance (profile, start) */
 	CNL_PLACE_MIG_BLOCKS, /* blocks `mask` of a host instance */
 	CNL_PLACE_WHOLE,      /* GPUs `gpu_mask`, all blocks of each */
+	CNL_PLACE_CPU,        /* CPU and memory of the node only */
 };
 
 struct cnl_node_spec {
@@ -100,6 +103,7 @@ struct cnl_alloc_req {
 	const char *profile; /* CNL_REQ_MIG: profile name, e.g. "2g.20gb" */
 	int gpus;            /* CNL_REQ_WHOLE: 1..16 */
 	int gpu_type;        /* catalog index or CNL_GPU_TYPE_ANY */
+	uint64_t gpu_types;  /* if not 0: allowed types (bit t = type t) */
 	uint32_t project;    /* tenant; any value but CNL_PROJECT_NONE */
 	int64_t cpu_milli;   /* >= 0 */
 	int64_t mem_mib;     /* >= 0 */

@@ -96,6 +96,18 @@ static const struct cnl_gpu_type builtin[] = {
              P("4g.71gb", 4, 4, 1, S_0, false, GIB(65.0)),     /* derived */
              P("7g.141gb", 7, 8, 1, S_0, false, GIB(130.5))}}, /* derived */
     {.name = "L40S", .vendor = "nvidia", .sm_count = 142, .vram_mib = 46068},
+    /* Older types found in production traces (Alibaba openb). */
+    {.name = "T4", .vendor = "nvidia", .sm_count = 40, .vram_mib = 15360},
+    {.name = "P100", .vendor = "nvidia", .sm_count = 56, .vram_mib = 16280},
+    {.name = "V100-16GB",
+     .vendor = "nvidia",
+     .sm_count = 80,
+     .vram_mib = 16160},
+    {.name = "V100-32GB",
+     .vendor = "nvidia",
+     .sm_count = 80,
+     .vram_mib = 32510},
+    {.name = "A10", .vendor = "nvidia", .sm_count = 72, .vram_mib = 23028},
     {.name = "L4", .vendor = "nvidia", .sm_count = 58, .vram_mib = 23034},
     {.name = "RTX-6000-Ada",
      .vendor = "nvidia",

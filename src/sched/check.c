@@ -63,7 +63,8 @@ static int count_proj(const struct cnl_cluster *c, uint32_t node, int gpu,
 
 	for (uint32_t s = 0; s < c->n_slots; s++) {
 		const struct cnl_alloc *a = &c->slots[s];
-		if (!a->id || a->node != node || a->project != project)
+		if (!a->id || a->node != node || a->project != project ||
+		    a->kind == CNL_PLACE_CPU)
 			continue;
 		if (a->kind == CNL_PLACE_WHOLE ? (a->gpu_mask >> gpu & 1)
 		                               : a->gpu == gpu)
@@ -245,6 +246,8 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 		cpu[a->node] += a->cpu_milli;
 		mem[a->node] += a->mem_mib;
 		nallocs[a->node]++;
+		if (a->kind == CNL_PLACE_CPU)
+			continue;
 		if (a->kind == CNL_PLACE_WHOLE) {
 			for (int gi = 0; gi < n->n_gpus; gi++) {
 				if (!(a->gpu_mask >> gi & 1))

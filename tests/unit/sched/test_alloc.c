@@ -617,6 +617,36 @@ static void test_node_labels(void **state)
 	assert_int_equal(place(blocks(PA, 5))->node, 0);
 }
 
+static void test_cpu_only_and_type_sets(void **state)
+{
+	(void)state;
+	add_node("gpu", "H100-80GB-SXM", 1);
+	struct cnl_node_spec cpu = {
+	    .name = "cpu", .gpu_type = -1, .cpu_milli = 8000, .mem_mib = 1024};
+	assert_int_equal(cnl_cluster_add_node(fx.c, &cpu), 1);
+	struct cnl_alloc_req r = {.kind = CNL_REQ_CPU,
+	                          .gpu_type = CNL_GPU_TYPE_ANY,
+	                          .project = PA,
+	                          .cpu_milli = 6000,
+	                          .mem_mib = 512};
+	/* CPU work goes to the CPU-only node first... */
+	const struct cnl_alloc *a = place(r);
+	assert_int_equal(a->kind, CNL_PLACE_CPU);
+	assert_int_equal(a->node, 1);
+	assert_int_equal(cnl_alloc_blocks_held(fx.c, a), 0);
+	/* ...and to a GPU node when that one is full. */
+	assert_int_equal(place(r)->node, 0);
+	assert_int_equal(gpu(0, 0)->n_allocs, 0);
+	assert_int_equal(cnl_alloc_resize(fx.c, a->id, 5), -CNL_EKIND);
+	/* A set of allowed types. */
+	add_node("a100", "A100-80GB", 1);
+	struct cnl_alloc_req b = blocks(PB, 5);
+	b.gpu_types = 1ULL << tidx("A100-80GB") | 1ULL << tidx("L4");
+	assert_int_equal(place(b)->node, 2);
+	b.gpu_types = 1ULL << tidx("L4");
+	assert_int_equal(place_rc(b), -CNL_ENOSPACE);
+}
+
 /* ---- fragmentation ---------------------------------------------------- */
 
 static void test_fragmentation(void **state)
@@ -704,6 +734,7 @@ int main(void)
 	    T(test_double_free_and_stale_plan),
 	    T(test_node_errors),
 	    T(test_node_labels),
+	    T(test_cpu_only_and_type_sets),
 	    T(test_fragmentation),
 	    T(test_fragmentation_mig),
 	};

@@ -98,13 +98,17 @@ static struct cnl_alloc_req random_req(const struct cnl_catalog *cat)
 		r.kind = CNL_REQ_MIG;
 		r.profile = profiles[below(
 		    (int)(sizeof(profiles) / sizeof(profiles[0])))];
-	} else {
+	} else if (k < 95) {
 		r.kind = CNL_REQ_WHOLE;
 		r.gpus =
 		    below(20) ? 1 + below(4) : (int[]){0, 17, -1}[below(3)];
+	} else {
+		r.kind = CNL_REQ_CPU;
 	}
 	if (below(10) < 3)
 		r.gpu_type = below(50) ? below(cat->n) : 99;
+	else if (below(10) == 0)
+		r.gpu_types = next() & ((1ULL << cat->n) - 1);
 	r.cpu_milli = below(20) ? below(8000) : (below(2) ? -1 : 70000);
 	r.mem_mib = below(20) ? below(32768) : (below(2) ? -5 : 0);
 	return r;
@@ -131,7 +135,7 @@ static void check_or_fail(const struct cnl_cluster *c, uint64_t seed, int op,
 		         op, what, err);
 }
 
-static int kinds[4];
+static int kinds[5];
 
 static void run_seed(uint64_t seed, int *placed, int *refused)
 {
@@ -254,7 +258,7 @@ static void test_random_sequences(void **state)
 	print_message("blocks %d, mig %d, hosted %d, whole %d\n",
 	              kinds[CNL_PLACE_BLOCKS], kinds[CNL_PLACE_MIG],
 	              kinds[CNL_PLACE_MIG_BLOCKS], kinds[CNL_PLACE_WHOLE]);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 		assert_true(kinds[k] > SEEDS * OPS / 200);
 	assert_true(placed > SEEDS * OPS / 10);
 	assert_true(refused > SEEDS * OPS / 20);
