@@ -35,7 +35,8 @@
 	X(CNL_EDUP, "name already defined")                                  \
 	X(CNL_ELIMIT, "a fixed limit was exceeded")                          \
 	X(CNL_ECONFIG, "invalid configuration value")                        \
-	X(CNL_ENOTFOUND, "not found")
+	X(CNL_ENOTFOUND, "not found")                                        \
+	X(CNL_EDEADLINE, "deadline cannot be met")
 
 enum cnl_error_code {
 	CNL_EBASE_ = CNL_EBASE,

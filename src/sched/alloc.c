@@ -37,9 +37,9 @@
 
 #define SLOT_BITS       24
 #define SLOT_MASK       ((1u << SLOT_BITS) - 1)
-#define SCORE_OPEN_GPU  1000   /* using an empty GPU */
-#define SCORE_NEW_HOST  500    /* creating a host instance */
-#define SCORE_OPEN_NODE 100000 /* using a node with nothing on it */
+#define SCORE_OPEN_GPU  CNL_SCORE_OPEN_GPU
+#define SCORE_NEW_HOST  500 /* creating a host instance */
+#define SCORE_OPEN_NODE CNL_SCORE_OPEN_NODE
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -687,6 +687,24 @@ static bool plan_node(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 	return true;
 }
 
+bool cnl_alloc_may_fit(const struct cnl_cluster *c, uint32_t node,
+                       const struct cnl_req_prep *p)
+{
+	return node_may_fit(c, node, p);
+}
+
+bool cnl_alloc_plan_fast(const struct cnl_cluster *c,
+                         const struct cnl_req_prep *p, uint32_t node,
+                         struct cnl_plan *ret)
+{
+	return node_may_fit(c, node, p) && plan_node(c, p, node, ret);
+}
+
+void cnl_alloc_plan_masks(const struct cnl_cluster *c, struct cnl_plan *pl)
+{
+	plan_masks(c, pl);
+}
+
 int cnl_alloc_plan_node(const struct cnl_cluster *c,
                         const struct cnl_req_prep *p, uint32_t node,
                         struct cnl_plan *ret)
@@ -788,7 +806,7 @@ static struct cnl_alloc *slot_take(struct cnl_cluster *c)
 
 /* Check that `pl` still fits; 0 or a negative code.  No changes. */
 static int plan_valid(const struct cnl_cluster *c, const struct cnl_req_prep *p,
-                      const struct cnl_plan *pl)
+                      const struct cnl_plan *pl, bool any_state)
 {
 	const struct cnl_node *n;
 	const struct cnl_gpu *g;
@@ -799,7 +817,8 @@ static int plan_valid(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 	if (pl->node >= c->n_nodes)
 		return -CNL_ENODE;
 	n = &c->nodes[pl->node];
-	if (n->state != CNL_NODE_UP)
+	/* A restore puts back work that lives on a node whatever its state. */
+	if (n->state != CNL_NODE_UP && !any_state)
 		return -CNL_ENODESTATE;
 	if (n->cpu_total - n->cpu_used < p->req.cpu_milli ||
 	    n->mem_total - n->mem_used < p->req.mem_mib)
@@ -876,8 +895,89 @@ static int plan_valid(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 	return -CNL_ENOSPACE;
 }
 
+/* Take the free slot of `id` (restoring an allocation under its old id);
+ * NULL when that slot is not free. */
+static struct cnl_alloc *slot_take_id(struct cnl_cluster *c, uint32_t id)
+{
+	uint32_t s = (id & SLOT_MASK) - 1;
+
+	for (uint32_t i = c->n_free_slots; i-- > 0;)
+		if (c->free_slots[i] == s) {
+			c->free_slots[i] = c->free_slots[--c->n_free_slots];
+			memset(&c->slots[s], 0, sizeof(c->slots[s]));
+			c->slots[s].id = id;
+			return &c->slots[s];
+		}
+	return NULL;
+}
+
+static bool slot_is_free(const struct cnl_cluster *c, uint32_t id)
+{
+	uint32_t s = (id & SLOT_MASK) - 1;
+
+	if ((id & SLOT_MASK) == 0 || s >= c->n_slots || c->slots[s].id)
+		return false;
+	for (uint32_t i = c->n_free_slots; i-- > 0;)
+		if (c->free_slots[i] == s)
+			return true;
+	return false;
+}
+
+static int commit_as(struct cnl_cluster *c, const struct cnl_req_prep *p,
+                     const struct cnl_plan *pl, uint32_t restore_id,
+                     uint32_t *ret_id);
+
 int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
                      const struct cnl_plan *pl, uint32_t *ret_id)
+{
+	return commit_as(c, p, pl, 0, ret_id);
+}
+
+int cnl_alloc_restore(struct cnl_cluster *c, const struct cnl_alloc *saved)
+{
+	struct cnl_req_prep p;
+	struct cnl_plan pl;
+	uint32_t id;
+
+	if (!saved->id || saved->node >= c->n_nodes)
+		return -CNL_ENOALLOC;
+	if (!slot_is_free(c, saved->id))
+		return -CNL_EDUP;
+	const struct cnl_node *n = &c->nodes[saved->node];
+	memset(&p, 0, sizeof(p));
+	memset(p.prof, -1, sizeof(p.prof));
+	p.req.kind = (enum cnl_req_kind)saved->req_kind;
+	p.req.project = saved->project;
+	p.req.cpu_milli = saved->cpu_milli;
+	p.req.mem_mib = saved->mem_mib;
+	p.req.gpu_type = CNL_GPU_TYPE_ANY;
+	p.req.gpus = popc(saved->gpu_mask);
+	p.req.blocks = saved->kind == CNL_PLACE_MIG ? saved->blocks
+	                                            : mask_count(saved->mask);
+	p.type_ok = ~0ULL;
+	if (n->n_gpus)
+		p.prof[n->gpu_type] = (int8_t)saved->profile;
+	memset(&pl, 0, sizeof(pl));
+	pl.node = saved->node;
+	pl.kind = saved->kind;
+	pl.gpu = saved->gpu;
+	pl.profile = saved->profile;
+	pl.start = saved->start;
+	pl.gpu_mask = saved->gpu_mask;
+	pl.mask[0] = saved->mask[0];
+	pl.mask[1] = saved->mask[1];
+	pl.n_blocks = (uint8_t)mask_count(saved->mask);
+	if (saved->kind == CNL_PLACE_MIG_BLOCKS && saved->gpu < n->n_gpus)
+		pl.new_inst = find_inst(&n->gpus[saved->gpu], saved->start) < 0;
+	int r = commit_as(c, &p, &pl, saved->id, &id);
+	if (r == 0 && saved->req_kind == CNL_REQ_BLOCKS)
+		c->slots[(id & SLOT_MASK) - 1].blocks = saved->blocks;
+	return r;
+}
+
+static int commit_as(struct cnl_cluster *c, const struct cnl_req_prep *p,
+                     const struct cnl_plan *pl, uint32_t restore_id,
+                     uint32_t *ret_id)
 {
 	struct cnl_node *n;
 	struct cnl_gpu *g = NULL;
@@ -885,12 +985,12 @@ int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
 	uint32_t proj = p->req.project;
 	int r;
 
-	r = plan_valid(c, p, pl);
+	r = plan_valid(c, p, pl, restore_id != 0);
 	if (r < 0)
 		return r;
 	n = &c->nodes[pl->node];
 	/* Everything that can fail comes before the first change. */
-	if ((r = slot_reserve(c)) < 0)
+	if (!restore_id && (r = slot_reserve(c)) < 0)
 		return r;
 	for (int i = 0; i < n->n_gpus && pl->kind != CNL_PLACE_CPU; i++) {
 		bool touched = pl->kind == CNL_PLACE_WHOLE
@@ -900,7 +1000,7 @@ int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
 			return r;
 	}
 
-	a = slot_take(c);
+	a = restore_id ? slot_take_id(c, restore_id) : slot_take(c);
 	a->project = proj;
 	a->node = pl->node;
 	a->req_kind = (uint8_t)p->req.kind;

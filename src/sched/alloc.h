@@ -62,6 +62,12 @@
 #define CNL_GPU_TYPE_ANY      (-1)
 #define CNL_PROJECT_NONE      UINT32_MAX
 
+/* Plan scores (lower is better): a plan on a node with nothing on it
+ * scores at least CNL_SCORE_OPEN_NODE; one that opens an empty GPU at
+ * least CNL_SCORE_OPEN_GPU. */
+#define CNL_SCORE_OPEN_GPU  1000
+#define CNL_SCORE_OPEN_NODE 100000
+
 enum cnl_node_state {
 	CNL_NODE_UP,       /* takes new work */
 	CNL_NODE_CORDONED, /* keeps its work, takes no new work */
@@ -278,6 +284,15 @@ int cnl_alloc_free(struct cnl_cluster *c, uint32_t id);
  * size outside 1..100, -CNL_ENOSPACE when there is no room in place.
  */
 int cnl_alloc_resize(struct cnl_cluster *c, uint32_t id, int blocks);
+
+/*
+ * cnl_alloc_restore - put back an allocation released by cnl_alloc_free(),
+ * under its old id, from a copy of its record taken before the free.  For
+ * what-if questions ("would this job fit if those ended?"): free, ask,
+ * restore in reverse order, and the cluster is as it was.  -CNL_EDUP when
+ * the id's slot has been reused, -CNL_ENOSPACE when its resources have.
+ */
+int cnl_alloc_restore(struct cnl_cluster *c, const struct cnl_alloc *saved);
 
 /* cnl_alloc_get - the live allocation `id`, or NULL. */
 const struct cnl_alloc *cnl_alloc_get(const struct cnl_cluster *c, uint32_t id);

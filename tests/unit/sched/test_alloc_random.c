@@ -61,15 +61,24 @@ static uint64_t digest(const struct cnl_cluster *c)
 			h = mix(h, gp->mask[0]);
 			h = mix(h, gp->mask[1]);
 			h = mix(h, gp->n_allocs);
-			for (int k = 0; k < gp->n_inst; k++)
-				h = mix(h,
-				        gp->inst[k].profile |
-				            gp->inst[k].start << 8 |
-				            gp->inst[k].used << 16 |
-				            (uint64_t)gp->inst[k].mask << 24);
+			/* Instances by start slot and projects as a sum:
+			 * their array order is not state. */
+			for (int st = 0; st < 7; st++)
+				for (int k = 0; k < gp->n_inst; k++)
+					if (gp->inst[k].start == st)
+						h = mix(
+						    h,
+						    gp->inst[k].profile |
+						        gp->inst[k].used << 8 |
+						        (uint64_t)gp->inst[k]
+						                .mask
+						            << 24 |
+						        (uint64_t)st << 40);
+			uint64_t ps = 0;
 			for (int k = 0; k < gp->n_projs; k++)
-				h = mix(h, gp->projs[k].project * 1000ULL +
-				               gp->projs[k].allocs);
+				ps += mix(0, gp->projs[k].project * 1000ULL +
+				                 gp->projs[k].allocs);
+			h = mix(h, ps);
 		}
 	}
 	for (uint32_t s = 0; s < c->n_slots; s++)
@@ -202,6 +211,28 @@ static void run_seed(uint64_t seed, int *placed, int *refused)
 				assert_int_equal(rc, 0);
 				live[i] = live[--n_live];
 			}
+		} else if (k < 90) {
+			/* What-if: free some, restore in reverse, and the
+			 * cluster is exactly as it was. */
+			what = "free+restore";
+			struct cnl_alloc saved[8];
+			int m = n_live < 8 ? n_live : 1 + below(8);
+			for (int j = 0; j < m; j++) {
+				saved[j] = *cnl_alloc_get(c, live[j]);
+				assert_int_equal(cnl_alloc_free(c, live[j]), 0);
+			}
+			check_or_fail(c, seed, op, what);
+			for (int j = m; j-- > 0;)
+				assert_int_equal(
+				    cnl_alloc_restore(c, &saved[j]), 0);
+			for (int j = 0; j < m; j++)
+				assert_memory_equal(cnl_alloc_get(c, live[j]),
+				                    &saved[j],
+				                    sizeof(saved[j]));
+			if (digest(c) != before)
+				fail_msg("seed %llu op %d: restore differs",
+				         (unsigned long long)seed, op);
+			rc = 0;
 		} else if (k < 96) {
 			what = "resize";
 			if (n_live == 0)
