@@ -238,12 +238,37 @@ struct cyc {
 	    type_mem[CNL_CATALOG_MAX_TYPES];
 	int type_gpus[CNL_CATALOG_MAX_TYPES];
 	int64_t max_cpu, max_mem;
-	/* Estimated start per shape, for WAIT explanations. */
-	struct est_ent {
-		uint64_t key;
-		int64_t t;
-	} * est;
-	size_t n_est, cap_est;
+	/* Pre-emption: victims eligible this cycle, by class; the nodes that
+	 * hold any; shapes (per class) known to find none. */
+	size_t victims_by_prio[4];
+	uint32_t *victim_nodes;
+	size_t n_victim_nodes;
+	struct fail_ent *pfail;
+	/* Per GPU type, the best of each node summary field: a request no
+	 * node of its types could pass is refused without a node scan. */
+	struct type_max {
+		int64_t cpu, mem;
+		uint8_t n_empty, block, mig, host;
+		bool dirty, any;
+	} tmax[CNL_CATALOG_MAX_TYPES];
+	/* Per shape, every node's capacity-only lower bound on the start
+	 * time (GPU only), sorted.  Placements only raise the true bounds,
+	 * so a cached one stays a lower bound; pre-emption clears it. */
+	struct lb_cache *lbc;
+	size_t n_lbc;
+};
+
+#define LBC_MAX 256
+
+struct lb_ent {
+	int64_t lb;
+	uint32_t node;
+};
+
+struct lb_cache {
+	uint64_t key;
+	uint32_t n;
+	struct lb_ent *v;
 };
 
 static int64_t runtime_of(const struct cyc *y, const struct cnl_job *j)
@@ -282,13 +307,12 @@ static uint64_t fail_key(const struct cnl_req_prep *p)
 	return shape_key(p, p->req.kind == CNL_REQ_BLOCKS);
 }
 
-static bool fail_known(const struct cyc *y, const struct cnl_req_prep *p)
+static bool fail_known_in(const struct fail_ent *tab, uint64_t k,
+                          const struct cnl_req_prep *p)
 {
-	uint64_t k = fail_key(p);
-
 	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
 	     i++, h = (h + 1) % FAIL_SLOTS) {
-		const struct fail_ent *e = &y->fail[h];
+		const struct fail_ent *e = &tab[h];
 		if (!e->key)
 			return false;
 		if (e->key != k)
@@ -302,13 +326,12 @@ static bool fail_known(const struct cyc *y, const struct cnl_req_prep *p)
 	return false;
 }
 
-static void fail_note(struct cyc *y, const struct cnl_req_prep *p)
+static void fail_note_in(struct fail_ent *tab, uint64_t k,
+                         const struct cnl_req_prep *p)
 {
-	uint64_t k = fail_key(p);
-
 	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
 	     i++, h = (h + 1) % FAIL_SLOTS) {
-		struct fail_ent *e = &y->fail[h];
+		struct fail_ent *e = &tab[h];
 		if (e->key && e->key != k)
 			continue;
 		e->key = k;
@@ -321,9 +344,99 @@ static void fail_note(struct cyc *y, const struct cnl_req_prep *p)
 	}
 }
 
+static bool fail_known(const struct cyc *y, const struct cnl_req_prep *p)
+{
+	return fail_known_in(y->fail, fail_key(p), p);
+}
+
+static void fail_note(struct cyc *y, const struct cnl_req_prep *p)
+{
+	fail_note_in(y->fail, fail_key(p), p);
+}
+
 static void fail_clear(struct cyc *y)
 {
 	memset(y->fail, 0, FAIL_SLOTS * sizeof(*y->fail));
+	memset(y->pfail, 0, FAIL_SLOTS * sizeof(*y->pfail));
+}
+
+/* ---- per-type maxima -------------------------------------------------- */
+
+static void tmax_refresh(struct cyc *y, int t)
+{
+	struct type_max *m = &y->tmax[t];
+	const struct cnl_cluster *c = y->c;
+
+	memset(m, 0, sizeof(*m));
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct cnl_node_hot *h = &c->hot[i];
+		if (h->state != CNL_NODE_UP || !h->n_gpus || h->gpu_type != t)
+			continue;
+		m->any = true;
+		if (h->cpu_free > m->cpu)
+			m->cpu = h->cpu_free;
+		if (h->mem_free > m->mem)
+			m->mem = h->mem_free;
+		if (h->n_empty > m->n_empty)
+			m->n_empty = h->n_empty;
+		if (h->max_block_free > m->block)
+			m->block = h->max_block_free;
+		if (h->max_mig_free > m->mig)
+			m->mig = h->max_mig_free;
+		if (h->max_host_free > m->host)
+			m->host = h->max_host_free;
+	}
+}
+
+static void tmax_dirty(struct cyc *y, uint32_t node)
+{
+	if (y->c->nodes[node].n_gpus)
+		y->tmax[y->c->nodes[node].gpu_type].dirty = true;
+}
+
+/* True when no node of the request's types could pass the allocator's
+ * summary test (the same test as node_may_fit, on per-type maxima). */
+static bool tmax_reject(struct cyc *y, const struct cnl_req_prep *p)
+{
+	const struct cnl_alloc_req *r = &p->req;
+
+	if (r->kind == CNL_REQ_CPU)
+		return false;
+	for (int t = 0; t < y->c->cat->n; t++) {
+		if (!(p->type_ok >> t & 1))
+			continue;
+		struct type_max *m = &y->tmax[t];
+		if (m->dirty)
+			tmax_refresh(y, t);
+		if (!m->any || m->cpu < r->cpu_milli || m->mem < r->mem_mib)
+			continue;
+		int prof = p->prof[t];
+		int need =
+		    prof >= 0 ? y->c->cat->types[t].mig[prof].compute : 8;
+		switch (r->kind) {
+		case CNL_REQ_BLOCKS:
+			if (r->blocks <= m->block)
+				return false;
+			if (prof >= 0 && r->blocks <= CNL_SMALL_BLOCKS_MAX &&
+			    (r->blocks <= m->host || m->mig >= 1))
+				return false;
+			if (prof >= 0 && r->blocks > CNL_SMALL_BLOCKS_MAX &&
+			    m->mig >= need)
+				return false;
+			break;
+		case CNL_REQ_MIG:
+			if (m->mig >= need)
+				return false;
+			break;
+		case CNL_REQ_WHOLE:
+			if (m->n_empty >= r->gpus)
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
 }
 
 /* ---- running work per node ------------------------------------------- */
@@ -500,7 +613,7 @@ static bool cap_fits(const struct cap_view *cv, const struct cnl_alloc_req *r,
 /* A capacity-only lower bound on node_earliest(): CPU, memory and GPU
  * blocks return as work ends, without the allocator's placement rules. */
 static int64_t node_lower_bound(const struct cyc *y, uint32_t node,
-                                const struct cnl_req_prep *p)
+                                const struct cnl_req_prep *p, bool gpu_only)
 {
 	const struct cnl_cluster *c = y->c;
 	const struct cnl_node *n = &c->nodes[node];
@@ -510,8 +623,8 @@ static int64_t node_lower_bound(const struct cyc *y, uint32_t node,
 	int need = 0;
 	uint32_t i = 0;
 
-	cv.cpu = n->cpu_total - n->cpu_used;
-	cv.mem = n->mem_total - n->mem_used;
+	cv.cpu = gpu_only ? INT64_MAX / 2 : n->cpu_total - n->cpu_used;
+	cv.mem = gpu_only ? INT64_MAX / 2 : n->mem_total - n->mem_used;
 	cv.n_gpus = n->n_gpus;
 	for (int g = 0; g < n->n_gpus; g++) {
 		cv.freeb[g] = cnl_gpu_free_blocks(c, node, g);
@@ -598,11 +711,6 @@ static bool could_ever_fit(const struct cyc *y, const struct cnl_req_prep *p)
 	return false;
 }
 
-struct lb_ent {
-	int64_t lb;
-	uint32_t node;
-};
-
 static int cmp_lb(const void *a, const void *b)
 {
 	const struct lb_ent *x = a, *y = b;
@@ -611,67 +719,88 @@ static int cmp_lb(const void *a, const void *b)
 	return (x->node > y->node) - (x->node < y->node);
 }
 
+/* The sorted lower bounds for the shape of `p` (see struct lb_cache);
+ * NULL on allocation failure. */
+static const struct lb_cache *bounds(struct cyc *y,
+                                     const struct cnl_req_prep *p)
+{
+	uint64_t key = shape_key(p, false);
+	struct lb_cache tmp = {.key = key};
+	struct cnl_cluster *c = y->c;
+
+	for (size_t i = 0; i < y->n_lbc; i++)
+		if (y->lbc[i].key == key)
+			return &y->lbc[i];
+	tmp.v = malloc((c->n_nodes + 1) * sizeof(*tmp.v));
+	if (!tmp.v)
+		return NULL;
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct cnl_node *n = &c->nodes[i];
+		if (n->state != CNL_NODE_UP)
+			continue;
+		if (p->req.kind != CNL_REQ_CPU &&
+		    (!n->n_gpus || !(p->type_ok >> n->gpu_type & 1)))
+			continue;
+		int64_t lb = node_lower_bound(y, i, p, true);
+		if (lb != T_INF)
+			tmp.v[tmp.n++] = (struct lb_ent){lb, i};
+	}
+	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
+	if (y->n_lbc == LBC_MAX) {
+		/* Full: recycle the oldest entry. */
+		free(y->lbc[0].v);
+		memmove(&y->lbc[0], &y->lbc[1],
+		        (LBC_MAX - 1) * sizeof(y->lbc[0]));
+		y->n_lbc--;
+	}
+	y->lbc[y->n_lbc] = tmp;
+	return &y->lbc[y->n_lbc++];
+}
+
+static void bounds_clear(struct cyc *y)
+{
+	for (size_t i = 0; i < y->n_lbc; i++)
+		free(y->lbc[i].v);
+	y->n_lbc = 0;
+}
+
 /* The earliest time and node at which job `p` could start, honouring the
- * reservations already made.  T_INF when none is known. */
+ * reservations already made.  T_INF when none is known.  Nodes are tried
+ * in order of their lower bound until the bound passes the best exact
+ * time found: usually the first node or two settle it. */
 static int64_t earliest(struct cyc *y, const struct cnl_req_prep *p, int64_t rt,
                         uint32_t *ret_node)
 {
-	struct cnl_cluster *c = y->c;
-	struct lb_ent *lbs = malloc(c->n_nodes * sizeof(*lbs));
+	const struct lb_cache *lc = bounds(y, p);
 	struct saved sv = {0};
 	int64_t best = T_INF;
-	uint32_t n = 0, best_node = NONE;
+	uint32_t best_node = NONE;
 
-	if (!lbs)
-		return T_INF;
-	for (uint32_t i = 0; i < c->n_nodes; i++) {
-		if (!node_could_host(y, i, p))
+	for (uint32_t k = 0; lc && k < lc->n && lc->v[k].lb < best; k++) {
+		uint32_t node = lc->v[k].node;
+		if (!node_could_host(y, node, p))
 			continue;
-		int64_t lb = node_lower_bound(y, i, p);
-		if (lb != T_INF)
-			lbs[n++] = (struct lb_ent){lb, i};
-	}
-	qsort(lbs, n, sizeof(*lbs), cmp_lb);
-	for (uint32_t k = 0; k < n && lbs[k].lb < best; k++) {
-		int64_t t = node_earliest(y, lbs[k].node, p, rt, &sv);
+		int64_t t = node_earliest(y, node, p, rt, &sv);
 		if (t < best) {
 			best = t;
-			best_node = lbs[k].node;
+			best_node = node;
 		}
 	}
-	free(lbs);
 	free(sv.a);
 	*ret_node = best_node;
 	return best;
 }
 
-/* The estimated start of a waiting job of this shape: the capacity-only
- * bound over all nodes, cached per shape for the cycle. */
+/* The estimated start of a waiting job: the first lower bound among the
+ * nodes that could host it (GPU capacity as work ends). */
 static int64_t estimate(struct cyc *y, const struct cnl_req_prep *p)
 {
-	uint64_t key = shape_key(p, false);
-	int64_t best = T_INF;
+	const struct lb_cache *lc = bounds(y, p);
 
-	for (size_t i = 0; i < y->n_est; i++)
-		if (y->est[i].key == key)
-			return y->est[i].t;
-	for (uint32_t i = 0; i < y->c->n_nodes; i++) {
-		if (!node_could_host(y, i, p))
-			continue;
-		int64_t lb = node_lower_bound(y, i, p);
-		if (lb < best)
-			best = lb;
-	}
-	if (y->n_est == y->cap_est) {
-		size_t cap = y->cap_est ? y->cap_est * 2 : 64;
-		struct est_ent *ne = realloc(y->est, cap * sizeof(*ne));
-		if (!ne)
-			return best;
-		y->est = ne;
-		y->cap_est = cap;
-	}
-	y->est[y->n_est++] = (struct est_ent){key, best};
-	return best;
+	for (uint32_t k = 0; lc && k < lc->n; k++)
+		if (node_could_host(y, lc->v[k].node, p))
+			return lc->v[k].lb;
+	return T_INF;
 }
 
 /* ---- placement -------------------------------------------------------- */
@@ -835,6 +964,7 @@ static int start_job(struct cyc *y, uint32_t job, const struct cnl_plan *plan,
 	r = commit_plan(y->c, &y->prep[job], plan, &id);
 	if (r < 0)
 		return r;
+	tmax_dirty(y, plan->node);
 	r = run_add(y->s, plan->node, start + runtime_of(y, j), id, job);
 	if (r < 0) {
 		cnl_alloc_free(y->c, id);
@@ -872,7 +1002,7 @@ static int try_start(struct cyc *y, uint32_t job, bool *conflict)
 	int r;
 
 	*conflict = false;
-	if (fail_known(y, p))
+	if (tmax_reject(y, p) || fail_known(y, p))
 		return 0;
 	if (!search(y, job, &plan, conflict)) {
 		if (!*conflict)
@@ -1009,9 +1139,16 @@ static int try_preempt(struct cyc *y, uint32_t job)
 	uint32_t cand[VICTIMS_MAX];
 	int r;
 
-	if (j->prio < cfg->preempt_class_gap)
+	size_t avail = 0;
+	for (int q = 0; q + cfg->preempt_class_gap <= j->prio; q++)
+		avail += y->victims_by_prio[q];
+	if (!avail)
 		return 0;
-	for (uint32_t node = 0; node < c->n_nodes; node++) {
+	uint64_t pk = fail_key(p) ^ (0x51ed270b27b5aa3bULL * (j->prio + 1u));
+	if (fail_known_in(y->pfail, pk | 1, p))
+		return 0;
+	for (size_t vn = 0; vn < y->n_victim_nodes; vn++) {
+		uint32_t node = y->victim_nodes[vn];
 		const struct cnl_run_vec *rv = &y->s->runs[node];
 		int m = 0;
 		if (!node_could_host(y, node, p))
@@ -1044,8 +1181,10 @@ static int try_preempt(struct cyc *y, uint32_t job)
 			best = vs;
 	}
 	free(sv.a);
-	if (best.n == 0)
+	if (best.n == 0) {
+		fail_note_in(y->pfail, pk | 1, p);
 		return 0;
+	}
 	/* Release the victims for real and start the job after the grace. */
 	int64_t kill = y->now + cfg->grace_ms;
 	for (int i = 0; i < best.n; i++) {
@@ -1057,6 +1196,7 @@ static int try_preempt(struct cyc *y, uint32_t job)
 			return r;
 		team_hold(y, v->req.project, -held);
 		y->victim[best.job[i]] = 1;
+		y->victims_by_prio[v->prio]--;
 		struct cnl_decision d = {.kind = CNL_DEC_PREEMPT,
 		                         .reason = CNL_WHY_PREEMPTED,
 		                         .job = best.job[i],
@@ -1069,6 +1209,8 @@ static int try_preempt(struct cyc *y, uint32_t job)
 			return -ENOMEM;
 	}
 	fail_clear(y);
+	bounds_clear(y);
+	tmax_dirty(y, best.node);
 	struct cnl_plan plan;
 	uint32_t id;
 	if (!cnl_alloc_plan_fast(c, p, best.node, &plan))
@@ -1115,19 +1257,19 @@ static int blocked(struct cyc *y, uint32_t job, bool conflict)
 		return decide(y, job, CNL_DEC_WAIT, CNL_WHY_NO_MATCHING_NODE,
 		              NONE, 0, T_INF, 0);
 	if (j->deadline_ms) {
+		t = earliest(y, p, rt, &node);
 		if (y->now + rt <= j->deadline_ms) {
-			t = earliest(y, p, rt, &node);
 			if (t != T_INF && t + rt <= j->deadline_ms) {
 				if ((r = reserve(y, job, node, t, rt)) < 0)
 					return r;
 				return decide(y, job, CNL_DEC_WAIT,
 				              CNL_WHY_RESERVED, node, 0, t, 0);
 			}
-			/* Waiting misses the deadline: pre-empt. */
+			/* Waiting misses the deadline: pre-empt.  (Nothing
+			 * changes when no victims are found, so t stands.) */
 			if ((r = try_preempt(y, job)) != 0)
 				return r < 0 ? r : 0;
 		}
-		t = earliest(y, p, rt, &node);
 		if (t != T_INF && (r = reserve(y, job, node, t, rt)) < 0)
 			return r;
 		return decide(y, job, CNL_DEC_WAIT, CNL_WHY_DEADLINE_INFEASIBLE,
@@ -1202,6 +1344,7 @@ static int start_gang(struct cyc *y, const uint32_t *members, size_t n,
 		          -(int64_t)cnl_alloc_blocks_held(y->c, a));
 		run_del(s, nodes[placed], ids[placed]);
 		cnl_alloc_free(y->c, ids[placed]);
+		tmax_dirty(y, nodes[placed]);
 	}
 	if (r < 0)
 		return r;
@@ -1337,6 +1480,31 @@ static int setup_runs(struct cyc *y)
 	return 0;
 }
 
+/* The running jobs pre-emption may take this cycle, and their nodes. */
+static int setup_victims(struct cyc *y)
+{
+	const struct cnl_sched_config *cfg = &y->s->cfg;
+
+	y->victim_nodes = malloc((y->c->n_nodes + 1) * sizeof(uint32_t));
+	if (!y->victim_nodes)
+		return -ENOMEM;
+	for (uint32_t n = 0; n < y->c->n_nodes; n++) {
+		const struct cnl_run_vec *rv = &y->s->runs[n];
+		bool any = false;
+		for (uint32_t i = 0; i < rv->n; i++) {
+			const struct cnl_job *v = &y->jobs[rv->v[i].job];
+			if (!v->preemptible || v->prio > CNL_PRIO_CRITICAL ||
+			    y->now - v->start_ms < cfg->min_run_ms)
+				continue;
+			y->victims_by_prio[v->prio]++;
+			any = true;
+		}
+		if (any)
+			y->victim_nodes[y->n_victim_nodes++] = n;
+	}
+	return 0;
+}
+
 static void setup_types(struct cyc *y)
 {
 	const struct cnl_cluster *c = y->c;
@@ -1455,18 +1623,23 @@ int cnl_sched_cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	y.done = calloc(n_jobs + 1, 1);
 	y.victim = calloc(n_jobs + 1, 1);
 	y.fail = calloc(FAIL_SLOTS, sizeof(*y.fail));
+	y.pfail = calloc(FAIL_SLOTS, sizeof(*y.pfail));
+	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
 	ord = malloc((n_jobs + 1) * sizeof(*ord));
 	qs = malloc((n_jobs + 1) * sizeof(*qs));
 	gangs = malloc((n_jobs + 1) * sizeof(*gangs));
 	s->gang_nodes = realloc(s->gang_nodes,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
-	if (!y.prep || !y.done || !y.victim || !y.fail || !ord || !qs ||
-	    !gangs || !s->gang_nodes) {
+	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
+	    !ord || !qs || !gangs || !s->gang_nodes) {
 		r = -ENOMEM;
 		goto out;
 	}
-	if ((r = setup_runs(&y)) < 0 || (r = setup_teams(&y)) < 0)
+	if ((r = setup_runs(&y)) < 0 || (r = setup_teams(&y)) < 0 ||
+	    (r = setup_victims(&y)) < 0)
 		goto out;
+	for (int t = 0; t < CNL_CATALOG_MAX_TYPES; t++)
+		y.tmax[t].dirty = true;
 
 	/* Prepare every pending job; invalid ones are answered at once. */
 	for (size_t i = 0; i < n_jobs; i++) {
@@ -1540,7 +1713,10 @@ out:
 	free(y.done);
 	free(y.victim);
 	free(y.fail);
-	free(y.est);
+	free(y.pfail);
+	free(y.victim_nodes);
+	bounds_clear(&y);
+	free(y.lbc);
 	free(ord);
 	free(qs);
 	free(gangs);
@@ -1595,9 +1771,13 @@ int cnl_sched_admit(struct cnl_sched *s, struct cnl_cluster *c,
 				break;
 		}
 	}
+	if (r >= 0 && !(y.lbc = calloc(LBC_MAX, sizeof(*y.lbc))))
+		r = -ENOMEM;
 	if (r >= 0) {
 		y.prep = &p;
 		t = earliest(&y, &p, rt, &node);
+		bounds_clear(&y);
+		free(y.lbc);
 		if (pre.n && t != T_INF && t < now_ms + s->cfg.grace_ms)
 			t = now_ms + s->cfg.grace_ms;
 	}

@@ -1,0 +1,269 @@
+/*
+ * sched_bench.c - scheduler speed on a cluster shaped like the Alibaba
+ * openb trace (1,213 GPU nodes, 6,212 GPUs) with 10,000 pending jobs.
+ *
+ *   placements/s  one cycle on the empty cluster with 10,000 pending jobs
+ *                 drawn from the trace's default pod list: starts / time.
+ *   full cycle    the cluster now full of the first cycle's work (running),
+ *                 and 10,000 jobs pending again: the time of one cycle.
+ *
+ * Each figure is measured for the default "cnlab" policy and, in the same
+ * run, for the "fifo" policy as a baseline (same cycle machinery, no fair
+ * share, plain best fit), and printed with the ratio.  Jobs get teams from
+ * a hash of the pod name (20 teams), mostly normal priority with some low,
+ * high and critical, 5% with deadlines, and a run time from the trace
+ * (deletion - scheduled) or 1 h.  Every cycle runs 5 times; the median is
+ * reported.
+ *
+ * Usage: sched_bench [TRACE_DIR]  (default ../shared/traces/alibaba-gpu-v2023
+ * beside the source tree)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cnlab/errors.h"
+#include "sched/sched.h"
+#include "sim/trace.h"
+
+#define PENDING 10000
+#define REPEAT  5
+#define H       (3600LL * 1000)
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng = 0x5eed;
+
+static uint64_t next(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545F4914F6CDD1DULL;
+}
+
+static uint32_t hash_name(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+struct world {
+	struct cnl_catalog cat;
+	struct cnl_cluster *c;
+	struct cnl_trace_pod *pods;
+	size_t n_pods;
+};
+
+static int load(struct world *w, const char *dir)
+{
+	char path[4096], err[512];
+	int r;
+
+	cnl_catalog_init(&w->cat);
+	if (cnl_cluster_new(&w->cat, &w->c) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/csv/openb_node_list_gpu_node.csv",
+	         dir);
+	if ((r = cnl_trace_load_nodes(path, &w->cat, w->c, err, sizeof(err))) <
+	    0) {
+		fprintf(stderr, "sched_bench: %s\n", err);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/csv/openb_pod_list_default.csv", dir);
+	if ((r = cnl_trace_load_pods(path, &w->cat, &w->pods, &w->n_pods, err,
+	                             sizeof(err))) < 0) {
+		fprintf(stderr, "sched_bench: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* `n` pending jobs resampled from the pods (GPU pods only). */
+static void make_jobs(const struct world *w, struct cnl_job *jobs, size_t n,
+                      int64_t now, uint64_t seed)
+{
+	rng = seed;
+	for (size_t i = 0; i < n; i++) {
+		const struct cnl_trace_pod *p;
+		do
+			p = &w->pods[next() % w->n_pods];
+		while (p->num_gpu == 0);
+		struct cnl_job *j = &jobs[i];
+		memset(j, 0, sizeof(*j));
+		j->id = i + 1;
+		j->state = CNL_JOB_PENDING;
+		uint32_t team = 1 + hash_name(p->name) % 20;
+		cnl_trace_pod_req(&w->cat, p, team, &j->req);
+		int r = (int)(next() % 100);
+		j->prio = r < 10   ? CNL_PRIO_LOW
+		          : r < 85 ? CNL_PRIO_NORMAL
+		          : r < 97 ? CNL_PRIO_HIGH
+		                   : CNL_PRIO_CRITICAL;
+		j->preemptible = j->prio <= CNL_PRIO_NORMAL;
+		j->submit_ms = now - (int64_t)(next() % (48 * H));
+		j->runtime_ms = p->scheduled >= 0 && p->deletion > p->scheduled
+		                    ? (p->deletion - p->scheduled) * 1000
+		                    : H;
+		if (next() % 100 < 5)
+			j->deadline_ms =
+			    now + j->runtime_ms + (int64_t)(next() % (24 * H));
+	}
+}
+
+struct result {
+	double seconds;
+	size_t starts, waits, preempts;
+};
+
+static struct result one_cycle(struct world *w, const char *policy,
+                               struct cnl_job *jobs, size_t n, int64_t now,
+                               struct cnl_decisions *dec)
+{
+	struct cnl_sched_config cfg;
+	struct cnl_sched *s;
+	struct result res = {0};
+
+	cnl_sched_config_default(&cfg);
+	snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
+	if (cnl_sched_new(&cfg, &s) < 0)
+		exit(1);
+	double t = now_s();
+	if (cnl_sched_cycle(s, w->c, jobs, n, now, 42, dec) < 0)
+		exit(1);
+	res.seconds = now_s() - t;
+	for (size_t i = 0; i < dec->n; i++) {
+		res.starts += dec->d[i].kind == CNL_DEC_START;
+		res.waits += dec->d[i].kind == CNL_DEC_WAIT;
+		res.preempts += dec->d[i].kind == CNL_DEC_PREEMPT;
+	}
+	cnl_sched_free(s);
+	return res;
+}
+
+/* Undo a cycle's starts so the next repetition sees the same world. */
+static void undo(struct world *w, const struct cnl_decisions *dec)
+{
+	for (size_t i = dec->n; i-- > 0;)
+		if (dec->d[i].kind == CNL_DEC_START)
+			cnl_alloc_free(w->c, dec->d[i].alloc_id);
+}
+
+static struct result median(struct result *r)
+{
+	double t[REPEAT];
+	for (int i = 0; i < REPEAT; i++)
+		t[i] = r[i].seconds;
+	qsort(t, REPEAT, sizeof(t[0]), cmp_d);
+	struct result m = r[0];
+	m.seconds = t[REPEAT / 2];
+	return m;
+}
+
+static struct result measure_fill(struct world *w, const char *policy,
+                                  struct cnl_job *jobs, int64_t now)
+{
+	struct cnl_decisions dec = {0};
+	struct result r[REPEAT];
+
+	for (int k = 0; k < REPEAT; k++) {
+		r[k] = one_cycle(w, policy, jobs, PENDING, now, &dec);
+		undo(w, &dec);
+	}
+	cnl_decisions_done(&dec);
+	return median(r);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1]
+	                           : CNL_SOURCE_DIR
+	                      "/../shared/traces/alibaba-gpu-v2023";
+	struct world w;
+	int64_t now = 1000 * H;
+	struct cnl_job *jobs = calloc(2 * PENDING, sizeof(*jobs));
+	struct cnl_decisions dec = {0};
+
+	if (load(&w, dir) < 0)
+		return 1;
+	size_t gpus = 0;
+	for (uint32_t i = 0; i < w.c->n_nodes; i++)
+		gpus += w.c->nodes[i].n_gpus;
+	printf("cluster: %u nodes, %zu GPUs (Alibaba openb); %d pending jobs "
+	       "from %zu trace pods\n",
+	       w.c->n_nodes, gpus, PENDING, w.n_pods);
+
+	/* 1. Placements per second: empty cluster, 10,000 pending. */
+	make_jobs(&w, jobs, PENDING, now, 1);
+	struct result fc = measure_fill(&w, "cnlab", jobs, now);
+	struct result ff = measure_fill(&w, "fifo", jobs, now);
+	printf("\nempty cluster, one cycle over %d pending jobs (median of "
+	       "%d):\n",
+	       PENDING, REPEAT);
+	printf("  cnlab: %5zu started in %7.1f ms = %8.0f placements/s\n",
+	       fc.starts, fc.seconds * 1e3, (double)fc.starts / fc.seconds);
+	printf("  fifo:  %5zu started in %7.1f ms = %8.0f placements/s\n",
+	       ff.starts, ff.seconds * 1e3, (double)ff.starts / ff.seconds);
+	printf("  ratio cnlab/fifo placements/s: %.2f\n",
+	       ((double)fc.starts / fc.seconds) /
+	           ((double)ff.starts / ff.seconds));
+
+	/* 2. A full cycle: the first cycle's work now runs; 10,000 pending
+	 * jobs again (the waiting ones plus new arrivals). */
+	struct result first = one_cycle(&w, "cnlab", jobs, PENDING, now, &dec);
+	size_t n = PENDING, n_run = 0;
+	for (size_t i = 0; i < dec.n; i++)
+		if (dec.d[i].kind == CNL_DEC_START) {
+			struct cnl_job *j = &jobs[dec.d[i].job];
+			j->state = CNL_JOB_RUNNING;
+			j->alloc_id = dec.d[i].alloc_id;
+			j->start_ms = dec.d[i].at_ms;
+			n_run++;
+		}
+	make_jobs(&w, jobs + n, n_run, now + 60000, 2);
+	n += n_run;
+	now += 60000;
+	(void)first;
+	struct cnl_decisions d2 = {0};
+	struct result rc[REPEAT], rf[REPEAT];
+	for (int k = 0; k < REPEAT; k++) {
+		rc[k] = one_cycle(&w, "cnlab", jobs, n, now, &d2);
+		undo(&w, &d2);
+		rf[k] = one_cycle(&w, "fifo", jobs, n, now, &d2);
+		undo(&w, &d2);
+	}
+	struct result mc = median(rc), mf = median(rf);
+	printf("\nfull cluster (%zu running), one cycle over %d pending jobs "
+	       "(median of %d):\n",
+	       n_run, PENDING, REPEAT);
+	printf("  cnlab: %7.1f ms (%zu started, %zu waiting, %zu pre-empted)\n",
+	       mc.seconds * 1e3, mc.starts, mc.waits, mc.preempts);
+	printf("  fifo:  %7.1f ms (%zu started, %zu waiting, %zu pre-empted)\n",
+	       mf.seconds * 1e3, mf.starts, mf.waits, mf.preempts);
+	printf("  ratio cnlab/fifo cycle time: %.2f\n",
+	       mc.seconds / mf.seconds);
+
+	char err[256];
+	int chk = cnl_cluster_check(w.c, err, sizeof(err));
+	printf("\ninvariants: %s\n", chk == 0 ? "ok" : err);
+	cnl_decisions_done(&dec);
+	cnl_decisions_done(&d2);
+	free(jobs);
+	free(w.pods);
+	cnl_cluster_free(w.c);
+	return chk == 0 ? 0 : 1;
+}
