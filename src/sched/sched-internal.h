@@ -33,6 +33,7 @@ struct cnl_run_vec {
 struct cnl_resv {
 	uint32_t job;
 	uint32_t node;
+	uint32_t next; /* next reservation on the node, or UINT32_MAX */
 	int64_t t0, t1;
 };
 
@@ -50,6 +51,7 @@ struct cnl_sched {
 	uint32_t n_runs;
 	struct cnl_resv *resv;
 	size_t n_resv, cap_resv;
+	uint32_t *resv_head;  /* per node: first reservation, or UINT32_MAX */
 	uint32_t *gang_nodes; /* nodes of the gang being placed */
 	int n_gang_nodes;
 };

@@ -123,6 +123,7 @@ void cnl_sched_free(struct cnl_sched *s)
 		free(s->runs[i].v);
 	free(s->runs);
 	free(s->resv);
+	free(s->resv_head);
 	free(s->gang_nodes);
 	free(s);
 }
@@ -556,9 +557,9 @@ out:
 static const struct cnl_resv *
 resv_overlap(const struct cnl_sched *s, uint32_t node, int64_t t0, int64_t t1)
 {
-	for (size_t i = 0; i < s->n_resv; i++) {
+	for (uint32_t i = s->resv_head[node]; i != NONE; i = s->resv[i].next) {
 		const struct cnl_resv *r = &s->resv[i];
-		if (r->node == node && r->t0 < t1 && t0 < r->t1)
+		if (r->t0 < t1 && t0 < r->t1)
 			return r;
 	}
 	return NULL;
@@ -569,9 +570,10 @@ resv_overlap(const struct cnl_sched *s, uint32_t node, int64_t t0, int64_t t1)
  * overlap in time). */
 static int64_t node_earliest(struct cyc *y, uint32_t node,
                              const struct cnl_req_prep *p, int64_t rt,
-                             struct saved *sv)
+                             int64_t lower_bound, struct saved *sv)
 {
-	int64_t t = y->now;
+	/* Nothing fits before the lower bound: start the replay there. */
+	int64_t t = lower_bound > y->now ? lower_bound : y->now;
 
 	for (size_t guard = 0; guard <= y->s->n_resv; guard++) {
 		const struct cnl_resv *r;
@@ -780,7 +782,7 @@ static int64_t earliest(struct cyc *y, const struct cnl_req_prep *p, int64_t rt,
 		uint32_t node = lc->v[k].node;
 		if (!node_could_host(y, node, p))
 			continue;
-		int64_t t = node_earliest(y, node, p, rt, &sv);
+		int64_t t = node_earliest(y, node, p, rt, lc->v[k].lb, &sv);
 		if (t < best) {
 			best = t;
 			best_node = node;
@@ -834,9 +836,10 @@ static bool resv_ok(struct cyc *y, const struct cnl_req_prep *p,
 	uint32_t id = 0;
 	bool ok = true, placed = false;
 
-	for (size_t i = 0; i < s->n_resv && ok; i++) {
+	for (uint32_t i = s->resv_head[plan->node]; i != NONE && ok;
+	     i = s->resv[i].next) {
 		const struct cnl_resv *r = &s->resv[i];
-		if (r->node != plan->node || end <= r->t0)
+		if (end <= r->t0)
 			continue;
 		if (!placed) {
 			if (commit_plan(y->c, p, plan, &id) < 0) {
@@ -905,7 +908,7 @@ static bool search(struct cyc *y, uint32_t job, struct cnl_plan *ret,
 			continue;
 		if (!cnl_alloc_plan_fast(c, p, i, &pl))
 			continue;
-		if (y->s->n_resv && !resv_ok(y, p, &pl, end)) {
+		if (y->s->resv_head[i] != NONE && !resv_ok(y, p, &pl, end)) {
 			*conflict = true;
 			continue;
 		}
@@ -1238,8 +1241,12 @@ static int reserve(struct cyc *y, uint32_t job, uint32_t node, int64_t t0,
 		s->resv = nr;
 		s->cap_resv = cap;
 	}
-	s->resv[s->n_resv++] = (struct cnl_resv){
-	    .job = job, .node = node, .t0 = t0, .t1 = t0 + rt};
+	s->resv[s->n_resv] = (struct cnl_resv){.job = job,
+	                                       .node = node,
+	                                       .next = s->resv_head[node],
+	                                       .t0 = t0,
+	                                       .t1 = t0 + rt};
+	s->resv_head[node] = (uint32_t)s->n_resv++;
 	return 0;
 }
 
@@ -1460,8 +1467,14 @@ static int setup_runs(struct cyc *y)
 		s->idle_since = ni;
 		s->n_idle = nn;
 	}
-	for (uint32_t i = 0; i < nn; i++)
+	uint32_t *nh = realloc(s->resv_head, (nn + 1) * sizeof(*nh));
+	if (!nh)
+		return -ENOMEM;
+	s->resv_head = nh;
+	for (uint32_t i = 0; i < nn; i++) {
 		s->runs[i].n = 0;
+		s->resv_head[i] = NONE;
+	}
 	for (size_t i = 0; i < y->n_jobs; i++) {
 		const struct cnl_job *j = &y->jobs[i];
 		const struct cnl_alloc *a;
