@@ -612,61 +612,76 @@ static bool cap_fits(const struct cap_view *cv, const struct cnl_alloc_req *r,
 	return r->kind == CNL_REQ_WHOLE && empty >= r->gpus;
 }
 
+/* The node's free capacity as the capacity-only reasoning sees it, and
+ * the GPU blocks `p` needs on one GPU. */
+static int cap_view_init(const struct cyc *y, uint32_t node,
+                         const struct cnl_req_prep *p, bool gpu_only,
+                         struct cap_view *cv)
+{
+	const struct cnl_cluster *c = y->c;
+	const struct cnl_node *n = &c->nodes[node];
+	const struct cnl_alloc_req *r = &p->req;
+
+	cv->cpu = gpu_only ? INT64_MAX / 2 : n->cpu_total - n->cpu_used;
+	cv->mem = gpu_only ? INT64_MAX / 2 : n->mem_total - n->mem_used;
+	cv->n_gpus = n->n_gpus;
+	for (int g = 0; g < n->n_gpus; g++) {
+		cv->freeb[g] = cnl_gpu_free_blocks(c, node, g);
+		cv->left[g] = n->gpus[g].n_allocs;
+	}
+	if (r->kind == CNL_REQ_BLOCKS)
+		return r->blocks;
+	if (r->kind == CNL_REQ_MIG && p->prof[n->gpu_type] >= 0)
+		return CNL_BLOCKS_PER_GPU *
+		       c->cat->types[n->gpu_type]
+		           .mig[p->prof[n->gpu_type]]
+		           .compute /
+		       CNL_MIG_COMPUTE_SLICES;
+	return 0;
+}
+
+/* Give allocation `id` back to the view. */
+static void cap_view_release(const struct cnl_cluster *c, struct cap_view *cv,
+                             uint32_t id)
+{
+	const struct cnl_alloc *a = cnl_alloc_get(c, id);
+
+	if (!a)
+		return;
+	cv->cpu += a->cpu_milli;
+	cv->mem += a->mem_mib;
+	if (a->kind == CNL_PLACE_WHOLE) {
+		for (int g = 0; g < cv->n_gpus; g++)
+			if (a->gpu_mask >> g & 1) {
+				cv->freeb[g] = CNL_BLOCKS_PER_GPU;
+				cv->left[g] = 0;
+			}
+	} else if (a->kind != CNL_PLACE_CPU) {
+		/* Rounding of MIG shares must not make an empty GPU look
+		 * less than empty. */
+		cv->freeb[a->gpu] += cnl_alloc_blocks_held(c, a);
+		if (--cv->left[a->gpu] <= 0)
+			cv->freeb[a->gpu] = CNL_BLOCKS_PER_GPU;
+	}
+}
+
 /* A capacity-only lower bound on node_earliest(): CPU, memory and GPU
  * blocks return as work ends, without the allocator's placement rules. */
 static int64_t node_lower_bound(const struct cyc *y, uint32_t node,
                                 const struct cnl_req_prep *p, bool gpu_only)
 {
-	const struct cnl_cluster *c = y->c;
-	const struct cnl_node *n = &c->nodes[node];
 	const struct cnl_run_vec *rv = &y->s->runs[node];
-	const struct cnl_alloc_req *r = &p->req;
 	struct cap_view cv;
-	int need = 0;
+	int need = cap_view_init(y, node, p, gpu_only, &cv);
 	uint32_t i = 0;
 
-	cv.cpu = gpu_only ? INT64_MAX / 2 : n->cpu_total - n->cpu_used;
-	cv.mem = gpu_only ? INT64_MAX / 2 : n->mem_total - n->mem_used;
-	cv.n_gpus = n->n_gpus;
-	for (int g = 0; g < n->n_gpus; g++) {
-		cv.freeb[g] = cnl_gpu_free_blocks(c, node, g);
-		cv.left[g] = n->gpus[g].n_allocs;
-	}
-	if (r->kind == CNL_REQ_BLOCKS)
-		need = r->blocks;
-	else if (r->kind == CNL_REQ_MIG && p->prof[n->gpu_type] >= 0)
-		need = CNL_BLOCKS_PER_GPU *
-		       c->cat->types[n->gpu_type]
-		           .mig[p->prof[n->gpu_type]]
-		           .compute /
-		       CNL_MIG_COMPUTE_SLICES;
-	if (cap_fits(&cv, r, need))
+	if (cap_fits(&cv, &p->req, need))
 		return y->now;
 	while (i < rv->n) {
 		int64_t end = rv->v[i].end_ms;
-		for (; i < rv->n && rv->v[i].end_ms == end; i++) {
-			const struct cnl_alloc *a =
-			    cnl_alloc_get(c, rv->v[i].alloc_id);
-			if (!a)
-				continue;
-			cv.cpu += a->cpu_milli;
-			cv.mem += a->mem_mib;
-			if (a->kind == CNL_PLACE_WHOLE) {
-				for (int g = 0; g < n->n_gpus; g++)
-					if (a->gpu_mask >> g & 1) {
-						cv.freeb[g] =
-						    CNL_BLOCKS_PER_GPU;
-						cv.left[g] = 0;
-					}
-			} else if (a->kind != CNL_PLACE_CPU) {
-				/* Rounding of MIG shares must not make
-				 * an empty GPU look less than empty. */
-				cv.freeb[a->gpu] += cnl_alloc_blocks_held(c, a);
-				if (--cv.left[a->gpu] <= 0)
-					cv.freeb[a->gpu] = CNL_BLOCKS_PER_GPU;
-			}
-		}
-		if (cap_fits(&cv, r, need))
+		for (; i < rv->n && rv->v[i].end_ms == end; i++)
+			cap_view_release(y->c, &cv, rv->v[i].alloc_id);
+		if (cap_fits(&cv, &p->req, need))
 			return end;
 	}
 	return T_INF;
@@ -1087,7 +1102,7 @@ static int cmp_victim_ctx_prio(const struct cyc *y, uint32_t a, uint32_t b)
  * (cheapest first); false when even all of them are not enough. */
 static bool node_victims(struct cyc *y, uint32_t node,
                          const struct cnl_req_prep *p, const uint32_t *cand,
-                         int m, int max_size, struct vset *ret,
+                         int m, int min_size, int max_size, struct vset *ret,
                          struct saved *sv)
 {
 	uint32_t pick[VICTIMS_MAX];
@@ -1095,7 +1110,8 @@ static bool node_victims(struct cyc *y, uint32_t node,
 
 	if (!fits_without(y, node, p, cand, m, sv))
 		return false;
-	for (int k = 1; k <= m && k <= max_size; k++) {
+	for (int k = min_size > 1 ? min_size : 1; k <= m && k <= max_size;
+	     k++) {
 		for (int i = 0; i < k; i++)
 			idx[i] = i;
 		for (;;) {
@@ -1130,7 +1146,31 @@ static bool node_victims(struct cyc *y, uint32_t node,
 	return false;
 }
 
-/* Pre-empt for `job` if victims exist.  1 done, 0 no, < 0 error. */
+/* A node's victims as capacity alone sees them: the cheapest prefix of
+ * its candidates that makes room.  A lower bound on the exact answer. */
+struct vest {
+	uint32_t node;
+	int m, k, max_prio;
+	int64_t lost;
+	uint32_t cand[VICTIMS_MAX];
+};
+
+static int cmp_vest(const void *a, const void *b)
+{
+	const struct vest *x = a, *z = b;
+
+	if (x->k != z->k)
+		return x->k < z->k ? -1 : 1;
+	if (x->max_prio != z->max_prio)
+		return x->max_prio < z->max_prio ? -1 : 1;
+	if (x->lost != z->lost)
+		return x->lost < z->lost ? -1 : 1;
+	return (x->node > z->node) - (x->node < z->node);
+}
+
+/* Pre-empt for `job` if victims exist.  1 done, 0 no, < 0 error.  Nodes
+ * are examined in order of their capacity-only estimate, and the exact
+ * search stops once no estimate left can beat the best set found. */
 static int try_preempt(struct cyc *y, uint32_t job)
 {
 	const struct cnl_sched_config *cfg = &y->s->cfg;
@@ -1139,7 +1179,8 @@ static int try_preempt(struct cyc *y, uint32_t job)
 	struct cnl_cluster *c = y->c;
 	struct vset best = {0}, vs;
 	struct saved sv = {0};
-	uint32_t cand[VICTIMS_MAX];
+	struct vest *ests;
+	size_t n_est = 0;
 	int r;
 
 	size_t avail = 0;
@@ -1150,9 +1191,13 @@ static int try_preempt(struct cyc *y, uint32_t job)
 	uint64_t pk = fail_key(p) ^ (0x51ed270b27b5aa3bULL * (j->prio + 1u));
 	if (fail_known_in(y->pfail, pk | 1, p))
 		return 0;
+	ests = malloc((y->n_victim_nodes + 1) * sizeof(*ests));
+	if (!ests)
+		return -ENOMEM;
 	for (size_t vn = 0; vn < y->n_victim_nodes; vn++) {
 		uint32_t node = y->victim_nodes[vn];
 		const struct cnl_run_vec *rv = &y->s->runs[node];
+		struct vest *e = &ests[n_est];
 		int m = 0;
 		if (!node_could_host(y, node, p))
 			continue;
@@ -1170,19 +1215,49 @@ static int try_preempt(struct cyc *y, uint32_t job)
 			/* Insert by (class, work lost, index). */
 			int q = m++;
 			while (q > 0 &&
-			       cmp_victim_ctx_prio(y, cand[q - 1], vj) > 0) {
-				cand[q] = cand[q - 1];
+			       cmp_victim_ctx_prio(y, e->cand[q - 1], vj) > 0) {
+				e->cand[q] = e->cand[q - 1];
 				q--;
 			}
-			cand[q] = vj;
+			e->cand[q] = vj;
 		}
 		if (m == 0)
 			continue;
-		if (node_victims(y, node, p, cand, m,
+		/* The cheapest prefix that frees enough, by capacity. */
+		struct cap_view cv;
+		int need = cap_view_init(y, node, p, false, &cv);
+		e->node = node;
+		e->m = m;
+		e->k = 0;
+		e->max_prio = 0;
+		e->lost = 0;
+		for (int i = 0; i < m && !e->k; i++) {
+			const struct cnl_job *v = &y->jobs[e->cand[i]];
+			cap_view_release(c, &cv, v->alloc_id);
+			if (v->prio > e->max_prio)
+				e->max_prio = v->prio;
+			e->lost += work_lost(y, v);
+			if (cap_fits(&cv, &p->req, need))
+				e->k = i + 1;
+		}
+		if (e->k)
+			n_est++;
+	}
+	qsort(ests, n_est, sizeof(*ests), cmp_vest);
+	for (size_t i = 0; i < n_est; i++) {
+		const struct vest *e = &ests[i];
+		if (best.n &&
+		    (e->k > best.n ||
+		     (e->k == best.n && (e->max_prio > best.max_prio ||
+		                         (e->max_prio == best.max_prio &&
+		                          e->lost >= best.lost)))))
+			break;
+		if (node_victims(y, e->node, p, e->cand, e->m, e->k,
 		                 best.n ? best.n : VICTIMS_MAX, &vs, &sv) &&
 		    vset_better(&vs, &best))
 			best = vs;
 	}
+	free(ests);
 	free(sv.a);
 	if (best.n == 0) {
 		fail_note_in(y->pfail, pk | 1, p);
