@@ -244,6 +244,10 @@ struct cyc {
 	size_t victims_by_prio[4];
 	uint32_t *victim_nodes;
 	size_t n_victim_nodes;
+	/* Per victim node (by position in victim_nodes), its eligible
+	 * victims from vl_jobs[vl_off[i]] to vl_jobs[vl_off[i + 1]], by
+	 * (class, work lost, index): the cheapest first. */
+	uint32_t *vl_off, *vl_jobs;
 	struct fail_ent *pfail;
 	/* Per GPU type, the best of each node summary field: a request no
 	 * node of its types could pass is refused without a node scan. */
@@ -1196,30 +1200,19 @@ static int try_preempt(struct cyc *y, uint32_t job)
 		return -ENOMEM;
 	for (size_t vn = 0; vn < y->n_victim_nodes; vn++) {
 		uint32_t node = y->victim_nodes[vn];
-		const struct cnl_run_vec *rv = &y->s->runs[node];
 		struct vest *e = &ests[n_est];
 		int m = 0;
 		if (!node_could_host(y, node, p))
 			continue;
-		for (uint32_t i = 0; i < rv->n && m < VICTIMS_MAX; i++) {
-			uint32_t vj = rv->v[i].job;
-			if (vj == NONE ||
-			    y->jobs[vj].state != CNL_JOB_RUNNING ||
-			    y->victim[vj])
-				continue;
-			const struct cnl_job *v = &y->jobs[vj];
-			if (!v->preemptible ||
-			    v->prio + cfg->preempt_class_gap > j->prio ||
-			    y->now - v->start_ms < cfg->min_run_ms)
-				continue;
-			/* Insert by (class, work lost, index). */
-			int q = m++;
-			while (q > 0 &&
-			       cmp_victim_ctx_prio(y, e->cand[q - 1], vj) > 0) {
-				e->cand[q] = e->cand[q - 1];
-				q--;
-			}
-			e->cand[q] = vj;
+		/* The node's list is cheapest first and by class: take
+		 * the unused ones of low enough class. */
+		for (uint32_t i = y->vl_off[vn];
+		     i < y->vl_off[vn + 1] && m < VICTIMS_MAX; i++) {
+			uint32_t vj = y->vl_jobs[i];
+			if (y->jobs[vj].prio + cfg->preempt_class_gap > j->prio)
+				break;
+			if (!y->victim[vj])
+				e->cand[m++] = vj;
 		}
 		if (m == 0)
 			continue;
@@ -1243,8 +1236,20 @@ static int try_preempt(struct cyc *y, uint32_t job)
 		if (e->k)
 			n_est++;
 	}
-	qsort(ests, n_est, sizeof(*ests), cmp_vest);
 	for (size_t i = 0; i < n_est; i++) {
+		/* Lazily in estimate order: the first few by selection, the
+		 * rest sorted only if the search goes on that long. */
+		if (i < 4) {
+			size_t mi = i;
+			for (size_t q = i + 1; q < n_est; q++)
+				if (cmp_vest(&ests[q], &ests[mi]) < 0)
+					mi = q;
+			struct vest tmp = ests[i];
+			ests[i] = ests[mi];
+			ests[mi] = tmp;
+		} else if (i == 4) {
+			qsort(ests + i, n_est - i, sizeof(*ests), cmp_vest);
+		}
 		const struct vest *e = &ests[i];
 		if (best.n &&
 		    (e->k > best.n ||
@@ -1568,28 +1573,46 @@ static int setup_runs(struct cyc *y)
 	return 0;
 }
 
-/* The running jobs pre-emption may take this cycle, and their nodes. */
+/* The running jobs pre-emption may take this cycle, per node, cheapest
+ * first. */
 static int setup_victims(struct cyc *y)
 {
 	const struct cnl_sched_config *cfg = &y->s->cfg;
+	size_t total = 0;
 
 	y->victim_nodes = malloc((y->c->n_nodes + 1) * sizeof(uint32_t));
-	if (!y->victim_nodes)
+	y->vl_off = malloc((y->c->n_nodes + 2) * sizeof(uint32_t));
+	y->vl_jobs = malloc((y->n_jobs + 1) * sizeof(uint32_t));
+	if (!y->victim_nodes || !y->vl_off || !y->vl_jobs)
 		return -ENOMEM;
 	for (uint32_t n = 0; n < y->c->n_nodes; n++) {
 		const struct cnl_run_vec *rv = &y->s->runs[n];
-		bool any = false;
+		size_t first = total;
 		for (uint32_t i = 0; i < rv->n; i++) {
-			const struct cnl_job *v = &y->jobs[rv->v[i].job];
-			if (!v->preemptible || v->prio > CNL_PRIO_CRITICAL ||
+			uint32_t vj = rv->v[i].job;
+			if (vj == NONE)
+				continue;
+			const struct cnl_job *v = &y->jobs[vj];
+			if (v->state != CNL_JOB_RUNNING || !v->preemptible ||
+			    v->prio > CNL_PRIO_CRITICAL ||
 			    y->now - v->start_ms < cfg->min_run_ms)
 				continue;
 			y->victims_by_prio[v->prio]++;
-			any = true;
+			/* Insertion by (class, work lost, index). */
+			size_t q = total++;
+			while (q > first && cmp_victim_ctx_prio(
+			                        y, y->vl_jobs[q - 1], vj) > 0) {
+				y->vl_jobs[q] = y->vl_jobs[q - 1];
+				q--;
+			}
+			y->vl_jobs[q] = vj;
 		}
-		if (any)
+		if (total > first) {
+			y->vl_off[y->n_victim_nodes] = (uint32_t)first;
 			y->victim_nodes[y->n_victim_nodes++] = n;
+		}
 	}
+	y->vl_off[y->n_victim_nodes] = (uint32_t)total;
 	return 0;
 }
 
@@ -1803,6 +1826,8 @@ out:
 	free(y.fail);
 	free(y.pfail);
 	free(y.victim_nodes);
+	free(y.vl_off);
+	free(y.vl_jobs);
 	bounds_clear(&y);
 	free(y.lbc);
 	free(ord);
