@@ -318,16 +318,17 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen);
 
 /* ---- fragmentation -------------------------------------------------- */
 
-#define CNL_MIX_MAX 16
+#define CNL_MIX_MAX 128
 
 /* A typical request mix: task shapes with weights (need not sum to 1). */
 struct cnl_task_mix {
 	int n;
 	struct {
-		enum cnl_req_kind kind; /* BLOCKS or WHOLE */
+		enum cnl_req_kind kind; /* BLOCKS, WHOLE or CPU */
 		int blocks;             /* BLOCKS: 1..100 */
 		int gpus;               /* WHOLE: 1..16 */
 		int64_t cpu_milli, mem_mib;
+		uint64_t gpu_types; /* allowed types; 0: any */
 		double weight;
 	} t[CNL_MIX_MAX];
 };
@@ -348,6 +349,18 @@ double cnl_frag_gpu(const struct cnl_cluster *c, uint32_t node, int gpu,
                     const struct cnl_task_mix *mix);
 double cnl_frag_node(const struct cnl_cluster *c, uint32_t node,
                      const struct cnl_task_mix *mix);
+
+/*
+ * cnl_frag_node_after - cnl_frag_node() as it would be once `plan` were
+ * committed for a request of `cpu_milli` and `mem_mib`, without changing
+ * anything: the gradient a placement policy descends.  Returns a negative
+ * value for plans it cannot evaluate this way (MIG plans); commit and
+ * measure those instead.
+ */
+double cnl_frag_node_after(const struct cnl_cluster *c, uint32_t node,
+                           const struct cnl_task_mix *mix,
+                           const struct cnl_plan *plan, int64_t cpu_milli,
+                           int64_t mem_mib);
 
 /* cnl_gpu_free_blocks - free capacity of a GPU in blocks (MIG: free compute
  * slices as 100 * n / 7, plus free blocks in host instances). */

@@ -705,6 +705,64 @@ static void test_fragmentation_mig(void **state)
 	assert_int_equal(cnl_gpu_free_blocks(fx.c, 0, 0), 57);
 }
 
+/* cnl_frag_node_after() predicts exactly what committing the plan gives. */
+static void test_fragmentation_prediction(void **state)
+{
+	struct cnl_task_mix mix;
+	uint32_t live[512];
+	int n_live = 0;
+	uint64_t x = 88172645463325252ULL;
+	(void)state;
+	add_node("n0", "L4", 4);
+	add_node("n1", "T4", 2);
+	add_node("n2", "A10", 8);
+	cnl_task_mix_default(&mix);
+	mix.t[mix.n].kind = CNL_REQ_CPU;
+	mix.t[mix.n].cpu_milli = 20000;
+	mix.t[mix.n++].weight = 0.1;
+	mix.t[mix.n].kind = CNL_REQ_BLOCKS;
+	mix.t[mix.n].blocks = 30;
+	mix.t[mix.n].gpu_types = 1ULL << tidx("T4");
+	mix.t[mix.n++].weight = 0.2;
+	int checked = 0;
+	for (int i = 0; i < 3000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		if (n_live > 0 && x % 3 == 0) {
+			int k = (int)(x / 3 % (uint64_t)n_live);
+			assert_int_equal(cnl_alloc_free(fx.c, live[k]), 0);
+			live[k] = live[--n_live];
+			continue;
+		}
+		struct cnl_alloc_req r =
+		    blocks(1 + (uint32_t)(x % 3), 1 + (int)(x / 7 % 100));
+		if (x % 5 == 0) {
+			r.kind = CNL_REQ_WHOLE;
+			r.gpus = 1 + (int)(x / 11 % 3);
+		} else if (x % 7 == 0) {
+			r.kind = CNL_REQ_CPU;
+		}
+		r.cpu_milli = (int64_t)(x / 13 % 16000);
+		struct cnl_req_prep p;
+		struct cnl_plan pl;
+		uint32_t id;
+		assert_int_equal(cnl_alloc_prepare(fx.c, &r, &p), 0);
+		if (cnl_alloc_plan(fx.c, &p, &pl) < 0 || n_live == 512)
+			continue;
+		double want = cnl_frag_node_after(fx.c, pl.node, &mix, &pl,
+		                                  r.cpu_milli, r.mem_mib);
+		assert_int_equal(cnl_alloc_commit(fx.c, &p, &pl, &id), 0);
+		live[n_live++] = id;
+		double got = cnl_frag_node(fx.c, pl.node, &mix);
+		if (want < got - 1e-9 || want > got + 1e-9)
+			fail_msg("op %d: predicted %f, measured %f", i, want,
+			         got);
+		checked++;
+	}
+	assert_true(checked > 500);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -737,6 +795,7 @@ int main(void)
 	    T(test_cpu_only_and_type_sets),
 	    T(test_fragmentation),
 	    T(test_fragmentation_mig),
+	    T(test_fragmentation_prediction),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
