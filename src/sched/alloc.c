@@ -1086,6 +1086,8 @@ static int commit_as(struct cnl_cluster *c, const struct cnl_req_prep *p,
 	n->cpu_used += p->req.cpu_milli;
 	n->mem_used += p->req.mem_mib;
 	n->n_allocs++;
+	n->n_whole += pl->kind == CNL_PLACE_WHOLE;
+	n->n_shared += pl->kind != CNL_PLACE_WHOLE && pl->kind != CNL_PLACE_CPU;
 	c->n_allocs++;
 	cnl_node_summary(c, pl->node);
 	*ret_id = a->id;
@@ -1161,6 +1163,8 @@ int cnl_alloc_free(struct cnl_cluster *c, uint32_t id)
 	n->cpu_used -= a->cpu_milli;
 	n->mem_used -= a->mem_mib;
 	n->n_allocs--;
+	n->n_whole -= a->kind == CNL_PLACE_WHOLE;
+	n->n_shared -= a->kind != CNL_PLACE_WHOLE && a->kind != CNL_PLACE_CPU;
 	c->n_allocs--;
 	c->free_slots[c->n_free_slots++] = (a->id & SLOT_MASK) - 1;
 	a->id = 0;

@@ -181,6 +181,8 @@ struct cnl_node {
 	int64_t cpu_total, cpu_used;
 	int64_t mem_total, mem_used;
 	uint32_t n_allocs;
+	uint32_t n_shared; /* allocations of part of one GPU (blocks, MIG) */
+	uint32_t n_whole;  /* whole-GPU allocations */
 	/* Summary for fast rejection, recomputed after every change. */
 	uint8_t n_empty;        /* GPUs with nothing on them */
 	uint8_t max_block_free; /* most free blocks on a block-mode GPU */

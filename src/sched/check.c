@@ -217,7 +217,7 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 	uint32_t *first = calloc(c->n_nodes + 1, sizeof(*first));
 	struct rgpu *rg = NULL;
 	int64_t *cpu = NULL, *mem = NULL;
-	uint32_t *nallocs = NULL, live = 0, total = 0;
+	uint32_t *nallocs = NULL, *nwhole = NULL, live = 0, total = 0;
 	int rc = 0;
 
 	if (!first)
@@ -229,7 +229,8 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 	cpu = calloc(c->n_nodes + 1, sizeof(*cpu));
 	mem = calloc(c->n_nodes + 1, sizeof(*mem));
 	nallocs = calloc(c->n_nodes + 1, sizeof(*nallocs));
-	if (!rg || !cpu || !mem || !nallocs) {
+	nwhole = calloc(c->n_nodes + 1, sizeof(*nwhole));
+	if (!rg || !cpu || !mem || !nallocs || !nwhole) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -246,6 +247,7 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 		cpu[a->node] += a->cpu_milli;
 		mem[a->node] += a->mem_mib;
 		nallocs[a->node]++;
+		nwhole[a->node] += a->kind == CNL_PLACE_WHOLE;
 		if (a->kind == CNL_PLACE_CPU)
 			continue;
 		if (a->kind == CNL_PLACE_WHOLE) {
@@ -335,7 +337,9 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 			         (long long)n->cpu_total, (long long)cpu[ni],
 			         (long long)n->mem_used,
 			         (long long)n->mem_total, (long long)mem[ni]);
-		else if (nallocs[ni] != n->n_allocs)
+		else if (nallocs[ni] != n->n_allocs ||
+		         nwhole[ni] != n->n_whole ||
+		         n->n_shared + n->n_whole > n->n_allocs)
 			rc = bad(err, errlen, "I7 %s: allocation count",
 			         n->name);
 		for (int gi = 0; gi < n->n_gpus && rc == 0; gi++)
@@ -367,5 +371,6 @@ out:
 	free(cpu);
 	free(mem);
 	free(nallocs);
+	free(nwhole);
 	return rc;
 }

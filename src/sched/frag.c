@@ -4,10 +4,10 @@
  * After FGD (Weng et al., "Beware of Fragmentation", USENIX ATC'23): the
  * fragmentation of a node, for a task, is the free capacity of every GPU
  * of the node that the task cannot use — all of it when the task cannot
- * run on the node at all (CPU, memory, GPU type, or no GPU with room) — and
- * a node's fragmentation is the expectation of that over the typical task
- * mix.  Placement policies descend its gradient: they prefer the placement
- * that grows it least.
+ * run on the node at all (CPU, memory, GPU type, or no GPU with room), and
+ * all of it for a CPU-only task — and a node's fragmentation is the
+ * expectation of that over the typical task mix.  Placement policies descend
+ * its gradient: they prefer the placement that grows it least.
  *
  * Both the current value and the value after a hypothetical placement are
  * computed from one small view of the node (free blocks per GPU, free CPU
@@ -125,7 +125,9 @@ static double frag_of(const struct cnl_gpu_type *t, int type,
 		    (m->gpu_types && !(m->gpu_types >> type & 1))) {
 			unusable = free_all;
 		} else if (m->kind == CNL_REQ_CPU) {
-			unusable = 0;
+			/* FGD's definition: a CPU-only task can use none of
+			 * the free GPU capacity. */
+			unusable = free_all;
 		} else if (m->kind == CNL_REQ_WHOLE) {
 			unusable =
 			    v->n_empty >= m->gpus ? free_partial : free_all;
