@@ -15,13 +15,4 @@ void cnl_node_summary(struct cnl_cluster *c, uint32_t i);
  * `out` (a copy of the node), for the checker. */
 void cnl_node_summary_of(const struct cnl_cluster *c, struct cnl_node *out);
 
-/* For the scheduler, which scores many nodes per job: the cheap upper-bound
- * test, planning without block masks, and filling in the winner's masks. */
-bool cnl_alloc_may_fit(const struct cnl_cluster *c, uint32_t node,
-                       const struct cnl_req_prep *p);
-bool cnl_alloc_plan_fast(const struct cnl_cluster *c,
-                         const struct cnl_req_prep *p, uint32_t node,
-                         struct cnl_plan *ret);
-void cnl_alloc_plan_masks(const struct cnl_cluster *c, struct cnl_plan *pl);
-
 #endif /* CNL_SCHED_ALLOC_INTERNAL_H */

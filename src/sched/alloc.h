@@ -261,6 +261,20 @@ int cnl_alloc_plan_node(const struct cnl_cluster *c,
                         const struct cnl_req_prep *p, uint32_t node,
                         struct cnl_plan *ret);
 
+/*
+ * For callers that score many nodes per request (the scheduler, the trace
+ * simulator): cnl_alloc_may_fit() is the cheap summary test (false: the
+ * request cannot fit node `node`); cnl_alloc_plan_fast() is
+ * cnl_alloc_plan_node() without the block masks, and
+ * cnl_alloc_plan_masks() fills them in for the plan finally chosen.
+ */
+bool cnl_alloc_may_fit(const struct cnl_cluster *c, uint32_t node,
+                       const struct cnl_req_prep *p);
+bool cnl_alloc_plan_fast(const struct cnl_cluster *c,
+                         const struct cnl_req_prep *p, uint32_t node,
+                         struct cnl_plan *ret);
+void cnl_alloc_plan_masks(const struct cnl_cluster *c, struct cnl_plan *pl);
+
 /* cnl_alloc_plan - the best option over the whole cluster. */
 int cnl_alloc_plan(const struct cnl_cluster *c, const struct cnl_req_prep *p,
                    struct cnl_plan *ret);

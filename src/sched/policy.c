@@ -12,9 +12,13 @@
  *          data locality + network distance to gang peers for placement,
  *          with fragmentation growth re-scored on the best candidates.
  *   fifo   submit order; the allocator's best fit.  A baseline.
+ *
+ * The placement baselines of the FGD paper (random, dotprod, gpuclustering,
+ * gpupacking, bestfit, fgd) are in policy_fgd.c.
  */
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sched/sched-internal.h"
 
@@ -74,6 +78,25 @@ static double cnlab_score(const struct cnl_sched_view *v,
 	return score;
 }
 
+/* The growth of the node's fragmentation, weighted.  Plans the analytic
+ * measure cannot evaluate (MIG) keep their score. */
+static double cnlab_refine(const struct cnl_sched_view *v,
+                           const struct cnl_job *j, const struct cnl_plan *plan,
+                           double score)
+{
+	const struct cnl_sched_config *cfg = &v->s->cfg;
+	double before, after;
+
+	if (cfg->w_frag <= 0)
+		return score;
+	after = cnl_frag_node_after(v->c, plan->node, &cfg->mix, plan,
+	                            j->req.cpu_milli, j->req.mem_mib);
+	if (after < 0)
+		return score;
+	before = cnl_frag_node(v->c, plan->node, &cfg->mix);
+	return score + cfg->w_frag * (after - before);
+}
+
 static double fifo_order(const struct cnl_sched_view *v,
                          const struct cnl_job *j)
 {
@@ -85,8 +108,10 @@ static const struct cnl_policy_ops policy_cnlab = {
     .name = "cnlab",
     .summary = "priority, deadline, fair share and age; packing, locality, "
                "network distance and fragmentation",
+    .gpu_choice = CNL_GPU_SCORED,
     .order = cnlab_order,
     .score = cnlab_score,
+    .refine = cnlab_refine,
     .fairshare = true,
     .pack_bound = true,
 };
@@ -102,6 +127,12 @@ static const struct cnl_policy_ops policy_fifo = {
 static const struct cnl_policy_ops *const registry[] = {
     &policy_cnlab,
     &policy_fifo,
+    &cnl_policy_random,
+    &cnl_policy_dotprod,
+    &cnl_policy_gpuclustering,
+    &cnl_policy_gpupacking,
+    &cnl_policy_bestfit,
+    &cnl_policy_fgd,
     NULL,
 };
 
@@ -113,7 +144,7 @@ const struct cnl_policy_ops *const *cnl_policy_list(void)
 const struct cnl_policy_ops *cnl_policy_find(const char *name)
 {
 	for (size_t i = 0; registry[i]; i++)
-		if (strcmp(registry[i]->name, name) == 0)
+		if (strcasecmp(registry[i]->name, name) == 0)
 			return registry[i];
 	return NULL;
 }
@@ -131,4 +162,18 @@ double cnl_policy_score(const struct cnl_sched_view *v, const struct cnl_job *j,
 	const struct cnl_policy_ops *p = v->s->pol;
 
 	return p->score ? p->score(v, j, plan) : (double)plan->score;
+}
+
+double cnl_policy_refine(const struct cnl_sched_view *v,
+                         const struct cnl_job *j, const struct cnl_plan *plan,
+                         double score)
+{
+	const struct cnl_policy_ops *p = v->s->pol;
+
+	return p->refine ? p->refine(v, j, plan, score) : score;
+}
+
+const struct cnl_policy_ops *cnl_sched_policy(const struct cnl_sched *s)
+{
+	return s->pol;
 }

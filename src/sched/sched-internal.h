@@ -56,6 +56,11 @@ struct cnl_sched {
 	int n_gang_nodes;
 };
 
+/* The placement baselines of the FGD paper (policy_fgd.c). */
+extern const struct cnl_policy_ops cnl_policy_random, cnl_policy_dotprod,
+    cnl_policy_gpuclustering, cnl_policy_gpupacking, cnl_policy_bestfit,
+    cnl_policy_fgd;
+
 /* The network distance from `node` to the gang members placed so far:
  * 0 same node or no gang, 1 same rack, 2 same zone, 3 same cluster,
  * 4 elsewhere (the largest over members). */

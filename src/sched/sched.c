@@ -908,7 +908,7 @@ static bool search(struct cyc *y, uint32_t job, struct cnl_plan *ret,
 	const struct cnl_req_prep *p = &y->prep[job];
 	struct cnl_cluster *c = y->c;
 	struct cand top[TOPK_MAX];
-	int nt = 0, k = cfg->w_frag > 0 ? cfg->frag_candidates : 1;
+	int nt = 0, k = y->s->pol->refine ? cfg->frag_candidates : 1;
 	int64_t end = y->now + runtime_of(y, j);
 	/* A lower bound on any empty node's score, when the policy has one. */
 	double open_node =
@@ -938,18 +938,12 @@ static bool search(struct cyc *y, uint32_t job, struct cnl_plan *ret,
 	if (nt == 0)
 		return false;
 	int best = 0;
-	if (nt > 1) {
-		/* Re-score the best few by the growth of fragmentation. */
+	if (nt > 1 && y->s->pol->refine) {
+		/* Refine the best few (fragmentation growth for cnlab). */
 		double best_sc = 0;
 		for (int i = 0; i < nt; i++) {
-			uint32_t node = top[i].plan.node, id;
-			double before = cnl_frag_node(c, node, &cfg->mix);
-			if (commit_plan(c, p, &top[i].plan, &id) < 0)
-				continue;
-			double after = cnl_frag_node(c, node, &cfg->mix);
-			cnl_alloc_free(c, id);
-			double sc =
-			    top[i].score + cfg->w_frag * (after - before);
+			double sc = cnl_policy_refine(&y->v, j, &top[i].plan,
+			                              top[i].score);
 			if (i == 0 || sc < best_sc) {
 				best_sc = sc;
 				best = i;

@@ -166,9 +166,17 @@ struct cnl_sched_view {
 	int64_t capacity_blocks;
 };
 
+/* How a policy picks the GPU of a single-GPU slice on a node. */
+enum cnl_gpu_choice {
+	CNL_GPU_BEST_FIT, /* the fullest GPU that fits, lowest index on ties */
+	CNL_GPU_SCORED,   /* every GPU that fits is scored; the best wins */
+	CNL_GPU_RANDOM,   /* a GPU that fits, uniformly at random */
+};
+
 struct cnl_policy_ops {
 	const char *name;
 	const char *summary;
+	uint8_t gpu_choice; /* enum cnl_gpu_choice (trace simulation) */
 	/* Order key within a class; higher goes first.  NULL: submit order. */
 	double (*order)(const struct cnl_sched_view *v,
 	                const struct cnl_job *j);
@@ -176,6 +184,12 @@ struct cnl_policy_ops {
 	 * allocator's own score (best fit). */
 	double (*score)(const struct cnl_sched_view *v, const struct cnl_job *j,
 	                const struct cnl_plan *plan);
+	/* Optional, dearer refinement of a score, applied to the best few
+	 * candidates by the scheduler and to every candidate by the
+	 * simulator: returns the refined score. */
+	double (*refine)(const struct cnl_sched_view *v,
+	                 const struct cnl_job *j, const struct cnl_plan *plan,
+	                 double score);
 	bool fairshare;  /* order() uses the team factor (kept up to date) */
 	bool pack_bound; /* score() >= w_pack * plan->score, other terms >= 0,
 	                  * so empty nodes can be skipped once better ones
@@ -193,6 +207,12 @@ double cnl_policy_order(const struct cnl_sched_view *v,
                         const struct cnl_job *j);
 double cnl_policy_score(const struct cnl_sched_view *v, const struct cnl_job *j,
                         const struct cnl_plan *plan);
+double cnl_policy_refine(const struct cnl_sched_view *v,
+                         const struct cnl_job *j, const struct cnl_plan *plan,
+                         double score);
+
+/* The policy a scheduler runs. */
+const struct cnl_policy_ops *cnl_sched_policy(const struct cnl_sched *s);
 
 /* Factors the policies combine, each in 0..1. */
 double cnl_sched_urgency(const struct cnl_sched_view *v,

@@ -1,0 +1,361 @@
+/*
+ * main.c - cnlab-sim: run the production scheduler code over a GPU trace.
+ *
+ *   cnlab-sim fgd --trace DIR --pods NAME --policy P[,P...]
+ *                 [--seeds 42-51] [--tune 1.3] [--json] [--plot FILE.svg]
+ *
+ * fgd: the FGD paper's protocol (see fgd.h) on the Alibaba openb trace at
+ * DIR (csv/openb_node_list_gpu_node.csv and csv/openb_pod_list_NAME.csv),
+ * for each policy and seed.  Prints a table, or with --json one object:
+ *   {"trace": ..., "pods": ..., "tune": ..., "results": [
+ *     {"policy", "seeds", "alloc_pct_at_end", "frag_pct_at_90",
+ *      "failed_pods", "seconds", "curve": [[arrived_pct, alloc_pct], ...]}]}
+ * with means over the seeds.  --plot draws allocation against arrived
+ * workload for the policies as an SVG.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "cnlab/errors.h"
+#include "sim/fgd.h"
+#include "sim/plot.h"
+
+#define MAX_POLICIES 16
+#define MAX_SEEDS    1000
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: cnlab-sim fgd --trace DIR --pods NAME --policy P[,P...]\n"
+	    "                     [--seeds A-B|A,B,...] [--tune X] [--json]"
+	    " [--plot FILE.svg]\n"
+	    "policies:");
+	for (const struct cnl_policy_ops *const *p = cnl_policy_list(); *p; p++)
+		fprintf(f, " %s", (*p)->name);
+	fprintf(f, "\n");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* "42-51" or "1,5,9" or "7". */
+static int parse_seeds(const char *s, uint64_t *out, int *n)
+{
+	char *end;
+
+	*n = 0;
+	while (*s) {
+		errno = 0;
+		unsigned long long a = strtoull(s, &end, 10);
+		if (end == s || errno)
+			return -1;
+		unsigned long long b = a;
+		s = end;
+		if (*s == '-') {
+			b = strtoull(s + 1, &end, 10);
+			if (end == s + 1 || errno || b < a ||
+			    b - a >= MAX_SEEDS)
+				return -1;
+			s = end;
+		}
+		for (unsigned long long x = a; x <= b; x++) {
+			if (*n >= MAX_SEEDS)
+				return -1;
+			out[(*n)++] = x;
+		}
+		if (*s == ',')
+			s++;
+		else if (*s)
+			return -1;
+	}
+	return *n > 0 ? 0 : -1;
+}
+
+static int parse_policies(char *s, const char **out, int *n)
+{
+	*n = 0;
+	for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+		const struct cnl_policy_ops *p = cnl_policy_find(tok);
+		if (!p || *n >= MAX_POLICIES) {
+			fprintf(stderr, "cnlab-sim: unknown policy \"%s\"\n",
+			        tok);
+			return -1;
+		}
+		out[(*n)++] = p->name;
+	}
+	return *n > 0 ? 0 : -1;
+}
+
+/* --set w_pack=1,w_frag=100: the policy weights of the configuration. */
+static int set_weights(struct cnl_sched_config *cfg, const char *spec)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} keys[] = {
+	    {"w_pack", offsetof(struct cnl_sched_config, w_pack)},
+	    {"w_frag", offsetof(struct cnl_sched_config, w_frag)},
+	    {"w_locality", offsetof(struct cnl_sched_config, w_locality)},
+	    {"w_network", offsetof(struct cnl_sched_config, w_network)},
+	};
+	char buf[512];
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+		char *eq = strchr(tok, '='), *end;
+		size_t k;
+		if (!eq) {
+			fprintf(stderr,
+			        "cnlab-sim: --set: \"%s\" is not "
+			        "key=value\n",
+			        tok);
+			return -1;
+		}
+		*eq = '\0';
+		for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			if (!strcmp(keys[k].name, tok))
+				break;
+		double v = strtod(eq + 1, &end);
+		if (k == sizeof(keys) / sizeof(keys[0]) || *end || !(v >= 0)) {
+			fprintf(stderr, "cnlab-sim: --set: bad \"%s\"\n", tok);
+			return -1;
+		}
+		memcpy((char *)cfg + keys[k].off, &v, sizeof(v));
+	}
+	return 0;
+}
+
+struct summary {
+	const char *policy;
+	int seeds;
+	double alloc, frag90, failed, seconds;
+	double curve[CNL_FGD_CURVE_MAX];
+	int curve_n[CNL_FGD_CURVE_MAX];
+};
+
+static int cmd_fgd(int argc, char **argv)
+{
+	const char *trace = NULL, *pods = NULL, *plot = NULL;
+	char *policies = NULL;
+	const char *pol[MAX_POLICIES];
+	static uint64_t seeds[MAX_SEEDS];
+	int n_pol = 0, n_seeds = 1;
+	double tune = 1.3;
+	bool json = false;
+	char path_nodes[4096], path_pods[4096], err[1024];
+
+	struct cnl_sched_config cfg;
+	cnl_sched_config_default(&cfg);
+	seeds[0] = 42;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--json")) {
+			json = true;
+			continue;
+		}
+		if (!val || strncmp(a, "--", 2)) {
+			fprintf(stderr, "cnlab-sim: unexpected \"%s\"\n", a);
+			usage(stderr);
+			return 2;
+		}
+		i++;
+		if (!strcmp(a, "--trace"))
+			trace = val;
+		else if (!strcmp(a, "--pods"))
+			pods = val;
+		else if (!strcmp(a, "--policy"))
+			policies = (char *)val;
+		else if (!strcmp(a, "--plot"))
+			plot = val;
+		else if (!strcmp(a, "--set")) {
+			if (set_weights(&cfg, val) < 0)
+				return 2;
+		} else if (!strcmp(a, "--seeds")) {
+			if (parse_seeds(val, seeds, &n_seeds) < 0) {
+				fprintf(stderr,
+				        "cnlab-sim: --seeds: bad list \"%s\"\n",
+				        val);
+				return 2;
+			}
+		} else if (!strcmp(a, "--tune")) {
+			char *end;
+			tune = strtod(val, &end);
+			if (*end || !(tune > 0 && tune <= 10)) {
+				fprintf(stderr,
+				        "cnlab-sim: --tune: not a number in "
+				        "(0, 10]: \"%s\"\n",
+				        val);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n",
+			        a);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!trace || !pods || !policies) {
+		fprintf(stderr, "cnlab-sim: fgd needs --trace, --pods and "
+		                "--policy\n");
+		usage(stderr);
+		return 2;
+	}
+	if (parse_policies(policies, pol, &n_pol) < 0)
+		return 2;
+	snprintf(path_nodes, sizeof(path_nodes),
+	         "%s/csv/openb_node_list_gpu_node.csv", trace);
+	snprintf(path_pods, sizeof(path_pods), "%s/csv/openb_pod_list_%s.csv",
+	         trace, pods);
+
+	struct cnl_fgd_world w;
+	int r = cnl_fgd_world_load(&w, path_nodes, path_pods, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "cnlab-sim: %s\n", err);
+		return 1;
+	}
+	struct summary *sum = calloc((size_t)n_pol, sizeof(*sum));
+	for (int p = 0; p < n_pol; p++) {
+		sum[p].policy = pol[p];
+		sum[p].seeds = n_seeds;
+		for (int k = 0; k < n_seeds; k++) {
+			struct cnl_fgd_result res;
+			double t0 = now_s();
+			r = cnl_fgd_run_cfg(&w, pol[p], seeds[k], tune, &cfg,
+			                    &res);
+			double dt = now_s() - t0;
+			if (r < 0) {
+				fprintf(stderr,
+				        "cnlab-sim: %s, seed %llu: %s\n",
+				        pol[p], (unsigned long long)seeds[k],
+				        cnl_strerror(r));
+				free(sum);
+				cnl_fgd_world_done(&w);
+				return 1;
+			}
+			sum[p].alloc += res.alloc_pct / n_seeds;
+			sum[p].frag90 += res.frag_pct_90 / n_seeds;
+			sum[p].failed += (double)res.failed / n_seeds;
+			sum[p].seconds += dt;
+			for (int q = 0; q < CNL_FGD_CURVE_MAX; q++)
+				if (res.curve[q] >= 0) {
+					sum[p].curve[q] += res.curve[q];
+					sum[p].curve_n[q]++;
+				}
+		}
+		for (int q = 0; q < CNL_FGD_CURVE_MAX; q++)
+			if (sum[p].curve_n[q])
+				sum[p].curve[q] /= sum[p].curve_n[q];
+	}
+	if (json) {
+		json_t *o = json_object(), *arr = json_array();
+		json_object_set_new(o, "trace", json_string(trace));
+		json_object_set_new(o, "pods", json_string(pods));
+		json_object_set_new(o, "tune", json_real(tune));
+		json_object_set_new(o, "nodes",
+		                    json_integer((json_int_t)w.n_nodes));
+		json_object_set_new(o, "gpus", json_integer(w.gpus));
+		for (int p = 0; p < n_pol; p++) {
+			json_t *e = json_object(), *curve = json_array();
+			json_t *sd = json_array();
+			for (int k = 0; k < n_seeds; k++)
+				json_array_append_new(
+				    sd, json_integer((json_int_t)seeds[k]));
+			for (int q = 0; q < CNL_FGD_CURVE_MAX; q++)
+				if (sum[p].curve_n[q] == n_seeds) {
+					json_t *pt = json_array();
+					json_array_append_new(pt,
+					                      json_integer(q));
+					json_array_append_new(
+					    pt, json_real(sum[p].curve[q]));
+					json_array_append_new(curve, pt);
+				}
+			json_object_set_new(e, "policy",
+			                    json_string(sum[p].policy));
+			json_object_set_new(e, "seeds", sd);
+			json_object_set_new(e, "alloc_pct_at_end",
+			                    json_real(sum[p].alloc));
+			json_object_set_new(e, "frag_pct_at_90",
+			                    json_real(sum[p].frag90));
+			json_object_set_new(e, "failed_pods",
+			                    json_real(sum[p].failed));
+			json_object_set_new(e, "seconds",
+			                    json_real(sum[p].seconds));
+			json_object_set_new(e, "curve", curve);
+			json_array_append_new(arr, e);
+		}
+		json_object_set_new(o, "results", arr);
+		char *text = json_dumps(o, JSON_INDENT(0) | JSON_COMPACT);
+		printf("%s\n", text);
+		free(text);
+		json_decref(o);
+	} else {
+		printf("trace %s, pods %s: %zu nodes, %lld GPUs, %zu pods, "
+		       "tune %.2f, %d seed(s); typical tasks: %d types "
+		       "covering %.1f%% of pods\n\n",
+		       trace, pods, w.n_nodes, (long long)w.gpus, w.n_pods,
+		       tune, n_seeds, w.mix.n, 100 * w.mix_coverage);
+		printf("%-14s %12s %12s %12s %10s\n", "policy", "alloc % end",
+		       "frag % @90", "failed pods", "seconds");
+		for (int p = 0; p < n_pol; p++)
+			printf("%-14s %12.2f %12.2f %12.1f %10.2f\n",
+			       sum[p].policy, sum[p].alloc, sum[p].frag90,
+			       sum[p].failed, sum[p].seconds);
+	}
+	if (plot) {
+		struct cnl_plot_series ser[MAX_POLICIES];
+		for (int p = 0; p < n_pol; p++) {
+			ser[p].name = sum[p].policy;
+			ser[p].n = 0;
+			for (int q = 0; q < CNL_FGD_CURVE_MAX; q++)
+				if (sum[p].curve_n[q] == n_seeds) {
+					ser[p].x[ser[p].n] = q;
+					ser[p].y[ser[p].n++] = sum[p].curve[q];
+				}
+		}
+		char title[256];
+		snprintf(title, sizeof(title),
+		         "GPU allocation vs. arrived workload (%s, tune %.2f, "
+		         "%d seeds)",
+		         pods, tune, n_seeds);
+		if (cnl_plot_svg(plot, title,
+		                 "arrived GPU demand (% of capacity)",
+		                 "allocated GPUs (% of capacity)", ser, n_pol,
+		                 err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlab-sim: %s\n", err);
+			free(sum);
+			cnl_fgd_world_done(&w);
+			return 1;
+		}
+	}
+	free(sum);
+	cnl_fgd_world_done(&w);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "fgd"))
+		return cmd_fgd(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "cnlab-sim: unknown mode \"%s\"\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
