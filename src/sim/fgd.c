@@ -13,6 +13,7 @@
  * to the seeded node priority, then to the lower GPU index.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,7 +221,10 @@ static int arrivals(const struct cnl_fgd_world *w, struct rng *rg,
 	m = n;
 	for (size_t i = 0; i < n; i++)
 		total += pod_milli(&w->pods[i]);
-	while (total < target) {
+	/* Below the target: append draws until it is reached.  Above it:
+	 * drop random pods until it is not exceeded. */
+	bool grow = total < target;
+	while (grow && total < target) {
 		if (m == cap) {
 			size_t *na = realloc(a, (cap *= 2) * sizeof(*a));
 			if (!na) {
@@ -233,7 +237,7 @@ static int arrivals(const struct cnl_fgd_world *w, struct rng *rg,
 		a[m] = byname[rbelow(rg, n)];
 		total += pod_milli(&w->pods[a[m++]]);
 	}
-	while (total > target && m > 0) {
+	while (!grow && total > target && m > 0) {
 		size_t j = rbelow(rg, m);
 		total -= pod_milli(&w->pods[a[j]]);
 		memmove(&a[j], &a[j + 1], (m - j - 1) * sizeof(*a));
