@@ -25,6 +25,7 @@
 #include "cnlab/errors.h"
 #include "sim/fgd.h"
 #include "sim/plot.h"
+#include "sim/replay.h"
 
 #define MAX_POLICIES 16
 #define MAX_SEEDS    1000
@@ -343,6 +344,184 @@ static int cmd_fgd(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_replay(int argc, char **argv)
+{
+	const char *trace = NULL, *pods = NULL, *plot = NULL, *csv = NULL;
+	struct cnl_replay_config rc = {
+	    .policy = "cnlab", .teams = 8, .arrival_scale = 1.0, .copies = 1};
+	bool json = false;
+	char path_nodes[4096], path_pods[4096], err[1024];
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end;
+		if (!strcmp(a, "--json")) {
+			json = true;
+			continue;
+		}
+		if (!val || strncmp(a, "--", 2)) {
+			fprintf(stderr, "cnlab-sim: unexpected \"%s\"\n", a);
+			usage(stderr);
+			return 2;
+		}
+		i++;
+		if (!strcmp(a, "--trace"))
+			trace = val;
+		else if (!strcmp(a, "--pods"))
+			pods = val;
+		else if (!strcmp(a, "--plot"))
+			plot = val;
+		else if (!strcmp(a, "--csv"))
+			csv = val;
+		else if (!strcmp(a, "--policy")) {
+			const struct cnl_policy_ops *p = cnl_policy_find(val);
+			if (!p) {
+				fprintf(stderr,
+				        "cnlab-sim: unknown policy \"%s\"\n",
+				        val);
+				return 2;
+			}
+			rc.policy = p->name;
+		} else if (!strcmp(a, "--teams")) {
+			long v = strtol(val, &end, 10);
+			if (*end || v < 1 || v > 64) {
+				fprintf(stderr,
+				        "cnlab-sim: --teams: not a "
+				        "number in 1..64: \"%s\"\n",
+				        val);
+				return 2;
+			}
+			rc.teams = (int)v;
+		} else if (!strcmp(a, "--copies")) {
+			long v = strtol(val, &end, 10);
+			if (*end || v < 1 || v > 16) {
+				fprintf(stderr,
+				        "cnlab-sim: --copies: not a "
+				        "number in 1..16: \"%s\"\n",
+				        val);
+				return 2;
+			}
+			rc.copies = (int)v;
+		} else if (!strcmp(a, "--arrival-scale")) {
+			rc.arrival_scale = strtod(val, &end);
+			if (*end || !(rc.arrival_scale > 0)) {
+				fprintf(stderr,
+				        "cnlab-sim: --arrival-scale: not "
+				        "a positive number: \"%s\"\n",
+				        val);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n",
+			        a);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!trace || !pods) {
+		fprintf(stderr, "cnlab-sim: replay needs --trace and --pods\n");
+		usage(stderr);
+		return 2;
+	}
+	snprintf(path_nodes, sizeof(path_nodes),
+	         "%s/csv/openb_node_list_gpu_node.csv", trace);
+	snprintf(path_pods, sizeof(path_pods), "%s/csv/openb_pod_list_%s.csv",
+	         trace, pods);
+	struct cnl_fgd_world w;
+	if (cnl_fgd_world_load(&w, path_nodes, path_pods, err, sizeof(err)) <
+	    0) {
+		fprintf(stderr, "cnlab-sim: %s\n", err);
+		return 1;
+	}
+	FILE *cf = NULL;
+	if (csv && !(cf = fopen(csv, "w"))) {
+		fprintf(stderr, "cnlab-sim: %s: %s\n", csv, strerror(errno));
+		cnl_fgd_world_done(&w);
+		return 1;
+	}
+	rc.csv = cf;
+	struct cnl_replay_result res;
+	double t0 = now_s();
+	int r = cnl_replay_run(&w, &rc, &res);
+	double dt = now_s() - t0;
+	if (cf && fclose(cf) != 0 && r == 0) {
+		fprintf(stderr, "cnlab-sim: %s: %s\n", csv, strerror(errno));
+		r = -EIO;
+	}
+	if (r < 0) {
+		fprintf(stderr, "cnlab-sim: replay of %s: %s\n", path_pods,
+		        r == -CNL_EPARSE ? "the pod list carries no times"
+		                         : cnl_strerror(r));
+		cnl_fgd_world_done(&w);
+		return 1;
+	}
+	if (json) {
+		json_t *o = json_pack(
+		    "{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:f, "
+		    "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f}",
+		    "trace", trace, "pods", pods, "policy", rc.policy, "teams",
+		    rc.teams, "pods_total", (json_int_t)res.pods, "started",
+		    (json_int_t)res.started, "never_started",
+		    (json_int_t)res.never_started, "preemptions",
+		    (json_int_t)res.preemptions, "cycles",
+		    (json_int_t)res.cycles, "wait_mean_s", res.wait_mean,
+		    "wait_p50_s", res.wait_p50, "wait_p95_s", res.wait_p95,
+		    "wait_p99_s", res.wait_p99, "waited_share",
+		    res.waited_share, "jain_fairness", res.jain,
+		    "alloc_mean_pct", res.alloc_mean, "lost_gpu_hours",
+		    res.lost_gpu_hours, "span_s", (json_int_t)res.span,
+		    "seconds", dt);
+		char *text = json_dumps(o, JSON_COMPACT);
+		printf("%s\n", text);
+		free(text);
+		json_decref(o);
+	} else {
+		printf(
+		    "replay of %s with %s, %d teams: %zu pods over %.1f days, "
+		    "%zu scheduling cycles in %.1f s\n",
+		    pods, rc.policy, rc.teams, res.pods,
+		    (double)res.span / 86400, res.cycles, dt);
+		printf("  started %zu, never started %zu, pre-emptions %zu "
+		       "(%.1f GPU-hours lost)\n",
+		       res.started, res.never_started, res.preemptions,
+		       res.lost_gpu_hours);
+		printf("  queueing delay: mean %.0f s, p50 %.0f s, p95 %.0f s, "
+		       "p99 %.0f s; %.1f%% of pods waited\n",
+		       res.wait_mean, res.wait_p50, res.wait_p95, res.wait_p99,
+		       100 * res.waited_share);
+		printf("  GPU allocation while pods arrive: mean %.1f%%, peak "
+		       "%.1f%%; Jain's fairness over teams: %.3f\n",
+		       res.alloc_mean, res.alloc_peak, res.jain);
+	}
+	if (plot) {
+		static struct cnl_plot_series ser[2];
+		int stride = (int)(res.n_points / CNL_PLOT_MAX_POINTS) + 1;
+		ser[0].name = "GPU allocated %";
+		ser[0].n = 0;
+		for (size_t i = 0;
+		     i < res.n_points && ser[0].n < CNL_PLOT_MAX_POINTS;
+		     i += (size_t)stride) {
+			ser[0].x[ser[0].n] =
+			    (double)(res.points[i].t - res.points[0].t) / 86400;
+			ser[0].y[ser[0].n++] = res.points[i].alloc_pct;
+		}
+		char title[256];
+		snprintf(title, sizeof(title),
+		         "GPU allocation over time (%s, %s)", pods, rc.policy);
+		if (cnl_plot_svg(plot, title, "days", "GPUs allocated (%)", ser,
+		                 1, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlab-sim: %s\n", err);
+			free(res.points);
+			cnl_fgd_world_done(&w);
+			return 1;
+		}
+	}
+	free(res.points);
+	cnl_fgd_world_done(&w);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -351,6 +530,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "fgd"))
 		return cmd_fgd(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "replay"))
+		return cmd_replay(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
 		return 0;
