@@ -457,21 +457,40 @@ static int cmd_replay(int argc, char **argv)
 		return 1;
 	}
 	if (json) {
-		json_t *o = json_pack(
-		    "{s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:f, "
-		    "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:f}",
-		    "trace", trace, "pods", pods, "policy", rc.policy, "teams",
-		    rc.teams, "pods_total", (json_int_t)res.pods, "started",
-		    (json_int_t)res.started, "never_started",
-		    (json_int_t)res.never_started, "preemptions",
-		    (json_int_t)res.preemptions, "cycles",
-		    (json_int_t)res.cycles, "wait_mean_s", res.wait_mean,
-		    "wait_p50_s", res.wait_p50, "wait_p95_s", res.wait_p95,
-		    "wait_p99_s", res.wait_p99, "waited_share",
-		    res.waited_share, "jain_fairness", res.jain,
-		    "alloc_mean_pct", res.alloc_mean, "lost_gpu_hours",
-		    res.lost_gpu_hours, "span_s", (json_int_t)res.span,
-		    "seconds", dt);
+		json_t *o = json_object();
+		json_object_set_new(o, "trace", json_string(trace));
+		json_object_set_new(o, "pods", json_string(pods));
+		json_object_set_new(o, "policy", json_string(rc.policy));
+		json_object_set_new(o, "teams", json_integer(rc.teams));
+		json_object_set_new(o, "copies", json_integer(rc.copies));
+		json_object_set_new(o, "arrival_scale",
+		                    json_real(rc.arrival_scale));
+		json_object_set_new(o, "pods_total",
+		                    json_integer((json_int_t)res.pods));
+		json_object_set_new(o, "started",
+		                    json_integer((json_int_t)res.started));
+		json_object_set_new(
+		    o, "never_started",
+		    json_integer((json_int_t)res.never_started));
+		json_object_set_new(o, "preemptions",
+		                    json_integer((json_int_t)res.preemptions));
+		json_object_set_new(o, "cycles",
+		                    json_integer((json_int_t)res.cycles));
+		json_object_set_new(o, "wait_mean_s", json_real(res.wait_mean));
+		json_object_set_new(o, "wait_p50_s", json_real(res.wait_p50));
+		json_object_set_new(o, "wait_p95_s", json_real(res.wait_p95));
+		json_object_set_new(o, "wait_p99_s", json_real(res.wait_p99));
+		json_object_set_new(o, "waited_share",
+		                    json_real(res.waited_share));
+		json_object_set_new(o, "jain_fairness", json_real(res.jain));
+		json_object_set_new(o, "alloc_mean_pct",
+		                    json_real(res.alloc_mean));
+		json_object_set_new(o, "alloc_peak_pct",
+		                    json_real(res.alloc_peak));
+		json_object_set_new(o, "lost_gpu_hours",
+		                    json_real(res.lost_gpu_hours));
+		json_object_set_new(o, "span_s", json_integer(res.span));
+		json_object_set_new(o, "seconds", json_real(dt));
 		char *text = json_dumps(o, JSON_COMPACT);
 		printf("%s\n", text);
 		free(text);
