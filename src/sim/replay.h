@@ -7,7 +7,10 @@
  * cnl_sched_cycle() at every event (arrival or departure), with its
  * priorities, fair share, reservations, backfill and pre-emption.  QoS
  * maps to priority: Guaranteed critical, LS high, Burstable normal, BE low
- * and preemptible.  Teams are a deterministic hash of the pod name.  A
+ * and preemptible.  Teams are a deterministic hash of the pod name, and
+ * they are tenants: CNLab's tenant rules apply (a slice above 14% of a GPU
+ * never shares the GPU with another team), unlike the FGD protocol, which
+ * places everything as one project.  A
  * pre-empted pod goes back to the queue and runs again from the start; its
  * lost work is counted.  Usage is charged to fair share as pods end.
  * With copies = K each pod arrives K times, a second apart (K times the
