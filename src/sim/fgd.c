@@ -321,16 +321,6 @@ static void score_node(const struct cnl_sched_view *v,
 	}
 }
 
-static double cluster_frag_blocks(const struct cnl_cluster *c,
-                                  const struct cnl_task_mix *mix)
-{
-	double f = 0;
-
-	for (uint32_t i = 0; i < c->n_nodes; i++)
-		f += cnl_frag_node(c, i, mix);
-	return f;
-}
-
 int cnl_fgd_run(const struct cnl_fgd_world *w, const char *policy,
                 uint64_t seed, double tune, struct cnl_fgd_result *ret)
 {
@@ -362,7 +352,7 @@ int cnl_fgd_run_cfg(const struct cnl_fgd_world *w, const char *policy,
 	res.seed = seed;
 	res.tune = tune;
 	for (int p = 0; p < CNL_FGD_CURVE_MAX; p++)
-		res.curve[p] = -1;
+		res.curve[p] = res.frag_curve[p] = -1;
 	cfg = *base;
 	snprintf(cfg.policy, sizeof(cfg.policy), "%s", res.policy);
 	cfg.mix = w->mix;
@@ -398,6 +388,15 @@ int cnl_fgd_run_cfg(const struct cnl_fgd_world *w, const char *policy,
 	int64_t arrived = 0, alloc = 0;
 	int next_point = 0;
 	bool frag_done = false;
+	/* The cluster's fragmentation after every arrival, kept as a sum of
+	 * per-node values: a placement changes one node. */
+	double *nfrag = malloc((c->n_nodes + 1) * sizeof(*nfrag)), frag = 0;
+	if (!nfrag) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < c->n_nodes; i++)
+		frag += nfrag[i] = cnl_frag_node(c, i, &w->mix);
 	for (size_t k = 0; k < n_order; k++) {
 		const struct cnl_trace_pod *pod = &w->pods[order[k]];
 		struct cnl_job j = {.id = k + 1, .state = CNL_JOB_PENDING};
@@ -416,8 +415,14 @@ int cnl_fgd_run_cfg(const struct cnl_fgd_world *w, const char *policy,
 		if (b.have) {
 			uint32_t id;
 			cnl_alloc_plan_masks(c, &b.plan);
-			if ((r = cnl_alloc_commit(c, &p, &b.plan, &id)) < 0)
+			if ((r = cnl_alloc_commit(c, &p, &b.plan, &id)) < 0) {
+				free(nfrag);
 				goto out;
+			}
+			frag -= nfrag[b.plan.node];
+			nfrag[b.plan.node] =
+			    cnl_frag_node(c, b.plan.node, &w->mix);
+			frag += nfrag[b.plan.node];
 			alloc += pod_milli(pod);
 			res.placed++;
 		} else {
@@ -426,19 +431,21 @@ int cnl_fgd_run_cfg(const struct cnl_fgd_world *w, const char *policy,
 		double arrived_pct =
 		    100.0 * (double)arrived / (double)cap_milli;
 		double alloc_pct = 100.0 * (double)alloc / (double)cap_milli;
+		double frag_pct = 100.0 * frag / (double)(w->gpus * 100);
 		while (next_point < CNL_FGD_CURVE_MAX &&
-		       arrived_pct >= next_point)
+		       arrived_pct >= next_point) {
+			res.frag_curve[next_point] = frag_pct;
 			res.curve[next_point++] = alloc_pct;
+		}
 		if (!frag_done && arrived_pct >= 90) {
 			frag_done = true;
 			res.alloc_pct_90 = alloc_pct;
-			res.frag_pct_90 = 100.0 *
-			                  cluster_frag_blocks(c, &w->mix) /
-			                  (double)(w->gpus * 100);
+			res.frag_pct_90 = frag_pct;
 		}
 		res.arrived_pct = arrived_pct;
 		res.alloc_pct = alloc_pct;
 	}
+	free(nfrag);
 	*ret = res;
 	r = 0;
 out:

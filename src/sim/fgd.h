@@ -68,8 +68,10 @@ struct cnl_fgd_result {
 	double alloc_pct;               /* allocated GPUs at the end, % */
 	double frag_pct_90;             /* fragmentation at 90% arrived, % */
 	double alloc_pct_90;
-	/* curve[p]: allocated % when arrived first reached p %; -1 if not. */
+	/* curve[p]: allocated % when arrived first reached p %; -1 if not.
+	 * frag_curve[p]: the cluster's fragmentation then, % of capacity. */
 	double curve[CNL_FGD_CURVE_MAX];
+	double frag_curve[CNL_FGD_CURVE_MAX];
 	double seconds; /* filled in by callers that time runs */
 };
 

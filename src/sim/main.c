@@ -9,7 +9,8 @@
  * for each policy and seed.  Prints a table, or with --json one object:
  *   {"trace": ..., "pods": ..., "tune": ..., "results": [
  *     {"policy", "seeds", "alloc_pct_at_end", "frag_pct_at_90",
- *      "failed_pods", "seconds", "curve": [[arrived_pct, alloc_pct], ...]}]}
+ *      "failed_pods", "seconds", "curve": [[arrived_pct, alloc_pct], ...],
+ *      "frag_curve": [[arrived_pct, frag_pct], ...]}]}
  * with means over the seeds.  --plot draws allocation against arrived
  * workload for the policies as an SVG.
  */
@@ -140,7 +141,7 @@ struct summary {
 	const char *policy;
 	int seeds;
 	double alloc, frag90, failed, seconds;
-	double curve[CNL_FGD_CURVE_MAX];
+	double curve[CNL_FGD_CURVE_MAX], frag_curve[CNL_FGD_CURVE_MAX];
 	int curve_n[CNL_FGD_CURVE_MAX];
 };
 
@@ -251,12 +252,16 @@ static int cmd_fgd(int argc, char **argv)
 			for (int q = 0; q < CNL_FGD_CURVE_MAX; q++)
 				if (res.curve[q] >= 0) {
 					sum[p].curve[q] += res.curve[q];
+					sum[p].frag_curve[q] +=
+					    res.frag_curve[q];
 					sum[p].curve_n[q]++;
 				}
 		}
 		for (int q = 0; q < CNL_FGD_CURVE_MAX; q++)
-			if (sum[p].curve_n[q])
+			if (sum[p].curve_n[q]) {
 				sum[p].curve[q] /= sum[p].curve_n[q];
+				sum[p].frag_curve[q] /= sum[p].curve_n[q];
+			}
 	}
 	if (json) {
 		json_t *o = json_object(), *arr = json_array();
@@ -268,6 +273,7 @@ static int cmd_fgd(int argc, char **argv)
 		json_object_set_new(o, "gpus", json_integer(w.gpus));
 		for (int p = 0; p < n_pol; p++) {
 			json_t *e = json_object(), *curve = json_array();
+			json_t *fcurve = json_array();
 			json_t *sd = json_array();
 			for (int k = 0; k < n_seeds; k++)
 				json_array_append_new(
@@ -280,6 +286,13 @@ static int cmd_fgd(int argc, char **argv)
 					json_array_append_new(
 					    pt, json_real(sum[p].curve[q]));
 					json_array_append_new(curve, pt);
+					pt = json_array();
+					json_array_append_new(pt,
+					                      json_integer(q));
+					json_array_append_new(
+					    pt,
+					    json_real(sum[p].frag_curve[q]));
+					json_array_append_new(fcurve, pt);
 				}
 			json_object_set_new(e, "policy",
 			                    json_string(sum[p].policy));
@@ -293,6 +306,7 @@ static int cmd_fgd(int argc, char **argv)
 			json_object_set_new(e, "seconds",
 			                    json_real(sum[p].seconds));
 			json_object_set_new(e, "curve", curve);
+			json_object_set_new(e, "frag_curve", fcurve);
 			json_array_append_new(arr, e);
 		}
 		json_object_set_new(o, "results", arr);
