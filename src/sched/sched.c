@@ -92,7 +92,7 @@ int cnl_sched_new(const struct cnl_sched_config *cfg, struct cnl_sched **ret)
 	if (!weight_ok(cfg->w_deadline) || !weight_ok(cfg->w_fairshare) ||
 	    !weight_ok(cfg->w_age) || !weight_ok(cfg->w_pack) ||
 	    !weight_ok(cfg->w_locality) || !weight_ok(cfg->w_network) ||
-	    !weight_ok(cfg->w_frag))
+	    !weight_ok(cfg->w_frag) || !weight_ok(cfg->w_order))
 		return -CNL_ECONFIG;
 	if (cfg->age_max_ms <= 0 || cfg->deadline_horizon_ms <= 0 ||
 	    cfg->min_run_ms < 0 || cfg->grace_ms < 0 ||

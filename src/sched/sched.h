@@ -138,6 +138,10 @@ struct cnl_sched_config {
 	double w_deadline, w_fairshare, w_age;
 	/* Placement weights. */
 	double w_pack, w_locality, w_network, w_frag;
+	/* Placement: weight of a node order drawn with the cycle's seed (0
+	 * first, 1 last), so that near-equal placements fill the same nodes
+	 * first and the rest stay empty.  0: off. */
+	double w_order;
 	int64_t age_max_ms;          /* age factor reaches 1 */
 	int64_t deadline_horizon_ms; /* slack below which urgency rises */
 	int64_t min_run_ms;          /* victims must have run this long */

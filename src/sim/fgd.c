@@ -326,8 +326,16 @@ int cnl_fgd_run(const struct cnl_fgd_world *w, const char *policy,
 {
 	struct cnl_sched_config cfg;
 
-	cnl_sched_config_default(&cfg);
+	cnl_fgd_config_default(&cfg);
 	return cnl_fgd_run_cfg(w, policy, seed, tune, &cfg, ret);
+}
+
+void cnl_fgd_config_default(struct cnl_sched_config *cfg)
+{
+	cnl_sched_config_default(cfg);
+	cfg->w_pack = 0;
+	cfg->w_frag = 1;
+	cfg->w_order = 300;
 }
 
 int cnl_fgd_run_cfg(const struct cnl_fgd_world *w, const char *policy,

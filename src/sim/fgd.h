@@ -83,6 +83,18 @@ struct cnl_fgd_result {
 int cnl_fgd_run(const struct cnl_fgd_world *w, const char *policy,
                 uint64_t seed, double tune, struct cnl_fgd_result *ret);
 
+/*
+ * cnl_fgd_config_default - the scheduler configuration the protocol runs
+ * policies with: the production defaults, except that the cnlab policy
+ * uses the weights tuned on this trace with this simulator — placement by
+ * the exact growth of fragmentation (w_frag 1 per block, no packing term)
+ * plus a soft node order drawn with the seed (w_order 300 blocks), under
+ * which near-equal placements fill the same nodes and the rest stay whole.
+ * Production keeps packing-first weights, which favour powering nodes
+ * down; `cnlab-sim fgd --set` overrides these.
+ */
+void cnl_fgd_config_default(struct cnl_sched_config *cfg);
+
 /* cnl_fgd_run_cfg - the same with the scheduler configuration `cfg`
  * (weights); its policy and mix are set by the run. */
 int cnl_fgd_run_cfg(const struct cnl_fgd_world *w, const char *policy,

@@ -110,6 +110,7 @@ static int set_weights(struct cnl_sched_config *cfg, const char *spec)
 	    {"w_frag", offsetof(struct cnl_sched_config, w_frag)},
 	    {"w_locality", offsetof(struct cnl_sched_config, w_locality)},
 	    {"w_network", offsetof(struct cnl_sched_config, w_network)},
+	    {"w_order", offsetof(struct cnl_sched_config, w_order)},
 	};
 	char buf[512];
 	snprintf(buf, sizeof(buf), "%s", spec);
@@ -157,7 +158,7 @@ static int cmd_fgd(int argc, char **argv)
 	char path_nodes[4096], path_pods[4096], err[1024];
 
 	struct cnl_sched_config cfg;
-	cnl_sched_config_default(&cfg);
+	cnl_fgd_config_default(&cfg);
 	seeds[0] = 42;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
