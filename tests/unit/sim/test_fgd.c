@@ -306,6 +306,21 @@ static void test_real_trace(void **state)
 		assert_true(mean > ref[i].published - 1.0 &&
 		            mean < ref[i].published + 1.0);
 	}
+	/* CNLab's policy beats FGD on both counts (same seeds). */
+	double ca = 0, cf = 0, fa = 0, ff = 0;
+	for (uint64_t seed = 42; seed <= 43; seed++) {
+		struct cnl_fgd_result r;
+		assert_int_equal(cnl_fgd_run(&w, "cnlab", seed, 1.3, &r), 0);
+		ca += r.alloc_pct / 2;
+		cf += r.frag_pct_90 / 2;
+		assert_int_equal(cnl_fgd_run(&w, "fgd", seed, 1.3, &r), 0);
+		fa += r.alloc_pct / 2;
+		ff += r.frag_pct_90 / 2;
+	}
+	print_message("cnlab %.2f%% / %.2f%% frag, fgd %.2f%% / %.2f%%\n", ca,
+	              cf, fa, ff);
+	assert_true(ca > fa);
+	assert_true(cf < ff);
 	cnl_fgd_world_done(&w);
 }
 
