@@ -93,8 +93,14 @@ static double cnlab_score(const struct cnl_sched_view *v,
 			score += cfg->w_locality;
 	}
 	score += cfg->w_network * cnl_sched_gang_distance(v, plan->node);
-	if (cfg->w_order > 0)
-		score += cfg->w_order * node_order(v, plan->node);
+	if (cfg->w_order > 0) {
+		/* A multi-GPU pod's placements differ more in fragmentation;
+		 * the order sways it less. */
+		double w = cfg->w_order;
+		if (j->req.kind == CNL_REQ_WHOLE && j->req.gpus > 1)
+			w *= cfg->order_multi;
+		score += w * node_order(v, plan->node);
+	}
 	return score;
 }
 

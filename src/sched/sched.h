@@ -142,7 +142,8 @@ struct cnl_sched_config {
 	 * first, 1 last), so that near-equal placements fill the same nodes
 	 * first and the rest stay empty.  0: off. */
 	double w_order;
-	int64_t age_max_ms;          /* age factor reaches 1 */
+	double order_multi; /* share of w_order for multi-GPU requests */
+	int64_t age_max_ms; /* age factor reaches 1 */
 	int64_t deadline_horizon_ms; /* slack below which urgency rises */
 	int64_t min_run_ms;          /* victims must have run this long */
 	int64_t grace_ms;            /* signal to kill */

@@ -88,8 +88,9 @@ int cnl_fgd_run(const struct cnl_fgd_world *w, const char *policy,
  * policies with: the production defaults, except that the cnlab policy
  * uses the weights tuned on this trace with this simulator — placement by
  * the exact growth of fragmentation (w_frag 1 per block, no packing term)
- * plus a soft node order drawn with the seed (w_order 300 blocks), under
- * which near-equal placements fill the same nodes and the rest stay whole.
+ * plus a soft node order drawn with the seed (w_order 300 blocks; 0.3 of
+ * that for multi-GPU pods), under which near-equal placements fill the
+ * same nodes and the rest stay whole.
  * Production keeps packing-first weights, which favour powering nodes
  * down; `cnlab-sim fgd --set` overrides these.
  */

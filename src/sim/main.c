@@ -111,6 +111,7 @@ static int set_weights(struct cnl_sched_config *cfg, const char *spec)
 	    {"w_locality", offsetof(struct cnl_sched_config, w_locality)},
 	    {"w_network", offsetof(struct cnl_sched_config, w_network)},
 	    {"w_order", offsetof(struct cnl_sched_config, w_order)},
+	    {"order_multi", offsetof(struct cnl_sched_config, order_multi)},
 	};
 	char buf[512];
 	snprintf(buf, sizeof(buf), "%s", spec);
