@@ -41,6 +41,8 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 	echo "Random 87.47, DotProd 90.85, GpuClustering 91.88, GpuPacking 92.00,"
 	echo "BestFit 93.08, FGD 95.39 (% of GPU capacity allocated at 130%)."
 	echo
+	cat bench/fgd_notes.md
+	echo
 	echo "## GPU capacity allocated at 130% arrived demand (%)"
 	echo
 	printf '| pod list |'
