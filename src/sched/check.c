@@ -55,26 +55,36 @@ static int bad(char *err, size_t errlen, const char *fmt, ...)
 	return -CNL_ECONFIG;
 }
 
-static int count_proj(const struct cnl_cluster *c, uint32_t node, int gpu,
+/* (GPU, project) of every allocation, sorted: each GPU's project counts
+ * come from its slice of this array. */
+struct gp {
+	uint32_t gpu; /* global index: first[node] + gpu */
+	uint32_t project;
+};
+
+static int cmp_gp(const void *x, const void *y)
+{
+	const struct gp *a = x, *b = y;
+
+	if (a->gpu != b->gpu)
+		return a->gpu < b->gpu ? -1 : 1;
+	return (a->project > b->project) - (a->project < b->project);
+}
+
+/* Allocations of `project` in the GPU's slice [lo, hi). */
+static int count_proj(const struct gp *v, size_t lo, size_t hi,
                       uint32_t project)
 {
-	/* Only reached on a mismatch path or for small tables: linear. */
 	int n = 0;
 
-	for (uint32_t s = 0; s < c->n_slots; s++) {
-		const struct cnl_alloc *a = &c->slots[s];
-		if (!a->id || a->node != node || a->project != project ||
-		    a->kind == CNL_PLACE_CPU)
-			continue;
-		if (a->kind == CNL_PLACE_WHOLE ? (a->gpu_mask >> gpu & 1)
-		                               : a->gpu == gpu)
-			n++;
-	}
+	for (size_t i = lo; i < hi; i++)
+		n += v[i].project == project;
 	return n;
 }
 
 static int check_gpu(const struct cnl_cluster *c, uint32_t ni, int gi,
-                     const struct rgpu *r, char *err, size_t errlen)
+                     const struct rgpu *r, const struct gp *gps, size_t lo,
+                     size_t hi, char *err, size_t errlen)
 {
 	const struct cnl_node *n = &c->nodes[ni];
 	const struct cnl_gpu *g = &n->gpus[gi];
@@ -188,7 +198,7 @@ static int check_gpu(const struct cnl_cluster *c, uint32_t ni, int gi,
 			           gi);
 	}
 	for (int i = 0; i < g->n_projs; i++) {
-		int want = count_proj(c, ni, gi, g->projs[i].project);
+		int want = count_proj(gps, lo, hi, g->projs[i].project);
 		if (want != g->projs[i].allocs || want == 0)
 			return bad(
 			    err, errlen,
@@ -218,6 +228,8 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 	struct rgpu *rg = NULL;
 	int64_t *cpu = NULL, *mem = NULL;
 	uint32_t *nallocs = NULL, *nwhole = NULL, live = 0, total = 0;
+	struct gp *gps = NULL;
+	size_t n_gps = 0, cap_gps = 0;
 	int rc = 0;
 
 	if (!first)
@@ -230,7 +242,10 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 	mem = calloc(c->n_nodes + 1, sizeof(*mem));
 	nallocs = calloc(c->n_nodes + 1, sizeof(*nallocs));
 	nwhole = calloc(c->n_nodes + 1, sizeof(*nwhole));
-	if (!rg || !cpu || !mem || !nallocs || !nwhole) {
+	/* Each allocation holds at most one GPU, or a gang of at most 16. */
+	cap_gps = (size_t)c->n_allocs * CNL_NODE_MAX_GPUS + 1;
+	gps = malloc(cap_gps * sizeof(*gps));
+	if (!rg || !cpu || !mem || !nallocs || !nwhole || !gps) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -250,6 +265,11 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 		nwhole[a->node] += a->kind == CNL_PLACE_WHOLE;
 		if (a->kind == CNL_PLACE_CPU)
 			continue;
+		for (int gi = 0; gi < n->n_gpus && n_gps < cap_gps; gi++)
+			if (a->kind == CNL_PLACE_WHOLE ? (a->gpu_mask >> gi & 1)
+			                               : a->gpu == gi)
+				gps[n_gps++] = (struct gp){first[a->node] + gi,
+				                           a->project};
 		if (a->kind == CNL_PLACE_WHOLE) {
 			for (int gi = 0; gi < n->n_gpus; gi++) {
 				if (!(a->gpu_mask >> gi & 1))
@@ -321,6 +341,8 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 			}
 		}
 	}
+	qsort(gps, n_gps, sizeof(*gps), cmp_gp);
+	size_t cursor = 0;
 	if (rc == 0 && live != c->n_allocs)
 		rc = bad(err, errlen, "I7 %u live allocations, counter %u",
 		         live, c->n_allocs);
@@ -342,9 +364,18 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 		         n->n_shared + n->n_whole > n->n_allocs)
 			rc = bad(err, errlen, "I7 %s: allocation count",
 			         n->name);
-		for (int gi = 0; gi < n->n_gpus && rc == 0; gi++)
-			rc = check_gpu(c, ni, gi, &rg[first[ni] + gi], err,
+		for (int gi = 0; gi < n->n_gpus && rc == 0; gi++) {
+			/* This GPU's slice of the sorted (GPU, project):
+			 * GPUs come in increasing order, so one cursor. */
+			uint32_t want = first[ni] + (uint32_t)gi;
+			while (cursor < n_gps && gps[cursor].gpu < want)
+				cursor++;
+			size_t lo = cursor, hi = cursor;
+			while (hi < n_gps && gps[hi].gpu == want)
+				hi++;
+			rc = check_gpu(c, ni, gi, &rg[want], gps, lo, hi, err,
 			               errlen);
+		}
 		if (rc)
 			break;
 		/* I7: the summary equals a fresh computation. */
@@ -372,5 +403,6 @@ out:
 	free(mem);
 	free(nallocs);
 	free(nwhole);
+	free(gps);
 	return rc;
 }
