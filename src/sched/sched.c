@@ -11,13 +11,18 @@
  *    in reverse order.  The allocator's exact rules (MIG geometry, tenant
  *    boundaries) thus apply to future time too, with no second model.
  *
- * 2. Cheap before exact.  Node search runs the allocator's summary test on
- *    every node and plans only where it passes; a shape that found no node
- *    is remembered for the rest of the cycle (capacity only shrinks within
- *    a cycle, except by pre-emption, which clears the memory).  The
- *    earliest start of a blocked job is bounded from below per node by a
- *    capacity-only replay, and the exact replay runs on nodes in order of
- *    that bound until the bound passes the best time found.
+ * 2. Cheap before exact.  A request no node of its GPU types could pass
+ *    (per-type maxima of the node summaries) is refused without a scan;
+ *    node search runs the allocator's summary test on every node and plans
+ *    only where it passes; a shape that found no node is remembered for
+ *    the rest of the cycle (capacity only shrinks within a cycle, except
+ *    by pre-emption, which clears the memory).  The earliest start of a
+ *    blocked job is bounded from below per node by a capacity-only replay
+ *    (cached per shape: placements only raise the true bounds, so a cached
+ *    one stays a lower bound), and the exact replay runs on nodes in order
+ *    of that bound until the bound passes the best time found.
+ *    Pre-emption does the same with a capacity-only estimate of the
+ *    victims each node needs.
  *
  * 3. Team order is live.  Each team's queue head carries its key; when a
  *    team places a job its held capacity and fair-share factor change and
