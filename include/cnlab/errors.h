@@ -36,7 +36,9 @@
 	X(CNL_ELIMIT, "a fixed limit was exceeded")                          \
 	X(CNL_ECONFIG, "invalid configuration value")                        \
 	X(CNL_ENOTFOUND, "not found")                                        \
-	X(CNL_EDEADLINE, "deadline cannot be met")
+	X(CNL_EDEADLINE, "deadline cannot be met")                           \
+	X(CNL_EAUTH, "authentication failed")                                \
+	X(CNL_ECORRUPT, "stored data failed verification")
 
 enum cnl_error_code {
 	CNL_EBASE_ = CNL_EBASE,

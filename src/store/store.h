@@ -1,0 +1,364 @@
+/*
+ * store.h - the control plane's state store: projects, users, memberships,
+ * jobs, interactive servers, idempotency keys and the hash-chained audit log.
+ *
+ * Design.  Callers see one handle, struct cnl_store, and the cnl_store_*()
+ * functions below.  Each function is a generic wrapper (after Slurm's _g_
+ * layer): it checks its arguments against the limits in this header, which
+ * are the same for every backend, and then calls through the handle's ops
+ * table.  A backend (SQLite today in sqlite.c, PostgreSQL later) fills in a
+ * struct cnl_store_ops and embeds struct cnl_store as the first member of
+ * its own handle.  Callers never change when a backend is added.
+ *
+ * Invariants every backend keeps:
+ *  1. Every operation is atomic: on any failure nothing is stored.
+ *  2. A write is acknowledged (returns >= 0) only once it is durable: the
+ *     SQLite backend runs WAL with synchronous=FULL, so an acknowledged write
+ *     survives kill -9 and power loss.
+ *  3. Ids are made by the caller with cnl_id_new() (common/id.h) and are
+ *     time-sortable, so listings ordered by id are in creation order and
+ *     paging uses the last id seen as its cursor.
+ *  4. Idempotency keys form one namespace across kinds.  Creating with a key
+ *     already used for the same kind by the same user returns the ORIGINAL
+ *     object and CNL_STORE_REPLAYED, whatever the new request said; a key
+ *     used for another kind, or by another user, is refused with -CNL_EDUP.
+ *  5. The audit log is append-only and hash-chained:
+ *       hash = hex(SHA-256(prev_hash || canonical text of the record))
+ *     where the first record's prev_hash is 64 zeros.
+ *
+ * Errors: -CNL_ENOTFOUND for a missing id (including a job or server that
+ * names a missing project or user), -CNL_EDUP for a duplicate id, name or
+ * idempotency key, -CNL_EFIELD for a malformed or empty field or an unknown
+ * enumerated value (state, role), -CNL_ESIZE for a string that does not fit
+ * its field or a number out of range, -CNL_ECONFIG for a file whose schema
+ * is newer than this build, -CNL_ECORRUPT when the audit chain fails, -EIO
+ * for a database error (cnl_store_errmsg() then says which), -ENOMEM.
+ *
+ * A handle is not thread-safe: use it from one thread at a time, or open one
+ * handle per thread (SQLite's busy_timeout serialises writers).
+ */
+#ifndef CNL_STORE_H
+#define CNL_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/id.h"
+
+/* Field sizes, each including the terminating NUL. */
+#define CNL_STORE_NAME_MAX    64   /* project, user, server names */
+#define CNL_STORE_HASH_MAX    256  /* opaque password hash */
+#define CNL_STORE_ROLE_MAX    16   /* membership role */
+#define CNL_STORE_STATE_MAX   16   /* job and server state */
+#define CNL_STORE_COMMAND_MAX 1024 /* job command line */
+#define CNL_STORE_PROFILE_MAX 64   /* profile and GPU shape names */
+#define CNL_STORE_IMAGE_MAX   256  /* container image reference */
+#define CNL_STORE_URL_MAX     256  /* server URL */
+#define CNL_STORE_AUDIT_MAX   128  /* audit actor, action, target, result */
+#define CNL_STORE_SHA256_HEX  65   /* 64 hex digits and the NUL */
+#define CNL_STORE_IDEM_MAX    128  /* idempotency key, NUL included */
+
+/* Paging limits for every *_list() call. */
+#define CNL_STORE_LIST_MIN 1
+#define CNL_STORE_LIST_MAX 1000
+
+/* Job priorities: 0 (lowest) .. 3 (highest). */
+#define CNL_STORE_PRIO_MAX 3
+
+/* Positive results of the idempotent create calls. */
+#define CNL_STORE_CREATED  1 /* a new object was stored */
+#define CNL_STORE_REPLAYED 2 /* the key was used: the original is returned */
+
+struct cnl_store_project {
+	char id[CNL_ID_MAX];
+	char name[CNL_STORE_NAME_MAX]; /* unique */
+	bool on_prem_only;             /* never burst to a cloud */
+	int64_t created_ms;
+};
+
+struct cnl_store_user {
+	char id[CNL_ID_MAX];
+	char name[CNL_STORE_NAME_MAX];          /* unique */
+	char password_hash[CNL_STORE_HASH_MAX]; /* opaque; may be empty */
+	int64_t created_ms;
+};
+
+/* role: "admin", "project-admin", "member" or "viewer". */
+struct cnl_store_membership {
+	char user_id[CNL_ID_MAX];
+	char project_id[CNL_ID_MAX];
+	char role[CNL_STORE_ROLE_MAX];
+};
+
+/*
+ * state: "pending", "running", "succeeded", "failed", "cancelled" or
+ * "preempted".  The store checks the value, not the transition: the job
+ * state machine belongs to the scheduler.
+ */
+struct cnl_store_job {
+	char id[CNL_ID_MAX];
+	char project_id[CNL_ID_MAX];
+	char user_id[CNL_ID_MAX];
+	char command[CNL_STORE_COMMAND_MAX];
+	char profile[CNL_STORE_PROFILE_MAX];
+	char gpu_shape[CNL_STORE_PROFILE_MAX]; /* e.g. "1g.18gb" or "h200x8" */
+	int priority;                          /* 0..CNL_STORE_PRIO_MAX */
+	int64_t deadline_ms;                   /* 0: none */
+	int64_t runtime_ms;                    /* expected or limit; 0: none */
+	char state[CNL_STORE_STATE_MAX];
+	int exit_code;
+	int64_t created_ms;
+	int64_t updated_ms;
+};
+
+/*
+ * state: "pending", "starting", "running", "stopping", "stopped" or
+ * "failed".  name is unique within a project.
+ */
+struct cnl_store_server {
+	char id[CNL_ID_MAX];
+	char project_id[CNL_ID_MAX];
+	char user_id[CNL_ID_MAX];
+	char name[CNL_STORE_NAME_MAX];
+	char image[CNL_STORE_IMAGE_MAX];
+	char profile[CNL_STORE_PROFILE_MAX];
+	int64_t storage_gb;     /* >= 0 */
+	int64_t idle_timeout_s; /* >= 0; 0: never */
+	char state[CNL_STORE_STATE_MAX];
+	char url[CNL_STORE_URL_MAX]; /* may be empty until running */
+	int64_t created_ms;
+};
+
+/* One audit record.  seq, prev_hash and hash are set by the store. */
+struct cnl_store_audit {
+	int64_t seq; /* 1, 2, 3, ... */
+	int64_t ts_ms;
+	char actor[CNL_STORE_AUDIT_MAX];
+	char action[CNL_STORE_AUDIT_MAX];
+	char target[CNL_STORE_AUDIT_MAX];
+	char result[CNL_STORE_AUDIT_MAX];
+	char prev_hash[CNL_STORE_SHA256_HEX];
+	char hash[CNL_STORE_SHA256_HEX];
+};
+
+struct cnl_store;
+
+/*
+ * The backend's method table.  The wrappers below have checked every
+ * argument before a method runs: pointers are non-NULL except where the
+ * wrapper documents NULL, strings fit their fields, enumerations are known
+ * and limits are in range.  Methods return as the wrappers document.
+ */
+struct cnl_store_ops {
+	const char *name; /* "sqlite" */
+	void (*close)(struct cnl_store *s);
+	int (*schema_version)(struct cnl_store *s);
+
+	int (*project_create)(struct cnl_store *s,
+	                      const struct cnl_store_project *in);
+	int (*project_get)(struct cnl_store *s, const char *id,
+	                   struct cnl_store_project *ret);
+	int (*project_get_by_name)(struct cnl_store *s, const char *name,
+	                           struct cnl_store_project *ret);
+
+	int (*user_create)(struct cnl_store *s,
+	                   const struct cnl_store_user *in);
+	int (*user_get)(struct cnl_store *s, const char *id,
+	                struct cnl_store_user *ret);
+	int (*user_get_by_name)(struct cnl_store *s, const char *name,
+	                        struct cnl_store_user *ret);
+
+	int (*membership_set)(struct cnl_store *s,
+	                      const struct cnl_store_membership *in);
+	int (*membership_get_role)(struct cnl_store *s, const char *user_id,
+	                           const char *project_id, char *ret_role,
+	                           size_t len);
+	int (*membership_list)(struct cnl_store *s, const char *user_id,
+	                       const char *after_project_id, int limit,
+	                       struct cnl_store_membership *out, int *ret_n);
+
+	int (*job_create)(struct cnl_store *s, const struct cnl_store_job *in,
+	                  const char *idem_key, struct cnl_store_job *ret);
+	int (*job_get)(struct cnl_store *s, const char *id,
+	               struct cnl_store_job *ret);
+	int (*job_list)(struct cnl_store *s, const char *project_id,
+	                const char *after_id, int limit,
+	                struct cnl_store_job *out, int *ret_n);
+	int (*job_update_state)(struct cnl_store *s, const char *id,
+	                        const char *state, int exit_code,
+	                        int64_t updated_ms);
+
+	int (*server_create)(struct cnl_store *s,
+	                     const struct cnl_store_server *in,
+	                     const char *idem_key,
+	                     struct cnl_store_server *ret);
+	int (*server_get)(struct cnl_store *s, const char *id,
+	                  struct cnl_store_server *ret);
+	int (*server_list)(struct cnl_store *s, const char *project_id,
+	                   const char *after_id, int limit,
+	                   struct cnl_store_server *out, int *ret_n);
+
+	int (*audit_append)(struct cnl_store *s,
+	                    const struct cnl_store_audit *in,
+	                    struct cnl_store_audit *ret);
+	int (*audit_list)(struct cnl_store *s, int64_t after_seq, int limit,
+	                  struct cnl_store_audit *out, int *ret_n);
+	int (*audit_verify)(struct cnl_store *s, int64_t *ret_bad_seq);
+};
+
+/* The part of every backend's handle that the wrappers use. */
+struct cnl_store {
+	const struct cnl_store_ops *ops;
+	char errmsg[256]; /* the last backend error, "" if none */
+};
+
+/*
+ * cnl_store_open_sqlite - open or create the SQLite database at @path and
+ * bring its schema up to date.  Sets journal_mode=WAL, synchronous=FULL,
+ * foreign_keys=ON and a busy timeout, then applies each migration newer
+ * than the file's schema_version, in order, one transaction each.  A file
+ * whose version is newer than this build knows is refused with -CNL_ECONFIG.
+ * On failure a message is written to @err (when @errlen > 0) and *@ret is
+ * untouched.  Returns 0, -CNL_ECONFIG, -EIO or -ENOMEM.
+ */
+int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
+                          size_t errlen);
+
+/* cnl_store_close - close the handle; NULL is allowed. */
+void cnl_store_close(struct cnl_store *s);
+
+/* cnl_store_schema_version - the file's schema version, or -EIO. */
+int cnl_store_schema_version(struct cnl_store *s);
+
+/*
+ * cnl_store_errmsg - the backend's message for the last -EIO (for example
+ * sqlite3_errmsg()), or "" when there is none.  Valid until the next call.
+ */
+const char *cnl_store_errmsg(struct cnl_store *s);
+
+/* Projects.  create: 0, -CNL_EDUP (id or name), -CNL_EFIELD, -CNL_ESIZE. */
+int cnl_store_project_create(struct cnl_store *s,
+                             const struct cnl_store_project *in);
+/* get, get_by_name: 0 or -CNL_ENOTFOUND; *ret untouched on failure. */
+int cnl_store_project_get(struct cnl_store *s, const char *id,
+                          struct cnl_store_project *ret);
+int cnl_store_project_get_by_name(struct cnl_store *s, const char *name,
+                                  struct cnl_store_project *ret);
+
+/* Users, as projects. */
+int cnl_store_user_create(struct cnl_store *s, const struct cnl_store_user *in);
+int cnl_store_user_get(struct cnl_store *s, const char *id,
+                       struct cnl_store_user *ret);
+int cnl_store_user_get_by_name(struct cnl_store *s, const char *name,
+                               struct cnl_store_user *ret);
+
+/*
+ * cnl_store_membership_set - give @in->user_id the role @in->role in
+ * @in->project_id, replacing any role held before.  Returns 0,
+ * -CNL_ENOTFOUND when the user or project does not exist, -CNL_EFIELD for an
+ * unknown role.
+ */
+int cnl_store_membership_set(struct cnl_store *s,
+                             const struct cnl_store_membership *in);
+
+/*
+ * cnl_store_membership_get_role - write the role of @user_id in
+ * @project_id into @ret_role (@len >= CNL_STORE_ROLE_MAX).  Returns 0 or
+ * -CNL_ENOTFOUND when the user is not a member.
+ */
+int cnl_store_membership_get_role(struct cnl_store *s, const char *user_id,
+                                  const char *project_id, char *ret_role,
+                                  size_t len);
+
+/*
+ * cnl_store_membership_list - up to @limit memberships of @user_id, ordered
+ * by project id, starting after @after_project_id (NULL: from the first).
+ * *@ret_n is the number written to @out; fewer than @limit means the end.
+ */
+int cnl_store_membership_list(struct cnl_store *s, const char *user_id,
+                              const char *after_project_id, int limit,
+                              struct cnl_store_membership *out, int *ret_n);
+
+/*
+ * cnl_store_job_create - store the job @in (id from cnl_id_new("job"),
+ * created_ms and updated_ms as given).  With @idem_key (NULL or "": none),
+ * a key already used for a job by the same user makes this return the
+ * original job in *@ret and CNL_STORE_REPLAYED without storing anything;
+ * the key's own created_ms is @in->created_ms;
+ * otherwise the job and the key are stored in one transaction and the call
+ * returns CNL_STORE_CREATED with the stored job in *@ret (@ret may be NULL).
+ * Errors: -CNL_EDUP (job id, or a key used for another kind or by another
+ * user), -CNL_ENOTFOUND (project or user), -CNL_EFIELD, -CNL_ESIZE.
+ */
+int cnl_store_job_create(struct cnl_store *s, const struct cnl_store_job *in,
+                         const char *idem_key, struct cnl_store_job *ret);
+
+/* cnl_store_job_get - 0 or -CNL_ENOTFOUND. */
+int cnl_store_job_get(struct cnl_store *s, const char *id,
+                      struct cnl_store_job *ret);
+
+/*
+ * cnl_store_job_list - up to @limit (1..1000) jobs of @project_id (NULL:
+ * every project) in id order, i.e. creation order, starting after the id
+ * @after_id (NULL: from the first).  To walk every job, pass the last id of
+ * one page as @after_id of the next until a page has fewer than @limit.
+ * Returns 0 with *@ret_n set, or -CNL_ESIZE for a bad @limit.
+ */
+int cnl_store_job_list(struct cnl_store *s, const char *project_id,
+                       const char *after_id, int limit,
+                       struct cnl_store_job *out, int *ret_n);
+
+/*
+ * cnl_store_job_update_state - set the state, exit code and updated_ms of
+ * job @id.  Returns 0, -CNL_ENOTFOUND, or -CNL_EFIELD for an unknown state.
+ */
+int cnl_store_job_update_state(struct cnl_store *s, const char *id,
+                               const char *state, int exit_code,
+                               int64_t updated_ms);
+
+/*
+ * Servers: create is idempotent exactly as cnl_store_job_create(); a name
+ * already used in the same project is -CNL_EDUP.  list pages as job_list.
+ */
+int cnl_store_server_create(struct cnl_store *s,
+                            const struct cnl_store_server *in,
+                            const char *idem_key, struct cnl_store_server *ret);
+int cnl_store_server_get(struct cnl_store *s, const char *id,
+                         struct cnl_store_server *ret);
+int cnl_store_server_list(struct cnl_store *s, const char *project_id,
+                          const char *after_id, int limit,
+                          struct cnl_store_server *out, int *ret_n);
+
+/*
+ * cnl_store_audit_append - append a record with @in's ts_ms, actor,
+ * action, target and result (actor and action must not be empty).  The
+ * store assigns seq, links prev_hash to the last record's hash and computes
+ * hash, all in one transaction; the stored record is copied to *@ret (may
+ * be NULL).  Returns 0 or an error.
+ */
+int cnl_store_audit_append(struct cnl_store *s,
+                           const struct cnl_store_audit *in,
+                           struct cnl_store_audit *ret);
+
+/*
+ * cnl_store_audit_list - up to @limit records with seq > @after_seq, in seq
+ * order (pass 0 for the first page).
+ */
+int cnl_store_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
+                         struct cnl_store_audit *out, int *ret_n);
+
+/*
+ * cnl_store_audit_verify - recompute the whole chain.  Returns 0 when every
+ * record's hash, prev_hash link and seq (1, 2, 3, ... without gaps) check
+ * out.  Otherwise returns -CNL_ECORRUPT and, unlike other outputs, sets
+ * *@ret_bad_seq (may be NULL) on that failure: the seq of the first record
+ * that fails, or for a gap the first missing seq.  Edited and deleted
+ * records are detected; removing records from the END of the log is not,
+ * since what remains is a valid shorter chain.  Detecting that needs the
+ * last hash anchored outside the database (a signed checkpoint), which is
+ * the caller's job.
+ */
+int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq);
+
+#endif /* CNL_STORE_H */
