@@ -34,6 +34,16 @@
 		.starts = st, .media = me, .mem_mib = mib                      \
 	}
 
+/* H100 80 GB, SXM and PCIe alike. */
+#define H100_80GB_MIG                                         \
+	P("1g.10gb", 1, 1, 7, S_1G, false, GIB(9.75)),        \
+	    P("1g.10gb+me", 1, 1, 1, S_1G, true, GIB(9.75)),  \
+	    P("1g.20gb", 1, 2, 4, S_1G2, false, GIB(19.625)), \
+	    P("2g.20gb", 2, 2, 3, S_2G, false, GIB(19.625)),  \
+	    P("3g.40gb", 3, 4, 2, S_3G, false, GIB(39.5)),    \
+	    P("4g.40gb", 4, 4, 1, S_0, false, GIB(39.5)),     \
+	    P("7g.80gb", 7, 8, 1, S_0, false, GIB(79.25))
+
 static const struct cnl_gpu_type builtin[] = {
     {.name = "A100-40GB",
      .vendor = "nvidia",
@@ -64,25 +74,13 @@ static const struct cnl_gpu_type builtin[] = {
      .sm_count = 132,
      .vram_mib = 81559,
      .n_mig = 7,
-     .mig = {P("1g.10gb", 1, 1, 7, S_1G, false, GIB(9.75)),
-             P("1g.10gb+me", 1, 1, 1, S_1G, true, GIB(9.75)),
-             P("1g.20gb", 1, 2, 4, S_1G2, false, GIB(19.625)),
-             P("2g.20gb", 2, 2, 3, S_2G, false, GIB(19.625)),
-             P("3g.40gb", 3, 4, 2, S_3G, false, GIB(39.5)),
-             P("4g.40gb", 4, 4, 1, S_0, false, GIB(39.5)),
-             P("7g.80gb", 7, 8, 1, S_0, false, GIB(79.25))}},
+     .mig = {H100_80GB_MIG}},
     {.name = "H100-80GB-PCIE",
      .vendor = "nvidia",
      .sm_count = 114,
      .vram_mib = 81559,
      .n_mig = 7,
-     .mig = {P("1g.10gb", 1, 1, 7, S_1G, false, GIB(9.75)),
-             P("1g.10gb+me", 1, 1, 1, S_1G, true, GIB(9.75)),
-             P("1g.20gb", 1, 2, 4, S_1G2, false, GIB(19.625)),
-             P("2g.20gb", 2, 2, 3, S_2G, false, GIB(19.625)),
-             P("3g.40gb", 3, 4, 2, S_3G, false, GIB(39.5)),
-             P("4g.40gb", 4, 4, 1, S_0, false, GIB(39.5)),
-             P("7g.80gb", 7, 8, 1, S_0, false, GIB(79.25))}},
+     .mig = {H100_80GB_MIG}},
     {.name = "H200-141GB",
      .vendor = "nvidia",
      .sm_count = 132,

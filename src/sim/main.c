@@ -139,33 +139,25 @@ static int set_weights(struct cnl_sched_config *cfg, const char *spec)
 	return 0;
 }
 
-struct summary {
-	const char *policy;
-	int seeds;
-	double alloc, frag90, failed, seconds;
-	double curve[CNL_FGD_CURVE_MAX], frag_curve[CNL_FGD_CURVE_MAX];
-	int curve_n[CNL_FGD_CURVE_MAX];
+/* Options both modes take, and the trace they name. */
+struct common {
+	const char *trace, *pods, *plot;
+	bool json;
 };
 
-static int cmd_fgd(int argc, char **argv)
+/* Walk argv: "--json" or "--name value" pairs.  Each pair is handed to
+ * `mode_opt`, after the common ones are taken; returns 0, or 2 after a
+ * message for a stray word or a missing value. */
+static int each_option(int argc, char **argv, struct common *co,
+                       int (*mode_opt)(void *ctx, const char *a,
+                                       const char *val),
+                       void *ctx)
 {
-	const char *trace = NULL, *pods = NULL, *plot = NULL;
-	char *policies = NULL;
-	const char *pol[MAX_POLICIES];
-	static uint64_t seeds[MAX_SEEDS];
-	int n_pol = 0, n_seeds = 1;
-	double tune = 1.3;
-	bool json = false;
-	char path_nodes[4096], path_pods[4096], err[1024];
-
-	struct cnl_sched_config cfg;
-	cnl_fgd_config_default(&cfg);
-	seeds[0] = 42;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--json")) {
-			json = true;
+			co->json = true;
 			continue;
 		}
 		if (!val || strncmp(a, "--", 2)) {
@@ -175,59 +167,115 @@ static int cmd_fgd(int argc, char **argv)
 		}
 		i++;
 		if (!strcmp(a, "--trace"))
-			trace = val;
+			co->trace = val;
 		else if (!strcmp(a, "--pods"))
-			pods = val;
-		else if (!strcmp(a, "--policy"))
-			policies = (char *)val;
+			co->pods = val;
 		else if (!strcmp(a, "--plot"))
-			plot = val;
-		else if (!strcmp(a, "--set")) {
-			if (set_weights(&cfg, val) < 0)
-				return 2;
-		} else if (!strcmp(a, "--seeds")) {
-			if (parse_seeds(val, seeds, &n_seeds) < 0) {
-				fprintf(stderr,
-				        "cnlab-sim: --seeds: bad list \"%s\"\n",
-				        val);
-				return 2;
-			}
-		} else if (!strcmp(a, "--tune")) {
-			char *end;
-			tune = strtod(val, &end);
-			if (*end || !(tune > 0 && tune <= 10)) {
-				fprintf(stderr,
-				        "cnlab-sim: --tune: not a number in "
-				        "(0, 10]: \"%s\"\n",
-				        val);
-				return 2;
-			}
-		} else {
-			fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n",
-			        a);
-			usage(stderr);
-			return 2;
+			co->plot = val;
+		else {
+			int r = mode_opt(ctx, a, val);
+			if (r)
+				return r;
 		}
 	}
-	if (!trace || !pods || !policies) {
+	return 0;
+}
+
+/* Load the openb node list and the pod list `pods` of the trace. */
+static int load_world(const struct common *co, struct cnl_fgd_world *w,
+                      char *path_pods, size_t plen)
+{
+	char path_nodes[4096], err[1024];
+
+	snprintf(path_nodes, sizeof(path_nodes),
+	         "%s/csv/openb_node_list_gpu_node.csv", co->trace);
+	snprintf(path_pods, plen, "%s/csv/openb_pod_list_%s.csv", co->trace,
+	         co->pods);
+	if (cnl_fgd_world_load(w, path_nodes, path_pods, err, sizeof(err)) <
+	    0) {
+		fprintf(stderr, "cnlab-sim: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+struct summary {
+	const char *policy;
+	int seeds;
+	double alloc, frag90, failed, seconds;
+	double curve[CNL_FGD_CURVE_MAX], frag_curve[CNL_FGD_CURVE_MAX];
+	int curve_n[CNL_FGD_CURVE_MAX];
+};
+
+struct fgd_opts {
+	char *policies;
+	uint64_t *seeds;
+	int n_seeds;
+	double tune;
+	struct cnl_sched_config cfg;
+};
+
+static int fgd_opt(void *ctx, const char *a, const char *val)
+{
+	struct fgd_opts *o = ctx;
+	char *end;
+
+	if (!strcmp(a, "--policy")) {
+		o->policies = (char *)val;
+	} else if (!strcmp(a, "--set")) {
+		if (set_weights(&o->cfg, val) < 0)
+			return 2;
+	} else if (!strcmp(a, "--seeds")) {
+		if (parse_seeds(val, o->seeds, &o->n_seeds) < 0) {
+			fprintf(stderr, "cnlab-sim: --seeds: bad list \"%s\"\n",
+			        val);
+			return 2;
+		}
+	} else if (!strcmp(a, "--tune")) {
+		o->tune = strtod(val, &end);
+		if (*end || !(o->tune > 0 && o->tune <= 10)) {
+			fprintf(stderr,
+			        "cnlab-sim: --tune: not a number in (0, 10]: "
+			        "\"%s\"\n",
+			        val);
+			return 2;
+		}
+	} else {
+		fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n", a);
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+static int cmd_fgd(int argc, char **argv)
+{
+	static uint64_t seeds[MAX_SEEDS] = {42};
+	struct fgd_opts opt = {.seeds = seeds, .n_seeds = 1, .tune = 1.3};
+	struct common co = {0};
+	const char *pol[MAX_POLICIES];
+	char path_pods[4096], err[1024];
+	int n_pol = 0, r;
+
+	cnl_fgd_config_default(&opt.cfg);
+	if ((r = each_option(argc, argv, &co, fgd_opt, &opt)) != 0)
+		return r;
+	if (!co.trace || !co.pods || !opt.policies) {
 		fprintf(stderr, "cnlab-sim: fgd needs --trace, --pods and "
 		                "--policy\n");
 		usage(stderr);
 		return 2;
 	}
-	if (parse_policies(policies, pol, &n_pol) < 0)
+	if (parse_policies(opt.policies, pol, &n_pol) < 0)
 		return 2;
-	snprintf(path_nodes, sizeof(path_nodes),
-	         "%s/csv/openb_node_list_gpu_node.csv", trace);
-	snprintf(path_pods, sizeof(path_pods), "%s/csv/openb_pod_list_%s.csv",
-	         trace, pods);
-
+	const char *trace = co.trace, *pods = co.pods, *plot = co.plot;
+	bool json = co.json;
+	int n_seeds = opt.n_seeds;
+	double tune = opt.tune;
+	struct cnl_sched_config cfg = opt.cfg;
 	struct cnl_fgd_world w;
-	int r = cnl_fgd_world_load(&w, path_nodes, path_pods, err, sizeof(err));
-	if (r < 0) {
-		fprintf(stderr, "cnlab-sim: %s\n", err);
+	if (load_world(&co, &w, path_pods, sizeof(path_pods)) < 0)
 		return 1;
-	}
 	struct summary *sum = calloc((size_t)n_pol, sizeof(*sum));
 	for (int p = 0; p < n_pol; p++) {
 		sum[p].policy = pol[p];
@@ -360,96 +408,87 @@ static int cmd_fgd(int argc, char **argv)
 	return 0;
 }
 
+struct replay_opts {
+	struct cnl_replay_config rc;
+	const char *csv;
+};
+
+static int replay_opt(void *ctx, const char *a, const char *val)
+{
+	struct replay_opts *o = ctx;
+	char *end;
+
+	if (!strcmp(a, "--csv")) {
+		o->csv = val;
+	} else if (!strcmp(a, "--policy")) {
+		const struct cnl_policy_ops *p = cnl_policy_find(val);
+		if (!p) {
+			fprintf(stderr, "cnlab-sim: unknown policy \"%s\"\n",
+			        val);
+			return 2;
+		}
+		o->rc.policy = p->name;
+	} else if (!strcmp(a, "--teams")) {
+		long v = strtol(val, &end, 10);
+		if (*end || v < 1 || v > 64) {
+			fprintf(stderr,
+			        "cnlab-sim: --teams: not a number in 1..64: "
+			        "\"%s\"\n",
+			        val);
+			return 2;
+		}
+		o->rc.teams = (int)v;
+	} else if (!strcmp(a, "--copies")) {
+		long v = strtol(val, &end, 10);
+		if (*end || v < 1 || v > 16) {
+			fprintf(stderr,
+			        "cnlab-sim: --copies: not a number in 1..16: "
+			        "\"%s\"\n",
+			        val);
+			return 2;
+		}
+		o->rc.copies = (int)v;
+	} else if (!strcmp(a, "--arrival-scale")) {
+		o->rc.arrival_scale = strtod(val, &end);
+		if (*end || !(o->rc.arrival_scale > 0)) {
+			fprintf(stderr,
+			        "cnlab-sim: --arrival-scale: not a positive "
+			        "number: \"%s\"\n",
+			        val);
+			return 2;
+		}
+	} else {
+		fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n", a);
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
 static int cmd_replay(int argc, char **argv)
 {
-	const char *trace = NULL, *pods = NULL, *plot = NULL, *csv = NULL;
-	struct cnl_replay_config rc = {
-	    .policy = "cnlab", .teams = 8, .arrival_scale = 1.0, .copies = 1};
-	bool json = false;
-	char path_nodes[4096], path_pods[4096], err[1024];
+	struct replay_opts opt = {.rc = {.policy = "cnlab",
+	                                 .teams = 8,
+	                                 .arrival_scale = 1.0,
+	                                 .copies = 1}};
+	struct common co = {0};
+	char path_pods[4096], err[1024];
+	int r;
 
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
-		if (!strcmp(a, "--json")) {
-			json = true;
-			continue;
-		}
-		if (!val || strncmp(a, "--", 2)) {
-			fprintf(stderr, "cnlab-sim: unexpected \"%s\"\n", a);
-			usage(stderr);
-			return 2;
-		}
-		i++;
-		if (!strcmp(a, "--trace"))
-			trace = val;
-		else if (!strcmp(a, "--pods"))
-			pods = val;
-		else if (!strcmp(a, "--plot"))
-			plot = val;
-		else if (!strcmp(a, "--csv"))
-			csv = val;
-		else if (!strcmp(a, "--policy")) {
-			const struct cnl_policy_ops *p = cnl_policy_find(val);
-			if (!p) {
-				fprintf(stderr,
-				        "cnlab-sim: unknown policy \"%s\"\n",
-				        val);
-				return 2;
-			}
-			rc.policy = p->name;
-		} else if (!strcmp(a, "--teams")) {
-			long v = strtol(val, &end, 10);
-			if (*end || v < 1 || v > 64) {
-				fprintf(stderr,
-				        "cnlab-sim: --teams: not a "
-				        "number in 1..64: \"%s\"\n",
-				        val);
-				return 2;
-			}
-			rc.teams = (int)v;
-		} else if (!strcmp(a, "--copies")) {
-			long v = strtol(val, &end, 10);
-			if (*end || v < 1 || v > 16) {
-				fprintf(stderr,
-				        "cnlab-sim: --copies: not a "
-				        "number in 1..16: \"%s\"\n",
-				        val);
-				return 2;
-			}
-			rc.copies = (int)v;
-		} else if (!strcmp(a, "--arrival-scale")) {
-			rc.arrival_scale = strtod(val, &end);
-			if (*end || !(rc.arrival_scale > 0)) {
-				fprintf(stderr,
-				        "cnlab-sim: --arrival-scale: not "
-				        "a positive number: \"%s\"\n",
-				        val);
-				return 2;
-			}
-		} else {
-			fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n",
-			        a);
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (!trace || !pods) {
+	if ((r = each_option(argc, argv, &co, replay_opt, &opt)) != 0)
+		return r;
+	if (!co.trace || !co.pods) {
 		fprintf(stderr, "cnlab-sim: replay needs --trace and --pods\n");
 		usage(stderr);
 		return 2;
 	}
-	snprintf(path_nodes, sizeof(path_nodes),
-	         "%s/csv/openb_node_list_gpu_node.csv", trace);
-	snprintf(path_pods, sizeof(path_pods), "%s/csv/openb_pod_list_%s.csv",
-	         trace, pods);
+	const char *trace = co.trace, *pods = co.pods, *plot = co.plot;
+	const char *csv = opt.csv;
+	bool json = co.json;
+	struct cnl_replay_config rc = opt.rc;
 	struct cnl_fgd_world w;
-	if (cnl_fgd_world_load(&w, path_nodes, path_pods, err, sizeof(err)) <
-	    0) {
-		fprintf(stderr, "cnlab-sim: %s\n", err);
+	if (load_world(&co, &w, path_pods, sizeof(path_pods)) < 0)
 		return 1;
-	}
 	FILE *cf = NULL;
 	if (csv && !(cf = fopen(csv, "w"))) {
 		fprintf(stderr, "cnlab-sim: %s: %s\n", csv, strerror(errno));
@@ -459,7 +498,7 @@ static int cmd_replay(int argc, char **argv)
 	rc.csv = cf;
 	struct cnl_replay_result res;
 	double t0 = now_s();
-	int r = cnl_replay_run(&w, &rc, &res);
+	r = cnl_replay_run(&w, &rc, &res);
 	double dt = now_s() - t0;
 	if (cf && fclose(cf) != 0 && r == 0) {
 		fprintf(stderr, "cnlab-sim: %s: %s\n", csv, strerror(errno));

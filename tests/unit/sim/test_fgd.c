@@ -17,50 +17,11 @@
 #include "cnlab/errors.h"
 #include "sim/fgd.h"
 
-static char dir[256];
-
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(dir, sizeof(dir), "/tmp/cnl_fgd_XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	char cmd[512];
-	(void)state;
-	snprintf(cmd, sizeof(cmd), "%s/nodes.csv", dir);
-	unlink(cmd);
-	snprintf(cmd, sizeof(cmd), "%s/pods.csv", dir);
-	unlink(cmd);
-	rmdir(dir);
-	return 0;
-}
-
-static void put(const char *name, const char *text)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
+#include "fixture.h"
 
 #define POD_HDR                                                               \
 	"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase," \
 	"creation_time,deletion_time,scheduled_time\n"
-
-static void load(struct cnl_fgd_world *w)
-{
-	char n[512], p[512], err[512] = "";
-	snprintf(n, sizeof(n), "%s/nodes.csv", dir);
-	snprintf(p, sizeof(p), "%s/pods.csv", dir);
-	int r = cnl_fgd_world_load(w, n, p, err, sizeof(err));
-	if (r < 0)
-		fail_msg("load: %s", err);
-}
 
 /* Two 1-GPU nodes; two half-GPU pods and one whole-GPU pod fill them
  * exactly, in whatever order they arrive, for the packing policies. */
