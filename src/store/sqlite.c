@@ -198,6 +198,16 @@ int cnl_store_project_get_by_name(struct cnl_store *s, const char *name,
 	return s->ops->project_get_by_name(s, name, ret);
 }
 
+int cnl_store_project_list(struct cnl_store *s, const char *after_id, int limit,
+                           struct cnl_store_project *out, int *ret_n)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
+	return s->ops->project_list(s, after_id, limit, out, ret_n);
+}
+
 int cnl_store_user_create(struct cnl_store *s, const struct cnl_store_user *in)
 {
 	if (!s || !in)
@@ -804,6 +814,16 @@ static int sq_project_get_by_name(struct cnl_store *s, const char *name,
 	               name, NULL, read_project, ret);
 }
 
+static int sq_project_list(struct cnl_store *s, const char *after_id, int limit,
+                           struct cnl_store_project *out, int *ret_n)
+{
+	return list_page(sq(s),
+	                 "SELECT " PROJECT_COLS " FROM projects WHERE id > ?2"
+	                 " ORDER BY id LIMIT ?3",
+	                 NULL, after_id, limit, read_project, out, sizeof(*out),
+	                 ret_n);
+}
+
 static int sq_user_create(struct cnl_store *s, const struct cnl_store_user *in)
 {
 	struct sq_store *q = sq(s);
@@ -1362,6 +1382,7 @@ static const struct cnl_store_ops sqlite_ops = {
     .project_create = sq_project_create,
     .project_get = sq_project_get,
     .project_get_by_name = sq_project_get_by_name,
+    .project_list = sq_project_list,
     .user_create = sq_user_create,
     .user_get = sq_user_get,
     .user_get_by_name = sq_user_get_by_name,

@@ -161,6 +161,9 @@ struct cnl_store_ops {
 	                   struct cnl_store_project *ret);
 	int (*project_get_by_name)(struct cnl_store *s, const char *name,
 	                           struct cnl_store_project *ret);
+	int (*project_list)(struct cnl_store *s, const char *after_id,
+	                    int limit, struct cnl_store_project *out,
+	                    int *ret_n);
 
 	int (*user_create)(struct cnl_store *s,
 	                   const struct cnl_store_user *in);
@@ -245,6 +248,13 @@ int cnl_store_project_get(struct cnl_store *s, const char *id,
                           struct cnl_store_project *ret);
 int cnl_store_project_get_by_name(struct cnl_store *s, const char *name,
                                   struct cnl_store_project *ret);
+/*
+ * cnl_store_project_list - up to @limit (1..1000) projects in id order,
+ * starting after the id @after_id (NULL: from the first); pages as
+ * cnl_store_job_list().  Returns 0 with *@ret_n set, or -CNL_ESIZE.
+ */
+int cnl_store_project_list(struct cnl_store *s, const char *after_id, int limit,
+                           struct cnl_store_project *out, int *ret_n);
 
 /* Users, as projects. */
 int cnl_store_user_create(struct cnl_store *s, const struct cnl_store_user *in);

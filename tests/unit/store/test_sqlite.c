@@ -312,6 +312,26 @@ static void test_projects_and_users(void **state)
 	snprintf(dup.name, sizeof(dup.name), "other");
 	assert_int_equal(cnl_store_project_create(f->s, &dup), -CNL_EDUP);
 
+	/* Listing pages in id order: the fixture's, robotics, secret. */
+	{
+		struct cnl_store_project page[2];
+		int n = -1;
+
+		assert_int_equal(
+		    cnl_store_project_list(f->s, NULL, 2, page, &n), 0);
+		assert_int_equal(n, 2);
+		assert_string_equal(page[0].id, f->proj.id);
+		assert_string_equal(page[1].name, "robotics");
+		assert_int_equal(
+		    cnl_store_project_list(f->s, page[1].id, 2, page, &n), 0);
+		assert_int_equal(n, 1);
+		assert_string_equal(page[0].id, p.id);
+		assert_true(page[0].on_prem_only);
+		assert_int_equal(
+		    cnl_store_project_list(f->s, NULL, 0, page, &n),
+		    -CNL_ESIZE);
+	}
+
 	make_user(f, "bob", &u);
 	assert_int_equal(cnl_store_user_get(f->s, u.id, &ugot), 0);
 	assert_memory_equal(&ugot, &u, sizeof(u));

@@ -1,0 +1,118 @@
+/*
+ * api.h - cnlabd's REST API under /v1: the route table, its handlers, and
+ * the policy in front of them (authentication, RBAC, audit).
+ *
+ * Every request that http.c routes reaches cnl_api_serve(), which, in
+ * this order:
+ *   1. authenticates the caller unless the route is PUBLIC: the header
+ *      "Authorization: Bearer <JWT>" must carry an HS256 token for the
+ *      audience "cnlab" whose "sub" is the id of an existing user (else 401);
+ *   2. authorizes: roles are read from the store on every request, so
+ *      removing or changing a membership takes effect at once (else 403 or
+ *      404, below);
+ *   3. runs the route's handler, which parses a strict JSON body (unknown
+ *      fields, wrong types and missing fields are 400s naming the field);
+ *   4. appends an audit record for every request to a state-changing route,
+ *      whatever its outcome: actor (user id, or "anonymous"; for login the
+ *      name tried), action (the route's), target, result ("201",
+ *      "200 replayed", "403 forbidden", ...).
+ *
+ * Roles.  A membership gives a user one role in one project: "viewer" <
+ * "member" < "project-admin".  Platform administrators are the users with
+ * the role "admin" in the project named CNL_API_ADMIN_PROJECT ("system"),
+ * which --bootstrap-admin creates with the first admin in it.  An
+ * administrator passes every check.  Anyone else needs, for a PROJECT_*
+ * route, at least the route's role in the project the path names (through
+ * {project}, or {job}'s project).
+ *
+ * Not a member vs. not allowed.  A caller with no role at all in the
+ * project gets 404 not_found, exactly as if the project (or job) did not
+ * exist, so project and job ids cannot be probed.  A member whose role is
+ * too low gets 403 forbidden: the project's existence is no secret to them.
+ * ADMIN routes answer 403 to every non-administrator.
+ *
+ * "admin" is granted only in the system project, and only an administrator
+ * may change memberships there; project-admins manage viewer, member and
+ * project-admin roles of their own projects.
+ */
+#ifndef CNL_SERVER_API_H
+#define CNL_SERVER_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/http.h"
+#include "store/store.h"
+
+/* The project whose "admin" members administer the platform. */
+#define CNL_API_ADMIN_PROJECT "system"
+/* The JWT audience and issuer of cnlabd's tokens. */
+#define CNL_API_AUDIENCE "cnlab"
+#define CNL_API_ISSUER   "cnlabd"
+/* Token lifetime: 12 hours. */
+#define CNL_API_TOKEN_TTL_S (12 * 3600)
+/* Shortest JWT secret cnlabd accepts, in bytes. */
+#define CNL_API_SECRET_MIN 32
+/* Default page size of the list routes. */
+#define CNL_API_PAGE_DEFAULT 100
+
+struct cnl_api_config {
+	struct cnl_store *store; /* used only from the server thread */
+	const uint8_t *jwt_key;  /* HS256 secret, copied */
+	size_t jwt_key_len;      /* >= CNL_API_SECRET_MIN */
+	int scrypt_ln;           /* cost of new hashes; 0: the default */
+};
+
+struct cnl_api;
+
+/*
+ * cnl_api_new - an API over @cfg's store.  Returns 0, -EINVAL for a secret
+ * shorter than CNL_API_SECRET_MIN or a bad scrypt cost, -EIO.
+ */
+int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret);
+
+/* cnl_api_free - NULL is allowed. */
+void cnl_api_free(struct cnl_api *api);
+
+/* cnl_api_routes - the route table; its length in *@ret_n. */
+const struct cnl_http_route *cnl_api_routes(size_t *ret_n);
+
+/*
+ * cnl_api_routes_check - cnl_http_routes_check() plus the API's own rules:
+ * PUBLIC only on GET /healthz and POST /v1/auth/login, and every PROJECT_*
+ * row has a {project} or {job} segment to take the project from.
+ * Returns 0 or -CNL_ECONFIG naming the row in @err.
+ */
+int cnl_api_routes_check(const struct cnl_http_route *routes, size_t n,
+                         char *err, size_t errlen);
+
+/* cnl_api_serve - the serve callback for struct cnl_http_config. */
+void cnl_api_serve(void *api, const struct cnl_http_route *route,
+                   struct cnl_http_request *req,
+                   struct cnl_http_response *resp);
+
+/*
+ * cnl_api_start - check @routes (normally cnl_api_routes()) with
+ * cnl_api_routes_check() and serve them on @host:@port.  Refuses to start,
+ * with -CNL_ECONFIG and the reason in @err, on any bad row.  Otherwise as
+ * cnl_http_server_new().
+ */
+int cnl_api_start(struct cnl_api *api, const struct cnl_http_route *routes,
+                  size_t nroutes, const char *host, uint16_t port,
+                  struct cnl_http_server **ret, char *err, size_t errlen);
+
+/*
+ * cnl_api_bootstrap - on a store without projects, create the user @name
+ * with @password, the project CNL_API_ADMIN_PROJECT and the membership that
+ * makes the user an administrator, and audit it.  Returns 0 when done, 1
+ * when the system project already exists (nothing is changed), -CNL_ECONFIG
+ * when the store holds other projects, -CNL_EFIELD for a malformed name,
+ * -CNL_ESIZE for a password outside its limits, or a store error.  @err
+ * says why.  The steps are separate store writes: a crash midway leaves a
+ * store that needs repair by hand.
+ */
+int cnl_api_bootstrap(struct cnl_store *s, const char *name,
+                      const char *password, int scrypt_ln, char *err,
+                      size_t errlen);
+
+#endif /* CNL_SERVER_API_H */

@@ -1,0 +1,477 @@
+/*
+ * http.c - the HTTP layer of cnlabd over libmicrohttpd (see http.h).
+ *
+ * libmicrohttpd calls the access handler several times per request: once
+ * with the headers (we allocate a struct conn_state), then once per chunk
+ * of body (we append, or only count once past the limit), then once with
+ * no data, when we route and reply.  A body whose Content-Length already
+ * exceeds the limit is refused on the first call, before any of it is read;
+ * a chunked body is read and discarded past the limit and refused at the
+ * end, so the buffer never grows beyond body_max + 1 bytes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+
+#include "cnlab/errors.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "server/http.h"
+
+struct cnl_http_server {
+	struct MHD_Daemon *daemon;
+	struct cnl_http_config cfg;
+	uint16_t port;
+};
+
+/* Per-request state kept by libmicrohttpd between calls. */
+struct conn_state {
+	char *body;
+	size_t len;
+	size_t cap;
+	bool too_large;
+};
+
+static const char *const perm_names[CNL_PERM_COUNT_] = {
+    [CNL_PERM_UNSET] = "UNSET",
+    [CNL_PERM_PUBLIC] = "PUBLIC",
+    [CNL_PERM_AUTHENTICATED] = "AUTHENTICATED",
+    [CNL_PERM_PROJECT_VIEW] = "PROJECT_VIEW",
+    [CNL_PERM_PROJECT_MEMBER] = "PROJECT_MEMBER",
+    [CNL_PERM_PROJECT_ADMIN] = "PROJECT_ADMIN",
+    [CNL_PERM_ADMIN] = "ADMIN",
+};
+
+const char *cnl_http_perm_name(enum cnl_http_perm p)
+{
+	if ((int)p < 0 || p >= CNL_PERM_COUNT_)
+		return "INVALID";
+	return perm_names[p];
+}
+
+static const char *const methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+
+static bool known_method(const char *m)
+{
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(methods); i++)
+		if (m && strcmp(m, methods[i]) == 0)
+			return true;
+	return false;
+}
+
+__attribute__((format(printf, 3, 4))) static int
+config_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -CNL_ECONFIG;
+}
+
+/*
+ * Check one pattern: starts with '/', no empty segment, and each segment is
+ * either literal (no braces) or a whole {name} of [a-z_].  Returns the
+ * number of parameters, or -1.
+ */
+static int pattern_params(const char *pat)
+{
+	int n = 0;
+
+	if (!pat || pat[0] != '/')
+		return -1;
+	for (const char *s = pat + 1;;) {
+		const char *end = strchr(s, '/');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+
+		if (len == 0 && !(s == pat + 1 && !end))
+			return -1; /* empty segment; "/" alone is fine */
+		if (len && s[0] == '{') {
+			if (len < 3 || len > 30 || s[len - 1] != '}')
+				return -1;
+			for (size_t i = 1; i + 1 < len; i++)
+				if (!((s[i] >= 'a' && s[i] <= 'z') ||
+				      s[i] == '_'))
+					return -1;
+			n++;
+		} else if (memchr(s, '{', len) || memchr(s, '}', len)) {
+			return -1;
+		}
+		if (!end)
+			break;
+		s = end + 1;
+	}
+	return n <= CNL_HTTP_PARAMS_MAX ? n : -1;
+}
+
+int cnl_http_routes_check(const struct cnl_http_route *routes, size_t n,
+                          char *err, size_t errlen)
+{
+	if (!routes || n == 0)
+		return config_err(err, errlen, "route table is empty");
+	for (size_t i = 0; i < n; i++) {
+		const struct cnl_http_route *r = &routes[i];
+		const char *pat = r->pattern ? r->pattern : "(null)";
+
+		if (!known_method(r->method))
+			return config_err(err, errlen,
+			                  "route %zu (%s): unknown method", i,
+			                  pat);
+		if (pattern_params(r->pattern) < 0)
+			return config_err(
+			    err, errlen, "route %zu (%s %s): malformed pattern",
+			    i, r->method, pat);
+		if (r->perm == CNL_PERM_UNSET || (int)r->perm < 0 ||
+		    r->perm >= CNL_PERM_COUNT_)
+			return config_err(
+			    err, errlen, "route %zu (%s %s): no permission set",
+			    i, r->method, pat);
+		if (!r->handler)
+			return config_err(err, errlen,
+			                  "route %zu (%s %s): no handler", i,
+			                  r->method, pat);
+		if (strcmp(r->method, "GET") != 0 &&
+		    (!r->action || !r->action[0]))
+			return config_err(err, errlen,
+			                  "route %zu (%s %s): state-changing "
+			                  "route without an audit action",
+			                  i, r->method, pat);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(routes[j].method, r->method) == 0 &&
+			    strcmp(routes[j].pattern, r->pattern) == 0)
+				return config_err(
+				    err, errlen,
+				    "route %zu (%s %s): duplicate "
+				    "of route %zu",
+				    i, r->method, pat, j);
+	}
+	return 0;
+}
+
+/* Match @path against @pat, filling @req's params when @req is not NULL. */
+static bool path_match(const char *pat, const char *path,
+                       struct cnl_http_request *req)
+{
+	int np = 0;
+
+	if (req)
+		req->nparams = 0;
+	while (*pat && *path) {
+		if (*pat == '{') {
+			const char *pe = strchr(pat, '}');
+			const char *se = strchr(path, '/');
+			size_t vlen = se ? (size_t)(se - path) : strlen(path);
+			size_t nlen = (size_t)(pe - pat - 1);
+
+			if (vlen == 0 || vlen >= sizeof(req->params[0].value))
+				return false;
+			if (req) {
+				struct cnl_http_param *p = &req->params[np];
+
+				memcpy(p->name, pat + 1, nlen);
+				p->name[nlen] = '\0';
+				memcpy(p->value, path, vlen);
+				p->value[vlen] = '\0';
+			}
+			np++;
+			pat = pe + 1;
+			path += vlen;
+			continue;
+		}
+		if (*pat != *path)
+			return false;
+		pat++;
+		path++;
+	}
+	if (*pat || *path)
+		return false;
+	if (req)
+		req->nparams = np;
+	return true;
+}
+
+enum cnl_http_match
+cnl_http_route_match(const struct cnl_http_route *routes, size_t n,
+                     const char *method, const char *path,
+                     struct cnl_http_request *req,
+                     const struct cnl_http_route **ret_route, char *allow)
+{
+	bool path_seen = false;
+	size_t used = 0;
+
+	allow[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		if (!path_match(routes[i].pattern, path, NULL))
+			continue;
+		path_seen = true;
+		if (strcmp(routes[i].method, method) == 0) {
+			path_match(routes[i].pattern, path, req);
+			*ret_route = &routes[i];
+			return CNL_HTTP_MATCH_OK;
+		}
+		/* Methods are short and few, so the list always fits. */
+		used += (size_t)snprintf(allow + used,
+		                         CNL_HTTP_ALLOW_MAX - used, "%s%s",
+		                         used ? ", " : "", routes[i].method);
+		if (used >= CNL_HTTP_ALLOW_MAX)
+			used = CNL_HTTP_ALLOW_MAX - 1;
+	}
+	return path_seen ? CNL_HTTP_MATCH_NO_METHOD : CNL_HTTP_MATCH_NO_PATH;
+}
+
+const char *cnl_http_param(const struct cnl_http_request *req, const char *name)
+{
+	for (int i = 0; i < req->nparams; i++)
+		if (strcmp(req->params[i].name, name) == 0)
+			return req->params[i].value;
+	return NULL;
+}
+
+const char *cnl_http_header(const struct cnl_http_request *req,
+                            const char *name)
+{
+	if (!req->conn)
+		return NULL;
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *cnl_http_query(const struct cnl_http_request *req, const char *name)
+{
+	if (!req->conn)
+		return NULL;
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND,
+	                                   name);
+}
+
+void cnl_http_reply(struct cnl_http_response *resp, unsigned status,
+                    json_t *body)
+{
+	json_decref(resp->body);
+	resp->status = status;
+	resp->body = body;
+}
+
+void cnl_http_error(struct cnl_http_response *resp, unsigned status,
+                    const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cnl_http_reply(
+	    resp, status,
+	    json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+}
+
+/* Send @resp on @conn and release its body. */
+static enum MHD_Result send_response(struct MHD_Connection *conn,
+                                     struct cnl_http_response *resp)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char *text = NULL;
+
+	if (resp->status == 0) {
+		cnl_http_error(resp, 500, "internal",
+		               "the handler produced no response");
+	}
+	if (resp->body)
+		text = cnl_json_dumps_compact(resp->body);
+	if (resp->body && !text) {
+		json_decref(resp->body);
+		resp->body = NULL;
+		return MHD_NO; /* out of memory: drop the connection */
+	}
+	r = MHD_create_response_from_buffer(text ? strlen(text) : 0,
+	                                    text ? text : (char *)"",
+	                                    MHD_RESPMEM_MUST_COPY);
+	free(text);
+	json_decref(resp->body);
+	resp->body = NULL;
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (resp->allow[0])
+		MHD_add_response_header(r, "Allow", resp->allow);
+	ret = MHD_queue_response(conn, resp->status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result too_large(struct cnl_http_server *srv,
+                                 struct MHD_Connection *conn)
+{
+	struct cnl_http_response resp = {0};
+
+	cnl_http_error(&resp, 413, "payload_too_large",
+	               "request body exceeds %zu bytes", srv->cfg.body_max);
+	return send_response(conn, &resp);
+}
+
+/* Append a chunk, or only note the overflow once past the limit. */
+static void append_body(struct cnl_http_server *srv, struct conn_state *cs,
+                        const char *data, size_t n)
+{
+	if (cs->too_large)
+		return;
+	if (n > srv->cfg.body_max - cs->len) {
+		cs->too_large = true;
+		free(cs->body);
+		cs->body = NULL;
+		cs->len = cs->cap = 0;
+		return;
+	}
+	if (cs->len + n + 1 > cs->cap) {
+		size_t cap = cs->cap ? cs->cap : 4096;
+
+		while (cap < cs->len + n + 1)
+			cap *= 2;
+		cs->body = cnl_xrealloc(cs->body, cap);
+		cs->cap = cap;
+	}
+	memcpy(cs->body + cs->len, data, n);
+	cs->len += n;
+	cs->body[cs->len] = '\0';
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  const char *version, const char *data,
+                                  size_t *data_size, void **con_cls)
+{
+	struct cnl_http_server *srv = cls;
+	struct conn_state *cs = *con_cls;
+	struct cnl_http_request req = {0};
+	struct cnl_http_response resp = {0};
+	const struct cnl_http_route *route = NULL;
+
+	if (!cs) {
+		const char *cl = MHD_lookup_connection_value(
+		    conn, MHD_HEADER_KIND, "Content-Length");
+		char *end;
+		unsigned long long v;
+
+		cs = cnl_xcalloc(1, sizeof(*cs));
+		*con_cls = cs;
+		if (cl) {
+			errno = 0;
+			v = strtoull(cl, &end, 10);
+			if (!errno && end != cl && *end == '\0' &&
+			    v > srv->cfg.body_max) {
+				cs->too_large = true;
+				return too_large(srv, conn);
+			}
+		}
+		return MHD_YES;
+	}
+	if (*data_size) {
+		append_body(srv, cs, data, *data_size);
+		*data_size = 0;
+		return MHD_YES;
+	}
+	if (cs->too_large)
+		return too_large(srv, conn);
+
+	req.method = method;
+	req.path = url;
+	req.body = cs->body ? cs->body : "";
+	req.body_len = cs->len;
+	req.conn = conn;
+	switch (cnl_http_route_match(srv->cfg.routes, srv->cfg.nroutes, method,
+	                             url, &req, &route, resp.allow)) {
+	case CNL_HTTP_MATCH_NO_PATH:
+		cnl_http_error(&resp, 404, "not_found", "no such path");
+		break;
+	case CNL_HTTP_MATCH_NO_METHOD:
+		cnl_http_error(&resp, 405, "method_not_allowed",
+		               "method %s not allowed here; allowed: %s",
+		               method, resp.allow);
+		break;
+	case CNL_HTTP_MATCH_OK:
+		srv->cfg.serve(srv->cfg.ud, route, &req, &resp);
+		break;
+	}
+	return send_response(conn, &resp);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+	struct conn_state *cs = *con_cls;
+
+	if (cs) {
+		free(cs->body);
+		free(cs);
+		*con_cls = NULL;
+	}
+}
+
+int cnl_http_server_new(const struct cnl_http_config *cfg,
+                        struct cnl_http_server **ret, char *err, size_t errlen)
+{
+	struct cnl_http_server *srv;
+	struct sockaddr_in sa = {0};
+	const union MHD_DaemonInfo *info;
+	int r;
+
+	if (!cfg || !ret || !cfg->serve)
+		return config_err(err, errlen, "incomplete server config");
+	if ((r = cnl_http_routes_check(cfg->routes, cfg->nroutes, err,
+	                               errlen)) < 0)
+		return r;
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(cfg->port);
+	if (!cfg->host || inet_pton(AF_INET, cfg->host, &sa.sin_addr) != 1)
+		return config_err(err, errlen,
+		                  "listen host \"%s\" is not an IPv4 address",
+		                  cfg->host ? cfg->host : "");
+
+	srv = cnl_xcalloc(1, sizeof(*srv));
+	srv->cfg = *cfg;
+	if (!srv->cfg.body_max)
+		srv->cfg.body_max = CNL_HTTP_BODY_MAX_DEFAULT;
+	srv->daemon = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, cfg->port, NULL,
+	    NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_END);
+	if (!srv->daemon) {
+		free(srv);
+		config_err(err, errlen, "cannot listen on %s:%u", cfg->host,
+		           (unsigned)cfg->port);
+		return -EIO;
+	}
+	info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	srv->port = info ? info->port : cfg->port;
+	*ret = srv;
+	return 0;
+}
+
+uint16_t cnl_http_server_port(const struct cnl_http_server *srv)
+{
+	return srv->port;
+}
+
+void cnl_http_server_free(struct cnl_http_server *srv)
+{
+	if (!srv)
+		return;
+	MHD_stop_daemon(srv->daemon);
+	free(srv);
+}

@@ -1,0 +1,192 @@
+/*
+ * http.h - cnlabd's HTTP layer over libmicrohttpd: request bodies gathered
+ * under a size limit, a declarative route table, and JSON error bodies.
+ *
+ * Design.  The REST API is one static array of struct cnl_http_route rows
+ * (after Redis' command table).  Each row names its method, its path
+ * pattern, the permission a caller needs, the audit action when the route
+ * changes state, and its handler.  This layer owns transport and routing:
+ *
+ *   request --> body over the limit?        yes: 413
+ *           --> a row with this path?        no:  404
+ *           --> a row with path and method?  no:  405 + Allow
+ *           --> serve(route, request)   (the API layer: auth, RBAC, audit,
+ *                                        then route->handler)
+ *
+ * Policy (who may call what) lives in the layer above, which receives every
+ * matched request through one serve callback; this layer only guarantees
+ * that it never routes to a row whose permission is unset, because
+ * cnl_http_server_new() validates the whole table first and refuses to
+ * start otherwise.
+ *
+ * Every error body has the one shape
+ *   {"error": {"code": "not_found", "message": "..."}}
+ * made by cnl_http_error().
+ *
+ * Threading: the daemon runs one internal polling thread, so handlers run
+ * one at a time on that thread and may share a single store handle.
+ */
+#ifndef CNL_SERVER_HTTP_H
+#define CNL_SERVER_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/*
+ * What a caller needs to be served by a route.  The zero value is not a
+ * permission: a row left without one is refused by cnl_http_routes_check().
+ * The PROJECT_* levels apply to the project a route's path names, through a
+ * {project} segment or, for a {job} segment, the job's project.
+ */
+enum cnl_http_perm {
+	CNL_PERM_UNSET = 0,     /* invalid: every row must choose */
+	CNL_PERM_PUBLIC,        /* no token (health, login) */
+	CNL_PERM_AUTHENTICATED, /* any valid token */
+	CNL_PERM_PROJECT_VIEW,  /* viewer or above in the project */
+	CNL_PERM_PROJECT_MEMBER,
+	CNL_PERM_PROJECT_ADMIN,
+	CNL_PERM_ADMIN, /* platform administrator */
+	CNL_PERM_COUNT_
+};
+
+/* cnl_http_perm_name - "PUBLIC", "ADMIN", ... or "UNSET"/"INVALID". */
+const char *cnl_http_perm_name(enum cnl_http_perm p);
+
+/* Largest request body accepted by default (1 MiB); more is a 413. */
+#define CNL_HTTP_BODY_MAX_DEFAULT (1024 * 1024)
+/* Path parameters per route ({project}, {job}, ...). */
+#define CNL_HTTP_PARAMS_MAX 4
+/* Bytes of an Allow header value. */
+#define CNL_HTTP_ALLOW_MAX 64
+
+/* A path parameter: name from the pattern, value from the request path. */
+struct cnl_http_param {
+	char name[32];
+	char value[128];
+};
+
+/* One request as the layers above see it.  Strings live until the reply. */
+struct cnl_http_request {
+	const char *method;
+	const char *path;
+	struct cnl_http_param params[CNL_HTTP_PARAMS_MAX];
+	int nparams;
+	const char *body; /* NUL-terminated; "" when there is none */
+	size_t body_len;
+	void *conn; /* transport handle for the header and query lookups */
+};
+
+/* The reply a handler builds.  body is owned (json_decref on reply). */
+struct cnl_http_response {
+	unsigned status;
+	json_t *body;
+	char allow[CNL_HTTP_ALLOW_MAX]; /* sent as Allow when not empty */
+};
+
+/*
+ * A route.  @handler receives the API layer's per-call context as @call.
+ * @action names the audit record of a state-changing route ("job.create")
+ * and is NULL for reads; every method but GET must have one.
+ */
+struct cnl_http_route {
+	const char *method;  /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+	const char *pattern; /* "/v1/projects/{project}/jobs" */
+	enum cnl_http_perm perm;
+	const char *action;
+	void (*handler)(void *call, struct cnl_http_request *req,
+	                struct cnl_http_response *resp);
+};
+
+/*
+ * cnl_http_routes_check - validate a route table: every row has a known
+ * method, a pattern that starts with '/' and whose {name} segments are
+ * whole, well formed and at most CNL_HTTP_PARAMS_MAX, a permission other
+ * than CNL_PERM_UNSET and within the enum, a handler, and an action unless
+ * it is a GET; and no two rows share method and pattern.  Returns 0, or
+ * -CNL_ECONFIG with the first bad row named in @err.
+ */
+int cnl_http_routes_check(const struct cnl_http_route *routes, size_t n,
+                          char *err, size_t errlen);
+
+/* Results of cnl_http_route_match(). */
+enum cnl_http_match {
+	CNL_HTTP_MATCH_OK,
+	CNL_HTTP_MATCH_NO_PATH,   /* 404 */
+	CNL_HTTP_MATCH_NO_METHOD, /* 405: @allow lists the methods */
+};
+
+/*
+ * cnl_http_route_match - find the row for @method and @path.  On
+ * CNL_HTTP_MATCH_OK *@ret_route is set and @req's params are filled from
+ * the path; on CNL_HTTP_MATCH_NO_METHOD @allow (CNL_HTTP_ALLOW_MAX bytes)
+ * holds the methods the path does take, comma-separated.  A {name} segment
+ * matches any non-empty segment of at most 127 bytes.
+ */
+enum cnl_http_match
+cnl_http_route_match(const struct cnl_http_route *routes, size_t n,
+                     const char *method, const char *path,
+                     struct cnl_http_request *req,
+                     const struct cnl_http_route **ret_route, char *allow);
+
+/* cnl_http_param - the value of the path parameter @name, or NULL. */
+const char *cnl_http_param(const struct cnl_http_request *req,
+                           const char *name);
+
+/* cnl_http_header - a request header (case-insensitive name), or NULL. */
+const char *cnl_http_header(const struct cnl_http_request *req,
+                            const char *name);
+
+/* cnl_http_query - a query-string argument, or NULL. */
+const char *cnl_http_query(const struct cnl_http_request *req,
+                           const char *name);
+
+/*
+ * cnl_http_error - make @resp the error @status with {"error": {"code":
+ * @code, "message": formatted}}, replacing any body it had.
+ */
+void cnl_http_error(struct cnl_http_response *resp, unsigned status,
+                    const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* cnl_http_reply - make @resp @status with @body (reference stolen). */
+void cnl_http_reply(struct cnl_http_response *resp, unsigned status,
+                    json_t *body);
+
+/* How to run a server. */
+struct cnl_http_config {
+	const char *host; /* IPv4 literal, e.g. "127.0.0.1" */
+	uint16_t port;    /* 0: the kernel picks; see cnl_http_server_port() */
+	size_t body_max;  /* 0: CNL_HTTP_BODY_MAX_DEFAULT */
+	const struct cnl_http_route *routes;
+	size_t nroutes;
+	/*
+	 * Called for each matched request on the server thread; must set
+	 * resp->status (a response left at 0 becomes a 500).
+	 */
+	void (*serve)(void *ud, const struct cnl_http_route *route,
+	              struct cnl_http_request *req,
+	              struct cnl_http_response *resp);
+	void *ud;
+};
+
+struct cnl_http_server;
+
+/*
+ * cnl_http_server_new - validate the route table and start serving in a
+ * thread of libmicrohttpd's.  Returns 0, -CNL_ECONFIG (a bad route table,
+ * host or config; @err says which), -EADDRINUSE or -EIO when the socket
+ * cannot be bound, -ENOMEM.
+ */
+int cnl_http_server_new(const struct cnl_http_config *cfg,
+                        struct cnl_http_server **ret, char *err, size_t errlen);
+
+/* cnl_http_server_port - the port bound, useful after asking for port 0. */
+uint16_t cnl_http_server_port(const struct cnl_http_server *srv);
+
+/* cnl_http_server_free - stop serving and free; NULL is allowed. */
+void cnl_http_server_free(struct cnl_http_server *srv);
+
+#endif /* CNL_SERVER_HTTP_H */

@@ -1,0 +1,1151 @@
+/*
+ * test_api.c - cnlabd's REST API end to end: the server runs in this
+ * process on 127.0.0.1 (port 0) over a fresh SQLite store in a temp
+ * directory, and the tests talk real HTTP to it with libcurl.
+ *
+ * Covered: /healthz; login (success, wrong password and unknown user with
+ * byte-identical 401 bodies); refused tokens (none, garbage, alg "none",
+ * expired, wrong key, wrong audience, deleted user); the role matrix of
+ * every route for an administrator, a project-admin, a member and a viewer
+ * of project A and a member of project B only (a non-member gets 404, a
+ * member whose role is too low 403: see api.h); that a role change takes
+ * effect on the next request with the same token; the admin-only rules of
+ * memberships; 413 for large bodies (with Content-Length and chunked);
+ * strict bodies (unknown field, wrong type, bad JSON) naming the field;
+ * 404 and 405 with Allow; paging; idempotent job creation; one audit record
+ * per state-changing request and a chain that verifies; and the start-up
+ * refusal of route tables with a row lacking a permission.
+ *
+ * One server serves the whole group (users and projects are set up once,
+ * through the API itself); each test creates what else it needs under
+ * fresh names.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "cnlab/errors.h"
+#include "common/time.h"
+#include "server/api.h"
+#include "server/auth.h"
+#include "server/http.h"
+#include "store/store.h"
+
+#define SECRET "test secret for cnlabd, 32+ bytes long"
+
+enum who { ADMIN, PADMIN, MEMBER, VIEWER, BOB, NWHO };
+static const char *const who_name[NWHO] = {"root", "alice", "mem", "view",
+                                           "bob"};
+
+struct fixture {
+	char dir[64];
+	char path[128];
+	struct cnl_store *store;
+	struct cnl_api *api;
+	struct cnl_http_server *srv;
+	char base[64];
+	char token[NWHO][CNL_AUTH_JWT_MAX];
+	char uid[NWHO][CNL_ID_MAX];
+	char proj_a[CNL_ID_MAX], proj_b[CNL_ID_MAX];
+	char job_a[CNL_ID_MAX], job_b[CNL_ID_MAX];
+	int seq; /* for fresh names */
+};
+
+static struct fixture F;
+
+/* ------------------------------------------------------------------------ */
+/* HTTP client                                                              */
+/* ------------------------------------------------------------------------ */
+
+struct reply {
+	long status;
+	json_t *body;
+	char *raw;
+	size_t len;
+	char allow[128];
+};
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+	struct reply *r = ud;
+	size_t add = size * n;
+
+	r->raw = realloc(r->raw, r->len + add + 1);
+	assert_non_null(r->raw);
+	memcpy(r->raw + r->len, p, add);
+	r->len += add;
+	r->raw[r->len] = '\0';
+	return add;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct reply *r = ud;
+	size_t len = size * n;
+
+	if (len > 6 && strncasecmp(p, "Allow:", 6) == 0) {
+		size_t v = len - 6;
+
+		while (v && (p[6 + v - 1] == '\r' || p[6 + v - 1] == '\n'))
+			v--;
+		snprintf(r->allow, sizeof(r->allow), "%.*s", (int)v - 1, p + 7);
+	}
+	return len;
+}
+
+static void reply_done(struct reply *r)
+{
+	json_decref(r->body);
+	free(r->raw);
+	memset(r, 0, sizeof(*r));
+}
+
+/*
+ * Send @method @path with @body (NULL: none; @body_len 0 means strlen),
+ * the bearer @token (NULL: none) and one @extra header (NULL: none).  The
+ * reply body must be JSON.
+ */
+static void http_n(const char *method, const char *path, const char *token,
+                   const char *body, size_t body_len, const char *extra,
+                   struct reply *r)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char url[512], auth[CNL_AUTH_JWT_MAX + 32];
+	json_error_t jerr;
+
+	memset(r, 0, sizeof(*r));
+	assert_non_null(c);
+	snprintf(url, sizeof(url), "%s%s", F.base, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(
+		    c, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)(body_len ? body_len : strlen(body)));
+		h = curl_slist_append(h, "Content-Type: application/json");
+	}
+	if (token) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+		h = curl_slist_append(h, auth);
+	}
+	if (extra)
+		h = curl_slist_append(h, extra);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	assert_non_null(r->raw);
+	r->body = json_loads(r->raw, 0, &jerr);
+	if (!r->body)
+		fail_msg("reply is not JSON: %s", r->raw);
+}
+
+static void http(const char *method, const char *path, const char *token,
+                 const char *body, struct reply *r)
+{
+	http_n(method, path, token, body, 0, NULL, r);
+}
+
+/* The reply is {"error": {"code": @code, "message": "..."}} and @status. */
+static void assert_error(const struct reply *r, long status, const char *code)
+{
+	json_t *e = json_object_get(r->body, "error");
+
+	if (r->status != status)
+		fail_msg("want %ld %s, got %ld %s", status, code, r->status,
+		         r->raw);
+	assert_int_equal(json_object_size(r->body), 1);
+	assert_true(json_is_object(e));
+	assert_int_equal(json_object_size(e), 2);
+	assert_string_equal(json_string_value(json_object_get(e, "code")),
+	                    code);
+	assert_true(json_is_string(json_object_get(e, "message")));
+}
+
+static const char *err_message(const struct reply *r)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(r->body, "error"), "message"));
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+	const char *v = json_string_value(json_object_get(o, k));
+
+	assert_non_null(v);
+	return v;
+}
+
+/* Expect @status; print the body when it differs. */
+static void expect(const struct reply *r, long status, const char *what)
+{
+	if (r->status != status)
+		fail_msg("%s: want %ld, got %ld %s", what, status, r->status,
+		         r->raw);
+}
+
+static void login(const char *name, const char *password, char *token)
+{
+	struct reply r;
+	char body[256];
+
+	snprintf(body, sizeof(body), "{\"user\":\"%s\",\"password\":\"%s\"}",
+	         name, password);
+	http("POST", "/v1/auth/login", NULL, body, &r);
+	expect(&r, 200, "login");
+	snprintf(token, CNL_AUTH_JWT_MAX, "%s", str(r.body, "token"));
+	reply_done(&r);
+}
+
+/* Create a user as admin and return its id in @id. */
+static void make_user(const char *name, char *id)
+{
+	struct reply r;
+	char body[256];
+
+	snprintf(body, sizeof(body), "{\"name\":\"%s\",\"password\":\"pw-%s\"}",
+	         name, name);
+	http("POST", "/v1/users", F.token[ADMIN], body, &r);
+	expect(&r, 201, "create user");
+	snprintf(id, CNL_ID_MAX, "%s", str(r.body, "id"));
+	reply_done(&r);
+}
+
+static void make_project(const char *name, char *id)
+{
+	struct reply r;
+	char body[256];
+
+	snprintf(body, sizeof(body), "{\"name\":\"%s\"}", name);
+	http("POST", "/v1/projects", F.token[ADMIN], body, &r);
+	expect(&r, 201, "create project");
+	snprintf(id, CNL_ID_MAX, "%s", str(r.body, "id"));
+	reply_done(&r);
+}
+
+static void grant(const char *token, const char *proj, const char *user,
+                  const char *role, long status)
+{
+	struct reply r;
+	char path[128], body[256];
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/members", proj);
+	snprintf(body, sizeof(body), "{\"user\":\"%s\",\"role\":\"%s\"}", user,
+	         role);
+	http("POST", path, token, body, &r);
+	expect(&r, status, "grant");
+	reply_done(&r);
+}
+
+static void make_job(const char *token, const char *proj, char *id)
+{
+	struct reply r;
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", proj);
+	http("POST", path, token,
+	     "{\"command\":\"python train.py\",\"gpu\":\"1g.18gb\"}", &r);
+	expect(&r, 201, "create job");
+	snprintf(id, CNL_ID_MAX, "%s", str(r.body, "id"));
+	reply_done(&r);
+}
+
+/* A fresh name for this run. */
+static const char *fresh(const char *prefix)
+{
+	static char buf[64];
+
+	snprintf(buf, sizeof(buf), "%s%d", prefix, ++F.seq);
+	return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+	const struct cnl_http_route *routes;
+	size_t n;
+	char err[512], pw[64];
+
+	assert_int_equal(curl_global_init(CURL_GLOBAL_DEFAULT), 0);
+	snprintf(F.dir, sizeof(F.dir), "/tmp/cnl-api-XXXXXX");
+	assert_non_null(mkdtemp(F.dir));
+	snprintf(F.path, sizeof(F.path), "%s/cnlab.db", F.dir);
+	assert_int_equal(
+	    cnl_store_open_sqlite(F.path, &F.store, err, sizeof(err)), 0);
+	assert_int_equal(cnl_api_bootstrap(F.store, "root", "pw-root",
+	                                   CNL_AUTH_SCRYPT_LN_MIN, err,
+	                                   sizeof(err)),
+	                 0);
+	assert_int_equal(cnl_api_new(
+	                     &(struct cnl_api_config){
+	                         .store = F.store,
+	                         .jwt_key = (const uint8_t *)SECRET,
+	                         .jwt_key_len = strlen(SECRET),
+	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
+	                     },
+	                     &F.api),
+	                 0);
+	routes = cnl_api_routes(&n);
+	if (cnl_api_start(F.api, routes, n, "127.0.0.1", 0, &F.srv, err,
+	                  sizeof(err)) < 0)
+		fail_msg("start: %s", err);
+	assert_true(cnl_http_server_port(F.srv) > 0);
+	snprintf(F.base, sizeof(F.base), "http://127.0.0.1:%u",
+	         (unsigned)cnl_http_server_port(F.srv));
+
+	login("root", "pw-root", F.token[ADMIN]);
+	for (int w = PADMIN; w < NWHO; w++) {
+		make_user(who_name[w], F.uid[w]);
+		snprintf(pw, sizeof(pw), "pw-%s", who_name[w]);
+		login(who_name[w], pw, F.token[w]);
+	}
+	make_project("proj-a", F.proj_a);
+	make_project("proj-b", F.proj_b);
+	grant(F.token[ADMIN], F.proj_a, "alice", "project-admin", 200);
+	grant(F.token[PADMIN], F.proj_a, "mem", "member", 200);
+	grant(F.token[PADMIN], F.proj_a, "view", "viewer", 200);
+	grant(F.token[ADMIN], F.proj_b, "bob", "member", 200);
+	make_job(F.token[MEMBER], F.proj_a, F.job_a);
+	make_job(F.token[BOB], F.proj_b, F.job_b);
+	*state = &F;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char p[192];
+	static const char *const suffix[] = {"", "-wal", "-shm"};
+
+	cnl_http_server_free(F.srv);
+	cnl_api_free(F.api);
+	cnl_store_close(F.store);
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", F.path, suffix[i]);
+		unlink(p);
+	}
+	rmdir(F.dir);
+	curl_global_cleanup();
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tests                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void test_healthz(void **state)
+{
+	struct reply r;
+
+	http("GET", "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.raw, "{\"status\":\"ok\"}");
+	reply_done(&r);
+}
+
+static void test_login(void **state)
+{
+	struct reply ok, bad_pw, no_user, missing;
+	struct cnl_auth_claims c;
+	int64_t exp_ms, now = cnl_time_now_ms();
+
+	http("POST", "/v1/auth/login", NULL,
+	     "{\"user\":\"mem\",\"password\":\"pw-mem\"}", &ok);
+	expect(&ok, 200, "login");
+	assert_int_equal(
+	    cnl_auth_jwt_verify(str(ok.body, "token"), (const uint8_t *)SECRET,
+	                        strlen(SECRET), "cnlab", now / 1000, &c),
+	    0);
+	assert_string_equal(c.sub, F.uid[MEMBER]);
+	assert_int_equal(c.exp - c.iat, 12 * 3600);
+	assert_int_equal(
+	    cnl_time_parse_rfc3339(str(ok.body, "expires_at"), &exp_ms), 0);
+	assert_int_equal(exp_ms, c.exp * 1000);
+	assert_true(exp_ms > now + 12 * 3600 * 1000LL - 60000);
+
+	http("POST", "/v1/auth/login", NULL,
+	     "{\"user\":\"mem\",\"password\":\"wrong\"}", &bad_pw);
+	http("POST", "/v1/auth/login", NULL,
+	     "{\"user\":\"nobody\",\"password\":\"wrong\"}", &no_user);
+	assert_error(&bad_pw, 401, "unauthenticated");
+	assert_error(&no_user, 401, "unauthenticated");
+	/* Nothing tells a wrong password from an unknown user. */
+	assert_string_equal(bad_pw.raw, no_user.raw);
+
+	http("POST", "/v1/auth/login", NULL, "{\"user\":\"mem\"}", &missing);
+	assert_error(&missing, 400, "bad_request");
+	assert_non_null(strstr(err_message(&missing), "\"password\""));
+	reply_done(&ok);
+	reply_done(&bad_pw);
+	reply_done(&no_user);
+	reply_done(&missing);
+}
+
+/* base64url(@json) into @out. */
+static void b64(const char *json, char *out, size_t len)
+{
+	assert_true(cnl_auth_b64url_encode(json, strlen(json), out, len) > 0);
+}
+
+static void expect_401(const char *token, const char *what)
+{
+	struct reply r;
+
+	http("GET", "/v1/projects", token, NULL, &r);
+	if (r.status != 401)
+		fail_msg("%s: want 401, got %ld %s", what, r.status, r.raw);
+	assert_error(&r, 401, "unauthenticated");
+	reply_done(&r);
+}
+
+static void sign(const char *sub, const char *aud, int64_t iat, int64_t exp,
+                 const char *key, char *out)
+{
+	struct cnl_auth_claims c = {0};
+
+	snprintf(c.sub, sizeof(c.sub), "%s", sub);
+	snprintf(c.aud, sizeof(c.aud), "%s", aud);
+	c.iat = iat;
+	c.exp = exp;
+	assert_true(cnl_auth_jwt_sign(&c, (const uint8_t *)key, strlen(key),
+	                              out, CNL_AUTH_JWT_MAX) > 0);
+}
+
+static void test_tokens_refused(void **state)
+{
+	int64_t now = cnl_time_now_ms() / 1000;
+	char tok[CNL_AUTH_JWT_MAX], h[256], p[512], payload[256];
+	struct reply r;
+
+	/* No Authorization header; another scheme. */
+	http("GET", "/v1/projects", NULL, NULL, &r);
+	assert_error(&r, 401, "unauthenticated");
+	reply_done(&r);
+	http_n("GET", "/v1/projects", NULL, NULL, 0,
+	       "Authorization: Basic cm9vdDpwdy1yb290", &r);
+	assert_error(&r, 401, "unauthenticated");
+	reply_done(&r);
+
+	expect_401("garbage", "garbage");
+	expect_401("a.b.c", "three garbage parts");
+
+	/* alg none, with a payload that would otherwise pass. */
+	b64("{\"alg\":\"none\",\"typ\":\"JWT\"}", h, sizeof(h));
+	snprintf(payload, sizeof(payload),
+	         "{\"sub\":\"%s\",\"aud\":\"cnlab\",\"exp\":%lld}",
+	         F.uid[MEMBER], (long long)(now + 3600));
+	b64(payload, p, sizeof(p));
+	snprintf(tok, sizeof(tok), "%s.%s.", h, p);
+	expect_401(tok, "alg none");
+
+	sign(F.uid[MEMBER], "cnlab", now - 7200, now - 10, SECRET, tok);
+	expect_401(tok, "expired");
+	sign(F.uid[MEMBER], "cnlab", now, now + 3600,
+	     "some other secret of 32 bytes or more", tok);
+	expect_401(tok, "wrong key");
+	sign(F.uid[MEMBER], "other", now, now + 3600, SECRET, tok);
+	expect_401(tok, "wrong audience");
+	sign("usr_01HX5V3J9K2M4N6P8Q0R2S4T6V", "cnlab", now, now + 3600, SECRET,
+	     tok);
+	expect_401(tok, "unknown user");
+
+	/* The control: the same construction with the right inputs passes. */
+	sign(F.uid[MEMBER], "cnlab", now, now + 3600, SECRET, tok);
+	http("GET", "/v1/projects", tok, NULL, &r);
+	expect(&r, 200, "control token");
+	reply_done(&r);
+}
+
+/* One request of the matrix; %A %B %a %b become proj_a/b and job_a/b. */
+struct row {
+	const char *method;
+	const char *path;
+	const char *body; /* "%N" becomes a fresh name */
+	long want[NWHO];
+};
+
+static void expand(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (const char *s = in; *s && o + 64 < len; s++) {
+		const char *sub = NULL;
+
+		if (s[0] == '%' && s[1]) {
+			switch (s[1]) {
+			case 'A':
+				sub = F.proj_a;
+				break;
+			case 'B':
+				sub = F.proj_b;
+				break;
+			case 'a':
+				sub = F.job_a;
+				break;
+			case 'b':
+				sub = F.job_b;
+				break;
+			case 'N':
+				sub = fresh("n");
+				break;
+			}
+		}
+		if (sub) {
+			o += (size_t)snprintf(out + o, len - o, "%s", sub);
+			s++;
+		} else {
+			out[o++] = *s;
+		}
+	}
+	out[o] = '\0';
+}
+
+static void test_role_matrix(void **state)
+{
+	/* admin, project-admin A, member A, viewer A, member B only */
+	static const struct row rows[] = {
+	    {"GET", "/v1/projects", NULL, {200, 200, 200, 200, 200}},
+	    {"POST",
+	     "/v1/projects",
+	     "{\"name\":\"%N\"}",
+	     {201, 403, 403, 403, 403}},
+	    {"POST",
+	     "/v1/users",
+	     "{\"name\":\"%N\",\"password\":\"x\"}",
+	     {201, 403, 403, 403, 403}},
+	    {"POST",
+	     "/v1/projects/%A/members",
+	     "{\"user\":\"view\",\"role\":\"viewer\"}",
+	     {200, 200, 403, 403, 404}},
+	    {"POST",
+	     "/v1/projects/%B/members",
+	     "{\"user\":\"bob\",\"role\":\"member\"}",
+	     {200, 404, 404, 404, 403}},
+	    {"POST",
+	     "/v1/projects/%A/jobs",
+	     "{\"command\":\"echo\",\"gpu\":\"1g.18gb\",\"priority\":2}",
+	     {201, 201, 201, 403, 404}},
+	    {"POST",
+	     "/v1/projects/%B/jobs",
+	     "{\"command\":\"echo\",\"gpu\":\"1g.18gb\"}",
+	     {201, 404, 404, 404, 201}},
+	    {"GET", "/v1/projects/%A/jobs", NULL, {200, 200, 200, 200, 404}},
+	    {"GET", "/v1/projects/%B/jobs", NULL, {200, 404, 404, 404, 200}},
+	    {"GET", "/v1/jobs/%a", NULL, {200, 200, 200, 200, 404}},
+	    {"GET", "/v1/jobs/%b", NULL, {200, 404, 404, 404, 200}},
+	    {"GET",
+	     "/v1/projects/prj_01HX5V3J9K2M4N6P8Q0R2S4T6V/jobs",
+	     NULL,
+	     {404, 404, 404, 404, 404}},
+	    {"GET",
+	     "/v1/jobs/job_01HX5V3J9K2M4N6P8Q0R2S4T6V",
+	     NULL,
+	     {404, 404, 404, 404, 404}},
+	};
+	char path[256], body[256];
+	struct reply r;
+
+	/* The grants re-grant roles already held, so the matrix is stable. */
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		for (int w = 0; w < NWHO; w++) {
+			expand(rows[i].path, path, sizeof(path));
+			if (rows[i].body)
+				expand(rows[i].body, body, sizeof(body));
+			http(rows[i].method, path, F.token[w],
+			     rows[i].body ? body : NULL, &r);
+			if (r.status != rows[i].want[w])
+				fail_msg("%s %s as %s: want %ld, got %ld %s",
+				         rows[i].method, rows[i].path,
+				         who_name[w], rows[i].want[w], r.status,
+				         r.raw);
+			if (r.status >= 400)
+				assert_error(&r, r.status,
+				             r.status == 403   ? "forbidden"
+				             : r.status == 404 ? "not_found"
+				                               : "?");
+			reply_done(&r);
+		}
+	}
+}
+
+static void test_404_indistinguishable(void **state)
+{
+	struct reply other, missing;
+	char path[128];
+
+	/* A project that exists but is not yours reads as one that does not. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_b);
+	http("GET", path, F.token[VIEWER], NULL, &other);
+	http("GET", "/v1/projects/prj_01HX5V3J9K2M4N6P8Q0R2S4T6V/jobs",
+	     F.token[VIEWER], NULL, &missing);
+	assert_error(&other, 404, "not_found");
+	assert_string_equal(other.raw, missing.raw);
+	reply_done(&other);
+	reply_done(&missing);
+}
+
+static void test_project_visibility(void **state)
+{
+	struct reply r;
+	json_t *it;
+	size_t i;
+	bool a = false, b = false, sys = false;
+
+	http("GET", "/v1/projects?limit=1000", F.token[VIEWER], NULL, &r);
+	expect(&r, 200, "list as viewer");
+	json_array_foreach (json_object_get(r.body, "items"), i, it) {
+		a |= strcmp(str(it, "id"), F.proj_a) == 0;
+		b |= strcmp(str(it, "id"), F.proj_b) == 0;
+	}
+	assert_true(a);
+	assert_false(b);
+	assert_int_equal(json_array_size(json_object_get(r.body, "items")), 1);
+	reply_done(&r);
+
+	a = b = false;
+	http("GET", "/v1/projects?limit=1000", F.token[ADMIN], NULL, &r);
+	expect(&r, 200, "list as admin");
+	json_array_foreach (json_object_get(r.body, "items"), i, it) {
+		a |= strcmp(str(it, "id"), F.proj_a) == 0;
+		b |= strcmp(str(it, "id"), F.proj_b) == 0;
+		sys |= strcmp(str(it, "name"), "system") == 0;
+	}
+	assert_true(a && b && sys);
+	reply_done(&r);
+}
+
+static void test_paging(void **state)
+{
+	struct reply r;
+	char path[256], next[CNL_ID_MAX] = "";
+	int pages = 0, total = 0;
+	char seen[64][CNL_ID_MAX];
+
+	for (int i = 0; i < 3; i++) {
+		char id[CNL_ID_MAX];
+
+		make_project(fresh("page"), id);
+	}
+	do {
+		json_t *items, *it;
+		size_t i;
+
+		snprintf(path, sizeof(path), "/v1/projects?limit=2%s%s",
+		         next[0] ? "&after=" : "", next);
+		http("GET", path, F.token[ADMIN], NULL, &r);
+		expect(&r, 200, "page");
+		items = json_object_get(r.body, "items");
+		assert_true(json_array_size(items) <= 2);
+		json_array_foreach (items, i, it) {
+			assert_true(total < 64);
+			/* Ordered by id, no repeats across pages. */
+			if (total)
+				assert_true(
+				    strcmp(seen[total - 1], str(it, "id")) < 0);
+			snprintf(seen[total++], CNL_ID_MAX, "%s",
+			         str(it, "id"));
+		}
+		if (json_is_string(json_object_get(r.body, "next")))
+			snprintf(next, sizeof(next), "%s", str(r.body, "next"));
+		else
+			next[0] = '\0';
+		pages++;
+		reply_done(&r);
+	} while (next[0] && pages < 100);
+	assert_true(total >= 6); /* system, A, B and the three above */
+	assert_true(pages >= 3);
+
+	http("GET", "/v1/projects?limit=0", F.token[ADMIN], NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "\"limit\""));
+	reply_done(&r);
+	http("GET", "/v1/projects?limit=abc", F.token[ADMIN], NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	reply_done(&r);
+}
+
+static void test_role_change_is_immediate(void **state)
+{
+	char uid[CNL_ID_MAX], tok[CNL_AUTH_JWT_MAX], path[128];
+	const char *name = fresh("temp");
+	char n[64];
+	struct reply r;
+
+	snprintf(n, sizeof(n), "%s", name);
+	make_user(n, uid);
+	{
+		char pw[80];
+
+		snprintf(pw, sizeof(pw), "pw-%s", n);
+		login(n, pw, tok);
+	}
+	grant(F.token[PADMIN], F.proj_a, n, "member", 200);
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	http("POST", path, tok, "{\"command\":\"a\",\"gpu\":\"7g.141gb\"}", &r);
+	expect(&r, 201, "as member");
+	reply_done(&r);
+	/* Demoted: the same token can still read but no longer submit. */
+	grant(F.token[PADMIN], F.proj_a, n, "viewer", 200);
+	http("POST", path, tok, "{\"command\":\"a\",\"gpu\":\"7g.141gb\"}", &r);
+	assert_error(&r, 403, "forbidden");
+	reply_done(&r);
+	http("GET", path, tok, NULL, &r);
+	expect(&r, 200, "as viewer");
+	reply_done(&r);
+}
+
+static void test_admin_rules(void **state)
+{
+	char uid[CNL_ID_MAX], tok[CNL_AUTH_JWT_MAX], sys[CNL_ID_MAX];
+	char n[64], pw[80], path[128];
+	struct cnl_store_project p;
+	struct reply r;
+
+	assert_int_equal(cnl_store_project_get_by_name(F.store, "system", &p),
+	                 0);
+	snprintf(sys, sizeof(sys), "%s", p.id);
+	/* A project-admin cannot hand out "admin" ... */
+	snprintf(path, sizeof(path), "/v1/projects/%s/members", F.proj_a);
+	http("POST", path, F.token[PADMIN],
+	     "{\"user\":\"mem\",\"role\":\"admin\"}", &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "\"role\""));
+	reply_done(&r);
+	http("POST", path, F.token[PADMIN],
+	     "{\"user\":\"mem\",\"role\":\"god\"}", &r);
+	assert_error(&r, 400, "bad_request");
+	reply_done(&r);
+	http("POST", path, F.token[PADMIN],
+	     "{\"user\":\"nosuchuser\",\"role\":\"viewer\"}", &r);
+	assert_error(&r, 404, "not_found");
+	reply_done(&r);
+	/* ... nor touch the system project. */
+	grant(F.token[PADMIN], sys, "alice", "admin", 404);
+
+	/* An administrator can make another one, effective at once. */
+	snprintf(n, sizeof(n), "%s", fresh("ops"));
+	make_user(n, uid);
+	snprintf(pw, sizeof(pw), "pw-%s", n);
+	login(n, pw, tok);
+	http("POST", "/v1/projects", tok, "{\"name\":\"by-new-admin\"}", &r);
+	assert_error(&r, 403, "forbidden");
+	reply_done(&r);
+	grant(F.token[ADMIN], sys, n, "admin", 200);
+	http("POST", "/v1/projects", tok, "{\"name\":\"by-new-admin\"}", &r);
+	expect(&r, 201, "new admin creates a project");
+	reply_done(&r);
+	/* Duplicate names are 409. */
+	http("POST", "/v1/projects", tok, "{\"name\":\"by-new-admin\"}", &r);
+	assert_error(&r, 409, "conflict");
+	reply_done(&r);
+	http("POST", "/v1/users", tok, "{\"name\":\"mem\",\"password\":\"x\"}",
+	     &r);
+	assert_error(&r, 409, "conflict");
+	reply_done(&r);
+}
+
+static void test_body_too_large(void **state)
+{
+	size_t n = CNL_HTTP_BODY_MAX_DEFAULT + 1;
+	char *big = malloc(n + 1);
+	struct reply r;
+
+	assert_non_null(big);
+	memset(big, ' ', n);
+	big[0] = '{';
+	big[n - 1] = '}';
+	big[n] = '\0';
+	http_n("POST", "/v1/projects", F.token[ADMIN], big, n, NULL, &r);
+	assert_error(&r, 413, "payload_too_large");
+	reply_done(&r);
+	/* Refused before authentication too. */
+	http_n("POST", "/v1/projects", NULL, big, n, NULL, &r);
+	assert_error(&r, 413, "payload_too_large");
+	reply_done(&r);
+	/* Chunked: no Content-Length, so it is counted as it arrives. */
+	http_n("POST", "/v1/projects", F.token[ADMIN], big, n,
+	       "Transfer-Encoding: chunked", &r);
+	assert_error(&r, 413, "payload_too_large");
+	reply_done(&r);
+	/* Exactly the limit is read and parsed (and is valid JSON). */
+	http_n("POST", "/v1/projects", F.token[ADMIN], big, n - 1, NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	reply_done(&r);
+	free(big);
+}
+
+static void test_strict_bodies(void **state)
+{
+	static const struct {
+		const char *body;
+		const char *field; /* must appear in the message */
+	} cases[] = {
+	    {"{\"command\":\"x\",\"gpu\":\"1g\",\"bogus\":1}", "\"bogus\""},
+	    {"{\"command\":5,\"gpu\":\"1g\"}", "\"command\""},
+	    {"{\"command\":\"x\",\"gpu\":true}", "\"gpu\""},
+	    {"{\"command\":\"x\",\"gpu\":\"1g\",\"priority\":\"high\"}",
+	     "\"priority\""},
+	    {"{\"command\":\"x\",\"gpu\":\"1g\",\"priority\":9}",
+	     "\"priority\""},
+	    {"{\"command\":\"x\",\"gpu\":\"1g\",\"priority\":1.0}",
+	     "\"priority\""},
+	    {"{\"gpu\":\"1g\"}", "\"command\""},
+	    {"{\"command\":\"\",\"gpu\":\"1g\"}", "\"command\""},
+	    {"{\"command\":\"x\",", "line 1"},
+	    {"[1,2]", "JSON object"},
+	    {"{\"command\":\"x\",\"command\":\"y\",\"gpu\":\"1g\"}", "command"},
+	};
+	char path[128];
+	struct reply r;
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		http("POST", path, F.token[MEMBER], cases[i].body, &r);
+		assert_error(&r, 400, "bad_request");
+		if (!strstr(err_message(&r), cases[i].field))
+			fail_msg("body %s: message \"%s\" does not name %s",
+			         cases[i].body, err_message(&r),
+			         cases[i].field);
+		reply_done(&r);
+	}
+	http_n("POST", path, F.token[MEMBER], "", 0, NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	reply_done(&r);
+	http("POST", "/v1/projects", F.token[ADMIN], "{\"name\":\"a b\"}", &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "\"name\""));
+	reply_done(&r);
+}
+
+static void test_404_405(void **state)
+{
+	struct reply r;
+	char path[128];
+
+	http("GET", "/nope", NULL, NULL, &r);
+	assert_error(&r, 404, "not_found");
+	reply_done(&r);
+	http("GET", "/v1/projects/", F.token[ADMIN], NULL, &r);
+	assert_error(&r, 404, "not_found");
+	reply_done(&r);
+	http("DELETE", "/v1/projects", F.token[ADMIN], NULL, &r);
+	assert_error(&r, 405, "method_not_allowed");
+	assert_string_equal(r.allow, "GET, POST");
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/projects/%s/members", F.proj_a);
+	http("GET", path, F.token[ADMIN], NULL, &r);
+	assert_error(&r, 405, "method_not_allowed");
+	assert_string_equal(r.allow, "POST");
+	reply_done(&r);
+	http("POST", "/healthz", NULL, "{}", &r);
+	assert_error(&r, 405, "method_not_allowed");
+	assert_string_equal(r.allow, "GET");
+	reply_done(&r);
+}
+
+static void test_idempotent_job(void **state)
+{
+	char path[128], key[160], id[CNL_ID_MAX], hdr[200];
+	struct reply r;
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", fresh("key-"));
+	http_n("POST", path, F.token[MEMBER],
+	       "{\"command\":\"train\",\"gpu\":\"2g.35gb\",\"priority\":1}", 0,
+	       hdr, &r);
+	expect(&r, 201, "first");
+	snprintf(id, sizeof(id), "%s", str(r.body, "id"));
+	assert_string_equal(str(r.body, "state"), "pending");
+	assert_string_equal(str(r.body, "project_id"), F.proj_a);
+	assert_string_equal(str(r.body, "user_id"), F.uid[MEMBER]);
+	reply_done(&r);
+	/* The retry returns the original, with 200. */
+	http_n("POST", path, F.token[MEMBER],
+	       "{\"command\":\"train\",\"gpu\":\"2g.35gb\",\"priority\":1}", 0,
+	       hdr, &r);
+	expect(&r, 200, "retry");
+	assert_string_equal(str(r.body, "id"), id);
+	assert_string_equal(str(r.body, "command"), "train");
+	reply_done(&r);
+	/* Another user with the same key: conflict, not their job. */
+	http_n("POST", path, F.token[PADMIN],
+	       "{\"command\":\"train\",\"gpu\":\"2g.35gb\"}", 0, hdr, &r);
+	assert_error(&r, 409, "conflict");
+	reply_done(&r);
+	/* Without a key, two posts make two jobs. */
+	http("POST", path, F.token[MEMBER],
+	     "{\"command\":\"train\",\"gpu\":\"2g.35gb\"}", &r);
+	expect(&r, 201, "no key");
+	assert_string_not_equal(str(r.body, "id"), id);
+	reply_done(&r);
+	/* A malformed key is named. */
+	memset(key, 'k', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	snprintf(hdr, sizeof(hdr), "Idempotency-Key: %.150s", key);
+	http_n("POST", path, F.token[MEMBER],
+	       "{\"command\":\"train\",\"gpu\":\"2g.35gb\"}", 0, hdr, &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "Idempotency-Key"));
+	reply_done(&r);
+	/* The job reads back. */
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	http("GET", path, F.token[VIEWER], NULL, &r);
+	expect(&r, 200, "get job");
+	assert_string_equal(str(r.body, "gpu"), "2g.35gb");
+	assert_int_equal(
+	    json_integer_value(json_object_get(r.body, "priority")), 1);
+	reply_done(&r);
+}
+
+/* Read the whole audit log through a second handle. */
+static int audit_all(struct cnl_store *s, struct cnl_store_audit **ret)
+{
+	int total = 0, n;
+	int64_t after = 0;
+	struct cnl_store_audit *all = NULL;
+
+	do {
+		all = realloc(all, (size_t)(total + 1000) * sizeof(*all));
+		assert_non_null(all);
+		assert_int_equal(
+		    cnl_store_audit_list(s, after, 1000, all + total, &n), 0);
+		total += n;
+		if (n)
+			after = all[total - 1].seq;
+	} while (n == 1000);
+	*ret = all;
+	return total;
+}
+
+static void test_audit(void **state)
+{
+	struct cnl_store *s;
+	struct cnl_store_audit *a;
+	char err[256], path[128], hdr[128];
+	int before, after, i;
+	struct reply r;
+	bool login_fail = false, denied = false, bootstrap = false;
+
+	assert_int_equal(cnl_store_open_sqlite(F.path, &s, err, sizeof(err)),
+	                 0);
+	before = audit_all(s, &a);
+	free(a);
+
+	/* A read appends nothing. */
+	http("GET", "/v1/projects", F.token[MEMBER], NULL, &r);
+	reply_done(&r);
+	after = audit_all(s, &a);
+	free(a);
+	assert_int_equal(after, before);
+
+	/* Each state-changing request appends exactly one, whatever result. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", fresh("audit-"));
+	http_n("POST", path, F.token[MEMBER],
+	       "{\"command\":\"c\",\"gpu\":\"g\"}", 0, hdr, &r);
+	expect(&r, 201, "audited create");
+	reply_done(&r);
+	http_n("POST", path, F.token[MEMBER],
+	       "{\"command\":\"c\",\"gpu\":\"g\"}", 0, hdr, &r);
+	expect(&r, 200, "audited replay");
+	reply_done(&r);
+	http("POST", "/v1/projects", F.token[VIEWER], "{\"name\":\"x\"}", &r);
+	reply_done(&r);
+	http("POST", "/v1/auth/login", NULL,
+	     "{\"user\":\"view\",\"password\":\"nope\"}", &r);
+	reply_done(&r);
+	after = audit_all(s, &a);
+	assert_int_equal(after, before + 4);
+
+	assert_string_equal(a[before].actor, F.uid[MEMBER]);
+	assert_string_equal(a[before].action, "job.create");
+	assert_string_equal(a[before].result, "201");
+	assert_int_equal(strncmp(a[before].target, "job_", 4), 0);
+	assert_string_equal(a[before + 1].result, "200 replayed");
+	assert_string_equal(a[before + 1].target, a[before].target);
+	assert_string_equal(a[before + 2].actor, F.uid[VIEWER]);
+	assert_string_equal(a[before + 2].action, "project.create");
+	assert_string_equal(a[before + 2].result, "403 forbidden");
+	assert_string_equal(a[before + 3].action, "auth.login");
+	assert_string_equal(a[before + 3].result, "401 unauthenticated");
+	for (i = 0; i < after; i++) {
+		login_fail |= strcmp(a[i].result, "401 unauthenticated") == 0;
+		denied |= strcmp(a[i].result, "404 not_found") == 0;
+		bootstrap |= strcmp(a[i].action, "admin.bootstrap") == 0;
+	}
+	assert_true(login_fail && denied && bootstrap);
+	free(a);
+	assert_int_equal(cnl_store_audit_verify(s, NULL), 0);
+	cnl_store_close(s);
+}
+
+static void noop_handler(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp)
+{
+	cnl_http_reply(resp, 200, json_object());
+}
+
+static void test_route_table_check(void **state)
+{
+	const struct cnl_http_route *real;
+	struct cnl_http_route bad[16];
+	struct cnl_http_server *srv = NULL;
+	size_t n;
+	char err[256];
+
+	real = cnl_api_routes(&n);
+	assert_true(n <= 15);
+	assert_int_equal(cnl_api_routes_check(real, n, err, sizeof(err)), 0);
+
+	/* A row whose permission was left out is refused, naming it. */
+	memcpy(bad, real, n * sizeof(*bad));
+	bad[n] = (struct cnl_http_route){"GET", "/v1/secrets",
+	                                 .handler = noop_handler};
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	assert_non_null(strstr(err, "/v1/secrets"));
+	assert_non_null(strstr(err, "no permission"));
+	/* ... and the server does not start on it. */
+	assert_int_equal(cnl_api_start(F.api, bad, n + 1, "127.0.0.1", 0, &srv,
+	                               err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	assert_null(srv);
+	assert_int_equal(cnl_http_server_new(
+	                     &(struct cnl_http_config){
+	                         .host = "127.0.0.1",
+	                         .routes = bad,
+	                         .nroutes = n + 1,
+	                         .serve = cnl_api_serve,
+	                         .ud = F.api,
+	                     },
+	                     &srv, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	assert_null(srv);
+
+	/* An out-of-range permission value too. */
+	bad[n].perm = (enum cnl_http_perm)99;
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+
+	/* PUBLIC anywhere else. */
+	bad[n].perm = CNL_PERM_PUBLIC;
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 0);
+	assert_int_equal(cnl_api_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	assert_non_null(strstr(err, "PUBLIC"));
+
+	/* A project permission with no project in the path. */
+	bad[n].perm = CNL_PERM_PROJECT_VIEW;
+	assert_int_equal(cnl_api_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+
+	/* A state-changing row without an audit action. */
+	bad[n] = (struct cnl_http_route){"POST", "/v1/things", CNL_PERM_ADMIN,
+	                                 NULL, noop_handler};
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	assert_non_null(strstr(err, "audit"));
+
+	/* Duplicates, malformed patterns, missing handlers. */
+	bad[n] = real[0];
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	bad[n] = (struct cnl_http_route){
+	    "GET", "/v1/{Bad}", CNL_PERM_AUTHENTICATED, NULL, noop_handler};
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	bad[n] = (struct cnl_http_route){
+	    "GET", "/v1//x", CNL_PERM_AUTHENTICATED, NULL, noop_handler};
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	bad[n] = (struct cnl_http_route){"GET", "/v1/x", CNL_PERM_AUTHENTICATED,
+	                                 NULL, NULL};
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	bad[n] = (struct cnl_http_route){
+	    "FETCH", "/v1/x", CNL_PERM_AUTHENTICATED, NULL, noop_handler};
+	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	/* The control: a well-formed extra row passes. */
+	bad[n] =
+	    (struct cnl_http_route){"GET", "/v1/x/{project}",
+	                            CNL_PERM_PROJECT_VIEW, NULL, noop_handler};
+	assert_int_equal(cnl_api_routes_check(bad, n + 1, err, sizeof(err)), 0);
+}
+
+static void test_bootstrap_rules(void **state)
+{
+	struct cnl_store *s;
+	struct cnl_store_project p = {0};
+	char dir[64], path[128], err[256];
+
+	/* Already bootstrapped: nothing to do. */
+	assert_int_equal(
+	    cnl_api_bootstrap(F.store, "other", "pw", 10, err, sizeof(err)), 1);
+	/* A store with projects but no system project is refused. */
+	snprintf(dir, sizeof(dir), "/tmp/cnl-boot-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/cnlab.db", dir);
+	assert_int_equal(cnl_store_open_sqlite(path, &s, err, sizeof(err)), 0);
+	snprintf(p.id, sizeof(p.id), "prj_01HX5V3J9K2M4N6P8Q0R2S4T6V");
+	snprintf(p.name, sizeof(p.name), "existing");
+	assert_int_equal(cnl_store_project_create(s, &p), 0);
+	assert_int_equal(
+	    cnl_api_bootstrap(s, "root", "pw", 10, err, sizeof(err)),
+	    -CNL_ECONFIG);
+	assert_int_equal(cnl_store_project_get_by_name(s, "system", &p),
+	                 -CNL_ENOTFOUND);
+	cnl_store_close(s);
+	snprintf(path, sizeof(path), "%s/cnlab.db", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/cnlab.db-wal", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/cnlab.db-shm", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_healthz),
+	    cmocka_unit_test(test_login),
+	    cmocka_unit_test(test_tokens_refused),
+	    cmocka_unit_test(test_404_indistinguishable),
+	    cmocka_unit_test(test_project_visibility),
+	    cmocka_unit_test(test_role_matrix),
+	    cmocka_unit_test(test_paging),
+	    cmocka_unit_test(test_role_change_is_immediate),
+	    cmocka_unit_test(test_admin_rules),
+	    cmocka_unit_test(test_body_too_large),
+	    cmocka_unit_test(test_strict_bodies),
+	    cmocka_unit_test(test_404_405),
+	    cmocka_unit_test(test_idempotent_job),
+	    cmocka_unit_test(test_audit),
+	    cmocka_unit_test(test_route_table_check),
+	    cmocka_unit_test(test_bootstrap_rules),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
