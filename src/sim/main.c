@@ -38,6 +38,12 @@ static void usage(FILE *f)
 	    "usage: cnlab-sim fgd --trace DIR --pods NAME --policy P[,P...]\n"
 	    "                     [--seeds A-B|A,B,...] [--tune X] [--json]"
 	    " [--plot FILE.svg]\n"
+	    "                     [--set w_pack=X,w_frag=Y,w_order=Z,"
+	    "order_multi=F]\n"
+	    "       cnlab-sim replay --trace DIR --pods NAME [--policy P]"
+	    " [--teams N]\n"
+	    "                     [--arrival-scale X] [--copies K] [--json]"
+	    " [--csv FILE] [--plot FILE.svg]\n"
 	    "policies:");
 	for (const struct cnl_policy_ops *const *p = cnl_policy_list(); *p; p++)
 		fprintf(f, " %s", (*p)->name);
@@ -146,8 +152,9 @@ struct common {
 };
 
 /* Walk argv: "--json" or "--name value" pairs.  Each pair is handed to
- * `mode_opt`, after the common ones are taken; returns 0, or 2 after a
- * message for a stray word or a missing value. */
+ * `mode_opt`, after the common ones are taken; it returns 0, 2 after its
+ * own message, or -1 for an option it does not know.  Returns 0, or 2
+ * after a message. */
 static int each_option(int argc, char **argv, struct common *co,
                        int (*mode_opt)(void *ctx, const char *a,
                                        const char *val),
@@ -174,6 +181,13 @@ static int each_option(int argc, char **argv, struct common *co,
 			co->plot = val;
 		else {
 			int r = mode_opt(ctx, a, val);
+			if (r < 0) {
+				fprintf(stderr,
+				        "cnlab-sim: unknown option \"%s\"\n",
+				        a);
+				usage(stderr);
+				return 2;
+			}
 			if (r)
 				return r;
 		}
@@ -241,9 +255,7 @@ static int fgd_opt(void *ctx, const char *a, const char *val)
 			return 2;
 		}
 	} else {
-		fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n", a);
-		usage(stderr);
-		return 2;
+		return -1; /* not an option of this mode */
 	}
 	return 0;
 }
@@ -458,9 +470,7 @@ static int replay_opt(void *ctx, const char *a, const char *val)
 			return 2;
 		}
 	} else {
-		fprintf(stderr, "cnlab-sim: unknown option \"%s\"\n", a);
-		usage(stderr);
-		return 2;
+		return -1; /* not an option of this mode */
 	}
 	return 0;
 }
