@@ -408,6 +408,179 @@ int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 	return s->ops->audit_verify(s, ret_bad_seq);
 }
 
+int cnl_store_tx_begin(struct cnl_store *s)
+{
+	return s ? s->ops->tx(s, 0) : -EINVAL;
+}
+
+int cnl_store_tx_commit(struct cnl_store *s)
+{
+	return s ? s->ops->tx(s, 1) : -EINVAL;
+}
+
+int cnl_store_tx_rollback(struct cnl_store *s)
+{
+	return s ? s->ops->tx(s, 2) : -EINVAL;
+}
+
+int cnl_store_project_set_flags(struct cnl_store *s, const char *id,
+                                bool on_prem_only)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_arg(id, CNL_ID_MAX));
+	return s->ops->project_set_flags(s, id, on_prem_only);
+}
+
+int cnl_store_user_list(struct cnl_store *s, const char *after_id, int limit,
+                        struct cnl_store_user *out, int *ret_n)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
+	return s->ops->user_list(s, after_id, limit, out, ret_n);
+}
+
+int cnl_store_membership_list_project(struct cnl_store *s,
+                                      const char *project_id,
+                                      const char *after_user_id, int limit,
+                                      struct cnl_store_membership *out,
+                                      int *ret_n)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_arg(project_id, CNL_ID_MAX));
+	CHECK(check_opt_arg(after_user_id, CNL_ID_MAX));
+	return s->ops->membership_list_project(s, project_id, after_user_id,
+	                                       limit, out, ret_n);
+}
+
+int cnl_store_job_list_state(struct cnl_store *s, const char *state,
+                             const char *after_id, int limit,
+                             struct cnl_store_job *out, int *ret_n)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
+	CHECK(check_enum(state, CNL_STORE_STATE_MAX, job_states,
+	                 sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
+	return s->ops->job_list_state(s, state, after_id, limit, out, ret_n);
+}
+
+int cnl_store_job_update_run(struct cnl_store *s, const char *id,
+                             const char *state, int exit_code,
+                             int64_t updated_ms, const char *run)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
+	CHECK(check_enum(state, CNL_STORE_STATE_MAX, job_states,
+	                 sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_nonneg(updated_ms));
+	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
+	return s->ops->job_update_run(s, id, state, exit_code, updated_ms, run);
+}
+
+int cnl_store_server_update(struct cnl_store *s, const char *id,
+                            const char *state, const char *url, const char *run)
+{
+	if (!s || !url)
+		return -EINVAL;
+	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
+	CHECK(check_enum(state, CNL_STORE_STATE_MAX, server_states,
+	                 sizeof(server_states) / sizeof(server_states[0])));
+	if (strnlen(url, CNL_STORE_URL_MAX) >= CNL_STORE_URL_MAX)
+		return -CNL_ESIZE;
+	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
+	return s->ops->server_update(s, id, state, url, run);
+}
+
+static int check_kind(const char *kind)
+{
+	return check_arg(kind, CNL_STORE_KIND_MAX);
+}
+
+int cnl_store_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
+                      bool create)
+{
+	if (!s || !in)
+		return -EINVAL;
+	CHECK(check_field(in->kind, sizeof(in->kind), true));
+	CHECK(check_field(in->id, sizeof(in->id), true));
+	CHECK(check_field(in->parent, sizeof(in->parent), false));
+	CHECK(check_field(in->name, sizeof(in->name), false));
+	CHECK(check_arg(in->body, CNL_STORE_DOC_MAX));
+	CHECK(check_nonneg(in->updated_ms));
+	return s->ops->doc_put(s, in, create);
+}
+
+int cnl_store_doc_get(struct cnl_store *s, const char *kind, const char *id,
+                      struct cnl_store_doc *ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	CHECK(check_kind(kind));
+	CHECK(check_arg(id, CNL_STORE_DOC_ID_MAX));
+	return s->ops->doc_get(s, kind, id, ret);
+}
+
+int cnl_store_doc_get_by_name(struct cnl_store *s, const char *kind,
+                              const char *parent, const char *name,
+                              struct cnl_store_doc *ret)
+{
+	if (!s || !ret || !parent)
+		return -EINVAL;
+	CHECK(check_kind(kind));
+	if (strnlen(parent, CNL_STORE_DOC_ID_MAX) >= CNL_STORE_DOC_ID_MAX)
+		return -CNL_ESIZE;
+	CHECK(check_arg(name, CNL_STORE_NAME_MAX));
+	return s->ops->doc_get_by_name(s, kind, parent, name, ret);
+}
+
+int cnl_store_doc_list(struct cnl_store *s, const char *kind,
+                       const char *parent, const char *after_id, int limit,
+                       struct cnl_store_doc *out, int *ret_n)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_kind(kind));
+	if (parent &&
+	    strnlen(parent, CNL_STORE_DOC_ID_MAX) >= CNL_STORE_DOC_ID_MAX)
+		return -CNL_ESIZE;
+	CHECK(check_opt_arg(after_id, CNL_STORE_DOC_ID_MAX));
+	return s->ops->doc_list(s, kind, parent, after_id, limit, out, ret_n);
+}
+
+int cnl_store_doc_delete(struct cnl_store *s, const char *kind, const char *id)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_kind(kind));
+	CHECK(check_arg(id, CNL_STORE_DOC_ID_MAX));
+	return s->ops->doc_delete(s, kind, id);
+}
+
+void cnl_store_doc_done(struct cnl_store_doc *d)
+{
+	if (d) {
+		free(d->body);
+		d->body = NULL;
+	}
+}
+
+void cnl_store_docs_done(struct cnl_store_doc *d, int n)
+{
+	for (int i = 0; d && i < n; i++)
+		cnl_store_doc_done(&d[i]);
+}
+
 /* ------------------------------------------------------------------ */
 /* SQLite backend.                                                     */
 /* ------------------------------------------------------------------ */
@@ -415,6 +588,7 @@ int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 struct sq_store {
 	struct cnl_store base; /* first, so the wrappers' handle is ours */
 	sqlite3 *db;
+	int depth; /* open transactions: 1 + savepoints */
 };
 
 static struct sq_store *sq(struct cnl_store *s)
@@ -492,6 +666,22 @@ static const struct migration migrations[] = {
     {2, "CREATE INDEX jobs_by_project ON jobs(project_id, id);"
         "CREATE INDEX servers_by_project ON servers(project_id, id);"
         "CREATE INDEX memberships_by_project ON memberships(project_id);"},
+    {3, "ALTER TABLE jobs ADD COLUMN run TEXT NOT NULL DEFAULT '{}'"
+        " CHECK (json_valid(run));"
+        "ALTER TABLE servers ADD COLUMN run TEXT NOT NULL DEFAULT '{}'"
+        " CHECK (json_valid(run));"
+        "CREATE INDEX jobs_by_state ON jobs(state, id);"
+        "CREATE TABLE docs ("
+        " kind TEXT NOT NULL,"
+        " id TEXT NOT NULL,"
+        " parent TEXT NOT NULL,"
+        " name TEXT NOT NULL,"
+        " body TEXT NOT NULL CHECK (json_valid(body)),"
+        " updated_ms INTEGER NOT NULL,"
+        " PRIMARY KEY (kind, id)) WITHOUT ROWID;"
+        "CREATE INDEX docs_by_parent ON docs(kind, parent, id);"
+        "CREATE UNIQUE INDEX docs_by_name ON docs(kind, parent, name)"
+        " WHERE name <> '';"},
 };
 
 #define SCHEMA_LATEST \
@@ -508,6 +698,8 @@ static int db_err(struct sq_store *q, int rc)
 		return -CNL_EDUP;
 	case SQLITE_CONSTRAINT_FOREIGNKEY:
 		return -CNL_ENOTFOUND;
+	case SQLITE_CONSTRAINT_CHECK:
+		return -CNL_EFIELD;
 	case SQLITE_NOMEM:
 		return -ENOMEM;
 	default:
@@ -522,25 +714,58 @@ static int exec_sql(struct sq_store *q, const char *sql)
 	return rc == SQLITE_OK ? 0 : db_err(q, rc);
 }
 
-static int begin(struct sq_store *q)
+/*
+ * Transactions nest: the outermost is BEGIN IMMEDIATE (BEGIN for @read),
+ * the inner ones savepoints, so a wrapper's own transaction becomes part
+ * of a caller's cnl_store_tx_begin().
+ */
+static int begin_kind(struct sq_store *q, bool read)
 {
-	return exec_sql(q, "BEGIN IMMEDIATE");
+	int r;
+
+	if (q->depth > 0 && sqlite3_get_autocommit(q->db))
+		q->depth = 0; /* SQLite rolled the transaction back itself */
+	r = exec_sql(q, q->depth ? "SAVEPOINT cnl"
+	                : read   ? "BEGIN"
+	                         : "BEGIN IMMEDIATE");
+	if (r == 0)
+		q->depth++;
+	return r;
 }
 
-/* Roll back if a transaction is open, keeping the first error's message. */
+static int begin(struct sq_store *q)
+{
+	return begin_kind(q, false);
+}
+
+/* Undo the innermost transaction, keeping the first error's message. */
 static void rollback(struct sq_store *q)
 {
-	if (!sqlite3_get_autocommit(q->db))
+	if (q->depth == 0)
+		return;
+	q->depth--;
+	if (sqlite3_get_autocommit(q->db))
+		q->depth = 0;
+	else if (q->depth)
+		sqlite3_exec(q->db, "ROLLBACK TO cnl; RELEASE cnl", NULL, NULL,
+		             NULL);
+	else
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
 static int commit(struct sq_store *q)
 {
-	int r = exec_sql(q, "COMMIT");
+	int r;
 
-	if (r < 0)
+	if (q->depth == 0)
+		return -EINVAL;
+	r = exec_sql(q, q->depth > 1 ? "RELEASE cnl" : "COMMIT");
+	if (r < 0) {
 		rollback(q);
-	return r;
+		return r;
+	}
+	q->depth--;
+	return 0;
 }
 
 static int prep(struct sq_store *q, const char *sql, sqlite3_stmt **ret)
@@ -626,7 +851,7 @@ static void read_membership(sqlite3_stmt *st, void *out)
 #define JOB_COLS                                                 \
 	"id, project_id, user_id, command, profile, gpu_shape, " \
 	"priority, deadline_ms, runtime_ms, state, exit_code, "  \
-	"created_ms, updated_ms"
+	"created_ms, updated_ms, run"
 
 static void read_job(sqlite3_stmt *st, void *out)
 {
@@ -646,11 +871,12 @@ static void read_job(sqlite3_stmt *st, void *out)
 	j->exit_code = sqlite3_column_int(st, 10);
 	j->created_ms = sqlite3_column_int64(st, 11);
 	j->updated_ms = sqlite3_column_int64(st, 12);
+	col_text(st, 13, j->run, sizeof(j->run));
 }
 
 #define SERVER_COLS                                                   \
 	"id, project_id, user_id, name, image, profile, storage_gb, " \
-	"idle_timeout_s, state, url, created_ms"
+	"idle_timeout_s, state, url, created_ms, run"
 
 static void read_server(sqlite3_stmt *st, void *out)
 {
@@ -668,6 +894,7 @@ static void read_server(sqlite3_stmt *st, void *out)
 	col_text(st, 8, v->state, sizeof(v->state));
 	col_text(st, 9, v->url, sizeof(v->url));
 	v->created_ms = sqlite3_column_int64(st, 10);
+	col_text(st, 11, v->run, sizeof(v->run));
 }
 
 #define AUDIT_COLS "seq, ts_ms, actor, action, target, result, prev_hash, hash"
@@ -919,7 +1146,7 @@ static int insert_job(struct sq_store *q, const void *obj)
 
 	if ((r = prep(q,
 	              "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4,"
-	              " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+	              " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
 	              &st)) < 0)
 		return r;
 	if ((r = bind_text(q, st, 1, in->id)) < 0 ||
@@ -934,7 +1161,8 @@ static int insert_job(struct sq_store *q, const void *obj)
 	    (r = bind_text(q, st, 10, in->state)) < 0 ||
 	    (r = bind_int(q, st, 11, in->exit_code)) < 0 ||
 	    (r = bind_int(q, st, 12, in->created_ms)) < 0 ||
-	    (r = bind_int(q, st, 13, in->updated_ms)) < 0)
+	    (r = bind_int(q, st, 13, in->updated_ms)) < 0 ||
+	    (r = bind_text(q, st, 14, in->run[0] ? in->run : "{}")) < 0)
 		goto out;
 	r = step_done(q, st);
 out:
@@ -950,7 +1178,7 @@ static int insert_server(struct sq_store *q, const void *obj)
 
 	if ((r = prep(q,
 	              "INSERT INTO servers (" SERVER_COLS ") VALUES (?1, ?2,"
-	              " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	              " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
 	              &st)) < 0)
 		return r;
 	if ((r = bind_text(q, st, 1, in->id)) < 0 ||
@@ -963,7 +1191,8 @@ static int insert_server(struct sq_store *q, const void *obj)
 	    (r = bind_int(q, st, 8, in->idle_timeout_s)) < 0 ||
 	    (r = bind_text(q, st, 9, in->state)) < 0 ||
 	    (r = bind_text(q, st, 10, in->url)) < 0 ||
-	    (r = bind_int(q, st, 11, in->created_ms)) < 0)
+	    (r = bind_int(q, st, 11, in->created_ms)) < 0 ||
+	    (r = bind_text(q, st, 12, in->run[0] ? in->run : "{}")) < 0)
 		goto out;
 	r = step_done(q, st);
 out:
@@ -1111,8 +1340,12 @@ fail:
 static int sq_job_create(struct cnl_store *s, const struct cnl_store_job *in,
                          const char *idem_key, struct cnl_store_job *ret)
 {
-	return idempotent_create(sq(s), &job_kind, in, in->id, in->user_id,
-	                         in->created_ms, idem_key, ret);
+	int r = idempotent_create(sq(s), &job_kind, in, in->id, in->user_id,
+	                          in->created_ms, idem_key, ret);
+
+	if (r == CNL_STORE_CREATED && ret && !ret->run[0])
+		memcpy(ret->run, "{}", 3); /* as stored */
+	return r;
 }
 
 static int sq_job_get(struct cnl_store *s, const char *id,
@@ -1166,8 +1399,12 @@ static int sq_server_create(struct cnl_store *s,
                             const struct cnl_store_server *in,
                             const char *idem_key, struct cnl_store_server *ret)
 {
-	return idempotent_create(sq(s), &server_kind, in, in->id, in->user_id,
-	                         in->created_ms, idem_key, ret);
+	int r = idempotent_create(sq(s), &server_kind, in, in->id, in->user_id,
+	                          in->created_ms, idem_key, ret);
+
+	if (r == CNL_STORE_CREATED && ret && !ret->run[0])
+		memcpy(ret->run, "{}", 3); /* as stored */
+	return r;
 }
 
 static int sq_server_get(struct cnl_store *s, const char *id,
@@ -1336,7 +1573,7 @@ static int sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 	int r, rc;
 
 	/* One read transaction, so the chain is checked as of one instant. */
-	if ((r = exec_sql(q, "BEGIN")) < 0)
+	if ((r = begin_kind(q, true)) < 0)
 		return r;
 	if ((r = prep(q, "SELECT " AUDIT_COLS " FROM audit ORDER BY seq",
 	              &st)) < 0)
@@ -1375,6 +1612,251 @@ out:
 	return r;
 }
 
+static int sq_tx(struct cnl_store *s, int op)
+{
+	struct sq_store *q = sq(s);
+
+	switch (op) {
+	case 0:
+		return begin(q);
+	case 1:
+		return commit(q);
+	default:
+		if (q->depth == 0)
+			return -EINVAL;
+		rollback(q);
+		return 0;
+	}
+}
+
+/* Run @sql, which binds ?1..?n from @texts (NULL ends) and changes rows:
+ * 0, -CNL_ENOTFOUND when no row changed, or an error. */
+static int update_rows(struct sq_store *q, const char *sql,
+                       const char *const *texts, const int64_t *ints, int nints)
+{
+	sqlite3_stmt *st = NULL;
+	int r, i = 0;
+
+	if ((r = prep(q, sql, &st)) < 0)
+		return r;
+	for (; texts[i]; i++)
+		if ((r = bind_text(q, st, i + 1, texts[i])) < 0)
+			goto out;
+	for (int k = 0; k < nints; k++)
+		if ((r = bind_int(q, st, i + k + 1, ints[k])) < 0)
+			goto out;
+	if ((r = step_done(q, st)) < 0)
+		goto out;
+	if (sqlite3_changes(q->db) == 0)
+		r = -CNL_ENOTFOUND;
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int sq_project_set_flags(struct cnl_store *s, const char *id,
+                                bool on_prem_only)
+{
+	const char *t[] = {id, NULL};
+	int64_t v = on_prem_only;
+
+	return update_rows(
+	    sq(s), "UPDATE projects SET on_prem_only = ?2 WHERE id = ?1", t, &v,
+	    1);
+}
+
+static int sq_user_list(struct cnl_store *s, const char *after_id, int limit,
+                        struct cnl_store_user *out, int *ret_n)
+{
+	return list_page(sq(s),
+	                 "SELECT " USER_COLS " FROM users WHERE id > ?2"
+	                 " ORDER BY id LIMIT ?3",
+	                 NULL, after_id, limit, read_user, out, sizeof(*out),
+	                 ret_n);
+}
+
+static int sq_membership_list_project(struct cnl_store *s,
+                                      const char *project_id,
+                                      const char *after_user_id, int limit,
+                                      struct cnl_store_membership *out,
+                                      int *ret_n)
+{
+	return list_page(sq(s),
+	                 "SELECT user_id, project_id, role FROM memberships"
+	                 " WHERE project_id = ?1 AND user_id > ?2"
+	                 " ORDER BY user_id LIMIT ?3",
+	                 project_id, after_user_id, limit, read_membership, out,
+	                 sizeof(*out), ret_n);
+}
+
+static int sq_job_list_state(struct cnl_store *s, const char *state,
+                             const char *after_id, int limit,
+                             struct cnl_store_job *out, int *ret_n)
+{
+	return list_page(sq(s),
+	                 "SELECT " JOB_COLS " FROM jobs WHERE state = ?1"
+	                 " AND id > ?2 ORDER BY id LIMIT ?3",
+	                 state, after_id, limit, read_job, out, sizeof(*out),
+	                 ret_n);
+}
+
+static int sq_job_update_run(struct cnl_store *s, const char *id,
+                             const char *state, int exit_code,
+                             int64_t updated_ms, const char *run)
+{
+	const char *t[] = {id, state, run, NULL};
+	int64_t v[] = {exit_code, updated_ms};
+
+	return update_rows(sq(s),
+	                   "UPDATE jobs SET state = ?2, run = ?3,"
+	                   " exit_code = ?4, updated_ms = ?5 WHERE id = ?1",
+	                   t, v, 2);
+}
+
+static int sq_server_update(struct cnl_store *s, const char *id,
+                            const char *state, const char *url, const char *run)
+{
+	const char *t[] = {id, state, url, run, NULL};
+
+	return update_rows(sq(s),
+	                   "UPDATE servers SET state = ?2, url = ?3, run = ?4"
+	                   " WHERE id = ?1",
+	                   t, NULL, 0);
+}
+
+#define DOC_COLS "kind, id, parent, name, body, updated_ms"
+
+/* Reads a document; the body is malloc'd (NULL when out of memory, which
+ * the callers turn into -ENOMEM). */
+static void read_doc(sqlite3_stmt *st, void *out)
+{
+	struct cnl_store_doc *d = out;
+	const unsigned char *b;
+	size_t n;
+
+	memset(d, 0, sizeof(*d));
+	col_text(st, 0, d->kind, sizeof(d->kind));
+	col_text(st, 1, d->id, sizeof(d->id));
+	col_text(st, 2, d->parent, sizeof(d->parent));
+	col_text(st, 3, d->name, sizeof(d->name));
+	b = sqlite3_column_text(st, 4);
+	n = b ? (size_t)sqlite3_column_bytes(st, 4) : 0;
+	if ((d->body = malloc(n + 1))) {
+		if (n)
+			memcpy(d->body, b, n);
+		d->body[n] = '\0';
+	}
+	d->updated_ms = sqlite3_column_int64(st, 5);
+}
+
+static int sq_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
+                      bool create)
+{
+	const char *t[] = {in->kind, in->id,   in->parent,
+	                   in->name, in->body, NULL};
+	int64_t v = in->updated_ms;
+	int r = update_rows(sq(s),
+	                    create ? "INSERT INTO docs (" DOC_COLS ") VALUES"
+	                             " (?1, ?2, ?3, ?4, ?5, ?6)"
+	                           : "INSERT OR REPLACE INTO docs (" DOC_COLS
+	                             ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	                    t, &v, 1);
+
+	return r == -CNL_ENOTFOUND ? -EIO : r;
+}
+
+/* get_one() for documents: the body's allocation is checked. */
+static int doc_one(struct sq_store *q, const char *sql, const char *k1,
+                   const char *k2, const char *k3, struct cnl_store_doc *ret)
+{
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = prep(q, sql, &st)) < 0)
+		return r;
+	if ((r = bind_text(q, st, 1, k1)) < 0 ||
+	    (r = bind_text(q, st, 2, k2)) < 0 ||
+	    (k3 && (r = bind_text(q, st, 3, k3)) < 0))
+		goto out;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		read_doc(st, ret);
+		if (!ret->body)
+			r = -ENOMEM;
+	} else {
+		r = rc == SQLITE_DONE ? -CNL_ENOTFOUND : db_err(q, rc);
+	}
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int sq_doc_get(struct cnl_store *s, const char *kind, const char *id,
+                      struct cnl_store_doc *ret)
+{
+	return doc_one(sq(s),
+	               "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
+	               " AND id = ?2",
+	               kind, id, NULL, ret);
+}
+
+static int sq_doc_get_by_name(struct cnl_store *s, const char *kind,
+                              const char *parent, const char *name,
+                              struct cnl_store_doc *ret)
+{
+	return doc_one(sq(s),
+	               "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
+	               " AND parent = ?2 AND name = ?3",
+	               kind, parent, name, ret);
+}
+
+static int sq_doc_list(struct cnl_store *s, const char *kind,
+                       const char *parent, const char *after_id, int limit,
+                       struct cnl_store_doc *out, int *ret_n)
+{
+	struct sq_store *q = sq(s);
+	sqlite3_stmt *st = NULL;
+	int r, rc = SQLITE_DONE, n = 0;
+
+	if ((r = prep(q,
+	              parent ? "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
+	                       " AND parent = ?4 AND id > ?2 ORDER BY id"
+	                       " LIMIT ?3"
+	                     : "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
+	                       " AND id > ?2 ORDER BY id LIMIT ?3",
+	              &st)) < 0)
+		return r;
+	if ((r = bind_text(q, st, 1, kind)) < 0 ||
+	    (r = bind_text(q, st, 2, after_id ? after_id : "")) < 0 ||
+	    (r = bind_int(q, st, 3, limit)) < 0 ||
+	    (parent && (r = bind_text(q, st, 4, parent)) < 0))
+		goto out;
+	while (n < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		read_doc(st, &out[n]);
+		if (!out[n++].body) {
+			r = -ENOMEM;
+			break;
+		}
+	}
+	if (r == 0 && n < limit && rc != SQLITE_DONE)
+		r = db_err(q, rc);
+	if (r < 0)
+		cnl_store_docs_done(out, n);
+	else
+		*ret_n = n;
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int sq_doc_delete(struct cnl_store *s, const char *kind, const char *id)
+{
+	const char *t[] = {kind, id, NULL};
+
+	return update_rows(
+	    sq(s), "DELETE FROM docs WHERE kind = ?1 AND id = ?2", t, NULL, 0);
+}
+
 static const struct cnl_store_ops sqlite_ops = {
     .name = "sqlite",
     .close = sq_close,
@@ -1396,6 +1878,18 @@ static const struct cnl_store_ops sqlite_ops = {
     .server_create = sq_server_create,
     .server_get = sq_server_get,
     .server_list = sq_server_list,
+    .tx = sq_tx,
+    .project_set_flags = sq_project_set_flags,
+    .user_list = sq_user_list,
+    .membership_list_project = sq_membership_list_project,
+    .job_list_state = sq_job_list_state,
+    .job_update_run = sq_job_update_run,
+    .server_update = sq_server_update,
+    .doc_put = sq_doc_put,
+    .doc_get = sq_doc_get,
+    .doc_get_by_name = sq_doc_get_by_name,
+    .doc_list = sq_doc_list,
+    .doc_delete = sq_doc_delete,
     .audit_append = sq_audit_append,
     .audit_list = sq_audit_list,
     .audit_verify = sq_audit_verify,

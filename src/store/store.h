@@ -58,6 +58,10 @@
 #define CNL_STORE_AUDIT_MAX   128  /* audit actor, action, target, result */
 #define CNL_STORE_SHA256_HEX  65   /* 64 hex digits and the NUL */
 #define CNL_STORE_IDEM_MAX    128  /* idempotency key, NUL included */
+#define CNL_STORE_RUN_MAX     2048 /* run record of a job or server (JSON) */
+#define CNL_STORE_KIND_MAX    16   /* document kind */
+#define CNL_STORE_DOC_ID_MAX  128  /* document id and parent */
+#define CNL_STORE_DOC_MAX     (256 * 1024) /* document body, JSON text */
 
 /* Paging limits for every *_list() call. */
 #define CNL_STORE_LIST_MIN 1
@@ -110,6 +114,9 @@ struct cnl_store_job {
 	int exit_code;
 	int64_t created_ms;
 	int64_t updated_ms;
+	/* The control plane's run record (JSON object): node, allocation,
+	 * fencing epoch, wait reason...  "{}" until scheduled. */
+	char run[CNL_STORE_RUN_MAX];
 };
 
 /*
@@ -128,6 +135,25 @@ struct cnl_store_server {
 	char state[CNL_STORE_STATE_MAX];
 	char url[CNL_STORE_URL_MAX]; /* may be empty until running */
 	int64_t created_ms;
+	char run[CNL_STORE_RUN_MAX]; /* as for jobs */
+};
+
+/*
+ * A document: a JSON body stored under (kind, id), for the resources whose
+ * shape the API layer owns and validates (profiles, quotas, usage, nodes,
+ * API tokens, burst policy, cloud accounts, log chunks).  @parent groups
+ * documents (a quota's project, a log chunk's job; "" for none) and
+ * @name, when not empty, is unique among the documents of one kind and
+ * parent.  Bodies returned by get and list are malloc'd: release them with
+ * cnl_store_doc_done().
+ */
+struct cnl_store_doc {
+	char kind[CNL_STORE_KIND_MAX];
+	char id[CNL_STORE_DOC_ID_MAX];
+	char parent[CNL_STORE_DOC_ID_MAX];
+	char name[CNL_STORE_NAME_MAX];
+	char *body; /* JSON text, < CNL_STORE_DOC_MAX bytes */
+	int64_t updated_ms;
 };
 
 /* One audit record.  seq, prev_hash and hash are set by the store. */
@@ -201,6 +227,38 @@ struct cnl_store_ops {
 	int (*server_list)(struct cnl_store *s, const char *project_id,
 	                   const char *after_id, int limit,
 	                   struct cnl_store_server *out, int *ret_n);
+
+	int (*tx)(struct cnl_store *s, int op); /* 0 begin, 1 commit, 2 undo */
+	int (*project_set_flags)(struct cnl_store *s, const char *id,
+	                         bool on_prem_only);
+	int (*user_list)(struct cnl_store *s, const char *after_id, int limit,
+	                 struct cnl_store_user *out, int *ret_n);
+	int (*membership_list_project)(struct cnl_store *s,
+	                               const char *project_id,
+	                               const char *after_user_id, int limit,
+	                               struct cnl_store_membership *out,
+	                               int *ret_n);
+	int (*job_list_state)(struct cnl_store *s, const char *state,
+	                      const char *after_id, int limit,
+	                      struct cnl_store_job *out, int *ret_n);
+	int (*job_update_run)(struct cnl_store *s, const char *id,
+	                      const char *state, int exit_code,
+	                      int64_t updated_ms, const char *run);
+	int (*server_update)(struct cnl_store *s, const char *id,
+	                     const char *state, const char *url,
+	                     const char *run);
+	int (*doc_put)(struct cnl_store *s, const struct cnl_store_doc *in,
+	               bool create);
+	int (*doc_get)(struct cnl_store *s, const char *kind, const char *id,
+	               struct cnl_store_doc *ret);
+	int (*doc_get_by_name)(struct cnl_store *s, const char *kind,
+	                       const char *parent, const char *name,
+	                       struct cnl_store_doc *ret);
+	int (*doc_list)(struct cnl_store *s, const char *kind,
+	                const char *parent, const char *after_id, int limit,
+	                struct cnl_store_doc *out, int *ret_n);
+	int (*doc_delete)(struct cnl_store *s, const char *kind,
+	                  const char *id);
 
 	int (*audit_append)(struct cnl_store *s,
 	                    const struct cnl_store_audit *in,
@@ -370,5 +428,78 @@ int cnl_store_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
  * the caller's job.
  */
 int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq);
+
+/*
+ * Transactions.  Every call above is atomic on its own.  To make several
+ * one atomic unit (and one disk flush), wrap them in cnl_store_tx_begin()
+ * and cnl_store_tx_commit(), or cnl_store_tx_rollback() to undo them all.
+ * Transactions nest: an inner begin/commit pair only marks a savepoint.
+ * A call that fails inside a transaction has undone its own changes; the
+ * caller decides whether to roll back the rest.
+ */
+int cnl_store_tx_begin(struct cnl_store *s);
+int cnl_store_tx_commit(struct cnl_store *s);
+int cnl_store_tx_rollback(struct cnl_store *s);
+
+/* cnl_store_project_set_flags - 0 or -CNL_ENOTFOUND. */
+int cnl_store_project_set_flags(struct cnl_store *s, const char *id,
+                                bool on_prem_only);
+
+/* cnl_store_user_list - users in id order, paged as cnl_store_job_list(). */
+int cnl_store_user_list(struct cnl_store *s, const char *after_id, int limit,
+                        struct cnl_store_user *out, int *ret_n);
+
+/* cnl_store_membership_list_project - members of @project_id, ordered by
+ * user id, starting after @after_user_id (NULL: from the first). */
+int cnl_store_membership_list_project(struct cnl_store *s,
+                                      const char *project_id,
+                                      const char *after_user_id, int limit,
+                                      struct cnl_store_membership *out,
+                                      int *ret_n);
+
+/* cnl_store_job_list_state - jobs in @state, every project, in id order. */
+int cnl_store_job_list_state(struct cnl_store *s, const char *state,
+                             const char *after_id, int limit,
+                             struct cnl_store_job *out, int *ret_n);
+
+/*
+ * cnl_store_job_update_run - as cnl_store_job_update_state() and also
+ * replace the run record with @run (a JSON object's text,
+ * < CNL_STORE_RUN_MAX bytes).
+ */
+int cnl_store_job_update_run(struct cnl_store *s, const char *id,
+                             const char *state, int exit_code,
+                             int64_t updated_ms, const char *run);
+
+/* cnl_store_server_update - set state, URL and run record of server @id. */
+int cnl_store_server_update(struct cnl_store *s, const char *id,
+                            const char *state, const char *url,
+                            const char *run);
+
+/*
+ * Documents.  put stores @in (kind, id and body required; body must be
+ * valid JSON), replacing a document with the same kind and id unless
+ * @create, in which case an existing one is -CNL_EDUP.  A name taken by
+ * another document of the same kind and parent is -CNL_EDUP.  get and
+ * get_by_name return 0 or -CNL_ENOTFOUND.  list pages by id within @kind
+ * (and @parent unless NULL).  delete returns 0 or -CNL_ENOTFOUND.
+ */
+int cnl_store_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
+                      bool create);
+int cnl_store_doc_get(struct cnl_store *s, const char *kind, const char *id,
+                      struct cnl_store_doc *ret);
+int cnl_store_doc_get_by_name(struct cnl_store *s, const char *kind,
+                              const char *parent, const char *name,
+                              struct cnl_store_doc *ret);
+int cnl_store_doc_list(struct cnl_store *s, const char *kind,
+                       const char *parent, const char *after_id, int limit,
+                       struct cnl_store_doc *out, int *ret_n);
+int cnl_store_doc_delete(struct cnl_store *s, const char *kind, const char *id);
+
+/* cnl_store_doc_done - free @d's body (and set it NULL); NULL is allowed. */
+void cnl_store_doc_done(struct cnl_store_doc *d);
+
+/* cnl_store_docs_done - cnl_store_doc_done() on @n documents. */
+void cnl_store_docs_done(struct cnl_store_doc *d, int n);
 
 #endif /* CNL_STORE_H */

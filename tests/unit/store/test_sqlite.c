@@ -97,6 +97,7 @@ static void job_template(struct fixture *f, struct cnl_store_job *j)
 	j->runtime_ms = 600000;
 	snprintf(j->state, sizeof(j->state), "pending");
 	j->created_ms = f->now;
+	memcpy(j->run, "{}", 3); /* what the store keeps for "none yet" */
 	j->updated_ms = f->now;
 }
 
@@ -114,6 +115,7 @@ static void server_template(struct fixture *f, const char *name,
 	v->idle_timeout_s = 3600;
 	snprintf(v->state, sizeof(v->state), "pending");
 	v->created_ms = f->now;
+	memcpy(v->run, "{}", 3);
 }
 
 static int setup(void **state)
@@ -204,15 +206,16 @@ static void test_migrations(void **state)
 	struct fixture *f = *state;
 	struct cnl_store_project p;
 
-	assert_int_equal(cnl_store_schema_version(f->s), 2);
+	assert_int_equal(cnl_store_schema_version(f->s), 3);
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 2);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 3);
 	assert_int_equal(
 	    raw_int(f->path, "SELECT COUNT(*) FROM sqlite_master WHERE type ="
 	                     " 'table' AND name IN ('projects', 'users',"
 	                     " 'memberships', 'jobs', 'servers',"
-	                     " 'idempotency', 'audit', 'schema_version')"),
-	    8);
+	                     " 'idempotency', 'audit', 'schema_version',"
+	                     " 'docs')"),
+	    9);
 	assert_int_equal(
 	    raw_int(f->path, "SELECT COUNT(*) FROM sqlite_master WHERE type ="
 	                     " 'index' AND name = 'jobs_by_project'"),
@@ -226,12 +229,12 @@ static void test_migrations(void **state)
 	f->s = NULL;
 	raw_exec(f->path, "UPDATE schema_version SET applied_ms = 42");
 	open_store(f);
-	assert_int_equal(cnl_store_schema_version(f->s), 2);
+	assert_int_equal(cnl_store_schema_version(f->s), 3);
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 2);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 3);
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM schema_version"
 	                                  " WHERE applied_ms = 42"),
-	                 2);
+	                 3);
 	assert_int_equal(cnl_store_project_get_by_name(f->s, "vision", &p), 0);
 	assert_string_equal(p.id, f->proj.id);
 }
@@ -243,15 +246,15 @@ static void test_newer_schema_refused(void **state)
 	struct cnl_store *s2 = &sentinel;
 	char err[256] = "";
 
-	raw_exec(f->path, "INSERT INTO schema_version VALUES (3, 1)");
+	raw_exec(f->path, "INSERT INTO schema_version VALUES (4, 1)");
 	assert_int_equal(cnl_store_open_sqlite(f->path, &s2, err, sizeof(err)),
 	                 -CNL_ECONFIG);
 	assert_ptr_equal(s2, &sentinel);
 	assert_non_null(strstr(err, "newer"));
-	assert_non_null(strstr(err, "3"));
+	assert_non_null(strstr(err, "4"));
 	/* The refused open changed nothing. */
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 3);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 4);
 }
 
 static void test_wal_mode(void **state)
@@ -859,6 +862,197 @@ durability_child(struct fixture *f, int fd)
 #define ACKS_BEFORE_KILL 200
 #define ACKS_MAX         100000
 
+static void doc_init(struct cnl_store_doc *d, const char *kind, const char *id,
+                     const char *parent, const char *name, const char *body)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->kind, sizeof(d->kind), "%s", kind);
+	snprintf(d->id, sizeof(d->id), "%s", id);
+	snprintf(d->parent, sizeof(d->parent), "%s", parent);
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	d->body = (char *)body;
+	d->updated_ms = 7;
+}
+
+static void test_documents(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_doc d, got, out[4];
+	int64_t before;
+	int n = -1;
+
+	doc_init(&d, "profile", "p1", "", "h100-25pct", "{\"blocks\":25}");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	/* create refuses an existing id; a plain put replaces it */
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), -CNL_EDUP);
+	d.body = "{\"blocks\":30}";
+	assert_int_equal(cnl_store_doc_put(f->s, &d, false), 0);
+	assert_int_equal(cnl_store_doc_get(f->s, "profile", "p1", &got), 0);
+	assert_string_equal(got.body, "{\"blocks\":30}");
+	assert_string_equal(got.name, "h100-25pct");
+	assert_int_equal(got.updated_ms, 7);
+	cnl_store_doc_done(&got);
+	assert_null(got.body);
+	assert_int_equal(
+	    cnl_store_doc_get_by_name(f->s, "profile", "", "h100-25pct", &got),
+	    0);
+	assert_string_equal(got.id, "p1");
+	cnl_store_doc_done(&got);
+	/* names are unique per kind and parent, not across kinds */
+	doc_init(&d, "profile", "p2", "", "h100-25pct", "{}");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), -CNL_EDUP);
+	doc_init(&d, "quota", "q1", "", "h100-25pct", "{}");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	/* bodies must be JSON; a refused put stores nothing */
+	before = raw_int(f->path, "SELECT COUNT(*) FROM docs");
+	doc_init(&d, "profile", "p3", "", "x", "{not json");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), -CNL_EFIELD);
+	doc_init(&d, "profile", "p3", "", "", "");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), -CNL_EFIELD);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM docs"), before);
+	/* list by kind and parent, paged by id */
+	for (int i = 0; i < 5; i++) {
+		char id[8];
+
+		snprintf(id, sizeof(id), "c%d", i);
+		doc_init(&d, "log", id, i < 3 ? "job_a" : "job_b", "", "[1]");
+		assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	}
+	assert_int_equal(
+	    cnl_store_doc_list(f->s, "log", "job_a", NULL, 2, out, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(out[0].id, "c0");
+	assert_string_equal(out[1].id, "c1");
+	cnl_store_docs_done(out, n);
+	assert_int_equal(
+	    cnl_store_doc_list(f->s, "log", "job_a", "c1", 2, out, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(out[0].id, "c2");
+	cnl_store_docs_done(out, n);
+	assert_int_equal(
+	    cnl_store_doc_list(f->s, "log", NULL, NULL, 4, out, &n), 0);
+	assert_int_equal(n, 4);
+	cnl_store_docs_done(out, n);
+	assert_int_equal(cnl_store_doc_delete(f->s, "log", "c4"), 0);
+	assert_int_equal(cnl_store_doc_delete(f->s, "log", "c4"),
+	                 -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_doc_get(f->s, "log", "c4", &got),
+	                 -CNL_ENOTFOUND);
+}
+
+static void test_transactions(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_doc d, got;
+
+	/* rolled back: neither write is kept, though each succeeded */
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	doc_init(&d, "usage", "a", "", "", "{}");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	doc_init(&d, "usage", "b", "", "", "{}");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	assert_int_equal(cnl_store_tx_rollback(f->s), 0);
+	assert_int_equal(cnl_store_doc_get(f->s, "usage", "a", &got),
+	                 -CNL_ENOTFOUND);
+	/* a failed call inside keeps the others; commit makes them durable */
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	doc_init(&d, "usage", "a", "", "", "{}");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), -CNL_EDUP);
+	assert_int_equal(
+	    cnl_store_job_update_run(f->s, "job_none", "running", 0, 1, "{}"),
+	    -CNL_ENOTFOUND);
+	doc_init(&d, "usage", "b", "", "", "{}");
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+	assert_int_equal(
+	    raw_int(f->path, "SELECT COUNT(*) FROM docs WHERE kind = 'usage'"),
+	    2);
+	/* commit or rollback without a transaction is refused */
+	assert_int_equal(cnl_store_tx_commit(f->s), -EINVAL);
+	assert_int_equal(cnl_store_tx_rollback(f->s), -EINVAL);
+	/* the idempotent job create nests inside a caller's transaction */
+	{
+		struct cnl_store_job j;
+
+		job_template(f, &j);
+		assert_int_equal(cnl_store_tx_begin(f->s), 0);
+		assert_int_equal(cnl_store_job_create(f->s, &j, "k-tx", NULL),
+		                 CNL_STORE_CREATED);
+		assert_int_equal(cnl_store_tx_rollback(f->s), 0);
+		assert_int_equal(cnl_store_job_get(f->s, j.id, &j),
+		                 -CNL_ENOTFOUND);
+	}
+}
+
+static void test_run_records(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_job j, got, out[4];
+	struct cnl_store_server v, sv;
+	struct cnl_store_membership m[4];
+	struct cnl_store_user u[4];
+	struct cnl_store_project p;
+	int n = -1;
+
+	job_template(f, &j);
+	assert_int_equal(cnl_store_job_create(f->s, &j, NULL, NULL), 1);
+	assert_int_equal(cnl_store_job_update_run(f->s, j.id, "running", 0, 99,
+	                                          "{\"node\":\"n1\"}"),
+	                 0);
+	assert_int_equal(cnl_store_job_get(f->s, j.id, &got), 0);
+	assert_string_equal(got.state, "running");
+	assert_string_equal(got.run, "{\"node\":\"n1\"}");
+	assert_int_equal(got.updated_ms, 99);
+	/* not JSON, or an unknown state: refused, nothing changes */
+	assert_int_equal(
+	    cnl_store_job_update_run(f->s, j.id, "failed", 1, 100, "{"),
+	    -CNL_EFIELD);
+	assert_int_equal(
+	    cnl_store_job_update_run(f->s, j.id, "lost", 1, 100, "{}"),
+	    -CNL_EFIELD);
+	assert_int_equal(cnl_store_job_get(f->s, j.id, &got), 0);
+	assert_string_equal(got.state, "running");
+	assert_int_equal(
+	    cnl_store_job_list_state(f->s, "running", NULL, 4, out, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(out[0].id, j.id);
+	assert_int_equal(
+	    cnl_store_job_list_state(f->s, "pending", NULL, 4, out, &n), 0);
+	assert_int_equal(n, 0);
+
+	server_template(f, "nb", &v);
+	assert_int_equal(cnl_store_server_create(f->s, &v, NULL, NULL), 1);
+	assert_int_equal(cnl_store_server_update(f->s, v.id, "running",
+	                                         "http://n1:8888/", "{}"),
+	                 0);
+	assert_int_equal(cnl_store_server_get(f->s, v.id, &sv), 0);
+	assert_string_equal(sv.state, "running");
+	assert_string_equal(sv.url, "http://n1:8888/");
+	assert_int_equal(
+	    cnl_store_server_update(f->s, "srv_none", "running", "", "{}"),
+	    -CNL_ENOTFOUND);
+
+	assert_int_equal(cnl_store_project_set_flags(f->s, f->proj.id, true),
+	                 0);
+	assert_int_equal(cnl_store_project_get(f->s, f->proj.id, &p), 0);
+	assert_true(p.on_prem_only);
+	assert_int_equal(cnl_store_user_list(f->s, NULL, 4, u, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(u[0].id, f->user.id);
+	m[0] = (struct cnl_store_membership){0};
+	memcpy(m[0].user_id, f->user.id, sizeof(m[0].user_id));
+	memcpy(m[0].project_id, f->proj.id, sizeof(m[0].project_id));
+	snprintf(m[0].role, sizeof(m[0].role), "viewer");
+	assert_int_equal(cnl_store_membership_set(f->s, &m[0]), 0);
+	memset(m, 0, sizeof(m));
+	assert_int_equal(
+	    cnl_store_membership_list_project(f->s, f->proj.id, NULL, 4, m, &n),
+	    0);
+	assert_int_equal(n, 1);
+	assert_string_equal(m[0].role, "viewer");
+}
+
 static void test_kill9_keeps_acknowledged_jobs(void **state)
 {
 	struct fixture *f = *state;
@@ -932,6 +1126,9 @@ int main(void)
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_inputs_change_nothing,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_documents, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_run_records, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_keeps_acknowledged_jobs,
 	                                    setup, teardown),
 	};
