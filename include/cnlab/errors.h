@@ -38,7 +38,9 @@
 	X(CNL_ENOTFOUND, "not found")                                        \
 	X(CNL_EDEADLINE, "deadline cannot be met")                           \
 	X(CNL_EAUTH, "authentication failed")                                \
-	X(CNL_ECORRUPT, "stored data failed verification")
+	X(CNL_ECORRUPT, "stored data failed verification")                   \
+	X(CNL_EFENCED, "stale fencing epoch: the work was moved")            \
+	X(CNL_EQUOTA, "quota exhausted")
 
 enum cnl_error_code {
 	CNL_EBASE_ = CNL_EBASE,

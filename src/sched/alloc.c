@@ -939,15 +939,16 @@ int cnl_alloc_commit(struct cnl_cluster *c, const struct cnl_req_prep *p,
 	return commit_as(c, p, pl, 0, ret_id);
 }
 
-int cnl_alloc_restore(struct cnl_cluster *c, const struct cnl_alloc *saved)
+static int restore_as(struct cnl_cluster *c, const struct cnl_alloc *saved,
+                      bool same_id, uint32_t *ret_id)
 {
 	struct cnl_req_prep p;
 	struct cnl_plan pl;
 	uint32_t id;
 
-	if (!saved->id || saved->node >= c->n_nodes)
+	if (saved->node >= c->n_nodes || (same_id && !saved->id))
 		return -CNL_ENOALLOC;
-	if (!slot_is_free(c, saved->id))
+	if (same_id && !slot_is_free(c, saved->id))
 		return -CNL_EDUP;
 	const struct cnl_node *n = &c->nodes[saved->node];
 	memset(&p, 0, sizeof(p));
@@ -975,10 +976,23 @@ int cnl_alloc_restore(struct cnl_cluster *c, const struct cnl_alloc *saved)
 	pl.n_blocks = (uint8_t)mask_count(saved->mask);
 	if (saved->kind == CNL_PLACE_MIG_BLOCKS && saved->gpu < n->n_gpus)
 		pl.new_inst = find_inst(&n->gpus[saved->gpu], saved->start) < 0;
-	int r = commit_as(c, &p, &pl, saved->id, &id);
+	int r = commit_as(c, &p, &pl, same_id ? saved->id : 0, &id);
 	if (r == 0 && saved->req_kind == CNL_REQ_BLOCKS)
 		c->slots[(id & SLOT_MASK) - 1].blocks = saved->blocks;
+	if (r == 0 && ret_id)
+		*ret_id = id;
 	return r;
+}
+
+int cnl_alloc_restore(struct cnl_cluster *c, const struct cnl_alloc *saved)
+{
+	return restore_as(c, saved, true, NULL);
+}
+
+int cnl_alloc_adopt(struct cnl_cluster *c, const struct cnl_alloc *saved,
+                    uint32_t *ret_id)
+{
+	return restore_as(c, saved, false, ret_id);
 }
 
 static int commit_as(struct cnl_cluster *c, const struct cnl_req_prep *p,

@@ -310,6 +310,16 @@ int cnl_alloc_resize(struct cnl_cluster *c, uint32_t id, int blocks);
  */
 int cnl_alloc_restore(struct cnl_cluster *c, const struct cnl_alloc *saved);
 
+/*
+ * cnl_alloc_adopt - re-create, under a new id returned in *ret_id, the
+ * placement a saved record describes (node, GPU, MIG instance, blocks):
+ * how a restarted control plane rebuilds the allocations of the work that
+ * was running.  Errors as cnl_alloc_restore() and -CNL_ENOALLOC for a node
+ * index outside the cluster.
+ */
+int cnl_alloc_adopt(struct cnl_cluster *c, const struct cnl_alloc *saved,
+                    uint32_t *ret_id);
+
 /* cnl_alloc_get - the live allocation `id`, or NULL. */
 const struct cnl_alloc *cnl_alloc_get(const struct cnl_cluster *c, uint32_t id);
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "cnlab/errors.h"
 #include "common/id.h"
@@ -27,40 +28,16 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "server/api-internal.h"
 #include "server/api.h"
 #include "server/auth.h"
-
-struct cnl_api {
-	struct cnl_store *store;
-	uint8_t *key;
-	size_t keylen;
-	int scrypt_ln;
-	struct cnl_id_gen ids;
-	/* Verified against for unknown users so they cost as much as known. */
-	char dummy_hash[CNL_AUTH_HASH_MAX];
-};
-
-struct call {
-	struct cnl_api *api;
-	const struct cnl_http_route *route;
-	bool authed;
-	bool is_admin;
-	struct cnl_store_user user;
-	bool have_project;
-	struct cnl_store_project project;
-	bool have_job;
-	struct cnl_store_job job;
-	char actor[CNL_STORE_AUDIT_MAX];
-	char target[CNL_STORE_AUDIT_MAX];
-	const char *note; /* audit result suffix, e.g. "replayed" */
-	int64_t now_ms;
-};
+#include "server/oidc.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static json_t *time_json(int64_t ms)
+json_t *cnl_api_time_json(int64_t ms)
 {
 	char buf[CNL_TIME_RFC3339_MAX];
 
@@ -69,32 +46,22 @@ static json_t *time_json(int64_t ms)
 	return json_string(buf);
 }
 
-static json_t *project_json(const struct cnl_store_project *p)
+json_t *cnl_api_project_json(const struct cnl_store_project *p)
 {
 	return json_pack("{s:s,s:s,s:b,s:o}", "id", p->id, "name", p->name,
 	                 "on_prem_only", p->on_prem_only, "created_at",
-	                 time_json(p->created_ms));
+	                 cnl_api_time_json(p->created_ms));
 }
 
-static json_t *user_json(const struct cnl_store_user *u)
+json_t *cnl_api_user_json(const struct cnl_store_user *u)
 {
 	return json_pack("{s:s,s:s,s:o}", "id", u->id, "name", u->name,
-	                 "created_at", time_json(u->created_ms));
-}
-
-static json_t *job_json(const struct cnl_store_job *j)
-{
-	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o}", "id", j->id,
-	                 "project_id", j->project_id, "user_id", j->user_id,
-	                 "command", j->command, "gpu", j->gpu_shape, "priority",
-	                 j->priority, "state", j->state, "created_at",
-	                 time_json(j->created_ms), "updated_at",
-	                 time_json(j->updated_ms));
+	                 "created_at", cnl_api_time_json(u->created_ms));
 }
 
 /* Turn a store error into a response; @what names the object. */
-static void store_error(struct call *c, struct cnl_http_response *resp, int r,
-                        const char *what)
+void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
+                         const char *what)
 {
 	char q[CNL_LOG_QUOTE_MAX];
 
@@ -124,9 +91,9 @@ static void store_error(struct call *c, struct cnl_http_response *resp, int r,
  * Parse the body as a JSON object with only @allowed keys.  Returns the
  * object, or NULL with a 400 in @resp.
  */
-static json_t *parse_body(struct cnl_http_request *req,
-                          struct cnl_http_response *resp,
-                          const char *const allowed[])
+json_t *cnl_api_parse_body(struct cnl_http_request *req,
+                           struct cnl_http_response *resp,
+                           const char *const allowed[])
 {
 	char err[256];
 	json_t *j = NULL;
@@ -161,8 +128,8 @@ static json_t *parse_body(struct cnl_http_request *req,
 }
 
 /* A required string field of 1..@max-1 bytes, or a 400 naming it. */
-static const char *get_string(json_t *j, const char *key, size_t max,
-                              struct cnl_http_response *resp)
+const char *cnl_api_get_string(json_t *j, const char *key, size_t max,
+                               struct cnl_http_response *resp)
 {
 	const char *v = NULL;
 	char err[256];
@@ -181,7 +148,7 @@ static const char *get_string(json_t *j, const char *key, size_t max,
 }
 
 /* Names of users and projects: 1..63 of [A-Za-z0-9._-], not starting '.'. */
-static bool valid_name(const char *s)
+bool cnl_api_valid_name(const char *s)
 {
 	size_t n = strlen(s);
 
@@ -198,12 +165,12 @@ static bool valid_name(const char *s)
 	return true;
 }
 
-static const char *get_name(json_t *j, const char *key,
-                            struct cnl_http_response *resp)
+const char *cnl_api_get_name(json_t *j, const char *key,
+                             struct cnl_http_response *resp)
 {
-	const char *v = get_string(j, key, CNL_STORE_NAME_MAX, resp);
+	const char *v = cnl_api_get_string(j, key, CNL_STORE_NAME_MAX, resp);
 
-	if (v && !valid_name(v)) {
+	if (v && !cnl_api_valid_name(v)) {
 		cnl_http_error(resp, 400, "bad_request",
 		               "field \"%s\": must be 1..63 characters of "
 		               "A-Z a-z 0-9 . _ -, not starting with . or -",
@@ -217,9 +184,9 @@ static const char *get_name(json_t *j, const char *key,
  * Read ?limit= and ?after= into @ret_limit and @ret_after.  Returns 0 or
  * -1 with a 400 in @resp.
  */
-static int get_page(struct cnl_http_request *req,
-                    struct cnl_http_response *resp, int *ret_limit,
-                    const char **ret_after)
+int cnl_api_get_page(struct cnl_http_request *req,
+                     struct cnl_http_response *resp, int *ret_limit,
+                     const char **ret_after)
 {
 	const char *l = cnl_http_query(req, "limit");
 	const char *a = cnl_http_query(req, "after");
@@ -250,13 +217,13 @@ static int get_page(struct cnl_http_request *req,
 }
 
 /* {"items": @items, "next": last id when the page is full, else null}. */
-static json_t *page_json(json_t *items, int n, int limit, const char *last)
+json_t *cnl_api_page_json(json_t *items, int n, int limit, const char *last)
 {
 	return json_pack("{s:o,s:o}", "items", items, "next",
 	                 n == limit && last ? json_string(last) : json_null());
 }
 
-static int new_id(struct call *c, const char *prefix, char *buf)
+int cnl_api_new_id(struct call *c, const char *prefix, char *buf)
 {
 	return cnl_id_new(&c->api->ids, prefix, c->now_ms, buf, CNL_ID_MAX);
 }
@@ -291,65 +258,127 @@ static int perm_rank(enum cnl_http_perm p)
 	}
 }
 
-/* Whether @user_id holds "admin" in the system project: 1, 0 or an error. */
-static int user_is_admin(struct cnl_store *s, const char *user_id)
+/*
+ * The role of @user_id in the system project ("admin", "agent", ...) in
+ * @role, "" when none: 0 or an error.
+ */
+static int system_role(struct cnl_store *s, const char *user_id, char *role,
+                       size_t len)
 {
 	struct cnl_store_project sys;
-	char role[CNL_STORE_ROLE_MAX];
 	int r;
 
+	role[0] = '\0';
 	r = cnl_store_project_get_by_name(s, CNL_API_ADMIN_PROJECT, &sys);
 	if (r == -CNL_ENOTFOUND)
 		return 0;
 	if (r < 0)
 		return r;
-	r = cnl_store_membership_get_role(s, user_id, sys.id, role,
-	                                  sizeof(role));
-	if (r == -CNL_ENOTFOUND)
+	r = cnl_store_membership_get_role(s, user_id, sys.id, role, len);
+	if (r == -CNL_ENOTFOUND) {
+		role[0] = '\0';
 		return 0;
-	if (r < 0)
-		return r;
-	return strcmp(role, "admin") == 0;
+	}
+	return r;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Authentication and authorization                                         */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Who a bearer credential names: an API token ("cnl_..."), an OIDC ID
+ * token (RS256, when configured), or one of our HS256 JWTs.  Sets
+ * c->user; returns 0, or -1 with a 401 (or 500) in @resp.
+ */
+static int identify(struct call *c, const char *h,
+                    struct cnl_http_response *resp)
+{
+	struct cnl_store *s = c->api->store;
+	struct cnl_auth_claims claims;
+	char digest[CNL_AUTH_DIGEST_MAX], err[256];
+	int r;
+
+	if (strncmp(h, CNL_AUTH_TOKEN_PREFIX, strlen(CNL_AUTH_TOKEN_PREFIX)) ==
+	    0) {
+		struct cnl_store_doc d = {0};
+		json_t *o;
+		int64_t exp = 0;
+
+		if (cnl_auth_token_check(h) < 0 ||
+		    cnl_auth_token_digest(h, digest) < 0 ||
+		    cnl_store_doc_get(s, "token", digest, &d) < 0)
+			goto refuse;
+		o = json_loads(d.body, 0, NULL);
+		exp = json_integer_value(json_object_get(o, "expires_ms"));
+		snprintf(claims.sub, sizeof(claims.sub), "%s",
+		         json_string_value(json_object_get(o, "user_id"))
+		             ? json_string_value(json_object_get(o, "user_id"))
+		             : "");
+		json_decref(o);
+		cnl_store_doc_done(&d);
+		if (exp && exp <= c->now_ms)
+			goto refuse;
+		r = cnl_store_user_get(s, claims.sub, &c->user);
+	} else if (c->api->oidc && cnl_oidc_looks_like(h)) {
+		struct cnl_oidc_identity id;
+
+		/* Verification may fetch keys: not under the big lock. */
+		pthread_mutex_unlock(&c->api->mu);
+		r = cnl_oidc_verify(c->api->oidc, h, c->now_ms / 1000, &id, err,
+		                    sizeof(err));
+		pthread_mutex_lock(&c->api->mu);
+		if (r < 0) {
+			cnl_log(CNL_LOG_INFO, "OIDC token refused", "why=%s",
+			        err);
+			goto refuse;
+		}
+		r = cnl_store_user_get_by_name(s, id.username, &c->user);
+	} else {
+		if (cnl_auth_jwt_verify(h, c->api->key, c->api->keylen,
+		                        CNL_API_AUDIENCE, c->now_ms / 1000,
+		                        &claims) < 0)
+			goto refuse;
+		r = cnl_store_user_get(s, claims.sub, &c->user);
+	}
+	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE)
+		goto refuse;
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "user");
+		return -1;
+	}
+	return 0;
+refuse:
+	cnl_http_error(resp, 401, "unauthenticated",
+	               "invalid or expired token");
+	return -1;
+}
+
 /* Returns 0, or -1 with a 401 (or 500) in @resp. */
 static int authenticate(struct call *c, struct cnl_http_request *req,
                         struct cnl_http_response *resp)
 {
 	const char *h = cnl_http_header(req, "Authorization");
-	struct cnl_auth_claims claims;
+	char role[CNL_STORE_ROLE_MAX];
 	int r;
 
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
 		cnl_http_error(resp, 401, "unauthenticated",
-		               "missing bearer token");
+		               "missing bearer token: log in first");
 		return -1;
 	}
 	h += 7;
 	while (*h == ' ')
 		h++;
-	if (cnl_auth_jwt_verify(h, c->api->key, c->api->keylen,
-	                        CNL_API_AUDIENCE, c->now_ms / 1000,
-	                        &claims) < 0) {
-		cnl_http_error(resp, 401, "unauthenticated",
-		               "invalid or expired token");
+	if (identify(c, h, resp) < 0)
+		return -1;
+	if ((r = system_role(c->api->store, c->user.id, role, sizeof(role))) <
+	    0) {
+		cnl_api_store_error(c, resp, r, "user");
 		return -1;
 	}
-	r = cnl_store_user_get(c->api->store, claims.sub, &c->user);
-	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE) {
-		cnl_http_error(resp, 401, "unauthenticated",
-		               "invalid or expired token");
-		return -1;
-	}
-	if (r < 0 || (r = user_is_admin(c->api->store, c->user.id)) < 0) {
-		store_error(c, resp, r, "user");
-		return -1;
-	}
-	c->is_admin = r == 1;
+	c->is_admin = strcmp(role, "admin") == 0;
+	c->is_agent = strcmp(role, "agent") == 0;
 	c->authed = true;
 	snprintf(c->actor, sizeof(c->actor), "%s", c->user.id);
 	return 0;
@@ -364,7 +393,8 @@ static int authorize_project(struct call *c, struct cnl_http_request *req,
 {
 	const char *pid = cnl_http_param(req, "project");
 	const char *jid = cnl_http_param(req, "job");
-	const char *what = pid ? "project" : "job";
+	const char *sid = cnl_http_param(req, "server");
+	const char *what = pid ? "project" : jid ? "job" : "server";
 	char role[CNL_STORE_ROLE_MAX];
 	int r;
 
@@ -374,6 +404,13 @@ static int authorize_project(struct call *c, struct cnl_http_request *req,
 			goto fail;
 		c->have_job = true;
 		pid = c->job.project_id;
+	}
+	if (sid) {
+		r = cnl_store_server_get(c->api->store, sid, &c->server);
+		if (r < 0)
+			goto fail;
+		c->have_server = true;
+		pid = c->server.project_id;
 	}
 	if (!pid) {
 		cnl_http_error(resp, 500, "internal", "route names no project");
@@ -389,6 +426,7 @@ static int authorize_project(struct call *c, struct cnl_http_request *req,
 	                                  c->project.id, role, sizeof(role));
 	if (r < 0)
 		goto fail; /* not a member: as if it did not exist */
+	snprintf(c->role, sizeof(c->role), "%s", role);
 	if (role_rank(role) < perm_rank(c->route->perm)) {
 		cnl_http_error(
 		    resp, 403, "forbidden",
@@ -400,7 +438,7 @@ fail:
 	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE)
 		cnl_http_error(resp, 404, "not_found", "%s not found", what);
 	else
-		store_error(c, resp, r, what);
+		cnl_api_store_error(c, resp, r, what);
 	return -1;
 }
 
@@ -418,6 +456,15 @@ static int authorize(struct call *c, struct cnl_http_request *req,
 		if (!c->is_admin) {
 			cnl_http_error(resp, 403, "forbidden",
 			               "only administrators may do this");
+			return -1;
+		}
+		return 0;
+	case CNL_PERM_AGENT:
+		if (authenticate(c, req, resp) < 0)
+			return -1;
+		if (!c->is_admin && !c->is_agent) {
+			cnl_http_error(resp, 403, "forbidden",
+			               "only node agents may do this");
 			return -1;
 		}
 		return 0;
@@ -458,7 +505,7 @@ static void h_login(void *call, struct cnl_http_request *req,
 	char err[256];
 	int r, found;
 
-	if (!(body = parse_body(req, resp, fields)))
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
 	if (cnl_json_get_string(body, "user", true, &name, err, sizeof(err)) <
 	        0 ||
@@ -471,9 +518,12 @@ static void h_login(void *call, struct cnl_http_request *req,
 	snprintf(c->target, sizeof(c->target), "%s", name);
 	found = strlen(name) < CNL_STORE_NAME_MAX && name[0] &&
 	        cnl_store_user_get_by_name(c->api->store, name, &u) == 0;
-	/* Unknown users cost one scrypt too and get the same answer. */
+	/* Unknown users cost one scrypt too and get the same answer.  The
+	 * hash takes ~0.1 s: other requests go on meanwhile. */
+	pthread_mutex_unlock(&c->api->mu);
 	r = cnl_auth_password_verify(password, found ? u.password_hash
 	                                             : c->api->dummy_hash);
+	pthread_mutex_lock(&c->api->mu);
 	if (!found || r < 0) {
 		cnl_http_error(resp, 401, "unauthenticated",
 		               "invalid user name or password");
@@ -494,7 +544,7 @@ static void h_login(void *call, struct cnl_http_request *req,
 	}
 	cnl_http_reply(resp, 200,
 	               json_pack("{s:s,s:o}", "token", token, "expires_at",
-	                         time_json(claims.exp * 1000)));
+	                         cnl_api_time_json(claims.exp * 1000)));
 out:
 	json_decref(body);
 }
@@ -508,7 +558,7 @@ static void h_projects_list(void *call, struct cnl_http_request *req,
 	int limit, n = 0, r;
 	json_t *items;
 
-	if (get_page(req, resp, &limit, &after) < 0)
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
 		return;
 	items = json_array();
 	if (c->is_admin) {
@@ -517,7 +567,8 @@ static void h_projects_list(void *call, struct cnl_http_request *req,
 
 		r = cnl_store_project_list(s, after, limit, p, &n);
 		for (int i = 0; r == 0 && i < n; i++)
-			json_array_append_new(items, project_json(&p[i]));
+			json_array_append_new(items,
+			                      cnl_api_project_json(&p[i]));
 		if (r == 0 && n)
 			last = json_string_value(json_object_get(
 			    json_array_get(items, (size_t)n - 1), "id"));
@@ -532,7 +583,8 @@ static void h_projects_list(void *call, struct cnl_http_request *req,
 		for (int i = 0; r == 0 && i < n; i++) {
 			r = cnl_store_project_get(s, m[i].project_id, &p);
 			if (r == 0)
-				json_array_append_new(items, project_json(&p));
+				json_array_append_new(items,
+				                      cnl_api_project_json(&p));
 		}
 		if (r == 0 && n)
 			last = json_string_value(json_object_get(
@@ -541,11 +593,11 @@ static void h_projects_list(void *call, struct cnl_http_request *req,
 	}
 	if (r < 0) {
 		json_decref(items);
-		store_error(c, resp, r, "project");
+		cnl_api_store_error(c, resp, r, "project");
 		return;
 	}
 	json_incref(items);
-	cnl_http_reply(resp, 200, page_json(items, n, limit, last));
+	cnl_http_reply(resp, 200, cnl_api_page_json(items, n, limit, last));
 	json_decref(items);
 }
 
@@ -560,9 +612,9 @@ static void h_projects_create(void *call, struct cnl_http_request *req,
 	char err[256];
 	int r;
 
-	if (!(body = parse_body(req, resp, fields)))
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
-	if (!(name = get_name(body, "name", resp)))
+	if (!(name = cnl_api_get_name(body, "name", resp)))
 		goto out;
 	if (cnl_json_get_bool(body, "on_prem_only", false, &p.on_prem_only, err,
 	                      sizeof(err)) < 0) {
@@ -570,18 +622,18 @@ static void h_projects_create(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	snprintf(c->target, sizeof(c->target), "%s", name);
-	if (new_id(c, "prj", p.id) < 0) {
+	if (cnl_api_new_id(c, "prj", p.id) < 0) {
 		cnl_http_error(resp, 500, "internal", "cannot make an id");
 		goto out;
 	}
 	snprintf(p.name, sizeof(p.name), "%s", name);
 	p.created_ms = c->now_ms;
 	if ((r = cnl_store_project_create(c->api->store, &p)) < 0) {
-		store_error(c, resp, r, "project");
+		cnl_api_store_error(c, resp, r, "project");
 		goto out;
 	}
 	snprintf(c->target, sizeof(c->target), "%s", p.id);
-	cnl_http_reply(resp, 201, project_json(&p));
+	cnl_http_reply(resp, 201, cnl_api_project_json(&p));
 out:
 	json_decref(body);
 }
@@ -598,15 +650,16 @@ static void h_members_set(void *call, struct cnl_http_request *req,
 	json_t *body;
 	int r;
 
-	if (!(body = parse_body(req, resp, fields)))
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
-	if (!(name = get_name(body, "user", resp)) ||
-	    !(role = get_string(body, "role", CNL_STORE_ROLE_MAX, resp)))
+	if (!(name = cnl_api_get_name(body, "user", resp)) ||
+	    !(role =
+	          cnl_api_get_string(body, "role", CNL_STORE_ROLE_MAX, resp)))
 		goto out;
-	if (role_rank(role) == 0) {
+	if (role_rank(role) == 0 && strcmp(role, "agent") != 0) {
 		cnl_http_error(resp, 400, "bad_request",
 		               "field \"role\": must be viewer, member, "
-		               "project-admin or admin");
+		               "project-admin, admin or agent");
 		goto out;
 	}
 	if (system && !c->is_admin) {
@@ -615,15 +668,16 @@ static void h_members_set(void *call, struct cnl_http_request *req,
 		               CNL_API_ADMIN_PROJECT);
 		goto out;
 	}
-	if (strcmp(role, "admin") == 0 && !system) {
+	if ((strcmp(role, "admin") == 0 || strcmp(role, "agent") == 0) &&
+	    !system) {
 		cnl_http_error(resp, 400, "bad_request",
-		               "field \"role\": \"admin\" is granted only in "
+		               "field \"role\": \"%s\" is granted only in "
 		               "the %s project",
-		               CNL_API_ADMIN_PROJECT);
+		               role, CNL_API_ADMIN_PROJECT);
 		goto out;
 	}
 	if ((r = cnl_store_user_get_by_name(c->api->store, name, &u)) < 0) {
-		store_error(c, resp, r, "user");
+		cnl_api_store_error(c, resp, r, "user");
 		goto out;
 	}
 	snprintf(c->target, sizeof(c->target), "%s:%s", c->project.id, u.id);
@@ -631,7 +685,7 @@ static void h_members_set(void *call, struct cnl_http_request *req,
 	memcpy(m.project_id, c->project.id, sizeof(m.project_id));
 	snprintf(m.role, sizeof(m.role), "%s", role);
 	if ((r = cnl_store_membership_set(c->api->store, &m)) < 0) {
-		store_error(c, resp, r, "membership");
+		cnl_api_store_error(c, resp, r, "membership");
 		goto out;
 	}
 	cnl_http_reply(resp, 200,
@@ -652,35 +706,279 @@ static void h_users_create(void *call, struct cnl_http_request *req,
 	json_t *body;
 	int r;
 
-	if (!(body = parse_body(req, resp, fields)))
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
-	if (!(name = get_name(body, "name", resp)) ||
-	    !(password = get_string(body, "password", CNL_AUTH_PASSWORD_MAX + 1,
-	                            resp)))
+	if (!(name = cnl_api_get_name(body, "name", resp)) ||
+	    !(password = cnl_api_get_string(body, "password",
+	                                    CNL_AUTH_PASSWORD_MAX + 1, resp)))
 		goto out;
 	snprintf(c->target, sizeof(c->target), "%s", name);
-	if (new_id(c, "usr", u.id) < 0 ||
-	    cnl_auth_password_hash_cost(password, c->api->scrypt_ln,
+	pthread_mutex_unlock(&c->api->mu);
+	r = cnl_auth_password_hash_cost(password, c->api->scrypt_ln,
 	                                u.password_hash,
-	                                sizeof(u.password_hash)) < 0) {
+	                                sizeof(u.password_hash));
+	pthread_mutex_lock(&c->api->mu);
+	if (r < 0 || cnl_api_new_id(c, "usr", u.id) < 0) {
 		cnl_http_error(resp, 500, "internal", "cannot create user");
 		goto out;
 	}
 	snprintf(u.name, sizeof(u.name), "%s", name);
 	u.created_ms = c->now_ms;
 	if ((r = cnl_store_user_create(c->api->store, &u)) < 0) {
-		store_error(c, resp, r, "user");
+		cnl_api_store_error(c, resp, r, "user");
 		goto out;
 	}
 	snprintf(c->target, sizeof(c->target), "%s", u.id);
-	cnl_http_reply(resp, 201, user_json(&u));
+	cnl_http_reply(resp, 201, cnl_api_user_json(&u));
 out:
 	json_decref(body);
 }
 
+static void h_whoami(void *call, struct cnl_http_request *req,
+                     struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_store_membership m[CNL_STORE_LIST_MAX];
+	struct cnl_store_project p;
+	json_t *o = cnl_api_user_json(&c->user), *list = json_array();
+	int n = 0;
+
+	if (cnl_store_membership_list(c->api->store, c->user.id, NULL,
+	                              CNL_STORE_LIST_MAX, m, &n) == 0)
+		for (int i = 0; i < n; i++)
+			if (cnl_store_project_get(c->api->store,
+			                          m[i].project_id, &p) == 0)
+				json_array_append_new(
+				    list,
+				    json_pack("{s:s,s:s,s:s}", "project_id",
+				              p.id, "project", p.name, "role",
+				              m[i].role));
+	json_object_set_new(o, "admin", json_boolean(c->is_admin));
+	json_object_set_new(o, "memberships", list);
+	cnl_http_reply(resp, 200, o);
+}
+
+/* API tokens: stored under the SHA-256 of the secret, which is shown once. */
+static void h_tokens_create(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {"name", "expires_in_days", NULL};
+	struct call *c = call;
+	struct cnl_store_doc d = {0};
+	char token[CNL_AUTH_TOKEN_MAX], digest[CNL_AUTH_DIGEST_MAX], err[256];
+	const char *name;
+	int64_t days = 90, exp;
+	json_t *body, *o;
+	int r;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(name = cnl_api_get_name(body, "name", resp)))
+		goto out;
+	if (cnl_json_get_int(body, "expires_in_days", false, 0, 3650, &days,
+	                     err, sizeof(err)) < 0) {
+		cnl_http_error(resp, 400, "bad_request", "%s", err);
+		goto out;
+	}
+	if (cnl_auth_token_new(token, sizeof(token)) < 0 ||
+	    cnl_auth_token_digest(token, digest) < 0) {
+		cnl_http_error(resp, 500, "internal", "cannot make a token");
+		goto out;
+	}
+	exp = days ? c->now_ms + days * 86400000 : 0;
+	snprintf(d.kind, sizeof(d.kind), "token");
+	snprintf(d.id, sizeof(d.id), "%s", digest);
+	snprintf(d.parent, sizeof(d.parent), "%s", c->user.id);
+	snprintf(d.name, sizeof(d.name), "%s", name);
+	o = json_pack("{s:s,s:s,s:I,s:I}", "user_id", c->user.id, "name", name,
+	              "created_ms", (json_int_t)c->now_ms, "expires_ms",
+	              (json_int_t)exp);
+	d.body = json_dumps(o, JSON_COMPACT);
+	d.updated_ms = c->now_ms;
+	json_decref(o);
+	r = cnl_store_doc_put(c->api->store, &d, true);
+	free(d.body);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "token");
+		goto out;
+	}
+	/* The audit names the token by the first 12 hex of its digest. */
+	snprintf(c->target, sizeof(c->target), "token:%.12s", digest);
+	cnl_http_reply(resp, 201,
+	               json_pack("{s:s,s:s,s:s,s:o}", "id", digest, "name",
+	                         name, "token", token, "expires_at",
+	                         exp ? cnl_api_time_json(exp) : json_null()));
+	explicit_bzero(token, sizeof(token));
+out:
+	json_decref(body);
+}
+
+static void h_tokens_list(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_store_doc *d;
+	const char *after;
+	int limit, n = 0, r;
+	json_t *items;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	d = cnl_xcalloc((size_t)limit, sizeof(*d));
+	r = cnl_store_doc_list(c->api->store, "token", c->user.id, after, limit,
+	                       d, &n);
+	if (r < 0) {
+		free(d);
+		cnl_api_store_error(c, resp, r, "token");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *o = json_loads(d[i].body, 0, NULL);
+		int64_t exp =
+		    json_integer_value(json_object_get(o, "expires_ms"));
+
+		json_array_append_new(
+		    items,
+		    json_pack("{s:s,s:s,s:o,s:o}", "id", d[i].id, "name",
+		              d[i].name, "created_at",
+		              cnl_api_time_json(d[i].updated_ms), "expires_at",
+		              exp ? cnl_api_time_json(exp) : json_null()));
+		json_decref(o);
+	}
+	cnl_http_reply(
+	    resp, 200,
+	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
+	cnl_store_docs_done(d, n);
+	free(d);
+}
+
+static void h_token_revoke(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	const char *id = cnl_http_param(req, "token");
+	struct cnl_store_doc d = {0};
+	int r;
+
+	snprintf(c->target, sizeof(c->target), "token:%.12s", id);
+	r = cnl_store_doc_get(c->api->store, "token", id, &d);
+	/* Someone else's token is as absent as a missing one. */
+	if (r == 0 && strcmp(d.parent, c->user.id) != 0 && !c->is_admin)
+		r = -CNL_ENOTFOUND;
+	cnl_store_doc_done(&d);
+	if (r == 0)
+		r = cnl_store_doc_delete(c->api->store, "token", id);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "token");
+		return;
+	}
+	cnl_http_reply(resp, 200, json_pack("{s:s}", "revoked", id));
+}
+
+static void h_users_list(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_store_user *u;
+	const char *after;
+	int limit, n = 0, r;
+	json_t *items;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	u = cnl_xcalloc((size_t)limit, sizeof(*u));
+	if ((r = cnl_store_user_list(c->api->store, after, limit, u, &n)) < 0) {
+		free(u);
+		cnl_api_store_error(c, resp, r, "user");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(items, cnl_api_user_json(&u[i]));
+	cnl_http_reply(
+	    resp, 200,
+	    cnl_api_page_json(items, n, limit, n ? u[n - 1].id : NULL));
+	free(u);
+}
+
+static void h_project_get(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	struct call *c = call;
+
+	cnl_http_reply(resp, 200, cnl_api_project_json(&c->project));
+}
+
+/* PATCH: the project's flags ("on_prem_only" pins it to our own GPUs). */
+static void h_project_patch(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {"on_prem_only", NULL};
+	struct call *c = call;
+	bool v;
+	json_t *body;
+	char err[256];
+	int r;
+
+	snprintf(c->target, sizeof(c->target), "%s", c->project.id);
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (cnl_json_get_bool(body, "on_prem_only", true, &v, err,
+	                      sizeof(err)) < 0) {
+		cnl_http_error(resp, 400, "bad_request", "%s", err);
+		goto out;
+	}
+	if ((r = cnl_store_project_set_flags(c->api->store, c->project.id, v)) <
+	    0) {
+		cnl_api_store_error(c, resp, r, "project");
+		goto out;
+	}
+	c->project.on_prem_only = v;
+	cnl_http_reply(resp, 200, cnl_api_project_json(&c->project));
+out:
+	json_decref(body);
+}
+
+static void h_members_list(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_store_membership *m;
+	struct cnl_store_user u;
+	const char *after;
+	int limit, n = 0, r;
+	json_t *items;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	m = cnl_xcalloc((size_t)limit, sizeof(*m));
+	r = cnl_store_membership_list_project(c->api->store, c->project.id,
+	                                      after, limit, m, &n);
+	if (r < 0) {
+		free(m);
+		cnl_api_store_error(c, resp, r, "membership");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(
+		    items,
+		    json_pack(
+		        "{s:s,s:s,s:s}", "user_id", m[i].user_id, "user",
+		        cnl_store_user_get(c->api->store, m[i].user_id, &u) == 0
+		            ? u.name
+		            : "",
+		        "role", m[i].role));
+	cnl_http_reply(
+	    resp, 200,
+	    cnl_api_page_json(items, n, limit, n ? m[n - 1].user_id : NULL));
+	free(m);
+}
+
 /* The Idempotency-Key header: NULL, or 1..127 printable ASCII bytes. */
-static int get_idem_key(struct cnl_http_request *req,
-                        struct cnl_http_response *resp, const char **ret)
+int cnl_api_get_idem_key(struct cnl_http_request *req,
+                         struct cnl_http_response *resp, const char **ret)
 {
 	const char *k = cnl_http_header(req, "Idempotency-Key");
 	size_t n;
@@ -703,123 +1001,82 @@ static int get_idem_key(struct cnl_http_request *req,
 	return 0;
 }
 
-static void h_jobs_create(void *call, struct cnl_http_request *req,
-                          struct cnl_http_response *resp)
-{
-	static const char *const fields[] = {"command", "gpu", "priority",
-	                                     NULL};
-	struct call *c = call;
-	struct cnl_store_job j = {0}, got;
-	const char *command, *gpu, *key;
-	int64_t prio = 0;
-	json_t *body;
-	char err[256];
-	int r;
-
-	if (!(body = parse_body(req, resp, fields)))
-		return;
-	if (!(command =
-	          get_string(body, "command", CNL_STORE_COMMAND_MAX, resp)) ||
-	    !(gpu = get_string(body, "gpu", CNL_STORE_PROFILE_MAX, resp)))
-		goto out;
-	if (cnl_json_get_int(body, "priority", false, 0, CNL_STORE_PRIO_MAX,
-	                     &prio, err, sizeof(err)) < 0) {
-		cnl_http_error(resp, 400, "bad_request", "%s", err);
-		goto out;
-	}
-	if (get_idem_key(req, resp, &key) < 0)
-		goto out;
-	if (new_id(c, "job", j.id) < 0) {
-		cnl_http_error(resp, 500, "internal", "cannot make an id");
-		goto out;
-	}
-	memcpy(j.project_id, c->project.id, sizeof(j.project_id));
-	memcpy(j.user_id, c->user.id, sizeof(j.user_id));
-	snprintf(j.command, sizeof(j.command), "%s", command);
-	snprintf(j.gpu_shape, sizeof(j.gpu_shape), "%s", gpu);
-	j.priority = (int)prio;
-	snprintf(j.state, sizeof(j.state), "pending");
-	j.created_ms = j.updated_ms = c->now_ms;
-	r = cnl_store_job_create(c->api->store, &j, key, &got);
-	if (r == -CNL_EDUP && key) {
-		cnl_http_error(resp, 409, "conflict",
-		               "Idempotency-Key already used for another "
-		               "request");
-		goto out;
-	}
-	if (r < 0) {
-		store_error(c, resp, r, "job");
-		goto out;
-	}
-	snprintf(c->target, sizeof(c->target), "%s", got.id);
-	if (r == CNL_STORE_REPLAYED &&
-	    strcmp(got.project_id, c->project.id) != 0) {
-		cnl_http_error(resp, 409, "conflict",
-		               "Idempotency-Key already used for another "
-		               "request");
-		goto out;
-	}
-	c->note = r == CNL_STORE_REPLAYED ? "replayed" : NULL;
-	cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201,
-	               job_json(&got));
-out:
-	json_decref(body);
-}
-
-static void h_jobs_list(void *call, struct cnl_http_request *req,
-                        struct cnl_http_response *resp)
-{
-	struct call *c = call;
-	struct cnl_store_job *jobs;
-	const char *after;
-	int limit, n = 0, r;
-	json_t *items;
-
-	if (get_page(req, resp, &limit, &after) < 0)
-		return;
-	jobs = cnl_xcalloc((size_t)limit, sizeof(*jobs));
-	r = cnl_store_job_list(c->api->store, c->project.id, after, limit, jobs,
-	                       &n);
-	if (r < 0) {
-		free(jobs);
-		store_error(c, resp, r, "job");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < n; i++)
-		json_array_append_new(items, job_json(&jobs[i]));
-	cnl_http_reply(resp, 200,
-	               page_json(items, n, limit, n ? jobs[n - 1].id : NULL));
-	free(jobs);
-}
-
-static void h_job_get(void *call, struct cnl_http_request *req,
-                      struct cnl_http_response *resp)
-{
-	struct call *c = call;
-
-	cnl_http_reply(resp, 200, job_json(&c->job));
-}
-
 /* ------------------------------------------------------------------------ */
 /* The route table                                                          */
 /* ------------------------------------------------------------------------ */
 
+#define W(name) cnl_api_##name
+#define PV      CNL_PERM_PROJECT_VIEW
+#define PM      CNL_PERM_PROJECT_MEMBER
+#define PA      CNL_PERM_PROJECT_ADMIN
+#define ADM     CNL_PERM_ADMIN
+#define AGT     CNL_PERM_AGENT
+#define AUTH    CNL_PERM_AUTHENTICATED
+
+/* The whole API: one row per route; docs/api/openapi.yaml lists the same. */
 static const struct cnl_http_route routes[] = {
     {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, h_healthz},
+    {"GET", "/metrics", CNL_PERM_PUBLIC, NULL, W(h_metrics)},
     {"POST", "/v1/auth/login", CNL_PERM_PUBLIC, "auth.login", h_login},
-    {"GET", "/v1/projects", CNL_PERM_AUTHENTICATED, NULL, h_projects_list},
-    {"POST", "/v1/projects", CNL_PERM_ADMIN, "project.create",
-     h_projects_create},
-    {"POST", "/v1/projects/{project}/members", CNL_PERM_PROJECT_ADMIN,
-     "membership.set", h_members_set},
-    {"POST", "/v1/users", CNL_PERM_ADMIN, "user.create", h_users_create},
-    {"POST", "/v1/projects/{project}/jobs", CNL_PERM_PROJECT_MEMBER,
-     "job.create", h_jobs_create},
-    {"GET", "/v1/projects/{project}/jobs", CNL_PERM_PROJECT_VIEW, NULL,
-     h_jobs_list},
-    {"GET", "/v1/jobs/{job}", CNL_PERM_PROJECT_VIEW, NULL, h_job_get},
+    {"GET", "/v1/auth/whoami", AUTH, NULL, h_whoami},
+    {"POST", "/v1/auth/tokens", AUTH, "token.create", h_tokens_create},
+    {"GET", "/v1/auth/tokens", AUTH, NULL, h_tokens_list},
+    {"DELETE", "/v1/auth/tokens/{token}", AUTH, "token.revoke", h_token_revoke},
+    {"GET", "/v1/users", ADM, NULL, h_users_list},
+    {"POST", "/v1/users", ADM, "user.create", h_users_create},
+    {"PUT", "/v1/users/{user}/quota", ADM, "quota.set", W(h_user_quota_set)},
+    {"GET", "/v1/projects", AUTH, NULL, h_projects_list},
+    {"POST", "/v1/projects", ADM, "project.create", h_projects_create},
+    {"GET", "/v1/projects/{project}", PV, NULL, h_project_get},
+    {"PATCH", "/v1/projects/{project}", PA, "project.update", h_project_patch},
+    {"GET", "/v1/projects/{project}/members", PV, NULL, h_members_list},
+    {"POST", "/v1/projects/{project}/members", PA, "membership.set",
+     h_members_set},
+    {"PUT", "/v1/projects/{project}/quota", ADM, "quota.set",
+     W(h_project_quota_set)},
+    {"GET", "/v1/projects/{project}/usage", PV, NULL, W(h_project_usage)},
+    {"GET", "/v1/quota", AUTH, NULL, W(h_quota_show)},
+    {"POST", "/v1/projects/{project}/jobs", PM, "job.create", W(h_jobs_create)},
+    {"GET", "/v1/projects/{project}/jobs", PV, NULL, W(h_jobs_list)},
+    {"GET", "/v1/jobs/{job}", PV, NULL, W(h_job_get)},
+    {"POST", "/v1/jobs/{job}/cancel", PM, "job.cancel", W(h_job_cancel)},
+    {"GET", "/v1/jobs/{job}/logs", PV, NULL, W(h_job_logs)},
+    {"POST", "/v1/projects/{project}/servers", PM, "server.create",
+     W(h_servers_create)},
+    {"GET", "/v1/projects/{project}/servers", PV, NULL, W(h_servers_list)},
+    {"GET", "/v1/servers/{server}", PV, NULL, W(h_server_get)},
+    {"POST", "/v1/servers/{server}/stop", PM, "server.stop", W(h_server_stop)},
+    {"POST", "/v1/servers/{server}/start", PM, "server.start",
+     W(h_server_start)},
+    {"GET", "/v1/profiles", AUTH, NULL, W(h_profiles_list)},
+    {"POST", "/v1/profiles", ADM, "profile.put", W(h_profiles_put)},
+    {"DELETE", "/v1/profiles/{profile}", ADM, "profile.delete",
+     W(h_profile_delete)},
+    {"GET", "/v1/nodes", ADM, NULL, W(h_nodes_list)},
+    {"POST", "/v1/nodes", AGT, "node.register", W(h_nodes_register)},
+    {"PATCH", "/v1/nodes/{node}", ADM, "node.update", W(h_node_update)},
+    {"POST", "/v1/nodes/{node}/heartbeat", AGT, "node.heartbeat",
+     W(h_node_heartbeat)},
+    {"GET", "/v1/nodes/{node}/assignments", AGT, NULL, W(h_node_assignments)},
+    {"POST", "/v1/nodes/{node}/reports", AGT, "node.report", W(h_node_reports)},
+    {"POST", "/v1/nodes/{node}/logs", AGT, "node.logs", W(h_node_logs)},
+    {"GET", "/v1/audit", ADM, NULL, W(h_audit_list)},
+    {"GET", "/v1/audit/verify", ADM, NULL, W(h_audit_verify)},
+    {"GET", "/v1/policy/burst", ADM, NULL, W(h_burst_get)},
+    {"PUT", "/v1/policy/burst", ADM, "policy.burst", W(h_burst_put)},
+    {"GET", "/v1/cloud/accounts", ADM, NULL, W(h_cloud_list)},
+    {"POST", "/v1/cloud/accounts", ADM, "cloud.add", W(h_cloud_add)},
+    {"DELETE", "/v1/cloud/accounts/{account}", ADM, "cloud.delete",
+     W(h_cloud_delete)},
 };
+
+#undef W
+#undef PV
+#undef PM
+#undef PA
+#undef ADM
+#undef AGT
+#undef AUTH
 
 const struct cnl_http_route *cnl_api_routes(size_t *ret_n)
 {
@@ -836,23 +1093,25 @@ int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		bool public_ok = (strcmp(t[i].method, "GET") == 0 &&
-		                  strcmp(t[i].pattern, "/healthz") == 0) ||
+		                  (strcmp(t[i].pattern, "/healthz") == 0 ||
+		                   strcmp(t[i].pattern, "/metrics") == 0)) ||
 		                 (strcmp(t[i].method, "POST") == 0 &&
 		                  strcmp(t[i].pattern, "/v1/auth/login") == 0);
 		bool names_project = strstr(t[i].pattern, "{project}") ||
-		                     strstr(t[i].pattern, "{job}");
+		                     strstr(t[i].pattern, "{job}") ||
+		                     strstr(t[i].pattern, "{server}");
 
 		if (t[i].perm == CNL_PERM_PUBLIC && !public_ok) {
 			snprintf(err, errlen,
 			         "route %zu (%s %s): PUBLIC is reserved for "
-			         "/healthz and /v1/auth/login",
+			         "/healthz, /metrics and /v1/auth/login",
 			         i, t[i].method, t[i].pattern);
 			return -CNL_ECONFIG;
 		}
 		if (perm_rank(t[i].perm) > 0 && !names_project) {
 			snprintf(err, errlen,
-			         "route %zu (%s %s): %s needs a {project} or "
-			         "{job} segment",
+			         "route %zu (%s %s): %s needs a {project}, "
+			         "{job} or {server} segment",
 			         i, t[i].method, t[i].pattern,
 			         cnl_http_perm_name(t[i].perm));
 			return -CNL_ECONFIG;
@@ -899,18 +1158,34 @@ static void audit(struct call *c, struct cnl_http_request *req,
 void cnl_api_serve(void *ud, const struct cnl_http_route *route,
                    struct cnl_http_request *req, struct cnl_http_response *resp)
 {
+	struct cnl_api *api = ud;
 	struct call c = {0};
 	char q[CNL_LOG_QUOTE_MAX];
+	struct timespec t0, t1;
+	size_t ri = (size_t)(route - api->routes);
 
-	c.api = ud;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_mutex_lock(&api->mu);
+	c.api = api;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
 	if (authorize(&c, req, resp) == 0)
 		route->handler(&c, req, resp);
 	if (resp->status == 0)
 		cnl_http_error(resp, 500, "internal", "no response");
-	if (route->action)
+	if (route->action && !c.no_audit)
 		audit(&c, req, resp);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (api->stats && ri < api->nstats) {
+		struct route_stats *st = &api->stats[ri];
+		unsigned cls = resp->status / 100;
+
+		st->by_class[cls >= 1 && cls <= 5 ? cls - 1 : 4]++;
+		cnl_hist_observe(&st->latency,
+		                 (double)(t1.tv_sec - t0.tv_sec) +
+		                     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	}
+	pthread_mutex_unlock(&api->mu);
 	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
 	        "method=%s path=%s status=%u user=%s", req->method,
 	        cnl_log_quote(q, sizeof(q), req->path), resp->status,
@@ -921,56 +1196,98 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 {
 	struct cnl_api *api;
 	int ln = cfg->scrypt_ln ? cfg->scrypt_ln : CNL_AUTH_SCRYPT_LN;
+	char err[256];
+	int r;
 
 	if (!cfg->store || !cfg->jwt_key ||
 	    cfg->jwt_key_len < CNL_API_SECRET_MIN ||
 	    ln < CNL_AUTH_SCRYPT_LN_MIN || ln > CNL_AUTH_SCRYPT_LN_MAX)
 		return -EINVAL;
 	api = cnl_xcalloc(1, sizeof(*api));
+	pthread_mutex_init(&api->mu, NULL);
 	api->store = cfg->store;
 	api->keylen = cfg->jwt_key_len;
 	api->key = cnl_xmalloc(api->keylen);
 	memcpy(api->key, cfg->jwt_key, api->keylen);
 	api->scrypt_ln = ln;
+	api->oidc = cfg->oidc;
 	cnl_id_gen_init_random(&api->ids);
+	cnl_catalog_init(&api->cat);
 	if (cnl_auth_password_hash_cost("no user has this password", ln,
 	                                api->dummy_hash,
 	                                sizeof(api->dummy_hash)) < 0) {
 		cnl_api_free(api);
 		return -EIO;
 	}
+	r = cnl_ctl_new(
+	    &(struct cnl_ctl_config){
+	        .store = cfg->store,
+	        .cat = &api->cat,
+	        .policy = cfg->policy,
+	        .node_lost_ms = cfg->node_lost_ms,
+	        .cycle_interval_ms = cfg->cycle_interval_ms,
+	        .seed = (uint64_t)cnl_time_now_ms(),
+	    },
+	    &api->mu, &api->ctl, err, sizeof(err));
+	if (r < 0) {
+		cnl_log(CNL_LOG_ERROR, "controller", "err=%s", err);
+		cnl_api_free(api);
+		return r == -CNL_ECONFIG ? r : -EIO;
+	}
 	*ret = api;
 	return 0;
+}
+
+void cnl_api_stop(struct cnl_api *api)
+{
+	if (api)
+		cnl_ctl_stop(api->ctl);
 }
 
 void cnl_api_free(struct cnl_api *api)
 {
 	if (!api)
 		return;
+	cnl_ctl_stop(api->ctl);
+	cnl_ctl_free(api->ctl);
 	if (api->key) {
 		explicit_bzero(api->key, api->keylen);
 		free(api->key);
 	}
+	free(api->stats);
+	pthread_mutex_destroy(&api->mu);
 	free(api);
 }
 
-int cnl_api_start(struct cnl_api *api, const struct cnl_http_route *rt,
-                  size_t nroutes, const char *host, uint16_t port,
+int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
                   struct cnl_http_server **ret, char *err, size_t errlen)
 {
 	struct cnl_http_config cfg = {
-	    .host = host,
-	    .port = port,
-	    .routes = rt,
-	    .nroutes = nroutes,
+	    .host = l->host,
+	    .port = l->port,
+	    .routes = l->routes,
+	    .nroutes = l->nroutes,
+	    .tls_cert_pem = l->tls_cert_pem,
+	    .tls_key_pem = l->tls_key_pem,
 	    .serve = cnl_api_serve,
 	    .ud = api,
 	};
 	int r;
 
-	if ((r = cnl_api_routes_check(rt, nroutes, err, errlen)) < 0)
+	if ((r = cnl_api_routes_check(l->routes, l->nroutes, err, errlen)) < 0)
 		return r;
-	return cnl_http_server_new(&cfg, ret, err, errlen);
+	free(api->stats);
+	api->stats = cnl_xcalloc(l->nroutes, sizeof(*api->stats));
+	api->nstats = l->nroutes;
+	api->routes = l->routes;
+	if (l->run_loop && (r = cnl_ctl_start(api->ctl)) < 0) {
+		snprintf(err, errlen, "cannot start the scheduling loop");
+		return r;
+	}
+	r = cnl_http_server_new(&cfg, ret, err, errlen);
+	if (r < 0)
+		cnl_ctl_stop(api->ctl);
+	return r;
 }
 
 int cnl_api_bootstrap(struct cnl_store *s, const char *name,
@@ -999,7 +1316,7 @@ int cnl_api_bootstrap(struct cnl_store *s, const char *name,
 		         CNL_API_ADMIN_PROJECT);
 		return -CNL_ECONFIG;
 	}
-	if (!name || !valid_name(name)) {
+	if (!name || !cnl_api_valid_name(name)) {
 		snprintf(err, errlen,
 		         "admin name must be 1..63 characters of "
 		         "A-Z a-z 0-9 . _ -");
@@ -1040,6 +1357,9 @@ int cnl_api_bootstrap(struct cnl_store *s, const char *name,
 	snprintf(a.target, sizeof(a.target), "%s", u.id);
 	snprintf(a.result, sizeof(a.result), "ok");
 	if ((r = cnl_store_audit_append(s, &a, NULL)) < 0)
+		goto fail;
+	step = "default profiles";
+	if ((r = cnl_api_seed_profiles(s, now)) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -38,6 +38,7 @@
 #ifndef CNL_SERVER_API_H
 #define CNL_SERVER_API_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,11 +57,27 @@
 /* Default page size of the list routes. */
 #define CNL_API_PAGE_DEFAULT 100
 
+struct cnl_oidc;
+
 struct cnl_api_config {
-	struct cnl_store *store; /* used only from the server thread */
-	const uint8_t *jwt_key;  /* HS256 secret, copied */
-	size_t jwt_key_len;      /* >= CNL_API_SECRET_MIN */
-	int scrypt_ln;           /* cost of new hashes; 0: the default */
+	struct cnl_store *store;   /* used under the API's lock only */
+	const uint8_t *jwt_key;    /* HS256 secret, copied */
+	size_t jwt_key_len;        /* >= CNL_API_SECRET_MIN */
+	int scrypt_ln;             /* cost of new hashes; 0: the default */
+	struct cnl_oidc *oidc;     /* NULL: no OIDC; not owned */
+	const char *policy;        /* scheduling policy; NULL: "cnlab" */
+	int64_t node_lost_ms;      /* 0: 30 s */
+	int64_t cycle_interval_ms; /* 0: 1 s */
+};
+
+/* Where and how cnl_api_start() serves. */
+struct cnl_api_listen {
+	const char *host;
+	uint16_t port;
+	const struct cnl_http_route *routes; /* normally cnl_api_routes() */
+	size_t nroutes;
+	const char *tls_cert_pem, *tls_key_pem; /* NULL: plain HTTP */
+	bool run_loop; /* start the scheduling loop thread */
 };
 
 struct cnl_api;
@@ -92,14 +109,16 @@ void cnl_api_serve(void *api, const struct cnl_http_route *route,
                    struct cnl_http_response *resp);
 
 /*
- * cnl_api_start - check @routes (normally cnl_api_routes()) with
- * cnl_api_routes_check() and serve them on @host:@port.  Refuses to start,
- * with -CNL_ECONFIG and the reason in @err, on any bad row.  Otherwise as
+ * cnl_api_start - check the route table with cnl_api_routes_check(),
+ * start the scheduling loop when asked, and serve.  Refuses to start, with
+ * -CNL_ECONFIG and the reason in @err, on any bad row.  Otherwise as
  * cnl_http_server_new().
  */
-int cnl_api_start(struct cnl_api *api, const struct cnl_http_route *routes,
-                  size_t nroutes, const char *host, uint16_t port,
+int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
                   struct cnl_http_server **ret, char *err, size_t errlen);
+
+/* cnl_api_stop - stop the scheduling loop (before freeing the server). */
+void cnl_api_stop(struct cnl_api *api);
 
 /*
  * cnl_api_bootstrap - on a store without projects, create the user @name

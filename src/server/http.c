@@ -49,6 +49,7 @@ static const char *const perm_names[CNL_PERM_COUNT_] = {
     [CNL_PERM_PROJECT_MEMBER] = "PROJECT_MEMBER",
     [CNL_PERM_PROJECT_ADMIN] = "PROJECT_ADMIN",
     [CNL_PERM_ADMIN] = "ADMIN",
+    [CNL_PERM_AGENT] = "AGENT",
 };
 
 const char *cnl_http_perm_name(enum cnl_http_perm p)
@@ -289,8 +290,14 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 		cnl_http_error(resp, 500, "internal",
 		               "the handler produced no response");
 	}
-	if (resp->body)
+	if (resp->text) {
+		text = resp->text; /* sent as the handler wrote it */
+		resp->text = NULL;
+		json_decref(resp->body);
+		resp->body = NULL;
+	} else if (resp->body) {
 		text = cnl_json_dumps_compact(resp->body);
+	}
 	if (resp->body && !text) {
 		json_decref(resp->body);
 		resp->body = NULL;
@@ -304,7 +311,9 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 	resp->body = NULL;
 	if (!r)
 		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Content-Type",
+	                        resp->content_type ? resp->content_type
+	                                           : "application/json");
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	if (resp->allow[0])
 		MHD_add_response_header(r, "Allow", resp->allow);
@@ -445,12 +454,27 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	srv->cfg = *cfg;
 	if (!srv->cfg.body_max)
 		srv->cfg.body_max = CNL_HTTP_BODY_MAX_DEFAULT;
+	if (!cfg->tls_cert_pem != !cfg->tls_key_pem) {
+		free(srv);
+		return config_err(err, errlen,
+		                  "TLS needs both a certificate and a key");
+	}
+	if (cfg->tls_cert_pem &&
+	    MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+		free(srv);
+		return config_err(err, errlen,
+		                  "this libmicrohttpd was built without TLS");
+	}
 	srv->daemon = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, cfg->port, NULL,
-	    NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+	        MHD_USE_AUTO | (cfg->tls_cert_pem ? MHD_USE_TLS : 0),
+	    cfg->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_END);
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+	    cfg->tls_cert_pem ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
+	    cfg->tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, cfg->tls_key_pem,
+	    MHD_OPTION_END);
 	if (!srv->daemon) {
 		free(srv);
 		config_err(err, errlen, "cannot listen on %s:%u", cfg->host,

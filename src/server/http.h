@@ -23,8 +23,8 @@
  *   {"error": {"code": "not_found", "message": "..."}}
  * made by cnl_http_error().
  *
- * Threading: the daemon runs one internal polling thread, so handlers run
- * one at a time on that thread and may share a single store handle.
+ * Threading: every connection gets its own thread (so a long poll never
+ * holds up other requests); the serve callback must do its own locking.
  */
 #ifndef CNL_SERVER_HTTP_H
 #define CNL_SERVER_HTTP_H
@@ -49,6 +49,7 @@ enum cnl_http_perm {
 	CNL_PERM_PROJECT_MEMBER,
 	CNL_PERM_PROJECT_ADMIN,
 	CNL_PERM_ADMIN, /* platform administrator */
+	CNL_PERM_AGENT, /* a node agent (or an administrator) */
 	CNL_PERM_COUNT_
 };
 
@@ -79,10 +80,16 @@ struct cnl_http_request {
 	void *conn; /* transport handle for the header and query lookups */
 };
 
-/* The reply a handler builds.  body is owned (json_decref on reply). */
+/*
+ * The reply a handler builds.  body is owned (json_decref on reply).  A
+ * handler may instead set @text (malloc'd, owned, freed on reply) with its
+ * @content_type, which is sent as is.
+ */
 struct cnl_http_response {
 	unsigned status;
 	json_t *body;
+	char *text;
+	const char *content_type;
 	char allow[CNL_HTTP_ALLOW_MAX]; /* sent as Allow when not empty */
 };
 
@@ -160,6 +167,9 @@ struct cnl_http_config {
 	const char *host; /* IPv4 literal, e.g. "127.0.0.1" */
 	uint16_t port;    /* 0: the kernel picks; see cnl_http_server_port() */
 	size_t body_max;  /* 0: CNL_HTTP_BODY_MAX_DEFAULT */
+	/* TLS: PEM text of the certificate chain and key; both or neither. */
+	const char *tls_cert_pem;
+	const char *tls_key_pem;
 	const struct cnl_http_route *routes;
 	size_t nroutes;
 	/*

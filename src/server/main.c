@@ -8,6 +8,7 @@
  * and CNLAB_ADMIN_PASSWORD is the bootstrap administrator's password.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,38 +17,132 @@
 #include <sys/stat.h>
 
 #include "cnlab/errors.h"
+#include "common/config.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "server/api.h"
 #include "server/http.h"
+#include "server/oidc.h"
 #include "store/store.h"
+
+/* Settings: defaults < config file < CNLAB_* environment < flags. */
+struct settings {
+	char *data_dir;
+	char *listen;
+	char *tls_cert;
+	char *tls_key;
+	char *policy;
+	int64_t node_lost_timeout;
+	int64_t cycle_interval;
+	char *oidc_issuer;
+	char *oidc_audience;
+	char *oidc_jwks_file;
+	char *oidc_jwks_url;
+	char *oidc_username_claim;
+	char *log_level;
+};
+
+#define S(f) offsetof(struct settings, f)
+static const struct cnl_config_def settings_table[] = {
+    {"data_dir", CNL_CONFIG_STRING, S(data_dir), NULL, 0, 0,
+     "State directory; the SQLite file cnlab.db lives here."},
+    {"listen", CNL_CONFIG_STRING, S(listen), "127.0.0.1:8080", 0, 0,
+     "IPv4 address and port to serve on; port 0 picks a free one."},
+    {"tls_cert", CNL_CONFIG_STRING, S(tls_cert), NULL, 0, 0,
+     "PEM certificate chain file; with tls_key, serve HTTPS."},
+    {"tls_key", CNL_CONFIG_STRING, S(tls_key), NULL, 0, 0,
+     "PEM private key file for tls_cert."},
+    {"policy", CNL_CONFIG_STRING, S(policy), "cnlab", 0, 0,
+     "Scheduling policy (cnlab, fifo, fgd, bestfit, ...)."},
+    {"node_lost_timeout", CNL_CONFIG_DURATION, S(node_lost_timeout), "30s",
+     2000, 3600000,
+     "A node silent this long is lost and its work requeued; agents stop "
+     "their work after half of it without a heartbeat."},
+    {"cycle_interval", CNL_CONFIG_DURATION, S(cycle_interval), "1s", 10, 60000,
+     "Scheduling timer; cycles also run on every change."},
+    {"oidc_issuer", CNL_CONFIG_STRING, S(oidc_issuer), NULL, 0, 0,
+     "OIDC issuer whose RS256 ID tokens are accepted as bearer tokens."},
+    {"oidc_audience", CNL_CONFIG_STRING, S(oidc_audience), NULL, 0, 0,
+     "Audience (client id) OIDC ID tokens must carry."},
+    {"oidc_jwks_file", CNL_CONFIG_STRING, S(oidc_jwks_file), NULL, 0, 0,
+     "JWKS file with the issuer's signing keys."},
+    {"oidc_jwks_url", CNL_CONFIG_STRING, S(oidc_jwks_url), NULL, 0, 0,
+     "JWKS URL with the issuer's signing keys (refetched on rotation)."},
+    {"oidc_username_claim", CNL_CONFIG_STRING, S(oidc_username_claim),
+     "preferred_username", 0, 0, "ID token claim naming the CNLab user."},
+    {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
+     "debug, info, warn or error."},
+};
+#undef S
+#define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "Usage: cnlabd --data-dir DIR [--listen HOST:PORT] "
-	        "[--bootstrap-admin NAME]\n"
+	        "Usage: cnlabd [--config FILE] [--data-dir DIR] "
+	        "[--listen HOST:PORT]\n"
+	        "              [--bootstrap-admin NAME] [--log-level LEVEL]\n"
 	        "\n"
-	        "The CNLab control plane: REST API under /v1.\n"
+	        "The CNLab control plane: REST API under /v1, scheduling "
+	        "loop, /metrics.\n"
 	        "\n"
-	        "  --data-dir DIR          state directory (the SQLite file "
-	        "cnlab.db lives here)\n"
-	        "  --listen HOST:PORT      IPv4 address and port "
-	        "(default 127.0.0.1:8080);\n"
-	        "                          port 0 picks a free port, printed "
-	        "on stdout\n"
+	        "  --config FILE           settings file (key = value lines; "
+	        "keys below)\n"
+	        "  --data-dir DIR          state directory (data_dir)\n"
+	        "  --listen HOST:PORT      address to serve on (listen); port "
+	        "0 picks a free\n"
+	        "                          port, printed on stdout\n"
 	        "  --bootstrap-admin NAME  on an empty store, create the "
 	        "administrator NAME\n"
 	        "                          (password from "
-	        "CNLAB_ADMIN_PASSWORD) and the \"%s\" project\n"
-	        "  --log-level LEVEL       debug, info, warn or error "
-	        "(default info)\n"
+	        "CNLAB_ADMIN_PASSWORD), the \"%s\"\n"
+	        "                          project and the default profiles\n"
+	        "  --log-level LEVEL       debug, info, warn or error\n"
 	        "  --help                  show this help\n"
 	        "\n"
-	        "Environment:\n"
+	        "Every setting may also come from the environment as "
+	        "CNLAB_<KEY> (e.g.\n"
+	        "CNLAB_DATA_DIR); flags win over the environment, which wins "
+	        "over the file.\n"
+	        "\n"
+	        "Secrets come only from the environment:\n"
 	        "  CNLAB_JWT_SECRET        required; at least %d bytes; signs "
-	        "API tokens\n"
-	        "  CNLAB_ADMIN_PASSWORD    password for --bootstrap-admin\n",
+	        "session tokens\n"
+	        "  CNLAB_ADMIN_PASSWORD    password for --bootstrap-admin\n"
+	        "\n"
+	        "Settings:\n\n",
 	        CNL_API_ADMIN_PROJECT, CNL_API_SECRET_MIN);
+	cnl_config_doc_markdown(settings_table, N_SETTINGS, f);
+}
+
+/* The whole of a small file, NUL-terminated; NULL with errno set. */
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!f)
+		return NULL;
+	for (;;) {
+		if (cap - n < 4096) {
+			cap = cap ? 2 * cap : 8192;
+			if (cap > (1u << 20)) {
+				free(buf);
+				fclose(f);
+				errno = EFBIG;
+				return NULL;
+			}
+			buf = cnl_xrealloc(buf, cap);
+		}
+		size_t got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
 }
 
 /* Split "HOST:PORT"; returns 0 or -1. */
@@ -70,25 +165,30 @@ static int parse_listen(const char *s, char *host, size_t hostlen,
 	return 0;
 }
 
+extern char **environ;
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"help", no_argument, NULL, 'h'},
+	    {"config", required_argument, NULL, 'c'},
 	    {"data-dir", required_argument, NULL, 'd'},
 	    {"listen", required_argument, NULL, 'l'},
 	    {"bootstrap-admin", required_argument, NULL, 'b'},
 	    {"log-level", required_argument, NULL, 'v'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *data_dir = NULL, *listen = "127.0.0.1:8080";
-	const char *admin = NULL, *secret, *password;
+	struct settings st;
+	const char *config = NULL, *admin = NULL, *secret, *password;
+	const char *flag_dir = NULL, *flag_listen = NULL, *flag_level = NULL;
 	enum cnl_log_level level;
 	char host[64], path[4096], err[512];
+	char *cert = NULL, *key = NULL;
 	struct cnl_store *store = NULL;
 	struct cnl_api *api = NULL;
+	struct cnl_oidc *oidc = NULL;
 	struct cnl_http_server *srv = NULL;
-	const struct cnl_http_route *routes;
-	size_t nroutes;
+	struct cnl_api_listen l = {0};
 	uint16_t port;
 	sigset_t set;
 	int c, r, sig, rc = 1;
@@ -98,39 +198,70 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'c':
+			config = optarg;
+			break;
 		case 'd':
-			data_dir = optarg;
+			flag_dir = optarg;
 			break;
 		case 'l':
-			listen = optarg;
+			flag_listen = optarg;
 			break;
 		case 'b':
 			admin = optarg;
 			break;
 		case 'v':
-			if (cnl_log_level_parse(optarg, &level) < 0) {
-				fprintf(stderr, "cnlabd: bad --log-level %s\n",
-				        optarg);
-				return 2;
-			}
-			cnl_log_set_level(level);
+			flag_level = optarg;
 			break;
 		default:
 			usage(stderr);
 			return 2;
 		}
 	}
-	if (optind < argc || !data_dir) {
-		fprintf(stderr, "cnlabd: %s\n",
-		        optind < argc ? "unexpected argument"
-		                      : "--data-dir is required");
+	if (optind < argc) {
+		fprintf(stderr, "cnlabd: unexpected argument %s\n",
+		        argv[optind]);
 		usage(stderr);
 		return 2;
 	}
-	if (parse_listen(listen, host, sizeof(host), &port) < 0) {
-		fprintf(stderr, "cnlabd: --listen wants HOST:PORT, got %s\n",
-		        listen);
+	memset(&st, 0, sizeof(st));
+	if (cnl_config_defaults(settings_table, N_SETTINGS, &st) < 0 ||
+	    (config && cnl_config_load_file(settings_table, N_SETTINGS, &st,
+	                                    config, err, sizeof(err)) < 0) ||
+	    cnl_config_load_env(settings_table, N_SETTINGS, &st, "CNLAB_",
+	                        environ, err, sizeof(err)) < 0 ||
+	    (flag_dir &&
+	     cnl_config_set(settings_table, N_SETTINGS, &st, "data_dir",
+	                    flag_dir, err, sizeof(err)) < 0) ||
+	    (flag_listen &&
+	     cnl_config_set(settings_table, N_SETTINGS, &st, "listen",
+	                    flag_listen, err, sizeof(err)) < 0) ||
+	    (flag_level &&
+	     cnl_config_set(settings_table, N_SETTINGS, &st, "log_level",
+	                    flag_level, err, sizeof(err)) < 0)) {
+		fprintf(stderr, "cnlabd: %s\n", err);
+		cnl_config_done(settings_table, N_SETTINGS, &st);
 		return 2;
+	}
+	if (cnl_log_level_parse(st.log_level, &level) < 0) {
+		fprintf(stderr, "cnlabd: bad log level %s\n", st.log_level);
+		goto usage_err;
+	}
+	cnl_log_set_level(level);
+	if (!st.data_dir) {
+		fprintf(stderr, "cnlabd: --data-dir (or data_dir) is "
+		                "required\n");
+		usage(stderr);
+		goto usage_err;
+	}
+	if (parse_listen(st.listen, host, sizeof(host), &port) < 0) {
+		fprintf(stderr, "cnlabd: listen wants HOST:PORT, got %s\n",
+		        st.listen);
+		goto usage_err;
+	}
+	if (!st.tls_cert != !st.tls_key) {
+		fprintf(stderr, "cnlabd: tls_cert and tls_key go together\n");
+		goto usage_err;
 	}
 	secret = getenv("CNLAB_JWT_SECRET");
 	if (!secret || strlen(secret) < CNL_API_SECRET_MIN) {
@@ -139,27 +270,48 @@ int main(int argc, char **argv)
 		        "at least %d bytes (e.g. openssl rand -base64 48); "
 		        "refusing to start\n",
 		        CNL_API_SECRET_MIN);
-		return 2;
+		goto usage_err;
 	}
 	password = getenv("CNLAB_ADMIN_PASSWORD");
 	if (admin && (!password || !password[0])) {
 		fprintf(stderr, "cnlabd: --bootstrap-admin needs the password "
 		                "in CNLAB_ADMIN_PASSWORD\n");
-		return 2;
+		goto usage_err;
+	}
+	if (st.tls_cert && (!(cert = read_file(st.tls_cert)) ||
+	                    !(key = read_file(st.tls_key)))) {
+		fprintf(stderr, "cnlabd: %s: %s\n",
+		        cert ? st.tls_key : st.tls_cert, strerror(errno));
+		goto out;
+	}
+	if (st.oidc_issuer || st.oidc_jwks_file || st.oidc_jwks_url) {
+		struct cnl_oidc_config oc = {
+		    .issuer = st.oidc_issuer,
+		    .audience = st.oidc_audience,
+		    .jwks_file = st.oidc_jwks_file,
+		    .jwks_url = st.oidc_jwks_url,
+		    .username_claim = st.oidc_username_claim,
+		};
+
+		if (cnl_oidc_new(&oc, &oidc, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlabd: OIDC: %s\n", err);
+			goto out;
+		}
 	}
 
-	if (mkdir(data_dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "cnlabd: %s: %s\n", data_dir, strerror(errno));
-		return 1;
+	if (mkdir(st.data_dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "cnlabd: %s: %s\n", st.data_dir,
+		        strerror(errno));
+		goto out;
 	}
-	if ((size_t)snprintf(path, sizeof(path), "%s/cnlab.db", data_dir) >=
+	if ((size_t)snprintf(path, sizeof(path), "%s/cnlab.db", st.data_dir) >=
 	    sizeof(path)) {
-		fprintf(stderr, "cnlabd: --data-dir path too long\n");
-		return 2;
+		fprintf(stderr, "cnlabd: data_dir path too long\n");
+		goto out;
 	}
 	if (cnl_store_open_sqlite(path, &store, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
-		return 1;
+		goto out;
 	}
 	if (admin) {
 		r = cnl_api_bootstrap(store, admin, password, 0, err,
@@ -181,34 +333,54 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	if (cnl_api_new(
-	        &(struct cnl_api_config){
-	            .store = store,
-	            .jwt_key = (const uint8_t *)secret,
-	            .jwt_key_len = strlen(secret),
-	        },
-	        &api) < 0) {
-		fprintf(stderr, "cnlabd: cannot set up the API\n");
+	r = cnl_api_new(
+	    &(struct cnl_api_config){
+	        .store = store,
+	        .jwt_key = (const uint8_t *)secret,
+	        .jwt_key_len = strlen(secret),
+	        .oidc = oidc,
+	        .policy = st.policy,
+	        .node_lost_ms = st.node_lost_timeout,
+	        .cycle_interval_ms = st.cycle_interval,
+	    },
+	    &api);
+	if (r < 0) {
+		fprintf(stderr, "cnlabd: cannot set up the API: %s\n",
+		        cnl_strerror(r));
 		goto out;
 	}
-	routes = cnl_api_routes(&nroutes);
-	if (cnl_api_start(api, routes, nroutes, host, port, &srv, err,
-	                  sizeof(err)) < 0) {
+	l.host = host;
+	l.port = port;
+	l.routes = cnl_api_routes(&l.nroutes);
+	l.tls_cert_pem = cert;
+	l.tls_key_pem = key;
+	l.run_loop = true;
+	if (cnl_api_start(api, &l, &srv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
 	}
 	printf("listening on %s:%u\n", host,
 	       (unsigned)cnl_http_server_port(srv));
 	fflush(stdout);
-	cnl_log(CNL_LOG_INFO, "cnlabd started", "listen=%s:%u db=%s", host,
-	        (unsigned)cnl_http_server_port(srv), "cnlab.db");
+	cnl_log(CNL_LOG_INFO, "cnlabd started",
+	        "listen=%s:%u tls=%s db=%s policy=%s", host,
+	        (unsigned)cnl_http_server_port(srv), cert ? "on" : "off",
+	        "cnlab.db", st.policy);
 
 	if (sigwait(&set, &sig) == 0)
 		cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d", sig);
 	rc = 0;
 out:
+	cnl_api_stop(api);
 	cnl_http_server_free(srv);
 	cnl_api_free(api);
+	cnl_oidc_free(oidc);
 	cnl_store_close(store);
+	free(cert);
+	free(key);
+	cnl_config_done(settings_table, N_SETTINGS, &st);
 	return rc;
+usage_err:
+	cnl_config_done(settings_table, N_SETTINGS, &st);
+	return 2;
 }

@@ -73,10 +73,8 @@ static const char *const server_states[] = {
     "pending", "starting", "running", "stopping", "stopped", "failed",
 };
 static const char *const roles[] = {
-    "admin",
-    "project-admin",
-    "member",
-    "viewer",
+    "admin",  "project-admin", "member",
+    "viewer", "agent", /* node agents; granted in the system project only */
 };
 
 /* A fixed-size field: NUL inside @size, and not empty when @required. */

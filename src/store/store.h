@@ -88,7 +88,7 @@ struct cnl_store_user {
 	int64_t created_ms;
 };
 
-/* role: "admin", "project-admin", "member" or "viewer". */
+/* role: "admin", "project-admin", "member", "viewer" or "agent". */
 struct cnl_store_membership {
 	char user_id[CNL_ID_MAX];
 	char project_id[CNL_ID_MAX];

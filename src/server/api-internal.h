@@ -1,0 +1,153 @@
+/*
+ * api-internal.h - what the files of the REST API share: the API handle,
+ * the per-request call, and the helpers every handler uses to read
+ * requests and write replies.  api.c holds authentication, authorization,
+ * audit and the route table; api_work.c the handlers of the workload,
+ * quota, node and platform routes.
+ */
+#ifndef CNL_SERVER_API_INTERNAL_H
+#define CNL_SERVER_API_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "common/id.h"
+#include "sched/catalog.h"
+#include "server/api.h"
+#include "server/auth.h"
+#include "server/ctl.h"
+#include "server/metrics.h"
+#include "server/oidc.h"
+
+/* Per-route request counters for /metrics. */
+struct route_stats {
+	uint64_t by_class[5]; /* 1xx..5xx */
+	struct cnl_hist latency;
+};
+
+struct cnl_api {
+	/* The big lock: every request and every controller tick hold it,
+	 * except while a handler waits (long poll) or hashes a password. */
+	pthread_mutex_t mu;
+	struct cnl_store *store;
+	struct cnl_ctl *ctl;
+	struct cnl_catalog cat;
+	struct cnl_oidc *oidc; /* NULL: OIDC off */
+	uint8_t *key;
+	size_t keylen;
+	int scrypt_ln;
+	struct cnl_id_gen ids;
+	/* Verified against for unknown users so they cost as much as known. */
+	char dummy_hash[CNL_AUTH_HASH_MAX];
+	struct route_stats *stats; /* one per row of the route table */
+	size_t nstats;
+	const struct cnl_http_route *routes;
+};
+
+struct call {
+	struct cnl_api *api;
+	const struct cnl_http_route *route;
+	bool authed;
+	bool is_admin;
+	bool is_agent;
+	bool no_audit; /* the handler changed nothing worth a record */
+	struct cnl_store_user user;
+	bool have_project;
+	struct cnl_store_project project;
+	char role[CNL_STORE_ROLE_MAX]; /* in the project; "" for admins */
+	bool have_job;
+	struct cnl_store_job job;
+	bool have_server;
+	struct cnl_store_server server;
+	char actor[CNL_STORE_AUDIT_MAX];
+	char target[CNL_STORE_AUDIT_MAX];
+	const char *note; /* audit result suffix, e.g. "replayed" */
+	int64_t now_ms;
+};
+
+/* JSON of stored objects. */
+json_t *cnl_api_time_json(int64_t ms);
+json_t *cnl_api_project_json(const struct cnl_store_project *p);
+json_t *cnl_api_user_json(const struct cnl_store_user *u);
+json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j);
+json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v);
+
+/* Turn a store error into a response; @what names the object. */
+void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
+                         const char *what);
+
+/* The body as a JSON object with only @allowed keys, or NULL and a 400. */
+json_t *cnl_api_parse_body(struct cnl_http_request *req,
+                           struct cnl_http_response *resp,
+                           const char *const allowed[]);
+
+/* A required string field of 1..@max-1 bytes, or NULL and a 400. */
+const char *cnl_api_get_string(json_t *j, const char *key, size_t max,
+                               struct cnl_http_response *resp);
+
+/* Names of users, projects, servers, profiles: 1..63 of [A-Za-z0-9._-]. */
+bool cnl_api_valid_name(const char *s);
+const char *cnl_api_get_name(json_t *j, const char *key,
+                             struct cnl_http_response *resp);
+
+/* ?limit= and ?after=; 0, or -1 with a 400. */
+int cnl_api_get_page(struct cnl_http_request *req,
+                     struct cnl_http_response *resp, int *ret_limit,
+                     const char **ret_after);
+
+/* {"items": @items, "next": last id when the page is full, else null}. */
+json_t *cnl_api_page_json(json_t *items, int n, int limit, const char *last);
+
+int cnl_api_new_id(struct call *c, const char *prefix, char *buf);
+
+/* The Idempotency-Key header: NULL, or 1..127 printable ASCII bytes. */
+int cnl_api_get_idem_key(struct cnl_http_request *req,
+                         struct cnl_http_response *resp, const char **ret);
+
+/* Handlers in api_work.c. */
+#define CNL_API_HANDLERS(X)    \
+	X(h_jobs_create)       \
+	X(h_jobs_list)         \
+	X(h_job_get)           \
+	X(h_job_cancel)        \
+	X(h_job_logs)          \
+	X(h_servers_create)    \
+	X(h_servers_list)      \
+	X(h_server_get)        \
+	X(h_server_stop)       \
+	X(h_server_start)      \
+	X(h_profiles_list)     \
+	X(h_profiles_put)      \
+	X(h_profile_delete)    \
+	X(h_quota_show)        \
+	X(h_project_quota_set) \
+	X(h_user_quota_set)    \
+	X(h_project_usage)     \
+	X(h_nodes_list)        \
+	X(h_nodes_register)    \
+	X(h_node_update)       \
+	X(h_node_heartbeat)    \
+	X(h_node_assignments)  \
+	X(h_node_reports)      \
+	X(h_node_logs)         \
+	X(h_audit_list)        \
+	X(h_audit_verify)      \
+	X(h_burst_get)         \
+	X(h_burst_put)         \
+	X(h_cloud_list)        \
+	X(h_cloud_add)         \
+	X(h_cloud_delete)      \
+	X(h_metrics)
+
+#define CNL_API_DECLARE(name)                                         \
+	void cnl_api_##name(void *call, struct cnl_http_request *req, \
+	                    struct cnl_http_response *resp);
+CNL_API_HANDLERS(CNL_API_DECLARE)
+#undef CNL_API_DECLARE
+
+/* Default profiles created at bootstrap (api_work.c). */
+int cnl_api_seed_profiles(struct cnl_store *s, int64_t now_ms);
+
+#endif /* CNL_SERVER_API_INTERNAL_H */

@@ -1,0 +1,173 @@
+/*
+ * ctl.h - cnlabd's controller: the live cluster, the scheduling loop, node
+ * liveness and fencing, usage metering, and what the API asks of them.
+ *
+ * State.  The store is the record; the controller keeps in memory what the
+ * scheduler needs every cycle: the nodes (as a struct cnl_cluster with
+ * every running allocation committed), and the ACTIVE workloads, i.e. the
+ * jobs and notebook servers that are pending or placed.  cnl_ctl_new()
+ * rebuilds all of it from the store, re-adopting each placed workload's
+ * allocation from its run record, so a restarted cnlabd carries on.
+ *
+ * Workload phases (a job's or server's run record, "phase"):
+ *
+ *        submit        START            agent: running
+ *   ----> PENDING ------------> ASSIGNED ---------------> STARTED
+ *           ^   ^                  |  \                      |
+ *           |   | node lost        |   \ cancel/stop/pre-empt|
+ *           |   +------------------+    +---> STOPPING <-----+
+ *           |   (epoch bumps at         |          |
+ *           |    the next START)        |          | agent: exited
+ *           |                           v          v
+ *           +------- pre-empted job: requeued    done: succeeded,
+ *                                                failed, cancelled,
+ *                                                stopped (servers)
+ *
+ * Fencing.  Every placement gives the workload a new epoch; every report
+ * from an agent names the epoch it runs, and a report with any other epoch
+ * is refused (-CNL_EFENCED): work that was moved cannot finish, fail or
+ * write logs in the name of the new placement.  A node silent for
+ * node_lost_ms is marked lost: its workloads go back to PENDING and the
+ * node's own epoch bumps.  An agent that comes back learns from its next
+ * heartbeat the node's new epoch and the list of work it must stop.  To
+ * make "never runs twice" hold even while the control plane cannot reach
+ * it, an agent stops all work once it has gone lease_ms (half of
+ * node_lost_ms) without a successful heartbeat: the lease ends before the
+ * control plane may place the work elsewhere.
+ *
+ * Locking.  Every call below must be made holding the mutex given to
+ * cnl_ctl_new() (the API's lock); the loop thread takes it for each tick.
+ */
+#ifndef CNL_SERVER_CTL_H
+#define CNL_SERVER_CTL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "sched/catalog.h"
+#include "store/store.h"
+
+struct cnl_ctl_config {
+	struct cnl_store *store;
+	const struct cnl_catalog *cat; /* must outlive the controller */
+	const char *policy;            /* NULL: "cnlab" */
+	int64_t node_lost_ms;          /* 0: 30 s */
+	int64_t cycle_interval_ms;     /* timer between cycles; 0: 1 s */
+	uint64_t seed;                 /* placement tie-breaks */
+};
+
+struct cnl_ctl;
+
+/* Per owner (a project or a user). */
+struct cnl_ctl_usage {
+	double gpu_hours;       /* block-seconds / 100 / 3600 */
+	double storage_gb_days; /* GB-seconds / 86400 */
+	int servers;            /* active servers (pending..stopping) */
+};
+
+int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
+                struct cnl_ctl **ret, char *err, size_t errlen);
+void cnl_ctl_free(struct cnl_ctl *ctl);
+
+/* The loop thread: a tick every cycle_interval_ms or on cnl_ctl_kick(). */
+int cnl_ctl_start(struct cnl_ctl *ctl);
+void cnl_ctl_stop(struct cnl_ctl *ctl); /* call WITHOUT the lock */
+void cnl_ctl_kick(struct cnl_ctl *ctl);
+
+/*
+ * cnl_ctl_tick - one pass: mark silent nodes lost, meter usage, and run
+ * a scheduling cycle if anything changed (or @force).  Persists every
+ * decision before it is visible to agents.
+ */
+void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now_ms, bool force);
+
+/* ---- workloads ------------------------------------------------------- */
+
+/* cnl_ctl_shape_check - 0, or -CNL_EFIELD with the reason in @err. */
+int cnl_ctl_shape_check(struct cnl_ctl *ctl, const char *shape, char *err,
+                        size_t errlen);
+
+/*
+ * cnl_ctl_admit - can @j (not yet stored) meet its deadline?  0, or
+ * -CNL_EDEADLINE with the earliest possible start (-1: never) in
+ * *@ret_start.
+ */
+int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *j,
+                  int64_t now_ms, int64_t *ret_start);
+
+/* After the store acknowledged a new job or server (or a restart). */
+int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);
+int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v);
+
+/*
+ * cnl_ctl_stop_workload - cancel a job or stop a server: a pending one is
+ * finished at once (@final_state), a placed one is told to stop with the
+ * grace period.  Returns 0, or -CNL_ENOTFOUND when it is not active.
+ */
+int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id,
+                          const char *final_state, int64_t now_ms);
+
+/* cnl_ctl_workload_json - live status of an active workload, or NULL. */
+json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id);
+
+/* cnl_ctl_usage - metered use of a project or user id. */
+void cnl_ctl_usage_of(struct cnl_ctl *ctl, const char *owner,
+                      struct cnl_ctl_usage *ret);
+
+/*
+ * cnl_ctl_availability - for the shape @shape: {"now": true} when it
+ * could start at once, else {"now": false, "estimated_start": RFC 3339 or
+ * null when no node could ever take it}.  NULL on a bad shape.
+ */
+json_t *cnl_ctl_availability(struct cnl_ctl *ctl, const char *shape,
+                             int64_t now_ms);
+
+/* ---- nodes ------------------------------------------------------------- */
+
+/*
+ * Node calls return an HTTP status and set *@ret to the reply body (or an
+ * error message in @err for statuses >= 400).
+ */
+int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now_ms,
+                          json_t **ret, char *err, size_t errlen);
+int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node, json_t *body,
+                           int64_t now_ms, json_t **ret, char *err,
+                           size_t errlen);
+int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
+                        int64_t now_ms, json_t **ret, char *err, size_t errlen);
+int cnl_ctl_node_set_state(struct cnl_ctl *ctl, const char *node,
+                           const char *state, json_t **ret, char *err,
+                           size_t errlen);
+
+/*
+ * cnl_ctl_assignments - the work node @node must run, as {"version",
+ * "epoch", "assignments": [...]}; waits (releasing the lock) up to
+ * @wait_ms for the version to pass @since.  404 for an unknown node.
+ */
+int cnl_ctl_assignments(struct cnl_ctl *ctl, const char *node, uint64_t since,
+                        int64_t wait_ms, json_t **ret, char *err,
+                        size_t errlen);
+
+/*
+ * cnl_ctl_fence_check - 0 when workload @id runs on @node under @epoch;
+ * -CNL_EFENCED otherwise (moved, ended, or another epoch).
+ */
+int cnl_ctl_fence_check(struct cnl_ctl *ctl, const char *node, const char *id,
+                        int64_t epoch);
+
+/* cnl_ctl_node_check - 0 when @node is a node's id, else -CNL_ENOTFOUND. */
+int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node);
+
+/* cnl_ctl_nodes_json - every node with capacity, use and state. */
+json_t *cnl_ctl_nodes_json(struct cnl_ctl *ctl, int64_t now_ms);
+
+/* ---- metrics ------------------------------------------------------------ */
+
+/* cnl_ctl_metrics - append the controller's Prometheus families to @out. */
+struct cnl_metrics_buf;
+void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *out);
+
+#endif /* CNL_SERVER_CTL_H */
