@@ -1244,6 +1244,13 @@ void cnl_api_stop(struct cnl_api *api)
 		cnl_ctl_stop(api->ctl);
 }
 
+void cnl_api_tick(struct cnl_api *api, int64_t now_ms)
+{
+	pthread_mutex_lock(&api->mu);
+	cnl_ctl_tick(api->ctl, now_ms, true);
+	pthread_mutex_unlock(&api->mu);
+}
+
 void cnl_api_free(struct cnl_api *api)
 {
 	if (!api)

@@ -121,6 +121,13 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 void cnl_api_stop(struct cnl_api *api);
 
 /*
+ * cnl_api_tick - run one controller pass (node liveness, metering, a
+ * scheduling cycle) as of @now_ms, under the API's lock.  The loop thread
+ * does this on its own; tests that start without it drive time with this.
+ */
+void cnl_api_tick(struct cnl_api *api, int64_t now_ms);
+
+/*
  * cnl_api_bootstrap - on a store without projects, create the user @name
  * with @password, the project CNL_API_ADMIN_PROJECT and the membership that
  * makes the user an administrator, and audit it.  Returns 0 when done, 1

@@ -962,8 +962,10 @@ H(h_server_start)
 	}
 	if (quota_admit(c, true, resp) < 0)
 		return;
+	/* The run record keeps its epoch: a restarted server is placed
+	 * under a newer one than any earlier run. */
 	r = cnl_store_server_update(c->api->store, c->server.id, "pending", "",
-	                            "{}");
+	                            c->server.run[0] ? c->server.run : "{}");
 	if (r < 0 || (r = cnl_store_server_get(c->api->store, c->server.id,
 	                                       &c->server)) < 0) {
 		cnl_api_store_error(c, resp, r, "server");
@@ -1058,11 +1060,11 @@ H(h_node_update)
 	snprintf(c->target, sizeof(c->target), "%s", node);
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
-	if ((state = cnl_api_get_string(body, "state", 16, resp)))
-		node_reply(resp,
-		           cnl_ctl_node_set_state(c->api->ctl, node, state,
-		                                  &out, err, sizeof(err)),
-		           out, err);
+	if ((state = cnl_api_get_string(body, "state", 16, resp))) {
+		int st_ = cnl_ctl_node_set_state(c->api->ctl, node, state, &out,
+		                                 err, sizeof(err));
+		node_reply(resp, st_, out, err);
+	}
 	json_decref(body);
 }
 
@@ -1113,10 +1115,9 @@ H(h_node_assignments)
 			return;
 		}
 	}
-	node_reply(resp,
-	           cnl_ctl_assignments(c->api->ctl, node, since, wait * 1000,
-	                               &out, err, sizeof(err)),
-	           out, err);
+	int st_ = cnl_ctl_assignments(c->api->ctl, node, since, wait * 1000,
+	                              &out, err, sizeof(err));
+	node_reply(resp, st_, out, err);
 }
 
 H(h_node_reports)
@@ -1132,10 +1133,9 @@ H(h_node_reports)
 	         json_string_value(json_object_get(body, "id"))
 	             ? json_string_value(json_object_get(body, "id"))
 	             : node);
-	node_reply(resp,
-	           cnl_ctl_node_report(c->api->ctl, node, body, c->now_ms, &out,
-	                               err, sizeof(err)),
-	           out, err);
+	int st_ = cnl_ctl_node_report(c->api->ctl, node, body, c->now_ms, &out,
+	                              err, sizeof(err));
+	node_reply(resp, st_, out, err);
 	json_decref(body);
 }
 

@@ -787,8 +787,8 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 		return cnl_store_job_update_run(ctl->store, j->id, "failed", -1,
 		                                now_ms(), "{}");
 	}
-	if (strcmp(j->state, "running") == 0)
-		wl_adopt(ctl, w, j->run);
+	/* Epochs and counts carry over; a placement only when running. */
+	wl_adopt(ctl, w, j->run);
 	ctl->dirty = true;
 	return 0;
 }
@@ -835,8 +835,7 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 		return cnl_store_server_update(ctl->store, v->id, "failed", "",
 		                               "{}");
 	}
-	if (strcmp(v->state, "pending") != 0)
-		wl_adopt(ctl, w, v->run);
+	wl_adopt(ctl, w, v->run);
 	ctl->dirty = true;
 	return 0;
 }
@@ -1846,18 +1845,25 @@ void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 	              "Time of one scheduling cycle.");
 	cnl_hist_write(b, "cnlab_scheduling_cycle_seconds", "",
 	               &ctl->cycle_hist);
-	cnl_mb_family(b, "cnlab_usage_gpu_hours", "counter",
-	              "GPU-hours used, by owner (project or user id).");
+	/* Prometheus wants base units: GPU-hours are exported as 1% block-
+	 * seconds (360,000 per GPU-hour), storage GB-days as byte-seconds. */
+	cnl_mb_family(b, "cnlab_usage_block_seconds_total", "counter",
+	              "GPU use in 1% block-seconds, by owner (project or user "
+	              "id).");
 	for (size_t i = 0; i < ctl->n_usage; i++)
 		cnl_mb_printf(
-		    b, "cnlab_usage_gpu_hours{owner=\"%s\"} %.6f\n",
+		    b,
+		    "cnlab_usage_block_seconds_total{owner=\"%s\"} "
+		    "%.3f\n",
 		    cnl_mb_escape(ctl->usage[i].owner, esc, sizeof(esc)),
-		    ctl->usage[i].block_ms / 100.0 / 3600000.0);
-	cnl_mb_family(b, "cnlab_usage_storage_gb_days", "counter",
-	              "Storage GB-days used, by owner.");
+		    ctl->usage[i].block_ms / 1000.0);
+	cnl_mb_family(b, "cnlab_usage_storage_byte_seconds_total", "counter",
+	              "Server storage held, in byte-seconds, by owner.");
 	for (size_t i = 0; i < ctl->n_usage; i++)
 		cnl_mb_printf(
-		    b, "cnlab_usage_storage_gb_days{owner=\"%s\"} %.6f\n",
+		    b,
+		    "cnlab_usage_storage_byte_seconds_total{owner="
+		    "\"%s\"} %.0f\n",
 		    cnl_mb_escape(ctl->usage[i].owner, esc, sizeof(esc)),
-		    ctl->usage[i].storage_gb_ms / 86400000.0);
+		    ctl->usage[i].storage_gb_ms / 1000.0 * 1e9);
 }

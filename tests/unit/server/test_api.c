@@ -41,6 +41,7 @@
 #include "server/auth.h"
 #include "server/http.h"
 #include "store/store.h"
+#include "client.h"
 
 #define SECRET "test secret for cnlabd, 32+ bytes long"
 
@@ -54,7 +55,6 @@ struct fixture {
 	struct cnl_store *store;
 	struct cnl_api *api;
 	struct cnl_http_server *srv;
-	char base[64];
 	char token[NWHO][CNL_AUTH_JWT_MAX];
 	char uid[NWHO][CNL_ID_MAX];
 	char proj_a[CNL_ID_MAX], proj_b[CNL_ID_MAX];
@@ -63,145 +63,6 @@ struct fixture {
 };
 
 static struct fixture F;
-
-/* ------------------------------------------------------------------------ */
-/* HTTP client                                                              */
-/* ------------------------------------------------------------------------ */
-
-struct reply {
-	long status;
-	json_t *body;
-	char *raw;
-	size_t len;
-	char allow[128];
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
-{
-	struct reply *r = ud;
-	size_t add = size * n;
-
-	r->raw = realloc(r->raw, r->len + add + 1);
-	assert_non_null(r->raw);
-	memcpy(r->raw + r->len, p, add);
-	r->len += add;
-	r->raw[r->len] = '\0';
-	return add;
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ud)
-{
-	struct reply *r = ud;
-	size_t len = size * n;
-
-	if (len > 6 && strncasecmp(p, "Allow:", 6) == 0) {
-		size_t v = len - 6;
-
-		while (v && (p[6 + v - 1] == '\r' || p[6 + v - 1] == '\n'))
-			v--;
-		snprintf(r->allow, sizeof(r->allow), "%.*s", (int)v - 1, p + 7);
-	}
-	return len;
-}
-
-static void reply_done(struct reply *r)
-{
-	json_decref(r->body);
-	free(r->raw);
-	memset(r, 0, sizeof(*r));
-}
-
-/*
- * Send @method @path with @body (NULL: none; @body_len 0 means strlen),
- * the bearer @token (NULL: none) and one @extra header (NULL: none).  The
- * reply body must be JSON.
- */
-static void http_n(const char *method, const char *path, const char *token,
-                   const char *body, size_t body_len, const char *extra,
-                   struct reply *r)
-{
-	CURL *c = curl_easy_init();
-	struct curl_slist *h = NULL;
-	char url[512], auth[CNL_AUTH_JWT_MAX + 32];
-	json_error_t jerr;
-
-	memset(r, 0, sizeof(*r));
-	assert_non_null(c);
-	snprintf(url, sizeof(url), "%s%s", F.base, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(
-		    c, CURLOPT_POSTFIELDSIZE_LARGE,
-		    (curl_off_t)(body_len ? body_len : strlen(body)));
-		h = curl_slist_append(h, "Content-Type: application/json");
-	}
-	if (token) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
-		h = curl_slist_append(h, auth);
-	}
-	if (extra)
-		h = curl_slist_append(h, extra);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	assert_int_equal(curl_easy_perform(c), CURLE_OK);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	assert_non_null(r->raw);
-	r->body = json_loads(r->raw, 0, &jerr);
-	if (!r->body)
-		fail_msg("reply is not JSON: %s", r->raw);
-}
-
-static void http(const char *method, const char *path, const char *token,
-                 const char *body, struct reply *r)
-{
-	http_n(method, path, token, body, 0, NULL, r);
-}
-
-/* The reply is {"error": {"code": @code, "message": "..."}} and @status. */
-static void assert_error(const struct reply *r, long status, const char *code)
-{
-	json_t *e = json_object_get(r->body, "error");
-
-	if (r->status != status)
-		fail_msg("want %ld %s, got %ld %s", status, code, r->status,
-		         r->raw);
-	assert_int_equal(json_object_size(r->body), 1);
-	assert_true(json_is_object(e));
-	assert_int_equal(json_object_size(e), 2);
-	assert_string_equal(json_string_value(json_object_get(e, "code")),
-	                    code);
-	assert_true(json_is_string(json_object_get(e, "message")));
-}
-
-static const char *err_message(const struct reply *r)
-{
-	return json_string_value(
-	    json_object_get(json_object_get(r->body, "error"), "message"));
-}
-
-static const char *str(const json_t *o, const char *k)
-{
-	const char *v = json_string_value(json_object_get(o, k));
-
-	assert_non_null(v);
-	return v;
-}
-
-/* Expect @status; print the body when it differs. */
-static void expect(const struct reply *r, long status, const char *what)
-{
-	if (r->status != status)
-		fail_msg("%s: want %ld, got %ld %s", what, status, r->status,
-		         r->raw);
-}
 
 static void login(const char *name, const char *password, char *token)
 {
@@ -316,7 +177,7 @@ static int group_setup(void **state)
 	                  &F.srv, err, sizeof(err)) < 0)
 		fail_msg("start: %s", err);
 	assert_true(cnl_http_server_port(F.srv) > 0);
-	snprintf(F.base, sizeof(F.base), "http://127.0.0.1:%u",
+	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
 	         (unsigned)cnl_http_server_port(F.srv));
 
 	login("root", "pw-root", F.token[ADMIN]);

@@ -1,0 +1,162 @@
+/*
+ * client.c - the tests' HTTP client (see client.h).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+
+#include "client.h"
+#include "server/auth.h"
+
+char tc_base[128];
+
+/* ------------------------------------------------------------------------ */
+/* HTTP client                                                              */
+/* ------------------------------------------------------------------------ */
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+	struct reply *r = ud;
+	size_t add = size * n;
+
+	r->raw = realloc(r->raw, r->len + add + 1);
+	assert_non_null(r->raw);
+	memcpy(r->raw + r->len, p, add);
+	r->len += add;
+	r->raw[r->len] = '\0';
+	return add;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct reply *r = ud;
+	size_t len = size * n;
+
+	if (len > 13 && strncasecmp(p, "Content-Type:", 13) == 0) {
+		size_t v = len - 13;
+
+		while (v && (p[13 + v - 1] == '\r' || p[13 + v - 1] == '\n'))
+			v--;
+		snprintf(r->content_type, sizeof(r->content_type), "%.*s",
+		         (int)v - 1, p + 14);
+	}
+	if (len > 6 && strncasecmp(p, "Allow:", 6) == 0) {
+		size_t v = len - 6;
+
+		while (v && (p[6 + v - 1] == '\r' || p[6 + v - 1] == '\n'))
+			v--;
+		snprintf(r->allow, sizeof(r->allow), "%.*s", (int)v - 1, p + 7);
+	}
+	return len;
+}
+
+void reply_done(struct reply *r)
+{
+	json_decref(r->body);
+	free(r->raw);
+	memset(r, 0, sizeof(*r));
+}
+
+/*
+ * Send @method @path with @body (NULL: none; @body_len 0 means strlen),
+ * the bearer @token (NULL: none) and one @extra header (NULL: none).  The
+ * reply body must be JSON.
+ */
+void http_n(const char *method, const char *path, const char *token,
+            const char *body, size_t body_len, const char *extra,
+            struct reply *r)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char url[512], auth[CNL_AUTH_JWT_MAX + 32];
+	json_error_t jerr;
+
+	memset(r, 0, sizeof(*r));
+	assert_non_null(c);
+	snprintf(url, sizeof(url), "%s%s", tc_base, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(
+		    c, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)(body_len ? body_len : strlen(body)));
+		h = curl_slist_append(h, "Content-Type: application/json");
+	}
+	if (token) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+		h = curl_slist_append(h, auth);
+	}
+	if (extra)
+		h = curl_slist_append(h, extra);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	if (!r->raw)
+		fail_msg("%s %s: empty reply, status %ld", method, path,
+		         r->status);
+	if (strncmp(r->content_type, "application/json", 16) != 0)
+		return; /* /metrics and the like: raw text only */
+	r->body = json_loads(r->raw, 0, &jerr);
+	if (!r->body)
+		fail_msg("reply is not JSON: %s", r->raw);
+}
+
+void http(const char *method, const char *path, const char *token,
+          const char *body, struct reply *r)
+{
+	http_n(method, path, token, body, 0, NULL, r);
+}
+
+/* The reply is {"error": {"code": @code, "message": "..."}} and @status. */
+void assert_error(const struct reply *r, long status, const char *code)
+{
+	json_t *e = json_object_get(r->body, "error");
+
+	if (r->status != status)
+		fail_msg("want %ld %s, got %ld %s", status, code, r->status,
+		         r->raw);
+	assert_int_equal(json_object_size(r->body), 1);
+	assert_true(json_is_object(e));
+	assert_int_equal(json_object_size(e), 2);
+	assert_string_equal(json_string_value(json_object_get(e, "code")),
+	                    code);
+	assert_true(json_is_string(json_object_get(e, "message")));
+}
+
+const char *err_message(const struct reply *r)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(r->body, "error"), "message"));
+}
+
+const char *str(const json_t *o, const char *k)
+{
+	const char *v = json_string_value(json_object_get(o, k));
+
+	assert_non_null(v);
+	return v;
+}
+
+/* Expect @status; print the body when it differs. */
+void expect(const struct reply *r, long status, const char *what)
+{
+	if (r->status != status)
+		fail_msg("%s: want %ld, got %ld %s", what, status, r->status,
+		         r->raw);
+}

@@ -1,0 +1,1041 @@
+/*
+ * test_flow.c - cnlabd's control loop end to end over real HTTP on
+ * loopback, with a real SQLite file: node agents register, heartbeat and
+ * long-poll their assignments; jobs and notebook servers are scheduled,
+ * run, report and end; pre-emption; node loss with requeue and fencing;
+ * quotas refused by name; profiles with availability; /metrics checked by
+ * promtool; and the whole route x role x own/other-project matrix.
+ *
+ * The scheduling loop thread is not started: the test drives time with
+ * cnl_api_tick(), so that "ten minutes later" and "the node has been
+ * silent past its timeout" are exact and nothing depends on how fast this
+ * machine is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "client.h"
+#include "cnlab/errors.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "server/api.h"
+#include "server/auth.h"
+#include "server/http.h"
+#include "store/store.h"
+
+#define SECRET  "test secret for cnlabd, 32+ bytes long"
+#define LOST_MS (3600 * 1000) /* node_lost_ms of the server under test */
+
+enum who { ADMIN, AGENT, PADMIN, MEMBER, VIEWER, BOB, NWHO };
+static const char *const who_name[NWHO] = {"root", "agent", "alice",
+                                           "mem",  "view",  "bob"};
+
+static struct {
+	char dir[64];
+	struct cnl_store *store;
+	struct cnl_api *api;
+	struct cnl_http_server *srv;
+	char token[NWHO][CNL_AUTH_JWT_MAX];
+	char uid[NWHO][CNL_ID_MAX];
+	char sys[CNL_ID_MAX], proj_a[CNL_ID_MAX], proj_b[CNL_ID_MAX];
+	char node1[CNL_ID_MAX], node2[CNL_ID_MAX];
+} F;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static json_t *call_ok(const char *method, const char *path, int who,
+                       const char *body, long status)
+{
+	struct reply r;
+	json_t *out;
+
+	http(method, path, who >= 0 ? F.token[who] : NULL, body, &r);
+	expect(&r, status, path);
+	out = json_incref(r.body);
+	reply_done(&r);
+	return out;
+}
+
+static void tick(int64_t now)
+{
+	cnl_api_tick(F.api, now);
+}
+
+static int64_t now_ms(void)
+{
+	return cnl_time_now_ms();
+}
+
+static void submit(int who, const char *proj, const char *body, char *id)
+{
+	char path[128];
+	json_t *o;
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", proj);
+	o = call_ok("POST", path, who, body, 201);
+	snprintf(id, CNL_ID_MAX, "%s", str(o, "id"));
+	json_decref(o);
+}
+
+static json_t *job(const char *id)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	return call_ok("GET", path, ADMIN, NULL, 200);
+}
+
+/* The assignments of @node (no wait). */
+static json_t *assignments(const char *node)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), "/v1/nodes/%s/assignments", node);
+	return call_ok("GET", path, AGENT, NULL, 200);
+}
+
+/* The assignment of @id in @list, or NULL. */
+static json_t *find(json_t *list, const char *id)
+{
+	json_t *a = json_object_get(list, "assignments");
+
+	for (size_t i = 0; i < json_array_size(a); i++)
+		if (strcmp(str(json_array_get(a, i), "id"), id) == 0)
+			return json_array_get(a, i);
+	return NULL;
+}
+
+static long report(const char *node, const char *id, int64_t epoch,
+                   const char *state, int code)
+{
+	char path[160], body[256];
+	struct reply r;
+	long st;
+
+	snprintf(path, sizeof(path), "/v1/nodes/%s/reports", node);
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"state\":\"%s\","
+	         "\"exit_code\":%d}",
+	         id, (long long)epoch, state, code);
+	http("POST", path, F.token[AGENT], body, &r);
+	st = r.status;
+	reply_done(&r);
+	return st;
+}
+
+static int64_t epoch_of(json_t *assignment)
+{
+	return json_integer_value(json_object_get(assignment, "epoch"));
+}
+
+/* Where @id is assigned now: 1, 2, or 0 for neither; never both. */
+static int placed_on(const char *id)
+{
+	json_t *a1 = assignments(F.node1), *a2 = assignments(F.node2);
+	bool on1 = find(a1, id) != NULL, on2 = find(a2, id) != NULL;
+
+	json_decref(a1);
+	json_decref(a2);
+	assert_false(on1 && on2); /* never on two nodes at once */
+	return on1 ? 1 : on2 ? 2 : 0;
+}
+
+/* Run a job to its end on whatever node holds it. */
+static void finish(const char *id, const char *state, int code)
+{
+	int n = placed_on(id);
+	const char *node = n == 1 ? F.node1 : F.node2;
+	json_t *a;
+
+	assert_true(n > 0);
+	a = assignments(node);
+	assert_int_equal(report(node, id, epoch_of(find(a, id)), state, code),
+	                 200);
+	json_decref(a);
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+static void make_user(int w)
+{
+	char body[256];
+	json_t *o;
+
+	snprintf(body, sizeof(body), "{\"name\":\"%s\",\"password\":\"pw-%s\"}",
+	         who_name[w], who_name[w]);
+	o = call_ok("POST", "/v1/users", ADMIN, body, 201);
+	snprintf(F.uid[w], CNL_ID_MAX, "%s", str(o, "id"));
+	json_decref(o);
+}
+
+static void login(int w)
+{
+	char body[256];
+	json_t *o;
+
+	snprintf(body, sizeof(body), "{\"user\":\"%s\",\"password\":\"pw-%s\"}",
+	         who_name[w], w == ADMIN ? "root" : who_name[w]);
+	o = call_ok("POST", "/v1/auth/login", -1, body, 200);
+	snprintf(F.token[w], CNL_AUTH_JWT_MAX, "%s", str(o, "token"));
+	json_decref(o);
+}
+
+static void grant(const char *proj, int w, const char *role)
+{
+	char path[128], body[128];
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/members", proj);
+	snprintf(body, sizeof(body), "{\"user\":\"%s\",\"role\":\"%s\"}",
+	         who_name[w], role);
+	json_decref(call_ok("POST", path, ADMIN, body, 200));
+}
+
+static void make_project(const char *name, char *id)
+{
+	char body[128];
+	json_t *o;
+
+	snprintf(body, sizeof(body), "{\"name\":\"%s\"}", name);
+	o = call_ok("POST", "/v1/projects", ADMIN, body, 201);
+	snprintf(id, CNL_ID_MAX, "%s", str(o, "id"));
+	json_decref(o);
+}
+
+static void register_node(const char *name, int gpus, char *id)
+{
+	char body[256];
+	json_t *o;
+
+	snprintf(body, sizeof(body),
+	         "{\"name\":\"%s\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":%d,"
+	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"address\":"
+	         "\"127.0.0.1\"}",
+	         name, gpus);
+	o = call_ok("POST", "/v1/nodes", AGENT, body, 201);
+	snprintf(id, CNL_ID_MAX, "%s", str(o, "id"));
+	assert_int_equal(json_integer_value(json_object_get(o, "epoch")), 1);
+	json_decref(o);
+}
+
+static int group_setup(void **state)
+{
+	char err[512], path[160];
+	json_t *o;
+
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	snprintf(F.dir, sizeof(F.dir), "/tmp/cnl-flow-XXXXXX");
+	assert_non_null(mkdtemp(F.dir));
+	snprintf(path, sizeof(path), "%s/cnlab.db", F.dir);
+	assert_int_equal(
+	    cnl_store_open_sqlite(path, &F.store, err, sizeof(err)), 0);
+	assert_int_equal(cnl_api_bootstrap(F.store, "root", "pw-root",
+	                                   CNL_AUTH_SCRYPT_LN_MIN, err,
+	                                   sizeof(err)),
+	                 0);
+	assert_int_equal(cnl_api_new(
+	                     &(struct cnl_api_config){
+	                         .store = F.store,
+	                         .jwt_key = (const uint8_t *)SECRET,
+	                         .jwt_key_len = strlen(SECRET),
+	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
+	                         .node_lost_ms = LOST_MS,
+	                     },
+	                     &F.api),
+	                 0);
+	struct cnl_api_listen l = {.host = "127.0.0.1"};
+	l.routes = cnl_api_routes(&l.nroutes);
+	if (cnl_api_start(F.api, &l, &F.srv, err, sizeof(err)) < 0)
+		fail_msg("start: %s", err);
+	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
+	         (unsigned)cnl_http_server_port(F.srv));
+
+	login(ADMIN);
+	for (int w = AGENT; w < NWHO; w++) {
+		make_user(w);
+		login(w);
+	}
+	o = call_ok("GET", "/v1/projects", ADMIN, NULL, 200);
+	snprintf(F.sys, sizeof(F.sys), "%s",
+	         str(json_array_get(json_object_get(o, "items"), 0), "id"));
+	json_decref(o);
+	grant(F.sys, AGENT, "agent");
+	make_project("vision", F.proj_a);
+	make_project("nlp", F.proj_b);
+	grant(F.proj_a, PADMIN, "project-admin");
+	grant(F.proj_a, MEMBER, "member");
+	grant(F.proj_a, VIEWER, "viewer");
+	grant(F.proj_b, BOB, "member");
+	register_node("n1", 2, F.node1);
+	register_node("n2", 1, F.node2);
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char cmd[128];
+
+	cnl_http_server_free(F.srv);
+	cnl_api_free(F.api);
+	cnl_store_close(F.store);
+	snprintf(cmd, sizeof(cmd), "%s/cnlab.db", F.dir);
+	unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/cnlab.db-wal", F.dir);
+	unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/cnlab.db-shm", F.dir);
+	unlink(cmd);
+	rmdir(F.dir);
+	curl_global_cleanup();
+	return 0;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_node_registration(void **state)
+{
+	struct reply r;
+	json_t *o;
+
+	/* An agent restarting registers again: the same node. */
+	o = call_ok("POST", "/v1/nodes", AGENT,
+	            "{\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":"
+	            "2,\"cpu_milli\":64000,\"mem_mib\":512000}",
+	            200);
+	assert_string_equal(str(o, "id"), F.node1);
+	assert_true(json_integer_value(json_object_get(o, "lease_ms")) <
+	            LOST_MS);
+	json_decref(o);
+	/* Same name, other inventory: refused. */
+	http("POST", "/v1/nodes", F.token[AGENT],
+	     "{\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":4,"
+	     "\"cpu_milli\":64000,\"mem_mib\":512000}",
+	     &r);
+	assert_error(&r, 409, "conflict");
+	reply_done(&r);
+	/* Bad inventory names the field. */
+	http("POST", "/v1/nodes", F.token[AGENT],
+	     "{\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
+	     "\"cpu_milli\":1,\"mem_mib\":1}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "gpu_type"));
+	reply_done(&r);
+	http("POST", "/v1/nodes", F.token[AGENT],
+	     "{\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_mib\":1,"
+	     "\"colour\":\"red\"}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "colour"));
+	reply_done(&r);
+	/* Only agents and admins register nodes. */
+	http("POST", "/v1/nodes", F.token[MEMBER], "{}", &r);
+	assert_error(&r, 403, "forbidden");
+	reply_done(&r);
+	o = call_ok("GET", "/v1/nodes", ADMIN, NULL, 200);
+	assert_int_equal(json_array_size(json_object_get(o, "items")), 2);
+	json_decref(o);
+}
+
+static void test_job_lifecycle(void **state)
+{
+	char id[CNL_ID_MAX], path[160], body[256];
+	json_t *o, *a, *as;
+	int64_t ep;
+	int n;
+
+	submit(MEMBER, F.proj_a,
+	       "{\"command\":\"python train.py\",\"gpu\":\"h100-25\","
+	       "\"priority\":\"high\"}",
+	       id);
+	o = job(id);
+	assert_string_equal(str(o, "state"), "pending");
+	assert_string_equal(str(o, "priority"), "high");
+	json_decref(o);
+
+	tick(now_ms());
+	n = placed_on(id);
+	assert_true(n == 1 || n == 2);
+	const char *node = n == 1 ? F.node1 : F.node2;
+	as = assignments(node);
+	a = find(as, id);
+	assert_string_equal(str(a, "action"), "run");
+	assert_string_equal(str(a, "command"), "python train.py");
+	assert_string_equal(str(a, "kind"), "job");
+	/* 25% of an H100 is above 14: a MIG instance covering it (R2). */
+	assert_true(json_integer_value(json_object_get(
+	                json_object_get(a, "gpu"), "blocks")) >= 25);
+	assert_true(json_is_string(
+	    json_object_get(json_object_get(a, "gpu"), "mig_profile")));
+	ep = epoch_of(a);
+	assert_true(ep >= 1);
+	json_decref(as);
+	o = job(id);
+	assert_string_equal(str(o, "state"), "running");
+	assert_string_equal(str(json_object_get(o, "status"), "phase"),
+	                    "assigned");
+	json_decref(o);
+
+	/* The agent starts it, streams output, and it ends. */
+	assert_int_equal(report(node, id, ep, "running", 0), 200);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/logs", node);
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"stream\":\"stdout\","
+	         "\"data\":\"epoch 1 loss 0.5\\n\"}",
+	         id, (long long)ep);
+	json_decref(call_ok("POST", path, AGENT, body, 201));
+	snprintf(path, sizeof(path), "/v1/jobs/%s/logs", id);
+	o = call_ok("GET", path, VIEWER, NULL, 200);
+	assert_int_equal(json_array_size(json_object_get(o, "items")), 1);
+	assert_string_equal(
+	    str(json_array_get(json_object_get(o, "items"), 0), "data"),
+	    "epoch 1 loss 0.5\n");
+	json_decref(o);
+	/* The other project cannot read them. */
+	o = call_ok("GET", path, BOB, NULL, 404);
+	json_decref(o);
+	assert_int_equal(report(node, id, ep, "succeeded", 0), 200);
+	o = job(id);
+	assert_string_equal(str(o, "state"), "succeeded");
+	assert_int_equal(json_integer_value(json_object_get(o, "exit_code")),
+	                 0);
+	assert_null(json_object_get(o, "status"));
+	json_decref(o);
+	assert_int_equal(placed_on(id), 0);
+	/* A late report about it is fenced. */
+	assert_int_equal(report(node, id, ep, "failed", 1), 409);
+}
+
+struct poll_arg {
+	uint64_t since;
+	json_t *got;
+	int rc;
+	char buf[65536];
+	size_t len;
+};
+
+static size_t poll_data(char *p, size_t size, size_t n, void *ud)
+{
+	struct poll_arg *pa = ud;
+	size_t add = size * n;
+
+	if (pa->len + add < sizeof(pa->buf)) {
+		memcpy(pa->buf + pa->len, p, add);
+		pa->len += add;
+	}
+	return add;
+}
+
+/* A long poll in its own thread: plain libcurl, no cmocka asserts here. */
+static void *poll_thread(void *p)
+{
+	struct poll_arg *pa = p;
+	char url[300], auth[CNL_AUTH_JWT_MAX + 32];
+	struct curl_slist *h = NULL;
+	CURL *c = curl_easy_init();
+
+	snprintf(url, sizeof(url),
+	         "%s/v1/nodes/%s/assignments?since=%llu&wait=30", tc_base,
+	         F.node2, (unsigned long long)pa->since);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+	         F.token[AGENT]);
+	h = curl_slist_append(h, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, poll_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, pa);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	pa->rc = (int)curl_easy_perform(c);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	pa->buf[pa->len] = '\0';
+	pa->got = json_loads(pa->buf, 0, NULL);
+	return NULL;
+}
+
+static void test_long_poll(void **state)
+{
+	static struct poll_arg pa;
+	char id[CNL_ID_MAX], path[128], cordon[128];
+	pthread_t t;
+	json_t *o;
+
+	/* Cordon n1, so that new work can only go to n2. */
+	snprintf(cordon, sizeof(cordon), "/v1/nodes/%s", F.node1);
+	json_decref(
+	    call_ok("PATCH", cordon, ADMIN, "{\"state\":\"cordoned\"}", 200));
+	tick(now_ms());
+	o = assignments(F.node2);
+	pa.since = (uint64_t)json_integer_value(json_object_get(o, "version"));
+	json_decref(o);
+	/* A poll with nothing new returns at once when asked not to wait. */
+	snprintf(path, sizeof(path), "/v1/nodes/%s/assignments?since=%llu",
+	         F.node2, (unsigned long long)pa.since);
+	o = call_ok("GET", path, AGENT, NULL, 200);
+	assert_int_equal(json_integer_value(json_object_get(o, "version")),
+	                 (json_int_t)pa.since);
+	assert_int_equal(json_array_size(json_object_get(o, "assignments")), 0);
+	json_decref(o);
+
+	assert_int_equal(pthread_create(&t, NULL, poll_thread, &pa), 0);
+	/* Let the poll get parked (if it is not yet, it returns at once
+	 * with the new version anyway), then give n2 work. */
+	usleep(200 * 1000);
+	submit(MEMBER, F.proj_a, "{\"command\":\"lp\",\"gpu\":\"h100-25\"}",
+	       id);
+	tick(now_ms());
+	pthread_join(t, NULL);
+	if (!pa.got)
+		fail_msg("long poll: curl %d, reply %s", pa.rc, pa.buf);
+	assert_true(json_integer_value(json_object_get(pa.got, "version")) >
+	            (json_int_t)pa.since);
+	assert_non_null(find(pa.got, id));
+	json_decref(pa.got);
+	json_decref(call_ok("PATCH", cordon, ADMIN, "{\"state\":\"up\"}", 200));
+	finish(id, "succeeded", 0);
+}
+
+static void test_servers(void **state)
+{
+	char path[160], body[256], id[CNL_ID_MAX];
+	json_t *o, *as, *a;
+	int n;
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_a);
+	o = call_ok("POST", path, MEMBER,
+	            "{\"name\":\"first-experiment\",\"image\":\"pytorch:2.4\","
+	            "\"profile\":\"h100-25pct\",\"storage_gb\":20,"
+	            "\"idle_timeout_s\":1800}",
+	            201);
+	snprintf(id, sizeof(id), "%s", str(o, "id"));
+	assert_string_equal(str(o, "state"), "pending");
+	json_decref(o);
+	/* Names are unique in a project. */
+	json_decref(call_ok("POST", path, MEMBER,
+	                    "{\"name\":\"first-experiment\",\"image\":\"x\","
+	                    "\"profile\":\"h100-25pct\"}",
+	                    409));
+	/* Unknown profile: named. */
+	json_decref(call_ok("POST", path, MEMBER,
+	                    "{\"name\":\"s2\",\"image\":\"x\",\"profile\":"
+	                    "\"tpu-v5\"}",
+	                    400));
+	tick(now_ms());
+	n = placed_on(id);
+	assert_true(n > 0);
+	as = assignments(n == 1 ? F.node1 : F.node2);
+	a = find(as, id);
+	assert_string_equal(str(a, "kind"), "server");
+	assert_string_equal(str(a, "image"), "pytorch:2.4");
+	int64_t ep = epoch_of(a);
+	json_decref(as);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/reports",
+	         n == 1 ? F.node1 : F.node2);
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"state\":\"running\","
+	         "\"url\":\"http://127.0.0.1:8888/\"}",
+	         id, (long long)ep);
+	json_decref(call_ok("POST", path, AGENT, body, 200));
+	snprintf(path, sizeof(path), "/v1/servers/%s", id);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	assert_string_equal(str(o, "state"), "running");
+	assert_string_equal(str(o, "url"), "http://127.0.0.1:8888/");
+	json_decref(o);
+	/* Another project's member can neither see nor stop it. */
+	json_decref(call_ok("GET", path, BOB, NULL, 404));
+	snprintf(path, sizeof(path), "/v1/servers/%s/stop", id);
+	json_decref(call_ok("POST", path, BOB, "{}", 404));
+	json_decref(call_ok("POST", path, VIEWER, "{}", 403));
+	o = call_ok("POST", path, MEMBER, "{}", 200);
+	assert_string_equal(str(o, "state"), "stopping");
+	json_decref(o);
+	as = assignments(n == 1 ? F.node1 : F.node2);
+	assert_string_equal(str(find(as, id), "action"), "stop");
+	json_decref(as);
+	assert_int_equal(
+	    report(n == 1 ? F.node1 : F.node2, id, ep, "stopped", 0), 200);
+	snprintf(path, sizeof(path), "/v1/servers/%s", id);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	assert_string_equal(str(o, "state"), "stopped");
+	json_decref(o);
+	/* Start again: pending, then placed under a new epoch. */
+	snprintf(path, sizeof(path), "/v1/servers/%s/start", id);
+	o = call_ok("POST", path, MEMBER, "{}", 200);
+	assert_string_equal(str(o, "state"), "pending");
+	json_decref(o);
+	tick(now_ms());
+	n = placed_on(id);
+	as = assignments(n == 1 ? F.node1 : F.node2);
+	assert_true(epoch_of(find(as, id)) > ep);
+	json_decref(as);
+	snprintf(path, sizeof(path), "/v1/servers/%s/stop", id);
+	json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	finish(id, "stopped", 0);
+}
+
+static void test_profiles(void **state)
+{
+	json_t *o, *items;
+	bool saw_h100 = false, saw_a100 = false;
+
+	o = call_ok("GET", "/v1/profiles", VIEWER, NULL, 200);
+	items = json_object_get(o, "items");
+	assert_int_equal(json_array_size(items), 4);
+	for (size_t i = 0; i < json_array_size(items); i++) {
+		json_t *p = json_array_get(items, i);
+		json_t *av = json_object_get(p, "availability");
+
+		if (strcmp(str(p, "name"), "h100-25pct") == 0) {
+			saw_h100 = true;
+			assert_string_equal(str(p, "slice"), "25%");
+			assert_true(json_is_true(json_object_get(av, "now")));
+		}
+		if (strcmp(str(p, "name"), "a100-50pct") == 0) {
+			/* No A100 in this cluster: never, not "now". */
+			saw_a100 = true;
+			assert_true(json_is_false(json_object_get(av, "now")));
+			assert_true(json_is_null(
+			    json_object_get(av, "estimated_start")));
+		}
+	}
+	assert_true(saw_h100 && saw_a100);
+	json_decref(o);
+	/* Admins define profiles; the shape is checked and named. */
+	json_decref(call_ok("POST", "/v1/profiles", PADMIN,
+	                    "{\"name\":\"x\",\"gpu\":\"h100-5\"}", 403));
+	o = call_ok("POST", "/v1/profiles", ADMIN,
+	            "{\"name\":\"h100-tiny\",\"gpu\":\"h100-200\"}", 400);
+	assert_non_null(strstr(json_string_value(json_object_get(
+	                           json_object_get(o, "error"), "message")),
+	                       "\"gpu\""));
+	json_decref(o);
+	o = call_ok("POST", "/v1/profiles", ADMIN,
+	            "{\"name\":\"h100-tiny\",\"gpu\":\"h100-5\"}", 200);
+	assert_string_equal(str(o, "slice"), "5%");
+	json_decref(o);
+	json_decref(
+	    call_ok("DELETE", "/v1/profiles/h100-tiny", ADMIN, NULL, 200));
+	json_decref(
+	    call_ok("DELETE", "/v1/profiles/h100-tiny", ADMIN, NULL, 404));
+}
+
+static void test_quota(void **state)
+{
+	char path[160], id[CNL_ID_MAX];
+	struct reply r;
+	json_t *o, *p;
+
+	/* Run a 25-block job for 10 (metered) seconds. */
+	submit(PADMIN, F.proj_a, "{\"command\":\"q\",\"gpu\":\"h100-25\"}", id);
+	int64_t t = now_ms();
+	tick(t);
+	tick(t + 10000);
+	finish(id, "succeeded", 0);
+	/* 25 blocks x 10 s = 250 block-s = 0.000694 GPU-hours. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/quota", F.proj_a);
+	json_decref(call_ok("PUT", path, PADMIN, "{\"gpu_hours\":1}", 403));
+	json_decref(call_ok("PUT", path, ADMIN, "{\"gpu_hours\":-1}", 400));
+	o = call_ok("PUT", path, ADMIN,
+	            "{\"gpu_hours\":0.0005,\"concurrent_servers\":5}", 200);
+	json_decref(o);
+	o = call_ok("GET", "/v1/quota", MEMBER, NULL, 200);
+	p = json_array_get(json_object_get(o, "projects"), 0);
+	assert_string_equal(str(p, "project"), "vision");
+	json_t *gh = json_object_get(p, "gpu_hours");
+	assert_true(json_real_value(json_object_get(gh, "used")) >= 0.0006);
+	assert_true(json_real_value(json_object_get(gh, "limit")) == 0.0005);
+	assert_true(json_real_value(json_object_get(gh, "percent")) >= 100);
+	json_decref(o);
+	/* Beyond quota: refused, naming the limit; nothing is stored. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	http("POST", path, F.token[MEMBER],
+	     "{\"command\":\"more\",\"gpu\":\"h100-25\"}", &r);
+	assert_error(&r, 403, "quota_exceeded");
+	assert_non_null(strstr(err_message(&r), "GPU-hours"));
+	assert_non_null(strstr(err_message(&r), "vision"));
+	reply_done(&r);
+	/* Project B is not affected. */
+	submit(BOB, F.proj_b, "{\"command\":\"b\",\"gpu\":\"h100-10\"}", id);
+	tick(now_ms());
+	finish(id, "succeeded", 0);
+	/* Concurrent servers. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/quota", F.proj_b);
+	json_decref(
+	    call_ok("PUT", path, ADMIN, "{\"concurrent_servers\":1}", 200));
+	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_b);
+	o = call_ok("POST", path, BOB,
+	            "{\"name\":\"nb1\",\"image\":\"x\",\"profile\":"
+	            "\"h100-25pct\"}",
+	            201);
+	snprintf(id, sizeof(id), "%s", str(o, "id"));
+	json_decref(o);
+	http("POST", path, F.token[BOB],
+	     "{\"name\":\"nb2\",\"image\":\"x\",\"profile\":\"h100-25pct\"}",
+	     &r);
+	assert_error(&r, 403, "quota_exceeded");
+	assert_non_null(strstr(err_message(&r), "concurrent servers"));
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/servers/%s/stop", id);
+	json_decref(call_ok("POST", path, BOB, "{}", 200));
+	/* Lift A's limit for the tests that follow. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/quota", F.proj_a);
+	json_decref(call_ok("PUT", path, ADMIN, "{\"gpu_hours\":null}", 200));
+}
+
+static void test_preemption(void **state)
+{
+	char low[3][CNL_ID_MAX], crit[CNL_ID_MAX];
+	json_t *o;
+	int64_t t = now_ms();
+	int victims = 0;
+
+	/* Three GPUs, three low-priority whole-GPU jobs. */
+	for (int i = 0; i < 3; i++)
+		submit(MEMBER, F.proj_a,
+		       "{\"command\":\"low\",\"gpu\":\"h100-full\","
+		       "\"priority\":\"low\"}",
+		       low[i]);
+	tick(t);
+	for (int i = 0; i < 3; i++)
+		assert_true(placed_on(low[i]) > 0);
+	submit(BOB, F.proj_b,
+	       "{\"command\":\"urgent\",\"gpu\":\"h100-full\",\"priority\":"
+	       "\"critical\"}",
+	       crit);
+	/* Eleven minutes on (victims must have run ten). */
+	tick(t + 11 * 60 * 1000);
+	for (int i = 0; i < 3; i++) {
+		int n = placed_on(low[i]);
+		json_t *as = assignments(n == 1 ? F.node1 : F.node2);
+		json_t *a = find(as, low[i]);
+
+		if (strcmp(str(a, "action"), "stop") == 0) {
+			victims++;
+			assert_true(
+			    json_is_string(json_object_get(a, "kill_at")));
+			/* It exits on the signal: requeued, not failed. */
+			assert_int_equal(report(n == 1 ? F.node1 : F.node2,
+			                        low[i], epoch_of(a), "failed",
+			                        143),
+			                 200);
+			o = job(low[i]);
+			assert_string_equal(str(o, "state"), "pending");
+			json_decref(o);
+		}
+		json_decref(as);
+	}
+	assert_int_equal(victims, 1);
+	assert_true(placed_on(crit) > 0);
+	/* Clean up: cancel everything still active. */
+	for (int i = 0; i < 3; i++) {
+		char path[128];
+
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", low[i]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+		if (placed_on(low[i]))
+			finish(low[i], "failed", 143);
+	}
+	finish(crit, "succeeded", 0);
+}
+
+static void test_node_loss_and_fencing(void **state)
+{
+	char id[CNL_ID_MAX], path[160], body[256];
+	json_t *o, *as;
+	int64_t ep, t1;
+	int n;
+
+	/* A whole GPU on n2 (n1 is cordoned meanwhile). */
+	snprintf(path, sizeof(path), "/v1/nodes/%s", F.node1);
+	json_decref(
+	    call_ok("PATCH", path, ADMIN, "{\"state\":\"cordoned\"}", 200));
+	submit(MEMBER, F.proj_a, "{\"command\":\"long\",\"gpu\":\"h100-full\"}",
+	       id);
+	tick(now_ms());
+	assert_int_equal(placed_on(id), 2);
+	json_decref(call_ok("PATCH", path, ADMIN, "{\"state\":\"up\"}", 200));
+	as = assignments(F.node2);
+	ep = epoch_of(find(as, id));
+	json_decref(as);
+	assert_int_equal(report(F.node2, id, ep, "running", 0), 200);
+	t1 = now_ms(); /* n2's last word */
+	usleep(5000);
+	/* n1 keeps heartbeating; n2 falls silent past the timeout. */
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", F.node1);
+	json_decref(call_ok("POST", path, AGENT, "{}", 200));
+	tick(t1 + LOST_MS + 1);
+	o = call_ok("GET", "/v1/nodes", ADMIN, NULL, 200);
+	for (size_t i = 0; i < 2; i++) {
+		json_t *nd = json_array_get(json_object_get(o, "items"), i);
+
+		assert_string_equal(str(nd, "state"),
+		                    strcmp(str(nd, "id"), F.node2) == 0 ? "lost"
+		                                                        : "up");
+	}
+	json_decref(o);
+	/* The job moved to n1 under a new epoch; never on both. */
+	n = placed_on(id);
+	assert_int_equal(n, 1);
+	as = assignments(F.node1);
+	assert_true(epoch_of(find(as, id)) > ep);
+	int64_t ep2 = epoch_of(find(as, id));
+	json_decref(as);
+	/* n2 comes back: its report under the old epoch is refused, and its
+	 * heartbeat tells it to stop the job. */
+	assert_int_equal(report(F.node2, id, ep, "succeeded", 0), 409);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", F.node2);
+	snprintf(body, sizeof(body),
+	         "{\"epoch\":1,\"running\":[{\"id\":\"%s\",\"epoch\":%lld}]}",
+	         id, (long long)ep);
+	o = call_ok("POST", path, AGENT, body, 200);
+	assert_int_equal(json_array_size(json_object_get(o, "stop")), 1);
+	assert_string_equal(
+	    json_string_value(json_array_get(json_object_get(o, "stop"), 0)),
+	    id);
+	assert_int_equal(json_integer_value(json_object_get(o, "epoch")), 2);
+	assert_string_equal(str(o, "state"), "up");
+	json_decref(o);
+	o = job(id);
+	assert_string_equal(str(o, "state"), "running");
+	json_decref(o);
+	assert_int_equal(report(F.node1, id, ep2, "succeeded", 0), 200);
+	o = job(id);
+	assert_string_equal(str(o, "state"), "succeeded");
+	json_decref(o);
+	/* The audit log recorded the stop order and verifies. */
+	o = call_ok("GET", "/v1/audit/verify", ADMIN, NULL, 200);
+	assert_true(json_is_true(json_object_get(o, "ok")));
+	json_decref(o);
+}
+
+static void test_metrics_promtool(void **state)
+{
+	char file[128];
+	struct reply r;
+	FILE *f;
+	pid_t pid;
+	int st, fd[2];
+	char out[4096] = "";
+	ssize_t got, len = 0;
+
+	http("GET", "/metrics", NULL, NULL, &r);
+	expect(&r, 200, "metrics");
+	assert_non_null(strstr(r.content_type, "text/plain"));
+	assert_non_null(strstr(r.raw, "cnlab_queue_depth{priority=\"low\"}"));
+	assert_non_null(strstr(r.raw, "cnlab_gpu_blocks{gpu_type="
+	                              "\"H100-80GB-SXM\",state=\"free\"}"));
+	assert_non_null(strstr(r.raw, "cnlab_scheduling_cycle_seconds_count"));
+	assert_non_null(strstr(r.raw, "cnlab_http_requests_total{method="
+	                              "\"POST\",route=\"/v1/projects/"
+	                              "{project}/jobs\",code=\"2xx\"}"));
+	assert_non_null(strstr(r.raw, "cnlab_quota_used_ratio"));
+	snprintf(file, sizeof(file), "%s/metrics.txt", F.dir);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	fputs(r.raw, f);
+	fclose(f);
+	reply_done(&r);
+	/* promtool check metrics < file: no output, exit 0. */
+	assert_int_equal(pipe(fd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int in = open(file, 0);
+
+		dup2(in, 0);
+		dup2(fd[1], 1);
+		dup2(fd[1], 2);
+		execlp("promtool", "promtool", "check", "metrics",
+		       (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	while ((got = read(fd[0], out + len, sizeof(out) - 1 - (size_t)len)) >
+	       0)
+		len += got;
+	close(fd[0]);
+	waitpid(pid, &st, 0);
+	if (WEXITSTATUS(st) == 127)
+		fail_msg("promtool is not installed (scripts/bootstrap "
+		         "installs it)");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || len > 0)
+		fail_msg("promtool: status %d: %s", WEXITSTATUS(st), out);
+	unlink(file);
+}
+
+/*
+ * Every route x every role x own and other project.  The expected answer
+ * comes from the row's permission: anonymous callers get 401; a role
+ * below the route's gets 403; a caller with no role in the project the
+ * path names gets 404 (as if it did not exist); everyone else passes
+ * authorization (whatever the handler then says about the empty body).
+ */
+static void test_route_role_matrix(void **state)
+{
+	enum { OWN, OTHER };
+	const int roles[] = {ADMIN, AGENT, PADMIN, MEMBER, VIEWER, -1};
+	const struct cnl_http_route *rt;
+	char job_a[CNL_ID_MAX], job_b[CNL_ID_MAX], srv_a[CNL_ID_MAX],
+	    srv_b[CNL_ID_MAX], path[256];
+	size_t n;
+	json_t *o;
+	int checked = 0;
+
+	submit(MEMBER, F.proj_a, "{\"command\":\"m\",\"gpu\":\"h100-1\"}",
+	       job_a);
+	submit(BOB, F.proj_b, "{\"command\":\"m\",\"gpu\":\"h100-1\"}", job_b);
+	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_a);
+	o = call_ok("POST", path, MEMBER,
+	            "{\"name\":\"mx\",\"image\":\"x\",\"profile\":"
+	            "\"h100-25pct\"}",
+	            201);
+	snprintf(srv_a, sizeof(srv_a), "%s", str(o, "id"));
+	json_decref(o);
+	snprintf(path, sizeof(path), "/v1/projects/%s/quota", F.proj_b);
+	json_decref(
+	    call_ok("PUT", path, ADMIN, "{\"concurrent_servers\":null}", 200));
+	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_b);
+	o = call_ok("POST", path, BOB,
+	            "{\"name\":\"mx\",\"image\":\"x\",\"profile\":"
+	            "\"h100-25pct\"}",
+	            201);
+	snprintf(srv_b, sizeof(srv_b), "%s", str(o, "id"));
+	json_decref(o);
+
+	rt = cnl_api_routes(&n);
+	for (size_t i = 0; i < n; i++) {
+		bool project = rt[i].perm == CNL_PERM_PROJECT_VIEW ||
+		               rt[i].perm == CNL_PERM_PROJECT_MEMBER ||
+		               rt[i].perm == CNL_PERM_PROJECT_ADMIN;
+		int need = rt[i].perm == CNL_PERM_PROJECT_VIEW     ? 1
+		           : rt[i].perm == CNL_PERM_PROJECT_MEMBER ? 2
+		                                                   : 3;
+
+		/* Logging in and out is tested elsewhere; skip token
+		 * deletion, which would need a token per caller. */
+		if (strcmp(rt[i].pattern, "/v1/auth/login") == 0)
+			continue;
+		for (int side = OWN; side <= OTHER; side++) {
+			if (!project && side == OTHER)
+				continue;
+			for (size_t k = 0; k < CNL_ARRAY_SIZE(roles); k++) {
+				int w = roles[k];
+				const char *p = rt[i].pattern;
+				char *o2 = path;
+				struct reply r;
+				long want;
+
+				/* Fill in the path's parameters. */
+				while (*p) {
+					const char *v = NULL;
+					size_t len = 0;
+
+					if (*p == '{') {
+						const char *e = strchr(p, '}');
+
+						len = (size_t)(e - p + 1);
+						if (!strncmp(p, "{project}",
+						             len))
+							v = side ? F.proj_b
+							         : F.proj_a;
+						else if (!strncmp(p, "{job}",
+						                  len))
+							v = side ? job_b
+							         : job_a;
+						else if (!strncmp(p, "{server}",
+						                  len))
+							v = side ? srv_b
+							         : srv_a;
+						else if (!strncmp(p, "{node}",
+						                  len))
+							v = F.node1;
+						else if (!strncmp(p, "{user}",
+						                  len))
+							v = F.uid[BOB];
+						else
+							v = "none";
+						o2 += snprintf(
+						    o2,
+						    sizeof(path) -
+						        (size_t)(o2 - path),
+						    "%s", v);
+						p += len;
+					} else {
+						*o2++ = *p++;
+					}
+				}
+				*o2 = '\0';
+				/* The expectation. */
+				if (rt[i].perm == CNL_PERM_PUBLIC)
+					want = 0;
+				else if (w < 0)
+					want = 401;
+				else if (rt[i].perm == CNL_PERM_AUTHENTICATED)
+					want = 0;
+				else if (rt[i].perm == CNL_PERM_ADMIN)
+					want = w == ADMIN ? 0 : 403;
+				else if (rt[i].perm == CNL_PERM_AGENT)
+					want =
+					    w == ADMIN || w == AGENT ? 0 : 403;
+				else if (w == ADMIN)
+					want = 0;
+				else if (side == OTHER || w == AGENT)
+					want = 404;
+				else
+					want = (w == PADMIN   ? 3
+					        : w == MEMBER ? 2
+					                      : 1) >= need
+					           ? 0
+					           : 403;
+				http(rt[i].method, path,
+				     w >= 0 ? F.token[w] : NULL,
+				     strcmp(rt[i].method, "GET") == 0 ? NULL
+				                                      : "{}",
+				     &r);
+				if (want
+				        ? r.status != want
+				        : (r.status == 401 || r.status == 403 ||
+				           (project && r.status == 404)))
+					fail_msg(
+					    "%s %s as %s: want %ld, got %ld "
+					    "%s",
+					    rt[i].method, path,
+					    w >= 0 ? who_name[w] : "anonymous",
+					    want, r.status, r.raw);
+				reply_done(&r);
+				checked++;
+			}
+		}
+	}
+	assert_true(checked > 200);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_node_registration),
+	    cmocka_unit_test(test_job_lifecycle),
+	    cmocka_unit_test(test_long_poll),
+	    cmocka_unit_test(test_servers),
+	    cmocka_unit_test(test_profiles),
+	    cmocka_unit_test(test_quota),
+	    cmocka_unit_test(test_preemption),
+	    cmocka_unit_test(test_node_loss_and_fencing),
+	    cmocka_unit_test(test_metrics_promtool),
+	    cmocka_unit_test(test_route_role_matrix),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
