@@ -2,7 +2,10 @@
 # cnlabd.sh - the cnlabd binary end to end: --help, refusal to start without
 # a JWT secret (or with a short one), start on port 0 with --bootstrap-admin
 # and the "listening on" line, /healthz and a login over real HTTP, a
-# restart on the same data directory, and a clean exit on SIGTERM.
+# restart on the same data directory, and a clean exit on SIGTERM; the
+# config file and environment overrides; HTTPS with a certificate made
+# here; API tokens; and OIDC ID tokens signed here with a fresh RSA key,
+# verified against a JWKS file.
 set -u
 cnlabd=$1
 tmp=$(mktemp -d)
@@ -69,5 +72,103 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST \
 kill -TERM "$pid"
 wait "$pid"
 pid=
+
+# --- Settings: file < environment < flags ---------------------------------
+cat >"$tmp/bad.conf" <<CONF
+data_dir = $tmp/c
+colour = blue
+CONF
+out=$("$cnlabd" --config "$tmp/bad.conf" 2>&1)
+[ $? = 2 ] && grep -q colour <<<"$out" && ok config-unknown-key || bad "config-unknown-key: $out"
+cat >"$tmp/c.conf" <<CONF
+# a comment
+data_dir = $tmp/c
+policy = no-such-policy
+node_lost_timeout = 10s
+CONF
+out=$("$cnlabd" --config "$tmp/c.conf" --listen 127.0.0.1:0 2>&1)
+grep -q 'no-such-policy' <<<"$out" && ok config-file-read || bad "config-file-read: $out"
+CNLAB_POLICY=fifo start "$tmp/c" --config "$tmp/c.conf" --bootstrap-admin root &&
+	ok env-overrides-file || bad "env-overrides-file: $(cat "$tmp/err")"
+kill -TERM "$pid"; wait "$pid"; pid=
+
+# --- HTTPS -----------------------------------------------------------------
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" \
+	-out "$tmp/cert.pem" -subj /CN=127.0.0.1 -days 1 \
+	-addext subjectAltName=IP:127.0.0.1 2>/dev/null
+cat >"$tmp/tls.conf" <<CONF
+tls_cert = $tmp/cert.pem
+tls_key = $tmp/key.pem
+CONF
+start "$tmp/d" --config "$tmp/tls.conf" && ok tls-start || bad "tls-start: $(cat "$tmp/err")"
+body=$(curl -sS --cacert "$tmp/cert.pem" "https://127.0.0.1:$port/healthz")
+[ "$body" = '{"status":"ok"}' ] && ok https || bad "https: $body"
+curl -sS -m 5 "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 &&
+	bad "plain http answered on the TLS port" || ok tls-only
+tok=$(curl -sS --cacert "$tmp/cert.pem" -X POST \
+	-d '{"user":"root","password":"hunter2-but-longer"}' \
+	"https://127.0.0.1:$port/v1/auth/login" | jq -r .token)
+[ "${#tok}" -gt 20 ] && ok https-login || bad "https-login: $tok"
+kill -TERM "$pid"; wait "$pid"; pid=
+
+# --- API tokens --------------------------------------------------------------
+start "$tmp/d" && ok restart-plain || bad restart-plain
+base=http://127.0.0.1:$port
+tok=$(curl -sS -X POST -d '{"user":"root","password":"hunter2-but-longer"}' \
+	"$base/v1/auth/login" | jq -r .token)
+api=$(curl -sS -X POST -H "Authorization: Bearer $tok" \
+	-d '{"name":"ci","expires_in_days":1}' "$base/v1/auth/tokens")
+atok=$(jq -r .token <<<"$api")
+aid=$(jq -r .id <<<"$api")
+who=$(curl -sS -H "Authorization: Bearer $atok" "$base/v1/auth/whoami" | jq -r .name)
+[ "$who" = root ] && ok api-token || bad "api-token: $api / $who"
+curl -sS -H "Authorization: Bearer $tok" "$base/v1/auth/tokens" |
+	jq -e '.items[0].name == "ci" and (.items[0] | has("token") | not)' >/dev/null &&
+	ok api-token-list-hides-secret || bad api-token-list
+curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $tok" "$base/v1/auth/tokens/$aid"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $atok" "$base/v1/auth/whoami")
+[ "$code" = 401 ] && ok api-token-revoked || bad "api-token-revoked: $code"
+kill -TERM "$pid"; wait "$pid"; pid=
+
+# --- OIDC ------------------------------------------------------------------
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+openssl genrsa -out "$tmp/idp.pem" 2048 2>/dev/null
+n=$(openssl rsa -in "$tmp/idp.pem" -noout -modulus 2>/dev/null | cut -d= -f2 |
+	xxd -r -p | b64url)
+printf '{"keys":[{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":"%s","e":"AQAB"}]}' \
+	"$n" >"$tmp/jwks.json"
+cat >"$tmp/oidc.conf" <<CONF
+oidc_issuer = https://idp.example
+oidc_audience = cnlab-cli
+oidc_jwks_file = $tmp/jwks.json
+CONF
+now=$(date +%s)
+idtoken() { # idtoken USER [ISSUER]
+	local h p s
+	h=$(printf '{"alg":"RS256","kid":"k1","typ":"JWT"}' | b64url)
+	p=$(printf '{"iss":"%s","aud":"cnlab-cli","sub":"u-%s","preferred_username":"%s","iat":%d,"exp":%d}' \
+		"${2:-https://idp.example}" "$1" "$1" "$now" $((now + 600)) | b64url)
+	s=$(printf '%s.%s' "$h" "$p" | openssl dgst -sha256 -sign "$tmp/idp.pem" -binary | b64url)
+	printf '%s.%s.%s' "$h" "$p" "$s"
+}
+start "$tmp/d" --config "$tmp/oidc.conf" && ok oidc-start || bad "oidc-start: $(cat "$tmp/err")"
+base=http://127.0.0.1:$port
+who=$(curl -sS -H "Authorization: Bearer $(idtoken root)" "$base/v1/auth/whoami" | jq -r .name)
+[ "$who" = root ] && ok oidc-id-token || bad "oidc-id-token: $who"
+code=$(curl -sS -o /dev/null -w '%{http_code}' \
+	-H "Authorization: Bearer $(idtoken root https://evil.example)" "$base/v1/auth/whoami")
+[ "$code" = 401 ] && ok oidc-wrong-issuer || bad "oidc-wrong-issuer: $code"
+t=$(idtoken root)
+sig=${t##*.}
+c=${sig:20:1}
+[ "$c" = A ] && c=B || c=A
+t="${t%.*}.${sig:0:20}$c${sig:21}" # one signature byte changed
+code=$(curl -sS -o /dev/null -w '%{http_code}' \
+	-H "Authorization: Bearer $t" "$base/v1/auth/whoami")
+[ "$code" = 401 ] && ok oidc-bad-signature || bad "oidc-bad-signature: $code"
+code=$(curl -sS -o /dev/null -w '%{http_code}' \
+	-H "Authorization: Bearer $(idtoken nobody)" "$base/v1/auth/whoami")
+[ "$code" = 401 ] && ok oidc-unknown-user || bad "oidc-unknown-user: $code"
+kill -TERM "$pid"; wait "$pid"; pid=
 
 [ "$fails" = 0 ] || exit 1
