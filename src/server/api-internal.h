@@ -113,6 +113,9 @@ int cnl_api_get_idem_key(struct cnl_http_request *req,
 	X(h_job_get)           \
 	X(h_job_cancel)        \
 	X(h_job_logs)          \
+	X(h_job_artifacts)     \
+	X(h_job_artifact_get)  \
+	X(h_node_artifacts)    \
 	X(h_servers_create)    \
 	X(h_servers_list)      \
 	X(h_server_get)        \

@@ -29,6 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -1025,11 +1028,27 @@ static void node_reply(struct cnl_http_response *resp, int status, json_t *body,
 H(h_nodes_list)
 {
 	struct call *c = call;
+	json_t *all, *items;
+	const char *after, *last = NULL;
+	int limit, n = 0;
 
-	cnl_http_reply(resp, 200,
-	               json_pack("{s:o,s:n}", "items",
-	                         cnl_ctl_nodes_json(c->api->ctl, c->now_ms),
-	                         "next"));
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	/* Node ids sort by registration time, the order of the list. */
+	all = cnl_ctl_nodes_json(c->api->ctl, c->now_ms);
+	items = json_array();
+	for (size_t i = 0; i < json_array_size(all) && n < limit; i++) {
+		json_t *o = json_array_get(all, i);
+		const char *id = json_string_value(json_object_get(o, "id"));
+
+		if (after && strcmp(id, after) <= 0)
+			continue;
+		json_array_append(items, o);
+		last = id;
+		n++;
+	}
+	cnl_http_reply(resp, 200, cnl_api_page_json(items, n, limit, last));
+	json_decref(all);
 }
 
 H(h_nodes_register)
@@ -1612,4 +1631,165 @@ H(h_metrics)
 	resp->status = 200;
 	resp->text = b.p ? b.p : cnl_xstrdup("");
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+/* ---- artifacts ----------------------------------------------------------- */
+
+/* Largest artifact kept by the control plane (decoded bytes). */
+#define ARTIFACT_MAX (512 * 1024)
+
+/* Decode standard base64 @in into a new buffer; its length in *@ret_n.
+ * NULL for malformed input or more than ARTIFACT_MAX bytes. */
+static uint8_t *b64_decode(const char *in, size_t *ret_n)
+{
+	size_t len = strlen(in), pad = 0;
+	uint8_t *out;
+	int n;
+
+	if (len % 4 || len / 4 * 3 > ARTIFACT_MAX + 2)
+		return NULL;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)in[i]) && in[i] != '+' &&
+		    in[i] != '/' && !(in[i] == '=' && i >= len - 2))
+			return NULL;
+	if (len && in[len - 1] == '=')
+		pad++;
+	if (len > 1 && in[len - 2] == '=')
+		pad++;
+	out = cnl_xmalloc(len / 4 * 3 + 1);
+	n = EVP_DecodeBlock(out, (const unsigned char *)in, (int)len);
+	if (n < 0 || (size_t)n < pad || (size_t)n - pad > ARTIFACT_MAX) {
+		free(out);
+		return NULL;
+	}
+	*ret_n = (size_t)n - pad;
+	return out;
+}
+
+/* Files a job left in its artifacts directory, sent by its agent. */
+H(h_node_artifacts)
+{
+	static const char *const fields[] = {"id", "epoch", "name",
+	                                     "data_base64", NULL};
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node"), *id, *name, *data;
+	char did[CNL_STORE_DOC_ID_MAX], hex[2 * SHA256_DIGEST_LENGTH + 1];
+	uint8_t md[SHA256_DIGEST_LENGTH], *bytes;
+	int64_t epoch;
+	size_t n;
+	char err[256];
+	json_t *body, *o;
+	int r;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
+	    !(name = cnl_api_get_name(body, "name", resp)))
+		goto out;
+	snprintf(c->target, sizeof(c->target), "%s/%s", id, name);
+	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
+	                     sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "data_base64", true, &data, err,
+	                        sizeof(err)) < 0) {
+		bad(resp, err);
+		goto out;
+	}
+	if (!(bytes = b64_decode(data, &n))) {
+		bad(resp, "field \"data_base64\": must be base64 of at most "
+		          "512 KiB");
+		goto out;
+	}
+	SHA256(bytes, n, md);
+	free(bytes);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this work is no longer "
+		               "assigned to this node under that epoch");
+		goto out;
+	}
+	snprintf(did, sizeof(did), "%s/%s", id, name);
+	o = json_pack("{s:s,s:I,s:s,s:s}", "name", name, "size", (json_int_t)n,
+	              "sha256", hex, "data_base64", data);
+	r = doc_save(c, "artifact", did, id, name, o, false);
+	json_decref(o);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "artifact");
+		goto out;
+	}
+	cnl_http_reply(resp, 201,
+	               json_pack("{s:s,s:I,s:s}", "name", name, "size",
+	                         (json_int_t)n, "sha256", hex));
+out:
+	json_decref(body);
+}
+
+H(h_job_artifacts)
+{
+	struct call *c = call;
+	struct cnl_store_doc *d;
+	const char *after;
+	int limit, n = 0, r;
+	json_t *items;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	d = cnl_xcalloc((size_t)limit, sizeof(*d));
+	r = cnl_store_doc_list(c->api->store, "artifact", c->job.id, after,
+	                       limit, d, &n);
+	if (r < 0) {
+		free(d);
+		cnl_api_store_error(c, resp, r, "artifact");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *o = json_loads(d[i].body, 0, NULL);
+
+		if (!o)
+			continue;
+		json_object_del(o, "data_base64");
+		json_object_set_new(o, "at",
+		                    cnl_api_time_json(d[i].updated_ms));
+		json_array_append_new(items, o);
+	}
+	cnl_http_reply(
+	    resp, 200,
+	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
+	cnl_store_docs_done(d, n);
+	free(d);
+}
+
+/* The artifact's bytes, as the job wrote them. */
+H(h_job_artifact_get)
+{
+	struct call *c = call;
+	const char *name = cnl_http_param(req, "name");
+	char did[CNL_STORE_DOC_ID_MAX];
+	json_t *o = NULL;
+	uint8_t *bytes;
+	size_t n;
+	int r;
+
+	snprintf(did, sizeof(did), "%s/%s", c->job.id, name);
+	if ((r = doc_json(c->api->store, "artifact", did, &o)) < 0) {
+		cnl_api_store_error(c, resp, r, "artifact");
+		return;
+	}
+	bytes = b64_decode(
+	    json_string_value(json_object_get(o, "data_base64")) ?: "", &n);
+	json_decref(o);
+	if (!bytes) {
+		cnl_http_error(resp, 500, "internal", "artifact unreadable");
+		return;
+	}
+	resp->status = 200;
+	resp->text = (char *)bytes;
+	resp->text_len = n;
+	resp->content_type = "application/octet-stream";
+	if (n == 0) {
+		/* An empty file: send "" (the transport sends strlen). */
+		bytes[0] = '\0';
+	}
 }

@@ -1423,7 +1423,7 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 		                           CNL_NODE_DOWN);
 		return set_err(err, errlen, 500, "cannot store the node");
 	}
-	ctl->dirty = true;
+	cnl_ctl_kick(ctl);
 	*ret = node_reply(ctl, n);
 	return 201;
 }
@@ -1456,7 +1456,7 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node, json_t *body,
 		}
 		cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i,
 		                           CNL_NODE_UP);
-		ctl->dirty = true;
+		cnl_ctl_kick(ctl);
 		cnl_log(CNL_LOG_INFO, "node back", "node=%s epoch=%" PRId64,
 		        n->name, n->epoch);
 	}
@@ -1697,7 +1697,7 @@ int cnl_ctl_node_set_state(struct cnl_ctl *ctl, const char *node,
 		return set_err(err, errlen, 500, "cannot store the node");
 	}
 	cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i, map[st]);
-	ctl->dirty = true;
+	cnl_ctl_kick(ctl);
 	*ret = node_reply(ctl, &ctl->nodes[i]);
 	return 200;
 }

@@ -285,6 +285,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 	char *text = NULL;
+	size_t text_len = 0;
 
 	if (resp->status == 0) {
 		cnl_http_error(resp, 500, "internal",
@@ -292,6 +293,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 	}
 	if (resp->text) {
 		text = resp->text; /* sent as the handler wrote it */
+		text_len = resp->text_len;
 		resp->text = NULL;
 		json_decref(resp->body);
 		resp->body = NULL;
@@ -303,7 +305,9 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 		resp->body = NULL;
 		return MHD_NO; /* out of memory: drop the connection */
 	}
-	r = MHD_create_response_from_buffer(text ? strlen(text) : 0,
+	r = MHD_create_response_from_buffer(text_len ? text_len
+	                                    : text   ? strlen(text)
+	                                             : 0,
 	                                    text ? text : (char *)"",
 	                                    MHD_RESPMEM_MUST_COPY);
 	free(text);

@@ -89,6 +89,7 @@ struct cnl_http_response {
 	unsigned status;
 	json_t *body;
 	char *text;
+	size_t text_len; /* 0: strlen(text) */
 	const char *content_type;
 	char allow[CNL_HTTP_ALLOW_MAX]; /* sent as Allow when not empty */
 };

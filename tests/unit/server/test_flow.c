@@ -406,6 +406,44 @@ static void test_job_lifecycle(void **state)
 	/* The other project cannot read them. */
 	o = call_ok("GET", path, BOB, NULL, 404);
 	json_decref(o);
+	/* An artifact comes back byte for byte ("model\0v1" has a NUL). */
+	snprintf(path, sizeof(path), "/v1/nodes/%s/artifacts", node);
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"model.bin\","
+	         "\"data_base64\":\"bW9kZWwAdjE=\"}",
+	         id, (long long)ep);
+	o = call_ok("POST", path, AGENT, body, 201);
+	assert_int_equal(json_integer_value(json_object_get(o, "size")), 8);
+	json_decref(o);
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"x\","
+	         "\"data_base64\":\"not base64!\"}",
+	         id, (long long)ep);
+	json_decref(call_ok("POST", path, AGENT, body, 400));
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"x\","
+	         "\"data_base64\":\"eA==\"}",
+	         id, (long long)ep + 7);
+	json_decref(call_ok("POST", path, AGENT, body, 409));
+	snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts", id);
+	o = call_ok("GET", path, VIEWER, NULL, 200);
+	assert_int_equal(json_array_size(json_object_get(o, "items")), 1);
+	assert_null(json_object_get(
+	    json_array_get(json_object_get(o, "items"), 0), "data_base64"));
+	json_decref(o);
+	{
+		struct reply rr;
+
+		snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts/model.bin",
+		         id);
+		http("GET", path, F.token[MEMBER], NULL, &rr);
+		expect(&rr, 200, "artifact");
+		assert_int_equal(rr.len, 8);
+		assert_memory_equal(rr.raw, "model\0v1", 8);
+		reply_done(&rr);
+	}
+	snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts/model.bin", id);
+	json_decref(call_ok("GET", path, BOB, NULL, 404));
 	assert_int_equal(report(node, id, ep, "succeeded", 0), 200);
 	o = job(id);
 	assert_string_equal(str(o, "state"), "succeeded");
@@ -913,6 +951,25 @@ static void test_route_role_matrix(void **state)
 	            201);
 	snprintf(srv_b, sizeof(srv_b), "%s", str(o, "id"));
 	json_decref(o);
+
+	/* Place both jobs and give each an artifact called "none". */
+	tick(now_ms());
+	for (int k = 0; k < 2; k++) {
+		const char *jid = k ? job_b : job_a;
+		int on = placed_on(jid);
+		const char *node = on == 1 ? F.node1 : F.node2;
+		json_t *as = assignments(node);
+		char body[256];
+
+		assert_true(on > 0);
+		snprintf(path, sizeof(path), "/v1/nodes/%s/artifacts", node);
+		snprintf(body, sizeof(body),
+		         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"none\","
+		         "\"data_base64\":\"eA==\"}",
+		         jid, (long long)epoch_of(find(as, jid)));
+		json_decref(call_ok("POST", path, AGENT, body, 201));
+		json_decref(as);
+	}
 
 	rt = cnl_api_routes(&n);
 	for (size_t i = 0; i < n; i++) {
