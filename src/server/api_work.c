@@ -1793,3 +1793,113 @@ H(h_job_artifact_get)
 		bytes[0] = '\0';
 	}
 }
+
+/* ---- checkpoints --------------------------------------------------------- */
+
+/*
+ * A pre-empted job's checkpoint travels through the control plane: its
+ * agent uploads the files of CNLAB_CHECKPOINT_DIR when the job exits, and
+ * the agent that runs it next (any node) downloads them before starting
+ * it.  Each upload replaces the file of the same name.
+ */
+H(h_node_checkpoint_put)
+{
+	static const char *const fields[] = {"id", "epoch", "name",
+	                                     "data_base64", NULL};
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node"), *id, *name, *data;
+	char did[CNL_STORE_DOC_ID_MAX], err[256];
+	uint8_t *bytes;
+	int64_t epoch;
+	size_t n;
+	json_t *body, *o;
+	int r;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
+	    !(name = cnl_api_get_name(body, "name", resp)))
+		goto out;
+	snprintf(c->target, sizeof(c->target), "%s/%s", id, name);
+	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
+	                     sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "data_base64", true, &data, err,
+	                        sizeof(err)) < 0) {
+		bad(resp, err);
+		goto out;
+	}
+	if (!(bytes = b64_decode(data, &n))) {
+		bad(resp, "field \"data_base64\": must be base64 of at most "
+		          "512 KiB");
+		goto out;
+	}
+	free(bytes);
+	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this work is no longer "
+		               "assigned to this node under that epoch");
+		goto out;
+	}
+	snprintf(did, sizeof(did), "%s/%s", id, name);
+	o = json_pack("{s:s,s:I,s:I,s:s}", "name", name, "size", (json_int_t)n,
+	              "epoch", (json_int_t)epoch, "data_base64", data);
+	r = doc_save(c, "ckpt", did, id, name, o, false);
+	json_decref(o);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "checkpoint");
+		goto out;
+	}
+	cnl_http_reply(
+	    resp, 201,
+	    json_pack("{s:s,s:I}", "name", name, "size", (json_int_t)n));
+out:
+	json_decref(body);
+}
+
+/* GET ?job=ID&epoch=E: the job's latest checkpoint files, with data. */
+H(h_node_checkpoint_get)
+{
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node");
+	const char *job = cnl_http_query(req, "job");
+	const char *qe = cnl_http_query(req, "epoch");
+	struct cnl_store_doc *d;
+	long long epoch;
+	json_t *items;
+	char *end;
+	int n = 0, r;
+
+	if (!job || !qe || strlen(job) >= CNL_ID_MAX) {
+		bad(resp, "query \"job\" and \"epoch\" are required");
+		return;
+	}
+	errno = 0;
+	epoch = strtoll(qe, &end, 10);
+	if (errno || end == qe || *end || epoch < 0) {
+		bad(resp, "query \"epoch\": must be an integer");
+		return;
+	}
+	if (cnl_ctl_fence_check(c->api->ctl, node, job, epoch) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this work is not assigned "
+		               "to this node under that epoch");
+		return;
+	}
+	d = cnl_xcalloc(64, sizeof(*d));
+	r = cnl_store_doc_list(c->api->store, "ckpt", job, NULL, 64, d, &n);
+	if (r < 0) {
+		free(d);
+		cnl_api_store_error(c, resp, r, "checkpoint");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *o = json_loads(d[i].body, 0, NULL);
+
+		if (o)
+			json_array_append_new(items, o);
+	}
+	cnl_http_reply(resp, 200, json_pack("{s:o}", "items", items));
+	cnl_store_docs_done(d, n);
+	free(d);
+}
