@@ -1235,6 +1235,10 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	        .node_lost_ms = cfg->node_lost_ms,
 	        .cycle_interval_ms = cfg->cycle_interval_ms,
 	        .seed = (uint64_t)cnl_time_now_ms(),
+	        .preempt_min_run_ms =
+	            cfg->preempt_min_run_ms ? cfg->preempt_min_run_ms : -1,
+	        .preempt_grace_ms =
+	            cfg->preempt_grace_ms ? cfg->preempt_grace_ms : -1,
 	    },
 	    &api->mu, &api->ctl, err, sizeof(err));
 	if (r < 0) {

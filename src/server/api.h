@@ -60,14 +60,16 @@
 struct cnl_oidc;
 
 struct cnl_api_config {
-	struct cnl_store *store;   /* used under the API's lock only */
-	const uint8_t *jwt_key;    /* HS256 secret, copied */
-	size_t jwt_key_len;        /* >= CNL_API_SECRET_MIN */
-	int scrypt_ln;             /* cost of new hashes; 0: the default */
-	struct cnl_oidc *oidc;     /* NULL: no OIDC; not owned */
-	const char *policy;        /* scheduling policy; NULL: "cnlab" */
-	int64_t node_lost_ms;      /* 0: 30 s */
-	int64_t cycle_interval_ms; /* 0: 1 s */
+	struct cnl_store *store;    /* used under the API's lock only */
+	const uint8_t *jwt_key;     /* HS256 secret, copied */
+	size_t jwt_key_len;         /* >= CNL_API_SECRET_MIN */
+	int scrypt_ln;              /* cost of new hashes; 0: the default */
+	struct cnl_oidc *oidc;      /* NULL: no OIDC; not owned */
+	const char *policy;         /* scheduling policy; NULL: "cnlab" */
+	int64_t node_lost_ms;       /* 0: 30 s */
+	int64_t cycle_interval_ms;  /* 0: 1 s */
+	int64_t preempt_min_run_ms; /* 0: the scheduler's default (10 min) */
+	int64_t preempt_grace_ms;   /* 0: the scheduler's default (5 min) */
 };
 
 /* Where and how cnl_api_start() serves. */

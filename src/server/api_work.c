@@ -544,21 +544,34 @@ json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j)
 	    cnl_api_time_json(j->created_ms), "updated_at",
 	    cnl_api_time_json(j->updated_ms));
 	json_t *live = cnl_ctl_workload_json(c->api->ctl, j->id);
+	json_t *run = json_loads(j->run, 0, NULL);
 
 	if (live)
 		json_object_set_new(o, "status", live);
+	/* Resources asked for, and how it ended, from the run record. */
+	json_object_set_new(
+	    o, "preemptible",
+	    json_boolean(!json_is_false(json_object_get(run, "preemptible"))));
+	if (json_is_string(json_object_get(run, "message")))
+		json_object_set(o, "message", json_object_get(run, "message"));
+	if (json_integer_value(json_object_get(run, "mem_mib")) > 0)
+		json_object_set(o, "mem_mib", json_object_get(run, "mem_mib"));
+	if (json_integer_value(json_object_get(run, "cpu_milli")) > 0)
+		json_object_set(o, "cpu_milli",
+		                json_object_get(run, "cpu_milli"));
+	json_decref(run);
 	return o;
 }
 
 H(h_jobs_create)
 {
 	static const char *const fields[] = {
-	    "command",  "gpu",       "profile",     "priority",
-	    "deadline", "runtime_s", "preemptible", NULL};
+	    "command",   "gpu",         "profile",   "priority", "deadline",
+	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
-	int64_t runtime = 0, start = -1;
+	int64_t runtime = 0, start = -1, cpu = 0, mem = 0;
 	bool preemptible = true, fresh = true;
 	int prio, r;
 	char err[256];
@@ -578,7 +591,11 @@ H(h_jobs_create)
 	    cnl_json_get_int(body, "runtime_s", false, 0, 366LL * 86400,
 	                     &runtime, err, sizeof(err)) < 0 ||
 	    cnl_json_get_bool(body, "preemptible", false, &preemptible, err,
-	                      sizeof(err)) < 0) {
+	                      sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "cpu_milli", false, 1, 1024 * 1000, &cpu,
+	                     err, sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "mem_mib", false, 1, 16LL << 20, &mem, err,
+	                     sizeof(err)) < 0) {
 		bad(resp, err);
 		goto out;
 	}
@@ -632,8 +649,10 @@ H(h_jobs_create)
 	j.priority = prio;
 	j.runtime_ms = runtime * 1000;
 	snprintf(j.state, sizeof(j.state), "pending");
-	snprintf(j.run, sizeof(j.run), "{\"preemptible\":%s}",
-	         preemptible ? "true" : "false");
+	snprintf(j.run, sizeof(j.run),
+	         "{\"preemptible\":%s,\"cpu_milli\":%lld,\"mem_mib\":%lld}",
+	         preemptible ? "true" : "false", (long long)cpu,
+	         (long long)mem);
 	j.created_ms = j.updated_ms = c->now_ms;
 	/* Quota and the deadline apply to new jobs: a retried request
 	 * (same Idempotency-Key) gets its original job back regardless. */

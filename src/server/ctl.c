@@ -71,6 +71,7 @@ struct wl {
 	int preemptions, requeues;
 	int64_t started_ms;
 	char url[CNL_STORE_URL_MAX];
+	char message[160]; /* the agent's word on how it ended */
 };
 
 struct usage {
@@ -235,10 +236,12 @@ static int alloc_from_json(json_t *v, struct cnl_alloc *a)
 static int run_text(struct cnl_ctl *ctl, const struct wl *w, char *buf,
                     size_t len)
 {
-	json_t *o =
-	    json_pack("{s:s,s:I,s:i,s:i}", "phase", phase_names[w->phase],
-	              "epoch", (json_int_t)w->epoch, "preemptions",
-	              w->preemptions, "requeues", w->requeues);
+	json_t *o = json_pack(
+	    "{s:s,s:I,s:i,s:i,s:b,s:I,s:I}", "phase", phase_names[w->phase],
+	    "epoch", (json_int_t)w->epoch, "preemptions", w->preemptions,
+	    "requeues", w->requeues, "preemptible", w->j.preemptible,
+	    "cpu_milli", (json_int_t)w->j.req.cpu_milli, "mem_mib",
+	    (json_int_t)w->j.req.mem_mib);
 	char *t;
 	int r = 0;
 
@@ -252,6 +255,8 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, char *buf,
 			json_object_set_new(o, "not_before_ms",
 			                    json_integer(w->not_before_ms));
 	}
+	if (w->message[0])
+		json_object_set_new(o, "message", json_string(w->message));
 	if (w->phase == PH_STOPPING) {
 		json_object_set_new(o, "signal_ms", json_integer(w->signal_ms));
 		json_object_set_new(o, "kill_ms", json_integer(w->kill_ms));
@@ -639,6 +644,10 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 	cnl_sched_config_default(&sc);
 	if (cfg->policy)
 		snprintf(sc.policy, sizeof(sc.policy), "%s", cfg->policy);
+	if (cfg->preempt_min_run_ms >= 0)
+		sc.min_run_ms = cfg->preempt_min_run_ms;
+	if (cfg->preempt_grace_ms >= 0)
+		sc.grace_ms = cfg->preempt_grace_ms;
 	if ((r = cnl_sched_new(&sc, &ctl->sched)) < 0) {
 		snprintf(err, errlen, "scheduler: unknown policy \"%s\"",
 		         sc.policy);
@@ -773,13 +782,20 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	run = json_loads(j->run, 0, NULL);
 	if (json_is_false(json_object_get(run, "preemptible")))
 		pre = false;
-	json_decref(run);
 	w = wl_new(ctl);
 	snprintf(w->id, sizeof(w->id), "%s", j->id);
 	snprintf(w->project_id, sizeof(w->project_id), "%s", j->project_id);
 	snprintf(w->user_id, sizeof(w->user_id), "%s", j->user_id);
 	r = wl_job(ctl, w, j->gpu_shape, j->priority, j->created_ms,
 	           j->deadline_ms, j->runtime_ms, pre);
+	/* CPU and memory asked for at submission (else the defaults). */
+	if (r == 0 && json_integer_value(json_object_get(run, "cpu_milli")) > 0)
+		w->j.req.cpu_milli =
+		    json_integer_value(json_object_get(run, "cpu_milli"));
+	if (r == 0 && json_integer_value(json_object_get(run, "mem_mib")) > 0)
+		w->j.req.mem_mib =
+		    json_integer_value(json_object_get(run, "mem_mib"));
+	json_decref(run);
 	if (r < 0) {
 		cnl_log(CNL_LOG_WARN, "job has an invalid shape; failed",
 		        "id=%s shape=%s", j->id, j->gpu_shape);
@@ -1633,6 +1649,9 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
 	}
 	/* The workload ended. */
 	const char *final = state;
+
+	if (msg)
+		snprintf(w->message, sizeof(w->message), "%s", msg);
 	if (w->phase == PH_STOPPING)
 		final = w->requeue ? "pending" : w->stop_state;
 	else if (w->server && st != 2)

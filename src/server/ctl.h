@@ -57,6 +57,8 @@ struct cnl_ctl_config {
 	int64_t node_lost_ms;          /* 0: 30 s */
 	int64_t cycle_interval_ms;     /* timer between cycles; 0: 1 s */
 	uint64_t seed;                 /* placement tie-breaks */
+	int64_t preempt_min_run_ms;    /* victims ran this long; -1: default */
+	int64_t preempt_grace_ms;      /* signal to kill; -1: default */
 };
 
 struct cnl_ctl;

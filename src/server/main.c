@@ -34,6 +34,8 @@ struct settings {
 	char *policy;
 	int64_t node_lost_timeout;
 	int64_t cycle_interval;
+	int64_t preempt_min_run;
+	int64_t preempt_grace;
 	char *oidc_issuer;
 	char *oidc_audience;
 	char *oidc_jwks_file;
@@ -60,6 +62,11 @@ static const struct cnl_config_def settings_table[] = {
      "their work after half of it without a heartbeat."},
     {"cycle_interval", CNL_CONFIG_DURATION, S(cycle_interval), "1s", 10, 60000,
      "Scheduling timer; cycles also run on every change."},
+    {"preempt_min_run", CNL_CONFIG_DURATION, S(preempt_min_run), "10m", 1,
+     86400000, "Pre-emption spares work that has run less than this."},
+    {"preempt_grace", CNL_CONFIG_DURATION, S(preempt_grace), "5m", 1, 3600000,
+     "Time between a pre-empted job's signal (checkpoint now) and its "
+     "kill."},
     {"oidc_issuer", CNL_CONFIG_STRING, S(oidc_issuer), NULL, 0, 0,
      "OIDC issuer whose RS256 ID tokens are accepted as bearer tokens."},
     {"oidc_audience", CNL_CONFIG_STRING, S(oidc_audience), NULL, 0, 0,
@@ -342,6 +349,8 @@ int main(int argc, char **argv)
 	        .policy = st.policy,
 	        .node_lost_ms = st.node_lost_timeout,
 	        .cycle_interval_ms = st.cycle_interval,
+	        .preempt_min_run_ms = st.preempt_min_run,
+	        .preempt_grace_ms = st.preempt_grace,
 	    },
 	    &api);
 	if (r < 0) {
