@@ -1,0 +1,68 @@
+/*
+ * agent.h - cnlab-agent, the node daemon: turns the control plane's
+ * assignments into running, isolated workloads on this node.
+ *
+ * Threads (one lock, struct cnl_agent.mu, guards the workload table):
+ *   main        registers the node, then long-polls its assignments and
+ *               reconciles: starts what is new (after fetching any
+ *               checkpoint), signals what is to stop, kills what is gone;
+ *   heartbeat   every heartbeat_ms reports the work it runs; kills what
+ *               the control plane says was moved; and, once lease_ms has
+ *               passed without a successful heartbeat, kills everything
+ *               (self-fencing: the control plane requeues work only after
+ *               twice that, so moved work never runs twice);
+ *   supervisor  streams stdout/stderr to cnlabd, applies kill deadlines,
+ *               stops idle notebook servers, and on exit uploads
+ *               artifacts and checkpoint files and reports the end.
+ *
+ * Workload layout under work_dir:
+ *   jobs/<id>/artifacts, jobs/<id>/checkpoint   per job
+ *   workspaces/<server id>                      per server, kept across
+ *                                               stop and start
+ *   regions/<id>.region                         the slice's shared region
+ *                                               (VRAM quota, compute share)
+ *   state/<id>.json                             what a restarted agent
+ *                                               needs to re-adopt it
+ */
+#ifndef CNL_AGENT_AGENT_H
+#define CNL_AGENT_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cnl_agent_config {
+	const char *server; /* cnlabd base URL */
+	const char *token;  /* an API token of a user with role "agent" */
+	const char *cafile; /* NULL: system CAs */
+	const char *name;   /* node name */
+	const char *gpus;   /* provider spec (gpu.h) */
+	int64_t cpu_milli;  /* offered to the scheduler */
+	int64_t mem_mib;
+	const char *work_dir;
+	const char *shim;    /* libcnlab-cuda.so to preload; NULL/"": none */
+	const char *address; /* host at which servers are reached */
+	const char *server_command; /* notebook command (sh -c), gets
+	                             * $CNLAB_PORT and $CNLAB_WORKSPACE */
+	const char *cluster, *zone, *rack;
+	bool pid_ns, mount_ns; /* isolate workloads in namespaces */
+	int run_as_uid;        /* -1: as the agent */
+	const char *listen;    /* metrics address HOST:PORT; NULL: none */
+};
+
+struct cnl_agent;
+
+int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
+                  char *err, size_t errlen);
+
+/* cnl_agent_run - serve until cnl_agent_stop(); 0 or an error. */
+int cnl_agent_run(struct cnl_agent *a);
+
+/* cnl_agent_stop - ask run() to return (signal-safe: sets a flag). */
+void cnl_agent_stop(struct cnl_agent *a);
+
+/* cnl_agent_metrics_port - the bound metrics port, 0 if none. */
+unsigned cnl_agent_metrics_port(const struct cnl_agent *a);
+
+void cnl_agent_free(struct cnl_agent *a);
+
+#endif /* CNL_AGENT_AGENT_H */

@@ -1,0 +1,76 @@
+/*
+ * gpu.h - the node agent's GPU providers behind one interface.
+ *
+ *   "fake:2xH100-80GB-SXM,1xA100-40GB"  a pool described in config, with
+ *                                        MIG instances emulated, so the
+ *                                        platform runs on any machine;
+ *   "nvml" or "nvml:/path/libnvidia-ml.so.1"
+ *                                        the real GPUs, through NVML opened
+ *                                        with dlopen at run time (the agent
+ *                                        does not link against it).
+ *
+ * A provider lists the node's GPUs (index, UUID, catalog type, memory,
+ * health) and creates and destroys MIG instances as the allocator decides.
+ * All GPUs of a node must be of one catalog type (the allocator models a
+ * node as n GPUs of one type); the provider refuses a mixed node.
+ */
+#ifndef CNL_AGENT_GPU_H
+#define CNL_AGENT_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/catalog.h"
+
+#define CNL_GPU_MAX      16
+#define CNL_GPU_UUID_MAX 96
+
+struct cnl_gpu_dev {
+	int index;
+	char uuid[CNL_GPU_UUID_MAX];
+	char type[CNL_NAME_MAX]; /* catalog name, e.g. "H100-80GB-SXM" */
+	uint64_t mem_mib;
+	bool healthy;
+};
+
+struct cnl_gpus;
+
+/*
+ * cnl_gpus_open - the provider @spec names, over @cat (which must outlive
+ * it).  Returns 0, or -CNL_ECONFIG / -CNL_EGPUTYPE / -EIO with the reason
+ * in @err.
+ */
+int cnl_gpus_open(const char *spec, const struct cnl_catalog *cat,
+                  struct cnl_gpus **ret, char *err, size_t errlen);
+void cnl_gpus_close(struct cnl_gpus *g);
+
+/* The provider's name: "fake" or "nvml". */
+const char *cnl_gpus_kind(const struct cnl_gpus *g);
+
+/* cnl_gpus_list - the GPUs, in index order; their number. */
+int cnl_gpus_list(struct cnl_gpus *g, const struct cnl_gpu_dev **ret);
+
+/*
+ * cnl_gpus_mig_create - create a MIG instance of @profile (catalog name)
+ * at @start on GPU @index, its UUID into @uuid (CNL_GPU_UUID_MAX).
+ * -CNL_ENOMIG when the GPU has no MIG, -CNL_EDUP when an instance already
+ * sits at @start, -EIO from the driver.
+ */
+int cnl_gpus_mig_create(struct cnl_gpus *g, int index, const char *profile,
+                        int start, char *uuid);
+
+/* cnl_gpus_mig_destroy - destroy the instance @uuid; -CNL_ENOTFOUND. */
+int cnl_gpus_mig_destroy(struct cnl_gpus *g, const char *uuid);
+
+/* cnl_gpus_mig_count - live MIG instances on GPU @index. */
+int cnl_gpus_mig_count(struct cnl_gpus *g, int index);
+
+/*
+ * cnl_gpus_type_from_name - the catalog type of an NVML device name such
+ * as "NVIDIA H100 80GB HBM3" (SXM) or "NVIDIA H100 PCIe", or -1.
+ */
+int cnl_gpus_type_from_name(const struct cnl_catalog *cat, const char *name,
+                            uint64_t mem_mib);
+
+#endif /* CNL_AGENT_GPU_H */

@@ -1,0 +1,290 @@
+/*
+ * main.c - cnlab-agent, the node daemon: settings (file < CNLAB_AGENT_*
+ * environment < flags), then cnl_agent_run() until SIGINT or SIGTERM.
+ *
+ * The agent's credential is an API token of a user who holds the role
+ * "agent" in the system project; it comes from the environment
+ * (CNLAB_AGENT_TOKEN), never from the command line.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "agent/agent.h"
+#include "common/config.h"
+#include "common/log.h"
+
+struct settings {
+	char *server;
+	char *cafile;
+	char *name;
+	char *gpus;
+	int64_t cpu_milli;
+	int64_t mem_mib;
+	char *work_dir;
+	char *shim;
+	char *address;
+	char *server_command;
+	char *cluster, *zone, *rack;
+	bool namespaces;
+	int64_t run_as_uid;
+	char *listen;
+	char *log_level;
+};
+
+#define S(f) offsetof(struct settings, f)
+static const struct cnl_config_def table[] = {
+    {"server", CNL_CONFIG_STRING, S(server), "http://127.0.0.1:8080", 0, 0,
+     "cnlabd's base URL."},
+    {"cafile", CNL_CONFIG_STRING, S(cafile), NULL, 0, 0,
+     "CA certificate to verify an HTTPS cnlabd."},
+    {"name", CNL_CONFIG_STRING, S(name), NULL, 0, 0,
+     "Node name; the host name by default."},
+    {"gpus", CNL_CONFIG_STRING, S(gpus), "fake:2xH100-80GB-SXM", 0, 0,
+     "GPU provider: nvml, nvml:/path/libnvidia-ml.so.1, "
+     "fake:COUNTxTYPE[,...] or none."},
+    {"cpu_milli", CNL_CONFIG_INT, S(cpu_milli), "16000", 0, 1 << 30,
+     "CPU offered to workloads, in thousandths of a core."},
+    {"mem_mib", CNL_CONFIG_INT, S(mem_mib), "65536", 0, 1LL << 40,
+     "Memory offered to workloads, MiB."},
+    {"work_dir", CNL_CONFIG_STRING, S(work_dir), "/var/lib/cnlab-agent", 0, 0,
+     "Workspaces, job directories, regions and state."},
+    {"shim", CNL_CONFIG_STRING, S(shim), NULL, 0, 0,
+     "libcnlab-cuda.so preloaded into GPU workloads."},
+    {"address", CNL_CONFIG_STRING, S(address), "127.0.0.1", 0, 0,
+     "Host name or address at which users reach this node's servers."},
+    {"server_command", CNL_CONFIG_STRING, S(server_command),
+     "if command -v jupyter >/dev/null; then exec jupyter lab --ip=0.0.0.0 "
+     "--port=$CNLAB_PORT --no-browser --ServerApp.token= "
+     "--notebook-dir=$CNLAB_WORKSPACE; else exec python3 -m http.server "
+     "$CNLAB_PORT --directory $CNLAB_WORKSPACE; fi",
+     0, 0,
+     "Notebook server command (sh -c), given $CNLAB_PORT and "
+     "$CNLAB_WORKSPACE."},
+    {"cluster", CNL_CONFIG_STRING, S(cluster), NULL, 0, 0, "Cluster label."},
+    {"zone", CNL_CONFIG_STRING, S(zone), NULL, 0, 0, "Zone label."},
+    {"rack", CNL_CONFIG_STRING, S(rack), NULL, 0, 0, "Rack label."},
+    {"namespaces", CNL_CONFIG_BOOL, S(namespaces), "true", 0, 0,
+     "Run each workload in its own PID and mount namespaces."},
+    {"run_as_uid", CNL_CONFIG_INT, S(run_as_uid), "-1", -1, 65535,
+     "Run workloads as this uid (-1: as the agent)."},
+    {"listen", CNL_CONFIG_STRING, S(listen), NULL, 0, 0,
+     "HOST:PORT for the agent's /metrics (none by default)."},
+    {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
+     "debug, info, warn or error."},
+};
+#undef S
+#define N_TABLE (sizeof(table) / sizeof(table[0]))
+
+static struct cnl_agent *agent;
+
+static void no_op(int sig)
+{
+}
+
+/*
+ * --watchdog LEASE_FILE LEASE_MS COMMAND...: run COMMAND as a child and
+ * wait for it, exiting as it did; but once LEASE_FILE is older than
+ * LEASE_MS (the agent that renews it after each heartbeat is dead or cut
+ * off from cnlabd), kill every process of the workload and exit.  The
+ * workload runs in its own PID namespace, where kill(-1) reaches exactly
+ * its processes; without one, its process group.
+ */
+static int watchdog(int argc, char **argv)
+{
+	struct sigaction sa = {0};
+	long lease_ms;
+	pid_t child;
+	int status;
+
+	if (argc < 5)
+		return 125;
+	lease_ms = strtol(argv[3], NULL, 10);
+	/* SIGTERM is for the command (it may checkpoint): survive it, and
+	 * let the child get the default disposition back at exec. */
+	sa.sa_handler = no_op;
+	sigaction(SIGTERM, &sa, NULL);
+	setpgid(0, 0);
+	if ((child = fork()) < 0)
+		return 126;
+	if (child == 0) {
+		execvp(argv[4], argv + 4);
+		_exit(127);
+	}
+	for (;;) {
+		struct stat st;
+		struct timespec now;
+		pid_t r = waitpid(child, &status, WNOHANG);
+
+		if (r == child) {
+			if (WIFSIGNALED(status)) {
+				signal(WTERMSIG(status), SIG_DFL);
+				kill(getpid(), WTERMSIG(status));
+			}
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+		}
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (lease_ms > 0 && stat(argv[2], &st) == 0 &&
+		    (now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+		            (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000 >
+		        lease_ms) {
+			fprintf(stderr,
+			        "cnlab-agent watchdog: lease expired; stopping "
+			        "the workload\n");
+			if (getpid() <= 2)
+				kill(-1, SIGKILL); /* our PID namespace */
+			else
+				kill(0, SIGKILL); /* our process group */
+			return 137;
+		}
+		usleep(200 * 1000);
+	}
+}
+
+static void on_signal(int sig)
+{
+	if (agent)
+		cnl_agent_stop(agent);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: cnlab-agent [--config FILE] [--KEY VALUE ...]\n"
+	           "\n"
+	           "The CNLab node agent: registers this node with cnlabd, "
+	           "runs the work it is\n"
+	           "assigned in cgroups with its GPU slices, streams output, "
+	           "reports ends.\n"
+	           "\n"
+	           "  --config FILE   settings file (key = value lines)\n"
+	           "  --KEY VALUE     any setting below (e.g. --gpus "
+	           "fake:2xH100-80GB-SXM)\n"
+	           "  --help          show this help\n"
+	           "\n"
+	           "Settings may also come from CNLAB_AGENT_<KEY>. The token "
+	           "comes only from\n"
+	           "the environment: CNLAB_AGENT_TOKEN (an API token of a "
+	           "user with the role\n"
+	           "\"agent\" in the system project).\n\nSettings:\n\n");
+	cnl_config_doc_markdown(table, N_TABLE, f);
+}
+
+extern char **environ;
+
+int main(int argc, char **argv)
+{
+	struct settings st;
+	const char *config = NULL, *token = getenv("CNLAB_AGENT_TOKEN");
+	char err[512], host[HOST_NAME_MAX + 1] = "node";
+	enum cnl_log_level level;
+	struct sigaction sa = {0};
+	int r, rc = 1;
+
+	if (argc > 1 && strcmp(argv[1], "--watchdog") == 0)
+		return watchdog(argc, argv);
+	memset(&st, 0, sizeof(st));
+	cnl_config_defaults(table, N_TABLE, &st);
+	/* --config first, so flags override the file whatever the order. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			cnl_config_done(table, N_TABLE, &st);
+			return 0;
+		}
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			config = argv[i + 1];
+	}
+	if ((config && cnl_config_load_file(table, N_TABLE, &st, config, err,
+	                                    sizeof(err)) < 0) ||
+	    cnl_config_load_env(table, N_TABLE, &st, "CNLAB_AGENT_", environ,
+	                        err, sizeof(err)) < 0)
+		goto bad;
+	for (int i = 1; i < argc; i++) {
+		char key[64];
+
+		if (strcmp(argv[i], "--config") == 0) {
+			i++;
+			continue;
+		}
+		if (strncmp(argv[i], "--", 2) != 0 || i + 1 >= argc ||
+		    strlen(argv[i]) - 2 >= sizeof(key)) {
+			snprintf(err, sizeof(err),
+			         "unexpected argument %s (want --KEY VALUE)",
+			         argv[i]);
+			goto bad;
+		}
+		snprintf(key, sizeof(key), "%s", argv[i] + 2);
+		for (char *p = key; *p; p++)
+			if (*p == '-')
+				*p = '_';
+		if (cnl_config_set(table, N_TABLE, &st, key, argv[++i], err,
+		                   sizeof(err)) < 0)
+			goto bad;
+	}
+	if (cnl_log_level_parse(st.log_level, &level) < 0) {
+		snprintf(err, sizeof(err), "bad log level %s", st.log_level);
+		goto bad;
+	}
+	cnl_log_set_level(level);
+	if (!token || !token[0]) {
+		snprintf(
+		    err, sizeof(err),
+		    "CNLAB_AGENT_TOKEN must hold an API token of a user "
+		    "with the role \"agent\" (cnlab: POST /v1/auth/tokens)");
+		goto bad;
+	}
+	gethostname(host, sizeof(host));
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	r = cnl_agent_new(
+	    &(struct cnl_agent_config){
+	        .server = st.server,
+	        .token = token,
+	        .cafile = st.cafile,
+	        .name = st.name ? st.name : host,
+	        .gpus = st.gpus,
+	        .cpu_milli = st.cpu_milli,
+	        .mem_mib = st.mem_mib,
+	        .work_dir = st.work_dir,
+	        .shim = st.shim,
+	        .address = st.address,
+	        .server_command = st.server_command,
+	        .cluster = st.cluster,
+	        .zone = st.zone,
+	        .rack = st.rack,
+	        .pid_ns = st.namespaces,
+	        .mount_ns = st.namespaces,
+	        .run_as_uid = (int)st.run_as_uid,
+	        .listen = st.listen,
+	    },
+	    &agent, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "cnlab-agent: %s\n", err);
+		goto out;
+	}
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	rc = cnl_agent_run(agent) < 0 ? 1 : 0;
+out:
+	cnl_agent_free(agent);
+	curl_global_cleanup();
+	cnl_config_done(table, N_TABLE, &st);
+	return rc;
+bad:
+	fprintf(stderr, "cnlab-agent: %s\n", err);
+	cnl_config_done(table, N_TABLE, &st);
+	return 2;
+}

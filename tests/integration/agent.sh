@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# agent.sh - cnlab-agent end to end with a real cnlabd on loopback, fake GPU
+# pools, and real processes in real cgroups:
+#   - a job runs, its output streams while it runs, its artifact comes back;
+#   - two jobs on one GPU get their own regions, each with its own quota
+#     and share;
+#   - a job over its memory limit is killed by the cgroup and reported so;
+#   - a job pre-empted with a checkpoint resumes on another agent from it;
+#   - kill -9 of an agent: its job is requeued after the heartbeat timeout,
+#     runs on another agent, and never runs twice (the job holds a lock
+#     that a second live copy could not take); the agent comes back;
+#   - a notebook server answers at its URL, is stopped when idle, and its
+#     workspace survives a restart;
+#   - a bad assignment (unknown MIG profile) is reported failed, and the
+#     agent keeps running;
+#   - the agent's /metrics passes promtool.
+# Waits poll with generous bounds so a hang fails instead of blocking; no
+# assertion depends on how fast the machine is.
+set -u
+cnlabd=$1
+agent=$2
+region_tool=${3:-}
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	# Workloads of killed agents stop on their own (lease); make sure.
+	for d in /sys/fs/cgroup/*/cnlab/it-* /sys/fs/cgroup/cnlab/it-*; do
+		[ -d "$d" ] || continue
+		find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null |
+			xargs -r kill -9 2>/dev/null
+	done
+	sleep 0.3
+	for d in /sys/fs/cgroup/*/cnlab/it-* /sys/fs/cgroup/cnlab/it-*; do
+		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1"
+	fails=$((fails + 1))
+}
+# wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds.
+wait_for() {
+	local n=$(($1 * 5))
+	shift
+	for _ in $(seq "$n"); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+export CNLAB_JWT_SECRET=agent-integration-secret-0123456789abcdef
+export CNLAB_ADMIN_PASSWORD=admin-password-1
+cat >"$tmp/cnlabd.conf" <<CONF
+node_lost_timeout = 4s
+cycle_interval = 200ms
+preempt_min_run = 1ms
+preempt_grace = 3s
+CONF
+"$cnlabd" --config "$tmp/cnlabd.conf" --data-dir "$tmp/db" \
+	--listen 127.0.0.1:0 --bootstrap-admin root >"$tmp/cnlabd.out" 2>"$tmp/cnlabd.err" &
+pids+=($!)
+wait_for 10 grep -q '^listening on' "$tmp/cnlabd.out" || {
+	cat "$tmp/cnlabd.err"
+	exit 1
+}
+port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/cnlabd.out")
+base=http://127.0.0.1:$port
+
+api() { # api METHOD PATH TOKEN [BODY]
+	if [ $# -ge 4 ]; then
+		curl -sS -X "$1" -H "Authorization: Bearer $3" -d "$4" "$base$2"
+	else
+		curl -sS -X "$1" -H "Authorization: Bearer $3" "$base$2"
+	fi
+}
+login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/auth/login" | jq -r .token; }
+
+root=$(login root admin-password-1)
+sys=$(api GET /v1/projects "$root" | jq -r '.items[] | select(.name=="system") | .id')
+api POST /v1/users "$root" '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
+api POST "/v1/projects/$sys/members" "$root" '{"user":"agentsvc","role":"agent"}' >/dev/null
+agtok=$(api POST /v1/auth/tokens "$(login agentsvc agent-password-1)" '{"name":"agents"}' | jq -r .token)
+api POST /v1/users "$root" '{"name":"ana","password":"ana-password-1"}' >/dev/null
+proj=$(api POST /v1/projects "$root" '{"name":"lab"}' | jq -r .id)
+api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >/dev/null
+ana=$(login ana ana-password-1)
+
+# start_agent NAME POOL: a cnlab-agent on a fake pool; sets apid.
+start_agent() {
+	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "it-$1" \
+		--gpus "$2" --work-dir "$tmp/agent-$1" --cpu-milli 8000 \
+		--mem-mib 16384 --listen 127.0.0.1:0 --log-level info \
+		--server-command 'exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE' \
+		>>"$tmp/agent-$1.out" 2>>"$tmp/agent-$1.err" &
+	apid=$!
+	pids+=($apid)
+	wait_for 10 grep -q 'registered' "$tmp/agent-$1.err"
+}
+submit() { # submit BODY -> job id
+	api POST "/v1/projects/$proj/jobs" "$ana" "$1" | jq -r .id
+}
+state() { api GET "/v1/jobs/$1" "$ana" | jq -r .state; }
+is_state() { [ "$(state "$1")" = "$2" ]; }
+logs() { api GET "/v1/jobs/$1/logs?limit=1000" "$ana" | jq -r '.items[].data' | tr -d '\n'; }
+
+start_agent a fake:1xH100-80GB-SXM || bad "agent a did not register: $(cat "$tmp/agent-a.err")"
+a_pid=$apid
+
+# --- a job runs; output streams while it runs; artifact comes back -------
+j=$(submit "{\"command\":\"echo started; echo oops >&2; while [ ! -e $tmp/go ]; do sleep 0.1; done; echo done; echo weights > \$CNLAB_ARTIFACTS_DIR/model.txt\",\"gpu\":\"h100-10\"}")
+wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j/logs | grep -q started" &&
+	is_state "$j" running && ok "output streams while the job runs" ||
+	bad "streaming: $(state "$j") $(logs "$j")"
+touch "$tmp/go"
+wait_for 20 is_state "$j" succeeded && ok "job succeeded" || bad "job: $(api GET "/v1/jobs/$j" "$ana")"
+l=$(logs "$j")
+[[ "$l" == *started*done* && "$l" == *oops* ]] && ok "stdout and stderr kept" || bad "logs: $l"
+art=$(curl -sS -H "Authorization: Bearer $ana" "$base/v1/jobs/$j/artifacts/model.txt")
+[ "$art" = weights ] && ok "artifact came back" || bad "artifact: $art"
+
+# --- two jobs on one GPU: own regions, own limits ---------------------------
+j1=$(submit '{"command":"echo R=$CNLAB_REGION G=$CUDA_VISIBLE_DEVICES; sleep 2","gpu":"h100-10"}')
+j2=$(submit '{"command":"echo R=$CNLAB_REGION G=$CUDA_VISIBLE_DEVICES; sleep 2","gpu":"h100-5"}')
+wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j1/logs | grep -q R=" &&
+	wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j2/logs | grep -q R="
+r1=$(logs "$j1" | sed -n 's/.*R=\([^ ]*\) .*/\1/p')
+r2=$(logs "$j2" | sed -n 's/.*R=\([^ ]*\) .*/\1/p')
+[ -n "$r1" ] && [ -n "$r2" ] && [ "$r1" != "$r2" ] && ok "own regions" || bad "regions: $r1 / $r2"
+if [ -n "$region_tool" ] && [ -f "$r1" ] && [ -f "$r2" ]; then
+	s1=$("$region_tool" stat "$r1")
+	s2=$("$region_tool" stat "$r2")
+	# H100 80 GB: 10% and 5% of 81559 MiB.
+	grep -q '^share=10$' <<<"$s1" && grep -q '^share=5$' <<<"$s2" &&
+		ok "compute shares 10 and 5" || bad "shares: $s1 / $s2"
+	q1=$(sed -n 's/^quota=//p' <<<"$s1")
+	q2=$(sed -n 's/^quota=//p' <<<"$s2")
+	[ "$q1" -gt 0 ] && [ "$q2" -gt 0 ] && [ "$q1" -gt "$q2" ] &&
+		ok "VRAM quotas ($q1 > $q2 bytes)" || bad "quotas: $q1 / $q2"
+else
+	bad "region files not readable ($r1, $r2) or no region tool"
+fi
+wait_for 20 is_state "$j1" succeeded && wait_for 20 is_state "$j2" succeeded ||
+	bad "region jobs did not finish"
+
+# --- over its memory limit: killed by the cgroup, reported -----------------
+j=$(submit '{"command":"head -c 400000000 /dev/zero | tail > /dev/null; echo survived","gpu":"h100-1","mem_mib":64}')
+wait_for 40 is_state "$j" failed && ok "memory hog failed" || bad "memory hog: $(api GET "/v1/jobs/$j" "$ana")"
+msg=$(api GET "/v1/jobs/$j" "$ana" | jq -r .message)
+[[ "$msg" == *out-of-memory* ]] && ok "reported as out of memory" || bad "oom message: $msg"
+
+# --- a bad assignment fails with a reason; the agent goes on --------------
+j=$(submit '{"command":"true","gpu":"cpu","cpu_milli":999999}')
+sleep 1
+[ "$(state "$j")" = pending ] && ok "unplaceable job waits" || bad "unplaceable: $(state "$j")"
+api POST "/v1/jobs/$j/cancel" "$ana" '{}' >/dev/null
+
+# --- pre-emption with checkpoint, resume on another agent -------------------
+ck='n=0; [ -f $CNLAB_CHECKPOINT_DIR/step ] && n=$(cat $CNLAB_CHECKPOINT_DIR/step); echo resumed-from-$n; trap "echo $((n+7)) > $CNLAB_CHECKPOINT_DIR/step; exit 143" TERM; while :; do sleep 0.1; done'
+low=$(submit "$(jq -cn --arg c "$ck" '{command:$c,gpu:"h100-full",priority:"low"}')")
+wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$low/logs | grep -q resumed-from-0" ||
+	bad "low job did not start: $(api GET "/v1/jobs/$low" "$ana")"
+hi=$(submit '{"command":"echo urgent","gpu":"h100-full","priority":"critical"}')
+wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$low | jq -e '.state==\"pending\"' >/dev/null" &&
+	ok "low job pre-empted and requeued" || bad "pre-emption: $(api GET "/v1/jobs/$low" "$ana")"
+wait_for 30 is_state "$hi" succeeded && ok "critical job ran" || bad "critical: $(api GET "/v1/jobs/$hi" "$ana")"
+start_agent b fake:1xH100-80GB-SXM || bad "agent b"
+b_pid=$apid
+wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' '$base/v1/jobs/$low/logs?limit=1000' | grep -q resumed-from-7" &&
+	ok "resumed from its checkpoint" || bad "resume: $(logs "$low")"
+api POST "/v1/jobs/$low/cancel" "$ana" '{}' >/dev/null
+wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$low | jq -e '.state==\"cancelled\"' >/dev/null" ||
+	bad "cancel: $(state "$low")"
+
+# --- kill -9 of an agent: requeued, never twice -----------------------------
+touch "$tmp/lock"
+once="exec 9>$tmp/lock; if ! flock -n 9; then echo DOUBLE >> $tmp/double; exit 1; fi; echo start >> $tmp/starts; while :; do sleep 0.2; done"
+jk=$(submit "$(jq -cn --arg c "$once" '{command:$c,gpu:"h100-full"}')")
+wait_for 20 sh -c "[ -s $tmp/starts ]" || bad "lock job did not start"
+node=$(api GET "/v1/jobs/$jk" "$ana" | jq -r .status.node)
+victim=$a_pid
+[ "$node" = it-b ] && victim=$b_pid
+kill -9 "$victim"
+wait_for 40 sh -c "[ \$(wc -l < $tmp/starts) -ge 2 ]" &&
+	ok "requeued and started elsewhere after the timeout" ||
+	bad "requeue: $(api GET "/v1/jobs/$jk" "$ana") $(cat "$tmp/starts")"
+[ ! -e "$tmp/double" ] && ok "never ran twice" || bad "ran twice"
+# The lost agent comes back: its old copy is gone, nothing restarts there.
+if [ "$node" = it-b ]; then start_agent b fake:1xH100-80GB-SXM; else start_agent a fake:1xH100-80GB-SXM; fi
+sleep 2
+[ "$(wc -l <"$tmp/starts")" = 2 ] && [ ! -e "$tmp/double" ] &&
+	ok "returning agent does not run it again" || bad "after return: $(cat "$tmp/starts")"
+api POST "/v1/jobs/$jk/cancel" "$ana" '{}' >/dev/null
+wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$jk | jq -e '.state==\"cancelled\"' >/dev/null" ||
+	bad "cancel lock job: $(state "$jk")"
+
+# --- a notebook server: URL, idle stop, workspace kept ---------------------
+if command -v python3 >/dev/null; then
+	srv=$(api POST "/v1/projects/$proj/servers" "$ana" '{"name":"nb","image":"any","profile":"h100-25pct","idle_timeout_s":4}' | jq -r .id)
+	sstate() { api GET "/v1/servers/$srv" "$ana" | jq -r .state; }
+	wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/servers/$srv | jq -e '.state==\"running\"' >/dev/null" ||
+		bad "server not running: $(api GET "/v1/servers/$srv" "$ana")"
+	url=$(api GET "/v1/servers/$srv" "$ana" | jq -r .url)
+	wait_for 20 curl -sSf -o /dev/null "$url" && ok "server answers at $url" || bad "server url $url"
+	ws=$(ls -d "$tmp"/agent-*/workspaces/"$srv" 2>/dev/null | head -1)
+	echo notebook-data >"$ws/notes.txt"
+	wait_for 40 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/servers/$srv | jq -e '.state==\"stopped\"' >/dev/null" &&
+		ok "idle server stopped" || bad "idle stop: $(sstate)"
+	api POST "/v1/servers/$srv/start" "$ana" '{}' >/dev/null
+	wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/servers/$srv | jq -e '.state==\"running\"' >/dev/null"
+	url=$(api GET "/v1/servers/$srv" "$ana" | jq -r .url)
+	body=""
+	wait_for 20 sh -c "curl -sSf '$url/notes.txt' >/dev/null" && body=$(curl -sS "$url/notes.txt")
+	[ "$body" = notebook-data ] && ok "workspace survives stop and start" || bad "workspace: $body"
+	api POST "/v1/servers/$srv/stop" "$ana" '{}' >/dev/null
+else
+	bad "python3 missing (scripts/bootstrap installs it)"
+fi
+
+# --- metrics ---------------------------------------------------------------
+mport=$(grep -ho 'msg=metrics listen=127.0.0.1:[0-9]*' "$tmp"/agent-a.err | tail -1 | sed 's/.*://')
+if [ -n "$mport" ] && command -v promtool >/dev/null; then
+	curl -sS "http://127.0.0.1:$mport/metrics" >"$tmp/m.txt"
+	out=$(promtool check metrics <"$tmp/m.txt" 2>&1)
+	[ $? = 0 ] && [ -z "$out" ] && grep -q cnlab_agent_workloads "$tmp/m.txt" &&
+		ok "agent /metrics passes promtool" || bad "agent metrics: $out"
+else
+	bad "agent metrics port not found or promtool missing"
+fi
+
+[ "$fails" = 0 ] || {
+	echo "--- agent a"; tail -30 "$tmp/agent-a.err"
+	echo "--- agent b"; tail -30 "$tmp/agent-b.err" 2>/dev/null
+	echo "--- cnlabd"; tail -30 "$tmp/cnlabd.err"
+	exit 1
+}
