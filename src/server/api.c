@@ -759,16 +759,47 @@ static void h_whoami(void *call, struct cnl_http_request *req,
 }
 
 /* API tokens: stored under the SHA-256 of the secret, which is shown once. */
+int cnl_api_token_issue(struct cnl_store *s, const char *user_id,
+                        const char *name, int64_t expires_ms, int64_t now_ms,
+                        char *ret_token, char *ret_id)
+{
+	struct cnl_store_doc d = {0};
+	char token[CNL_AUTH_TOKEN_MAX], digest[CNL_AUTH_DIGEST_MAX];
+	json_t *o;
+	int r;
+
+	if (cnl_auth_token_new(token, sizeof(token)) < 0 ||
+	    cnl_auth_token_digest(token, digest) < 0)
+		return -EIO;
+	snprintf(d.kind, sizeof(d.kind), "token");
+	snprintf(d.id, sizeof(d.id), "%s", digest);
+	snprintf(d.parent, sizeof(d.parent), "%s", user_id);
+	snprintf(d.name, sizeof(d.name), "%s", name);
+	o = json_pack("{s:s,s:s,s:I,s:I}", "user_id", user_id, "name", name,
+	              "created_ms", (json_int_t)now_ms, "expires_ms",
+	              (json_int_t)expires_ms);
+	d.body = json_dumps(o, JSON_COMPACT);
+	d.updated_ms = now_ms;
+	json_decref(o);
+	r = d.body ? cnl_store_doc_put(s, &d, true) : -ENOMEM;
+	free(d.body);
+	if (r == 0) {
+		memcpy(ret_token, token, CNL_AUTH_TOKEN_MAX);
+		memcpy(ret_id, digest, CNL_AUTH_DIGEST_MAX);
+	}
+	explicit_bzero(token, sizeof(token));
+	return r;
+}
+
 static void h_tokens_create(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp)
 {
 	static const char *const fields[] = {"name", "expires_in_days", NULL};
 	struct call *c = call;
-	struct cnl_store_doc d = {0};
 	char token[CNL_AUTH_TOKEN_MAX], digest[CNL_AUTH_DIGEST_MAX], err[256];
 	const char *name;
 	int64_t days = 90, exp;
-	json_t *body, *o;
+	json_t *body;
 	int r;
 
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
@@ -780,24 +811,9 @@ static void h_tokens_create(void *call, struct cnl_http_request *req,
 		cnl_http_error(resp, 400, "bad_request", "%s", err);
 		goto out;
 	}
-	if (cnl_auth_token_new(token, sizeof(token)) < 0 ||
-	    cnl_auth_token_digest(token, digest) < 0) {
-		cnl_http_error(resp, 500, "internal", "cannot make a token");
-		goto out;
-	}
 	exp = days ? c->now_ms + days * 86400000 : 0;
-	snprintf(d.kind, sizeof(d.kind), "token");
-	snprintf(d.id, sizeof(d.id), "%s", digest);
-	snprintf(d.parent, sizeof(d.parent), "%s", c->user.id);
-	snprintf(d.name, sizeof(d.name), "%s", name);
-	o = json_pack("{s:s,s:s,s:I,s:I}", "user_id", c->user.id, "name", name,
-	              "created_ms", (json_int_t)c->now_ms, "expires_ms",
-	              (json_int_t)exp);
-	d.body = json_dumps(o, JSON_COMPACT);
-	d.updated_ms = c->now_ms;
-	json_decref(o);
-	r = cnl_store_doc_put(c->api->store, &d, true);
-	free(d.body);
+	r = cnl_api_token_issue(c->api->store, c->user.id, name, exp, c->now_ms,
+	                        token, digest);
 	if (r < 0) {
 		cnl_api_store_error(c, resp, r, "token");
 		goto out;

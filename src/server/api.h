@@ -143,4 +143,15 @@ int cnl_api_bootstrap(struct cnl_store *s, const char *name,
                       const char *password, int scrypt_ln, char *err,
                       size_t errlen);
 
+/*
+ * cnl_api_token_issue - make an API token for @user_id named @name
+ * (unique among the user's tokens), expiring at @expires_ms (0: never),
+ * and store it as its SHA-256 digest.  The secret goes to @ret_token
+ * (CNL_AUTH_TOKEN_MAX bytes) and is not kept; its id (the digest) to
+ * @ret_id (CNL_AUTH_DIGEST_MAX).  Returns 0, -CNL_EDUP, or a store error.
+ */
+int cnl_api_token_issue(struct cnl_store *s, const char *user_id,
+                        const char *name, int64_t expires_ms, int64_t now_ms,
+                        char *ret_token, char *ret_id);
+
 #endif /* CNL_SERVER_API_H */

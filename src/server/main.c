@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "cnlab/errors.h"
 #include "common/config.h"
@@ -22,6 +25,8 @@
 #include "common/util.h"
 #include "server/api.h"
 #include "server/http.h"
+#include "server/allinone.h"
+#include "server/auth.h"
 #include "server/oidc.h"
 #include "store/store.h"
 
@@ -105,6 +110,16 @@ static void usage(FILE *f)
 	        "CNLAB_ADMIN_PASSWORD), the \"%s\"\n"
 	        "                          project and the default profiles\n"
 	        "  --log-level LEVEL       debug, info, warn or error\n"
+	        "  --all-in-one            the whole platform on this machine: "
+	        "secrets kept in\n"
+	        "                          the data directory (default "
+	        "~/.local/share/cnlab),\n"
+	        "                          administrator \"admin\", and an "
+	        "embedded node agent\n"
+	        "  --gpus SPEC             with --all-in-one: nvml, or a fake "
+	        "pool such as\n"
+	        "                          fake:2xH100-80GB-SXM (the default "
+	        "without NVML)\n"
 	        "  --help                  show this help\n"
 	        "\n"
 	        "Every setting may also come from the environment as "
@@ -183,11 +198,18 @@ int main(int argc, char **argv)
 	    {"listen", required_argument, NULL, 'l'},
 	    {"bootstrap-admin", required_argument, NULL, 'b'},
 	    {"log-level", required_argument, NULL, 'v'},
+	    {"all-in-one", no_argument, NULL, 'A'},
+	    {"gpus", required_argument, NULL, 'g'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct settings st;
 	const char *config = NULL, *admin = NULL, *secret, *password;
 	const char *flag_dir = NULL, *flag_listen = NULL, *flag_level = NULL;
+	const char *aio_gpus = NULL;
+	bool aio = false;
+	char aio_secret[CNL_AIO_SECRET_MAX], aio_pw[CNL_AIO_SECRET_MAX];
+	char aio_dir[PATH_MAX], chosen_gpus[128] = "";
+	pid_t agent_pid = -1;
 	enum cnl_log_level level;
 	char host[64], path[4096], err[512];
 	char *cert = NULL, *key = NULL;
@@ -219,6 +241,12 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			flag_level = optarg;
+			break;
+		case 'A':
+			aio = true;
+			break;
+		case 'g':
+			aio_gpus = optarg;
 			break;
 		default:
 			usage(stderr);
@@ -255,6 +283,29 @@ int main(int argc, char **argv)
 		goto usage_err;
 	}
 	cnl_log_set_level(level);
+	if (aio && !st.data_dir) {
+		const char *x = getenv("XDG_DATA_HOME"), *h = getenv("HOME");
+
+		snprintf(aio_dir, sizeof(aio_dir), "%s%s/cnlab",
+		         x   ? x
+		         : h ? h
+		             : "/var/lib",
+		         x || !h ? "" : "/.local/share");
+		if (x || h) {
+			char parent[PATH_MAX];
+
+			/* ~/.local/share may not exist yet. */
+			snprintf(parent, sizeof(parent), "%s", aio_dir);
+			for (char *p = parent + 1; *p; p++)
+				if (*p == '/') {
+					*p = '\0';
+					mkdir(parent, 0755);
+					*p = '/';
+				}
+		}
+		cnl_config_set(settings_table, N_SETTINGS, &st, "data_dir",
+		               aio_dir, err, sizeof(err));
+	}
 	if (!st.data_dir) {
 		fprintf(stderr, "cnlabd: --data-dir (or data_dir) is "
 		                "required\n");
@@ -271,6 +322,20 @@ int main(int argc, char **argv)
 		goto usage_err;
 	}
 	secret = getenv("CNLAB_JWT_SECRET");
+	password = getenv("CNLAB_ADMIN_PASSWORD");
+	if (aio) {
+		/* Secrets live in the data directory; the first start makes
+		 * them, and the administrator is "admin". */
+		if (cnl_aio_secrets(st.data_dir, secret, password, aio_secret,
+		                    aio_pw, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlabd: %s\n", err);
+			goto usage_err;
+		}
+		secret = aio_secret;
+		password = aio_pw;
+		if (!admin)
+			admin = "admin";
+	}
 	if (!secret || strlen(secret) < CNL_API_SECRET_MIN) {
 		fprintf(stderr,
 		        "cnlabd: CNLAB_JWT_SECRET must be set to a secret of "
@@ -279,7 +344,6 @@ int main(int argc, char **argv)
 		        CNL_API_SECRET_MIN);
 		goto usage_err;
 	}
-	password = getenv("CNLAB_ADMIN_PASSWORD");
 	if (admin && (!password || !password[0])) {
 		fprintf(stderr, "cnlabd: --bootstrap-admin needs the password "
 		                "in CNLAB_ADMIN_PASSWORD\n");
@@ -371,6 +435,32 @@ int main(int argc, char **argv)
 	printf("listening on %s:%u\n", host,
 	       (unsigned)cnl_http_server_port(srv));
 	fflush(stdout);
+	if (aio) {
+		char url[128], token[CNL_AUTH_TOKEN_MAX];
+
+		snprintf(url, sizeof(url), "%s://%s:%u",
+		         cert ? "https" : "http",
+		         strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
+		         (unsigned)cnl_http_server_port(srv));
+		if (cnl_aio_agent_token(store, token, err, sizeof(err)) < 0 ||
+		    (agent_pid = cnl_aio_spawn_agent(url, token, st.data_dir,
+		                                     aio_gpus, chosen_gpus, err,
+		                                     sizeof(err))) < 0) {
+			fprintf(stderr, "cnlabd: all-in-one: %s\n", err);
+			explicit_bzero(token, sizeof(token));
+			goto out;
+		}
+		explicit_bzero(token, sizeof(token));
+		printf("\nCNLab is running at %s (embedded agent on %s)\n"
+		       "  log in:  cnlab login --server %s --user admin\n"
+		       "           (password in %s/admin.password%s)\n"
+		       "  stop:    Ctrl-C\n\n",
+		       url, chosen_gpus, url, st.data_dir,
+		       getenv("CNLAB_ADMIN_PASSWORD")
+		           ? " or CNLAB_ADMIN_PASSWORD"
+		           : "");
+		fflush(stdout);
+	}
 	cnl_log(CNL_LOG_INFO, "cnlabd started",
 	        "listen=%s:%u tls=%s db=%s policy=%s", host,
 	        (unsigned)cnl_http_server_port(srv), cert ? "on" : "off",
@@ -380,6 +470,12 @@ int main(int argc, char **argv)
 		cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d", sig);
 	rc = 0;
 out:
+	if (agent_pid > 0) {
+		int status;
+
+		kill(agent_pid, SIGTERM);
+		waitpid(agent_pid, &status, 0);
+	}
 	cnl_api_stop(api);
 	cnl_http_server_free(srv);
 	cnl_api_free(api);

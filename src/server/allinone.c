@@ -1,0 +1,274 @@
+/*
+ * allinone.c - the all-in-one platform's set-up (see allinone.h).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cnlab/errors.h"
+#include "common/id.h"
+#include "common/time.h"
+#include "server/allinone.h"
+#include "server/api.h"
+#include "server/auth.h"
+
+extern char **environ;
+
+/* Random printable text of @n characters (base32-like alphabet). */
+static int random_text(char *out, size_t n)
+{
+	static const char abc[] = "abcdefghjkmnpqrstuvwxyz23456789";
+	unsigned char raw[CNL_AIO_SECRET_MAX];
+
+	if (n >= sizeof(raw) || getrandom(raw, n, 0) != (ssize_t)n)
+		return -EIO;
+	for (size_t i = 0; i < n; i++)
+		out[i] = abc[raw[i] % (sizeof(abc) - 1)];
+	out[n] = '\0';
+	return 0;
+}
+
+/* Read @path's first line into @out, or create it with @n random chars. */
+static int secret_file(const char *dir, const char *name, size_t n, char *out,
+                       char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((f = fopen(path, "r"))) {
+		if (!fgets(out, CNL_AIO_SECRET_MAX, f))
+			out[0] = '\0';
+		fclose(f);
+		out[strcspn(out, "\r\n")] = '\0';
+		if (strlen(out) >= 8)
+			return 0;
+		snprintf(err, errlen, "%s is empty or too short", path);
+		return -CNL_ECONFIG;
+	}
+	if (random_text(out, n) < 0) {
+		snprintf(err, errlen, "no randomness");
+		return -EIO;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || write(fd, out, n) != (ssize_t)n ||
+	    write(fd, "\n", 1) != 1) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	close(fd);
+	return 0;
+}
+
+int cnl_aio_secrets(const char *data_dir, const char *env_secret,
+                    const char *env_password, char *ret_secret,
+                    char *ret_password, char *err, size_t errlen)
+{
+	int r;
+
+	if (mkdir(data_dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", data_dir, strerror(errno));
+		return -errno;
+	}
+	if (env_secret && env_secret[0])
+		snprintf(ret_secret, CNL_AIO_SECRET_MAX, "%s", env_secret);
+	else if ((r = secret_file(data_dir, "jwt.secret", 48, ret_secret, err,
+	                          errlen)) < 0)
+		return r;
+	if (env_password && env_password[0])
+		snprintf(ret_password, CNL_AIO_SECRET_MAX, "%s", env_password);
+	else if ((r = secret_file(data_dir, "admin.password", 16, ret_password,
+	                          err, errlen)) < 0)
+		return r;
+	return 0;
+}
+
+int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
+                        size_t errlen)
+{
+	struct cnl_store_project sys;
+	struct cnl_store_user u = {0};
+	struct cnl_store_membership m = {0};
+	struct cnl_id_gen ids;
+	char pw[32], id[CNL_AUTH_DIGEST_MAX], name[CNL_STORE_NAME_MAX];
+	int64_t now = cnl_time_now_ms();
+	int r;
+
+	cnl_id_gen_init_random(&ids);
+	if ((r = cnl_store_project_get_by_name(s, CNL_API_ADMIN_PROJECT,
+	                                       &sys)) < 0) {
+		snprintf(err, errlen, "no system project: bootstrap first");
+		return r;
+	}
+	if (cnl_store_user_get_by_name(s, "agent", &u) < 0) {
+		/* A password nobody knows: the agent uses tokens only. */
+		if (random_text(pw, 24) < 0 ||
+		    cnl_auth_password_hash(pw, u.password_hash,
+		                           sizeof(u.password_hash)) < 0 ||
+		    cnl_id_new(&ids, "usr", now, u.id, sizeof(u.id)) < 0) {
+			snprintf(err, errlen, "cannot create the agent user");
+			return -EIO;
+		}
+		snprintf(u.name, sizeof(u.name), "agent");
+		u.created_ms = now;
+		if ((r = cnl_store_user_create(s, &u)) < 0) {
+			snprintf(err, errlen,
+			         "cannot create the agent user: %s",
+			         cnl_strerror(r));
+			return r;
+		}
+	}
+	memcpy(m.user_id, u.id, sizeof(m.user_id));
+	memcpy(m.project_id, sys.id, sizeof(m.project_id));
+	snprintf(m.role, sizeof(m.role), "agent");
+	if ((r = cnl_store_membership_set(s, &m)) < 0) {
+		snprintf(err, errlen, "cannot grant the agent role: %s",
+		         cnl_strerror(r));
+		return r;
+	}
+	/* A fresh token each start; named after the time to stay unique. */
+	snprintf(name, sizeof(name), "embedded-%lld", (long long)now);
+	if ((r = cnl_api_token_issue(s, u.id, name, now + 7LL * 86400000, now,
+	                             ret_token, id)) < 0) {
+		snprintf(err, errlen, "cannot issue the agent's token: %s",
+		         cnl_strerror(r));
+		return r;
+	}
+	return 0;
+}
+
+/* Whether NVML loads and reports at least one GPU. */
+static bool nvml_has_gpus(void)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	int (*init)(void), (*count)(unsigned *), (*shutdown)(void);
+	unsigned n = 0;
+
+	if (!h)
+		return false;
+	*(void **)&init = dlsym(h, "nvmlInit_v2");
+	*(void **)&count = dlsym(h, "nvmlDeviceGetCount_v2");
+	*(void **)&shutdown = dlsym(h, "nvmlShutdown");
+	if (init && count && shutdown && init() == 0) {
+		if (count(&n) != 0)
+			n = 0;
+		shutdown();
+	}
+	dlclose(h);
+	return n > 0;
+}
+
+/* The cnlab-agent binary: beside us, in a build tree's ../agent, on PATH. */
+static int find_agent(char *out, size_t len)
+{
+	char self[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	static const char *const rel[] = {"/cnlab-agent",
+	                                  "/../agent/cnlab-agent"};
+
+	if (n > 0) {
+		self[n] = '\0';
+		if ((slash = strrchr(self, '/')))
+			*slash = '\0';
+		for (size_t i = 0; i < 2; i++) {
+			if ((size_t)snprintf(out, len, "%s%s", self, rel[i]) <
+			        len &&
+			    access(out, X_OK) == 0)
+				return 0;
+		}
+	}
+	snprintf(out, len, "cnlab-agent");
+	return 0;
+}
+
+/* The CUDA shim beside the agent (a build tree's ../shim), or "". */
+static void find_shim(const char *agent, char *out, size_t len)
+{
+	char dir[PATH_MAX], *slash;
+	static const char *const rel[] = {"/libcnlab-cuda.so",
+	                                  "/../shim/libcnlab-cuda.so",
+	                                  "/../lib/libcnlab-cuda.so"};
+
+	snprintf(dir, sizeof(dir), "%s", agent);
+	out[0] = '\0';
+	if (!(slash = strrchr(dir, '/')))
+		return;
+	*slash = '\0';
+	for (size_t i = 0; i < 3; i++)
+		if ((size_t)snprintf(out, len, "%s%s", dir, rel[i]) < len &&
+		    access(out, R_OK) == 0)
+			return;
+	out[0] = '\0';
+}
+
+pid_t cnl_aio_spawn_agent(const char *url, const char *token,
+                          const char *data_dir, const char *gpus,
+                          char *ret_gpus, char *err, size_t errlen)
+{
+	char agent[PATH_MAX], shim[PATH_MAX], work[PATH_MAX], tokenv[4200];
+	char host[256] = "localhost";
+	const char *argv[20];
+	char **envp;
+	size_t n = 0, ne = 0;
+	pid_t pid;
+	int r;
+
+	find_agent(agent, sizeof(agent));
+	find_shim(agent, shim, sizeof(shim));
+	snprintf(ret_gpus, 128, "%s",
+	         gpus              ? gpus
+	         : nvml_has_gpus() ? "nvml"
+	                           : "fake:2xH100-80GB-SXM");
+	snprintf(work, sizeof(work), "%s/agent", data_dir);
+	gethostname(host, sizeof(host) - 1);
+	argv[n++] = agent;
+	argv[n++] = "--server";
+	argv[n++] = url;
+	argv[n++] = "--name";
+	argv[n++] = host;
+	argv[n++] = "--gpus";
+	argv[n++] = ret_gpus;
+	argv[n++] = "--work-dir";
+	argv[n++] = work;
+	if (shim[0]) {
+		argv[n++] = "--shim";
+		argv[n++] = shim;
+	}
+	argv[n] = NULL;
+	/* Our environment, plus the token; no other CNLAB_AGENT_ setting. */
+	for (char **e = environ; *e; e++)
+		ne++;
+	envp = calloc(ne + 2, sizeof(*envp));
+	if (!envp)
+		return -ENOMEM;
+	ne = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "CNLAB_AGENT_", 12) != 0)
+			envp[ne++] = *e;
+	snprintf(tokenv, sizeof(tokenv), "CNLAB_AGENT_TOKEN=%s", token);
+	envp[ne++] = tokenv;
+	envp[ne] = NULL;
+	r = posix_spawnp(&pid, agent, NULL, NULL, (char *const *)argv, envp);
+	explicit_bzero(tokenv, sizeof(tokenv));
+	free(envp);
+	if (r) {
+		snprintf(err, errlen, "cannot start %s: %s", agent,
+		         strerror(r));
+		return -r;
+	}
+	return pid;
+}

@@ -1,0 +1,56 @@
+/*
+ * allinone.h - `cnlabd --all-in-one`: the whole platform on one machine.
+ *
+ * On top of a normal cnlabd it
+ *   1. keeps its secrets in the data directory (mode 0600): the JWT secret
+ *      (jwt.secret) unless CNLAB_JWT_SECRET is set, and the first
+ *      administrator's password (admin.password) unless
+ *      CNLAB_ADMIN_PASSWORD is set, so a restart needs no environment;
+ *   2. creates the administrator "admin" and the default profiles on a new
+ *      store, and a service user "agent" holding the role "agent";
+ *   3. starts an embedded node agent (the cnlab-agent binary, as a child
+ *      process) with a fresh API token, on the machine's real GPUs when
+ *      NVML finds some, else on a fake pool of two H100-80GB;
+ *   4. prints the URL and how to log in.
+ */
+#ifndef CNL_SERVER_ALLINONE_H
+#define CNL_SERVER_ALLINONE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "store/store.h"
+
+#define CNL_AIO_SECRET_MAX 128
+
+/*
+ * cnl_aio_secrets - read or create data_dir/jwt.secret and
+ * data_dir/admin.password (each 0600); the values go to @ret_secret and
+ * @ret_password (CNL_AIO_SECRET_MAX bytes).  An environment value, when
+ * given, is used instead of the file.  0 or -errno with @err.
+ */
+int cnl_aio_secrets(const char *data_dir, const char *env_secret,
+                    const char *env_password, char *ret_secret,
+                    char *ret_password, char *err, size_t errlen);
+
+/*
+ * cnl_aio_agent_token - make sure the user "agent" exists with the role
+ * "agent" in the system project, and issue it a new API token, into
+ * @ret_token (CNL_AUTH_TOKEN_MAX).  0 or an error with @err.
+ */
+int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
+                        size_t errlen);
+
+/*
+ * cnl_aio_spawn_agent - start cnlab-agent (found next to this binary, in
+ * ../agent/ of a build tree, or on PATH) for the server at @url with
+ * @token in its environment, working in data_dir/agent.  @gpus: a
+ * provider spec, or NULL to choose (NVML when it answers, else
+ * "fake:2xH100-80GB-SXM").  The chosen spec goes to @ret_gpus (128).
+ * Returns the child's pid or -errno.
+ */
+pid_t cnl_aio_spawn_agent(const char *url, const char *token,
+                          const char *data_dir, const char *gpus,
+                          char *ret_gpus, char *err, size_t errlen);
+
+#endif /* CNL_SERVER_ALLINONE_H */
