@@ -647,7 +647,7 @@ int cnl_cg_kill(const struct cnl_cg *cg, const char *id)
 	return -ETIMEDOUT;
 }
 
-int cnl_cg_oom_killed(const struct cnl_cg *cg, const char *id)
+int cnl_cg_oom_killed(const struct cnl_cg *cg, const char *id, bool sigkilled)
 {
 	char buf[1024];
 	int64_t v;
@@ -664,7 +664,12 @@ int cnl_cg_oom_killed(const struct cnl_cg *cg, const char *id)
 	/* "oom_kill" since Linux 4.13; older kernels: under_oom. */
 	if (cnl_cg_parse_keyed(buf, "oom_kill", &v) == 0)
 		return v > 0;
-	return cnl_cg_parse_keyed(buf, "under_oom", &v) == 0 && v > 0;
+	if (cnl_cg_parse_keyed(buf, "under_oom", &v) == 0 && v > 0)
+		return 1;
+	if (!sigkilled || read_ctl(cg, CNL_CG_MEMORY, id, "memory.failcnt", buf,
+	                           sizeof(buf)) < 0)
+		return 0;
+	return cnl_cg_parse_int(buf, &v) == 0 && v > 0;
 }
 
 int cnl_cg_usage(const struct cnl_cg *cg, const char *id, int64_t *cpu_usec,

@@ -128,7 +128,8 @@ int cnl_cg_set_limits(const struct cnl_cg *cg, const char *id,
 
 /*
  * cnl_cg_pids - the processes of the workload (union over hierarchies), up to
- * max into pids.  Returns the total count (may exceed max).
+ * max into pids.  Returns the count; beyond max it is an upper bound (v1
+ * hierarchies are not deduplicated past what pids holds), 0 means empty.
  */
 int cnl_cg_pids(const struct cnl_cg *cg, const char *id, pid_t *pids, int max);
 
@@ -142,8 +143,13 @@ int cnl_cg_signal(const struct cnl_cg *cg, const char *id, int sig);
  */
 int cnl_cg_kill(const struct cnl_cg *cg, const char *id);
 
-/* cnl_cg_oom_killed - 1 if the cgroup's OOM killer fired, 0 if not. */
-int cnl_cg_oom_killed(const struct cnl_cg *cg, const char *id);
+/*
+ * cnl_cg_oom_killed - 1 if the cgroup's OOM killer fired, 0 if not: v2
+ * memory.events oom_kill, v1 memory.oom_control oom_kill (Linux 4.13+);
+ * before 4.13, v1 falls back to under_oom, or a hit limit (memory.failcnt)
+ * together with a SIGKILL death (sigkilled).
+ */
+int cnl_cg_oom_killed(const struct cnl_cg *cg, const char *id, bool sigkilled);
 
 /* cnl_cg_usage - CPU time (usec), peak and current memory (bytes). */
 int cnl_cg_usage(const struct cnl_cg *cg, const char *id, int64_t *cpu_usec,

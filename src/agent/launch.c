@@ -351,8 +351,11 @@ supervise(const struct child_ctx *c, bool subreaper)
 
 static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
 {
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	int flags = 0;
 
+	/* An agent that ignores SIGCHLD would make waitpid lose statuses. */
+	(void)sigaction(SIGCHLD, &dfl, NULL);
 	if (setsid() < 0)
 		child_fail(c->errpipe, STEP_SETSID);
 	for (int i = 0; i < c->nprocs; i++) {
@@ -711,7 +714,8 @@ int cnl_workload_poll(struct cnl_workload *w, struct cnl_exit *ret)
 		/* The supervisor itself was SIGKILLed before recording. */
 		e.signal = SIGKILL;
 	}
-	e.oom_killed = cnl_cg_oom_killed(&w->cg, w->id) > 0;
+	e.oom_killed =
+	    cnl_cg_oom_killed(&w->cg, w->id, e.signal == SIGKILL) > 0;
 	*ret = e;
 	return 0;
 }

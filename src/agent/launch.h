@@ -156,7 +156,8 @@ int cnl_workload_kill(struct cnl_workload *w);
 
 /*
  * cnl_workload_procs - pids (agent's namespace) in the workload's cgroup, up
- * to max; returns how many there are.
+ * to max; returns how many there are (an upper bound when more than max;
+ * 0 means none).
  */
 int cnl_workload_procs(struct cnl_workload *w, pid_t *pids, int max);
 
