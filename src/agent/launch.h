@@ -1,0 +1,208 @@
+/*
+ * launch.h - the workload launcher of cnlab-agent: runs one command per
+ * workload in its own cgroup with CPU, memory and pids limits, optionally in
+ * its own PID and mount namespaces and as another user, streams its stdout
+ * and stderr through pipes, kills it as a whole, reports its exit, OOM kill
+ * and usage, and re-adopts it after an agent restart.
+ *
+ * Design
+ * ------
+ * Cgroups (cgroup.c): v2 where a cgroup2 mount offers memory, cpu and pids,
+ * else the v1 controllers memory, cpu, cpuacct, pids and freezer.  Each
+ * agent owns <mount>/cnlab/<agent-name>; each workload <...>/<id>.
+ *
+ * Process tree of one workload (all of it inside the workload's cgroup):
+ *
+ *   agent
+ *    `- S0 supervisor    joins the cgroups, setsid, unshares the namespaces
+ *        `- S1 init      only with pid_ns: pid 1 of the new PID namespace,
+ *        |                mounts a fresh /proc when mount_ns is also set
+ *        `- W command    (child of S1, or of S0 without pid_ns): pid 2 in
+ *                         its namespace; drops to uid/gid, chdir, stdio,
+ *                         execve
+ *
+ * The supervisor that is W's parent (S1, else S0) reaps every process that
+ * reparents to it (it is pid 1, or a child subreaper), and when W ends it
+ * writes "exited <code>" or "signaled <signo>" to <state_dir>/<id>.exit
+ * (temp file + rename, so a reader sees all or nothing), then exits.  S0
+ * waits for S1.  Supervisors block every signal, so a grace signal sent to
+ * the whole cgroup reaches only the command.  With pid_ns the command's end
+ * ends its namespace (the kernel kills the rest when S1 exits), like a
+ * container; without pid_ns left-over daemons keep the workload running
+ * until they end or it is killed.
+ *
+ * The exit record makes own and adopted workloads alike: cnl_workload_poll
+ * reports an exit once the cgroup is empty, from the record.  A workload
+ * without a record (its supervisor was SIGKILLed: cnl_workload_kill, OOM)
+ * reports signal SIGKILL.  <state_dir>/<id>.pid holds S0's pid for adopt.
+ *
+ * Launch failures (command not found, bad cwd, bad id, id in use) are found
+ * before anything is created.  Failures after the fork (setuid, chdir, exec)
+ * come back over a close-on-exec pipe as "step + errno"; the launcher then
+ * kills and removes the cgroup, so a failed launch leaves nothing behind.
+ * Between fork and exec the children only make system calls (no
+ * allocation): everything they need is prepared before the fork.
+ *
+ * OOM: v2 memory.events oom_kill > 0; v1 memory.oom_control oom_kill > 0
+ * (under_oom on kernels before 4.13).
+ *
+ * Not thread-safe per object; different workloads may be used from
+ * different threads.
+ */
+#ifndef CNL_AGENT_LAUNCH_H
+#define CNL_AGENT_LAUNCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cnl_launcher;
+struct cnl_workload;
+
+/* Longest workload id, without the terminating NUL. */
+#define CNL_LAUNCH_ID_MAX 63
+
+/*
+ * cnl_launcher_new - one per agent.  name ([A-Za-z0-9_.-]+) names the
+ * cgroup root cnlab/<name> created under each hierarchy; state_dir (created
+ * if missing) holds the exit records.  On failure returns a negative code
+ * and writes a reason into err (errlen bytes, may be 0).
+ */
+int cnl_launcher_new(const char *name, const char *state_dir,
+                     struct cnl_launcher **ret, char *err, size_t errlen);
+
+/*
+ * cnl_launcher_new_v2_at - as cnl_launcher_new but forces cgroup v2 at
+ * mount point v2_mount without resource controllers (limits then fail with
+ * -EOPNOTSUPP).  For tests of the v2 paths (cgroup.kill, cgroup.events,
+ * cgroup.freeze) on a hybrid host.
+ */
+int cnl_launcher_new_v2_at(const char *name, const char *state_dir,
+                           const char *v2_mount, struct cnl_launcher **ret,
+                           char *err, size_t errlen);
+
+/*
+ * cnl_launcher_free - free the launcher; running workloads are left alone
+ * (the agent may restart and adopt them).  Removes the agent's cgroup root
+ * only where it is empty.  NULL-safe.
+ */
+void cnl_launcher_free(struct cnl_launcher *l);
+
+/* cnl_launcher_cgroup_version - 1 or 2. */
+int cnl_launcher_cgroup_version(const struct cnl_launcher *l);
+
+/*
+ * cnl_launcher_cgroup_dir - the cgroup directory of workload id for a
+ * controller ("memory", "cpu", "cpuacct", "pids", "freezer"); under v2 the
+ * same directory for all.  -EOPNOTSUPP where that controller is absent.
+ */
+int cnl_launcher_cgroup_dir(const struct cnl_launcher *l,
+                            const char *controller, const char *id, char *buf,
+                            size_t n);
+
+struct cnl_launch_spec {
+	const char *id;           /* [A-Za-z0-9_.-]{1,63}; names its cgroup */
+	const char *const *argv;  /* argv[0] resolved in the env's PATH */
+	const char *const *env;   /* full environment KEY=VALUE, NULL-ended */
+	const char *cwd;          /* working directory, must exist */
+	int64_t cpu_milli;        /* 1000 = one core (CFS quota); 0 = none */
+	int64_t mem_bytes;        /* memory limit, no swap; 0 = none */
+	int64_t pids_max;         /* 0 = none */
+	int uid, gid;             /* -1: keep the agent's */
+	bool pid_ns;              /* own PID namespace under a tiny init */
+	bool mount_ns;            /* own mount namespace, private propagation;
+	                             with pid_ns also a fresh /proc */
+	int stdout_fd, stderr_fd; /* -1: the launcher makes a pipe */
+};
+
+/*
+ * cnl_launch - start a workload.  argv[0] without '/' is searched in the
+ * PATH of spec->env (default /usr/local/bin:/usr/bin:/bin); a relative path
+ * with '/' is taken relative to cwd.  Errors (with a reason in err):
+ * -CNL_ENOTFOUND command not found, -EINVAL bad id or arguments, -ENOENT /
+ * -ENOTDIR bad cwd, -EEXIST a cgroup with that id exists, -CNL_ESIZE a
+ * negative limit, -EOPNOTSUPP a limit the host cannot apply, or the errno of
+ * the failed step in the child (setuid, chdir, exec...).  On failure no
+ * cgroup, process or state file is left.
+ */
+int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *spec,
+               struct cnl_workload **ret, char *err, size_t errlen);
+
+/* cnl_workload_stdout, _stderr - non-blocking read end of the pipe, or -1
+ * (a caller-supplied fd, or an adopted workload).  Owned by the workload. */
+int cnl_workload_stdout(const struct cnl_workload *w);
+int cnl_workload_stderr(const struct cnl_workload *w);
+
+/* cnl_workload_pid - the agent-side pid of the workload's supervisor (S0),
+ * -1 if unknown. */
+pid_t cnl_workload_pid(const struct cnl_workload *w);
+
+/* cnl_workload_id - the workload id. */
+const char *cnl_workload_id(const struct cnl_workload *w);
+
+/*
+ * cnl_workload_signal - send sig to every process in the workload's cgroup
+ * (the supervisors block it, so only the command and its descendants act).
+ */
+int cnl_workload_signal(struct cnl_workload *w, int sig);
+
+/*
+ * cnl_workload_kill - SIGKILL the whole cgroup until it is empty (v2
+ * cgroup.kill, else freeze, kill, thaw, repeat): no process survives,
+ * double-forked daemons included.  -ETIMEDOUT if it would not empty.
+ */
+int cnl_workload_kill(struct cnl_workload *w);
+
+/*
+ * cnl_workload_procs - pids (agent's namespace) in the workload's cgroup, up
+ * to max; returns how many there are (an upper bound when more than max;
+ * 0 means none).
+ */
+int cnl_workload_procs(struct cnl_workload *w, pid_t *pids, int max);
+
+struct cnl_exit {
+	bool exited;     /* nothing of the workload runs any more */
+	int code;        /* exit code of the command, -1 if signaled */
+	int signal;      /* signal that ended the command, 0 if exited */
+	bool oom_killed; /* the cgroup's OOM killer fired */
+};
+
+/*
+ * cnl_workload_poll - non-blocking; ret->exited is false while any process
+ * of the workload runs.  Reaps the supervisor when it is our child.
+ */
+int cnl_workload_poll(struct cnl_workload *w, struct cnl_exit *ret);
+
+struct cnl_usage {
+	int64_t cpu_usec;          /* CPU time of the cgroup, user + system */
+	int64_t mem_peak_bytes;    /* highest memory charge seen */
+	int64_t mem_current_bytes; /* memory charged now */
+};
+
+/* cnl_workload_usage - resource usage read from the cgroup. */
+int cnl_workload_usage(struct cnl_workload *w, struct cnl_usage *ret);
+
+/*
+ * cnl_workload_free - close the pipes and free the handle.  If the workload
+ * has exited, also remove its cgroup and state files; if it still runs,
+ * leave it (it can be adopted again).  NULL-safe.
+ */
+void cnl_workload_free(struct cnl_workload *w);
+
+/*
+ * cnl_launcher_adopt - a handle on workload id after an agent restart.
+ * Succeeds while its cgroup exists (running, or ended with its exit record
+ * still readable through poll) or its exit record exists;
+ * -CNL_ENOTFOUND when both are gone.  Adopted workloads have no pipes.
+ */
+int cnl_launcher_adopt(struct cnl_launcher *l, const char *id,
+                       struct cnl_workload **ret);
+
+/*
+ * cnl_launcher_list - ids of the workload cgroups present, up to max into
+ * ids; returns how many there are.
+ */
+int cnl_launcher_list(struct cnl_launcher *l, char ids[][64], int max);
+
+#endif /* CNL_AGENT_LAUNCH_H */
