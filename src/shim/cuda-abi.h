@@ -167,4 +167,14 @@ typedef struct {
 	unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+/* The same numbers tests/shim/abi_check.c asserts against cuda.h. */
+_Static_assert(sizeof(CUdeviceptr) == 8, "CUdeviceptr");
+_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp");
+_Static_assert(offsetof(CUmemAllocationProp, location) == 8, "location");
+_Static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR) == 24, "CUDA_ARRAY_DESCRIPTOR");
+_Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40, "3D descriptor");
+_Static_assert(offsetof(CUDA_ARRAY3D_DESCRIPTOR, Format) == 24, "Format");
+_Static_assert(offsetof(CUlaunchConfig, hStream) == 32, "hStream");
+_Static_assert(sizeof(CUipcMemHandle) == 64, "CUipcMemHandle");
+
 #endif /* CNL_SHIM_CUDA_ABI_H */

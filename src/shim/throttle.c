@@ -70,8 +70,12 @@ static int events_ready(void)
 	ev.record = (ev_record_fn)cnl_real_sym(CNL_LIB_CU, "cuEventRecord");
 	ev.query = (ev_query_fn)cnl_real_sym(CNL_LIB_CU, "cuEventQuery");
 	ev.sync = (ev_query_fn)cnl_real_sym(CNL_LIB_CU, "cuEventSynchronize");
+	/* CUDA 13 renamed it; the old entry point stays for old programs. */
 	ev.elapsed =
-	    (ev_elapsed_fn)cnl_real_sym(CNL_LIB_CU, "cuEventElapsedTime");
+	    (ev_elapsed_fn)cnl_real_sym(CNL_LIB_CU, "cuEventElapsedTime_v2");
+	if (!ev.elapsed)
+		ev.elapsed = (ev_elapsed_fn)cnl_real_sym(CNL_LIB_CU,
+		                                         "cuEventElapsedTime");
 	s = ev.create && ev.destroy && ev.record && ev.query && ev.sync &&
 	            ev.elapsed
 	        ? 1
