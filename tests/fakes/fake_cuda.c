@@ -1003,10 +1003,11 @@ API void *cnlfake_sym(const char *name)
 		void *fn;
 	} syms[] = {
 #define S(fn) {#fn, (void *)fn}
-	    S(cuMemAlloc_v2),  S(cuMemFree_v2),       S(cuMemGetInfo_v2),
-	    S(cuLaunchKernel), S(cuGetProcAddress),   S(cuGetProcAddress_v2),
-	    S(cuInit),         S(cuDriverGetVersion), S(cuLaunchKernel_ptsz),
-	    S(cuMemAlloc),
+	    S(cuMemAlloc_v2),  S(cuMemFree_v2),          S(cuMemGetInfo_v2),
+	    S(cuLaunchKernel), S(cuGetProcAddress),      S(cuGetProcAddress_v2),
+	    S(cuInit),         S(cuDriverGetVersion),    S(cuLaunchKernel_ptsz),
+	    S(cuMemAlloc),     S(cuEventCreate),         S(cuEventRecord),
+	    S(cuEventQuery),   S(cuEventElapsedTime_v2),
 #undef S
 	};
 

@@ -18,12 +18,15 @@
  *   shimtest ipc-export FILE   write a memory and an event handle to FILE
  *   shimtest ipc-open FILE     open them; prints "mem RC event RC"
  *   shimtest nvml         print the PIDs NVML lists, one a line
+ *   shimtest threads      eight threads make the process's first CUDA
+ *                         calls at once; prints "ok", waits for a line
  *
  * Exit status 0 when every check passed; failures name the check.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +256,20 @@ static int cmd_procaddr(void)
 	          st == CU_GET_PROC_ADDRESS_SUCCESS,
 	      "lookup cuMemAlloc");
 	CHECK(fn == (void *)cuMemAlloc_v2, "cuMemAlloc@12000 -> shim _v2");
+	/* As the runtime does: allocate through what the lookup gave. */
+	if (fn == (void *)cuMemAlloc_v2) {
+		CUresult (*alloc)(CUdeviceptr *, size_t) =
+		    (CUresult(*)(CUdeviceptr *, size_t))fn;
+		uint64_t before = used();
+		CUdeviceptr p;
+
+		CHECK(alloc(&p, MiB) == CUDA_SUCCESS && used() == before + MiB,
+		      "allocation through the lookup charged");
+		cuMemFree(p);
+		CHECK(alloc(&p, env_u64("CNL_TEST_QUOTA") + 1) ==
+		          CUDA_ERROR_OUT_OF_MEMORY,
+		      "over quota through the lookup");
+	}
 	CHECK(gpa2("cuMemAlloc", &fn, 2000, 0, &st) == CUDA_SUCCESS &&
 	          fn == cnlfake_sym("cuMemAlloc"),
 	      "cuMemAlloc@2000 -> the driver's v1, untouched");
@@ -572,6 +589,43 @@ static int cmd_nvml(void)
 	return 0;
 }
 
+/* threads ----------------------------------------------------------------- */
+
+static pthread_barrier_t start_line;
+static _Atomic int thread_failures;
+
+static void *first_call(void *arg)
+{
+	CUcontext c;
+	CUdeviceptr p;
+
+	(void)arg;
+	pthread_barrier_wait(&start_line);
+	if (cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS ||
+	    cuCtxSetCurrent(c) != CUDA_SUCCESS ||
+	    cuMemAlloc(&p, MiB) != CUDA_SUCCESS)
+		atomic_fetch_add(&thread_failures, 1);
+	return NULL;
+}
+
+static int cmd_threads(void)
+{
+	pthread_t t[8];
+	char line[16];
+
+	cuInit(0); /* not hooked: the shim's first call is in the threads */
+	pthread_barrier_init(&start_line, NULL, 8);
+	for (int i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, first_call, NULL);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	printf("%s\n", atomic_load(&thread_failures) ? "fail" : "ok");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -595,6 +649,8 @@ int main(int argc, char **argv)
 		return cmd_ipc_open(argv[2]);
 	if (strcmp(cmd, "nvml") == 0)
 		return cmd_nvml();
+	if (strcmp(cmd, "threads") == 0)
+		return cmd_threads();
 	fprintf(stderr, "usage: shimtest paths|procaddr|meminfo Q|repl|hammer|"
 	                "greedy MODE US S|ipc-export F|ipc-open F|nvml\n");
 	return 2;

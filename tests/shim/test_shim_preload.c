@@ -355,6 +355,28 @@ static void test_nvml_processes(void **state)
 	cnl_region_unmap(&h);
 }
 
+/* First CUDA calls from eight threads at once: one attach, no deadlock. */
+static void test_threads_at_startup(void **state)
+{
+	struct cnl_region_handle h = region(1ULL << 30, 3 * MiB);
+	char *args[] = {"threads", NULL};
+	char *env[] = {env_region, env_gpu, env_mem, NULL};
+	struct cnl_region_stat st;
+	struct child c = spawn(args, env, 1);
+	char line[64];
+
+	(void)state;
+	assert_int_equal(read_line(&c, line, sizeof(line)), 0);
+	assert_string_equal(line, "ok");
+	assert_int_equal(cnl_region_stat(h.r, &st), 0);
+	assert_int_equal(st.nprocs, 1);
+	assert_int_equal(st.used, 8 * MiB + 3 * MiB); /* context once */
+	fprintf(c.in, "exit\n");
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(atomic_load(&h.r->used), 0);
+	cnl_region_unmap(&h);
+}
+
 /* A region that cannot be mapped: fail closed, keep running. */
 static void test_broken_region(void **state)
 {
@@ -390,6 +412,7 @@ int main(void)
 	    cmocka_unit_test(test_kill9),
 	    cmocka_unit_test(test_ipc),
 	    cmocka_unit_test(test_nvml_processes),
+	    cmocka_unit_test(test_threads_at_startup),
 	    cmocka_unit_test(test_broken_region),
 	};
 
