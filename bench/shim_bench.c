@@ -146,7 +146,7 @@ static double time_events(long n)
 
 static void row(const char *what, double direct, double hooked)
 {
-	printf("| %-34s | %7.1f | %7.1f | %+7.1f | %5.2fx |\n", what, direct,
+	printf("| %-44s | %7.1f | %7.1f | %+7.1f | %5.2fx |\n", what, direct,
 	       hooked, hooked - direct, hooked / direct);
 }
 
@@ -173,7 +173,7 @@ static int inner(const char *label, int launches_only)
 	    time_launch(cuLaunchKernel, 2000000));
 	if (launches_only) {
 		double ev = time_events(2000000);
-		printf("| %-34s | %7.1f |         |         |        |\n",
+		printf("| %-44s | %7.1f |         |         |        |\n",
 		       "  of which driver event calls", ev);
 		return 0;
 	}
@@ -265,10 +265,10 @@ int main(int argc, char **argv)
 	printf("libcnlab-cuda.so over the fake driver (ns per call, best of "
 	       "%d rounds)\n\n",
 	       ROUNDS);
-	printf("| %-34s | %7s | %7s | %7s | %6s |\n", "call", "direct",
+	printf("| %-44s | %7s | %7s | %7s | %6s |\n", "call", "direct",
 	       "hooked", "added", "ratio");
 	printf("|%s|---------|---------|---------|--------|\n",
-	       "------------------------------------");
+	       "----------------------------------------------");
 	fflush(stdout);
 	{
 		char *a1[] = {"shim_bench", "--inner", "quota set", NULL};

@@ -135,6 +135,8 @@ static void charge(uint64_t ns)
 {
 	struct cnl_region *r = cnl_shim.r;
 
+	if (cnl_shim.slot < 0) /* detached at exit */
+		return;
 	atomic_fetch_add_explicit(&r->procs[cnl_shim.slot].busy_ns, ns,
 	                          memory_order_relaxed);
 	cnl_bucket_charge(
@@ -203,7 +205,7 @@ void cnl_throttle_before(void)
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 	}
-	if (t0)
+	if (t0 && cnl_shim.slot >= 0)
 		atomic_fetch_add_explicit(&r->procs[cnl_shim.slot].throttle_ns,
 		                          cnl_now_ns() - t0,
 		                          memory_order_relaxed);

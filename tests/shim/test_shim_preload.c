@@ -140,6 +140,29 @@ static void test_quota_exhaustion(void **state)
 	cnl_region_unmap(&h);
 }
 
+/* The driver refuses (its memory is smaller than the quota): the
+ * reservation is rolled back, and free memory is never above the real. */
+static void test_driver_failure_rolls_back(void **state)
+{
+	struct cnl_region_handle h = region(1ULL << 30, 0);
+	char *env[] = {env_region, env_gpu, "CNL_FAKE_MEM=33554432", NULL};
+	struct child c = repl(env);
+	char line[128];
+
+	(void)state;
+	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
+	assert_string_equal(line, "32 2");
+	assert_int_equal(atomic_load(&h.r->used), 32 * MiB);
+	assert_int_equal(atomic_load(&h.r->oom), 0); /* not the quota's */
+	assert_int_equal(ask(&c, "info", line, sizeof(line)), 0);
+	assert_string_equal(line, "0 33554432");
+	assert_int_equal(ask(&c, "free-all", line, sizeof(line)), 0);
+	assert_int_equal(atomic_load(&h.r->used), 0);
+	ask(&c, "exit", line, sizeof(line));
+	assert_int_equal(reap(&c), 0);
+	cnl_region_unmap(&h);
+}
+
 static void test_four_processes(void **state)
 {
 	struct cnl_region_handle h = region(100 * MiB, 0);
@@ -407,6 +430,7 @@ int main(void)
 	    cmocka_unit_test(test_procaddr),
 	    cmocka_unit_test(test_meminfo),
 	    cmocka_unit_test(test_quota_exhaustion),
+	    cmocka_unit_test(test_driver_failure_rolls_back),
 	    cmocka_unit_test(test_four_processes),
 	    cmocka_unit_test(test_resize_in_flight),
 	    cmocka_unit_test(test_kill9),
