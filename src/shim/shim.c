@@ -248,31 +248,29 @@ void cnl_shim_init(void)
 
 /* dlsym ------------------------------------------------------------------ */
 
+#define NEXT_MAX 256
+
 struct next_search {
 	void *caller_base;
 	int seen_caller;
-	const char *symbol;
-	void *found;
+	int n;
+	const char *names[NEXT_MAX];
 };
 
+/* Collect the objects loaded after the caller's (no dlopen in here: the
+ * loader's list lock is held). */
 static int next_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct next_search *s = data;
-	dlsym_fn d = real_dlsym();
-	void *h;
 
 	if (!s->seen_caller) {
 		if ((void *)info->dlpi_addr == s->caller_base)
 			s->seen_caller = 1;
 		return 0;
 	}
-	h = dlopen(info->dlpi_name[0] ? info->dlpi_name : NULL,
-	           RTLD_LAZY | RTLD_NOLOAD);
-	if (!h)
-		return 0;
-	s->found = d(h, s->symbol);
-	dlclose(h);
-	return s->found != NULL;
+	if (s->n < NEXT_MAX)
+		s->names[s->n++] = info->dlpi_name;
+	return 0;
 }
 
 /*
@@ -281,15 +279,25 @@ static int next_cb(struct dl_phdr_info *info, size_t size, void *data)
  */
 static void *dlsym_next(const char *symbol, void *caller)
 {
-	struct next_search s = {.symbol = symbol};
+	struct next_search s = {0};
 	struct link_map *lm = NULL;
+	dlsym_fn d = real_dlsym();
 	Dl_info info;
+	void *found = NULL;
 
 	if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
 		return NULL;
 	s.caller_base = (void *)lm->l_addr;
 	dl_iterate_phdr(next_cb, &s);
-	return s.found;
+	for (int i = 0; i < s.n && !found; i++) {
+		void *h = dlopen(s.names[i][0] ? s.names[i] : NULL,
+		                 RTLD_LAZY | RTLD_NOLOAD);
+		if (!h)
+			continue;
+		found = d(h, symbol);
+		dlclose(h);
+	}
+	return found;
 }
 
 CNL_EXPORT void *dlsym(void *handle, const char *symbol);
