@@ -8,7 +8,8 @@
  * that launch.  Brackets wait in a per-thread ring (no lock) and are
  * harvested, oldest first, at the next launch or synchronisation.  A full
  * ring waits for its oldest bracket, which bounds how far a process can run
- * ahead of the time it has been charged for.
+ * ahead of the time it has been charged for.  Harvesting waits for a batch
+ * of HARVEST_BATCH brackets, and an empty bucket harvests at once.
  *
  * Enforcement.  All processes of the slice share one token bucket in the
  * region, filled at the slice's rate in nanoseconds of GPU time per
@@ -27,7 +28,8 @@
 
 #include "shim/shim-internal.h"
 
-#define RING 16
+#define RING          16
+#define HARVEST_BATCH 4
 
 typedef CUresult (*ev_create_fn)(CUevent *, unsigned int);
 typedef CUresult (*ev_destroy_fn)(CUevent);
@@ -224,7 +226,9 @@ void cnl_throttle_measure_begin(CUstream s, int ptds, void **ret_ctx)
 	*ret_ctx = NULL;
 	if (!events_ready())
 		return;
-	cnl_throttle_harvest(0);
+	/* Harvest in batches: fewer queries of brackets still running. */
+	if (ring.head - ring.tail >= HARVEST_BATCH)
+		cnl_throttle_harvest(0);
 	if (ring.head - ring.tail >= RING)
 		harvest_oldest();
 	b = &ring.b[ring.head % RING];

@@ -320,7 +320,12 @@ static void test_bucket(void **state)
 	assert_int_equal(atomic_load(&b.tokens), 100000);
 	cnl_bucket_refill(&b, 1000, 25, burst); /* time never goes back */
 	assert_int_equal(atomic_load(&b.tokens), 100000);
-	cnl_bucket_refill(&b, 1000 + 400000 + 100000000ULL, 25, burst);
+	/* Under 10 us is credited with the next step, not lost. */
+	cnl_bucket_refill(&b, 1000 + 400000 + 4000, 25, burst);
+	assert_int_equal(atomic_load(&b.tokens), 100000);
+	cnl_bucket_refill(&b, 1000 + 400000 + 40000, 25, burst);
+	assert_int_equal(atomic_load(&b.tokens), 110000);
+	cnl_bucket_refill(&b, 1000 + 440000 + 100000000ULL, 25, burst);
 	assert_int_equal(atomic_load(&b.tokens), (int64_t)burst);
 	cnl_bucket_charge(&b, 3000000, burst);
 	assert_int_equal(atomic_load(&b.tokens), -2000000);
