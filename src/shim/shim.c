@@ -1,0 +1,391 @@
+/*
+ * shim.c - the core of libcnlab-cuda.so: the generated hook table, lazy
+ * resolution of the real driver and NVML entry points, attachment to the
+ * slice's region, and the two lookup doors through which a program can
+ * reach the driver without going through the dynamic linker's symbol
+ * binding: dlsym and cuGetProcAddress(_v2).
+ *
+ * Resolution is per hook and lazy (one atomic load on the hot path), so no
+ * wrapper ever waits for a global initialisation: a driver or runtime that
+ * calls back into a hooked function while being loaded, or several threads
+ * calling CUDA at start-up, cannot deadlock on us.  The region attach is
+ * the only once-only step and it never calls the driver.
+ *
+ * dlsym is interposed because the CUDA runtime dlopens libcuda.so.1 and
+ * looks up cuGetProcAddress (and older runtimes, every entry point) by name;
+ * for a hooked name that exists we hand out our wrapper.  cuGetProcAddress
+ * is wrapped so that whatever variant the driver picks for the requested
+ * CUDA version and stream flag (cuMemAlloc -> cuMemAlloc_v2, cuLaunchKernel
+ * with the per-thread flag -> cuLaunchKernel_ptsz) is replaced by our
+ * wrapper of that same variant; unhooked names come back untouched.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim/shim-internal.h"
+
+const struct cnl_hook_info cnl_hooks[CNL_HOOK_COUNT] = {
+#define CNL_HOOK(lib, ret, name, base, ver, ptds, params, args) \
+	[CNL_HOOK_##                                            \
+	    name] = {#name, #base, ver, ptds, CNL_LIB_##lib, (void *)name},
+#include "shim/hooks.def"
+#undef CNL_HOOK
+};
+
+void *_Atomic cnl_real[CNL_HOOK_COUNT];
+struct cnl_shim cnl_shim = {.slot = -1, .h = {.fd = -1}};
+
+/* Marks a hook whose real function was looked for and does not exist. */
+#define ABSENT ((void *)1)
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn _Atomic real_dlsym_p;
+static void *_Atomic lib_handle[2];
+static _Atomic int logged[CNL_LOG_COUNT];
+
+uint64_t cnl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void cnl_log_once(int key, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[512];
+	int n;
+
+	if (key < 0 || key >= CNL_LOG_COUNT || atomic_exchange(&logged[key], 1))
+		return;
+	n = snprintf(buf, sizeof(buf), "cnlab-cuda[%d]: ", (int)getpid());
+	va_start(ap, fmt);
+	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	n = (int)strnlen(buf, sizeof(buf) - 2);
+	buf[n++] = '\n';
+	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
+		return;
+}
+
+/* libc's dlsym: the GLIBC_2.34 version, or the older one. */
+static dlsym_fn real_dlsym(void)
+{
+	dlsym_fn d = atomic_load_explicit(&real_dlsym_p, memory_order_acquire);
+
+	if (d)
+		return d;
+	d = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+	if (!d)
+		d = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	atomic_store_explicit(&real_dlsym_p, d, memory_order_release);
+	return d;
+}
+
+static void *open_lib(enum cnl_hook_lib lib)
+{
+	static const char *const names[] = {"libcuda.so.1",
+	                                    "libnvidia-ml.so.1"};
+	void *h = atomic_load(&lib_handle[lib]);
+
+	if (h)
+		return h;
+	h = dlopen(names[lib], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	if (!h)
+		h = dlopen(names[lib], RTLD_NOW | RTLD_LOCAL);
+	if (h)
+		atomic_store(&lib_handle[lib], h);
+	return h;
+}
+
+/* Resolve one hook: next definition after us, else the library's own. */
+static void *resolve(int id)
+{
+	dlsym_fn d = real_dlsym();
+	void *p = NULL, *h;
+
+	if (d) {
+		p = d(RTLD_NEXT, cnl_hooks[id].name);
+		if (!p && (h = open_lib(cnl_hooks[id].lib)))
+			p = d(h, cnl_hooks[id].name);
+	}
+	if (!p || p == cnl_hooks[id].wrapper)
+		p = ABSENT;
+	atomic_store_explicit(&cnl_real[id], p, memory_order_release);
+	return p;
+}
+
+/* Used through CNL_REAL: one acquire load once resolved. */
+void *cnl_real_get(int id)
+{
+	void *p = atomic_load_explicit(&cnl_real[id], memory_order_acquire);
+
+	if (__builtin_expect(!p, 0))
+		p = resolve(id);
+	if (p == ABSENT) {
+		cnl_log_once(CNL_LOG_NO_REAL, "%s is not in the driver",
+		             cnl_hooks[id].name);
+		return NULL;
+	}
+	return p;
+}
+
+/* Any driver or NVML function, hooked or not, straight from the library. */
+void *cnl_real_sym(enum cnl_hook_lib lib, const char *name)
+{
+	dlsym_fn d = real_dlsym();
+	void *h = open_lib(lib);
+
+	return d && h ? d(h, name) : NULL;
+}
+
+int cnl_hook_find(const char *name)
+{
+	if (!name || (name[0] != 'c' && name[0] != 'n'))
+		return -1;
+	for (int i = 0; i < CNL_HOOK_COUNT; i++)
+		if (strcmp(cnl_hooks[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* Region attachment ------------------------------------------------------ */
+
+static pthread_once_t attach_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int reattach;
+
+static void detach(void)
+{
+	pthread_mutex_lock(&attach_lock);
+	if (cnl_shim.mode == CNL_MODE_ON && cnl_shim.slot >= 0) {
+		cnl_region_detach(&cnl_shim.h, cnl_shim.slot);
+		cnl_shim.slot = -1;
+		/* Memory freed after this point is the driver's business. */
+		cnl_shim.mode = CNL_MODE_PASS;
+	}
+	pthread_mutex_unlock(&attach_lock);
+}
+
+static void attach_locked(void)
+{
+	const char *path = getenv("CNLAB_REGION");
+	int rc, slot;
+
+	if (!path || !*path) {
+		cnl_shim.mode = CNL_MODE_PASS;
+		return;
+	}
+	if (!cnl_shim.r) {
+		rc = cnl_region_map(path, &cnl_shim.h);
+		if (rc < 0) {
+			cnl_shim.mode = CNL_MODE_BROKEN;
+			cnl_log_once(CNL_LOG_BROKEN,
+			             "cannot map region %s (%s): allocations "
+			             "are refused",
+			             path, strerror(-rc));
+			return;
+		}
+		cnl_shim.r = cnl_shim.h.r;
+		if (cnl_shim.r->board[0])
+			cnl_shim.board = cnl_board_map(cnl_shim.r->board);
+	}
+	slot = cnl_region_attach(&cnl_shim.h);
+	if (slot < 0) {
+		cnl_shim.mode = CNL_MODE_BROKEN;
+		cnl_log_once(CNL_LOG_BROKEN,
+		             "no free process slot in region %s: allocations "
+		             "are refused",
+		             path);
+		return;
+	}
+	cnl_shim.slot = slot;
+	cnl_shim.mode = CNL_MODE_ON;
+	atomic_store(&cnl_shim.ctx_charged, 0);
+}
+
+/* After fork the child holds no slot lock: it attaches anew when it uses
+ * CUDA; what the parent charged stays the parent's. */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&attach_lock, NULL);
+	if (cnl_shim.mode == CNL_MODE_ON) {
+		cnl_shim.slot = -1;
+		atomic_store(&reattach, 1);
+	}
+}
+
+static void attach_first(void)
+{
+	pthread_mutex_lock(&attach_lock);
+	attach_locked();
+	pthread_mutex_unlock(&attach_lock);
+	pthread_atfork(NULL, NULL, atfork_child);
+	atexit(detach);
+}
+
+void cnl_shim_init(void)
+{
+	pthread_once(&attach_once, attach_first);
+	if (__builtin_expect(
+	        atomic_load_explicit(&reattach, memory_order_relaxed), 0)) {
+		pthread_mutex_lock(&attach_lock);
+		if (atomic_exchange(&reattach, 0))
+			attach_locked();
+		pthread_mutex_unlock(&attach_lock);
+	}
+}
+
+/* dlsym ------------------------------------------------------------------ */
+
+#define NEXT_MAX 256
+
+struct next_search {
+	void *caller_base;
+	int seen_caller;
+	int n;
+	const char *names[NEXT_MAX];
+};
+
+/* Collect the objects loaded after the caller's (no dlopen in here: the
+ * loader's list lock is held). */
+static int next_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct next_search *s = data;
+
+	if (!s->seen_caller) {
+		if ((void *)info->dlpi_addr == s->caller_base)
+			s->seen_caller = 1;
+		return 0;
+	}
+	if (s->n < NEXT_MAX)
+		s->names[s->n++] = info->dlpi_name;
+	return 0;
+}
+
+/*
+ * RTLD_NEXT is relative to the caller, which libc would take to be us:
+ * search the objects loaded after the caller's, in load order.
+ */
+static void *dlsym_next(const char *symbol, void *caller)
+{
+	struct next_search s = {0};
+	struct link_map *lm = NULL;
+	dlsym_fn d = real_dlsym();
+	Dl_info info;
+	void *found = NULL;
+
+	if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+		return NULL;
+	s.caller_base = (void *)lm->l_addr;
+	dl_iterate_phdr(next_cb, &s);
+	for (int i = 0; i < s.n && !found; i++) {
+		void *h = dlopen(s.names[i][0] ? s.names[i] : NULL,
+		                 RTLD_LAZY | RTLD_NOLOAD);
+		if (!h)
+			continue;
+		found = d(h, symbol);
+		dlclose(h);
+	}
+	return found;
+}
+
+CNL_EXPORT void *dlsym(void *handle, const char *symbol);
+CNL_EXPORT void *dlsym(void *handle, const char *symbol)
+{
+	dlsym_fn d = real_dlsym();
+	void *p;
+	int id;
+
+	if (!d)
+		return NULL;
+	if (handle == RTLD_NEXT)
+		p = dlsym_next(symbol, __builtin_return_address(0));
+	else
+		p = d(handle, symbol);
+	if (!p || (id = cnl_hook_find(symbol)) < 0)
+		return p;
+	/* Remember what the program's own lookup found, if we had nothing. */
+	if (p != cnl_hooks[id].wrapper) {
+		void *expect = NULL;
+		atomic_compare_exchange_strong(&cnl_real[id], &expect, p);
+	}
+	return cnl_hooks[id].wrapper;
+}
+
+/* cuGetProcAddress --------------------------------------------------------- */
+
+/* Replace the driver's answer by our wrapper of the same variant. */
+static void wrap_proc(const char *symbol, void **pfn, int version,
+                      cuuint64_t flags)
+{
+	int want_ptds =
+	    (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? 1 : 0;
+	int best = -1;
+
+	if (!symbol || !pfn || !*pfn)
+		return;
+	for (int i = 0; i < CNL_HOOK_COUNT; i++) {
+		if (cnl_hooks[i].lib != CNL_LIB_CU ||
+		    strcmp(cnl_hooks[i].base, symbol) != 0)
+			continue;
+		if (*pfn == cnl_real_get(i)) {
+			*pfn = cnl_hooks[i].wrapper;
+			return;
+		}
+		if (cnl_hooks[i].ptds == want_ptds &&
+		    cnl_hooks[i].version <= version &&
+		    (best < 0 ||
+		     cnl_hooks[i].version > cnl_hooks[best].version))
+			best = i;
+	}
+	/*
+	 * A driver may hand out an internal entry point rather than the
+	 * exported one: pick the variant by version and flag, as the driver
+	 * does, and keep the driver's pointer as the real one if we had none.
+	 */
+	if (best >= 0) {
+		void *expect = ABSENT;
+		atomic_compare_exchange_strong(&cnl_real[best], &expect, *pfn);
+		*pfn = cnl_hooks[best].wrapper;
+	}
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                          cuuint64_t flags)
+{
+	cnl_real_cuGetProcAddress_t real = CNL_REAL(cuGetProcAddress);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = real(symbol, pfn, cudaVersion, flags);
+	if (rc == CUDA_SUCCESS)
+		wrap_proc(symbol, pfn, cudaVersion, flags);
+	return rc;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                             cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
+	cnl_real_cuGetProcAddress_v2_t real = CNL_REAL(cuGetProcAddress_v2);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_FOUND;
+	rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+	if (rc == CUDA_SUCCESS)
+		wrap_proc(symbol, pfn, cudaVersion, flags);
+	return rc;
+}

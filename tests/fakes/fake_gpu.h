@@ -1,0 +1,46 @@
+/*
+ * fake_gpu.h - the state of the fake GPU that tests/fakes/libcuda.so.1 and
+ * libnvidia-ml.so.1 model, shared by every process of a test through the
+ * file named in CNL_FAKE_GPU (process-local when unset).
+ *
+ * The fake GPU executes all work of all processes in submission order, one
+ * item at a time: a kernel of duration d submitted at time t starts at
+ * max(t, free_at) and ends d later (free_at moves there).  An event records
+ * the time the GPU reaches it.  Time is CLOCK_MONOTONIC nanoseconds, so the
+ * shim's wall-clock token bucket and the fake's GPU time agree.  Each
+ * process adds the durations of its kernels to busy_ns[tag], tag from
+ * CNL_FAKE_TAG: that ledger is the ground truth of the compute-share tests,
+ * independent of the shim's own measurement.
+ */
+#ifndef CNL_FAKE_GPU_H
+#define CNL_FAKE_GPU_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define FAKE_GPU_MAGIC   0x5550474b41464c43ULL /* "CLFAKGPU" */
+#define FAKE_TAGS        16
+#define FAKE_PROCS       64
+#define FAKE_DEFAULT_MEM (16ULL << 30)
+
+struct fake_proc {
+	_Atomic int32_t pid;
+	_Atomic uint64_t used; /* device memory the process holds */
+};
+
+struct fake_gpu {
+	_Atomic uint64_t magic;
+	_Atomic uint64_t free_at; /* when the GPU finishes what it has */
+	_Atomic uint64_t kernels;
+	_Atomic uint64_t busy_ns[FAKE_TAGS];
+	struct fake_proc procs[FAKE_PROCS];
+};
+
+/* Exported by libcuda.so.1 (fake) for test programs and the benchmark. */
+struct fake_gpu *cnlfake_gpu(void);
+/* The fake's own entry point of a driver function, bypassing any hook. */
+void *cnlfake_sym(const char *name);
+/* Device memory the calling process holds, as the fake driver counts it. */
+uint64_t cnlfake_used(void);
+
+#endif /* CNL_FAKE_GPU_H */

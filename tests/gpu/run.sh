@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# run.sh - the shim's checks on a real GPU, with real CUDA programs built
+# here by nvcc (driver API: gpu_driver.c, runtime API: gpu_runtime.cu).
+# Exits 77 (CTest: skipped) with the reason where there is no GPU or no
+# toolkit, so it runs as it is on a GPU machine and costs nothing elsewhere.
+#   tests/gpu/run.sh LIBCNLAB_CUDA_SO CNLAB_REGION_TOOL
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+shim=$1
+tool=$2
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+command -v nvidia-smi >/dev/null 2>&1 || skip "no NVIDIA driver (nvidia-smi not found); the GPU checks need a GPU"
+nvidia-smi -L 2>/dev/null | grep -q '^GPU' || skip "nvidia-smi lists no GPU"
+command -v nvcc >/dev/null 2>&1 || skip "no nvcc: the GPU checks compile CUDA programs (CUDA toolkit)"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+nvcc -O2 -I"$here" -o "$work/gpu_runtime" "$here/gpu_runtime.cu"
+nvcc -O2 -I"$here" -o "$work/gpu_driver" "$here/gpu_driver.c" -lcuda -ldl
+nvcc -ptx -o "$work/spin.ptx" "$here/spin.cu"
+quota=$((1 << 30))
+
+echo "== without the shim"
+"$work/gpu_runtime" 0 0
+
+echo "== driver API, quota 1 GiB, share 25%"
+"$tool" create "$work/r1" --quota "$quota" --share 25 --project gpu
+CNLAB_REGION="$work/r1" LD_PRELOAD="$shim" "$work/gpu_driver" "$work/spin.ptx" "$quota" 25
+"$tool" stat "$work/r1"
+
+echo "== runtime API, quota 1 GiB, share 30%"
+"$tool" create "$work/r2" --quota "$quota" --share 30 --project gpu
+CNLAB_REGION="$work/r2" LD_PRELOAD="$shim" "$work/gpu_runtime" "$quota" 30
+"$tool" stat "$work/r2"
+echo "gpu: all checks passed"
