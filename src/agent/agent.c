@@ -351,7 +351,7 @@ static void start(struct cnl_agent *a, json_t *as)
 	    json_string_value(json_object_get(gpu, "mig_profile"));
 	const struct cnl_gpu_dev *devs;
 	int ndev = cnl_gpus_list(a->gpus, &devs);
-	char cvd[256] = "", err[512], env_buf[16][700];
+	char cvd[256] = "", err[1400], env_buf[16][700];
 	const char *envp[64], *argv[8];
 	char lease_ms[32];
 	struct cnl_launch_spec spec = {0};
@@ -940,12 +940,12 @@ static void adopt(struct cnl_agent *a)
 		json_t *st;
 		struct wk *w;
 
-		snprintf(path, sizeof(path), "%s/state/%s.json",
-		         a->cfg.work_dir, ids[i]);
-		if (!(st = json_load_file(path, 0, NULL)))
+		if ((size_t)snprintf(path, sizeof(path), "%s/state/%.63s.json",
+		                     a->cfg.work_dir, ids[i]) >= sizeof(path) ||
+		    !(st = json_load_file(path, 0, NULL)))
 			continue;
 		w = cnl_xcalloc(1, sizeof(*w));
-		snprintf(w->id, sizeof(w->id), "%s", ids[i]);
+		snprintf(w->id, sizeof(w->id), "%.63s", ids[i]);
 		w->epoch = json_integer_value(json_object_get(st, "epoch"));
 		w->server = json_is_true(json_object_get(st, "server"));
 		snprintf(w->dir, sizeof(w->dir), "%s",

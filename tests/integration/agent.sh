@@ -137,7 +137,7 @@ if [ -n "$region_tool" ] && [ -f "$r1" ] && [ -f "$r2" ]; then
 	s1=$("$region_tool" stat "$r1")
 	s2=$("$region_tool" stat "$r2")
 	# H100 80 GB: 10% and 5% of 81559 MiB.
-	grep -q '^share=10$' <<<"$s1" && grep -q '^share=5$' <<<"$s2" &&
+	grep -q '^share_pct=10$' <<<"$s1" && grep -q '^share_pct=5$' <<<"$s2" &&
 		ok "compute shares 10 and 5" || bad "shares: $s1 / $s2"
 	q1=$(sed -n 's/^quota=//p' <<<"$s1")
 	q2=$(sed -n 's/^quota=//p' <<<"$s2")
@@ -150,7 +150,7 @@ wait_for 20 is_state "$j1" succeeded && wait_for 20 is_state "$j2" succeeded ||
 	bad "region jobs did not finish"
 
 # --- over its memory limit: killed by the cgroup, reported -----------------
-j=$(submit '{"command":"head -c 400000000 /dev/zero | tail > /dev/null; echo survived","gpu":"h100-1","mem_mib":64}')
+j=$(submit '{"command":"head -c 400000000 /dev/zero | tail > /dev/null","gpu":"h100-1","mem_mib":64}')
 wait_for 40 is_state "$j" failed && ok "memory hog failed" || bad "memory hog: $(api GET "/v1/jobs/$j" "$ana")"
 msg=$(api GET "/v1/jobs/$j" "$ana" | jq -r .message)
 [[ "$msg" == *out-of-memory* ]] && ok "reported as out of memory" || bad "oom message: $msg"
