@@ -10,7 +10,8 @@
  * share of --jobs jobs one after another; each request's latency is taken
  * with CLOCK_MONOTONIC.  The level's time runs from the moment every
  * thread is released until the last one finishes, connection set-up
- * included.
+ * included.  The levels share one store: each starts with the jobs of
+ * the levels before it still pending (no node ever takes them).
  *
  * Baseline, measured in the same run at the same concurrency: as many
  * GET /healthz requests, which touch neither the store nor the token.  The
@@ -351,7 +352,7 @@ static void *worker_run(void *arg)
 		if (w->submit)
 			snprintf(body, sizeof(body),
 			         "{\"command\":\"bench client %d job %d\","
-			         "\"gpu\":\"1g.10gb\",\"priority\":%d}",
+			         "\"gpu\":\"h100-25\",\"priority\":%d}",
 			         w->index, i, i % 4);
 		t = now_s();
 		st = request(c, &b, url, w->submit ? body : NULL);

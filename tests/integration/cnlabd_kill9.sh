@@ -81,7 +81,7 @@ submit() {
 		cmd="echo cycle $c writer $w job $i"
 		code=$(curl -sS -o "$body" -w '%{http_code}' -X POST \
 			-H "$auth" -H "Idempotency-Key: $key" \
-			-d "{\"command\":\"$cmd\",\"gpu\":\"1g.10gb\",\"priority\":$((i % 4))}" \
+			-d "{\"command\":\"$cmd\",\"gpu\":\"h100-25\",\"priority\":$((i % 4))}" \
 			"$url" 2>/dev/null)
 		rc=$?
 		if [ "$rc" != 0 ]; then
@@ -206,7 +206,7 @@ absent=$(cut -d' ' -f1 "$tmp/acked" | sort | comm -23 - <(sort "$tmp/listed") | 
 while read -r id key cmd; do
 	printf 'url = "%s/v1/projects/%s/jobs"\nheader = "%s"\n' "$base" "$proj" "$auth"
 	printf 'header = "Idempotency-Key: %s"\n' "$key"
-	printf 'data = "{\\"command\\":\\"%s\\",\\"gpu\\":\\"1g.10gb\\",\\"priority\\":%d}"\n%s\nnext\n' \
+	printf 'data = "{\\"command\\":\\"%s\\",\\"gpu\\":\\"h100-25\\",\\"priority\\":%d}"\n%s\nnext\n' \
 		"$cmd" "$((${key##*-} % 4))" "$wout"
 done <"$tmp/acked" | sed '$d' >"$tmp/retry.cfg"
 curl -sS -K "$tmp/retry.cfg" >"$tmp/retried"
