@@ -1243,36 +1243,41 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 	}
 }
 
+/* Cycles triggered by changes run at most this often, so a burst of
+ * submissions costs one cycle per interval, not one per submission. */
+#define CYCLE_GAP_MS 50
+
 static void *loop(void *arg)
 {
 	struct cnl_ctl *ctl = arg;
-	int64_t next = now_ms();
+	int64_t next = now_ms(), last = 0;
 
 	pthread_mutex_lock(ctl->mu);
 	while (!ctl->stop) {
-		int64_t now = now_ms();
+		int64_t now = now_ms(), until;
 		bool timer = now >= next;
+		struct timespec ts;
 
-		if (timer || ctl->dirty) {
+		if (timer || (ctl->dirty && now - last >= CYCLE_GAP_MS)) {
 			cnl_ctl_tick(ctl, now, timer);
+			last = now;
 			if (timer)
 				next = now + ctl->cfg.cycle_interval_ms;
 		}
-		struct timespec ts;
-		int64_t until = next;
-
+		until = ctl->dirty ? last + CYCLE_GAP_MS : next;
+		if (until > next)
+			until = next;
+		now = now_ms();
+		if (until <= now)
+			continue;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t wait = until - now_ms();
-		if (wait < 1)
-			wait = 1;
-		ts.tv_sec += wait / 1000;
-		ts.tv_nsec += (wait % 1000) * 1000000;
+		ts.tv_sec += (until - now) / 1000;
+		ts.tv_nsec += ((until - now) % 1000) * 1000000;
 		if (ts.tv_nsec >= 1000000000) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		if (!ctl->dirty && !ctl->stop)
-			pthread_cond_timedwait(&ctl->wake, ctl->mu, &ts);
+		pthread_cond_timedwait(&ctl->wake, ctl->mu, &ts);
 	}
 	pthread_mutex_unlock(ctl->mu);
 	return NULL;

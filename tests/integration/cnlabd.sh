@@ -38,6 +38,7 @@ export CNLAB_ADMIN_PASSWORD=hunter2-but-longer
 start() {
 	local dir=$1
 	shift
+	: >"$tmp/out" # no stale "listening on" line from the last run
 	"$cnlabd" --data-dir "$dir" --listen 127.0.0.1:0 "$@" \
 		>"$tmp/out" 2>"$tmp/err" &
 	pid=$!
