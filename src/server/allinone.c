@@ -262,7 +262,22 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 	snprintf(tokenv, sizeof(tokenv), "CNLAB_AGENT_TOKEN=%s", token);
 	envp[ne++] = tokenv;
 	envp[ne] = NULL;
-	r = posix_spawnp(&pid, agent, NULL, NULL, (char *const *)argv, envp);
+	/* cnlabd blocks SIGTERM and SIGINT (its main thread waits for them):
+	 * the agent must start with them unblocked and at their defaults. */
+	posix_spawnattr_t attr;
+	sigset_t none, deflt;
+
+	sigemptyset(&none);
+	sigemptyset(&deflt);
+	sigaddset(&deflt, SIGTERM);
+	sigaddset(&deflt, SIGINT);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &deflt);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
+	                                    POSIX_SPAWN_SETSIGDEF);
+	r = posix_spawnp(&pid, agent, NULL, &attr, (char *const *)argv, envp);
+	posix_spawnattr_destroy(&attr);
 	explicit_bzero(tokenv, sizeof(tokenv));
 	free(envp);
 	if (r) {

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "cnlab/errors.h"
 #include "common/config.h"
@@ -471,10 +472,16 @@ int main(int argc, char **argv)
 	rc = 0;
 out:
 	if (agent_pid > 0) {
-		int status;
+		int status, waited = 0;
 
+		/* The agent leaves its workloads running for its next start;
+		 * give it 10 s to say so, then insist. */
 		kill(agent_pid, SIGTERM);
-		waitpid(agent_pid, &status, 0);
+		while (waitpid(agent_pid, &status, WNOHANG) == 0) {
+			if (++waited == 100)
+				kill(agent_pid, SIGKILL);
+			usleep(100 * 1000);
+		}
 	}
 	cnl_api_stop(api);
 	cnl_http_server_free(srv);
