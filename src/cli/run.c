@@ -180,8 +180,7 @@ static bool is_final(const char *state)
 }
 
 /* Print a waiting line when the reason or the estimate changed. */
-static void progress(const char *id, const json_t *st, char *last,
-                     size_t last_len)
+static void progress(const json_t *st, char *last, size_t last_len)
 {
 	const char *reason = cnl_cli_str(st, "reason", "waiting");
 	const char *est = cnl_cli_str(st, "estimated_start", NULL);
@@ -196,7 +195,7 @@ static void progress(const char *id, const json_t *st, char *last,
 	if (strcmp(line, last) == 0)
 		return;
 	snprintf(last, last_len, "%s", line);
-	fprintf(stderr, "✓ Queued %s (%s)... ETA %s\n", id, reason, w);
+	fprintf(stderr, "✓ Queued... ETA %s (%s)\n", w, reason);
 }
 
 /* Ctrl-C: ask, or detach.  1 to detach, 0 to go on (cancel asked). */
@@ -260,7 +259,7 @@ static int follow(struct cnl_cli *cli, const char *id, bool run,
 		state = cnl_cli_str(o, "state", "?");
 		st = json_object_get(o, "status");
 		if (run && strcmp(state, "pending") == 0)
-			progress(id, st, last, sizeof(last));
+			progress(st, last, sizeof(last));
 		if (run && strcmp(state, "running") == 0 && !announced &&
 		    json_object_get(st, "node")) {
 			fprintf(stderr, "✓ Running on %s\n",

@@ -294,9 +294,36 @@ wait $cpid
 rc=$?
 [ $rc = 0 ] && grep -q 'cnlab jobs logs --follow job_' "$tmp/hold.err" &&
 	ok run-ctrl-c-detaches || bad "run-ctrl-c-detaches: rc=$rc $(cat "$tmp/hold.err")"
+check run-progress-eta grep -q '^✓ Queued\.\.\. ETA ' "$tmp/hold.err"
 hold=$(grep -o 'job_[0-9A-Z]*' "$tmp/hold.err" | head -1)
 "$cnlab" jobs cancel "$hold" >/dev/null
 check jobs-cancel [ "$(api "$alice_jwt" GET "/v1/jobs/$hold" | jq -r .state)" = cancelled ]
+
+# On a terminal (a pty from script(1)), Ctrl-C asks; "c" cancels the job.
+if command -v script >/dev/null; then
+	mkfifo "$tmp/tty.in"
+	script -qefc "'$cnlab' run 'echo hold-me' --gpu a100-50" /dev/null \
+		<"$tmp/tty.in" >"$tmp/tty.out" 2>&1 &
+	spid=$!
+	exec 7>"$tmp/tty.in"
+	for _ in $(seq 200); do
+		grep -q 'Queued job_' "$tmp/tty.out" && break
+		sleep 0.05
+	done
+	printf '\003' >&7
+	for _ in $(seq 200); do
+		grep -q 'cancel the job or detach? \[c/d\]' "$tmp/tty.out" && break
+		sleep 0.05
+	done
+	printf 'c\n' >&7
+	wait $spid
+	rc=$?
+	exec 7>&-
+	tj=$(grep -o 'job_[0-9A-Z]*' "$tmp/tty.out" | head -1)
+	[ $rc = 130 ] && grep -q "✓ Cancelling $tj" "$tmp/tty.out" &&
+		[ "$(api "$alice_jwt" GET "/v1/jobs/$tj" | jq -r .state)" = cancelled ] &&
+		ok run-ctrl-c-cancel-on-tty || bad "run-ctrl-c-cancel-on-tty: rc=$rc $(cat "$tmp/tty.out")"
+fi
 bob jobs cancel "$job" >/dev/null 2>&1
 check jobs-cancel-other-project-exit-4 [ $? = 4 ]
 
