@@ -636,7 +636,7 @@ static int cmd_server_create(struct cnl_cli *cli)
 	const char *profile = cnl_cli_flag(cli, "profile");
 	const char *storage = cnl_cli_flag(cli, "storage");
 	const char *idle = cnl_cli_flag(cli, "idle");
-	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX], key[40];
+	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
 	_cleanup_free_ char *path = NULL;
 	int64_t gb, idle_s, limit_ms;
 	json_t *body, *o;
@@ -672,9 +672,6 @@ static int cmd_server_create(struct cnl_cli *cli)
 		json_decref(body);
 		return code;
 	}
-	/* The same name in the same project is the same request: retrying
-	 * after a lost reply must not create a second server. */
-	snprintf(key, sizeof(key), "srv-%.30s", name);
 	path = pathf("/v1/projects/%s/servers", pid);
 	code = cnl_cli_call(cli, "POST", path, body, NULL, NULL, &o);
 	json_decref(body);

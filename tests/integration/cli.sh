@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cli.sh - the cnlab binary against a real cnlabd: help and usage errors,
-# login (password on stdin, API token), the config file's 0600 mode, the
+# login (password on stdin, API token, OIDC ID token), the config file's 0600 mode, the
 # not-logged-in error, profiles, servers (create/list/open/stop/start), run
 # (inline script, live output, artifacts, exit code, priority and deadline),
 # Ctrl-C detaching, jobs, quota (shown and enforced), project isolation,
@@ -45,8 +45,30 @@ export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
 unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG DISPLAY WAYLAND_DISPLAY
 mkdir -p "$HOME"
 
+# An OIDC identity provider of our own: an RSA key, its JWKS, ID tokens.
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+openssl genrsa -out "$tmp/idp.pem" 2048 2>/dev/null
+n=$(openssl rsa -in "$tmp/idp.pem" -noout -modulus 2>/dev/null | cut -d= -f2 |
+	xxd -r -p | b64url)
+printf '{"keys":[{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":"%s","e":"AQAB"}]}' \
+	"$n" >"$tmp/jwks.json"
+cat >"$tmp/oidc.conf" <<CONF
+oidc_issuer = https://idp.example
+oidc_audience = cnlab-cli
+oidc_jwks_file = $tmp/jwks.json
+CONF
+idtoken() { # idtoken USER [ISSUER]
+	local h p s now
+	now=$(date +%s)
+	h=$(printf '{"alg":"RS256","kid":"k1","typ":"JWT"}' | b64url)
+	p=$(printf '{"iss":"%s","aud":"cnlab-cli","sub":"u-%s","preferred_username":"%s","iat":%d,"exp":%d}' \
+		"${2:-https://idp.example}" "$1" "$1" "$now" $((now + 600)) | b64url)
+	s=$(printf '%s.%s' "$h" "$p" | openssl dgst -sha256 -sign "$tmp/idp.pem" -binary | b64url)
+	printf '%s.%s.%s' "$h" "$p" "$s"
+}
+
 "$cnlabd" --data-dir "$tmp/d" --listen 127.0.0.1:0 --bootstrap-admin root \
-	>"$tmp/out" 2>"$tmp/err" &
+	--config "$tmp/oidc.conf" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 port=
 for _ in $(seq 100); do
@@ -190,6 +212,15 @@ CNLAB_CONFIG=$tmp/tok.json "$cnlab" login --server "$base" --token "$apitok" >/d
 	ok login-api-token || bad "login-api-token: $out"
 CNLAB_CONFIG=$tmp/tok2.json "$cnlab" login --server "$base" --token cnl_bogus >/dev/null 2>&1
 check login-bad-token-exit-3 [ $? = 3 ]
+# OIDC: an ID token from the provider the server trusts is the bearer.
+CNLAB_CONFIG=$tmp/oidc.json "$cnlab" login --server "$base" --id-token "$(idtoken alice)" >/dev/null 2>&1 &&
+	out=$(CNLAB_CONFIG=$tmp/oidc.json "$cnlab" whoami) && grep -q 'User:     alice' <<<"$out" &&
+	ok login-oidc-id-token || bad "login-oidc-id-token: $out"
+CNLAB_CONFIG=$tmp/oidc2.json "$cnlab" login --server "$base" \
+	--id-token "$(idtoken alice https://evil.example)" >/dev/null 2>&1
+rc=$?
+[ $rc = 3 ] && [ ! -e "$tmp/oidc2.json" ] && ok login-oidc-wrong-issuer-exit-3 ||
+	bad "login-oidc-wrong-issuer-exit-3: rc=$rc"
 
 # --- Profiles -----------------------------------------------------------------
 out=$("$cnlab" profiles list)
