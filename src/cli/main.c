@@ -1640,12 +1640,13 @@ int main(int argc, char **argv)
 
 		if (version)
 			return cmd_version(&cli);
-		if (!path[0] && nrest && !want_help)
+		if (nrest && !want_help)
 			return cnl_cli_fail(
 			    CNL_EXIT_USAGE,
-			    "unknown command or flag \"%s\": see "
-			    "cnlab --help",
-			    rest[0]);
+			    "unknown command or flag \"%s%s%s\": "
+			    "see cnlab %s%s--help",
+			    path, path[0] ? " " : "", rest[0], path,
+			    path[0] ? " " : "");
 		help_group(want_help || !path[0] ? stdout : stderr, path);
 		return want_help || !path[0] ? 0 : CNL_EXIT_USAGE;
 	}

@@ -164,6 +164,12 @@ out=$("$cnlab" server create --help)
 check help-subcommand grep -q -- '--storage SIZE' <<<"$out"
 "$cnlab" bogus >/dev/null 2>&1
 check unknown-command-exit-2 [ $? = 2 ]
+out=$("$cnlab" server bogus 2>&1)
+[ $? = 2 ] && grep -q 'unknown command or flag "server bogus"' <<<"$out" &&
+	ok unknown-subcommand-exit-2 || bad "unknown-subcommand-exit-2: $out"
+"$cnlab" server >/dev/null 2>"$tmp/group.err"
+[ $? = 2 ] && grep -q 'server stop NAME' "$tmp/group.err" && ok group-alone-help ||
+	bad group-alone-help
 "$cnlab" run >/dev/null 2>&1
 check run-needs-script-exit-2 [ $? = 2 ]
 "$cnlab" profiles list --colour >/dev/null 2>&1
