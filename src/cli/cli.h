@@ -41,6 +41,7 @@ struct cnl_cli {
 	const char *token;             /* effective token, or NULL */
 	const char *project_flag;      /* --project, or NULL */
 	bool json;                     /* --output json */
+	bool logging_in;               /* 401 means bad credentials */
 	struct cnl_cli_client *client; /* made on first use */
 	const struct cnl_cli_command *cmd;
 	const struct cnl_cli_flag *flags; /* global + command flags */

@@ -95,6 +95,10 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
 
 	switch (r->status) {
 	case 401:
+		if (cli->logging_in)
+			return cnl_cli_fail(
+			    CNL_EXIT_AUTH,
+			    "the server refused these credentials (%s)", msg);
 		return cnl_cli_fail(
 		    CNL_EXIT_AUTH,
 		    "not logged in, or the session expired (%s): "
@@ -121,7 +125,6 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
 		return cnl_cli_fail(CNL_EXIT_ERROR, "%s (HTTP %ld, %s)", msg,
 		                    r->status, code[0] ? code : "error");
 	}
-	(void)cli;
 }
 
 /* Send a request; 0 and the reply, or an exit code after a message. */
@@ -363,6 +366,7 @@ static int cmd_login(struct cnl_cli *cli)
 	json_t *body, *o;
 	int code;
 
+	cli->logging_in = true;
 	if (tok && idt)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
 		                    "give --token or --id-token, not both");
@@ -399,9 +403,6 @@ static int cmd_login(struct cnl_cli *cli)
 	code =
 	    cnl_cli_call(cli, "POST", "/v1/auth/login", body, NULL, NULL, &o);
 	json_decref(body);
-	if (code == CNL_EXIT_AUTH)
-		return cnl_cli_fail(CNL_EXIT_AUTH,
-		                    "wrong user name or password");
 	if (code)
 		return code;
 	{

@@ -197,7 +197,7 @@ check whoami grep -q 'User:     alice' <<<"$out"
 
 out=$(echo wrong-password | CNLAB_CONFIG=$tmp/wrong.json "$cnlab" login --server "$base" --user alice 2>&1)
 rc=$?
-[ $rc = 3 ] && grep -q 'wrong user name or password' <<<"$out" &&
+[ $rc = 3 ] && grep -q 'refused these credentials' <<<"$out" &&
 	ok login-wrong-password || bad "login-wrong-password: rc=$rc $out"
 
 # bob, in his own config, logs in with a password piped (stdin not a tty).
@@ -311,6 +311,25 @@ SCRIPT
 "$cnlab" run "$tmp/ok.sh" --gpu h100-25pct --artifacts "$tmp/arts" >"$tmp/ok.out" 2>&1
 check run-success-and-profile-name [ $? = 0 ]
 check run-success-output grep -qx 'all good' "$tmp/ok.out"
+
+cat >"$tmp/eval.py" <<'SCRIPT'
+import os, sys
+print("python", sys.argv[1:], os.path.basename(__file__))
+open(os.path.join(os.environ["CNLAB_ARTIFACTS_DIR"], "metrics.json"), "w").write('{"acc": 0.9}')
+SCRIPT
+if command -v python3 >/dev/null; then
+	"$cnlab" run "$tmp/eval.py" a "b c" --gpu h100-25 --artifacts "$tmp/py" >"$tmp/py.out" 2>/dev/null
+	rc=$?
+	[ $rc = 0 ] && grep -qx "python \['a', 'b c'\] eval.py" "$tmp/py.out" &&
+		[ "$(jq -r .acc "$tmp/py/metrics.json")" = 0.9 ] &&
+		ok run-python-script || bad "run-python-script: rc=$rc $(cat "$tmp/py.out")"
+fi
+big=$tmp/big.sh
+for _ in $(seq 100); do echo 'echo "a fairly long line of script text"'; done >"$big"
+out=$("$cnlab" run "$big" --gpu h100-25 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'too large to send inline' <<<"$out" && ok run-script-too-large ||
+	bad "run-script-too-large: rc=$rc $out"
 
 out=$("$cnlab" jobs list)
 grep -Eq "^$job +failed +high +h100-25 +3 " <<<"$out" && ok jobs-list || bad "jobs-list: $out"
