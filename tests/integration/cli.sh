@@ -130,6 +130,21 @@ agent_step() {
 		grep -q "hold-me" <<<"$cmd" && continue
 		api "$agent" POST "/v1/nodes/$node/reports" \
 			"{\"id\":\"$id\",\"epoch\":$ep,\"state\":\"running\"}" >/dev/null
+		# Live output: the second chunk goes only once the CLI has
+		# printed the first, while the job still runs.
+		if grep -q "live-me" <<<"$cmd"; then
+			api "$agent" POST "/v1/nodes/$node/logs" \
+				"{\"id\":\"$id\",\"epoch\":$ep,\"stream\":\"stdout\",\"data\":\"first\\n\"}" >/dev/null
+			for _ in $(seq 200); do
+				grep -q first "$tmp/live.out" 2>/dev/null && { echo yes >"$tmp/live.seen"; break; }
+				sleep 0.05
+			done
+			api "$agent" POST "/v1/nodes/$node/logs" \
+				"{\"id\":\"$id\",\"epoch\":$ep,\"stream\":\"stdout\",\"data\":\"second\\n\"}" >/dev/null
+			api "$agent" POST "/v1/nodes/$node/reports" \
+				"{\"id\":\"$id\",\"epoch\":$ep,\"state\":\"succeeded\",\"exit_code\":0}" >/dev/null
+			continue
+		fi
 		dir=$tmp/work/$id
 		mkdir -p "$dir/art"
 		(cd "$dir" && CNLAB_ARTIFACTS_DIR=$dir/art sh -c "$cmd" \
@@ -311,6 +326,11 @@ SCRIPT
 "$cnlab" run "$tmp/ok.sh" --gpu h100-25pct --artifacts "$tmp/arts" >"$tmp/ok.out" 2>&1
 check run-success-and-profile-name [ $? = 0 ]
 check run-success-output grep -qx 'all good' "$tmp/ok.out"
+
+"$cnlab" run "echo live-me" --gpu h100-25 >"$tmp/live.out" 2>/dev/null
+rc=$?
+[ $rc = 0 ] && [ "$(cat "$tmp/live.out")" = "$(printf 'first\nsecond')" ] &&
+	[ -e "$tmp/live.seen" ] && ok run-streams-live || bad "run-streams-live: rc=$rc $(cat "$tmp/live.out")"
 
 cat >"$tmp/eval.py" <<'SCRIPT'
 import os, sys
