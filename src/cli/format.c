@@ -53,11 +53,16 @@ int cnl_cli_table_print(const struct cnl_cli_table *t, FILE *f)
 			    width[c],
 			    cnl_cli_utf8_width(t->cells[r * t->ncols + c]));
 	for (size_t r = 0; r < t->nrows; r++) {
-		for (size_t c = 0; c < t->ncols; c++) {
+		size_t last = t->ncols - 1;
+
+		/* No padding after the last cell that has text. */
+		while (last > 0 && !t->cells[r * t->ncols + last][0])
+			last--;
+		for (size_t c = 0; c <= last; c++) {
 			const char *cell = t->cells[r * t->ncols + c];
 
 			fputs(cell, f);
-			if (c + 1 == t->ncols)
+			if (c == last)
 				break;
 			for (size_t k = cnl_cli_utf8_width(cell);
 			     k < width[c] + 2; k++)

@@ -18,7 +18,8 @@
 /*
  * A table collects rows of cells (copied) and prints them with each column
  * as wide as its widest cell plus two spaces; widths count UTF-8 code
- * points, so "✓ now" is five columns.  The last column is not padded.
+ * points, so "✓ now" is five columns.  A row ends at its last non-empty
+ * cell: no trailing blanks.
  */
 struct cnl_cli_table {
 	size_t ncols, nrows;

@@ -61,8 +61,10 @@ static void test_table(void **state)
 	free(s);
 	cnl_cli_table_add(&t, (const char *[]){"✓✓", "b"});
 	cnl_cli_table_add(&t, (const char *[]){"abc", "c"});
+	cnl_cli_table_add(&t, (const char *[]){"d", ""});
 	s = table_text(&t);
-	assert_string_equal(s, "✓✓   b\nabc  c\n");
+	/* An empty last cell leaves no trailing blanks. */
+	assert_string_equal(s, "✓✓   b\nabc  c\nd\n");
 	free(s);
 	cnl_cli_table_done(&t);
 	assert_int_equal(cnl_cli_utf8_width("✓ now"), 5);
