@@ -1,0 +1,114 @@
+/*
+ * cli.h - what the files of the cnlab binary share: the exit codes, the
+ * command table, the per-invocation context and the request helpers that
+ * turn API errors into messages and exit codes.
+ *
+ * Exit codes (README, "The CLI: cnlab"):
+ *   0  success
+ *   1  error (server unreachable, server-side failure, a job that failed
+ *      to start, a wait that timed out)
+ *   2  usage: bad flags or arguments, or a request the server called bad
+ *   3  not logged in, or the session expired: run cnlab login
+ *   4  not found (a project, server, job ... you cannot see)
+ *   5  refused: over quota, not permitted, or a deadline that cannot be met
+ *   cnlab run, once the job is submitted, exits with the job's own code.
+ */
+#ifndef CNL_CLI_CLI_H
+#define CNL_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "cli/args.h"
+#include "cli/client.h"
+#include "cli/config.h"
+
+enum {
+	CNL_EXIT_OK = 0,
+	CNL_EXIT_ERROR = 1,
+	CNL_EXIT_USAGE = 2,
+	CNL_EXIT_AUTH = 3,
+	CNL_EXIT_NOT_FOUND = 4,
+	CNL_EXIT_REFUSED = 5,
+};
+
+/* The state of one invocation. */
+struct cnl_cli {
+	struct cnl_cli_config cfg;     /* the settings file */
+	const char *server;            /* effective base URL */
+	const char *token;             /* effective token, or NULL */
+	const char *project_flag;      /* --project, or NULL */
+	bool json;                     /* --output json */
+	bool logging_in;               /* 401 means bad credentials */
+	struct cnl_cli_client *client; /* made on first use */
+	const struct cnl_cli_command *cmd;
+	const struct cnl_cli_flag *flags; /* global + command flags */
+	size_t nflags;
+	struct cnl_cli_args args;
+};
+
+/* One command: "server create", with its flags and handler. */
+struct cnl_cli_command {
+	const char *path;    /* words after "cnlab" */
+	const char *usage;   /* positional arguments, e.g. "NAME" */
+	const char *summary; /* one line */
+	const struct cnl_cli_flag *flags; /* NULL-name terminated, or NULL */
+	size_t min_pos, max_pos;
+	bool passthrough; /* unknown flags after the first argument are
+	                   * arguments (cnlab run) */
+	bool hidden;      /* not listed in help or completion */
+	int (*run)(struct cnl_cli *cli);
+};
+
+/* The command table (main.c) and its size. */
+extern const struct cnl_cli_command cnl_cli_commands[];
+extern const size_t cnl_cli_ncommands;
+/* Flags every command takes (main.c), NULL-name terminated. */
+extern const struct cnl_cli_flag cnl_cli_global_flags[];
+
+/* The value of --@name for this command, or NULL. */
+const char *cnl_cli_flag(struct cnl_cli *cli, const char *name);
+
+/* Print "cnlab: MESSAGE" to stderr and return @code. */
+int cnl_cli_fail(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * cnl_cli_call - @method @path with @body (borrowed), expecting a 2xx.
+ * On success stores the parsed JSON body (new reference; json null for an
+ * empty one) in *@ret and returns 0.  Otherwise prints what went wrong and
+ * what to do, and returns the exit code (CNL_EXIT_*).  @what names the
+ * object for "not found" messages, e.g. "server \"nb1\"".
+ */
+int cnl_cli_call(struct cnl_cli *cli, const char *method, const char *path,
+                 json_t *body, const char *idem, const char *what,
+                 json_t **ret);
+
+/* cnl_cli_call() for raw bytes (artifact download): *@ret is the reply. */
+int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
+                     struct cnl_cli_reply *ret);
+
+/*
+ * cnl_cli_project - resolve the project to act on: --project, else the
+ * config file's default, else the caller's only project.  Stores its id
+ * (in @id, CNL_CLI_ID_MAX bytes) and name (@name); returns 0 or an exit
+ * code after printing what to do.
+ */
+#define CNL_CLI_ID_MAX 128
+int cnl_cli_project(struct cnl_cli *cli, const char *want, char *id,
+                    char *name);
+
+/* Print @j as indented JSON on stdout; returns 0. */
+int cnl_cli_print_json(const json_t *j);
+
+/* String member @key of @o, or @dflt. */
+const char *cnl_cli_str(const json_t *o, const char *key, const char *dflt);
+
+/* Commands defined outside main.c. */
+int cnl_cli_cmd_run(struct cnl_cli *cli);
+int cnl_cli_cmd_jobs_logs(struct cnl_cli *cli);
+int cnl_cli_cmd_completion(struct cnl_cli *cli);
+
+#endif /* CNL_CLI_CLI_H */

@@ -1,0 +1,497 @@
+/*
+ * run.c - cnlab run and cnlab jobs logs: submit a job, follow it to its
+ * end, stream its output, fetch its artifacts, exit with its code.
+ *
+ * Shipping the script: nodes share no file system with the user's
+ * machine, and the API takes a job as one command line, so a SCRIPT that
+ * is a local file travels inside the command, base64-encoded, and is
+ * written back under its own name in the job's working folder before it
+ * runs (cnl_cli_script_command(): python3 for *.py, sh otherwise).  The
+ * control plane keeps commands under 1024 bytes, which leaves room for
+ * scripts of about 700 bytes; larger ones are refused with that advice.
+ * A SCRIPT that is not a local file is taken as a command to run as is
+ * ("cnlab run nvidia-smi -L").
+ *
+ * Following: the job is polled every 250 ms; while it waits, a progress
+ * line with the scheduler's estimate ("✓ Queued ... ETA 18s") is printed
+ * whenever the estimate or the reason changes; output chunks are paged by
+ * their id (GET /v1/jobs/{id}/logs?after=) and written to stdout or
+ * stderr as the job wrote them.  The job's state is read before each page
+ * of output, so once a final state is seen the output that follows is
+ * complete.  Progress lines go to stderr so that stdout is the job's own.
+ *
+ * Ctrl-C: on a terminal, asks "cancel the job or detach? [c/d]"; without
+ * one (scripts, CI) it detaches, printing how to follow the job later.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/format.h"
+#include "common/time.h"
+#include "common/util.h"
+
+#define POLL_MS       250
+#define SCRIPT_MAX    (64 * 1024)
+#define COMMAND_LIMIT 1024 /* CNL_STORE_COMMAND_MAX in the control plane */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static char *pathf2(const char *a, const char *id, const char *b)
+{
+	size_t n = strlen(a) + strlen(id) + strlen(b) + 1;
+	char *s = cnl_xmalloc(n);
+
+	snprintf(s, n, "%s%s%s", a, id, b);
+	return s;
+}
+
+/* Write the output chunks after *@after; advances it.  0 or exit code. */
+static int drain_logs(struct cnl_cli *cli, const char *id, char *after,
+                      size_t after_len)
+{
+	for (;;) {
+		_cleanup_free_ char *ea = cnl_cli_url_escape(after);
+		_cleanup_free_ char *base = pathf2("/v1/jobs/", id, "/logs");
+		size_t n = strlen(base) + strlen(ea) + 32;
+		_cleanup_free_ char *path = cnl_xmalloc(n);
+		json_t *o, *items, *it;
+		size_t i;
+		int code;
+
+		snprintf(path, n, "%s?limit=1000%s%s", base,
+		         after[0] ? "&after=" : "", ea);
+		if ((code =
+		         cnl_cli_call(cli, "GET", path, NULL, NULL, "job", &o)))
+			return code;
+		items = json_object_get(o, "items");
+		json_array_foreach (items, i, it) {
+			const char *data = cnl_cli_str(it, "data", "");
+			FILE *f =
+			    strcmp(cnl_cli_str(it, "stream", ""), "stderr") == 0
+			        ? stderr
+			        : stdout;
+
+			fwrite(data, 1, strlen(data), f);
+			fflush(f);
+			snprintf(after, after_len, "%s",
+			         cnl_cli_str(it, "id", ""));
+		}
+		n = json_array_size(items);
+		json_decref(o);
+		if (n == 0)
+			return 0;
+	}
+}
+
+/* mkdir -p @dir. */
+static int make_dirs(const char *dir)
+{
+	_cleanup_free_ char *d = cnl_xstrdup(dir);
+
+	for (char *p = d + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(d, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(d, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Download every artifact of @id into @dir; 0 or an exit code. */
+static int fetch_artifacts(struct cnl_cli *cli, const char *id, const char *dir)
+{
+	_cleanup_free_ char *path =
+	    pathf2("/v1/jobs/", id, "/artifacts?limit=1000");
+	json_t *o, *it;
+	size_t i, got = 0;
+	int code;
+
+	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, "job", &o)))
+		return code;
+	if (json_array_size(json_object_get(o, "items")) == 0) {
+		json_decref(o);
+		return 0;
+	}
+	if (make_dirs(dir) < 0) {
+		json_decref(o);
+		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot create %s: %s", dir,
+		                    strerror(errno));
+	}
+	json_array_foreach (json_object_get(o, "items"), i, it) {
+		const char *name = cnl_cli_str(it, "name", "");
+		_cleanup_free_ char *en = cnl_cli_url_escape(name);
+		_cleanup_free_ char *base =
+		    pathf2("/v1/jobs/", id, "/artifacts/");
+		_cleanup_free_ char *p2 = pathf2(base, en, "");
+		_cleanup_free_ char *file = pathf2(dir, "/", name);
+		struct cnl_cli_reply r;
+		FILE *f;
+
+		if (!cnl_cli_safe_name(name)) {
+			fprintf(stderr,
+			        "cnlab: skipping artifact with an unsafe "
+			        "name\n");
+			continue;
+		}
+		if ((code = cnl_cli_call_raw(cli, p2, "artifact", &r))) {
+			json_decref(o);
+			return code;
+		}
+		f = fopen(file, "wb");
+		if (!f || fwrite(r.body, 1, r.len, f) != r.len) {
+			if (f)
+				fclose(f);
+			cnl_cli_reply_done(&r);
+			json_decref(o);
+			return cnl_cli_fail(CNL_EXIT_ERROR,
+			                    "cannot write %s: %s", file,
+			                    strerror(errno));
+		}
+		fclose(f);
+		cnl_cli_reply_done(&r);
+		got++;
+	}
+	json_decref(o);
+	fprintf(stderr, "✓ Artifacts: %zu file%s in %s/\n", got,
+	        got == 1 ? "" : "s", dir);
+	return 0;
+}
+
+static bool is_final(const char *state)
+{
+	return strcmp(state, "succeeded") == 0 ||
+	       strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
+}
+
+/* Print a waiting line when the reason or the estimate changed. */
+static void progress(const json_t *st, char *last, size_t last_len)
+{
+	const char *reason = cnl_cli_str(st, "reason", "waiting");
+	const char *est = cnl_cli_str(st, "estimated_start", NULL);
+	char line[256], w[32] = "unknown";
+	int64_t t;
+
+	if (est && cnl_time_parse_rfc3339(est, &t) == 0) {
+		t -= cnl_time_now_ms();
+		cnl_cli_format_wait(t < 1000 ? 1000 : t, w, sizeof(w));
+	}
+	snprintf(line, sizeof(line), "%s|%s", reason, est ? est : "-");
+	if (strcmp(line, last) == 0)
+		return;
+	snprintf(last, last_len, "%s", line);
+	fprintf(stderr, "✓ Queued... ETA %s (%s)\n", w, reason);
+}
+
+/* Ctrl-C: ask, or detach.  1 to detach, 0 to go on (cancel asked). */
+static int on_interrupt(struct cnl_cli *cli, const char *id, bool *cancelled)
+{
+	char line[16] = "";
+
+	interrupted = 0;
+	if (isatty(STDIN_FILENO) && isatty(STDERR_FILENO)) {
+		fputs("\ncancel the job or detach? [c/d] ", stderr);
+		if (!fgets(line, sizeof(line), stdin))
+			line[0] = 'd';
+	}
+	if (line[0] == 'c' || line[0] == 'C') {
+		_cleanup_free_ char *path = pathf2("/v1/jobs/", id, "/cancel");
+		json_t *o;
+
+		if (cnl_cli_call(cli, "POST", path, NULL, NULL, "job", &o) ==
+		    0) {
+			json_decref(o);
+			fprintf(stderr, "✓ Cancelling %s\n", id);
+		}
+		*cancelled = true;
+		return 0;
+	}
+	fprintf(stderr,
+	        "\ndetached: job %s keeps going; follow it with: cnlab jobs "
+	        "logs --follow %s\n",
+	        id, id);
+	return 1;
+}
+
+/*
+ * Follow job @id until it ends.  @run: progress lines, Ctrl-C handling,
+ * artifacts into @dir and the job's exit code; else just the output.
+ */
+static int follow(struct cnl_cli *cli, const char *id, bool run,
+                  const char *dir)
+{
+	_cleanup_free_ char *path = pathf2("/v1/jobs/", id, "");
+	char after[160] = "", last[256] = "";
+	bool announced = false, cancelled = false;
+	struct sigaction sa = {0}, old;
+	int code;
+	json_t *o;
+
+	if (run) {
+		sa.sa_handler = on_sigint;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, &old);
+	}
+	for (;;) {
+		const char *state;
+		json_t *st;
+
+		if (run && interrupted && on_interrupt(cli, id, &cancelled))
+			return 0;
+		if ((code =
+		         cnl_cli_call(cli, "GET", path, NULL, NULL, "job", &o)))
+			return code;
+		state = cnl_cli_str(o, "state", "?");
+		st = json_object_get(o, "status");
+		if (run && strcmp(state, "pending") == 0)
+			progress(st, last, sizeof(last));
+		if (run && strcmp(state, "running") == 0 && !announced &&
+		    json_object_get(st, "node")) {
+			fprintf(stderr, "✓ Running on %s\n",
+			        cnl_cli_str(st, "node", "?"));
+			announced = true;
+		}
+		if ((code = drain_logs(cli, id, after, sizeof(after)))) {
+			json_decref(o);
+			return code;
+		}
+		if (is_final(state))
+			break;
+		json_decref(o);
+		usleep(POLL_MS * 1000);
+	}
+	if (!run) {
+		json_decref(o);
+		return 0;
+	}
+	{
+		const char *state = cnl_cli_str(o, "state", "?");
+		int ec =
+		    (int)json_integer_value(json_object_get(o, "exit_code"));
+		const char *msg = cnl_cli_str(o, "message", NULL);
+
+		if (strcmp(state, "succeeded") == 0) {
+			fprintf(stderr, "✓ Job %s succeeded\n", id);
+			code = 0;
+		} else if (strcmp(state, "cancelled") == 0) {
+			fprintf(stderr, "✗ Job %s was cancelled\n", id);
+			code = 130;
+		} else {
+			fprintf(stderr, "✗ Job %s failed (exit code %d)%s%s\n",
+			        id, ec, msg ? ": " : "", msg ? msg : "");
+			code = ec > 0 && ec < 256 ? ec : 1;
+		}
+		(void)cancelled;
+	}
+	json_decref(o);
+	{
+		int c2 = fetch_artifacts(cli, id, dir);
+
+		if (c2 && code == 0)
+			code = c2;
+	}
+	return code;
+}
+
+int cnl_cli_cmd_jobs_logs(struct cnl_cli *cli)
+{
+	char after[160] = "";
+
+	if (cnl_cli_flag(cli, "follow"))
+		return follow(cli, cli->args.pos[0], false, NULL);
+	return drain_logs(cli, cli->args.pos[0], after, sizeof(after));
+}
+
+/* Random hex for the Idempotency-Key of one submission. */
+static void idem_key(char *buf, size_t len)
+{
+	unsigned char b[16] = {0};
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	size_t o = 0;
+
+	if (fd >= 0) {
+		if (read(fd, b, sizeof(b)) != (ssize_t)sizeof(b))
+			memset(b, 0, sizeof(b));
+		close(fd);
+	}
+	if (b[0] == 0 && b[1] == 0) {
+		int64_t t = cnl_time_mono_ns() ^ (int64_t)getpid();
+
+		memcpy(b, &t, sizeof(t));
+	}
+	o = (size_t)snprintf(buf, len, "run-");
+	for (size_t i = 0; i < sizeof(b) && o + 3 <= len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%02x", b[i]);
+}
+
+/* Whether @name is a profile the server knows. */
+static bool is_profile(struct cnl_cli *cli, const char *name)
+{
+	json_t *o, *it;
+	size_t i;
+	bool yes = false;
+
+	if (cnl_cli_call(cli, "GET", "/v1/profiles?limit=1000", NULL, NULL,
+	                 NULL, &o))
+		return false;
+	json_array_foreach (json_object_get(o, "items"), i, it)
+		yes |= strcmp(cnl_cli_str(it, "name", ""), name) == 0;
+	json_decref(o);
+	return yes;
+}
+
+/* The job's command from SCRIPT and its arguments. */
+static int build_command(struct cnl_cli *cli, char *buf, size_t len)
+{
+	const char *script = cli->args.pos[0];
+	struct stat st;
+	unsigned char *data;
+	ssize_t n;
+	int fd, r;
+
+	if (stat(script, &st) < 0 || !S_ISREG(st.st_mode)) {
+		if (cnl_cli_plain_command(cli->args.pos, cli->args.npos, buf,
+		                          len) < 0)
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "the command is too long (the "
+			                    "platform keeps %d bytes)",
+			                    COMMAND_LIMIT - 1);
+		return 0;
+	}
+	if (st.st_size > SCRIPT_MAX)
+		goto too_big;
+	if ((fd = open(script, O_RDONLY | O_CLOEXEC)) < 0)
+		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s: %s",
+		                    script, strerror(errno));
+	data = cnl_xmalloc((size_t)st.st_size + 1);
+	n = read(fd, data, (size_t)st.st_size);
+	close(fd);
+	if (n < 0) {
+		free(data);
+		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s", script);
+	}
+	r = cnl_cli_script_command(script, data, (size_t)n, cli->args.pos + 1,
+	                           cli->args.npos - 1, buf, len);
+	free(data);
+	if (r == -EINVAL)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "%s: not a usable file name", script);
+	if (r < 0)
+		goto too_big;
+	return 0;
+too_big:
+	return cnl_cli_fail(CNL_EXIT_USAGE,
+	                    "%s is too large to send inline: the platform "
+	                    "keeps job commands under %d bytes, which leaves "
+	                    "about 700 bytes of script; put the code in the "
+	                    "image or a dataset and run it by command "
+	                    "instead",
+	                    script, COMMAND_LIMIT);
+}
+
+int cnl_cli_cmd_run(struct cnl_cli *cli)
+{
+	const char *gpu = cnl_cli_flag(cli, "gpu");
+	const char *profile = cnl_cli_flag(cli, "profile");
+	const char *prio = cnl_cli_flag(cli, "priority");
+	const char *deadline = cnl_cli_flag(cli, "deadline");
+	const char *runtime = cnl_cli_flag(cli, "runtime");
+	const char *dir = cnl_cli_flag(cli, "artifacts");
+	char command[COMMAND_LIMIT], pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
+	char key[64], dl[CNL_TIME_RFC3339_MAX];
+	_cleanup_free_ char *path = NULL, *id = NULL, *defdir = NULL;
+	int64_t t;
+	json_t *body, *o;
+	int code;
+
+	if (!gpu == !profile)
+		return cnl_cli_fail(
+		    CNL_EXIT_USAGE,
+		    "give --gpu SHAPE (e.g. h100-25) or --profile "
+		    "NAME (see cnlab profiles list)");
+	if (prio && strcmp(prio, "low") && strcmp(prio, "normal") &&
+	    strcmp(prio, "high") && strcmp(prio, "critical"))
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--priority must be low, normal, high or "
+		                    "critical");
+	if ((code = build_command(cli, command, sizeof(command))))
+		return code;
+	body = json_pack("{s:s}", "command", command);
+	if (deadline) {
+		if (cnl_time_parse_rfc3339(deadline, &t) < 0 ||
+		    cnl_time_format_rfc3339(t, dl, sizeof(dl)) < 0) {
+			json_decref(body);
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "--deadline: not an ISO 8601 time "
+			                    "(try 2026-04-30T17:00 or "
+			                    "2026-04-30T17:00:00+09:00)");
+		}
+		json_object_set_new(body, "deadline", json_string(dl));
+	}
+	if (runtime) {
+		if (cnl_duration_parse(runtime, &t) < 0) {
+			json_decref(body);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "--runtime: not a duration (try 2h)");
+		}
+		json_object_set_new(body, "runtime_s",
+		                    json_integer((t + 999) / 1000));
+	}
+	if (prio)
+		json_object_set_new(body, "priority", json_string(prio));
+	if ((code = cnl_cli_project(cli, NULL, pid, pname))) {
+		json_decref(body);
+		return code;
+	}
+	/* --gpu also takes a profile name: that is what completion offers. */
+	if (gpu && is_profile(cli, gpu)) {
+		profile = gpu;
+		gpu = NULL;
+	}
+	json_object_set_new(body, gpu ? "gpu" : "profile",
+	                    json_string(gpu ? gpu : profile));
+	idem_key(key, sizeof(key));
+	path = pathf2("/v1/projects/", pid, "/jobs");
+	code = cnl_cli_call(cli, "POST", path, body, key, NULL, &o);
+	json_decref(body);
+	if (code)
+		return code;
+	id = cnl_xstrdup(cnl_cli_str(o, "id", ""));
+	if (cli->json)
+		cnl_cli_print_json(o);
+	else
+		fprintf(stderr, "✓ Queued %s on %s (priority %s, project %s)\n",
+		        id, cnl_cli_str(o, "gpu", "?"),
+		        cnl_cli_str(o, "priority", "normal"), pname);
+	json_decref(o);
+	if (cnl_cli_flag(cli, "detach")) {
+		if (!cli->json) {
+			printf("%s\n", id);
+			fprintf(stderr,
+			        "follow it with: cnlab jobs logs --follow %s\n",
+			        id);
+		}
+		return 0;
+	}
+	if (!dir) {
+		defdir = pathf2("artifacts/", id, "");
+		dir = defdir;
+	}
+	return follow(cli, id, true, dir);
+}
