@@ -756,8 +756,12 @@ int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *sj,
 	if (!sj->deadline_ms)
 		return 0;
 	snprintf(tmp.project_id, sizeof(tmp.project_id), "%s", sj->project_id);
+	/* Without a run-time estimate the question is only whether it can
+	 * start before the deadline (the scheduler would otherwise assume
+	 * its default run time, hours, and refuse most deadlines). */
 	if ((r = wl_job(ctl, &tmp, sj->gpu_shape, sj->priority, now,
-	                sj->deadline_ms, sj->runtime_ms, true)) < 0)
+	                sj->deadline_ms, sj->runtime_ms ? sj->runtime_ms : 1,
+	                true)) < 0)
 		return r;
 	n = build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_admit(ctl->sched, ctl->cluster, jobs, n, &tmp.j, now,
