@@ -28,6 +28,10 @@ export sim trace policies seeds tmp
 printf '%s\n' "${lists[@]}" | xargs -P 2 -I{} bash -c 'run {}'
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
+# Other benchmarks keep their sections in the same file: carry every
+# section after ours over unchanged.
+others=""
+[ -f "$out" ] && others=$(awk '/^## / && !/^## (Notes|GPU capacity|Fragmentation|Seconds per run)/ {p=1} p' "$out")
 {
 	echo "# Placement benchmark: the FGD protocol on the Alibaba GPU trace"
 	echo
@@ -73,5 +77,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 	echo
 	jq -r --argjson n "$(jq '.results[0].seeds | length' "$tmp/default.json")" \
 		'.results[] | "- \(.policy): \(.seconds / $n * 100 | round / 100) s"' "$tmp/default.json"
-} >"$out"
+	[ -n "$others" ] && printf '\n%s\n' "$others"
+} >"$out.tmp"
+mv "$out.tmp" "$out"
 echo "wrote $out"
