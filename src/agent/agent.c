@@ -67,6 +67,10 @@ struct wk {
 	char err_buf[LOG_CHUNK_MAX];
 	size_t err_n;
 	bool gone; /* moved away: kill, report nothing */
+	/* Output goes to files under state/, not pipes, so that a workload
+	 * outlives an agent restart; the agent reads them from an offset. */
+	int out_rd, err_rd;
+	int64_t out_off, err_off;
 };
 
 struct cnl_agent {
@@ -114,7 +118,18 @@ static void wk_remove(struct cnl_agent *a, struct wk *w)
 	if (w->mig_uuid[0])
 		cnl_gpus_mig_destroy(a->gpus, w->mig_uuid);
 	cnl_workload_free(w->w);
+	if (w->out_rd >= 0)
+		close(w->out_rd);
+	if (w->err_rd >= 0)
+		close(w->err_rd);
 	free(w);
+}
+
+/* state/<id>.stdout or .stderr */
+static void out_path(const struct cnl_agent *a, const char *id,
+                     const char *stream, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/state/%s.%s", a->cfg.work_dir, id, stream);
 }
 
 /* mkdir -p for the few levels we create. */
@@ -270,10 +285,12 @@ static void save_state(struct cnl_agent *a, const struct wk *w)
 {
 	char path[700], tmp[720];
 	json_t *o = json_pack(
-	    "{s:s,s:I,s:b,s:s,s:s,s:s,s:s,s:i,s:I,s:i}", "id", w->id, "epoch",
-	    (json_int_t)w->epoch, "server", w->server, "dir", w->dir, "art",
-	    w->art, "ckpt", w->ckpt, "region", w->region, "port", w->port,
-	    "idle_timeout_ms", (json_int_t)w->idle_timeout_ms, "gpu", w->gpu);
+	    "{s:s,s:I,s:b,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I}", "id", w->id,
+	    "epoch", (json_int_t)w->epoch, "server", w->server, "dir", w->dir,
+	    "art", w->art, "ckpt", w->ckpt, "region", w->region, "port",
+	    w->port, "idle_timeout_ms", (json_int_t)w->idle_timeout_ms, "gpu",
+	    w->gpu, "out_off", (json_int_t)w->out_off, "err_off",
+	    (json_int_t)w->err_off);
 
 	snprintf(path, sizeof(path), "%s/state/%s.json", a->cfg.work_dir,
 	         w->id);
@@ -363,6 +380,7 @@ static void start(struct cnl_agent *a, json_t *as)
 	w->server = kind && strcmp(kind, "server") == 0;
 	w->gpu = -1;
 	w->board_slot = -1;
+	w->out_rd = w->err_rd = -1;
 	/* GPUs: indexes of the mask, or the MIG instance's UUID. */
 	for (int i = 0; i < ndev && json_object_get(gpu, "gpu_mask"); i++)
 		if (gmask >> i & 1) {
@@ -515,10 +533,38 @@ static void start(struct cnl_agent *a, json_t *as)
 	spec.gid = a->cfg.run_as_uid;
 	spec.pid_ns = a->cfg.pid_ns;
 	spec.mount_ns = a->cfg.mount_ns;
-	spec.stdout_fd = -1;
-	spec.stderr_fd = -1;
-	if ((r = cnl_launch(a->launcher, &spec, &w->w, err, sizeof(err))) < 0)
-		goto fail;
+	{
+		char po[700], pe[700];
+
+		out_path(a, id, "stdout", po, sizeof(po));
+		out_path(a, id, "stderr", pe, sizeof(pe));
+		spec.stdout_fd =
+		    open(po, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		spec.stderr_fd =
+		    open(pe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		w->out_rd = open(po, O_RDONLY | O_CLOEXEC);
+		w->err_rd = open(pe, O_RDONLY | O_CLOEXEC);
+		if (spec.stdout_fd < 0 || spec.stderr_fd < 0 || w->out_rd < 0 ||
+		    w->err_rd < 0) {
+			r = -errno;
+			snprintf(err, sizeof(err), "cannot create %s: %s", po,
+			         strerror(errno));
+		} else {
+			r = cnl_launch(a->launcher, &spec, &w->w, err,
+			               sizeof(err));
+		}
+		if (spec.stdout_fd >= 0)
+			close(spec.stdout_fd);
+		if (spec.stderr_fd >= 0)
+			close(spec.stderr_fd);
+		if (r < 0) {
+			if (w->out_rd >= 0)
+				close(w->out_rd);
+			if (w->err_rd >= 0)
+				close(w->err_rd);
+			goto fail;
+		}
+	}
 	save_state(a, w);
 	pthread_mutex_lock(&a->mu);
 	if (a->n_wk == a->cap_wk) {
@@ -639,16 +685,18 @@ static void send_log(struct cnl_agent *a, struct cnl_client *cl, const char *id,
 	json_decref(body);
 }
 
-/* Drain a pipe into @buf; flush full chunks.  Under the lock. */
-static void drain(int fd, char *buf, size_t *n)
+/* Read new output of a file into @buf, advancing @off.  Under the lock. */
+static void drain(int fd, char *buf, size_t *n, int64_t *off)
 {
 	ssize_t got;
 
 	if (fd < 0)
 		return;
 	while (*n < LOG_CHUNK_MAX &&
-	       (got = read(fd, buf + *n, LOG_CHUNK_MAX - *n)) > 0)
+	       (got = read(fd, buf + *n, LOG_CHUNK_MAX - *n)) > 0) {
 		*n += (size_t)got;
+		*off += got;
+	}
 }
 
 /* Established TCP connections to local @port (IPv4 and IPv6). */
@@ -702,8 +750,8 @@ static void *supervise(void *arg)
 			struct wk *w = a->wk[i];
 			struct cnl_exit e = {0};
 
-			drain(cnl_workload_stdout(w->w), w->out, &w->out_n);
-			drain(cnl_workload_stderr(w->w), w->err_buf, &w->err_n);
+			drain(w->out_rd, w->out, &w->out_n, &w->out_off);
+			drain(w->err_rd, w->err_buf, &w->err_n, &w->err_off);
 			if (w->stopping && !w->term_sent &&
 			    now >= w->signal_ms) {
 				cnl_workload_signal(w->w, SIGTERM);
@@ -743,10 +791,10 @@ static void *supervise(void *arg)
 			}
 			if (cnl_workload_poll(w->w, &e) == 0 && e.exited) {
 				/* Read what is left of its output first. */
-				drain(cnl_workload_stdout(w->w), w->out,
-				      &w->out_n);
-				drain(cnl_workload_stderr(w->w), w->err_buf,
-				      &w->err_n);
+				drain(w->out_rd, w->out, &w->out_n,
+				      &w->out_off);
+				drain(w->err_rd, w->err_buf, &w->err_n,
+				      &w->err_off);
 				ex[n_done] = e;
 				done[n_done++] = w;
 			}
@@ -778,6 +826,7 @@ static void *supervise(void *arg)
 				n_logs++;
 			}
 			w->out_n = w->err_n = 0;
+			save_state(a, w); /* the offsets, for a restart */
 		}
 		pthread_mutex_unlock(&a->mu);
 		for (size_t i = 0; i < n_logs; i++) {
@@ -833,6 +882,14 @@ static void *supervise(void *arg)
 			pthread_mutex_lock(&a->mu);
 			drop_state(a, w->id);
 			unlink(w->region);
+			{
+				char po[700];
+
+				out_path(a, w->id, "stdout", po, sizeof(po));
+				unlink(po);
+				out_path(a, w->id, "stderr", po, sizeof(po));
+				unlink(po);
+			}
 			a->ended_total++;
 			wk_remove(a, w);
 			pthread_mutex_unlock(&a->mu);
@@ -945,6 +1002,8 @@ static void adopt(struct cnl_agent *a)
 		    !(st = json_load_file(path, 0, NULL)))
 			continue;
 		w = cnl_xcalloc(1, sizeof(*w));
+		w->out_rd = w->err_rd = -1;
+		w->board_slot = -1;
 		snprintf(w->id, sizeof(w->id), "%.63s", ids[i]);
 		w->epoch = json_integer_value(json_object_get(st, "epoch"));
 		w->server = json_is_true(json_object_get(st, "server"));
@@ -960,9 +1019,27 @@ static void adopt(struct cnl_agent *a)
 		w->gpu = (int)json_integer_value(json_object_get(st, "gpu"));
 		w->idle_timeout_ms =
 		    json_integer_value(json_object_get(st, "idle_timeout_ms"));
+		w->out_off = json_integer_value(json_object_get(st, "out_off"));
+		w->err_off = json_integer_value(json_object_get(st, "err_off"));
+		{
+			char po[700];
+
+			out_path(a, w->id, "stdout", po, sizeof(po));
+			w->out_rd = open(po, O_RDONLY | O_CLOEXEC);
+			if (w->out_rd >= 0)
+				lseek(w->out_rd, w->out_off, SEEK_SET);
+			out_path(a, w->id, "stderr", po, sizeof(po));
+			w->err_rd = open(po, O_RDONLY | O_CLOEXEC);
+			if (w->err_rd >= 0)
+				lseek(w->err_rd, w->err_off, SEEK_SET);
+		}
 		w->last_active_ms = now_ms();
 		json_decref(st);
 		if (cnl_launcher_adopt(a->launcher, ids[i], &w->w) < 0) {
+			if (w->out_rd >= 0)
+				close(w->out_rd);
+			if (w->err_rd >= 0)
+				close(w->err_rd);
 			free(w);
 			continue;
 		}
@@ -1267,6 +1344,10 @@ void cnl_agent_free(struct cnl_agent *a)
 	for (size_t i = 0; i < a->n_wk; i++) {
 		/* Workloads keep running: a restarted agent re-adopts them. */
 		cnl_workload_free(a->wk[i]->w);
+		if (a->wk[i]->out_rd >= 0)
+			close(a->wk[i]->out_rd);
+		if (a->wk[i]->err_rd >= 0)
+			close(a->wk[i]->err_rd);
 		free(a->wk[i]);
 	}
 	free(a->wk);

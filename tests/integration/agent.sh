@@ -65,7 +65,8 @@ preempt_grace = 3s
 CONF
 "$cnlabd" --config "$tmp/cnlabd.conf" --data-dir "$tmp/db" \
 	--listen 127.0.0.1:0 --bootstrap-admin root >"$tmp/cnlabd.out" 2>"$tmp/cnlabd.err" &
-pids+=($!)
+cpid=$!
+pids+=($cpid)
 wait_for 10 grep -q '^listening on' "$tmp/cnlabd.out" || {
 	cat "$tmp/cnlabd.err"
 	exit 1
@@ -94,6 +95,8 @@ ana=$(login ana ana-password-1)
 
 # start_agent NAME POOL: a cnlab-agent on a fake pool; sets apid.
 start_agent() {
+	local before
+	before=$(grep -c 'msg=registered' "$tmp/agent-$1.err" 2>/dev/null)
 	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "it-$1" \
 		--gpus "$2" --work-dir "$tmp/agent-$1" --cpu-milli 8000 \
 		--mem-mib 16384 --listen 127.0.0.1:0 --log-level info \
@@ -101,7 +104,7 @@ start_agent() {
 		>>"$tmp/agent-$1.out" 2>>"$tmp/agent-$1.err" &
 	apid=$!
 	pids+=($apid)
-	wait_for 10 grep -q 'registered' "$tmp/agent-$1.err"
+	wait_for 10 sh -c "[ \$(grep -c 'msg=registered' '$tmp/agent-$1.err') -gt ${before:-0} ]"
 }
 submit() { # submit BODY -> job id
 	api POST "/v1/projects/$proj/jobs" "$ana" "$1" | jq -r .id
@@ -154,6 +157,35 @@ j=$(submit '{"command":"head -c 400000000 /dev/zero | tail > /dev/null","gpu":"h
 wait_for 40 is_state "$j" failed && ok "memory hog failed" || bad "memory hog: $(api GET "/v1/jobs/$j" "$ana")"
 msg=$(api GET "/v1/jobs/$j" "$ana" | jq -r .message)
 [[ "$msg" == *out-of-memory* ]] && ok "reported as out of memory" || bad "oom message: $msg"
+
+# --- a command that does not exist: failed, with the shell's reason -------
+j=$(submit '{"command":"no-such-command-xyz","gpu":"h100-1"}')
+wait_for 20 is_state "$j" failed && [[ "$(logs "$j")" == *not\ found* ]] &&
+	[ "$(api GET "/v1/jobs/$j" "$ana" | jq .exit_code)" = 127 ] &&
+	ok "command not found: failed (127) with the reason" || bad "not found: $(api GET "/v1/jobs/$j" "$ana") $(logs "$j")"
+
+# --- restarts of cnlabd and of the agent: the work goes on ----------------
+j=$(submit "{\"command\":\"echo before; while [ ! -e $tmp/go2 ]; do sleep 0.1; done; echo after\",\"gpu\":\"h100-10\"}")
+wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j/logs | grep -q before" ||
+	bad "restart job did not start"
+kill -TERM "$cpid"
+wait "$cpid"
+"$cnlabd" --config "$tmp/cnlabd.conf" --data-dir "$tmp/db" \
+	--listen "127.0.0.1:$port" >"$tmp/cnlabd2.out" 2>>"$tmp/cnlabd.err" &
+cpid=$!
+pids+=($cpid)
+wait_for 10 grep -q '^listening on' "$tmp/cnlabd2.out" && ok "cnlabd restarted on its port" ||
+	bad "cnlabd restart: $(tail -3 "$tmp/cnlabd.err")"
+kill -TERM "$a_pid"
+wait "$a_pid"
+start_agent a fake:1xH100-80GB-SXM || bad "agent a restart"
+a_pid=$apid
+grep -q "re-adopted workload\" id=$j" "$tmp/agent-a.err" && ok "restarted agent re-adopted the job" ||
+	bad "no re-adoption: $(tail -5 "$tmp/agent-a.err")"
+touch "$tmp/go2"
+wait_for 30 is_state "$j" succeeded && ok "job survived both restarts" || bad "after restarts: $(api GET "/v1/jobs/$j" "$ana")"
+l=$(logs "$j")
+[[ "$l" == *before*after* ]] && ok "output after the restart arrived" || bad "logs after restart: $l"
 
 # --- a bad assignment fails with a reason; the agent goes on --------------
 j=$(submit '{"command":"true","gpu":"cpu","cpu_milli":999999}')
