@@ -497,7 +497,9 @@ static void start(struct cnl_agent *a, json_t *as)
 		ENV("CNLAB_REGION=%s", w->region);
 	if (w->gpu >= 0 && a->cfg.shim && a->cfg.shim[0] &&
 	    access(a->cfg.shim, R_OK) == 0)
-		ENV("LD_PRELOAD=%s", a->cfg.shim);
+		/* Preloaded into the command only, by the watchdog: the
+		 * watchdog is this binary and needs no CUDA shim. */
+		ENV("CNLAB_WATCHDOG_PRELOAD=%s", a->cfg.shim);
 	if (w->server) {
 		ENV("CNLAB_PORT=%d", w->port);
 		ENV("CNLAB_WORKSPACE=%s", w->dir);

@@ -119,6 +119,12 @@ static int watchdog(int argc, char **argv)
 	if ((child = fork()) < 0)
 		return 126;
 	if (child == 0) {
+		/* The watchdog is single-threaded: setenv is safe here. */
+		const char *pre = getenv("CNLAB_WATCHDOG_PRELOAD");
+
+		if (pre && pre[0])
+			setenv("LD_PRELOAD", pre, 1);
+		unsetenv("CNLAB_WATCHDOG_PRELOAD");
 		execvp(argv[4], argv + 4);
 		_exit(127);
 	}
