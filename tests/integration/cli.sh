@@ -483,6 +483,22 @@ check complete-shell [ "$(complete_words cnlab completion z)" = "zsh " ]
 	bad completion-other-shells
 if command -v zsh >/dev/null; then
 	"$cnlab" completion zsh | zsh -n && ok zsh-syntax || bad zsh-syntax
+else
+	bad "zsh missing (scripts/bootstrap installs it)"
+fi
+# fish answers completions non-interactively: complete -C "LINE".
+fish_words() {
+	"$cnlab" completion fish >"$tmp/cnlab.fish"
+	PATH=$tmp/bin:$PATH fish -c "source $tmp/cnlab.fish; complete -C '$1'" |
+		cut -f1 | sort | tr '\n' ' '
+}
+if command -v fish >/dev/null; then
+	check fish-complete-pro [ "$(fish_words 'cnlab pro')" = "profiles project " ]
+	check fish-complete-server-st [ "$(fish_words 'cnlab server st')" = "start stop " ]
+	check fish-complete-profile-from-server \
+		[ "$(fish_words 'cnlab server create --profile h1')" = "h100-25pct h100-full " ]
+else
+	bad "fish missing (scripts/bootstrap installs it)"
 fi
 
 # --- Logout ------------------------------------------------------------------------------
