@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -533,6 +534,34 @@ static void start(struct cnl_agent *a, json_t *as)
 	                 << 20;
 	spec.uid = a->cfg.run_as_uid;
 	spec.gid = a->cfg.run_as_uid;
+	if (a->cfg.map_users) {
+		/* Run as the local account named like the submitting user;
+		 * a user without one is refused rather than run as root. */
+		const char *user =
+		    json_string_value(json_object_get(as, "user"));
+		struct passwd pw, *res = NULL;
+		char pwbuf[4096];
+
+		if (!user ||
+		    getpwnam_r(user, &pw, pwbuf, sizeof(pwbuf), &res) != 0 ||
+		    !res) {
+			r = -CNL_ENOTFOUND;
+			snprintf(err, sizeof(err),
+			         "no local account for user \"%s\" "
+			         "(map_users is on)",
+			         user ? user : "?");
+			goto fail;
+		}
+		spec.uid = (int)pw.pw_uid;
+		spec.gid = (int)pw.pw_gid;
+		/* The workload's directories are its own. */
+		if (chown(w->dir, pw.pw_uid, pw.pw_gid) < 0 ||
+		    chown(w->art, pw.pw_uid, pw.pw_gid) < 0 ||
+		    chown(w->ckpt, pw.pw_uid, pw.pw_gid) < 0 ||
+		    (w->gpu >= 0 && chown(w->region, pw.pw_uid, pw.pw_gid) < 0))
+			cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
+			        "id=%s err=%s", id, strerror(errno));
+	}
 	spec.pid_ns = a->cfg.pid_ns;
 	spec.mount_ns = a->cfg.mount_ns;
 	{

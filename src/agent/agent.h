@@ -46,6 +46,8 @@ struct cnl_agent_config {
 	const char *cluster, *zone, *rack;
 	bool pid_ns, mount_ns; /* isolate workloads in namespaces */
 	int run_as_uid;        /* -1: as the agent */
+	bool map_users;        /* run as the local account named like the
+	                        * submitting user (overrides run_as_uid) */
 	const char *listen;    /* metrics address HOST:PORT; NULL: none */
 };
 

@@ -39,6 +39,7 @@ struct settings {
 	char *cluster, *zone, *rack;
 	bool namespaces;
 	int64_t run_as_uid;
+	bool map_users;
 	char *listen;
 	char *log_level;
 };
@@ -79,6 +80,9 @@ static const struct cnl_config_def table[] = {
      "Run each workload in its own PID and mount namespaces."},
     {"run_as_uid", CNL_CONFIG_INT, S(run_as_uid), "-1", -1, 65535,
      "Run workloads as this uid (-1: as the agent)."},
+    {"map_users", CNL_CONFIG_BOOL, S(map_users), "false", 0, 0,
+     "Run each workload as the local account named like its submitting "
+     "user (refused when there is none)."},
     {"listen", CNL_CONFIG_STRING, S(listen), NULL, 0, 0,
      "HOST:PORT for the agent's /metrics (none by default)."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
@@ -272,6 +276,7 @@ int main(int argc, char **argv)
 	        .pid_ns = st.namespaces,
 	        .mount_ns = st.namespaces,
 	        .run_as_uid = (int)st.run_as_uid,
+	        .map_users = st.map_users,
 	        .listen = st.listen,
 	    },
 	    &agent, err, sizeof(err));

@@ -1517,6 +1517,14 @@ static json_t *assignment_json(struct cnl_ctl *ctl, const struct wl *w)
 	              (json_int_t)w->epoch, "action",
 	              w->phase == PH_STOPPING ? "stop" : "run", "project_id",
 	              w->project_id, "user_id", w->user_id, "shape", w->shape);
+	{
+		/* The submitting user's name, for agents that run work as
+		 * the matching local account. */
+		struct cnl_store_user u;
+
+		if (cnl_store_user_get(ctl->store, w->user_id, &u) == 0)
+			json_object_set_new(o, "user", json_string(u.name));
+	}
 	if (w->server) {
 		struct cnl_store_server v;
 

@@ -266,6 +266,27 @@ else
 	bad "agent metrics port not found or promtool missing"
 fi
 
+# --- map_users: work runs as the local account of its submitter ----------
+for n in it-a it-b; do
+	id=$(api GET /v1/nodes "$root" | jq -r ".items[] | select(.name==\"$n\") | .id")
+	api PATCH "/v1/nodes/$id" "$root" '{"state":"cordoned"}' >/dev/null
+done
+api POST /v1/users "$root" '{"name":"nobody","password":"nobody-password"}' >/dev/null
+api POST "/v1/projects/$proj/members" "$root" '{"user":"nobody","role":"member"}' >/dev/null
+nob=$(login nobody nobody-password)
+chmod 755 "$tmp" # the account must reach its job directory
+CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name it-c --gpus fake:1xH100-80GB-SXM \
+	--work-dir "$tmp/agent-c" --map-users true >>"$tmp/agent-c.out" 2>>"$tmp/agent-c.err" &
+pids+=($!)
+wait_for 10 grep -q 'msg=registered' "$tmp/agent-c.err" || bad "agent c"
+jn=$(api POST "/v1/projects/$proj/jobs" "$nob" '{"command":"id -u","gpu":"h100-1"}' | jq -r .id)
+ja=$(submit '{"command":"id -u","gpu":"h100-1"}')
+wait_for 30 is_state "$jn" succeeded && [ "$(logs "$jn")" = 65534 ] &&
+	ok "map_users: ran as the local account nobody (65534)" || bad "map_users: $(api GET "/v1/jobs/$jn" "$ana") $(logs "$jn")"
+wait_for 30 is_state "$ja" failed && [[ "$(api GET "/v1/jobs/$ja" "$ana" | jq -r .message)" == *"no local account"* ]] &&
+	ok "map_users: a user without a local account is refused, not run as root" ||
+	bad "map_users refusal: $(api GET "/v1/jobs/$ja" "$ana")"
+
 [ "$fails" = 0 ] || {
 	echo "--- agent a"; tail -30 "$tmp/agent-a.err"
 	echo "--- agent b"; tail -30 "$tmp/agent-b.err" 2>/dev/null
