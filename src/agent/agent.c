@@ -213,16 +213,18 @@ static void upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 	closedir(d);
 }
 
-/* Restore a requeued job's checkpoint into its checkpoint directory. */
-static void fetch_checkpoint(struct cnl_agent *a, struct cnl_client *cl,
-                             const struct wk *w)
+/*
+ * Write the job's files of @what ("checkpoints": a requeued job's latest
+ * checkpoint; "inputs": the files it was submitted with) into @dest.
+ */
+static void fetch_files(struct cnl_agent *a, struct cnl_client *cl,
+                        const struct wk *w, const char *what, const char *dest)
 {
 	char route[256], err[256], path[1200];
 	json_t *reply = NULL, *items;
 
-	snprintf(route, sizeof(route),
-	         "/v1/nodes/%s/checkpoints?job=%s&epoch=%" PRId64, a->node_id,
-	         w->id, w->epoch);
+	snprintf(route, sizeof(route), "/v1/nodes/%s/%s?job=%s&epoch=%" PRId64,
+	         a->node_id, what, w->id, w->epoch);
 	if (cnl_client_call(cl, "GET", route, NULL, 30, &reply, err,
 	                    sizeof(err)) != 200) {
 		json_decref(reply);
@@ -250,7 +252,7 @@ static void fetch_checkpoint(struct cnl_agent *a, struct cnl_client *cl,
 				n--;
 				len--;
 			}
-			snprintf(path, sizeof(path), "%s/%s", w->ckpt, name);
+			snprintf(path, sizeof(path), "%s/%s", dest, name);
 			if ((f = fopen(path, "wb"))) {
 				fwrite(buf, 1, (size_t)n, f);
 				fclose(f);
@@ -259,8 +261,9 @@ static void fetch_checkpoint(struct cnl_agent *a, struct cnl_client *cl,
 		free(buf);
 	}
 	if (json_array_size(items))
-		cnl_log(CNL_LOG_INFO, "checkpoint restored", "id=%s files=%zu",
-		        w->id, json_array_size(items));
+		cnl_log(CNL_LOG_INFO, "files restored",
+		        "id=%s what=%s files=%zu", w->id, what,
+		        json_array_size(items));
 	json_decref(reply);
 }
 
@@ -450,8 +453,10 @@ static void start(struct cnl_agent *a, json_t *as)
 		         strerror(-r));
 		goto fail;
 	}
-	if (!w->server)
-		fetch_checkpoint(a, a->main_cl, w);
+	if (!w->server) {
+		fetch_files(a, a->main_cl, w, "inputs", w->dir);
+		fetch_files(a, a->main_cl, w, "checkpoints", w->ckpt);
+	}
 	/* The slice's region: its VRAM quota and compute share. */
 	if (w->gpu >= 0) {
 		bool whole = blocks >= 100 && !mig;

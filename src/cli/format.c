@@ -279,40 +279,34 @@ static void base64(const unsigned char *data, size_t n, char *out)
 	out[o] = '\0';
 }
 
-int cnl_cli_script_command(const char *name, const unsigned char *data,
-                           size_t n, char *const *args, size_t nargs, char *buf,
-                           size_t len)
+char *cnl_cli_base64(const unsigned char *data, size_t n)
+{
+	char *out = cnl_xmalloc(4 * ((n + 2) / 3) + 1);
+
+	base64(data, n, out);
+	return out;
+}
+
+int cnl_cli_script_command(const char *name, char *const *args, size_t nargs,
+                           char *buf, size_t len, const char **ret_base)
 {
 	const char *base = strrchr(name, '/');
-	size_t bl;
-	const char *interp;
-	_cleanup_free_ char *b64 = NULL;
-	size_t pos = 0;
-	int r = 0;
+	size_t bl, pos = 0;
+	int r;
 
 	base = base ? base + 1 : name;
 	bl = strlen(base);
 	if (bl == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
 	    base[0] == '-')
 		return -EINVAL;
-	interp = bl > 3 && strcmp(base + bl - 3, ".py") == 0 ? "python3" : "sh";
-	if (n > len)
-		return -ENOSPC;
-	b64 = cnl_xmalloc(4 * ((n + 2) / 3) + 1);
-	base64(data, n, b64);
 	if (len == 0)
 		return -ENOSPC;
 	buf[0] = '\0';
-	if ((r = put(buf, len, &pos, "printf %s '")) == 0 &&
-	    (r = put(buf, len, &pos, b64)) == 0 &&
-	    (r = put(buf, len, &pos, "' | base64 -d > ")) == 0 &&
-	    (r = cnl_cli_shell_quote(base, buf, len)) == 0) {
-		pos = strlen(buf);
-		if ((r = put(buf, len, &pos, " && ")) == 0 &&
-		    (r = put(buf, len, &pos, interp)) == 0 &&
-		    (r = put(buf, len, &pos, " ")) == 0)
-			r = cnl_cli_shell_quote(base, buf, len);
-	}
+	r = put(buf, len, &pos,
+	        bl > 3 && strcmp(base + bl - 3, ".py") == 0 ? "python3 "
+	                                                    : "sh ");
+	if (r == 0)
+		r = cnl_cli_shell_quote(base, buf, len);
 	for (size_t i = 0; i < nargs && r == 0; i++) {
 		pos = strlen(buf);
 		r = put(buf, len, &pos, " ");
@@ -323,6 +317,7 @@ int cnl_cli_script_command(const char *name, const unsigned char *data,
 		buf[0] = '\0';
 		return -ENOSPC;
 	}
+	*ret_base = base;
 	return 0;
 }
 

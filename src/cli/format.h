@@ -92,20 +92,22 @@ int cnl_cli_shell_quote(const char *s, char *buf, size_t len);
 
 /*
  * cnl_cli_script_command - the job command for running a local script on
- * a node, which shares no file system with this machine: the script's
- * bytes travel inline, base64-encoded, and are written under their own
- * base name in the job's working directory, then run by the interpreter
- * (python3 for a name ending in .py, sh otherwise) with @args:
+ * a node, which shares no file system with this machine: the script
+ * travels as a job file (POST jobs "files") written under its base name
+ * (*@ret_base, pointing into @name) in the job's working directory, and
+ * the command runs it with the interpreter (python3 for a name ending in
+ * .py, sh otherwise) and @args:
  *
- *   printf %s 'BASE64' | base64 -d > train.py && python3 train.py ARGS...
+ *   python3 train.py ARGS...
  *
  * Returns 0, -EINVAL for a base name that is empty, ".", ".." or starts
- * with '-', or -ENOSPC when the command would not fit in @len bytes (the
- * control plane keeps commands under 1024 bytes).
+ * with '-', or -ENOSPC when the command would not fit in @len bytes.
  */
-int cnl_cli_script_command(const char *name, const unsigned char *data,
-                           size_t n, char *const *args, size_t nargs, char *buf,
-                           size_t len);
+int cnl_cli_script_command(const char *name, char *const *args, size_t nargs,
+                           char *buf, size_t len, const char **ret_base);
+
+/* cnl_cli_base64 - @n bytes of @data as standard base64 (malloc'd). */
+char *cnl_cli_base64(const unsigned char *data, size_t n);
 
 /*
  * cnl_cli_plain_command - @argv joined as shell words (each quoted by

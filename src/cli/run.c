@@ -3,13 +3,11 @@
  * end, stream its output, fetch its artifacts, exit with its code.
  *
  * Shipping the script: nodes share no file system with the user's
- * machine, and the API takes a job as one command line, so a SCRIPT that
- * is a local file travels inside the command, base64-encoded, and is
- * written back under its own name in the job's working folder before it
- * runs (cnl_cli_script_command(): python3 for *.py, sh otherwise).  The
- * control plane keeps commands under 1024 bytes, which leaves room for
- * scripts of about 700 bytes; larger ones are refused with that advice.
- * A SCRIPT that is not a local file is taken as a command to run as is
+ * machine, so a SCRIPT that is a local file travels with the job as a job
+ * file ("files" of POST jobs, base64, up to 512 KiB), which the agent
+ * writes under its own name in the job's working folder before it runs
+ * (cnl_cli_script_command(): python3 for *.py, sh otherwise).  A SCRIPT
+ * that is not a local file is taken as a command to run as is
  * ("cnlab run nvidia-smi -L").
  *
  * Following: the job is polled every 250 ms; while it waits, a progress
@@ -37,7 +35,7 @@
 #include "common/util.h"
 
 #define POLL_MS       250
-#define SCRIPT_MAX    (64 * 1024)
+#define SCRIPT_MAX    (512 * 1024) /* the control plane's file limit */
 #define COMMAND_LIMIT 1024 /* CNL_STORE_COMMAND_MAX in the control plane */
 
 static volatile sig_atomic_t interrupted;
@@ -355,15 +353,21 @@ static bool is_profile(struct cnl_cli *cli, const char *name)
 	return yes;
 }
 
-/* The job's command from SCRIPT and its arguments. */
-static int build_command(struct cnl_cli *cli, char *buf, size_t len)
+/*
+ * The job's command from SCRIPT and its arguments; a local SCRIPT also
+ * goes into *@ret_files as {"name": base64} for the job's directory.
+ */
+static int build_command(struct cnl_cli *cli, char *buf, size_t len,
+                         json_t **ret_files)
 {
-	const char *script = cli->args.pos[0];
+	const char *script = cli->args.pos[0], *base;
 	struct stat st;
 	unsigned char *data;
+	char *b64;
 	ssize_t n;
 	int fd, r;
 
+	*ret_files = NULL;
 	if (stat(script, &st) < 0 || !S_ISREG(st.st_mode)) {
 		if (cnl_cli_plain_command(cli->args.pos, cli->args.npos, buf,
 		                          len) < 0)
@@ -374,7 +378,21 @@ static int build_command(struct cnl_cli *cli, char *buf, size_t len)
 		return 0;
 	}
 	if (st.st_size > SCRIPT_MAX)
-		goto too_big;
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "%s is larger than %d KiB: put the code in "
+		                    "the image or a dataset and run it by "
+		                    "command instead",
+		                    script, SCRIPT_MAX / 1024);
+	r = cnl_cli_script_command(script, cli->args.pos + 1,
+	                           cli->args.npos - 1, buf, len, &base);
+	if (r == -EINVAL)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "%s: not a usable file name", script);
+	if (r < 0)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "the arguments are too long (the platform "
+		                    "keeps %d bytes of command)",
+		                    COMMAND_LIMIT - 1);
 	if ((fd = open(script, O_RDONLY | O_CLOEXEC)) < 0)
 		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s: %s",
 		                    script, strerror(errno));
@@ -385,23 +403,11 @@ static int build_command(struct cnl_cli *cli, char *buf, size_t len)
 		free(data);
 		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s", script);
 	}
-	r = cnl_cli_script_command(script, data, (size_t)n, cli->args.pos + 1,
-	                           cli->args.npos - 1, buf, len);
+	b64 = cnl_cli_base64(data, (size_t)n);
+	*ret_files = json_pack("{s:s}", base, b64);
+	free(b64);
 	free(data);
-	if (r == -EINVAL)
-		return cnl_cli_fail(CNL_EXIT_USAGE,
-		                    "%s: not a usable file name", script);
-	if (r < 0)
-		goto too_big;
 	return 0;
-too_big:
-	return cnl_cli_fail(CNL_EXIT_USAGE,
-	                    "%s is too large to send inline: the platform "
-	                    "keeps job commands under %d bytes, which leaves "
-	                    "about 700 bytes of script; put the code in the "
-	                    "image or a dataset and run it by command "
-	                    "instead",
-	                    script, COMMAND_LIMIT);
 }
 
 int cnl_cli_cmd_run(struct cnl_cli *cli)
@@ -416,7 +422,7 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 	char key[64], dl[CNL_TIME_RFC3339_MAX];
 	_cleanup_free_ char *path = NULL, *id = NULL, *defdir = NULL;
 	int64_t t;
-	json_t *body, *o;
+	json_t *body, *o, *files = NULL;
 	int code;
 
 	if (!gpu == !profile)
@@ -429,9 +435,11 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
 		                    "--priority must be low, normal, high or "
 		                    "critical");
-	if ((code = build_command(cli, command, sizeof(command))))
+	if ((code = build_command(cli, command, sizeof(command), &files)))
 		return code;
 	body = json_pack("{s:s}", "command", command);
+	if (files)
+		json_object_set_new(body, "files", files);
 	if (deadline) {
 		if (cnl_time_parse_rfc3339(deadline, &t) < 0 ||
 		    cnl_time_format_rfc3339(t, dl, sizeof(dl)) < 0) {

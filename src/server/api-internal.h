@@ -118,6 +118,7 @@ int cnl_api_get_idem_key(struct cnl_http_request *req,
 	X(h_node_artifacts)      \
 	X(h_node_checkpoint_put) \
 	X(h_node_checkpoint_get) \
+	X(h_node_inputs_get)     \
 	X(h_servers_create)      \
 	X(h_servers_list)        \
 	X(h_server_get)          \

@@ -1084,6 +1084,7 @@ static const struct cnl_http_route routes[] = {
      W(h_node_checkpoint_put)},
     {"GET", "/v1/nodes/{node}/checkpoints", AGT, NULL,
      W(h_node_checkpoint_get)},
+    {"GET", "/v1/nodes/{node}/inputs", AGT, NULL, W(h_node_inputs_get)},
     {"GET", "/v1/audit", ADM, NULL, W(h_audit_list)},
     {"GET", "/v1/audit/verify", ADM, NULL, W(h_audit_verify)},
     {"GET", "/v1/policy/burst", ADM, NULL, W(h_burst_get)},

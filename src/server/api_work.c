@@ -49,6 +49,8 @@ static const char *const prio_names[] = {"low", "normal", "high", "critical"};
 
 /* ---- helpers ------------------------------------------------------------- */
 
+static uint8_t *b64_decode(const char *in, size_t *ret_n);
+
 static void bad(struct cnl_http_response *resp, const char *err)
 {
 	cnl_http_error(resp, 400, "bad_request", "%s", err);
@@ -566,13 +568,15 @@ json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j)
 H(h_jobs_create)
 {
 	static const char *const fields[] = {
-	    "command",   "gpu",         "profile",   "priority", "deadline",
-	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  NULL};
+	    "command",  "gpu",       "profile",     "priority",
+	    "deadline", "runtime_s", "preemptible", "cpu_milli",
+	    "mem_mib",  "files",     NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
 	int64_t runtime = 0, start = -1, cpu = 0, mem = 0;
 	bool preemptible = true, fresh = true;
+	json_t *files = NULL;
 	int prio, r;
 	char err[256];
 	json_t *body;
@@ -607,6 +611,37 @@ H(h_jobs_create)
 	if (get_priority(body, &prio, resp) < 0 ||
 	    cnl_api_get_idem_key(req, resp, &key) < 0)
 		goto out;
+	/* "files": {"train.py": base64, ...} written into the job's working
+	 * directory before it starts (nodes share no file system with the
+	 * user's machine). */
+	files = json_object_get(body, "files");
+	if (files) {
+		const char *fname;
+		json_t *fdata;
+
+		if (!json_is_object(files) || json_object_size(files) > 16) {
+			bad(resp,
+			    "field \"files\": must be an object of at most "
+			    "16 NAME: base64 entries");
+			goto out;
+		}
+		json_object_foreach (files, fname, fdata) {
+			uint8_t *bytes;
+			size_t n;
+
+			if (!cnl_api_valid_name(fname) ||
+			    !json_is_string(fdata) ||
+			    !(bytes =
+			          b64_decode(json_string_value(fdata), &n))) {
+				bad(resp,
+				    "field \"files\": each name must be a "
+				    "plain file name and each value base64 "
+				    "of at most 512 KiB");
+				goto out;
+			}
+			free(bytes);
+		}
+	}
 	if (profile) {
 		if (profile_shape(c, profile, j.gpu_shape, sizeof(j.gpu_shape),
 		                  NULL) < 0) {
@@ -680,14 +715,43 @@ H(h_jobs_create)
 		               when);
 		goto out;
 	}
-	r = cnl_store_job_create(c->api->store, &j, key, &got);
-	if (r == -CNL_EDUP && key) {
-		cnl_http_error(resp, 409, "conflict",
-		               "Idempotency-Key already used for another "
-		               "request");
+	/* The job and its files are stored in one transaction. */
+	if ((r = cnl_store_tx_begin(c->api->store)) < 0) {
+		cnl_api_store_error(c, resp, r, "job");
 		goto out;
 	}
+	r = cnl_store_job_create(c->api->store, &j, key, &got);
+	if (r == CNL_STORE_CREATED && files) {
+		const char *fname;
+		json_t *fdata;
+		int fr = 0;
+
+		json_object_foreach (files, fname, fdata) {
+			char did[CNL_STORE_DOC_ID_MAX];
+			json_t *o;
+
+			snprintf(did, sizeof(did), "%s/%s", got.id, fname);
+			o = json_pack("{s:s,s:O}", "name", fname, "data_base64",
+			              fdata);
+			fr = doc_save(c, "input", did, got.id, fname, o, true);
+			json_decref(o);
+			if (fr < 0)
+				break;
+		}
+		if (fr < 0)
+			r = fr;
+	}
+	if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
+		r = -EIO;
 	if (r < 0) {
+		cnl_store_tx_rollback(c->api->store);
+		if (r == -CNL_EDUP && key) {
+			cnl_http_error(
+			    resp, 409, "conflict",
+			    "Idempotency-Key already used for another "
+			    "request");
+			goto out;
+		}
 		cnl_api_store_error(c, resp, r, "job");
 		goto out;
 	}
@@ -1875,10 +1939,10 @@ out:
 	json_decref(body);
 }
 
-/* GET ?job=ID&epoch=E: the job's latest checkpoint files, with data. */
-H(h_node_checkpoint_get)
+/* GET ?job=ID&epoch=E: the job's files of @kind, with data. */
+static void files_get(struct call *c, struct cnl_http_request *req,
+                      struct cnl_http_response *resp, const char *kind)
 {
-	struct call *c = call;
 	const char *node = cnl_http_param(req, "node");
 	const char *job = cnl_http_query(req, "job");
 	const char *qe = cnl_http_query(req, "epoch");
@@ -1905,7 +1969,7 @@ H(h_node_checkpoint_get)
 		return;
 	}
 	d = cnl_xcalloc(64, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, "ckpt", job, NULL, 64, d, &n);
+	r = cnl_store_doc_list(c->api->store, kind, job, NULL, 64, d, &n);
 	if (r < 0) {
 		free(d);
 		cnl_api_store_error(c, resp, r, "checkpoint");
@@ -1921,4 +1985,15 @@ H(h_node_checkpoint_get)
 	cnl_http_reply(resp, 200, json_pack("{s:o}", "items", items));
 	cnl_store_docs_done(d, n);
 	free(d);
+}
+
+H(h_node_checkpoint_get)
+{
+	files_get(call, req, resp, "ckpt");
+}
+
+/* The files a job was submitted with, for the node that runs it. */
+H(h_node_inputs_get)
+{
+	files_get(call, req, resp, "input");
 }

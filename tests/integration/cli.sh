@@ -147,6 +147,13 @@ agent_step() {
 		fi
 		dir=$tmp/work/$id
 		mkdir -p "$dir/art"
+		# The job's input files (a script sent by cnlab run), as the
+		# real agent writes them into the working directory.
+		api "$agent" GET "/v1/nodes/$node/inputs?job=$id&epoch=$ep" |
+			jq -r '.items[] | "\(.name) \(.data_base64)"' |
+			while read -r fname fdata; do
+				printf '%s' "$fdata" | base64 -d >"$dir/$fname"
+			done
 		(cd "$dir" && CNLAB_ARTIFACTS_DIR=$dir/art sh -c "$cmd" \
 			>"$dir/.stdout" 2>"$dir/.stderr")
 		rc=$?
@@ -344,11 +351,20 @@ if command -v python3 >/dev/null; then
 		[ "$(jq -r .acc "$tmp/py/metrics.json")" = 0.9 ] &&
 		ok run-python-script || bad "run-python-script: rc=$rc $(cat "$tmp/py.out")"
 fi
+# A script far over the command's 1 KiB travels as a job file.
 big=$tmp/big.sh
 for _ in $(seq 100); do echo 'echo "a fairly long line of script text"'; done >"$big"
-out=$("$cnlab" run "$big" --gpu h100-25 2>&1)
+echo 'echo big-script-done' >>"$big"
+out=$("$cnlab" run "$big" --gpu h100-25 2>/dev/null)
 rc=$?
-[ $rc = 2 ] && grep -q 'too large to send inline' <<<"$out" && ok run-script-too-large ||
+[ $rc = 0 ] && [ "$(grep -c 'a fairly long line' <<<"$out")" = 100 ] &&
+	grep -q big-script-done <<<"$out" && ok run-large-script ||
+	bad "run-large-script: rc=$rc $(tail -2 <<<"$out")"
+# Over the platform's file limit: refused before anything is sent.
+head -c 600000 /dev/zero | tr '\0' '#' >"$tmp/huge.sh"
+out=$("$cnlab" run "$tmp/huge.sh" --gpu h100-25 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'larger than 512 KiB' <<<"$out" && ok run-script-too-large ||
 	bad "run-script-too-large: rc=$rc $out"
 
 out=$("$cnlab" jobs list)
