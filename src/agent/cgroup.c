@@ -426,7 +426,13 @@ int cnl_cg_create(const struct cnl_cg *cg, const char *id)
 
 	for (int d = 0; d < cg->ndirs; d++) {
 		snprintf(path, sizeof(path), "%s/%s", cg->dirs[d], id);
-		if (mkdir(path, 0755) < 0) {
+		int r = mkdir(path, 0755);
+
+		/* The agent's root may have been removed by someone else
+		 * (an operator, a release agent): make it again. */
+		if (r < 0 && errno == ENOENT && mkdir_p(cg->dirs[d]) == 0)
+			r = mkdir(path, 0755);
+		if (r < 0) {
 			int e = -errno;
 			for (int u = 0; u < d; u++) {
 				snprintf(path, sizeof(path), "%s/%s",

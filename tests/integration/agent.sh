@@ -21,18 +21,19 @@ cnlabd=$1
 agent=$2
 region_tool=${3:-}
 tmp=$(mktemp -d)
+run=it$$ # agent names, and so cgroup roots, unique to this run
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	# Workloads of killed agents stop on their own (lease); make sure.
-	for d in /sys/fs/cgroup/*/cnlab/it-* /sys/fs/cgroup/cnlab/it-*; do
+	for d in /sys/fs/cgroup/*/cnlab/$run-* /sys/fs/cgroup/cnlab/$run-*; do
 		[ -d "$d" ] || continue
 		find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null |
 			xargs -r kill -9 2>/dev/null
 	done
 	sleep 0.3
-	for d in /sys/fs/cgroup/*/cnlab/it-* /sys/fs/cgroup/cnlab/it-*; do
+	for d in /sys/fs/cgroup/*/cnlab/$run-* /sys/fs/cgroup/cnlab/$run-*; do
 		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
 	done
 	rm -rf "$tmp"
@@ -97,7 +98,7 @@ ana=$(login ana ana-password-1)
 start_agent() {
 	local before
 	before=$(grep -c 'msg=registered' "$tmp/agent-$1.err" 2>/dev/null)
-	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "it-$1" \
+	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-$1" \
 		--gpus "$2" --work-dir "$tmp/agent-$1" --cpu-milli 8000 \
 		--mem-mib 16384 --listen 127.0.0.1:0 --log-level info \
 		--server-command 'exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE' \
@@ -217,14 +218,14 @@ jk=$(submit "$(jq -cn --arg c "$once" '{command:$c,gpu:"h100-full"}')")
 wait_for 20 sh -c "[ -s $tmp/starts ]" || bad "lock job did not start"
 node=$(api GET "/v1/jobs/$jk" "$ana" | jq -r .status.node)
 victim=$a_pid
-[ "$node" = it-b ] && victim=$b_pid
+[ "$node" = "$run-b" ] && victim=$b_pid
 kill -9 "$victim"
 wait_for 40 sh -c "[ \$(wc -l < $tmp/starts) -ge 2 ]" &&
 	ok "requeued and started elsewhere after the timeout" ||
 	bad "requeue: $(api GET "/v1/jobs/$jk" "$ana") $(cat "$tmp/starts")"
 [ ! -e "$tmp/double" ] && ok "never ran twice" || bad "ran twice"
 # The lost agent comes back: its old copy is gone, nothing restarts there.
-if [ "$node" = it-b ]; then start_agent b fake:1xH100-80GB-SXM; else start_agent a fake:1xH100-80GB-SXM; fi
+if [ "$node" = "$run-b" ]; then start_agent b fake:1xH100-80GB-SXM; else start_agent a fake:1xH100-80GB-SXM; fi
 sleep 2
 [ "$(wc -l <"$tmp/starts")" = 2 ] && [ ! -e "$tmp/double" ] &&
 	ok "returning agent does not run it again" || bad "after return: $(cat "$tmp/starts")"
@@ -267,7 +268,7 @@ else
 fi
 
 # --- map_users: work runs as the local account of its submitter ----------
-for n in it-a it-b; do
+for n in $run-a $run-b; do
 	id=$(api GET /v1/nodes "$root" | jq -r ".items[] | select(.name==\"$n\") | .id")
 	api PATCH "/v1/nodes/$id" "$root" '{"state":"cordoned"}' >/dev/null
 done
@@ -275,7 +276,7 @@ api POST /v1/users "$root" '{"name":"nobody","password":"nobody-password"}' >/de
 api POST "/v1/projects/$proj/members" "$root" '{"user":"nobody","role":"member"}' >/dev/null
 nob=$(login nobody nobody-password)
 chmod 755 "$tmp" # the account must reach its job directory
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name it-c --gpus fake:1xH100-80GB-SXM \
+CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name $run-c --gpus fake:1xH100-80GB-SXM \
 	--work-dir "$tmp/agent-c" --map-users true >>"$tmp/agent-c.out" 2>>"$tmp/agent-c.err" &
 pids+=($!)
 wait_for 10 grep -q 'msg=registered' "$tmp/agent-c.err" || bad "agent c"
