@@ -3,15 +3,41 @@
  *
  * NVML is declared here, not included: the agent builds without the CUDA
  * toolkit and runs on machines without a driver (the fake provider).  Only
- * the few calls the agent needs are looked up; a library that lacks one of
- * them is refused with its name.
+ * the calls the agent needs are looked up.  Listing needs seven; a library
+ * that lacks one of them is refused with its name.  The MIG calls are
+ * optional: a library without one of them lists GPUs, logs the missing
+ * name once, and answers MIG requests with -CNL_ENOMIG.
+ *
+ * Health.  A GPU is healthy while the driver answers for it: its memory
+ * query succeeds.  A GPU that fell off the bus (NVML_ERROR_GPU_IS_LOST) or
+ * stopped answering turns unhealthy; cnl_gpus_list() looks again each time.
+ * Retired pages, row remapping and XID events are not read.
  *
  * MIG.  The fake provider emulates instances: each has a UUID
  * "MIG-fake-<gpu>-<profile>-<start>" and occupies its start slot until
- * destroyed.  With NVML the agent lists the GPUs; creating instances
- * through NVML's GPU-instance calls is left to the real-GPU work (see the
- * README): nvml reports -CNL_ENOMIG for now, and the agent places MIG
- * slices only from a fake pool.
+ * destroyed.  With NVML, creating a catalog profile at start s:
+ *
+ *   1. MIG mode: switched on if off, but only when no process runs on the
+ *      GPU (the switch tears down its contexts); where the driver leaves
+ *      the change pending until a GPU reset (A100), -EAGAIN and a log.
+ *   2. Profile: the NVML GPU-instance profile with the catalog profile's
+ *      compute slices whose memory is nearest the catalog's (1g.10gb and
+ *      1g.20gb share one slice and differ in memory); +me catalog profiles
+ *      map only to NVML's media constants, others never do.
+ *   3. Placement: s must be one of the profile's possible placements (the
+ *      catalog's start slots are NVML's memory-slice starts).  An instance
+ *      of the same profile already at s is -CNL_EDUP; any other overlap is
+ *      refused by the driver and reported as -CNL_ENOSPACE.
+ *   4. A GPU instance at s, one compute instance covering all of it, and
+ *      the UUID of the MIG device they form (the "MIG-..." string that
+ *      CUDA_VISIBLE_DEVICES takes), found among the GPU's MIG devices by
+ *      GPU- and compute-instance ID.  A failure after the GPU instance
+ *      exists destroys what was made.
+ *
+ * Destroying finds the MIG device by UUID and destroys its compute
+ * instance, then its GPU instance.  The provider keeps no MIG state of its
+ * own: NVML is asked each time, so instances survive an agent restart and
+ * can still be destroyed by UUID.  MIG mode is never switched off.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -22,7 +48,96 @@
 
 #include "agent/gpu.h"
 #include "cnlab/errors.h"
+#include "common/log.h"
 #include "common/util.h"
+
+/* ---- NVML declarations --------------------------------------------------- */
+
+/*
+ * nvml.h's declarations, as far as the provider uses them: the layouts of
+ * nvmlMemory_t, nvmlGpuInstancePlacement_t, nvmlGpuInstanceProfileInfo_t,
+ * nvmlGpuInstanceInfo_t, nvmlComputeInstanceProfileInfo_t and
+ * nvmlComputeInstanceInfo_t, and the constants below.
+ */
+typedef void *nvml_dev;
+typedef void *nvml_gi;
+typedef void *nvml_ci;
+
+#define NVML_OK                       0
+#define NVML_E_NOT_SUPPORTED          3
+#define NVML_E_NOT_FOUND              6
+#define NVML_E_INSUFFICIENT_SIZE      7
+#define NVML_E_INSUFFICIENT_RESOURCES 23
+#define NVML_MIG_ENABLE               1
+#define NVML_GI_PROFILE_COUNT         0x11
+#define NVML_CI_PROFILE_COUNT         0x8
+#define NVML_CI_ENGINE_SHARED         0
+#define NVML_MAX_PLACEMENTS           8 /* a profile has at most 8 */
+
+struct nvml_memory {
+	unsigned long long total, free, used;
+};
+
+struct nvml_placement {
+	unsigned start, size; /* memory slices */
+};
+
+struct nvml_gi_profile {
+	unsigned id, p2p, slice_count, instance_count, sm_count, ce, dec, enc,
+	    jpeg, ofa;
+	unsigned long long mem_mb;
+};
+
+struct nvml_gi_info {
+	nvml_dev device;
+	unsigned id, profile_id;
+	struct nvml_placement placement;
+};
+
+struct nvml_ci_profile {
+	unsigned id, slice_count, instance_count, sm_count, ce, dec, enc, jpeg,
+	    ofa;
+};
+
+struct nvml_ci_info {
+	nvml_dev device;
+	nvml_gi gi;
+	unsigned id, profile_id;
+	struct nvml_placement placement;
+};
+
+/* The entry points; those after `mig_mode` are the optional MIG set. */
+struct nvml_fns {
+	int (*init)(void);
+	int (*shutdown)(void);
+	int (*count)(unsigned *);
+	int (*by_index)(unsigned, nvml_dev *);
+	int (*name)(nvml_dev, char *, unsigned);
+	int (*uuid)(nvml_dev, char *, unsigned);
+	int (*mem)(nvml_dev, struct nvml_memory *);
+	int (*mig_mode)(nvml_dev, unsigned *, unsigned *);
+	int (*set_mig_mode)(nvml_dev, unsigned, int *);
+	int (*procs)(nvml_dev, unsigned *, void *);
+	int (*gi_profile)(nvml_dev, unsigned, struct nvml_gi_profile *);
+	int (*placements)(nvml_dev, unsigned, struct nvml_placement *,
+	                  unsigned *);
+	int (*gi_create)(nvml_dev, unsigned, const struct nvml_placement *,
+	                 nvml_gi *);
+	int (*gi_info)(nvml_gi, struct nvml_gi_info *);
+	int (*gi_list)(nvml_dev, unsigned, nvml_gi *, unsigned *);
+	int (*gi_by_id)(nvml_dev, unsigned, nvml_gi *);
+	int (*gi_destroy)(nvml_gi);
+	int (*ci_profile)(nvml_gi, unsigned, unsigned,
+	                  struct nvml_ci_profile *);
+	int (*ci_create)(nvml_gi, unsigned, nvml_ci *);
+	int (*ci_info)(nvml_ci, struct nvml_ci_info *);
+	int (*ci_by_id)(nvml_gi, unsigned, nvml_ci *);
+	int (*ci_destroy)(nvml_ci);
+	int (*mig_max)(nvml_dev, unsigned *);
+	int (*mig_by_index)(nvml_dev, unsigned, nvml_dev *);
+	int (*gi_id)(nvml_dev, unsigned *);
+	int (*ci_id)(nvml_dev, unsigned *);
+};
 
 struct mig {
 	int gpu;
@@ -37,8 +152,10 @@ struct cnl_gpus {
 	int n;
 	struct mig mig[CNL_GPU_MAX * CNL_MIG_COMPUTE_SLICES];
 	int n_mig;
-	void *nvml; /* dlopen handle */
-	int (*nvml_shutdown)(void);
+	void *nvml;   /* dlopen handle */
+	bool nvml_up; /* nvmlInit succeeded: shut down on close */
+	bool mig_ok;  /* the library has the MIG entry points */
+	struct nvml_fns fn;
 };
 
 /* ---- fake --------------------------------------------------------------- */
@@ -114,11 +231,6 @@ static int open_fake(struct cnl_gpus *g, const char *spec, char *err,
 
 /* ---- NVML ---------------------------------------------------------------- */
 
-typedef void *nvml_dev;
-struct nvml_memory {
-	unsigned long long total, free, used;
-};
-
 int cnl_gpus_type_from_name(const struct cnl_catalog *cat, const char *name,
                             uint64_t mem_mib)
 {
@@ -154,11 +266,8 @@ int cnl_gpus_type_from_name(const struct cnl_catalog *cat, const char *name,
 static int open_nvml(struct cnl_gpus *g, const char *lib, char *err,
                      size_t errlen)
 {
-	int (*init)(void), (*count)(unsigned *),
-	    (*by_index)(unsigned, nvml_dev *),
-	    (*name)(nvml_dev, char *, unsigned),
-	    (*uuid)(nvml_dev, char *, unsigned),
-	    (*mem)(nvml_dev, struct nvml_memory *);
+	struct nvml_fns *f = &g->fn;
+	const char *missing = NULL;
 	unsigned n = 0;
 	int t;
 
@@ -176,20 +285,51 @@ static int open_nvml(struct cnl_gpus *g, const char *lib, char *err,
 			return -EIO;                                           \
 		}                                                              \
 	} while (0)
-	SYM(init, "nvmlInit_v2");
-	SYM(g->nvml_shutdown, "nvmlShutdown");
-	SYM(count, "nvmlDeviceGetCount_v2");
-	SYM(by_index, "nvmlDeviceGetHandleByIndex_v2");
-	SYM(name, "nvmlDeviceGetName");
-	SYM(uuid, "nvmlDeviceGetUUID");
-	SYM(mem, "nvmlDeviceGetMemoryInfo");
+	SYM(f->init, "nvmlInit_v2");
+	SYM(f->shutdown, "nvmlShutdown");
+	SYM(f->count, "nvmlDeviceGetCount_v2");
+	SYM(f->by_index, "nvmlDeviceGetHandleByIndex_v2");
+	SYM(f->name, "nvmlDeviceGetName");
+	SYM(f->uuid, "nvmlDeviceGetUUID");
+	SYM(f->mem, "nvmlDeviceGetMemoryInfo");
 #undef SYM
-	if (init() != 0) {
-		g->nvml_shutdown = NULL;
+	/* MIG: optional; a driver without it lists GPUs but makes no MIG. */
+#define OPT(var, name)                                   \
+	do {                                             \
+		*(void **)&(var) = dlsym(g->nvml, name); \
+		if (!(var) && !missing)                  \
+			missing = name;                  \
+	} while (0)
+	OPT(f->mig_mode, "nvmlDeviceGetMigMode");
+	OPT(f->set_mig_mode, "nvmlDeviceSetMigMode");
+	OPT(f->procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+	OPT(f->gi_profile, "nvmlDeviceGetGpuInstanceProfileInfo");
+	OPT(f->placements, "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
+	OPT(f->gi_create, "nvmlDeviceCreateGpuInstanceWithPlacement");
+	OPT(f->gi_info, "nvmlGpuInstanceGetInfo");
+	OPT(f->gi_list, "nvmlDeviceGetGpuInstances");
+	OPT(f->gi_by_id, "nvmlDeviceGetGpuInstanceById");
+	OPT(f->gi_destroy, "nvmlGpuInstanceDestroy");
+	OPT(f->ci_profile, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+	OPT(f->ci_create, "nvmlGpuInstanceCreateComputeInstance");
+	OPT(f->ci_info, "nvmlComputeInstanceGetInfo_v2");
+	OPT(f->ci_by_id, "nvmlGpuInstanceGetComputeInstanceById");
+	OPT(f->ci_destroy, "nvmlComputeInstanceDestroy");
+	OPT(f->mig_max, "nvmlDeviceGetMaxMigDeviceCount");
+	OPT(f->mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+	OPT(f->gi_id, "nvmlDeviceGetGpuInstanceId");
+	OPT(f->ci_id, "nvmlDeviceGetComputeInstanceId");
+#undef OPT
+	g->mig_ok = !missing;
+	if (missing)
+		cnl_log(CNL_LOG_WARN, "nvml: no MIG support in the library",
+		        "lib=%s missing=%s", lib, missing);
+	if (f->init() != NVML_OK) {
 		snprintf(err, errlen, "nvml: nvmlInit failed (no driver?)");
 		return -EIO;
 	}
-	if (count(&n) != 0 || n > CNL_GPU_MAX) {
+	g->nvml_up = true;
+	if (f->count(&n) != NVML_OK || n > CNL_GPU_MAX) {
 		snprintf(err, errlen,
 		         "nvml: cannot count GPUs (or more than %d)",
 		         CNL_GPU_MAX);
@@ -201,14 +341,16 @@ static int open_nvml(struct cnl_gpus *g, const char *lib, char *err,
 		char nm[96] = "";
 		nvml_dev h;
 
-		if (by_index(i, &h) != 0 || name(h, nm, sizeof(nm)) != 0 ||
-		    uuid(h, d->uuid, sizeof(d->uuid)) != 0 || mem(h, &m) != 0) {
+		if (f->by_index(i, &h) != NVML_OK ||
+		    f->name(h, nm, sizeof(nm)) != NVML_OK ||
+		    f->uuid(h, d->uuid, sizeof(d->uuid)) != NVML_OK) {
 			snprintf(err, errlen, "nvml: cannot read GPU %u", i);
 			return -EIO;
 		}
 		d->index = (int)i;
+		/* Health: see the top of this file. */
+		d->healthy = f->mem(h, &m) == NVML_OK;
 		d->mem_mib = m.total >> 20;
-		d->healthy = true;
 		if ((t = cnl_gpus_type_from_name(g->cat, nm, d->mem_mib)) < 0) {
 			snprintf(
 			    err, errlen,
@@ -218,6 +360,8 @@ static int open_nvml(struct cnl_gpus *g, const char *lib, char *err,
 			return -CNL_EGPUTYPE;
 		}
 		snprintf(d->type, sizeof(d->type), "%s", g->cat->types[t].name);
+		if (!d->healthy)
+			d->mem_mib = g->cat->types[t].vram_mib;
 		if (i && strcmp(d->type, g->dev[0].type) != 0) {
 			snprintf(err, errlen,
 			         "nvml: mixed GPU types on one node (%s, %s)",
@@ -227,6 +371,249 @@ static int open_nvml(struct cnl_gpus *g, const char *lib, char *err,
 	}
 	g->n = (int)n;
 	return 0;
+}
+
+/* Re-read each GPU's health (listing is the agent's periodic look). */
+static void nvml_refresh(struct cnl_gpus *g)
+{
+	for (int i = 0; i < g->n; i++) {
+		struct nvml_memory m;
+		nvml_dev h;
+
+		g->dev[i].healthy =
+		    g->fn.by_index((unsigned)i, &h) == NVML_OK &&
+		    g->fn.mem(h, &m) == NVML_OK;
+	}
+}
+
+/*
+ * MIG mode on for GPU @index, switching it on when it is off and the GPU
+ * runs nothing (the switch resets the GPU's contexts).  -CNL_ENOMIG where
+ * the GPU has no MIG, -EBUSY while processes run on it, -EAGAIN when the
+ * driver holds the change pending until a GPU reset.
+ */
+static int nvml_mig_on(struct cnl_gpus *g, int index, nvml_dev h)
+{
+	unsigned cur = 0, pend = 0, nproc = 0;
+	int r, act = 0;
+
+	r = g->fn.mig_mode(h, &cur, &pend);
+	if (r == NVML_E_NOT_SUPPORTED)
+		return -CNL_ENOMIG;
+	if (r != NVML_OK)
+		return -EIO;
+	if (cur == NVML_MIG_ENABLE)
+		return 0;
+	r = g->fn.procs(h, &nproc, NULL);
+	if ((r != NVML_OK && r != NVML_E_INSUFFICIENT_SIZE) || nproc > 0) {
+		cnl_log(CNL_LOG_WARN,
+		        "nvml: MIG mode is off and the GPU is in use; not "
+		        "switching it",
+		        "gpu=%d processes=%u", index, nproc);
+		return -EBUSY;
+	}
+	if ((r = g->fn.set_mig_mode(h, NVML_MIG_ENABLE, &act)) != NVML_OK) {
+		cnl_log(CNL_LOG_WARN, "nvml: cannot enable MIG mode",
+		        "gpu=%d nvml_error=%d", index, r);
+		return r == NVML_E_NOT_SUPPORTED ? -CNL_ENOMIG : -EIO;
+	}
+	if (g->fn.mig_mode(h, &cur, &pend) != NVML_OK)
+		return -EIO;
+	if (cur != NVML_MIG_ENABLE) {
+		cnl_log(CNL_LOG_WARN,
+		        "nvml: MIG mode is pending until the GPU is reset",
+		        "gpu=%d activation=%d", index, act);
+		return -EAGAIN;
+	}
+	cnl_log(CNL_LOG_INFO, "nvml: MIG mode enabled", "gpu=%d", index);
+	return 0;
+}
+
+/*
+ * The NVML GPU-instance profile for catalog profile @mp: one with the same
+ * number of compute slices whose memory is nearest the catalog's, the +me
+ * (media) constants only for a media profile.  A 1g profile with two
+ * memory slices (1g.20gb on an H100) is told from 1g.10gb by its memory.
+ * None within a quarter of the catalog's memory: -CNL_EPROFILE.
+ */
+static int nvml_pick_profile(struct cnl_gpus *g, nvml_dev h,
+                             const struct cnl_mig_profile *mp,
+                             struct nvml_gi_profile *ret)
+{
+	/* 1, 2, 3, 4, 7, 8, 6 slices, 1 slice REV2, and NO_ME variants. */
+	static const unsigned plain[] = {0x0, 0x1, 0x2, 0x3, 0x4,
+	                                 0x5, 0x6, 0x9, 0xd, 0xe};
+	/* 1 and 2 slices REV1 (+me), and ALL_ME variants. */
+	static const unsigned media[] = {0x7, 0x8, 0xf, 0x10};
+	const unsigned *c = mp->media ? media : plain;
+	size_t nc = mp->media ? CNL_ARRAY_SIZE(media) : CNL_ARRAY_SIZE(plain);
+	unsigned long long best = ~0ULL;
+
+	for (size_t i = 0; i < nc; i++) {
+		struct nvml_gi_profile p;
+		unsigned long long d;
+
+		if (g->fn.gi_profile(h, c[i], &p) != NVML_OK ||
+		    p.slice_count != mp->compute)
+			continue;
+		d = p.mem_mb > mp->mem_mib ? p.mem_mb - mp->mem_mib
+		                           : mp->mem_mib - p.mem_mb;
+		if (d < best) {
+			best = d;
+			*ret = p;
+		}
+	}
+	return best != ~0ULL && best * 4 <= mp->mem_mib ? 0 : -CNL_EPROFILE;
+}
+
+/* The UUID of the MIG device of GPU instance @gid, compute instance @cid. */
+static int nvml_mig_uuid(struct cnl_gpus *g, nvml_dev h, unsigned gid,
+                         unsigned cid, char *uuid)
+{
+	unsigned max = 0, a, b;
+	nvml_dev m;
+
+	if (g->fn.mig_max(h, &max) != NVML_OK)
+		return -EIO;
+	for (unsigned i = 0; i < max; i++)
+		if (g->fn.mig_by_index(h, i, &m) == NVML_OK &&
+		    g->fn.gi_id(m, &a) == NVML_OK &&
+		    g->fn.ci_id(m, &b) == NVML_OK && a == gid && b == cid)
+			return g->fn.uuid(m, uuid, CNL_GPU_UUID_MAX) == NVML_OK
+			           ? 0
+			           : -EIO;
+	return -EIO;
+}
+
+static int nvml_mig_create(struct cnl_gpus *g, int index,
+                           const struct cnl_mig_profile *mp, int start,
+                           char *uuid)
+{
+	struct nvml_placement pl[NVML_MAX_PLACEMENTS];
+	struct nvml_gi_profile prof = {0};
+	struct nvml_ci_profile cp;
+	struct nvml_gi_info gii;
+	struct nvml_ci_info cii;
+	nvml_gi gis[CNL_MIG_COMPUTE_SLICES + 1], gi;
+	unsigned n = NVML_MAX_PLACEMENTS, ok = 0;
+	nvml_ci ci = NULL;
+	nvml_dev h;
+	int r;
+
+	if (!g->mig_ok)
+		return -CNL_ENOMIG;
+	if (g->fn.by_index((unsigned)index, &h) != NVML_OK)
+		return -EIO;
+	if ((r = nvml_mig_on(g, index, h)) < 0)
+		return r;
+	if ((r = nvml_pick_profile(g, h, mp, &prof)) < 0)
+		return r;
+	/* The start must be one of the profile's placements. */
+	if (g->fn.placements(h, prof.id, pl, &n) != NVML_OK)
+		return -EIO;
+	for (unsigned i = 0; i < n && i < NVML_MAX_PLACEMENTS; i++)
+		ok |= start >= 0 && pl[i].start == (unsigned)start;
+	if (!ok)
+		return -EINVAL;
+	/* An instance of this profile already at @start: -CNL_EDUP. */
+	n = CNL_ARRAY_SIZE(gis);
+	if (prof.instance_count <= n &&
+	    g->fn.gi_list(h, prof.id, gis, &n) == NVML_OK)
+		for (unsigned i = 0; i < n && i < CNL_ARRAY_SIZE(gis); i++)
+			if (g->fn.gi_info(gis[i], &gii) == NVML_OK &&
+			    gii.placement.start == (unsigned)start)
+				return -CNL_EDUP;
+	pl[0].start = (unsigned)start;
+	pl[0].size = mp->mem_slots;
+	r = g->fn.gi_create(h, prof.id, &pl[0], &gi);
+	if (r == NVML_E_INSUFFICIENT_RESOURCES)
+		return -CNL_ENOSPACE;
+	if (r != NVML_OK) {
+		cnl_log(CNL_LOG_WARN, "nvml: cannot create GPU instance",
+		        "gpu=%d profile=%s start=%d nvml_error=%d", index,
+		        mp->name, start, r);
+		return -EIO;
+	}
+	/* One compute instance over the whole GPU instance. */
+	r = -EIO;
+	for (unsigned c = 0; c < NVML_CI_PROFILE_COUNT && !ci; c++)
+		if (g->fn.ci_profile(gi, c, NVML_CI_ENGINE_SHARED, &cp) ==
+		        NVML_OK &&
+		    cp.slice_count == prof.slice_count &&
+		    g->fn.ci_create(gi, cp.id, &ci) != NVML_OK)
+			ci = NULL;
+	if (ci && g->fn.gi_info(gi, &gii) == NVML_OK &&
+	    g->fn.ci_info(ci, &cii) == NVML_OK)
+		r = nvml_mig_uuid(g, h, gii.id, cii.id, uuid);
+	if (r < 0) {
+		cnl_log(CNL_LOG_WARN, "nvml: cannot set up compute instance",
+		        "gpu=%d profile=%s start=%d", index, mp->name, start);
+		if (ci)
+			g->fn.ci_destroy(ci);
+		g->fn.gi_destroy(gi);
+	}
+	return r;
+}
+
+static int nvml_mig_destroy(struct cnl_gpus *g, const char *uuid)
+{
+	char u[CNL_GPU_UUID_MAX];
+	unsigned max, gid, cid;
+	nvml_dev h, m;
+	nvml_gi gi;
+	nvml_ci ci;
+
+	if (!g->mig_ok)
+		return -CNL_ENOTFOUND;
+	for (int d = 0; d < g->n; d++) {
+		if (g->fn.by_index((unsigned)d, &h) != NVML_OK ||
+		    g->fn.mig_max(h, &max) != NVML_OK)
+			continue;
+		for (unsigned i = 0; i < max; i++) {
+			if (g->fn.mig_by_index(h, i, &m) != NVML_OK ||
+			    g->fn.uuid(m, u, sizeof(u)) != NVML_OK ||
+			    strcmp(u, uuid) != 0)
+				continue;
+			/* Compute instance first: a GPU instance holding one
+			 * cannot be destroyed. */
+			if (g->fn.gi_id(m, &gid) != NVML_OK ||
+			    g->fn.ci_id(m, &cid) != NVML_OK ||
+			    g->fn.gi_by_id(h, gid, &gi) != NVML_OK ||
+			    g->fn.ci_by_id(gi, cid, &ci) != NVML_OK ||
+			    g->fn.ci_destroy(ci) != NVML_OK ||
+			    g->fn.gi_destroy(gi) != NVML_OK) {
+				cnl_log(CNL_LOG_WARN,
+				        "nvml: cannot destroy MIG instance",
+				        "gpu=%d uuid=%s", d, uuid);
+				return -EIO;
+			}
+			return 0;
+		}
+	}
+	return -CNL_ENOTFOUND;
+}
+
+/* GPU instances on GPU @index, of every profile. */
+static int nvml_mig_count(struct cnl_gpus *g, int index)
+{
+	nvml_gi gis[CNL_MIG_COMPUTE_SLICES + 1];
+	unsigned cur, pend, n;
+	int total = 0;
+	nvml_dev h;
+
+	if (!g->mig_ok || g->fn.by_index((unsigned)index, &h) != NVML_OK ||
+	    g->fn.mig_mode(h, &cur, &pend) != NVML_OK || cur != NVML_MIG_ENABLE)
+		return 0;
+	for (unsigned c = 0; c < NVML_GI_PROFILE_COUNT; c++) {
+		struct nvml_gi_profile p;
+
+		n = CNL_ARRAY_SIZE(gis);
+		if (g->fn.gi_profile(h, c, &p) == NVML_OK &&
+		    p.instance_count <= n &&
+		    g->fn.gi_list(h, p.id, gis, &n) == NVML_OK)
+			total += (int)n;
+	}
+	return total;
 }
 
 /* ---- common -------------------------------------------------------------- */
@@ -268,8 +655,8 @@ void cnl_gpus_close(struct cnl_gpus *g)
 {
 	if (!g)
 		return;
-	if (g->nvml_shutdown)
-		g->nvml_shutdown();
+	if (g->nvml_up)
+		g->fn.shutdown();
 	if (g->nvml)
 		dlclose(g->nvml);
 	free(g);
@@ -282,6 +669,8 @@ const char *cnl_gpus_kind(const struct cnl_gpus *g)
 
 int cnl_gpus_list(struct cnl_gpus *g, const struct cnl_gpu_dev **ret)
 {
+	if (g->nvml_up)
+		nvml_refresh(g);
 	*ret = g->dev;
 	return g->n;
 }
@@ -293,11 +682,12 @@ int cnl_gpus_mig_create(struct cnl_gpus *g, int index, const char *profile,
 
 	if (index < 0 || index >= g->n)
 		return -CNL_ENOTFOUND;
-	if (strcmp(g->kind, "fake") != 0)
-		return -CNL_ENOMIG; /* see the top of this file */
 	if ((t = cnl_catalog_find(g->cat, g->dev[index].type)) < 0 ||
 	    (p = cnl_mig_find(&g->cat->types[t], profile)) < 0)
 		return -CNL_ENOMIG;
+	if (g->nvml_up)
+		return nvml_mig_create(g, index, &g->cat->types[t].mig[p],
+		                       start, uuid);
 	for (int i = 0; i < g->n_mig; i++)
 		if (g->mig[i].gpu == index && g->mig[i].start == start)
 			return -CNL_EDUP;
@@ -314,6 +704,8 @@ int cnl_gpus_mig_create(struct cnl_gpus *g, int index, const char *profile,
 
 int cnl_gpus_mig_destroy(struct cnl_gpus *g, const char *uuid)
 {
+	if (g->nvml_up)
+		return nvml_mig_destroy(g, uuid);
 	for (int i = 0; i < g->n_mig; i++)
 		if (strcmp(g->mig[i].uuid, uuid) == 0) {
 			g->mig[i] = g->mig[--g->n_mig];
@@ -326,6 +718,9 @@ int cnl_gpus_mig_count(struct cnl_gpus *g, int index)
 {
 	int n = 0;
 
+	if (g->nvml_up)
+		return index >= 0 && index < g->n ? nvml_mig_count(g, index)
+		                                  : 0;
 	for (int i = 0; i < g->n_mig; i++)
 		n += g->mig[i].gpu == index;
 	return n;

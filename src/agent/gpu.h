@@ -48,14 +48,19 @@ void cnl_gpus_close(struct cnl_gpus *g);
 /* The provider's name: "fake" or "nvml". */
 const char *cnl_gpus_kind(const struct cnl_gpus *g);
 
-/* cnl_gpus_list - the GPUs, in index order; their number. */
+/* cnl_gpus_list - the GPUs, in index order; their number.  nvml reads
+ * each GPU's health again. */
 int cnl_gpus_list(struct cnl_gpus *g, const struct cnl_gpu_dev **ret);
 
 /*
  * cnl_gpus_mig_create - create a MIG instance of @profile (catalog name)
  * at @start on GPU @index, its UUID into @uuid (CNL_GPU_UUID_MAX).
- * -CNL_ENOMIG when the GPU has no MIG, -CNL_EDUP when an instance already
- * sits at @start, -EIO from the driver.
+ * -CNL_ENOMIG when the GPU has no MIG, -CNL_EDUP when an instance of
+ * @profile already sits at @start, -EIO from the driver.  With nvml also
+ * -CNL_EPROFILE (no NVML profile matches), -EINVAL (@start is not one of
+ * the profile's placements), -CNL_ENOSPACE (overlaps another instance),
+ * -EBUSY (MIG mode is off and processes run on the GPU), -EAGAIN (MIG
+ * mode waits for a GPU reset).  See gpu.c.
  */
 int cnl_gpus_mig_create(struct cnl_gpus *g, int index, const char *profile,
                         int start, char *uuid);

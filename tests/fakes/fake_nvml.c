@@ -1,13 +1,51 @@
 /*
- * fake_nvml.c - a fake libnvidia-ml.so.1 for the fake GPU of fake_gpu.h:
- * one device whose memory is CNL_FAKE_MEM bytes, used by the processes
- * registered in the shared fake GPU state (each one's device memory as the
- * fake driver counts it), which the process lists report.
+ * fake_nvml.c - a fake libnvidia-ml.so.1.
+ *
+ * For the shim's tests it models the fake GPU of fake_gpu.h: device 0's
+ * memory is CNL_FAKE_MEM bytes, used by the processes registered in the
+ * shared fake GPU state (each one's device memory as the fake driver counts
+ * it), which the process lists report.
+ *
+ * For the agent's GPU provider it models a node of several GPUs and their
+ * MIG instances, configured by environment variables read when nvmlInit
+ * takes the first reference (the instances are reset then too, so a test
+ * starts each open from a clean node):
+ *
+ *   FAKE_NVML_GPUS=n        devices 0..n-1 (1..16; default 1)
+ *   FAKE_NVML_NAME=s        every device's name (default
+ *                           "NVIDIA H100 80GB HBM3", an H100 SXM)
+ *   FAKE_NVML_MEM_MIB=m     every device's memory (default CNL_FAKE_MEM or
+ *                           16 GiB, what the shim's tests expect)
+ *   FAKE_NVML_MIG=0         the devices have no MIG (NOT_SUPPORTED)
+ *   FAKE_NVML_MIG_RESET=1   enabling MIG stays pending until a GPU reset,
+ *                           as on an A100 whose mode cannot switch live
+ *   FAKE_NVML_LOST=i        device i fell off the bus: memory queries
+ *                           fail with GPU_IS_LOST (read at every call)
+ *
+ * MIG follows nvml.h and an H100 80GB's `nvidia-smi mig -lgip`: the GPU
+ * instance profiles 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb,
+ * 4g.40gb and 7g.80gb, each reached through its NVML_GPU_INSTANCE_PROFILE_*
+ * constant and carrying the driver's own profile ID (19, 20, 15, 14, 9, 5,
+ * 0), which is what placement and creation take, so a caller that confuses
+ * the two fails here as on a real GPU.  A GPU instance occupies memory
+ * slices [start, start + size) and compute slices [start, start + slices);
+ * one that overlaps a live instance in either, or goes past the profile's
+ * instance count, is refused with INSUFFICIENT_RESOURCES.  MIG calls fail
+ * with NOT_SUPPORTED while MIG mode is off; enabling it fails with IN_USE
+ * while processes run on the GPU.  A GPU instance holds at most one compute
+ * instance (the agent creates one full one per GPU instance), and cannot
+ * be destroyed while it has one (IN_USE).  MIG devices are found with
+ * nvmlDeviceGetMigDeviceHandleByIndex and their UUIDs are "MIG-fake-...".
+ * Not modelled: several compute instances per GPU instance, media-engine
+ * exclusivity beyond the +me profile's count of one, other GPU models'
+ * profile tables (every MIG-capable fake GPU is an H100 80GB).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -22,8 +60,235 @@
 /* The entry points implement an ABI that cuda.h and nvml.h declare. */
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 
+/* nvml.h's MIG declarations, as far as the fake models them. */
+#define NVML_ERROR_NOT_FOUND                        6
+#define NVML_ERROR_GPU_IS_LOST                      15
+#define NVML_ERROR_RESET_REQUIRED                   16
+#define NVML_ERROR_IN_USE                           19
+#define NVML_ERROR_INSUFFICIENT_RESOURCES           23
+#define NVML_DEVICE_MIG_DISABLE                     0
+#define NVML_DEVICE_MIG_ENABLE                      1
+#define NVML_GPU_INSTANCE_PROFILE_COUNT             0x11
+#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT         0x8
+#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0
+
+typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
+typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
+
+typedef struct {
+	unsigned int start;
+	unsigned int size;
+} nvmlGpuInstancePlacement_t, nvmlComputeInstancePlacement_t;
+
+typedef struct {
+	unsigned int id;
+	unsigned int isP2pSupported;
+	unsigned int sliceCount;
+	unsigned int instanceCount;
+	unsigned int multiprocessorCount;
+	unsigned int copyEngineCount;
+	unsigned int decoderCount;
+	unsigned int encoderCount;
+	unsigned int jpegCount;
+	unsigned int ofaCount;
+	unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+typedef struct {
+	nvmlDevice_t device;
+	unsigned int id;
+	unsigned int profileId;
+	nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+
+typedef struct {
+	unsigned int id;
+	unsigned int sliceCount;
+	unsigned int instanceCount;
+	unsigned int multiprocessorCount;
+	unsigned int sharedCopyEngineCount;
+	unsigned int sharedDecoderCount;
+	unsigned int sharedEncoderCount;
+	unsigned int sharedJpegCount;
+	unsigned int sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+typedef struct {
+	nvmlDevice_t device;
+	nvmlGpuInstance_t gpuInstance;
+	unsigned int id;
+	unsigned int profileId;
+	nvmlComputeInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+
+/* ---- the node ----------------------------------------------------------- */
+
+#define FAKE_DEVS 16
+#define FAKE_GIS  7 /* at most seven GPU instances on a GPU */
+
+/* One GPU-instance profile, as nvidia-smi mig -lgip lists an H100 80GB. */
+struct gi_profile {
+	unsigned cnst;       /* NVML_GPU_INSTANCE_PROFILE_* */
+	unsigned id;         /* the driver's profile ID */
+	unsigned slices;     /* compute slices */
+	unsigned mem_slices; /* memory slices: the placement size */
+	unsigned count;      /* instances at once */
+	unsigned sms;
+	unsigned starts; /* bit s: start s allowed */
+	unsigned long long mib;
+};
+
+static const struct gi_profile gi_profiles[] = {
+    {0x0, 19, 1, 1, 7, 16, 0x7f, 9984},  /* 1g.10gb */
+    {0x7, 20, 1, 1, 1, 16, 0x7f, 9984},  /* 1g.10gb+me (1_SLICE_REV1) */
+    {0x9, 15, 1, 2, 4, 26, 0x55, 20096}, /* 1g.20gb (1_SLICE_REV2) */
+    {0x1, 14, 2, 2, 3, 32, 0x15, 20096}, /* 2g.20gb */
+    {0x2, 9, 3, 4, 2, 60, 0x11, 40448},  /* 3g.40gb */
+    {0x3, 5, 4, 4, 1, 64, 0x01, 40448},  /* 4g.40gb */
+    {0x4, 0, 7, 8, 1, 132, 0x01, 81152}, /* 7g.80gb */
+};
+
+/* Compute-instance profiles 1, 2, 3, 4 and 7 slices: ID = constant. */
+static const unsigned ci_slices[] = {1, 2, 3, 4, 7};
+
+struct fake_ci {
+	bool live;
+	unsigned id;
+	unsigned profile;
+	char mig; /* its address is the MIG device handle */
+};
+
+struct fake_gi {
+	bool live;
+	unsigned id;
+	unsigned start;
+	const struct gi_profile *p;
+	struct fake_ci ci;
+};
+
+struct fake_dev {
+	char name[96];
+	char uuid[80];
+	unsigned long long mem;
+	unsigned mig_current, mig_pending;
+	struct fake_gi gi[FAKE_GIS];
+};
+
+static struct {
+	bool loaded;
+	int refs;
+	unsigned n;
+	bool mig, mig_reset;
+	struct fake_dev dev[FAKE_DEVS];
+} node;
+
+static unsigned long long env_ull(const char *name, unsigned long long def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long x;
+
+	if (!v || !*v)
+		return def;
+	x = strtoull(v, &end, 0);
+	return *end ? def : x;
+}
+
+static void load(void)
+{
+	const char *name = getenv("FAKE_NVML_NAME");
+	unsigned long long n = env_ull("FAKE_NVML_GPUS", 1);
+	unsigned long long mem = env_ull("FAKE_NVML_MEM_MIB", 0) << 20;
+
+	memset(&node, 0, sizeof(node));
+	node.loaded = true;
+	node.n = n >= 1 && n <= FAKE_DEVS ? (unsigned)n : 1;
+	node.mig = env_ull("FAKE_NVML_MIG", 1) != 0;
+	node.mig_reset = env_ull("FAKE_NVML_MIG_RESET", 0) != 0;
+	for (unsigned i = 0; i < node.n; i++) {
+		struct fake_dev *d = &node.dev[i];
+
+		snprintf(d->name, sizeof(d->name), "%s",
+		         name ? name : "NVIDIA H100 80GB HBM3");
+		snprintf(d->uuid, sizeof(d->uuid),
+		         "GPU-fake-%08x-0000-4000-8000-%012u", 0xc0ffee00u + i,
+		         i);
+		d->mem = mem;
+	}
+}
+
+static void ensure(void)
+{
+	if (!node.loaded)
+		load();
+}
+
+static struct fake_dev *dev_of(nvmlDevice_t h)
+{
+	ensure();
+	for (unsigned i = 0; i < node.n; i++)
+		if ((void *)h == (void *)&node.dev[i])
+			return &node.dev[i];
+	return NULL;
+}
+
+/* The GPU instance whose live compute instance is the MIG device @h. */
+static struct fake_gi *mig_of(nvmlDevice_t h, struct fake_dev **ret_dev)
+{
+	ensure();
+	for (unsigned i = 0; i < node.n; i++)
+		for (int j = 0; j < FAKE_GIS; j++) {
+			struct fake_gi *gi = &node.dev[i].gi[j];
+
+			if (gi->live && gi->ci.live &&
+			    (void *)h == (void *)&gi->ci.mig) {
+				*ret_dev = &node.dev[i];
+				return gi;
+			}
+		}
+	return NULL;
+}
+
+static struct fake_gi *gi_of(nvmlGpuInstance_t h, struct fake_dev **ret_dev)
+{
+	ensure();
+	for (unsigned i = 0; i < node.n; i++)
+		for (int j = 0; j < FAKE_GIS; j++)
+			if (node.dev[i].gi[j].live &&
+			    (void *)h == (void *)&node.dev[i].gi[j]) {
+				*ret_dev = &node.dev[i];
+				return &node.dev[i].gi[j];
+			}
+	return NULL;
+}
+
+static struct fake_gi *ci_of(nvmlComputeInstance_t h, struct fake_dev **ret_dev)
+{
+	ensure();
+	for (unsigned i = 0; i < node.n; i++)
+		for (int j = 0; j < FAKE_GIS; j++) {
+			struct fake_gi *gi = &node.dev[i].gi[j];
+
+			if (gi->live && gi->ci.live &&
+			    (void *)h == (void *)&gi->ci) {
+				*ret_dev = &node.dev[i];
+				return gi;
+			}
+		}
+	return NULL;
+}
+
+static bool is_lost(const struct fake_dev *d)
+{
+	const char *v = getenv("FAKE_NVML_LOST");
+
+	return v && *v &&
+	       env_ull("FAKE_NVML_LOST", 99) == (unsigned)(d - node.dev);
+}
+
+/* ---- the shim's fake GPU ------------------------------------------------ */
+
 static struct fake_gpu *gpu;
-static int device_dummy;
 
 static struct fake_gpu *state(void)
 {
@@ -42,38 +307,81 @@ static struct fake_gpu *state(void)
 	return gpu;
 }
 
-static unsigned long long capacity(void)
+static unsigned long long capacity(const struct fake_dev *d)
 {
 	const char *mem = getenv("CNL_FAKE_MEM");
 
+	if (d->mem)
+		return d->mem;
 	return mem ? strtoull(mem, NULL, 0) : FAKE_DEFAULT_MEM;
 }
 
 API nvmlReturn_t nvmlInit_v2(void)
 {
+	if (node.refs++ == 0)
+		load();
 	return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlShutdown(void)
 {
+	if (node.refs > 0)
+		node.refs--;
 	return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)
 {
-	*n = 1;
+	ensure();
+	if (!n)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*n = node.n;
 	return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
 {
-	if (i != 0)
+	ensure();
+	if (i >= node.n || !d)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	*d = (nvmlDevice_t)&device_dummy;
+	*d = (nvmlDevice_t)&node.dev[i];
 	return NVML_SUCCESS;
 }
 
-/* Live registered processes, as (pid, used) pairs. */
+static nvmlReturn_t copy_out(const char *s, char *buf, unsigned int len)
+{
+	if (!buf)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (strlen(s) >= len)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	memcpy(buf, s, strlen(s) + 1);
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *name, unsigned int len)
+{
+	struct fake_dev *d = dev_of(h);
+
+	return d ? copy_out(d->name, name, len) : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* A GPU's UUID, or a MIG device's ("MIG-fake-<gpu>-<gi>-<ci>"). */
+API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned int len)
+{
+	struct fake_dev *d = dev_of(h);
+	struct fake_gi *gi;
+	char buf[80];
+
+	if (d)
+		return copy_out(d->uuid, uuid, len);
+	if (!(gi = mig_of(h, &d)))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	snprintf(buf, sizeof(buf), "MIG-fake-%04x-%04x-%04x",
+	         (unsigned)(d - node.dev), gi->id, gi->ci.id);
+	return copy_out(buf, uuid, len);
+}
+
+/* Live registered processes, as (pid, used) pairs: all on device 0. */
 static unsigned procs(unsigned *pids, unsigned long long *used, unsigned cap)
 {
 	struct fake_gpu *g = state();
@@ -95,47 +403,60 @@ static unsigned procs(unsigned *pids, unsigned long long *used, unsigned cap)
 	return n;
 }
 
-static unsigned long long used_total(void)
+static unsigned long long used_total(const struct fake_dev *d)
 {
 	unsigned pids[FAKE_PROCS];
 	unsigned long long used[FAKE_PROCS], sum = 0;
-	unsigned n = procs(pids, used, FAKE_PROCS);
+	unsigned n;
 
+	if (d != &node.dev[0])
+		return 0;
+	n = procs(pids, used, FAKE_PROCS);
 	for (unsigned i = 0; i < n && i < FAKE_PROCS; i++)
 		sum += used[i];
 	return sum;
 }
 
-API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
+API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m)
 {
-	if (!m)
+	struct fake_dev *d = dev_of(h);
+
+	if (!m || !d)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	m->total = capacity();
-	m->used = used_total();
+	if (is_lost(d))
+		return NVML_ERROR_GPU_IS_LOST;
+	m->total = capacity(d);
+	m->used = used_total(d);
 	m->free = m->total - m->used;
 	return NVML_SUCCESS;
 }
 
-API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
+API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m)
 {
-	if (!m)
+	struct fake_dev *d = dev_of(h);
+
+	if (!m || !d)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (m->version != nvmlMemory_v2)
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-	m->total = capacity();
+	if (is_lost(d))
+		return NVML_ERROR_GPU_IS_LOST;
+	m->total = capacity(d);
 	m->reserved = 5ULL << 20;
-	m->used = used_total();
+	m->used = used_total(d);
 	m->free = m->total - m->used - m->reserved;
 	return NVML_SUCCESS;
 }
 
-static nvmlReturn_t list(unsigned int *count, void *infos, size_t size)
+static nvmlReturn_t list(nvmlDevice_t h, unsigned int *count, void *infos,
+                         size_t size)
 {
 	unsigned pids[FAKE_PROCS];
 	unsigned long long used[FAKE_PROCS];
-	unsigned n = procs(pids, used, FAKE_PROCS);
+	struct fake_dev *d = dev_of(h);
+	unsigned n = d == &node.dev[0] ? procs(pids, used, FAKE_PROCS) : 0;
 
-	if (!count)
+	if (!count || !d)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (n > *count || (n && !infos)) {
 		*count = n;
@@ -153,19 +474,19 @@ static nvmlReturn_t list(unsigned int *count, void *infos, size_t size)
 API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(
     nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_v1_t *infos)
 {
-	return list(count, infos, sizeof(*infos));
+	return list(d, count, infos, sizeof(*infos));
 }
 
 API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(
     nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos)
 {
-	return list(count, infos, sizeof(*infos));
+	return list(d, count, infos, sizeof(*infos));
 }
 
 API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(
     nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos)
 {
-	return list(count, infos, sizeof(*infos));
+	return list(d, count, infos, sizeof(*infos));
 }
 
 API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(
@@ -179,5 +500,395 @@ API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(
     nvmlDevice_t d, unsigned int *count, nvmlProcessInfo_t *infos)
 {
 	*count = 0;
+	return NVML_SUCCESS;
+}
+
+/* ---- MIG ---------------------------------------------------------------- */
+
+API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int *current,
+                                      unsigned int *pending)
+{
+	struct fake_dev *d = dev_of(h);
+
+	if (!d || !current || !pending)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!node.mig)
+		return NVML_ERROR_NOT_SUPPORTED;
+	*current = d->mig_current;
+	*pending = d->mig_pending;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t h, unsigned int mode,
+                                      nvmlReturn_t *activation)
+{
+	struct fake_dev *d = dev_of(h);
+	unsigned pids[FAKE_PROCS];
+	unsigned long long used[FAKE_PROCS];
+
+	if (!d || !activation || mode > NVML_DEVICE_MIG_ENABLE)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!node.mig)
+		return NVML_ERROR_NOT_SUPPORTED;
+	for (int j = 0; j < FAKE_GIS; j++)
+		if (d->gi[j].live)
+			return NVML_ERROR_IN_USE;
+	if (d == &node.dev[0] && procs(pids, used, FAKE_PROCS) > 0)
+		return NVML_ERROR_IN_USE;
+	d->mig_pending = mode;
+	if (node.mig_reset) {
+		*activation = NVML_ERROR_RESET_REQUIRED;
+	} else {
+		d->mig_current = mode;
+		*activation = NVML_SUCCESS;
+	}
+	return NVML_SUCCESS;
+}
+
+/* MIG calls need MIG mode on. */
+static nvmlReturn_t mig_on(const struct fake_dev *d)
+{
+	if (!d)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!node.mig || d->mig_current != NVML_DEVICE_MIG_ENABLE)
+		return NVML_ERROR_NOT_SUPPORTED;
+	return NVML_SUCCESS;
+}
+
+static const struct gi_profile *profile_by_id(unsigned id)
+{
+	for (size_t i = 0; i < sizeof(gi_profiles) / sizeof(gi_profiles[0]);
+	     i++)
+		if (gi_profiles[i].id == id)
+			return &gi_profiles[i];
+	return NULL;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(
+    nvmlDevice_t h, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info)
+{
+	struct fake_dev *d = dev_of(h);
+	nvmlReturn_t r;
+
+	if ((r = mig_on(d)) != NVML_SUCCESS)
+		return r;
+	if (!info || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (size_t i = 0; i < sizeof(gi_profiles) / sizeof(gi_profiles[0]);
+	     i++) {
+		const struct gi_profile *p = &gi_profiles[i];
+
+		if (p->cnst != profile)
+			continue;
+		memset(info, 0, sizeof(*info));
+		info->id = p->id;
+		info->sliceCount = p->slices;
+		info->instanceCount = p->count;
+		info->multiprocessorCount = p->sms;
+		info->copyEngineCount = p->slices;
+		info->memorySizeMB = p->mib;
+		return NVML_SUCCESS;
+	}
+	return NVML_ERROR_NOT_SUPPORTED;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(
+    nvmlDevice_t h, unsigned int profileId,
+    nvmlGpuInstancePlacement_t *placements, unsigned int *count)
+{
+	struct fake_dev *d = dev_of(h);
+	const struct gi_profile *p = profile_by_id(profileId);
+	unsigned n = 0;
+	nvmlReturn_t r;
+
+	if ((r = mig_on(d)) != NVML_SUCCESS)
+		return r;
+	if (!p || !count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (unsigned s = 0; s < 8; s++)
+		n += (p->starts >> s) & 1;
+	if (!placements) {
+		*count = n;
+		return NVML_SUCCESS;
+	}
+	if (*count < n) {
+		*count = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	n = 0;
+	for (unsigned s = 0; s < 8; s++)
+		if ((p->starts >> s) & 1) {
+			placements[n].start = s;
+			placements[n].size = p->mem_slices;
+			n++;
+		}
+	*count = n;
+	return NVML_SUCCESS;
+}
+
+static bool overlap(unsigned a, unsigned alen, unsigned b, unsigned blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
+    nvmlDevice_t h, unsigned int profileId,
+    const nvmlGpuInstancePlacement_t *placement, nvmlGpuInstance_t *ret)
+{
+	struct fake_dev *d = dev_of(h);
+	const struct gi_profile *p = profile_by_id(profileId);
+	struct fake_gi *slot = NULL;
+	unsigned same = 0, id = 1, s;
+	nvmlReturn_t r;
+
+	if ((r = mig_on(d)) != NVML_SUCCESS)
+		return r;
+	if (!p || !placement || !ret)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	s = placement->start;
+	if (s >= 8 || !((p->starts >> s) & 1) ||
+	    placement->size != p->mem_slices)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int j = 0; j < FAKE_GIS; j++) {
+		const struct fake_gi *gi = &d->gi[j];
+
+		if (!gi->live) {
+			if (!slot)
+				slot = &d->gi[j];
+			continue;
+		}
+		same += gi->p == p;
+		if (overlap(s, p->mem_slices, gi->start, gi->p->mem_slices) ||
+		    overlap(s, p->slices, gi->start, gi->p->slices))
+			return NVML_ERROR_INSUFFICIENT_RESOURCES;
+	}
+	if (!slot || same >= p->count)
+		return NVML_ERROR_INSUFFICIENT_RESOURCES;
+	/* The lowest free instance ID, from 1. */
+	for (int j = 0; j < FAKE_GIS; j++)
+		if (d->gi[j].live && d->gi[j].id == id) {
+			id++;
+			j = -1;
+		}
+	memset(slot, 0, sizeof(*slot));
+	slot->live = true;
+	slot->id = id;
+	slot->start = s;
+	slot->p = p;
+	*ret = (nvmlGpuInstance_t)slot;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t h,
+                                        nvmlGpuInstanceInfo_t *info)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = gi_of(h, &d);
+
+	if (!gi || !info)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	info->device = (nvmlDevice_t)d;
+	info->id = gi->id;
+	info->profileId = gi->p->id;
+	info->placement.start = gi->start;
+	info->placement.size = gi->p->mem_slices;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t h,
+                                           unsigned int profileId,
+                                           nvmlGpuInstance_t *gis,
+                                           unsigned int *count)
+{
+	struct fake_dev *d = dev_of(h);
+	const struct gi_profile *p = profile_by_id(profileId);
+	unsigned n = 0;
+	nvmlReturn_t r;
+
+	if ((r = mig_on(d)) != NVML_SUCCESS)
+		return r;
+	/* The buffer holds the profile's instanceCount, as nvml.h asks. */
+	if (!p || !gis || !count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int j = 0; j < FAKE_GIS; j++)
+		if (d->gi[j].live && d->gi[j].p == p)
+			gis[n++] = (nvmlGpuInstance_t)&d->gi[j];
+	*count = n;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t h, unsigned int id,
+                                              nvmlGpuInstance_t *ret)
+{
+	struct fake_dev *d = dev_of(h);
+	nvmlReturn_t r;
+
+	if ((r = mig_on(d)) != NVML_SUCCESS)
+		return r;
+	if (!ret)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int j = 0; j < FAKE_GIS; j++)
+		if (d->gi[j].live && d->gi[j].id == id) {
+			*ret = (nvmlGpuInstance_t)&d->gi[j];
+			return NVML_SUCCESS;
+		}
+	return NVML_ERROR_NOT_FOUND;
+}
+
+API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t h)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = gi_of(h, &d);
+
+	if (!gi)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (gi->ci.live)
+		return NVML_ERROR_IN_USE;
+	gi->live = false;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
+    nvmlGpuInstance_t h, unsigned int profile, unsigned int engProfile,
+    nvmlComputeInstanceProfileInfo_t *info)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = gi_of(h, &d);
+
+	if (!gi || !info || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT ||
+	    engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (profile >= sizeof(ci_slices) / sizeof(ci_slices[0]) ||
+	    ci_slices[profile] > gi->p->slices)
+		return NVML_ERROR_NOT_SUPPORTED;
+	memset(info, 0, sizeof(*info));
+	info->id = profile;
+	info->sliceCount = ci_slices[profile];
+	info->instanceCount = gi->p->slices / ci_slices[profile];
+	info->multiprocessorCount =
+	    gi->p->sms * ci_slices[profile] / gi->p->slices;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(
+    nvmlGpuInstance_t h, unsigned int profileId, nvmlComputeInstance_t *ret)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = gi_of(h, &d);
+
+	if (!gi || !ret ||
+	    profileId >= sizeof(ci_slices) / sizeof(ci_slices[0]))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (ci_slices[profileId] > gi->p->slices)
+		return NVML_ERROR_NOT_SUPPORTED;
+	if (gi->ci.live)
+		return NVML_ERROR_INSUFFICIENT_RESOURCES; /* one per GI here */
+	gi->ci.live = true;
+	gi->ci.id = 0;
+	gi->ci.profile = profileId;
+	*ret = (nvmlComputeInstance_t)&gi->ci;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(
+    nvmlGpuInstance_t h, unsigned int id, nvmlComputeInstance_t *ret)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = gi_of(h, &d);
+
+	if (!gi || !ret)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!gi->ci.live || gi->ci.id != id)
+		return NVML_ERROR_NOT_FOUND;
+	*ret = (nvmlComputeInstance_t)&gi->ci;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t h,
+                                               nvmlComputeInstanceInfo_t *info)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = ci_of(h, &d);
+
+	if (!gi || !info)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	info->device = (nvmlDevice_t)d;
+	info->gpuInstance = (nvmlGpuInstance_t)gi;
+	info->id = gi->ci.id;
+	info->profileId = gi->ci.profile;
+	info->placement.start = 0;
+	info->placement.size = ci_slices[gi->ci.profile];
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t h)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = ci_of(h, &d);
+
+	if (!gi)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	gi->ci.live = false;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t h,
+                                                unsigned int *count)
+{
+	struct fake_dev *d = dev_of(h);
+
+	if (!d || !count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*count = node.mig ? FAKE_GIS : 0;
+	return NVML_SUCCESS;
+}
+
+/* The MIG devices of a GPU: its live compute instances, in slot order. */
+API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h,
+                                                     unsigned int index,
+                                                     nvmlDevice_t *ret)
+{
+	struct fake_dev *d = dev_of(h);
+	unsigned n = 0;
+	nvmlReturn_t r;
+
+	if ((r = mig_on(d)) != NVML_SUCCESS)
+		return r;
+	if (!ret || index >= FAKE_GIS)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int j = 0; j < FAKE_GIS; j++)
+		if (d->gi[j].live && d->gi[j].ci.live && n++ == index) {
+			*ret = (nvmlDevice_t)&d->gi[j].ci.mig;
+			return NVML_SUCCESS;
+		}
+	return NVML_ERROR_NOT_FOUND;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t h, unsigned int *id)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = mig_of(h, &d);
+
+	if (!id)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!gi)
+		return dev_of(h) ? NVML_ERROR_NOT_SUPPORTED
+		                 : NVML_ERROR_INVALID_ARGUMENT;
+	*id = gi->id;
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t h,
+                                                unsigned int *id)
+{
+	struct fake_dev *d;
+	struct fake_gi *gi = mig_of(h, &d);
+
+	if (!id)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!gi)
+		return dev_of(h) ? NVML_ERROR_NOT_SUPPORTED
+		                 : NVML_ERROR_INVALID_ARGUMENT;
+	*id = gi->ci.id;
 	return NVML_SUCCESS;
 }
