@@ -109,6 +109,18 @@ static struct wk *wk_find(struct cnl_agent *a, const char *id)
 	return NULL;
 }
 
+/* Destroy MIG instance @uuid unless a workload of the table still uses
+ * it (a host instance serves several block slices). */
+static void mig_release(struct cnl_agent *a, const char *uuid)
+{
+	if (!uuid[0])
+		return;
+	for (size_t i = 0; i < a->n_wk; i++)
+		if (strcmp(a->wk[i]->mig_uuid, uuid) == 0)
+			return;
+	cnl_gpus_mig_destroy(a->gpus, uuid);
+}
+
 static void wk_remove(struct cnl_agent *a, struct wk *w)
 {
 	for (size_t i = 0; i < a->n_wk; i++)
@@ -116,8 +128,7 @@ static void wk_remove(struct cnl_agent *a, struct wk *w)
 			a->wk[i] = a->wk[--a->n_wk];
 			break;
 		}
-	if (w->mig_uuid[0])
-		cnl_gpus_mig_destroy(a->gpus, w->mig_uuid);
+	mig_release(a, w->mig_uuid);
 	cnl_workload_free(w->w);
 	if (w->out_rd >= 0)
 		close(w->out_rd);
@@ -414,14 +425,11 @@ static void start(struct cnl_agent *a, json_t *as)
 
 		r = cnl_gpus_mig_create(a->gpus, w->gpu, mig, start_slot,
 		                        w->mig_uuid);
-		if (r == -CNL_EDUP) {
-			/* A host instance shared by block slices: reuse. */
-			snprintf(w->mig_uuid, sizeof(w->mig_uuid),
-			         "MIG-fake-%d-%s-%d", w->gpu, mig, start_slot);
-			r = 0;
-			/* not ours to destroy */
+		if (r == -CNL_EDUP && w->mig_uuid[0]) {
+			/* A host instance shared by block slices: use it (the
+			 * last of its slices to end destroys it). */
 			snprintf(cvd, sizeof(cvd), "%s", w->mig_uuid);
-			w->mig_uuid[0] = '\0';
+			r = 0;
 		} else if (r == 0) {
 			snprintf(cvd, sizeof(cvd), "%s", w->mig_uuid);
 		} else {
@@ -626,8 +634,9 @@ fail:
 	/* A bad assignment is reported failed with the reason; we go on. */
 	cnl_log(CNL_LOG_WARN, "cannot start workload", "id=%s err=%s", id, err);
 	report(a, a->main_cl, w, "failed", 127, NULL, err);
-	if (w->mig_uuid[0])
-		cnl_gpus_mig_destroy(a->gpus, w->mig_uuid);
+	pthread_mutex_lock(&a->mu);
+	mig_release(a, w->mig_uuid);
+	pthread_mutex_unlock(&a->mu);
 	free(w);
 }
 

@@ -485,6 +485,25 @@ static int nvml_mig_uuid(struct cnl_gpus *g, nvml_dev h, unsigned gid,
 	return -EIO;
 }
 
+/* The UUID of the (first) MIG device of GPU instance @gid, or "". */
+static void nvml_gi_uuid(struct cnl_gpus *g, nvml_dev h, unsigned gid,
+                         char *uuid)
+{
+	unsigned max = 0, a;
+	nvml_dev m;
+
+	uuid[0] = '\0';
+	if (g->fn.mig_max(h, &max) != NVML_OK)
+		return;
+	for (unsigned i = 0; i < max; i++)
+		if (g->fn.mig_by_index(h, i, &m) == NVML_OK &&
+		    g->fn.gi_id(m, &a) == NVML_OK && a == gid) {
+			if (g->fn.uuid(m, uuid, CNL_GPU_UUID_MAX) != NVML_OK)
+				uuid[0] = '\0';
+			return;
+		}
+}
+
 static int nvml_mig_create(struct cnl_gpus *g, int index,
                            const struct cnl_mig_profile *mp, int start,
                            char *uuid)
@@ -521,8 +540,11 @@ static int nvml_mig_create(struct cnl_gpus *g, int index,
 	    g->fn.gi_list(h, prof.id, gis, &n) == NVML_OK)
 		for (unsigned i = 0; i < n && i < CNL_ARRAY_SIZE(gis); i++)
 			if (g->fn.gi_info(gis[i], &gii) == NVML_OK &&
-			    gii.placement.start == (unsigned)start)
+			    gii.placement.start == (unsigned)start) {
+				/* Shared (a host instance): its UUID too. */
+				nvml_gi_uuid(g, h, gii.id, uuid);
 				return -CNL_EDUP;
+			}
 	pl[0].start = (unsigned)start;
 	pl[0].size = mp->mem_slots;
 	r = g->fn.gi_create(h, prof.id, &pl[0], &gi);
@@ -689,8 +711,10 @@ int cnl_gpus_mig_create(struct cnl_gpus *g, int index, const char *profile,
 		return nvml_mig_create(g, index, &g->cat->types[t].mig[p],
 		                       start, uuid);
 	for (int i = 0; i < g->n_mig; i++)
-		if (g->mig[i].gpu == index && g->mig[i].start == start)
+		if (g->mig[i].gpu == index && g->mig[i].start == start) {
+			memcpy(uuid, g->mig[i].uuid, CNL_GPU_UUID_MAX);
 			return -CNL_EDUP;
+		}
 	if (g->n_mig == (int)CNL_ARRAY_SIZE(g->mig))
 		return -CNL_ELIMIT;
 	g->mig[g->n_mig].gpu = index;

@@ -56,7 +56,9 @@ int cnl_gpus_list(struct cnl_gpus *g, const struct cnl_gpu_dev **ret);
  * cnl_gpus_mig_create - create a MIG instance of @profile (catalog name)
  * at @start on GPU @index, its UUID into @uuid (CNL_GPU_UUID_MAX).
  * -CNL_ENOMIG when the GPU has no MIG, -CNL_EDUP when an instance of
- * @profile already sits at @start, -EIO from the driver.  With nvml also
+ * @profile already sits at @start (its UUID is still written to @uuid:
+ * a host instance is shared by several block slices), -EIO from the
+ * driver.  With nvml also
  * -CNL_EPROFILE (no NVML profile matches), -EINVAL (@start is not one of
  * the profile's placements), -CNL_ENOSPACE (overlaps another instance),
  * -EBUSY (MIG mode is off and processes run on the GPU), -EAGAIN (MIG
