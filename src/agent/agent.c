@@ -72,6 +72,13 @@ struct wk {
 	 * outlives an agent restart; the agent reads them from an offset. */
 	int out_rd, err_rd;
 	int64_t out_off, err_off;
+	/* Ended, but cnlabd has not taken the report yet (unreachable):
+	 * kept and reported again until it answers. */
+	bool ended;
+	char end_state[16];
+	int end_code;
+	char end_msg[128];
+	int64_t end_retry_ms;
 };
 
 struct cnl_agent {
@@ -834,6 +841,13 @@ static void *supervise(void *arg)
 					w->kill_ms = now + 10000;
 				}
 			}
+			if (w->ended) {
+				if (now >= w->end_retry_ms) {
+					ex[n_done] = e;
+					done[n_done++] = w;
+				}
+				continue;
+			}
 			if (cnl_workload_poll(w->w, &e) == 0 && e.exited) {
 				/* Read what is left of its output first. */
 				drain(w->out_rd, w->out, &w->out_n,
@@ -896,7 +910,7 @@ static void *supervise(void *arg)
 			               : ex[i].code;
 			char msg[128] = "";
 
-			if (!w->gone) {
+			if (!w->gone && !w->ended) {
 				if (!w->server) {
 					upload_dir(a, a->sup_cl, w, w->art,
 					           "artifacts");
@@ -918,11 +932,27 @@ static void *supervise(void *arg)
 				else
 					state =
 					    code == 0 ? "succeeded" : "failed";
-				report(a, a->sup_cl, w, state, code, NULL,
-				       msg[0] ? msg : NULL);
+				snprintf(w->end_state, sizeof(w->end_state),
+				         "%s", state);
+				snprintf(w->end_msg, sizeof(w->end_msg), "%s",
+				         msg);
+				w->end_code = code;
+				w->ended = true;
 				cnl_log(CNL_LOG_INFO, "workload ended",
 				        "id=%s state=%s code=%d", w->id, state,
 				        code);
+			}
+			if (!w->gone) {
+				long st = report(
+				    a, a->sup_cl, w, w->end_state, w->end_code,
+				    NULL, w->end_msg[0] ? w->end_msg : NULL);
+
+				/* Taken (200), or no longer ours (404, 409):
+				 * done.  Otherwise try again in a second. */
+				if (st != 200 && st != 404 && st != 409) {
+					w->end_retry_ms = now_ms() + 1000;
+					continue;
+				}
 			}
 			pthread_mutex_lock(&a->mu);
 			drop_state(a, w->id);

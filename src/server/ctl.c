@@ -72,6 +72,7 @@ struct wl {
 	int64_t started_ms;
 	char url[CNL_STORE_URL_MAX];
 	char message[160]; /* the agent's word on how it ended */
+	int hb_missing;    /* heartbeats of its node that did not list it */
 };
 
 struct usage {
@@ -1453,6 +1454,65 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 	return 201;
 }
 
+/*
+ * Work the node's agent started but no longer lists (it lost it: killed
+ * while cnlabd could not be told, an agent that went away and came back
+ * empty).  Two heartbeats in a row without it, so that one that raced a
+ * start does not count: then a job is requeued, work being stopped ends.
+ */
+static void lost_by_agent(struct cnl_ctl *ctl, int node, json_t *running,
+                          int64_t now)
+{
+	for (size_t k = ctl->n_wl; k-- > 0;) {
+		struct wl *w = &ctl->wl[k];
+		bool listed = false;
+
+		if (w->node != node ||
+		    (w->phase != PH_STARTED && w->phase != PH_STOPPING))
+			continue;
+		for (size_t j = 0; j < json_array_size(running) && !listed;
+		     j++) {
+			json_t *it = json_array_get(running, j);
+			const char *id =
+			    json_string_value(json_object_get(it, "id"));
+
+			listed = id && strcmp(id, w->id) == 0 &&
+			         json_integer_value(
+			             json_object_get(it, "epoch")) == w->epoch;
+		}
+		if (listed || ++w->hb_missing < 2) {
+			if (listed)
+				w->hb_missing = 0;
+			continue;
+		}
+		cnl_log(CNL_LOG_WARN, "node no longer runs its work",
+		        "id=%s node=%s", w->id, ctl->nodes[node].name);
+		struct wl saved = *w;
+		bool end = w->phase == PH_STOPPING && !w->requeue;
+
+		if (!end) {
+			w->phase = PH_PENDING;
+			w->requeues++;
+		}
+		if ((end ? persist_end(ctl, w, w->stop_state, -1, now)
+		         : persist(ctl, w, now)) < 0) {
+			*w = saved;
+			continue;
+		}
+		if (w->alloc_id)
+			cnl_alloc_free(ctl->cluster, w->alloc_id);
+		w->alloc_id = 0;
+		w->hb_missing = 0;
+		node_changed(ctl, node);
+		w->node = -1;
+		if (end) {
+			server_gone(ctl, w);
+			wl_remove(ctl, w);
+		}
+		ctl->dirty = true;
+	}
+}
+
 int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node, json_t *body,
                            int64_t now, json_t **ret, char *err, size_t errlen)
 {
@@ -1501,6 +1561,8 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node, json_t *body,
 			ctl->fenced++;
 		}
 	}
+	if (running)
+		lost_by_agent(ctl, i, running, now);
 	*ret = node_reply(ctl, n);
 	json_object_set_new(*ret, "stop", stop);
 	return 200;

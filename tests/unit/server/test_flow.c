@@ -858,6 +858,57 @@ static void test_node_loss_and_fencing(void **state)
 	json_decref(o);
 }
 
+/* An agent that no longer lists started work (it lost it) gets it
+ * requeued after two heartbeats without it; one is not enough. */
+static void test_work_lost_by_agent(void **state)
+{
+	char id[CNL_ID_MAX], path[160], body[256];
+	json_t *as, *o;
+	int64_t ep;
+	int n;
+
+	submit(MEMBER, F.proj_a, "{\"command\":\"x\",\"gpu\":\"h100-10\"}", id);
+	tick(now_ms());
+	n = placed_on(id);
+	assert_true(n > 0);
+	const char *node = n == 1 ? F.node1 : F.node2;
+	as = assignments(node);
+	ep = epoch_of(find(as, id));
+	json_decref(as);
+	assert_int_equal(report(node, id, ep, "running", 0), 200);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", node);
+	/* Listed: nothing happens, however often. */
+	snprintf(body, sizeof(body),
+	         "{\"running\":[{\"id\":\"%s\",\"epoch\":%lld}]}", id,
+	         (long long)ep);
+	for (int i = 0; i < 3; i++)
+		json_decref(call_ok("POST", path, AGENT, body, 200));
+	o = job(id);
+	assert_string_equal(str(json_object_get(o, "status"), "phase"),
+	                    "started");
+	json_decref(o);
+	/* Missing once: still started. */
+	json_decref(call_ok("POST", path, AGENT, "{\"running\":[]}", 200));
+	o = job(id);
+	assert_string_equal(str(json_object_get(o, "status"), "phase"),
+	                    "started");
+	json_decref(o);
+	/* Missing twice in a row: requeued, and placed again anew. */
+	json_decref(call_ok("POST", path, AGENT, "{\"running\":[]}", 200));
+	o = job(id);
+	assert_string_equal(str(o, "state"), "pending");
+	json_decref(o);
+	tick(now_ms());
+	n = placed_on(id);
+	assert_true(n > 0);
+	as = assignments(n == 1 ? F.node1 : F.node2);
+	assert_true(epoch_of(find(as, id)) > ep);
+	ep = epoch_of(find(as, id));
+	json_decref(as);
+	assert_int_equal(
+	    report(n == 1 ? F.node1 : F.node2, id, ep, "succeeded", 0), 200);
+}
+
 static void test_metrics_promtool(void **state)
 {
 	char file[128];
@@ -1090,6 +1141,7 @@ int main(void)
 	    cmocka_unit_test(test_quota),
 	    cmocka_unit_test(test_preemption),
 	    cmocka_unit_test(test_node_loss_and_fencing),
+	    cmocka_unit_test(test_work_lost_by_agent),
 	    cmocka_unit_test(test_metrics_promtool),
 	    cmocka_unit_test(test_route_role_matrix),
 	};
