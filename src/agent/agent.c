@@ -1303,6 +1303,18 @@ static int register_node(struct cnl_agent *a, char *err, size_t errlen)
 	                 "gpu_type", n ? devs[0].type : "", "gpus", n,
 	                 "cpu_milli", (json_int_t)a->cfg.cpu_milli, "mem_mib",
 	                 (json_int_t)a->cfg.mem_mib, "address", a->cfg.address);
+	{
+		json_t *list = json_array();
+
+		for (int i = 0; i < n; i++)
+			json_array_append_new(
+			    list,
+			    json_pack("{s:i,s:s,s:I,s:b}", "index",
+			              devs[i].index, "uuid", devs[i].uuid,
+			              "mem_mib", (json_int_t)devs[i].mem_mib,
+			              "healthy", devs[i].healthy));
+		json_object_set_new(body, "devices", list);
+	}
 	if (a->cfg.cluster)
 		json_object_set_new(body, "cluster",
 		                    json_string(a->cfg.cluster));

@@ -1359,8 +1359,9 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 {
 	static const char *const fields[] = {
 	    "name", "gpu_type", "gpus",     "cpu_milli", "mem_mib", "cluster",
-	    "zone", "rack",     "datasets", "address",   NULL};
+	    "zone", "rack",     "datasets", "address",   "devices", NULL};
 	const char *name, *type = NULL, *s;
+	json_t *devs;
 	int64_t gpus, cpu, mem;
 	json_t *inv, *ds;
 	struct node *n;
@@ -1381,7 +1382,7 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 		return set_err(err, errlen, 400,
 		               "field \"name\": must be 1..63 bytes");
 	for (const char *const *f = &fields[5]; *f; f++) {
-		if (strcmp(*f, "datasets") == 0)
+		if (strcmp(*f, "datasets") == 0 || strcmp(*f, "devices") == 0)
 			continue;
 		if (cnl_json_get_string(body, *f, false, &s, err, errlen) < 0)
 			return 400;
@@ -1396,6 +1397,25 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 		if (!json_is_string(json_array_get(ds, i)))
 			return set_err(err, errlen, 400,
 			               "field \"datasets\": must hold strings");
+	/* The GPU inventory: [{"index","uuid","mem_mib","healthy"}], one
+	 * per GPU, shown in node listings. */
+	devs = json_object_get(body, "devices");
+	if (devs &&
+	    (!json_is_array(devs) || json_array_size(devs) != (size_t)gpus))
+		return set_err(
+		    err, errlen, 400,
+		    "field \"devices\": must list one entry per GPU");
+	for (size_t i = 0; devs && i < json_array_size(devs); i++) {
+		json_t *d = json_array_get(devs, i);
+		const char *u = json_string_value(json_object_get(d, "uuid"));
+
+		if (!json_is_object(d) || !u || !u[0] || strlen(u) > 96 ||
+		    !json_is_integer(json_object_get(d, "mem_mib")) ||
+		    !json_is_boolean(json_object_get(d, "healthy")))
+			return set_err(err, errlen, 400,
+			               "field \"devices\": each needs uuid, "
+			               "mem_mib and healthy");
+	}
 	inv = json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", name, "gpu_type",
 	                type ? type : "", "gpus", (json_int_t)gpus, "cpu_milli",
 	                (json_int_t)cpu, "mem_mib", (json_int_t)mem);
@@ -1411,7 +1431,9 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 		json_object_del(a, "address");
 		json_object_del(a, "epoch");
 		json_object_del(a, "state");
+		json_object_del(a, "devices");
 		json_object_del(b, "address");
+		json_object_del(b, "devices");
 		bool same = json_equal(a, b);
 		json_decref(a);
 		if (!same) {
@@ -1424,6 +1446,8 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 			snprintf(n->address, sizeof(n->address), "%s",
 			         json_string_value(
 			             json_object_get(body, "address")));
+		if (devs) /* the latest inventory (health) for listings */
+			json_object_set(n->inventory, "devices", devs);
 		n->last_seen_ms = now;
 		json_decref(inv);
 		*ret = node_reply(ctl, n);

@@ -45,7 +45,8 @@ for _ in $(seq 100); do
 	[ "$n" = 1 ] && break
 	sleep 0.1
 done
-api GET /v1/nodes | jq -e '.items[0].gpus == 2 and .items[0].gpu_type == "H100-80GB-SXM"' >/dev/null &&
+api GET /v1/nodes | jq -e '.items[0].gpus == 2 and .items[0].gpu_type == "H100-80GB-SXM" and
+	(.items[0].devices | length == 2 and all(.healthy and (.uuid | startswith("GPU-"))))' >/dev/null &&
 	ok "embedded agent registered with 2 H100s" || bad "nodes: $(api GET /v1/nodes)"
 proj=$(api POST /v1/projects '{"name":"demo"}' | jq -r .id)
 api POST "/v1/projects/$proj/members" '{"user":"admin","role":"member"}' >/dev/null

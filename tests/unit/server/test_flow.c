@@ -340,6 +340,15 @@ static void test_node_registration(void **state)
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "colour"));
 	reply_done(&r);
+	/* The GPU inventory lists one device per GPU. */
+	http("POST", "/v1/nodes", F.token[AGENT],
+	     "{\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":2,"
+	     "\"cpu_milli\":1,\"mem_mib\":1,\"devices\":[{\"uuid\":\"GPU-1\","
+	     "\"mem_mib\":81559,\"healthy\":true}]}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "devices"));
+	reply_done(&r);
 	/* Only agents and admins register nodes. */
 	http("POST", "/v1/nodes", F.token[MEMBER], "{}", &r);
 	assert_error(&r, 403, "forbidden");
