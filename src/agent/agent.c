@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <netinet/in.h>
@@ -74,6 +75,7 @@ struct wk {
 	int64_t out_off, err_off;
 	/* Ended, but cnlabd has not taken the report yet (unreachable):
 	 * kept and reported again until it answers. */
+	char token[33]; /* notebook servers: their access token */
 	bool ended;
 	char end_state[16];
 	int end_code;
@@ -451,6 +453,21 @@ static void start(struct cnl_agent *a, json_t *as)
 		snprintf(w->dir, sizeof(w->dir), "%s/workspaces/%s",
 		         a->cfg.work_dir, id);
 		w->port = free_port();
+		{
+			static const char hex[] = "0123456789abcdef";
+			unsigned char rnd[16];
+
+			if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+				r = -EIO;
+				snprintf(err, sizeof(err), "no randomness");
+				goto fail;
+			}
+			for (int i = 0; i < 16; i++) {
+				w->token[2 * i] = hex[rnd[i] >> 4];
+				w->token[2 * i + 1] = hex[rnd[i] & 15];
+			}
+			w->token[32] = '\0';
+		}
 		w->idle_timeout_ms =
 		    json_integer_value(json_object_get(as, "idle_timeout_s")) *
 		    1000;
@@ -523,6 +540,9 @@ static void start(struct cnl_agent *a, json_t *as)
 		ENV("CNLAB_WATCHDOG_PRELOAD=%s", a->cfg.shim);
 	if (w->server) {
 		ENV("CNLAB_PORT=%d", w->port);
+		/* The notebook's own password: only the URL cnlabd shows to
+		 * the project carries it. */
+		ENV("CNLAB_SERVER_TOKEN=%s", w->token);
 		ENV("CNLAB_WORKSPACE=%s", w->dir);
 	}
 #undef ENV
@@ -631,8 +651,8 @@ static void start(struct cnl_agent *a, json_t *as)
 	{
 		char url[256];
 
-		snprintf(url, sizeof(url), "http://%s:%d/", a->cfg.address,
-		         w->port);
+		snprintf(url, sizeof(url), "http://%s:%d/?token=%s",
+		         a->cfg.address, w->port, w->token);
 		report(a, a->main_cl, w, "running", 0, w->server ? url : NULL,
 		       NULL);
 	}

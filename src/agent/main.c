@@ -67,12 +67,13 @@ static const struct cnl_config_def table[] = {
      "Host name or address at which users reach this node's servers."},
     {"server_command", CNL_CONFIG_STRING, S(server_command),
      "if command -v jupyter >/dev/null; then exec jupyter lab --ip=0.0.0.0 "
-     "--port=$CNLAB_PORT --no-browser --ServerApp.token= "
+     "--port=$CNLAB_PORT --no-browser --ServerApp.token=$CNLAB_SERVER_TOKEN "
      "--notebook-dir=$CNLAB_WORKSPACE; else exec python3 -m http.server "
      "$CNLAB_PORT --directory $CNLAB_WORKSPACE; fi",
      0, 0,
-     "Notebook server command (sh -c), given $CNLAB_PORT and "
-     "$CNLAB_WORKSPACE."},
+     "Notebook server command (sh -c), given $CNLAB_PORT, "
+     "$CNLAB_WORKSPACE and $CNLAB_SERVER_TOKEN (its access token, in "
+     "the URL users get)."},
     {"cluster", CNL_CONFIG_STRING, S(cluster), NULL, 0, 0, "Cluster label."},
     {"zone", CNL_CONFIG_STRING, S(zone), NULL, 0, 0, "Zone label."},
     {"rack", CNL_CONFIG_STRING, S(rack), NULL, 0, 0, "Rack label."},

@@ -249,7 +249,9 @@ if command -v python3 >/dev/null; then
 	wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/servers/$srv | jq -e '.state==\"running\"' >/dev/null"
 	url=$(api GET "/v1/servers/$srv" "$ana" | jq -r .url)
 	body=""
-	wait_for 20 sh -c "curl -sSf '$url/notes.txt' >/dev/null" && body=$(curl -sS "$url/notes.txt")
+	[[ "$url" == *"?token="???????????????????????????????? ]] && ok "server URL carries an access token" || bad "url: $url"
+	base_url=${url%%\?*}
+	wait_for 20 sh -c "curl -sSf '${base_url}notes.txt' >/dev/null" && body=$(curl -sS "${base_url}notes.txt")
 	[ "$body" = notebook-data ] && ok "workspace survives stop and start" || bad "workspace: $body"
 	api POST "/v1/servers/$srv/stop" "$ana" '{}' >/dev/null
 else

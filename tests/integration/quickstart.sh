@@ -85,8 +85,9 @@ for _ in $(seq 100); do
 done
 out=$("$cnlab" server start first-experiment 2>&1)
 srv_url=$(grep -o 'http://[^ ]*' <<<"$out" | tail -1)
-for _ in $(seq 50); do curl -sSf -o /dev/null "$srv_url/notes.txt" 2>/dev/null && break; sleep 0.2; done
-[ "$(curl -sS "$srv_url/notes.txt")" = "my notebook" ] && ok "workspace survives stop and start" ||
+base_url=${srv_url%%\?*}
+for _ in $(seq 50); do curl -sSf -o /dev/null "${base_url}notes.txt" 2>/dev/null && break; sleep 0.2; done
+[ "$(curl -sS "${base_url}notes.txt")" = "my notebook" ] && ok "workspace survives stop and start" ||
 	bad "workspace after restart ($srv_url)"
 
 # Another team cannot see or stop it.
