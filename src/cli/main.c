@@ -836,6 +836,29 @@ static int cmd_server_start(struct cnl_cli *cli)
 	return server_action(cli, "start");
 }
 
+static int cmd_server_delete(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	_cleanup_free_ char *path = NULL;
+	json_t *s, *o;
+	int code;
+
+	if ((code = find_server(cli, name, &s)))
+		return code;
+	path = pathf("/v1/servers/%s", cnl_cli_str(s, "id", ""));
+	json_decref(s);
+	if ((code =
+	         cnl_cli_call(cli, "DELETE", path, NULL, NULL, "server", &o)))
+		return code;
+	if (cli->json)
+		cnl_cli_print_json(o);
+	else
+		printf("✓ Deleted %s (its storage is no longer counted)\n",
+		       name);
+	json_decref(o);
+	return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* jobs                                                                      */
 /* ------------------------------------------------------------------------ */
@@ -1454,6 +1477,8 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, false, cmd_server_stop},
     {"server start", "NAME", "start a stopped server", start_flags, 1, 1, false,
      false, cmd_server_start},
+    {"server delete", "NAME", "delete a stopped server and its storage", NULL,
+     1, 1, false, false, cmd_server_delete},
     {"run", "SCRIPT [ARGS...]",
      "run a script on a GPU slice, stream its output, collect artifacts",
      run_flags, 1, CNL_CLI_POS_MAX, true, false, cnl_cli_cmd_run},

@@ -124,6 +124,7 @@ int cnl_api_get_idem_key(struct cnl_http_request *req,
 	X(h_server_get)          \
 	X(h_server_stop)         \
 	X(h_server_start)        \
+	X(h_server_delete)       \
 	X(h_profiles_list)       \
 	X(h_profiles_put)        \
 	X(h_profile_delete)      \

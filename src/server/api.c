@@ -1066,6 +1066,7 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/servers/{server}/stop", PM, "server.stop", W(h_server_stop)},
     {"POST", "/v1/servers/{server}/start", PM, "server.start",
      W(h_server_start)},
+    {"DELETE", "/v1/servers/{server}", PM, "server.delete", W(h_server_delete)},
     {"GET", "/v1/profiles", AUTH, NULL, W(h_profiles_list)},
     {"POST", "/v1/profiles", ADM, "profile.put", W(h_profiles_put)},
     {"DELETE", "/v1/profiles/{profile}", ADM, "profile.delete",

@@ -1034,6 +1034,27 @@ H(h_server_stop)
 	cnl_http_reply(resp, 200, cnl_api_server_json(c, &c->server));
 }
 
+/* Delete a stopped server: its storage stops being held and metered. */
+H(h_server_delete)
+{
+	struct call *c = call;
+	int r;
+
+	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
+	if (strcmp(c->server.state, "stopped") != 0 &&
+	    strcmp(c->server.state, "failed") != 0) {
+		cnl_http_error(resp, 409, "conflict",
+		               "server is %s: stop it first", c->server.state);
+		return;
+	}
+	if ((r = cnl_store_server_delete(c->api->store, c->server.id)) < 0) {
+		cnl_api_store_error(c, resp, r, "server");
+		return;
+	}
+	cnl_ctl_server_deleted(c->api->ctl, &c->server);
+	cnl_http_reply(resp, 200, json_pack("{s:s}", "deleted", c->server.id));
+}
+
 H(h_server_start)
 {
 	struct call *c = call;

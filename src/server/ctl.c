@@ -861,6 +861,13 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 	return 0;
 }
 
+void cnl_ctl_server_deleted(struct cnl_ctl *ctl,
+                            const struct cnl_store_server *v)
+{
+	usage_of(ctl, v->project_id)->storage_gb -= v->storage_gb;
+	usage_of(ctl, v->user_id)->storage_gb -= v->storage_gb;
+}
+
 static void server_gone(struct cnl_ctl *ctl, const struct wl *w)
 {
 	if (!w->server)

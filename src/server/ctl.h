@@ -104,6 +104,11 @@ int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *j,
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);
 int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v);
 
+/* After the store deleted a stopped server: its storage is no longer
+ * held (or metered). */
+void cnl_ctl_server_deleted(struct cnl_ctl *ctl,
+                            const struct cnl_store_server *v);
+
 /*
  * cnl_ctl_stop_workload - cancel a job or stop a server: a pending one is
  * finished at once (@final_state), a placed one is told to stop with the

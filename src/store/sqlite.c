@@ -499,6 +499,14 @@ int cnl_store_server_update(struct cnl_store *s, const char *id,
 	return s->ops->server_update(s, id, state, url, run);
 }
 
+int cnl_store_server_delete(struct cnl_store *s, const char *id)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_arg(id, CNL_ID_MAX));
+	return s->ops->server_delete(s, id);
+}
+
 static int check_kind(const char *kind)
 {
 	return check_arg(kind, CNL_STORE_KIND_MAX);
@@ -1722,6 +1730,14 @@ static int sq_server_update(struct cnl_store *s, const char *id,
 	                   t, NULL, 0);
 }
 
+static int sq_server_delete(struct cnl_store *s, const char *id)
+{
+	const char *t[] = {id, NULL};
+
+	return update_rows(sq(s), "DELETE FROM servers WHERE id = ?1", t, NULL,
+	                   0);
+}
+
 #define DOC_COLS "kind, id, parent, name, body, updated_ms"
 
 /* Reads a document; the body is malloc'd (NULL when out of memory, which
@@ -1883,6 +1899,7 @@ static const struct cnl_store_ops sqlite_ops = {
     .job_list_state = sq_job_list_state,
     .job_update_run = sq_job_update_run,
     .server_update = sq_server_update,
+    .server_delete = sq_server_delete,
     .doc_put = sq_doc_put,
     .doc_get = sq_doc_get,
     .doc_get_by_name = sq_doc_get_by_name,

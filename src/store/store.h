@@ -247,6 +247,7 @@ struct cnl_store_ops {
 	int (*server_update)(struct cnl_store *s, const char *id,
 	                     const char *state, const char *url,
 	                     const char *run);
+	int (*server_delete)(struct cnl_store *s, const char *id);
 	int (*doc_put)(struct cnl_store *s, const struct cnl_store_doc *in,
 	               bool create);
 	int (*doc_get)(struct cnl_store *s, const char *kind, const char *id,
@@ -470,6 +471,9 @@ int cnl_store_job_list_state(struct cnl_store *s, const char *state,
 int cnl_store_job_update_run(struct cnl_store *s, const char *id,
                              const char *state, int exit_code,
                              int64_t updated_ms, const char *run);
+
+/* cnl_store_server_delete - remove server @id: 0 or -CNL_ENOTFOUND. */
+int cnl_store_server_delete(struct cnl_store *s, const char *id);
 
 /* cnl_store_server_update - set state, URL and run record of server @id. */
 int cnl_store_server_update(struct cnl_store *s, const char *id,

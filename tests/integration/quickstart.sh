@@ -137,7 +137,15 @@ code=$?
 [ "$code" = 5 ] && grep -q 'GPU-hours' "$tmp/q.err" && ok "beyond quota: refused, limit named" ||
 	bad "quota refusal: $code $(cat "$tmp/q.err")"
 
+"$cnlab" server delete first-experiment >/dev/null 2>&1 && bad "deleted a running server" ||
+	ok "a running server is not deleted"
 "$cnlab" server stop first-experiment >/dev/null
+for _ in $(seq 100); do
+	[ "$("$cnlab" server list -o json | jq -r '.items[] | select(.name=="first-experiment") | .state')" = stopped ] && break
+	sleep 0.2
+done
+"$cnlab" server delete first-experiment >/dev/null && ! "$cnlab" server list | grep -q first-experiment &&
+	ok "server delete" || bad "server delete"
 [ "$fails" = 0 ] || {
 	tail -20 "$tmp/err"
 	exit 1

@@ -627,9 +627,18 @@ static void test_servers(void **state)
 	as = assignments(n == 1 ? F.node1 : F.node2);
 	assert_true(epoch_of(find(as, id)) > ep);
 	json_decref(as);
+	/* Running: cannot be deleted. */
+	snprintf(path, sizeof(path), "/v1/servers/%s", id);
+	json_decref(call_ok("DELETE", path, MEMBER, NULL, 409));
 	snprintf(path, sizeof(path), "/v1/servers/%s/stop", id);
 	json_decref(call_ok("POST", path, MEMBER, "{}", 200));
 	finish(id, "stopped", 0);
+	/* Stopped: deleted, by a member only, and gone. */
+	snprintf(path, sizeof(path), "/v1/servers/%s", id);
+	json_decref(call_ok("DELETE", path, BOB, NULL, 404));
+	json_decref(call_ok("DELETE", path, VIEWER, NULL, 403));
+	json_decref(call_ok("DELETE", path, MEMBER, NULL, 200));
+	json_decref(call_ok("GET", path, MEMBER, NULL, 404));
 }
 
 static void test_profiles(void **state)
