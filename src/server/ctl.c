@@ -73,6 +73,7 @@ struct wl {
 	char url[CNL_STORE_URL_MAX];
 	char message[160]; /* the agent's word on how it ended */
 	int hb_missing;    /* heartbeats of its node that did not list it */
+	int home;          /* servers: the node of the last run, -1: none */
 };
 
 struct usage {
@@ -258,6 +259,12 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, char *buf,
 	}
 	if (w->message[0])
 		json_object_set_new(o, "message", json_string(w->message));
+	/* A server's workspace stays on the node it ran on. */
+	if (w->server && (w->node >= 0 || w->home >= 0))
+		json_object_set_new(
+		    o, "home",
+		    json_string(
+		        ctl->nodes[w->node >= 0 ? w->node : w->home].id));
 	if (w->phase == PH_STOPPING) {
 		json_object_set_new(o, "signal_ms", json_integer(w->signal_ms));
 		json_object_set_new(o, "kill_ms", json_integer(w->kill_ms));
@@ -476,6 +483,7 @@ static struct wl *wl_new(struct cnl_ctl *ctl)
 	w = &ctl->wl[ctl->n_wl++];
 	memset(w, 0, sizeof(*w));
 	w->node = -1;
+	w->home = -1;
 	return w;
 }
 
@@ -521,6 +529,8 @@ static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	w->preemptions =
 	    (int)json_integer_value(json_object_get(run, "preemptions"));
 	w->requeues = (int)json_integer_value(json_object_get(run, "requeues"));
+	if ((node = json_string_value(json_object_get(run, "home"))))
+		w->home = node_find(ctl, node);
 	node = json_string_value(json_object_get(run, "node"));
 	ph = json_string_value(json_object_get(run, "phase"));
 	if (!node || !ph || strcmp(ph, "pending") == 0 ||
@@ -1040,6 +1050,43 @@ static int record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
 	return r;
 }
 
+/*
+ * Servers go back to their home node when it can take them: their
+ * workspace is there (nodes share no storage).  Placed before the cycle,
+ * recorded like a START; otherwise the scheduler places them anywhere.
+ */
+static void place_home(struct cnl_ctl *ctl, int64_t now)
+{
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		struct wl *w = &ctl->wl[i], tmp;
+		struct cnl_req_prep p;
+		struct cnl_plan pl;
+		uint32_t id;
+
+		if (!w->server || w->phase != PH_PENDING || w->home < 0 ||
+		    (size_t)w->home >= ctl->n_nodes ||
+		    ctl->nodes[w->home].state != N_UP)
+			continue;
+		if (cnl_alloc_prepare(ctl->cluster, &w->j.req, &p) < 0 ||
+		    cnl_alloc_plan_node(ctl->cluster, &p, (uint32_t)w->home,
+		                        &pl) < 0 ||
+		    cnl_alloc_commit(ctl->cluster, &p, &pl, &id) < 0)
+			continue;
+		struct cnl_decision d = {.kind = CNL_DEC_START,
+		                         .node = (uint32_t)w->home,
+		                         .alloc_id = id,
+		                         .at_ms = now};
+		tmp = *w;
+		apply_start(&tmp, ctl->cluster, &d, now);
+		if (persist(ctl, &tmp, now) < 0) {
+			cnl_alloc_free(ctl->cluster, id);
+			continue;
+		}
+		*w = tmp;
+		node_changed(ctl, w->node);
+	}
+}
+
 static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 {
 	struct cnl_decisions dec = {0};
@@ -1049,6 +1096,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	place_home(ctl, now);
 	n = build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_cycle(ctl->sched, ctl->cluster, jobs, n, now,
 	                    ctl->cfg.seed ^ (uint64_t)now, &dec);

@@ -617,16 +617,35 @@ static void test_servers(void **state)
 	o = call_ok("GET", path, MEMBER, NULL, 200);
 	assert_string_equal(str(o, "state"), "stopped");
 	json_decref(o);
-	/* Start again: pending, then placed under a new epoch. */
-	snprintf(path, sizeof(path), "/v1/servers/%s/start", id);
-	o = call_ok("POST", path, MEMBER, "{}", 200);
-	assert_string_equal(str(o, "state"), "pending");
-	json_decref(o);
-	tick(now_ms());
-	n = placed_on(id);
-	as = assignments(n == 1 ? F.node1 : F.node2);
-	assert_true(epoch_of(find(as, id)) > ep);
-	json_decref(as);
+	/* Work on the other node makes it the packing policy's choice; the
+	 * server still goes home, where its workspace is. */
+	{
+		int home = n;
+		char filler[CNL_ID_MAX], cordon[160];
+
+		snprintf(cordon, sizeof(cordon), "/v1/nodes/%s",
+		         home == 1 ? F.node1 : F.node2);
+		json_decref(call_ok("PATCH", cordon, ADMIN,
+		                    "{\"state\":\"cordoned\"}", 200));
+		submit(MEMBER, F.proj_a,
+		       "{\"command\":\"f\",\"gpu\":\"h100-1\"}", filler);
+		tick(now_ms());
+		assert_int_equal(placed_on(filler), home == 1 ? 2 : 1);
+		json_decref(
+		    call_ok("PATCH", cordon, ADMIN, "{\"state\":\"up\"}", 200));
+		/* Start again: pending, then home under a new epoch. */
+		snprintf(path, sizeof(path), "/v1/servers/%s/start", id);
+		o = call_ok("POST", path, MEMBER, "{}", 200);
+		assert_string_equal(str(o, "state"), "pending");
+		json_decref(o);
+		tick(now_ms());
+		n = placed_on(id);
+		assert_int_equal(n, home);
+		as = assignments(n == 1 ? F.node1 : F.node2);
+		assert_true(epoch_of(find(as, id)) > ep);
+		json_decref(as);
+		finish(filler, "succeeded", 0);
+	}
 	/* Running: cannot be deleted. */
 	snprintf(path, sizeof(path), "/v1/servers/%s", id);
 	json_decref(call_ok("DELETE", path, MEMBER, NULL, 409));
