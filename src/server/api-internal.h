@@ -78,7 +78,8 @@ json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v);
 void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
                          const char *what);
 
-/* The body as a JSON object with only @allowed keys, or NULL and a 400. */
+/* The body as a JSON object with only @allowed keys (NULL: any; the
+ * caller checks them), or NULL and a 400. */
 json_t *cnl_api_parse_body(struct cnl_http_request *req,
                            struct cnl_http_response *resp,
                            const char *const allowed[]);
@@ -101,6 +102,20 @@ int cnl_api_get_page(struct cnl_http_request *req,
 json_t *cnl_api_page_json(json_t *items, int n, int limit, const char *last);
 
 int cnl_api_new_id(struct call *c, const char *prefix, char *buf);
+
+/*
+ * cnl_api_doc_page - reply with one page (?limit=, ?after=) of the
+ * documents of @kind under @parent (NULL: all), each turned into an item
+ * by @item from the document and its parsed body (the body is released
+ * afterwards: @item takes a reference to keep it).  @what names the
+ * documents in errors.
+ */
+void cnl_api_doc_page(struct call *c, struct cnl_http_request *req,
+                      struct cnl_http_response *resp, const char *kind,
+                      const char *parent, const char *what,
+                      json_t *(*item)(struct call *c,
+                                      const struct cnl_store_doc *d,
+                                      json_t *body));
 
 /* The Idempotency-Key header: NULL, or 1..127 printable ASCII bytes. */
 int cnl_api_get_idem_key(struct cnl_http_request *req,

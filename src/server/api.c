@@ -119,7 +119,8 @@ json_t *cnl_api_parse_body(struct cnl_http_request *req,
 		               "request body must be a JSON object");
 		return NULL;
 	}
-	if (cnl_json_check_fields(j, allowed, err, sizeof(err)) < 0) {
+	if (allowed &&
+	    cnl_json_check_fields(j, allowed, err, sizeof(err)) < 0) {
 		json_decref(j);
 		cnl_http_error(resp, 400, "bad_request", "%s", err);
 		return NULL;
@@ -226,6 +227,43 @@ json_t *cnl_api_page_json(json_t *items, int n, int limit, const char *last)
 int cnl_api_new_id(struct call *c, const char *prefix, char *buf)
 {
 	return cnl_id_new(&c->api->ids, prefix, c->now_ms, buf, CNL_ID_MAX);
+}
+
+void cnl_api_doc_page(struct call *c, struct cnl_http_request *req,
+                      struct cnl_http_response *resp, const char *kind,
+                      const char *parent, const char *what,
+                      json_t *(*item)(struct call *c,
+                                      const struct cnl_store_doc *d,
+                                      json_t *body))
+{
+	struct cnl_store_doc *d;
+	const char *after;
+	int limit, n = 0, r;
+	json_t *items;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	d = cnl_xcalloc((size_t)limit, sizeof(*d));
+	r = cnl_store_doc_list(c->api->store, kind, parent, after, limit, d,
+	                       &n);
+	if (r < 0) {
+		free(d);
+		cnl_api_store_error(c, resp, r, what);
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *o = json_loads(d[i].body, 0, NULL);
+
+		if (o)
+			json_array_append_new(items, item(c, &d[i], o));
+		json_decref(o);
+	}
+	cnl_http_reply(
+	    resp, 200,
+	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
+	cnl_store_docs_done(d, n);
+	free(d);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -829,44 +867,24 @@ out:
 	json_decref(body);
 }
 
+static json_t *token_item(struct call *c, const struct cnl_store_doc *d,
+                          json_t *body)
+{
+	int64_t exp = json_integer_value(json_object_get(body, "expires_ms"));
+
+	return json_pack("{s:s,s:s,s:o,s:o}", "id", d->id, "name", d->name,
+	                 "created_at", cnl_api_time_json(d->updated_ms),
+	                 "expires_at",
+	                 exp ? cnl_api_time_json(exp) : json_null());
+}
+
 static void h_tokens_list(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp)
 {
 	struct call *c = call;
-	struct cnl_store_doc *d;
-	const char *after;
-	int limit, n = 0, r;
-	json_t *items;
 
-	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
-		return;
-	d = cnl_xcalloc((size_t)limit, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, "token", c->user.id, after, limit,
-	                       d, &n);
-	if (r < 0) {
-		free(d);
-		cnl_api_store_error(c, resp, r, "token");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < n; i++) {
-		json_t *o = json_loads(d[i].body, 0, NULL);
-		int64_t exp =
-		    json_integer_value(json_object_get(o, "expires_ms"));
-
-		json_array_append_new(
-		    items,
-		    json_pack("{s:s,s:s,s:o,s:o}", "id", d[i].id, "name",
-		              d[i].name, "created_at",
-		              cnl_api_time_json(d[i].updated_ms), "expires_at",
-		              exp ? cnl_api_time_json(exp) : json_null()));
-		json_decref(o);
-	}
-	cnl_http_reply(
-	    resp, 200,
-	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
-	cnl_store_docs_done(d, n);
-	free(d);
+	cnl_api_doc_page(c, req, resp, "token", c->user.id, "token",
+	                 token_item);
 }
 
 static void h_token_revoke(void *call, struct cnl_http_request *req,

@@ -412,38 +412,16 @@ static json_t *profile_json(struct call *c, const char *name, json_t *o)
 	return p;
 }
 
+static json_t *profile_item(struct call *c, const struct cnl_store_doc *d,
+                            json_t *body)
+{
+	return profile_json(c, d->id, body);
+}
+
 H(h_profiles_list)
 {
-	struct call *c = call;
-	struct cnl_store_doc *d;
-	const char *after;
-	int limit, n = 0, r;
-	json_t *items;
-
-	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
-		return;
-	d = cnl_xcalloc((size_t)limit, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, "profile", NULL, after, limit, d,
-	                       &n);
-	if (r < 0) {
-		free(d);
-		cnl_api_store_error(c, resp, r, "profile");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < n; i++) {
-		json_t *o = json_loads(d[i].body, 0, NULL);
-
-		if (o)
-			json_array_append_new(items,
-			                      profile_json(c, d[i].id, o));
-		json_decref(o);
-	}
-	cnl_http_reply(
-	    resp, 200,
-	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
-	cnl_store_docs_done(d, n);
-	free(d);
+	cnl_api_doc_page(call, req, resp, "profile", NULL, "profile",
+	                 profile_item);
 }
 
 /* POST /v1/profiles: create or replace a profile by name. */
@@ -529,6 +507,26 @@ int cnl_api_seed_profiles(struct cnl_store *s, int64_t now)
 		free(d.body);
 	}
 	return r;
+}
+
+/*
+ * After an idempotent create (@r from the store) of object @id in
+ * @project: names it in the audit, and refuses a key that replayed an
+ * object of another project (the same key used for another request).
+ * 0, or -1 with a 409 in @resp.
+ */
+static int created_here(struct call *c, struct cnl_http_response *resp, int r,
+                        const char *id, const char *project)
+{
+	snprintf(c->target, sizeof(c->target), "%s", id);
+	if (r == CNL_STORE_REPLAYED && strcmp(project, c->project.id) != 0) {
+		cnl_http_error(resp, 409, "conflict",
+		               "Idempotency-Key already used for another "
+		               "request");
+		return -1;
+	}
+	c->note = r == CNL_STORE_REPLAYED ? "replayed" : NULL;
+	return 0;
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -755,15 +753,8 @@ H(h_jobs_create)
 		cnl_api_store_error(c, resp, r, "job");
 		goto out;
 	}
-	snprintf(c->target, sizeof(c->target), "%s", got.id);
-	if (r == CNL_STORE_REPLAYED &&
-	    strcmp(got.project_id, c->project.id) != 0) {
-		cnl_http_error(resp, 409, "conflict",
-		               "Idempotency-Key already used for another "
-		               "request");
+	if (created_here(c, resp, r, got.id, got.project_id) < 0)
 		goto out;
-	}
-	c->note = r == CNL_STORE_REPLAYED ? "replayed" : NULL;
 	if (r == CNL_STORE_CREATED) {
 		cnl_ctl_job_added(c->api->ctl, &got);
 		cnl_ctl_kick(c->api->ctl);
@@ -831,40 +822,19 @@ H(h_job_cancel)
 }
 
 /* Log chunks of a job, oldest first, paged by chunk id. */
+static json_t *log_item(struct call *c, const struct cnl_store_doc *d,
+                        json_t *body)
+{
+	json_object_set_new(body, "id", json_string(d->id));
+	json_object_set_new(body, "at", cnl_api_time_json(d->updated_ms));
+	return json_incref(body);
+}
+
 H(h_job_logs)
 {
 	struct call *c = call;
-	struct cnl_store_doc *d;
-	const char *after;
-	int limit, n = 0, r;
-	json_t *items;
 
-	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
-		return;
-	d = cnl_xcalloc((size_t)limit, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, "log", c->job.id, after, limit, d,
-	                       &n);
-	if (r < 0) {
-		free(d);
-		cnl_api_store_error(c, resp, r, "log");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < n; i++) {
-		json_t *o = json_loads(d[i].body, 0, NULL);
-
-		if (!o)
-			continue;
-		json_object_set_new(o, "id", json_string(d[i].id));
-		json_object_set_new(o, "at",
-		                    cnl_api_time_json(d[i].updated_ms));
-		json_array_append_new(items, o);
-	}
-	cnl_http_reply(
-	    resp, 200,
-	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
-	cnl_store_docs_done(d, n);
-	free(d);
+	cnl_api_doc_page(c, req, resp, "log", c->job.id, "log", log_item);
 }
 
 /* ---- servers ------------------------------------------------------------- */
@@ -959,15 +929,8 @@ H(h_servers_create)
 		cnl_api_store_error(c, resp, r, "server");
 		goto out;
 	}
-	snprintf(c->target, sizeof(c->target), "%s", got.id);
-	if (r == CNL_STORE_REPLAYED &&
-	    strcmp(got.project_id, c->project.id) != 0) {
-		cnl_http_error(resp, 409, "conflict",
-		               "Idempotency-Key already used for another "
-		               "request");
+	if (created_here(c, resp, r, got.id, got.project_id) < 0)
 		goto out;
-	}
-	c->note = r == CNL_STORE_REPLAYED ? "replayed" : NULL;
 	if (r == CNL_STORE_CREATED) {
 		cnl_ctl_server_added(c->api->ctl, &got);
 		cnl_ctl_kick(c->api->ctl);
@@ -1088,30 +1051,6 @@ H(h_server_start)
 
 /* ---- nodes --------------------------------------------------------------- */
 
-/* Parse a body as a JSON object (the controller checks its fields). */
-static json_t *any_body(struct cnl_http_request *req,
-                        struct cnl_http_response *resp)
-{
-	json_t *j = NULL;
-	char err[256];
-
-	if (req->body_len == 0 || strlen(req->body) != req->body_len) {
-		bad(resp, "request body must be a JSON object");
-		return NULL;
-	}
-	if (cnl_json_loads(req->body, &j, err, sizeof(err)) < 0) {
-		cnl_http_error(resp, 400, "bad_request", "malformed JSON: %s",
-		               err);
-		return NULL;
-	}
-	if (!json_is_object(j)) {
-		json_decref(j);
-		bad(resp, "request body must be a JSON object");
-		return NULL;
-	}
-	return j;
-}
-
 static void node_reply(struct cnl_http_response *resp, int status, json_t *body,
                        const char *err)
 {
@@ -1162,7 +1101,7 @@ H(h_nodes_register)
 	char err[256] = "";
 	int st;
 
-	if (!(body = any_body(req, resp)))
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
 		return;
 	st = cnl_ctl_node_register(c->api->ctl, body, c->now_ms, &out, err,
 	                           sizeof(err));
@@ -1200,7 +1139,7 @@ H(h_node_heartbeat)
 	int st;
 
 	snprintf(c->target, sizeof(c->target), "%s", node);
-	if (!(body = any_body(req, resp)))
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
 		return;
 	st = cnl_ctl_node_heartbeat(c->api->ctl, node, body, c->now_ms, &out,
 	                            err, sizeof(err));
@@ -1250,7 +1189,7 @@ H(h_node_reports)
 	json_t *body, *out = NULL;
 	char err[256] = "";
 
-	if (!(body = any_body(req, resp)))
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
 		return;
 	snprintf(c->target, sizeof(c->target), "%s",
 	         json_string_value(json_object_get(body, "id"))
@@ -1549,37 +1488,16 @@ static json_t *cloud_json(const char *id, json_t *o)
 	return p;
 }
 
+static json_t *cloud_item(struct call *c, const struct cnl_store_doc *d,
+                          json_t *body)
+{
+	return cloud_json(d->id, body);
+}
+
 H(h_cloud_list)
 {
-	struct call *c = call;
-	struct cnl_store_doc *d;
-	const char *after;
-	int limit, n = 0, r;
-	json_t *items;
-
-	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
-		return;
-	d = cnl_xcalloc((size_t)limit, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, "cloud", NULL, after, limit, d,
-	                       &n);
-	if (r < 0) {
-		free(d);
-		cnl_api_store_error(c, resp, r, "cloud account");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < n; i++) {
-		json_t *o = json_loads(d[i].body, 0, NULL);
-
-		if (o)
-			json_array_append_new(items, cloud_json(d[i].id, o));
-		json_decref(o);
-	}
-	cnl_http_reply(
-	    resp, 200,
-	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
-	cnl_store_docs_done(d, n);
-	free(d);
+	cnl_api_doc_page(call, req, resp, "cloud", NULL, "cloud account",
+	                 cloud_item);
 }
 
 H(h_cloud_add)
@@ -1829,40 +1747,20 @@ out:
 	json_decref(body);
 }
 
+static json_t *artifact_item(struct call *c, const struct cnl_store_doc *d,
+                             json_t *body)
+{
+	json_object_del(body, "data_base64");
+	json_object_set_new(body, "at", cnl_api_time_json(d->updated_ms));
+	return json_incref(body);
+}
+
 H(h_job_artifacts)
 {
 	struct call *c = call;
-	struct cnl_store_doc *d;
-	const char *after;
-	int limit, n = 0, r;
-	json_t *items;
 
-	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
-		return;
-	d = cnl_xcalloc((size_t)limit, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, "artifact", c->job.id, after,
-	                       limit, d, &n);
-	if (r < 0) {
-		free(d);
-		cnl_api_store_error(c, resp, r, "artifact");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < n; i++) {
-		json_t *o = json_loads(d[i].body, 0, NULL);
-
-		if (!o)
-			continue;
-		json_object_del(o, "data_base64");
-		json_object_set_new(o, "at",
-		                    cnl_api_time_json(d[i].updated_ms));
-		json_array_append_new(items, o);
-	}
-	cnl_http_reply(
-	    resp, 200,
-	    cnl_api_page_json(items, n, limit, n ? d[n - 1].id : NULL));
-	cnl_store_docs_done(d, n);
-	free(d);
+	cnl_api_doc_page(c, req, resp, "artifact", c->job.id, "artifact",
+	                 artifact_item);
 }
 
 /* The artifact's bytes, as the job wrote them. */

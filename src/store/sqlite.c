@@ -116,6 +116,13 @@ static int check_enum(const char *f, size_t size, const char *const *set,
 	return -CNL_EFIELD;
 }
 
+/* A state given as an argument: a known one of @set. */
+static int check_state_arg(const char *state, const char *const *set, size_t n)
+{
+	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
+	return check_enum(state, CNL_STORE_STATE_MAX, set, n);
+}
+
 static int check_nonneg(int64_t v)
 {
 	return v < 0 ? -CNL_ESIZE : 0;
@@ -325,9 +332,8 @@ int cnl_store_job_update_state(struct cnl_store *s, const char *id,
 	if (!s)
 		return -EINVAL;
 	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
-	CHECK(check_enum(state, CNL_STORE_STATE_MAX, job_states,
-	                 sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_state_arg(state, job_states,
+	                      sizeof(job_states) / sizeof(job_states[0])));
 	CHECK(check_nonneg(updated_ms));
 	return s->ops->job_update_state(s, id, state, exit_code, updated_ms);
 }
@@ -462,9 +468,8 @@ int cnl_store_job_list_state(struct cnl_store *s, const char *state,
 	if (!s)
 		return -EINVAL;
 	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
-	CHECK(check_enum(state, CNL_STORE_STATE_MAX, job_states,
-	                 sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_state_arg(state, job_states,
+	                      sizeof(job_states) / sizeof(job_states[0])));
 	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
 	return s->ops->job_list_state(s, state, after_id, limit, out, ret_n);
 }
@@ -476,9 +481,8 @@ int cnl_store_job_update_run(struct cnl_store *s, const char *id,
 	if (!s)
 		return -EINVAL;
 	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
-	CHECK(check_enum(state, CNL_STORE_STATE_MAX, job_states,
-	                 sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_state_arg(state, job_states,
+	                      sizeof(job_states) / sizeof(job_states[0])));
 	CHECK(check_nonneg(updated_ms));
 	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
 	return s->ops->job_update_run(s, id, state, exit_code, updated_ms, run);
@@ -490,9 +494,9 @@ int cnl_store_server_update(struct cnl_store *s, const char *id,
 	if (!s || !url)
 		return -EINVAL;
 	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
-	CHECK(check_enum(state, CNL_STORE_STATE_MAX, server_states,
-	                 sizeof(server_states) / sizeof(server_states[0])));
+	CHECK(
+	    check_state_arg(state, server_states,
+	                    sizeof(server_states) / sizeof(server_states[0])));
 	if (strnlen(url, CNL_STORE_URL_MAX) >= CNL_STORE_URL_MAX)
 		return -CNL_ESIZE;
 	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
