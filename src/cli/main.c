@@ -516,19 +516,33 @@ static int cmd_profiles_list(struct cnl_cli *cli)
 /* servers                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Find the server @name (or id) in the current project. */
-static int find_server(struct cnl_cli *cli, const char *name, json_t **ret)
+/*
+ * The project's @what ("servers", "jobs"): GET /v1/projects/ID/@what into
+ * *@ret; the project's name into @pname (CNL_CLI_ID_MAX).  0 or an exit
+ * code.
+ */
+static int project_items(struct cnl_cli *cli, const char *what, char *pname,
+                         json_t **ret)
 {
-	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
+	char pid[CNL_CLI_ID_MAX];
 	_cleanup_free_ char *path = NULL;
-	json_t *o, *it;
-	size_t i;
 	int code;
 
 	if ((code = cnl_cli_project(cli, NULL, pid, pname)))
 		return code;
-	path = pathf("/v1/projects/%s/servers?limit=1000", pid);
-	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, &o)))
+	path = pathf("/v1/projects/%s/%s?limit=1000", pid, what);
+	return cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, ret);
+}
+
+/* Find the server @name (or id) in the current project. */
+static int find_server(struct cnl_cli *cli, const char *name, json_t **ret)
+{
+	char pname[CNL_CLI_ID_MAX];
+	json_t *o, *it;
+	size_t i;
+	int code;
+
+	if ((code = project_items(cli, "servers", pname, &o)))
 		return code;
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		if (strcmp(cnl_cli_str(it, "name", ""), name) == 0 ||
@@ -700,17 +714,13 @@ static int cmd_server_create(struct cnl_cli *cli)
 
 static int cmd_server_list(struct cnl_cli *cli)
 {
-	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
-	_cleanup_free_ char *path = NULL;
+	char pname[CNL_CLI_ID_MAX];
 	struct cnl_cli_table t;
 	json_t *o, *it;
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_project(cli, NULL, pid, pname)))
-		return code;
-	path = pathf("/v1/projects/%s/servers?limit=1000", pid);
-	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, &o)))
+	if ((code = project_items(cli, "servers", pname, &o)))
 		return code;
 	if (cli->json)
 		return cnl_cli_print_json(o), json_decref(o), 0;
@@ -865,17 +875,13 @@ static int cmd_server_delete(struct cnl_cli *cli)
 
 static int cmd_jobs_list(struct cnl_cli *cli)
 {
-	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
-	_cleanup_free_ char *path = NULL;
+	char pname[CNL_CLI_ID_MAX];
 	struct cnl_cli_table t;
 	json_t *o, *it;
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_project(cli, NULL, pid, pname)))
-		return code;
-	path = pathf("/v1/projects/%s/jobs?limit=1000", pid);
-	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, &o)))
+	if ((code = project_items(cli, "jobs", pname, &o)))
 		return code;
 	if (cli->json)
 		return cnl_cli_print_json(o), json_decref(o), 0;
