@@ -144,19 +144,27 @@ struct limits {
 	double gpu_hours, storage_gb_days, servers; /* < 0: none */
 };
 
-static void limits_of(struct call *c, const char *owner, struct limits *l)
+/* The limits of a quota document's body @o (NULL: none, all -1). */
+static void limits_from(const json_t *o, struct limits *l)
 {
-	json_t *o = NULL, *v;
+	json_t *v;
 
 	l->gpu_hours = l->storage_gb_days = l->servers = -1;
-	if (doc_json(c->api->store, "quota", owner, &o) < 0)
-		return;
 	if (json_is_number(v = json_object_get(o, "gpu_hours")))
 		l->gpu_hours = json_number_value(v);
 	if (json_is_number(v = json_object_get(o, "storage_gb_days")))
 		l->storage_gb_days = json_number_value(v);
 	if (json_is_number(v = json_object_get(o, "concurrent_servers")))
 		l->servers = json_number_value(v);
+}
+
+static void limits_of(struct call *c, const char *owner, struct limits *l)
+{
+	json_t *o = NULL;
+
+	if (doc_json(c->api->store, "quota", owner, &o) < 0)
+		o = NULL;
+	limits_from(o, l);
 	json_decref(o);
 }
 
@@ -1592,8 +1600,11 @@ static void quota_metrics(struct call *c, struct cnl_metrics_buf *b)
 		struct cnl_ctl_usage u;
 		struct limits l;
 		const char *owner = cnl_mb_escape(d[i].id, esc, sizeof(esc));
+		/* The listing has the bodies: no second read per owner. */
+		json_t *o = json_loads(d[i].body, 0, NULL);
 
-		limits_of(c, d[i].id, &l);
+		limits_from(o, &l);
+		json_decref(o);
 		cnl_ctl_usage_of(c->api->ctl, d[i].id, &u);
 		if (l.gpu_hours > 0)
 			cnl_mb_printf(b,
