@@ -18,6 +18,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -106,9 +108,58 @@ int cnl_cli_print_json(const json_t *j);
 /* String member @key of @o, or @dflt. */
 const char *cnl_cli_str(const json_t *o, const char *key, const char *dflt);
 
-/* Commands defined outside main.c. */
+/* The HTTP client of this invocation, made on first use; NULL when
+ * libcurl cannot start. */
+struct cnl_cli_client *cnl_cli_client(struct cnl_cli *cli);
+
+/*
+ * cnl_cli_project_items - the project's @what ("servers", "jobs"): GET
+ * /v1/projects/ID/@what into *@ret; the project's name into @pname
+ * (CNL_CLI_ID_MAX).  0 or an exit code.
+ */
+int cnl_cli_project_items(struct cnl_cli *cli, const char *what, char *pname,
+                          json_t **ret);
+
+/* A path built with printf; the caller frees it.  Exits on no memory. */
+char *cnl_cli_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Milliseconds from now until the RFC 3339 time @s (0 when past); -1 if
+ * @s is NULL or not a time. */
+int64_t cnl_cli_until(const char *s);
+
+/* Read one line from @f into @buf without the newline; -1 on EOF. */
+int cnl_cli_read_line(FILE *f, char *buf, size_t len);
+
+/* Write the settings file; 0 or an exit code after a message. */
+int cnl_cli_save_config(struct cnl_cli *cli);
+
+/* The command handlers (cmd/<group>.c), listed in commands.c. */
+int cnl_cli_cmd_login(struct cnl_cli *cli);
+int cnl_cli_cmd_logout(struct cnl_cli *cli);
+int cnl_cli_cmd_whoami(struct cnl_cli *cli);
+int cnl_cli_cmd_profiles_list(struct cnl_cli *cli);
+int cnl_cli_cmd_server_create(struct cnl_cli *cli);
+int cnl_cli_cmd_server_list(struct cnl_cli *cli);
+int cnl_cli_cmd_server_open(struct cnl_cli *cli);
+int cnl_cli_cmd_server_stop(struct cnl_cli *cli);
+int cnl_cli_cmd_server_start(struct cnl_cli *cli);
+int cnl_cli_cmd_server_delete(struct cnl_cli *cli);
 int cnl_cli_cmd_run(struct cnl_cli *cli);
+int cnl_cli_cmd_jobs_list(struct cnl_cli *cli);
+int cnl_cli_cmd_jobs_show(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_logs(struct cnl_cli *cli);
+int cnl_cli_cmd_jobs_cancel(struct cnl_cli *cli);
+int cnl_cli_cmd_quota_show(struct cnl_cli *cli);
+int cnl_cli_cmd_project_list(struct cnl_cli *cli);
+int cnl_cli_cmd_project_use(struct cnl_cli *cli);
+int cnl_cli_cmd_project_mark(struct cnl_cli *cli);
+int cnl_cli_cmd_policy_burst(struct cnl_cli *cli);
+int cnl_cli_cmd_cloud_add(struct cnl_cli *cli);
+int cnl_cli_cmd_cloud_list(struct cnl_cli *cli);
+int cnl_cli_cmd_nodes_list(struct cnl_cli *cli);
+int cnl_cli_cmd_audit(struct cnl_cli *cli);
 int cnl_cli_cmd_completion(struct cnl_cli *cli);
+int cnl_cli_cmd_complete(struct cnl_cli *cli);
+int cnl_cli_cmd_version(struct cnl_cli *cli);
 
 #endif /* CNL_CLI_CLI_H */

@@ -1,0 +1,289 @@
+/*
+ * cli.c - what every cnlab command shares: failing with a message and an
+ * exit code, requests to cnlabd that turn API errors into messages that
+ * say what to do, the project to act on, and small helpers (paths, times,
+ * the settings file).
+ */
+#define _GNU_SOURCE /* vasprintf */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/format.h"
+#include "common/time.h"
+#include "common/util.h"
+
+int cnl_cli_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("cnlab: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+const char *cnl_cli_str(const json_t *o, const char *key, const char *dflt)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : dflt;
+}
+
+int cnl_cli_print_json(const json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+
+	if (s) {
+		puts(s);
+		free(s);
+	}
+	return 0;
+}
+
+const char *cnl_cli_flag(struct cnl_cli *cli, const char *name)
+{
+	int i = cnl_cli_flag_find(cli->flags, cli->nflags, name);
+
+	return i < 0 ? NULL : cli->args.values[i];
+}
+
+struct cnl_cli_client *cnl_cli_client(struct cnl_cli *cli)
+{
+	if (!cli->client)
+		cli->client = cnl_cli_client_new(cli->server, cli->token);
+	return cli->client;
+}
+
+/* Map an error reply to a message and an exit code. */
+static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
+                       const char *what)
+{
+	json_t *e = json_object_get(r->json, "error");
+	const char *code = cnl_cli_str(e, "code", "");
+	const char *msg = cnl_cli_str(e, "message", r->body ? r->body : "");
+
+	switch (r->status) {
+	case 401:
+		if (cli->logging_in)
+			return cnl_cli_fail(
+			    CNL_EXIT_AUTH,
+			    "the server refused these credentials (%s)", msg);
+		return cnl_cli_fail(
+		    CNL_EXIT_AUTH,
+		    "not logged in, or the session expired (%s): "
+		    "run cnlab login",
+		    msg);
+	case 403:
+		if (strcmp(code, "quota_exceeded") == 0)
+			return cnl_cli_fail(CNL_EXIT_REFUSED,
+			                    "quota exceeded: %s", msg);
+		return cnl_cli_fail(CNL_EXIT_REFUSED, "not permitted: %s", msg);
+	case 404:
+		if (what)
+			return cnl_cli_fail(CNL_EXIT_NOT_FOUND,
+			                    "%s not found (or not visible to "
+			                    "you)",
+			                    what);
+		return cnl_cli_fail(CNL_EXIT_NOT_FOUND, "not found: %s", msg);
+	case 400:
+		return cnl_cli_fail(CNL_EXIT_USAGE, "rejected: %s", msg);
+	case 422:
+		return cnl_cli_fail(CNL_EXIT_REFUSED, "refused (%s): %s", code,
+		                    msg);
+	default:
+		return cnl_cli_fail(CNL_EXIT_ERROR, "%s (HTTP %ld, %s)", msg,
+		                    r->status, code[0] ? code : "error");
+	}
+}
+
+/* Send a request; 0 and the reply, or an exit code after a message. */
+static int request(struct cnl_cli *cli, const char *method, const char *path,
+                   json_t *body, const char *idem, const char *what,
+                   struct cnl_cli_reply *ret)
+{
+	bool public = strcmp(path, "/v1/auth/login") == 0;
+
+	if (!public && !cli->token)
+		return cnl_cli_fail(
+		    CNL_EXIT_AUTH, "not logged in: run cnlab login (server %s)",
+		    cli->server);
+	if (!cnl_cli_client(cli))
+		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot start libcurl");
+	if (cnl_cli_request(cli->client, method, path, body, idem, ret) < 0)
+		return cnl_cli_fail(CNL_EXIT_ERROR,
+		                    "cannot reach %s: %s (check --server or "
+		                    "CNLAB_SERVER)",
+		                    cli->server, ret->error);
+	if (ret->status < 200 || ret->status > 299) {
+		int code = reply_error(cli, ret, what);
+
+		cnl_cli_reply_done(ret);
+		return code;
+	}
+	return 0;
+}
+
+int cnl_cli_call(struct cnl_cli *cli, const char *method, const char *path,
+                 json_t *body, const char *idem, const char *what, json_t **ret)
+{
+	struct cnl_cli_reply r;
+	int code = request(cli, method, path, body, idem, what, &r);
+
+	if (code)
+		return code;
+	*ret = r.json ? json_incref(r.json) : json_null();
+	cnl_cli_reply_done(&r);
+	return 0;
+}
+
+int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
+                     struct cnl_cli_reply *ret)
+{
+	return request(cli, "GET", path, NULL, NULL, what, ret);
+}
+
+int cnl_cli_project(struct cnl_cli *cli, const char *want, char *id, char *name)
+{
+	json_t *o, *it, *found = NULL;
+	size_t i, nreal = 0;
+	char names[256] = "";
+	int code;
+
+	if (!want)
+		want = cli->project_flag ? cli->project_flag : cli->cfg.project;
+	code = cnl_cli_call(cli, "GET", "/v1/projects?limit=1000", NULL, NULL,
+	                    NULL, &o);
+	if (code)
+		return code;
+	json_array_foreach (json_object_get(o, "items"), i, it) {
+		const char *n = cnl_cli_str(it, "name", "");
+
+		if (want && (strcmp(n, want) == 0 ||
+		             strcmp(cnl_cli_str(it, "id", ""), want) == 0)) {
+			found = it;
+			break;
+		}
+		if (!want && strcmp(n, "system") != 0) {
+			found = it;
+			nreal++;
+			if (strlen(names) + strlen(n) + 3 < sizeof(names)) {
+				if (names[0])
+					strncat(names, ", ",
+					        sizeof(names) - strlen(names) -
+					            1);
+				strncat(names, n,
+				        sizeof(names) - strlen(names) - 1);
+			}
+		}
+	}
+	if (want && !found) {
+		json_decref(o);
+		return cnl_cli_fail(
+		    CNL_EXIT_NOT_FOUND,
+		    "project \"%s\" not found (or you are not a "
+		    "member): see cnlab project list",
+		    want);
+	}
+	if (!want && nreal == 0) {
+		json_decref(o);
+		return cnl_cli_fail(CNL_EXIT_NOT_FOUND,
+		                    "you are not a member of any project: ask "
+		                    "an administrator to add you to one");
+	}
+	if (!want && nreal > 1) {
+		json_decref(o);
+		return cnl_cli_fail(
+		    CNL_EXIT_USAGE,
+		    "you are in several projects (%s): pass "
+		    "--project NAME, or set a default with cnlab "
+		    "project use NAME",
+		    names);
+	}
+	snprintf(id, CNL_CLI_ID_MAX, "%s", cnl_cli_str(found, "id", ""));
+	snprintf(name, CNL_CLI_ID_MAX, "%s", cnl_cli_str(found, "name", ""));
+	json_decref(o);
+	return 0;
+}
+
+/* A path built with printf; the caller frees it. */
+char *cnl_cli_pathf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	if (!s) {
+		fputs("cnlab: out of memory\n", stderr);
+		exit(CNL_EXIT_ERROR);
+	}
+	return s;
+}
+
+/* Milliseconds from now until the RFC 3339 time @s; -1 if unknown. */
+int64_t cnl_cli_until(const char *s)
+{
+	int64_t t;
+
+	if (!s || cnl_time_parse_rfc3339(s, &t) < 0)
+		return -1;
+	t -= cnl_time_now_ms();
+	return t < 0 ? 0 : t;
+}
+/* Read one line from @f into @buf without the newline; -1 on EOF. */
+int cnl_cli_read_line(FILE *f, char *buf, size_t len)
+{
+	size_t n;
+
+	if (!fgets(buf, (int)len, f))
+		return -1;
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		buf[--n] = '\0';
+	return 0;
+}
+
+int cnl_cli_save_config(struct cnl_cli *cli)
+{
+	char err[512];
+
+	if (!cli->cfg.path)
+		return cnl_cli_fail(CNL_EXIT_ERROR,
+		                    "no place for the config file: set HOME, "
+		                    "XDG_CONFIG_HOME or CNLAB_CONFIG");
+	if (cnl_cli_config_save(&cli->cfg, err, sizeof(err)) < 0)
+		return cnl_cli_fail(CNL_EXIT_ERROR, "%s", err);
+	return 0;
+}
+
+/*
+ * The project's @what ("servers", "jobs"): GET /v1/projects/ID/@what into
+ * *@ret; the project's name into @pname (CNL_CLI_ID_MAX).  0 or an exit
+ * code.
+ */
+int cnl_cli_project_items(struct cnl_cli *cli, const char *what, char *pname,
+                          json_t **ret)
+{
+	char pid[CNL_CLI_ID_MAX];
+	_cleanup_free_ char *path = NULL;
+	int code;
+
+	if ((code = cnl_cli_project(cli, NULL, pid, pname)))
+		return code;
+	path = cnl_cli_pathf("/v1/projects/%s/%s?limit=1000", pid, what);
+	return cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, ret);
+}

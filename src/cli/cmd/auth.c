@@ -1,0 +1,176 @@
+/*
+ * auth.c - cnlab login, logout and whoami: getting a token (a password, an
+ * API token or an OIDC ID token), choosing the default project, keeping
+ * both in the settings file.
+ */
+#define _GNU_SOURCE /* vasprintf */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/format.h"
+#include "common/time.h"
+#include "common/util.h"
+
+/* Prompt on the terminal for a password, echo off. */
+static int read_password_tty(char *buf, size_t len)
+{
+	FILE *tty = fopen("/dev/tty", "r+");
+	struct termios old, quiet;
+	bool restore = false;
+	int r;
+
+	if (!tty)
+		return -1;
+	fputs("Password: ", tty);
+	fflush(tty);
+	if (tcgetattr(fileno(tty), &old) == 0) {
+		quiet = old;
+		quiet.c_lflag &= ~(tcflag_t)ECHO;
+		restore = tcsetattr(fileno(tty), TCSAFLUSH, &quiet) == 0;
+	}
+	r = cnl_cli_read_line(tty, buf, len);
+	if (restore)
+		tcsetattr(fileno(tty), TCSAFLUSH, &old);
+	fputc('\n', tty);
+	fclose(tty);
+	return r;
+}
+
+/* After a token is known: check it, pick the default project, save. */
+static int finish_login(struct cnl_cli *cli, const char *token)
+{
+	json_t *me, *m;
+	const char *proj = NULL;
+	size_t i, n = 0;
+	int code;
+
+	cli->token = token;
+	cnl_cli_client_free(cli->client);
+	cli->client = NULL;
+	if ((code = cnl_cli_call(cli, "GET", "/v1/auth/whoami", NULL, NULL,
+	                         NULL, &me)))
+		return code;
+	json_array_foreach (json_object_get(me, "memberships"), i, m) {
+		if (strcmp(cnl_cli_str(m, "project", ""), "system") == 0)
+			continue;
+		proj = cnl_cli_str(m, "project", NULL);
+		n++;
+	}
+	cnl_cli_config_set(&cli->cfg.server, cli->server);
+	cnl_cli_config_set(&cli->cfg.token, token);
+	if (n == 1 && !cli->cfg.project)
+		cnl_cli_config_set(&cli->cfg.project, proj);
+	if ((code = cnl_cli_save_config(cli))) {
+		json_decref(me);
+		return code;
+	}
+	fprintf(stderr, "✓ Logged in to %s as %s", cli->server,
+	        cnl_cli_str(me, "name", "?"));
+	if (cli->cfg.project)
+		fprintf(stderr, " (project %s)", cli->cfg.project);
+	fputc('\n', stderr);
+	json_decref(me);
+	return 0;
+}
+
+int cnl_cli_cmd_login(struct cnl_cli *cli)
+{
+	const char *user = cnl_cli_flag(cli, "user");
+	const char *tok = cnl_cli_flag(cli, "token");
+	const char *idt = cnl_cli_flag(cli, "id-token");
+	char ubuf[128], pw[512];
+	json_t *body, *o;
+	int code;
+
+	cli->logging_in = true;
+	if (tok && idt)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "give --token or --id-token, not both");
+	if (tok || idt) {
+		/* An API token (cnl_...) or an OIDC ID token: both are sent
+		 * as the bearer; the server tells them apart. */
+		char *t = cnl_xstrdup(tok ? tok : idt);
+
+		code = finish_login(cli, t);
+		cli->token = NULL;
+		free(t);
+		return code;
+	}
+	if (!user) {
+		if (!isatty(STDIN_FILENO) ||
+		    cnl_cli_flag(cli, "password-stdin"))
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "--user NAME is needed when the "
+			                    "password comes from stdin");
+		fputs("User: ", stderr);
+		if (cnl_cli_read_line(stdin, ubuf, sizeof(ubuf)) < 0 ||
+		    !ubuf[0])
+			return cnl_cli_fail(CNL_EXIT_USAGE, "no user name");
+		user = ubuf;
+	}
+	if (cnl_cli_flag(cli, "password-stdin") || !isatty(STDIN_FILENO)) {
+		if (cnl_cli_read_line(stdin, pw, sizeof(pw)) < 0)
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "no password on stdin");
+	} else if (read_password_tty(pw, sizeof(pw)) < 0) {
+		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read a password");
+	}
+	body = json_pack("{s:s,s:s}", "user", user, "password", pw);
+	explicit_bzero(pw, sizeof(pw));
+	code =
+	    cnl_cli_call(cli, "POST", "/v1/auth/login", body, NULL, NULL, &o);
+	json_decref(body);
+	if (code)
+		return code;
+	{
+		char *t = cnl_xstrdup(cnl_cli_str(o, "token", ""));
+
+		json_decref(o);
+		code = finish_login(cli, t);
+		cli->token = NULL;
+		free(t);
+	}
+	return code;
+}
+
+int cnl_cli_cmd_logout(struct cnl_cli *cli)
+{
+	int code;
+
+	cnl_cli_config_set(&cli->cfg.token, NULL);
+	if ((code = cnl_cli_save_config(cli)))
+		return code;
+	fprintf(stderr, "✓ Logged out (token removed from %s)\n",
+	        cli->cfg.path);
+	return 0;
+}
+
+int cnl_cli_cmd_whoami(struct cnl_cli *cli)
+{
+	json_t *me, *m;
+	size_t i;
+	int code;
+
+	if ((code = cnl_cli_call(cli, "GET", "/v1/auth/whoami", NULL, NULL,
+	                         NULL, &me)))
+		return code;
+	if (cli->json)
+		return cnl_cli_print_json(me), json_decref(me), 0;
+	printf("User:     %s%s\n", cnl_cli_str(me, "name", "?"),
+	       json_is_true(json_object_get(me, "admin")) ? " (admin)" : "");
+	printf("Server:   %s\n", cli->server);
+	json_array_foreach (json_object_get(me, "memberships"), i, m)
+		printf("Project:  %s (%s)\n", cnl_cli_str(m, "project", "?"),
+		       cnl_cli_str(m, "role", "?"));
+	json_decref(me);
+	return 0;
+}

@@ -1,0 +1,152 @@
+/*
+ * commands.c - the command table of cnlab: every command's words, its
+ * positional arguments, its flags and its handler (after the Redis
+ * command table).  The dispatcher and --help (main.c) and the completion
+ * scripts (completion.c) are generated from it; the handlers live in
+ * cmd/<group>.c.
+ */
+#include <stddef.h>
+
+#include "cli/cli.h"
+#include "common/util.h"
+
+/* ------------------------------------------------------------------------ */
+/* The command table                                                         */
+/* ------------------------------------------------------------------------ */
+
+const struct cnl_cli_flag cnl_cli_global_flags[] = {
+    {"server", "URL", "control plane URL (env CNLAB_SERVER)", 0},
+    {"output", "FORMAT", "table or json (-o)", 'o'},
+    {"project", "NAME", "project to act on (default from the config)", 0},
+    {"help", NULL, "show help (-h)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag login_flags[] = {
+    {"user", "NAME", "user name (asked for when missing)", 0},
+    {"password-stdin", NULL, "read the password from stdin", 0},
+    {"token", "TOKEN", "store an API token (cnl_...) instead", 0},
+    {"id-token", "JWT", "store an OIDC ID token as the bearer", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag create_flags[] = {
+    {"name", "NAME", "server name", 0},
+    {"image", "IMAGE", "container image, e.g. pytorch:2.4-cuda12.4", 0},
+    {"profile", "PROFILE", "GPU profile (cnlab profiles list)", 'p'},
+    {"storage", "SIZE", "workspace size: 50gb, 50Gi or 50 (GB)", 0},
+    {"idle", "DURATION", "stop after this much idle time: 2h, 30m", 0},
+    {"no-wait", NULL, "return at once instead of waiting until ready", 0},
+    {"wait", "DURATION", "how long to wait until ready (default 10m)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag start_flags[] = {
+    {"no-wait", NULL, "return at once instead of waiting until ready", 0},
+    {"wait", "DURATION", "how long to wait until ready (default 10m)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag run_flags[] = {
+    {"gpu", "SHAPE", "GPU slice: a shape (h100-25) or a profile name", 's'},
+    {"profile", "PROFILE", "GPU profile instead of --gpu", 'p'},
+    {"priority", "CLASS", "low, normal, high or critical", 'r'},
+    {"deadline", "TIME", "finish by (ISO 8601, e.g. 2026-04-30T17:00)", 0},
+    {"runtime", "DURATION", "expected run time, for planning: 2h", 0},
+    {"artifacts", "DIR", "where artifacts go (./artifacts/JOB)", 'd'},
+    {"detach", NULL, "submit and return without streaming", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag follow_flags[] = {
+    {"follow", NULL, "keep streaming until the job ends (-f)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag mark_flags[] = {
+    {"on-prem-only", NULL, "never burst this project to a cloud", 0},
+    {"no-on-prem-only", NULL, "allow bursting again", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag burst_flags[] = {
+    {"threshold", "FRACTION", "local use that triggers bursting: 0.90", 0},
+    {"provider", "NAME", "aws, gcp or azure (needs a cloud account)", 0},
+    {"strategy", "NAME", "e.g. spot-then-on-demand", 0},
+    {"max-cloud-budget", "AMOUNT", "spending cap", 0},
+    {"disable", NULL, "turn bursting off", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag cloud_flags[] = {
+    {"account", "ID", "account id (AWS: 12 digits)", 0},
+    {"region", "REGION", "e.g. ap-northeast-2", 0},
+    {"instance-types", "LIST", "comma-separated: g5.xlarge,p5.48xlarge", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag audit_flags[] = {
+    {"after", "SEQ", "records after this sequence number", 0},
+    {"limit", "N", "at most N records (default 100)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+const struct cnl_cli_command cnl_cli_commands[] = {
+    {"login", "", "log in and store the token in the config file", login_flags,
+     0, 0, false, false, cnl_cli_cmd_login},
+    {"logout", "", "forget the stored token", NULL, 0, 0, false, false,
+     cnl_cli_cmd_logout},
+    {"whoami", "", "show the user, role and projects", NULL, 0, 0, false, false,
+     cnl_cli_cmd_whoami},
+    {"profiles list", "", "GPU profiles and when each is available", NULL, 0, 0,
+     false, false, cnl_cli_cmd_profiles_list},
+    {"server create", "", "provision a notebook server and wait until ready",
+     create_flags, 0, 0, false, false, cnl_cli_cmd_server_create},
+    {"server list", "", "servers of the project", NULL, 0, 0, false, false,
+     cnl_cli_cmd_server_list},
+    {"server open", "NAME", "print a server's URL and open it in a browser",
+     NULL, 1, 1, false, false, cnl_cli_cmd_server_open},
+    {"server stop", "NAME", "stop a server (its workspace is kept)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_server_stop},
+    {"server start", "NAME", "start a stopped server", start_flags, 1, 1, false,
+     false, cnl_cli_cmd_server_start},
+    {"server delete", "NAME", "delete a stopped server and its storage", NULL,
+     1, 1, false, false, cnl_cli_cmd_server_delete},
+    {"run", "SCRIPT [ARGS...]",
+     "run a script on a GPU slice, stream its output, collect artifacts",
+     run_flags, 1, CNL_CLI_POS_MAX, true, false, cnl_cli_cmd_run},
+    {"jobs list", "", "jobs of the project", NULL, 0, 0, false, false,
+     cnl_cli_cmd_jobs_list},
+    {"jobs show", "JOB", "one job and its status", NULL, 1, 1, false, false,
+     cnl_cli_cmd_jobs_show},
+    {"jobs logs", "JOB", "a job's output", follow_flags, 1, 1, false, false,
+     cnl_cli_cmd_jobs_logs},
+    {"jobs cancel", "JOB", "cancel a job", NULL, 1, 1, false, false,
+     cnl_cli_cmd_jobs_cancel},
+    {"quota show", "", "GPU-hours, storage and servers used against limits",
+     NULL, 0, 0, false, false, cnl_cli_cmd_quota_show},
+    {"project list", "", "projects you belong to", NULL, 0, 0, false, false,
+     cnl_cli_cmd_project_list},
+    {"project use", "NAME", "set the default project", NULL, 1, 1, false, false,
+     cnl_cli_cmd_project_use},
+    {"project mark", "NAME", "set project flags (--on-prem-only)", mark_flags,
+     1, 1, false, false, cnl_cli_cmd_project_mark},
+    {"policy burst", "", "show or set the cloud burst policy (admin)",
+     burst_flags, 0, 0, false, false, cnl_cli_cmd_policy_burst},
+    {"cloud add", "PROVIDER", "add a cloud account for bursting (admin)",
+     cloud_flags, 1, 1, false, false, cnl_cli_cmd_cloud_add},
+    {"cloud list", "", "cloud accounts (admin)", NULL, 0, 0, false, false,
+     cnl_cli_cmd_cloud_list},
+    {"nodes list", "", "GPU nodes and their use (admin)", NULL, 0, 0, false,
+     false, cnl_cli_cmd_nodes_list},
+    {"audit", "", "the audit log (admin)", audit_flags, 0, 0, false, false,
+     cnl_cli_cmd_audit},
+    {"completion", "bash|zsh|fish", "print a shell completion script", NULL, 1,
+     1, false, false, cnl_cli_cmd_completion},
+    {"version", "", "print the version", NULL, 0, 0, false, false,
+     cnl_cli_cmd_version},
+    {"__complete", "WHAT", "completion words (profiles, shapes)", NULL, 1, 1,
+     false, true, cnl_cli_cmd_complete},
+};
+
+const size_t cnl_cli_ncommands = CNL_ARRAY_SIZE(cnl_cli_commands);
