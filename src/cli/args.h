@@ -29,7 +29,8 @@ struct cnl_cli_flag {
 	const char *help;    /* one line for --help */
 	char complete;       /* completion of the value: 'p' profile names,
 	                      * 's' shapes or profiles, 'o' output formats,
-	                      * 'r' priorities, 'f' files, 'd' folders, 0 none */
+	                      * 'r' priorities, 'R' roles, 'f' files, 'd'
+	                      * folders, 0 none */
 };
 
 /* What the parser found. */

@@ -99,6 +99,8 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
 		return cnl_cli_fail(CNL_EXIT_NOT_FOUND, "not found: %s", msg);
 	case 400:
 		return cnl_cli_fail(CNL_EXIT_USAGE, "rejected: %s", msg);
+	case 409:
+		return cnl_cli_fail(CNL_EXIT_REFUSED, "refused: %s", msg);
 	case 422:
 		return cnl_cli_fail(CNL_EXIT_REFUSED, "refused (%s): %s", code,
 		                    msg);
@@ -113,7 +115,8 @@ static int request(struct cnl_cli *cli, const char *method, const char *path,
                    json_t *body, const char *idem, const char *what,
                    struct cnl_cli_reply *ret)
 {
-	bool public = strcmp(path, "/v1/auth/login") == 0;
+	bool public = strcmp(path, "/v1/auth/login") == 0 ||
+	              strcmp(path, "/v1/auth/redeem") == 0;
 
 	if (!public && !cli->token)
 		return cnl_cli_fail(
@@ -197,10 +200,24 @@ int cnl_cli_project(struct cnl_cli *cli, const char *want, char *id, char *name)
 		    want);
 	}
 	if (!want && nreal == 0) {
+		json_t *me = NULL;
+		const char *who = "YOUR-NAME";
+
 		json_decref(o);
-		return cnl_cli_fail(CNL_EXIT_NOT_FOUND,
-		                    "you are not a member of any project: ask "
-		                    "an administrator to add you to one");
+		if (cnl_cli_call(cli, "GET", "/v1/auth/whoami", NULL, NULL,
+		                 NULL, &me) == 0)
+			who = cnl_cli_str(me, "name", who);
+		code = cnl_cli_fail(
+		    CNL_EXIT_NOT_FOUND,
+		    json_is_true(json_object_get(me, "admin"))
+		        ? "you are in no project yet: create one with cnlab "
+		          "project create NAME, then cnlab project member add "
+		          "NAME %s"
+		        : "you are in no project yet: ask an administrator to "
+		          "run cnlab project member add PROJECT %s",
+		    who);
+		json_decref(me);
+		return code;
 	}
 	if (!want && nreal > 1) {
 		json_decref(o);

@@ -10,7 +10,9 @@
  *   2  usage: bad flags or arguments, or a request the server called bad
  *   3  not logged in, or the session expired: run cnlab login
  *   4  not found (a project, server, job ... you cannot see)
- *   5  refused: over quota, not permitted, or a deadline that cannot be met
+ *   5  refused: over quota, not permitted, a deadline that cannot be met,
+ *      or a conflict with the current state (a running server is not
+ *      deleted, a project with work is not)
  *   cnlab run, once the job is submitted, exits with the job's own code.
  */
 #ifndef CNL_CLI_CLI_H
@@ -156,7 +158,28 @@ int cnl_cli_cmd_project_mark(struct cnl_cli *cli);
 int cnl_cli_cmd_policy_burst(struct cnl_cli *cli);
 int cnl_cli_cmd_cloud_add(struct cnl_cli *cli);
 int cnl_cli_cmd_cloud_list(struct cnl_cli *cli);
-int cnl_cli_cmd_nodes_list(struct cnl_cli *cli);
+int cnl_cli_cmd_node_list(struct cnl_cli *cli);
+int cnl_cli_cmd_node_show(struct cnl_cli *cli);
+int cnl_cli_cmd_node_cordon(struct cnl_cli *cli);
+int cnl_cli_cmd_node_drain(struct cnl_cli *cli);
+int cnl_cli_cmd_node_undrain(struct cnl_cli *cli);
+int cnl_cli_cmd_node_join_token(struct cnl_cli *cli);
+int cnl_cli_cmd_user_create(struct cnl_cli *cli);
+int cnl_cli_cmd_user_list(struct cnl_cli *cli);
+int cnl_cli_cmd_user_show(struct cnl_cli *cli);
+int cnl_cli_cmd_user_invite(struct cnl_cli *cli);
+int cnl_cli_cmd_project_create(struct cnl_cli *cli);
+int cnl_cli_cmd_project_show(struct cnl_cli *cli);
+int cnl_cli_cmd_project_delete(struct cnl_cli *cli);
+int cnl_cli_cmd_member_add(struct cnl_cli *cli);
+int cnl_cli_cmd_member_list(struct cnl_cli *cli);
+int cnl_cli_cmd_member_set_role(struct cnl_cli *cli);
+int cnl_cli_cmd_member_remove(struct cnl_cli *cli);
+int cnl_cli_cmd_token_create(struct cnl_cli *cli);
+int cnl_cli_cmd_token_list(struct cnl_cli *cli);
+int cnl_cli_cmd_token_revoke(struct cnl_cli *cli);
+int cnl_cli_cmd_profile_create(struct cnl_cli *cli);
+int cnl_cli_cmd_profile_delete(struct cnl_cli *cli);
 int cnl_cli_cmd_audit(struct cnl_cli *cli);
 int cnl_cli_cmd_completion(struct cnl_cli *cli);
 int cnl_cli_cmd_complete(struct cnl_cli *cli);

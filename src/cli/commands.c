@@ -27,6 +27,48 @@ static const struct cnl_cli_flag login_flags[] = {
     {"password-stdin", NULL, "read the password from stdin", 0},
     {"token", "TOKEN", "store an API token (cnl_...) instead", 0},
     {"id-token", "JWT", "store an OIDC ID token as the bearer", 0},
+    {"invite", "TOKEN", "redeem an invitation and choose a password", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag user_create_flags[] = {
+    {"password-stdin", NULL,
+     "set the password from stdin (default: an invitation)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag project_create_flags[] = {
+    {"on-prem-only", NULL, "never burst this project to a cloud", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag yes_flags[] = {
+    {"yes", NULL, "do not ask for confirmation", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag member_add_flags[] = {
+    {"role", "ROLE", "viewer, member (default) or project-admin", 'R'},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag token_flags[] = {
+    {"expires-in-days", "N",
+     "days until it stops working (default 90; 0: "
+     "never)",
+     0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag join_flags[] = {
+    {"node", "NAME", "the name the new node will register with", 0},
+    {"expires", "DURATION", "how long the token works (default 24h)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag profile_create_flags[] = {
+    {"gpu", "SHAPE", "the slice: h100-25, a100-3g.20gb, h100-full, h100x8", 0},
+    {"description", "TEXT", "one line shown to users", 0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -131,14 +173,60 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      cnl_cli_cmd_project_use},
     {"project mark", "NAME", "set project flags (--on-prem-only)", mark_flags,
      1, 1, false, false, cnl_cli_cmd_project_mark},
+    {"project create", "NAME", "create a project (admin)", project_create_flags,
+     1, 1, false, false, cnl_cli_cmd_project_create},
+    {"project show", "NAME", "a project and its members", NULL, 1, 1, false,
+     false, cnl_cli_cmd_project_show},
+    {"project delete", "NAME", "delete a project with no active work (admin)",
+     yes_flags, 1, 1, false, false, cnl_cli_cmd_project_delete},
+    {"project member add", "PROJECT USER", "add a user to a project",
+     member_add_flags, 2, 2, false, false, cnl_cli_cmd_member_add},
+    {"project member list", "PROJECT", "members of a project and their roles",
+     NULL, 1, 1, false, false, cnl_cli_cmd_member_list},
+    {"project member set-role", "PROJECT USER ROLE", "change a member's role",
+     NULL, 3, 3, false, false, cnl_cli_cmd_member_set_role},
+    {"project member remove", "PROJECT USER", "remove a user from a project",
+     NULL, 2, 2, false, false, cnl_cli_cmd_member_remove},
     {"policy burst", "", "show or set the cloud burst policy (admin)",
      burst_flags, 0, 0, false, false, cnl_cli_cmd_policy_burst},
     {"cloud add", "PROVIDER", "add a cloud account for bursting (admin)",
      cloud_flags, 1, 1, false, false, cnl_cli_cmd_cloud_add},
     {"cloud list", "", "cloud accounts (admin)", NULL, 0, 0, false, false,
      cnl_cli_cmd_cloud_list},
+    {"user create", "NAME", "create a user with an invitation (admin)",
+     user_create_flags, 1, 1, false, false, cnl_cli_cmd_user_create},
+    {"user list", "", "users (admin)", NULL, 0, 0, false, false,
+     cnl_cli_cmd_user_list},
+    {"user show", "NAME", "a user and their projects (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_user_show},
+    {"user invite", "NAME", "a new invitation: a password reset (admin)", NULL,
+     1, 1, false, false, cnl_cli_cmd_user_invite},
+    {"token create", "NAME", "an API token for scripts and CI", token_flags, 1,
+     1, false, false, cnl_cli_cmd_token_create},
+    {"token list", "", "your API tokens", NULL, 0, 0, false, false,
+     cnl_cli_cmd_token_list},
+    {"token revoke", "NAME|ID", "revoke an API token", NULL, 1, 1, false, false,
+     cnl_cli_cmd_token_revoke},
+    {"node list", "", "GPU nodes and their use (admin)", NULL, 0, 0, false,
+     false, cnl_cli_cmd_node_list},
+    {"node show", "NODE", "a node, its labels and its work (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_node_show},
+    {"node cordon", "NODE", "place no new work on a node (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_node_cordon},
+    {"node drain", "NODE", "empty a node for maintenance (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_node_drain},
+    {"node undrain", "NODE", "put a node back in service (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_node_undrain},
+    {"node join-token", "", "a credential for a new node's agent (admin)",
+     join_flags, 0, 0, false, false, cnl_cli_cmd_node_join_token},
     {"nodes list", "", "GPU nodes and their use (admin)", NULL, 0, 0, false,
-     false, cnl_cli_cmd_nodes_list},
+     true, cnl_cli_cmd_node_list},
+    {"profile create", "NAME", "define a GPU profile (admin)",
+     profile_create_flags, 1, 1, false, false, cnl_cli_cmd_profile_create},
+    {"profile list", "", "GPU profiles and when each is available", NULL, 0, 0,
+     false, false, cnl_cli_cmd_profiles_list},
+    {"profile delete", "NAME", "delete a GPU profile (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_profile_delete},
     {"audit", "", "the audit log (admin)", audit_flags, 0, 0, false, false,
      cnl_cli_cmd_audit},
     {"completion", "bash|zsh|fish", "print a shell completion script", NULL, 1,

@@ -146,6 +146,7 @@ static void emit_values(FILE *f)
 	      "\t--profile) cnlab __complete profiles 2>/dev/null ;;\n"
 	      "\t--output|-o) echo \"table json\" ;;\n"
 	      "\t--priority) echo \"low normal high critical\" ;;\n"
+	      "\t--role) echo \"viewer member project-admin\" ;;\n"
 	      "\tesac\n}\n\n",
 	      f);
 }
@@ -158,7 +159,7 @@ static const char bash_main[] =
     "\tprev=\n"
     "\t((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD-1]}\n"
     "\tcase \"$prev\" in\n"
-    "\t--gpu|--profile|--output|-o|--priority)\n"
+    "\t--gpu|--profile|--output|-o|--priority|--role)\n"
     "\t\tCOMPREPLY=($(compgen -W \"$(_cnlab_values \"$prev\")\" -- "
     "\"$cur\"))\n"
     "\t\treturn 0 ;;\n"
@@ -205,7 +206,7 @@ static const char zsh_main[] =
     "\tlocal cur=${words[CURRENT]} prev=${words[CURRENT-1]} cmd= w i "
     "next\n"
     "\tcase \"$prev\" in\n"
-    "\t--gpu|--profile|--output|-o|--priority)\n"
+    "\t--gpu|--profile|--output|-o|--priority|--role)\n"
     "\t\tcompadd -- ${(f)\"$(_cnlab_values \"$prev\" | tr ' ' '\\n')\"}\n"
     "\t\treturn ;;\n"
     "\t--artifacts) _files -/; return ;;\n"
@@ -290,6 +291,9 @@ static void emit_fish(FILE *f)
 				      f);
 			else if (fl->complete == 'r')
 				fputs(" -x -a 'low normal high critical'", f);
+			else if (fl->complete == 'R')
+				fputs(" -x -a 'viewer member project-admin'",
+				      f);
 			else if (fl->complete == 'd')
 				fputs(" -r -a '(__fish_complete_directories)'",
 				      f);

@@ -23,6 +23,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,6 +87,7 @@ static void help_command(FILE *f, const struct cnl_cli_command *c)
 static void help_group(FILE *f, const char *prefix)
 {
 	size_t pl = strlen(prefix);
+	int width = 20;
 
 	fprintf(f, "Usage: cnlab %s%sCOMMAND [flags]\n\n", prefix,
 	        pl ? " " : "");
@@ -93,17 +96,27 @@ static void help_group(FILE *f, const char *prefix)
 		    "cnlab - the CNLab GPU platform from the command line.\n\n",
 		    f);
 	fputs("Commands:\n", f);
-	for (size_t i = 0; i < cnl_cli_ncommands; i++) {
-		const struct cnl_cli_command *c = &cnl_cli_commands[i];
-		char left[64];
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < cnl_cli_ncommands; i++) {
+			const struct cnl_cli_command *c = &cnl_cli_commands[i];
+			char left[96];
+			int n;
 
-		if (c->hidden || (pl && (strncmp(c->path, prefix, pl) != 0 ||
-		                         c->path[pl] != ' ')))
-			continue;
-		snprintf(left, sizeof(left), "%s%s%s", c->path,
-		         c->usage[0] ? " " : "", c->usage);
-		fprintf(f, "  %-28s %s\n", left, c->summary);
-	}
+			if (c->hidden ||
+			    (pl && (strncmp(c->path, prefix, pl) != 0 ||
+			            c->path[pl] != ' ')))
+				continue;
+			n = snprintf(left, sizeof(left), "%s%s%s", c->path,
+			             c->usage[0] ? " " : "", c->usage);
+			if (pass == 0 && n > width && n <= 40)
+				width = n;
+			else if (pass == 1 && n > width)
+				fprintf(f, "  %s\n  %-*s %s\n", left, width, "",
+				        c->summary);
+			else if (pass == 1)
+				fprintf(f, "  %-*s %s\n", width, left,
+				        c->summary);
+		}
 	fputs("\nGlobal flags:\n", f);
 	print_flags(f, cnl_cli_global_flags);
 	if (!pl)
@@ -133,6 +146,123 @@ static const struct cnl_cli_command *find_command(const char *path)
 		if (strcmp(cnl_cli_commands[i].path, path) == 0)
 			return &cnl_cli_commands[i];
 	return NULL;
+}
+
+/* Edit distance of @a and @b (at most 63 bytes of each are compared). */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strnlen(a, 63), lb = strnlen(b, 63), row[64];
+
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j],
+			       best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/*
+ * "unknown command 'PATH WORD'", with the closest real one: a command or
+ * group under PATH whose next word is at most a third of WORD's length
+ * away ("sever" -> "server", "jobs lst" -> "jobs list"), or at the top
+ * the one command whose last word is WORD ("logs" -> "jobs logs").  Exit
+ * code 2.
+ */
+static int unknown_command(const char *path, const char *word)
+{
+	size_t pl = strlen(path), best = strlen(word) / 3, nlast = 0;
+	char guess[64] = "", last_guess[64] = "";
+
+	if (best < 1)
+		best = 1;
+	for (size_t i = 0; i < cnl_cli_ncommands; i++) {
+		const struct cnl_cli_command *c = &cnl_cli_commands[i];
+		const char *next = c->path + (pl ? pl + 1 : 0);
+		const char *last = strrchr(c->path, ' ');
+		size_t wl = strcspn(next, " "), d;
+		char child[64];
+
+		if (c->hidden ||
+		    (pl && (strncmp(c->path, path, pl) || c->path[pl] != ' ')))
+			continue;
+		snprintf(child, sizeof(child), "%.*s", (int)wl, next);
+		if ((d = distance(word, child)) <= best) {
+			best = d;
+			snprintf(guess, sizeof(guess), "%.*s",
+			         (int)(next - c->path + (ptrdiff_t)wl),
+			         c->path);
+		}
+		if (!pl && last && strcmp(last + 1, word) == 0 && nlast++ == 0)
+			snprintf(last_guess, sizeof(last_guess), "%s", c->path);
+	}
+	if (!guess[0] && nlast == 1)
+		snprintf(guess, sizeof(guess), "%s", last_guess);
+	if (guess[0])
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "unknown command '%s%s%s': did you mean "
+		                    "'cnlab %s'? (cnlab %s%s--help lists them)",
+		                    path, pl ? " " : "", word, guess, path,
+		                    pl ? " " : "");
+	return cnl_cli_fail(CNL_EXIT_USAGE,
+	                    "unknown command '%s%s%s': see cnlab %s%s--help",
+	                    path, pl ? " " : "", word, path, pl ? " " : "");
+}
+
+/*
+ * cnlab with nothing else: where the server is, and the few commands a
+ * new user needs first.  Reads the settings file; asks the server
+ * nothing.
+ */
+static int quick_start(struct cnl_cli *cli)
+{
+	char *cpath = cnl_cli_config_path(), err[512];
+	const char *env = getenv("CNLAB_SERVER");
+	bool warned = false;
+
+	if (cpath)
+		cnl_cli_config_load(cpath, &cli->cfg, &warned, err,
+		                    sizeof(err));
+	free(cpath);
+	printf("cnlab - the CNLab GPU platform from the command line.\n\n");
+	printf("Server:  %s", env && *env       ? env
+	                      : cli->cfg.server ? cli->cfg.server
+	                                        : DEFAULT_SERVER " (default)");
+	if (cli->cfg.token || getenv("CNLAB_TOKEN"))
+		printf("  (logged in%s%s)",
+		       cli->cfg.project ? "; project " : "",
+		       cli->cfg.project ? cli->cfg.project : "");
+	else
+		printf("  (not logged in)");
+	printf("\n\nStart here:\n"
+	       "  cnlab login --server URL       log in (asks for user and "
+	       "password)\n"
+	       "  cnlab profiles list            the GPU slices you can ask "
+	       "for, and when\n"
+	       "  cnlab run train.py --gpu h100-25\n"
+	       "                                 run a script on 25%% of an "
+	       "H100, stream its output\n"
+	       "  cnlab server create --profile h100-25pct\n"
+	       "                                 a JupyterLab server; "
+	       "prints its URL\n"
+	       "  cnlab jobs list                your jobs and their "
+	       "state\n\n"
+	       "Every command: cnlab --help.  One command's flags: cnlab "
+	       "COMMAND --help.\n");
+	cnl_cli_config_done(&cli->cfg);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -189,19 +319,49 @@ int main(int argc, char **argv)
 		else if (!strcmp(rest[i], "--"))
 			break;
 	if (!cli.cmd) {
-		bool version = nrest == 1 && !strcmp(rest[0], "--version");
+		const char *word = NULL, *flag = NULL;
 
-		if (version)
+		if (nrest == 1 && !strcmp(rest[0], "--version"))
 			return cnl_cli_cmd_version(&cli);
-		if (nrest && !want_help)
-			return cnl_cli_fail(
-			    CNL_EXIT_USAGE,
-			    "unknown command or flag \"%s%s%s\": "
-			    "see cnlab %s%s--help",
-			    path, path[0] ? " " : "", rest[0], path,
-			    path[0] ? " " : "");
-		help_group(want_help || !path[0] ? stdout : stderr, path);
-		return want_help || !path[0] ? 0 : CNL_EXIT_USAGE;
+		/* The first word that is no command, and the first flag
+		 * that is not global (global ones took their values). */
+		for (int i = 0; i < nrest && !word; i++) {
+			bool global = false;
+
+			if (rest[i][0] != '-') {
+				word = rest[i];
+				break;
+			}
+			for (size_t k = 0; cnl_cli_global_flags[k].name; k++) {
+				const char *g = cnl_cli_global_flags[k].name;
+				const char *a = rest[i] + 2;
+
+				if (strncmp(rest[i], "--", 2) == 0 &&
+				    strncmp(a, g, strlen(g)) == 0 &&
+				    (a[strlen(g)] == '\0' ||
+				     a[strlen(g)] == '='))
+					global = true;
+				if (global && cnl_cli_global_flags[k].metavar &&
+				    !strchr(rest[i], '='))
+					i++; /* its value */
+			}
+			if (!global && strcmp(rest[i], "-h") != 0 &&
+			    strcmp(rest[i], "-o") != 0 && !flag)
+				flag = rest[i];
+			else if (strcmp(rest[i], "-o") == 0)
+				i++;
+		}
+		if (word)
+			return unknown_command(path, word);
+		if (flag)
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "unknown flag \"%s\": see cnlab "
+			                    "%s%s--help",
+			                    flag, path, path[0] ? " " : "");
+		if (!path[0] && !want_help)
+			return quick_start(&cli);
+		help_group(want_help ? stdout : stderr, path);
+		return want_help ? 0 : CNL_EXIT_USAGE;
 	}
 	if (want_help) {
 		help_command(stdout, cli.cmd);

@@ -100,55 +100,19 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
                         size_t errlen)
 {
-	struct cnl_store_project sys;
-	struct cnl_store_user u = {0};
-	struct cnl_store_membership m = {0};
 	struct cnl_id_gen ids;
-	char pw[32], id[CNL_AUTH_DIGEST_MAX], name[CNL_STORE_NAME_MAX];
+	char id[CNL_AUTH_DIGEST_MAX], name[CNL_STORE_NAME_MAX];
 	int64_t now = cnl_time_now_ms();
 	int r;
 
 	cnl_id_gen_init_random(&ids);
-	if ((r = cnl_store_project_get_by_name(s, CNL_API_ADMIN_PROJECT,
-	                                       &sys)) < 0) {
-		snprintf(err, errlen, "no system project: bootstrap first");
-		return r;
-	}
-	if (cnl_store_user_get_by_name(s, "agent", &u) < 0) {
-		/* A password nobody knows: the agent uses tokens only. */
-		if (random_text(pw, 24) < 0 ||
-		    cnl_auth_password_hash(pw, u.password_hash,
-		                           sizeof(u.password_hash)) < 0 ||
-		    cnl_id_new(&ids, "usr", now, u.id, sizeof(u.id)) < 0) {
-			snprintf(err, errlen, "cannot create the agent user");
-			return -EIO;
-		}
-		snprintf(u.name, sizeof(u.name), "agent");
-		u.created_ms = now;
-		if ((r = cnl_store_user_create(s, &u)) < 0) {
-			snprintf(err, errlen,
-			         "cannot create the agent user: %s",
-			         cnl_strerror(r));
-			return r;
-		}
-	}
-	memcpy(m.user_id, u.id, sizeof(m.user_id));
-	memcpy(m.project_id, sys.id, sizeof(m.project_id));
-	snprintf(m.role, sizeof(m.role), "agent");
-	if ((r = cnl_store_membership_set(s, &m)) < 0) {
-		snprintf(err, errlen, "cannot grant the agent role: %s",
-		         cnl_strerror(r));
-		return r;
-	}
 	/* A fresh token each start; named after the time to stay unique. */
 	snprintf(name, sizeof(name), "embedded-%lld", (long long)now);
-	if ((r = cnl_api_token_issue(s, u.id, name, now + 7LL * 86400000, now,
-	                             ret_token, id)) < 0) {
+	if ((r = cnl_api_agent_token(s, &ids, name, 7LL * 86400000, now,
+	                             ret_token, id)) < 0)
 		snprintf(err, errlen, "cannot issue the agent's token: %s",
 		         cnl_strerror(r));
-		return r;
-	}
-	return 0;
+	return r;
 }
 
 /* Whether NVML loads and reports at least one GPU. */
@@ -286,4 +250,38 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 		return -r;
 	}
 	return pid;
+}
+
+int cnl_aio_default_project(struct cnl_store *s, const char *admin, char *err,
+                            size_t errlen)
+{
+	struct cnl_store_project p = {0};
+	struct cnl_store_membership m = {0};
+	struct cnl_store_user u;
+	struct cnl_id_gen ids;
+	int64_t now = cnl_time_now_ms();
+	int r;
+
+	cnl_id_gen_init_random(&ids);
+	if ((r = cnl_store_user_get_by_name(s, admin, &u)) < 0 ||
+	    (r = cnl_id_new(&ids, "prj", now, p.id, sizeof(p.id))) < 0)
+		goto fail;
+	snprintf(p.name, sizeof(p.name), "%s", CNL_AIO_PROJECT);
+	p.created_ms = now;
+	memcpy(m.user_id, u.id, sizeof(m.user_id));
+	memcpy(m.project_id, p.id, sizeof(m.project_id));
+	snprintf(m.role, sizeof(m.role), "project-admin");
+	if ((r = cnl_store_tx_begin(s)) < 0)
+		goto fail;
+	if ((r = cnl_store_project_create(s, &p)) < 0 ||
+	    (r = cnl_store_membership_set(s, &m)) < 0 ||
+	    (r = cnl_store_tx_commit(s)) < 0) {
+		cnl_store_tx_rollback(s);
+		goto fail;
+	}
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot create the %s project: %s",
+	         CNL_AIO_PROJECT, cnl_strerror(r));
+	return r;
 }

@@ -7,7 +7,9 @@
  *      administrator's password (admin.password) unless
  *      CNLAB_ADMIN_PASSWORD is set, so a restart needs no environment;
  *   2. creates the administrator "admin" and the default profiles on a new
- *      store, and a service user "agent" holding the role "agent";
+ *      store, the project "default" with the administrator as its
+ *      project-admin (so the Quickstart works at once), and a service user
+ *      "agent" holding the role "agent";
  *   3. starts an embedded node agent (the cnlab-agent binary, as a child
  *      process) with a fresh API token, on the machine's real GPUs when
  *      NVML finds some, else on a fake pool of two H100-80GB;
@@ -22,6 +24,8 @@
 #include "store/store.h"
 
 #define CNL_AIO_SECRET_MAX 128
+/* The project a new all-in-one platform starts with. */
+#define CNL_AIO_PROJECT "default"
 
 /*
  * cnl_aio_secrets - read or create data_dir/jwt.secret and
@@ -52,5 +56,13 @@ int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
 pid_t cnl_aio_spawn_agent(const char *url, const char *token,
                           const char *data_dir, const char *gpus,
                           char *ret_gpus, char *err, size_t errlen);
+
+/*
+ * cnl_aio_default_project - create the project CNL_AIO_PROJECT with the
+ * user @admin as its project-admin, in one transaction.  0 or an error
+ * with @err.
+ */
+int cnl_aio_default_project(struct cnl_store *s, const char *admin, char *err,
+                            size_t errlen);
 
 #endif /* CNL_SERVER_ALLINONE_H */

@@ -169,6 +169,37 @@ int cnl_api_get_idem_key(struct cnl_http_request *req,
 CNL_API_HANDLERS(CNL_API_DECLARE)
 #undef CNL_API_DECLARE
 
+/* Reply 200 with a new session token for @u, as a login does. */
+void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
+                           struct cnl_http_response *resp);
+
+/*
+ * cnl_api_invite_issue - a one-time invitation for @user_id, stored as
+ * its digest (api_admin.c); the token to @ret_token (CNL_AUTH_TOKEN_MAX)
+ * and its end to @ret_expires_ms.  0 or a store error.
+ */
+int cnl_api_invite_issue(struct cnl_store *s, const char *user_id,
+                         int64_t now_ms, char *ret_token,
+                         int64_t *ret_expires_ms);
+/* {"token", "expires_at"} of an invitation. */
+json_t *cnl_api_invite_json(const char *token, int64_t expires_ms);
+
+/* Handlers in api_admin.c. */
+void cnl_api_h_user_get(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp);
+void cnl_api_h_user_invite(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_project_delete(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+void cnl_api_h_member_remove(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_node_get(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp);
+void cnl_api_h_join_token(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+
 /* Default profiles created at bootstrap (api_work.c). */
 int cnl_api_seed_profiles(struct cnl_store *s, int64_t now_ms);
 

@@ -530,14 +530,34 @@ static void h_healthz(void *call, struct cnl_http_request *req,
 	cnl_http_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
+                           struct cnl_http_response *resp)
+{
+	struct cnl_auth_claims claims = {0};
+	char token[CNL_AUTH_JWT_MAX + 1];
+
+	snprintf(claims.sub, sizeof(claims.sub), "%s", u->id);
+	snprintf(claims.aud, sizeof(claims.aud), "%s", CNL_API_AUDIENCE);
+	snprintf(claims.iss, sizeof(claims.iss), "%s", CNL_API_ISSUER);
+	claims.iat = c->now_ms / 1000;
+	claims.exp = claims.iat + CNL_API_TOKEN_TTL_S;
+	if (cnl_auth_jwt_sign(&claims, c->api->key, c->api->keylen, token,
+	                      sizeof(token)) < 0) {
+		cnl_http_error(resp, 500, "internal", "cannot sign token");
+		return;
+	}
+	cnl_http_reply(resp, 200,
+	               json_pack("{s:s,s:o,s:s}", "token", token, "expires_at",
+	                         cnl_api_time_json(claims.exp * 1000), "user",
+	                         u->name));
+}
+
 static void h_login(void *call, struct cnl_http_request *req,
                     struct cnl_http_response *resp)
 {
 	static const char *const fields[] = {"user", "password", NULL};
 	struct call *c = call;
 	struct cnl_store_user u;
-	struct cnl_auth_claims claims = {0};
-	char token[CNL_AUTH_JWT_MAX + 1];
 	const char *name, *password;
 	json_t *body;
 	char err[256];
@@ -555,7 +575,8 @@ static void h_login(void *call, struct cnl_http_request *req,
 	snprintf(c->actor, sizeof(c->actor), "%s", name);
 	snprintf(c->target, sizeof(c->target), "%s", name);
 	found = strlen(name) < CNL_STORE_NAME_MAX && name[0] &&
-	        cnl_store_user_get_by_name(c->api->store, name, &u) == 0;
+	        cnl_store_user_get_by_name(c->api->store, name, &u) == 0 &&
+	        u.password_hash[0]; /* invited, not yet redeemed: none */
 	/* Unknown users cost one scrypt too and get the same answer.  The
 	 * hash takes ~0.1 s: other requests go on meanwhile. */
 	pthread_mutex_unlock(&c->api->mu);
@@ -569,20 +590,7 @@ static void h_login(void *call, struct cnl_http_request *req,
 	}
 	snprintf(c->actor, sizeof(c->actor), "%s", u.id);
 	snprintf(c->target, sizeof(c->target), "%s", u.id);
-	snprintf(claims.sub, sizeof(claims.sub), "%s", u.id);
-	snprintf(claims.aud, sizeof(claims.aud), "%s", CNL_API_AUDIENCE);
-	snprintf(claims.iss, sizeof(claims.iss), "%s", CNL_API_ISSUER);
-	claims.iat = c->now_ms / 1000;
-	claims.exp = claims.iat + CNL_API_TOKEN_TTL_S;
-	r = cnl_auth_jwt_sign(&claims, c->api->key, c->api->keylen, token,
-	                      sizeof(token));
-	if (r < 0) {
-		cnl_http_error(resp, 500, "internal", "cannot sign token");
-		goto out;
-	}
-	cnl_http_reply(resp, 200,
-	               json_pack("{s:s,s:o}", "token", token, "expires_at",
-	                         cnl_api_time_json(claims.exp * 1000)));
+	cnl_api_session_reply(c, &u, resp);
 out:
 	json_decref(body);
 }
@@ -737,37 +745,75 @@ out:
 static void h_users_create(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp)
 {
-	static const char *const fields[] = {"name", "password", NULL};
+	static const char *const fields[] = {"name", "password", "invite",
+	                                     NULL};
 	struct call *c = call;
 	struct cnl_store_user u = {0};
-	const char *name, *password;
-	json_t *body;
+	const char *name, *password = NULL;
+	char token[CNL_AUTH_TOKEN_MAX], err[256];
+	bool invite = false;
+	int64_t exp = 0;
+	json_t *body, *o;
 	int r;
 
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
-	if (!(name = cnl_api_get_name(body, "name", resp)) ||
+	if (!(name = cnl_api_get_name(body, "name", resp)))
+		goto out;
+	if (cnl_json_get_bool(body, "invite", false, &invite, err,
+	                      sizeof(err)) < 0) {
+		cnl_http_error(resp, 400, "bad_request", "%s", err);
+		goto out;
+	}
+	if (invite == !!json_object_get(body, "password")) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "give exactly one of \"password\" and "
+		               "\"invite\": true (a one-time invitation the "
+		               "user redeems at cnlab login)");
+		goto out;
+	}
+	if (!invite &&
 	    !(password = cnl_api_get_string(body, "password",
 	                                    CNL_AUTH_PASSWORD_MAX + 1, resp)))
 		goto out;
 	snprintf(c->target, sizeof(c->target), "%s", name);
-	pthread_mutex_unlock(&c->api->mu);
-	r = cnl_auth_password_hash_cost(password, c->api->scrypt_ln,
-	                                u.password_hash,
-	                                sizeof(u.password_hash));
-	pthread_mutex_lock(&c->api->mu);
+	r = 0;
+	if (password) {
+		pthread_mutex_unlock(&c->api->mu);
+		r = cnl_auth_password_hash_cost(password, c->api->scrypt_ln,
+		                                u.password_hash,
+		                                sizeof(u.password_hash));
+		pthread_mutex_lock(&c->api->mu);
+	}
 	if (r < 0 || cnl_api_new_id(c, "usr", u.id) < 0) {
 		cnl_http_error(resp, 500, "internal", "cannot create user");
 		goto out;
 	}
 	snprintf(u.name, sizeof(u.name), "%s", name);
 	u.created_ms = c->now_ms;
-	if ((r = cnl_store_user_create(c->api->store, &u)) < 0) {
+	/* The user and the invitation, together. */
+	if ((r = cnl_store_tx_begin(c->api->store)) == 0) {
+		r = cnl_store_user_create(c->api->store, &u);
+		if (r == 0 && invite)
+			r = cnl_api_invite_issue(c->api->store, u.id, c->now_ms,
+			                         token, &exp);
+		if (r == 0)
+			r = cnl_store_tx_commit(c->api->store);
+		if (r < 0)
+			cnl_store_tx_rollback(c->api->store);
+	}
+	if (r < 0) {
 		cnl_api_store_error(c, resp, r, "user");
 		goto out;
 	}
 	snprintf(c->target, sizeof(c->target), "%s", u.id);
-	cnl_http_reply(resp, 201, cnl_api_user_json(&u));
+	o = cnl_api_user_json(&u);
+	if (invite) {
+		json_object_set_new(o, "invite",
+		                    cnl_api_invite_json(token, exp));
+		explicit_bzero(token, sizeof(token));
+	}
+	cnl_http_reply(resp, 201, o);
 out:
 	json_decref(body);
 }
@@ -1052,20 +1098,29 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, h_healthz},
     {"GET", "/metrics", CNL_PERM_PUBLIC, NULL, W(h_metrics)},
     {"POST", "/v1/auth/login", CNL_PERM_PUBLIC, "auth.login", h_login},
+    {"POST", "/v1/auth/redeem", CNL_PERM_PUBLIC, "auth.redeem",
+     cnl_api_h_auth_redeem},
     {"GET", "/v1/auth/whoami", AUTH, NULL, h_whoami},
     {"POST", "/v1/auth/tokens", AUTH, "token.create", h_tokens_create},
     {"GET", "/v1/auth/tokens", AUTH, NULL, h_tokens_list},
     {"DELETE", "/v1/auth/tokens/{token}", AUTH, "token.revoke", h_token_revoke},
     {"GET", "/v1/users", ADM, NULL, h_users_list},
     {"POST", "/v1/users", ADM, "user.create", h_users_create},
+    {"GET", "/v1/users/{user}", ADM, NULL, cnl_api_h_user_get},
+    {"POST", "/v1/users/{user}/invite", ADM, "user.invite",
+     cnl_api_h_user_invite},
     {"PUT", "/v1/users/{user}/quota", ADM, "quota.set", W(h_user_quota_set)},
     {"GET", "/v1/projects", AUTH, NULL, h_projects_list},
     {"POST", "/v1/projects", ADM, "project.create", h_projects_create},
     {"GET", "/v1/projects/{project}", PV, NULL, h_project_get},
     {"PATCH", "/v1/projects/{project}", PA, "project.update", h_project_patch},
+    {"DELETE", "/v1/projects/{project}", ADM, "project.delete",
+     cnl_api_h_project_delete},
     {"GET", "/v1/projects/{project}/members", PV, NULL, h_members_list},
     {"POST", "/v1/projects/{project}/members", PA, "membership.set",
      h_members_set},
+    {"DELETE", "/v1/projects/{project}/members/{user}", PA, "membership.remove",
+     cnl_api_h_member_remove},
     {"PUT", "/v1/projects/{project}/quota", ADM, "quota.set",
      W(h_project_quota_set)},
     {"GET", "/v1/projects/{project}/usage", PV, NULL, W(h_project_usage)},
@@ -1091,6 +1146,9 @@ static const struct cnl_http_route routes[] = {
      W(h_profile_delete)},
     {"GET", "/v1/nodes", ADM, NULL, W(h_nodes_list)},
     {"POST", "/v1/nodes", AGT, "node.register", W(h_nodes_register)},
+    {"POST", "/v1/nodes/join-tokens", ADM, "node.join_token",
+     cnl_api_h_join_token},
+    {"GET", "/v1/nodes/{node}", ADM, NULL, cnl_api_h_node_get},
     {"PATCH", "/v1/nodes/{node}", ADM, "node.update", W(h_node_update)},
     {"POST", "/v1/nodes/{node}/heartbeat", AGT, "node.heartbeat",
      W(h_node_heartbeat)},
@@ -1136,11 +1194,13 @@ int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		bool public_ok = (strcmp(t[i].method, "GET") == 0 &&
-		                  (strcmp(t[i].pattern, "/healthz") == 0 ||
-		                   strcmp(t[i].pattern, "/metrics") == 0)) ||
-		                 (strcmp(t[i].method, "POST") == 0 &&
-		                  strcmp(t[i].pattern, "/v1/auth/login") == 0);
+		bool public_ok =
+		    (strcmp(t[i].method, "GET") == 0 &&
+		     (strcmp(t[i].pattern, "/healthz") == 0 ||
+		      strcmp(t[i].pattern, "/metrics") == 0)) ||
+		    (strcmp(t[i].method, "POST") == 0 &&
+		     (strcmp(t[i].pattern, "/v1/auth/login") == 0 ||
+		      strcmp(t[i].pattern, "/v1/auth/redeem") == 0));
 		bool names_project = strstr(t[i].pattern, "{project}") ||
 		                     strstr(t[i].pattern, "{job}") ||
 		                     strstr(t[i].pattern, "{server}");
@@ -1148,7 +1208,8 @@ int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
 		if (t[i].perm == CNL_PERM_PUBLIC && !public_ok) {
 			snprintf(err, errlen,
 			         "route %zu (%s %s): PUBLIC is reserved for "
-			         "/healthz, /metrics and /v1/auth/login",
+			         "/healthz, /metrics, /v1/auth/login and "
+			         "/v1/auth/redeem",
 			         i, t[i].method, t[i].pattern);
 			return -CNL_ECONFIG;
 		}

@@ -154,4 +154,18 @@ int cnl_api_token_issue(struct cnl_store *s, const char *user_id,
                         const char *name, int64_t expires_ms, int64_t now_ms,
                         char *ret_token, char *ret_id);
 
+/*
+ * cnl_api_agent_token - make sure the service user "agent" exists with the
+ * role "agent" in the system project, and issue it an API token named
+ * @name (unique among its tokens) that expires @ttl_ms after @now_ms: the
+ * credential of a node agent.  The secret goes to @ret_token
+ * (CNL_AUTH_TOKEN_MAX), its id to @ret_id (CNL_AUTH_DIGEST_MAX).  All in
+ * one transaction.  Returns 0, -CNL_ENOTFOUND without a system project,
+ * or a store error.
+ */
+struct cnl_id_gen;
+int cnl_api_agent_token(struct cnl_store *s, struct cnl_id_gen *ids,
+                        const char *name, int64_t ttl_ms, int64_t now_ms,
+                        char *ret_token, char *ret_id);
+
 #endif /* CNL_SERVER_API_H */

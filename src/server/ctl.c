@@ -170,6 +170,17 @@ static int node_find(struct cnl_ctl *ctl, const char *id)
 	return -1;
 }
 
+/* A node by id, else by name (what administrators type). */
+static int node_find_any(struct cnl_ctl *ctl, const char *key)
+{
+	int i = node_find(ctl, key);
+
+	for (size_t k = 0; i < 0 && k < ctl->n_nodes; k++)
+		if (strcmp(ctl->nodes[k].name, key) == 0)
+			i = (int)k;
+	return i;
+}
+
 static void node_changed(struct cnl_ctl *ctl, int node)
 {
 	if (node >= 0 && (size_t)node < ctl->n_nodes) {
@@ -1852,7 +1863,7 @@ int cnl_ctl_node_set_state(struct cnl_ctl *ctl, const char *node,
 {
 	static const enum cnl_node_state map[] = {
 	    CNL_NODE_UP, CNL_NODE_CORDONED, CNL_NODE_DRAINING};
-	int i = node_find(ctl, node), st = -1;
+	int i = node_find_any(ctl, node), st = -1;
 	uint8_t old;
 
 	if (i < 0)
@@ -1879,33 +1890,63 @@ int cnl_ctl_node_set_state(struct cnl_ctl *ctl, const char *node,
 	return 200;
 }
 
+/* Node @i as the node listings show it. */
+static json_t *node_json(struct cnl_ctl *ctl, size_t i, int64_t now)
+{
+	const struct node *n = &ctl->nodes[i];
+	const struct cnl_node *cn = &ctl->cluster->nodes[i];
+	int used = 0, total = cn->n_gpus * CNL_BLOCKS_PER_GPU;
+	json_t *o = json_deep_copy(n->inventory);
+
+	for (int g = 0; g < cn->n_gpus; g++)
+		used += CNL_BLOCKS_PER_GPU -
+		        cnl_gpu_free_blocks(ctl->cluster, (uint32_t)i, g);
+	json_object_set_new(o, "id", json_string(n->id));
+	json_object_set_new(o, "state", json_string(nstate_names[n->state]));
+	json_object_set_new(o, "epoch", json_integer(n->epoch));
+	json_object_set_new(o, "blocks_total", json_integer(total));
+	json_object_set_new(o, "blocks_used", json_integer(used));
+	json_object_set_new(o, "workloads", json_integer(cn->n_allocs));
+	json_object_set_new(o, "last_seen_s_ago",
+	                    json_integer((now - n->last_seen_ms) / 1000));
+	return o;
+}
+
 json_t *cnl_ctl_nodes_json(struct cnl_ctl *ctl, int64_t now)
 {
 	json_t *items = json_array();
 
-	for (size_t i = 0; i < ctl->n_nodes; i++) {
-		const struct node *n = &ctl->nodes[i];
-		const struct cnl_node *cn = &ctl->cluster->nodes[i];
-		int used = 0, total = cn->n_gpus * CNL_BLOCKS_PER_GPU;
-		json_t *o = json_deep_copy(n->inventory);
-
-		for (int g = 0; g < cn->n_gpus; g++)
-			used +=
-			    CNL_BLOCKS_PER_GPU -
-			    cnl_gpu_free_blocks(ctl->cluster, (uint32_t)i, g);
-		json_object_set_new(o, "id", json_string(n->id));
-		json_object_set_new(o, "state",
-		                    json_string(nstate_names[n->state]));
-		json_object_set_new(o, "epoch", json_integer(n->epoch));
-		json_object_set_new(o, "blocks_total", json_integer(total));
-		json_object_set_new(o, "blocks_used", json_integer(used));
-		json_object_set_new(o, "workloads", json_integer(cn->n_allocs));
-		json_object_set_new(
-		    o, "last_seen_s_ago",
-		    json_integer((now - n->last_seen_ms) / 1000));
-		json_array_append_new(items, o);
-	}
+	for (size_t i = 0; i < ctl->n_nodes; i++)
+		json_array_append_new(items, node_json(ctl, i, now));
 	return items;
+}
+
+json_t *cnl_ctl_node_json(struct cnl_ctl *ctl, const char *node, int64_t now)
+{
+	int i = node_find_any(ctl, node);
+	json_t *o, *list;
+
+	if (i < 0)
+		return NULL;
+	o = node_json(ctl, (size_t)i, now);
+	list = json_array();
+	for (size_t k = 0; k < ctl->n_wl; k++) {
+		const struct wl *w = &ctl->wl[k];
+
+		if (w->node != i || w->phase == PH_PENDING)
+			continue;
+		json_array_append_new(
+		    list,
+		    json_pack("{s:s,s:s,s:s,s:s,s:s,s:i}", "id", w->id, "kind",
+		              w->server ? "server" : "job", "project_id",
+		              w->project_id, "phase", phase_names[w->phase],
+		              "shape", w->shape, "blocks",
+		              w->alloc_id ? cnl_alloc_blocks_held(ctl->cluster,
+		                                                  &w->placed)
+		                          : 0));
+	}
+	json_object_set_new(o, "running", list);
+	return o;
 }
 
 /* ---- metrics ------------------------------------------------------------- */

@@ -171,6 +171,10 @@ int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node);
 /* cnl_ctl_nodes_json - every node with capacity, use and state. */
 json_t *cnl_ctl_nodes_json(struct cnl_ctl *ctl, int64_t now_ms);
 
+/* One node by id or name, with the work placed on it ("running": id, kind,
+ * project, phase, shape, blocks); NULL when there is none. */
+json_t *cnl_ctl_node_json(struct cnl_ctl *ctl, const char *node, int64_t now);
+
 /* ---- metrics ------------------------------------------------------------ */
 
 /* cnl_ctl_metrics - append the controller's Prometheus families to @out. */

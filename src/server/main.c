@@ -210,6 +210,7 @@ int main(int argc, char **argv)
 	bool aio = false;
 	char aio_secret[CNL_AIO_SECRET_MAX], aio_pw[CNL_AIO_SECRET_MAX];
 	char aio_dir[PATH_MAX], chosen_gpus[128] = "";
+	char aio_token[CNL_AUTH_TOKEN_MAX] = "";
 	pid_t agent_pid = -1;
 	enum cnl_log_level level;
 	char host[64], path[4096], err[512];
@@ -397,6 +398,22 @@ int main(int argc, char **argv)
 		               : "already bootstrapped; --bootstrap-admin "
 		                 "ignored",
 		        "project=%s", CNL_API_ADMIN_PROJECT);
+		/* A new all-in-one platform is usable at once: its admin
+		 * has a project to run work in. */
+		if (aio && r == 0 &&
+		    cnl_aio_default_project(store, admin, err, sizeof(err)) <
+		        0) {
+			fprintf(stderr, "cnlabd: %s\n", err);
+			goto out;
+		}
+	}
+
+	/* The embedded agent's credential, made before the scheduling loop
+	 * shares the store with this thread. */
+	if (aio &&
+	    cnl_aio_agent_token(store, aio_token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd: all-in-one: %s\n", err);
+		goto out;
 	}
 
 	/* Block the stop signals in every thread; main waits for them. */
@@ -437,29 +454,32 @@ int main(int argc, char **argv)
 	       (unsigned)cnl_http_server_port(srv));
 	fflush(stdout);
 	if (aio) {
-		char url[128], token[CNL_AUTH_TOKEN_MAX];
+		char url[128];
 
 		snprintf(url, sizeof(url), "%s://%s:%u",
 		         cert ? "https" : "http",
 		         strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
 		         (unsigned)cnl_http_server_port(srv));
-		if (cnl_aio_agent_token(store, token, err, sizeof(err)) < 0 ||
-		    (agent_pid = cnl_aio_spawn_agent(url, token, st.data_dir,
-		                                     aio_gpus, chosen_gpus, err,
-		                                     sizeof(err))) < 0) {
+		if ((agent_pid = cnl_aio_spawn_agent(
+		         url, aio_token, st.data_dir, aio_gpus, chosen_gpus,
+		         err, sizeof(err))) < 0) {
 			fprintf(stderr, "cnlabd: all-in-one: %s\n", err);
-			explicit_bzero(token, sizeof(token));
 			goto out;
 		}
-		explicit_bzero(token, sizeof(token));
 		printf("\nCNLab is running at %s (embedded agent on %s)\n"
-		       "  log in:  cnlab login --server %s --user admin\n"
-		       "           (password in %s/admin.password%s)\n"
-		       "  stop:    Ctrl-C\n\n",
+		       "  log in:     cnlab login --server %s --user admin\n"
+		       "              (password in %s/admin.password%s)\n"
+		       "  try:        cnlab profiles list; cnlab run "
+		       "train.py --gpu h100-25\n"
+		       "  add users:  cnlab user create NAME, then cnlab "
+		       "project member add %s NAME\n"
+		       "  install the CLI elsewhere: curl -fsSL %s/cli | sh\n"
+		       "  stop:       Ctrl-C\n\n",
 		       url, chosen_gpus, url, st.data_dir,
 		       getenv("CNLAB_ADMIN_PASSWORD")
 		           ? " or CNLAB_ADMIN_PASSWORD"
-		           : "");
+		           : "",
+		       CNL_AIO_PROJECT, url);
 		fflush(stdout);
 	}
 	cnl_log(CNL_LOG_INFO, "cnlabd started",
@@ -483,6 +503,7 @@ out:
 			usleep(100 * 1000);
 		}
 	}
+	explicit_bzero(aio_token, sizeof(aio_token));
 	cnl_api_stop(api);
 	cnl_http_server_free(srv);
 	cnl_api_free(api);

@@ -511,6 +511,34 @@ int cnl_store_server_delete(struct cnl_store *s, const char *id)
 	return s->ops->server_delete(s, id);
 }
 
+int cnl_store_user_set_password(struct cnl_store *s, const char *id,
+                                const char *password_hash)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_field(password_hash, CNL_STORE_HASH_MAX, false));
+	return s->ops->user_set_password(s, id, password_hash);
+}
+
+int cnl_store_membership_delete(struct cnl_store *s, const char *user_id,
+                                const char *project_id)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_arg(user_id, CNL_ID_MAX));
+	CHECK(check_arg(project_id, CNL_ID_MAX));
+	return s->ops->membership_delete(s, user_id, project_id);
+}
+
+int cnl_store_project_delete(struct cnl_store *s, const char *id)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_arg(id, CNL_ID_MAX));
+	return s->ops->project_delete(s, id);
+}
+
 static int check_kind(const char *kind)
 {
 	return check_arg(kind, CNL_STORE_KIND_MAX);
@@ -1742,6 +1770,92 @@ static int sq_server_delete(struct cnl_store *s, const char *id)
 	                   0);
 }
 
+static int sq_user_set_password(struct cnl_store *s, const char *id,
+                                const char *password_hash)
+{
+	const char *t[] = {id, password_hash, NULL};
+
+	return update_rows(sq(s),
+	                   "UPDATE users SET password_hash = ?2 WHERE id = ?1",
+	                   t, NULL, 0);
+}
+
+static int sq_membership_delete(struct cnl_store *s, const char *user_id,
+                                const char *project_id)
+{
+	const char *t[] = {user_id, project_id, NULL};
+
+	return update_rows(sq(s),
+	                   "DELETE FROM memberships WHERE user_id = ?1 AND"
+	                   " project_id = ?2",
+	                   t, NULL, 0);
+}
+
+/* How many rows @sql (binding ?1 to @id) counts into *@ret. */
+static int count_rows(struct sq_store *q, const char *sql, const char *id,
+                      int64_t *ret)
+{
+	sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = prep(q, sql, &st)) < 0)
+		return r;
+	if ((r = bind_text(q, st, 1, id)) == 0) {
+		int rc = sqlite3_step(st);
+
+		if (rc == SQLITE_ROW)
+			*ret = sqlite3_column_int64(st, 0);
+		else
+			r = db_err(q, rc);
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int sq_project_delete(struct cnl_store *s, const char *id)
+{
+	/* Children first: foreign keys are on. */
+	static const char *const steps[] = {
+	    "DELETE FROM docs WHERE parent IN"
+	    " (SELECT id FROM jobs WHERE project_id = ?1)",
+	    "DELETE FROM docs WHERE parent = ?1 OR id = ?1",
+	    "DELETE FROM idempotency WHERE object_id IN"
+	    " (SELECT id FROM jobs WHERE project_id = ?1)",
+	    "DELETE FROM jobs WHERE project_id = ?1",
+	    "DELETE FROM memberships WHERE project_id = ?1",
+	};
+	struct sq_store *q = sq(s);
+	const char *t[] = {id, NULL};
+	int64_t busy = 0, servers = 0;
+	int r;
+
+	if ((r = begin(q)) < 0)
+		return r;
+	if ((r = count_rows(q,
+	                    "SELECT count(*) FROM jobs WHERE project_id = ?1"
+	                    " AND state IN ('pending', 'running')",
+	                    id, &busy)) < 0 ||
+	    (r = count_rows(
+	         q, "SELECT count(*) FROM servers WHERE project_id = ?1", id,
+	         &servers)) < 0)
+		goto fail;
+	if (busy || servers) {
+		r = -EBUSY;
+		goto fail;
+	}
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+		if ((r = update_rows(q, steps[i], t, NULL, 0)) < 0 &&
+		    r != -CNL_ENOTFOUND)
+			goto fail;
+	if ((r = update_rows(q, "DELETE FROM projects WHERE id = ?1", t, NULL,
+	                     0)) < 0)
+		goto fail;
+	return commit(q);
+fail:
+	rollback(q);
+	return r;
+}
+
 #define DOC_COLS "kind, id, parent, name, body, updated_ms"
 
 /* Reads a document; the body is malloc'd (NULL when out of memory, which
@@ -1904,6 +2018,9 @@ static const struct cnl_store_ops sqlite_ops = {
     .job_update_run = sq_job_update_run,
     .server_update = sq_server_update,
     .server_delete = sq_server_delete,
+    .user_set_password = sq_user_set_password,
+    .membership_delete = sq_membership_delete,
+    .project_delete = sq_project_delete,
     .doc_put = sq_doc_put,
     .doc_get = sq_doc_get,
     .doc_get_by_name = sq_doc_get_by_name,

@@ -248,6 +248,11 @@ struct cnl_store_ops {
 	                     const char *state, const char *url,
 	                     const char *run);
 	int (*server_delete)(struct cnl_store *s, const char *id);
+	int (*user_set_password)(struct cnl_store *s, const char *id,
+	                         const char *password_hash);
+	int (*membership_delete)(struct cnl_store *s, const char *user_id,
+	                         const char *project_id);
+	int (*project_delete)(struct cnl_store *s, const char *id);
 	int (*doc_put)(struct cnl_store *s, const struct cnl_store_doc *in,
 	               bool create);
 	int (*doc_get)(struct cnl_store *s, const char *kind, const char *id,
@@ -474,6 +479,27 @@ int cnl_store_job_update_run(struct cnl_store *s, const char *id,
 
 /* cnl_store_server_delete - remove server @id: 0 or -CNL_ENOTFOUND. */
 int cnl_store_server_delete(struct cnl_store *s, const char *id);
+
+/* cnl_store_user_set_password - replace the password hash of user @id
+ * ("" leaves the user without a password): 0 or -CNL_ENOTFOUND. */
+int cnl_store_user_set_password(struct cnl_store *s, const char *id,
+                                const char *password_hash);
+
+/* cnl_store_membership_delete - remove @user_id from @project_id: 0 or
+ * -CNL_ENOTFOUND when the user was not a member. */
+int cnl_store_membership_delete(struct cnl_store *s, const char *user_id,
+                                const char *project_id);
+
+/*
+ * cnl_store_project_delete - delete project @id and everything that is
+ * only its: memberships, finished jobs with their documents (logs,
+ * artifacts, inputs, checkpoints) and idempotency keys, and the documents
+ * whose parent or id is the project (quotas, usage).  Audit records stay.
+ * All or nothing, in one transaction.  Returns 0, -CNL_ENOTFOUND, or
+ * -EBUSY while the project has a job that is not finished or a server
+ * (servers hold storage: delete them first).
+ */
+int cnl_store_project_delete(struct cnl_store *s, const char *id);
 
 /* cnl_store_server_update - set state, URL and run record of server @id. */
 int cnl_store_server_update(struct cnl_store *s, const char *id,

@@ -187,7 +187,7 @@ check help-subcommand grep -q -- '--storage SIZE' <<<"$out"
 "$cnlab" bogus >/dev/null 2>&1
 check unknown-command-exit-2 [ $? = 2 ]
 out=$("$cnlab" server bogus 2>&1)
-[ $? = 2 ] && grep -q 'unknown command or flag "server bogus"' <<<"$out" &&
+[ $? = 2 ] && grep -q "unknown command 'server bogus'" <<<"$out" &&
 	ok unknown-subcommand-exit-2 || bad "unknown-subcommand-exit-2: $out"
 "$cnlab" server >/dev/null 2>"$tmp/group.err"
 [ $? = 2 ] && grep -q 'server stop NAME' "$tmp/group.err" && ok group-alone-help ||
@@ -483,7 +483,7 @@ complete_words() {
 		_cnlab
 		printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' _ "$tmp/cnlab.bash" "$@"
 }
-check complete-pro [ "$(complete_words cnlab pro)" = "profiles project " ]
+check complete-pro [ "$(complete_words cnlab pro)" = "profile profiles project " ]
 check complete-server-st [ "$(complete_words cnlab server st)" = "start stop " ]
 out=$(complete_words cnlab run train.py --gpu "")
 grep -q 'h100-25pct' <<<"$out" && grep -q 'h100-25 ' <<<"$out" &&
@@ -509,7 +509,7 @@ fish_words() {
 		cut -f1 | sort | tr '\n' ' '
 }
 if command -v fish >/dev/null; then
-	check fish-complete-pro [ "$(fish_words 'cnlab pro')" = "profiles project " ]
+	check fish-complete-pro [ "$(fish_words 'cnlab pro')" = "profile profiles project " ]
 	check fish-complete-server-st [ "$(fish_words 'cnlab server st')" = "start stop " ]
 	check fish-complete-profile-from-server \
 		[ "$(fish_words 'cnlab server create --profile h1')" = "h100-25pct h100-full " ]

@@ -20,8 +20,8 @@
 #include "common/time.h"
 #include "common/util.h"
 
-/* Prompt on the terminal for a password, echo off. */
-static int read_password_tty(char *buf, size_t len)
+/* Prompt on the terminal with @prompt for a password, echo off. */
+static int read_password_tty(const char *prompt, char *buf, size_t len)
 {
 	FILE *tty = fopen("/dev/tty", "r+");
 	struct termios old, quiet;
@@ -30,7 +30,7 @@ static int read_password_tty(char *buf, size_t len)
 
 	if (!tty)
 		return -1;
-	fputs("Password: ", tty);
+	fputs(prompt, tty);
 	fflush(tty);
 	if (tcgetattr(fileno(tty), &old) == 0) {
 		quiet = old;
@@ -43,6 +43,18 @@ static int read_password_tty(char *buf, size_t len)
 	fputc('\n', tty);
 	fclose(tty);
 	return r;
+}
+
+/* Whether whoami @me lists a membership in project @name. */
+static bool member_of(const json_t *me, const char *name)
+{
+	const json_t *m;
+	size_t i;
+
+	json_array_foreach (json_object_get(me, "memberships"), i, m)
+		if (strcmp(cnl_cli_str(m, "project", ""), name) == 0)
+			return true;
+	return false;
 }
 
 /* After a token is known: check it, pick the default project, save. */
@@ -67,6 +79,10 @@ static int finish_login(struct cnl_cli *cli, const char *token)
 	}
 	cnl_cli_config_set(&cli->cfg.server, cli->server);
 	cnl_cli_config_set(&cli->cfg.token, token);
+	/* The default project: the only one, or a remembered one that the
+	 * user (perhaps someone else on this account) no longer has. */
+	if (cli->cfg.project && !member_of(me, cli->cfg.project))
+		cnl_cli_config_set(&cli->cfg.project, NULL);
 	if (n == 1 && !cli->cfg.project)
 		cnl_cli_config_set(&cli->cfg.project, proj);
 	if ((code = cnl_cli_save_config(cli))) {
@@ -78,8 +94,76 @@ static int finish_login(struct cnl_cli *cli, const char *token)
 	if (cli->cfg.project)
 		fprintf(stderr, " (project %s)", cli->cfg.project);
 	fputc('\n', stderr);
+	if (n == 0 && json_is_true(json_object_get(me, "admin")))
+		fprintf(stderr,
+		        "  You are in no project yet: cnlab project create "
+		        "NAME, then cnlab project member add NAME %s\n",
+		        cnl_cli_str(me, "name", "?"));
+	else if (n == 0)
+		fprintf(stderr,
+		        "  You are in no project yet, so you cannot run work: "
+		        "ask an administrator to run\n"
+		        "    cnlab project member add PROJECT %s\n",
+		        cnl_cli_str(me, "name", "?"));
+	else if (n > 1 && !cli->cfg.project)
+		fprintf(stderr,
+		        "  You are in %zu projects: choose one with cnlab "
+		        "project use NAME (see cnlab project list)\n",
+		        n);
 	json_decref(me);
 	return 0;
+}
+
+/*
+ * cnlab login --invite TOKEN: choose a password (asked twice on a
+ * terminal, else one line of stdin) and redeem the invitation; the reply
+ * is a session, kept as a login's.
+ */
+static int redeem(struct cnl_cli *cli, const char *invite)
+{
+	char pw[512], again[512];
+	json_t *body, *o;
+	char *t;
+	int code;
+
+	if (cnl_cli_flag(cli, "password-stdin") || !isatty(STDIN_FILENO)) {
+		if (cnl_cli_read_line(stdin, pw, sizeof(pw)) < 0 || !pw[0])
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "no new password on stdin");
+	} else {
+		if (read_password_tty("Choose a password: ", pw, sizeof(pw)) <
+		        0 ||
+		    read_password_tty("Again: ", again, sizeof(again)) < 0)
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "cannot read a password");
+		code = strcmp(pw, again);
+		explicit_bzero(again, sizeof(again));
+		if (code) {
+			explicit_bzero(pw, sizeof(pw));
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "the passwords differ; nothing "
+			                    "changed");
+		}
+	}
+	if (strlen(pw) < 8) {
+		explicit_bzero(pw, sizeof(pw));
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "choose a password of at least 8 "
+		                    "characters");
+	}
+	body = json_pack("{s:s,s:s}", "invite", invite, "password", pw);
+	explicit_bzero(pw, sizeof(pw));
+	code =
+	    cnl_cli_call(cli, "POST", "/v1/auth/redeem", body, NULL, NULL, &o);
+	json_decref(body);
+	if (code)
+		return code;
+	t = cnl_xstrdup(cnl_cli_str(o, "token", ""));
+	json_decref(o);
+	code = finish_login(cli, t);
+	cli->token = NULL;
+	free(t);
+	return code;
 }
 
 int cnl_cli_cmd_login(struct cnl_cli *cli)
@@ -87,14 +171,18 @@ int cnl_cli_cmd_login(struct cnl_cli *cli)
 	const char *user = cnl_cli_flag(cli, "user");
 	const char *tok = cnl_cli_flag(cli, "token");
 	const char *idt = cnl_cli_flag(cli, "id-token");
+	const char *invite = cnl_cli_flag(cli, "invite");
 	char ubuf[128], pw[512];
 	json_t *body, *o;
 	int code;
 
 	cli->logging_in = true;
-	if (tok && idt)
+	if (!!tok + !!idt + !!invite > 1)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
-		                    "give --token or --id-token, not both");
+		                    "give one of --token, --id-token and "
+		                    "--invite");
+	if (invite)
+		return redeem(cli, invite);
 	if (tok || idt) {
 		/* An API token (cnl_...) or an OIDC ID token: both are sent
 		 * as the bearer; the server tells them apart. */
@@ -121,7 +209,7 @@ int cnl_cli_cmd_login(struct cnl_cli *cli)
 		if (cnl_cli_read_line(stdin, pw, sizeof(pw)) < 0)
 			return cnl_cli_fail(CNL_EXIT_USAGE,
 			                    "no password on stdin");
-	} else if (read_password_tty(pw, sizeof(pw)) < 0) {
+	} else if (read_password_tty("Password: ", pw, sizeof(pw)) < 0) {
 		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read a password");
 	}
 	body = json_pack("{s:s,s:s}", "user", user, "password", pw);

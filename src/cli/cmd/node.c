@@ -1,24 +1,21 @@
 /*
- * node.c - cnlab nodes list (administrators).
+ * node.c - cnlab node list|show|cordon|drain|undrain|join-token
+ * (administrators).
+ *
+ * cordon: no new work is placed on the node; drain: no new work, and the
+ * node is being emptied for maintenance; undrain: back in service.  A
+ * join token is the credential a new node's agent starts with.
  */
-#define _GNU_SOURCE /* vasprintf */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <termios.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/format.h"
 #include "common/time.h"
 #include "common/util.h"
 
-int cnl_cli_cmd_nodes_list(struct cnl_cli *cli)
+int cnl_cli_cmd_node_list(struct cnl_cli *cli)
 {
 	struct cnl_cli_table t;
 	json_t *o, *it;
@@ -55,6 +52,125 @@ int cnl_cli_cmd_nodes_list(struct cnl_cli *cli)
 	}
 	cnl_cli_table_print(&t, stdout);
 	cnl_cli_table_done(&t);
+	json_decref(o);
+	return 0;
+}
+
+int cnl_cli_cmd_node_show(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *path = cnl_cli_pathf("/v1/nodes/%s", e);
+	char what[160];
+	json_t *o, *it;
+	size_t i;
+	int code;
+
+	snprintf(what, sizeof(what), "node \"%s\"", name);
+	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, what, &o)))
+		return code;
+	if (cli->json)
+		return cnl_cli_print_json(o), json_decref(o), 0;
+	printf("Node:       %s (%s)\n", cnl_cli_str(o, "name", "?"),
+	       cnl_cli_str(o, "id", "?"));
+	printf("State:      %s\n", cnl_cli_str(o, "state", "?"));
+	printf("GPUs:       %lld x %s\n",
+	       (long long)json_integer_value(json_object_get(o, "gpus")),
+	       cnl_cli_str(o, "gpu_type", "-"));
+	printf(
+	    "Blocks:     %lld / %lld used\n",
+	    (long long)json_integer_value(json_object_get(o, "blocks_used")),
+	    (long long)json_integer_value(json_object_get(o, "blocks_total")));
+	printf("Labels:     cluster=%s zone=%s rack=%s\n",
+	       cnl_cli_str(o, "cluster", "-"), cnl_cli_str(o, "zone", "-"),
+	       cnl_cli_str(o, "rack", "-"));
+	printf("Last seen:  %llds ago\n",
+	       (long long)json_integer_value(
+	           json_object_get(o, "last_seen_s_ago")));
+	json_array_foreach (json_object_get(o, "running"), i, it)
+		printf("Running:    %s %s (%s, %lld blocks, %s)\n",
+		       cnl_cli_str(it, "kind", "?"), cnl_cli_str(it, "id", "?"),
+		       cnl_cli_str(it, "shape", "?"),
+		       (long long)json_integer_value(
+		           json_object_get(it, "blocks")),
+		       cnl_cli_str(it, "phase", "?"));
+	json_decref(o);
+	return 0;
+}
+
+static int set_state(struct cnl_cli *cli, const char *state, const char *msg)
+{
+	const char *name = cli->args.pos[0];
+	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *path = cnl_cli_pathf("/v1/nodes/%s", e);
+	char what[160];
+	json_t *body, *o;
+	int code;
+
+	snprintf(what, sizeof(what), "node \"%s\"", name);
+	body = json_pack("{s:s}", "state", state);
+	code = cnl_cli_call(cli, "PATCH", path, body, NULL, what, &o);
+	json_decref(body);
+	if (code)
+		return code;
+	if (cli->json)
+		cnl_cli_print_json(o);
+	else
+		printf("✓ Node %s: %s\n", name, msg);
+	json_decref(o);
+	return 0;
+}
+
+int cnl_cli_cmd_node_cordon(struct cnl_cli *cli)
+{
+	return set_state(cli, "cordoned",
+	                 "cordoned (no new work; running work stays)");
+}
+
+int cnl_cli_cmd_node_drain(struct cnl_cli *cli)
+{
+	return set_state(cli, "draining",
+	                 "draining (no new work; empty it for maintenance)");
+}
+
+int cnl_cli_cmd_node_undrain(struct cnl_cli *cli)
+{
+	return set_state(cli, "up", "back in service");
+}
+
+int cnl_cli_cmd_node_join_token(struct cnl_cli *cli)
+{
+	const char *node = cnl_cli_flag(cli, "node");
+	const char *exp = cnl_cli_flag(cli, "expires");
+	int64_t ms = 24 * 3600000LL;
+	json_t *body, *o;
+	int code;
+
+	if (exp && (cnl_duration_parse(exp, &ms) < 0 || ms < 3600000 ||
+	            ms > 30 * 24 * 3600000LL))
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--expires: a duration from 1h to 720h "
+		                    "(e.g. 24h)");
+	body = json_pack("{s:I}", "expires_in_hours",
+	                 (json_int_t)((ms + 3599999) / 3600000));
+	if (node)
+		json_object_set_new(body, "node", json_string(node));
+	code = cnl_cli_call(cli, "POST", "/v1/nodes/join-tokens", body, NULL,
+	                    NULL, &o);
+	json_decref(body);
+	if (code)
+		return code;
+	if (cli->json) {
+		cnl_cli_print_json(o);
+	} else {
+		printf("Join token (shown once, expires %s):\n  %s\n\n"
+		       "On the new node, as root:\n"
+		       "  CNLAB_AGENT_TOKEN=%s cnlab-agent --server %s%s%s\n",
+		       cnl_cli_str(o, "expires_at", "?"),
+		       cnl_cli_str(o, "token", "?"),
+		       cnl_cli_str(o, "token", "?"), cli->server,
+		       node ? " --name " : "", node ? node : "");
+	}
 	json_decref(o);
 	return 0;
 }

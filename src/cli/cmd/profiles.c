@@ -77,3 +77,51 @@ int cnl_cli_cmd_profiles_list(struct cnl_cli *cli)
 	json_decref(o);
 	return 0;
 }
+
+int cnl_cli_cmd_profile_create(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	const char *gpu = cnl_cli_flag(cli, "gpu");
+	const char *desc = cnl_cli_flag(cli, "description");
+	json_t *body, *o;
+	int code;
+
+	if (!gpu)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "profile create needs --gpu SHAPE (e.g. "
+		                    "h100-25, a100-3g.20gb, h100-full)");
+	body = json_pack("{s:s,s:s,s:s}", "name", name, "gpu", gpu,
+	                 "description", desc ? desc : "");
+	code = cnl_cli_call(cli, "POST", "/v1/profiles", body, NULL, NULL, &o);
+	json_decref(body);
+	if (code)
+		return code;
+	if (cli->json)
+		cnl_cli_print_json(o);
+	else
+		printf("✓ Profile %s = %s (users see it in cnlab profiles "
+		       "list)\n",
+		       name, gpu);
+	json_decref(o);
+	return 0;
+}
+
+int cnl_cli_cmd_profile_delete(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *path = cnl_cli_pathf("/v1/profiles/%s", e);
+	char what[160];
+	json_t *o;
+	int code;
+
+	snprintf(what, sizeof(what), "profile \"%s\"", name);
+	if ((code = cnl_cli_call(cli, "DELETE", path, NULL, NULL, what, &o)))
+		return code;
+	if (cli->json)
+		cnl_cli_print_json(o);
+	else
+		printf("✓ Deleted profile %s\n", name);
+	json_decref(o);
+	return 0;
+}

@@ -1149,10 +1149,19 @@ static void test_route_role_matrix(void **state)
 				     strcmp(rt[i].method, "GET") == 0 ? NULL
 				                                      : "{}",
 				     &r);
+				/* A 404 of authorization names the
+				 * project, job or server of the path; a
+				 * handler's own 404 (no such member) is
+				 * not a refusal. */
+				bool hidden =
+				    r.status == 404 &&
+				    (strstr(r.raw, "\"project not found") ||
+				     strstr(r.raw, "\"job not found") ||
+				     strstr(r.raw, "\"server not found"));
 				if (want
 				        ? r.status != want
 				        : (r.status == 401 || r.status == 403 ||
-				           (project && r.status == 404)))
+				           (project && hidden)))
 					fail_msg(
 					    "%s %s as %s: want %ld, got %ld "
 					    "%s",

@@ -503,6 +503,95 @@ static void test_servers(void **state)
 	assert_string_equal(out[0].id, w.id);
 }
 
+/* Password reset, membership removal, and project deletion: refused while
+ * the project has unfinished work or servers, then all or nothing. */
+static void test_user_member_project_removal(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_membership m = {0};
+	struct cnl_store_user got;
+	struct cnl_store_project other, p;
+	struct cnl_store_job j, k;
+	struct cnl_store_server v;
+	struct cnl_store_doc d = {0};
+	char role[CNL_STORE_ROLE_MAX];
+
+	assert_int_equal(cnl_store_user_set_password(f->s, f->user.id, "$new"),
+	                 0);
+	assert_int_equal(cnl_store_user_get(f->s, f->user.id, &got), 0);
+	assert_string_equal(got.password_hash, "$new");
+	assert_int_equal(cnl_store_user_set_password(f->s, "usr_nope", "$x"),
+	                 -CNL_ENOTFOUND);
+
+	copy_id(m.user_id, f->user.id);
+	copy_id(m.project_id, f->proj.id);
+	snprintf(m.role, sizeof(m.role), "member");
+	assert_int_equal(cnl_store_membership_set(f->s, &m), 0);
+	assert_int_equal(
+	    cnl_store_membership_delete(f->s, f->user.id, f->proj.id), 0);
+	assert_int_equal(cnl_store_membership_get_role(
+	                     f->s, f->user.id, f->proj.id, role, sizeof(role)),
+	                 -CNL_ENOTFOUND);
+	assert_int_equal(
+	    cnl_store_membership_delete(f->s, f->user.id, f->proj.id),
+	    -CNL_ENOTFOUND);
+
+	/* A project with a pending job is busy; so is one with a server. */
+	assert_int_equal(cnl_store_membership_set(f->s, &m), 0);
+	job_template(f, &j);
+	assert_int_equal(cnl_store_job_create(f->s, &j, "key-1", NULL),
+	                 CNL_STORE_CREATED);
+	snprintf(d.kind, sizeof(d.kind), "log");
+	snprintf(d.id, sizeof(d.id), "%s/1", j.id);
+	snprintf(d.parent, sizeof(d.parent), "%s", j.id);
+	d.body = (char *)"{\"data\":\"x\"}";
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	snprintf(d.kind, sizeof(d.kind), "quota");
+	snprintf(d.id, sizeof(d.id), "%s", f->proj.id);
+	d.parent[0] = '\0';
+	d.body = (char *)"{\"gpu_hours\":1}";
+	assert_int_equal(cnl_store_doc_put(f->s, &d, true), 0);
+	assert_int_equal(cnl_store_project_delete(f->s, f->proj.id), -EBUSY);
+	assert_int_equal(
+	    cnl_store_job_update_state(f->s, j.id, "succeeded", 0, f->now), 0);
+	server_template(f, "nb", &v);
+	assert_int_equal(cnl_store_server_create(f->s, &v, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	assert_int_equal(cnl_store_project_delete(f->s, f->proj.id), -EBUSY);
+	/* Nothing was removed by the refusals. */
+	assert_int_equal(cnl_store_job_get(f->s, j.id, &k), 0);
+	assert_int_equal(cnl_store_membership_get_role(
+	                     f->s, f->user.id, f->proj.id, role, sizeof(role)),
+	                 0);
+	assert_int_equal(cnl_store_server_delete(f->s, v.id), 0);
+
+	/* Another project's things are untouched by the delete. */
+	make_project(f, "other", &other);
+	job_template(f, &k);
+	copy_id(k.project_id, other.id);
+	assert_int_equal(cnl_store_job_create(f->s, &k, "key-2", NULL),
+	                 CNL_STORE_CREATED);
+
+	assert_int_equal(cnl_store_project_delete(f->s, f->proj.id), 0);
+	assert_int_equal(cnl_store_project_get(f->s, f->proj.id, &p),
+	                 -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_job_get(f->s, j.id, &j), -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_doc_get(f->s, "quota", f->proj.id, &d),
+	                 -CNL_ENOTFOUND);
+	assert_int_equal(raw_int(f->path, "SELECT count(*) FROM docs WHERE "
+	                                  "kind = 'log'"),
+	                 0);
+	assert_int_equal(raw_int(f->path, "SELECT count(*) FROM memberships"),
+	                 0);
+	assert_int_equal(raw_int(f->path, "SELECT count(*) FROM idempotency"),
+	                 1);
+	assert_int_equal(cnl_store_job_get(f->s, k.id, &j), 0);
+	/* Its name is free again. */
+	make_project(f, "vision", &p);
+	assert_int_equal(cnl_store_project_delete(f->s, "prj_nope"),
+	                 -CNL_ENOTFOUND);
+}
+
 static void test_idempotency(void **state)
 {
 	struct fixture *f = *state;
@@ -1120,6 +1209,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idempotency, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_user_member_project_removal,
+	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_renumbered_and_tail,
