@@ -5,6 +5,7 @@
  * the settings file).
  */
 #define _GNU_SOURCE /* vasprintf */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -303,4 +304,57 @@ int cnl_cli_project_items(struct cnl_cli *cli, const char *what, char *pname,
 		return code;
 	path = cnl_cli_pathf("/v1/projects/%s/%s?limit=1000", pid, what);
 	return cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, ret);
+}
+
+void cnl_cli_eta(const json_t *st, const char *prefix, char *buf, size_t len)
+{
+	const json_t *e = json_object_get(st, "estimate");
+	int64_t ms = cnl_cli_until(cnl_cli_str(st, "estimated_start", NULL));
+	char w[32];
+
+	if (ms < 0) {
+		snprintf(buf, len, "%sestimate unknown", prefix);
+		return;
+	}
+	cnl_cli_format_wait(ms < 1000 ? 1000 : ms, w, sizeof(w));
+	if (json_is_true(json_object_get(e, "approximate"))) {
+		char a[32];
+		json_int_t n = json_integer_value(
+		    json_object_get(e, "unestimated_running"));
+
+		cnl_cli_format_wait(json_integer_value(json_object_get(
+		                        e, "assumed_runtime_s")) *
+		                        1000,
+		                    a, sizeof(a));
+		snprintf(buf, len,
+		         "%s≈ %s (%lld running job%s gave no run time; %s "
+		         "assumed)",
+		         prefix, w, (long long)n, n == 1 ? "" : "s", a);
+	} else {
+		snprintf(buf, len, "%s%s", prefix, w);
+	}
+}
+
+void cnl_cli_slice_label(const char *shape, char *buf, size_t len)
+{
+	char type[32];
+	const char *rest;
+	size_t tl = strcspn(shape, "-x");
+
+	if (tl >= sizeof(type) || tl == 0) {
+		snprintf(buf, len, "1×%s", shape);
+		return;
+	}
+	for (size_t i = 0; i < tl; i++)
+		type[i] = (char)toupper((unsigned char)shape[i]);
+	type[tl] = '\0';
+	rest = shape + tl;
+	if (strcmp(rest, "-full") == 0 || !*rest)
+		snprintf(buf, len, "1×%s", type);
+	else if (rest[0] == 'x')
+		snprintf(buf, len, "%s×%s", rest + 1, type);
+	else if (strspn(rest + 1, "0123456789") == strlen(rest + 1))
+		snprintf(buf, len, "1×%s-%spct", type, rest + 1);
+	else
+		snprintf(buf, len, "1×%s%s", type, rest);
 }

@@ -132,6 +132,21 @@ int64_t cnl_cli_until(const char *s);
 /* Read one line from @f into @buf without the newline; -1 on EOF. */
 int cnl_cli_read_line(FILE *f, char *buf, size_t len);
 
+/*
+ * cnl_cli_eta - @prefix and the wait a status object @st promises, for a
+ * progress line: "ETA 12 min", "ETA ≈ 3h59m (2 running jobs gave no run
+ * time; 4h00m assumed)" when the estimate is built on the scheduler's
+ * default run time, "estimate unknown" when there is none.
+ */
+void cnl_cli_eta(const json_t *st, const char *prefix, char *buf, size_t len);
+
+/*
+ * cnl_cli_slice_label - a GPU shape as the seeds write slices: "h100-50"
+ * -> "1×H100-50pct", "h100-full" -> "1×H100", "h100x4" -> "4×H100",
+ * "a100-3g.20gb" -> "1×A100-3g.20gb".
+ */
+void cnl_cli_slice_label(const char *shape, char *buf, size_t len);
+
 /* Write the settings file; 0 or an exit code after a message. */
 int cnl_cli_save_config(struct cnl_cli *cli);
 

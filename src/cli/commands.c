@@ -73,7 +73,7 @@ static const struct cnl_cli_flag profile_create_flags[] = {
 };
 
 static const struct cnl_cli_flag create_flags[] = {
-    {"name", "NAME", "server name", 0},
+    {"name", "NAME", "server name (default: made from the image)", 0},
     {"image", "IMAGE", "container image, e.g. pytorch:2.4-cuda12.4", 0},
     {"profile", "PROFILE", "GPU profile (cnlab profiles list)", 'p'},
     {"storage", "SIZE", "workspace size: 50gb, 50Gi or 50 (GB)", 0},

@@ -30,7 +30,8 @@ double cnl_sched_urgency(const struct cnl_sched_view *v,
 
 	if (!j->deadline_ms)
 		return 0;
-	rt = j->runtime_ms > 0 ? j->runtime_ms : cfg->default_runtime_ms;
+	/* Without a run time the deadline is a start-by time. */
+	rt = j->runtime_ms > 0 ? j->runtime_ms : 0;
 	slack = j->deadline_ms - v->now_ms - rt;
 	if (slack <= 0)
 		return 1;

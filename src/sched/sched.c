@@ -288,6 +288,14 @@ static int64_t runtime_of(const struct cyc *y, const struct cnl_job *j)
 	return j->runtime_ms > 0 ? j->runtime_ms : y->s->cfg.default_runtime_ms;
 }
 
+/* What a deadline is checked against: the job's own run time, or none
+ * (it must start by then) when it gave none.  Capacity is still planned
+ * with runtime_of(). */
+static int64_t deadline_runtime(const struct cnl_job *j)
+{
+	return j->runtime_ms > 0 ? j->runtime_ms : 0;
+}
+
 static uint64_t hash64(uint64_t h, uint64_t v)
 {
 	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
@@ -1337,7 +1345,7 @@ static int blocked(struct cyc *y, uint32_t job, bool conflict)
 	const struct cnl_sched_config *cfg = &y->s->cfg;
 	const struct cnl_job *j = &y->jobs[job];
 	const struct cnl_req_prep *p = &y->prep[job];
-	int64_t rt = runtime_of(y, j), t;
+	int64_t rt = runtime_of(y, j), drt = deadline_runtime(j), t;
 	uint32_t node = NONE;
 	int r;
 
@@ -1346,8 +1354,8 @@ static int blocked(struct cyc *y, uint32_t job, bool conflict)
 		              NONE, 0, T_INF, 0);
 	if (j->deadline_ms) {
 		t = earliest(y, p, rt, &node);
-		if (y->now + rt <= j->deadline_ms) {
-			if (t != T_INF && t + rt <= j->deadline_ms) {
+		if (y->now + drt <= j->deadline_ms) {
+			if (t != T_INF && t + drt <= j->deadline_ms) {
 				if ((r = reserve(y, job, node, t, rt)) < 0)
 					return r;
 				return decide(y, job, CNL_DEC_WAIT,
@@ -1900,7 +1908,7 @@ int cnl_sched_admit(struct cnl_sched *s, struct cnl_cluster *c,
 	if (r < 0)
 		return r;
 	*ret_start = t == T_INF ? -1 : t;
-	if (t == T_INF || t + rt > job->deadline_ms)
+	if (t == T_INF || t + deadline_runtime(job) > job->deadline_ms)
 		return -CNL_EDEADLINE;
 	return 0;
 }

@@ -71,8 +71,10 @@ struct cnl_job {
 	bool preemptible;         /* development training yes, inference no */
 	struct cnl_alloc_req req; /* shape; req.project is the team */
 	int64_t submit_ms;
-	int64_t deadline_ms;        /* 0: none */
-	int64_t runtime_ms;         /* estimate; 0: unknown */
+	int64_t deadline_ms;        /* 0: none; with runtime_ms the job must
+	                             * end by it, without one start by it */
+	int64_t runtime_ms;         /* estimate; 0: unknown (capacity is then
+	                             * planned with default_runtime_ms) */
 	char dataset[CNL_NAME_MAX]; /* prefer nodes labelled with it */
 	uint64_t gang;      /* 0: none; else all members start together */
 	uint16_t gang_size; /* members the gang has in all */

@@ -32,6 +32,8 @@
 #include "server/shape.h"
 
 enum phase { PH_PENDING, PH_ASSIGNED, PH_STARTED, PH_STOPPING };
+
+#define START_HISTORY 16 /* starts remembered for provisioning ETAs */
 static const char *const phase_names[] = {"pending", "assigned", "started",
                                           "stopping"};
 
@@ -68,6 +70,7 @@ struct wl {
 	bool requeue;                         /* pre-empted: back to pending */
 	uint8_t wait_reason;
 	int64_t est_start_ms;
+	int resv_node; /* reserved for it (wait reason RESERVED), or -1 */
 	int preemptions, requeues;
 	int64_t started_ms;
 	char url[CNL_STORE_URL_MAX];
@@ -106,6 +109,11 @@ struct cnl_ctl {
 	uint64_t next_job;
 	int64_t last_meter_ms;
 	struct cnl_id_gen ids;
+	int64_t default_runtime_ms; /* the scheduler's for work without one */
+	/* How long the last starts took, assignment to running, per kind
+	 * (0 jobs, 1 servers): what a provisioning ETA is made of. */
+	int64_t start_ms[2][START_HISTORY];
+	unsigned n_starts[2];
 	/* metrics */
 	struct cnl_hist cycle_hist;
 	uint64_t cycles, finished[4], lost_nodes, fenced;
@@ -495,6 +503,8 @@ static struct wl *wl_new(struct cnl_ctl *ctl)
 	memset(w, 0, sizeof(*w));
 	w->node = -1;
 	w->home = -1;
+	w->resv_node = -1;
+	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
 	return w;
 }
 
@@ -670,6 +680,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		sc.min_run_ms = cfg->preempt_min_run_ms;
 	if (cfg->preempt_grace_ms >= 0)
 		sc.grace_ms = cfg->preempt_grace_ms;
+	ctl->default_runtime_ms = sc.default_runtime_ms;
 	if ((r = cnl_sched_new(&sc, &ctl->sched)) < 0) {
 		snprintf(err, errlen, "scheduler: unknown policy \"%s\"",
 		         sc.policy);
@@ -778,12 +789,10 @@ int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *sj,
 	if (!sj->deadline_ms)
 		return 0;
 	snprintf(tmp.project_id, sizeof(tmp.project_id), "%s", sj->project_id);
-	/* Without a run-time estimate the question is only whether it can
-	 * start before the deadline (the scheduler would otherwise assume
-	 * its default run time, hours, and refuse most deadlines). */
+	/* Without a run-time estimate the scheduler checks only that the
+	 * job can start before its deadline (sched.c, deadline_runtime()). */
 	if ((r = wl_job(ctl, &tmp, sj->gpu_shape, sj->priority, now,
-	                sj->deadline_ms, sj->runtime_ms ? sj->runtime_ms : 1,
-	                true)) < 0)
+	                sj->deadline_ms, sj->runtime_ms, true)) < 0)
 		return r;
 	n = build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_admit(ctl->sched, ctl->cluster, jobs, n, &tmp.j, now,
@@ -931,9 +940,63 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id,
 	return 0;
 }
 
+/* Remember that a start took @ms from assignment to running. */
+static void note_start(struct cnl_ctl *ctl, bool server, int64_t ms)
+{
+	unsigned *n = &ctl->n_starts[server];
+
+	ctl->start_ms[server][*n % START_HISTORY] = ms;
+	(*n)++;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of the remembered starts of a kind into *@ret_ms, and how
+ * many there are (0: no estimate). */
+static unsigned start_median(struct cnl_ctl *ctl, bool server, int64_t *ret_ms)
+{
+	unsigned n = ctl->n_starts[server] < START_HISTORY
+	                 ? ctl->n_starts[server]
+	                 : START_HISTORY;
+	int64_t v[START_HISTORY];
+
+	if (!n)
+		return 0;
+	memcpy(v, ctl->start_ms[server], n * sizeof(v[0]));
+	qsort(v, n, sizeof(v[0]), cmp_i64);
+	*ret_ms = v[n / 2];
+	return n;
+}
+
+/*
+ * How many running workloads (on node @node, or anywhere for -1) the
+ * scheduler assumes to run its default run time because they gave none:
+ * an estimate made of their ends is a guess.
+ */
+static int unestimated(struct cnl_ctl *ctl, int node)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		const struct wl *w = &ctl->wl[i];
+
+		if (w->phase != PH_PENDING && w->alloc_id &&
+		    (node < 0 || w->node == node) && w->j.runtime_ms <= 0)
+			n++;
+	}
+	return n;
+}
+
 json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
 {
 	struct wl *w = wl_find(ctl, id);
+	int64_t med;
+	unsigned n;
 	json_t *o;
 
 	if (!w)
@@ -943,12 +1006,36 @@ json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
 	if (w->phase == PH_PENDING) {
 		json_object_set_new(
 		    o, "reason",
-		    json_string(cnl_reason_text(
-		        (enum cnl_reason)(w->wait_reason < CNL_WHY_COUNT_
-		                              ? w->wait_reason
-		                              : CNL_WHY_NO_CAPACITY))));
+		    json_string(
+		        w->wait_reason < CNL_WHY_COUNT_
+		            ? cnl_reason_text((enum cnl_reason)w->wait_reason)
+		            : "being scheduled"));
 		json_object_set_new(o, "estimated_start",
 		                    time_or_null(w->est_start_ms));
+		if (w->resv_node >= 0 && (size_t)w->resv_node < ctl->n_nodes) {
+			const struct node *nd = &ctl->nodes[w->resv_node];
+			json_t *cl = json_object_get(nd->inventory, "cluster");
+
+			json_object_set_new(
+			    o, "reservation",
+			    json_pack("{s:s,s:O,s:o,s:s}", "node", nd->name,
+			              "cluster", cl ? cl : json_null(), "at",
+			              time_or_null(w->est_start_ms), "shape",
+			              w->shape));
+		}
+		/* An estimate built on the default run time of running
+		 * work says so: it is a guess, not a plan. */
+		if (w->est_start_ms > 0) {
+			int guessed = unestimated(ctl, w->resv_node);
+
+			json_object_set_new(
+			    o, "estimate",
+			    json_pack(
+			        "{s:b,s:i,s:I}", "approximate", guessed > 0,
+			        "unestimated_running", guessed,
+			        "assumed_runtime_s",
+			        (json_int_t)(ctl->default_runtime_ms / 1000)));
+		}
 	} else if (w->node >= 0) {
 		json_object_set_new(o, "node",
 		                    json_string(ctl->nodes[w->node].name));
@@ -957,6 +1044,18 @@ json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
 		                        ctl->cluster, &w->placed)));
 		json_object_set_new(o, "started_at",
 		                    time_or_null(w->started_ms));
+		/* Provisioning: ready after as long as recent starts took. */
+		if (w->phase == PH_ASSIGNED &&
+		    (n = start_median(ctl, w->server, &med)) > 0)
+			json_object_set_new(
+			    o, "estimated_ready",
+			    json_pack(
+			        "{s:o,s:i}", "at",
+			        time_or_null((w->not_before_ms > w->started_ms
+			                          ? w->not_before_ms
+			                          : w->started_ms) +
+			                     med),
+			        "from_starts", (int)n));
 	}
 	return o;
 }
@@ -1151,6 +1250,10 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		case CNL_DEC_WAIT:
 			w->wait_reason = d->reason;
 			w->est_start_ms = d->at_ms > 0 ? d->at_ms : 0;
+			w->resv_node = d->reason == CNL_WHY_RESERVED &&
+			                       d->node < ctl->n_nodes
+			                   ? (int)d->node
+			                   : -1;
 			break;
 		case CNL_DEC_PREEMPT:
 			apply_preempt(w, d);
@@ -1804,6 +1907,12 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
 	saved = *w;
 	if (st == 0) { /* running */
 		if (w->phase == PH_ASSIGNED) {
+			int64_t from = w->not_before_ms > w->started_ms
+			                   ? w->not_before_ms
+			                   : w->started_ms;
+
+			if (now >= from)
+				note_start(ctl, w->server, now - from);
 			w->phase = PH_STARTED;
 			w->started_ms = now;
 		}

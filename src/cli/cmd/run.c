@@ -177,23 +177,42 @@ static bool is_final(const char *state)
 	       strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
 }
 
-/* Print a waiting line when the reason or the estimate changed. */
+/*
+ * Print a waiting line when the reason or the estimate changed.  A job
+ * holding a reservation says so as the seeds do ("Job queued. Scheduler
+ * reserved 1×H100-50pct on node n1." / "ETA to start: 12 min."), from the
+ * scheduler's own reservation; otherwise "✓ Queued... ETA ... (reason)".
+ */
 static void progress(const json_t *st, char *last, size_t last_len)
 {
 	const char *reason = cnl_cli_str(st, "reason", "waiting");
 	const char *est = cnl_cli_str(st, "estimated_start", NULL);
-	char line[256], w[32] = "unknown";
-	int64_t t;
+	const json_t *resv = json_object_get(st, "reservation");
+	char line[256], eta[160];
 
-	if (est && cnl_time_parse_rfc3339(est, &t) == 0) {
-		t -= cnl_time_now_ms();
-		cnl_cli_format_wait(t < 1000 ? 1000 : t, w, sizeof(w));
-	}
-	snprintf(line, sizeof(line), "%s|%s", reason, est ? est : "-");
+	snprintf(line, sizeof(line), "%s|%s|%s", reason, est ? est : "-",
+	         cnl_cli_str(resv, "node", "-"));
 	if (strcmp(line, last) == 0)
 		return;
 	snprintf(last, last_len, "%s", line);
-	fprintf(stderr, "✓ Queued... ETA %s (%s)\n", w, reason);
+	if (json_is_object(resv)) {
+		const char *cl = cnl_cli_str(resv, "cluster", NULL);
+		char slice[64];
+
+		cnl_cli_slice_label(cnl_cli_str(resv, "shape", "?"), slice,
+		                    sizeof(slice));
+		cnl_cli_eta(st, "", eta, sizeof(eta));
+		fprintf(stderr,
+		        "Job queued. Scheduler reserved %s on %s%s%s%s%s.\n"
+		        "ETA to start: %s.\n",
+		        slice, cl ? "cluster " : "node ", cl ? cl : "",
+		        cl ? " (node " : cnl_cli_str(resv, "node", "?"),
+		        cl ? cnl_cli_str(resv, "node", "?") : "", cl ? ")" : "",
+		        eta);
+		return;
+	}
+	cnl_cli_eta(st, "ETA ", eta, sizeof(eta));
+	fprintf(stderr, "✓ Queued... %s (%s)\n", eta, reason);
 }
 
 /* Ctrl-C: ask, or detach.  1 to detach, 0 to go on (cancel asked). */

@@ -3,6 +3,7 @@
  * servers, waiting until one is ready and printing its URL.
  */
 #define _GNU_SOURCE /* vasprintf */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -45,13 +47,51 @@ static int find_server(struct cnl_cli *cli, const char *name, json_t **ret)
 }
 
 /*
+ * One line on stderr per change of what is known: queued (with the
+ * scheduler's estimate), then provisioning, with an ETA only when recent
+ * starts give one (an ETA that merely counts down is not news).
+ */
+static void provisioning_line(const json_t *st, char *last, size_t len)
+{
+	const json_t *ready = json_object_get(st, "estimated_ready");
+	const char *phase = cnl_cli_str(st, "phase", "pending");
+	const char *reason = cnl_cli_str(st, "reason", "being scheduled");
+	char line[256], key[256], w[32];
+
+	if (strcmp(phase, "pending") == 0 &&
+	    strcmp(reason, "being scheduled") != 0) {
+		char eta[160];
+
+		cnl_cli_eta(st, "ETA ", eta, sizeof(eta));
+		snprintf(line, sizeof(line), "✓ Queued... %s (%s)", eta,
+		         reason);
+		snprintf(key, sizeof(key), "queued|%s|%s", reason,
+		         cnl_cli_str(st, "estimated_start", ""));
+	} else if (json_is_object(ready)) {
+		int64_t ms = cnl_cli_until(cnl_cli_str(ready, "at", NULL));
+
+		cnl_cli_format_wait(ms < 1000 ? 1000 : ms, w, sizeof(w));
+		snprintf(line, sizeof(line), "✓ Provisioning... ETA %s", w);
+		snprintf(key, sizeof(key), "provisioning|eta");
+	} else {
+		snprintf(line, sizeof(line), "✓ Provisioning...");
+		snprintf(key, sizeof(key), "provisioning");
+	}
+	if (strcmp(key, last) != 0) {
+		fprintf(stderr, "%s\n", line);
+		snprintf(last, len, "%s", key);
+	}
+}
+
+/*
  * Wait until the server @id runs and has a URL, printing progress lines;
  * @limit_ms bounds the wait.  Prints the JSON or "✓ Ready: URL".
  */
 static int wait_ready(struct cnl_cli *cli, const char *id, int64_t limit_ms)
 {
 	_cleanup_free_ char *path = cnl_cli_pathf("/v1/servers/%s", id);
-	int64_t t0 = cnl_time_mono_ns(), last_eta = -2;
+	int64_t t0 = cnl_time_mono_ns();
+	char last[256] = "";
 	json_t *o;
 	int code;
 
@@ -82,31 +122,8 @@ static int wait_ready(struct cnl_cli *cli, const char *id, int64_t limit_ms)
 			json_decref(o);
 			return code;
 		}
-		{
-			int64_t eta = cnl_cli_until(
-			    cnl_cli_str(st, "estimated_start", NULL));
-			int64_t eta_s = eta < 0 ? -1 : (eta + 999) / 1000;
-
-			if (!cli->json && eta_s != last_eta &&
-			    (last_eta == -2 || eta_s < 0 ||
-			     last_eta - eta_s >= 10 || eta_s > last_eta)) {
-				char w[32];
-
-				if (eta_s < 0)
-					fprintf(stderr,
-					        "✓ Provisioning... (%s)\n",
-					        cnl_cli_str(st, "reason",
-					                    "starting"));
-				else {
-					cnl_cli_format_wait(eta_s * 1000, w,
-					                    sizeof(w));
-					fprintf(stderr,
-					        "✓ Provisioning... ETA %s\n",
-					        eta_s ? w : "0s");
-				}
-				last_eta = eta_s;
-			}
-		}
+		if (!cli->json)
+			provisioning_line(st, last, sizeof(last));
 		json_decref(o);
 		if ((cnl_time_mono_ns() - t0) / 1000000 >= limit_ms)
 			return cnl_cli_fail(
@@ -129,10 +146,47 @@ static int wait_limit(struct cnl_cli *cli, int64_t *ret_ms)
 	return 0;
 }
 
+/*
+ * A server name for @image: its base name ("pytorch:2.4-cuda12.4" ->
+ * "pytorch"), then four random letters and digits: "pytorch-k3x9".
+ */
+static void pick_name(const char *image, char *buf, size_t len)
+{
+	static const char alnum[] = "abcdefghijkmnpqrstuvwxyz23456789";
+	const char *base = strrchr(image, '/');
+	unsigned char rnd[4] = {0};
+	size_t n = 0;
+	FILE *f = fopen("/dev/urandom", "r");
+	char stem[24];
+
+	base = base ? base + 1 : image;
+	for (; base[n] && base[n] != ':' && base[n] != '@' &&
+	       n < sizeof(stem) - 1;
+	     n++)
+		stem[n] = (char)(isalnum((unsigned char)base[n])
+		                     ? tolower((unsigned char)base[n])
+		                     : '-');
+	stem[n] = '\0';
+	if (!n)
+		snprintf(stem, sizeof(stem), "server");
+	if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		memcpy(rnd, &ts.tv_nsec, sizeof(rnd));
+	}
+	if (f)
+		fclose(f);
+	snprintf(buf, len, "%s-%c%c%c%c", stem, alnum[rnd[0] % 32],
+	         alnum[rnd[1] % 32], alnum[rnd[2] % 32], alnum[rnd[3] % 32]);
+}
+
 int cnl_cli_cmd_server_create(struct cnl_cli *cli)
 {
 	const char *name = cnl_cli_flag(cli, "name");
 	const char *image = cnl_cli_flag(cli, "image");
+	bool generated = name == NULL;
+	char gen[64] = "";
 	const char *profile = cnl_cli_flag(cli, "profile");
 	const char *storage = cnl_cli_flag(cli, "storage");
 	const char *idle = cnl_cli_flag(cli, "idle");
@@ -142,10 +196,16 @@ int cnl_cli_cmd_server_create(struct cnl_cli *cli)
 	json_t *body, *o;
 	int code;
 
-	if (!name || !image || !profile)
+	if (!image || !profile)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
-		                    "server create needs --name, --image and "
-		                    "--profile (see cnlab profiles list)");
+		                    "server create needs --image and --profile "
+		                    "(see cnlab profiles list)");
+	if (!name) {
+		/* A readable name from the image, unique by chance; a clash
+		 * is refused by the server (409) and tried again below. */
+		pick_name(image, gen, sizeof(gen));
+		name = gen;
+	}
 	body = json_pack("{s:s,s:s,s:s}", "name", name, "image", image,
 	                 "profile", profile);
 	if (storage) {
@@ -173,10 +233,35 @@ int cnl_cli_cmd_server_create(struct cnl_cli *cli)
 		return code;
 	}
 	path = cnl_cli_pathf("/v1/projects/%s/servers", pid);
+	for (int tries = 1; generated && tries < 5; tries++) {
+		struct cnl_cli_reply r = {0};
+
+		/* A generated name that clashes: another one, quietly. */
+		if (!cnl_cli_client(cli) ||
+		    cnl_cli_request(cli->client, "POST", path, body, NULL, &r) <
+		        0 ||
+		    r.status != 409) {
+			if (r.status >= 200 && r.status < 300) {
+				o = json_incref(r.json);
+				cnl_cli_reply_done(&r);
+				goto created;
+			}
+			cnl_cli_reply_done(&r);
+			break;
+		}
+		cnl_cli_reply_done(&r);
+		pick_name(image, gen, sizeof(gen));
+		json_object_set_new(body, "name", json_string(gen));
+	}
 	code = cnl_cli_call(cli, "POST", path, body, NULL, NULL, &o);
-	json_decref(body);
-	if (code)
+	if (code) {
+		json_decref(body);
 		return code;
+	}
+created:
+	json_decref(body);
+	if (generated && !cli->json)
+		fprintf(stderr, "✓ Server %s\n", cnl_cli_str(o, "name", name));
 	if (cnl_cli_flag(cli, "no-wait")) {
 		if (cli->json)
 			cnl_cli_print_json(o);

@@ -363,6 +363,39 @@ static void test_deadline_infeasible_reported(void **state)
 	assert_int_equal(w->at_ms, T0 + 9 * H);
 }
 
+/* A deadline without a run time is a start-by time, in the cycle and at
+ * admission alike: the job is not assumed to run the default 4 h. */
+static void test_deadline_without_runtime_is_start_by(void **state)
+{
+	int64_t start = 0;
+	(void)state;
+	node("n0", "L4", 1, NULL);
+	running(TA, CNL_PRIO_NORMAL, false, CNL_REQ_WHOLE, 1, T0 - H, 2 * H);
+	uint32_t d = job(TB, CNL_PRIO_HIGH, CNL_REQ_WHOLE, 1, T0, 0);
+	/* It can start at T0 + 1h; the default run time (4 h) would end
+	 * long after the deadline. */
+	jobs[d].deadline_ms = T0 + 2 * H;
+	assert_int_equal(
+	    cnl_sched_admit(sched(), cl, jobs, n_jobs, &jobs[d], T0, &start),
+	    0);
+	cycle_at(T0);
+	assert_int_equal(expect_wait(d, CNL_WHY_RESERVED)->at_ms, T0 + H);
+	/* With a run time of 2 h the same deadline cannot be met. */
+	jobs[d].runtime_ms = 2 * H;
+	assert_int_equal(
+	    cnl_sched_admit(sch, cl, jobs, n_jobs, &jobs[d], T0, &start),
+	    -CNL_EDEADLINE);
+	cycle_at(T0);
+	expect_wait(d, CNL_WHY_DEADLINE_INFEASIBLE);
+	/* Nor can a start-by time before the node frees. */
+	jobs[d].runtime_ms = 0;
+	jobs[d].deadline_ms = T0 + 30 * MIN;
+	assert_int_equal(
+	    cnl_sched_admit(sch, cl, jobs, n_jobs, &jobs[d], T0, &start),
+	    -CNL_EDEADLINE);
+	assert_int_equal(start, T0 + H);
+}
+
 static void test_admit_counts_preemptible_work(void **state)
 {
 	int64_t start = 0;
@@ -672,6 +705,7 @@ int main(void)
 	    T(test_deadline_reserves_forward),
 	    T(test_deadline_preempts_when_waiting_misses),
 	    T(test_deadline_infeasible_reported),
+	    T(test_deadline_without_runtime_is_start_by),
 	    T(test_admit_counts_preemptible_work),
 	    T(test_preemption_picks_cheapest_victims),
 	    T(test_preemption_fewest_then_least_lost),
