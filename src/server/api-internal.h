@@ -3,7 +3,7 @@
  * the per-request call, and the helpers every handler uses to read
  * requests and write replies.  api.c holds authentication, authorization,
  * audit and the route table; api_work.c the handlers of the workload,
- * quota, node and platform routes.
+ * quota, node and platform routes; api_cli.c those of the CLI installer.
  */
 #ifndef CNL_SERVER_API_INTERNAL_H
 #define CNL_SERVER_API_INTERNAL_H
@@ -16,6 +16,7 @@
 #include "common/id.h"
 #include "sched/catalog.h"
 #include "server/api.h"
+#include "server/api_cli.h"
 #include "server/auth.h"
 #include "server/ctl.h"
 #include "server/metrics.h"
@@ -44,6 +45,7 @@ struct cnl_api {
 	struct route_stats *stats; /* one per row of the route table */
 	size_t nstats;
 	const struct cnl_http_route *routes;
+	struct cnl_api_cli *cli; /* the CLI installer's binaries (api_cli.c) */
 };
 
 struct call {

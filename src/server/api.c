@@ -1097,6 +1097,9 @@ int cnl_api_get_idem_key(struct cnl_http_request *req,
 static const struct cnl_http_route routes[] = {
     {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, h_healthz},
     {"GET", "/metrics", CNL_PERM_PUBLIC, NULL, W(h_metrics)},
+    {"GET", "/cli", CNL_PERM_PUBLIC, NULL, W(h_cli_script)},
+    {"GET", "/cli/SHA256SUMS", CNL_PERM_PUBLIC, NULL, W(h_cli_sums)},
+    {"GET", "/cli/{file}", CNL_PERM_PUBLIC, NULL, W(h_cli_file)},
     {"POST", "/v1/auth/login", CNL_PERM_PUBLIC, "auth.login", h_login},
     {"POST", "/v1/auth/redeem", CNL_PERM_PUBLIC, "auth.redeem",
      cnl_api_h_auth_redeem},
@@ -1186,6 +1189,18 @@ const struct cnl_http_route *cnl_api_routes(size_t *ret_n)
 	return routes;
 }
 
+/* The only routes that may be PUBLIC: what a caller needs before it has a
+ * token (health, metrics, login, and the CLI installer). */
+static const char *const public_routes[][2] = {
+    {"GET", "/healthz"},
+    {"GET", "/metrics"},
+    {"POST", "/v1/auth/login"},
+    {"POST", "/v1/auth/redeem"},
+    {"GET", "/cli"},
+    {"GET", "/cli/SHA256SUMS"},
+    {"GET", "/cli/{file}"},
+};
+
 int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
                          size_t errlen)
 {
@@ -1194,22 +1209,20 @@ int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		bool public_ok =
-		    (strcmp(t[i].method, "GET") == 0 &&
-		     (strcmp(t[i].pattern, "/healthz") == 0 ||
-		      strcmp(t[i].pattern, "/metrics") == 0)) ||
-		    (strcmp(t[i].method, "POST") == 0 &&
-		     (strcmp(t[i].pattern, "/v1/auth/login") == 0 ||
-		      strcmp(t[i].pattern, "/v1/auth/redeem") == 0));
+		bool public_ok = false;
 		bool names_project = strstr(t[i].pattern, "{project}") ||
 		                     strstr(t[i].pattern, "{job}") ||
 		                     strstr(t[i].pattern, "{server}");
 
+		for (size_t k = 0; k < CNL_ARRAY_SIZE(public_routes); k++)
+			public_ok |=
+			    strcmp(t[i].method, public_routes[k][0]) == 0 &&
+			    strcmp(t[i].pattern, public_routes[k][1]) == 0;
 		if (t[i].perm == CNL_PERM_PUBLIC && !public_ok) {
 			snprintf(err, errlen,
 			         "route %zu (%s %s): PUBLIC is reserved for "
-			         "/healthz, /metrics, /v1/auth/login and "
-			         "/v1/auth/redeem",
+			         "/healthz, /metrics, /v1/auth/login, "
+			         "/v1/auth/redeem and /cli",
 			         i, t[i].method, t[i].pattern);
 			return -CNL_ECONFIG;
 		}
@@ -1301,7 +1314,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 {
 	struct cnl_api *api;
 	int ln = cfg->scrypt_ln ? cfg->scrypt_ln : CNL_AUTH_SCRYPT_LN;
-	char err[256];
+	char err[256], q[CNL_LOG_QUOTE_MAX];
 	int r;
 
 	if (!cfg->store || !cfg->jwt_key ||
@@ -1318,6 +1331,13 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	api->oidc = cfg->oidc;
 	cnl_id_gen_init_random(&api->ids);
 	cnl_catalog_init(&api->cat);
+	if ((r = cnl_api_cli_new(cfg->cli_dir, cfg->public_url, &api->cli, err,
+	                         sizeof(err))) < 0) {
+		cnl_log(CNL_LOG_ERROR, "CLI installer", "err=%s",
+		        cnl_log_quote(q, sizeof(q), err));
+		cnl_api_free(api);
+		return r;
+	}
 	if (cnl_auth_password_hash_cost("no user has this password", ln,
 	                                api->dummy_hash,
 	                                sizeof(api->dummy_hash)) < 0) {
@@ -1371,6 +1391,7 @@ void cnl_api_free(struct cnl_api *api)
 		free(api->key);
 	}
 	free(api->stats);
+	cnl_api_cli_free(api->cli);
 	pthread_mutex_destroy(&api->mu);
 	free(api);
 }
@@ -1396,6 +1417,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	api->stats = cnl_xcalloc(l->nroutes, sizeof(*api->stats));
 	api->nstats = l->nroutes;
 	api->routes = l->routes;
+	cnl_api_cli_set_tls(api->cli, l->tls_cert_pem != NULL);
 	if (l->run_loop && (r = cnl_ctl_start(api->ctl)) < 0) {
 		snprintf(err, errlen, "cannot start the scheduling loop");
 		return r;

@@ -70,6 +70,8 @@ struct cnl_api_config {
 	int64_t cycle_interval_ms;  /* 0: 1 s */
 	int64_t preempt_min_run_ms; /* 0: the scheduler's default (10 min) */
 	int64_t preempt_grace_ms;   /* 0: the scheduler's default (5 min) */
+	const char *cli_dir;        /* CLI binaries for /cli; NULL: beside us */
+	const char *public_url;     /* URL the installer names; NULL: Host */
 };
 
 /* Where and how cnl_api_start() serves. */
@@ -86,7 +88,8 @@ struct cnl_api;
 
 /*
  * cnl_api_new - an API over @cfg's store.  Returns 0, -EINVAL for a secret
- * shorter than CNL_API_SECRET_MIN or a bad scrypt cost, -EIO.
+ * shorter than CNL_API_SECRET_MIN or a bad scrypt cost, -CNL_ECONFIG for
+ * a bad cli_dir or public_url (logged, see api_cli.h), -EIO.
  */
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret);
 
@@ -98,8 +101,9 @@ const struct cnl_http_route *cnl_api_routes(size_t *ret_n);
 
 /*
  * cnl_api_routes_check - cnl_http_routes_check() plus the API's own rules:
- * PUBLIC only on GET /healthz and POST /v1/auth/login, and every PROJECT_*
- * row has a {project} or {job} segment to take the project from.
+ * PUBLIC only on GET /healthz, GET /metrics, POST /v1/auth/login and the
+ * CLI installer's GET /cli, /cli/SHA256SUMS and /cli/{file}, and every
+ * PROJECT_* row has a {project} or {job} segment to take the project from.
  * Returns 0 or -CNL_ECONFIG naming the row in @err.
  */
 int cnl_api_routes_check(const struct cnl_http_route *routes, size_t n,

@@ -47,6 +47,8 @@ struct settings {
 	char *oidc_jwks_file;
 	char *oidc_jwks_url;
 	char *oidc_username_claim;
+	char *cli_dir;
+	char *public_url;
 	char *log_level;
 };
 
@@ -83,6 +85,13 @@ static const struct cnl_config_def settings_table[] = {
      "JWKS URL with the issuer's signing keys (refetched on rotation)."},
     {"oidc_username_claim", CNL_CONFIG_STRING, S(oidc_username_claim),
      "preferred_username", 0, 0, "ID token claim naming the CNLab user."},
+    {"cli_dir", CNL_CONFIG_STRING, S(cli_dir), NULL, 0, 0,
+     "Directory of cnlab CLI binaries named cnlab-<os>-<arch> (e.g. "
+     "cnlab-darwin-aarch64) that GET /cli installs; unset: the cnlab beside "
+     "cnlabd, as cnlab-linux-<this arch>. Checksums are taken at start-up."},
+    {"public_url", CNL_CONFIG_STRING, S(public_url), NULL, 0, 0,
+     "This server's URL as users reach it (behind a proxy), written into "
+     "the installer of GET /cli; unset: http(s)://<the request's Host>."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
 };
@@ -433,6 +442,8 @@ int main(int argc, char **argv)
 	        .cycle_interval_ms = st.cycle_interval,
 	        .preempt_min_run_ms = st.preempt_min_run,
 	        .preempt_grace_ms = st.preempt_grace,
+	        .cli_dir = st.cli_dir,
+	        .public_url = st.public_url,
 	    },
 	    &api);
 	if (r < 0) {

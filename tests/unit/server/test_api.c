@@ -878,7 +878,7 @@ static void noop_handler(void *call, struct cnl_http_request *req,
 static void test_route_table_check(void **state)
 {
 	const struct cnl_http_route *real;
-	struct cnl_http_route bad[64];
+	struct cnl_http_route bad[128];
 	struct cnl_http_server *srv = NULL;
 	size_t n;
 	char err[256];

@@ -39,6 +39,8 @@
 
 #define SECRET  "test secret for cnlabd, 32+ bytes long"
 #define LOST_MS (3600 * 1000) /* node_lost_ms of the server under test */
+/* The CLI binary the server under test serves (cli_dir is F.dir). */
+#define CLI_FILE "cnlab-test-x86_64"
 
 enum who { ADMIN, AGENT, PADMIN, MEMBER, VIEWER, BOB, NWHO };
 static const char *const who_name[NWHO] = {"root", "agent", "alice",
@@ -235,6 +237,7 @@ static int group_setup(void **state)
 {
 	char err[512], path[160];
 	json_t *o;
+	int fd;
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	snprintf(F.dir, sizeof(F.dir), "/tmp/cnl-flow-XXXXXX");
@@ -246,6 +249,11 @@ static int group_setup(void **state)
 	                                   CNL_AUTH_SCRYPT_LN_MIN, err,
 	                                   sizeof(err)),
 	                 0);
+	snprintf(path, sizeof(path), "%s/" CLI_FILE, F.dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0755);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "binary", 6), 6);
+	close(fd);
 	assert_int_equal(cnl_api_new(
 	                     &(struct cnl_api_config){
 	                         .store = F.store,
@@ -253,6 +261,7 @@ static int group_setup(void **state)
 	                         .jwt_key_len = strlen(SECRET),
 	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
 	                         .node_lost_ms = LOST_MS,
+	                         .cli_dir = F.dir,
 	                     },
 	                     &F.api),
 	                 0);
@@ -296,6 +305,8 @@ static int group_teardown(void **state)
 	snprintf(cmd, sizeof(cmd), "%s/cnlab.db-wal", F.dir);
 	unlink(cmd);
 	snprintf(cmd, sizeof(cmd), "%s/cnlab.db-shm", F.dir);
+	unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/" CLI_FILE, F.dir);
 	unlink(cmd);
 	rmdir(F.dir);
 	curl_global_cleanup();
@@ -1067,6 +1078,7 @@ static void test_route_role_matrix(void **state)
 		int need = rt[i].perm == CNL_PERM_PROJECT_VIEW     ? 1
 		           : rt[i].perm == CNL_PERM_PROJECT_MEMBER ? 2
 		                                                   : 3;
+		long public_status = 0;
 
 		/* Logging in and out is tested elsewhere; skip token
 		 * deletion, which would need a token per caller. */
@@ -1109,6 +1121,9 @@ static void test_route_role_matrix(void **state)
 						else if (!strncmp(p, "{user}",
 						                  len))
 							v = F.uid[BOB];
+						else if (!strncmp(p, "{file}",
+						                  len))
+							v = CLI_FILE;
 						else
 							v = "none";
 						o2 += snprintf(
@@ -1168,6 +1183,18 @@ static void test_route_role_matrix(void **state)
 					    rt[i].method, path,
 					    w >= 0 ? who_name[w] : "anonymous",
 					    want, r.status, r.raw);
+				/* A PUBLIC route ignores tokens: every caller,
+				 * anonymous too, gets the same answer. */
+				if (rt[i].perm == CNL_PERM_PUBLIC &&
+				    public_status && r.status != public_status)
+					fail_msg(
+					    "%s %s as %s: got %ld, but %ld "
+					    "for another caller",
+					    rt[i].method, path,
+					    w >= 0 ? who_name[w] : "anonymous",
+					    r.status, public_status);
+				if (rt[i].perm == CNL_PERM_PUBLIC)
+					public_status = r.status;
 				reply_done(&r);
 				checked++;
 			}
