@@ -66,6 +66,20 @@ static const struct cnl_cli_flag join_flags[] = {
     {NULL, NULL, NULL, 0},
 };
 
+static const struct cnl_cli_flag quota_set_flags[] = {
+    {"user", "NAME", "a user's quota instead of --project's", 0},
+    {"gpu-hours", "N", "GPU-hours (1%-blocks / 100 x hours); none: no limit",
+     0},
+    {"storage-gb-days", "N", "storage GB-days; none: no limit", 0},
+    {"concurrent-servers", "N", "notebook servers at once; none: no limit", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag config_set_flags[] = {
+    {"if-unset", NULL, "only when the setting has no value yet", 0},
+    {NULL, NULL, NULL, 0},
+};
+
 static const struct cnl_cli_flag profile_create_flags[] = {
     {"gpu", "SHAPE", "the slice: h100-25, a100-3g.20gb, h100-full, h100x8", 0},
     {"description", "TEXT", "one line shown to users", 0},
@@ -167,6 +181,8 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      cnl_cli_cmd_jobs_cancel},
     {"quota show", "", "GPU-hours, storage and servers used against limits",
      NULL, 0, 0, false, false, cnl_cli_cmd_quota_show},
+    {"quota set", "", "set limits of --project or --user (admin)",
+     quota_set_flags, 0, 0, false, false, cnl_cli_cmd_quota_set},
     {"project list", "", "projects you belong to", NULL, 0, 0, false, false,
      cnl_cli_cmd_project_list},
     {"project use", "NAME", "set the default project", NULL, 1, 1, false, false,
@@ -229,6 +245,12 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, false, cnl_cli_cmd_profile_delete},
     {"audit", "", "the audit log (admin)", audit_flags, 0, 0, false, false,
      cnl_cli_cmd_audit},
+    {"config show", "", "the settings file: server, project, login", NULL, 0, 0,
+     false, false, cnl_cli_cmd_config_show},
+    {"config get", "server|project", "print a setting (empty when unset)", NULL,
+     1, 1, false, false, cnl_cli_cmd_config_get},
+    {"config set", "server|project VALUE", "change a setting", config_set_flags,
+     2, 2, false, false, cnl_cli_cmd_config_set},
     {"completion", "bash|zsh|fish", "print a shell completion script", NULL, 1,
      1, false, false, cnl_cli_cmd_completion},
     {"version", "", "print the version", NULL, 0, 0, false, false,

@@ -290,7 +290,7 @@ static void quota_set(struct call *c, const char *owner,
 	                                     "concurrent_servers", NULL};
 	double gh = 0, gb = 0, sv = 0;
 	bool n1, n2, n3;
-	json_t *body, *o;
+	json_t *body, *o, *cur;
 	int r;
 
 	snprintf(c->target, sizeof(c->target), "quota:%s", owner);
@@ -309,6 +309,17 @@ static void quota_set(struct call *c, const char *owner,
 	              n1 ? json_null() : json_real(gh), "storage_gb_days",
 	              n2 ? json_null() : json_real(gb), "concurrent_servers",
 	              n3 ? json_null() : json_integer((json_int_t)sv));
+	/* A limit the body leaves out keeps its value (null removes it),
+	 * so one limit can be changed alone. */
+	if (doc_json(c->api->store, "quota", owner, &cur) == 0) {
+		for (size_t i = 0; fields[i]; i++)
+			if (!json_object_get(body, fields[i]) &&
+			    json_object_get(cur, fields[i]))
+				json_object_set(
+				    o, fields[i],
+				    json_object_get(cur, fields[i]));
+		json_decref(cur);
+	}
 	r = doc_save(c, "quota", owner, "", "", o, false);
 	json_decref(o);
 	if (r < 0) {

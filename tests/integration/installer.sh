@@ -35,7 +35,10 @@ bad() {
 skip() { echo "skip $1"; }
 
 export CNLAB_JWT_SECRET=integration-test-secret-0123456789abcdef
-unset CNLAB_CLI_DIR CNLAB_PUBLIC_URL CNLAB_INSTALL_DIR CNLAB_SYSTEM_BIN_DIR
+unset CNLAB_CLI_DIR CNLAB_PUBLIC_URL CNLAB_INSTALL_DIR CNLAB_SYSTEM_BIN_DIR \
+	CNLAB_CONFIG CNLAB_SERVER XDG_CONFIG_HOME
+# The installer remembers the server in the CLI's settings: never ours.
+export HOME=$tmp/home-default
 
 case $(uname -m) in
 x86_64 | amd64) arch=x86_64 ;;
@@ -75,9 +78,10 @@ served_sum() {
 	curl -fsS "$url/cli/SHA256SUMS" | awk -v f="$1" '$2 == f { print $1 }'
 }
 
-# check_installed WHAT DIR OUTFILE: DIR/cnlab is the served binary.
+# check_installed WHAT DIR OUTFILE [HOME]: DIR/cnlab is the served binary,
+# and the server is remembered in the settings under HOME.
 check_installed() {
-	local what=$1 dir=$2 out=$3 want
+	local what=$1 dir=$2 out=$3 home=${4:-$HOME} want
 	want=$(served_sum "$file")
 	if [ ! -f "$dir/cnlab" ]; then
 		bad "$what: no $dir/cnlab: $(cat "$out")"
@@ -90,9 +94,14 @@ check_installed() {
 	[ -n "$want" ] && [ "$(sha256sum <"$dir/cnlab" | cut -d' ' -f1)" = "$want" ] &&
 		cmp -s "$dir/cnlab" "$cnlab" && ok "$what: SHA-256 is the served one" ||
 		bad "$what: installed $(sha256sum <"$dir/cnlab"), served $want"
-	grep -qxF "  cnlab login --server $url" "$out" &&
-		ok "$what: prints cnlab login --server $url" ||
+	# The server is remembered (unless one was chosen before), so the
+	# next step is a plain cnlab login, as in the seeds' Quickstart.
+	grep -qxF "Next, log in to $url:" "$out" && grep -qxF "  cnlab login" "$out" &&
+		ok "$what: prints the next step, cnlab login" ||
 		bad "$what: no login line: $(cat "$out")"
+	[ "$(HOME=$home "$dir/cnlab" config get server)" = "$url" ] &&
+		ok "$what: the server is remembered" ||
+		bad "$what: config: $(HOME=$home "$dir/cnlab" config show 2>&1)"
 	# Nothing else is left there (no temporary file).
 	[ "$(ls -A "$dir")" = cnlab ] && ok "$what: only cnlab in $dir" ||
 		bad "$what: $dir holds $(ls -A "$dir")"
@@ -130,11 +139,21 @@ curl -fsSL "$url/cli" | PATH="$tmp/prefix/bin:$PATH" CNLAB_INSTALL_DIR="$tmp/pre
 	ok "reinstall on PATH: no hint" || bad "reinstall: $(cat "$tmp/o2")"
 check_installed "reinstall" "$tmp/prefix/bin" "$tmp/o2"
 
+# A user who already chose another server keeps it, and is told --server.
+mkdir -p "$tmp/home-other"
+HOME="$tmp/home-other" "$tmp/prefix/bin/cnlab" config set server http://elsewhere.example:8080
+curl -fsSL "$url/cli" | HOME="$tmp/home-other" CNLAB_INSTALL_DIR="$tmp/prefix/bin" \
+	sh >"$tmp/o2b" 2>&1 && grep -qxF "  cnlab login --server $url" "$tmp/o2b" &&
+	[ "$(HOME=$tmp/home-other "$tmp/prefix/bin/cnlab" config get server)" = \
+		http://elsewhere.example:8080 ] &&
+	ok "a server chosen before is kept; the next step names --server" ||
+	bad "other server: $(cat "$tmp/o2b")"
+
 # No CNLAB_INSTALL_DIR, no writable system directory: ~/.local/bin.
 mkdir "$tmp/home"
 curl -fsSL "$url/cli" | HOME="$tmp/home" CNLAB_SYSTEM_BIN_DIR="$tmp/no-such-dir" \
 	sh >"$tmp/o3" 2>&1 && ok "HOME install exits 0" || bad "HOME install: $(cat "$tmp/o3")"
-check_installed "HOME/.local/bin" "$tmp/home/.local/bin" "$tmp/o3"
+check_installed "HOME/.local/bin" "$tmp/home/.local/bin" "$tmp/o3" "$tmp/home"
 [ ! -e "$tmp/no-such-dir" ] && ok "the unchoosable system directory was not made" ||
 	bad "made $tmp/no-such-dir"
 # A writable system directory comes before ~/.local/bin.
@@ -142,7 +161,7 @@ mkdir "$tmp/sysbin" "$tmp/home2"
 curl -fsSL "$url/cli" | HOME="$tmp/home2" CNLAB_SYSTEM_BIN_DIR="$tmp/sysbin" \
 	sh >"$tmp/o4" 2>&1 && [ ! -e "$tmp/home2/.local" ] &&
 	ok "a writable system directory is chosen first" || bad "system dir: $(cat "$tmp/o4")"
-check_installed "system directory" "$tmp/sysbin" "$tmp/o4"
+check_installed "system directory" "$tmp/sysbin" "$tmp/o4" "$tmp/home2"
 
 # --- Shells and tools --------------------------------------------------------
 for sh in dash bash; do
@@ -160,10 +179,11 @@ if [ -n "$busybox" ]; then
 	mkdir "$tmp/bb"
 	busybox --install -s "$tmp/bb"
 	if [ -e "$tmp/bb/wget" ] && [ -e "$tmp/bb/sha256sum" ]; then
-		env -i PATH="$tmp/bb" CNLAB_INSTALL_DIR="$tmp/busybox" \
+		mkdir -p "$tmp/home-bb"
+		env -i PATH="$tmp/bb" HOME="$tmp/home-bb" CNLAB_INSTALL_DIR="$tmp/busybox" \
 			"$busybox" sh "$tmp/install.sh" >"$tmp/o.bb" 2>&1 &&
 			ok "busybox sh and wget run the installer" || bad "busybox: $(cat "$tmp/o.bb")"
-		check_installed "busybox" "$tmp/busybox" "$tmp/o.bb"
+		check_installed "busybox" "$tmp/busybox" "$tmp/o.bb" "$tmp/home-bb"
 	else
 		bad "busybox lacks wget or sha256sum"
 	fi
@@ -276,9 +296,10 @@ curl -fsSL "$url/cli" | PATH="$tmp/mac:$PATH" CNLAB_INSTALL_DIR="$tmp/mac-dir" s
 	cmp -s "$tmp/mac-dir/cnlab" "$tmp/clidir/cnlab-darwin-aarch64" &&
 	ok "Darwin arm64 installs cnlab-darwin-aarch64" || bad "darwin: $(cat "$tmp/o.mac")"
 # Before the change: the install works (so the refusal below is the sum's).
-curl -fsSL "$url/cli" | CNLAB_INSTALL_DIR="$tmp/before" sh >"$tmp/o.before" 2>&1 &&
-	ok "cli_dir install" || bad "cli_dir install: $(cat "$tmp/o.before")"
-check_installed "cli_dir" "$tmp/before" "$tmp/o.before"
+mkdir -p "$tmp/home-clidir"
+curl -fsSL "$url/cli" | HOME="$tmp/home-clidir" CNLAB_INSTALL_DIR="$tmp/before" sh \
+	>"$tmp/o.before" 2>&1 && ok "cli_dir install" || bad "cli_dir install: $(cat "$tmp/o.before")"
+check_installed "cli_dir" "$tmp/before" "$tmp/o.before" "$tmp/home-clidir"
 # The operator changes the binary after cnlabd took its checksum.
 printf '#!/bin/sh\necho tampered\n' >"$tmp/clidir/$file"
 old_sum=$(served_sum "$file")

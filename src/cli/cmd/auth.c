@@ -172,11 +172,20 @@ int cnl_cli_cmd_login(struct cnl_cli *cli)
 	const char *tok = cnl_cli_flag(cli, "token");
 	const char *idt = cnl_cli_flag(cli, "id-token");
 	const char *invite = cnl_cli_flag(cli, "invite");
-	char ubuf[128], pw[512];
+	char ubuf[128], pw[512], sbuf[512];
 	json_t *body, *o;
 	int code;
 
 	cli->logging_in = true;
+	/* Nowhere to go yet (no --server, CNLAB_SERVER or saved server):
+	 * ask, on a terminal. */
+	if (!cnl_cli_flag(cli, "server") && !getenv("CNLAB_SERVER") &&
+	    !cli->cfg.server && isatty(STDIN_FILENO)) {
+		fprintf(stderr, "Server [%s]: ", cli->server);
+		if (cnl_cli_read_line(stdin, sbuf, sizeof(sbuf)) == 0 &&
+		    sbuf[0])
+			cli->server = sbuf;
+	}
 	if (!!tok + !!idt + !!invite > 1)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
 		                    "give one of --token, --id-token and "

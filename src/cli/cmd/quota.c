@@ -1,18 +1,12 @@
 /*
  * quota.c - cnlab quota show: GPU-hours, storage and servers against the
- * limits of each project and of the user.
+ * limits of each project and of the user; cnlab quota set (administrators)
+ * changes the limits given and keeps the others.
  */
-#define _GNU_SOURCE /* vasprintf */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <termios.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/format.h"
@@ -67,6 +61,84 @@ int cnl_cli_cmd_quota_show(struct cnl_cli *cli)
 		it = json_object_get(o, "user");
 		printf("User: %s\n", cnl_cli_str(it, "user", "?"));
 		quota_block(it);
+	}
+	json_decref(o);
+	return 0;
+}
+
+/* A limit flag: a non-negative number, or "none" (no limit: null). */
+static int limit_arg(const char *flag, const char *v, bool whole, json_t **ret)
+{
+	char *end;
+	double d;
+
+	if (strcmp(v, "none") == 0 || strcmp(v, "unlimited") == 0) {
+		*ret = json_null();
+		return 0;
+	}
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || *end || d < 0 || (whole && d != (long)d))
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--%s: a %snumber >= 0, or none for no "
+		                    "limit",
+		                    flag, whole ? "whole " : "");
+	*ret = whole ? json_integer((json_int_t)d) : json_real(d);
+	return 0;
+}
+
+int cnl_cli_cmd_quota_set(struct cnl_cli *cli)
+{
+	static const struct {
+		const char *flag, *field;
+		bool whole;
+	} lim[] = {{"gpu-hours", "gpu_hours", false},
+	           {"storage-gb-days", "storage_gb_days", false},
+	           {"concurrent-servers", "concurrent_servers", true}};
+	const char *user = cnl_cli_flag(cli, "user");
+	const char *project = cli->project_flag;
+	_cleanup_free_ char *path = NULL, *e = NULL;
+	char what[160];
+	json_t *body, *o, *v = NULL;
+	int code;
+
+	if (!user == !project)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "quota set needs --project NAME or --user "
+		                    "NAME");
+	body = json_object();
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(lim); i++) {
+		const char *s = cnl_cli_flag(cli, lim[i].flag);
+
+		if (!s)
+			continue;
+		if ((code = limit_arg(lim[i].flag, s, lim[i].whole, &v))) {
+			json_decref(body);
+			return code;
+		}
+		json_object_set_new(body, lim[i].field, v);
+	}
+	if (!json_object_size(body)) {
+		json_decref(body);
+		return cnl_cli_fail(
+		    CNL_EXIT_USAGE,
+		    "give at least one of --gpu-hours, "
+		    "--storage-gb-days and --concurrent-servers");
+	}
+	e = cnl_cli_url_escape(user ? user : project);
+	path = cnl_cli_pathf("/v1/%s/%s/quota", user ? "users" : "projects", e);
+	snprintf(what, sizeof(what), "%s \"%s\"", user ? "user" : "project",
+	         user ? user : project);
+	code = cnl_cli_call(cli, "PUT", path, body, NULL, what, &o);
+	json_decref(body);
+	if (code)
+		return code;
+	if (cli->json) {
+		cnl_cli_print_json(o);
+	} else {
+		printf("%s: %s\n", user ? "User" : "Project",
+		       user ? user : project);
+		quota_block(o);
 	}
 	json_decref(o);
 	return 0;
