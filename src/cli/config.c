@@ -42,8 +42,11 @@ char *cnl_cli_config_path(void)
 
 void cnl_cli_config_set(char **field, const char *v)
 {
-	free(*field);
+	/* Copy first: @v may be the very string being replaced. */
+	char *old = *field;
+
 	*field = v ? cnl_xstrdup(v) : NULL;
+	free(old);
 }
 
 void cnl_cli_config_done(struct cnl_cli_config *c)

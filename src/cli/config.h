@@ -46,7 +46,8 @@ int cnl_cli_config_load(const char *path, struct cnl_cli_config *ret,
 int cnl_cli_config_save(const struct cnl_cli_config *c, char *err,
                         size_t errlen);
 
-/* cnl_cli_config_set - replace the string *@field with a copy of @v. */
+/* cnl_cli_config_set - replace the string *@field with a copy of @v (which
+ * may be *@field itself). */
 void cnl_cli_config_set(char **field, const char *v);
 
 /* cnl_cli_config_done - free the strings. */

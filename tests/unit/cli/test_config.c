@@ -102,6 +102,10 @@ static void test_save_load(void **state)
 	/* Saving again replaces; clearing the token drops it. */
 	cnl_cli_config_set(&c.token, NULL);
 	cnl_cli_config_set(&c.project, "ml");
+	/* Setting a field to itself (the server a login read from the file)
+	 * keeps it: the copy is made before the old string is freed. */
+	cnl_cli_config_set(&c.server, c.server);
+	assert_string_equal(c.server, "http://h:1");
 	assert_int_equal(cnl_cli_config_save(&c, err, sizeof(err)), 0);
 	assert_int_equal(
 	    cnl_cli_config_load(c.path, &got, &warned, err, sizeof(err)), 0);
