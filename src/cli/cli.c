@@ -89,8 +89,13 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
 	case 403:
 		if (strcmp(code, "quota_exceeded") == 0)
 			return cnl_cli_fail(CNL_EXIT_REFUSED,
-			                    "quota exceeded: %s", msg);
-		return cnl_cli_fail(CNL_EXIT_REFUSED, "not permitted: %s", msg);
+			                    "quota exceeded: %s (see cnlab quota "
+			                    "show; an administrator raises limits "
+			                    "with cnlab quota set)",
+			                    msg);
+		return cnl_cli_fail(CNL_EXIT_REFUSED,
+		                    "not permitted: %s (your roles: cnlab whoami)",
+		                    msg);
 	case 404:
 		if (what)
 			return cnl_cli_fail(CNL_EXIT_NOT_FOUND,
@@ -127,8 +132,9 @@ static int request(struct cnl_cli *cli, const char *method, const char *path,
 		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot start libcurl");
 	if (cnl_cli_request(cli->client, method, path, body, idem, ret) < 0)
 		return cnl_cli_fail(CNL_EXIT_ERROR,
-		                    "cannot reach %s: %s (check --server or "
-		                    "CNLAB_SERVER)",
+		                    "cannot reach %s: %s (check --server, "
+		                    "CNLAB_SERVER, or cnlab config set server "
+		                    "URL)",
 		                    cli->server, ret->error);
 	if (ret->status < 200 || ret->status > 299) {
 		int code = reply_error(cli, ret, what);
