@@ -88,14 +88,15 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
 		    msg);
 	case 403:
 		if (strcmp(code, "quota_exceeded") == 0)
-			return cnl_cli_fail(CNL_EXIT_REFUSED,
-			                    "quota exceeded: %s (see cnlab quota "
-			                    "show; an administrator raises limits "
-			                    "with cnlab quota set)",
-			                    msg);
-		return cnl_cli_fail(CNL_EXIT_REFUSED,
-		                    "not permitted: %s (your roles: cnlab whoami)",
-		                    msg);
+			return cnl_cli_fail(
+			    CNL_EXIT_REFUSED,
+			    "quota exceeded: %s (see cnlab quota "
+			    "show; an administrator raises limits "
+			    "with cnlab quota set)",
+			    msg);
+		return cnl_cli_fail(
+		    CNL_EXIT_REFUSED,
+		    "not permitted: %s (your roles: cnlab whoami)", msg);
 	case 404:
 		if (what)
 			return cnl_cli_fail(CNL_EXIT_NOT_FOUND,

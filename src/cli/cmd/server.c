@@ -118,7 +118,7 @@ static int wait_ready(struct cnl_cli *cli, const char *id, int64_t limit_ms)
 			code = cnl_cli_fail(
 			    CNL_EXIT_ERROR,
 			    "server %s is %s%s%s (try again with cnlab server "
-			    "start %s; its logs: cnlab server list -o json)",
+			    "start %s)",
 			    cnl_cli_str(o, "name", id), state,
 			    json_object_get(o, "message") ? ": " : "",
 			    cnl_cli_str(o, "message", ""),
