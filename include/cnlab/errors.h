@@ -40,7 +40,8 @@
 	X(CNL_EAUTH, "authentication failed")                                \
 	X(CNL_ECORRUPT, "stored data failed verification")                   \
 	X(CNL_EFENCED, "stale fencing epoch: the work was moved")            \
-	X(CNL_EQUOTA, "quota exhausted")
+	X(CNL_EQUOTA, "quota exhausted")                                     \
+	X(CNL_ESTATE, "illegal state transition")
 
 enum cnl_error_code {
 	CNL_EBASE_ = CNL_EBASE,
