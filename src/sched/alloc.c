@@ -362,7 +362,8 @@ int cnl_cluster_add_node(struct cnl_cluster *c,
 	    (r = copy_label(n.rack, sizeof(n.rack), spec->rack)) < 0)
 		return r;
 	for (int i = 0; i < CNL_NODE_MAX_DATASETS && spec->datasets[i]; i++) {
-		r = copy_label(n.datasets[i], CNL_NAME_MAX, spec->datasets[i]);
+		r = copy_label(n.datasets[i], CNL_DATASET_MAX,
+		               spec->datasets[i]);
 		if (r < 0)
 			return r;
 		n.n_datasets++;

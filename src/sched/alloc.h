@@ -59,6 +59,7 @@
 #define CNL_SMALL_BLOCKS_MAX  14 /* above this, R2 applies */
 #define CNL_NODE_MAX_GPUS     16
 #define CNL_NODE_MAX_DATASETS 8
+#define CNL_DATASET_MAX       64 /* dataset name, NUL included */
 #define CNL_GPU_TYPE_ANY      (-1)
 #define CNL_PROJECT_NONE      UINT32_MAX
 
@@ -173,7 +174,7 @@ struct cnl_gpu {
 struct cnl_node {
 	char name[64];
 	char cluster[CNL_NAME_MAX], zone[CNL_NAME_MAX], rack[CNL_NAME_MAX];
-	char datasets[CNL_NODE_MAX_DATASETS][CNL_NAME_MAX];
+	char datasets[CNL_NODE_MAX_DATASETS][CNL_DATASET_MAX];
 	uint8_t n_datasets;
 	uint8_t state; /* enum cnl_node_state */
 	uint8_t n_gpus;
