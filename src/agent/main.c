@@ -180,7 +180,9 @@ static void usage(FILE *f)
 	           "\n"
 	           "  --config FILE   settings file (key = value lines)\n"
 	           "  --KEY VALUE     any setting below (e.g. --gpus "
-	           "fake:2xH100-80GB-SXM)\n"
+	           "fake:2xH100-80GB-SXM or\n"
+	           "                  --work-dir=/srv/cnlab; '-' or '_' "
+	           "between words)\n"
 	           "  --help          show this help\n"
 	           "\n"
 	           "Settings may also come from CNLAB_AGENT_<KEY>. The token "
@@ -196,7 +198,11 @@ extern char **environ;
 int main(int argc, char **argv)
 {
 	struct settings st;
-	const char *config = NULL, *token = getenv("CNLAB_AGENT_TOKEN");
+	struct cnl_config_flag own[] = {{"config", true, NULL},
+	                                {"help", false, NULL},
+	                                {"h", false, NULL},
+	                                {NULL, false, NULL}};
+	const char *token = getenv("CNLAB_AGENT_TOKEN");
 	char err[512], host[HOST_NAME_MAX + 1] = "node";
 	enum cnl_log_level level;
 	struct sigaction sa = {0};
@@ -206,44 +212,24 @@ int main(int argc, char **argv)
 		return watchdog(argc, argv);
 	memset(&st, 0, sizeof(st));
 	cnl_config_defaults(table, N_TABLE, &st);
-	/* --config first, so flags override the file whatever the order. */
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 ||
-		    strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			cnl_config_done(table, N_TABLE, &st);
-			return 0;
-		}
-		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-			config = argv[i + 1];
-	}
-	if ((config && cnl_config_load_file(table, N_TABLE, &st, config, err,
-	                                    sizeof(err)) < 0) ||
-	    cnl_config_load_env(table, N_TABLE, &st, "CNLAB_AGENT_", environ,
-	                        err, sizeof(err)) < 0)
+	/* The command line is checked (and --config found) first, so that
+	 * flags override the file whatever their order. */
+	if (cnl_config_load_args(table, N_TABLE, NULL, argc, argv, own, err,
+	                         sizeof(err)) < 0)
 		goto bad;
-	for (int i = 1; i < argc; i++) {
-		char key[64];
-
-		if (strcmp(argv[i], "--config") == 0) {
-			i++;
-			continue;
-		}
-		if (strncmp(argv[i], "--", 2) != 0 || i + 1 >= argc ||
-		    strlen(argv[i]) - 2 >= sizeof(key)) {
-			snprintf(err, sizeof(err),
-			         "unexpected argument %s (want --KEY VALUE)",
-			         argv[i]);
-			goto bad;
-		}
-		snprintf(key, sizeof(key), "%s", argv[i] + 2);
-		for (char *p = key; *p; p++)
-			if (*p == '-')
-				*p = '_';
-		if (cnl_config_set(table, N_TABLE, &st, key, argv[++i], err,
-		                   sizeof(err)) < 0)
-			goto bad;
+	if (own[1].value || own[2].value) {
+		usage(stdout);
+		cnl_config_done(table, N_TABLE, &st);
+		return 0;
 	}
+	if ((own[0].value &&
+	     cnl_config_load_file(table, N_TABLE, &st, own[0].value, err,
+	                          sizeof(err)) < 0) ||
+	    cnl_config_load_env(table, N_TABLE, &st, "CNLAB_AGENT_", environ,
+	                        err, sizeof(err)) < 0 ||
+	    cnl_config_load_args(table, N_TABLE, &st, argc, argv, own, err,
+	                         sizeof(err)) < 0)
+		goto bad;
 	if (cnl_log_level_parse(st.log_level, &level) < 0) {
 		snprintf(err, sizeof(err), "bad log level %s", st.log_level);
 		goto bad;
