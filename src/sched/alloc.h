@@ -250,6 +250,16 @@ int cnl_cluster_find_node(const struct cnl_cluster *c, const char *name);
 int cnl_cluster_set_node_state(struct cnl_cluster *c, uint32_t node,
                                enum cnl_node_state state);
 
+/*
+ * cnl_cluster_set_node_labels - replace the node's labels (cluster, zone,
+ * rack, datasets) with those of @spec; its other fields are ignored.  For
+ * an agent that registers again with other datasets: placement reads the
+ * labels at every decision, so the next cycle uses the new ones.  Errors:
+ * -CNL_ENODE, -CNL_ELIMIT (a label too long); nothing changes on failure.
+ */
+int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
+                                const struct cnl_node_spec *spec);
+
 /* cnl_alloc_prepare - check `req` (see errors.h: CNL_EBLOCKS, CNL_EPROFILE,
  * CNL_ENOMIG, CNL_ESIZE, CNL_EGPUTYPE, CNL_EGANG) and resolve it per type. */
 int cnl_alloc_prepare(const struct cnl_cluster *c,
