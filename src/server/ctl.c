@@ -340,11 +340,12 @@ static void why_from_json(json_t *o, struct why *y)
 }
 
 /*
- * The run record of @w as JSON text in @buf.  @final: the record a
- * workload ends with, which keeps where it ran ("placement") but not its
- * allocation.  Should the record not fit, the explanation goes first and
- * the agent's message next: a record that cannot be written would stop
- * every decision of the cycle from being recorded.
+ * The run record of @w as JSON text in @buf.  @final: the record of a
+ * workload that ended while placed, which keeps where it ran
+ * ("placement") but not its allocation.  Should the record not fit, the
+ * explanation goes first and the agent's message next: a record that
+ * cannot be written would stop every decision of the cycle from being
+ * recorded.
  */
 static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
                     char *buf, size_t len)
@@ -462,7 +463,9 @@ static int persist_end(struct cnl_ctl *ctl, const struct wl *w,
 	int r;
 
 	end.phase = PH_PENDING; /* no allocation in the final record */
-	if ((r = run_text(ctl, &end, true, run, sizeof(run))) < 0)
+	/* Where it ran stays, if it ends from there. */
+	if ((r = run_text(ctl, &end, w->phase != PH_PENDING, run,
+	                  sizeof(run))) < 0)
 		return r;
 	if (w->server)
 		return cnl_store_server_update(ctl->store, w->id, state, "",
