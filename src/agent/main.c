@@ -22,7 +22,9 @@
 #include <curl/curl.h>
 
 #include "agent/agent.h"
+#include "sched/alloc.h"
 #include "common/config.h"
+#include "common/label.h"
 #include "common/log.h"
 
 struct settings {
@@ -37,6 +39,7 @@ struct settings {
 	char *address;
 	char *server_command;
 	char *cluster, *zone, *rack;
+	char *datasets;
 	bool namespaces;
 	int64_t run_as_uid;
 	bool map_users;
@@ -77,6 +80,9 @@ static const struct cnl_config_def table[] = {
     {"cluster", CNL_CONFIG_STRING, S(cluster), NULL, 0, 0, "Cluster label."},
     {"zone", CNL_CONFIG_STRING, S(zone), NULL, 0, 0, "Zone label."},
     {"rack", CNL_CONFIG_STRING, S(rack), NULL, 0, 0, "Rack label."},
+    {"datasets", CNL_CONFIG_STRING, S(datasets), NULL, 0, 0,
+     "Datasets this node holds, comma-separated (imagenet,coco; at most 8 "
+     "names of A-Z a-z 0-9 . _ -): jobs asking for one prefer this node."},
     {"namespaces", CNL_CONFIG_BOOL, S(namespaces), "true", 0, 0,
      "Run each workload in its own PID and mount namespaces."},
     {"run_as_uid", CNL_CONFIG_INT, S(run_as_uid), "-1", -1, 65535,
@@ -193,6 +199,39 @@ static void usage(FILE *f)
 	cnl_config_doc_markdown(table, N_TABLE, f);
 }
 
+/* The datasets setting: at most 8 labels (common/label.h), comma-
+ * separated; 0, or -1 with @err naming the setting. */
+static int check_datasets(const char *list, char *err, size_t errlen)
+{
+	char name[CNL_LABEL_MAX + 1];
+	int n = 0;
+
+	for (const char *p = list; p && *p;) {
+		size_t len = strcspn(p, ",");
+
+		snprintf(name, sizeof(name), "%.*s",
+		         (int)(len < sizeof(name) ? len : sizeof(name) - 1), p);
+		if (len >= sizeof(name) || !cnl_label_valid(name) ||
+		    ++n > CNL_NODE_MAX_DATASETS) {
+			snprintf(err, errlen,
+			         "datasets: \"%.*s\" %s (want at most %d "
+			         "comma-separated names of 1..63 characters of "
+			         "A-Z a-z 0-9 . _ -)",
+			         (int)(len > 64 ? 64 : len), p,
+			         n > CNL_NODE_MAX_DATASETS ? "is one too many"
+			                                   : "is not a name",
+			         CNL_NODE_MAX_DATASETS);
+			return -1;
+		}
+		p += len;
+		if (*p == ',' && *++p == '\0') {
+			snprintf(err, errlen, "datasets: ends with a comma");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 extern char **environ;
 
 int main(int argc, char **argv)
@@ -235,6 +274,8 @@ int main(int argc, char **argv)
 		goto bad;
 	}
 	cnl_log_set_level(level);
+	if (check_datasets(st.datasets, err, sizeof(err)) < 0)
+		goto bad;
 	if (!token || !token[0]) {
 		snprintf(
 		    err, sizeof(err),
@@ -260,6 +301,7 @@ int main(int argc, char **argv)
 	        .cluster = st.cluster,
 	        .zone = st.zone,
 	        .rack = st.rack,
+	        .datasets = st.datasets,
 	        .pid_ns = st.namespaces,
 	        .mount_ns = st.namespaces,
 	        .run_as_uid = (int)st.run_as_uid,
