@@ -383,10 +383,10 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 		json_object_set_new(o, "stop_state",
 		                    json_string(w->stop_state));
 		json_object_set_new(o, "requeue", json_boolean(w->requeue));
-		/* Requeued with its gang: it keeps its resources until it
-		 * has left (a pre-empted job's went to another at once). */
-		if (w->requeue && w->alloc_id)
-			json_object_set_new(o, "held", json_true());
+		/* Whether it still holds its resources until it has left (a
+		 * pre-empted job's went to another at once; one requeued with
+		 * its gang or cancelled keeps them). */
+		json_object_set_new(o, "held", json_boolean(w->alloc_id != 0));
 	}
 	/* What the job asked for, so that a restart rebuilds it. */
 	if (w->n_gpu_types) {
@@ -592,13 +592,10 @@ static int load_nodes(struct cnl_ctl *ctl, int64_t now, char *err,
 				          json_integer_value(
 				              json_object_get(inv, "epoch")),
 				          state, now);
-				if (state != N_UP)
-					cnl_cluster_set_node_state(
-					    ctl->cluster, (uint32_t)r,
-					    state == N_LOST ? CNL_NODE_DOWN
-					    : state == N_CORDONED
-					        ? CNL_NODE_CORDONED
-					        : CNL_NODE_DRAINING);
+				/* The cluster's node stays UP until its work
+				 * is re-adopted (node_states()): the allocator
+				 * places nothing on a cordoned node, adopted
+				 * work included. */
 				r = 0;
 			}
 			json_decref(inv);
@@ -612,6 +609,19 @@ static int load_nodes(struct cnl_ctl *ctl, int64_t now, char *err,
 	if (r < 0 && !err[0])
 		snprintf(err, errlen, "loading nodes: %s", cnl_strerror(r));
 	return r;
+}
+
+/* Give the cluster the nodes' states, once their work is re-adopted. */
+static void node_states(struct cnl_ctl *ctl)
+{
+	for (size_t i = 0; i < ctl->n_nodes; i++)
+		if (ctl->nodes[i].state != N_UP)
+			cnl_cluster_set_node_state(
+			    ctl->cluster, (uint32_t)i,
+			    ctl->nodes[i].state == N_LOST ? CNL_NODE_DOWN
+			    : ctl->nodes[i].state == N_CORDONED
+			        ? CNL_NODE_CORDONED
+			        : CNL_NODE_DRAINING);
 }
 
 static struct wl *wl_new(struct cnl_ctl *ctl)
@@ -724,7 +734,7 @@ static int wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
 /* Re-adopt the placement in @run for @w; on failure @w stays pending. */
 static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 {
-	json_t *run = json_loads(run_txt, 0, NULL);
+	json_t *run = json_loads(run_txt, 0, NULL), *held;
 	const char *node, *ph;
 	struct cnl_alloc a = {0};
 	uint32_t id;
@@ -747,14 +757,25 @@ static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 		goto out;
 	a.node = (uint32_t)n;
 	a.project = w->j.req.project;
-	if (cnl_alloc_adopt(ctl->cluster, &a, &id) < 0) {
+	/* Told to stop with its resources already given to other work (a
+	 * pre-empted job; records before "held" say so by "requeue"): it
+	 * keeps its node until it has left, not its allocation. */
+	held = json_object_get(run, "held");
+	if (strcmp(ph, "stopping") == 0 &&
+	    (json_is_boolean(held)
+	         ? json_is_false(held)
+	         : json_is_true(json_object_get(run, "requeue")))) {
+		w->alloc_id = 0;
+		w->placed = a;
+	} else if (cnl_alloc_adopt(ctl->cluster, &a, &id) < 0) {
 		cnl_log(CNL_LOG_WARN, "cannot re-adopt allocation; requeued",
 		        "id=%s node=%s", w->id, node);
 		goto out;
+	} else {
+		w->alloc_id = id;
+		w->placed = *cnl_alloc_get(ctl->cluster, id);
 	}
 	w->node = n;
-	w->alloc_id = id;
-	w->placed = *cnl_alloc_get(ctl->cluster, id);
 	w->phase = strcmp(ph, "started") == 0    ? PH_STARTED
 	           : strcmp(ph, "stopping") == 0 ? PH_STOPPING
 	                                         : PH_ASSIGNED;
@@ -764,12 +785,6 @@ static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	w->signal_ms = json_integer_value(json_object_get(run, "signal_ms"));
 	w->kill_ms = json_integer_value(json_object_get(run, "kill_ms"));
 	w->requeue = json_is_true(json_object_get(run, "requeue"));
-	if (w->phase == PH_STOPPING && w->requeue &&
-	    !json_is_true(json_object_get(run, "held"))) {
-		/* Pre-empted: its resources were already given away. */
-		cnl_alloc_free(ctl->cluster, id);
-		w->alloc_id = 0;
-	}
 	snprintf(w->stop_state, sizeof(w->stop_state), "%s",
 	         json_string_value(json_object_get(run, "stop_state"))
 	             ? json_string_value(json_object_get(run, "stop_state"))
@@ -888,6 +903,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 			         cnl_store_errmsg(ctl->store));
 		goto fail;
 	}
+	node_states(ctl);
 	ctl->last_meter_ms = now;
 	ctl->dirty = true;
 	*ret = ctl;

@@ -1568,6 +1568,22 @@ static void test_gang(void **state)
 	json_decref(call_ok("POST", path, MEMBER, "{}", 409));
 }
 
+/* The blocks in use on node @id. */
+static int node_blocks(const char *id)
+{
+	json_t *o = call_ok("GET", "/v1/nodes", ADMIN, NULL, 200);
+	json_t *items = json_object_get(o, "items");
+	int used = -1;
+
+	for (size_t i = 0; i < json_array_size(items); i++)
+		if (strcmp(str(json_array_get(items, i), "id"), id) == 0)
+			used = (int)json_integer_value(json_object_get(
+			    json_array_get(items, i), "blocks_used"));
+	json_decref(o);
+	assert_true(used >= 0);
+	return used;
+}
+
 /* cnlabd stopped and started on the same store, as after a crash. */
 static void restart_cnlabd(void)
 {
@@ -1599,11 +1615,15 @@ static void restart_cnlabd(void)
 
 /* A restarted cnlabd rebuilds the same scheduler jobs from the store: the
  * spread gang still cannot start on two nodes, the A100-only job still
- * waits for an A100, and a running job keeps its explanation. */
+ * waits for an A100, a running job keeps its explanation, a gang member
+ * being stopped keeps its resources and its final state, and work on a
+ * cordoned node stays there. */
 static void test_job_fields_survive_restart(void **state)
 {
 	char w3[3][CNL_ID_MAX], a100[CNL_ID_MAX], run[CNL_ID_MAX];
-	json_t *o, *before;
+	char g2[2][CNL_ID_MAX];
+	int lost, kept, at, used, n1_used;
+	json_t *o, *a, *before;
 
 	set_state(D.node[2], "cordoned");
 	d_submit("{\"command\":\"big\",\"gpu\":\"any-10\",\"nodes\":3,"
@@ -1616,15 +1636,60 @@ static void test_job_fields_survive_restart(void **state)
 	d_submit("{\"command\":\"r\",\"gpu\":\"h100-5\",\"dataset\":"
 	         "\"imagenet\",\"preemptible\":false}",
 	         run);
+	d_submit("{\"command\":\"g\",\"gpu\":\"any-10\",\"gpu_types\":"
+	         "[\"h100\"],\"nodes\":2}",
+	         g2[0]);
+	gang_members(g2[0], g2, 2);
 	tick(now_ms());
 	assert_int_equal(d_where(a100), -1);
 	assert_int_equal(d_where(run), 0);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(d_where(w3[i]), -1);
 	before = job(run);
+	/* A gang member is lost by its agent; the other, told to stop with
+	 * its gang, is then cancelled: it keeps its resources until it has
+	 * left, and ends cancelled, not requeued, across the restart. */
+	for (int i = 0; i < 2; i++)
+		d_report(g2[i], "running", 0);
+	lost = d_where(g2[0]) == 0 ? 1 : 0;
+	kept = 1 - lost;
+	{
+		char path[160];
+
+		snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat",
+		         D.node[d_where(g2[lost])]);
+		for (int k = 0; k < 2; k++)
+			json_decref(call_ok("POST", path, AGENT,
+			                    "{\"running\":[]}", 200));
+		tick(now_ms());
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", g2[lost]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	o = job(g2[lost]);
+	assert_string_equal(str(o, "state"), "cancelled");
+	json_decref(o);
+	at = d_where(g2[kept]);
+	assert_true(at >= 0);
+	used = node_blocks(D.node[at]);
+	assert_true(used >= 10);
+	/* Work kept on cordoned nodes (n1, n2: the route matrix's). */
+	n1_used = node_blocks(F.node1);
+	assert_true(n1_used > 0);
 
 	restart_cnlabd();
 	tick(now_ms());
+	/* A cordoned node's work is re-adopted, not requeued. */
+	assert_int_equal(node_blocks(F.node1), n1_used);
+	assert_int_equal(d_where(g2[kept]), at);
+	a = d_assignment(g2[kept], at);
+	assert_string_equal(str(a, "action"), "stop");
+	json_decref(a);
+	assert_int_equal(node_blocks(D.node[at]), used);
+	d_report(g2[kept], "failed", 143);
+	o = job(g2[kept]);
+	assert_string_equal(str(o, "state"), "cancelled");
+	json_decref(o);
+	assert_int_equal(node_blocks(D.node[at]), used - 10);
 	o = job(run);
 	assert_true(json_equal(json_object_get(o, "placement"),
 	                       json_object_get(before, "placement")));
