@@ -392,7 +392,9 @@ static void start(struct cnl_agent *a, json_t *as)
 	    json_string_value(json_object_get(gpu, "mig_profile"));
 	const struct cnl_gpu_dev *devs;
 	int ndev = cnl_gpus_list(a->gpus, &devs);
-	char cvd[256] = "", err[1400], env_buf[16][700];
+	char cvd[256] = "", err[1400], env_buf[20][700];
+	_cleanup_free_ char *gang_nodes = NULL;
+	json_t *gang = json_object_get(as, "gang");
 	const char *envp[64], *argv[8];
 	char lease_ms[32];
 	struct cnl_launch_spec spec = {0};
@@ -538,6 +540,44 @@ static void start(struct cnl_agent *a, json_t *as)
 		/* Preloaded into the command only, by the watchdog: the
 		 * watchdog is this binary and needs no CUDA shim. */
 		ENV("CNLAB_WATCHDOG_PRELOAD=%s", a->cfg.shim);
+	if (!w->server) {
+		/* Its place in its gang (a job alone is rank 0 of 1). */
+		ENV("CNLAB_RANK=%d",
+		    (int)json_integer_value(json_object_get(gang, "rank")));
+		ENV("CNLAB_WORLD_SIZE=%d",
+		    gang
+		        ? (int)json_integer_value(json_object_get(gang, "size"))
+		        : 1);
+	}
+	if (!w->server && gang) {
+		json_t *nodes = json_object_get(gang, "nodes");
+		size_t len = sizeof("CNLAB_GANG_NODES="), i;
+
+		ENV("CNLAB_GANG_ID=%s",
+		    json_string_value(json_object_get(gang, "id"))
+		        ? json_string_value(json_object_get(gang, "id"))
+		        : "");
+		/* Node names by rank, comma-separated: up to 64 names of
+		 * 63 bytes, beyond an env_buf. */
+		for (i = 0; i < json_array_size(nodes); i++)
+			len +=
+			    strlen(json_string_value(json_array_get(nodes, i))
+			               ? json_string_value(
+			                     json_array_get(nodes, i))
+			               : "") +
+			    1;
+		gang_nodes = cnl_xmalloc(len);
+		size_t o =
+		    (size_t)snprintf(gang_nodes, len, "CNLAB_GANG_NODES=");
+		for (i = 0; i < json_array_size(nodes) && o < len; i++) {
+			const char *nm =
+			    json_string_value(json_array_get(nodes, i));
+
+			o += (size_t)snprintf(gang_nodes + o, len - o, "%s%s",
+			                      i ? "," : "", nm ? nm : "");
+		}
+		envp[ne++] = gang_nodes;
+	}
 	if (w->server) {
 		ENV("CNLAB_PORT=%d", w->port);
 		/* The notebook's own password: only the URL cnlabd shows to
@@ -1342,6 +1382,19 @@ static int register_node(struct cnl_agent *a, char *err, size_t errlen)
 		json_object_set_new(body, "zone", json_string(a->cfg.zone));
 	if (a->cfg.rack)
 		json_object_set_new(body, "rack", json_string(a->cfg.rack));
+	if (a->cfg.datasets && a->cfg.datasets[0]) {
+		/* Sent on every registration: a restart with another list
+		 * relabels the node. */
+		json_t *list = json_array();
+
+		for (const char *p = a->cfg.datasets; *p;) {
+			size_t len = strcspn(p, ",");
+
+			json_array_append_new(list, json_stringn(p, len));
+			p += len + (p[len] == ',');
+		}
+		json_object_set_new(body, "datasets", list);
+	}
 	st = cnl_client_call(a->main_cl, "POST", "/v1/nodes", body, 30, &reply,
 	                     err, errlen);
 	json_decref(body);

@@ -44,6 +44,7 @@ struct cnl_agent_config {
 	const char *server_command; /* notebook command (sh -c), gets
 	                             * $CNLAB_PORT and $CNLAB_WORKSPACE */
 	const char *cluster, *zone, *rack;
+	const char *datasets;  /* held here, comma-separated; NULL: none */
 	bool pid_ns, mount_ns; /* isolate workloads in namespaces */
 	int run_as_uid;        /* -1: as the agent */
 	bool map_users;        /* run as the local account named like the

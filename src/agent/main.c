@@ -22,7 +22,9 @@
 #include <curl/curl.h>
 
 #include "agent/agent.h"
+#include "sched/alloc.h"
 #include "common/config.h"
+#include "common/label.h"
 #include "common/log.h"
 
 struct settings {
@@ -37,6 +39,7 @@ struct settings {
 	char *address;
 	char *server_command;
 	char *cluster, *zone, *rack;
+	char *datasets;
 	bool namespaces;
 	int64_t run_as_uid;
 	bool map_users;
@@ -77,6 +80,9 @@ static const struct cnl_config_def table[] = {
     {"cluster", CNL_CONFIG_STRING, S(cluster), NULL, 0, 0, "Cluster label."},
     {"zone", CNL_CONFIG_STRING, S(zone), NULL, 0, 0, "Zone label."},
     {"rack", CNL_CONFIG_STRING, S(rack), NULL, 0, 0, "Rack label."},
+    {"datasets", CNL_CONFIG_STRING, S(datasets), NULL, 0, 0,
+     "Datasets this node holds, comma-separated (imagenet,coco; at most 8 "
+     "names of A-Z a-z 0-9 . _ -): jobs asking for one prefer this node."},
     {"namespaces", CNL_CONFIG_BOOL, S(namespaces), "true", 0, 0,
      "Run each workload in its own PID and mount namespaces."},
     {"run_as_uid", CNL_CONFIG_INT, S(run_as_uid), "-1", -1, 65535,
@@ -180,7 +186,9 @@ static void usage(FILE *f)
 	           "\n"
 	           "  --config FILE   settings file (key = value lines)\n"
 	           "  --KEY VALUE     any setting below (e.g. --gpus "
-	           "fake:2xH100-80GB-SXM)\n"
+	           "fake:2xH100-80GB-SXM or\n"
+	           "                  --work-dir=/srv/cnlab; '-' or '_' "
+	           "between words)\n"
 	           "  --help          show this help\n"
 	           "\n"
 	           "Settings may also come from CNLAB_AGENT_<KEY>. The token "
@@ -191,12 +199,49 @@ static void usage(FILE *f)
 	cnl_config_doc_markdown(table, N_TABLE, f);
 }
 
+/* The datasets setting: at most 8 labels (common/label.h), comma-
+ * separated; 0, or -1 with @err naming the setting. */
+static int check_datasets(const char *list, char *err, size_t errlen)
+{
+	char name[CNL_LABEL_MAX + 1];
+	int n = 0;
+
+	for (const char *p = list; p && *p;) {
+		size_t len = strcspn(p, ",");
+
+		snprintf(name, sizeof(name), "%.*s",
+		         (int)(len < sizeof(name) ? len : sizeof(name) - 1), p);
+		if (len >= sizeof(name) || !cnl_label_valid(name) ||
+		    ++n > CNL_NODE_MAX_DATASETS) {
+			snprintf(err, errlen,
+			         "datasets: \"%.*s\" %s (want at most %d "
+			         "comma-separated names of 1..63 characters of "
+			         "A-Z a-z 0-9 . _ -)",
+			         (int)(len > 64 ? 64 : len), p,
+			         n > CNL_NODE_MAX_DATASETS ? "is one too many"
+			                                   : "is not a name",
+			         CNL_NODE_MAX_DATASETS);
+			return -1;
+		}
+		p += len;
+		if (*p == ',' && *++p == '\0') {
+			snprintf(err, errlen, "datasets: ends with a comma");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 extern char **environ;
 
 int main(int argc, char **argv)
 {
 	struct settings st;
-	const char *config = NULL, *token = getenv("CNLAB_AGENT_TOKEN");
+	struct cnl_config_flag own[] = {{"config", true, NULL},
+	                                {"help", false, NULL},
+	                                {"h", false, NULL},
+	                                {NULL, false, NULL}};
+	const char *token = getenv("CNLAB_AGENT_TOKEN");
 	char err[512], host[HOST_NAME_MAX + 1] = "node";
 	enum cnl_log_level level;
 	struct sigaction sa = {0};
@@ -206,49 +251,31 @@ int main(int argc, char **argv)
 		return watchdog(argc, argv);
 	memset(&st, 0, sizeof(st));
 	cnl_config_defaults(table, N_TABLE, &st);
-	/* --config first, so flags override the file whatever the order. */
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 ||
-		    strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			cnl_config_done(table, N_TABLE, &st);
-			return 0;
-		}
-		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-			config = argv[i + 1];
-	}
-	if ((config && cnl_config_load_file(table, N_TABLE, &st, config, err,
-	                                    sizeof(err)) < 0) ||
-	    cnl_config_load_env(table, N_TABLE, &st, "CNLAB_AGENT_", environ,
-	                        err, sizeof(err)) < 0)
+	/* The command line is checked (and --config found) first, so that
+	 * flags override the file whatever their order. */
+	if (cnl_config_load_args(table, N_TABLE, NULL, argc, argv, own, err,
+	                         sizeof(err)) < 0)
 		goto bad;
-	for (int i = 1; i < argc; i++) {
-		char key[64];
-
-		if (strcmp(argv[i], "--config") == 0) {
-			i++;
-			continue;
-		}
-		if (strncmp(argv[i], "--", 2) != 0 || i + 1 >= argc ||
-		    strlen(argv[i]) - 2 >= sizeof(key)) {
-			snprintf(err, sizeof(err),
-			         "unexpected argument %s (want --KEY VALUE)",
-			         argv[i]);
-			goto bad;
-		}
-		snprintf(key, sizeof(key), "%s", argv[i] + 2);
-		for (char *p = key; *p; p++)
-			if (*p == '-')
-				*p = '_';
-		if (cnl_config_set(table, N_TABLE, &st, key, argv[++i], err,
-		                   sizeof(err)) < 0)
-			goto bad;
+	if (own[1].value || own[2].value) {
+		usage(stdout);
+		cnl_config_done(table, N_TABLE, &st);
+		return 0;
 	}
+	if ((own[0].value &&
+	     cnl_config_load_file(table, N_TABLE, &st, own[0].value, err,
+	                          sizeof(err)) < 0) ||
+	    cnl_config_load_env(table, N_TABLE, &st, "CNLAB_AGENT_", environ,
+	                        err, sizeof(err)) < 0 ||
+	    cnl_config_load_args(table, N_TABLE, &st, argc, argv, own, err,
+	                         sizeof(err)) < 0)
+		goto bad;
 	if (cnl_log_level_parse(st.log_level, &level) < 0) {
 		snprintf(err, sizeof(err), "bad log level %s", st.log_level);
 		goto bad;
 	}
 	cnl_log_set_level(level);
+	if (check_datasets(st.datasets, err, sizeof(err)) < 0)
+		goto bad;
 	if (!token || !token[0]) {
 		snprintf(
 		    err, sizeof(err),
@@ -274,6 +301,7 @@ int main(int argc, char **argv)
 	        .cluster = st.cluster,
 	        .zone = st.zone,
 	        .rack = st.rack,
+	        .datasets = st.datasets,
 	        .pid_ns = st.namespaces,
 	        .mount_ns = st.namespaces,
 	        .run_as_uid = (int)st.run_as_uid,

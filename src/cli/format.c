@@ -170,12 +170,97 @@ int cnl_cli_format_wait(int64_t ms, char *buf, size_t len)
 	return n;
 }
 
+/* @s as bytes with cnl_cli_parse_storage()'s units (a unit required). */
+static int unit_bytes(const char *s, int64_t *ret_bytes)
+{
+	char unit[8], full[64];
+	const char *p = s;
+	size_t ul;
+	int n;
+
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (p == s || *p == '\0')
+		return -CNL_EPARSE;
+	/* Kubernetes style "Gi" and "G": add the "b" cnl_size_parse wants. */
+	ul = strlen(p);
+	if (ul >= sizeof(unit) - 1)
+		return -CNL_EPARSE;
+	memcpy(unit, p, ul + 1);
+	if (unit[ul - 1] == 'i' || unit[ul - 1] == 'I' ||
+	    (ul == 1 && strchr("kKmMgGtT", unit[0]))) {
+		unit[ul] = 'b';
+		unit[ul + 1] = '\0';
+	}
+	n = snprintf(full, sizeof(full), "%.*s%s", (int)(p - s), s, unit);
+	if (n < 0 || (size_t)n >= sizeof(full) ||
+	    cnl_size_parse(full, ret_bytes) < 0)
+		return -CNL_EPARSE;
+	return 0;
+}
+
+int cnl_cli_parse_cpu(const char *s, int64_t *ret_milli)
+{
+	int64_t whole = 0, frac = 0, v;
+	int digits = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -CNL_EPARSE;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if ((whole = whole * 10 + (*p - '0')) > 10000000)
+			return -CNL_EPARSE;
+	if (*p == 'm' && p[1] == '\0') {
+		v = whole;
+	} else {
+		if (*p == '.') {
+			for (p++; *p >= '0' && *p <= '9'; p++)
+				if (++digits > 3)
+					return -CNL_EPARSE;
+				else
+					frac = frac * 10 + (*p - '0');
+			if (digits == 0)
+				return -CNL_EPARSE;
+		}
+		if (*p != '\0')
+			return -CNL_EPARSE;
+		while (digits++ < 3)
+			frac *= 10;
+		v = whole * 1000 + frac;
+	}
+	if (v < 1 || v > 1024 * 1000)
+		return -CNL_EPARSE;
+	*ret_milli = v;
+	return 0;
+}
+
+int cnl_cli_parse_memory(const char *s, int64_t *ret_mib)
+{
+	const char *p = s;
+	int64_t bytes, mib;
+
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (p == s)
+		return -CNL_EPARSE;
+	if (*p == '\0') {
+		if (cnl_size_parse(s, &mib) < 0)
+			return -CNL_EPARSE;
+	} else {
+		if (unit_bytes(s, &bytes) < 0)
+			return -CNL_EPARSE;
+		mib = bytes / (1 << 20) + (bytes % (1 << 20) != 0);
+	}
+	if (mib < 1 || mib > (INT64_C(16) << 20))
+		return -CNL_EPARSE;
+	*ret_mib = mib;
+	return 0;
+}
+
 int cnl_cli_parse_storage(const char *s, int64_t *ret_gb)
 {
-	char unit[8];
 	const char *p = s;
 	int64_t bytes;
-	size_t ul;
 
 	while (*p >= '0' && *p <= '9')
 		p++;
@@ -188,25 +273,8 @@ int cnl_cli_parse_storage(const char *s, int64_t *ret_gb)
 		*ret_gb = bytes;
 		return 0;
 	}
-	/* Kubernetes style "Gi" and "G": add the "b" cnl_size_parse wants. */
-	ul = strlen(p);
-	if (ul >= sizeof(unit) - 1)
+	if (unit_bytes(s, &bytes) < 0)
 		return -CNL_EPARSE;
-	memcpy(unit, p, ul + 1);
-	if (unit[ul - 1] == 'i' || unit[ul - 1] == 'I' ||
-	    (ul == 1 && strchr("kKmMgGtT", unit[0]))) {
-		unit[ul] = 'b';
-		unit[ul + 1] = '\0';
-	}
-	{
-		char full[64];
-		int n = snprintf(full, sizeof(full), "%.*s%s", (int)(p - s), s,
-		                 unit);
-
-		if (n < 0 || (size_t)n >= sizeof(full) ||
-		    cnl_size_parse(full, &bytes) < 0)
-			return -CNL_EPARSE;
-	}
 	*ret_gb = bytes / 1000000000 + (bytes % 1000000000 != 0);
 	return 0;
 }

@@ -1,8 +1,8 @@
 /*
  * format.h - the pure text helpers of the cnlab CLI: aligned tables,
- * numbers with thousands separators, quota lines, storage sizes and idle
- * durations given on the command line, waiting-time estimates, shell
- * quoting and the command that ships a local script to a node.
+ * numbers with thousands separators, quota lines, storage sizes, idle
+ * durations, CPU and memory given on the command line, waiting-time estimates,
+ * shell quoting and the command that ships a local script to a node.
  *
  * Nothing here talks to the network or reads a clock: "now" comes in as an
  * argument, so the unit tests (tests/unit/cli) pin every output exactly.
@@ -74,6 +74,23 @@ int cnl_cli_format_wait(int64_t ms, char *buf, size_t len);
  * to whole GB.  Returns 0 or -CNL_EPARSE; *@ret_gb is untouched on failure.
  */
 int cnl_cli_parse_storage(const char *s, int64_t *ret_gb);
+
+/*
+ * cnl_cli_parse_cpu - CPU as Kubernetes writes it, in thousandths of a
+ * core: cores ("2", "0.5", at most three decimals) or milli-cores
+ * ("500m"); 1..1,024,000 milli-cores.  Returns 0 or -CNL_EPARSE;
+ * *@ret_milli is untouched on failure.
+ */
+int cnl_cli_parse_cpu(const char *s, int64_t *ret_milli);
+
+/*
+ * cnl_cli_parse_memory - memory in whole MiB, rounded up: a bare number is
+ * MiB ("512"); otherwise the units of cnl_cli_parse_storage(), as for
+ * --storage: "8Gi" is 8 GiB (8,192 MiB), "8g" and "8gb" are 8x10^9 bytes
+ * (7,630 MiB), "512Mi", "512m".  1 MiB .. 16 TiB.  Returns 0 or
+ * -CNL_EPARSE; *@ret_mib is untouched on failure.
+ */
+int cnl_cli_parse_memory(const char *s, int64_t *ret_mib);
 
 /*
  * cnl_cli_parse_idle - an idle timeout in whole seconds: a duration such as

@@ -546,6 +546,101 @@ int cnl_config_load_env(const struct cnl_config_def *table, size_t n, void *obj,
 	return r;
 }
 
+/* Whether flag text @arg (@len bytes) names @key, '-' and '_' alike. */
+static bool flag_matches(const char *arg, size_t len, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < len && key[i]; i++) {
+		char a = arg[i] == '-' ? '_' : arg[i];
+		char k = key[i] == '-' ? '_' : key[i];
+
+		if (a != k)
+			return false;
+	}
+	return i == len && key[i] == '\0';
+}
+
+int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
+                         void *obj, int argc, char *const *argv,
+                         struct cnl_config_flag *own, char *err, size_t errlen)
+{
+	struct slot *slots;
+	char problem[256];
+	int r = 0;
+
+	slots = calloc(n ? n : 1, sizeof(*slots));
+	if (!slots) {
+		seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (int i = 1; i < argc && r == 0; i++) {
+		const char *arg = argv[i], *name, *eq, *value = NULL;
+		struct cnl_config_flag *o = NULL;
+		size_t len;
+
+		if (arg[0] != '-' || arg[1] == '\0' ||
+		    (arg[1] == '-' && arg[2] == '\0')) {
+			r = -CNL_EFIELD;
+			seterr(err, errlen,
+			       "unexpected argument %s (want --KEY VALUE)",
+			       arg);
+			break;
+		}
+		/* "-h": a one-letter own flag; "--name" or "--name=value". */
+		name = arg + (arg[1] == '-' ? 2 : 1);
+		eq = arg[1] == '-' ? strchr(name, '=') : NULL;
+		len = eq ? (size_t)(eq - name) : strlen(name);
+		for (size_t k = 0; own && own[k].name; k++)
+			if ((arg[1] == '-' || len == 1) &&
+			    flag_matches(name, len, own[k].name))
+				o = &own[k];
+		if (o && !o->has_value) {
+			if (eq) {
+				r = -CNL_EPARSE;
+				seterr(err, errlen, "flag --%s takes no value",
+				       o->name);
+				break;
+			}
+			o->value = "";
+			continue;
+		}
+		const struct cnl_config_def *d = NULL;
+
+		for (size_t k = 0; !o && arg[1] == '-' && k < n && !d; k++)
+			if (flag_matches(name, len, table[k].name))
+				d = &table[k];
+		if (!o && !d) {
+			r = -CNL_EFIELD;
+			seterr(err, errlen, "unknown flag %.*s",
+			       (int)(name - arg + len), arg);
+			break;
+		}
+		if (eq) {
+			value = eq + 1;
+		} else if (i + 1 < argc) {
+			value = argv[++i];
+		} else {
+			r = -CNL_EPARSE;
+			seterr(err, errlen, "flag %s needs a value", arg);
+			break;
+		}
+		if (o) {
+			o->value = value;
+			continue;
+		}
+		r = stage(d, value, &slots[d - table], problem,
+		          sizeof(problem));
+		if (r < 0)
+			seterr(err, errlen, "flag --%.*s: %s", (int)len, name,
+			       problem);
+	}
+	if (r == 0 && obj)
+		commit(table, n, obj, slots, true);
+	slots_free(slots, n);
+	return r;
+}
+
 json_t *cnl_config_to_json(const struct cnl_config_def *table, size_t n,
                            const void *obj)
 {

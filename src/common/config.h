@@ -24,6 +24,7 @@
 #ifndef CNL_CONFIG_H
 #define CNL_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +109,39 @@ int cnl_config_load_file(const struct cnl_config_def *table, size_t n,
 int cnl_config_load_env(const struct cnl_config_def *table, size_t n, void *obj,
                         const char *prefix, char **envp, char *err,
                         size_t errlen);
+
+/*
+ * A flag a program handles itself, beside the settings of its table: the
+ * config file (--config FILE), --help, modes such as --all-in-one.
+ * cnl_config_load_args() skips it (and its value when @has_value) and
+ * reports what it found in @value.
+ */
+struct cnl_config_flag {
+	const char *name;  /* as typed, without dashes: "config", "all-in-one";
+	                    * one letter also matches "-X" ("h" is -h) */
+	bool has_value;    /* takes a value: --config FILE, --config=FILE */
+	const char *value; /* out: the value, "" for a flag without one that
+	                    * was given, NULL when absent (the last wins) */
+};
+
+/*
+ * cnl_config_load_args - apply the settings given on a command line,
+ * argv[1..@argc): "--KEY VALUE" or "--KEY=VALUE" for any key of the table,
+ * written with '-' or '_' between words (--node-lost-timeout and
+ * --node_lost_timeout both set node_lost_timeout).  The flags of @own (an
+ * array ending with a NULL name; may be NULL) are the program's: they are
+ * skipped and their values stored in their rows.  A key given twice keeps
+ * its last value.  With @obj NULL nothing is applied: the call only checks
+ * the command line and fills @own, so a program can find --config before
+ * it reads the file and apply the flags after the environment (flags win).
+ * Returns 0, or: -CNL_EFIELD for an unknown flag or an argument that is
+ * not a flag, -CNL_EPARSE for a flag without its value (or a value given
+ * to an own flag that takes none), and the codes of cnl_config_set(); @err
+ * names the flag.  @obj is untouched on failure.
+ */
+int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
+                         void *obj, int argc, char *const *argv,
+                         struct cnl_config_flag *own, char *err, size_t errlen);
 
 /*
  * cnl_config_to_json - @obj as a JSON object, one member per key: strings

@@ -362,7 +362,8 @@ int cnl_cluster_add_node(struct cnl_cluster *c,
 	    (r = copy_label(n.rack, sizeof(n.rack), spec->rack)) < 0)
 		return r;
 	for (int i = 0; i < CNL_NODE_MAX_DATASETS && spec->datasets[i]; i++) {
-		r = copy_label(n.datasets[i], CNL_NAME_MAX, spec->datasets[i]);
+		r = copy_label(n.datasets[i], CNL_DATASET_MAX,
+		               spec->datasets[i]);
 		if (r < 0)
 			return r;
 		n.n_datasets++;
@@ -405,6 +406,35 @@ int cnl_cluster_set_node_state(struct cnl_cluster *c, uint32_t node,
 		return -EINVAL;
 	c->nodes[node].state = (uint8_t)state;
 	cnl_node_summary(c, node);
+	return 0;
+}
+
+int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
+                                const struct cnl_node_spec *spec)
+{
+	struct cnl_node n;
+	int r;
+
+	if (node >= c->n_nodes)
+		return -CNL_ENODE;
+	/* Staged in a copy: all the labels change, or none. */
+	memset(&n, 0, sizeof(n));
+	if ((r = copy_label(n.cluster, sizeof(n.cluster), spec->cluster)) < 0 ||
+	    (r = copy_label(n.zone, sizeof(n.zone), spec->zone)) < 0 ||
+	    (r = copy_label(n.rack, sizeof(n.rack), spec->rack)) < 0)
+		return r;
+	for (int i = 0; i < CNL_NODE_MAX_DATASETS && spec->datasets[i]; i++) {
+		r = copy_label(n.datasets[i], CNL_DATASET_MAX,
+		               spec->datasets[i]);
+		if (r < 0)
+			return r;
+		n.n_datasets++;
+	}
+	memcpy(c->nodes[node].cluster, n.cluster, sizeof(n.cluster));
+	memcpy(c->nodes[node].zone, n.zone, sizeof(n.zone));
+	memcpy(c->nodes[node].rack, n.rack, sizeof(n.rack));
+	memcpy(c->nodes[node].datasets, n.datasets, sizeof(n.datasets));
+	c->nodes[node].n_datasets = n.n_datasets;
 	return 0;
 }
 

@@ -59,6 +59,7 @@
 #define CNL_SMALL_BLOCKS_MAX  14 /* above this, R2 applies */
 #define CNL_NODE_MAX_GPUS     16
 #define CNL_NODE_MAX_DATASETS 8
+#define CNL_DATASET_MAX       64 /* dataset name, NUL included */
 #define CNL_GPU_TYPE_ANY      (-1)
 #define CNL_PROJECT_NONE      UINT32_MAX
 
@@ -173,7 +174,7 @@ struct cnl_gpu {
 struct cnl_node {
 	char name[64];
 	char cluster[CNL_NAME_MAX], zone[CNL_NAME_MAX], rack[CNL_NAME_MAX];
-	char datasets[CNL_NODE_MAX_DATASETS][CNL_NAME_MAX];
+	char datasets[CNL_NODE_MAX_DATASETS][CNL_DATASET_MAX];
 	uint8_t n_datasets;
 	uint8_t state; /* enum cnl_node_state */
 	uint8_t n_gpus;
@@ -248,6 +249,16 @@ int cnl_cluster_add_node(struct cnl_cluster *c,
 int cnl_cluster_find_node(const struct cnl_cluster *c, const char *name);
 int cnl_cluster_set_node_state(struct cnl_cluster *c, uint32_t node,
                                enum cnl_node_state state);
+
+/*
+ * cnl_cluster_set_node_labels - replace the node's labels (cluster, zone,
+ * rack, datasets) with those of @spec; its other fields are ignored.  For
+ * an agent that registers again with other datasets: placement reads the
+ * labels at every decision, so the next cycle uses the new ones.  Errors:
+ * -CNL_ENODE, -CNL_ELIMIT (a label too long); nothing changes on failure.
+ */
+int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
+                                const struct cnl_node_spec *spec);
 
 /* cnl_alloc_prepare - check `req` (see errors.h: CNL_EBLOCKS, CNL_EPROFILE,
  * CNL_ENOMIG, CNL_ESIZE, CNL_EGPUTYPE, CNL_EGANG) and resolve it per type. */

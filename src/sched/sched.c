@@ -913,8 +913,18 @@ static void top_insert(struct cand *top, int *nt, int k, double score,
 	top[i].plan = *plan;
 }
 
+/* Whether a member of the gang being placed already took `node`. */
+static bool on_gang_node(const struct cnl_sched *s, uint32_t node)
+{
+	for (int i = 0; i < s->n_gang_nodes; i++)
+		if (s->gang_nodes[i] == node)
+			return true;
+	return false;
+}
+
 /* The best node for pending job `job` now; false when none.  *conflict
- * is set when some node was passed over only for a reservation. */
+ * is set when some node was passed over only for a reservation.  A member
+ * of a spread gang skips the nodes its gang already took. */
 static bool search(struct cyc *y, uint32_t job, struct cnl_plan *ret,
                    bool *conflict)
 {
@@ -937,6 +947,8 @@ static bool search(struct cyc *y, uint32_t job, struct cnl_plan *ret,
 		struct cnl_plan pl;
 		if (!cnl_alloc_may_fit(c, i, p))
 			continue;
+		if (j->gang && j->spread && on_gang_node(y->s, i))
+			continue; /* a node per member */
 		if (nt == k && c->hot[i].n_allocs == 0 &&
 		    open_node >= top[k - 1].score)
 			continue;

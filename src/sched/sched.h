@@ -20,6 +20,11 @@
  *      packing, data locality, network distance to gang peers and growth of
  *      fragmentation) and the best node wins.  A node is skipped when the
  *      job would delay a reservation held there (backfill rule).
+ *      A gang (jobs sharing a `gang` id) is placed member by member, each
+ *      preferring nodes near those already placed, and starts only when
+ *      all gang_size members are placed; with `spread`, no two members
+ *      share a node (one process per node, as multi-node training
+ *      wants), so a gang that cannot get gang_size distinct nodes waits.
  *   3. Reserve.  A job that cannot start gets, if it has a deadline or is
  *      among the first `max_reservations` blocked jobs, a reservation: the
  *      earliest time some node can take it, found by replaying the ends of
@@ -71,13 +76,16 @@ struct cnl_job {
 	bool preemptible;         /* development training yes, inference no */
 	struct cnl_alloc_req req; /* shape; req.project is the team */
 	int64_t submit_ms;
-	int64_t deadline_ms;        /* 0: none; with runtime_ms the job must
-	                             * end by it, without one start by it */
-	int64_t runtime_ms;         /* estimate; 0: unknown (capacity is then
-	                             * planned with default_runtime_ms) */
-	char dataset[CNL_NAME_MAX]; /* prefer nodes labelled with it */
+	int64_t deadline_ms;           /* 0: none; with runtime_ms the job
+	                                * must end by it, without one start
+	                                * by it */
+	int64_t runtime_ms;            /* estimate; 0: unknown (capacity is
+	                                * then planned with
+	                                * default_runtime_ms) */
+	char dataset[CNL_DATASET_MAX]; /* prefer nodes labelled with it */
 	uint64_t gang;      /* 0: none; else all members start together */
 	uint16_t gang_size; /* members the gang has in all */
+	bool spread;        /* gang: each member on a node of its own */
 	/* Running jobs only. */
 	uint32_t alloc_id;
 	int64_t start_ms;

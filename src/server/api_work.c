@@ -34,6 +34,7 @@
 
 #include "cnlab/errors.h"
 #include "common/json.h"
+#include "common/label.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
@@ -550,6 +551,41 @@ static int created_here(struct call *c, struct cnl_http_response *resp, int r,
 
 /* ---- jobs ---------------------------------------------------------------- */
 
+/* The gang of job @j from its run record: the leader's id into @ret_id
+ * (CNL_ID_MAX), rank and size.  0, or -1 for a job alone. */
+static int job_gang(const struct cnl_store_job *j, char *ret_id, int *ret_rank,
+                    int *ret_size)
+{
+	json_t *run = json_loads(j->run, 0, NULL);
+	json_t *g = json_object_get(run, "gang");
+	const char *id = json_string_value(json_object_get(g, "id"));
+	int r = -1;
+
+	if (id && strlen(id) < CNL_ID_MAX) {
+		snprintf(ret_id, CNL_ID_MAX, "%s", id);
+		if (ret_rank)
+			*ret_rank =
+			    (int)json_integer_value(json_object_get(g, "rank"));
+		if (ret_size)
+			*ret_size =
+			    (int)json_integer_value(json_object_get(g, "size"));
+		r = 0;
+	}
+	json_decref(run);
+	return r;
+}
+
+/* A run record's "placement" as the API shows it (times in RFC 3339). */
+static json_t *placement_json(json_t *p)
+{
+	json_t *o = json_deep_copy(p);
+	json_int_t ms = json_integer_value(json_object_get(p, "decided_ms"));
+
+	json_object_del(o, "decided_ms");
+	json_object_set_new(o, "decided_at", cnl_api_time_json(ms));
+	return o;
+}
+
 json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j)
 {
 	json_t *o = json_pack(
@@ -564,6 +600,7 @@ json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j)
 	    cnl_api_time_json(j->updated_ms));
 	json_t *live = cnl_ctl_workload_json(c->api->ctl, j->id);
 	json_t *run = json_loads(j->run, 0, NULL);
+	json_t *g = json_object_get(run, "gang"), *v;
 
 	if (live)
 		json_object_set_new(o, "status", live);
@@ -578,22 +615,150 @@ json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j)
 	if (json_integer_value(json_object_get(run, "cpu_milli")) > 0)
 		json_object_set(o, "cpu_milli",
 		                json_object_get(run, "cpu_milli"));
+	if (json_is_array(v = json_object_get(run, "gpu_types")))
+		json_object_set(o, "gpu_types", v);
+	if (json_is_string(v = json_object_get(run, "dataset")))
+		json_object_set(o, "dataset", v);
+	json_object_set_new(
+	    o, "nodes",
+	    json_integer(json_is_object(g)
+	                     ? json_integer_value(json_object_get(g, "size"))
+	                     : 1));
+	if (json_is_object(g)) {
+		/* The gang, with its members from the gang document. */
+		json_t *doc = NULL, *gj = json_deep_copy(g);
+		const char *gid = json_string_value(json_object_get(g, "id"));
+
+		if (gid && doc_json(c->api->store, "gang", gid, &doc) == 0)
+			json_object_set(gj, "members",
+			                json_object_get(doc, "members"));
+		json_decref(doc);
+		json_object_set_new(o, "gang", gj);
+	}
+	if (json_is_object(v = json_object_get(run, "placement")))
+		json_object_set_new(o, "placement", placement_json(v));
 	json_decref(run);
 	return o;
+}
+
+/* The most members a gang may have (one node each). */
+#define GANG_MAX 64
+/* The most GPU types a job may list. */
+#define GPU_TYPES_MAX 16
+
+/*
+ * "gpu_types": 1..16 type names or families of the catalog ("h100",
+ * "A100-80GB"), which narrow the shape's own types: what is left must be
+ * at least one type that can run the shape.  0 with the union of the
+ * types in *@ret_mask (0 when absent), or -1 with a 400 naming the field.
+ */
+static int get_gpu_types(struct call *c, json_t *body, const char *shape,
+                         uint64_t *ret_mask, struct cnl_http_response *resp)
+{
+	json_t *a = json_object_get(body, "gpu_types");
+	const struct cnl_catalog *cat = &c->api->cat;
+	struct cnl_alloc_req req;
+	char buf[CNL_SHAPE_MAX], err[256];
+	uint64_t m = 0, left;
+	size_t i;
+
+	*ret_mask = 0;
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) < 1 ||
+	    json_array_size(a) > GPU_TYPES_MAX) {
+		bad(resp, "field \"gpu_types\": must be an array of 1..16 GPU "
+		          "type names, e.g. [\"h100\", \"a100\"]");
+		return -1;
+	}
+	for (i = 0; i < json_array_size(a); i++) {
+		const char *t = json_string_value(json_array_get(a, i));
+		uint64_t f = t && strlen(t) < CNL_NAME_MAX
+		                 ? cnl_shape_family(cat, t)
+		                 : 0;
+
+		if (!f) {
+			cnl_http_error(
+			    resp, 400, "bad_request",
+			    "field \"gpu_types\": %s%s%s is not a "
+			    "GPU type or family of the catalog (e.g. "
+			    "h100, a100-80gb, L40S)",
+			    t ? "\"" : "", t ? t : "an entry", t ? "\"" : "");
+			return -1;
+		}
+		m |= f;
+	}
+	if (cnl_shape_parse(cat, shape, &req, buf, err, sizeof(err)) < 0)
+		return 0; /* the shape itself is refused by its own check */
+	left = req.gpu_types & m;
+	if (req.kind == CNL_REQ_MIG) {
+		uint64_t mig = 0;
+
+		for (int t = 0; t < cat->n; t++)
+			if ((left >> t & 1) &&
+			    cnl_mig_find(&cat->types[t], req.profile) >= 0)
+				mig |= UINT64_C(1) << t;
+		left = mig;
+	}
+	if (req.kind == CNL_REQ_CPU || !left) {
+		cnl_http_error(
+		    resp, 400, "bad_request",
+		    "field \"gpu_types\": conflicts with the shape \"%s\" "
+		    "(%s): no type is both; use a shape of any type, such as "
+		    "any-25, or drop gpu_types",
+		    shape,
+		    req.kind == CNL_REQ_CPU ? "no GPU"
+		                            : cnl_shape_type_name(cat, &req));
+		return -1;
+	}
+	*ret_mask = m;
+	return 0;
+}
+
+/* The run record a job starts with: what it asks for beyond its shape
+ * (see ctl.h, "Run records"). */
+static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
+                       int64_t mem, json_t *types, const char *dataset,
+                       const char *gang, int rank, int size)
+{
+	json_t *o =
+	    json_pack("{s:b,s:I,s:I}", "preemptible", preemptible, "cpu_milli",
+	              (json_int_t)cpu, "mem_mib", (json_int_t)mem);
+	char *t;
+	int r = 0;
+
+	if (types)
+		json_object_set(o, "gpu_types", types);
+	if (dataset)
+		json_object_set_new(o, "dataset", json_string(dataset));
+	if (size > 1)
+		json_object_set_new(o, "gang",
+		                    json_pack("{s:s,s:i,s:i}", "id", gang,
+		                              "rank", rank, "size", size));
+	t = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!t || strlen(t) >= len)
+		r = -CNL_ESIZE;
+	else
+		memcpy(buf, t, strlen(t) + 1);
+	free(t);
+	return r;
 }
 
 H(h_jobs_create)
 {
 	static const char *const fields[] = {
-	    "command",  "gpu",       "profile",     "priority",
-	    "deadline", "runtime_s", "preemptible", "cpu_milli",
-	    "mem_mib",  "files",     NULL};
+	    "command",   "gpu",         "profile",   "priority", "deadline",
+	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "files",
+	    "gpu_types", "dataset",     "nodes",     NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
-	int64_t runtime = 0, start = -1, cpu = 0, mem = 0;
+	const char *dataset = NULL;
+	int64_t runtime = 0, start = -1, cpu = 0, mem = 0, nodes = 1;
 	bool preemptible = true, fresh = true;
-	json_t *files = NULL;
+	json_t *files = NULL, *members = NULL;
+	uint64_t types = 0;
 	int prio, r;
 	char err[256];
 	json_t *body;
@@ -616,8 +781,19 @@ H(h_jobs_create)
 	    cnl_json_get_int(body, "cpu_milli", false, 1, 1024 * 1000, &cpu,
 	                     err, sizeof(err)) < 0 ||
 	    cnl_json_get_int(body, "mem_mib", false, 1, 16LL << 20, &mem, err,
+	                     sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "dataset", false, &dataset, err,
+	                        sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "nodes", false, 1, GANG_MAX, &nodes, err,
 	                     sizeof(err)) < 0) {
 		bad(resp, err);
+		goto out;
+	}
+	if (dataset && !cnl_label_valid(dataset)) {
+		bad(resp,
+		    "field \"dataset\": must be a name of 1..63 "
+		    "characters of A-Z a-z 0-9 . _ -, not starting with . "
+		    "or -");
 		goto out;
 	}
 	if (!gpu == !profile) {
@@ -681,6 +857,8 @@ H(h_jobs_create)
 		}
 		snprintf(j.gpu_shape, sizeof(j.gpu_shape), "%s", gpu);
 	}
+	if (get_gpu_types(c, body, j.gpu_shape, &types, resp) < 0)
+		goto out;
 	if (dl && cnl_time_parse_rfc3339(dl, &j.deadline_ms) < 0) {
 		bad(resp,
 		    "field \"deadline\": must be an RFC 3339 time such as "
@@ -701,10 +879,12 @@ H(h_jobs_create)
 	j.priority = prio;
 	j.runtime_ms = runtime * 1000;
 	snprintf(j.state, sizeof(j.state), "pending");
-	snprintf(j.run, sizeof(j.run),
-	         "{\"preemptible\":%s,\"cpu_milli\":%lld,\"mem_mib\":%lld}",
-	         preemptible ? "true" : "false", (long long)cpu,
-	         (long long)mem);
+	if (initial_run(j.run, sizeof(j.run), preemptible, cpu, mem,
+	                types ? json_object_get(body, "gpu_types") : NULL,
+	                dataset, j.id, 0, (int)nodes) < 0) {
+		bad(resp, "the job's fields are too long together");
+		goto out;
+	}
 	j.created_ms = j.updated_ms = c->now_ms;
 	/* Quota and the deadline apply to new jobs: a retried request
 	 * (same Idempotency-Key) gets its original job back regardless. */
@@ -732,12 +912,45 @@ H(h_jobs_create)
 		               when);
 		goto out;
 	}
-	/* The job and its files are stored in one transaction. */
+	/* The job, the rest of its gang and its files are stored in one
+	 * transaction.  The job made here is the gang's leader (rank 0),
+	 * the one returned; a retry (Idempotency-Key) replays only it. */
 	if ((r = cnl_store_tx_begin(c->api->store)) < 0) {
 		cnl_api_store_error(c, resp, r, "job");
 		goto out;
 	}
 	r = cnl_store_job_create(c->api->store, &j, key, &got);
+	if (r == CNL_STORE_CREATED && nodes > 1) {
+		members = json_array();
+		json_array_append_new(members, json_string(got.id));
+		for (int k = 1; r >= 0 && k < nodes; k++) {
+			struct cnl_store_job m = j, mgot;
+
+			if (cnl_api_new_id(c, "job", m.id) < 0 ||
+			    initial_run(
+			        m.run, sizeof(m.run), preemptible, cpu, mem,
+			        types ? json_object_get(body, "gpu_types")
+			              : NULL,
+			        dataset, j.id, k, (int)nodes) < 0) {
+				r = -ENOMEM;
+				break;
+			}
+			r = cnl_store_job_create(c->api->store, &m, NULL,
+			                         &mgot);
+			if (r >= 0)
+				json_array_append_new(members,
+				                      json_string(mgot.id));
+		}
+		if (r >= 0) {
+			json_t *g = json_pack("{s:O,s:I}", "members", members,
+			                      "size", (json_int_t)nodes);
+
+			r = doc_save(c, "gang", j.id, j.id, "", g, true);
+			json_decref(g);
+			if (r >= 0)
+				r = CNL_STORE_CREATED;
+		}
+	}
 	if (r == CNL_STORE_CREATED && files) {
 		const char *fname;
 		json_t *fdata;
@@ -776,11 +989,21 @@ H(h_jobs_create)
 		goto out;
 	if (r == CNL_STORE_CREATED) {
 		cnl_ctl_job_added(c->api->ctl, &got);
+		for (size_t k = 1; k < json_array_size(members); k++) {
+			struct cnl_store_job m;
+
+			if (cnl_store_job_get(
+			        c->api->store,
+			        json_string_value(json_array_get(members, k)),
+			        &m) == 0)
+				cnl_ctl_job_added(c->api->ctl, &m);
+		}
 		cnl_ctl_kick(c->api->ctl);
 	}
 	cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201,
 	               cnl_api_job_json(c, &got));
 out:
+	json_decref(members);
 	json_decref(body);
 }
 
@@ -814,8 +1037,38 @@ H(h_jobs_list)
 H(h_job_get)
 {
 	struct call *c = call;
+	json_t *o = cnl_api_job_json(c, &c->job);
+	json_t *g = json_object_get(o, "gang"), *members, *ranks;
 
-	cnl_http_reply(resp, 200, cnl_api_job_json(c, &c->job));
+	/* One job shows where its whole gang runs: each member's state and
+	 * node, zone and rack, by rank (the listings leave this out: it
+	 * costs a read per member). */
+	members = json_object_get(g, "members");
+	ranks = json_array();
+	for (size_t i = 0; i < json_array_size(members); i++) {
+		const char *id = json_string_value(json_array_get(members, i));
+		struct cnl_store_job m;
+		json_t *it, *run, *p;
+
+		if (!id || cnl_store_job_get(c->api->store, id, &m) < 0)
+			continue;
+		it = json_pack("{s:s,s:I,s:s}", "id", m.id, "rank",
+		               (json_int_t)i, "state", m.state);
+		run = json_loads(m.run, 0, NULL);
+		p = json_object_get(run, "placement");
+		for (const char *const *k =
+		         (const char *const[]){"node", "zone", "rack", NULL};
+		     json_is_object(p) && *k; k++)
+			if (json_object_get(p, *k))
+				json_object_set(it, *k, json_object_get(p, *k));
+		json_decref(run);
+		json_array_append_new(ranks, it);
+	}
+	if (g)
+		json_object_set_new(g, "placements", ranks);
+	else
+		json_decref(ranks);
+	cnl_http_reply(resp, 200, o);
 }
 
 H(h_job_cancel)
@@ -823,9 +1076,16 @@ H(h_job_cancel)
 	struct call *c = call;
 	int r;
 
+	char gang[CNL_ID_MAX];
+
 	snprintf(c->target, sizeof(c->target), "%s", c->job.id);
-	r = cnl_ctl_stop_workload(c->api->ctl, c->job.id, "cancelled",
-	                          c->now_ms);
+	/* Cancelling any member of a gang cancels the gang. */
+	if (job_gang(&c->job, gang, NULL, NULL) == 0)
+		r = cnl_ctl_stop_gang(c->api->ctl, gang, "cancelled",
+		                      c->now_ms);
+	else
+		r = cnl_ctl_stop_workload(c->api->ctl, c->job.id, "cancelled",
+		                          c->now_ms);
 	if (r == -CNL_ENOTFOUND) {
 		cnl_http_error(resp, 409, "conflict", "job already %s",
 		               c->job.state);
@@ -1887,6 +2147,8 @@ static void files_get(struct call *c, struct cnl_http_request *req,
 	const char *node = cnl_http_param(req, "node");
 	const char *job = cnl_http_query(req, "job");
 	const char *qe = cnl_http_query(req, "epoch");
+	struct cnl_store_job jb;
+	char leader[CNL_ID_MAX];
 	struct cnl_store_doc *d;
 	long long epoch;
 	json_t *items;
@@ -1909,6 +2171,11 @@ static void files_get(struct call *c, struct cnl_http_request *req,
 		               "to this node under that epoch");
 		return;
 	}
+	/* A gang's members run with the files its leader came with. */
+	if (strcmp(kind, "input") == 0 &&
+	    cnl_store_job_get(c->api->store, job, &jb) == 0 &&
+	    job_gang(&jb, leader, NULL, NULL) == 0)
+		job = leader;
 	d = cnl_xcalloc(64, sizeof(*d));
 	r = cnl_store_doc_list(c->api->store, kind, job, NULL, 64, d, &n);
 	if (r < 0) {

@@ -23,6 +23,7 @@
 #include "cnlab/errors.h"
 #include "common/id.h"
 #include "common/json.h"
+#include "common/label.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
@@ -52,6 +53,29 @@ struct node {
 	json_t *inventory; /* the registration body, for listings */
 };
 
+/*
+ * Why a workload runs where it runs: facts taken at its START decision
+ * (the decision's reason, the chosen node's labels, the job's own fields),
+ * kept in the run record as "placement" so that they survive restarts and
+ * stay true: nothing here is inferred later.
+ */
+struct why {
+	char node[CNL_STORE_NAME_MAX]; /* "" before the first START */
+	char gpu_type[CNL_NAME_MAX];   /* catalog name; "" for CPU work */
+	char cluster[CNL_NAME_MAX], zone[CNL_NAME_MAX], rack[CNL_NAME_MAX];
+	int8_t type_allowed;  /* the type is in gpu_types; -1: none given */
+	int8_t dataset_local; /* the node lists the dataset; -1: none */
+	uint8_t holders;      /* other nodes that list the dataset */
+	uint8_t reason;       /* enum cnl_reason, or WHY_HOME */
+	int64_t at_ms;        /* when it was decided */
+};
+
+/* A server placed on its home node (place_home), not by the scheduler. */
+#define WHY_HOME CNL_WHY_COUNT_
+
+/* The most GPU types (names or families) a job may list. */
+#define GPU_TYPES_MAX 16
+
 struct wl {
 	char id[CNL_ID_MAX];
 	char project_id[CNL_ID_MAX];
@@ -77,6 +101,13 @@ struct wl {
 	char message[160]; /* the agent's word on how it ended */
 	int hb_missing;    /* heartbeats of its node that did not list it */
 	int home;          /* servers: the node of the last run, -1: none */
+	/* Jobs: asked for at submission (see the run record in ctl.h). */
+	char gpu_types[GPU_TYPES_MAX][CNL_NAME_MAX];
+	uint8_t n_gpu_types;
+	char gang_id[CNL_ID_MAX]; /* the gang's leader (rank 0); "": none */
+	uint16_t rank, gang_size;
+	bool doomed; /* its gang can never start again (gangs_check) */
+	struct why why;
 };
 
 struct usage {
@@ -107,6 +138,7 @@ struct cnl_ctl {
 	char (*teams)[CNL_ID_MAX]; /* project id of each scheduler team */
 	size_t n_teams;
 	uint64_t next_job;
+	uint64_t next_gang; /* scheduler gang ids, one per leader id */
 	int64_t last_meter_ms;
 	struct cnl_id_gen ids;
 	int64_t default_runtime_ms; /* the scheduler's for work without one */
@@ -253,9 +285,89 @@ static int alloc_from_json(json_t *v, struct cnl_alloc *a)
 	return 0;
 }
 
-/* The run record of @w as JSON text in @buf. */
-static int run_text(struct cnl_ctl *ctl, const struct wl *w, char *buf,
-                    size_t len)
+static const char *const why_keys[] = {
+    [CNL_WHY_STARTED] = "started",
+    [CNL_WHY_BACKFILLED] = "backfilled",
+    [CNL_WHY_AFTER_PREEMPTION] = "after_preemption",
+    [WHY_HOME] = "home",
+};
+
+static json_t *why_json(const struct why *y)
+{
+	const char *key =
+	    y->reason < CNL_ARRAY_SIZE(why_keys) && why_keys[y->reason]
+	        ? why_keys[y->reason]
+	        : "started";
+	json_t *o = json_pack(
+	    "{s:s,s:s,s:s,s:I}", "node", y->node, "reason", key, "reason_text",
+	    y->reason == WHY_HOME
+	        ? "back on its home node, where its workspace is"
+	        : cnl_reason_text((enum cnl_reason)y->reason),
+	    "decided_ms", (json_int_t)y->at_ms);
+
+	if (y->gpu_type[0])
+		json_object_set_new(o, "gpu_type", json_string(y->gpu_type));
+	if (y->type_allowed >= 0)
+		json_object_set_new(o, "gpu_type_allowed",
+		                    json_boolean(y->type_allowed));
+	if (y->dataset_local >= 0) {
+		json_object_set_new(o, "dataset_local",
+		                    json_boolean(y->dataset_local));
+		json_object_set_new(o, "dataset_elsewhere",
+		                    json_integer(y->holders));
+	}
+	if (y->cluster[0])
+		json_object_set_new(o, "cluster", json_string(y->cluster));
+	if (y->zone[0])
+		json_object_set_new(o, "zone", json_string(y->zone));
+	if (y->rack[0])
+		json_object_set_new(o, "rack", json_string(y->rack));
+	return o;
+}
+
+/* Read back what why_json() wrote; a record without one leaves @y empty. */
+static void why_from_json(json_t *o, struct why *y)
+{
+	const char *key = json_string_value(json_object_get(o, "reason"));
+	json_t *v;
+
+	memset(y, 0, sizeof(*y));
+	y->type_allowed = y->dataset_local = -1;
+	if (!json_is_object(o) || !key)
+		return;
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(why_keys); i++)
+		if (why_keys[i] && strcmp(why_keys[i], key) == 0)
+			y->reason = (uint8_t)i;
+#define STR(f)                                                   \
+	snprintf(y->f, sizeof(y->f), "%s",                       \
+	         json_string_value(json_object_get(o, #f))       \
+	             ? json_string_value(json_object_get(o, #f)) \
+	             : "")
+	STR(node);
+	STR(gpu_type);
+	STR(cluster);
+	STR(zone);
+	STR(rack);
+#undef STR
+	if (json_is_boolean(v = json_object_get(o, "gpu_type_allowed")))
+		y->type_allowed = json_is_true(v);
+	if (json_is_boolean(v = json_object_get(o, "dataset_local")))
+		y->dataset_local = json_is_true(v);
+	y->holders = (uint8_t)json_integer_value(
+	    json_object_get(o, "dataset_elsewhere"));
+	y->at_ms = json_integer_value(json_object_get(o, "decided_ms"));
+}
+
+/*
+ * The run record of @w as JSON text in @buf.  @final: the record of a
+ * workload that ended while placed, which keeps where it ran
+ * ("placement") but not its allocation.  Should the record not fit, the
+ * explanation goes first and the agent's message next: a record that
+ * cannot be written would stop every decision of the cycle from being
+ * recorded.
+ */
+static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
+                    char *buf, size_t len)
 {
 	json_t *o = json_pack(
 	    "{s:s,s:I,s:i,s:i,s:b,s:I,s:I}", "phase", phase_names[w->phase],
@@ -263,8 +375,8 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, char *buf,
 	    "requeues", w->requeues, "preemptible", w->j.preemptible,
 	    "cpu_milli", (json_int_t)w->j.req.cpu_milli, "mem_mib",
 	    (json_int_t)w->j.req.mem_mib);
-	char *t;
-	int r = 0;
+	char *t = NULL;
+	int r = -CNL_ESIZE;
 
 	if (w->node >= 0 && w->phase != PH_PENDING) {
 		json_object_set_new(o, "node",
@@ -290,13 +402,41 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, char *buf,
 		json_object_set_new(o, "stop_state",
 		                    json_string(w->stop_state));
 		json_object_set_new(o, "requeue", json_boolean(w->requeue));
+		/* Whether it still holds its resources until it has left (a
+		 * pre-empted job's went to another at once; one requeued with
+		 * its gang or cancelled keeps them). */
+		json_object_set_new(o, "held", json_boolean(w->alloc_id != 0));
 	}
-	t = json_dumps(o, JSON_COMPACT);
+	/* What the job asked for, so that a restart rebuilds it. */
+	if (w->n_gpu_types) {
+		json_t *a = json_array();
+
+		for (int i = 0; i < w->n_gpu_types; i++)
+			json_array_append_new(a, json_string(w->gpu_types[i]));
+		json_object_set_new(o, "gpu_types", a);
+	}
+	if (w->j.dataset[0])
+		json_object_set_new(o, "dataset", json_string(w->j.dataset));
+	if (w->gang_id[0])
+		json_object_set_new(o, "gang",
+		                    json_pack("{s:s,s:i,s:i}", "id", w->gang_id,
+		                              "rank", w->rank, "size",
+		                              w->gang_size));
+	if (w->why.node[0] && (final || w->phase != PH_PENDING))
+		json_object_set_new(o, "placement", why_json(&w->why));
+	for (int pass = 0; pass < 3 && r < 0; pass++) {
+		if (pass == 1)
+			json_object_del(o, "placement");
+		if (pass == 2)
+			json_object_del(o, "message");
+		free(t);
+		t = json_dumps(o, JSON_COMPACT);
+		if (t && strlen(t) < len) {
+			memcpy(buf, t, strlen(t) + 1);
+			r = 0;
+		}
+	}
 	json_decref(o);
-	if (!t || strlen(t) >= len)
-		r = -CNL_ESIZE;
-	else
-		memcpy(buf, t, strlen(t) + 1);
 	free(t);
 	return r;
 }
@@ -324,7 +464,7 @@ static int persist(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 	char run[CNL_STORE_RUN_MAX];
 	int r;
 
-	if ((r = run_text(ctl, w, run, sizeof(run))) < 0)
+	if ((r = run_text(ctl, w, false, run, sizeof(run))) < 0)
 		return r;
 	if (w->server)
 		return cnl_store_server_update(ctl->store, w->id,
@@ -341,8 +481,10 @@ static int persist_end(struct cnl_ctl *ctl, const struct wl *w,
 	struct wl end = *w;
 	int r;
 
-	end.phase = PH_PENDING; /* no placement in the final record */
-	if ((r = run_text(ctl, &end, run, sizeof(run))) < 0)
+	end.phase = PH_PENDING; /* no allocation in the final record */
+	/* Where it ran stays, if it ends from there. */
+	if ((r = run_text(ctl, &end, w->phase != PH_PENDING, run,
+	                  sizeof(run))) < 0)
 		return r;
 	if (w->server)
 		return cnl_store_server_update(ctl->store, w->id, state, "",
@@ -469,13 +611,10 @@ static int load_nodes(struct cnl_ctl *ctl, int64_t now, char *err,
 				          json_integer_value(
 				              json_object_get(inv, "epoch")),
 				          state, now);
-				if (state != N_UP)
-					cnl_cluster_set_node_state(
-					    ctl->cluster, (uint32_t)r,
-					    state == N_LOST ? CNL_NODE_DOWN
-					    : state == N_CORDONED
-					        ? CNL_NODE_CORDONED
-					        : CNL_NODE_DRAINING);
+				/* The cluster's node stays UP until its work
+				 * is re-adopted (node_states()): the allocator
+				 * places nothing on a cordoned node, adopted
+				 * work included. */
 				r = 0;
 			}
 			json_decref(inv);
@@ -489,6 +628,19 @@ static int load_nodes(struct cnl_ctl *ctl, int64_t now, char *err,
 	if (r < 0 && !err[0])
 		snprintf(err, errlen, "loading nodes: %s", cnl_strerror(r));
 	return r;
+}
+
+/* Give the cluster the nodes' states, once their work is re-adopted. */
+static void node_states(struct cnl_ctl *ctl)
+{
+	for (size_t i = 0; i < ctl->n_nodes; i++)
+		if (ctl->nodes[i].state != N_UP)
+			cnl_cluster_set_node_state(
+			    ctl->cluster, (uint32_t)i,
+			    ctl->nodes[i].state == N_LOST ? CNL_NODE_DOWN
+			    : ctl->nodes[i].state == N_CORDONED
+			        ? CNL_NODE_CORDONED
+			        : CNL_NODE_DRAINING);
 }
 
 static struct wl *wl_new(struct cnl_ctl *ctl)
@@ -535,10 +687,75 @@ static int wl_job(struct cnl_ctl *ctl, struct wl *w, const char *shape,
 	return 0;
 }
 
+/* The scheduler's gang id of @w's gang: the one its fellow members have,
+ * else a new one. */
+static uint64_t gang_number(struct cnl_ctl *ctl, const struct wl *w)
+{
+	for (size_t i = 0; i < ctl->n_wl; i++)
+		if (&ctl->wl[i] != w && ctl->wl[i].j.gang &&
+		    strcmp(ctl->wl[i].gang_id, w->gang_id) == 0)
+			return ctl->wl[i].j.gang;
+	return ++ctl->next_gang;
+}
+
+/*
+ * The fields a job asked for at submission, from its run record @run (see
+ * ctl.h): CPU and memory, the GPU types that narrow its shape, its
+ * dataset, and with @gang its gang.  0, or -CNL_EFIELD when the types no
+ * longer leave any type the shape allows (the catalog changed).
+ */
+static int wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
+                         bool gang)
+{
+	json_t *types = json_object_get(run, "gpu_types");
+	json_t *g = json_object_get(run, "gang");
+	const char *ds = json_string_value(json_object_get(run, "dataset"));
+	const char *gid = json_string_value(json_object_get(g, "id"));
+
+	/* CPU and memory asked for at submission (else the defaults). */
+	if (json_integer_value(json_object_get(run, "cpu_milli")) > 0)
+		w->j.req.cpu_milli =
+		    json_integer_value(json_object_get(run, "cpu_milli"));
+	if (json_integer_value(json_object_get(run, "mem_mib")) > 0)
+		w->j.req.mem_mib =
+		    json_integer_value(json_object_get(run, "mem_mib"));
+	if (json_array_size(types) > 0) {
+		uint64_t m = 0;
+
+		for (size_t i = 0;
+		     i < json_array_size(types) && i < GPU_TYPES_MAX; i++) {
+			const char *t =
+			    json_string_value(json_array_get(types, i));
+
+			if (!t)
+				continue;
+			m |= cnl_shape_family(ctl->cfg.cat, t);
+			snprintf(w->gpu_types[w->n_gpu_types++], CNL_NAME_MAX,
+			         "%s", t);
+		}
+		if (w->j.req.kind == CNL_REQ_CPU || !(w->j.req.gpu_types & m))
+			return -CNL_EFIELD;
+		w->j.req.gpu_types &= m;
+	}
+	if (ds && cnl_label_valid(ds))
+		snprintf(w->j.dataset, sizeof(w->j.dataset), "%s", ds);
+	if (gang && gid && json_integer_value(json_object_get(g, "size")) > 1) {
+		snprintf(w->gang_id, sizeof(w->gang_id), "%s", gid);
+		w->rank =
+		    (uint16_t)json_integer_value(json_object_get(g, "rank"));
+		w->gang_size =
+		    (uint16_t)json_integer_value(json_object_get(g, "size"));
+		w->j.gang = gang_number(ctl, w);
+		w->j.gang_size = w->gang_size;
+		w->j.spread = true; /* one member per node */
+	}
+	return 0;
+}
+
 /* Re-adopt the placement in @run for @w; on failure @w stays pending. */
 static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 {
-	json_t *run = json_loads(run_txt, 0, NULL);
+	json_t *run = json_loads(run_txt, 0, NULL), *held;
 	const char *node, *ph;
 	struct cnl_alloc a = {0};
 	uint32_t id;
@@ -552,6 +769,7 @@ static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	w->requeues = (int)json_integer_value(json_object_get(run, "requeues"));
 	if ((node = json_string_value(json_object_get(run, "home"))))
 		w->home = node_find(ctl, node);
+	why_from_json(json_object_get(run, "placement"), &w->why);
 	node = json_string_value(json_object_get(run, "node"));
 	ph = json_string_value(json_object_get(run, "phase"));
 	if (!node || !ph || strcmp(ph, "pending") == 0 ||
@@ -560,14 +778,25 @@ static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 		goto out;
 	a.node = (uint32_t)n;
 	a.project = w->j.req.project;
-	if (cnl_alloc_adopt(ctl->cluster, &a, &id) < 0) {
+	/* Told to stop with its resources already given to other work (a
+	 * pre-empted job; records before "held" say so by "requeue"): it
+	 * keeps its node until it has left, not its allocation. */
+	held = json_object_get(run, "held");
+	if (strcmp(ph, "stopping") == 0 &&
+	    (json_is_boolean(held)
+	         ? json_is_false(held)
+	         : json_is_true(json_object_get(run, "requeue")))) {
+		w->alloc_id = 0;
+		w->placed = a;
+	} else if (cnl_alloc_adopt(ctl->cluster, &a, &id) < 0) {
 		cnl_log(CNL_LOG_WARN, "cannot re-adopt allocation; requeued",
 		        "id=%s node=%s", w->id, node);
 		goto out;
+	} else {
+		w->alloc_id = id;
+		w->placed = *cnl_alloc_get(ctl->cluster, id);
 	}
 	w->node = n;
-	w->alloc_id = id;
-	w->placed = *cnl_alloc_get(ctl->cluster, id);
 	w->phase = strcmp(ph, "started") == 0    ? PH_STARTED
 	           : strcmp(ph, "stopping") == 0 ? PH_STOPPING
 	                                         : PH_ASSIGNED;
@@ -577,11 +806,6 @@ static void wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	w->signal_ms = json_integer_value(json_object_get(run, "signal_ms"));
 	w->kill_ms = json_integer_value(json_object_get(run, "kill_ms"));
 	w->requeue = json_is_true(json_object_get(run, "requeue"));
-	if (w->phase == PH_STOPPING && w->requeue) {
-		/* Pre-empted: its resources were already given away. */
-		cnl_alloc_free(ctl->cluster, id);
-		w->alloc_id = 0;
-	}
 	snprintf(w->stop_state, sizeof(w->stop_state), "%s",
 	         json_string_value(json_object_get(run, "stop_state"))
 	             ? json_string_value(json_object_get(run, "stop_state"))
@@ -701,6 +925,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 			         cnl_store_errmsg(ctl->store));
 		goto fail;
 	}
+	node_states(ctl);
 	ctl->last_meter_ms = now;
 	ctl->dirty = true;
 	*ret = ctl;
@@ -794,6 +1019,14 @@ int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *sj,
 	if ((r = wl_job(ctl, &tmp, sj->gpu_shape, sj->priority, now,
 	                sj->deadline_ms, sj->runtime_ms, true)) < 0)
 		return r;
+	{
+		json_t *run = json_loads(sj->run, 0, NULL);
+
+		r = wl_job_fields(ctl, &tmp, run, false);
+		json_decref(run);
+		if (r < 0)
+			return r;
+	}
 	n = build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_admit(ctl->sched, ctl->cluster, jobs, n, &tmp.j, now,
 	                    ret_start);
@@ -823,13 +1056,8 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	snprintf(w->user_id, sizeof(w->user_id), "%s", j->user_id);
 	r = wl_job(ctl, w, j->gpu_shape, j->priority, j->created_ms,
 	           j->deadline_ms, j->runtime_ms, pre);
-	/* CPU and memory asked for at submission (else the defaults). */
-	if (r == 0 && json_integer_value(json_object_get(run, "cpu_milli")) > 0)
-		w->j.req.cpu_milli =
-		    json_integer_value(json_object_get(run, "cpu_milli"));
-	if (r == 0 && json_integer_value(json_object_get(run, "mem_mib")) > 0)
-		w->j.req.mem_mib =
-		    json_integer_value(json_object_get(run, "mem_mib"));
+	if (r == 0)
+		r = wl_job_fields(ctl, w, run, true);
 	json_decref(run);
 	if (r < 0) {
 		cnl_log(CNL_LOG_WARN, "job has an invalid shape; failed",
@@ -915,8 +1143,19 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id,
 
 	if (!w)
 		return -CNL_ENOTFOUND;
-	if (w->phase == PH_STOPPING)
+	if (w->phase == PH_STOPPING && (!w->requeue || w->server))
 		return 0;
+	if (w->phase == PH_STOPPING) {
+		/* Being pre-empted (or requeued with its gang): it ends as
+		 * asked instead of going back to the queue. */
+		saved = *w;
+		w->requeue = false;
+		snprintf(w->stop_state, sizeof(w->stop_state), "%s",
+		         final_state);
+		if ((r = persist(ctl, w, now)) < 0)
+			*w = saved;
+		return r;
+	}
 	if (w->phase == PH_PENDING) {
 		if ((r = persist_end(ctl, w, final_state, -1, now)) < 0)
 			return r;
@@ -990,6 +1229,27 @@ static int unestimated(struct cnl_ctl *ctl, int node)
 			n++;
 	}
 	return n;
+}
+
+int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang,
+                      const char *final_state, int64_t now)
+{
+	int r = -CNL_ENOTFOUND;
+
+	/* Backwards: a pending member is removed, and the last one, already
+	 * seen, takes its place. */
+	for (size_t i = ctl->n_wl; i-- > 0;) {
+		int rr;
+
+		if (strcmp(ctl->wl[i].gang_id, gang) != 0)
+			continue;
+		rr =
+		    cnl_ctl_stop_workload(ctl, ctl->wl[i].id, final_state, now);
+		if (rr < 0 && rr != -CNL_ENOTFOUND)
+			return rr;
+		r = 0;
+	}
+	return r;
 }
 
 json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
@@ -1100,10 +1360,53 @@ json_t *cnl_ctl_availability(struct cnl_ctl *ctl, const char *shape,
 
 /* ---- the cycle ----------------------------------------------------------- */
 
-static void apply_start(struct wl *w, const struct cnl_cluster *c,
-                        const struct cnl_decision *d, int64_t now)
+/*
+ * The facts behind a START of @w on node @d->node, taken now from what the
+ * controller knows for certain: the decision's reason, the node's labels
+ * and GPU type, and the job's own fields.  @home: a server sent back to
+ * its home node.
+ */
+static void explain(struct cnl_ctl *ctl, struct wl *w,
+                    const struct cnl_decision *d, bool home, int64_t now)
 {
-	const struct cnl_alloc *a = cnl_alloc_get(c, d->alloc_id);
+	const struct cnl_cluster *c = ctl->cluster;
+	const struct cnl_node *n = &c->nodes[d->node];
+	struct why *y = &w->why;
+
+	memset(y, 0, sizeof(*y));
+	snprintf(y->node, sizeof(y->node), "%s", ctl->nodes[d->node].name);
+	snprintf(y->cluster, sizeof(y->cluster), "%s", n->cluster);
+	snprintf(y->zone, sizeof(y->zone), "%s", n->zone);
+	snprintf(y->rack, sizeof(y->rack), "%s", n->rack);
+	y->type_allowed = y->dataset_local = -1;
+	if (n->n_gpus && w->j.req.kind != CNL_REQ_CPU) {
+		snprintf(y->gpu_type, sizeof(y->gpu_type), "%s",
+		         c->cat->types[n->gpu_type].name);
+		if (w->n_gpu_types)
+			y->type_allowed =
+			    (w->j.req.gpu_types >> n->gpu_type & 1) != 0;
+	}
+	if (w->j.dataset[0]) {
+		y->dataset_local = 0;
+		for (uint32_t i = 0; i < c->n_nodes; i++)
+			for (int k = 0; k < c->nodes[i].n_datasets; k++) {
+				if (strcmp(c->nodes[i].datasets[k],
+				           w->j.dataset) != 0)
+					continue;
+				if (i == d->node)
+					y->dataset_local = 1;
+				else if (y->holders < UINT8_MAX)
+					y->holders++;
+			}
+	}
+	y->reason = home ? WHY_HOME : d->reason;
+	y->at_ms = now;
+}
+
+static void apply_start(struct cnl_ctl *ctl, struct wl *w,
+                        const struct cnl_decision *d, bool home, int64_t now)
+{
+	const struct cnl_alloc *a = cnl_alloc_get(ctl->cluster, d->alloc_id);
 
 	w->node = (int)d->node;
 	w->alloc_id = d->alloc_id;
@@ -1113,6 +1416,7 @@ static void apply_start(struct wl *w, const struct cnl_cluster *c,
 	w->phase = PH_ASSIGNED;
 	w->started_ms = d->at_ms > now ? d->at_ms : now;
 	w->not_before_ms = d->at_ms > now ? d->at_ms : 0;
+	explain(ctl, w, d, home, now);
 }
 
 static void apply_preempt(struct wl *w, const struct cnl_decision *d)
@@ -1147,7 +1451,7 @@ static int record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
 			continue;
 		tmp = ctl->wl[map[d->job]];
 		if (d->kind == CNL_DEC_START)
-			apply_start(&tmp, ctl->cluster, d, now);
+			apply_start(ctl, &tmp, d, false, now);
 		else
 			apply_preempt(&tmp, d);
 		if ((r = persist(ctl, &tmp, now)) < 0) {
@@ -1187,13 +1491,100 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 		                         .alloc_id = id,
 		                         .at_ms = now};
 		tmp = *w;
-		apply_start(&tmp, ctl->cluster, &d, now);
+		apply_start(ctl, &tmp, &d, true, now);
 		if (persist(ctl, &tmp, now) < 0) {
 			cnl_alloc_free(ctl->cluster, id);
 			continue;
 		}
 		*w = tmp;
 		node_changed(ctl, w->node);
+	}
+}
+
+/* Whether @w is back in the queue or on its way there. */
+static bool requeued(const struct wl *w)
+{
+	return w->phase == PH_PENDING ||
+	       (w->phase == PH_STOPPING && w->requeue);
+}
+
+/*
+ * A gang runs whole or not at all.  When a member is back in the queue
+ * (its node was lost, its agent lost it, it was pre-empted) while others
+ * still hold their places, those are stopped and requeued too, keeping
+ * their allocations until they have left: the scheduler starts a gang
+ * only when all its members are pending, so the gang starts again
+ * together.  When a member has ended for good (succeeded, failed,
+ * cancelled), members still waiting could never start with it: they
+ * fail, saying why.  Runs before each cycle.
+ */
+static void gangs_check(struct cnl_ctl *ctl, int64_t now)
+{
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		const char *gid = ctl->wl[i].gang_id;
+		size_t active = 0;
+		bool back = false, first = true;
+
+		if (!gid[0])
+			continue;
+		for (size_t k = 0; k < ctl->n_wl; k++) {
+			const struct wl *m = &ctl->wl[k];
+
+			if (strcmp(m->gang_id, gid) != 0)
+				continue;
+			first &= k >= i;
+			active++;
+			back |= requeued(m);
+		}
+		if (!first || !back)
+			continue; /* seen already, or whole */
+		for (size_t k = 0; k < ctl->n_wl; k++) {
+			struct wl *m = &ctl->wl[k], saved;
+
+			if (strcmp(m->gang_id, gid) != 0)
+				continue;
+			if (active < ctl->wl[i].gang_size) {
+				m->doomed = m->phase == PH_PENDING;
+				continue;
+			}
+			if (m->phase != PH_ASSIGNED && m->phase != PH_STARTED)
+				continue;
+			saved = *m;
+			m->phase = PH_STOPPING;
+			m->signal_ms = now;
+			m->kill_ms = now + 30000;
+			m->requeue = true;
+			snprintf(m->stop_state, sizeof(m->stop_state),
+			         "pending");
+			if (persist(ctl, m, now) < 0) {
+				*m = saved; /* tried again next cycle */
+				continue;
+			}
+			cnl_log(CNL_LOG_INFO,
+			        "gang member requeued with its gang",
+			        "id=%s gang=%s", m->id, gid);
+			node_changed(ctl, m->node);
+		}
+	}
+	/* Backwards: removal moves the last one, already seen, here. */
+	for (size_t i = ctl->n_wl; i-- > 0;) {
+		struct wl *w = &ctl->wl[i];
+
+		if (!w->doomed)
+			continue;
+		w->doomed = false;
+		snprintf(w->message, sizeof(w->message),
+		         "a member of its gang has ended, so the gang cannot "
+		         "start again");
+		if (persist_end(ctl, w, "failed", -1, now) < 0) {
+			w->message[0] = '\0';
+			continue;
+		}
+		cnl_log(CNL_LOG_WARN, "gang cannot start again; member failed",
+		        "id=%s gang=%s", w->id, w->gang_id);
+		ctl->finished[1]++;
+		wl_remove(ctl, w);
+		ctl->dirty = true;
 	}
 }
 
@@ -1206,6 +1597,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	gangs_check(ctl, now);
 	place_home(ctl, now);
 	n = build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_cycle(ctl->sched, ctl->cluster, jobs, n, now,
@@ -1244,7 +1636,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		w = &ctl->wl[map[d->job]];
 		switch (d->kind) {
 		case CNL_DEC_START:
-			apply_start(w, ctl->cluster, d, now);
+			apply_start(ctl, w, d, false, now);
 			node_changed(ctl, w->node);
 			break;
 		case CNL_DEC_WAIT:
@@ -1523,6 +1915,62 @@ static json_t *node_reply(struct cnl_ctl *ctl, const struct node *n)
 	    (json_int_t)(ctl->cfg.node_lost_ms / 6));
 }
 
+/* The labels of inventory @inv into @spec (pointers into @inv). */
+static void labels_of(json_t *inv, struct cnl_node_spec *spec)
+{
+	json_t *ds = json_object_get(inv, "datasets");
+
+	memset(spec, 0, sizeof(*spec));
+	spec->cluster = json_string_value(json_object_get(inv, "cluster"));
+	spec->zone = json_string_value(json_object_get(inv, "zone"));
+	spec->rack = json_string_value(json_object_get(inv, "rack"));
+	for (size_t k = 0; k < json_array_size(ds) && k < CNL_NODE_MAX_DATASETS;
+	     k++)
+		spec->datasets[k] = json_string_value(json_array_get(ds, k));
+}
+
+/*
+ * Give node @i the labels of inventory @inv (an agent registering again
+ * with other datasets, zone or rack): the cluster the scheduler reads and
+ * the store change together, so the next cycle places by the new labels
+ * and a restart keeps them.  0, or an HTTP status with @err.
+ */
+static int relabel_node(struct cnl_ctl *ctl, int i, json_t *inv, int64_t now,
+                        char *err, size_t errlen)
+{
+	static const char *const labels[] = {"cluster", "zone", "rack",
+	                                     "datasets"};
+	struct node *n = &ctl->nodes[i];
+	json_t *old = n->inventory;
+	struct cnl_node_spec spec;
+
+	labels_of(inv, &spec);
+	if (cnl_cluster_set_node_labels(ctl->cluster, (uint32_t)i, &spec) < 0)
+		return set_err(err, errlen, 400,
+		               "a label (cluster, zone, rack: at most 31 "
+		               "bytes) is too long");
+	n->inventory = json_deep_copy(old);
+	for (size_t k = 0; k < CNL_ARRAY_SIZE(labels); k++) {
+		json_t *v = json_object_get(inv, labels[k]);
+
+		if (v)
+			json_object_set(n->inventory, labels[k], v);
+		else
+			json_object_del(n->inventory, labels[k]);
+	}
+	if (node_save(ctl, n, now) < 0) {
+		json_decref(n->inventory);
+		n->inventory = old;
+		labels_of(old, &spec);
+		cnl_cluster_set_node_labels(ctl->cluster, (uint32_t)i, &spec);
+		return set_err(err, errlen, 500, "cannot store the node");
+	}
+	json_decref(old);
+	cnl_log(CNL_LOG_INFO, "node labels changed", "node=%s", n->name);
+	ctl->dirty = true;
+	return 0;
+}
+
 int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
                           json_t **ret, char *err, size_t errlen)
 {
@@ -1563,9 +2011,12 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 		               "field \"datasets\": must be an array of at "
 		               "most 8 names");
 	for (size_t i = 0; ds && i < json_array_size(ds); i++)
-		if (!json_is_string(json_array_get(ds, i)))
-			return set_err(err, errlen, 400,
-			               "field \"datasets\": must hold strings");
+		if (!cnl_label_valid(json_string_value(json_array_get(ds, i))))
+			return set_err(
+			    err, errlen, 400,
+			    "field \"datasets\": each must be a name "
+			    "of 1..63 characters of A-Z a-z 0-9 . _ "
+			    "-, not starting with . or -");
 	/* The GPU inventory: [{"index","uuid","mem_mib","healthy"}], one
 	 * per GPU, shown in node listings. */
 	devs = json_object_get(body, "devices");
@@ -1596,20 +2047,39 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 		n = &ctl->nodes[i];
 		if (strcmp(n->name, name) != 0)
 			continue;
-		json_t *a = json_deep_copy(n->inventory), *b = inv;
-		json_object_del(a, "address");
-		json_object_del(a, "epoch");
-		json_object_del(a, "state");
-		json_object_del(a, "devices");
-		json_object_del(b, "address");
-		json_object_del(b, "devices");
-		bool same = json_equal(a, b);
+		/* Its labels (cluster, zone, rack, datasets) may change
+		 * (an operator moved data onto it); its resources may not,
+		 * since running work is placed on them. */
+		static const char *const labels[] = {"cluster", "zone", "rack",
+		                                     "datasets", NULL};
+		json_t *a = json_deep_copy(n->inventory),
+		       *b = json_deep_copy(inv);
+		static const char *const skip[] = {
+		    "address", "epoch", "state",    "devices", "cluster",
+		    "zone",    "rack",  "datasets", NULL};
+		for (const char *const *f = skip; *f; f++) {
+			json_object_del(a, *f);
+			json_object_del(b, *f);
+		}
+		bool same = json_equal(a, b), relabel = false;
 		json_decref(a);
+		json_decref(b);
 		if (!same) {
 			json_decref(inv);
 			return set_err(err, errlen, 409,
 			               "a node of this name is registered with "
 			               "another inventory");
+		}
+		for (const char *const *f = labels; *f; f++)
+			relabel |=
+			    !json_equal(json_object_get(n->inventory, *f),
+			                json_object_get(inv, *f)) &&
+			    (json_object_get(n->inventory, *f) ||
+			     json_object_get(inv, *f));
+		if (relabel && (r = relabel_node(ctl, (int)i, inv, now, err,
+		                                 errlen)) != 0) {
+			json_decref(inv);
+			return r;
 		}
 		if (json_object_get(body, "address"))
 			snprintf(n->address, sizeof(n->address), "%s",
@@ -1811,6 +2281,30 @@ static json_t *assignment_json(struct cnl_ctl *ctl, const struct wl *w)
 		json_object_set_new(gpu, "mig_start", json_integer(a->start));
 	}
 	json_object_set_new(o, "gpu", gpu);
+	if (w->gang_id[0]) {
+		/* The nodes of all members, by rank, for the workload's
+		 * environment (CNLAB_GANG_NODES): members start together,
+		 * so each is placed when any is assigned. */
+		json_t *nodes = json_array();
+
+		for (int r = 0; r < w->gang_size; r++) {
+			const char *name = "";
+
+			for (size_t k = 0; k < ctl->n_wl; k++) {
+				const struct wl *m = &ctl->wl[k];
+
+				if (m->rank == r && m->node >= 0 &&
+				    m->phase != PH_PENDING &&
+				    strcmp(m->gang_id, w->gang_id) == 0)
+					name = ctl->nodes[m->node].name;
+			}
+			json_array_append_new(nodes, json_string(name));
+		}
+		json_object_set_new(
+		    o, "gang",
+		    json_pack("{s:s,s:i,s:i,s:o}", "id", w->gang_id, "rank",
+		              w->rank, "size", w->gang_size, "nodes", nodes));
+	}
 	json_object_set_new(o, "cpu_milli", json_integer(a->cpu_milli));
 	json_object_set_new(o, "mem_mib", json_integer(a->mem_mib));
 	if (w->not_before_ms)

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <stddef.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +102,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "Usage: cnlabd [--config FILE] [--data-dir DIR] "
 	        "[--listen HOST:PORT]\n"
-	        "              [--bootstrap-admin NAME] [--log-level LEVEL]\n"
+	        "              [--bootstrap-admin NAME] [--KEY VALUE ...]\n"
 	        "\n"
 	        "The CNLab control plane: REST API under /v1, scheduling "
 	        "loop, /metrics.\n"
@@ -131,6 +130,10 @@ static void usage(FILE *f)
 	        "                          fake:2xH100-80GB-SXM (the default "
 	        "without NVML)\n"
 	        "  --help                  show this help\n"
+	        "  --KEY VALUE             any setting below, '-' or '_' "
+	        "between words\n"
+	        "                          (--node-lost-timeout 10s, "
+	        "--policy=fifo)\n"
 	        "\n"
 	        "Every setting may also come from the environment as "
 	        "CNLAB_<KEY> (e.g.\n"
@@ -201,20 +204,16 @@ extern char **environ;
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"help", no_argument, NULL, 'h'},
-	    {"config", required_argument, NULL, 'c'},
-	    {"data-dir", required_argument, NULL, 'd'},
-	    {"listen", required_argument, NULL, 'l'},
-	    {"bootstrap-admin", required_argument, NULL, 'b'},
-	    {"log-level", required_argument, NULL, 'v'},
-	    {"all-in-one", no_argument, NULL, 'A'},
-	    {"gpus", required_argument, NULL, 'g'},
-	    {NULL, 0, NULL, 0},
-	};
+	/* The flags cnlabd handles itself; every setting of the table is
+	 * also a flag (--data-dir DIR, --node-lost-timeout=10s). */
+	struct cnl_config_flag own[] = {
+	    {"help", false, NULL},       {"h", false, NULL},
+	    {"config", true, NULL},      {"bootstrap-admin", true, NULL},
+	    {"all-in-one", false, NULL}, {"gpus", true, NULL},
+	    {NULL, false, NULL}};
+	enum { F_HELP, F_H, F_CONFIG, F_ADMIN, F_AIO, F_GPUS };
 	struct settings st;
 	const char *config = NULL, *admin = NULL, *secret, *password;
-	const char *flag_dir = NULL, *flag_listen = NULL, *flag_level = NULL;
 	const char *aio_gpus = NULL;
 	bool aio = false;
 	char aio_secret[CNL_AIO_SECRET_MAX], aio_pw[CNL_AIO_SECRET_MAX];
@@ -231,60 +230,32 @@ int main(int argc, char **argv)
 	struct cnl_api_listen l = {0};
 	uint16_t port;
 	sigset_t set;
-	int c, r, sig, rc = 1;
+	int r, sig, rc = 1;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'c':
-			config = optarg;
-			break;
-		case 'd':
-			flag_dir = optarg;
-			break;
-		case 'l':
-			flag_listen = optarg;
-			break;
-		case 'b':
-			admin = optarg;
-			break;
-		case 'v':
-			flag_level = optarg;
-			break;
-		case 'A':
-			aio = true;
-			break;
-		case 'g':
-			aio_gpus = optarg;
-			break;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "cnlabd: unexpected argument %s\n",
-		        argv[optind]);
+	memset(&st, 0, sizeof(st));
+	/* The command line is checked (and --config found) before the file
+	 * is read; its settings are applied last, so flags win. */
+	if (cnl_config_load_args(settings_table, N_SETTINGS, NULL, argc, argv,
+	                         own, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd: %s\n", err);
 		usage(stderr);
 		return 2;
 	}
-	memset(&st, 0, sizeof(st));
+	if (own[F_HELP].value || own[F_H].value) {
+		usage(stdout);
+		return 0;
+	}
+	config = own[F_CONFIG].value;
+	admin = own[F_ADMIN].value;
+	aio = own[F_AIO].value != NULL;
+	aio_gpus = own[F_GPUS].value;
 	if (cnl_config_defaults(settings_table, N_SETTINGS, &st) < 0 ||
 	    (config && cnl_config_load_file(settings_table, N_SETTINGS, &st,
 	                                    config, err, sizeof(err)) < 0) ||
 	    cnl_config_load_env(settings_table, N_SETTINGS, &st, "CNLAB_",
 	                        environ, err, sizeof(err)) < 0 ||
-	    (flag_dir &&
-	     cnl_config_set(settings_table, N_SETTINGS, &st, "data_dir",
-	                    flag_dir, err, sizeof(err)) < 0) ||
-	    (flag_listen &&
-	     cnl_config_set(settings_table, N_SETTINGS, &st, "listen",
-	                    flag_listen, err, sizeof(err)) < 0) ||
-	    (flag_level &&
-	     cnl_config_set(settings_table, N_SETTINGS, &st, "log_level",
-	                    flag_level, err, sizeof(err)) < 0)) {
+	    cnl_config_load_args(settings_table, N_SETTINGS, &st, argc, argv,
+	                         own, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		cnl_config_done(settings_table, N_SETTINGS, &st);
 		return 2;

@@ -30,6 +30,22 @@ static uint64_t family(const struct cnl_catalog *cat, const char *fam, size_t n)
 	return m;
 }
 
+/* The types @name (@n bytes) stands for: "any" is every type of the
+ * catalog, else the family. */
+static uint64_t type_set(const struct cnl_catalog *cat, const char *name,
+                         size_t n)
+{
+	if (n == 3 && strncasecmp(name, "any", 3) == 0)
+		return cat->n >= 64 ? ~UINT64_C(0)
+		                    : (UINT64_C(1) << cat->n) - 1;
+	return family(cat, name, n);
+}
+
+uint64_t cnl_shape_family(const struct cnl_catalog *cat, const char *name)
+{
+	return name ? family(cat, name, strlen(name)) : 0;
+}
+
 /* A decimal integer filling all of @s within [lo, hi], or -1. */
 static long whole_number(const char *s, long lo, long hi)
 {
@@ -125,7 +141,7 @@ int cnl_shape_parse(const struct cnl_catalog *cat, const char *shape,
 		*ret = req;
 		return 0;
 	}
-	if ((m = family(cat, shape, n))) {
+	if ((m = type_set(cat, shape, n))) {
 		req.kind = CNL_REQ_WHOLE;
 		req.gpus = 1;
 		req.gpu_types = m;
@@ -137,7 +153,7 @@ int cnl_shape_parse(const struct cnl_catalog *cat, const char *shape,
 
 		if (sep != '-' && sep != 'x')
 			continue;
-		if (!(m = family(cat, ret_buf, i)) || i + 1 >= n)
+		if (!(m = type_set(cat, ret_buf, i)) || i + 1 >= n)
 			continue;
 		r = size_part(cat, m, sep, ret_buf + i + 1, &req, err, errlen);
 		if (r < 0)
@@ -148,7 +164,7 @@ int cnl_shape_parse(const struct cnl_catalog *cat, const char *shape,
 	}
 	snprintf(err, errlen,
 	         "GPU shape: \"%s\" names no GPU type of the catalog (e.g. "
-	         "h100-25, a100-3g.20gb, h100x8, cpu)",
+	         "h100-25, a100-3g.20gb, h100x8, any-25, cpu)",
 	         shape);
 	return -CNL_EFIELD;
 }
@@ -158,5 +174,7 @@ const char *cnl_shape_type_name(const struct cnl_catalog *cat,
 {
 	if (req->kind == CNL_REQ_CPU || !req->gpu_types)
 		return "-";
+	if (cat->n > 1 && req->gpu_types == type_set(cat, "any", 3))
+		return "any";
 	return cat->types[first_type(req->gpu_types)].name;
 }

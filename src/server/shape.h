@@ -9,11 +9,14 @@
  *   TYPExK                 K whole GPUs of one node (1..16)
  *   TYPE-N  |  TYPE-Npct   N 1% blocks of one GPU (1..100)
  *   TYPE-PROFILE           a dedicated MIG instance, e.g. a100-3g.20gb
- * TYPE is a GPU type of the catalog ("H100-80GB-SXM") or a family that
+ * TYPE is a GPU type of the catalog ("H100-80GB-SXM"), a family that
  * prefixes one or more at a '-' boundary ("h100" = both H100 types,
- * "a100-80gb" = A100-80GB).  A family matching several types lets the
- * scheduler use any of them.  Every shape stored with a job or profile is
- * re-parsed the same way after a restart, so the text is the record.
+ * "a100-80gb" = A100-80GB), or "any": every type of the catalog ("any-25"
+ * is 25 blocks of whatever GPU; a job's gpu_types then says which types
+ * it accepts).  A family matching several types lets the scheduler use
+ * any of them; a MIG profile limits "any" to the types that have it.  Every
+ * shape stored with a job or profile is re-parsed the same way after a restart,
+ * so the text is the record.
  */
 #ifndef CNL_SERVER_SHAPE_H
 #define CNL_SERVER_SHAPE_H
@@ -37,7 +40,15 @@ int cnl_shape_parse(const struct cnl_catalog *cat, const char *shape,
                     struct cnl_alloc_req *ret, char *ret_buf, char *err,
                     size_t errlen);
 
-/* cnl_shape_gpu_label - the first type of @req for display ("H100"). */
+/*
+ * cnl_shape_family - the types a type name or family stands for ("h100":
+ * both H100 types), as a bit mask over the catalog; 0 when none.  For a
+ * job's gpu_types, which narrow its shape.
+ */
+uint64_t cnl_shape_family(const struct cnl_catalog *cat, const char *name);
+
+/* cnl_shape_type_name - the first type of @req for display
+ * ("H100-80GB-SXM"), "any" for a shape of any type, "-" for none. */
 const char *cnl_shape_type_name(const struct cnl_catalog *cat,
                                 const struct cnl_alloc_req *req);
 

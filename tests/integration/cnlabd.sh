@@ -91,7 +91,38 @@ out=$("$cnlabd" --config "$tmp/c.conf" --listen 127.0.0.1:0 2>&1)
 grep -q 'no-such-policy' <<<"$out" && ok config-file-read || bad "config-file-read: $out"
 CNLAB_POLICY=fifo start "$tmp/c" --config "$tmp/c.conf" --bootstrap-admin root &&
 	ok env-overrides-file || bad "env-overrides-file: $(cat "$tmp/err")"
+grep -q 'policy=fifo' "$tmp/err" && ok env-policy-used || bad "env-policy-used: $(cat "$tmp/err")"
 kill -TERM "$pid"; wait "$pid"; pid=
+# Every setting is a flag (--KEY VALUE or --KEY=VALUE, '-' or '_'), and
+# flags win over the environment, which wins over the file.
+CNLAB_POLICY=fifo start "$tmp/c" --config "$tmp/c.conf" --policy bestfit \
+	--node-lost-timeout 8s && ok flag-overrides-env || bad "flag-overrides-env: $(cat "$tmp/err")"
+grep -q 'policy=bestfit' "$tmp/err" && ok flag-policy-used || bad "flag-policy-used: $(cat "$tmp/err")"
+tok=$(curl -sS -X POST -d '{"user":"root","password":"hunter2-but-longer"}' \
+	"http://127.0.0.1:$port/v1/auth/login" | jq -r .token)
+# An agent's lease is half the node-lost timeout: 8s from the flag, not
+# the file's 10s.
+lease=$(curl -sS -X POST -H "Authorization: Bearer $tok" \
+	-d '{"name":"f1","gpus":0,"cpu_milli":1000,"mem_mib":1024}' \
+	"http://127.0.0.1:$port/v1/nodes" | jq -r .lease_ms)
+[ "$lease" = 4000 ] && ok flag-duration-used || bad "flag-duration-used: lease_ms $lease"
+kill -TERM "$pid"; wait "$pid"; pid=
+CNLAB_POLICY=fifo start "$tmp/c" --config "$tmp/c.conf" --node_lost_timeout=6s &&
+	ok flag-with-equals || bad "flag-with-equals: $(cat "$tmp/err")"
+lease=$(curl -sS -X POST -H "Authorization: Bearer $tok" \
+	-d '{"name":"f1","gpus":0,"cpu_milli":1000,"mem_mib":1024}' \
+	"http://127.0.0.1:$port/v1/nodes" | jq -r .lease_ms)
+[ "$lease" = 3000 ] && ok flag-underscore-equals || bad "flag-underscore-equals: lease_ms $lease"
+kill -TERM "$pid"; wait "$pid"; pid=
+out=$(CNLAB_POLICY=fifo "$cnlabd" --config "$tmp/c.conf" --policy=no-such-flag-policy 2>&1)
+grep -q 'no-such-flag-policy' <<<"$out" && ok flag-beats-env ||
+	bad "flag-beats-env: $out"
+out=$("$cnlabd" --data-dir "$tmp/c" --colour blue 2>&1)
+[ $? = 2 ] && grep -q -- '--colour' <<<"$out" && ok unknown-flag || bad "unknown-flag: $out"
+out=$("$cnlabd" --data-dir "$tmp/c" --node-lost-timeout 1s 2>&1)
+[ $? = 2 ] && grep -q -- 'node-lost-timeout' <<<"$out" && ok flag-bad-value || bad "flag-bad-value: $out"
+out=$("$cnlabd" --data-dir "$tmp/c" --listen 2>&1)
+[ $? = 2 ] && grep -q -- '--listen needs a value' <<<"$out" && ok flag-no-value || bad "flag-no-value: $out"
 
 # --- HTTPS -----------------------------------------------------------------
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" \

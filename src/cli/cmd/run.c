@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,6 +32,7 @@
 
 #include "cli/cli.h"
 #include "cli/format.h"
+#include "common/label.h"
 #include "common/time.h"
 #include "common/util.h"
 
@@ -245,12 +247,17 @@ static int on_interrupt(struct cnl_cli *cli, const char *id, bool *cancelled)
 	return 1;
 }
 
+static int gang_wait(struct cnl_cli *cli, const json_t *members,
+                     const char *dir, int code);
+
 /*
  * Follow job @id until it ends.  @run: progress lines, Ctrl-C handling,
  * artifacts into @dir and the job's exit code; else just the output.
+ * @members: the job leads a gang (its ids by rank), whose other members
+ * are waited for once it ended (gang_wait).
  */
 static int follow(struct cnl_cli *cli, const char *id, bool run,
-                  const char *dir)
+                  const char *dir, const json_t *members)
 {
 	_cleanup_free_ char *path = pathf2("/v1/jobs/", id, "");
 	char after[160] = "", last[256] = "";
@@ -322,7 +329,77 @@ static int follow(struct cnl_cli *cli, const char *id, bool run,
 		if (c2 && code == 0)
 			code = c2;
 	}
+	if (json_array_size(members) > 1)
+		code = gang_wait(cli, members, dir, code);
 	return code;
+}
+
+/* The exit code a job's end stands for (cnlab run's own rule). */
+static int end_code(const json_t *o)
+{
+	const char *state = cnl_cli_str(o, "state", "?");
+	int ec = (int)json_integer_value(json_object_get(o, "exit_code"));
+
+	if (strcmp(state, "succeeded") == 0)
+		return 0;
+	if (strcmp(state, "cancelled") == 0)
+		return 130;
+	return ec > 0 && ec < 256 ? ec : 1;
+}
+
+/*
+ * The rest of a gang once its leader (rank 0), whose output was streamed,
+ * has ended with exit code @code: wait until every other member has
+ * ended too, fetch its artifacts into @dir/rank-K, and return the gang's
+ * code: the leader's when not 0, else the first other member's (by rank)
+ * that is not 0, else 0.
+ */
+static int gang_wait(struct cnl_cli *cli, const json_t *members,
+                     const char *dir, int code)
+{
+	size_t n = json_array_size(members);
+	int first = 0;
+
+	fprintf(stderr, "✓ Waiting for the other %zu member%s of the gang\n",
+	        n - 1, n == 2 ? "" : "s");
+	for (size_t k = 1; k < n; k++) {
+		const char *id = json_string_value(json_array_get(members, k));
+		_cleanup_free_ char *path =
+		    pathf2("/v1/jobs/", id ? id : "", "");
+		char sub[32];
+		bool cancelled = false;
+		json_t *o;
+		int c;
+
+		for (;;) {
+			if (interrupted &&
+			    on_interrupt(cli, id ? id : "", &cancelled))
+				return code;
+			if ((c = cnl_cli_call(cli, "GET", path, NULL, NULL,
+			                      "job", &o)))
+				return c;
+			if (is_final(cnl_cli_str(o, "state", "?")))
+				break;
+			json_decref(o);
+			usleep(POLL_MS * 1000);
+		}
+		c = end_code(o);
+		fprintf(stderr, "%s Rank %zu (%s) %s", c ? "✗" : "✓", k,
+		        id ? id : "?", cnl_cli_str(o, "state", "?"));
+		if (c && strcmp(cnl_cli_str(o, "state", ""), "failed") == 0)
+			fprintf(stderr, " (exit code %d)", c);
+		fputc('\n', stderr);
+		json_decref(o);
+		if (c && !first)
+			first = c;
+		snprintf(sub, sizeof(sub), "/rank-%zu", k);
+		{
+			_cleanup_free_ char *d = pathf2(dir, sub, "");
+
+			fetch_artifacts(cli, id ? id : "", d);
+		}
+	}
+	return code ? code : first;
 }
 
 int cnl_cli_cmd_jobs_logs(struct cnl_cli *cli)
@@ -330,7 +407,7 @@ int cnl_cli_cmd_jobs_logs(struct cnl_cli *cli)
 	char after[160] = "";
 
 	if (cnl_cli_flag(cli, "follow"))
-		return follow(cli, cli->args.pos[0], false, NULL);
+		return follow(cli, cli->args.pos[0], false, NULL, NULL);
 	return drain_logs(cli, cli->args.pos[0], after, sizeof(after));
 }
 
@@ -429,6 +506,91 @@ static int build_command(struct cnl_cli *cli, char *buf, size_t len,
 	return 0;
 }
 
+/*
+ * The job fields of the flags beyond the shape into *@ret (a new object):
+ * gpu_types, dataset, nodes, preemptible, cpu_milli, mem_mib.  0, or exit
+ * code 2 with a message naming the flag.
+ */
+static int job_fields(struct cnl_cli *cli, json_t **ret)
+{
+	const char *types = cnl_cli_flag(cli, "gpu-type");
+	const char *dataset = cnl_cli_flag(cli, "dataset");
+	const char *nodes = cnl_cli_flag(cli, "nodes");
+	const char *cpu = cnl_cli_flag(cli, "cpu");
+	const char *mem = cnl_cli_flag(cli, "memory");
+	json_t *o = json_object();
+	int64_t v;
+	char *end;
+
+	if (types) {
+		json_t *a = json_array();
+
+		for (const char *p = types;;) {
+			size_t len = strcspn(p, ",");
+
+			if (len == 0 || len > 31 || json_array_size(a) >= 16) {
+				json_decref(a);
+				json_decref(o);
+				return cnl_cli_fail(
+				    CNL_EXIT_USAGE,
+				    "--gpu-type: want 1..16 comma-separated "
+				    "GPU "
+				    "types or families, e.g. h100,a100");
+			}
+			json_array_append_new(a, json_stringn(p, len));
+			if (p[len] == '\0')
+				break;
+			p += len + 1;
+		}
+		json_object_set_new(o, "gpu_types", a);
+	}
+	if (dataset && !cnl_label_valid(dataset)) {
+		json_decref(o);
+		return cnl_cli_fail(
+		    CNL_EXIT_USAGE,
+		    "--dataset: want a name of 1..63 characters "
+		    "of A-Z a-z 0-9 . _ -, not starting with . "
+		    "or -");
+	}
+	if (dataset)
+		json_object_set_new(o, "dataset", json_string(dataset));
+	if (nodes) {
+		errno = 0;
+		v = strtoll(nodes, &end, 10);
+		if (errno || end == nodes || *end || v < 1 || v > 64) {
+			json_decref(o);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "--nodes: want a number of nodes in "
+			    "1..64");
+		}
+		json_object_set_new(o, "nodes", json_integer(v));
+	}
+	if (cnl_cli_flag(cli, "no-preempt"))
+		json_object_set_new(o, "preemptible", json_false());
+	if (cpu) {
+		if (cnl_cli_parse_cpu(cpu, &v) < 0) {
+			json_decref(o);
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "--cpu: want cores (2, 0.5) or "
+			                    "milli-cores (500m), at most 1024");
+		}
+		json_object_set_new(o, "cpu_milli", json_integer(v));
+	}
+	if (mem) {
+		if (cnl_cli_parse_memory(mem, &v) < 0) {
+			json_decref(o);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "--memory: want a size such as 8Gi, "
+			    "512Mi or 8g, or a number of MiB");
+		}
+		json_object_set_new(o, "mem_mib", json_integer(v));
+	}
+	*ret = o;
+	return 0;
+}
+
 int cnl_cli_cmd_run(struct cnl_cli *cli)
 {
 	const char *gpu = cnl_cli_flag(cli, "gpu");
@@ -437,13 +599,17 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 	const char *deadline = cnl_cli_flag(cli, "deadline");
 	const char *runtime = cnl_cli_flag(cli, "runtime");
 	const char *dir = cnl_cli_flag(cli, "artifacts");
+	const char *types = cnl_cli_flag(cli, "gpu-type");
 	char command[COMMAND_LIMIT], pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
 	char key[64], dl[CNL_TIME_RFC3339_MAX];
 	_cleanup_free_ char *path = NULL, *id = NULL, *defdir = NULL;
 	int64_t t;
-	json_t *body, *o, *files = NULL;
+	json_t *body, *o, *files = NULL, *extra, *members = NULL;
 	int code;
 
+	/* --gpu-type alone: one whole GPU of any of those types. */
+	if (!gpu && !profile && types)
+		gpu = "any";
 	if (!gpu == !profile)
 		return cnl_cli_fail(
 		    CNL_EXIT_USAGE,
@@ -454,9 +620,15 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
 		                    "--priority must be low, normal, high or "
 		                    "critical");
-	if ((code = build_command(cli, command, sizeof(command), &files)))
+	if ((code = job_fields(cli, &extra)))
 		return code;
+	if ((code = build_command(cli, command, sizeof(command), &files))) {
+		json_decref(extra);
+		return code;
+	}
 	body = json_pack("{s:s}", "command", command);
+	json_object_update(body, extra);
+	json_decref(extra);
 	if (files)
 		json_object_set_new(body, "files", files);
 	if (deadline) {
@@ -506,8 +678,16 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		fprintf(stderr, "✓ Queued %s on %s (priority %s, project %s)\n",
 		        id, cnl_cli_str(o, "gpu", "?"),
 		        cnl_cli_str(o, "priority", "normal"), pname);
+	members =
+	    json_incref(json_object_get(json_object_get(o, "gang"), "members"));
+	if (!cli->json && json_array_size(members) > 1)
+		fprintf(
+		    stderr,
+		    "✓ A gang of %zu, one node each; rank 0 (%s) is shown\n",
+		    json_array_size(members), id);
 	json_decref(o);
 	if (cnl_cli_flag(cli, "detach")) {
+		json_decref(members);
 		if (!cli->json) {
 			printf("%s\n", id);
 			fprintf(stderr,
@@ -520,5 +700,7 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		defdir = pathf2("artifacts/", id, "");
 		dir = defdir;
 	}
-	return follow(cli, id, true, dir);
+	code = follow(cli, id, true, dir, members);
+	json_decref(members);
+	return code;
 }

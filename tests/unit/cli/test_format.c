@@ -170,6 +170,46 @@ static void test_storage(void **state)
 	}
 }
 
+static void test_cpu_and_memory(void **state)
+{
+	static const struct {
+		const char *s;
+		int64_t v;
+	} cpu[] = {{"2", 2000},    {"0.5", 500},  {"500m", 500},
+	           {"1.25", 1250}, {"0.001", 1},  {"1024", 1024000},
+	           {"1m", 1},      {"3.10", 3100}},
+	  mem[] = {{"512", 512},  {"8Gi", 8192}, {"8gib", 8192},
+	           {"8g", 7630},  {"8gb", 7630}, {"512Mi", 512},
+	           {"512m", 489}, {"1k", 1},     {"16Ti", 16777216}};
+	static const char *const bad_cpu[] = {
+	    "",        "0",  "0m",   "0.0001", "1.",   ".5",
+	    "2 cores", "-1", "1025", "2c",     "1.5m", "99999999999"};
+	static const char *const bad_mem[] = {"",    "0",  "0Mi",  "8 g",
+	                                      "-8g", "8x", "17Ti", "8.5g"};
+	int64_t v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cpu) / sizeof(cpu[0]); i++) {
+		if (cnl_cli_parse_cpu(cpu[i].s, &v) != 0 || v != cpu[i].v)
+			fail_msg("cpu %s", cpu[i].s);
+	}
+	for (size_t i = 0; i < sizeof(mem) / sizeof(mem[0]); i++) {
+		if (cnl_cli_parse_memory(mem[i].s, &v) != 0 || v != mem[i].v)
+			fail_msg("memory %s", mem[i].s);
+	}
+	for (size_t i = 0; i < sizeof(bad_cpu) / sizeof(bad_cpu[0]); i++) {
+		v = 77;
+		if (cnl_cli_parse_cpu(bad_cpu[i], &v) != -CNL_EPARSE || v != 77)
+			fail_msg("cpu %s accepted", bad_cpu[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad_mem) / sizeof(bad_mem[0]); i++) {
+		v = 77;
+		if (cnl_cli_parse_memory(bad_mem[i], &v) != -CNL_EPARSE ||
+		    v != 77)
+			fail_msg("memory %s accepted", bad_mem[i]);
+	}
+}
+
 static void test_idle(void **state)
 {
 	int64_t s;
@@ -317,6 +357,7 @@ int main(void)
 	    cmocka_unit_test(test_wait),
 	    cmocka_unit_test(test_storage),
 	    cmocka_unit_test(test_idle),
+	    cmocka_unit_test(test_cpu_and_memory),
 	    cmocka_unit_test(test_quote),
 	    cmocka_unit_test(test_script_command),
 	    cmocka_unit_test(test_safe_name),

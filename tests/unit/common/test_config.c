@@ -1,8 +1,8 @@
 /*
  * test_config.c - the config table: defaults, a file using every type and
  * syntax, environment overrides, JSON and Markdown output, cnl_size_parse,
- * and every error case, each of which must leave the object exactly as it
- * was (byte for byte, including the string pointers).
+ * command-line flags, and every error case, each of which must leave the object
+ * exactly as it was (byte for byte, including the string pointers).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -413,6 +413,97 @@ static void test_load_env_error(void **state)
 	assert_memory_equal(c, &before, sizeof(before));
 }
 
+static void test_load_args(void **state)
+{
+	char *argv[] = {
+	    "prog",         "--data-dir", "/flag/dir", "--lease_timeout=2m",
+	    "--all-in-one", "--config",   "x.conf",    "-h",
+	    "--workers",    "8",          "--name=",   "--workers=9",
+	    "--gpus=fake",  NULL,
+	};
+	struct cnl_config_flag own[] = {
+	    {"config", true, NULL}, {"all-in-one", false, NULL},
+	    {"gpus", true, NULL},   {"h", false, NULL},
+	    {"help", false, NULL},  {NULL, false, NULL}};
+	struct cfg *c = *state, before;
+	char err[256] = "";
+
+	/* Checking only: the object is not touched, own flags are found. */
+	memcpy(&before, c, sizeof(before));
+	assert_int_equal(cnl_config_load_args(table, N, NULL, 13, argv, own,
+	                                      err, sizeof(err)),
+	                 0);
+	assert_memory_equal(c, &before, sizeof(before));
+	assert_string_equal(own[0].value, "x.conf");
+	assert_string_equal(own[1].value, "");
+	assert_string_equal(own[2].value, "fake");
+	assert_string_equal(own[3].value, "");
+	assert_null(own[4].value);
+	assert_int_equal(
+	    cnl_config_load_args(table, N, c, 13, argv, own, err, sizeof(err)),
+	    0);
+	assert_string_equal(c->data_dir, "/flag/dir");
+	assert_int_equal(c->lease_timeout, 120000);
+	assert_int_equal(c->workers, 9); /* the last wins */
+	assert_string_equal(c->name, "");
+	assert_int_equal(c->bias, -3);
+}
+
+static void test_load_args_errors(void **state)
+{
+	static const struct {
+		int argc;
+		char *argv[4];
+		int r;
+		const char *err;
+	} cases[] = {
+	    {2, {"p", "--colour"}, -CNL_EFIELD, "unknown flag --colour"},
+	    {3,
+	     {"p", "--colour=red", "x"},
+	     -CNL_EFIELD,
+	     "unknown flag --colour"},
+	    {2, {"p", "-x"}, -CNL_EFIELD, "unknown flag -x"},
+	    {2,
+	     {"p", "stray"},
+	     -CNL_EFIELD,
+	     "unexpected argument stray (want --KEY VALUE)"},
+	    {2,
+	     {"p", "--workers"},
+	     -CNL_EPARSE,
+	     "flag --workers needs a value"},
+	    {2, {"p", "--config"}, -CNL_EPARSE, "flag --config needs a value"},
+	    {2,
+	     {"p", "--tls-only=1"},
+	     -CNL_EPARSE,
+	     "flag --tls-only takes no value"},
+	    {3,
+	     {"p", "--data_dir=/d", "--workers=0"},
+	     -ERANGE,
+	     "flag --workers: must be an integer in 1..64, not \"0\""},
+	    {3,
+	     {"p", "--lease-timeout", "soon"},
+	     -CNL_ECONFIG,
+	     "flag --lease-timeout: must be a duration in 1s..1h, not "
+	     "\"soon\""},
+	};
+	struct cnl_config_flag own[] = {{"config", true, NULL},
+	                                {"tls-only", false, NULL},
+	                                {NULL, false, NULL}};
+	struct cfg *c = *state, before;
+
+	memcpy(&before, c, sizeof(before));
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(cases); i++) {
+		char err[256] = "";
+
+		assert_int_equal(
+		    cnl_config_load_args(table, N, c, cases[i].argc,
+		                         cases[i].argv, own, err, sizeof(err)),
+		    cases[i].r);
+		assert_string_equal(err, cases[i].err);
+		assert_memory_equal(c, &before, sizeof(before));
+	}
+}
+
 static void test_to_json(void **state)
 {
 	struct cfg *c = *state;
@@ -480,6 +571,8 @@ int main(void)
 	    T(test_load_file_errors),
 	    T(test_load_env),
 	    T(test_load_env_error),
+	    T(test_load_args),
+	    T(test_load_args_errors),
 	    T(test_to_json),
 	    cmocka_unit_test(test_doc_markdown),
 	    T(test_done),

@@ -610,6 +610,24 @@ static void test_node_labels(void **state)
 	assert_int_equal(n->state, CNL_NODE_UP);
 	assert_int_equal(n->cpu_total, 96000);
 	assert_int_equal(n->n_empty, 8);
+	/* New labels replace the old ones whole; a bad one changes none. */
+	char longname[CNL_DATASET_MAX + 1];
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	struct cnl_node_spec relabel = {.zone = "dc3",
+	                                .datasets = {"coco", longname, NULL}};
+	assert_int_equal(cnl_cluster_set_node_labels(fx.c, 0, &relabel),
+	                 -CNL_ELIMIT);
+	assert_string_equal(n->zone, "dc2");
+	assert_int_equal(n->n_datasets, 2);
+	relabel.datasets[1] = NULL;
+	assert_int_equal(cnl_cluster_set_node_labels(fx.c, 0, &relabel), 0);
+	assert_string_equal(n->zone, "dc3");
+	assert_string_equal(n->cluster, "");
+	assert_int_equal(n->n_datasets, 1);
+	assert_string_equal(n->datasets[0], "coco");
+	assert_int_equal(cnl_cluster_set_node_labels(fx.c, 9, &relabel),
+	                 -CNL_ENODE);
 	/* A CPU-only node: no GPU type needed, never picked for GPUs. */
 	struct cnl_node_spec cpu = {
 	    .name = "cpu-1", .gpu_type = -1, .cpu_milli = 8000};

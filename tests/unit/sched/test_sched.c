@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -604,6 +605,75 @@ static void test_gang_all_or_nothing(void **state)
 	assert_int_equal(cl->n_allocs, 0);
 }
 
+/* Four small members that would all pack onto one node: spread, each gets
+ * a node of its own; without spread (the control) they share. */
+static void test_gang_spread_distinct_nodes(void **state)
+{
+	uint32_t m[3];
+	bool seen[4] = {false};
+
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		node(name, "L4", 4, i < 2 ? "r1" : "r2");
+	}
+	for (int i = 0; i < 3; i++) {
+		m[i] = job(TA, CNL_PRIO_NORMAL, CNL_REQ_BLOCKS, 10, T0, H);
+		jobs[m[i]].gang = 5;
+		jobs[m[i]].gang_size = 3;
+		jobs[m[i]].spread = true;
+	}
+	uint32_t c[2];
+	for (int i = 0; i < 2; i++) {
+		c[i] = job(TB, CNL_PRIO_NORMAL, CNL_REQ_BLOCKS, 10, T0, H);
+		jobs[c[i]].gang = 6;
+		jobs[c[i]].gang_size = 2;
+	}
+	cycle_at(T0);
+	for (int i = 0; i < 3; i++) {
+		uint32_t on = of(m[i], CNL_DEC_START)->node;
+
+		assert_false(seen[on]); /* never two members on one node */
+		seen[on] = true;
+	}
+	assert_int_equal(of(c[0], CNL_DEC_START)->node,
+	                 of(c[1], CNL_DEC_START)->node);
+}
+
+/* A spread gang larger than the number of nodes that can take it waits,
+ * whole, and holds nothing; a node more and it starts. */
+static void test_gang_spread_waits_for_nodes(void **state)
+{
+	uint32_t m[3];
+
+	(void)state;
+	node("n0", "L4", 8, NULL);
+	node("n1", "L4", 8, NULL);
+	node("cpu", "L4", 0, NULL); /* no GPU: cannot take a member */
+	for (int i = 0; i < 3; i++) {
+		m[i] = job(TA, CNL_PRIO_NORMAL, CNL_REQ_BLOCKS, 5, T0, H);
+		jobs[m[i]].gang = 8;
+		jobs[m[i]].gang_size = 3;
+		jobs[m[i]].spread = true;
+	}
+	cycle_at(T0);
+	for (int i = 0; i < 3; i++)
+		expect_wait(m[i], CNL_WHY_GANG_INCOMPLETE);
+	assert_int_equal(cl->n_allocs, 0);
+	node("n2", "L4", 1, NULL);
+	cycle_at(T0 + MIN);
+	bool seen[4] = {false};
+	for (int i = 0; i < 3; i++) {
+		uint32_t on = of(m[i], CNL_DEC_START)->node;
+
+		assert_int_not_equal(on, 2);
+		assert_false(seen[on]);
+		seen[on] = true;
+	}
+}
+
 /* ---- determinism and config ------------------------------------------- */
 
 static void build_mixed(void)
@@ -716,6 +786,8 @@ int main(void)
 	    T(test_gpu_type_constraint),
 	    T(test_gang_placed_together_by_network_distance),
 	    T(test_gang_all_or_nothing),
+	    T(test_gang_spread_distinct_nodes),
+	    T(test_gang_spread_waits_for_nodes),
 	    T(test_determinism),
 	    T(test_config_and_registry),
 	};

@@ -683,6 +683,58 @@ static void test_strict_bodies(void **state)
 	    {"[1,2]", "JSON object"},
 	    {"{\"command\":\"x\",\"command\":\"y\",\"gpu\":\"h100-1\"}",
 	     "command"},
+	    /* The fields beyond the shape. */
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"gpu_types\":\"h100\"}",
+	     "\"gpu_types\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"gpu_types\":[]}",
+	     "\"gpu_types\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"gpu_types\":[5]}",
+	     "\"gpu_types\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"gpu_types\":[\"z80\"]}",
+	     "\"z80\" is not a GPU type"},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"gpu_types\":[\"h100\","
+	     "\"h1\"]}",
+	     "\"h1\" is not a GPU type"},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"gpu_types\":[\"a\",\"a\","
+	     "\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+	     "\"a\","
+	     "\"a\",\"a\",\"a\",\"a\"]}",
+	     "\"gpu_types\""},
+	    {"{\"command\":\"x\",\"gpu\":\"h100-25\",\"gpu_types\":"
+	     "[\"a100\"]}",
+	     "\"gpu_types\": conflicts with the shape \"h100-25\""},
+	    {"{\"command\":\"x\",\"gpu\":\"cpu\",\"gpu_types\":[\"a100\"]}",
+	     "\"gpu_types\": conflicts with the shape \"cpu\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-3g.40gb\",\"gpu_types\":"
+	     "[\"l40s\"]}",
+	     "\"gpu_types\": conflicts"},
+	    {"{\"command\":\"x\",\"profile\":\"h100-25pct\",\"gpu_types\":"
+	     "[\"l4\"]}",
+	     "\"gpu_types\": conflicts"},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"dataset\":\"\"}",
+	     "\"dataset\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"dataset\":\".hidden\"}",
+	     "\"dataset\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"dataset\":\"a b\"}",
+	     "\"dataset\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"dataset\":7}",
+	     "\"dataset\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"dataset\":\"a123456789"
+	     "b123456789c123456789d123456789e123456789f123456789g1234567\"}",
+	     "\"dataset\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"nodes\":0}", "\"nodes\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"nodes\":65}", "\"nodes\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"nodes\":\"2\"}",
+	     "\"nodes\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"nodes\":1.5}",
+	     "\"nodes\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"preemptible\":\"no\"}",
+	     "\"preemptible\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"cpu_milli\":0}",
+	     "\"cpu_milli\""},
+	    {"{\"command\":\"x\",\"gpu\":\"any-5\",\"mem_mib\":-1}",
+	     "\"mem_mib\""},
+	    {"{\"command\":\"x\",\"gpu\":\"anything-5\"}", "\"gpu\""},
 	};
 	char path[128];
 	struct reply r;

@@ -4,7 +4,11 @@
  * long-poll their assignments; jobs and notebook servers are scheduled,
  * run, report and end; pre-emption; node loss with requeue and fencing;
  * quotas refused by name; profiles with availability; /metrics checked by
- * promtool; and the whole route x role x own/other-project matrix.
+ * promtool; the whole route x role x own/other-project matrix; and the
+ * job fields beyond the shape: GPU types, datasets and locality, gangs
+ * (one node per member, started, requeued and cancelled together), the
+ * placement explanation, node relabelling, and a restart that rebuilds
+ * the same scheduler jobs.
  *
  * The scheduling loop thread is not started: the test drives time with
  * cnl_api_tick(), so that "ten minutes later" and "the node has been
@@ -1203,6 +1207,611 @@ static void test_route_role_matrix(void **state)
 	assert_true(checked > 200);
 }
 
+/* ---- job fields: GPU types, datasets, gangs, the explanation ---------- */
+
+/*
+ * Three nodes of their own (n1 and n2 are cordoned meanwhile): d1 and d2
+ * H100s in zone za, d1 holding "imagenet"; d3 an A100 in zone zb.  Jobs go
+ * to a project of their own, so that its listing counts only them.
+ */
+static struct {
+	char node[3][CNL_ID_MAX];
+	char proj[CNL_ID_MAX];
+} D;
+
+/* Where @id is assigned among d1..d3: 0..2, or -1; never on two. */
+static int d_where(const char *id)
+{
+	int at = -1;
+
+	for (int i = 0; i < 3; i++) {
+		json_t *a = assignments(D.node[i]);
+
+		if (find(a, id)) {
+			assert_int_equal(at, -1);
+			at = i;
+		}
+		json_decref(a);
+	}
+	return at;
+}
+
+/* The assignment of @id on d@at+1 (a new reference). */
+static json_t *d_assignment(const char *id, int at)
+{
+	json_t *a = assignments(D.node[at]), *it = json_incref(find(a, id));
+
+	json_decref(a);
+	assert_non_null(it);
+	return it;
+}
+
+/* Report @id's end (or "running") from wherever it is assigned. */
+static void d_report(const char *id, const char *state, int code)
+{
+	int at = d_where(id);
+	json_t *it;
+
+	assert_true(at >= 0);
+	it = d_assignment(id, at);
+	assert_int_equal(report(D.node[at], id, epoch_of(it), state, code),
+	                 200);
+	json_decref(it);
+}
+
+static void set_state(const char *node, const char *state)
+{
+	char path[160], body[64];
+
+	snprintf(path, sizeof(path), "/v1/nodes/%s", node);
+	snprintf(body, sizeof(body), "{\"state\":\"%s\"}", state);
+	json_decref(call_ok("PATCH", path, ADMIN, body, 200));
+}
+
+static void d_register(int i, const char *type, const char *zone,
+                       const char *rack, const char *datasets, long status)
+{
+	char body[512];
+	json_t *o;
+
+	snprintf(body, sizeof(body),
+	         "{\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
+	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"zone\":\"%s\","
+	         "\"rack\":\"%s\"%s%s%s}",
+	         i + 1, type, zone, rack, datasets ? ",\"datasets\":" : "",
+	         datasets ? datasets : "", "");
+	o = call_ok("POST", "/v1/nodes", AGENT, body, status);
+	snprintf(D.node[i], CNL_ID_MAX, "%s", str(o, "id"));
+	json_decref(o);
+}
+
+static void d_submit(const char *body, char *id)
+{
+	submit(MEMBER, D.proj, body, id);
+}
+
+static const char *placement_str(json_t *job, const char *key)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(job, "placement"), key));
+}
+
+static bool placement_true(json_t *job, const char *key)
+{
+	return json_is_true(
+	    json_object_get(json_object_get(job, "placement"), key));
+}
+
+static void test_job_fields_setup(void **state)
+{
+	make_project("data", D.proj);
+	grant(D.proj, MEMBER, "member");
+	set_state(F.node1, "cordoned");
+	set_state(F.node2, "cordoned");
+	d_register(0, "H100-80GB-SXM", "za", "r1", "[\"imagenet\"]", 201);
+	d_register(1, "H100-80GB-SXM", "za", "r2", NULL, 201);
+	d_register(2, "A100-80GB", "zb", "r3", NULL, 201);
+}
+
+/* Each field is stored, shown, and reaches the scheduler; the dataset
+ * wins over packing, and the explanation says so only when true. */
+static void test_job_fields_stored_and_explained(void **state)
+{
+	char filler[CNL_ID_MAX], plain[CNL_ID_MAX], near[CNL_ID_MAX];
+	json_t *o, *a;
+
+	/* d2 busy, so packing prefers it (the control shows it does). */
+	set_state(D.node[0], "cordoned");
+	set_state(D.node[2], "cordoned");
+	d_submit("{\"command\":\"f\",\"gpu\":\"h100-5\"}", filler);
+	tick(now_ms());
+	assert_int_equal(d_where(filler), 1);
+	set_state(D.node[0], "up");
+	set_state(D.node[2], "up");
+	d_submit("{\"command\":\"plain\",\"gpu\":\"h100-5\"}", plain);
+	tick(now_ms());
+	assert_int_equal(d_where(plain), 1);
+	o = job(plain);
+	assert_string_equal(placement_str(o, "node"), "d2");
+	assert_null(
+	    json_object_get(json_object_get(o, "placement"), "dataset_local"));
+	assert_null(json_object_get(json_object_get(o, "placement"),
+	                            "gpu_type_allowed"));
+	json_decref(o);
+
+	d_submit("{\"command\":\"near\",\"gpu\":\"any-5\",\"gpu_types\":"
+	         "[\"h100\",\"a100-80gb\"],\"dataset\":\"imagenet\","
+	         "\"preemptible\":false,\"cpu_milli\":500,\"mem_mib\":2048}",
+	         near);
+	o = job(near);
+	assert_string_equal(str(o, "gpu"), "any-5");
+	assert_int_equal(json_array_size(json_object_get(o, "gpu_types")), 2);
+	assert_string_equal(json_string_value(json_array_get(
+	                        json_object_get(o, "gpu_types"), 1)),
+	                    "a100-80gb");
+	assert_string_equal(str(o, "dataset"), "imagenet");
+	assert_int_equal(json_integer_value(json_object_get(o, "nodes")), 1);
+	assert_true(json_is_false(json_object_get(o, "preemptible")));
+	assert_int_equal(json_integer_value(json_object_get(o, "cpu_milli")),
+	                 500);
+	assert_int_equal(json_integer_value(json_object_get(o, "mem_mib")),
+	                 2048);
+	assert_null(json_object_get(o, "gang"));
+	assert_null(json_object_get(o, "placement")); /* not placed yet */
+	json_decref(o);
+	tick(now_ms());
+	assert_int_equal(d_where(near), 0); /* d1 holds imagenet */
+	a = d_assignment(near, 0);
+	assert_int_equal(json_integer_value(json_object_get(a, "cpu_milli")),
+	                 500);
+	assert_int_equal(json_integer_value(json_object_get(a, "mem_mib")),
+	                 2048);
+	assert_null(json_object_get(a, "gang"));
+	json_decref(a);
+	o = job(near);
+	assert_string_equal(placement_str(o, "node"), "d1");
+	assert_string_equal(placement_str(o, "gpu_type"), "H100-80GB-SXM");
+	assert_string_equal(placement_str(o, "zone"), "za");
+	assert_string_equal(placement_str(o, "rack"), "r1");
+	assert_string_equal(placement_str(o, "reason"), "started");
+	assert_true(placement_true(o, "dataset_local"));
+	assert_true(placement_true(o, "gpu_type_allowed"));
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(o, "placement"),
+	                                       "dataset_elsewhere")),
+	    0);
+	json_decref(o);
+	/* It ends: where it ran stays in the record. */
+	d_report(near, "succeeded", 0);
+	o = job(near);
+	assert_string_equal(str(o, "state"), "succeeded");
+	assert_string_equal(placement_str(o, "node"), "d1");
+	json_decref(o);
+
+	/* A dataset no node holds: placed, and said not to be local. */
+	d_submit("{\"command\":\"far\",\"gpu\":\"h100-5\",\"dataset\":"
+	         "\"laion-5b\"}",
+	         near);
+	tick(now_ms());
+	o = job(near);
+	assert_true(json_is_false(
+	    json_object_get(json_object_get(o, "placement"), "dataset_local")));
+	json_decref(o);
+	d_report(near, "succeeded", 0);
+	d_report(plain, "succeeded", 0);
+	d_report(filler, "succeeded", 0);
+}
+
+/* gpu_types narrows a shape of any type: A100 only, although the H100
+ * nodes are busy and packing would pick them. */
+static void test_job_gpu_types_restrict(void **state)
+{
+	char filler[CNL_ID_MAX], ctl[CNL_ID_MAX], a100[CNL_ID_MAX];
+	json_t *o;
+
+	set_state(D.node[2], "cordoned");
+	d_submit("{\"command\":\"f\",\"gpu\":\"h100-5\"}", filler);
+	tick(now_ms());
+	set_state(D.node[2], "up");
+	d_submit("{\"command\":\"c\",\"gpu\":\"any-5\"}", ctl);
+	d_submit("{\"command\":\"a\",\"gpu\":\"any-5\",\"gpu_types\":"
+	         "[\"a100\"]}",
+	         a100);
+	tick(now_ms());
+	assert_true(d_where(ctl) == d_where(filler));
+	assert_int_equal(d_where(a100), 2);
+	o = job(a100);
+	assert_string_equal(placement_str(o, "gpu_type"), "A100-80GB");
+	assert_true(placement_true(o, "gpu_type_allowed"));
+	json_decref(o);
+	d_report(filler, "succeeded", 0);
+	d_report(ctl, "succeeded", 0);
+	d_report(a100, "succeeded", 0);
+}
+
+/* The gang's members by rank, from the leader's JSON. */
+static void gang_members(const char *leader, char ids[][CNL_ID_MAX], int n)
+{
+	json_t *o = job(leader);
+	json_t *g = json_object_get(o, "gang");
+	json_t *m = json_object_get(g, "members");
+
+	assert_int_equal(json_array_size(m), (size_t)n);
+	assert_string_equal(str(g, "id"), leader);
+	assert_int_equal(json_integer_value(json_object_get(g, "rank")), 0);
+	assert_int_equal(json_integer_value(json_object_get(g, "size")), n);
+	assert_int_equal(json_integer_value(json_object_get(o, "nodes")), n);
+	for (int i = 0; i < n; i++)
+		snprintf(ids[i], CNL_ID_MAX, "%s",
+		         json_string_value(json_array_get(m, i)));
+	assert_string_equal(ids[0], leader);
+	json_decref(o);
+}
+
+static int count_jobs(void)
+{
+	char path[160];
+	json_t *o;
+	int n;
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs?limit=1000", D.proj);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	n = (int)json_array_size(json_object_get(o, "items"));
+	json_decref(o);
+	return n;
+}
+
+static void test_gang(void **state)
+{
+	char g[2][CNL_ID_MAX], w3[3][CNL_ID_MAX], path[160], hdr[160];
+	int64_t ep[2];
+	int at[2], before = count_jobs();
+	struct reply r;
+	json_t *o, *a;
+
+	/* Two members, retried with the same key: one gang of two. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", D.proj);
+	snprintf(hdr, sizeof(hdr), "Idempotency-Key: gang-%lld",
+	         (long long)now_ms());
+	for (int k = 0; k < 2; k++) {
+		http_n("POST", path, F.token[MEMBER],
+		       "{\"command\":\"train\",\"gpu\":\"any-10\","
+		       "\"gpu_types\":[\"h100\"],\"nodes\":2}",
+		       0, hdr, &r);
+		expect(&r, k ? 200 : 201, "gang submit");
+		if (k)
+			assert_string_equal(str(r.body, "id"), g[0]);
+		else
+			snprintf(g[0], CNL_ID_MAX, "%s", str(r.body, "id"));
+		reply_done(&r);
+	}
+	assert_int_equal(count_jobs(), before + 2);
+	gang_members(g[0], g, 2);
+	o = job(g[1]);
+	assert_string_equal(str(json_object_get(o, "gang"), "id"), g[0]);
+	assert_int_equal(json_integer_value(json_object_get(
+	                     json_object_get(o, "gang"), "rank")),
+	                 1);
+	assert_string_equal(str(o, "command"), "train");
+	json_decref(o);
+
+	/* Both start in one cycle, each on a node of its own (H100s). */
+	tick(now_ms());
+	for (int i = 0; i < 2; i++) {
+		at[i] = d_where(g[i]);
+		assert_true(at[i] == 0 || at[i] == 1);
+		a = d_assignment(g[i], at[i]);
+		ep[i] = epoch_of(a);
+		json_t *ga = json_object_get(a, "gang");
+		assert_string_equal(str(ga, "id"), g[0]);
+		assert_int_equal(
+		    json_integer_value(json_object_get(ga, "rank")), i);
+		assert_int_equal(
+		    json_integer_value(json_object_get(ga, "size")), 2);
+		for (int k = 0; k < 2; k++)
+			assert_string_equal(
+			    json_string_value(json_array_get(
+			        json_object_get(ga, "nodes"), k)),
+			    k == 0 ? (at[0] ? "d2" : "d1")
+			           : (at[1] ? "d2" : "d1"));
+		json_decref(a);
+	}
+	assert_int_not_equal(at[0], at[1]);
+	/* One job shows the whole gang's placement. */
+	o = job(g[1]);
+	json_t *pl = json_object_get(json_object_get(o, "gang"), "placements");
+	assert_int_equal(json_array_size(pl), 2);
+	for (int i = 0; i < 2; i++) {
+		json_t *it = json_array_get(pl, (size_t)i);
+
+		assert_string_equal(str(it, "id"), g[i]);
+		assert_string_equal(str(it, "node"), at[i] ? "d2" : "d1");
+		assert_string_equal(str(it, "zone"), "za");
+		assert_string_equal(str(it, "rack"), at[i] ? "r2" : "r1");
+	}
+	json_decref(o);
+
+	/* A member its agent lost takes the gang back to the queue: the
+	 * other is stopped (keeping its place until it has left), and they
+	 * start again together. */
+	for (int i = 0; i < 2; i++)
+		d_report(g[i], "running", 0);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", D.node[at[1]]);
+	for (int k = 0; k < 2; k++)
+		json_decref(
+		    call_ok("POST", path, AGENT, "{\"running\":[]}", 200));
+	o = job(g[1]);
+	assert_string_equal(str(o, "state"), "pending");
+	json_decref(o);
+	tick(now_ms());
+	a = d_assignment(g[0], at[0]);
+	assert_string_equal(str(a, "action"), "stop");
+	json_decref(a);
+	assert_int_equal(d_where(g[1]), -1); /* waits for its gang */
+	o = job(g[1]);
+	assert_string_equal(str(json_object_get(o, "status"), "reason"),
+	                    "gang members missing or not placeable");
+	json_decref(o);
+	d_report(g[0], "failed", 143); /* exits on the signal */
+	o = job(g[0]);
+	assert_string_equal(str(o, "state"), "pending");
+	json_decref(o);
+	tick(now_ms());
+	for (int i = 0; i < 2; i++) {
+		a = d_assignment(g[i], d_where(g[i]));
+		assert_string_equal(str(a, "action"), "run");
+		assert_true(epoch_of(a) > ep[i]);
+		json_decref(a);
+	}
+	assert_int_not_equal(d_where(g[0]), d_where(g[1]));
+
+	/* Three members on two H100 nodes: all wait, none holds anything. */
+	d_submit("{\"command\":\"big\",\"gpu\":\"any-10\",\"gpu_types\":"
+	         "[\"h100\"],\"nodes\":3}",
+	         w3[0]);
+	gang_members(w3[0], w3, 3);
+	tick(now_ms());
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(d_where(w3[i]), -1);
+		o = job(w3[i]);
+		assert_string_equal(str(o, "state"), "pending");
+		assert_string_equal(str(json_object_get(o, "status"), "reason"),
+		                    "gang members missing or not placeable");
+		json_decref(o);
+	}
+
+	/* Cancelling any member cancels its gang: the placed ones are
+	 * told to stop, the waiting ones end at once. */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", g[1]);
+	json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	for (int i = 0; i < 2; i++) {
+		a = d_assignment(g[i], d_where(g[i]));
+		assert_string_equal(str(a, "action"), "stop");
+		json_decref(a);
+		d_report(g[i], "failed", 143);
+		o = job(g[i]);
+		assert_string_equal(str(o, "state"), "cancelled");
+		json_decref(o);
+	}
+	snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", w3[2]);
+	json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	for (int i = 0; i < 3; i++) {
+		o = job(w3[i]);
+		assert_string_equal(str(o, "state"), "cancelled");
+		json_decref(o);
+	}
+	/* A gang that has ended cannot be cancelled again. */
+	json_decref(call_ok("POST", path, MEMBER, "{}", 409));
+}
+
+/* The blocks in use on node @id. */
+static int node_blocks(const char *id)
+{
+	json_t *o = call_ok("GET", "/v1/nodes", ADMIN, NULL, 200);
+	json_t *items = json_object_get(o, "items");
+	int used = -1;
+
+	for (size_t i = 0; i < json_array_size(items); i++)
+		if (strcmp(str(json_array_get(items, i), "id"), id) == 0)
+			used = (int)json_integer_value(json_object_get(
+			    json_array_get(items, i), "blocks_used"));
+	json_decref(o);
+	assert_true(used >= 0);
+	return used;
+}
+
+/* cnlabd stopped and started on the same store, as after a crash. */
+static void restart_cnlabd(void)
+{
+	char err[512], path[160];
+
+	cnl_http_server_free(F.srv);
+	cnl_api_free(F.api);
+	cnl_store_close(F.store);
+	snprintf(path, sizeof(path), "%s/cnlab.db", F.dir);
+	assert_int_equal(
+	    cnl_store_open_sqlite(path, &F.store, err, sizeof(err)), 0);
+	assert_int_equal(cnl_api_new(
+	                     &(struct cnl_api_config){
+	                         .store = F.store,
+	                         .jwt_key = (const uint8_t *)SECRET,
+	                         .jwt_key_len = strlen(SECRET),
+	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
+	                         .node_lost_ms = LOST_MS,
+	                     },
+	                     &F.api),
+	                 0);
+	struct cnl_api_listen l = {.host = "127.0.0.1"};
+	l.routes = cnl_api_routes(&l.nroutes);
+	if (cnl_api_start(F.api, &l, &F.srv, err, sizeof(err)) < 0)
+		fail_msg("restart: %s", err);
+	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
+	         (unsigned)cnl_http_server_port(F.srv));
+}
+
+/* A restarted cnlabd rebuilds the same scheduler jobs from the store: the
+ * spread gang still cannot start on two nodes, the A100-only job still
+ * waits for an A100, a running job keeps its explanation, a gang member
+ * being stopped keeps its resources and its final state, and work on a
+ * cordoned node stays there. */
+static void test_job_fields_survive_restart(void **state)
+{
+	char w3[3][CNL_ID_MAX], a100[CNL_ID_MAX], run[CNL_ID_MAX];
+	char g2[2][CNL_ID_MAX];
+	int lost, kept, at, used, n1_used;
+	json_t *o, *a, *before;
+
+	set_state(D.node[2], "cordoned");
+	d_submit("{\"command\":\"big\",\"gpu\":\"any-10\",\"nodes\":3,"
+	         "\"dataset\":\"imagenet\"}",
+	         w3[0]);
+	gang_members(w3[0], w3, 3);
+	d_submit("{\"command\":\"a\",\"gpu\":\"any-5\",\"gpu_types\":"
+	         "[\"a100\"]}",
+	         a100);
+	d_submit("{\"command\":\"r\",\"gpu\":\"h100-5\",\"dataset\":"
+	         "\"imagenet\",\"preemptible\":false}",
+	         run);
+	d_submit("{\"command\":\"g\",\"gpu\":\"any-10\",\"gpu_types\":"
+	         "[\"h100\"],\"nodes\":2}",
+	         g2[0]);
+	gang_members(g2[0], g2, 2);
+	tick(now_ms());
+	assert_int_equal(d_where(a100), -1);
+	assert_int_equal(d_where(run), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(d_where(w3[i]), -1);
+	before = job(run);
+	/* A gang member is lost by its agent; the other, told to stop with
+	 * its gang, is then cancelled: it keeps its resources until it has
+	 * left, and ends cancelled, not requeued, across the restart. */
+	for (int i = 0; i < 2; i++)
+		d_report(g2[i], "running", 0);
+	lost = d_where(g2[0]) == 0 ? 1 : 0;
+	kept = 1 - lost;
+	{
+		char path[160];
+
+		snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat",
+		         D.node[d_where(g2[lost])]);
+		for (int k = 0; k < 2; k++)
+			json_decref(call_ok("POST", path, AGENT,
+			                    "{\"running\":[]}", 200));
+		tick(now_ms());
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", g2[lost]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	o = job(g2[lost]);
+	assert_string_equal(str(o, "state"), "cancelled");
+	json_decref(o);
+	at = d_where(g2[kept]);
+	assert_true(at >= 0);
+	used = node_blocks(D.node[at]);
+	assert_true(used >= 10);
+	/* Work kept on cordoned nodes (n1, n2: the route matrix's). */
+	n1_used = node_blocks(F.node1);
+	assert_true(n1_used > 0);
+
+	restart_cnlabd();
+	tick(now_ms());
+	/* A cordoned node's work is re-adopted, not requeued. */
+	assert_int_equal(node_blocks(F.node1), n1_used);
+	assert_int_equal(d_where(g2[kept]), at);
+	a = d_assignment(g2[kept], at);
+	assert_string_equal(str(a, "action"), "stop");
+	json_decref(a);
+	assert_int_equal(node_blocks(D.node[at]), used);
+	d_report(g2[kept], "failed", 143);
+	o = job(g2[kept]);
+	assert_string_equal(str(o, "state"), "cancelled");
+	json_decref(o);
+	assert_int_equal(node_blocks(D.node[at]), used - 10);
+	o = job(run);
+	assert_true(json_equal(json_object_get(o, "placement"),
+	                       json_object_get(before, "placement")));
+	assert_string_equal(str(o, "dataset"), "imagenet");
+	assert_true(json_is_false(json_object_get(o, "preemptible")));
+	json_decref(o);
+	json_decref(before);
+	assert_int_equal(d_where(run), 0);
+	assert_int_equal(d_where(a100), -1); /* still A100 only */
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(d_where(w3[i]), -1); /* still spread */
+		o = job(w3[i]);
+		assert_int_equal(json_integer_value(json_object_get(
+		                     json_object_get(o, "gang"), "size")),
+		                 3);
+		assert_string_equal(str(o, "dataset"), "imagenet");
+		json_decref(o);
+	}
+	o = job(w3[1]);
+	assert_int_equal(json_array_size(json_object_get(
+	                     json_object_get(o, "gang"), "members")),
+	                 3);
+	json_decref(o);
+	/* The A100 comes back: the job goes there, nowhere else. */
+	set_state(D.node[2], "up");
+	tick(now_ms());
+	assert_int_equal(d_where(a100), 2);
+	/* Cancelling its leader ends the waiting gang. */
+	{
+		char path[128];
+
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", w3[0]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	d_report(a100, "succeeded", 0);
+	d_report(run, "succeeded", 0);
+}
+
+/* An agent registering again with other datasets relabels its node, and
+ * the next placement uses the new labels. */
+static void test_node_datasets_relabel(void **state)
+{
+	char filler[CNL_ID_MAX], id[CNL_ID_MAX];
+	json_t *o, *items;
+	struct reply r;
+
+	/* d1 busy: packing would pick it; "coco" is only on d2. */
+	set_state(D.node[1], "cordoned");
+	set_state(D.node[2], "cordoned");
+	d_submit("{\"command\":\"f\",\"gpu\":\"h100-5\"}", filler);
+	tick(now_ms());
+	assert_int_equal(d_where(filler), 0);
+	set_state(D.node[1], "up");
+	d_register(1, "H100-80GB-SXM", "za", "r2", "[\"coco\",\"imagenet\"]",
+	           200);
+	o = call_ok("GET", "/v1/nodes", ADMIN, NULL, 200);
+	items = json_object_get(o, "items");
+	for (size_t i = 0; i < json_array_size(items); i++)
+		if (strcmp(str(json_array_get(items, i), "name"), "d2") == 0)
+			assert_int_equal(
+			    json_array_size(json_object_get(
+			        json_array_get(items, i), "datasets")),
+			    2);
+	json_decref(o);
+	d_submit("{\"command\":\"c\",\"gpu\":\"h100-5\",\"dataset\":\"coco\"}",
+	         id);
+	tick(now_ms());
+	assert_int_equal(d_where(id), 1);
+	o = job(id);
+	assert_true(placement_true(o, "dataset_local"));
+	json_decref(o);
+	/* Bad dataset names are refused, naming the field. */
+	http("POST", "/v1/nodes", F.token[AGENT],
+	     "{\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":1,"
+	     "\"cpu_milli\":64000,\"mem_mib\":512000,\"datasets\":[\"a b\"]}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "datasets"));
+	reply_done(&r);
+	d_report(id, "succeeded", 0);
+	d_report(filler, "succeeded", 0);
+	set_state(D.node[2], "up");
+	set_state(F.node1, "up");
+	set_state(F.node2, "up");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1217,6 +1826,12 @@ int main(void)
 	    cmocka_unit_test(test_work_lost_by_agent),
 	    cmocka_unit_test(test_metrics_promtool),
 	    cmocka_unit_test(test_route_role_matrix),
+	    cmocka_unit_test(test_job_fields_setup),
+	    cmocka_unit_test(test_job_fields_stored_and_explained),
+	    cmocka_unit_test(test_job_gpu_types_restrict),
+	    cmocka_unit_test(test_gang),
+	    cmocka_unit_test(test_job_fields_survive_restart),
+	    cmocka_unit_test(test_node_datasets_relabel),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
