@@ -745,6 +745,40 @@ static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
 	return r;
 }
 
+/* In words: what a deadline check rested on. */
+static void admission_text(const struct cnl_ctl_admission *a, char *buf,
+                           size_t len)
+{
+	char rt[32], as[32];
+
+	cnl_duration_format(a->runtime_ms, rt, sizeof(rt));
+	cnl_duration_format(a->assumed_runtime_ms, as, sizeof(as));
+	snprintf(buf, len,
+	         "%s%s; %d running workload%s without a run time "
+	         "assumed to run %s",
+	         a->finish ? "checked that it finishes by then with its run "
+	                     "time of "
+	                   : "checked only that it starts by then: no "
+	                     "run time given",
+	         a->finish ? rt : "", a->unestimated,
+	         a->unestimated == 1 ? "" : "s", as);
+}
+
+static json_t *admission_json(const struct cnl_ctl_admission *a)
+{
+	char text[256];
+
+	admission_text(a, text, sizeof(text));
+	return json_pack(
+	    "{s:s,s:o,s:o,s:i,s:I,s:s}", "checked",
+	    a->finish ? "finish" : "start", "runtime_s",
+	    a->finish ? json_integer(a->runtime_ms / 1000) : json_null(),
+	    "earliest_start",
+	    a->start > 0 ? cnl_api_time_json(a->start) : json_null(),
+	    "unestimated_running", a->unestimated, "assumed_runtime_s",
+	    (json_int_t)(a->assumed_runtime_ms / 1000), "text", text);
+}
+
 H(h_jobs_create)
 {
 	static const char *const fields[] = {
@@ -755,7 +789,8 @@ H(h_jobs_create)
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
 	const char *dataset = NULL;
-	int64_t runtime = 0, start = -1, cpu = 0, mem = 0, nodes = 1;
+	int64_t runtime = 0, cpu = 0, mem = 0, nodes = 1;
+	struct cnl_ctl_admission adm = {0};
 	bool preemptible = true, fresh = true;
 	json_t *files = NULL, *members = NULL;
 	uint64_t types = 0;
@@ -900,16 +935,16 @@ H(h_jobs_create)
 	if (fresh && quota_admit(c, false, resp) < 0)
 		goto out;
 	if (fresh && j.deadline_ms &&
-	    cnl_ctl_admit(c->api->ctl, &j, c->now_ms, &start) ==
-	        -CNL_EDEADLINE) {
-		char when[CNL_TIME_RFC3339_MAX] = "never";
+	    cnl_ctl_admit(c->api->ctl, &j, c->now_ms, &adm) == -CNL_EDEADLINE) {
+		char when[CNL_TIME_RFC3339_MAX] = "never", how[256];
 
-		if (start > 0)
-			cnl_time_format_rfc3339(start, when, sizeof(when));
+		if (adm.start > 0)
+			cnl_time_format_rfc3339(adm.start, when, sizeof(when));
+		admission_text(&adm, how, sizeof(how));
 		cnl_http_error(resp, 422, "deadline_infeasible",
 		               "the deadline cannot be met: the earliest "
-		               "possible start is %s",
-		               when);
+		               "possible start is %s (%s)",
+		               when, how);
 		goto out;
 	}
 	/* The job, the rest of its gang and its files are stored in one
@@ -1000,8 +1035,15 @@ H(h_jobs_create)
 		}
 		cnl_ctl_kick(c->api->ctl);
 	}
-	cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201,
-	               cnl_api_job_json(c, &got));
+	{
+		json_t *o = cnl_api_job_json(c, &got);
+
+		/* Which estimate the deadline was checked with. */
+		if (fresh && j.deadline_ms)
+			json_object_set_new(o, "deadline_check",
+			                    admission_json(&adm));
+		cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201, o);
+	}
 out:
 	json_decref(members);
 	json_decref(body);

@@ -1003,14 +1003,40 @@ static size_t build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
 	return n;
 }
 
+/*
+ * How many running workloads (on node @node, or anywhere for -1) the
+ * scheduler assumes to run its default run time because they gave none:
+ * an estimate made of their ends is a guess.
+ */
+static int unestimated(struct cnl_ctl *ctl, int node)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		const struct wl *w = &ctl->wl[i];
+
+		if (w->phase != PH_PENDING && w->alloc_id &&
+		    (node < 0 || w->node == node) && w->j.runtime_ms <= 0)
+			n++;
+	}
+	return n;
+}
+
 int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *sj,
-                  int64_t now, int64_t *ret_start)
+                  int64_t now, struct cnl_ctl_admission *ret)
 {
 	struct wl tmp = {0};
 	struct cnl_job *jobs;
 	size_t *map, n;
 	int r;
 
+	*ret = (struct cnl_ctl_admission){
+	    .start = -1,
+	    .finish = sj->runtime_ms > 0,
+	    .runtime_ms = sj->runtime_ms,
+	    .unestimated = unestimated(ctl, -1),
+	    .assumed_runtime_ms = ctl->default_runtime_ms,
+	};
 	if (!sj->deadline_ms)
 		return 0;
 	snprintf(tmp.project_id, sizeof(tmp.project_id), "%s", sj->project_id);
@@ -1029,7 +1055,7 @@ int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *sj,
 	}
 	n = build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_admit(ctl->sched, ctl->cluster, jobs, n, &tmp.j, now,
-	                    ret_start);
+	                    &ret->start);
 	free(jobs);
 	free(map);
 	return r;
@@ -1209,25 +1235,6 @@ static unsigned start_median(struct cnl_ctl *ctl, bool server, int64_t *ret_ms)
 	memcpy(v, ctl->start_ms[server], n * sizeof(v[0]));
 	qsort(v, n, sizeof(v[0]), cmp_i64);
 	*ret_ms = v[n / 2];
-	return n;
-}
-
-/*
- * How many running workloads (on node @node, or anywhere for -1) the
- * scheduler assumes to run its default run time because they gave none:
- * an estimate made of their ends is a guess.
- */
-static int unestimated(struct cnl_ctl *ctl, int node)
-{
-	int n = 0;
-
-	for (size_t i = 0; i < ctl->n_wl; i++) {
-		const struct wl *w = &ctl->wl[i];
-
-		if (w->phase != PH_PENDING && w->alloc_id &&
-		    (node < 0 || w->node == node) && w->j.runtime_ms <= 0)
-			n++;
-	}
 	return n;
 }
 

@@ -115,10 +115,20 @@ int cnl_ctl_shape_check(struct cnl_ctl *ctl, const char *shape, char *err,
 /*
  * cnl_ctl_admit - can @j (not yet stored) meet its deadline?  0, or
  * -CNL_EDEADLINE with the earliest possible start (-1: never) in
- * *@ret_start.
+ * ret->start.  *@ret also says which estimate the check used: the job's
+ * own run time (it must finish by the deadline) or none (it must start by
+ * it), and how many running workloads were assumed to run the default
+ * run time because they gave none.
  */
+struct cnl_ctl_admission {
+	int64_t start;              /* earliest start; -1: never */
+	bool finish;                /* checked the end, not only the start */
+	int64_t runtime_ms;         /* the job's own estimate, 0: none */
+	int unestimated;            /* running work without an estimate */
+	int64_t assumed_runtime_ms; /* what the scheduler assumes for them */
+};
 int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *j,
-                  int64_t now_ms, int64_t *ret_start);
+                  int64_t now, struct cnl_ctl_admission *ret);
 
 /* After the store acknowledged a new job or server (or a restart). */
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);

@@ -234,6 +234,9 @@ done
 shape "Job queued. Scheduler reserved N×H100-50pct on ..." \
 	'^Job queued\. Scheduler reserved [0-9]+×H100-50pct on (cluster|node) [^ ]+.*\.$' "$tmp/dl.err"
 shape "ETA to start: N min." '^ETA to start: (≈ )?[0-9]+ min\.$' "$tmp/dl.err"
+shape "the deadline check says which estimate it used" \
+	'^✓ Deadline can be met: checked only that it starts by then: no run time given; 0 running workloads without a run time assumed to run 4h$' \
+	"$tmp/dl.err"
 kill -INT "$rpid" 2>/dev/null
 wait "$rpid" 2>/dev/null
 dl_job=$(cnlab jobs list -o json | jq -r '.items[-1].id')

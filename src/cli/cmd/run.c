@@ -678,6 +678,12 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		fprintf(stderr, "✓ Queued %s on %s (priority %s, project %s)\n",
 		        id, cnl_cli_str(o, "gpu", "?"),
 		        cnl_cli_str(o, "priority", "normal"), pname);
+	/* Which estimate the deadline was checked with, as the server
+	 * says: only the start when no --runtime was given. */
+	if (!cli->json && json_is_object(json_object_get(o, "deadline_check")))
+		fprintf(stderr, "✓ Deadline can be met: %s\n",
+		        cnl_cli_str(json_object_get(o, "deadline_check"),
+		                    "text", "?"));
 	members =
 	    json_incref(json_object_get(json_object_get(o, "gang"), "members"));
 	if (!cli->json && json_array_size(members) > 1)

@@ -840,6 +840,81 @@ static void test_preemption(void **state)
 	finish(crit, "succeeded", 0);
 }
 
+/*
+ * Deadline admission says which estimate it used: with a run time the job
+ * must finish by the deadline, without one only start by it; a refusal
+ * gives the earliest start and the same account.
+ */
+static void test_deadline_admission(void **state)
+{
+	char busy[3][CNL_ID_MAX], id[CNL_ID_MAX], path[160], body[256],
+	    when[CNL_TIME_RFC3339_MAX];
+	struct reply r;
+	json_t *o, *dc;
+	int64_t t = now_ms(), start;
+
+	/* Every GPU busy for two hours with work nobody may pre-empt. */
+	for (int i = 0; i < 3; i++)
+		submit(
+		    MEMBER, F.proj_a,
+		    "{\"command\":\"busy\",\"gpu\":\"h100-full\",\"priority\":"
+		    "\"critical\",\"preemptible\":false,\"runtime_s\":7200}",
+		    busy[i]);
+	tick(t);
+	for (int i = 0; i < 3; i++)
+		assert_true(placed_on(busy[i]) > 0);
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	/* Finish within an hour, running 30 minutes: impossible. */
+	cnl_time_format_rfc3339(t + 3600 * 1000, when, sizeof(when));
+	snprintf(body, sizeof(body),
+	         "{\"command\":\"d\",\"gpu\":\"h100-full\",\"deadline\":\"%s\","
+	         "\"runtime_s\":1800}",
+	         when);
+	http("POST", path, F.token[MEMBER], body, &r);
+	assert_error(&r, 422, "deadline_infeasible");
+	assert_non_null(strstr(err_message(&r), "earliest possible start"));
+	assert_non_null(strstr(err_message(&r), "finishes by then with its "
+	                                        "run time of 30m"));
+	reply_done(&r);
+	/* Start within an hour, no run time: still impossible, said so. */
+	snprintf(
+	    body, sizeof(body),
+	    "{\"command\":\"d\",\"gpu\":\"h100-full\",\"deadline\":\"%s\"}",
+	    when);
+	http("POST", path, F.token[MEMBER], body, &r);
+	assert_error(&r, 422, "deadline_infeasible");
+	assert_non_null(
+	    strstr(err_message(&r), "checked only that it starts by then"));
+	reply_done(&r);
+	/* Start within three hours: admitted, and the reply says how. */
+	cnl_time_format_rfc3339(t + 3 * 3600 * 1000, when, sizeof(when));
+	snprintf(
+	    body, sizeof(body),
+	    "{\"command\":\"d\",\"gpu\":\"h100-full\",\"deadline\":\"%s\"}",
+	    when);
+	o = call_ok("POST", path, MEMBER, body, 201);
+	snprintf(id, sizeof(id), "%s", str(o, "id"));
+	dc = json_object_get(o, "deadline_check");
+	assert_string_equal(str(dc, "checked"), "start");
+	assert_true(json_is_null(json_object_get(dc, "runtime_s")));
+	assert_int_equal(
+	    json_integer_value(json_object_get(dc, "unestimated_running")), 0);
+	assert_int_equal(
+	    cnl_time_parse_rfc3339(str(dc, "earliest_start"), &start), 0);
+	/* The busy work ends two hours from its start. */
+	assert_true(start >= t + 7200 * 1000 - 60000 &&
+	            start <= t + 7200 * 1000 + 60000);
+	json_decref(o);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", id);
+	json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", busy[i]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+		finish(busy[i], "failed", 143);
+	}
+	tick(now_ms());
+}
+
 static void test_node_loss_and_fencing(void **state)
 {
 	char id[CNL_ID_MAX], path[160], body[256];
@@ -1822,6 +1897,7 @@ int main(void)
 	    cmocka_unit_test(test_profiles),
 	    cmocka_unit_test(test_quota),
 	    cmocka_unit_test(test_preemption),
+	    cmocka_unit_test(test_deadline_admission),
 	    cmocka_unit_test(test_node_loss_and_fencing),
 	    cmocka_unit_test(test_work_lost_by_agent),
 	    cmocka_unit_test(test_metrics_promtool),
