@@ -1,0 +1,189 @@
+/*
+ * ctl-internal.h - what the files of the controller share: its state (the
+ * nodes, the active workloads, usage) and the functions one file calls in
+ * another.  Module-internal names start with ctl_; only ctl.h is the
+ * controller's API.
+ *
+ *   ctl.c       creation, loading, the workload registry (added, stopped,
+ *               shown), usage, availability, metrics
+ *   ctl_run.c   run records: a workload's placement and history as stored,
+ *               and the scheduler job rebuilt from them
+ *   ctl_loop.c  the scheduling loop: cycles, node liveness, metering
+ *   ctl_node.c  the node protocol: registration, heartbeats, assignments,
+ *               reports, node states
+ *
+ * Locking: everything here runs under the API's lock (ctl.h).
+ */
+#ifndef CNL_SERVER_CTL_INTERNAL_H
+#define CNL_SERVER_CTL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/id.h"
+#include "sched/sched.h"
+#include "server/ctl.h"
+#include "server/metrics.h"
+#include "server/shape.h"
+
+enum phase { PH_PENDING, PH_ASSIGNED, PH_STARTED, PH_STOPPING };
+
+#define START_HISTORY 16 /* starts remembered for provisioning ETAs */
+/* The names of enum phase and enum nstate (ctl.c). */
+extern const char *const ctl_phase_names[];
+
+enum nstate { N_UP, N_CORDONED, N_DRAINING, N_LOST };
+extern const char *const ctl_nstate_names[];
+
+struct node {
+	char id[CNL_ID_MAX];
+	char name[CNL_STORE_NAME_MAX];
+	char address[128];
+	int64_t epoch;
+	int64_t last_seen_ms;
+	uint8_t state; /* enum nstate */
+	uint64_t version;
+	json_t *inventory; /* the registration body, for listings */
+};
+
+/*
+ * Why a workload runs where it runs: facts taken at its START decision
+ * (the decision's reason, the chosen node's labels, the job's own fields),
+ * kept in the run record as "placement" so that they survive restarts and
+ * stay true: nothing here is inferred later.
+ */
+struct why {
+	char node[CNL_STORE_NAME_MAX]; /* "" before the first START */
+	char gpu_type[CNL_NAME_MAX];   /* catalog name; "" for CPU work */
+	char cluster[CNL_NAME_MAX], zone[CNL_NAME_MAX], rack[CNL_NAME_MAX];
+	int8_t type_allowed;  /* the type is in gpu_types; -1: none given */
+	int8_t dataset_local; /* the node lists the dataset; -1: none */
+	uint8_t holders;      /* other nodes that list the dataset */
+	uint8_t reason;       /* enum cnl_reason, or WHY_HOME */
+	int64_t at_ms;        /* when it was decided */
+};
+
+/* A server placed on its home node (place_home), not by the scheduler. */
+#define WHY_HOME CNL_WHY_COUNT_
+
+/* The most GPU types (names or families) a job may list. */
+#define GPU_TYPES_MAX 16
+
+struct wl {
+	char id[CNL_ID_MAX];
+	char project_id[CNL_ID_MAX];
+	char user_id[CNL_ID_MAX];
+	bool server;
+	char shape[CNL_SHAPE_MAX];
+	struct cnl_job j; /* the scheduler's view */
+	int node;         /* index, or -1 */
+	uint32_t alloc_id;
+	struct cnl_alloc placed; /* copy of the allocation when placed */
+	int64_t epoch;
+	uint8_t phase;
+	int64_t not_before_ms; /* START after pre-emption */
+	int64_t signal_ms, kill_ms;
+	char stop_state[CNL_STORE_STATE_MAX]; /* state once stopped */
+	bool requeue;                         /* pre-empted: back to pending */
+	uint8_t wait_reason;
+	int64_t est_start_ms;
+	int resv_node; /* reserved for it (wait reason RESERVED), or -1 */
+	int preemptions, requeues;
+	int64_t started_ms;
+	char url[CNL_STORE_URL_MAX];
+	char message[160]; /* the agent's word on how it ended */
+	int hb_missing;    /* heartbeats of its node that did not list it */
+	int home;          /* servers: the node of the last run, -1: none */
+	/* Jobs: asked for at submission (see the run record in ctl.h). */
+	char gpu_types[GPU_TYPES_MAX][CNL_NAME_MAX];
+	uint8_t n_gpu_types;
+	char gang_id[CNL_ID_MAX]; /* the gang's leader (rank 0); "": none */
+	uint16_t rank, gang_size;
+	bool doomed; /* its gang can never start again (gangs_check) */
+	struct why why;
+};
+
+struct usage {
+	char owner[CNL_ID_MAX];
+	double block_ms;      /* 1% blocks x milliseconds */
+	double storage_gb_ms; /* GB x milliseconds */
+	int64_t storage_gb;   /* held now by the owner's servers */
+	int servers;          /* active servers */
+	bool dirty;
+};
+
+struct cnl_ctl {
+	struct cnl_ctl_config cfg;
+	struct cnl_store *store;
+	pthread_mutex_t *mu;
+	pthread_cond_t wake;    /* the loop: kick or stop */
+	pthread_cond_t changed; /* long polls: some node's version moved */
+	pthread_t thread;
+	bool running, stop, dirty;
+	struct cnl_sched *sched;
+	struct cnl_cluster *cluster;
+	struct node *nodes;
+	size_t n_nodes;
+	struct wl *wl;
+	size_t n_wl, cap_wl;
+	struct usage *usage;
+	size_t n_usage, cap_usage;
+	char (*teams)[CNL_ID_MAX]; /* project id of each scheduler team */
+	size_t n_teams;
+	uint64_t next_job;
+	uint64_t next_gang; /* scheduler gang ids, one per leader id */
+	int64_t last_meter_ms;
+	struct cnl_id_gen ids;
+	int64_t default_runtime_ms; /* the scheduler's for work without one */
+	/* How long the last starts took, assignment to running, per kind
+	 * (0 jobs, 1 servers): what a provisioning ETA is made of. */
+	int64_t start_ms[2][START_HISTORY];
+	unsigned n_starts[2];
+	/* metrics */
+	struct cnl_hist cycle_hist;
+	uint64_t cycles, finished[4], lost_nodes, fenced;
+};
+
+/* ctl.c */
+int64_t ctl_now_ms(void);
+json_t *ctl_time_or_null(int64_t ms);
+uint32_t ctl_team_of(struct cnl_ctl *ctl, const char *project_id);
+struct usage *ctl_usage_of(struct cnl_ctl *ctl, const char *owner);
+struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id);
+int ctl_node_find(struct cnl_ctl *ctl, const char *id);
+int ctl_node_find_any(struct cnl_ctl *ctl, const char *key);
+void ctl_node_changed(struct cnl_ctl *ctl, int node);
+void ctl_wl_remove(struct cnl_ctl *ctl, struct wl *w);
+int ctl_make_req(struct cnl_ctl *ctl, const char *shape,
+                 struct cnl_alloc_req *req, char *buf, char *err,
+                 size_t errlen);
+size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
+                      size_t **ret_map);
+void ctl_server_gone(struct cnl_ctl *ctl, const struct wl *w);
+void ctl_note_start(struct cnl_ctl *ctl, bool server, int64_t ms);
+
+/* ctl_run.c */
+int ctl_persist(struct cnl_ctl *ctl, const struct wl *w, int64_t now);
+int ctl_persist_end(struct cnl_ctl *ctl, const struct wl *w, const char *state,
+                    int exit_code, int64_t now);
+int ctl_wl_job(struct cnl_ctl *ctl, struct wl *w, const char *shape, int prio,
+               int64_t created, int64_t deadline, int64_t runtime,
+               bool preemptible);
+int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
+                      bool gang);
+void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt);
+
+/* ctl_loop.c */
+int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
+               const size_t *map, size_t n, int64_t now);
+bool ctl_requeued(const struct wl *w);
+
+/* ctl_node.c */
+int ctl_node_save(struct cnl_ctl *ctl, const struct node *n, int64_t now);
+int ctl_load_nodes(struct cnl_ctl *ctl, int64_t now, char *err, size_t errlen);
+void ctl_node_states(struct cnl_ctl *ctl);
+
+#endif /* CNL_SERVER_CTL_INTERNAL_H */

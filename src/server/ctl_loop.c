@@ -1,0 +1,545 @@
+/*
+ * ctl_loop.c - the scheduling loop: one cycle of the scheduler library
+ * over the live cluster, recorded in one transaction before it is applied
+ * to memory; servers sent back to their home node; gangs kept whole;
+ * nodes silent past their timeout declared lost; metering; the loop
+ * thread and its wake-ups.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cnlab/errors.h"
+#include "common/id.h"
+#include "common/json.h"
+#include "common/label.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "sched/sched.h"
+#include "server/ctl-internal.h"
+#include "server/metrics.h"
+#include "server/shape.h"
+
+/* ---- the cycle ----------------------------------------------------------- */
+
+/*
+ * The facts behind a START of @w on node @d->node, taken now from what the
+ * controller knows for certain: the decision's reason, the node's labels
+ * and GPU type, and the job's own fields.  @home: a server sent back to
+ * its home node.
+ */
+static void explain(struct cnl_ctl *ctl, struct wl *w,
+                    const struct cnl_decision *d, bool home, int64_t now)
+{
+	const struct cnl_cluster *c = ctl->cluster;
+	const struct cnl_node *n = &c->nodes[d->node];
+	struct why *y = &w->why;
+
+	memset(y, 0, sizeof(*y));
+	snprintf(y->node, sizeof(y->node), "%s", ctl->nodes[d->node].name);
+	snprintf(y->cluster, sizeof(y->cluster), "%s", n->cluster);
+	snprintf(y->zone, sizeof(y->zone), "%s", n->zone);
+	snprintf(y->rack, sizeof(y->rack), "%s", n->rack);
+	y->type_allowed = y->dataset_local = -1;
+	if (n->n_gpus && w->j.req.kind != CNL_REQ_CPU) {
+		snprintf(y->gpu_type, sizeof(y->gpu_type), "%s",
+		         c->cat->types[n->gpu_type].name);
+		if (w->n_gpu_types)
+			y->type_allowed =
+			    (w->j.req.gpu_types >> n->gpu_type & 1) != 0;
+	}
+	if (w->j.dataset[0]) {
+		y->dataset_local = 0;
+		for (uint32_t i = 0; i < c->n_nodes; i++)
+			for (int k = 0; k < c->nodes[i].n_datasets; k++) {
+				if (strcmp(c->nodes[i].datasets[k],
+				           w->j.dataset) != 0)
+					continue;
+				if (i == d->node)
+					y->dataset_local = 1;
+				else if (y->holders < UINT8_MAX)
+					y->holders++;
+			}
+	}
+	y->reason = home ? WHY_HOME : d->reason;
+	y->at_ms = now;
+}
+
+static void apply_start(struct cnl_ctl *ctl, struct wl *w,
+                        const struct cnl_decision *d, bool home, int64_t now)
+{
+	const struct cnl_alloc *a = cnl_alloc_get(ctl->cluster, d->alloc_id);
+
+	w->node = (int)d->node;
+	w->alloc_id = d->alloc_id;
+	if (a)
+		w->placed = *a;
+	w->epoch++;
+	w->phase = PH_ASSIGNED;
+	w->started_ms = d->at_ms > now ? d->at_ms : now;
+	w->not_before_ms = d->at_ms > now ? d->at_ms : 0;
+	explain(ctl, w, d, home, now);
+}
+
+static void apply_preempt(struct wl *w, const struct cnl_decision *d)
+{
+	/* The scheduler released the victim's allocation in the snapshot. */
+	w->alloc_id = 0;
+	w->phase = PH_STOPPING;
+	w->signal_ms = d->at_ms;
+	w->kill_ms = d->kill_ms;
+	w->requeue = true;
+	w->preemptions++;
+	snprintf(w->stop_state, sizeof(w->stop_state), "pending");
+}
+
+/*
+ * Record every START and PREEMPT of @dec in one transaction, working on
+ * copies; 0 when committed, else an error and nothing is recorded.
+ */
+int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
+               const size_t *map, size_t n, int64_t now)
+{
+	int r;
+
+	if ((r = cnl_store_tx_begin(ctl->store)) < 0)
+		return r;
+	for (size_t i = 0; i < dec->n; i++) {
+		const struct cnl_decision *d = &dec->d[i];
+		struct wl tmp;
+
+		if ((d->kind != CNL_DEC_START && d->kind != CNL_DEC_PREEMPT) ||
+		    d->job >= n)
+			continue;
+		tmp = ctl->wl[map[d->job]];
+		if (d->kind == CNL_DEC_START)
+			apply_start(ctl, &tmp, d, false, now);
+		else
+			apply_preempt(&tmp, d);
+		if ((r = ctl_persist(ctl, &tmp, now)) < 0) {
+			cnl_store_tx_rollback(ctl->store);
+			return r;
+		}
+	}
+	if ((r = cnl_store_tx_commit(ctl->store)) < 0)
+		cnl_store_tx_rollback(ctl->store);
+	return r;
+}
+
+/*
+ * Servers go back to their home node when it can take them: their
+ * workspace is there (nodes share no storage).  Placed before the cycle,
+ * recorded like a START; otherwise the scheduler places them anywhere.
+ */
+static void place_home(struct cnl_ctl *ctl, int64_t now)
+{
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		struct wl *w = &ctl->wl[i], tmp;
+		struct cnl_req_prep p;
+		struct cnl_plan pl;
+		uint32_t id;
+
+		if (!w->server || w->phase != PH_PENDING || w->home < 0 ||
+		    (size_t)w->home >= ctl->n_nodes ||
+		    ctl->nodes[w->home].state != N_UP)
+			continue;
+		if (cnl_alloc_prepare(ctl->cluster, &w->j.req, &p) < 0 ||
+		    cnl_alloc_plan_node(ctl->cluster, &p, (uint32_t)w->home,
+		                        &pl) < 0 ||
+		    cnl_alloc_commit(ctl->cluster, &p, &pl, &id) < 0)
+			continue;
+		struct cnl_decision d = {.kind = CNL_DEC_START,
+		                         .node = (uint32_t)w->home,
+		                         .alloc_id = id,
+		                         .at_ms = now};
+		tmp = *w;
+		apply_start(ctl, &tmp, &d, true, now);
+		if (ctl_persist(ctl, &tmp, now) < 0) {
+			cnl_alloc_free(ctl->cluster, id);
+			continue;
+		}
+		*w = tmp;
+		ctl_node_changed(ctl, w->node);
+	}
+}
+
+/* Whether @w is back in the queue or on its way there. */
+bool ctl_requeued(const struct wl *w)
+{
+	return w->phase == PH_PENDING ||
+	       (w->phase == PH_STOPPING && w->requeue);
+}
+
+/*
+ * A gang runs whole or not at all.  When a member is back in the queue
+ * (its node was lost, its agent lost it, it was pre-empted) while others
+ * still hold their places, those are stopped and ctl_requeued too, keeping
+ * their allocations until they have left: the scheduler starts a gang
+ * only when all its members are pending, so the gang starts again
+ * together.  When a member has ended for good (succeeded, failed,
+ * cancelled), members still waiting could never start with it: they
+ * fail, saying why.  Runs before each cycle.
+ */
+static void gangs_check(struct cnl_ctl *ctl, int64_t now)
+{
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		const char *gid = ctl->wl[i].gang_id;
+		size_t active = 0;
+		bool back = false, first = true;
+
+		if (!gid[0])
+			continue;
+		for (size_t k = 0; k < ctl->n_wl; k++) {
+			const struct wl *m = &ctl->wl[k];
+
+			if (strcmp(m->gang_id, gid) != 0)
+				continue;
+			first &= k >= i;
+			active++;
+			back |= ctl_requeued(m);
+		}
+		if (!first || !back)
+			continue; /* seen already, or whole */
+		for (size_t k = 0; k < ctl->n_wl; k++) {
+			struct wl *m = &ctl->wl[k], saved;
+
+			if (strcmp(m->gang_id, gid) != 0)
+				continue;
+			if (active < ctl->wl[i].gang_size) {
+				m->doomed = m->phase == PH_PENDING;
+				continue;
+			}
+			if (m->phase != PH_ASSIGNED && m->phase != PH_STARTED)
+				continue;
+			saved = *m;
+			m->phase = PH_STOPPING;
+			m->signal_ms = now;
+			m->kill_ms = now + 30000;
+			m->requeue = true;
+			snprintf(m->stop_state, sizeof(m->stop_state),
+			         "pending");
+			if (ctl_persist(ctl, m, now) < 0) {
+				*m = saved; /* tried again next cycle */
+				continue;
+			}
+			cnl_log(CNL_LOG_INFO,
+			        "gang member ctl_requeued with its gang",
+			        "id=%s gang=%s", m->id, gid);
+			ctl_node_changed(ctl, m->node);
+		}
+	}
+	/* Backwards: removal moves the last one, already seen, here. */
+	for (size_t i = ctl->n_wl; i-- > 0;) {
+		struct wl *w = &ctl->wl[i];
+
+		if (!w->doomed)
+			continue;
+		w->doomed = false;
+		snprintf(w->message, sizeof(w->message),
+		         "a member of its gang has ended, so the gang cannot "
+		         "start again");
+		if (ctl_persist_end(ctl, w, "failed", -1, now) < 0) {
+			w->message[0] = '\0';
+			continue;
+		}
+		cnl_log(CNL_LOG_WARN, "gang cannot start again; member failed",
+		        "id=%s gang=%s", w->id, w->gang_id);
+		ctl->finished[1]++;
+		ctl_wl_remove(ctl, w);
+		ctl->dirty = true;
+	}
+}
+
+static void run_cycle(struct cnl_ctl *ctl, int64_t now)
+{
+	struct cnl_decisions dec = {0};
+	struct cnl_job *jobs;
+	size_t *map, n;
+	struct timespec t0, t1;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	gangs_check(ctl, now);
+	place_home(ctl, now);
+	n = ctl_build_jobs(ctl, &jobs, &map);
+	r = cnl_sched_cycle(ctl->sched, ctl->cluster, jobs, n, now,
+	                    ctl->cfg.seed ^ (uint64_t)now, &dec);
+	if (r < 0) {
+		cnl_log(CNL_LOG_ERROR, "scheduling cycle failed", "err=%s",
+		        cnl_errname(r));
+		goto out;
+	}
+	if ((r = ctl_record(ctl, &dec, map, n, now)) < 0) {
+		/* Not recorded, so not visible: put the snapshot back and
+		 * try again on the next tick. */
+		cnl_log(CNL_LOG_ERROR, "cannot ctl_persist decisions",
+		        "err=%s db=%s", cnl_errname(r),
+		        cnl_store_errmsg(ctl->store));
+		for (size_t i = 0; i < dec.n; i++)
+			if (dec.d[i].kind == CNL_DEC_START)
+				cnl_alloc_free(ctl->cluster, dec.d[i].alloc_id);
+		for (size_t i = 0; i < dec.n; i++)
+			if (dec.d[i].kind == CNL_DEC_PREEMPT &&
+			    dec.d[i].job < n) {
+				struct wl *w = &ctl->wl[map[dec.d[i].job]];
+
+				cnl_alloc_adopt(ctl->cluster, &w->placed,
+				                &w->alloc_id);
+			}
+		ctl->dirty = true;
+		goto out;
+	}
+	for (size_t i = 0; i < dec.n; i++) {
+		const struct cnl_decision *d = &dec.d[i];
+		struct wl *w;
+
+		if (d->kind == CNL_DEC_POWER_DOWN || d->job >= n)
+			continue;
+		w = &ctl->wl[map[d->job]];
+		switch (d->kind) {
+		case CNL_DEC_START:
+			apply_start(ctl, w, d, false, now);
+			ctl_node_changed(ctl, w->node);
+			break;
+		case CNL_DEC_WAIT:
+			w->wait_reason = d->reason;
+			w->est_start_ms = d->at_ms > 0 ? d->at_ms : 0;
+			w->resv_node = d->reason == CNL_WHY_RESERVED &&
+			                       d->node < ctl->n_nodes
+			                   ? (int)d->node
+			                   : -1;
+			break;
+		case CNL_DEC_PREEMPT:
+			apply_preempt(w, d);
+			ctl_node_changed(ctl, w->node);
+			break;
+		default:
+			break;
+		}
+	}
+	ctl->cycles++;
+out:
+	cnl_decisions_done(&dec);
+	free(jobs);
+	free(map);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cnl_hist_observe(&ctl->cycle_hist,
+	                 (double)(t1.tv_sec - t0.tv_sec) +
+	                     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+}
+
+/* Nodes silent past the timeout: lost, their work ctl_requeued. */
+static void check_nodes(struct cnl_ctl *ctl, int64_t now)
+{
+	for (size_t i = 0; i < ctl->n_nodes; i++) {
+		struct node *nd = &ctl->nodes[i], lost;
+		int r;
+
+		if (nd->state == N_LOST ||
+		    now - nd->last_seen_ms <= ctl->cfg.node_lost_ms)
+			continue;
+		/* Record first (on copies), then change memory. */
+		lost = *nd;
+		lost.state = N_LOST;
+		lost.epoch++;
+		if (cnl_store_tx_begin(ctl->store) < 0)
+			return;
+		r = ctl_node_save(ctl, &lost, now);
+		for (size_t k = 0; r == 0 && k < ctl->n_wl; k++) {
+			struct wl tmp = ctl->wl[k];
+
+			if (tmp.node != (int)i || tmp.phase == PH_PENDING)
+				continue;
+			if (tmp.phase == PH_STOPPING && !tmp.requeue) {
+				r = ctl_persist_end(ctl, &tmp, tmp.stop_state,
+				                    -1, now);
+				continue;
+			}
+			tmp.requeues++;
+			tmp.phase = PH_PENDING;
+			r = ctl_persist(ctl, &tmp, now);
+		}
+		if (r < 0 || cnl_store_tx_commit(ctl->store) < 0) {
+			cnl_store_tx_rollback(ctl->store);
+			return; /* retried on the next tick */
+		}
+		nd->state = N_LOST;
+		nd->epoch++;
+		cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i,
+		                           CNL_NODE_DOWN);
+		for (size_t k = ctl->n_wl; k-- > 0;) {
+			struct wl *w = &ctl->wl[k];
+
+			if (w->node != (int)i)
+				continue;
+			if (w->alloc_id)
+				cnl_alloc_free(ctl->cluster, w->alloc_id);
+			w->alloc_id = 0;
+			w->node = -1;
+			if (w->phase == PH_STOPPING && !w->requeue) {
+				ctl->finished[3]++;
+				ctl_server_gone(ctl, w);
+				ctl_wl_remove(ctl, w);
+			} else if (w->phase != PH_PENDING) {
+				w->requeues++;
+				w->phase = PH_PENDING;
+			}
+		}
+		ctl->lost_nodes++;
+		ctl->dirty = true;
+		ctl_node_changed(ctl, (int)i);
+		cnl_log(CNL_LOG_WARN, "node lost; its work is ctl_requeued",
+		        "node=%s epoch=%" PRId64, nd->name, nd->epoch);
+	}
+}
+
+/* Charge block-time and storage-time since the last tick. */
+static void meter(struct cnl_ctl *ctl, int64_t now)
+{
+	double dt = (double)(now - ctl->last_meter_ms);
+
+	if (dt <= 0)
+		return;
+	ctl->last_meter_ms = now;
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		struct wl *w = &ctl->wl[i];
+		int b;
+
+		if (!w->alloc_id || w->phase == PH_PENDING)
+			continue;
+		b = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
+		if (b <= 0)
+			continue;
+		ctl_usage_of(ctl, w->project_id)->block_ms += b * dt;
+		ctl_usage_of(ctl, w->user_id)->block_ms += b * dt;
+		ctl_usage_of(ctl, w->project_id)->dirty = true;
+		ctl_usage_of(ctl, w->user_id)->dirty = true;
+	}
+	for (size_t i = 0; i < ctl->n_usage; i++) {
+		struct usage *u = &ctl->usage[i];
+
+		if (u->storage_gb > 0) {
+			u->storage_gb_ms += (double)u->storage_gb * dt;
+			u->dirty = true;
+		}
+	}
+}
+
+static void flush_usage(struct cnl_ctl *ctl, int64_t now)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < ctl->n_usage; i++)
+		any |= ctl->usage[i].dirty;
+	if (!any || cnl_store_tx_begin(ctl->store) < 0)
+		return;
+	for (size_t i = 0; i < ctl->n_usage; i++) {
+		struct usage *u = &ctl->usage[i];
+		struct cnl_store_doc d = {0};
+		char body[128];
+
+		if (!u->dirty)
+			continue;
+		snprintf(d.kind, sizeof(d.kind), "usage");
+		snprintf(d.id, sizeof(d.id), "%s", u->owner);
+		snprintf(body, sizeof(body),
+		         "{\"block_ms\":%.0f,\"storage_gb_ms\":%.0f}",
+		         u->block_ms, u->storage_gb_ms);
+		d.body = body;
+		d.updated_ms = now;
+		if (cnl_store_doc_put(ctl->store, &d, false) < 0) {
+			cnl_store_tx_rollback(ctl->store);
+			return;
+		}
+	}
+	if (cnl_store_tx_commit(ctl->store) < 0) {
+		cnl_store_tx_rollback(ctl->store);
+		return;
+	}
+	for (size_t i = 0; i < ctl->n_usage; i++)
+		ctl->usage[i].dirty = false;
+}
+
+void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
+{
+	check_nodes(ctl, now);
+	meter(ctl, now);
+	flush_usage(ctl, now);
+	if (ctl->dirty || force) {
+		ctl->dirty = false;
+		run_cycle(ctl, now);
+	}
+}
+
+/* Cycles triggered by changes run at most this often, so a burst of
+ * submissions costs one cycle per interval, not one per submission. */
+#define CYCLE_GAP_MS 50
+
+static void *loop(void *arg)
+{
+	struct cnl_ctl *ctl = arg;
+	int64_t next = ctl_now_ms(), last = 0;
+
+	pthread_mutex_lock(ctl->mu);
+	while (!ctl->stop) {
+		int64_t now = ctl_now_ms(), until;
+		bool timer = now >= next;
+		struct timespec ts;
+
+		if (timer || (ctl->dirty && now - last >= CYCLE_GAP_MS)) {
+			cnl_ctl_tick(ctl, now, timer);
+			last = now;
+			if (timer)
+				next = now + ctl->cfg.cycle_interval_ms;
+		}
+		until = ctl->dirty ? last + CYCLE_GAP_MS : next;
+		if (until > next)
+			until = next;
+		now = ctl_now_ms();
+		if (until <= now)
+			continue;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (until - now) / 1000;
+		ts.tv_nsec += ((until - now) % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&ctl->wake, ctl->mu, &ts);
+	}
+	pthread_mutex_unlock(ctl->mu);
+	return NULL;
+}
+
+int cnl_ctl_start(struct cnl_ctl *ctl)
+{
+	int r = pthread_create(&ctl->thread, NULL, loop, ctl);
+
+	if (r)
+		return -r;
+	ctl->running = true;
+	return 0;
+}
+
+void cnl_ctl_stop(struct cnl_ctl *ctl)
+{
+	if (!ctl || !ctl->running)
+		return;
+	pthread_mutex_lock(ctl->mu);
+	ctl->stop = true;
+	pthread_cond_broadcast(&ctl->wake);
+	pthread_cond_broadcast(&ctl->changed);
+	pthread_mutex_unlock(ctl->mu);
+	pthread_join(ctl->thread, NULL);
+	ctl->running = false;
+}
+
+void cnl_ctl_kick(struct cnl_ctl *ctl)
+{
+	ctl->dirty = true;
+	pthread_cond_signal(&ctl->wake);
+}
