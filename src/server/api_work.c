@@ -1123,11 +1123,9 @@ H(h_job_cancel)
 	snprintf(c->target, sizeof(c->target), "%s", c->job.id);
 	/* Cancelling any member of a gang cancels the gang. */
 	if (job_gang(&c->job, gang, NULL, NULL) == 0)
-		r = cnl_ctl_stop_gang(c->api->ctl, gang, "cancelled",
-		                      c->now_ms);
+		r = cnl_ctl_stop_gang(c->api->ctl, gang, c->now_ms);
 	else
-		r = cnl_ctl_stop_workload(c->api->ctl, c->job.id, "cancelled",
-		                          c->now_ms);
+		r = cnl_ctl_stop_workload(c->api->ctl, c->job.id, c->now_ms);
 	if (r == -CNL_ENOTFOUND) {
 		cnl_http_error(resp, 409, "conflict", "job already %s",
 		               c->job.state);
@@ -1302,8 +1300,7 @@ H(h_server_stop)
 	int r;
 
 	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
-	r = cnl_ctl_stop_workload(c->api->ctl, c->server.id, "stopped",
-	                          c->now_ms);
+	r = cnl_ctl_stop_workload(c->api->ctl, c->server.id, c->now_ms);
 	if (r == -CNL_ENOTFOUND) {
 		cnl_http_error(resp, 409, "conflict", "server is already %s",
 		               c->server.state);

@@ -28,12 +28,10 @@
 #include "server/ctl.h"
 #include "server/metrics.h"
 #include "server/shape.h"
-
-enum phase { PH_PENDING, PH_ASSIGNED, PH_STARTED, PH_STOPPING };
+#include "wire/state.h"
 
 #define START_HISTORY 16 /* starts remembered for provisioning ETAs */
-/* The names of enum phase and enum nstate (ctl.c). */
-extern const char *const ctl_phase_names[];
+/* The names of enum nstate (ctl.c). */
 
 enum nstate { N_UP, N_CORDONED, N_DRAINING, N_LOST };
 extern const char *const ctl_nstate_names[];
@@ -83,11 +81,9 @@ struct wl {
 	uint32_t alloc_id;
 	struct cnl_alloc placed; /* copy of the allocation when placed */
 	int64_t epoch;
-	uint8_t phase;
-	int64_t not_before_ms; /* START after pre-emption */
-	int64_t signal_ms, kill_ms;
-	char stop_state[CNL_STORE_STATE_MAX]; /* state once stopped */
-	bool requeue;                         /* pre-empted: back to pending */
+	enum cnl_wl_state state;    /* wire/state.h; changed by ctl_step() */
+	int64_t not_before_ms;      /* START after pre-emption */
+	int64_t signal_ms, kill_ms; /* stopping, requeuing */
 	uint8_t wait_reason;
 	int64_t est_start_ms;
 	int resv_node; /* reserved for it (wait reason RESERVED), or -1 */
@@ -148,6 +144,16 @@ struct cnl_ctl {
 };
 
 /* ctl.c */
+/* The kind of @w for the state machine. */
+enum cnl_wl_kind ctl_kind(const struct wl *w);
+/*
+ * ctl_step - move @w by @event (wire/state.h).  0, or -CNL_ESTATE with a
+ * logged error naming the state and the event, @w unchanged: the one
+ * place a workload's state changes.
+ */
+int ctl_step(struct wl *w, enum cnl_wl_event event);
+/* The user-facing state the store keeps for @w (cnl_wl_store_state). */
+const char *ctl_store_state(const struct wl *w);
 int64_t ctl_now_ms(void);
 json_t *ctl_time_or_null(int64_t ms);
 uint32_t ctl_team_of(struct cnl_ctl *ctl, const char *project_id);
@@ -167,7 +173,7 @@ void ctl_note_start(struct cnl_ctl *ctl, bool server, int64_t ms);
 
 /* ctl_run.c */
 int ctl_persist(struct cnl_ctl *ctl, const struct wl *w, int64_t now);
-int ctl_persist_end(struct cnl_ctl *ctl, const struct wl *w, const char *state,
+int ctl_persist_end(struct cnl_ctl *ctl, const struct wl *w, bool ran,
                     int exit_code, int64_t now);
 int ctl_wl_job(struct cnl_ctl *ctl, struct wl *w, const char *shape, int prio,
                int64_t created, int64_t deadline, int64_t runtime,

@@ -1,5 +1,6 @@
 /*
- * ctl.c - the controller (see ctl.h for the phases, fencing and locking;
+ * ctl.c - the controller (see ctl.h for fencing and locking, wire/state.h
+ * for a workload's states;
  * ctl-internal.h for how its files divide the work): creation and
  * loading, the registry of active workloads, usage, metrics.
  *
@@ -34,11 +35,35 @@
 #include "server/metrics.h"
 #include "server/shape.h"
 
-const char *const ctl_phase_names[] = {"pending", "assigned", "started",
-                                       "stopping"};
 const char *const ctl_nstate_names[] = {"up", "cordoned", "draining", "lost"};
 
 /* ------------------------------------------------------------------------ */
+
+enum cnl_wl_kind ctl_kind(const struct wl *w)
+{
+	return w->server ? CNL_WL_SERVER : CNL_WL_JOB;
+}
+
+int ctl_step(struct wl *w, enum cnl_wl_event event)
+{
+	enum cnl_wl_state next;
+	char why[160];
+	int r = cnl_wl_next(ctl_kind(w), w->state, event, &next);
+
+	if (r < 0) {
+		cnl_wl_explain(ctl_kind(w), w->state, event, why, sizeof(why));
+		cnl_log(CNL_LOG_ERROR, "illegal state transition refused",
+		        "id=%s why=\"%s\"", w->id, why);
+		return r;
+	}
+	w->state = next;
+	return 0;
+}
+
+const char *ctl_store_state(const struct wl *w)
+{
+	return cnl_wl_store_state(ctl_kind(w), w->state);
+}
 
 int64_t ctl_now_ms(void)
 {
@@ -319,16 +344,17 @@ size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
 	for (size_t i = 0; i < ctl->n_wl; i++) {
 		struct wl *w = &ctl->wl[i];
 
-		if (w->phase != PH_PENDING && !w->alloc_id)
+		if (w->state != CNL_WL_PENDING && !w->alloc_id)
 			continue; /* stopping, resources already released */
 		jobs[n] = w->j;
-		if (w->phase == PH_PENDING) {
+		if (w->state == CNL_WL_PENDING) {
 			jobs[n].state = CNL_JOB_PENDING;
 		} else {
 			jobs[n].state = CNL_JOB_RUNNING;
 			jobs[n].alloc_id = w->alloc_id;
 			jobs[n].start_ms = w->started_ms;
-			if (w->phase == PH_STOPPING)
+			if (w->state == CNL_WL_STOPPING ||
+			    w->state == CNL_WL_REQUEUING)
 				jobs[n].preemptible = false;
 		}
 		map[n++] = i;
@@ -350,7 +376,7 @@ static int unestimated(struct cnl_ctl *ctl, int node)
 	for (size_t i = 0; i < ctl->n_wl; i++) {
 		const struct wl *w = &ctl->wl[i];
 
-		if (w->phase != PH_PENDING && w->alloc_id &&
+		if (w->state != CNL_WL_PENDING && w->alloc_id &&
 		    (node < 0 || w->node == node) && w->j.runtime_ms <= 0)
 			n++;
 	}
@@ -495,30 +521,21 @@ void ctl_server_gone(struct cnl_ctl *ctl, const struct wl *w)
 	ctl_usage_of(ctl, w->user_id)->servers--;
 }
 
-int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id,
-                          const char *final_state, int64_t now)
+int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now)
 {
 	struct wl *w = ctl_wl_find(ctl, id);
-	struct wl saved;
+	struct wl next;
 	int r;
 
 	if (!w)
 		return -CNL_ENOTFOUND;
-	if (w->phase == PH_STOPPING && (!w->requeue || w->server))
-		return 0;
-	if (w->phase == PH_STOPPING) {
-		/* Being pre-empted (or ctl_requeued with its gang): it ends as
-		 * asked instead of going back to the queue. */
-		saved = *w;
-		w->requeue = false;
-		snprintf(w->stop_state, sizeof(w->stop_state), "%s",
-		         final_state);
-		if ((r = ctl_persist(ctl, w, now)) < 0)
-			*w = saved;
+	if (w->state == CNL_WL_STOPPING)
+		return 0; /* already told */
+	next = *w;
+	if ((r = ctl_step(&next, CNL_WL_EV_CANCEL)) < 0)
 		return r;
-	}
-	if (w->phase == PH_PENDING) {
-		if ((r = ctl_persist_end(ctl, w, final_state, -1, now)) < 0)
+	if (cnl_wl_ended(next.state)) { /* still queued: ends at once */
+		if ((r = ctl_persist_end(ctl, &next, false, -1, now)) < 0)
 			return r;
 		ctl->finished[2]++;
 		ctl_server_gone(ctl, w);
@@ -526,16 +543,15 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id,
 		ctl->dirty = true;
 		return 0;
 	}
-	saved = *w;
-	w->phase = PH_STOPPING;
-	w->signal_ms = now;
-	w->kill_ms = now + 30000;
-	w->requeue = false;
-	snprintf(w->stop_state, sizeof(w->stop_state), "%s", final_state);
-	if ((r = ctl_persist(ctl, w, now)) < 0) {
-		*w = saved;
-		return r;
+	/* Placed: told to stop; a requeue already under way keeps its
+	 * signal and kill times, and now ends as asked instead. */
+	if (w->state != CNL_WL_REQUEUING) {
+		next.signal_ms = now;
+		next.kill_ms = now + 30000;
 	}
+	if ((r = ctl_persist(ctl, &next, now)) < 0)
+		return r;
+	*w = next;
 	ctl_node_changed(ctl, w->node);
 	return 0;
 }
@@ -573,8 +589,7 @@ static unsigned start_median(struct cnl_ctl *ctl, bool server, int64_t *ret_ms)
 	return n;
 }
 
-int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang,
-                      const char *final_state, int64_t now)
+int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang, int64_t now)
 {
 	int r = -CNL_ENOTFOUND;
 
@@ -585,13 +600,22 @@ int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang,
 
 		if (strcmp(ctl->wl[i].gang_id, gang) != 0)
 			continue;
-		rr =
-		    cnl_ctl_stop_workload(ctl, ctl->wl[i].id, final_state, now);
+		rr = cnl_ctl_stop_workload(ctl, ctl->wl[i].id, now);
 		if (rr < 0 && rr != -CNL_ENOTFOUND)
 			return rr;
 		r = 0;
 	}
 	return r;
+}
+
+/* Whether @w's shape could be placed right now. */
+static bool fits_now(struct cnl_ctl *ctl, const struct wl *w)
+{
+	struct cnl_req_prep p;
+	struct cnl_plan plan;
+
+	return cnl_alloc_prepare(ctl->cluster, &w->j.req, &p) == 0 &&
+	       cnl_alloc_plan(ctl->cluster, &p, &plan) == 0;
 }
 
 json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
@@ -603,9 +627,9 @@ json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
 
 	if (!w)
 		return NULL;
-	o = json_pack("{s:s,s:I}", "phase", ctl_phase_names[w->phase], "epoch",
-	              (json_int_t)w->epoch);
-	if (w->phase == PH_PENDING) {
+	o = json_pack("{s:s,s:I}", "phase", cnl_wl_state_name(w->state),
+	              "epoch", (json_int_t)w->epoch);
+	if (w->state == CNL_WL_PENDING) {
 		json_object_set_new(
 		    o, "reason",
 		    json_string(
@@ -625,6 +649,16 @@ json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
 			              ctl_time_or_null(w->est_start_ms),
 			              "shape", w->shape));
 		}
+		/* Not yet looked at by a cycle: when the shape fits now,
+		 * it will be ready about as fast as recent starts were. */
+		if (w->wait_reason >= CNL_WHY_COUNT_ &&
+		    (n = start_median(ctl, w->server, &med)) > 0 &&
+		    fits_now(ctl, w))
+			json_object_set_new(
+			    o, "estimated_ready",
+			    json_pack("{s:o,s:i}", "at",
+			              ctl_time_or_null(ctl_now_ms() + med),
+			              "from_starts", (int)n));
 		/* An estimate built on the default run time of running
 		 * work says so: it is a guess, not a plan. */
 		if (w->est_start_ms > 0) {
@@ -647,7 +681,7 @@ json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
 		json_object_set_new(o, "started_at",
 		                    ctl_time_or_null(w->started_ms));
 		/* Provisioning: ready after as long as recent starts took. */
-		if (w->phase == PH_ASSIGNED &&
+		if (w->state == CNL_WL_ASSIGNED &&
 		    (n = start_median(ctl, w->server, &med)) > 0)
 			json_object_set_new(
 			    o, "estimated_ready",
@@ -710,12 +744,12 @@ void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 	                                  "stopped"};
 	const struct cnl_cluster *c = ctl->cluster;
 	const struct cnl_catalog *cat = ctl->cfg.cat;
-	uint64_t queue[4] = {0}, phases[4] = {0};
+	uint64_t queue[4] = {0}, states[CNL_WL_NSTATES] = {0};
 	char esc[2 * CNL_ID_MAX + 1];
 
 	for (size_t i = 0; i < ctl->n_wl; i++) {
-		phases[ctl->wl[i].phase]++;
-		if (ctl->wl[i].phase == PH_PENDING)
+		states[ctl->wl[i].state]++;
+		if (ctl->wl[i].state == CNL_WL_PENDING)
 			queue[ctl->wl[i].j.prio & 3]++;
 	}
 	cnl_mb_family(b, "cnlab_queue_depth", "gauge",
@@ -725,10 +759,11 @@ void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 		              prio[p], (unsigned long long)queue[p]);
 	cnl_mb_family(b, "cnlab_workloads", "gauge",
 	              "Active jobs and servers by phase.");
-	for (int p = 0; p < 4; p++)
-		cnl_mb_printf(b, "cnlab_workloads{phase=\"%s\"} %llu\n",
-		              ctl_phase_names[p],
-		              (unsigned long long)phases[p]);
+	for (int s = 0; s < CNL_WL_NSTATES; s++)
+		if (!cnl_wl_ended((enum cnl_wl_state)s))
+			cnl_mb_printf(b, "cnlab_workloads{phase=\"%s\"} %llu\n",
+			              cnl_wl_state_name((enum cnl_wl_state)s),
+			              (unsigned long long)states[s]);
 	cnl_mb_family(b, "cnlab_workloads_finished_total", "counter",
 	              "Workloads that ended since start, by final state.");
 	for (int p = 0; p < 4; p++)

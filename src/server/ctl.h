@@ -9,39 +9,12 @@
  * rebuilds all of it from the store, re-adopting each placed workload's
  * allocation from its run record, so a restarted cnlabd carries on.
  *
- * Workload phases (a job's or server's run record, "phase"):
- *
- *        submit        START            agent: running
- *   ----> PENDING ------------> ASSIGNED ---------------> STARTED
- *           ^   ^                  |  \                      |
- *           |   | node lost        |   \ cancel/stop/pre-empt|
- *           |   +------------------+    +---> STOPPING <-----+
- *           |   (epoch bumps at         |          |
- *           |    the next START)        |          | agent: exited
- *           |                           v          v
- *           +------- pre-empted job: requeued    done: succeeded,
- *                                                failed, cancelled,
- *                                                stopped (servers)
- *
- * Run records.  A job's run record (struct cnl_store_job.run, JSON) is
- * written by the API at submission with what the job asks for beyond its
- * shape, and rewritten by the controller with every change of phase; the
- * controller rebuilds the scheduler's job from it after a restart:
- *   preemptible, cpu_milli, mem_mib   resources and pre-emption
- *   gpu_types   ["h100", "a100"]: types or families that narrow the shape
- *   dataset     "imagenet": nodes listing it are preferred
- *   gang        {"id": leader job id, "rank": 0.., "size": N}: N jobs that
- *               start together, each on a node of its own
- *   phase, epoch, node, alloc, started_ms, ...   the placement
- *   placement   why it runs where it runs, fixed at the START decision:
- *               {"node", "gpu_type", "gpu_type_allowed", "dataset_local",
- *               "dataset_elsewhere", "cluster", "zone", "rack", "reason"
- *               (started, backfilled, after_preemption, home),
- *               "reason_text", "decided_ms"}; kept when the job ends.
- *
- * Gangs.  Members start in one cycle or not at all; a member requeued
- * (node lost, pre-empted) requeues the rest, so the gang starts again
- * together; a member that ended for good fails those still waiting.
+ * Workload states.  A job's or server's state belongs to the state machine
+ * drawn in wire/state.h; the controller changes it only through that
+ * machine (ctl_step() in ctl.c), and writes the state's name in the run
+ * record ("phase") and the user-facing name in the store's state column.
+ * A workload is active while it is pending or placed (assigned, started,
+ * stopping, requeuing).
  *
  * Fencing.  Every placement gives the workload a new epoch; every report
  * from an agent names the epoch it runs, and a report with any other epoch
@@ -140,20 +113,19 @@ void cnl_ctl_server_deleted(struct cnl_ctl *ctl,
                             const struct cnl_store_server *v);
 
 /*
- * cnl_ctl_stop_workload - cancel a job or stop a server: a pending one is
- * finished at once (@final_state), a placed one is told to stop with the
- * grace period.  Returns 0, or -CNL_ENOTFOUND when it is not active.
+ * cnl_ctl_stop_workload - cancel a job or stop a server (the CANCEL event
+ * of wire/state.h): a pending one ends at once (cancelled, stopped), a
+ * placed one is told to stop with the grace period.  Returns 0, or
+ * -CNL_ENOTFOUND when it is not active.
  */
-int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id,
-                          const char *final_state, int64_t now_ms);
+int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now_ms);
 
 /*
  * cnl_ctl_stop_gang - cnl_ctl_stop_workload() for every active member of
  * the gang whose leader is @gang: cancelling one member cancels the gang.
  * 0, or -CNL_ENOTFOUND when no member is active.
  */
-int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang,
-                      const char *final_state, int64_t now_ms);
+int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang, int64_t now_ms);
 
 /* cnl_ctl_workload_json - live status of an active workload, or NULL. */
 json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id);

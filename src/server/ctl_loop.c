@@ -69,32 +69,39 @@ static void explain(struct cnl_ctl *ctl, struct wl *w,
 	y->at_ms = now;
 }
 
-static void apply_start(struct cnl_ctl *ctl, struct wl *w,
-                        const struct cnl_decision *d, bool home, int64_t now)
+/* PLACE: 0, or -CNL_ESTATE with @w unchanged. */
+static int apply_start(struct cnl_ctl *ctl, struct wl *w,
+                       const struct cnl_decision *d, bool home, int64_t now)
 {
 	const struct cnl_alloc *a = cnl_alloc_get(ctl->cluster, d->alloc_id);
+	int r;
 
+	if ((r = ctl_step(w, CNL_WL_EV_PLACE)) < 0)
+		return r;
 	w->node = (int)d->node;
 	w->alloc_id = d->alloc_id;
 	if (a)
 		w->placed = *a;
 	w->epoch++;
-	w->phase = PH_ASSIGNED;
 	w->started_ms = d->at_ms > now ? d->at_ms : now;
 	w->not_before_ms = d->at_ms > now ? d->at_ms : 0;
 	explain(ctl, w, d, home, now);
+	return 0;
 }
 
-static void apply_preempt(struct wl *w, const struct cnl_decision *d)
+/* PREEMPT: 0, or -CNL_ESTATE with @w unchanged. */
+static int apply_preempt(struct wl *w, const struct cnl_decision *d)
 {
+	int r;
+
+	if ((r = ctl_step(w, CNL_WL_EV_PREEMPT)) < 0)
+		return r;
 	/* The scheduler released the victim's allocation in the snapshot. */
 	w->alloc_id = 0;
-	w->phase = PH_STOPPING;
 	w->signal_ms = d->at_ms;
 	w->kill_ms = d->kill_ms;
-	w->requeue = true;
 	w->preemptions++;
-	snprintf(w->stop_state, sizeof(w->stop_state), "pending");
+	return 0;
 }
 
 /*
@@ -116,11 +123,10 @@ int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
 		    d->job >= n)
 			continue;
 		tmp = ctl->wl[map[d->job]];
-		if (d->kind == CNL_DEC_START)
-			apply_start(ctl, &tmp, d, false, now);
-		else
-			apply_preempt(&tmp, d);
-		if ((r = ctl_persist(ctl, &tmp, now)) < 0) {
+		r = d->kind == CNL_DEC_START
+		        ? apply_start(ctl, &tmp, d, false, now)
+		        : apply_preempt(&tmp, d);
+		if (r < 0 || (r = ctl_persist(ctl, &tmp, now)) < 0) {
 			cnl_store_tx_rollback(ctl->store);
 			return r;
 		}
@@ -143,7 +149,7 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 		struct cnl_plan pl;
 		uint32_t id;
 
-		if (!w->server || w->phase != PH_PENDING || w->home < 0 ||
+		if (!w->server || w->state != CNL_WL_PENDING || w->home < 0 ||
 		    (size_t)w->home >= ctl->n_nodes ||
 		    ctl->nodes[w->home].state != N_UP)
 			continue;
@@ -157,8 +163,8 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 		                         .alloc_id = id,
 		                         .at_ms = now};
 		tmp = *w;
-		apply_start(ctl, &tmp, &d, true, now);
-		if (ctl_persist(ctl, &tmp, now) < 0) {
+		if (apply_start(ctl, &tmp, &d, true, now) < 0 ||
+		    ctl_persist(ctl, &tmp, now) < 0) {
 			cnl_alloc_free(ctl->cluster, id);
 			continue;
 		}
@@ -170,14 +176,13 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 /* Whether @w is back in the queue or on its way there. */
 bool ctl_requeued(const struct wl *w)
 {
-	return w->phase == PH_PENDING ||
-	       (w->phase == PH_STOPPING && w->requeue);
+	return w->state == CNL_WL_PENDING || w->state == CNL_WL_REQUEUING;
 }
 
 /*
  * A gang runs whole or not at all.  When a member is back in the queue
  * (its node was lost, its agent lost it, it was pre-empted) while others
- * still hold their places, those are stopped and ctl_requeued too, keeping
+ * still hold their places, those are stopped and requeued too, keeping
  * their allocations until they have left: the scheduler starts a gang
  * only when all its members are pending, so the gang starts again
  * together.  When a member has ended for good (succeeded, failed,
@@ -205,47 +210,45 @@ static void gangs_check(struct cnl_ctl *ctl, int64_t now)
 		if (!first || !back)
 			continue; /* seen already, or whole */
 		for (size_t k = 0; k < ctl->n_wl; k++) {
-			struct wl *m = &ctl->wl[k], saved;
+			struct wl *m = &ctl->wl[k], next;
 
 			if (strcmp(m->gang_id, gid) != 0)
 				continue;
 			if (active < ctl->wl[i].gang_size) {
-				m->doomed = m->phase == PH_PENDING;
+				m->doomed = m->state == CNL_WL_PENDING;
 				continue;
 			}
-			if (m->phase != PH_ASSIGNED && m->phase != PH_STARTED)
+			if (m->state != CNL_WL_ASSIGNED &&
+			    m->state != CNL_WL_STARTED)
 				continue;
-			saved = *m;
-			m->phase = PH_STOPPING;
-			m->signal_ms = now;
-			m->kill_ms = now + 30000;
-			m->requeue = true;
-			snprintf(m->stop_state, sizeof(m->stop_state),
-			         "pending");
-			if (ctl_persist(ctl, m, now) < 0) {
-				*m = saved; /* tried again next cycle */
+			next = *m;
+			if (ctl_step(&next, CNL_WL_EV_REQUEUE) < 0)
 				continue;
-			}
+			next.signal_ms = now;
+			next.kill_ms = now + 30000;
+			if (ctl_persist(ctl, &next, now) < 0)
+				continue; /* tried again next cycle */
+			*m = next;
 			cnl_log(CNL_LOG_INFO,
-			        "gang member ctl_requeued with its gang",
+			        "gang member requeued with its gang",
 			        "id=%s gang=%s", m->id, gid);
 			ctl_node_changed(ctl, m->node);
 		}
 	}
 	/* Backwards: removal moves the last one, already seen, here. */
 	for (size_t i = ctl->n_wl; i-- > 0;) {
-		struct wl *w = &ctl->wl[i];
+		struct wl *w = &ctl->wl[i], end;
 
 		if (!w->doomed)
 			continue;
 		w->doomed = false;
-		snprintf(w->message, sizeof(w->message),
+		end = *w;
+		snprintf(end.message, sizeof(end.message),
 		         "a member of its gang has ended, so the gang cannot "
 		         "start again");
-		if (ctl_persist_end(ctl, w, "failed", -1, now) < 0) {
-			w->message[0] = '\0';
+		if (ctl_step(&end, CNL_WL_EV_INVALID) < 0 ||
+		    ctl_persist_end(ctl, &end, false, -1, now) < 0)
 			continue;
-		}
 		cnl_log(CNL_LOG_WARN, "gang cannot start again; member failed",
 		        "id=%s gang=%s", w->id, w->gang_id);
 		ctl->finished[1]++;
@@ -276,7 +279,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	if ((r = ctl_record(ctl, &dec, map, n, now)) < 0) {
 		/* Not recorded, so not visible: put the snapshot back and
 		 * try again on the next tick. */
-		cnl_log(CNL_LOG_ERROR, "cannot ctl_persist decisions",
+		cnl_log(CNL_LOG_ERROR, "cannot persist decisions",
 		        "err=%s db=%s", cnl_errname(r),
 		        cnl_store_errmsg(ctl->store));
 		for (size_t i = 0; i < dec.n; i++)
@@ -302,8 +305,9 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		w = &ctl->wl[map[d->job]];
 		switch (d->kind) {
 		case CNL_DEC_START:
-			apply_start(ctl, w, d, false, now);
-			ctl_node_changed(ctl, w->node);
+			/* As recorded (ctl_record() took the same steps). */
+			if (apply_start(ctl, w, d, false, now) == 0)
+				ctl_node_changed(ctl, w->node);
 			break;
 		case CNL_DEC_WAIT:
 			w->wait_reason = d->reason;
@@ -314,8 +318,8 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 			                   : -1;
 			break;
 		case CNL_DEC_PREEMPT:
-			apply_preempt(w, d);
-			ctl_node_changed(ctl, w->node);
+			if (apply_preempt(w, d) == 0)
+				ctl_node_changed(ctl, w->node);
 			break;
 		default:
 			break;
@@ -332,7 +336,7 @@ out:
 	                     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 }
 
-/* Nodes silent past the timeout: lost, their work ctl_requeued. */
+/* Nodes silent past the timeout: lost, their work requeued. */
 static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 {
 	for (size_t i = 0; i < ctl->n_nodes; i++) {
@@ -352,15 +356,15 @@ static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 		for (size_t k = 0; r == 0 && k < ctl->n_wl; k++) {
 			struct wl tmp = ctl->wl[k];
 
-			if (tmp.node != (int)i || tmp.phase == PH_PENDING)
+			if (tmp.node != (int)i || !cnl_wl_placed(tmp.state))
 				continue;
-			if (tmp.phase == PH_STOPPING && !tmp.requeue) {
-				r = ctl_persist_end(ctl, &tmp, tmp.stop_state,
-				                    -1, now);
+			if ((r = ctl_step(&tmp, CNL_WL_EV_NODE_LOST)) < 0)
+				break;
+			if (cnl_wl_ended(tmp.state)) {
+				r = ctl_persist_end(ctl, &tmp, true, -1, now);
 				continue;
 			}
 			tmp.requeues++;
-			tmp.phase = PH_PENDING;
 			r = ctl_persist(ctl, &tmp, now);
 		}
 		if (r < 0 || cnl_store_tx_commit(ctl->store) < 0) {
@@ -380,19 +384,21 @@ static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 				cnl_alloc_free(ctl->cluster, w->alloc_id);
 			w->alloc_id = 0;
 			w->node = -1;
-			if (w->phase == PH_STOPPING && !w->requeue) {
+			if (!cnl_wl_placed(w->state) ||
+			    ctl_step(w, CNL_WL_EV_NODE_LOST) < 0)
+				continue;
+			if (cnl_wl_ended(w->state)) {
 				ctl->finished[3]++;
 				ctl_server_gone(ctl, w);
 				ctl_wl_remove(ctl, w);
-			} else if (w->phase != PH_PENDING) {
+			} else {
 				w->requeues++;
-				w->phase = PH_PENDING;
 			}
 		}
 		ctl->lost_nodes++;
 		ctl->dirty = true;
 		ctl_node_changed(ctl, (int)i);
-		cnl_log(CNL_LOG_WARN, "node lost; its work is ctl_requeued",
+		cnl_log(CNL_LOG_WARN, "node lost; its work is requeued",
 		        "node=%s epoch=%" PRId64, nd->name, nd->epoch);
 	}
 }
@@ -409,7 +415,7 @@ static void meter(struct cnl_ctl *ctl, int64_t now)
 		struct wl *w = &ctl->wl[i];
 		int b;
 
-		if (!w->alloc_id || w->phase == PH_PENDING)
+		if (!w->alloc_id || w->state == CNL_WL_PENDING)
 			continue;
 		b = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
 		if (b <= 0)

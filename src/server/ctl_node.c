@@ -187,7 +187,7 @@ int cnl_ctl_fence_check(struct cnl_ctl *ctl, const char *node, const char *id,
 	struct wl *w = ctl_wl_find(ctl, id);
 
 	if (i < 0 || !w || w->node != i || w->epoch != epoch ||
-	    w->phase == PH_PENDING) {
+	    !cnl_wl_placed(w->state)) {
 		ctl->fenced++;
 		return -CNL_EFENCED;
 	}
@@ -415,7 +415,7 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
  * Work the node's agent started but no longer lists (it lost it: killed
  * while cnlabd could not be told, an agent that went away and came back
  * empty).  Two heartbeats in a row without it, so that one that raced a
- * start does not count: then a job is ctl_requeued, work being stopped ends.
+ * start does not count: then a job is requeued, work being stopped ends.
  */
 static void lost_by_agent(struct cnl_ctl *ctl, int node, json_t *running,
                           int64_t now)
@@ -424,8 +424,9 @@ static void lost_by_agent(struct cnl_ctl *ctl, int node, json_t *running,
 		struct wl *w = &ctl->wl[k];
 		bool listed = false;
 
-		if (w->node != node ||
-		    (w->phase != PH_STARTED && w->phase != PH_STOPPING))
+		if (w->node != node || (w->state != CNL_WL_STARTED &&
+		                        w->state != CNL_WL_STOPPING &&
+		                        w->state != CNL_WL_REQUEUING))
 			continue;
 		for (size_t j = 0; j < json_array_size(running) && !listed;
 		     j++) {
@@ -444,18 +445,18 @@ static void lost_by_agent(struct cnl_ctl *ctl, int node, json_t *running,
 		}
 		cnl_log(CNL_LOG_WARN, "node no longer runs its work",
 		        "id=%s node=%s", w->id, ctl->nodes[node].name);
-		struct wl saved = *w;
-		bool end = w->phase == PH_STOPPING && !w->requeue;
+		struct wl next = *w;
+		bool end;
 
-		if (!end) {
-			w->phase = PH_PENDING;
-			w->requeues++;
-		}
-		if ((end ? ctl_persist_end(ctl, w, w->stop_state, -1, now)
-		         : ctl_persist(ctl, w, now)) < 0) {
-			*w = saved;
+		if (ctl_step(&next, CNL_WL_EV_WORK_LOST) < 0)
 			continue;
-		}
+		end = cnl_wl_ended(next.state);
+		if (!end)
+			next.requeues++;
+		if ((end ? ctl_persist_end(ctl, &next, true, -1, now)
+		         : ctl_persist(ctl, &next, now)) < 0)
+			continue;
+		*w = next;
 		if (w->alloc_id)
 			cnl_alloc_free(ctl->cluster, w->alloc_id);
 		w->alloc_id = 0;
@@ -531,11 +532,14 @@ static json_t *assignment_json(struct cnl_ctl *ctl, const struct wl *w)
 	const struct cnl_alloc *a = &w->placed;
 	json_t *o, *gpu;
 
-	o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", w->id, "kind",
-	              w->server ? "server" : "job", "epoch",
-	              (json_int_t)w->epoch, "action",
-	              w->phase == PH_STOPPING ? "stop" : "run", "project_id",
-	              w->project_id, "user_id", w->user_id, "shape", w->shape);
+	o = json_pack(
+	    "{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", w->id, "kind",
+	    w->server ? "server" : "job", "epoch", (json_int_t)w->epoch,
+	    "action",
+	    w->state == CNL_WL_STOPPING || w->state == CNL_WL_REQUEUING ? "stop"
+	                                                                : "run",
+	    "project_id", w->project_id, "user_id", w->user_id, "shape",
+	    w->shape);
 	{
 		/* The submitting user's name, for agents that run work as
 		 * the matching local account. */
@@ -588,7 +592,7 @@ static json_t *assignment_json(struct cnl_ctl *ctl, const struct wl *w)
 				const struct wl *m = &ctl->wl[k];
 
 				if (m->rank == r && m->node >= 0 &&
-				    m->phase != PH_PENDING &&
+				    cnl_wl_placed(m->state) &&
 				    strcmp(m->gang_id, w->gang_id) == 0)
 					name = ctl->nodes[m->node].name;
 			}
@@ -604,7 +608,7 @@ static json_t *assignment_json(struct cnl_ctl *ctl, const struct wl *w)
 	if (w->not_before_ms)
 		json_object_set_new(o, "not_before",
 		                    ctl_time_or_null(w->not_before_ms));
-	if (w->phase == PH_STOPPING) {
+	if (w->state == CNL_WL_STOPPING || w->state == CNL_WL_REQUEUING) {
 		json_object_set_new(o, "signal_at",
 		                    ctl_time_or_null(w->signal_ms));
 		json_object_set_new(o, "kill_at", ctl_time_or_null(w->kill_ms));
@@ -641,7 +645,7 @@ int cnl_ctl_assignments(struct cnl_ctl *ctl, const char *node, uint64_t since,
 	for (size_t k = 0; k < ctl->n_wl; k++) {
 		const struct wl *w = &ctl->wl[k];
 
-		if (w->node == i && w->phase != PH_PENDING)
+		if (w->node == i && cnl_wl_placed(w->state))
 			json_array_append_new(list, assignment_json(ctl, w));
 	}
 	ctl->nodes[i].last_seen_ms = ctl_now_ms();
@@ -658,10 +662,13 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
 	    "id", "epoch", "state", "exit_code", "url", "message", NULL};
 	static const char *const states[] = {"running", "succeeded", "failed",
 	                                     "stopped", NULL};
+	static const enum cnl_wl_event events[] = {
+	    CNL_WL_EV_REPORT_RUNNING, CNL_WL_EV_REPORT_SUCCEEDED,
+	    CNL_WL_EV_REPORT_FAILED, CNL_WL_EV_REPORT_STOPPED};
 	const char *id, *state, *url = NULL, *msg = NULL;
 	int64_t epoch, code = 0;
 	int i = ctl_node_find(ctl, node), st = -1, r;
-	struct wl *w, saved;
+	struct wl *w, next;
 
 	if (i < 0)
 		return set_err(err, errlen, 404, "node not found");
@@ -686,72 +693,63 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
 		return set_err(err, errlen, 400, "field \"url\": too long");
 	ctl->nodes[i].last_seen_ms = now;
 	w = ctl_wl_find(ctl, id);
-	if (!w || w->node != i || w->epoch != epoch || w->phase == PH_PENDING) {
+	if (!w || w->node != i || w->epoch != epoch ||
+	    !cnl_wl_placed(w->state)) {
 		ctl->fenced++;
 		return set_err(err, errlen, 409,
 		               "stale fencing epoch: this work is no longer "
 		               "assigned to this node under that epoch; stop "
 		               "it");
 	}
-	saved = *w;
+	next = *w;
+	if ((r = ctl_step(&next, events[st])) < 0)
+		return set_err(err, errlen, 409,
+		               "this report does not fit the work's state");
 	if (st == 0) { /* running */
-		if (w->phase == PH_ASSIGNED) {
+		if (w->state == CNL_WL_ASSIGNED) {
 			int64_t from = w->not_before_ms > w->started_ms
 			                   ? w->not_before_ms
 			                   : w->started_ms;
 
 			if (now >= from)
 				ctl_note_start(ctl, w->server, now - from);
-			w->phase = PH_STARTED;
-			w->started_ms = now;
+			next.started_ms = now;
 		}
 		if (url)
-			snprintf(w->url, sizeof(w->url), "%s", url);
-		if ((r = ctl_persist(ctl, w, now)) < 0) {
-			*w = saved;
+			snprintf(next.url, sizeof(next.url), "%s", url);
+		if ((r = ctl_persist(ctl, &next, now)) < 0)
 			return set_err(err, errlen, 500, "cannot store");
-		}
-		*ret = json_pack("{s:s}", "phase", ctl_phase_names[w->phase]);
+		*w = next;
+		*ret = json_pack("{s:s}", "phase", cnl_wl_state_name(w->state));
 		return 200;
 	}
-	/* The workload ended. */
-	const char *final = state;
-
+	/* The workload left its node: back in the queue, or ended. */
 	if (msg)
-		snprintf(w->message, sizeof(w->message), "%s", msg);
-	if (w->phase == PH_STOPPING)
-		final = w->requeue ? "pending" : w->stop_state;
-	else if (w->server && st != 2)
-		final = "stopped";
-	else if (!w->server && st == 3)
-		final = "failed";
-	if (w->phase == PH_STOPPING && w->requeue) {
-		w->phase = PH_PENDING;
-		r = ctl_persist(ctl, w, now);
-		if (r < 0) {
-			*w = saved;
+		snprintf(next.message, sizeof(next.message), "%s", msg);
+	if (next.state == CNL_WL_PENDING) {
+		if ((r = ctl_persist(ctl, &next, now)) < 0)
 			return set_err(err, errlen, 500, "cannot store");
-		}
+		*w = next;
 		if (w->alloc_id)
 			cnl_alloc_free(ctl->cluster, w->alloc_id);
 		w->alloc_id = 0;
 		ctl_node_changed(ctl, w->node);
 		w->node = -1;
 	} else {
-		if ((r = ctl_persist_end(ctl, w, final, (int)code, now)) < 0)
+		if ((r = ctl_persist_end(ctl, &next, true, (int)code, now)) < 0)
 			return set_err(err, errlen, 500, "cannot store");
 		if (w->alloc_id)
 			cnl_alloc_free(ctl->cluster, w->alloc_id);
 		ctl_node_changed(ctl, w->node);
-		ctl->finished[strcmp(final, "succeeded") == 0   ? 0
-		              : strcmp(final, "failed") == 0    ? 1
-		              : strcmp(final, "cancelled") == 0 ? 2
-		                                                : 3]++;
+		ctl->finished[next.state == CNL_WL_SUCCEEDED   ? 0
+		              : next.state == CNL_WL_FAILED    ? 1
+		              : next.state == CNL_WL_CANCELLED ? 2
+		                                               : 3]++;
 		ctl_server_gone(ctl, w);
 		ctl_wl_remove(ctl, w);
 	}
 	cnl_ctl_kick(ctl);
-	*ret = json_pack("{s:s}", "state", final);
+	*ret = json_pack("{s:s}", "state", ctl_store_state(&next));
 	return 200;
 }
 
@@ -832,17 +830,17 @@ json_t *cnl_ctl_node_json(struct cnl_ctl *ctl, const char *node, int64_t now)
 	for (size_t k = 0; k < ctl->n_wl; k++) {
 		const struct wl *w = &ctl->wl[k];
 
-		if (w->node != i || w->phase == PH_PENDING)
+		if (w->node != i || !cnl_wl_placed(w->state))
 			continue;
 		json_array_append_new(
-		    list,
-		    json_pack("{s:s,s:s,s:s,s:s,s:s,s:i}", "id", w->id, "kind",
-		              w->server ? "server" : "job", "project_id",
-		              w->project_id, "phase", ctl_phase_names[w->phase],
-		              "shape", w->shape, "blocks",
-		              w->alloc_id ? cnl_alloc_blocks_held(ctl->cluster,
-		                                                  &w->placed)
-		                          : 0));
+		    list, json_pack("{s:s,s:s,s:s,s:s,s:s,s:i}", "id", w->id,
+		                    "kind", w->server ? "server" : "job",
+		                    "project_id", w->project_id, "phase",
+		                    cnl_wl_state_name(w->state), "shape",
+		                    w->shape, "blocks",
+		                    w->alloc_id ? cnl_alloc_blocks_held(
+		                                      ctl->cluster, &w->placed)
+		                                : 0));
 	}
 	json_object_set_new(o, "running", list);
 	return o;

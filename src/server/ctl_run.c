@@ -105,7 +105,7 @@ static json_t *why_json(const struct why *y)
 	return o;
 }
 
-/* Read back what why_json() wrote; a ctl_record without one leaves @y empty. */
+/* Read back what why_json() wrote; a record without one leaves @y empty. */
 static void why_from_json(json_t *o, struct why *y)
 {
 	const char *key = json_string_value(json_object_get(o, "reason"));
@@ -139,26 +139,27 @@ static void why_from_json(json_t *o, struct why *y)
 }
 
 /*
- * The run ctl_record of @w as JSON text in @buf.  @final: the ctl_record of a
+ * The run record of @w as JSON text in @buf.  @final: the record of a
  * workload that ended while placed, which keeps where it ran
- * ("placement") but not its allocation.  Should the ctl_record not fit, the
- * explanation goes first and the agent's message next: a ctl_record that
+ * ("placement") but not its allocation.  Should the record not fit, the
+ * explanation goes first and the agent's message next: a record that
  * cannot be written would stop every decision of the cycle from being
  * recorded.
  */
 static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
                     char *buf, size_t len)
 {
-	json_t *o = json_pack(
-	    "{s:s,s:I,s:i,s:i,s:b,s:I,s:I}", "phase", ctl_phase_names[w->phase],
-	    "epoch", (json_int_t)w->epoch, "preemptions", w->preemptions,
-	    "requeues", w->requeues, "preemptible", w->j.preemptible,
-	    "cpu_milli", (json_int_t)w->j.req.cpu_milli, "mem_mib",
-	    (json_int_t)w->j.req.mem_mib);
+	json_t *o =
+	    json_pack("{s:s,s:I,s:i,s:i,s:b,s:I,s:I}", "phase",
+	              cnl_wl_state_name(w->state), "epoch",
+	              (json_int_t)w->epoch, "preemptions", w->preemptions,
+	              "requeues", w->requeues, "preemptible", w->j.preemptible,
+	              "cpu_milli", (json_int_t)w->j.req.cpu_milli, "mem_mib",
+	              (json_int_t)w->j.req.mem_mib);
 	char *t = NULL;
 	int r = -CNL_ESIZE;
 
-	if (w->node >= 0 && w->phase != PH_PENDING) {
+	if (w->node >= 0 && cnl_wl_placed(w->state)) {
 		json_object_set_new(o, "node",
 		                    json_string(ctl->nodes[w->node].id));
 		json_object_set_new(o, "alloc", alloc_json(&w->placed));
@@ -176,14 +177,11 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 		    o, "home",
 		    json_string(
 		        ctl->nodes[w->node >= 0 ? w->node : w->home].id));
-	if (w->phase == PH_STOPPING) {
+	if (w->state == CNL_WL_STOPPING || w->state == CNL_WL_REQUEUING) {
 		json_object_set_new(o, "signal_ms", json_integer(w->signal_ms));
 		json_object_set_new(o, "kill_ms", json_integer(w->kill_ms));
-		json_object_set_new(o, "stop_state",
-		                    json_string(w->stop_state));
-		json_object_set_new(o, "requeue", json_boolean(w->requeue));
 		/* Whether it still holds its resources until it has left (a
-		 * pre-empted job's went to another at once; one ctl_requeued
+		 * pre-empted job's went to another at once; one requeued
 		 * with its gang or cancelled keeps them). */
 		json_object_set_new(o, "held", json_boolean(w->alloc_id != 0));
 	}
@@ -202,7 +200,7 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 		                    json_pack("{s:s,s:i,s:i}", "id", w->gang_id,
 		                              "rank", w->rank, "size",
 		                              w->gang_size));
-	if (w->why.node[0] && (final || w->phase != PH_PENDING))
+	if (w->why.node[0] && (final || w->state != CNL_WL_PENDING))
 		json_object_set_new(o, "placement", why_json(&w->why));
 	for (int pass = 0; pass < 3 && r < 0; pass++) {
 		if (pass == 1)
@@ -221,24 +219,7 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 	return r;
 }
 
-/* Store state for @w in @phase: the job or server state name. */
-static const char *store_state(const struct wl *w)
-{
-	if (!w->server)
-		return w->phase == PH_PENDING ? "pending" : "running";
-	switch (w->phase) {
-	case PH_PENDING:
-		return "pending";
-	case PH_ASSIGNED:
-		return "starting";
-	case PH_STARTED:
-		return "running";
-	default:
-		return "stopping";
-	}
-}
-
-/* Write @w's current state and run ctl_record; 0 or a store error. */
+/* Write @w's current state and run record; 0 or a store error. */
 int ctl_persist(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 {
 	char run[CNL_STORE_RUN_MAX];
@@ -248,29 +229,29 @@ int ctl_persist(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 		return r;
 	if (w->server)
 		return cnl_store_server_update(ctl->store, w->id,
-		                               store_state(w), w->url, run);
-	return cnl_store_job_update_run(ctl->store, w->id, store_state(w), 0,
-	                                now, run);
+		                               ctl_store_state(w), w->url, run);
+	return cnl_store_job_update_run(ctl->store, w->id, ctl_store_state(w),
+	                                0, now, run);
 }
 
-/* Write a workload's end (done: no longer active). */
-int ctl_persist_end(struct cnl_ctl *ctl, const struct wl *w, const char *state,
+/*
+ * Write a workload's end: @w is in the state it ended in (cnl_wl_ended()),
+ * and is no longer active.  @ran: it ended from a placement, whose
+ * explanation the record keeps; its allocation is not kept.
+ */
+int ctl_persist_end(struct cnl_ctl *ctl, const struct wl *w, bool ran,
                     int exit_code, int64_t now)
 {
 	char run[CNL_STORE_RUN_MAX];
-	struct wl end = *w;
 	int r;
 
-	end.phase = PH_PENDING; /* no allocation in the final ctl_record */
-	/* Where it ran stays, if it ends from there. */
-	if ((r = run_text(ctl, &end, w->phase != PH_PENDING, run,
-	                  sizeof(run))) < 0)
+	if ((r = run_text(ctl, w, ran, run, sizeof(run))) < 0)
 		return r;
 	if (w->server)
-		return cnl_store_server_update(ctl->store, w->id, state, "",
-		                               run);
-	return cnl_store_job_update_run(ctl->store, w->id, state, exit_code,
-	                                now, run);
+		return cnl_store_server_update(ctl->store, w->id,
+		                               ctl_store_state(w), "", run);
+	return cnl_store_job_update_run(ctl->store, w->id, ctl_store_state(w),
+	                                exit_code, now, run);
 }
 
 /* Set up @w's scheduler job; 0 or -CNL_EFIELD for a shape gone bad. */
@@ -312,7 +293,7 @@ static uint64_t gang_number(struct cnl_ctl *ctl, const struct wl *w)
 }
 
 /*
- * The fields a job asked for at submission, from its run ctl_record @run (see
+ * The fields a job asked for at submission, from its run record @run (see
  * ctl.h): CPU and memory, the GPU types that narrow its shape, its
  * dataset, and with @gang its gang.  0, or -CNL_EFIELD when the types no
  * longer leave any type the shape allows (the catalog changed).
@@ -369,6 +350,7 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 {
 	json_t *run = json_loads(run_txt, 0, NULL), *held;
 	const char *node, *ph;
+	enum cnl_wl_state st = CNL_WL_PENDING;
 	struct cnl_alloc a = {0};
 	uint32_t id;
 	int n;
@@ -384,8 +366,13 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	why_from_json(json_object_get(run, "placement"), &w->why);
 	node = json_string_value(json_object_get(run, "node"));
 	ph = json_string_value(json_object_get(run, "phase"));
-	if (!node || !ph || strcmp(ph, "pending") == 0 ||
-	    (n = ctl_node_find(ctl, node)) < 0 ||
+	/* Records before wire/state.h wrote "stopping" for both stopping
+	 * and requeuing work, told apart by "requeue". */
+	if (ph && strcmp(ph, "stopping") == 0 &&
+	    json_is_true(json_object_get(run, "requeue")))
+		ph = "requeuing";
+	if (!node || !ph || cnl_wl_state_parse(ph, &st) < 0 ||
+	    !cnl_wl_placed(st) || (n = ctl_node_find(ctl, node)) < 0 ||
 	    alloc_from_json(json_object_get(run, "alloc"), &a) < 0)
 		goto out;
 	a.node = (uint32_t)n;
@@ -394,15 +381,13 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	 * pre-empted job; records before "held" say so by "requeue"): it
 	 * keeps its node until it has left, not its allocation. */
 	held = json_object_get(run, "held");
-	if (strcmp(ph, "stopping") == 0 &&
-	    (json_is_boolean(held)
-	         ? json_is_false(held)
-	         : json_is_true(json_object_get(run, "requeue")))) {
+	if ((st == CNL_WL_STOPPING || st == CNL_WL_REQUEUING) &&
+	    (json_is_boolean(held) ? json_is_false(held)
+	                           : st == CNL_WL_REQUEUING)) {
 		w->alloc_id = 0;
 		w->placed = a;
 	} else if (cnl_alloc_adopt(ctl->cluster, &a, &id) < 0) {
-		cnl_log(CNL_LOG_WARN,
-		        "cannot re-adopt allocation; ctl_requeued",
+		cnl_log(CNL_LOG_WARN, "cannot re-adopt allocation; requeued",
 		        "id=%s node=%s", w->id, node);
 		goto out;
 	} else {
@@ -410,19 +395,12 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 		w->placed = *cnl_alloc_get(ctl->cluster, id);
 	}
 	w->node = n;
-	w->phase = strcmp(ph, "started") == 0    ? PH_STARTED
-	           : strcmp(ph, "stopping") == 0 ? PH_STOPPING
-	                                         : PH_ASSIGNED;
+	w->state = st;
 	w->started_ms = json_integer_value(json_object_get(run, "started_ms"));
 	w->not_before_ms =
 	    json_integer_value(json_object_get(run, "not_before_ms"));
 	w->signal_ms = json_integer_value(json_object_get(run, "signal_ms"));
 	w->kill_ms = json_integer_value(json_object_get(run, "kill_ms"));
-	w->requeue = json_is_true(json_object_get(run, "requeue"));
-	snprintf(w->stop_state, sizeof(w->stop_state), "%s",
-	         json_string_value(json_object_get(run, "stop_state"))
-	             ? json_string_value(json_object_get(run, "stop_state"))
-	             : "");
 out:
 	json_decref(run);
 }

@@ -39,31 +39,34 @@ struct cell {
 
 static const struct cell table[CNL_WL_NSTATES][CNL_WL_NEVENTS] = {
     /* PLACE, RUNNING, SUCCEEDED, FAILED, STOPPED, CANCEL, PREEMPT,
-     * NODE_LOST, WORK_LOST, START, INVALID */
+     * REQUEUE, NODE_LOST, WORK_LOST, START, INVALID */
     [CNL_WL_PENDING] = {SAME(CNL_WL_ASSIGNED), X_, X_, X_, X_, ENDED, X_, X_,
-                        X_, X_, SAME(CNL_WL_FAILED)},
-    [CNL_WL_ASSIGNED] = {X_, SAME(CNL_WL_RUNNING),
+                        X_, X_, X_, SAME(CNL_WL_FAILED)},
+    [CNL_WL_ASSIGNED] = {X_, SAME(CNL_WL_STARTED),
                          END(CNL_WL_SUCCEEDED, CNL_WL_STOPPED),
                          SAME(CNL_WL_FAILED),
                          END(CNL_WL_FAILED, CNL_WL_STOPPED),
-                         SAME(CNL_WL_STOPPING), SAME(CNL_WL_PREEMPTING),
-                         SAME(CNL_WL_PENDING), X_, X_, X_},
-    [CNL_WL_RUNNING] = {X_, SAME(CNL_WL_RUNNING),
+                         SAME(CNL_WL_STOPPING), SAME(CNL_WL_REQUEUING),
+                         SAME(CNL_WL_REQUEUING), SAME(CNL_WL_PENDING), X_, X_,
+                         X_},
+    [CNL_WL_STARTED] = {X_, SAME(CNL_WL_STARTED),
                         END(CNL_WL_SUCCEEDED, CNL_WL_STOPPED),
                         SAME(CNL_WL_FAILED), END(CNL_WL_FAILED, CNL_WL_STOPPED),
-                        SAME(CNL_WL_STOPPING), SAME(CNL_WL_PREEMPTING),
-                        SAME(CNL_WL_PENDING), SAME(CNL_WL_PENDING), X_, X_},
+                        SAME(CNL_WL_STOPPING), SAME(CNL_WL_REQUEUING),
+                        SAME(CNL_WL_REQUEUING), SAME(CNL_WL_PENDING),
+                        SAME(CNL_WL_PENDING), X_, X_},
     [CNL_WL_STOPPING] = {X_, SAME(CNL_WL_STOPPING), ENDED, ENDED, ENDED,
-                         SAME(CNL_WL_STOPPING), X_, ENDED, ENDED, X_, X_},
-    [CNL_WL_PREEMPTING] = {X_, SAME(CNL_WL_PREEMPTING), SAME(CNL_WL_PENDING),
-                           SAME(CNL_WL_PENDING), SAME(CNL_WL_PENDING),
-                           SAME(CNL_WL_STOPPING), SAME(CNL_WL_PREEMPTING),
-                           SAME(CNL_WL_PENDING), SAME(CNL_WL_PENDING), X_, X_},
-    [CNL_WL_SUCCEEDED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_, X_, X_},
-    [CNL_WL_FAILED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_,
+                         SAME(CNL_WL_STOPPING), X_, X_, ENDED, ENDED, X_, X_},
+    [CNL_WL_REQUEUING] = {X_, SAME(CNL_WL_REQUEUING), SAME(CNL_WL_PENDING),
+                          SAME(CNL_WL_PENDING), SAME(CNL_WL_PENDING),
+                          SAME(CNL_WL_STOPPING), SAME(CNL_WL_REQUEUING),
+                          SAME(CNL_WL_REQUEUING), SAME(CNL_WL_PENDING),
+                          SAME(CNL_WL_PENDING), X_, X_},
+    [CNL_WL_SUCCEEDED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_, X_, X_, X_},
+    [CNL_WL_FAILED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_, X_,
                        END(NONE, CNL_WL_PENDING), X_},
-    [CNL_WL_CANCELLED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_, X_, X_},
-    [CNL_WL_STOPPED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_,
+    [CNL_WL_CANCELLED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_, X_, X_, X_},
+    [CNL_WL_STOPPED] = {X_, X_, X_, X_, X_, X_, X_, X_, X_, X_,
                         END(NONE, CNL_WL_PENDING), X_},
 };
 
@@ -145,10 +148,12 @@ int cnl_wl_state_parse(const char *name, enum cnl_wl_state *ret)
 const char *cnl_wl_store_state(enum cnl_wl_kind kind, enum cnl_wl_state s)
 {
 	switch (s) {
+	case CNL_WL_STARTED:
+		return "running";
 	case CNL_WL_ASSIGNED:
 		return kind == CNL_WL_JOB ? "running" : "starting";
 	case CNL_WL_STOPPING:
-	case CNL_WL_PREEMPTING:
+	case CNL_WL_REQUEUING:
 		return kind == CNL_WL_JOB ? "running" : "stopping";
 	default:
 		return cnl_wl_state_name(s);
@@ -171,10 +176,10 @@ bool cnl_wl_store_state_valid(enum cnl_wl_kind kind, const char *name)
 	return false;
 }
 
-bool cnl_wl_holds(enum cnl_wl_state s)
+bool cnl_wl_placed(enum cnl_wl_state s)
 {
-	return s == CNL_WL_ASSIGNED || s == CNL_WL_RUNNING ||
-	       s == CNL_WL_STOPPING;
+	return s == CNL_WL_ASSIGNED || s == CNL_WL_STARTED ||
+	       s == CNL_WL_STOPPING || s == CNL_WL_REQUEUING;
 }
 
 bool cnl_wl_ended(enum cnl_wl_state s)

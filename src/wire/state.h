@@ -5,63 +5,66 @@
  *
  * One owner.  The controller (server/ctl) holds each active workload's
  * state and changes it only through cnl_wl_next(); the store persists the
- * state's name in the run record and a coarser, user-facing name in its
- * state column (cnl_wl_store_state()); the scheduler reads a snapshot
- * (pending, or holding resources); the agent only reports events.  An
- * illegal transition is an error that names the state and the event.
+ * state's name in the run record ("phase") and a coarser, user-facing name
+ * in its state column (cnl_wl_store_state()); the scheduler reads a
+ * snapshot (pending, or placed with the allocation it holds); the agent
+ * only reports events.  An illegal transition is an error that names the
+ * state and the event.
  *
- *                         CANCEL (job -> CANCELLED, server -> STOPPED)
- *            +------------------------------------------------------+
- *            |                                                      v
- *   START  +---------+  PLACE   +----------+  REPORT_RUNNING  +---------+
- *  ------->| PENDING |--------->| ASSIGNED |----------------->| RUNNING |
- *   (user) +---------+  (sched) +----------+     (agent)      +---------+
- *            ^   ^  |                |  \                      |   |  |
- *            |   |  | INVALID        |   \ REPORT_SUCCEEDED,   |   |  |
- *            |   |  v                |    \ _FAILED, _STOPPED  |   |  |
- *            |   | FAILED            |     `-----------+-------'   |  |
- *            |   |                   |                 v           |  |
- *            |   | NODE_LOST,        |       SUCCEEDED / FAILED /  |  |
- *            |   | WORK_LOST (ctl)   |       STOPPED (servers)     |  |
- *            |   +-------------------+-----------------------------+  |
- *            |                       |  CANCEL (user)        PREEMPT  |
- *            |                       v                       (sched)  |
- *            |                  +----------+                          |
- *            |                  | STOPPING |<---- CANCEL ------+      |
- *            |                  +----------+                   |      v
- *            |                       | any end report,   +------------+
- *            |                       | NODE_LOST,        | PREEMPTING |
- *            |                       | WORK_LOST         +------------+
- *            |                       v                         |
- *            |          CANCELLED (jobs) / STOPPED (servers)   |
- *            +-------------------------------------------------+
- *                 any end report, NODE_LOST, WORK_LOST: requeued
+ *                   CANCEL: job -> CANCELLED, server -> STOPPED
+ *           +----------------------------------------------------------+
+ *           |                                                          v
+ *  START  +---------+  PLACE    +----------+  REPORT_RUNNING  +---------+
+ * ------->| PENDING |---------->| ASSIGNED |----------------->| STARTED |
+ * (user)  +---------+ (sched)   +----------+     (agent)      +---------+
+ *           ^  ^  |                 |    \                     |  |  |
+ *           |  |  | INVALID (ctl)   |     \ REPORT_SUCCEEDED, |  |  |
+ *           |  |  v                 |      \ _FAILED, _STOPPED |  |  |
+ *           |  | FAILED             |       '----------+-------'  |  |
+ *           |  |                    |                  v          |  |
+ *           |  | NODE_LOST,         |     SUCCEEDED / FAILED /    |  |
+ *           |  | WORK_LOST (ctl)    |     STOPPED (servers)       |  |
+ *           |  +--------------------+-----------------------------+  |
+ *           |                       | CANCEL (user)   PREEMPT (sched),|
+ *           |                       v                 REQUEUE (ctl)   |
+ *           |                  +----------+                          v
+ *           |                  | STOPPING |<------ CANCEL ----+-----------+
+ *           |                  +----------+                   | REQUEUING |
+ *           |                       | any end report,         +-----------+
+ *           |                       | NODE_LOST, WORK_LOST          |
+ *           |                       v                               |
+ *           |          CANCELLED (jobs) / STOPPED (servers)         |
+ *           +-------------------------------------------------------+
+ *               any end report, NODE_LOST, WORK_LOST: back in the queue
  *
- * Transition table (job / server where they differ; "-" is illegal):
+ * Transition table (job / server where they differ; "-" is illegal; the
+ * REPORT_* events are written RUNNING, SUCCEEDED, FAILED, STOPPED):
  *
- *   state \ event  PLACE     RUNNING   SUCCEEDED  FAILED  STOPPED  CANCEL
- * PREEMPT    NODE_LOST  WORK_LOST  START    INVALID PENDING        ASSIGNED  -
- * -          -       -        CANC/STOP  -          -          -          -
- * FAILED ASSIGNED       -         RUNNING   SUCC/STOP  FAILED  FAIL/STOP
- * STOPPING  PREEMPTING PENDING    -          -        - RUNNING        -
- * RUNNING   SUCC/STOP  FAILED  FAIL/STOP STOPPING  PREEMPTING PENDING PENDING
- * -        - STOPPING       -         STOPPING  CANC/STOP  CANC/STOP CANC/STOP
- * STOPPING -         CANC/STOP  CANC/STOP  -        - PREEMPTING     -
- * PREEMPTING PENDING   PENDING PENDING  STOPPING   PREEMPTING PENDING PENDING
- * -        - SUCCEEDED      -         -         -          -       -        -
- * -          -          -          -        - FAILED         -         - - - -
- * -          -          -          -          -/PENDING - CANCELLED      - - -
- * -       -        -          -          -          -          -        -
- *   STOPPED        -         -         -          -       -        -          -
- * -          -          PENDING  -
+ *  state \ event PLACE    RUNNING   SUCCEEDED FAILED STOPPED   CANCEL PREEMPT,
+ * NODE_LOST WORK_LOST START    INVALID REQUEUE PENDING       ASSIGNED - - - -
+ * CANC/STOP -         -         -         -        FAILED ASSIGNED      -
+ * STARTED   SUCC/STOP FAILED FAIL/STOP STOPPING  REQUEUING PENDING   - - -
+ *  STARTED       -        STARTED   SUCC/STOP FAILED FAIL/STOP STOPPING
+ * REQUEUING PENDING   PENDING   -        - STOPPING      -        STOPPING
+ * CANC/STOP same   same      STOPPING  -         CANC/STOP CANC/STOP -        -
+ *  REQUEUING     -        REQUEUING PENDING   PENDING PENDING  STOPPING
+ * REQUEUING PENDING   PENDING   -        - SUCCEEDED     -        -         -
+ * -      -         -         -         -         -         -        - FAILED -
+ * -         -         -      -         -         -         -         -
+ * -/PENDING - CANCELLED     -        -         -         -      -         - -
+ * -         -         -        - STOPPED       -        -         -         -
+ * -         -         -         -         -         PENDING  -
  *
- * (RUNNING, SUCCEEDED, FAILED and STOPPED as events are the agent's
- * REPORT_* events.)  Who causes what: PLACE and PREEMPT the scheduler;
- * REPORT_* the node's agent; CANCEL and START a user (cancel a job, stop
- * or start a server); NODE_LOST, WORK_LOST and INVALID the controller
- * (a node silent past its timeout, work its agent stopped listing, a
- * shape that no longer parses).  A cancel during pre-emption wins: the
- * job ends cancelled instead of going back to the queue.
+ * Who causes what: PLACE and PREEMPT the scheduler; REPORT_* the node's
+ * agent; CANCEL and START a user (cancel a job, stop or start a server);
+ * NODE_LOST, WORK_LOST, REQUEUE and INVALID the controller (a node silent
+ * past its timeout, work its agent stopped listing, a gang restarting
+ * because a member lost its place, a shape that no longer parses).  A
+ * workload told to stop keeps or gives back its allocation as the
+ * controller decides (a pre-empted one gives it to the work that
+ * pre-empted it; a gang member keeps it until it has left); the state
+ * says only where it goes next.  A cancel during a requeue wins: the job
+ * ends cancelled instead of going back to the queue.
  */
 #ifndef CNL_WIRE_STATE_H
 #define CNL_WIRE_STATE_H
@@ -72,15 +75,15 @@
 enum cnl_wl_kind { CNL_WL_JOB, CNL_WL_SERVER };
 
 /* X(NAME, "name"): the state and the name the run record keeps. */
-#define CNL_WL_STATE_LIST(X)               \
-	X(CNL_WL_PENDING, "pending")       \
-	X(CNL_WL_ASSIGNED, "assigned")     \
-	X(CNL_WL_RUNNING, "running")       \
-	X(CNL_WL_STOPPING, "stopping")     \
-	X(CNL_WL_PREEMPTING, "preempting") \
-	X(CNL_WL_SUCCEEDED, "succeeded")   \
-	X(CNL_WL_FAILED, "failed")         \
-	X(CNL_WL_CANCELLED, "cancelled")   \
+#define CNL_WL_STATE_LIST(X)             \
+	X(CNL_WL_PENDING, "pending")     \
+	X(CNL_WL_ASSIGNED, "assigned")   \
+	X(CNL_WL_STARTED, "started")     \
+	X(CNL_WL_STOPPING, "stopping")   \
+	X(CNL_WL_REQUEUING, "requeuing") \
+	X(CNL_WL_SUCCEEDED, "succeeded") \
+	X(CNL_WL_FAILED, "failed")       \
+	X(CNL_WL_CANCELLED, "cancelled") \
 	X(CNL_WL_STOPPED, "stopped")
 
 enum cnl_wl_state {
@@ -107,6 +110,7 @@ enum cnl_wl_actor {
 	X(CNL_WL_EV_REPORT_STOPPED, "report stopped", CNL_WL_BY_AGENT)     \
 	X(CNL_WL_EV_CANCEL, "cancel", CNL_WL_BY_USER)                      \
 	X(CNL_WL_EV_PREEMPT, "preempt", CNL_WL_BY_SCHEDULER)               \
+	X(CNL_WL_EV_REQUEUE, "requeue", CNL_WL_BY_CONTROLLER)              \
 	X(CNL_WL_EV_NODE_LOST, "node lost", CNL_WL_BY_CONTROLLER)          \
 	X(CNL_WL_EV_WORK_LOST, "work lost", CNL_WL_BY_CONTROLLER)          \
 	X(CNL_WL_EV_START, "start", CNL_WL_BY_USER)                        \
@@ -156,9 +160,9 @@ const char *cnl_wl_store_state(enum cnl_wl_kind kind, enum cnl_wl_state s);
  * @kind (the store refuses any other). */
 bool cnl_wl_store_state_valid(enum cnl_wl_kind kind, const char *name);
 
-/* cnl_wl_holds - whether the workload has a placement (assigned, running,
- * stopping); a pre-empted one has given its resources back. */
-bool cnl_wl_holds(enum cnl_wl_state s);
+/* cnl_wl_placed - whether the workload was placed and has not yet left
+ * its node (assigned, started, stopping, requeuing). */
+bool cnl_wl_placed(enum cnl_wl_state s);
 
 /* cnl_wl_ended - whether no event but START (servers) moves it again. */
 bool cnl_wl_ended(enum cnl_wl_state s);

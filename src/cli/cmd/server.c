@@ -87,13 +87,22 @@ static void provisioning_line(const json_t *st, char *last, size_t len)
  * Wait until the server @id runs and has a URL, printing progress lines;
  * @limit_ms bounds the wait.  Prints the JSON or "✓ Ready: URL".
  */
-static int wait_ready(struct cnl_cli *cli, const char *id, int64_t limit_ms)
+static int wait_ready(struct cnl_cli *cli, const json_t *created,
+                      int64_t limit_ms)
 {
-	_cleanup_free_ char *path = cnl_cli_pathf("/v1/servers/%s", id);
+	_cleanup_free_ char *path =
+	    cnl_cli_pathf("/v1/servers/%s", cnl_cli_str(created, "id", ""));
+	_cleanup_free_ char *id = cnl_xstrdup(cnl_cli_str(created, "id", ""));
 	int64_t t0 = cnl_time_mono_ns();
 	char last[256] = "";
 	json_t *o;
 	int code;
+
+	/* The first line from the reply that made or started it, so that a
+	 * server ready before the first poll still says so. */
+	if (!cli->json)
+		provisioning_line(json_object_get(created, "status"), last,
+		                  sizeof(last));
 
 	for (;;) {
 		const char *state, *url;
@@ -276,13 +285,8 @@ created:
 		json_decref(o);
 		return 0;
 	}
-	{
-		char *id = cnl_xstrdup(cnl_cli_str(o, "id", ""));
-
-		json_decref(o);
-		code = wait_ready(cli, id, limit_ms);
-		free(id);
-	}
+	code = wait_ready(cli, o, limit_ms);
+	json_decref(o);
 	return code;
 }
 
@@ -395,8 +399,9 @@ static int server_action(struct cnl_cli *cli, const char *action)
 	if ((code = cnl_cli_call(cli, "POST", path, NULL, NULL, "server", &o)))
 		return code;
 	if (strcmp(action, "start") == 0 && !cnl_cli_flag(cli, "no-wait")) {
+		code = wait_ready(cli, o, limit_ms);
 		json_decref(o);
-		return wait_ready(cli, id, limit_ms);
+		return code;
 	}
 	if (cli->json)
 		cnl_cli_print_json(o);

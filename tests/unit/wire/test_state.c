@@ -24,7 +24,7 @@
 static int rule(enum cnl_wl_kind k, enum cnl_wl_state s, enum cnl_wl_event e)
 {
 	bool job = k == CNL_WL_JOB;
-	bool placed = s == CNL_WL_ASSIGNED || s == CNL_WL_RUNNING;
+	bool placed = s == CNL_WL_ASSIGNED || s == CNL_WL_STARTED;
 	int ended_by_user = job ? CNL_WL_CANCELLED : CNL_WL_STOPPED;
 
 	/* States a kind never has take no events at all. */
@@ -36,9 +36,9 @@ static int rule(enum cnl_wl_kind k, enum cnl_wl_state s, enum cnl_wl_event e)
 		return s == CNL_WL_PENDING ? CNL_WL_ASSIGNED : NONE;
 	case CNL_WL_EV_REPORT_RUNNING:
 		if (placed)
-			return CNL_WL_RUNNING;
+			return CNL_WL_STARTED;
 		/* Still running while told to stop: the order stands. */
-		if (s == CNL_WL_STOPPING || s == CNL_WL_PREEMPTING)
+		if (s == CNL_WL_STOPPING || s == CNL_WL_REQUEUING)
 			return s;
 		return NONE;
 	case CNL_WL_EV_REPORT_SUCCEEDED:
@@ -46,7 +46,7 @@ static int rule(enum cnl_wl_kind k, enum cnl_wl_state s, enum cnl_wl_event e)
 	case CNL_WL_EV_REPORT_STOPPED:
 		if (s == CNL_WL_STOPPING)
 			return ended_by_user;
-		if (s == CNL_WL_PREEMPTING)
+		if (s == CNL_WL_REQUEUING)
 			return CNL_WL_PENDING; /* requeued */
 		if (!placed)
 			return NONE;
@@ -61,19 +61,20 @@ static int rule(enum cnl_wl_kind k, enum cnl_wl_state s, enum cnl_wl_event e)
 	case CNL_WL_EV_CANCEL:
 		if (s == CNL_WL_PENDING)
 			return ended_by_user;
-		if (placed || s == CNL_WL_STOPPING || s == CNL_WL_PREEMPTING)
+		if (placed || s == CNL_WL_STOPPING || s == CNL_WL_REQUEUING)
 			return CNL_WL_STOPPING; /* cancel wins over requeue */
 		return NONE;
 	case CNL_WL_EV_PREEMPT:
-		return placed || s == CNL_WL_PREEMPTING ? CNL_WL_PREEMPTING
-		                                        : NONE;
+	case CNL_WL_EV_REQUEUE:
+		return placed || s == CNL_WL_REQUEUING ? CNL_WL_REQUEUING
+		                                       : NONE;
 	case CNL_WL_EV_NODE_LOST:
 	case CNL_WL_EV_WORK_LOST:
 		/* Work not yet reported running cannot be "lost" by its
 		 * agent; a lost node takes it all. */
 		if (s == CNL_WL_ASSIGNED)
 			return e == CNL_WL_EV_NODE_LOST ? CNL_WL_PENDING : NONE;
-		if (s == CNL_WL_RUNNING || s == CNL_WL_PREEMPTING)
+		if (s == CNL_WL_STARTED || s == CNL_WL_REQUEUING)
 			return CNL_WL_PENDING;
 		if (s == CNL_WL_STOPPING)
 			return ended_by_user;
@@ -238,7 +239,7 @@ static void test_names_and_store_states(void **state)
 		                 0);
 		assert_int_equal(s, i);
 	}
-	assert_int_equal(cnl_wl_state_parse("started", &s), -CNL_EPARSE);
+	assert_int_equal(cnl_wl_state_parse("preempted", &s), -CNL_EPARSE);
 	assert_int_equal(cnl_wl_state_parse(NULL, &s), -CNL_EPARSE);
 	for (size_t i = 0; i < 5; i++)
 		assert_true(
@@ -250,10 +251,10 @@ static void test_names_and_store_states(void **state)
 	assert_false(cnl_wl_store_state_valid(CNL_WL_JOB, "starting"));
 	assert_false(cnl_wl_store_state_valid(CNL_WL_SERVER, "cancelled"));
 	assert_false(cnl_wl_store_state_valid(CNL_WL_SERVER, "assigned"));
-	assert_string_equal(cnl_wl_store_state(CNL_WL_JOB, CNL_WL_PREEMPTING),
+	assert_string_equal(cnl_wl_store_state(CNL_WL_JOB, CNL_WL_REQUEUING),
 	                    "running");
-	assert_string_equal(
-	    cnl_wl_store_state(CNL_WL_SERVER, CNL_WL_PREEMPTING), "stopping");
+	assert_string_equal(cnl_wl_store_state(CNL_WL_SERVER, CNL_WL_REQUEUING),
+	                    "stopping");
 	assert_string_equal(cnl_wl_store_state(CNL_WL_SERVER, CNL_WL_ASSIGNED),
 	                    "starting");
 	assert_int_equal(cnl_wl_event_actor(CNL_WL_EV_PLACE),
@@ -263,8 +264,10 @@ static void test_names_and_store_states(void **state)
 	assert_int_equal(cnl_wl_event_actor(CNL_WL_EV_CANCEL), CNL_WL_BY_USER);
 	assert_int_equal(cnl_wl_event_actor(CNL_WL_EV_NODE_LOST),
 	                 CNL_WL_BY_CONTROLLER);
-	assert_true(cnl_wl_holds(CNL_WL_STOPPING));
-	assert_false(cnl_wl_holds(CNL_WL_PREEMPTING));
+	assert_true(cnl_wl_placed(CNL_WL_STOPPING));
+	assert_true(cnl_wl_placed(CNL_WL_REQUEUING));
+	assert_false(cnl_wl_placed(CNL_WL_PENDING));
+	assert_false(cnl_wl_placed(CNL_WL_STOPPED));
 }
 
 int main(void)
