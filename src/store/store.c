@@ -20,6 +20,7 @@
 
 #include "cnlab/errors.h"
 #include "common/id.h"
+#include "common/util.h"
 #include "store/store.h"
 
 #define CHECK(expr)                      \
@@ -59,14 +60,18 @@ static int check_id_field(const char *f, size_t size)
 	return 0;
 }
 
+/* A string argument that may be empty: shorter than @max. */
+static int check_len(const char *a, size_t max)
+{
+	return strnlen(a, max) >= max ? -CNL_ESIZE : 0;
+}
+
 /* A caller's string argument: non-NULL, non-empty, shorter than @max. */
 static int check_arg(const char *a, size_t max)
 {
 	if (!a || a[0] == '\0')
 		return -CNL_EFIELD;
-	if (strnlen(a, max) >= max)
-		return -CNL_ESIZE;
-	return 0;
+	return check_len(a, max);
 }
 
 static int check_enum(const char *f, size_t size, const char *const *set,
@@ -91,13 +96,32 @@ static int check_nonneg(int64_t v)
 	return v < 0 ? -CNL_ESIZE : 0;
 }
 
-static int check_list(int limit, const void *out, const int *ret_n)
+/* A page of a listing: a handle, somewhere for the rows, a limit in range. */
+static int check_page(const struct cnl_store *s, int limit, const void *out,
+                      const int *ret_n)
 {
-	if (!out || !ret_n)
+	if (!s || !out || !ret_n)
 		return -EINVAL;
 	if (limit < CNL_STORE_LIST_MIN || limit > CNL_STORE_LIST_MAX)
 		return -CNL_ESIZE;
 	return 0;
+}
+
+/* A lookup: a handle, somewhere for the answer and a valid @key. */
+static int check_get(const struct cnl_store *s, const void *ret,
+                     const char *key, size_t max)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	return check_arg(key, max);
+}
+
+/* A change to one object: a handle and a valid @id. */
+static int check_target(const struct cnl_store *s, const char *id)
+{
+	if (!s)
+		return -EINVAL;
+	return check_arg(id, CNL_ID_MAX);
 }
 
 /* An optional cursor or filter: NULL, or a valid argument. */
@@ -109,9 +133,7 @@ static int check_opt_arg(const char *a, size_t max)
 /* An optional idempotency key: NULL and "" both mean none. */
 static int check_idem(const char *key)
 {
-	if (key && strnlen(key, CNL_STORE_IDEM_MAX) >= CNL_STORE_IDEM_MAX)
-		return -CNL_ESIZE;
-	return 0;
+	return key ? check_len(key, CNL_STORE_IDEM_MAX) : 0;
 }
 
 static const char *idem_or_null(const char *key)
@@ -151,27 +173,21 @@ int cnl_store_project_create(struct cnl_store *s,
 int cnl_store_project_get(struct cnl_store *s, const char *id,
                           struct cnl_store_project *ret)
 {
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_get(s, ret, id, CNL_ID_MAX));
 	return s->ops->project_get(s, id, ret);
 }
 
 int cnl_store_project_get_by_name(struct cnl_store *s, const char *name,
                                   struct cnl_store_project *ret)
 {
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(name, CNL_STORE_NAME_MAX));
+	CHECK(check_get(s, ret, name, CNL_STORE_NAME_MAX));
 	return s->ops->project_get_by_name(s, name, ret);
 }
 
 int cnl_store_project_list(struct cnl_store *s, const char *after_id, int limit,
                            struct cnl_store_project *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
 	return s->ops->project_list(s, after_id, limit, out, ret_n);
 }
@@ -190,18 +206,14 @@ int cnl_store_user_create(struct cnl_store *s, const struct cnl_store_user *in)
 int cnl_store_user_get(struct cnl_store *s, const char *id,
                        struct cnl_store_user *ret)
 {
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_get(s, ret, id, CNL_ID_MAX));
 	return s->ops->user_get(s, id, ret);
 }
 
 int cnl_store_user_get_by_name(struct cnl_store *s, const char *name,
                                struct cnl_store_user *ret)
 {
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(name, CNL_STORE_NAME_MAX));
+	CHECK(check_get(s, ret, name, CNL_STORE_NAME_MAX));
 	return s->ops->user_get_by_name(s, name, ret);
 }
 
@@ -213,7 +225,7 @@ int cnl_store_membership_set(struct cnl_store *s,
 	CHECK(check_id_field(in->user_id, sizeof(in->user_id)));
 	CHECK(check_id_field(in->project_id, sizeof(in->project_id)));
 	CHECK(check_enum(in->role, sizeof(in->role), roles,
-	                 sizeof(roles) / sizeof(roles[0])));
+	                 CNL_ARRAY_SIZE(roles)));
 	return s->ops->membership_set(s, in);
 }
 
@@ -235,9 +247,7 @@ int cnl_store_membership_list(struct cnl_store *s, const char *user_id,
                               const char *after_project_id, int limit,
                               struct cnl_store_membership *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_arg(user_id, CNL_ID_MAX));
 	CHECK(check_opt_arg(after_project_id, CNL_ID_MAX));
 	return s->ops->membership_list(s, user_id, after_project_id, limit, out,
@@ -262,7 +272,7 @@ int cnl_store_job_create(struct cnl_store *s, const struct cnl_store_job *in,
 	CHECK(check_nonneg(in->created_ms));
 	CHECK(check_nonneg(in->updated_ms));
 	CHECK(check_enum(in->state, sizeof(in->state), job_states,
-	                 sizeof(job_states) / sizeof(job_states[0])));
+	                 CNL_ARRAY_SIZE(job_states)));
 	CHECK(check_idem(idem_key));
 	return s->ops->job_create(s, in, idem_or_null(idem_key), ret);
 }
@@ -270,9 +280,7 @@ int cnl_store_job_create(struct cnl_store *s, const struct cnl_store_job *in,
 int cnl_store_job_get(struct cnl_store *s, const char *id,
                       struct cnl_store_job *ret)
 {
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_get(s, ret, id, CNL_ID_MAX));
 	return s->ops->job_get(s, id, ret);
 }
 
@@ -280,9 +288,7 @@ int cnl_store_job_list(struct cnl_store *s, const char *project_id,
                        const char *after_id, int limit,
                        struct cnl_store_job *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_opt_arg(project_id, CNL_ID_MAX));
 	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
 	return s->ops->job_list(s, project_id, after_id, limit, out, ret_n);
@@ -292,11 +298,8 @@ int cnl_store_job_update_state(struct cnl_store *s, const char *id,
                                const char *state, int exit_code,
                                int64_t updated_ms)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_state_arg(state, job_states,
-	                      sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_target(s, id));
+	CHECK(check_state_arg(state, job_states, CNL_ARRAY_SIZE(job_states)));
 	CHECK(check_nonneg(updated_ms));
 	return s->ops->job_update_state(s, id, state, exit_code, updated_ms);
 }
@@ -318,7 +321,7 @@ int cnl_store_server_create(struct cnl_store *s,
 	CHECK(check_nonneg(in->idle_timeout_s));
 	CHECK(check_nonneg(in->created_ms));
 	CHECK(check_enum(in->state, sizeof(in->state), server_states,
-	                 sizeof(server_states) / sizeof(server_states[0])));
+	                 CNL_ARRAY_SIZE(server_states)));
 	CHECK(check_idem(idem_key));
 	return s->ops->server_create(s, in, idem_or_null(idem_key), ret);
 }
@@ -326,9 +329,7 @@ int cnl_store_server_create(struct cnl_store *s,
 int cnl_store_server_get(struct cnl_store *s, const char *id,
                          struct cnl_store_server *ret)
 {
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_get(s, ret, id, CNL_ID_MAX));
 	return s->ops->server_get(s, id, ret);
 }
 
@@ -336,9 +337,7 @@ int cnl_store_server_list(struct cnl_store *s, const char *project_id,
                           const char *after_id, int limit,
                           struct cnl_store_server *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_opt_arg(project_id, CNL_ID_MAX));
 	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
 	return s->ops->server_list(s, project_id, after_id, limit, out, ret_n);
@@ -361,9 +360,7 @@ int cnl_store_audit_append(struct cnl_store *s,
 int cnl_store_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
                          struct cnl_store_audit *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_nonneg(after_seq));
 	return s->ops->audit_list(s, after_seq, limit, out, ret_n);
 }
@@ -393,18 +390,14 @@ int cnl_store_tx_rollback(struct cnl_store *s)
 int cnl_store_project_set_flags(struct cnl_store *s, const char *id,
                                 bool on_prem_only)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_target(s, id));
 	return s->ops->project_set_flags(s, id, on_prem_only);
 }
 
 int cnl_store_user_list(struct cnl_store *s, const char *after_id, int limit,
                         struct cnl_store_user *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
 	return s->ops->user_list(s, after_id, limit, out, ret_n);
 }
@@ -415,9 +408,7 @@ int cnl_store_membership_list_project(struct cnl_store *s,
                                       struct cnl_store_membership *out,
                                       int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_arg(project_id, CNL_ID_MAX));
 	CHECK(check_opt_arg(after_user_id, CNL_ID_MAX));
 	return s->ops->membership_list_project(s, project_id, after_user_id,
@@ -428,11 +419,8 @@ int cnl_store_job_list_state(struct cnl_store *s, const char *state,
                              const char *after_id, int limit,
                              struct cnl_store_job *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_state_arg(state, job_states,
-	                      sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_page(s, limit, out, ret_n));
+	CHECK(check_state_arg(state, job_states, CNL_ARRAY_SIZE(job_states)));
 	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
 	return s->ops->job_list_state(s, state, after_id, limit, out, ret_n);
 }
@@ -441,11 +429,8 @@ int cnl_store_job_update_run(struct cnl_store *s, const char *id,
                              const char *state, int exit_code,
                              int64_t updated_ms, const char *run)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_state_arg(state, job_states,
-	                      sizeof(job_states) / sizeof(job_states[0])));
+	CHECK(check_target(s, id));
+	CHECK(check_state_arg(state, job_states, CNL_ARRAY_SIZE(job_states)));
 	CHECK(check_nonneg(updated_ms));
 	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
 	return s->ops->job_update_run(s, id, state, exit_code, updated_ms, run);
@@ -457,29 +442,23 @@ int cnl_store_server_update(struct cnl_store *s, const char *id,
 	if (!s || !url)
 		return -EINVAL;
 	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(
-	    check_state_arg(state, server_states,
-	                    sizeof(server_states) / sizeof(server_states[0])));
-	if (strnlen(url, CNL_STORE_URL_MAX) >= CNL_STORE_URL_MAX)
-		return -CNL_ESIZE;
+	CHECK(check_state_arg(state, server_states,
+	                      CNL_ARRAY_SIZE(server_states)));
+	CHECK(check_len(url, CNL_STORE_URL_MAX));
 	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
 	return s->ops->server_update(s, id, state, url, run);
 }
 
 int cnl_store_server_delete(struct cnl_store *s, const char *id)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_target(s, id));
 	return s->ops->server_delete(s, id);
 }
 
 int cnl_store_user_set_password(struct cnl_store *s, const char *id,
                                 const char *password_hash)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_target(s, id));
 	CHECK(check_field(password_hash, CNL_STORE_HASH_MAX, false));
 	return s->ops->user_set_password(s, id, password_hash);
 }
@@ -496,9 +475,7 @@ int cnl_store_membership_delete(struct cnl_store *s, const char *user_id,
 
 int cnl_store_project_delete(struct cnl_store *s, const char *id)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
+	CHECK(check_target(s, id));
 	return s->ops->project_delete(s, id);
 }
 
@@ -538,8 +515,7 @@ int cnl_store_doc_get_by_name(struct cnl_store *s, const char *kind,
 	if (!s || !ret || !parent)
 		return -EINVAL;
 	CHECK(check_kind(kind));
-	if (strnlen(parent, CNL_STORE_DOC_ID_MAX) >= CNL_STORE_DOC_ID_MAX)
-		return -CNL_ESIZE;
+	CHECK(check_len(parent, CNL_STORE_DOC_ID_MAX));
 	CHECK(check_arg(name, CNL_STORE_NAME_MAX));
 	return s->ops->doc_get_by_name(s, kind, parent, name, ret);
 }
@@ -548,13 +524,9 @@ int cnl_store_doc_list(struct cnl_store *s, const char *kind,
                        const char *parent, const char *after_id, int limit,
                        struct cnl_store_doc *out, int *ret_n)
 {
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
+	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_kind(kind));
-	if (parent &&
-	    strnlen(parent, CNL_STORE_DOC_ID_MAX) >= CNL_STORE_DOC_ID_MAX)
-		return -CNL_ESIZE;
+	CHECK(parent ? check_len(parent, CNL_STORE_DOC_ID_MAX) : 0);
 	CHECK(check_opt_arg(after_id, CNL_STORE_DOC_ID_MAX));
 	return s->ops->doc_list(s, kind, parent, after_id, limit, out, ret_n);
 }
