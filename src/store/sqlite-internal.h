@@ -100,6 +100,15 @@ int cnl_sq_get_one(struct cnl_sq_store *q, const char *sql, const char *k1,
                    void *ret);
 
 /*
+ * cnl_sq_read_rows - step the bound statement @st for up to @limit rows,
+ * reading each into @out (@size bytes apart) with @read, and set *@ret_n
+ * to their number.  The caller finalizes @st.
+ */
+int cnl_sq_read_rows(struct cnl_sq_store *q, sqlite3_stmt *st, int limit,
+                     void (*read)(sqlite3_stmt *, void *), void *out,
+                     size_t size, int *ret_n);
+
+/*
  * cnl_sq_list_page - one page: @sql takes ?1 the filter (bound only when
  * @filter is not NULL), ?2 the cursor ("" when @after is NULL: every text
  * key sorts after it) and ?3 the limit.  Rows go to @out, @size bytes
@@ -111,9 +120,17 @@ int cnl_sq_list_page(struct cnl_sq_store *q, const char *sql,
                      size_t size, int *ret_n);
 
 /*
- * cnl_sq_update_rows - run @sql, which binds ?1..?n from @texts (NULL
- * ends) and then the @nints numbers of @ints, and changes rows: 0,
- * -CNL_ENOTFOUND when no row changed, or an error.
+ * cnl_sq_run - run @sql, which returns no rows and binds ?1..?n from
+ * @texts (NULL ends) and then the @nints numbers of @ints: the texts come
+ * first, so a statement names its columns in that order.
+ */
+int cnl_sq_run(struct cnl_sq_store *q, const char *sql,
+               const char *const *texts, const int64_t *ints, int nints);
+
+/*
+ * cnl_sq_update_rows - cnl_sq_run() for a statement that changes rows
+ * named by its parameters: 0, -CNL_ENOTFOUND when no row changed, or an
+ * error.
  */
 int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
                        const char *const *texts, const int64_t *ints,

@@ -286,13 +286,27 @@ out:
 	return r;
 }
 
+int cnl_sq_read_rows(struct cnl_sq_store *q, sqlite3_stmt *st, int limit,
+                     void (*read)(sqlite3_stmt *, void *), void *out,
+                     size_t size, int *ret_n)
+{
+	int rc, n = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit)
+		read(st, (char *)out + (size_t)n++ * size);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return cnl_sq_err(q, rc);
+	*ret_n = n;
+	return 0;
+}
+
 int cnl_sq_list_page(struct cnl_sq_store *q, const char *sql,
                      const char *filter, const char *after, int limit,
                      void (*read)(sqlite3_stmt *, void *), void *out,
                      size_t size, int *ret_n)
 {
 	sqlite3_stmt *st = NULL;
-	int r, rc, n = 0;
+	int r;
 
 	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
 		return r;
@@ -302,20 +316,16 @@ int cnl_sq_list_page(struct cnl_sq_store *q, const char *sql,
 		goto out;
 	if ((r = cnl_sq_bind_int(q, st, 3, limit)) < 0)
 		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit)
-		read(st, (char *)out + (size_t)n++ * size);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		r = cnl_sq_err(q, rc);
-		goto out;
-	}
-	*ret_n = n;
+	r = cnl_sq_read_rows(q, st, limit, read, out, size, ret_n);
 out:
 	sqlite3_finalize(st);
 	return r;
 }
 
-int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
-                       const char *const *texts, const int64_t *ints, int nints)
+/* cnl_sq_run(), and with @must_change -CNL_ENOTFOUND when no row changed. */
+static int run_bound(struct cnl_sq_store *q, const char *sql,
+                     const char *const *texts, const int64_t *ints, int nints,
+                     bool must_change)
 {
 	sqlite3_stmt *st = NULL;
 	int r, i = 0;
@@ -330,11 +340,23 @@ int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
 			goto out;
 	if ((r = cnl_sq_step_done(q, st)) < 0)
 		goto out;
-	if (sqlite3_changes(q->db) == 0)
+	if (must_change && sqlite3_changes(q->db) == 0)
 		r = -CNL_ENOTFOUND;
 out:
 	sqlite3_finalize(st);
 	return r;
+}
+
+int cnl_sq_run(struct cnl_sq_store *q, const char *sql,
+               const char *const *texts, const int64_t *ints, int nints)
+{
+	return run_bound(q, sql, texts, ints, nints, false);
+}
+
+int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
+                       const char *const *texts, const int64_t *ints, int nints)
+{
+	return run_bound(q, sql, texts, ints, nints, true);
 }
 
 /* The highest applied migration, 0 for a new file, or an error. */

@@ -84,6 +84,9 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 {
 	struct cnl_sq_store *q = cnl_sq(s);
 	struct cnl_store_audit a = *in;
+	const char *t[] = {a.actor,  a.action,    a.target,
+	                   a.result, a.prev_hash, NULL};
+	const char *h[] = {a.hash, NULL};
 	sqlite3_stmt *st = NULL;
 	int r, rc;
 
@@ -107,35 +110,18 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 	st = NULL;
 
 	/* Insert to learn seq from AUTOINCREMENT, then fill in the hash. */
-	if ((r = cnl_sq_prep(q,
-	                     "INSERT INTO audit (ts_ms, actor, action, target,"
-	                     " result, prev_hash, hash)"
-	                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, '')",
-	                     &st)) < 0)
+	if ((r = cnl_sq_run(q,
+	                    "INSERT INTO audit (actor, action, target, result,"
+	                    " prev_hash, ts_ms, hash)"
+	                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, '')",
+	                    t, &a.ts_ms, 1)) < 0)
 		goto fail;
-	if ((r = cnl_sq_bind_int(q, st, 1, a.ts_ms)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, a.actor)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 3, a.action)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 4, a.target)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 5, a.result)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 6, a.prev_hash)) < 0 ||
-	    (r = cnl_sq_step_done(q, st)) < 0)
-		goto fail;
-	sqlite3_finalize(st);
-	st = NULL;
 	a.seq = sqlite3_last_insert_rowid(q->db);
 	if ((r = audit_hash(&a, a.prev_hash, a.hash)) < 0)
 		goto fail;
-
-	if ((r = cnl_sq_prep(q, "UPDATE audit SET hash = ?2 WHERE seq = ?1",
-	                     &st)) < 0)
+	if ((r = cnl_sq_run(q, "UPDATE audit SET hash = ?1 WHERE seq = ?2", h,
+	                    &a.seq, 1)) < 0)
 		goto fail;
-	if ((r = cnl_sq_bind_int(q, st, 1, a.seq)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, a.hash)) < 0 ||
-	    (r = cnl_sq_step_done(q, st)) < 0)
-		goto fail;
-	sqlite3_finalize(st);
-	st = NULL;
 	if ((r = cnl_sq_commit(q)) < 0)
 		return r;
 	if (ret)
@@ -152,7 +138,7 @@ int cnl_sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
 {
 	struct cnl_sq_store *q = cnl_sq(s);
 	sqlite3_stmt *st = NULL;
-	int r, rc, n = 0;
+	int r;
 
 	if ((r = cnl_sq_prep(q,
 	                     "SELECT " AUDIT_COLS " FROM audit WHERE seq > ?1"
@@ -162,13 +148,8 @@ int cnl_sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
 	if ((r = cnl_sq_bind_int(q, st, 1, after_seq)) < 0 ||
 	    (r = cnl_sq_bind_int(q, st, 2, limit)) < 0)
 		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit)
-		read_audit(st, &out[n++]);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		r = cnl_sq_err(q, rc);
-		goto out;
-	}
-	*ret_n = n;
+	r = cnl_sq_read_rows(q, st, limit, read_audit, out, sizeof(*out),
+	                     ret_n);
 out:
 	sqlite3_finalize(st);
 	return r;

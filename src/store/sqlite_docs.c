@@ -48,15 +48,13 @@ int cnl_sq_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
 	const char *t[] = {in->kind, in->id,   in->parent,
 	                   in->name, in->body, NULL};
 	int64_t v = in->updated_ms;
-	int r =
-	    cnl_sq_update_rows(cnl_sq(s),
-	                       create ? "INSERT INTO docs (" DOC_COLS ") VALUES"
-	                                " (?1, ?2, ?3, ?4, ?5, ?6)"
-	                              : "INSERT OR REPLACE INTO docs (" DOC_COLS
-	                                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	                       t, &v, 1);
 
-	return r == -CNL_ENOTFOUND ? -EIO : r;
+	return cnl_sq_run(cnl_sq(s),
+	                  create ? "INSERT INTO docs (" DOC_COLS ") VALUES"
+	                           " (?1, ?2, ?3, ?4, ?5, ?6)"
+	                         : "INSERT OR REPLACE INTO docs (" DOC_COLS
+	                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	                  t, &v, 1);
 }
 
 /* cnl_sq_get_one() for documents: the body's allocation is checked. */

@@ -46,6 +46,8 @@ static void read_user(sqlite3_stmt *st, void *out)
 	u->created_ms = sqlite3_column_int64(st, 3);
 }
 
+#define MEMBERSHIP_COLS "user_id, project_id, role"
+
 static void read_membership(sqlite3_stmt *st, void *out)
 {
 	struct cnl_store_membership *m = out;
@@ -59,24 +61,13 @@ static void read_membership(sqlite3_stmt *st, void *out)
 int cnl_sq_project_create(struct cnl_store *s,
                           const struct cnl_store_project *in)
 {
-	struct cnl_sq_store *q = cnl_sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
+	const char *t[] = {in->id, in->name, NULL};
+	int64_t v[] = {in->on_prem_only ? 1 : 0, in->created_ms};
 
-	if ((r = cnl_sq_prep(q,
-	                     "INSERT INTO projects (" PROJECT_COLS
-	                     ") VALUES (?1, ?2, ?3, ?4)",
-	                     &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, in->name)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 3, in->on_prem_only ? 1 : 0)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 4, in->created_ms)) < 0)
-		goto out;
-	r = cnl_sq_step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return cnl_sq_run(cnl_sq(s),
+	                  "INSERT INTO projects (" PROJECT_COLS
+	                  ") VALUES (?1, ?2, ?3, ?4)",
+	                  t, v, 2);
 }
 
 int cnl_sq_project_get(struct cnl_store *s, const char *id,
@@ -183,23 +174,13 @@ fail:
 
 int cnl_sq_user_create(struct cnl_store *s, const struct cnl_store_user *in)
 {
-	struct cnl_sq_store *q = cnl_sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
+	const char *t[] = {in->id, in->name, in->password_hash, NULL};
+	int64_t v = in->created_ms;
 
-	if ((r = cnl_sq_prep(
-	         q, "INSERT INTO users (" USER_COLS ") VALUES (?1, ?2, ?3, ?4)",
-	         &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, in->name)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 3, in->password_hash)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 4, in->created_ms)) < 0)
-		goto out;
-	r = cnl_sq_step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return cnl_sq_run(cnl_sq(s),
+	                  "INSERT INTO users (" USER_COLS
+	                  ") VALUES (?1, ?2, ?3, ?4)",
+	                  t, &v, 1);
 }
 
 int cnl_sq_user_get(struct cnl_store *s, const char *id,
@@ -241,25 +222,13 @@ int cnl_sq_user_set_password(struct cnl_store *s, const char *id,
 int cnl_sq_membership_set(struct cnl_store *s,
                           const struct cnl_store_membership *in)
 {
-	struct cnl_sq_store *q = cnl_sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
+	const char *t[] = {in->user_id, in->project_id, in->role, NULL};
 
-	if ((r = cnl_sq_prep(
-	         q,
-	         "INSERT INTO memberships (user_id, project_id, role)"
-	         " VALUES (?1, ?2, ?3) ON CONFLICT (user_id, project_id)"
-	         " DO UPDATE SET role = excluded.role",
-	         &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, in->user_id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, in->project_id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 3, in->role)) < 0)
-		goto out;
-	r = cnl_sq_step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return cnl_sq_run(cnl_sq(s),
+	                  "INSERT INTO memberships (" MEMBERSHIP_COLS
+	                  ") VALUES (?1, ?2, ?3) ON CONFLICT (user_id,"
+	                  " project_id) DO UPDATE SET role = excluded.role",
+	                  t, NULL, 0);
 }
 
 int cnl_sq_membership_get_role(struct cnl_store *s, const char *user_id,
@@ -270,7 +239,7 @@ int cnl_sq_membership_get_role(struct cnl_store *s, const char *user_id,
 	int r;
 
 	r = cnl_sq_get_one(cnl_sq(s),
-	                   "SELECT user_id, project_id, role FROM memberships"
+	                   "SELECT " MEMBERSHIP_COLS " FROM memberships"
 	                   " WHERE user_id = ?1 AND project_id = ?2",
 	                   user_id, project_id, read_membership, &m);
 	if (r < 0)
@@ -283,26 +252,24 @@ int cnl_sq_membership_list(struct cnl_store *s, const char *user_id,
                            const char *after_project_id, int limit,
                            struct cnl_store_membership *out, int *ret_n)
 {
-	return cnl_sq_list_page(
-	    cnl_sq(s),
-	    "SELECT user_id, project_id, role FROM memberships"
-	    " WHERE user_id = ?1 AND project_id > ?2"
-	    " ORDER BY project_id LIMIT ?3",
-	    user_id, after_project_id, limit, read_membership, out,
-	    sizeof(*out), ret_n);
+	return cnl_sq_list_page(cnl_sq(s),
+	                        "SELECT " MEMBERSHIP_COLS " FROM memberships"
+	                        " WHERE user_id = ?1 AND project_id > ?2"
+	                        " ORDER BY project_id LIMIT ?3",
+	                        user_id, after_project_id, limit,
+	                        read_membership, out, sizeof(*out), ret_n);
 }
 
 int cnl_sq_membership_list_project(struct cnl_store *s, const char *project_id,
                                    const char *after_user_id, int limit,
                                    struct cnl_store_membership *out, int *ret_n)
 {
-	return cnl_sq_list_page(
-	    cnl_sq(s),
-	    "SELECT user_id, project_id, role FROM memberships"
-	    " WHERE project_id = ?1 AND user_id > ?2"
-	    " ORDER BY user_id LIMIT ?3",
-	    project_id, after_user_id, limit, read_membership, out,
-	    sizeof(*out), ret_n);
+	return cnl_sq_list_page(cnl_sq(s),
+	                        "SELECT " MEMBERSHIP_COLS " FROM memberships"
+	                        " WHERE project_id = ?1 AND user_id > ?2"
+	                        " ORDER BY user_id LIMIT ?3",
+	                        project_id, after_user_id, limit,
+	                        read_membership, out, sizeof(*out), ret_n);
 }
 
 int cnl_sq_membership_delete(struct cnl_store *s, const char *user_id,

@@ -20,6 +20,7 @@
 
 #include "cnlab/errors.h"
 #include "common/id.h"
+#include "common/util.h"
 #include "store/sqlite-internal.h"
 
 #define JOB_COLS                                                 \
@@ -74,65 +75,39 @@ static void read_server(sqlite3_stmt *st, void *out)
 static int insert_job(struct cnl_sq_store *q, const void *obj)
 {
 	const struct cnl_store_job *in = obj;
-	sqlite3_stmt *st = NULL;
-	int r;
+	const char *t[] = {in->id,      in->project_id,
+	                   in->user_id, in->command,
+	                   in->profile, in->gpu_shape,
+	                   in->state,   in->run[0] ? in->run : "{}",
+	                   NULL};
+	int64_t v[] = {in->priority,  in->deadline_ms, in->runtime_ms,
+	               in->exit_code, in->created_ms,  in->updated_ms};
 
-	if ((r = cnl_sq_prep(q,
-	                     "INSERT INTO jobs (" JOB_COLS
-	                     ") VALUES (?1, ?2, ?3, ?4,"
-	                     " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-	                     &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, in->project_id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 3, in->user_id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 4, in->command)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 5, in->profile)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 6, in->gpu_shape)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 7, in->priority)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 8, in->deadline_ms)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 9, in->runtime_ms)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 10, in->state)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 11, in->exit_code)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 12, in->created_ms)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 13, in->updated_ms)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 14, in->run[0] ? in->run : "{}")) < 0)
-		goto out;
-	r = cnl_sq_step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return cnl_sq_run(q,
+	                  "INSERT INTO jobs (id, project_id, user_id, command,"
+	                  " profile, gpu_shape, state, run, priority,"
+	                  " deadline_ms, runtime_ms, exit_code, created_ms,"
+	                  " updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+	                  " ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+	                  t, v, CNL_ARRAY_SIZE(v));
 }
 
 static int insert_server(struct cnl_sq_store *q, const void *obj)
 {
 	const struct cnl_store_server *in = obj;
-	sqlite3_stmt *st = NULL;
-	int r;
+	const char *t[] = {
+	    in->id,    in->project_id, in->user_id,
+	    in->name,  in->image,      in->profile,
+	    in->state, in->url,        in->run[0] ? in->run : "{}",
+	    NULL};
+	int64_t v[] = {in->storage_gb, in->idle_timeout_s, in->created_ms};
 
-	if ((r = cnl_sq_prep(q,
-	                     "INSERT INTO servers (" SERVER_COLS
-	                     ") VALUES (?1, ?2,"
-	                     " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-	                     &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, in->project_id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 3, in->user_id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 4, in->name)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 5, in->image)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 6, in->profile)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 7, in->storage_gb)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 8, in->idle_timeout_s)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 9, in->state)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 10, in->url)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 11, in->created_ms)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 12, in->run[0] ? in->run : "{}")) < 0)
-		goto out;
-	r = cnl_sq_step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return cnl_sq_run(q,
+	                  "INSERT INTO servers (id, project_id, user_id, name,"
+	                  " image, profile, state, url, run, storage_gb,"
+	                  " idle_timeout_s, created_ms) VALUES (?1, ?2, ?3,"
+	                  " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+	                  t, v, CNL_ARRAY_SIZE(v));
 }
 
 /* What idempotent_create needs to know about one kind of object. */
@@ -160,56 +135,30 @@ static const struct idem_kind server_kind = {
     sizeof(struct cnl_store_server),
 };
 
-/*
- * Look up @key: 1 with the kind and object id written out, 0 when unused,
- * or an error.
- */
-static int idem_lookup(struct cnl_sq_store *q, const char *key, char *kind,
-                       size_t kindlen, char *object_id, size_t idlen)
-{
-	sqlite3_stmt *st = NULL;
-	int r, rc;
+/* The row of a used idempotency key. */
+struct idem_row {
+	char kind[16]; /* "job" or "server" */
+	char object_id[CNL_ID_MAX];
+};
 
-	if ((r = cnl_sq_prep(
-	         q, "SELECT kind, object_id FROM idempotency WHERE key = ?1",
-	         &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, key)) < 0)
-		goto out;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		cnl_sq_col_text(st, 0, kind, kindlen);
-		cnl_sq_col_text(st, 1, object_id, idlen);
-		r = 1;
-	} else {
-		r = rc == SQLITE_DONE ? 0 : cnl_sq_err(q, rc);
-	}
-out:
-	sqlite3_finalize(st);
-	return r;
+static void read_idem(sqlite3_stmt *st, void *out)
+{
+	struct idem_row *u = out;
+
+	cnl_sq_col_text(st, 0, u->kind, sizeof(u->kind));
+	cnl_sq_col_text(st, 1, u->object_id, sizeof(u->object_id));
 }
 
 static int idem_insert(struct cnl_sq_store *q, const char *key,
                        const char *kind, const char *object_id,
                        int64_t created_ms)
 {
-	sqlite3_stmt *st = NULL;
-	int r;
+	const char *t[] = {key, kind, object_id, NULL};
 
-	if ((r = cnl_sq_prep(q,
-	                     "INSERT INTO idempotency (key, kind, object_id,"
-	                     " created_ms) VALUES (?1, ?2, ?3, ?4)",
-	                     &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, key)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, kind)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 3, object_id)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 4, created_ms)) < 0)
-		goto out;
-	r = cnl_sq_step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return cnl_sq_run(q,
+	                  "INSERT INTO idempotency (key, kind, object_id,"
+	                  " created_ms) VALUES (?1, ?2, ?3, ?4)",
+	                  t, &created_ms, 1);
 }
 
 /*
@@ -226,22 +175,24 @@ static int idempotent_create(struct cnl_sq_store *q, const struct idem_kind *k,
 		struct cnl_store_job job;
 		struct cnl_store_server server;
 	} orig;
-	char kind[16], object_id[CNL_ID_MAX];
+	struct idem_row used;
 	int r;
 
 	if ((r = cnl_sq_begin(q)) < 0)
 		return r;
 	if (key) {
-		r = idem_lookup(q, key, kind, sizeof(kind), object_id,
-		                sizeof(object_id));
-		if (r < 0)
+		r = cnl_sq_get_one(q,
+		                   "SELECT kind, object_id FROM idempotency"
+		                   " WHERE key = ?1",
+		                   key, NULL, read_idem, &used);
+		if (r < 0 && r != -CNL_ENOTFOUND)
 			goto fail;
-		if (r == 1) {
-			if (strcmp(kind, k->kind) != 0) {
+		if (r == 0) {
+			if (strcmp(used.kind, k->kind) != 0) {
 				r = -CNL_EDUP;
 				goto fail;
 			}
-			r = cnl_sq_get_one(q, k->get_sql, object_id, NULL,
+			r = cnl_sq_get_one(q, k->get_sql, used.object_id, NULL,
 			                   k->read, &orig);
 			if (r < 0)
 				goto fail;
@@ -320,27 +271,13 @@ int cnl_sq_job_update_state(struct cnl_store *s, const char *id,
                             const char *state, int exit_code,
                             int64_t updated_ms)
 {
-	struct cnl_sq_store *q = cnl_sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
+	const char *t[] = {id, state, NULL};
+	int64_t v[] = {exit_code, updated_ms};
 
-	if ((r = cnl_sq_prep(q,
-	                     "UPDATE jobs SET state = ?2, exit_code = ?3,"
-	                     " updated_ms = ?4 WHERE id = ?1",
-	                     &st)) < 0)
-		return r;
-	if ((r = cnl_sq_bind_text(q, st, 1, id)) < 0 ||
-	    (r = cnl_sq_bind_text(q, st, 2, state)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 3, exit_code)) < 0 ||
-	    (r = cnl_sq_bind_int(q, st, 4, updated_ms)) < 0)
-		goto out;
-	if ((r = cnl_sq_step_done(q, st)) < 0)
-		goto out;
-	if (sqlite3_changes(q->db) == 0)
-		r = -CNL_ENOTFOUND;
-out:
-	sqlite3_finalize(st);
-	return r;
+	return cnl_sq_update_rows(cnl_sq(s),
+	                          "UPDATE jobs SET state = ?2, exit_code = ?3,"
+	                          " updated_ms = ?4 WHERE id = ?1",
+	                          t, v, 2);
 }
 
 int cnl_sq_job_update_run(struct cnl_store *s, const char *id,
