@@ -1,13 +1,16 @@
 /*
- * sqlite.c - the state store's generic wrappers and its SQLite backend.
+ * sqlite.c - the state store's SQLite backend: opening a database, its
+ * schema and migrations, transactions, the statement helpers every query
+ * uses, and the ops table that the generic layer (store.c) calls through.
  *
- * The file has two parts.  The first is the generic layer of store.h: each
- * cnl_store_*() function checks its arguments against the limits that every
- * backend shares and calls through s->ops.  It lives here only because
- * SQLite is the one backend so far; it moves to store.c, unchanged, when the
- * PostgreSQL backend arrives.  The second part is the SQLite backend.
+ * The queries themselves are in one file per group of resources, sharing
+ * this file's helpers through sqlite-internal.h: sqlite_tenancy.c
+ * (projects, users, memberships), sqlite_work.c (jobs, servers,
+ * idempotency keys), sqlite_docs.c (documents) and sqlite_audit.c (the
+ * audit chain).  The schema stays here, whole, so one list of migrations
+ * says what every table looks like.
  *
- * SQLite backend, in numbered invariants:
+ * The backend, in numbered invariants:
  *  1. The connection runs journal_mode=WAL (readers never block the one
  *     writer) and synchronous=FULL: SQLite syncs the WAL on every commit, so
  *     a call that returned success has its write on stable storage and it
@@ -29,17 +32,6 @@
  *     migration here is refused: this build would not know its schema.
  *  5. SQLite errors other than constraint violations become -EIO, with
  *     sqlite3_errmsg() kept in s->errmsg for cnl_store_errmsg().
- *
- * Audit chain.  A record's hash is SHA-256 over its predecessor's hash (64
- * hex digits) followed by the canonical text of the record:
- *
- *     cnlab-audit-v1\n seq=<seq>\n ts_ms=<ms>\n actor=<len>:<text>\n
- *     action=<len>:<text>\n target=<len>:<text>\n result=<len>:<text>\n
- *
- * (without the spaces).  Length prefixes make the text unambiguous whatever
- * the fields contain.  seq is an AUTOINCREMENT key, so SQLite never reuses
- * one: if the tail of the log is cut, the next append leaves a gap that
- * verify reports, although the cut itself is invisible until then.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -47,596 +39,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
 #include <sqlite3.h>
 
 #include "cnlab/errors.h"
-#include "common/id.h"
 #include "common/time.h"
-#include "store/store.h"
-
-/* ------------------------------------------------------------------ */
-/* Generic layer: argument checks shared by every backend.            */
-/* ------------------------------------------------------------------ */
-
-#define CHECK(expr)                      \
-	do {                             \
-		int check_r_ = (expr);   \
-		if (check_r_ < 0)        \
-			return check_r_; \
-	} while (0)
-
-static const char *const job_states[] = {
-    "pending", "running", "succeeded", "failed", "cancelled", "preempted",
-};
-static const char *const server_states[] = {
-    "pending", "starting", "running", "stopping", "stopped", "failed",
-};
-static const char *const roles[] = {
-    "admin",  "project-admin", "member",
-    "viewer", "agent", /* node agents; granted in the system project only */
-};
-
-/* A fixed-size field: NUL inside @size, and not empty when @required. */
-static int check_field(const char *f, size_t size, bool required)
-{
-	if (!memchr(f, '\0', size))
-		return -CNL_ESIZE;
-	if (required && f[0] == '\0')
-		return -CNL_EFIELD;
-	return 0;
-}
-
-/* A field holding an id made by cnl_id_new(). */
-static int check_id_field(const char *f, size_t size)
-{
-	CHECK(check_field(f, size, true));
-	if (cnl_id_parse(f, NULL, 0, NULL) < 0)
-		return -CNL_EFIELD;
-	return 0;
-}
-
-/* A caller's string argument: non-NULL, non-empty, shorter than @max. */
-static int check_arg(const char *a, size_t max)
-{
-	if (!a || a[0] == '\0')
-		return -CNL_EFIELD;
-	if (strnlen(a, max) >= max)
-		return -CNL_ESIZE;
-	return 0;
-}
-
-static int check_enum(const char *f, size_t size, const char *const *set,
-                      size_t n)
-{
-	CHECK(check_field(f, size, true));
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(f, set[i]) == 0)
-			return 0;
-	return -CNL_EFIELD;
-}
-
-/* A state given as an argument: a known one of @set. */
-static int check_state_arg(const char *state, const char *const *set, size_t n)
-{
-	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
-	return check_enum(state, CNL_STORE_STATE_MAX, set, n);
-}
-
-static int check_nonneg(int64_t v)
-{
-	return v < 0 ? -CNL_ESIZE : 0;
-}
-
-static int check_list(int limit, const void *out, const int *ret_n)
-{
-	if (!out || !ret_n)
-		return -EINVAL;
-	if (limit < CNL_STORE_LIST_MIN || limit > CNL_STORE_LIST_MAX)
-		return -CNL_ESIZE;
-	return 0;
-}
-
-/* An optional cursor or filter: NULL, or a valid argument. */
-static int check_opt_arg(const char *a, size_t max)
-{
-	return a ? check_arg(a, max) : 0;
-}
-
-/* An optional idempotency key: NULL and "" both mean none. */
-static int check_idem(const char *key)
-{
-	if (key && strnlen(key, CNL_STORE_IDEM_MAX) >= CNL_STORE_IDEM_MAX)
-		return -CNL_ESIZE;
-	return 0;
-}
-
-static const char *idem_or_null(const char *key)
-{
-	return key && key[0] ? key : NULL;
-}
-
-void cnl_store_close(struct cnl_store *s)
-{
-	if (s)
-		s->ops->close(s);
-}
-
-int cnl_store_schema_version(struct cnl_store *s)
-{
-	if (!s)
-		return -EINVAL;
-	return s->ops->schema_version(s);
-}
-
-const char *cnl_store_errmsg(struct cnl_store *s)
-{
-	return s ? s->errmsg : "";
-}
-
-int cnl_store_project_create(struct cnl_store *s,
-                             const struct cnl_store_project *in)
-{
-	if (!s || !in)
-		return -EINVAL;
-	CHECK(check_id_field(in->id, sizeof(in->id)));
-	CHECK(check_field(in->name, sizeof(in->name), true));
-	CHECK(check_nonneg(in->created_ms));
-	return s->ops->project_create(s, in);
-}
-
-int cnl_store_project_get(struct cnl_store *s, const char *id,
-                          struct cnl_store_project *ret)
-{
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	return s->ops->project_get(s, id, ret);
-}
-
-int cnl_store_project_get_by_name(struct cnl_store *s, const char *name,
-                                  struct cnl_store_project *ret)
-{
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(name, CNL_STORE_NAME_MAX));
-	return s->ops->project_get_by_name(s, name, ret);
-}
-
-int cnl_store_project_list(struct cnl_store *s, const char *after_id, int limit,
-                           struct cnl_store_project *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
-	return s->ops->project_list(s, after_id, limit, out, ret_n);
-}
-
-int cnl_store_user_create(struct cnl_store *s, const struct cnl_store_user *in)
-{
-	if (!s || !in)
-		return -EINVAL;
-	CHECK(check_id_field(in->id, sizeof(in->id)));
-	CHECK(check_field(in->name, sizeof(in->name), true));
-	CHECK(check_field(in->password_hash, sizeof(in->password_hash), false));
-	CHECK(check_nonneg(in->created_ms));
-	return s->ops->user_create(s, in);
-}
-
-int cnl_store_user_get(struct cnl_store *s, const char *id,
-                       struct cnl_store_user *ret)
-{
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	return s->ops->user_get(s, id, ret);
-}
-
-int cnl_store_user_get_by_name(struct cnl_store *s, const char *name,
-                               struct cnl_store_user *ret)
-{
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(name, CNL_STORE_NAME_MAX));
-	return s->ops->user_get_by_name(s, name, ret);
-}
-
-int cnl_store_membership_set(struct cnl_store *s,
-                             const struct cnl_store_membership *in)
-{
-	if (!s || !in)
-		return -EINVAL;
-	CHECK(check_id_field(in->user_id, sizeof(in->user_id)));
-	CHECK(check_id_field(in->project_id, sizeof(in->project_id)));
-	CHECK(check_enum(in->role, sizeof(in->role), roles,
-	                 sizeof(roles) / sizeof(roles[0])));
-	return s->ops->membership_set(s, in);
-}
-
-int cnl_store_membership_get_role(struct cnl_store *s, const char *user_id,
-                                  const char *project_id, char *ret_role,
-                                  size_t len)
-{
-	if (!s || !ret_role)
-		return -EINVAL;
-	if (len < CNL_STORE_ROLE_MAX)
-		return -ENOSPC;
-	CHECK(check_arg(user_id, CNL_ID_MAX));
-	CHECK(check_arg(project_id, CNL_ID_MAX));
-	return s->ops->membership_get_role(s, user_id, project_id, ret_role,
-	                                   len);
-}
-
-int cnl_store_membership_list(struct cnl_store *s, const char *user_id,
-                              const char *after_project_id, int limit,
-                              struct cnl_store_membership *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_arg(user_id, CNL_ID_MAX));
-	CHECK(check_opt_arg(after_project_id, CNL_ID_MAX));
-	return s->ops->membership_list(s, user_id, after_project_id, limit, out,
-	                               ret_n);
-}
-
-int cnl_store_job_create(struct cnl_store *s, const struct cnl_store_job *in,
-                         const char *idem_key, struct cnl_store_job *ret)
-{
-	if (!s || !in)
-		return -EINVAL;
-	CHECK(check_id_field(in->id, sizeof(in->id)));
-	CHECK(check_id_field(in->project_id, sizeof(in->project_id)));
-	CHECK(check_id_field(in->user_id, sizeof(in->user_id)));
-	CHECK(check_field(in->command, sizeof(in->command), true));
-	CHECK(check_field(in->profile, sizeof(in->profile), false));
-	CHECK(check_field(in->gpu_shape, sizeof(in->gpu_shape), false));
-	if (in->priority < 0 || in->priority > CNL_STORE_PRIO_MAX)
-		return -CNL_ESIZE;
-	CHECK(check_nonneg(in->deadline_ms));
-	CHECK(check_nonneg(in->runtime_ms));
-	CHECK(check_nonneg(in->created_ms));
-	CHECK(check_nonneg(in->updated_ms));
-	CHECK(check_enum(in->state, sizeof(in->state), job_states,
-	                 sizeof(job_states) / sizeof(job_states[0])));
-	CHECK(check_idem(idem_key));
-	return s->ops->job_create(s, in, idem_or_null(idem_key), ret);
-}
-
-int cnl_store_job_get(struct cnl_store *s, const char *id,
-                      struct cnl_store_job *ret)
-{
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	return s->ops->job_get(s, id, ret);
-}
-
-int cnl_store_job_list(struct cnl_store *s, const char *project_id,
-                       const char *after_id, int limit,
-                       struct cnl_store_job *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_opt_arg(project_id, CNL_ID_MAX));
-	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
-	return s->ops->job_list(s, project_id, after_id, limit, out, ret_n);
-}
-
-int cnl_store_job_update_state(struct cnl_store *s, const char *id,
-                               const char *state, int exit_code,
-                               int64_t updated_ms)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_state_arg(state, job_states,
-	                      sizeof(job_states) / sizeof(job_states[0])));
-	CHECK(check_nonneg(updated_ms));
-	return s->ops->job_update_state(s, id, state, exit_code, updated_ms);
-}
-
-int cnl_store_server_create(struct cnl_store *s,
-                            const struct cnl_store_server *in,
-                            const char *idem_key, struct cnl_store_server *ret)
-{
-	if (!s || !in)
-		return -EINVAL;
-	CHECK(check_id_field(in->id, sizeof(in->id)));
-	CHECK(check_id_field(in->project_id, sizeof(in->project_id)));
-	CHECK(check_id_field(in->user_id, sizeof(in->user_id)));
-	CHECK(check_field(in->name, sizeof(in->name), true));
-	CHECK(check_field(in->image, sizeof(in->image), true));
-	CHECK(check_field(in->profile, sizeof(in->profile), false));
-	CHECK(check_field(in->url, sizeof(in->url), false));
-	CHECK(check_nonneg(in->storage_gb));
-	CHECK(check_nonneg(in->idle_timeout_s));
-	CHECK(check_nonneg(in->created_ms));
-	CHECK(check_enum(in->state, sizeof(in->state), server_states,
-	                 sizeof(server_states) / sizeof(server_states[0])));
-	CHECK(check_idem(idem_key));
-	return s->ops->server_create(s, in, idem_or_null(idem_key), ret);
-}
-
-int cnl_store_server_get(struct cnl_store *s, const char *id,
-                         struct cnl_store_server *ret)
-{
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	return s->ops->server_get(s, id, ret);
-}
-
-int cnl_store_server_list(struct cnl_store *s, const char *project_id,
-                          const char *after_id, int limit,
-                          struct cnl_store_server *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_opt_arg(project_id, CNL_ID_MAX));
-	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
-	return s->ops->server_list(s, project_id, after_id, limit, out, ret_n);
-}
-
-int cnl_store_audit_append(struct cnl_store *s,
-                           const struct cnl_store_audit *in,
-                           struct cnl_store_audit *ret)
-{
-	if (!s || !in)
-		return -EINVAL;
-	CHECK(check_nonneg(in->ts_ms));
-	CHECK(check_field(in->actor, sizeof(in->actor), true));
-	CHECK(check_field(in->action, sizeof(in->action), true));
-	CHECK(check_field(in->target, sizeof(in->target), false));
-	CHECK(check_field(in->result, sizeof(in->result), false));
-	return s->ops->audit_append(s, in, ret);
-}
-
-int cnl_store_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
-                         struct cnl_store_audit *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_nonneg(after_seq));
-	return s->ops->audit_list(s, after_seq, limit, out, ret_n);
-}
-
-int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
-{
-	if (!s)
-		return -EINVAL;
-	return s->ops->audit_verify(s, ret_bad_seq);
-}
-
-int cnl_store_tx_begin(struct cnl_store *s)
-{
-	return s ? s->ops->tx(s, 0) : -EINVAL;
-}
-
-int cnl_store_tx_commit(struct cnl_store *s)
-{
-	return s ? s->ops->tx(s, 1) : -EINVAL;
-}
-
-int cnl_store_tx_rollback(struct cnl_store *s)
-{
-	return s ? s->ops->tx(s, 2) : -EINVAL;
-}
-
-int cnl_store_project_set_flags(struct cnl_store *s, const char *id,
-                                bool on_prem_only)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	return s->ops->project_set_flags(s, id, on_prem_only);
-}
-
-int cnl_store_user_list(struct cnl_store *s, const char *after_id, int limit,
-                        struct cnl_store_user *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
-	return s->ops->user_list(s, after_id, limit, out, ret_n);
-}
-
-int cnl_store_membership_list_project(struct cnl_store *s,
-                                      const char *project_id,
-                                      const char *after_user_id, int limit,
-                                      struct cnl_store_membership *out,
-                                      int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_arg(project_id, CNL_ID_MAX));
-	CHECK(check_opt_arg(after_user_id, CNL_ID_MAX));
-	return s->ops->membership_list_project(s, project_id, after_user_id,
-	                                       limit, out, ret_n);
-}
-
-int cnl_store_job_list_state(struct cnl_store *s, const char *state,
-                             const char *after_id, int limit,
-                             struct cnl_store_job *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_state_arg(state, job_states,
-	                      sizeof(job_states) / sizeof(job_states[0])));
-	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
-	return s->ops->job_list_state(s, state, after_id, limit, out, ret_n);
-}
-
-int cnl_store_job_update_run(struct cnl_store *s, const char *id,
-                             const char *state, int exit_code,
-                             int64_t updated_ms, const char *run)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_state_arg(state, job_states,
-	                      sizeof(job_states) / sizeof(job_states[0])));
-	CHECK(check_nonneg(updated_ms));
-	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
-	return s->ops->job_update_run(s, id, state, exit_code, updated_ms, run);
-}
-
-int cnl_store_server_update(struct cnl_store *s, const char *id,
-                            const char *state, const char *url, const char *run)
-{
-	if (!s || !url)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(
-	    check_state_arg(state, server_states,
-	                    sizeof(server_states) / sizeof(server_states[0])));
-	if (strnlen(url, CNL_STORE_URL_MAX) >= CNL_STORE_URL_MAX)
-		return -CNL_ESIZE;
-	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
-	return s->ops->server_update(s, id, state, url, run);
-}
-
-int cnl_store_server_delete(struct cnl_store *s, const char *id)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	return s->ops->server_delete(s, id);
-}
-
-int cnl_store_user_set_password(struct cnl_store *s, const char *id,
-                                const char *password_hash)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_field(password_hash, CNL_STORE_HASH_MAX, false));
-	return s->ops->user_set_password(s, id, password_hash);
-}
-
-int cnl_store_membership_delete(struct cnl_store *s, const char *user_id,
-                                const char *project_id)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(user_id, CNL_ID_MAX));
-	CHECK(check_arg(project_id, CNL_ID_MAX));
-	return s->ops->membership_delete(s, user_id, project_id);
-}
-
-int cnl_store_project_delete(struct cnl_store *s, const char *id)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_arg(id, CNL_ID_MAX));
-	return s->ops->project_delete(s, id);
-}
-
-static int check_kind(const char *kind)
-{
-	return check_arg(kind, CNL_STORE_KIND_MAX);
-}
-
-int cnl_store_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
-                      bool create)
-{
-	if (!s || !in)
-		return -EINVAL;
-	CHECK(check_field(in->kind, sizeof(in->kind), true));
-	CHECK(check_field(in->id, sizeof(in->id), true));
-	CHECK(check_field(in->parent, sizeof(in->parent), false));
-	CHECK(check_field(in->name, sizeof(in->name), false));
-	CHECK(check_arg(in->body, CNL_STORE_DOC_MAX));
-	CHECK(check_nonneg(in->updated_ms));
-	return s->ops->doc_put(s, in, create);
-}
-
-int cnl_store_doc_get(struct cnl_store *s, const char *kind, const char *id,
-                      struct cnl_store_doc *ret)
-{
-	if (!s || !ret)
-		return -EINVAL;
-	CHECK(check_kind(kind));
-	CHECK(check_arg(id, CNL_STORE_DOC_ID_MAX));
-	return s->ops->doc_get(s, kind, id, ret);
-}
-
-int cnl_store_doc_get_by_name(struct cnl_store *s, const char *kind,
-                              const char *parent, const char *name,
-                              struct cnl_store_doc *ret)
-{
-	if (!s || !ret || !parent)
-		return -EINVAL;
-	CHECK(check_kind(kind));
-	if (strnlen(parent, CNL_STORE_DOC_ID_MAX) >= CNL_STORE_DOC_ID_MAX)
-		return -CNL_ESIZE;
-	CHECK(check_arg(name, CNL_STORE_NAME_MAX));
-	return s->ops->doc_get_by_name(s, kind, parent, name, ret);
-}
-
-int cnl_store_doc_list(struct cnl_store *s, const char *kind,
-                       const char *parent, const char *after_id, int limit,
-                       struct cnl_store_doc *out, int *ret_n)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_list(limit, out, ret_n));
-	CHECK(check_kind(kind));
-	if (parent &&
-	    strnlen(parent, CNL_STORE_DOC_ID_MAX) >= CNL_STORE_DOC_ID_MAX)
-		return -CNL_ESIZE;
-	CHECK(check_opt_arg(after_id, CNL_STORE_DOC_ID_MAX));
-	return s->ops->doc_list(s, kind, parent, after_id, limit, out, ret_n);
-}
-
-int cnl_store_doc_delete(struct cnl_store *s, const char *kind, const char *id)
-{
-	if (!s)
-		return -EINVAL;
-	CHECK(check_kind(kind));
-	CHECK(check_arg(id, CNL_STORE_DOC_ID_MAX));
-	return s->ops->doc_delete(s, kind, id);
-}
-
-void cnl_store_doc_done(struct cnl_store_doc *d)
-{
-	if (d) {
-		free(d->body);
-		d->body = NULL;
-	}
-}
-
-void cnl_store_docs_done(struct cnl_store_doc *d, int n)
-{
-	for (int i = 0; d && i < n; i++)
-		cnl_store_doc_done(&d[i]);
-}
-
-/* ------------------------------------------------------------------ */
-/* SQLite backend.                                                     */
-/* ------------------------------------------------------------------ */
-
-struct sq_store {
-	struct cnl_store base; /* first, so the wrappers' handle is ours */
-	sqlite3 *db;
-	int depth; /* open transactions: 1 + savepoints */
-};
-
-static struct sq_store *sq(struct cnl_store *s)
-{
-	return (struct sq_store *)s;
-}
+#include "store/sqlite-internal.h"
 
 #define BUSY_TIMEOUT_MS 5000
-#define ZERO_HASH \
-	"0000000000000000000000000000000000000000000000000000000000000000"
 
 struct migration {
 	int version;
@@ -725,8 +134,9 @@ static const struct migration migrations[] = {
 #define SCHEMA_LATEST \
 	(migrations[sizeof(migrations) / sizeof(migrations[0]) - 1].version)
 
-/* Keep SQLite's message and map @rc (an extended result code). */
-static int db_err(struct sq_store *q, int rc)
+/* ---- the helpers of sqlite-internal.h (documented there) ---- */
+
+int cnl_sq_err(struct cnl_sq_store *q, int rc)
 {
 	snprintf(q->base.errmsg, sizeof(q->base.errmsg), "%s",
 	         sqlite3_errmsg(q->db));
@@ -745,39 +155,45 @@ static int db_err(struct sq_store *q, int rc)
 	}
 }
 
-static int exec_sql(struct sq_store *q, const char *sql)
+int cnl_sq_exec(struct cnl_sq_store *q, const char *sql)
 {
 	int rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
 
-	return rc == SQLITE_OK ? 0 : db_err(q, rc);
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
 }
 
 /*
  * Transactions nest: the outermost is BEGIN IMMEDIATE (BEGIN for @read),
- * the inner ones savepoints, so a wrapper's own transaction becomes part
- * of a caller's cnl_store_tx_begin().
+ * the inner ones savepoints, so a method's own transaction becomes part
+ * of a caller's cnl_store_tx_begin().  depth drops to 0 wherever SQLite
+ * has rolled the whole transaction back by itself (on SQLITE_FULL, for
+ * one), as sqlite3_get_autocommit() tells.
  */
-static int begin_kind(struct sq_store *q, bool read)
+static int begin_kind(struct cnl_sq_store *q, bool read)
 {
 	int r;
 
 	if (q->depth > 0 && sqlite3_get_autocommit(q->db))
 		q->depth = 0; /* SQLite rolled the transaction back itself */
-	r = exec_sql(q, q->depth ? "SAVEPOINT cnl"
-	                : read   ? "BEGIN"
-	                         : "BEGIN IMMEDIATE");
+	r = cnl_sq_exec(q, q->depth ? "SAVEPOINT cnl"
+	                   : read   ? "BEGIN"
+	                            : "BEGIN IMMEDIATE");
 	if (r == 0)
 		q->depth++;
 	return r;
 }
 
-static int begin(struct sq_store *q)
+int cnl_sq_begin(struct cnl_sq_store *q)
 {
 	return begin_kind(q, false);
 }
 
-/* Undo the innermost transaction, keeping the first error's message. */
-static void rollback(struct sq_store *q)
+int cnl_sq_begin_read(struct cnl_sq_store *q)
+{
+	return begin_kind(q, true);
+}
+
+void cnl_sq_rollback(struct cnl_sq_store *q)
 {
 	if (q->depth == 0)
 		return;
@@ -791,53 +207,51 @@ static void rollback(struct sq_store *q)
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-static int commit(struct sq_store *q)
+int cnl_sq_commit(struct cnl_sq_store *q)
 {
 	int r;
 
 	if (q->depth == 0)
 		return -EINVAL;
-	r = exec_sql(q, q->depth > 1 ? "RELEASE cnl" : "COMMIT");
+	r = cnl_sq_exec(q, q->depth > 1 ? "RELEASE cnl" : "COMMIT");
 	if (r < 0) {
-		rollback(q);
+		cnl_sq_rollback(q);
 		return r;
 	}
 	q->depth--;
 	return 0;
 }
 
-static int prep(struct sq_store *q, const char *sql, sqlite3_stmt **ret)
+int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret)
 {
 	int rc = sqlite3_prepare_v2(q->db, sql, -1, ret, NULL);
 
-	return rc == SQLITE_OK ? 0 : db_err(q, rc);
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
 }
 
-/* Bind text that outlives the statement's use (SQLITE_STATIC). */
-static int bind_text(struct sq_store *q, sqlite3_stmt *st, int i, const char *v)
+int cnl_sq_bind_text(struct cnl_sq_store *q, sqlite3_stmt *st, int i,
+                     const char *v)
 {
 	int rc = sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
 
-	return rc == SQLITE_OK ? 0 : db_err(q, rc);
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
 }
 
-static int bind_int(struct sq_store *q, sqlite3_stmt *st, int i, int64_t v)
+int cnl_sq_bind_int(struct cnl_sq_store *q, sqlite3_stmt *st, int i, int64_t v)
 {
 	int rc = sqlite3_bind_int64(st, i, v);
 
-	return rc == SQLITE_OK ? 0 : db_err(q, rc);
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
 }
 
-/* Run a statement that returns no rows; 0 or an error. */
-static int step_done(struct sq_store *q, sqlite3_stmt *st)
+int cnl_sq_step_done(struct cnl_sq_store *q, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 
-	return rc == SQLITE_DONE ? 0 : db_err(q, rc);
+	return rc == SQLITE_DONE ? 0 : cnl_sq_err(q, rc);
 }
 
-/* Copy a text column into a fixed field, truncating what does not fit. */
-static void col_text(sqlite3_stmt *st, int i, char *dst, size_t size)
+void cnl_sq_col_text(sqlite3_stmt *st, int i, char *dst, size_t size)
 {
 	const unsigned char *t = sqlite3_column_text(st, i);
 	size_t n = t ? (size_t)sqlite3_column_bytes(st, i) : 0;
@@ -849,1186 +263,188 @@ static void col_text(sqlite3_stmt *st, int i, char *dst, size_t size)
 	dst[n] = '\0';
 }
 
-/* Row readers: the column order is that of the *_COLS lists. */
-#define PROJECT_COLS "id, name, on_prem_only, created_ms"
-
-static void read_project(sqlite3_stmt *st, void *out)
-{
-	struct cnl_store_project *p = out;
-
-	memset(p, 0, sizeof(*p));
-	col_text(st, 0, p->id, sizeof(p->id));
-	col_text(st, 1, p->name, sizeof(p->name));
-	p->on_prem_only = sqlite3_column_int(st, 2) != 0;
-	p->created_ms = sqlite3_column_int64(st, 3);
-}
-
-#define USER_COLS "id, name, password_hash, created_ms"
-
-static void read_user(sqlite3_stmt *st, void *out)
-{
-	struct cnl_store_user *u = out;
-
-	memset(u, 0, sizeof(*u));
-	col_text(st, 0, u->id, sizeof(u->id));
-	col_text(st, 1, u->name, sizeof(u->name));
-	col_text(st, 2, u->password_hash, sizeof(u->password_hash));
-	u->created_ms = sqlite3_column_int64(st, 3);
-}
-
-static void read_membership(sqlite3_stmt *st, void *out)
-{
-	struct cnl_store_membership *m = out;
-
-	memset(m, 0, sizeof(*m));
-	col_text(st, 0, m->user_id, sizeof(m->user_id));
-	col_text(st, 1, m->project_id, sizeof(m->project_id));
-	col_text(st, 2, m->role, sizeof(m->role));
-}
-
-#define JOB_COLS                                                 \
-	"id, project_id, user_id, command, profile, gpu_shape, " \
-	"priority, deadline_ms, runtime_ms, state, exit_code, "  \
-	"created_ms, updated_ms, run"
-
-static void read_job(sqlite3_stmt *st, void *out)
-{
-	struct cnl_store_job *j = out;
-
-	memset(j, 0, sizeof(*j));
-	col_text(st, 0, j->id, sizeof(j->id));
-	col_text(st, 1, j->project_id, sizeof(j->project_id));
-	col_text(st, 2, j->user_id, sizeof(j->user_id));
-	col_text(st, 3, j->command, sizeof(j->command));
-	col_text(st, 4, j->profile, sizeof(j->profile));
-	col_text(st, 5, j->gpu_shape, sizeof(j->gpu_shape));
-	j->priority = sqlite3_column_int(st, 6);
-	j->deadline_ms = sqlite3_column_int64(st, 7);
-	j->runtime_ms = sqlite3_column_int64(st, 8);
-	col_text(st, 9, j->state, sizeof(j->state));
-	j->exit_code = sqlite3_column_int(st, 10);
-	j->created_ms = sqlite3_column_int64(st, 11);
-	j->updated_ms = sqlite3_column_int64(st, 12);
-	col_text(st, 13, j->run, sizeof(j->run));
-}
-
-#define SERVER_COLS                                                   \
-	"id, project_id, user_id, name, image, profile, storage_gb, " \
-	"idle_timeout_s, state, url, created_ms, run"
-
-static void read_server(sqlite3_stmt *st, void *out)
-{
-	struct cnl_store_server *v = out;
-
-	memset(v, 0, sizeof(*v));
-	col_text(st, 0, v->id, sizeof(v->id));
-	col_text(st, 1, v->project_id, sizeof(v->project_id));
-	col_text(st, 2, v->user_id, sizeof(v->user_id));
-	col_text(st, 3, v->name, sizeof(v->name));
-	col_text(st, 4, v->image, sizeof(v->image));
-	col_text(st, 5, v->profile, sizeof(v->profile));
-	v->storage_gb = sqlite3_column_int64(st, 6);
-	v->idle_timeout_s = sqlite3_column_int64(st, 7);
-	col_text(st, 8, v->state, sizeof(v->state));
-	col_text(st, 9, v->url, sizeof(v->url));
-	v->created_ms = sqlite3_column_int64(st, 10);
-	col_text(st, 11, v->run, sizeof(v->run));
-}
-
-#define AUDIT_COLS "seq, ts_ms, actor, action, target, result, prev_hash, hash"
-
-static void read_audit(sqlite3_stmt *st, void *out)
-{
-	struct cnl_store_audit *a = out;
-
-	memset(a, 0, sizeof(*a));
-	a->seq = sqlite3_column_int64(st, 0);
-	a->ts_ms = sqlite3_column_int64(st, 1);
-	col_text(st, 2, a->actor, sizeof(a->actor));
-	col_text(st, 3, a->action, sizeof(a->action));
-	col_text(st, 4, a->target, sizeof(a->target));
-	col_text(st, 5, a->result, sizeof(a->result));
-	col_text(st, 6, a->prev_hash, sizeof(a->prev_hash));
-	col_text(st, 7, a->hash, sizeof(a->hash));
-}
-
-/*
- * Run @sql with the text @k1 (and @k2 unless NULL) bound as ?1 (?2) and read
- * its one row into @ret with @read: 0, -CNL_ENOTFOUND or an error.
- */
-static int get_one(struct sq_store *q, const char *sql, const char *k1,
+int cnl_sq_get_one(struct cnl_sq_store *q, const char *sql, const char *k1,
                    const char *k2, void (*read)(sqlite3_stmt *, void *),
                    void *ret)
 {
 	sqlite3_stmt *st = NULL;
 	int r, rc;
 
-	if ((r = prep(q, sql, &st)) < 0)
+	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
 		return r;
-	if ((r = bind_text(q, st, 1, k1)) < 0)
+	if ((r = cnl_sq_bind_text(q, st, 1, k1)) < 0)
 		goto out;
-	if (k2 && (r = bind_text(q, st, 2, k2)) < 0)
+	if (k2 && (r = cnl_sq_bind_text(q, st, 2, k2)) < 0)
 		goto out;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		read(st, ret);
 	else
-		r = rc == SQLITE_DONE ? -CNL_ENOTFOUND : db_err(q, rc);
+		r = rc == SQLITE_DONE ? -CNL_ENOTFOUND : cnl_sq_err(q, rc);
 out:
 	sqlite3_finalize(st);
 	return r;
 }
 
-/*
- * One page: @sql takes ?1 the filter (bound only when @filter is not NULL),
- * ?2 the cursor ("" when @after is NULL: every text key sorts after it) and
- * ?3 the limit.  Rows go to @out, @size bytes apart.
- */
-static int list_page(struct sq_store *q, const char *sql, const char *filter,
-                     const char *after, int limit,
+int cnl_sq_read_rows(struct cnl_sq_store *q, sqlite3_stmt *st, int limit,
+                     void (*read)(sqlite3_stmt *, void *), void *out,
+                     size_t size, int *ret_n)
+{
+	int rc, n = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit)
+		read(st, (char *)out + (size_t)n++ * size);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return cnl_sq_err(q, rc);
+	*ret_n = n;
+	return 0;
+}
+
+int cnl_sq_list_page(struct cnl_sq_store *q, const char *sql,
+                     const char *filter, const char *after, int limit,
                      void (*read)(sqlite3_stmt *, void *), void *out,
                      size_t size, int *ret_n)
 {
 	sqlite3_stmt *st = NULL;
-	int r, rc, n = 0;
+	int r;
 
-	if ((r = prep(q, sql, &st)) < 0)
+	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
 		return r;
-	if (filter && (r = bind_text(q, st, 1, filter)) < 0)
+	if (filter && (r = cnl_sq_bind_text(q, st, 1, filter)) < 0)
 		goto out;
-	if ((r = bind_text(q, st, 2, after ? after : "")) < 0)
+	if ((r = cnl_sq_bind_text(q, st, 2, after ? after : "")) < 0)
 		goto out;
-	if ((r = bind_int(q, st, 3, limit)) < 0)
+	if ((r = cnl_sq_bind_int(q, st, 3, limit)) < 0)
 		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit)
-		read(st, (char *)out + (size_t)n++ * size);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		r = db_err(q, rc);
-		goto out;
-	}
-	*ret_n = n;
+	r = cnl_sq_read_rows(q, st, limit, read, out, size, ret_n);
 out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* cnl_sq_run(), and with @must_change -CNL_ENOTFOUND when no row changed. */
+static int run_bound(struct cnl_sq_store *q, const char *sql,
+                     const char *const *texts, const int64_t *ints, int nints,
+                     bool must_change)
+{
+	sqlite3_stmt *st = NULL;
+	int r, i = 0;
+
+	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
+		return r;
+	for (; texts[i]; i++)
+		if ((r = cnl_sq_bind_text(q, st, i + 1, texts[i])) < 0)
+			goto out;
+	for (int k = 0; k < nints; k++)
+		if ((r = cnl_sq_bind_int(q, st, i + k + 1, ints[k])) < 0)
+			goto out;
+	if ((r = cnl_sq_step_done(q, st)) < 0)
+		goto out;
+	if (must_change && sqlite3_changes(q->db) == 0)
+		r = -CNL_ENOTFOUND;
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+int cnl_sq_run(struct cnl_sq_store *q, const char *sql,
+               const char *const *texts, const int64_t *ints, int nints)
+{
+	return run_bound(q, sql, texts, ints, nints, false);
+}
+
+int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
+                       const char *const *texts, const int64_t *ints, int nints)
+{
+	return run_bound(q, sql, texts, ints, nints, true);
+}
+
+/* The highest applied migration, 0 for a new file, or an error. */
+static int read_version(struct cnl_sq_store *q)
+{
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = cnl_sq_prep(
+	         q, "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+	         &st)) < 0)
+		return r;
+	rc = sqlite3_step(st);
+	r = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : cnl_sq_err(q, rc);
 	sqlite3_finalize(st);
 	return r;
 }
 
 static void sq_close(struct cnl_store *s)
 {
-	struct sq_store *q = sq(s);
+	struct cnl_sq_store *q = cnl_sq(s);
 
 	sqlite3_close(q->db);
 	free(q);
 }
 
-/* The highest applied migration, 0 for a new file, or an error. */
-static int read_version(struct sq_store *q)
-{
-	sqlite3_stmt *st = NULL;
-	int r, rc;
-
-	if ((r = prep(q, "SELECT COALESCE(MAX(version), 0) FROM schema_version",
-	              &st)) < 0)
-		return r;
-	rc = sqlite3_step(st);
-	r = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : db_err(q, rc);
-	sqlite3_finalize(st);
-	return r;
-}
-
 static int sq_schema_version(struct cnl_store *s)
 {
-	return read_version(sq(s));
-}
-
-static int sq_project_create(struct cnl_store *s,
-                             const struct cnl_store_project *in)
-{
-	struct sq_store *q = sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(q,
-	              "INSERT INTO projects (" PROJECT_COLS
-	              ") VALUES (?1, ?2, ?3, ?4)",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = bind_text(q, st, 2, in->name)) < 0 ||
-	    (r = bind_int(q, st, 3, in->on_prem_only ? 1 : 0)) < 0 ||
-	    (r = bind_int(q, st, 4, in->created_ms)) < 0)
-		goto out;
-	r = step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_project_get(struct cnl_store *s, const char *id,
-                          struct cnl_store_project *ret)
-{
-	return get_one(sq(s),
-	               "SELECT " PROJECT_COLS " FROM projects WHERE id = ?1",
-	               id, NULL, read_project, ret);
-}
-
-static int sq_project_get_by_name(struct cnl_store *s, const char *name,
-                                  struct cnl_store_project *ret)
-{
-	return get_one(sq(s),
-	               "SELECT " PROJECT_COLS " FROM projects WHERE name = ?1",
-	               name, NULL, read_project, ret);
-}
-
-static int sq_project_list(struct cnl_store *s, const char *after_id, int limit,
-                           struct cnl_store_project *out, int *ret_n)
-{
-	return list_page(sq(s),
-	                 "SELECT " PROJECT_COLS " FROM projects WHERE id > ?2"
-	                 " ORDER BY id LIMIT ?3",
-	                 NULL, after_id, limit, read_project, out, sizeof(*out),
-	                 ret_n);
-}
-
-static int sq_user_create(struct cnl_store *s, const struct cnl_store_user *in)
-{
-	struct sq_store *q = sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(
-	         q, "INSERT INTO users (" USER_COLS ") VALUES (?1, ?2, ?3, ?4)",
-	         &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = bind_text(q, st, 2, in->name)) < 0 ||
-	    (r = bind_text(q, st, 3, in->password_hash)) < 0 ||
-	    (r = bind_int(q, st, 4, in->created_ms)) < 0)
-		goto out;
-	r = step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_user_get(struct cnl_store *s, const char *id,
-                       struct cnl_store_user *ret)
-{
-	return get_one(sq(s), "SELECT " USER_COLS " FROM users WHERE id = ?1",
-	               id, NULL, read_user, ret);
-}
-
-static int sq_user_get_by_name(struct cnl_store *s, const char *name,
-                               struct cnl_store_user *ret)
-{
-	return get_one(sq(s), "SELECT " USER_COLS " FROM users WHERE name = ?1",
-	               name, NULL, read_user, ret);
-}
-
-static int sq_membership_set(struct cnl_store *s,
-                             const struct cnl_store_membership *in)
-{
-	struct sq_store *q = sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(q,
-	              "INSERT INTO memberships (user_id, project_id, role)"
-	              " VALUES (?1, ?2, ?3) ON CONFLICT (user_id, project_id)"
-	              " DO UPDATE SET role = excluded.role",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, in->user_id)) < 0 ||
-	    (r = bind_text(q, st, 2, in->project_id)) < 0 ||
-	    (r = bind_text(q, st, 3, in->role)) < 0)
-		goto out;
-	r = step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_membership_get_role(struct cnl_store *s, const char *user_id,
-                                  const char *project_id, char *ret_role,
-                                  size_t len)
-{
-	struct cnl_store_membership m;
-	int r;
-
-	r = get_one(sq(s),
-	            "SELECT user_id, project_id, role FROM memberships"
-	            " WHERE user_id = ?1 AND project_id = ?2",
-	            user_id, project_id, read_membership, &m);
-	if (r < 0)
-		return r;
-	snprintf(ret_role, len, "%s", m.role);
-	return 0;
-}
-
-static int sq_membership_list(struct cnl_store *s, const char *user_id,
-                              const char *after_project_id, int limit,
-                              struct cnl_store_membership *out, int *ret_n)
-{
-	return list_page(sq(s),
-	                 "SELECT user_id, project_id, role FROM memberships"
-	                 " WHERE user_id = ?1 AND project_id > ?2"
-	                 " ORDER BY project_id LIMIT ?3",
-	                 user_id, after_project_id, limit, read_membership, out,
-	                 sizeof(*out), ret_n);
-}
-
-static int insert_job(struct sq_store *q, const void *obj)
-{
-	const struct cnl_store_job *in = obj;
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(q,
-	              "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4,"
-	              " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = bind_text(q, st, 2, in->project_id)) < 0 ||
-	    (r = bind_text(q, st, 3, in->user_id)) < 0 ||
-	    (r = bind_text(q, st, 4, in->command)) < 0 ||
-	    (r = bind_text(q, st, 5, in->profile)) < 0 ||
-	    (r = bind_text(q, st, 6, in->gpu_shape)) < 0 ||
-	    (r = bind_int(q, st, 7, in->priority)) < 0 ||
-	    (r = bind_int(q, st, 8, in->deadline_ms)) < 0 ||
-	    (r = bind_int(q, st, 9, in->runtime_ms)) < 0 ||
-	    (r = bind_text(q, st, 10, in->state)) < 0 ||
-	    (r = bind_int(q, st, 11, in->exit_code)) < 0 ||
-	    (r = bind_int(q, st, 12, in->created_ms)) < 0 ||
-	    (r = bind_int(q, st, 13, in->updated_ms)) < 0 ||
-	    (r = bind_text(q, st, 14, in->run[0] ? in->run : "{}")) < 0)
-		goto out;
-	r = step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int insert_server(struct sq_store *q, const void *obj)
-{
-	const struct cnl_store_server *in = obj;
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(q,
-	              "INSERT INTO servers (" SERVER_COLS ") VALUES (?1, ?2,"
-	              " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, in->id)) < 0 ||
-	    (r = bind_text(q, st, 2, in->project_id)) < 0 ||
-	    (r = bind_text(q, st, 3, in->user_id)) < 0 ||
-	    (r = bind_text(q, st, 4, in->name)) < 0 ||
-	    (r = bind_text(q, st, 5, in->image)) < 0 ||
-	    (r = bind_text(q, st, 6, in->profile)) < 0 ||
-	    (r = bind_int(q, st, 7, in->storage_gb)) < 0 ||
-	    (r = bind_int(q, st, 8, in->idle_timeout_s)) < 0 ||
-	    (r = bind_text(q, st, 9, in->state)) < 0 ||
-	    (r = bind_text(q, st, 10, in->url)) < 0 ||
-	    (r = bind_int(q, st, 11, in->created_ms)) < 0 ||
-	    (r = bind_text(q, st, 12, in->run[0] ? in->run : "{}")) < 0)
-		goto out;
-	r = step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-/* What idempotent_create needs to know about one kind of object. */
-struct idem_kind {
-	const char *kind; /* stored in idempotency.kind */
-	const char *get_sql;
-	void (*read)(sqlite3_stmt *, void *);
-	int (*insert)(struct sq_store *q, const void *obj);
-	size_t size;
-};
-
-static const struct idem_kind job_kind = {
-    "job",
-    "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
-    read_job,
-    insert_job,
-    sizeof(struct cnl_store_job),
-};
-
-static const struct idem_kind server_kind = {
-    "server",
-    "SELECT " SERVER_COLS " FROM servers WHERE id = ?1",
-    read_server,
-    insert_server,
-    sizeof(struct cnl_store_server),
-};
-
-/*
- * Look up @key: 1 with the kind and object id written out, 0 when unused,
- * or an error.
- */
-static int idem_lookup(struct sq_store *q, const char *key, char *kind,
-                       size_t kindlen, char *object_id, size_t idlen)
-{
-	sqlite3_stmt *st = NULL;
-	int r, rc;
-
-	if ((r = prep(q,
-	              "SELECT kind, object_id FROM idempotency WHERE key = ?1",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, key)) < 0)
-		goto out;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		col_text(st, 0, kind, kindlen);
-		col_text(st, 1, object_id, idlen);
-		r = 1;
-	} else {
-		r = rc == SQLITE_DONE ? 0 : db_err(q, rc);
-	}
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int idem_insert(struct sq_store *q, const char *key, const char *kind,
-                       const char *object_id, int64_t created_ms)
-{
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(q,
-	              "INSERT INTO idempotency (key, kind, object_id,"
-	              " created_ms) VALUES (?1, ?2, ?3, ?4)",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, key)) < 0 ||
-	    (r = bind_text(q, st, 2, kind)) < 0 ||
-	    (r = bind_text(q, st, 3, object_id)) < 0 ||
-	    (r = bind_int(q, st, 4, created_ms)) < 0)
-		goto out;
-	r = step_done(q, st);
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-/*
- * Store @in (whose id, user id and creation time are given separately, the
- * structs differing) under @key in one transaction, or return the original
- * object of an earlier call with the same key.
- */
-static int idempotent_create(struct sq_store *q, const struct idem_kind *k,
-                             const void *in, const char *id,
-                             const char *user_id, int64_t created_ms,
-                             const char *key, void *ret)
-{
-	union {
-		struct cnl_store_job job;
-		struct cnl_store_server server;
-	} orig;
-	char kind[16], object_id[CNL_ID_MAX];
-	int r;
-
-	if ((r = begin(q)) < 0)
-		return r;
-	if (key) {
-		r = idem_lookup(q, key, kind, sizeof(kind), object_id,
-		                sizeof(object_id));
-		if (r < 0)
-			goto fail;
-		if (r == 1) {
-			if (strcmp(kind, k->kind) != 0) {
-				r = -CNL_EDUP;
-				goto fail;
-			}
-			r = get_one(q, k->get_sql, object_id, NULL, k->read,
-			            &orig);
-			if (r < 0)
-				goto fail;
-			/* Both structs start id, project_id, user_id. */
-			if (strcmp(k == &job_kind ? orig.job.user_id
-			                          : orig.server.user_id,
-			           user_id) != 0) {
-				r = -CNL_EDUP;
-				goto fail;
-			}
-			if ((r = commit(q)) < 0)
-				return r;
-			if (ret)
-				memcpy(ret, &orig, k->size);
-			return CNL_STORE_REPLAYED;
-		}
-	}
-	if ((r = k->insert(q, in)) < 0)
-		goto fail;
-	if (key && (r = idem_insert(q, key, k->kind, id, created_ms)) < 0)
-		goto fail;
-	if ((r = commit(q)) < 0)
-		return r;
-	if (ret)
-		memcpy(ret, in, k->size);
-	return CNL_STORE_CREATED;
-fail:
-	rollback(q);
-	return r;
-}
-
-static int sq_job_create(struct cnl_store *s, const struct cnl_store_job *in,
-                         const char *idem_key, struct cnl_store_job *ret)
-{
-	int r = idempotent_create(sq(s), &job_kind, in, in->id, in->user_id,
-	                          in->created_ms, idem_key, ret);
-
-	if (r == CNL_STORE_CREATED && ret && !ret->run[0])
-		memcpy(ret->run, "{}", 3); /* as stored */
-	return r;
-}
-
-static int sq_job_get(struct cnl_store *s, const char *id,
-                      struct cnl_store_job *ret)
-{
-	return get_one(sq(s), job_kind.get_sql, id, NULL, read_job, ret);
-}
-
-static int sq_job_list(struct cnl_store *s, const char *project_id,
-                       const char *after_id, int limit,
-                       struct cnl_store_job *out, int *ret_n)
-{
-	const char *sql =
-	    project_id ? "SELECT " JOB_COLS " FROM jobs WHERE project_id = ?1"
-	                 " AND id > ?2 ORDER BY id LIMIT ?3"
-	               : "SELECT " JOB_COLS " FROM jobs WHERE id > ?2"
-	                 " ORDER BY id LIMIT ?3";
-
-	return list_page(sq(s), sql, project_id, after_id, limit, read_job, out,
-	                 sizeof(*out), ret_n);
-}
-
-static int sq_job_update_state(struct cnl_store *s, const char *id,
-                               const char *state, int exit_code,
-                               int64_t updated_ms)
-{
-	struct sq_store *q = sq(s);
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(q,
-	              "UPDATE jobs SET state = ?2, exit_code = ?3,"
-	              " updated_ms = ?4 WHERE id = ?1",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, id)) < 0 ||
-	    (r = bind_text(q, st, 2, state)) < 0 ||
-	    (r = bind_int(q, st, 3, exit_code)) < 0 ||
-	    (r = bind_int(q, st, 4, updated_ms)) < 0)
-		goto out;
-	if ((r = step_done(q, st)) < 0)
-		goto out;
-	if (sqlite3_changes(q->db) == 0)
-		r = -CNL_ENOTFOUND;
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_server_create(struct cnl_store *s,
-                            const struct cnl_store_server *in,
-                            const char *idem_key, struct cnl_store_server *ret)
-{
-	int r = idempotent_create(sq(s), &server_kind, in, in->id, in->user_id,
-	                          in->created_ms, idem_key, ret);
-
-	if (r == CNL_STORE_CREATED && ret && !ret->run[0])
-		memcpy(ret->run, "{}", 3); /* as stored */
-	return r;
-}
-
-static int sq_server_get(struct cnl_store *s, const char *id,
-                         struct cnl_store_server *ret)
-{
-	return get_one(sq(s), server_kind.get_sql, id, NULL, read_server, ret);
-}
-
-static int sq_server_list(struct cnl_store *s, const char *project_id,
-                          const char *after_id, int limit,
-                          struct cnl_store_server *out, int *ret_n)
-{
-	const char *sql =
-	    project_id ? "SELECT " SERVER_COLS " FROM servers WHERE"
-	                 " project_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
-	               : "SELECT " SERVER_COLS " FROM servers WHERE id > ?2"
-	                 " ORDER BY id LIMIT ?3";
-
-	return list_page(sq(s), sql, project_id, after_id, limit, read_server,
-	                 out, sizeof(*out), ret_n);
-}
-
-/*
- * The hash of @a (its seq, ts_ms and four texts) chained to @prev_hash,
- * as 64 lowercase hex digits in @hex.  0, -ENOMEM or -EIO.
- */
-static int audit_hash(const struct cnl_store_audit *a, const char *prev_hash,
-                      char hex[CNL_STORE_SHA256_HEX])
-{
-	/* 64 + 4 texts of < CNL_STORE_AUDIT_MAX + labels and numbers. */
-	char buf[64 + 4 * CNL_STORE_AUDIT_MAX + 256];
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	int n;
-
-	n = snprintf(buf, sizeof(buf),
-	             "%.64s"
-	             "cnlab-audit-v1\nseq=%lld\nts_ms=%lld\n"
-	             "actor=%zu:%s\naction=%zu:%s\ntarget=%zu:%s\n"
-	             "result=%zu:%s\n",
-	             prev_hash, (long long)a->seq, (long long)a->ts_ms,
-	             strlen(a->actor), a->actor, strlen(a->action), a->action,
-	             strlen(a->target), a->target, strlen(a->result),
-	             a->result);
-	if (n < 0 || (size_t)n >= sizeof(buf))
-		return -EIO;
-	if (EVP_Digest(buf, (size_t)n, md, &mdlen, EVP_sha256(), NULL) != 1 ||
-	    mdlen != 32)
-		return -EIO;
-	for (unsigned int i = 0; i < mdlen; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	return 0;
-}
-
-static int sq_audit_append(struct cnl_store *s,
-                           const struct cnl_store_audit *in,
-                           struct cnl_store_audit *ret)
-{
-	struct sq_store *q = sq(s);
-	struct cnl_store_audit a = *in;
-	sqlite3_stmt *st = NULL;
-	int r, rc;
-
-	if ((r = begin(q)) < 0)
-		return r;
-	/* The chain links to the record with the highest seq, if any. */
-	if ((r = prep(q, "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1",
-	              &st)) < 0)
-		goto fail;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		col_text(st, 0, a.prev_hash, sizeof(a.prev_hash));
-	} else if (rc == SQLITE_DONE) {
-		snprintf(a.prev_hash, sizeof(a.prev_hash), "%s", ZERO_HASH);
-	} else {
-		r = db_err(q, rc);
-		goto fail;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-
-	/* Insert to learn seq from AUTOINCREMENT, then fill in the hash. */
-	if ((r = prep(q,
-	              "INSERT INTO audit (ts_ms, actor, action, target,"
-	              " result, prev_hash, hash)"
-	              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, '')",
-	              &st)) < 0)
-		goto fail;
-	if ((r = bind_int(q, st, 1, a.ts_ms)) < 0 ||
-	    (r = bind_text(q, st, 2, a.actor)) < 0 ||
-	    (r = bind_text(q, st, 3, a.action)) < 0 ||
-	    (r = bind_text(q, st, 4, a.target)) < 0 ||
-	    (r = bind_text(q, st, 5, a.result)) < 0 ||
-	    (r = bind_text(q, st, 6, a.prev_hash)) < 0 ||
-	    (r = step_done(q, st)) < 0)
-		goto fail;
-	sqlite3_finalize(st);
-	st = NULL;
-	a.seq = sqlite3_last_insert_rowid(q->db);
-	if ((r = audit_hash(&a, a.prev_hash, a.hash)) < 0)
-		goto fail;
-
-	if ((r = prep(q, "UPDATE audit SET hash = ?2 WHERE seq = ?1", &st)) < 0)
-		goto fail;
-	if ((r = bind_int(q, st, 1, a.seq)) < 0 ||
-	    (r = bind_text(q, st, 2, a.hash)) < 0 || (r = step_done(q, st)) < 0)
-		goto fail;
-	sqlite3_finalize(st);
-	st = NULL;
-	if ((r = commit(q)) < 0)
-		return r;
-	if (ret)
-		*ret = a;
-	return 0;
-fail:
-	sqlite3_finalize(st);
-	rollback(q);
-	return r;
-}
-
-static int sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
-                         struct cnl_store_audit *out, int *ret_n)
-{
-	struct sq_store *q = sq(s);
-	sqlite3_stmt *st = NULL;
-	int r, rc, n = 0;
-
-	if ((r = prep(q,
-	              "SELECT " AUDIT_COLS " FROM audit WHERE seq > ?1"
-	              " ORDER BY seq LIMIT ?2",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_int(q, st, 1, after_seq)) < 0 ||
-	    (r = bind_int(q, st, 2, limit)) < 0)
-		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit)
-		read_audit(st, &out[n++]);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-		r = db_err(q, rc);
-		goto out;
-	}
-	*ret_n = n;
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-/* A text column that col_text() would have to truncate cannot be genuine. */
-static bool audit_row_fits(sqlite3_stmt *st)
-{
-	for (int i = 2; i <= 5; i++)
-		if (sqlite3_column_bytes(st, i) >= CNL_STORE_AUDIT_MAX)
-			return false;
-	return sqlite3_column_bytes(st, 6) == 64 &&
-	       sqlite3_column_bytes(st, 7) == 64;
-}
-
-static int sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
-{
-	struct sq_store *q = sq(s);
-	struct cnl_store_audit a;
-	char prev[CNL_STORE_SHA256_HEX] = ZERO_HASH;
-	char hex[CNL_STORE_SHA256_HEX];
-	sqlite3_stmt *st = NULL;
-	int64_t want = 1, bad = 0;
-	int r, rc;
-
-	/* One read transaction, so the chain is checked as of one instant. */
-	if ((r = begin_kind(q, true)) < 0)
-		return r;
-	if ((r = prep(q, "SELECT " AUDIT_COLS " FROM audit ORDER BY seq",
-	              &st)) < 0)
-		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		read_audit(st, &a);
-		if (a.seq != want) {
-			bad = want; /* the first missing seq */
-			break;
-		}
-		if (!audit_row_fits(st) || strcmp(a.prev_hash, prev) != 0) {
-			bad = a.seq;
-			break;
-		}
-		if ((r = audit_hash(&a, prev, hex)) < 0)
-			goto out;
-		if (strcmp(hex, a.hash) != 0) {
-			bad = a.seq;
-			break;
-		}
-		memcpy(prev, a.hash, sizeof(prev));
-		want++;
-	}
-	if (!bad && rc != SQLITE_DONE) {
-		r = db_err(q, rc);
-		goto out;
-	}
-	if (bad) {
-		if (ret_bad_seq)
-			*ret_bad_seq = bad;
-		r = -CNL_ECORRUPT;
-	}
-out:
-	sqlite3_finalize(st);
-	rollback(q);
-	return r;
+	return read_version(cnl_sq(s));
 }
 
 static int sq_tx(struct cnl_store *s, int op)
 {
-	struct sq_store *q = sq(s);
+	struct cnl_sq_store *q = cnl_sq(s);
 
 	switch (op) {
 	case 0:
-		return begin(q);
+		return cnl_sq_begin(q);
 	case 1:
-		return commit(q);
+		return cnl_sq_commit(q);
 	default:
 		if (q->depth == 0)
 			return -EINVAL;
-		rollback(q);
+		cnl_sq_rollback(q);
 		return 0;
 	}
-}
-
-/* Run @sql, which binds ?1..?n from @texts (NULL ends) and changes rows:
- * 0, -CNL_ENOTFOUND when no row changed, or an error. */
-static int update_rows(struct sq_store *q, const char *sql,
-                       const char *const *texts, const int64_t *ints, int nints)
-{
-	sqlite3_stmt *st = NULL;
-	int r, i = 0;
-
-	if ((r = prep(q, sql, &st)) < 0)
-		return r;
-	for (; texts[i]; i++)
-		if ((r = bind_text(q, st, i + 1, texts[i])) < 0)
-			goto out;
-	for (int k = 0; k < nints; k++)
-		if ((r = bind_int(q, st, i + k + 1, ints[k])) < 0)
-			goto out;
-	if ((r = step_done(q, st)) < 0)
-		goto out;
-	if (sqlite3_changes(q->db) == 0)
-		r = -CNL_ENOTFOUND;
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_project_set_flags(struct cnl_store *s, const char *id,
-                                bool on_prem_only)
-{
-	const char *t[] = {id, NULL};
-	int64_t v = on_prem_only;
-
-	return update_rows(
-	    sq(s), "UPDATE projects SET on_prem_only = ?2 WHERE id = ?1", t, &v,
-	    1);
-}
-
-static int sq_user_list(struct cnl_store *s, const char *after_id, int limit,
-                        struct cnl_store_user *out, int *ret_n)
-{
-	return list_page(sq(s),
-	                 "SELECT " USER_COLS " FROM users WHERE id > ?2"
-	                 " ORDER BY id LIMIT ?3",
-	                 NULL, after_id, limit, read_user, out, sizeof(*out),
-	                 ret_n);
-}
-
-static int sq_membership_list_project(struct cnl_store *s,
-                                      const char *project_id,
-                                      const char *after_user_id, int limit,
-                                      struct cnl_store_membership *out,
-                                      int *ret_n)
-{
-	return list_page(sq(s),
-	                 "SELECT user_id, project_id, role FROM memberships"
-	                 " WHERE project_id = ?1 AND user_id > ?2"
-	                 " ORDER BY user_id LIMIT ?3",
-	                 project_id, after_user_id, limit, read_membership, out,
-	                 sizeof(*out), ret_n);
-}
-
-static int sq_job_list_state(struct cnl_store *s, const char *state,
-                             const char *after_id, int limit,
-                             struct cnl_store_job *out, int *ret_n)
-{
-	return list_page(sq(s),
-	                 "SELECT " JOB_COLS " FROM jobs WHERE state = ?1"
-	                 " AND id > ?2 ORDER BY id LIMIT ?3",
-	                 state, after_id, limit, read_job, out, sizeof(*out),
-	                 ret_n);
-}
-
-static int sq_job_update_run(struct cnl_store *s, const char *id,
-                             const char *state, int exit_code,
-                             int64_t updated_ms, const char *run)
-{
-	const char *t[] = {id, state, run, NULL};
-	int64_t v[] = {exit_code, updated_ms};
-
-	return update_rows(sq(s),
-	                   "UPDATE jobs SET state = ?2, run = ?3,"
-	                   " exit_code = ?4, updated_ms = ?5 WHERE id = ?1",
-	                   t, v, 2);
-}
-
-static int sq_server_update(struct cnl_store *s, const char *id,
-                            const char *state, const char *url, const char *run)
-{
-	const char *t[] = {id, state, url, run, NULL};
-
-	return update_rows(sq(s),
-	                   "UPDATE servers SET state = ?2, url = ?3, run = ?4"
-	                   " WHERE id = ?1",
-	                   t, NULL, 0);
-}
-
-static int sq_server_delete(struct cnl_store *s, const char *id)
-{
-	const char *t[] = {id, NULL};
-
-	return update_rows(sq(s), "DELETE FROM servers WHERE id = ?1", t, NULL,
-	                   0);
-}
-
-static int sq_user_set_password(struct cnl_store *s, const char *id,
-                                const char *password_hash)
-{
-	const char *t[] = {id, password_hash, NULL};
-
-	return update_rows(sq(s),
-	                   "UPDATE users SET password_hash = ?2 WHERE id = ?1",
-	                   t, NULL, 0);
-}
-
-static int sq_membership_delete(struct cnl_store *s, const char *user_id,
-                                const char *project_id)
-{
-	const char *t[] = {user_id, project_id, NULL};
-
-	return update_rows(sq(s),
-	                   "DELETE FROM memberships WHERE user_id = ?1 AND"
-	                   " project_id = ?2",
-	                   t, NULL, 0);
-}
-
-/* How many rows @sql (binding ?1 to @id) counts into *@ret. */
-static int count_rows(struct sq_store *q, const char *sql, const char *id,
-                      int64_t *ret)
-{
-	sqlite3_stmt *st = NULL;
-	int r;
-
-	if ((r = prep(q, sql, &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, id)) == 0) {
-		int rc = sqlite3_step(st);
-
-		if (rc == SQLITE_ROW)
-			*ret = sqlite3_column_int64(st, 0);
-		else
-			r = db_err(q, rc);
-	}
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_project_delete(struct cnl_store *s, const char *id)
-{
-	/* Children first: foreign keys are on. */
-	static const char *const steps[] = {
-	    "DELETE FROM docs WHERE parent IN"
-	    " (SELECT id FROM jobs WHERE project_id = ?1)",
-	    "DELETE FROM docs WHERE parent = ?1 OR id = ?1",
-	    "DELETE FROM idempotency WHERE object_id IN"
-	    " (SELECT id FROM jobs WHERE project_id = ?1)",
-	    "DELETE FROM jobs WHERE project_id = ?1",
-	    "DELETE FROM memberships WHERE project_id = ?1",
-	};
-	struct sq_store *q = sq(s);
-	const char *t[] = {id, NULL};
-	int64_t busy = 0, servers = 0;
-	int r;
-
-	if ((r = begin(q)) < 0)
-		return r;
-	if ((r = count_rows(q,
-	                    "SELECT count(*) FROM jobs WHERE project_id = ?1"
-	                    " AND state IN ('pending', 'running')",
-	                    id, &busy)) < 0 ||
-	    (r = count_rows(
-	         q, "SELECT count(*) FROM servers WHERE project_id = ?1", id,
-	         &servers)) < 0)
-		goto fail;
-	if (busy || servers) {
-		r = -EBUSY;
-		goto fail;
-	}
-	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
-		if ((r = update_rows(q, steps[i], t, NULL, 0)) < 0 &&
-		    r != -CNL_ENOTFOUND)
-			goto fail;
-	if ((r = update_rows(q, "DELETE FROM projects WHERE id = ?1", t, NULL,
-	                     0)) < 0)
-		goto fail;
-	return commit(q);
-fail:
-	rollback(q);
-	return r;
-}
-
-#define DOC_COLS "kind, id, parent, name, body, updated_ms"
-
-/* Reads a document; the body is malloc'd (NULL when out of memory, which
- * the callers turn into -ENOMEM). */
-static void read_doc(sqlite3_stmt *st, void *out)
-{
-	struct cnl_store_doc *d = out;
-	const unsigned char *b;
-	size_t n;
-
-	memset(d, 0, sizeof(*d));
-	col_text(st, 0, d->kind, sizeof(d->kind));
-	col_text(st, 1, d->id, sizeof(d->id));
-	col_text(st, 2, d->parent, sizeof(d->parent));
-	col_text(st, 3, d->name, sizeof(d->name));
-	b = sqlite3_column_text(st, 4);
-	n = b ? (size_t)sqlite3_column_bytes(st, 4) : 0;
-	if ((d->body = malloc(n + 1))) {
-		if (n)
-			memcpy(d->body, b, n);
-		d->body[n] = '\0';
-	}
-	d->updated_ms = sqlite3_column_int64(st, 5);
-}
-
-static int sq_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
-                      bool create)
-{
-	const char *t[] = {in->kind, in->id,   in->parent,
-	                   in->name, in->body, NULL};
-	int64_t v = in->updated_ms;
-	int r = update_rows(sq(s),
-	                    create ? "INSERT INTO docs (" DOC_COLS ") VALUES"
-	                             " (?1, ?2, ?3, ?4, ?5, ?6)"
-	                           : "INSERT OR REPLACE INTO docs (" DOC_COLS
-	                             ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	                    t, &v, 1);
-
-	return r == -CNL_ENOTFOUND ? -EIO : r;
-}
-
-/* get_one() for documents: the body's allocation is checked. */
-static int doc_one(struct sq_store *q, const char *sql, const char *k1,
-                   const char *k2, const char *k3, struct cnl_store_doc *ret)
-{
-	sqlite3_stmt *st = NULL;
-	int r, rc;
-
-	if ((r = prep(q, sql, &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, k1)) < 0 ||
-	    (r = bind_text(q, st, 2, k2)) < 0 ||
-	    (k3 && (r = bind_text(q, st, 3, k3)) < 0))
-		goto out;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		read_doc(st, ret);
-		if (!ret->body)
-			r = -ENOMEM;
-	} else {
-		r = rc == SQLITE_DONE ? -CNL_ENOTFOUND : db_err(q, rc);
-	}
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_doc_get(struct cnl_store *s, const char *kind, const char *id,
-                      struct cnl_store_doc *ret)
-{
-	return doc_one(sq(s),
-	               "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
-	               " AND id = ?2",
-	               kind, id, NULL, ret);
-}
-
-static int sq_doc_get_by_name(struct cnl_store *s, const char *kind,
-                              const char *parent, const char *name,
-                              struct cnl_store_doc *ret)
-{
-	return doc_one(sq(s),
-	               "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
-	               " AND parent = ?2 AND name = ?3",
-	               kind, parent, name, ret);
-}
-
-static int sq_doc_list(struct cnl_store *s, const char *kind,
-                       const char *parent, const char *after_id, int limit,
-                       struct cnl_store_doc *out, int *ret_n)
-{
-	struct sq_store *q = sq(s);
-	sqlite3_stmt *st = NULL;
-	int r, rc = SQLITE_DONE, n = 0;
-
-	if ((r = prep(q,
-	              parent ? "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
-	                       " AND parent = ?4 AND id > ?2 ORDER BY id"
-	                       " LIMIT ?3"
-	                     : "SELECT " DOC_COLS " FROM docs WHERE kind = ?1"
-	                       " AND id > ?2 ORDER BY id LIMIT ?3",
-	              &st)) < 0)
-		return r;
-	if ((r = bind_text(q, st, 1, kind)) < 0 ||
-	    (r = bind_text(q, st, 2, after_id ? after_id : "")) < 0 ||
-	    (r = bind_int(q, st, 3, limit)) < 0 ||
-	    (parent && (r = bind_text(q, st, 4, parent)) < 0))
-		goto out;
-	while (n < limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		read_doc(st, &out[n]);
-		if (!out[n++].body) {
-			r = -ENOMEM;
-			break;
-		}
-	}
-	if (r == 0 && n < limit && rc != SQLITE_DONE)
-		r = db_err(q, rc);
-	if (r < 0)
-		cnl_store_docs_done(out, n);
-	else
-		*ret_n = n;
-out:
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int sq_doc_delete(struct cnl_store *s, const char *kind, const char *id)
-{
-	const char *t[] = {kind, id, NULL};
-
-	return update_rows(
-	    sq(s), "DELETE FROM docs WHERE kind = ?1 AND id = ?2", t, NULL, 0);
 }
 
 static const struct cnl_store_ops sqlite_ops = {
     .name = "sqlite",
     .close = sq_close,
     .schema_version = sq_schema_version,
-    .project_create = sq_project_create,
-    .project_get = sq_project_get,
-    .project_get_by_name = sq_project_get_by_name,
-    .project_list = sq_project_list,
-    .user_create = sq_user_create,
-    .user_get = sq_user_get,
-    .user_get_by_name = sq_user_get_by_name,
-    .membership_set = sq_membership_set,
-    .membership_get_role = sq_membership_get_role,
-    .membership_list = sq_membership_list,
-    .job_create = sq_job_create,
-    .job_get = sq_job_get,
-    .job_list = sq_job_list,
-    .job_update_state = sq_job_update_state,
-    .server_create = sq_server_create,
-    .server_get = sq_server_get,
-    .server_list = sq_server_list,
+    .project_create = cnl_sq_project_create,
+    .project_get = cnl_sq_project_get,
+    .project_get_by_name = cnl_sq_project_get_by_name,
+    .project_list = cnl_sq_project_list,
+    .user_create = cnl_sq_user_create,
+    .user_get = cnl_sq_user_get,
+    .user_get_by_name = cnl_sq_user_get_by_name,
+    .membership_set = cnl_sq_membership_set,
+    .membership_get_role = cnl_sq_membership_get_role,
+    .membership_list = cnl_sq_membership_list,
+    .job_create = cnl_sq_job_create,
+    .job_get = cnl_sq_job_get,
+    .job_list = cnl_sq_job_list,
+    .job_update_state = cnl_sq_job_update_state,
+    .server_create = cnl_sq_server_create,
+    .server_get = cnl_sq_server_get,
+    .server_list = cnl_sq_server_list,
     .tx = sq_tx,
-    .project_set_flags = sq_project_set_flags,
-    .user_list = sq_user_list,
-    .membership_list_project = sq_membership_list_project,
-    .job_list_state = sq_job_list_state,
-    .job_update_run = sq_job_update_run,
-    .server_update = sq_server_update,
-    .server_delete = sq_server_delete,
-    .user_set_password = sq_user_set_password,
-    .membership_delete = sq_membership_delete,
-    .project_delete = sq_project_delete,
-    .doc_put = sq_doc_put,
-    .doc_get = sq_doc_get,
-    .doc_get_by_name = sq_doc_get_by_name,
-    .doc_list = sq_doc_list,
-    .doc_delete = sq_doc_delete,
-    .audit_append = sq_audit_append,
-    .audit_list = sq_audit_list,
-    .audit_verify = sq_audit_verify,
+    .project_set_flags = cnl_sq_project_set_flags,
+    .user_list = cnl_sq_user_list,
+    .membership_list_project = cnl_sq_membership_list_project,
+    .job_list_state = cnl_sq_job_list_state,
+    .job_update_run = cnl_sq_job_update_run,
+    .server_update = cnl_sq_server_update,
+    .server_delete = cnl_sq_server_delete,
+    .user_set_password = cnl_sq_user_set_password,
+    .membership_delete = cnl_sq_membership_delete,
+    .project_delete = cnl_sq_project_delete,
+    .doc_put = cnl_sq_doc_put,
+    .doc_get = cnl_sq_doc_get,
+    .doc_get_by_name = cnl_sq_doc_get_by_name,
+    .doc_list = cnl_sq_doc_list,
+    .doc_delete = cnl_sq_doc_delete,
+    .audit_append = cnl_sq_audit_append,
+    .audit_list = cnl_sq_audit_list,
+    .audit_verify = cnl_sq_audit_verify,
 };
 
 __attribute__((format(printf, 3, 4))) static void
@@ -2044,13 +460,13 @@ set_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* Apply every migration newer than the file; see invariant 4. */
-static int migrate(struct sq_store *q, char *err, size_t errlen)
+static int migrate(struct cnl_sq_store *q, char *err, size_t errlen)
 {
 	int r, cur;
 
-	if ((r = exec_sql(q, "CREATE TABLE IF NOT EXISTS schema_version ("
-	                     " version INTEGER PRIMARY KEY,"
-	                     " applied_ms INTEGER NOT NULL)")) < 0)
+	if ((r = cnl_sq_exec(q, "CREATE TABLE IF NOT EXISTS schema_version ("
+	                        " version INTEGER PRIMARY KEY,"
+	                        " applied_ms INTEGER NOT NULL)")) < 0)
 		goto sqlerr;
 	if ((cur = read_version(q)) < 0) {
 		r = cur;
@@ -2070,7 +486,7 @@ static int migrate(struct sq_store *q, char *err, size_t errlen)
 
 		if (m->version <= cur)
 			continue;
-		if ((r = begin(q)) < 0)
+		if ((r = cnl_sq_begin(q)) < 0)
 			goto sqlerr;
 		/* Another process may have migrated while we waited. */
 		if ((cur = read_version(q)) < 0) {
@@ -2078,46 +494,47 @@ static int migrate(struct sq_store *q, char *err, size_t errlen)
 			goto fail;
 		}
 		if (m->version <= cur) {
-			rollback(q);
+			cnl_sq_rollback(q);
 			continue;
 		}
-		if ((r = exec_sql(q, m->sql)) < 0)
+		if ((r = cnl_sq_exec(q, m->sql)) < 0)
 			goto fail;
-		if ((r = prep(q,
-		              "INSERT INTO schema_version (version, applied_ms)"
-		              " VALUES (?1, ?2)",
-		              &st)) < 0)
+		if ((r = cnl_sq_prep(
+		         q,
+		         "INSERT INTO schema_version (version, applied_ms)"
+		         " VALUES (?1, ?2)",
+		         &st)) < 0)
 			goto fail;
-		if ((r = bind_int(q, st, 1, m->version)) < 0 ||
-		    (r = bind_int(q, st, 2, cnl_time_now_ms())) < 0 ||
-		    (r = step_done(q, st)) < 0) {
+		if ((r = cnl_sq_bind_int(q, st, 1, m->version)) < 0 ||
+		    (r = cnl_sq_bind_int(q, st, 2, cnl_time_now_ms())) < 0 ||
+		    (r = cnl_sq_step_done(q, st)) < 0) {
 			sqlite3_finalize(st);
 			goto fail;
 		}
 		sqlite3_finalize(st);
-		if ((r = commit(q)) < 0)
+		if ((r = cnl_sq_commit(q)) < 0)
 			goto sqlerr;
 		cur = m->version;
 	}
 	return 0;
 fail:
-	rollback(q);
+	cnl_sq_rollback(q);
 sqlerr:
 	set_err(err, errlen, "schema migration failed: %s", q->base.errmsg);
 	return r;
 }
 
 /* PRAGMA journal_mode answers the mode in force, which may not be WAL. */
-static int set_wal(struct sq_store *q, char *err, size_t errlen)
+static int set_wal(struct cnl_sq_store *q, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	int r, rc;
 
-	if ((r = prep(q, "PRAGMA journal_mode=WAL", &st)) < 0)
+	if ((r = cnl_sq_prep(q, "PRAGMA journal_mode=WAL", &st)) < 0)
 		return r;
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
-		r = db_err(q, rc);
+		r = cnl_sq_err(q, rc);
 	} else if (sqlite3_stricmp((const char *)sqlite3_column_text(st, 0),
 	                           "wal") != 0) {
 		set_err(err, errlen, "cannot enable WAL journal (got %s)",
@@ -2131,7 +548,7 @@ static int set_wal(struct sq_store *q, char *err, size_t errlen)
 int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
                           size_t errlen)
 {
-	struct sq_store *q;
+	struct cnl_sq_store *q;
 	int r, rc;
 
 	if (!path || !ret)
@@ -2145,7 +562,7 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 	rc = sqlite3_open_v2(path, &q->db,
 	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
-		r = q->db ? db_err(q, rc) : -ENOMEM;
+		r = q->db ? cnl_sq_err(q, rc) : -ENOMEM;
 		set_err(err, errlen, "cannot open %s: %s", path,
 		        q->db ? sqlite3_errmsg(q->db) : "out of memory");
 		goto fail;
@@ -2155,8 +572,8 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 	if ((r = set_wal(q, err, errlen)) < 0)
 		goto fail_msg;
 	/* FULL: sync the WAL at every commit (invariant 1). */
-	if ((r = exec_sql(q, "PRAGMA synchronous=FULL")) < 0 ||
-	    (r = exec_sql(q, "PRAGMA foreign_keys=ON")) < 0)
+	if ((r = cnl_sq_exec(q, "PRAGMA synchronous=FULL")) < 0 ||
+	    (r = cnl_sq_exec(q, "PRAGMA foreign_keys=ON")) < 0)
 		goto fail_msg;
 	if ((r = migrate(q, err, errlen)) < 0)
 		goto fail;

@@ -4,11 +4,12 @@
  *
  * Design.  Callers see one handle, struct cnl_store, and the cnl_store_*()
  * functions below.  Each function is a generic wrapper (after Slurm's _g_
- * layer): it checks its arguments against the limits in this header, which
- * are the same for every backend, and then calls through the handle's ops
- * table.  A backend (SQLite today in sqlite.c, PostgreSQL later) fills in a
- * struct cnl_store_ops and embeds struct cnl_store as the first member of
- * its own handle.  Callers never change when a backend is added.
+ * layer, in store.c): it checks its arguments against the limits in this
+ * header, which are the same for every backend, and then calls through the
+ * handle's ops table.  A backend (SQLite today: sqlite.c and its
+ * sqlite_*.c files; PostgreSQL later) fills in a struct cnl_store_ops and
+ * embeds struct cnl_store as the first member of its own handle.  Callers
+ * never change when a backend is added.
  *
  * Invariants every backend keeps:
  *  1. Every operation is atomic: on any failure nothing is stored.

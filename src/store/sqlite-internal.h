@@ -1,0 +1,240 @@
+/*
+ * sqlite-internal.h - what the files of the SQLite backend share: the
+ * backend's handle, the generic statement helpers, and the per-resource
+ * methods that the ops table in sqlite.c points to.
+ *
+ * The backend is five files around this header:
+ *
+ *   sqlite.c          opening (WAL, synchronous=FULL, foreign keys), the
+ *                     schema and its migrations, nested transactions, the
+ *                     statement helpers below, and the ops table
+ *   sqlite_tenancy.c  projects, users and memberships
+ *   sqlite_work.c     jobs and servers, their run records, and the
+ *                     idempotency keys of their creates
+ *   sqlite_docs.c     JSON documents
+ *   sqlite_audit.c    the hash-chained audit log
+ *
+ * The per-resource files hold their SQL, their row readers (each table's
+ * *_COLS list lives beside its reader) and what is particular to their
+ * resources.  They prepare and bind statements, map SQLite's errors and
+ * open transactions through the helpers here, so the numbered invariants at
+ * the top of sqlite.c (static SQL with bound parameters, errors mapped in
+ * one place, transactions that nest) hold for every query whatever file
+ * it is in.
+ *
+ * Naming (curl's middle level): every name this header declares is
+ * cnl_sq() or starts cnl_sq_, and is shared by the backend's files only;
+ * nothing outside src/store/sqlite*.c includes it.  A method of the ops table
+ * is named cnl_sq_ followed by the name of its struct cnl_store_ops member
+ * (cnl_sq_job_get for .job_get); a helper is cnl_sq_ followed by what it
+ * does (cnl_sq_prep, cnl_sq_get_one).  What one file alone uses is static
+ * and unprefixed.
+ *
+ * Every int-returning helper returns 0 or a negative error, as store.h
+ * describes; SQLite's result codes become those errors in cnl_sq_err()
+ * only.
+ */
+#ifndef CNL_STORE_SQLITE_INTERNAL_H
+#define CNL_STORE_SQLITE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+/* The SQLite backend's handle. */
+struct cnl_sq_store {
+	struct cnl_store base; /* first, so the wrappers' handle is ours */
+	sqlite3 *db;
+	int depth; /* open transactions: 1 + savepoints */
+};
+
+/* The backend's handle behind a wrapper's one. */
+static inline struct cnl_sq_store *cnl_sq(struct cnl_store *s)
+{
+	return (struct cnl_sq_store *)s;
+}
+
+/* ---- errors and statements (sqlite.c) ---------------------------------- */
+
+/*
+ * cnl_sq_err - keep sqlite3_errmsg() in the handle's errmsg and map @rc (an
+ * extended result code): a unique or primary key violation is -CNL_EDUP, a
+ * foreign key one -CNL_ENOTFOUND, a CHECK one -CNL_EFIELD, SQLITE_NOMEM
+ * -ENOMEM, anything else -EIO.
+ */
+int cnl_sq_err(struct cnl_sq_store *q, int rc);
+
+/* cnl_sq_exec - run @sql, which returns no rows. */
+int cnl_sq_exec(struct cnl_sq_store *q, const char *sql);
+
+/* cnl_sq_prep - prepare @sql into *@ret; finalize it with
+ * sqlite3_finalize(), which accepts NULL. */
+int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret);
+
+/* cnl_sq_bind_text - bind text that outlives the statement's use
+ * (SQLITE_STATIC) as parameter @i. */
+int cnl_sq_bind_text(struct cnl_sq_store *q, sqlite3_stmt *st, int i,
+                     const char *v);
+
+/* cnl_sq_bind_int - bind @v as parameter @i. */
+int cnl_sq_bind_int(struct cnl_sq_store *q, sqlite3_stmt *st, int i, int64_t v);
+
+/* cnl_sq_step_done - run a statement that returns no rows. */
+int cnl_sq_step_done(struct cnl_sq_store *q, sqlite3_stmt *st);
+
+/* cnl_sq_col_text - copy text column @i into the fixed field @dst of @size
+ * bytes, truncating what does not fit. */
+void cnl_sq_col_text(sqlite3_stmt *st, int i, char *dst, size_t size);
+
+/*
+ * cnl_sq_get_one - run @sql with the text @k1 (and @k2 unless NULL) bound
+ * as ?1 (?2) and read its one row into @ret with @read: 0, -CNL_ENOTFOUND
+ * or an error.
+ */
+int cnl_sq_get_one(struct cnl_sq_store *q, const char *sql, const char *k1,
+                   const char *k2, void (*read)(sqlite3_stmt *, void *),
+                   void *ret);
+
+/*
+ * cnl_sq_read_rows - step the bound statement @st for up to @limit rows,
+ * reading each into @out (@size bytes apart) with @read, and set *@ret_n
+ * to their number.  The caller finalizes @st.
+ */
+int cnl_sq_read_rows(struct cnl_sq_store *q, sqlite3_stmt *st, int limit,
+                     void (*read)(sqlite3_stmt *, void *), void *out,
+                     size_t size, int *ret_n);
+
+/*
+ * cnl_sq_list_page - one page: @sql takes ?1 the filter (bound only when
+ * @filter is not NULL), ?2 the cursor ("" when @after is NULL: every text
+ * key sorts after it) and ?3 the limit.  Rows go to @out, @size bytes
+ * apart, read with @read; *@ret_n is set to their number.
+ */
+int cnl_sq_list_page(struct cnl_sq_store *q, const char *sql,
+                     const char *filter, const char *after, int limit,
+                     void (*read)(sqlite3_stmt *, void *), void *out,
+                     size_t size, int *ret_n);
+
+/*
+ * cnl_sq_run - run @sql, which returns no rows and binds ?1..?n from
+ * @texts (NULL ends) and then the @nints numbers of @ints: the texts come
+ * first, so a statement names its columns in that order.
+ */
+int cnl_sq_run(struct cnl_sq_store *q, const char *sql,
+               const char *const *texts, const int64_t *ints, int nints);
+
+/*
+ * cnl_sq_update_rows - cnl_sq_run() for a statement that changes rows
+ * named by its parameters: 0, -CNL_ENOTFOUND when no row changed, or an
+ * error.
+ */
+int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
+                       const char *const *texts, const int64_t *ints,
+                       int nints);
+
+/* ---- transactions (sqlite.c) ------------------------------------------- */
+
+/*
+ * Transactions nest: the outermost is BEGIN IMMEDIATE (cnl_sq_begin(): the
+ * write lock up front) or BEGIN (cnl_sq_begin_read(): a snapshot for
+ * reading), the inner ones savepoints, so a method's own transaction
+ * becomes part of a caller's cnl_store_tx_begin().  cnl_sq_commit() ends
+ * the innermost one (undoing it when the commit fails);
+ * cnl_sq_rollback() undoes it, keeping the first error's message.
+ */
+int cnl_sq_begin(struct cnl_sq_store *q);
+int cnl_sq_begin_read(struct cnl_sq_store *q);
+int cnl_sq_commit(struct cnl_sq_store *q);
+void cnl_sq_rollback(struct cnl_sq_store *q);
+
+/* ---- the ops table's methods, as struct cnl_store_ops documents -------- */
+
+/* sqlite_tenancy.c */
+int cnl_sq_project_create(struct cnl_store *s,
+                          const struct cnl_store_project *in);
+int cnl_sq_project_get(struct cnl_store *s, const char *id,
+                       struct cnl_store_project *ret);
+int cnl_sq_project_get_by_name(struct cnl_store *s, const char *name,
+                               struct cnl_store_project *ret);
+int cnl_sq_project_list(struct cnl_store *s, const char *after_id, int limit,
+                        struct cnl_store_project *out, int *ret_n);
+int cnl_sq_project_set_flags(struct cnl_store *s, const char *id,
+                             bool on_prem_only);
+int cnl_sq_project_delete(struct cnl_store *s, const char *id);
+int cnl_sq_user_create(struct cnl_store *s, const struct cnl_store_user *in);
+int cnl_sq_user_get(struct cnl_store *s, const char *id,
+                    struct cnl_store_user *ret);
+int cnl_sq_user_get_by_name(struct cnl_store *s, const char *name,
+                            struct cnl_store_user *ret);
+int cnl_sq_user_list(struct cnl_store *s, const char *after_id, int limit,
+                     struct cnl_store_user *out, int *ret_n);
+int cnl_sq_user_set_password(struct cnl_store *s, const char *id,
+                             const char *password_hash);
+int cnl_sq_membership_set(struct cnl_store *s,
+                          const struct cnl_store_membership *in);
+int cnl_sq_membership_get_role(struct cnl_store *s, const char *user_id,
+                               const char *project_id, char *ret_role,
+                               size_t len);
+int cnl_sq_membership_list(struct cnl_store *s, const char *user_id,
+                           const char *after_project_id, int limit,
+                           struct cnl_store_membership *out, int *ret_n);
+int cnl_sq_membership_list_project(struct cnl_store *s, const char *project_id,
+                                   const char *after_user_id, int limit,
+                                   struct cnl_store_membership *out,
+                                   int *ret_n);
+int cnl_sq_membership_delete(struct cnl_store *s, const char *user_id,
+                             const char *project_id);
+
+/* sqlite_work.c */
+int cnl_sq_job_create(struct cnl_store *s, const struct cnl_store_job *in,
+                      const char *idem_key, struct cnl_store_job *ret);
+int cnl_sq_job_get(struct cnl_store *s, const char *id,
+                   struct cnl_store_job *ret);
+int cnl_sq_job_list(struct cnl_store *s, const char *project_id,
+                    const char *after_id, int limit, struct cnl_store_job *out,
+                    int *ret_n);
+int cnl_sq_job_list_state(struct cnl_store *s, const char *state,
+                          const char *after_id, int limit,
+                          struct cnl_store_job *out, int *ret_n);
+int cnl_sq_job_update_state(struct cnl_store *s, const char *id,
+                            const char *state, int exit_code,
+                            int64_t updated_ms);
+int cnl_sq_job_update_run(struct cnl_store *s, const char *id,
+                          const char *state, int exit_code, int64_t updated_ms,
+                          const char *run);
+int cnl_sq_server_create(struct cnl_store *s, const struct cnl_store_server *in,
+                         const char *idem_key, struct cnl_store_server *ret);
+int cnl_sq_server_get(struct cnl_store *s, const char *id,
+                      struct cnl_store_server *ret);
+int cnl_sq_server_list(struct cnl_store *s, const char *project_id,
+                       const char *after_id, int limit,
+                       struct cnl_store_server *out, int *ret_n);
+int cnl_sq_server_update(struct cnl_store *s, const char *id, const char *state,
+                         const char *url, const char *run);
+int cnl_sq_server_delete(struct cnl_store *s, const char *id);
+
+/* sqlite_docs.c */
+int cnl_sq_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
+                   bool create);
+int cnl_sq_doc_get(struct cnl_store *s, const char *kind, const char *id,
+                   struct cnl_store_doc *ret);
+int cnl_sq_doc_get_by_name(struct cnl_store *s, const char *kind,
+                           const char *parent, const char *name,
+                           struct cnl_store_doc *ret);
+int cnl_sq_doc_list(struct cnl_store *s, const char *kind, const char *parent,
+                    const char *after_id, int limit, struct cnl_store_doc *out,
+                    int *ret_n);
+int cnl_sq_doc_delete(struct cnl_store *s, const char *kind, const char *id);
+
+/* sqlite_audit.c */
+int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
+                        struct cnl_store_audit *ret);
+int cnl_sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
+                      struct cnl_store_audit *out, int *ret_n);
+int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq);
+
+#endif /* CNL_STORE_SQLITE_INTERNAL_H */

@@ -1,0 +1,217 @@
+/*
+ * sqlite_audit.c - the SQLite backend's audit log: append-only and
+ * hash-chained (invariant 5 of store.h).
+ *
+ * A record's hash is SHA-256 over its predecessor's hash (64 hex digits)
+ * followed by the canonical text of the record:
+ *
+ *     cnlab-audit-v1\n seq=<seq>\n ts_ms=<ms>\n actor=<len>:<text>\n
+ *     action=<len>:<text>\n target=<len>:<text>\n result=<len>:<text>\n
+ *
+ * (without the spaces).  Length prefixes make the text unambiguous whatever
+ * the fields contain.  seq is an AUTOINCREMENT key, so SQLite never reuses
+ * one: if the tail of the log is cut, the next append leaves a gap that
+ * verify reports, although the cut itself is invisible until then.
+ *
+ * An append reads the last hash, inserts the record to learn its seq and
+ * writes its hash, all in one BEGIN IMMEDIATE transaction, so two appends
+ * can never link to the same predecessor.  Verify reads the whole chain in
+ * one read transaction, so it checks the log as of one instant.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "cnlab/errors.h"
+#include "store/sqlite-internal.h"
+
+#define ZERO_HASH \
+	"0000000000000000000000000000000000000000000000000000000000000000"
+
+#define AUDIT_COLS "seq, ts_ms, actor, action, target, result, prev_hash, hash"
+
+static void read_audit(sqlite3_stmt *st, void *out)
+{
+	struct cnl_store_audit *a = out;
+
+	memset(a, 0, sizeof(*a));
+	a->seq = sqlite3_column_int64(st, 0);
+	a->ts_ms = sqlite3_column_int64(st, 1);
+	cnl_sq_col_text(st, 2, a->actor, sizeof(a->actor));
+	cnl_sq_col_text(st, 3, a->action, sizeof(a->action));
+	cnl_sq_col_text(st, 4, a->target, sizeof(a->target));
+	cnl_sq_col_text(st, 5, a->result, sizeof(a->result));
+	cnl_sq_col_text(st, 6, a->prev_hash, sizeof(a->prev_hash));
+	cnl_sq_col_text(st, 7, a->hash, sizeof(a->hash));
+}
+
+/*
+ * The hash of @a (its seq, ts_ms and four texts) chained to @prev_hash,
+ * as 64 lowercase hex digits in @hex.  0, -ENOMEM or -EIO.
+ */
+static int audit_hash(const struct cnl_store_audit *a, const char *prev_hash,
+                      char hex[CNL_STORE_SHA256_HEX])
+{
+	/* 64 + 4 texts of < CNL_STORE_AUDIT_MAX + labels and numbers. */
+	char buf[64 + 4 * CNL_STORE_AUDIT_MAX + 256];
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int n;
+
+	n = snprintf(buf, sizeof(buf),
+	             "%.64s"
+	             "cnlab-audit-v1\nseq=%lld\nts_ms=%lld\n"
+	             "actor=%zu:%s\naction=%zu:%s\ntarget=%zu:%s\n"
+	             "result=%zu:%s\n",
+	             prev_hash, (long long)a->seq, (long long)a->ts_ms,
+	             strlen(a->actor), a->actor, strlen(a->action), a->action,
+	             strlen(a->target), a->target, strlen(a->result),
+	             a->result);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return -EIO;
+	if (EVP_Digest(buf, (size_t)n, md, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen != 32)
+		return -EIO;
+	for (unsigned int i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
+                        struct cnl_store_audit *ret)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	struct cnl_store_audit a = *in;
+	const char *t[] = {a.actor,  a.action,    a.target,
+	                   a.result, a.prev_hash, NULL};
+	const char *h[] = {a.hash, NULL};
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = cnl_sq_begin(q)) < 0)
+		return r;
+	/* The chain links to the record with the highest seq, if any. */
+	if ((r = cnl_sq_prep(q,
+	                     "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1",
+	                     &st)) < 0)
+		goto fail;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		cnl_sq_col_text(st, 0, a.prev_hash, sizeof(a.prev_hash));
+	} else if (rc == SQLITE_DONE) {
+		snprintf(a.prev_hash, sizeof(a.prev_hash), "%s", ZERO_HASH);
+	} else {
+		r = cnl_sq_err(q, rc);
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+
+	/* Insert to learn seq from AUTOINCREMENT, then fill in the hash. */
+	if ((r = cnl_sq_run(q,
+	                    "INSERT INTO audit (actor, action, target, result,"
+	                    " prev_hash, ts_ms, hash)"
+	                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, '')",
+	                    t, &a.ts_ms, 1)) < 0)
+		goto fail;
+	a.seq = sqlite3_last_insert_rowid(q->db);
+	if ((r = audit_hash(&a, a.prev_hash, a.hash)) < 0)
+		goto fail;
+	if ((r = cnl_sq_run(q, "UPDATE audit SET hash = ?1 WHERE seq = ?2", h,
+	                    &a.seq, 1)) < 0)
+		goto fail;
+	if ((r = cnl_sq_commit(q)) < 0)
+		return r;
+	if (ret)
+		*ret = a;
+	return 0;
+fail:
+	sqlite3_finalize(st);
+	cnl_sq_rollback(q);
+	return r;
+}
+
+int cnl_sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
+                      struct cnl_store_audit *out, int *ret_n)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = cnl_sq_prep(q,
+	                     "SELECT " AUDIT_COLS " FROM audit WHERE seq > ?1"
+	                     " ORDER BY seq LIMIT ?2",
+	                     &st)) < 0)
+		return r;
+	if ((r = cnl_sq_bind_int(q, st, 1, after_seq)) < 0 ||
+	    (r = cnl_sq_bind_int(q, st, 2, limit)) < 0)
+		goto out;
+	r = cnl_sq_read_rows(q, st, limit, read_audit, out, sizeof(*out),
+	                     ret_n);
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* A text column that cnl_sq_col_text() would have to truncate cannot be
+ * genuine. */
+static bool audit_row_fits(sqlite3_stmt *st)
+{
+	for (int i = 2; i <= 5; i++)
+		if (sqlite3_column_bytes(st, i) >= CNL_STORE_AUDIT_MAX)
+			return false;
+	return sqlite3_column_bytes(st, 6) == 64 &&
+	       sqlite3_column_bytes(st, 7) == 64;
+}
+
+int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	struct cnl_store_audit a;
+	char prev[CNL_STORE_SHA256_HEX] = ZERO_HASH;
+	char hex[CNL_STORE_SHA256_HEX];
+	sqlite3_stmt *st = NULL;
+	int64_t want = 1, bad = 0;
+	int r, rc;
+
+	/* One read transaction, so the chain is checked as of one instant. */
+	if ((r = cnl_sq_begin_read(q)) < 0)
+		return r;
+	if ((r = cnl_sq_prep(q, "SELECT " AUDIT_COLS " FROM audit ORDER BY seq",
+	                     &st)) < 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		read_audit(st, &a);
+		if (a.seq != want) {
+			bad = want; /* the first missing seq */
+			break;
+		}
+		if (!audit_row_fits(st) || strcmp(a.prev_hash, prev) != 0) {
+			bad = a.seq;
+			break;
+		}
+		if ((r = audit_hash(&a, prev, hex)) < 0)
+			goto out;
+		if (strcmp(hex, a.hash) != 0) {
+			bad = a.seq;
+			break;
+		}
+		memcpy(prev, a.hash, sizeof(prev));
+		want++;
+	}
+	if (!bad && rc != SQLITE_DONE) {
+		r = cnl_sq_err(q, rc);
+		goto out;
+	}
+	if (bad) {
+		if (ret_bad_seq)
+			*ret_bad_seq = bad;
+		r = -CNL_ECORRUPT;
+	}
+out:
+	sqlite3_finalize(st);
+	cnl_sq_rollback(q);
+	return r;
+}
