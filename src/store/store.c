@@ -22,6 +22,7 @@
 #include "common/id.h"
 #include "common/util.h"
 #include "store/store.h"
+#include "wire/state.h"
 
 #define CHECK(expr)                      \
 	do {                             \
@@ -30,12 +31,6 @@
 			return check_r_; \
 	} while (0)
 
-static const char *const job_states[] = {
-    "pending", "running", "succeeded", "failed", "cancelled", "preempted",
-};
-static const char *const server_states[] = {
-    "pending", "starting", "running", "stopping", "stopped", "failed",
-};
 static const char *const roles[] = {
     "admin",  "project-admin", "member",
     "viewer", "agent", /* node agents; granted in the system project only */
@@ -84,11 +79,12 @@ static int check_enum(const char *f, size_t size, const char *const *set,
 	return -CNL_EFIELD;
 }
 
-/* A state given as an argument: a known one of @set. */
-static int check_state_arg(const char *state, const char *const *set, size_t n)
+/* A state of @kind as the store keeps it: the state machine's names
+ * (wire/state.h, cnl_wl_store_state()), nothing else. */
+static int check_state(const char *state, enum cnl_wl_kind kind)
 {
 	CHECK(check_arg(state, CNL_STORE_STATE_MAX));
-	return check_enum(state, CNL_STORE_STATE_MAX, set, n);
+	return cnl_wl_store_state_valid(kind, state) ? 0 : -CNL_EFIELD;
 }
 
 static int check_nonneg(int64_t v)
@@ -271,8 +267,8 @@ int cnl_store_job_create(struct cnl_store *s, const struct cnl_store_job *in,
 	CHECK(check_nonneg(in->runtime_ms));
 	CHECK(check_nonneg(in->created_ms));
 	CHECK(check_nonneg(in->updated_ms));
-	CHECK(check_enum(in->state, sizeof(in->state), job_states,
-	                 CNL_ARRAY_SIZE(job_states)));
+	CHECK(check_field(in->state, sizeof(in->state), true));
+	CHECK(check_state(in->state, CNL_WL_JOB));
 	CHECK(check_idem(idem_key));
 	return s->ops->job_create(s, in, idem_or_null(idem_key), ret);
 }
@@ -299,7 +295,7 @@ int cnl_store_job_update_state(struct cnl_store *s, const char *id,
                                int64_t updated_ms)
 {
 	CHECK(check_target(s, id));
-	CHECK(check_state_arg(state, job_states, CNL_ARRAY_SIZE(job_states)));
+	CHECK(check_state(state, CNL_WL_JOB));
 	CHECK(check_nonneg(updated_ms));
 	return s->ops->job_update_state(s, id, state, exit_code, updated_ms);
 }
@@ -320,8 +316,8 @@ int cnl_store_server_create(struct cnl_store *s,
 	CHECK(check_nonneg(in->storage_gb));
 	CHECK(check_nonneg(in->idle_timeout_s));
 	CHECK(check_nonneg(in->created_ms));
-	CHECK(check_enum(in->state, sizeof(in->state), server_states,
-	                 CNL_ARRAY_SIZE(server_states)));
+	CHECK(check_field(in->state, sizeof(in->state), true));
+	CHECK(check_state(in->state, CNL_WL_SERVER));
 	CHECK(check_idem(idem_key));
 	return s->ops->server_create(s, in, idem_or_null(idem_key), ret);
 }
@@ -420,7 +416,7 @@ int cnl_store_job_list_state(struct cnl_store *s, const char *state,
                              struct cnl_store_job *out, int *ret_n)
 {
 	CHECK(check_page(s, limit, out, ret_n));
-	CHECK(check_state_arg(state, job_states, CNL_ARRAY_SIZE(job_states)));
+	CHECK(check_state(state, CNL_WL_JOB));
 	CHECK(check_opt_arg(after_id, CNL_ID_MAX));
 	return s->ops->job_list_state(s, state, after_id, limit, out, ret_n);
 }
@@ -430,7 +426,7 @@ int cnl_store_job_update_run(struct cnl_store *s, const char *id,
                              int64_t updated_ms, const char *run)
 {
 	CHECK(check_target(s, id));
-	CHECK(check_state_arg(state, job_states, CNL_ARRAY_SIZE(job_states)));
+	CHECK(check_state(state, CNL_WL_JOB));
 	CHECK(check_nonneg(updated_ms));
 	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
 	return s->ops->job_update_run(s, id, state, exit_code, updated_ms, run);
@@ -442,8 +438,7 @@ int cnl_store_server_update(struct cnl_store *s, const char *id,
 	if (!s || !url)
 		return -EINVAL;
 	CHECK(check_arg(id, CNL_ID_MAX));
-	CHECK(check_state_arg(state, server_states,
-	                      CNL_ARRAY_SIZE(server_states)));
+	CHECK(check_state(state, CNL_WL_SERVER));
 	CHECK(check_len(url, CNL_STORE_URL_MAX));
 	CHECK(check_arg(run, CNL_STORE_RUN_MAX));
 	return s->ops->server_update(s, id, state, url, run);

@@ -97,9 +97,10 @@ struct cnl_store_membership {
 };
 
 /*
- * state: "pending", "running", "succeeded", "failed", "cancelled" or
- * "preempted".  The store checks the value, not the transition: the job
- * state machine belongs to the scheduler.
+ * state: "pending", "running", "succeeded", "failed" or "cancelled", the
+ * user-facing names of the workload state machine (wire/state.h).  The
+ * store checks the value, not the transition: the machine belongs to the
+ * controller.
  */
 struct cnl_store_job {
 	char id[CNL_ID_MAX];
@@ -121,8 +122,8 @@ struct cnl_store_job {
 };
 
 /*
- * state: "pending", "starting", "running", "stopping", "stopped" or
- * "failed".  name is unique within a project.
+
+
  */
 struct cnl_store_server {
 	char id[CNL_ID_MAX];
