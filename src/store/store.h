@@ -122,8 +122,9 @@ struct cnl_store_job {
 };
 
 /*
-
-
+ * state: "pending", "starting", "running", "stopping", "stopped" or
+ * "failed" (wire/state.h's names for servers).  name is unique within a
+ * project.
  */
 struct cnl_store_server {
 	char id[CNL_ID_MAX];
