@@ -365,3 +365,9 @@ void cnl_cli_slice_label(const char *shape, char *buf, size_t len)
 	else
 		snprintf(buf, len, "1×%s%s", type, rest);
 }
+
+int cnl_cli_cmd_version(struct cnl_cli *cli)
+{
+	printf("cnlab %s\n", CNL_CLI_VERSION);
+	return 0;
+}

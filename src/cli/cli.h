@@ -48,6 +48,11 @@ struct cnl_cli {
 	bool logging_in;               /* 401 means bad credentials */
 	struct cnl_cli_client *client; /* made on first use */
 	const struct cnl_cli_command *cmd;
+	/* The whole command table (commands.c), for help and completion:
+	 * handlers reach it only through here. */
+	const struct cnl_cli_command *commands;
+	size_t ncommands;
+	const struct cnl_cli_flag *global_flags;
 	const struct cnl_cli_flag *flags; /* global + command flags */
 	size_t nflags;
 	struct cnl_cli_args args;
@@ -149,6 +154,9 @@ void cnl_cli_slice_label(const char *shape, char *buf, size_t len);
 
 /* Write the settings file; 0 or an exit code after a message. */
 int cnl_cli_save_config(struct cnl_cli *cli);
+
+/* The version of cnlab, printed by cnlab version. */
+#define CNL_CLI_VERSION "0.1.0"
 
 /* The command handlers (cmd/<group>.c), listed in commands.c. */
 int cnl_cli_cmd_login(struct cnl_cli *cli);

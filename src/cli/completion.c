@@ -22,14 +22,20 @@
 #include "cli/cli.h"
 #include "common/util.h"
 
+/* The command table this run generates from (cli->commands: the
+ * completion is a command like the others and calls nothing above it). */
+static const struct cnl_cli_command *table;
+static size_t ntable;
+static const struct cnl_cli_flag *global_flags;
+
 /* The words that extend @path into @buf; whether there are any. */
 static bool children(const char *path, char *buf, size_t len)
 {
 	size_t pl = strlen(path), used = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < cnl_cli_ncommands; i++) {
-		const struct cnl_cli_command *c = &cnl_cli_commands[i];
+	for (size_t i = 0; i < ntable; i++) {
+		const struct cnl_cli_command *c = &table[i];
 		const char *rest;
 		size_t wl;
 		char word[64], probe[80], padded[1100];
@@ -64,10 +70,10 @@ static void groups(void (*fn)(const char *path, void *ud), void *ud)
 	char seen[2048] = "|";
 
 	fn("", ud);
-	for (size_t i = 0; i < cnl_cli_ncommands; i++) {
-		const char *p = cnl_cli_commands[i].path;
+	for (size_t i = 0; i < ntable; i++) {
+		const char *p = table[i].path;
 
-		if (cnl_cli_commands[i].hidden)
+		if (table[i].hidden)
 			continue;
 		for (const char *sp = strchr(p, ' '); sp;
 		     sp = strchr(sp + 1, ' ')) {
@@ -104,14 +110,13 @@ static void emit_helpers(FILE *f)
 	fputs("_cnlab_children() {\n\tcase \"$1\" in\n", f);
 	groups(emit_children_case, f);
 	fputs("\tesac\n}\n\n_cnlab_is_cmd() {\n\tcase \"$1\" in\n", f);
-	for (size_t i = 0; i < cnl_cli_ncommands; i++)
-		if (!cnl_cli_commands[i].hidden)
-			fprintf(f, "\t\"%s\") return 0 ;;\n",
-			        cnl_cli_commands[i].path);
+	for (size_t i = 0; i < ntable; i++)
+		if (!table[i].hidden)
+			fprintf(f, "\t\"%s\") return 0 ;;\n", table[i].path);
 	fputs("\tesac\n\treturn 1\n}\n\n_cnlab_flags() {\n\tcase \"$1\" in\n",
 	      f);
-	for (size_t i = 0; i < cnl_cli_ncommands; i++) {
-		const struct cnl_cli_command *c = &cnl_cli_commands[i];
+	for (size_t i = 0; i < ntable; i++) {
+		const struct cnl_cli_command *c = &table[i];
 
 		if (c->hidden || !c->flags)
 			continue;
@@ -120,20 +125,18 @@ static void emit_helpers(FILE *f)
 		fputs("\" ;;\n", f);
 	}
 	fputs("\tesac\n\techo \"", f);
-	emit_flags(f, cnl_cli_global_flags);
+	emit_flags(f, global_flags);
 	fputs("\"\n}\n\n", f);
 	/* Flags that take a value: their value is not a command word. */
 	fputs("_cnlab_value_flags=\" -o", f);
-	for (size_t k = 0; cnl_cli_global_flags[k].name; k++)
-		if (cnl_cli_global_flags[k].metavar)
-			fprintf(f, " --%s", cnl_cli_global_flags[k].name);
-	for (size_t i = 0; i < cnl_cli_ncommands; i++)
-		for (size_t k = 0; cnl_cli_commands[i].flags &&
-		                   cnl_cli_commands[i].flags[k].name;
+	for (size_t k = 0; global_flags[k].name; k++)
+		if (global_flags[k].metavar)
+			fprintf(f, " --%s", global_flags[k].name);
+	for (size_t i = 0; i < ntable; i++)
+		for (size_t k = 0; table[i].flags && table[i].flags[k].name;
 		     k++)
-			if (cnl_cli_commands[i].flags[k].metavar)
-				fprintf(f, " --%s",
-				        cnl_cli_commands[i].flags[k].name);
+			if (table[i].flags[k].metavar)
+				fprintf(f, " --%s", table[i].flags[k].name);
 	fputs(" \"\n\n", f);
 }
 
@@ -252,8 +255,8 @@ static void emit_fish(FILE *f)
 	      f);
 	children("", buf, sizeof(buf));
 	fprintf(f, "complete -c cnlab -n __fish_use_subcommand -a '%s'\n", buf);
-	for (size_t i = 0; i < cnl_cli_ncommands; i++) {
-		const struct cnl_cli_command *c = &cnl_cli_commands[i];
+	for (size_t i = 0; i < ntable; i++) {
+		const struct cnl_cli_command *c = &table[i];
 		const char *sp = strchr(c->path, ' ');
 		char group[64], cond[160];
 
@@ -319,6 +322,9 @@ static void emit_fish(FILE *f)
 
 int cnl_cli_cmd_completion(struct cnl_cli *cli)
 {
+	table = cli->commands;
+	ntable = cli->ncommands;
+	global_flags = cli->global_flags;
 	const char *shell = cli->args.pos[0];
 
 	if (strcmp(shell, "bash") == 0) {

@@ -38,13 +38,6 @@
 #include "common/util.h"
 
 #define DEFAULT_SERVER "http://127.0.0.1:8080"
-#define VERSION        "0.1.0"
-
-int cnl_cli_cmd_version(struct cnl_cli *cli)
-{
-	printf("cnlab %s\n", VERSION);
-	return 0;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Help and dispatch                                                         */
@@ -267,7 +260,9 @@ static int quick_start(struct cnl_cli *cli)
 
 int main(int argc, char **argv)
 {
-	struct cnl_cli cli = {0};
+	struct cnl_cli cli = {.commands = cnl_cli_commands,
+	                      .ncommands = cnl_cli_ncommands,
+	                      .global_flags = cnl_cli_global_flags};
 	struct cnl_cli_flag flags[CNL_CLI_FLAGS_MAX];
 	char path[128] = "", err[512];
 	char *rest[256];

@@ -22,6 +22,10 @@
 #include "server/metrics.h"
 #include "server/oidc.h"
 
+/* The largest file a job takes in or gives out (inputs, artifacts,
+ * checkpoints), decoded: the request body limit is 1 MiB of base64. */
+#define CNL_API_FILE_MAX (512 * 1024)
+
 /* Per-route request counters for /metrics. */
 struct route_stats {
 	uint64_t by_class[5]; /* 1xx..5xx */
@@ -123,54 +127,6 @@ void cnl_api_doc_page(struct call *c, struct cnl_http_request *req,
 int cnl_api_get_idem_key(struct cnl_http_request *req,
                          struct cnl_http_response *resp, const char **ret);
 
-/* Handlers in api_work.c. */
-#define CNL_API_HANDLERS(X)      \
-	X(h_jobs_create)         \
-	X(h_jobs_list)           \
-	X(h_job_get)             \
-	X(h_job_cancel)          \
-	X(h_job_logs)            \
-	X(h_job_artifacts)       \
-	X(h_job_artifact_get)    \
-	X(h_node_artifacts)      \
-	X(h_node_checkpoint_put) \
-	X(h_node_checkpoint_get) \
-	X(h_node_inputs_get)     \
-	X(h_servers_create)      \
-	X(h_servers_list)        \
-	X(h_server_get)          \
-	X(h_server_stop)         \
-	X(h_server_start)        \
-	X(h_server_delete)       \
-	X(h_profiles_list)       \
-	X(h_profiles_put)        \
-	X(h_profile_delete)      \
-	X(h_quota_show)          \
-	X(h_project_quota_set)   \
-	X(h_user_quota_set)      \
-	X(h_project_usage)       \
-	X(h_nodes_list)          \
-	X(h_nodes_register)      \
-	X(h_node_update)         \
-	X(h_node_heartbeat)      \
-	X(h_node_assignments)    \
-	X(h_node_reports)        \
-	X(h_node_logs)           \
-	X(h_audit_list)          \
-	X(h_audit_verify)        \
-	X(h_burst_get)           \
-	X(h_burst_put)           \
-	X(h_cloud_list)          \
-	X(h_cloud_add)           \
-	X(h_cloud_delete)        \
-	X(h_metrics)
-
-#define CNL_API_DECLARE(name)                                         \
-	void cnl_api_##name(void *call, struct cnl_http_request *req, \
-	                    struct cnl_http_response *resp);
-CNL_API_HANDLERS(CNL_API_DECLARE)
-#undef CNL_API_DECLARE
-
 /* Reply 200 with a new session token for @u, as a login does. */
 void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
                            struct cnl_http_response *resp);
@@ -186,23 +142,177 @@ int cnl_api_invite_issue(struct cnl_store *s, const char *user_id,
 /* {"token", "expires_at"} of an invitation. */
 json_t *cnl_api_invite_json(const char *token, int64_t expires_ms);
 
-/* Handlers in api_admin.c. */
+/* Default profiles created at bootstrap (api_work.c). */
+int cnl_api_seed_profiles(struct cnl_store *s, int64_t now_ms);
+
+/* api_util.c */
+/* Rank of a project role: viewer 1, member 2, project-admin (and admin)
+ * 3, anything else 0. */
+int cnl_api_role_rank(const char *role);
+void cnl_api_bad(struct cnl_http_response *resp, const char *err);
+int cnl_api_doc_json(struct cnl_store *s, const char *kind, const char *id,
+                     json_t **ret);
+int cnl_api_doc_save(struct call *c, const char *kind, const char *id,
+                     const char *parent, const char *name, json_t *o,
+                     bool create);
+int cnl_api_created_here(struct call *c, struct cnl_http_response *resp, int r,
+                         const char *id, const char *project);
+uint8_t *cnl_api_b64_decode(const char *in, size_t *ret_n);
+
+/* api_auth.c */
+void cnl_api_h_login(void *call, struct cnl_http_request *req,
+                     struct cnl_http_response *resp);
+void cnl_api_h_whoami(void *call, struct cnl_http_request *req,
+                      struct cnl_http_response *resp);
+void cnl_api_h_tokens_create(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_tokens_list(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_token_revoke(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+
+/* api_users.c */
+void cnl_api_h_users_create(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_users_list(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+int cnl_api_path_user(struct call *c, struct cnl_http_request *req,
+                      struct cnl_http_response *resp,
+                      struct cnl_store_user *ret);
 void cnl_api_h_user_get(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp);
 void cnl_api_h_user_invite(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
-void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
+
+/* api_projects.c */
+void cnl_api_h_projects_list(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_projects_create(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp);
+void cnl_api_h_members_set(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
+void cnl_api_h_project_get(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_project_patch(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_members_list(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
 void cnl_api_h_project_delete(void *call, struct cnl_http_request *req,
                               struct cnl_http_response *resp);
 void cnl_api_h_member_remove(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp);
+
+/* api_quota.c */
+int cnl_api_quota_admit(struct call *c, bool servers,
+                        struct cnl_http_response *resp);
+void cnl_api_h_quota_show(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_project_quota_set(void *call, struct cnl_http_request *req,
+                                 struct cnl_http_response *resp);
+void cnl_api_h_user_quota_set(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+void cnl_api_h_project_usage(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_quota_metrics(struct call *c, struct cnl_metrics_buf *b);
+
+/* api_profiles.c */
+int cnl_api_profile_shape(struct call *c, const char *name, char *shape,
+                          size_t len, json_t **ret_doc);
+void cnl_api_h_profiles_list(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_profiles_put(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_profile_delete(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+
+/* api_jobs.c */
+int cnl_api_job_gang(const struct cnl_store_job *j, char *ret_id, int *ret_rank,
+                     int *ret_size);
+void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_jobs_list(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_job_get(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp);
+void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp);
+void cnl_api_h_job_artifacts(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_job_artifact_get(void *call, struct cnl_http_request *req,
+                                struct cnl_http_response *resp);
+
+/* api_servers.c */
+void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+void cnl_api_h_servers_list(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_server_get(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_server_stop(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_server_delete(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_server_start(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+
+/* api_nodes.c */
+void cnl_api_h_nodes_list(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_nodes_register(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+void cnl_api_h_node_update(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_node_heartbeat(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+void cnl_api_h_node_assignments(void *call, struct cnl_http_request *req,
+                                struct cnl_http_response *resp);
+void cnl_api_h_node_reports(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_node_artifacts(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
+                                   struct cnl_http_response *resp);
+void cnl_api_h_node_checkpoint_get(void *call, struct cnl_http_request *req,
+                                   struct cnl_http_response *resp);
+void cnl_api_h_node_inputs_get(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp);
 void cnl_api_h_node_get(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp);
 void cnl_api_h_join_token(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
 
-/* Default profiles created at bootstrap (api_work.c). */
-int cnl_api_seed_profiles(struct cnl_store *s, int64_t now_ms);
+/* api_audit.c */
+void cnl_api_h_audit_list(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_audit_verify(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+
+/* api_cloud.c */
+void cnl_api_h_burst_get(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_burst_put(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_cloud_list(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_cloud_delete(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+
+/* api_ops.c */
+void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp);
+void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp);
+
+/* api.c */
+void cnl_api_audit(struct call *c, struct cnl_http_request *req,
+                   const struct cnl_http_response *resp);
 
 #endif /* CNL_SERVER_API_INTERNAL_H */

@@ -35,125 +35,7 @@
 #include "server/metrics.h"
 #include "server/shape.h"
 
-const char *const ctl_nstate_names[] = {"up", "cordoned", "draining", "lost"};
-
 /* ------------------------------------------------------------------------ */
-
-enum cnl_wl_kind ctl_kind(const struct wl *w)
-{
-	return w->server ? CNL_WL_SERVER : CNL_WL_JOB;
-}
-
-int ctl_step(struct wl *w, enum cnl_wl_event event)
-{
-	enum cnl_wl_state next;
-	char why[160];
-	int r = cnl_wl_next(ctl_kind(w), w->state, event, &next);
-
-	if (r < 0) {
-		cnl_wl_explain(ctl_kind(w), w->state, event, why, sizeof(why));
-		cnl_log(CNL_LOG_ERROR, "illegal state transition refused",
-		        "id=%s why=\"%s\"", w->id, why);
-		return r;
-	}
-	w->state = next;
-	return 0;
-}
-
-const char *ctl_store_state(const struct wl *w)
-{
-	return cnl_wl_store_state(ctl_kind(w), w->state);
-}
-
-int64_t ctl_now_ms(void)
-{
-	return cnl_time_now_ms();
-}
-
-json_t *ctl_time_or_null(int64_t ms)
-{
-	char buf[CNL_TIME_RFC3339_MAX];
-
-	if (ms <= 0 || cnl_time_format_rfc3339(ms, buf, sizeof(buf)) < 0)
-		return json_null();
-	return json_string(buf);
-}
-
-uint32_t ctl_team_of(struct cnl_ctl *ctl, const char *project_id)
-{
-	for (size_t i = 0; i < ctl->n_teams; i++)
-		if (strcmp(ctl->teams[i], project_id) == 0)
-			return (uint32_t)i;
-	ctl->teams =
-	    cnl_xrealloc(ctl->teams, (ctl->n_teams + 1) * sizeof(*ctl->teams));
-	snprintf(ctl->teams[ctl->n_teams], CNL_ID_MAX, "%s", project_id);
-	return (uint32_t)ctl->n_teams++;
-}
-
-struct usage *ctl_usage_of(struct cnl_ctl *ctl, const char *owner)
-{
-	for (size_t i = 0; i < ctl->n_usage; i++)
-		if (strcmp(ctl->usage[i].owner, owner) == 0)
-			return &ctl->usage[i];
-	if (ctl->n_usage == ctl->cap_usage) {
-		ctl->cap_usage = ctl->cap_usage ? 2 * ctl->cap_usage : 16;
-		ctl->usage = cnl_xrealloc(ctl->usage,
-		                          ctl->cap_usage * sizeof(*ctl->usage));
-	}
-	struct usage *u = &ctl->usage[ctl->n_usage++];
-	memset(u, 0, sizeof(*u));
-	snprintf(u->owner, sizeof(u->owner), "%s", owner);
-	return u;
-}
-
-struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id)
-{
-	for (size_t i = 0; i < ctl->n_wl; i++)
-		if (strcmp(ctl->wl[i].id, id) == 0)
-			return &ctl->wl[i];
-	return NULL;
-}
-
-int ctl_node_find(struct cnl_ctl *ctl, const char *id)
-{
-	for (size_t i = 0; i < ctl->n_nodes; i++)
-		if (strcmp(ctl->nodes[i].id, id) == 0)
-			return (int)i;
-	return -1;
-}
-
-/* A node by id, else by name (what administrators type). */
-int ctl_node_find_any(struct cnl_ctl *ctl, const char *key)
-{
-	int i = ctl_node_find(ctl, key);
-
-	for (size_t k = 0; i < 0 && k < ctl->n_nodes; k++)
-		if (strcmp(ctl->nodes[k].name, key) == 0)
-			i = (int)k;
-	return i;
-}
-
-void ctl_node_changed(struct cnl_ctl *ctl, int node)
-{
-	if (node >= 0 && (size_t)node < ctl->n_nodes) {
-		ctl->nodes[node].version++;
-		pthread_cond_broadcast(&ctl->changed);
-	}
-}
-
-void ctl_wl_remove(struct cnl_ctl *ctl, struct wl *w)
-{
-	size_t i = (size_t)(w - ctl->wl);
-
-	ctl->wl[i] = ctl->wl[--ctl->n_wl];
-}
-
-/* Parse @shape into @req for the scheduler; 0 or -CNL_EFIELD. */
-int ctl_make_req(struct cnl_ctl *ctl, const char *shape,
-                 struct cnl_alloc_req *req, char *buf, char *err, size_t errlen)
-{
-	return cnl_shape_parse(ctl->cfg.cat, shape, req, buf, err, errlen);
-}
 
 /* ---- loading ------------------------------------------------------------- */
 
@@ -333,37 +215,6 @@ int cnl_ctl_shape_check(struct cnl_ctl *ctl, const char *shape, char *err,
 	return 0;
 }
 
-/* The scheduler's jobs array from the active workloads; @map[i] is the
- * workload of jobs[i]. */
-size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
-                      size_t **ret_map)
-{
-	struct cnl_job *jobs = cnl_xcalloc(ctl->n_wl + 1, sizeof(*jobs));
-	size_t *map = cnl_xcalloc(ctl->n_wl + 1, sizeof(*map)), n = 0;
-
-	for (size_t i = 0; i < ctl->n_wl; i++) {
-		struct wl *w = &ctl->wl[i];
-
-		if (w->state != CNL_WL_PENDING && !w->alloc_id)
-			continue; /* stopping, resources already released */
-		jobs[n] = w->j;
-		if (w->state == CNL_WL_PENDING) {
-			jobs[n].state = CNL_JOB_PENDING;
-		} else {
-			jobs[n].state = CNL_JOB_RUNNING;
-			jobs[n].alloc_id = w->alloc_id;
-			jobs[n].start_ms = w->started_ms;
-			if (w->state == CNL_WL_STOPPING ||
-			    w->state == CNL_WL_REQUEUING)
-				jobs[n].preemptible = false;
-		}
-		map[n++] = i;
-	}
-	*ret = jobs;
-	*ret_map = map;
-	return n;
-}
-
 /*
  * How many running workloads (on node @node, or anywhere for -1) the
  * scheduler assumes to run its default run time because they gave none:
@@ -513,14 +364,6 @@ void cnl_ctl_server_deleted(struct cnl_ctl *ctl,
 	ctl_usage_of(ctl, v->user_id)->storage_gb -= v->storage_gb;
 }
 
-void ctl_server_gone(struct cnl_ctl *ctl, const struct wl *w)
-{
-	if (!w->server)
-		return;
-	ctl_usage_of(ctl, w->project_id)->servers--;
-	ctl_usage_of(ctl, w->user_id)->servers--;
-}
-
 int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now)
 {
 	struct wl *w = ctl_wl_find(ctl, id);
@@ -554,15 +397,6 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now)
 	*w = next;
 	ctl_node_changed(ctl, w->node);
 	return 0;
-}
-
-/* Remember that a start took @ms from assignment to running. */
-void ctl_note_start(struct cnl_ctl *ctl, bool server, int64_t ms)
-{
-	unsigned *n = &ctl->n_starts[server];
-
-	ctl->start_ms[server][*n % START_HISTORY] = ms;
-	(*n)++;
 }
 
 static int cmp_i64(const void *a, const void *b)

@@ -543,9 +543,3 @@ void cnl_ctl_stop(struct cnl_ctl *ctl)
 	pthread_join(ctl->thread, NULL);
 	ctl->running = false;
 }
-
-void cnl_ctl_kick(struct cnl_ctl *ctl)
-{
-	ctl->dirty = true;
-	pthread_cond_signal(&ctl->wake);
-}

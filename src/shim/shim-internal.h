@@ -40,7 +40,6 @@ struct cnl_hook_info {
 	int version;
 	int ptds;
 	enum cnl_hook_lib lib;
-	void *wrapper;
 };
 
 extern const struct cnl_hook_info cnl_hooks[CNL_HOOK_COUNT];
@@ -52,6 +51,10 @@ extern void *_Atomic cnl_real[CNL_HOOK_COUNT];
 	CNL_EXPORT ret name params;
 #include "shim/hooks.def"
 #undef CNL_HOOK
+
+/* libc's own dlsym (the shim's interposes it). */
+typedef void *(*dlsym_fn)(void *, const char *);
+dlsym_fn cnl_real_dlsym(void);
 
 /* The real function of hook id (resolved on first use), or NULL. */
 void *cnl_real_get(int id);

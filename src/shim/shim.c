@@ -1,9 +1,11 @@
 /*
- * shim.c - the core of libcnlab-cuda.so: the generated hook table, lazy
- * resolution of the real driver and NVML entry points, attachment to the
- * slice's region, and the two lookup doors through which a program can
- * reach the driver without going through the dynamic linker's symbol
- * binding: dlsym and cuGetProcAddress(_v2).
+ * shim.c - the core of libcnlab-cuda.so, which every hook file stands on:
+ * the generated table of hooked names, lazy resolution of the real driver
+ * and NVML entry points, attachment to the slice's region, logging.  The
+ * two lookup doors through which a program can reach the driver without
+ * the dynamic linker's symbol binding, dlsym and cuGetProcAddress(_v2),
+ * are in interpose.c, the top layer, the only one that knows every hook's
+ * wrapper (mem.c, throttle.c, nvml.c).
  *
  * Resolution is per hook and lazy (one atomic load on the hot path), so no
  * wrapper ever waits for a global initialisation: a driver or runtime that
@@ -25,6 +27,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +38,7 @@
 
 const struct cnl_hook_info cnl_hooks[CNL_HOOK_COUNT] = {
 #define CNL_HOOK(lib, ret, name, base, ver, ptds, params, args) \
-	[CNL_HOOK_##                                            \
-	    name] = {#name, #base, ver, ptds, CNL_LIB_##lib, (void *)name},
+	[CNL_HOOK_##name] = {#name, #base, ver, ptds, CNL_LIB_##lib},
 #include "shim/hooks.def"
 #undef CNL_HOOK
 };
@@ -47,7 +49,6 @@ struct cnl_shim cnl_shim = {.slot = -1, .h = {.fd = -1}};
 /* Marks a hook whose real function was looked for and does not exist. */
 #define ABSENT ((void *)1)
 
-typedef void *(*dlsym_fn)(void *, const char *);
 static dlsym_fn _Atomic real_dlsym_p;
 static void *_Atomic lib_handle[2];
 static _Atomic int logged[CNL_LOG_COUNT];
@@ -79,7 +80,7 @@ void cnl_log_once(int key, const char *fmt, ...)
 }
 
 /* libc's dlsym: the GLIBC_2.34 version, or the older one. */
-static dlsym_fn real_dlsym(void)
+dlsym_fn cnl_real_dlsym(void)
 {
 	dlsym_fn d = atomic_load_explicit(&real_dlsym_p, memory_order_acquire);
 
@@ -108,10 +109,19 @@ static void *open_lib(enum cnl_hook_lib lib)
 	return h;
 }
 
+/* Whether @p is in this library (our own wrapper, never the real one). */
+static bool ours(void *p)
+{
+	Dl_info self, it;
+
+	return dladdr((void *)ours, &self) && dladdr(p, &it) &&
+	       self.dli_fbase == it.dli_fbase;
+}
+
 /* Resolve one hook: next definition after us, else the library's own. */
 static void *resolve(int id)
 {
-	dlsym_fn d = real_dlsym();
+	dlsym_fn d = cnl_real_dlsym();
 	void *p = NULL, *h;
 
 	if (d) {
@@ -119,7 +129,7 @@ static void *resolve(int id)
 		if (!p && (h = open_lib(cnl_hooks[id].lib)))
 			p = d(h, cnl_hooks[id].name);
 	}
-	if (!p || p == cnl_hooks[id].wrapper)
+	if (!p || ours(p))
 		p = ABSENT;
 	atomic_store_explicit(&cnl_real[id], p, memory_order_release);
 	return p;
@@ -143,7 +153,7 @@ void *cnl_real_get(int id)
 /* Any driver or NVML function, hooked or not, straight from the library. */
 void *cnl_real_sym(enum cnl_hook_lib lib, const char *name)
 {
-	dlsym_fn d = real_dlsym();
+	dlsym_fn d = cnl_real_dlsym();
 	void *h = open_lib(lib);
 
 	return d && h ? d(h, name) : NULL;
@@ -244,148 +254,4 @@ void cnl_shim_init(void)
 			attach_locked();
 		pthread_mutex_unlock(&attach_lock);
 	}
-}
-
-/* dlsym ------------------------------------------------------------------ */
-
-#define NEXT_MAX 256
-
-struct next_search {
-	void *caller_base;
-	int seen_caller;
-	int n;
-	const char *names[NEXT_MAX];
-};
-
-/* Collect the objects loaded after the caller's (no dlopen in here: the
- * loader's list lock is held). */
-static int next_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct next_search *s = data;
-
-	if (!s->seen_caller) {
-		if ((void *)info->dlpi_addr == s->caller_base)
-			s->seen_caller = 1;
-		return 0;
-	}
-	if (s->n < NEXT_MAX)
-		s->names[s->n++] = info->dlpi_name;
-	return 0;
-}
-
-/*
- * RTLD_NEXT is relative to the caller, which libc would take to be us:
- * search the objects loaded after the caller's, in load order.
- */
-static void *dlsym_next(const char *symbol, void *caller)
-{
-	struct next_search s = {0};
-	struct link_map *lm = NULL;
-	dlsym_fn d = real_dlsym();
-	Dl_info info;
-	void *found = NULL;
-
-	if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
-		return NULL;
-	s.caller_base = (void *)lm->l_addr;
-	dl_iterate_phdr(next_cb, &s);
-	for (int i = 0; i < s.n && !found; i++) {
-		void *h = dlopen(s.names[i][0] ? s.names[i] : NULL,
-		                 RTLD_LAZY | RTLD_NOLOAD);
-		if (!h)
-			continue;
-		found = d(h, symbol);
-		dlclose(h);
-	}
-	return found;
-}
-
-CNL_EXPORT void *dlsym(void *handle, const char *symbol);
-CNL_EXPORT void *dlsym(void *handle, const char *symbol)
-{
-	dlsym_fn d = real_dlsym();
-	void *p;
-	int id;
-
-	if (!d)
-		return NULL;
-	if (handle == RTLD_NEXT)
-		p = dlsym_next(symbol, __builtin_return_address(0));
-	else
-		p = d(handle, symbol);
-	if (!p || (id = cnl_hook_find(symbol)) < 0)
-		return p;
-	/* Remember what the program's own lookup found, if we had nothing. */
-	if (p != cnl_hooks[id].wrapper) {
-		void *expect = NULL;
-		atomic_compare_exchange_strong(&cnl_real[id], &expect, p);
-	}
-	return cnl_hooks[id].wrapper;
-}
-
-/* cuGetProcAddress --------------------------------------------------------- */
-
-/* Replace the driver's answer by our wrapper of the same variant. */
-static void wrap_proc(const char *symbol, void **pfn, int version,
-                      cuuint64_t flags)
-{
-	int want_ptds =
-	    (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? 1 : 0;
-	int best = -1;
-
-	if (!symbol || !pfn || !*pfn)
-		return;
-	for (int i = 0; i < CNL_HOOK_COUNT; i++) {
-		if (cnl_hooks[i].lib != CNL_LIB_CU ||
-		    strcmp(cnl_hooks[i].base, symbol) != 0)
-			continue;
-		if (*pfn == cnl_real_get(i)) {
-			*pfn = cnl_hooks[i].wrapper;
-			return;
-		}
-		if (cnl_hooks[i].ptds == want_ptds &&
-		    cnl_hooks[i].version <= version &&
-		    (best < 0 ||
-		     cnl_hooks[i].version > cnl_hooks[best].version))
-			best = i;
-	}
-	/*
-	 * A driver may hand out an internal entry point rather than the
-	 * exported one: pick the variant by version and flag, as the driver
-	 * does, and keep the driver's pointer as the real one if we had none.
-	 */
-	if (best >= 0) {
-		void *expect = ABSENT;
-		atomic_compare_exchange_strong(&cnl_real[best], &expect, *pfn);
-		*pfn = cnl_hooks[best].wrapper;
-	}
-}
-
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                          cuuint64_t flags)
-{
-	cnl_real_cuGetProcAddress_t real = CNL_REAL(cuGetProcAddress);
-	CUresult rc;
-
-	if (!real)
-		return CUDA_ERROR_NOT_FOUND;
-	rc = real(symbol, pfn, cudaVersion, flags);
-	if (rc == CUDA_SUCCESS)
-		wrap_proc(symbol, pfn, cudaVersion, flags);
-	return rc;
-}
-
-CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                             cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *symbolStatus)
-{
-	cnl_real_cuGetProcAddress_v2_t real = CNL_REAL(cuGetProcAddress_v2);
-	CUresult rc;
-
-	if (!real)
-		return CUDA_ERROR_NOT_FOUND;
-	rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
-	if (rc == CUDA_SUCCESS)
-		wrap_proc(symbol, pfn, cudaVersion, flags);
-	return rc;
 }

@@ -3,16 +3,19 @@
  * backend's handle, the generic statement helpers, and the per-resource
  * methods that the ops table in sqlite.c points to.
  *
- * The backend is five files around this header:
+ * The backend is six files around this header, in layers: a file calls
+ * only the ones listed before it, so there is no cycle between them.
  *
- *   sqlite.c          opening (WAL, synchronous=FULL, foreign keys), the
- *                     schema and its migrations, nested transactions, the
- *                     statement helpers below, and the ops table
+ *   sqlite_db.c       error mapping, nested transactions, the statement
+ *                     helpers below
  *   sqlite_tenancy.c  projects, users and memberships
  *   sqlite_work.c     jobs and servers, their run records, and the
  *                     idempotency keys of their creates
  *   sqlite_docs.c     JSON documents
  *   sqlite_audit.c    the hash-chained audit log
+ *   sqlite.c          opening (WAL, synchronous=FULL, foreign keys), the
+ *                     schema and its migrations, and the ops table that
+ *                     points at the query files' methods
  *
  * The per-resource files hold their SQL, their row readers (each table's
  * *_COLS list lives beside its reader) and what is particular to their
@@ -58,7 +61,7 @@ static inline struct cnl_sq_store *cnl_sq(struct cnl_store *s)
 	return (struct cnl_sq_store *)s;
 }
 
-/* ---- errors and statements (sqlite.c) ---------------------------------- */
+/* ---- errors and statements (sqlite_db.c) ------------------------------- */
 
 /*
  * cnl_sq_err - keep sqlite3_errmsg() in the handle's errmsg and map @rc (an
@@ -136,7 +139,7 @@ int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
                        const char *const *texts, const int64_t *ints,
                        int nints);
 
-/* ---- transactions (sqlite.c) ------------------------------------------- */
+/* ---- transactions (sqlite_db.c) ---------------------------------------- */
 
 /*
  * Transactions nest: the outermost is BEGIN IMMEDIATE (cnl_sq_begin(): the

@@ -1,0 +1,735 @@
+/*
+ * api_jobs.c - batch jobs: submit (shape or profile, priority, deadline
+ * admission, run time, resources, GPU types, dataset, gangs of N, input
+ * files, idempotency keys), list, show with the live status and the
+ * placement's explanation, cancel (a gang together), logs and artifacts.
+ *
+ *   log      id = log_..., parent = job or server id
+ *                                 {"stream", "data", "epoch"}
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include "cnlab/errors.h"
+#include "common/id.h"
+#include "common/json.h"
+#include "common/label.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "sched/sched.h"
+#include "server/api-internal.h"
+#include "server/auth.h"
+#include "server/oidc.h"
+#include "server/shape.h"
+
+static const char *const prio_names[] = {"low", "normal", "high", "critical"};
+
+/* "priority": 0..3 or "low", "normal", "high", "critical". */
+static int get_priority(json_t *body, int *ret, struct cnl_http_response *resp)
+{
+	json_t *v = json_object_get(body, "priority");
+
+	if (!v) {
+		*ret = CNL_PRIO_NORMAL;
+		return 0;
+	}
+	if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+	    json_integer_value(v) <= CNL_STORE_PRIO_MAX) {
+		*ret = (int)json_integer_value(v);
+		return 0;
+	}
+	for (int i = 0; json_is_string(v) && i < 4; i++)
+		if (strcmp(json_string_value(v), prio_names[i]) == 0) {
+			*ret = i;
+			return 0;
+		}
+	cnl_api_bad(resp,
+	            "field \"priority\": must be low, normal, high or critical "
+	            "(or 0..3)");
+	return -1;
+}
+
+/* The gang of job @j from its run record: the leader's id into @ret_id
+ * (CNL_ID_MAX), rank and size.  0, or -1 for a job alone. */
+int cnl_api_job_gang(const struct cnl_store_job *j, char *ret_id, int *ret_rank,
+                     int *ret_size)
+{
+	json_t *run = json_loads(j->run, 0, NULL);
+	json_t *g = json_object_get(run, "gang");
+	const char *id = json_string_value(json_object_get(g, "id"));
+	int r = -1;
+
+	if (id && strlen(id) < CNL_ID_MAX) {
+		snprintf(ret_id, CNL_ID_MAX, "%s", id);
+		if (ret_rank)
+			*ret_rank =
+			    (int)json_integer_value(json_object_get(g, "rank"));
+		if (ret_size)
+			*ret_size =
+			    (int)json_integer_value(json_object_get(g, "size"));
+		r = 0;
+	}
+	json_decref(run);
+	return r;
+}
+
+/* A run record's "placement" as the API shows it (times in RFC 3339). */
+static json_t *placement_json(json_t *p)
+{
+	json_t *o = json_deep_copy(p);
+	json_int_t ms = json_integer_value(json_object_get(p, "decided_ms"));
+
+	json_object_del(o, "decided_ms");
+	json_object_set_new(o, "decided_at", cnl_api_time_json(ms));
+	return o;
+}
+
+json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j)
+{
+	json_t *o = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:o,s:I,s:o,s:o}", "id",
+	    j->id, "project_id", j->project_id, "user_id", j->user_id,
+	    "command", j->command, "profile", j->profile, "gpu", j->gpu_shape,
+	    "priority", prio_names[j->priority & 3], "state", j->state,
+	    "exit_code", j->exit_code, "deadline",
+	    j->deadline_ms ? cnl_api_time_json(j->deadline_ms) : json_null(),
+	    "runtime_s", (json_int_t)(j->runtime_ms / 1000), "created_at",
+	    cnl_api_time_json(j->created_ms), "updated_at",
+	    cnl_api_time_json(j->updated_ms));
+	json_t *live = cnl_ctl_workload_json(c->api->ctl, j->id);
+	json_t *run = json_loads(j->run, 0, NULL);
+	json_t *g = json_object_get(run, "gang"), *v;
+
+	if (live)
+		json_object_set_new(o, "status", live);
+	/* Resources asked for, and how it ended, from the run record. */
+	json_object_set_new(
+	    o, "preemptible",
+	    json_boolean(!json_is_false(json_object_get(run, "preemptible"))));
+	if (json_is_string(json_object_get(run, "message")))
+		json_object_set(o, "message", json_object_get(run, "message"));
+	if (json_integer_value(json_object_get(run, "mem_mib")) > 0)
+		json_object_set(o, "mem_mib", json_object_get(run, "mem_mib"));
+	if (json_integer_value(json_object_get(run, "cpu_milli")) > 0)
+		json_object_set(o, "cpu_milli",
+		                json_object_get(run, "cpu_milli"));
+	if (json_is_array(v = json_object_get(run, "gpu_types")))
+		json_object_set(o, "gpu_types", v);
+	if (json_is_string(v = json_object_get(run, "dataset")))
+		json_object_set(o, "dataset", v);
+	json_object_set_new(
+	    o, "nodes",
+	    json_integer(json_is_object(g)
+	                     ? json_integer_value(json_object_get(g, "size"))
+	                     : 1));
+	if (json_is_object(g)) {
+		/* The gang, with its members from the gang document. */
+		json_t *doc = NULL, *gj = json_deep_copy(g);
+		const char *gid = json_string_value(json_object_get(g, "id"));
+
+		if (gid &&
+		    cnl_api_doc_json(c->api->store, "gang", gid, &doc) == 0)
+			json_object_set(gj, "members",
+			                json_object_get(doc, "members"));
+		json_decref(doc);
+		json_object_set_new(o, "gang", gj);
+	}
+	if (json_is_object(v = json_object_get(run, "placement")))
+		json_object_set_new(o, "placement", placement_json(v));
+	json_decref(run);
+	return o;
+}
+
+/* The most members a gang may have (one node each). */
+#define GANG_MAX 64
+
+/* The most GPU types a job may list. */
+#define GPU_TYPES_MAX 16
+
+/*
+ * "gpu_types": 1..16 type names or families of the catalog ("h100",
+ * "A100-80GB"), which narrow the shape's own types: what is left must be
+ * at least one type that can run the shape.  0 with the union of the
+ * types in *@ret_mask (0 when absent), or -1 with a 400 naming the field.
+ */
+static int get_gpu_types(struct call *c, json_t *body, const char *shape,
+                         uint64_t *ret_mask, struct cnl_http_response *resp)
+{
+	json_t *a = json_object_get(body, "gpu_types");
+	const struct cnl_catalog *cat = &c->api->cat;
+	struct cnl_alloc_req req;
+	char buf[CNL_SHAPE_MAX], err[256];
+	uint64_t m = 0, left;
+	size_t i;
+
+	*ret_mask = 0;
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) < 1 ||
+	    json_array_size(a) > GPU_TYPES_MAX) {
+		cnl_api_bad(
+		    resp, "field \"gpu_types\": must be an array of 1..16 GPU "
+		          "type names, e.g. [\"h100\", \"a100\"]");
+		return -1;
+	}
+	for (i = 0; i < json_array_size(a); i++) {
+		const char *t = json_string_value(json_array_get(a, i));
+		uint64_t f = t && strlen(t) < CNL_NAME_MAX
+		                 ? cnl_shape_family(cat, t)
+		                 : 0;
+
+		if (!f) {
+			cnl_http_error(
+			    resp, 400, "bad_request",
+			    "field \"gpu_types\": %s%s%s is not a "
+			    "GPU type or family of the catalog (e.g. "
+			    "h100, a100-80gb, L40S)",
+			    t ? "\"" : "", t ? t : "an entry", t ? "\"" : "");
+			return -1;
+		}
+		m |= f;
+	}
+	if (cnl_shape_parse(cat, shape, &req, buf, err, sizeof(err)) < 0)
+		return 0; /* the shape itself is refused by its own check */
+	left = req.gpu_types & m;
+	if (req.kind == CNL_REQ_MIG) {
+		uint64_t mig = 0;
+
+		for (int t = 0; t < cat->n; t++)
+			if ((left >> t & 1) &&
+			    cnl_mig_find(&cat->types[t], req.profile) >= 0)
+				mig |= UINT64_C(1) << t;
+		left = mig;
+	}
+	if (req.kind == CNL_REQ_CPU || !left) {
+		cnl_http_error(
+		    resp, 400, "bad_request",
+		    "field \"gpu_types\": conflicts with the shape \"%s\" "
+		    "(%s): no type is both; use a shape of any type, such as "
+		    "any-25, or drop gpu_types",
+		    shape,
+		    req.kind == CNL_REQ_CPU ? "no GPU"
+		                            : cnl_shape_type_name(cat, &req));
+		return -1;
+	}
+	*ret_mask = m;
+	return 0;
+}
+
+/* The run record a job starts with: what it asks for beyond its shape
+ * (see ctl.h, "Run records"). */
+static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
+                       int64_t mem, json_t *types, const char *dataset,
+                       const char *gang, int rank, int size)
+{
+	json_t *o =
+	    json_pack("{s:b,s:I,s:I}", "preemptible", preemptible, "cpu_milli",
+	              (json_int_t)cpu, "mem_mib", (json_int_t)mem);
+	char *t;
+	int r = 0;
+
+	if (types)
+		json_object_set(o, "gpu_types", types);
+	if (dataset)
+		json_object_set_new(o, "dataset", json_string(dataset));
+	if (size > 1)
+		json_object_set_new(o, "gang",
+		                    json_pack("{s:s,s:i,s:i}", "id", gang,
+		                              "rank", rank, "size", size));
+	t = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!t || strlen(t) >= len)
+		r = -CNL_ESIZE;
+	else
+		memcpy(buf, t, strlen(t) + 1);
+	free(t);
+	return r;
+}
+
+/* In words: what a deadline check rested on. */
+static void admission_text(const struct cnl_ctl_admission *a, char *buf,
+                           size_t len)
+{
+	char rt[32], as[32];
+
+	cnl_duration_format(a->runtime_ms, rt, sizeof(rt));
+	cnl_duration_format(a->assumed_runtime_ms, as, sizeof(as));
+	snprintf(buf, len,
+	         "%s%s; %d running workload%s without a run time "
+	         "assumed to run %s",
+	         a->finish ? "checked that it finishes by then with its run "
+	                     "time of "
+	                   : "checked only that it starts by then: no "
+	                     "run time given",
+	         a->finish ? rt : "", a->unestimated,
+	         a->unestimated == 1 ? "" : "s", as);
+}
+
+static json_t *admission_json(const struct cnl_ctl_admission *a)
+{
+	char text[256];
+
+	admission_text(a, text, sizeof(text));
+	return json_pack(
+	    "{s:s,s:o,s:o,s:i,s:I,s:s}", "checked",
+	    a->finish ? "finish" : "start", "runtime_s",
+	    a->finish ? json_integer(a->runtime_ms / 1000) : json_null(),
+	    "earliest_start",
+	    a->start > 0 ? cnl_api_time_json(a->start) : json_null(),
+	    "unestimated_running", a->unestimated, "assumed_runtime_s",
+	    (json_int_t)(a->assumed_runtime_ms / 1000), "text", text);
+}
+
+void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {
+	    "command",   "gpu",         "profile",   "priority", "deadline",
+	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "files",
+	    "gpu_types", "dataset",     "nodes",     NULL};
+	struct call *c = call;
+	struct cnl_store_job j = {0}, got;
+	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
+	const char *dataset = NULL;
+	int64_t runtime = 0, cpu = 0, mem = 0, nodes = 1;
+	struct cnl_ctl_admission adm = {0};
+	bool preemptible = true, fresh = true;
+	json_t *files = NULL, *members = NULL;
+	uint64_t types = 0;
+	int prio, r;
+	char err[256];
+	json_t *body;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(command = cnl_api_get_string(body, "command",
+	                                   CNL_STORE_COMMAND_MAX, resp)))
+		goto out;
+	if (cnl_json_get_string(body, "gpu", false, &gpu, err, sizeof(err)) <
+	        0 ||
+	    cnl_json_get_string(body, "profile", false, &profile, err,
+	                        sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "deadline", false, &dl, err,
+	                        sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "runtime_s", false, 0, 366LL * 86400,
+	                     &runtime, err, sizeof(err)) < 0 ||
+	    cnl_json_get_bool(body, "preemptible", false, &preemptible, err,
+	                      sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "cpu_milli", false, 1, 1024 * 1000, &cpu,
+	                     err, sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "mem_mib", false, 1, 16LL << 20, &mem, err,
+	                     sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "dataset", false, &dataset, err,
+	                        sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "nodes", false, 1, GANG_MAX, &nodes, err,
+	                     sizeof(err)) < 0) {
+		cnl_api_bad(resp, err);
+		goto out;
+	}
+	if (dataset && !cnl_label_valid(dataset)) {
+		cnl_api_bad(
+		    resp,
+		    "field \"dataset\": must be a name of 1..63 "
+		    "characters of A-Z a-z 0-9 . _ -, not starting with . "
+		    "or -");
+		goto out;
+	}
+	if (!gpu == !profile) {
+		cnl_api_bad(resp,
+		            "give exactly one of \"gpu\" (a shape such as "
+		            "h100-25) and \"profile\"");
+		goto out;
+	}
+	if (get_priority(body, &prio, resp) < 0 ||
+	    cnl_api_get_idem_key(req, resp, &key) < 0)
+		goto out;
+	/* "files": {"train.py": base64, ...} written into the job's working
+	 * directory before it starts (nodes share no file system with the
+	 * user's machine). */
+	files = json_object_get(body, "files");
+	if (files) {
+		const char *fname;
+		json_t *fdata;
+
+		if (!json_is_object(files) || json_object_size(files) > 16) {
+			cnl_api_bad(
+			    resp,
+			    "field \"files\": must be an object of at most "
+			    "16 NAME: base64 entries");
+			goto out;
+		}
+		json_object_foreach (files, fname, fdata) {
+			uint8_t *bytes;
+			size_t n;
+
+			if (!cnl_api_valid_name(fname) ||
+			    !json_is_string(fdata) ||
+			    !(bytes = cnl_api_b64_decode(
+			          json_string_value(fdata), &n))) {
+				cnl_api_bad(
+				    resp,
+				    "field \"files\": each name must be a "
+				    "plain file name and each value base64 "
+				    "of at most 512 KiB");
+				goto out;
+			}
+			free(bytes);
+		}
+	}
+	if (profile) {
+		if (cnl_api_profile_shape(c, profile, j.gpu_shape,
+		                          sizeof(j.gpu_shape), NULL) < 0) {
+			cnl_api_bad(
+			    resp, "field \"profile\": no such profile (see GET "
+			          "/v1/profiles)");
+			goto out;
+		}
+		snprintf(j.profile, sizeof(j.profile), "%s", profile);
+	} else {
+		if (strlen(gpu) >= sizeof(j.gpu_shape) ||
+		    cnl_ctl_shape_check(c->api->ctl, gpu, err, sizeof(err)) <
+		        0) {
+			char msg[320];
+
+			snprintf(msg, sizeof(msg), "field \"gpu\": %s",
+			         strlen(gpu) >= sizeof(j.gpu_shape) ? "too long"
+			                                            : err);
+			cnl_api_bad(resp, msg);
+			goto out;
+		}
+		snprintf(j.gpu_shape, sizeof(j.gpu_shape), "%s", gpu);
+	}
+	if (get_gpu_types(c, body, j.gpu_shape, &types, resp) < 0)
+		goto out;
+	if (dl && cnl_time_parse_rfc3339(dl, &j.deadline_ms) < 0) {
+		cnl_api_bad(
+		    resp,
+		    "field \"deadline\": must be an RFC 3339 time such as "
+		    "2026-04-30T17:00:00Z");
+		goto out;
+	}
+	if (j.deadline_ms && j.deadline_ms <= c->now_ms) {
+		cnl_api_bad(resp, "field \"deadline\": is in the past");
+		goto out;
+	}
+	if (cnl_api_new_id(c, "job", j.id) < 0) {
+		cnl_http_error(resp, 500, "internal", "cannot make an id");
+		goto out;
+	}
+	memcpy(j.project_id, c->project.id, sizeof(j.project_id));
+	memcpy(j.user_id, c->user.id, sizeof(j.user_id));
+	snprintf(j.command, sizeof(j.command), "%s", command);
+	j.priority = prio;
+	j.runtime_ms = runtime * 1000;
+	snprintf(j.state, sizeof(j.state), "pending");
+	if (initial_run(j.run, sizeof(j.run), preemptible, cpu, mem,
+	                types ? json_object_get(body, "gpu_types") : NULL,
+	                dataset, j.id, 0, (int)nodes) < 0) {
+		cnl_api_bad(resp, "the job's fields are too long together");
+		goto out;
+	}
+	j.created_ms = j.updated_ms = c->now_ms;
+	/* Quota and the deadline apply to new jobs: a retried request
+	 * (same Idempotency-Key) gets its original job back regardless. */
+	if (key) {
+		if (cnl_store_tx_begin(c->api->store) < 0) {
+			cnl_http_error(resp, 500, "internal", "store");
+			goto out;
+		}
+		r = cnl_store_job_create(c->api->store, &j, key, &got);
+		cnl_store_tx_rollback(c->api->store); /* only a lookup */
+		fresh = r == CNL_STORE_CREATED;
+	}
+	if (fresh && cnl_api_quota_admit(c, false, resp) < 0)
+		goto out;
+	if (fresh && j.deadline_ms &&
+	    cnl_ctl_admit(c->api->ctl, &j, c->now_ms, &adm) == -CNL_EDEADLINE) {
+		char when[CNL_TIME_RFC3339_MAX] = "never", how[256];
+
+		if (adm.start > 0)
+			cnl_time_format_rfc3339(adm.start, when, sizeof(when));
+		admission_text(&adm, how, sizeof(how));
+		cnl_http_error(resp, 422, "deadline_infeasible",
+		               "the deadline cannot be met: the earliest "
+		               "possible start is %s (%s)",
+		               when, how);
+		goto out;
+	}
+	/* The job, the rest of its gang and its files are stored in one
+	 * transaction.  The job made here is the gang's leader (rank 0),
+	 * the one returned; a retry (Idempotency-Key) replays only it. */
+	if ((r = cnl_store_tx_begin(c->api->store)) < 0) {
+		cnl_api_store_error(c, resp, r, "job");
+		goto out;
+	}
+	r = cnl_store_job_create(c->api->store, &j, key, &got);
+	if (r == CNL_STORE_CREATED && nodes > 1) {
+		members = json_array();
+		json_array_append_new(members, json_string(got.id));
+		for (int k = 1; r >= 0 && k < nodes; k++) {
+			struct cnl_store_job m = j, mgot;
+
+			if (cnl_api_new_id(c, "job", m.id) < 0 ||
+			    initial_run(
+			        m.run, sizeof(m.run), preemptible, cpu, mem,
+			        types ? json_object_get(body, "gpu_types")
+			              : NULL,
+			        dataset, j.id, k, (int)nodes) < 0) {
+				r = -ENOMEM;
+				break;
+			}
+			r = cnl_store_job_create(c->api->store, &m, NULL,
+			                         &mgot);
+			if (r >= 0)
+				json_array_append_new(members,
+				                      json_string(mgot.id));
+		}
+		if (r >= 0) {
+			json_t *g = json_pack("{s:O,s:I}", "members", members,
+			                      "size", (json_int_t)nodes);
+
+			r = cnl_api_doc_save(c, "gang", j.id, j.id, "", g,
+			                     true);
+			json_decref(g);
+			if (r >= 0)
+				r = CNL_STORE_CREATED;
+		}
+	}
+	if (r == CNL_STORE_CREATED && files) {
+		const char *fname;
+		json_t *fdata;
+		int fr = 0;
+
+		json_object_foreach (files, fname, fdata) {
+			char did[CNL_STORE_DOC_ID_MAX];
+			json_t *o;
+
+			snprintf(did, sizeof(did), "%s/%s", got.id, fname);
+			o = json_pack("{s:s,s:O}", "name", fname, "data_base64",
+			              fdata);
+			fr = cnl_api_doc_save(c, "input", did, got.id, fname, o,
+			                      true);
+			json_decref(o);
+			if (fr < 0)
+				break;
+		}
+		if (fr < 0)
+			r = fr;
+	}
+	if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
+		r = -EIO;
+	if (r < 0) {
+		cnl_store_tx_rollback(c->api->store);
+		if (r == -CNL_EDUP && key) {
+			cnl_http_error(
+			    resp, 409, "conflict",
+			    "Idempotency-Key already used for another "
+			    "request");
+			goto out;
+		}
+		cnl_api_store_error(c, resp, r, "job");
+		goto out;
+	}
+	if (cnl_api_created_here(c, resp, r, got.id, got.project_id) < 0)
+		goto out;
+	if (r == CNL_STORE_CREATED) {
+		cnl_ctl_job_added(c->api->ctl, &got);
+		for (size_t k = 1; k < json_array_size(members); k++) {
+			struct cnl_store_job m;
+
+			if (cnl_store_job_get(
+			        c->api->store,
+			        json_string_value(json_array_get(members, k)),
+			        &m) == 0)
+				cnl_ctl_job_added(c->api->ctl, &m);
+		}
+		cnl_ctl_kick(c->api->ctl);
+	}
+	{
+		json_t *o = cnl_api_job_json(c, &got);
+
+		/* Which estimate the deadline was checked with. */
+		if (fresh && j.deadline_ms)
+			json_object_set_new(o, "deadline_check",
+			                    admission_json(&adm));
+		cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201, o);
+	}
+out:
+	json_decref(members);
+	json_decref(body);
+}
+
+void cnl_api_h_jobs_list(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_store_job *jobs;
+	const char *after;
+	int limit, n = 0, r;
+	json_t *items;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	jobs = cnl_xcalloc((size_t)limit, sizeof(*jobs));
+	r = cnl_store_job_list(c->api->store, c->project.id, after, limit, jobs,
+	                       &n);
+	if (r < 0) {
+		free(jobs);
+		cnl_api_store_error(c, resp, r, "job");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(items, cnl_api_job_json(c, &jobs[i]));
+	cnl_http_reply(
+	    resp, 200,
+	    cnl_api_page_json(items, n, limit, n ? jobs[n - 1].id : NULL));
+	free(jobs);
+}
+
+void cnl_api_h_job_get(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	json_t *o = cnl_api_job_json(c, &c->job);
+	json_t *g = json_object_get(o, "gang"), *members, *ranks;
+
+	/* One job shows where its whole gang runs: each member's state and
+	 * node, zone and rack, by rank (the listings leave this out: it
+	 * costs a read per member). */
+	members = json_object_get(g, "members");
+	ranks = json_array();
+	for (size_t i = 0; i < json_array_size(members); i++) {
+		const char *id = json_string_value(json_array_get(members, i));
+		struct cnl_store_job m;
+		json_t *it, *run, *p;
+
+		if (!id || cnl_store_job_get(c->api->store, id, &m) < 0)
+			continue;
+		it = json_pack("{s:s,s:I,s:s}", "id", m.id, "rank",
+		               (json_int_t)i, "state", m.state);
+		run = json_loads(m.run, 0, NULL);
+		p = json_object_get(run, "placement");
+		for (const char *const *k =
+		         (const char *const[]){"node", "zone", "rack", NULL};
+		     json_is_object(p) && *k; k++)
+			if (json_object_get(p, *k))
+				json_object_set(it, *k, json_object_get(p, *k));
+		json_decref(run);
+		json_array_append_new(ranks, it);
+	}
+	if (g)
+		json_object_set_new(g, "placements", ranks);
+	else
+		json_decref(ranks);
+	cnl_http_reply(resp, 200, o);
+}
+
+void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	int r;
+
+	char gang[CNL_ID_MAX];
+
+	snprintf(c->target, sizeof(c->target), "%s", c->job.id);
+	/* Cancelling any member of a gang cancels the gang. */
+	if (cnl_api_job_gang(&c->job, gang, NULL, NULL) == 0)
+		r = cnl_ctl_stop_gang(c->api->ctl, gang, c->now_ms);
+	else
+		r = cnl_ctl_stop_workload(c->api->ctl, c->job.id, c->now_ms);
+	if (r == -CNL_ENOTFOUND) {
+		cnl_http_error(resp, 409, "conflict", "job already %s",
+		               c->job.state);
+		return;
+	}
+	if (r < 0 ||
+	    (r = cnl_store_job_get(c->api->store, c->job.id, &c->job)) < 0) {
+		cnl_api_store_error(c, resp, r, "job");
+		return;
+	}
+	cnl_ctl_kick(c->api->ctl);
+	cnl_http_reply(resp, 200, cnl_api_job_json(c, &c->job));
+}
+
+/* Log chunks of a job, oldest first, paged by chunk id. */
+static json_t *log_item(struct call *c, const struct cnl_store_doc *d,
+                        json_t *body)
+{
+	json_object_set_new(body, "id", json_string(d->id));
+	json_object_set_new(body, "at", cnl_api_time_json(d->updated_ms));
+	return json_incref(body);
+}
+
+void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp)
+{
+	struct call *c = call;
+
+	cnl_api_doc_page(c, req, resp, "log", c->job.id, "log", log_item);
+}
+
+static json_t *artifact_item(struct call *c, const struct cnl_store_doc *d,
+                             json_t *body)
+{
+	json_object_del(body, "data_base64");
+	json_object_set_new(body, "at", cnl_api_time_json(d->updated_ms));
+	return json_incref(body);
+}
+
+void cnl_api_h_job_artifacts(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp)
+{
+	struct call *c = call;
+
+	cnl_api_doc_page(c, req, resp, "artifact", c->job.id, "artifact",
+	                 artifact_item);
+}
+
+/* The artifact's bytes, as the job wrote them. */
+void cnl_api_h_job_artifact_get(void *call, struct cnl_http_request *req,
+                                struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	const char *name = cnl_http_param(req, "name");
+	char did[CNL_STORE_DOC_ID_MAX];
+	json_t *o = NULL;
+	uint8_t *bytes;
+	size_t n;
+	int r;
+
+	snprintf(did, sizeof(did), "%s/%s", c->job.id, name);
+	if ((r = cnl_api_doc_json(c->api->store, "artifact", did, &o)) < 0) {
+		cnl_api_store_error(c, resp, r, "artifact");
+		return;
+	}
+	bytes = cnl_api_b64_decode(
+	    json_string_value(json_object_get(o, "data_base64")) ?: "", &n);
+	json_decref(o);
+	if (!bytes) {
+		cnl_http_error(resp, 500, "internal", "artifact unreadable");
+		return;
+	}
+	resp->status = 200;
+	resp->text = (char *)bytes;
+	resp->text_len = n;
+	resp->content_type = "application/octet-stream";
+	if (n == 0) {
+		/* An empty file: send "" (the transport sends strlen). */
+		bytes[0] = '\0';
+	}
+}

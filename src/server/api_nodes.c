@@ -1,0 +1,539 @@
+/*
+ * api_nodes.c - nodes: what administrators do (list, show, cordon, drain,
+ * join tokens) and the node protocol the agents speak (register,
+ * heartbeat, long-polled assignments, reports, logs, artifacts,
+ * checkpoints and input files), each under its fencing epoch.
+ *
+ * Join tokens.  A node agent authenticates with an API token of the
+ * service user "agent" (role "agent" in the system project).  A join
+ * token is such a token, named after the node it is for and short-lived
+ * (24 h by default).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include "cnlab/errors.h"
+#include "common/id.h"
+#include "common/json.h"
+#include "common/label.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "sched/sched.h"
+#include "server/api-internal.h"
+#include "server/auth.h"
+#include "server/oidc.h"
+#include "server/shape.h"
+
+static void node_reply(struct cnl_http_response *resp, int status, json_t *body,
+                       const char *err)
+{
+	static const char *const codes[] = {[400 - 400] = "bad_request",
+	                                    [404 - 400] = "not_found",
+	                                    [409 - 400] = "conflict"};
+
+	if (status < 400) {
+		cnl_http_reply(resp, (unsigned)status, body);
+		return;
+	}
+	cnl_http_error(resp, (unsigned)status,
+	               status < 410 && codes[status - 400] ? codes[status - 400]
+	                                                   : "internal",
+	               "%s", err);
+}
+
+void cnl_api_h_nodes_list(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	json_t *all, *items;
+	const char *after, *last = NULL;
+	int limit, n = 0;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	/* Node ids sort by registration time, the order of the list. */
+	all = cnl_ctl_nodes_json(c->api->ctl, c->now_ms);
+	items = json_array();
+	for (size_t i = 0; i < json_array_size(all) && n < limit; i++) {
+		json_t *o = json_array_get(all, i);
+		const char *id = json_string_value(json_object_get(o, "id"));
+
+		if (after && strcmp(id, after) <= 0)
+			continue;
+		json_array_append(items, o);
+		last = id;
+		n++;
+	}
+	cnl_http_reply(resp, 200, cnl_api_page_json(items, n, limit, last));
+	json_decref(all);
+}
+
+void cnl_api_h_nodes_register(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	json_t *body, *out = NULL;
+	char err[256] = "";
+	int st;
+
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
+		return;
+	st = cnl_ctl_node_register(c->api->ctl, body, c->now_ms, &out, err,
+	                           sizeof(err));
+	snprintf(c->target, sizeof(c->target), "%s",
+	         out ? json_string_value(json_object_get(out, "id")) : "node");
+	node_reply(resp, st, out, err);
+	json_decref(body);
+}
+
+void cnl_api_h_node_update(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {"state", NULL};
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node"), *state;
+	json_t *body, *out = NULL;
+	char err[256] = "";
+
+	snprintf(c->target, sizeof(c->target), "%s", node);
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if ((state = cnl_api_get_string(body, "state", 16, resp))) {
+		int st_ = cnl_ctl_node_set_state(c->api->ctl, node, state, &out,
+		                                 err, sizeof(err));
+		node_reply(resp, st_, out, err);
+	}
+	json_decref(body);
+}
+
+void cnl_api_h_node_heartbeat(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node");
+	json_t *body, *out = NULL;
+	char err[256] = "";
+	int st;
+
+	snprintf(c->target, sizeof(c->target), "%s", node);
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
+		return;
+	st = cnl_ctl_node_heartbeat(c->api->ctl, node, body, c->now_ms, &out,
+	                            err, sizeof(err));
+	/* Liveness only is not worth an audit record; a stop order is. */
+	c->no_audit =
+	    st == 200 && json_array_size(json_object_get(out, "stop")) == 0;
+	node_reply(resp, st, out, err);
+	json_decref(body);
+}
+
+void cnl_api_h_node_assignments(void *call, struct cnl_http_request *req,
+                                struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node");
+	const char *qs = cnl_http_query(req, "since");
+	const char *qw = cnl_http_query(req, "wait");
+	unsigned long long since = 0;
+	long wait = 0;
+	json_t *out = NULL;
+	char err[256] = "", *end;
+
+	if (qs) {
+		errno = 0;
+		since = strtoull(qs, &end, 10);
+		if (errno || end == qs || *end) {
+			cnl_api_bad(
+			    resp, "query \"since\": must be a version number");
+			return;
+		}
+	}
+	if (qw) {
+		errno = 0;
+		wait = strtol(qw, &end, 10);
+		if (errno || end == qw || *end || wait < 0 || wait > 50) {
+			cnl_api_bad(resp,
+			            "query \"wait\": must be 0..50 seconds");
+			return;
+		}
+	}
+	int st_ = cnl_ctl_assignments(c->api->ctl, node, since, wait * 1000,
+	                              &out, err, sizeof(err));
+	node_reply(resp, st_, out, err);
+}
+
+void cnl_api_h_node_reports(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node");
+	json_t *body, *out = NULL;
+	char err[256] = "";
+
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
+		return;
+	snprintf(c->target, sizeof(c->target), "%s",
+	         json_string_value(json_object_get(body, "id"))
+	             ? json_string_value(json_object_get(body, "id"))
+	             : node);
+	int st_ = cnl_ctl_node_report(c->api->ctl, node, body, c->now_ms, &out,
+	                              err, sizeof(err));
+	node_reply(resp, st_, out, err);
+	json_decref(body);
+}
+
+/* Output of a workload, appended by its agent under the current epoch. */
+void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {"id", "epoch", "stream", "data",
+	                                     NULL};
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node"), *id, *stream, *data;
+	char lid[CNL_ID_MAX], err[256];
+	int64_t epoch;
+	json_t *body, *o;
+	int r;
+
+	c->no_audit = true; /* output, not a change of the platform */
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
+	    !(stream = cnl_api_get_string(body, "stream", 8, resp)))
+		goto out;
+	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
+	                     sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "data", true, &data, err, sizeof(err)) <
+	        0) {
+		cnl_api_bad(resp, err);
+		goto out;
+	}
+	if (strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0) {
+		cnl_api_bad(resp, "field \"stream\": must be stdout or stderr");
+		goto out;
+	}
+	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this work is no longer "
+		               "assigned to this node under that epoch");
+		goto out;
+	}
+	if (cnl_api_new_id(c, "log", lid) < 0) {
+		cnl_http_error(resp, 500, "internal", "cannot make an id");
+		goto out;
+	}
+	o = json_pack("{s:s,s:s,s:I}", "stream", stream, "data", data, "epoch",
+	              (json_int_t)epoch);
+	r = cnl_api_doc_save(c, "log", lid, id, "", o, true);
+	json_decref(o);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "log");
+		goto out;
+	}
+	cnl_http_reply(resp, 201, json_pack("{s:s}", "id", lid));
+out:
+	json_decref(body);
+}
+
+/* Files a job left in its artifacts directory, sent by its agent. */
+void cnl_api_h_node_artifacts(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {"id", "epoch", "name",
+	                                     "data_base64", NULL};
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node"), *id, *name, *data;
+	char did[CNL_STORE_DOC_ID_MAX], hex[2 * SHA256_DIGEST_LENGTH + 1];
+	uint8_t md[SHA256_DIGEST_LENGTH], *bytes;
+	int64_t epoch;
+	size_t n;
+	char err[256];
+	json_t *body, *o;
+	int r;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
+	    !(name = cnl_api_get_name(body, "name", resp)))
+		goto out;
+	snprintf(c->target, sizeof(c->target), "%s/%s", id, name);
+	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
+	                     sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "data_base64", true, &data, err,
+	                        sizeof(err)) < 0) {
+		cnl_api_bad(resp, err);
+		goto out;
+	}
+	if (!(bytes = cnl_api_b64_decode(data, &n))) {
+		cnl_api_bad(resp,
+		            "field \"data_base64\": must be base64 of at most "
+		            "512 KiB");
+		goto out;
+	}
+	SHA256(bytes, n, md);
+	free(bytes);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this work is no longer "
+		               "assigned to this node under that epoch");
+		goto out;
+	}
+	snprintf(did, sizeof(did), "%s/%s", id, name);
+	o = json_pack("{s:s,s:I,s:s,s:s}", "name", name, "size", (json_int_t)n,
+	              "sha256", hex, "data_base64", data);
+	r = cnl_api_doc_save(c, "artifact", did, id, name, o, false);
+	json_decref(o);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "artifact");
+		goto out;
+	}
+	cnl_http_reply(resp, 201,
+	               json_pack("{s:s,s:I,s:s}", "name", name, "size",
+	                         (json_int_t)n, "sha256", hex));
+out:
+	json_decref(body);
+}
+
+/*
+ * A pre-empted job's checkpoint travels through the control plane: its
+ * agent uploads the files of CNLAB_CHECKPOINT_DIR when the job exits, and
+ * the agent that runs it next (any node) downloads them before starting
+ * it.  Each upload replaces the file of the same name.
+ */
+void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
+                                   struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {"id", "epoch", "name",
+	                                     "data_base64", NULL};
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node"), *id, *name, *data;
+	char did[CNL_STORE_DOC_ID_MAX], err[256];
+	uint8_t *bytes;
+	int64_t epoch;
+	size_t n;
+	json_t *body, *o;
+	int r;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
+	    !(name = cnl_api_get_name(body, "name", resp)))
+		goto out;
+	snprintf(c->target, sizeof(c->target), "%s/%s", id, name);
+	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
+	                     sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "data_base64", true, &data, err,
+	                        sizeof(err)) < 0) {
+		cnl_api_bad(resp, err);
+		goto out;
+	}
+	if (!(bytes = cnl_api_b64_decode(data, &n))) {
+		cnl_api_bad(resp,
+		            "field \"data_base64\": must be base64 of at most "
+		            "512 KiB");
+		goto out;
+	}
+	free(bytes);
+	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this work is no longer "
+		               "assigned to this node under that epoch");
+		goto out;
+	}
+	snprintf(did, sizeof(did), "%s/%s", id, name);
+	o = json_pack("{s:s,s:I,s:I,s:s}", "name", name, "size", (json_int_t)n,
+	              "epoch", (json_int_t)epoch, "data_base64", data);
+	r = cnl_api_doc_save(c, "ckpt", did, id, name, o, false);
+	json_decref(o);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "checkpoint");
+		goto out;
+	}
+	cnl_http_reply(
+	    resp, 201,
+	    json_pack("{s:s,s:I}", "name", name, "size", (json_int_t)n));
+out:
+	json_decref(body);
+}
+
+/* GET ?job=ID&epoch=E: the job's files of @kind, with data. */
+static void files_get(struct call *c, struct cnl_http_request *req,
+                      struct cnl_http_response *resp, const char *kind)
+{
+	const char *node = cnl_http_param(req, "node");
+	const char *job = cnl_http_query(req, "job");
+	const char *qe = cnl_http_query(req, "epoch");
+	struct cnl_store_job jb;
+	char leader[CNL_ID_MAX];
+	struct cnl_store_doc *d;
+	long long epoch;
+	json_t *items;
+	char *end;
+	int n = 0, r;
+
+	if (!job || !qe || strlen(job) >= CNL_ID_MAX) {
+		cnl_api_bad(resp, "query \"job\" and \"epoch\" are required");
+		return;
+	}
+	errno = 0;
+	epoch = strtoll(qe, &end, 10);
+	if (errno || end == qe || *end || epoch < 0) {
+		cnl_api_bad(resp, "query \"epoch\": must be an integer");
+		return;
+	}
+	if (cnl_ctl_fence_check(c->api->ctl, node, job, epoch) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this work is not assigned "
+		               "to this node under that epoch");
+		return;
+	}
+	/* A gang's members run with the files its leader came with. */
+	if (strcmp(kind, "input") == 0 &&
+	    cnl_store_job_get(c->api->store, job, &jb) == 0 &&
+	    cnl_api_job_gang(&jb, leader, NULL, NULL) == 0)
+		job = leader;
+	d = cnl_xcalloc(64, sizeof(*d));
+	r = cnl_store_doc_list(c->api->store, kind, job, NULL, 64, d, &n);
+	if (r < 0) {
+		free(d);
+		cnl_api_store_error(c, resp, r, "checkpoint");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *o = json_loads(d[i].body, 0, NULL);
+
+		if (o)
+			json_array_append_new(items, o);
+	}
+	cnl_http_reply(resp, 200, json_pack("{s:o}", "items", items));
+	cnl_store_docs_done(d, n);
+	free(d);
+}
+
+void cnl_api_h_node_checkpoint_get(void *call, struct cnl_http_request *req,
+                                   struct cnl_http_response *resp)
+{
+	files_get(call, req, resp, "ckpt");
+}
+
+/* The files a job was submitted with, for the node that runs it. */
+void cnl_api_h_node_inputs_get(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp)
+{
+	files_get(call, req, resp, "input");
+}
+
+/* GET /v1/nodes/{node}: one node (by id or name) and what runs there. */
+void cnl_api_h_node_get(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	json_t *o = cnl_ctl_node_json(c->api->ctl, cnl_http_param(req, "node"),
+	                              c->now_ms);
+
+	if (!o) {
+		cnl_http_error(resp, 404, "not_found", "node not found");
+		return;
+	}
+	cnl_http_reply(resp, 200, o);
+}
+
+int cnl_api_agent_token(struct cnl_store *s, struct cnl_id_gen *ids,
+                        const char *name, int64_t ttl_ms, int64_t now_ms,
+                        char *ret_token, char *ret_id)
+{
+	struct cnl_store_project sys;
+	struct cnl_store_user u = {0};
+	struct cnl_store_membership m = {0};
+	int r;
+
+	if ((r = cnl_store_project_get_by_name(s, CNL_API_ADMIN_PROJECT,
+	                                       &sys)) < 0)
+		return r;
+	if ((r = cnl_store_tx_begin(s)) < 0)
+		return r;
+	if (cnl_store_user_get_by_name(s, "agent", &u) < 0) {
+		/* No password: the agent holds tokens only. */
+		if ((r = cnl_id_new(ids, "usr", now_ms, u.id, sizeof(u.id))) <
+		    0)
+			goto fail;
+		snprintf(u.name, sizeof(u.name), "agent");
+		u.created_ms = now_ms;
+		if ((r = cnl_store_user_create(s, &u)) < 0)
+			goto fail;
+	}
+	memcpy(m.user_id, u.id, sizeof(m.user_id));
+	memcpy(m.project_id, sys.id, sizeof(m.project_id));
+	snprintf(m.role, sizeof(m.role), "agent");
+	if ((r = cnl_store_membership_set(s, &m)) < 0 ||
+	    (r = cnl_api_token_issue(s, u.id, name, now_ms + ttl_ms, now_ms,
+	                             ret_token, ret_id)) < 0)
+		goto fail;
+	return cnl_store_tx_commit(s);
+fail:
+	cnl_store_tx_rollback(s);
+	return r;
+}
+
+/* POST /v1/nodes/join-tokens {"node", "expires_in_hours"}. */
+void cnl_api_h_join_token(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {"node", "expires_in_hours", NULL};
+	struct call *c = call;
+	char token[CNL_AUTH_TOKEN_MAX], digest[CNL_AUTH_DIGEST_MAX], err[256];
+	char name[CNL_STORE_NAME_MAX];
+	const char *node = NULL;
+	int64_t hours = 24;
+	json_t *body;
+	int r;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (cnl_json_get_string(body, "node", false, &node, err, sizeof(err)) <
+	        0 ||
+	    cnl_json_get_int(body, "expires_in_hours", false, 1, 24 * 30,
+	                     &hours, err, sizeof(err)) < 0) {
+		cnl_api_bad(resp, err);
+		goto out;
+	}
+	if (node && (!cnl_api_valid_name(node) || strlen(node) > 40)) {
+		cnl_api_bad(resp, "field \"node\": 1..40 of A-Z a-z 0-9 . _ -");
+		goto out;
+	}
+	/* Unique among the agent's tokens: the node and the time. */
+	snprintf(name, sizeof(name), "join-%s-%lld", node ? node : "any",
+	         (long long)c->now_ms);
+	r = cnl_api_agent_token(c->api->store, &c->api->ids, name,
+	                        hours * 3600000, c->now_ms, token, digest);
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "join token");
+		goto out;
+	}
+	snprintf(c->target, sizeof(c->target), "token:%.12s", digest);
+	cnl_http_reply(
+	    resp, 201,
+	    json_pack("{s:s,s:s,s:s,s:o,s:o}", "id", digest, "name", name,
+	              "token", token, "node",
+	              node ? json_string(node) : json_null(), "expires_at",
+	              cnl_api_time_json(c->now_ms + hours * 3600000)));
+	explicit_bzero(token, sizeof(token));
+out:
+	json_decref(body);
+}

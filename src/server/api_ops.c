@@ -1,0 +1,77 @@
+/*
+ * api_ops.c - operations: /healthz and /metrics (Prometheus text: the
+ * controller's families, quotas, and requests per route).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include "cnlab/errors.h"
+#include "common/id.h"
+#include "common/json.h"
+#include "common/label.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "sched/sched.h"
+#include "server/api-internal.h"
+#include "server/auth.h"
+#include "server/oidc.h"
+#include "server/shape.h"
+
+void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp)
+{
+	cnl_http_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp)
+{
+	static const char *const classes[] = {"1xx", "2xx", "3xx", "4xx",
+	                                      "5xx"};
+	struct call *c = call;
+	struct cnl_api *api = c->api;
+	struct cnl_metrics_buf b = {0};
+	char labels[256];
+
+	cnl_mb_family(&b, "cnlab_http_requests_total", "counter",
+	              "API requests by route and status class.");
+	for (size_t i = 0; i < api->nstats; i++)
+		for (int k = 0; k < 5; k++)
+			if (api->stats[i].by_class[k])
+				cnl_mb_printf(
+				    &b,
+				    "cnlab_http_requests_total{method=\"%s\","
+				    "route=\"%s\",code=\"%s\"} %llu\n",
+				    api->routes[i].method,
+				    api->routes[i].pattern, classes[k],
+				    (unsigned long long)api->stats[i]
+				        .by_class[k]);
+	cnl_mb_family(&b, "cnlab_http_request_duration_seconds", "histogram",
+	              "API request latency by route, including waits.");
+	for (size_t i = 0; i < api->nstats; i++) {
+		if (!api->stats[i].latency.count)
+			continue;
+		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"",
+		         api->routes[i].method, api->routes[i].pattern);
+		cnl_hist_write(&b, "cnlab_http_request_duration_seconds",
+		               labels, &api->stats[i].latency);
+	}
+	cnl_ctl_metrics(api->ctl, &b);
+	cnl_api_quota_metrics(c, &b);
+	resp->status = 200;
+	resp->text = b.p ? b.p : cnl_xstrdup("");
+	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}

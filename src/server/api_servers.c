@@ -1,0 +1,247 @@
+/*
+ * api_servers.c - notebook servers: create, list, show, stop, start,
+ * delete (once stopped: its storage stops being held).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include "cnlab/errors.h"
+#include "common/id.h"
+#include "common/json.h"
+#include "common/label.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "sched/sched.h"
+#include "server/api-internal.h"
+#include "server/auth.h"
+#include "server/oidc.h"
+#include "server/shape.h"
+
+json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v)
+{
+	json_t *o =
+	    json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:s,s:o,s:o}", "id",
+	              v->id, "project_id", v->project_id, "user_id", v->user_id,
+	              "name", v->name, "image", v->image, "profile", v->profile,
+	              "storage_gb", (json_int_t)v->storage_gb, "idle_timeout_s",
+	              (json_int_t)v->idle_timeout_s, "state", v->state, "url",
+	              v->url[0] ? json_string(v->url) : json_null(),
+	              "created_at", cnl_api_time_json(v->created_ms));
+	json_t *live = cnl_ctl_workload_json(c->api->ctl, v->id);
+
+	if (live)
+		json_object_set_new(o, "status", live);
+	return o;
+}
+
+void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp)
+{
+	static const char *const fields[] = {
+	    "name", "image", "profile", "storage_gb", "idle_timeout_s", NULL};
+	struct call *c = call;
+	struct cnl_store_server v = {0}, got;
+	const char *name, *image, *profile, *key;
+	char shape[CNL_SHAPE_MAX], err[256];
+	int64_t storage = 10, idle = 3600;
+	json_t *body;
+	int r;
+
+	if (!(body = cnl_api_parse_body(req, resp, fields)))
+		return;
+	if (!(name = cnl_api_get_name(body, "name", resp)) ||
+	    !(image = cnl_api_get_string(body, "image", CNL_STORE_IMAGE_MAX,
+	                                 resp)) ||
+	    !(profile = cnl_api_get_string(body, "profile",
+	                                   CNL_STORE_PROFILE_MAX, resp)))
+		goto out;
+	if (cnl_json_get_int(body, "storage_gb", false, 0, 100000, &storage,
+	                     err, sizeof(err)) < 0 ||
+	    cnl_json_get_int(body, "idle_timeout_s", false, 0, 30LL * 86400,
+	                     &idle, err, sizeof(err)) < 0) {
+		cnl_api_bad(resp, err);
+		goto out;
+	}
+	if (cnl_api_profile_shape(c, profile, shape, sizeof(shape), NULL) < 0) {
+		cnl_api_bad(resp, "field \"profile\": no such profile (see GET "
+		                  "/v1/profiles)");
+		goto out;
+	}
+	if (cnl_api_get_idem_key(req, resp, &key) < 0)
+		goto out;
+	snprintf(c->target, sizeof(c->target), "%s", name);
+	if (cnl_api_new_id(c, "srv", v.id) < 0) {
+		cnl_http_error(resp, 500, "internal", "cannot make an id");
+		goto out;
+	}
+	memcpy(v.project_id, c->project.id, sizeof(v.project_id));
+	memcpy(v.user_id, c->user.id, sizeof(v.user_id));
+	snprintf(v.name, sizeof(v.name), "%s", name);
+	snprintf(v.image, sizeof(v.image), "%s", image);
+	snprintf(v.profile, sizeof(v.profile), "%s", profile);
+	v.storage_gb = storage;
+	v.idle_timeout_s = idle;
+	snprintf(v.state, sizeof(v.state), "pending");
+	v.created_ms = c->now_ms;
+	if (key) {
+		struct cnl_store_server tmp;
+
+		if (cnl_store_tx_begin(c->api->store) < 0) {
+			cnl_http_error(resp, 500, "internal", "store");
+			goto out;
+		}
+		r = cnl_store_server_create(c->api->store, &v, key, &tmp);
+		cnl_store_tx_rollback(c->api->store); /* just a lookup */
+		if (r == CNL_STORE_CREATED &&
+		    cnl_api_quota_admit(c, true, resp) < 0)
+			goto out;
+	} else if (cnl_api_quota_admit(c, true, resp) < 0) {
+		goto out;
+	}
+	r = cnl_store_server_create(c->api->store, &v, key, &got);
+	if (r == -CNL_EDUP && key) {
+		cnl_http_error(resp, 409, "conflict",
+		               "Idempotency-Key already used for another "
+		               "request, or the name is taken");
+		goto out;
+	}
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "server");
+		goto out;
+	}
+	if (cnl_api_created_here(c, resp, r, got.id, got.project_id) < 0)
+		goto out;
+	if (r == CNL_STORE_CREATED) {
+		cnl_ctl_server_added(c->api->ctl, &got);
+		cnl_ctl_kick(c->api->ctl);
+	}
+	cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201,
+	               cnl_api_server_json(c, &got));
+out:
+	json_decref(body);
+}
+
+void cnl_api_h_servers_list(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_store_server *v;
+	const char *after;
+	int limit, n = 0, r;
+	json_t *items;
+
+	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
+		return;
+	v = cnl_xcalloc((size_t)limit, sizeof(*v));
+	r = cnl_store_server_list(c->api->store, c->project.id, after, limit, v,
+	                          &n);
+	if (r < 0) {
+		free(v);
+		cnl_api_store_error(c, resp, r, "server");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(items, cnl_api_server_json(c, &v[i]));
+	cnl_http_reply(
+	    resp, 200,
+	    cnl_api_page_json(items, n, limit, n ? v[n - 1].id : NULL));
+	free(v);
+}
+
+void cnl_api_h_server_get(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	struct call *c = call;
+
+	cnl_http_reply(resp, 200, cnl_api_server_json(c, &c->server));
+}
+
+void cnl_api_h_server_stop(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	int r;
+
+	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
+	r = cnl_ctl_stop_workload(c->api->ctl, c->server.id, c->now_ms);
+	if (r == -CNL_ENOTFOUND) {
+		cnl_http_error(resp, 409, "conflict", "server is already %s",
+		               c->server.state);
+		return;
+	}
+	if (r < 0 || (r = cnl_store_server_get(c->api->store, c->server.id,
+	                                       &c->server)) < 0) {
+		cnl_api_store_error(c, resp, r, "server");
+		return;
+	}
+	cnl_ctl_kick(c->api->ctl);
+	cnl_http_reply(resp, 200, cnl_api_server_json(c, &c->server));
+}
+
+/* Delete a stopped server: its storage stops being held and metered. */
+void cnl_api_h_server_delete(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	int r;
+
+	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
+	if (strcmp(c->server.state, "stopped") != 0 &&
+	    strcmp(c->server.state, "failed") != 0) {
+		cnl_http_error(resp, 409, "conflict",
+		               "server is %s: stop it first", c->server.state);
+		return;
+	}
+	if ((r = cnl_store_server_delete(c->api->store, c->server.id)) < 0) {
+		cnl_api_store_error(c, resp, r, "server");
+		return;
+	}
+	cnl_ctl_server_deleted(c->api->ctl, &c->server);
+	cnl_http_reply(resp, 200, json_pack("{s:s}", "deleted", c->server.id));
+}
+
+void cnl_api_h_server_start(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	int r;
+
+	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
+	if (strcmp(c->server.state, "stopped") != 0 &&
+	    strcmp(c->server.state, "failed") != 0) {
+		cnl_http_error(resp, 409, "conflict", "server is already %s",
+		               c->server.state);
+		return;
+	}
+	if (cnl_api_quota_admit(c, true, resp) < 0)
+		return;
+	/* The run record keeps its epoch: a restarted server is placed
+	 * under a newer one than any earlier run. */
+	r = cnl_store_server_update(c->api->store, c->server.id, "pending", "",
+	                            c->server.run[0] ? c->server.run : "{}");
+	if (r < 0 || (r = cnl_store_server_get(c->api->store, c->server.id,
+	                                       &c->server)) < 0) {
+		cnl_api_store_error(c, resp, r, "server");
+		return;
+	}
+	/* Its storage is already counted; only the workload is new. */
+	c->server.storage_gb = 0;
+	cnl_ctl_server_added(c->api->ctl, &c->server);
+	cnl_store_server_get(c->api->store, c->server.id, &c->server);
+	cnl_ctl_kick(c->api->ctl);
+	cnl_http_reply(resp, 200, cnl_api_server_json(c, &c->server));
+}

@@ -1,0 +1,243 @@
+/*
+ * sqlite_db.c - the SQLite machinery every query file stands on (declared
+ * and documented in sqlite-internal.h): error mapping, nested
+ * transactions over savepoints, and the prepare/bind/step/read helpers.
+ * It calls nothing in the backend's other files; sqlite.c (opening,
+ * migrations, the ops table) and the query files (sqlite_tenancy.c,
+ * sqlite_work.c, sqlite_docs.c, sqlite_audit.c) call it.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "cnlab/errors.h"
+#include "store/sqlite-internal.h"
+
+int cnl_sq_err(struct cnl_sq_store *q, int rc)
+{
+	snprintf(q->base.errmsg, sizeof(q->base.errmsg), "%s",
+	         sqlite3_errmsg(q->db));
+	switch (rc) {
+	case SQLITE_CONSTRAINT_UNIQUE:
+	case SQLITE_CONSTRAINT_PRIMARYKEY:
+		return -CNL_EDUP;
+	case SQLITE_CONSTRAINT_FOREIGNKEY:
+		return -CNL_ENOTFOUND;
+	case SQLITE_CONSTRAINT_CHECK:
+		return -CNL_EFIELD;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	default:
+		return -EIO;
+	}
+}
+
+int cnl_sq_exec(struct cnl_sq_store *q, const char *sql)
+{
+	int rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
+}
+
+/*
+ * Transactions nest: the outermost is BEGIN IMMEDIATE (BEGIN for @read),
+ * the inner ones savepoints, so a method's own transaction becomes part
+ * of a caller's cnl_store_tx_begin().  depth drops to 0 wherever SQLite
+ * has rolled the whole transaction back by itself (on SQLITE_FULL, for
+ * one), as sqlite3_get_autocommit() tells.
+ */
+static int begin_kind(struct cnl_sq_store *q, bool read)
+{
+	int r;
+
+	if (q->depth > 0 && sqlite3_get_autocommit(q->db))
+		q->depth = 0; /* SQLite rolled the transaction back itself */
+	r = cnl_sq_exec(q, q->depth ? "SAVEPOINT cnl"
+	                   : read   ? "BEGIN"
+	                            : "BEGIN IMMEDIATE");
+	if (r == 0)
+		q->depth++;
+	return r;
+}
+
+int cnl_sq_begin(struct cnl_sq_store *q)
+{
+	return begin_kind(q, false);
+}
+
+int cnl_sq_begin_read(struct cnl_sq_store *q)
+{
+	return begin_kind(q, true);
+}
+
+void cnl_sq_rollback(struct cnl_sq_store *q)
+{
+	if (q->depth == 0)
+		return;
+	q->depth--;
+	if (sqlite3_get_autocommit(q->db))
+		q->depth = 0;
+	else if (q->depth)
+		sqlite3_exec(q->db, "ROLLBACK TO cnl; RELEASE cnl", NULL, NULL,
+		             NULL);
+	else
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int cnl_sq_commit(struct cnl_sq_store *q)
+{
+	int r;
+
+	if (q->depth == 0)
+		return -EINVAL;
+	r = cnl_sq_exec(q, q->depth > 1 ? "RELEASE cnl" : "COMMIT");
+	if (r < 0) {
+		cnl_sq_rollback(q);
+		return r;
+	}
+	q->depth--;
+	return 0;
+}
+
+int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret)
+{
+	int rc = sqlite3_prepare_v2(q->db, sql, -1, ret, NULL);
+
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
+}
+
+int cnl_sq_bind_text(struct cnl_sq_store *q, sqlite3_stmt *st, int i,
+                     const char *v)
+{
+	int rc = sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
+}
+
+int cnl_sq_bind_int(struct cnl_sq_store *q, sqlite3_stmt *st, int i, int64_t v)
+{
+	int rc = sqlite3_bind_int64(st, i, v);
+
+	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
+}
+
+int cnl_sq_step_done(struct cnl_sq_store *q, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	return rc == SQLITE_DONE ? 0 : cnl_sq_err(q, rc);
+}
+
+void cnl_sq_col_text(sqlite3_stmt *st, int i, char *dst, size_t size)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	size_t n = t ? (size_t)sqlite3_column_bytes(st, i) : 0;
+
+	if (n >= size)
+		n = size - 1;
+	if (n)
+		memcpy(dst, t, n);
+	dst[n] = '\0';
+}
+
+int cnl_sq_get_one(struct cnl_sq_store *q, const char *sql, const char *k1,
+                   const char *k2, void (*read)(sqlite3_stmt *, void *),
+                   void *ret)
+{
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
+		return r;
+	if ((r = cnl_sq_bind_text(q, st, 1, k1)) < 0)
+		goto out;
+	if (k2 && (r = cnl_sq_bind_text(q, st, 2, k2)) < 0)
+		goto out;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		read(st, ret);
+	else
+		r = rc == SQLITE_DONE ? -CNL_ENOTFOUND : cnl_sq_err(q, rc);
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+int cnl_sq_read_rows(struct cnl_sq_store *q, sqlite3_stmt *st, int limit,
+                     void (*read)(sqlite3_stmt *, void *), void *out,
+                     size_t size, int *ret_n)
+{
+	int rc, n = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < limit)
+		read(st, (char *)out + (size_t)n++ * size);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return cnl_sq_err(q, rc);
+	*ret_n = n;
+	return 0;
+}
+
+int cnl_sq_list_page(struct cnl_sq_store *q, const char *sql,
+                     const char *filter, const char *after, int limit,
+                     void (*read)(sqlite3_stmt *, void *), void *out,
+                     size_t size, int *ret_n)
+{
+	sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
+		return r;
+	if (filter && (r = cnl_sq_bind_text(q, st, 1, filter)) < 0)
+		goto out;
+	if ((r = cnl_sq_bind_text(q, st, 2, after ? after : "")) < 0)
+		goto out;
+	if ((r = cnl_sq_bind_int(q, st, 3, limit)) < 0)
+		goto out;
+	r = cnl_sq_read_rows(q, st, limit, read, out, size, ret_n);
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* cnl_sq_run(), and with @must_change -CNL_ENOTFOUND when no row changed. */
+static int run_bound(struct cnl_sq_store *q, const char *sql,
+                     const char *const *texts, const int64_t *ints, int nints,
+                     bool must_change)
+{
+	sqlite3_stmt *st = NULL;
+	int r, i = 0;
+
+	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
+		return r;
+	for (; texts[i]; i++)
+		if ((r = cnl_sq_bind_text(q, st, i + 1, texts[i])) < 0)
+			goto out;
+	for (int k = 0; k < nints; k++)
+		if ((r = cnl_sq_bind_int(q, st, i + k + 1, ints[k])) < 0)
+			goto out;
+	if ((r = cnl_sq_step_done(q, st)) < 0)
+		goto out;
+	if (must_change && sqlite3_changes(q->db) == 0)
+		r = -CNL_ENOTFOUND;
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
+int cnl_sq_run(struct cnl_sq_store *q, const char *sql,
+               const char *const *texts, const int64_t *ints, int nints)
+{
+	return run_bound(q, sql, texts, ints, nints, false);
+}
+
+int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
+                       const char *const *texts, const int64_t *ints, int nints)
+{
+	return run_bound(q, sql, texts, ints, nints, true);
+}
+
+/* The highest applied migration, 0 for a new file, or an error. */
