@@ -256,6 +256,11 @@ check "... with an empty password too (by hand: 401)" \
 	[ "$(http "" POST /v1/auth/login '{"user":"alice","password":""}')" = 401 ]
 cin short alice login --invite "$alice_inv"
 expect "redeem with a password under 8 bytes: usage" 2 'at least 8'
+# The CLI itself refuses it: it does not even try an unreachable server.
+printf 'short\n' | CNLAB_CONFIG=$tmp/alice.json "$cnlab" --server http://127.0.0.1:9 \
+	login --invite "$alice_inv" >/dev/null 2>&1
+rc=$?
+check "... refused by the CLI before it asks the server" [ "$rc" = 2 ]
 check "the server refuses a short password itself (400)" \
 	[ "$(http "" POST /v1/auth/redeem '{"invite":"'"$alice_inv"'","password":"short"}')" = 400 ]
 grep -q 'at least 8' "$tmp/http.out" && ok "... and says why" || bad "redeem 400: $(cat "$tmp/http.out")"
@@ -520,13 +525,15 @@ c alice profiles list
 grep -Eq '^h100-5pct +H100 +5% +✓ now' <<<"$out" && ok "a user sees it in profiles list" || bad "profiles: $out"
 c admin profile list
 grep -Eq '^h100-5pct +H100' <<<"$out" && ok "profile list (table)" || bad "profile list: $out"
-(cd "$tmp" && CNLAB_CONFIG=$tmp/alice.json "$cnlab" run --profile h100-5pct -- echo from-the-profile \
-	>"$tmp/run.out" 2>"$tmp/run.err")
-rc=$?
-[ "$rc" = 0 ] && grep -q from-the-profile "$tmp/run.out" && ok "cnlab run --profile runs on it" ||
-	bad "run --profile: $rc $(cat "$tmp/run.err")"
-jcheck "... the job used the profile's shape" "$(j alice jobs list | jq '.items[-1]')" \
+# Detached, then polled: a job that never starts must fail the check, not
+# hang the test.
+c alice run --profile h100-5pct --detach -- echo from-the-profile
+job4=$out
+for _ in $(seq 100); do [ "$(j alice jobs show "$job4" | jq -r .state)" = succeeded ] && break; sleep 0.2; done
+jcheck "cnlab run --profile runs on the profile's shape" "$(j alice jobs show "$job4")" \
 	'.profile == "h100-5pct" and .gpu == "h100-5" and .state == "succeeded"'
+c alice jobs logs "$job4"
+grep -q from-the-profile <<<"$out" && ok "... and its output came back" || bad "logs: $out $err"
 c admin profile delete h100-5pct
 [ "$rc" = 0 ] && grep -q "Deleted profile h100-5pct" <<<"$out" && ok "profile delete" || bad "profile delete: $out $err"
 check "... it is gone" [ "$(j admin profiles list | jq '[.items[] | select(.name == "h100-5pct")] | length')" = 0 ]
