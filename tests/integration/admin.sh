@@ -573,6 +573,7 @@ rc=$?
 c alice node join-token
 expect "a member cannot make a join token" 5
 c admin node join-token --node "$node2" --expires 2h
+printf '%s\n' "$out" >"$tmp/join.out"
 line=$(grep 'CNLAB_AGENT_TOKEN=' <<<"$out")
 jt=$(sed -n 's/.*CNLAB_AGENT_TOKEN=\([^ ]*\) .*/\1/p' <<<"$line")
 [ "$rc" = 0 ] && [[ "$jt" == cnl_* ]] && grep -Fq "cnlab-agent --server $url --name $node2" <<<"$line" &&
@@ -598,6 +599,16 @@ grep -Eq "^$node2 +L40S +1 +up " <<<"$out" && grep -Eq "^$node +H100" <<<"$out" 
 	ok "the joined agent's node appears in node list" || bad "node list: $out $(tail -5 "$tmp/agent2.err")"
 jcheck "... and its GPU is offered (l40s-block now available)" "$(j alice profiles list)" \
 	'.items[] | select(.name == "l40s-block") | .availability.now == true'
+# A join token can be revoked: by an administrator only (it is the agent's).
+jt_id=$(sed -n 's/.*cnlab token revoke \([0-9a-f]*\)$/\1/p' "$tmp/join.out")
+check "join-token says how to revoke it" [ ${#jt_id} = 64 ]
+c bob token revoke "$jt_id"
+expect "a user cannot revoke a join token: not found" 4 'not found'
+check "... it still works (200)" [ "$(http "$jt" GET /v1/auth/whoami)" = 200 ]
+c admin token revoke "$jt_id"
+[ "$rc" = 0 ] && grep -q "Revoked token $jt_id" <<<"$out" && ok "the admin revokes the join token by its id" ||
+	bad "revoke the join token: $rc $out $err"
+check "... and it no longer works (401)" [ "$(http "$jt" GET /v1/auth/whoami)" = 401 ]
 kill "$agent_pid" && wait "$agent_pid" 2>/dev/null
 agent_pid=
 
