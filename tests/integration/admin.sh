@@ -15,7 +15,8 @@
 #     only project; one use; too short a password is refused by the CLI
 #     (exit 2) and by the server (400); a re-invite keeps the old password
 #     until it is redeemed and ends every other invitation; a garbage
-#     invitation and a login before redeeming are refused (exit 3);
+#     invitation and a login before redeeming are refused (exit 3); of two
+#     redeems at once exactly one wins;
 #  4. removing a member takes effect at once, without a new login; a
 #     project-admin manages their own project only, never another one or
 #     the system project;
@@ -29,7 +30,10 @@
 #     listed and runs work;
 #  9. cnlab alone shows the server; unknown commands exit 2 with a
 #     suggestion; a group alone prints its help;
-# 10. a join token starts a real cnlab-agent that registers a second node.
+# 10. a join token starts a real cnlab-agent that registers a second node;
+#     only an administrator can revoke it;
+# and the audit holds no secret; a restart keeps everything and does not
+# bring back a deleted "default" project.
 # Waits poll a bounded number of times; no check depends on how fast the
 # machine is.
 set -u
@@ -299,6 +303,25 @@ cin "bob-password-3" bob2 login --invite "$bob_inv1"
 expect "redeeming one invitation ended the user's other one" 3
 cin "bob-password-2" bob2 login --user bob --password-stdin
 expect "... and the password stayed" 0
+
+# Two redeems of one invitation at once (the server hashes outside its lock):
+# exactly one wins, and its password is the one set.
+erin_inv=$(j admin user invite erin | jq -r .invite.token)
+racers=()
+for k in 1 2; do
+	curl -sS -o /dev/null -w '%{http_code}\n' -X POST \
+		-d '{"invite":"'"$erin_inv"'","password":"erin-racer-'$k'"}' \
+		"$url/v1/auth/redeem" >"$tmp/race.$k" &
+	racers+=($!)
+done
+wait "${racers[@]}"
+codes=$(sort "$tmp/race.1" "$tmp/race.2" | tr '\n' ' ')
+check "two redeems of one invitation at once: one wins ($codes)" [ "$codes" = "200 401 " ]
+winner=$(grep -l 200 "$tmp/race.1" "$tmp/race.2" | sed 's/.*race\.//')
+cin "erin-racer-$winner" erin login --user erin --password-stdin
+expect "... the winner's password is set" 0
+cin "erin-racer-$((3 - winner))" erin login --user erin --password-stdin
+expect "... the loser's is not" 3
 
 # --- 2. A plain member is refused every admin-only command -------------------
 audit_n() { j admin audit --limit 1000 | jq '.items | length'; }
@@ -611,6 +634,15 @@ c admin token revoke "$jt_id"
 check "... and it no longer works (401)" [ "$(http "$jt" GET /v1/auth/whoami)" = 401 ]
 kill "$agent_pid" && wait "$agent_pid" 2>/dev/null
 agent_pid=
+
+# No secret is kept where an administrator reads the history.
+c admin audit --limit 1000 -o json
+leaks=0
+for secret in "$alice_inv" "$bob_inv1" "$bob_inv2" "$erin_inv" "$ci" "$jt" alice-password-1 bob-password-2; do
+	grep -Fq -- "$secret" "$tmp/c.out" && leaks=$((leaks + 1))
+done
+[ "$rc" = 0 ] && [ -s "$tmp/c.out" ] && [ "$leaks" = 0 ] && ok "the audit holds no token, invitation or password" ||
+	bad "audit: exit $rc, $leaks secrets in it"
 
 # --- A restart: "default" comes on the first start only; all else stays ------
 c admin project delete default --yes
