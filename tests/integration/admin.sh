@@ -219,6 +219,8 @@ jcheck "project show -o json lists the members" "$(j admin project show teama)" 
 	'.name == "teama" and .on_prem_only == true and [.members[].user] == ["carol"]'
 c admin project member remove system admin
 expect "an admin cannot remove themselves from system" 5 'cannot remove themselves'
+c admin project member set-role system admin member
+expect "... nor demote themselves there (the only admin)" 5 'cannot change their own role'
 jcheck "... and is still an admin" "$(j admin whoami)" '.admin == true'
 
 # user invite (table and json): a new invitation for an existing user.
