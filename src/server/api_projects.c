@@ -163,6 +163,16 @@ void cnl_api_h_members_set(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	snprintf(c->target, sizeof(c->target), "%s:%s", c->project.id, u.id);
+	/* As with removal: an administrator giving up their own admin role
+	 * could leave the platform with none. */
+	if (system && strcmp(u.id, c->user.id) == 0 &&
+	    strcmp(role, "admin") != 0) {
+		cnl_http_error(resp, 409, "conflict",
+		               "administrators cannot change their own role "
+		               "in the %s project",
+		               CNL_API_ADMIN_PROJECT);
+		goto out;
+	}
 	memcpy(m.user_id, u.id, sizeof(m.user_id));
 	memcpy(m.project_id, c->project.id, sizeof(m.project_id));
 	snprintf(m.role, sizeof(m.role), "%s", role);

@@ -165,11 +165,14 @@ int cnl_cli_cmd_node_join_token(struct cnl_cli *cli)
 	} else {
 		printf("Join token (shown once, expires %s):\n  %s\n\n"
 		       "On the new node, as root:\n"
-		       "  CNLAB_AGENT_TOKEN=%s cnlab-agent --server %s%s%s\n",
+		       "  CNLAB_AGENT_TOKEN=%s cnlab-agent --server %s%s%s\n\n"
+		       "Revoke it (and so the node's access): cnlab token "
+		       "revoke %s\n",
 		       cnl_cli_str(o, "expires_at", "?"),
 		       cnl_cli_str(o, "token", "?"),
 		       cnl_cli_str(o, "token", "?"), cli->server,
-		       node ? " --name " : "", node ? node : "");
+		       node ? " --name " : "", node ? node : "",
+		       cnl_cli_str(o, "id", "?"));
 	}
 	json_decref(o);
 	return 0;

@@ -89,7 +89,8 @@ int cnl_cli_cmd_token_list(struct cnl_cli *cli)
 	return 0;
 }
 
-/* cnlab token revoke NAME|ID: a name, a whole id, or its first 12+ hex. */
+/* cnlab token revoke NAME|ID: a name, a whole id, or its first 12+ hex of
+ * one of the caller's tokens; or the whole id of any token. */
 int cnl_cli_cmd_token_revoke(struct cnl_cli *cli)
 {
 	const char *want = cli->args.pos[0];
@@ -113,6 +114,13 @@ int cnl_cli_cmd_token_revoke(struct cnl_cli *cli)
 		}
 	}
 	json_decref(o);
+	/* A whole id that is not ours (an agent's join token): the server
+	 * decides; administrators may revoke it, anyone else gets 404. */
+	if (n == 0 && strlen(want) == 64 &&
+	    strspn(want, "0123456789abcdef") == 64) {
+		id = cnl_xstrdup(want);
+		n = 1;
+	}
 	if (n == 0)
 		return cnl_cli_fail(CNL_EXIT_NOT_FOUND,
 		                    "token \"%s\" not found: see cnlab token "
