@@ -97,6 +97,30 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 	return 0;
 }
 
+/* Delete the tokens of the agent user named embedded-* but @keep. */
+static int revoke_old_embedded(struct cnl_store *s, const char *keep)
+{
+	struct cnl_store_doc d[CNL_STORE_LIST_MAX];
+	struct cnl_store_user u;
+	char after[CNL_STORE_DOC_ID_MAX] = "";
+	int n = 0, r;
+
+	if ((r = cnl_store_user_get_by_name(s, "agent", &u)) < 0)
+		return r;
+	do {
+		r = cnl_store_doc_list(s, "token", u.id, after[0] ? after : NULL,
+		                       CNL_STORE_LIST_MAX, d, &n);
+		for (int i = 0; r == 0 && i < n; i++)
+			if (strncmp(d[i].name, "embedded-", 9) == 0 &&
+			    strcmp(d[i].id, keep) != 0)
+				r = cnl_store_doc_delete(s, "token", d[i].id);
+		if (r == 0 && n)
+			snprintf(after, sizeof(after), "%s", d[n - 1].id);
+		cnl_store_docs_done(d, n);
+	} while (r == 0 && n == CNL_STORE_LIST_MAX);
+	return r;
+}
+
 int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
                         size_t errlen)
 {
@@ -109,8 +133,15 @@ int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
 	/* A fresh token each start; named after the time to stay unique. */
 	snprintf(name, sizeof(name), "embedded-%lld", (long long)now);
 	if ((r = cnl_api_agent_token(s, &ids, name, 7LL * 86400000, now,
-	                             ret_token, id)) < 0)
+	                             ret_token, id)) < 0) {
 		snprintf(err, errlen, "cannot issue the agent's token: %s",
+		         cnl_strerror(r));
+		return r;
+	}
+	/* The embedded agents of earlier starts are gone: their tokens
+	 * would only be credentials lying about. */
+	if ((r = revoke_old_embedded(s, id)) < 0)
+		snprintf(err, errlen, "cannot revoke old agent tokens: %s",
 		         cnl_strerror(r));
 	return r;
 }

@@ -59,6 +59,10 @@ api GET "/v1/jobs/$job/logs" | jq -r '.items[].data' | grep -q 'hello-slice' &&
 	ok "sample job on a 25% H100 ran" || bad "job: $(api GET "/v1/jobs/$job")"
 agent_pid=$(pgrep -P "$pid" -f cnlab-agent | head -1)
 [ -n "$agent_pid" ] && ok "agent runs as cnlabd's child" || bad "no agent child"
+# The embedded agent's credential, to see that a restart retires it.
+old_token=$(tr '\0' '\n' <"/proc/$agent_pid/environ" | sed -n 's/^CNLAB_AGENT_TOKEN=//p')
+whoami() { curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" "$url/v1/auth/whoami"; }
+[ "$(whoami "$old_token")" = 200 ] && ok "the agent's token works" || bad "agent token: $old_token"
 kill -TERM "$pid"
 wait "$pid"
 pid=
@@ -69,4 +73,10 @@ start && ok "restarts" || bad "restart"
 [ "$(cat "$tmp/data/jwt.secret")" = "$secret" ] && ok "secret kept" || bad "secret changed"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -d "{\"user\":\"admin\",\"password\":\"$pw\"}" "$url/v1/auth/login")
 [ "$code" = 200 ] && ok "same admin password after restart" || bad "login after restart: $code"
+new_pid=$(pgrep -P "$pid" -f cnlab-agent | head -1)
+new_token=$(tr '\0' '\n' <"/proc/$new_pid/environ" | sed -n 's/^CNLAB_AGENT_TOKEN=//p')
+[ -n "$new_token" ] && [ "$new_token" != "$old_token" ] && [ "$(whoami "$new_token")" = 200 ] &&
+	[ "$(whoami "$old_token")" = 401 ] &&
+	ok "a restart retires the previous embedded agent's token" ||
+	bad "tokens after restart: old $(whoami "$old_token"), new $(whoami "$new_token")"
 [ "$fails" = 0 ] || exit 1
