@@ -71,7 +71,30 @@ struct call {
 	char target[CNL_STORE_AUDIT_MAX];
 	const char *note; /* audit result suffix, e.g. "replayed" */
 	int64_t now_ms;
+	/* An OIDC ID token verified before the API's lock was taken (the
+	 * check may fetch keys): its result, for identify(). */
+	bool oidc_done;
+	int oidc_r;
+	struct cnl_oidc_identity oidc;
+	/* Slow work a route's prepare step did without the lock (see
+	 * cnl_api_serve): a password checked or hashed. */
+	struct {
+		bool done;
+		bool password_ok;             /* login: the password matched */
+		char user_id[CNL_ID_MAX];     /* login: whose it was */
+		int hash_r;                   /* hash: 0, or why it failed */
+		char hash[CNL_AUTH_HASH_MAX]; /* hash: the new scrypt hash */
+	} slow;
 };
+
+/*
+ * The prepare steps (cnl_api_serve runs a route's after authorizing it,
+ * without the API's lock, then authorizes again and runs the handler):
+ * each takes the lock itself if it must read the store, and releases it.
+ */
+void cnl_api_prepare_login(struct call *c, struct cnl_http_request *req);
+void cnl_api_prepare_redeem(struct call *c, struct cnl_http_request *req);
+void cnl_api_prepare_user_create(struct call *c, struct cnl_http_request *req);
 
 /* JSON of stored objects. */
 json_t *cnl_api_time_json(int64_t ms);
@@ -89,6 +112,11 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 json_t *cnl_api_parse_body(struct cnl_http_request *req,
                            struct cnl_http_response *resp,
                            const char *const allowed[]);
+
+/* The body as cnl_api_parse_body() takes it, or NULL, with no response:
+ * for prepare steps, whose handler reports what is wrong. */
+json_t *cnl_api_peek_body(struct cnl_http_request *req,
+                          const char *const allowed[]);
 
 /* A required string field of 1..@max-1 bytes, or NULL and a 400. */
 const char *cnl_api_get_string(json_t *j, const char *key, size_t max,

@@ -82,7 +82,7 @@ static int identify(struct call *c, const char *h,
 {
 	struct cnl_store *s = c->api->store;
 	struct cnl_auth_claims claims;
-	char digest[CNL_AUTH_DIGEST_MAX], err[256];
+	char digest[CNL_AUTH_DIGEST_MAX];
 	int r;
 
 	if (strncmp(h, CNL_AUTH_TOKEN_PREFIX, strlen(CNL_AUTH_TOKEN_PREFIX)) ==
@@ -107,19 +107,10 @@ static int identify(struct call *c, const char *h,
 			goto refuse;
 		r = cnl_store_user_get(s, claims.sub, &c->user);
 	} else if (c->api->oidc && cnl_oidc_looks_like(h)) {
-		struct cnl_oidc_identity id;
-
-		/* Verification may fetch keys: not under the big lock. */
-		pthread_mutex_unlock(&c->api->mu);
-		r = cnl_oidc_verify(c->api->oidc, h, c->now_ms / 1000, &id, err,
-		                    sizeof(err));
-		pthread_mutex_lock(&c->api->mu);
-		if (r < 0) {
-			cnl_log(CNL_LOG_INFO, "OIDC token refused", "why=%s",
-			        err);
+		/* Verified before the lock was taken (oidc_check()). */
+		if (!c->oidc_done || c->oidc_r < 0)
 			goto refuse;
-		}
-		r = cnl_store_user_get_by_name(s, id.username, &c->user);
+		r = cnl_store_user_get_by_name(s, c->oidc.username, &c->user);
 	} else {
 		if (cnl_auth_jwt_verify(h, c->api->key, c->api->keylen,
 		                        CNL_API_AUDIENCE, c->now_ms / 1000,
@@ -460,6 +451,50 @@ void cnl_api_audit(struct call *c, struct cnl_http_request *req,
 		                      cnl_store_errmsg(c->api->store)));
 }
 
+/*
+ * An OIDC ID token in the request is verified before the API's lock is
+ * taken: verification may fetch the issuer's keys.  identify() then only
+ * looks the user up.
+ */
+static void oidc_check(struct call *c, struct cnl_http_request *req)
+{
+	const char *h = cnl_http_header(req, "Authorization");
+	char err[256];
+
+	if (!c->api->oidc || !h || strncasecmp(h, "Bearer ", 7) != 0)
+		return;
+	for (h += 7; *h == ' ';)
+		h++;
+	if (!cnl_oidc_looks_like(h))
+		return;
+	c->oidc_done = true;
+	c->oidc_r = cnl_oidc_verify(c->api->oidc, h, c->now_ms / 1000, &c->oidc,
+	                            err, sizeof(err));
+	if (c->oidc_r < 0)
+		cnl_log(CNL_LOG_INFO, "OIDC token refused", "why=%s", err);
+}
+
+/* The routes with slow work to do before their handler (password hashing
+ * and checks), and the step that does it without the lock. */
+static void (*prepare_of(const struct cnl_http_route *route))(
+    struct call *, struct cnl_http_request *)
+{
+	if (route->handler == cnl_api_h_login)
+		return cnl_api_prepare_login;
+	if (route->handler == cnl_api_h_auth_redeem)
+		return cnl_api_prepare_redeem;
+	if (route->handler == cnl_api_h_users_create)
+		return cnl_api_prepare_user_create;
+	return NULL;
+}
+
+/*
+ * Locking: the API's lock is taken here and released here; no handler
+ * releases it.  A route with slow work (prepare_of()) is authorized, the
+ * lock let go while the work runs (the step takes the lock itself for any
+ * store read), then taken again, the caller authorized afresh (roles may
+ * have changed meanwhile) and the handler run.
+ */
 void cnl_api_serve(void *ud, const struct cnl_http_route *route,
                    struct cnl_http_request *req, struct cnl_http_response *resp)
 {
@@ -468,13 +503,25 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	char q[CNL_LOG_QUOTE_MAX];
 	struct timespec t0, t1;
 	size_t ri = (size_t)(route - api->routes);
+	void (*prepare)(struct call *, struct cnl_http_request *) =
+	    prepare_of(route);
+	int ok;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	pthread_mutex_lock(&api->mu);
 	c.api = api;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
-	if (authorize(&c, req, resp) == 0)
+	oidc_check(&c, req);
+	pthread_mutex_lock(&api->mu);
+	ok = authorize(&c, req, resp) == 0;
+	if (ok && prepare) {
+		pthread_mutex_unlock(&api->mu);
+		prepare(&c, req);
+		pthread_mutex_lock(&api->mu);
+		c.slow.done = true;
+		ok = authorize(&c, req, resp) == 0;
+	}
+	if (ok)
 		route->handler(&c, req, resp);
 	if (resp->status == 0)
 		cnl_http_error(resp, 500, "internal", "no response");

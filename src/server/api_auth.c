@@ -52,6 +52,42 @@ void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
 	                         u->name));
 }
 
+/*
+ * Login, before the lock: read the user's hash (under the lock, briefly),
+ * then check the password against it (~0.1 s of scrypt) without it.
+ * Unknown users and invited ones without a password cost one scrypt too
+ * and get the same answer.
+ */
+void cnl_api_prepare_login(struct call *c, struct cnl_http_request *req)
+{
+	static const char *const fields[] = {"user", "password", NULL};
+	struct cnl_store_user u;
+	const char *name, *password;
+	json_t *body = NULL;
+	char err[256];
+	bool found;
+
+	if (!(body = cnl_api_peek_body(req, fields)) ||
+	    cnl_json_get_string(body, "user", true, &name, err, sizeof(err)) <
+	        0 ||
+	    cnl_json_get_string(body, "password", true, &password, err,
+	                        sizeof(err)) < 0)
+		goto out; /* the handler says what is wrong */
+	pthread_mutex_lock(&c->api->mu);
+	found = strlen(name) < CNL_STORE_NAME_MAX && name[0] &&
+	        cnl_store_user_get_by_name(c->api->store, name, &u) == 0 &&
+	        u.password_hash[0]; /* invited, not yet redeemed: none */
+	pthread_mutex_unlock(&c->api->mu);
+	c->slow.password_ok =
+	    cnl_auth_password_verify(
+	        password, found ? u.password_hash : c->api->dummy_hash) == 0 &&
+	    found;
+	if (c->slow.password_ok)
+		memcpy(c->slow.user_id, u.id, sizeof(c->slow.user_id));
+out:
+	json_decref(body);
+}
+
 void cnl_api_h_login(void *call, struct cnl_http_request *req,
                      struct cnl_http_response *resp)
 {
@@ -61,7 +97,6 @@ void cnl_api_h_login(void *call, struct cnl_http_request *req,
 	const char *name, *password;
 	json_t *body;
 	char err[256];
-	int r, found;
 
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
@@ -74,16 +109,10 @@ void cnl_api_h_login(void *call, struct cnl_http_request *req,
 	}
 	snprintf(c->actor, sizeof(c->actor), "%s", name);
 	snprintf(c->target, sizeof(c->target), "%s", name);
-	found = strlen(name) < CNL_STORE_NAME_MAX && name[0] &&
-	        cnl_store_user_get_by_name(c->api->store, name, &u) == 0 &&
-	        u.password_hash[0]; /* invited, not yet redeemed: none */
-	/* Unknown users cost one scrypt too and get the same answer.  The
-	 * hash takes ~0.1 s: other requests go on meanwhile. */
-	pthread_mutex_unlock(&c->api->mu);
-	r = cnl_auth_password_verify(password, found ? u.password_hash
-	                                             : c->api->dummy_hash);
-	pthread_mutex_lock(&c->api->mu);
-	if (!found || r < 0) {
+	/* The password was checked before the lock (and the user may have
+	 * gone meanwhile). */
+	if (!c->slow.password_ok ||
+	    cnl_store_user_get(c->api->store, c->slow.user_id, &u) < 0) {
 		cnl_http_error(resp, 401, "unauthenticated",
 		               "invalid user name or password");
 		goto out;
@@ -236,6 +265,48 @@ void cnl_api_h_token_revoke(void *call, struct cnl_http_request *req,
 #define REDEEM_PASSWORD_MIN 8 /* a password users choose themselves */
 
 /* POST /v1/auth/redeem {"invite", "password"}: set the password once. */
+/*
+ * Redeem, before the lock: only for an invitation that exists and has not
+ * expired (checked under the lock, briefly), hash the new password without
+ * it, so that garbage invitations cost no scrypt.
+ */
+void cnl_api_prepare_redeem(struct call *c, struct cnl_http_request *req)
+{
+	static const char *const fields[] = {"invite", "password", NULL};
+	struct cnl_store_doc d = {0};
+	char digest[CNL_AUTH_DIGEST_MAX], err[256];
+	const char *invite, *password;
+	json_t *body = NULL, *o = NULL;
+	int64_t exp = 0;
+	int r;
+
+	c->slow.hash_r = -EINVAL;
+	if (!(body = cnl_api_peek_body(req, fields)) ||
+	    cnl_json_get_string(body, "invite", true, &invite, err,
+	                        sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "password", true, &password, err,
+	                        sizeof(err)) < 0 ||
+	    strlen(password) < REDEEM_PASSWORD_MIN ||
+	    cnl_auth_token_check(invite) < 0 ||
+	    cnl_auth_token_digest(invite, digest) < 0)
+		goto out;
+	pthread_mutex_lock(&c->api->mu);
+	r = cnl_store_doc_get(c->api->store, "invite", digest, &d);
+	pthread_mutex_unlock(&c->api->mu);
+	if (r < 0)
+		goto out;
+	o = json_loads(d.body, 0, NULL);
+	exp = json_integer_value(json_object_get(o, "expires_ms"));
+	cnl_store_doc_done(&d);
+	if (exp <= c->now_ms)
+		goto out;
+	c->slow.hash_r = cnl_auth_password_hash_cost(
+	    password, c->api->scrypt_ln, c->slow.hash, sizeof(c->slow.hash));
+out:
+	json_decref(o);
+	json_decref(body);
+}
+
 void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp)
 {
@@ -274,17 +345,14 @@ void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
 		            "field \"password\": must be at least 8 bytes");
 		goto out;
 	}
-	/* scrypt takes ~0.1 s: not under the big lock. */
-	pthread_mutex_unlock(&c->api->mu);
-	r = cnl_auth_password_hash_cost(password, c->api->scrypt_ln, hash,
-	                                sizeof(hash));
-	pthread_mutex_lock(&c->api->mu);
-	if (r < 0) {
+	/* Hashed before the lock (cnl_api_prepare_redeem). */
+	if (c->slow.hash_r < 0 || !c->slow.hash[0]) {
 		cnl_api_bad(resp, "field \"password\": must be 8..1024 bytes");
 		goto out;
 	}
+	memcpy(hash, c->slow.hash, sizeof(hash));
 	/* The password and the end of every invitation, together; the
-	 * invitation may have been used meanwhile (the lock was let go). */
+	 * invitation may have been used since it was checked. */
 	if ((r = cnl_store_tx_begin(c->api->store)) < 0)
 		goto store_err;
 	if (cnl_store_doc_get(c->api->store, "invite", digest, &d) < 0) {

@@ -39,6 +39,26 @@
 #include "server/oidc.h"
 #include "server/shape.h"
 
+/* Create a user, before the lock: hash the password given, if any. */
+void cnl_api_prepare_user_create(struct call *c, struct cnl_http_request *req)
+{
+	static const char *const fields[] = {"name", "password", "invite",
+	                                     NULL};
+	const char *password;
+	json_t *body = NULL;
+	char err[256];
+
+	c->slow.hash_r = -EINVAL;
+	if ((body = cnl_api_peek_body(req, fields)) &&
+	    cnl_json_get_string(body, "password", true, &password, err,
+	                        sizeof(err)) > 0 &&
+	    strlen(password) <= CNL_AUTH_PASSWORD_MAX)
+		c->slow.hash_r = cnl_auth_password_hash_cost(
+		    password, c->api->scrypt_ln, c->slow.hash,
+		    sizeof(c->slow.hash));
+	json_decref(body);
+}
+
 void cnl_api_h_users_create(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp)
 {
@@ -74,14 +94,10 @@ void cnl_api_h_users_create(void *call, struct cnl_http_request *req,
 	                                    CNL_AUTH_PASSWORD_MAX + 1, resp)))
 		goto out;
 	snprintf(c->target, sizeof(c->target), "%s", name);
-	r = 0;
-	if (password) {
-		pthread_mutex_unlock(&c->api->mu);
-		r = cnl_auth_password_hash_cost(password, c->api->scrypt_ln,
-		                                u.password_hash,
-		                                sizeof(u.password_hash));
-		pthread_mutex_lock(&c->api->mu);
-	}
+	/* Hashed before the lock (cnl_api_prepare_user_create). */
+	r = password ? c->slow.hash_r : 0;
+	if (password && r == 0)
+		memcpy(u.password_hash, c->slow.hash, sizeof(u.password_hash));
 	if (r < 0 || cnl_api_new_id(c, "usr", u.id) < 0) {
 		cnl_http_error(resp, 500, "internal", "cannot create user");
 		goto out;

@@ -82,6 +82,41 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 }
 
 /*
+ * The body as a JSON object with only @allowed keys, or NULL with @err
+ * saying why: what cnl_api_parse_body() and cnl_api_peek_body() share.
+ */
+static json_t *body_object(struct cnl_http_request *req,
+                           const char *const allowed[], char *err,
+                           size_t errlen)
+{
+	char why[200];
+	json_t *j = NULL;
+
+	if (req->body_len == 0 || !req->body) {
+		snprintf(err, errlen, "request body must be a JSON object");
+		return NULL;
+	}
+	if (strlen(req->body) != req->body_len) {
+		snprintf(err, errlen, "request body contains a NUL byte");
+		return NULL;
+	}
+	if (cnl_json_loads(req->body, &j, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "malformed JSON: %s", why);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		snprintf(err, errlen, "request body must be a JSON object");
+		return NULL;
+	}
+	if (allowed && cnl_json_check_fields(j, allowed, err, errlen) < 0) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}
+
+/*
  * Parse the body as a JSON object with only @allowed keys.  Returns the
  * object, or NULL with a 400 in @resp.
  */
@@ -90,36 +125,19 @@ json_t *cnl_api_parse_body(struct cnl_http_request *req,
                            const char *const allowed[])
 {
 	char err[256];
-	json_t *j = NULL;
+	json_t *j = body_object(req, allowed, err, sizeof(err));
 
-	if (req->body_len == 0) {
-		cnl_http_error(resp, 400, "bad_request",
-		               "request body must be a JSON object");
-		return NULL;
-	}
-	if (strlen(req->body) != req->body_len) {
-		cnl_http_error(resp, 400, "bad_request",
-		               "request body contains a NUL byte");
-		return NULL;
-	}
-	if (cnl_json_loads(req->body, &j, err, sizeof(err)) < 0) {
-		cnl_http_error(resp, 400, "bad_request", "malformed JSON: %s",
-		               err);
-		return NULL;
-	}
-	if (!json_is_object(j)) {
-		json_decref(j);
-		cnl_http_error(resp, 400, "bad_request",
-		               "request body must be a JSON object");
-		return NULL;
-	}
-	if (allowed &&
-	    cnl_json_check_fields(j, allowed, err, sizeof(err)) < 0) {
-		json_decref(j);
+	if (!j)
 		cnl_http_error(resp, 400, "bad_request", "%s", err);
-		return NULL;
-	}
 	return j;
+}
+
+json_t *cnl_api_peek_body(struct cnl_http_request *req,
+                          const char *const allowed[])
+{
+	char err[256];
+
+	return body_object(req, allowed, err, sizeof(err));
 }
 
 /* A required string field of 1..@max-1 bytes, or a 400 naming it. */

@@ -44,6 +44,9 @@ struct node {
 	int64_t last_seen_ms;
 	uint8_t state; /* enum nstate */
 	uint64_t version;
+	/* Wakes this node's long polls when its version moves (on the heap:
+	 * the nodes array may move while a poll waits). */
+	pthread_cond_t *wake;
 	json_t *inventory; /* the registration body, for listings */
 };
 
@@ -116,7 +119,6 @@ struct cnl_ctl {
 	struct cnl_store *store;
 	pthread_mutex_t *mu;
 	pthread_cond_t wake;    /* the loop: kick or stop */
-	pthread_cond_t changed; /* long polls: some node's version moved */
 	pthread_t thread;
 	bool running, stop, dirty;
 	struct cnl_sched *sched;

@@ -137,7 +137,6 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 	ctl->store = cfg->store;
 	ctl->mu = mu;
 	pthread_cond_init(&ctl->wake, NULL);
-	pthread_cond_init(&ctl->changed, NULL);
 	cnl_id_gen_init_random(&ctl->ids);
 	cnl_sched_config_default(&sc);
 	if (cfg->policy)
@@ -181,8 +180,11 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 {
 	if (!ctl)
 		return;
-	for (size_t i = 0; i < ctl->n_nodes; i++)
+	for (size_t i = 0; i < ctl->n_nodes; i++) {
 		json_decref(ctl->nodes[i].inventory);
+		pthread_cond_destroy(ctl->nodes[i].wake);
+		free(ctl->nodes[i].wake);
+	}
 	free(ctl->nodes);
 	free(ctl->wl);
 	free(ctl->usage);
@@ -190,7 +192,6 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	cnl_cluster_free(ctl->cluster);
 	cnl_sched_free(ctl->sched);
 	pthread_cond_destroy(&ctl->wake);
-	pthread_cond_destroy(&ctl->changed);
 	free(ctl);
 }
 

@@ -125,7 +125,7 @@ void ctl_node_changed(struct cnl_ctl *ctl, int node)
 {
 	if (node >= 0 && (size_t)node < ctl->n_nodes) {
 		ctl->nodes[node].version++;
-		pthread_cond_broadcast(&ctl->changed);
+		pthread_cond_broadcast(ctl->nodes[node].wake);
 	}
 }
 

@@ -538,7 +538,8 @@ void cnl_ctl_stop(struct cnl_ctl *ctl)
 	pthread_mutex_lock(ctl->mu);
 	ctl->stop = true;
 	pthread_cond_broadcast(&ctl->wake);
-	pthread_cond_broadcast(&ctl->changed);
+	for (size_t i = 0; i < ctl->n_nodes; i++)
+		pthread_cond_broadcast(ctl->nodes[i].wake);
 	pthread_mutex_unlock(ctl->mu);
 	pthread_join(ctl->thread, NULL);
 	ctl->running = false;

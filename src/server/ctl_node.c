@@ -88,6 +88,8 @@ static void node_push(struct cnl_ctl *ctl, const char *id, json_t *inv,
 	n->state = state;
 	n->last_seen_ms = now; /* a restart gives every node a full timeout */
 	n->version = 1;
+	n->wake = cnl_xmalloc(sizeof(*n->wake));
+	pthread_cond_init(n->wake, NULL);
 	n->inventory = json_incref(inv);
 }
 
@@ -638,8 +640,9 @@ int cnl_ctl_assignments(struct cnl_ctl *ctl, const char *node, uint64_t since,
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		pthread_cond_timedwait(&ctl->changed, ctl->mu, &ts);
-		/* Nodes never go away, but the array may have moved. */
+		/* Only this node's changes wake it.  Nodes never go away,
+		 * but the array may move meanwhile: index it again. */
+		pthread_cond_timedwait(ctl->nodes[i].wake, ctl->mu, &ts);
 	}
 	list = json_array();
 	for (size_t k = 0; k < ctl->n_wl; k++) {
