@@ -118,7 +118,7 @@ struct cnl_ctl {
 	struct cnl_ctl_config cfg;
 	struct cnl_store *store;
 	pthread_mutex_t *mu;
-	pthread_cond_t wake;    /* the loop: kick or stop */
+	pthread_cond_t wake; /* the loop: kick or stop */
 	pthread_t thread;
 	bool running, stop, dirty;
 	struct cnl_sched *sched;

@@ -1,0 +1,921 @@
+/*
+ * node.c - encoders and strict decoders of the node protocol (node.h).
+ *
+ * Each decoder follows one pattern: check the object's keys against the
+ * message's list (cnl_json_check_fields), then read each field with the
+ * typed readers below, which copy into the struct's fixed buffers and
+ * name the field in every error.  Each encoder writes only what is set
+ * (optional fields absent rather than empty), so a decoded message
+ * encodes back to the same JSON.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnlab/errors.h"
+#include "common/json.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "wire/node.h"
+
+/* ---- readers ------------------------------------------------------------- */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -CNL_EFIELD;
+}
+
+/* A string into @buf (@size bytes, NUL included): 1 read, 0 absent and
+ * not @required (buf is then ""), or an error naming @key. */
+static int get_str(const json_t *o, const char *key, bool required, char *buf,
+                   size_t size, char *err, size_t errlen)
+{
+	const char *s = NULL;
+	int r = cnl_json_get_string(o, key, required, &s, err, errlen);
+
+	buf[0] = '\0';
+	if (r <= 0)
+		return r < 0 ? -CNL_EFIELD : 0;
+	if (strlen(s) >= size)
+		return fail(err, errlen, "field \"%s\": longer than %zu bytes",
+		            key, size - 1);
+	memcpy(buf, s, strlen(s) + 1);
+	return 1;
+}
+
+/* A required string that is one of @names (NULL-terminated): its index. */
+static int get_enum(const json_t *o, const char *key, const char *const *names,
+                    int *ret, char *err, size_t errlen)
+{
+	const char *s = NULL;
+
+	if (cnl_json_get_string(o, key, true, &s, err, errlen) < 0)
+		return -CNL_EFIELD;
+	for (int i = 0; names[i]; i++)
+		if (strcmp(s, names[i]) == 0) {
+			*ret = i;
+			return 1;
+		}
+	return fail(err, errlen, "field \"%s\": unknown value \"%.40s\"", key,
+	            s);
+}
+
+static int get_int(const json_t *o, const char *key, bool required, int64_t min,
+                   int64_t max, int64_t *ret, char *err, size_t errlen)
+{
+	int r = cnl_json_get_int(o, key, required, min, max, ret, err, errlen);
+
+	return r < 0 ? -CNL_EFIELD : r;
+}
+
+static int get_int32(const json_t *o, const char *key, bool required, int min,
+                     int max, int *ret, char *err, size_t errlen)
+{
+	int64_t v = *ret;
+	int r = get_int(o, key, required, min, max, &v, err, errlen);
+
+	if (r > 0)
+		*ret = (int)v;
+	return r;
+}
+
+/* An RFC 3339 time (or null: none) into *@ret_ms; 0 when absent. */
+static int get_time(const json_t *o, const char *key, int64_t *ret_ms,
+                    char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(o, key);
+
+	*ret_ms = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v) ||
+	    cnl_time_parse_rfc3339(json_string_value(v), ret_ms) < 0)
+		return fail(err, errlen,
+		            "field \"%s\": must be an RFC 3339 time or null",
+		            key);
+	return 1;
+}
+
+/* An array of at most @max items: 1 with *@ret set, 0 absent. */
+static int get_array(const json_t *o, const char *key, bool required,
+                     size_t max, const json_t **ret, char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (!v) {
+		if (required)
+			return fail(err, errlen, "field \"%s\": missing", key);
+		return 0;
+	}
+	if (!json_is_array(v))
+		return fail(err, errlen, "field \"%s\": must be an array", key);
+	if (json_array_size(v) > max)
+		return fail(err, errlen, "field \"%s\": at most %zu items", key,
+		            max);
+	*ret = v;
+	return 1;
+}
+
+/* An item of an array that must be a string, copied into @buf. */
+static int item_str(const json_t *a, size_t i, const char *key, char *buf,
+                    size_t size, char *err, size_t errlen)
+{
+	const char *s = json_string_value(json_array_get(a, i));
+
+	if (!s)
+		return fail(err, errlen, "field \"%s[%zu]\": must be a string",
+		            key, i);
+	if (strlen(s) >= size)
+		return fail(err, errlen,
+		            "field \"%s[%zu]\": longer than %zu bytes", key, i,
+		            size - 1);
+	memcpy(buf, s, strlen(s) + 1);
+	return 0;
+}
+
+/* Prefix @err with the path of a nested object: "field \"gpu\": ..." ->
+ * "field \"gpu.blocks\": ...". */
+static int nested(const char *outer, int r, char *err, size_t errlen)
+{
+	char tmp[512];
+	const char *q;
+
+	if (r >= 0 || !err || !errlen)
+		return r;
+	if (strncmp(err, "field \"", 7) == 0) {
+		q = err + 7;
+		snprintf(tmp, sizeof(tmp), "field \"%s.%s", outer, q);
+	} else {
+		snprintf(tmp, sizeof(tmp), "field \"%s\": %s", outer, err);
+	}
+	snprintf(err, errlen, "%s", tmp);
+	return r;
+}
+
+#define TRY(expr)                      \
+	do {                           \
+		int try_r_ = (expr);   \
+		if (try_r_ < 0)        \
+			return try_r_; \
+	} while (0)
+
+static void set_time(json_t *o, const char *key, int64_t ms)
+{
+	char buf[CNL_TIME_RFC3339_MAX];
+
+	if (ms > 0 && cnl_time_format_rfc3339(ms, buf, sizeof(buf)) >= 0)
+		json_object_set_new(o, key, json_string(buf));
+}
+
+static void set_str(json_t *o, const char *key, const char *v)
+{
+	if (v[0])
+		json_object_set_new(o, key, json_string(v));
+}
+
+/* ---- register ------------------------------------------------------------ */
+
+json_t *cnl_wire_register_encode(const struct cnl_wire_register *m)
+{
+	json_t *o = json_pack("{s:i,s:s,s:i,s:I,s:I}", "protocol", m->protocol,
+	                      "name", m->name, "gpus", m->gpus, "cpu_milli",
+	                      (json_int_t)m->cpu_milli, "mem_mib",
+	                      (json_int_t)m->mem_mib);
+
+	set_str(o, "gpu_type", m->gpu_type);
+	set_str(o, "cluster", m->cluster);
+	set_str(o, "zone", m->zone);
+	set_str(o, "rack", m->rack);
+	set_str(o, "address", m->address);
+	if (m->has_datasets) {
+		json_t *a = json_array();
+
+		for (int i = 0; i < m->n_datasets; i++)
+			json_array_append_new(a, json_string(m->datasets[i]));
+		json_object_set_new(o, "datasets", a);
+	}
+	if (m->has_devices) {
+		json_t *a = json_array();
+
+		for (int i = 0; i < m->n_devices; i++)
+			json_array_append_new(
+			    a, json_pack("{s:i,s:s,s:I,s:b}", "index",
+			                 m->devices[i].index, "uuid",
+			                 m->devices[i].uuid, "mem_mib",
+			                 (json_int_t)m->devices[i].mem_mib,
+			                 "healthy", m->devices[i].healthy));
+		json_object_set_new(o, "devices", a);
+	}
+	return o;
+}
+
+static int device_decode(const json_t *d, struct cnl_wire_device *ret,
+                         char *err, size_t errlen)
+{
+	static const char *const fields[] = {"index", "uuid", "mem_mib",
+	                                     "healthy", NULL};
+
+	if (!json_is_object(d))
+		return fail(err, errlen, "must be an object");
+	TRY(cnl_json_check_fields(d, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_int32(d, "index", true, 0, CNL_WIRE_GPUS_MAX - 1, &ret->index,
+	              err, errlen));
+	TRY(get_str(d, "uuid", true, ret->uuid, sizeof(ret->uuid), err,
+	            errlen));
+	if (!ret->uuid[0])
+		return fail(err, errlen, "field \"uuid\": empty");
+	TRY(get_int(d, "mem_mib", true, 0, INT64_C(1) << 30, &ret->mem_mib, err,
+	            errlen));
+	return cnl_json_get_bool(d, "healthy", true, &ret->healthy, err,
+	                         errlen) < 0
+	           ? -CNL_EFIELD
+	           : 0;
+}
+
+int cnl_wire_register_decode(const json_t *j, struct cnl_wire_register *ret,
+                             char *err, size_t errlen)
+{
+	static const char *const fields[] = {
+	    "protocol", "name",    "gpu_type", "gpus", "cpu_milli",
+	    "mem_mib",  "cluster", "zone",     "rack", "address",
+	    "datasets", "devices", NULL};
+	const json_t *a;
+	int64_t v = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_int(j, "protocol", true, 0, INT32_MAX, &v, err, errlen));
+	ret->protocol = (int)v;
+	if (ret->protocol != CNL_WIRE_PROTOCOL)
+		return fail(err, errlen,
+		            "field \"protocol\": version %d is not spoken here "
+		            "(this side speaks %d): upgrade the older side",
+		            ret->protocol, CNL_WIRE_PROTOCOL);
+	TRY(get_str(j, "name", true, ret->name, sizeof(ret->name), err,
+	            errlen));
+	if (!ret->name[0])
+		return fail(err, errlen, "field \"name\": empty");
+	TRY(get_str(j, "gpu_type", false, ret->gpu_type, sizeof(ret->gpu_type),
+	            err, errlen));
+	TRY(get_int32(j, "gpus", true, 0, CNL_WIRE_GPUS_MAX, &ret->gpus, err,
+	              errlen));
+	TRY(get_int(j, "cpu_milli", true, 0, INT64_C(1) << 40, &ret->cpu_milli,
+	            err, errlen));
+	TRY(get_int(j, "mem_mib", true, 0, INT64_C(1) << 40, &ret->mem_mib, err,
+	            errlen));
+	TRY(get_str(j, "cluster", false, ret->cluster, sizeof(ret->cluster),
+	            err, errlen));
+	TRY(get_str(j, "zone", false, ret->zone, sizeof(ret->zone), err,
+	            errlen));
+	TRY(get_str(j, "rack", false, ret->rack, sizeof(ret->rack), err,
+	            errlen));
+	TRY(get_str(j, "address", false, ret->address, sizeof(ret->address),
+	            err, errlen));
+	if (get_array(j, "datasets", false, CNL_WIRE_DATASETS_MAX, &a, err,
+	              errlen) < 0)
+		return -CNL_EFIELD;
+	if (json_object_get(j, "datasets")) {
+		ret->has_datasets = true;
+		for (size_t i = 0; i < json_array_size(a); i++)
+			TRY(item_str(a, i, "datasets", ret->datasets[i],
+			             sizeof(ret->datasets[i]), err, errlen));
+		ret->n_datasets = (int)json_array_size(a);
+	}
+	if (get_array(j, "devices", false, CNL_WIRE_GPUS_MAX, &a, err, errlen) <
+	    0)
+		return -CNL_EFIELD;
+	if (json_object_get(j, "devices")) {
+		ret->has_devices = true;
+		if (json_array_size(a) != (size_t)ret->gpus)
+			return fail(
+			    err, errlen,
+			    "field \"devices\": must list each of the %d "
+			    "GPUs",
+			    ret->gpus);
+		for (size_t i = 0; i < json_array_size(a); i++) {
+			char key[40];
+
+			snprintf(key, sizeof(key), "devices[%zu]", i);
+			TRY(nested(key,
+			           device_decode(json_array_get(a, i),
+			                         &ret->devices[i], err, errlen),
+			           err, errlen));
+		}
+		ret->n_devices = (int)json_array_size(a);
+	}
+	return 0;
+}
+
+/* ---- node ---------------------------------------------------------------- */
+
+json_t *cnl_wire_node_encode(const struct cnl_wire_node *m)
+{
+	json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:I,s:I}", "id", m->id, "name",
+	                      m->name, "epoch", (json_int_t)m->epoch, "state",
+	                      m->state, "lease_ms", (json_int_t)m->lease_ms,
+	                      "heartbeat_ms", (json_int_t)m->heartbeat_ms);
+
+	if (m->has_stop) {
+		json_t *a = json_array();
+
+		for (size_t i = 0; i < m->n_stop; i++)
+			json_array_append_new(a, json_string(m->stop[i]));
+		json_object_set_new(o, "stop", a);
+	}
+	return o;
+}
+
+int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
+                         size_t errlen)
+{
+	static const char *const fields[] = {
+	    "id",       "name",         "epoch", "state",
+	    "lease_ms", "heartbeat_ms", "stop",  NULL};
+	static const char *const states[] = {"up", "cordoned", "draining",
+	                                     "lost", NULL};
+	const json_t *a = NULL;
+	int st;
+
+	memset(ret, 0, sizeof(*ret));
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
+	TRY(get_str(j, "name", true, ret->name, sizeof(ret->name), err,
+	            errlen));
+	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
+	TRY(get_enum(j, "state", states, &st, err, errlen));
+	snprintf(ret->state, sizeof(ret->state), "%s", states[st]);
+	TRY(get_int(j, "lease_ms", true, 0, INT64_C(1) << 40, &ret->lease_ms,
+	            err, errlen));
+	TRY(get_int(j, "heartbeat_ms", true, 0, INT64_C(1) << 40,
+	            &ret->heartbeat_ms, err, errlen));
+	TRY(get_array(j, "stop", false, CNL_WIRE_LIST_MAX, &a, err, errlen));
+	if (a) {
+		ret->has_stop = true;
+		ret->stop =
+		    cnl_xcalloc(json_array_size(a) + 1, sizeof(*ret->stop));
+		for (size_t i = 0; i < json_array_size(a); i++)
+			TRY(item_str(a, i, "stop", ret->stop[i],
+			             sizeof(ret->stop[i]), err, errlen));
+		ret->n_stop = json_array_size(a);
+	}
+	return 0;
+}
+
+void cnl_wire_node_done(struct cnl_wire_node *m)
+{
+	if (!m)
+		return;
+	free(m->stop);
+	m->stop = NULL;
+	m->n_stop = 0;
+}
+
+/* ---- heartbeat ----------------------------------------------------------- */
+
+json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
+{
+	json_t *o = json_object(), *a;
+
+	if (!m->has_running)
+		return o;
+	a = json_array();
+	for (size_t i = 0; i < m->n_running; i++)
+		json_array_append_new(
+		    a, json_pack("{s:s,s:I}", "id", m->running[i].id, "epoch",
+		                 (json_int_t)m->running[i].epoch));
+	json_object_set_new(o, "running", a);
+	return o;
+}
+
+static int running_decode(const json_t *it, struct cnl_wire_running *ret,
+                          char *err, size_t errlen)
+{
+	static const char *const fields[] = {"id", "epoch", NULL};
+
+	if (!json_is_object(it))
+		return fail(err, errlen, "must be an object");
+	TRY(cnl_json_check_fields(it, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                       : 0);
+	TRY(get_str(it, "id", true, ret->id, sizeof(ret->id), err, errlen));
+	return get_int(it, "epoch", true, 0, INT64_MAX, &ret->epoch, err,
+	               errlen) < 0
+	           ? -CNL_EFIELD
+	           : 0;
+}
+
+int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
+                              char *err, size_t errlen)
+{
+	/* "epoch" is what older agents send beside "running"; ignored. */
+	static const char *const fields[] = {"running", "epoch", NULL};
+	const json_t *a = NULL;
+	int64_t epoch;
+
+	memset(ret, 0, sizeof(*ret));
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_int(j, "epoch", false, 0, INT64_MAX, &epoch, err, errlen));
+	TRY(get_array(j, "running", false, CNL_WIRE_LIST_MAX, &a, err, errlen));
+	if (!a)
+		return 0;
+	ret->has_running = true;
+	ret->running =
+	    cnl_xcalloc(json_array_size(a) + 1, sizeof(*ret->running));
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "running[%zu]", i);
+		TRY(nested(key,
+		           running_decode(json_array_get(a, i),
+		                          &ret->running[i], err, errlen),
+		           err, errlen));
+		ret->n_running = i + 1;
+	}
+	return 0;
+}
+
+void cnl_wire_heartbeat_done(struct cnl_wire_heartbeat *m)
+{
+	if (!m)
+		return;
+	free(m->running);
+	m->running = NULL;
+	m->n_running = 0;
+}
+
+/* ---- assignments --------------------------------------------------------- */
+
+static json_t *slice_encode(const struct cnl_wire_slice *s)
+{
+	json_t *o = json_pack("{s:i,s:I,s:I}", "blocks", s->blocks, "vram_mib",
+	                      (json_int_t)s->vram_mib, "gpu_mask",
+	                      (json_int_t)s->gpu_mask);
+
+	if (s->mig_profile[0]) {
+		json_object_set_new(o, "mig_profile",
+		                    json_string(s->mig_profile));
+		json_object_set_new(o, "mig_start", json_integer(s->mig_start));
+	}
+	return o;
+}
+
+static int slice_decode(const json_t *o, struct cnl_wire_slice *ret, char *err,
+                        size_t errlen)
+{
+	static const char *const fields[] = {
+	    "blocks", "vram_mib", "gpu_mask", "mig_profile", "mig_start", NULL};
+	int64_t mask = 0;
+
+	if (!json_is_object(o))
+		return fail(err, errlen, "must be an object");
+	TRY(cnl_json_check_fields(o, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_int32(o, "blocks", true, 0, 100 * CNL_WIRE_GPUS_MAX,
+	              &ret->blocks, err, errlen));
+	TRY(get_int(o, "vram_mib", true, 0, INT64_C(1) << 40, &ret->vram_mib,
+	            err, errlen));
+	TRY(get_int(o, "gpu_mask", true, 0, (1 << CNL_WIRE_GPUS_MAX) - 1, &mask,
+	            err, errlen));
+	ret->gpu_mask = (uint32_t)mask;
+	ret->mig_start = -1;
+	if (get_str(o, "mig_profile", false, ret->mig_profile,
+	            sizeof(ret->mig_profile), err, errlen) > 0) {
+		TRY(get_int32(o, "mig_start", true, 0, 7, &ret->mig_start, err,
+		              errlen));
+	} else if (json_object_get(o, "mig_start")) {
+		return fail(err, errlen,
+		            "field \"mig_start\": only with mig_profile");
+	}
+	return 0;
+}
+
+static json_t *gang_encode(const struct cnl_wire_gang *g)
+{
+	json_t *nodes = json_array();
+
+	for (int i = 0; i < g->n_nodes; i++)
+		json_array_append_new(nodes, json_string(g->nodes[i]));
+	return json_pack("{s:s,s:i,s:i,s:o}", "id", g->id, "rank", g->rank,
+	                 "size", g->size, "nodes", nodes);
+}
+
+static int gang_decode(const json_t *o, struct cnl_wire_gang *ret, char *err,
+                       size_t errlen)
+{
+	static const char *const fields[] = {"id", "rank", "size", "nodes",
+	                                     NULL};
+	const json_t *a = NULL;
+
+	if (!json_is_object(o))
+		return fail(err, errlen, "must be an object");
+	TRY(cnl_json_check_fields(o, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_str(o, "id", true, ret->id, sizeof(ret->id), err, errlen));
+	TRY(get_int32(o, "size", true, 1, CNL_WIRE_GANG_MAX, &ret->size, err,
+	              errlen));
+	TRY(get_int32(o, "rank", true, 0, ret->size - 1, &ret->rank, err,
+	              errlen));
+	TRY(get_array(o, "nodes", true, CNL_WIRE_GANG_MAX, &a, err, errlen));
+	for (size_t i = 0; i < json_array_size(a); i++)
+		TRY(item_str(a, i, "nodes", ret->nodes[i],
+		             sizeof(ret->nodes[i]), err, errlen));
+	ret->n_nodes = (int)json_array_size(a);
+	return 0;
+}
+
+json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
+{
+	json_t *o = json_pack(
+	    "{s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:o,s:I,s:I}", "id", m->id, "kind",
+	    m->kind == CNL_WIRE_SERVER ? "server" : "job", "epoch",
+	    (json_int_t)m->epoch, "action",
+	    m->action == CNL_WIRE_STOP ? "stop" : "run", "project_id",
+	    m->project_id, "user_id", m->user_id, "shape", m->shape, "gpu",
+	    slice_encode(&m->gpu), "cpu_milli", (json_int_t)m->cpu_milli,
+	    "mem_mib", (json_int_t)m->mem_mib);
+
+	set_str(o, "user", m->user);
+	if (m->kind == CNL_WIRE_SERVER) {
+		set_str(o, "image", m->image);
+		set_str(o, "name", m->name);
+		json_object_set_new(o, "storage_gb",
+		                    json_integer(m->storage_gb));
+		json_object_set_new(o, "idle_timeout_s",
+		                    json_integer(m->idle_timeout_s));
+	} else {
+		set_str(o, "command", m->command);
+	}
+	if (m->has_gang)
+		json_object_set_new(o, "gang", gang_encode(&m->gang));
+	set_time(o, "not_before", m->not_before_ms);
+	set_time(o, "signal_at", m->signal_ms);
+	set_time(o, "kill_at", m->kill_ms);
+	return o;
+}
+
+int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
+                               char *err, size_t errlen)
+{
+	static const char *const fields[] = {"id",
+	                                     "kind",
+	                                     "epoch",
+	                                     "action",
+	                                     "project_id",
+	                                     "user_id",
+	                                     "user",
+	                                     "shape",
+	                                     "command",
+	                                     "image",
+	                                     "name",
+	                                     "storage_gb",
+	                                     "idle_timeout_s",
+	                                     "gpu",
+	                                     "gang",
+	                                     "cpu_milli",
+	                                     "mem_mib",
+	                                     "not_before",
+	                                     "signal_at",
+	                                     "kill_at",
+	                                     NULL};
+	static const char *const kinds[] = {"job", "server", NULL};
+	static const char *const actions[] = {"run", "stop", NULL};
+	int k, act;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!json_is_object(j))
+		return fail(err, errlen, "must be an object");
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
+	TRY(get_enum(j, "kind", kinds, &k, err, errlen));
+	ret->kind = (enum cnl_wire_kind)k;
+	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
+	TRY(get_enum(j, "action", actions, &act, err, errlen));
+	ret->action = (enum cnl_wire_action)act;
+	TRY(get_str(j, "project_id", true, ret->project_id,
+	            sizeof(ret->project_id), err, errlen));
+	TRY(get_str(j, "user_id", true, ret->user_id, sizeof(ret->user_id), err,
+	            errlen));
+	TRY(get_str(j, "user", false, ret->user, sizeof(ret->user), err,
+	            errlen));
+	TRY(get_str(j, "shape", true, ret->shape, sizeof(ret->shape), err,
+	            errlen));
+	TRY(get_str(j, "command", false, ret->command, sizeof(ret->command),
+	            err, errlen));
+	TRY(get_str(j, "image", false, ret->image, sizeof(ret->image), err,
+	            errlen));
+	TRY(get_str(j, "name", false, ret->name, sizeof(ret->name), err,
+	            errlen));
+	TRY(get_int(j, "storage_gb", false, 0, INT64_C(1) << 40,
+	            &ret->storage_gb, err, errlen));
+	TRY(get_int(j, "idle_timeout_s", false, 0, INT64_C(1) << 40,
+	            &ret->idle_timeout_s, err, errlen));
+	if (!json_object_get(j, "gpu"))
+		return fail(err, errlen, "field \"gpu\": missing");
+	TRY(nested(
+	    "gpu",
+	    slice_decode(json_object_get(j, "gpu"), &ret->gpu, err, errlen),
+	    err, errlen));
+	if (json_object_get(j, "gang")) {
+		ret->has_gang = true;
+		TRY(nested("gang",
+		           gang_decode(json_object_get(j, "gang"), &ret->gang,
+		                       err, errlen),
+		           err, errlen));
+	}
+	TRY(get_int(j, "cpu_milli", true, 0, INT64_C(1) << 40, &ret->cpu_milli,
+	            err, errlen));
+	TRY(get_int(j, "mem_mib", true, 0, INT64_C(1) << 40, &ret->mem_mib, err,
+	            errlen));
+	TRY(get_time(j, "not_before", &ret->not_before_ms, err, errlen));
+	TRY(get_time(j, "signal_at", &ret->signal_ms, err, errlen));
+	TRY(get_time(j, "kill_at", &ret->kill_ms, err, errlen));
+	return 0;
+}
+
+json_t *cnl_wire_assignments_encode(const struct cnl_wire_assignments *m)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < m->n; i++)
+		json_array_append_new(a,
+		                      cnl_wire_assignment_encode(&m->items[i]));
+	return json_pack("{s:I,s:I,s:o}", "version", (json_int_t)m->version,
+	                 "epoch", (json_int_t)m->epoch, "assignments", a);
+}
+
+int cnl_wire_assignments_decode(const json_t *j,
+                                struct cnl_wire_assignments *ret, char *err,
+                                size_t errlen)
+{
+	static const char *const fields[] = {"version", "epoch", "assignments",
+	                                     NULL};
+	const json_t *a = NULL;
+	int64_t v = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_int(j, "version", true, 0, INT64_MAX, &v, err, errlen));
+	ret->version = (uint64_t)v;
+	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
+	TRY(get_array(j, "assignments", true, CNL_WIRE_LIST_MAX, &a, err,
+	              errlen));
+	ret->items = cnl_xcalloc(json_array_size(a) + 1, sizeof(*ret->items));
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		char key[40];
+
+		snprintf(key, sizeof(key), "assignments[%zu]", i);
+		TRY(nested(key,
+		           cnl_wire_assignment_decode(json_array_get(a, i),
+		                                      &ret->items[i], err,
+		                                      errlen),
+		           err, errlen));
+		ret->n = i + 1;
+	}
+	return 0;
+}
+
+void cnl_wire_assignments_done(struct cnl_wire_assignments *m)
+{
+	if (!m)
+		return;
+	free(m->items);
+	m->items = NULL;
+	m->n = 0;
+}
+
+/* ---- report -------------------------------------------------------------- */
+
+static const char *const report_states[] = {"running", "succeeded", "failed",
+                                            "stopped", NULL};
+
+const char *cnl_wire_report_state_name(enum cnl_wire_report_state s)
+{
+	return (unsigned)s < 4 ? report_states[s] : "?";
+}
+
+json_t *cnl_wire_report_encode(const struct cnl_wire_report *m)
+{
+	json_t *o = json_pack("{s:s,s:I,s:s}", "id", m->id, "epoch",
+	                      (json_int_t)m->epoch, "state",
+	                      cnl_wire_report_state_name(m->state));
+
+	if (m->has_exit_code)
+		json_object_set_new(o, "exit_code", json_integer(m->exit_code));
+	set_str(o, "url", m->url);
+	set_str(o, "message", m->message);
+	return o;
+}
+
+int cnl_wire_report_decode(const json_t *j, struct cnl_wire_report *ret,
+                           char *err, size_t errlen)
+{
+	static const char *const fields[] = {
+	    "id", "epoch", "state", "exit_code", "url", "message", NULL};
+	int st, r;
+
+	memset(ret, 0, sizeof(*ret));
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
+	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
+	TRY(get_enum(j, "state", report_states, &st, err, errlen));
+	ret->state = (enum cnl_wire_report_state)st;
+	TRY(r = get_int32(j, "exit_code", false, -255, 255, &ret->exit_code,
+	                  err, errlen));
+	ret->has_exit_code = r > 0;
+	TRY(get_str(j, "url", false, ret->url, sizeof(ret->url), err, errlen));
+	TRY(get_str(j, "message", false, ret->message, sizeof(ret->message),
+	            err, errlen));
+	return 0;
+}
+
+/* ---- log chunk ----------------------------------------------------------- */
+
+json_t *cnl_wire_log_encode(const struct cnl_wire_log *m)
+{
+	return json_pack("{s:s,s:I,s:s,s:s}", "id", m->id, "epoch",
+	                 (json_int_t)m->epoch, "stream",
+	                 m->stderr_ ? "stderr" : "stdout", "data",
+	                 m->data ? m->data : "");
+}
+
+int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
+                        size_t errlen)
+{
+	static const char *const fields[] = {"id", "epoch", "stream", "data",
+	                                     NULL};
+	static const char *const streams[] = {"stdout", "stderr", NULL};
+	const char *data = NULL;
+	int st;
+
+	memset(ret, 0, sizeof(*ret));
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
+	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
+	TRY(get_enum(j, "stream", streams, &st, err, errlen));
+	ret->stderr_ = st == 1;
+	if (cnl_json_get_string(j, "data", true, &data, err, errlen) < 0)
+		return -CNL_EFIELD;
+	if (strlen(data) >= CNL_WIRE_LOG_MAX)
+		return fail(err, errlen, "field \"data\": longer than %d bytes",
+		            CNL_WIRE_LOG_MAX - 1);
+	ret->data = cnl_xstrdup(data);
+	return 0;
+}
+
+void cnl_wire_log_done(struct cnl_wire_log *m)
+{
+	if (!m)
+		return;
+	free(m->data);
+	m->data = NULL;
+}
+
+/* ---- files --------------------------------------------------------------- */
+
+/* Whether @s is base64 (standard alphabet, padded) of at most @max bytes. */
+static bool base64_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n % 4 || n / 4 * 3 > max + 2)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (c >= '0' && c <= '9') || c == '+' || c == '/' ||
+		      (c == '=' && i >= n - 2 &&
+		       (i == n - 1 || s[n - 1] == '='))))
+			return false;
+	}
+	return true;
+}
+
+/* A plain file name: 1..63 of A-Z a-z 0-9 . _ -, not "." or "..". */
+static bool file_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n >= CNL_WIRE_NAME_MAX || strcmp(s, ".") == 0 ||
+	    strcmp(s, "..") == 0)
+		return false;
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                 "0123456789._-") == n;
+}
+
+json_t *cnl_wire_file_encode(const struct cnl_wire_file *m)
+{
+	json_t *o = json_pack("{s:s,s:s}", "name", m->name, "data_base64",
+	                      m->data_base64 ? m->data_base64 : "");
+
+	if (m->id[0]) {
+		json_object_set_new(o, "id", json_string(m->id));
+		json_object_set_new(o, "epoch", json_integer(m->epoch));
+	}
+	return o;
+}
+
+int cnl_wire_file_decode(const json_t *j, struct cnl_wire_file *ret, char *err,
+                         size_t errlen)
+{
+	static const char *const fields[] = {"id", "epoch", "name",
+	                                     "data_base64", NULL};
+	const char *data = NULL;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!json_is_object(j))
+		return fail(err, errlen, "must be an object");
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(r = get_str(j, "id", false, ret->id, sizeof(ret->id), err, errlen));
+	TRY(get_int(j, "epoch", r > 0, 0, INT64_MAX, &ret->epoch, err, errlen));
+	TRY(get_str(j, "name", true, ret->name, sizeof(ret->name), err,
+	            errlen));
+	if (!file_name_ok(ret->name))
+		return fail(err, errlen,
+		            "field \"name\": must be a plain file name (A-Z "
+		            "a-z 0-9 . _ -)");
+	if (cnl_json_get_string(j, "data_base64", true, &data, err, errlen) < 0)
+		return -CNL_EFIELD;
+	if (!base64_ok(data, CNL_WIRE_FILE_MAX))
+		return fail(err, errlen,
+		            "field \"data_base64\": must be base64 of at most "
+		            "%d bytes",
+		            CNL_WIRE_FILE_MAX);
+	ret->data_base64 = cnl_xstrdup(data);
+	return 0;
+}
+
+void cnl_wire_file_done(struct cnl_wire_file *m)
+{
+	if (!m)
+		return;
+	free(m->data_base64);
+	m->data_base64 = NULL;
+}
+
+json_t *cnl_wire_files_encode(const struct cnl_wire_files *m)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < m->n; i++)
+		json_array_append_new(a, cnl_wire_file_encode(&m->items[i]));
+	return json_pack("{s:o}", "items", a);
+}
+
+int cnl_wire_files_decode(const json_t *j, struct cnl_wire_files *ret,
+                          char *err, size_t errlen)
+{
+	static const char *const fields[] = {"items", NULL};
+	const json_t *a = NULL;
+
+	memset(ret, 0, sizeof(*ret));
+	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
+	                                                      : 0);
+	TRY(get_array(j, "items", true, CNL_WIRE_LIST_MAX, &a, err, errlen));
+	ret->items = cnl_xcalloc(json_array_size(a) + 1, sizeof(*ret->items));
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		char key[32];
+		int r;
+
+		snprintf(key, sizeof(key), "items[%zu]", i);
+		r = nested(key,
+		           cnl_wire_file_decode(json_array_get(a, i),
+		                                &ret->items[i], err, errlen),
+		           err, errlen);
+		ret->n = i + 1;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void cnl_wire_files_done(struct cnl_wire_files *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n; i++)
+		cnl_wire_file_done(&m->items[i]);
+	free(m->items);
+	m->items = NULL;
+	m->n = 0;
+}

@@ -1,0 +1,252 @@
+/*
+ * node.h - the node protocol between cnlabd and cnlab-agent, typed: one
+ * struct per message, one encoder (to a JSON object) and one strict
+ * decoder (from one) each.
+ *
+ *   agent -> cnlabd   register      POST /v1/nodes
+ *                     heartbeat     POST /v1/nodes/{id}/heartbeat
+ *                     report        POST /v1/nodes/{id}/reports
+ *                     log chunk     POST /v1/nodes/{id}/logs
+ *                     file          POST /v1/nodes/{id}/artifacts,
+ *                                        /checkpoints
+ *   cnlabd -> agent   node          the reply to register and heartbeat
+ *                     assignments   GET /v1/nodes/{id}/assignments
+ *                     files         GET /v1/nodes/{id}/checkpoints,
+ *                                       /inputs
+ *
+ * Strict.  A decoder refuses a body that is not an object, a field it
+ * does not know, a field of the wrong type, a number out of its range, a
+ * string too long for its field or outside its alphabet, or a required
+ * field that is missing; it returns -CNL_EFIELD with @err naming the
+ * field ("field \"epoch\": must be an integer in 0..9223372036854775807")
+ * and leaves *@ret in a state that its _done() frees safely.  Every
+ * encoder's output decodes back to an equal struct (the tests check each).
+ *
+ * Versions.  Register carries "protocol": CNL_WIRE_PROTOCOL; cnlabd
+ * refuses another (an agent older or newer than it knows), so one side
+ * never reads the other's messages by guesswork.
+ *
+ * Times travel as RFC 3339 strings and are milliseconds here (0: none).
+ */
+#ifndef CNL_WIRE_NODE_H
+#define CNL_WIRE_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* The node protocol's version: register carries it, cnlabd checks it. */
+#define CNL_WIRE_PROTOCOL     1
+
+#define CNL_WIRE_ID_MAX       64 /* ids: "node_01…", "job_01…" */
+#define CNL_WIRE_NAME_MAX     64 /* node, user, GPU type, label names */
+#define CNL_WIRE_UUID_MAX     97
+#define CNL_WIRE_ADDRESS_MAX  128
+#define CNL_WIRE_GPUS_MAX     16
+#define CNL_WIRE_DATASETS_MAX 8
+#define CNL_WIRE_GANG_MAX     64
+#define CNL_WIRE_COMMAND_MAX  1024
+#define CNL_WIRE_IMAGE_MAX    256
+#define CNL_WIRE_URL_MAX      512
+#define CNL_WIRE_MESSAGE_MAX  160
+#define CNL_WIRE_LOG_MAX      (1024 * 1024) /* bytes of one log chunk */
+#define CNL_WIRE_FILE_MAX     (512 * 1024)  /* bytes of one file */
+#define CNL_WIRE_LIST_MAX     4096          /* items of one list */
+
+/* ---- register (agent -> cnlabd) ----------------------------------------- */
+
+struct cnl_wire_device {
+	int index;                    /* 0..CNL_WIRE_GPUS_MAX-1 */
+	char uuid[CNL_WIRE_UUID_MAX]; /* "GPU-…" or "fake-…" */
+	int64_t mem_mib;
+	bool healthy;
+};
+
+struct cnl_wire_register {
+	int protocol; /* CNL_WIRE_PROTOCOL */
+	char name[CNL_WIRE_NAME_MAX];
+	char gpu_type[CNL_WIRE_NAME_MAX]; /* "" without GPUs */
+	int gpus;                         /* 0..CNL_WIRE_GPUS_MAX */
+	int64_t cpu_milli, mem_mib;
+	/* Labels, "" when not given. */
+	char cluster[CNL_WIRE_NAME_MAX], zone[CNL_WIRE_NAME_MAX],
+	    rack[CNL_WIRE_NAME_MAX];
+	char address[CNL_WIRE_ADDRESS_MAX];
+	bool has_datasets; /* a list was given (perhaps empty) */
+	char datasets[CNL_WIRE_DATASETS_MAX][CNL_WIRE_NAME_MAX];
+	int n_datasets;
+	bool has_devices; /* a list was given: exactly one per GPU */
+	struct cnl_wire_device devices[CNL_WIRE_GPUS_MAX];
+	int n_devices;
+};
+
+json_t *cnl_wire_register_encode(const struct cnl_wire_register *m);
+int cnl_wire_register_decode(const json_t *j, struct cnl_wire_register *ret,
+                             char *err, size_t errlen);
+
+/* ---- node: the reply to register and heartbeat -------------------------- */
+
+struct cnl_wire_node {
+	char id[CNL_WIRE_ID_MAX];
+	char name[CNL_WIRE_NAME_MAX];
+	int64_t epoch;
+	char state[16]; /* "up", "cordoned", "draining", "lost" */
+	int64_t lease_ms, heartbeat_ms;
+	/* Heartbeat replies: the work the node runs that is not its to run
+	 * (moved, or ended); malloc'd ids. */
+	char (*stop)[CNL_WIRE_ID_MAX];
+	size_t n_stop;
+	bool has_stop;
+};
+
+json_t *cnl_wire_node_encode(const struct cnl_wire_node *m);
+int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
+                         size_t errlen);
+void cnl_wire_node_done(struct cnl_wire_node *m);
+
+/* ---- heartbeat (agent -> cnlabd) ---------------------------------------- */
+
+struct cnl_wire_running {
+	char id[CNL_WIRE_ID_MAX];
+	int64_t epoch;
+};
+
+struct cnl_wire_heartbeat {
+	bool has_running; /* a list was sent: work missing from it is lost */
+	struct cnl_wire_running *running; /* malloc'd */
+	size_t n_running;
+};
+
+json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m);
+int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
+                              char *err, size_t errlen);
+void cnl_wire_heartbeat_done(struct cnl_wire_heartbeat *m);
+
+/* ---- assignments (cnlabd -> agent) -------------------------------------- */
+
+enum cnl_wire_kind { CNL_WIRE_JOB, CNL_WIRE_SERVER };
+enum cnl_wire_action { CNL_WIRE_RUN, CNL_WIRE_STOP };
+
+/* The slice: blocks of compute and VRAM on the GPUs of gpu_mask, in a MIG
+ * instance when mig_profile is not "". */
+struct cnl_wire_slice {
+	int blocks; /* 0..100 per GPU, or 100 x GPUs for whole ones */
+	int64_t vram_mib;
+	uint32_t gpu_mask;
+	char mig_profile[32]; /* "" unless MIG */
+	int mig_start;        /* -1 unless MIG */
+};
+
+struct cnl_wire_gang {
+	char id[CNL_WIRE_ID_MAX]; /* the leader's job id */
+	int rank, size;
+	char nodes[CNL_WIRE_GANG_MAX][CNL_WIRE_NAME_MAX]; /* by rank */
+	int n_nodes;
+};
+
+struct cnl_wire_assignment {
+	char id[CNL_WIRE_ID_MAX];
+	enum cnl_wire_kind kind;
+	int64_t epoch;
+	enum cnl_wire_action action;
+	char project_id[CNL_WIRE_ID_MAX], user_id[CNL_WIRE_ID_MAX];
+	char user[CNL_WIRE_NAME_MAX]; /* the submitter's name; "" unknown */
+	char shape[CNL_WIRE_NAME_MAX];
+	char command[CNL_WIRE_COMMAND_MAX]; /* jobs */
+	/* Servers. */
+	char image[CNL_WIRE_IMAGE_MAX];
+	char name[CNL_WIRE_NAME_MAX];
+	int64_t storage_gb, idle_timeout_s;
+	struct cnl_wire_slice gpu;
+	bool has_gang;
+	struct cnl_wire_gang gang;
+	int64_t cpu_milli, mem_mib;
+	int64_t not_before_ms;      /* start no earlier; 0: now */
+	int64_t signal_ms, kill_ms; /* action stop: when; 0: none */
+};
+
+struct cnl_wire_assignments {
+	uint64_t version; /* the node's; poll again with since=version */
+	int64_t epoch;    /* the node's */
+	struct cnl_wire_assignment *items; /* malloc'd */
+	size_t n;
+};
+
+json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m);
+int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
+                               char *err, size_t errlen);
+json_t *cnl_wire_assignments_encode(const struct cnl_wire_assignments *m);
+int cnl_wire_assignments_decode(const json_t *j,
+                                struct cnl_wire_assignments *ret, char *err,
+                                size_t errlen);
+void cnl_wire_assignments_done(struct cnl_wire_assignments *m);
+
+/* ---- report (agent -> cnlabd) ------------------------------------------- */
+
+enum cnl_wire_report_state {
+	CNL_WIRE_REPORT_RUNNING,
+	CNL_WIRE_REPORT_SUCCEEDED,
+	CNL_WIRE_REPORT_FAILED,
+	CNL_WIRE_REPORT_STOPPED,
+};
+
+struct cnl_wire_report {
+	char id[CNL_WIRE_ID_MAX];
+	int64_t epoch;
+	enum cnl_wire_report_state state;
+	bool has_exit_code;
+	int exit_code;                      /* -255..255 */
+	char url[CNL_WIRE_URL_MAX];         /* servers running; "" none */
+	char message[CNL_WIRE_MESSAGE_MAX]; /* how it ended; "" none */
+};
+
+json_t *cnl_wire_report_encode(const struct cnl_wire_report *m);
+int cnl_wire_report_decode(const json_t *j, struct cnl_wire_report *ret,
+                           char *err, size_t errlen);
+const char *cnl_wire_report_state_name(enum cnl_wire_report_state s);
+
+/* ---- log chunk (agent -> cnlabd) ---------------------------------------- */
+
+struct cnl_wire_log {
+	char id[CNL_WIRE_ID_MAX];
+	int64_t epoch;
+	bool stderr_; /* stream "stderr", else "stdout" */
+	char *data;   /* malloc'd UTF-8 text, < CNL_WIRE_LOG_MAX bytes */
+};
+
+json_t *cnl_wire_log_encode(const struct cnl_wire_log *m);
+int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
+                        size_t errlen);
+void cnl_wire_log_done(struct cnl_wire_log *m);
+
+/* ---- files: artifacts, checkpoints (agent -> cnlabd), and the files a
+ * node fetches (checkpoints, inputs) ----------------------------------------
+ */
+
+struct cnl_wire_file {
+	char id[CNL_WIRE_ID_MAX]; /* the workload; "" in a files reply */
+	int64_t epoch;
+	char name[CNL_WIRE_NAME_MAX]; /* a plain file name */
+	char *data_base64;            /* malloc'd; decodes to at most
+	                               * CNL_WIRE_FILE_MAX bytes */
+};
+
+json_t *cnl_wire_file_encode(const struct cnl_wire_file *m);
+int cnl_wire_file_decode(const json_t *j, struct cnl_wire_file *ret, char *err,
+                         size_t errlen);
+void cnl_wire_file_done(struct cnl_wire_file *m);
+
+/* {"items": [{"name", "data_base64"}]} */
+struct cnl_wire_files {
+	struct cnl_wire_file *items; /* malloc'd */
+	size_t n;
+};
+
+json_t *cnl_wire_files_encode(const struct cnl_wire_files *m);
+int cnl_wire_files_decode(const json_t *j, struct cnl_wire_files *ret,
+                          char *err, size_t errlen);
+void cnl_wire_files_done(struct cnl_wire_files *m);
+
+#endif /* CNL_WIRE_NODE_H */

@@ -1,0 +1,380 @@
+/*
+ * test_node.c - the node protocol's messages (wire/node.h): every message
+ * round-trips (encode, decode, the same struct, encode again, the same
+ * JSON), and every strict decoder refuses what it must, naming the field:
+ * an unknown field, a wrong type, a number out of range, a string too
+ * long or outside its alphabet, a missing field, another protocol
+ * version.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cnlab/errors.h"
+#include "wire/node.h"
+
+/* Decode @text with @decode into @ret, expecting success. */
+#define DECODE_OK(decode, text, ret)                      \
+	do {                                              \
+		json_error_t je_;                         \
+		json_t *j_ = json_loads(text, 0, &je_);   \
+		char e_[256] = "";                        \
+		assert_non_null(j_);                      \
+		if (decode(j_, ret, e_, sizeof(e_)) != 0) \
+			fail_msg("%s: %s", text, e_);     \
+		json_decref(j_);                          \
+	} while (0)
+
+/* Decode @text, expecting a refusal whose message contains @field. */
+#define DECODE_BAD(decode, type, done, text, field)                           \
+	do {                                                                  \
+		json_error_t je_;                                             \
+		json_t *j_ = json_loads(text, 0, &je_);                       \
+		char e_[256] = "";                                            \
+		type m_;                                                      \
+		int r_;                                                       \
+		assert_non_null(j_);                                          \
+		r_ = decode(j_, &m_, e_, sizeof(e_));                         \
+		done;                                                         \
+		json_decref(j_);                                              \
+		if (r_ != -CNL_EFIELD)                                        \
+			fail_msg("accepted: %s", text);                       \
+		if (!strstr(e_, field))                                       \
+			fail_msg("%s: message \"%s\" does not name %s", text, \
+			         e_, field);                                  \
+	} while (0)
+
+#define NOTHING (void)0
+
+/* encode -> decode -> same -> encode -> same JSON */
+#define ROUND(type, encode, decode, done, m)                        \
+	do {                                                        \
+		json_t *j1_ = encode(m), *j2_;                      \
+		type back_;                                         \
+		char e_[256] = "";                                  \
+		if (decode(j1_, &back_, e_, sizeof(e_)) != 0)       \
+			fail_msg("decode of own encoding: %s", e_); \
+		j2_ = encode(&back_);                               \
+		if (!json_equal(j1_, j2_)) {                        \
+			char *a_ = json_dumps(j1_, JSON_SORT_KEYS); \
+			char *b_ = json_dumps(j2_, JSON_SORT_KEYS); \
+			fail_msg("round trip: %s != %s", a_, b_);   \
+		}                                                   \
+		json_decref(j1_);                                   \
+		json_decref(j2_);                                   \
+		{                                                   \
+			type *p_ = &back_;                          \
+			(void)p_;                                   \
+			done;                                       \
+		}                                                   \
+	} while (0)
+
+static void test_register(void **state)
+{
+	struct cnl_wire_register m = {0}, got;
+
+	(void)state;
+	m.protocol = CNL_WIRE_PROTOCOL;
+	strcpy(m.name, "gpu-01");
+	strcpy(m.gpu_type, "H100-80GB-SXM");
+	m.gpus = 2;
+	m.cpu_milli = 64000;
+	m.mem_mib = 512000;
+	strcpy(m.zone, "z1");
+	strcpy(m.rack, "r7");
+	strcpy(m.address, "10.0.0.7");
+	m.has_datasets = true;
+	strcpy(m.datasets[0], "imagenet");
+	m.n_datasets = 1;
+	m.has_devices = true;
+	m.n_devices = 2;
+	for (int i = 0; i < 2; i++) {
+		m.devices[i].index = i;
+		snprintf(m.devices[i].uuid, sizeof(m.devices[i].uuid), "GPU-%d",
+		         i);
+		m.devices[i].mem_mib = 81559;
+		m.devices[i].healthy = i == 0;
+	}
+	ROUND(struct cnl_wire_register, cnl_wire_register_encode,
+	      cnl_wire_register_decode, NOTHING, &m);
+	DECODE_OK(cnl_wire_register_decode,
+	          "{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &got);
+	assert_string_equal(got.name, "n");
+	assert_false(got.has_datasets);
+#define R(text, field)                                                 \
+	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
+	           NOTHING, text, field)
+	R("{\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
+	  "protocol");
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1}",
+	  "protocol");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1,\"color\":\"red\"}",
+	  "color");
+	R("{\"protocol\":1,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1}",
+	  "name");
+	R("{\"protocol\":1,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1}",
+	  "name");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
+	  "\"mem_mib\":1}",
+	  "gpus");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
+	  "\"mem_mib\":1}",
+	  "cpu_milli");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
+	  "mem_mib");
+	R("{\"protocol\":1,\"name\":"
+	  "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+	  "nnnnnnnnnnnnnnnnnnnnnn\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
+	  "name");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1,\"datasets\":\"imagenet\"}",
+	  "datasets");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1,\"datasets\":[1]}",
+	  "datasets[0]");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	  "\"mem_mib\":1,\"devices\":[]}",
+	  "devices");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
+	  "\"mem_mib\":1,\"healthy\":\"yes\"}]}",
+	  "devices[0].healthy");
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
+	  "\"mem_mib\":1,\"healthy\":true,\"x\":1}]}",
+	  "devices[0].x");
+#undef R
+}
+
+static void test_node_and_heartbeat(void **state)
+{
+	struct cnl_wire_node n = {0};
+	struct cnl_wire_heartbeat h = {0};
+	struct cnl_wire_running run[2] = {{"job_a", 3}, {"srv_b", 1}};
+	char stop[1][CNL_WIRE_ID_MAX] = {"job_c"};
+
+	(void)state;
+	strcpy(n.id, "node_1");
+	strcpy(n.name, "gpu-01");
+	n.epoch = 4;
+	strcpy(n.state, "draining");
+	n.lease_ms = 15000;
+	n.heartbeat_ms = 5000;
+	ROUND(struct cnl_wire_node, cnl_wire_node_encode, cnl_wire_node_decode,
+	      cnl_wire_node_done(p_), &n);
+	n.has_stop = true;
+	n.stop = stop;
+	n.n_stop = 1;
+	ROUND(struct cnl_wire_node, cnl_wire_node_encode, cnl_wire_node_decode,
+	      cnl_wire_node_done(p_), &n);
+	h.has_running = true;
+	h.running = run;
+	h.n_running = 2;
+	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
+	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+#define N(text, field)                                         \
+	DECODE_BAD(cnl_wire_node_decode, struct cnl_wire_node, \
+	           cnl_wire_node_done(&m_), text, field)
+	N("{\"id\":\"n\",\"name\":\"x\",\"epoch\":1,\"state\":\"sleepy\","
+	  "\"lease_ms\":1,\"heartbeat_ms\":1}",
+	  "state");
+	N("{\"id\":\"n\",\"name\":\"x\",\"epoch\":1.5,\"state\":\"up\","
+	  "\"lease_ms\":1,\"heartbeat_ms\":1}",
+	  "epoch");
+	N("{\"id\":\"n\",\"name\":\"x\",\"epoch\":1,\"state\":\"up\","
+	  "\"lease_ms\":1,\"heartbeat_ms\":1,\"stop\":[3]}",
+	  "stop[0]");
+#undef N
+#define H(text, field)                                                   \
+	DECODE_BAD(cnl_wire_heartbeat_decode, struct cnl_wire_heartbeat, \
+	           cnl_wire_heartbeat_done(&m_), text, field)
+	H("{\"running\":{}}", "running");
+	H("{\"running\":[{\"id\":\"j\"}]}", "running[0].epoch");
+	H("{\"running\":[{\"id\":\"j\",\"epoch\":-1}]}", "running[0].epoch");
+	H("{\"running\":[],\"beat\":1}", "beat");
+#undef H
+}
+
+static void test_assignments(void **state)
+{
+	struct cnl_wire_assignment a[2];
+	struct cnl_wire_assignments m = {.version = 9, .epoch = 2};
+
+	(void)state;
+	memset(a, 0, sizeof(a));
+	strcpy(a[0].id, "job_1");
+	a[0].kind = CNL_WIRE_JOB;
+	a[0].epoch = 5;
+	a[0].action = CNL_WIRE_RUN;
+	strcpy(a[0].project_id, "prj_1");
+	strcpy(a[0].user_id, "usr_1");
+	strcpy(a[0].user, "alice");
+	strcpy(a[0].shape, "h100-25");
+	strcpy(a[0].command, "python3 train.py --lr 0.1");
+	a[0].gpu = (struct cnl_wire_slice){.blocks = 28,
+	                                   .vram_mib = 20096,
+	                                   .gpu_mask = 1,
+	                                   .mig_profile = "2g.20gb",
+	                                   .mig_start = 4};
+	a[0].has_gang = true;
+	strcpy(a[0].gang.id, "job_1");
+	a[0].gang.rank = 1;
+	a[0].gang.size = 2;
+	strcpy(a[0].gang.nodes[0], "n1");
+	strcpy(a[0].gang.nodes[1], "n2");
+	a[0].gang.n_nodes = 2;
+	a[0].cpu_milli = 1000;
+	a[0].mem_mib = 4096;
+	a[0].not_before_ms = INT64_C(1700000000000);
+	strcpy(a[1].id, "srv_1");
+	a[1].kind = CNL_WIRE_SERVER;
+	a[1].epoch = 1;
+	a[1].action = CNL_WIRE_STOP;
+	strcpy(a[1].project_id, "prj_1");
+	strcpy(a[1].user_id, "usr_1");
+	strcpy(a[1].shape, "h100-10");
+	strcpy(a[1].image, "pytorch:2.4-cuda12.4");
+	strcpy(a[1].name, "nb");
+	a[1].storage_gb = 50;
+	a[1].idle_timeout_s = 14400;
+	a[1].gpu = (struct cnl_wire_slice){
+	    .blocks = 10, .vram_mib = 8155, .gpu_mask = 2, .mig_start = -1};
+	a[1].signal_ms = INT64_C(1700000001000);
+	a[1].kill_ms = INT64_C(1700000031000);
+	m.items = a;
+	m.n = 2;
+	ROUND(struct cnl_wire_assignments, cnl_wire_assignments_encode,
+	      cnl_wire_assignments_decode, cnl_wire_assignments_done(p_), &m);
+#define BASE                                                              \
+	"{\"version\":1,\"epoch\":1,\"assignments\":[{\"id\":\"j\","      \
+	"\"kind\":\"job\",\"epoch\":1,\"action\":\"run\",\"project_id\":" \
+	"\"p\",\"user_id\":\"u\",\"shape\":\"h100-1\",\"cpu_milli\":1,"   \
+	"\"mem_mib\":1,"
+#define A(tail, field)                                                       \
+	DECODE_BAD(cnl_wire_assignments_decode, struct cnl_wire_assignments, \
+	           cnl_wire_assignments_done(&m_), BASE tail, field)
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"kind2\":1}]}",
+	  "assignments[0].kind2");
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1}}]}",
+	  "assignments[0].gpu.gpu_mask");
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1,"
+	  "\"mig_start\":2}}]}",
+	  "assignments[0].gpu.mig_start");
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"gang\":{\"id\":\"g\",\"rank\":2,\"size\":2,\"nodes\":[]}}]}",
+	  "assignments[0].gang.rank");
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"kill_at\":\"yesterday\"}]}",
+	  "assignments[0].kill_at");
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"action\":\"pause\"}]}",
+	  "assignments[0].action");
+#undef A
+#undef BASE
+	DECODE_BAD(cnl_wire_assignments_decode, struct cnl_wire_assignments,
+	           cnl_wire_assignments_done(&m_),
+	           "{\"version\":1,\"epoch\":1}", "assignments");
+}
+
+static void test_report_log_files(void **state)
+{
+	struct cnl_wire_report r = {0};
+	struct cnl_wire_log l = {0};
+	struct cnl_wire_file f = {0}, items[1];
+	struct cnl_wire_files fs;
+
+	(void)state;
+	strcpy(r.id, "job_1");
+	r.epoch = 3;
+	r.state = CNL_WIRE_REPORT_FAILED;
+	r.has_exit_code = true;
+	r.exit_code = -9;
+	strcpy(r.message, "killed by the out-of-memory killer");
+	ROUND(struct cnl_wire_report, cnl_wire_report_encode,
+	      cnl_wire_report_decode, NOTHING, &r);
+	strcpy(l.id, "job_1");
+	l.epoch = 3;
+	l.stderr_ = true;
+	l.data = (char *)"h\xc3\xa9llo\n";
+	ROUND(struct cnl_wire_log, cnl_wire_log_encode, cnl_wire_log_decode,
+	      cnl_wire_log_done(p_), &l);
+	strcpy(f.id, "job_1");
+	f.epoch = 3;
+	strcpy(f.name, "metrics.txt");
+	f.data_base64 = (char *)"aGk=";
+	ROUND(struct cnl_wire_file, cnl_wire_file_encode, cnl_wire_file_decode,
+	      cnl_wire_file_done(p_), &f);
+	items[0] = f;
+	items[0].id[0] = '\0';
+	fs.items = items;
+	fs.n = 1;
+	ROUND(struct cnl_wire_files, cnl_wire_files_encode,
+	      cnl_wire_files_decode, cnl_wire_files_done(p_), &fs);
+#define R(text, field)                                                      \
+	DECODE_BAD(cnl_wire_report_decode, struct cnl_wire_report, NOTHING, \
+	           text, field)
+	R("{\"id\":\"j\",\"epoch\":1,\"state\":\"done\"}", "state");
+	R("{\"id\":\"j\",\"epoch\":1,\"state\":\"failed\",\"exit_code\":256}",
+	  "exit_code");
+	R("{\"id\":\"j\",\"state\":\"failed\"}", "epoch");
+#undef R
+	DECODE_BAD(
+	    cnl_wire_log_decode, struct cnl_wire_log, cnl_wire_log_done(&m_),
+	    "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdin\",\"data\":\"\"}",
+	    "stream");
+#define F(text, field)                                         \
+	DECODE_BAD(cnl_wire_file_decode, struct cnl_wire_file, \
+	           cnl_wire_file_done(&m_), text, field)
+	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"../etc/passwd\","
+	  "\"data_base64\":\"\"}",
+	  "name");
+	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"..\",\"data_base64\":\"\"}",
+	  "name");
+	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"a\",\"data_base64\":\"a*==\"}",
+	  "data_base64");
+	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"a\",\"data_base64\":\"abc\"}",
+	  "data_base64");
+	F("{\"id\":\"j\",\"name\":\"a\",\"data_base64\":\"\"}", "epoch");
+#undef F
+	/* A file over the limit, encoded: refused by its size. */
+	{
+		size_t n = (CNL_WIRE_FILE_MAX / 3 + 2) * 4;
+		char *big = malloc(n + 64);
+		json_t *j;
+		char e[256];
+
+		memset(big, 'A', n);
+		big[n] = '\0';
+		j = json_pack("{s:s,s:i,s:s,s:s}", "id", "j", "epoch", 1,
+		              "name", "a", "data_base64", big);
+		assert_int_equal(cnl_wire_file_decode(j, &f, e, sizeof(e)),
+		                 -CNL_EFIELD);
+		assert_non_null(strstr(e, "data_base64"));
+		cnl_wire_file_done(&f);
+		json_decref(j);
+		free(big);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_register),
+	    cmocka_unit_test(test_node_and_heartbeat),
+	    cmocka_unit_test(test_assignments),
+	    cmocka_unit_test(test_report_log_files),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
