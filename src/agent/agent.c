@@ -40,6 +40,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "shim/region.h"
+#include "wire/node.h"
 
 #define LOG_CHUNK_MAX (64 * 1024)
 #define FILE_MAX      (512 * 1024) /* artifacts and checkpoint files */
@@ -1356,45 +1357,45 @@ static int register_node(struct cnl_agent *a, char *err, size_t errlen)
 {
 	const struct cnl_gpu_dev *devs;
 	int n = cnl_gpus_list(a->gpus, &devs);
+	struct cnl_wire_register m = {.protocol = CNL_WIRE_PROTOCOL};
+	struct cnl_wire_node node;
 	json_t *body, *reply = NULL;
 	long st;
+	int r;
 
-	body = json_pack("{s:s,s:s,s:i,s:I,s:I,s:s}", "name", a->cfg.name,
-	                 "gpu_type", n ? devs[0].type : "", "gpus", n,
-	                 "cpu_milli", (json_int_t)a->cfg.cpu_milli, "mem_mib",
-	                 (json_int_t)a->cfg.mem_mib, "address", a->cfg.address);
-	{
-		json_t *list = json_array();
+	if (n > CNL_WIRE_GPUS_MAX)
+		n = CNL_WIRE_GPUS_MAX;
+	snprintf(m.name, sizeof(m.name), "%s", a->cfg.name);
+	snprintf(m.gpu_type, sizeof(m.gpu_type), "%s", n ? devs[0].type : "");
+	m.gpus = n;
+	m.cpu_milli = a->cfg.cpu_milli;
+	m.mem_mib = a->cfg.mem_mib;
+	snprintf(m.address, sizeof(m.address), "%s", a->cfg.address);
+	m.has_devices = true;
+	for (int i = 0; i < n; i++) {
+		struct cnl_wire_device *d = &m.devices[m.n_devices++];
 
-		for (int i = 0; i < n; i++)
-			json_array_append_new(
-			    list,
-			    json_pack("{s:i,s:s,s:I,s:b}", "index",
-			              devs[i].index, "uuid", devs[i].uuid,
-			              "mem_mib", (json_int_t)devs[i].mem_mib,
-			              "healthy", devs[i].healthy));
-		json_object_set_new(body, "devices", list);
+		d->index = devs[i].index;
+		snprintf(d->uuid, sizeof(d->uuid), "%s", devs[i].uuid);
+		d->mem_mib = (int64_t)devs[i].mem_mib;
+		d->healthy = devs[i].healthy;
 	}
-	if (a->cfg.cluster)
-		json_object_set_new(body, "cluster",
-		                    json_string(a->cfg.cluster));
-	if (a->cfg.zone)
-		json_object_set_new(body, "zone", json_string(a->cfg.zone));
-	if (a->cfg.rack)
-		json_object_set_new(body, "rack", json_string(a->cfg.rack));
-	if (a->cfg.datasets && a->cfg.datasets[0]) {
-		/* Sent on every registration: a restart with another list
-		 * relabels the node. */
-		json_t *list = json_array();
+	snprintf(m.cluster, sizeof(m.cluster), "%s",
+	         a->cfg.cluster ? a->cfg.cluster : "");
+	snprintf(m.zone, sizeof(m.zone), "%s", a->cfg.zone ? a->cfg.zone : "");
+	snprintf(m.rack, sizeof(m.rack), "%s", a->cfg.rack ? a->cfg.rack : "");
+	/* Sent on every registration: a restart with another list relabels
+	 * the node. */
+	for (const char *p = a->cfg.datasets; p && *p;) {
+		size_t len = strcspn(p, ",");
 
-		for (const char *p = a->cfg.datasets; *p;) {
-			size_t len = strcspn(p, ",");
-
-			json_array_append_new(list, json_stringn(p, len));
-			p += len + (p[len] == ',');
-		}
-		json_object_set_new(body, "datasets", list);
+		if (m.n_datasets < CNL_WIRE_DATASETS_MAX)
+			snprintf(m.datasets[m.n_datasets++],
+			         sizeof(m.datasets[0]), "%.*s", (int)len, p);
+		m.has_datasets = true;
+		p += len + (p[len] == ',');
 	}
+	body = cnl_wire_register_encode(&m);
 	st = cnl_client_call(a->main_cl, "POST", "/v1/nodes", body, 30, &reply,
 	                     err, errlen);
 	json_decref(body);
@@ -1402,15 +1403,17 @@ static int register_node(struct cnl_agent *a, char *err, size_t errlen)
 		json_decref(reply);
 		return st < 0 ? (int)st : -CNL_ECONFIG;
 	}
-	snprintf(a->node_id, sizeof(a->node_id), "%s",
-	         json_string_value(json_object_get(reply, "id")));
-	a->node_epoch = json_integer_value(json_object_get(reply, "epoch"));
-	a->lease_ms = json_integer_value(json_object_get(reply, "lease_ms"));
-	a->heartbeat_ms =
-	    json_integer_value(json_object_get(reply, "heartbeat_ms"));
-	if (a->heartbeat_ms <= 0)
-		a->heartbeat_ms = 1000;
+	r = cnl_wire_node_decode(reply, &node, err, errlen);
 	json_decref(reply);
+	if (r < 0) {
+		cnl_wire_node_done(&node);
+		return -EPROTO;
+	}
+	snprintf(a->node_id, sizeof(a->node_id), "%s", node.id);
+	a->node_epoch = node.epoch;
+	a->lease_ms = node.lease_ms;
+	a->heartbeat_ms = node.heartbeat_ms > 0 ? node.heartbeat_ms : 1000;
+	cnl_wire_node_done(&node);
 	return 0;
 }
 

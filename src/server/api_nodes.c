@@ -85,18 +85,27 @@ void cnl_api_h_nodes_register(void *call, struct cnl_http_request *req,
                               struct cnl_http_response *resp)
 {
 	struct call *c = call;
-	json_t *body, *out = NULL;
+	struct cnl_wire_register m;
+	struct cnl_wire_node out = {0};
 	char err[256] = "";
+	json_t *body;
 	int st;
 
+	snprintf(c->target, sizeof(c->target), "node");
 	if (!(body = cnl_api_parse_body(req, resp, NULL)))
 		return;
-	st = cnl_ctl_node_register(c->api->ctl, body, c->now_ms, &out, err,
-	                           sizeof(err));
-	snprintf(c->target, sizeof(c->target), "%s",
-	         out ? json_string_value(json_object_get(out, "id")) : "node");
-	node_reply(resp, st, out, err);
+	if (cnl_wire_register_decode(body, &m, err, sizeof(err)) < 0) {
+		cnl_api_bad(resp, err);
+		json_decref(body);
+		return;
+	}
 	json_decref(body);
+	st = cnl_ctl_node_register(c->api->ctl, &m, c->now_ms, &out, err,
+	                           sizeof(err));
+	if (st < 400)
+		snprintf(c->target, sizeof(c->target), "%s", out.id);
+	node_reply(resp, st, st < 400 ? cnl_wire_node_encode(&out) : NULL, err);
+	cnl_wire_node_done(&out);
 }
 
 void cnl_api_h_node_update(void *call, struct cnl_http_request *req,
@@ -124,20 +133,29 @@ void cnl_api_h_node_heartbeat(void *call, struct cnl_http_request *req,
 {
 	struct call *c = call;
 	const char *node = cnl_http_param(req, "node");
-	json_t *body, *out = NULL;
+	struct cnl_wire_heartbeat m;
+	struct cnl_wire_node out = {0};
 	char err[256] = "";
+	json_t *body;
 	int st;
 
 	snprintf(c->target, sizeof(c->target), "%s", node);
 	if (!(body = cnl_api_parse_body(req, resp, NULL)))
 		return;
-	st = cnl_ctl_node_heartbeat(c->api->ctl, node, body, c->now_ms, &out,
-	                            err, sizeof(err));
-	/* Liveness only is not worth an audit record; a stop order is. */
-	c->no_audit =
-	    st == 200 && json_array_size(json_object_get(out, "stop")) == 0;
-	node_reply(resp, st, out, err);
+	st = cnl_wire_heartbeat_decode(body, &m, err, sizeof(err));
 	json_decref(body);
+	if (st < 0) {
+		cnl_api_bad(resp, err);
+		cnl_wire_heartbeat_done(&m);
+		return;
+	}
+	st = cnl_ctl_node_heartbeat(c->api->ctl, node, &m, c->now_ms, &out, err,
+	                            sizeof(err));
+	/* Liveness only is not worth an audit record; a stop order is. */
+	c->no_audit = st == 200 && out.n_stop == 0;
+	node_reply(resp, st, st < 400 ? cnl_wire_node_encode(&out) : NULL, err);
+	cnl_wire_node_done(&out);
+	cnl_wire_heartbeat_done(&m);
 }
 
 void cnl_api_h_node_assignments(void *call, struct cnl_http_request *req,
@@ -149,7 +167,7 @@ void cnl_api_h_node_assignments(void *call, struct cnl_http_request *req,
 	const char *qw = cnl_http_query(req, "wait");
 	unsigned long long since = 0;
 	long wait = 0;
-	json_t *out = NULL;
+	struct cnl_wire_assignments out = {0};
 	char err[256] = "", *end;
 
 	if (qs) {
@@ -172,72 +190,76 @@ void cnl_api_h_node_assignments(void *call, struct cnl_http_request *req,
 	}
 	int st_ = cnl_ctl_assignments(c->api->ctl, node, since, wait * 1000,
 	                              &out, err, sizeof(err));
-	node_reply(resp, st_, out, err);
+	node_reply(resp, st_,
+	           st_ < 400 ? cnl_wire_assignments_encode(&out) : NULL, err);
+	cnl_wire_assignments_done(&out);
 }
 
 void cnl_api_h_node_reports(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp)
 {
 	struct call *c = call;
-	const char *node = cnl_http_param(req, "node");
-	json_t *body, *out = NULL;
+	const char *node = cnl_http_param(req, "node"), *state = NULL;
+	struct cnl_wire_report m;
 	char err[256] = "";
+	json_t *body;
+	int st;
 
+	snprintf(c->target, sizeof(c->target), "%s", node);
 	if (!(body = cnl_api_parse_body(req, resp, NULL)))
 		return;
-	snprintf(c->target, sizeof(c->target), "%s",
-	         json_string_value(json_object_get(body, "id"))
-	             ? json_string_value(json_object_get(body, "id"))
-	             : node);
-	int st_ = cnl_ctl_node_report(c->api->ctl, node, body, c->now_ms, &out,
-	                              err, sizeof(err));
-	node_reply(resp, st_, out, err);
+	st = cnl_wire_report_decode(body, &m, err, sizeof(err));
 	json_decref(body);
+	if (st < 0) {
+		cnl_api_bad(resp, err);
+		return;
+	}
+	snprintf(c->target, sizeof(c->target), "%s", m.id);
+	st = cnl_ctl_node_report(c->api->ctl, node, &m, c->now_ms, &state, err,
+	                         sizeof(err));
+	node_reply(resp, st,
+	           st < 400 ? json_pack("{s:s}", "state", state) : NULL, err);
+}
+
+static void fenced(struct cnl_http_response *resp)
+{
+	cnl_http_error(resp, 409, "fenced",
+	               "stale fencing epoch: this work is no longer assigned "
+	               "to this node under that epoch");
 }
 
 /* Output of a workload, appended by its agent under the current epoch. */
 void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp)
 {
-	static const char *const fields[] = {"id", "epoch", "stream", "data",
-	                                     NULL};
 	struct call *c = call;
-	const char *node = cnl_http_param(req, "node"), *id, *stream, *data;
+	const char *node = cnl_http_param(req, "node");
+	struct cnl_wire_log m;
 	char lid[CNL_ID_MAX], err[256];
-	int64_t epoch;
 	json_t *body, *o;
 	int r;
 
 	c->no_audit = true; /* output, not a change of the platform */
-	if (!(body = cnl_api_parse_body(req, resp, fields)))
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
 		return;
-	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
-	    !(stream = cnl_api_get_string(body, "stream", 8, resp)))
-		goto out;
-	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
-	                     sizeof(err)) < 0 ||
-	    cnl_json_get_string(body, "data", true, &data, err, sizeof(err)) <
-	        0) {
+	r = cnl_wire_log_decode(body, &m, err, sizeof(err));
+	json_decref(body);
+	if (r < 0) {
 		cnl_api_bad(resp, err);
 		goto out;
 	}
-	if (strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0) {
-		cnl_api_bad(resp, "field \"stream\": must be stdout or stderr");
-		goto out;
-	}
-	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
-		cnl_http_error(resp, 409, "fenced",
-		               "stale fencing epoch: this work is no longer "
-		               "assigned to this node under that epoch");
+	if (cnl_ctl_fence_check(c->api->ctl, node, m.id, m.epoch) < 0) {
+		fenced(resp);
 		goto out;
 	}
 	if (cnl_api_new_id(c, "log", lid) < 0) {
 		cnl_http_error(resp, 500, "internal", "cannot make an id");
 		goto out;
 	}
-	o = json_pack("{s:s,s:s,s:I}", "stream", stream, "data", data, "epoch",
-	              (json_int_t)epoch);
-	r = cnl_api_doc_save(c, "log", lid, id, "", o, true);
+	o = json_pack("{s:s,s:s,s:I}", "stream",
+	              m.stderr_ ? "stderr" : "stdout", "data", m.data, "epoch",
+	              (json_int_t)m.epoch);
+	r = cnl_api_doc_save(c, "log", lid, m.id, "", o, true);
 	json_decref(o);
 	if (r < 0) {
 		cnl_api_store_error(c, resp, r, "log");
@@ -245,68 +267,88 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 	}
 	cnl_http_reply(resp, 201, json_pack("{s:s}", "id", lid));
 out:
+	cnl_wire_log_done(&m);
+}
+
+/*
+ * Decode a file a node sends (artifact, checkpoint) into @m and @ret_bytes
+ * (its @ret_n bytes, malloc'd); 0, or -1 with the error in @resp.
+ */
+static int file_in(struct call *c, struct cnl_http_request *req,
+                   struct cnl_http_response *resp, struct cnl_wire_file *m,
+                   uint8_t **ret_bytes, size_t *ret_n)
+{
+	const char *node = cnl_http_param(req, "node");
+	char err[256];
+	json_t *body;
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
+		return -1;
+	r = cnl_wire_file_decode(body, m, err, sizeof(err));
 	json_decref(body);
+	if (r < 0) {
+		cnl_api_bad(resp, err);
+		return -1;
+	}
+	if (!m->id[0]) {
+		cnl_api_bad(resp, "field \"id\": required");
+		return -1;
+	}
+	if (!cnl_api_valid_name(m->name)) {
+		cnl_api_bad(resp,
+		            "field \"name\": must be 1..63 characters of "
+		            "A-Z a-z 0-9 . _ -, not starting with . or -");
+		return -1;
+	}
+	snprintf(c->target, sizeof(c->target), "%s/%s", m->id, m->name);
+	if (!(*ret_bytes = cnl_api_b64_decode(m->data_base64, ret_n))) {
+		cnl_api_bad(resp, "field \"data_base64\": must be base64 of at "
+		                  "most 512 KiB");
+		return -1;
+	}
+	if (cnl_ctl_fence_check(c->api->ctl, node, m->id, m->epoch) < 0) {
+		free(*ret_bytes);
+		fenced(resp);
+		return -1;
+	}
+	return 0;
 }
 
 /* Files a job left in its artifacts directory, sent by its agent. */
 void cnl_api_h_node_artifacts(void *call, struct cnl_http_request *req,
                               struct cnl_http_response *resp)
 {
-	static const char *const fields[] = {"id", "epoch", "name",
-	                                     "data_base64", NULL};
 	struct call *c = call;
-	const char *node = cnl_http_param(req, "node"), *id, *name, *data;
+	struct cnl_wire_file m;
 	char did[CNL_STORE_DOC_ID_MAX], hex[2 * SHA256_DIGEST_LENGTH + 1];
 	uint8_t md[SHA256_DIGEST_LENGTH], *bytes;
-	int64_t epoch;
 	size_t n;
-	char err[256];
-	json_t *body, *o;
+	json_t *o;
 	int r;
 
-	if (!(body = cnl_api_parse_body(req, resp, fields)))
-		return;
-	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
-	    !(name = cnl_api_get_name(body, "name", resp)))
+	if (file_in(c, req, resp, &m, &bytes, &n) < 0)
 		goto out;
-	snprintf(c->target, sizeof(c->target), "%s/%s", id, name);
-	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
-	                     sizeof(err)) < 0 ||
-	    cnl_json_get_string(body, "data_base64", true, &data, err,
-	                        sizeof(err)) < 0) {
-		cnl_api_bad(resp, err);
-		goto out;
-	}
-	if (!(bytes = cnl_api_b64_decode(data, &n))) {
-		cnl_api_bad(resp,
-		            "field \"data_base64\": must be base64 of at most "
-		            "512 KiB");
-		goto out;
-	}
 	SHA256(bytes, n, md);
 	free(bytes);
 	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
-		cnl_http_error(resp, 409, "fenced",
-		               "stale fencing epoch: this work is no longer "
-		               "assigned to this node under that epoch");
-		goto out;
-	}
-	snprintf(did, sizeof(did), "%s/%s", id, name);
-	o = json_pack("{s:s,s:I,s:s,s:s}", "name", name, "size", (json_int_t)n,
-	              "sha256", hex, "data_base64", data);
-	r = cnl_api_doc_save(c, "artifact", did, id, name, o, false);
+	snprintf(did, sizeof(did), "%s/%s", m.id, m.name);
+	o = json_pack("{s:s,s:I,s:s,s:s}", "name", m.name, "size",
+	              (json_int_t)n, "sha256", hex, "data_base64",
+	              m.data_base64);
+	r = cnl_api_doc_save(c, "artifact", did, m.id, m.name, o, false);
 	json_decref(o);
 	if (r < 0) {
 		cnl_api_store_error(c, resp, r, "artifact");
 		goto out;
 	}
 	cnl_http_reply(resp, 201,
-	               json_pack("{s:s,s:I,s:s}", "name", name, "size",
+	               json_pack("{s:s,s:I,s:s}", "name", m.name, "size",
 	                         (json_int_t)n, "sha256", hex));
 out:
-	json_decref(body);
+	cnl_wire_file_done(&m);
 }
 
 /*
@@ -318,47 +360,22 @@ out:
 void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
                                    struct cnl_http_response *resp)
 {
-	static const char *const fields[] = {"id", "epoch", "name",
-	                                     "data_base64", NULL};
 	struct call *c = call;
-	const char *node = cnl_http_param(req, "node"), *id, *name, *data;
-	char did[CNL_STORE_DOC_ID_MAX], err[256];
+	struct cnl_wire_file m;
+	char did[CNL_STORE_DOC_ID_MAX];
 	uint8_t *bytes;
-	int64_t epoch;
 	size_t n;
-	json_t *body, *o;
+	json_t *o;
 	int r;
 
-	if (!(body = cnl_api_parse_body(req, resp, fields)))
-		return;
-	if (!(id = cnl_api_get_string(body, "id", CNL_ID_MAX, resp)) ||
-	    !(name = cnl_api_get_name(body, "name", resp)))
+	if (file_in(c, req, resp, &m, &bytes, &n) < 0)
 		goto out;
-	snprintf(c->target, sizeof(c->target), "%s/%s", id, name);
-	if (cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
-	                     sizeof(err)) < 0 ||
-	    cnl_json_get_string(body, "data_base64", true, &data, err,
-	                        sizeof(err)) < 0) {
-		cnl_api_bad(resp, err);
-		goto out;
-	}
-	if (!(bytes = cnl_api_b64_decode(data, &n))) {
-		cnl_api_bad(resp,
-		            "field \"data_base64\": must be base64 of at most "
-		            "512 KiB");
-		goto out;
-	}
 	free(bytes);
-	if (cnl_ctl_fence_check(c->api->ctl, node, id, epoch) < 0) {
-		cnl_http_error(resp, 409, "fenced",
-		               "stale fencing epoch: this work is no longer "
-		               "assigned to this node under that epoch");
-		goto out;
-	}
-	snprintf(did, sizeof(did), "%s/%s", id, name);
-	o = json_pack("{s:s,s:I,s:I,s:s}", "name", name, "size", (json_int_t)n,
-	              "epoch", (json_int_t)epoch, "data_base64", data);
-	r = cnl_api_doc_save(c, "ckpt", did, id, name, o, false);
+	snprintf(did, sizeof(did), "%s/%s", m.id, m.name);
+	o = json_pack("{s:s,s:I,s:I,s:s}", "name", m.name, "size",
+	              (json_int_t)n, "epoch", (json_int_t)m.epoch,
+	              "data_base64", m.data_base64);
+	r = cnl_api_doc_save(c, "ckpt", did, m.id, m.name, o, false);
 	json_decref(o);
 	if (r < 0) {
 		cnl_api_store_error(c, resp, r, "checkpoint");
@@ -366,9 +383,9 @@ void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
 	}
 	cnl_http_reply(
 	    resp, 201,
-	    json_pack("{s:s,s:I}", "name", name, "size", (json_int_t)n));
+	    json_pack("{s:s,s:I}", "name", m.name, "size", (json_int_t)n));
 out:
-	json_decref(body);
+	cnl_wire_file_done(&m);
 }
 
 /* GET ?job=ID&epoch=E: the job's files of @kind, with data. */
@@ -381,8 +398,8 @@ static void files_get(struct call *c, struct cnl_http_request *req,
 	struct cnl_store_job jb;
 	char leader[CNL_ID_MAX];
 	struct cnl_store_doc *d;
+	struct cnl_wire_files files = {0};
 	long long epoch;
-	json_t *items;
 	char *end;
 	int n = 0, r;
 
@@ -414,14 +431,22 @@ static void files_get(struct call *c, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, r, "checkpoint");
 		return;
 	}
-	items = json_array();
+	files.items = cnl_xcalloc((size_t)n + 1, sizeof(*files.items));
 	for (int i = 0; i < n; i++) {
 		json_t *o = json_loads(d[i].body, 0, NULL);
+		const char *data =
+		    json_string_value(json_object_get(o, "data_base64"));
+		struct cnl_wire_file *f = &files.items[files.n];
 
-		if (o)
-			json_array_append_new(items, o);
+		if (o && data && strlen(d[i].name) < sizeof(f->name)) {
+			snprintf(f->name, sizeof(f->name), "%s", d[i].name);
+			f->data_base64 = cnl_xstrdup(data);
+			files.n++;
+		}
+		json_decref(o);
 	}
-	cnl_http_reply(resp, 200, json_pack("{s:o}", "items", items));
+	cnl_http_reply(resp, 200, cnl_wire_files_encode(&files));
+	cnl_wire_files_done(&files);
 	cnl_store_docs_done(d, n);
 	free(d);
 }

@@ -42,6 +42,7 @@
 
 #include "sched/catalog.h"
 #include "store/store.h"
+#include "wire/node.h"
 
 struct cnl_ctl_config {
 	struct cnl_store *store;
@@ -145,28 +146,33 @@ json_t *cnl_ctl_availability(struct cnl_ctl *ctl, const char *shape,
 /* ---- nodes ------------------------------------------------------------- */
 
 /*
- * Node calls return an HTTP status and set *@ret to the reply body (or an
- * error message in @err for statuses >= 400).
+ * Node calls take the node protocol's typed messages (src/wire/node.h),
+ * decoded by the caller, and return an HTTP status; they fill *@ret (the
+ * node reply, the assignments, the work's stored state) or, for statuses
+ * >= 400, an error message in @err.  A node reply or assignments filled
+ * here is freed with its cnl_wire_*_done().
  */
-int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now_ms,
-                          json_t **ret, char *err, size_t errlen);
-int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node, json_t *body,
-                           int64_t now_ms, json_t **ret, char *err,
-                           size_t errlen);
-int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
-                        int64_t now_ms, json_t **ret, char *err, size_t errlen);
+int cnl_ctl_node_register(struct cnl_ctl *ctl,
+                          const struct cnl_wire_register *m, int64_t now_ms,
+                          struct cnl_wire_node *ret, char *err, size_t errlen);
+int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
+                           const struct cnl_wire_heartbeat *m, int64_t now_ms,
+                           struct cnl_wire_node *ret, char *err, size_t errlen);
+int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
+                        const struct cnl_wire_report *m, int64_t now_ms,
+                        const char **ret, char *err, size_t errlen);
 int cnl_ctl_node_set_state(struct cnl_ctl *ctl, const char *node,
                            const char *state, json_t **ret, char *err,
                            size_t errlen);
 
 /*
- * cnl_ctl_assignments - the work node @node must run, as {"version",
- * "epoch", "assignments": [...]}; waits (releasing the lock) up to
- * @wait_ms for the version to pass @since.  404 for an unknown node.
+ * cnl_ctl_assignments - the work node @node must run, with the node's
+ * version and epoch; waits (releasing the lock) up to @wait_ms for the
+ * version to pass @since.  404 for an unknown node.
  */
 int cnl_ctl_assignments(struct cnl_ctl *ctl, const char *node, uint64_t since,
-                        int64_t wait_ms, json_t **ret, char *err,
-                        size_t errlen);
+                        int64_t wait_ms, struct cnl_wire_assignments *ret,
+                        char *err, size_t errlen);
 
 /*
  * cnl_ctl_fence_check - 0 when workload @id runs on @node under @epoch;

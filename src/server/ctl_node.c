@@ -202,13 +202,19 @@ int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node)
 	return ctl_node_find(ctl, node) < 0 ? -CNL_ENOTFOUND : 0;
 }
 
-static json_t *node_reply(struct cnl_ctl *ctl, const struct node *n)
+/* The node as its agent is told it (the reply to register, heartbeat
+ * and state changes). */
+static void node_reply(struct cnl_ctl *ctl, const struct node *n,
+                       struct cnl_wire_node *ret)
 {
-	return json_pack(
-	    "{s:s,s:s,s:I,s:s,s:I,s:I}", "id", n->id, "name", n->name, "epoch",
-	    (json_int_t)n->epoch, "state", ctl_nstate_names[n->state],
-	    "lease_ms", (json_int_t)(ctl->cfg.node_lost_ms / 2), "heartbeat_ms",
-	    (json_int_t)(ctl->cfg.node_lost_ms / 6));
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->id, sizeof(ret->id), "%s", n->id);
+	snprintf(ret->name, sizeof(ret->name), "%s", n->name);
+	ret->epoch = n->epoch;
+	snprintf(ret->state, sizeof(ret->state), "%s",
+	         ctl_nstate_names[n->state]);
+	ret->lease_ms = ctl->cfg.node_lost_ms / 2;
+	ret->heartbeat_ms = ctl->cfg.node_lost_ms / 6;
 }
 
 /* The labels of inventory @inv into @spec (pointers into @inv). */
@@ -267,99 +273,51 @@ static int relabel_node(struct cnl_ctl *ctl, int i, json_t *inv, int64_t now,
 	return 0;
 }
 
-int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
-                          json_t **ret, char *err, size_t errlen)
+int cnl_ctl_node_register(struct cnl_ctl *ctl,
+                          const struct cnl_wire_register *m, int64_t now,
+                          struct cnl_wire_node *ret, char *err, size_t errlen)
 {
-	static const char *const fields[] = {
-	    "name", "gpu_type", "gpus",     "cpu_milli", "mem_mib", "cluster",
-	    "zone", "rack",     "datasets", "address",   "devices", NULL};
-	const char *name, *type = NULL, *s;
-	json_t *devs;
-	int64_t gpus, cpu, mem;
-	json_t *inv, *ds;
+	json_t *inv;
 	struct node *n;
 	int idx, r;
 
-	if (cnl_json_check_fields(body, fields, err, errlen) < 0 ||
-	    cnl_json_get_string(body, "name", true, &name, err, errlen) < 0 ||
-	    cnl_json_get_string(body, "gpu_type", false, &type, err, errlen) <
-	        0 ||
-	    cnl_json_get_int(body, "gpus", true, 0, CNL_NODE_MAX_GPUS, &gpus,
-	                     err, errlen) < 0 ||
-	    cnl_json_get_int(body, "cpu_milli", true, 0, INT64_C(1) << 40, &cpu,
-	                     err, errlen) < 0 ||
-	    cnl_json_get_int(body, "mem_mib", true, 0, INT64_C(1) << 40, &mem,
-	                     err, errlen) < 0)
-		return 400;
-	if (!name[0] || strlen(name) >= CNL_STORE_NAME_MAX)
+	if (strlen(m->name) >= CNL_STORE_NAME_MAX)
 		return set_err(err, errlen, 400,
 		               "field \"name\": must be 1..63 bytes");
-	for (const char *const *f = &fields[5]; *f; f++) {
-		if (strcmp(*f, "datasets") == 0 || strcmp(*f, "devices") == 0)
-			continue;
-		if (cnl_json_get_string(body, *f, false, &s, err, errlen) < 0)
-			return 400;
-	}
-	ds = json_object_get(body, "datasets");
-	if (ds &&
-	    (!json_is_array(ds) || json_array_size(ds) > CNL_NODE_MAX_DATASETS))
-		return set_err(err, errlen, 400,
-		               "field \"datasets\": must be an array of at "
-		               "most 8 names");
-	for (size_t i = 0; ds && i < json_array_size(ds); i++)
-		if (!cnl_label_valid(json_string_value(json_array_get(ds, i))))
+	for (int i = 0; i < m->n_datasets; i++)
+		if (!cnl_label_valid(m->datasets[i]))
 			return set_err(
 			    err, errlen, 400,
 			    "field \"datasets\": each must be a name "
 			    "of 1..63 characters of A-Z a-z 0-9 . _ "
 			    "-, not starting with . or -");
-	/* The GPU inventory: [{"index","uuid","mem_mib","healthy"}], one
-	 * per GPU, shown in node listings. */
-	devs = json_object_get(body, "devices");
-	if (devs &&
-	    (!json_is_array(devs) || json_array_size(devs) != (size_t)gpus))
-		return set_err(
-		    err, errlen, 400,
-		    "field \"devices\": must list one entry per GPU");
-	for (size_t i = 0; devs && i < json_array_size(devs); i++) {
-		json_t *d = json_array_get(devs, i);
-		const char *u = json_string_value(json_object_get(d, "uuid"));
-
-		if (!json_is_object(d) || !u || !u[0] || strlen(u) > 96 ||
-		    !json_is_integer(json_object_get(d, "mem_mib")) ||
-		    !json_is_boolean(json_object_get(d, "healthy")))
-			return set_err(err, errlen, 400,
-			               "field \"devices\": each needs uuid, "
-			               "mem_mib and healthy");
-	}
-	inv = json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", name, "gpu_type",
-	                type ? type : "", "gpus", (json_int_t)gpus, "cpu_milli",
-	                (json_int_t)cpu, "mem_mib", (json_int_t)mem);
-	for (const char *const *f = &fields[5]; *f; f++)
-		if (json_object_get(body, *f))
-			json_object_set(inv, *f, json_object_get(body, *f));
+	/* The inventory kept and listed: the registration without its
+	 * protocol version (gpu_type always present, "" without GPUs). */
+	inv = cnl_wire_register_encode(m);
+	json_object_del(inv, "protocol");
+	json_object_set_new(inv, "gpu_type", json_string(m->gpu_type));
 	/* Known name: an agent restarting.  Same inventory, same node. */
 	for (size_t i = 0; i < ctl->n_nodes; i++) {
 		n = &ctl->nodes[i];
-		if (strcmp(n->name, name) != 0)
+		if (strcmp(n->name, m->name) != 0)
 			continue;
 		/* Its labels (cluster, zone, rack, datasets) may change
 		 * (an operator moved data onto it); its resources may not,
 		 * since running work is placed on them. */
 		static const char *const labels[] = {"cluster", "zone", "rack",
 		                                     "datasets", NULL};
-		json_t *a = json_deep_copy(n->inventory),
-		       *b = json_deep_copy(inv);
+		json_t *x = json_deep_copy(n->inventory),
+		       *y = json_deep_copy(inv);
 		static const char *const skip[] = {
 		    "address", "epoch", "state",    "devices", "cluster",
 		    "zone",    "rack",  "datasets", NULL};
 		for (const char *const *f = skip; *f; f++) {
-			json_object_del(a, *f);
-			json_object_del(b, *f);
+			json_object_del(x, *f);
+			json_object_del(y, *f);
 		}
-		bool same = json_equal(a, b), relabel = false;
-		json_decref(a);
-		json_decref(b);
+		bool same = json_equal(x, y), relabel = false;
+		json_decref(x);
+		json_decref(y);
 		if (!same) {
 			json_decref(inv);
 			return set_err(err, errlen, 409,
@@ -377,15 +335,15 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 			json_decref(inv);
 			return r;
 		}
-		if (json_object_get(body, "address"))
+		if (m->address[0])
 			snprintf(n->address, sizeof(n->address), "%s",
-			         json_string_value(
-			             json_object_get(body, "address")));
-		if (devs) /* the latest inventory (health) for listings */
-			json_object_set(n->inventory, "devices", devs);
+			         m->address);
+		if (m->has_devices) /* the latest health, for listings */
+			json_object_set(n->inventory, "devices",
+			                json_object_get(inv, "devices"));
 		n->last_seen_ms = now;
 		json_decref(inv);
-		*ret = node_reply(ctl, n);
+		node_reply(ctl, n, ret);
 		return 200;
 	}
 	if ((idx = add_cluster_node(ctl, inv, err, errlen)) < 0) {
@@ -409,7 +367,7 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
 		return set_err(err, errlen, 500, "cannot store the node");
 	}
 	cnl_ctl_kick(ctl);
-	*ret = node_reply(ctl, n);
+	node_reply(ctl, n, ret);
 	return 201;
 }
 
@@ -419,8 +377,8 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl, json_t *body, int64_t now,
  * empty).  Two heartbeats in a row without it, so that one that raced a
  * start does not count: then a job is requeued, work being stopped ends.
  */
-static void lost_by_agent(struct cnl_ctl *ctl, int node, json_t *running,
-                          int64_t now)
+static void lost_by_agent(struct cnl_ctl *ctl, int node,
+                          const struct cnl_wire_heartbeat *hb, int64_t now)
 {
 	for (size_t k = ctl->n_wl; k-- > 0;) {
 		struct wl *w = &ctl->wl[k];
@@ -430,16 +388,9 @@ static void lost_by_agent(struct cnl_ctl *ctl, int node, json_t *running,
 		                        w->state != CNL_WL_STOPPING &&
 		                        w->state != CNL_WL_REQUEUING))
 			continue;
-		for (size_t j = 0; j < json_array_size(running) && !listed;
-		     j++) {
-			json_t *it = json_array_get(running, j);
-			const char *id =
-			    json_string_value(json_object_get(it, "id"));
-
-			listed = id && strcmp(id, w->id) == 0 &&
-			         json_integer_value(
-			             json_object_get(it, "epoch")) == w->epoch;
-		}
+		for (size_t j = 0; j < hb->n_running && !listed; j++)
+			listed = strcmp(hb->running[j].id, w->id) == 0 &&
+			         hb->running[j].epoch == w->epoch;
 		if (listed || ++w->hb_missing < 2) {
 			if (listed)
 				w->hb_missing = 0;
@@ -473,22 +424,16 @@ static void lost_by_agent(struct cnl_ctl *ctl, int node, json_t *running,
 	}
 }
 
-int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node, json_t *body,
-                           int64_t now, json_t **ret, char *err, size_t errlen)
+int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
+                           const struct cnl_wire_heartbeat *m, int64_t now,
+                           struct cnl_wire_node *ret, char *err, size_t errlen)
 {
-	static const char *const fields[] = {"epoch", "running", NULL};
 	int i = ctl_node_find(ctl, node);
-	json_t *running, *stop;
 	struct node *n;
+	size_t n_stop = 0;
 
 	if (i < 0)
 		return set_err(err, errlen, 404, "node not found");
-	if (cnl_json_check_fields(body, fields, err, errlen) < 0)
-		return 400;
-	running = json_object_get(body, "running");
-	if (running && !json_is_array(running))
-		return set_err(err, errlen, 400,
-		               "field \"running\": must be an array");
 	n = &ctl->nodes[i];
 	n->last_seen_ms = now;
 	if (n->state == N_LOST) {
@@ -505,125 +450,116 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node, json_t *body,
 		cnl_log(CNL_LOG_INFO, "node back", "node=%s epoch=%" PRId64,
 		        n->name, n->epoch);
 	}
+	node_reply(ctl, n, ret);
 	/* What it runs that is no longer its to run. */
-	stop = json_array();
-	for (size_t k = 0; running && k < json_array_size(running); k++) {
-		json_t *it = json_array_get(running, k);
-		const char *id = json_string_value(json_object_get(it, "id"));
-		json_int_t ep =
-		    json_integer_value(json_object_get(it, "epoch"));
-		struct wl *w = id ? ctl_wl_find(ctl, id) : NULL;
+	ret->has_stop = true;
+	ret->stop = cnl_xcalloc(m->n_running + 1, sizeof(*ret->stop));
+	for (size_t k = 0; k < m->n_running; k++) {
+		const struct cnl_wire_running *it = &m->running[k];
+		struct wl *w = ctl_wl_find(ctl, it->id);
 
-		if (!id)
-			continue;
-		if (!w || w->node != i || w->epoch != ep) {
-			json_array_append_new(stop, json_string(id));
+		if (!w || w->node != i || w->epoch != it->epoch) {
+			snprintf(ret->stop[n_stop++], sizeof(ret->stop[0]),
+			         "%s", it->id);
 			ctl->fenced++;
 		}
 	}
-	if (running)
-		lost_by_agent(ctl, i, running, now);
-	*ret = node_reply(ctl, n);
-	json_object_set_new(*ret, "stop", stop);
+	ret->n_stop = n_stop;
+	if (m->has_running)
+		lost_by_agent(ctl, i, m, now);
 	return 200;
 }
 
-static json_t *assignment_json(struct cnl_ctl *ctl, const struct wl *w)
+/* What node agents are told of @w: its assignment. */
+static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
+                          struct cnl_wire_assignment *m)
 {
 	const struct cnl_cluster *c = ctl->cluster;
 	const struct cnl_alloc *a = &w->placed;
-	json_t *o, *gpu;
+	struct cnl_store_user u;
 
-	o = json_pack(
-	    "{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", w->id, "kind",
-	    w->server ? "server" : "job", "epoch", (json_int_t)w->epoch,
-	    "action",
-	    w->state == CNL_WL_STOPPING || w->state == CNL_WL_REQUEUING ? "stop"
-	                                                                : "run",
-	    "project_id", w->project_id, "user_id", w->user_id, "shape",
-	    w->shape);
-	{
-		/* The submitting user's name, for agents that run work as
-		 * the matching local account. */
-		struct cnl_store_user u;
-
-		if (cnl_store_user_get(ctl->store, w->user_id, &u) == 0)
-			json_object_set_new(o, "user", json_string(u.name));
-	}
+	memset(m, 0, sizeof(*m));
+	snprintf(m->id, sizeof(m->id), "%s", w->id);
+	m->kind = w->server ? CNL_WIRE_SERVER : CNL_WIRE_JOB;
+	m->epoch = w->epoch;
+	m->action = w->state == CNL_WL_STOPPING || w->state == CNL_WL_REQUEUING
+	                ? CNL_WIRE_STOP
+	                : CNL_WIRE_RUN;
+	snprintf(m->project_id, sizeof(m->project_id), "%s", w->project_id);
+	snprintf(m->user_id, sizeof(m->user_id), "%s", w->user_id);
+	snprintf(m->shape, sizeof(m->shape), "%s", w->shape);
+	/* The submitting user's name, for agents that run work as the
+	 * matching local account. */
+	if (cnl_store_user_get(ctl->store, w->user_id, &u) == 0)
+		snprintf(m->user, sizeof(m->user), "%s", u.name);
 	if (w->server) {
 		struct cnl_store_server v;
 
 		if (cnl_store_server_get(ctl->store, w->id, &v) == 0) {
-			json_object_set_new(o, "image", json_string(v.image));
-			json_object_set_new(o, "name", json_string(v.name));
-			json_object_set_new(o, "storage_gb",
-			                    json_integer(v.storage_gb));
-			json_object_set_new(o, "idle_timeout_s",
-			                    json_integer(v.idle_timeout_s));
+			snprintf(m->image, sizeof(m->image), "%s", v.image);
+			snprintf(m->name, sizeof(m->name), "%s", v.name);
+			m->storage_gb = v.storage_gb;
+			m->idle_timeout_s = v.idle_timeout_s;
 		}
 	} else {
 		struct cnl_store_job j;
 
 		if (cnl_store_job_get(ctl->store, w->id, &j) == 0)
-			json_object_set_new(o, "command",
-			                    json_string(j.command));
+			snprintf(m->command, sizeof(m->command), "%s",
+			         j.command);
 	}
-	gpu = json_pack("{s:i,s:I,s:i}", "blocks", cnl_alloc_blocks_held(c, a),
-	                "vram_mib", (json_int_t)cnl_alloc_vram_mib(c, a),
-	                "gpu_mask",
-	                a->kind == CNL_PLACE_WHOLE ? a->gpu_mask : 1 << a->gpu);
+	m->gpu.blocks = cnl_alloc_blocks_held(c, a);
+	m->gpu.vram_mib = cnl_alloc_vram_mib(c, a);
+	m->gpu.gpu_mask =
+	    a->kind == CNL_PLACE_WHOLE ? a->gpu_mask : 1u << a->gpu;
+	m->gpu.mig_start = -1;
 	if (a->kind == CNL_PLACE_MIG || a->kind == CNL_PLACE_MIG_BLOCKS) {
 		const struct cnl_gpu_type *t =
 		    &c->cat->types[c->nodes[a->node].gpu_type];
 
-		json_object_set_new(gpu, "mig_profile",
-		                    json_string(t->mig[a->profile].name));
-		json_object_set_new(gpu, "mig_start", json_integer(a->start));
+		snprintf(m->gpu.mig_profile, sizeof(m->gpu.mig_profile), "%s",
+		         t->mig[a->profile].name);
+		m->gpu.mig_start = a->start;
 	}
-	json_object_set_new(o, "gpu", gpu);
 	if (w->gang_id[0]) {
 		/* The nodes of all members, by rank, for the workload's
 		 * environment (CNLAB_GANG_NODES): members start together,
 		 * so each is placed when any is assigned. */
-		json_t *nodes = json_array();
-
-		for (int r = 0; r < w->gang_size; r++) {
-			const char *name = "";
-
+		m->has_gang = true;
+		snprintf(m->gang.id, sizeof(m->gang.id), "%s", w->gang_id);
+		m->gang.rank = w->rank;
+		m->gang.size = w->gang_size;
+		for (int r = 0; r < w->gang_size && r < CNL_WIRE_GANG_MAX;
+		     r++) {
 			for (size_t k = 0; k < ctl->n_wl; k++) {
-				const struct wl *m = &ctl->wl[k];
+				const struct wl *o = &ctl->wl[k];
 
-				if (m->rank == r && m->node >= 0 &&
-				    cnl_wl_placed(m->state) &&
-				    strcmp(m->gang_id, w->gang_id) == 0)
-					name = ctl->nodes[m->node].name;
+				if (o->rank == r && o->node >= 0 &&
+				    cnl_wl_placed(o->state) &&
+				    strcmp(o->gang_id, w->gang_id) == 0)
+					snprintf(m->gang.nodes[r],
+					         sizeof(m->gang.nodes[r]), "%s",
+					         ctl->nodes[o->node].name);
 			}
-			json_array_append_new(nodes, json_string(name));
+			m->gang.n_nodes = r + 1;
 		}
-		json_object_set_new(
-		    o, "gang",
-		    json_pack("{s:s,s:i,s:i,s:o}", "id", w->gang_id, "rank",
-		              w->rank, "size", w->gang_size, "nodes", nodes));
 	}
-	json_object_set_new(o, "cpu_milli", json_integer(a->cpu_milli));
-	json_object_set_new(o, "mem_mib", json_integer(a->mem_mib));
-	if (w->not_before_ms)
-		json_object_set_new(o, "not_before",
-		                    ctl_time_or_null(w->not_before_ms));
-	if (w->state == CNL_WL_STOPPING || w->state == CNL_WL_REQUEUING) {
-		json_object_set_new(o, "signal_at",
-		                    ctl_time_or_null(w->signal_ms));
-		json_object_set_new(o, "kill_at", ctl_time_or_null(w->kill_ms));
+	m->cpu_milli = a->cpu_milli;
+	m->mem_mib = a->mem_mib;
+	m->not_before_ms = w->not_before_ms;
+	if (m->action == CNL_WIRE_STOP) {
+		m->signal_ms = w->signal_ms;
+		m->kill_ms = w->kill_ms;
 	}
-	return o;
 }
 
 int cnl_ctl_assignments(struct cnl_ctl *ctl, const char *node, uint64_t since,
-                        int64_t wait_ms, json_t **ret, char *err, size_t errlen)
+                        int64_t wait_ms, struct cnl_wire_assignments *ret,
+                        char *err, size_t errlen)
 {
 	int64_t deadline = ctl_now_ms() + wait_ms;
 	int i = ctl_node_find(ctl, node);
-	json_t *list;
+	size_t n = 0;
 
 	if (i < 0)
 		return set_err(err, errlen, 404, "node not found");
@@ -644,54 +580,38 @@ int cnl_ctl_assignments(struct cnl_ctl *ctl, const char *node, uint64_t since,
 		 * but the array may move meanwhile: index it again. */
 		pthread_cond_timedwait(ctl->nodes[i].wake, ctl->mu, &ts);
 	}
-	list = json_array();
+	memset(ret, 0, sizeof(*ret));
+	ret->items = cnl_xcalloc(ctl->n_wl + 1, sizeof(*ret->items));
 	for (size_t k = 0; k < ctl->n_wl; k++) {
 		const struct wl *w = &ctl->wl[k];
 
 		if (w->node == i && cnl_wl_placed(w->state))
-			json_array_append_new(list, assignment_json(ctl, w));
+			assignment_of(ctl, w, &ret->items[n++]);
 	}
+	ret->n = n;
 	ctl->nodes[i].last_seen_ms = ctl_now_ms();
-	*ret = json_pack("{s:I,s:I,s:o}", "version",
-	                 (json_int_t)ctl->nodes[i].version, "epoch",
-	                 (json_int_t)ctl->nodes[i].epoch, "assignments", list);
+	ret->version = ctl->nodes[i].version;
+	ret->epoch = ctl->nodes[i].epoch;
 	return 200;
 }
 
-int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
-                        int64_t now, json_t **ret, char *err, size_t errlen)
+int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
+                        const struct cnl_wire_report *m, int64_t now,
+                        const char **ret, char *err, size_t errlen)
 {
-	static const char *const fields[] = {
-	    "id", "epoch", "state", "exit_code", "url", "message", NULL};
-	static const char *const states[] = {"running", "succeeded", "failed",
-	                                     "stopped", NULL};
 	static const enum cnl_wl_event events[] = {
-	    CNL_WL_EV_REPORT_RUNNING, CNL_WL_EV_REPORT_SUCCEEDED,
-	    CNL_WL_EV_REPORT_FAILED, CNL_WL_EV_REPORT_STOPPED};
-	const char *id, *state, *url = NULL, *msg = NULL;
-	int64_t epoch, code = 0;
-	int i = ctl_node_find(ctl, node), st = -1, r;
+	    [CNL_WIRE_REPORT_RUNNING] = CNL_WL_EV_REPORT_RUNNING,
+	    [CNL_WIRE_REPORT_SUCCEEDED] = CNL_WL_EV_REPORT_SUCCEEDED,
+	    [CNL_WIRE_REPORT_FAILED] = CNL_WL_EV_REPORT_FAILED,
+	    [CNL_WIRE_REPORT_STOPPED] = CNL_WL_EV_REPORT_STOPPED};
+	const char *id = m->id, *url = m->url[0] ? m->url : NULL,
+	           *msg = m->message[0] ? m->message : NULL;
+	int64_t epoch = m->epoch, code = m->has_exit_code ? m->exit_code : 0;
+	int i = ctl_node_find(ctl, node), st = (int)m->state, r;
 	struct wl *w, next;
 
 	if (i < 0)
 		return set_err(err, errlen, 404, "node not found");
-	if (cnl_json_check_fields(body, fields, err, errlen) < 0 ||
-	    cnl_json_get_string(body, "id", true, &id, err, errlen) < 0 ||
-	    cnl_json_get_int(body, "epoch", true, 0, INT64_MAX, &epoch, err,
-	                     errlen) < 0 ||
-	    cnl_json_get_string(body, "state", true, &state, err, errlen) < 0 ||
-	    cnl_json_get_int(body, "exit_code", false, -255, 255, &code, err,
-	                     errlen) < 0 ||
-	    cnl_json_get_string(body, "url", false, &url, err, errlen) < 0 ||
-	    cnl_json_get_string(body, "message", false, &msg, err, errlen) < 0)
-		return 400;
-	for (int k = 0; states[k]; k++)
-		if (strcmp(state, states[k]) == 0)
-			st = k;
-	if (st < 0)
-		return set_err(err, errlen, 400,
-		               "field \"state\": must be running, succeeded, "
-		               "failed or stopped");
 	if (url && strlen(url) >= CNL_STORE_URL_MAX)
 		return set_err(err, errlen, 400, "field \"url\": too long");
 	ctl->nodes[i].last_seen_ms = now;
@@ -723,7 +643,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
 		if ((r = ctl_persist(ctl, &next, now)) < 0)
 			return set_err(err, errlen, 500, "cannot store");
 		*w = next;
-		*ret = json_pack("{s:s}", "phase", cnl_wl_state_name(w->state));
+		*ret = ctl_store_state(w);
 		return 200;
 	}
 	/* The workload left its node: back in the queue, or ended. */
@@ -752,7 +672,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node, json_t *body,
 		ctl_wl_remove(ctl, w);
 	}
 	cnl_ctl_kick(ctl);
-	*ret = json_pack("{s:s}", "state", ctl_store_state(&next));
+	*ret = ctl_store_state(&next);
 	return 200;
 }
 
@@ -785,7 +705,12 @@ int cnl_ctl_node_set_state(struct cnl_ctl *ctl, const char *node,
 	}
 	cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i, map[st]);
 	cnl_ctl_kick(ctl);
-	*ret = node_reply(ctl, &ctl->nodes[i]);
+	{
+		struct cnl_wire_node nr;
+
+		node_reply(ctl, &ctl->nodes[i], &nr);
+		*ret = cnl_wire_node_encode(&nr);
+	}
 	return 200;
 }
 

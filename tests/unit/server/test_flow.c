@@ -227,7 +227,8 @@ static void register_node(const char *name, int gpus, char *id)
 	json_t *o;
 
 	snprintf(body, sizeof(body),
-	         "{\"name\":\"%s\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":%d,"
+	         "{\"protocol\":1,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
+	         "SXM\",\"gpus\":%d,"
 	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"address\":"
 	         "\"127.0.0.1\"}",
 	         name, gpus);
@@ -326,7 +327,8 @@ static void test_node_registration(void **state)
 
 	/* An agent restarting registers again: the same node. */
 	o = call_ok("POST", "/v1/nodes", AGENT,
-	            "{\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":"
+	            "{\"protocol\":1,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
+	            "SXM\",\"gpus\":"
 	            "2,\"cpu_milli\":64000,\"mem_mib\":512000}",
 	            200);
 	assert_string_equal(str(o, "id"), F.node1);
@@ -335,29 +337,47 @@ static void test_node_registration(void **state)
 	json_decref(o);
 	/* Same name, other inventory: refused. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":4,"
+	     "{\"protocol\":1,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "\"gpus\":4,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000}",
 	     &r);
 	assert_error(&r, 409, "conflict");
 	reply_done(&r);
 	/* Bad inventory names the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
+	     "{\"protocol\":1,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
 	     "\"cpu_milli\":1,\"mem_mib\":1}",
 	     &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "gpu_type"));
 	reply_done(&r);
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_mib\":1,"
+	     "{\"protocol\":1,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
+	     "mib\":1,"
 	     "\"colour\":\"red\"}",
 	     &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "colour"));
 	reply_done(&r);
+	/* An agent of another protocol version, or one that says none, is
+	 * refused naming the field: neither side reads the other's messages
+	 * by guesswork. */
+	http("POST", "/v1/nodes", F.token[AGENT],
+	     "{\"protocol\":2,\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,"
+	     "\"mem_mib\":1}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "protocol"));
+	reply_done(&r);
+	http("POST", "/v1/nodes", F.token[AGENT],
+	     "{\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}", &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "protocol"));
+	reply_done(&r);
 	/* The GPU inventory lists one device per GPU. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":2,"
+	     "{\"protocol\":1,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "\"gpus\":2,"
 	     "\"cpu_milli\":1,\"mem_mib\":1,\"devices\":[{\"uuid\":\"GPU-1\","
 	     "\"mem_mib\":81559,\"healthy\":true}]}",
 	     &r);
@@ -1349,12 +1369,13 @@ static void d_register(int i, const char *type, const char *zone,
 	char body[512];
 	json_t *o;
 
-	snprintf(body, sizeof(body),
-	         "{\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
-	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"zone\":\"%s\","
-	         "\"rack\":\"%s\"%s%s%s}",
-	         i + 1, type, zone, rack, datasets ? ",\"datasets\":" : "",
-	         datasets ? datasets : "", "");
+	snprintf(
+	    body, sizeof(body),
+	    "{\"protocol\":1,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
+	    "\"cpu_milli\":64000,\"mem_mib\":512000,\"zone\":\"%s\","
+	    "\"rack\":\"%s\"%s%s%s}",
+	    i + 1, type, zone, rack, datasets ? ",\"datasets\":" : "",
+	    datasets ? datasets : "", "");
 	o = call_ok("POST", "/v1/nodes", AGENT, body, status);
 	snprintf(D.node[i], CNL_ID_MAX, "%s", str(o, "id"));
 	json_decref(o);
@@ -1874,7 +1895,8 @@ static void test_node_datasets_relabel(void **state)
 	json_decref(o);
 	/* Bad dataset names are refused, naming the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":1,"
+	     "{\"protocol\":1,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "\"gpus\":1,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000,\"datasets\":[\"a b\"]}",
 	     &r);
 	assert_error(&r, 400, "bad_request");

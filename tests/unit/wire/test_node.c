@@ -79,16 +79,16 @@ static void test_register(void **state)
 
 	(void)state;
 	m.protocol = CNL_WIRE_PROTOCOL;
-	strcpy(m.name, "gpu-01");
-	strcpy(m.gpu_type, "H100-80GB-SXM");
+	snprintf(m.name, sizeof(m.name), "%s", "gpu-01");
+	snprintf(m.gpu_type, sizeof(m.gpu_type), "%s", "H100-80GB-SXM");
 	m.gpus = 2;
 	m.cpu_milli = 64000;
 	m.mem_mib = 512000;
-	strcpy(m.zone, "z1");
-	strcpy(m.rack, "r7");
-	strcpy(m.address, "10.0.0.7");
+	snprintf(m.zone, sizeof(m.zone), "%s", "z1");
+	snprintf(m.rack, sizeof(m.rack), "%s", "r7");
+	snprintf(m.address, sizeof(m.address), "%s", "10.0.0.7");
 	m.has_datasets = true;
-	strcpy(m.datasets[0], "imagenet");
+	snprintf(m.datasets[0], sizeof(m.datasets[0]), "%s", "imagenet");
 	m.n_datasets = 1;
 	m.has_devices = true;
 	m.n_devices = 2;
@@ -164,10 +164,10 @@ static void test_node_and_heartbeat(void **state)
 	char stop[1][CNL_WIRE_ID_MAX] = {"job_c"};
 
 	(void)state;
-	strcpy(n.id, "node_1");
-	strcpy(n.name, "gpu-01");
+	snprintf(n.id, sizeof(n.id), "%s", "node_1");
+	snprintf(n.name, sizeof(n.name), "%s", "gpu-01");
 	n.epoch = 4;
-	strcpy(n.state, "draining");
+	snprintf(n.state, sizeof(n.state), "%s", "draining");
 	n.lease_ms = 15000;
 	n.heartbeat_ms = 5000;
 	ROUND(struct cnl_wire_node, cnl_wire_node_encode, cnl_wire_node_decode,
@@ -212,39 +212,40 @@ static void test_assignments(void **state)
 
 	(void)state;
 	memset(a, 0, sizeof(a));
-	strcpy(a[0].id, "job_1");
+	snprintf(a[0].id, sizeof(a[0].id), "%s", "job_1");
 	a[0].kind = CNL_WIRE_JOB;
 	a[0].epoch = 5;
 	a[0].action = CNL_WIRE_RUN;
-	strcpy(a[0].project_id, "prj_1");
-	strcpy(a[0].user_id, "usr_1");
-	strcpy(a[0].user, "alice");
-	strcpy(a[0].shape, "h100-25");
-	strcpy(a[0].command, "python3 train.py --lr 0.1");
+	snprintf(a[0].project_id, sizeof(a[0].project_id), "%s", "prj_1");
+	snprintf(a[0].user_id, sizeof(a[0].user_id), "%s", "usr_1");
+	snprintf(a[0].user, sizeof(a[0].user), "%s", "alice");
+	snprintf(a[0].shape, sizeof(a[0].shape), "%s", "h100-25");
+	snprintf(a[0].command, sizeof(a[0].command), "%s",
+	         "python3 train.py --lr 0.1");
 	a[0].gpu = (struct cnl_wire_slice){.blocks = 28,
 	                                   .vram_mib = 20096,
 	                                   .gpu_mask = 1,
 	                                   .mig_profile = "2g.20gb",
 	                                   .mig_start = 4};
 	a[0].has_gang = true;
-	strcpy(a[0].gang.id, "job_1");
+	snprintf(a[0].gang.id, sizeof(a[0].gang.id), "%s", "job_1");
 	a[0].gang.rank = 1;
 	a[0].gang.size = 2;
-	strcpy(a[0].gang.nodes[0], "n1");
-	strcpy(a[0].gang.nodes[1], "n2");
+	snprintf(a[0].gang.nodes[0], sizeof(a[0].gang.nodes[0]), "%s", "n1");
+	snprintf(a[0].gang.nodes[1], sizeof(a[0].gang.nodes[1]), "%s", "n2");
 	a[0].gang.n_nodes = 2;
 	a[0].cpu_milli = 1000;
 	a[0].mem_mib = 4096;
 	a[0].not_before_ms = INT64_C(1700000000000);
-	strcpy(a[1].id, "srv_1");
+	snprintf(a[1].id, sizeof(a[1].id), "%s", "srv_1");
 	a[1].kind = CNL_WIRE_SERVER;
 	a[1].epoch = 1;
 	a[1].action = CNL_WIRE_STOP;
-	strcpy(a[1].project_id, "prj_1");
-	strcpy(a[1].user_id, "usr_1");
-	strcpy(a[1].shape, "h100-10");
-	strcpy(a[1].image, "pytorch:2.4-cuda12.4");
-	strcpy(a[1].name, "nb");
+	snprintf(a[1].project_id, sizeof(a[1].project_id), "%s", "prj_1");
+	snprintf(a[1].user_id, sizeof(a[1].user_id), "%s", "usr_1");
+	snprintf(a[1].shape, sizeof(a[1].shape), "%s", "h100-10");
+	snprintf(a[1].image, sizeof(a[1].image), "%s", "pytorch:2.4-cuda12.4");
+	snprintf(a[1].name, sizeof(a[1].name), "%s", "nb");
 	a[1].storage_gb = 50;
 	a[1].idle_timeout_s = 14400;
 	a[1].gpu = (struct cnl_wire_slice){
@@ -295,23 +296,24 @@ static void test_report_log_files(void **state)
 	struct cnl_wire_files fs;
 
 	(void)state;
-	strcpy(r.id, "job_1");
+	snprintf(r.id, sizeof(r.id), "%s", "job_1");
 	r.epoch = 3;
 	r.state = CNL_WIRE_REPORT_FAILED;
 	r.has_exit_code = true;
 	r.exit_code = -9;
-	strcpy(r.message, "killed by the out-of-memory killer");
+	snprintf(r.message, sizeof(r.message), "%s",
+	         "killed by the out-of-memory killer");
 	ROUND(struct cnl_wire_report, cnl_wire_report_encode,
 	      cnl_wire_report_decode, NOTHING, &r);
-	strcpy(l.id, "job_1");
+	snprintf(l.id, sizeof(l.id), "%s", "job_1");
 	l.epoch = 3;
 	l.stderr_ = true;
 	l.data = (char *)"h\xc3\xa9llo\n";
 	ROUND(struct cnl_wire_log, cnl_wire_log_encode, cnl_wire_log_decode,
 	      cnl_wire_log_done(p_), &l);
-	strcpy(f.id, "job_1");
+	snprintf(f.id, sizeof(f.id), "%s", "job_1");
 	f.epoch = 3;
-	strcpy(f.name, "metrics.txt");
+	snprintf(f.name, sizeof(f.name), "%s", "metrics.txt");
 	f.data_base64 = (char *)"aGk=";
 	ROUND(struct cnl_wire_file, cnl_wire_file_encode, cnl_wire_file_decode,
 	      cnl_wire_file_done(p_), &f);
