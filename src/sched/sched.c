@@ -163,54 +163,6 @@ static int push(struct cnl_decisions *out, const struct cnl_decision *d)
 
 /* ---- teams ------------------------------------------------------------ */
 
-static struct cnl_team *team_find(const struct cnl_sched *s, uint32_t project)
-{
-	size_t lo = 0, hi = s->n_teams;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (s->teams[mid].project < project)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < s->n_teams && s->teams[lo].project == project)
-		return &s->teams[lo];
-	return NULL;
-}
-
-double cnl_sched_team_factor(const struct cnl_sched_view *v, uint32_t team)
-{
-	const struct cnl_team *t = team_find(v->s, team);
-
-	return t ? t->factor : 1.0;
-}
-
-double cnl_sched_gang_distance(const struct cnl_sched_view *v, uint32_t node)
-{
-	const struct cnl_sched *s = v->s;
-	const struct cnl_node *a = &v->c->nodes[node];
-	int worst = 0;
-
-	for (int i = 0; i < s->n_gang_nodes; i++) {
-		const struct cnl_node *b = &v->c->nodes[s->gang_nodes[i]];
-		int d;
-		if (s->gang_nodes[i] == node)
-			d = 0;
-		else if (strcmp(a->cluster, b->cluster) != 0)
-			d = 4;
-		else if (strcmp(a->zone, b->zone) != 0)
-			d = 3;
-		else if (strcmp(a->rack, b->rack) != 0)
-			d = 2;
-		else
-			d = 1;
-		if (d > worst)
-			worst = d;
-	}
-	return worst;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -983,7 +935,7 @@ static bool search(struct cyc *y, uint32_t job, struct cnl_plan *ret,
 
 static void team_hold(struct cyc *y, uint32_t project, int64_t blocks)
 {
-	struct cnl_team *t = team_find(y->s, project);
+	struct cnl_team *t = cnl_sched_team_find(y->s, project);
 
 	if (!t)
 		return;
@@ -1541,7 +1493,7 @@ static int setup_teams(struct cyc *y)
 			continue;
 		a = cnl_alloc_get(y->c, j->alloc_id);
 		if (a)
-			team_find(s, j->req.project)->held_blocks +=
+			cnl_sched_team_find(s, j->req.project)->held_blocks +=
 			    cnl_alloc_blocks_held(y->c, a);
 	}
 	for (size_t i = 0; i < s->n_teams; i++)
