@@ -1,9 +1,10 @@
 /*
  * sched-internal.h - the scheduler's state (struct cnl_sched), shared by
- * the files of the scheduler proper: sched.c, view.c (which reads the teams
- * and gang nodes for the policies) and policy.c (the wrappers read the
- * policy the scheduler runs).  Policy files never include it: they see the
- * scheduler through view-internal.h only.
+ * the files of the scheduler proper: sched.c (creates and frees it), the
+ * cycle's files (cycle-internal.h, which keep it current), view.c (reads
+ * the teams and gang nodes for the policies) and policy.c (the wrappers
+ * read the policy the scheduler runs).  Policy files never include it:
+ * they see the scheduler through view-internal.h only.
  */
 #ifndef CNL_SCHED_SCHED_INTERNAL_H
 #define CNL_SCHED_SCHED_INTERNAL_H
