@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "sched/alloc-internal.h"
+#include "sched/alloc.h"
 #include "sched/sched.h"
 
 /* A team (project) as this cycle sees it. */
