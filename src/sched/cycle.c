@@ -50,8 +50,8 @@ static int blocked(struct cnl_cyc *y, uint32_t job, bool conflict)
 		t = cnl_cyc_earliest(y, p, rt, &node);
 		if (y->now + drt <= j->deadline_ms) {
 			if (t != T_INF && t + drt <= j->deadline_ms) {
-				if ((r = cnl_cyc_reserve(y, job, node, t, rt)) <
-				    0)
+				r = cnl_cyc_reserve(y, job, node, t, rt);
+				if (r < 0)
 					return r;
 				return cnl_cyc_decide(y, job, CNL_DEC_WAIT,
 				                      CNL_WHY_RESERVED, node, 0,

@@ -113,8 +113,9 @@ int cnl_cyc_setup_runs(struct cnl_cyc *y)
 		end = j->start_ms + cnl_cyc_runtime_of(y, j);
 		if (end <= y->now)
 			end = y->now + 1; /* overdue: expected any moment */
-		if (cnl_cyc_run_add(s, a->node, end, j->alloc_id, (uint32_t)i) <
-		    0)
+		int r =
+		    cnl_cyc_run_add(s, a->node, end, j->alloc_id, (uint32_t)i);
+		if (r < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -173,10 +174,11 @@ static int64_t replay_fit(struct cnl_cyc *y, uint32_t node,
 	}
 	while (i < rv->n) {
 		int64_t end = rv->v[i].end_ms;
-		while (i < rv->n && rv->v[i].end_ms == end)
-			if (cnl_cyc_save_free(y->c, sv, rv->v[i++].alloc_id) <
-			    0)
+		while (i < rv->n && rv->v[i].end_ms == end) {
+			uint32_t id = rv->v[i++].alloc_id;
+			if (cnl_cyc_save_free(y->c, sv, id) < 0)
 				goto out;
+		}
 		if (cnl_alloc_plan_fast(y->c, p, node, &pl)) {
 			t = end;
 			break;
