@@ -1,11 +1,17 @@
 /*
- * sched-internal.h - the scheduler's state, shared by sched.c and
- * policy.c only.
+ * sched-internal.h - the scheduler's state (struct cnl_sched), shared by
+ * the files of the scheduler proper: sched.c (creates and frees it), the
+ * cycle's files (cycle-internal.h, which keep it current), view.c (reads
+ * the teams and gang nodes for the policies) and policy.c (the wrappers
+ * read the policy the scheduler runs).  Policy files never include it:
+ * they see the scheduler through view-internal.h only.
  */
 #ifndef CNL_SCHED_SCHED_INTERNAL_H
 #define CNL_SCHED_SCHED_INTERNAL_H
 
-#include "sched/alloc-internal.h"
+#include <stddef.h>
+
+#include "sched/alloc.h"
 #include "sched/sched.h"
 
 /* A team (project) as this cycle sees it. */
@@ -38,6 +44,7 @@ struct cnl_resv {
 };
 
 struct cnl_sched {
+	/* First: view-internal.h reads the config through the pointer. */
 	struct cnl_sched_config cfg;
 	const struct cnl_policy_ops *pol;
 	struct cnl_fairshare fs;
@@ -56,14 +63,26 @@ struct cnl_sched {
 	int n_gang_nodes;
 };
 
-/* The placement baselines of the FGD paper (policy_fgd.c). */
-extern const struct cnl_policy_ops cnl_policy_random, cnl_policy_dotprod,
-    cnl_policy_gpuclustering, cnl_policy_gpupacking, cnl_policy_bestfit,
-    cnl_policy_fgd;
+_Static_assert(offsetof(struct cnl_sched, cfg) == 0,
+               "cnl_sched_view_config() reads the config at offset 0");
 
-/* The network distance from `node` to the gang members placed so far:
- * 0 same node or no gang, 1 same rack, 2 same zone, 3 same cluster,
- * 4 elsewhere (the largest over members). */
-double cnl_sched_gang_distance(const struct cnl_sched_view *v, uint32_t node);
+/* cnl_sched_team_find - the team of `project` this cycle, or NULL.  The
+ * teams are sorted by project. */
+static inline struct cnl_team *cnl_sched_team_find(const struct cnl_sched *s,
+                                                   uint32_t project)
+{
+	size_t lo = 0, hi = s->n_teams;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (s->teams[mid].project < project)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->n_teams && s->teams[lo].project == project)
+		return &s->teams[lo];
+	return NULL;
+}
 
 #endif /* CNL_SCHED_SCHED_INTERNAL_H */

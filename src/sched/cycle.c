@@ -1,0 +1,300 @@
+/*
+ * cycle.c - the cycle driver (cnl_sched_cycle) and admission
+ * (cnl_sched_admit); see sched.h for the algorithm and cycle-internal.h
+ * for the files it is made of.
+ *
+ * A cycle sets up its scratch (running work, teams, victims, per-type
+ * maxima), prepares every pending job (invalid ones are answered at
+ * once), then takes them in order (order.c): a gang as a whole (gang.c);
+ * any other job starts now if it can (place.c), else is blocked: a
+ * reservation if it has a deadline it can meet by waiting or is among the
+ * first max_reservations blocked jobs (profile.c), pre-emption if waiting
+ * would miss its deadline or it outranks running preemptible work
+ * (preempt.c), else a wait with the reason and an estimate.  Last, idle
+ * nodes are reported for power-down.
+ */
+#define _GNU_SOURCE /* qsort_r */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnlab/errors.h"
+#include "sched/cycle-internal.h"
+
+static int cmp_gang(const void *a, const void *b, void *arg)
+{
+	const struct cnl_job *jobs = arg;
+	uint32_t x = *(const uint32_t *)a, z = *(const uint32_t *)b;
+
+	if (jobs[x].gang != jobs[z].gang)
+		return jobs[x].gang < jobs[z].gang ? -1 : 1;
+	return (x > z) - (x < z);
+}
+
+/* A pending job that could not start now. */
+static int blocked(struct cnl_cyc *y, uint32_t job, bool conflict)
+{
+	const struct cnl_sched_config *cfg = &y->s->cfg;
+	const struct cnl_job *j = &y->jobs[job];
+	const struct cnl_req_prep *p = &y->prep[job];
+	int64_t rt = cnl_cyc_runtime_of(y, j),
+	        drt = cnl_cyc_deadline_runtime(j), t;
+	uint32_t node = NONE;
+	int r;
+
+	if (!cnl_cyc_could_ever_fit(y, p))
+		return cnl_cyc_decide(y, job, CNL_DEC_WAIT,
+		                      CNL_WHY_NO_MATCHING_NODE, NONE, 0, T_INF,
+		                      0);
+	if (j->deadline_ms) {
+		t = cnl_cyc_earliest(y, p, rt, &node);
+		if (y->now + drt <= j->deadline_ms) {
+			if (t != T_INF && t + drt <= j->deadline_ms) {
+				r = cnl_cyc_reserve(y, job, node, t, rt);
+				if (r < 0)
+					return r;
+				return cnl_cyc_decide(y, job, CNL_DEC_WAIT,
+				                      CNL_WHY_RESERVED, node, 0,
+				                      t, 0);
+			}
+			/* Waiting misses the deadline: pre-empt.  (Nothing
+			 * changes when no victims are found, so t stands.) */
+			if ((r = cnl_cyc_try_preempt(y, job)) != 0)
+				return r < 0 ? r : 0;
+		}
+		if (t != T_INF &&
+		    (r = cnl_cyc_reserve(y, job, node, t, rt)) < 0)
+			return r;
+		return cnl_cyc_decide(y, job, CNL_DEC_WAIT,
+		                      CNL_WHY_DEADLINE_INFEASIBLE, node, 0, t,
+		                      0);
+	}
+	if ((r = cnl_cyc_try_preempt(y, job)) != 0)
+		return r < 0 ? r : 0;
+	if (y->n_resv_plain < (size_t)cfg->max_reservations) {
+		t = cnl_cyc_earliest(y, p, rt, &node);
+		if (t != T_INF) {
+			if ((r = cnl_cyc_reserve(y, job, node, t, rt)) < 0)
+				return r;
+			y->n_resv_plain++;
+			return cnl_cyc_decide(y, job, CNL_DEC_WAIT,
+			                      CNL_WHY_RESERVED, node, 0, t, 0);
+		}
+	}
+	return cnl_cyc_decide(y, job, CNL_DEC_WAIT,
+	                      conflict ? CNL_WHY_BEHIND_RESERVATION
+	                               : CNL_WHY_NO_CAPACITY,
+	                      NONE, 0, cnl_cyc_estimate(y, p), 0);
+}
+
+/* Process one pending job (or its whole gang). */
+static int process(struct cnl_cyc *y, uint32_t job, const uint32_t *gangs,
+                   size_t n_gangs)
+{
+	const struct cnl_job *j = &y->jobs[job];
+	bool conflict;
+	int r;
+
+	if (j->gang) {
+		/* Find the gang's members (sorted by gang id). */
+		size_t lo = 0, hi = n_gangs;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (y->jobs[gangs[mid]].gang < j->gang)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		size_t e = lo;
+		while (e < n_gangs && y->jobs[gangs[e]].gang == j->gang)
+			e++;
+		return cnl_cyc_start_gang(y, gangs + lo, e - lo, j->gang_size);
+	}
+	r = cnl_cyc_try_start(y, job, &conflict);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	return blocked(y, job, conflict);
+}
+
+static void power(struct cnl_cyc *y)
+{
+	struct cnl_sched *s = y->s;
+	const struct cnl_cluster *c = y->c;
+
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct cnl_node *n = &c->nodes[i];
+		if (n->n_allocs || n->state != CNL_NODE_UP) {
+			s->idle_since[i] = 0;
+			continue;
+		}
+		if (!s->idle_since[i])
+			s->idle_since[i] = y->now;
+		if (s->cfg.idle_power_down_ms &&
+		    y->now - s->idle_since[i] >= s->cfg.idle_power_down_ms) {
+			struct cnl_decision d = {.kind = CNL_DEC_POWER_DOWN,
+			                         .reason = CNL_WHY_IDLE,
+			                         .job = NONE,
+			                         .node = i,
+			                         .for_job = NONE,
+			                         .at_ms = s->idle_since[i]};
+			cnl_cyc_push(y->out, &d);
+		}
+	}
+}
+
+int cnl_sched_cycle(struct cnl_sched *s, struct cnl_cluster *c,
+                    const struct cnl_job *jobs, size_t n_jobs, int64_t now_ms,
+                    uint64_t seed, struct cnl_decisions *out)
+{
+	struct cnl_cyc y;
+	struct cnl_cyc_order ord;
+	uint32_t *gangs = NULL;
+	size_t n_gangs = 0;
+	uint32_t job;
+	int r;
+
+	memset(&y, 0, sizeof(y));
+	out->n = 0;
+	y.s = s;
+	y.c = c;
+	y.jobs = jobs;
+	y.n_jobs = n_jobs;
+	y.now = now_ms;
+	y.out = out;
+	y.v = (struct cnl_sched_view){
+	    .s = s, .c = c, .now_ms = now_ms, .seed = seed};
+	s->n_resv = 0;
+	s->n_gang_nodes = 0;
+	cnl_cyc_setup_types(&y);
+	y.prep = malloc((n_jobs + 1) * sizeof(*y.prep));
+	y.done = calloc(n_jobs + 1, 1);
+	y.victim = calloc(n_jobs + 1, 1);
+	y.fail = calloc(FAIL_SLOTS, sizeof(*y.fail));
+	y.pfail = calloc(FAIL_SLOTS, sizeof(*y.pfail));
+	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
+	r = cnl_cyc_order_init(&ord, n_jobs);
+	gangs = malloc((n_jobs + 1) * sizeof(*gangs));
+	s->gang_nodes = realloc(s->gang_nodes,
+	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
+	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
+	    r < 0 || !gangs || !s->gang_nodes) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if ((r = cnl_cyc_setup_runs(&y)) < 0 ||
+	    (r = cnl_cyc_setup_teams(&y)) < 0 ||
+	    (r = cnl_cyc_setup_victims(&y)) < 0)
+		goto out;
+	for (int t = 0; t < CNL_CATALOG_MAX_TYPES; t++)
+		y.tmax[t].dirty = true;
+
+	/* Prepare every pending job; invalid ones are answered at once. */
+	for (size_t i = 0; i < n_jobs; i++) {
+		const struct cnl_job *j = &jobs[i];
+		if (j->state != CNL_JOB_PENDING)
+			continue;
+		int e = cnl_alloc_prepare(c, &j->req, &y.prep[i]);
+		if (e < 0 || j->prio > CNL_PRIO_CRITICAL) {
+			if ((r = cnl_cyc_decide(&y, (uint32_t)i, CNL_DEC_WAIT,
+			                        CNL_WHY_INVALID, NONE, 0, T_INF,
+			                        e < 0 ? e : -EINVAL)) < 0)
+				goto out;
+			continue;
+		}
+		cnl_cyc_order_add(&y, &ord, (uint32_t)i);
+		if (j->gang)
+			gangs[n_gangs++] = (uint32_t)i;
+	}
+	cnl_cyc_order_sort(&ord);
+	qsort_r(gangs, n_gangs, sizeof(*gangs), cmp_gang, (void *)jobs);
+
+	/* Classes in turn; within a class, the team whose head has the
+	 * highest key, recomputed after each of its placements. */
+	while ((job = cnl_cyc_order_next(&y, &ord)) != NONE)
+		if ((r = process(&y, job, gangs, n_gangs)) < 0)
+			goto out;
+	power(&y);
+	r = 0;
+out:
+	free(y.prep);
+	free(y.done);
+	free(y.victim);
+	free(y.fail);
+	free(y.pfail);
+	free(y.victim_nodes);
+	free(y.vl_off);
+	free(y.vl_jobs);
+	cnl_cyc_bounds_clear(&y);
+	free(y.lbc);
+	cnl_cyc_order_done(&ord);
+	free(gangs);
+	return r;
+}
+
+/* ---- admission -------------------------------------------------------- */
+
+int cnl_sched_admit(struct cnl_sched *s, struct cnl_cluster *c,
+                    const struct cnl_job *jobs, size_t n_jobs,
+                    const struct cnl_job *job, int64_t now_ms,
+                    int64_t *ret_start)
+{
+	struct cnl_cyc y;
+	struct cnl_req_prep p;
+	struct cnl_cyc_saved pre = {0};
+	int64_t rt, t = T_INF;
+	uint32_t node;
+	int r;
+
+	memset(&y, 0, sizeof(y));
+	if ((r = cnl_alloc_prepare(c, &job->req, &p)) < 0)
+		return r;
+	if (!job->deadline_ms)
+		return 0;
+	y.s = s;
+	y.c = c;
+	y.jobs = jobs;
+	y.n_jobs = n_jobs;
+	y.now = now_ms;
+	y.v = (struct cnl_sched_view){.s = s, .c = c, .now_ms = now_ms};
+	s->n_resv = 0;
+	cnl_cyc_setup_types(&y);
+	rt = cnl_cyc_runtime_of(&y, job);
+	if ((r = cnl_cyc_setup_runs(&y)) < 0)
+		return r;
+	if (!cnl_cyc_could_ever_fit(&y, &p)) {
+		*ret_start = -1;
+		return -CNL_EDEADLINE;
+	}
+	/* The best any plan can do: every running job it may pre-empt gone
+	 * after the grace period, the rest ending when expected. */
+	for (size_t i = 0; i < n_jobs; i++) {
+		const struct cnl_job *v = &jobs[i];
+		if (v->state != CNL_JOB_RUNNING || !v->preemptible ||
+		    v->prio + s->cfg.preempt_class_gap > job->prio)
+			continue;
+		const struct cnl_alloc *a = cnl_alloc_get(c, v->alloc_id);
+		if (a) {
+			cnl_cyc_run_del(s, a->node, v->alloc_id);
+			if ((r = cnl_cyc_save_free(c, &pre, v->alloc_id)) < 0)
+				break;
+		}
+	}
+	if (r >= 0 && !(y.lbc = calloc(LBC_MAX, sizeof(*y.lbc))))
+		r = -ENOMEM;
+	if (r >= 0) {
+		y.prep = &p;
+		t = cnl_cyc_earliest(&y, &p, rt, &node);
+		cnl_cyc_bounds_clear(&y);
+		free(y.lbc);
+		if (pre.n && t != T_INF && t < now_ms + s->cfg.grace_ms)
+			t = now_ms + s->cfg.grace_ms;
+	}
+	cnl_cyc_restore_all(c, &pre);
+	free(pre.a);
+	if (r < 0)
+		return r;
+	*ret_start = t == T_INF ? -1 : t;
+	if (t == T_INF || t + cnl_cyc_deadline_runtime(job) > job->deadline_ms)
+		return -CNL_EDEADLINE;
+	return 0;
+}

@@ -1,0 +1,220 @@
+/*
+ * order.c - the order pending jobs are taken in, and the fair-share state
+ * it depends on.
+ *
+ * Classes go strictly in turn (critical, high, normal, low).  Within a
+ * class each team (project) has a queue in the policy's key order, and the
+ * team whose head has the highest key goes next.  Team order is live: when
+ * a team places a job its held capacity and fair-share factor change
+ * (cnl_cyc_team_hold) and only its head's key is recomputed, so a burst of
+ * one team's submissions interleaves with other teams instead of jumping
+ * the queue.  Keys come from the policy (cnl_policy_order); a policy that
+ * does not use the team factor keeps the keys computed at the start.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/cycle-internal.h"
+
+/* ---- teams ------------------------------------------------------------ */
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks)
+{
+	struct cnl_team *t = cnl_sched_team_find(y->s, project);
+
+	if (!t)
+		return;
+	t->held_blocks += blocks;
+	t->factor = cnl_fs_factor(t->u_hist,
+	                          y->v.capacity_blocks
+	                              ? (double)t->held_blocks /
+	                                    (double)y->v.capacity_blocks
+	                              : 0,
+	                          t->share);
+}
+
+int cnl_cyc_setup_teams(struct cnl_cyc *y)
+{
+	struct cnl_sched *s = y->s;
+	uint32_t *ps = malloc((y->n_jobs + 1) * sizeof(*ps));
+	size_t n = 0;
+	double wsum = 0;
+
+	if (!ps)
+		return -ENOMEM;
+	for (size_t i = 0; i < y->n_jobs; i++)
+		ps[n++] = y->jobs[i].req.project;
+	qsort(ps, n, sizeof(*ps), cmp_u32);
+	s->n_teams = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i && ps[i] == ps[i - 1])
+			continue;
+		if (s->n_teams == s->cap_teams) {
+			size_t cap = s->cap_teams ? s->cap_teams * 2 : 32;
+			struct cnl_team *nt =
+			    realloc(s->teams, cap * sizeof(*nt));
+			if (!nt) {
+				free(ps);
+				return -ENOMEM;
+			}
+			s->teams = nt;
+			s->cap_teams = cap;
+		}
+		struct cnl_team *t = &s->teams[s->n_teams++];
+		memset(t, 0, sizeof(*t));
+		t->project = ps[i];
+		t->share = cnl_fs_weight(&s->fs, ps[i]);
+		wsum += t->share;
+		t->u_hist =
+		    cnl_fs_usage(&s->fs, ps[i], y->now, y->v.capacity_blocks);
+	}
+	free(ps);
+	for (size_t i = 0; i < s->n_teams; i++)
+		s->teams[i].share = wsum > 0 ? s->teams[i].share / wsum : 1;
+	/* What each team holds now. */
+	for (size_t i = 0; i < y->n_jobs; i++) {
+		const struct cnl_job *j = &y->jobs[i];
+		const struct cnl_alloc *a;
+		if (j->state != CNL_JOB_RUNNING)
+			continue;
+		a = cnl_alloc_get(y->c, j->alloc_id);
+		if (a)
+			cnl_sched_team_find(s, j->req.project)->held_blocks +=
+			    cnl_alloc_blocks_held(y->c, a);
+	}
+	for (size_t i = 0; i < s->n_teams; i++)
+		cnl_cyc_team_hold(y, s->teams[i].project, 0);
+	return 0;
+}
+
+/* ---- order ------------------------------------------------------------ */
+
+/* A team's queue within the current class. */
+struct cnl_cyc_queue {
+	uint32_t project;
+	size_t pos, end; /* into the ordered array */
+	double key;      /* of the head */
+};
+
+struct cnl_cyc_order_ent {
+	uint32_t job;
+	uint8_t prio;
+	uint32_t project;
+	double key;
+	int64_t submit;
+};
+
+static int cmp_order(const void *a, const void *b)
+{
+	const struct cnl_cyc_order_ent *x = a, *y = b;
+
+	if (x->prio != y->prio)
+		return x->prio > y->prio ? -1 : 1;
+	if (x->project != y->project)
+		return x->project < y->project ? -1 : 1;
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	if (x->submit != y->submit)
+		return x->submit < y->submit ? -1 : 1;
+	return (x->job > y->job) - (x->job < y->job);
+}
+
+int cnl_cyc_order_init(struct cnl_cyc_order *o, size_t n_jobs)
+{
+	memset(o, 0, sizeof(*o));
+	o->last = SIZE_MAX;
+	o->ord = malloc((n_jobs + 1) * sizeof(*o->ord));
+	o->qs = malloc((n_jobs + 1) * sizeof(*o->qs));
+	return o->ord && o->qs ? 0 : -ENOMEM;
+}
+
+void cnl_cyc_order_done(struct cnl_cyc_order *o)
+{
+	free(o->ord);
+	free(o->qs);
+	o->ord = NULL;
+	o->qs = NULL;
+}
+
+void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job)
+{
+	const struct cnl_job *j = &y->jobs[job];
+
+	o->ord[o->n++] =
+	    (struct cnl_cyc_order_ent){.job = job,
+	                               .prio = j->prio,
+	                               .project = j->req.project,
+	                               .key = cnl_policy_order(&y->v, j),
+	                               .submit = j->submit_ms};
+}
+
+void cnl_cyc_order_sort(struct cnl_cyc_order *o)
+{
+	qsort(o->ord, o->n, sizeof(*o->ord), cmp_order);
+}
+
+/* Open the next class, ord[a, b): a queue per team, keyed by its head. */
+static void open_class(struct cnl_cyc_order *o)
+{
+	size_t a = o->b, b = a;
+
+	while (b < o->n && o->ord[b].prio == o->ord[a].prio)
+		b++;
+	o->nq = 0;
+	for (size_t i = a; i < b;) {
+		size_t e = i;
+		while (e < b && o->ord[e].project == o->ord[i].project)
+			e++;
+		o->qs[o->nq++] =
+		    (struct cnl_cyc_queue){.project = o->ord[i].project,
+		                           .pos = i,
+		                           .end = e,
+		                           .key = o->ord[i].key};
+		i = e;
+	}
+	o->b = b;
+}
+
+uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o)
+{
+	for (;;) {
+		if (o->last != SIZE_MAX) {
+			/* The team just served: skip heads already decided
+			 * (gang members), then rekey its head. */
+			struct cnl_cyc_queue *q = &o->qs[o->last];
+			o->last = SIZE_MAX;
+			while (q->pos < q->end && y->done[o->ord[q->pos].job])
+				q->pos++;
+			if (q->pos < q->end)
+				q->key = y->s->pol->fairshare
+				             ? cnl_policy_order(
+				                   &y->v,
+				                   &y->jobs[o->ord[q->pos].job])
+				             : o->ord[q->pos].key;
+		}
+		/* Within the class, the team whose head has the highest key;
+		 * the next class when every queue is empty. */
+		size_t best = o->nq;
+		for (size_t q = 0; q < o->nq; q++)
+			if (o->qs[q].pos < o->qs[q].end &&
+			    (best == o->nq || o->qs[q].key > o->qs[best].key))
+				best = q;
+		if (best == o->nq) {
+			if (o->b >= o->n)
+				return NONE;
+			open_class(o);
+			continue;
+		}
+		o->last = best;
+		uint32_t job = o->ord[o->qs[best].pos++].job;
+		if (!y->done[job])
+			return job;
+	}
+}

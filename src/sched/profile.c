@@ -1,0 +1,471 @@
+/*
+ * profile.c - the availability profile in time: the running work of each
+ * node with its expected end, the reservations made this cycle, the
+ * earliest time a blocked job could start, and the backfill rule.
+ *
+ * What-if on the real state.  Reservations ("when could this job start on
+ * node n?"), the backfill rule ("does reservation R still fit at its time
+ * if this job starts now?") and pre-emption ("which victims make room?")
+ * are answered by releasing allocations with cnl_alloc_free(), asking the
+ * allocator, and putting them back with cnl_alloc_restore() in reverse
+ * order (cnl_cyc_save_free, cnl_cyc_restore_all).  The allocator's exact
+ * rules (MIG geometry, tenant boundaries) thus apply to future time too,
+ * with no second model.
+ *
+ * Cheap before exact.  The earliest start of a blocked job is bounded from
+ * below per node by a capacity-only replay (struct cnl_cyc_cap_view: CPU,
+ * memory and GPU blocks return as work ends, without the allocator's
+ * placement rules), cached per shape: placements only raise the true
+ * bounds, so a cached one stays a lower bound.  The exact replay then runs
+ * on nodes in order of that bound until the bound passes the best time
+ * found: usually the first node or two settle it.
+ *
+ * Reservations on one node never overlap in time (a conservative rule);
+ * a job may start now beside a reservation only if it ends before it or
+ * leaves the reserved job room at its time (cnl_cyc_resv_ok).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnlab/errors.h"
+#include "sched/cycle-internal.h"
+
+/* ---- running work per node ------------------------------------------- */
+
+int cnl_cyc_run_add(struct cnl_sched *s, uint32_t node, int64_t end,
+                    uint32_t alloc_id, uint32_t job)
+{
+	struct cnl_run_vec *rv = &s->runs[node];
+	uint32_t i;
+
+	if (rv->n == rv->cap) {
+		uint32_t cap = rv->cap ? rv->cap * 2 : 8;
+		struct cnl_run *nv = realloc(rv->v, cap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		rv->v = nv;
+		rv->cap = cap;
+	}
+	/* Kept sorted by (end, alloc id). */
+	for (i = rv->n; i > 0; i--) {
+		const struct cnl_run *q = &rv->v[i - 1];
+		if (q->end_ms < end ||
+		    (q->end_ms == end && q->alloc_id < alloc_id))
+			break;
+		rv->v[i] = rv->v[i - 1];
+	}
+	rv->v[i] =
+	    (struct cnl_run){.end_ms = end, .alloc_id = alloc_id, .job = job};
+	rv->n++;
+	return 0;
+}
+
+void cnl_cyc_run_del(struct cnl_sched *s, uint32_t node, uint32_t alloc_id)
+{
+	struct cnl_run_vec *rv = &s->runs[node];
+
+	for (uint32_t i = 0; i < rv->n; i++)
+		if (rv->v[i].alloc_id == alloc_id) {
+			memmove(&rv->v[i], &rv->v[i + 1],
+			        (rv->n - i - 1) * sizeof(rv->v[0]));
+			rv->n--;
+			return;
+		}
+}
+
+int cnl_cyc_setup_runs(struct cnl_cyc *y)
+{
+	struct cnl_sched *s = y->s;
+	uint32_t nn = y->c->n_nodes;
+
+	if (s->n_runs < nn) {
+		struct cnl_run_vec *nr = realloc(s->runs, nn * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		memset(nr + s->n_runs, 0, (nn - s->n_runs) * sizeof(*nr));
+		s->runs = nr;
+		s->n_runs = nn;
+		int64_t *ni = realloc(s->idle_since, nn * sizeof(*ni));
+		if (!ni)
+			return -ENOMEM;
+		memset(ni + s->n_idle, 0, (nn - s->n_idle) * sizeof(*ni));
+		s->idle_since = ni;
+		s->n_idle = nn;
+	}
+	uint32_t *nh = realloc(s->resv_head, (nn + 1) * sizeof(*nh));
+	if (!nh)
+		return -ENOMEM;
+	s->resv_head = nh;
+	for (uint32_t i = 0; i < nn; i++) {
+		s->runs[i].n = 0;
+		s->resv_head[i] = NONE;
+	}
+	for (size_t i = 0; i < y->n_jobs; i++) {
+		const struct cnl_job *j = &y->jobs[i];
+		const struct cnl_alloc *a;
+		int64_t end;
+		if (j->state != CNL_JOB_RUNNING)
+			continue;
+		a = cnl_alloc_get(y->c, j->alloc_id);
+		if (!a)
+			return -EINVAL;
+		end = j->start_ms + cnl_cyc_runtime_of(y, j);
+		if (end <= y->now)
+			end = y->now + 1; /* overdue: expected any moment */
+		int r =
+		    cnl_cyc_run_add(s, a->node, end, j->alloc_id, (uint32_t)i);
+		if (r < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- what-if ---------------------------------------------------------- */
+
+int cnl_cyc_save_free(struct cnl_cluster *c, struct cnl_cyc_saved *sv,
+                      uint32_t id)
+{
+	const struct cnl_alloc *a = cnl_alloc_get(c, id);
+
+	if (!a)
+		return -CNL_ENOALLOC;
+	if (sv->n == sv->cap) {
+		int cap = sv->cap ? sv->cap * 2 : 16;
+		struct cnl_alloc *na =
+		    realloc(sv->a, (size_t)cap * sizeof(*na));
+		if (!na)
+			return -ENOMEM;
+		sv->a = na;
+		sv->cap = cap;
+	}
+	sv->a[sv->n++] = *a;
+	return cnl_alloc_free(c, id);
+}
+
+void cnl_cyc_restore_all(struct cnl_cluster *c, struct cnl_cyc_saved *sv)
+{
+	while (sv->n > 0) {
+		int r = cnl_alloc_restore(c, &sv->a[--sv->n]);
+		(void)r; /* LIFO restores of what was just freed succeed */
+	}
+}
+
+/*
+ * The earliest time >= t_from at which job `p` fits on `node` by the ends
+ * of the node's running work, on the real allocator state; T_INF if never
+ * (within the work known to end).  Leaves the cluster as it was.
+ */
+static int64_t replay_fit(struct cnl_cyc *y, uint32_t node,
+                          const struct cnl_req_prep *p, int64_t t_from,
+                          struct cnl_cyc_saved *sv)
+{
+	const struct cnl_run_vec *rv = &y->s->runs[node];
+	struct cnl_plan pl;
+	int64_t t = T_INF;
+	uint32_t i = 0;
+
+	while (i < rv->n && rv->v[i].end_ms <= t_from)
+		if (cnl_cyc_save_free(y->c, sv, rv->v[i++].alloc_id) < 0)
+			goto out;
+	if (cnl_alloc_plan_fast(y->c, p, node, &pl)) {
+		t = t_from;
+		goto out;
+	}
+	while (i < rv->n) {
+		int64_t end = rv->v[i].end_ms;
+		while (i < rv->n && rv->v[i].end_ms == end) {
+			uint32_t id = rv->v[i++].alloc_id;
+			if (cnl_cyc_save_free(y->c, sv, id) < 0)
+				goto out;
+		}
+		if (cnl_alloc_plan_fast(y->c, p, node, &pl)) {
+			t = end;
+			break;
+		}
+	}
+out:
+	cnl_cyc_restore_all(y->c, sv);
+	return t;
+}
+
+/* Reservations on `node` overlapping [t0, t1). */
+static const struct cnl_resv *
+resv_overlap(const struct cnl_sched *s, uint32_t node, int64_t t0, int64_t t1)
+{
+	for (uint32_t i = s->resv_head[node]; i != NONE; i = s->resv[i].next) {
+		const struct cnl_resv *r = &s->resv[i];
+		if (r->t0 < t1 && t0 < r->t1)
+			return r;
+	}
+	return NULL;
+}
+
+/* Earliest start on `node` that also keeps clear of the reservations
+ * already there (a conservative rule: reservations on one node never
+ * overlap in time). */
+static int64_t node_earliest(struct cnl_cyc *y, uint32_t node,
+                             const struct cnl_req_prep *p, int64_t rt,
+                             int64_t lower_bound, struct cnl_cyc_saved *sv)
+{
+	/* Nothing fits before the lower bound: start the replay there. */
+	int64_t t = lower_bound > y->now ? lower_bound : y->now;
+
+	for (size_t guard = 0; guard <= y->s->n_resv; guard++) {
+		const struct cnl_resv *r;
+		t = replay_fit(y, node, p, t, sv);
+		if (t == T_INF)
+			return T_INF;
+		r = resv_overlap(y->s, node, t, t + rt);
+		if (!r)
+			return t;
+		t = r->t1;
+	}
+	return T_INF;
+}
+
+/* ---- capacity-only lower bounds ------------------------------------- */
+
+bool cnl_cyc_cap_fits(const struct cnl_cyc_cap_view *cv,
+                      const struct cnl_alloc_req *r, int need)
+{
+	int empty = 0;
+
+	if (cv->cpu < r->cpu_milli || cv->mem < r->mem_mib)
+		return false;
+	if (r->kind == CNL_REQ_CPU)
+		return true;
+	for (int g = 0; g < cv->n_gpus; g++) {
+		if (r->kind != CNL_REQ_WHOLE && cv->freeb[g] >= need)
+			return true;
+		empty += cv->freeb[g] >= CNL_BLOCKS_PER_GPU;
+	}
+	return r->kind == CNL_REQ_WHOLE && empty >= r->gpus;
+}
+
+/* The node's free capacity as the capacity-only reasoning sees it, and
+ * the GPU blocks `p` needs on one GPU. */
+int cnl_cyc_cap_view_init(const struct cnl_cyc *y, uint32_t node,
+                          const struct cnl_req_prep *p, bool gpu_only,
+                          struct cnl_cyc_cap_view *cv)
+{
+	const struct cnl_cluster *c = y->c;
+	const struct cnl_node *n = &c->nodes[node];
+	const struct cnl_alloc_req *r = &p->req;
+
+	cv->cpu = gpu_only ? INT64_MAX / 2 : n->cpu_total - n->cpu_used;
+	cv->mem = gpu_only ? INT64_MAX / 2 : n->mem_total - n->mem_used;
+	cv->n_gpus = n->n_gpus;
+	for (int g = 0; g < n->n_gpus; g++) {
+		cv->freeb[g] = cnl_gpu_free_blocks(c, node, g);
+		cv->left[g] = n->gpus[g].n_allocs;
+	}
+	if (r->kind == CNL_REQ_BLOCKS)
+		return r->blocks;
+	if (r->kind == CNL_REQ_MIG && p->prof[n->gpu_type] >= 0)
+		return CNL_BLOCKS_PER_GPU *
+		       c->cat->types[n->gpu_type]
+		           .mig[p->prof[n->gpu_type]]
+		           .compute /
+		       CNL_MIG_COMPUTE_SLICES;
+	return 0;
+}
+
+/* Give allocation `id` back to the view. */
+void cnl_cyc_cap_view_release(const struct cnl_cluster *c,
+                              struct cnl_cyc_cap_view *cv, uint32_t id)
+{
+	const struct cnl_alloc *a = cnl_alloc_get(c, id);
+
+	if (!a)
+		return;
+	cv->cpu += a->cpu_milli;
+	cv->mem += a->mem_mib;
+	if (a->kind == CNL_PLACE_WHOLE) {
+		for (int g = 0; g < cv->n_gpus; g++)
+			if (a->gpu_mask >> g & 1) {
+				cv->freeb[g] = CNL_BLOCKS_PER_GPU;
+				cv->left[g] = 0;
+			}
+	} else if (a->kind != CNL_PLACE_CPU) {
+		/* Rounding of MIG shares must not make an empty GPU look
+		 * less than empty. */
+		cv->freeb[a->gpu] += cnl_alloc_blocks_held(c, a);
+		if (--cv->left[a->gpu] <= 0)
+			cv->freeb[a->gpu] = CNL_BLOCKS_PER_GPU;
+	}
+}
+
+/* A capacity-only lower bound on node_earliest(): CPU, memory and GPU
+ * blocks return as work ends, without the allocator's placement rules. */
+static int64_t node_lower_bound(const struct cnl_cyc *y, uint32_t node,
+                                const struct cnl_req_prep *p, bool gpu_only)
+{
+	const struct cnl_run_vec *rv = &y->s->runs[node];
+	struct cnl_cyc_cap_view cv;
+	int need = cnl_cyc_cap_view_init(y, node, p, gpu_only, &cv);
+	uint32_t i = 0;
+
+	if (cnl_cyc_cap_fits(&cv, &p->req, need))
+		return y->now;
+	while (i < rv->n) {
+		int64_t end = rv->v[i].end_ms;
+		for (; i < rv->n && rv->v[i].end_ms == end; i++)
+			cnl_cyc_cap_view_release(y->c, &cv, rv->v[i].alloc_id);
+		if (cnl_cyc_cap_fits(&cv, &p->req, need))
+			return end;
+	}
+	return T_INF;
+}
+
+static int cmp_lb(const void *a, const void *b)
+{
+	const struct cnl_cyc_lb *x = a, *y = b;
+	if (x->lb != y->lb)
+		return x->lb < y->lb ? -1 : 1;
+	return (x->node > y->node) - (x->node < y->node);
+}
+
+/* The sorted lower bounds for the shape of `p` (see struct cnl_cyc_lb_cache);
+ * NULL on allocation failure. */
+static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
+                                             const struct cnl_req_prep *p)
+{
+	uint64_t key = cnl_cyc_shape_key(p, false);
+	struct cnl_cyc_lb_cache tmp = {.key = key};
+	struct cnl_cluster *c = y->c;
+
+	for (size_t i = 0; i < y->n_lbc; i++)
+		if (y->lbc[i].key == key)
+			return &y->lbc[i];
+	tmp.v = malloc((c->n_nodes + 1) * sizeof(*tmp.v));
+	if (!tmp.v)
+		return NULL;
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct cnl_node *n = &c->nodes[i];
+		if (n->state != CNL_NODE_UP)
+			continue;
+		if (p->req.kind != CNL_REQ_CPU &&
+		    (!n->n_gpus || !(p->type_ok >> n->gpu_type & 1)))
+			continue;
+		int64_t lb = node_lower_bound(y, i, p, true);
+		if (lb != T_INF)
+			tmp.v[tmp.n++] = (struct cnl_cyc_lb){lb, i};
+	}
+	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
+	if (y->n_lbc == LBC_MAX) {
+		/* Full: recycle the oldest entry. */
+		free(y->lbc[0].v);
+		memmove(&y->lbc[0], &y->lbc[1],
+		        (LBC_MAX - 1) * sizeof(y->lbc[0]));
+		y->n_lbc--;
+	}
+	y->lbc[y->n_lbc] = tmp;
+	return &y->lbc[y->n_lbc++];
+}
+
+void cnl_cyc_bounds_clear(struct cnl_cyc *y)
+{
+	for (size_t i = 0; i < y->n_lbc; i++)
+		free(y->lbc[i].v);
+	y->n_lbc = 0;
+}
+
+/* ---- earliest start, reservations, backfill ------------------------- */
+
+/* The earliest time and node at which job `p` could start, honouring the
+ * reservations already made.  T_INF when none is known.  Nodes are tried
+ * in order of their lower bound until the bound passes the best exact
+ * time found: usually the first node or two settle it. */
+int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
+                         int64_t rt, uint32_t *ret_node)
+{
+	const struct cnl_cyc_lb_cache *lc = bounds(y, p);
+	struct cnl_cyc_saved sv = {0};
+	int64_t best = T_INF;
+	uint32_t best_node = NONE;
+
+	for (uint32_t k = 0; lc && k < lc->n && lc->v[k].lb < best; k++) {
+		uint32_t node = lc->v[k].node;
+		if (!cnl_cyc_node_could_host(y, node, p))
+			continue;
+		int64_t t = node_earliest(y, node, p, rt, lc->v[k].lb, &sv);
+		if (t < best) {
+			best = t;
+			best_node = node;
+		}
+	}
+	free(sv.a);
+	*ret_node = best_node;
+	return best;
+}
+
+/* The estimated start of a waiting job: the first lower bound among the
+ * nodes that could host it (GPU capacity as work ends). */
+int64_t cnl_cyc_estimate(struct cnl_cyc *y, const struct cnl_req_prep *p)
+{
+	const struct cnl_cyc_lb_cache *lc = bounds(y, p);
+
+	for (uint32_t k = 0; lc && k < lc->n; k++)
+		if (cnl_cyc_node_could_host(y, lc->v[k].node, p))
+			return lc->v[k].lb;
+	return T_INF;
+}
+
+int cnl_cyc_reserve(struct cnl_cyc *y, uint32_t job, uint32_t node, int64_t t0,
+                    int64_t rt)
+{
+	struct cnl_sched *s = y->s;
+
+	if (s->n_resv == s->cap_resv) {
+		size_t cap = s->cap_resv ? s->cap_resv * 2 : 16;
+		struct cnl_resv *nr = realloc(s->resv, cap * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		s->resv = nr;
+		s->cap_resv = cap;
+	}
+	s->resv[s->n_resv] = (struct cnl_resv){.job = job,
+	                                       .node = node,
+	                                       .next = s->resv_head[node],
+	                                       .t0 = t0,
+	                                       .t1 = t0 + rt};
+	s->resv_head[node] = (uint32_t)s->n_resv++;
+	return 0;
+}
+
+/*
+ * Backfill rule: may `p` (ending at `end`) start now by `plan` without
+ * delaying any reservation on the plan's node?  Yes if it ends before
+ * each, or if each reserved job still fits at its time beside it.
+ */
+bool cnl_cyc_resv_ok(struct cnl_cyc *y, const struct cnl_req_prep *p,
+                     const struct cnl_plan *plan, int64_t end)
+{
+	struct cnl_sched *s = y->s;
+	struct cnl_cyc_saved sv = {0};
+	uint32_t id = 0;
+	bool ok = true, placed = false;
+
+	for (uint32_t i = s->resv_head[plan->node]; i != NONE && ok;
+	     i = s->resv[i].next) {
+		const struct cnl_resv *r = &s->resv[i];
+		if (end <= r->t0)
+			continue;
+		if (!placed) {
+			if (cnl_cyc_commit_plan(y->c, p, plan, &id) < 0) {
+				ok = false;
+				break;
+			}
+			placed = true;
+		}
+		/* The tentative allocation is not in the node's run list,
+		 * so the replay keeps it: it outlives the reservation. */
+		ok = replay_fit(y, r->node, &y->prep[r->job], r->t0, &sv) <=
+		     r->t0;
+	}
+	if (placed)
+		cnl_alloc_free(y->c, id);
+	free(sv.a);
+	return ok;
+}

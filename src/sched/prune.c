@@ -1,0 +1,254 @@
+/*
+ * prune.c - cheap before exact: what lets a cycle refuse a request without
+ * asking the allocator node by node.
+ *
+ *  - Per GPU type, the best of each node summary field (tmax): a request
+ *    no node of its types could pass is refused without a node scan.
+ *  - Per request shape, the failures seen this cycle (fail memory): a
+ *    shape that found no node, with no more CPU and memory than one that
+ *    failed, fails again, since capacity only shrinks within a cycle
+ *    (except by pre-emption, which clears the memory).  Pre-emption keeps
+ *    a second memory of the shapes (per class) that found no victims.
+ *  - Per type, the largest node: a request that no node could ever run,
+ *    even empty, waits with CNL_WHY_NO_MATCHING_NODE.
+ *
+ * Everything here reads the cluster's node summaries (alloc.h) and the
+ * cycle's scratch; nothing here changes the cluster.
+ */
+#include <string.h>
+
+#include "sched/cycle-internal.h"
+
+/* ---- request shapes and the failure memory ------------------------- */
+
+static uint64_t hash64(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdULL;
+}
+
+/* The shape of a request for the caches: everything but CPU and memory. */
+uint64_t cnl_cyc_shape_key(const struct cnl_req_prep *p, bool with_project)
+{
+	const struct cnl_alloc_req *r = &p->req;
+	uint64_t h = hash64(0, (uint64_t)r->kind);
+
+	h = hash64(h, (uint64_t)r->blocks);
+	h = hash64(h, (uint64_t)r->gpus);
+	h = hash64(h, p->type_ok);
+	for (int t = 0; t < CNL_CATALOG_MAX_TYPES; t += 8) {
+		uint64_t w = 0;
+		memcpy(&w, &p->prof[t], 8);
+		h = hash64(h, w);
+	}
+	if (with_project)
+		h = hash64(h, r->project);
+	return h | 1;
+}
+
+uint64_t cnl_cyc_fail_key(const struct cnl_req_prep *p)
+{
+	/* Block requests depend on their project (tenant rules). */
+	return cnl_cyc_shape_key(p, p->req.kind == CNL_REQ_BLOCKS);
+}
+
+bool cnl_cyc_fail_known_in(const struct cnl_cyc_fail *tab, uint64_t k,
+                           const struct cnl_req_prep *p)
+{
+	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
+	     i++, h = (h + 1) % FAIL_SLOTS) {
+		const struct cnl_cyc_fail *e = &tab[h];
+		if (!e->key)
+			return false;
+		if (e->key != k)
+			continue;
+		for (int q = 0; q < e->n; q++)
+			if (p->req.cpu_milli >= e->cpu[q] &&
+			    p->req.mem_mib >= e->mem[q])
+				return true;
+		return false;
+	}
+	return false;
+}
+
+void cnl_cyc_fail_note_in(struct cnl_cyc_fail *tab, uint64_t k,
+                          const struct cnl_req_prep *p)
+{
+	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
+	     i++, h = (h + 1) % FAIL_SLOTS) {
+		struct cnl_cyc_fail *e = &tab[h];
+		if (e->key && e->key != k)
+			continue;
+		e->key = k;
+		if (e->n < FAIL_PAIRS) {
+			e->cpu[e->n] = p->req.cpu_milli;
+			e->mem[e->n] = p->req.mem_mib;
+			e->n++;
+		}
+		return;
+	}
+}
+
+bool cnl_cyc_fail_known(const struct cnl_cyc *y, const struct cnl_req_prep *p)
+{
+	return cnl_cyc_fail_known_in(y->fail, cnl_cyc_fail_key(p), p);
+}
+
+void cnl_cyc_fail_note(struct cnl_cyc *y, const struct cnl_req_prep *p)
+{
+	cnl_cyc_fail_note_in(y->fail, cnl_cyc_fail_key(p), p);
+}
+
+void cnl_cyc_fail_clear(struct cnl_cyc *y)
+{
+	memset(y->fail, 0, FAIL_SLOTS * sizeof(*y->fail));
+	memset(y->pfail, 0, FAIL_SLOTS * sizeof(*y->pfail));
+}
+
+/* ---- per-type maxima -------------------------------------------------- */
+
+static void tmax_refresh(struct cnl_cyc *y, int t)
+{
+	struct cnl_cyc_type_max *m = &y->tmax[t];
+	const struct cnl_cluster *c = y->c;
+
+	memset(m, 0, sizeof(*m));
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct cnl_node_hot *h = &c->hot[i];
+		if (h->state != CNL_NODE_UP || !h->n_gpus || h->gpu_type != t)
+			continue;
+		m->any = true;
+		if (h->cpu_free > m->cpu)
+			m->cpu = h->cpu_free;
+		if (h->mem_free > m->mem)
+			m->mem = h->mem_free;
+		if (h->n_empty > m->n_empty)
+			m->n_empty = h->n_empty;
+		if (h->max_block_free > m->block)
+			m->block = h->max_block_free;
+		if (h->max_mig_free > m->mig)
+			m->mig = h->max_mig_free;
+		if (h->max_host_free > m->host)
+			m->host = h->max_host_free;
+	}
+}
+
+void cnl_cyc_tmax_dirty(struct cnl_cyc *y, uint32_t node)
+{
+	if (y->c->nodes[node].n_gpus)
+		y->tmax[y->c->nodes[node].gpu_type].dirty = true;
+}
+
+/* True when no node of the request's types could pass the allocator's
+ * summary test (the same test as node_may_fit, on per-type maxima). */
+bool cnl_cyc_tmax_reject(struct cnl_cyc *y, const struct cnl_req_prep *p)
+{
+	const struct cnl_alloc_req *r = &p->req;
+
+	if (r->kind == CNL_REQ_CPU)
+		return false;
+	for (int t = 0; t < y->c->cat->n; t++) {
+		if (!(p->type_ok >> t & 1))
+			continue;
+		struct cnl_cyc_type_max *m = &y->tmax[t];
+		if (m->dirty)
+			tmax_refresh(y, t);
+		if (!m->any || m->cpu < r->cpu_milli || m->mem < r->mem_mib)
+			continue;
+		int prof = p->prof[t];
+		int need =
+		    prof >= 0 ? y->c->cat->types[t].mig[prof].compute : 8;
+		switch (r->kind) {
+		case CNL_REQ_BLOCKS:
+			if (r->blocks <= m->block)
+				return false;
+			if (prof >= 0 && r->blocks <= CNL_SMALL_BLOCKS_MAX &&
+			    (r->blocks <= m->host || m->mig >= 1))
+				return false;
+			if (prof >= 0 && r->blocks > CNL_SMALL_BLOCKS_MAX &&
+			    m->mig >= need)
+				return false;
+			break;
+		case CNL_REQ_MIG:
+			if (m->mig >= need)
+				return false;
+			break;
+		case CNL_REQ_WHOLE:
+			if (m->n_empty >= r->gpus)
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ---- could it ever run ---------------------------------------------- */
+
+/* Could `p` ever run on node `i` (empty, of its type, big enough)? */
+bool cnl_cyc_node_could_host(const struct cnl_cyc *y, uint32_t i,
+                             const struct cnl_req_prep *p)
+{
+	const struct cnl_node *n = &y->c->nodes[i];
+	const struct cnl_alloc_req *r = &p->req;
+
+	if (n->state != CNL_NODE_UP || n->cpu_total < r->cpu_milli ||
+	    n->mem_total < r->mem_mib)
+		return false;
+	if (r->kind == CNL_REQ_CPU)
+		return true;
+	if (n->n_gpus == 0 || !(p->type_ok >> n->gpu_type & 1))
+		return false;
+	if (r->kind == CNL_REQ_WHOLE)
+		return n->n_gpus >= r->gpus;
+	if (r->kind == CNL_REQ_MIG)
+		return p->prof[n->gpu_type] >= 0;
+	return true;
+}
+
+bool cnl_cyc_could_ever_fit(const struct cnl_cyc *y,
+                            const struct cnl_req_prep *p)
+{
+	const struct cnl_alloc_req *r = &p->req;
+
+	if (r->kind == CNL_REQ_CPU)
+		return r->cpu_milli <= y->max_cpu && r->mem_mib <= y->max_mem;
+	for (int t = 0; t < y->c->cat->n; t++) {
+		if (!(p->type_ok >> t & 1) || !y->type_gpus[t])
+			continue;
+		if (r->kind == CNL_REQ_MIG && p->prof[t] < 0)
+			continue;
+		if (r->kind == CNL_REQ_WHOLE && y->type_gpus[t] < r->gpus)
+			continue;
+		if (y->type_cpu[t] >= r->cpu_milli &&
+		    y->type_mem[t] >= r->mem_mib)
+			return true;
+	}
+	return false;
+}
+
+void cnl_cyc_setup_types(struct cnl_cyc *y)
+{
+	const struct cnl_cluster *c = y->c;
+
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct cnl_node *n = &c->nodes[i];
+		if (n->state != CNL_NODE_UP)
+			continue;
+		if (n->cpu_total > y->max_cpu)
+			y->max_cpu = n->cpu_total;
+		if (n->mem_total > y->max_mem)
+			y->max_mem = n->mem_total;
+		if (!n->n_gpus)
+			continue;
+		y->v.capacity_blocks += (int64_t)n->n_gpus * CNL_BLOCKS_PER_GPU;
+		int t = n->gpu_type;
+		if (n->cpu_total > y->type_cpu[t])
+			y->type_cpu[t] = n->cpu_total;
+		if (n->mem_total > y->type_mem[t])
+			y->type_mem[t] = n->mem_total;
+		if (n->n_gpus > y->type_gpus[t])
+			y->type_gpus[t] = n->n_gpus;
+	}
+}
