@@ -254,7 +254,8 @@ int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *sj,
 		return 0;
 	snprintf(tmp.project_id, sizeof(tmp.project_id), "%s", sj->project_id);
 	/* Without a run-time estimate the scheduler checks only that the
-	 * job can start before its deadline (src/sched, cnl_cyc_deadline_runtime()). */
+	 * job can start before its deadline (src/sched,
+	 * cnl_cyc_deadline_runtime()). */
 	if ((r = ctl_wl_job(ctl, &tmp, sj->gpu_shape, sj->priority, now,
 	                    sj->deadline_ms, sj->runtime_ms, true)) < 0)
 		return r;
