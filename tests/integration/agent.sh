@@ -6,6 +6,8 @@
 #     and share;
 #   - a job over its memory limit is killed by the cgroup and reported so;
 #   - a job pre-empted with a checkpoint resumes on another agent from it;
+#   - restarts of cnlabd and of the agent: a running job is re-adopted and
+#     runs on;
 #   - kill -9 of an agent: its job is requeued after the heartbeat timeout,
 #     runs on another agent, and never runs twice (the job holds a lock
 #     that a second live copy could not take); the agent comes back;
@@ -15,7 +17,11 @@
 #     agent keeps running;
 #   - the agent's /metrics passes promtool.
 # Waits poll with generous bounds so a hang fails instead of blocking; no
-# assertion depends on how fast the machine is.
+# assertion depends on how fast the machine is.  The one product time that
+# must cover a step of the test is the agents' lease (half the node-lost
+# timeout, 10 s here): work outlives a restart of cnlabd or of an agent only
+# if the restart ends within it (else it is stopped, by design), so it is
+# chosen far longer than a restart takes on a loaded machine.
 set -u
 cnlabd=$1
 agent=$2
@@ -59,7 +65,7 @@ wait_for() {
 export CNLAB_JWT_SECRET=agent-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1
 cat >"$tmp/cnlabd.conf" <<CONF
-node_lost_timeout = 4s
+node_lost_timeout = 20s
 cycle_interval = 200ms
 preempt_min_run = 1ms
 preempt_grace = 3s
@@ -130,8 +136,10 @@ art=$(curl -sS -H "Authorization: Bearer $ana" "$base/v1/jobs/$j/artifacts/model
 [ "$art" = weights ] && ok "artifact came back" || bad "artifact: $art"
 
 # --- two jobs on one GPU: own regions, own limits ---------------------------
-j1=$(submit '{"command":"echo R=$CNLAB_REGION G=$CUDA_VISIBLE_DEVICES; sleep 2","gpu":"h100-10"}')
-j2=$(submit '{"command":"echo R=$CNLAB_REGION G=$CUDA_VISIBLE_DEVICES; sleep 2","gpu":"h100-5"}')
+# Held until their regions are read: a region goes when its job ends.
+hold="while [ ! -e $tmp/go1 ]; do sleep 0.1; done"
+j1=$(submit "$(jq -cn --arg c "echo R=\$CNLAB_REGION G=\$CUDA_VISIBLE_DEVICES; $hold" '{command:$c,gpu:"h100-10"}')")
+j2=$(submit "$(jq -cn --arg c "echo R=\$CNLAB_REGION G=\$CUDA_VISIBLE_DEVICES; $hold" '{command:$c,gpu:"h100-5"}')")
 wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j1/logs | grep -q R=" &&
 	wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j2/logs | grep -q R="
 r1=$(logs "$j1" | sed -n 's/.*R=\([^ ]*\) .*/\1/p')
@@ -150,6 +158,7 @@ if [ -n "$region_tool" ] && [ -f "$r1" ] && [ -f "$r2" ]; then
 else
 	bad "region files not readable ($r1, $r2) or no region tool"
 fi
+touch "$tmp/go1"
 wait_for 20 is_state "$j1" succeeded && wait_for 20 is_state "$j2" succeeded ||
 	bad "region jobs did not finish"
 
@@ -181,7 +190,8 @@ kill -TERM "$a_pid"
 wait "$a_pid"
 start_agent a fake:1xH100-80GB-SXM || bad "agent a restart"
 a_pid=$apid
-grep -q "re-adopted workload\" id=$j" "$tmp/agent-a.err" && ok "restarted agent re-adopted the job" ||
+# Logged just after "registered": wait for it.
+wait_for 10 grep -q "re-adopted workload\" id=$j" "$tmp/agent-a.err" && ok "restarted agent re-adopted the job" ||
 	bad "no re-adoption: $(tail -5 "$tmp/agent-a.err")"
 touch "$tmp/go2"
 wait_for 30 is_state "$j" succeeded && ok "job survived both restarts" || bad "after restarts: $(api GET "/v1/jobs/$j" "$ana")"
@@ -220,7 +230,7 @@ node=$(api GET "/v1/jobs/$jk" "$ana" | jq -r .status.node)
 victim=$a_pid
 [ "$node" = "$run-b" ] && victim=$b_pid
 kill -9 "$victim"
-wait_for 40 sh -c "[ \$(wc -l < $tmp/starts) -ge 2 ]" &&
+wait_for 90 sh -c "[ \$(wc -l < $tmp/starts) -ge 2 ]" &&
 	ok "requeued and started elsewhere after the timeout" ||
 	bad "requeue: $(api GET "/v1/jobs/$jk" "$ana") $(cat "$tmp/starts")"
 [ ! -e "$tmp/double" ] && ok "never ran twice" || bad "ran twice"
