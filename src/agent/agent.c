@@ -644,6 +644,11 @@ static void start(struct cnl_agent *a, json_t *as)
 	}
 	spec.pid_ns = a->cfg.pid_ns;
 	spec.mount_ns = a->cfg.mount_ns;
+	/* The state first: an agent restarted at any point after the launch
+	 * finds it beside the cgroup and re-adopts the workload; one
+	 * restarted before the launch finds no cgroup, and starts it if
+	 * it is still assigned. */
+	save_state(a, w);
 	{
 		char po[700], pe[700];
 
@@ -676,7 +681,6 @@ static void start(struct cnl_agent *a, json_t *as)
 			goto fail;
 		}
 	}
-	save_state(a, w);
 	pthread_mutex_lock(&a->mu);
 	if (a->n_wk == a->cap_wk) {
 		a->cap_wk = a->cap_wk ? 2 * a->cap_wk : 16;
@@ -700,6 +704,7 @@ static void start(struct cnl_agent *a, json_t *as)
 fail:
 	/* A bad assignment is reported failed with the reason; we go on. */
 	cnl_log(CNL_LOG_WARN, "cannot start workload", "id=%s err=%s", id, err);
+	drop_state(a, id);
 	report(a, a->main_cl, w, "failed", 127, NULL, err);
 	pthread_mutex_lock(&a->mu);
 	mig_release(a, w->mig_uuid);
@@ -1015,18 +1020,22 @@ static void *supervise(void *arg)
 				}
 			}
 			pthread_mutex_lock(&a->mu);
-			drop_state(a, w->id);
 			unlink(w->region);
 			{
-				char po[700];
+				char po[700], id[sizeof(w->id)];
 
 				out_path(a, w->id, "stdout", po, sizeof(po));
 				unlink(po);
 				out_path(a, w->id, "stderr", po, sizeof(po));
 				unlink(po);
+				/* Its cgroup and exit record before its state:
+				 * a cgroup left without a state file would
+				 * refuse the next start of this id here. */
+				memcpy(id, w->id, sizeof(id));
+				a->ended_total++;
+				wk_remove(a, w);
+				drop_state(a, id);
 			}
-			a->ended_total++;
-			wk_remove(a, w);
 			pthread_mutex_unlock(&a->mu);
 		}
 		usleep(100 * 1000);
@@ -1502,8 +1511,11 @@ void cnl_agent_free(struct cnl_agent *a)
 		return;
 	cnl_http_server_free(a->metrics);
 	for (size_t i = 0; i < a->n_wk; i++) {
-		/* Workloads keep running: a restarted agent re-adopts them. */
-		cnl_workload_free(a->wk[i]->w);
+		/* Workloads keep running: a restarted agent re-adopts them.
+		 * Those that ended keep their cgroup and exit record too:
+		 * their end is not reported yet, and the next agent can
+		 * only report it if it finds them. */
+		cnl_workload_release(a->wk[i]->w);
 		if (a->wk[i]->out_rd >= 0)
 			close(a->wk[i]->out_rd);
 		if (a->wk[i]->err_rd >= 0)

@@ -23,6 +23,13 @@
  *                                               (VRAM quota, compute share)
  *   state/<id>.json                             what a restarted agent
  *                                               needs to re-adopt it
+ *
+ * An assignment (id, epoch) is started at most once here, across agent
+ * restarts too: its state file is written before its launch, and a
+ * workload stays in the table, and in its cgroup with its exit record
+ * when the agent stops, until its end has been reported (or cnlabd moved
+ * it).  A restarted agent re-adopts every workload it finds by cgroup and
+ * state file, so the assignment poll never sees one of them as new.
  */
 #ifndef CNL_AGENT_AGENT_H
 #define CNL_AGENT_AGENT_H

@@ -7,7 +7,8 @@
 #   - a job over its memory limit is killed by the cgroup and reported so;
 #   - a job pre-empted with a checkpoint resumes on another agent from it;
 #   - restarts of cnlabd and of the agent: a running job is re-adopted and
-#     runs on;
+#     runs on, once; a job that ended while cnlabd was down and the agent
+#     restarting is reported by the next agent, and does not run again;
 #   - kill -9 of an agent: its job is requeued after the heartbeat timeout,
 #     runs on another agent, and never runs twice (the job holds a lock
 #     that a second live copy could not take); the agent comes back;
@@ -196,7 +197,37 @@ wait_for 10 grep -q "re-adopted workload\" id=$j" "$tmp/agent-a.err" && ok "rest
 touch "$tmp/go2"
 wait_for 30 is_state "$j" succeeded && ok "job survived both restarts" || bad "after restarts: $(api GET "/v1/jobs/$j" "$ana")"
 l=$(logs "$j")
-[[ "$l" == *before*after* ]] && ok "output after the restart arrived" || bad "logs after restart: $l"
+[ "$l" = beforeafter ] && ok "output after the restart arrived; the job ran once" || bad "logs after restart: $l"
+
+# restart_cnlabd: start it again on its port (after it was stopped).
+restart_cnlabd() {
+	: >"$tmp/cnlabd2.out"
+	"$cnlabd" --config "$tmp/cnlabd.conf" --data-dir "$tmp/db" \
+		--listen "127.0.0.1:$port" >>"$tmp/cnlabd2.out" 2>>"$tmp/cnlabd.err" &
+	cpid=$!
+	pids+=($cpid)
+	wait_for 10 grep -q '^listening on' "$tmp/cnlabd2.out"
+}
+
+# --- a job ends while cnlabd is down and the agent restarts ----------------
+# The stopping agent could not report the end; the next one must find the
+# job (its cgroup and exit record) and report it, not start it again.
+j=$(submit "{\"command\":\"echo x >> $tmp/ran3; while [ ! -e $tmp/go3 ]; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
+wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $tmp/ran3 ]" || bad "job 3 did not start"
+kill -TERM "$cpid"
+wait "$cpid"
+touch "$tmp/go3"
+wait_for 20 grep -q "workload ended\" id=$j" "$tmp/agent-a.err" || bad "job 3 did not end"
+kill -TERM "$a_pid"
+wait "$a_pid"
+restart_cnlabd || bad "cnlabd restart 2: $(tail -3 "$tmp/cnlabd.err")"
+start_agent a fake:1xH100-80GB-SXM || bad "agent a restart 2"
+a_pid=$apid
+wait_for 30 is_state "$j" succeeded && ok "an end seen by the stopped agent is reported by the next" ||
+	bad "ended while down: $(api GET "/v1/jobs/$j" "$ana") $(tail -5 "$tmp/agent-a.err")"
+[ "$(wc -l <"$tmp/ran3")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
+	ok "a job ended while the agent restarted does not run again" ||
+	bad "ended while down ran $(wc -l <"$tmp/ran3") times: $(grep "id=$j " "$tmp/agent-a.err")"
 
 # --- a bad assignment fails with a reason; the agent goes on --------------
 j=$(submit '{"command":"true","gpu":"cpu","cpu_milli":999999}')
