@@ -68,7 +68,8 @@ struct wk {
 	size_t out_n;
 	char err_buf[LOG_CHUNK_MAX];
 	size_t err_n;
-	bool gone; /* moved away: kill, report nothing */
+	bool gone;   /* moved away: kill, report nothing */
+	bool fenced; /* killed by this agent's lease: its end says so */
 	/* Output goes to files under state/, not pipes, so that a workload
 	 * outlives an agent restart; the agent reads them from an offset. */
 	int out_rd, err_rd;
@@ -770,6 +771,11 @@ static void reconcile(struct cnl_agent *a, json_t *reply)
 		pthread_mutex_unlock(&a->mu);
 		if (w || !action || strcmp(action, "run") != 0)
 			continue;
+		/* Nothing new on a lease run out (cnlabd was unreachable, the
+		 * heartbeat that renews it is still to come): the workload's
+		 * watchdog would kill it at once.  A later poll starts it. */
+		if (a->lease_ms > 0 && now - a->last_hb_ok_ms > a->lease_ms)
+			continue;
 		/* A start after pre-emption waits for the victims to go. */
 		const char *nb =
 		    json_string_value(json_object_get(as, "not_before"));
@@ -982,7 +988,12 @@ static void *supervise(void *arg)
 					upload_dir(a, a->sup_cl, w, w->ckpt,
 					           "checkpoints");
 				}
-				if (ex[i].oom_killed)
+				if (w->fenced)
+					snprintf(msg, sizeof(msg),
+					         "stopped by the node agent: "
+					         "its lease expired (cnlabd "
+					         "unreachable)");
+				else if (ex[i].oom_killed)
 					snprintf(msg, sizeof(msg),
 					         "killed by the out-of-memory "
 					         "killer (memory limit)");
@@ -1045,17 +1056,30 @@ static void *supervise(void *arg)
 
 /* ---- heartbeats ---------------------------------------------------------- */
 
+/*
+ * Kill all work, keeping it in the table: its end (failed, with the
+ * reason) is reported once cnlabd answers again.  Forgetting it instead
+ * would let the next assignment poll start the same (id, epoch) again,
+ * since cnlabd, restarted meanwhile, may still hold it as running here.
+ */
 static void kill_all(struct cnl_agent *a, const char *why)
 {
+	size_t n = 0;
+
 	pthread_mutex_lock(&a->mu);
-	for (size_t i = 0; i < a->n_wk; i++)
-		if (!a->wk[i]->gone) {
-			a->wk[i]->gone = true;
-			cnl_workload_kill(a->wk[i]->w);
-		}
+	for (size_t i = 0; i < a->n_wk; i++) {
+		struct wk *w = a->wk[i];
+
+		if (w->gone || w->ended || w->fenced)
+			continue;
+		w->fenced = true;
+		cnl_workload_kill(w->w);
+		n++;
+	}
 	pthread_mutex_unlock(&a->mu);
-	if (a->n_wk)
-		cnl_log(CNL_LOG_WARN, "stopped all work", "why=%s", why);
+	if (n)
+		cnl_log(CNL_LOG_WARN, "stopped all work", "why=%s n=%zu", why,
+		        n);
 }
 
 /* Renew the lease the workloads' watchdogs check. */

@@ -10,7 +10,8 @@
  *               the control plane says was moved; and, once lease_ms has
  *               passed without a successful heartbeat, kills everything
  *               (self-fencing: the control plane requeues work only after
- *               twice that, so moved work never runs twice);
+ *               twice that, so moved work never runs twice), whose end
+ *               it then reports, failed, when cnlabd answers again;
  *   supervisor  streams stdout/stderr to cnlabd, applies kill deadlines,
  *               stops idle notebook servers, and on exit uploads
  *               artifacts and checkpoint files and reports the end.

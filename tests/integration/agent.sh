@@ -9,6 +9,8 @@
 #   - restarts of cnlabd and of the agent: a running job is re-adopted and
 #     runs on, once; a job that ended while cnlabd was down and the agent
 #     restarting is reported by the next agent, and does not run again;
+#     cnlabd unreachable past the lease: the agent stops the job, reports
+#     it failed when cnlabd is back, and does not start it again;
 #   - kill -9 of an agent: its job is requeued after the heartbeat timeout,
 #     runs on another agent, and never runs twice (the job holds a lock
 #     that a second live copy could not take); the agent comes back;
@@ -228,6 +230,31 @@ wait_for 30 is_state "$j" succeeded && ok "an end seen by the stopped agent is r
 [ "$(wc -l <"$tmp/ran3")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
 	ok "a job ended while the agent restarted does not run again" ||
 	bad "ended while down ran $(wc -l <"$tmp/ran3") times: $(grep "id=$j " "$tmp/agent-a.err")"
+
+# --- cnlabd unreachable past the lease: stopped, reported, not restarted ---
+j=$(submit "{\"command\":\"echo x >> $tmp/ran4; while :; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
+wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $tmp/ran4 ]" || bad "job 4 did not start"
+# Waits for the GPU job 4 holds: it starts as soon as cnlabd is back and
+# job 4's end is reported, maybe before a heartbeat renewed the lease.
+j5=$(submit '{"command":"echo five","gpu":"h100-full"}')
+kill -TERM "$cpid"
+wait "$cpid"
+# Its lease (10 s) runs out: the agent, or the job's watchdog, stops it.
+wait_for 60 grep -q "workload ended\" id=$j" "$tmp/agent-a.err" || bad "job 4 not stopped by the lease"
+restart_cnlabd || bad "cnlabd restart 3: $(tail -3 "$tmp/cnlabd.err")"
+wait_for 30 is_state "$j" failed && ok "work stopped by the lease is reported failed" ||
+	bad "lease stop: $(api GET "/v1/jobs/$j" "$ana")"
+# A second start would die at once (the lease is still old), maybe before
+# its first line: count the agent's starts too.
+[ "$(wc -l <"$tmp/ran4")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
+	ok "work stopped by the lease is not started again" ||
+	bad "lease stop: ran $(wc -l <"$tmp/ran4") times: $(grep "id=$j " "$tmp/agent-a.err")"
+wait_for 30 is_state "$j5" succeeded && [ "$(logs "$j5")" = five ] &&
+	ok "work assigned after the outage is not killed by the old lease" ||
+	bad "after the outage: $(api GET "/v1/jobs/$j5" "$ana") $(logs "$j5")"
+for x in "$j" "$j5"; do # the GPU for what follows, after a failure too
+	api POST "/v1/jobs/$x/cancel" "$ana" '{}' >/dev/null
+done
 
 # --- a bad assignment fails with a reason; the agent goes on --------------
 j=$(submit '{"command":"true","gpu":"cpu","cpu_milli":999999}')
