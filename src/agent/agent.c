@@ -69,7 +69,8 @@ struct wk {
 	size_t out_n;
 	char err_buf[LOG_CHUNK_MAX];
 	size_t err_n;
-	bool gone; /* moved away: kill, report nothing */
+	bool gone;   /* moved away: kill, report nothing */
+	bool fenced; /* killed by this agent's lease: its end says so */
 	/* Output goes to files under state/, not pipes, so that a workload
 	 * outlives an agent restart; the agent reads them from an offset. */
 	int out_rd, err_rd;
@@ -645,6 +646,11 @@ static void start(struct cnl_agent *a, json_t *as)
 	}
 	spec.pid_ns = a->cfg.pid_ns;
 	spec.mount_ns = a->cfg.mount_ns;
+	/* The state first: an agent restarted at any point after the launch
+	 * finds it beside the cgroup and re-adopts the workload; one
+	 * restarted before the launch finds no cgroup, and starts it if
+	 * it is still assigned. */
+	save_state(a, w);
 	{
 		char po[700], pe[700];
 
@@ -677,7 +683,6 @@ static void start(struct cnl_agent *a, json_t *as)
 			goto fail;
 		}
 	}
-	save_state(a, w);
 	pthread_mutex_lock(&a->mu);
 	if (a->n_wk == a->cap_wk) {
 		a->cap_wk = a->cap_wk ? 2 * a->cap_wk : 16;
@@ -701,6 +706,7 @@ static void start(struct cnl_agent *a, json_t *as)
 fail:
 	/* A bad assignment is reported failed with the reason; we go on. */
 	cnl_log(CNL_LOG_WARN, "cannot start workload", "id=%s err=%s", id, err);
+	drop_state(a, id);
 	report(a, a->main_cl, w, "failed", 127, NULL, err);
 	pthread_mutex_lock(&a->mu);
 	mig_release(a, w->mig_uuid);
@@ -765,6 +771,11 @@ static void reconcile(struct cnl_agent *a, json_t *reply)
 		}
 		pthread_mutex_unlock(&a->mu);
 		if (w || !action || strcmp(action, "run") != 0)
+			continue;
+		/* Nothing new on a lease run out (cnlabd was unreachable, the
+		 * heartbeat that renews it is still to come): the workload's
+		 * watchdog would kill it at once.  A later poll starts it. */
+		if (a->lease_ms > 0 && now - a->last_hb_ok_ms > a->lease_ms)
 			continue;
 		/* A start after pre-emption waits for the victims to go. */
 		const char *nb =
@@ -978,7 +989,12 @@ static void *supervise(void *arg)
 					upload_dir(a, a->sup_cl, w, w->ckpt,
 					           "checkpoints");
 				}
-				if (ex[i].oom_killed)
+				if (w->fenced)
+					snprintf(msg, sizeof(msg),
+					         "stopped by the node agent: "
+					         "its lease expired (cnlabd "
+					         "unreachable)");
+				else if (ex[i].oom_killed)
 					snprintf(msg, sizeof(msg),
 					         "killed by the out-of-memory "
 					         "killer (memory limit)");
@@ -1016,18 +1032,22 @@ static void *supervise(void *arg)
 				}
 			}
 			pthread_mutex_lock(&a->mu);
-			drop_state(a, w->id);
 			unlink(w->region);
 			{
-				char po[700];
+				char po[700], id[sizeof(w->id)];
 
 				out_path(a, w->id, "stdout", po, sizeof(po));
 				unlink(po);
 				out_path(a, w->id, "stderr", po, sizeof(po));
 				unlink(po);
+				/* Its cgroup and exit record before its state:
+				 * a cgroup left without a state file would
+				 * refuse the next start of this id here. */
+				memcpy(id, w->id, sizeof(id));
+				a->ended_total++;
+				wk_remove(a, w);
+				drop_state(a, id);
 			}
-			a->ended_total++;
-			wk_remove(a, w);
 			pthread_mutex_unlock(&a->mu);
 		}
 		usleep(100 * 1000);
@@ -1037,17 +1057,30 @@ static void *supervise(void *arg)
 
 /* ---- heartbeats ---------------------------------------------------------- */
 
+/*
+ * Kill all work, keeping it in the table: its end (failed, with the
+ * reason) is reported once cnlabd answers again.  Forgetting it instead
+ * would let the next assignment poll start the same (id, epoch) again,
+ * since cnlabd, restarted meanwhile, may still hold it as running here.
+ */
 static void kill_all(struct cnl_agent *a, const char *why)
 {
+	size_t n = 0;
+
 	pthread_mutex_lock(&a->mu);
-	for (size_t i = 0; i < a->n_wk; i++)
-		if (!a->wk[i]->gone) {
-			a->wk[i]->gone = true;
-			cnl_workload_kill(a->wk[i]->w);
-		}
+	for (size_t i = 0; i < a->n_wk; i++) {
+		struct wk *w = a->wk[i];
+
+		if (w->gone || w->ended || w->fenced)
+			continue;
+		w->fenced = true;
+		cnl_workload_kill(w->w);
+		n++;
+	}
 	pthread_mutex_unlock(&a->mu);
-	if (a->n_wk)
-		cnl_log(CNL_LOG_WARN, "stopped all work", "why=%s", why);
+	if (n)
+		cnl_log(CNL_LOG_WARN, "stopped all work", "why=%s n=%zu", why,
+		        n);
 }
 
 /* Renew the lease the workloads' watchdogs check. */
@@ -1505,8 +1538,11 @@ void cnl_agent_free(struct cnl_agent *a)
 		return;
 	cnl_http_server_free(a->metrics);
 	for (size_t i = 0; i < a->n_wk; i++) {
-		/* Workloads keep running: a restarted agent re-adopts them. */
-		cnl_workload_free(a->wk[i]->w);
+		/* Workloads keep running: a restarted agent re-adopts them.
+		 * Those that ended keep their cgroup and exit record too:
+		 * their end is not reported yet, and the next agent can
+		 * only report it if it finds them. */
+		cnl_workload_release(a->wk[i]->w);
 		if (a->wk[i]->out_rd >= 0)
 			close(a->wk[i]->out_rd);
 		if (a->wk[i]->err_rd >= 0)

@@ -10,7 +10,8 @@
  *               the control plane says was moved; and, once lease_ms has
  *               passed without a successful heartbeat, kills everything
  *               (self-fencing: the control plane requeues work only after
- *               twice that, so moved work never runs twice);
+ *               twice that, so moved work never runs twice), whose end
+ *               it then reports, failed, when cnlabd answers again;
  *   supervisor  streams stdout/stderr to cnlabd, applies kill deadlines,
  *               stops idle notebook servers, and on exit uploads
  *               artifacts and checkpoint files and reports the end.
@@ -23,6 +24,13 @@
  *                                               (VRAM quota, compute share)
  *   state/<id>.json                             what a restarted agent
  *                                               needs to re-adopt it
+ *
+ * An assignment (id, epoch) is started at most once here, across agent
+ * restarts too: its state file is written before its launch, and a
+ * workload stays in the table, and in its cgroup with its exit record
+ * when the agent stops, until its end has been reported (or cnlabd moved
+ * it).  A restarted agent re-adopts every workload it finds by cgroup and
+ * state file, so the assignment poll never sees one of them as new.
  */
 #ifndef CNL_AGENT_AGENT_H
 #define CNL_AGENT_AGENT_H

@@ -751,6 +751,15 @@ void cnl_workload_free(struct cnl_workload *w)
 	free(w);
 }
 
+void cnl_workload_release(struct cnl_workload *w)
+{
+	if (!w)
+		return;
+	close_fd(&w->out_fd);
+	close_fd(&w->err_fd);
+	free(w);
+}
+
 int cnl_launcher_adopt(struct cnl_launcher *l, const char *id,
                        struct cnl_workload **ret)
 {

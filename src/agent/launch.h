@@ -185,10 +185,20 @@ int cnl_workload_usage(struct cnl_workload *w, struct cnl_usage *ret);
 
 /*
  * cnl_workload_free - close the pipes and free the handle.  If the workload
- * has exited, also remove its cgroup and state files; if it still runs,
- * leave it (it can be adopted again).  NULL-safe.
+ * has exited, also remove its cgroup and state files, so its end is
+ * forgotten: call it once that end has been dealt with (reported).  If it
+ * still runs, leave it (it can be adopted again).  NULL-safe.
  */
 void cnl_workload_free(struct cnl_workload *w);
+
+/*
+ * cnl_workload_release - close the pipes and free the handle, leaving the
+ * workload exactly as it is: running or ended, its cgroup, exit record and
+ * pid file stay for cnl_launcher_adopt.  For an agent that stops: the end
+ * of a workload it has not reported yet belongs to the next agent, which
+ * finds the workload only by its cgroup and exit record.  NULL-safe.
+ */
+void cnl_workload_release(struct cnl_workload *w);
 
 /*
  * cnl_launcher_adopt - a handle on workload id after an agent restart.

@@ -6,6 +6,11 @@
 #     and share;
 #   - a job over its memory limit is killed by the cgroup and reported so;
 #   - a job pre-empted with a checkpoint resumes on another agent from it;
+#   - restarts of cnlabd and of the agent: a running job is re-adopted and
+#     runs on, once; a job that ended while cnlabd was down and the agent
+#     restarting is reported by the next agent, and does not run again;
+#     cnlabd unreachable past the lease: the agent stops the job, reports
+#     it failed when cnlabd is back, and does not start it again;
 #   - kill -9 of an agent: its job is requeued after the heartbeat timeout,
 #     runs on another agent, and never runs twice (the job holds a lock
 #     that a second live copy could not take); the agent comes back;
@@ -15,7 +20,11 @@
 #     agent keeps running;
 #   - the agent's /metrics passes promtool.
 # Waits poll with generous bounds so a hang fails instead of blocking; no
-# assertion depends on how fast the machine is.
+# assertion depends on how fast the machine is.  The one product time that
+# must cover a step of the test is the agents' lease (half the node-lost
+# timeout, 10 s here): work outlives a restart of cnlabd or of an agent only
+# if the restart ends within it (else it is stopped, by design), so it is
+# chosen far longer than a restart takes on a loaded machine.
 set -u
 cnlabd=$1
 agent=$2
@@ -59,7 +68,7 @@ wait_for() {
 export CNLAB_JWT_SECRET=agent-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1
 cat >"$tmp/cnlabd.conf" <<CONF
-node_lost_timeout = 4s
+node_lost_timeout = 20s
 cycle_interval = 200ms
 preempt_min_run = 1ms
 preempt_grace = 3s
@@ -130,8 +139,10 @@ art=$(curl -sS -H "Authorization: Bearer $ana" "$base/v1/jobs/$j/artifacts/model
 [ "$art" = weights ] && ok "artifact came back" || bad "artifact: $art"
 
 # --- two jobs on one GPU: own regions, own limits ---------------------------
-j1=$(submit '{"command":"echo R=$CNLAB_REGION G=$CUDA_VISIBLE_DEVICES; sleep 2","gpu":"h100-10"}')
-j2=$(submit '{"command":"echo R=$CNLAB_REGION G=$CUDA_VISIBLE_DEVICES; sleep 2","gpu":"h100-5"}')
+# Held until their regions are read: a region goes when its job ends.
+hold="while [ ! -e $tmp/go1 ]; do sleep 0.1; done"
+j1=$(submit "$(jq -cn --arg c "echo R=\$CNLAB_REGION G=\$CUDA_VISIBLE_DEVICES; $hold" '{command:$c,gpu:"h100-10"}')")
+j2=$(submit "$(jq -cn --arg c "echo R=\$CNLAB_REGION G=\$CUDA_VISIBLE_DEVICES; $hold" '{command:$c,gpu:"h100-5"}')")
 wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j1/logs | grep -q R=" &&
 	wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j2/logs | grep -q R="
 r1=$(logs "$j1" | sed -n 's/.*R=\([^ ]*\) .*/\1/p')
@@ -150,6 +161,7 @@ if [ -n "$region_tool" ] && [ -f "$r1" ] && [ -f "$r2" ]; then
 else
 	bad "region files not readable ($r1, $r2) or no region tool"
 fi
+touch "$tmp/go1"
 wait_for 20 is_state "$j1" succeeded && wait_for 20 is_state "$j2" succeeded ||
 	bad "region jobs did not finish"
 
@@ -181,12 +193,68 @@ kill -TERM "$a_pid"
 wait "$a_pid"
 start_agent a fake:1xH100-80GB-SXM || bad "agent a restart"
 a_pid=$apid
-grep -q "re-adopted workload\" id=$j" "$tmp/agent-a.err" && ok "restarted agent re-adopted the job" ||
+# Logged just after "registered": wait for it.
+wait_for 10 grep -q "re-adopted workload\" id=$j" "$tmp/agent-a.err" && ok "restarted agent re-adopted the job" ||
 	bad "no re-adoption: $(tail -5 "$tmp/agent-a.err")"
 touch "$tmp/go2"
 wait_for 30 is_state "$j" succeeded && ok "job survived both restarts" || bad "after restarts: $(api GET "/v1/jobs/$j" "$ana")"
 l=$(logs "$j")
-[[ "$l" == *before*after* ]] && ok "output after the restart arrived" || bad "logs after restart: $l"
+[ "$l" = beforeafter ] && ok "output after the restart arrived; the job ran once" || bad "logs after restart: $l"
+
+# restart_cnlabd: start it again on its port (after it was stopped).
+restart_cnlabd() {
+	: >"$tmp/cnlabd2.out"
+	"$cnlabd" --config "$tmp/cnlabd.conf" --data-dir "$tmp/db" \
+		--listen "127.0.0.1:$port" >>"$tmp/cnlabd2.out" 2>>"$tmp/cnlabd.err" &
+	cpid=$!
+	pids+=($cpid)
+	wait_for 10 grep -q '^listening on' "$tmp/cnlabd2.out"
+}
+
+# --- a job ends while cnlabd is down and the agent restarts ----------------
+# The stopping agent could not report the end; the next one must find the
+# job (its cgroup and exit record) and report it, not start it again.
+j=$(submit "{\"command\":\"echo x >> $tmp/ran3; while [ ! -e $tmp/go3 ]; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
+wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $tmp/ran3 ]" || bad "job 3 did not start"
+kill -TERM "$cpid"
+wait "$cpid"
+touch "$tmp/go3"
+wait_for 20 grep -q "workload ended\" id=$j" "$tmp/agent-a.err" || bad "job 3 did not end"
+kill -TERM "$a_pid"
+wait "$a_pid"
+restart_cnlabd || bad "cnlabd restart 2: $(tail -3 "$tmp/cnlabd.err")"
+start_agent a fake:1xH100-80GB-SXM || bad "agent a restart 2"
+a_pid=$apid
+wait_for 30 is_state "$j" succeeded && ok "an end seen by the stopped agent is reported by the next" ||
+	bad "ended while down: $(api GET "/v1/jobs/$j" "$ana") $(tail -5 "$tmp/agent-a.err")"
+[ "$(wc -l <"$tmp/ran3")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
+	ok "a job ended while the agent restarted does not run again" ||
+	bad "ended while down ran $(wc -l <"$tmp/ran3") times: $(grep "id=$j " "$tmp/agent-a.err")"
+
+# --- cnlabd unreachable past the lease: stopped, reported, not restarted ---
+j=$(submit "{\"command\":\"echo x >> $tmp/ran4; while :; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
+wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $tmp/ran4 ]" || bad "job 4 did not start"
+# Waits for the GPU job 4 holds: it starts as soon as cnlabd is back and
+# job 4's end is reported, maybe before a heartbeat renewed the lease.
+j5=$(submit '{"command":"echo five","gpu":"h100-full"}')
+kill -TERM "$cpid"
+wait "$cpid"
+# Its lease (10 s) runs out: the agent, or the job's watchdog, stops it.
+wait_for 60 grep -q "workload ended\" id=$j" "$tmp/agent-a.err" || bad "job 4 not stopped by the lease"
+restart_cnlabd || bad "cnlabd restart 3: $(tail -3 "$tmp/cnlabd.err")"
+wait_for 30 is_state "$j" failed && ok "work stopped by the lease is reported failed" ||
+	bad "lease stop: $(api GET "/v1/jobs/$j" "$ana")"
+# A second start would die at once (the lease is still old), maybe before
+# its first line: count the agent's starts too.
+[ "$(wc -l <"$tmp/ran4")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
+	ok "work stopped by the lease is not started again" ||
+	bad "lease stop: ran $(wc -l <"$tmp/ran4") times: $(grep "id=$j " "$tmp/agent-a.err")"
+wait_for 30 is_state "$j5" succeeded && [ "$(logs "$j5")" = five ] &&
+	ok "work assigned after the outage is not killed by the old lease" ||
+	bad "after the outage: $(api GET "/v1/jobs/$j5" "$ana") $(logs "$j5")"
+for x in "$j" "$j5"; do # the GPU for what follows, after a failure too
+	api POST "/v1/jobs/$x/cancel" "$ana" '{}' >/dev/null
+done
 
 # --- a bad assignment fails with a reason; the agent goes on --------------
 j=$(submit '{"command":"true","gpu":"cpu","cpu_milli":999999}')
@@ -220,7 +288,7 @@ node=$(api GET "/v1/jobs/$jk" "$ana" | jq -r .status.node)
 victim=$a_pid
 [ "$node" = "$run-b" ] && victim=$b_pid
 kill -9 "$victim"
-wait_for 40 sh -c "[ \$(wc -l < $tmp/starts) -ge 2 ]" &&
+wait_for 90 sh -c "[ \$(wc -l < $tmp/starts) -ge 2 ]" &&
 	ok "requeued and started elsewhere after the timeout" ||
 	bad "requeue: $(api GET "/v1/jobs/$jk" "$ana") $(cat "$tmp/starts")"
 [ ! -e "$tmp/double" ] && ok "never ran twice" || bad "ran twice"

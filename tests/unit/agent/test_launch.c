@@ -519,6 +519,40 @@ static void test_adopt(void **state)
 	                 -CNL_ENOTFOUND);
 }
 
+/* An agent that stops hands every workload to the next one, ended ones
+ * included: an end not yet reported must still be there to adopt. */
+static void test_release_keeps_end(void **state)
+{
+	struct fix *f = *state;
+	const char *argv[] = {"sh", "-c", "exit 5", NULL};
+	struct cnl_launch_spec s = spec("ended1", argv, "/");
+	struct cnl_workload *w;
+	struct cnl_exit e;
+	char err[256], ids[8][64];
+
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	wait_exit(w, &e); /* seen (and reaped), not yet reported */
+	assert_int_equal(e.code, 5);
+	cnl_workload_release(w);
+	cnl_launcher_free(f->l);
+	f->l = NULL;
+
+	assert_int_equal(
+	    cnl_launcher_new(f->name, f->state, &f->l, err, sizeof(err)), 0);
+	assert_int_equal(cnl_launcher_list(f->l, ids, 8), 1);
+	assert_string_equal(ids[0], "ended1");
+	assert_int_equal(cnl_launcher_adopt(f->l, "ended1", &w), 0);
+	assert_int_equal(cnl_workload_poll(w, &e), 0);
+	assert_true(e.exited);
+	assert_int_equal(e.code, 5);
+	assert_int_equal(e.signal, 0);
+	/* Reported now: free forgets it. */
+	cnl_workload_free(w);
+	assert_int_equal(cnl_launcher_list(f->l, ids, 8), 0);
+	assert_int_equal(cnl_launcher_adopt(f->l, "ended1", &w),
+	                 -CNL_ENOTFOUND);
+}
+
 static void test_usage(void **state)
 {
 	struct fix *f = *state;
@@ -729,6 +763,8 @@ int main(int argc, char **argv)
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_uid, fix_setup, fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_adopt, fix_setup,
+	                                    fix_teardown),
+	    cmocka_unit_test_setup_teardown(test_release_keeps_end, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage, fix_setup,
 	                                    fix_teardown),
