@@ -108,7 +108,8 @@ static int revoke_old_embedded(struct cnl_store *s, const char *keep)
 	if ((r = cnl_store_user_get_by_name(s, "agent", &u)) < 0)
 		return r;
 	do {
-		r = cnl_store_doc_list(s, "token", u.id, after[0] ? after : NULL,
+		r = cnl_store_doc_list(s, "token", u.id,
+		                       after[0] ? after : NULL,
 		                       CNL_STORE_LIST_MAX, d, &n);
 		for (int i = 0; r == 0 && i < n; i++)
 			if (strncmp(d[i].name, "embedded-", 9) == 0 &&
