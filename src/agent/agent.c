@@ -26,8 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "agent/agent.h"
 #include "agent/client.h"
 #include "agent/gpu.h"
@@ -36,6 +34,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/base64.h"
 #include "sched/catalog.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -176,14 +175,6 @@ static int mkdirs(const char *path)
 
 /* ---- files to and from cnlabd ----------------------------------------- */
 
-static char *b64(const uint8_t *p, size_t n)
-{
-	char *out = cnl_xmalloc(4 * ((n + 2) / 3) + 1);
-
-	EVP_EncodeBlock((unsigned char *)out, p, (int)n);
-	return out;
-}
-
 /* Upload each regular file of @dir (at most FILE_MAX bytes) to @route. */
 static void upload_dir(struct cnl_agent *a, struct cnl_client *cl,
                        const struct wk *w, const char *dir, const char *what)
@@ -217,7 +208,7 @@ static void upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 		buf = cnl_xmalloc((size_t)st.st_size + 1);
 		got = fread(buf, 1, (size_t)st.st_size, f);
 		fclose(f);
-		char *data = b64(buf, got);
+		char *data = cnl_b64_encode_new(buf, got, CNL_B64_PAD);
 		json_t *body = json_pack("{s:s,s:I,s:s,s:s}", "id", w->id,
 		                         "epoch", (json_int_t)w->epoch, "name",
 		                         e->d_name, "data_base64", data);
@@ -259,26 +250,19 @@ static void fetch_files(struct cnl_agent *a, struct cnl_client *cl,
 		    json_string_value(json_object_get(it, "data_base64"));
 		size_t len;
 		uint8_t *buf;
-		int n;
 		FILE *f;
 
 		if (!name || !data || strchr(name, '/') || name[0] == '.')
 			continue;
-		len = strlen(data);
-		buf = cnl_xmalloc(len / 4 * 3 + 3);
-		n = EVP_DecodeBlock(buf, (const unsigned char *)data, (int)len);
-		if (n >= 0) {
-			while (len && data[len - 1] == '=' && n > 0) {
-				n--;
-				len--;
-			}
+		if (cnl_b64_decode_new(data, CNL_B64_PAD, FILE_MAX, &buf,
+		                       &len) == 0) {
 			snprintf(path, sizeof(path), "%s/%s", dest, name);
 			if ((f = fopen(path, "wb"))) {
-				fwrite(buf, 1, (size_t)n, f);
+				fwrite(buf, 1, len, f);
 				fclose(f);
 			}
+			free(buf);
 		}
-		free(buf);
 	}
 	if (json_array_size(items))
 		cnl_log(CNL_LOG_INFO, "files restored",

@@ -25,30 +25,6 @@
 #include <stdint.h>
 
 /* ------------------------------------------------------------------------ */
-/* base64url (RFC 4648 section 5), without padding                          */
-/* ------------------------------------------------------------------------ */
-
-/*
- * cnl_auth_b64url_encode - encode @inlen bytes as base64url without '='
- * padding, NUL-terminated, into @out of @outlen bytes.  Returns the number of
- * characters written (not counting the NUL), -ENOBUFS when @out is too small
- * (it needs (4 * inlen + 2) / 3 + 1 bytes), -CNL_ESIZE for inlen > 1 MiB.
- */
-int cnl_auth_b64url_encode(const void *in, size_t inlen, char *out,
-                           size_t outlen);
-
-/*
- * cnl_auth_b64url_decode - decode @inlen characters of base64url into @out.
- * Strict: only the url-safe alphabet (A-Z a-z 0-9 - _), no '=' padding, no
- * whitespace, no length of 1 modulo 4, and the unused low bits of the last
- * character must be zero, so every byte string has exactly one accepted
- * encoding.  Returns the number of bytes written, -CNL_EPARSE for invalid
- * text, -ENOBUFS when @outlen is too small, -CNL_ESIZE for inlen > 1 MiB.
- */
-int cnl_auth_b64url_decode(const char *in, size_t inlen, uint8_t *out,
-                           size_t outlen);
-
-/* ------------------------------------------------------------------------ */
 /* Passwords: scrypt in a self-describing string                            */
 /* ------------------------------------------------------------------------ */
 
@@ -155,7 +131,8 @@ int cnl_auth_jwt_sign(const struct cnl_auth_claims *c, const uint8_t *key,
  * cnl_auth_jwt_verify - check @token and return its claims in @ret.
  * Accepted only if all hold; otherwise -CNL_EAUTH and @ret untouched:
  *   - at most CNL_AUTH_JWT_MAX characters, exactly three '.'-separated
- *     parts, each strict base64url (see cnl_auth_b64url_decode());
+ *     parts, each strict base64url (cnl_b64_decode() of net/base64.h
+ *     with CNL_B64_URL);
  *   - the header is a JSON object without duplicate keys whose "alg" is the
  *     string "HS256" exactly (so "none" in any case, RS256 and every other
  *     algorithm are refused whatever the signature), with no "crit";

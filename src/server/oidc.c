@@ -58,6 +58,7 @@
 #include <openssl/rsa.h>
 
 #include "cnlab/errors.h"
+#include "net/base64.h"
 #include "server/auth.h"
 #include "server/oidc.h"
 
@@ -134,8 +135,8 @@ static int jwk_bytes(json_t *jwk, const char *name, const char *what,
 		       name);
 		return -CNL_EPARSE;
 	}
-	n = cnl_auth_b64url_decode(json_string_value(v), json_string_length(v),
-	                           buf, cap);
+	n = cnl_b64_decode(json_string_value(v), json_string_length(v),
+	                   CNL_B64_URL, buf, cap);
 	if (n == -ENOBUFS || n == -CNL_ESIZE) {
 		seterr(err, errlen, "%s: \"%s\" too long", what, name);
 		return -CNL_EPARSE;
@@ -719,7 +720,7 @@ static json_t *part_json(const char *s, size_t len)
 	buf = malloc(PART_MAX);
 	if (!buf)
 		return NULL;
-	n = cnl_auth_b64url_decode(s, len, buf, PART_MAX);
+	n = cnl_b64_decode(s, len, CNL_B64_URL, buf, PART_MAX);
 	if (n >= 0)
 		j = json_loadb((const char *)buf, (size_t)n,
 		               JSON_REJECT_DUPLICATES, NULL);
@@ -997,8 +998,8 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 	if (rc < 0)
 		goto out;
 
-	n = cnl_auth_b64url_decode(d2 + 1, (size_t)(end - d2 - 1), sig,
-	                           sizeof(sig));
+	n = cnl_b64_decode(d2 + 1, (size_t)(end - d2 - 1), CNL_B64_URL, sig,
+	                   sizeof(sig));
 	if (n <= 0) {
 		seterr(err, errlen,
 		       "token signature is not base64url or too long");

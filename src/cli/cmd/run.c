@@ -35,6 +35,7 @@
 #include "common/label.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/base64.h"
 
 #define POLL_MS       250
 #define SCRIPT_MAX    (512 * 1024) /* the control plane's file limit */
@@ -499,7 +500,7 @@ static int build_command(struct cnl_cli *cli, char *buf, size_t len,
 		free(data);
 		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s", script);
 	}
-	b64 = cnl_cli_base64(data, (size_t)n);
+	b64 = cnl_b64_encode_new(data, (size_t)n, CNL_B64_PAD);
 	*ret_files = json_pack("{s:s}", base, b64);
 	free(b64);
 	free(data);
