@@ -35,9 +35,9 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "net/base64.h"
+#include "net/http_server.h"
+#include "net/metrics.h"
 #include "sched/catalog.h"
-#include "server/http.h"
-#include "server/metrics.h"
 #include "shim/region.h"
 
 #define LOG_CHUNK_MAX (64 * 1024)

@@ -38,9 +38,9 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "net/base64.h"
+#include "net/http_server.h"
 #include "server/api.h"
 #include "server/auth.h"
-#include "server/http.h"
 #include "store/store.h"
 #include "client.h"
 

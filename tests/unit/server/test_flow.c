@@ -36,9 +36,9 @@
 #include "cnlab/errors.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/http_server.h"
 #include "server/api.h"
 #include "server/auth.h"
-#include "server/http.h"
 #include "store/store.h"
 
 #define SECRET  "test secret for cnlabd, 32+ bytes long"
