@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
-#include "agent/client.h"
 #include "agent/gpu.h"
 #include "agent/launch.h"
 #include "cnlab/errors.h"
@@ -35,6 +34,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "net/base64.h"
+#include "net/client.h"
 #include "net/http_server.h"
 #include "net/metrics.h"
 #include "sched/catalog.h"
@@ -1290,6 +1290,15 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
                   char *err, size_t errlen)
 {
 	struct cnl_agent *a = cnl_xcalloc(1, sizeof(*a));
+	/* Each request says how long it may take; a reply past 16 MiB is
+	 * not one cnlabd sends. */
+	struct cnl_client_config ccfg = {
+	    .base = cfg->server,
+	    .token = cfg->token,
+	    .cafile = cfg->cafile,
+	    .connect_timeout_ms = 5 * 1000,
+	    .reply_max = (size_t)16 << 20,
+	};
 	char path[600];
 	int r;
 
@@ -1311,12 +1320,9 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	if ((r = cnl_launcher_new(cfg->name, path, &a->launcher, err, errlen)) <
 	    0)
 		goto fail;
-	if ((r = cnl_client_new(cfg->server, cfg->token, cfg->cafile,
-	                        &a->main_cl)) < 0 ||
-	    (r = cnl_client_new(cfg->server, cfg->token, cfg->cafile,
-	                        &a->hb_cl)) < 0 ||
-	    (r = cnl_client_new(cfg->server, cfg->token, cfg->cafile,
-	                        &a->sup_cl)) < 0) {
+	if ((r = cnl_client_new(&ccfg, &a->main_cl)) < 0 ||
+	    (r = cnl_client_new(&ccfg, &a->hb_cl)) < 0 ||
+	    (r = cnl_client_new(&ccfg, &a->sup_cl)) < 0) {
 		snprintf(err, errlen, "bad server URL or token");
 		goto fail;
 	}

@@ -420,7 +420,7 @@ int main(int argc, char **argv)
 
 	code = cli.cmd->run(&cli);
 	fflush(stdout);
-	cnl_cli_client_free(cli.client);
+	cnl_client_free(cli.client);
 	cnl_cli_config_done(&cli.cfg);
 	return code;
 }

@@ -33,9 +33,11 @@
  *    fails the load with a message naming it, rather than being dropped
  *    silently; keys for other algorithms or uses are skipped, since
  *    providers publish those routinely.
- * 5. Fetches run with CURLOPT_NOSIGNAL (we are in a threaded server), a
- *    total timeout, only http and https, no redirects, and a byte limit
- *    enforced in the write callback (Content-Length may be absent or lie).
+ * 5. Fetches go through net/client.h's client, one per verifier, used
+ *    only by cnl_oidc_new() and under reload_mu: no signals (we are in a
+ *    threaded server), a total timeout, only http and https, no
+ *    redirects, and a byte limit enforced as the reply arrives
+ *    (Content-Length may be absent or lie).
  * 6. Results are built in locals and copied out only on success, so output
  *    parameters stay untouched on failure.
  */
@@ -48,7 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -58,7 +59,9 @@
 #include <openssl/rsa.h>
 
 #include "cnlab/errors.h"
+#include "common/util.h"
 #include "net/base64.h"
+#include "net/client.h"
 #include "server/auth.h"
 #include "server/oidc.h"
 
@@ -88,7 +91,7 @@ struct cnl_oidc {
 	char *jwks_file;
 	char *jwks_url;
 	char *username_claim;
-	bool curl_inited;
+	struct cnl_client *jwks; /* fetches jwks_url; used under reload_mu */
 
 	pthread_rwlock_t lock; /* guards @keys (the pointer) */
 	struct keyset *keys;
@@ -357,7 +360,6 @@ out:
 struct buf {
 	char *data;
 	size_t len;
-	bool too_big;
 };
 
 static int read_file(const char *path, struct buf *b, char *err, size_t errlen)
@@ -391,75 +393,38 @@ static int read_file(const char *path, struct buf *b, char *err, size_t errlen)
 	return rc;
 }
 
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* GET the JWKS URL of @o into @b (note 5). */
+static int fetch_url(const struct cnl_oidc *o, struct buf *b, char *err,
+                     size_t errlen)
 {
-	struct buf *b = userdata;
-	size_t n = size * nmemb;
-
-	if (n > CNL_OIDC_JWKS_MAX - b->len) {
-		b->too_big = true;
-		return 0; /* makes curl fail with CURLE_WRITE_ERROR */
-	}
-	memcpy(b->data + b->len, ptr, n);
-	b->len += n;
-	return n;
-}
-
-static int fetch_url(const char *url, struct buf *b, char *err, size_t errlen)
-{
-	char cerr[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdr = NULL;
-	long status = 0;
-	CURLcode cc;
-	CURL *c;
+	const char *url = o->jwks_url;
+	struct cnl_client_reply r;
 	int rc = -EIO;
 
-	b->data = malloc(CNL_OIDC_JWKS_MAX);
-	c = curl_easy_init();
-	hdr = curl_slist_append(NULL, "Accept: application/json");
-	if (!b->data || !c || !hdr) {
-		seterr(err, errlen, "jwks_url %s: out of memory", url);
-		rc = -ENOMEM;
+	if (cnl_client_request(
+	        o->jwks,
+	        &(struct cnl_client_request){.method = "GET", .path = url},
+	        &r) < 0) {
+		if (r.too_large) {
+			seterr(err, errlen, "jwks_url %s: larger than %d KiB",
+			       url, CNL_OIDC_JWKS_MAX / 1024);
+			rc = -CNL_ESIZE;
+		} else {
+			seterr(err, errlen, "jwks_url %s: %s", url,
+			       r.detail[0] ? r.detail : r.error);
+		}
 		goto out;
 	}
-	if (curl_easy_setopt(c, CURLOPT_URL, url) != CURLE_OK ||
-	    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") !=
-	        CURLE_OK) {
-		seterr(err, errlen, "jwks_url %s: URL refused by libcurl", url);
-		goto out;
-	}
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-	                 (long)CNL_OIDC_FETCH_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE,
-	                 (curl_off_t)CNL_OIDC_JWKS_MAX);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
-	cc = curl_easy_perform(c);
-	if (b->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
-		seterr(err, errlen, "jwks_url %s: larger than %d KiB", url,
-		       CNL_OIDC_JWKS_MAX / 1024);
-		rc = -CNL_ESIZE;
-		goto out;
-	}
-	if (cc != CURLE_OK) {
-		seterr(err, errlen, "jwks_url %s: %s", url,
-		       cerr[0] ? cerr : curl_easy_strerror(cc));
-		goto out;
-	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	if (status != 200) {
+	if (r.status != 200) {
 		seterr(err, errlen, "jwks_url %s: HTTP status %ld", url,
-		       status);
+		       r.status);
 		goto out;
 	}
+	b->data = TAKE_PTR(r.body);
+	b->len = r.len;
 	rc = 0;
 out:
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
+	cnl_client_reply_done(&r);
 	return rc;
 }
 
@@ -475,7 +440,7 @@ static int load_keys(const struct cnl_oidc *o, struct keyset **ret, char *err,
 		rc = read_file(o->jwks_file, &b, err, errlen);
 		snprintf(src, sizeof(src), "jwks_file %s", o->jwks_file);
 	} else {
-		rc = fetch_url(o->jwks_url, &b, err, errlen);
+		rc = fetch_url(o, &b, err, errlen);
 		snprintf(src, sizeof(src), "jwks_url %s", o->jwks_url);
 	}
 	if (rc == 0)
@@ -566,13 +531,17 @@ int cnl_oidc_new(const struct cnl_oidc_config *cfg, struct cnl_oidc **ret,
 	if (!ok)
 		goto oom_free;
 	if (o->jwks_url) {
-		/* Reference-counted by libcurl, thread-safe since 7.84. */
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-			seterr(err, errlen, "oidc: curl_global_init failed");
-			rc = -EIO;
+		rc = cnl_client_new(
+		    &(struct cnl_client_config){
+		        .base = "", /* the URL is the whole path */
+		        .timeout_ms = CNL_OIDC_FETCH_TIMEOUT_MS,
+		        .reply_max = CNL_OIDC_JWKS_MAX,
+		    },
+		    &o->jwks);
+		if (rc < 0) {
+			seterr(err, errlen, "oidc: cannot start libcurl");
 			goto fail_free;
 		}
-		o->curl_inited = true;
 	}
 	if (pthread_rwlock_init(&o->lock, NULL) != 0)
 		goto oom_free;
@@ -593,8 +562,7 @@ oom_free:
 	rc = -ENOMEM;
 	seterr(err, errlen, "oidc: out of memory");
 fail_free:
-	if (o->curl_inited)
-		curl_global_cleanup();
+	cnl_client_free(o->jwks);
 	free(o->issuer);
 	free(o->audience);
 	free(o->jwks_file);
@@ -611,8 +579,7 @@ void cnl_oidc_free(struct cnl_oidc *o)
 	keyset_free(o->keys);
 	pthread_mutex_destroy(&o->reload_mu);
 	pthread_rwlock_destroy(&o->lock);
-	if (o->curl_inited)
-		curl_global_cleanup();
+	cnl_client_free(o->jwks);
 	free(o->issuer);
 	free(o->audience);
 	free(o->jwks_file);
