@@ -22,6 +22,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "net/base64.h"
+#include "net/jwt.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
 #include "server/auth.h"
@@ -139,22 +140,13 @@ const char *cnl_api_get_string(json_t *j, const char *key, size_t max,
 	return v;
 }
 
+_Static_assert(CNL_JWT_NAME_MAX == CNL_STORE_NAME_MAX,
+               "user and project names are one rule (net/jwt.h)");
+
 /* Names of users and projects: 1..63 of [A-Za-z0-9._-], not starting '.'. */
 bool cnl_api_valid_name(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= CNL_STORE_NAME_MAX || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == '-'))
-			return false;
-	}
-	return true;
+	return cnl_jwt_name_valid(s);
 }
 
 const char *cnl_api_get_name(json_t *j, const char *key,

@@ -34,6 +34,7 @@
 
 #include "cnlab/errors.h"
 #include "net/base64.h"
+#include "net/jwt.h"
 #include "server/auth.h"
 
 #define HS256_LEN     32
@@ -42,9 +43,6 @@
 /* Bounds on what a stored password hash may carry. */
 #define SALT_MIN 8
 #define SALT_MAX 64
-
-/* Decoded JWT parts are at most 3/4 of the token. */
-#define JWT_PART_MAX (CNL_AUTH_JWT_MAX / 4 * 3 + 3)
 
 static const char jwt_header[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
 
@@ -326,28 +324,9 @@ out:
 	return rc;
 }
 
-/* Decode one base64url part and parse it as a JSON object; NULL if not. */
-static json_t *part_json(const char *s, size_t len)
-{
-	uint8_t buf[JWT_PART_MAX];
-	json_t *j;
-	int n;
-
-	n = cnl_b64_decode(s, len, CNL_B64_URL, buf, sizeof(buf));
-	if (n < 0)
-		return NULL;
-	j = json_loadb((const char *)buf, (size_t)n, JSON_REJECT_DUPLICATES,
-	               NULL);
-	if (j && !json_is_object(j)) {
-		json_decref(j);
-		return NULL;
-	}
-	return j;
-}
-
 static bool header_ok(const char *s, size_t len)
 {
-	json_t *h = part_json(s, len);
+	json_t *h = cnl_jwt_part_json(s, len);
 	json_t *alg, *typ;
 	bool ok;
 
@@ -366,80 +345,29 @@ static bool header_ok(const char *s, size_t len)
 	return ok;
 }
 
-/* A string claim into @dst; absent is fine unless @required. */
-static bool get_str(json_t *o, const char *name, bool required,
-                    char dst[CNL_AUTH_CLAIM_MAX])
-{
-	json_t *v = json_object_get(o, name);
-	size_t n;
-
-	if (!v)
-		return !required;
-	if (!json_is_string(v))
-		return false;
-	n = json_string_length(v);
-	if (n >= CNL_AUTH_CLAIM_MAX || (required && n == 0))
-		return false;
-	memcpy(dst, json_string_value(v), n);
-	dst[n] = '\0';
-	return true;
-}
-
-/* An integer claim into *@dst; absent is fine unless @required. */
-static bool get_int(json_t *o, const char *name, bool required, int64_t *dst)
-{
-	json_t *v = json_object_get(o, name);
-
-	if (!v)
-		return !required;
-	if (!json_is_integer(v))
-		return false;
-	*dst = (int64_t)json_integer_value(v);
-	return true;
-}
-
-/* @t lies more than the allowed skew after @now (overflow-safe). */
-static bool too_far_ahead(int64_t t, int64_t now)
-{
-	return t > now && (uint64_t)t - (uint64_t)now > CNL_AUTH_JWT_SKEW_S;
-}
-
-static bool aud_ok(json_t *o, const char *audience)
-{
-	json_t *aud = json_object_get(o, "aud"), *e;
-	bool found = false;
-	size_t i;
-
-	if (json_is_string(aud))
-		return strcmp(json_string_value(aud), audience) == 0;
-	if (!json_is_array(aud))
-		return false;
-	json_array_foreach (aud, i, e) {
-		if (!json_is_string(e))
-			return false;
-		if (strcmp(json_string_value(e), audience) == 0)
-			found = true;
-	}
-	return found;
-}
-
+/* The claims: net/jwt.h's checks with no leeway on "exp" (our own clock),
+ * then the string claims CNLab puts in its tokens. */
 static bool claims_ok(const char *s, size_t len, const char *audience,
                       int64_t now_s, struct cnl_auth_claims *c)
 {
-	json_t *o = part_json(s, len);
-	int64_t nbf = 0;
+	json_t *o = cnl_jwt_part_json(s, len);
+	struct cnl_jwt_times t = {0};
 	bool ok;
 
 	if (!o)
 		return false;
-	ok = get_int(o, "exp", true, &c->exp) && c->exp > now_s &&
-	     get_int(o, "iat", false, &c->iat) &&
-	     !too_far_ahead(c->iat, now_s) && get_int(o, "nbf", false, &nbf) &&
-	     !too_far_ahead(nbf, now_s) && aud_ok(o, audience) &&
-	     get_str(o, "sub", true, c->sub) &&
-	     get_str(o, "iss", false, c->iss) &&
-	     get_str(o, "proj", false, c->proj) &&
-	     get_str(o, "role", false, c->role);
+	ok = cnl_jwt_check_claims(o,
+	                          &(struct cnl_jwt_rules){
+	                              .audience = audience,
+	                              .now_s = now_s,
+	                          },
+	                          &t, NULL, 0) == 0 &&
+	     cnl_jwt_claim_str(o, "sub", true, c->sub, sizeof(c->sub)) &&
+	     cnl_jwt_claim_str(o, "iss", false, c->iss, sizeof(c->iss)) &&
+	     cnl_jwt_claim_str(o, "proj", false, c->proj, sizeof(c->proj)) &&
+	     cnl_jwt_claim_str(o, "role", false, c->role, sizeof(c->role));
+	c->exp = t.exp;
+	c->iat = t.iat;
 	json_decref(o);
 	return ok;
 }

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/jwt.h"
+
 /* ------------------------------------------------------------------------ */
 /* Passwords: scrypt in a self-describing string                            */
 /* ------------------------------------------------------------------------ */
@@ -93,13 +95,13 @@ int cnl_auth_password_verify(const char *password, const char *stored);
 /* ------------------------------------------------------------------------ */
 
 /* Largest token cnl_auth_jwt_verify() looks at, in characters. */
-#define CNL_AUTH_JWT_MAX 8192
+#define CNL_AUTH_JWT_MAX CNL_JWT_MAX
 
 /* Each string claim, NUL included. */
 #define CNL_AUTH_CLAIM_MAX 128
 
 /* How far in the future "iat" and "nbf" may lie (clock skew), in seconds. */
-#define CNL_AUTH_JWT_SKEW_S 60
+#define CNL_AUTH_JWT_SKEW_S CNL_JWT_SKEW_S
 
 /*
  * The claims CNLab puts in a token.  Strings are NUL-terminated; an empty
@@ -138,13 +140,15 @@ int cnl_auth_jwt_sign(const struct cnl_auth_claims *c, const uint8_t *key,
  *     algorithm are refused whatever the signature), with no "crit";
  *   - the signature is 32 bytes equal (in constant time) to HMAC-SHA256
  *     under @key of the first two parts as sent;
- *   - the payload is a JSON object without duplicate keys; "exp" is an
- *     integer > @now_s (no leeway); "iat" and "nbf", if present, are
+ *   - the payload is a JSON object without duplicate keys and passes
+ *     cnl_jwt_check_claims() (net/jwt.h) with no issuer and no leeway:
+ *     "exp" is an integer > @now_s; "iat" and "nbf", if present, are
  *     integers <= @now_s + CNL_AUTH_JWT_SKEW_S; "aud" is a string equal to
  *     @audience or an array of strings containing it; "sub" is a non-empty
  *     string; "iss", "proj", "role", if present, are strings; every string
- *     claim fits in CNL_AUTH_CLAIM_MAX.  Other claims are ignored.  Numeric
- *     dates must be JSON integers: fractional seconds are refused.
+ *     claim fits in CNL_AUTH_CLAIM_MAX with no NUL inside.  Other claims
+ *     are ignored.  Numeric dates must be JSON integers: fractional
+ *     seconds are refused.
  * On success ret->aud is @audience and absent optional claims are empty
  * (iat 0).  -EINVAL for a NULL argument or an empty key or audience.
  */

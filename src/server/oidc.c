@@ -9,12 +9,14 @@
  *    RSASSA-PKCS1-v1_5 with SHA-256.  A token that says "HS256" is refused
  *    before any key is looked at, which closes the confusion where an
  *    attacker MACs a token with the (public) RSA key as the HMAC secret;
- *    "none" is refused the same way.  The rules mirror auth.c's HS256
- *    verifier: strict base64url, no duplicate JSON keys, no "crit", dates
- *    as JSON integers, checks in the order shape, header, signature,
+ *    "none" is refused the same way.  The rules are auth.c's HS256
+ *    verifier's, and the parts and claims are judged by the same code
+ *    (net/jwt.h): strict base64url, no duplicate JSON keys, no "crit",
+ *    dates as JSON integers, checks in the order shape, header, signature,
  *    claims, and claims parsed only from a payload whose signature holds.
- *    One difference: "exp" gets CNL_AUTH_JWT_SKEW_S of leeway, because the
- *    tokens come from another machine's clock.
+ *    The differences are the rules' arguments: "exp" gets
+ *    CNL_AUTH_JWT_SKEW_S of leeway, because the tokens come from another
+ *    machine's clock, "iat" is required and "iss" is checked.
  * 2. The key set is immutable once built.  The verifier holds a pointer to
  *    the current set under a read-write lock; verify takes the read lock
  *    just long enough to find its key and take a reference on the EVP_PKEY
@@ -62,17 +64,19 @@
 #include "common/util.h"
 #include "net/base64.h"
 #include "net/client.h"
+#include "net/jwt.h"
 #include "server/auth.h"
 #include "server/oidc.h"
 
-/* Decoded JWT parts are at most 3/4 of the token. */
-#define PART_MAX (CNL_AUTH_JWT_MAX / 4 * 3 + 3)
 /* An RSA signature is as long as the modulus. */
 #define SIG_MAX (CNL_OIDC_RSA_BITS_MAX / 8)
 /* Largest public exponent we take, bytes (65537 needs 3). */
 #define EXP_MAX 8
 /* Header part cnl_oidc_looks_like() decodes, in characters. */
 #define LOOKS_MAX 1024
+
+_Static_assert(CNL_OIDC_USERNAME_MAX == CNL_JWT_NAME_MAX,
+               "an OIDC user name is a CNLab name (net/jwt.h)");
 
 struct key {
 	char kid[CNL_OIDC_SUB_MAX];
@@ -677,110 +681,6 @@ static EVP_PKEY *refetch_and_find(struct cnl_oidc *o, const char *kid,
 	return find_key(o, kid, &several);
 }
 
-/* Decode one base64url part and parse it as a JSON object; NULL if not. */
-static json_t *part_json(const char *s, size_t len)
-{
-	uint8_t *buf;
-	json_t *j = NULL;
-	int n;
-
-	buf = malloc(PART_MAX);
-	if (!buf)
-		return NULL;
-	n = cnl_b64_decode(s, len, CNL_B64_URL, buf, PART_MAX);
-	if (n >= 0)
-		j = json_loadb((const char *)buf, (size_t)n,
-		               JSON_REJECT_DUPLICATES, NULL);
-	free(buf);
-	if (j && !json_is_object(j)) {
-		json_decref(j);
-		j = NULL;
-	}
-	return j;
-}
-
-/* An optional string claim of at most @cap - 1 bytes, no NUL inside. */
-static bool get_str(json_t *o, const char *name, bool required, char *dst,
-                    size_t cap)
-{
-	json_t *v = json_object_get(o, name);
-	size_t n;
-
-	if (!v)
-		return !required;
-	if (!json_is_string(v))
-		return false;
-	n = json_string_length(v);
-	if (n >= cap || (required && n == 0) ||
-	    strlen(json_string_value(v)) != n)
-		return false;
-	memcpy(dst, json_string_value(v), n + 1);
-	return true;
-}
-
-/* An integer claim into *@dst; 0 absent, 1 read, -1 not an integer. */
-static int get_int(json_t *o, const char *name, int64_t *dst)
-{
-	json_t *v = json_object_get(o, name);
-
-	if (!v)
-		return 0;
-	if (!json_is_integer(v))
-		return -1;
-	*dst = (int64_t)json_integer_value(v);
-	return 1;
-}
-
-/* @t lies more than the allowed skew after @now (overflow-safe). */
-static bool too_far_ahead(int64_t t, int64_t now)
-{
-	return t > now && (uint64_t)t - (uint64_t)now > CNL_AUTH_JWT_SKEW_S;
-}
-
-/* @exp lies the allowed skew or more before @now (overflow-safe). */
-static bool expired(int64_t exp, int64_t now)
-{
-	return exp <= now &&
-	       (uint64_t)now - (uint64_t)exp >= CNL_AUTH_JWT_SKEW_S;
-}
-
-static bool aud_ok(json_t *o, const char *audience)
-{
-	json_t *aud = json_object_get(o, "aud"), *e;
-	bool found = false;
-	size_t i;
-
-	if (json_is_string(aud))
-		return strcmp(json_string_value(aud), audience) == 0;
-	if (!json_is_array(aud))
-		return false;
-	json_array_foreach (aud, i, e) {
-		if (!json_is_string(e))
-			return false;
-		if (strcmp(json_string_value(e), audience) == 0)
-			found = true;
-	}
-	return found;
-}
-
-/* A CNLab user name: 1..63 of [A-Za-z0-9._-], not starting '.' or '-'. */
-static bool valid_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= CNL_OIDC_USERNAME_MAX || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* Check the header; on success *@ret_kid is the kid (or NULL if absent). */
 static int check_header(json_t *h, const char **ret_kid, char *err,
                         size_t errlen)
@@ -857,72 +757,33 @@ out:
 static int check_claims(const struct cnl_oidc *o, json_t *p, int64_t now_s,
                         struct cnl_oidc_identity *id, char *err, size_t errlen)
 {
-	json_t *iss = json_object_get(p, "iss");
-	int64_t iat = 0, nbf = 0;
-	int r;
+	struct cnl_jwt_times t;
+	int rc;
 
-	if (!json_is_string(iss) ||
-	    strcmp(json_string_value(iss), o->issuer) != 0) {
-		seterr(err, errlen, "token \"iss\" is not the issuer %s",
-		       o->issuer);
-		return -CNL_EAUTH;
-	}
-	if (!aud_ok(p, o->audience)) {
-		seterr(err, errlen, "token \"aud\" does not contain %s",
-		       o->audience);
-		return -CNL_EAUTH;
-	}
-	if (get_int(p, "exp", &id->exp) != 1) {
-		seterr(err, errlen, "token \"exp\" missing or not an integer");
-		return -CNL_EAUTH;
-	}
-	if (expired(id->exp, now_s)) {
-		seterr(err, errlen, "token expired %lld s ago",
-		       (long long)((uint64_t)now_s - (uint64_t)id->exp));
-		return -CNL_EAUTH;
-	}
-	if (get_int(p, "iat", &iat) != 1) {
-		seterr(err, errlen, "token \"iat\" missing or not an integer");
-		return -CNL_EAUTH;
-	}
-	if (too_far_ahead(iat, now_s)) {
-		seterr(err, errlen, "token \"iat\" is in the future");
-		return -CNL_EAUTH;
-	}
-	r = get_int(p, "nbf", &nbf);
-	if (r < 0 || (r == 1 && too_far_ahead(nbf, now_s))) {
-		seterr(err, errlen,
-		       "token \"nbf\" is in the future or not an integer");
-		return -CNL_EAUTH;
-	}
-	if (!get_str(p, "sub", true, id->sub, sizeof(id->sub))) {
+	/* Another machine's clock: "exp" gets the skew too (note 1). */
+	rc = cnl_jwt_check_claims(p,
+	                          &(struct cnl_jwt_rules){
+	                              .audience = o->audience,
+	                              .issuer = o->issuer,
+	                              .now_s = now_s,
+	                              .exp_leeway_s = CNL_AUTH_JWT_SKEW_S,
+	                              .iat_required = true,
+	                          },
+	                          &t, err, errlen);
+	if (rc < 0)
+		return rc;
+	id->exp = t.exp;
+	if (!cnl_jwt_claim_str(p, "sub", true, id->sub, sizeof(id->sub))) {
 		seterr(err, errlen, "token \"sub\" missing, empty or too long");
 		return -CNL_EAUTH;
 	}
-	if (!get_str(p, "email", false, id->email, sizeof(id->email))) {
+	if (!cnl_jwt_claim_str(p, "email", false, id->email,
+	                       sizeof(id->email))) {
 		seterr(err, errlen, "token \"email\" not a string or too long");
 		return -CNL_EAUTH;
 	}
-	/* The buffer is one byte larger than a name so 64 bytes are seen. */
-	{
-		char name[CNL_OIDC_USERNAME_MAX + 1] = "";
-		json_t *v = json_object_get(p, o->username_claim);
-
-		if (!v) {
-			seterr(err, errlen, "token has no \"%s\" claim",
-			       o->username_claim);
-			return -CNL_EAUTH;
-		}
-		if (!get_str(p, o->username_claim, true, name, sizeof(name)) ||
-		    !valid_name(name)) {
-			seterr(err, errlen,
-			       "token \"%s\" is not a valid CNLab user name",
-			       o->username_claim);
-			return -CNL_EAUTH;
-		}
-		memcpy(id->username, name, strlen(name) + 1);
-	}
-	return 0;
+	return cnl_jwt_claim_name(p, o->username_claim, id->username, err,
+	                          errlen);
 }
 
 int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
@@ -955,7 +816,7 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 		seterr(err, errlen, "token is not three '.'-separated parts");
 		return -CNL_EAUTH;
 	}
-	header = part_json(id_token, (size_t)(d1 - id_token));
+	header = cnl_jwt_part_json(id_token, (size_t)(d1 - id_token));
 	if (!header) {
 		seterr(err, errlen,
 		       "token header is not base64url of a JSON object");
@@ -994,7 +855,7 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 	if (rc < 0)
 		goto out;
 
-	payload = part_json(d1 + 1, (size_t)(d2 - d1 - 1));
+	payload = cnl_jwt_part_json(d1 + 1, (size_t)(d2 - d1 - 1));
 	if (!payload) {
 		seterr(err, errlen,
 		       "token payload is not base64url of a JSON object");
@@ -1031,7 +892,7 @@ bool cnl_oidc_looks_like(const char *token)
 	if (!d2 || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - token)) ||
 	    d1 - token > LOOKS_MAX)
 		return false;
-	h = part_json(token, (size_t)(d1 - token));
+	h = cnl_jwt_part_json(token, (size_t)(d1 - token));
 	alg = json_object_get(h, "alg");
 	yes =
 	    json_is_string(alg) && strcmp(json_string_value(alg), "RS256") == 0;
