@@ -279,9 +279,10 @@ static void test_unreachable_and_the_daemon_form(void **state)
 	assert_non_null(strstr(r.detail, "127.0.0.1"));
 	cnl_client_reply_done(&r);
 	assert_int_equal(
-	    cnl_client_call(cl, "POST", "/v1/x", j, 5, &j, err, sizeof(err)),
+	    cnl_client_call(cl, "POST", "/v1/x", body, 5, &j, err, sizeof(err)),
 	    -EIO);
 	assert_null(j);
+	json_decref(body);
 	assert_string_equal(err, "POST /v1/x: Couldn't connect to server");
 	cnl_client_free(cl);
 
