@@ -1570,11 +1570,14 @@ static void test_gang(void **state)
 	assert_string_equal(str(o, "command"), "train");
 	json_decref(o);
 
-	/* Both start in one cycle, each on a node of its own (H100s). */
+	/* Both start in one cycle, each on a node of its own (H100s).  Both
+	 * places are known before either assignment's node list is read. */
 	tick(now_ms());
 	for (int i = 0; i < 2; i++) {
 		at[i] = d_where(g[i]);
 		assert_true(at[i] == 0 || at[i] == 1);
+	}
+	for (int i = 0; i < 2; i++) {
 		a = d_assignment(g[i], at[i]);
 		ep[i] = epoch_of(a);
 		json_t *ga = json_object_get(a, "gang");
