@@ -26,19 +26,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "agent/agent.h"
-#include "agent/client.h"
 #include "agent/gpu.h"
 #include "agent/launch.h"
 #include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "common/base64.h"
+#include "net/client.h"
+#include "net/http_server.h"
+#include "net/metrics.h"
 #include "sched/catalog.h"
-#include "server/http.h"
-#include "server/metrics.h"
 #include "shim/region.h"
 #include "wire/node.h"
 
@@ -178,14 +177,6 @@ static int mkdirs(const char *path)
 
 /* ---- files to and from cnlabd ----------------------------------------- */
 
-static char *b64(const uint8_t *p, size_t n)
-{
-	char *out = cnl_xmalloc(4 * ((n + 2) / 3) + 1);
-
-	EVP_EncodeBlock((unsigned char *)out, p, (int)n);
-	return out;
-}
-
 /* Upload each regular file of @dir (at most FILE_MAX bytes) to @route. */
 static void upload_dir(struct cnl_agent *a, struct cnl_client *cl,
                        const struct wk *w, const char *dir, const char *what)
@@ -219,7 +210,7 @@ static void upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 		buf = cnl_xmalloc((size_t)st.st_size + 1);
 		got = fread(buf, 1, (size_t)st.st_size, f);
 		fclose(f);
-		char *data = b64(buf, got);
+		char *data = cnl_b64_encode_new(buf, got, CNL_B64_PAD);
 		json_t *body = json_pack("{s:s,s:I,s:s,s:s}", "id", w->id,
 		                         "epoch", (json_int_t)w->epoch, "name",
 		                         e->d_name, "data_base64", data);
@@ -261,26 +252,19 @@ static void fetch_files(struct cnl_agent *a, struct cnl_client *cl,
 		    json_string_value(json_object_get(it, "data_base64"));
 		size_t len;
 		uint8_t *buf;
-		int n;
 		FILE *f;
 
 		if (!name || !data || strchr(name, '/') || name[0] == '.')
 			continue;
-		len = strlen(data);
-		buf = cnl_xmalloc(len / 4 * 3 + 3);
-		n = EVP_DecodeBlock(buf, (const unsigned char *)data, (int)len);
-		if (n >= 0) {
-			while (len && data[len - 1] == '=' && n > 0) {
-				n--;
-				len--;
-			}
+		if (cnl_b64_decode_new(data, CNL_B64_PAD, FILE_MAX, &buf,
+		                       &len) == 0) {
 			snprintf(path, sizeof(path), "%s/%s", dest, name);
 			if ((f = fopen(path, "wb"))) {
-				fwrite(buf, 1, (size_t)n, f);
+				fwrite(buf, 1, len, f);
 				fclose(f);
 			}
+			free(buf);
 		}
-		free(buf);
 	}
 	if (json_array_size(items))
 		cnl_log(CNL_LOG_INFO, "files restored",
@@ -1340,6 +1324,15 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
                   char *err, size_t errlen)
 {
 	struct cnl_agent *a = cnl_xcalloc(1, sizeof(*a));
+	/* Each request says how long it may take; a reply past 16 MiB is
+	 * not one cnlabd sends. */
+	struct cnl_client_config ccfg = {
+	    .base = cfg->server,
+	    .token = cfg->token,
+	    .cafile = cfg->cafile,
+	    .connect_timeout_ms = 5 * 1000,
+	    .reply_max = (size_t)16 << 20,
+	};
 	char path[600];
 	int r;
 
@@ -1361,12 +1354,9 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	if ((r = cnl_launcher_new(cfg->name, path, &a->launcher, err, errlen)) <
 	    0)
 		goto fail;
-	if ((r = cnl_client_new(cfg->server, cfg->token, cfg->cafile,
-	                        &a->main_cl)) < 0 ||
-	    (r = cnl_client_new(cfg->server, cfg->token, cfg->cafile,
-	                        &a->hb_cl)) < 0 ||
-	    (r = cnl_client_new(cfg->server, cfg->token, cfg->cafile,
-	                        &a->sup_cl)) < 0) {
+	if ((r = cnl_client_new(&ccfg, &a->main_cl)) < 0 ||
+	    (r = cnl_client_new(&ccfg, &a->hb_cl)) < 0 ||
+	    (r = cnl_client_new(&ccfg, &a->sup_cl)) < 0) {
 		snprintf(err, errlen, "bad server URL or token");
 		goto fail;
 	}

@@ -19,8 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "agent/agent.h"
 #include "sched/alloc.h"
 #include "common/config.h"
@@ -284,7 +282,6 @@ int main(int argc, char **argv)
 		goto bad;
 	}
 	gethostname(host, sizeof(host));
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	r = cnl_agent_new(
 	    &(struct cnl_agent_config){
 	        .server = st.server,
@@ -320,7 +317,6 @@ int main(int argc, char **argv)
 	rc = cnl_agent_run(agent) < 0 ? 1 : 0;
 out:
 	cnl_agent_free(agent);
-	curl_global_cleanup();
 	cnl_config_done(table, N_TABLE, &st);
 	return rc;
 bad:

@@ -21,6 +21,7 @@
 #include "cli/format.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/error.h"
 
 int cnl_cli_fail(int code, const char *fmt, ...)
 {
@@ -60,20 +61,34 @@ const char *cnl_cli_flag(struct cnl_cli *cli, const char *name)
 	return i < 0 ? NULL : cli->args.values[i];
 }
 
-struct cnl_cli_client *cnl_cli_client(struct cnl_cli *cli)
+struct cnl_client *cnl_cli_client(struct cnl_cli *cli)
 {
-	if (!cli->client)
-		cli->client = cnl_cli_client_new(cli->server, cli->token);
+	struct cnl_client_config cfg = {
+	    .base = cli->server,
+	    .token = cli->token,
+	    .user_agent = "cnlab-cli/0.1",
+	    .connect_timeout_ms = 10 * 1000,
+	    .timeout_ms = 120 * 1000,
+	    /* Artifacts are at most 512 KiB; nothing the API says is near. */
+	    .reply_max = (size_t)64 << 20,
+	};
+
+	if (!cli->client && cnl_client_new(&cfg, &cli->client) < 0)
+		return NULL;
 	return cli->client;
 }
 
 /* Map an error reply to a message and an exit code. */
-static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
+static int reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
                        const char *what)
 {
-	json_t *e = json_object_get(r->json, "error");
-	const char *code = cnl_cli_str(e, "code", "");
-	const char *msg = cnl_cli_str(e, "message", r->body ? r->body : "");
+	const char *code, *msg;
+
+	cnl_http_error_read(r->json, &code, &msg);
+	if (!code)
+		code = "";
+	if (!msg)
+		msg = r->body ? r->body : "";
 
 	switch (r->status) {
 	case 401:
@@ -120,7 +135,7 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_cli_reply *r,
 /* Send a request; 0 and the reply, or an exit code after a message. */
 static int request(struct cnl_cli *cli, const char *method, const char *path,
                    json_t *body, const char *idem, const char *what,
-                   struct cnl_cli_reply *ret)
+                   struct cnl_client_reply *ret)
 {
 	bool public = strcmp(path, "/v1/auth/login") == 0 ||
 	              strcmp(path, "/v1/auth/redeem") == 0;
@@ -131,7 +146,7 @@ static int request(struct cnl_cli *cli, const char *method, const char *path,
 		    cli->server);
 	if (!cnl_cli_client(cli))
 		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot start libcurl");
-	if (cnl_cli_request(cli->client, method, path, body, idem, ret) < 0)
+	if (cnl_client_send(cli->client, method, path, body, idem, ret) < 0)
 		return cnl_cli_fail(CNL_EXIT_ERROR,
 		                    "cannot reach %s: %s (check --server, "
 		                    "CNLAB_SERVER, or cnlab config set server "
@@ -140,7 +155,7 @@ static int request(struct cnl_cli *cli, const char *method, const char *path,
 	if (ret->status < 200 || ret->status > 299) {
 		int code = reply_error(cli, ret, what);
 
-		cnl_cli_reply_done(ret);
+		cnl_client_reply_done(ret);
 		return code;
 	}
 	return 0;
@@ -149,18 +164,18 @@ static int request(struct cnl_cli *cli, const char *method, const char *path,
 int cnl_cli_call(struct cnl_cli *cli, const char *method, const char *path,
                  json_t *body, const char *idem, const char *what, json_t **ret)
 {
-	struct cnl_cli_reply r;
+	struct cnl_client_reply r;
 	int code = request(cli, method, path, body, idem, what, &r);
 
 	if (code)
 		return code;
 	*ret = r.json ? json_incref(r.json) : json_null();
-	cnl_cli_reply_done(&r);
+	cnl_client_reply_done(&r);
 	return 0;
 }
 
 int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
-                     struct cnl_cli_reply *ret)
+                     struct cnl_client_reply *ret)
 {
 	return request(cli, "GET", path, NULL, NULL, what, ret);
 }

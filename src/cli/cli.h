@@ -26,8 +26,8 @@
 #include <jansson.h>
 
 #include "cli/args.h"
-#include "cli/client.h"
 #include "cli/config.h"
+#include "net/client.h"
 
 enum {
 	CNL_EXIT_OK = 0,
@@ -40,13 +40,13 @@ enum {
 
 /* The state of one invocation. */
 struct cnl_cli {
-	struct cnl_cli_config cfg;     /* the settings file */
-	const char *server;            /* effective base URL */
-	const char *token;             /* effective token, or NULL */
-	const char *project_flag;      /* --project, or NULL */
-	bool json;                     /* --output json */
-	bool logging_in;               /* 401 means bad credentials */
-	struct cnl_cli_client *client; /* made on first use */
+	struct cnl_cli_config cfg; /* the settings file */
+	const char *server;        /* effective base URL */
+	const char *token;         /* effective token, or NULL */
+	const char *project_flag;  /* --project, or NULL */
+	bool json;                 /* --output json */
+	bool logging_in;           /* 401 means bad credentials */
+	struct cnl_client *client; /* made on first use */
 	const struct cnl_cli_command *cmd;
 	/* The whole command table (commands.c), for help and completion:
 	 * handlers reach it only through here. */
@@ -97,7 +97,7 @@ int cnl_cli_call(struct cnl_cli *cli, const char *method, const char *path,
 
 /* cnl_cli_call() for raw bytes (artifact download): *@ret is the reply. */
 int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
-                     struct cnl_cli_reply *ret);
+                     struct cnl_client_reply *ret);
 
 /*
  * cnl_cli_project - resolve the project to act on: --project, else the
@@ -116,8 +116,8 @@ int cnl_cli_print_json(const json_t *j);
 const char *cnl_cli_str(const json_t *o, const char *key, const char *dflt);
 
 /* The HTTP client of this invocation, made on first use; NULL when
- * libcurl cannot start. */
-struct cnl_cli_client *cnl_cli_client(struct cnl_cli *cli);
+ * libcurl cannot start (or the server URL or token is too long). */
+struct cnl_client *cnl_cli_client(struct cnl_cli *cli);
 
 /*
  * cnl_cli_project_items - the project's @what ("servers", "jobs"): GET

@@ -356,18 +356,18 @@ int cnl_cli_cmd_completion(struct cnl_cli *cli)
 int cnl_cli_cmd_complete(struct cnl_cli *cli)
 {
 	const char *what = cli->args.pos[0];
-	struct cnl_cli_reply r;
+	struct cnl_client_reply r;
 	json_t *it;
 	size_t i;
 
 	if (!cli->token || !cnl_cli_client(cli))
 		return 0;
 	if (strcmp(what, "profiles") == 0 || strcmp(what, "shapes") == 0) {
-		if (cnl_cli_request(cli->client, "GET",
+		if (cnl_client_send(cli->client, "GET",
 		                    "/v1/profiles?limit=1000", NULL, NULL,
 		                    &r) < 0 ||
 		    r.status != 200) {
-			cnl_cli_reply_done(&r);
+			cnl_client_reply_done(&r);
 			return 0;
 		}
 		json_array_foreach (json_object_get(r.json, "items"), i, it) {
@@ -376,7 +376,7 @@ int cnl_cli_cmd_complete(struct cnl_cli *cli)
 			    json_object_get(it, "gpu"))
 				printf("%s\n", cnl_cli_str(it, "gpu", ""));
 		}
-		cnl_cli_reply_done(&r);
+		cnl_client_reply_done(&r);
 	}
 	return 0;
 }

@@ -325,36 +325,6 @@ int cnl_cli_shell_quote(const char *s, char *buf, size_t len)
 	return 0;
 }
 
-/* Standard base64 of @data into @out (of 4 * ceil(n / 3) + 1 bytes). */
-static void base64(const unsigned char *data, size_t n, char *out)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                          "abcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)data[i] << 16;
-
-		if (i + 1 < n)
-			v |= (uint32_t)data[i + 1] << 8;
-		if (i + 2 < n)
-			v |= data[i + 2];
-		out[o++] = tab[(v >> 18) & 63];
-		out[o++] = tab[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < n ? tab[v & 63] : '=';
-	}
-	out[o] = '\0';
-}
-
-char *cnl_cli_base64(const unsigned char *data, size_t n)
-{
-	char *out = cnl_xmalloc(4 * ((n + 2) / 3) + 1);
-
-	base64(data, n, out);
-	return out;
-}
-
 int cnl_cli_script_command(const char *name, char *const *args, size_t nargs,
                            char *buf, size_t len, const char **ret_base)
 {

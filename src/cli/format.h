@@ -123,9 +123,6 @@ int cnl_cli_shell_quote(const char *s, char *buf, size_t len);
 int cnl_cli_script_command(const char *name, char *const *args, size_t nargs,
                            char *buf, size_t len, const char **ret_base);
 
-/* cnl_cli_base64 - @n bytes of @data as standard base64 (malloc'd). */
-char *cnl_cli_base64(const unsigned char *data, size_t n);
-
 /*
  * cnl_cli_plain_command - @argv joined as shell words (each quoted by
  * cnl_cli_shell_quote()), for a SCRIPT that is not a local file.  Returns

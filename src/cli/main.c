@@ -183,14 +183,17 @@ static int unknown_command(const char *path, const char *word)
 		best = 1;
 	for (size_t i = 0; i < cnl_cli_ncommands; i++) {
 		const struct cnl_cli_command *c = &cnl_cli_commands[i];
-		const char *next = c->path + (pl ? pl + 1 : 0);
-		const char *last = strrchr(c->path, ' ');
-		size_t wl = strcspn(next, " "), d;
+		const char *next, *last = strrchr(c->path, ' ');
+		size_t wl, d;
 		char child[64];
 
+		/* Only commands under PATH: their path is longer than it, so
+		 * the next word lies inside the string. */
 		if (c->hidden ||
 		    (pl && (strncmp(c->path, path, pl) || c->path[pl] != ' ')))
 			continue;
+		next = c->path + (pl ? pl + 1 : 0);
+		wl = strcspn(next, " ");
 		snprintf(child, sizeof(child), "%.*s", (int)wl, next);
 		if ((d = distance(word, child)) <= best) {
 			best = d;
@@ -420,7 +423,7 @@ int main(int argc, char **argv)
 
 	code = cli.cmd->run(&cli);
 	fflush(stdout);
-	cnl_cli_client_free(cli.client);
+	cnl_client_free(cli.client);
 	cnl_cli_config_done(&cli.cfg);
 	return code;
 }

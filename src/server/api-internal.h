@@ -14,12 +14,12 @@
 #include <jansson.h>
 
 #include "common/id.h"
+#include "net/metrics.h"
 #include "sched/catalog.h"
 #include "server/api.h"
 #include "server/api_cli.h"
 #include "server/auth.h"
 #include "server/ctl.h"
-#include "server/metrics.h"
 #include "server/oidc.h"
 
 /* The largest file a job takes in or gives out (inputs, artifacts,

@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/error.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
 #include "server/api.h"
@@ -424,8 +425,7 @@ void cnl_api_audit(struct call *c, struct cnl_http_request *req,
                    const struct cnl_http_response *resp)
 {
 	struct cnl_store_audit a = {0};
-	json_t *e =
-	    json_object_get(json_object_get(resp->body, "error"), "code");
+	const char *code;
 	char q[CNL_LOG_QUOTE_MAX];
 	int r;
 
@@ -435,9 +435,10 @@ void cnl_api_audit(struct call *c, struct cnl_http_request *req,
 	snprintf(a.action, sizeof(a.action), "%s", c->route->action);
 	snprintf(a.target, sizeof(a.target), "%s",
 	         c->target[0] ? c->target : req->path);
-	if (json_is_string(e))
+	cnl_http_error_read(resp->body, &code, NULL);
+	if (code)
 		snprintf(a.result, sizeof(a.result), "%u %s", resp->status,
-		         json_string_value(e));
+		         code);
 	else if (c->note)
 		snprintf(a.result, sizeof(a.result), "%u %s", resp->status,
 		         c->note);

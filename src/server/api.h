@@ -2,8 +2,8 @@
  * api.h - cnlabd's REST API under /v1: the route table, its handlers, and
  * the policy in front of them (authentication, RBAC, audit).
  *
- * Every request that http.c routes reaches cnl_api_serve(), which, in
- * this order:
+ * Every request that net/http_server.c routes reaches cnl_api_serve(),
+ * which, in this order:
  *   1. authenticates the caller unless the route is PUBLIC: the header
  *      "Authorization: Bearer <JWT>" must carry an HS256 token for the
  *      audience "cnlab" whose "sub" is the id of an existing user (else 401);
@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/http.h"
+#include "net/http_server.h"
 #include "store/store.h"
 
 /* The project whose "admin" members administer the platform. */

@@ -29,9 +29,9 @@
 #include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/metrics.h"
 #include "server/api-internal.h"
 #include "server/api_cli.h"
-#include "server/metrics.h"
 
 /* Every binary's name starts so; the rest is <os>-<arch>. */
 #define PREFIX "cnlab-"

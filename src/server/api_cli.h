@@ -36,7 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/http.h"
+#include "net/http_server.h"
 
 /* Binaries one cnlabd serves. */
 #define CNL_API_CLI_FILES_MAX 64

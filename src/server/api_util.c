@@ -3,7 +3,6 @@
  * that name the field when they are wrong, paging, the JSON of stored
  * objects, store errors turned into responses, documents, base64.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -15,9 +14,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-#include <openssl/sha.h>
-
 #include "cnlab/errors.h"
 #include "common/id.h"
 #include "common/json.h"
@@ -25,6 +21,8 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "common/base64.h"
+#include "net/jwt.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
 #include "server/auth.h"
@@ -160,22 +158,13 @@ const char *cnl_api_get_string(json_t *j, const char *key, size_t max,
 	return v;
 }
 
+_Static_assert(CNL_JWT_NAME_MAX == CNL_STORE_NAME_MAX,
+               "user and project names are one rule (net/jwt.h)");
+
 /* Names of users and projects: 1..63 of [A-Za-z0-9._-], not starting '.'. */
 bool cnl_api_valid_name(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= CNL_STORE_NAME_MAX || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == '-'))
-			return false;
-	}
-	return true;
+	return cnl_jwt_name_valid(s);
 }
 
 const char *cnl_api_get_name(json_t *j, const char *key,
@@ -362,31 +351,15 @@ int cnl_api_created_here(struct call *c, struct cnl_http_response *resp, int r,
 	return 0;
 }
 
-/* Decode standard base64 @in into a new buffer; its length in *@ret_n.
- * NULL for malformed input or more than CNL_API_FILE_MAX bytes. */
+/* Decode standard, padded base64 @in into a new buffer; its length in
+ * *@ret_n.  NULL for malformed input or more than CNL_API_FILE_MAX bytes. */
 uint8_t *cnl_api_b64_decode(const char *in, size_t *ret_n)
 {
-	size_t len = strlen(in), pad = 0;
 	uint8_t *out;
-	int n;
 
-	if (len % 4 || len / 4 * 3 > CNL_API_FILE_MAX + 2)
+	if (cnl_b64_decode_new(in, CNL_B64_STD | CNL_B64_PAD, CNL_API_FILE_MAX,
+	                       &out, ret_n) < 0)
 		return NULL;
-	for (size_t i = 0; i < len; i++)
-		if (!isalnum((unsigned char)in[i]) && in[i] != '+' &&
-		    in[i] != '/' && !(in[i] == '=' && i >= len - 2))
-			return NULL;
-	if (len && in[len - 1] == '=')
-		pad++;
-	if (len > 1 && in[len - 2] == '=')
-		pad++;
-	out = cnl_xmalloc(len / 4 * 3 + 1);
-	n = EVP_DecodeBlock(out, (const unsigned char *)in, (int)len);
-	if (n < 0 || (size_t)n < pad || (size_t)n - pad > CNL_API_FILE_MAX) {
-		free(out);
-		return NULL;
-	}
-	*ret_n = (size_t)n - pad;
 	return out;
 }
 /* viewer 1, member 2, project-admin 3 ("admin" counts as 3 in a project). */

@@ -33,10 +33,9 @@
 #include <openssl/rand.h>
 
 #include "cnlab/errors.h"
+#include "common/base64.h"
+#include "net/jwt.h"
 #include "server/auth.h"
-
-/* Largest input either base64 direction accepts; far above any use here. */
-#define B64_INPUT_MAX ((size_t)1 << 20)
 
 #define HS256_LEN     32
 #define HS256_B64_LEN 43
@@ -45,117 +44,7 @@
 #define SALT_MIN 8
 #define SALT_MAX 64
 
-/* Decoded JWT parts are at most 3/4 of the token. */
-#define JWT_PART_MAX (CNL_AUTH_JWT_MAX / 4 * 3 + 3)
-
 static const char jwt_header[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
-
-/* ------------------------------------------------------------------------ */
-/* base64, both alphabets, never padded                                     */
-/* ------------------------------------------------------------------------ */
-
-static const char b64_std[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-static const char b64_url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static int b64_value(char ch, bool url)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A';
-	if (ch >= 'a' && ch <= 'z')
-		return ch - 'a' + 26;
-	if (ch >= '0' && ch <= '9')
-		return ch - '0' + 52;
-	if (ch == (url ? '-' : '+'))
-		return 62;
-	if (ch == (url ? '_' : '/'))
-		return 63;
-	return -1;
-}
-
-static int b64_encode(const uint8_t *in, size_t inlen, char *out, size_t outlen,
-                      bool url)
-{
-	const char *a = url ? b64_url : b64_std;
-	size_t i, o = 0;
-	uint32_t v;
-
-	if ((!in && inlen) || !out)
-		return -EINVAL;
-	if (inlen > B64_INPUT_MAX)
-		return -CNL_ESIZE;
-	if (outlen < (4 * inlen + 2) / 3 + 1)
-		return -ENOBUFS;
-	for (i = 0; i + 3 <= inlen; i += 3) {
-		v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
-		    in[i + 2];
-		out[o++] = a[v >> 18 & 63];
-		out[o++] = a[v >> 12 & 63];
-		out[o++] = a[v >> 6 & 63];
-		out[o++] = a[v & 63];
-	}
-	if (inlen - i == 1) {
-		v = (uint32_t)in[i] << 16;
-		out[o++] = a[v >> 18 & 63];
-		out[o++] = a[v >> 12 & 63];
-	} else if (inlen - i == 2) {
-		v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
-		out[o++] = a[v >> 18 & 63];
-		out[o++] = a[v >> 12 & 63];
-		out[o++] = a[v >> 6 & 63];
-	}
-	out[o] = '\0';
-	return (int)o;
-}
-
-static int b64_decode(const char *in, size_t inlen, uint8_t *out, size_t outlen,
-                      bool url)
-{
-	size_t rem = inlen % 4, need, i, o = 0;
-	uint32_t v = 0;
-	int bits = 0, x;
-
-	if ((!in && inlen) || (!out && outlen))
-		return -EINVAL;
-	if (inlen > B64_INPUT_MAX)
-		return -CNL_ESIZE;
-	if (rem == 1)
-		return -CNL_EPARSE;
-	for (i = 0; i < inlen; i++)
-		if (b64_value(in[i], url) < 0)
-			return -CNL_EPARSE;
-	/* Canonical form: the bits past the last whole byte must be zero. */
-	if (rem == 2 && (b64_value(in[inlen - 1], url) & 0x0f))
-		return -CNL_EPARSE;
-	if (rem == 3 && (b64_value(in[inlen - 1], url) & 0x03))
-		return -CNL_EPARSE;
-	need = inlen / 4 * 3 + (rem ? rem - 1 : 0);
-	if (need > outlen)
-		return -ENOBUFS;
-	for (i = 0; i < inlen; i++) {
-		x = b64_value(in[i], url);
-		v = (v << 6 | (uint32_t)x) & 0xffffff;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (uint8_t)(v >> bits);
-		}
-	}
-	return (int)o;
-}
-
-int cnl_auth_b64url_encode(const void *in, size_t inlen, char *out,
-                           size_t outlen)
-{
-	return b64_encode(in, inlen, out, outlen, true);
-}
-
-int cnl_auth_b64url_decode(const char *in, size_t inlen, uint8_t *out,
-                           size_t outlen)
-{
-	return b64_decode(in, inlen, out, outlen, true);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Passwords                                                                */
@@ -228,8 +117,8 @@ int cnl_auth_password_hash_cost(const char *password, int ln, char *out,
 	                   sizeof(key));
 	if (rc < 0)
 		goto out;
-	b64_encode(salt, sizeof(salt), salt64, sizeof(salt64), false);
-	b64_encode(key, sizeof(key), key64, sizeof(key64), false);
+	cnl_b64_encode(salt, sizeof(salt), CNL_B64_STD, salt64, sizeof(salt64));
+	cnl_b64_encode(key, sizeof(key), CNL_B64_STD, key64, sizeof(key64));
 	n = snprintf(out, outlen, "$scrypt$ln=%d,r=%d,p=%d$%s$%s", ln,
 	             CNL_AUTH_SCRYPT_R, CNL_AUTH_SCRYPT_P, salt64, key64);
 	rc = (n < 0 || (size_t)n >= outlen) ? -ENOBUFS : 0;
@@ -299,7 +188,8 @@ int cnl_auth_password_verify(const char *password, const char *stored)
 	dollar = strchr(s, '$');
 	if (!dollar)
 		return -CNL_EPARSE;
-	nsalt = b64_decode(s, (size_t)(dollar - s), salt, sizeof(salt), false);
+	nsalt = cnl_b64_decode(s, (size_t)(dollar - s), CNL_B64_STD, salt,
+	                       sizeof(salt));
 	if (nsalt < SALT_MIN)
 		return -CNL_EPARSE;
 	s = dollar + 1;
@@ -308,7 +198,7 @@ int cnl_auth_password_verify(const char *password, const char *stored)
 	 * prefix of the longer one, so accepting any length would let a
 	 * truncated string still verify.
 	 */
-	nkey = b64_decode(s, strlen(s), want, sizeof(want), false);
+	nkey = cnl_b64_decode(s, strlen(s), CNL_B64_STD, want, sizeof(want));
 	if (nkey != CNL_AUTH_KEY_LEN)
 		return -CNL_EPARSE;
 	rc = scrypt_derive(password, pwlen, salt, (size_t)nsalt, ln, r, p, key,
@@ -348,7 +238,7 @@ int cnl_auth_hs256(const uint8_t *key, size_t keylen, const char *input,
 	rc = hmac_sha256(key, keylen, input, inlen, mac);
 	if (rc < 0)
 		return rc;
-	return b64_encode(mac, sizeof(mac), out, outlen, true);
+	return cnl_b64_encode(mac, sizeof(mac), CNL_B64_URL, out, outlen);
 }
 
 static bool claim_terminated(const char *s)
@@ -417,11 +307,12 @@ int cnl_auth_jwt_sign(const struct cnl_auth_claims *c, const uint8_t *key,
 		rc = -ENOBUFS;
 		goto out;
 	}
-	pos = (size_t)b64_encode((const uint8_t *)jwt_header,
-	                         sizeof(jwt_header) - 1, out, outlen, true);
+	pos = (size_t)cnl_b64_encode((const uint8_t *)jwt_header,
+	                             sizeof(jwt_header) - 1, CNL_B64_URL, out,
+	                             outlen);
 	out[pos++] = '.';
-	pos += (size_t)b64_encode((const uint8_t *)payload, plen, out + pos,
-	                          outlen - pos, true);
+	pos += (size_t)cnl_b64_encode((const uint8_t *)payload, plen,
+	                              CNL_B64_URL, out + pos, outlen - pos);
 	out[pos] = '.';
 	rc = cnl_auth_hs256(key, keylen, out, pos, out + pos + 1,
 	                    outlen - pos - 1);
@@ -433,28 +324,9 @@ out:
 	return rc;
 }
 
-/* Decode one base64url part and parse it as a JSON object; NULL if not. */
-static json_t *part_json(const char *s, size_t len)
-{
-	uint8_t buf[JWT_PART_MAX];
-	json_t *j;
-	int n;
-
-	n = b64_decode(s, len, buf, sizeof(buf), true);
-	if (n < 0)
-		return NULL;
-	j = json_loadb((const char *)buf, (size_t)n, JSON_REJECT_DUPLICATES,
-	               NULL);
-	if (j && !json_is_object(j)) {
-		json_decref(j);
-		return NULL;
-	}
-	return j;
-}
-
 static bool header_ok(const char *s, size_t len)
 {
-	json_t *h = part_json(s, len);
+	json_t *h = cnl_jwt_part_json(s, len);
 	json_t *alg, *typ;
 	bool ok;
 
@@ -473,80 +345,29 @@ static bool header_ok(const char *s, size_t len)
 	return ok;
 }
 
-/* A string claim into @dst; absent is fine unless @required. */
-static bool get_str(json_t *o, const char *name, bool required,
-                    char dst[CNL_AUTH_CLAIM_MAX])
-{
-	json_t *v = json_object_get(o, name);
-	size_t n;
-
-	if (!v)
-		return !required;
-	if (!json_is_string(v))
-		return false;
-	n = json_string_length(v);
-	if (n >= CNL_AUTH_CLAIM_MAX || (required && n == 0))
-		return false;
-	memcpy(dst, json_string_value(v), n);
-	dst[n] = '\0';
-	return true;
-}
-
-/* An integer claim into *@dst; absent is fine unless @required. */
-static bool get_int(json_t *o, const char *name, bool required, int64_t *dst)
-{
-	json_t *v = json_object_get(o, name);
-
-	if (!v)
-		return !required;
-	if (!json_is_integer(v))
-		return false;
-	*dst = (int64_t)json_integer_value(v);
-	return true;
-}
-
-/* @t lies more than the allowed skew after @now (overflow-safe). */
-static bool too_far_ahead(int64_t t, int64_t now)
-{
-	return t > now && (uint64_t)t - (uint64_t)now > CNL_AUTH_JWT_SKEW_S;
-}
-
-static bool aud_ok(json_t *o, const char *audience)
-{
-	json_t *aud = json_object_get(o, "aud"), *e;
-	bool found = false;
-	size_t i;
-
-	if (json_is_string(aud))
-		return strcmp(json_string_value(aud), audience) == 0;
-	if (!json_is_array(aud))
-		return false;
-	json_array_foreach (aud, i, e) {
-		if (!json_is_string(e))
-			return false;
-		if (strcmp(json_string_value(e), audience) == 0)
-			found = true;
-	}
-	return found;
-}
-
+/* The claims: net/jwt.h's checks with no leeway on "exp" (our own clock),
+ * then the string claims CNLab puts in its tokens. */
 static bool claims_ok(const char *s, size_t len, const char *audience,
                       int64_t now_s, struct cnl_auth_claims *c)
 {
-	json_t *o = part_json(s, len);
-	int64_t nbf = 0;
+	json_t *o = cnl_jwt_part_json(s, len);
+	struct cnl_jwt_times t = {0};
 	bool ok;
 
 	if (!o)
 		return false;
-	ok = get_int(o, "exp", true, &c->exp) && c->exp > now_s &&
-	     get_int(o, "iat", false, &c->iat) &&
-	     !too_far_ahead(c->iat, now_s) && get_int(o, "nbf", false, &nbf) &&
-	     !too_far_ahead(nbf, now_s) && aud_ok(o, audience) &&
-	     get_str(o, "sub", true, c->sub) &&
-	     get_str(o, "iss", false, c->iss) &&
-	     get_str(o, "proj", false, c->proj) &&
-	     get_str(o, "role", false, c->role);
+	ok = cnl_jwt_check_claims(o,
+	                          &(struct cnl_jwt_rules){
+	                              .audience = audience,
+	                              .now_s = now_s,
+	                          },
+	                          &t, NULL, 0) == 0 &&
+	     cnl_jwt_claim_str(o, "sub", true, c->sub, sizeof(c->sub)) &&
+	     cnl_jwt_claim_str(o, "iss", false, c->iss, sizeof(c->iss)) &&
+	     cnl_jwt_claim_str(o, "proj", false, c->proj, sizeof(c->proj)) &&
+	     cnl_jwt_claim_str(o, "role", false, c->role, sizeof(c->role));
+	c->exp = t.exp;
+	c->iat = t.iat;
 	json_decref(o);
 	return ok;
 }
@@ -581,7 +402,8 @@ int cnl_auth_jwt_verify(const char *token, const uint8_t *key, size_t keylen,
 	if (!header_ok(token, (size_t)(d1 - token)))
 		return -CNL_EAUTH;
 
-	n = b64_decode(d2 + 1, (size_t)(end - d2 - 1), sig, sizeof(sig), true);
+	n = cnl_b64_decode(d2 + 1, (size_t)(end - d2 - 1), CNL_B64_URL, sig,
+	                   sizeof(sig));
 	if (n != HS256_LEN)
 		return -CNL_EAUTH;
 	if (hmac_sha256(key, keylen, token, (size_t)(d2 - token), mac) < 0)
@@ -616,8 +438,8 @@ int cnl_auth_token_new(char *out, size_t outlen)
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		return -EIO;
 	memcpy(buf, CNL_AUTH_TOKEN_PREFIX, TOKEN_PREFIX_LEN);
-	b64_encode(raw, sizeof(raw), buf + TOKEN_PREFIX_LEN,
-	           sizeof(buf) - TOKEN_PREFIX_LEN, true);
+	cnl_b64_encode(raw, sizeof(raw), CNL_B64_URL, buf + TOKEN_PREFIX_LEN,
+	               sizeof(buf) - TOKEN_PREFIX_LEN);
 	memcpy(out, buf, sizeof(buf));
 	OPENSSL_cleanse(raw, sizeof(raw));
 	OPENSSL_cleanse(buf, sizeof(buf));
@@ -636,8 +458,8 @@ int cnl_auth_token_check(const char *token)
 	if (n != CNL_AUTH_TOKEN_LEN ||
 	    memcmp(token, CNL_AUTH_TOKEN_PREFIX, TOKEN_PREFIX_LEN) != 0)
 		return -CNL_EPARSE;
-	rc = b64_decode(token + TOKEN_PREFIX_LEN, n - TOKEN_PREFIX_LEN, raw,
-	                sizeof(raw), true);
+	rc = cnl_b64_decode(token + TOKEN_PREFIX_LEN, n - TOKEN_PREFIX_LEN,
+	                    CNL_B64_URL, raw, sizeof(raw));
 	OPENSSL_cleanse(raw, sizeof(raw));
 	return rc == TOKEN_RAND_LEN ? 0 : -CNL_EPARSE;
 }

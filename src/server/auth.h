@@ -24,29 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ------------------------------------------------------------------------ */
-/* base64url (RFC 4648 section 5), without padding                          */
-/* ------------------------------------------------------------------------ */
-
-/*
- * cnl_auth_b64url_encode - encode @inlen bytes as base64url without '='
- * padding, NUL-terminated, into @out of @outlen bytes.  Returns the number of
- * characters written (not counting the NUL), -ENOBUFS when @out is too small
- * (it needs (4 * inlen + 2) / 3 + 1 bytes), -CNL_ESIZE for inlen > 1 MiB.
- */
-int cnl_auth_b64url_encode(const void *in, size_t inlen, char *out,
-                           size_t outlen);
-
-/*
- * cnl_auth_b64url_decode - decode @inlen characters of base64url into @out.
- * Strict: only the url-safe alphabet (A-Z a-z 0-9 - _), no '=' padding, no
- * whitespace, no length of 1 modulo 4, and the unused low bits of the last
- * character must be zero, so every byte string has exactly one accepted
- * encoding.  Returns the number of bytes written, -CNL_EPARSE for invalid
- * text, -ENOBUFS when @outlen is too small, -CNL_ESIZE for inlen > 1 MiB.
- */
-int cnl_auth_b64url_decode(const char *in, size_t inlen, uint8_t *out,
-                           size_t outlen);
+#include "net/jwt.h"
 
 /* ------------------------------------------------------------------------ */
 /* Passwords: scrypt in a self-describing string                            */
@@ -117,13 +95,13 @@ int cnl_auth_password_verify(const char *password, const char *stored);
 /* ------------------------------------------------------------------------ */
 
 /* Largest token cnl_auth_jwt_verify() looks at, in characters. */
-#define CNL_AUTH_JWT_MAX 8192
+#define CNL_AUTH_JWT_MAX CNL_JWT_MAX
 
 /* Each string claim, NUL included. */
 #define CNL_AUTH_CLAIM_MAX 128
 
 /* How far in the future "iat" and "nbf" may lie (clock skew), in seconds. */
-#define CNL_AUTH_JWT_SKEW_S 60
+#define CNL_AUTH_JWT_SKEW_S CNL_JWT_SKEW_S
 
 /*
  * The claims CNLab puts in a token.  Strings are NUL-terminated; an empty
@@ -155,19 +133,22 @@ int cnl_auth_jwt_sign(const struct cnl_auth_claims *c, const uint8_t *key,
  * cnl_auth_jwt_verify - check @token and return its claims in @ret.
  * Accepted only if all hold; otherwise -CNL_EAUTH and @ret untouched:
  *   - at most CNL_AUTH_JWT_MAX characters, exactly three '.'-separated
- *     parts, each strict base64url (see cnl_auth_b64url_decode());
+ *     parts, each strict base64url (cnl_b64_decode() of common/base64.h
+ *     with CNL_B64_URL);
  *   - the header is a JSON object without duplicate keys whose "alg" is the
  *     string "HS256" exactly (so "none" in any case, RS256 and every other
  *     algorithm are refused whatever the signature), with no "crit";
  *   - the signature is 32 bytes equal (in constant time) to HMAC-SHA256
  *     under @key of the first two parts as sent;
- *   - the payload is a JSON object without duplicate keys; "exp" is an
- *     integer > @now_s (no leeway); "iat" and "nbf", if present, are
+ *   - the payload is a JSON object without duplicate keys and passes
+ *     cnl_jwt_check_claims() (net/jwt.h) with no issuer and no leeway:
+ *     "exp" is an integer > @now_s; "iat" and "nbf", if present, are
  *     integers <= @now_s + CNL_AUTH_JWT_SKEW_S; "aud" is a string equal to
  *     @audience or an array of strings containing it; "sub" is a non-empty
  *     string; "iss", "proj", "role", if present, are strings; every string
- *     claim fits in CNL_AUTH_CLAIM_MAX.  Other claims are ignored.  Numeric
- *     dates must be JSON integers: fractional seconds are refused.
+ *     claim fits in CNL_AUTH_CLAIM_MAX with no NUL inside.  Other claims
+ *     are ignored.  Numeric dates must be JSON integers: fractional
+ *     seconds are refused.
  * On success ret->aud is @audience and absent optional claims are empty
  * (iat 0).  -EINVAL for a NULL argument or an empty key or audience.
  */

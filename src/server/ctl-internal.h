@@ -24,9 +24,9 @@
 #include <jansson.h>
 
 #include "common/id.h"
+#include "net/metrics.h"
 #include "sched/sched.h"
 #include "server/ctl.h"
-#include "server/metrics.h"
 #include "server/shape.h"
 #include "wire/state.h"
 

@@ -19,9 +19,9 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/metrics.h"
 #include "sched/sched.h"
 #include "server/ctl-internal.h"
-#include "server/metrics.h"
 #include "server/shape.h"
 
 /* ---- the cycle ----------------------------------------------------------- */

@@ -19,9 +19,9 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/metrics.h"
 #include "sched/sched.h"
 #include "server/ctl-internal.h"
-#include "server/metrics.h"
 #include "server/shape.h"
 
 static int add_cluster_node(struct cnl_ctl *ctl, json_t *inv, char *err,
@@ -639,7 +639,8 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 			next.started_ms = now;
 		}
 		if (url)
-			snprintf(next.url, sizeof(next.url), "%s", url);
+			snprintf(next.url, sizeof(next.url), "%.*s",
+			         (int)sizeof(next.url) - 1, url);
 		if ((r = ctl_persist(ctl, &next, now)) < 0)
 			return set_err(err, errlen, 500, "cannot store");
 		*w = next;
@@ -648,7 +649,8 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 	}
 	/* The workload left its node: back in the queue, or ended. */
 	if (msg)
-		snprintf(next.message, sizeof(next.message), "%s", msg);
+		snprintf(next.message, sizeof(next.message), "%.*s",
+		         (int)sizeof(next.message) - 1, msg);
 	if (next.state == CNL_WL_PENDING) {
 		if ((r = ctl_persist(ctl, &next, now)) < 0)
 			return set_err(err, errlen, 500, "cannot store");

@@ -9,12 +9,14 @@
  *    RSASSA-PKCS1-v1_5 with SHA-256.  A token that says "HS256" is refused
  *    before any key is looked at, which closes the confusion where an
  *    attacker MACs a token with the (public) RSA key as the HMAC secret;
- *    "none" is refused the same way.  The rules mirror auth.c's HS256
- *    verifier: strict base64url, no duplicate JSON keys, no "crit", dates
- *    as JSON integers, checks in the order shape, header, signature,
+ *    "none" is refused the same way.  The rules are auth.c's HS256
+ *    verifier's, and the parts and claims are judged by the same code
+ *    (net/jwt.h): strict base64url, no duplicate JSON keys, no "crit",
+ *    dates as JSON integers, checks in the order shape, header, signature,
  *    claims, and claims parsed only from a payload whose signature holds.
- *    One difference: "exp" gets CNL_AUTH_JWT_SKEW_S of leeway, because the
- *    tokens come from another machine's clock.
+ *    The differences are the rules' arguments: "exp" gets
+ *    CNL_AUTH_JWT_SKEW_S of leeway, because the tokens come from another
+ *    machine's clock, "iat" is required and "iss" is checked.
  * 2. The key set is immutable once built.  The verifier holds a pointer to
  *    the current set under a read-write lock; verify takes the read lock
  *    just long enough to find its key and take a reference on the EVP_PKEY
@@ -33,9 +35,11 @@
  *    fails the load with a message naming it, rather than being dropped
  *    silently; keys for other algorithms or uses are skipped, since
  *    providers publish those routinely.
- * 5. Fetches run with CURLOPT_NOSIGNAL (we are in a threaded server), a
- *    total timeout, only http and https, no redirects, and a byte limit
- *    enforced in the write callback (Content-Length may be absent or lie).
+ * 5. Fetches go through net/client.h's client, one per verifier, used
+ *    only by cnl_oidc_new() and under reload_mu: no signals (we are in a
+ *    threaded server), a total timeout, only http and https, no
+ *    redirects, and a byte limit enforced as the reply arrives
+ *    (Content-Length may be absent or lie).
  * 6. Results are built in locals and copied out only on success, so output
  *    parameters stay untouched on failure.
  */
@@ -48,7 +52,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -58,17 +61,22 @@
 #include <openssl/rsa.h>
 
 #include "cnlab/errors.h"
+#include "common/util.h"
+#include "common/base64.h"
+#include "net/client.h"
+#include "net/jwt.h"
 #include "server/auth.h"
 #include "server/oidc.h"
 
-/* Decoded JWT parts are at most 3/4 of the token. */
-#define PART_MAX (CNL_AUTH_JWT_MAX / 4 * 3 + 3)
 /* An RSA signature is as long as the modulus. */
 #define SIG_MAX (CNL_OIDC_RSA_BITS_MAX / 8)
 /* Largest public exponent we take, bytes (65537 needs 3). */
 #define EXP_MAX 8
 /* Header part cnl_oidc_looks_like() decodes, in characters. */
 #define LOOKS_MAX 1024
+
+_Static_assert(CNL_OIDC_USERNAME_MAX == CNL_JWT_NAME_MAX,
+               "an OIDC user name is a CNLab name (net/jwt.h)");
 
 struct key {
 	char kid[CNL_OIDC_SUB_MAX];
@@ -87,7 +95,7 @@ struct cnl_oidc {
 	char *jwks_file;
 	char *jwks_url;
 	char *username_claim;
-	bool curl_inited;
+	struct cnl_client *jwks; /* fetches jwks_url; used under reload_mu */
 
 	pthread_rwlock_t lock; /* guards @keys (the pointer) */
 	struct keyset *keys;
@@ -134,8 +142,8 @@ static int jwk_bytes(json_t *jwk, const char *name, const char *what,
 		       name);
 		return -CNL_EPARSE;
 	}
-	n = cnl_auth_b64url_decode(json_string_value(v), json_string_length(v),
-	                           buf, cap);
+	n = cnl_b64_decode(json_string_value(v), json_string_length(v),
+	                   CNL_B64_URL, buf, cap);
 	if (n == -ENOBUFS || n == -CNL_ESIZE) {
 		seterr(err, errlen, "%s: \"%s\" too long", what, name);
 		return -CNL_EPARSE;
@@ -356,7 +364,6 @@ out:
 struct buf {
 	char *data;
 	size_t len;
-	bool too_big;
 };
 
 static int read_file(const char *path, struct buf *b, char *err, size_t errlen)
@@ -390,75 +397,38 @@ static int read_file(const char *path, struct buf *b, char *err, size_t errlen)
 	return rc;
 }
 
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* GET the JWKS URL of @o into @b (note 5). */
+static int fetch_url(const struct cnl_oidc *o, struct buf *b, char *err,
+                     size_t errlen)
 {
-	struct buf *b = userdata;
-	size_t n = size * nmemb;
-
-	if (n > CNL_OIDC_JWKS_MAX - b->len) {
-		b->too_big = true;
-		return 0; /* makes curl fail with CURLE_WRITE_ERROR */
-	}
-	memcpy(b->data + b->len, ptr, n);
-	b->len += n;
-	return n;
-}
-
-static int fetch_url(const char *url, struct buf *b, char *err, size_t errlen)
-{
-	char cerr[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdr = NULL;
-	long status = 0;
-	CURLcode cc;
-	CURL *c;
+	const char *url = o->jwks_url;
+	struct cnl_client_reply r;
 	int rc = -EIO;
 
-	b->data = malloc(CNL_OIDC_JWKS_MAX);
-	c = curl_easy_init();
-	hdr = curl_slist_append(NULL, "Accept: application/json");
-	if (!b->data || !c || !hdr) {
-		seterr(err, errlen, "jwks_url %s: out of memory", url);
-		rc = -ENOMEM;
+	if (cnl_client_request(
+	        o->jwks,
+	        &(struct cnl_client_request){.method = "GET", .path = url},
+	        &r) < 0) {
+		if (r.too_large) {
+			seterr(err, errlen, "jwks_url %s: larger than %d KiB",
+			       url, CNL_OIDC_JWKS_MAX / 1024);
+			rc = -CNL_ESIZE;
+		} else {
+			seterr(err, errlen, "jwks_url %s: %s", url,
+			       r.detail[0] ? r.detail : r.error);
+		}
 		goto out;
 	}
-	if (curl_easy_setopt(c, CURLOPT_URL, url) != CURLE_OK ||
-	    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") !=
-	        CURLE_OK) {
-		seterr(err, errlen, "jwks_url %s: URL refused by libcurl", url);
-		goto out;
-	}
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-	                 (long)CNL_OIDC_FETCH_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE,
-	                 (curl_off_t)CNL_OIDC_JWKS_MAX);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
-	cc = curl_easy_perform(c);
-	if (b->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
-		seterr(err, errlen, "jwks_url %s: larger than %d KiB", url,
-		       CNL_OIDC_JWKS_MAX / 1024);
-		rc = -CNL_ESIZE;
-		goto out;
-	}
-	if (cc != CURLE_OK) {
-		seterr(err, errlen, "jwks_url %s: %s", url,
-		       cerr[0] ? cerr : curl_easy_strerror(cc));
-		goto out;
-	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	if (status != 200) {
+	if (r.status != 200) {
 		seterr(err, errlen, "jwks_url %s: HTTP status %ld", url,
-		       status);
+		       r.status);
 		goto out;
 	}
+	b->data = TAKE_PTR(r.body);
+	b->len = r.len;
 	rc = 0;
 out:
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
+	cnl_client_reply_done(&r);
 	return rc;
 }
 
@@ -474,7 +444,7 @@ static int load_keys(const struct cnl_oidc *o, struct keyset **ret, char *err,
 		rc = read_file(o->jwks_file, &b, err, errlen);
 		snprintf(src, sizeof(src), "jwks_file %s", o->jwks_file);
 	} else {
-		rc = fetch_url(o->jwks_url, &b, err, errlen);
+		rc = fetch_url(o, &b, err, errlen);
 		snprintf(src, sizeof(src), "jwks_url %s", o->jwks_url);
 	}
 	if (rc == 0)
@@ -565,13 +535,17 @@ int cnl_oidc_new(const struct cnl_oidc_config *cfg, struct cnl_oidc **ret,
 	if (!ok)
 		goto oom_free;
 	if (o->jwks_url) {
-		/* Reference-counted by libcurl, thread-safe since 7.84. */
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-			seterr(err, errlen, "oidc: curl_global_init failed");
-			rc = -EIO;
+		rc = cnl_client_new(
+		    &(struct cnl_client_config){
+		        .base = "", /* the URL is the whole path */
+		        .timeout_ms = CNL_OIDC_FETCH_TIMEOUT_MS,
+		        .reply_max = CNL_OIDC_JWKS_MAX,
+		    },
+		    &o->jwks);
+		if (rc < 0) {
+			seterr(err, errlen, "oidc: cannot start libcurl");
 			goto fail_free;
 		}
-		o->curl_inited = true;
 	}
 	if (pthread_rwlock_init(&o->lock, NULL) != 0)
 		goto oom_free;
@@ -592,8 +566,7 @@ oom_free:
 	rc = -ENOMEM;
 	seterr(err, errlen, "oidc: out of memory");
 fail_free:
-	if (o->curl_inited)
-		curl_global_cleanup();
+	cnl_client_free(o->jwks);
 	free(o->issuer);
 	free(o->audience);
 	free(o->jwks_file);
@@ -610,8 +583,7 @@ void cnl_oidc_free(struct cnl_oidc *o)
 	keyset_free(o->keys);
 	pthread_mutex_destroy(&o->reload_mu);
 	pthread_rwlock_destroy(&o->lock);
-	if (o->curl_inited)
-		curl_global_cleanup();
+	cnl_client_free(o->jwks);
 	free(o->issuer);
 	free(o->audience);
 	free(o->jwks_file);
@@ -709,110 +681,6 @@ static EVP_PKEY *refetch_and_find(struct cnl_oidc *o, const char *kid,
 	return find_key(o, kid, &several);
 }
 
-/* Decode one base64url part and parse it as a JSON object; NULL if not. */
-static json_t *part_json(const char *s, size_t len)
-{
-	uint8_t *buf;
-	json_t *j = NULL;
-	int n;
-
-	buf = malloc(PART_MAX);
-	if (!buf)
-		return NULL;
-	n = cnl_auth_b64url_decode(s, len, buf, PART_MAX);
-	if (n >= 0)
-		j = json_loadb((const char *)buf, (size_t)n,
-		               JSON_REJECT_DUPLICATES, NULL);
-	free(buf);
-	if (j && !json_is_object(j)) {
-		json_decref(j);
-		j = NULL;
-	}
-	return j;
-}
-
-/* An optional string claim of at most @cap - 1 bytes, no NUL inside. */
-static bool get_str(json_t *o, const char *name, bool required, char *dst,
-                    size_t cap)
-{
-	json_t *v = json_object_get(o, name);
-	size_t n;
-
-	if (!v)
-		return !required;
-	if (!json_is_string(v))
-		return false;
-	n = json_string_length(v);
-	if (n >= cap || (required && n == 0) ||
-	    strlen(json_string_value(v)) != n)
-		return false;
-	memcpy(dst, json_string_value(v), n + 1);
-	return true;
-}
-
-/* An integer claim into *@dst; 0 absent, 1 read, -1 not an integer. */
-static int get_int(json_t *o, const char *name, int64_t *dst)
-{
-	json_t *v = json_object_get(o, name);
-
-	if (!v)
-		return 0;
-	if (!json_is_integer(v))
-		return -1;
-	*dst = (int64_t)json_integer_value(v);
-	return 1;
-}
-
-/* @t lies more than the allowed skew after @now (overflow-safe). */
-static bool too_far_ahead(int64_t t, int64_t now)
-{
-	return t > now && (uint64_t)t - (uint64_t)now > CNL_AUTH_JWT_SKEW_S;
-}
-
-/* @exp lies the allowed skew or more before @now (overflow-safe). */
-static bool expired(int64_t exp, int64_t now)
-{
-	return exp <= now &&
-	       (uint64_t)now - (uint64_t)exp >= CNL_AUTH_JWT_SKEW_S;
-}
-
-static bool aud_ok(json_t *o, const char *audience)
-{
-	json_t *aud = json_object_get(o, "aud"), *e;
-	bool found = false;
-	size_t i;
-
-	if (json_is_string(aud))
-		return strcmp(json_string_value(aud), audience) == 0;
-	if (!json_is_array(aud))
-		return false;
-	json_array_foreach (aud, i, e) {
-		if (!json_is_string(e))
-			return false;
-		if (strcmp(json_string_value(e), audience) == 0)
-			found = true;
-	}
-	return found;
-}
-
-/* A CNLab user name: 1..63 of [A-Za-z0-9._-], not starting '.' or '-'. */
-static bool valid_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= CNL_OIDC_USERNAME_MAX || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == '-'))
-			return false;
-	}
-	return true;
-}
-
 /* Check the header; on success *@ret_kid is the kid (or NULL if absent). */
 static int check_header(json_t *h, const char **ret_kid, char *err,
                         size_t errlen)
@@ -889,72 +757,33 @@ out:
 static int check_claims(const struct cnl_oidc *o, json_t *p, int64_t now_s,
                         struct cnl_oidc_identity *id, char *err, size_t errlen)
 {
-	json_t *iss = json_object_get(p, "iss");
-	int64_t iat = 0, nbf = 0;
-	int r;
+	struct cnl_jwt_times t;
+	int rc;
 
-	if (!json_is_string(iss) ||
-	    strcmp(json_string_value(iss), o->issuer) != 0) {
-		seterr(err, errlen, "token \"iss\" is not the issuer %s",
-		       o->issuer);
-		return -CNL_EAUTH;
-	}
-	if (!aud_ok(p, o->audience)) {
-		seterr(err, errlen, "token \"aud\" does not contain %s",
-		       o->audience);
-		return -CNL_EAUTH;
-	}
-	if (get_int(p, "exp", &id->exp) != 1) {
-		seterr(err, errlen, "token \"exp\" missing or not an integer");
-		return -CNL_EAUTH;
-	}
-	if (expired(id->exp, now_s)) {
-		seterr(err, errlen, "token expired %lld s ago",
-		       (long long)((uint64_t)now_s - (uint64_t)id->exp));
-		return -CNL_EAUTH;
-	}
-	if (get_int(p, "iat", &iat) != 1) {
-		seterr(err, errlen, "token \"iat\" missing or not an integer");
-		return -CNL_EAUTH;
-	}
-	if (too_far_ahead(iat, now_s)) {
-		seterr(err, errlen, "token \"iat\" is in the future");
-		return -CNL_EAUTH;
-	}
-	r = get_int(p, "nbf", &nbf);
-	if (r < 0 || (r == 1 && too_far_ahead(nbf, now_s))) {
-		seterr(err, errlen,
-		       "token \"nbf\" is in the future or not an integer");
-		return -CNL_EAUTH;
-	}
-	if (!get_str(p, "sub", true, id->sub, sizeof(id->sub))) {
+	/* Another machine's clock: "exp" gets the skew too (note 1). */
+	rc = cnl_jwt_check_claims(p,
+	                          &(struct cnl_jwt_rules){
+	                              .audience = o->audience,
+	                              .issuer = o->issuer,
+	                              .now_s = now_s,
+	                              .exp_leeway_s = CNL_AUTH_JWT_SKEW_S,
+	                              .iat_required = true,
+	                          },
+	                          &t, err, errlen);
+	if (rc < 0)
+		return rc;
+	id->exp = t.exp;
+	if (!cnl_jwt_claim_str(p, "sub", true, id->sub, sizeof(id->sub))) {
 		seterr(err, errlen, "token \"sub\" missing, empty or too long");
 		return -CNL_EAUTH;
 	}
-	if (!get_str(p, "email", false, id->email, sizeof(id->email))) {
+	if (!cnl_jwt_claim_str(p, "email", false, id->email,
+	                       sizeof(id->email))) {
 		seterr(err, errlen, "token \"email\" not a string or too long");
 		return -CNL_EAUTH;
 	}
-	/* The buffer is one byte larger than a name so 64 bytes are seen. */
-	{
-		char name[CNL_OIDC_USERNAME_MAX + 1] = "";
-		json_t *v = json_object_get(p, o->username_claim);
-
-		if (!v) {
-			seterr(err, errlen, "token has no \"%s\" claim",
-			       o->username_claim);
-			return -CNL_EAUTH;
-		}
-		if (!get_str(p, o->username_claim, true, name, sizeof(name)) ||
-		    !valid_name(name)) {
-			seterr(err, errlen,
-			       "token \"%s\" is not a valid CNLab user name",
-			       o->username_claim);
-			return -CNL_EAUTH;
-		}
-		memcpy(id->username, name, strlen(name) + 1);
-	}
-	return 0;
+	return cnl_jwt_claim_name(p, o->username_claim, id->username, err,
+	                          errlen);
 }
 
 int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
@@ -987,7 +816,7 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 		seterr(err, errlen, "token is not three '.'-separated parts");
 		return -CNL_EAUTH;
 	}
-	header = part_json(id_token, (size_t)(d1 - id_token));
+	header = cnl_jwt_part_json(id_token, (size_t)(d1 - id_token));
 	if (!header) {
 		seterr(err, errlen,
 		       "token header is not base64url of a JSON object");
@@ -997,8 +826,8 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 	if (rc < 0)
 		goto out;
 
-	n = cnl_auth_b64url_decode(d2 + 1, (size_t)(end - d2 - 1), sig,
-	                           sizeof(sig));
+	n = cnl_b64_decode(d2 + 1, (size_t)(end - d2 - 1), CNL_B64_URL, sig,
+	                   sizeof(sig));
 	if (n <= 0) {
 		seterr(err, errlen,
 		       "token signature is not base64url or too long");
@@ -1026,7 +855,7 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 	if (rc < 0)
 		goto out;
 
-	payload = part_json(d1 + 1, (size_t)(d2 - d1 - 1));
+	payload = cnl_jwt_part_json(d1 + 1, (size_t)(d2 - d1 - 1));
 	if (!payload) {
 		seterr(err, errlen,
 		       "token payload is not base64url of a JSON object");
@@ -1063,7 +892,7 @@ bool cnl_oidc_looks_like(const char *token)
 	if (!d2 || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - token)) ||
 	    d1 - token > LOOKS_MAX)
 		return false;
-	h = part_json(token, (size_t)(d1 - token));
+	h = cnl_jwt_part_json(token, (size_t)(d1 - token));
 	alg = json_object_get(h, "alg");
 	yes =
 	    json_is_string(alg) && strcmp(json_string_value(alg), "RS256") == 0;

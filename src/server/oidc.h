@@ -53,8 +53,9 @@ struct cnl_oidc_config {
 	const char *issuer;   /* required: the token's "iss", exactly */
 	const char *audience; /* required: must appear in "aud" */
 	/* Exactly one of the two: a JWKS file, or an http:// or https:// URL
-	 * fetched with libcurl (CNL_OIDC_FETCH_TIMEOUT_MS, CNL_OIDC_JWKS_MAX,
-	 * no redirects, TLS peer and host verified for https). */
+	 * fetched with net/client.h (CNL_OIDC_FETCH_TIMEOUT_MS,
+	 * CNL_OIDC_JWKS_MAX, no redirects, TLS peer and host verified for
+	 * https). */
 	const char *jwks_file;
 	const char *jwks_url;
 	/* The claim whose value is the CNLab user name; NULL means

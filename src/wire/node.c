@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cnlab/errors.h"
+#include "common/base64.h"
 #include "common/json.h"
 #include "common/time.h"
 #include "common/util.h"
@@ -794,19 +795,15 @@ void cnl_wire_log_done(struct cnl_wire_log *m)
 static bool base64_ok(const char *s, size_t max)
 {
 	size_t n = strlen(s);
+	uint8_t *buf;
+	int r;
 
 	if (n % 4 || n / 4 * 3 > max + 2)
 		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		      (c >= '0' && c <= '9') || c == '+' || c == '/' ||
-		      (c == '=' && i >= n - 2 &&
-		       (i == n - 1 || s[n - 1] == '='))))
-			return false;
-	}
-	return true;
+	buf = cnl_xmalloc(n / 4 * 3 + 1);
+	r = cnl_b64_decode(s, n, CNL_B64_STD | CNL_B64_PAD, buf, n / 4 * 3 + 1);
+	free(buf);
+	return r >= 0 && (size_t)r <= max;
 }
 
 /* A plain file name: 1..63 of A-Z a-z 0-9 . _ -, not "." or "..". */

@@ -28,8 +28,8 @@ int cnl_cli_cmd_audit(struct cnl_cli *cli)
 	size_t i;
 	int code;
 
-	ea = cnl_cli_url_escape(after ? after : "0");
-	el = cnl_cli_url_escape(limit ? limit : "100");
+	ea = cnl_client_url_escape(after ? after : "0");
+	el = cnl_client_url_escape(limit ? limit : "100");
 	path = cnl_cli_pathf("/v1/audit?after=%s&limit=%s", ea, el);
 	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, &o)))
 		return code;

@@ -66,7 +66,7 @@ static int finish_login(struct cnl_cli *cli, const char *token)
 	int code;
 
 	cli->token = token;
-	cnl_cli_client_free(cli->client);
+	cnl_client_free(cli->client);
 	cli->client = NULL;
 	if ((code = cnl_cli_call(cli, "GET", "/v1/auth/whoami", NULL, NULL,
 	                         NULL, &me)))

@@ -59,7 +59,7 @@ int cnl_cli_cmd_node_list(struct cnl_cli *cli)
 int cnl_cli_cmd_node_show(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *e = cnl_client_url_escape(name);
 	_cleanup_free_ char *path = cnl_cli_pathf("/v1/nodes/%s", e);
 	char what[160];
 	json_t *o, *it;
@@ -101,7 +101,7 @@ int cnl_cli_cmd_node_show(struct cnl_cli *cli)
 static int set_state(struct cnl_cli *cli, const char *state, const char *msg)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *e = cnl_client_url_escape(name);
 	_cleanup_free_ char *path = cnl_cli_pathf("/v1/nodes/%s", e);
 	char what[160];
 	json_t *body, *o;

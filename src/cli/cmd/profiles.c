@@ -109,7 +109,7 @@ int cnl_cli_cmd_profile_create(struct cnl_cli *cli)
 int cnl_cli_cmd_profile_delete(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *e = cnl_client_url_escape(name);
 	_cleanup_free_ char *path = cnl_cli_pathf("/v1/profiles/%s", e);
 	char what[160];
 	json_t *o;

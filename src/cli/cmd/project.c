@@ -316,7 +316,7 @@ int cnl_cli_cmd_member_remove(struct cnl_cli *cli)
 
 	if ((code = cnl_cli_project(cli, cli->args.pos[0], pid, pname)))
 		return code;
-	e = cnl_cli_url_escape(user);
+	e = cnl_client_url_escape(user);
 	path = cnl_cli_pathf("/v1/projects/%s/members/%s", pid, e);
 	snprintf(what, sizeof(what), "member \"%s\" of project %s", user,
 	         pname);

@@ -43,7 +43,7 @@ int cnl_cli_cmd_quota_show(struct cnl_cli *cli)
 	int code;
 
 	if (want) {
-		_cleanup_free_ char *e = cnl_cli_url_escape(want);
+		_cleanup_free_ char *e = cnl_client_url_escape(want);
 
 		path = cnl_cli_pathf("/v1/quota?project=%s", e);
 	} else {
@@ -125,7 +125,7 @@ int cnl_cli_cmd_quota_set(struct cnl_cli *cli)
 		    "give at least one of --gpu-hours, "
 		    "--storage-gb-days and --concurrent-servers");
 	}
-	e = cnl_cli_url_escape(user ? user : project);
+	e = cnl_client_url_escape(user ? user : project);
 	path = cnl_cli_pathf("/v1/%s/%s/quota", user ? "users" : "projects", e);
 	snprintf(what, sizeof(what), "%s \"%s\"", user ? "user" : "project",
 	         user ? user : project);

@@ -35,6 +35,7 @@
 #include "common/label.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "common/base64.h"
 
 #define POLL_MS       250
 #define SCRIPT_MAX    (512 * 1024) /* the control plane's file limit */
@@ -62,7 +63,7 @@ static int drain_logs(struct cnl_cli *cli, const char *id, char *after,
                       size_t after_len)
 {
 	for (;;) {
-		_cleanup_free_ char *ea = cnl_cli_url_escape(after);
+		_cleanup_free_ char *ea = cnl_client_url_escape(after);
 		_cleanup_free_ char *base = pathf2("/v1/jobs/", id, "/logs");
 		size_t n = strlen(base) + strlen(ea) + 32;
 		_cleanup_free_ char *path = cnl_xmalloc(n);
@@ -135,12 +136,12 @@ static int fetch_artifacts(struct cnl_cli *cli, const char *id, const char *dir)
 	}
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		const char *name = cnl_cli_str(it, "name", "");
-		_cleanup_free_ char *en = cnl_cli_url_escape(name);
+		_cleanup_free_ char *en = cnl_client_url_escape(name);
 		_cleanup_free_ char *base =
 		    pathf2("/v1/jobs/", id, "/artifacts/");
 		_cleanup_free_ char *p2 = pathf2(base, en, "");
 		_cleanup_free_ char *file = pathf2(dir, "/", name);
-		struct cnl_cli_reply r;
+		struct cnl_client_reply r;
 		FILE *f;
 
 		if (!cnl_cli_safe_name(name)) {
@@ -157,14 +158,14 @@ static int fetch_artifacts(struct cnl_cli *cli, const char *id, const char *dir)
 		if (!f || fwrite(r.body, 1, r.len, f) != r.len) {
 			if (f)
 				fclose(f);
-			cnl_cli_reply_done(&r);
+			cnl_client_reply_done(&r);
 			json_decref(o);
 			return cnl_cli_fail(CNL_EXIT_ERROR,
 			                    "cannot write %s: %s", file,
 			                    strerror(errno));
 		}
 		fclose(f);
-		cnl_cli_reply_done(&r);
+		cnl_client_reply_done(&r);
 		got++;
 	}
 	json_decref(o);
@@ -499,7 +500,7 @@ static int build_command(struct cnl_cli *cli, char *buf, size_t len,
 		free(data);
 		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s", script);
 	}
-	b64 = cnl_cli_base64(data, (size_t)n);
+	b64 = cnl_b64_encode_new(data, (size_t)n, CNL_B64_PAD);
 	*ret_files = json_pack("{s:s}", base, b64);
 	free(b64);
 	free(data);

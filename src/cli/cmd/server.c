@@ -247,22 +247,22 @@ int cnl_cli_cmd_server_create(struct cnl_cli *cli)
 	}
 	path = cnl_cli_pathf("/v1/projects/%s/servers", pid);
 	for (int tries = 1; generated && tries < 5; tries++) {
-		struct cnl_cli_reply r = {0};
+		struct cnl_client_reply r = {0};
 
 		/* A generated name that clashes: another one, quietly. */
 		if (!cnl_cli_client(cli) ||
-		    cnl_cli_request(cli->client, "POST", path, body, NULL, &r) <
+		    cnl_client_send(cli->client, "POST", path, body, NULL, &r) <
 		        0 ||
 		    r.status != 409) {
 			if (r.status >= 200 && r.status < 300) {
 				o = json_incref(r.json);
-				cnl_cli_reply_done(&r);
+				cnl_client_reply_done(&r);
 				goto created;
 			}
-			cnl_cli_reply_done(&r);
+			cnl_client_reply_done(&r);
 			break;
 		}
-		cnl_cli_reply_done(&r);
+		cnl_client_reply_done(&r);
 		pick_name(image, gen, sizeof(gen));
 		json_object_set_new(body, "name", json_string(gen));
 	}

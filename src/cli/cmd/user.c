@@ -68,7 +68,7 @@ int cnl_cli_cmd_user_create(struct cnl_cli *cli)
 int cnl_cli_cmd_user_invite(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *e = cnl_client_url_escape(name);
 	_cleanup_free_ char *path = cnl_cli_pathf("/v1/users/%s/invite", e);
 	char what[160];
 	json_t *o;
@@ -114,7 +114,7 @@ int cnl_cli_cmd_user_list(struct cnl_cli *cli)
 int cnl_cli_cmd_user_show(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_cli_url_escape(name);
+	_cleanup_free_ char *e = cnl_client_url_escape(name);
 	_cleanup_free_ char *path = cnl_cli_pathf("/v1/users/%s", e);
 	char what[160];
 	json_t *o, *m;

@@ -18,6 +18,7 @@
 
 #include "cli/format.h"
 #include "cnlab/errors.h"
+#include "common/base64.h"
 
 /* The text @t prints. */
 static char *table_text(struct cnl_cli_table *t)
@@ -295,7 +296,7 @@ static void test_script_command(void **state)
 	assert_string_equal(buf, "sh run.sh --lr 'it'\\''s'");
 	/* Run as the agent would: the file written from its base64, then
 	 * the command, in the job's directory. */
-	b64 = cnl_cli_base64((const unsigned char *)script, strlen(script));
+	b64 = cnl_b64_encode_new(script, strlen(script), CNL_B64_PAD);
 	snprintf(cmd, sizeof(cmd), "echo %s | base64 -d > run.sh && %s", b64,
 	         buf);
 	free(b64);
@@ -311,7 +312,7 @@ static void test_script_command(void **state)
 		char want[8] = "abcd";
 
 		want[n] = '\0';
-		b64 = cnl_cli_base64((const unsigned char *)"abcd", n);
+		b64 = cnl_b64_encode_new("abcd", n, CNL_B64_PAD);
 		snprintf(cmd, sizeof(cmd), "printf %%s '%s' | base64 -d", b64);
 		free(b64);
 		run_sh(cmd, out, sizeof(out));

@@ -37,9 +37,10 @@
 #include "cnlab/errors.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "common/base64.h"
+#include "net/http_server.h"
 #include "server/api.h"
 #include "server/auth.h"
-#include "server/http.h"
 #include "store/store.h"
 #include "client.h"
 
@@ -270,7 +271,8 @@ static void test_login(void **state)
 /* base64url(@json) into @out. */
 static void b64(const char *json, char *out, size_t len)
 {
-	assert_true(cnl_auth_b64url_encode(json, strlen(json), out, len) > 0);
+	assert_true(cnl_b64_encode(json, strlen(json), CNL_B64_URL, out, len) >
+	            0);
 }
 
 static void expect_401(const char *token, const char *what)

@@ -36,9 +36,9 @@
 #include "cnlab/errors.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/http_server.h"
 #include "server/api.h"
 #include "server/auth.h"
-#include "server/http.h"
 #include "store/store.h"
 
 #define SECRET  "test secret for cnlabd, 32+ bytes long"
@@ -1591,11 +1591,14 @@ static void test_gang(void **state)
 	assert_string_equal(str(o, "command"), "train");
 	json_decref(o);
 
-	/* Both start in one cycle, each on a node of its own (H100s). */
+	/* Both start in one cycle, each on a node of its own (H100s).  Both
+	 * places are known before either assignment's node list is read. */
 	tick(now_ms());
 	for (int i = 0; i < 2; i++) {
 		at[i] = d_where(g[i]);
 		assert_true(at[i] == 0 || at[i] == 1);
+	}
+	for (int i = 0; i < 2; i++) {
 		a = d_assignment(g[i], at[i]);
 		ep[i] = epoch_of(a);
 		json_t *ga = json_object_get(a, "gang");

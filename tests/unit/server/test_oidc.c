@@ -32,6 +32,7 @@
 #include <openssl/pem.h>
 
 #include "cnlab/errors.h"
+#include "common/base64.h"
 #include "server/auth.h"
 #include "server/oidc.h"
 
@@ -58,7 +59,7 @@ static char *b64(const void *p, size_t n)
 	char *s = malloc(cap);
 
 	assert_non_null(s);
-	assert_true(cnl_auth_b64url_encode(p, n, s, cap) >= 0);
+	assert_true(cnl_b64_encode(p, n, CNL_B64_URL, s, cap) >= 0);
 	return s;
 }
 

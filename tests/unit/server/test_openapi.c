@@ -19,8 +19,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "net/http_server.h"
 #include "server/api.h"
-#include "server/http.h"
 
 #define MAX_OPS 256
 

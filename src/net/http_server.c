@@ -1,5 +1,6 @@
 /*
- * http.c - the HTTP layer of cnlabd over libmicrohttpd (see http.h).
+ * http_server.c - the HTTP server wrapper over libmicrohttpd (see
+ * http_server.h).
  *
  * libmicrohttpd calls the access handler several times per request: once
  * with the headers (we allocate a struct conn_state), then once per chunk
@@ -25,7 +26,8 @@
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/util.h"
-#include "server/http.h"
+#include "net/error.h"
+#include "net/http_server.h"
 
 struct cnl_http_server {
 	struct MHD_Daemon *daemon;
@@ -273,9 +275,7 @@ void cnl_http_error(struct cnl_http_response *resp, unsigned status,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	cnl_http_reply(
-	    resp, status,
-	    json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+	cnl_http_reply(resp, status, cnl_http_error_body(code, msg));
 }
 
 /* Send @resp on @conn and release its body. */

@@ -1,6 +1,8 @@
 /*
- * http.h - cnlabd's HTTP layer over libmicrohttpd: request bodies gathered
- * under a size limit, a declarative route table, and JSON error bodies.
+ * http_server.h - the HTTP server wrapper over libmicrohttpd: request
+ * bodies gathered under a size limit, a declarative route table, and JSON
+ * error bodies.  cnlabd serves its REST API with it, the node agent its
+ * /metrics and /healthz.
  *
  * Design.  The REST API is one static array of struct cnl_http_route rows
  * (after Redis' command table).  Each row names its method, its path
@@ -21,13 +23,14 @@
  *
  * Every error body has the one shape
  *   {"error": {"code": "not_found", "message": "..."}}
- * made by cnl_http_error().
+ * made by cnl_http_error() through net/error.h, which clients use to read
+ * it back.
  *
  * Threading: every connection gets its own thread (so a long poll never
  * holds up other requests); the serve callback must do its own locking.
  */
-#ifndef CNL_SERVER_HTTP_H
-#define CNL_SERVER_HTTP_H
+#ifndef CNL_NET_HTTP_SERVER_H
+#define CNL_NET_HTTP_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -200,4 +203,4 @@ uint16_t cnl_http_server_port(const struct cnl_http_server *srv);
 /* cnl_http_server_free - stop serving and free; NULL is allowed. */
 void cnl_http_server_free(struct cnl_http_server *srv);
 
-#endif /* CNL_SERVER_HTTP_H */
+#endif /* CNL_NET_HTTP_SERVER_H */

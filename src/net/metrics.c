@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "server/metrics.h"
+#include "net/metrics.h"
 
 const double cnl_hist_bounds[CNL_HIST_BUCKETS] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,

@@ -1,13 +1,14 @@
 /*
- * metrics.h - Prometheus text exposition (format 0.0.4) for cnlabd.
+ * metrics.h - Prometheus text exposition (format 0.0.4) for cnlabd's and
+ * the node agent's /metrics.
  *
  * A growable text buffer with helpers that write a family's HELP and TYPE
  * lines once, then its samples, and a fixed-bucket latency histogram.
  * Label values are escaped (backslash, quote, newline) as the format asks,
  * so promtool accepts whatever names users give projects.
  */
-#ifndef CNL_SERVER_METRICS_H
-#define CNL_SERVER_METRICS_H
+#ifndef CNL_NET_METRICS_H
+#define CNL_NET_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,4 +47,4 @@ void cnl_hist_observe(struct cnl_hist *h, double seconds);
 void cnl_hist_write(struct cnl_metrics_buf *b, const char *name,
                     const char *labels, const struct cnl_hist *h);
 
-#endif /* CNL_SERVER_METRICS_H */
+#endif /* CNL_NET_METRICS_H */

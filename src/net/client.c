@@ -1,0 +1,300 @@
+/*
+ * client.c - CNLab's one HTTP client over libcurl (see client.h).
+ *
+ * Each request resets the client's easy handle (curl_easy_reset keeps the
+ * connection cache, so keep-alive survives) and sets every option again,
+ * so no option of one request leaks into the next.  The reply is gathered
+ * in a buffer that refuses to grow past the limit in the write callback;
+ * CURLOPT_MAXFILESIZE refuses earlier when the server announces a larger
+ * Content-Length, but the callback is what holds when it does not.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "common/util.h"
+#include "net/client.h"
+#include "net/error.h"
+
+struct cnl_client {
+	CURL *curl;
+	char *base;       /* without trailing '/' */
+	char *auth;       /* "Authorization: Bearer ..." or NULL */
+	char *cafile;     /* or NULL */
+	char *user_agent; /* or NULL */
+	long connect_timeout_ms;
+	long timeout_ms;
+	size_t reply_max;
+};
+
+struct buf {
+	char *p;
+	size_t n;
+	size_t max;
+	bool too_large;
+};
+
+static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct buf *b = ud;
+	size_t n = size * nmemb;
+
+	if (n > b->max - b->n) {
+		b->too_large = true;
+		return 0; /* makes libcurl fail with CURLE_WRITE_ERROR */
+	}
+	b->p = cnl_xrealloc(b->p, b->n + n + 1);
+	memcpy(b->p + b->n, data, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+	return n;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s && *s ? cnl_xstrdup(s) : NULL;
+}
+
+int cnl_client_new(const struct cnl_client_config *cfg, struct cnl_client **ret)
+{
+	struct cnl_client *cl;
+	size_t n;
+
+	if (!cfg || !ret || !cfg->base)
+		return -EINVAL;
+	if (strlen(cfg->base) >= CNL_CLIENT_BASE_MAX ||
+	    (cfg->token && strnlen(cfg->token, CNL_CLIENT_TOKEN_MAX + 1) >
+	                       CNL_CLIENT_TOKEN_MAX))
+		return -EINVAL;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -EIO;
+	cl = cnl_xcalloc(1, sizeof(*cl));
+	if (!(cl->curl = curl_easy_init())) {
+		free(cl);
+		curl_global_cleanup();
+		return -EIO;
+	}
+	cl->base = cnl_xstrdup(cfg->base);
+	n = strlen(cl->base);
+	while (n > 0 && cl->base[n - 1] == '/')
+		cl->base[--n] = '\0';
+	if (cfg->token && *cfg->token) {
+		n = strlen(cfg->token) + 32;
+		cl->auth = cnl_xmalloc(n);
+		snprintf(cl->auth, n, "Authorization: Bearer %s", cfg->token);
+	}
+	cl->cafile = dup_or_null(cfg->cafile);
+	cl->user_agent = dup_or_null(cfg->user_agent);
+	cl->connect_timeout_ms = cfg->connect_timeout_ms;
+	cl->timeout_ms = cfg->timeout_ms;
+	cl->reply_max =
+	    cfg->reply_max ? cfg->reply_max : CNL_CLIENT_REPLY_MAX_DEFAULT;
+	*ret = cl;
+	return 0;
+}
+
+void cnl_client_free(struct cnl_client *cl)
+{
+	if (!cl)
+		return;
+	curl_easy_cleanup(cl->curl);
+	free(cl->base);
+	if (cl->auth) {
+		explicit_bzero(cl->auth, strlen(cl->auth));
+		free(cl->auth);
+	}
+	free(cl->cafile);
+	free(cl->user_agent);
+	free(cl);
+	curl_global_cleanup();
+}
+
+void cnl_client_reply_done(struct cnl_client_reply *r)
+{
+	if (!r)
+		return;
+	free(r->body);
+	json_decref(r->json);
+	r->body = NULL;
+	r->json = NULL;
+}
+
+char *cnl_client_url_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = cnl_xmalloc(strlen(s) * 3 + 1), *o = out;
+
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || strchr("-._~", ch)) {
+			*o++ = (char)ch;
+		} else {
+			*o++ = '%';
+			*o++ = hex[ch >> 4];
+			*o++ = hex[ch & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Fill @ret for a request that got no reply; returns -EIO. */
+static int no_reply(struct cnl_client_reply *ret, struct buf *b,
+                    const char *error, const char *detail)
+{
+	ret->too_large = b->too_large;
+	snprintf(ret->error, sizeof(ret->error), "%s",
+	         b->too_large ? "response too large" : error);
+	snprintf(ret->detail, sizeof(ret->detail), "%s",
+	         b->too_large ? "" : detail);
+	free(b->p);
+	return -EIO;
+}
+
+int cnl_client_request(struct cnl_client *cl,
+                       const struct cnl_client_request *rq,
+                       struct cnl_client_reply *ret)
+{
+	char cerr[CURL_ERROR_SIZE] = "";
+	struct curl_slist *h = NULL;
+	struct buf b = {0};
+	_cleanup_free_ char *url = NULL, *text = NULL, *idem_h = NULL,
+	                    *ct_h = NULL;
+	long timeout_ms;
+	size_t n;
+	CURLcode cc;
+	CURL *e;
+
+	if (!ret)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	if (!cl || !rq || !rq->method || !rq->path)
+		return -EINVAL;
+	e = cl->curl;
+	b.max = cl->reply_max;
+	n = strlen(cl->base) + strlen(rq->path) + 1;
+	url = cnl_xmalloc(n);
+	snprintf(url, n, "%s%s", cl->base, rq->path);
+	if (rq->json && !(text = json_dumps(rq->json, JSON_COMPACT))) {
+		snprintf(ret->error, sizeof(ret->error),
+		         "cannot encode the request");
+		return -ENOMEM;
+	}
+
+	curl_easy_reset(e);
+	if (curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK ||
+	    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") !=
+	        CURLE_OK)
+		return no_reply(ret, &b, "URL refused by libcurl", "");
+	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, rq->method);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
+	                 (curl_off_t)cl->reply_max);
+	if (cl->connect_timeout_ms > 0)
+		curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+		                 cl->connect_timeout_ms);
+	timeout_ms = rq->timeout_ms > 0 ? rq->timeout_ms : cl->timeout_ms;
+	if (timeout_ms > 0)
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+	if (cl->cafile)
+		curl_easy_setopt(e, CURLOPT_CAINFO, cl->cafile);
+	if (cl->user_agent)
+		curl_easy_setopt(e, CURLOPT_USERAGENT, cl->user_agent);
+
+	if (cl->auth)
+		h = curl_slist_append(h, cl->auth);
+	h = curl_slist_append(h, "Accept: application/json");
+	if (rq->idempotency_key) {
+		n = strlen(rq->idempotency_key) + 20;
+		idem_h = cnl_xmalloc(n);
+		snprintf(idem_h, n, "Idempotency-Key: %s", rq->idempotency_key);
+		h = curl_slist_append(h, idem_h);
+	}
+	if (text) {
+		h = curl_slist_append(h, "Content-Type: application/json");
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, text);
+	} else if (rq->body) {
+		if (rq->content_type) {
+			n = strlen(rq->content_type) + 16;
+			ct_h = cnl_xmalloc(n);
+			snprintf(ct_h, n, "Content-Type: %s", rq->content_type);
+			h = curl_slist_append(h, ct_h);
+		}
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+		                 (curl_off_t)rq->body_len);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, rq->body);
+	} else if (strcmp(rq->method, "GET") != 0) {
+		h = curl_slist_append(h, "Content-Type: application/json");
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, "{}");
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+	cc = curl_easy_perform(e);
+	curl_slist_free_all(h);
+	if (cc == CURLE_FILESIZE_EXCEEDED)
+		b.too_large = true;
+	if (cc != CURLE_OK)
+		return no_reply(ret, &b, curl_easy_strerror(cc), cerr);
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &ret->status);
+	ret->body = b.p ? b.p : cnl_xstrdup("");
+	ret->len = b.n;
+	if (ret->len && (ret->body[0] == '{' || ret->body[0] == '['))
+		ret->json = json_loadb(ret->body, ret->len, 0, NULL);
+	return 0;
+}
+
+int cnl_client_send(struct cnl_client *cl, const char *method, const char *path,
+                    json_t *body, const char *idem,
+                    struct cnl_client_reply *ret)
+{
+	return cnl_client_request(cl,
+	                          &(struct cnl_client_request){
+	                              .method = method,
+	                              .path = path,
+	                              .json = body,
+	                              .idempotency_key = idem,
+	                          },
+	                          ret);
+}
+
+long cnl_client_call(struct cnl_client *cl, const char *method,
+                     const char *path, json_t *body, long timeout_s,
+                     json_t **ret, char *err, size_t errlen)
+{
+	struct cnl_client_reply r;
+	const char *msg;
+	int rc;
+
+	if (ret)
+		*ret = NULL;
+	rc = cnl_client_request(cl,
+	                        &(struct cnl_client_request){
+	                            .method = method,
+	                            .path = path,
+	                            .json = body,
+	                            .timeout_ms = timeout_s * 1000,
+	                        },
+	                        &r);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s %s: %s", method ? method : "",
+		         path ? path : "", r.error);
+		cnl_client_reply_done(&r);
+		return rc;
+	}
+	if (r.status >= 400) {
+		cnl_http_error_read(r.json, NULL, &msg);
+		snprintf(err, errlen, "%s %s: %ld %s", method, path, r.status,
+		         msg ? msg : "");
+	}
+	if (ret)
+		*ret = json_incref(r.json);
+	cnl_client_reply_done(&r);
+	return r.status;
+}

@@ -1,0 +1,147 @@
+/*
+ * client.h - CNLab's one HTTP client (libcurl): the CLI, the node agent
+ * and cnlabd's JWKS fetch all talk HTTP through it.
+ *
+ * A client is a base URL, an optional bearer token and CA file, timeouts,
+ * a reply limit, and one libcurl easy handle that is reset, not freed,
+ * between requests, so the connection to the server is kept alive across
+ * them.  A client is used by one thread at a time; a program with several
+ * threads gives each its own (the agent has three).
+ *
+ * What every request does:
+ *   - the URL is the base (trailing '/' dropped) followed by the path; a
+ *     client with the base "" takes whole URLs as paths;
+ *   - only http:// and https:// URLs, no redirects followed, no signals
+ *     (CURLOPT_NOSIGNAL: we live in threaded programs);
+ *   - headers: "Authorization: Bearer <token>" when the client has one,
+ *     "Accept: application/json", "Idempotency-Key" when the request has
+ *     one, "User-Agent" when the client has one;
+ *   - a JSON body goes as compact JSON with "Content-Type:
+ *     application/json"; a raw body as is, with its content type; a
+ *     method other than GET without either sends "{}" as JSON, since
+ *     cnlabd wants a JSON object on every state-changing route;
+ *   - the reply is read up to the client's limit; more is an error.
+ *
+ * What counts as unreachable: no HTTP reply at all (DNS, connect, TLS,
+ * timeout, a reply over the limit) is -EIO with the reason in the reply;
+ * any HTTP status, 4xx and 5xx included, is a reply and returns 0.
+ *
+ * Needs curl_global_init(), which cnl_client_new() calls and
+ * cnl_client_free() balances (reference-counted and thread-safe in the
+ * libcurl this project requires).
+ */
+#ifndef CNL_NET_CLIENT_H
+#define CNL_NET_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* Bytes of a base URL, NUL included; longer ones are refused. */
+#define CNL_CLIENT_BASE_MAX 1024
+/* Bytes of a bearer token (an OIDC ID token may be 8 KiB). */
+#define CNL_CLIENT_TOKEN_MAX 16384
+/* Default largest reply body (64 MiB). */
+#define CNL_CLIENT_REPLY_MAX_DEFAULT ((size_t)64 << 20)
+/* Room for the reasons in a reply, NUL included. */
+#define CNL_CLIENT_ERROR_MAX  512
+#define CNL_CLIENT_DETAIL_MAX 256
+
+/* How a client talks; strings are copied by cnl_client_new(). */
+struct cnl_client_config {
+	const char *base;        /* "https://host:8443"; "": paths are URLs */
+	const char *token;       /* bearer; NULL or "": none sent */
+	const char *cafile;      /* verifies a TLS server; NULL: system CAs */
+	const char *user_agent;  /* NULL: no User-Agent header */
+	long connect_timeout_ms; /* 0: libcurl's default */
+	long timeout_ms;         /* whole request, unless the request says;
+	                            0: no limit */
+	size_t reply_max;        /* 0: CNL_CLIENT_REPLY_MAX_DEFAULT */
+};
+
+struct cnl_client;
+
+/*
+ * cnl_client_new - a client for @cfg in *@ret.  Returns 0; -EINVAL for a
+ * NULL argument, a NULL base, a base of CNL_CLIENT_BASE_MAX bytes or more,
+ * or a token over CNL_CLIENT_TOKEN_MAX; -EIO when libcurl cannot start.
+ * Aborts on out-of-memory (util.h).
+ */
+int cnl_client_new(const struct cnl_client_config *cfg,
+                   struct cnl_client **ret);
+
+/* cnl_client_free - close the connection and free; NULL is fine. */
+void cnl_client_free(struct cnl_client *cl);
+
+/* One request; zero-initialise and set what applies. */
+struct cnl_client_request {
+	const char *method; /* "GET", "POST", "PUT", "PATCH", "DELETE" */
+	const char *path;   /* after the base: "/v1/projects?limit=10" */
+	json_t *json;       /* the body as JSON (not stolen), or NULL */
+	const char *body;   /* else a raw body of @body_len bytes, or NULL */
+	size_t body_len;
+	const char *content_type;    /* of the raw body; NULL: none sent */
+	const char *idempotency_key; /* NULL: no Idempotency-Key header */
+	long timeout_ms;             /* 0: the client's */
+};
+
+/* What came back; free with cnl_client_reply_done(). */
+struct cnl_client_reply {
+	long status;    /* HTTP status; 0 when no reply came */
+	char *body;     /* the bytes, NUL-terminated; owned; NULL on -EIO */
+	size_t len;     /* bytes in @body */
+	json_t *json;   /* @body parsed when it starts with '{' or '[' */
+	bool too_large; /* the reply exceeded the client's limit */
+	/* On -EIO: libcurl's short reason ("Couldn't connect to server"),
+	 * or "response too large". */
+	char error[CNL_CLIENT_ERROR_MAX];
+	/* On -EIO, when libcurl has one: its detailed reason, naming host
+	 * and port ("Failed to connect to 127.0.0.1 port 1 ..."), else "". */
+	char detail[CNL_CLIENT_DETAIL_MAX];
+};
+
+/*
+ * cnl_client_request - send @rq and fill *@ret (always initialised, so
+ * cnl_client_reply_done() is always safe).  Returns 0 when a reply arrived,
+ * whatever its status; -EIO when none did (see the header comment; the
+ * reasons in ret->error and ret->detail); -ENOMEM when the JSON body
+ * cannot be encoded; -EINVAL for a NULL argument, method or path.
+ */
+int cnl_client_request(struct cnl_client *cl,
+                       const struct cnl_client_request *rq,
+                       struct cnl_client_reply *ret);
+
+/*
+ * cnl_client_send - cnl_client_request() of @method @path with the JSON
+ * @body (NULL: none) and the Idempotency-Key @idem (NULL: none), with the
+ * client's timeout.  The CLI's form.
+ */
+int cnl_client_send(struct cnl_client *cl, const char *method, const char *path,
+                    json_t *body, const char *idem,
+                    struct cnl_client_reply *ret);
+
+/*
+ * cnl_client_call - a daemon's form: @method @path with the JSON @body
+ * (NULL: none; not stolen) within @timeout_s seconds (0: the client's).
+ * Returns the HTTP status (> 0) with the parsed reply in *@ret (NULL when
+ * it is not JSON; @ret may be NULL), or -EIO when no reply came (the
+ * server is unreachable) or -ENOMEM.  @err gets "METHOD PATH: reason" when
+ * no reply came, and "METHOD PATH: STATUS message" (the error reply's
+ * message, net/error.h) for a status of 400 or more.
+ */
+long cnl_client_call(struct cnl_client *cl, const char *method,
+                     const char *path, json_t *body, long timeout_s,
+                     json_t **ret, char *err, size_t errlen);
+
+/* cnl_client_reply_done - free what a reply holds; NULL-safe, repeatable. */
+void cnl_client_reply_done(struct cnl_client_reply *r);
+
+/*
+ * cnl_client_url_escape - @s percent-encoded for one path segment or
+ * query value: everything but A-Z a-z 0-9 - . _ ~ becomes %XX.  Returns a
+ * new string to free().
+ */
+char *cnl_client_url_escape(const char *s);
+
+#endif /* CNL_NET_CLIENT_H */

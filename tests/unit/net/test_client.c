@@ -1,0 +1,366 @@
+/*
+ * test_client.c - the one HTTP client (net/client.h) against the one
+ * server wrapper (net/http_server.h) on loopback: what goes on the wire
+ * (bearer, Accept, Idempotency-Key, User-Agent, JSON, raw and the "{}" of a
+ * body-less POST), what comes back (status, bytes, JSON only for JSON),
+ * the reply limit, what counts as unreachable, the daemon form's messages,
+ * base and token limits, and URL escaping.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cnlab/errors.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "net/error.h"
+#include "net/http_server.h"
+
+static struct cnl_http_server *srv;
+static char base[64];
+
+static void no_handler(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp)
+{
+}
+
+static const struct cnl_http_route routes[] = {
+    {"GET", "/echo", CNL_PERM_PUBLIC, NULL, no_handler},
+    {"POST", "/echo", CNL_PERM_PUBLIC, "echo", no_handler},
+    {"GET", "/big", CNL_PERM_PUBLIC, NULL, no_handler},
+    {"GET", "/text", CNL_PERM_PUBLIC, NULL, no_handler},
+    {"GET", "/refused", CNL_PERM_PUBLIC, NULL, no_handler},
+};
+
+static json_t *header_or_null(struct cnl_http_request *req, const char *name)
+{
+	const char *v = cnl_http_header(req, name);
+
+	return v ? json_string(v) : json_null();
+}
+
+/* /echo describes the request; /big is 5000 bytes; /text is not JSON. */
+static void serve(void *ud, const struct cnl_http_route *route,
+                  struct cnl_http_request *req, struct cnl_http_response *resp)
+{
+	if (strcmp(route->pattern, "/big") == 0) {
+		resp->status = 200;
+		resp->text = cnl_xmalloc(5001);
+		memset(resp->text, 'x', 5000);
+		resp->text[5000] = '\0';
+		resp->content_type = "text/plain";
+		return;
+	}
+	if (strcmp(route->pattern, "/text") == 0) {
+		resp->status = 200;
+		resp->text = cnl_xstrdup("plain words");
+		resp->content_type = "text/plain";
+		return;
+	}
+	if (strcmp(route->pattern, "/refused") == 0) {
+		cnl_http_error(resp, 409, "conflict", "already %s", "there");
+		return;
+	}
+	cnl_http_reply(resp, 200,
+	               json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o}", "method",
+	                         req->method, "body", req->body, "auth",
+	                         header_or_null(req, "Authorization"), "accept",
+	                         header_or_null(req, "Accept"), "idem",
+	                         header_or_null(req, "Idempotency-Key"), "ua",
+	                         header_or_null(req, "User-Agent"), "ctype",
+	                         header_or_null(req, "Content-Type")));
+}
+
+static int setup(void **state)
+{
+	struct cnl_http_config cfg = {
+	    .host = "127.0.0.1",
+	    .routes = routes,
+	    .nroutes = CNL_ARRAY_SIZE(routes),
+	    .serve = serve,
+	};
+	char err[256];
+
+	if (cnl_http_server_new(&cfg, &srv, err, sizeof(err)) < 0) {
+		fprintf(stderr, "server: %s\n", err);
+		return -1;
+	}
+	snprintf(base, sizeof(base), "http://127.0.0.1:%u/",
+	         (unsigned)cnl_http_server_port(srv));
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	cnl_http_server_free(srv);
+	return 0;
+}
+
+static struct cnl_client *client(const char *token, size_t reply_max)
+{
+	struct cnl_client *cl = NULL;
+
+	assert_int_equal(cnl_client_new(
+	                     &(struct cnl_client_config){
+	                         .base = base,
+	                         .token = token,
+	                         .user_agent = token ? "cnlab-test/1" : NULL,
+	                         .connect_timeout_ms = 5000,
+	                         .timeout_ms = 10000,
+	                         .reply_max = reply_max,
+	                     },
+	                     &cl),
+	                 0);
+	return cl;
+}
+
+static const char *member(const json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k));
+}
+
+static void test_what_goes_on_the_wire(void **state)
+{
+	struct cnl_client *cl = client("tok123", 0);
+	struct cnl_client_reply r;
+	json_t *body = json_pack("{s:i}", "a", 1);
+
+	/* GET: no body, bearer, Accept, User-Agent; the base's '/' goes. */
+	assert_int_equal(cnl_client_send(cl, "GET", "/echo", NULL, NULL, &r),
+	                 0);
+	assert_int_equal(r.status, 200);
+	assert_non_null(r.json);
+	assert_string_equal(member(r.json, "method"), "GET");
+	assert_string_equal(member(r.json, "body"), "");
+	assert_string_equal(member(r.json, "auth"), "Bearer tok123");
+	assert_string_equal(member(r.json, "accept"), "application/json");
+	assert_string_equal(member(r.json, "ua"), "cnlab-test/1");
+	assert_null(member(r.json, "idem"));
+	cnl_client_reply_done(&r);
+	cnl_client_reply_done(&r); /* repeatable */
+
+	/* JSON body and Idempotency-Key; the connection is reused. */
+	assert_int_equal(
+	    cnl_client_send(cl, "POST", "/echo", body, "key-1", &r), 0);
+	assert_string_equal(member(r.json, "body"), "{\"a\":1}");
+	assert_string_equal(member(r.json, "ctype"), "application/json");
+	assert_string_equal(member(r.json, "idem"), "key-1");
+	cnl_client_reply_done(&r);
+
+	/* A POST without a body sends an empty JSON object. */
+	assert_int_equal(cnl_client_send(cl, "POST", "/echo", NULL, NULL, &r),
+	                 0);
+	assert_string_equal(member(r.json, "body"), "{}");
+	assert_string_equal(member(r.json, "ctype"), "application/json");
+	assert_null(member(r.json, "idem"));
+	cnl_client_reply_done(&r);
+
+	/* A raw body goes as it is, with its content type. */
+	assert_int_equal(
+	    cnl_client_request(cl,
+	                       &(struct cnl_client_request){
+	                           .method = "POST",
+	                           .path = "/echo",
+	                           .body = "raw bytes here",
+	                           .body_len = 9,
+	                           .content_type = "application/octet-stream",
+	                       },
+	                       &r),
+	    0);
+	assert_string_equal(member(r.json, "body"), "raw bytes");
+	assert_string_equal(member(r.json, "ctype"),
+	                    "application/octet-stream");
+	cnl_client_reply_done(&r);
+	json_decref(body);
+	cnl_client_free(cl);
+
+	/* No token: no Authorization header, no User-Agent. */
+	cl = client(NULL, 0);
+	assert_int_equal(cnl_client_send(cl, "GET", "/echo", NULL, NULL, &r),
+	                 0);
+	assert_null(member(r.json, "auth"));
+	assert_null(member(r.json, "ua"));
+	cnl_client_reply_done(&r);
+	cnl_client_free(cl);
+}
+
+static void test_what_comes_back(void **state)
+{
+	struct cnl_client *cl = client(NULL, 5000);
+	struct cnl_client_reply r;
+	const char *code, *msg;
+
+	/* Error statuses are replies: 0, with the error's two fields. */
+	assert_int_equal(cnl_client_send(cl, "GET", "/refused", NULL, NULL, &r),
+	                 0);
+	assert_int_equal(r.status, 409);
+	assert_true(cnl_http_error_read(r.json, &code, &msg));
+	assert_string_equal(code, "conflict");
+	assert_string_equal(msg, "already there");
+	cnl_client_reply_done(&r);
+	assert_int_equal(cnl_client_send(cl, "GET", "/nowhere", NULL, NULL, &r),
+	                 0);
+	assert_int_equal(r.status, 404);
+	cnl_client_reply_done(&r);
+
+	/* Not JSON: the bytes, no parse. */
+	assert_int_equal(cnl_client_send(cl, "GET", "/text", NULL, NULL, &r),
+	                 0);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "plain words");
+	assert_int_equal(r.len, 11);
+	assert_null(r.json);
+	assert_false(cnl_http_error_read(r.json, &code, &msg));
+	assert_null(code);
+	assert_null(msg);
+	cnl_client_reply_done(&r);
+
+	/* Exactly the limit is fine; one byte less than the reply is not. */
+	assert_int_equal(cnl_client_send(cl, "GET", "/big", NULL, NULL, &r), 0);
+	assert_int_equal(r.len, 5000);
+	cnl_client_reply_done(&r);
+	cnl_client_free(cl);
+	cl = client(NULL, 4999);
+	assert_int_equal(cnl_client_send(cl, "GET", "/big", NULL, NULL, &r),
+	                 -EIO);
+	assert_true(r.too_large);
+	assert_int_equal(r.status, 0);
+	assert_null(r.body);
+	assert_string_equal(r.error, "response too large");
+	cnl_client_reply_done(&r);
+	/* The handle still works after a refused reply. */
+	assert_int_equal(cnl_client_send(cl, "GET", "/text", NULL, NULL, &r),
+	                 0);
+	assert_string_equal(r.body, "plain words");
+	cnl_client_reply_done(&r);
+	cnl_client_free(cl);
+}
+
+/* A loopback port nobody listens on: bound, then closed again. */
+static unsigned dead_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static void test_unreachable_and_the_daemon_form(void **state)
+{
+	struct cnl_client *cl = NULL;
+	struct cnl_client_reply r;
+	char url[64], err[256];
+	json_t *body = json_object(), *j = body;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u", dead_port());
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = url}, &cl), 0);
+	assert_int_equal(cnl_client_send(cl, "GET", "/x", NULL, NULL, &r),
+	                 -EIO);
+	assert_int_equal(r.status, 0);
+	assert_false(r.too_large);
+	assert_string_equal(r.error, "Couldn't connect to server");
+	assert_non_null(strstr(r.detail, "127.0.0.1"));
+	cnl_client_reply_done(&r);
+	assert_int_equal(
+	    cnl_client_call(cl, "POST", "/v1/x", body, 5, &j, err, sizeof(err)),
+	    -EIO);
+	assert_null(j);
+	json_decref(body);
+	assert_string_equal(err, "POST /v1/x: Couldn't connect to server");
+	cnl_client_free(cl);
+
+	/* Only http and https. */
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = ""}, &cl), 0);
+	assert_int_equal(
+	    cnl_client_send(cl, "GET", "file:///etc/passwd", NULL, NULL, &r),
+	    -EIO);
+	assert_null(r.body);
+	cnl_client_reply_done(&r);
+	cnl_client_free(cl);
+
+	/* The daemon form: the status, the JSON, the error's message. */
+	cl = client("t", 0);
+	assert_int_equal(
+	    cnl_client_call(cl, "GET", "/echo", NULL, 5, &j, err, sizeof(err)),
+	    200);
+	assert_string_equal(member(j, "method"), "GET");
+	json_decref(j);
+	assert_int_equal(cnl_client_call(cl, "GET", "/refused", NULL, 5, NULL,
+	                                 err, sizeof(err)),
+	                 409);
+	assert_string_equal(err, "GET /refused: 409 already there");
+	assert_int_equal(
+	    cnl_client_call(cl, "GET", "/text", NULL, 0, &j, err, sizeof(err)),
+	    200);
+	assert_null(j);
+	cnl_client_free(cl);
+}
+
+static void test_limits_and_escaping(void **state)
+{
+	struct cnl_client *cl = (struct cnl_client *)&cl;
+	char *long_base = cnl_xmalloc(CNL_CLIENT_BASE_MAX + 1);
+	char *long_token = cnl_xmalloc(CNL_CLIENT_TOKEN_MAX + 2);
+	char *e;
+
+	memset(long_base, 'h', CNL_CLIENT_BASE_MAX);
+	long_base[CNL_CLIENT_BASE_MAX] = '\0';
+	memset(long_token, 't', CNL_CLIENT_TOKEN_MAX + 1);
+	long_token[CNL_CLIENT_TOKEN_MAX + 1] = '\0';
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = long_base}, &cl),
+	    -EINVAL);
+	assert_int_equal(
+	    cnl_client_new(
+	        &(struct cnl_client_config){.base = base, .token = long_token},
+	        &cl),
+	    -EINVAL);
+	assert_int_equal(cnl_client_new(&(struct cnl_client_config){0}, &cl),
+	                 -EINVAL);
+	assert_int_equal(cnl_client_new(NULL, &cl), -EINVAL);
+	assert_ptr_equal(cl, (struct cnl_client *)&cl); /* untouched */
+	long_token[CNL_CLIENT_TOKEN_MAX] = '\0';
+	assert_int_equal(
+	    cnl_client_new(
+	        &(struct cnl_client_config){.base = base, .token = long_token},
+	        &cl),
+	    0);
+	cnl_client_free(cl);
+	cnl_client_free(NULL);
+	free(long_base);
+	free(long_token);
+
+	e = cnl_client_url_escape("a b/c?d=é&~-._Z9");
+	assert_string_equal(e, "a%20b%2Fc%3Fd%3D%C3%A9%26~-._Z9");
+	free(e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_what_goes_on_the_wire),
+	    cmocka_unit_test(test_what_comes_back),
+	    cmocka_unit_test(test_unreachable_and_the_daemon_form),
+	    cmocka_unit_test(test_limits_and_escaping),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
