@@ -22,9 +22,11 @@
 # Waits poll with generous bounds so a hang fails instead of blocking; no
 # assertion depends on how fast the machine is.  The one product time that
 # must cover a step of the test is the agents' lease (half the node-lost
-# timeout, 10 s here): work outlives a restart of cnlabd or of an agent only
-# if the restart ends within it (else it is stopped, by design), so it is
-# chosen far longer than a restart takes on a loaded machine.
+# timeout, 15 s here): work outlives a restart of cnlabd or of an agent only
+# if the restart ends within it (else it is stopped, by design).  So each
+# such restart begins just after a heartbeat renewed the lease, and the
+# lease is far longer than a restart takes on a loaded machine (cnlabd under
+# ASan on two busy cores was seen to take 4.6 s).
 set -u
 cnlabd=$1
 agent=$2
@@ -68,7 +70,7 @@ wait_for() {
 export CNLAB_JWT_SECRET=agent-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1
 cat >"$tmp/cnlabd.conf" <<CONF
-node_lost_timeout = 20s
+node_lost_timeout = 30s
 cycle_interval = 200ms
 preempt_min_run = 1ms
 preempt_grace = 3s
@@ -115,6 +117,13 @@ start_agent() {
 	apid=$!
 	pids+=($apid)
 	wait_for 10 sh -c "[ \$(grep -c 'msg=registered' '$tmp/agent-$1.err') -gt ${before:-0} ]"
+}
+# renewed NAME: wait until a heartbeat of agent NAME renews its lease (the
+# file its workloads' watchdogs check), so that what follows has all of it.
+renewed() {
+	local f=$tmp/agent-$1/lease t
+	t=$(stat -c %y "$f")
+	wait_for 30 sh -c "[ \"\$(stat -c %y '$f')\" != '$t' ]"
 }
 submit() { # submit BODY -> job id
 	api POST "/v1/projects/$proj/jobs" "$ana" "$1" | jq -r .id
@@ -181,6 +190,7 @@ wait_for 20 is_state "$j" failed && [[ "$(logs "$j")" == *not\ found* ]] &&
 j=$(submit "{\"command\":\"echo before; while [ ! -e $tmp/go2 ]; do sleep 0.1; done; echo after\",\"gpu\":\"h100-10\"}")
 wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j/logs | grep -q before" ||
 	bad "restart job did not start"
+renewed a || bad "lease not renewed before the cnlabd restart"
 kill -TERM "$cpid"
 wait "$cpid"
 "$cnlabd" --config "$tmp/cnlabd.conf" --data-dir "$tmp/db" \
@@ -189,6 +199,7 @@ cpid=$!
 pids+=($cpid)
 wait_for 10 grep -q '^listening on' "$tmp/cnlabd2.out" && ok "cnlabd restarted on its port" ||
 	bad "cnlabd restart: $(tail -3 "$tmp/cnlabd.err")"
+renewed a || bad "lease not renewed by the restarted cnlabd"
 kill -TERM "$a_pid"
 wait "$a_pid"
 start_agent a fake:1xH100-80GB-SXM || bad "agent a restart"
@@ -239,7 +250,7 @@ wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $tmp/ran4 ]" || bad
 j5=$(submit '{"command":"echo five","gpu":"h100-full"}')
 kill -TERM "$cpid"
 wait "$cpid"
-# Its lease (10 s) runs out: the agent, or the job's watchdog, stops it.
+# Its lease (15 s) runs out: the agent, or the job's watchdog, stops it.
 wait_for 60 grep -q "workload ended\" id=$j" "$tmp/agent-a.err" || bad "job 4 not stopped by the lease"
 restart_cnlabd || bad "cnlabd restart 3: $(tail -3 "$tmp/cnlabd.err")"
 wait_for 30 is_state "$j" failed && ok "work stopped by the lease is reported failed" ||
