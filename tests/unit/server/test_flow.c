@@ -1593,8 +1593,11 @@ static void test_gang(void **state)
 
 	/* Both start in one cycle, each on a node of its own (H100s). */
 	tick(now_ms());
-	for (int i = 0; i < 2; i++) {
+	/* Where each runs, before any assignment's node list is checked
+	 * against both. */
+	for (int i = 0; i < 2; i++)
 		at[i] = d_where(g[i]);
+	for (int i = 0; i < 2; i++) {
 		assert_true(at[i] == 0 || at[i] == 1);
 		a = d_assignment(g[i], at[i]);
 		ep[i] = epoch_of(a);
