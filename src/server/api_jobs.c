@@ -118,15 +118,14 @@ static bool run_placement(json_t *p, struct cnl_wire_placement *ret)
 }
 
 /*
- * The job document of @j (wire/job.h) into *@ret: the row, the live
+ * The job document of @j (wire/job.h) into *@m: the row, the live
  * status while it is active, and from its run record what it asked for
  * beyond its shape, how it ended, its gang (with the members from the
  * gang document) and where it ran.  Free with cnl_wire_job_done().
  */
 static void job_doc(struct call *c, const struct cnl_store_job *j,
-                    struct cnl_wire_job *ret)
+                    struct cnl_wire_job *m)
 {
-	struct cnl_wire_job *m = ret;
 	json_t *run = json_loads(j->run, 0, NULL);
 	json_t *g = json_object_get(run, "gang"), *v;
 
