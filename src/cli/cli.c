@@ -284,6 +284,76 @@ int64_t cnl_cli_until(const char *s)
 	t -= cnl_time_now_ms();
 	return t < 0 ? 0 : t;
 }
+
+int64_t cnl_cli_until_ms(int64_t at_ms)
+{
+	int64_t t;
+
+	if (!at_ms)
+		return -1;
+	t = at_ms - cnl_time_now_ms();
+	return t < 0 ? 0 : t;
+}
+
+const char *cnl_cli_time(int64_t ms, char *buf, size_t len, const char *none)
+{
+	if (!ms || cnl_time_format_rfc3339(ms, buf, len) < 0)
+		return none;
+	return buf;
+}
+
+/* A reply that is not the document it should be: exit code 1, naming
+ * the field. */
+static int bad_reply(const char *what, const char *err)
+{
+	return cnl_cli_fail(CNL_EXIT_ERROR,
+	                    "the server's reply is not a valid %s: %s (is "
+	                    "cnlab older or newer than the server?)",
+	                    what, err);
+}
+
+int cnl_cli_read_job(const json_t *o, struct cnl_wire_job *ret)
+{
+	char err[256] = "";
+
+	if (cnl_wire_job_decode(o, ret, err, sizeof(err)) < 0) {
+		cnl_wire_job_done(ret);
+		return bad_reply("job", err);
+	}
+	return 0;
+}
+
+int cnl_cli_read_jobs(const json_t *o, struct cnl_wire_jobs *ret)
+{
+	char err[256] = "";
+
+	if (cnl_wire_jobs_decode(o, ret, err, sizeof(err)) < 0) {
+		cnl_wire_jobs_done(ret);
+		return bad_reply("list of jobs", err);
+	}
+	return 0;
+}
+
+int cnl_cli_read_server(const json_t *o, struct cnl_wire_server *ret)
+{
+	char err[256] = "";
+
+	if (cnl_wire_server_decode(o, ret, err, sizeof(err)) < 0)
+		return bad_reply("server", err);
+	return 0;
+}
+
+int cnl_cli_read_servers(const json_t *o, struct cnl_wire_servers *ret)
+{
+	char err[256] = "";
+
+	if (cnl_wire_servers_decode(o, ret, err, sizeof(err)) < 0) {
+		cnl_wire_servers_done(ret);
+		return bad_reply("list of servers", err);
+	}
+	return 0;
+}
+
 /* Read one line from @f into @buf without the newline; -1 on EOF. */
 int cnl_cli_read_line(FILE *f, char *buf, size_t len)
 {
@@ -328,10 +398,11 @@ int cnl_cli_project_items(struct cnl_cli *cli, const char *what, char *pname,
 	return cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, ret);
 }
 
-void cnl_cli_eta(const json_t *st, const char *prefix, char *buf, size_t len)
+void cnl_cli_eta(const struct cnl_wire_status *st, const char *prefix,
+                 char *buf, size_t len)
 {
-	const json_t *e = json_object_get(st, "estimate");
-	int64_t ms = cnl_cli_until(cnl_cli_str(st, "estimated_start", NULL));
+	int64_t ms =
+	    cnl_cli_until_ms(st && st->pending ? st->estimated_start_ms : 0);
 	char w[32];
 
 	if (ms < 0) {
@@ -339,19 +410,16 @@ void cnl_cli_eta(const json_t *st, const char *prefix, char *buf, size_t len)
 		return;
 	}
 	cnl_cli_format_wait(ms < 1000 ? 1000 : ms, w, sizeof(w));
-	if (json_is_true(json_object_get(e, "approximate"))) {
+	if (st->has_estimate && st->estimate.approximate) {
 		char a[32];
-		json_int_t n = json_integer_value(
-		    json_object_get(e, "unestimated_running"));
+		int n = st->estimate.unestimated_running;
 
-		cnl_cli_format_wait(json_integer_value(json_object_get(
-		                        e, "assumed_runtime_s")) *
-		                        1000,
-		                    a, sizeof(a));
+		cnl_cli_format_wait(st->estimate.assumed_runtime_s * 1000, a,
+		                    sizeof(a));
 		snprintf(buf, len,
-		         "%s≈ %s (%lld running job%s gave no run time; %s "
+		         "%s≈ %s (%d running job%s gave no run time; %s "
 		         "assumed)",
-		         prefix, w, (long long)n, n == 1 ? "" : "s", a);
+		         prefix, w, n, n == 1 ? "" : "s", a);
 	} else {
 		snprintf(buf, len, "%s%s", prefix, w);
 	}

@@ -28,6 +28,7 @@
 #include "cli/args.h"
 #include "cli/config.h"
 #include "net/client.h"
+#include "wire/job.h"
 
 enum {
 	CNL_EXIT_OK = 0,
@@ -134,16 +135,37 @@ char *cnl_cli_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * @s is NULL or not a time. */
 int64_t cnl_cli_until(const char *s);
 
+/* The same for the time @at_ms; -1 if it is 0 (unknown). */
+int64_t cnl_cli_until_ms(int64_t at_ms);
+
+/* The time @ms as the server writes it (RFC 3339, UTC, milliseconds)
+ * into @buf (CNL_TIME_RFC3339_MAX bytes), or @none when it is 0. */
+const char *cnl_cli_time(int64_t ms, char *buf, size_t len, const char *none);
+
+/*
+ * cnl_cli_read_job, _jobs, _server, _servers - decode a reply @o that
+ * must be a job document (wire/job.h), a page of them, a server or a page
+ * of servers into *@ret.  0, or CNL_EXIT_ERROR after a message naming
+ * the field that does not read (*@ret then holds nothing to free).  Free
+ * *@ret with the document's _done().
+ */
+int cnl_cli_read_job(const json_t *o, struct cnl_wire_job *ret);
+int cnl_cli_read_jobs(const json_t *o, struct cnl_wire_jobs *ret);
+int cnl_cli_read_server(const json_t *o, struct cnl_wire_server *ret);
+int cnl_cli_read_servers(const json_t *o, struct cnl_wire_servers *ret);
+
 /* Read one line from @f into @buf without the newline; -1 on EOF. */
 int cnl_cli_read_line(FILE *f, char *buf, size_t len);
 
 /*
- * cnl_cli_eta - @prefix and the wait a status object @st promises, for a
+ * cnl_cli_eta - @prefix and the wait a live status @st (NULL: none)
+ * promises, for a
  * progress line: "ETA 12 min", "ETA ≈ 3h59m (2 running jobs gave no run
  * time; 4h00m assumed)" when the estimate is built on the scheduler's
  * default run time, "estimate unknown" when there is none.
  */
-void cnl_cli_eta(const json_t *st, const char *prefix, char *buf, size_t len);
+void cnl_cli_eta(const struct cnl_wire_status *st, const char *prefix,
+                 char *buf, size_t len);
 
 /*
  * cnl_cli_slice_label - a GPU shape as the seeds write slices: "h100-50"

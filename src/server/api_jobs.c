@@ -34,6 +34,7 @@
 #include "server/auth.h"
 #include "server/oidc.h"
 #include "server/shape.h"
+#include "wire/job.h"
 
 static const char *const prio_names[] = {"low", "normal", "high", "critical"};
 
@@ -86,70 +87,125 @@ int cnl_api_job_gang(const struct cnl_store_job *j, char *ret_id, int *ret_rank,
 	return r;
 }
 
-/* A run record's "placement" as the API shows it (times in RFC 3339). */
-static json_t *placement_json(json_t *p)
+/* A copy of @src (a string or NULL) into @buf, "" when it does not fit. */
+static void copy_str(char *buf, size_t size, const char *src)
+{
+	buf[0] = '\0';
+	if (src && strlen(src) < size)
+		memcpy(buf, src, strlen(src) + 1);
+}
+
+/*
+ * A run record's "placement" (written by the controller, ctl_run.c) as
+ * the job document shows it: decided_ms becomes decided_at, and the rest
+ * is the document's own.  False when the record holds none it can read.
+ */
+static bool run_placement(json_t *p, struct cnl_wire_placement *ret)
 {
 	json_t *o = json_deep_copy(p);
 	json_int_t ms = json_integer_value(json_object_get(p, "decided_ms"));
+	char err[256];
+	int r;
 
 	json_object_del(o, "decided_ms");
 	json_object_set_new(o, "decided_at", cnl_api_time_json(ms));
-	return o;
+	r = cnl_wire_placement_decode(o, ret, err, sizeof(err));
+	json_decref(o);
+	if (r < 0)
+		cnl_log(CNL_LOG_DEBUG, "run record placement unreadable",
+		        "err=\"%s\"", err);
+	return r >= 0;
+}
+
+/*
+ * The job document of @j (wire/job.h) into *@m: the row, the live
+ * status while it is active, and from its run record what it asked for
+ * beyond its shape, how it ended, its gang (with the members from the
+ * gang document) and where it ran.  Free with cnl_wire_job_done().
+ */
+static void job_doc(struct call *c, const struct cnl_store_job *j,
+                    struct cnl_wire_job *m)
+{
+	json_t *run = json_loads(j->run, 0, NULL);
+	json_t *g = json_object_get(run, "gang"), *v;
+
+	memset(m, 0, sizeof(*m));
+	copy_str(m->id, sizeof(m->id), j->id);
+	copy_str(m->project_id, sizeof(m->project_id), j->project_id);
+	copy_str(m->user_id, sizeof(m->user_id), j->user_id);
+	copy_str(m->command, sizeof(m->command), j->command);
+	copy_str(m->profile, sizeof(m->profile), j->profile);
+	copy_str(m->gpu, sizeof(m->gpu), j->gpu_shape);
+	m->priority = j->priority & 3;
+	copy_str(m->state, sizeof(m->state), j->state);
+	m->exit_code = j->exit_code;
+	m->deadline_ms = j->deadline_ms;
+	m->runtime_s = j->runtime_ms / 1000;
+	m->created_ms = j->created_ms;
+	m->updated_ms = j->updated_ms;
+	m->has_status =
+	    cnl_ctl_workload_status(c->api->ctl, j->id, &m->status) == 0;
+	/* Resources asked for, and how it ended, from the run record. */
+	m->preemptible = !json_is_false(json_object_get(run, "preemptible"));
+	copy_str(m->message, sizeof(m->message),
+	         json_string_value(json_object_get(run, "message")));
+	if (json_integer_value(json_object_get(run, "mem_mib")) > 0)
+		m->mem_mib =
+		    json_integer_value(json_object_get(run, "mem_mib"));
+	if (json_integer_value(json_object_get(run, "cpu_milli")) > 0)
+		m->cpu_milli =
+		    json_integer_value(json_object_get(run, "cpu_milli"));
+	if (json_is_array(v = json_object_get(run, "gpu_types"))) {
+		m->has_gpu_types = true;
+		for (size_t i = 0;
+		     i < json_array_size(v) && i < CNL_WIRE_TYPES_MAX; i++)
+			copy_str(m->gpu_types[m->n_gpu_types++],
+			         sizeof(m->gpu_types[0]),
+			         json_string_value(json_array_get(v, i)));
+	}
+	copy_str(m->dataset, sizeof(m->dataset),
+	         json_string_value(json_object_get(run, "dataset")));
+	m->nodes = json_is_object(g)
+	               ? (int)json_integer_value(json_object_get(g, "size"))
+	               : 1;
+	if (json_is_object(g)) {
+		/* The gang, with its members from the gang document. */
+		struct cnl_wire_job_gang *gg = cnl_xcalloc(1, sizeof(*gg));
+		json_t *doc = NULL, *a;
+
+		copy_str(gg->id, sizeof(gg->id),
+		         json_string_value(json_object_get(g, "id")));
+		gg->rank = (int)json_integer_value(json_object_get(g, "rank"));
+		gg->size = m->nodes;
+		if (gg->id[0] &&
+		    cnl_api_doc_json(c->api->store, "gang", gg->id, &doc) ==
+		        0 &&
+		    json_is_array(a = json_object_get(doc, "members"))) {
+			gg->has_members = true;
+			for (size_t i = 0;
+			     i < json_array_size(a) && i < CNL_WIRE_GANG_MAX;
+			     i++)
+				copy_str(
+				    gg->members[gg->n_members++],
+				    sizeof(gg->members[0]),
+				    json_string_value(json_array_get(a, i)));
+		}
+		json_decref(doc);
+		m->gang = gg;
+	}
+	if (json_is_object(v = json_object_get(run, "placement")))
+		m->has_placement = run_placement(v, &m->placement);
+	json_decref(run);
 }
 
 json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j)
 {
-	json_t *o = json_pack(
-	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:o,s:I,s:o,s:o}", "id",
-	    j->id, "project_id", j->project_id, "user_id", j->user_id,
-	    "command", j->command, "profile", j->profile, "gpu", j->gpu_shape,
-	    "priority", prio_names[j->priority & 3], "state", j->state,
-	    "exit_code", j->exit_code, "deadline",
-	    j->deadline_ms ? cnl_api_time_json(j->deadline_ms) : json_null(),
-	    "runtime_s", (json_int_t)(j->runtime_ms / 1000), "created_at",
-	    cnl_api_time_json(j->created_ms), "updated_at",
-	    cnl_api_time_json(j->updated_ms));
-	json_t *live = cnl_ctl_workload_json(c->api->ctl, j->id);
-	json_t *run = json_loads(j->run, 0, NULL);
-	json_t *g = json_object_get(run, "gang"), *v;
+	struct cnl_wire_job m;
+	json_t *o;
 
-	if (live)
-		json_object_set_new(o, "status", live);
-	/* Resources asked for, and how it ended, from the run record. */
-	json_object_set_new(
-	    o, "preemptible",
-	    json_boolean(!json_is_false(json_object_get(run, "preemptible"))));
-	if (json_is_string(json_object_get(run, "message")))
-		json_object_set(o, "message", json_object_get(run, "message"));
-	if (json_integer_value(json_object_get(run, "mem_mib")) > 0)
-		json_object_set(o, "mem_mib", json_object_get(run, "mem_mib"));
-	if (json_integer_value(json_object_get(run, "cpu_milli")) > 0)
-		json_object_set(o, "cpu_milli",
-		                json_object_get(run, "cpu_milli"));
-	if (json_is_array(v = json_object_get(run, "gpu_types")))
-		json_object_set(o, "gpu_types", v);
-	if (json_is_string(v = json_object_get(run, "dataset")))
-		json_object_set(o, "dataset", v);
-	json_object_set_new(
-	    o, "nodes",
-	    json_integer(json_is_object(g)
-	                     ? json_integer_value(json_object_get(g, "size"))
-	                     : 1));
-	if (json_is_object(g)) {
-		/* The gang, with its members from the gang document. */
-		json_t *doc = NULL, *gj = json_deep_copy(g);
-		const char *gid = json_string_value(json_object_get(g, "id"));
-
-		if (gid &&
-		    cnl_api_doc_json(c->api->store, "gang", gid, &doc) == 0)
-			json_object_set(gj, "members",
-			                json_object_get(doc, "members"));
-		json_decref(doc);
-		json_object_set_new(o, "gang", gj);
-	}
-	if (json_is_object(v = json_object_get(run, "placement")))
-		json_object_set_new(o, "placement", placement_json(v));
-	json_decref(run);
+	job_doc(c, j, &m);
+	o = cnl_wire_job_encode(&m);
+	cnl_wire_job_done(&m);
 	return o;
 }
 
@@ -278,19 +334,17 @@ static void admission_text(const struct cnl_ctl_admission *a, char *buf,
 	         a->unestimated == 1 ? "" : "s", as);
 }
 
-static json_t *admission_json(const struct cnl_ctl_admission *a)
+/* The document's "deadline_check" from what the check rested on. */
+static void admission_check(const struct cnl_ctl_admission *a,
+                            struct cnl_wire_deadline_check *ret)
 {
-	char text[256];
-
-	admission_text(a, text, sizeof(text));
-	return json_pack(
-	    "{s:s,s:o,s:o,s:i,s:I,s:s}", "checked",
-	    a->finish ? "finish" : "start", "runtime_s",
-	    a->finish ? json_integer(a->runtime_ms / 1000) : json_null(),
-	    "earliest_start",
-	    a->start > 0 ? cnl_api_time_json(a->start) : json_null(),
-	    "unestimated_running", a->unestimated, "assumed_runtime_s",
-	    (json_int_t)(a->assumed_runtime_ms / 1000), "text", text);
+	memset(ret, 0, sizeof(*ret));
+	admission_text(a, ret->text, sizeof(ret->text));
+	ret->finish = a->finish;
+	ret->runtime_s = a->finish ? a->runtime_ms / 1000 : 0;
+	ret->earliest_start_ms = a->start > 0 ? a->start : 0;
+	ret->unestimated_running = a->unestimated;
+	ret->assumed_runtime_s = a->assumed_runtime_ms / 1000;
 }
 
 void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
@@ -559,13 +613,17 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		cnl_ctl_kick(c->api->ctl);
 	}
 	{
-		json_t *o = cnl_api_job_json(c, &got);
+		struct cnl_wire_job doc;
 
+		job_doc(c, &got, &doc);
 		/* Which estimate the deadline was checked with. */
-		if (fresh && j.deadline_ms)
-			json_object_set_new(o, "deadline_check",
-			                    admission_json(&adm));
-		cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201, o);
+		if (fresh && j.deadline_ms) {
+			doc.has_deadline_check = true;
+			admission_check(&adm, &doc.deadline_check);
+		}
+		cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201,
+		               cnl_wire_job_encode(&doc));
+		cnl_wire_job_done(&doc);
 	}
 out:
 	json_decref(members);
@@ -577,9 +635,9 @@ void cnl_api_h_jobs_list(void *call, struct cnl_http_request *req,
 {
 	struct call *c = call;
 	struct cnl_store_job *jobs;
+	struct cnl_wire_jobs page = {0};
 	const char *after;
 	int limit, n = 0, r;
-	json_t *items;
 
 	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
 		return;
@@ -591,12 +649,13 @@ void cnl_api_h_jobs_list(void *call, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, r, "job");
 		return;
 	}
-	items = json_array();
+	page.items = cnl_xcalloc((size_t)n + 1, sizeof(*page.items));
 	for (int i = 0; i < n; i++)
-		json_array_append_new(items, cnl_api_job_json(c, &jobs[i]));
-	cnl_http_reply(
-	    resp, 200,
-	    cnl_api_page_json(items, n, limit, n ? jobs[n - 1].id : NULL));
+		job_doc(c, &jobs[i], &page.items[page.n++]);
+	if (n == limit && n)
+		copy_str(page.next, sizeof(page.next), jobs[n - 1].id);
+	cnl_http_reply(resp, 200, cnl_wire_jobs_encode(&page));
+	cnl_wire_jobs_done(&page);
 	free(jobs);
 }
 
@@ -604,38 +663,43 @@ void cnl_api_h_job_get(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp)
 {
 	struct call *c = call;
-	json_t *o = cnl_api_job_json(c, &c->job);
-	json_t *g = json_object_get(o, "gang"), *members, *ranks;
+	struct cnl_wire_job doc;
+	struct cnl_wire_job_gang *g;
 
+	job_doc(c, &c->job, &doc);
 	/* One job shows where its whole gang runs: each member's state and
 	 * node, zone and rack, by rank (the listings leave this out: it
 	 * costs a read per member). */
-	members = json_object_get(g, "members");
-	ranks = json_array();
-	for (size_t i = 0; i < json_array_size(members); i++) {
-		const char *id = json_string_value(json_array_get(members, i));
-		struct cnl_store_job m;
-		json_t *it, *run, *p;
+	if ((g = doc.gang)) {
+		g->has_placements = true;
+		for (int i = 0; i < g->n_members; i++) {
+			struct cnl_wire_gang_place *it =
+			    &g->placements[g->n_placements];
+			struct cnl_wire_placement p;
+			struct cnl_store_job m;
+			json_t *run, *pj;
 
-		if (!id || cnl_store_job_get(c->api->store, id, &m) < 0)
-			continue;
-		it = json_pack("{s:s,s:I,s:s}", "id", m.id, "rank",
-		               (json_int_t)i, "state", m.state);
-		run = json_loads(m.run, 0, NULL);
-		p = json_object_get(run, "placement");
-		for (const char *const *k =
-		         (const char *const[]){"node", "zone", "rack", NULL};
-		     json_is_object(p) && *k; k++)
-			if (json_object_get(p, *k))
-				json_object_set(it, *k, json_object_get(p, *k));
-		json_decref(run);
-		json_array_append_new(ranks, it);
+			if (!g->members[i][0] ||
+			    cnl_store_job_get(c->api->store, g->members[i],
+			                      &m) < 0)
+				continue;
+			memset(it, 0, sizeof(*it));
+			copy_str(it->id, sizeof(it->id), m.id);
+			it->rank = i;
+			copy_str(it->state, sizeof(it->state), m.state);
+			run = json_loads(m.run, 0, NULL);
+			pj = json_object_get(run, "placement");
+			if (json_is_object(pj) && run_placement(pj, &p)) {
+				copy_str(it->node, sizeof(it->node), p.node);
+				copy_str(it->zone, sizeof(it->zone), p.zone);
+				copy_str(it->rack, sizeof(it->rack), p.rack);
+			}
+			json_decref(run);
+			g->n_placements++;
+		}
 	}
-	if (g)
-		json_object_set_new(g, "placements", ranks);
-	else
-		json_decref(ranks);
-	cnl_http_reply(resp, 200, o);
+	cnl_http_reply(resp, 200, cnl_wire_job_encode(&doc));
+	cnl_wire_job_done(&doc);
 }
 
 void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,

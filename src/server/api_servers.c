@@ -29,22 +29,35 @@
 #include "server/auth.h"
 #include "server/oidc.h"
 #include "server/shape.h"
+#include "wire/job.h"
+
+/* The server document of @v (wire/job.h), with its live status while it
+ * is active. */
+static void server_doc(struct call *c, const struct cnl_store_server *v,
+                       struct cnl_wire_server *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->id, sizeof(ret->id), "%s", v->id);
+	snprintf(ret->project_id, sizeof(ret->project_id), "%s", v->project_id);
+	snprintf(ret->user_id, sizeof(ret->user_id), "%s", v->user_id);
+	snprintf(ret->name, sizeof(ret->name), "%s", v->name);
+	snprintf(ret->image, sizeof(ret->image), "%s", v->image);
+	snprintf(ret->profile, sizeof(ret->profile), "%s", v->profile);
+	ret->storage_gb = v->storage_gb;
+	ret->idle_timeout_s = v->idle_timeout_s;
+	snprintf(ret->state, sizeof(ret->state), "%s", v->state);
+	snprintf(ret->url, sizeof(ret->url), "%s", v->url);
+	ret->created_ms = v->created_ms;
+	ret->has_status =
+	    cnl_ctl_workload_status(c->api->ctl, v->id, &ret->status) == 0;
+}
 
 json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v)
 {
-	json_t *o =
-	    json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:s,s:o,s:o}", "id",
-	              v->id, "project_id", v->project_id, "user_id", v->user_id,
-	              "name", v->name, "image", v->image, "profile", v->profile,
-	              "storage_gb", (json_int_t)v->storage_gb, "idle_timeout_s",
-	              (json_int_t)v->idle_timeout_s, "state", v->state, "url",
-	              v->url[0] ? json_string(v->url) : json_null(),
-	              "created_at", cnl_api_time_json(v->created_ms));
-	json_t *live = cnl_ctl_workload_json(c->api->ctl, v->id);
+	struct cnl_wire_server m;
 
-	if (live)
-		json_object_set_new(o, "status", live);
-	return o;
+	server_doc(c, v, &m);
+	return cnl_wire_server_encode(&m);
 }
 
 void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
@@ -139,9 +152,9 @@ void cnl_api_h_servers_list(void *call, struct cnl_http_request *req,
 {
 	struct call *c = call;
 	struct cnl_store_server *v;
+	struct cnl_wire_servers page = {0};
 	const char *after;
 	int limit, n = 0, r;
-	json_t *items;
 
 	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
 		return;
@@ -153,12 +166,13 @@ void cnl_api_h_servers_list(void *call, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, r, "server");
 		return;
 	}
-	items = json_array();
+	page.items = cnl_xcalloc((size_t)n + 1, sizeof(*page.items));
 	for (int i = 0; i < n; i++)
-		json_array_append_new(items, cnl_api_server_json(c, &v[i]));
-	cnl_http_reply(
-	    resp, 200,
-	    cnl_api_page_json(items, n, limit, n ? v[n - 1].id : NULL));
+		server_doc(c, &v[i], &page.items[page.n++]);
+	if (n == limit && n)
+		snprintf(page.next, sizeof(page.next), "%s", v[n - 1].id);
+	cnl_http_reply(resp, 200, cnl_wire_servers_encode(&page));
+	cnl_wire_servers_done(&page);
 	free(v);
 }
 

@@ -454,82 +454,78 @@ static bool fits_now(struct cnl_ctl *ctl, const struct wl *w)
 	       cnl_alloc_plan(ctl->cluster, &p, &plan) == 0;
 }
 
-json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id)
+int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
+                            struct cnl_wire_status *ret)
 {
 	struct wl *w = ctl_wl_find(ctl, id);
+	struct cnl_wire_status st = {0};
 	int64_t med;
 	unsigned n;
-	json_t *o;
 
 	if (!w)
-		return NULL;
-	o = json_pack("{s:s,s:I}", "phase", cnl_wl_state_name(w->state),
-	              "epoch", (json_int_t)w->epoch);
+		return -CNL_ENOTFOUND;
+	snprintf(st.phase, sizeof(st.phase), "%s", cnl_wl_state_name(w->state));
+	st.epoch = w->epoch;
 	if (w->state == CNL_WL_PENDING) {
-		json_object_set_new(
-		    o, "reason",
-		    json_string(
-		        w->wait_reason < CNL_WHY_COUNT_
-		            ? cnl_reason_text((enum cnl_reason)w->wait_reason)
-		            : "being scheduled"));
-		json_object_set_new(o, "estimated_start",
-		                    ctl_time_or_null(w->est_start_ms));
+		st.pending = true;
+		snprintf(st.reason, sizeof(st.reason), "%s",
+		         w->wait_reason < CNL_WHY_COUNT_
+		             ? cnl_reason_text((enum cnl_reason)w->wait_reason)
+		             : "being scheduled");
+		st.estimated_start_ms = w->est_start_ms;
 		if (w->resv_node >= 0 && (size_t)w->resv_node < ctl->n_nodes) {
 			const struct node *nd = &ctl->nodes[w->resv_node];
-			json_t *cl = json_object_get(nd->inventory, "cluster");
+			const char *cl = json_string_value(
+			    json_object_get(nd->inventory, "cluster"));
 
-			json_object_set_new(
-			    o, "reservation",
-			    json_pack("{s:s,s:O,s:o,s:s}", "node", nd->name,
-			              "cluster", cl ? cl : json_null(), "at",
-			              ctl_time_or_null(w->est_start_ms),
-			              "shape", w->shape));
+			st.has_reservation = true;
+			snprintf(st.reservation.node,
+			         sizeof(st.reservation.node), "%s", nd->name);
+			snprintf(st.reservation.cluster,
+			         sizeof(st.reservation.cluster), "%s",
+			         cl ? cl : "");
+			st.reservation.at_ms = w->est_start_ms;
+			snprintf(st.reservation.shape,
+			         sizeof(st.reservation.shape), "%s", w->shape);
 		}
 		/* Not yet looked at by a cycle: when the shape fits now,
 		 * it will be ready about as fast as recent starts were. */
 		if (w->wait_reason >= CNL_WHY_COUNT_ &&
 		    (n = start_median(ctl, w->server, &med)) > 0 &&
-		    fits_now(ctl, w))
-			json_object_set_new(
-			    o, "estimated_ready",
-			    json_pack("{s:o,s:i}", "at",
-			              ctl_time_or_null(ctl_now_ms() + med),
-			              "from_starts", (int)n));
+		    fits_now(ctl, w)) {
+			st.has_estimated_ready = true;
+			st.estimated_ready.at_ms = ctl_now_ms() + med;
+			st.estimated_ready.from_starts = (int)n;
+		}
 		/* An estimate built on the default run time of running
 		 * work says so: it is a guess, not a plan. */
 		if (w->est_start_ms > 0) {
 			int guessed = unestimated(ctl, w->resv_node);
 
-			json_object_set_new(
-			    o, "estimate",
-			    json_pack(
-			        "{s:b,s:i,s:I}", "approximate", guessed > 0,
-			        "unestimated_running", guessed,
-			        "assumed_runtime_s",
-			        (json_int_t)(ctl->default_runtime_ms / 1000)));
+			st.has_estimate = true;
+			st.estimate.approximate = guessed > 0;
+			st.estimate.unestimated_running = guessed;
+			st.estimate.assumed_runtime_s =
+			    ctl->default_runtime_ms / 1000;
 		}
 	} else if (w->node >= 0) {
-		json_object_set_new(o, "node",
-		                    json_string(ctl->nodes[w->node].name));
-		json_object_set_new(o, "blocks",
-		                    json_integer(cnl_alloc_blocks_held(
-		                        ctl->cluster, &w->placed)));
-		json_object_set_new(o, "started_at",
-		                    ctl_time_or_null(w->started_ms));
+		snprintf(st.node, sizeof(st.node), "%s",
+		         ctl->nodes[w->node].name);
+		st.blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
+		st.started_ms = w->started_ms;
 		/* Provisioning: ready after as long as recent starts took. */
 		if (w->state == CNL_WL_ASSIGNED &&
-		    (n = start_median(ctl, w->server, &med)) > 0)
-			json_object_set_new(
-			    o, "estimated_ready",
-			    json_pack("{s:o,s:i}", "at",
-			              ctl_time_or_null(
-			                  (w->not_before_ms > w->started_ms
-			                       ? w->not_before_ms
-			                       : w->started_ms) +
-			                  med),
-			              "from_starts", (int)n));
+		    (n = start_median(ctl, w->server, &med)) > 0) {
+			st.has_estimated_ready = true;
+			st.estimated_ready.at_ms =
+			    (w->not_before_ms > w->started_ms ? w->not_before_ms
+			                                      : w->started_ms) +
+			    med;
+			st.estimated_ready.from_starts = (int)n;
+		}
 	}
-	return o;
+	*ret = st;
+	return 0;
 }
 
 void cnl_ctl_usage_of(struct cnl_ctl *ctl, const char *owner,

@@ -42,6 +42,7 @@
 
 #include "sched/catalog.h"
 #include "store/store.h"
+#include "wire/job.h"
 #include "wire/node.h"
 
 struct cnl_ctl_config {
@@ -128,8 +129,13 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now_ms);
  */
 int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang, int64_t now_ms);
 
-/* cnl_ctl_workload_json - live status of an active workload, or NULL. */
-json_t *cnl_ctl_workload_json(struct cnl_ctl *ctl, const char *id);
+/*
+ * cnl_ctl_workload_status - the live status of the active workload @id
+ * into *@ret (the "status" of its job or server document, wire/job.h):
+ * 0, or -CNL_ENOTFOUND when it is not active (*@ret untouched).
+ */
+int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
+                            struct cnl_wire_status *ret);
 
 /* cnl_ctl_usage - metered use of a project or user id. */
 void cnl_ctl_usage_of(struct cnl_ctl *ctl, const char *owner,

@@ -517,6 +517,60 @@ else
 	bad "fish missing (scripts/bootstrap installs it)"
 fi
 
+# --- A reply that is not a valid document -----------------------------------------
+# A server whose job documents do not decode (a field cnlab does not know,
+# a number of the wrong type): cnlab says which field, exits 1, no crash.
+if command -v python3 >/dev/null; then
+	cat >"$tmp/badsrv.py" <<'PY'
+import http.server, json, sys
+job = {"id": "job_x", "project_id": "prj_x", "user_id": "usr_x",
+       "command": "true", "profile": "", "gpu": "h100-25",
+       "priority": "normal", "state": "pending", "exit_code": 0,
+       "deadline": None, "runtime_s": 0,
+       "created_at": "2026-04-30T17:00:00.000Z",
+       "updated_at": "2026-04-30T17:00:00.000Z",
+       "status": {"phase": "pending", "epoch": 1, "eta": 5},
+       "preemptible": True, "nodes": 1}
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        doc = dict(job)
+        if self.path.endswith("job_type"):
+            doc["exit_code"] = "0"
+            doc.pop("status")
+        b = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_port))
+s.serve_forever()
+PY
+	python3 "$tmp/badsrv.py" "$tmp/badsrv.port" &
+	bad_pid=$!
+	for _ in $(seq 100); do
+		[ -s "$tmp/badsrv.port" ] && break
+		sleep 0.05
+	done
+	badcli() {
+		CNLAB_CONFIG=$tmp/badsrv.json CNLAB_SERVER="http://127.0.0.1:$(cat "$tmp/badsrv.port")" \
+			CNLAB_TOKEN=cnl_x "$cnlab" "$@"
+	}
+	out=$(badcli jobs show job_x 2>&1)
+	rc=$?
+	[ $rc = 1 ] && grep -q 'field "status.eta": unknown field' <<<"$out" &&
+		ok bad-reply-unknown-field || bad "bad-reply-unknown-field: rc=$rc $out"
+	out=$(badcli jobs show job_type 2>&1)
+	rc=$?
+	[ $rc = 1 ] && grep -q 'field "exit_code"' <<<"$out" &&
+		ok bad-reply-wrong-type || bad "bad-reply-wrong-type: rc=$rc $out"
+	kill "$bad_pid" 2>/dev/null
+	wait "$bad_pid" 2>/dev/null
+fi
+
 # --- Logout ------------------------------------------------------------------------------
 "$cnlab" logout >/dev/null 2>&1
 "$cnlab" profiles list >/dev/null 2>&1

@@ -185,33 +185,35 @@ static bool is_final(const char *state)
  * holding a reservation says so as the seeds do ("Job queued. Scheduler
  * reserved 1×H100-50pct on node n1." / "ETA to start: 12 min."), from the
  * scheduler's own reservation; otherwise "✓ Queued... ETA ... (reason)".
+ * @st is the job's live status, NULL when it has none.
  */
-static void progress(const json_t *st, char *last, size_t last_len)
+static void progress(const struct cnl_wire_status *st, char *last,
+                     size_t last_len)
 {
-	const char *reason = cnl_cli_str(st, "reason", "waiting");
-	const char *est = cnl_cli_str(st, "estimated_start", NULL);
-	const json_t *resv = json_object_get(st, "reservation");
-	char line[256], eta[160];
+	const char *reason = st && st->pending ? st->reason : "waiting";
+	const struct cnl_wire_reservation *resv =
+	    st && st->has_reservation ? &st->reservation : NULL;
+	char line[512], eta[160], t[CNL_TIME_RFC3339_MAX];
 
-	snprintf(line, sizeof(line), "%s|%s|%s", reason, est ? est : "-",
-	         cnl_cli_str(resv, "node", "-"));
+	snprintf(line, sizeof(line), "%s|%s|%s", reason,
+	         cnl_cli_time(st && st->pending ? st->estimated_start_ms : 0, t,
+	                      sizeof(t), "-"),
+	         resv ? resv->node : "-");
 	if (strcmp(line, last) == 0)
 		return;
 	snprintf(last, last_len, "%s", line);
-	if (json_is_object(resv)) {
-		const char *cl = cnl_cli_str(resv, "cluster", NULL);
+	if (resv) {
+		const char *cl = resv->cluster[0] ? resv->cluster : NULL;
 		char slice[64];
 
-		cnl_cli_slice_label(cnl_cli_str(resv, "shape", "?"), slice,
-		                    sizeof(slice));
+		cnl_cli_slice_label(resv->shape, slice, sizeof(slice));
 		cnl_cli_eta(st, "", eta, sizeof(eta));
 		fprintf(stderr,
 		        "Job queued. Scheduler reserved %s on %s%s%s%s%s.\n"
 		        "ETA to start: %s.\n",
 		        slice, cl ? "cluster " : "node ", cl ? cl : "",
-		        cl ? " (node " : cnl_cli_str(resv, "node", "?"),
-		        cl ? cnl_cli_str(resv, "node", "?") : "", cl ? ")" : "",
-		        eta);
+		        cl ? " (node " : resv->node, cl ? resv->node : "",
+		        cl ? ")" : "", eta);
 		return;
 	}
 	cnl_cli_eta(st, "ETA ", eta, sizeof(eta));
@@ -248,24 +250,50 @@ static int on_interrupt(struct cnl_cli *cli, const char *id, bool *cancelled)
 	return 1;
 }
 
-static int gang_wait(struct cnl_cli *cli, const json_t *members,
+static int gang_wait(struct cnl_cli *cli, const struct cnl_wire_job_gang *g,
                      const char *dir, int code);
+
+/* GET job @path, decoded into *@ret; 0 or an exit code. */
+static int get_job(struct cnl_cli *cli, const char *path,
+                   struct cnl_wire_job *ret)
+{
+	json_t *o;
+	int code;
+
+	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, "job", &o)))
+		return code;
+	code = cnl_cli_read_job(o, ret);
+	json_decref(o);
+	return code;
+}
+
+/* The exit code a job's end stands for (cnlab run's own rule). */
+static int end_code(const struct cnl_wire_job *o)
+{
+	int ec = o->exit_code;
+
+	if (strcmp(o->state, "succeeded") == 0)
+		return 0;
+	if (strcmp(o->state, "cancelled") == 0)
+		return 130;
+	return ec > 0 && ec < 256 ? ec : 1;
+}
 
 /*
  * Follow job @id until it ends.  @run: progress lines, Ctrl-C handling,
  * artifacts into @dir and the job's exit code; else just the output.
- * @members: the job leads a gang (its ids by rank), whose other members
- * are waited for once it ended (gang_wait).
+ * @gang: the job leads a gang (its members by rank), whose other members
+ * are waited for once it ended (gang_wait); NULL for a job alone.
  */
 static int follow(struct cnl_cli *cli, const char *id, bool run,
-                  const char *dir, const json_t *members)
+                  const char *dir, const struct cnl_wire_job_gang *gang)
 {
 	_cleanup_free_ char *path = pathf2("/v1/jobs/", id, "");
-	char after[160] = "", last[256] = "";
+	char after[160] = "", last[512] = "";
 	bool announced = false, cancelled = false;
 	struct sigaction sa = {0}, old;
+	struct cnl_wire_job o;
 	int code;
-	json_t *o;
 
 	if (run) {
 		sa.sa_handler = on_sigint;
@@ -273,79 +301,52 @@ static int follow(struct cnl_cli *cli, const char *id, bool run,
 		sigaction(SIGINT, &sa, &old);
 	}
 	for (;;) {
-		const char *state;
-		json_t *st;
+		const struct cnl_wire_status *st;
 
 		if (run && interrupted && on_interrupt(cli, id, &cancelled))
 			return 0;
-		if ((code =
-		         cnl_cli_call(cli, "GET", path, NULL, NULL, "job", &o)))
+		if ((code = get_job(cli, path, &o)))
 			return code;
-		state = cnl_cli_str(o, "state", "?");
-		st = json_object_get(o, "status");
-		if (run && strcmp(state, "pending") == 0)
+		st = o.has_status ? &o.status : NULL;
+		if (run && strcmp(o.state, "pending") == 0)
 			progress(st, last, sizeof(last));
-		if (run && strcmp(state, "running") == 0 && !announced &&
-		    json_object_get(st, "node")) {
-			fprintf(stderr, "✓ Running on %s\n",
-			        cnl_cli_str(st, "node", "?"));
+		if (run && strcmp(o.state, "running") == 0 && !announced &&
+		    st && st->node[0]) {
+			fprintf(stderr, "✓ Running on %s\n", st->node);
 			announced = true;
 		}
 		if ((code = drain_logs(cli, id, after, sizeof(after)))) {
-			json_decref(o);
+			cnl_wire_job_done(&o);
 			return code;
 		}
-		if (is_final(state))
+		if (is_final(o.state))
 			break;
-		json_decref(o);
+		cnl_wire_job_done(&o);
 		usleep(POLL_MS * 1000);
 	}
 	if (!run) {
-		json_decref(o);
+		cnl_wire_job_done(&o);
 		return 0;
 	}
-	{
-		const char *state = cnl_cli_str(o, "state", "?");
-		int ec =
-		    (int)json_integer_value(json_object_get(o, "exit_code"));
-		const char *msg = cnl_cli_str(o, "message", NULL);
-
-		if (strcmp(state, "succeeded") == 0) {
-			fprintf(stderr, "✓ Job %s succeeded\n", id);
-			code = 0;
-		} else if (strcmp(state, "cancelled") == 0) {
-			fprintf(stderr, "✗ Job %s was cancelled\n", id);
-			code = 130;
-		} else {
-			fprintf(stderr, "✗ Job %s failed (exit code %d)%s%s\n",
-			        id, ec, msg ? ": " : "", msg ? msg : "");
-			code = ec > 0 && ec < 256 ? ec : 1;
-		}
-		(void)cancelled;
-	}
-	json_decref(o);
+	code = end_code(&o);
+	if (strcmp(o.state, "succeeded") == 0)
+		fprintf(stderr, "✓ Job %s succeeded\n", id);
+	else if (strcmp(o.state, "cancelled") == 0)
+		fprintf(stderr, "✗ Job %s was cancelled\n", id);
+	else
+		fprintf(stderr, "✗ Job %s failed (exit code %d)%s%s\n", id,
+		        o.exit_code, o.message[0] ? ": " : "", o.message);
+	(void)cancelled;
+	cnl_wire_job_done(&o);
 	{
 		int c2 = fetch_artifacts(cli, id, dir);
 
 		if (c2 && code == 0)
 			code = c2;
 	}
-	if (json_array_size(members) > 1)
-		code = gang_wait(cli, members, dir, code);
+	if (gang && gang->n_members > 1)
+		code = gang_wait(cli, gang, dir, code);
 	return code;
-}
-
-/* The exit code a job's end stands for (cnlab run's own rule). */
-static int end_code(const json_t *o)
-{
-	const char *state = cnl_cli_str(o, "state", "?");
-	int ec = (int)json_integer_value(json_object_get(o, "exit_code"));
-
-	if (strcmp(state, "succeeded") == 0)
-		return 0;
-	if (strcmp(state, "cancelled") == 0)
-		return 130;
-	return ec > 0 && ec < 256 ? ec : 1;
 }
 
 /*
@@ -355,49 +356,46 @@ static int end_code(const json_t *o)
  * code: the leader's when not 0, else the first other member's (by rank)
  * that is not 0, else 0.
  */
-static int gang_wait(struct cnl_cli *cli, const json_t *members,
+static int gang_wait(struct cnl_cli *cli, const struct cnl_wire_job_gang *g,
                      const char *dir, int code)
 {
-	size_t n = json_array_size(members);
+	int n = g->n_members;
 	int first = 0;
 
-	fprintf(stderr, "✓ Waiting for the other %zu member%s of the gang\n",
+	fprintf(stderr, "✓ Waiting for the other %d member%s of the gang\n",
 	        n - 1, n == 2 ? "" : "s");
-	for (size_t k = 1; k < n; k++) {
-		const char *id = json_string_value(json_array_get(members, k));
-		_cleanup_free_ char *path =
-		    pathf2("/v1/jobs/", id ? id : "", "");
+	for (int k = 1; k < n; k++) {
+		const char *id = g->members[k];
+		_cleanup_free_ char *path = pathf2("/v1/jobs/", id, "");
 		char sub[32];
 		bool cancelled = false;
-		json_t *o;
+		struct cnl_wire_job o;
 		int c;
 
 		for (;;) {
-			if (interrupted &&
-			    on_interrupt(cli, id ? id : "", &cancelled))
+			if (interrupted && on_interrupt(cli, id, &cancelled))
 				return code;
-			if ((c = cnl_cli_call(cli, "GET", path, NULL, NULL,
-			                      "job", &o)))
+			if ((c = get_job(cli, path, &o)))
 				return c;
-			if (is_final(cnl_cli_str(o, "state", "?")))
+			if (is_final(o.state))
 				break;
-			json_decref(o);
+			cnl_wire_job_done(&o);
 			usleep(POLL_MS * 1000);
 		}
-		c = end_code(o);
-		fprintf(stderr, "%s Rank %zu (%s) %s", c ? "✗" : "✓", k,
-		        id ? id : "?", cnl_cli_str(o, "state", "?"));
-		if (c && strcmp(cnl_cli_str(o, "state", ""), "failed") == 0)
+		c = end_code(&o);
+		fprintf(stderr, "%s Rank %d (%s) %s", c ? "✗" : "✓", k, id,
+		        o.state);
+		if (c && strcmp(o.state, "failed") == 0)
 			fprintf(stderr, " (exit code %d)", c);
 		fputc('\n', stderr);
-		json_decref(o);
+		cnl_wire_job_done(&o);
 		if (c && !first)
 			first = c;
-		snprintf(sub, sizeof(sub), "/rank-%zu", k);
+		snprintf(sub, sizeof(sub), "/rank-%d", k);
 		{
 			_cleanup_free_ char *d = pathf2(dir, sub, "");
 
-			fetch_artifacts(cli, id ? id : "", d);
+			fetch_artifacts(cli, id, d);
 		}
 	}
 	return code ? code : first;
@@ -604,8 +602,10 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 	char command[COMMAND_LIMIT], pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
 	char key[64], dl[CNL_TIME_RFC3339_MAX];
 	_cleanup_free_ char *path = NULL, *id = NULL, *defdir = NULL;
+	_cleanup_free_ struct cnl_wire_job_gang *gang = NULL;
+	struct cnl_wire_job job;
 	int64_t t;
-	json_t *body, *o, *files = NULL, *extra, *members = NULL;
+	json_t *body, *o, *files = NULL, *extra;
 	int code;
 
 	/* --gpu-type alone: one whole GPU of any of those types. */
@@ -672,29 +672,34 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 	json_decref(body);
 	if (code)
 		return code;
-	id = cnl_xstrdup(cnl_cli_str(o, "id", ""));
+	if ((code = cnl_cli_read_job(o, &job))) {
+		json_decref(o);
+		return code;
+	}
+	id = cnl_xstrdup(job.id);
 	if (cli->json)
 		cnl_cli_print_json(o);
 	else
 		fprintf(stderr, "✓ Queued %s on %s (priority %s, project %s)\n",
-		        id, cnl_cli_str(o, "gpu", "?"),
-		        cnl_cli_str(o, "priority", "normal"), pname);
+		        id, job.gpu, cnl_wire_priority_name(job.priority),
+		        pname);
+	json_decref(o);
 	/* Which estimate the deadline was checked with, as the server
 	 * says: only the start when no --runtime was given. */
-	if (!cli->json && json_is_object(json_object_get(o, "deadline_check")))
+	if (!cli->json && job.has_deadline_check)
 		fprintf(stderr, "✓ Deadline can be met: %s\n",
-		        cnl_cli_str(json_object_get(o, "deadline_check"),
-		                    "text", "?"));
-	members =
-	    json_incref(json_object_get(json_object_get(o, "gang"), "members"));
-	if (!cli->json && json_array_size(members) > 1)
-		fprintf(
-		    stderr,
-		    "✓ A gang of %zu, one node each; rank 0 (%s) is shown\n",
-		    json_array_size(members), id);
-	json_decref(o);
+		        job.deadline_check.text);
+	/* A gang's leader keeps its members, to wait for them too. */
+	gang = job.gang;
+	job.gang = NULL;
+	cnl_wire_job_done(&job);
+	if (gang && !gang->has_members)
+		gang->n_members = 0;
+	if (!cli->json && gang && gang->n_members > 1)
+		fprintf(stderr,
+		        "✓ A gang of %d, one node each; rank 0 (%s) is shown\n",
+		        gang->n_members, id);
 	if (cnl_cli_flag(cli, "detach")) {
-		json_decref(members);
 		if (!cli->json) {
 			printf("%s\n", id);
 			fprintf(stderr,
@@ -707,7 +712,5 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		defdir = pathf2("artifacts/", id, "");
 		dir = defdir;
 	}
-	code = follow(cli, id, true, dir, members);
-	json_decref(members);
-	return code;
+	return follow(cli, id, true, dir, gang);
 }

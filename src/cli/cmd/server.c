@@ -22,24 +22,29 @@
 #include "common/util.h"
 
 /* Find the server @name (or id) in the current project. */
-static int find_server(struct cnl_cli *cli, const char *name, json_t **ret)
+static int find_server(struct cnl_cli *cli, const char *name,
+                       struct cnl_wire_server *ret)
 {
 	char pname[CNL_CLI_ID_MAX];
-	json_t *o, *it;
-	size_t i;
+	struct cnl_wire_servers page;
+	json_t *o;
 	int code;
 
 	if ((code = cnl_cli_project_items(cli, "servers", pname, &o)))
 		return code;
-	json_array_foreach (json_object_get(o, "items"), i, it) {
-		if (strcmp(cnl_cli_str(it, "name", ""), name) == 0 ||
-		    strcmp(cnl_cli_str(it, "id", ""), name) == 0) {
-			*ret = json_incref(it);
-			json_decref(o);
+	code = cnl_cli_read_servers(o, &page);
+	json_decref(o);
+	if (code)
+		return code;
+	for (size_t i = 0; i < page.n; i++) {
+		if (strcmp(page.items[i].name, name) == 0 ||
+		    strcmp(page.items[i].id, name) == 0) {
+			*ret = page.items[i];
+			cnl_wire_servers_done(&page);
 			return 0;
 		}
 	}
-	json_decref(o);
+	cnl_wire_servers_done(&page);
 	return cnl_cli_fail(CNL_EXIT_NOT_FOUND,
 	                    "server \"%s\" not found in project %s: see cnlab "
 	                    "server list",
@@ -49,14 +54,15 @@ static int find_server(struct cnl_cli *cli, const char *name, json_t **ret)
 /*
  * One line on stderr per change of what is known: queued (with the
  * scheduler's estimate), then provisioning, with an ETA only when recent
- * starts give one (an ETA that merely counts down is not news).
+ * starts give one (an ETA that merely counts down is not news).  @st is
+ * the server's live status, NULL when it has none.
  */
-static void provisioning_line(const json_t *st, char *last, size_t len)
+static void provisioning_line(const struct cnl_wire_status *st, char *last,
+                              size_t len)
 {
-	const json_t *ready = json_object_get(st, "estimated_ready");
-	const char *phase = cnl_cli_str(st, "phase", "pending");
-	const char *reason = cnl_cli_str(st, "reason", "being scheduled");
-	char line[256], key[256], w[32];
+	const char *phase = st ? st->phase : "pending";
+	const char *reason = st && st->pending ? st->reason : "being scheduled";
+	char line[512], key[512], w[32], t[CNL_TIME_RFC3339_MAX];
 
 	if (strcmp(phase, "pending") == 0 &&
 	    strcmp(reason, "being scheduled") != 0) {
@@ -65,10 +71,11 @@ static void provisioning_line(const json_t *st, char *last, size_t len)
 		cnl_cli_eta(st, "ETA ", eta, sizeof(eta));
 		snprintf(line, sizeof(line), "✓ Queued... %s (%s)", eta,
 		         reason);
-		snprintf(key, sizeof(key), "queued|%s|%s", reason,
-		         cnl_cli_str(st, "estimated_start", ""));
-	} else if (json_is_object(ready)) {
-		int64_t ms = cnl_cli_until(cnl_cli_str(ready, "at", NULL));
+		snprintf(
+		    key, sizeof(key), "queued|%s|%s", reason,
+		    cnl_cli_time(st->estimated_start_ms, t, sizeof(t), ""));
+	} else if (st && st->has_estimated_ready) {
+		int64_t ms = cnl_cli_until_ms(st->estimated_ready.at_ms);
 
 		cnl_cli_format_wait(ms < 1000 ? 1000 : ms, w, sizeof(w));
 		snprintf(line, sizeof(line), "✓ Provisioning... ETA %s", w);
@@ -84,60 +91,54 @@ static void provisioning_line(const json_t *st, char *last, size_t len)
 }
 
 /*
- * Wait until the server @id runs and has a URL, printing progress lines;
- * @limit_ms bounds the wait.  Prints the JSON or "✓ Ready: URL".
+ * Wait until the server @created runs and has a URL, printing progress
+ * lines; @limit_ms bounds the wait.  Prints the JSON or "✓ Ready: URL".
  */
-static int wait_ready(struct cnl_cli *cli, const json_t *created,
-                      int64_t limit_ms)
+static int wait_ready(struct cnl_cli *cli,
+                      const struct cnl_wire_server *created, int64_t limit_ms)
 {
 	_cleanup_free_ char *path =
-	    cnl_cli_pathf("/v1/servers/%s", cnl_cli_str(created, "id", ""));
-	_cleanup_free_ char *id = cnl_xstrdup(cnl_cli_str(created, "id", ""));
+	    cnl_cli_pathf("/v1/servers/%s", created->id);
+	const char *id = created->id;
 	int64_t t0 = cnl_time_mono_ns();
-	char last[256] = "";
+	char last[512] = "";
+	struct cnl_wire_server v;
 	json_t *o;
 	int code;
 
 	/* The first line from the reply that made or started it, so that a
 	 * server ready before the first poll still says so. */
 	if (!cli->json)
-		provisioning_line(json_object_get(created, "status"), last,
-		                  sizeof(last));
+		provisioning_line(created->has_status ? &created->status : NULL,
+		                  last, sizeof(last));
 
 	for (;;) {
-		const char *state, *url;
-		json_t *st;
-
 		if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, "server",
 		                         &o)))
 			return code;
-		state = cnl_cli_str(o, "state", "?");
-		url = cnl_cli_str(o, "url", NULL);
-		st = json_object_get(o, "status");
-		if (strcmp(state, "running") == 0 && url) {
-			if (cli->json)
-				cnl_cli_print_json(o);
-			else
-				printf("✓ Ready: %s\n", url);
-			json_decref(o);
-			return 0;
-		}
-		if (strcmp(state, "failed") == 0 ||
-		    strcmp(state, "stopped") == 0) {
-			code = cnl_cli_fail(
-			    CNL_EXIT_ERROR,
-			    "server %s is %s%s%s (try again with cnlab server "
-			    "start %s)",
-			    cnl_cli_str(o, "name", id), state,
-			    json_object_get(o, "message") ? ": " : "",
-			    cnl_cli_str(o, "message", ""),
-			    cnl_cli_str(o, "name", id));
+		if ((code = cnl_cli_read_server(o, &v))) {
 			json_decref(o);
 			return code;
 		}
-		if (!cli->json)
-			provisioning_line(st, last, sizeof(last));
+		if (strcmp(v.state, "running") == 0 && v.url[0]) {
+			if (cli->json)
+				cnl_cli_print_json(o);
+			else
+				printf("✓ Ready: %s\n", v.url);
+			json_decref(o);
+			return 0;
+		}
 		json_decref(o);
+		if (strcmp(v.state, "failed") == 0 ||
+		    strcmp(v.state, "stopped") == 0)
+			return cnl_cli_fail(
+			    CNL_EXIT_ERROR,
+			    "server %s is %s (try again with cnlab server "
+			    "start %s)",
+			    v.name, v.state, v.name);
+		if (!cli->json)
+			provisioning_line(v.has_status ? &v.status : NULL, last,
+			                  sizeof(last));
 		if ((cnl_time_mono_ns() - t0) / 1000000 >= limit_ms)
 			return cnl_cli_fail(
 			    CNL_EXIT_ERROR,
@@ -206,6 +207,7 @@ int cnl_cli_cmd_server_create(struct cnl_cli *cli)
 	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
 	_cleanup_free_ char *path = NULL;
 	int64_t gb, idle_s, limit_ms;
+	struct cnl_wire_server v;
 	json_t *body, *o;
 	int code;
 
@@ -273,50 +275,57 @@ int cnl_cli_cmd_server_create(struct cnl_cli *cli)
 	}
 created:
 	json_decref(body);
+	if ((code = cnl_cli_read_server(o, &v))) {
+		json_decref(o);
+		return code;
+	}
 	if (generated && !cli->json)
-		fprintf(stderr, "✓ Server %s\n", cnl_cli_str(o, "name", name));
+		fprintf(stderr, "✓ Server %s\n", v.name);
 	if (cnl_cli_flag(cli, "no-wait")) {
 		if (cli->json)
 			cnl_cli_print_json(o);
 		else
 			printf("✓ Provisioning %s (%s): follow with cnlab "
 			       "server list\n",
-			       name, cnl_cli_str(o, "id", "?"));
+			       name, v.id);
 		json_decref(o);
 		return 0;
 	}
-	code = wait_ready(cli, o, limit_ms);
 	json_decref(o);
-	return code;
+	return wait_ready(cli, &v, limit_ms);
 }
 
 int cnl_cli_cmd_server_list(struct cnl_cli *cli)
 {
 	char pname[CNL_CLI_ID_MAX];
 	struct cnl_cli_table t;
-	json_t *o, *it;
-	size_t i;
+	struct cnl_wire_servers page;
+	json_t *o;
 	int code;
 
 	if ((code = cnl_cli_project_items(cli, "servers", pname, &o)))
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
+	code = cnl_cli_read_servers(o, &page);
+	if (code || cli->json) {
+		if (!code)
+			cnl_cli_print_json(o);
+		json_decref(o);
+		cnl_wire_servers_done(&page);
+		return code;
+	}
+	json_decref(o);
 	cnl_cli_table_init(&t, 6);
 	cnl_cli_table_add(&t, (const char *[]){"NAME", "STATE", "PROFILE",
 	                                       "STORAGE", "IMAGE", "URL"});
-	json_array_foreach (json_object_get(o, "items"), i, it) {
+	for (size_t i = 0; i < page.n; i++) {
+		const struct cnl_wire_server *it = &page.items[i];
 		char st[32];
 
-		snprintf(st, sizeof(st), "%lld GB",
-		         (long long)json_integer_value(
-		             json_object_get(it, "storage_gb")));
-		cnl_cli_table_add(
-		    &t, (const char *[]){cnl_cli_str(it, "name", "?"),
-		                         cnl_cli_str(it, "state", "?"),
-		                         cnl_cli_str(it, "profile", "?"), st,
-		                         cnl_cli_str(it, "image", "?"),
-		                         cnl_cli_str(it, "url", "-")});
+		snprintf(st, sizeof(st), "%lld GB", (long long)it->storage_gb);
+		cnl_cli_table_add(&t,
+		                  (const char *[]){it->name, it->state,
+		                                   it->profile, st, it->image,
+		                                   it->url[0] ? it->url : "-"});
 	}
 	if (t.nrows == 1)
 		fprintf(stderr,
@@ -326,7 +335,7 @@ int cnl_cli_cmd_server_list(struct cnl_cli *cli)
 	else
 		cnl_cli_table_print(&t, stdout);
 	cnl_cli_table_done(&t);
-	json_decref(o);
+	cnl_wire_servers_done(&page);
 	return 0;
 }
 
@@ -356,52 +365,52 @@ static void open_browser(const char *url)
 int cnl_cli_cmd_server_open(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
-	const char *url;
-	json_t *s;
+	struct cnl_wire_server s;
 	int code;
 
 	if ((code = find_server(cli, name, &s)))
 		return code;
-	url = cnl_cli_str(s, "url", NULL);
-	if (!url || strcmp(cnl_cli_str(s, "state", ""), "running") != 0) {
-		code =
-		    cnl_cli_fail(CNL_EXIT_ERROR,
-		                 "server %s is %s, with no URL yet: start it "
-		                 "with cnlab server start %s",
-		                 name, cnl_cli_str(s, "state", "?"), name);
-		json_decref(s);
-		return code;
+	if (!s.url[0] || strcmp(s.state, "running") != 0)
+		return cnl_cli_fail(
+		    CNL_EXIT_ERROR,
+		    "server %s is %s, with no URL yet: start it "
+		    "with cnlab server start %s",
+		    name, s.state, name);
+	if (cli->json) {
+		json_t *j = cnl_wire_server_encode(&s);
+
+		cnl_cli_print_json(j);
+		json_decref(j);
+	} else {
+		printf("%s\n", s.url);
 	}
-	if (cli->json)
-		cnl_cli_print_json(s);
-	else
-		printf("%s\n", url);
 	fflush(stdout);
-	open_browser(url);
-	json_decref(s);
+	open_browser(s.url);
 	return 0;
 }
 
 static int server_action(struct cnl_cli *cli, const char *action)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *path = NULL, *id = NULL;
-	json_t *s, *o;
+	_cleanup_free_ char *path = NULL;
+	struct cnl_wire_server s, v;
 	int64_t limit_ms;
+	json_t *o;
 	int code;
 
 	if ((code = wait_limit(cli, &limit_ms)) ||
 	    (code = find_server(cli, name, &s)))
 		return code;
-	id = cnl_xstrdup(cnl_cli_str(s, "id", ""));
-	json_decref(s);
-	path = cnl_cli_pathf("/v1/servers/%s/%s", id, action);
+	path = cnl_cli_pathf("/v1/servers/%s/%s", s.id, action);
 	if ((code = cnl_cli_call(cli, "POST", path, NULL, NULL, "server", &o)))
 		return code;
-	if (strcmp(action, "start") == 0 && !cnl_cli_flag(cli, "no-wait")) {
-		code = wait_ready(cli, o, limit_ms);
+	if ((code = cnl_cli_read_server(o, &v))) {
 		json_decref(o);
 		return code;
+	}
+	if (strcmp(action, "start") == 0 && !cnl_cli_flag(cli, "no-wait")) {
+		json_decref(o);
+		return wait_ready(cli, &v, limit_ms);
 	}
 	if (cli->json)
 		cnl_cli_print_json(o);
@@ -429,16 +438,17 @@ int cnl_cli_cmd_server_delete(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
 	_cleanup_free_ char *path = NULL;
-	json_t *s, *o;
+	struct cnl_wire_server s;
+	json_t *o;
 	int code;
 
 	if ((code = find_server(cli, name, &s)))
 		return code;
-	path = cnl_cli_pathf("/v1/servers/%s", cnl_cli_str(s, "id", ""));
-	json_decref(s);
+	path = cnl_cli_pathf("/v1/servers/%s", s.id);
 	if ((code =
 	         cnl_cli_call(cli, "DELETE", path, NULL, NULL, "server", &o)))
 		return code;
+	/* The reply is {"deleted": id}, not a server. */
 	if (cli->json)
 		cnl_cli_print_json(o);
 	else
