@@ -2,9 +2,9 @@
  * node.c - encoders and strict decoders of the node protocol (node.h).
  *
  * Each decoder follows one pattern: check the object's keys against the
- * message's list (cnl_json_check_fields), then read each field with the
- * typed readers below, which copy into the struct's fixed buffers and
- * name the field in every error.  Each encoder writes only what is set
+ * message's list (cnl_wire_check), then read each field with the
+ * typed readers of codec-internal.h, which copy into the struct's fixed buffers
+ * and name the field in every error.  Each encoder writes only what is set
  * (optional fields absent rather than empty), so a decoded message
  * encodes back to the same JSON.
  */
@@ -19,171 +19,8 @@
 #include "common/json.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "wire/codec-internal.h"
 #include "wire/node.h"
-
-/* ---- readers ------------------------------------------------------------- */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -CNL_EFIELD;
-}
-
-/* A string into @buf (@size bytes, NUL included): 1 read, 0 absent and
- * not @required (buf is then ""), or an error naming @key. */
-static int get_str(const json_t *o, const char *key, bool required, char *buf,
-                   size_t size, char *err, size_t errlen)
-{
-	const char *s = NULL;
-	int r = cnl_json_get_string(o, key, required, &s, err, errlen);
-
-	buf[0] = '\0';
-	if (r <= 0)
-		return r < 0 ? -CNL_EFIELD : 0;
-	if (strlen(s) >= size)
-		return fail(err, errlen, "field \"%s\": longer than %zu bytes",
-		            key, size - 1);
-	memcpy(buf, s, strlen(s) + 1);
-	return 1;
-}
-
-/* A required string that is one of @names (NULL-terminated): its index. */
-static int get_enum(const json_t *o, const char *key, const char *const *names,
-                    int *ret, char *err, size_t errlen)
-{
-	const char *s = NULL;
-
-	if (cnl_json_get_string(o, key, true, &s, err, errlen) < 0)
-		return -CNL_EFIELD;
-	for (int i = 0; names[i]; i++)
-		if (strcmp(s, names[i]) == 0) {
-			*ret = i;
-			return 1;
-		}
-	return fail(err, errlen, "field \"%s\": unknown value \"%.40s\"", key,
-	            s);
-}
-
-static int get_int(const json_t *o, const char *key, bool required, int64_t min,
-                   int64_t max, int64_t *ret, char *err, size_t errlen)
-{
-	int r = cnl_json_get_int(o, key, required, min, max, ret, err, errlen);
-
-	return r < 0 ? -CNL_EFIELD : r;
-}
-
-static int get_int32(const json_t *o, const char *key, bool required, int min,
-                     int max, int *ret, char *err, size_t errlen)
-{
-	int64_t v = *ret;
-	int r = get_int(o, key, required, min, max, &v, err, errlen);
-
-	if (r > 0)
-		*ret = (int)v;
-	return r;
-}
-
-/* An RFC 3339 time (or null: none) into *@ret_ms; 0 when absent. */
-static int get_time(const json_t *o, const char *key, int64_t *ret_ms,
-                    char *err, size_t errlen)
-{
-	const json_t *v = json_object_get(o, key);
-
-	*ret_ms = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v) ||
-	    cnl_time_parse_rfc3339(json_string_value(v), ret_ms) < 0)
-		return fail(err, errlen,
-		            "field \"%s\": must be an RFC 3339 time or null",
-		            key);
-	return 1;
-}
-
-/* An array of at most @max items: 1 with *@ret set, 0 absent. */
-static int get_array(const json_t *o, const char *key, bool required,
-                     size_t max, const json_t **ret, char *err, size_t errlen)
-{
-	const json_t *v = json_object_get(o, key);
-
-	if (!v) {
-		if (required)
-			return fail(err, errlen, "field \"%s\": missing", key);
-		return 0;
-	}
-	if (!json_is_array(v))
-		return fail(err, errlen, "field \"%s\": must be an array", key);
-	if (json_array_size(v) > max)
-		return fail(err, errlen, "field \"%s\": at most %zu items", key,
-		            max);
-	*ret = v;
-	return 1;
-}
-
-/* An item of an array that must be a string, copied into @buf. */
-static int item_str(const json_t *a, size_t i, const char *key, char *buf,
-                    size_t size, char *err, size_t errlen)
-{
-	const char *s = json_string_value(json_array_get(a, i));
-
-	if (!s)
-		return fail(err, errlen, "field \"%s[%zu]\": must be a string",
-		            key, i);
-	if (strlen(s) >= size)
-		return fail(err, errlen,
-		            "field \"%s[%zu]\": longer than %zu bytes", key, i,
-		            size - 1);
-	memcpy(buf, s, strlen(s) + 1);
-	return 0;
-}
-
-/* Prefix @err with the path of a nested object: "field \"gpu\": ..." ->
- * "field \"gpu.blocks\": ...". */
-static int nested(const char *outer, int r, char *err, size_t errlen)
-{
-	char tmp[512];
-	const char *q;
-
-	if (r >= 0 || !err || !errlen)
-		return r;
-	if (strncmp(err, "field \"", 7) == 0) {
-		q = err + 7;
-		snprintf(tmp, sizeof(tmp), "field \"%s.%s", outer, q);
-	} else {
-		snprintf(tmp, sizeof(tmp), "field \"%s\": %s", outer, err);
-	}
-	snprintf(err, errlen, "%s", tmp);
-	return r;
-}
-
-#define TRY(expr)                      \
-	do {                           \
-		int try_r_ = (expr);   \
-		if (try_r_ < 0)        \
-			return try_r_; \
-	} while (0)
-
-static void set_time(json_t *o, const char *key, int64_t ms)
-{
-	char buf[CNL_TIME_RFC3339_MAX];
-
-	if (ms > 0 && cnl_time_format_rfc3339(ms, buf, sizeof(buf)) >= 0)
-		json_object_set_new(o, key, json_string(buf));
-}
-
-static void set_str(json_t *o, const char *key, const char *v)
-{
-	if (v[0])
-		json_object_set_new(o, key, json_string(v));
-}
 
 /* ---- register ------------------------------------------------------------ */
 
@@ -194,11 +31,11 @@ json_t *cnl_wire_register_encode(const struct cnl_wire_register *m)
 	                      (json_int_t)m->cpu_milli, "mem_mib",
 	                      (json_int_t)m->mem_mib);
 
-	set_str(o, "gpu_type", m->gpu_type);
-	set_str(o, "cluster", m->cluster);
-	set_str(o, "zone", m->zone);
-	set_str(o, "rack", m->rack);
-	set_str(o, "address", m->address);
+	cnl_wire_set_str(o, "gpu_type", m->gpu_type);
+	cnl_wire_set_str(o, "cluster", m->cluster);
+	cnl_wire_set_str(o, "zone", m->zone);
+	cnl_wire_set_str(o, "rack", m->rack);
+	cnl_wire_set_str(o, "address", m->address);
 	if (m->has_datasets) {
 		json_t *a = json_array();
 
@@ -228,17 +65,17 @@ static int device_decode(const json_t *d, struct cnl_wire_device *ret,
 	                                     "healthy", NULL};
 
 	if (!json_is_object(d))
-		return fail(err, errlen, "must be an object");
-	TRY(cnl_json_check_fields(d, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_int32(d, "index", true, 0, CNL_WIRE_GPUS_MAX - 1, &ret->index,
-	              err, errlen));
-	TRY(get_str(d, "uuid", true, ret->uuid, sizeof(ret->uuid), err,
-	            errlen));
+		return cnl_wire_fail(err, errlen, "must be an object");
+	CNL_WIRE_TRY(cnl_wire_check(d, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(d, "index", true, 0,
+	                                CNL_WIRE_GPUS_MAX - 1, &ret->index, err,
+	                                errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(d, "uuid", true, ret->uuid,
+	                              sizeof(ret->uuid), err, errlen));
 	if (!ret->uuid[0])
-		return fail(err, errlen, "field \"uuid\": empty");
-	TRY(get_int(d, "mem_mib", true, 0, INT64_C(1) << 30, &ret->mem_mib, err,
-	            errlen));
+		return cnl_wire_fail(err, errlen, "field \"uuid\": empty");
+	CNL_WIRE_TRY(cnl_wire_get_int(d, "mem_mib", true, 0, INT64_C(1) << 30,
+	                              &ret->mem_mib, err, errlen));
 	return cnl_json_get_bool(d, "healthy", true, &ret->healthy, err,
 	                         errlen) < 0
 	           ? -CNL_EFIELD
@@ -256,52 +93,54 @@ int cnl_wire_register_decode(const json_t *j, struct cnl_wire_register *ret,
 	int64_t v = 0;
 
 	memset(ret, 0, sizeof(*ret));
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_int(j, "protocol", true, 0, INT32_MAX, &v, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "protocol", true, 0, INT32_MAX, &v,
+	                              err, errlen));
 	ret->protocol = (int)v;
 	if (ret->protocol != CNL_WIRE_PROTOCOL)
-		return fail(err, errlen,
-		            "field \"protocol\": version %d is not spoken here "
-		            "(this side speaks %d): upgrade the older side",
-		            ret->protocol, CNL_WIRE_PROTOCOL);
-	TRY(get_str(j, "name", true, ret->name, sizeof(ret->name), err,
-	            errlen));
+		return cnl_wire_fail(
+		    err, errlen,
+		    "field \"protocol\": version %d is not spoken here "
+		    "(this side speaks %d): upgrade the older side",
+		    ret->protocol, CNL_WIRE_PROTOCOL);
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", true, ret->name,
+	                              sizeof(ret->name), err, errlen));
 	if (!ret->name[0])
-		return fail(err, errlen, "field \"name\": empty");
-	TRY(get_str(j, "gpu_type", false, ret->gpu_type, sizeof(ret->gpu_type),
-	            err, errlen));
-	TRY(get_int32(j, "gpus", true, 0, CNL_WIRE_GPUS_MAX, &ret->gpus, err,
-	              errlen));
-	TRY(get_int(j, "cpu_milli", true, 0, INT64_C(1) << 40, &ret->cpu_milli,
-	            err, errlen));
-	TRY(get_int(j, "mem_mib", true, 0, INT64_C(1) << 40, &ret->mem_mib, err,
-	            errlen));
-	TRY(get_str(j, "cluster", false, ret->cluster, sizeof(ret->cluster),
-	            err, errlen));
-	TRY(get_str(j, "zone", false, ret->zone, sizeof(ret->zone), err,
-	            errlen));
-	TRY(get_str(j, "rack", false, ret->rack, sizeof(ret->rack), err,
-	            errlen));
-	TRY(get_str(j, "address", false, ret->address, sizeof(ret->address),
-	            err, errlen));
-	if (get_array(j, "datasets", false, CNL_WIRE_DATASETS_MAX, &a, err,
-	              errlen) < 0)
+		return cnl_wire_fail(err, errlen, "field \"name\": empty");
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "gpu_type", false, ret->gpu_type,
+	                              sizeof(ret->gpu_type), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(j, "gpus", true, 0, CNL_WIRE_GPUS_MAX,
+	                                &ret->gpus, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "cpu_milli", true, 0, INT64_C(1) << 40,
+	                              &ret->cpu_milli, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "mem_mib", true, 0, INT64_C(1) << 40,
+	                              &ret->mem_mib, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "cluster", false, ret->cluster,
+	                              sizeof(ret->cluster), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "zone", false, ret->zone,
+	                              sizeof(ret->zone), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "rack", false, ret->rack,
+	                              sizeof(ret->rack), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "address", false, ret->address,
+	                              sizeof(ret->address), err, errlen));
+	if (cnl_wire_get_array(j, "datasets", false, CNL_WIRE_DATASETS_MAX, &a,
+	                       err, errlen) < 0)
 		return -CNL_EFIELD;
 	if (json_object_get(j, "datasets")) {
 		ret->has_datasets = true;
 		for (size_t i = 0; i < json_array_size(a); i++)
-			TRY(item_str(a, i, "datasets", ret->datasets[i],
-			             sizeof(ret->datasets[i]), err, errlen));
+			CNL_WIRE_TRY(cnl_wire_item_str(
+			    a, i, "datasets", ret->datasets[i],
+			    sizeof(ret->datasets[i]), err, errlen));
 		ret->n_datasets = (int)json_array_size(a);
 	}
-	if (get_array(j, "devices", false, CNL_WIRE_GPUS_MAX, &a, err, errlen) <
-	    0)
+	if (cnl_wire_get_array(j, "devices", false, CNL_WIRE_GPUS_MAX, &a, err,
+	                       errlen) < 0)
 		return -CNL_EFIELD;
 	if (json_object_get(j, "devices")) {
 		ret->has_devices = true;
 		if (json_array_size(a) != (size_t)ret->gpus)
-			return fail(
+			return cnl_wire_fail(
 			    err, errlen,
 			    "field \"devices\": must list each of the %d "
 			    "GPUs",
@@ -310,10 +149,11 @@ int cnl_wire_register_decode(const json_t *j, struct cnl_wire_register *ret,
 			char key[40];
 
 			snprintf(key, sizeof(key), "devices[%zu]", i);
-			TRY(nested(key,
-			           device_decode(json_array_get(a, i),
-			                         &ret->devices[i], err, errlen),
-			           err, errlen));
+			CNL_WIRE_TRY(cnl_wire_nested(
+			    key,
+			    device_decode(json_array_get(a, i),
+			                  &ret->devices[i], err, errlen),
+			    err, errlen));
 		}
 		ret->n_devices = (int)json_array_size(a);
 	}
@@ -351,26 +191,30 @@ int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
 	int st;
 
 	memset(ret, 0, sizeof(*ret));
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
-	TRY(get_str(j, "name", true, ret->name, sizeof(ret->name), err,
-	            errlen));
-	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
-	TRY(get_enum(j, "state", states, &st, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "id", true, ret->id, sizeof(ret->id),
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", true, ret->name,
+	                              sizeof(ret->name), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", true, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_enum(j, "state", states, &st, err, errlen));
 	snprintf(ret->state, sizeof(ret->state), "%s", states[st]);
-	TRY(get_int(j, "lease_ms", true, 0, INT64_C(1) << 40, &ret->lease_ms,
-	            err, errlen));
-	TRY(get_int(j, "heartbeat_ms", true, 0, INT64_C(1) << 40,
-	            &ret->heartbeat_ms, err, errlen));
-	TRY(get_array(j, "stop", false, CNL_WIRE_LIST_MAX, &a, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "lease_ms", true, 0, INT64_C(1) << 40,
+	                              &ret->lease_ms, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "heartbeat_ms", true, 0,
+	                              INT64_C(1) << 40, &ret->heartbeat_ms, err,
+	                              errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(j, "stop", false, CNL_WIRE_LIST_MAX, &a,
+	                                err, errlen));
 	if (a) {
 		ret->has_stop = true;
 		ret->stop =
 		    cnl_xcalloc(json_array_size(a) + 1, sizeof(*ret->stop));
 		for (size_t i = 0; i < json_array_size(a); i++)
-			TRY(item_str(a, i, "stop", ret->stop[i],
-			             sizeof(ret->stop[i]), err, errlen));
+			CNL_WIRE_TRY(cnl_wire_item_str(
+			    a, i, "stop", ret->stop[i], sizeof(ret->stop[i]),
+			    err, errlen));
 		ret->n_stop = json_array_size(a);
 	}
 	return 0;
@@ -408,12 +252,12 @@ static int running_decode(const json_t *it, struct cnl_wire_running *ret,
 	static const char *const fields[] = {"id", "epoch", NULL};
 
 	if (!json_is_object(it))
-		return fail(err, errlen, "must be an object");
-	TRY(cnl_json_check_fields(it, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                       : 0);
-	TRY(get_str(it, "id", true, ret->id, sizeof(ret->id), err, errlen));
-	return get_int(it, "epoch", true, 0, INT64_MAX, &ret->epoch, err,
-	               errlen) < 0
+		return cnl_wire_fail(err, errlen, "must be an object");
+	CNL_WIRE_TRY(cnl_wire_check(it, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(it, "id", true, ret->id, sizeof(ret->id),
+	                              err, errlen));
+	return cnl_wire_get_int(it, "epoch", true, 0, INT64_MAX, &ret->epoch,
+	                        err, errlen) < 0
 	           ? -CNL_EFIELD
 	           : 0;
 }
@@ -427,10 +271,11 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
 	int64_t epoch;
 
 	memset(ret, 0, sizeof(*ret));
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_int(j, "epoch", false, 0, INT64_MAX, &epoch, err, errlen));
-	TRY(get_array(j, "running", false, CNL_WIRE_LIST_MAX, &a, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", false, 0, INT64_MAX, &epoch,
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(j, "running", false, CNL_WIRE_LIST_MAX,
+	                                &a, err, errlen));
 	if (!a)
 		return 0;
 	ret->has_running = true;
@@ -440,10 +285,11 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
 		char key[32];
 
 		snprintf(key, sizeof(key), "running[%zu]", i);
-		TRY(nested(key,
-		           running_decode(json_array_get(a, i),
-		                          &ret->running[i], err, errlen),
-		           err, errlen));
+		CNL_WIRE_TRY(cnl_wire_nested(
+		    key,
+		    running_decode(json_array_get(a, i), &ret->running[i], err,
+		                   errlen),
+		    err, errlen));
 		ret->n_running = i + 1;
 	}
 	return 0;
@@ -482,24 +328,25 @@ static int slice_decode(const json_t *o, struct cnl_wire_slice *ret, char *err,
 	int64_t mask = 0;
 
 	if (!json_is_object(o))
-		return fail(err, errlen, "must be an object");
-	TRY(cnl_json_check_fields(o, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_int32(o, "blocks", true, 0, 100 * CNL_WIRE_GPUS_MAX,
-	              &ret->blocks, err, errlen));
-	TRY(get_int(o, "vram_mib", true, 0, INT64_C(1) << 40, &ret->vram_mib,
-	            err, errlen));
-	TRY(get_int(o, "gpu_mask", true, 0, (1 << CNL_WIRE_GPUS_MAX) - 1, &mask,
-	            err, errlen));
+		return cnl_wire_fail(err, errlen, "must be an object");
+	CNL_WIRE_TRY(cnl_wire_check(o, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(o, "blocks", true, 0,
+	                                100 * CNL_WIRE_GPUS_MAX, &ret->blocks,
+	                                err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(o, "vram_mib", true, 0, INT64_C(1) << 40,
+	                              &ret->vram_mib, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(o, "gpu_mask", true, 0,
+	                              (1 << CNL_WIRE_GPUS_MAX) - 1, &mask, err,
+	                              errlen));
 	ret->gpu_mask = (uint32_t)mask;
 	ret->mig_start = -1;
-	if (get_str(o, "mig_profile", false, ret->mig_profile,
-	            sizeof(ret->mig_profile), err, errlen) > 0) {
-		TRY(get_int32(o, "mig_start", true, 0, 7, &ret->mig_start, err,
-		              errlen));
+	if (cnl_wire_get_str(o, "mig_profile", false, ret->mig_profile,
+	                     sizeof(ret->mig_profile), err, errlen) > 0) {
+		CNL_WIRE_TRY(cnl_wire_get_int32(o, "mig_start", true, 0, 7,
+		                                &ret->mig_start, err, errlen));
 	} else if (json_object_get(o, "mig_start")) {
-		return fail(err, errlen,
-		            "field \"mig_start\": only with mig_profile");
+		return cnl_wire_fail(
+		    err, errlen, "field \"mig_start\": only with mig_profile");
 	}
 	return 0;
 }
@@ -522,18 +369,20 @@ static int gang_decode(const json_t *o, struct cnl_wire_gang *ret, char *err,
 	const json_t *a = NULL;
 
 	if (!json_is_object(o))
-		return fail(err, errlen, "must be an object");
-	TRY(cnl_json_check_fields(o, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_str(o, "id", true, ret->id, sizeof(ret->id), err, errlen));
-	TRY(get_int32(o, "size", true, 1, CNL_WIRE_GANG_MAX, &ret->size, err,
-	              errlen));
-	TRY(get_int32(o, "rank", true, 0, ret->size - 1, &ret->rank, err,
-	              errlen));
-	TRY(get_array(o, "nodes", true, CNL_WIRE_GANG_MAX, &a, err, errlen));
+		return cnl_wire_fail(err, errlen, "must be an object");
+	CNL_WIRE_TRY(cnl_wire_check(o, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(o, "id", true, ret->id, sizeof(ret->id),
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(o, "size", true, 1, CNL_WIRE_GANG_MAX,
+	                                &ret->size, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(o, "rank", true, 0, ret->size - 1,
+	                                &ret->rank, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(o, "nodes", true, CNL_WIRE_GANG_MAX, &a,
+	                                err, errlen));
 	for (size_t i = 0; i < json_array_size(a); i++)
-		TRY(item_str(a, i, "nodes", ret->nodes[i],
-		             sizeof(ret->nodes[i]), err, errlen));
+		CNL_WIRE_TRY(cnl_wire_item_str(a, i, "nodes", ret->nodes[i],
+		                               sizeof(ret->nodes[i]), err,
+		                               errlen));
 	ret->n_nodes = (int)json_array_size(a);
 	return 0;
 }
@@ -549,22 +398,22 @@ json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
 	    slice_encode(&m->gpu), "cpu_milli", (json_int_t)m->cpu_milli,
 	    "mem_mib", (json_int_t)m->mem_mib);
 
-	set_str(o, "user", m->user);
+	cnl_wire_set_str(o, "user", m->user);
 	if (m->kind == CNL_WIRE_SERVER) {
-		set_str(o, "image", m->image);
-		set_str(o, "name", m->name);
+		cnl_wire_set_str(o, "image", m->image);
+		cnl_wire_set_str(o, "name", m->name);
 		json_object_set_new(o, "storage_gb",
 		                    json_integer(m->storage_gb));
 		json_object_set_new(o, "idle_timeout_s",
 		                    json_integer(m->idle_timeout_s));
 	} else {
-		set_str(o, "command", m->command);
+		cnl_wire_set_str(o, "command", m->command);
 	}
 	if (m->has_gang)
 		json_object_set_new(o, "gang", gang_encode(&m->gang));
-	set_time(o, "not_before", m->not_before_ms);
-	set_time(o, "signal_at", m->signal_ms);
-	set_time(o, "kill_at", m->kill_ms);
+	cnl_wire_set_time(o, "not_before", m->not_before_ms);
+	cnl_wire_set_time(o, "signal_at", m->signal_ms);
+	cnl_wire_set_time(o, "kill_at", m->kill_ms);
 	return o;
 }
 
@@ -598,53 +447,61 @@ int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
 
 	memset(ret, 0, sizeof(*ret));
 	if (!json_is_object(j))
-		return fail(err, errlen, "must be an object");
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
-	TRY(get_enum(j, "kind", kinds, &k, err, errlen));
+		return cnl_wire_fail(err, errlen, "must be an object");
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "id", true, ret->id, sizeof(ret->id),
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_enum(j, "kind", kinds, &k, err, errlen));
 	ret->kind = (enum cnl_wire_kind)k;
-	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
-	TRY(get_enum(j, "action", actions, &act, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", true, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	CNL_WIRE_TRY(
+	    cnl_wire_get_enum(j, "action", actions, &act, err, errlen));
 	ret->action = (enum cnl_wire_action)act;
-	TRY(get_str(j, "project_id", true, ret->project_id,
-	            sizeof(ret->project_id), err, errlen));
-	TRY(get_str(j, "user_id", true, ret->user_id, sizeof(ret->user_id), err,
-	            errlen));
-	TRY(get_str(j, "user", false, ret->user, sizeof(ret->user), err,
-	            errlen));
-	TRY(get_str(j, "shape", true, ret->shape, sizeof(ret->shape), err,
-	            errlen));
-	TRY(get_str(j, "command", false, ret->command, sizeof(ret->command),
-	            err, errlen));
-	TRY(get_str(j, "image", false, ret->image, sizeof(ret->image), err,
-	            errlen));
-	TRY(get_str(j, "name", false, ret->name, sizeof(ret->name), err,
-	            errlen));
-	TRY(get_int(j, "storage_gb", false, 0, INT64_C(1) << 40,
-	            &ret->storage_gb, err, errlen));
-	TRY(get_int(j, "idle_timeout_s", false, 0, INT64_C(1) << 40,
-	            &ret->idle_timeout_s, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "project_id", true, ret->project_id,
+	                              sizeof(ret->project_id), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "user_id", true, ret->user_id,
+	                              sizeof(ret->user_id), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "user", false, ret->user,
+	                              sizeof(ret->user), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "shape", true, ret->shape,
+	                              sizeof(ret->shape), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "command", false, ret->command,
+	                              sizeof(ret->command), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "image", false, ret->image,
+	                              sizeof(ret->image), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", false, ret->name,
+	                              sizeof(ret->name), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "storage_gb", false, 0,
+	                              INT64_C(1) << 40, &ret->storage_gb, err,
+	                              errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "idle_timeout_s", false, 0,
+	                              INT64_C(1) << 40, &ret->idle_timeout_s,
+	                              err, errlen));
 	if (!json_object_get(j, "gpu"))
-		return fail(err, errlen, "field \"gpu\": missing");
-	TRY(nested(
+		return cnl_wire_fail(err, errlen, "field \"gpu\": missing");
+	CNL_WIRE_TRY(cnl_wire_nested(
 	    "gpu",
 	    slice_decode(json_object_get(j, "gpu"), &ret->gpu, err, errlen),
 	    err, errlen));
 	if (json_object_get(j, "gang")) {
 		ret->has_gang = true;
-		TRY(nested("gang",
-		           gang_decode(json_object_get(j, "gang"), &ret->gang,
-		                       err, errlen),
-		           err, errlen));
+		CNL_WIRE_TRY(
+		    cnl_wire_nested("gang",
+		                    gang_decode(json_object_get(j, "gang"),
+		                                &ret->gang, err, errlen),
+		                    err, errlen));
 	}
-	TRY(get_int(j, "cpu_milli", true, 0, INT64_C(1) << 40, &ret->cpu_milli,
-	            err, errlen));
-	TRY(get_int(j, "mem_mib", true, 0, INT64_C(1) << 40, &ret->mem_mib, err,
-	            errlen));
-	TRY(get_time(j, "not_before", &ret->not_before_ms, err, errlen));
-	TRY(get_time(j, "signal_at", &ret->signal_ms, err, errlen));
-	TRY(get_time(j, "kill_at", &ret->kill_ms, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "cpu_milli", true, 0, INT64_C(1) << 40,
+	                              &ret->cpu_milli, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "mem_mib", true, 0, INT64_C(1) << 40,
+	                              &ret->mem_mib, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_time(j, "not_before", false,
+	                               &ret->not_before_ms, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_time(j, "signal_at", false, &ret->signal_ms,
+	                               err, errlen));
+	CNL_WIRE_TRY(
+	    cnl_wire_get_time(j, "kill_at", false, &ret->kill_ms, err, errlen));
 	return 0;
 }
 
@@ -669,23 +526,24 @@ int cnl_wire_assignments_decode(const json_t *j,
 	int64_t v = 0;
 
 	memset(ret, 0, sizeof(*ret));
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_int(j, "version", true, 0, INT64_MAX, &v, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "version", true, 0, INT64_MAX, &v, err,
+	                              errlen));
 	ret->version = (uint64_t)v;
-	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
-	TRY(get_array(j, "assignments", true, CNL_WIRE_LIST_MAX, &a, err,
-	              errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", true, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(j, "assignments", true,
+	                                CNL_WIRE_LIST_MAX, &a, err, errlen));
 	ret->items = cnl_xcalloc(json_array_size(a) + 1, sizeof(*ret->items));
 	for (size_t i = 0; i < json_array_size(a); i++) {
 		char key[40];
 
 		snprintf(key, sizeof(key), "assignments[%zu]", i);
-		TRY(nested(key,
-		           cnl_wire_assignment_decode(json_array_get(a, i),
-		                                      &ret->items[i], err,
-		                                      errlen),
-		           err, errlen));
+		CNL_WIRE_TRY(cnl_wire_nested(
+		    key,
+		    cnl_wire_assignment_decode(json_array_get(a, i),
+		                               &ret->items[i], err, errlen),
+		    err, errlen));
 		ret->n = i + 1;
 	}
 	return 0;
@@ -718,8 +576,8 @@ json_t *cnl_wire_report_encode(const struct cnl_wire_report *m)
 
 	if (m->has_exit_code)
 		json_object_set_new(o, "exit_code", json_integer(m->exit_code));
-	set_str(o, "url", m->url);
-	set_str(o, "message", m->message);
+	cnl_wire_set_str(o, "url", m->url);
+	cnl_wire_set_str(o, "message", m->message);
 	return o;
 }
 
@@ -731,18 +589,21 @@ int cnl_wire_report_decode(const json_t *j, struct cnl_wire_report *ret,
 	int st, r;
 
 	memset(ret, 0, sizeof(*ret));
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
-	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
-	TRY(get_enum(j, "state", report_states, &st, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "id", true, ret->id, sizeof(ret->id),
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", true, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	CNL_WIRE_TRY(
+	    cnl_wire_get_enum(j, "state", report_states, &st, err, errlen));
 	ret->state = (enum cnl_wire_report_state)st;
-	TRY(r = get_int32(j, "exit_code", false, -255, 255, &ret->exit_code,
-	                  err, errlen));
+	CNL_WIRE_TRY(r = cnl_wire_get_int32(j, "exit_code", false, -255, 255,
+	                                    &ret->exit_code, err, errlen));
 	ret->has_exit_code = r > 0;
-	TRY(get_str(j, "url", false, ret->url, sizeof(ret->url), err, errlen));
-	TRY(get_str(j, "message", false, ret->message, sizeof(ret->message),
-	            err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "url", false, ret->url,
+	                              sizeof(ret->url), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "message", false, ret->message,
+	                              sizeof(ret->message), err, errlen));
 	return 0;
 }
 
@@ -766,17 +627,19 @@ int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
 	int st;
 
 	memset(ret, 0, sizeof(*ret));
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_str(j, "id", true, ret->id, sizeof(ret->id), err, errlen));
-	TRY(get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err, errlen));
-	TRY(get_enum(j, "stream", streams, &st, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "id", true, ret->id, sizeof(ret->id),
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", true, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_enum(j, "stream", streams, &st, err, errlen));
 	ret->stderr_ = st == 1;
 	if (cnl_json_get_string(j, "data", true, &data, err, errlen) < 0)
 		return -CNL_EFIELD;
 	if (strlen(data) >= CNL_WIRE_LOG_MAX)
-		return fail(err, errlen, "field \"data\": longer than %d bytes",
-		            CNL_WIRE_LOG_MAX - 1);
+		return cnl_wire_fail(err, errlen,
+		                     "field \"data\": longer than %d bytes",
+		                     CNL_WIRE_LOG_MAX - 1);
 	ret->data = cnl_xstrdup(data);
 	return 0;
 }
@@ -840,24 +703,27 @@ int cnl_wire_file_decode(const json_t *j, struct cnl_wire_file *ret, char *err,
 
 	memset(ret, 0, sizeof(*ret));
 	if (!json_is_object(j))
-		return fail(err, errlen, "must be an object");
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(r = get_str(j, "id", false, ret->id, sizeof(ret->id), err, errlen));
-	TRY(get_int(j, "epoch", r > 0, 0, INT64_MAX, &ret->epoch, err, errlen));
-	TRY(get_str(j, "name", true, ret->name, sizeof(ret->name), err,
-	            errlen));
+		return cnl_wire_fail(err, errlen, "must be an object");
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(r = cnl_wire_get_str(j, "id", false, ret->id,
+	                                  sizeof(ret->id), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", r > 0, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", true, ret->name,
+	                              sizeof(ret->name), err, errlen));
 	if (!file_name_ok(ret->name))
-		return fail(err, errlen,
-		            "field \"name\": must be a plain file name (A-Z "
-		            "a-z 0-9 . _ -)");
+		return cnl_wire_fail(
+		    err, errlen,
+		    "field \"name\": must be a plain file name (A-Z "
+		    "a-z 0-9 . _ -)");
 	if (cnl_json_get_string(j, "data_base64", true, &data, err, errlen) < 0)
 		return -CNL_EFIELD;
 	if (!base64_ok(data, CNL_WIRE_FILE_MAX))
-		return fail(err, errlen,
-		            "field \"data_base64\": must be base64 of at most "
-		            "%d bytes",
-		            CNL_WIRE_FILE_MAX);
+		return cnl_wire_fail(
+		    err, errlen,
+		    "field \"data_base64\": must be base64 of at most "
+		    "%d bytes",
+		    CNL_WIRE_FILE_MAX);
 	ret->data_base64 = cnl_xstrdup(data);
 	return 0;
 }
@@ -886,19 +752,20 @@ int cnl_wire_files_decode(const json_t *j, struct cnl_wire_files *ret,
 	const json_t *a = NULL;
 
 	memset(ret, 0, sizeof(*ret));
-	TRY(cnl_json_check_fields(j, fields, err, errlen) < 0 ? -CNL_EFIELD
-	                                                      : 0);
-	TRY(get_array(j, "items", true, CNL_WIRE_LIST_MAX, &a, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(j, "items", true, CNL_WIRE_LIST_MAX, &a,
+	                                err, errlen));
 	ret->items = cnl_xcalloc(json_array_size(a) + 1, sizeof(*ret->items));
 	for (size_t i = 0; i < json_array_size(a); i++) {
 		char key[32];
 		int r;
 
 		snprintf(key, sizeof(key), "items[%zu]", i);
-		r = nested(key,
-		           cnl_wire_file_decode(json_array_get(a, i),
-		                                &ret->items[i], err, errlen),
-		           err, errlen);
+		r = cnl_wire_nested(key,
+		                    cnl_wire_file_decode(json_array_get(a, i),
+		                                         &ret->items[i], err,
+		                                         errlen),
+		                    err, errlen);
 		ret->n = i + 1;
 		if (r < 0)
 			return r;
