@@ -21,6 +21,7 @@
 #include "cnlab/errors.h"
 #include "common/config.h"
 #include "common/time.h"
+#include "common/util.h"
 
 /* A parsed value waiting to be committed. */
 struct slot {
@@ -29,20 +30,6 @@ struct slot {
 	int64_t num; /* INT, DURATION, SIZE; BOOL as 0/1 */
 	char *str;   /* STRING, owned until committed */
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 int cnl_size_parse(const char *s, int64_t *ret_bytes)
 {
@@ -157,7 +144,7 @@ static int stage(const struct cnl_config_def *d, const char *value,
 	case CNL_CONFIG_STRING: {
 		char *copy = strdup(value);
 		if (!copy) {
-			seterr(err, errlen, "out of memory");
+			cnl_seterr(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
 		free(s->str);
@@ -201,11 +188,12 @@ static int stage(const struct cnl_config_def *d, const char *value,
 		if (d->min < d->max && d->type != CNL_CONFIG_BOOL) {
 			format_num(d, d->min, lo, sizeof(lo));
 			format_num(d, d->max, hi, sizeof(hi));
-			seterr(err, errlen, "must be %s in %s..%s, not \"%s\"",
-			       want[d->type], lo, hi, value);
+			cnl_seterr(err, errlen,
+			           "must be %s in %s..%s, not \"%s\"",
+			           want[d->type], lo, hi, value);
 		} else {
-			seterr(err, errlen, "must be %s%s, not \"%s\"",
-			       want[d->type], example[d->type], value);
+			cnl_seterr(err, errlen, "must be %s%s, not \"%s\"",
+			           want[d->type], example[d->type], value);
 		}
 		return r;
 	}
@@ -297,12 +285,12 @@ int cnl_config_set(const struct cnl_config_def *table, size_t n, void *obj,
 	int r;
 
 	if (!d) {
-		seterr(err, errlen, "unknown key \"%s\"", name);
+		cnl_seterr(err, errlen, "unknown key \"%s\"", name);
 		return -CNL_EFIELD;
 	}
 	r = stage(d, value, &s, problem, sizeof(problem));
 	if (r < 0) {
-		seterr(err, errlen, "key \"%s\": %s", name, problem);
+		cnl_seterr(err, errlen, "key \"%s\": %s", name, problem);
 		return r;
 	}
 	commit(d, 1, obj, &s, true);
@@ -336,7 +324,7 @@ static int split_line(char *line, char *qbuf, char **ret_key, char **ret_value,
 	while (is_blank(*p))
 		p++;
 	if (*p != '=' || end == key) {
-		seterr(err, errlen, "expected \"key = value\"");
+		cnl_seterr(err, errlen, "expected \"key = value\"");
 		return -CNL_EPARSE;
 	}
 	*end = '\0';
@@ -349,15 +337,15 @@ static int split_line(char *line, char *qbuf, char **ret_key, char **ret_value,
 
 		for (p++; *p != '"'; p++) {
 			if (*p == '\0') {
-				seterr(err, errlen, "unterminated quote");
+				cnl_seterr(err, errlen, "unterminated quote");
 				return -CNL_EPARSE;
 			}
 			if (*p == '\\') {
 				p++;
 				switch (*p) {
 				case '\0':
-					seterr(err, errlen,
-					       "unterminated quote");
+					cnl_seterr(err, errlen,
+					           "unterminated quote");
 					return -CNL_EPARSE;
 				case '"':
 				case '\\':
@@ -370,7 +358,7 @@ static int split_line(char *line, char *qbuf, char **ret_key, char **ret_value,
 					*q++ = '\t';
 					continue;
 				default:
-					seterr(
+					cnl_seterr(
 					    err, errlen,
 					    "unknown escape in quoted value");
 					return -CNL_EPARSE;
@@ -382,7 +370,7 @@ static int split_line(char *line, char *qbuf, char **ret_key, char **ret_value,
 		for (p++; is_blank(*p); p++)
 			;
 		if (*p != '\0' && *p != '#') {
-			seterr(err, errlen, "text after closing quote");
+			cnl_seterr(err, errlen, "text after closing quote");
 			return -CNL_EPARSE;
 		}
 		*ret_value = qbuf;
@@ -409,13 +397,13 @@ int cnl_config_load_file(const struct cnl_config_def *table, size_t n,
 	f = fopen(path, "re");
 	if (!f) {
 		r = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		cnl_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return r;
 	}
 	slots = calloc(n ? n : 1, sizeof(*slots));
 	if (!slots) {
 		r = -ENOMEM;
-		seterr(err, errlen, "%s: out of memory", path);
+		cnl_seterr(err, errlen, "%s: out of memory", path);
 		goto out;
 	}
 
@@ -431,14 +419,14 @@ int cnl_config_load_file(const struct cnl_config_def *table, size_t n,
 			line[--len] = '\0';
 		if (strlen(line) != (size_t)len) {
 			r = -CNL_EPARSE;
-			seterr(err, errlen, "%s:%d: NUL byte in line", path,
-			       lineno);
+			cnl_seterr(err, errlen, "%s:%d: NUL byte in line", path,
+			           lineno);
 			goto out;
 		}
 		nq = realloc(qbuf, (size_t)len + 1);
 		if (!nq) {
 			r = -ENOMEM;
-			seterr(err, errlen, "%s: out of memory", path);
+			cnl_seterr(err, errlen, "%s: out of memory", path);
 			goto out;
 		}
 		qbuf = nq;
@@ -448,28 +436,29 @@ int cnl_config_load_file(const struct cnl_config_def *table, size_t n,
 		if (r == 0)
 			continue;
 		if (r < 0) {
-			seterr(err, errlen, "%s:%d: %s", path, lineno, problem);
+			cnl_seterr(err, errlen, "%s:%d: %s", path, lineno,
+			           problem);
 			goto out;
 		}
 		d = cnl_config_find(table, n, key);
 		if (!d) {
 			r = -CNL_EFIELD;
-			seterr(err, errlen, "%s:%d: unknown key \"%s\"", path,
-			       lineno, key);
+			cnl_seterr(err, errlen, "%s:%d: unknown key \"%s\"",
+			           path, lineno, key);
 			goto out;
 		}
 		idx = (size_t)(d - table);
 		if (slots[idx].set) {
 			r = -CNL_EDUP;
-			seterr(err, errlen,
-			       "%s:%d: key \"%s\" already set on line %d", path,
-			       lineno, key, slots[idx].line);
+			cnl_seterr(err, errlen,
+			           "%s:%d: key \"%s\" already set on line %d",
+			           path, lineno, key, slots[idx].line);
 			goto out;
 		}
 		r = stage(d, value, &slots[idx], problem, sizeof(problem));
 		if (r < 0) {
-			seterr(err, errlen, "%s:%d: key \"%s\": %s", path,
-			       lineno, key, problem);
+			cnl_seterr(err, errlen, "%s:%d: key \"%s\": %s", path,
+			           lineno, key, problem);
 			goto out;
 		}
 		slots[idx].line = lineno;
@@ -477,7 +466,7 @@ int cnl_config_load_file(const struct cnl_config_def *table, size_t n,
 	r = 0;
 	if (ferror(f)) {
 		r = -EIO;
-		seterr(err, errlen, "%s: read error", path);
+		cnl_seterr(err, errlen, "%s: read error", path);
 		goto out;
 	}
 	commit(table, n, obj, slots, true);
@@ -515,7 +504,7 @@ int cnl_config_load_env(const struct cnl_config_def *table, size_t n, void *obj,
 
 	slots = calloc(n ? n : 1, sizeof(*slots));
 	if (!slots) {
-		seterr(err, errlen, "out of memory");
+		cnl_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (char **e = envp; e && *e && r == 0; e++) {
@@ -534,9 +523,9 @@ int cnl_config_load_env(const struct cnl_config_def *table, size_t n, void *obj,
 			r = stage(&table[i], eq + 1, &slots[i], problem,
 			          sizeof(problem));
 			if (r < 0)
-				seterr(err, errlen, "%.*s: key \"%s\": %s",
-				       (int)(eq - *e), *e, table[i].name,
-				       problem);
+				cnl_seterr(err, errlen, "%.*s: key \"%s\": %s",
+				           (int)(eq - *e), *e, table[i].name,
+				           problem);
 			break;
 		}
 	}
@@ -571,7 +560,7 @@ int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
 
 	slots = calloc(n ? n : 1, sizeof(*slots));
 	if (!slots) {
-		seterr(err, errlen, "out of memory");
+		cnl_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (int i = 1; i < argc && r == 0; i++) {
@@ -582,9 +571,9 @@ int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
 		if (arg[0] != '-' || arg[1] == '\0' ||
 		    (arg[1] == '-' && arg[2] == '\0')) {
 			r = -CNL_EFIELD;
-			seterr(err, errlen,
-			       "unexpected argument %s (want --KEY VALUE)",
-			       arg);
+			cnl_seterr(err, errlen,
+			           "unexpected argument %s (want --KEY VALUE)",
+			           arg);
 			break;
 		}
 		/* "-h": a one-letter own flag; "--name" or "--name=value". */
@@ -598,8 +587,8 @@ int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
 		if (o && !o->has_value) {
 			if (eq) {
 				r = -CNL_EPARSE;
-				seterr(err, errlen, "flag --%s takes no value",
-				       o->name);
+				cnl_seterr(err, errlen,
+				           "flag --%s takes no value", o->name);
 				break;
 			}
 			o->value = "";
@@ -612,8 +601,8 @@ int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
 				d = &table[k];
 		if (!o && !d) {
 			r = -CNL_EFIELD;
-			seterr(err, errlen, "unknown flag %.*s",
-			       (int)(name - arg + len), arg);
+			cnl_seterr(err, errlen, "unknown flag %.*s",
+			           (int)(name - arg + len), arg);
 			break;
 		}
 		if (eq) {
@@ -622,7 +611,7 @@ int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
 			value = argv[++i];
 		} else {
 			r = -CNL_EPARSE;
-			seterr(err, errlen, "flag %s needs a value", arg);
+			cnl_seterr(err, errlen, "flag %s needs a value", arg);
 			break;
 		}
 		if (o) {
@@ -632,8 +621,8 @@ int cnl_config_load_args(const struct cnl_config_def *table, size_t n,
 		r = stage(d, value, &slots[d - table], problem,
 		          sizeof(problem));
 		if (r < 0)
-			seterr(err, errlen, "flag --%.*s: %s", (int)len, name,
-			       problem);
+			cnl_seterr(err, errlen, "flag --%.*s: %s", (int)len,
+			           name, problem);
 	}
 	if (r == 0 && obj)
 		commit(table, n, obj, slots, true);

@@ -1,5 +1,6 @@
 /*
- * error.c - cnl_strerror() and cnl_errname() for every CNLab return code.
+ * error.c - cnl_strerror() and cnl_errname() for every CNLab return code,
+ * and cnl_seterr() (util.h), which writes an error message.
  *
  * The CNL_E* table is generated from the X-macro list in cnlab/errors.h, so
  * adding a code there adds its message here.  Negated errno values are
@@ -7,9 +8,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cnlab/errors.h"
+#include "common/util.h"
 
 struct err_row {
 	const char *name;
@@ -63,4 +67,20 @@ const char *cnl_errname(int code)
 			return s;
 	}
 	return "UNKNOWN";
+}
+
+void cnl_vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (!err || errlen == 0)
+		return;
+	vsnprintf(err, errlen, fmt, ap);
+}
+
+void cnl_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cnl_vseterr(err, errlen, fmt, ap);
+	va_end(ap);
 }

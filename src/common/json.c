@@ -11,20 +11,7 @@
 
 #include "cnlab/errors.h"
 #include "common/json.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
+#include "common/util.h"
 
 int cnl_json_check_fields(const json_t *obj, const char *const allowed[],
                           char *err, size_t errlen)
@@ -33,7 +20,7 @@ int cnl_json_check_fields(const json_t *obj, const char *const allowed[],
 	json_t *value;
 
 	if (!json_is_object(obj)) {
-		seterr(err, errlen, "expected a JSON object");
+		cnl_seterr(err, errlen, "expected a JSON object");
 		return -CNL_EFIELD;
 	}
 	/* Cast: jansson's iteration macros take a non-const object. */
@@ -45,7 +32,8 @@ int cnl_json_check_fields(const json_t *obj, const char *const allowed[],
 				break;
 		}
 		if (!*a) {
-			seterr(err, errlen, "field \"%s\": unknown field", key);
+			cnl_seterr(err, errlen, "field \"%s\": unknown field",
+			           key);
 			return -CNL_EFIELD;
 		}
 	}
@@ -62,14 +50,14 @@ static int lookup(const json_t *obj, const char *key, bool required,
 	json_t *v;
 
 	if (!json_is_object(obj)) {
-		seterr(err, errlen, "expected a JSON object");
+		cnl_seterr(err, errlen, "expected a JSON object");
 		return -CNL_EFIELD;
 	}
 	v = json_object_get(obj, key);
 	if (!v) {
 		if (!required)
 			return 0;
-		seterr(err, errlen, "field \"%s\": required", key);
+		cnl_seterr(err, errlen, "field \"%s\": required", key);
 		return -CNL_EFIELD;
 	}
 	*ret_value = v;
@@ -85,7 +73,7 @@ int cnl_json_get_string(const json_t *obj, const char *key, bool required,
 	if (r <= 0)
 		return r;
 	if (!json_is_string(v)) {
-		seterr(err, errlen, "field \"%s\": must be a string", key);
+		cnl_seterr(err, errlen, "field \"%s\": must be a string", key);
 		return -CNL_EFIELD;
 	}
 	*ret = json_string_value(v);
@@ -105,13 +93,13 @@ int cnl_json_get_int(const json_t *obj, const char *key, bool required,
 	if (!json_is_integer(v) || (n = (int64_t)json_integer_value(v)) < min ||
 	    n > max) {
 		if (min == INT64_MIN && max == INT64_MAX)
-			seterr(err, errlen, "field \"%s\": must be an integer",
-			       key);
+			cnl_seterr(err, errlen,
+			           "field \"%s\": must be an integer", key);
 		else
-			seterr(err, errlen,
-			       "field \"%s\": must be an integer in "
-			       "%lld..%lld",
-			       key, (long long)min, (long long)max);
+			cnl_seterr(err, errlen,
+			           "field \"%s\": must be an integer in "
+			           "%lld..%lld",
+			           key, (long long)min, (long long)max);
 		return json_is_integer(v) ? -ERANGE : -CNL_EFIELD;
 	}
 	*ret = n;
@@ -127,7 +115,8 @@ int cnl_json_get_bool(const json_t *obj, const char *key, bool required,
 	if (r <= 0)
 		return r;
 	if (!json_is_boolean(v)) {
-		seterr(err, errlen, "field \"%s\": must be true or false", key);
+		cnl_seterr(err, errlen, "field \"%s\": must be true or false",
+		           key);
 		return -CNL_EFIELD;
 	}
 	*ret = json_is_true(v);
@@ -145,8 +134,9 @@ int cnl_json_get_double(const json_t *obj, const char *key, bool required,
 	if (r <= 0)
 		return r;
 	if (!json_is_number(v) || (d = json_number_value(v)) < min || d > max) {
-		seterr(err, errlen, "field \"%s\": must be a number in %g..%g",
-		       key, min, max);
+		cnl_seterr(err, errlen,
+		           "field \"%s\": must be a number in %g..%g", key, min,
+		           max);
 		return json_is_number(v) ? -ERANGE : -CNL_EFIELD;
 	}
 	*ret = d;
@@ -159,8 +149,8 @@ int cnl_json_loads(const char *text, json_t **ret, char *err, size_t errlen)
 	json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &e);
 
 	if (!j) {
-		seterr(err, errlen, "line %d column %d: %s", e.line, e.column,
-		       e.text);
+		cnl_seterr(err, errlen, "line %d column %d: %s", e.line,
+		           e.column, e.text);
 		return -CNL_EPARSE;
 	}
 	*ret = j;
@@ -177,14 +167,14 @@ int cnl_json_load_file(const char *path, json_t **ret, char *err, size_t errlen)
 	f = fopen(path, "re");
 	if (!f) {
 		int r = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		cnl_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return r;
 	}
 	j = json_loadf(f, JSON_REJECT_DUPLICATES, &e);
 	fclose(f);
 	if (!j) {
-		seterr(err, errlen, "%s:%d:%d: %s", path, e.line, e.column,
-		       e.text);
+		cnl_seterr(err, errlen, "%s:%d:%d: %s", path, e.line, e.column,
+		           e.text);
 		return -CNL_EPARSE;
 	}
 	*ret = j;

@@ -8,6 +8,7 @@
 #ifndef CNL_UTIL_H
 #define CNL_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -40,5 +41,16 @@ void *cnl_xmalloc(size_t n);
 void *cnl_xcalloc(size_t nmemb, size_t size);
 void *cnl_xrealloc(void *p, size_t n);
 char *cnl_xstrdup(const char *s);
+
+/*
+ * cnl_seterr, cnl_vseterr - format an error message into @err (@errlen
+ * bytes, truncated, always terminated); nothing when @err is NULL or
+ * @errlen 0.  The one such helper of every module that reports errors as
+ * text (config, JSON, JWT, OIDC, the store, the wire codecs).
+ */
+void cnl_seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void cnl_vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif /* CNL_UTIL_H */

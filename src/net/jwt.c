@@ -14,22 +14,12 @@
 
 #include "cnlab/errors.h"
 #include "common/base64.h"
+#include "common/label.h"
+#include "common/util.h"
 #include "net/jwt.h"
 
 /* Decoded parts are at most 3/4 of the token. */
 #define PART_MAX (CNL_JWT_MAX / 4 * 3 + 3)
-
-static void __attribute__((format(printf, 3, 4)))
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 json_t *cnl_jwt_part_json(const char *s, size_t len)
 {
@@ -102,43 +92,46 @@ int cnl_jwt_check_claims(const json_t *p, const struct cnl_jwt_rules *rules,
 	int r;
 
 	if (!p || !rules || !rules->audience) {
-		seterr(err, errlen, "jwt: NULL argument");
+		cnl_seterr(err, errlen, "jwt: NULL argument");
 		return -EINVAL;
 	}
 	iss = json_object_get(p, "iss");
 	if (rules->issuer && (!json_is_string(iss) ||
 	                      strcmp(json_string_value(iss), rules->issuer))) {
-		seterr(err, errlen, "token \"iss\" is not the issuer %s",
-		       rules->issuer);
+		cnl_seterr(err, errlen, "token \"iss\" is not the issuer %s",
+		           rules->issuer);
 		return -CNL_EAUTH;
 	}
 	if (!aud_ok(p, rules->audience)) {
-		seterr(err, errlen, "token \"aud\" does not contain %s",
-		       rules->audience);
+		cnl_seterr(err, errlen, "token \"aud\" does not contain %s",
+		           rules->audience);
 		return -CNL_EAUTH;
 	}
 	if (get_int(p, "exp", &t.exp) != 1) {
-		seterr(err, errlen, "token \"exp\" missing or not an integer");
+		cnl_seterr(err, errlen,
+		           "token \"exp\" missing or not an integer");
 		return -CNL_EAUTH;
 	}
 	if (expired(t.exp, rules->now_s, rules->exp_leeway_s)) {
-		seterr(err, errlen, "token expired %lld s ago",
-		       (long long)((uint64_t)rules->now_s - (uint64_t)t.exp));
+		cnl_seterr(
+		    err, errlen, "token expired %lld s ago",
+		    (long long)((uint64_t)rules->now_s - (uint64_t)t.exp));
 		return -CNL_EAUTH;
 	}
 	r = get_int(p, "iat", &t.iat);
 	if (r < 0 || (r == 0 && rules->iat_required)) {
-		seterr(err, errlen, "token \"iat\" missing or not an integer");
+		cnl_seterr(err, errlen,
+		           "token \"iat\" missing or not an integer");
 		return -CNL_EAUTH;
 	}
 	if (too_far_ahead(t.iat, rules->now_s)) {
-		seterr(err, errlen, "token \"iat\" is in the future");
+		cnl_seterr(err, errlen, "token \"iat\" is in the future");
 		return -CNL_EAUTH;
 	}
 	r = get_int(p, "nbf", &t.nbf);
 	if (r < 0 || (r == 1 && too_far_ahead(t.nbf, rules->now_s))) {
-		seterr(err, errlen,
-		       "token \"nbf\" is in the future or not an integer");
+		cnl_seterr(err, errlen,
+		           "token \"nbf\" is in the future or not an integer");
 		return -CNL_EAUTH;
 	}
 	if (ret)
@@ -164,24 +157,13 @@ bool cnl_jwt_claim_str(const json_t *o, const char *name, bool required,
 	return true;
 }
 
+/* A name is a label (common/label.h): the same rule, the same size. */
+_Static_assert(CNL_JWT_NAME_MAX == CNL_LABEL_MAX,
+               "JWT names and labels share one rule and size");
+
 bool cnl_jwt_name_valid(const char *s)
 {
-	size_t n;
-
-	if (!s)
-		return false;
-	n = strlen(s);
-	if (n == 0 || n >= CNL_JWT_NAME_MAX || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == '-'))
-			return false;
-	}
-	return true;
+	return cnl_label_valid(s);
 }
 
 int cnl_jwt_claim_name(const json_t *p, const char *claim,
@@ -192,13 +174,14 @@ int cnl_jwt_claim_name(const json_t *p, const char *claim,
 	char name[CNL_JWT_NAME_MAX + 1] = "";
 
 	if (!json_object_get(p, claim)) {
-		seterr(err, errlen, "token has no \"%s\" claim", claim);
+		cnl_seterr(err, errlen, "token has no \"%s\" claim", claim);
 		return -CNL_EAUTH;
 	}
 	if (!cnl_jwt_claim_str(p, claim, true, name, sizeof(name)) ||
 	    !cnl_jwt_name_valid(name)) {
-		seterr(err, errlen,
-		       "token \"%s\" is not a valid CNLab user name", claim);
+		cnl_seterr(err, errlen,
+		           "token \"%s\" is not a valid CNLab user name",
+		           claim);
 		return -CNL_EAUTH;
 	}
 	memcpy(dst, name, strlen(name) + 1);

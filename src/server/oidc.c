@@ -61,8 +61,8 @@
 #include <openssl/rsa.h>
 
 #include "cnlab/errors.h"
-#include "common/util.h"
 #include "common/base64.h"
+#include "common/util.h"
 #include "net/client.h"
 #include "net/jwt.h"
 #include "server/auth.h"
@@ -105,18 +105,6 @@ struct cnl_oidc {
 	int64_t last_refetch_s;    /* ... at this @now_s */
 };
 
-static void __attribute__((format(printf, 3, 4)))
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Key sets                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -138,19 +126,19 @@ static int jwk_bytes(json_t *jwk, const char *name, const char *what,
 	int n;
 
 	if (!json_is_string(v)) {
-		seterr(err, errlen, "%s: \"%s\" missing or not a string", what,
-		       name);
+		cnl_seterr(err, errlen, "%s: \"%s\" missing or not a string",
+		           what, name);
 		return -CNL_EPARSE;
 	}
 	n = cnl_b64_decode(json_string_value(v), json_string_length(v),
 	                   CNL_B64_URL, buf, cap);
 	if (n == -ENOBUFS || n == -CNL_ESIZE) {
-		seterr(err, errlen, "%s: \"%s\" too long", what, name);
+		cnl_seterr(err, errlen, "%s: \"%s\" too long", what, name);
 		return -CNL_EPARSE;
 	}
 	if (n < 0) {
-		seterr(err, errlen, "%s: \"%s\" is not valid base64url", what,
-		       name);
+		cnl_seterr(err, errlen, "%s: \"%s\" is not valid base64url",
+		           what, name);
 		return -CNL_EPARSE;
 	}
 	return n;
@@ -217,13 +205,13 @@ static int parse_jwk(json_t *jwk, size_t i, struct key *k, char *err,
 	int nlen, elen, bits, rc;
 
 	if (!json_is_object(jwk)) {
-		seterr(err, errlen, "key %zu: not a JSON object", i);
+		cnl_seterr(err, errlen, "key %zu: not a JSON object", i);
 		return -CNL_EPARSE;
 	}
 	kty = json_object_get(jwk, "kty");
 	if (!json_is_string(kty)) {
-		seterr(err, errlen, "key %zu: \"kty\" missing or not a string",
-		       i);
+		cnl_seterr(err, errlen,
+		           "key %zu: \"kty\" missing or not a string", i);
 		return -CNL_EPARSE;
 	}
 	if (strcmp(json_string_value(kty), "RSA") != 0 ||
@@ -232,12 +220,13 @@ static int parse_jwk(json_t *jwk, size_t i, struct key *k, char *err,
 
 	kid = json_object_get(jwk, "kid");
 	if (!json_is_string(kid) || json_string_length(kid) == 0) {
-		seterr(err, errlen, "key %zu: RSA key without \"kid\"", i);
+		cnl_seterr(err, errlen, "key %zu: RSA key without \"kid\"", i);
 		return -CNL_EPARSE;
 	}
 	if (json_string_length(kid) >= sizeof(k->kid) ||
 	    strlen(json_string_value(kid)) != json_string_length(kid)) {
-		seterr(err, errlen, "key %zu: \"kid\" too long or not text", i);
+		cnl_seterr(err, errlen, "key %zu: \"kid\" too long or not text",
+		           i);
 		return -CNL_EPARSE;
 	}
 	snprintf(what, sizeof(what), "key \"%s\"", json_string_value(kid));
@@ -262,19 +251,19 @@ static int parse_jwk(json_t *jwk, size_t i, struct key *k, char *err,
 	     top = (uint8_t)(top << 1))
 		bits--;
 	if (bits < CNL_OIDC_RSA_BITS_MIN || bits > CNL_OIDC_RSA_BITS_MAX) {
-		seterr(err, errlen,
-		       "%s: modulus of %d bits; RS256 needs %d..%d", what, bits,
-		       CNL_OIDC_RSA_BITS_MIN, CNL_OIDC_RSA_BITS_MAX);
+		cnl_seterr(err, errlen,
+		           "%s: modulus of %d bits; RS256 needs %d..%d", what,
+		           bits, CNL_OIDC_RSA_BITS_MIN, CNL_OIDC_RSA_BITS_MAX);
 		return -CNL_EPARSE;
 	}
 	if (elen == 0 || (ep[elen - 1] & 1) == 0 || (elen == 1 && ep[0] < 3)) {
-		seterr(err, errlen, "%s: \"e\" is not an odd exponent >= 3",
-		       what);
+		cnl_seterr(err, errlen, "%s: \"e\" is not an odd exponent >= 3",
+		           what);
 		return -CNL_EPARSE;
 	}
 	rc = rsa_from_ne(np, (size_t)nlen, ep, (size_t)elen, &k->pkey);
 	if (rc < 0) {
-		seterr(err, errlen, "%s: libcrypto refused the key", what);
+		cnl_seterr(err, errlen, "%s: libcrypto refused the key", what);
 		return rc;
 	}
 	memcpy(k->kid, json_string_value(kid), json_string_length(kid) + 1);
@@ -294,26 +283,28 @@ static int keyset_parse(const char *text, size_t len, const char *src,
 
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		seterr(err, errlen, "%s: not JSON: line %d column %d: %s", src,
-		       jerr.line, jerr.column, jerr.text);
+		cnl_seterr(err, errlen, "%s: not JSON: line %d column %d: %s",
+		           src, jerr.line, jerr.column, jerr.text);
 		return -CNL_EPARSE;
 	}
 	keys = json_object_get(root, "keys");
 	if (!json_is_object(root) || !json_is_array(keys)) {
-		seterr(err, errlen, "%s: not a JWKS (no \"keys\" array)", src);
+		cnl_seterr(err, errlen, "%s: not a JWKS (no \"keys\" array)",
+		           src);
 		rc = -CNL_EPARSE;
 		goto out;
 	}
 	total = json_array_size(keys);
 	if (total > CNL_OIDC_KEYS_MAX) {
-		seterr(err, errlen, "%s: %zu keys, more than the %d allowed",
-		       src, total, CNL_OIDC_KEYS_MAX);
+		cnl_seterr(err, errlen,
+		           "%s: %zu keys, more than the %d allowed", src, total,
+		           CNL_OIDC_KEYS_MAX);
 		rc = -CNL_EPARSE;
 		goto out;
 	}
 	ks = calloc(1, sizeof(*ks) + total * sizeof(ks->keys[0]));
 	if (!ks) {
-		seterr(err, errlen, "%s: out of memory", src);
+		cnl_seterr(err, errlen, "%s: out of memory", src);
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -323,16 +314,16 @@ static int keyset_parse(const char *text, size_t len, const char *src,
 		why[0] = '\0';
 		rc = parse_jwk(jwk, i, k, why, sizeof(why));
 		if (rc < 0) {
-			seterr(err, errlen, "%s: %s", src, why);
+			cnl_seterr(err, errlen, "%s: %s", src, why);
 			goto out;
 		}
 		if (rc == 0)
 			continue;
 		for (size_t j = 0; j < ks->n; j++) {
 			if (strcmp(ks->keys[j].kid, k->kid) == 0) {
-				seterr(err, errlen,
-				       "%s: key \"%s\" listed twice", src,
-				       k->kid);
+				cnl_seterr(err, errlen,
+				           "%s: key \"%s\" listed twice", src,
+				           k->kid);
 				EVP_PKEY_free(k->pkey);
 				k->pkey = NULL;
 				rc = -CNL_EPARSE;
@@ -342,9 +333,9 @@ static int keyset_parse(const char *text, size_t len, const char *src,
 		ks->n++;
 	}
 	if (ks->n == 0) {
-		seterr(err, errlen,
-		       "%s: no RS256 keys (%zu keys, none RSA for signing)",
-		       src, total);
+		cnl_seterr(err, errlen,
+		           "%s: no RS256 keys (%zu keys, none RSA for signing)",
+		           src, total);
 		rc = -CNL_EPARSE;
 		goto out;
 	}
@@ -374,23 +365,24 @@ static int read_file(const char *path, struct buf *b, char *err, size_t errlen)
 
 	if (!f) {
 		rc = -errno;
-		seterr(err, errlen, "jwks_file %s: %s", path, strerror(errno));
+		cnl_seterr(err, errlen, "jwks_file %s: %s", path,
+		           strerror(errno));
 		return rc;
 	}
 	b->data = malloc(CNL_OIDC_JWKS_MAX + 1);
 	if (!b->data) {
 		fclose(f);
-		seterr(err, errlen, "jwks_file %s: out of memory", path);
+		cnl_seterr(err, errlen, "jwks_file %s: out of memory", path);
 		return -ENOMEM;
 	}
 	n = fread(b->data, 1, CNL_OIDC_JWKS_MAX + 1, f);
 	if (ferror(f)) {
 		rc = -EIO;
-		seterr(err, errlen, "jwks_file %s: read error", path);
+		cnl_seterr(err, errlen, "jwks_file %s: read error", path);
 	} else if (n > CNL_OIDC_JWKS_MAX) {
 		rc = -CNL_ESIZE;
-		seterr(err, errlen, "jwks_file %s: larger than %d KiB", path,
-		       CNL_OIDC_JWKS_MAX / 1024);
+		cnl_seterr(err, errlen, "jwks_file %s: larger than %d KiB",
+		           path, CNL_OIDC_JWKS_MAX / 1024);
 	}
 	fclose(f);
 	b->len = n;
@@ -410,18 +402,19 @@ static int fetch_url(const struct cnl_oidc *o, struct buf *b, char *err,
 	        &(struct cnl_client_request){.method = "GET", .path = url},
 	        &r) < 0) {
 		if (r.too_large) {
-			seterr(err, errlen, "jwks_url %s: larger than %d KiB",
-			       url, CNL_OIDC_JWKS_MAX / 1024);
+			cnl_seterr(err, errlen,
+			           "jwks_url %s: larger than %d KiB", url,
+			           CNL_OIDC_JWKS_MAX / 1024);
 			rc = -CNL_ESIZE;
 		} else {
-			seterr(err, errlen, "jwks_url %s: %s", url,
-			       r.detail[0] ? r.detail : r.error);
+			cnl_seterr(err, errlen, "jwks_url %s: %s", url,
+			           r.detail[0] ? r.detail : r.error);
 		}
 		goto out;
 	}
 	if (r.status != 200) {
-		seterr(err, errlen, "jwks_url %s: HTTP status %ld", url,
-		       r.status);
+		cnl_seterr(err, errlen, "jwks_url %s: HTTP status %ld", url,
+		           r.status);
 		goto out;
 	}
 	b->data = TAKE_PTR(r.body);
@@ -466,29 +459,29 @@ static int check_config(const struct cnl_oidc_config *cfg, char *err,
                         size_t errlen)
 {
 	if (!nonempty(cfg->issuer)) {
-		seterr(err, errlen, "oidc: issuer is required");
+		cnl_seterr(err, errlen, "oidc: issuer is required");
 		return -CNL_ECONFIG;
 	}
 	if (!nonempty(cfg->audience)) {
-		seterr(err, errlen, "oidc: audience is required");
+		cnl_seterr(err, errlen, "oidc: audience is required");
 		return -CNL_ECONFIG;
 	}
 	if (nonempty(cfg->jwks_file) == nonempty(cfg->jwks_url)) {
-		seterr(err, errlen,
-		       "oidc: exactly one of jwks_file and jwks_url is "
-		       "required");
+		cnl_seterr(err, errlen,
+		           "oidc: exactly one of jwks_file and jwks_url is "
+		           "required");
 		return -CNL_ECONFIG;
 	}
 	if (nonempty(cfg->jwks_url) &&
 	    strncmp(cfg->jwks_url, "https://", 8) != 0 &&
 	    strncmp(cfg->jwks_url, "http://", 7) != 0) {
-		seterr(err, errlen,
-		       "oidc: jwks_url %s: only http:// and https:// URLs",
-		       cfg->jwks_url);
+		cnl_seterr(err, errlen,
+		           "oidc: jwks_url %s: only http:// and https:// URLs",
+		           cfg->jwks_url);
 		return -CNL_ECONFIG;
 	}
 	if (cfg->username_claim && !cfg->username_claim[0]) {
-		seterr(err, errlen, "oidc: username_claim is empty");
+		cnl_seterr(err, errlen, "oidc: username_claim is empty");
 		return -CNL_ECONFIG;
 	}
 	return 0;
@@ -514,7 +507,7 @@ int cnl_oidc_new(const struct cnl_oidc_config *cfg, struct cnl_oidc **ret,
 	int rc;
 
 	if (!cfg || !ret) {
-		seterr(err, errlen, "oidc: NULL argument");
+		cnl_seterr(err, errlen, "oidc: NULL argument");
 		return -EINVAL;
 	}
 	rc = check_config(cfg, err, errlen);
@@ -522,7 +515,7 @@ int cnl_oidc_new(const struct cnl_oidc_config *cfg, struct cnl_oidc **ret,
 		return rc;
 	o = calloc(1, sizeof(*o));
 	if (!o) {
-		seterr(err, errlen, "oidc: out of memory");
+		cnl_seterr(err, errlen, "oidc: out of memory");
 		return -ENOMEM;
 	}
 	o->issuer = dup_or_null(cfg->issuer, &ok);
@@ -543,7 +536,7 @@ int cnl_oidc_new(const struct cnl_oidc_config *cfg, struct cnl_oidc **ret,
 		    },
 		    &o->jwks);
 		if (rc < 0) {
-			seterr(err, errlen, "oidc: cannot start libcurl");
+			cnl_seterr(err, errlen, "oidc: cannot start libcurl");
 			goto fail_free;
 		}
 	}
@@ -564,7 +557,7 @@ int cnl_oidc_new(const struct cnl_oidc_config *cfg, struct cnl_oidc **ret,
 
 oom_free:
 	rc = -ENOMEM;
-	seterr(err, errlen, "oidc: out of memory");
+	cnl_seterr(err, errlen, "oidc: out of memory");
 fail_free:
 	cnl_client_free(o->jwks);
 	free(o->issuer);
@@ -614,7 +607,7 @@ int cnl_oidc_reload(struct cnl_oidc *o, char *err, size_t errlen)
 	int rc;
 
 	if (!o) {
-		seterr(err, errlen, "oidc: NULL argument");
+		cnl_seterr(err, errlen, "oidc: NULL argument");
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&o->reload_mu);
@@ -690,26 +683,26 @@ static int check_header(json_t *h, const char **ret_kid, char *err,
 	json_t *typ = json_object_get(h, "typ");
 
 	if (!json_is_string(alg)) {
-		seterr(err, errlen, "token header has no \"alg\"");
+		cnl_seterr(err, errlen, "token header has no \"alg\"");
 		return -CNL_EAUTH;
 	}
 	if (strcmp(json_string_value(alg), "RS256") != 0) {
-		seterr(err, errlen, "token alg \"%.32s\" is not RS256",
-		       json_string_value(alg));
+		cnl_seterr(err, errlen, "token alg \"%.32s\" is not RS256",
+		           json_string_value(alg));
 		return -CNL_EAUTH;
 	}
 	/* We understand no critical extension (RFC 7515 section 4.1.11). */
 	if (json_object_get(h, "crit")) {
-		seterr(err, errlen, "token header has \"crit\"");
+		cnl_seterr(err, errlen, "token header has \"crit\"");
 		return -CNL_EAUTH;
 	}
 	if (typ && !json_is_string(typ)) {
-		seterr(err, errlen, "token \"typ\" is not a string");
+		cnl_seterr(err, errlen, "token \"typ\" is not a string");
 		return -CNL_EAUTH;
 	}
 	if (kid && (!json_is_string(kid) || json_string_length(kid) == 0 ||
 	            json_string_length(kid) >= CNL_OIDC_SUB_MAX)) {
-		seterr(err, errlen, "token \"kid\" is not a short string");
+		cnl_seterr(err, errlen, "token \"kid\" is not a short string");
 		return -CNL_EAUTH;
 	}
 	*ret_kid = kid ? json_string_value(kid) : NULL;
@@ -725,27 +718,27 @@ static int check_signature(EVP_PKEY *pkey, const char *input, size_t inlen,
 	int rc = -EIO, v;
 
 	if (siglen != (size_t)EVP_PKEY_get_size(pkey)) {
-		seterr(err, errlen,
-		       "token signature is %zu bytes, the key's is %d", siglen,
-		       EVP_PKEY_get_size(pkey));
+		cnl_seterr(err, errlen,
+		           "token signature is %zu bytes, the key's is %d",
+		           siglen, EVP_PKEY_get_size(pkey));
 		return -CNL_EAUTH;
 	}
 	md = EVP_MD_CTX_new();
 	if (!md) {
-		seterr(err, errlen, "out of memory");
+		cnl_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	if (EVP_DigestVerifyInit_ex(md, &pctx, "SHA256", NULL, NULL, pkey,
 	                            NULL) != 1 ||
 	    EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) != 1) {
-		seterr(err, errlen, "libcrypto: cannot set up RS256");
+		cnl_seterr(err, errlen, "libcrypto: cannot set up RS256");
 		goto out;
 	}
 	v = EVP_DigestVerify(md, sig, siglen, (const uint8_t *)input, inlen);
 	if (v == 1) {
 		rc = 0;
 	} else {
-		seterr(err, errlen, "token signature does not verify");
+		cnl_seterr(err, errlen, "token signature does not verify");
 		rc = -CNL_EAUTH;
 	}
 out:
@@ -774,12 +767,14 @@ static int check_claims(const struct cnl_oidc *o, json_t *p, int64_t now_s,
 		return rc;
 	id->exp = t.exp;
 	if (!cnl_jwt_claim_str(p, "sub", true, id->sub, sizeof(id->sub))) {
-		seterr(err, errlen, "token \"sub\" missing, empty or too long");
+		cnl_seterr(err, errlen,
+		           "token \"sub\" missing, empty or too long");
 		return -CNL_EAUTH;
 	}
 	if (!cnl_jwt_claim_str(p, "email", false, id->email,
 	                       sizeof(id->email))) {
-		seterr(err, errlen, "token \"email\" not a string or too long");
+		cnl_seterr(err, errlen,
+		           "token \"email\" not a string or too long");
 		return -CNL_EAUTH;
 	}
 	return cnl_jwt_claim_name(p, o->username_claim, id->username, err,
@@ -800,26 +795,27 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 	int rc, n;
 
 	if (!o || !id_token || !ret) {
-		seterr(err, errlen, "oidc: NULL argument");
+		cnl_seterr(err, errlen, "oidc: NULL argument");
 		return -EINVAL;
 	}
 	len = strnlen(id_token, CNL_AUTH_JWT_MAX + 1);
 	if (len > CNL_AUTH_JWT_MAX) {
-		seterr(err, errlen, "token longer than %d characters",
-		       CNL_AUTH_JWT_MAX);
+		cnl_seterr(err, errlen, "token longer than %d characters",
+		           CNL_AUTH_JWT_MAX);
 		return -CNL_EAUTH;
 	}
 	end = id_token + len;
 	d1 = memchr(id_token, '.', len);
 	d2 = d1 ? memchr(d1 + 1, '.', (size_t)(end - d1 - 1)) : NULL;
 	if (!d2 || memchr(d2 + 1, '.', (size_t)(end - d2 - 1))) {
-		seterr(err, errlen, "token is not three '.'-separated parts");
+		cnl_seterr(err, errlen,
+		           "token is not three '.'-separated parts");
 		return -CNL_EAUTH;
 	}
 	header = cnl_jwt_part_json(id_token, (size_t)(d1 - id_token));
 	if (!header) {
-		seterr(err, errlen,
-		       "token header is not base64url of a JSON object");
+		cnl_seterr(err, errlen,
+		           "token header is not base64url of a JSON object");
 		return -CNL_EAUTH;
 	}
 	rc = check_header(header, &kid, err, errlen);
@@ -829,8 +825,8 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 	n = cnl_b64_decode(d2 + 1, (size_t)(end - d2 - 1), CNL_B64_URL, sig,
 	                   sizeof(sig));
 	if (n <= 0) {
-		seterr(err, errlen,
-		       "token signature is not base64url or too long");
+		cnl_seterr(err, errlen,
+		           "token signature is not base64url or too long");
 		rc = -CNL_EAUTH;
 		goto out;
 	}
@@ -840,13 +836,15 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 		pkey = refetch_and_find(o, kid, now_s, why, sizeof(why));
 	if (!pkey) {
 		if (several)
-			seterr(err, errlen,
-			       "token has no \"kid\" and the JWKS has several "
-			       "keys");
+			cnl_seterr(
+			    err, errlen,
+			    "token has no \"kid\" and the JWKS has several "
+			    "keys");
 		else
-			seterr(err, errlen, "token kid \"%.64s\" unknown%s%s%s",
-			       kid ? kid : "", why[0] ? " (" : "", why,
-			       why[0] ? ")" : "");
+			cnl_seterr(err, errlen,
+			           "token kid \"%.64s\" unknown%s%s%s",
+			           kid ? kid : "", why[0] ? " (" : "", why,
+			           why[0] ? ")" : "");
 		rc = -CNL_EAUTH;
 		goto out;
 	}
@@ -857,8 +855,8 @@ int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,
 
 	payload = cnl_jwt_part_json(d1 + 1, (size_t)(d2 - d1 - 1));
 	if (!payload) {
-		seterr(err, errlen,
-		       "token payload is not base64url of a JSON object");
+		cnl_seterr(err, errlen,
+		           "token payload is not base64url of a JSON object");
 		rc = -CNL_EAUTH;
 		goto out;
 	}

@@ -44,6 +44,7 @@
 
 #include "cnlab/errors.h"
 #include "common/time.h"
+#include "common/util.h"
 #include "store/sqlite-internal.h"
 
 #define BUSY_TIMEOUT_MS 5000
@@ -222,18 +223,6 @@ static const struct cnl_store_ops sqlite_ops = {
     .audit_verify = cnl_sq_audit_verify,
 };
 
-__attribute__((format(printf, 3, 4))) static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Apply every migration newer than the file; see invariant 4. */
 static int migrate(struct cnl_sq_store *q, char *err, size_t errlen)
 {
@@ -248,10 +237,11 @@ static int migrate(struct cnl_sq_store *q, char *err, size_t errlen)
 		goto sqlerr;
 	}
 	if (cur > SCHEMA_LATEST) {
-		set_err(err, errlen,
-		        "database schema version %d is newer than this build "
-		        "supports (%d); upgrade cnlab",
-		        cur, SCHEMA_LATEST);
+		cnl_seterr(
+		    err, errlen,
+		    "database schema version %d is newer than this build "
+		    "supports (%d); upgrade cnlab",
+		    cur, SCHEMA_LATEST);
 		return -CNL_ECONFIG;
 	}
 	for (size_t i = 0; i < sizeof(migrations) / sizeof(migrations[0]);
@@ -295,7 +285,7 @@ static int migrate(struct cnl_sq_store *q, char *err, size_t errlen)
 fail:
 	cnl_sq_rollback(q);
 sqlerr:
-	set_err(err, errlen, "schema migration failed: %s", q->base.errmsg);
+	cnl_seterr(err, errlen, "schema migration failed: %s", q->base.errmsg);
 	return r;
 }
 
@@ -312,8 +302,8 @@ static int set_wal(struct cnl_sq_store *q, char *err, size_t errlen)
 		r = cnl_sq_err(q, rc);
 	} else if (sqlite3_stricmp((const char *)sqlite3_column_text(st, 0),
 	                           "wal") != 0) {
-		set_err(err, errlen, "cannot enable WAL journal (got %s)",
-		        (const char *)sqlite3_column_text(st, 0));
+		cnl_seterr(err, errlen, "cannot enable WAL journal (got %s)",
+		           (const char *)sqlite3_column_text(st, 0));
 		r = -EIO;
 	}
 	sqlite3_finalize(st);
@@ -328,7 +318,7 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 
 	if (!path || !ret)
 		return -EINVAL;
-	set_err(err, errlen, "%s", "");
+	cnl_seterr(err, errlen, "%s", "");
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return -ENOMEM;
@@ -338,8 +328,8 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
 		r = q->db ? cnl_sq_err(q, rc) : -ENOMEM;
-		set_err(err, errlen, "cannot open %s: %s", path,
-		        q->db ? sqlite3_errmsg(q->db) : "out of memory");
+		cnl_seterr(err, errlen, "cannot open %s: %s", path,
+		           q->db ? sqlite3_errmsg(q->db) : "out of memory");
 		goto fail;
 	}
 	sqlite3_extended_result_codes(q->db, 1);
@@ -356,8 +346,8 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 	return 0;
 fail_msg:
 	if (err && errlen && !err[0])
-		set_err(err, errlen, "cannot set up %s: %s", path,
-		        q->base.errmsg);
+		cnl_seterr(err, errlen, "cannot set up %s: %s", path,
+		           q->base.errmsg);
 fail:
 	sqlite3_close(q->db);
 	free(q);

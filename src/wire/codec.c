@@ -12,17 +12,16 @@
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/time.h"
+#include "common/util.h"
 #include "wire/codec-internal.h"
 
 int cnl_wire_fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	cnl_vseterr(err, errlen, fmt, ap);
+	va_end(ap);
 	return -CNL_EFIELD;
 }
 
