@@ -174,6 +174,55 @@ int cnl_cli_call(struct cnl_cli *cli, const char *method, const char *path,
 	return 0;
 }
 
+int cnl_cli_call_named(struct cnl_cli *cli, const char *method,
+                       const char *base, const char *tail, const char *kind,
+                       const char *name, json_t *body, json_t **ret)
+{
+	_cleanup_free_ char *e = cnl_client_url_escape(name);
+	_cleanup_free_ char *path = cnl_cli_pathf("%s%s%s", base, e, tail);
+	char what[160];
+	int code;
+
+	*ret = NULL;
+	snprintf(what, sizeof(what), "%s \"%s\"", kind, name);
+	if ((code = cnl_cli_call(cli, method, path, body, NULL, what, ret)))
+		return code;
+	if (cli->json) {
+		cnl_cli_print_json(*ret);
+		json_decref(*ret);
+		*ret = NULL;
+	}
+	return 0;
+}
+
+int cnl_cli_list_begin(struct cnl_cli *cli, const char *path, const char *what,
+                       struct cnl_cli_table *t, int ncols,
+                       const char *const *head, json_t **ret)
+{
+	int code;
+
+	*ret = NULL;
+	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, what, ret)))
+		return code;
+	if (cli->json) {
+		cnl_cli_print_json(*ret);
+		json_decref(*ret);
+		*ret = NULL;
+		return 0;
+	}
+	cnl_cli_table_init(t, ncols);
+	cnl_cli_table_add(t, head);
+	return 0;
+}
+
+int cnl_cli_list_end(struct cnl_cli_table *t, json_t *reply)
+{
+	cnl_cli_table_print(t, stdout);
+	cnl_cli_table_done(t);
+	json_decref(reply);
+	return 0;
+}
+
 int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
                      struct cnl_client_reply *ret)
 {

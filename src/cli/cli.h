@@ -27,6 +27,7 @@
 
 #include "cli/args.h"
 #include "cli/config.h"
+#include "cli/format.h"
 #include "net/client.h"
 #include "wire/job.h"
 
@@ -95,6 +96,31 @@ int cnl_cli_fail(int code, const char *fmt, ...)
 int cnl_cli_call(struct cnl_cli *cli, const char *method, const char *path,
                  json_t *body, const char *idem, const char *what,
                  json_t **ret);
+
+/*
+ * cnl_cli_call_named - cnl_cli_call() on the object of @kind called @name:
+ * @method on @base, @name URL-escaped, then @tail ("" or e.g. "/invite"),
+ * with @body (may be NULL); "not found" names it (kind "name").  With
+ * --json the reply is printed and *@ret is NULL; otherwise *@ret is the
+ * reply for the caller to print and free.  Returns the exit code.
+ */
+int cnl_cli_call_named(struct cnl_cli *cli, const char *method,
+                       const char *base, const char *tail, const char *kind,
+                       const char *name, json_t *body, json_t **ret);
+
+/*
+ * cnl_cli_list_begin - GET the list at @path (errors name @what, may be
+ * NULL).  With --json the reply is printed and *@ret is NULL; otherwise
+ * *@ret is the reply and @t a table of @ncols columns headed by @head,
+ * for the caller to fill and end with cnl_cli_list_end().  Returns the
+ * exit code.
+ */
+int cnl_cli_list_begin(struct cnl_cli *cli, const char *path, const char *what,
+                       struct cnl_cli_table *t, int ncols,
+                       const char *const *head, json_t **ret);
+
+/* Print @t, free it and @reply; returns 0 (CNL_EXIT_OK). */
+int cnl_cli_list_end(struct cnl_cli_table *t, json_t *reply);
 
 /* cnl_cli_call() for raw bytes (artifact download): *@ret is the reply. */
 int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,

@@ -31,13 +31,13 @@ int cnl_cli_cmd_audit(struct cnl_cli *cli)
 	ea = cnl_client_url_escape(after ? after : "0");
 	el = cnl_client_url_escape(limit ? limit : "100");
 	path = cnl_cli_pathf("/v1/audit?after=%s&limit=%s", ea, el);
-	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, NULL, &o)))
+	if ((code = cnl_cli_list_begin(cli, path, NULL, &t, 6,
+	                               (const char *[]){"SEQ", "TIME", "ACTOR",
+	                                                "ACTION", "TARGET",
+	                                                "RESULT"},
+	                               &o)) ||
+	    !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
-	cnl_cli_table_init(&t, 6);
-	cnl_cli_table_add(&t, (const char *[]){"SEQ", "TIME", "ACTOR", "ACTION",
-	                                       "TARGET", "RESULT"});
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		char seq[24];
 

@@ -147,14 +147,13 @@ int cnl_cli_cmd_cloud_list(struct cnl_cli *cli)
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_call(cli, "GET", "/v1/cloud/accounts?limit=1000",
-	                         NULL, NULL, NULL, &o)))
+	if ((code = cnl_cli_list_begin(
+	         cli, "/v1/cloud/accounts?limit=1000", NULL, &t, 5,
+	         (const char *[]){"ID", "PROVIDER", "ACCOUNT", "REGION",
+	                          "INSTANCE TYPES"},
+	         &o)) ||
+	    !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
-	cnl_cli_table_init(&t, 5);
-	cnl_cli_table_add(&t, (const char *[]){"ID", "PROVIDER", "ACCOUNT",
-	                                       "REGION", "INSTANCE TYPES"});
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		char types[256] = "";
 		json_t *ty;
@@ -174,8 +173,5 @@ int cnl_cli_cmd_cloud_list(struct cnl_cli *cli)
 		                     cnl_cli_str(it, "account", "?"),
 		                     cnl_cli_str(it, "region", "?"), types});
 	}
-	cnl_cli_table_print(&t, stdout);
-	cnl_cli_table_done(&t);
-	json_decref(o);
-	return 0;
+	return cnl_cli_list_end(&t, o);
 }

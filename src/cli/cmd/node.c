@@ -22,14 +22,13 @@ int cnl_cli_cmd_node_list(struct cnl_cli *cli)
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_call(cli, "GET", "/v1/nodes?limit=1000", NULL, NULL,
-	                         NULL, &o)))
+	if ((code = cnl_cli_list_begin(cli, "/v1/nodes?limit=1000", NULL, &t, 6,
+	                               (const char *[]){"NAME", "GPU", "GPUS",
+	                                                "STATE", "BLOCKS USED",
+	                                                "LAST SEEN"},
+	                               &o)) ||
+	    !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
-	cnl_cli_table_init(&t, 6);
-	cnl_cli_table_add(&t, (const char *[]){"NAME", "GPU", "GPUS", "STATE",
-	                                       "BLOCKS USED", "LAST SEEN"});
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		char gpus[16], blocks[48], seen[32];
 
@@ -50,27 +49,18 @@ int cnl_cli_cmd_node_list(struct cnl_cli *cli)
 		                         cnl_cli_str(it, "state", "?"), blocks,
 		                         seen});
 	}
-	cnl_cli_table_print(&t, stdout);
-	cnl_cli_table_done(&t);
-	json_decref(o);
-	return 0;
+	return cnl_cli_list_end(&t, o);
 }
 
 int cnl_cli_cmd_node_show(struct cnl_cli *cli)
 {
-	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_client_url_escape(name);
-	_cleanup_free_ char *path = cnl_cli_pathf("/v1/nodes/%s", e);
-	char what[160];
 	json_t *o, *it;
 	size_t i;
-	int code;
+	int code = cnl_cli_call_named(cli, "GET", "/v1/nodes/", "", "node",
+	                              cli->args.pos[0], NULL, &o);
 
-	snprintf(what, sizeof(what), "node \"%s\"", name);
-	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, what, &o)))
+	if (code || !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
 	printf("Node:       %s (%s)\n", cnl_cli_str(o, "name", "?"),
 	       cnl_cli_str(o, "id", "?"));
 	printf("State:      %s\n", cnl_cli_str(o, "state", "?"));
@@ -101,22 +91,14 @@ int cnl_cli_cmd_node_show(struct cnl_cli *cli)
 static int set_state(struct cnl_cli *cli, const char *state, const char *msg)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_client_url_escape(name);
-	_cleanup_free_ char *path = cnl_cli_pathf("/v1/nodes/%s", e);
-	char what[160];
-	json_t *body, *o;
-	int code;
+	json_t *body = json_pack("{s:s}", "state", state), *o;
+	int code = cnl_cli_call_named(cli, "PATCH", "/v1/nodes/", "", "node",
+	                              name, body, &o);
 
-	snprintf(what, sizeof(what), "node \"%s\"", name);
-	body = json_pack("{s:s}", "state", state);
-	code = cnl_cli_call(cli, "PATCH", path, body, NULL, what, &o);
 	json_decref(body);
-	if (code)
+	if (code || !o)
 		return code;
-	if (cli->json)
-		cnl_cli_print_json(o);
-	else
-		printf("✓ Node %s: %s\n", name, msg);
+	printf("✓ Node %s: %s\n", name, msg);
 	json_decref(o);
 	return 0;
 }

@@ -49,14 +49,11 @@ int cnl_cli_cmd_profiles_list(struct cnl_cli *cli)
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_call(cli, "GET", "/v1/profiles?limit=1000", NULL,
-	                         NULL, NULL, &o)))
+	if ((code = cnl_cli_list_begin(
+	         cli, "/v1/profiles?limit=1000", NULL, &t, 4,
+	         (const char *[]){"NAME", "GPU", "SLICE", "AVAILABLE"}, &o)) ||
+	    !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
-	cnl_cli_table_init(&t, 4);
-	cnl_cli_table_add(
-	    &t, (const char *[]){"NAME", "GPU", "SLICE", "AVAILABLE"});
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		char av[64];
 		const char *type = cnl_cli_str(it, "gpu_type", "-");
@@ -72,10 +69,7 @@ int cnl_cli_cmd_profiles_list(struct cnl_cli *cli)
 		                         gpu[0] ? gpu : type,
 		                         cnl_cli_str(it, "slice", "-"), av});
 	}
-	cnl_cli_table_print(&t, stdout);
-	cnl_cli_table_done(&t);
-	json_decref(o);
-	return 0;
+	return cnl_cli_list_end(&t, o);
 }
 
 int cnl_cli_cmd_profile_create(struct cnl_cli *cli)
@@ -109,19 +103,13 @@ int cnl_cli_cmd_profile_create(struct cnl_cli *cli)
 int cnl_cli_cmd_profile_delete(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_client_url_escape(name);
-	_cleanup_free_ char *path = cnl_cli_pathf("/v1/profiles/%s", e);
-	char what[160];
 	json_t *o;
-	int code;
+	int code = cnl_cli_call_named(cli, "DELETE", "/v1/profiles/", "",
+	                              "profile", name, NULL, &o);
 
-	snprintf(what, sizeof(what), "profile \"%s\"", name);
-	if ((code = cnl_cli_call(cli, "DELETE", path, NULL, NULL, what, &o)))
+	if (code || !o)
 		return code;
-	if (cli->json)
-		cnl_cli_print_json(o);
-	else
-		printf("✓ Deleted profile %s\n", name);
+	printf("✓ Deleted profile %s\n", name);
 	json_decref(o);
 	return 0;
 }

@@ -23,14 +23,11 @@ int cnl_cli_cmd_project_list(struct cnl_cli *cli)
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_call(cli, "GET", "/v1/projects?limit=1000", NULL,
-	                         NULL, NULL, &o)))
+	if ((code = cnl_cli_list_begin(
+	         cli, "/v1/projects?limit=1000", NULL, &t, 4,
+	         (const char *[]){"NAME", "ID", "ON-PREM-ONLY", ""}, &o)) ||
+	    !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
-	cnl_cli_table_init(&t, 4);
-	cnl_cli_table_add(&t,
-	                  (const char *[]){"NAME", "ID", "ON-PREM-ONLY", ""});
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		const char *n = cnl_cli_str(it, "name", "?");
 
@@ -44,10 +41,7 @@ int cnl_cli_cmd_project_list(struct cnl_cli *cli)
 		                ? "(default)"
 		                : ""});
 	}
-	cnl_cli_table_print(&t, stdout);
-	cnl_cli_table_done(&t);
-	json_decref(o);
-	return 0;
+	return cnl_cli_list_end(&t, o);
 }
 
 int cnl_cli_cmd_project_use(struct cnl_cli *cli)
@@ -143,10 +137,7 @@ static int print_members(struct cnl_cli *cli, const char *pid, json_t **ret)
 		    &t, (const char *[]){cnl_cli_str(it, "user", "?"),
 		                         cnl_cli_str(it, "role", "?"),
 		                         cnl_cli_str(it, "user_id", "?")});
-	cnl_cli_table_print(&t, stdout);
-	cnl_cli_table_done(&t);
-	json_decref(o);
-	return 0;
+	return cnl_cli_list_end(&t, o);
 }
 
 int cnl_cli_cmd_project_show(struct cnl_cli *cli)

@@ -61,14 +61,11 @@ int cnl_cli_cmd_token_list(struct cnl_cli *cli)
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_call(cli, "GET", "/v1/auth/tokens?limit=1000", NULL,
-	                         NULL, NULL, &o)))
+	if ((code = cnl_cli_list_begin(
+	         cli, "/v1/auth/tokens?limit=1000", NULL, &t, 4,
+	         (const char *[]){"NAME", "ID", "CREATED", "EXPIRES"}, &o)) ||
+	    !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
-	cnl_cli_table_init(&t, 4);
-	cnl_cli_table_add(&t,
-	                  (const char *[]){"NAME", "ID", "CREATED", "EXPIRES"});
 	json_array_foreach (json_object_get(o, "items"), i, it) {
 		char id[16];
 
@@ -79,11 +76,10 @@ int cnl_cli_cmd_token_list(struct cnl_cli *cli)
 		                     cnl_cli_str(it, "created_at", "?"),
 		                     cnl_cli_str(it, "expires_at", "never")});
 	}
-	if (t.nrows == 1)
-		fprintf(stderr, "No API tokens: make one with cnlab token "
-		                "create NAME\n");
-	else
-		cnl_cli_table_print(&t, stdout);
+	if (t.nrows > 1)
+		return cnl_cli_list_end(&t, o);
+	fprintf(stderr, "No API tokens: make one with cnlab token create "
+	                "NAME\n");
 	cnl_cli_table_done(&t);
 	json_decref(o);
 	return 0;

@@ -68,20 +68,14 @@ int cnl_cli_cmd_user_create(struct cnl_cli *cli)
 int cnl_cli_cmd_user_invite(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_client_url_escape(name);
-	_cleanup_free_ char *path = cnl_cli_pathf("/v1/users/%s/invite", e);
-	char what[160];
 	json_t *o;
-	int code;
+	int code = cnl_cli_call_named(cli, "POST", "/v1/users/", "/invite",
+	                              "user", name, NULL, &o);
 
-	snprintf(what, sizeof(what), "user \"%s\"", name);
-	if ((code = cnl_cli_call(cli, "POST", path, NULL, NULL, what, &o)))
+	if (code || !o)
 		return code;
-	if (cli->json)
-		cnl_cli_print_json(o);
-	else
-		print_invite(cli, cnl_cli_str(o, "name", name),
-		             json_object_get(o, "invite"));
+	print_invite(cli, cnl_cli_str(o, "name", name),
+	             json_object_get(o, "invite"));
 	json_decref(o);
 	return 0;
 }
@@ -93,39 +87,28 @@ int cnl_cli_cmd_user_list(struct cnl_cli *cli)
 	size_t i;
 	int code;
 
-	if ((code = cnl_cli_call(cli, "GET", "/v1/users?limit=1000", NULL, NULL,
-	                         NULL, &o)))
+	if ((code = cnl_cli_list_begin(
+	         cli, "/v1/users?limit=1000", NULL, &t, 3,
+	         (const char *[]){"NAME", "ID", "CREATED"}, &o)) ||
+	    !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
-	cnl_cli_table_init(&t, 3);
-	cnl_cli_table_add(&t, (const char *[]){"NAME", "ID", "CREATED"});
 	json_array_foreach (json_object_get(o, "items"), i, it)
 		cnl_cli_table_add(
 		    &t, (const char *[]){cnl_cli_str(it, "name", "?"),
 		                         cnl_cli_str(it, "id", "?"),
 		                         cnl_cli_str(it, "created_at", "?")});
-	cnl_cli_table_print(&t, stdout);
-	cnl_cli_table_done(&t);
-	json_decref(o);
-	return 0;
+	return cnl_cli_list_end(&t, o);
 }
 
 int cnl_cli_cmd_user_show(struct cnl_cli *cli)
 {
-	const char *name = cli->args.pos[0];
-	_cleanup_free_ char *e = cnl_client_url_escape(name);
-	_cleanup_free_ char *path = cnl_cli_pathf("/v1/users/%s", e);
-	char what[160];
 	json_t *o, *m;
 	size_t i;
-	int code;
+	int code = cnl_cli_call_named(cli, "GET", "/v1/users/", "", "user",
+	                              cli->args.pos[0], NULL, &o);
 
-	snprintf(what, sizeof(what), "user \"%s\"", name);
-	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, what, &o)))
+	if (code || !o)
 		return code;
-	if (cli->json)
-		return cnl_cli_print_json(o), json_decref(o), 0;
 	printf("User:      %s\n", cnl_cli_str(o, "name", "?"));
 	printf("ID:        %s\n", cnl_cli_str(o, "id", "?"));
 	printf("Created:   %s\n", cnl_cli_str(o, "created_at", "?"));
