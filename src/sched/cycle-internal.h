@@ -67,6 +67,14 @@ struct cnl_cyc_lb_cache {
 };
 
 /* One cycle's (or one admission's) working state. */
+/* Per catalog type, the largest node of the type, and the largest in all. */
+struct cnl_cyc_maxima {
+	int64_t type_cpu[CNL_CATALOG_MAX_TYPES],
+	    type_mem[CNL_CATALOG_MAX_TYPES];
+	int type_gpus[CNL_CATALOG_MAX_TYPES];
+	int64_t max_cpu, max_mem;
+};
+
 struct cnl_cyc {
 	struct cnl_sched *s;
 	struct cnl_cluster *c;
@@ -80,11 +88,9 @@ struct cnl_cyc {
 	uint8_t *victim;           /* per job: pre-empted this cycle */
 	size_t n_resv_plain;       /* reservations without a deadline */
 	struct cnl_cyc_fail *fail; /* FAIL_SLOTS */
-	/* Per catalog type: the largest node of the type (for "never"). */
-	int64_t type_cpu[CNL_CATALOG_MAX_TYPES],
-	    type_mem[CNL_CATALOG_MAX_TYPES];
-	int type_gpus[CNL_CATALOG_MAX_TYPES];
-	int64_t max_cpu, max_mem;
+	/* The largest nodes (for "never"): of the nodes taking work, and of
+	 * all nodes, cordoned, draining and lost ones too. */
+	struct cnl_cyc_maxima up, all;
 	/* Pre-emption: victims eligible this cycle, by class; the nodes that
 	 * hold any; shapes (per class) known to find none. */
 	size_t victims_by_prio[4];
@@ -164,9 +170,12 @@ bool cnl_cyc_tmax_reject(struct cnl_cyc *y, const struct cnl_req_prep *p);
 /* Could `p` ever run on node `i` (up, of its type, big enough)? */
 bool cnl_cyc_node_could_host(const struct cnl_cyc *y, uint32_t i,
                              const struct cnl_req_prep *p);
-/* Could `p` ever run on some node, even an empty one? */
+/* Could `p` ever run on some node taking work, even an empty one? */
 bool cnl_cyc_could_ever_fit(const struct cnl_cyc *y,
                             const struct cnl_req_prep *p);
+/* Could it on some node of any state (once cordoned ones are back)? */
+bool cnl_cyc_could_fit_any_node(const struct cnl_cyc *y,
+                                const struct cnl_req_prep *p);
 /* The largest node per type and in all, and the cluster's capacity. */
 void cnl_cyc_setup_types(struct cnl_cyc *y);
 

@@ -44,8 +44,10 @@ static int blocked(struct cnl_cyc *y, uint32_t job, bool conflict)
 
 	if (!cnl_cyc_could_ever_fit(y, p))
 		return cnl_cyc_decide(y, job, CNL_DEC_WAIT,
-		                      CNL_WHY_NO_MATCHING_NODE, NONE, 0, T_INF,
-		                      0);
+		                      cnl_cyc_could_fit_any_node(y, p)
+		                          ? CNL_WHY_NO_NODE_TAKING_WORK
+		                          : CNL_WHY_NO_MATCHING_NODE,
+		                      NONE, 0, T_INF, 0);
 	if (j->deadline_ms) {
 		t = cnl_cyc_earliest(y, p, rt, &node);
 		if (y->now + drt <= j->deadline_ms) {

@@ -207,25 +207,55 @@ bool cnl_cyc_node_could_host(const struct cnl_cyc *y, uint32_t i,
 	return true;
 }
 
-bool cnl_cyc_could_ever_fit(const struct cnl_cyc *y,
-                            const struct cnl_req_prep *p)
+static bool fits(const struct cnl_cyc *y, const struct cnl_cyc_maxima *m,
+                 const struct cnl_req_prep *p)
 {
 	const struct cnl_alloc_req *r = &p->req;
 
 	if (r->kind == CNL_REQ_CPU)
-		return r->cpu_milli <= y->max_cpu && r->mem_mib <= y->max_mem;
+		return r->cpu_milli <= m->max_cpu && r->mem_mib <= m->max_mem;
 	for (int t = 0; t < y->c->cat->n; t++) {
-		if (!(p->type_ok >> t & 1) || !y->type_gpus[t])
+		if (!(p->type_ok >> t & 1) || !m->type_gpus[t])
 			continue;
 		if (r->kind == CNL_REQ_MIG && p->prof[t] < 0)
 			continue;
-		if (r->kind == CNL_REQ_WHOLE && y->type_gpus[t] < r->gpus)
+		if (r->kind == CNL_REQ_WHOLE && m->type_gpus[t] < r->gpus)
 			continue;
-		if (y->type_cpu[t] >= r->cpu_milli &&
-		    y->type_mem[t] >= r->mem_mib)
+		if (m->type_cpu[t] >= r->cpu_milli &&
+		    m->type_mem[t] >= r->mem_mib)
 			return true;
 	}
 	return false;
+}
+
+bool cnl_cyc_could_ever_fit(const struct cnl_cyc *y,
+                            const struct cnl_req_prep *p)
+{
+	return fits(y, &y->up, p);
+}
+
+bool cnl_cyc_could_fit_any_node(const struct cnl_cyc *y,
+                                const struct cnl_req_prep *p)
+{
+	return fits(y, &y->all, p);
+}
+
+static void maxima_add(struct cnl_cyc_maxima *m, const struct cnl_node *n)
+{
+	int t = n->gpu_type;
+
+	if (n->cpu_total > m->max_cpu)
+		m->max_cpu = n->cpu_total;
+	if (n->mem_total > m->max_mem)
+		m->max_mem = n->mem_total;
+	if (!n->n_gpus)
+		return;
+	if (n->cpu_total > m->type_cpu[t])
+		m->type_cpu[t] = n->cpu_total;
+	if (n->mem_total > m->type_mem[t])
+		m->type_mem[t] = n->mem_total;
+	if (n->n_gpus > m->type_gpus[t])
+		m->type_gpus[t] = n->n_gpus;
 }
 
 void cnl_cyc_setup_types(struct cnl_cyc *y)
@@ -234,21 +264,11 @@ void cnl_cyc_setup_types(struct cnl_cyc *y)
 
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		const struct cnl_node *n = &c->nodes[i];
+
+		maxima_add(&y->all, n);
 		if (n->state != CNL_NODE_UP)
 			continue;
-		if (n->cpu_total > y->max_cpu)
-			y->max_cpu = n->cpu_total;
-		if (n->mem_total > y->max_mem)
-			y->max_mem = n->mem_total;
-		if (!n->n_gpus)
-			continue;
+		maxima_add(&y->up, n);
 		y->v.capacity_blocks += (int64_t)n->n_gpus * CNL_BLOCKS_PER_GPU;
-		int t = n->gpu_type;
-		if (n->cpu_total > y->type_cpu[t])
-			y->type_cpu[t] = n->cpu_total;
-		if (n->mem_total > y->type_mem[t])
-			y->type_mem[t] = n->mem_total;
-		if (n->n_gpus > y->type_gpus[t])
-			y->type_gpus[t] = n->n_gpus;
 	}
 }

@@ -111,7 +111,9 @@ enum cnl_dec_kind {
 	X(CNL_WHY_GANG_INCOMPLETE, "gang members missing or not placeable")  \
 	X(CNL_WHY_INVALID, "invalid request")                                \
 	X(CNL_WHY_PREEMPTED, "pre-empted for higher-priority work")          \
-	X(CNL_WHY_IDLE, "node idle")
+	X(CNL_WHY_IDLE, "node idle")                                         \
+	X(CNL_WHY_NO_NODE_TAKING_WORK,                                       \
+	  "every node that could run it is cordoned, draining or lost")
 
 enum cnl_reason {
 #define CNL_REASON_ENUM(name, text) name,

@@ -211,6 +211,25 @@ static void test_invalid_and_unplaceable(void **state)
 	assert_int_equal(cl->n_allocs, 0);
 }
 
+/* Nodes that could run a job but take no work (cordoned, draining, lost)
+ * are not "no node could ever run it": the job waits for them. */
+static void test_wait_for_cordoned_nodes(void **state)
+{
+	(void)state;
+	uint32_t n0 = (uint32_t)node("n0", "H100-80GB-SXM", 2, NULL);
+	uint32_t a = job(TA, CNL_PRIO_NORMAL, CNL_REQ_BLOCKS, 25, T0, H);
+	uint32_t l4 = job(TA, CNL_PRIO_NORMAL, CNL_REQ_BLOCKS, 5, T0, H);
+	jobs[l4].req.gpu_type = cnl_catalog_find(&cat, "L4");
+	assert_int_equal(cnl_cluster_set_node_state(cl, n0, CNL_NODE_CORDONED),
+	                 0);
+	cycle_at(T0);
+	expect_wait(a, CNL_WHY_NO_NODE_TAKING_WORK);
+	expect_wait(l4, CNL_WHY_NO_MATCHING_NODE);
+	assert_int_equal(cl->n_allocs, 0);
+	assert_non_null(
+	    strstr(cnl_reason_text(CNL_WHY_NO_NODE_TAKING_WORK), "cordoned"));
+}
+
 static void test_running_job_without_allocation(void **state)
 {
 	(void)state;
@@ -767,6 +786,7 @@ int main(void)
 	    T(test_start_and_explain),
 	    T(test_priority_classes_are_strict),
 	    T(test_invalid_and_unplaceable),
+	    T(test_wait_for_cordoned_nodes),
 	    T(test_running_job_without_allocation),
 	    T(test_fairshare_heavy_yesterday_yields),
 	    T(test_fairshare_idle_cluster_fully_usable),
