@@ -23,6 +23,11 @@
  * The process-local handle table is a chained hash with one mutex per
  * shard: allocations are not the launch hot path, and a mutex that is not
  * contended costs one atomic.
+ *
+ * One file of about a thousand lines on purpose: its hooks are each a few
+ * lines around the shape above and the handle table below, and they are
+ * read and reviewed together (a quota hole is a path that leaves the
+ * shape); split by hook family only with that shape in one place.
  */
 #define _GNU_SOURCE
 #include <errno.h>
