@@ -622,7 +622,7 @@ char *cnl_api_cli_sums(const struct cnl_api_cli *cli)
 static int read_binary(const struct cli_file *f, char **ret, size_t *ret_len)
 {
 	char *buf;
-	size_t size, n = 0;
+	size_t size = 0, n = 0;
 	ssize_t got;
 	int fd, e;
 
