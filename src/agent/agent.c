@@ -162,9 +162,12 @@ static void adopt(struct cnl_agent *a)
 		ids[i][sizeof(ids[i]) - 1] = '\0';
 		if ((r = cnl_agent_state_load(a, ids[i], &w, err,
 		                              sizeof(err))) < 0) {
+			char q[300];
+
 			if (r != -ENOENT)
 				cnl_log(CNL_LOG_WARN, "state file unreadable",
-				        "id=%s err=%s", ids[i], err);
+				        "id=%s err=%s", ids[i],
+				        cnl_log_quote(q, sizeof(q), err));
 			continue;
 		}
 		w->last_active_ms = cnl_time_now_ms();
@@ -200,8 +203,11 @@ static bool poll_assignments(struct cnl_agent *a)
 	r = cnl_wire_assignments_decode(reply, &as, err, sizeof(err));
 	json_decref(reply);
 	if (r < 0) {
+		char q[300], qr[300];
+
 		cnl_log(CNL_LOG_WARN, "reply does not decode",
-		        "route=%s err=%s", route, err);
+		        "route=%s err=%s", cnl_log_quote(qr, sizeof(qr), route),
+		        cnl_log_quote(q, sizeof(q), err));
 		cnl_wire_assignments_done(&as);
 		return false;
 	}
@@ -213,17 +219,18 @@ static bool poll_assignments(struct cnl_agent *a)
 
 int cnl_agent_run(struct cnl_agent *a)
 {
-	char err[512];
+	char err[512], q[600];
 	int r;
 
 	/* cnlabd may start after us: retry registration until it answers. */
 	while ((r = register_node(a, err, sizeof(err))) == -EIO && !a->stop) {
 		cnl_log(CNL_LOG_WARN, "cnlabd unreachable; retrying", "err=%s",
-		        err);
+		        cnl_log_quote(q, sizeof(q), err));
 		sleep(1);
 	}
 	if (r < 0) {
-		cnl_log(CNL_LOG_ERROR, "registration refused", "err=%s", err);
+		cnl_log(CNL_LOG_ERROR, "registration refused", "err=%s",
+		        cnl_log_quote(q, sizeof(q), err));
 		return r;
 	}
 	cnl_log(CNL_LOG_INFO, "registered", "node=%s id=%s epoch=%" PRId64,

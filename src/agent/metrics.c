@@ -131,7 +131,7 @@ static const struct cnl_http_route metrics_routes[] = {
 
 void cnl_agent_metrics_listen(struct cnl_agent *a)
 {
-	char host[64], err[512];
+	char host[64], err[512], q[600];
 	const char *colon;
 	struct cnl_http_config hc = {0};
 
@@ -149,7 +149,8 @@ void cnl_agent_metrics_listen(struct cnl_agent *a)
 	hc.serve = metrics_serve;
 	hc.ud = a;
 	if (cnl_http_server_new(&hc, &a->metrics, err, sizeof(err)) < 0)
-		cnl_log(CNL_LOG_ERROR, "metrics", "err=%s", err);
+		cnl_log(CNL_LOG_ERROR, "metrics", "err=%s",
+		        cnl_log_quote(q, sizeof(q), err));
 	else
 		cnl_log(CNL_LOG_INFO, "metrics", "listen=%s:%u", host,
 		        (unsigned)cnl_http_server_port(a->metrics));

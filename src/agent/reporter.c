@@ -61,7 +61,7 @@ long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
 	                            .state = state,
 	                            .has_exit_code = true,
 	                            .exit_code = code};
-	char route[256], err[256];
+	char route[256], err[256], q[300];
 	json_t *body;
 	long st;
 
@@ -75,8 +75,9 @@ long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
 	                     sizeof(err));
 	if (st != 200)
 		cnl_log(CNL_LOG_WARN, "report not accepted",
-		        "id=%s state=%s %s", w->id,
-		        cnl_wire_report_state_name(state), err);
+		        "id=%s state=%s err=%s", w->id,
+		        cnl_wire_report_state_name(state),
+		        cnl_log_quote(q, sizeof(q), err));
 	json_decref(body);
 	return st;
 }
@@ -107,7 +108,7 @@ void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
 void cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
                           const struct wk *w, const char *dir, const char *what)
 {
-	char path[1200], route[256], err[256];
+	char path[1200], route[256], err[256], q[300], qf[300];
 	struct dirent *e;
 	DIR *d = opendir(dir);
 
@@ -130,13 +131,15 @@ void cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 			continue;
 		if (st.st_size > FILE_MAX) {
 			cnl_log(CNL_LOG_WARN, "file too large to upload",
-			        "id=%s file=%s size=%lld", w->id, e->d_name,
+			        "id=%s file=%s size=%lld", w->id,
+			        cnl_log_quote(qf, sizeof(qf), e->d_name),
 			        (long long)st.st_size);
 			continue;
 		}
 		if (strlen(e->d_name) >= sizeof(m.name)) {
 			cnl_log(CNL_LOG_WARN, "file name too long to upload",
-			        "id=%s file=%s", w->id, e->d_name);
+			        "id=%s file=%s", w->id,
+			        cnl_log_quote(qf, sizeof(qf), e->d_name));
 			continue;
 		}
 		if (!(f = fopen(path, "rb")))
@@ -145,13 +148,15 @@ void cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 		got = fread(buf, 1, (size_t)st.st_size, f);
 		fclose(f);
 		snprintf(m.id, sizeof(m.id), "%s", w->id);
-		snprintf(m.name, sizeof(m.name), "%s", e->d_name);
+		memcpy(m.name, e->d_name, strlen(e->d_name) + 1); /* fits */
 		m.data_base64 = cnl_b64_encode_new(buf, got, CNL_B64_PAD);
 		free(buf);
 		/* NULL for a name that is not UTF-8: cnlabd would refuse it. */
 		if (!(body = cnl_wire_file_encode(&m))) {
 			cnl_log(CNL_LOG_WARN, "upload refused",
-			        "id=%s file=? not a plain file name", w->id);
+			        "id=%s file=%s err=\"not a plain file name\"",
+			        w->id,
+			        cnl_log_quote(qf, sizeof(qf), e->d_name));
 			free(m.data_base64);
 			continue;
 		}
@@ -159,7 +164,9 @@ void cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 		                      sizeof(err));
 		if (st2 != 201)
 			cnl_log(CNL_LOG_WARN, "upload refused",
-			        "id=%s file=%s %s", w->id, e->d_name, err);
+			        "id=%s file=%s err=%s", w->id,
+			        cnl_log_quote(qf, sizeof(qf), e->d_name),
+			        cnl_log_quote(q, sizeof(q), err));
 		json_decref(body);
 		cnl_wire_file_done(&m);
 	}
@@ -170,7 +177,7 @@ void cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
                            const struct wk *w, const char *what,
                            const char *dest)
 {
-	char route[256], err[256], path[1200];
+	char route[256], err[256], path[1200], q[300];
 	struct cnl_wire_files files = {0};
 	json_t *reply = NULL;
 	int r;
@@ -186,7 +193,8 @@ void cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
 	json_decref(reply);
 	if (r < 0) {
 		cnl_log(CNL_LOG_WARN, "reply does not decode",
-		        "id=%s what=%s err=%s", w->id, what, err);
+		        "id=%s what=%s err=%s", w->id, what,
+		        cnl_log_quote(q, sizeof(q), err));
 		cnl_wire_files_done(&files);
 		return;
 	}
@@ -249,8 +257,8 @@ static void kill_all(struct cnl_agent *a, const char *why)
 	}
 	pthread_mutex_unlock(&a->mu);
 	if (n)
-		cnl_log(CNL_LOG_WARN, "stopped all work", "why=%s n=%zu", why,
-		        n);
+		cnl_log(CNL_LOG_WARN, "stopped all work", "why=\"%s\" n=%zu",
+		        why, n);
 }
 
 /* The heartbeat's body: the work this node runs (not what was moved). */
@@ -297,7 +305,7 @@ static void stop_moved(struct cnl_agent *a, const struct cnl_wire_node *node)
 void *cnl_agent_heartbeat(void *arg)
 {
 	struct cnl_agent *a = arg;
-	char route[256], err[256];
+	char route[256], err[256], q[300], qr[300];
 
 	snprintf(route, sizeof(route), "/v1/nodes/%s/heartbeat", a->node_id);
 	while (!a->stop) {
@@ -311,7 +319,9 @@ void *cnl_agent_heartbeat(void *arg)
 		if (st == 200 &&
 		    cnl_wire_node_decode(reply, &node, err, sizeof(err)) < 0) {
 			cnl_log(CNL_LOG_WARN, "reply does not decode",
-			        "route=%s err=%s", route, err);
+			        "route=%s err=%s",
+			        cnl_log_quote(qr, sizeof(qr), route),
+			        cnl_log_quote(q, sizeof(q), err));
 			st = -EPROTO; /* as if the call had failed */
 		}
 		if (st == 200) {

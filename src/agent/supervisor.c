@@ -307,7 +307,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		    chown(w->ckpt, pw.pw_uid, pw.pw_gid) < 0 ||
 		    (w->gpu >= 0 && chown(w->region, pw.pw_uid, pw.pw_gid) < 0))
 			cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
-			        "id=%s err=%s", id, strerror(errno));
+			        "id=%s err=\"%s\"", id, strerror(errno));
 	}
 	spec.pid_ns = a->cfg.pid_ns;
 	spec.mount_ns = a->cfg.mount_ns;
@@ -361,7 +361,12 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	return;
 fail:
 	/* A bad assignment is reported failed with the reason; we go on. */
-	cnl_log(CNL_LOG_WARN, "cannot start workload", "id=%s err=%s", id, err);
+	{
+		char q[1500];
+
+		cnl_log(CNL_LOG_WARN, "cannot start workload", "id=%s err=%s",
+		        id, cnl_log_quote(q, sizeof(q), err));
+	}
 	cnl_agent_state_drop(a, id);
 	cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL,
 	                 err);
