@@ -36,6 +36,7 @@
 #define CNL_AGENT_AGENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct cnl_agent_config {

@@ -124,6 +124,14 @@ probe deny src/agent/agent.c cli/cli.h
 probe deny src/agent/agent.c sched/alloc-internal.h
 probe deny src/agent/agent.c shim/shim-internal.h
 probe deny src/agent/launch.c net/client.h
+# the daemon speaks the node protocol through wire's public header only;
+# its own agent-internal.h stays inside src/agent (a test linking the
+# daemon's library sees agent.h, not the internals).
+probe allow src/agent/reporter.c wire/node.h
+probe allow src/agent/supervisor.c agent/agent-internal.h
+probe deny src/agent/reporter.c wire/codec-internal.h
+probe allow tests/unit/agent/test_gpu.c agent/agent.h
+probe deny tests/unit/agent/test_gpu.c agent/agent-internal.h
 probe deny src/agent/main.c store/store.h
 probe deny src/agent/main.c server/api.h
 # cli (library and binary): common and net only.

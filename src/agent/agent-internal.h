@@ -1,0 +1,203 @@
+/*
+ * agent-internal.h - what the files of the node agent's daemon share: the
+ * agent (struct cnl_agent), its workload table (struct wk) and the
+ * functions one file calls in another, under the prefix cnl_agent_.
+ * agent.h is the daemon's API; this header never leaves src/agent.
+ *
+ * The daemon is split at its seams, one file each; a file calls only the
+ * files below it (test build.no_cycles.cnlab-agent-core):
+ *
+ *   agent.c        life cycle: new, register, run (the assignment poll),
+ *     │            stop, free, adoption of running work after a restart
+ *     ├──────────────────────────────┐
+ *     ▼                              ▼
+ *   supervisor.c   starting          metrics.c  /metrics and /healthz
+ *     │            workloads,
+ *     │            reconcile, the supervise thread, output draining
+ *     ▼
+ *   reporter.c     what goes to cnlabd: reports, log chunks, file uploads
+ *     │            and downloads, heartbeats and the lease
+ *     ▼
+ *   wk.c           the workload table, the work directory's paths, and
+ *                  each workload's local state file
+ *
+ * Every message to or from cnlabd goes through the typed node protocol of
+ * wire/node.h: an encoder for what the agent sends, a strict decoder for
+ * what it reads.  A reply that does not decode is logged with the field
+ * the decoder names and handled like a failed call.
+ *
+ * Locking: struct cnl_agent.mu guards the table (a->wk, a->n_wk) and
+ * every field of every struct wk; the fields of struct cnl_agent above
+ * mu are set before the threads start and read-only after.  Functions
+ * say when they expect the lock held.
+ */
+#ifndef CNL_AGENT_AGENT_INTERNAL_H
+#define CNL_AGENT_AGENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/agent.h"
+#include "agent/gpu.h"
+#include "agent/launch.h"
+#include "net/client.h"
+#include "net/http_server.h"
+#include "sched/catalog.h"
+#include "wire/node.h"
+
+#define LOG_CHUNK_MAX (64 * 1024)
+/* Artifacts and checkpoint files: what one file message carries. */
+#define FILE_MAX      CNL_WIRE_FILE_MAX
+#define IDLE_CHECK_MS 5000
+
+/* A local workload, from the start of its assignment until its end has
+ * been reported (or it was moved away). */
+struct wk {
+	char id[CNL_WIRE_ID_MAX];
+	int64_t epoch;
+	bool server;
+	struct cnl_workload *w;
+	char dir[512];    /* working directory */
+	char art[560];    /* artifacts dir (jobs) */
+	char ckpt[560];   /* checkpoint dir (jobs) */
+	char region[560]; /* region file */
+	int gpu;          /* first GPU index, -1: none */
+	int board_slot;   /* row on the GPU's board, -1: none */
+	char mig_uuid[CNL_GPU_UUID_MAX];
+	bool stopping;
+	bool term_sent;
+	int64_t signal_ms, kill_ms;
+	int port;
+	int64_t idle_timeout_ms, last_active_ms;
+	uint64_t last_busy_ns;
+	bool idle_stopped;
+	char out[LOG_CHUNK_MAX];
+	size_t out_n;
+	char err_buf[LOG_CHUNK_MAX];
+	size_t err_n;
+	bool gone;   /* moved away: kill, report nothing */
+	bool fenced; /* killed by this agent's lease: its end says so */
+	/* Output goes to files under state/, not pipes, so that a workload
+	 * outlives an agent restart; the agent reads them from an offset. */
+	int out_rd, err_rd;
+	int64_t out_off, err_off;
+	char token[33]; /* notebook servers: their access token */
+	/* Ended, but cnlabd has not taken the report yet (unreachable):
+	 * kept and reported again until it answers. */
+	bool ended;
+	enum cnl_wire_report_state end_state;
+	int end_code;
+	char end_msg[128];
+	int64_t end_retry_ms;
+};
+
+struct cnl_agent {
+	struct cnl_agent_config cfg;
+	struct cnl_catalog cat;
+	struct cnl_gpus *gpus;
+	struct cnl_launcher *launcher;
+	/* One client per thread: main (register, poll, starts), heartbeat,
+	 * supervisor. */
+	struct cnl_client *main_cl, *hb_cl, *sup_cl;
+	char node_id[CNL_WIRE_ID_MAX];
+	int64_t lease_ms, heartbeat_ms;
+	char self_exe[512]; /* this binary: the workload's watchdog */
+	char lease[600];    /* touched after each good heartbeat */
+	pthread_mutex_t mu;
+	struct wk **wk;
+	size_t n_wk, cap_wk;
+	int64_t node_epoch; /* the heartbeat thread's */
+	_Atomic int64_t last_hb_ok_ms;
+	atomic_bool stop;
+	pthread_t hb_thread, sup_thread;
+	struct cnl_http_server *metrics;
+	uint64_t version; /* the main thread's: assignments seen */
+	uint64_t started_total, ended_total, fenced_total;
+};
+
+/* ---- wk.c: the workload table and local state --------------------------- */
+
+/* The workload @id of the table, or NULL.  Under the lock. */
+struct wk *cnl_agent_wk_find(struct cnl_agent *a, const char *id);
+/* A new workload with nothing open: no GPU, no board row, no files. */
+struct wk *cnl_agent_wk_new(const char *id, int64_t epoch);
+/* Put @w in the table.  Under the lock. */
+void cnl_agent_wk_add(struct cnl_agent *a, struct wk *w);
+/* Take @w out of the table and free it, with its workload handle, its
+ * output files and (when no other workload uses it) its MIG instance.
+ * Under the lock. */
+void cnl_agent_wk_remove(struct cnl_agent *a, struct wk *w);
+/* Free @w, not in the table, closing its output files; its workload
+ * handle is the caller's.  NULL is fine. */
+void cnl_agent_wk_free(struct wk *w);
+/* Destroy MIG instance @uuid unless a workload of the table still uses
+ * it (a host instance serves several block slices).  Under the lock. */
+void cnl_agent_mig_release(struct cnl_agent *a, const char *uuid);
+/* state/<id>.stdout or .stderr */
+void cnl_agent_out_path(const struct cnl_agent *a, const char *id,
+                        const char *stream, char *buf, size_t len);
+/* mkdir -p for the few levels the agent creates. */
+int cnl_agent_mkdirs(const char *path);
+
+/*
+ * The state file, state/<id>.json: what a restarted agent needs to re-adopt
+ * a workload.  Local to this node, not a protocol message; its fields are
+ * those of struct wk of the same names: id, epoch, server, dir, art, ckpt,
+ * region, port, idle_timeout_ms, gpu, out_off, err_off.
+ */
+void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w);
+void cnl_agent_state_drop(const struct cnl_agent *a, const char *id);
+/* Read state/<@id>.json into a new workload in *@ret_w (its output files
+ * open at their offsets, no workload handle yet).  Returns 0, -ENOENT when
+ * there is no such file, or -CNL_EFIELD/-CNL_EPARSE with @err naming the
+ * field or place. */
+int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
+                         struct wk **ret_w, char *err, size_t errlen);
+
+/* ---- reporter.c: what goes to cnlabd ------------------------------------ */
+
+/* Report @state for @w, with @url and @msg when not NULL; returns the
+ * HTTP status (409: fenced) or a negative errno when none came. */
+long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
+                      const struct wk *w, enum cnl_wire_report_state state,
+                      int code, const char *url, const char *msg);
+/* Send @n bytes of @buf, which has room for one more, as a log chunk of
+ * @stream (stderr when @is_stderr); bytes JSON cannot carry are replaced
+ * in @buf. */
+void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
+                        const char *id, int64_t epoch, bool is_stderr,
+                        char *buf, size_t n);
+/* Upload each regular file of @dir (at most FILE_MAX bytes) as @what
+ * ("artifacts" or "checkpoints"). */
+void cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
+                          const struct wk *w, const char *dir,
+                          const char *what);
+/* Write the job's files of @what ("checkpoints": a requeued job's latest
+ * checkpoint; "inputs": the files it was submitted with) into @dest. */
+void cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
+                           const struct wk *w, const char *what,
+                           const char *dest);
+/* Renew the lease the workloads' watchdogs check. */
+void cnl_agent_lease_touch(const struct cnl_agent *a);
+/* The heartbeat thread (pthread start routine; @arg: the agent). */
+void *cnl_agent_heartbeat(void *arg);
+
+/* ---- supervisor.c: running the work ------------------------------------- */
+
+/* Act on the assignments @as: start what is new, stop what is to stop,
+ * kill what is no longer listed.  Called without the lock. */
+void cnl_agent_reconcile(struct cnl_agent *a,
+                         const struct cnl_wire_assignments *as);
+/* The supervisor thread (pthread start routine; @arg: the agent). */
+void *cnl_agent_supervise(void *arg);
+
+/* ---- metrics.c ---------------------------------------------------------- */
+
+/* Serve /metrics and /healthz on cfg.listen (HOST:PORT), when set; a
+ * failure is logged, and the agent runs without. */
+void cnl_agent_metrics_listen(struct cnl_agent *a);
+
+#endif /* CNL_AGENT_AGENT_INTERNAL_H */

@@ -1,0 +1,693 @@
+/*
+ * supervisor.c - running the work (agent-internal.h has the map): turning
+ * an assignment (struct cnl_wire_assignment, decoded by the poll in
+ * agent.c) into a launched workload, reconciling the table with each
+ * assignment list, and the supervise thread, which drains each workload's
+ * output to cnlabd, applies stop deadlines, stops idle notebook servers
+ * and, when a workload ends, uploads its files and reports its end.
+ *
+ * A local workload (struct wk) exists from the moment its assignment is
+ * started until its end has been reported (or it was moved away).  An
+ * assignment (id, epoch) is started at most once: its state file is
+ * written before its launch (wk.c), and a workload whose end cnlabd has
+ * not taken yet stays in the table, reported again each second.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/agent-internal.h"
+#include "cnlab/errors.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "shim/region.h"
+
+/* ---- starting ------------------------------------------------------------ */
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+/* The lowest board row no running slice of GPU @gpu holds. */
+static unsigned board_slot(struct cnl_agent *a, int gpu)
+{
+	unsigned slot = 0;
+	bool taken = true;
+
+	pthread_mutex_lock(&a->mu);
+	while (taken && slot < CNL_BOARD_SLICES) {
+		taken = false;
+		for (size_t i = 0; i < a->n_wk; i++)
+			if (a->wk[i]->gpu == gpu &&
+			    a->wk[i]->board_slot == (int)slot)
+				taken = true;
+		if (taken)
+			slot++;
+	}
+	pthread_mutex_unlock(&a->mu);
+	return slot;
+}
+
+/* A notebook server's access token: 32 hex digits. */
+static int make_token(char token[33])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char rnd[16];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -EIO;
+	for (int i = 0; i < 16; i++) {
+		token[2 * i] = hex[rnd[i] >> 4];
+		token[2 * i + 1] = hex[rnd[i] & 15];
+	}
+	token[32] = '\0';
+	return 0;
+}
+
+/* "CNLAB_GANG_NODES=" and the gang's node names by rank, comma-separated:
+ * up to 64 names of 63 bytes, beyond an env_buf.  To free(). */
+static char *gang_nodes_env(const struct cnl_wire_gang *g)
+{
+	size_t len = sizeof("CNLAB_GANG_NODES="), o;
+	char *s;
+
+	for (int i = 0; i < g->n_nodes; i++)
+		len += strlen(g->nodes[i]) + 1;
+	s = cnl_xmalloc(len);
+	o = (size_t)snprintf(s, len, "CNLAB_GANG_NODES=");
+	for (int i = 0; i < g->n_nodes && o < len; i++)
+		o += (size_t)snprintf(s + o, len - o, "%s%s", i ? "," : "",
+		                      g->nodes[i]);
+	return s;
+}
+
+/* Start the assignment @as; called without the lock. */
+static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
+{
+	const char *id = as->id;
+	const struct cnl_wire_slice *gpu = &as->gpu;
+	const char *mig = gpu->mig_profile[0] ? gpu->mig_profile : NULL;
+	const struct cnl_gpu_dev *devs;
+	int ndev = cnl_gpus_list(a->gpus, &devs);
+	char cvd[256] = "", err[1400], env_buf[20][700];
+	_cleanup_free_ char *gang_nodes = NULL;
+	const char *envp[64], *argv[8];
+	char lease_ms[32];
+	struct cnl_launch_spec spec = {0};
+	struct wk *w = cnl_agent_wk_new(id, as->epoch);
+	int ne = 0, r;
+
+	w->server = as->kind == CNL_WIRE_SERVER;
+	/* GPUs: indexes of the mask, or the MIG instance's UUID. */
+	for (int i = 0; i < ndev && i < 32; i++)
+		if (gpu->gpu_mask >> i & 1) {
+			size_t l = strlen(cvd);
+
+			snprintf(cvd + l, sizeof(cvd) - l, "%s%d", l ? "," : "",
+			         devs[i].index);
+			if (w->gpu < 0)
+				w->gpu = i;
+		}
+	if (w->gpu >= 0 && gpu->blocks > 0 && ndev == 0) {
+		r = -CNL_ENODE;
+		snprintf(err, sizeof(err), "this node has no GPU");
+		goto fail;
+	}
+	if (w->gpu < 0 && gpu->gpu_mask) {
+		r = -CNL_ENODE;
+		snprintf(err, sizeof(err),
+		         "assignment names GPU mask 0x%llx; this node has %d "
+		         "GPUs",
+		         (long long)gpu->gpu_mask, ndev);
+		goto fail;
+	}
+	if (mig && w->gpu >= 0) {
+		r = cnl_gpus_mig_create(a->gpus, w->gpu, mig, gpu->mig_start,
+		                        w->mig_uuid);
+		if (r == -CNL_EDUP && w->mig_uuid[0]) {
+			/* A host instance shared by block slices: use it (the
+			 * last of its slices to end destroys it). */
+			snprintf(cvd, sizeof(cvd), "%s", w->mig_uuid);
+			r = 0;
+		} else if (r == 0) {
+			snprintf(cvd, sizeof(cvd), "%s", w->mig_uuid);
+		} else {
+			snprintf(err, sizeof(err),
+			         "cannot create MIG instance %s on GPU %d: %s",
+			         mig, w->gpu, cnl_strerror(r));
+			goto fail;
+		}
+	}
+	/* Directories. */
+	if (w->server) {
+		snprintf(w->dir, sizeof(w->dir), "%s/workspaces/%s",
+		         a->cfg.work_dir, id);
+		w->port = free_port();
+		if ((r = make_token(w->token)) < 0) {
+			snprintf(err, sizeof(err), "no randomness");
+			goto fail;
+		}
+		w->idle_timeout_ms = as->idle_timeout_s * 1000;
+		w->last_active_ms = cnl_time_now_ms();
+	} else {
+		snprintf(w->dir, sizeof(w->dir), "%s/jobs/%s", a->cfg.work_dir,
+		         id);
+	}
+	snprintf(w->art, sizeof(w->art), "%s/artifacts", w->dir);
+	snprintf(w->ckpt, sizeof(w->ckpt), "%s/checkpoint", w->dir);
+	snprintf(w->region, sizeof(w->region), "%s/regions/%s.region",
+	         a->cfg.work_dir, id);
+	if ((r = cnl_agent_mkdirs(w->art)) < 0 ||
+	    (r = cnl_agent_mkdirs(w->ckpt)) < 0) {
+		snprintf(err, sizeof(err), "cannot create %s: %s", w->dir,
+		         strerror(-r));
+		goto fail;
+	}
+	if (!w->server) {
+		cnl_agent_fetch_files(a, a->main_cl, w, "inputs", w->dir);
+		cnl_agent_fetch_files(a, a->main_cl, w, "checkpoints", w->ckpt);
+	}
+	/* The slice's region: its VRAM quota and compute share. */
+	if (w->gpu >= 0) {
+		bool whole = gpu->blocks >= 100 && !mig;
+		struct cnl_region_opts ro = {0};
+		char board[600];
+
+		/* Slices of one GPU share its board, so that the time of
+		 * idle slices goes to busy ones by share. */
+		if (!whole && !mig) {
+			snprintf(board, sizeof(board), "%s/regions/gpu%d.board",
+			         a->cfg.work_dir, w->gpu);
+			if (access(board, R_OK) != 0)
+				cnl_board_create(board);
+			ro.board = board;
+			ro.board_slot = board_slot(a, w->gpu);
+			w->board_slot = (int)ro.board_slot;
+		}
+		r = cnl_region_create(w->region,
+		                      whole ? 0 : (uint64_t)gpu->vram_mib << 20,
+		                      whole || mig ? 0 : (unsigned)gpu->blocks,
+		                      as->project_id, &ro);
+		if (r < 0) {
+			snprintf(err, sizeof(err),
+			         "cannot create region %s: %s", w->region,
+			         strerror(-r));
+			goto fail;
+		}
+	}
+	/* Environment. */
+#define ENV(...)                                                         \
+	do {                                                             \
+		snprintf(env_buf[ne], sizeof(env_buf[ne]), __VA_ARGS__); \
+		envp[ne] = env_buf[ne];                                  \
+		ne++;                                                    \
+	} while (0)
+	ENV("PATH=%s",
+	    getenv("PATH") ? getenv("PATH") : "/usr/local/bin:/usr/bin:/bin");
+	ENV("HOME=%s", w->dir);
+	ENV("CNLAB_JOB_ID=%s", id);
+	ENV("CNLAB_ARTIFACTS_DIR=%s", w->art);
+	ENV("CNLAB_CHECKPOINT_DIR=%s", w->ckpt);
+	ENV("CUDA_VISIBLE_DEVICES=%s", cvd);
+	if (w->gpu >= 0)
+		ENV("CNLAB_REGION=%s", w->region);
+	if (w->gpu >= 0 && a->cfg.shim && a->cfg.shim[0] &&
+	    access(a->cfg.shim, R_OK) == 0)
+		/* Preloaded into the command only, by the watchdog: the
+		 * watchdog is this binary and needs no CUDA shim. */
+		ENV("CNLAB_WATCHDOG_PRELOAD=%s", a->cfg.shim);
+	if (!w->server) {
+		/* Its place in its gang (a job alone is rank 0 of 1). */
+		ENV("CNLAB_RANK=%d", as->has_gang ? as->gang.rank : 0);
+		ENV("CNLAB_WORLD_SIZE=%d", as->has_gang ? as->gang.size : 1);
+	}
+	if (!w->server && as->has_gang) {
+		ENV("CNLAB_GANG_ID=%s", as->gang.id);
+		gang_nodes = gang_nodes_env(&as->gang);
+		envp[ne++] = gang_nodes;
+	}
+	if (w->server) {
+		ENV("CNLAB_PORT=%d", w->port);
+		/* The notebook's own password: only the URL cnlabd shows to
+		 * the project carries it. */
+		ENV("CNLAB_SERVER_TOKEN=%s", w->token);
+		ENV("CNLAB_WORKSPACE=%s", w->dir);
+	}
+#undef ENV
+	envp[ne] = NULL;
+	/* The command runs under this binary's watchdog, which kills it
+	 * once the lease file is older than the lease: so the work stops
+	 * even if the agent itself was killed (see agent.h). */
+	snprintf(lease_ms, sizeof(lease_ms), "%lld", (long long)a->lease_ms);
+	argv[0] = a->self_exe;
+	argv[1] = "--watchdog";
+	argv[2] = a->lease;
+	argv[3] = lease_ms;
+	argv[4] = "/bin/sh";
+	argv[5] = "-c";
+	argv[6] = w->server ? a->cfg.server_command : as->command;
+	argv[7] = NULL;
+	if (!argv[6] || (!w->server && !argv[6][0])) {
+		r = -CNL_EFIELD;
+		snprintf(err, sizeof(err), "assignment has no command");
+		goto fail;
+	}
+	spec.id = id;
+	spec.argv = argv;
+	spec.env = envp;
+	spec.cwd = w->dir;
+	spec.cpu_milli = as->cpu_milli;
+	spec.mem_bytes = as->mem_mib << 20;
+	spec.uid = a->cfg.run_as_uid;
+	spec.gid = a->cfg.run_as_uid;
+	if (a->cfg.map_users) {
+		/* Run as the local account named like the submitting user;
+		 * a user without one is refused rather than run as root. */
+		struct passwd pw, *res = NULL;
+		char pwbuf[4096];
+
+		if (!as->user[0] ||
+		    getpwnam_r(as->user, &pw, pwbuf, sizeof(pwbuf), &res) !=
+		        0 ||
+		    !res) {
+			r = -CNL_ENOTFOUND;
+			snprintf(err, sizeof(err),
+			         "no local account for user \"%s\" "
+			         "(map_users is on)",
+			         as->user[0] ? as->user : "?");
+			goto fail;
+		}
+		spec.uid = (int)pw.pw_uid;
+		spec.gid = (int)pw.pw_gid;
+		/* The workload's directories are its own. */
+		if (chown(w->dir, pw.pw_uid, pw.pw_gid) < 0 ||
+		    chown(w->art, pw.pw_uid, pw.pw_gid) < 0 ||
+		    chown(w->ckpt, pw.pw_uid, pw.pw_gid) < 0 ||
+		    (w->gpu >= 0 && chown(w->region, pw.pw_uid, pw.pw_gid) < 0))
+			cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
+			        "id=%s err=\"%s\"", id, strerror(errno));
+	}
+	spec.pid_ns = a->cfg.pid_ns;
+	spec.mount_ns = a->cfg.mount_ns;
+	/* The state first: an agent restarted at any point after the launch
+	 * finds it beside the cgroup and re-adopts the workload; one
+	 * restarted before the launch finds no cgroup, and starts it if
+	 * it is still assigned. */
+	cnl_agent_state_save(a, w);
+	{
+		char po[700], pe[700];
+
+		cnl_agent_out_path(a, id, "stdout", po, sizeof(po));
+		cnl_agent_out_path(a, id, "stderr", pe, sizeof(pe));
+		spec.stdout_fd =
+		    open(po, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		spec.stderr_fd =
+		    open(pe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		w->out_rd = open(po, O_RDONLY | O_CLOEXEC);
+		w->err_rd = open(pe, O_RDONLY | O_CLOEXEC);
+		if (spec.stdout_fd < 0 || spec.stderr_fd < 0 || w->out_rd < 0 ||
+		    w->err_rd < 0) {
+			r = -errno;
+			snprintf(err, sizeof(err), "cannot create %s: %s", po,
+			         strerror(errno));
+		} else {
+			r = cnl_launch(a->launcher, &spec, &w->w, err,
+			               sizeof(err));
+		}
+		if (spec.stdout_fd >= 0)
+			close(spec.stdout_fd);
+		if (spec.stderr_fd >= 0)
+			close(spec.stderr_fd);
+		if (r < 0)
+			goto fail;
+	}
+	pthread_mutex_lock(&a->mu);
+	cnl_agent_wk_add(a, w);
+	a->started_total++;
+	pthread_mutex_unlock(&a->mu);
+	cnl_log(CNL_LOG_INFO, "workload started",
+	        "id=%s epoch=%" PRId64 " kind=%s gpus=%s", id, w->epoch,
+	        w->server ? "server" : "job", cvd[0] ? cvd : "-");
+	{
+		char url[256];
+
+		snprintf(url, sizeof(url), "http://%s:%d/?token=%s",
+		         a->cfg.address, w->port, w->token);
+		cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_RUNNING, 0,
+		                 w->server ? url : NULL, NULL);
+	}
+	return;
+fail:
+	/* A bad assignment is reported failed with the reason; we go on. */
+	{
+		char q[1500];
+
+		cnl_log(CNL_LOG_WARN, "cannot start workload", "id=%s err=%s",
+		        id, cnl_log_quote(q, sizeof(q), err));
+	}
+	cnl_agent_state_drop(a, id);
+	cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL,
+	                 err);
+	pthread_mutex_lock(&a->mu);
+	cnl_agent_mig_release(a, w->mig_uuid);
+	pthread_mutex_unlock(&a->mu);
+	cnl_agent_wk_free(w);
+}
+
+/* ---- reconciling --------------------------------------------------------- */
+
+void cnl_agent_reconcile(struct cnl_agent *a,
+                         const struct cnl_wire_assignments *list)
+{
+	int64_t now = cnl_time_now_ms();
+
+	/* Work we run that is no longer assigned here: moved or ended. */
+	pthread_mutex_lock(&a->mu);
+	for (size_t i = 0; i < a->n_wk; i++) {
+		struct wk *w = a->wk[i];
+		bool listed = false;
+
+		for (size_t k = 0; k < list->n; k++)
+			if (strcmp(list->items[k].id, w->id) == 0 &&
+			    list->items[k].epoch == w->epoch)
+				listed = true;
+		if (!listed && !w->gone && !w->stopping) {
+			w->gone = true;
+			cnl_workload_kill(w->w);
+		}
+	}
+	pthread_mutex_unlock(&a->mu);
+	for (size_t k = 0; k < list->n; k++) {
+		const struct cnl_wire_assignment *as = &list->items[k];
+		struct wk *w;
+
+		pthread_mutex_lock(&a->mu);
+		w = cnl_agent_wk_find(a, as->id);
+		if (w && w->epoch == as->epoch && as->action == CNL_WIRE_STOP &&
+		    !w->stopping) {
+			w->stopping = true;
+			w->signal_ms = as->signal_ms ? as->signal_ms : now;
+			w->kill_ms = as->kill_ms ? as->kill_ms : now + 30000;
+		}
+		pthread_mutex_unlock(&a->mu);
+		if (w || as->action != CNL_WIRE_RUN)
+			continue;
+		/* Nothing new on a lease run out (cnlabd was unreachable, the
+		 * heartbeat that renews it is still to come): the workload's
+		 * watchdog would kill it at once.  A later poll starts it. */
+		if (a->lease_ms > 0 && now - a->last_hb_ok_ms > a->lease_ms)
+			continue;
+		/* A start after pre-emption waits for the victims to go; the
+		 * next poll (bounded wait) retries. */
+		if (as->not_before_ms > now)
+			continue;
+		start(a, as);
+	}
+}
+
+/* ---- the supervise thread ------------------------------------------------ */
+
+/* Read new output of a file into @buf, advancing @off.  Under the lock. */
+static void drain(int fd, char *buf, size_t *n, int64_t *off)
+{
+	ssize_t got;
+
+	if (fd < 0)
+		return;
+	while (*n < LOG_CHUNK_MAX &&
+	       (got = read(fd, buf + *n, LOG_CHUNK_MAX - *n)) > 0) {
+		*n += (size_t)got;
+		*off += got;
+	}
+}
+
+/* Established TCP connections to local @port (IPv4 and IPv6). */
+static bool has_connections(int port)
+{
+	static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	char line[512];
+
+	for (size_t i = 0; i < 2; i++) {
+		FILE *f = fopen(files[i], "r");
+
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			char *colon = strchr(line, ':');
+			unsigned lport, st;
+			char *p;
+
+			if (!colon || !(p = strchr(colon + 1, ':')))
+				continue;
+			if (sscanf(p + 1, "%x", &lport) != 1)
+				continue;
+			/* state is the 4th field */
+			char *f3 = strchr(p + 1, ' ');
+			if (!f3 || !(f3 = strchr(f3 + 1, ' ')))
+				continue;
+			if (sscanf(f3 + 1, "%x", &st) == 1 && st == 1 &&
+			    (int)lport == port) {
+				fclose(f);
+				return true;
+			}
+		}
+		fclose(f);
+	}
+	return false;
+}
+
+/* Whether a notebook server @w has gone idle for its timeout: no GPU time
+ * used and no connection since the last check.  Under the lock. */
+static void check_idle(struct wk *w, int64_t now)
+{
+	struct cnl_region_handle h;
+	struct cnl_region_stat st;
+	uint64_t busy = 0;
+
+	if (cnl_region_map(w->region, &h) == 0) {
+		if (cnl_region_stat(h.r, &st) == 0)
+			for (unsigned p = 0; p < st.nprocs; p++)
+				busy += st.procs[p].busy_ns;
+		cnl_region_unmap(&h);
+	}
+	if (busy != w->last_busy_ns || has_connections(w->port))
+		w->last_active_ms = now;
+	w->last_busy_ns = busy;
+	if (now - w->last_active_ms >= w->idle_timeout_ms && !w->stopping) {
+		cnl_log(CNL_LOG_INFO, "server idle; stopping", "id=%s", w->id);
+		w->idle_stopped = true;
+		w->stopping = true;
+		w->signal_ms = now;
+		w->kill_ms = now + 10000;
+	}
+}
+
+/* Output copied out of the table, to send without the lock. */
+struct chunk {
+	char id[CNL_WIRE_ID_MAX];
+	int64_t epoch;
+	char *o, *e; /* one byte of room past on and en (send_log) */
+	size_t on, en;
+};
+
+/* Take the output drained so far of each workload; under the lock.  The
+ * output of work moved away is dropped. */
+static struct chunk *take_output(struct cnl_agent *a, size_t *ret_n)
+{
+	struct chunk *logs = cnl_xcalloc(a->n_wk + 1, sizeof(*logs));
+	size_t n = 0;
+
+	for (size_t i = 0; i < a->n_wk; i++) {
+		struct wk *w = a->wk[i];
+
+		if (!w->out_n && !w->err_n)
+			continue;
+		if (!w->gone) {
+			memcpy(logs[n].id, w->id, sizeof(w->id));
+			logs[n].epoch = w->epoch;
+			logs[n].o = cnl_xmalloc(w->out_n + 1);
+			memcpy(logs[n].o, w->out, w->out_n);
+			logs[n].on = w->out_n;
+			logs[n].e = cnl_xmalloc(w->err_n + 1);
+			memcpy(logs[n].e, w->err_buf, w->err_n);
+			logs[n].en = w->err_n;
+			n++;
+		}
+		w->out_n = w->err_n = 0;
+		cnl_agent_state_save(a, w); /* the offsets, for a restart */
+	}
+	*ret_n = n;
+	return logs;
+}
+
+/* Record how @w ended (@ex), once.  Under the lock. */
+static void note_end(struct wk *w, const struct cnl_exit *ex)
+{
+	int code = ex->exited && ex->signal ? 128 + ex->signal : ex->code;
+	char msg[128] = "";
+
+	if (w->fenced)
+		snprintf(msg, sizeof(msg),
+		         "stopped by the node agent: its lease expired (cnlabd "
+		         "unreachable)");
+	else if (ex->oom_killed)
+		snprintf(msg, sizeof(msg),
+		         "killed by the out-of-memory killer (memory limit)");
+	else if (ex->signal)
+		snprintf(msg, sizeof(msg), "killed by signal %d", ex->signal);
+	if (w->server)
+		w->end_state = w->stopping || w->idle_stopped
+		                   ? CNL_WIRE_REPORT_STOPPED
+		                   : CNL_WIRE_REPORT_FAILED;
+	else
+		w->end_state = code == 0 ? CNL_WIRE_REPORT_SUCCEEDED
+		                         : CNL_WIRE_REPORT_FAILED;
+	snprintf(w->end_msg, sizeof(w->end_msg), "%s", msg);
+	w->end_code = code;
+	w->ended = true;
+	cnl_log(CNL_LOG_INFO, "workload ended", "id=%s state=%s code=%d", w->id,
+	        cnl_wire_report_state_name(w->end_state), code);
+}
+
+/* Forget @w: its files, then its cgroup and exit record, then its state.
+ * A cgroup left without a state file would refuse the next start of this
+ * id here. */
+static void forget(struct cnl_agent *a, struct wk *w)
+{
+	char po[700], id[sizeof(w->id)];
+
+	pthread_mutex_lock(&a->mu);
+	unlink(w->region);
+	cnl_agent_out_path(a, w->id, "stdout", po, sizeof(po));
+	unlink(po);
+	cnl_agent_out_path(a, w->id, "stderr", po, sizeof(po));
+	unlink(po);
+	memcpy(id, w->id, sizeof(id));
+	a->ended_total++;
+	cnl_agent_wk_remove(a, w);
+	cnl_agent_state_drop(a, id);
+	pthread_mutex_unlock(&a->mu);
+}
+
+void *cnl_agent_supervise(void *arg)
+{
+	struct cnl_agent *a = arg;
+	int64_t last_idle_check = 0;
+
+	while (!a->stop) {
+		int64_t now = cnl_time_now_ms();
+		struct wk *done[64];
+		struct cnl_exit ex[64];
+		size_t n_done = 0, n_logs;
+		struct chunk *logs;
+
+		pthread_mutex_lock(&a->mu);
+		for (size_t i = 0; i < a->n_wk && n_done < 64; i++) {
+			struct wk *w = a->wk[i];
+			struct cnl_exit e = {0};
+
+			drain(w->out_rd, w->out, &w->out_n, &w->out_off);
+			drain(w->err_rd, w->err_buf, &w->err_n, &w->err_off);
+			if (w->stopping && !w->term_sent &&
+			    now >= w->signal_ms) {
+				cnl_workload_signal(w->w, SIGTERM);
+				w->term_sent = true;
+			}
+			if (w->stopping && now >= w->kill_ms)
+				cnl_workload_kill(w->w);
+			if (w->server && w->idle_timeout_ms > 0 &&
+			    now - last_idle_check >= IDLE_CHECK_MS)
+				check_idle(w, now);
+			if (w->ended) {
+				if (now >= w->end_retry_ms) {
+					ex[n_done] = e;
+					done[n_done++] = w;
+				}
+				continue;
+			}
+			if (cnl_workload_poll(w->w, &e) == 0 && e.exited) {
+				/* Read what is left of its output first. */
+				drain(w->out_rd, w->out, &w->out_n,
+				      &w->out_off);
+				drain(w->err_rd, w->err_buf, &w->err_n,
+				      &w->err_off);
+				ex[n_done] = e;
+				done[n_done++] = w;
+			}
+		}
+		if (now - last_idle_check >= IDLE_CHECK_MS)
+			last_idle_check = now;
+		/* Flush logs outside the lock, on copies. */
+		logs = take_output(a, &n_logs);
+		pthread_mutex_unlock(&a->mu);
+		for (size_t i = 0; i < n_logs; i++) {
+			if (logs[i].on)
+				cnl_agent_send_log(a, a->sup_cl, logs[i].id,
+				                   logs[i].epoch, false,
+				                   logs[i].o, logs[i].on);
+			if (logs[i].en)
+				cnl_agent_send_log(a, a->sup_cl, logs[i].id,
+				                   logs[i].epoch, true,
+				                   logs[i].e, logs[i].en);
+			free(logs[i].o);
+			free(logs[i].e);
+		}
+		free(logs);
+		/* Ends: artifacts, checkpoint, report. */
+		for (size_t i = 0; i < n_done; i++) {
+			struct wk *w = done[i];
+
+			if (!w->gone && !w->ended) {
+				if (!w->server) {
+					cnl_agent_upload_dir(a, a->sup_cl, w,
+					                     w->art,
+					                     "artifacts");
+					cnl_agent_upload_dir(a, a->sup_cl, w,
+					                     w->ckpt,
+					                     "checkpoints");
+				}
+				pthread_mutex_lock(&a->mu);
+				note_end(w, &ex[i]);
+				pthread_mutex_unlock(&a->mu);
+			}
+			if (!w->gone) {
+				long st = cnl_agent_report(
+				    a, a->sup_cl, w, w->end_state, w->end_code,
+				    NULL, w->end_msg[0] ? w->end_msg : NULL);
+
+				/* Taken (200), or no longer ours (404, 409):
+				 * done.  Otherwise try again in a second. */
+				if (st != 200 && st != 404 && st != 409) {
+					w->end_retry_ms =
+					    cnl_time_now_ms() + 1000;
+					continue;
+				}
+			}
+			forget(a, w);
+		}
+		usleep(100 * 1000);
+	}
+	return NULL;
+}

@@ -1,0 +1,233 @@
+/*
+ * wk.c - the bottom of the agent's daemon (agent-internal.h): the workload
+ * table, the paths of the work directory, and each workload's local state
+ * file, state/<id>.json, which a restarted agent reads to re-adopt the
+ * workload.
+ *
+ * The state file is the agent's own, not a protocol message: written by
+ * this binary, read back by it after a restart.  It is still read field by
+ * field with the strict readers of common/json.h, so that a damaged file is
+ * refused naming the field rather than adopted half-read.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agent/agent-internal.h"
+#include "cnlab/errors.h"
+#include "common/json.h"
+#include "common/util.h"
+
+struct wk *cnl_agent_wk_find(struct cnl_agent *a, const char *id)
+{
+	for (size_t i = 0; i < a->n_wk; i++)
+		if (strcmp(a->wk[i]->id, id) == 0)
+			return a->wk[i];
+	return NULL;
+}
+
+struct wk *cnl_agent_wk_new(const char *id, int64_t epoch)
+{
+	struct wk *w = cnl_xcalloc(1, sizeof(*w));
+
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->epoch = epoch;
+	w->gpu = -1;
+	w->board_slot = -1;
+	w->out_rd = w->err_rd = -1;
+	return w;
+}
+
+void cnl_agent_wk_add(struct cnl_agent *a, struct wk *w)
+{
+	if (a->n_wk == a->cap_wk) {
+		a->cap_wk = a->cap_wk ? 2 * a->cap_wk : 16;
+		a->wk = cnl_xrealloc(a->wk, a->cap_wk * sizeof(*a->wk));
+	}
+	a->wk[a->n_wk++] = w;
+}
+
+void cnl_agent_mig_release(struct cnl_agent *a, const char *uuid)
+{
+	if (!uuid[0])
+		return;
+	for (size_t i = 0; i < a->n_wk; i++)
+		if (strcmp(a->wk[i]->mig_uuid, uuid) == 0)
+			return;
+	cnl_gpus_mig_destroy(a->gpus, uuid);
+}
+
+void cnl_agent_wk_free(struct wk *w)
+{
+	if (!w)
+		return;
+	if (w->out_rd >= 0)
+		close(w->out_rd);
+	if (w->err_rd >= 0)
+		close(w->err_rd);
+	free(w);
+}
+
+void cnl_agent_wk_remove(struct cnl_agent *a, struct wk *w)
+{
+	for (size_t i = 0; i < a->n_wk; i++)
+		if (a->wk[i] == w) {
+			a->wk[i] = a->wk[--a->n_wk];
+			break;
+		}
+	cnl_agent_mig_release(a, w->mig_uuid);
+	cnl_workload_free(w->w);
+	cnl_agent_wk_free(w);
+}
+
+void cnl_agent_out_path(const struct cnl_agent *a, const char *id,
+                        const char *stream, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/state/%s.%s", a->cfg.work_dir, id, stream);
+}
+
+int cnl_agent_mkdirs(const char *path)
+{
+	char buf[600];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i < n; i++)
+		if (buf[i] == '/') {
+			buf[i] = '\0';
+			if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			buf[i] = '/';
+		}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* ---- the state file ------------------------------------------------------ */
+
+static void state_path(const struct cnl_agent *a, const char *id, char *buf,
+                       size_t len)
+{
+	snprintf(buf, len, "%s/state/%.63s.json", a->cfg.work_dir, id);
+}
+
+void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
+{
+	char path[700], tmp[720];
+	json_t *o = json_pack(
+	    "{s:s,s:I,s:b,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I}", "id", w->id,
+	    "epoch", (json_int_t)w->epoch, "server", w->server, "dir", w->dir,
+	    "art", w->art, "ckpt", w->ckpt, "region", w->region, "port",
+	    w->port, "idle_timeout_ms", (json_int_t)w->idle_timeout_ms, "gpu",
+	    w->gpu, "out_off", (json_int_t)w->out_off, "err_off",
+	    (json_int_t)w->err_off);
+
+	if (!o)
+		return; /* a path that is not UTF-8: nothing to adopt by */
+	state_path(a, w->id, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (json_dump_file(o, tmp, JSON_COMPACT) == 0)
+		rename(tmp, path);
+	json_decref(o);
+}
+
+void cnl_agent_state_drop(const struct cnl_agent *a, const char *id)
+{
+	char path[700];
+
+	state_path(a, id, path, sizeof(path));
+	unlink(path);
+}
+
+/* The string @key of @o into @buf (@size bytes), or -CNL_EFIELD. */
+static int get_str(const json_t *o, const char *key, char *buf, size_t size,
+                   char *err, size_t errlen)
+{
+	const char *s = NULL;
+
+	if (cnl_json_get_string(o, key, true, &s, err, errlen) < 0)
+		return -CNL_EFIELD;
+	if (strlen(s) >= size) {
+		snprintf(err, errlen, "field \"%s\": longer than %zu bytes",
+		         key, size - 1);
+		return -CNL_EFIELD;
+	}
+	memcpy(buf, s, strlen(s) + 1);
+	return 0;
+}
+
+/* Open the output file @stream of @w at @off; -1 when it is gone. */
+static int open_at(const struct cnl_agent *a, const struct wk *w,
+                   const char *stream, int64_t off)
+{
+	char path[700];
+	int fd;
+
+	cnl_agent_out_path(a, w->id, stream, path, sizeof(path));
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0)
+		lseek(fd, off, SEEK_SET);
+	return fd;
+}
+
+int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
+                         struct wk **ret_w, char *err, size_t errlen)
+{
+	static const char *const fields[] = {
+	    "id",      "epoch",           "server", "dir", "art",
+	    "ckpt",    "region",          "port",   "gpu", "out_off",
+	    "err_off", "idle_timeout_ms", NULL};
+	char path[700];
+	json_t *o = NULL;
+	struct wk *w;
+	int64_t epoch = 0, port = 0, gpu = -1;
+	int r;
+
+	state_path(a, id, path, sizeof(path));
+	if (access(path, F_OK) < 0)
+		return -ENOENT;
+	if ((r = cnl_json_load_file(path, &o, err, errlen)) < 0)
+		return r;
+	w = cnl_agent_wk_new(id, 0);
+	r = -CNL_EFIELD;
+	if (cnl_json_check_fields(o, fields, err, errlen) < 0 ||
+	    cnl_json_get_int(o, "epoch", true, 0, INT64_MAX, &epoch, err,
+	                     errlen) < 0 ||
+	    cnl_json_get_bool(o, "server", true, &w->server, err, errlen) < 0 ||
+	    get_str(o, "dir", w->dir, sizeof(w->dir), err, errlen) < 0 ||
+	    get_str(o, "art", w->art, sizeof(w->art), err, errlen) < 0 ||
+	    get_str(o, "ckpt", w->ckpt, sizeof(w->ckpt), err, errlen) < 0 ||
+	    get_str(o, "region", w->region, sizeof(w->region), err, errlen) <
+	        0 ||
+	    cnl_json_get_int(o, "port", true, -1, 65535, &port, err, errlen) <
+	        0 ||
+	    cnl_json_get_int(o, "gpu", true, -1, CNL_WIRE_GPUS_MAX - 1, &gpu,
+	                     err, errlen) < 0 ||
+	    cnl_json_get_int(o, "idle_timeout_ms", true, 0, INT64_MAX,
+	                     &w->idle_timeout_ms, err, errlen) < 0 ||
+	    cnl_json_get_int(o, "out_off", true, 0, INT64_MAX, &w->out_off, err,
+	                     errlen) < 0 ||
+	    cnl_json_get_int(o, "err_off", true, 0, INT64_MAX, &w->err_off, err,
+	                     errlen) < 0)
+		goto fail;
+	w->epoch = epoch;
+	w->port = (int)port;
+	w->gpu = (int)gpu;
+	w->out_rd = open_at(a, w, "stdout", w->out_off);
+	w->err_rd = open_at(a, w, "stderr", w->err_off);
+	json_decref(o);
+	*ret_w = w;
+	return 0;
+fail:
+	json_decref(o);
+	cnl_agent_wk_free(w);
+	return r;
+}
