@@ -469,12 +469,13 @@ API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t n,
 
 static int pool_free(CUdeviceptr dptr)
 {
-	uint64_t n, pp;
+	uint64_t n, pp = 0;
 	struct pool *p;
 
 	if (take_block(B_POOL, dptr, &n) < 0)
 		return -1;
-	take_block(B_POOL + 100, dptr, &pp);
+	if (take_block(B_POOL + 100, dptr, &pp) < 0 || !pp)
+		return -1;
 	p = (struct pool *)(uintptr_t)pp;
 	pthread_mutex_lock(&p->lock);
 	p->cached += n;

@@ -75,7 +75,7 @@ static double now_s(void)
 /* Run one greedy process per busy slice; measure each one's GPU share. */
 static void measure(struct slice *s, int n)
 {
-	struct child c[8];
+	struct child c[8] = {0};
 	char region[8][300], env_r[8][512], env_t[8][32], line[64];
 	struct cnl_region_handle h[8];
 	uint64_t b0[8], b1[8];
