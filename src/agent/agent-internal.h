@@ -18,6 +18,9 @@
  *   reporter.c     what goes to cnlabd: reports, log chunks, file uploads
  *     │            and downloads, heartbeats and the lease
  *     ▼
+ *   container.c    each workload's OCI bundle (oci.h: config.json), the
+ *     │            users' host id ranges, the runtime check
+ *     ▼
  *   wk.c           the workload table, the work directory's paths, and
  *                  each workload's local state file
  *
@@ -52,6 +55,8 @@
 /* Artifacts and checkpoint files: what one file message carries. */
 #define FILE_MAX      CNL_WIRE_FILE_MAX
 #define IDLE_CHECK_MS 5000
+/* Node folders the operator mounts into every container. */
+#define CNL_AGENT_MOUNTS_MAX 8
 
 /* A local workload, from the start of its assignment until its end has
  * been reported (or it was moved away). */
@@ -104,8 +109,15 @@ struct cnl_agent {
 	struct cnl_client *main_cl, *hb_cl, *sup_cl;
 	char node_id[CNL_WIRE_ID_MAX];
 	int64_t lease_ms, heartbeat_ms;
-	char self_exe[512]; /* this binary: the workload's watchdog */
-	char lease[600];    /* touched after each good heartbeat */
+	char lease[600];     /* touched after each good heartbeat */
+	char runtime[512];   /* the OCI runtime's path (container mode) */
+	char init[512];      /* cnlab-init, each container's process 1 */
+	char hide_mount[64]; /* detached in each container's namespace */
+	struct {
+		char host[256], dest[256];
+		bool ro;
+	} mounts[CNL_AGENT_MOUNTS_MAX]; /* cfg.mounts, parsed */
+	int n_mounts;
 	pthread_mutex_t mu;
 	struct wk **wk;
 	size_t n_wk, cap_wk;
@@ -156,6 +168,47 @@ void cnl_agent_state_drop(const struct cnl_agent *a, const char *id);
  * field or place. */
 int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
                          struct wk **ret_w, char *err, size_t errlen);
+
+/* ---- container.c: the workload's container ------------------------------ */
+
+/* What one container is made of (the caller's strings, in the node's
+ * terms; container.c turns them into a bundle). */
+struct cnl_agent_ctr {
+	const char *id;
+	const char *user;           /* the submitter's name, "" if unknown */
+	const char *command;        /* run as /bin/sh -c COMMAND */
+	const char *const *env;     /* all the command gets, NULL-ended */
+	const char *workspace;      /* the node folder mounted at /workspace */
+	const char *shim;           /* preloaded through /etc/ld.so.preload */
+	const char *region, *board; /* mounted at their node paths */
+	const char *const *devices; /* GPU device nodes, NULL-ended */
+	unsigned host_id_base;
+	bool host_network;
+};
+
+/* Where each workload's mount namespace sees work_dir (container.c). */
+#define CNL_AGENT_VIEW "/run/cnlab-agent"
+
+/* @path under work_dir as the runtime sees it, under CNL_AGENT_VIEW (other
+ * paths as they are). */
+void cnl_agent_view(const struct cnl_agent *a, const char *path, char *out,
+                    size_t n);
+/* Check the runtime (or, bare, that no work would run as root); detect a
+ * hybrid cgroup host; create bundles/ and crun/.  At agent start. */
+int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen);
+/* The first host id of @user's range (its own, allocated on first use). */
+int cnl_agent_user_range(struct cnl_agent *a, const char *user,
+                         unsigned *ret_base);
+/* chown -R (not following links) @dir to @uid:@uid. */
+int cnl_agent_chown_tree(const char *dir, unsigned uid);
+/* rm -r (not following links, not crossing mounts) @dir. */
+int cnl_agent_rm_tree(const char *dir);
+/* Write the bundle of @c (config.json, root file system) and its path
+ * into @bundle; the runtime's old state for the id goes. */
+int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
+                     char *bundle, size_t bundle_len, char *err, size_t errlen);
+/* Remove the bundle and the runtime's state of workload @id. */
+void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id);
 
 /* ---- reporter.c: what goes to cnlabd ------------------------------------ */
 

@@ -64,14 +64,8 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 		snprintf(err, errlen, "bad server URL or token");
 		goto fail;
 	}
-	ssize_t n =
-	    readlink("/proc/self/exe", a->self_exe, sizeof(a->self_exe) - 1);
-	if (n <= 0) {
-		r = -errno;
-		snprintf(err, errlen, "cannot find my own binary");
+	if ((r = cnl_agent_container_init(a, err, errlen)) < 0)
 		goto fail;
-	}
-	a->self_exe[n] = '\0';
 	snprintf(a->lease, sizeof(a->lease), "%s/lease", cfg->work_dir);
 	*ret = a;
 	return 0;

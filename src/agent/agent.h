@@ -54,8 +54,14 @@ struct cnl_agent_config {
 	                             * $CNLAB_PORT and $CNLAB_WORKSPACE */
 	const char *cluster, *zone, *rack;
 	const char *datasets;  /* held here, comma-separated; NULL: none */
-	bool pid_ns, mount_ns; /* isolate workloads in namespaces */
-	int run_as_uid;        /* -1: as the agent */
+	bool bare;             /* no container (isolation = bare): for a
+	                        * single-user laptop; never as root */
+	const char *runtime;   /* the OCI runtime (crun), container mode */
+	int64_t uid_base;      /* first host id of the users' id ranges */
+	const char *mounts;    /* node folders in every container:
+	                        * HOST:DEST[:ro],... ; NULL: none */
+	bool pid_ns, mount_ns; /* bare: isolate workloads in namespaces */
+	int run_as_uid;        /* bare: -1: as the agent */
 	bool map_users;        /* run as the local account named like the
 	                        * submitting user (overrides run_as_uid) */
 	const char *listen;    /* metrics address HOST:PORT; NULL: none */

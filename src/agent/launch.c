@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cnlab/errors.h"
@@ -55,6 +56,8 @@ enum child_step {
 	STEP_SETSID,
 	STEP_UNSHARE,
 	STEP_MOUNT_PRIVATE,
+	STEP_HIDE_MOUNT,
+	STEP_BIND,
 	STEP_FORK,
 	STEP_MOUNT_PROC,
 	STEP_STDIO,
@@ -70,6 +73,8 @@ static const char *const step_names[] = {
     [STEP_SETSID] = "setsid",
     [STEP_UNSHARE] = "unshare namespaces",
     [STEP_MOUNT_PRIVATE] = "make mounts private",
+    [STEP_HIDE_MOUNT] = "detach the hidden mount",
+    [STEP_BIND] = "bind the work folder",
     [STEP_FORK] = "fork",
     [STEP_MOUNT_PROC] = "mount /proc",
     [STEP_STDIO] = "set up stdio",
@@ -97,6 +102,10 @@ struct child_ctx {
 	char exit_tmp[CNL_CG_PATH_MAX + 80];
 	int uid, gid;
 	bool pid_ns, mount_ns;
+	const char *lease_path;
+	int64_t lease_ms;
+	const char *hide_mount;
+	const char *bind_src, *bind_dst;
 	int out_fd, err_fd; /* child side */
 	int errpipe;        /* write end, close-on-exec */
 };
@@ -218,8 +227,9 @@ static void __attribute__((noreturn)) child_fail(int fd, int step)
 	_exit(127);
 }
 
-/* Drop every inherited descriptor; stdio goes to /dev/null. */
-static void detach_fds(void)
+/* Drop every inherited descriptor; stdin and stdout go to /dev/null,
+ * stderr to the command's (for the lease's last word). */
+static void detach_fds(const struct child_ctx *c)
 {
 	int fd = open("/dev/null", O_RDWR);
 
@@ -228,6 +238,8 @@ static void detach_fds(void)
 		dup2(fd, 1);
 		dup2(fd, 2);
 	}
+	if (c->err_fd >= 0)
+		dup2(c->err_fd, 2);
 	if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
 		for (int i = 3; i < 4096; i++)
 			close(i);
@@ -320,10 +332,76 @@ static void __attribute__((noreturn)) run_command(const struct child_ctx *c)
 	child_fail(c->errpipe, STEP_EXEC);
 }
 
-/* Fork the command, reap everything, record the command's end, exit. */
+/* Milliseconds until the lease file is lease_ms old; the full lease when
+ * it cannot be read (a missing file is no reason to kill). */
+static int64_t lease_left_ms(const struct child_ctx *c)
+{
+	struct timespec now;
+	struct stat st;
+
+	if (stat(c->lease_path, &st) < 0 ||
+	    clock_gettime(CLOCK_REALTIME, &now) < 0)
+		return c->lease_ms;
+	return c->lease_ms - ((int64_t)(now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+	                      (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000);
+}
+
+/* SIGKILL every other process of the workload: all of a PID namespace we
+ * are init of, else each pid in the cgroup until none but us is left. */
+static void kill_others(const struct child_ctx *c)
+{
+	pid_t self = getpid();
+
+	if (self == 1) {
+		(void)kill(-1, SIGKILL);
+		return;
+	}
+	for (int round = 0; round < 100; round++) {
+		bool others = false;
+
+		for (int i = 0; i < c->nprocs; i++) {
+			char buf[4096];
+			int fd = open(c->procs[i], O_RDONLY | O_CLOEXEC);
+			ssize_t n =
+			    fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+			long pid = 0;
+
+			if (fd >= 0)
+				close(fd);
+			for (ssize_t k = 0; k < n; k++) {
+				if (buf[k] >= '0' && buf[k] <= '9') {
+					pid = pid * 10 + (buf[k] - '0');
+					continue;
+				}
+				if (pid > 0 && pid != self) {
+					(void)kill((pid_t)pid, SIGKILL);
+					others = true;
+				}
+				pid = 0;
+			}
+		}
+		if (!others)
+			return;
+		/* Reap what died, so the next read lists only the living. */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		(void)sched_yield();
+	}
+}
+
+static void say(const char *s)
+{
+	if (write(2, s, strlen(s)) < 0) {
+		/* the record still says how it ended */
+	}
+}
+
+/* Fork the command, reap everything, keep the lease, record the command's
+ * end, exit. */
 static void __attribute__((noreturn))
 supervise(const struct child_ctx *c, bool subreaper)
 {
+	sigset_t chld;
 	pid_t w, r;
 	int st = 0;
 
@@ -334,16 +412,50 @@ supervise(const struct child_ctx *c, bool subreaper)
 		child_fail(c->errpipe, STEP_FORK);
 	if (w == 0)
 		run_command(c);
-	detach_fds();
+	detach_fds(c);
+	/* SIGCHLD is blocked (every signal is, from the fork): wait for it
+	 * with a deadline at the lease's end instead of blocking in wait. */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
 	for (;;) {
 		int s;
-		r = waitpid(-1, &s, 0);
+
+		r = waitpid(-1, &s, WNOHANG);
 		if (r == w) {
 			st = s;
 			break;
 		}
-		if (r < 0 && errno != EINTR)
+		if (r > 0)
+			continue;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
 			_exit(127);
+		if (c->lease_path && c->lease_ms > 0) {
+			int64_t left = lease_left_ms(c);
+			struct timespec ts;
+
+			if (left <= 0) {
+				say("cnlab: this node lost the control plane "
+				    "for longer than its lease; the workload "
+				    "is stopped\n");
+				kill_others(c);
+				while (waitpid(w, NULL, 0) < 0 &&
+				       errno == EINTR)
+					;
+				st = SIGKILL; /* as a wait status: killed */
+				break;
+			}
+			ts.tv_sec = (time_t)(left / 1000);
+			ts.tv_nsec = (long)(left % 1000) * 1000000 + 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			(void)sigtimedwait(&chld, NULL, &ts);
+		} else {
+			(void)sigwaitinfo(&chld, NULL);
+		}
 	}
 	write_record(c, st);
 	_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
@@ -373,6 +485,13 @@ static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
 	if (c->mount_ns &&
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(c->errpipe, STEP_MOUNT_PRIVATE);
+	if (c->mount_ns && c->hide_mount &&
+	    umount2(c->hide_mount, MNT_DETACH) < 0 && errno != EINVAL &&
+	    errno != ENOENT)
+		child_fail(c->errpipe, STEP_HIDE_MOUNT);
+	if (c->mount_ns && c->bind_src && c->bind_dst &&
+	    mount(c->bind_src, c->bind_dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+		child_fail(c->errpipe, STEP_BIND);
 	if (c->pid_ns) {
 		pid_t p = fork();
 		int st = 0;
@@ -387,7 +506,7 @@ static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
 				child_fail(c->errpipe, STEP_MOUNT_PROC);
 			supervise(c, false);
 		}
-		detach_fds();
+		detach_fds(c);
 		while (waitpid(p, &st, 0) < 0 && errno == EINTR)
 			;
 		_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
@@ -552,6 +671,11 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	c.gid = s->gid;
 	c.pid_ns = s->pid_ns;
 	c.mount_ns = s->mount_ns;
+	c.lease_path = s->lease_path;
+	c.lease_ms = s->lease_ms;
+	c.hide_mount = s->hide_mount;
+	c.bind_src = s->bind_src;
+	c.bind_dst = s->bind_dst;
 	c.out_fd = s->stdout_fd >= 0 ? s->stdout_fd : outp[1];
 	c.err_fd = s->stderr_fd >= 0 ? s->stderr_fd : errp[1];
 	c.errpipe = ep[1];

@@ -14,7 +14,8 @@
  * Process tree of one workload (all of it inside the workload's cgroup):
  *
  *   agent
- *    `- S0 supervisor    joins the cgroups, setsid, unshares the namespaces
+ *    `- S0 supervisor    joins the cgroups, setsid, unshares the namespaces,
+ *        |                keeps the lease (below)
  *        `- S1 init      only with pid_ns: pid 1 of the new PID namespace,
  *        |                mounts a fresh /proc when mount_ns is also set
  *        `- W command    (child of S1, or of S0 without pid_ns): pid 2 in
@@ -30,6 +31,14 @@
  * ends its namespace (the kernel kills the rest when S1 exits), like a
  * container; without pid_ns left-over daemons keep the workload running
  * until they end or it is killed.
+ *
+ * The lease watchdog is the supervisor that waits for the command: it
+ * sleeps in sigtimedwait(SIGCHLD) until the command ends or the lease file
+ * would be stale, so it costs no wake-up while the agent renews the lease;
+ * when the lease has run out it kills the cgroup's processes (in a PID
+ * namespace, kill(-1)) and records SIGKILL.  So work stops even when the
+ * agent itself was killed, with one process between the agent and the
+ * command (the container runtime's, in container mode).
  *
  * The exit record makes own and adopted workloads alike: cnl_workload_poll
  * reports an exit once the cgroup is empty, from the record.  A workload
@@ -114,6 +123,20 @@ struct cnl_launch_spec {
 	bool mount_ns;            /* own mount namespace, private propagation;
 	                             with pid_ns also a fresh /proc */
 	int stdout_fd, stderr_fd; /* -1: the launcher makes a pipe */
+	/* The lease: once lease_path is older than lease_ms (the agent that
+	 * renews it is dead or cut off from cnlabd), the supervisor kills
+	 * every process of the workload, says so on its stderr and records
+	 * signal SIGKILL.  NULL or 0: no lease. */
+	const char *lease_path;
+	int64_t lease_ms;
+	/* With mount_ns: a mount detached in the new namespace before the
+	 * command runs (the cgroup2 mount of a hybrid host, which crun
+	 * refuses to work beside).  NULL: none. */
+	const char *hide_mount;
+	/* With mount_ns: bind_src (recursively) onto bind_dst in the new
+	 * namespace, so that the runtime reaches the workload's files by a
+	 * path whose folders its user namespace may cross.  NULL: none. */
+	const char *bind_src, *bind_dst;
 };
 
 /*

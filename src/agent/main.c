@@ -38,6 +38,10 @@ struct settings {
 	char *server_command;
 	char *cluster, *zone, *rack;
 	char *datasets;
+	char *isolation;
+	char *runtime;
+	int64_t uid_base;
+	char *mounts;
 	bool namespaces;
 	int64_t run_as_uid;
 	bool map_users;
@@ -81,13 +85,29 @@ static const struct cnl_config_def table[] = {
     {"datasets", CNL_CONFIG_STRING, S(datasets), NULL, 0, 0,
      "Datasets this node holds, comma-separated (imagenet,coco; at most 8 "
      "names of A-Z a-z 0-9 . _ -): jobs asking for one prefer this node."},
+    {"isolation", CNL_CONFIG_STRING, S(isolation), "container", 0, 0,
+     "container: each workload in its own OCI container run by the "
+     "runtime, as a host id range of its user's own (the agent runs as "
+     "root). bare: no container, for a single-user laptop; never as root "
+     "(needs run_as_uid or map_users when the agent is root)."},
+    {"runtime", CNL_CONFIG_STRING, S(runtime), "crun", 0, 0,
+     "The OCI runtime (container isolation): a name in PATH or a path."},
+    {"uid_base", CNL_CONFIG_INT, S(uid_base), "1000000", 65536, 4000000000LL,
+     "First host id of the users' id ranges (65536 ids each, one per "
+     "user, never host root)."},
+    {"mounts", CNL_CONFIG_STRING, S(mounts), NULL, 0, 0,
+     "Node folders mounted into every container, HOST:DEST[:ro|:rw] "
+     "comma-separated (shared datasets, scratch), e.g. "
+     "/srv/datasets:/datasets:ro."},
     {"namespaces", CNL_CONFIG_BOOL, S(namespaces), "true", 0, 0,
-     "Run each workload in its own PID and mount namespaces."},
+     "Bare isolation: run each workload in its own PID and mount "
+     "namespaces."},
     {"run_as_uid", CNL_CONFIG_INT, S(run_as_uid), "-1", -1, 65535,
-     "Run workloads as this uid (-1: as the agent)."},
+     "Bare isolation: run workloads as this uid (-1: as the agent, "
+     "refused when that is root)."},
     {"map_users", CNL_CONFIG_BOOL, S(map_users), "false", 0, 0,
-     "Run each workload as the local account named like its submitting "
-     "user (refused when there is none)."},
+     "Bare isolation: run each workload as the local account named like "
+     "its submitting user (refused when there is none)."},
     {"listen", CNL_CONFIG_STRING, S(listen), NULL, 0, 0,
      "HOST:PORT for the agent's /metrics (none by default)."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
@@ -97,75 +117,6 @@ static const struct cnl_config_def table[] = {
 #define N_TABLE (sizeof(table) / sizeof(table[0]))
 
 static struct cnl_agent *agent;
-
-static void no_op(int sig)
-{
-}
-
-/*
- * --watchdog LEASE_FILE LEASE_MS COMMAND...: run COMMAND as a child and
- * wait for it, exiting as it did; but once LEASE_FILE is older than
- * LEASE_MS (the agent that renews it after each heartbeat is dead or cut
- * off from cnlabd), kill every process of the workload and exit.  The
- * workload runs in its own PID namespace, where kill(-1) reaches exactly
- * its processes; without one, its process group.
- */
-static int watchdog(int argc, char **argv)
-{
-	struct sigaction sa = {0};
-	long lease_ms;
-	pid_t child;
-	int status;
-
-	if (argc < 5)
-		return 125;
-	lease_ms = strtol(argv[3], NULL, 10);
-	/* SIGTERM is for the command (it may checkpoint): survive it, and
-	 * let the child get the default disposition back at exec. */
-	sa.sa_handler = no_op;
-	sigaction(SIGTERM, &sa, NULL);
-	setpgid(0, 0);
-	if ((child = fork()) < 0)
-		return 126;
-	if (child == 0) {
-		/* The watchdog is single-threaded: setenv is safe here. */
-		const char *pre = getenv("CNLAB_WATCHDOG_PRELOAD");
-
-		if (pre && pre[0])
-			setenv("LD_PRELOAD", pre, 1);
-		unsetenv("CNLAB_WATCHDOG_PRELOAD");
-		execvp(argv[4], argv + 4);
-		_exit(127);
-	}
-	for (;;) {
-		struct stat st;
-		struct timespec now;
-		pid_t r = waitpid(child, &status, WNOHANG);
-
-		if (r == child) {
-			if (WIFSIGNALED(status)) {
-				signal(WTERMSIG(status), SIG_DFL);
-				kill(getpid(), WTERMSIG(status));
-			}
-			return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-		}
-		clock_gettime(CLOCK_REALTIME, &now);
-		if (lease_ms > 0 && stat(argv[2], &st) == 0 &&
-		    (now.tv_sec - st.st_mtim.tv_sec) * 1000 +
-		            (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000 >
-		        lease_ms) {
-			fprintf(stderr,
-			        "cnlab-agent watchdog: lease expired; stopping "
-			        "the workload\n");
-			if (getpid() <= 2)
-				kill(-1, SIGKILL); /* our PID namespace */
-			else
-				kill(0, SIGKILL); /* our process group */
-			return 137;
-		}
-		usleep(200 * 1000);
-	}
-}
 
 static void on_signal(int sig)
 {
@@ -245,8 +196,6 @@ int main(int argc, char **argv)
 	struct sigaction sa = {0};
 	int r, rc = 1;
 
-	if (argc > 1 && strcmp(argv[1], "--watchdog") == 0)
-		return watchdog(argc, argv);
 	memset(&st, 0, sizeof(st));
 	cnl_config_defaults(table, N_TABLE, &st);
 	/* The command line is checked (and --config found) first, so that
@@ -274,6 +223,13 @@ int main(int argc, char **argv)
 	cnl_log_set_level(level);
 	if (check_datasets(st.datasets, err, sizeof(err)) < 0)
 		goto bad;
+	if (strcmp(st.isolation, "container") != 0 &&
+	    strcmp(st.isolation, "bare") != 0) {
+		snprintf(err, sizeof(err),
+		         "isolation: \"%.64s\" is neither container nor bare",
+		         st.isolation);
+		goto bad;
+	}
 	if (!token || !token[0]) {
 		snprintf(
 		    err, sizeof(err),
@@ -299,6 +255,10 @@ int main(int argc, char **argv)
 	        .zone = st.zone,
 	        .rack = st.rack,
 	        .datasets = st.datasets,
+	        .bare = strcmp(st.isolation, "bare") == 0,
+	        .runtime = st.runtime,
+	        .uid_base = st.uid_base,
+	        .mounts = st.mounts,
 	        .pid_ns = st.namespaces,
 	        .mount_ns = st.namespaces,
 	        .run_as_uid = (int)st.run_as_uid,

@@ -23,9 +23,11 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/agent-internal.h"
+#include "agent/oci.h"
 #include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -103,6 +105,141 @@ static char *gang_nodes_env(const struct cnl_wire_gang *g)
 	return s;
 }
 
+/* Bare isolation: the uid to run as (map_users, run_as_uid); never root
+ * (cnl_agent_container_init refused a root agent without either). */
+static int bare_user(struct cnl_agent *a, struct wk *w,
+                     const struct cnl_wire_assignment *as,
+                     struct cnl_launch_spec *spec, char *err, size_t errlen)
+{
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+
+	spec->uid = a->cfg.run_as_uid;
+	spec->gid = a->cfg.run_as_uid;
+	if (!a->cfg.map_users)
+		return 0;
+	/* Run as the local account named like the submitting user; a user
+	 * without one (or root) is refused rather than run as root. */
+	if (!as->user[0] ||
+	    getpwnam_r(as->user, &pw, pwbuf, sizeof(pwbuf), &res) != 0 ||
+	    !res || pw.pw_uid == 0) {
+		snprintf(err, errlen,
+		         "no local account for user \"%s\" (map_users is on)",
+		         as->user[0] ? as->user : "?");
+		return -CNL_ENOTFOUND;
+	}
+	spec->uid = (int)pw.pw_uid;
+	spec->gid = (int)pw.pw_gid;
+	/* The workload's directories are its own. */
+	if (cnl_agent_chown_tree(w->dir, pw.pw_uid) < 0 ||
+	    (w->gpu >= 0 && chown(w->region, pw.pw_uid, pw.pw_gid) < 0))
+		cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
+		        "id=%s err=\"%s\"", w->id, strerror(errno));
+	return 0;
+}
+
+/* Container isolation: the bundle of @w, and the launch of the runtime
+ * that runs it (argv in @rt_argv, its state directory in @rt_root). */
+static int container_spec(struct cnl_agent *a, struct wk *w,
+                          const struct cnl_wire_assignment *as,
+                          const char *const *envp, const char *command,
+                          const char *shim, struct cnl_launch_spec *spec,
+                          char *bundle, size_t bundle_len, const char **rt_argv,
+                          char *rt_root, size_t rt_root_len, char *err,
+                          size_t errlen)
+{
+	static const char *const rt_env[] = {
+	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	    NULL};
+	static const char *const ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+	                                  "/dev/nvidia-uvm-tools"};
+	const char *devices[8];
+	char board[600] = "", nv[8][40];
+	char host_path[600];
+	unsigned base, tenant;
+	int nd = 0, r;
+
+	if ((r = cnl_agent_user_range(a, as->user, &base)) < 0) {
+		snprintf(err, errlen, "no host id range for user \"%s\": %s",
+		         as->user, cnl_strerror(r));
+		return r;
+	}
+	tenant = base + CNL_OCI_TENANT_ID;
+	/* Everything of the workload belongs to the tenant's host uid, and
+	 * only to it. */
+	r = cnl_agent_chown_tree(w->dir, tenant);
+	if (r == 0 && chmod(w->dir, 0700) < 0)
+		r = -errno;
+	if (r == 0 && w->gpu >= 0 && chown(w->region, tenant, tenant) < 0)
+		r = -errno;
+	if (r < 0) {
+		snprintf(err, errlen, "cannot hand %s to the tenant: %s",
+		         w->dir, strerror(-r));
+		return r;
+	}
+	if (w->board_slot >= 0) {
+		snprintf(board, sizeof(board), "%s/regions/gpu%d.board",
+		         a->cfg.work_dir, w->gpu);
+		(void)chmod(board, 0666);
+	}
+	/* The allocation's device nodes, where the node has them (the fake
+	 * provider has none). */
+	for (size_t i = 0; w->gpu >= 0 && i < CNL_ARRAY_SIZE(ctl); i++)
+		if (access(ctl[i], F_OK) == 0)
+			devices[nd++] = ctl[i];
+	for (int i = 0; w->gpu >= 0 && i < 32 && nd < 7; i++)
+		if (as->gpu.gpu_mask >> i & 1) {
+			snprintf(nv[nd], sizeof(nv[nd]), "/dev/nvidia%d", i);
+			if (access(nv[nd], F_OK) == 0) {
+				devices[nd] = nv[nd];
+				nd++;
+			}
+		}
+	devices[nd] = NULL;
+	r = cnl_agent_bundle(a,
+	                     &(struct cnl_agent_ctr){
+	                         .id = w->id,
+	                         .user = as->user,
+	                         .command = command,
+	                         .env = envp,
+	                         .workspace = w->dir,
+	                         .shim = shim,
+	                         .region = w->gpu >= 0 ? w->region : NULL,
+	                         .board = board,
+	                         .devices = devices,
+	                         .host_id_base = base,
+	                         /* Gang members reach each other, and
+	                          * servers their users, through the node's
+	                          * network until the proxy exists. */
+	                         .host_network = w->server || as->has_gang,
+	                     },
+	                     bundle, bundle_len, err, errlen);
+	if (r < 0)
+		return r;
+	snprintf(rt_root, rt_root_len, "%s/crun", a->cfg.work_dir);
+	rt_argv[0] = a->runtime;
+	rt_argv[1] = "--cgroup-manager=disabled";
+	rt_argv[2] = "--root";
+	rt_argv[3] = rt_root;
+	rt_argv[4] = "run";
+	rt_argv[5] = "--bundle";
+	/* The runtime finds the bundle through the workload's view. */
+	snprintf(host_path, sizeof(host_path), "%s", bundle);
+	cnl_agent_view(a, host_path, bundle, bundle_len);
+	rt_argv[6] = bundle;
+	rt_argv[7] = w->id;
+	rt_argv[8] = NULL;
+	spec->argv = rt_argv;
+	spec->env = rt_env;
+	spec->cwd = "/";
+	spec->uid = spec->gid = -1;
+	spec->mount_ns = true;
+	spec->hide_mount = a->hide_mount[0] ? a->hide_mount : NULL;
+	spec->bind_src = a->cfg.work_dir;
+	spec->bind_dst = CNL_AGENT_VIEW;
+	return 0;
+}
+
 /* Start the assignment @as; called without the lock. */
 static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 {
@@ -113,9 +250,10 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	int ndev = cnl_gpus_list(a->gpus, &devs);
 	char cvd[256] = "", err[1400], env_buf[20][700];
 	_cleanup_free_ char *gang_nodes = NULL;
-	const char *envp[64], *argv[8];
-	char lease_ms[32];
+	const char *envp[64], *argv[4], *rt_argv[12], *command, *shim;
+	char bundle[600], rt_root[600];
 	struct cnl_launch_spec spec = {0};
+	bool ctr;
 	struct wk *w = cnl_agent_wk_new(id, as->epoch);
 	int ne = 0, r;
 
@@ -217,27 +355,33 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 			goto fail;
 		}
 	}
-	/* Environment. */
+	/* Environment: all the command gets; in a container, in the
+	 * container's terms. */
+	ctr = !a->cfg.bare;
 #define ENV(...)                                                         \
 	do {                                                             \
 		snprintf(env_buf[ne], sizeof(env_buf[ne]), __VA_ARGS__); \
 		envp[ne] = env_buf[ne];                                  \
 		ne++;                                                    \
 	} while (0)
-	ENV("PATH=%s",
-	    getenv("PATH") ? getenv("PATH") : "/usr/local/bin:/usr/bin:/bin");
-	ENV("HOME=%s", w->dir);
+	ENV("PATH=%s", ctr || !getenv("PATH") ? "/usr/local/bin:/usr/bin:/bin"
+	                                      : getenv("PATH"));
+	ENV("HOME=%s", ctr ? "/workspace" : w->dir);
+	ENV("LANG=C.UTF-8");
 	ENV("CNLAB_JOB_ID=%s", id);
-	ENV("CNLAB_ARTIFACTS_DIR=%s", w->art);
-	ENV("CNLAB_CHECKPOINT_DIR=%s", w->ckpt);
+	ENV("CNLAB_ARTIFACTS_DIR=%s", ctr ? "/workspace/artifacts" : w->art);
+	ENV("CNLAB_CHECKPOINT_DIR=%s", ctr ? "/workspace/checkpoint" : w->ckpt);
 	ENV("CUDA_VISIBLE_DEVICES=%s", cvd);
 	if (w->gpu >= 0)
 		ENV("CNLAB_REGION=%s", w->region);
-	if (w->gpu >= 0 && a->cfg.shim && a->cfg.shim[0] &&
-	    access(a->cfg.shim, R_OK) == 0)
-		/* Preloaded into the command only, by the watchdog: the
-		 * watchdog is this binary and needs no CUDA shim. */
-		ENV("CNLAB_WATCHDOG_PRELOAD=%s", a->cfg.shim);
+	shim = w->gpu >= 0 && a->cfg.shim && a->cfg.shim[0] &&
+	               access(a->cfg.shim, R_OK) == 0
+	           ? a->cfg.shim
+	           : NULL;
+	/* Bare, the shim is only preloaded; in a container it is in
+	 * /etc/ld.so.preload, which the tenant cannot change. */
+	if (shim && !ctr)
+		ENV("LD_PRELOAD=%s", shim);
 	if (!w->server) {
 		/* Its place in its gang (a job alone is rank 0 of 1). */
 		ENV("CNLAB_RANK=%d", as->has_gang ? as->gang.rank : 0);
@@ -253,64 +397,43 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		/* The notebook's own password: only the URL cnlabd shows to
 		 * the project carries it. */
 		ENV("CNLAB_SERVER_TOKEN=%s", w->token);
-		ENV("CNLAB_WORKSPACE=%s", w->dir);
+		ENV("CNLAB_WORKSPACE=%s", ctr ? "/workspace" : w->dir);
 	}
 #undef ENV
 	envp[ne] = NULL;
-	/* The command runs under this binary's watchdog, which kills it
-	 * once the lease file is older than the lease: so the work stops
-	 * even if the agent itself was killed (see agent.h). */
-	snprintf(lease_ms, sizeof(lease_ms), "%lld", (long long)a->lease_ms);
-	argv[0] = a->self_exe;
-	argv[1] = "--watchdog";
-	argv[2] = a->lease;
-	argv[3] = lease_ms;
-	argv[4] = "/bin/sh";
-	argv[5] = "-c";
-	argv[6] = w->server ? a->cfg.server_command : as->command;
-	argv[7] = NULL;
-	if (!argv[6] || (!w->server && !argv[6][0])) {
+	command = w->server ? a->cfg.server_command : as->command;
+	if (!command || (!w->server && !command[0])) {
 		r = -CNL_EFIELD;
 		snprintf(err, sizeof(err), "assignment has no command");
 		goto fail;
 	}
+	/* The lease: the launcher's supervisor stops the work once the
+	 * lease file is older than the lease, even if the agent itself
+	 * was killed (see agent.h). */
+	spec.lease_path = a->lease;
+	spec.lease_ms = a->lease_ms;
 	spec.id = id;
-	spec.argv = argv;
-	spec.env = envp;
-	spec.cwd = w->dir;
 	spec.cpu_milli = as->cpu_milli;
 	spec.mem_bytes = as->mem_mib << 20;
-	spec.uid = a->cfg.run_as_uid;
-	spec.gid = a->cfg.run_as_uid;
-	if (a->cfg.map_users) {
-		/* Run as the local account named like the submitting user;
-		 * a user without one is refused rather than run as root. */
-		struct passwd pw, *res = NULL;
-		char pwbuf[4096];
-
-		if (!as->user[0] ||
-		    getpwnam_r(as->user, &pw, pwbuf, sizeof(pwbuf), &res) !=
-		        0 ||
-		    !res) {
-			r = -CNL_ENOTFOUND;
-			snprintf(err, sizeof(err),
-			         "no local account for user \"%s\" "
-			         "(map_users is on)",
-			         as->user[0] ? as->user : "?");
+	if (ctr) {
+		r = container_spec(a, w, as, envp, command, shim, &spec, bundle,
+		                   sizeof(bundle), rt_argv, rt_root,
+		                   sizeof(rt_root), err, sizeof(err));
+		if (r < 0)
 			goto fail;
-		}
-		spec.uid = (int)pw.pw_uid;
-		spec.gid = (int)pw.pw_gid;
-		/* The workload's directories are its own. */
-		if (chown(w->dir, pw.pw_uid, pw.pw_gid) < 0 ||
-		    chown(w->art, pw.pw_uid, pw.pw_gid) < 0 ||
-		    chown(w->ckpt, pw.pw_uid, pw.pw_gid) < 0 ||
-		    (w->gpu >= 0 && chown(w->region, pw.pw_uid, pw.pw_gid) < 0))
-			cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
-			        "id=%s err=\"%s\"", id, strerror(errno));
+	} else {
+		argv[0] = "/bin/sh";
+		argv[1] = "-c";
+		argv[2] = command;
+		argv[3] = NULL;
+		spec.argv = argv;
+		spec.env = envp;
+		spec.cwd = w->dir;
+		if ((r = bare_user(a, w, as, &spec, err, sizeof(err))) < 0)
+			goto fail;
+		spec.pid_ns = a->cfg.pid_ns;
+		spec.mount_ns = a->cfg.mount_ns;
 	}
-	spec.pid_ns = a->cfg.pid_ns;
-	spec.mount_ns = a->cfg.mount_ns;
 	/* The state first: an agent restarted at any point after the launch
 	 * finds it beside the cgroup and re-adopts the workload; one
 	 * restarted before the launch finds no cgroup, and starts it if
@@ -368,6 +491,7 @@ fail:
 		        id, cnl_log_quote(q, sizeof(q), err));
 	}
 	cnl_agent_state_drop(a, id);
+	cnl_agent_bundle_drop(a, id);
 	cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL,
 	                 err);
 	pthread_mutex_lock(&a->mu);
@@ -589,6 +713,7 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	cnl_agent_wk_remove(a, w);
 	cnl_agent_state_drop(a, id);
 	pthread_mutex_unlock(&a->mu);
+	cnl_agent_bundle_drop(a, id);
 }
 
 void *cnl_agent_supervise(void *arg)

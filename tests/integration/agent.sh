@@ -67,6 +67,13 @@ wait_for() {
 	return 1
 }
 
+# What the test and its jobs share: a node folder every container mounts
+# at /shared (the agents' mounts setting); the containers' users must reach
+# and write it.
+shared=$tmp/shared
+mkdir -p "$shared"
+chmod 755 "$tmp"
+chmod 1777 "$shared"
 export CNLAB_JWT_SECRET=agent-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1
 cat >"$tmp/cnlabd.conf" <<CONF
@@ -113,6 +120,7 @@ start_agent() {
 		--gpus "$2" --work-dir "$tmp/agent-$1" --cpu-milli 8000 \
 		--mem-mib 16384 --listen 127.0.0.1:0 --log-level info \
 		--server-command 'exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE' \
+		--mounts "$shared:/shared" \
 		>>"$tmp/agent-$1.out" 2>>"$tmp/agent-$1.err" &
 	apid=$!
 	pids+=($apid)
@@ -136,11 +144,11 @@ start_agent a fake:1xH100-80GB-SXM || bad "agent a did not register: $(cat "$tmp
 a_pid=$apid
 
 # --- a job runs; output streams while it runs; artifact comes back -------
-j=$(submit "{\"command\":\"echo started; echo oops >&2; while [ ! -e $tmp/go ]; do sleep 0.1; done; echo done; echo weights > \$CNLAB_ARTIFACTS_DIR/model.txt\",\"gpu\":\"h100-10\"}")
+j=$(submit "{\"command\":\"echo started; echo oops >&2; while [ ! -e /shared/go ]; do sleep 0.1; done; echo done; echo weights > \$CNLAB_ARTIFACTS_DIR/model.txt\",\"gpu\":\"h100-10\"}")
 wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j/logs | grep -q started" &&
 	is_state "$j" running && ok "output streams while the job runs" ||
 	bad "streaming: $(state "$j") $(logs "$j")"
-touch "$tmp/go"
+touch "$shared/go"
 wait_for 20 is_state "$j" succeeded && ok "job succeeded" || bad "job: $(api GET "/v1/jobs/$j" "$ana")"
 l=$(logs "$j")
 [[ "$l" == *started*done* && "$l" == *oops* ]] && ok "stdout and stderr kept" || bad "logs: $l"
@@ -149,7 +157,7 @@ art=$(curl -sS -H "Authorization: Bearer $ana" "$base/v1/jobs/$j/artifacts/model
 
 # --- two jobs on one GPU: own regions, own limits ---------------------------
 # Held until their regions are read: a region goes when its job ends.
-hold="while [ ! -e $tmp/go1 ]; do sleep 0.1; done"
+hold="while [ ! -e /shared/go1 ]; do sleep 0.1; done"
 j1=$(submit "$(jq -cn --arg c "echo R=\$CNLAB_REGION G=\$CUDA_VISIBLE_DEVICES; $hold" '{command:$c,gpu:"h100-10"}')")
 j2=$(submit "$(jq -cn --arg c "echo R=\$CNLAB_REGION G=\$CUDA_VISIBLE_DEVICES; $hold" '{command:$c,gpu:"h100-5"}')")
 wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j1/logs | grep -q R=" &&
@@ -170,7 +178,7 @@ if [ -n "$region_tool" ] && [ -f "$r1" ] && [ -f "$r2" ]; then
 else
 	bad "region files not readable ($r1, $r2) or no region tool"
 fi
-touch "$tmp/go1"
+touch "$shared/go1"
 wait_for 20 is_state "$j1" succeeded && wait_for 20 is_state "$j2" succeeded ||
 	bad "region jobs did not finish"
 
@@ -187,7 +195,7 @@ wait_for 20 is_state "$j" failed && [[ "$(logs "$j")" == *not\ found* ]] &&
 	ok "command not found: failed (127) with the reason" || bad "not found: $(api GET "/v1/jobs/$j" "$ana") $(logs "$j")"
 
 # --- restarts of cnlabd and of the agent: the work goes on ----------------
-j=$(submit "{\"command\":\"echo before; while [ ! -e $tmp/go2 ]; do sleep 0.1; done; echo after\",\"gpu\":\"h100-10\"}")
+j=$(submit "{\"command\":\"echo before; while [ ! -e /shared/go2 ]; do sleep 0.1; done; echo after\",\"gpu\":\"h100-10\"}")
 wait_for 20 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$j/logs | grep -q before" ||
 	bad "restart job did not start"
 renewed a || bad "lease not renewed before the cnlabd restart"
@@ -207,7 +215,7 @@ a_pid=$apid
 # Logged just after "registered": wait for it.
 wait_for 10 grep -q "re-adopted workload\" id=$j" "$tmp/agent-a.err" && ok "restarted agent re-adopted the job" ||
 	bad "no re-adoption: $(tail -5 "$tmp/agent-a.err")"
-touch "$tmp/go2"
+touch "$shared/go2"
 wait_for 30 is_state "$j" succeeded && ok "job survived both restarts" || bad "after restarts: $(api GET "/v1/jobs/$j" "$ana")"
 l=$(logs "$j")
 [ "$l" = beforeafter ] && ok "output after the restart arrived; the job ran once" || bad "logs after restart: $l"
@@ -225,11 +233,11 @@ restart_cnlabd() {
 # --- a job ends while cnlabd is down and the agent restarts ----------------
 # The stopping agent could not report the end; the next one must find the
 # job (its cgroup and exit record) and report it, not start it again.
-j=$(submit "{\"command\":\"echo x >> $tmp/ran3; while [ ! -e $tmp/go3 ]; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
-wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $tmp/ran3 ]" || bad "job 3 did not start"
+j=$(submit "{\"command\":\"echo x >> /shared/ran3; while [ ! -e /shared/go3 ]; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
+wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $shared/ran3 ]" || bad "job 3 did not start"
 kill -TERM "$cpid"
 wait "$cpid"
-touch "$tmp/go3"
+touch "$shared/go3"
 wait_for 20 grep -q "workload ended\" id=$j" "$tmp/agent-a.err" || bad "job 3 did not end"
 kill -TERM "$a_pid"
 wait "$a_pid"
@@ -238,13 +246,13 @@ start_agent a fake:1xH100-80GB-SXM || bad "agent a restart 2"
 a_pid=$apid
 wait_for 30 is_state "$j" succeeded && ok "an end seen by the stopped agent is reported by the next" ||
 	bad "ended while down: $(api GET "/v1/jobs/$j" "$ana") $(tail -5 "$tmp/agent-a.err")"
-[ "$(wc -l <"$tmp/ran3")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
+[ "$(wc -l <"$shared/ran3")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
 	ok "a job ended while the agent restarted does not run again" ||
-	bad "ended while down ran $(wc -l <"$tmp/ran3") times: $(grep "id=$j " "$tmp/agent-a.err")"
+	bad "ended while down ran $(wc -l <"$shared/ran3") times: $(grep "id=$j " "$tmp/agent-a.err")"
 
 # --- cnlabd unreachable past the lease: stopped, reported, not restarted ---
-j=$(submit "{\"command\":\"echo x >> $tmp/ran4; while :; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
-wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $tmp/ran4 ]" || bad "job 4 did not start"
+j=$(submit "{\"command\":\"echo x >> /shared/ran4; while :; do sleep 0.1; done\",\"gpu\":\"h100-10\"}")
+wait_for 20 is_state "$j" running && wait_for 20 sh -c "[ -s $shared/ran4 ]" || bad "job 4 did not start"
 # Waits for the GPU job 4 holds: it starts as soon as cnlabd is back and
 # job 4's end is reported, maybe before a heartbeat renewed the lease.
 j5=$(submit '{"command":"echo five","gpu":"h100-full"}')
@@ -257,9 +265,9 @@ wait_for 30 is_state "$j" failed && ok "work stopped by the lease is reported fa
 	bad "lease stop: $(api GET "/v1/jobs/$j" "$ana")"
 # A second start would die at once (the lease is still old), maybe before
 # its first line: count the agent's starts too.
-[ "$(wc -l <"$tmp/ran4")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
+[ "$(wc -l <"$shared/ran4")" = 1 ] && [ "$(grep -c "workload started\" id=$j " "$tmp/agent-a.err")" = 1 ] &&
 	ok "work stopped by the lease is not started again" ||
-	bad "lease stop: ran $(wc -l <"$tmp/ran4") times: $(grep "id=$j " "$tmp/agent-a.err")"
+	bad "lease stop: ran $(wc -l <"$shared/ran4") times: $(grep "id=$j " "$tmp/agent-a.err")"
 wait_for 30 is_state "$j5" succeeded && [ "$(logs "$j5")" = five ] &&
 	ok "work assigned after the outage is not killed by the old lease" ||
 	bad "after the outage: $(api GET "/v1/jobs/$j5" "$ana") $(logs "$j5")"
@@ -291,23 +299,24 @@ wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$low |
 	bad "cancel: $(state "$low")"
 
 # --- kill -9 of an agent: requeued, never twice -----------------------------
-touch "$tmp/lock"
-once="exec 9>$tmp/lock; if ! flock -n 9; then echo DOUBLE >> $tmp/double; exit 1; fi; echo start >> $tmp/starts; while :; do sleep 0.2; done"
+touch "$shared/lock"
+chmod 666 "$shared/lock" # the jobs run as their users, not root
+once="exec 9>/shared/lock; if ! flock -n 9; then echo DOUBLE >> /shared/double; exit 1; fi; echo start >> /shared/starts; while :; do sleep 0.2; done"
 jk=$(submit "$(jq -cn --arg c "$once" '{command:$c,gpu:"h100-full"}')")
-wait_for 20 sh -c "[ -s $tmp/starts ]" || bad "lock job did not start"
+wait_for 20 sh -c "[ -s $shared/starts ]" || bad "lock job did not start"
 node=$(api GET "/v1/jobs/$jk" "$ana" | jq -r .status.node)
 victim=$a_pid
 [ "$node" = "$run-b" ] && victim=$b_pid
 kill -9 "$victim"
-wait_for 90 sh -c "[ \$(wc -l < $tmp/starts) -ge 2 ]" &&
+wait_for 90 sh -c "[ \$(wc -l < $shared/starts) -ge 2 ]" &&
 	ok "requeued and started elsewhere after the timeout" ||
-	bad "requeue: $(api GET "/v1/jobs/$jk" "$ana") $(cat "$tmp/starts")"
-[ ! -e "$tmp/double" ] && ok "never ran twice" || bad "ran twice"
+	bad "requeue: $(api GET "/v1/jobs/$jk" "$ana") $(cat "$shared/starts")"
+[ ! -e "$shared/double" ] && ok "never ran twice" || bad "ran twice"
 # The lost agent comes back: its old copy is gone, nothing restarts there.
 if [ "$node" = "$run-b" ]; then start_agent b fake:1xH100-80GB-SXM; else start_agent a fake:1xH100-80GB-SXM; fi
 sleep 2
-[ "$(wc -l <"$tmp/starts")" = 2 ] && [ ! -e "$tmp/double" ] &&
-	ok "returning agent does not run it again" || bad "after return: $(cat "$tmp/starts")"
+[ "$(wc -l <"$shared/starts")" = 2 ] && [ ! -e "$shared/double" ] &&
+	ok "returning agent does not run it again" || bad "after return: $(cat "$shared/starts")"
 api POST "/v1/jobs/$jk/cancel" "$ana" '{}' >/dev/null
 wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$jk | jq -e '.state==\"cancelled\"' >/dev/null" ||
 	bad "cancel lock job: $(state "$jk")"
@@ -358,7 +367,7 @@ api POST "/v1/projects/$proj/members" "$root" '{"user":"nobody","role":"member"}
 nob=$(login nobody nobody-password)
 chmod 755 "$tmp" # the account must reach its job directory
 CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name $run-c --gpus fake:1xH100-80GB-SXM \
-	--work-dir "$tmp/agent-c" --map-users true >>"$tmp/agent-c.out" 2>>"$tmp/agent-c.err" &
+	--work-dir "$tmp/agent-c" --isolation bare --map-users true >>"$tmp/agent-c.out" 2>>"$tmp/agent-c.err" &
 pids+=($!)
 wait_for 10 grep -q 'msg=registered' "$tmp/agent-c.err" || bad "agent c"
 jn=$(api POST "/v1/projects/$proj/jobs" "$nob" '{"command":"id -u","gpu":"h100-1"}' | jq -r .id)

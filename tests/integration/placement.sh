@@ -59,6 +59,12 @@ wait_for() { # wait_for SECONDS CMD...: poll CMD every 0.2 s
 export CNLAB_JWT_SECRET=placement-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1
 export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
+# The test opens its jobs' gate through a node folder every container
+# mounts at /shared.
+shared=$tmp/shared
+mkdir -p "$shared"
+chmod 755 "$tmp"
+chmod 1777 "$shared"
 unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
 mkdir -p "$HOME"
 "$cnlabd" --data-dir "$tmp/db" --listen 127.0.0.1:0 --bootstrap-admin root \
@@ -93,7 +99,7 @@ start_agent() {
 	before=$(grep -c 'msg=registered' "$tmp/agent-$name.err" 2>/dev/null)
 	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-$name" \
 		--gpus "$pool" --work-dir "$tmp/agent-$name" --cpu-milli 8000 \
-		--mem-mib 16384 "$@" >>"$tmp/agent-$name.out" 2>>"$tmp/agent-$name.err" &
+		--mem-mib 16384 --mounts "$shared:/shared" "$@" >>"$tmp/agent-$name.out" 2>>"$tmp/agent-$name.err" &
 	pids+=($!)
 	eval "pid_$name=$!"
 	wait_for 10 sh -c "[ \$(grep -c 'msg=registered' '$tmp/agent-$name.err') -gt ${before:-0} ]"
@@ -155,7 +161,7 @@ w3m=$(api GET "/v1/jobs/$w3" "$ana" | jq -r '.gang.members[2]')
 
 # --- the dataset wins over packing; jobs show says why --------------------
 cat >wait.sh <<SH
-while [ ! -e $tmp/go ]; do sleep 0.1; done
+while [ ! -e /shared/go ]; do sleep 0.1; done
 SH
 # Busy B, the node packing prefers; a control job follows the packing.
 filler=$("$cnlab" run --gpu a100-5 --detach wait.sh 2>/dev/null)
@@ -186,7 +192,7 @@ j=$("$cnlab" jobs show "$ty" -o json)
 show=$("$cnlab" jobs show "$ty")
 grep -q "^Why:       GPU type A100-80GB is one of those allowed: a100" <<<"$show" &&
 	grep -q "^Preempt:   never" <<<"$show" && ok "jobs show: the allowed type" || bad "jobs show types: $show"
-touch go
+touch "$shared/go"
 wait_for 30 is_state "$filler" succeeded || bad "filler end: $(state "$filler")"
 
 for args in "--nodes 0:--nodes" "--nodes 65:--nodes" "--cpu 2x:--cpu" \

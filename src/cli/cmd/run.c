@@ -315,6 +315,12 @@ static int follow(struct cnl_cli *cli, const char *id, bool run,
 			fprintf(stderr, "✓ Running on %s\n", st->node);
 			announced = true;
 		}
+		/* A job quicker than the poll: where it ran still says. */
+		if (run && is_final(o.state) && !announced && o.has_placement &&
+		    o.placement.node[0]) {
+			fprintf(stderr, "✓ Running on %s\n", o.placement.node);
+			announced = true;
+		}
 		if ((code = drain_logs(cli, id, after, sizeof(after)))) {
 			cnl_wire_job_done(&o);
 			return code;

@@ -10,6 +10,7 @@
  * hybrid unified mount where there is one.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -398,6 +399,86 @@ static void test_kill_daemon(void **state)
 	assert_int_equal(cnl_launcher_list(f->l, NULL, 0), 0);
 }
 
+/* The lease: kept fresh, the workload runs; stale, the launcher's own
+ * supervisor kills every process of it (a daemon too), says why on its
+ * stderr and records SIGKILL; with and without a PID namespace. */
+static void test_lease(void **state)
+{
+	struct fix *f = *state;
+	const char *argv[] = {
+	    "sh", "-c",
+	    "trap '' TERM; (sleep 1000 </dev/null >/dev/null 2>&1 & echo $!);"
+	    " while :; do sleep 0.1; done",
+	    NULL};
+
+	for (int ns = 0; ns < 2; ns++) {
+		char id[16], lease[96], err[256], line[256], why[256];
+		struct cnl_launch_spec s;
+		struct cnl_workload *w;
+		struct cnl_exit e;
+		pid_t daemon;
+		int fd;
+
+		snprintf(id, sizeof(id), "lease%d", ns);
+		snprintf(lease, sizeof(lease), "%s/lease", f->state);
+		fd = open(lease, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+		s = spec(id, argv, "/");
+		s.lease_path = lease;
+		s.lease_ms = 600;
+		s.pid_ns = ns;
+		s.mount_ns = ns;
+		assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+		read_line(cnl_workload_stdout(w), line, sizeof(line));
+		/* The daemon by its command line, as the node sees it (in a
+		 * PID namespace the printed pid is the namespace's). */
+		daemon = 0;
+		/* (Until its exec shows.) */
+		for (int t = 0; t < 300 && !daemon; t++, sleep_ms(10)) {
+			pid_t pids[32];
+			int n = cnl_workload_procs(w, pids, 32);
+
+			for (int i = 0; i < n && i < 32 && !daemon; i++) {
+				char p[64], cmd[64] = "";
+				ssize_t len;
+				int cfd;
+
+				snprintf(p, sizeof(p), "/proc/%d/cmdline",
+				         (int)pids[i]);
+				cfd = open(p, O_RDONLY);
+				len = cfd < 0 ? -1
+				              : read(cfd, cmd, sizeof(cmd) - 1);
+				if (cfd >= 0)
+					close(cfd);
+				if (len == 11 &&
+				    memcmp(cmd, "sleep\0001000", 10) == 0)
+					daemon = pids[i];
+			}
+		}
+		assert_true(daemon > 0);
+		/* Renewed three times its length: still running. */
+		for (int i = 0; i < 18; i++) {
+			assert_int_equal(utimensat(AT_FDCWD, lease, NULL, 0),
+			                 0);
+			sleep_ms(100);
+		}
+		assert_int_equal(cnl_workload_poll(w, &e), 0);
+		assert_false(e.exited);
+		assert_false(process_gone(daemon));
+		/* Not renewed: stopped, all of it. */
+		wait_exit(w, &e);
+		assert_int_equal(e.signal, SIGKILL);
+		for (int i = 0; i < 500 && !process_gone(daemon); i++)
+			sleep_ms(10);
+		assert_true(process_gone(daemon));
+		read_line(cnl_workload_stderr(w), why, sizeof(why));
+		assert_non_null(strstr(why, "lost the control plane"));
+		cnl_workload_free(w);
+		unlink(lease);
+	}
+}
+
 static void test_pid_ns(void **state)
 {
 	struct fix *f = *state;
@@ -758,6 +839,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_limits_written, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_daemon, fix_setup,
+	                                    fix_teardown),
+	    cmocka_unit_test_setup_teardown(test_lease, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_pid_ns, fix_setup,
 	                                    fix_teardown),

@@ -1,0 +1,560 @@
+/*
+ * container.c - each workload in its OCI container: the runtime check at
+ * start, the users' host id ranges, the bundle (config.json from oci.c and
+ * a root file system), and its removal.
+ *
+ * The image
+ * ---------
+ * Until the node-local image store exists, every container runs the node's
+ * own image, "host": a root file system of its own (per workload, under
+ * bundles/<id>/rootfs, read-only once running) whose /usr is the node's
+ * /usr bind-mounted read-only, with /bin, /lib, ... as the node has them
+ * (links into /usr on a merged-/usr system), an /etc written here (passwd
+ * and group naming the tenant, hosts, hostname; ld.so.preload when the
+ * shim applies) plus a few of the node's read-only (the dynamic linker's
+ * cache, certificates, time zone, alternatives).  Nothing else of the
+ * node's file system is there: not /var, /home, /root, /srv, /opt, /tmp,
+ * nor the agent's or cnlabd's directories.
+ *
+ * Ids
+ * ---
+ * Each submitting user gets a range of CNL_OCI_ID_COUNT host ids of its
+ * own, uid_base + slot x CNL_OCI_ID_COUNT, slot 1, 2, ... by first use on
+ * this node (slot 0: workloads that name no user), kept in
+ * <work_dir>/users (one "slot name" line each).  The tenant's command runs
+ * as container uid CNL_OCI_TENANT_ID, host uid base + that; the
+ * container's root is host uid base: never host root.
+ *
+ * Paths
+ * -----
+ * The runtime sets the container up from inside its user namespace, where
+ * the node's root-owned 0700 folders (the all-in-one keeps the agent's
+ * work folder inside cnlabd's data directory) cannot be crossed.  So the
+ * launcher binds work_dir onto CNL_AGENT_VIEW in the workload's own mount
+ * namespace, and the bundle and every mount source under work_dir are
+ * named by that path; the folders below it are 0711 (crossable, not
+ * listable), a workload's own folder its tenant's, 0700.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "agent/agent-internal.h"
+#include "agent/oci.h"
+#include "cnlab/errors.h"
+#include "common/util.h"
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* The shim and process 1, where the container sees them. */
+#define SHIM_IN_CONTAINER "/opt/cnlab/libcnlab-cuda.so"
+#define INIT_IN_CONTAINER "/opt/cnlab/init"
+
+/* Find @name in PATH (or take it as a path) into @out. */
+static int find_binary(const char *name, char *out, size_t n)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(name, '/')) {
+		snprintf(out, n, "%s", name);
+		return access(out, X_OK) == 0 ? 0 : -CNL_ENOTFOUND;
+	}
+	if (!path || !path[0])
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+		       "/sbin:/bin";
+	while (*path) {
+		size_t len = strcspn(path, ":");
+
+		if (len) {
+			snprintf(out, n, "%.*s/%s", (int)len, path, name);
+			if (access(out, X_OK) == 0)
+				return 0;
+		}
+		path += len;
+		if (*path == ':')
+			path++;
+	}
+	return -CNL_ENOTFOUND;
+}
+
+void cnl_agent_view(const struct cnl_agent *a, const char *path, char *out,
+                    size_t n)
+{
+	size_t len = strlen(a->cfg.work_dir);
+
+	if (strncmp(path, a->cfg.work_dir, len) == 0 && path[len] == '/')
+		snprintf(out, n, "%s%s", CNL_AGENT_VIEW, path + len);
+	else
+		snprintf(out, n, "%s", path);
+}
+
+/* The mounts setting: HOST:DEST[:ro|:rw], comma-separated; each HOST an
+ * existing absolute folder, each DEST absolute, not / and not one of the
+ * container's own places. */
+static int parse_mounts(struct cnl_agent *a, char *err, size_t errlen)
+{
+	static const char *const own[] = {"/proc",      "/sys", "/dev",
+	                                  "/workspace", "/etc", "/usr",
+	                                  "/opt/cnlab"};
+	const char *p = a->cfg.mounts;
+
+	while (p && *p) {
+		size_t len = strcspn(p, ",");
+		char item[600], *dest, *mode;
+		struct stat st;
+		bool bad = len >= sizeof(item);
+
+		snprintf(item, sizeof(item), "%.*s",
+		         (int)(len < sizeof(item) ? len : 0), p);
+		dest = strchr(item, ':');
+		if (dest)
+			*dest++ = '\0';
+		mode = dest ? strchr(dest, ':') : NULL;
+		if (mode)
+			*mode++ = '\0';
+		bad = bad || !dest || item[0] != '/' || dest[0] != '/' ||
+		      !dest[1] || strstr(item, "..") || strstr(dest, "..") ||
+		      strlen(item) >= sizeof(a->mounts[0].host) ||
+		      strlen(dest) >= sizeof(a->mounts[0].dest) ||
+		      (mode && strcmp(mode, "ro") != 0 &&
+		       strcmp(mode, "rw") != 0) ||
+		      a->n_mounts >= CNL_AGENT_MOUNTS_MAX;
+		for (size_t i = 0; !bad && i < CNL_ARRAY_SIZE(own); i++) {
+			size_t l = strlen(own[i]);
+			bad = strncmp(dest, own[i], l) == 0 &&
+			      (dest[l] == '\0' || dest[l] == '/');
+		}
+		if (bad) {
+			cnl_seterr(
+			    err, errlen,
+			    "mounts: \"%.*s\" is not HOST:DEST[:ro|:rw] "
+			    "(absolute paths, at most %d, DEST not /, "
+			    "/proc, /sys, /dev, /etc, /usr or /workspace)",
+			    (int)(len > 200 ? 200 : len), p,
+			    CNL_AGENT_MOUNTS_MAX);
+			return -EINVAL;
+		}
+		if (stat(item, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			cnl_seterr(err, errlen, "mounts: %s is not a folder",
+			           item);
+			return -ENOTDIR;
+		}
+		snprintf(a->mounts[a->n_mounts].host, sizeof(a->mounts[0].host),
+		         "%s", item);
+		snprintf(a->mounts[a->n_mounts].dest, sizeof(a->mounts[0].dest),
+		         "%s", dest);
+		a->mounts[a->n_mounts++].ro = mode && strcmp(mode, "ro") == 0;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+/* cnlab-init: beside this binary (a build tree, or an install's bin),
+ * else in /usr/lib/cnlab. */
+static int find_init(struct cnl_agent *a)
+{
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(a->init, sizeof(a->init), "%.480s/cnlab-init",
+			         self);
+			if (access(a->init, X_OK) == 0)
+				return 0;
+		}
+	}
+	snprintf(a->init, sizeof(a->init), "/usr/lib/cnlab/cnlab-init");
+	return access(a->init, X_OK) == 0 ? 0 : -CNL_ENOTFOUND;
+}
+
+int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
+{
+	struct statfs sf;
+	char path[600];
+	int r;
+
+	if (a->cfg.bare) {
+		/* Outside a container the tenant must at least not be
+		 * root. */
+		if (geteuid() == 0 && !a->cfg.map_users &&
+		    a->cfg.run_as_uid <= 0) {
+			cnl_seterr(
+			    err, errlen,
+			    "isolation = bare runs work outside a "
+			    "container; as root it needs run_as_uid "
+			    "(not 0) or map_users: tenant code never runs "
+			    "as root");
+			return -EPERM;
+		}
+		return 0;
+	}
+	if ((r = parse_mounts(a, err, errlen)) < 0)
+		return r;
+	if (find_binary(a->cfg.runtime && a->cfg.runtime[0] ? a->cfg.runtime
+	                                                    : "crun",
+	                a->runtime, sizeof(a->runtime)) < 0) {
+		cnl_seterr(err, errlen,
+		           "isolation = container needs the OCI runtime '%s' "
+		           "on this node (Debian: apt-get install crun); not "
+		           "found in PATH. On a single-user laptop, isolation "
+		           "= bare runs work without containers",
+		           a->cfg.runtime && a->cfg.runtime[0] ? a->cfg.runtime
+		                                               : "crun");
+		return -CNL_ENOTFOUND;
+	}
+	if (find_init(a) < 0) {
+		cnl_seterr(err, errlen,
+		           "isolation = container needs cnlab-init beside "
+		           "cnlab-agent or in /usr/lib/cnlab (it is built and "
+		           "installed with the agent)");
+		return -CNL_ENOTFOUND;
+	}
+	if (geteuid() != 0) {
+		cnl_seterr(err, errlen,
+		           "isolation = container needs the agent to run as "
+		           "root: it maps each user to a host id range of its "
+		           "own (or set isolation = bare on a laptop)");
+		return -EPERM;
+	}
+	if (a->cfg.uid_base < 65536 ||
+	    a->cfg.uid_base > 0xffffffffLL - 1024LL * CNL_OCI_ID_COUNT) {
+		cnl_seterr(err, errlen,
+		           "uid_base %lld: want 65536 or more, with room for "
+		           "1024 ranges of %u ids below 2^32",
+		           (long long)a->cfg.uid_base, CNL_OCI_ID_COUNT);
+		return -EINVAL;
+	}
+	/* crun refuses a hybrid cgroup host (v1 controllers and a cgroup2
+	 * mount with controllers); it manages no cgroup here, so each
+	 * workload's mount namespace simply goes without the cgroup2
+	 * mount. */
+	if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == TMPFS_MAGIC &&
+	    statfs("/sys/fs/cgroup/unified", &sf) == 0 &&
+	    sf.f_type == CGROUP2_SUPER_MAGIC)
+		snprintf(a->hide_mount, sizeof(a->hide_mount),
+		         "/sys/fs/cgroup/unified");
+	if (mkdir(CNL_AGENT_VIEW, 0755) < 0 && errno != EEXIST) {
+		cnl_seterr(err, errlen, "%s: %s", CNL_AGENT_VIEW,
+		           strerror(errno));
+		return -errno;
+	}
+	static const char *const sub[] = {"bundles", "jobs", "crun",
+	                                  "workspaces", "regions"};
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(sub); i++) {
+		snprintf(path, sizeof(path), "%s/%s", a->cfg.work_dir, sub[i]);
+		if ((r = cnl_agent_mkdirs(path)) < 0 ||
+		    chmod(path, i == 2 ? 0700 : 0711) < 0) {
+			cnl_seterr(err, errlen, "%s: %s", path,
+			           strerror(r < 0 ? -r : errno));
+			return r < 0 ? r : -errno;
+		}
+	}
+	return 0;
+}
+
+int cnl_agent_user_range(struct cnl_agent *a, const char *user,
+                         unsigned *ret_base)
+{
+	char path[600], line[200], name[128];
+	int slot = 0, max = 0, found = 0;
+	FILE *f;
+
+	if (!user || !user[0])
+		goto done;
+	snprintf(path, sizeof(path), "%s/users", a->cfg.work_dir);
+	pthread_mutex_lock(&a->mu);
+	f = fopen(path, "a+e");
+	if (!f) {
+		int e = -errno;
+		pthread_mutex_unlock(&a->mu);
+		return e;
+	}
+	rewind(f);
+	while (fgets(line, sizeof(line), f)) {
+		int s;
+
+		if (sscanf(line, "%d %127s", &s, name) != 2)
+			continue;
+		if (s > max)
+			max = s;
+		if (strcmp(name, user) == 0)
+			found = s;
+	}
+	slot = found;
+	if (!found) {
+		slot = max + 1;
+		if (slot >= 1024 || fprintf(f, "%d %s\n", slot, user) < 0 ||
+		    fflush(f) != 0 || fsync(fileno(f)) < 0) {
+			fclose(f);
+			pthread_mutex_unlock(&a->mu);
+			return slot >= 1024 ? -CNL_ESIZE : -EIO;
+		}
+	}
+	fclose(f);
+	pthread_mutex_unlock(&a->mu);
+done:
+	*ret_base =
+	    (unsigned)a->cfg.uid_base + (unsigned)slot * CNL_OCI_ID_COUNT;
+	return 0;
+}
+
+/* nftw passes no argument through: the uid of the walk under way, guarded
+ * by the walk's mutex. */
+static uid_t chown_uid;
+
+/* Links themselves, never what they point at. */
+static int chown_one(const char *path, const struct stat *st, int flag,
+                     struct FTW *ftw)
+{
+	return lchown(path, chown_uid, chown_uid) < 0 ? -1 : 0;
+}
+
+int cnl_agent_chown_tree(const char *dir, unsigned uid)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	int r;
+
+	pthread_mutex_lock(&mu);
+	chown_uid = (uid_t)uid;
+	r = nftw(dir, chown_one, 16, FTW_PHYS | FTW_MOUNT);
+	pthread_mutex_unlock(&mu);
+	return r < 0 ? -errno : 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+                  struct FTW *ftw)
+{
+	if (flag == FTW_DP)
+		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
+	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int cnl_agent_rm_tree(const char *dir)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return nftw(dir, rm_one, 16, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0
+	           ? -errno
+	           : 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(
+	    path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	size_t n = strlen(text);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n) {
+		int e = errno ? -errno : -EIO;
+		close(fd);
+		return e;
+	}
+	return close(fd) < 0 ? -errno : 0;
+}
+
+/* The skeleton of the "host" image under @root: top-level directories,
+ * the node's /bin, /lib... links, and /etc.  Adds the read-only bind
+ * mounts it needs to @m (at most @cap). */
+static int host_rootfs(const char *root, const char *user, bool preload,
+                       struct cnl_oci_mount *m, size_t *n, size_t cap)
+{
+	static const char *const dirs[] = {"usr",  "etc", "proc", "dev",
+	                                   "sys",  "tmp", "run",  "workspace",
+	                                   "home", "var", "opt",  "root"};
+	/* The node's top-level program and library directories: a link
+	 * (merged /usr) is copied, a directory bound read-only. */
+	static const char *const top[] = {"/bin",   "/sbin",  "/lib",
+	                                  "/lib32", "/lib64", "/libx32"};
+	/* From the node's /etc, read-only, where present. */
+	static const char *const etc[] = {
+	    "/etc/ld.so.cache",  "/etc/ld.so.conf",    "/etc/ld.so.conf.d",
+	    "/etc/alternatives", "/etc/ssl",           "/etc/ca-certificates",
+	    "/etc/localtime",    "/etc/nsswitch.conf", "/etc/resolv.conf",
+	    "/etc/protocols",    "/etc/services",      "/etc/mime.types",
+	    "/etc/python3",      "/etc/python3.11"};
+	char p[800], text[512];
+	int r;
+
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(dirs); i++) {
+		snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return -errno;
+	}
+	snprintf(p, sizeof(p), "%s/tmp", root);
+	(void)chmod(p, 01777);
+	if (*n + 1 + CNL_ARRAY_SIZE(top) + CNL_ARRAY_SIZE(etc) > cap)
+		return -CNL_ESIZE;
+	m[(*n)++] = (struct cnl_oci_mount){"/usr", "/usr", "bind", true, NULL};
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(top); i++) {
+		char link[256];
+		struct stat st;
+		ssize_t len;
+
+		if (lstat(top[i], &st) < 0)
+			continue;
+		snprintf(p, sizeof(p), "%s%s", root, top[i]);
+		if (S_ISLNK(st.st_mode)) {
+			len = readlink(top[i], link, sizeof(link) - 1);
+			if (len <= 0)
+				continue;
+			link[len] = '\0';
+			if (symlink(link, p) < 0 && errno != EEXIST)
+				return -errno;
+		} else if (S_ISDIR(st.st_mode)) {
+			if (mkdir(p, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			m[(*n)++] = (struct cnl_oci_mount){top[i], top[i],
+			                                   "bind", true, NULL};
+		}
+	}
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(etc); i++)
+		if (access(etc[i], F_OK) == 0)
+			m[(*n)++] = (struct cnl_oci_mount){etc[i], etc[i],
+			                                   "bind", true, NULL};
+	snprintf(p, sizeof(p), "%s/etc/passwd", root);
+	snprintf(text, sizeof(text),
+	         "root:x:0:0:root:/root:/bin/sh\n"
+	         "%s:x:%u:%u:%s:/workspace:/bin/sh\n"
+	         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+	         user && user[0] ? user : "tenant", CNL_OCI_TENANT_ID,
+	         CNL_OCI_TENANT_ID, user && user[0] ? user : "tenant");
+	if ((r = write_file(p, text)) < 0)
+		return r;
+	snprintf(p, sizeof(p), "%s/etc/group", root);
+	snprintf(text, sizeof(text), "root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n",
+	         user && user[0] ? user : "tenant", CNL_OCI_TENANT_ID);
+	if ((r = write_file(p, text)) < 0)
+		return r;
+	snprintf(p, sizeof(p), "%s/etc/hosts", root);
+	if ((r = write_file(p, "127.0.0.1 localhost cnlab\n::1 localhost\n")) <
+	    0)
+		return r;
+	snprintf(p, sizeof(p), "%s/etc/hostname", root);
+	if ((r = write_file(p, "cnlab\n")) < 0)
+		return r;
+	if (preload) {
+		snprintf(p, sizeof(p), "%s/etc/ld.so.preload", root);
+		if ((r = write_file(p, SHIM_IN_CONTAINER "\n")) < 0)
+			return r;
+	}
+	return 0;
+}
+
+int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
+                     char *bundle, size_t bundle_len, char *err, size_t errlen)
+{
+	struct cnl_oci_mount m[48];
+	size_t n = 0;
+	char root[700], crun_state[700], ws[700], region[700], board[700];
+	const char *args[5] = {INIT_IN_CONTAINER, "/bin/sh", "-c", c->command,
+	                       NULL};
+	bool preload = c->shim && c->shim[0];
+	int r;
+
+	snprintf(bundle, bundle_len, "%s/bundles/%s", a->cfg.work_dir, c->id);
+	/* What an earlier start of the same id left (an agent killed
+	 * between launch and clean-up) goes first. */
+	cnl_agent_bundle_drop(a, c->id);
+	snprintf(root, sizeof(root), "%s/rootfs", bundle);
+	if (mkdir(bundle, 0700) < 0 || mkdir(root, 0755) < 0 ||
+	    chown(bundle, c->host_id_base, c->host_id_base) < 0) {
+		r = -errno;
+		cnl_seterr(err, errlen, "cannot create bundle %s: %s", bundle,
+		           strerror(errno));
+		return r;
+	}
+	r = host_rootfs(root, c->user, preload, m, &n,
+	                CNL_ARRAY_SIZE(m) - 6 - CNL_AGENT_MOUNTS_MAX);
+	if (r < 0) {
+		cnl_seterr(err, errlen,
+		           "cannot build the root file system "
+		           "of %s: %s",
+		           c->id, cnl_strerror(r));
+		goto out;
+	}
+	/* The container's root owns its rootfs (read-only once
+	 * running), so the runtime can make its mount points. */
+	if ((r = cnl_agent_chown_tree(root, c->host_id_base)) < 0) {
+		cnl_seterr(err, errlen, "cannot hand %s to the container: %s",
+		           root, strerror(-r));
+		goto out;
+	}
+	cnl_agent_view(a, c->workspace, ws, sizeof(ws));
+	m[n++] = (struct cnl_oci_mount){"/workspace", ws, "bind", false, NULL};
+	for (int i = 0; i < a->n_mounts; i++)
+		m[n++] =
+		    (struct cnl_oci_mount){a->mounts[i].dest, a->mounts[i].host,
+		                           "bind", a->mounts[i].ro, NULL};
+	m[n++] = (struct cnl_oci_mount){INIT_IN_CONTAINER, a->init, "bind",
+	                                true, NULL};
+	if (preload)
+		m[n++] = (struct cnl_oci_mount){SHIM_IN_CONTAINER, c->shim,
+		                                "bind", true, NULL};
+	/* The region and the board at their node paths: the region names
+	 * its board by path. */
+	cnl_agent_view(a, c->region ? c->region : "", region, sizeof(region));
+	cnl_agent_view(a, c->board ? c->board : "", board, sizeof(board));
+	if (c->region && c->region[0])
+		m[n++] = (struct cnl_oci_mount){c->region, region, "bind",
+		                                false, NULL};
+	if (c->board && c->board[0])
+		m[n++] = (struct cnl_oci_mount){c->board, board, "bind", false,
+		                                NULL};
+	r = cnl_oci_write(bundle,
+	                  &(struct cnl_oci_spec){
+	                      .argv = args,
+	                      .env = c->env,
+	                      .cwd = "/workspace",
+	                      .hostname = "cnlab",
+	                      .rootfs = "rootfs",
+	                      .host_id_base = c->host_id_base,
+	                      .host_network = c->host_network,
+	                      .mounts = m,
+	                      .n_mounts = n,
+	                      .devices = c->devices,
+	                  },
+	                  err, errlen);
+	snprintf(crun_state, sizeof(crun_state), "%s/crun/%s", a->cfg.work_dir,
+	         c->id);
+	(void)cnl_agent_rm_tree(crun_state);
+out:
+	if (r < 0)
+		cnl_agent_bundle_drop(a, c->id);
+	return r;
+}
+
+void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id)
+{
+	char p[700];
+
+	if (a->cfg.bare)
+		return;
+	snprintf(p, sizeof(p), "%s/bundles/%s", a->cfg.work_dir, id);
+	(void)cnl_agent_rm_tree(p);
+	snprintf(p, sizeof(p), "%s/crun/%s", a->cfg.work_dir, id);
+	(void)cnl_agent_rm_tree(p);
+}

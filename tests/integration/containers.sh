@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# containers.sh - every workload runs in its OCI container (crun), as its
+# user's own host ids, never as root; each promise is tried the way a
+# tenant who wants more would try it, against a real all-in-one (cnlabd, its
+# embedded agent, crun, user namespaces, cgroups):
+#   - the job runs as container uid 1000, which is a host uid of the
+#     submitting user's range (>= uid_base), not 0; no capability,
+#     no_new_privs, seccomp on; other namespaces than the agent's
+#   - cnlabd's data directory (jwt.secret, admin.password) is not there
+#   - nothing of the agent's or cnlabd's environment is visible (the agent
+#     token in /proc/*/environ)
+#   - writing outside /workspace and /tmp fails; nothing lands on the node
+#   - mount, unshare and a new user namespace are refused
+#   - a job alone has no network but loopback: cnlabd's port is out of reach
+#   - two users get two different id ranges
+#   - a CUDA program that unsets LD_PRELOAD still gets the shim (from
+#     /etc/ld.so.preload) and cannot allocate past its slice's quota on the
+#     fake driver, which alone would grant it
+# and the agent refuses to start without its runtime, or bare as root.
+set -u
+cnlabd=$1
+agent=$2
+shimtest=$3 # a CUDA program over the fake driver (tests/shim)
+shim=$4
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+pid=
+cleanup() {
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1"
+	fails=$((fails + 1))
+}
+unset CNLAB_JWT_SECRET CNLAB_ADMIN_PASSWORD
+
+if ! command -v crun >/dev/null; then
+	echo "FAIL crun is not installed (scripts/bootstrap installs it)"
+	exit 1
+fi
+
+HOME=$tmp/home "$cnlabd" --all-in-one --data-dir "$tmp/data" \
+	--listen 127.0.0.1:0 --gpus fake:2xH100-80GB-SXM >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do
+	grep -q 'CNLab is running' "$tmp/out" && break
+	sleep 0.1
+done
+url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$tmp/out")
+[ -n "$url" ] || {
+	echo "FAIL start: $(cat "$tmp/err")"
+	exit 1
+}
+port=${url##*:}
+pw=$(cat "$tmp/data/admin.password")
+secret=$(cat "$tmp/data/jwt.secret")
+login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$url/v1/auth/login" | jq -r .token; }
+tok=$(login admin "$pw")
+api() { curl -sS -X "$1" -H "Authorization: Bearer $tok" ${3:+-d "$3"} "$url$2"; }
+for _ in $(seq 100); do
+	[ "$(api GET /v1/nodes | jq '.items | length')" = 1 ] && break
+	sleep 0.1
+done
+proj=$(api GET /v1/projects | jq -r '.items[0].id')
+[ -n "$proj" ] && [ "$proj" != null ] || {
+	echo "FAIL no project: $(api GET /v1/projects)"
+	exit 1
+}
+
+# run CMD [TOKEN]: submit CMD as a job, wait for its end, print its output;
+# $state and $job are set.
+run() {
+	local t=${2:-$tok}
+	job=$(jq -n --arg c "$1" '{command:$c,gpu:"h100-25"}' |
+		curl -sS -X POST -H "Authorization: Bearer $t" -d @- "$url/v1/projects/$proj/jobs" | jq -r .id)
+	for _ in $(seq 300); do
+		state=$(curl -sS -H "Authorization: Bearer $t" "$url/v1/jobs/$job" | jq -r .state)
+		case $state in succeeded | failed | cancelled) break ;; esac
+		sleep 0.2
+	done
+	curl -sS -H "Authorization: Bearer $t" "$url/v1/jobs/$job/logs" | jq -r '.items[].data'
+}
+
+# --- who the job is -------------------------------------------------------
+out=$(run 'echo ids=$(id -u):$(id -g); grep -E "^(CapEff|CapBnd|NoNewPrivs|Seccomp):" /proc/self/status; readlink /proc/self/ns/user /proc/self/ns/pid /proc/self/ns/mnt /proc/self/ns/net')
+echo "$out" | grep -qx 'ids=1000:1000' &&
+	ok "the command runs as container uid/gid 1000, not the container's root" || bad "ids: $out"
+echo "$out" | grep -qx 'CapEff:	0000000000000000' && echo "$out" | grep -qx 'CapBnd:	0000000000000000' &&
+	ok "no capability, not even in the bounding set" || bad "caps: $out"
+echo "$out" | grep -qx 'NoNewPrivs:	1' && echo "$out" | grep -qx 'Seccomp:	2' &&
+	ok "no_new_privs and a seccomp filter" || bad "nnp/seccomp: $out"
+agent_pid=$(pgrep -P "$pid" -f cnlab-agent | head -1)
+same=0
+for ns in user pid mnt net; do
+	[ "$(echo "$out" | grep "^$ns:")" = "$(readlink /proc/"$agent_pid"/ns/$ns)" ] && same=1
+done
+[ "$same" = 0 ] && [ "$(echo "$out" | grep -c ':\[')" = 4 ] &&
+	ok "its own user, PID, mount and network namespaces" || bad "namespaces: $out vs agent $(ls -l /proc/"$agent_pid"/ns)"
+
+# Seen from the node: the command's host uid is in the user's range.
+jq -n '{command:"echo up; sleep 30",gpu:"h100-25"}' | curl -sS -X POST -H "Authorization: Bearer $tok" -d @- \
+	"$url/v1/projects/$proj/jobs" >"$tmp/job.json"
+job=$(jq -r .id "$tmp/job.json")
+host_uid=
+for _ in $(seq 100); do
+	for p in $(pgrep -x sleep); do
+		grep -q "$job" "/proc/$p/cgroup" 2>/dev/null || continue
+		host_uid=$(awk '/^Uid:/ {print $2}' "/proc/$p/status")
+	done
+	[ -n "$host_uid" ] && break
+	sleep 0.1
+done
+[ -n "$host_uid" ] && [ "$host_uid" -ge 1000000 ] &&
+	ok "on the node it is host uid $host_uid (the user's range), not root" || bad "host uid '$host_uid'"
+api POST "/v1/jobs/$job/cancel" >/dev/null
+
+# --- cnlabd's secrets and the agent's environment --------------------------
+out=$(run "cat '$tmp/data/jwt.secret' '$tmp/data/admin.password'; ls '$tmp/data' '$tmp'; cat /proc/1/environ /proc/*/environ 2>&1 | tr '\\0' '\\n'; echo done")
+if ! echo "$out" | grep -q '^done$'; then
+	bad "the secrets probe did not run: $out"
+elif echo "$out" | grep -qF "$secret" || echo "$out" | grep -qF "$pw"; then
+	bad "a job read cnlabd's secrets: $out"
+else
+	ok "cnlabd's data directory (jwt.secret, admin.password) is out of reach"
+fi
+if ! echo "$out" | grep -q '^CNLAB_JOB_ID='; then
+	bad "the environ probe read nothing (not even its own): $out"
+elif echo "$out" | grep -q 'CNLAB_AGENT_TOKEN\|CNLAB_JWT\|CNLAB_ADMIN'; then
+	bad "a job saw the agent's or cnlabd's environment: $out"
+else
+	ok "no /proc/*/environ shows the agent's or cnlabd's environment"
+fi
+
+# --- writing outside /workspace ---------------------------------------------
+probe=cnlab-probe-$$
+out=$(run "for f in /usr/$probe /etc/$probe /$probe /opt/$probe; do echo x >\$f && echo WROTE \$f; done; echo x >/workspace/$probe && echo WS-OK; echo x >/tmp/$probe && echo TMP-OK")
+if ! echo "$out" | grep -q WS-OK; then
+	bad "the write probe did not run: $out"
+elif echo "$out" | grep -q WROTE || [ -e "/usr/$probe" ] || [ -e "/etc/$probe" ] || [ -e "/$probe" ]; then
+	bad "a job wrote outside /workspace: $out"
+else
+	ok "the root file system is read-only: /usr, /etc, / refuse writes"
+fi
+echo "$out" | grep -q WS-OK && echo "$out" | grep -q TMP-OK &&
+	ok "/workspace and /tmp are writable" || bad "workspace: $out"
+
+# --- new namespaces, mounts, the network ------------------------------------
+out=$(run "unshare -U true && echo UNSHARED; unshare -m true && echo UNSHARED-M; mount -t tmpfs x /tmp 2>&1 && echo MOUNTED; python3 -c 'import os; os.unshare(os.CLONE_NEWUSER); print(\"PY-UNSHARED\")' 2>&1; echo end")
+if ! echo "$out" | grep -q '^end$'; then
+	bad "the namespace probe did not run: $out"
+elif echo "$out" | grep -q 'UNSHARED\|MOUNTED'; then
+	bad "a job made a namespace or a mount: $out"
+else
+	ok "unshare (also from python), mount: refused"
+fi
+out=$(run "python3 -c 'import socket; s=socket.socket(); s.settimeout(3); s.connect((\"127.0.0.1\", $port)); print(\"CONNECTED\")' 2>&1; ip -o link 2>/dev/null | wc -l; echo end")
+if ! echo "$out" | grep -q '^end$'; then
+	bad "the network probe did not run: $out"
+elif echo "$out" | grep -q CONNECTED; then
+	bad "a job reached cnlabd on the node's loopback: $out"
+else
+	ok "a job has its own network: cnlabd's port on the node is out of reach"
+fi
+
+# --- two users, two ranges ---------------------------------------------------
+api POST /v1/users '{"name":"bob","password":"bob-password-1"}' >/dev/null
+api POST "/v1/projects/$proj/members" '{"user":"bob","role":"member"}' >/dev/null
+btok=$(login bob bob-password-1)
+jq -n '{command:"sleep 30",gpu:"h100-25"}' | curl -sS -X POST -H "Authorization: Bearer $btok" -d @- \
+	"$url/v1/projects/$proj/jobs" >"$tmp/job.json"
+bjob=$(jq -r .id "$tmp/job.json")
+bob_uid=
+for _ in $(seq 100); do
+	for p in $(pgrep -x sleep); do
+		grep -q "$bjob" "/proc/$p/cgroup" 2>/dev/null || continue
+		bob_uid=$(awk '/^Uid:/ {print $2}' "/proc/$p/status")
+	done
+	[ -n "$bob_uid" ] && break
+	sleep 0.1
+done
+[ -n "$bob_uid" ] && [ "$bob_uid" -ge 1000000 ] && [ "$bob_uid" != "$host_uid" ] &&
+	[ $(((bob_uid - host_uid) % 65536)) = 0 ] &&
+	ok "another user's work runs in another id range ($bob_uid vs $host_uid)" ||
+	bad "bob's uid '$bob_uid' vs admin's '$host_uid'"
+curl -sS -X POST -H "Authorization: Bearer $btok" "$url/v1/jobs/$bjob/cancel" >/dev/null
+
+# --- the job's folder ----------------------------------------------------------
+work=$tmp/data/agent/jobs
+out=$(run "echo hi > /workspace/f; sleep 2")
+# Between the jobs nothing of other tenants is listable.
+[ "$(stat -c %a "$work")" = 711 ] && ok "jobs/ is 0711: no tenant lists another's job" ||
+	bad "jobs/ mode $(stat -c %a "$work")"
+
+# --- the shim cannot be unloaded ------------------------------------------------
+# A second agent (an A100 node) mounts the test programs where the job can
+# run them; the all-in-one's agent has no such mount.
+sys=$(api GET /v1/projects | jq -r '.items[] | select(.name=="system") | .id')
+api POST /v1/users '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
+api POST "/v1/projects/$sys/members" '{"user":"agentsvc","role":"agent"}' >/dev/null
+agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-password-1)" \
+	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
+tests_dir=$(dirname "$(dirname "$shimtest")")
+CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
+	--work-dir "$tmp/probe" --shim "$shim" --mounts "$tests_dir:$tests_dir:ro" \
+	>"$tmp/probe.out" 2>"$tmp/probe.err" &
+probe=$!
+for _ in $(seq 100); do grep -q msg=registered "$tmp/probe.err" && break; sleep 0.1; done
+# 30 GiB on a driver of 80: the fake alone grants it...
+big=32212254720
+host=$(printf 'alloc %s\nexit\n' $big | env -u LD_PRELOAD CNL_FAKE_MEM=85899345920 "$shimtest" repl 2>&1)
+echo "$host" | grep -qx 'ok 0' && ok "control: without the shim the fake driver grants 30 GiB" || bad "control: $host"
+# ... and a 25% A100 slice (20 GB) must not, LD_PRELOAD unset or not.
+jq -n --arg c "unset LD_PRELOAD; grep -c libcnlab-cuda /proc/self/maps; printf 'alloc $big\nexit\n' | env -u LD_PRELOAD CNL_FAKE_MEM=85899345920 $shimtest repl; echo end" \
+	'{command:$c,gpu:"a100-25"}' |
+	curl -sS -X POST -H "Authorization: Bearer $tok" -d @- "$url/v1/projects/$proj/jobs" >"$tmp/job.json"
+job=$(jq -r .id "$tmp/job.json")
+for _ in $(seq 300); do
+	state=$(api GET "/v1/jobs/$job" | jq -r .state)
+	case $state in succeeded | failed | cancelled) break ;; esac
+	sleep 0.2
+done
+out=$(api GET "/v1/jobs/$job/logs" | jq -r '.items[].data')
+if ! echo "$out" | grep -q '^end$'; then
+	bad "the shim probe did not run: $state $out $(api GET "/v1/jobs/$job")"
+elif echo "$out" | grep -qx 'fail 2' && ! echo "$out" | grep -qx 'ok 0' &&
+	[ "$(echo "$out" | sed -n 1p)" -ge 1 ]; then
+	ok "LD_PRELOAD unset: the shim still loads (ld.so.preload) and refuses 30 GiB on a 20 GB slice"
+else
+	bad "a job escaped its VRAM quota: $out"
+fi
+kill "$probe" 2>/dev/null
+wait "$probe" 2>/dev/null
+
+# --- the agent's refusals -------------------------------------------------------
+export CNLAB_AGENT_TOKEN=x
+"$agent" --server "$url" --work-dir "$tmp/a1" --runtime /nonexistent/crun >"$tmp/a1.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "needs the OCI runtime '/nonexistent/crun'" "$tmp/a1.out" &&
+	ok "without its runtime the agent refuses to start, naming it" || bad "no runtime: rc=$rc $(cat "$tmp/a1.out")"
+"$agent" --server "$url" --work-dir "$tmp/a2" --isolation bare >"$tmp/a2.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q 'never runs as root' "$tmp/a2.out" &&
+	ok "bare isolation as root without run_as_uid or map_users is refused" || bad "bare root: rc=$rc $(cat "$tmp/a2.out")"
+"$agent" --server "$url" --work-dir "$tmp/a3" --isolation chroot >"$tmp/a3.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q 'isolation' "$tmp/a3.out" &&
+	ok "an unknown isolation is a usage error naming the setting" || bad "isolation chroot: rc=$rc $(cat "$tmp/a3.out")"
+
+[ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
+[ "$fails" -eq 0 ]
