@@ -70,7 +70,7 @@ start_agent() { # NAME POOL FLAGS...
 start_agent ctr fake:1xH100-80GB-SXM
 start_agent bare fake:1xA100-80GB --isolation bare --run-as-uid 65534
 
-echo ana-password-1 | "$cnlab" login --server "$base" --user ana --password-stdin >/dev/null || exit 1
+echo ana-password-1 | "$cnlab" login --server "$base" --user ana --password-stdin >/dev/null 2>&1 || exit 1
 cd "$tmp" || exit 1
 echo 'date +%s%N' >hello.sh
 
