@@ -152,10 +152,9 @@ static int parse_mounts(struct cnl_agent *a, char *err, size_t errlen)
 			           item);
 			return -ENOTDIR;
 		}
-		snprintf(a->mounts[a->n_mounts].host, sizeof(a->mounts[0].host),
-		         "%s", item);
-		snprintf(a->mounts[a->n_mounts].dest, sizeof(a->mounts[0].dest),
-		         "%s", dest);
+		/* Both lengths were checked above. */
+		memcpy(a->mounts[a->n_mounts].host, item, strlen(item) + 1);
+		memcpy(a->mounts[a->n_mounts].dest, dest, strlen(dest) + 1);
 		a->mounts[a->n_mounts++].ro = mode && strcmp(mode, "ro") == 0;
 		p += len;
 		if (*p == ',')

@@ -71,17 +71,19 @@ proj=$(api GET /v1/projects | jq -r '.items[0].id')
 	exit 1
 }
 
-# run CMD [TOKEN]: submit CMD as a job, wait for its end, print its output;
-# $state and $job are set.
+# run CMD [TOKEN [GPU]]: submit CMD as a job (h100-25 by default), wait for its
+# end, print its output; its end state goes to $tmp/state (run is called in
+# a subshell).
 run() {
-	local t=${2:-$tok}
-	job=$(jq -n --arg c "$1" '{command:$c,gpu:"h100-25"}' |
+	local t=${2:-$tok} g=${3:-h100-25}
+	job=$(jq -n --arg c "$1" --arg g "$g" '{command:$c,gpu:$g}' |
 		curl -sS -X POST -H "Authorization: Bearer $t" -d @- "$url/v1/projects/$proj/jobs" | jq -r .id)
 	for _ in $(seq 300); do
 		state=$(curl -sS -H "Authorization: Bearer $t" "$url/v1/jobs/$job" | jq -r .state)
 		case $state in succeeded | failed | cancelled) break ;; esac
 		sleep 0.2
 	done
+	echo "$state" >"$tmp/state"
 	curl -sS -H "Authorization: Bearer $t" "$url/v1/jobs/$job/logs" | jq -r '.items[].data'
 }
 
@@ -204,8 +206,9 @@ api POST "/v1/projects/$sys/members" '{"user":"agentsvc","role":"agent"}' >/dev/
 agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-password-1)" \
 	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
 tests_dir=$(dirname "$(dirname "$shimtest")")
+mkdir -m 1777 "$tmp/scratch"
 CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
-	--work-dir "$tmp/probe" --shim "$shim" --mounts "$tests_dir:$tests_dir:ro" \
+	--work-dir "$tmp/probe" --shim "$shim" --mounts "$tests_dir:$tests_dir:ro,$tmp/scratch:/scratch" \
 	>"$tmp/probe.out" 2>"$tmp/probe.err" &
 probe=$!
 for _ in $(seq 100); do grep -q msg=registered "$tmp/probe.err" && break; sleep 0.1; done
@@ -232,6 +235,22 @@ elif echo "$out" | grep -qx 'fail 2' && ! echo "$out" | grep -qx 'ok 0' &&
 else
 	bad "a job escaped its VRAM quota: $out"
 fi
+
+# A container that cannot be made (a mount source gone) fails its job with
+# the runtime's reason; the node stays healthy and runs the next one.
+rm -rf "$tmp/scratch"
+out=$(run 'echo should-not-run' "$tok" a100-25)
+state=$(cat "$tmp/state")
+if [ "$state" = failed ] && echo "$out" | grep -q "$tmp/scratch" && ! echo "$out" | grep -q should-not-run; then
+	ok "a container that cannot be made fails its job, naming the cause"
+else
+	bad "broken mount: $state $out"
+fi
+mkdir -m 1777 "$tmp/scratch"
+out=$(run 'echo next-one' "$tok" a100-25)
+state=$(cat "$tmp/state")
+[ "$state" = succeeded ] && echo "$out" | grep -q next-one &&
+	ok "the node runs the next job" || bad "after the broken mount: $state $out"
 kill "$probe" 2>/dev/null
 wait "$probe" 2>/dev/null
 
