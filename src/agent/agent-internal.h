@@ -186,6 +186,11 @@ struct cnl_agent_ctr {
 	bool host_network;
 };
 
+/* The device nodes of the GPUs of @mask and the driver's control nodes,
+ * those the node has, up to @max; how many. */
+int cnl_agent_gpu_nodes(uint32_t mask, char nodes[][40], int max);
+/* Write <work_dir>/cdi/cnlab.json, the CDI spec of this node's GPUs. */
+int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen);
 /* Where each workload's mount namespace sees work_dir (container.c). */
 #define CNL_AGENT_VIEW "/run/cnlab-agent"
 

@@ -34,6 +34,15 @@
  * namespace, and the bundle and every mount source under work_dir are
  * named by that path; the folders below it are 0711 (crossable, not
  * listable), a workload's own folder its tenant's, 0700.
+ *
+ * Devices
+ * -------
+ * A workload gets the device nodes of its GPUs (/dev/nvidiaN by the GPU's
+ * index) and the driver's control nodes, where the node has them (the
+ * fake provider has none).  The same nodes are written at start as a CDI
+ * spec, <work_dir>/cdi/cnlab.json (kind cnlab.io/gpu, one device per GPU
+ * index plus "all"), so that other runtimes (Kubernetes through DRA, a
+ * CDI-aware runtime) can give a container exactly what the agent gives.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,6 +71,133 @@
 /* The shim and process 1, where the container sees them. */
 #define SHIM_IN_CONTAINER "/opt/cnlab/libcnlab-cuda.so"
 #define INIT_IN_CONTAINER "/opt/cnlab/init"
+
+/* The driver's nodes every GPU workload needs. */
+static const char *const ctl_nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                        "/dev/nvidia-uvm-tools"};
+
+int cnl_agent_gpu_nodes(uint32_t mask, char nodes[][40], int max)
+{
+	int n = 0;
+
+	if (!mask)
+		return 0;
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(ctl_nodes) && n < max; i++)
+		if (access(ctl_nodes[i], F_OK) == 0)
+			snprintf(nodes[n++], 40, "%s", ctl_nodes[i]);
+	for (int i = 0; i < 32 && n < max; i++)
+		if (mask >> i & 1) {
+			snprintf(nodes[n], 40, "/dev/nvidia%d", i);
+			if (access(nodes[n], F_OK) == 0)
+				n++;
+		}
+	return n;
+}
+
+/* CDI containerEdits: the GPU nodes of @mask (without the control nodes
+ * when @gpus_only) and, when not NULL, one environment variable. */
+static json_t *cdi_edits(uint32_t mask, bool gpus_only, const char *env)
+{
+	char nodes[40][40];
+	int n = cnl_agent_gpu_nodes(mask, nodes, 40);
+	json_t *list = json_array(), *e;
+
+	for (int i = 0; i < n; i++) {
+		bool ctl = false;
+
+		for (size_t k = 0; k < CNL_ARRAY_SIZE(ctl_nodes); k++)
+			ctl = ctl || strcmp(nodes[i], ctl_nodes[k]) == 0;
+		if (!(gpus_only && ctl))
+			json_array_append_new(
+			    list, json_pack("{s:s}", "path", nodes[i]));
+	}
+	e = json_pack("{s:o}", "deviceNodes", list);
+	if (env)
+		json_object_set_new(e, "env", json_pack("[s]", env));
+	return e;
+}
+
+int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen)
+{
+	const struct cnl_gpu_dev *devs;
+	int ndev = cnl_gpus_list(a->gpus, &devs);
+	json_t *spec, *list = json_array();
+	char dir[600], path[700], tmp[720], env[300], all[256] = "";
+	uint32_t every = 0;
+	int fd = -1, r = 0;
+
+	for (int i = 0; i < ndev && i < 32; i++) {
+		char name[16];
+		size_t l = strlen(all);
+
+		every |= 1u << devs[i].index;
+		snprintf(name, sizeof(name), "%d", devs[i].index);
+		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%d",
+		         devs[i].index);
+		json_array_append_new(
+		    list, json_pack("{s:s,s:o}", "name", name, "containerEdits",
+		                    cdi_edits(1u << devs[i].index, true, env)));
+		snprintf(all + l, sizeof(all) - l, "%s%d", l ? "," : "",
+		         devs[i].index);
+	}
+	if (ndev > 0) {
+		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%s", all);
+		json_array_append_new(list,
+		                      json_pack("{s:s,s:o}", "name", "all",
+		                                "containerEdits",
+		                                cdi_edits(every, true, env)));
+	}
+	/* The control nodes, common to every device of the kind. */
+	spec = json_pack("{s:s,s:s,s:o,s:o}", "cdiVersion", "0.6.0", "kind",
+	                 "cnlab.io/gpu", "devices", list, "containerEdits",
+	                 cdi_edits(every ? every : 1, false, NULL));
+	if (!every) {
+		/* No GPU: no control node either. */
+		json_object_set_new(spec, "containerEdits",
+		                    json_pack("{s:[]}", "deviceNodes"));
+	} else {
+		json_t *nodes = json_object_get(
+		    json_object_get(spec, "containerEdits"), "deviceNodes");
+		size_t i = 0;
+
+		/* Keep only the control nodes at the spec's level. */
+		while (i < json_array_size(nodes)) {
+			const char *p = json_string_value(
+			    json_object_get(json_array_get(nodes, i), "path"));
+			bool ctl = false;
+
+			for (size_t k = 0; k < CNL_ARRAY_SIZE(ctl_nodes); k++)
+				ctl = ctl || strcmp(p, ctl_nodes[k]) == 0;
+			if (ctl)
+				i++;
+			else
+				json_array_remove(nodes, i);
+		}
+	}
+	snprintf(dir, sizeof(dir), "%s/cdi", a->cfg.work_dir);
+	snprintf(path, sizeof(path), "%s/cnlab.json", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.cnlab.json.tmp", dir);
+	if ((r = cnl_agent_mkdirs(dir)) == 0) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			r = -errno;
+	}
+	if (fd >= 0) {
+		if (json_dumpfd(spec, fd, JSON_INDENT(2)) < 0)
+			r = -EIO;
+		if (close(fd) < 0 && r == 0)
+			r = -errno;
+		if (r == 0 && rename(tmp, path) < 0)
+			r = -errno;
+	}
+	json_decref(spec);
+	if (r < 0) {
+		(void)unlink(tmp);
+		cnl_seterr(err, errlen, "cannot write the CDI spec %s: %s",
+		           path, strerror(-r));
+	}
+	return r;
+}
 
 /* Find @name in PATH (or take it as a path) into @out. */
 static int find_binary(const char *name, char *out, size_t n)
@@ -132,17 +268,30 @@ static int parse_mounts(struct cnl_agent *a, char *err, size_t errlen)
 		      (mode && strcmp(mode, "ro") != 0 &&
 		       strcmp(mode, "rw") != 0) ||
 		      a->n_mounts >= CNL_AGENT_MOUNTS_MAX;
+		/* One spelling of each path: no //, /./, /../, nor a
+		 * trailing / or /. that would slip past the checks below. */
+		bad = bad ||
+		      (dest && (strstr(dest, "//") || strstr(dest, "/./") ||
+		                dest[strlen(dest) - 1] == '/' ||
+		                (strlen(dest) >= 2 &&
+		                 strcmp(dest + strlen(dest) - 2, "/.") == 0)));
+		/* Not over, under or above one of the container's own
+		 * places (/opt would hide /opt/cnlab). */
 		for (size_t i = 0; !bad && i < CNL_ARRAY_SIZE(own); i++) {
-			size_t l = strlen(own[i]);
-			bad = strncmp(dest, own[i], l) == 0 &&
-			      (dest[l] == '\0' || dest[l] == '/');
+			size_t l = strlen(own[i]), d = strlen(dest);
+			bad =
+			    (strncmp(dest, own[i], l) == 0 &&
+			     (dest[l] == '\0' || dest[l] == '/')) ||
+			    (strncmp(own[i], dest, d) == 0 && own[i][d] == '/');
 		}
 		if (bad) {
 			cnl_seterr(
 			    err, errlen,
 			    "mounts: \"%.*s\" is not HOST:DEST[:ro|:rw] "
-			    "(absolute paths, at most %d, DEST not /, "
-			    "/proc, /sys, /dev, /etc, /usr or /workspace)",
+			    "(absolute paths written plainly, at most %d, "
+			    "DEST not /, nor over, under or above /proc, "
+			    "/sys, /dev, /etc, /usr, /workspace or "
+			    "/opt/cnlab)",
 			    (int)(len > 200 ? 200 : len), p,
 			    CNL_AGENT_MOUNTS_MAX);
 			return -EINVAL;
@@ -259,6 +408,8 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 	}
 	static const char *const sub[] = {"bundles", "jobs", "crun",
 	                                  "workspaces", "regions"};
+	if ((r = cnl_agent_cdi_write(a, err, errlen)) < 0)
+		return r;
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(sub); i++) {
 		snprintf(path, sizeof(path), "%s/%s", a->cfg.work_dir, sub[i]);
 		if ((r = cnl_agent_mkdirs(path)) < 0 ||

@@ -304,7 +304,16 @@ static void __attribute__((noreturn)) run_command(const struct child_ctx *c)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
-	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* stdin: an empty pipe, not /dev/null: a container runtime may
+	 * chown its stdio to the container's user (crun 1.8 does), and the
+	 * node's /dev/null must stay root's. */
+	{
+		int p[2];
+
+		in = pipe2(p, O_CLOEXEC) < 0 ? -1 : p[0];
+		if (in >= 0)
+			close(p[1]);
+	}
 	o = fcntl(c->out_fd, F_DUPFD_CLOEXEC, 3);
 	e = fcntl(c->err_fd, F_DUPFD_CLOEXEC, 3);
 	if (in < 0 || o < 0 || e < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 ||

@@ -41,6 +41,7 @@ struct settings {
 	char *isolation;
 	char *runtime;
 	int64_t uid_base;
+	int64_t pids_max;
 	char *mounts;
 	bool namespaces;
 	int64_t run_as_uid;
@@ -96,6 +97,9 @@ static const struct cnl_config_def table[] = {
     {"uid_base", CNL_CONFIG_INT, S(uid_base), "1000000", 65536, 4000000000LL,
      "First host id of the users' id ranges (65536 ids each, one per "
      "user, never host root)."},
+    {"pids_max", CNL_CONFIG_INT, S(pids_max), "4096", 0, 1 << 22,
+     "Processes (and threads) one workload may have at once (0: no "
+     "limit): a fork bomb stays in its workload."},
     {"mounts", CNL_CONFIG_STRING, S(mounts), NULL, 0, 0,
      "Node folders mounted into every container, HOST:DEST[:ro|:rw] "
      "comma-separated (shared datasets, scratch), e.g. "
@@ -259,6 +263,7 @@ int main(int argc, char **argv)
 	        .bare = strcmp(st.isolation, "bare") == 0,
 	        .runtime = st.runtime,
 	        .uid_base = st.uid_base,
+	        .pids_max = st.pids_max,
 	        .mounts = st.mounts,
 	        .pid_ns = st.namespaces,
 	        .mount_ns = st.namespaces,

@@ -151,10 +151,8 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	static const char *const rt_env[] = {
 	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	    NULL};
-	static const char *const ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
-	                                  "/dev/nvidia-uvm-tools"};
-	const char *devices[8];
-	char board[600] = "", nv[8][40];
+	char board[600] = "", nv[40][40];
+	const char *devices[CNL_ARRAY_SIZE(nv) + 1];
 	char host_path[600];
 	unsigned base, tenant;
 	int nd = 0, r;
@@ -183,18 +181,12 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 		(void)chmod(board, 0666);
 	}
 	/* The allocation's device nodes, where the node has them (the fake
-	 * provider has none). */
-	for (size_t i = 0; w->gpu >= 0 && i < CNL_ARRAY_SIZE(ctl); i++)
-		if (access(ctl[i], F_OK) == 0)
-			devices[nd++] = ctl[i];
-	for (int i = 0; w->gpu >= 0 && i < 32 && nd < 7; i++)
-		if (as->gpu.gpu_mask >> i & 1) {
-			snprintf(nv[nd], sizeof(nv[nd]), "/dev/nvidia%d", i);
-			if (access(nv[nd], F_OK) == 0) {
-				devices[nd] = nv[nd];
-				nd++;
-			}
-		}
+	 * provider has none): those of its CDI devices. */
+	nd = w->gpu >= 0 ? cnl_agent_gpu_nodes(as->gpu.gpu_mask, nv,
+	                                       (int)CNL_ARRAY_SIZE(nv))
+	                 : 0;
+	for (int i = 0; i < nd; i++)
+		devices[i] = nv[i];
 	devices[nd] = NULL;
 	r = cnl_agent_bundle(a,
 	                     &(struct cnl_agent_ctr){
@@ -317,6 +309,11 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	snprintf(w->ckpt, sizeof(w->ckpt), "%s/checkpoint", w->dir);
 	snprintf(w->region, sizeof(w->region), "%s/regions/%s.region",
 	         a->cfg.work_dir, id);
+	/* A job starts from an empty folder: what an earlier run of it left
+	 * (links the tenant made among them) is gone before the agent writes
+	 * there as root; its inputs and checkpoint come from cnlabd again. */
+	if (!w->server)
+		(void)cnl_agent_rm_tree(w->dir);
 	if ((r = cnl_agent_mkdirs(w->art)) < 0 ||
 	    (r = cnl_agent_mkdirs(w->ckpt)) < 0) {
 		snprintf(err, sizeof(err), "cannot create %s: %s", w->dir,
@@ -415,6 +412,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	spec.id = id;
 	spec.cpu_milli = as->cpu_milli;
 	spec.mem_bytes = as->mem_mib << 20;
+	spec.pids_max = a->cfg.pids_max;
 	if (ctr) {
 		r = container_spec(a, w, as, envp, command, shim, &spec, bundle,
 		                   sizeof(bundle), rt_argv, rt_root,

@@ -13,6 +13,7 @@
 #   - mount, unshare and a new user namespace are refused
 #   - a job alone has no network but loopback: cnlabd's port is out of reach
 #   - two users get two different id ranges
+#   - the agent describes its GPUs in a CDI spec
 #   - a CUDA program that unsets LD_PRELOAD still gets the shim (from
 #     /etc/ld.so.preload) and cannot allocate past its slice's quota on the
 #     fake driver, which alone would grant it
@@ -208,7 +209,7 @@ agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-passwo
 tests_dir=$(dirname "$(dirname "$shimtest")")
 mkdir -m 1777 "$tmp/scratch"
 CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
-	--work-dir "$tmp/probe" --shim "$shim" --mounts "$tests_dir:$tests_dir:ro,$tmp/scratch:/scratch" \
+	--work-dir "$tmp/probe" --shim "$shim" --pids-max 64 --mounts "$tests_dir:$tests_dir:ro,$tmp/scratch:/scratch" \
 	>"$tmp/probe.out" 2>"$tmp/probe.err" &
 probe=$!
 for _ in $(seq 100); do grep -q msg=registered "$tmp/probe.err" && break; sleep 0.1; done
@@ -236,6 +237,24 @@ else
 	bad "a job escaped its VRAM quota: $out"
 fi
 
+# A fork bomb stays in its workload: the probe agent allows 64 processes.
+out=$(run "python3 -c '
+import os, time
+n = 0
+for i in range(200):
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+    except OSError:
+        break
+print(\"forked\", n)
+'" "$tok" a100-25)
+n=$(echo "$out" | sed -n 's/^forked \([0-9]*\)$/\1/p')
+[ -n "$n" ] && [ "$n" -lt 64 ] && [ "$n" -gt 10 ] &&
+	ok "a fork bomb stops at the workload's pids limit ($n processes)" || bad "pids: $out"
+
 # A container that cannot be made (a mount source gone) fails its job with
 # the runtime's reason; the node stays healthy and runs the next one.
 rm -rf "$tmp/scratch"
@@ -254,6 +273,14 @@ state=$(cat "$tmp/state")
 kill "$probe" 2>/dev/null
 wait "$probe" 2>/dev/null
 
+# --- the CDI spec ----------------------------------------------------------------
+cdi=$tmp/data/agent/cdi/cnlab.json
+jq -e '.kind == "cnlab.io/gpu" and .cdiVersion == "0.6.0" and
+	([.devices[].name] == ["0", "1", "all"]) and
+	(.devices[0].containerEdits.env == ["CUDA_VISIBLE_DEVICES=0"]) and
+	(.devices[2].containerEdits.env == ["CUDA_VISIBLE_DEVICES=0,1"])' "$cdi" >/dev/null &&
+	ok "the agent writes its GPUs as a CDI spec" || bad "CDI spec: $(cat "$cdi" 2>&1)"
+
 # --- the agent's refusals -------------------------------------------------------
 export CNLAB_AGENT_TOKEN=x
 "$agent" --server "$url" --work-dir "$tmp/a1" --runtime /nonexistent/crun >"$tmp/a1.out" 2>&1
@@ -268,6 +295,18 @@ rc=$?
 rc=$?
 [ "$rc" = 2 ] && grep -q 'isolation' "$tmp/a3.out" &&
 	ok "an unknown isolation is a usage error naming the setting" || bad "isolation chroot: rc=$rc $(cat "$tmp/a3.out")"
+
+for m in "$tmp:/./etc" "$tmp://usr/x" "$tmp:/opt" "$tmp:/opt/cnlab/x" "$tmp:/data/"; do
+	"$agent" --server "$url" --work-dir "$tmp/a4" --mounts "$m" >"$tmp/a4.out" 2>&1
+	rc=$?
+	[ "$rc" != 0 ] && grep -q 'mounts:' "$tmp/a4.out" && ok "mounts $m is refused" ||
+		bad "mounts $m: rc=$rc $(cat "$tmp/a4.out")"
+done
+
+# crun 1.8 chowns its stdio to the container's user: the launcher gives it
+# a pipe, so the node's /dev/null stays root's after all these containers.
+[ "$(stat -c %u:%g /dev/null)" = 0:0 ] && ok "the node's /dev/null still belongs to root" ||
+	bad "/dev/null is now $(stat -c %u:%g /dev/null)"
 
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]
