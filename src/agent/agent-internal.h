@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "agent/agent.h"
+#include "agent/forward.h"
 #include "agent/gpu.h"
 #include "agent/launch.h"
 #include "net/client.h"
@@ -76,6 +77,7 @@ struct wk {
 	bool term_sent;
 	int64_t signal_ms, kill_ms;
 	int port;
+	struct cnl_fwd *fwd; /* servers, container mode: the port's relay */
 	int64_t idle_timeout_ms, last_active_ms;
 	uint64_t last_busy_ns;
 	bool idle_stopped;

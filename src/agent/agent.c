@@ -169,6 +169,14 @@ static void adopt(struct cnl_agent *a)
 			cnl_agent_wk_free(w);
 			continue;
 		}
+		/* A server's port on the node is the forwarder's: listen on
+		 * it again. */
+		if (w->server && !a->cfg.bare && w->port > 0 &&
+		    (r = cnl_fwd_start(a->launcher, w->id, a->cfg.address,
+		                       w->port, &w->fwd, &w->port)) < 0)
+			cnl_log(CNL_LOG_WARN, "cannot listen for a server",
+			        "id=%s port=%d err=\"%s\"", w->id, w->port,
+			        cnl_strerror(r));
 		cnl_agent_wk_add(a, w);
 		cnl_log(CNL_LOG_INFO, "re-adopted workload",
 		        "id=%s epoch=%" PRId64, w->id, w->epoch);

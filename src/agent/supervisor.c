@@ -200,10 +200,10 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	                         .board = board,
 	                         .devices = devices,
 	                         .host_id_base = base,
-	                         /* Gang members reach each other, and
-	                          * servers their users, through the node's
-	                          * network until the proxy exists. */
-	                         .host_network = w->server || as->has_gang,
+	                         /* Gang members reach each other through
+	                          * the node's network; a server is reached
+	                          * through its forwarder (forward.h). */
+	                         .host_network = as->has_gang,
 	                     },
 	                     bundle, bundle_len, err, errlen);
 	if (r < 0)
@@ -294,7 +294,18 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	if (w->server) {
 		snprintf(w->dir, sizeof(w->dir), "%s/workspaces/%s",
 		         a->cfg.work_dir, id);
-		w->port = free_port();
+		/* In a container the server listens in its own network
+		 * namespace; the node's port is the forwarder's, held from
+		 * now on.  Bare, a free port of the node. */
+		if (a->cfg.bare) {
+			w->port = free_port();
+		} else if ((r = cnl_fwd_start(a->launcher, id, a->cfg.address,
+		                              0, &w->fwd, &w->port)) < 0) {
+			snprintf(err, sizeof(err),
+			         "cannot listen on %s for the server: %s",
+			         a->cfg.address, cnl_strerror(r));
+			goto fail;
+		}
 		if ((r = make_token(w->token)) < 0) {
 			snprintf(err, sizeof(err), "no randomness");
 			goto fail;

@@ -71,6 +71,7 @@ void cnl_agent_wk_free(struct wk *w)
 		close(w->out_rd);
 	if (w->err_rd >= 0)
 		close(w->err_rd);
+	cnl_fwd_stop(w->fwd);
 	free(w);
 }
 

@@ -14,6 +14,9 @@
 #   - a job alone has no network but loopback: cnlabd's port is out of reach
 #   - two users get two different id ranges
 #   - the agent describes its GPUs in a CDI spec
+#   - a notebook server has its own network: a port it opens on every
+#     address is out of the node's reach; its URL works, through the
+#     agent's forwarder
 #   - a CUDA program that unsets LD_PRELOAD still gets the shim (from
 #     /etc/ld.so.preload) and cannot allocate past its slice's quota on the
 #     fake driver, which alone would grant it
@@ -208,8 +211,11 @@ agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-passwo
 	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
 tests_dir=$(dirname "$(dirname "$shimtest")")
 mkdir -m 1777 "$tmp/scratch"
+sneak=$((20000 + RANDOM % 20000)) # a port the server opens on 0.0.0.0
 CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
-	--work-dir "$tmp/probe" --shim "$shim" --pids-max 64 --mounts "$tests_dir:$tests_dir:ro,$tmp/scratch:/scratch" \
+	--work-dir "$tmp/probe" --shim "$shim" --pids-max 64 \
+	--server-command "python3 -m http.server 0 --bind 0.0.0.0 >/dev/null 2>&1 & python3 -m http.server $sneak --bind 0.0.0.0 >/dev/null 2>&1 & exec python3 -m http.server \$CNLAB_PORT --bind 127.0.0.1 --directory /workspace" \
+	--mounts "$tests_dir:$tests_dir:ro,$tmp/scratch:/scratch" \
 	>"$tmp/probe.out" 2>"$tmp/probe.err" &
 probe=$!
 for _ in $(seq 100); do grep -q msg=registered "$tmp/probe.err" && break; sleep 0.1; done
@@ -236,6 +242,36 @@ elif echo "$out" | grep -qx 'fail 2' && ! echo "$out" | grep -qx 'ok 0' &&
 else
 	bad "a job escaped its VRAM quota: $out"
 fi
+
+# A server: reached through its URL only.
+srv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb","image":"any","profile":"a100-50pct"}' | jq -r .id)
+surl=
+for _ in $(seq 150); do
+	surl=$(api GET "/v1/servers/$srv" | jq -r 'select(.state=="running") | .url // empty')
+	[ -n "$surl" ] && break
+	sleep 0.2
+done
+echo hello-notebook >"$tmp/probe/workspaces/$srv/hello.txt" 2>/dev/null
+got=
+for _ in $(seq 50); do
+	got=$(curl -sS --max-time 5 "${surl%%\?*}hello.txt" 2>/dev/null) && [ "$got" = hello-notebook ] && break
+	sleep 0.2
+done
+[ "$got" = hello-notebook ] && ok "the server answers at its URL, through the forwarder" ||
+	bad "server URL '$surl': '$got' $(api GET "/v1/servers/$srv")"
+node_ip=$(hostname -I 2>/dev/null | awk '{print $1}')
+reached=
+for h in 127.0.0.1 $node_ip; do
+	curl -sS --max-time 3 -o /dev/null "http://$h:$sneak/" 2>/dev/null && reached="$reached $h"
+done
+if ! pgrep -f "http.server $sneak --bind 0.0.0.0" >/dev/null; then
+	bad "the server's own listener on $sneak is not running"
+elif [ -n "$surl" ] && [ -z "$reached" ]; then
+	ok "a port the server opens on 0.0.0.0 is not reachable from the node ($sneak)"
+else
+	bad "the server's own port $sneak answered on:$reached"
+fi
+api POST "/v1/servers/$srv/stop" >/dev/null
 
 # A fork bomb stays in its workload: the probe agent allows 64 processes.
 out=$(run "python3 -c '

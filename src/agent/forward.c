@@ -1,0 +1,286 @@
+/*
+ * forward.c - a notebook server's port on the node, relayed into the
+ * server's network namespace (see forward.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/forward.h"
+#include "cnlab/errors.h"
+
+struct cnl_fwd {
+	struct cnl_launcher *l;
+	char id[CNL_LAUNCH_ID_MAX + 1];
+	int lfd, port;
+	int stop[2]; /* a byte on stop[1] ends the accept thread */
+	pthread_t thread;
+	atomic_int conns;
+};
+
+struct conn {
+	int fd, ns; /* the client; the namespace's descriptor */
+	int port;
+	atomic_int *conns; /* the forwarder's count, which outlives us */
+};
+
+/* The network namespace of a process of workload @id that is not ours:
+ * an open descriptor, or -1. */
+static int find_netns(struct cnl_launcher *l, const char *id)
+{
+	char dir[640], path[680];
+	char own[64] = "", buf[8192];
+	ssize_t n;
+	int fd, ns = -1;
+
+	if (cnl_launcher_cgroup_dir(l, "pids", id, dir, sizeof(dir)) < 0 &&
+	    cnl_launcher_cgroup_dir(l, "memory", id, dir, sizeof(dir)) < 0)
+		return -1;
+	n = readlink("/proc/self/ns/net", own, sizeof(own) - 1);
+	if (n <= 0)
+		return -1;
+	own[n] = '\0';
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	for (char *save = NULL, *t = strtok_r(buf, "\n", &save); t && ns < 0;
+	     t = strtok_r(NULL, "\n", &save)) {
+		char link[64], p[64];
+		ssize_t m;
+
+		snprintf(p, sizeof(p), "/proc/%s/ns/net", t);
+		m = readlink(p, link, sizeof(link) - 1);
+		if (m <= 0)
+			continue;
+		link[m] = '\0';
+		if (strcmp(link, own) != 0)
+			ns = open(p, O_RDONLY | O_CLOEXEC);
+	}
+	return ns;
+}
+
+/* Copy what @from has into @to; false when @from is at its end or either
+ * side failed. */
+static bool pump(int from, int to)
+{
+	char buf[65536];
+	ssize_t n = read(from, buf, sizeof(buf));
+
+	if (n <= 0)
+		return false;
+	for (ssize_t o = 0; o < n;) {
+		ssize_t w = write(to, buf + o, (size_t)(n - o));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		o += w;
+	}
+	return true;
+}
+
+static void *relay(void *arg)
+{
+	struct conn *c = arg;
+	struct sockaddr_in up = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)c->port)};
+	int s = -1;
+
+	up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* This thread moves into the server's network namespace: the
+	 * socket it makes there stays there. */
+	if (setns(c->ns, CLONE_NEWNET) == 0) {
+		/* A server that is still starting: try for a while. */
+		for (int i = 0; i < 100; i++) {
+			s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (s < 0)
+				break;
+			if (connect(s, (struct sockaddr *)&up, sizeof(up)) == 0)
+				break;
+			close(s);
+			s = -1;
+			if (errno != ECONNREFUSED)
+				break;
+			nanosleep(&(struct timespec){0, 100 * 1000 * 1000},
+			          NULL);
+		}
+	}
+	close(c->ns);
+	if (s >= 0) {
+		struct pollfd p[2] = {{c->fd, POLLIN, 0}, {s, POLLIN, 0}};
+		bool open_in = true, open_out = true;
+
+		/* Until the server's side ends (the client may leave first:
+		 * the server still answers what it was sent). */
+		while (open_out) {
+			if (poll(p, 2, -1) < 0) {
+				if (errno == EINTR)
+					continue;
+				break;
+			}
+			if (open_in &&
+			    (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+				if (!pump(c->fd, s)) {
+					open_in = false;
+					p[0].fd = -1;
+					shutdown(s, SHUT_WR);
+				}
+			}
+			if (open_out &&
+			    (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+				if (!pump(s, c->fd)) {
+					open_out = false;
+					p[1].fd = -1;
+					shutdown(c->fd, SHUT_WR);
+				}
+			}
+		}
+		close(s);
+	}
+	close(c->fd);
+	atomic_fetch_sub(c->conns, 1);
+	free(c);
+	return NULL;
+}
+
+static void *accept_loop(void *arg)
+{
+	struct cnl_fwd *f = arg;
+	struct pollfd p[2] = {{f->lfd, POLLIN, 0}, {f->stop[0], POLLIN, 0}};
+
+	for (;;) {
+		struct conn *c;
+		pthread_attr_t at;
+		pthread_t t;
+		int fd, ns;
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!(p[0].revents & POLLIN))
+			continue;
+		fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (atomic_load(&f->conns) >= CNL_FWD_CONNS ||
+		    (ns = find_netns(f->l, f->id)) < 0) {
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(ns);
+			close(fd);
+			continue;
+		}
+		*c = (struct conn){fd, ns, f->port, &f->conns};
+		atomic_fetch_add(&f->conns, 1);
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &at, relay, c) != 0) {
+			atomic_fetch_sub(&f->conns, 1);
+			close(ns);
+			close(fd);
+			free(c);
+		}
+		pthread_attr_destroy(&at);
+	}
+	return NULL;
+}
+
+int cnl_fwd_start(struct cnl_launcher *l, const char *id, const char *addr,
+                  int port, struct cnl_fwd **ret, int *ret_port)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	struct cnl_fwd *f;
+	char service[16];
+	int r, one = 1;
+
+	if (!l || !id || strlen(id) > CNL_LAUNCH_ID_MAX || port < 0 ||
+	    port > 65535)
+		return -EINVAL;
+	snprintf(service, sizeof(service), "%d", port);
+	if (getaddrinfo(addr && addr[0] ? addr : "127.0.0.1", service, &hints,
+	                &res) != 0 ||
+	    !res)
+		return -CNL_ENOTFOUND;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		freeaddrinfo(res);
+		return -ENOMEM;
+	}
+	f->l = l;
+	snprintf(f->id, sizeof(f->id), "%s", id);
+	f->lfd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (f->lfd < 0 ||
+	    setsockopt(f->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) <
+	        0 ||
+	    bind(f->lfd, res->ai_addr, res->ai_addrlen) < 0 ||
+	    listen(f->lfd, 64) < 0 ||
+	    getsockname(f->lfd, (struct sockaddr *)&sa, &len) < 0 ||
+	    pipe2(f->stop, O_CLOEXEC) < 0) {
+		r = -errno;
+		if (f->lfd >= 0)
+			close(f->lfd);
+		freeaddrinfo(res);
+		free(f);
+		return r;
+	}
+	freeaddrinfo(res);
+	f->port = ntohs(sa.ss_family == AF_INET6
+	                    ? ((struct sockaddr_in6 *)&sa)->sin6_port
+	                    : ((struct sockaddr_in *)&sa)->sin_port);
+	if ((r = pthread_create(&f->thread, NULL, accept_loop, f)) != 0) {
+		close(f->lfd);
+		close(f->stop[0]);
+		close(f->stop[1]);
+		free(f);
+		return -r;
+	}
+	*ret = f;
+	*ret_port = f->port;
+	return 0;
+}
+
+void cnl_fwd_stop(struct cnl_fwd *f)
+{
+	if (!f)
+		return;
+	if (write(f->stop[1], "x", 1) < 0) {
+		/* the pipe is ours and empty: cannot fail */
+	}
+	pthread_join(f->thread, NULL);
+	close(f->lfd);
+	close(f->stop[0]);
+	close(f->stop[1]);
+	/* Relays hold no pointer to f beyond its counter: wait for them. */
+	for (int i = 0; i < 500 && atomic_load(&f->conns) > 0; i++)
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	if (atomic_load(&f->conns) == 0)
+		free(f);
+	/* else: leaked deliberately, a relay still counts on it */
+}
