@@ -203,7 +203,8 @@ void cnl_agent_view(const struct cnl_agent *a, const char *path, char *out,
 /* Check the runtime (or, bare, that no work would run as root); detect a
  * hybrid cgroup host; create bundles/ and crun/.  At agent start. */
 int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen);
-/* The first host id of @user's range (its own, allocated on first use). */
+/* The first host id of the range of the user whose id is @user (its own,
+ * allocated on first use). */
 int cnl_agent_user_range(struct cnl_agent *a, const char *user,
                          unsigned *ret_base);
 /* chown -R (not following links) @dir to @uid:@uid. */

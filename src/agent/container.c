@@ -21,8 +21,9 @@
  * Each submitting user gets a range of CNL_OCI_ID_COUNT host ids of its
  * own, uid_base + slot x CNL_OCI_ID_COUNT, slot 1, 2, ... by first use on
  * this node (slot 0: workloads that name no user), kept in
- * <work_dir>/users (one "slot name" line each).  The tenant's command runs
- * as container uid CNL_OCI_TENANT_ID, host uid base + that; the
+ * <work_dir>/users (one "slot user-id" line each: by id, so that a name
+ * given to another user later does not inherit the range).  The tenant's
+ * command runs as container uid CNL_OCI_TENANT_ID, host uid base + that; the
  * container's root is host uid base: never host root.
  *
  * Paths

@@ -157,7 +157,9 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	unsigned base, tenant;
 	int nd = 0, r;
 
-	if ((r = cnl_agent_user_range(a, as->user, &base)) < 0) {
+	/* By the user's id, not name: a name used again later is another
+	 * user, who must not inherit the range. */
+	if ((r = cnl_agent_user_range(a, as->user_id, &base)) < 0) {
 		snprintf(err, errlen, "no host id range for user \"%s\": %s",
 		         as->user, cnl_strerror(r));
 		return r;
