@@ -107,19 +107,25 @@ done
 [ "$same" = 0 ] && [ "$(echo "$out" | grep -c ':\[')" = 4 ] &&
 	ok "its own user, PID, mount and network namespaces" || bad "namespaces: $out vs agent $(ls -l /proc/"$agent_pid"/ns)"
 
-# Seen from the node: the command's host uid is in the user's range.
-jq -n '{command:"echo up; sleep 30",gpu:"h100-25"}' | curl -sS -X POST -H "Authorization: Bearer $tok" -d @- \
-	"$url/v1/projects/$proj/jobs" >"$tmp/job.json"
-job=$(jq -r .id "$tmp/job.json")
-host_uid=
-for _ in $(seq 100); do
-	for p in $(pgrep -x sleep); do
-		grep -q "$job" "/proc/$p/cgroup" 2>/dev/null || continue
-		host_uid=$(awk '/^Uid:/ {print $2}' "/proc/$p/status")
+# sleeper TOKEN: start a job that sleeps; print its id, then the host uid
+# its sleep runs as on the node (empty if none was seen).
+sleeper() {
+	local id uid=
+	id=$(jq -n '{command:"sleep 30",gpu:"h100-25"}' |
+		curl -sS -X POST -H "Authorization: Bearer $1" -d @- "$url/v1/projects/$proj/jobs" | jq -r .id)
+	for _ in $(seq 100); do
+		for p in $(pgrep -x sleep); do
+			grep -q "$id" "/proc/$p/cgroup" 2>/dev/null || continue
+			uid=$(awk '/^Uid:/ {print $2}' "/proc/$p/status")
+		done
+		[ -n "$uid" ] && break
+		sleep 0.1
 	done
-	[ -n "$host_uid" ] && break
-	sleep 0.1
-done
+	echo "$id $uid"
+}
+
+# Seen from the node: the command's host uid is in the user's range.
+read -r job host_uid <<<"$(sleeper "$tok")"
 [ -n "$host_uid" ] && [ "$host_uid" -ge 1000000 ] &&
 	ok "on the node it is host uid $host_uid (the user's range), not root" || bad "host uid '$host_uid'"
 api POST "/v1/jobs/$job/cancel" >/dev/null
@@ -176,18 +182,7 @@ fi
 api POST /v1/users '{"name":"bob","password":"bob-password-1"}' >/dev/null
 api POST "/v1/projects/$proj/members" '{"user":"bob","role":"member"}' >/dev/null
 btok=$(login bob bob-password-1)
-jq -n '{command:"sleep 30",gpu:"h100-25"}' | curl -sS -X POST -H "Authorization: Bearer $btok" -d @- \
-	"$url/v1/projects/$proj/jobs" >"$tmp/job.json"
-bjob=$(jq -r .id "$tmp/job.json")
-bob_uid=
-for _ in $(seq 100); do
-	for p in $(pgrep -x sleep); do
-		grep -q "$bjob" "/proc/$p/cgroup" 2>/dev/null || continue
-		bob_uid=$(awk '/^Uid:/ {print $2}' "/proc/$p/status")
-	done
-	[ -n "$bob_uid" ] && break
-	sleep 0.1
-done
+read -r bjob bob_uid <<<"$(sleeper "$btok")"
 [ -n "$bob_uid" ] && [ "$bob_uid" -ge 1000000 ] && [ "$bob_uid" != "$host_uid" ] &&
 	[ $(((bob_uid - host_uid) % 65536)) = 0 ] &&
 	ok "another user's work runs in another id range ($bob_uid vs $host_uid)" ||
