@@ -88,7 +88,7 @@ struct wk {
 	bool ended;
 	enum cnl_wire_report_state end_state;
 	int end_code;
-	char end_msg[128];
+	char end_msg[CNL_WIRE_MESSAGE_MAX];
 	int64_t end_retry_ms;
 };
 

@@ -152,7 +152,7 @@ static int open_beneath(struct collect *k, int dfd, const char *name, int flags)
 __attribute__((format(printf, 3, 4))) static void
 refuse(struct collect *k, const char *rel, const char *fmt, ...)
 {
-	char reason[256], q[300], qf[300], msg[512];
+	char reason[512], q[600], qf[300], msg[768];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -163,8 +163,12 @@ refuse(struct collect *k, const char *rel, const char *fmt, ...)
 	        cnl_log_quote(qf, sizeof(qf), rel),
 	        cnl_log_quote(q, sizeof(q), reason));
 	if (k->failed++ == 0) {
-		snprintf(msg, sizeof(msg), "%s \"%s\": %s", k->word, rel,
-		         reason);
+		/* cnlabd's refusals name the file themselves. */
+		if (reason[0] == '=')
+			snprintf(msg, sizeof(msg), "%s", reason + 1);
+		else
+			snprintf(msg, sizeof(msg), "%s \"%s\": %s", k->word,
+			         rel, reason);
 		copy_text(k->why, k->whylen, msg);
 	}
 }
@@ -217,8 +221,10 @@ static int put_file(struct collect *k, int fd, uint64_t size, const char *rel)
 		const char *msg = NULL;
 
 		cnl_http_error_read(r.json, NULL, &msg);
-		refuse(k, rel, "refused by cnlabd (%ld): %s", r.status,
-		       msg ? msg : "");
+		if (msg && msg[0])
+			refuse(k, rel, "=%s", msg); /* it names the file */
+		else
+			refuse(k, rel, "refused by cnlabd (%ld)", r.status);
 		cnl_client_reply_done(&r);
 		return -1;
 	}

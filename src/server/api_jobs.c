@@ -535,8 +535,11 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		}
 	}
 	if (r == CNL_STORE_CREATED && inputs) {
+		int ar = cnl_api_job_inputs_attach(c, got.id, inputs);
+
 		attached = true;
-		r = cnl_api_job_inputs_attach(c, got.id, inputs);
+		if (ar < 0)
+			r = ar; /* else r stays CNL_STORE_CREATED */
 	}
 	if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
 		r = -EIO;
