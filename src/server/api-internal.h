@@ -22,10 +22,6 @@
 #include "server/ctl.h"
 #include "server/oidc.h"
 
-/* The largest base64 field decoded in one request body (1 MiB of
- * base64 at most). */
-#define CNL_API_FILE_MAX (512 * 1024)
-
 /* A job's files (api_files.c): at most this many of each kind (artifacts,
  * checkpoint files, inputs), inputs named at submission, and how long an
  * upload waits for the job that uses it. */
@@ -194,7 +190,6 @@ int cnl_api_doc_save(struct call *c, const char *kind, const char *id,
                      bool create);
 int cnl_api_created_here(struct call *c, struct cnl_http_response *resp, int r,
                          const char *id, const char *project);
-uint8_t *cnl_api_b64_decode(const char *in, size_t *ret_n);
 
 /* api_auth.c */
 void cnl_api_h_login(void *call, struct cnl_http_request *req,
