@@ -53,8 +53,6 @@
 #include "wire/node.h"
 
 #define LOG_CHUNK_MAX (64 * 1024)
-/* Artifacts and checkpoint files: what one file message carries. */
-#define FILE_MAX      CNL_WIRE_FILE_MAX
 #define IDLE_CHECK_MS 5000
 /* Node folders the operator mounts into every container. */
 #define CNL_AGENT_MOUNTS_MAX 8
@@ -97,7 +95,7 @@ struct wk {
 	bool ended;
 	enum cnl_wire_report_state end_state;
 	int end_code;
-	char end_msg[128];
+	char end_msg[CNL_WIRE_MESSAGE_MAX];
 	int64_t end_retry_ms;
 };
 
@@ -153,8 +151,17 @@ void cnl_agent_mig_release(struct cnl_agent *a, const char *uuid);
 /* state/<id>.stdout or .stderr */
 void cnl_agent_out_path(const struct cnl_agent *a, const char *id,
                         const char *stream, char *buf, size_t len);
-/* mkdir -p for the few levels the agent creates. */
+/* mkdir -p for the few levels the agent creates, each 0711 (passable,
+ * not readable, by others). */
 int cnl_agent_mkdirs(const char *path);
+/* The workload's folder, its artifacts and checkpoint folders: 0700
+ * whatever the umask (the parents by cnl_agent_mkdirs).  0 or -errno. */
+int cnl_agent_wk_dirs(const struct wk *w);
+/* rm -rf @path, following no link and crossing no mount. */
+void cnl_agent_rmtree(const char *path);
+/* chown -R @path to @uid/@gid, following no link.  0 or -errno (of the
+ * top folder; what is below is done as far as it goes). */
+int cnl_agent_chown_tree(const char *path, int uid, int gid);
 
 /*
  * The state file, state/<id>.json: what a restarted agent needs to re-adopt
@@ -207,10 +214,6 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen);
  * allocated on first use). */
 int cnl_agent_user_range(struct cnl_agent *a, const char *user,
                          unsigned *ret_base);
-/* chown -R (not following links) @dir to @uid:@uid. */
-int cnl_agent_chown_tree(const char *dir, unsigned uid);
-/* rm -r (not following links, not crossing mounts) @dir. */
-int cnl_agent_rm_tree(const char *dir);
 /* Write the bundle of @c (config.json, root file system) and its path
  * into @bundle; the runtime's old state for the id goes. */
 int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
@@ -226,21 +229,42 @@ long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
                       const struct wk *w, enum cnl_wire_report_state state,
                       int code, const char *url, const char *msg);
 /* Send @n bytes of @buf, which has room for one more, as a log chunk of
- * @stream (stderr when @is_stderr); bytes JSON cannot carry are replaced
- * in @buf. */
+ * @stream (stderr when @is_stderr), byte for byte. */
 void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
                         const char *id, int64_t epoch, bool is_stderr,
                         char *buf, size_t n);
-/* Upload each regular file of @dir (at most FILE_MAX bytes) as @what
- * ("artifacts" or "checkpoints"). */
-void cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
-                          const struct wk *w, const char *dir,
-                          const char *what);
-/* Write the job's files of @what ("checkpoints": a requeued job's latest
- * checkpoint; "inputs": the files it was submitted with) into @dest. */
-void cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
-                           const struct wk *w, const char *what,
-                           const char *dest);
+/*
+ * Upload every file under @dir, in subfolders too, as @what ("artifacts"
+ * or "checkpoints"), each streamed with its SHA-256.  Nothing is followed:
+ * each component is opened beneath its folder with openat2(RESOLVE_BENEATH
+ * | RESOLVE_NO_SYMLINKS) (O_NOFOLLOW where the kernel lacks it), so a link
+ * never leads out.  What cannot be collected (a symbolic link, a hard
+ * link, a special file, a name that is not UTF-8, a read error, a file
+ * cnlabd refuses, over a limit) is not skipped in silence: the rest is
+ * still uploaded, and the call returns -CNL_EFIELD with @why naming the
+ * first such file and the reason (the job then fails with it).  0 when
+ * every file went.
+ */
+int cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
+                         const struct wk *w, const char *dir, const char *what,
+                         char *why, size_t whylen);
+/*
+ * Write the job's files of @what ("checkpoints": a requeued job's latest
+ * checkpoint; "inputs": the files it was submitted with) into @dest, in
+ * their subfolders, streamed and checked against their SHA-256.  0, or a
+ * negative errno with @why naming the file.
+ */
+int cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
+                          const struct wk *w, const char *what,
+                          const char *dest, char *why, size_t whylen);
+/* A job's end: upload its artifacts and its checkpoint (upload_dir for
+ * each); 0, or -CNL_EFIELD with @why naming the first file that did not
+ * go and why. */
+int cnl_agent_deliver_files(struct cnl_agent *a, struct cnl_client *cl,
+                            const struct wk *w, char *why, size_t whylen);
+/* Make @w's recorded end a failure for @why (its files did not all go),
+ * whatever its exit; under the lock. */
+void cnl_agent_files_failed(struct wk *w, const char *why);
 /* Renew the lease the workloads' watchdogs check. */
 void cnl_agent_lease_touch(const struct cnl_agent *a);
 /* The heartbeat thread (pthread start routine; @arg: the agent). */

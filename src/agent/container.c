@@ -48,7 +48,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,48 +468,6 @@ done:
 	return 0;
 }
 
-/* nftw passes no argument through: the uid of the walk under way, guarded
- * by the walk's mutex. */
-static uid_t chown_uid;
-
-/* Links themselves, never what they point at. */
-static int chown_one(const char *path, const struct stat *st, int flag,
-                     struct FTW *ftw)
-{
-	return lchown(path, chown_uid, chown_uid) < 0 ? -1 : 0;
-}
-
-int cnl_agent_chown_tree(const char *dir, unsigned uid)
-{
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	int r;
-
-	pthread_mutex_lock(&mu);
-	chown_uid = (uid_t)uid;
-	r = nftw(dir, chown_one, 16, FTW_PHYS | FTW_MOUNT);
-	pthread_mutex_unlock(&mu);
-	return r < 0 ? -errno : 0;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag,
-                  struct FTW *ftw)
-{
-	if (flag == FTW_DP)
-		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
-	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-int cnl_agent_rm_tree(const char *dir)
-{
-	struct stat st;
-
-	if (lstat(dir, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	return nftw(dir, rm_one, 16, FTW_PHYS | FTW_DEPTH | FTW_MOUNT) < 0
-	           ? -errno
-	           : 0;
-}
-
 static int write_file(const char *path, const char *text)
 {
 	int fd = open(
@@ -649,7 +606,8 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	}
 	/* The container's root owns its rootfs (read-only once
 	 * running), so the runtime can make its mount points. */
-	if ((r = cnl_agent_chown_tree(root, c->host_id_base)) < 0) {
+	if ((r = cnl_agent_chown_tree(root, (int)c->host_id_base,
+	                              (int)c->host_id_base)) < 0) {
 		cnl_seterr(err, errlen, "cannot hand %s to the container: %s",
 		           root, strerror(-r));
 		goto out;
@@ -691,7 +649,7 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	                  err, errlen);
 	snprintf(crun_state, sizeof(crun_state), "%s/crun/%s", a->cfg.work_dir,
 	         c->id);
-	(void)cnl_agent_rm_tree(crun_state);
+	cnl_agent_rmtree(crun_state);
 out:
 	if (r < 0)
 		cnl_agent_bundle_drop(a, c->id);
@@ -705,7 +663,7 @@ void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id)
 	if (a->cfg.bare)
 		return;
 	snprintf(p, sizeof(p), "%s/bundles/%s", a->cfg.work_dir, id);
-	(void)cnl_agent_rm_tree(p);
+	cnl_agent_rmtree(p);
 	snprintf(p, sizeof(p), "%s/crun/%s", a->cfg.work_dir, id);
-	(void)cnl_agent_rm_tree(p);
+	cnl_agent_rmtree(p);
 }

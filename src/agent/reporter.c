@@ -4,10 +4,12 @@
  *
  *   reports      POST /v1/nodes/{id}/reports      cnl_wire_report
  *   log chunks   POST /v1/nodes/{id}/logs         cnl_wire_log
- *   files        POST /v1/nodes/{id}/artifacts,   cnl_wire_file
- *                     /checkpoints
+ *   files        PUT  /v1/nodes/{id}/artifacts,   raw bytes, streamed;
+ *                     /checkpoints                cnl_wire_file (reply)
  *                GET  /v1/nodes/{id}/checkpoints, cnl_wire_files (reply)
  *                     /inputs
+ *                GET  .../checkpoints/file,       raw bytes, streamed
+ *                     .../inputs/file
  *   heartbeats   POST /v1/nodes/{id}/heartbeat    cnl_wire_heartbeat,
  *                                                 cnl_wire_node (reply)
  *
@@ -26,17 +28,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/agent-internal.h"
-#include "common/base64.h"
+#include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/error.h"
 
 /* Copy @s into @buf (@size bytes), cut short, if need be, before a UTF-8
  * sequence rather than inside it. */
@@ -90,12 +96,12 @@ void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
 	char route[256], err[256];
 	json_t *body;
 
-	for (size_t i = 0; i < n; i++) /* keep JSON strings valid UTF-8 */
-		if ((unsigned char)buf[i] >= 0x80 || buf[i] == '\0')
-			buf[i] = (unsigned char)buf[i] >= 0x80 ? '?' : ' ';
+	/* Byte for byte: the encoder sends text as text and anything else
+	 * (a character cut at the chunk's end included) as base64. */
 	buf[n] = '\0';
 	snprintf(m.id, sizeof(m.id), "%s", id);
 	m.data = buf;
+	m.len = n;
 	if (!(body = cnl_wire_log_encode(&m)))
 		return;
 	snprintf(route, sizeof(route), "/v1/nodes/%s/logs", a->node_id);
@@ -105,89 +111,329 @@ void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
 
 /* ---- files to and from cnlabd -------------------------------------------- */
 
-void cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
-                          const struct wk *w, const char *dir, const char *what)
+/* How deep a job's folders may go. */
+#define TREE_DEPTH_MAX 32
+
+/* One upload_dir(): where files go, and the first failure. */
+struct collect {
+	struct cnl_agent *a;
+	struct cnl_client *cl;
+	const struct wk *w;
+	const char *what; /* "artifacts", "checkpoints" */
+	const char *word; /* "artifact", "checkpoint file" */
+	char *why;
+	size_t whylen;
+	int failed, sent;
+	bool have_openat2;
+};
+
+/* Open @name beneath the folder @dfd, following no link at all: openat2
+ * where the kernel has it, else openat with O_NOFOLLOW (a single
+ * component, so the same). */
+static int open_beneath(struct collect *k, int dfd, const char *name, int flags)
 {
-	char path[1200], route[256], err[256], q[300], qf[300];
+	if (k->have_openat2) {
+		struct open_how how = {
+		    .flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+		    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+		               RESOLVE_NO_MAGICLINKS,
+		};
+		long fd = syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+
+		if (fd >= 0 || errno != ENOSYS)
+			return (int)fd;
+		k->have_openat2 = false;
+	}
+	return openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Note that @rel could not be collected, for @reason; the first one goes
+ * into the job's end. */
+__attribute__((format(printf, 3, 4))) static void
+refuse(struct collect *k, const char *rel, const char *fmt, ...)
+{
+	char reason[512], q[600], qf[300], msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	cnl_log(CNL_LOG_WARN, "file not collected",
+	        "id=%s what=%s file=%s err=%s", k->w->id, k->what,
+	        cnl_log_quote(qf, sizeof(qf), rel),
+	        cnl_log_quote(q, sizeof(q), reason));
+	if (k->failed++ == 0) {
+		/* cnlabd's refusals name the file themselves. */
+		if (reason[0] == '=')
+			snprintf(msg, sizeof(msg), "%s", reason + 1);
+		else
+			snprintf(msg, sizeof(msg), "%s \"%s\": %s", k->word,
+			         rel, reason);
+		copy_text(k->why, k->whylen, msg);
+	}
+}
+
+/* PUT the @size bytes of @fd as @rel; 0, or -1 after refuse(). */
+static int put_file(struct collect *k, int fd, uint64_t size, const char *rel)
+{
+	char sha[65], err[256], q[300];
+	_cleanup_free_ char *ep = cnl_client_url_escape(rel);
+	_cleanup_free_ char *path = NULL;
+	struct cnl_client_reply r = {0};
+	struct cnl_wire_file f;
+	size_t n;
+	int rc;
+
+	if ((rc = cnl_client_file_sha256(fd, size, sha)) < 0) {
+		refuse(k, rel, "cannot read it: %s",
+		       rc == -ENODATA ? "it shrank while read" : strerror(-rc));
+		return -1;
+	}
+	n = strlen(k->a->node_id) + strlen(ep) + 128 + strlen(k->w->id);
+	path = cnl_xmalloc(n);
+	snprintf(path, n, "/v1/nodes/%s/%s?job=%s&epoch=%" PRId64 "&path=%s",
+	         k->a->node_id, k->what, k->w->id, k->w->epoch, ep);
+	/* A few tries for a control plane that blinked; none for a file
+	 * it refused. */
+	for (int attempt = 0; attempt < 3; attempt++) {
+		cnl_client_reply_done(&r);
+		if (attempt)
+			sleep(1);
+		rc = cnl_client_request(
+		    k->cl,
+		    &(struct cnl_client_request){.method = "PUT",
+		                                 .path = path,
+		                                 .upload = true,
+		                                 .upload_fd = fd,
+		                                 .upload_size = size,
+		                                 .sha256 = sha,
+		                                 .timeout_ms = 0},
+		    &r);
+		if (rc == 0 && r.status < 500)
+			break;
+	}
+	if (rc < 0) {
+		refuse(k, rel, "not delivered: %s", r.error);
+		cnl_client_reply_done(&r);
+		return -1;
+	}
+	if (r.status != 201) {
+		const char *msg = NULL;
+
+		cnl_http_error_read(r.json, NULL, &msg);
+		if (msg && msg[0])
+			refuse(k, rel, "=%s", msg); /* it names the file */
+		else
+			refuse(k, rel, "refused by cnlabd (%ld)", r.status);
+		cnl_client_reply_done(&r);
+		return -1;
+	}
+	if (cnl_wire_file_decode(r.json, &f, err, sizeof(err)) < 0) {
+		cnl_log(CNL_LOG_WARN, "reply does not decode", "what=%s err=%s",
+		        k->what, cnl_log_quote(q, sizeof(q), err));
+		refuse(k, rel, "cnlabd's reply does not decode");
+		cnl_client_reply_done(&r);
+		return -1;
+	}
+	cnl_client_reply_done(&r);
+	if ((uint64_t)f.size != size || strcmp(f.sha256, sha) != 0) {
+		refuse(k, rel, "cnlabd stored other bytes than were sent");
+		return -1;
+	}
+	k->sent++;
+	return 0;
+}
+
+static const char *kind_of(mode_t m)
+{
+	return S_ISFIFO(m)   ? "a FIFO"
+	       : S_ISSOCK(m) ? "a socket"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+	                     : "not a regular file";
+}
+
+/* Upload what the folder @dfd (owned: closed here) holds, @rel its path
+ * from the top ("" for the top). */
+static void walk(struct collect *k, int dfd, const char *rel, int depth)
+{
+	DIR *d = fdopendir(dfd);
 	struct dirent *e;
-	DIR *d = opendir(dir);
+	char why[128];
 
-	if (!d)
+	if (!d) {
+		close(dfd);
+		refuse(k, rel[0] ? rel : ".", "cannot read the folder");
 		return;
-	snprintf(route, sizeof(route), "/v1/nodes/%s/%s", a->node_id, what);
+	}
 	while ((e = readdir(d))) {
-		struct cnl_wire_file m = {.epoch = w->epoch};
-		struct stat st;
-		uint8_t *buf;
-		FILE *f;
-		size_t got;
-		json_t *body;
-		long st2;
+		char sub[CNL_WIRE_PATH_MAX + 256];
+		struct stat st, st2;
+		int fd;
 
-		if (e->d_name[0] == '.')
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
-			continue;
-		if (st.st_size > FILE_MAX) {
-			cnl_log(CNL_LOG_WARN, "file too large to upload",
-			        "id=%s file=%s size=%lld", w->id,
-			        cnl_log_quote(qf, sizeof(qf), e->d_name),
-			        (long long)st.st_size);
+		snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "",
+		         e->d_name);
+		if (cnl_wire_path_check(sub, why, sizeof(why)) < 0) {
+			refuse(k, sub, "its name cannot travel: %s", why);
 			continue;
 		}
-		if (strlen(e->d_name) >= sizeof(m.name)) {
-			cnl_log(CNL_LOG_WARN, "file name too long to upload",
-			        "id=%s file=%s", w->id,
-			        cnl_log_quote(qf, sizeof(qf), e->d_name));
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+		    0) {
+			refuse(k, sub, "cannot stat it: %s", strerror(errno));
 			continue;
 		}
-		if (!(f = fopen(path, "rb")))
-			continue;
-		buf = cnl_xmalloc((size_t)st.st_size + 1);
-		got = fread(buf, 1, (size_t)st.st_size, f);
-		fclose(f);
-		snprintf(m.id, sizeof(m.id), "%s", w->id);
-		memcpy(m.name, e->d_name, strlen(e->d_name) + 1); /* fits */
-		m.data_base64 = cnl_b64_encode_new(buf, got, CNL_B64_PAD);
-		free(buf);
-		/* NULL for a name that is not UTF-8: cnlabd would refuse it. */
-		if (!(body = cnl_wire_file_encode(&m))) {
-			cnl_log(CNL_LOG_WARN, "upload refused",
-			        "id=%s file=%s err=\"not a plain file name\"",
-			        w->id,
-			        cnl_log_quote(qf, sizeof(qf), e->d_name));
-			free(m.data_base64);
+		if (S_ISLNK(st.st_mode)) {
+			refuse(k, sub,
+			       "a symbolic link; links are never followed, "
+			       "not collected");
 			continue;
 		}
-		st2 = cnl_client_call(cl, "POST", route, body, 30, NULL, err,
-		                      sizeof(err));
-		if (st2 != 201)
-			cnl_log(CNL_LOG_WARN, "upload refused",
-			        "id=%s file=%s err=%s", w->id,
-			        cnl_log_quote(qf, sizeof(qf), e->d_name),
-			        cnl_log_quote(q, sizeof(q), err));
-		json_decref(body);
-		cnl_wire_file_done(&m);
+		if (S_ISDIR(st.st_mode)) {
+			if (depth >= TREE_DEPTH_MAX) {
+				refuse(k, sub, "folders nested deeper than %d",
+				       TREE_DEPTH_MAX);
+				continue;
+			}
+			fd = open_beneath(k, dirfd(d), e->d_name,
+			                  O_RDONLY | O_DIRECTORY);
+			if (fd < 0) {
+				refuse(k, sub, "cannot open the folder: %s",
+				       strerror(errno));
+				continue;
+			}
+			walk(k, fd, sub, depth + 1);
+			continue;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			refuse(k, sub, "%s, not collected",
+			       kind_of(st.st_mode));
+			continue;
+		}
+		/* O_NONBLOCK: a FIFO swapped in meanwhile does not hang us;
+		 * what was opened is checked to be what was looked at. */
+		fd =
+		    open_beneath(k, dirfd(d), e->d_name, O_RDONLY | O_NONBLOCK);
+		if (fd < 0) {
+			refuse(k, sub, "cannot open it: %s",
+			       errno == ELOOP || errno == EXDEV
+			           ? "it became a link"
+			           : strerror(errno));
+			continue;
+		}
+		if (fstat(fd, &st2) < 0 || !S_ISREG(st2.st_mode) ||
+		    st2.st_ino != st.st_ino || st2.st_dev != st.st_dev) {
+			refuse(k, sub, "it changed while it was collected");
+		} else if (st2.st_nlink > 1) {
+			/* A hard link may name a file of the host's that the
+			 * job could not read itself. */
+			refuse(k, sub,
+			       "a hard link (%ju names); not collected: "
+			       "copy it instead",
+			       (uintmax_t)st2.st_nlink);
+		} else {
+			put_file(k, fd, (uint64_t)st2.st_size, sub);
+		}
+		close(fd);
 	}
 	closedir(d);
 }
 
-void cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
-                           const struct wk *w, const char *what,
-                           const char *dest)
+int cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
+                         const struct wk *w, const char *dir, const char *what,
+                         char *why, size_t whylen)
 {
-	char route[256], err[256], path[1200], q[300];
+	struct collect k = {.a = a,
+	                    .cl = cl,
+	                    .w = w,
+	                    .what = what,
+	                    .word = strcmp(what, "artifacts") == 0
+	                                ? "artifact"
+	                                : "checkpoint file",
+	                    .why = why,
+	                    .whylen = whylen,
+	                    .have_openat2 = true};
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (whylen)
+		why[0] = '\0';
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0; /* no such folder: nothing to send */
+		refuse(&k, ".", "the folder cannot be opened (%s)",
+		       errno == ELOOP || errno == ENOTDIR
+		           ? "it is a symbolic link or not a folder"
+		           : strerror(errno));
+		return -CNL_EFIELD;
+	}
+	walk(&k, fd, "", 0);
+	if (k.sent)
+		cnl_log(CNL_LOG_INFO, "files uploaded",
+		        "id=%s what=%s files=%d", w->id, what, k.sent);
+	if (k.failed > 1 && whylen) {
+		char more[64];
+		size_t l = strlen(why);
+
+		snprintf(more, sizeof(more), " (and %d more)", k.failed - 1);
+		if (l + strlen(more) < whylen)
+			memcpy(why + l, more, strlen(more) + 1);
+	}
+	return k.failed ? -CNL_EFIELD : 0;
+}
+
+/* Create the folders of @rel (its last component is the file) beneath
+ * @top, following no link; the open folder of the file into *@ret. */
+static int make_parents(int top, const char *rel, int *ret)
+{
+	char part[CNL_WIRE_PATH_MAX];
+	const char *s = rel, *slash;
+	int dfd = dup(top);
+
+	if (dfd < 0)
+		return -errno;
+	while ((slash = strchr(s, '/'))) {
+		size_t n = (size_t)(slash - s);
+		int next;
+
+		memcpy(part, s, n);
+		part[n] = '\0';
+		if (mkdirat(dfd, part, 0700) < 0 && errno != EEXIST) {
+			int r = -errno;
+
+			close(dfd);
+			return r;
+		}
+		next = openat(dfd, part,
+		              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		if (next < 0)
+			return -errno;
+		dfd = next;
+		s = slash + 1;
+	}
+	*ret = dfd;
+	return 0;
+}
+
+int cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
+                          const struct wk *w, const char *what,
+                          const char *dest, char *why, size_t whylen)
+{
+	char route[256], err[256], q[300], qf[300];
 	struct cnl_wire_files files = {0};
 	json_t *reply = NULL;
-	int r;
+	int top, r = 0;
+	long st;
 
 	snprintf(route, sizeof(route), "/v1/nodes/%s/%s?job=%s&epoch=%" PRId64,
 	         a->node_id, what, w->id, w->epoch);
-	if (cnl_client_call(cl, "GET", route, NULL, 30, &reply, err,
-	                    sizeof(err)) != 200) {
+	st = cnl_client_call(cl, "GET", route, NULL, 30, &reply, err,
+	                     sizeof(err));
+	if (st != 200) {
 		json_decref(reply);
-		return;
+		snprintf(why, whylen, "cannot list its %s: %s", what, err);
+		return st < 0 ? (int)st : -EIO;
 	}
 	r = cnl_wire_files_decode(reply, &files, err, sizeof(err));
 	json_decref(reply);
@@ -196,31 +442,105 @@ void cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
 		        "id=%s what=%s err=%s", w->id, what,
 		        cnl_log_quote(q, sizeof(q), err));
 		cnl_wire_files_done(&files);
-		return;
+		snprintf(why, whylen, "its %s: cnlabd's list does not decode",
+		         what);
+		return -EPROTO;
 	}
-	/* The decoder let only plain file names through: no '/', no "..". */
-	for (size_t i = 0; i < files.n; i++) {
+	if ((top = open(dest,
+	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		r = -errno;
+		cnl_wire_files_done(&files);
+		snprintf(why, whylen, "cannot open %s", dest);
+		return r;
+	}
+	/* The decoder let only relative paths through, without "." or
+	 * "..": each lands beneath @dest, created anew, no link followed. */
+	for (size_t i = 0; i < files.n && r == 0; i++) {
 		const struct cnl_wire_file *it = &files.items[i];
-		size_t len;
-		uint8_t *buf;
-		FILE *f;
+		const char *base = strrchr(it->path, '/');
+		_cleanup_free_ char *ep = cnl_client_url_escape(it->path);
+		_cleanup_free_ char *path = NULL;
+		struct cnl_client_reply rep = {0};
+		size_t n =
+		    strlen(a->node_id) + strlen(ep) + strlen(w->id) + 128;
+		int dfd = -1, fd = -1;
 
-		if (it->name[0] == '.')
-			continue;
-		if (cnl_b64_decode_new(it->data_base64, CNL_B64_PAD, FILE_MAX,
-		                       &buf, &len) == 0) {
-			snprintf(path, sizeof(path), "%s/%s", dest, it->name);
-			if ((f = fopen(path, "wb"))) {
-				fwrite(buf, 1, len, f);
-				fclose(f);
-			}
-			free(buf);
+		base = base ? base + 1 : it->path;
+		if ((r = make_parents(top, it->path, &dfd)) < 0 ||
+		    (fd = openat(dfd, base,
+		                 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+		                     O_CLOEXEC,
+		                 0600)) < 0) {
+			r = r < 0 ? r : -errno;
+			snprintf(why, whylen, "cannot write \"%s\": %s",
+			         it->path, strerror(-r));
+			if (dfd >= 0)
+				close(dfd);
+			break;
 		}
+		close(dfd);
+		path = cnl_xmalloc(n);
+		snprintf(path, n,
+		         "/v1/nodes/%s/%s/file?job=%s&epoch=%" PRId64
+		         "&path=%s",
+		         a->node_id, what, w->id, w->epoch, ep);
+		r = cnl_client_request(cl,
+		                       &(struct cnl_client_request){
+		                           .method = "GET",
+		                           .path = path,
+		                           .download = true,
+		                           .download_fd = fd,
+		                           .download_max = (uint64_t)it->size,
+		                       },
+		                       &rep);
+		close(fd);
+		if (r < 0 || rep.status != 200 || !rep.downloaded ||
+		    rep.download_len != (uint64_t)it->size ||
+		    strcmp(rep.download_sha256, it->sha256) != 0) {
+			snprintf(why, whylen, "%s \"%s\": %s", what, it->path,
+			         r < 0 ? rep.error
+			         : rep.status != 200
+			             ? "refused by cnlabd"
+			             : "arrived damaged (size or "
+			               "SHA-256 differs)");
+			cnl_log(CNL_LOG_WARN, "file not fetched",
+			        "id=%s what=%s file=%s status=%ld", w->id, what,
+			        cnl_log_quote(qf, sizeof(qf), it->path),
+			        rep.status);
+			r = r < 0 ? r : -EIO;
+		}
+		cnl_client_reply_done(&rep);
 	}
-	if (files.n)
+	close(top);
+	if (files.n && r == 0)
 		cnl_log(CNL_LOG_INFO, "files restored",
 		        "id=%s what=%s files=%zu", w->id, what, files.n);
 	cnl_wire_files_done(&files);
+	return r;
+}
+
+int cnl_agent_deliver_files(struct cnl_agent *a, struct cnl_client *cl,
+                            const struct wk *w, char *why, size_t whylen)
+{
+	char why2[256];
+	int r =
+	    cnl_agent_upload_dir(a, cl, w, w->art, "artifacts", why, whylen);
+
+	if (cnl_agent_upload_dir(a, cl, w, w->ckpt, "checkpoints", why2,
+	                         sizeof(why2)) < 0 &&
+	    r == 0) {
+		copy_text(why, whylen, why2);
+		r = -CNL_EFIELD;
+	}
+	return r;
+}
+
+void cnl_agent_files_failed(struct wk *w, const char *why)
+{
+	w->end_state = CNL_WIRE_REPORT_FAILED;
+	copy_text(w->end_msg, sizeof(w->end_msg), why);
+	if (w->end_code == 0)
+		w->end_code = 1; /* the job as a whole did not succeed */
 }
 
 /* ---- heartbeats and the lease -------------------------------------------- */

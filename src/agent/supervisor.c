@@ -131,7 +131,7 @@ static int bare_user(struct cnl_agent *a, struct wk *w,
 	spec->uid = (int)pw.pw_uid;
 	spec->gid = (int)pw.pw_gid;
 	/* The workload's directories are its own. */
-	if (cnl_agent_chown_tree(w->dir, pw.pw_uid) < 0 ||
+	if (cnl_agent_chown_tree(w->dir, (int)pw.pw_uid, (int)pw.pw_gid) < 0 ||
 	    (w->gpu >= 0 && chown(w->region, pw.pw_uid, pw.pw_gid) < 0))
 		cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
 		        "id=%s err=\"%s\"", w->id, strerror(errno));
@@ -167,7 +167,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	tenant = base + CNL_OCI_TENANT_ID;
 	/* Everything of the workload belongs to the tenant's host uid, and
 	 * only to it. */
-	r = cnl_agent_chown_tree(w->dir, tenant);
+	r = cnl_agent_chown_tree(w->dir, (int)tenant, (int)tenant);
 	if (r == 0 && chmod(w->dir, 0700) < 0)
 		r = -errno;
 	if (r == 0 && w->gpu >= 0 && chown(w->region, tenant, tenant) < 0)
@@ -326,17 +326,18 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	 * (links the tenant made among them) is gone before the agent writes
 	 * there as root; its inputs and checkpoint come from cnlabd again. */
 	if (!w->server)
-		(void)cnl_agent_rm_tree(w->dir);
-	if ((r = cnl_agent_mkdirs(w->art)) < 0 ||
-	    (r = cnl_agent_mkdirs(w->ckpt)) < 0) {
+		cnl_agent_rmtree(w->dir);
+	if ((r = cnl_agent_wk_dirs(w)) < 0) {
 		snprintf(err, sizeof(err), "cannot create %s: %s", w->dir,
 		         strerror(-r));
 		goto fail;
 	}
-	if (!w->server) {
-		cnl_agent_fetch_files(a, a->main_cl, w, "inputs", w->dir);
-		cnl_agent_fetch_files(a, a->main_cl, w, "checkpoints", w->ckpt);
-	}
+	if (!w->server &&
+	    ((r = cnl_agent_fetch_files(a, a->main_cl, w, "inputs", w->dir, err,
+	                                sizeof(err))) < 0 ||
+	     (r = cnl_agent_fetch_files(a, a->main_cl, w, "checkpoints",
+	                                w->ckpt, err, sizeof(err))) < 0))
+		goto fail;
 	/* The slice's region: its VRAM quota and compute share. */
 	if (w->gpu >= 0) {
 		bool whole = gpu->blocks >= 100 && !mig;
@@ -503,6 +504,8 @@ fail:
 	}
 	cnl_agent_state_drop(a, id);
 	cnl_agent_bundle_drop(a, id);
+	if (!w->server && w->dir[0])
+		cnl_agent_rmtree(w->dir);
 	cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL,
 	                 err);
 	pthread_mutex_lock(&a->mu);
@@ -713,6 +716,11 @@ static void forget(struct cnl_agent *a, struct wk *w)
 {
 	char po[700], id[sizeof(w->id)];
 
+	/* A job's folder goes once its end and files are delivered; a
+	 * server's workspace stays until the server is deleted.  (dir and
+	 * server are set before @w is in the table, and never change.) */
+	if (!w->server)
+		cnl_agent_rmtree(w->dir);
 	pthread_mutex_lock(&a->mu);
 	unlink(w->region);
 	cnl_agent_out_path(a, w->id, "stdout", po, sizeof(po));
@@ -796,16 +804,16 @@ void *cnl_agent_supervise(void *arg)
 			struct wk *w = done[i];
 
 			if (!w->gone && !w->ended) {
-				if (!w->server) {
-					cnl_agent_upload_dir(a, a->sup_cl, w,
-					                     w->art,
-					                     "artifacts");
-					cnl_agent_upload_dir(a, a->sup_cl, w,
-					                     w->ckpt,
-					                     "checkpoints");
-				}
+				char why[sizeof(w->end_msg)];
+				bool lost =
+				    !w->server &&
+				    cnl_agent_deliver_files(
+				        a, a->sup_cl, w, why, sizeof(why)) < 0;
+
 				pthread_mutex_lock(&a->mu);
 				note_end(w, &ex[i]);
+				if (lost)
+					cnl_agent_files_failed(w, why);
 				pthread_mutex_unlock(&a->mu);
 			}
 			if (!w->gone) {

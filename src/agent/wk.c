@@ -9,6 +9,7 @@
  * field with the strict readers of common/json.h, so that a damaged file is
  * refused naming the field rather than adopted half-read.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -101,15 +102,135 @@ int cnl_agent_mkdirs(const char *path)
 	if (n >= sizeof(buf))
 		return -ENAMETOOLONG;
 	memcpy(buf, path, n + 1);
+	/* 0711: others may pass through (a workload running as another
+	 * user reaches its own folder below) but not list. */
 	for (size_t i = 1; i < n; i++)
 		if (buf[i] == '/') {
 			buf[i] = '\0';
-			if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			if (mkdir(buf, 0711) < 0 && errno != EEXIST)
 				return -errno;
 			buf[i] = '/';
 		}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+	if (mkdir(buf, 0711) < 0 && errno != EEXIST)
 		return -errno;
+	return 0;
+}
+
+int cnl_agent_wk_dirs(const struct wk *w)
+{
+	const char *const dirs[] = {w->dir, w->art, w->ckpt};
+	char parent[sizeof(w->dir)];
+	char *slash;
+	int r;
+
+	snprintf(parent, sizeof(parent), "%s", w->dir);
+	if ((slash = strrchr(parent, '/')) && slash != parent) {
+		*slash = '\0';
+		if ((r = cnl_agent_mkdirs(parent)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(dirs); i++) {
+		if (mkdir(dirs[i], 0700) < 0 && errno != EEXIST)
+			return -errno;
+		/* Whatever the umask, and a folder of a server kept from
+		 * an older version closed too. */
+		if (chmod(dirs[i], 0700) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Remove what @dfd holds, not following links nor leaving @dev. */
+static void empty_dir(int dfd, dev_t dev)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *e;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+		int sub;
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (!S_ISDIR(st.st_mode)) {
+			unlinkat(dirfd(d), e->d_name, 0);
+			continue;
+		}
+		if (st.st_dev != dev)
+			continue; /* a mount: not ours to empty */
+		sub = openat(dirfd(d), e->d_name,
+		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0)
+			empty_dir(sub, dev);
+		unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+void cnl_agent_rmtree(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return;
+	}
+	empty_dir(fd, st.st_dev);
+	rmdir(path);
+}
+
+/* chown what @dfd holds to @uid/@gid, not following links. */
+static void chown_dir(int dfd, uid_t uid, gid_t gid)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *e;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+		int sub;
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (fchownat(dirfd(d), e->d_name, uid, gid,
+		             AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+		        0 ||
+		    !S_ISDIR(st.st_mode))
+			continue;
+		sub = openat(dirfd(d), e->d_name,
+		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0)
+			chown_dir(sub, uid, gid);
+	}
+	closedir(d);
+}
+
+int cnl_agent_chown_tree(const char *path, int uid, int gid)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fchown(fd, (uid_t)uid, (gid_t)gid) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	chown_dir(fd, (uid_t)uid, (gid_t)gid);
 	return 0;
 }
 

@@ -223,6 +223,32 @@ int cnl_cli_list_end(struct cnl_cli_table *t, json_t *reply)
 	return 0;
 }
 
+int cnl_cli_stream(struct cnl_cli *cli, const struct cnl_client_request *rq,
+                   const char *what, struct cnl_client_reply *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (!cli->token)
+		return cnl_cli_fail(
+		    CNL_EXIT_AUTH, "not logged in: run cnlab login (server %s)",
+		    cli->server);
+	if (!cnl_cli_client(cli))
+		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot start libcurl");
+	if (cnl_client_request(cli->client, rq, ret) < 0) {
+		int code =
+		    cnl_cli_fail(CNL_EXIT_ERROR, "%s: %s", what, ret->error);
+
+		cnl_client_reply_done(ret);
+		return code;
+	}
+	if (ret->status < 200 || ret->status > 299) {
+		int code = reply_error(cli, ret, what);
+
+		cnl_client_reply_done(ret);
+		return code;
+	}
+	return 0;
+}
+
 int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
                      struct cnl_client_reply *ret)
 {

@@ -127,6 +127,14 @@ int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
                      struct cnl_client_reply *ret);
 
 /*
+ * cnl_cli_stream - send @rq as it is (a streamed upload or download,
+ * client.h); 0 with the reply in *@ret (free it) for a 2xx, else the exit
+ * code with the message printed as cnl_cli_call's.
+ */
+int cnl_cli_stream(struct cnl_cli *cli, const struct cnl_client_request *rq,
+                   const char *what, struct cnl_client_reply *ret);
+
+/*
  * cnl_cli_project - resolve the project to act on: --project, else the
  * config file's default, else the caller's only project.  Stores its id
  * (in @id, CNL_CLI_ID_MAX bytes) and name (@name); returns 0 or an exit

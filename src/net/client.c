@@ -7,12 +7,22 @@
  * in a buffer that refuses to grow past the limit in the write callback;
  * CURLOPT_MAXFILESIZE refuses earlier when the server announces a larger
  * Content-Length, but the callback is what holds when it does not.
+ *
+ * Streamed files: an upload is read with pread from the caller's
+ * descriptor as libcurl asks for it; a download is written to the
+ * caller's descriptor once the status is known to be 2xx (before that,
+ * and for any other status, the body goes to memory as usual), hashed as
+ * it goes.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include "common/util.h"
 #include "net/client.h"
@@ -34,13 +44,65 @@ struct buf {
 	size_t n;
 	size_t max;
 	bool too_large;
+	/* Downloads (see client.h). */
+	CURL *curl;
+	const struct cnl_client_request *rq;
+	int to_fd; /* 0 undecided, 1 to the descriptor, -1 to memory */
+	uint64_t written;
+	bool write_failed;
+	EVP_MD_CTX *md;
+	char server_sha256[65];
+	/* Uploads. */
+	uint64_t sent;
 };
+
+static void hex_of(const unsigned char *md, unsigned n, char *hex)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (unsigned i = 0; i < n; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[2 * n] = '\0';
+}
+
+/* Write @n bytes to the download descriptor; false on failure. */
+static bool to_file(struct buf *b, const char *data, size_t n)
+{
+	if (b->rq->download_max && n > b->rq->download_max - b->written) {
+		b->too_large = true;
+		return false;
+	}
+	for (size_t o = 0; o < n;) {
+		ssize_t w = write(b->rq->download_fd, data + o, n - o);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			b->write_failed = true;
+			return false;
+		}
+		o += (size_t)w;
+	}
+	EVP_DigestUpdate(b->md, data, n);
+	b->written += n;
+	return true;
+}
 
 static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
 {
 	struct buf *b = ud;
 	size_t n = size * nmemb;
 
+	if (b->rq && b->rq->download && b->to_fd == 0) {
+		long st = 0;
+
+		curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &st);
+		b->to_fd = st >= 200 && st < 300 ? 1 : -1;
+	}
+	if (b->to_fd == 1)
+		return to_file(b, data, n) ? n : 0;
 	if (n > b->max - b->n) {
 		b->too_large = true;
 		return 0; /* makes libcurl fail with CURLE_WRITE_ERROR */
@@ -50,6 +112,79 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
 	b->n += n;
 	b->p[b->n] = '\0';
 	return n;
+}
+
+/* The X-Content-SHA256 header of a reply, kept for the caller. */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct buf *b = ud;
+	size_t n = size * nmemb;
+	static const char name[] = "X-Content-SHA256:";
+	size_t k = sizeof(name) - 1, i = 0;
+
+	if (n > k && strncasecmp(data, name, k) == 0) {
+		while (k < n && data[k] == ' ')
+			k++;
+		while (k < n && i < 64 && data[k] != '\r' && data[k] != '\n')
+			b->server_sha256[i++] = data[k++];
+		b->server_sha256[i] = '\0';
+	}
+	return n;
+}
+
+/* Fill libcurl's buffer from the upload descriptor. */
+static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
+{
+	struct buf *b = ud;
+	size_t want = size * nmemb;
+	ssize_t got;
+
+	if (b->sent >= b->rq->upload_size)
+		return 0;
+	if (want > b->rq->upload_size - b->sent)
+		want = (size_t)(b->rq->upload_size - b->sent);
+	do
+		got = pread(b->rq->upload_fd, buf, want, (off_t)b->sent);
+	while (got < 0 && errno == EINTR);
+	if (got <= 0) /* an error, or the file shrank: fail the request */
+		return CURL_READFUNC_ABORT;
+	b->sent += (uint64_t)got;
+	return (size_t)got;
+}
+
+int cnl_client_file_sha256(int fd, uint64_t size, char ret_hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	char *buf = cnl_xmalloc(1 << 16);
+	uint64_t off = 0;
+	int r = 0;
+
+	if (!ctx)
+		abort(); /* out of memory, as cnl_xmalloc */
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	while (off < size) {
+		size_t want = size - off < (1 << 16) ? (size_t)(size - off)
+		                                     : (size_t)1 << 16;
+		ssize_t got = pread(fd, buf, want, (off_t)off);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			r = got < 0 ? -EIO : -ENODATA;
+			break;
+		}
+		EVP_DigestUpdate(ctx, buf, (size_t)got);
+		off += (uint64_t)got;
+	}
+	if (r == 0) {
+		EVP_DigestFinal_ex(ctx, md, &mdlen);
+		hex_of(md, mdlen, ret_hex);
+	}
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	return r;
 }
 
 static char *dup_or_null(const char *s)
@@ -148,10 +283,14 @@ static int no_reply(struct cnl_client_reply *ret, struct buf *b,
 {
 	ret->too_large = b->too_large;
 	snprintf(ret->error, sizeof(ret->error), "%s",
-	         b->too_large ? "response too large" : error);
+	         b->too_large      ? "response too large"
+	         : b->write_failed ? "cannot write the download"
+	                           : error);
 	snprintf(ret->detail, sizeof(ret->detail), "%s",
-	         b->too_large ? "" : detail);
+	         b->too_large || b->write_failed ? "" : detail);
 	free(b->p);
+	EVP_MD_CTX_free(b->md);
+	b->md = NULL;
 	return -EIO;
 }
 
@@ -163,7 +302,7 @@ int cnl_client_request(struct cnl_client *cl,
 	struct curl_slist *h = NULL;
 	struct buf b = {0};
 	_cleanup_free_ char *url = NULL, *text = NULL, *idem_h = NULL,
-	                    *ct_h = NULL;
+	                    *ct_h = NULL, *sha_h = NULL;
 	long timeout_ms;
 	size_t n;
 	CURLcode cc;
@@ -176,6 +315,13 @@ int cnl_client_request(struct cnl_client *cl,
 		return -EINVAL;
 	e = cl->curl;
 	b.max = cl->reply_max;
+	b.curl = e;
+	b.rq = rq;
+	if (rq->download) {
+		if (!(b.md = EVP_MD_CTX_new()))
+			abort(); /* out of memory, as cnl_xmalloc */
+		EVP_DigestInit_ex(b.md, EVP_sha256(), NULL);
+	}
 	n = strlen(cl->base) + strlen(rq->path) + 1;
 	url = cnl_xmalloc(n);
 	snprintf(url, n, "%s%s", cl->base, rq->path);
@@ -196,6 +342,8 @@ int cnl_client_request(struct cnl_client *cl,
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, &b);
 	curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
 	                 (curl_off_t)cl->reply_max);
 	if (cl->connect_timeout_ms > 0)
@@ -212,13 +360,30 @@ int cnl_client_request(struct cnl_client *cl,
 	if (cl->auth)
 		h = curl_slist_append(h, cl->auth);
 	h = curl_slist_append(h, "Accept: application/json");
+	if (rq->sha256) {
+		n = strlen(rq->sha256) + 24;
+		sha_h = cnl_xmalloc(n);
+		snprintf(sha_h, n, "X-Content-SHA256: %s", rq->sha256);
+		h = curl_slist_append(h, sha_h);
+	}
 	if (rq->idempotency_key) {
 		n = strlen(rq->idempotency_key) + 20;
 		idem_h = cnl_xmalloc(n);
 		snprintf(idem_h, n, "Idempotency-Key: %s", rq->idempotency_key);
 		h = curl_slist_append(h, idem_h);
 	}
-	if (text) {
+	if (rq->upload) {
+		h = curl_slist_append(h,
+		                      "Content-Type: application/octet-stream");
+		/* No "Expect: 100-continue" round trip: the server refuses
+		 * from the headers alone and drops what follows. */
+		h = curl_slist_append(h, "Expect:");
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(e, CURLOPT_READDATA, &b);
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+		                 (curl_off_t)rq->upload_size);
+	} else if (text) {
 		h = curl_slist_append(h, "Content-Type: application/json");
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, text);
 	} else if (rq->body) {
@@ -245,6 +410,20 @@ int cnl_client_request(struct cnl_client *cl,
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &ret->status);
 	ret->body = b.p ? b.p : cnl_xstrdup("");
 	ret->len = b.n;
+	snprintf(ret->server_sha256, sizeof(ret->server_sha256), "%s",
+	         b.server_sha256);
+	if (rq->download &&
+	    (b.to_fd == 1 || (ret->status >= 200 && ret->status < 300))) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned mdlen = 0;
+
+		/* An empty 2xx body never reached on_data. */
+		ret->downloaded = true;
+		ret->download_len = b.written;
+		EVP_DigestFinal_ex(b.md, md, &mdlen);
+		hex_of(md, mdlen, ret->download_sha256);
+	}
+	EVP_MD_CTX_free(b.md);
 	if (ret->len && (ret->body[0] == '{' || ret->body[0] == '['))
 		ret->json = json_loadb(ret->body, ret->len, 0, NULL);
 	return 0;

@@ -22,6 +22,14 @@
  *     cnlabd wants a JSON object on every state-changing route;
  *   - the reply is read up to the client's limit; more is an error.
  *
+ * Files, streamed.  A request may send its body from a file descriptor
+ * (@upload_fd, @upload_size bytes from its start, read as libcurl sends;
+ * with @sha256 as the header X-Content-SHA256) and may write a successful
+ * (2xx) reply into a descriptor (@download_fd) instead of memory, with no
+ * limit but @download_max; the reply then carries the SHA-256 of the
+ * bytes written and the server's X-Content-SHA256, for the caller to
+ * compare.  Neither is ever held whole in memory.
+ *
  * What counts as unreachable: no HTTP reply at all (DNS, connect, TLS,
  * timeout, a reply over the limit) is -EIO with the reason in the reply;
  * any HTTP status, 4xx and 5xx included, is a reply and returns 0.
@@ -35,6 +43,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -84,6 +93,17 @@ struct cnl_client_request {
 	const char *content_type;    /* of the raw body; NULL: none sent */
 	const char *idempotency_key; /* NULL: no Idempotency-Key header */
 	long timeout_ms;             /* 0: the client's */
+	/* A body streamed from a file: @upload_size bytes of @upload_fd
+	 * from offset 0 (pread; the offset is left alone). */
+	bool upload;
+	int upload_fd;
+	uint64_t upload_size;
+	const char *sha256; /* NULL: no X-Content-SHA256 header */
+	/* A 2xx reply streamed into @download_fd (at most @download_max
+	 * bytes, 0: no limit); other replies come in memory as usual. */
+	bool download;
+	int download_fd;
+	uint64_t download_max;
 };
 
 /* What came back; free with cnl_client_reply_done(). */
@@ -99,6 +119,13 @@ struct cnl_client_reply {
 	/* On -EIO, when libcurl has one: its detailed reason, naming host
 	 * and port ("Failed to connect to 127.0.0.1 port 1 ..."), else "". */
 	char detail[CNL_CLIENT_DETAIL_MAX];
+	/* Downloads: whether the body went to the descriptor, how many
+	 * bytes, their SHA-256 (hex), and the server's X-Content-SHA256
+	 * ("" when it sent none). */
+	bool downloaded;
+	uint64_t download_len;
+	char download_sha256[65];
+	char server_sha256[65];
 };
 
 /*
@@ -133,6 +160,13 @@ int cnl_client_send(struct cnl_client *cl, const char *method, const char *path,
 long cnl_client_call(struct cnl_client *cl, const char *method,
                      const char *path, json_t *body, long timeout_s,
                      json_t **ret, char *err, size_t errlen);
+
+/*
+ * cnl_client_file_sha256 - the SHA-256 (lower-case hex) of the @size bytes
+ * of @fd from offset 0, read in pieces with pread.  0, -EIO on a read error,
+ * -ENODATA when the file is shorter than @size.
+ */
+int cnl_client_file_sha256(int fd, uint64_t size, char ret_hex[65]);
 
 /* cnl_client_reply_done - free what a reply holds; NULL-safe, repeatable. */
 void cnl_client_reply_done(struct cnl_client_reply *r);

@@ -9,6 +9,11 @@
  * exceeds the limit is refused on the first call, before any of it is read;
  * a chunked body is read and discarded past the limit and refused at the
  * end, so the buffer never grows beyond body_max + 1 bytes.
+ *
+ * With open_sink, a request is matched on the first call, with the
+ * headers: open_sink says whether its route streams, and then either
+ * answers at once (nothing of the body is read) or gives a sink, which
+ * takes each chunk instead of the buffer.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -41,6 +47,7 @@ struct conn_state {
 	size_t len;
 	size_t cap;
 	bool too_large;
+	struct cnl_http_sink *sink; /* a CNL_HTTP_STREAM_IN route's */
 };
 
 static const char *const perm_names[CNL_PERM_COUNT_] = {
@@ -291,6 +298,22 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 		cnl_http_error(resp, 500, "internal",
 		               "the handler produced no response");
 	}
+	if (resp->send_file) {
+		/* libmicrohttpd owns the descriptor from here (closed with
+		 * the response), and reads it as it sends. */
+		r = MHD_create_response_from_fd64(resp->file_size,
+		                                  resp->file_fd);
+		resp->send_file = false;
+		json_decref(resp->body);
+		resp->body = NULL;
+		free(resp->text);
+		resp->text = NULL;
+		if (!r) {
+			close(resp->file_fd);
+			return MHD_NO;
+		}
+		goto headers;
+	}
 	if (resp->text) {
 		text = resp->text; /* sent as the handler wrote it */
 		text_len = resp->text_len;
@@ -315,6 +338,9 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 	resp->body = NULL;
 	if (!r)
 		return MHD_NO;
+headers:
+	if (resp->sha256[0])
+		MHD_add_response_header(r, "X-Content-SHA256", resp->sha256);
 	MHD_add_response_header(r, "Content-Type",
 	                        resp->content_type ? resp->content_type
 	                                           : "application/json");
@@ -381,6 +407,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
 		cs = cnl_xcalloc(1, sizeof(*cs));
 		*con_cls = cs;
+		req.method = method;
+		req.path = url;
+		req.body = "";
+		req.conn = conn;
+		if (srv->cfg.open_sink &&
+		    cnl_http_route_match(srv->cfg.routes, srv->cfg.nroutes,
+		                         method, url, &req, &route,
+		                         resp.allow) == CNL_HTTP_MATCH_OK) {
+			int r = srv->cfg.open_sink(srv->cfg.ud, route, &req,
+			                           &resp, &cs->sink);
+
+			if (r < 0) {
+				cs->sink = NULL;
+				cs->too_large = true; /* drop what comes */
+				return send_response(conn, &resp);
+			}
+			if (r == 0)
+				return MHD_YES;
+			cs->sink = NULL;
+		}
+		resp.allow[0] = '\0';
 		if (cl) {
 			errno = 0;
 			v = strtoull(cl, &end, 10);
@@ -390,6 +437,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 				return too_large(srv, conn);
 			}
 		}
+		return MHD_YES;
+	}
+	if (*data_size && cs->sink) {
+		if (!cs->sink->failed &&
+		    cs->sink->write(cs->sink, data, *data_size) < 0)
+			cs->sink->failed = true;
+		*data_size = 0;
 		return MHD_YES;
 	}
 	if (*data_size) {
@@ -404,6 +458,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	req.path = url;
 	req.body = cs->body ? cs->body : "";
 	req.body_len = cs->len;
+	req.sink = cs->sink;
 	req.conn = conn;
 	switch (cnl_http_route_match(srv->cfg.routes, srv->cfg.nroutes, method,
 	                             url, &req, &route, resp.allow)) {
@@ -428,6 +483,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct conn_state *cs = *con_cls;
 
 	if (cs) {
+		if (cs->sink)
+			cs->sink->free(cs->sink);
 		free(cs->body);
 		free(cs);
 		*con_cls = NULL;
@@ -447,6 +504,7 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	if ((r = cnl_http_routes_check(cfg->routes, cfg->nroutes, err,
 	                               errlen)) < 0)
 		return r;
+
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons(cfg->port);
 	if (!cfg->host || inet_pton(AF_INET, cfg->host, &sa.sin_addr) != 1)

@@ -26,6 +26,17 @@
  * made by cnl_http_error() through net/error.h, which clients use to read
  * it back.
  *
+ * Streamed bodies.  When the config has open_sink, it is called for each
+ * matched request once its headers are in, before any of the body is
+ * read, and says whether the route streams its body (file uploads).  Such
+ * a route does not gather its body in memory: open_sink authorizes and
+ * opens somewhere to put the bytes (or answers at once with an error),
+ * each chunk of the body goes to the sink as it arrives, with no size
+ * limit but the sink's own, and serve then runs with the sink in
+ * req->sink.  A reply may
+ * likewise be a file (send_file): sent from its descriptor, never read
+ * into memory here.
+ *
  * Threading: every connection gets its own thread (so a long poll never
  * holds up other requests); the serve callback must do its own locking.
  */
@@ -66,6 +77,20 @@ const char *cnl_http_perm_name(enum cnl_http_perm p);
 /* Bytes of an Allow header value. */
 #define CNL_HTTP_ALLOW_MAX 64
 
+/*
+ * Where the body of a streamed route goes (made by the config's
+ * open_sink; the caller embeds this in its own state).  @write takes each
+ * chunk as it arrives and returns 0, or < 0 to refuse the rest: the rest
+ * of the body is then read and dropped, and the handler, which sees the
+ * sink, says what went wrong.  @free runs once when the request is over,
+ * whatever happened (a client that went away included).
+ */
+struct cnl_http_sink {
+	int (*write)(struct cnl_http_sink *s, const char *data, size_t n);
+	void (*free)(struct cnl_http_sink *s);
+	bool failed; /* set by this layer once @write refused */
+};
+
 /* A path parameter: name from the pattern, value from the request path. */
 struct cnl_http_param {
 	char name[32];
@@ -80,13 +105,17 @@ struct cnl_http_request {
 	int nparams;
 	const char *body; /* NUL-terminated; "" when there is none */
 	size_t body_len;
+	struct cnl_http_sink *sink; /* streamed routes; else NULL */
 	void *conn; /* transport handle for the header and query lookups */
 };
 
 /*
  * The reply a handler builds.  body is owned (json_decref on reply).  A
  * handler may instead set @text (malloc'd, owned, freed on reply) with its
- * @content_type, which is sent as is.
+ * @content_type, which is sent as is; or @send_file with @file_fd (owned:
+ * closed once sent, or on error) of which @file_size bytes from its start
+ * are sent, streamed.  @sha256, when not "", goes out as the header
+ * X-Content-SHA256 (the digest of a file sent).
  */
 struct cnl_http_response {
 	unsigned status;
@@ -94,6 +123,10 @@ struct cnl_http_response {
 	char *text;
 	size_t text_len; /* 0: strlen(text) */
 	const char *content_type;
+	bool send_file;
+	int file_fd;
+	uint64_t file_size;
+	char sha256[65];
 	char allow[CNL_HTTP_ALLOW_MAX]; /* sent as Allow when not empty */
 };
 
@@ -183,6 +216,16 @@ struct cnl_http_config {
 	void (*serve)(void *ud, const struct cnl_http_route *route,
 	              struct cnl_http_request *req,
 	              struct cnl_http_response *resp);
+	/*
+	 * NULL, or called with the headers of each matched request, before
+	 * any of its body is read.  Returns 1 for a route whose body is
+	 * gathered in memory as usual, 0 with *@ret set for one streamed to
+	 * that sink, or -1 with @resp set to the error sent at once.
+	 */
+	int (*open_sink)(void *ud, const struct cnl_http_route *route,
+	                 struct cnl_http_request *req,
+	                 struct cnl_http_response *resp,
+	                 struct cnl_http_sink **ret);
 	void *ud;
 };
 

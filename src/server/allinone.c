@@ -46,7 +46,9 @@ static int secret_file(const char *dir, const char *name, size_t n, char *out,
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if ((f = fopen(path, "r"))) {
+	/* 0600 whatever the umask, and closed again if someone opened it. */
+	if ((f = fopen(path, "re"))) {
+		fchmod(fileno(f), 0600);
 		if (!fgets(out, CNL_AIO_SECRET_MAX, f))
 			out[0] = '\0';
 		fclose(f);
@@ -60,8 +62,9 @@ static int secret_file(const char *dir, const char *name, size_t n, char *out,
 		snprintf(err, errlen, "no randomness");
 		return -EIO;
 	}
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || write(fd, out, n) != (ssize_t)n ||
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+	          0600);
+	if (fd < 0 || fchmod(fd, 0600) < 0 || write(fd, out, n) != (ssize_t)n ||
 	    write(fd, "\n", 1) != 1) {
 		int e = errno;
 
@@ -80,7 +83,8 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 {
 	int r;
 
-	if (mkdir(data_dir, 0700) < 0 && errno != EEXIST) {
+	if ((mkdir(data_dir, 0700) < 0 && errno != EEXIST) ||
+	    chmod(data_dir, 0700) < 0) {
 		snprintf(err, errlen, "%s: %s", data_dir, strerror(errno));
 		return -errno;
 	}

@@ -22,9 +22,12 @@
 #include "server/ctl.h"
 #include "server/oidc.h"
 
-/* The largest file a job takes in or gives out (inputs, artifacts,
- * checkpoints), decoded: the request body limit is 1 MiB of base64. */
-#define CNL_API_FILE_MAX (512 * 1024)
+/* A job's files (api_files.c): at most this many of each kind (artifacts,
+ * checkpoint files, inputs), inputs named at submission, and how long an
+ * upload waits for the job that uses it. */
+#define CNL_API_FILES_PER_JOB  1000
+#define CNL_API_INPUTS_PER_JOB 256
+#define CNL_API_UPLOAD_TTL_MS  (24LL * 3600 * 1000)
 
 /* Per-route request counters for /metrics. */
 struct route_stats {
@@ -50,6 +53,8 @@ struct cnl_api {
 	size_t nstats;
 	const struct cnl_http_route *routes;
 	struct cnl_api_cli *cli; /* the CLI installer's binaries (api_cli.c) */
+	char *files_dir;         /* job files (api_files.c); NULL: none kept */
+	int64_t artifacts_max, inputs_max; /* bytes per job */
 };
 
 struct call {
@@ -185,7 +190,6 @@ int cnl_api_doc_save(struct call *c, const char *kind, const char *id,
                      bool create);
 int cnl_api_created_here(struct call *c, struct cnl_http_response *resp, int r,
                          const char *id, const char *project);
-uint8_t *cnl_api_b64_decode(const char *in, size_t *ret_n);
 
 /* api_auth.c */
 void cnl_api_h_login(void *call, struct cnl_http_request *req,
@@ -268,10 +272,45 @@ void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
 void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp);
+
+/* api_files.c */
+/* Whether @route's body is streamed to a file (uploads). */
+bool cnl_api_route_streams(const struct cnl_http_route *route);
+/* Open the sink of a streamed route for the authorized call @c; 0, or -1
+ * with the error in @resp.  Under the API's lock. */
+int cnl_api_open_upload(struct call *c, struct cnl_http_request *req,
+                        struct cnl_http_response *resp,
+                        struct cnl_http_sink **ret);
+void cnl_api_uploads_expire(struct call *c, const char *project);
+/* Remove the files of a project the store has deleted. */
+void cnl_api_files_forget_project(struct cnl_api *api, const char *project);
+int cnl_api_job_inputs_check(struct call *c, json_t *body,
+                             struct cnl_http_response *resp, json_t **ret);
+int cnl_api_job_inputs_attach(struct call *c, const char *job, json_t *inputs);
+void cnl_api_job_inputs_done(struct call *c, json_t *inputs, bool committed);
 void cnl_api_h_job_artifacts(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp);
 void cnl_api_h_job_artifact_get(void *call, struct cnl_http_request *req,
                                 struct cnl_http_response *resp);
+void cnl_api_h_upload_put(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_node_artifact_put(void *call, struct cnl_http_request *req,
+                                 struct cnl_http_response *resp);
+void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
+                                   struct cnl_http_response *resp);
+void cnl_api_h_node_checkpoint_get(void *call, struct cnl_http_request *req,
+                                   struct cnl_http_response *resp);
+void cnl_api_h_node_checkpoint_file(void *call, struct cnl_http_request *req,
+                                    struct cnl_http_response *resp);
+/* The job of a node's request (?job=&epoch=, fenced); NULL with the error
+ * in @resp. */
+const char *cnl_api_node_job(struct call *c, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+/* The list of the inputs of job @owner, and one of them (?path=). */
+void cnl_api_node_inputs_list(struct call *c, struct cnl_http_response *resp,
+                              const char *owner);
+void cnl_api_node_input_send(struct call *c, struct cnl_http_request *req,
+                             struct cnl_http_response *resp, const char *owner);
 
 /* api_servers.c */
 void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
@@ -302,13 +341,9 @@ void cnl_api_h_node_reports(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
 void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
-void cnl_api_h_node_artifacts(void *call, struct cnl_http_request *req,
-                              struct cnl_http_response *resp);
-void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
-                                   struct cnl_http_response *resp);
-void cnl_api_h_node_checkpoint_get(void *call, struct cnl_http_request *req,
-                                   struct cnl_http_response *resp);
 void cnl_api_h_node_inputs_get(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp);
+void cnl_api_h_node_input_file(void *call, struct cnl_http_request *req,
                                struct cnl_http_response *resp);
 void cnl_api_h_node_get(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp);

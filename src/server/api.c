@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -313,8 +314,9 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/jobs/{job}/cancel", PM, "job.cancel", cnl_api_h_job_cancel},
     {"GET", "/v1/jobs/{job}/logs", PV, NULL, cnl_api_h_job_logs},
     {"GET", "/v1/jobs/{job}/artifacts", PV, NULL, cnl_api_h_job_artifacts},
-    {"GET", "/v1/jobs/{job}/artifacts/{name}", PV, NULL,
-     cnl_api_h_job_artifact_get},
+    {"GET", "/v1/jobs/{job}/artifact", PV, NULL, cnl_api_h_job_artifact_get},
+    {"PUT", "/v1/projects/{project}/uploads", PM, "upload.create",
+     cnl_api_h_upload_put},
     {"POST", "/v1/projects/{project}/servers", PM, "server.create",
      cnl_api_h_servers_create},
     {"GET", "/v1/projects/{project}/servers", PV, NULL, cnl_api_h_servers_list},
@@ -342,13 +344,17 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/nodes/{node}/reports", AGT, "node.report",
      cnl_api_h_node_reports},
     {"POST", "/v1/nodes/{node}/logs", AGT, "node.logs", cnl_api_h_node_logs},
-    {"POST", "/v1/nodes/{node}/artifacts", AGT, "node.artifact",
-     cnl_api_h_node_artifacts},
-    {"POST", "/v1/nodes/{node}/checkpoints", AGT, "node.checkpoint",
+    {"PUT", "/v1/nodes/{node}/artifacts", AGT, "node.artifact",
+     cnl_api_h_node_artifact_put},
+    {"PUT", "/v1/nodes/{node}/checkpoints", AGT, "node.checkpoint",
      cnl_api_h_node_checkpoint_put},
     {"GET", "/v1/nodes/{node}/checkpoints", AGT, NULL,
      cnl_api_h_node_checkpoint_get},
+    {"GET", "/v1/nodes/{node}/checkpoints/file", AGT, NULL,
+     cnl_api_h_node_checkpoint_file},
     {"GET", "/v1/nodes/{node}/inputs", AGT, NULL, cnl_api_h_node_inputs_get},
+    {"GET", "/v1/nodes/{node}/inputs/file", AGT, NULL,
+     cnl_api_h_node_input_file},
     {"GET", "/v1/audit", ADM, NULL, cnl_api_h_audit_list},
     {"GET", "/v1/audit/verify", ADM, NULL, cnl_api_h_audit_verify},
     {"GET", "/v1/policy/burst", ADM, NULL, cnl_api_h_burst_get},
@@ -545,6 +551,41 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	        c.authed ? c.user.id : "-");
 }
 
+/*
+ * The open_sink callback: for a route whose body streams to a file
+ * (cnl_api_route_streams), authorize the caller with the headers alone and
+ * open the file, before any of the body is read; 1 for other routes.  The
+ * handler, at the end of the body, runs through cnl_api_serve as usual.
+ */
+int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
+                      struct cnl_http_request *req,
+                      struct cnl_http_response *resp,
+                      struct cnl_http_sink **ret)
+{
+	struct cnl_api *api = ud;
+	struct call c = {0};
+	int r;
+
+	if (!cnl_api_route_streams(route))
+		return 1;
+	c.api = api;
+	c.route = route;
+	c.now_ms = cnl_time_now_ms();
+	oidc_check(&c, req);
+	pthread_mutex_lock(&api->mu);
+	r = authorize(&c, req, resp) == 0 ? 0 : -1;
+	if (r == 0 && route->handler == cnl_api_h_upload_put)
+		cnl_api_uploads_expire(&c, c.project.id);
+	if (r == 0)
+		r = cnl_api_open_upload(&c, req, resp, ret);
+	/* A refusal here is the request's answer: audit it as the handler's
+	 * would be. */
+	if (r < 0 && route->action)
+		cnl_api_audit(&c, req, resp);
+	pthread_mutex_unlock(&api->mu);
+	return r;
+}
+
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 {
 	struct cnl_api *api;
@@ -564,6 +605,19 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	memcpy(api->key, cfg->jwt_key, api->keylen);
 	api->scrypt_ln = ln;
 	api->oidc = cfg->oidc;
+	api->files_dir = cfg->files_dir ? cnl_xstrdup(cfg->files_dir) : NULL;
+	api->artifacts_max = cfg->artifacts_max_bytes > 0
+	                         ? cfg->artifacts_max_bytes
+	                         : 10LL << 30;
+	api->inputs_max =
+	    cfg->inputs_max_bytes > 0 ? cfg->inputs_max_bytes : 2LL << 30;
+	if (api->files_dir && mkdir(api->files_dir, 0700) < 0 &&
+	    errno != EEXIST) {
+		cnl_log(CNL_LOG_ERROR, "files folder", "dir=%s err=\"%s\"",
+		        api->files_dir, strerror(errno));
+		cnl_api_free(api);
+		return -EIO;
+	}
 	cnl_id_gen_init_random(&api->ids);
 	cnl_catalog_init(&api->cat);
 	if ((r = cnl_api_cli_new(cfg->cli_dir, cfg->public_url, &api->cli, err,
@@ -626,6 +680,7 @@ void cnl_api_free(struct cnl_api *api)
 		free(api->key);
 	}
 	free(api->stats);
+	free(api->files_dir);
 	cnl_api_cli_free(api->cli);
 	pthread_mutex_destroy(&api->mu);
 	free(api);
@@ -642,6 +697,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	    .tls_cert_pem = l->tls_cert_pem,
 	    .tls_key_pem = l->tls_key_pem,
 	    .serve = cnl_api_serve,
+	    .open_sink = cnl_api_open_sink,
 	    .ud = api,
 	};
 	int r;

@@ -72,6 +72,11 @@ struct cnl_api_config {
 	int64_t preempt_grace_ms;   /* 0: the scheduler's default (5 min) */
 	const char *cli_dir;        /* CLI binaries for /cli; NULL: beside us */
 	const char *public_url;     /* URL the installer names; NULL: Host */
+	/* Job files (artifacts, checkpoints, inputs), streamed to disk in
+	 * this folder (made 0700); NULL: the file routes answer 503. */
+	const char *files_dir;
+	int64_t artifacts_max_bytes; /* per job; 0: 10 GiB */
+	int64_t inputs_max_bytes;    /* per job; 0: 2 GiB */
 };
 
 /* Where and how cnl_api_start() serves. */
@@ -113,6 +118,13 @@ int cnl_api_routes_check(const struct cnl_http_route *routes, size_t n,
 void cnl_api_serve(void *api, const struct cnl_http_route *route,
                    struct cnl_http_request *req,
                    struct cnl_http_response *resp);
+
+/* cnl_api_open_sink - the open_sink callback for struct cnl_http_config
+ * (streamed uploads; see api_files.c). */
+int cnl_api_open_sink(void *api, const struct cnl_http_route *route,
+                      struct cnl_http_request *req,
+                      struct cnl_http_response *resp,
+                      struct cnl_http_sink **ret);
 
 /*
  * cnl_api_start - check the route table with cnl_api_routes_check(),

@@ -1,8 +1,8 @@
 /*
  * api_jobs.c - batch jobs: submit (shape or profile, priority, deadline
  * admission, run time, resources, GPU types, dataset, gangs of N, input
- * files, idempotency keys), list, show with the live status and the
- * placement's explanation, cancel (a gang together), logs and artifacts.
+ * files (api_files.c), idempotency keys), list, show with the live status and
+ * the placement's explanation, cancel (a gang together), logs and artifacts.
  *
  *   log      id = log_..., parent = job or server id
  *                                 {"stream", "data", "epoch"}
@@ -352,7 +352,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 {
 	static const char *const fields[] = {
 	    "command",   "gpu",         "profile",   "priority", "deadline",
-	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "files",
+	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "inputs",
 	    "gpu_types", "dataset",     "nodes",     NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
@@ -360,8 +360,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	const char *dataset = NULL;
 	int64_t runtime = 0, cpu = 0, mem = 0, nodes = 1;
 	struct cnl_ctl_admission adm = {0};
-	bool preemptible = true, fresh = true;
-	json_t *files = NULL, *members = NULL;
+	bool preemptible = true, fresh = true, attached = false;
+	json_t *inputs = NULL, *members = NULL;
 	uint64_t types = 0;
 	int prio, r;
 	char err[256];
@@ -410,39 +410,11 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	if (get_priority(body, &prio, resp) < 0 ||
 	    cnl_api_get_idem_key(req, resp, &key) < 0)
 		goto out;
-	/* "files": {"train.py": base64, ...} written into the job's working
-	 * directory before it starts (nodes share no file system with the
-	 * user's machine). */
-	files = json_object_get(body, "files");
-	if (files) {
-		const char *fname;
-		json_t *fdata;
-
-		if (!json_is_object(files) || json_object_size(files) > 16) {
-			cnl_api_bad(
-			    resp,
-			    "field \"files\": must be an object of at most "
-			    "16 NAME: base64 entries");
-			goto out;
-		}
-		json_object_foreach (files, fname, fdata) {
-			uint8_t *bytes;
-			size_t n;
-
-			if (!cnl_api_valid_name(fname) ||
-			    !json_is_string(fdata) ||
-			    !(bytes = cnl_api_b64_decode(
-			          json_string_value(fdata), &n))) {
-				cnl_api_bad(
-				    resp,
-				    "field \"files\": each name must be a "
-				    "plain file name and each value base64 "
-				    "of at most 512 KiB");
-				goto out;
-			}
-			free(bytes);
-		}
-	}
+	/* "inputs": uploads (PUT /v1/projects/{project}/uploads) written
+	 * into the job's working directory before it starts (nodes share
+	 * no file system with the user's machine). */
+	if (cnl_api_job_inputs_check(c, body, resp, &inputs) < 0)
+		goto out;
 	if (profile) {
 		if (cnl_api_profile_shape(c, profile, j.gpu_shape,
 		                          sizeof(j.gpu_shape), NULL) < 0) {
@@ -562,29 +534,17 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 				r = CNL_STORE_CREATED;
 		}
 	}
-	if (r == CNL_STORE_CREATED && files) {
-		const char *fname;
-		json_t *fdata;
-		int fr = 0;
+	if (r == CNL_STORE_CREATED && inputs) {
+		int ar = cnl_api_job_inputs_attach(c, got.id, inputs);
 
-		json_object_foreach (files, fname, fdata) {
-			char did[CNL_STORE_DOC_ID_MAX];
-			json_t *o;
-
-			snprintf(did, sizeof(did), "%s/%s", got.id, fname);
-			o = json_pack("{s:s,s:O}", "name", fname, "data_base64",
-			              fdata);
-			fr = cnl_api_doc_save(c, "input", did, got.id, fname, o,
-			                      true);
-			json_decref(o);
-			if (fr < 0)
-				break;
-		}
-		if (fr < 0)
-			r = fr;
+		attached = true;
+		if (ar < 0)
+			r = ar; /* else r stays CNL_STORE_CREATED */
 	}
 	if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
 		r = -EIO;
+	if (attached)
+		cnl_api_job_inputs_done(c, inputs, r >= 0);
 	if (r < 0) {
 		cnl_store_tx_rollback(c->api->store);
 		if (r == -CNL_EDUP && key) {
@@ -626,6 +586,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		cnl_wire_job_done(&doc);
 	}
 out:
+	json_decref(inputs);
 	json_decref(members);
 	json_decref(body);
 }
@@ -745,55 +706,4 @@ void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,
 	struct call *c = call;
 
 	cnl_api_doc_page(c, req, resp, "log", c->job.id, "log", log_item);
-}
-
-static json_t *artifact_item(struct call *c, const struct cnl_store_doc *d,
-                             json_t *body)
-{
-	json_object_del(body, "data_base64");
-	json_object_set_new(body, "at", cnl_api_time_json(d->updated_ms));
-	return json_incref(body);
-}
-
-void cnl_api_h_job_artifacts(void *call, struct cnl_http_request *req,
-                             struct cnl_http_response *resp)
-{
-	struct call *c = call;
-
-	cnl_api_doc_page(c, req, resp, "artifact", c->job.id, "artifact",
-	                 artifact_item);
-}
-
-/* The artifact's bytes, as the job wrote them. */
-void cnl_api_h_job_artifact_get(void *call, struct cnl_http_request *req,
-                                struct cnl_http_response *resp)
-{
-	struct call *c = call;
-	const char *name = cnl_http_param(req, "name");
-	char did[CNL_STORE_DOC_ID_MAX];
-	json_t *o = NULL;
-	uint8_t *bytes;
-	size_t n;
-	int r;
-
-	snprintf(did, sizeof(did), "%s/%s", c->job.id, name);
-	if ((r = cnl_api_doc_json(c->api->store, "artifact", did, &o)) < 0) {
-		cnl_api_store_error(c, resp, r, "artifact");
-		return;
-	}
-	bytes = cnl_api_b64_decode(
-	    json_string_value(json_object_get(o, "data_base64")) ?: "", &n);
-	json_decref(o);
-	if (!bytes) {
-		cnl_http_error(resp, 500, "internal", "artifact unreadable");
-		return;
-	}
-	resp->status = 200;
-	resp->text = (char *)bytes;
-	resp->text_len = n;
-	resp->content_type = "application/octet-stream";
-	if (n == 0) {
-		/* An empty file: send "" (the transport sends strlen). */
-		bytes[0] = '\0';
-	}
 }

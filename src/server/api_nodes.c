@@ -1,8 +1,8 @@
 /*
  * api_nodes.c - nodes: what administrators do (list, show, cordon, drain,
  * join tokens) and the node protocol the agents speak (register,
- * heartbeat, long-polled assignments, reports, logs, artifacts,
- * checkpoints and input files), each under its fencing epoch.
+ * heartbeat, long-polled assignments, reports, logs), each under its
+ * fencing epoch; a job's files are api_files.c's.
  *
  * Join tokens.  A node agent authenticates with an API token of the
  * service user "agent" (role "agent" in the system project).  A join
@@ -256,9 +256,11 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 		cnl_http_error(resp, 500, "internal", "cannot make an id");
 		goto out;
 	}
-	o = json_pack("{s:s,s:s,s:I}", "stream",
-	              m.stderr_ ? "stderr" : "stdout", "data", m.data, "epoch",
-	              (json_int_t)m.epoch);
+	/* Kept byte for byte: text as "data", other bytes as
+	 * "data_base64", as the agent sent them. */
+	o = json_pack("{s:s,s:I}", "stream", m.stderr_ ? "stderr" : "stdout",
+	              "epoch", (json_int_t)m.epoch);
+	cnl_wire_bytes_set(o, "data", m.data, m.len);
 	r = cnl_api_doc_save(c, "log", lid, m.id, "", o, true);
 	json_decref(o);
 	if (r < 0) {
@@ -270,198 +272,43 @@ out:
 	cnl_wire_log_done(&m);
 }
 
-/*
- * Decode a file a node sends (artifact, checkpoint) into @m and @ret_bytes
- * (its @ret_n bytes, malloc'd); 0, or -1 with the error in @resp.
- */
-static int file_in(struct call *c, struct cnl_http_request *req,
-                   struct cnl_http_response *resp, struct cnl_wire_file *m,
-                   uint8_t **ret_bytes, size_t *ret_n)
+/* The job whose inputs @job runs with: a gang's members run with the
+ * files its leader came with. */
+static void inputs_owner(struct call *c, const char *job, char *buf, size_t len)
 {
-	const char *node = cnl_http_param(req, "node");
-	char err[256];
-	json_t *body;
-	int r;
-
-	memset(m, 0, sizeof(*m));
-	if (!(body = cnl_api_parse_body(req, resp, NULL)))
-		return -1;
-	r = cnl_wire_file_decode(body, m, err, sizeof(err));
-	json_decref(body);
-	if (r < 0) {
-		cnl_api_bad(resp, err);
-		return -1;
-	}
-	if (!m->id[0]) {
-		cnl_api_bad(resp, "field \"id\": required");
-		return -1;
-	}
-	if (!cnl_api_valid_name(m->name)) {
-		cnl_api_bad(resp,
-		            "field \"name\": must be 1..63 characters of "
-		            "A-Z a-z 0-9 . _ -, not starting with . or -");
-		return -1;
-	}
-	snprintf(c->target, sizeof(c->target), "%s/%s", m->id, m->name);
-	if (!(*ret_bytes = cnl_api_b64_decode(m->data_base64, ret_n))) {
-		cnl_api_bad(resp, "field \"data_base64\": must be base64 of at "
-		                  "most 512 KiB");
-		return -1;
-	}
-	if (cnl_ctl_fence_check(c->api->ctl, node, m->id, m->epoch) < 0) {
-		free(*ret_bytes);
-		fenced(resp);
-		return -1;
-	}
-	return 0;
-}
-
-/* Files a job left in its artifacts directory, sent by its agent. */
-void cnl_api_h_node_artifacts(void *call, struct cnl_http_request *req,
-                              struct cnl_http_response *resp)
-{
-	struct call *c = call;
-	struct cnl_wire_file m;
-	char did[CNL_STORE_DOC_ID_MAX], hex[2 * SHA256_DIGEST_LENGTH + 1];
-	uint8_t md[SHA256_DIGEST_LENGTH], *bytes;
-	size_t n;
-	json_t *o;
-	int r;
-
-	if (file_in(c, req, resp, &m, &bytes, &n) < 0)
-		goto out;
-	SHA256(bytes, n, md);
-	free(bytes);
-	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	snprintf(did, sizeof(did), "%s/%s", m.id, m.name);
-	o = json_pack("{s:s,s:I,s:s,s:s}", "name", m.name, "size",
-	              (json_int_t)n, "sha256", hex, "data_base64",
-	              m.data_base64);
-	r = cnl_api_doc_save(c, "artifact", did, m.id, m.name, o, false);
-	json_decref(o);
-	if (r < 0) {
-		cnl_api_store_error(c, resp, r, "artifact");
-		goto out;
-	}
-	cnl_http_reply(resp, 201,
-	               json_pack("{s:s,s:I,s:s}", "name", m.name, "size",
-	                         (json_int_t)n, "sha256", hex));
-out:
-	cnl_wire_file_done(&m);
-}
-
-/*
- * A pre-empted job's checkpoint travels through the control plane: its
- * agent uploads the files of CNLAB_CHECKPOINT_DIR when the job exits, and
- * the agent that runs it next (any node) downloads them before starting
- * it.  Each upload replaces the file of the same name.
- */
-void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
-                                   struct cnl_http_response *resp)
-{
-	struct call *c = call;
-	struct cnl_wire_file m;
-	char did[CNL_STORE_DOC_ID_MAX];
-	uint8_t *bytes;
-	size_t n;
-	json_t *o;
-	int r;
-
-	if (file_in(c, req, resp, &m, &bytes, &n) < 0)
-		goto out;
-	free(bytes);
-	snprintf(did, sizeof(did), "%s/%s", m.id, m.name);
-	o = json_pack("{s:s,s:I,s:I,s:s}", "name", m.name, "size",
-	              (json_int_t)n, "epoch", (json_int_t)m.epoch,
-	              "data_base64", m.data_base64);
-	r = cnl_api_doc_save(c, "ckpt", did, m.id, m.name, o, false);
-	json_decref(o);
-	if (r < 0) {
-		cnl_api_store_error(c, resp, r, "checkpoint");
-		goto out;
-	}
-	cnl_http_reply(
-	    resp, 201,
-	    json_pack("{s:s,s:I}", "name", m.name, "size", (json_int_t)n));
-out:
-	cnl_wire_file_done(&m);
-}
-
-/* GET ?job=ID&epoch=E: the job's files of @kind, with data. */
-static void files_get(struct call *c, struct cnl_http_request *req,
-                      struct cnl_http_response *resp, const char *kind)
-{
-	const char *node = cnl_http_param(req, "node");
-	const char *job = cnl_http_query(req, "job");
-	const char *qe = cnl_http_query(req, "epoch");
 	struct cnl_store_job jb;
 	char leader[CNL_ID_MAX];
-	struct cnl_store_doc *d;
-	struct cnl_wire_files files = {0};
-	long long epoch;
-	char *end;
-	int n = 0, r;
 
-	if (!job || !qe || strlen(job) >= CNL_ID_MAX) {
-		cnl_api_bad(resp, "query \"job\" and \"epoch\" are required");
-		return;
-	}
-	errno = 0;
-	epoch = strtoll(qe, &end, 10);
-	if (errno || end == qe || *end || epoch < 0) {
-		cnl_api_bad(resp, "query \"epoch\": must be an integer");
-		return;
-	}
-	if (cnl_ctl_fence_check(c->api->ctl, node, job, epoch) < 0) {
-		cnl_http_error(resp, 409, "fenced",
-		               "stale fencing epoch: this work is not assigned "
-		               "to this node under that epoch");
-		return;
-	}
-	/* A gang's members run with the files its leader came with. */
-	if (strcmp(kind, "input") == 0 &&
-	    cnl_store_job_get(c->api->store, job, &jb) == 0 &&
+	snprintf(buf, len, "%s", job);
+	if (cnl_store_job_get(c->api->store, job, &jb) == 0 &&
 	    cnl_api_job_gang(&jb, leader, NULL, NULL) == 0)
-		job = leader;
-	d = cnl_xcalloc(64, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, kind, job, NULL, 64, d, &n);
-	if (r < 0) {
-		free(d);
-		cnl_api_store_error(c, resp, r, "checkpoint");
-		return;
-	}
-	files.items = cnl_xcalloc((size_t)n + 1, sizeof(*files.items));
-	for (int i = 0; i < n; i++) {
-		json_t *o = json_loads(d[i].body, 0, NULL);
-		const char *data =
-		    json_string_value(json_object_get(o, "data_base64"));
-		struct cnl_wire_file *f = &files.items[files.n];
-
-		if (o && data && strlen(d[i].name) < sizeof(f->name)) {
-			snprintf(f->name, sizeof(f->name), "%s", d[i].name);
-			f->data_base64 = cnl_xstrdup(data);
-			files.n++;
-		}
-		json_decref(o);
-	}
-	cnl_http_reply(resp, 200, cnl_wire_files_encode(&files));
-	cnl_wire_files_done(&files);
-	cnl_store_docs_done(d, n);
-	free(d);
+		snprintf(buf, len, "%s", leader);
 }
 
-void cnl_api_h_node_checkpoint_get(void *call, struct cnl_http_request *req,
-                                   struct cnl_http_response *resp)
-{
-	files_get(call, req, resp, "ckpt");
-}
-
-/* The files a job was submitted with, for the node that runs it. */
+/* The files a job was submitted with, for the node that runs it: their
+ * list, and each (api_files.c streams them). */
 void cnl_api_h_node_inputs_get(void *call, struct cnl_http_request *req,
                                struct cnl_http_response *resp)
 {
-	files_get(call, req, resp, "input");
+	const char *job = cnl_api_node_job(call, req, resp);
+	char owner[CNL_ID_MAX];
+
+	if (!job)
+		return;
+	inputs_owner(call, job, owner, sizeof(owner));
+	cnl_api_node_inputs_list(call, resp, owner);
+}
+
+void cnl_api_h_node_input_file(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp)
+{
+	const char *job = cnl_api_node_job(call, req, resp);
+	char owner[CNL_ID_MAX];
+
+	if (!job)
+		return;
+	inputs_owner(call, job, owner, sizeof(owner));
+	cnl_api_node_input_send(call, req, resp, owner);
 }
 
 /* GET /v1/nodes/{node}: one node (by id or name) and what runs there. */

@@ -301,6 +301,8 @@ void cnl_api_h_project_delete(void *call, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, r, "project");
 		return;
 	}
+	/* Its jobs' files and uploads went with it from the store. */
+	cnl_api_files_forget_project(c->api, c->project.id);
 	cnl_http_reply(resp, 200,
 	               json_pack("{s:s,s:s}", "deleted", c->project.id, "name",
 	                         c->project.name));

@@ -351,17 +351,6 @@ int cnl_api_created_here(struct call *c, struct cnl_http_response *resp, int r,
 	return 0;
 }
 
-/* Decode standard, padded base64 @in into a new buffer; its length in
- * *@ret_n.  NULL for malformed input or more than CNL_API_FILE_MAX bytes. */
-uint8_t *cnl_api_b64_decode(const char *in, size_t *ret_n)
-{
-	uint8_t *out;
-
-	if (cnl_b64_decode_new(in, CNL_B64_STD | CNL_B64_PAD, CNL_API_FILE_MAX,
-	                       &out, ret_n) < 0)
-		return NULL;
-	return out;
-}
 /* viewer 1, member 2, project-admin 3 ("admin" counts as 3 in a project). */
 int cnl_api_role_rank(const char *role)
 {

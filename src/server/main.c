@@ -49,12 +49,15 @@ struct settings {
 	char *cli_dir;
 	char *public_url;
 	char *log_level;
+	int64_t artifacts_max_bytes;
+	int64_t inputs_max_bytes;
 };
 
 #define S(f) offsetof(struct settings, f)
 static const struct cnl_config_def settings_table[] = {
     {"data_dir", CNL_CONFIG_STRING, S(data_dir), NULL, 0, 0,
-     "State directory; the SQLite file cnlab.db lives here."},
+     "State directory (kept 0700, its files 0600): the SQLite file "
+     "cnlab.db, and jobs' files under files/."},
     {"listen", CNL_CONFIG_STRING, S(listen), "127.0.0.1:8080", 0, 0,
      "IPv4 address and port to serve on; port 0 picks a free one."},
     {"tls_cert", CNL_CONFIG_STRING, S(tls_cert), NULL, 0, 0,
@@ -93,6 +96,15 @@ static const struct cnl_config_def settings_table[] = {
      "the installer of GET /cli; unset: http(s)://<the request's Host>."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
+    {"artifacts_max_bytes", CNL_CONFIG_SIZE, S(artifacts_max_bytes), "10gib", 1,
+     INT64_MAX,
+     "The most bytes of artifacts one job keeps (its checkpoint files "
+     "count again, apart); an upload past it fails the job, naming the "
+     "file and this limit."},
+    {"inputs_max_bytes", CNL_CONFIG_SIZE, S(inputs_max_bytes), "2gib", 1,
+     INT64_MAX,
+     "The most bytes of input files one job takes (and one upload); more "
+     "is refused with 413 naming the file and this limit."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -221,7 +233,7 @@ int main(int argc, char **argv)
 	char aio_token[CNL_AUTH_TOKEN_MAX] = "";
 	pid_t agent_pid = -1;
 	enum cnl_log_level level;
-	char host[64], path[4096], err[512];
+	char host[64], path[4096], files_dir[4096], err[512];
 	char *cert = NULL, *key = NULL;
 	struct cnl_store *store = NULL;
 	struct cnl_api *api = NULL;
@@ -352,7 +364,10 @@ int main(int argc, char **argv)
 		}
 	}
 
-	if (mkdir(st.data_dir, 0700) < 0 && errno != EEXIST) {
+	/* Private whatever the umask: secrets, the database and jobs'
+	 * files live here. */
+	if ((mkdir(st.data_dir, 0700) < 0 && errno != EEXIST) ||
+	    chmod(st.data_dir, 0700) < 0) {
 		fprintf(stderr, "cnlabd: %s: %s\n", st.data_dir,
 		        strerror(errno));
 		goto out;
@@ -362,6 +377,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cnlabd: data_dir path too long\n");
 		goto out;
 	}
+	snprintf(files_dir, sizeof(files_dir), "%s/files", st.data_dir);
 	if (cnl_store_open_sqlite(path, &store, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
@@ -415,6 +431,9 @@ int main(int argc, char **argv)
 	        .preempt_grace_ms = st.preempt_grace,
 	        .cli_dir = st.cli_dir,
 	        .public_url = st.public_url,
+	        .files_dir = files_dir,
+	        .artifacts_max_bytes = st.artifacts_max_bytes,
+	        .inputs_max_bytes = st.inputs_max_bytes,
 	    },
 	    &api);
 	if (r < 0) {

@@ -35,10 +35,13 @@
  *     sqlite3_errmsg() kept in s->errmsg for cnl_store_errmsg().
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -310,6 +313,37 @@ static int set_wal(struct cnl_sq_store *q, char *err, size_t errlen)
 	return r;
 }
 
+/*
+ * The database holds password hashes and tokens' digests: 0600 whatever
+ * the umask.  SQLite would create it 0644 (and sets that mode itself), so
+ * the file is made here first; SQLite then gives the WAL and shared-memory
+ * files the database's own mode.  Files an older version left open to
+ * others are closed.  0 or a negative errno.
+ */
+static int private_file(const char *path)
+{
+	char side[4096];
+	int fd;
+
+	if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
+		return 0;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, 0600) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	close(fd);
+	for (int i = 0; i < 2; i++)
+		if ((size_t)snprintf(side, sizeof(side), "%s%s", path,
+		                     i ? "-shm" : "-wal") < sizeof(side))
+			chmod(side, 0600); /* absent: nothing to do */
+	return 0;
+}
+
 int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
                           size_t errlen)
 {
@@ -324,6 +358,11 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 		return -ENOMEM;
 	q->base.ops = &sqlite_ops;
 
+	if ((r = private_file(path)) < 0) {
+		cnl_seterr(err, errlen, "cannot create %s: %s", path,
+		           strerror(-r));
+		goto fail;
+	}
 	rc = sqlite3_open_v2(path, &q->db,
 	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {

@@ -609,21 +609,75 @@ int cnl_wire_report_decode(const json_t *j, struct cnl_wire_report *ret,
 
 /* ---- log chunk ----------------------------------------------------------- */
 
+bool cnl_wire_utf8_ok(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n;) {
+		unsigned c = p[i], need, min;
+		uint32_t cp;
+
+		if (c == 0)
+			return false;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			need = 1, min = 0x80, cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			need = 2, min = 0x800, cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			need = 3, min = 0x10000, cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (n - i <= need)
+			return false;
+		for (unsigned k = 1; k <= need; k++) {
+			if ((p[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (p[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += need + 1;
+	}
+	return true;
+}
+
+void cnl_wire_bytes_set(json_t *o, const char *key, const char *data, size_t n)
+{
+	char k64[64], *b64;
+
+	if (cnl_wire_utf8_ok(data, n)) {
+		json_object_set_new(o, key, json_stringn(data, n));
+		return;
+	}
+	snprintf(k64, sizeof(k64), "%s_base64", key);
+	b64 = cnl_b64_encode_new(data, n, CNL_B64_STD | CNL_B64_PAD);
+	json_object_set_new(o, k64, json_string_nocheck(b64 ? b64 : ""));
+	free(b64);
+}
+
 json_t *cnl_wire_log_encode(const struct cnl_wire_log *m)
 {
-	return json_pack("{s:s,s:I,s:s,s:s}", "id", m->id, "epoch",
-	                 (json_int_t)m->epoch, "stream",
-	                 m->stderr_ ? "stderr" : "stdout", "data",
-	                 m->data ? m->data : "");
+	json_t *o = json_pack("{s:s,s:I,s:s}", "id", m->id, "epoch",
+	                      (json_int_t)m->epoch, "stream",
+	                      m->stderr_ ? "stderr" : "stdout");
+
+	cnl_wire_bytes_set(o, "data", m->data ? m->data : "",
+	                   m->data ? m->len : 0);
+	return o;
 }
 
 int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
                         size_t errlen)
 {
-	static const char *const fields[] = {"id", "epoch", "stream", "data",
-	                                     NULL};
+	static const char *const fields[] = {"id",   "epoch",       "stream",
+	                                     "data", "data_base64", NULL};
 	static const char *const streams[] = {"stdout", "stderr", NULL};
-	const char *data = NULL;
+	const json_t *text, *b64;
 	int st;
 
 	memset(ret, 0, sizeof(*ret));
@@ -634,13 +688,34 @@ int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
 	                              &ret->epoch, err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_enum(j, "stream", streams, &st, err, errlen));
 	ret->stderr_ = st == 1;
-	if (cnl_json_get_string(j, "data", true, &data, err, errlen) < 0)
-		return -CNL_EFIELD;
-	if (strlen(data) >= CNL_WIRE_LOG_MAX)
+	text = json_object_get(j, "data");
+	b64 = json_object_get(j, "data_base64");
+	if (!text == !b64)
 		return cnl_wire_fail(err, errlen,
-		                     "field \"data\": longer than %d bytes",
-		                     CNL_WIRE_LOG_MAX - 1);
-	ret->data = cnl_xstrdup(data);
+		                     "field \"data\": give exactly one of "
+		                     "\"data\" and \"data_base64\"");
+	if (text) {
+		if (!json_is_string(text))
+			return cnl_wire_fail(
+			    err, errlen, "field \"data\": must be a string");
+		ret->len = json_string_length(text);
+		if (ret->len >= CNL_WIRE_LOG_MAX)
+			return cnl_wire_fail(
+			    err, errlen, "field \"data\": longer than %d bytes",
+			    CNL_WIRE_LOG_MAX - 1);
+		ret->data = cnl_xmalloc(ret->len + 1);
+		memcpy(ret->data, json_string_value(text), ret->len);
+		ret->data[ret->len] = '\0';
+		return 0;
+	}
+	if (!json_is_string(b64) ||
+	    cnl_b64_decode_new(json_string_value(b64),
+	                       CNL_B64_STD | CNL_B64_PAD, CNL_WIRE_LOG_MAX - 1,
+	                       (uint8_t **)&ret->data, &ret->len) < 0)
+		return cnl_wire_fail(err, errlen,
+		                     "field \"data_base64\": must be padded "
+		                     "base64 of less than %d bytes",
+		                     CNL_WIRE_LOG_MAX);
 	return 0;
 }
 
@@ -650,90 +725,87 @@ void cnl_wire_log_done(struct cnl_wire_log *m)
 		return;
 	free(m->data);
 	m->data = NULL;
+	m->len = 0;
 }
 
 /* ---- files --------------------------------------------------------------- */
 
-/* Whether @s is base64 (standard alphabet, padded) of at most @max bytes. */
-static bool base64_ok(const char *s, size_t max)
+int cnl_wire_path_check(const char *path, char *err, size_t errlen)
 {
-	size_t n = strlen(s);
-	uint8_t *buf;
-	int r;
+	size_t n = strlen(path), comp = 0;
 
-	if (n % 4 || n / 4 * 3 > max + 2)
-		return false;
-	buf = cnl_xmalloc(n / 4 * 3 + 1);
-	r = cnl_b64_decode(s, n, CNL_B64_STD | CNL_B64_PAD, buf, n / 4 * 3 + 1);
-	free(buf);
-	return r >= 0 && (size_t)r <= max;
+	if (n == 0)
+		return cnl_wire_fail(err, errlen, "empty path");
+	if (n >= CNL_WIRE_PATH_MAX)
+		return cnl_wire_fail(err, errlen, "path longer than %d bytes",
+		                     CNL_WIRE_PATH_MAX - 1);
+	if (!cnl_wire_utf8_ok(path, n))
+		return cnl_wire_fail(err, errlen, "path is not UTF-8");
+	for (size_t i = 0; i <= n; i++) {
+		unsigned char c = (unsigned char)path[i];
+
+		if (c == '/' || c == '\0') {
+			const char *s = path + i - comp;
+
+			if (comp == 0)
+				return cnl_wire_fail(
+				    err, errlen,
+				    i == 0 ? "path is absolute"
+				           : "path has an empty component");
+			if ((comp == 1 && s[0] == '.') ||
+			    (comp == 2 && s[0] == '.' && s[1] == '.'))
+				return cnl_wire_fail(
+				    err, errlen,
+				    "path has a \".\" or \"..\" component");
+			if (comp > 255)
+				return cnl_wire_fail(err, errlen,
+				                     "path has a component "
+				                     "longer than 255 bytes");
+			comp = 0;
+			continue;
+		}
+		if (c < 0x20 || c == 0x7f)
+			return cnl_wire_fail(err, errlen,
+			                     "path has a control character");
+		comp++;
+	}
+	return 0;
 }
 
-/* A plain file name: 1..63 of A-Z a-z 0-9 . _ -, not "." or "..". */
-static bool file_name_ok(const char *s)
+static bool hex64_ok(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (!n || n >= CNL_WIRE_NAME_MAX || strcmp(s, ".") == 0 ||
-	    strcmp(s, "..") == 0)
-		return false;
-	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	                 "0123456789._-") == n;
+	return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
 }
 
 json_t *cnl_wire_file_encode(const struct cnl_wire_file *m)
 {
-	json_t *o = json_pack("{s:s,s:s}", "name", m->name, "data_base64",
-	                      m->data_base64 ? m->data_base64 : "");
-
-	if (m->id[0]) {
-		json_object_set_new(o, "id", json_string(m->id));
-		json_object_set_new(o, "epoch", json_integer(m->epoch));
-	}
-	return o;
+	return json_pack("{s:s,s:I,s:s}", "path", m->path, "size",
+	                 (json_int_t)m->size, "sha256", m->sha256);
 }
 
 int cnl_wire_file_decode(const json_t *j, struct cnl_wire_file *ret, char *err,
                          size_t errlen)
 {
-	static const char *const fields[] = {"id", "epoch", "name",
-	                                     "data_base64", NULL};
-	const char *data = NULL;
-	int r;
+	static const char *const fields[] = {"path", "size", "sha256", NULL};
+	char why[128];
 
 	memset(ret, 0, sizeof(*ret));
 	if (!json_is_object(j))
 		return cnl_wire_fail(err, errlen, "must be an object");
 	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
-	CNL_WIRE_TRY(r = cnl_wire_get_str(j, "id", false, ret->id,
-	                                  sizeof(ret->id), err, errlen));
-	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", r > 0, 0, INT64_MAX,
-	                              &ret->epoch, err, errlen));
-	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", true, ret->name,
-	                              sizeof(ret->name), err, errlen));
-	if (!file_name_ok(ret->name))
-		return cnl_wire_fail(
-		    err, errlen,
-		    "field \"name\": must be a plain file name (A-Z "
-		    "a-z 0-9 . _ -)");
-	if (cnl_json_get_string(j, "data_base64", true, &data, err, errlen) < 0)
-		return -CNL_EFIELD;
-	if (!base64_ok(data, CNL_WIRE_FILE_MAX))
-		return cnl_wire_fail(
-		    err, errlen,
-		    "field \"data_base64\": must be base64 of at most "
-		    "%d bytes",
-		    CNL_WIRE_FILE_MAX);
-	ret->data_base64 = cnl_xstrdup(data);
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "path", true, ret->path,
+	                              sizeof(ret->path), err, errlen));
+	if (cnl_wire_path_check(ret->path, why, sizeof(why)) < 0)
+		return cnl_wire_fail(err, errlen, "field \"path\": %s", why);
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "size", true, 0, INT64_MAX, &ret->size,
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "sha256", true, ret->sha256,
+	                              sizeof(ret->sha256), err, errlen));
+	if (!hex64_ok(ret->sha256))
+		return cnl_wire_fail(err, errlen,
+		                     "field \"sha256\": must be 64 lower-case "
+		                     "hex digits");
 	return 0;
-}
-
-void cnl_wire_file_done(struct cnl_wire_file *m)
-{
-	if (!m)
-		return;
-	free(m->data_base64);
-	m->data_base64 = NULL;
 }
 
 json_t *cnl_wire_files_encode(const struct cnl_wire_files *m)
@@ -777,8 +849,6 @@ void cnl_wire_files_done(struct cnl_wire_files *m)
 {
 	if (!m)
 		return;
-	for (size_t i = 0; i < m->n; i++)
-		cnl_wire_file_done(&m->items[i]);
 	free(m->items);
 	m->items = NULL;
 	m->n = 0;

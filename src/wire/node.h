@@ -7,12 +7,18 @@
  *                     heartbeat     POST /v1/nodes/{id}/heartbeat
  *                     report        POST /v1/nodes/{id}/reports
  *                     log chunk     POST /v1/nodes/{id}/logs
- *                     file          POST /v1/nodes/{id}/artifacts,
- *                                        /checkpoints
  *   cnlabd -> agent   node          the reply to register and heartbeat
  *                     assignments   GET /v1/nodes/{id}/assignments
  *                     files         GET /v1/nodes/{id}/checkpoints,
- *                                       /inputs
+ *                                       /inputs (a job's files: path,
+ *                                       size, SHA-256)
+ *                     file          the reply to a file's upload
+ *
+ * Files themselves are not messages: they travel as raw bytes, streamed
+ * (PUT /v1/nodes/{id}/artifacts?job=&epoch=&path= and /checkpoints, GET
+ * /v1/nodes/{id}/inputs/file?job=&epoch=&path= and /checkpoints/file),
+ * with their SHA-256 in the header X-Content-SHA256 both ways; the path
+ * of a file, in the query, is one that cnl_wire_path_check() accepts.
  *
  * Strict.  A decoder refuses a body that is not an object, a field it
  * does not know, a field of the wrong type, a number out of its range, a
@@ -38,7 +44,7 @@
 #include <jansson.h>
 
 /* The node protocol's version: register carries it, cnlabd checks it. */
-#define CNL_WIRE_PROTOCOL     1
+#define CNL_WIRE_PROTOCOL     2 /* 2: files streamed, logs as bytes */
 
 #define CNL_WIRE_ID_MAX       64 /* ids: "node_01…", "job_01…" */
 #define CNL_WIRE_NAME_MAX     64 /* node, user, GPU type, label names */
@@ -52,7 +58,7 @@
 #define CNL_WIRE_URL_MAX      512
 #define CNL_WIRE_MESSAGE_MAX  160
 #define CNL_WIRE_LOG_MAX      (1024 * 1024) /* bytes of one log chunk */
-#define CNL_WIRE_FILE_MAX     (512 * 1024)  /* bytes of one file */
+#define CNL_WIRE_PATH_MAX     1024          /* a file's path, NUL included */
 #define CNL_WIRE_LIST_MAX     4096          /* items of one list */
 
 /* ---- register (agent -> cnlabd) ----------------------------------------- */
@@ -209,11 +215,17 @@ const char *cnl_wire_report_state_name(enum cnl_wire_report_state s);
 
 /* ---- log chunk (agent -> cnlabd) ---------------------------------------- */
 
+/*
+ * Output, byte for byte.  Bytes that are valid UTF-8 without NUL travel
+ * as the string "data"; any others (a chunk cut inside a character
+ * included) as "data_base64", so nothing is replaced on the way.
+ */
 struct cnl_wire_log {
 	char id[CNL_WIRE_ID_MAX];
 	int64_t epoch;
 	bool stderr_; /* stream "stderr", else "stdout" */
-	char *data;   /* malloc'd UTF-8 text, < CNL_WIRE_LOG_MAX bytes */
+	char *data;   /* malloc'd bytes, @len of them (NUL after them) */
+	size_t len;   /* < CNL_WIRE_LOG_MAX */
 };
 
 json_t *cnl_wire_log_encode(const struct cnl_wire_log *m);
@@ -221,24 +233,42 @@ int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
                         size_t errlen);
 void cnl_wire_log_done(struct cnl_wire_log *m);
 
-/* ---- files: artifacts, checkpoints (agent -> cnlabd), and the files a
- * node fetches (checkpoints, inputs) ----------------------------------------
+/*
+ * cnl_wire_bytes_set - set @key of @o to @n bytes of @data: "KEY" as a
+ * string when they are UTF-8 without NUL, else "KEY_base64".  What log
+ * chunks and the job logs cnlabd serves share.
+ */
+void cnl_wire_bytes_set(json_t *o, const char *key, const char *data, size_t n);
+
+/* cnl_wire_utf8_ok - whether @n bytes of @s are valid UTF-8 (no overlong
+ * forms, no surrogates) without NUL. */
+bool cnl_wire_utf8_ok(const char *s, size_t n);
+
+/* ---- files: what a job's files are, and a file upload's reply ------------
  */
 
+/*
+ * cnl_wire_path_check - whether @path may name a job's file: a relative
+ * path of 1..CNL_WIRE_PATH_MAX-1 bytes of UTF-8, in components of at
+ * most 255 bytes separated by '/', none empty, "." or "..", and no
+ * control character (U+0000..U+001F, U+007F) anywhere.  Any other
+ * character, spaces and non-ASCII included, is fine.  0, or -CNL_EFIELD
+ * with @err saying what is wrong.
+ */
+int cnl_wire_path_check(const char *path, char *err, size_t errlen);
+
+/* A job's file: an artifact, checkpoint or input. */
 struct cnl_wire_file {
-	char id[CNL_WIRE_ID_MAX]; /* the workload; "" in a files reply */
-	int64_t epoch;
-	char name[CNL_WIRE_NAME_MAX]; /* a plain file name */
-	char *data_base64;            /* malloc'd; decodes to at most
-	                               * CNL_WIRE_FILE_MAX bytes */
+	char path[CNL_WIRE_PATH_MAX]; /* cnl_wire_path_check() */
+	int64_t size;                 /* bytes */
+	char sha256[65];              /* lower-case hex */
 };
 
 json_t *cnl_wire_file_encode(const struct cnl_wire_file *m);
 int cnl_wire_file_decode(const json_t *j, struct cnl_wire_file *ret, char *err,
                          size_t errlen);
-void cnl_wire_file_done(struct cnl_wire_file *m);
 
-/* {"items": [{"name", "data_base64"}]} */
+/* {"items": [{"path", "size", "sha256"}]} */
 struct cnl_wire_files {
 	struct cnl_wire_file *items; /* malloc'd */
 	size_t n;

@@ -152,7 +152,7 @@ touch "$shared/go"
 wait_for 20 is_state "$j" succeeded && ok "job succeeded" || bad "job: $(api GET "/v1/jobs/$j" "$ana")"
 l=$(logs "$j")
 [[ "$l" == *started*done* && "$l" == *oops* ]] && ok "stdout and stderr kept" || bad "logs: $l"
-art=$(curl -sS -H "Authorization: Bearer $ana" "$base/v1/jobs/$j/artifacts/model.txt")
+art=$(curl -sS -H "Authorization: Bearer $ana" "$base/v1/jobs/$j/artifact?path=model.txt")
 [ "$art" = weights ] && ok "artifact came back" || bad "artifact: $art"
 
 # --- two jobs on one GPU: own regions, own limits ---------------------------

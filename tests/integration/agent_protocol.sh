@@ -3,14 +3,16 @@
 # server) that records every body the agent sends and answers what the
 # test tells it to:
 #   - replies that do not decode (a heartbeat whose "stop" is no list, an
-#     assignment with a field the protocol does not know, an inputs reply
-#     with a file name that is not plain): the agent logs the field the
-#     decoder names, treats the call as failed, starts nothing and keeps
-#     running;
+#     assignment with a field the protocol does not know): the agent logs
+#     the field the decoder names, treats the call as failed, starts
+#     nothing and keeps running;
 #   - then good replies: the agent runs the assigned job, and every body it
 #     sends is the typed protocol's, field for field: heartbeat, reports
-#     (running, succeeded), log chunks of both streams, the artifact, and
-#     the checkpoint it restored and uploads again.
+#     (running, succeeded), log chunks of both streams, the artifact and
+#     the checkpoint it restored (streamed, with their SHA-256), and the
+#     input it fetched into a subfolder;
+#   - an inputs list naming a path out of the job's folder does not
+#     decode: the job fails saying so, and nothing is written there.
 # Real processes in real cgroups, as integration.agent.
 set -u
 agent=$1
@@ -54,9 +56,10 @@ command -v python3 >/dev/null && command -v jq >/dev/null || {
 }
 
 # The fake cnlabd.  $tmp/mode says how to answer: "bad" or "good".  Every
-# POST is appended to $tmp/posts.jsonl as {"path", "body"}.
+# POST is appended to $tmp/posts.jsonl as {"path", "body"}, every PUT (a
+# file, streamed) to $tmp/puts.jsonl as {"path", "sha256", "data"}.
 cat >"$tmp/fake.py" <<'PY'
-import http.server, json, sys, time
+import base64, hashlib, http.server, json, sys, time, urllib.parse
 
 d = sys.argv[1]
 node = {"id": "node_fake", "name": "n", "epoch": 1, "state": "up",
@@ -65,26 +68,35 @@ job = {"id": "job_1", "kind": "job", "epoch": 3, "action": "run",
        "project_id": "prj_1", "user_id": "usr_1", "user": "ana",
        "shape": "cpu", "gpu": {"blocks": 0, "vram_mib": 0, "gpu_mask": 0},
        "cpu_milli": 1000, "mem_mib": 256,
-       "command": "cat $CNLAB_CHECKPOINT_DIR/ck.txt; echo out; "
-                  "echo err >&2; printf w >$CNLAB_ARTIFACTS_DIR/a.txt; "
-                  "sleep 1"}
-ended = False
+       "command": "cat 'in dir/\u00efn.txt' $CNLAB_CHECKPOINT_DIR/ck.txt; "
+                  "echo out; echo err >&2; "
+                  "printf w >$CNLAB_ARTIFACTS_DIR/a.txt; sleep 1"}
+# The second job gets an inputs list that does not decode.
+job2 = dict(job, id="job_2", command="echo never")
+files = {"inputs": {"in dir/\u00efn.txt": b"hi\n"},
+         "checkpoints": {"ck.txt": b"ck\n"}}
+ended = set()
 
 def mode():
     with open(d + "/mode") as f:
         return f.read().strip()
 
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
 class H(http.server.BaseHTTPRequestHandler):
-    def reply(self, code, doc):
-        b = json.dumps(doc).encode()
+    def reply(self, code, doc, raw=None, digest=None):
+        b = raw if raw is not None else json.dumps(doc).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "application/octet-stream"
+                         if raw is not None else "application/json")
+        if digest:
+            self.send_header("X-Content-SHA256", digest)
         self.send_header("Content-Length", str(len(b)))
         self.end_headers()
         self.wfile.write(b)
 
     def do_POST(self):
-        global ended
         n = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(n) or b"{}")
         with open(d + "/posts.jsonl", "a") as f:
@@ -98,27 +110,45 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.reply(200, dict(node, stop=[]))
         if p.endswith("/reports"):
             if body.get("state") != "running":
-                ended = True
+                ended.add(body.get("id"))
             return self.reply(200, {})
-        if p.endswith("/artifacts") or p.endswith("/checkpoints"):
-            return self.reply(201, {})
         return self.reply(200, {})
 
+    def do_PUT(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        data = self.rfile.read(n)
+        q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+        with open(d + "/puts.jsonl", "a") as f:
+            f.write(json.dumps({
+                "path": self.path,
+                "sha256": self.headers.get("X-Content-SHA256"),
+                "data": data.decode("latin-1")}) + "\n")
+        return self.reply(201, {"path": q["path"][0], "size": len(data),
+                                "sha256": sha(data)})
+
     def do_GET(self):
-        p = self.path
+        u = urllib.parse.urlparse(self.path)
+        p, q = u.path, urllib.parse.parse_qs(u.query)
         if "/assignments" in p:
             time.sleep(0.3)  # a short long poll
             if mode() == "bad":
                 return self.reply(200, {"version": 1, "epoch": 1,
                                         "assignments": [dict(job, colour="red")]})
+            todo = [j for j in (job, job2) if j["id"] not in ended][:1]
             return self.reply(200, {"version": 2, "epoch": 1,
-                                    "assignments": [] if ended else [job]})
-        if "/inputs" in p:
-            return self.reply(200, {"items": [
-                {"name": "../escape", "data_base64": "aGk="}]})
-        if "/checkpoints" in p:
-            return self.reply(200, {"items": [
-                {"name": "ck.txt", "data_base64": "Y2sK"}]})
+                                    "assignments": todo})
+        for what in ("inputs", "checkpoints"):
+            if p.endswith("/" + what + "/file"):
+                b = files[what][q["path"][0]]
+                return self.reply(200, None, raw=b, digest=sha(b))
+            if p.endswith("/" + what):
+                if what == "inputs" and q["job"][0] == "job_2":
+                    return self.reply(200, {"items": [
+                        {"path": "../escape", "size": 2,
+                         "sha256": sha(b"hi")}]})
+                return self.reply(200, {"items": [
+                    {"path": k, "size": len(v), "sha256": sha(v)}
+                    for k, v in files[what].items()]})
         return self.reply(404, {"error": {"code": "not_found",
                                           "message": "no"}})
 
@@ -134,6 +164,7 @@ s.serve_forever()
 PY
 echo bad >"$tmp/mode"
 : >"$tmp/posts.jsonl"
+: >"$tmp/puts.jsonl"
 python3 "$tmp/fake.py" "$tmp" &
 pids+=($!)
 wait_for 10 test -s "$tmp/port" || {
@@ -172,31 +203,41 @@ hb=$(posts /heartbeat | head -1)
 
 # --- good replies: a job runs, every body is the protocol's -----------------
 echo good >"$tmp/mode"
-wait_for 30 sh -c "grep -q '\"state\": \"succeeded\"' '$tmp/posts.jsonl'" ||
+wait_for 30 sh -c "grep -q '\"id\": \"job_1\", \"epoch\": 3, \"state\": \"succeeded\"' '$tmp/posts.jsonl'" ||
 	bad "job did not end: $(tail -5 "$tmp/agent.err")"
-undecoded 'items\[0\].name' && grep 'reply does not decode' "$tmp/agent.err" | grep -q 'what=inputs' &&
-	ok "bad inputs reply: logged, naming the field; the job ran without" ||
-	bad "inputs: $(grep -i decode "$tmp/agent.err" | tail -3)"
-r=$(posts /reports | head -1)
+r=$(posts /reports | grep '"job_1"' | head -1)
 [ "$r" = '{"epoch":3,"exit_code":0,"id":"job_1","state":"running"}' ] &&
 	ok "report running" || bad "report running: $r"
-r=$(posts /reports | tail -1)
+r=$(posts /reports | grep '"job_1"' | tail -1)
 [ "$r" = '{"epoch":3,"exit_code":0,"id":"job_1","state":"succeeded"}' ] &&
 	ok "report succeeded" || bad "report succeeded: $r"
 out=$(posts /logs | jq -r 'select(.id == "job_1" and .epoch == 3 and .stream == "stdout") | .data' | tr -d '\n')
 err=$(posts /logs | jq -r 'select(.id == "job_1" and .epoch == 3 and .stream == "stderr") | .data' | tr -d '\n')
-[ "$out" = ckout ] && [ "$err" = err ] &&
-	ok "log chunks of both streams (the checkpoint was restored)" || bad "logs: stdout=$out stderr=$err"
+[ "$out" = hickout ] && [ "$err" = err ] &&
+	ok "log chunks of both streams (the input, in a subfolder with a non-ASCII name, and the checkpoint were restored)" ||
+	bad "logs: stdout=$out stderr=$err"
 [ -z "$(posts /logs | jq -c 'del(.id, .epoch, .stream, .data) | select(. != {})')" ] ||
 	bad "log chunk fields: $(posts /logs | head -1)"
-a=$(posts /artifacts)
-[ "$a" = '{"data_base64":"dw==","epoch":3,"id":"job_1","name":"a.txt"}' ] &&
-	ok "artifact upload" || bad "artifact: $a"
-c=$(posts /checkpoints)
-[ "$c" = '{"data_base64":"Y2sK","epoch":3,"id":"job_1","name":"ck.txt"}' ] &&
+# puts SUFFIX: the PUTs to paths with SUFFIX before the query.
+puts() { jq -cS --arg s "$1" 'select(.path | split("?")[0] | endswith($s))' "$tmp/puts.jsonl"; }
+a=$(puts /artifacts)
+[ "$a" = "{\"data\":\"w\",\"path\":\"/v1/nodes/node_fake/artifacts?job=job_1&epoch=3&path=a.txt\",\"sha256\":\"$(printf w | sha256sum | cut -d' ' -f1)\"}" ] &&
+	ok "artifact upload: streamed bytes with their SHA-256" || bad "artifact: $a"
+c=$(puts /checkpoints)
+[ "$c" = "{\"data\":\"ck\\n\",\"path\":\"/v1/nodes/node_fake/checkpoints?job=job_1&epoch=3&path=ck.txt\",\"sha256\":\"$(printf 'ck\n' | sha256sum | cut -d' ' -f1)\"}" ] &&
 	ok "checkpoint upload" || bad "checkpoint: $c"
 posts /heartbeat | grep -q '{"running":\[{"epoch":3,"id":"job_1"}\]}' &&
 	ok "heartbeat lists the running job" || bad "heartbeats: $(posts /heartbeat | sort -u)"
+# The second job's inputs list names a path out of its folder: refused
+# by the decoder, and the job fails with the reason instead of running
+# without its inputs.
+wait_for 30 sh -c "grep -q '\"id\": \"job_2\", \"epoch\": 3, \"state\": \"failed\"' '$tmp/posts.jsonl'" &&
+	undecoded 'items\[0\].path' && grep 'reply does not decode' "$tmp/agent.err" | grep -q 'what=inputs' &&
+	posts /reports | grep '"job_2"' | grep -q 'inputs' &&
+	ok "bad inputs reply: logged, naming the field; the job failed saying so" ||
+	bad "inputs: $(grep -i decode "$tmp/agent.err" | tail -3) $(posts /reports | grep job_2)"
+[ ! -e "$tmp/escape" ] && [ ! -e "$tmp/agent/escape" ] && [ ! -e "$tmp/agent/jobs/escape" ] ||
+	bad "a file was written out of the job's folder"
 [ "$(grep -c 'workload started' "$tmp/agent.err")" = 1 ] &&
 	ok "started once" || bad "starts: $(grep 'workload started' "$tmp/agent.err")"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # allinone.sh - cnlabd --all-in-one from a clean data directory: secrets
-# made and kept with mode 0600, the administrator "admin", an embedded
+# made and kept with mode 0600 (under umask 000, as every data file: the
+# database and its WAL too, in a 0700 folder), the administrator "admin", an embedded
 # agent on a fake pool of two H100s registered as a node, a job on a 25%
 # H100 slice that runs and streams its output, the same secrets after a
 # restart, and the embedded agent stopped with cnlabd.
@@ -20,6 +21,7 @@ bad() {
 	fails=$((fails + 1))
 }
 unset CNLAB_JWT_SECRET CNLAB_ADMIN_PASSWORD
+umask 000
 start() {
 	: >"$tmp/out"
 	HOME=$tmp/home "$cnlabd" --all-in-one --data-dir "$tmp/data" \
@@ -33,9 +35,10 @@ start() {
 	[ -n "$url" ]
 }
 start && ok "starts and prints its URL" || bad "start: $(cat "$tmp/err")"
-for f in jwt.secret admin.password; do
-	[ "$(stat -c %a "$tmp/data/$f")" = 600 ] && ok "$f is 0600" || bad "$f mode"
+for f in jwt.secret admin.password cnlab.db cnlab.db-wal; do
+	[ "$(stat -c %a "$tmp/data/$f")" = 600 ] && ok "$f is 0600 under umask 000" || bad "$f mode"
 done
+[ "$(stat -c %a "$tmp/data")" = 700 ] && ok "data directory is 0700" || bad "data dir mode"
 grep -q 'cnlab login --server' "$tmp/out" && ok "says how to log in" || bad "login hint"
 pw=$(cat "$tmp/data/admin.password")
 tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$pw\"}" "$url/v1/auth/login" | jq -r .token)
@@ -57,6 +60,9 @@ for _ in $(seq 150); do
 done
 api GET "/v1/jobs/$job/logs" | jq -r '.items[].data' | grep -q 'hello-slice' &&
 	ok "sample job on a 25% H100 ran" || bad "job: $(api GET "/v1/jobs/$job")"
+for _ in $(seq 50); do [ -e "$tmp/data/agent/jobs/$job" ] || break; sleep 0.1; done
+[ ! -e "$tmp/data/agent/jobs/$job" ] && ok "its folder went when it ended" ||
+	bad "job folder left: $(ls -la "$tmp/data/agent/jobs/$job")"
 agent_pid=$(pgrep -P "$pid" -f cnlab-agent | head -1)
 [ -n "$agent_pid" ] && ok "agent runs as cnlabd's child" || bad "no agent child"
 # The embedded agent's credential, to see that a restart retires it.

@@ -100,7 +100,7 @@ api "$root" POST "/v1/projects/$sys/members" '{"user":"agent","role":"agent"}' >
 api "$root" POST "/v1/projects/$ml/members" '{"user":"alice","role":"project-admin"}' >/dev/null
 api "$root" POST "/v1/projects/$nlp/members" '{"user":"bob","role":"member"}' >/dev/null
 agent=$(login_api agent pw-agent-long-enough)
-node=$(api "$agent" POST /v1/nodes '{"protocol":1,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
+node=$(api "$agent" POST /v1/nodes '{"protocol":2,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
 [ -n "$node" ] && [ "$node" != null ] && ok setup || bad "setup: node $node"
 
 # --- The fake agent ----------------------------------------------------------
@@ -148,11 +148,15 @@ agent_step() {
 		dir=$tmp/work/$id
 		mkdir -p "$dir/art"
 		# The job's input files (a script sent by cnlab run), as the
-		# real agent writes them into the working directory.
+		# real agent writes them into the working directory: the list,
+		# then each file streamed, checked against its SHA-256.
 		api "$agent" GET "/v1/nodes/$node/inputs?job=$id&epoch=$ep" |
-			jq -r '.items[] | "\(.name) \(.data_base64)"' |
-			while read -r fname fdata; do
-				printf '%s' "$fdata" | base64 -d >"$dir/$fname"
+			jq -r '.items[] | "\(.sha256) \(.path)"' |
+			while read -r fsha fname; do
+				curl -sS -H "Authorization: Bearer $agent" -o "$dir/$fname" \
+					"$base/v1/nodes/$node/inputs/file?job=$id&epoch=$ep&path=$(jq -rn --arg p "$fname" '$p|@uri')"
+				[ "$(sha256sum <"$dir/$fname" | cut -d' ' -f1)" = "$fsha" ] ||
+					echo "input $fname damaged" >>"$tmp/agent.problems"
 			done
 		(cd "$dir" && CNLAB_ARTIFACTS_DIR=$dir/art sh -c "$cmd" \
 			>"$dir/.stdout" 2>"$dir/.stderr")
@@ -166,10 +170,10 @@ agent_step() {
 		done
 		for f in "$dir"/art/*; do
 			[ -f "$f" ] || continue
-			jq -n --arg id "$id" --argjson ep "$ep" \
-				--arg n "$(basename "$f")" --arg b "$(base64 -w0 "$f")" \
-				'{id:$id,epoch:$ep,name:$n,data_base64:$b}' >"$dir/.body"
-			api "$agent" POST "/v1/nodes/$node/artifacts" "@$dir/.body" >/dev/null
+			curl -sS -o /dev/null -X PUT -H "Authorization: Bearer $agent" \
+				-H "X-Content-SHA256: $(sha256sum <"$f" | cut -d' ' -f1)" \
+				--data-binary @"$f" \
+				"$base/v1/nodes/$node/artifacts?job=$id&epoch=$ep&path=$(jq -rn --arg p "$(basename "$f")" '$p|@uri')"
 		done
 		if [ "$rc" = 0 ]; then st=succeeded; else st=failed; fi
 		api "$agent" POST "/v1/nodes/$node/reports" \
@@ -360,12 +364,14 @@ rc=$?
 [ $rc = 0 ] && [ "$(grep -c 'a fairly long line' <<<"$out")" = 100 ] &&
 	grep -q big-script-done <<<"$out" && ok run-large-script ||
 	bad "run-large-script: rc=$rc $(tail -2 <<<"$out")"
-# Over the platform's file limit: refused before anything is sent.
-head -c 600000 /dev/zero | tr '\0' '#' >"$tmp/huge.sh"
+# Past the old 512 KiB limit: streamed as an upload, whole (the fake
+# agent checks its SHA-256).
+{ echo 'echo huge-ran'; head -c 600000 /dev/zero | tr '\0' '#'; echo; } >"$tmp/huge.sh"
 out=$("$cnlab" run "$tmp/huge.sh" --gpu h100-25 2>&1)
 rc=$?
-[ $rc = 2 ] && grep -q 'larger than 512 KiB' <<<"$out" && ok run-script-too-large ||
-	bad "run-script-too-large: rc=$rc $out"
+[ $rc = 0 ] && grep -q huge-ran <<<"$out" && [ ! -e "$tmp/agent.problems" ] &&
+	ok run-script-past-old-limit ||
+	bad "run-script-past-old-limit: rc=$rc $out $(cat "$tmp/agent.problems" 2>/dev/null)"
 
 out=$("$cnlab" jobs list)
 grep -Eq "^$job +failed +high +h100-25 +3 " <<<"$out" && ok jobs-list || bad "jobs-list: $out"

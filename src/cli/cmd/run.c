@@ -3,10 +3,12 @@
  * end, stream its output, fetch its artifacts, exit with its code.
  *
  * Shipping the script: nodes share no file system with the user's
- * machine, so a SCRIPT that is a local file travels with the job as a job
- * file ("files" of POST jobs, base64, up to 512 KiB), which the agent
- * writes under its own name in the job's working folder before it runs
- * (cnl_cli_script_command(): python3 for *.py, sh otherwise).  A SCRIPT
+ * machine, so a SCRIPT that is a local file travels with the job as an
+ * input: streamed first (PUT /v1/projects/{id}/uploads, with its SHA-256;
+ * any size up to the server's inputs_max_bytes), then named in the job's
+ * "inputs"; the agent writes it under its own name in the job's working
+ * folder before it runs (cnl_cli_script_command(): python3 for *.py, sh
+ * otherwise).  A SCRIPT
  * that is not a local file is taken as a command to run as is
  * ("cnlab run nvidia-smi -L").
  *
@@ -14,7 +16,10 @@
  * line with the scheduler's estimate ("✓ Queued ... ETA 18s") is printed
  * whenever the estimate or the reason changes; output chunks are paged by
  * their id (GET /v1/jobs/{id}/logs?after=) and written to stdout or
- * stderr as the job wrote them.  The job's state is read before each page
+ * stderr as the job wrote them, byte for byte ("data", or "data_base64"
+ * for bytes that are not UTF-8).  Artifacts are streamed into the
+ * artifacts folder, in their subfolders, each checked against its
+ * SHA-256.  The job's state is read before each page
  * of output, so once a final state is seen the output that follows is
  * complete.  Progress lines go to stderr so that stdout is the job's own.
  *
@@ -36,9 +41,9 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "common/base64.h"
+#include "wire/node.h"
 
 #define POLL_MS       250
-#define SCRIPT_MAX    (512 * 1024) /* the control plane's file limit */
 #define COMMAND_LIMIT 1024 /* CNL_STORE_COMMAND_MAX in the control plane */
 
 static volatile sig_atomic_t interrupted;
@@ -78,13 +83,24 @@ static int drain_logs(struct cnl_cli *cli, const char *id, char *after,
 			return code;
 		items = json_object_get(o, "items");
 		json_array_foreach (items, i, it) {
-			const char *data = cnl_cli_str(it, "data", "");
+			json_t *text = json_object_get(it, "data");
+			const char *b64 = cnl_cli_str(it, "data_base64", NULL);
 			FILE *f =
 			    strcmp(cnl_cli_str(it, "stream", ""), "stderr") == 0
 			        ? stderr
 			        : stdout;
+			uint8_t *bytes = NULL;
+			size_t len;
 
-			fwrite(data, 1, strlen(data), f);
+			if (json_is_string(text))
+				fwrite(json_string_value(text), 1,
+				       json_string_length(text), f);
+			else if (b64 &&
+			         cnl_b64_decode_new(
+			             b64, CNL_B64_STD | CNL_B64_PAD,
+			             CNL_B64_INPUT_MAX, &bytes, &len) == 0)
+				fwrite(bytes, 1, len, f);
+			free(bytes);
 			fflush(f);
 			snprintf(after, after_len, "%s",
 			         cnl_cli_str(it, "id", ""));
@@ -114,14 +130,57 @@ static int make_dirs(const char *dir)
 	return 0;
 }
 
-/* Download every artifact of @id into @dir; 0 or an exit code. */
+/*
+ * Open @rel (a path cnl_wire_path_check accepts) beneath the folder @top
+ * for writing, creating its folders, following no link on the way: a
+ * link planted in the artifacts folder does not lead out.  The file's
+ * descriptor, or -errno.
+ */
+static int create_beneath(int top, const char *rel)
+{
+	char part[CNL_WIRE_PATH_MAX];
+	const char *s = rel, *slash;
+	int dfd = dup(top), fd;
+
+	if (dfd < 0)
+		return -errno;
+	while ((slash = strchr(s, '/'))) {
+		size_t n = (size_t)(slash - s);
+		int next;
+
+		memcpy(part, s, n);
+		part[n] = '\0';
+		if (mkdirat(dfd, part, 0755) < 0 && errno != EEXIST) {
+			next = -errno;
+			close(dfd);
+			return next;
+		}
+		next = openat(dfd, part,
+		              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		if (next < 0)
+			return -errno;
+		dfd = next;
+		s = slash + 1;
+	}
+	fd =
+	    openat(dfd, s,
+	           O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = fd < 0 ? -errno : fd;
+	close(dfd);
+	return fd;
+}
+
+/* Download every artifact of @id into @dir, streamed, in their
+ * subfolders, each checked against its SHA-256; 0 or an exit code. */
 static int fetch_artifacts(struct cnl_cli *cli, const char *id, const char *dir)
 {
 	_cleanup_free_ char *path =
 	    pathf2("/v1/jobs/", id, "/artifacts?limit=1000");
+	char why[128];
 	json_t *o, *it;
 	size_t i, got = 0;
-	int code;
+	int code, top;
 
 	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, "job", &o)))
 		return code;
@@ -129,45 +188,63 @@ static int fetch_artifacts(struct cnl_cli *cli, const char *id, const char *dir)
 		json_decref(o);
 		return 0;
 	}
-	if (make_dirs(dir) < 0) {
+	if (make_dirs(dir) < 0 ||
+	    (top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		json_decref(o);
 		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot create %s: %s", dir,
 		                    strerror(errno));
 	}
 	json_array_foreach (json_object_get(o, "items"), i, it) {
-		const char *name = cnl_cli_str(it, "name", "");
+		const char *name = cnl_cli_str(it, "path", "");
+		const char *sha = cnl_cli_str(it, "sha256", "");
 		_cleanup_free_ char *en = cnl_client_url_escape(name);
-		_cleanup_free_ char *base =
-		    pathf2("/v1/jobs/", id, "/artifacts/");
-		_cleanup_free_ char *p2 = pathf2(base, en, "");
-		_cleanup_free_ char *file = pathf2(dir, "/", name);
+		_cleanup_free_ char *p2 =
+		    cnl_cli_pathf("/v1/jobs/%s/artifact?path=%s", id, en);
 		struct cnl_client_reply r;
-		FILE *f;
+		char what[CNL_WIRE_PATH_MAX + 16];
+		int fd;
 
-		if (!cnl_cli_safe_name(name)) {
+		if (cnl_wire_path_check(name, why, sizeof(why)) < 0) {
 			fprintf(stderr,
 			        "cnlab: skipping artifact with an unsafe "
-			        "name\n");
+			        "name (%s)\n",
+			        why);
 			continue;
 		}
-		if ((code = cnl_cli_call_raw(cli, p2, "artifact", &r))) {
+		if ((fd = create_beneath(top, name)) < 0) {
+			close(top);
+			json_decref(o);
+			return cnl_cli_fail(CNL_EXIT_ERROR,
+			                    "cannot write %s/%s: %s", dir, name,
+			                    strerror(-fd));
+		}
+		snprintf(what, sizeof(what), "artifact %s", name);
+		code = cnl_cli_stream(cli,
+		                      &(struct cnl_client_request){
+		                          .method = "GET",
+		                          .path = p2,
+		                          .download = true,
+		                          .download_fd = fd,
+		                      },
+		                      what, &r);
+		close(fd);
+		if (!code &&
+		    (!r.downloaded || strcmp(r.download_sha256, sha))) {
+			cnl_client_reply_done(&r);
+			code = cnl_cli_fail(CNL_EXIT_ERROR,
+			                    "artifact %s arrived damaged (its "
+			                    "SHA-256 differs)",
+			                    name);
+		}
+		if (code) {
+			close(top);
 			json_decref(o);
 			return code;
 		}
-		f = fopen(file, "wb");
-		if (!f || fwrite(r.body, 1, r.len, f) != r.len) {
-			if (f)
-				fclose(f);
-			cnl_client_reply_done(&r);
-			json_decref(o);
-			return cnl_cli_fail(CNL_EXIT_ERROR,
-			                    "cannot write %s: %s", file,
-			                    strerror(errno));
-		}
-		fclose(f);
 		cnl_client_reply_done(&r);
 		got++;
 	}
+	close(top);
 	json_decref(o);
 	fprintf(stderr, "✓ Artifacts: %zu file%s in %s/\n", got,
 	        got == 1 ? "" : "s", dir);
@@ -455,20 +532,17 @@ static bool is_profile(struct cnl_cli *cli, const char *name)
 }
 
 /*
- * The job's command from SCRIPT and its arguments; a local SCRIPT also
- * goes into *@ret_files as {"name": base64} for the job's directory.
+ * The job's command from SCRIPT and its arguments; a local SCRIPT is
+ * named in *@ret_script, to go as an input under the name *@ret_base.
  */
 static int build_command(struct cnl_cli *cli, char *buf, size_t len,
-                         json_t **ret_files)
+                         const char **ret_script, const char **ret_base)
 {
 	const char *script = cli->args.pos[0], *base;
 	struct stat st;
-	unsigned char *data;
-	char *b64;
-	ssize_t n;
-	int fd, r;
+	int r;
 
-	*ret_files = NULL;
+	*ret_script = NULL;
 	if (stat(script, &st) < 0 || !S_ISREG(st.st_mode)) {
 		if (cnl_cli_plain_command(cli->args.pos, cli->args.npos, buf,
 		                          len) < 0)
@@ -478,12 +552,6 @@ static int build_command(struct cnl_cli *cli, char *buf, size_t len,
 			                    COMMAND_LIMIT - 1);
 		return 0;
 	}
-	if (st.st_size > SCRIPT_MAX)
-		return cnl_cli_fail(CNL_EXIT_USAGE,
-		                    "%s is larger than %d KiB: put the code in "
-		                    "the image or a dataset and run it by "
-		                    "command instead",
-		                    script, SCRIPT_MAX / 1024);
 	r = cnl_cli_script_command(script, cli->args.pos + 1,
 	                           cli->args.npos - 1, buf, len, &base);
 	if (r == -EINVAL)
@@ -494,20 +562,53 @@ static int build_command(struct cnl_cli *cli, char *buf, size_t len,
 		                    "the arguments are too long (the platform "
 		                    "keeps %d bytes of command)",
 		                    COMMAND_LIMIT - 1);
-	if ((fd = open(script, O_RDONLY | O_CLOEXEC)) < 0)
-		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s: %s",
-		                    script, strerror(errno));
-	data = cnl_xmalloc((size_t)st.st_size + 1);
-	n = read(fd, data, (size_t)st.st_size);
-	close(fd);
-	if (n < 0) {
-		free(data);
-		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s", script);
+	*ret_script = script;
+	*ret_base = base;
+	return 0;
+}
+
+/*
+ * Stream the local file @file to project @pid as an input named @name,
+ * with its SHA-256; its upload id into @ret_id.  0 or an exit code.
+ */
+static int upload_input(struct cnl_cli *cli, const char *pid, const char *file,
+                        const char *name, char *ret_id, size_t id_len)
+{
+	_cleanup_free_ char *en = cnl_client_url_escape(name);
+	_cleanup_free_ char *path = NULL;
+	struct cnl_client_reply r;
+	char sha[65], what[300];
+	struct stat st;
+	int fd, code;
+
+	if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0)
+		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s: %s", file,
+		                    strerror(errno));
+	if (cnl_client_file_sha256(fd, (uint64_t)st.st_size, sha) < 0) {
+		close(fd);
+		return cnl_cli_fail(CNL_EXIT_USAGE, "cannot read %s", file);
 	}
-	b64 = cnl_b64_encode_new(data, (size_t)n, CNL_B64_PAD);
-	*ret_files = json_pack("{s:s}", base, b64);
-	free(b64);
-	free(data);
+	path = cnl_cli_pathf("/v1/projects/%s/uploads?path=%s", pid, en);
+	snprintf(what, sizeof(what), "input %s", file);
+	code = cnl_cli_stream(cli,
+	                      &(struct cnl_client_request){
+	                          .method = "PUT",
+	                          .path = path,
+	                          .upload = true,
+	                          .upload_fd = fd,
+	                          .upload_size = (uint64_t)st.st_size,
+	                          .sha256 = sha,
+	                      },
+	                      what, &r);
+	close(fd);
+	if (code)
+		return code;
+	snprintf(ret_id, id_len, "%s", cnl_cli_str(r.json, "id", ""));
+	cnl_client_reply_done(&r);
+	if (!ret_id[0])
+		return cnl_cli_fail(CNL_EXIT_ERROR,
+		                    "input %s: the server gave no upload id",
+		                    file);
 	return 0;
 }
 
@@ -611,7 +712,9 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 	_cleanup_free_ struct cnl_wire_job_gang *gang = NULL;
 	struct cnl_wire_job job;
 	int64_t t;
-	json_t *body, *o, *files = NULL, *extra;
+	json_t *body, *o, *extra = NULL;
+	const char *script = NULL, *base = NULL;
+	char upload[CNL_CLI_ID_MAX];
 	int code;
 
 	/* --gpu-type alone: one whole GPU of any of those types. */
@@ -629,15 +732,14 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		                    "critical");
 	if ((code = job_fields(cli, &extra)))
 		return code;
-	if ((code = build_command(cli, command, sizeof(command), &files))) {
+	if ((code = build_command(cli, command, sizeof(command), &script,
+	                          &base))) {
 		json_decref(extra);
 		return code;
 	}
 	body = json_pack("{s:s}", "command", command);
 	json_object_update(body, extra);
 	json_decref(extra);
-	if (files)
-		json_object_set_new(body, "files", files);
 	if (deadline) {
 		if (cnl_time_parse_rfc3339(deadline, &t) < 0 ||
 		    cnl_time_format_rfc3339(t, dl, sizeof(dl)) < 0) {
@@ -672,6 +774,14 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 	}
 	json_object_set_new(body, gpu ? "gpu" : "profile",
 	                    json_string(gpu ? gpu : profile));
+	if (script) {
+		if ((code = upload_input(cli, pid, script, base, upload,
+		                         sizeof(upload)))) {
+			json_decref(body);
+			return code;
+		}
+		json_object_set_new(body, "inputs", json_pack("[s]", upload));
+	}
 	idem_key(key, sizeof(key));
 	path = pathf2("/v1/projects/", pid, "/jobs");
 	code = cnl_cli_call(cli, "POST", path, body, key, NULL, &o);

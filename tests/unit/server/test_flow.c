@@ -15,8 +15,10 @@
  * silent past its timeout" are exact and nothing depends on how fast this
  * machine is.
  */
+#define _GNU_SOURCE /* nftw */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -291,7 +294,7 @@ static void register_node(const char *name, int gpus, char *id)
 	json_t *o;
 
 	snprintf(body, sizeof(body),
-	         "{\"protocol\":1,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
+	         "{\"protocol\":2,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
 	         "SXM\",\"gpus\":%d,"
 	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"address\":"
 	         "\"127.0.0.1\"}",
@@ -302,15 +305,32 @@ static void register_node(const char *name, int gpus, char *id)
 	json_decref(o);
 }
 
+/* nftw: files 0600, folders 0700, no file named after the user's. */
+static int priv_files, priv_bad;
+
+static int priv_check(const char *p, const struct stat *st, int flag,
+                      struct FTW *f)
+{
+	if (flag == FTW_F) {
+		priv_files++;
+		priv_bad += (st->st_mode & 0777) != 0600 ||
+		            strstr(p + f->base, "mod") != NULL;
+	} else if (flag == FTW_D) {
+		priv_bad += (st->st_mode & 0777) != 0700;
+	}
+	return 0;
+}
+
 static int group_setup(void **state)
 {
-	char err[512], path[160];
+	char err[512], path[160], files_dir[200];
 	json_t *o;
 	int fd;
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	snprintf(F.dir, sizeof(F.dir), "/tmp/cnl-flow-XXXXXX");
 	assert_non_null(mkdtemp(F.dir));
+	snprintf(files_dir, sizeof(files_dir), "%s/files", F.dir);
 	snprintf(path, sizeof(path), "%s/cnlab.db", F.dir);
 	assert_int_equal(
 	    cnl_store_open_sqlite(path, &F.store, err, sizeof(err)), 0);
@@ -331,6 +351,7 @@ static int group_setup(void **state)
 	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
 	                         .node_lost_ms = LOST_MS,
 	                         .cli_dir = F.dir,
+	                         .files_dir = files_dir,
 	                     },
 	                     &F.api),
 	                 0);
@@ -391,7 +412,7 @@ static void test_node_registration(void **state)
 
 	/* An agent restarting registers again: the same node. */
 	o = call_ok("POST", "/v1/nodes", AGENT,
-	            "{\"protocol\":1,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
+	            "{\"protocol\":2,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
 	            "SXM\",\"gpus\":"
 	            "2,\"cpu_milli\":64000,\"mem_mib\":512000}",
 	            200);
@@ -401,7 +422,7 @@ static void test_node_registration(void **state)
 	json_decref(o);
 	/* Same name, other inventory: refused. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":1,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":2,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":4,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000}",
 	     &r);
@@ -409,14 +430,14 @@ static void test_node_registration(void **state)
 	reply_done(&r);
 	/* Bad inventory names the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":1,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
+	     "{\"protocol\":2,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
 	     "\"cpu_milli\":1,\"mem_mib\":1}",
 	     &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "gpu_type"));
 	reply_done(&r);
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":1,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
+	     "{\"protocol\":2,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
 	     "mib\":1,"
 	     "\"colour\":\"red\"}",
 	     &r);
@@ -427,7 +448,7 @@ static void test_node_registration(void **state)
 	 * refused naming the field: neither side reads the other's messages
 	 * by guesswork. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":2,\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,"
+	     "{\"protocol\":1,\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,"
 	     "\"mem_mib\":1}",
 	     &r);
 	assert_error(&r, 400, "bad_request");
@@ -440,7 +461,7 @@ static void test_node_registration(void **state)
 	reply_done(&r);
 	/* The GPU inventory lists one device per GPU. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":1,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":2,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":2,"
 	     "\"cpu_milli\":1,\"mem_mib\":1,\"devices\":[{\"uuid\":\"GPU-1\","
 	     "\"mem_mib\":81559,\"healthy\":true}]}",
@@ -514,44 +535,96 @@ static void test_job_lifecycle(void **state)
 	/* The other project cannot read them. */
 	o = call_ok("GET", path, BOB, NULL, 404);
 	json_decref(o);
-	/* An artifact comes back byte for byte ("model\0v1" has a NUL). */
-	snprintf(path, sizeof(path), "/v1/nodes/%s/artifacts", node);
+	/* Output comes back byte for byte: UTF-8 as text, other bytes (a
+	 * lone \xff) as base64, as the agent sent them. */
+	snprintf(path, sizeof(path), "/v1/nodes/%s/logs", node);
 	snprintf(body, sizeof(body),
-	         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"model.bin\","
-	         "\"data_base64\":\"bW9kZWwAdjE=\"}",
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"stream\":\"stdout\","
+	         "\"data_base64\":\"aMOpbGxvIP8K\"}",
 	         id, (long long)ep);
-	o = call_ok("POST", path, AGENT, body, 201);
-	assert_int_equal(json_integer_value(json_object_get(o, "size")), 8);
-	json_decref(o);
-	snprintf(body, sizeof(body),
-	         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"x\","
-	         "\"data_base64\":\"not base64!\"}",
-	         id, (long long)ep);
-	json_decref(call_ok("POST", path, AGENT, body, 400));
-	snprintf(body, sizeof(body),
-	         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"x\","
-	         "\"data_base64\":\"eA==\"}",
-	         id, (long long)ep + 7);
-	json_decref(call_ok("POST", path, AGENT, body, 409));
-	snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts", id);
+	json_decref(call_ok("POST", path, AGENT, body, 201));
+	snprintf(path, sizeof(path), "/v1/jobs/%s/logs", id);
 	o = call_ok("GET", path, VIEWER, NULL, 200);
-	assert_int_equal(json_array_size(json_object_get(o, "items")), 1);
-	assert_null(json_object_get(
-	    json_array_get(json_object_get(o, "items"), 0), "data_base64"));
+	assert_int_equal(json_array_size(json_object_get(o, "items")), 2);
+	assert_string_equal(
+	    str(json_array_get(json_object_get(o, "items"), 1), "data_base64"),
+	    "aMOpbGxvIP8K");
 	json_decref(o);
+	/* An artifact comes back byte for byte ("model\0v1" has a NUL),
+	 * streamed, in a subfolder, with a name of spaces and non-ASCII. */
 	{
+		static const char sha_model[] = "d474fb31a7355c32563533d8ab1166"
+		                                "2bc5ca0dc87f867567499b9745d64b"
+		                                "cc54";
+		static const char sha_x[] = "2d711642b726b04401627ca9fbac32f5"
+		                            "c8530fb1903cc4db02258717921a4881";
+		static const char enc[] = "sub%20dir%2Fmod%C3%A8le%201.bin";
+		char hdr[128];
 		struct reply rr;
 
-		snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts/model.bin",
-		         id);
+		snprintf(hdr, sizeof(hdr), "X-Content-SHA256: %s", sha_model);
+		snprintf(path, sizeof(path),
+		         "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=%s",
+		         node, id, (long long)ep, enc);
+		http_n("PUT", path, F.token[AGENT], "model\0v1", 8, hdr, &rr);
+		expect(&rr, 201, "artifact upload");
+		assert_int_equal(
+		    json_integer_value(json_object_get(rr.body, "size")), 8);
+		assert_string_equal(str(rr.body, "path"),
+		                    "sub dir/mod\xc3\xa8le 1.bin");
+		assert_string_equal(str(rr.body, "sha256"), sha_model);
+		reply_done(&rr);
+		/* A digest that is not the body's stores nothing. */
+		snprintf(hdr, sizeof(hdr), "X-Content-SHA256: %s", sha_x);
+		snprintf(path, sizeof(path),
+		         "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=y",
+		         node, id, (long long)ep);
+		http_n("PUT", path, F.token[AGENT], "model\0v1", 8, hdr, &rr);
+		assert_error(&rr, 400, "digest_mismatch");
+		assert_non_null(strstr(err_message(&rr), "\"y\""));
+		reply_done(&rr);
+		/* A path that leaves the folder is refused. */
+		snprintf(
+		    path, sizeof(path),
+		    "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=..%%2Fx",
+		    node, id, (long long)ep);
+		http_n("PUT", path, F.token[AGENT], "x", 1, hdr, &rr);
+		assert_error(&rr, 400, "bad_request");
+		reply_done(&rr);
+		/* A stale epoch is fenced. */
+		snprintf(path, sizeof(path),
+		         "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=x",
+		         node, id, (long long)ep + 7);
+		http_n("PUT", path, F.token[AGENT], "x", 1, hdr, &rr);
+		assert_error(&rr, 409, "fenced");
+		reply_done(&rr);
+		snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts", id);
+		o = call_ok("GET", path, VIEWER, NULL, 200);
+		assert_int_equal(json_array_size(json_object_get(o, "items")),
+		                 1);
+		assert_null(json_object_get(
+		    json_array_get(json_object_get(o, "items"), 0), "blob"));
+		json_decref(o);
+		snprintf(path, sizeof(path), "/v1/jobs/%s/artifact?path=%s", id,
+		         enc);
 		http("GET", path, F.token[MEMBER], NULL, &rr);
 		expect(&rr, 200, "artifact");
 		assert_int_equal(rr.len, 8);
 		assert_memory_equal(rr.raw, "model\0v1", 8);
 		reply_done(&rr);
+		json_decref(call_ok("GET", path, BOB, NULL, 404));
+		/* The file is kept 0600 in 0700 folders, under a name of its
+		 * own, not the job's. */
+		{
+			char dir[256];
+
+			snprintf(dir, sizeof(dir), "%s/files", F.dir);
+			priv_files = priv_bad = 0;
+			assert_int_equal(nftw(dir, priv_check, 8, FTW_PHYS), 0);
+			assert_int_equal(priv_bad, 0);
+			assert_int_equal(priv_files, 1);
+		}
 	}
-	snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts/model.bin", id);
-	json_decref(call_ok("GET", path, BOB, NULL, 404));
 	assert_int_equal(report(node, id, ep, "succeeded", 0), 200);
 	o = job(id);
 	assert_string_equal(str(o, "state"), "succeeded");
@@ -1224,12 +1297,17 @@ static void test_route_role_matrix(void **state)
 		char body[256];
 
 		assert_true(on > 0);
-		snprintf(path, sizeof(path), "/v1/nodes/%s/artifacts", node);
-		snprintf(body, sizeof(body),
-		         "{\"id\":\"%s\",\"epoch\":%lld,\"name\":\"none\","
-		         "\"data_base64\":\"eA==\"}",
-		         jid, (long long)epoch_of(find(as, jid)));
-		json_decref(call_ok("POST", path, AGENT, body, 201));
+		struct reply rr;
+
+		snprintf(path, sizeof(path),
+		         "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=none",
+		         node, jid, (long long)epoch_of(find(as, jid)));
+		snprintf(body, sizeof(body), "X-Content-SHA256: %s",
+		         "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db022"
+		         "58717921a4881");
+		http_n("PUT", path, F.token[AGENT], "x", 1, body, &rr);
+		expect(&rr, 201, "artifact upload");
+		reply_done(&rr);
 		json_decref(as);
 	}
 
@@ -1435,7 +1513,7 @@ static void d_register(int i, const char *type, const char *zone,
 
 	snprintf(
 	    body, sizeof(body),
-	    "{\"protocol\":1,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
+	    "{\"protocol\":2,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
 	    "\"cpu_milli\":64000,\"mem_mib\":512000,\"zone\":\"%s\","
 	    "\"rack\":\"%s\"%s%s%s}",
 	    i + 1, type, zone, rack, datasets ? ",\"datasets\":" : "",
@@ -1965,7 +2043,7 @@ static void test_node_datasets_relabel(void **state)
 	json_decref(o);
 	/* Bad dataset names are refused, naming the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":1,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":2,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":1,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000,\"datasets\":[\"a b\"]}",
 	     &r);

@@ -102,7 +102,7 @@ static void test_register(void **state)
 	ROUND(struct cnl_wire_register, cnl_wire_register_encode,
 	      cnl_wire_register_decode, NOTHING, &m);
 	DECODE_OK(cnl_wire_register_decode,
-	          "{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_string_equal(got.name, "n");
@@ -112,44 +112,47 @@ static void test_register(void **state)
 	           NOTHING, text, field)
 	R("{\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1}",
+	  "protocol");
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"color\":\"red\"}",
 	  "color");
-	R("{\"protocol\":1,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":1,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "gpus");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
 	  "\"mem_mib\":1}",
 	  "cpu_milli");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
 	  "mem_mib");
-	R("{\"protocol\":1,\"name\":"
+	R("{\"protocol\":2,\"name\":"
 	  "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
 	  "nnnnnnnnnnnnnnnnnnnnnn\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":\"imagenet\"}",
 	  "datasets");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":[1]}",
 	  "datasets[0]");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[]}",
 	  "devices");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":\"yes\"}]}",
 	  "devices[0].healthy");
-	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":true,\"x\":1}]}",
 	  "devices[0].x");
@@ -309,16 +312,15 @@ static void test_report_log_files(void **state)
 	l.epoch = 3;
 	l.stderr_ = true;
 	l.data = (char *)"h\xc3\xa9llo\n";
+	l.len = strlen(l.data);
 	ROUND(struct cnl_wire_log, cnl_wire_log_encode, cnl_wire_log_decode,
 	      cnl_wire_log_done(p_), &l);
-	snprintf(f.id, sizeof(f.id), "%s", "job_1");
-	f.epoch = 3;
-	snprintf(f.name, sizeof(f.name), "%s", "metrics.txt");
-	f.data_base64 = (char *)"aGk=";
+	f.size = 5 << 20;
+	snprintf(f.path, sizeof(f.path), "%s", "sub dir/r\xc3\xa9sultat 1.txt");
+	memset(f.sha256, 'a', 64);
 	ROUND(struct cnl_wire_file, cnl_wire_file_encode, cnl_wire_file_decode,
-	      cnl_wire_file_done(p_), &f);
+	      NOTHING, &f);
 	items[0] = f;
-	items[0].id[0] = '\0';
 	fs.items = items;
 	fs.n = 1;
 	ROUND(struct cnl_wire_files, cnl_wire_files_encode,
@@ -335,38 +337,107 @@ static void test_report_log_files(void **state)
 	    cnl_wire_log_decode, struct cnl_wire_log, cnl_wire_log_done(&m_),
 	    "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdin\",\"data\":\"\"}",
 	    "stream");
-#define F(text, field)                                         \
-	DECODE_BAD(cnl_wire_file_decode, struct cnl_wire_file, \
-	           cnl_wire_file_done(&m_), text, field)
-	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"../etc/passwd\","
-	  "\"data_base64\":\"\"}",
-	  "name");
-	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"..\",\"data_base64\":\"\"}",
-	  "name");
-	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"a\",\"data_base64\":\"a*==\"}",
+#define F(text, field)                                                        \
+	DECODE_BAD(cnl_wire_file_decode, struct cnl_wire_file, NOTHING, text, \
+	           field)
+#define SHA             \
+	"\"sha256\":\"" \
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\""
+	F("{\"path\":\"../etc/passwd\",\"size\":1," SHA "}", "path");
+	F("{\"path\":\"a/../../b\",\"size\":1," SHA "}", "path");
+	F("{\"path\":\"/etc/shadow\",\"size\":1," SHA "}", "path");
+	F("{\"path\":\"a//b\",\"size\":1," SHA "}", "path");
+	F("{\"path\":\"a\\nb\",\"size\":1," SHA "}", "path");
+	F("{\"path\":\"a\",\"size\":-1," SHA "}", "size");
+	F("{\"path\":\"a\",\"size\":1,\"sha256\":\"ABC\"}", "sha256");
+	F("{\"path\":\"a\",\"size\":1}", "sha256");
+	F("{\"path\":\"a\",\"size\":1," SHA ",\"data_base64\":\"\"}",
 	  "data_base64");
-	F("{\"id\":\"j\",\"epoch\":1,\"name\":\"a\",\"data_base64\":\"abc\"}",
-	  "data_base64");
-	F("{\"id\":\"j\",\"name\":\"a\",\"data_base64\":\"\"}", "epoch");
 #undef F
-	/* A file over the limit, encoded: refused by its size. */
-	{
-		size_t n = (CNL_WIRE_FILE_MAX / 3 + 2) * 4;
-		char *big = malloc(n + 64);
-		json_t *j;
-		char e[256];
+#undef SHA
+}
 
-		memset(big, 'A', n);
-		big[n] = '\0';
-		j = json_pack("{s:s,s:i,s:s,s:s}", "id", "j", "epoch", 1,
-		              "name", "a", "data_base64", big);
-		assert_int_equal(cnl_wire_file_decode(j, &f, e, sizeof(e)),
-		                 -CNL_EFIELD);
-		assert_non_null(strstr(e, "data_base64"));
-		cnl_wire_file_done(&f);
-		json_decref(j);
-		free(big);
-	}
+/* Output travels byte for byte: text as text, anything else as base64. */
+static void test_log_bytes(void **state)
+{
+	static const char raw[] = "h\xc3\xa9llo \xff\xfe\0end\n";
+	struct cnl_wire_log l = {.epoch = 1}, back;
+	char e[256];
+	json_t *j;
+
+	(void)state;
+	snprintf(l.id, sizeof(l.id), "job_1");
+	l.data = (char *)raw;
+	l.len = sizeof(raw) - 1;
+	j = cnl_wire_log_encode(&l);
+	assert_null(json_object_get(j, "data"));
+	assert_non_null(json_object_get(j, "data_base64"));
+	assert_int_equal(cnl_wire_log_decode(j, &back, e, sizeof(e)), 0);
+	assert_int_equal(back.len, sizeof(raw) - 1);
+	assert_memory_equal(back.data, raw, sizeof(raw) - 1);
+	cnl_wire_log_done(&back);
+	json_decref(j);
+	/* UTF-8 text goes as a string, unchanged. */
+	l.data = (char *)"h\xc3\xa9llo \xf0\x9f\x98\x80\n";
+	l.len = strlen(l.data);
+	j = cnl_wire_log_encode(&l);
+	assert_string_equal(json_string_value(json_object_get(j, "data")),
+	                    l.data);
+	json_decref(j);
+	/* Not UTF-8: overlong, surrogate, cut short, beyond U+10FFFF. */
+	assert_false(cnl_wire_utf8_ok("\xc0\xaf", 2));
+	assert_false(cnl_wire_utf8_ok("\xed\xa0\x80", 3));
+	assert_false(cnl_wire_utf8_ok("\xc3", 1));
+	assert_false(cnl_wire_utf8_ok("\xf4\x90\x80\x80", 4));
+	assert_true(cnl_wire_utf8_ok("\xf4\x8f\xbf\xbf", 4));
+	/* Exactly one of data and data_base64. */
+	DECODE_BAD(cnl_wire_log_decode, struct cnl_wire_log,
+	           cnl_wire_log_done(&m_),
+	           "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdout\","
+	           "\"data\":\"a\",\"data_base64\":\"YQ==\"}",
+	           "data");
+	DECODE_BAD(cnl_wire_log_decode, struct cnl_wire_log,
+	           cnl_wire_log_done(&m_),
+	           "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdout\","
+	           "\"data_base64\":\"a*==\"}",
+	           "data_base64");
+}
+
+/* Paths: any UTF-8 name in subfolders; nothing that leaves the folder. */
+static void test_paths(void **state)
+{
+	static const char *const good[] = {
+	    "a",
+	    "model v1.bin",
+	    "sub/dir/r\xc3\xa9sum\xc3\xa9.txt",
+	    "\xe6\x97\xa5\xe6\x9c\xac/\xe8\xaa\x9e",
+	    ".hidden",
+	    "a..b",
+	    "...",
+	    "back\\slash"};
+	static const char *const bad[] = {
+	    "",        "/abs",     "a/",       "a//b", ".",
+	    "..",      "a/./b",    "a/../b",   "../x", "tab\there",
+	    "del\x7f", "\xff\xfe", "new\nline"};
+	char e[128], longp[CNL_WIRE_PATH_MAX + 2], comp[300];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (cnl_wire_path_check(good[i], e, sizeof(e)) != 0)
+			fail_msg("refused \"%s\": %s", good[i], e);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (cnl_wire_path_check(bad[i], e, sizeof(e)) != -CNL_EFIELD)
+			fail_msg("accepted \"%s\"", bad[i]);
+	memset(longp, 'a', sizeof(longp) - 1);
+	longp[sizeof(longp) - 1] = '\0';
+	for (size_t i = 100; i < sizeof(longp) - 1; i += 100)
+		longp[i] = '/';
+	assert_int_equal(cnl_wire_path_check(longp, e, sizeof(e)), -CNL_EFIELD);
+	memset(comp, 'b', 256);
+	comp[256] = '\0';
+	assert_int_equal(cnl_wire_path_check(comp, e, sizeof(e)), -CNL_EFIELD);
+	comp[255] = '\0';
+	assert_int_equal(cnl_wire_path_check(comp, e, sizeof(e)), 0);
 }
 
 int main(void)
@@ -376,6 +447,8 @@ int main(void)
 	    cmocka_unit_test(test_node_and_heartbeat),
 	    cmocka_unit_test(test_assignments),
 	    cmocka_unit_test(test_report_log_files),
+	    cmocka_unit_test(test_log_bytes),
+	    cmocka_unit_test(test_paths),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
