@@ -112,6 +112,7 @@ struct cnl_agent {
 	char lease[600];     /* touched after each good heartbeat */
 	char runtime[512];   /* the OCI runtime's path (container mode) */
 	char init[512];      /* cnlab-init, each container's process 1 */
+	char notebook[512];  /* cnlab-notebook.py, "" if not installed */
 	char hide_mount[64]; /* detached in each container's namespace */
 	struct {
 		char host[256], dest[256];
@@ -200,6 +201,8 @@ struct cnl_agent_ctr {
 int cnl_agent_gpu_nodes(uint32_t mask, char nodes[][40], int max);
 /* Write <work_dir>/cdi/cnlab.json, the CDI spec of this node's GPUs. */
 int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen);
+/* Where a container sees cnlab-notebook.py (container.c). */
+#define CNL_AGENT_NOTEBOOK "/opt/cnlab/notebook.py"
 /* Where each workload's mount namespace sees work_dir (container.c). */
 #define CNL_AGENT_VIEW "/run/cnlab-agent"
 

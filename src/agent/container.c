@@ -314,25 +314,24 @@ static int parse_mounts(struct cnl_agent *a, char *err, size_t errlen)
 
 /* cnlab-init: beside this binary (a build tree, or an install's bin),
  * else in /usr/lib/cnlab. */
-static int find_init(struct cnl_agent *a)
+static int find_beside(const char *name, int mode, char *out, size_t n)
 {
 	char self[512];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	char *slash;
 
-	if (n > 0) {
-		self[n] = '\0';
+	if (len > 0) {
+		self[len] = '\0';
 		slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';
-			snprintf(a->init, sizeof(a->init), "%.480s/cnlab-init",
-			         self);
-			if (access(a->init, X_OK) == 0)
+			snprintf(out, n, "%.400s/%s", self, name);
+			if (access(out, mode) == 0)
 				return 0;
 		}
 	}
-	snprintf(a->init, sizeof(a->init), "/usr/lib/cnlab/cnlab-init");
-	return access(a->init, X_OK) == 0 ? 0 : -CNL_ENOTFOUND;
+	snprintf(out, n, "/usr/lib/cnlab/%s", name);
+	return access(out, mode) == 0 ? 0 : -CNL_ENOTFOUND;
 }
 
 int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
@@ -341,6 +340,10 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 	char path[600];
 	int r;
 
+	/* The tokened notebook fallback (notebook.py), servers' too. */
+	if (find_beside("cnlab-notebook.py", R_OK, a->notebook,
+	                sizeof(a->notebook)) < 0)
+		a->notebook[0] = '\0';
 	if (a->cfg.bare) {
 		/* Outside a container the tenant must at least not be
 		 * root. */
@@ -370,7 +373,7 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 		                                               : "crun");
 		return -CNL_ENOTFOUND;
 	}
-	if (find_init(a) < 0) {
+	if (find_beside("cnlab-init", X_OK, a->init, sizeof(a->init)) < 0) {
 		cnl_seterr(err, errlen,
 		           "isolation = container needs cnlab-init beside "
 		           "cnlab-agent or in /usr/lib/cnlab (it is built and "
@@ -620,6 +623,9 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 		                           "bind", a->mounts[i].ro, NULL};
 	m[n++] = (struct cnl_oci_mount){INIT_IN_CONTAINER, a->init, "bind",
 	                                true, NULL};
+	if (a->notebook[0])
+		m[n++] = (struct cnl_oci_mount){CNL_AGENT_NOTEBOOK, a->notebook,
+		                                "bind", true, NULL};
 	if (preload)
 		m[n++] = (struct cnl_oci_mount){SHIM_IN_CONTAINER, c->shim,
 		                                "bind", true, NULL};

@@ -22,6 +22,12 @@
 #include "agent/forward.h"
 #include "cnlab/errors.h"
 
+/* Open connections from one source address. */
+struct source {
+	unsigned char addr[16]; /* IPv4 in the first 4 bytes */
+	int n;
+};
+
 struct cnl_fwd {
 	struct cnl_launcher *l;
 	char id[CNL_LAUNCH_ID_MAX + 1];
@@ -29,13 +35,54 @@ struct cnl_fwd {
 	int stop[2]; /* a byte on stop[1] ends the accept thread */
 	pthread_t thread;
 	atomic_int conns;
+	pthread_mutex_t mu; /* guards sources */
+	struct source sources[CNL_FWD_CONNS];
 };
 
 struct conn {
-	int fd, ns; /* the client; the namespace's descriptor */
+	struct cnl_fwd *f; /* freed only once conns is 0: see cnl_fwd_stop */
+	int fd, ns;        /* the client; the namespace's descriptor */
 	int port;
-	atomic_int *conns; /* the forwarder's count, which outlives us */
+	int source; /* index in f->sources */
 };
+
+/* Count a connection from @sa; -1 when its source has too many (or the
+ * table is full), else the source's index. */
+static int source_take(struct cnl_fwd *f, const struct sockaddr_storage *sa)
+{
+	unsigned char key[16] = {0};
+	int free_at = -1, at = -1;
+
+	if (sa->ss_family == AF_INET6)
+		memcpy(key, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	else
+		memcpy(key, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	pthread_mutex_lock(&f->mu);
+	for (int i = 0; i < CNL_FWD_CONNS && at < 0; i++) {
+		if (f->sources[i].n > 0 &&
+		    memcmp(f->sources[i].addr, key, 16) == 0)
+			at = i;
+		else if (f->sources[i].n == 0 && free_at < 0)
+			free_at = i;
+	}
+	if (at < 0 && free_at >= 0) {
+		at = free_at;
+		memcpy(f->sources[at].addr, key, 16);
+	}
+	if (at >= 0 && f->sources[at].n >= CNL_FWD_PER_SOURCE)
+		at = -1;
+	if (at >= 0)
+		f->sources[at].n++;
+	pthread_mutex_unlock(&f->mu);
+	return at;
+}
+
+static void source_put(struct cnl_fwd *f, int at)
+{
+	pthread_mutex_lock(&f->mu);
+	f->sources[at].n--;
+	pthread_mutex_unlock(&f->mu);
+}
 
 /* The network namespace of a process of workload @id that is not ours:
  * an open descriptor, or -1. */
@@ -106,9 +153,16 @@ static void *relay(void *arg)
 	int s = -1;
 
 	up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* A client that says nothing holds a slot for nothing. */
+	struct pollfd first = {c->fd, POLLIN, 0};
+	int ready;
+
+	while ((ready = poll(&first, 1, CNL_FWD_FIRST_BYTE_MS)) < 0 &&
+	       errno == EINTR)
+		;
 	/* This thread moves into the server's network namespace: the
 	 * socket it makes there stays there. */
-	if (setns(c->ns, CLONE_NEWNET) == 0) {
+	if (ready == 1 && setns(c->ns, CLONE_NEWNET) == 0) {
 		/* A server that is still starting: try for a while. */
 		for (int i = 0; i < 100; i++) {
 			s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -157,7 +211,8 @@ static void *relay(void *arg)
 		close(s);
 	}
 	close(c->fd);
-	atomic_fetch_sub(c->conns, 1);
+	source_put(c->f, c->source);
+	atomic_fetch_sub(&c->f->conns, 1);
 	free(c);
 	return NULL;
 }
@@ -168,10 +223,12 @@ static void *accept_loop(void *arg)
 	struct pollfd p[2] = {{f->lfd, POLLIN, 0}, {f->stop[0], POLLIN, 0}};
 
 	for (;;) {
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof(sa);
 		struct conn *c;
 		pthread_attr_t at;
 		pthread_t t;
-		int fd, ns;
+		int fd, ns, src;
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
@@ -179,25 +236,29 @@ static void *accept_loop(void *arg)
 			break;
 		if (!(p[0].revents & POLLIN))
 			continue;
-		fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+		fd = accept4(f->lfd, (struct sockaddr *)&sa, &salen,
+		             SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
 		if (atomic_load(&f->conns) >= CNL_FWD_CONNS ||
-		    (ns = find_netns(f->l, f->id)) < 0) {
+		    (src = source_take(f, &sa)) < 0) {
 			close(fd);
 			continue;
 		}
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(ns);
+		if ((ns = find_netns(f->l, f->id)) < 0 ||
+		    !(c = calloc(1, sizeof(*c)))) {
+			if (ns >= 0)
+				close(ns);
+			source_put(f, src);
 			close(fd);
 			continue;
 		}
-		*c = (struct conn){fd, ns, f->port, &f->conns};
+		*c = (struct conn){f, fd, ns, f->port, src};
 		atomic_fetch_add(&f->conns, 1);
 		pthread_attr_init(&at);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&t, &at, relay, c) != 0) {
+			source_put(f, src);
 			atomic_fetch_sub(&f->conns, 1);
 			close(ns);
 			close(fd);
@@ -234,6 +295,7 @@ int cnl_fwd_start(struct cnl_launcher *l, const char *id, const char *addr,
 		return -ENOMEM;
 	}
 	f->l = l;
+	pthread_mutex_init(&f->mu, NULL);
 	snprintf(f->id, sizeof(f->id), "%s", id);
 	f->lfd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (f->lfd < 0 ||
@@ -280,7 +342,9 @@ void cnl_fwd_stop(struct cnl_fwd *f)
 	/* Relays hold no pointer to f beyond its counter: wait for them. */
 	for (int i = 0; i < 500 && atomic_load(&f->conns) > 0; i++)
 		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-	if (atomic_load(&f->conns) == 0)
+	if (atomic_load(&f->conns) == 0) {
+		pthread_mutex_destroy(&f->mu);
 		free(f);
+	}
 	/* else: leaked deliberately, a relay still counts on it */
 }

@@ -14,16 +14,20 @@
  * restarted container is found again.
  *
  * Threads: one per forwarder (accept), one per open connection (connect
- * inside the namespace, then relay both ways until both sides closed); at
- * most CNL_FWD_CONNS connections at once, beyond which a new one is
- * closed at once.
+ * inside the namespace, then relay both ways until the server's side
+ * ends); at most CNL_FWD_CONNS connections at once and CNL_FWD_PER_SOURCE
+ * from one address, beyond which a new one is closed at once, and a
+ * connection that sends nothing within CNL_FWD_FIRST_BYTE_MS is closed:
+ * holding idle connections does not lock a server's users out.
  */
 #ifndef CNL_AGENT_FORWARD_H
 #define CNL_AGENT_FORWARD_H
 
 #include "agent/launch.h"
 
-#define CNL_FWD_CONNS 256
+#define CNL_FWD_CONNS         256
+#define CNL_FWD_PER_SOURCE    16
+#define CNL_FWD_FIRST_BYTE_MS 30000
 
 struct cnl_fwd;
 

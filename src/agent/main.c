@@ -74,13 +74,14 @@ static const struct cnl_config_def table[] = {
     {"server_command", CNL_CONFIG_STRING, S(server_command),
      "if command -v jupyter >/dev/null; then exec jupyter lab --ip=0.0.0.0 "
      "--port=$CNLAB_PORT --no-browser --ServerApp.token=$CNLAB_SERVER_TOKEN "
-     "--notebook-dir=$CNLAB_WORKSPACE; else exec python3 -m http.server "
-     "$CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE; fi",
+     "--notebook-dir=$CNLAB_WORKSPACE; else exec python3 \"$CNLAB_NOTEBOOK\"; "
+     "fi",
      0, 0,
      "Notebook server command (sh -c), given $CNLAB_PORT, "
      "$CNLAB_WORKSPACE and $CNLAB_SERVER_TOKEN (its access token, in "
-     "the URL users get). The fallback without JupyterLab has no token, "
-     "so it answers on the node's loopback only."},
+     "the URL users get), and $CNLAB_NOTEBOOK (cnlab-notebook.py: the "
+     "workspace over HTTP to the token's holder only, where JupyterLab is "
+     "not installed)."},
     {"cluster", CNL_CONFIG_STRING, S(cluster), NULL, 0, 0, "Cluster label."},
     {"zone", CNL_CONFIG_STRING, S(zone), NULL, 0, 0, "Zone label."},
     {"rack", CNL_CONFIG_STRING, S(rack), NULL, 0, 0, "Rack label."},

@@ -409,6 +409,10 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		 * the project carries it. */
 		ENV("CNLAB_SERVER_TOKEN=%s", w->token);
 		ENV("CNLAB_WORKSPACE=%s", ctr ? "/workspace" : w->dir);
+		/* The tokened fallback of the default server command. */
+		if (a->notebook[0])
+			ENV("CNLAB_NOTEBOOK=%s",
+			    ctr ? CNL_AGENT_NOTEBOOK : a->notebook);
 	}
 #undef ENV
 	envp[ne] = NULL;

@@ -259,10 +259,18 @@ const char *cnl_http_header(const struct cnl_http_request *req,
 
 const char *cnl_http_query(const struct cnl_http_request *req, const char *name)
 {
-	if (!req->conn)
+	const char *v = NULL;
+	size_t len = 0;
+
+	if (!req->conn ||
+	    MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND,
+	                                  name, strlen(name), &v,
+	                                  &len) != MHD_YES ||
+	    !v)
 		return NULL;
-	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND,
-	                                   name);
+	/* A %00 in the value would cut it short where C reads it: such a
+	 * value is no value. */
+	return strlen(v) == len ? v : NULL;
 }
 
 void cnl_http_reply(struct cnl_http_response *resp, unsigned status,

@@ -183,7 +183,8 @@ const char *cnl_http_param(const struct cnl_http_request *req,
 const char *cnl_http_header(const struct cnl_http_request *req,
                             const char *name);
 
-/* cnl_http_query - a query-string argument, or NULL. */
+/* cnl_http_query - a query-string argument, or NULL (also when its value
+ * holds a NUL byte, %00, which C would read cut short). */
 const char *cnl_http_query(const struct cnl_http_request *req,
                            const char *name);
 

@@ -208,6 +208,12 @@ st=$(curl -sS -o "$tmp/bad.json" -w '%{http_code}' -X PUT -H "Authorization: Bea
 	--data-binary @"$tmp/abc" "$base/v1/projects/$proj/uploads?path=x.txt")
 [ "$st" = 400 ] && grep -q digest_mismatch "$tmp/bad.json" &&
 	ok "an upload whose SHA-256 differs is refused" || bad "digest: $st $(cat "$tmp/bad.json")"
+# A path with a NUL byte is refused, not cut short to another name.
+st=$(curl -sS -o "$tmp/nul.json" -w '%{http_code}' -X PUT -H "Authorization: Bearer $ana" \
+	-H "X-Content-SHA256: $(printf 'abc' | sha256sum | cut -d' ' -f1)" \
+	--data-binary @"$tmp/abc" "$base/v1/projects/$proj/uploads?path=a%00b")
+[ "$st" = 400 ] && grep -q 'path' "$tmp/nul.json" &&
+	ok "a path with a NUL byte is refused" || bad "NUL path: $st $(cat "$tmp/nul.json")"
 
 # --- cnlabd's data files, under umask 000 -------------------------------------
 [ "$(stat -c %a "$tmp/db")" = 700 ] && ok "data directory 0700" ||

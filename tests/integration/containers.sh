@@ -268,6 +268,47 @@ else
 fi
 api POST "/v1/servers/$srv/stop" >/dev/null
 
+# The all-in-one's server runs the default command: without JupyterLab,
+# cnlab-notebook.py, which answers its token's holder only; and idle
+# connections held from another address do not lock its user out.
+asrv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb2","image":"any","profile":"h100-25pct"}' | jq -r .id)
+aurl=
+for _ in $(seq 150); do
+	aurl=$(api GET "/v1/servers/$asrv" | jq -r 'select(.state=="running") | .url // empty')
+	[ -n "$aurl" ] && break
+	sleep 0.2
+done
+code() { curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "$1" 2>/dev/null; }
+for _ in $(seq 50); do [ "$(code "$aurl")" = 200 ] && break; sleep 0.2; done
+[ "$(code "$aurl")" = 200 ] && [ "$(code "${aurl%%\?*}")" = 403 ] &&
+	[ "$(code "${aurl%%\?*}?token=0123456789abcdef0123456789abcdef")" = 403 ] &&
+	ok "the default notebook answers its token only (200 with, 403 without or wrong)" ||
+	bad "notebook token: $aurl $(code "$aurl") $(code "${aurl%%\?*}")"
+fport=${aurl#http://127.0.0.1:}
+fport=${fport%%/*}
+python3 -c '
+import socket, sys, time
+held = []
+for i in range(300):
+    try:
+        c = socket.socket()
+        c.bind(("127.0.0.2", 0))
+        c.settimeout(2)
+        c.connect(("127.0.0.1", int(sys.argv[1])))
+        held.append(c)
+    except OSError:
+        pass
+open(sys.argv[2], "w").write(str(len(held)))
+time.sleep(20)
+' "$fport" "$tmp/held" &
+holder=$!
+for _ in $(seq 100); do [ -s "$tmp/held" ] && break; sleep 0.1; done
+[ "$(code "$aurl")" = 200 ] && ok "300 idle connections from another address do not lock the user out" ||
+	bad "server locked out by $(cat "$tmp/held") idle connections"
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+api POST "/v1/servers/$asrv/stop" >/dev/null
+
 # A fork bomb stays in its workload: the probe agent allows 64 processes.
 out=$(run "python3 -c '
 import os, time

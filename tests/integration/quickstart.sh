@@ -125,6 +125,8 @@ shape "✓ Ready: URL line" '^✓ Ready: http://[^ ]+$' "$tmp/create.out"
 srv_url=$(sed -n 's/^✓ Ready: //p' "$tmp/create.out" | tail -1)
 for _ in $(seq 50); do curl -sSf -o /dev/null "$srv_url" 2>/dev/null && break; sleep 0.1; done
 curl -sSf -o /dev/null "$srv_url" && ok "the URL answers HTTP" || bad "server URL $srv_url"
+[ "$(curl -sS -o /dev/null -w '%{http_code}' "${srv_url%%\?*}")" = 403 ] &&
+	ok "without its token the server answers 403" || bad "server without token: $(curl -sS "${srv_url%%\?*}")"
 
 # --- 4. Open it; the workspace persists ------------------------------------------
 cnlab server open first-experiment >"$tmp/open.out" 2>&1
@@ -144,8 +146,10 @@ done
 cnlab server start first-experiment >"$tmp/start.out" 2>&1
 srv_url=$(sed -n 's/^✓ Ready: //p' "$tmp/start.out" | tail -1)
 base_url=${srv_url%%\?*}
-for _ in $(seq 50); do curl -sSf -o /dev/null "${base_url}notes.txt" 2>/dev/null && break; sleep 0.1; done
-[ "$(curl -sS "${base_url}notes.txt")" = "my notebook" ] && ok "workspace survives stop and start" ||
+# The notebook answers its token's holder only (the URL carries it).
+notes="${base_url}notes.txt?${srv_url#*\?}"
+for _ in $(seq 50); do curl -sSf -o /dev/null "$notes" 2>/dev/null && break; sleep 0.1; done
+[ "$(curl -sS "$notes")" = "my notebook" ] && ok "workspace survives stop and start" ||
 	bad "workspace after restart ($srv_url): $(cat "$tmp/start.out")"
 
 # --- The architecture guide's server create: no --name, --idle 4h ---------------------
