@@ -25,7 +25,9 @@
 /* A job's files (api_files.c): at most this many of each kind (artifacts,
  * checkpoint files, inputs), inputs named at submission, and how long an
  * upload waits for the job that uses it. */
-#define CNL_API_FILES_PER_JOB  1000
+#define CNL_API_FILES_PER_JOB 1000
+/* A project's pending uploads: at most this many times inputs_max_bytes. */
+#define CNL_API_UPLOADS_FACTOR 4
 #define CNL_API_INPUTS_PER_JOB 256
 #define CNL_API_UPLOAD_TTL_MS  (24LL * 3600 * 1000)
 

@@ -287,6 +287,32 @@ static int check_limits(struct call *c, const struct upload *u,
 			cnl_api_store_error(c, resp, r, kind_word[u->kind]);
 			return -1;
 		}
+	} else {
+		uint64_t pending = 0;
+		int npending = 0;
+
+		/* A project's uploads not yet taken by a job, together: at
+		 * most CNL_API_UPLOADS_FACTOR x inputs_max_bytes and as many
+		 * files as one job may keep, so that no member fills the
+		 * disk with uploads that wait their 24 hours. */
+		if ((r = usage_of(c, "upload", u->project, NULL, &pending,
+		                  &npending)) < 0) {
+			cnl_api_store_error(c, resp, r, "upload");
+			return -1;
+		}
+		if (npending >= CNL_API_FILES_PER_JOB ||
+		    pending + u->declared >
+		        (uint64_t)c->api->inputs_max * CNL_API_UPLOADS_FACTOR) {
+			cnl_http_error(resp, 413, "payload_too_large",
+			               "upload \"%s\": project %s already has "
+			               "%d uploads of %" PRIu64
+			               " bytes waiting for a job (at most %d "
+			               "files and %d x inputs_max_bytes)",
+			               u->path, u->project, npending, pending,
+			               CNL_API_FILES_PER_JOB,
+			               CNL_API_UPLOADS_FACTOR);
+			return -1;
+		}
 	}
 	if (n >= CNL_API_FILES_PER_JOB) {
 		cnl_http_error(resp, 413, "too_many_files",

@@ -11,7 +11,8 @@
 #     through a subfolder link, and a FIFO): nothing of the target reaches
 #     cnlabd or the user, and the job fails naming the file;
 #   - an artifact past artifacts_max_bytes and an input past
-#     inputs_max_bytes fail naming the file and the limit;
+#     inputs_max_bytes fail naming the file and the limit; a project's
+#     uploads waiting for a job are bounded;
 #   - the job's folder is 0700 while it runs and gone once it ended;
 #     cnlabd's data directory is 0700 and its files 0600.
 set -u
@@ -208,6 +209,21 @@ st=$(curl -sS -o "$tmp/bad.json" -w '%{http_code}' -X PUT -H "Authorization: Bea
 	--data-binary @"$tmp/abc" "$base/v1/projects/$proj/uploads?path=x.txt")
 [ "$st" = 400 ] && grep -q digest_mismatch "$tmp/bad.json" &&
 	ok "an upload whose SHA-256 differs is refused" || bad "digest: $st $(cat "$tmp/bad.json")"
+# Uploads waiting for a job are bounded per project (4 x inputs_max_bytes):
+# a member cannot fill cnlabd's disk with them.
+head -c $((15 << 20)) /dev/zero >"$tmp/15m"
+sum15=$(sha256sum "$tmp/15m" | cut -d' ' -f1)
+codes=
+for i in 1 2 3 4 5; do
+	codes="$codes $(curl -sS -o "$tmp/up.json" -w '%{http_code}' -X PUT -H "Authorization: Bearer $ana" \
+		-H "X-Content-SHA256: $sum15" --data-binary @"$tmp/15m" \
+		"$base/v1/projects/$proj/uploads?path=fill$i")"
+done
+[ "$codes" = " 201 201 201 201 413" ] && grep -q 'waiting for a job' "$tmp/up.json" &&
+	ok "a project's waiting uploads are bounded (4 x 15 MiB taken, the 5th refused)" ||
+	bad "upload total: $codes $(cat "$tmp/up.json")"
+rm -f "$tmp/15m"
+
 # A path with a NUL byte is refused, not cut short to another name.
 st=$(curl -sS -o "$tmp/nul.json" -w '%{http_code}' -X PUT -H "Authorization: Bearer $ana" \
 	-H "X-Content-SHA256: $(printf 'abc' | sha256sum | cut -d' ' -f1)" \
