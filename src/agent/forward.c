@@ -84,6 +84,27 @@ static void source_put(struct cnl_fwd *f, int at)
 	pthread_mutex_unlock(&f->mu);
 }
 
+/* Whether process @pid is in workload @id's cgroup (a line of its
+ * /proc/PID/cgroup ends in /@id). */
+static bool still_ours(const char *pid, const char *id)
+{
+	char p[64], buf[4096], want[CNL_LAUNCH_ID_MAX + 3];
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%s/cgroup", pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	snprintf(want, sizeof(want), "/%s\n", id);
+	return strstr(buf, want) != NULL;
+}
+
 /* The network namespace of a process of workload @id that is not ours:
  * an open descriptor, or -1. */
 static int find_netns(struct cnl_launcher *l, const char *id)
@@ -121,6 +142,13 @@ static int find_netns(struct cnl_launcher *l, const char *id)
 		link[m] = '\0';
 		if (strcmp(link, own) != 0)
 			ns = open(p, O_RDONLY | O_CLOEXEC);
+		/* The pid may have ended and been reused between the list
+		 * and the open: keep the namespace only if the process that
+		 * holds that pid now is still the workload's. */
+		if (ns >= 0 && !still_ours(t, id)) {
+			close(ns);
+			ns = -1;
+		}
 	}
 	return ns;
 }
