@@ -39,6 +39,7 @@
 
 #include "agent/agent-internal.h"
 #include "cnlab/errors.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
@@ -382,40 +383,6 @@ int cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 	return k.failed ? -CNL_EFIELD : 0;
 }
 
-/* Create the folders of @rel (its last component is the file) beneath
- * @top, following no link; the open folder of the file into *@ret. */
-static int make_parents(int top, const char *rel, int *ret)
-{
-	char part[CNL_WIRE_PATH_MAX];
-	const char *s = rel, *slash;
-	int dfd = dup(top);
-
-	if (dfd < 0)
-		return -errno;
-	while ((slash = strchr(s, '/'))) {
-		size_t n = (size_t)(slash - s);
-		int next;
-
-		memcpy(part, s, n);
-		part[n] = '\0';
-		if (mkdirat(dfd, part, 0700) < 0 && errno != EEXIST) {
-			int r = -errno;
-
-			close(dfd);
-			return r;
-		}
-		next = openat(dfd, part,
-		              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(dfd);
-		if (next < 0)
-			return -errno;
-		dfd = next;
-		s = slash + 1;
-	}
-	*ret = dfd;
-	return 0;
-}
-
 int cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
                           const struct wk *w, const char *what,
                           const char *dest, char *why, size_t whylen)
@@ -466,7 +433,7 @@ int cnl_agent_fetch_files(struct cnl_agent *a, struct cnl_client *cl,
 		int dfd = -1, fd = -1;
 
 		base = base ? base + 1 : it->path;
-		if ((r = make_parents(top, it->path, &dfd)) < 0 ||
+		if ((r = cnl_mkdirs_beneath(top, it->path, 0700, &dfd)) < 0 ||
 		    (fd = openat(dfd, base,
 		                 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
 		                     O_CLOEXEC,

@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "common/fs.h"
 #include "common/util.h"
 #include "net/client.h"
 #include "net/error.h"
@@ -55,17 +56,6 @@ struct buf {
 	/* Uploads. */
 	uint64_t sent;
 };
-
-static void hex_of(const unsigned char *md, unsigned n, char *hex)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (unsigned i = 0; i < n; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
-	}
-	hex[2 * n] = '\0';
-}
 
 /* Write @n bytes to the download descriptor; false on failure. */
 static bool to_file(struct buf *b, const char *data, size_t n)
@@ -180,7 +170,7 @@ int cnl_client_file_sha256(int fd, uint64_t size, char ret_hex[65])
 	}
 	if (r == 0) {
 		EVP_DigestFinal_ex(ctx, md, &mdlen);
-		hex_of(md, mdlen, ret_hex);
+		cnl_hex(md, mdlen, ret_hex);
 	}
 	EVP_MD_CTX_free(ctx);
 	free(buf);
@@ -421,7 +411,7 @@ int cnl_client_request(struct cnl_client *cl,
 		ret->downloaded = true;
 		ret->download_len = b.written;
 		EVP_DigestFinal_ex(b.md, md, &mdlen);
-		hex_of(md, mdlen, ret->download_sha256);
+		cnl_hex(md, mdlen, ret->download_sha256);
 	}
 	EVP_MD_CTX_free(b.md);
 	if (ret->len && (ret->body[0] == '{' || ret->body[0] == '['))

@@ -53,6 +53,7 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+#include "common/fs.h"
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -85,17 +86,6 @@ struct upload {
 	bool kept;        /* renamed into place */
 };
 
-static void hex_of(const unsigned char *md, size_t n, char *hex)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
-	}
-	hex[2 * n] = '\0';
-}
-
 /* "<job>/<SHA-256 of path>": the document id of a job's file. */
 static void file_doc_id(const char *job, const char *path, char *buf,
                         size_t len)
@@ -104,7 +94,7 @@ static void file_doc_id(const char *job, const char *path, char *buf,
 	char hex[2 * SHA256_DIGEST_LENGTH + 1];
 
 	SHA256((const unsigned char *)path, strlen(path), md);
-	hex_of(md, sizeof(md), hex);
+	cnl_hex(md, sizeof(md), hex);
 	snprintf(buf, len, "%s/%s", job, hex);
 }
 
@@ -114,7 +104,7 @@ static int random_name(char *buf, size_t len)
 
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd) || len < 33)
 		return -EIO;
-	hex_of(rnd, sizeof(rnd), buf);
+	cnl_hex(rnd, sizeof(rnd), buf);
 	return 0;
 }
 
@@ -517,7 +507,7 @@ static int upload_end(struct call *c, struct cnl_http_request *req,
 		return -1;
 	}
 	EVP_DigestFinal_ex(u->md, md, &mdlen);
-	hex_of(md, mdlen, got);
+	cnl_hex(md, mdlen, got);
 	if (strcmp(got, u->sha256) != 0) {
 		cnl_http_error(resp, 400, "digest_mismatch",
 		               "%s \"%s\": its SHA-256 is %s, not %s as "

@@ -41,6 +41,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "common/base64.h"
+#include "common/fs.h"
 #include "wire/node.h"
 
 #define POLL_MS       250
@@ -138,33 +139,13 @@ static int make_dirs(const char *dir)
  */
 static int create_beneath(int top, const char *rel)
 {
-	char part[CNL_WIRE_PATH_MAX];
-	const char *s = rel, *slash;
-	int dfd = dup(top), fd;
+	const char *leaf = strrchr(rel, '/');
+	int dfd, fd, r;
 
-	if (dfd < 0)
-		return -errno;
-	while ((slash = strchr(s, '/'))) {
-		size_t n = (size_t)(slash - s);
-		int next;
-
-		memcpy(part, s, n);
-		part[n] = '\0';
-		if (mkdirat(dfd, part, 0755) < 0 && errno != EEXIST) {
-			next = -errno;
-			close(dfd);
-			return next;
-		}
-		next = openat(dfd, part,
-		              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(dfd);
-		if (next < 0)
-			return -errno;
-		dfd = next;
-		s = slash + 1;
-	}
+	if ((r = cnl_mkdirs_beneath(top, rel, 0755, &dfd)) < 0)
+		return r;
 	fd =
-	    openat(dfd, s,
+	    openat(dfd, leaf ? leaf + 1 : rel,
 	           O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	fd = fd < 0 ? -errno : fd;
 	close(dfd);

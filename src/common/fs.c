@@ -1,0 +1,57 @@
+/*
+ * fs.c - folders made beneath a folder without following links; hex.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fs.h"
+
+int cnl_mkdirs_beneath(int top, const char *rel, mode_t mode, int *ret_dfd)
+{
+	char part[256];
+	const char *s = rel, *slash;
+	int dfd = fcntl(top, F_DUPFD_CLOEXEC, 0);
+
+	if (dfd < 0)
+		return -errno;
+	while ((slash = strchr(s, '/'))) {
+		size_t n = (size_t)(slash - s);
+		int next;
+
+		if (n == 0 || n >= sizeof(part)) {
+			close(dfd);
+			return -EINVAL;
+		}
+		memcpy(part, s, n);
+		part[n] = '\0';
+		if (mkdirat(dfd, part, mode) < 0 && errno != EEXIST) {
+			next = -errno;
+			close(dfd);
+			return next;
+		}
+		next = openat(dfd, part,
+		              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		if (next < 0)
+			return -errno;
+		dfd = next;
+		s = slash + 1;
+	}
+	*ret_dfd = dfd;
+	return 0;
+}
+
+void cnl_hex(const unsigned char *bytes, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[bytes[i] >> 4];
+		out[2 * i + 1] = digits[bytes[i] & 15];
+	}
+	out[2 * n] = '\0';
+}

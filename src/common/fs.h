@@ -1,0 +1,24 @@
+/*
+ * fs.h - small file-system helpers every binary shares: writing beneath a
+ * folder without following links (what a tenant or a server planted in a
+ * folder must never lead out of it), and bytes as hex.
+ */
+#ifndef CNL_COMMON_FS_H
+#define CNL_COMMON_FS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * cnl_mkdirs_beneath - create the folders of @rel (a relative path whose
+ * last component is a file; no "." or ".." components) beneath the open
+ * folder @top, with @mode, following no link on the way: an existing
+ * component that is a link fails with -ELOOP or -ENOTDIR.  The open
+ * folder of the file in *ret_dfd (to close); 0 or -errno.
+ */
+int cnl_mkdirs_beneath(int top, const char *rel, mode_t mode, int *ret_dfd);
+
+/* cnl_hex - @n bytes as 2n lowercase hex digits and a NUL into @out. */
+void cnl_hex(const unsigned char *bytes, size_t n, char *out);
+
+#endif /* CNL_COMMON_FS_H */
