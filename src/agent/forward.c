@@ -183,6 +183,7 @@ static void *relay(void *arg)
 	up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	/* A client that says nothing holds a slot for nothing. */
 	struct pollfd first = {c->fd, POLLIN, 0};
+	bool refused;
 	int ready;
 
 	while ((ready = poll(&first, 1, CNL_FWD_FIRST_BYTE_MS)) < 0 &&
@@ -198,9 +199,10 @@ static void *relay(void *arg)
 				break;
 			if (connect(s, (struct sockaddr *)&up, sizeof(up)) == 0)
 				break;
+			refused = errno == ECONNREFUSED;
 			close(s);
 			s = -1;
-			if (errno != ECONNREFUSED)
+			if (!refused)
 				break;
 			nanosleep(&(struct timespec){0, 100 * 1000 * 1000},
 			          NULL);
