@@ -20,7 +20,9 @@
 
 /* Refused with EPERM: what a tenant's program never needs, and what would
  * widen its reach (kernel code, the clock, mounts, namespaces, keyrings,
- * BPF and perf, handles that bypass path checks). */
+ * BPF and perf, handles that bypass path checks, io_uring, whose requests
+ * a filter cannot see and which has been a steady source of kernel
+ * holes). */
 static const char *const denied[] = {
     "acct",
     "add_key",
@@ -34,6 +36,9 @@ static const char *const denied[] = {
     "fsopen",
     "fspick",
     "init_module",
+    "io_uring_enter",
+    "io_uring_register",
+    "io_uring_setup",
     "iopl",
     "ioperm",
     "kexec_file_load",

@@ -156,7 +156,9 @@ static void test_seccomp(void **state)
 	                                   "kexec_load",
 	                                   "open_by_handle_at",
 	                                   "pivot_root",
-	                                   "userfaultfd"};
+	                                   "userfaultfd",
+	                                   "io_uring_setup",
+	                                   "io_uring_enter"};
 	struct cnl_oci_spec s = spec();
 	json_t *doc = config(&s);
 	json_t *sc = json_object_get(json_object_get(doc, "linux"), "seccomp");
