@@ -140,8 +140,17 @@ int cnl_agent_wk_dirs(const struct wk *w)
 	return 0;
 }
 
-/* Remove what @dfd holds, not following links nor leaving @dev. */
-static void empty_dir(int dfd, dev_t dev)
+/* What walk() does: @entry to each entry of a folder (a folder before its
+ * content), @after to each folder once its content was walked. */
+struct walk_ops {
+	void (*entry)(int dfd, const char *name, const struct stat *st,
+	              void *arg);
+	void (*after)(int dfd, const char *name, void *arg);
+};
+
+/* Walk what @dfd holds (and close it), following no link and not leaving
+ * the file system @dev: a link or a mount a tenant planted leads nowhere. */
+static void walk(int dfd, dev_t dev, const struct walk_ops *ops, void *arg)
 {
 	DIR *d = fdopendir(dfd);
 	struct dirent *e;
@@ -158,79 +167,91 @@ static void empty_dir(int dfd, dev_t dev)
 			continue;
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (!S_ISDIR(st.st_mode)) {
-			unlinkat(dirfd(d), e->d_name, 0);
+		if (ops->entry)
+			ops->entry(dirfd(d), e->d_name, &st, arg);
+		if (!S_ISDIR(st.st_mode) || st.st_dev != dev)
 			continue;
-		}
-		if (st.st_dev != dev)
-			continue; /* a mount: not ours to empty */
 		sub = openat(dirfd(d), e->d_name,
 		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub >= 0)
-			empty_dir(sub, dev);
-		unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+			walk(sub, dev, ops, arg);
+		if (ops->after)
+			ops->after(dirfd(d), e->d_name, arg);
 	}
 	closedir(d);
 }
 
-void cnl_agent_rmtree(const char *path)
+/* Open folder @path, not a link, and its file system. */
+static int open_top(const char *path, dev_t *ret_dev)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
-		return;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return;
-	}
-	empty_dir(fd, st.st_dev);
-	rmdir(path);
-}
-
-/* chown what @dfd holds to @uid/@gid, not following links. */
-static void chown_dir(int dfd, uid_t uid, gid_t gid)
-{
-	DIR *d = fdopendir(dfd);
-	struct dirent *e;
-
-	if (!d) {
-		close(dfd);
-		return;
-	}
-	while ((e = readdir(d))) {
-		struct stat st;
-		int sub;
-
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (fchownat(dirfd(d), e->d_name, uid, gid,
-		             AT_SYMLINK_NOFOLLOW) < 0 ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) <
-		        0 ||
-		    !S_ISDIR(st.st_mode))
-			continue;
-		sub = openat(dirfd(d), e->d_name,
-		             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub >= 0)
-			chown_dir(sub, uid, gid);
-	}
-	closedir(d);
-}
-
-int cnl_agent_chown_tree(const char *path, int uid, int gid)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	if (fd < 0)
 		return -errno;
-	if (fchown(fd, (uid_t)uid, (gid_t)gid) < 0) {
+	if (fstat(fd, &st) < 0) {
 		int r = -errno;
 
 		close(fd);
 		return r;
 	}
-	chown_dir(fd, (uid_t)uid, (gid_t)gid);
+	*ret_dev = st.st_dev;
+	return fd;
+}
+
+static void rm_entry(int dfd, const char *name, const struct stat *st,
+                     void *arg)
+{
+	if (!S_ISDIR(st->st_mode))
+		unlinkat(dfd, name, 0);
+}
+
+static void rm_dir(int dfd, const char *name, void *arg)
+{
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+void cnl_agent_rmtree(const char *path)
+{
+	static const struct walk_ops ops = {rm_entry, rm_dir};
+	dev_t dev;
+	int fd = open_top(path, &dev);
+
+	if (fd < 0)
+		return;
+	walk(fd, dev, &ops, NULL);
+	rmdir(path);
+}
+
+struct owner {
+	uid_t uid;
+	gid_t gid;
+};
+
+static void chown_entry(int dfd, const char *name, const struct stat *st,
+                        void *arg)
+{
+	const struct owner *o = arg;
+
+	(void)fchownat(dfd, name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW);
+}
+
+int cnl_agent_chown_tree(const char *path, int uid, int gid)
+{
+	static const struct walk_ops ops = {chown_entry, NULL};
+	struct owner o = {(uid_t)uid, (gid_t)gid};
+	dev_t dev;
+	int fd = open_top(path, &dev);
+
+	if (fd < 0)
+		return fd;
+	if (fchown(fd, o.uid, o.gid) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	walk(fd, dev, &ops, &o);
 	return 0;
 }
 
