@@ -59,6 +59,7 @@
 #include "agent/agent-internal.h"
 #include "agent/oci.h"
 #include "cnlab/errors.h"
+#include "common/json.h"
 #include "common/util.h"
 
 #ifndef TMPFS_MAGIC
@@ -94,9 +95,10 @@ int cnl_agent_gpu_nodes(uint32_t mask, char nodes[][40], int max)
 	return n;
 }
 
-/* CDI containerEdits: the GPU nodes of @mask (without the control nodes
- * when @gpus_only) and, when not NULL, one environment variable. */
-static json_t *cdi_edits(uint32_t mask, bool gpus_only, const char *env)
+/* CDI containerEdits: of the nodes of @mask (cnl_agent_gpu_nodes), the
+ * control nodes when @controls, else the GPUs' own; and, when not NULL,
+ * one environment variable. */
+static json_t *cdi_edits(uint32_t mask, bool controls, const char *env)
 {
 	char nodes[40][40];
 	int n = cnl_agent_gpu_nodes(mask, nodes, 40);
@@ -107,7 +109,7 @@ static json_t *cdi_edits(uint32_t mask, bool gpus_only, const char *env)
 
 		for (size_t k = 0; k < CNL_ARRAY_SIZE(ctl_nodes); k++)
 			ctl = ctl || strcmp(nodes[i], ctl_nodes[k]) == 0;
-		if (!(gpus_only && ctl))
+		if (ctl == controls)
 			json_array_append_new(
 			    list, json_pack("{s:s}", "path", nodes[i]));
 	}
@@ -122,9 +124,9 @@ int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen)
 	const struct cnl_gpu_dev *devs;
 	int ndev = cnl_gpus_list(a->gpus, &devs);
 	json_t *spec, *list = json_array();
-	char dir[600], path[700], tmp[720], env[300], all[256] = "";
+	char dir[600], path[700], env[300], all[256] = "";
 	uint32_t every = 0;
-	int fd = -1, r = 0;
+	int r;
 
 	for (int i = 0; i < ndev && i < 32; i++) {
 		char name[16];
@@ -135,8 +137,9 @@ int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen)
 		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%d",
 		         devs[i].index);
 		json_array_append_new(
-		    list, json_pack("{s:s,s:o}", "name", name, "containerEdits",
-		                    cdi_edits(1u << devs[i].index, true, env)));
+		    list,
+		    json_pack("{s:s,s:o}", "name", name, "containerEdits",
+		              cdi_edits(1u << devs[i].index, false, env)));
 		snprintf(all + l, sizeof(all) - l, "%s%d", l ? "," : "",
 		         devs[i].index);
 	}
@@ -145,57 +148,21 @@ int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen)
 		json_array_append_new(list,
 		                      json_pack("{s:s,s:o}", "name", "all",
 		                                "containerEdits",
-		                                cdi_edits(every, true, env)));
+		                                cdi_edits(every, false, env)));
 	}
-	/* The control nodes, common to every device of the kind. */
+	/* The control nodes, common to every device of the kind (none
+	 * without a GPU: cnl_agent_gpu_nodes of an empty mask). */
 	spec = json_pack("{s:s,s:s,s:o,s:o}", "cdiVersion", "0.6.0", "kind",
 	                 "cnlab.io/gpu", "devices", list, "containerEdits",
-	                 cdi_edits(every ? every : 1, false, NULL));
-	if (!every) {
-		/* No GPU: no control node either. */
-		json_object_set_new(spec, "containerEdits",
-		                    json_pack("{s:[]}", "deviceNodes"));
-	} else {
-		json_t *nodes = json_object_get(
-		    json_object_get(spec, "containerEdits"), "deviceNodes");
-		size_t i = 0;
-
-		/* Keep only the control nodes at the spec's level. */
-		while (i < json_array_size(nodes)) {
-			const char *p = json_string_value(
-			    json_object_get(json_array_get(nodes, i), "path"));
-			bool ctl = false;
-
-			for (size_t k = 0; k < CNL_ARRAY_SIZE(ctl_nodes); k++)
-				ctl = ctl || strcmp(p, ctl_nodes[k]) == 0;
-			if (ctl)
-				i++;
-			else
-				json_array_remove(nodes, i);
-		}
-	}
+	                 cdi_edits(every, true, NULL));
 	snprintf(dir, sizeof(dir), "%s/cdi", a->cfg.work_dir);
 	snprintf(path, sizeof(path), "%s/cnlab.json", dir);
-	snprintf(tmp, sizeof(tmp), "%s/.cnlab.json.tmp", dir);
-	if ((r = cnl_agent_mkdirs(dir)) == 0) {
-		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0)
-			r = -errno;
-	}
-	if (fd >= 0) {
-		if (json_dumpfd(spec, fd, JSON_INDENT(2)) < 0)
-			r = -EIO;
-		if (close(fd) < 0 && r == 0)
-			r = -errno;
-		if (r == 0 && rename(tmp, path) < 0)
-			r = -errno;
-	}
+	if ((r = cnl_agent_mkdirs(dir)) == 0)
+		r = cnl_json_write_file(spec, path, 0644, JSON_INDENT(2));
 	json_decref(spec);
-	if (r < 0) {
-		(void)unlink(tmp);
+	if (r < 0)
 		cnl_seterr(err, errlen, "cannot write the CDI spec %s: %s",
 		           path, strerror(-r));
-	}
 	return r;
 }
 

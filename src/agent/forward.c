@@ -28,6 +28,10 @@ struct source {
 	int n;
 };
 
+/* The workload's processes looked at for its namespace: its init comes
+ * early in the list. */
+#define CNL_FWD_PIDS 256
+
 struct cnl_fwd {
 	struct cnl_launcher *l;
 	char id[CNL_LAUNCH_ID_MAX + 1];
@@ -86,13 +90,13 @@ static void source_put(struct cnl_fwd *f, int at)
 
 /* Whether process @pid is in workload @id's cgroup (a line of its
  * /proc/PID/cgroup ends in /@id). */
-static bool still_ours(const char *pid, const char *id)
+static bool still_ours(pid_t pid, const char *id)
 {
 	char p[64], buf[4096], want[CNL_LAUNCH_ID_MAX + 3];
 	ssize_t n;
 	int fd;
 
-	snprintf(p, sizeof(p), "/proc/%s/cgroup", pid);
+	snprintf(p, sizeof(p), "/proc/%d/cgroup", (int)pid);
 	fd = open(p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -109,33 +113,19 @@ static bool still_ours(const char *pid, const char *id)
  * an open descriptor, or -1. */
 static int find_netns(struct cnl_launcher *l, const char *id)
 {
-	char dir[640], path[680];
-	char own[64] = "", buf[8192];
-	ssize_t n;
-	int fd, ns = -1;
+	pid_t pids[CNL_FWD_PIDS];
+	char own[64] = "";
+	ssize_t n = readlink("/proc/self/ns/net", own, sizeof(own) - 1);
+	int np = cnl_launcher_procs(l, id, pids, CNL_FWD_PIDS), ns = -1;
 
-	if (cnl_launcher_cgroup_dir(l, "pids", id, dir, sizeof(dir)) < 0 &&
-	    cnl_launcher_cgroup_dir(l, "memory", id, dir, sizeof(dir)) < 0)
-		return -1;
-	n = readlink("/proc/self/ns/net", own, sizeof(own) - 1);
-	if (n <= 0)
+	if (n <= 0 || np <= 0)
 		return -1;
 	own[n] = '\0';
-	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	for (char *save = NULL, *t = strtok_r(buf, "\n", &save); t && ns < 0;
-	     t = strtok_r(NULL, "\n", &save)) {
+	for (int i = 0; i < np && i < CNL_FWD_PIDS && ns < 0; i++) {
 		char link[64], p[64];
 		ssize_t m;
 
-		snprintf(p, sizeof(p), "/proc/%s/ns/net", t);
+		snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)pids[i]);
 		m = readlink(p, link, sizeof(link) - 1);
 		if (m <= 0)
 			continue;
@@ -145,7 +135,7 @@ static int find_netns(struct cnl_launcher *l, const char *id)
 		/* The pid may have ended and been reused between the list
 		 * and the open: keep the namespace only if the process that
 		 * holds that pid now is still the workload's. */
-		if (ns >= 0 && !still_ours(t, id)) {
+		if (ns >= 0 && !still_ours(pids[i], id)) {
 			close(ns);
 			ns = -1;
 		}

@@ -921,6 +921,14 @@ int cnl_launcher_adopt(struct cnl_launcher *l, const char *id,
 	return 0;
 }
 
+int cnl_launcher_procs(struct cnl_launcher *l, const char *id, pid_t *pids,
+                       int max)
+{
+	if (!valid_name(id))
+		return -EINVAL;
+	return cnl_cg_pids(&l->cg, id, pids, max);
+}
+
 int cnl_launcher_list(struct cnl_launcher *l, char ids[][64], int max)
 {
 	return cnl_cg_list(&l->cg, ids, max);

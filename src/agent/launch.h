@@ -233,6 +233,14 @@ int cnl_launcher_adopt(struct cnl_launcher *l, const char *id,
                        struct cnl_workload **ret);
 
 /*
+ * cnl_launcher_procs - pids (agent's namespace) in workload @id's cgroup,
+ * up to @max, without a workload handle; how many there are (as
+ * cnl_workload_procs), or a negative errno.
+ */
+int cnl_launcher_procs(struct cnl_launcher *l, const char *id, pid_t *pids,
+                       int max);
+
+/*
  * cnl_launcher_list - ids of the workload cgroups present, up to max into
  * ids; returns how many there are.
  */

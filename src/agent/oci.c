@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "agent/oci.h"
 
@@ -271,33 +272,17 @@ int cnl_oci_config(const struct cnl_oci_spec *s, json_t **ret, char *err,
 int cnl_oci_write(const char *bundle, const struct cnl_oci_spec *spec,
                   char *err, size_t errlen)
 {
-	char path[4096], tmp[4200];
+	char path[4096];
 	json_t *doc = NULL;
-	int fd, r = cnl_oci_config(spec, &doc, err, errlen);
+	int r = cnl_oci_config(spec, &doc, err, errlen);
 
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "%s/config.json", bundle);
-	snprintf(tmp, sizeof(tmp), "%s/.config.json.tmp", bundle);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	          0600);
-	if (fd < 0) {
-		r = -errno;
-		cnl_seterr(err, errlen, "cannot write %s: %s", tmp,
-		           strerror(errno));
-		json_decref(doc);
-		return r;
-	}
-	r = json_dumpfd(doc, fd, JSON_COMPACT) < 0 ? -EIO : 0;
+	r = cnl_json_write_file(doc, path, 0600, JSON_COMPACT);
 	json_decref(doc);
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0) {
-		(void)unlink(tmp);
+	if (r < 0)
 		cnl_seterr(err, errlen, "cannot write %s: %s", path,
 		           strerror(-r));
-	}
 	return r;
 }

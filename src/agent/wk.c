@@ -265,7 +265,7 @@ static void state_path(const struct cnl_agent *a, const char *id, char *buf,
 
 void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
 {
-	char path[700], tmp[720];
+	char path[700];
 	json_t *o = json_pack(
 	    "{s:s,s:I,s:b,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I}", "id", w->id,
 	    "epoch", (json_int_t)w->epoch, "server", w->server, "dir", w->dir,
@@ -277,9 +277,7 @@ void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
 	if (!o)
 		return; /* a path that is not UTF-8: nothing to adopt by */
 	state_path(a, w->id, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (json_dump_file(o, tmp, JSON_COMPACT) == 0)
-		rename(tmp, path);
+	(void)cnl_json_write_file(o, path, 0644, JSON_COMPACT);
 	json_decref(o);
 }
 

@@ -5,9 +5,12 @@
  * refused, and error text that names what was wrong.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cnlab/errors.h"
 #include "common/json.h"
@@ -185,4 +188,28 @@ char *cnl_json_dumps_compact(const json_t *json)
 {
 	return json_dumps(json,
 	                  JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+}
+
+int cnl_json_write_file(const json_t *json, const char *path, unsigned mode,
+                        size_t flags)
+{
+	char tmp[4200];
+	int fd, r;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+	          (mode_t)mode);
+	if (fd < 0)
+		return -errno;
+	r = fchmod(fd, (mode_t)mode) < 0       ? -errno
+	    : json_dumpfd(json, fd, flags) < 0 ? -EIO
+	                                       : 0;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlink(tmp);
+	return r;
 }

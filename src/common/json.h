@@ -78,4 +78,13 @@ int cnl_json_load_file(const char *path, json_t **ret, char *err,
  */
 char *cnl_json_dumps_compact(const json_t *json);
 
+/*
+ * cnl_json_write_file - @json (@flags as for json_dumpf) into @path, whole
+ * or not at all: written to "@path.tmp" with @mode (whatever the umask),
+ * no link followed, then renamed over @path.  0 or a negative errno; the
+ * temporary file does not stay behind.
+ */
+int cnl_json_write_file(const json_t *json, const char *path, unsigned mode,
+                        size_t flags);
+
 #endif /* CNL_JSON_H */

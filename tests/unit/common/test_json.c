@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -316,6 +317,39 @@ static void test_dumps_compact(void **state)
 	json_decref(n);
 }
 
+/* Written whole with its mode whatever the umask, no temporary left; a
+ * link at the temporary's name is not followed. */
+static void test_write_file(void **state)
+{
+	char dir[] = "/tmp/cnl-json-XXXXXX", path[64], tmp[80], out[64];
+	json_t *doc = json_pack("{s:i}", "a", 1), *back;
+	struct stat st;
+	mode_t old;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/doc.json", dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	old = umask(0);
+	assert_int_equal(cnl_json_write_file(doc, path, 0600, JSON_COMPACT), 0);
+	umask(old);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(access(tmp, F_OK), -1);
+	back = json_load_file(path, 0, NULL);
+	assert_true(json_equal(back, doc));
+	json_decref(back);
+	/* A planted link at the temporary's name: refused, nothing written
+	 * through it, the document as it was. */
+	snprintf(out, sizeof(out), "%s/out", dir);
+	assert_int_equal(symlink(out, tmp), 0);
+	assert_int_equal(cnl_json_write_file(doc, path, 0600, 0), -ELOOP);
+	assert_int_equal(access(out, F_OK), -1);
+	unlink(tmp);
+	unlink(path);
+	rmdir(dir);
+	json_decref(doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -327,6 +361,7 @@ int main(void)
 	    cmocka_unit_test(test_loads_errors),
 	    cmocka_unit_test(test_load_file),
 	    cmocka_unit_test(test_dumps_compact),
+	    cmocka_unit_test(test_write_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
