@@ -238,14 +238,21 @@ else
 	bad "a job escaped its VRAM quota: $out"
 fi
 
+# running_url SERVER: wait for the server to run; print its URL ("" if it
+# did not come up).
+running_url() {
+	local u=
+	for _ in $(seq 150); do
+		u=$(api GET "/v1/servers/$1" | jq -r 'select(.state=="running") | .url // empty')
+		[ -n "$u" ] && break
+		sleep 0.2
+	done
+	echo "$u"
+}
+
 # A server: reached through its URL only.
 srv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb","image":"any","profile":"a100-50pct"}' | jq -r .id)
-surl=
-for _ in $(seq 150); do
-	surl=$(api GET "/v1/servers/$srv" | jq -r 'select(.state=="running") | .url // empty')
-	[ -n "$surl" ] && break
-	sleep 0.2
-done
+surl=$(running_url "$srv")
 echo hello-notebook >"$tmp/probe/workspaces/$srv/hello.txt" 2>/dev/null
 got=
 for _ in $(seq 50); do
@@ -272,12 +279,7 @@ api POST "/v1/servers/$srv/stop" >/dev/null
 # cnlab-notebook.py, which answers its token's holder only; and idle
 # connections held from another address do not lock its user out.
 asrv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb2","image":"any","profile":"h100-25pct"}' | jq -r .id)
-aurl=
-for _ in $(seq 150); do
-	aurl=$(api GET "/v1/servers/$asrv" | jq -r 'select(.state=="running") | .url // empty')
-	[ -n "$aurl" ] && break
-	sleep 0.2
-done
+aurl=$(running_url "$asrv")
 code() { curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "$1" 2>/dev/null; }
 for _ in $(seq 50); do [ "$(code "$aurl")" = 200 ] && break; sleep 0.2; done
 [ "$(code "$aurl")" = 200 ] && [ "$(code "${aurl%%\?*}")" = 403 ] &&
