@@ -90,6 +90,7 @@ struct wk {
 	int out_rd, err_rd;
 	int64_t out_off, err_off;
 	char token[33]; /* notebook servers: their access token */
+	char image[65]; /* the manifest (hex) of its image; "": host */
 	/* Ended, but cnlabd has not taken the report yet (unreachable):
 	 * kept and reported again until it answers. */
 	bool ended;
@@ -111,6 +112,7 @@ struct cnl_agent {
 	int64_t lease_ms, heartbeat_ms;
 	char lease[600];     /* touched after each good heartbeat */
 	char runtime[512];   /* the OCI runtime's path (container mode) */
+	char umoci[512];     /* umoci, which unpacks images (image.c) */
 	char init[512];      /* cnlab-init, each container's process 1 */
 	char notebook[512];  /* cnlab-notebook.py, "" if not installed */
 	char hide_mount[64]; /* detached in each container's namespace */
@@ -194,6 +196,10 @@ struct cnl_agent_ctr {
 	const char *const *devices; /* GPU device nodes, NULL-ended */
 	unsigned host_id_base;
 	bool host_network;
+	/* An image of the store: its unpacked root (the lower layer) and
+	 * its environment; NULL: the built-in "host". */
+	const char *image_root;
+	char *const *image_env;
 };
 
 /* The device nodes of the GPUs of @mask and the driver's control nodes,
@@ -223,6 +229,22 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
                      char *bundle, size_t bundle_len, char *err, size_t errlen);
 /* Remove the bundle and the runtime's state of workload @id. */
 void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id);
+
+/* ---- image.c: the node-local image store --------------------------------- */
+
+/*
+ * cnl_agent_image_get - image @name, manifest @digest ("sha256:..."), on
+ * this node: fetched and unpacked unless it is already.  Its root's path
+ * into @root, its environment (config.Env) into *@ret_env (malloc'd, one
+ * block, NULL-ended; NULL when none).  0, or an error with @err saying
+ * what (an empty @digest: the image was deleted).
+ */
+int cnl_agent_image_get(struct cnl_agent *a, const char *name,
+                        const char *digest, char *root, size_t len,
+                        char ***ret_env, char *err, size_t errlen);
+/* Delete the unpacked images no workload runs, unused for image_keep_s,
+ * and the blobs no remaining image names. */
+void cnl_agent_images_gc(struct cnl_agent *a);
 
 /* ---- reporter.c: what goes to cnlabd ------------------------------------ */
 

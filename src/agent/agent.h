@@ -59,6 +59,7 @@ struct cnl_agent_config {
 	const char *runtime;   /* the OCI runtime (crun), container mode */
 	int64_t uid_base;      /* first host id of the users' id ranges */
 	int64_t pids_max;      /* processes per workload; 0: no limit */
+	int64_t image_keep_s;  /* unused unpacked images kept this long */
 	const char *mounts;    /* node folders in every container:
 	                        * HOST:DEST[:ro],... ; NULL: none */
 	bool pid_ns, mount_ns; /* bare: isolate workloads in namespaces */

@@ -51,8 +51,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -60,6 +63,7 @@
 #include "agent/oci.h"
 #include "cnlab/errors.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "common/util.h"
 
 #ifndef TMPFS_MAGIC
@@ -340,6 +344,13 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 		                                               : "crun");
 		return -CNL_ENOTFOUND;
 	}
+	if (find_binary("umoci", a->umoci, sizeof(a->umoci)) < 0) {
+		cnl_seterr(err, errlen,
+		           "isolation = container needs umoci on this node to "
+		           "unpack images (Debian: apt-get install umoci); not "
+		           "found in PATH");
+		return -CNL_ENOTFOUND;
+	}
 	if (find_beside("cnlab-init", X_OK, a->init, sizeof(a->init)) < 0) {
 		cnl_seterr(err, errlen,
 		           "isolation = container needs cnlab-init beside "
@@ -454,6 +465,233 @@ static int write_file(const char *path, const char *text)
 	return close(fd) < 0 ? -errno : 0;
 }
 
+/* The text of @rel in the image's root @lower as the image sees it (a
+ * link resolves inside the root, never out), at most @len - 1 bytes; ""
+ * when it has none. */
+static void image_text(int lower, const char *rel, char *buf, size_t len)
+{
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+	                       .resolve =
+	                           RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, lower, rel, &how, sizeof(how));
+	struct stat st;
+	ssize_t got = 0;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		got = read(fd, buf, len - 1);
+	close(fd);
+	buf[got > 0 ? got : 0] = '\0';
+	if (got > 0 && buf[got - 1] != '\n' && (size_t)got + 1 < len) {
+		buf[got] = '\n';
+		buf[got + 1] = '\0';
+	}
+}
+
+/* Drop from @text (passwd or group lines) those of name @name or id @id
+ * (the third field), so the tenant's line is the only one of either. */
+static void drop_lines(char *text, const char *name, unsigned id)
+{
+	char *w = text, *line = text;
+
+	while (*line) {
+		char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+		size_t nl = strcspn(line, ":");
+		const char *f = line;
+		bool drop;
+
+		for (int k = 0; k < 2 && f; k++)
+			f = memchr(f, ':', len - (size_t)(f - line))
+			        ? (const char *)memchr(
+			              f, ':', len - (size_t)(f - line)) +
+			              1
+			        : NULL;
+		drop = (nl == strlen(name) && strncmp(line, name, nl) == 0) ||
+		       (f && strtoul(f, NULL, 10) == id && f[0] >= '0' &&
+		        f[0] <= '9');
+		if (!drop) {
+			memmove(w, line, len);
+			w += len;
+		}
+		line += len;
+	}
+	*w = '\0';
+}
+
+/*
+ * /etc of a container under @root (the host image's root, or an image's
+ * layer): passwd and group naming the tenant (for an image, its own lines
+ * kept but those of the tenant's name or id; @lower is its root, else
+ * -1), hosts, hostname, and ld.so.preload when the shim applies.
+ */
+static int etc_files(const char *root, int lower, const char *user,
+                     bool preload)
+{
+	const char *name = user && user[0] ? user : "tenant";
+	char p[800], text[64 * 1024 + 512];
+	size_t o;
+	int r;
+
+	snprintf(p, sizeof(p), "%s/etc/passwd", root);
+	if (lower >= 0) {
+		image_text(lower, "etc/passwd", text, sizeof(text) - 512);
+		drop_lines(text, name, CNL_OCI_TENANT_ID);
+	} else {
+		snprintf(text, sizeof(text),
+		         "root:x:0:0:root:/root:/bin/sh\n"
+		         "nobody:x:65534:65534:nobody:/nonexistent:"
+		         "/usr/sbin/nologin\n");
+	}
+	o = strlen(text);
+	snprintf(text + o, sizeof(text) - o,
+	         "%s:x:%u:%u:%s:/workspace:/bin/sh\n", name, CNL_OCI_TENANT_ID,
+	         CNL_OCI_TENANT_ID, name);
+	if ((r = write_file(p, text)) < 0)
+		return r;
+	snprintf(p, sizeof(p), "%s/etc/group", root);
+	if (lower >= 0) {
+		image_text(lower, "etc/group", text, sizeof(text) - 512);
+		drop_lines(text, name, CNL_OCI_TENANT_ID);
+	} else {
+		snprintf(text, sizeof(text), "root:x:0:\nnogroup:x:65534:\n");
+	}
+	o = strlen(text);
+	snprintf(text + o, sizeof(text) - o, "%s:x:%u:\n", name,
+	         CNL_OCI_TENANT_ID);
+	if ((r = write_file(p, text)) < 0)
+		return r;
+	snprintf(p, sizeof(p), "%s/etc/hosts", root);
+	if ((r = write_file(p, "127.0.0.1 localhost cnlab\n::1 localhost\n")) <
+	    0)
+		return r;
+	snprintf(p, sizeof(p), "%s/etc/hostname", root);
+	if ((r = write_file(p, "cnlab\n")) < 0)
+		return r;
+	if (preload) {
+		snprintf(p, sizeof(p), "%s/etc/ld.so.preload", root);
+		if ((r = write_file(p, SHIM_IN_CONTAINER "\n")) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Below a file system the runtime mounts afresh (tmpfs, proc, sysfs),
+ * where it makes the mount points itself. */
+static bool under_runtime_fs(const char *dest)
+{
+	static const char *const fs[] = {"/proc", "/dev", "/sys", "/tmp",
+	                                 "/run"};
+
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(fs); i++) {
+		size_t l = strlen(fs[i]);
+
+		if (strncmp(dest, fs[i], l) == 0 && dest[l] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* Whether a mount's source is a folder (sources under the workload's view
+ * are looked at where they are on the node). */
+static bool source_is_dir(const struct cnl_agent *a, const char *src)
+{
+	char p[1200];
+	struct stat st;
+	size_t l = strlen(CNL_AGENT_VIEW);
+
+	if (strncmp(src, CNL_AGENT_VIEW, l) == 0 && src[l] == '/')
+		snprintf(p, sizeof(p), "%s%s", a->cfg.work_dir, src + l);
+	else
+		snprintf(p, sizeof(p), "%s", src);
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/*
+ * The mount point @dest (absolute) of a container of an image, made in
+ * its layer @up where the image (@lower) does not have it: folders on the
+ * way, then a folder or an empty file.  A link in the image on the way is
+ * refused, never followed; so is a folder where a file is mounted or the
+ * other way round.
+ */
+static int mount_point(int lower, int up, const char *dest, bool file,
+                       char *err, size_t errlen)
+{
+	char path[300], *save = NULL, *comp, *next;
+	int lo = dup(lower), u = dup(up), r = 0;
+
+	snprintf(path, sizeof(path), "%s", dest);
+	comp = strtok_r(path, "/", &save);
+	while (comp && r == 0) {
+		struct stat st;
+		bool there;
+
+		next = strtok_r(NULL, "/", &save);
+		there =
+		    lo >= 0 && fstatat(lo, comp, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (there && (S_ISLNK(st.st_mode) ||
+		              (next || !file ? !S_ISDIR(st.st_mode)
+		                             : S_ISDIR(st.st_mode)))) {
+			cnl_seterr(
+			    err, errlen,
+			    "the image has %s at a path of %s: %s cannot "
+			    "be mounted there",
+			    S_ISLNK(st.st_mode)   ? "a link"
+			    : S_ISDIR(st.st_mode) ? "a folder"
+			                          : "a file",
+			    dest, dest);
+			r = -CNL_EFIELD;
+			break;
+		}
+		if (next) {
+			int nlo = there ? openat(lo, comp,
+			                         O_RDONLY | O_DIRECTORY |
+			                             O_NOFOLLOW | O_CLOEXEC)
+			                : -1;
+			int nu;
+
+			if (mkdirat(u, comp, 0755) < 0 && errno != EEXIST)
+				r = -errno;
+			nu = openat(u, comp,
+			            O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			                O_CLOEXEC);
+			if (nu < 0 && r == 0)
+				r = -errno;
+			if (lo >= 0)
+				close(lo);
+			close(u);
+			lo = nlo;
+			u = nu;
+		} else if (!there) {
+			int fd;
+
+			if (!file) {
+				if (mkdirat(u, comp, 0755) < 0 &&
+				    errno != EEXIST)
+					r = -errno;
+			} else if ((fd = openat(u, comp,
+			                        O_WRONLY | O_CREAT |
+			                            O_NOFOLLOW | O_CLOEXEC,
+			                        0644)) < 0) {
+				r = -errno;
+			} else {
+				close(fd);
+			}
+		}
+		comp = next;
+	}
+	if (r < 0 && !err[0])
+		cnl_seterr(err, errlen, "cannot make mount point %s: %s", dest,
+		           strerror(-r));
+	if (lo >= 0)
+		close(lo);
+	if (u >= 0)
+		close(u);
+	return r;
+}
+
 /* The skeleton of the "host" image under @root: top-level directories,
  * the node's /bin, /lib... links, and /etc.  Adds the read-only bind
  * mounts it needs to @m (at most @cap). */
@@ -474,8 +712,7 @@ static int host_rootfs(const char *root, const char *user, bool preload,
 	    "/etc/localtime",    "/etc/nsswitch.conf", "/etc/resolv.conf",
 	    "/etc/protocols",    "/etc/services",      "/etc/mime.types",
 	    "/etc/python3",      "/etc/python3.11"};
-	char p[800], text[512];
-	int r;
+	char p[800];
 
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(dirs); i++) {
 		snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
@@ -513,33 +750,106 @@ static int host_rootfs(const char *root, const char *user, bool preload,
 		if (access(etc[i], F_OK) == 0)
 			m[(*n)++] = (struct cnl_oci_mount){etc[i], etc[i],
 			                                   "bind", true, NULL};
-	snprintf(p, sizeof(p), "%s/etc/passwd", root);
-	snprintf(text, sizeof(text),
-	         "root:x:0:0:root:/root:/bin/sh\n"
-	         "%s:x:%u:%u:%s:/workspace:/bin/sh\n"
-	         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-	         user && user[0] ? user : "tenant", CNL_OCI_TENANT_ID,
-	         CNL_OCI_TENANT_ID, user && user[0] ? user : "tenant");
-	if ((r = write_file(p, text)) < 0)
-		return r;
-	snprintf(p, sizeof(p), "%s/etc/group", root);
-	snprintf(text, sizeof(text), "root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n",
-	         user && user[0] ? user : "tenant", CNL_OCI_TENANT_ID);
-	if ((r = write_file(p, text)) < 0)
-		return r;
-	snprintf(p, sizeof(p), "%s/etc/hosts", root);
-	if ((r = write_file(p, "127.0.0.1 localhost cnlab\n::1 localhost\n")) <
-	    0)
-		return r;
-	snprintf(p, sizeof(p), "%s/etc/hostname", root);
-	if ((r = write_file(p, "cnlab\n")) < 0)
-		return r;
-	if (preload) {
-		snprintf(p, sizeof(p), "%s/etc/ld.so.preload", root);
-		if ((r = write_file(p, SHIM_IN_CONTAINER "\n")) < 0)
-			return r;
+	return etc_files(root, -1, user, preload);
+}
+
+/* The overlay of an image: its unpacked root (lower, shared, never
+ * written), the container's own layer (upper) and the kernel's work
+ * folder, in the bundle. */
+static int image_rootfs(struct cnl_agent *a, const struct cnl_agent_ctr *c,
+                        const char *bundle, const char *root,
+                        const struct cnl_oci_mount *m, size_t n, bool preload,
+                        char *err, size_t errlen)
+{
+	static const char *const top[] = {"/proc", "/dev",       "/sys", "/tmp",
+	                                  "/run",  "/workspace", "/etc"};
+	char upper[700], work[700], opts[2200];
+	int lower = -1, up = -1, r = 0;
+
+	snprintf(upper, sizeof(upper), "%s/upper", bundle);
+	snprintf(work, sizeof(work), "%s/work", bundle);
+	if (strpbrk(c->image_root, ",:") || strpbrk(bundle, ",:")) {
+		cnl_seterr(err, errlen,
+		           "work_dir %s: a path with ',' or ':' cannot hold "
+		           "an overlay",
+		           a->cfg.work_dir);
+		return -EINVAL;
 	}
-	return 0;
+	if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 ||
+	    (lower = open(c->image_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) <
+	        0 ||
+	    (up = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		r = -errno;
+		cnl_seterr(err, errlen, "cannot prepare the image's layer: %s",
+		           strerror(errno));
+		goto out;
+	}
+	/* The mount points, made in the container's layer: the runtime
+	 * (the container's root) may not write in the image's folders. */
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(top) && r == 0; i++)
+		r = mount_point(lower, up, top[i], false, err, errlen);
+	for (size_t i = 0; i < n && r == 0; i++)
+		if (!under_runtime_fs(m[i].dest))
+			r = mount_point(lower, up, m[i].dest,
+			                !source_is_dir(a, m[i].source), err,
+			                errlen);
+	if (r < 0)
+		goto out;
+	if ((mkdirat(up, "etc", 0755) < 0 && errno != EEXIST && (r = -errno)) ||
+	    (r = etc_files(upper, lower, c->user, preload)) < 0) {
+		cnl_seterr(err, errlen, "cannot write the container's /etc: %s",
+		           strerror(-r));
+		goto out;
+	}
+	/* The container's root owns its "/" (as with "host"). */
+	if (fchown(up, c->host_id_base, c->host_id_base) < 0) {
+		r = -errno;
+		cnl_seterr(err, errlen, "cannot hand %s to the container: %s",
+		           upper, strerror(errno));
+		goto out;
+	}
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+	         c->image_root, upper, work);
+	if (mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) {
+		r = -errno;
+		cnl_seterr(err, errlen, "cannot mount the image's overlay: %s",
+		           strerror(errno));
+	}
+out:
+	if (lower >= 0)
+		close(lower);
+	if (up >= 0)
+		close(up);
+	return r;
+}
+
+/* The environment of a container of an image: the image's own (config.
+ * Env) under the agent's, except the image's PATH, which its programs
+ * need.  Into @out (at most @cap - 1 and a NULL). */
+static void merge_env(const char *const *ours, char *const *image,
+                      const char **out, size_t cap)
+{
+	size_t n = 0;
+	bool image_path = false;
+
+	for (size_t i = 0; image && image[i] && n + 1 < cap; i++) {
+		size_t k = strcspn(image[i], "=");
+		bool shadowed = false;
+
+		if (k == 4 && strncmp(image[i], "PATH", 4) == 0) {
+			image_path = true;
+		} else {
+			for (size_t j = 0; ours[j] && !shadowed; j++)
+				shadowed =
+				    strncmp(ours[j], image[i], k + 1) == 0;
+		}
+		if (!shadowed)
+			out[n++] = image[i];
+	}
+	for (size_t j = 0; ours[j] && n + 1 < cap; j++)
+		if (!image_path || strncmp(ours[j], "PATH=", 5) != 0)
+			out[n++] = ours[j];
+	out[n] = NULL;
 }
 
 int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
@@ -550,6 +860,7 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	char root[700], crun_state[700], ws[700], region[700], board[700];
 	const char *args[5] = {INIT_IN_CONTAINER, "/bin/sh", "-c", c->command,
 	                       NULL};
+	const char *env[160];
 	bool preload = c->shim && c->shim[0];
 	int r;
 
@@ -565,22 +876,25 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 		           strerror(errno));
 		return r;
 	}
-	r = host_rootfs(root, c->user, preload, m, &n,
-	                CNL_ARRAY_SIZE(m) - 6 - CNL_AGENT_MOUNTS_MAX);
-	if (r < 0) {
-		cnl_seterr(err, errlen,
-		           "cannot build the root file system "
-		           "of %s: %s",
-		           c->id, cnl_strerror(r));
-		goto out;
-	}
-	/* The container's root owns its rootfs (read-only once
-	 * running), so the runtime can make its mount points. */
-	if ((r = cnl_agent_chown_tree(root, (int)c->host_id_base,
-	                              (int)c->host_id_base)) < 0) {
-		cnl_seterr(err, errlen, "cannot hand %s to the container: %s",
-		           root, strerror(-r));
-		goto out;
+	if (!c->image_root) {
+		r = host_rootfs(root, c->user, preload, m, &n,
+		                CNL_ARRAY_SIZE(m) - 6 - CNL_AGENT_MOUNTS_MAX);
+		if (r < 0) {
+			cnl_seterr(err, errlen,
+			           "cannot build the root file system "
+			           "of %s: %s",
+			           c->id, cnl_strerror(r));
+			goto out;
+		}
+		/* The container's root owns its rootfs (read-only once
+		 * running), so the runtime can make its mount points. */
+		if ((r = cnl_agent_chown_tree(root, (int)c->host_id_base,
+		                              (int)c->host_id_base)) < 0) {
+			cnl_seterr(err, errlen,
+			           "cannot hand %s to the container: %s", root,
+			           strerror(-r));
+			goto out;
+		}
 	}
 	cnl_agent_view(a, c->workspace, ws, sizeof(ws));
 	m[n++] = (struct cnl_oci_mount){"/workspace", ws, "bind", false, NULL};
@@ -606,10 +920,17 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	if (c->board && c->board[0])
 		m[n++] = (struct cnl_oci_mount){c->board, board, "bind", false,
 		                                NULL};
+	if (c->image_root) {
+		r = image_rootfs(a, c, bundle, root, m, n, preload, err,
+		                 errlen);
+		if (r < 0)
+			goto out;
+		merge_env(c->env, c->image_env, env, CNL_ARRAY_SIZE(env));
+	}
 	r = cnl_oci_write(bundle,
 	                  &(struct cnl_oci_spec){
 	                      .argv = args,
-	                      .env = c->env,
+	                      .env = c->image_root ? env : c->env,
 	                      .cwd = "/workspace",
 	                      .hostname = "cnlab",
 	                      .rootfs = "rootfs",
@@ -635,6 +956,11 @@ void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id)
 
 	if (a->cfg.bare)
 		return;
+	/* An image's overlay first: the tree below is then the bundle's. */
+	snprintf(p, sizeof(p), "%s/bundles/%s/rootfs", a->cfg.work_dir, id);
+	if (umount2(p, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+		cnl_log(CNL_LOG_WARN, "cannot unmount", "path=%s err=\"%s\"", p,
+		        strerror(errno));
 	snprintf(p, sizeof(p), "%s/bundles/%s", a->cfg.work_dir, id);
 	cnl_agent_rmtree(p);
 	snprintf(p, sizeof(p), "%s/crun/%s", a->cfg.work_dir, id);

@@ -42,6 +42,7 @@ struct settings {
 	char *runtime;
 	int64_t uid_base;
 	int64_t pids_max;
+	int64_t image_keep_s;
 	char *mounts;
 	bool namespaces;
 	int64_t run_as_uid;
@@ -101,6 +102,11 @@ static const struct cnl_config_def table[] = {
     {"pids_max", CNL_CONFIG_INT, S(pids_max), "4096", 0, 1 << 22,
      "Processes (and threads) one workload may have at once (0: no "
      "limit): a fork bomb stays in its workload."},
+    {"image_keep_s", CNL_CONFIG_INT, S(image_keep_s), "86400", 0,
+     10LL * 366 * 86400,
+     "How long an unpacked image no workload runs stays on this node "
+     "after its last start, seconds (then it and its blobs are "
+     "deleted)."},
     {"mounts", CNL_CONFIG_STRING, S(mounts), NULL, 0, 0,
      "Node folders mounted into every container, HOST:DEST[:ro|:rw] "
      "comma-separated (shared datasets, scratch), e.g. "
@@ -265,6 +271,7 @@ int main(int argc, char **argv)
 	        .runtime = st.runtime,
 	        .uid_base = st.uid_base,
 	        .pids_max = st.pids_max,
+	        .image_keep_s = st.image_keep_s,
 	        .mounts = st.mounts,
 	        .pid_ns = st.namespaces,
 	        .mount_ns = st.namespaces,

@@ -153,7 +153,8 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	    NULL};
 	char board[600] = "", nv[40][40];
 	const char *devices[CNL_ARRAY_SIZE(nv) + 1];
-	char host_path[600];
+	char host_path[600], lower[700];
+	char **image_env = NULL;
 	unsigned base, tenant;
 	int nd = 0, r;
 
@@ -190,6 +191,15 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	for (int i = 0; i < nd; i++)
 		devices[i] = nv[i];
 	devices[nd] = NULL;
+	/* Its image, fetched and unpacked on first use ("host": none). */
+	if (as->image[0]) {
+		r = cnl_agent_image_get(a, as->image, as->image_digest, lower,
+		                        sizeof(lower), &image_env, err, errlen);
+		if (r < 0)
+			return r;
+		snprintf(w->image, sizeof(w->image), "%s",
+		         as->image_digest + 7);
+	}
 	r = cnl_agent_bundle(a,
 	                     &(struct cnl_agent_ctr){
 	                         .id = w->id,
@@ -206,8 +216,11 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	                          * the node's network; a server is reached
 	                          * through its forwarder (forward.h). */
 	                         .host_network = as->has_gang,
+	                         .image_root = as->image[0] ? lower : NULL,
+	                         .image_env = image_env,
 	                     },
 	                     bundle, bundle_len, err, errlen);
+	free(image_env);
 	if (r < 0)
 		return r;
 	snprintf(rt_root, rt_root_len, "%s/crun", a->cfg.work_dir);
@@ -737,6 +750,8 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	cnl_agent_state_drop(a, id);
 	pthread_mutex_unlock(&a->mu);
 	cnl_agent_bundle_drop(a, id);
+	if (!a->cfg.bare)
+		cnl_agent_images_gc(a);
 }
 
 void *cnl_agent_supervise(void *arg)

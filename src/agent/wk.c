@@ -276,6 +276,8 @@ void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
 
 	if (!o)
 		return; /* a path that is not UTF-8: nothing to adopt by */
+	if (w->image[0])
+		json_object_set_new(o, "image", json_string(w->image));
 	state_path(a, w->id, path, sizeof(path));
 	(void)cnl_json_write_file(o, path, 0644, JSON_COMPACT);
 	json_decref(o);
@@ -325,7 +327,7 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	static const char *const fields[] = {
 	    "id",      "epoch",           "server", "dir", "art",
 	    "ckpt",    "region",          "port",   "gpu", "out_off",
-	    "err_off", "idle_timeout_ms", NULL};
+	    "err_off", "idle_timeout_ms", "image",  NULL};
 	char path[700];
 	json_t *o = NULL;
 	struct wk *w;
@@ -357,7 +359,9 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	    cnl_json_get_int(o, "out_off", true, 0, INT64_MAX, &w->out_off, err,
 	                     errlen) < 0 ||
 	    cnl_json_get_int(o, "err_off", true, 0, INT64_MAX, &w->err_off, err,
-	                     errlen) < 0)
+	                     errlen) < 0 ||
+	    (json_object_get(o, "image") &&
+	     get_str(o, "image", w->image, sizeof(w->image), err, errlen) < 0))
 		goto fail;
 	w->epoch = epoch;
 	w->port = (int)port;

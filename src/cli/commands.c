@@ -103,7 +103,13 @@ static const struct cnl_cli_flag start_flags[] = {
     {NULL, NULL, NULL, 0},
 };
 
+static const struct cnl_cli_flag image_import_flags[] = {
+    {"name", "NAME:TAG", "the name users give with --image", 0},
+    {NULL, NULL, NULL, 0},
+};
+
 static const struct cnl_cli_flag run_flags[] = {
+    {"image", "IMAGE", "container image (cnlab image list; default: host)", 0},
     {"gpu", "SHAPE", "GPU slice: a shape (h100-25) or a profile name", 's'},
     {"profile", "PROFILE", "GPU profile instead of --gpu", 'p'},
     {"priority", "CLASS", "low, normal, high or critical", 'r'},
@@ -251,6 +257,12 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, false, cnl_cli_cmd_profiles_list},
     {"profile delete", "NAME", "delete a GPU profile (admin)", NULL, 1, 1,
      false, false, cnl_cli_cmd_profile_delete},
+    {"image import", "FILE", "import an OCI archive as an image (admin)",
+     image_import_flags, 1, 1, false, false, cnl_cli_cmd_image_import},
+    {"image list", "", "the images workloads can run", NULL, 0, 0, false, false,
+     cnl_cli_cmd_image_list},
+    {"image delete", "NAME", "delete an image (admin)", NULL, 1, 1, false,
+     false, cnl_cli_cmd_image_delete},
     {"audit", "", "the audit log (admin)", audit_flags, 0, 0, false, false,
      cnl_cli_cmd_audit},
     {"config show", "", "the settings file: server, project, login", NULL, 0, 0,

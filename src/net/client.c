@@ -334,8 +334,11 @@ int cnl_client_request(struct cnl_client *cl,
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, &b);
+	/* A download's limit is its own (0: none); a reply in memory is
+	 * held to the client's. */
 	curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
-	                 (curl_off_t)cl->reply_max);
+	                 rq->download ? (curl_off_t)rq->download_max
+	                              : (curl_off_t)cl->reply_max);
 	if (cl->connect_timeout_ms > 0)
 		curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 		                 cl->connect_timeout_ms);

@@ -57,6 +57,7 @@ struct cnl_api {
 	struct cnl_api_cli *cli; /* the CLI installer's binaries (api_cli.c) */
 	char *files_dir;         /* job files (api_files.c); NULL: none kept */
 	int64_t artifacts_max, inputs_max; /* bytes per job */
+	int64_t images_max;                /* bytes of one image's archive */
 };
 
 struct call {
@@ -192,6 +193,30 @@ int cnl_api_doc_save(struct call *c, const char *kind, const char *id,
                      bool create);
 int cnl_api_created_here(struct call *c, struct cnl_http_response *resp, int r,
                          const char *id, const char *project);
+
+/* api_images.c */
+/* An image name as users type it, normalised (":latest" added) into
+ * @out; false when it is not one.  "host" is the built-in image. */
+bool cnl_api_image_name(const char *in, char *out, size_t len);
+/* @image (a field of a submission) names an image there is: 0 with the
+ * normalised name in @norm, or -1 with a 400 naming those there are. */
+int cnl_api_image_check(struct call *c, const char *image, char *norm,
+                        size_t len, struct cnl_http_response *resp);
+int cnl_api_open_import(struct call *c, struct cnl_http_request *req,
+                        struct cnl_http_response *resp,
+                        struct cnl_http_sink **ret);
+void cnl_api_images_start(struct cnl_api *api);
+void cnl_api_h_image_import(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_images_list(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_image_delete(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_node_blob_get(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+/* api_files.c: 32 random hex digits; a tree removed, following no link. */
+int cnl_api_random_name(char *buf, size_t len);
+void cnl_api_remove_tree_at(int parent, const char *name);
 
 /* api_auth.c */
 void cnl_api_h_login(void *call, struct cnl_http_request *req,

@@ -327,6 +327,9 @@ static const struct cnl_http_route routes[] = {
      cnl_api_h_server_start},
     {"DELETE", "/v1/servers/{server}", PM, "server.delete",
      cnl_api_h_server_delete},
+    {"GET", "/v1/images", AUTH, NULL, cnl_api_h_images_list},
+    {"PUT", "/v1/images", ADM, "image.import", cnl_api_h_image_import},
+    {"DELETE", "/v1/images", ADM, "image.delete", cnl_api_h_image_delete},
     {"GET", "/v1/profiles", AUTH, NULL, cnl_api_h_profiles_list},
     {"POST", "/v1/profiles", ADM, "profile.put", cnl_api_h_profiles_put},
     {"DELETE", "/v1/profiles/{profile}", ADM, "profile.delete",
@@ -353,6 +356,8 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/nodes/{node}/checkpoints/file", AGT, NULL,
      cnl_api_h_node_checkpoint_file},
     {"GET", "/v1/nodes/{node}/inputs", AGT, NULL, cnl_api_h_node_inputs_get},
+    {"GET", "/v1/nodes/{node}/blobs/{digest}", AGT, NULL,
+     cnl_api_h_node_blob_get},
     {"GET", "/v1/nodes/{node}/inputs/file", AGT, NULL,
      cnl_api_h_node_input_file},
     {"GET", "/v1/audit", ADM, NULL, cnl_api_h_audit_list},
@@ -576,7 +581,9 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	r = authorize(&c, req, resp) == 0 ? 0 : -1;
 	if (r == 0 && route->handler == cnl_api_h_upload_put)
 		cnl_api_uploads_expire(&c, c.project.id);
-	if (r == 0)
+	if (r == 0 && route->handler == cnl_api_h_image_import)
+		r = cnl_api_open_import(&c, req, resp, ret);
+	else if (r == 0)
 		r = cnl_api_open_upload(&c, req, resp, ret);
 	/* A refusal here is the request's answer: audit it as the handler's
 	 * would be. */
@@ -611,6 +618,8 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	                         : 10LL << 30;
 	api->inputs_max =
 	    cfg->inputs_max_bytes > 0 ? cfg->inputs_max_bytes : 2LL << 30;
+	api->images_max =
+	    cfg->images_max_bytes > 0 ? cfg->images_max_bytes : 64LL << 30;
 	if (api->files_dir && mkdir(api->files_dir, 0700) < 0 &&
 	    errno != EEXIST) {
 		cnl_log(CNL_LOG_ERROR, "files folder", "dir=%s err=\"%s\"",
@@ -618,6 +627,8 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_free(api);
 		return -EIO;
 	}
+	if (api->files_dir)
+		cnl_api_images_start(api);
 	cnl_id_gen_init_random(&api->ids);
 	cnl_catalog_init(&api->cat);
 	if ((r = cnl_api_cli_new(cfg->cli_dir, cfg->public_url, &api->cli, err,

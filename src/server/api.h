@@ -77,6 +77,7 @@ struct cnl_api_config {
 	const char *files_dir;
 	int64_t artifacts_max_bytes; /* per job; 0: 10 GiB */
 	int64_t inputs_max_bytes;    /* per job; 0: 2 GiB */
+	int64_t images_max_bytes;    /* one image's archive; 0: 64 GiB */
 };
 
 /* Where and how cnl_api_start() serves. */

@@ -98,7 +98,7 @@ static void file_doc_id(const char *job, const char *path, char *buf,
 	snprintf(buf, len, "%s/%s", job, hex);
 }
 
-static int random_name(char *buf, size_t len)
+int cnl_api_random_name(char *buf, size_t len)
 {
 	unsigned char rnd[16];
 
@@ -135,7 +135,7 @@ static int folder(struct cnl_api *api, const char *project, const char *sub,
 
 /* Remove @dir and what is in it, following no link (unlinkat of what
  * is not a folder, recursion through O_NOFOLLOW opens). */
-static void remove_tree_at(int parent, const char *name)
+void cnl_api_remove_tree_at(int parent, const char *name)
 {
 	int fd = openat(parent, name,
 	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -154,10 +154,10 @@ static void remove_tree_at(int parent, const char *name)
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		if (e->d_type == DT_DIR)
-			remove_tree_at(dirfd(d), e->d_name);
+			cnl_api_remove_tree_at(dirfd(d), e->d_name);
 		else if (unlinkat(dirfd(d), e->d_name, 0) < 0 &&
 		         errno == EISDIR)
-			remove_tree_at(dirfd(d), e->d_name);
+			cnl_api_remove_tree_at(dirfd(d), e->d_name);
 	}
 	closedir(d);
 	unlinkat(parent, name, AT_REMOVEDIR);
@@ -173,7 +173,7 @@ void cnl_api_files_forget_project(struct cnl_api *api, const char *project)
 	if ((fd = open(api->files_dir,
 	               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		return;
-	remove_tree_at(fd, project);
+	cnl_api_remove_tree_at(fd, project);
 	close(fd);
 }
 
@@ -441,7 +441,7 @@ int cnl_api_open_upload(struct call *c, struct cnl_http_request *req,
 	snprintf(u->sha256, sizeof(u->sha256), "%s", sha);
 	if (check_limits(c, u, resp) < 0)
 		goto fail;
-	if (random_name(u->blob, sizeof(u->blob)) < 0) {
+	if (cnl_api_random_name(u->blob, sizeof(u->blob)) < 0) {
 		cnl_http_error(resp, 500, "internal", "no randomness");
 		goto fail;
 	}
@@ -671,7 +671,8 @@ bool cnl_api_route_streams(const struct cnl_http_route *route)
 {
 	return route->handler == cnl_api_h_node_artifact_put ||
 	       route->handler == cnl_api_h_node_checkpoint_put ||
-	       route->handler == cnl_api_h_upload_put;
+	       route->handler == cnl_api_h_upload_put ||
+	       route->handler == cnl_api_h_image_import;
 }
 
 /* ---- lists and downloads ------------------------------------------------- */
@@ -969,7 +970,7 @@ int cnl_api_job_inputs_attach(struct call *c, const char *job, json_t *inputs)
 		    json_string_value(json_object_get(it, "path"));
 		json_t *o;
 
-		if ((r = random_name(blob, sizeof(blob))) < 0)
+		if ((r = cnl_api_random_name(blob, sizeof(blob))) < 0)
 			return r;
 		if ((size_t)snprintf(
 		        abs_from, sizeof(abs_from), "%s/%s", c->api->files_dir,

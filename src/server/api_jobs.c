@@ -165,6 +165,8 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 	}
 	copy_str(m->dataset, sizeof(m->dataset),
 	         json_string_value(json_object_get(run, "dataset")));
+	copy_str(m->image, sizeof(m->image),
+	         json_string_value(json_object_get(run, "image")));
 	m->nodes = json_is_object(g)
 	               ? (int)json_integer_value(json_object_get(g, "size"))
 	               : 1;
@@ -289,7 +291,7 @@ static int get_gpu_types(struct call *c, json_t *body, const char *shape,
  * (see ctl.h, "Run records"). */
 static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
                        int64_t mem, json_t *types, const char *dataset,
-                       const char *gang, int rank, int size)
+                       const char *image, const char *gang, int rank, int size)
 {
 	json_t *o =
 	    json_pack("{s:b,s:I,s:I}", "preemptible", preemptible, "cpu_milli",
@@ -301,6 +303,8 @@ static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
 		json_object_set(o, "gpu_types", types);
 	if (dataset)
 		json_object_set_new(o, "dataset", json_string(dataset));
+	if (image && image[0] && strcmp(image, "host") != 0)
+		json_object_set_new(o, "image", json_string(image));
 	if (size > 1)
 		json_object_set_new(o, "gang",
 		                    json_pack("{s:s,s:i,s:i}", "id", gang,
@@ -353,11 +357,12 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	static const char *const fields[] = {
 	    "command",   "gpu",         "profile",   "priority", "deadline",
 	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "inputs",
-	    "gpu_types", "dataset",     "nodes",     NULL};
+	    "gpu_types", "dataset",     "nodes",     "image",    NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
-	const char *dataset = NULL;
+	const char *dataset = NULL, *image = NULL;
+	char img[CNL_STORE_IMAGE_MAX] = "";
 	int64_t runtime = 0, cpu = 0, mem = 0, nodes = 1;
 	struct cnl_ctl_admission adm = {0};
 	bool preemptible = true, fresh = true, attached = false;
@@ -388,6 +393,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	                     sizeof(err)) < 0 ||
 	    cnl_json_get_string(body, "dataset", false, &dataset, err,
 	                        sizeof(err)) < 0 ||
+	    cnl_json_get_string(body, "image", false, &image, err,
+	                        sizeof(err)) < 0 ||
 	    cnl_json_get_int(body, "nodes", false, 1, GANG_MAX, &nodes, err,
 	                     sizeof(err)) < 0) {
 		cnl_api_bad(resp, err);
@@ -401,6 +408,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		    "or -");
 		goto out;
 	}
+	if (image && cnl_api_image_check(c, image, img, sizeof(img), resp) < 0)
+		goto out;
 	if (!gpu == !profile) {
 		cnl_api_bad(resp,
 		            "give exactly one of \"gpu\" (a shape such as "
@@ -463,7 +472,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	snprintf(j.state, sizeof(j.state), "pending");
 	if (initial_run(j.run, sizeof(j.run), preemptible, cpu, mem,
 	                types ? json_object_get(body, "gpu_types") : NULL,
-	                dataset, j.id, 0, (int)nodes) < 0) {
+	                dataset, img, j.id, 0, (int)nodes) < 0) {
 		cnl_api_bad(resp, "the job's fields are too long together");
 		goto out;
 	}
@@ -513,7 +522,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 			        m.run, sizeof(m.run), preemptible, cpu, mem,
 			        types ? json_object_get(body, "gpu_types")
 			              : NULL,
-			        dataset, j.id, k, (int)nodes) < 0) {
+			        dataset, img, j.id, k, (int)nodes) < 0) {
 				r = -ENOMEM;
 				break;
 			}

@@ -68,7 +68,7 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 	struct call *c = call;
 	struct cnl_store_server v = {0}, got;
 	const char *name, *image, *profile, *key;
-	char shape[CNL_SHAPE_MAX], err[256];
+	char shape[CNL_SHAPE_MAX], err[256], img[CNL_STORE_IMAGE_MAX];
 	int64_t storage = 10, idle = 3600;
 	json_t *body;
 	int r;
@@ -93,7 +93,8 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 		                  "/v1/profiles)");
 		goto out;
 	}
-	if (cnl_api_get_idem_key(req, resp, &key) < 0)
+	if (cnl_api_image_check(c, image, img, sizeof(img), resp) < 0 ||
+	    cnl_api_get_idem_key(req, resp, &key) < 0)
 		goto out;
 	snprintf(c->target, sizeof(c->target), "%s", name);
 	if (cnl_api_new_id(c, "srv", v.id) < 0) {
@@ -103,7 +104,7 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 	memcpy(v.project_id, c->project.id, sizeof(v.project_id));
 	memcpy(v.user_id, c->user.id, sizeof(v.user_id));
 	snprintf(v.name, sizeof(v.name), "%s", name);
-	snprintf(v.image, sizeof(v.image), "%s", image);
+	snprintf(v.image, sizeof(v.image), "%s", img);
 	snprintf(v.profile, sizeof(v.profile), "%s", profile);
 	v.storage_gb = storage;
 	v.idle_timeout_s = idle;

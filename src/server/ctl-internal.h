@@ -100,6 +100,7 @@ struct wl {
 	char gpu_types[GPU_TYPES_MAX][CNL_NAME_MAX];
 	uint8_t n_gpu_types;
 	char gang_id[CNL_ID_MAX]; /* the gang's leader (rank 0); "": none */
+	char image[128];          /* jobs: the image asked for; "": host */
 	uint16_t rank, gang_size;
 	bool doomed; /* its gang can never start again (gangs_check) */
 	struct why why;

@@ -470,6 +470,29 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 	return 200;
 }
 
+/* The image @name into @m, with its manifest's digest while it exists
+ * ("host", the built-in, travels as nothing). */
+static void image_of(struct cnl_ctl *ctl, const char *name,
+                     struct cnl_wire_assignment *m)
+{
+	struct cnl_store_doc d = {0};
+	json_t *o;
+
+	if (!name || !name[0] || strcmp(name, "host") == 0)
+		return;
+	snprintf(m->image, sizeof(m->image), "%s", name);
+	if (cnl_store_doc_get(ctl->store, "image", name, &d) == 0 &&
+	    (o = json_loads(d.body, 0, NULL))) {
+		const char *dg =
+		    json_string_value(json_object_get(o, "manifest"));
+
+		snprintf(m->image_digest, sizeof(m->image_digest), "%s",
+		         dg ? dg : "");
+		json_decref(o);
+	}
+	cnl_store_doc_done(&d);
+}
+
 /* What node agents are told of @w: its assignment. */
 static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
                           struct cnl_wire_assignment *m)
@@ -496,7 +519,7 @@ static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
 		struct cnl_store_server v;
 
 		if (cnl_store_server_get(ctl->store, w->id, &v) == 0) {
-			snprintf(m->image, sizeof(m->image), "%s", v.image);
+			image_of(ctl, v.image, m);
 			snprintf(m->name, sizeof(m->name), "%s", v.name);
 			m->storage_gb = v.storage_gb;
 			m->idle_timeout_s = v.idle_timeout_s;
@@ -507,6 +530,7 @@ static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
 		if (cnl_store_job_get(ctl->store, w->id, &j) == 0)
 			snprintf(m->command, sizeof(m->command), "%s",
 			         j.command);
+		image_of(ctl, w->image, m);
 	}
 	m->gpu.blocks = cnl_alloc_blocks_held(c, a);
 	m->gpu.vram_mib = cnl_alloc_vram_mib(c, a);

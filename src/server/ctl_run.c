@@ -195,6 +195,8 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 	}
 	if (w->j.dataset[0])
 		json_object_set_new(o, "dataset", json_string(w->j.dataset));
+	if (w->image[0])
+		json_object_set_new(o, "image", json_string(w->image));
 	if (w->gang_id[0])
 		json_object_set_new(o, "gang",
 		                    json_pack("{s:s,s:i,s:i}", "id", w->gang_id,
@@ -303,6 +305,7 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run, bool gang)
 	json_t *types = json_object_get(run, "gpu_types");
 	json_t *g = json_object_get(run, "gang");
 	const char *ds = json_string_value(json_object_get(run, "dataset"));
+	const char *img = json_string_value(json_object_get(run, "image"));
 	const char *gid = json_string_value(json_object_get(g, "id"));
 
 	/* CPU and memory asked for at submission (else the defaults). */
@@ -332,6 +335,8 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run, bool gang)
 	}
 	if (ds && cnl_label_valid(ds))
 		snprintf(w->j.dataset, sizeof(w->j.dataset), "%s", ds);
+	if (img && strlen(img) < sizeof(w->image))
+		snprintf(w->image, sizeof(w->image), "%s", img);
 	if (gang && gid && json_integer_value(json_object_get(g, "size")) > 1) {
 		snprintf(w->gang_id, sizeof(w->gang_id), "%s", gid);
 		w->rank =

@@ -51,6 +51,7 @@ struct settings {
 	char *log_level;
 	int64_t artifacts_max_bytes;
 	int64_t inputs_max_bytes;
+	int64_t images_max_bytes;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -105,6 +106,10 @@ static const struct cnl_config_def settings_table[] = {
      INT64_MAX,
      "The most bytes of input files one job takes (and one upload); more "
      "is refused with 413 naming the file and this limit."},
+    {"images_max_bytes", CNL_CONFIG_SIZE, S(images_max_bytes), "64gib", 1,
+     INT64_MAX,
+     "The largest image archive `cnlab image import` takes; more is "
+     "refused with 413 before any of it is read."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -434,6 +439,7 @@ int main(int argc, char **argv)
 	        .files_dir = files_dir,
 	        .artifacts_max_bytes = st.artifacts_max_bytes,
 	        .inputs_max_bytes = st.inputs_max_bytes,
+	        .images_max_bytes = st.images_max_bytes,
 	    },
 	    &api);
 	if (r < 0) {

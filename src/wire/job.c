@@ -477,6 +477,7 @@ json_t *cnl_wire_job_encode(const struct cnl_wire_job *m)
 		json_object_set_new(o, "gpu_types", a);
 	}
 	cnl_wire_set_str(o, "dataset", m->dataset);
+	cnl_wire_set_str(o, "image", m->image);
 	json_object_set_new(o, "nodes", json_integer(m->nodes));
 	if (m->gang)
 		json_object_set_new(o, "gang", gang_encode(m->gang));
@@ -492,14 +493,32 @@ json_t *cnl_wire_job_encode(const struct cnl_wire_job *m)
 int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
                         size_t errlen)
 {
-	static const char *const fields[] = {
-	    "id",         "project_id", "user_id",     "command",
-	    "profile",    "gpu",        "priority",    "state",
-	    "exit_code",  "deadline",   "runtime_s",   "created_at",
-	    "updated_at", "status",     "preemptible", "message",
-	    "mem_mib",    "cpu_milli",  "gpu_types",   "dataset",
-	    "nodes",      "gang",       "placement",   "deadline_check",
-	    NULL};
+	static const char *const fields[] = {"id",
+	                                     "project_id",
+	                                     "user_id",
+	                                     "command",
+	                                     "profile",
+	                                     "gpu",
+	                                     "priority",
+	                                     "state",
+	                                     "exit_code",
+	                                     "deadline",
+	                                     "runtime_s",
+	                                     "created_at",
+	                                     "updated_at",
+	                                     "status",
+	                                     "preemptible",
+	                                     "message",
+	                                     "mem_mib",
+	                                     "cpu_milli",
+	                                     "gpu_types",
+	                                     "dataset",
+	                                     "image",
+	                                     "nodes",
+	                                     "gang",
+	                                     "placement",
+	                                     "deadline_check",
+	                                     NULL};
 	const json_t *a = NULL;
 
 	memset(ret, 0, sizeof(*ret));
@@ -552,6 +571,8 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
 			    sizeof(ret->gpu_types[i]), err, errlen));
 		ret->n_gpu_types = (int)json_array_size(a);
 	}
+	TRY(cnl_wire_get_str(j, "image", false, ret->image, sizeof(ret->image),
+	                     err, errlen));
 	TRY(cnl_wire_get_str(j, "dataset", false, ret->dataset,
 	                     sizeof(ret->dataset), err, errlen));
 	TRY(cnl_wire_get_int32(j, "nodes", true, 1, CNL_WIRE_GANG_MAX,

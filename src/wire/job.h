@@ -175,6 +175,7 @@ struct cnl_wire_job {
 	char gpu_types[CNL_WIRE_TYPES_MAX][CNL_WIRE_NAME_MAX];
 	int n_gpu_types;
 	char dataset[CNL_WIRE_NAME_MAX]; /* "": absent */
+	char image[CNL_WIRE_IMAGE_MAX];  /* "": absent (the built-in host) */
 	int nodes;                       /* its gang's size; 1: none */
 	struct cnl_wire_job_gang *gang;  /* malloc'd; NULL: none */
 	bool has_placement;

@@ -399,8 +399,9 @@ json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
 	    "mem_mib", (json_int_t)m->mem_mib);
 
 	cnl_wire_set_str(o, "user", m->user);
+	cnl_wire_set_str(o, "image", m->image);
+	cnl_wire_set_str(o, "image_digest", m->image_digest);
 	if (m->kind == CNL_WIRE_SERVER) {
-		cnl_wire_set_str(o, "image", m->image);
 		cnl_wire_set_str(o, "name", m->name);
 		json_object_set_new(o, "storage_gb",
 		                    json_integer(m->storage_gb));
@@ -420,27 +421,15 @@ json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
 int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
                                char *err, size_t errlen)
 {
-	static const char *const fields[] = {"id",
-	                                     "kind",
-	                                     "epoch",
-	                                     "action",
-	                                     "project_id",
-	                                     "user_id",
-	                                     "user",
-	                                     "shape",
-	                                     "command",
-	                                     "image",
-	                                     "name",
-	                                     "storage_gb",
-	                                     "idle_timeout_s",
-	                                     "gpu",
-	                                     "gang",
-	                                     "cpu_milli",
-	                                     "mem_mib",
-	                                     "not_before",
-	                                     "signal_at",
-	                                     "kill_at",
-	                                     NULL};
+	static const char *const fields[] = {
+	    "id",         "kind",           "epoch",
+	    "action",     "project_id",     "user_id",
+	    "user",       "shape",          "command",
+	    "image",      "image_digest",   "name",
+	    "storage_gb", "idle_timeout_s", "gpu",
+	    "gang",       "cpu_milli",      "mem_mib",
+	    "not_before", "signal_at",      "kill_at",
+	    NULL};
 	static const char *const kinds[] = {"job", "server", NULL};
 	static const char *const actions[] = {"run", "stop", NULL};
 	int k, act;
@@ -470,6 +459,16 @@ int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
 	                              sizeof(ret->command), err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_str(j, "image", false, ret->image,
 	                              sizeof(ret->image), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "image_digest", false,
+	                              ret->image_digest,
+	                              sizeof(ret->image_digest), err, errlen));
+	if (ret->image_digest[0] &&
+	    (strncmp(ret->image_digest, "sha256:", 7) != 0 ||
+	     strlen(ret->image_digest) != 71 ||
+	     strspn(ret->image_digest + 7, "0123456789abcdef") != 64))
+		return cnl_wire_fail(err, errlen,
+		                     "field \"image_digest\": must be "
+		                     "sha256:<64 hex digits>");
 	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", false, ret->name,
 	                              sizeof(ret->name), err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_int(j, "storage_gb", false, 0,

@@ -44,7 +44,9 @@
 #include <jansson.h>
 
 /* The node protocol's version: register carries it, cnlabd checks it. */
-#define CNL_WIRE_PROTOCOL     2 /* 2: files streamed, logs as bytes */
+#define CNL_WIRE_PROTOCOL                      \
+	3 /* 2: files streamed, logs as bytes; \
+	    3: images (image_digest) */
 
 #define CNL_WIRE_ID_MAX       64 /* ids: "node_01…", "job_01…" */
 #define CNL_WIRE_NAME_MAX     64 /* node, user, GPU type, label names */
@@ -161,8 +163,13 @@ struct cnl_wire_assignment {
 	char user[CNL_WIRE_NAME_MAX]; /* the submitter's name; "" unknown */
 	char shape[CNL_WIRE_NAME_MAX];
 	char command[CNL_WIRE_COMMAND_MAX]; /* jobs */
-	/* Servers. */
+	/* The image, by name and by its manifest's digest ("sha256:..."),
+	 * which the agent fetches (GET /v1/nodes/{node}/blobs/{digest});
+	 * "" and "": the built-in "host".  A name with no digest: the image
+	 * was deleted since the submission. */
 	char image[CNL_WIRE_IMAGE_MAX];
+	char image_digest[72];
+	/* Servers. */
 	char name[CNL_WIRE_NAME_MAX];
 	int64_t storage_gb, idle_timeout_s;
 	struct cnl_wire_slice gpu;

@@ -323,7 +323,7 @@ wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/jobs/$jk | 
 
 # --- a notebook server: URL, idle stop, workspace kept ---------------------
 if command -v python3 >/dev/null; then
-	srv=$(api POST "/v1/projects/$proj/servers" "$ana" '{"name":"nb","image":"any","profile":"h100-25pct","idle_timeout_s":4}' | jq -r .id)
+	srv=$(api POST "/v1/projects/$proj/servers" "$ana" '{"name":"nb","image":"host","profile":"h100-25pct","idle_timeout_s":4}' | jq -r .id)
 	sstate() { api GET "/v1/servers/$srv" "$ana" | jq -r .state; }
 	wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' $base/v1/servers/$srv | jq -e '.state==\"running\"' >/dev/null" ||
 		bad "server not running: $(api GET "/v1/servers/$srv" "$ana")"

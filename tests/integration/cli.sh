@@ -100,7 +100,7 @@ api "$root" POST "/v1/projects/$sys/members" '{"user":"agent","role":"agent"}' >
 api "$root" POST "/v1/projects/$ml/members" '{"user":"alice","role":"project-admin"}' >/dev/null
 api "$root" POST "/v1/projects/$nlp/members" '{"user":"bob","role":"member"}' >/dev/null
 agent=$(login_api agent pw-agent-long-enough)
-node=$(api "$agent" POST /v1/nodes '{"protocol":2,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
+node=$(api "$agent" POST /v1/nodes '{"protocol":3,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
 [ -n "$node" ] && [ "$node" != null ] && ok setup || bad "setup: node $node"
 
 # --- The fake agent ----------------------------------------------------------
@@ -263,6 +263,35 @@ n=$("$cnlab" profiles list -o json | jq '.items | length')
 check profiles-json [ "$n" = 4 ]
 "$cnlab" profiles list --output yaml >/dev/null 2>&1
 check output-bad-format-exit-2 [ $? = 2 ]
+
+# --- Images ---------------------------------------------------------------------
+# The seeds' image name is whatever the site imports under it.
+out=$("$cnlab" server create --name first-experiment --image pytorch:2.4-cuda12.4 \
+	--profile h100-25pct --no-wait 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'no image "pytorch:2.4-cuda12.4" on this platform; there are: host' <<<"$out" &&
+	ok image-unknown-refused || bad "image-unknown-refused: rc=$rc $out"
+"$(dirname "$0")/../../scripts/build-image" busybox "$tmp/img.tar" >/dev/null || bad "build-image"
+out=$("$cnlab" image import "$tmp/img.tar" --name pytorch:2.4-cuda12.4 2>&1)
+rc=$?
+[ $rc = 5 ] && grep -q 'not permitted' <<<"$out" &&
+	ok image-import-admin-only || bad "image-import-admin-only: rc=$rc $out"
+out=$(admin image import "$tmp/img.tar" --name pytorch:2.4-cuda12.4 2>&1)
+grep -Eq '^✓ Imported pytorch:2.4-cuda12.4 \(1\.[0-9] MB, 1 layer, sha256:[0-9a-f]{12}…\)$' <<<"$out" &&
+	ok image-import || bad "image-import: $out"
+admin image import "$tmp/img.tar" >/dev/null 2>&1
+check image-import-needs-name-exit-2 [ $? = 2 ]
+admin image import "$tmp/nosuchfile.tar" --name x:1 >/dev/null 2>&1
+check image-import-missing-file-exit-2 [ $? = 2 ]
+head -c 3000 "$tmp/img.tar" >"$tmp/cut.tar"
+out=$(admin image import "$tmp/cut.tar" --name cut:1 2>&1)
+grep -q 'truncated' <<<"$out" && ! admin image list | grep -q '^cut:1' &&
+	ok image-import-truncated-refused || bad "image-import-truncated-refused: $out"
+out=$("$cnlab" image list)
+head -1 <<<"$out" | grep -Eq '^NAME +SIZE +DIGEST +IMPORTED$' &&
+	grep -Eq '^pytorch:2.4-cuda12.4 +1\.[0-9] MB +sha256:[0-9a-f]{12} +[0-9-]{10} by root$' <<<"$out" &&
+	grep -Eq '^host +- +built in +-$' <<<"$out" &&
+	ok image-list || bad "image-list: $out"
 
 # --- Servers --------------------------------------------------------------------
 out=$("$cnlab" server create --name first-experiment --image pytorch:2.4-cuda12.4 \

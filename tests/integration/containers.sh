@@ -251,7 +251,7 @@ running_url() {
 }
 
 # A server: reached through its URL only.
-srv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb","image":"any","profile":"a100-50pct"}' | jq -r .id)
+srv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb","image":"host","profile":"a100-50pct"}' | jq -r .id)
 surl=$(running_url "$srv")
 echo hello-notebook >"$tmp/probe/workspaces/$srv/hello.txt" 2>/dev/null
 got=
@@ -278,7 +278,7 @@ api POST "/v1/servers/$srv/stop" >/dev/null
 # The all-in-one's server runs the default command: without JupyterLab,
 # cnlab-notebook.py, which answers its token's holder only; and idle
 # connections held from another address do not lock its user out.
-asrv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb2","image":"any","profile":"h100-25pct"}' | jq -r .id)
+asrv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb2","image":"host","profile":"h100-25pct"}' | jq -r .id)
 aurl=$(running_url "$asrv")
 code() { curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "$1" 2>/dev/null; }
 for _ in $(seq 50); do [ "$(code "$aurl")" = 200 ] && break; sleep 0.2; done

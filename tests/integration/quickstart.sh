@@ -104,6 +104,19 @@ rc=$?
 [ "$(stat -c %a "$HOME/.config/cnlab/config.json")" = 600 ] && ok "token kept 0600" ||
 	bad "config mode"
 
+# --- The administrator imports the site's images ------------------------------------
+# The seeds name pytorch:2.4-cuda12.4: a site imports its own image under that
+# name; here the small Debian image with python3 that scripts/bootstrap builds
+# stands in for it (the fallback notebook needs only python3).
+site_image=${CNLAB_TEST_IMAGE:-/var/cache/cnlab/images/debian-12-python.tar}
+[ -r "$site_image" ] || {
+	echo "FAIL no test image $site_image: run scripts/bootstrap (it builds it)"
+	exit 1
+}
+cnlab image import "$site_image" --name pytorch:2.4-cuda12.4 >"$tmp/import.out" 2>&1 &&
+	shape "image import" '^✓ Imported pytorch:2.4-cuda12.4 \([0-9.]+ MB, 1 layer, sha256:[0-9a-f]{12}…\)$' \
+		"$tmp/import.out" || bad "image import: $(cat "$tmp/import.out")"
+
 # --- 2. Pick a profile -----------------------------------------------------------
 cnlab profiles list >"$tmp/profiles.out"
 shape "profiles: header" '^NAME +GPU +SLICE +AVAILABLE$' "$tmp/profiles.out"

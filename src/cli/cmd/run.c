@@ -641,6 +641,9 @@ static int job_fields(struct cnl_cli *cli, json_t **ret)
 	}
 	if (dataset)
 		json_object_set_new(o, "dataset", json_string(dataset));
+	if (cnl_cli_flag(cli, "image"))
+		json_object_set_new(o, "image",
+		                    json_string(cnl_cli_flag(cli, "image")));
 	if (nodes) {
 		errno = 0;
 		v = strtoll(nodes, &end, 10);

@@ -294,7 +294,7 @@ static void register_node(const char *name, int gpus, char *id)
 	json_t *o;
 
 	snprintf(body, sizeof(body),
-	         "{\"protocol\":2,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
+	         "{\"protocol\":3,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
 	         "SXM\",\"gpus\":%d,"
 	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"address\":"
 	         "\"127.0.0.1\"}",
@@ -412,7 +412,7 @@ static void test_node_registration(void **state)
 
 	/* An agent restarting registers again: the same node. */
 	o = call_ok("POST", "/v1/nodes", AGENT,
-	            "{\"protocol\":2,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
+	            "{\"protocol\":3,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
 	            "SXM\",\"gpus\":"
 	            "2,\"cpu_milli\":64000,\"mem_mib\":512000}",
 	            200);
@@ -422,7 +422,7 @@ static void test_node_registration(void **state)
 	json_decref(o);
 	/* Same name, other inventory: refused. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":2,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":3,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":4,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000}",
 	     &r);
@@ -430,14 +430,14 @@ static void test_node_registration(void **state)
 	reply_done(&r);
 	/* Bad inventory names the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":2,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
+	     "{\"protocol\":3,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
 	     "\"cpu_milli\":1,\"mem_mib\":1}",
 	     &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "gpu_type"));
 	reply_done(&r);
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":2,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
+	     "{\"protocol\":3,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
 	     "mib\":1,"
 	     "\"colour\":\"red\"}",
 	     &r);
@@ -461,7 +461,7 @@ static void test_node_registration(void **state)
 	reply_done(&r);
 	/* The GPU inventory lists one device per GPU. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":2,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":3,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":2,"
 	     "\"cpu_milli\":1,\"mem_mib\":1,\"devices\":[{\"uuid\":\"GPU-1\","
 	     "\"mem_mib\":81559,\"healthy\":true}]}",
@@ -733,6 +733,30 @@ static void test_servers(void **state)
 	int n;
 
 	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_a);
+	/* An image the platform does not have is refused, naming those it
+	 * has (an import, as `cnlab image import` makes, is the store's
+	 * document "image" under its name). */
+	o = call_ok("POST", path, MEMBER,
+	            "{\"name\":\"s0\",\"image\":\"pytorch:2.4\","
+	            "\"profile\":\"h100-25pct\"}",
+	            400);
+	assert_non_null(strstr(json_string_value(json_object_get(
+	                           json_object_get(o, "error"), "message")),
+	                       "no image \"pytorch:2.4\" on this platform; "
+	                       "there are: host"));
+	json_decref(o);
+	assert_int_equal(
+	    cnl_store_doc_put(
+	        F.store,
+	        &(struct cnl_store_doc){
+	            .kind = "image",
+	            .id = "pytorch:2.4",
+	            .body = "{\"name\":\"pytorch:2.4\",\"manifest\":\"sha256:"
+	                    "1111111111111111111111111111111111111111111111111"
+	                    "111111111111111\",\"layers\":[]}",
+	        },
+	        true),
+	    0);
 	o = call_ok("POST", path, MEMBER,
 	            "{\"name\":\"first-experiment\",\"image\":\"pytorch:2.4\","
 	            "\"profile\":\"h100-25pct\",\"storage_gb\":20,"
@@ -743,12 +767,12 @@ static void test_servers(void **state)
 	json_decref(o);
 	/* Names are unique in a project. */
 	json_decref(call_ok("POST", path, MEMBER,
-	                    "{\"name\":\"first-experiment\",\"image\":\"x\","
+	                    "{\"name\":\"first-experiment\",\"image\":\"host\","
 	                    "\"profile\":\"h100-25pct\"}",
 	                    409));
 	/* Unknown profile: named. */
 	json_decref(call_ok("POST", path, MEMBER,
-	                    "{\"name\":\"s2\",\"image\":\"x\",\"profile\":"
+	                    "{\"name\":\"s2\",\"image\":\"host\",\"profile\":"
 	                    "\"tpu-v5\"}",
 	                    400));
 	tick(now_ms());
@@ -758,6 +782,9 @@ static void test_servers(void **state)
 	a = find(as, id);
 	assert_string_equal(str(a, "kind"), "server");
 	assert_string_equal(str(a, "image"), "pytorch:2.4");
+	assert_string_equal(str(a, "image_digest"),
+	                    "sha256:111111111111111111111111111111111111111111"
+	                    "1111111111111111111111");
 	int64_t ep = epoch_of(a);
 	json_decref(as);
 	snprintf(path, sizeof(path), "/v1/nodes/%s/reports",
@@ -923,13 +950,13 @@ static void test_quota(void **state)
 	    call_ok("PUT", path, ADMIN, "{\"concurrent_servers\":1}", 200));
 	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_b);
 	o = call_ok("POST", path, BOB,
-	            "{\"name\":\"nb1\",\"image\":\"x\",\"profile\":"
+	            "{\"name\":\"nb1\",\"image\":\"host\",\"profile\":"
 	            "\"h100-25pct\"}",
 	            201);
 	snprintf(id, sizeof(id), "%s", str(o, "id"));
 	json_decref(o);
 	http("POST", path, F.token[BOB],
-	     "{\"name\":\"nb2\",\"image\":\"x\",\"profile\":\"h100-25pct\"}",
+	     "{\"name\":\"nb2\",\"image\":\"host\",\"profile\":\"h100-25pct\"}",
 	     &r);
 	assert_error(&r, 403, "quota_exceeded");
 	assert_non_null(strstr(err_message(&r), "concurrent servers"));
@@ -1271,7 +1298,7 @@ static void test_route_role_matrix(void **state)
 	submit(BOB, F.proj_b, "{\"command\":\"m\",\"gpu\":\"h100-1\"}", job_b);
 	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_a);
 	o = call_ok("POST", path, MEMBER,
-	            "{\"name\":\"mx\",\"image\":\"x\",\"profile\":"
+	            "{\"name\":\"mx\",\"image\":\"host\",\"profile\":"
 	            "\"h100-25pct\"}",
 	            201);
 	snprintf(srv_a, sizeof(srv_a), "%s", str(o, "id"));
@@ -1281,7 +1308,7 @@ static void test_route_role_matrix(void **state)
 	    call_ok("PUT", path, ADMIN, "{\"concurrent_servers\":null}", 200));
 	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_b);
 	o = call_ok("POST", path, BOB,
-	            "{\"name\":\"mx\",\"image\":\"x\",\"profile\":"
+	            "{\"name\":\"mx\",\"image\":\"host\",\"profile\":"
 	            "\"h100-25pct\"}",
 	            201);
 	snprintf(srv_b, sizeof(srv_b), "%s", str(o, "id"));
@@ -1513,7 +1540,7 @@ static void d_register(int i, const char *type, const char *zone,
 
 	snprintf(
 	    body, sizeof(body),
-	    "{\"protocol\":2,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
+	    "{\"protocol\":3,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
 	    "\"cpu_milli\":64000,\"mem_mib\":512000,\"zone\":\"%s\","
 	    "\"rack\":\"%s\"%s%s%s}",
 	    i + 1, type, zone, rack, datasets ? ",\"datasets\":" : "",
@@ -2043,7 +2070,7 @@ static void test_node_datasets_relabel(void **state)
 	json_decref(o);
 	/* Bad dataset names are refused, naming the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":2,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":3,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":1,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000,\"datasets\":[\"a b\"]}",
 	     &r);

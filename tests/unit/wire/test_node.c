@@ -102,7 +102,7 @@ static void test_register(void **state)
 	ROUND(struct cnl_wire_register, cnl_wire_register_encode,
 	      cnl_wire_register_decode, NOTHING, &m);
 	DECODE_OK(cnl_wire_register_decode,
-	          "{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_string_equal(got.name, "n");
@@ -115,44 +115,44 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"color\":\"red\"}",
 	  "color");
-	R("{\"protocol\":2,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":2,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "gpus");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
 	  "\"mem_mib\":1}",
 	  "cpu_milli");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
 	  "mem_mib");
-	R("{\"protocol\":2,\"name\":"
+	R("{\"protocol\":3,\"name\":"
 	  "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
 	  "nnnnnnnnnnnnnnnnnnnnnn\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":\"imagenet\"}",
 	  "datasets");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":[1]}",
 	  "datasets[0]");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[]}",
 	  "devices");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":\"yes\"}]}",
 	  "devices[0].healthy");
-	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":true,\"x\":1}]}",
 	  "devices[0].x");
@@ -248,6 +248,8 @@ static void test_assignments(void **state)
 	snprintf(a[1].user_id, sizeof(a[1].user_id), "%s", "usr_1");
 	snprintf(a[1].shape, sizeof(a[1].shape), "%s", "h100-10");
 	snprintf(a[1].image, sizeof(a[1].image), "%s", "pytorch:2.4-cuda12.4");
+	snprintf(a[1].image_digest, sizeof(a[1].image_digest), "sha256:%064d",
+	         7);
 	snprintf(a[1].name, sizeof(a[1].name), "%s", "nb");
 	a[1].storage_gb = 50;
 	a[1].idle_timeout_s = 14400;
@@ -284,6 +286,9 @@ static void test_assignments(void **state)
 	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
 	  "\"action\":\"pause\"}]}",
 	  "assignments[0].action");
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"image\":\"x:1\",\"image_digest\":\"md5:0123\"}]}",
+	  "assignments[0].image_digest");
 #undef A
 #undef BASE
 	DECODE_BAD(cnl_wire_assignments_decode, struct cnl_wire_assignments,
