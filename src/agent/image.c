@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "agent/agent-internal.h"
+#include "agent/image.h"
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -381,55 +382,53 @@ out:
 	return r;
 }
 
-/* Is the image rootfs @hex the lower layer of a workload of the table? */
-static bool in_use(struct cnl_agent *a, const char *hex)
-{
-	bool used = false;
-
-	pthread_mutex_lock(&a->mu);
-	for (size_t i = 0; i < a->n_wk && !used; i++)
-		used = strcmp(a->wk[i]->image, hex) == 0;
-	pthread_mutex_unlock(&a->mu);
-	return used;
-}
-
-void cnl_agent_images_gc(struct cnl_agent *a)
+int cnl_images_collect(const char *store, int64_t keep_s,
+                       const char *const *in_use, size_t n_in_use)
 {
 	char dir[700], lockp[700];
 	json_t *keep = json_object();
 	int64_t now = cnl_time_now_ms();
 	struct dirent *e;
 	DIR *d;
-	int lfd;
+	int lfd, r = 0;
 
-	images_path(a, "lock", lockp, sizeof(lockp));
-	if ((lfd = open(lockp, O_RDWR | O_CLOEXEC)) < 0)
-		goto done; /* no store yet */
-	if (flock(lfd, LOCK_EX | LOCK_NB) < 0)
-		goto done; /* an unpack under way: another time */
-	images_path(a, "rootfs", dir, sizeof(dir));
-	if (!(d = opendir(dir)))
+	snprintf(lockp, sizeof(lockp), "%s/lock", store);
+	if ((lfd = open(lockp, O_RDWR | O_CLOEXEC)) < 0) {
+		r = -errno; /* no store yet */
 		goto done;
+	}
+	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+		r = -EBUSY; /* a fetch or unpack under way: another time */
+		goto done;
+	}
+	snprintf(dir, sizeof(dir), "%s/rootfs", store);
+	if (!(d = opendir(dir))) {
+		r = -errno;
+		goto done;
+	}
 	while ((e = readdir(d))) {
 		char p[1000];
 		struct stat st;
 		json_t *man, *l;
+		bool used = false;
 		size_t i;
 
 		if (!is_hex64(e->d_name) ||
 		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
+		for (i = 0; i < n_in_use && !used; i++)
+			used = strcmp(in_use[i], e->d_name) == 0;
 		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-		if (!in_use(a, e->d_name) &&
-		    now - (int64_t)st.st_mtime * 1000 >=
-		        a->cfg.image_keep_s * 1000) {
+		if (!used &&
+		    now - (int64_t)st.st_mtime * 1000 >= keep_s * 1000) {
 			cnl_agent_rmtree(p);
 			cnl_log(CNL_LOG_INFO, "image removed",
 			        "manifest=sha256:%.12s", e->d_name);
 			continue;
 		}
 		json_object_set_new(keep, e->d_name, json_true());
-		man = blob_json(a, e->d_name);
+		snprintf(p, sizeof(p), "%s/blobs/sha256/%s", store, e->d_name);
+		man = json_load_file(p, 0, NULL);
 		json_array_foreach (json_object_get(man, "layers"), i, l) {
 			const char *h = hex_of(
 			    json_string_value(json_object_get(l, "digest")));
@@ -444,9 +443,11 @@ void cnl_agent_images_gc(struct cnl_agent *a)
 		json_decref(man);
 	}
 	closedir(d);
-	images_path(a, "blobs/sha256", dir, sizeof(dir));
-	if (!(d = opendir(dir)))
+	snprintf(dir, sizeof(dir), "%s/blobs/sha256", store);
+	if (!(d = opendir(dir))) {
+		r = -errno;
 		goto done;
+	}
 	while ((e = readdir(d)))
 		if (e->d_name[0] != '.' && !json_object_get(keep, e->d_name))
 			unlinkat(dirfd(d), e->d_name, 0);
@@ -455,4 +456,27 @@ done:
 	if (lfd >= 0)
 		close(lfd);
 	json_decref(keep);
+	return r;
+}
+
+void cnl_agent_images_gc(struct cnl_agent *a)
+{
+	const char **in_use;
+	char store[700];
+	size_t n = 0;
+
+	images_path(a, "", store, sizeof(store));
+	pthread_mutex_lock(&a->mu);
+	in_use = cnl_xcalloc(a->n_wk + 1, sizeof(*in_use));
+	for (size_t i = 0; i < a->n_wk; i++)
+		if (a->wk[i]->image[0])
+			in_use[n++] = a->wk[i]->image;
+	/* Names only read while the lock is held: copies. */
+	for (size_t i = 0; i < n; i++)
+		in_use[i] = cnl_xstrdup(in_use[i]);
+	pthread_mutex_unlock(&a->mu);
+	(void)cnl_images_collect(store, a->cfg.image_keep_s, in_use, n);
+	for (size_t i = 0; i < n; i++)
+		free((char *)in_use[i]);
+	free(in_use);
 }
