@@ -105,6 +105,8 @@ static const struct cnl_cli_flag start_flags[] = {
 
 static const struct cnl_cli_flag image_import_flags[] = {
     {"name", "NAME:TAG", "the name users give with --image", 0},
+    {"insecure", NULL,
+     "a registry over plain HTTP or with an unverified certificate", 0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -257,7 +259,8 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, false, cnl_cli_cmd_profiles_list},
     {"profile delete", "NAME", "delete a GPU profile (admin)", NULL, 1, 1,
      false, false, cnl_cli_cmd_profile_delete},
-    {"image import", "FILE", "import an OCI archive as an image (admin)",
+    {"image import", "FILE|docker://REF",
+     "import an OCI archive, or an image of a registry (admin)",
      image_import_flags, 1, 1, false, false, cnl_cli_cmd_image_import},
     {"image list", "", "the images workloads can run", NULL, 0, 0, false, false,
      cnl_cli_cmd_image_list},
