@@ -58,6 +58,10 @@ struct cnl_api {
 	char *files_dir;         /* job files (api_files.c); NULL: none kept */
 	int64_t artifacts_max, inputs_max; /* bytes per job */
 	int64_t images_max;                /* bytes of one image's archive */
+	int64_t artifacts_keep_ms;         /* 0: kept with the project */
+	/* The retention sweep (api_files.c): where it goes on, when next. */
+	char keep_after[3][CNL_ID_MAX];
+	int64_t keep_next_ms;
 };
 
 struct call {
@@ -214,6 +218,10 @@ void cnl_api_h_image_delete(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
 void cnl_api_h_node_blob_get(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp);
+/* api_files.c: the controller's upkeep hook: a job's files are deleted
+ * artifacts_keep after its end (a bounded round at a time).  Under the
+ * lock. */
+void cnl_api_files_upkeep(void *ud, int64_t now_ms);
 /* api_files.c: 32 random hex digits; a tree removed, following no link. */
 int cnl_api_random_name(char *buf, size_t len);
 void cnl_api_remove_tree_at(int parent, const char *name);

@@ -620,6 +620,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	    cfg->inputs_max_bytes > 0 ? cfg->inputs_max_bytes : 2LL << 30;
 	api->images_max =
 	    cfg->images_max_bytes > 0 ? cfg->images_max_bytes : 64LL << 30;
+	api->artifacts_keep_ms = cfg->artifacts_keep_ms;
 	if (api->files_dir && mkdir(api->files_dir, 0700) < 0 &&
 	    errno != EEXIST) {
 		cnl_log(CNL_LOG_ERROR, "files folder", "dir=%s err=\"%s\"",
@@ -656,6 +657,8 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	            cfg->preempt_min_run_ms ? cfg->preempt_min_run_ms : -1,
 	        .preempt_grace_ms =
 	            cfg->preempt_grace_ms ? cfg->preempt_grace_ms : -1,
+	        .upkeep = cnl_api_files_upkeep,
+	        .upkeep_ud = api,
 	    },
 	    &api->mu, &api->ctl, err, sizeof(err));
 	if (r < 0) {

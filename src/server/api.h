@@ -78,6 +78,8 @@ struct cnl_api_config {
 	int64_t artifacts_max_bytes; /* per job; 0: 10 GiB */
 	int64_t inputs_max_bytes;    /* per job; 0: 2 GiB */
 	int64_t images_max_bytes;    /* one image's archive; 0: 64 GiB */
+	int64_t artifacts_keep_ms;   /* a job's files after its end; 0: kept
+	                                until the project goes */
 };
 
 /* Where and how cnl_api_start() serves. */

@@ -735,6 +735,108 @@ static void node_list(struct call *c, struct cnl_http_response *resp,
 	free(d);
 }
 
+/* ---- retention ----------------------------------------------------------- */
+
+static bool ended_state(const char *state)
+{
+	return strcmp(state, "succeeded") == 0 ||
+	       strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
+}
+
+/* The call's job ended longer than artifacts_keep ago. */
+static bool expired(const struct call *c)
+{
+	return c->have_job && c->api->artifacts_keep_ms > 0 &&
+	       ended_state(c->job.state) &&
+	       c->job.updated_ms + c->api->artifacts_keep_ms <= c->now_ms;
+}
+
+/* Delete the files of job @j (its documents, then its folder). */
+static void forget_job_files(struct cnl_api *api, const struct cnl_store_job *j)
+{
+	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+	int dfd;
+
+	for (size_t k = 0; k < 3; k++) {
+		int n = 0;
+
+		do {
+			if (cnl_store_doc_list(api->store, doc_kind[k], j->id,
+			                       NULL, CNL_STORE_LIST_MAX, d,
+			                       &n) < 0)
+				n = 0;
+			for (int i = 0; i < n; i++)
+				(void)cnl_store_doc_delete(
+				    api->store, doc_kind[k], d[i].id);
+			cnl_store_docs_done(d, n);
+		} while (n == CNL_STORE_LIST_MAX);
+	}
+	free(d);
+	if ((dfd = open(api->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >=
+	    0) {
+		int pfd =
+		    openat(dfd, j->project_id,
+		           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (pfd >= 0) {
+			cnl_api_remove_tree_at(pfd, j->id);
+			close(pfd);
+		}
+		close(dfd);
+	}
+	cnl_log(CNL_LOG_INFO, "job files deleted", "job=%s ended_ms=%" PRId64,
+	        j->id, j->updated_ms);
+}
+
+#define KEEP_ROUND 200 /* jobs looked at per round and state */
+
+/*
+ * A round of the retention sweep: for each end state, the next
+ * KEEP_ROUND jobs in id order after where the last round stopped; those
+ * that ended artifacts_keep ago and still have a folder lose their files.
+ * At the end of the list it starts over, so a job created early that
+ * ended late is found on the next pass.  Rounds come every keep/2, at
+ * most a minute apart.
+ */
+void cnl_api_files_upkeep(void *ud, int64_t now)
+{
+	static const char *const ended[] = {"succeeded", "failed", "cancelled"};
+	struct cnl_api *api = ud;
+	int64_t keep = api->artifacts_keep_ms, gap;
+	struct cnl_store_job *jobs;
+
+	if (keep <= 0 || !api->files_dir || now < api->keep_next_ms)
+		return;
+	gap = keep / 2 < 1000 ? 1000 : keep / 2 > 60000 ? 60000 : keep / 2;
+	api->keep_next_ms = now + gap;
+	jobs = cnl_xcalloc(KEEP_ROUND, sizeof(*jobs));
+	for (size_t s = 0; s < CNL_ARRAY_SIZE(ended); s++) {
+		char *after = api->keep_after[s];
+		int n = 0;
+
+		if (cnl_store_job_list_state(api->store, ended[s],
+		                             after[0] ? after : NULL,
+		                             KEEP_ROUND, jobs, &n) < 0)
+			continue;
+		for (int i = 0; i < n; i++) {
+			char dir[4096];
+			struct stat st;
+
+			if (jobs[i].updated_ms + keep > now)
+				continue;
+			snprintf(dir, sizeof(dir), "%s/%s/%s", api->files_dir,
+			         jobs[i].project_id, jobs[i].id);
+			if (lstat(dir, &st) == 0)
+				forget_job_files(api, &jobs[i]);
+		}
+		if (n < KEEP_ROUND)
+			after[0] = '\0'; /* the end: start over next time */
+		else
+			snprintf(after, CNL_ID_MAX, "%s", jobs[n - 1].id);
+	}
+	free(jobs);
+}
+
 /* Reply with the file of @kind at @path of @job, streamed from disk. */
 static void send_file(struct call *c, struct cnl_http_response *resp,
                       enum file_kind kind, const char *job, const char *path)
@@ -747,7 +849,14 @@ static void send_file(struct call *c, struct cnl_http_response *resp,
 
 	file_doc_id(job, path, id, sizeof(id));
 	if ((r = cnl_api_doc_json(c->api->store, doc_kind[kind], id, &o)) < 0) {
-		if (r == -CNL_ENOTFOUND)
+		if (r == -CNL_ENOTFOUND && expired(c))
+			cnl_http_error(resp, 404, "expired",
+			               "%s \"%s\" is gone: this platform keeps "
+			               "a job's files %" PRId64
+			               " s after its end (artifacts_keep)",
+			               kind_word[kind], path,
+			               c->api->artifacts_keep_ms / 1000);
+		else if (r == -CNL_ENOTFOUND)
 			cnl_http_error(resp, 404, "not_found",
 			               "%s \"%s\" not found", kind_word[kind],
 			               path);

@@ -54,6 +54,10 @@ struct cnl_ctl_config {
 	uint64_t seed;                 /* placement tie-breaks */
 	int64_t preempt_min_run_ms;    /* victims ran this long; -1: default */
 	int64_t preempt_grace_ms;      /* signal to kill; -1: default */
+	/* Called at each tick with the lock held, for the API's own upkeep
+	 * (deleting files past their retention); NULL: none. */
+	void (*upkeep)(void *ud, int64_t now_ms);
+	void *upkeep_ud;
 };
 
 struct cnl_ctl;

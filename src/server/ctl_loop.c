@@ -475,6 +475,8 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 	check_nodes(ctl, now);
 	meter(ctl, now);
 	flush_usage(ctl, now);
+	if (ctl->cfg.upkeep)
+		ctl->cfg.upkeep(ctl->cfg.upkeep_ud, now);
 	if (ctl->dirty || force) {
 		ctl->dirty = false;
 		run_cycle(ctl, now);

@@ -52,6 +52,7 @@ struct settings {
 	int64_t artifacts_max_bytes;
 	int64_t inputs_max_bytes;
 	int64_t images_max_bytes;
+	int64_t artifacts_keep;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -106,6 +107,11 @@ static const struct cnl_config_def settings_table[] = {
      INT64_MAX,
      "The most bytes of input files one job takes (and one upload); more "
      "is refused with 413 naming the file and this limit."},
+    {"artifacts_keep", CNL_CONFIG_DURATION, S(artifacts_keep), "0s", 0,
+     3650LL * 86400000,
+     "How long a finished job's artifacts, checkpoint and input files "
+     "stay after its end (30d, 12h); 0s keeps them until the project is "
+     "deleted."},
     {"images_max_bytes", CNL_CONFIG_SIZE, S(images_max_bytes), "64gib", 1,
      INT64_MAX,
      "The largest image archive `cnlab image import` takes; more is "
@@ -440,6 +446,7 @@ int main(int argc, char **argv)
 	        .artifacts_max_bytes = st.artifacts_max_bytes,
 	        .inputs_max_bytes = st.inputs_max_bytes,
 	        .images_max_bytes = st.images_max_bytes,
+	        .artifacts_keep_ms = st.artifacts_keep,
 	    },
 	    &api);
 	if (r < 0) {

@@ -19,8 +19,8 @@
 #   - an image a server uses cannot be deleted; once unused it goes, with
 #     the blobs cnlabd kept for it
 set -u
-cnlabd=$1
-cli=$2
+cnlabd=$(realpath "$1")
+cli=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
