@@ -8,7 +8,9 @@
 #   e2e:   `cnlab run --gpu ... hello.sh` from submit to the end of its
 #          output and the job's end
 # Real cnlabd, two real agents on fake pools (the container one on an H100,
-# the bare one, running as uid 65534, on an A100), the real CLI.
+# the bare one, running as uid 65534, on an A100), the real CLI.  Where
+# scripts/bootstrap built its Debian image, a third column runs the same
+# job in it (an image's overlay instead of the built-in "host").
 #
 #   bench/container_bench.sh [BUILD_DIR] [N]
 set -u
@@ -75,36 +77,58 @@ cd "$tmp" || exit 1
 echo 'date +%s%N' >hello.sh
 
 ms() { date +%s%3N; }
-# one MODE GPU: run a job, append its e2e ms and start ms to the lists.
+image=/var/cache/cnlab/images/debian-12-python.tar
+with_image=0
+if [ -r "$image" ]; then
+	curl -sS -X PUT -H "Authorization: Bearer $root" --data-binary @"$image" \
+		"$base/v1/images?name=debian:12-python" | jq -e .digest >/dev/null && with_image=1
+fi
+# one MODE GPU [FLAGS]: run a job, append its e2e ms and start ms to the
+# lists (the agent's log: MODE's, or ctr's for "image").
 one() {
-	local mode=$1 gpu=$2 t0 t1 job first started
+	local mode=$1 gpu=$2 t0 t1 job first started log=$1
+	shift 2
+	[ "$mode" = image ] && log=ctr
 	t0=$(ms)
-	"$cnlab" run --gpu "$gpu" hello.sh >"$tmp/run.out" 2>"$tmp/run.err" || {
+	"$cnlab" run --gpu "$gpu" "$@" hello.sh >"$tmp/run.out" 2>"$tmp/run.err" || {
 		echo "container_bench: $mode job failed: $(cat "$tmp/run.err")" >&2
 		exit 1
 	}
 	t1=$(ms)
 	job=$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' "$tmp/run.err")
 	first=$(grep -m1 '^[0-9]\{19\}$' "$tmp/run.out")
-	started=$(grep "msg=\"workload started\" id=$job " "$tmp/agent-$mode.err" |
+	started=$(grep "msg=\"workload started\" id=$job " "$tmp/agent-$log.err" |
 		sed -n 's/^ts=\([^ ]*\) .*/\1/p' | head -1)
 	started=$(date -d "$started" +%s%3N)
 	echo $((t1 - t0)) >>"$tmp/e2e-$mode"
 	echo $((first / 1000000 - started)) >>"$tmp/start-$mode"
 }
+# The image is fetched and unpacked by its first job, not measured.
+[ "$with_image" = 1 ] && one image h100-5 --image debian:12-python && rm -f "$tmp"/*-image
 for i in $(seq "$n"); do
 	one ctr h100-5
 	one bare a100-5
+	[ "$with_image" = 1 ] && one image h100-5 --image debian:12-python
 done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 echo "container_bench: $n trivial jobs each, interleaved, medians (ms)"
 echo
-echo "| figure | container (crun) | bare (baseline) | difference |"
-echo "|---|---:|---:|---:|"
+if [ "$with_image" = 1 ]; then
+	echo "| figure | container (crun), host | container, Debian image (overlay) | bare (baseline) | container - bare |"
+	echo "|---|---:|---:|---:|---:|"
+else
+	echo "| figure | container (crun) | bare (baseline) | difference |"
+	echo "|---|---:|---:|---:|"
+fi
 for f in start e2e; do
 	c=$(median "$tmp/$f-ctr")
 	b=$(median "$tmp/$f-bare")
 	label="launch to first output line"
 	[ "$f" = e2e ] && label="cnlab run, submit to end"
-	echo "| $label | $c | $b | $(awk -v c="$c" -v b="$b" 'BEGIN {printf "%+.0f", c - b}') |"
+	d=$(awk -v c="$c" -v b="$b" 'BEGIN {printf "%+.0f", c - b}')
+	if [ "$with_image" = 1 ]; then
+		echo "| $label | $c | $(median "$tmp/$f-image") | $b | $d |"
+	else
+		echo "| $label | $c | $b | $d |"
+	fi
 done

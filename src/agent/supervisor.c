@@ -116,8 +116,16 @@ static int bare_user(struct cnl_agent *a, struct wk *w,
 
 	spec->uid = a->cfg.run_as_uid;
 	spec->gid = a->cfg.run_as_uid;
-	if (!a->cfg.map_users)
+	if (!a->cfg.map_users) {
+		/* Its folders (0700) are the uid's it runs as. */
+		if (spec->uid >= 0 &&
+		    (cnl_agent_chown_tree(w->dir, spec->uid, spec->gid) < 0 ||
+		     (w->gpu >= 0 && chown(w->region, (uid_t)spec->uid,
+		                           (gid_t)spec->gid) < 0)))
+			cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
+			        "id=%s err=\"%s\"", w->id, strerror(errno));
 		return 0;
+	}
 	/* Run as the local account named like the submitting user; a user
 	 * without one (or root) is refused rather than run as root. */
 	if (!as->user[0] ||

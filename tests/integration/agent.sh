@@ -378,6 +378,18 @@ wait_for 30 is_state "$ja" failed && [[ "$(api GET "/v1/jobs/$ja" "$ana" | jq -r
 	ok "map_users: a user without a local account is refused, not run as root" ||
 	bad "map_users refusal: $(api GET "/v1/jobs/$ja" "$ana")"
 
+# --- run_as_uid: every workload as one unprivileged uid, in its own folder -------
+id=$(api GET /v1/nodes "$root" | jq -r ".items[] | select(.name==\"$run-c\") | .id")
+api PATCH "/v1/nodes/$id" "$root" '{"state":"cordoned"}' >/dev/null
+CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name $run-d --gpus fake:1xH100-80GB-SXM \
+	--work-dir "$tmp/agent-d" --isolation bare --run-as-uid 65534 >>"$tmp/agent-d.out" 2>>"$tmp/agent-d.err" &
+pids+=($!)
+wait_for 10 grep -q 'msg=registered' "$tmp/agent-d.err" || bad "agent d"
+jd=$(submit '{"command":"id -u; pwd; echo x > mine && cat mine","gpu":"h100-1"}')
+wait_for 30 is_state "$jd" succeeded && [[ "$(logs "$jd")" == 65534*/jobs/"$jd"x ]] &&
+	ok "run_as_uid: runs as 65534, in a working folder that is its own" ||
+	bad "run_as_uid: $(api GET "/v1/jobs/$jd" "$ana") $(logs "$jd")"
+
 [ "$fails" = 0 ] || {
 	echo "--- agent a"; tail -30 "$tmp/agent-a.err"
 	echo "--- agent b"; tail -30 "$tmp/agent-b.err" 2>/dev/null
