@@ -234,14 +234,15 @@ void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id);
 
 /*
  * cnl_agent_image_get - image @name, manifest @digest ("sha256:..."), on
- * this node: fetched and unpacked unless it is already.  Its root's path
+ * this node: fetched and unpacked unless it is already (refused when the
+ * node lacks room for its @bytes unpacked, 0: unknown).  Its root's path
  * into @root, its environment (config.Env) into *@ret_env (malloc'd, one
  * block, NULL-ended; NULL when none).  0, or an error with @err saying
  * what (an empty @digest: the image was deleted).
  */
 int cnl_agent_image_get(struct cnl_agent *a, const char *name,
-                        const char *digest, char *root, size_t len,
-                        char ***ret_env, char *err, size_t errlen);
+                        const char *digest, int64_t bytes, char *root,
+                        size_t len, char ***ret_env, char *err, size_t errlen);
 /* Delete the unpacked images no workload runs, unused for image_keep_s,
  * and the blobs no remaining image names. */
 void cnl_agent_images_gc(struct cnl_agent *a);

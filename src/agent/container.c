@@ -470,18 +470,28 @@ static int write_file(const char *path, const char *text)
  * when it has none. */
 static void image_text(int lower, const char *rel, char *buf, size_t len)
 {
-	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
+	/* O_PATH first: opening a FIFO or a device the image planted there
+	 * would block the agent or touch the node's hardware. */
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC,
 	                       .resolve =
 	                           RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-	int fd = (int)syscall(SYS_openat2, lower, rel, &how, sizeof(how));
+	int pfd = (int)syscall(SYS_openat2, lower, rel, &how, sizeof(how));
+	char proc[64];
 	struct stat st;
 	ssize_t got = 0;
+	int fd = -1;
 
 	buf[0] = '\0';
+	if (pfd < 0)
+		return;
+	if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode)) {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+		fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	}
+	close(pfd);
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-		got = read(fd, buf, len - 1);
+	got = read(fd, buf, len - 1);
 	close(fd);
 	buf[got > 0 ? got : 0] = '\0';
 	if (got > 0 && buf[got - 1] != '\n' && (size_t)got + 1 < len) {

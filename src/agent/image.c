@@ -34,9 +34,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "agent/agent-internal.h"
@@ -233,6 +236,29 @@ static int unpack(struct cnl_agent *a, const char *hex, size_t size,
 	return -EIO;
 }
 
+/* One entry of an image just unpacked, made harmless on the node: umoci
+ * unpacks as root, so a layer's device nodes, FIFOs, set-id bits, file
+ * capabilities and owners (host accounts' ids) would be the node's. */
+static int defuse(const char *path, const struct stat *st, int flag,
+                  struct FTW *ftw)
+{
+	(void)flag;
+	(void)ftw;
+	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ||
+	    S_ISFIFO(st->st_mode) || S_ISSOCK(st->st_mode)) {
+		unlink(path);
+		return 0;
+	}
+	if (st->st_uid != 0 || st->st_gid != 0)
+		(void)lchown(path, 0, 0);
+	if (S_ISLNK(st->st_mode))
+		return 0;
+	(void)lremovexattr(path, "security.capability");
+	if (st->st_mode & (S_ISUID | S_ISGID))
+		(void)chmod(path, st->st_mode & 01777);
+	return 0;
+}
+
 /* The image's environment (config.Env) as a NULL-ended array of strings
  * (malloc'd, one block), or NULL. */
 static char **image_env(const struct cnl_agent *a, json_t *man)
@@ -270,8 +296,8 @@ static char **image_env(const struct cnl_agent *a, json_t *man)
 }
 
 int cnl_agent_image_get(struct cnl_agent *a, const char *name,
-                        const char *digest, char *root, size_t len,
-                        char ***ret_env, char *err, size_t errlen)
+                        const char *digest, int64_t bytes, char *root,
+                        size_t len, char ***ret_env, char *err, size_t errlen)
 {
 	const char *hex = hex_of(digest);
 	char sub[120], tmp[800], lockp[700];
@@ -357,6 +383,8 @@ int cnl_agent_image_get(struct cnl_agent *a, const char *name,
 		if (stat(lockp, &st) < 0 ||
 		    (r = unpack(a, hex, (size_t)st.st_size, tmp, err, errlen)) <
 		        0 ||
+		    (nftw(tmp, defuse, 64, FTW_PHYS | FTW_MOUNT) != 0 &&
+		     (r = -EIO)) ||
 		    (chmod(tmp, 0755) < 0 && (r = -errno)) ||
 		    (rename(tmp, root) < 0 && (r = -errno))) {
 			if (r == 0)
@@ -366,6 +394,18 @@ int cnl_agent_image_get(struct cnl_agent *a, const char *name,
 				           "cannot unpack image %s: %s", name,
 				           strerror(-r));
 			cnl_agent_rmtree(tmp);
+			/* A blob damaged on this node since it was fetched
+			 * would fail every start: they are fetched anew. */
+			json_array_foreach (json_object_get(man, "layers"), i,
+			                    l) {
+				const char *lh = hex_of(json_string_value(
+				    json_object_get(l, "digest")));
+
+				snprintf(sub, sizeof(sub), "blobs/sha256/%s",
+				         lh ? lh : ".none");
+				images_path(a, sub, lockp, sizeof(lockp));
+				unlink(lockp);
+			}
 			goto out;
 		}
 		cnl_log(CNL_LOG_INFO, "image unpacked",

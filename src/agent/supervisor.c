@@ -201,8 +201,9 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	devices[nd] = NULL;
 	/* Its image, fetched and unpacked on first use ("host": none). */
 	if (as->image[0]) {
-		r = cnl_agent_image_get(a, as->image, as->image_digest, lower,
-		                        sizeof(lower), &image_env, err, errlen);
+		r = cnl_agent_image_get(a, as->image, as->image_digest,
+		                        as->image_bytes, lower, sizeof(lower),
+		                        &image_env, err, errlen);
 		if (r < 0)
 			return r;
 		snprintf(w->image, sizeof(w->image), "%s",

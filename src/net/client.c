@@ -368,9 +368,11 @@ int cnl_client_request(struct cnl_client *cl,
 	if (rq->upload) {
 		h = curl_slist_append(h,
 		                      "Content-Type: application/octet-stream");
-		/* No "Expect: 100-continue" round trip: the server refuses
-		 * from the headers alone and drops what follows. */
-		h = curl_slist_append(h, "Expect:");
+		/* "Expect: 100-continue": the server refuses from the headers
+		 * alone (a limit, a name, permissions), and the refusal then
+		 * comes before any of the body is sent, instead of a broken
+		 * pipe halfway through a large file. */
+		h = curl_slist_append(h, "Expect: 100-continue");
 		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
 		curl_easy_setopt(e, CURLOPT_READDATA, &b);

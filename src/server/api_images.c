@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <zlib.h>
 
 #include "cnlab/errors.h"
 #include "common/fs.h"
@@ -82,7 +83,7 @@ bool cnl_api_image_name(const char *in, char *out, size_t len)
 	if (!in[0] || path_len == 0 || strlen(in) + 8 >= len ||
 	    strlen(in) + 8 >= CNL_STORE_DOC_ID_MAX)
 		return false;
-	if (strcmp(in, "host") == 0) {
+	if (strcmp(in, "host") == 0 || strcmp(in, "host:latest") == 0) {
 		snprintf(out, len, "host");
 		return true;
 	}
@@ -90,11 +91,20 @@ bool cnl_api_image_name(const char *in, char *out, size_t len)
 		char ch = in[i];
 		bool first = i == 0 || in[i - 1] == '/';
 
+		/* A ':' before the first '/' is a registry's port: digits
+		 * only, up to that '/'. */
+		if (ch == ':' && slash && !memchr(in, '/', i)) {
+			size_t d = strspn(in + i + 1, "0123456789");
+
+			if (d == 0 || d > 5 || in[i + 1 + d] != '/')
+				return false;
+			i += d;
+			continue;
+		}
 		if (ch == '/' ? first || i + 1 == path_len
 		              : !((ch >= 'a' && ch <= 'z') ||
 		                  (ch >= '0' && ch <= '9') ||
-		                  (!first && strchr("._-", ch)) ||
-		                  (ch == ':' && !memchr(in, '/', i) && slash)))
+		                  (!first && strchr("._-", ch))))
 			return false;
 	}
 	if (colon) {
@@ -223,8 +233,18 @@ struct import {
 	char hex[65];
 	char *small;
 	size_t small_len;
+	/* A blob that is gzip (its first two bytes say so) is inflated as
+	 * it comes: its content's SHA-256 and size (a layer's diff_id and
+	 * what it takes unpacked), or that it does not inflate. */
+	unsigned char head[2];
+	int nhead;
+	bool gz, gz_on, gz_bad;
+	z_stream zs;
+	EVP_MD_CTX *dmd;
+	uint64_t usize;
 	/* What came. */
 	char *index, *layout;
+	json_t *info; /* hex -> {"gzip", "ok", "diff", "size"} */
 	int blobs;
 	int werr;
 };
@@ -280,6 +300,10 @@ static int entry_begin(void *ud, const struct cnl_tar_entry *e)
 			                    strerror(errno));
 		}
 		EVP_DigestInit_ex(im->md, EVP_sha256(), NULL);
+		EVP_DigestInit_ex(im->dmd, EVP_sha256(), NULL);
+		im->nhead = 0;
+		im->gz = im->gz_bad = false;
+		im->usize = 0;
 		im->what = E_BLOB;
 		return 0;
 	}
@@ -292,6 +316,68 @@ static int entry_begin(void *ud, const struct cnl_tar_entry *e)
 	                    "\"%.200s\" is not part of an OCI archive "
 	                    "(oci-layout, index.json, blobs/sha256/...)",
 	                    p);
+}
+
+/* Inflate @n more bytes of a gzip blob into the content's digest. */
+static void inflate_more(struct import *im, const unsigned char *p, size_t n)
+{
+	unsigned char out[65536];
+
+	im->zs.next_in = (unsigned char *)p;
+	im->zs.avail_in = (uInt)n;
+	while (!im->gz_bad && im->zs.avail_in > 0) {
+		int zr;
+
+		im->zs.next_out = out;
+		im->zs.avail_out = sizeof(out);
+		zr = inflate(&im->zs, Z_NO_FLUSH);
+		if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
+			im->gz_bad = true;
+			break;
+		}
+		EVP_DigestUpdate(im->dmd, out, sizeof(out) - im->zs.avail_out);
+		im->usize += sizeof(out) - im->zs.avail_out;
+		if (zr == Z_STREAM_END) {
+			/* Concatenated members, as gzip allows. */
+			if (im->zs.avail_in && inflateReset(&im->zs) != Z_OK)
+				im->gz_bad = true;
+			continue;
+		}
+		if (zr == Z_BUF_ERROR && im->zs.avail_out != 0)
+			break;
+	}
+}
+
+/* The content of a blob: @n more of its bytes (raw, or gzip inflated). */
+static void content(struct import *im, const char *p, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)p;
+
+	while (im->nhead < 2 && n > 0) {
+		im->head[im->nhead++] = *u++;
+		n--;
+		if (im->nhead == 2) {
+			im->gz = im->head[0] == 0x1f && im->head[1] == 0x8b;
+			if (im->gz) {
+				memset(&im->zs, 0, sizeof(im->zs));
+				im->gz_on =
+				    inflateInit2(&im->zs, 15 + 16) == Z_OK;
+				im->gz_bad = !im->gz_on;
+				inflate_more(im, im->head, 2);
+			} else {
+				EVP_DigestUpdate(im->dmd, im->head, 2);
+				im->usize += 2;
+			}
+		}
+	}
+	if (n == 0)
+		return;
+	if (im->gz) {
+		inflate_more(im, u, n);
+	} else {
+		EVP_DigestUpdate(im->dmd, u, n);
+		im->usize += n;
+	}
 }
 
 static int entry_data(void *ud, const char *p, size_t n)
@@ -316,6 +402,7 @@ static int entry_data(void *ud, const char *p, size_t n)
 			o += (size_t)w;
 		}
 		EVP_DigestUpdate(im->md, p, n);
+		content(im, p, n);
 	}
 	return 0;
 }
@@ -352,6 +439,21 @@ static int entry_end(void *ud)
 			    "blob sha256:%.12s… is damaged: its "
 			    "content hashes to sha256:%.12s…",
 			    im->hex, got);
+		if (im->nhead == 1) {
+			EVP_DigestUpdate(im->dmd, im->head, 1);
+			im->usize = 1;
+		}
+		EVP_DigestFinal_ex(im->dmd, md, &mdlen);
+		cnl_hex(md, mdlen, got);
+		if (im->gz_on) {
+			inflateEnd(&im->zs);
+			im->gz_on = false;
+		}
+		json_object_set_new(im->info, im->hex,
+		                    json_pack("{s:b,s:b,s:s+,s:I}", "gzip",
+		                              im->gz, "ok", !im->gz_bad, "diff",
+		                              "sha256:", got, "size",
+		                              (json_int_t)im->usize));
 		im->blobs++;
 	}
 	im->what = E_SKIP;
@@ -391,6 +493,10 @@ static void import_free(struct cnl_http_sink *s)
 		}
 	}
 	EVP_MD_CTX_free(im->md);
+	EVP_MD_CTX_free(im->dmd);
+	if (im->gz_on)
+		inflateEnd(&im->zs);
+	json_decref(im->info);
 	cnl_tar_done(&im->tar);
 	free(im->small);
 	free(im->index);
@@ -465,8 +571,9 @@ int cnl_api_open_import(struct call *c, struct cnl_http_request *req,
 		               strerror(r < 0 ? -r : errno));
 		goto fail;
 	}
-	if (!(im->md = EVP_MD_CTX_new()))
+	if (!(im->md = EVP_MD_CTX_new()) || !(im->dmd = EVP_MD_CTX_new()))
 		abort(); /* out of memory, as cnl_xmalloc */
+	im->info = json_object();
 	cnl_tar_init(&im->tar, &import_ops, im);
 	*ret = &im->sink;
 	return 0;
@@ -716,14 +823,68 @@ out:
 	free(d);
 }
 
+/*
+ * Layer @i (media type @mt, blob @hex) against what its bytes were: gzip
+ * where its type says so (and inflating whole), plain otherwise; its
+ * content's digest the config's diff_id @i; not a layer seen before
+ * (@seen).  Its unpacked size added to *@unpacked.  0, or -1 with @err.
+ */
+static int layer_check(const struct import *im, json_t *cfg, size_t i,
+                       const char *mt, const char *hex, json_t *seen,
+                       uint64_t *unpacked, char *err, size_t errlen)
+{
+	json_t *info = json_object_get(im->info, hex);
+	const char *diff = json_string_value(json_array_get(
+	    json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"), i));
+	size_t l = strlen(mt);
+	bool want_gz = (l > 5 && strcmp(mt + l - 5, "+gzip") == 0) ||
+	               (l > 7 && strcmp(mt + l - 7, ".tar.gzip") == 0);
+
+	if (json_object_get(seen, hex)) {
+		snprintf(err, errlen, "layer %zu repeats an earlier layer",
+		         i + 1);
+		return -1;
+	}
+	json_object_set_new(seen, hex, json_true());
+	if (!info || json_is_true(json_object_get(info, "gzip")) != want_gz ||
+	    !json_is_true(json_object_get(info, "ok"))) {
+		snprintf(err, errlen,
+		         "layer %zu (sha256:%.12s…) is %s, its media type says "
+		         "%s",
+		         i + 1, hex,
+		         !info ? "missing"
+		         : !json_is_true(json_object_get(info, "gzip"))
+		             ? "not gzip"
+		         : json_is_true(json_object_get(info, "ok"))
+		             ? "gzip"
+		             : "gzip that does not inflate",
+		         want_gz ? "gzip" : "an uncompressed tar");
+		return -1;
+	}
+	if (!diff || strcmp(diff, json_string_value(
+	                              json_object_get(info, "diff"))) != 0) {
+		snprintf(err, errlen,
+		         "layer %zu's content is %.19s…, the config's diff_id "
+		         "for it %s",
+		         i + 1,
+		         json_string_value(json_object_get(info, "diff")),
+		         diff ? diff : "is missing");
+		return -1;
+	}
+	*unpacked +=
+	    (uint64_t)json_integer_value(json_object_get(info, "size"));
+	return 0;
+}
+
 /* Check what came, build the image's document into *@ret; 0, or -1 with
  * @err. */
 static int import_check(struct cnl_api *api, struct import *im, json_t **ret,
                         char *err, size_t errlen)
 {
 	json_t *layout = NULL, *index = NULL, *man = NULL, *cfg = NULL;
-	json_t *layers, *l, *out_layers = json_array();
+	json_t *layers, *l, *out_layers = json_array(), *seen = json_object();
 	char mhex[65], chex[65], lhex[65];
+	uint64_t unpacked = 0;
 	int64_t total = 0;
 	int r = -1;
 	size_t i;
@@ -783,6 +944,9 @@ static int import_check(struct cnl_api *api, struct import *im, json_t **ret,
 		}
 		if (descriptor(api, im, l, "layer", lhex, err, errlen) < 0)
 			goto out;
+		if (layer_check(im, cfg, i, mt, lhex, seen, &unpacked, err,
+		                errlen) < 0)
+			goto out;
 		total += json_integer_value(json_object_get(l, "size"));
 		json_array_append_new(
 		    out_layers,
@@ -796,12 +960,21 @@ static int import_check(struct cnl_api *api, struct import *im, json_t **ret,
 		snprintf(err, errlen, "the image has no layers");
 		goto out;
 	}
-	*ret = json_pack("{s:s,s:s+,s:s+,s:O,s:I}", "name", im->name,
+	if ((int64_t)unpacked > api->images_max) {
+		snprintf(err, errlen,
+		         "its layers take %" PRIu64 " bytes unpacked, over "
+		         "images_max_bytes (%" PRId64 ")",
+		         unpacked, api->images_max);
+		goto out;
+	}
+	*ret = json_pack("{s:s,s:s+,s:s+,s:O,s:I,s:I}", "name", im->name,
 	                 "manifest", "sha256:", mhex, "config", "sha256:", chex,
-	                 "layers", out_layers, "size", (json_int_t)total);
+	                 "layers", out_layers, "size", (json_int_t)total,
+	                 "unpacked_size", (json_int_t)unpacked);
 	r = 0;
 out:
 	json_decref(out_layers);
+	json_decref(seen);
 	json_decref(layout);
 	json_decref(index);
 	json_decref(man);
@@ -814,15 +987,16 @@ static json_t *image_item(struct call *c, const char *name, json_t *o)
 	json_t *by = json_object_get(o, "imported_by");
 
 	(void)c;
-	return json_pack("{s:s,s:O,s:O,s:O,s:i,s:o,s:O}", "name", name,
-	                 "digest", json_object_get(o, "manifest"), "config",
-	                 json_object_get(o, "config"), "size",
-	                 json_object_get(o, "size"), "layers",
-	                 (int)json_array_size(json_object_get(o, "layers")),
-	                 "created_at",
-	                 cnl_api_time_json(json_integer_value(
-	                     json_object_get(o, "created_ms"))),
-	                 "imported_by", by ? by : json_null());
+	return json_pack(
+	    "{s:s,s:O,s:O,s:O,s:I,s:i,s:o,s:O}", "name", name, "digest",
+	    json_object_get(o, "manifest"), "config",
+	    json_object_get(o, "config"), "size", json_object_get(o, "size"),
+	    "unpacked_size",
+	    json_integer_value(json_object_get(o, "unpacked_size")), "layers",
+	    (int)json_array_size(json_object_get(o, "layers")), "created_at",
+	    cnl_api_time_json(
+	        json_integer_value(json_object_get(o, "created_ms"))),
+	    "imported_by", by ? by : json_null());
 }
 
 /* PUT /v1/images?name=N: the end of an import (the sink read the body). */

@@ -488,6 +488,8 @@ static void image_of(struct cnl_ctl *ctl, const char *name,
 
 		snprintf(m->image_digest, sizeof(m->image_digest), "%s",
 		         dg ? dg : "");
+		m->image_bytes =
+		    json_integer_value(json_object_get(o, "unpacked_size"));
 		json_decref(o);
 	}
 	cnl_store_doc_done(&d);

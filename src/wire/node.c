@@ -401,6 +401,9 @@ json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
 	cnl_wire_set_str(o, "user", m->user);
 	cnl_wire_set_str(o, "image", m->image);
 	cnl_wire_set_str(o, "image_digest", m->image_digest);
+	if (m->image_bytes > 0)
+		json_object_set_new(o, "image_bytes",
+		                    json_integer(m->image_bytes));
 	if (m->kind == CNL_WIRE_SERVER) {
 		cnl_wire_set_str(o, "name", m->name);
 		json_object_set_new(o, "storage_gb",
@@ -421,15 +424,29 @@ json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
 int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
                                char *err, size_t errlen)
 {
-	static const char *const fields[] = {
-	    "id",         "kind",           "epoch",
-	    "action",     "project_id",     "user_id",
-	    "user",       "shape",          "command",
-	    "image",      "image_digest",   "name",
-	    "storage_gb", "idle_timeout_s", "gpu",
-	    "gang",       "cpu_milli",      "mem_mib",
-	    "not_before", "signal_at",      "kill_at",
-	    NULL};
+	static const char *const fields[] = {"id",
+	                                     "kind",
+	                                     "epoch",
+	                                     "action",
+	                                     "project_id",
+	                                     "user_id",
+	                                     "user",
+	                                     "shape",
+	                                     "command",
+	                                     "image",
+	                                     "image_digest",
+	                                     "name",
+	                                     "storage_gb",
+	                                     "idle_timeout_s",
+	                                     "gpu",
+	                                     "gang",
+	                                     "cpu_milli",
+	                                     "mem_mib",
+	                                     "not_before",
+	                                     "signal_at",
+	                                     "kill_at",
+	                                     "image_bytes",
+	                                     NULL};
 	static const char *const kinds[] = {"job", "server", NULL};
 	static const char *const actions[] = {"run", "stop", NULL};
 	int k, act;
@@ -469,6 +486,8 @@ int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
 		return cnl_wire_fail(err, errlen,
 		                     "field \"image_digest\": must be "
 		                     "sha256:<64 hex digits>");
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "image_bytes", false, 0, INT64_MAX,
+	                              &ret->image_bytes, err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", false, ret->name,
 	                              sizeof(ret->name), err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_int(j, "storage_gb", false, 0,

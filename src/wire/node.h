@@ -169,6 +169,7 @@ struct cnl_wire_assignment {
 	 * was deleted since the submission. */
 	char image[CNL_WIRE_IMAGE_MAX];
 	char image_digest[72];
+	int64_t image_bytes; /* its layers unpacked; 0: unknown */
 	/* Servers. */
 	char name[CNL_WIRE_NAME_MAX];
 	int64_t storage_gb, idle_timeout_s;

@@ -76,6 +76,11 @@ run() {
 	local job state=
 	job=$(jq -n --arg c "$2" --arg i "$1" '{command:$c,gpu:"h100-25",image:$i}' |
 		curl -sS -X POST -H "Authorization: Bearer $tok" -d @- "$url/v1/projects/$proj/jobs" | jq -r .id)
+	case $job in job_*) ;; *)
+		echo refused >"$tmp/state"
+		echo "not submitted" >"$tmp/msg"
+		return ;;
+	esac
 	for _ in $(seq 300); do
 		state=$(api GET "/v1/jobs/$job" | jq -r .state)
 		case $state in succeeded | failed | cancelled) break ;; esac
@@ -193,13 +198,14 @@ mkdir -p "$tmp/docker" && echo '[]' >"$tmp/docker/manifest.json" && tar -C "$tmp
 expect_refused docker "$tmp/docker.tar" 'docker-archive.*skopeo copy'
 
 # --- hostile images ------------------------------------------------------------------
-# mkimage NAME: an OCI archive of busybox plus what python adds to its
-# layer (a tarfile in the layer's terms), imported as NAME.
-mkimage() {
+# mkimage NAME LAYER [POST]: an OCI archive of busybox plus what python
+# LAYER adds to its layer (add(name, kind, target)), then POST changes
+# (cfg, layers), imported as NAME:1 (mkarchive: only written).
+mkarchive() {
 	local name=$1
-	python3 - "$tmp/bb.tar" "$tmp/$name.tar" "$2" <<'PY'
+	python3 - "$tmp/bb.tar" "$tmp/$name.tar" "$2" "${3:-}" <<'PY'
 import gzip, hashlib, io, json, sys, tarfile
-src, dst, extra = sys.argv[1], sys.argv[2], sys.argv[3]
+src, dst, extra, post = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 blobs = {}
 with tarfile.open(src) as t:
     for m in t.getmembers():
@@ -218,31 +224,47 @@ with tarfile.open(fileobj=io.BytesIO(base)) as b, tarfile.open(fileobj=buf, mode
         if kind == "link":
             ti.type, ti.linkname = tarfile.SYMTYPE, target
             out.addfile(ti)
+        elif kind == "fifo":
+            ti.type, ti.mode = tarfile.FIFOTYPE, 0o644
+            out.addfile(ti)
+        elif kind == "chr":
+            ti.type, ti.mode, ti.devmajor, ti.devminor = tarfile.CHRTYPE, 0o666, 1, 3
+            out.addfile(ti)
         else:
             data = target.encode()
             ti.size = len(data)
+            if kind == "suid":
+                ti.mode, ti.uid = 0o6755, 1000
             out.addfile(ti, io.BytesIO(data))
     exec(extra)
 layer = gzip.compress(buf.getvalue())
+layers = [layer]
 def put(data):
     h = hashlib.sha256(data).hexdigest()
     blobs[h] = data
     return {"digest": "sha256:" + h, "size": len(data)}
 diff = "sha256:" + hashlib.sha256(buf.getvalue()).hexdigest()
 cfg["rootfs"] = {"type": "layers", "diff_ids": [diff]}
+exec(post)
 c = put(json.dumps(cfg).encode()); c["mediaType"] = "application/vnd.oci.image.config.v1+json"
-l = put(layer); l["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip"
-m = put(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": c, "layers": [l]}).encode())
+ls = []
+for data in layers:
+    l = put(data); l["mediaType"] = "application/vnd.oci.image.layer.v1.tar+gzip"
+    ls.append(l)
+m = put(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": c, "layers": ls}).encode())
 m["mediaType"] = "application/vnd.oci.image.manifest.v1+json"
 with tarfile.open(dst, "w") as t:
     def f(name, data):
         ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))
     f("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
     f("index.json", json.dumps({"schemaVersion": 2, "manifests": [m]}).encode())
-    for h in (c["digest"][7:], l["digest"][7:], m["digest"][7:]):
+    for h in sorted({c["digest"][7:], m["digest"][7:]} | {x["digest"][7:] for x in ls}):
         f("blobs/sha256/" + h, blobs[h])
 PY
-	cnlab image import "$tmp/$name.tar" --name "$name:1" >/dev/null 2>&1 || bad "import $name: $(cnlab image import "$tmp/$name.tar" --name "$name:1" 2>&1)"
+}
+mkimage() {
+	mkarchive "$@"
+	cnlab image import "$tmp/$1.tar" --name "$1:1" >/dev/null 2>&1 || bad "import $1: $(cnlab image import "$tmp/$1.tar" --name "$1:1" 2>&1)"
 }
 
 # Its /etc/passwd and /etc/group link to the node's shadow files: the agent
@@ -268,6 +290,33 @@ out=$(run climb:1 'echo ran')
 	ok "a layer with ../ names writes nothing outside the image ($(cat "$tmp/state"))" ||
 	bad "climb: files outside: $(ls /tmp/$esc* 2>&1)"
 rm -f "/tmp/$esc" "/tmp/$esc-abs"
+
+# A FIFO where the agent reads the image's /etc/passwd, a device node, a
+# set-uid file owned by a node account: the start goes on, and the node's
+# copy of the image holds none of them.
+mkimage planted 'add("etc/passwd", "fifo"); add("dev-null-again", "chr"); add("bin/suid", "suid", "x")'
+out=$(run planted:1 'echo ran; ls -l /bin/suid')
+root=$(for d in "$tmp"/data/agent/images/rootfs/*/; do [ -e "$d/bin/suid" ] && echo "$d"; done | head -1)
+[ "$(cat "$tmp/state")" = succeeded ] && grep -qx ran <<<"$out" &&
+	ok "an image's FIFO at /etc/passwd does not hold up its start" || bad "fifo: $(cat "$tmp/state") $(cat "$tmp/msg") $out"
+[ -n "$root" ] && [ ! -e "$root/dev-null-again" ] &&
+	[ -z "$(find "$root" \( -perm /6000 -o -type c -o -type b -o -type p -o ! -user 0 \) -print | head -1)" ] &&
+	ok "the node's copy has no device, FIFO, set-id bit or node account's file" ||
+	bad "planted: root=$root $(find "$root" \( -perm /6000 -o -type c -o -type p -o ! -user 0 \) -print 2>&1 | head -3)"
+run busybox:1.36 'echo after' | grep -qx after && ok "and the node runs the next job" || bad "after planted"
+
+# What cnlabd checks of the layers themselves.
+before=$(blobs)
+mkarchive notgz '' 'layers = [buf.getvalue()]'
+expect_refused notgz "$tmp/notgz.tar" 'is not gzip, its media type says gzip'
+mkarchive baddiff '' 'cfg["rootfs"]["diff_ids"] = ["sha256:" + "0" * 64]'
+expect_refused baddiff "$tmp/baddiff.tar" "the config's diff_id"
+mkarchive twice '' 'layers = [layer, layer]; cfg["rootfs"]["diff_ids"] = [diff, diff]'
+expect_refused twice "$tmp/twice.tar" 'repeats an earlier layer'
+out=$(cnlab image import "$tmp/bb.tar" --name 'x:../y' 2>&1)
+[ $? = 2 ] && ok "an image name with a ':' that is no port is refused" || bad "x:../y: $out"
+out=$(cnlab image import "$tmp/bb.tar" --name host:latest 2>&1)
+[ $? = 2 ] && grep -q 'built-in' <<<"$out" && ok "host:latest is the built-in too" || bad "host:latest: $out"
 
 # --- a server of the image; delete ------------------------------------------------------
 cnlab server create --name bbs --image busybox:1.36 --profile h100-25pct --no-wait >/dev/null 2>&1 ||

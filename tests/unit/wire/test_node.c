@@ -250,6 +250,7 @@ static void test_assignments(void **state)
 	snprintf(a[1].image, sizeof(a[1].image), "%s", "pytorch:2.4-cuda12.4");
 	snprintf(a[1].image_digest, sizeof(a[1].image_digest), "sha256:%064d",
 	         7);
+	a[1].image_bytes = INT64_C(5) << 30;
 	snprintf(a[1].name, sizeof(a[1].name), "%s", "nb");
 	a[1].storage_gb = 50;
 	a[1].idle_timeout_s = 14400;
