@@ -327,6 +327,17 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	 * there as root; its inputs and checkpoint come from cnlabd again. */
 	if (!w->server)
 		cnl_agent_rmtree(w->dir);
+	/* A server's workspace: its volume, of the size it asked for,
+	 * mounted before anything is written there. */
+	if (w->server && (r = cnl_agent_workspace_open(a, w, as->storage_gb,
+	                                               err, sizeof(err))) < 0)
+		goto fail;
+	if (w->server && r == 1)
+		cnl_log(
+		    CNL_LOG_WARN,
+		    "workspace kept as a folder: it holds files from before "
+		    "volumes; its size is not enforced",
+		    "id=%s dir=%s", id, w->dir);
 	if ((r = cnl_agent_wk_dirs(w)) < 0) {
 		snprintf(err, sizeof(err), "cannot create %s: %s", w->dir,
 		         strerror(-r));
@@ -510,6 +521,8 @@ fail:
 	cnl_agent_bundle_drop(a, id);
 	if (!w->server && w->dir[0])
 		cnl_agent_rmtree(w->dir);
+	if (w->server && w->dir[0])
+		cnl_agent_workspace_close(a, w);
 	cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL,
 	                 err);
 	pthread_mutex_lock(&a->mu);
@@ -721,10 +734,14 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	char po[700], id[sizeof(w->id)];
 
 	/* A job's folder goes once its end and files are delivered; a
-	 * server's workspace stays until the server is deleted.  (dir and
-	 * server are set before @w is in the table, and never change.) */
+	 * server's workspace stays until the server is deleted, its volume
+	 * unmounted meanwhile (before @w leaves the table, so that a start
+	 * of the server here finds it unmounted).  (dir and server are set
+	 * before @w is in the table, and never change.) */
 	if (!w->server)
 		cnl_agent_rmtree(w->dir);
+	else
+		cnl_agent_workspace_close(a, w);
 	pthread_mutex_lock(&a->mu);
 	unlink(w->region);
 	cnl_agent_out_path(a, w->id, "stdout", po, sizeof(po));
@@ -737,6 +754,31 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	cnl_agent_state_drop(a, id);
 	pthread_mutex_unlock(&a->mu);
 	cnl_agent_bundle_drop(a, id);
+}
+
+/* Remove the workspaces of deleted servers the heartbeat was told of;
+ * never that of a workload in the table. */
+static void drop_workspaces(struct cnl_agent *a)
+{
+	char(*drop)[CNL_WIRE_ID_MAX];
+	size_t n;
+
+	pthread_mutex_lock(&a->mu);
+	drop = a->drop;
+	n = a->n_drop;
+	a->drop = NULL;
+	a->n_drop = 0;
+	pthread_mutex_unlock(&a->mu);
+	for (size_t i = 0; i < n; i++) {
+		bool running;
+
+		pthread_mutex_lock(&a->mu);
+		running = cnl_agent_wk_find(a, drop[i]) != NULL;
+		pthread_mutex_unlock(&a->mu);
+		if (!running)
+			cnl_agent_workspace_delete(a, drop[i]);
+	}
+	free(drop);
 }
 
 void *cnl_agent_supervise(void *arg)
@@ -835,6 +877,7 @@ void *cnl_agent_supervise(void *arg)
 			}
 			forget(a, w);
 		}
+		drop_workspaces(a);
 		usleep(100 * 1000);
 	}
 	return NULL;
