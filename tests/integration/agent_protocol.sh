@@ -199,7 +199,8 @@ kill -0 "$apid" 2>/dev/null && ok "agent runs on after bad replies" || bad "agen
 	ok "nothing started from a reply that did not decode" ||
 	bad "started: $(posts /reports)"
 hb=$(posts /heartbeat | head -1)
-[ "$hb" = '{"running":[]}' ] && ok "heartbeat body is the protocol's" || bad "heartbeat body: $hb"
+# "volumes": the servers' workspaces it keeps (none here), protocol 3.
+[ "$hb" = '{"running":[],"volumes":[]}' ] && ok "heartbeat body is the protocol's" || bad "heartbeat body: $hb"
 
 # --- good replies: a job runs, every body is the protocol's -----------------
 echo good >"$tmp/mode"
@@ -226,7 +227,7 @@ a=$(puts /artifacts)
 c=$(puts /checkpoints)
 [ "$c" = "{\"data\":\"ck\\n\",\"path\":\"/v1/nodes/node_fake/checkpoints?job=job_1&epoch=3&path=ck.txt\",\"sha256\":\"$(printf 'ck\n' | sha256sum | cut -d' ' -f1)\"}" ] &&
 	ok "checkpoint upload" || bad "checkpoint: $c"
-posts /heartbeat | grep -q '{"running":\[{"epoch":3,"id":"job_1"}\]}' &&
+posts /heartbeat | grep -q '{"running":\[{"epoch":3,"id":"job_1"}\],"volumes":\[\]}' &&
 	ok "heartbeat lists the running job" || bad "heartbeats: $(posts /heartbeat | sort -u)"
 # The second job's inputs list names a path out of its folder: refused
 # by the decoder, and the job fails with the reason instead of running
