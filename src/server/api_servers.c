@@ -50,6 +50,16 @@ static void server_doc(struct call *c, const struct cnl_store_server *v,
 	ret->created_ms = v->created_ms;
 	ret->has_status =
 	    cnl_ctl_workload_status(c->api->ctl, v->id, &ret->status) == 0;
+	/* How its last run ended, as the agent said (the run record). */
+	if (strcmp(v->state, "failed") == 0 && v->run[0]) {
+		json_t *run = json_loads(v->run, 0, NULL);
+		const char *msg =
+		    json_string_value(json_object_get(run, "message"));
+
+		if (msg)
+			snprintf(ret->message, sizeof(ret->message), "%s", msg);
+		json_decref(run);
+	}
 }
 
 json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v)
