@@ -49,6 +49,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -685,6 +686,11 @@ int cnl_agent_workspace_open(struct cnl_agent *a, const struct wk *w,
 
 	if (a->cfg.bare || gb <= 0)
 		return 0;
+	if (gb > INT64_MAX / 1000000000) {
+		cnl_seterr(err, errlen,
+		           "a workspace of %" PRId64 " GB: too large", gb);
+		return -EFBIG;
+	}
 	workspace_paths(a, w->id, dir, sizeof(dir), image, sizeof(image));
 	if (access(image, F_OK) < 0) {
 		/* A workspace from before volumes: its files are the
