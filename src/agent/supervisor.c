@@ -245,7 +245,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	char cvd[256] = "", err[1400], env_buf[20][700];
 	_cleanup_free_ char *gang_nodes = NULL;
 	const char *envp[64], *argv[4], *rt_argv[12], *command, *shim;
-	char bundle[600], rt_root[600];
+	char bundle[600], rt_root[600], ws_root[600];
 	struct cnl_launch_spec spec = {0};
 	bool ctr;
 	struct wk *w = cnl_agent_wk_new(id, as->epoch);
@@ -442,6 +442,11 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	spec.cpu_milli = as->cpu_milli;
 	spec.mem_bytes = as->mem_mib << 20;
 	spec.pids_max = a->cfg.pids_max;
+	/* The workload's own mount namespace holds no volume of another
+	 * server (launch.h): their unmount on the node ends them at once. */
+	snprintf(ws_root, sizeof(ws_root), "%s/workspaces", a->cfg.work_dir);
+	spec.detach_under = ws_root;
+	spec.keep = w->dir;
 	if (ctr) {
 		r = container_spec(a, w, as, envp, command, shim, &spec, bundle,
 		                   sizeof(bundle), rt_argv, rt_root,

@@ -18,10 +18,17 @@
  * LOOP_CTL_GET_FREE names a free device; LOOP_CONFIGURE attaches the image
  * with LO_FLAGS_AUTOCLEAR, so that the device is released by the last
  * unmount and never outlives its file system.  Another process may take
- * the same number meanwhile: EBUSY, and we ask again.  A restarted agent
- * finds its volumes still mounted; the backing file each loop device
- * names in /sys/block/loopN/loop/backing_file tells whether an image is
- * attached already, so it is never attached (and mounted) twice, which
+ * the same number meanwhile: EBUSY, and we ask again.
+ *
+ * One image, one device, one file system.  An unmount on the node does
+ * not end a file system that a mount namespace made meanwhile still holds
+ * (every workload's supervisor makes one, with a copy of the node's
+ * mounts; so may any process of the node): its device stays attached
+ * until that namespace goes.  So before attaching, the backing file each
+ * loop device names in /sys/block/loopN/loop/backing_file tells whether
+ * the image is attached already; if so, that device's file system is
+ * mounted (again, or left as it is when already on the folder: a
+ * restarted agent), never a second device on the same image, which
  * would corrupt it.
  */
 #define _GNU_SOURCE
@@ -392,37 +399,91 @@ static int attach(int img_fd, const char *image, char *dev, size_t len,
 	return fd;
 }
 
+/* Mount the loop device @dev on @dir. */
+static int mount_dev(const char *dev, const char *image, const char *dir,
+                     char *err, size_t errlen)
+{
+	if (mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
+	          "noinit_itable") < 0) {
+		int r = -errno;
+
+		cnl_seterr(err, errlen, "cannot mount %s (%s) on %s: %s", image,
+		           dev, dir, strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+/*
+ * Mount again the file system that loop device @name (@held_dev) already
+ * holds for @image: one block device, one superblock, only another place
+ * it is seen.  The device is held open meanwhile, so that it cannot be
+ * cleared and given to another image; -EAGAIN when that happened first.
+ */
+static int mount_again(const char *image, const char *name, dev_t held_dev,
+                       const char *dir, char *err, size_t errlen)
+{
+	char dev[300], again[256];
+	dev_t now;
+	int fd, r;
+
+	snprintf(dev, sizeof(dev), "/dev/%s", name);
+	if ((fd = open(dev, O_RDONLY | O_CLOEXEC)) < 0)
+		return -EAGAIN;
+	if (loop_holding(image, again, sizeof(again), &now) < 0 ||
+	    now != held_dev) {
+		close(fd);
+		return -EAGAIN;
+	}
+	r = mount_dev(dev, image, dir, err, errlen);
+	close(fd);
+	return r;
+}
+
 int cnl_volume_mount(const char *image, const char *dir, char *err,
                      size_t errlen)
 {
 	char held[256], dev[64];
 	struct stat st;
 	dev_t held_dev;
-	int mounted = cnl_volume_mounted(dir), img_fd, loop_fd;
+	int mounted = cnl_volume_mounted(dir), img_fd, loop_fd, r;
 
 	if (mounted < 0) {
 		cnl_seterr(err, errlen, "cannot mount on %s: %s", dir,
 		           strerror(-mounted));
 		return mounted;
 	}
-	if (loop_holding(image, held, sizeof(held), &held_dev) == 0) {
+	for (int tries = 0; tries < 8; tries++) {
+		if (loop_holding(image, held, sizeof(held), &held_dev) < 0)
+			break;
 		/* Ours, from before a restart: leave it. */
 		if (mounted && stat(dir, &st) == 0 && st.st_dev == held_dev)
 			return 0;
-		cnl_seterr(err, errlen,
-		           "%s is attached to /dev/%s but not mounted on %s: "
-		           "still in use elsewhere, not mounted twice",
-		           image, held, dir);
-		return -EBUSY;
+		if (mounted)
+			break;
+		/* Attached, not mounted here: its file system lives on in a
+		 * mount namespace made while it was mounted (a workload's
+		 * supervisor, any other process's).  That same file system
+		 * is mounted again; a second device on the image would be a
+		 * second file system on the same blocks, and corrupt it. */
+		if ((r = mount_again(image, held, held_dev, dir, err,
+		                     errlen)) != -EAGAIN)
+			return r;
 	}
 	if (mounted) {
 		cnl_seterr(err, errlen,
 		           "%s has another file system mounted on it", dir);
 		return -EBUSY;
 	}
+	if (loop_holding(image, held, sizeof(held), &held_dev) == 0) {
+		cnl_seterr(err, errlen,
+		           "%s is attached to /dev/%s, which keeps changing: "
+		           "not mounted",
+		           image, held);
+		return -EBUSY;
+	}
 	if ((img_fd = open(image, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0) {
-		int r = -errno;
-
+		r = -errno;
 		cnl_seterr(err, errlen, "cannot open %s: %s", image,
 		           strerror(-r));
 		return r;
@@ -431,19 +492,11 @@ int cnl_volume_mount(const char *image, const char *dir, char *err,
 	close(img_fd);
 	if (loop_fd < 0)
 		return loop_fd;
-	if (mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
-	          "noinit_itable") < 0) {
-		int r = -errno;
-
-		cnl_seterr(err, errlen, "cannot mount %s (%s) on %s: %s", image,
-		           dev, dir, strerror(-r));
-		close(loop_fd); /* autoclear: the device is free again */
-		return r;
-	}
-	/* The mount holds the device now; autoclear frees it with the
-	 * last unmount. */
+	/* The mount holds the device from now on (autoclear: it is freed
+	 * with the last unmount); on failure our close frees it. */
+	r = mount_dev(dev, image, dir, err, errlen);
 	close(loop_fd);
-	return 0;
+	return r;
 }
 
 int cnl_volume_unmount(const char *dir)

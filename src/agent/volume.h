@@ -50,11 +50,13 @@ int cnl_volume_create(const char *image, uint64_t bytes, const char *mkfs,
 /*
  * cnl_volume_mount - mount @image on the folder @dir (which must exist):
  * a free loop device with autoclear, ext4, nosuid, nodev, noatime,
- * noinit_itable.  Never twice: when @dir already has @image's loop device
- * mounted (an agent restarted after the mount), 0 and nothing done; when
- * another loop device already holds @image, -EBUSY naming it; when @dir
- * has something else mounted, -EBUSY.  No free loop device: -ENOSPC with
- * @err saying so.
+ * noinit_itable.  Never a second device on one image (two file systems on
+ * the same blocks): when a loop device already holds @image (its file
+ * system still held by a mount namespace made while it was mounted, or
+ * mounted elsewhere), that device's file system is mounted on @dir; when
+ * it is mounted on @dir already (an agent restarted after the mount), 0
+ * and nothing done.  @dir with something else mounted: -EBUSY.  No free
+ * loop device: -ENOSPC with @err saying so.
  */
 int cnl_volume_mount(const char *image, const char *dir, char *err,
                      size_t errlen);

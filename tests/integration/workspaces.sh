@@ -220,6 +220,28 @@ n=$(echo "$out" | sed -n 's/^job-ok \([0-9]*\)$/\1/p')
 [ "$state" = succeeded ] && [ -n "$n" ] && [ "$n" -gt 0 ] &&
 	ok "the job beside it ran on and succeeded, its $n lines intact" || bad "neighbour: $state $out"
 
+# --- another workload's mount namespace does not hold the volume ------------
+# Each workload's supervisor makes a mount namespace with a copy of the
+# node's mounts; one made while the volume is mounted must not keep it
+# alive past its unmount (nor keep its loop device taken).
+late=$(jq -n '{command:"while [ ! -f /scratch/stop2 ]; do sleep 0.2; done",gpu:"a100-25"}' |
+	curl -sS -X POST -H "Authorization: Bearer $tok" -d @- "$url/v1/projects/$proj/jobs" | jq -r .id)
+seen= holding=
+for _ in $(seq 150); do
+	for p in /proc/[0-9]*; do
+		grep -q "$late" "$p/cgroup" 2>/dev/null || continue
+		seen="$seen ${p#/proc/}"
+		grep -q "$srv" "$p/mountinfo" 2>/dev/null && holding="$holding ${p#/proc/}"
+	done
+	[ -n "$seen" ] && break
+	sleep 0.2
+done
+[ -n "$seen" ] && [ -z "$holding" ] &&
+	ok "a job started beside the server holds none of its volume (processes$seen)" ||
+	bad "the job's processes '$seen' hold the volume:$holding"
+touch "$tmp/scratch/stop2"
+job_end "$late" >/dev/null
+
 # --- the agent restarts while the server runs --------------------------------
 kill "$probe"
 wait "$probe" 2>/dev/null
@@ -238,15 +260,19 @@ done
 api POST "/v1/servers/$srv/stop" >/dev/null
 doc=$(wait_state "$srv" stopped)
 for _ in $(seq 100); do [ "$(mounts_on "$ws")" = 0 ] && break; sleep 0.1; done
+# (Its loop device goes once no mount namespace holds the file system;
+# the agent's own workloads hold none of another server's (launch.h), but
+# any process of this shared machine that made one meanwhile does.)
 [ "$(echo "$doc" | jq -r .state)" = stopped ] && [ "$(mounts_on "$ws")" = 0 ] &&
-	[ "$(loops_of "$img")" = 0 ] && [ -f "$img" ] && [ ! -e "$ws/marker" ] &&
-	ok "stopped: unmounted, its loop device released, the image kept" ||
+	[ -f "$img" ] && [ ! -e "$ws/marker" ] &&
+	ok "stopped: unmounted from the node, the image kept" ||
 	bad "stop: $doc; mounts $(mounts_on "$ws"); $(losetup -j "$img"); $(ls -la "$img" "$ws" 2>&1)"
 api POST "/v1/servers/$srv/start" >/dev/null
 wait_state "$srv" running >/dev/null
 wait_file "$ws/second.txt"
 [ "$(cat "$ws/second.txt" 2>/dev/null)" = "second start: kept-across-stop" ] && [ "$(mounts_on "$ws")" = 1 ] &&
-	ok "started again: the file written before the stop is there" ||
+	[ "$(loops_of "$img")" = 1 ] &&
+	ok "started again: mounted once, one loop device, the file written before the stop is there" ||
 	bad "start: $(cat "$ws/second.txt" 2>&1) $(api GET "/v1/servers/$srv")"
 
 # --- delete ----------------------------------------------------------------------
@@ -256,7 +282,7 @@ cli server delete ws1 >"$tmp/delete.out" 2>&1
 rc=$?
 for _ in $(seq 100); do [ ! -e "$img" ] && [ ! -e "$ws" ] && break; sleep 0.1; done
 [ $rc = 0 ] && [ ! -e "$img" ] && [ ! -e "$img.new" ] && [ ! -e "$ws" ] &&
-	[ "$(mounts_on "$ws")" = 0 ] && [ "$(losetup -a | grep -c "$srv")" = 0 ] &&
+	[ "$(mounts_on "$ws")" = 0 ] &&
 	ok "cnlab server delete: image, folder and mount gone from the node" ||
 	bad "delete: rc=$rc $(cat "$tmp/delete.out") $(ls -la "$img" "$ws" 2>&1) $(mounts_on "$ws")"
 
