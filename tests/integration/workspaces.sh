@@ -12,8 +12,11 @@
 #     /home, /root, /srv, /run/cnlab-agent), nothing lands on the node
 #   - the agent restarted while the server runs: the mount stays, once,
 #     one loop device, the server still answers
-#   - stop: unmounted, the loop device released, the image kept; start: a
-#     file written before the stop is there
+#   - a job started while the volume is mounted holds none of it
+#   - stop: unmounted, the image kept; start: mounted once, from one loop
+#     device, and a file written before the stop is there
+#   - killed while its agent is away: the agent back reports it and
+#     unmounts the volume
 #   - cnlab server delete: the image, the folder and the mount are gone
 #   - a server without a size (storage 0) keeps a plain folder
 #   - a node whose disk is full: the server fails saying so, nothing is
@@ -275,9 +278,20 @@ wait_file "$ws/second.txt"
 	ok "started again: mounted once, one loop device, the file written before the stop is there" ||
 	bad "start: $(cat "$ws/second.txt" 2>&1) $(api GET "/v1/servers/$srv")"
 
+# --- the server ends while its agent is away ----------------------------------
+kill "$probe"
+wait "$probe" 2>/dev/null
+for p in /proc/[0-9]*; do
+	grep -q "$srv" "$p/cgroup" 2>/dev/null && kill -9 "${p#/proc/}" 2>/dev/null
+done
+start_probe 3
+doc=$(wait_state "$srv" failed)
+for _ in $(seq 100); do [ "$(mounts_on "$ws")" = 0 ] && break; sleep 0.1; done
+[ "$(echo "$doc" | jq -r .state)" = failed ] && [ "$(mounts_on "$ws")" = 0 ] && [ -f "$img" ] &&
+	ok "killed while its agent was away: reported when it is back, its volume unmounted, the image kept" ||
+	bad "ended while away: $doc; mounts $(mounts_on "$ws"); $(ls -la "$img" 2>&1)"
+
 # --- delete ----------------------------------------------------------------------
-api POST "/v1/servers/$srv/stop" >/dev/null
-wait_state "$srv" stopped >/dev/null
 cli server delete ws1 >"$tmp/delete.out" 2>&1
 rc=$?
 for _ in $(seq 100); do [ ! -e "$img" ] && [ ! -e "$ws" ] && break; sleep 0.1; done
