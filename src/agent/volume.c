@@ -69,6 +69,17 @@ static uint64_t free_bytes(const char *dir)
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
+/* The size of the file system under @dir; UINT64_MAX when it cannot be
+ * told. */
+static uint64_t disk_bytes(const char *dir)
+{
+	struct statvfs sv;
+
+	if (statvfs(dir, &sv) < 0)
+		return UINT64_MAX;
+	return (uint64_t)sv.f_blocks * sv.f_frsize;
+}
+
 /* The folder of @path into @buf ("." when it has none). */
 static void parent_of(const char *path, char *buf, size_t len)
 {
@@ -181,6 +192,15 @@ int cnl_volume_create(const char *image, uint64_t bytes, const char *mkfs,
 		           "%" PRIu64 " MiB",
 		           room >> 20, dir, CNL_VOLUME_MIN_FREE >> 20);
 		return -ENOSPC;
+	}
+	/* Sparse images may add up to more than the disk (volume.h), but
+	 * one that could never be filled is a mistake to say now. */
+	if (bytes > disk_bytes(dir)) {
+		cnl_seterr(err, errlen,
+		           "a volume of %" PRIu64 " MB is larger than the "
+		           "node's disk under %s (%" PRIu64 " MB)",
+		           bytes / 1000000, dir, disk_bytes(dir) / 1000000);
+		return -EFBIG;
 	}
 	/* A .new left by an agent killed while making it is not whole. */
 	unlink(tmp);

@@ -42,7 +42,8 @@
  * into place once complete, so an image that exists is whole; on any
  * failure nothing is left.  An existing @image is kept as it is (0).
  * -ENOSPC with @err saying how much is free when the node's disk has less
- * than CNL_VOLUME_MIN_FREE, or when mkfs.ext4 ran out of room.
+ * than CNL_VOLUME_MIN_FREE, or when mkfs.ext4 ran out of room; -EFBIG
+ * when @bytes is more than the whole disk.
  */
 int cnl_volume_create(const char *image, uint64_t bytes, const char *mkfs,
                       char *err, size_t errlen);

@@ -367,6 +367,16 @@ static void test_disk_full(void **state)
 	assert_non_null(strstr(err, "disk is full"));
 	assert_int_equal(access(image, F_OK), -1);
 	assert_int_equal(access(tmp, F_OK), -1);
+	/* Larger than the whole disk (100 MiB, room enough to start). */
+	assert_int_equal(umount2(f->small, 0), 0);
+	assert_int_equal(mount("cnl-test", f->small, "tmpfs", 0, "size=100m"),
+	                 0);
+	assert_int_equal(
+	    cnl_volume_create(image, GB, f->mkfs, err, sizeof(err)), -EFBIG);
+	printf("too large: %s\n", err);
+	assert_non_null(strstr(err, "larger than the node's disk"));
+	assert_int_equal(access(image, F_OK), -1);
+	assert_int_equal(access(tmp, F_OK), -1);
 	/* No mkfs.ext4: said so. */
 	assert_int_equal(cnl_volume_create(f->image, GB, "", err, sizeof(err)),
 	                 -ENOENT);
