@@ -384,6 +384,17 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 	 * runs everything else, and a server with a size fails naming it. */
 	if (find_binary("mkfs.ext4", a->mkfs, sizeof(a->mkfs)) < 0)
 		a->mkfs[0] = '\0';
+	if (!a->mkfs[0] || access("/dev/loop-control", F_OK) < 0)
+		cnl_log(CNL_LOG_WARN,
+		        "servers with a size will fail: their workspace "
+		        "volumes need mkfs.ext4 (e2fsprogs) and loop devices",
+		        "mkfs=%s loop_control=%s",
+		        a->mkfs[0] ? a->mkfs : "missing",
+		        access("/dev/loop-control", F_OK) == 0 ? "yes" : "no");
+	else
+		cnl_log(CNL_LOG_INFO,
+		        "workspace volumes: ext4 images on loop devices",
+		        "dir=%s/volumes mkfs=%s", a->cfg.work_dir, a->mkfs);
 	/* crun's state and the volume images are the agent's alone. */
 	static const char *const sub[] = {"bundles",    "jobs",    "crun",
 	                                  "workspaces", "regions", "volumes"};

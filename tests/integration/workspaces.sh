@@ -133,6 +133,8 @@ start_probe() {
 	done
 }
 start_probe 1
+grep -q 'workspace volumes: ext4 images on loop devices' "$tmp/probe.err" &&
+	ok "the agent says how it makes volumes" || bad "no word on volumes: $(head -5 "$tmp/probe.err")"
 
 # wait_state SERVER STATE: wait for the server to be STATE; its document.
 wait_state() {
