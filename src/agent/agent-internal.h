@@ -115,6 +115,7 @@ struct cnl_agent {
 	char umoci[512];     /* umoci, which unpacks images (image.c) */
 	char init[512];      /* cnlab-init, each container's process 1 */
 	char notebook[512];  /* cnlab-notebook.py, "" if not installed */
+	char mkfs[512];      /* mkfs.ext4, for volumes; "" if not found */
 	char hide_mount[64]; /* detached in each container's namespace */
 	struct {
 		char host[256], dest[256];
@@ -124,6 +125,10 @@ struct cnl_agent {
 	pthread_mutex_t mu;
 	struct wk **wk;
 	size_t n_wk, cap_wk;
+	/* Workspaces of deleted servers (the heartbeat's "drop"), for the
+	 * supervise thread to remove. */
+	char (*drop)[CNL_WIRE_ID_MAX];
+	size_t n_drop;
 	int64_t node_epoch; /* the heartbeat thread's */
 	_Atomic int64_t last_hb_ok_ms;
 	atomic_bool stop;
@@ -246,6 +251,31 @@ int cnl_agent_image_get(struct cnl_agent *a, const char *name,
 /* Delete the unpacked images no workload runs, unused for image_keep_s,
  * and the blobs no remaining image names. */
 void cnl_agent_images_gc(struct cnl_agent *a);
+/*
+ * Workspaces.  A server's workspace is workspaces/<id>; in a container,
+ * with a size (storage_gb > 0), it is a volume of that size (volume.h):
+ * the image volumes/<id>.img, mounted on the folder while the server runs
+ * here.  Otherwise (a job, a server without a size, bare isolation) a
+ * plain folder.
+ */
+/* Make (once) and mount the volume of server @w, of @gb GB (10^9 bytes);
+ * nothing for @gb 0 or bare isolation.  A folder that holds files from
+ * before volumes, without an image, is kept as it is (1, not hidden
+ * under a new volume).  0, 1, or a negative errno with @err. */
+int cnl_agent_workspace_open(struct cnl_agent *a, const struct wk *w,
+                             int64_t gb, char *err, size_t errlen);
+/* Unmount server @w's volume (it runs no more here); the image stays. */
+void cnl_agent_workspace_close(struct cnl_agent *a, const struct wk *w);
+/* Server ids of the workspaces this node keeps (folder or image) into
+ * *@ret_ids (malloc'd); how many. */
+size_t cnl_agent_workspaces_list(struct cnl_agent *a,
+                                 char (**ret_ids)[CNL_WIRE_ID_MAX]);
+/* Remove server @id's workspace: unmount, its folder, its image. */
+void cnl_agent_workspace_delete(struct cnl_agent *a, const char *id);
+/* At start, after adoption: unmount each volume of a server that no
+ * workload of the table is (it ended while the agent was away).  Under
+ * no lock; before the threads start. */
+void cnl_agent_workspaces_sweep(struct cnl_agent *a);
 
 /* ---- reporter.c: what goes to cnlabd ------------------------------------ */
 

@@ -239,6 +239,7 @@ int cnl_agent_run(struct cnl_agent *a)
 	        a->cfg.name, a->node_id, a->node_epoch);
 	cnl_agent_lease_touch(a);
 	adopt(a);
+	cnl_agent_workspaces_sweep(a);
 	a->last_hb_ok_ms = cnl_time_now_ms();
 	cnl_agent_metrics_listen(a);
 	pthread_create(&a->hb_thread, NULL, cnl_agent_heartbeat, a);
@@ -270,6 +271,7 @@ void cnl_agent_free(struct cnl_agent *a)
 		cnl_agent_wk_free(a->wk[i]);
 	}
 	free(a->wk);
+	free(a->drop);
 	cnl_client_free(a->main_cl);
 	cnl_client_free(a->hb_cl);
 	cnl_client_free(a->sup_cl);

@@ -46,8 +46,10 @@
  * CDI-aware runtime) can give a container exactly what the agent gives.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,7 @@
 
 #include "agent/agent-internal.h"
 #include "agent/oci.h"
+#include "agent/volume.h"
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -387,14 +390,32 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 		           strerror(errno));
 		return -errno;
 	}
-	static const char *const sub[] = {"bundles", "jobs", "crun",
-	                                  "workspaces", "regions"};
+	/* Workspace volumes (volume.h) need mkfs.ext4; a node without it
+	 * runs everything else, and a server with a size fails naming it. */
+	if (find_binary("mkfs.ext4", a->mkfs, sizeof(a->mkfs)) < 0)
+		a->mkfs[0] = '\0';
+	if (!a->mkfs[0] || access("/dev/loop-control", F_OK) < 0)
+		cnl_log(CNL_LOG_WARN,
+		        "servers with a size will fail: their workspace "
+		        "volumes need mkfs.ext4 (e2fsprogs) and loop devices",
+		        "mkfs=%s loop_control=%s",
+		        a->mkfs[0] ? a->mkfs : "missing",
+		        access("/dev/loop-control", F_OK) == 0 ? "yes" : "no");
+	else
+		cnl_log(CNL_LOG_INFO,
+		        "workspace volumes: ext4 images on loop devices",
+		        "dir=%s/volumes mkfs=%s", a->cfg.work_dir, a->mkfs);
+	/* crun's state and the volume images are the agent's alone. */
+	static const char *const sub[] = {"bundles",    "jobs",    "crun",
+	                                  "workspaces", "regions", "volumes"};
 	if ((r = cnl_agent_cdi_write(a, err, errlen)) < 0)
 		return r;
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(sub); i++) {
+		bool own = i == 2 || i == 5;
+
 		snprintf(path, sizeof(path), "%s/%s", a->cfg.work_dir, sub[i]);
 		if ((r = cnl_agent_mkdirs(path)) < 0 ||
-		    chmod(path, i == 2 ? 0700 : 0711) < 0) {
+		    chmod(path, own ? 0700 : 0711) < 0) {
 			cnl_seterr(err, errlen, "%s: %s", path,
 			           strerror(r < 0 ? -r : errno));
 			return r < 0 ? r : -errno;
@@ -975,4 +996,182 @@ void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id)
 	cnl_agent_rmtree(p);
 	snprintf(p, sizeof(p), "%s/crun/%s", a->cfg.work_dir, id);
 	cnl_agent_rmtree(p);
+}
+
+/* ---- workspaces ---------------------------------------------------------- */
+
+static void workspace_paths(const struct cnl_agent *a, const char *id,
+                            char *dir, size_t dirlen, char *image,
+                            size_t imagelen)
+{
+	snprintf(dir, dirlen, "%s/workspaces/%s", a->cfg.work_dir, id);
+	snprintf(image, imagelen, "%s/volumes/%s.img", a->cfg.work_dir, id);
+}
+
+/* Whether folder @dir holds anything (a missing one holds nothing). */
+static bool has_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	bool any = false;
+
+	if (!d)
+		return false;
+	while (!any && (e = readdir(d)))
+		any =
+		    strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	closedir(d);
+	return any;
+}
+
+int cnl_agent_workspace_open(struct cnl_agent *a, const struct wk *w,
+                             int64_t gb, char *err, size_t errlen)
+{
+	char dir[600], image[600];
+	int r;
+
+	if (a->cfg.bare || gb <= 0)
+		return 0;
+	if (gb > INT64_MAX / 1000000000) {
+		cnl_seterr(err, errlen,
+		           "a workspace of %" PRId64 " GB: too large", gb);
+		return -EFBIG;
+	}
+	workspace_paths(a, w->id, dir, sizeof(dir), image, sizeof(image));
+	if (access(image, F_OK) < 0) {
+		/* A workspace from before volumes: its files are the
+		 * tenant's, and a volume mounted over them would hide them. */
+		if (cnl_volume_mounted(dir) == 0 && has_files(dir))
+			return 1;
+		if ((r = cnl_volume_create(image, (uint64_t)gb * 1000000000u,
+		                           a->mkfs, err, errlen)) < 0)
+			return r;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		r = -errno;
+		cnl_seterr(err, errlen, "cannot create %s: %s", dir,
+		           strerror(-r));
+		return r;
+	}
+	return cnl_volume_mount(image, dir, err, errlen);
+}
+
+void cnl_agent_workspace_close(struct cnl_agent *a, const struct wk *w)
+{
+	char dir[600], image[600];
+	int r;
+
+	workspace_paths(a, w->id, dir, sizeof(dir), image, sizeof(image));
+	if ((r = cnl_volume_unmount(dir)) < 0)
+		cnl_log(CNL_LOG_WARN, "cannot unmount a workspace",
+		        "id=%s dir=%s err=\"%s\"", w->id, dir, strerror(-r));
+}
+
+/* Whether @name can be a server's id: what the control plane makes
+ * ("srv_" and letters and digits), nothing that walks a path. */
+static bool id_name(const char *name, size_t len)
+{
+	if (len == 0 || len >= CNL_WIRE_ID_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!(name[i] >= 'a' && name[i] <= 'z') &&
+		    !(name[i] >= 'A' && name[i] <= 'Z') &&
+		    !(name[i] >= '0' && name[i] <= '9') && name[i] != '_' &&
+		    name[i] != '-')
+			return false;
+	return true;
+}
+
+/* Add the server ids of folder @sub's entries (less @suffix) to @ids. */
+static void list_ids(const struct cnl_agent *a, const char *sub,
+                     const char *suffix, char (**ids)[CNL_WIRE_ID_MAX],
+                     size_t *n, size_t *cap)
+{
+	char path[600];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "%s/%s", a->cfg.work_dir, sub);
+	if (!(d = opendir(path)))
+		return;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name), sl = strlen(suffix);
+		bool seen = false;
+
+		if (len <= sl || strcmp(e->d_name + len - sl, suffix) != 0 ||
+		    !id_name(e->d_name, len - sl))
+			continue;
+		for (size_t i = 0; i < *n && !seen; i++)
+			seen = strncmp((*ids)[i], e->d_name, len - sl) == 0 &&
+			       (*ids)[i][len - sl] == '\0';
+		if (seen || *n >= CNL_WIRE_LIST_MAX)
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? 2 * *cap : 16;
+			*ids = cnl_xrealloc(*ids, *cap * sizeof(**ids));
+		}
+		snprintf((*ids)[(*n)++], sizeof((*ids)[0]), "%.*s",
+		         (int)(len - sl), e->d_name);
+	}
+	closedir(d);
+}
+
+size_t cnl_agent_workspaces_list(struct cnl_agent *a,
+                                 char (**ret_ids)[CNL_WIRE_ID_MAX])
+{
+	size_t n = 0, cap = 0;
+
+	*ret_ids = NULL;
+	list_ids(a, "workspaces", "", ret_ids, &n, &cap);
+	list_ids(a, "volumes", ".img", ret_ids, &n, &cap);
+	return n;
+}
+
+void cnl_agent_workspace_delete(struct cnl_agent *a, const char *id)
+{
+	char dir[600], image[700];
+	int r;
+
+	if (!id_name(id, strlen(id)))
+		return;
+	workspace_paths(a, id, dir, sizeof(dir), image, sizeof(image));
+	if ((r = cnl_volume_unmount(dir)) < 0) {
+		/* Its files stay rather than be removed from under a mount. */
+		cnl_log(CNL_LOG_WARN,
+		        "cannot unmount a deleted server's volume",
+		        "id=%s err=\"%s\"", id, strerror(-r));
+		return;
+	}
+	cnl_agent_rmtree(dir);
+	unlink(image);
+	snprintf(image, sizeof(image), "%s/volumes/%s.img.new", a->cfg.work_dir,
+	         id);
+	unlink(image);
+	cnl_log(CNL_LOG_INFO, "server deleted; its workspace removed", "id=%s",
+	        id);
+}
+
+void cnl_agent_workspaces_sweep(struct cnl_agent *a)
+{
+	char(*ids)[CNL_WIRE_ID_MAX];
+	size_t n = cnl_agent_workspaces_list(a, &ids);
+
+	for (size_t i = 0; i < n; i++) {
+		char dir[600];
+		bool ours;
+
+		snprintf(dir, sizeof(dir), "%s/workspaces/%s", a->cfg.work_dir,
+		         ids[i]);
+		pthread_mutex_lock(&a->mu);
+		ours = cnl_agent_wk_find(a, ids[i]) != NULL;
+		pthread_mutex_unlock(&a->mu);
+		if (ours || cnl_volume_mounted(dir) != 1)
+			continue;
+		if (cnl_volume_unmount(dir) == 0)
+			cnl_log(CNL_LOG_INFO,
+			        "unmounted the volume of a server that ended "
+			        "while the agent was away",
+			        "id=%s", ids[i]);
+	}
+	free(ids);
 }

@@ -106,6 +106,7 @@ struct child_ctx {
 	int64_t lease_ms;
 	const char *hide_mount;
 	const char *bind_src, *bind_dst;
+	const char *detach_under, *keep;
 	int out_fd, err_fd; /* child side */
 	int errpipe;        /* write end, close-on-exec */
 };
@@ -470,6 +471,85 @@ supervise(const struct child_ctx *c, bool subreaper)
 	_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
 }
 
+/* Field 5 of mountinfo line @line (its mount point), unescaped (\040 and
+ * the like) into @out; false when the line has no such field or it does
+ * not fit.  Async-signal-safe: S0 is a child of a threaded process. */
+static bool mount_point(const char *line, size_t len, char *out, size_t n)
+{
+	size_t i = 0, o = 0;
+
+	for (int field = 0; field < 4; field++) {
+		while (i < len && line[i] != ' ')
+			i++;
+		if (i++ >= len)
+			return false;
+	}
+	while (i < len && line[i] != ' ' && o + 1 < n) {
+		if (line[i] == '\\' && i + 3 < len && line[i + 1] >= '0' &&
+		    line[i + 1] <= '3') {
+			out[o++] = (char)((line[i + 1] - '0') * 64 +
+			                  (line[i + 2] - '0') * 8 +
+			                  (line[i + 3] - '0'));
+			i += 4;
+		} else {
+			out[o++] = line[i++];
+		}
+	}
+	out[o] = '\0';
+	return i >= len || line[i] == ' ';
+}
+
+/* The first mount point of this namespace below @under, other than @keep
+ * and what is below it, past the first @skip of them, into @out. */
+static bool next_below(const char *under, const char *keep, int skip, char *out,
+                       size_t n)
+{
+	size_t ul = strlen(under), kl = keep ? strlen(keep) : 0, have = 0;
+	char buf[8192];
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	bool found = false;
+	ssize_t got;
+
+	if (fd < 0)
+		return false;
+	while (!found && (got = read(fd, buf + have, sizeof(buf) - have)) > 0) {
+		size_t end = have + (size_t)got, start = 0;
+		char *nl;
+
+		while (!found &&
+		       (nl = memchr(buf + start, '\n', end - start))) {
+			size_t len = (size_t)(nl - (buf + start));
+
+			if (mount_point(buf + start, len, out, n) &&
+			    strncmp(out, under, ul) == 0 && out[ul] == '/' &&
+			    !(keep && strncmp(out, keep, kl) == 0 &&
+			      (out[kl] == '\0' || out[kl] == '/')) &&
+			    skip-- <= 0)
+				found = true;
+			start += len + 1;
+		}
+		/* A line longer than the buffer is dropped: no mount point
+		 * of ours is. */
+		have = end - start < sizeof(buf) ? end - start : 0;
+		memmove(buf, buf + start, have);
+	}
+	close(fd);
+	return found;
+}
+
+/* Detach every mount below @under but @keep (child_ctx.detach_under). */
+static void detach_below(const char *under, const char *keep)
+{
+	char target[4096];
+	int skip = 0;
+
+	/* mountinfo is read again after each detach, from its start: it is
+	 * not read while it changes. */
+	while (next_below(under, keep, skip, target, sizeof(target)))
+		if (umount2(target, MNT_DETACH) < 0)
+			skip++;
+}
+
 static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
 {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
@@ -498,6 +578,8 @@ static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
 	    umount2(c->hide_mount, MNT_DETACH) < 0 && errno != EINVAL &&
 	    errno != ENOENT)
 		child_fail(c->errpipe, STEP_HIDE_MOUNT);
+	if (c->mount_ns && c->detach_under)
+		detach_below(c->detach_under, c->keep);
 	if (c->mount_ns && c->bind_src && c->bind_dst &&
 	    mount(c->bind_src, c->bind_dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 		child_fail(c->errpipe, STEP_BIND);
@@ -685,6 +767,8 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	c.hide_mount = s->hide_mount;
 	c.bind_src = s->bind_src;
 	c.bind_dst = s->bind_dst;
+	c.detach_under = s->detach_under;
+	c.keep = s->keep;
 	c.out_fd = s->stdout_fd >= 0 ? s->stdout_fd : outp[1];
 	c.err_fd = s->stderr_fd >= 0 ? s->stderr_fd : errp[1];
 	c.errpipe = ep[1];

@@ -137,6 +137,13 @@ struct cnl_launch_spec {
 	 * namespace, so that the runtime reaches the workload's files by a
 	 * path whose folders its user namespace may cross.  NULL: none. */
 	const char *bind_src, *bind_dst;
+	/* With mount_ns: every mount below the folder detach_under (not the
+	 * folder itself) is detached in the new namespace, except keep and
+	 * what is below it; before the bind.  The agent names the servers'
+	 * workspaces: a volume another server mounted is not held by this
+	 * workload's namespace, so that its unmount on the node ends it (and
+	 * frees its loop device) at once.  NULL: none. */
+	const char *detach_under, *keep;
 };
 
 /*

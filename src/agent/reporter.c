@@ -548,13 +548,23 @@ static void kill_all(struct cnl_agent *a, const char *why)
 		        why, n);
 }
 
-/* The heartbeat's body: the work this node runs (not what was moved). */
-static json_t *heartbeat_body(struct cnl_agent *a)
+/* The heartbeat's body: the work this node runs (not what was moved),
+ * and the workspaces it keeps of servers it runs nothing of now; those
+ * ids in *@ret_volumes (malloc'd), *@ret_n of them. */
+static json_t *heartbeat_body(struct cnl_agent *a,
+                              char (**ret_volumes)[CNL_WIRE_ID_MAX],
+                              size_t *ret_n)
 {
-	struct cnl_wire_heartbeat m = {.has_running = true};
+	struct cnl_wire_heartbeat m = {.has_running = true,
+	                               .has_volumes = true};
+	size_t n_ws = cnl_agent_workspaces_list(a, &m.volumes);
 	json_t *body;
 
 	pthread_mutex_lock(&a->mu);
+	for (size_t i = 0; i < n_ws; i++)
+		if (!cnl_agent_wk_find(a, m.volumes[i]))
+			memmove(m.volumes[m.n_volumes++], m.volumes[i],
+			        sizeof(m.volumes[0]));
 	m.running = cnl_xcalloc(a->n_wk + 1, sizeof(*m.running));
 	for (size_t i = 0; i < a->n_wk; i++) {
 		struct cnl_wire_running *r = &m.running[m.n_running];
@@ -567,8 +577,34 @@ static json_t *heartbeat_body(struct cnl_agent *a)
 	}
 	pthread_mutex_unlock(&a->mu);
 	body = cnl_wire_heartbeat_encode(&m);
+	*ret_volumes = m.volumes;
+	*ret_n = m.n_volumes;
+	m.volumes = NULL;
 	cnl_wire_heartbeat_done(&m);
 	return body;
+}
+
+/* Queue for removal the workspaces cnlabd says belong to deleted servers:
+ * only those this heartbeat listed (@sent, @n_sent), whatever else the
+ * reply names. */
+static void queue_drops(struct cnl_agent *a, const struct cnl_wire_node *node,
+                        char (*sent)[CNL_WIRE_ID_MAX], size_t n_sent)
+{
+	pthread_mutex_lock(&a->mu);
+	for (size_t k = 0; k < node->n_drop; k++) {
+		bool listed = false, queued = false;
+
+		for (size_t i = 0; i < n_sent && !listed; i++)
+			listed = strcmp(sent[i], node->drop[k]) == 0;
+		for (size_t i = 0; i < a->n_drop && !queued; i++)
+			queued = strcmp(a->drop[i], node->drop[k]) == 0;
+		if (!listed || queued)
+			continue;
+		a->drop =
+		    cnl_xrealloc(a->drop, (a->n_drop + 1) * sizeof(*a->drop));
+		memcpy(a->drop[a->n_drop++], node->drop[k], sizeof(a->drop[0]));
+	}
+	pthread_mutex_unlock(&a->mu);
 }
 
 /* Stop the work cnlabd says is not this node's to run (moved, ended). */
@@ -597,7 +633,9 @@ void *cnl_agent_heartbeat(void *arg)
 	snprintf(route, sizeof(route), "/v1/nodes/%s/heartbeat", a->node_id);
 	while (!a->stop) {
 		struct cnl_wire_node node = {0};
-		json_t *reply = NULL, *body = heartbeat_body(a);
+		char(*sent)[CNL_WIRE_ID_MAX] = NULL;
+		size_t n_sent = 0;
+		json_t *reply = NULL, *body = heartbeat_body(a, &sent, &n_sent);
 		long st;
 
 		st = cnl_client_call(a->hb_cl, "POST", route, body, 10, &reply,
@@ -616,6 +654,7 @@ void *cnl_agent_heartbeat(void *arg)
 			cnl_agent_lease_touch(a);
 			a->node_epoch = node.epoch;
 			stop_moved(a, &node);
+			queue_drops(a, &node, sent, n_sent);
 		} else if (cnl_time_now_ms() - a->last_hb_ok_ms > a->lease_ms) {
 			/* Self-fencing: the control plane may move our work
 			 * after twice this; it must be gone by then. */
@@ -623,6 +662,7 @@ void *cnl_agent_heartbeat(void *arg)
 		}
 		cnl_wire_node_done(&node);
 		json_decref(reply);
+		free(sent);
 		for (int64_t t = 0; t < a->heartbeat_ms && !a->stop; t += 50)
 			usleep(50 * 1000);
 	}

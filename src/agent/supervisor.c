@@ -267,7 +267,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	char cvd[256] = "", err[1400], env_buf[20][700];
 	_cleanup_free_ char *gang_nodes = NULL;
 	const char *envp[64], *argv[4], *rt_argv[12], *command, *shim;
-	char bundle[600], rt_root[600];
+	char bundle[600], rt_root[600], ws_root[600];
 	struct cnl_launch_spec spec = {0};
 	bool ctr;
 	struct wk *w = cnl_agent_wk_new(id, as->epoch);
@@ -349,6 +349,17 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	 * there as root; its inputs and checkpoint come from cnlabd again. */
 	if (!w->server)
 		cnl_agent_rmtree(w->dir);
+	/* A server's workspace: its volume, of the size it asked for,
+	 * mounted before anything is written there. */
+	if (w->server && (r = cnl_agent_workspace_open(a, w, as->storage_gb,
+	                                               err, sizeof(err))) < 0)
+		goto fail;
+	if (w->server && r == 1)
+		cnl_log(
+		    CNL_LOG_WARN,
+		    "workspace kept as a folder: it holds files from before "
+		    "volumes; its size is not enforced",
+		    "id=%s dir=%s", id, w->dir);
 	if ((r = cnl_agent_wk_dirs(w)) < 0) {
 		snprintf(err, sizeof(err), "cannot create %s: %s", w->dir,
 		         strerror(-r));
@@ -453,6 +464,11 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	spec.cpu_milli = as->cpu_milli;
 	spec.mem_bytes = as->mem_mib << 20;
 	spec.pids_max = a->cfg.pids_max;
+	/* The workload's own mount namespace holds no volume of another
+	 * server (launch.h): their unmount on the node ends them at once. */
+	snprintf(ws_root, sizeof(ws_root), "%s/workspaces", a->cfg.work_dir);
+	spec.detach_under = ws_root;
+	spec.keep = w->dir;
 	if (ctr) {
 		r = container_spec(a, w, as, envp, command, shim, &spec, bundle,
 		                   sizeof(bundle), rt_argv, rt_root,
@@ -532,6 +548,8 @@ fail:
 	cnl_agent_bundle_drop(a, id);
 	if (!w->server && w->dir[0])
 		cnl_agent_rmtree(w->dir);
+	if (w->server && w->dir[0])
+		cnl_agent_workspace_close(a, w);
 	cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL,
 	                 err);
 	pthread_mutex_lock(&a->mu);
@@ -743,10 +761,14 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	char po[700], id[sizeof(w->id)];
 
 	/* A job's folder goes once its end and files are delivered; a
-	 * server's workspace stays until the server is deleted.  (dir and
-	 * server are set before @w is in the table, and never change.) */
+	 * server's workspace stays until the server is deleted, its volume
+	 * unmounted meanwhile (before @w leaves the table, so that a start
+	 * of the server here finds it unmounted).  (dir and server are set
+	 * before @w is in the table, and never change.) */
 	if (!w->server)
 		cnl_agent_rmtree(w->dir);
+	else
+		cnl_agent_workspace_close(a, w);
 	pthread_mutex_lock(&a->mu);
 	unlink(w->region);
 	cnl_agent_out_path(a, w->id, "stdout", po, sizeof(po));
@@ -761,6 +783,31 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	cnl_agent_bundle_drop(a, id);
 	if (!a->cfg.bare)
 		cnl_agent_images_gc(a);
+}
+
+/* Remove the workspaces of deleted servers the heartbeat was told of;
+ * never that of a workload in the table. */
+static void drop_workspaces(struct cnl_agent *a)
+{
+	char(*drop)[CNL_WIRE_ID_MAX];
+	size_t n;
+
+	pthread_mutex_lock(&a->mu);
+	drop = a->drop;
+	n = a->n_drop;
+	a->drop = NULL;
+	a->n_drop = 0;
+	pthread_mutex_unlock(&a->mu);
+	for (size_t i = 0; i < n; i++) {
+		bool running;
+
+		pthread_mutex_lock(&a->mu);
+		running = cnl_agent_wk_find(a, drop[i]) != NULL;
+		pthread_mutex_unlock(&a->mu);
+		if (!running)
+			cnl_agent_workspace_delete(a, drop[i]);
+	}
+	free(drop);
 }
 
 void *cnl_agent_supervise(void *arg)
@@ -859,6 +906,7 @@ void *cnl_agent_supervise(void *arg)
 			}
 			forget(a, w);
 		}
+		drop_workspaces(a);
 		usleep(100 * 1000);
 	}
 	return NULL;

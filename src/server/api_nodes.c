@@ -151,8 +151,9 @@ void cnl_api_h_node_heartbeat(void *call, struct cnl_http_request *req,
 	}
 	st = cnl_ctl_node_heartbeat(c->api->ctl, node, &m, c->now_ms, &out, err,
 	                            sizeof(err));
-	/* Liveness only is not worth an audit record; a stop order is. */
-	c->no_audit = st == 200 && out.n_stop == 0;
+	/* Liveness only is not worth an audit record; a stop or drop order
+	 * is. */
+	c->no_audit = st == 200 && out.n_stop == 0 && out.n_drop == 0;
 	node_reply(resp, st, st < 400 ? cnl_wire_node_encode(&out) : NULL, err);
 	cnl_wire_node_done(&out);
 	cnl_wire_heartbeat_done(&m);

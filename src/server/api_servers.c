@@ -50,6 +50,16 @@ static void server_doc(struct call *c, const struct cnl_store_server *v,
 	ret->created_ms = v->created_ms;
 	ret->has_status =
 	    cnl_ctl_workload_status(c->api->ctl, v->id, &ret->status) == 0;
+	/* How its last run ended, as the agent said (the run record). */
+	if (strcmp(v->state, "failed") == 0 && v->run[0]) {
+		json_t *run = json_loads(v->run, 0, NULL);
+		const char *msg =
+		    json_string_value(json_object_get(run, "message"));
+
+		if (msg)
+			snprintf(ret->message, sizeof(ret->message), "%s", msg);
+		json_decref(run);
+	}
 }
 
 json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v)
@@ -207,11 +217,14 @@ void cnl_api_h_server_stop(void *call, struct cnl_http_request *req,
 	cnl_http_reply(resp, 200, cnl_api_server_json(c, &c->server));
 }
 
-/* Delete a stopped server: its storage stops being held and metered. */
+/* Delete a stopped server: its storage stops being held and metered,
+ * and its node removes its workspace. */
 void cnl_api_h_server_delete(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp)
 {
 	struct call *c = call;
+	struct cnl_store_doc gone = {0};
+	char body[64];
 	int r;
 
 	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
@@ -221,7 +234,17 @@ void cnl_api_h_server_delete(void *call, struct cnl_http_request *req,
 		               "server is %s: stop it first", c->server.state);
 		return;
 	}
-	if ((r = cnl_store_server_delete(c->api->store, c->server.id)) < 0) {
+	/* Its node removes the workspace when it learns of this record
+	 * (cnl_ctl_node_heartbeat): both or neither. */
+	snprintf(gone.kind, sizeof(gone.kind), "%s", CNL_CTL_SERVER_GONE);
+	snprintf(gone.id, sizeof(gone.id), "%s", c->server.id);
+	gone.body = body;
+	snprintf(body, sizeof(body), "{\"deleted_ms\":%" PRId64 "}", c->now_ms);
+	if ((r = cnl_store_tx_begin(c->api->store)) < 0 ||
+	    (r = cnl_store_server_delete(c->api->store, c->server.id)) < 0 ||
+	    (r = cnl_store_doc_put(c->api->store, &gone, false)) < 0 ||
+	    (r = cnl_store_tx_commit(c->api->store)) < 0) {
+		cnl_store_tx_rollback(c->api->store);
 		cnl_api_store_error(c, resp, r, "server");
 		return;
 	}

@@ -113,6 +113,14 @@ int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *j,
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);
 int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v);
 
+/* What a deleted server leaves in the store, in the transaction of its
+ * deletion: a document of this kind with the server's id, so that the
+ * node that keeps its workspace is told to remove it (the heartbeat's
+ * "drop"), whenever that node next asks.  Only this says a server is
+ * gone: a server merely unknown here (a control plane started afresh) is
+ * never a reason to delete a tenant's data. */
+#define CNL_CTL_SERVER_GONE "server_deleted"
+
 /* After the store deleted a stopped server: its storage is no longer
  * held (or metered). */
 void cnl_ctl_server_deleted(struct cnl_ctl *ctl,

@@ -465,6 +465,22 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 		}
 	}
 	ret->n_stop = n_stop;
+	/* The workspaces it keeps of servers since deleted: to remove.
+	 * Only an agent that sent its list gets the answer (protocol 3). */
+	if (m->has_volumes) {
+		ret->has_drop = true;
+		ret->drop = cnl_xcalloc(m->n_volumes + 1, sizeof(*ret->drop));
+		for (size_t k = 0; k < m->n_volumes; k++) {
+			struct cnl_store_doc d = {0};
+
+			if (cnl_store_doc_get(ctl->store, CNL_CTL_SERVER_GONE,
+			                      m->volumes[k], &d) < 0)
+				continue;
+			cnl_store_doc_done(&d);
+			snprintf(ret->drop[ret->n_drop++], sizeof(ret->drop[0]),
+			         "%s", m->volumes[k]);
+		}
+	}
 	if (m->has_running)
 		lost_by_agent(ctl, i, m, now);
 	return 200;

@@ -618,6 +618,7 @@ json_t *cnl_wire_server_encode(const struct cnl_wire_server *m)
 	if (m->has_status)
 		json_object_set_new(o, "status",
 		                    cnl_wire_status_encode(&m->status));
+	cnl_wire_set_str(o, "message", m->message);
 	return o;
 }
 
@@ -625,10 +626,9 @@ int cnl_wire_server_decode(const json_t *j, struct cnl_wire_server *ret,
                            char *err, size_t errlen)
 {
 	static const char *const fields[] = {
-	    "id",    "project_id", "user_id",    "name",
-	    "image", "profile",    "storage_gb", "idle_timeout_s",
-	    "state", "url",        "created_at", "status",
-	    NULL};
+	    "id",         "project_id", "user_id",        "name",  "image",
+	    "profile",    "storage_gb", "idle_timeout_s", "state", "url",
+	    "created_at", "status",     "message",        NULL};
 
 	memset(ret, 0, sizeof(*ret));
 	TRY(cnl_wire_check(j, fields, err, errlen));
@@ -658,6 +658,8 @@ int cnl_wire_server_decode(const json_t *j, struct cnl_wire_server *ret,
 		ret->has_status = true;
 		TRY(NESTED(j, "status", cnl_wire_status_decode, &ret->status));
 	}
+	TRY(cnl_wire_get_str(j, "message", false, ret->message,
+	                     sizeof(ret->message), err, errlen));
 	return 0;
 }
 

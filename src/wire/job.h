@@ -218,6 +218,9 @@ struct cnl_wire_server {
 	int64_t created_ms;
 	bool has_status; /* while active */
 	struct cnl_wire_status status;
+	/* Why its last run failed (its workspace volume could not be made,
+	 * ...); "": absent. */
+	char message[CNL_WIRE_MESSAGE_MAX];
 };
 
 json_t *cnl_wire_server_encode(const struct cnl_wire_server *m);

@@ -97,12 +97,13 @@ int cnl_wire_register_decode(const json_t *j, struct cnl_wire_register *ret,
 	CNL_WIRE_TRY(cnl_wire_get_int(j, "protocol", true, 0, INT32_MAX, &v,
 	                              err, errlen));
 	ret->protocol = (int)v;
-	if (ret->protocol != CNL_WIRE_PROTOCOL)
+	if (ret->protocol < CNL_WIRE_PROTOCOL_MIN ||
+	    ret->protocol > CNL_WIRE_PROTOCOL)
 		return cnl_wire_fail(
 		    err, errlen,
 		    "field \"protocol\": version %d is not spoken here "
-		    "(this side speaks %d): upgrade the older side",
-		    ret->protocol, CNL_WIRE_PROTOCOL);
+		    "(this side speaks %d to %d): upgrade the older side",
+		    ret->protocol, CNL_WIRE_PROTOCOL_MIN, CNL_WIRE_PROTOCOL);
 	CNL_WIRE_TRY(cnl_wire_get_str(j, "name", true, ret->name,
 	                              sizeof(ret->name), err, errlen));
 	if (!ret->name[0])
@@ -162,6 +163,38 @@ int cnl_wire_register_decode(const json_t *j, struct cnl_wire_register *ret,
 
 /* ---- node ---------------------------------------------------------------- */
 
+/* A list of ids as a JSON array of strings. */
+static json_t *ids_encode(char (*ids)[CNL_WIRE_ID_MAX], size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(ids[i]));
+	return a;
+}
+
+/* The optional list of ids @key of @j into a malloc'd *@ret (*@ret_n of
+ * them, *@ret_has when the list was there). */
+static int ids_decode(const json_t *j, const char *key,
+                      char (**ret)[CNL_WIRE_ID_MAX], size_t *ret_n,
+                      bool *ret_has, char *err, size_t errlen)
+{
+	const json_t *a = NULL;
+
+	CNL_WIRE_TRY(cnl_wire_get_array(j, key, false, CNL_WIRE_LIST_MAX, &a,
+	                                err, errlen));
+	if (!a)
+		return 0;
+	*ret_has = true;
+	*ret = cnl_xcalloc(json_array_size(a) + 1, sizeof(**ret));
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		CNL_WIRE_TRY(cnl_wire_item_str(a, i, key, (*ret)[i],
+		                               sizeof((*ret)[i]), err, errlen));
+		*ret_n = i + 1;
+	}
+	return 0;
+}
+
 json_t *cnl_wire_node_encode(const struct cnl_wire_node *m)
 {
 	json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:I,s:I}", "id", m->id, "name",
@@ -176,6 +209,8 @@ json_t *cnl_wire_node_encode(const struct cnl_wire_node *m)
 			json_array_append_new(a, json_string(m->stop[i]));
 		json_object_set_new(o, "stop", a);
 	}
+	if (m->has_drop)
+		json_object_set_new(o, "drop", ids_encode(m->drop, m->n_drop));
 	return o;
 }
 
@@ -183,8 +218,8 @@ int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
                          size_t errlen)
 {
 	static const char *const fields[] = {
-	    "id",       "name",         "epoch", "state",
-	    "lease_ms", "heartbeat_ms", "stop",  NULL};
+	    "id",           "name", "epoch", "state", "lease_ms",
+	    "heartbeat_ms", "stop", "drop",  NULL};
 	static const char *const states[] = {"up", "cordoned", "draining",
 	                                     "lost", NULL};
 	const json_t *a = NULL;
@@ -217,7 +252,8 @@ int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
 			    err, errlen));
 		ret->n_stop = json_array_size(a);
 	}
-	return 0;
+	return ids_decode(j, "drop", &ret->drop, &ret->n_drop, &ret->has_drop,
+	                  err, errlen);
 }
 
 void cnl_wire_node_done(struct cnl_wire_node *m)
@@ -227,6 +263,9 @@ void cnl_wire_node_done(struct cnl_wire_node *m)
 	free(m->stop);
 	m->stop = NULL;
 	m->n_stop = 0;
+	free(m->drop);
+	m->drop = NULL;
+	m->n_drop = 0;
 }
 
 /* ---- heartbeat ----------------------------------------------------------- */
@@ -235,6 +274,9 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 {
 	json_t *o = json_object(), *a;
 
+	if (m->has_volumes)
+		json_object_set_new(o, "volumes",
+		                    ids_encode(m->volumes, m->n_volumes));
 	if (!m->has_running)
 		return o;
 	a = json_array();
@@ -266,7 +308,8 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
                               char *err, size_t errlen)
 {
 	/* "epoch" is what older agents send beside "running"; ignored. */
-	static const char *const fields[] = {"running", "epoch", NULL};
+	static const char *const fields[] = {"running", "epoch", "volumes",
+	                                     NULL};
 	const json_t *a = NULL;
 	int64_t epoch;
 
@@ -274,6 +317,8 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
 	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", false, 0, INT64_MAX, &epoch,
 	                              err, errlen));
+	CNL_WIRE_TRY(ids_decode(j, "volumes", &ret->volumes, &ret->n_volumes,
+	                        &ret->has_volumes, err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_array(j, "running", false, CNL_WIRE_LIST_MAX,
 	                                &a, err, errlen));
 	if (!a)
@@ -302,6 +347,9 @@ void cnl_wire_heartbeat_done(struct cnl_wire_heartbeat *m)
 	free(m->running);
 	m->running = NULL;
 	m->n_running = 0;
+	free(m->volumes);
+	m->volumes = NULL;
+	m->n_volumes = 0;
 }
 
 /* ---- assignments --------------------------------------------------------- */

@@ -43,10 +43,12 @@
 
 #include <jansson.h>
 
-/* The node protocol's version: register carries it, cnlabd checks it. */
-#define CNL_WIRE_PROTOCOL                      \
-	3 /* 2: files streamed, logs as bytes; \
-	    3: images (image_digest) */
+/* The node protocol's version: register carries it, cnlabd checks it and
+ * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
+#define CNL_WIRE_PROTOCOL 4 /* 4: images (image_digest, image_bytes) */
+#define CNL_WIRE_PROTOCOL_MIN                      \
+	4 /* an older agent would refuse a list of \
+	     assignments naming an image */
 
 #define CNL_WIRE_ID_MAX       64 /* ids: "node_01…", "job_01…" */
 #define CNL_WIRE_NAME_MAX     64 /* node, user, GPU type, label names */
@@ -107,6 +109,12 @@ struct cnl_wire_node {
 	char (*stop)[CNL_WIRE_ID_MAX];
 	size_t n_stop;
 	bool has_stop;
+	/* Heartbeat replies to an agent that sent "volumes": those of its
+	 * workspaces whose server was deleted, to remove (volume image and
+	 * folder); malloc'd ids. */
+	char (*drop)[CNL_WIRE_ID_MAX];
+	size_t n_drop;
+	bool has_drop;
 };
 
 json_t *cnl_wire_node_encode(const struct cnl_wire_node *m);
@@ -125,6 +133,11 @@ struct cnl_wire_heartbeat {
 	bool has_running; /* a list was sent: work missing from it is lost */
 	struct cnl_wire_running *running; /* malloc'd */
 	size_t n_running;
+	/* The servers whose workspace the node keeps and runs nothing of
+	 * now (protocol 3); cnlabd answers with those to drop.  malloc'd. */
+	bool has_volumes;
+	char (*volumes)[CNL_WIRE_ID_MAX];
+	size_t n_volumes;
 };
 
 json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m);

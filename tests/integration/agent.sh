@@ -47,6 +47,10 @@ cleanup() {
 	for d in /sys/fs/cgroup/*/cnlab/$run-* /sys/fs/cgroup/cnlab/$run-*; do
 		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
 	done
+	# Servers' workspace volumes stay mounted for the agent's next start;
+	# this test's go with it (deepest first).
+	awk -v t="$tmp/" 'index($5, t) == 1 {print $5}' /proc/self/mountinfo |
+		sort -r | xargs -r -n1 umount -l
 	rm -rf "$tmp"
 }
 trap cleanup EXIT

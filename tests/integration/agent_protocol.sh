@@ -12,7 +12,9 @@
 #     the checkpoint it restored (streamed, with their SHA-256), and the
 #     input it fetched into a subfolder;
 #   - an inputs list naming a path out of the job's folder does not
-#     decode: the job fails saying so, and nothing is written there.
+#     decode: the job fails saying so, and nothing is written there;
+#   - the heartbeat lists the servers' workspaces the node keeps; those
+#     the reply drops go (folder and image), nothing it did not list does.
 # Real processes in real cgroups, as integration.agent.
 set -u
 agent=$1
@@ -107,6 +109,12 @@ class H(http.server.BaseHTTPRequestHandler):
         if p.endswith("/heartbeat"):
             if mode() == "bad":
                 return self.reply(200, dict(node, stop="job_1"))
+            if mode() == "drop":
+                # Deleted servers' workspaces, and names the agent did
+                # not list: those must be left alone.
+                return self.reply(200, dict(node, stop=[], drop=[
+                    "srv_gone", "srv_unlisted", "../victim",
+                    "srv_gone/../../victim"]))
             return self.reply(200, dict(node, stop=[]))
         if p.endswith("/reports"):
             if body.get("state") != "running":
@@ -199,7 +207,8 @@ kill -0 "$apid" 2>/dev/null && ok "agent runs on after bad replies" || bad "agen
 	ok "nothing started from a reply that did not decode" ||
 	bad "started: $(posts /reports)"
 hb=$(posts /heartbeat | head -1)
-[ "$hb" = '{"running":[]}' ] && ok "heartbeat body is the protocol's" || bad "heartbeat body: $hb"
+# "volumes": the servers' workspaces it keeps (none here), protocol 3.
+[ "$hb" = '{"running":[],"volumes":[]}' ] && ok "heartbeat body is the protocol's" || bad "heartbeat body: $hb"
 
 # --- good replies: a job runs, every body is the protocol's -----------------
 echo good >"$tmp/mode"
@@ -226,7 +235,7 @@ a=$(puts /artifacts)
 c=$(puts /checkpoints)
 [ "$c" = "{\"data\":\"ck\\n\",\"path\":\"/v1/nodes/node_fake/checkpoints?job=job_1&epoch=3&path=ck.txt\",\"sha256\":\"$(printf 'ck\n' | sha256sum | cut -d' ' -f1)\"}" ] &&
 	ok "checkpoint upload" || bad "checkpoint: $c"
-posts /heartbeat | grep -q '{"running":\[{"epoch":3,"id":"job_1"}\]}' &&
+posts /heartbeat | grep -q '{"running":\[{"epoch":3,"id":"job_1"}\],"volumes":\[\]}' &&
 	ok "heartbeat lists the running job" || bad "heartbeats: $(posts /heartbeat | sort -u)"
 # The second job's inputs list names a path out of its folder: refused
 # by the decoder, and the job fails with the reason instead of running
@@ -240,6 +249,27 @@ wait_for 30 sh -c "grep -q '\"id\": \"job_2\", \"epoch\": 3, \"state\": \"failed
 	bad "a file was written out of the job's folder"
 [ "$(grep -c 'workload started' "$tmp/agent.err")" = 1 ] &&
 	ok "started once" || bad "starts: $(grep 'workload started' "$tmp/agent.err")"
+
+# --- workspaces of deleted servers ("drop", protocol 3) ---------------------
+# The agent lists the workspaces it keeps; it removes those the reply
+# drops, and nothing it did not list (a name out of its folder included).
+ws=$tmp/agent/workspaces
+mkdir -p "$ws/srv_gone" "$ws/srv_kept" "$tmp/agent/victim"
+echo x >"$ws/srv_gone/f"
+echo x >"$ws/srv_kept/f"
+echo x >"$tmp/agent/victim/f"
+echo x >"$tmp/agent/volumes/srv_gone.img"
+: >"$tmp/posts.jsonl"
+wait_for 10 sh -c "grep -q srv_kept '$tmp/posts.jsonl'"
+hb=$(posts /heartbeat | tail -1)
+[ "$(echo "$hb" | jq -c '.volumes | sort')" = '["srv_gone","srv_kept"]' ] &&
+	ok "the heartbeat lists the servers' workspaces it keeps" || bad "heartbeat volumes: $hb"
+echo drop >"$tmp/mode"
+wait_for 10 sh -c "[ ! -e '$ws/srv_gone' ]"
+[ ! -e "$ws/srv_gone" ] && [ ! -e "$tmp/agent/volumes/srv_gone.img" ] &&
+	ok "a dropped workspace goes: folder and image" || bad "srv_gone: $(ls -la "$ws" "$tmp/agent/volumes")"
+[ -f "$ws/srv_kept/f" ] && [ -f "$tmp/agent/victim/f" ] &&
+	ok "nothing it did not list goes (srv_kept, ../victim)" || bad "removed too much: $(ls -la "$ws" "$tmp/agent")"
 
 kill -TERM "$apid" 2>/dev/null
 wait "$apid" 2>/dev/null

@@ -100,7 +100,7 @@ api "$root" POST "/v1/projects/$sys/members" '{"user":"agent","role":"agent"}' >
 api "$root" POST "/v1/projects/$ml/members" '{"user":"alice","role":"project-admin"}' >/dev/null
 api "$root" POST "/v1/projects/$nlp/members" '{"user":"bob","role":"member"}' >/dev/null
 agent=$(login_api agent pw-agent-long-enough)
-node=$(api "$agent" POST /v1/nodes '{"protocol":3,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
+node=$(api "$agent" POST /v1/nodes '{"protocol":4,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
 [ -n "$node" ] && [ "$node" != null ] && ok setup || bad "setup: node $node"
 
 # --- The fake agent ----------------------------------------------------------

@@ -28,6 +28,10 @@ tmp=$(mktemp -d)
 pid=
 cleanup() {
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	# Servers' workspace volumes stay mounted for the agent's next start;
+	# this test's go with it (deepest first).
+	awk -v t="$tmp/" 'index($5, t) == 1 {print $5}' /proc/self/mountinfo |
+		sort -r | xargs -r -n1 umount -l
 	[ -n "${KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT

@@ -133,9 +133,10 @@ static int wait_ready(struct cnl_cli *cli,
 		    strcmp(v.state, "stopped") == 0)
 			return cnl_cli_fail(
 			    CNL_EXIT_ERROR,
-			    "server %s is %s (try again with cnlab server "
-			    "start %s)",
-			    v.name, v.state, v.name);
+			    "server %s is %s%s%s (try again with cnlab "
+			    "server start %s)",
+			    v.name, v.state, v.message[0] ? ": " : "",
+			    v.message, v.name);
 		if (!cli->json)
 			provisioning_line(v.has_status ? &v.status : NULL, last,
 			                  sizeof(last));
@@ -452,7 +453,8 @@ int cnl_cli_cmd_server_delete(struct cnl_cli *cli)
 	if (cli->json)
 		cnl_cli_print_json(o);
 	else
-		printf("✓ Deleted %s (its storage is no longer counted)\n",
+		printf("✓ Deleted %s (its storage is no longer counted; its "
+		       "node removes its workspace)\n",
 		       name);
 	json_decref(o);
 	return 0;

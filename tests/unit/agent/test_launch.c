@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -523,6 +524,57 @@ static void test_pid_ns(void **state)
 	assert_int_equal(stat(path, &st), 0);
 }
 
+/* detach_under: the workload's namespace holds none of the mounts below
+ * that folder but its own (keep), and a name with a space is read right
+ * from mountinfo (\040); the node's mounts are untouched. */
+static void test_detach_under(void **state)
+{
+	struct fix *f = *state;
+	char top[64] = "/tmp/cnl-detach-XXXXXX", mine[128], other[128],
+	     spaced[128], script[512], err[256], out[4096];
+	const char *argv[] = {"sh", "-c", script, NULL};
+	struct cnl_launch_spec s = spec("detach1", argv, "/");
+	const char *const dirs[] = {mine, other, spaced};
+	struct cnl_workload *w;
+	struct cnl_exit e;
+
+	assert_non_null(mkdtemp(top));
+	snprintf(mine, sizeof(mine), "%s/mine", top);
+	snprintf(other, sizeof(other), "%s/other", top);
+	snprintf(spaced, sizeof(spaced), "%s/an other", top);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(mkdir(dirs[i], 0700), 0);
+		assert_int_equal(
+		    mount("cnl-test", dirs[i], "tmpfs", 0, "size=1m"), 0);
+	}
+	snprintf(script, sizeof(script),
+	         "grep -c ' %s/mine ' /proc/self/mountinfo; "
+	         "grep -c ' %s/other ' /proc/self/mountinfo; "
+	         "grep -c ' %s/an\\\\040other ' /proc/self/mountinfo; "
+	         "true",
+	         top, top, top);
+	s.mount_ns = true;
+	s.detach_under = top;
+	s.keep = mine;
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	read_all(cnl_workload_stdout(w), out, sizeof(out));
+	wait_exit(w, &e);
+	assert_int_equal(e.code, 0);
+	cnl_workload_free(w);
+	assert_string_equal(out, "1\n0\n0\n");
+	/* On the node all three are still mounted. */
+	for (size_t i = 0; i < 3; i++) {
+		struct stat st, pst;
+
+		assert_int_equal(stat(dirs[i], &st), 0);
+		assert_int_equal(stat(top, &pst), 0);
+		assert_int_not_equal(st.st_dev, pst.st_dev);
+		assert_int_equal(umount2(dirs[i], MNT_DETACH), 0);
+		rmdir(dirs[i]);
+	}
+	rmdir(top);
+}
+
 static void test_uid(void **state)
 {
 	struct fix *f = *state;
@@ -832,6 +884,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_v2_formats),
 	    cmocka_unit_test_setup_teardown(test_env_cwd_pipes_exit, fix_setup,
+	                                    fix_teardown),
+	    cmocka_unit_test_setup_teardown(test_detach_under, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_not_found, fix_setup,
 	                                    fix_teardown),

@@ -294,7 +294,7 @@ static void register_node(const char *name, int gpus, char *id)
 	json_t *o;
 
 	snprintf(body, sizeof(body),
-	         "{\"protocol\":3,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
+	         "{\"protocol\":4,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
 	         "SXM\",\"gpus\":%d,"
 	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"address\":"
 	         "\"127.0.0.1\"}",
@@ -412,7 +412,7 @@ static void test_node_registration(void **state)
 
 	/* An agent restarting registers again: the same node. */
 	o = call_ok("POST", "/v1/nodes", AGENT,
-	            "{\"protocol\":3,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
+	            "{\"protocol\":4,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
 	            "SXM\",\"gpus\":"
 	            "2,\"cpu_milli\":64000,\"mem_mib\":512000}",
 	            200);
@@ -422,7 +422,7 @@ static void test_node_registration(void **state)
 	json_decref(o);
 	/* Same name, other inventory: refused. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":3,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":4,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":4,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000}",
 	     &r);
@@ -430,14 +430,14 @@ static void test_node_registration(void **state)
 	reply_done(&r);
 	/* Bad inventory names the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":3,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
+	     "{\"protocol\":4,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
 	     "\"cpu_milli\":1,\"mem_mib\":1}",
 	     &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "gpu_type"));
 	reply_done(&r);
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":3,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
+	     "{\"protocol\":4,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
 	     "mib\":1,"
 	     "\"colour\":\"red\"}",
 	     &r);
@@ -461,7 +461,7 @@ static void test_node_registration(void **state)
 	reply_done(&r);
 	/* The GPU inventory lists one device per GPU. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":3,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":4,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":2,"
 	     "\"cpu_milli\":1,\"mem_mib\":1,\"devices\":[{\"uuid\":\"GPU-1\","
 	     "\"mem_mib\":81559,\"healthy\":true}]}",
@@ -1540,7 +1540,7 @@ static void d_register(int i, const char *type, const char *zone,
 
 	snprintf(
 	    body, sizeof(body),
-	    "{\"protocol\":3,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
+	    "{\"protocol\":4,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
 	    "\"cpu_milli\":64000,\"mem_mib\":512000,\"zone\":\"%s\","
 	    "\"rack\":\"%s\"%s%s%s}",
 	    i + 1, type, zone, rack, datasets ? ",\"datasets\":" : "",
@@ -2070,7 +2070,7 @@ static void test_node_datasets_relabel(void **state)
 	json_decref(o);
 	/* Bad dataset names are refused, naming the field. */
 	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":3,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
+	     "{\"protocol\":4,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
 	     "\"gpus\":1,"
 	     "\"cpu_milli\":64000,\"mem_mib\":512000,\"datasets\":[\"a b\"]}",
 	     &r);

@@ -574,6 +574,10 @@ static void test_server(void **state)
 	ROUND(cnl_wire_server_encode, cnl_wire_server_decode, &v, &back);
 	assert_string_equal(back.url, "http://gpu-01:8888/srv_1");
 	assert_string_equal(back.status.node, "gpu-01");
+	assert_string_equal(back.message, "");
+	SET(v.message, "the node's disk is full");
+	ROUND(cnl_wire_server_encode, cnl_wire_server_decode, &v, &back);
+	assert_string_equal(back.message, "the node's disk is full");
 
 	j = cnl_wire_server_encode(&v);
 	good = dump(j);
@@ -590,6 +594,8 @@ static void test_server(void **state)
 	BAD("name", NULL, "\"name\"");
 	BAD("url", NULL, "\"url\"");
 	BAD("status.blocks", NULL, "\"status.blocks\"");
+	BAD("message", json_integer(1), "\"message\"");
+	BAD("message", long_str(CNL_WIRE_MESSAGE_MAX), "\"message\"");
 #undef BAD
 	free(good);
 }

@@ -102,11 +102,19 @@ static void test_register(void **state)
 	ROUND(struct cnl_wire_register, cnl_wire_register_encode,
 	      cnl_wire_register_decode, NOTHING, &m);
 	DECODE_OK(cnl_wire_register_decode,
-	          "{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_string_equal(got.name, "n");
 	assert_false(got.has_datasets);
+	/* Protocol 4 (images; workspaces held and to drop) is spoken; an
+	 * older agent is refused above and below (it would refuse a list of
+	 * assignments naming an image). */
+	DECODE_OK(cnl_wire_register_decode,
+	          "{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &got);
+	assert_int_equal(got.protocol, 4);
 #define R(text, field)                                                 \
 	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
 	           NOTHING, text, field)
@@ -115,44 +123,47 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1}",
+	  "protocol");
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"color\":\"red\"}",
 	  "color");
-	R("{\"protocol\":3,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":3,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "gpus");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
 	  "\"mem_mib\":1}",
 	  "cpu_milli");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
 	  "mem_mib");
-	R("{\"protocol\":3,\"name\":"
+	R("{\"protocol\":4,\"name\":"
 	  "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
 	  "nnnnnnnnnnnnnnnnnnnnnn\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":\"imagenet\"}",
 	  "datasets");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":[1]}",
 	  "datasets[0]");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[]}",
 	  "devices");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":\"yes\"}]}",
 	  "devices[0].healthy");
-	R("{\"protocol\":3,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":true,\"x\":1}]}",
 	  "devices[0].x");
@@ -165,6 +176,7 @@ static void test_node_and_heartbeat(void **state)
 	struct cnl_wire_heartbeat h = {0};
 	struct cnl_wire_running run[2] = {{"job_a", 3}, {"srv_b", 1}};
 	char stop[1][CNL_WIRE_ID_MAX] = {"job_c"};
+	char vols[2][CNL_WIRE_ID_MAX] = {"srv_d", "srv_e"};
 
 	(void)state;
 	snprintf(n.id, sizeof(n.id), "%s", "node_1");
@@ -180,9 +192,22 @@ static void test_node_and_heartbeat(void **state)
 	n.n_stop = 1;
 	ROUND(struct cnl_wire_node, cnl_wire_node_encode, cnl_wire_node_decode,
 	      cnl_wire_node_done(p_), &n);
+	n.has_drop = true;
+	n.drop = vols;
+	n.n_drop = 1;
+	ROUND(struct cnl_wire_node, cnl_wire_node_encode, cnl_wire_node_decode,
+	      cnl_wire_node_done(p_), &n);
 	h.has_running = true;
 	h.running = run;
 	h.n_running = 2;
+	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
+	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	h.has_volumes = true;
+	h.volumes = vols;
+	h.n_volumes = 2;
+	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
+	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	h.n_volumes = 0; /* an empty list is a list */
 	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
 	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
 #define N(text, field)                                         \
@@ -197,6 +222,9 @@ static void test_node_and_heartbeat(void **state)
 	N("{\"id\":\"n\",\"name\":\"x\",\"epoch\":1,\"state\":\"up\","
 	  "\"lease_ms\":1,\"heartbeat_ms\":1,\"stop\":[3]}",
 	  "stop[0]");
+	N("{\"id\":\"n\",\"name\":\"x\",\"epoch\":1,\"state\":\"up\","
+	  "\"lease_ms\":1,\"heartbeat_ms\":1,\"drop\":\"srv_a\"}",
+	  "drop");
 #undef N
 #define H(text, field)                                                   \
 	DECODE_BAD(cnl_wire_heartbeat_decode, struct cnl_wire_heartbeat, \
@@ -205,6 +233,7 @@ static void test_node_and_heartbeat(void **state)
 	H("{\"running\":[{\"id\":\"j\"}]}", "running[0].epoch");
 	H("{\"running\":[{\"id\":\"j\",\"epoch\":-1}]}", "running[0].epoch");
 	H("{\"running\":[],\"beat\":1}", "beat");
+	H("{\"running\":[],\"volumes\":[\"srv_a\",7]}", "volumes[1]");
 #undef H
 }
 
