@@ -57,7 +57,18 @@ struct cnl_api {
 	struct cnl_api_cli *cli; /* the CLI installer's binaries (api_cli.c) */
 	char *files_dir;         /* job files (api_files.c); NULL: none kept */
 	int64_t artifacts_max, inputs_max; /* bytes per job */
+	bool tls; /* served over HTTPS (the proxy's cookie is Secure) */
+	/* The notebook proxy's tunnels (api_proxy.c), under mu; tun_cv
+	 * wakes the agents' long polls and the proxies that wait. */
+	struct cnl_api_tunnel *tunnels;
+	pthread_cond_t tun_cv;
 };
+
+/* The notebook proxy (api_proxy.c): open tunnels per user and per server,
+ * and how long the agent has to open one. */
+#define CNL_PROXY_PER_USER   64
+#define CNL_PROXY_PER_SERVER 128
+#define CNL_PROXY_OPEN_MS    10000
 
 struct call {
 	struct cnl_api *api;
@@ -77,6 +88,7 @@ struct call {
 	char actor[CNL_STORE_AUDIT_MAX];
 	char target[CNL_STORE_AUDIT_MAX];
 	const char *note; /* audit result suffix, e.g. "replayed" */
+	const char *host; /* the request's Host header, or NULL */
 	int64_t now_ms;
 	/* An OIDC ID token verified before the API's lock was taken (the
 	 * check may fetch keys): its result, for identify(). */
@@ -376,7 +388,23 @@ void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
 void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp);
 
+/* api_proxy.c */
+void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
+                                struct cnl_http_response *resp);
+/* Set the pass callbacks of the API's server config to the proxy's. */
+void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg);
+
 /* api.c */
+/* Who the bearer token names, and their system role: 0, or -1 with a
+ * 401 (or 500) in @resp.  Under the lock. */
+int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+/* c->user's system role into c->is_admin, c->is_agent. */
+int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp);
+/* Verify an OIDC ID token of the request before the lock is taken. */
+void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req);
 void cnl_api_audit(struct call *c, struct cnl_http_request *req,
                    const struct cnl_http_response *resp);
 

@@ -133,13 +133,28 @@ refuse:
 	return -1;
 }
 
+int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp)
+{
+	char role[CNL_STORE_ROLE_MAX];
+	int r;
+
+	if ((r = system_role(c->api->store, c->user.id, role, sizeof(role))) <
+	    0) {
+		cnl_api_store_error(c, resp, r, "user");
+		return -1;
+	}
+	c->is_admin = strcmp(role, "admin") == 0;
+	c->is_agent = strcmp(role, "agent") == 0;
+	c->authed = true;
+	snprintf(c->actor, sizeof(c->actor), "%s", c->user.id);
+	return 0;
+}
+
 /* Returns 0, or -1 with a 401 (or 500) in @resp. */
 static int authenticate(struct call *c, struct cnl_http_request *req,
                         struct cnl_http_response *resp)
 {
 	const char *h = cnl_http_header(req, "Authorization");
-	char role[CNL_STORE_ROLE_MAX];
-	int r;
 
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
 		cnl_http_error(resp, 401, "unauthenticated",
@@ -151,16 +166,13 @@ static int authenticate(struct call *c, struct cnl_http_request *req,
 		h++;
 	if (identify(c, h, resp) < 0)
 		return -1;
-	if ((r = system_role(c->api->store, c->user.id, role, sizeof(role))) <
-	    0) {
-		cnl_api_store_error(c, resp, r, "user");
-		return -1;
-	}
-	c->is_admin = strcmp(role, "admin") == 0;
-	c->is_agent = strcmp(role, "agent") == 0;
-	c->authed = true;
-	snprintf(c->actor, sizeof(c->actor), "%s", c->user.id);
-	return 0;
+	return cnl_api_authenticate_role(c, resp);
+}
+
+int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
+                         struct cnl_http_response *resp)
+{
+	return authenticate(c, req, resp);
 }
 
 /*
@@ -355,6 +367,9 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/nodes/{node}/inputs", AGT, NULL, cnl_api_h_node_inputs_get},
     {"GET", "/v1/nodes/{node}/inputs/file", AGT, NULL,
      cnl_api_h_node_input_file},
+    {"GET", "/v1/nodes/{node}/tunnels", AGT, NULL, cnl_api_h_node_tunnels},
+    {"POST", "/v1/nodes/{node}/tunnels/{tunnel}", AGT, "node.tunnel",
+     cnl_api_h_node_tunnel_open},
     {"GET", "/v1/audit", ADM, NULL, cnl_api_h_audit_list},
     {"GET", "/v1/audit/verify", ADM, NULL, cnl_api_h_audit_verify},
     {"GET", "/v1/policy/burst", ADM, NULL, cnl_api_h_burst_get},
@@ -463,7 +478,7 @@ void cnl_api_audit(struct call *c, struct cnl_http_request *req,
  * taken: verification may fetch the issuer's keys.  identify() then only
  * looks the user up.
  */
-static void oidc_check(struct call *c, struct cnl_http_request *req)
+void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req)
 {
 	const char *h = cnl_http_header(req, "Authorization");
 	char err[256];
@@ -518,7 +533,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	c.api = api;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
-	oidc_check(&c, req);
+	c.host = cnl_http_header(req, "Host");
+	cnl_api_oidc_check(&c, req);
 	pthread_mutex_lock(&api->mu);
 	ok = authorize(&c, req, resp) == 0;
 	if (ok && prepare) {
@@ -571,7 +587,7 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	c.api = api;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
-	oidc_check(&c, req);
+	cnl_api_oidc_check(&c, req);
 	pthread_mutex_lock(&api->mu);
 	r = authorize(&c, req, resp) == 0 ? 0 : -1;
 	if (r == 0 && route->handler == cnl_api_h_upload_put)
@@ -599,6 +615,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		return -EINVAL;
 	api = cnl_xcalloc(1, sizeof(*api));
 	pthread_mutex_init(&api->mu, NULL);
+	pthread_cond_init(&api->tun_cv, NULL);
 	api->store = cfg->store;
 	api->keylen = cfg->jwt_key_len;
 	api->key = cnl_xmalloc(api->keylen);
@@ -682,6 +699,7 @@ void cnl_api_free(struct cnl_api *api)
 	free(api->stats);
 	free(api->files_dir);
 	cnl_api_cli_free(api->cli);
+	pthread_cond_destroy(&api->tun_cv);
 	pthread_mutex_destroy(&api->mu);
 	free(api);
 }
@@ -700,6 +718,8 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	    .open_sink = cnl_api_open_sink,
 	    .ud = api,
 	};
+
+	cnl_api_proxy_config(api, &cfg);
 	int r;
 
 	if ((r = cnl_api_routes_check(l->routes, l->nroutes, err, errlen)) < 0)
@@ -709,6 +729,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	api->nstats = l->nroutes;
 	api->routes = l->routes;
 	cnl_api_cli_set_tls(api->cli, l->tls_cert_pem != NULL);
+	api->tls = l->tls_cert_pem != NULL;
 	if (l->run_loop && (r = cnl_ctl_start(api->ctl)) < 0) {
 		snprintf(err, errlen, "cannot start the scheduling loop");
 		return r;

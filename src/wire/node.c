@@ -853,3 +853,46 @@ void cnl_wire_files_done(struct cnl_wire_files *m)
 	m->items = NULL;
 	m->n = 0;
 }
+
+/* ---- tunnels ------------------------------------------------------------ */
+
+json_t *cnl_wire_tunnels_encode(const struct cnl_wire_tunnels *m)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < m->n; i++)
+		json_array_append_new(a, json_pack("{s:s,s:s}", "id",
+		                                   m->items[i].id, "workload",
+		                                   m->items[i].workload));
+	return json_pack("{s:o}", "tunnels", a);
+}
+
+int cnl_wire_tunnels_decode(const json_t *j, struct cnl_wire_tunnels *ret,
+                            char *err, size_t errlen)
+{
+	static const char *const fields[] = {"tunnels", NULL};
+	static const char *const item[] = {"id", "workload", NULL};
+	const json_t *a = NULL;
+
+	memset(ret, 0, sizeof(*ret));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(j, "tunnels", true,
+	                                CNL_WIRE_TUNNELS_MAX, &a, err, errlen));
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		const json_t *t = json_array_get(a, i);
+		struct cnl_wire_tunnel *m = &ret->items[i];
+		char key[40];
+		int r;
+
+		snprintf(key, sizeof(key), "tunnels[%zu]", i);
+		if ((r = cnl_wire_check(t, item, err, errlen)) < 0 ||
+		    (r = cnl_wire_get_str(t, "id", true, m->id, sizeof(m->id),
+		                          err, errlen)) < 0 ||
+		    (r = cnl_wire_get_str(t, "workload", true, m->workload,
+		                          sizeof(m->workload), err, errlen)) <
+		        0)
+			return cnl_wire_nested(key, r, err, errlen);
+		ret->n = i + 1;
+	}
+	return 0;
+}

@@ -279,4 +279,28 @@ int cnl_wire_files_decode(const json_t *j, struct cnl_wire_files *ret,
                           char *err, size_t errlen);
 void cnl_wire_files_done(struct cnl_wire_files *m);
 
+/*
+ * Tunnels (GET /v1/nodes/{id}/tunnels, long-polled): the connections
+ * cnlabd's notebook proxy wants this node to open, each to the port of one
+ * of its servers:
+ *   {"tunnels": [{"id": "tun_...", "workload": "srv_..."}]}
+ * The agent opens each with POST /v1/nodes/{id}/tunnels/{tunnel} and
+ * "Connection: Upgrade" ("Upgrade: cnlab-tunnel"), then relays bytes.
+ */
+#define CNL_WIRE_TUNNELS_MAX 64
+
+struct cnl_wire_tunnel {
+	char id[CNL_WIRE_ID_MAX];
+	char workload[CNL_WIRE_ID_MAX];
+};
+
+struct cnl_wire_tunnels {
+	struct cnl_wire_tunnel items[CNL_WIRE_TUNNELS_MAX];
+	size_t n;
+};
+
+json_t *cnl_wire_tunnels_encode(const struct cnl_wire_tunnels *m);
+int cnl_wire_tunnels_decode(const json_t *j, struct cnl_wire_tunnels *ret,
+                            char *err, size_t errlen);
+
 #endif /* CNL_WIRE_NODE_H */
