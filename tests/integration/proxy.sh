@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# proxy.sh - cnlabd's notebook proxy (/s/{server}/...) end to end, against
+# a real all-in-one and a second agent whose servers run
+# tests/integration/proxy_server.py in their containers (crun):
+#   - the owner reads a file of the server's /workspace with the API's
+#     bearer token; the server's own ?token= is exchanged for an HttpOnly,
+#     SameSite=Strict cookie scoped to /s/{server}/, which then suffices
+#   - no credential is 401, a wrong ?token= 401, another project's user
+#     403; the owner removed from the project is 403 on the next request,
+#     cookie or token
+#   - the server sees its own token, never the user's credential (bearer
+#     token, session cookie, ?token=), and the path whole
+#   - a WebSocket passes messages both ways; 20 MiB stream up and down
+#   - the server's port on the node listens on loopback only and answers on
+#     no other address
+#   - a tunnel the agent never opens is a 504 naming the node; a stopped
+#     server is 409
+set -u
+cnlabd=$1
+agent=$2
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+pid=
+probe=
+cleanup() {
+	[ -n "$probe" ] && kill -CONT "$probe" 2>/dev/null
+	[ -n "$probe" ] && kill "$probe" 2>/dev/null && wait "$probe" 2>/dev/null
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1"
+	fails=$((fails + 1))
+}
+unset CNLAB_JWT_SECRET CNLAB_ADMIN_PASSWORD
+
+HOME=$tmp/home "$cnlabd" --all-in-one --data-dir "$tmp/data" \
+	--listen 127.0.0.1:0 --gpus fake:1xH100-80GB-SXM >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do
+	grep -q 'CNLab is running' "$tmp/out" && break
+	sleep 0.1
+done
+url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$tmp/out")
+[ -n "$url" ] || {
+	echo "FAIL start: $(cat "$tmp/err")"
+	exit 1
+}
+pw=$(cat "$tmp/data/admin.password")
+login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$url/v1/auth/login" | jq -r .token; }
+tok=$(login admin "$pw")
+api() { curl -sS -X "$1" -H "Authorization: Bearer $tok" ${3:+-d "$3"} "$url$2"; }
+proj=$(api GET /v1/projects | jq -r '.items[] | select(.name=="default") | .id')
+sys=$(api GET /v1/projects | jq -r '.items[] | select(.name=="system") | .id')
+other=$(api POST /v1/projects '{"name":"other"}' | jq -r .id)
+alice_id=$(api POST /v1/users '{"name":"alice","password":"alice-password-1"}' | jq -r .id)
+api POST /v1/users '{"name":"carol","password":"carol-password-1"}' >/dev/null
+api POST "/v1/projects/$proj/members" '{"user":"alice","role":"member"}' >/dev/null
+api POST "/v1/projects/$other/members" '{"user":"carol","role":"member"}' >/dev/null
+alice=$(login alice alice-password-1)
+carol=$(login carol carol-password-1)
+
+# A second node whose servers run proxy_server.py (mounted read-only).
+api POST /v1/users '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
+api POST "/v1/projects/$sys/members" '{"user":"agentsvc","role":"agent"}' >/dev/null
+agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-password-1)" \
+	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
+CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
+	--work-dir "$tmp/probe" --mounts "$here:$here:ro" \
+	--server-command "exec python3 $here/proxy_server.py" \
+	>"$tmp/probe.out" 2>"$tmp/probe.err" &
+probe=$!
+for _ in $(seq 100); do grep -q msg=registered "$tmp/probe.err" && break; sleep 0.1; done
+
+srv=$(curl -sS -X POST -H "Authorization: Bearer $alice" \
+	-d '{"name":"nb","image":"any","profile":"a100-50pct"}' "$url/v1/projects/$proj/servers" | jq -r .id)
+surl=
+for _ in $(seq 150); do
+	surl=$(api GET "/v1/servers/$srv" | jq -r 'select(.state=="running") | .url // empty')
+	[ -n "$surl" ] && break
+	sleep 0.2
+done
+base=$url/s/$srv
+stoken=${surl##*token=}
+case $surl in
+"$base/?token="?*) ok "a running server's URL is cnlabd's /s/ID/ with its token" ;;
+*) bad "server URL '$surl' (want $base/?token=...): $(api GET "/v1/servers/$srv")" ;;
+esac
+
+# code ARGS...: the HTTP status of a curl of ARGS.
+code() { curl -sS -o /dev/null -w '%{http_code}' "$@" 2>/dev/null; }
+echo hello-proxy >"$tmp/probe/workspaces/$srv/hello.txt"
+got=
+for _ in $(seq 100); do
+	got=$(curl -sS -H "Authorization: Bearer $alice" "$base/file/hello.txt" 2>/dev/null) &&
+		[ "$got" = hello-proxy ] && break
+	sleep 0.2
+done
+[ "$got" = hello-proxy ] && ok "the owner's bearer token reads /workspace/hello.txt through the proxy" ||
+	bad "owner GET: '$got' $(tail -5 "$tmp/probe.err")"
+
+# --- who may come in ------------------------------------------------------------
+body=$(curl -sS "$base/file/hello.txt")
+[ "$(code "$base/file/hello.txt")" = 401 ] &&
+	[ "$(echo "$body" | jq -r .error.code)" = unauthenticated ] &&
+	ok "no credential: 401 with a JSON error" || bad "no credential: $(code "$base/file/hello.txt") $body"
+[ "$(code "$base/file/hello.txt?token=0123456789abcdef0123456789abcdef")" = 401 ] &&
+	ok "a wrong ?token=: 401" || bad "wrong token: $(code "$base/file/hello.txt?token=0123456789abcdef0123456789abcdef")"
+[ "$(code -H "Authorization: Bearer $carol" "$base/file/hello.txt")" = 403 ] &&
+	ok "another project's user: 403" || bad "carol: $(code -H "Authorization: Bearer $carol" "$base/file/hello.txt")"
+[ "$(code -H "Authorization: Bearer forged" "$base/file/hello.txt")" = 401 ] &&
+	ok "a forged bearer token: 401" || bad "forged bearer"
+[ "$(code -H "Cookie: cnlab_session=forged" "$base/file/hello.txt")" = 401 ] &&
+	ok "a forged session cookie: 401" || bad "forged cookie"
+
+# The server's token is exchanged for a session cookie of this server only.
+curl -sS -D "$tmp/h1" -c "$tmp/jar" -o "$tmp/b1" "$base/file/hello.txt?token=$stoken"
+setc=$(grep -i '^set-cookie:' "$tmp/h1" | tr -d '\r')
+if [ "$(cat "$tmp/b1")" = hello-proxy ] && echo "$setc" | grep -q 'cnlab_session=' &&
+	echo "$setc" | grep -q 'HttpOnly' && echo "$setc" | grep -q 'SameSite=Strict' &&
+	echo "$setc" | grep -q "Path=/s/$srv/"; then
+	ok "?token= is exchanged for an HttpOnly, SameSite=Strict cookie on /s/$srv/"
+else
+	bad "token exchange: $(cat "$tmp/b1") $setc"
+fi
+[ "$(curl -sS -b "$tmp/jar" "$base/file/hello.txt")" = hello-proxy ] &&
+	ok "the session cookie alone then suffices" || bad "cookie: $(curl -sS -b "$tmp/jar" "$base/file/hello.txt")"
+cookie=$(echo "$setc" | sed 's/^[^:]*: *//; s/;.*//')
+[ "$(code -H "Cookie: $cookie" "$url/s/srv_someone_else/file/hello.txt")" != 200 ] &&
+	[ "$(code -H "Cookie: $cookie" "$url/s/srv_someone_else/file/hello.txt")" != 502 ] &&
+	ok "the cookie is worth nothing for another server's path" || bad "cookie crosses servers"
+
+# --- what the server sees ---------------------------------------------------------
+seen=$(curl -sS -H "Authorization: Bearer $alice" -H "Cookie: $cookie; other=kept" \
+	"$base/headers?token=$stoken&x=1")
+if echo "$seen" | jq -e --arg t "$stoken" --arg p "/s/$srv/headers?x=1" '
+	.path == $p and .headers.Authorization == "token \($t)" and
+	.headers.Cookie == "other=kept" and
+	([.headers | to_entries[] | .value | test("Bearer|cnlab_session")] | any | not)' >/dev/null; then
+	ok "the server gets its own token, the path whole, and none of the user's credentials"
+else
+	bad "upstream saw: $seen"
+fi
+
+# --- WebSocket and big bodies ----------------------------------------------------------
+ws=$(python3 - "$url" "/s/$srv/ws" "$alice" <<'EOF'
+import base64, os, socket, struct, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port), timeout=30)
+key = base64.b64encode(os.urandom(16)).decode()
+s.sendall((f"GET {sys.argv[2]} HTTP/1.1\r\nHost: {u.netloc}\r\n"
+           f"Authorization: Bearer {sys.argv[3]}\r\nUpgrade: websocket\r\n"
+           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+           "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+f = s.makefile("rb")
+status = f.readline().decode().strip()
+while f.readline() not in (b"\r\n", b""):
+    pass
+def recv():
+    b0, b1 = f.read(2)
+    return f.read(b1 & 0x7F).decode()
+def send(text):
+    mask = os.urandom(4)
+    data = bytes(c ^ mask[i % 4] for i, c in enumerate(text.encode()))
+    s.sendall(bytes([0x81, 0x80 | len(data)]) + mask + data)
+print(status)
+print(recv())
+send("ping-1")
+print(recv())
+send("ping-2")
+print(recv())
+EOF
+)
+if [ "$(echo "$ws" | sed -n 1p | cut -d' ' -f2)" = 101 ] && [ "$(echo "$ws" | sed -n 2p)" = hello ] &&
+	[ "$(echo "$ws" | sed -n 3p)" = echo:ping-1 ] && [ "$(echo "$ws" | sed -n 4p)" = echo:ping-2 ]; then
+	ok "a WebSocket through the proxy: 101, the server speaks first, messages echo both ways"
+else
+	bad "WebSocket: $ws"
+fi
+
+head -c $((20 << 20)) /dev/urandom >"$tmp/big"
+want=$(sha256sum "$tmp/big" | cut -d' ' -f1)
+up=$(curl -sS -H "Authorization: Bearer $alice" --data-binary @"$tmp/big" \
+	-H 'Content-Type: application/octet-stream' "$base/sha")
+[ "$(echo "$up" | jq -r .sha256)" = "$want" ] && [ "$(echo "$up" | jq -r .bytes)" = $((20 << 20)) ] &&
+	ok "a 20 MiB request body streams up whole" || bad "upload: $up"
+down=$(curl -sS -H "Authorization: Bearer $alice" "$base/big?mib=20" | sha256sum | cut -d' ' -f1)
+pattern=$(python3 -c '
+import hashlib, sys
+h = hashlib.sha256()
+block = bytes(range(256)) * 4096
+for _ in range(20): h.update(block)
+print(h.hexdigest())')
+[ "$down" = "$pattern" ] && ok "a 20 MiB reply without a length streams down whole" || bad "download: $down"
+[ "$(code -X POST -H "Authorization: Bearer $alice" -H 'Transfer-Encoding: chunked' --data-binary @"$tmp/b1" "$base/sha")" = 411 ] &&
+	ok "a body without a length: 411" || bad "chunked body"
+
+# --- the node's port ----------------------------------------------------------------------
+fport=$(jq -r .port "$tmp/probe/state/$srv.json" 2>/dev/null)
+listen=$(ss -Hltn "sport = :$fport" 2>/dev/null | awk '{print $4}')
+node_ip=$(hostname -I 2>/dev/null | awk '{print $1}')
+reached=
+for h in $node_ip 127.0.0.2; do
+	[ -n "$h" ] && curl -sS --max-time 3 -o /dev/null "http://$h:$fport/" 2>/dev/null && reached="$reached $h"
+done
+if [ -n "$fport" ] && [ "$listen" = "127.0.0.1:$fport" ] && [ -z "$reached" ]; then
+	ok "the server's port on the node ($fport) listens on 127.0.0.1 only, unreachable elsewhere"
+else
+	bad "node port $fport: listening on '$listen', answered on:$reached"
+fi
+
+# --- a tunnel never opened: the agent is frozen -------------------------------------------
+kill -STOP "$probe"
+msg=$(curl -sS -w ' %{http_code}' -H "Authorization: Bearer $tok" "$base/file/hello.txt")
+kill -CONT "$probe"
+case $msg in
+*" 504") echo "$msg" | grep -q "did not open a tunnel" && echo "$msg" | grep -q "node" &&
+	ok "a tunnel the agent does not open: 504 naming the node" || bad "504 message: $msg" ;;
+*) bad "frozen agent: $msg" ;;
+esac
+for _ in $(seq 100); do
+	[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] && break
+	sleep 0.2
+done
+
+# --- membership is checked on every request -----------------------------------------------
+api DELETE "/v1/projects/$proj/members/$alice_id" >/dev/null
+[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 403 ] &&
+	[ "$(code -b "$tmp/jar" "$base/file/hello.txt")" = 403 ] &&
+	[ "$(code "$base/file/hello.txt?token=$stoken")" = 403 ] &&
+	ok "the owner removed from the project: 403 by bearer, cookie and token alike" ||
+	bad "removed member: $(code -H "Authorization: Bearer $alice" "$base/file/hello.txt") $(code -b "$tmp/jar" "$base/file/hello.txt")"
+[ "$(code -H "Authorization: Bearer $tok" "$base/file/hello.txt")" = 200 ] &&
+	ok "an administrator still comes in" || bad "admin after removal"
+
+# --- a stopped server -----------------------------------------------------------------------
+api POST "/v1/servers/$srv/stop" >/dev/null
+for _ in $(seq 150); do
+	[ "$(api GET "/v1/servers/$srv" | jq -r .state)" = stopped ] && break
+	sleep 0.2
+done
+msg=$(curl -sS -w ' %{http_code}' -H "Authorization: Bearer $tok" "$base/file/hello.txt")
+case $msg in
+*" 409") echo "$msg" | grep -q "cnlab server start" && ok "a stopped server: 409 saying how to start it" ||
+	bad "409 message: $msg" ;;
+*) bad "stopped server: $msg" ;;
+esac
+
+[ $fails = 0 ] && echo "all proxy checks passed" || echo "$fails FAILED"
+exit $((fails > 0))
