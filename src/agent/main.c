@@ -70,7 +70,8 @@ static const struct cnl_config_def table[] = {
     {"shim", CNL_CONFIG_STRING, S(shim), NULL, 0, 0,
      "libcnlab-cuda.so preloaded into GPU workloads."},
     {"address", CNL_CONFIG_STRING, S(address), "127.0.0.1", 0, 0,
-     "Host name or address at which users reach this node's servers."},
+     "Host name or address of this node, as cnlabd lists it (users reach "
+     "servers through cnlabd's proxy, never this address)."},
     {"server_command", CNL_CONFIG_STRING, S(server_command),
      "if command -v jupyter >/dev/null; then exec jupyter lab "
      "--ip=127.0.0.1 --port=$CNLAB_PORT --no-browser "
