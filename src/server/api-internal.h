@@ -9,6 +9,7 @@
 #define CNL_SERVER_API_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include <jansson.h>
@@ -62,6 +63,7 @@ struct cnl_api {
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;
 	pthread_cond_t tun_cv;
+	atomic_bool proxy_stop; /* cnl_api_stop: waits and relays end */
 };
 
 /* The notebook proxy (api_proxy.c): open tunnels per user and per server,

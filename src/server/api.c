@@ -675,8 +675,15 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 
 void cnl_api_stop(struct cnl_api *api)
 {
-	if (api)
-		cnl_ctl_stop(api->ctl);
+	if (!api)
+		return;
+	cnl_ctl_stop(api->ctl);
+	/* The proxy's waits and relays end within a second: the HTTP
+	 * server's threads can then be joined. */
+	atomic_store(&api->proxy_stop, true);
+	pthread_mutex_lock(&api->mu);
+	pthread_cond_broadcast(&api->tun_cv);
+	pthread_mutex_unlock(&api->mu);
 }
 
 void cnl_api_tick(struct cnl_api *api, int64_t now_ms)

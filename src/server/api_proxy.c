@@ -47,6 +47,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,18 +92,25 @@ struct cnl_api_tunnel {
 /* ---- bytes ----------------------------------------------------------------
  */
 
-static bool wait_fd(int fd, short events, int ms)
+/* Wait up to @ms for @events on @fd, a second at a time, giving up once
+ * cnlabd stops (its threads are joined). */
+static bool wait_fd(struct cnl_api *api, int fd, short events, int ms)
 {
-	struct pollfd p = {fd, events, 0};
-	int r;
+	for (int waited = 0; waited < ms && !atomic_load(&api->proxy_stop);
+	     waited += 1000) {
+		struct pollfd p = {fd, events, 0};
+		int r = poll(&p, 1, 1000);
 
-	while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
-		;
-	return r > 0;
+		if (r > 0)
+			return true;
+		if (r < 0 && errno != EINTR)
+			return false;
+	}
+	return false;
 }
 
 /* All of @n bytes to @fd (which may be non-blocking); 0 or -1. */
-static int write_all(int fd, const char *buf, size_t n)
+static int write_all(struct cnl_api *api, int fd, const char *buf, size_t n)
 {
 	while (n > 0) {
 		ssize_t w = send(fd, buf, n, MSG_NOSIGNAL);
@@ -110,7 +118,7 @@ static int write_all(int fd, const char *buf, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (!wait_fd(fd, POLLOUT, IDLE_MS))
+			if (!wait_fd(api, fd, POLLOUT, IDLE_MS))
 				return -1;
 			continue;
 		}
@@ -123,7 +131,7 @@ static int write_all(int fd, const char *buf, size_t n)
 }
 
 /* Some bytes from @fd: > 0, 0 at its end, -1 on error or silence. */
-static ssize_t read_some(int fd, char *buf, size_t n)
+static ssize_t read_some(struct cnl_api *api, int fd, char *buf, size_t n)
 {
 	for (;;) {
 		ssize_t r = recv(fd, buf, n, 0);
@@ -134,7 +142,7 @@ static ssize_t read_some(int fd, char *buf, size_t n)
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return -1;
-		if (!wait_fd(fd, POLLIN, IDLE_MS))
+		if (!wait_fd(api, fd, POLLIN, IDLE_MS))
 			return -1;
 	}
 }
@@ -224,7 +232,7 @@ void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
 			out.n++;
 		}
 		left = deadline - cnl_time_now_ms();
-		if (out.n || left <= 0)
+		if (out.n || left <= 0 || atomic_load(&api->proxy_stop))
 			break;
 		timespec_after(&ts, left);
 		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
@@ -669,7 +677,8 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 	server_token(&c.server, token, sizeof(token));
 	/* Wait for the agent (woken by tunnel_upgraded). */
 	deadline = c.now_ms + CNL_PROXY_OPEN_MS;
-	while (!p->t->opened && cnl_time_now_ms() < deadline) {
+	while (!p->t->opened && cnl_time_now_ms() < deadline &&
+	       !atomic_load(&api->proxy_stop)) {
 		timespec_after(&ts, deadline - cnl_time_now_ms());
 		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
 	}
@@ -697,7 +706,7 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 	if (token[0])
 		cnl_mb_printf(&h, "Authorization: token %s\r\n", token);
 	cnl_mb_printf(&h, "\r\n");
-	ok = write_all(p->t->fd, h.p, h.n) == 0;
+	ok = write_all(api, p->t->fd, h.p, h.n) == 0;
 	free(h.p);
 	free(uri.p);
 	if (!ok) {
@@ -717,7 +726,7 @@ static int pass_body(void *state, const char *data, size_t n)
 {
 	struct pass *p = state;
 
-	if (p->failed || write_all(p->t->fd, data, n) < 0) {
+	if (p->failed || write_all(p->api, p->t->fd, data, n) < 0) {
 		p->failed = true;
 		return -1;
 	}
@@ -736,7 +745,7 @@ static ssize_t body_read(void *arg, char *buf, size_t max)
 		p->off += k;
 		return (ssize_t)k;
 	}
-	return read_some(p->t->fd, buf, max);
+	return read_some(p->api, p->t->fd, buf, max);
 }
 
 /* ---- WebSocket relay ------------------------------------------------------
@@ -751,13 +760,13 @@ struct ws {
 };
 
 /* Both ways between @a and @b until either ends. */
-static void relay(int a, int b)
+static void relay(struct cnl_api *api, int a, int b)
 {
 	struct pollfd pf[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
 	char buf[65536];
 
-	for (;;) {
-		if (poll(pf, 2, -1) < 0) {
+	while (!atomic_load(&api->proxy_stop)) {
+		if (poll(pf, 2, 1000) < 0) {
 			if (errno == EINTR)
 				continue;
 			return;
@@ -771,7 +780,7 @@ static void relay(int a, int b)
 			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				continue;
 			if (n <= 0 ||
-			    write_all(pf[1 - i].fd, buf, (size_t)n) < 0)
+			    write_all(api, pf[1 - i].fd, buf, (size_t)n) < 0)
 				return;
 		}
 	}
@@ -782,10 +791,11 @@ static void *ws_thread(void *arg)
 	struct ws *w = arg;
 	struct pass *p = w->p;
 
-	if ((!w->extra_n || write_all(p->t->fd, w->extra, w->extra_n) == 0) &&
+	if ((!w->extra_n ||
+	     write_all(p->api, p->t->fd, w->extra, w->extra_n) == 0) &&
 	    (p->off >= p->n ||
-	     write_all(w->fd, p->buf + p->off, p->n - p->off) == 0))
-		relay(w->fd, p->t->fd);
+	     write_all(p->api, w->fd, p->buf + p->off, p->n - p->off) == 0))
+		relay(p->api, w->fd, p->t->fd);
 	cnl_http_upgrade_close(w->u);
 	pass_free(p);
 	free(w->extra);
@@ -832,7 +842,7 @@ static ssize_t read_head(struct pass *p)
 
 		if (p->n >= HEAD_MAX)
 			return -1;
-		r = read_some(p->t->fd, p->buf + p->n, HEAD_MAX - p->n);
+		r = read_some(p->api, p->t->fd, p->buf + p->n, HEAD_MAX - p->n);
 		if (r <= 0)
 			return -1;
 		p->n += (size_t)r;
