@@ -280,5 +280,16 @@ case $msg in
 *) bad "stopped server: $msg" ;;
 esac
 
+# Under the sanitizers, what they say at exit (leaks included) fails.
+kill "$probe" && wait "$probe" 2>/dev/null
+probe=
+kill "$pid" && wait "$pid" 2>/dev/null
+pid=
+if grep -q 'Sanitizer' "$tmp/err" "$tmp/probe.err" 2>/dev/null; then
+	bad "sanitizer report: $(grep -h -A12 'Sanitizer' "$tmp/err" "$tmp/probe.err" | head -40)"
+else
+	ok "cnlabd and the agent stop cleanly (no sanitizer report)"
+fi
+
 [ $fails = 0 ] && echo "all proxy checks passed" || echo "$fails FAILED"
 exit $((fails > 0))
