@@ -9,6 +9,11 @@
  *          cnl_fwd_dial(): 127.0.0.1:PORT in the server's network
  *          namespace (the thread moves there; the tunnel was made first)
  *          bytes both ways until either side ends
+ *        or, for `cnlab server exec` (the tunnel names a command):
+ *          crun exec --no-new-privs --user 1000:1000 --cwd /workspace,
+ *          started in the server's cgroup (cnl_launcher_spawn_in), its
+ *          stdin an empty pipe, its output sent in exec frames
+ *          (wire/node.h) as it comes, then its exit code
  *
  * Only this node's running servers are reached: a tunnel naming anything
  * else (a job, a workload that is stopping, one of another node) is not
@@ -23,7 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/agent-internal.h"
@@ -37,7 +45,17 @@ struct one {
 	char tunnel[CNL_WIRE_ID_MAX];
 	char id[CNL_WIRE_ID_MAX];
 	int port;
+	char **argv; /* exec: the command (NULL-ended); NULL: the port */
+	size_t argc;
 };
+
+static void one_free(struct one *o)
+{
+	for (size_t k = 0; o->argv && k < o->argc; k++)
+		free(o->argv[k]);
+	free(o->argv);
+	free(o);
+}
 
 /* Note the start (+1) or end (-1) of a tunnel of workload @id. */
 static void count(struct cnl_agent *a, const char *id, int d)
@@ -98,6 +116,139 @@ static void relay(struct cnl_agent *a, struct cnl_client_stream *s, int fd)
 	}
 }
 
+/* One exec frame (wire/node.h) to cnlabd; 0 or -1. */
+static int frame(struct cnl_client_stream *s, int kind, const char *data,
+                 size_t n)
+{
+	unsigned char h[5] = {(unsigned char)kind, (unsigned char)(n >> 24),
+	                      (unsigned char)(n >> 16), (unsigned char)(n >> 8),
+	                      (unsigned char)n};
+
+	return cnl_client_stream_write(s, (const char *)h, 5) < 0 ||
+	               (n && cnl_client_stream_write(s, data, n) < 0)
+	           ? -1
+	           : 0;
+}
+
+static void frame_exit(struct cnl_client_stream *s, int code)
+{
+	char c[4] = {(char)(code >> 24), (char)(code >> 16), (char)(code >> 8),
+	             (char)code};
+
+	frame(s, CNL_WIRE_EXEC_EXIT, c, 4);
+}
+
+/* Run @o's command in its server's container; its output and exit code
+ * go to @s.  The caller going away kills it. */
+static void exec_one(struct cnl_agent *a, struct one *o,
+                     struct cnl_client_stream *s)
+{
+	const char *argv[CNL_WIRE_EXEC_ARGS + 16];
+	char root[600], buf[65536], msg[256];
+	int inp[2] = {-1, -1}, outp[2] = {-1, -1}, errp[2] = {-1, -1};
+	int n = 0, st = 0, open_fds = 2;
+	pid_t pid = -1;
+
+	if (a->cfg.bare || !a->runtime[0]) {
+		snprintf(msg, sizeof(msg),
+		         "cnlab server exec: node %s runs work without "
+		         "containers (isolation bare): exec is not available\n",
+		         a->cfg.name);
+		frame(s, CNL_WIRE_EXEC_STDERR, msg, strlen(msg));
+		frame_exit(s, 126);
+		return;
+	}
+	snprintf(root, sizeof(root), "%s/crun", a->cfg.work_dir);
+	argv[n++] = a->runtime;
+	argv[n++] = "--cgroup-manager=disabled";
+	argv[n++] = "--root";
+	argv[n++] = root;
+	argv[n++] = "exec";
+	argv[n++] = "--no-new-privs";
+	argv[n++] = "--user";
+	argv[n++] = "1000:1000";
+	argv[n++] = "--cwd";
+	argv[n++] = "/workspace";
+	argv[n++] = o->id;
+	for (size_t k = 0; k < o->argc && k < CNL_WIRE_EXEC_ARGS; k++)
+		argv[n++] = o->argv[k];
+	argv[n] = NULL;
+	/* stdin is an empty pipe, never the node's /dev/null (crun hands
+	 * its stdio to the container's user; containers.md). */
+	if (pipe2(inp, O_CLOEXEC) == 0 && pipe2(outp, O_CLOEXEC) == 0 &&
+	    pipe2(errp, O_CLOEXEC) == 0)
+		pid = cnl_launcher_spawn_in(a->launcher, o->id, argv, inp[0],
+		                            outp[1], errp[1]);
+	/* Ours are the read ends of the output; stdin is closed: empty. */
+	if (inp[0] >= 0)
+		close(inp[0]);
+	if (inp[1] >= 0)
+		close(inp[1]);
+	if (outp[1] >= 0)
+		close(outp[1]);
+	if (errp[1] >= 0)
+		close(errp[1]);
+	if (pid < 0) {
+		snprintf(msg, sizeof(msg),
+		         "cnlab server exec: cannot start: %s\n",
+		         cnl_strerror((int)pid));
+		frame(s, CNL_WIRE_EXEC_STDERR, msg, strlen(msg));
+		frame_exit(s, 126);
+		goto out;
+	}
+	while (open_fds > 0) {
+		struct pollfd p[3] = {{outp[0], POLLIN, 0},
+		                      {errp[0], POLLIN, 0},
+		                      {cnl_client_stream_fd(s), POLLIN, 0}};
+		ssize_t r;
+
+		if (a->stop || poll(p, 3, 1000) < 0) {
+			if (!a->stop && errno == EINTR)
+				continue;
+			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			if (p[i].fd < 0 ||
+			    !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			r = read(p[i].fd, buf, sizeof(buf));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				close(p[i].fd);
+				(i ? errp : outp)[0] = -1;
+				open_fds--;
+			} else if (frame(s,
+			                 i ? CNL_WIRE_EXEC_STDERR
+			                   : CNL_WIRE_EXEC_STDOUT,
+			                 buf, (size_t)r) < 0) {
+				goto gone;
+			}
+		}
+		/* The caller sends nothing: readable means it went away. */
+		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+			r = cnl_client_stream_read(s, buf, sizeof(buf));
+			if (r != -EAGAIN && r <= 0)
+				goto gone;
+		}
+	}
+	if (open_fds > 0)
+		goto gone;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	frame_exit(s, WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
+	goto out;
+gone:
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+out:
+	if (outp[0] >= 0)
+		close(outp[0]);
+	if (errp[0] >= 0)
+		close(errp[0]);
+}
+
 static void *one_tunnel(void *arg)
 {
 	struct one *o = arg;
@@ -123,6 +274,10 @@ static void *one_tunnel(void *arg)
 		        cnl_log_quote(q, sizeof(q), cl ? err : "client"));
 		goto out;
 	}
+	if (o->argv) {
+		exec_one(a, o, s);
+		goto out;
+	}
 	/* After the tunnel: this moves the thread into the server's
 	 * network namespace. */
 	if ((fd = cnl_fwd_dial(a->launcher, o->id, o->port, !a->cfg.bare)) <
@@ -139,12 +294,13 @@ out:
 	cnl_client_free(cl);
 	count(a, o->id, -1);
 	atomic_fetch_sub(&a->tunnels_open, 1);
-	free(o);
+	one_free(o);
 	return NULL;
 }
 
-/* Start the relay of tunnel @t, when it names a running server of ours. */
-static void start_one(struct cnl_agent *a, const struct cnl_wire_tunnel *t)
+/* Start the relay of tunnel @t (its command taken), when it names a
+ * running server of ours. */
+static void start_one(struct cnl_agent *a, struct cnl_wire_tunnel *t)
 {
 	struct one *o = cnl_xcalloc(1, sizeof(*o));
 	pthread_attr_t at;
@@ -154,6 +310,9 @@ static void start_one(struct cnl_agent *a, const struct cnl_wire_tunnel *t)
 	o->a = a;
 	snprintf(o->tunnel, sizeof(o->tunnel), "%s", t->id);
 	snprintf(o->id, sizeof(o->id), "%s", t->workload);
+	o->argv = t->argv;
+	o->argc = t->argc;
+	t->argv = NULL;
 	pthread_mutex_lock(&a->mu);
 	w = cnl_agent_wk_find(a, t->workload);
 	if (w && w->server && !w->stopping && !w->ended && w->port > 0) {
@@ -165,7 +324,7 @@ static void start_one(struct cnl_agent *a, const struct cnl_wire_tunnel *t)
 	if (!o->port) {
 		cnl_log(CNL_LOG_WARN, "tunnel for no running server of ours",
 		        "tunnel=%s id=%s", t->id, t->workload);
-		free(o);
+		one_free(o);
 		return;
 	}
 	atomic_fetch_add(&a->tunnels_open, 1);
@@ -174,7 +333,7 @@ static void start_one(struct cnl_agent *a, const struct cnl_wire_tunnel *t)
 	if (pthread_create(&th, &at, one_tunnel, o) != 0) {
 		count(a, o->id, -1);
 		atomic_fetch_sub(&a->tunnels_open, 1);
-		free(o);
+		one_free(o);
 	}
 	pthread_attr_destroy(&at);
 }
@@ -194,6 +353,8 @@ void *cnl_agent_tunnels(void *arg)
 
 		if (st != 200 ||
 		    cnl_wire_tunnels_decode(reply, &ts, err, sizeof(err)) < 0) {
+			if (st == 200)
+				cnl_wire_tunnels_done(&ts);
 			json_decref(reply);
 			usleep(500 * 1000);
 			continue;
@@ -201,6 +362,7 @@ void *cnl_agent_tunnels(void *arg)
 		json_decref(reply);
 		for (size_t i = 0; i < ts.n; i++)
 			start_one(a, &ts.items[i]);
+		cnl_wire_tunnels_done(&ts);
 	}
 	/* Relays end within a second of a->stop. */
 	for (int i = 0; i < 300 && atomic_load(&a->tunnels_open) > 0; i++)

@@ -395,6 +395,8 @@ void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
 void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
                                 struct cnl_http_response *resp);
+void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
 /* Set the pass callbacks of the API's server config to the proxy's. */
 void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg);
 

@@ -339,6 +339,8 @@ static const struct cnl_http_route routes[] = {
      cnl_api_h_server_start},
     {"DELETE", "/v1/servers/{server}", PM, "server.delete",
      cnl_api_h_server_delete},
+    {"POST", "/v1/servers/{server}/exec", PM, "server.exec",
+     cnl_api_h_server_exec},
     {"GET", "/v1/profiles", AUTH, NULL, cnl_api_h_profiles_list},
     {"POST", "/v1/profiles", ADM, "profile.put", cnl_api_h_profiles_put},
     {"DELETE", "/v1/profiles/{profile}", ADM, "profile.delete",

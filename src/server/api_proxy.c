@@ -86,11 +86,11 @@ struct cnl_api_tunnel {
 	bool abandoned; /* the proxy stopped waiting */
 	int fd;
 	struct cnl_http_upgrade *u;
+	json_t *command; /* exec: the command's arguments; NULL: the port */
 	struct cnl_api_tunnel *next;
 };
 
-/* ---- bytes ----------------------------------------------------------------
- */
+/* ---- bytes --------------------------------------------------------- */
 
 /* Wait up to @ms for @events on @fd, a second at a time, giving up once
  * cnlabd stops (its threads are joined). */
@@ -147,8 +147,7 @@ static ssize_t read_some(struct cnl_api *api, int fd, char *buf, size_t n)
 	}
 }
 
-/* ---- tunnels --------------------------------------------------------------
- */
+/* ---- tunnels ------------------------------------------------------- */
 
 static struct cnl_api_tunnel *tunnel_find(struct cnl_api *api, const char *id)
 {
@@ -174,6 +173,7 @@ static void tunnel_release(struct cnl_api *api, struct cnl_api_tunnel *t)
 	pthread_mutex_unlock(&api->mu);
 	if (t->u)
 		cnl_http_upgrade_close(t->u);
+	json_decref(t->command);
 	free(t);
 }
 
@@ -229,6 +229,17 @@ void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
 			snprintf(out.items[out.n].workload,
 			         sizeof(out.items[0].workload), "%s",
 			         t->workload);
+			if (t->command) {
+				struct cnl_wire_tunnel *w = &out.items[out.n];
+
+				w->argc = json_array_size(t->command);
+				w->argv =
+				    cnl_xcalloc(w->argc + 1, sizeof(*w->argv));
+				for (size_t k = 0; k < w->argc; k++)
+					w->argv[k] =
+					    cnl_xstrdup(json_string_value(
+					        json_array_get(t->command, k)));
+			}
 			out.n++;
 		}
 		left = deadline - cnl_time_now_ms();
@@ -238,6 +249,7 @@ void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
 		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
 	}
 	cnl_http_reply(resp, 200, cnl_wire_tunnels_encode(&out));
+	cnl_wire_tunnels_done(&out);
 }
 
 /* What the agent's 101 hands over: which tunnel it was for. */
@@ -306,8 +318,89 @@ void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
 	c->no_audit = true;
 }
 
-/* ---- the proxy ------------------------------------------------------------
+/*
+ * Queue a tunnel to the running server c->server for c->user, a port
+ * tunnel or (@command, taken) an exec: 0 with it in *@ret, in the list,
+ * the agents' polls woken; or -1 with 409 (stopped), 503 (not running yet)
+ * or 429 (too many open) in @resp.  Under the lock.
  */
+static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
+                        json_t *command, struct cnl_api_tunnel **ret)
+{
+	struct cnl_api *api = c->api;
+	const struct cnl_store_server *v = &c->server;
+	struct cnl_api_tunnel *t;
+	char node[CNL_ID_MAX];
+	int per_user = 0, per_server = 0;
+
+	if (strcmp(v->state, "stopped") == 0 ||
+	    strcmp(v->state, "failed") == 0) {
+		cnl_http_error(resp, 409, "conflict",
+		               "server %s is %s: start it with `cnlab server "
+		               "start %s`",
+		               v->name, v->state, v->name);
+		goto refuse;
+	}
+	if (strcmp(v->state, "running") != 0 ||
+	    cnl_ctl_workload_node(api->ctl, v->id, node) < 0) {
+		cnl_http_error(resp, 503, "unavailable",
+		               "server %s is %s, not running: try again "
+		               "shortly",
+		               v->name, v->state);
+		resp->headers = cnl_xstrdup("Retry-After: 2\r\n");
+		goto refuse;
+	}
+	for (t = api->tunnels; t; t = t->next) {
+		per_user += strcmp(t->user, c->user.id) == 0;
+		per_server += strcmp(t->workload, v->id) == 0;
+	}
+	if (per_user >= CNL_PROXY_PER_USER ||
+	    per_server >= CNL_PROXY_PER_SERVER) {
+		cnl_http_error(
+		    resp, 429, "too_many_connections",
+		    "%d connections are open to server %s (at most "
+		    "%d per user and %d per server)",
+		    per_user >= CNL_PROXY_PER_USER ? per_user : per_server,
+		    v->name, CNL_PROXY_PER_USER, CNL_PROXY_PER_SERVER);
+		goto refuse;
+	}
+	t = cnl_xcalloc(1, sizeof(*t));
+	if (cnl_api_new_id(c, "tun", t->id) < 0) {
+		free(t);
+		cnl_http_error(resp, 500, "internal", "cannot make an id");
+		goto refuse;
+	}
+	t->fd = -1;
+	t->command = command;
+	snprintf(t->node, sizeof(t->node), "%s", node);
+	snprintf(t->workload, sizeof(t->workload), "%s", v->id);
+	snprintf(t->user, sizeof(t->user), "%s", c->user.id);
+	t->next = api->tunnels;
+	api->tunnels = t;
+	pthread_cond_broadcast(&api->tun_cv);
+	*ret = t;
+	return 0;
+refuse:
+	json_decref(command);
+	return -1;
+}
+
+/* Wait until the agent opens @t (tunnel_upgraded wakes us) or
+ * CNL_PROXY_OPEN_MS pass: whether it did.  Under the lock. */
+static bool tunnel_wait(struct cnl_api *api, struct cnl_api_tunnel *t)
+{
+	int64_t deadline = cnl_time_now_ms() + CNL_PROXY_OPEN_MS;
+	struct timespec ts;
+
+	while (!t->opened && cnl_time_now_ms() < deadline &&
+	       !atomic_load(&api->proxy_stop)) {
+		timespec_after(&ts, deadline - cnl_time_now_ms());
+		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
+	}
+	return t->opened;
+}
+
+/* ---- the proxy ----------------------------------------------------- */
 
 struct pass {
 	struct cnl_api *api;
@@ -522,9 +615,9 @@ static int proxy_admit(struct call *c, struct pass *p,
 {
 	struct cnl_api *api = c->api;
 	struct cnl_store_server *v = &c->server;
-	char role[CNL_STORE_ROLE_MAX], node[CNL_ID_MAX];
+	char role[CNL_STORE_ROLE_MAX];
 	bool exchanged;
-	int r, per_user = 0, per_server = 0;
+	int r;
 
 	if (!cnl_http_header(req, "Authorization") &&
 	    !cnl_http_header(req, "Cookie") && !cnl_http_query(req, "token")) {
@@ -559,37 +652,8 @@ static int proxy_admit(struct call *c, struct pass *p,
 			return -1;
 		}
 	}
-	if (strcmp(v->state, "stopped") == 0 ||
-	    strcmp(v->state, "failed") == 0) {
-		cnl_http_error(resp, 409, "conflict",
-		               "server %s is %s: start it with `cnlab server "
-		               "start %s`",
-		               v->name, v->state, v->name);
+	if (tunnel_queue(c, resp, NULL, &p->t) < 0)
 		return -1;
-	}
-	if (strcmp(v->state, "running") != 0 ||
-	    cnl_ctl_workload_node(api->ctl, v->id, node) < 0) {
-		cnl_http_error(resp, 503, "unavailable",
-		               "server %s is %s, not running: try again "
-		               "shortly",
-		               v->name, v->state);
-		resp->headers = cnl_xstrdup("Retry-After: 2\r\n");
-		return -1;
-	}
-	for (struct cnl_api_tunnel *t = api->tunnels; t; t = t->next) {
-		per_user += strcmp(t->user, c->user.id) == 0;
-		per_server += strcmp(t->workload, v->id) == 0;
-	}
-	if (per_user >= CNL_PROXY_PER_USER ||
-	    per_server >= CNL_PROXY_PER_SERVER) {
-		cnl_http_error(
-		    resp, 429, "too_many_connections",
-		    "%d connections are open to server %s (at most "
-		    "%d per user and %d per server)",
-		    per_user >= CNL_PROXY_PER_USER ? per_user : per_server,
-		    v->name, CNL_PROXY_PER_USER, CNL_PROXY_PER_SERVER);
-		return -1;
-	}
 	if (exchanged) {
 		struct cnl_auth_claims cl = {0};
 		char jwt[CNL_AUTH_JWT_MAX + 1];
@@ -606,20 +670,6 @@ static int proxy_admit(struct call *c, struct pass *p,
 			         COOKIE_NAME, jwt, v->id,
 			         api->tls ? "; Secure" : "");
 	}
-	p->t = cnl_xcalloc(1, sizeof(*p->t));
-	if (cnl_api_new_id(c, "tun", p->t->id) < 0) {
-		free(p->t);
-		p->t = NULL;
-		cnl_http_error(resp, 500, "internal", "cannot make an id");
-		return -1;
-	}
-	p->t->fd = -1;
-	snprintf(p->t->node, sizeof(p->t->node), "%s", node);
-	snprintf(p->t->workload, sizeof(p->t->workload), "%s", v->id);
-	snprintf(p->t->user, sizeof(p->t->user), "%s", c->user.id);
-	p->t->next = api->tunnels;
-	api->tunnels = p->t;
-	pthread_cond_broadcast(&api->tun_cv);
 	return 0;
 }
 
@@ -636,8 +686,6 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 	char sid[CNL_ID_MAX], token[64];
 	const char *s = req->path + 3, *slash = strchr(s, '/');
 	size_t len = slash ? (size_t)(slash - s) : strlen(s);
-	struct timespec ts;
-	int64_t deadline;
 	bool ok;
 
 	p->api = api;
@@ -675,14 +723,7 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 		goto refuse;
 	}
 	server_token(&c.server, token, sizeof(token));
-	/* Wait for the agent (woken by tunnel_upgraded). */
-	deadline = c.now_ms + CNL_PROXY_OPEN_MS;
-	while (!p->t->opened && cnl_time_now_ms() < deadline &&
-	       !atomic_load(&api->proxy_stop)) {
-		timespec_after(&ts, deadline - cnl_time_now_ms());
-		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
-	}
-	ok = p->t->opened;
+	ok = tunnel_wait(api, p->t);
 	pthread_mutex_unlock(&api->mu);
 	if (!ok) {
 		cnl_log(CNL_LOG_WARN, "tunnel not opened", "server=%s node=%s",
@@ -748,8 +789,7 @@ static ssize_t body_read(void *arg, char *buf, size_t max)
 	return read_some(p->api, p->t->fd, buf, max);
 }
 
-/* ---- WebSocket relay ------------------------------------------------------
- */
+/* ---- WebSocket relay ----------------------------------------------- */
 
 struct ws {
 	struct pass *p;
@@ -829,8 +869,7 @@ static void ws_upgraded(void *arg, int fd, const char *extra, size_t n,
 	pthread_attr_destroy(&at);
 }
 
-/* ---- the reply ------------------------------------------------------------
- */
+/* ---- the reply ----------------------------------------------------- */
 
 /* Read the head of the server's reply into p->buf: its length, or -1. */
 static ssize_t read_head(struct pass *p)
@@ -913,8 +952,75 @@ static void pass_end(void *state, struct cnl_http_request *req,
 	}
 }
 
-/* ---- wiring ---------------------------------------------------------------
+/* ---- cnlab server exec ---------------------------------------------- */
+
+/*
+ * POST /v1/servers/{server}/exec?command=["ls","-l"] with "Connection:
+ * Upgrade", "Upgrade: cnlab-exec" (a member of the server's project; the
+ * route is audited with the command's first word): a tunnel with the
+ * command goes to the server's node, whose agent runs it in the server's
+ * container and answers in exec frames (wire/node.h), which the 101 here
+ * relays to the caller as they come.
  */
+void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_api *api = c->api;
+	const char *up = cnl_http_header(req, "Upgrade");
+	const char *q = cnl_http_query(req, "command");
+	char err[256];
+	json_t *cmd;
+	struct pass *p;
+
+	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
+	if (!up || strcasecmp(up, "cnlab-exec") != 0) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "exec is opened with \"Connection: Upgrade\" "
+		               "and \"Upgrade: cnlab-exec\"");
+		return;
+	}
+	cmd = q ? json_loads(q, 0, NULL) : NULL;
+	if (!cmd || cnl_wire_exec_check(cmd, err, sizeof(err)) < 0) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "query \"command\": %s",
+		               cmd ? err
+		                   : "a JSON array of strings, the command and "
+		                     "its arguments");
+		json_decref(cmd);
+		return;
+	}
+	/* The audit record names what ran (its first word; the rest may be
+	 * anything the user typed). */
+	snprintf(c->target, sizeof(c->target), "%s: %.*s", c->server.id, 64,
+	         json_string_value(json_array_get(cmd, 0)));
+	p = cnl_xcalloc(1, sizeof(*p));
+	p->api = api;
+	snprintf(p->server_name, sizeof(p->server_name), "%s", c->server.name);
+	if (tunnel_queue(c, resp, cmd, &p->t) < 0) {
+		free(p);
+		return;
+	}
+	if (!tunnel_wait(api, p->t)) {
+		cnl_http_error(resp, 504, "gateway_timeout",
+		               "the node agent of server %s (node %s) did not "
+		               "open a tunnel within %d s: is the node up?",
+		               p->server_name, p->t->node,
+		               CNL_PROXY_OPEN_MS / 1000);
+		/* Released without the lock, once the reply is made. */
+		resp->upgraded = ws_upgraded;
+		resp->upgrade_free = pass_free;
+		resp->upgrade_arg = p;
+		return;
+	}
+	resp->status = 101;
+	resp->headers = cnl_xstrdup("Upgrade: cnlab-exec\r\n");
+	resp->upgraded = ws_upgraded;
+	resp->upgrade_free = pass_free;
+	resp->upgrade_arg = p;
+}
+
+/* ---- wiring -------------------------------------------------------- */
 
 void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg)
 {

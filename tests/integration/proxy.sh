@@ -17,9 +17,15 @@
 #     no other address
 #   - a tunnel the agent never opens is a 504 naming the node; a stopped
 #     server is 409
+#   - cnlab server exec runs a command in the server's container as its
+#     tenant (uid 1000, no_new_privs, seccomp, the server's cgroup, in
+#     /workspace): stdout and stderr apart, its exit code the CLI's, an
+#     audit record; refused to another project's user and to a removed
+#     member
 set -u
 cnlabd=$1
 agent=$2
+cli=$3
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
@@ -257,6 +263,34 @@ for _ in $(seq 100); do
 	sleep 0.2
 done
 
+# --- cnlab server exec ----------------------------------------------------------------------
+# as TOKEN ARGS...: the CLI as the holder of TOKEN, in the default project.
+as() {
+	local t=$1
+	shift
+	HOME=$tmp/home CNLAB_SERVER=$url CNLAB_TOKEN=$t "$cli" --project default "$@"
+}
+as "$alice" server exec nb -- sh -c 'id -u; grep -E "^(NoNewPrivs|Seccomp|CapEff):" /proc/self/status;
+	echo cgroup-escapes=$(grep -c "/\.\." /proc/self/cgroup); pwd; cat hello.txt; echo to-stderr >&2; exit 7' \
+	>"$tmp/exec.out" 2>"$tmp/exec.err"
+rc=$?
+if [ $rc = 7 ] && grep -qx 1000 "$tmp/exec.out" && grep -qx 'NoNewPrivs:	1' "$tmp/exec.out" &&
+	grep -qx 'Seccomp:	2' "$tmp/exec.out" && grep -qx 'CapEff:	0000000000000000' "$tmp/exec.out" &&
+	grep -qx 'cgroup-escapes=0' "$tmp/exec.out" && grep -qx /workspace "$tmp/exec.out" &&
+	grep -qx hello-proxy "$tmp/exec.out" && [ "$(cat "$tmp/exec.err")" = to-stderr ]; then
+	ok "server exec: uid 1000, no_new_privs, seccomp, no capability, the server's cgroup, /workspace; stderr apart; exit 7 is the CLI's"
+else
+	bad "server exec: rc=$rc out=$(cat "$tmp/exec.out") err=$(cat "$tmp/exec.err")"
+fi
+api GET '/v1/audit?limit=1000' | jq -e --arg a "$alice_id" --arg t "$srv: sh" \
+	'[.items[] | select(.action == "server.exec" and .actor == $a and .target == $t)] | length == 1' >/dev/null &&
+	ok "server exec is audited (who, which server, what command)" ||
+	bad "exec audit: $(api GET '/v1/audit?limit=1000' | jq -c '[.items[] | select(.action == "server.exec")]')"
+[ "$(code -X POST -H "Authorization: Bearer $carol" -H 'Connection: Upgrade' -H 'Upgrade: cnlab-exec' \
+	"$url/v1/servers/$srv/exec?command=%5B%22id%22%5D")" = 404 ] &&
+	ok "server exec by another project's user: 404, as if there were no such server" ||
+	bad "carol exec: $(code -X POST -H "Authorization: Bearer $carol" -H 'Connection: Upgrade' -H 'Upgrade: cnlab-exec' "$url/v1/servers/$srv/exec?command=%5B%22id%22%5D")"
+
 # --- membership is checked on every request -----------------------------------------------
 api DELETE "/v1/projects/$proj/members/$alice_id" >/dev/null
 [ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 403 ] &&
@@ -264,6 +298,13 @@ api DELETE "/v1/projects/$proj/members/$alice_id" >/dev/null
 	[ "$(code "$base/file/hello.txt?token=$stoken")" = 403 ] &&
 	ok "the owner removed from the project: 403 by bearer, cookie and token alike" ||
 	bad "removed member: $(code -H "Authorization: Bearer $alice" "$base/file/hello.txt") $(code -b "$tmp/jar" "$base/file/hello.txt")"
+ex=$(code -X POST -H "Authorization: Bearer $alice" -H 'Connection: Upgrade' -H 'Upgrade: cnlab-exec' \
+	"$url/v1/servers/$srv/exec?command=%5B%22id%22%5D")
+if as "$alice" server exec nb -- true >"$tmp/exec2.out" 2>&1 || [ "$ex" != 404 ]; then
+	bad "a removed member still execs: $ex $(cat "$tmp/exec2.out")"
+else
+	ok "a removed member cannot exec either (404; the CLI says: $(head -c 60 "$tmp/exec2.out"))"
+fi
 [ "$(code -H "Authorization: Bearer $tok" "$base/file/hello.txt")" = 200 ] &&
 	ok "an administrator still comes in" || bad "admin after removal: $(curl -sS -w " %{http_code}" -H "Authorization: Bearer $tok" "$base/file/hello.txt")"
 
