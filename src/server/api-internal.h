@@ -400,7 +400,7 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 /* Set the pass callbacks of the API's server config to the proxy's. */
 void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg);
 
-/* api.c */
+/* api_authn.c */
 /* Who the bearer token names, and their system role: 0, or -1 with a
  * 401 (or 500) in @resp.  Under the lock. */
 int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
@@ -409,6 +409,8 @@ int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
 int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp);
 /* Verify an OIDC ID token of the request before the lock is taken. */
 void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req);
+
+/* api.c */
 void cnl_api_audit(struct call *c, struct cnl_http_request *req,
                    const struct cnl_http_response *resp);
 

@@ -681,7 +681,6 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 	struct pass *p = cnl_xcalloc(1, sizeof(*p));
 	struct cnl_metrics_buf h = {0}, uri = {0};
 	const char *up = cnl_http_header(req, "Upgrade");
-	const char *cl = cnl_http_header(req, "Content-Length");
 	const char *te = cnl_http_header(req, "Transfer-Encoding");
 	char sid[CNL_ID_MAX], token[64];
 	const char *s = req->path + 3, *slash = strchr(s, '/');
@@ -707,10 +706,13 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 		goto refuse;
 	}
 	p->ws = up && strcasecmp(up, "websocket") == 0;
-	if (!p->ws && !cl && te) {
+	/* A body goes up with its length and nothing else (HTTP/1.0): one
+	 * framed otherwise, or two ways at once, is refused rather than
+	 * guessed at. */
+	if (!p->ws && te) {
 		cnl_http_error(resp, 411, "length_required",
 		               "the proxy sends a body on only with its "
-		               "Content-Length");
+		               "Content-Length, not Transfer-Encoding");
 		goto refuse;
 	}
 	c.api = api;
