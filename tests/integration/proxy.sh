@@ -17,6 +17,7 @@
 #     no other address
 #   - a tunnel the agent never opens is a 504 naming the node; a stopped
 #     server is 409
+#   - an open tunnel counts as activity for the idle timeout
 #   - cnlab server exec runs a command in the server's container as its
 #     tenant (uid 1000, no_new_privs, seccomp, the server's cgroup, in
 #     /workspace): stdout and stderr apart, its exit code the CLI's, an
@@ -79,7 +80,7 @@ api POST /v1/users '{"name":"agentsvc","password":"agent-password-1"}' >/dev/nul
 api POST "/v1/projects/$sys/members" '{"user":"agentsvc","role":"agent"}' >/dev/null
 agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-password-1)" \
 	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
+CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:2xA100-80GB \
 	--work-dir "$tmp/probe" --mounts "$here:$here:ro" \
 	--server-command "exec python3 $here/proxy_server.py" \
 	>"$tmp/probe.out" 2>"$tmp/probe.err" &
@@ -262,6 +263,46 @@ for _ in $(seq 100); do
 	[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] && break
 	sleep 0.2
 done
+
+# --- an open tunnel is activity ---------------------------------------------------
+# A server with a 4 s idle timeout stays up while a WebSocket to it is open
+# (12 s, three idle timeouts), and stops once it is closed.
+isrv=$(curl -sS -X POST -H "Authorization: Bearer $alice" \
+	-d '{"name":"idle","image":"any","profile":"a100-50pct","idle_timeout_s":4}' \
+	"$url/v1/projects/$proj/servers" | jq -r .id)
+for _ in $(seq 150); do
+	[ "$(api GET "/v1/servers/$isrv" | jq -r .state)" = running ] && break
+	sleep 0.2
+done
+held=$(python3 - "$url" "/s/$isrv/ws" "$alice" <<'EOF'
+import base64, os, socket, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+for _ in range(100):
+    s = socket.create_connection((u.hostname, u.port), timeout=30)
+    s.sendall((f"GET {sys.argv[2]} HTTP/1.1\r\nHost: {u.netloc}\r\n"
+               f"Authorization: Bearer {sys.argv[3]}\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: "
+               + base64.b64encode(os.urandom(16)).decode()
+               + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    if s.makefile("rb").readline().split()[1:2] == [b"101"]:
+        break
+    s.close()
+    time.sleep(0.2)
+else:
+    sys.exit("no WebSocket")
+time.sleep(12)
+print("held")
+EOF
+)
+state_held=$(api GET "/v1/servers/$isrv" | jq -r .state)
+stopped=
+for _ in $(seq 300); do
+	[ "$(api GET "/v1/servers/$isrv" | jq -r .state)" = stopped ] && stopped=1 && break
+	sleep 0.2
+done
+[ "$held" = held ] && [ "$state_held" = running ] && [ -n "$stopped" ] &&
+	ok "an open WebSocket keeps a server from its idle stop; closed, it stops" ||
+	bad "idle: held=$held state while held=$state_held stopped=${stopped:-no}"
 
 # --- cnlab server exec ----------------------------------------------------------------------
 # as TOKEN ARGS...: the CLI as the holder of TOKEN, in the default project.
