@@ -17,6 +17,7 @@
 #     no other address
 #   - a tunnel the agent never opens is a 504 naming the node; a stopped
 #     server is 409
+#   - a user's 65th open connection is 429
 #   - an open tunnel counts as activity for the idle timeout
 #   - cnlab server exec runs a command in the server's container as its
 #     tenant (uid 1000, no_new_privs, seccomp, the server's cgroup, in
@@ -263,6 +264,39 @@ for _ in $(seq 100); do
 	[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] && break
 	sleep 0.2
 done
+
+# --- at most 64 open tunnels per user ------------------------------------------------
+cap=$(python3 - "$url" "/s/$srv/ws" "$alice" <<'EOF'
+import base64, os, socket, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+def ws():
+    s = socket.create_connection((u.hostname, u.port), timeout=60)
+    s.sendall((f"GET {sys.argv[2]} HTTP/1.1\r\nHost: {u.netloc}\r\n"
+               f"Authorization: Bearer {sys.argv[3]}\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: "
+               + base64.b64encode(os.urandom(16)).decode()
+               + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    return s, s.makefile("rb").readline().split()[1].decode()
+held = []
+for _ in range(64):
+    s, code = ws()
+    held.append(s)
+    if code != "101":
+        print("open", len(held), code)
+        sys.exit()
+s, code = ws()
+print("65th", code)
+for h in held:
+    h.close()
+EOF
+)
+[ "$cap" = "65th 429" ] && ok "a user's 65th open connection to a server: 429" || bad "tunnel cap: $cap"
+for _ in $(seq 100); do
+	[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] && break
+	sleep 0.2
+done
+[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] &&
+	ok "once they close, the user comes in again" || bad "after the cap: $(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")"
 
 # --- an open tunnel is activity ---------------------------------------------------
 # A server with a 4 s idle timeout stays up while a WebSocket to it is open
