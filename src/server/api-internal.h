@@ -1,9 +1,11 @@
 /*
  * api-internal.h - what the files of the REST API share: the API handle,
  * the per-request call, and the helpers every handler uses to read
- * requests and write replies.  api.c holds authentication, authorization,
- * audit and the route table; api_work.c the handlers of the workload,
- * quota, node and platform routes; api_cli.c those of the CLI installer.
+ * requests and write replies.  api.c holds authorization, audit and the
+ * route table; api_authn.c authentication (who the caller is); the
+ * api_<resource>.c files the handlers; api_cli.c those of the CLI
+ * installer; api_proxy.c the notebook proxy (/s/), its tunnels and
+ * `server exec`.
  */
 #ifndef CNL_SERVER_API_INTERNAL_H
 #define CNL_SERVER_API_INTERNAL_H

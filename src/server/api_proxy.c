@@ -39,8 +39,15 @@
  * CNL_PROXY_OPEN_MS is given up (504 naming the node).  A server that is
  * not running is 409 (stopped, failed) or 503 (not running yet).
  *
+ * `cnlab server exec` (POST /v1/servers/{server}/exec, a route of the
+ * table: member, audited) queues a tunnel that carries the command; the
+ * agent runs it in the server's container and answers in exec frames
+ * (wire/node.h), which the route's 101 relays to the CLI.
+ *
  * Locking: the tunnel list is under the API's lock; the proxy and the
  * agent's long poll wait on api->tun_cv with it.  Bytes move without it.
+ * cnl_api_stop sets proxy_stop: waits, polls and relays end within a
+ * second, so the HTTP server's threads can be joined.
  */
 #define _GNU_SOURCE
 #include <errno.h>
