@@ -196,8 +196,16 @@ s.sendall((f"GET {sys.argv[2]} HTTP/1.1\r\nHost: {u.netloc}\r\n"
            "Sec-WebSocket-Version: 13\r\n\r\n").encode())
 f = s.makefile("rb")
 status = f.readline().decode().strip()
-while f.readline() not in (b"\r\n", b""):
-    pass
+heads = set()
+while True:
+    line = f.readline()
+    if line in (b"\r\n", b""):
+        break
+    heads.add(line.decode().strip().lower())
+# What a browser checks in the 101.
+if not {"connection: upgrade", "upgrade: websocket"} <= heads or not any(
+        h.startswith("sec-websocket-accept: ") for h in heads):
+    status += " headers: " + repr(sorted(heads))
 def recv():
     b0, b1 = f.read(2)
     return f.read(b1 & 0x7F).decode()
@@ -213,9 +221,10 @@ send("ping-2")
 print(recv())
 EOF
 )
-if [ "$(echo "$ws" | sed -n 1p | cut -d' ' -f2)" = 101 ] && [ "$(echo "$ws" | sed -n 2p)" = hello ] &&
+if [ "$(echo "$ws" | sed -n 1p | cut -d' ' -f2)" = 101 ] && ! echo "$ws" | sed -n 1p | grep -q headers: &&
+	[ "$(echo "$ws" | sed -n 2p)" = hello ] &&
 	[ "$(echo "$ws" | sed -n 3p)" = echo:ping-1 ] && [ "$(echo "$ws" | sed -n 4p)" = echo:ping-2 ]; then
-	ok "a WebSocket through the proxy: 101, the server speaks first, messages echo both ways"
+	ok "a WebSocket through the proxy: 101 with the headers a browser checks, the server speaks first, messages echo both ways"
 else
 	bad "WebSocket: $ws"
 fi
