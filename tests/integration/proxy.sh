@@ -33,7 +33,25 @@ tmp=$(mktemp -d)
 chmod 755 "$tmp"
 pid=
 probe=
+srv= csrv= isrv=
 cleanup() {
+	# A test that failed half-way still stops its servers: a workload
+	# outlives its agent, and its lease file goes with $tmp.
+	if [ -n "$pid" ]; then
+		[ -n "$probe" ] && kill -CONT "$probe" 2>/dev/null
+		for s in $srv $csrv $isrv; do api POST "/v1/servers/$s/stop" >/dev/null 2>&1; done
+		for _ in $(seq 50); do
+			n=0
+			for s in $srv $csrv $isrv; do
+				case $(api GET "/v1/servers/$s" 2>/dev/null | jq -r .state 2>/dev/null) in
+				stopped | failed | "" | null) ;;
+				*) n=$((n + 1)) ;;
+				esac
+			done
+			[ $n = 0 ] && break
+			sleep 0.2
+		done
+	fi
 	[ -n "$probe" ] && kill -CONT "$probe" 2>/dev/null
 	[ -n "$probe" ] && kill "$probe" 2>/dev/null && wait "$probe" 2>/dev/null
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
@@ -404,6 +422,16 @@ case $msg in
 	bad "409 message: $msg" ;;
 *) bad "stopped server: $msg" ;;
 esac
+
+# Every server stopped: a workload whose agent's folder is gone would
+# otherwise outlive the test (its lease file is gone with it).
+api POST "/v1/servers/$csrv/stop" >/dev/null
+for _ in $(seq 150); do
+	[ "$(api GET "/v1/servers/$csrv" | jq -r .state)" = stopped ] &&
+		[ "$(api GET "/v1/servers/$isrv" | jq -r .state)" = stopped ] && break
+	sleep 0.2
+done
+[ "$(api GET "/v1/servers/$csrv" | jq -r .state)" = stopped ] || bad "carol's server did not stop"
 
 # Under the sanitizers, what they say at exit (leaks included) fails.
 kill "$probe" && wait "$probe" 2>/dev/null
