@@ -9,8 +9,11 @@
  *
  *   agent.c        life cycle: new, register, run (the assignment poll),
  *     │            stop, free, adoption of running work after a restart
- *     ├──────────────────────────────┐
- *     ▼                              ▼
+ *     ├──────────────────────────────┬──────────────────┐
+ *     │                              │                  ▼
+ *     │                              │    tunnel.c  cnlabd's proxy: the
+ *     │                              │              tunnels to servers
+ *     ▼                              ▼              (then wk.c, forward.c)
  *   supervisor.c   starting          metrics.c  /metrics and /healthz
  *     │            workloads,
  *     │            reconcile, the supervise thread, output draining
@@ -76,6 +79,7 @@ struct wk {
 	int64_t signal_ms, kill_ms;
 	int port;
 	struct cnl_fwd *fwd; /* servers, container mode: the port's relay */
+	int tunnels;         /* servers: proxy tunnels open (tunnel.c) */
 	int64_t idle_timeout_ms, last_active_ms;
 	uint64_t last_busy_ns;
 	bool idle_stopped;
@@ -107,7 +111,7 @@ struct cnl_agent {
 	struct cnl_launcher *launcher;
 	/* One client per thread: main (register, poll, starts), heartbeat,
 	 * supervisor. */
-	struct cnl_client *main_cl, *hb_cl, *sup_cl;
+	struct cnl_client *main_cl, *hb_cl, *sup_cl, *tun_cl;
 	char node_id[CNL_WIRE_ID_MAX];
 	int64_t lease_ms, heartbeat_ms;
 	char lease[600];     /* touched after each good heartbeat */
@@ -132,7 +136,8 @@ struct cnl_agent {
 	int64_t node_epoch; /* the heartbeat thread's */
 	_Atomic int64_t last_hb_ok_ms;
 	atomic_bool stop;
-	pthread_t hb_thread, sup_thread;
+	pthread_t hb_thread, sup_thread, tun_thread;
+	atomic_int tunnels_open; /* relays running (tunnel.c) */
 	struct cnl_http_server *metrics;
 	uint64_t version; /* the main thread's: assignments seen */
 	uint64_t started_total, ended_total, fenced_total;
@@ -334,6 +339,12 @@ void cnl_agent_reconcile(struct cnl_agent *a,
                          const struct cnl_wire_assignments *as);
 /* The supervisor thread (pthread start routine; @arg: the agent). */
 void *cnl_agent_supervise(void *arg);
+
+/* ---- tunnel.c: cnlabd's proxy ------------------------------------------- */
+
+/* The tunnel thread (pthread start routine; @arg: the agent): long-polls
+ * the tunnels cnlabd's proxy wants and relays each to its server. */
+void *cnl_agent_tunnels(void *arg);
 
 /* ---- metrics.c ---------------------------------------------------------- */
 

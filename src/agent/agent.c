@@ -60,7 +60,8 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 		goto fail;
 	if ((r = cnl_client_new(&ccfg, &a->main_cl)) < 0 ||
 	    (r = cnl_client_new(&ccfg, &a->hb_cl)) < 0 ||
-	    (r = cnl_client_new(&ccfg, &a->sup_cl)) < 0) {
+	    (r = cnl_client_new(&ccfg, &a->sup_cl)) < 0 ||
+	    (r = cnl_client_new(&ccfg, &a->tun_cl)) < 0) {
 		snprintf(err, errlen, "bad server URL or token");
 		goto fail;
 	}
@@ -169,11 +170,11 @@ static void adopt(struct cnl_agent *a)
 			cnl_agent_wk_free(w);
 			continue;
 		}
-		/* A server's port on the node is the forwarder's: listen on
-		 * it again. */
+		/* A server's port on the node's loopback is the
+		 * forwarder's: listen on it again. */
 		if (w->server && !a->cfg.bare && w->port > 0 &&
-		    (r = cnl_fwd_start(a->launcher, w->id, a->cfg.address,
-		                       w->port, &w->fwd, &w->port)) < 0)
+		    (r = cnl_fwd_start(a->launcher, w->id, "127.0.0.1", w->port,
+		                       &w->fwd, &w->port)) < 0)
 			cnl_log(CNL_LOG_WARN, "cannot listen for a server",
 			        "id=%s port=%d err=\"%s\"", w->id, w->port,
 			        cnl_strerror(r));
@@ -244,11 +245,13 @@ int cnl_agent_run(struct cnl_agent *a)
 	cnl_agent_metrics_listen(a);
 	pthread_create(&a->hb_thread, NULL, cnl_agent_heartbeat, a);
 	pthread_create(&a->sup_thread, NULL, cnl_agent_supervise, a);
+	pthread_create(&a->tun_thread, NULL, cnl_agent_tunnels, a);
 	while (!a->stop)
 		if (!poll_assignments(a))
 			usleep(500 * 1000);
 	pthread_join(a->hb_thread, NULL);
 	pthread_join(a->sup_thread, NULL);
+	pthread_join(a->tun_thread, NULL);
 	return 0;
 }
 
@@ -275,6 +278,7 @@ void cnl_agent_free(struct cnl_agent *a)
 	cnl_client_free(a->main_cl);
 	cnl_client_free(a->hb_cl);
 	cnl_client_free(a->sup_cl);
+	cnl_client_free(a->tun_cl);
 	cnl_launcher_free(a->launcher);
 	cnl_gpus_close(a->gpus);
 	pthread_mutex_destroy(&a->mu);

@@ -163,17 +163,56 @@ static bool pump(int from, int to)
 	return true;
 }
 
+/* A connection to 127.0.0.1:@port in this thread's network namespace,
+ * tried for a while when refused (a server that is still starting); the
+ * socket, or a negative errno. */
+static int connect_loopback(int port)
+{
+	struct sockaddr_in up = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)port)};
+	int s = -ECONNREFUSED;
+
+	up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i < 100; i++) {
+		bool refused;
+
+		s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			return -errno;
+		if (connect(s, (struct sockaddr *)&up, sizeof(up)) == 0)
+			return s;
+		refused = errno == ECONNREFUSED;
+		close(s);
+		s = -errno;
+		if (!refused)
+			break;
+		nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+	}
+	return s < 0 ? s : -ECONNREFUSED;
+}
+
+int cnl_fwd_dial(struct cnl_launcher *l, const char *id, int port,
+                 bool own_netns)
+{
+	int ns, r;
+
+	if (own_netns) {
+		if ((ns = find_netns(l, id)) < 0)
+			return -ESRCH;
+		r = setns(ns, CLONE_NEWNET);
+		close(ns);
+		if (r < 0)
+			return -errno;
+	}
+	return connect_loopback(port);
+}
+
 static void *relay(void *arg)
 {
 	struct conn *c = arg;
-	struct sockaddr_in up = {.sin_family = AF_INET,
-	                         .sin_port = htons((uint16_t)c->port)};
 	int s = -1;
-
-	up.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	/* A client that says nothing holds a slot for nothing. */
 	struct pollfd first = {c->fd, POLLIN, 0};
-	bool refused;
 	int ready;
 
 	while ((ready = poll(&first, 1, CNL_FWD_FIRST_BYTE_MS)) < 0 &&
@@ -181,23 +220,8 @@ static void *relay(void *arg)
 		;
 	/* This thread moves into the server's network namespace: the
 	 * socket it makes there stays there. */
-	if (ready == 1 && setns(c->ns, CLONE_NEWNET) == 0) {
-		/* A server that is still starting: try for a while. */
-		for (int i = 0; i < 100; i++) {
-			s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			if (s < 0)
-				break;
-			if (connect(s, (struct sockaddr *)&up, sizeof(up)) == 0)
-				break;
-			refused = errno == ECONNREFUSED;
-			close(s);
-			s = -1;
-			if (!refused)
-				break;
-			nanosleep(&(struct timespec){0, 100 * 1000 * 1000},
-			          NULL);
-		}
-	}
+	if (ready == 1 && setns(c->ns, CLONE_NEWNET) == 0)
+		s = connect_loopback(c->port);
 	close(c->ns);
 	if (s >= 0) {
 		struct pollfd p[2] = {{c->fd, POLLIN, 0}, {s, POLLIN, 0}};

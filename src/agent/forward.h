@@ -1,12 +1,15 @@
 /*
  * forward.h - the node end of a notebook server's port: the agent listens on
- * the node and relays each connection to 127.0.0.1:PORT inside the server's
- * own network namespace, where the server listens.
+ * the node's loopback and relays each connection to 127.0.0.1:PORT inside
+ * the server's own network namespace, where the server listens; and
+ * cnl_fwd_dial, which the tunnels of cnlabd's proxy (tunnel.c) use to
+ * reach the same port.
  *
  * A server's container has its own network namespace (only loopback), so
  * nothing it listens on, on any address, is reachable from the node's
- * network; the one way in is this forwarder's port, on the address the
- * operator gave (address setting), with the server's token checked by the
+ * network.  Users come through cnlabd's proxy, over a tunnel the agent
+ * opens (tunnel.c); this forwarder listens on the node's loopback only,
+ * for the node's operator, with the server's token checked by the
  * server.  The forwarder holds its port from the start, so no other
  * process can take it between choosing and binding (the old free_port
  * race).  The network namespace is the one of the workload's processes
@@ -22,6 +25,8 @@
  */
 #ifndef CNL_AGENT_FORWARD_H
 #define CNL_AGENT_FORWARD_H
+
+#include <stdbool.h>
 
 #include "agent/launch.h"
 
@@ -39,6 +44,16 @@ struct cnl_fwd;
  */
 int cnl_fwd_start(struct cnl_launcher *l, const char *id, const char *addr,
                   int port, struct cnl_fwd **ret, int *ret_port);
+
+/*
+ * cnl_fwd_dial - a connection to 127.0.0.1:@port in workload @id's network
+ * namespace (@own_netns; else in this one), tried for a while when
+ * refused.  Moves the calling thread into that namespace for good: call
+ * it from a thread of its own, after any connection elsewhere is made.
+ * The socket, or a negative errno (-ESRCH: no process of @id found).
+ */
+int cnl_fwd_dial(struct cnl_launcher *l, const char *id, int port,
+                 bool own_netns);
 
 /* cnl_fwd_stop - stop listening and free; open connections end with the
  * server's.  NULL-safe. */

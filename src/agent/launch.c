@@ -1013,6 +1013,46 @@ int cnl_launcher_procs(struct cnl_launcher *l, const char *id, pid_t *pids,
 	return cnl_cg_pids(&l->cg, id, pids, max);
 }
 
+pid_t cnl_launcher_spawn_in(struct cnl_launcher *l, const char *id,
+                            const char *const *argv, int in, int out, int err)
+{
+	char procs[CNL_CG_MAXDIRS][CNL_CG_FILE_MAX];
+	sigset_t all, old;
+	int n;
+	pid_t pid;
+
+	if (!valid_name(id) || !argv || !argv[0] || !cnl_cg_exists(&l->cg, id))
+		return -EINVAL;
+	n = cnl_cg_procs_paths(&l->cg, id, procs);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = fork();
+	if (pid == 0) {
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+		sigset_t none;
+
+		/* Only what is safe after fork in a threaded process. */
+		for (int i = 0; i < n; i++) {
+			int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
+
+			if (fd < 0 || write(fd, "0", 1) != 1)
+				_exit(126);
+			close(fd);
+		}
+		if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+			_exit(126);
+		(void)sigaction(SIGPIPE, &dfl, NULL);
+		(void)sigaction(SIGCHLD, &dfl, NULL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	n = pid < 0 ? -errno : 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return pid < 0 ? n : pid;
+}
+
 int cnl_launcher_list(struct cnl_launcher *l, char ids[][64], int max)
 {
 	return cnl_cg_list(&l->cg, ids, max);

@@ -248,6 +248,16 @@ int cnl_launcher_procs(struct cnl_launcher *l, const char *id, pid_t *pids,
                        int max);
 
 /*
+ * cnl_launcher_spawn_in - fork a process that joins workload @id's cgroup
+ * (so its limits and its kill apply), takes @in, @out and @err as its
+ * stdin, stdout and stderr, and executes @argv (argv[0] a path): the pid
+ * for the caller to wait for, or a negative errno (-EINVAL: no such
+ * workload cgroup).  Exit status 126: it could not join; 127: no exec.
+ */
+pid_t cnl_launcher_spawn_in(struct cnl_launcher *l, const char *id,
+                            const char *const *argv, int in, int out, int err);
+
+/*
  * cnl_launcher_list - ids of the workload cgroups present, up to max into
  * ids; returns how many there are.
  */

@@ -71,18 +71,23 @@ static const struct cnl_config_def table[] = {
     {"shim", CNL_CONFIG_STRING, S(shim), NULL, 0, 0,
      "libcnlab-cuda.so preloaded into GPU workloads."},
     {"address", CNL_CONFIG_STRING, S(address), "127.0.0.1", 0, 0,
-     "Host name or address at which users reach this node's servers."},
+     "Host name or address of this node, as cnlabd lists it (users reach "
+     "servers through cnlabd's proxy, never this address)."},
     {"server_command", CNL_CONFIG_STRING, S(server_command),
-     "if command -v jupyter >/dev/null; then exec jupyter lab --ip=0.0.0.0 "
-     "--port=$CNLAB_PORT --no-browser --ServerApp.token=$CNLAB_SERVER_TOKEN "
+     "if command -v jupyter >/dev/null; then exec jupyter lab "
+     "--ip=127.0.0.1 --port=$CNLAB_PORT --no-browser "
+     "--ServerApp.token=$CNLAB_SERVER_TOKEN "
+     "--ServerApp.base_url=$CNLAB_BASE_URL "
      "--notebook-dir=$CNLAB_WORKSPACE; else exec python3 \"$CNLAB_NOTEBOOK\"; "
      "fi",
      0, 0,
-     "Notebook server command (sh -c), given $CNLAB_PORT, "
-     "$CNLAB_WORKSPACE and $CNLAB_SERVER_TOKEN (its access token, in "
-     "the URL users get), and $CNLAB_NOTEBOOK (cnlab-notebook.py: the "
-     "workspace over HTTP to the token's holder only, where JupyterLab is "
-     "not installed)."},
+     "Notebook server command (sh -c), given $CNLAB_PORT (to listen on, "
+     "127.0.0.1 in the server's own network namespace), $CNLAB_BASE_URL "
+     "(/s/ID/: the path prefix cnlabd's proxy passes on), "
+     "$CNLAB_WORKSPACE and $CNLAB_SERVER_TOKEN (its access token, sent by "
+     "the proxy as \"Authorization: token T\"), and $CNLAB_NOTEBOOK "
+     "(cnlab-notebook.py: the workspace over HTTP to the token's holder "
+     "only, where JupyterLab is not installed)."},
     {"cluster", CNL_CONFIG_STRING, S(cluster), NULL, 0, 0, "Cluster label."},
     {"zone", CNL_CONFIG_STRING, S(zone), NULL, 0, 0, "Zone label."},
     {"rack", CNL_CONFIG_STRING, S(rack), NULL, 0, 0, "Rack label."},

@@ -3,10 +3,12 @@
 #
 # The agent runs it as `python3 $CNLAB_NOTEBOOK` inside the server's
 # container, where it listens on 127.0.0.1:$CNLAB_PORT in the server's own
-# network namespace; the agent's forwarder brings users there from the
-# node's address.  Loopback is no protection then, so every request must
-# carry the token: ?token=T (the URL cnlabd shows), or the cookie a first
-# request with it set.  Anything else is 403 and sets nothing.
+# network namespace; users come through cnlabd's proxy (/s/ID/..., passed
+# whole: the prefix $CNLAB_BASE_URL is taken off here), which sends the
+# token as "Authorization: token T"; the agent's forwarder on the node's
+# loopback brings the node's operator.  Loopback is no protection, so
+# every request must carry the token: that header, ?token=T, or the cookie
+# a first request with ?token= set.  Anything else is 403 and sets nothing.
 import hmac
 import http.server
 import os
@@ -14,12 +16,21 @@ import urllib.parse
 
 TOKEN = os.environ["CNLAB_SERVER_TOKEN"]
 COOKIE = "cnlab_token"
+BASE = os.environ.get("CNLAB_BASE_URL", "/").rstrip("/")
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
     authorized = False
 
+    def header_ok(self):
+        scheme, _, given = self.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "token" and hmac.compare_digest(
+            given.strip(), TOKEN
+        )
+
     def token_ok(self):
+        if self.header_ok():
+            return True
         query = urllib.parse.urlsplit(self.path).query
         given = urllib.parse.parse_qs(query).get("token", [""])[0]
         if given and hmac.compare_digest(given, TOKEN):
@@ -31,10 +42,14 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         return False
 
     def send_head(self):
-        self.authorized = self.token_ok()
-        if not self.authorized:
+        if not self.token_ok():
             self.send_error(403, "this notebook needs its token")
             return None
+        # A cookie only for a browser that came with ?token= (the proxy
+        # keeps its own session).
+        self.authorized = not self.header_ok()
+        if BASE and (self.path == BASE or self.path.startswith(BASE + "/")):
+            self.path = self.path[len(BASE) :] or "/"
         return super().send_head()
 
     def end_headers(self):

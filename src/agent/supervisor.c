@@ -319,15 +319,18 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		snprintf(w->dir, sizeof(w->dir), "%s/workspaces/%s",
 		         a->cfg.work_dir, id);
 		/* In a container the server listens in its own network
-		 * namespace; the node's port is the forwarder's, held from
-		 * now on.  Bare, a free port of the node. */
+		 * namespace; the same port on the node's loopback is the
+		 * forwarder's, held from now on (users come through
+		 * cnlabd's proxy, tunnel.c).  Bare, a free port of the
+		 * node. */
 		if (a->cfg.bare) {
 			w->port = free_port();
-		} else if ((r = cnl_fwd_start(a->launcher, id, a->cfg.address,
-		                              0, &w->fwd, &w->port)) < 0) {
-			snprintf(err, sizeof(err),
-			         "cannot listen on %s for the server: %s",
-			         a->cfg.address, cnl_strerror(r));
+		} else if ((r = cnl_fwd_start(a->launcher, id, "127.0.0.1", 0,
+		                              &w->fwd, &w->port)) < 0) {
+			snprintf(
+			    err, sizeof(err),
+			    "cannot listen on 127.0.0.1 for the server: %s",
+			    cnl_strerror(r));
 			goto fail;
 		}
 		if ((r = make_token(w->token)) < 0) {
@@ -438,6 +441,9 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	}
 	if (w->server) {
 		ENV("CNLAB_PORT=%d", w->port);
+		/* cnlabd's proxy passes the path whole: the server's pages
+		 * live under it. */
+		ENV("CNLAB_BASE_URL=/s/%s/", id);
 		/* The notebook's own password: only the URL cnlabd shows to
 		 * the project carries it. */
 		ENV("CNLAB_SERVER_TOKEN=%s", w->token);
@@ -530,8 +536,10 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	{
 		char url[256];
 
-		snprintf(url, sizeof(url), "http://%s:%d/?token=%s",
-		         a->cfg.address, w->port, w->token);
+		/* Node-local (the forwarder's loopback port); cnlabd shows
+		 * users its proxy's URL and keeps the token from this. */
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d/?token=%s",
+		         w->port, w->token);
 		cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_RUNNING, 0,
 		                 w->server ? url : NULL, NULL);
 	}
@@ -674,7 +682,8 @@ static void check_idle(struct wk *w, int64_t now)
 				busy += st.procs[p].busy_ns;
 		cnl_region_unmap(&h);
 	}
-	if (busy != w->last_busy_ns || has_connections(w->port))
+	if (busy != w->last_busy_ns || w->tunnels > 0 ||
+	    has_connections(w->port))
 		w->last_active_ms = now;
 	w->last_busy_ns = busy;
 	if (now - w->last_active_ms >= w->idle_timeout_ms && !w->stopping) {

@@ -222,6 +222,7 @@ int cnl_cli_cmd_profiles_list(struct cnl_cli *cli);
 int cnl_cli_cmd_server_create(struct cnl_cli *cli);
 int cnl_cli_cmd_server_list(struct cnl_cli *cli);
 int cnl_cli_cmd_server_open(struct cnl_cli *cli);
+int cnl_cli_cmd_server_exec(struct cnl_cli *cli);
 int cnl_cli_cmd_server_stop(struct cnl_cli *cli);
 int cnl_cli_cmd_server_start(struct cnl_cli *cli);
 int cnl_cli_cmd_server_delete(struct cnl_cli *cli);

@@ -15,6 +15,7 @@
  * it goes.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,4 +472,185 @@ long cnl_client_call(struct cnl_client *cl, const char *method,
 		*ret = json_incref(r.json);
 	cnl_client_reply_done(&r);
 	return r.status;
+}
+
+/* ---- upgraded connections -------------------------------------------- */
+
+struct cnl_client_stream {
+	CURL *curl;
+	int fd;
+	char *early; /* bytes read past the 101's head */
+	size_t early_n, early_off;
+};
+
+int cnl_client_stream_fd(const struct cnl_client_stream *s)
+{
+	return s->fd;
+}
+
+void cnl_client_stream_free(struct cnl_client_stream *s)
+{
+	if (!s)
+		return;
+	curl_easy_cleanup(s->curl);
+	free(s->early);
+	free(s);
+	curl_global_cleanup();
+}
+
+/* Wait until @fd is ready for @events (or failed); false on poll error. */
+static bool wait_fd(int fd, short events, int ms)
+{
+	struct pollfd p = {fd, events, 0};
+	int r;
+
+	while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
+		;
+	return r > 0;
+}
+
+ssize_t cnl_client_stream_read(struct cnl_client_stream *s, char *buf, size_t n)
+{
+	size_t got = 0;
+	CURLcode rc;
+
+	if (s->early_off < s->early_n) {
+		size_t k = s->early_n - s->early_off;
+
+		k = k < n ? k : n;
+		memcpy(buf, s->early + s->early_off, k);
+		s->early_off += k;
+		return (ssize_t)k;
+	}
+	rc = curl_easy_recv(s->curl, buf, n, &got);
+	if (rc == CURLE_AGAIN)
+		return -EAGAIN;
+	if (rc != CURLE_OK)
+		return -EIO;
+	return (ssize_t)got;
+}
+
+int cnl_client_stream_write(struct cnl_client_stream *s, const char *buf,
+                            size_t n)
+{
+	while (n > 0) {
+		size_t sent = 0;
+		CURLcode rc = curl_easy_send(s->curl, buf, n, &sent);
+
+		if (rc == CURLE_AGAIN) {
+			if (!wait_fd(s->fd, POLLOUT, 60 * 1000))
+				return -ETIMEDOUT;
+			continue;
+		}
+		if (rc != CURLE_OK)
+			return -EIO;
+		buf += sent;
+		n -= sent;
+	}
+	return 0;
+}
+
+int cnl_client_upgrade(struct cnl_client *cl, const char *path,
+                       const char *proto, struct cnl_client_stream **ret,
+                       char *err, size_t errlen)
+{
+	struct cnl_client_stream *s;
+	const char *host = strstr(cl->base, "://"), *bpath;
+	char head[8192];
+	curl_socket_t sock = CURL_SOCKET_BAD;
+	size_t hn = 0;
+	char *end = NULL;
+	int status = 0, r;
+	long ms = cl->connect_timeout_ms ? cl->connect_timeout_ms : 10000;
+
+	if (!host)
+		return -EINVAL;
+	host += 3;
+	bpath = strchr(host, '/');
+	if (!bpath)
+		bpath = host + strlen(host);
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -EIO;
+	s = cnl_xcalloc(1, sizeof(*s));
+	if (!(s->curl = curl_easy_init())) {
+		free(s);
+		curl_global_cleanup();
+		return -EIO;
+	}
+	curl_easy_setopt(s->curl, CURLOPT_URL, cl->base);
+	curl_easy_setopt(s->curl, CURLOPT_CONNECT_ONLY, 1L);
+	curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, ms);
+	if (cl->cafile)
+		curl_easy_setopt(s->curl, CURLOPT_CAINFO, cl->cafile);
+	if (curl_easy_perform(s->curl) != CURLE_OK ||
+	    curl_easy_getinfo(s->curl, CURLINFO_ACTIVESOCKET, &sock) !=
+	        CURLE_OK ||
+	    sock == CURL_SOCKET_BAD) {
+		snprintf(err, errlen, "POST %s: cannot connect to %s", path,
+		         cl->base);
+		goto fail;
+	}
+	s->fd = (int)sock;
+	r = snprintf(head, sizeof(head),
+	             "POST %.*s%s HTTP/1.1\r\nHost: %.*s\r\n%s%s"
+	             "Connection: Upgrade\r\nUpgrade: %s\r\n"
+	             "Content-Length: 0\r\n\r\n",
+	             (int)strlen(bpath), bpath, path, (int)(bpath - host), host,
+	             cl->auth ? cl->auth : "", cl->auth ? "\r\n" : "", proto);
+	if (r < 0 || (size_t)r >= sizeof(head) ||
+	    cnl_client_stream_write(s, head, (size_t)r) < 0) {
+		snprintf(err, errlen, "POST %s: cannot send the request", path);
+		goto fail;
+	}
+	/* The head of the reply, byte runs until its blank line; what comes
+	 * after it is the stream's. */
+	while (!end) {
+		ssize_t n;
+
+		if (hn + 1 >= sizeof(head)) {
+			snprintf(err, errlen, "POST %s: reply head too long",
+			         path);
+			goto fail;
+		}
+		n = cnl_client_stream_read(s, head + hn, sizeof(head) - 1 - hn);
+		if (n == -EAGAIN) {
+			if (!wait_fd(s->fd, POLLIN, 30 * 1000)) {
+				snprintf(err, errlen, "POST %s: no reply",
+				         path);
+				goto fail;
+			}
+			continue;
+		}
+		if (n <= 0) {
+			snprintf(err, errlen,
+			         "POST %s: connection closed before a reply",
+			         path);
+			goto fail;
+		}
+		hn += (size_t)n;
+		head[hn] = '\0';
+		end = strstr(head, "\r\n\r\n");
+	}
+	if (sscanf(head, "HTTP/%*d.%*d %d", &status) != 1 || status != 101) {
+		const char *body = end + 4, *msg = NULL;
+		json_t *j = json_loads(body, 0, NULL);
+
+		cnl_http_error_read(j, NULL, &msg);
+		snprintf(err, errlen, "POST %s: %d %s", path, status,
+		         msg ? msg : "(no upgrade)");
+		json_decref(j);
+		goto fail;
+	}
+	end += 4;
+	if ((size_t)(end - head) < hn) {
+		s->early_n = hn - (size_t)(end - head);
+		s->early = cnl_xmalloc(s->early_n);
+		memcpy(s->early, end, s->early_n);
+	}
+	*ret = s;
+	return 0;
+fail:
+	cnl_client_stream_free(s);
+	return -EIO;
 }

@@ -44,6 +44,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -177,5 +178,33 @@ void cnl_client_reply_done(struct cnl_client_reply *r);
  * new string to free().
  */
 char *cnl_client_url_escape(const char *s);
+
+/*
+ * Upgraded connections.  cnl_client_upgrade() opens a connection of its
+ * own to the client's server (TLS as for any request), sends
+ *   POST <base path><path> HTTP/1.1, Connection: Upgrade, Upgrade: @proto,
+ *   the client's bearer token, Content-Length: 0
+ * and, once the server answers 101, hands the connection over as a byte
+ * stream: a node agent's tunnel to cnlabd.  Its socket is for poll()
+ * only: bytes go through read and write, which also carry TLS.
+ */
+struct cnl_client_stream;
+
+/* 0 with the stream in *@ret; -EIO when no 101 came (@err says what came:
+ * the status and the error reply's message, or why none came). */
+int cnl_client_upgrade(struct cnl_client *cl, const char *path,
+                       const char *proto, struct cnl_client_stream **ret,
+                       char *err, size_t errlen);
+/* The socket under the stream, to poll for reading. */
+int cnl_client_stream_fd(const struct cnl_client_stream *s);
+/* Up to @n bytes: how many (> 0), 0 at the end, -EAGAIN when none is
+ * there now (poll the socket), another negative errno on failure. */
+ssize_t cnl_client_stream_read(struct cnl_client_stream *s, char *buf,
+                               size_t n);
+/* All @n bytes, waiting as needed: 0 or a negative errno. */
+int cnl_client_stream_write(struct cnl_client_stream *s, const char *buf,
+                            size_t n);
+/* Close and free; NULL-safe. */
+void cnl_client_stream_free(struct cnl_client_stream *s);
 
 #endif /* CNL_NET_CLIENT_H */

@@ -41,13 +41,24 @@ struct cnl_http_server {
 	uint16_t port;
 };
 
-/* Per-request state kept by libmicrohttpd between calls. */
+/* Per-request state kept by libmicrohttpd between calls (made by
+ * on_uri, before the first call). */
 struct conn_state {
+	bool started; /* the access handler has seen the headers */
+	char *uri;    /* the request target as sent */
 	char *body;
 	size_t len;
 	size_t cap;
 	bool too_large;
 	struct cnl_http_sink *sink; /* a CNL_HTTP_STREAM_IN route's */
+	/* A passed request (pass_prefix): its state, NULL once refused. */
+	bool passed, pass_drop;
+	void *pass;
+	/* A 101 queued and not yet handed over (see on_upgraded). */
+	void (*upgraded)(void *arg, int fd, const char *extra, size_t n,
+	                 struct cnl_http_upgrade *u);
+	void (*upgrade_free)(void *arg);
+	void *upgrade_arg;
 };
 
 static const char *const perm_names[CNL_PERM_COUNT_] = {
@@ -257,6 +268,103 @@ const char *cnl_http_header(const struct cnl_http_request *req,
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
+struct each_ctx {
+	void (*fn)(void *arg, const char *name, const char *value);
+	void *arg;
+};
+
+static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind,
+                                   const char *key, const char *value)
+{
+	struct each_ctx *e = cls;
+
+	e->fn(e->arg, key, value ? value : "");
+	return MHD_YES;
+}
+
+void cnl_http_headers_each(const struct cnl_http_request *req,
+                           void (*fn)(void *arg, const char *name,
+                                      const char *value),
+                           void *arg)
+{
+	struct each_ctx e = {fn, arg};
+
+	if (req->conn)
+		MHD_get_connection_values(req->conn, MHD_HEADER_KIND,
+		                          each_header, &e);
+}
+
+void cnl_http_upgrade_close(struct cnl_http_upgrade *u)
+{
+	if (u)
+		MHD_upgrade_action((struct MHD_UpgradeResponseHandle *)u,
+		                   MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/* libmicrohttpd calls this once the 101 went out: the byte stream is the
+ * layer above's from here. */
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
+                        const char *extra, size_t n, MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh)
+{
+	struct conn_state *cs = cls;
+	void (*fn)(void *, int, const char *, size_t,
+	           struct cnl_http_upgrade *) = cs->upgraded;
+	void *arg = cs->upgrade_arg;
+
+	cs->upgraded = NULL;
+	cs->upgrade_free = NULL;
+	cs->upgrade_arg = NULL;
+	if (fn)
+		fn(arg, sock, extra, n, (struct cnl_http_upgrade *)urh);
+	else
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct cnl_http_response *r = cls;
+	ssize_t n = r->stream_read(r->stream_arg, buf, max);
+
+	if (n == 0)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	return n < 0 ? MHD_CONTENT_READER_END_WITH_ERROR : n;
+}
+
+static void stream_done(void *cls)
+{
+	struct cnl_http_response *r = cls;
+
+	if (r->stream_free)
+		r->stream_free(r->stream_arg);
+	free(r);
+}
+
+/* Add the "Name: value\r\n" lines of @lines to @r. */
+static void add_headers(struct MHD_Response *r, const char *lines)
+{
+	while (lines && *lines) {
+		const char *eol = strstr(lines, "\r\n");
+		size_t len = eol ? (size_t)(eol - lines) : strlen(lines);
+		const char *colon = memchr(lines, ':', len);
+
+		if (colon && colon > lines) {
+			char *name = strndup(lines, (size_t)(colon - lines));
+			const char *v = colon + 1;
+			char *value;
+
+			while (v < lines + len && (*v == ' ' || *v == '\t'))
+				v++;
+			value = strndup(v, (size_t)(lines + len - v));
+			if (name && value)
+				MHD_add_response_header(r, name, value);
+			free(name);
+			free(value);
+		}
+		lines += len + (eol ? 2 : 0);
+	}
+}
+
 const char *cnl_http_query(const struct cnl_http_request *req, const char *name)
 {
 	const char *v = NULL;
@@ -293,8 +401,10 @@ void cnl_http_error(struct cnl_http_response *resp, unsigned status,
 	cnl_http_reply(resp, status, cnl_http_error_body(code, msg));
 }
 
-/* Send @resp on @conn and release its body. */
+/* Send @resp on @conn (whose state is @cs, NULL when it has none) and
+ * release its body. */
 static enum MHD_Result send_response(struct MHD_Connection *conn,
+                                     struct conn_state *cs,
                                      struct cnl_http_response *resp)
 {
 	struct MHD_Response *r;
@@ -302,9 +412,53 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 	char *text = NULL;
 	size_t text_len = 0;
 
+	if (resp->upgraded && (resp->status != 101 || !cs)) {
+		if (resp->upgrade_free)
+			resp->upgrade_free(resp->upgrade_arg);
+		resp->upgraded = NULL;
+		if (resp->status == 101)
+			resp->status = 0;
+	}
 	if (resp->status == 0) {
 		cnl_http_error(resp, 500, "internal",
 		               "the handler produced no response");
+	}
+	if (resp->upgraded) {
+		r = MHD_create_response_for_upgrade(on_upgraded, cs);
+		json_decref(resp->body);
+		resp->body = NULL;
+		free(resp->text);
+		resp->text = NULL;
+		if (!r) {
+			if (resp->upgrade_free)
+				resp->upgrade_free(resp->upgrade_arg);
+			free(resp->headers);
+			return MHD_NO;
+		}
+		cs->upgraded = resp->upgraded;
+		cs->upgrade_free = resp->upgrade_free;
+		cs->upgrade_arg = resp->upgrade_arg;
+		resp->no_defaults = true;
+		goto headers;
+	}
+	if (resp->stream_read) {
+		/* The reader's state outlives this call: a copy goes with
+		 * the response and is freed with it. */
+		struct cnl_http_response *copy = cnl_xmalloc(sizeof(*copy));
+
+		*copy = *resp;
+		r = MHD_create_response_from_callback(
+		    resp->stream_size < 0 ? MHD_SIZE_UNKNOWN
+		                          : (uint64_t)resp->stream_size,
+		    64 * 1024, stream_reader, copy, stream_done);
+		json_decref(resp->body);
+		resp->body = NULL;
+		if (!r) {
+			stream_done(copy);
+			free(resp->headers);
+			return MHD_NO;
+		}
+		goto headers;
 	}
 	if (resp->send_file) {
 		/* libmicrohttpd owns the descriptor from here (closed with
@@ -347,12 +501,18 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 	if (!r)
 		return MHD_NO;
 headers:
+	add_headers(r, resp->headers);
+	free(resp->headers);
+	resp->headers = NULL;
 	if (resp->sha256[0])
 		MHD_add_response_header(r, "X-Content-SHA256", resp->sha256);
-	MHD_add_response_header(r, "Content-Type",
-	                        resp->content_type ? resp->content_type
-	                                           : "application/json");
-	MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (!resp->no_defaults) {
+		MHD_add_response_header(r, "Content-Type",
+		                        resp->content_type
+		                            ? resp->content_type
+		                            : "application/json");
+		MHD_add_response_header(r, "Cache-Control", "no-store");
+	}
 	if (resp->allow[0])
 		MHD_add_response_header(r, "Allow", resp->allow);
 	ret = MHD_queue_response(conn, resp->status, r);
@@ -367,7 +527,7 @@ static enum MHD_Result too_large(struct cnl_http_server *srv,
 
 	cnl_http_error(&resp, 413, "payload_too_large",
 	               "request body exceeds %zu bytes", srv->cfg.body_max);
-	return send_response(conn, &resp);
+	return send_response(conn, NULL, &resp);
 }
 
 /* Append a chunk, or only note the overflow once past the limit. */
@@ -408,17 +568,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	const struct cnl_http_route *route = NULL;
 
 	if (!cs) {
+		cs = cnl_xcalloc(1, sizeof(*cs));
+		*con_cls = cs;
+	}
+	req.uri = cs->uri ? cs->uri : url;
+	if (!cs->started) {
 		const char *cl = MHD_lookup_connection_value(
 		    conn, MHD_HEADER_KIND, "Content-Length");
+		const char *pp = srv->cfg.pass_prefix;
 		char *end;
 		unsigned long long v;
 
-		cs = cnl_xcalloc(1, sizeof(*cs));
-		*con_cls = cs;
+		cs->started = true;
 		req.method = method;
 		req.path = url;
 		req.body = "";
 		req.conn = conn;
+		if (pp && pp[0] && srv->cfg.pass_open &&
+		    strncmp(url, pp, strlen(pp)) == 0) {
+			cs->passed = true;
+			if (srv->cfg.pass_open(srv->cfg.ud, &req, &resp,
+			                       &cs->pass) < 0) {
+				cs->pass = NULL;
+				return send_response(conn, cs, &resp);
+			}
+			return MHD_YES;
+		}
 		if (srv->cfg.open_sink &&
 		    cnl_http_route_match(srv->cfg.routes, srv->cfg.nroutes,
 		                         method, url, &req, &route,
@@ -429,7 +604,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 			if (r < 0) {
 				cs->sink = NULL;
 				cs->too_large = true; /* drop what comes */
-				return send_response(conn, &resp);
+				return send_response(conn, cs, &resp);
 			}
 			if (r == 0)
 				return MHD_YES;
@@ -446,6 +621,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 			}
 		}
 		return MHD_YES;
+	}
+	if (cs->passed) {
+		if (*data_size) {
+			if (cs->pass && !cs->pass_drop &&
+			    srv->cfg.pass_body(cs->pass, data, *data_size) < 0)
+				cs->pass_drop = true;
+			*data_size = 0;
+			return MHD_YES;
+		}
+		if (!cs->pass)
+			return MHD_NO;
+		req.method = method;
+		req.path = url;
+		req.body = "";
+		req.conn = conn;
+		{
+			void *st = cs->pass;
+
+			cs->pass = NULL; /* pass_end's from here */
+			srv->cfg.pass_end(st, &req, &resp);
+		}
+		return send_response(conn, cs, &resp);
 	}
 	if (*data_size && cs->sink) {
 		if (!cs->sink->failed &&
@@ -482,21 +679,37 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		srv->cfg.serve(srv->cfg.ud, route, &req, &resp);
 		break;
 	}
-	return send_response(conn, &resp);
+	return send_response(conn, cs, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+	struct cnl_http_server *srv = cls;
 	struct conn_state *cs = *con_cls;
 
 	if (cs) {
 		if (cs->sink)
 			cs->sink->free(cs->sink);
+		if (cs->pass)
+			srv->cfg.pass_free(cs->pass);
+		if (cs->upgrade_free)
+			cs->upgrade_free(cs->upgrade_arg);
+		free(cs->uri);
 		free(cs->body);
 		free(cs);
 		*con_cls = NULL;
 	}
+}
+
+/* Called by libmicrohttpd with the request target as sent, before the
+ * access handler: the state starts here, with the target kept. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct conn_state *cs = cnl_xcalloc(1, sizeof(*cs));
+
+	cs->uri = cnl_xstrdup(uri ? uri : "");
+	return cs;
 }
 
 int cnl_http_server_new(const struct cnl_http_config *cfg,
@@ -512,6 +725,10 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	if ((r = cnl_http_routes_check(cfg->routes, cfg->nroutes, err,
 	                               errlen)) < 0)
 		return r;
+	if (cfg->pass_prefix && (!cfg->pass_open || !cfg->pass_body ||
+	                         !cfg->pass_end || !cfg->pass_free))
+		return config_err(err, errlen,
+		                  "a pass prefix needs its four callbacks");
 
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons(cfg->port);
@@ -537,8 +754,10 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	}
 	srv->daemon = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-	        MHD_USE_AUTO | (cfg->tls_cert_pem ? MHD_USE_TLS : 0),
+	        MHD_USE_AUTO | MHD_ALLOW_UPGRADE |
+	        (cfg->tls_cert_pem ? MHD_USE_TLS : 0),
 	    cfg->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,

@@ -37,6 +37,18 @@
  * likewise be a file (send_file): sent from its descriptor, never read
  * into memory here.
  *
+ * Streamed replies and upgrades.  A reply may be read from a callback as
+ * it is sent (stream_read: a proxied body), and may be a 101 that hands
+ * the connection's byte stream to the layer above (upgraded: a WebSocket,
+ * a node's tunnel); both may carry headers of their own (headers).
+ *
+ * Passed requests.  A request whose path starts with the config's
+ * pass_prefix is not routed: pass_open sees its headers (and may answer
+ * at once), pass_body each chunk of its body as it arrives, pass_end
+ * makes the reply once the body is in and takes the state (to free, or to
+ * hand to the reply); pass_free runs when pass_end never did.  cnlabd's
+ * notebook proxy (/s/) is one.
+ *
  * Threading: every connection gets its own thread (so a long poll never
  * holds up other requests); the serve callback must do its own locking.
  */
@@ -46,6 +58,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -106,8 +119,16 @@ struct cnl_http_request {
 	const char *body; /* NUL-terminated; "" when there is none */
 	size_t body_len;
 	struct cnl_http_sink *sink; /* streamed routes; else NULL */
-	void *conn; /* transport handle for the header and query lookups */
+	void *conn;      /* transport handle for the header and query lookups */
+	const char *uri; /* the request target as sent (path and query) */
 };
+
+/* An upgraded connection (after a 101), closed by cnl_http_upgrade_close. */
+struct cnl_http_upgrade;
+
+/* cnl_http_upgrade_close - the layer above is done with an upgraded
+ * connection: close it (once, from any thread). */
+void cnl_http_upgrade_close(struct cnl_http_upgrade *u);
 
 /*
  * The reply a handler builds.  body is owned (json_decref on reply).  A
@@ -128,6 +149,30 @@ struct cnl_http_response {
 	uint64_t file_size;
 	char sha256[65];
 	char allow[CNL_HTTP_ALLOW_MAX]; /* sent as Allow when not empty */
+	/* Headers of the reply's own: "Name: value\r\n" lines, malloc'd,
+	 * owned.  With @no_defaults, no Content-Type or Cache-Control is
+	 * added (a proxied reply carries its own). */
+	char *headers;
+	bool no_defaults;
+	/* A body read as it is sent: @stream_read puts up to @max bytes in
+	 * @buf and returns how many, 0 at the end, < 0 to drop the
+	 * connection; @stream_size is the length (-1: unknown, sent
+	 * chunked).  @stream_free(@stream_arg) runs once, whatever happened.
+	 * May block (each connection has its thread). */
+	ssize_t (*stream_read)(void *arg, char *buf, size_t max);
+	void (*stream_free)(void *arg);
+	void *stream_arg;
+	int64_t stream_size;
+	/* A 101 reply (with status 101): once it is sent, @upgraded gets the
+	 * connection's socket @fd, what the client sent past its request
+	 * (@extra, @n bytes) and the handle to close it with; it owns
+	 * @upgrade_arg from then on, and must not block (over TLS this
+	 * server's thread carries the bytes once it returns).  When the 101
+	 * is never sent, @upgrade_free(@upgrade_arg) runs instead. */
+	void (*upgraded)(void *arg, int fd, const char *extra, size_t n,
+	                 struct cnl_http_upgrade *u);
+	void (*upgrade_free)(void *arg);
+	void *upgrade_arg;
 };
 
 /*
@@ -183,6 +228,12 @@ const char *cnl_http_param(const struct cnl_http_request *req,
 const char *cnl_http_header(const struct cnl_http_request *req,
                             const char *name);
 
+/* cnl_http_headers_each - call @fn for each request header, in order. */
+void cnl_http_headers_each(const struct cnl_http_request *req,
+                           void (*fn)(void *arg, const char *name,
+                                      const char *value),
+                           void *arg);
+
 /* cnl_http_query - a query-string argument, or NULL (also when its value
  * holds a NUL byte, %00, which C would read cut short). */
 const char *cnl_http_query(const struct cnl_http_request *req,
@@ -227,6 +278,16 @@ struct cnl_http_config {
 	                 struct cnl_http_request *req,
 	                 struct cnl_http_response *resp,
 	                 struct cnl_http_sink **ret);
+	/* Passed requests (see above); NULL prefix: none.  pass_open
+	 * returns 0 with its state in *@ret_state, or -1 with the answer
+	 * in @resp; pass_body < 0 drops the rest of the body. */
+	const char *pass_prefix;
+	int (*pass_open)(void *ud, struct cnl_http_request *req,
+	                 struct cnl_http_response *resp, void **ret_state);
+	int (*pass_body)(void *state, const char *data, size_t n);
+	void (*pass_end)(void *state, struct cnl_http_request *req,
+	                 struct cnl_http_response *resp);
+	void (*pass_free)(void *state);
 	void *ud;
 };
 

@@ -1,14 +1,17 @@
 /*
  * api-internal.h - what the files of the REST API share: the API handle,
  * the per-request call, and the helpers every handler uses to read
- * requests and write replies.  api.c holds authentication, authorization,
- * audit and the route table; api_work.c the handlers of the workload,
- * quota, node and platform routes; api_cli.c those of the CLI installer.
+ * requests and write replies.  api.c holds authorization, audit and the
+ * route table; api_authn.c authentication (who the caller is); the
+ * api_<resource>.c files the handlers; api_cli.c those of the CLI
+ * installer; api_proxy.c the notebook proxy (/s/), its tunnels and
+ * `server exec`.
  */
 #ifndef CNL_SERVER_API_INTERNAL_H
 #define CNL_SERVER_API_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include <jansson.h>
@@ -62,7 +65,19 @@ struct cnl_api {
 	/* The retention sweep (api_files.c): where it goes on, when next. */
 	char keep_after[3][CNL_ID_MAX];
 	int64_t keep_next_ms;
+	bool tls; /* served over HTTPS (the proxy's cookie is Secure) */
+	/* The notebook proxy's tunnels (api_proxy.c), under mu; tun_cv
+	 * wakes the agents' long polls and the proxies that wait. */
+	struct cnl_api_tunnel *tunnels;
+	pthread_cond_t tun_cv;
+	atomic_bool proxy_stop; /* cnl_api_stop: waits and relays end */
 };
+
+/* The notebook proxy (api_proxy.c): open tunnels per user and per server,
+ * and how long the agent has to open one. */
+#define CNL_PROXY_PER_USER   64
+#define CNL_PROXY_PER_SERVER 128
+#define CNL_PROXY_OPEN_MS    10000
 
 struct call {
 	struct cnl_api *api;
@@ -82,6 +97,7 @@ struct call {
 	char actor[CNL_STORE_AUDIT_MAX];
 	char target[CNL_STORE_AUDIT_MAX];
 	const char *note; /* audit result suffix, e.g. "replayed" */
+	const char *host; /* the request's Host header, or NULL */
 	int64_t now_ms;
 	/* An OIDC ID token verified before the API's lock was taken (the
 	 * check may fetch keys): its result, for identify(). */
@@ -408,6 +424,26 @@ void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp);
 void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp);
+
+/* api_proxy.c */
+void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
+                                struct cnl_http_response *resp);
+void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+/* Set the pass callbacks of the API's server config to the proxy's. */
+void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg);
+
+/* api_authn.c */
+/* Who the bearer token names, and their system role: 0, or -1 with a
+ * 401 (or 500) in @resp.  Under the lock. */
+int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+/* c->user's system role into c->is_admin, c->is_agent. */
+int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp);
+/* Verify an OIDC ID token of the request before the lock is taken. */
+void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req);
 
 /* api.c */
 void cnl_api_audit(struct call *c, struct cnl_http_request *req,

@@ -51,119 +51,6 @@ static int perm_rank(enum cnl_http_perm p)
 }
 
 /*
- * The role of @user_id in the system project ("admin", "agent", ...) in
- * @role, "" when none: 0 or an error.
- */
-static int system_role(struct cnl_store *s, const char *user_id, char *role,
-                       size_t len)
-{
-	struct cnl_store_project sys;
-	int r;
-
-	role[0] = '\0';
-	r = cnl_store_project_get_by_name(s, CNL_API_ADMIN_PROJECT, &sys);
-	if (r == -CNL_ENOTFOUND)
-		return 0;
-	if (r < 0)
-		return r;
-	r = cnl_store_membership_get_role(s, user_id, sys.id, role, len);
-	if (r == -CNL_ENOTFOUND) {
-		role[0] = '\0';
-		return 0;
-	}
-	return r;
-}
-
-/*
- * Who a bearer credential names: an API token ("cnl_..."), an OIDC ID
- * token (RS256, when configured), or one of our HS256 JWTs.  Sets
- * c->user; returns 0, or -1 with a 401 (or 500) in @resp.
- */
-static int identify(struct call *c, const char *h,
-                    struct cnl_http_response *resp)
-{
-	struct cnl_store *s = c->api->store;
-	struct cnl_auth_claims claims;
-	char digest[CNL_AUTH_DIGEST_MAX];
-	int r;
-
-	if (strncmp(h, CNL_AUTH_TOKEN_PREFIX, strlen(CNL_AUTH_TOKEN_PREFIX)) ==
-	    0) {
-		struct cnl_store_doc d = {0};
-		json_t *o;
-		int64_t exp = 0;
-
-		if (cnl_auth_token_check(h) < 0 ||
-		    cnl_auth_token_digest(h, digest) < 0 ||
-		    cnl_store_doc_get(s, "token", digest, &d) < 0)
-			goto refuse;
-		o = json_loads(d.body, 0, NULL);
-		exp = json_integer_value(json_object_get(o, "expires_ms"));
-		snprintf(claims.sub, sizeof(claims.sub), "%s",
-		         json_string_value(json_object_get(o, "user_id"))
-		             ? json_string_value(json_object_get(o, "user_id"))
-		             : "");
-		json_decref(o);
-		cnl_store_doc_done(&d);
-		if (exp && exp <= c->now_ms)
-			goto refuse;
-		r = cnl_store_user_get(s, claims.sub, &c->user);
-	} else if (c->api->oidc && cnl_oidc_looks_like(h)) {
-		/* Verified before the lock was taken (oidc_check()). */
-		if (!c->oidc_done || c->oidc_r < 0)
-			goto refuse;
-		r = cnl_store_user_get_by_name(s, c->oidc.username, &c->user);
-	} else {
-		if (cnl_auth_jwt_verify(h, c->api->key, c->api->keylen,
-		                        CNL_API_AUDIENCE, c->now_ms / 1000,
-		                        &claims) < 0)
-			goto refuse;
-		r = cnl_store_user_get(s, claims.sub, &c->user);
-	}
-	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE)
-		goto refuse;
-	if (r < 0) {
-		cnl_api_store_error(c, resp, r, "user");
-		return -1;
-	}
-	return 0;
-refuse:
-	cnl_http_error(resp, 401, "unauthenticated",
-	               "invalid or expired token");
-	return -1;
-}
-
-/* Returns 0, or -1 with a 401 (or 500) in @resp. */
-static int authenticate(struct call *c, struct cnl_http_request *req,
-                        struct cnl_http_response *resp)
-{
-	const char *h = cnl_http_header(req, "Authorization");
-	char role[CNL_STORE_ROLE_MAX];
-	int r;
-
-	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
-		cnl_http_error(resp, 401, "unauthenticated",
-		               "missing bearer token: log in first");
-		return -1;
-	}
-	h += 7;
-	while (*h == ' ')
-		h++;
-	if (identify(c, h, resp) < 0)
-		return -1;
-	if ((r = system_role(c->api->store, c->user.id, role, sizeof(role))) <
-	    0) {
-		cnl_api_store_error(c, resp, r, "user");
-		return -1;
-	}
-	c->is_admin = strcmp(role, "admin") == 0;
-	c->is_agent = strcmp(role, "agent") == 0;
-	c->authed = true;
-	snprintf(c->actor, sizeof(c->actor), "%s", c->user.id);
-	return 0;
-}
-
-/*
  * Resolve the project the path names and check the caller's role in it.
  * Returns 0, or -1 with 403/404 in @resp.
  */
@@ -228,9 +115,9 @@ static int authorize(struct call *c, struct cnl_http_request *req,
 	case CNL_PERM_PUBLIC:
 		return 0;
 	case CNL_PERM_AUTHENTICATED:
-		return authenticate(c, req, resp);
+		return cnl_api_authenticate(c, req, resp);
 	case CNL_PERM_ADMIN:
-		if (authenticate(c, req, resp) < 0)
+		if (cnl_api_authenticate(c, req, resp) < 0)
 			return -1;
 		if (!c->is_admin) {
 			cnl_http_error(resp, 403, "forbidden",
@@ -239,7 +126,7 @@ static int authorize(struct call *c, struct cnl_http_request *req,
 		}
 		return 0;
 	case CNL_PERM_AGENT:
-		if (authenticate(c, req, resp) < 0)
+		if (cnl_api_authenticate(c, req, resp) < 0)
 			return -1;
 		if (!c->is_admin && !c->is_agent) {
 			cnl_http_error(resp, 403, "forbidden",
@@ -250,7 +137,7 @@ static int authorize(struct call *c, struct cnl_http_request *req,
 	case CNL_PERM_PROJECT_VIEW:
 	case CNL_PERM_PROJECT_MEMBER:
 	case CNL_PERM_PROJECT_ADMIN:
-		if (authenticate(c, req, resp) < 0)
+		if (cnl_api_authenticate(c, req, resp) < 0)
 			return -1;
 		return authorize_project(c, req, resp);
 	default:
@@ -330,6 +217,8 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/images", AUTH, NULL, cnl_api_h_images_list},
     {"PUT", "/v1/images", ADM, "image.import", cnl_api_h_image_import},
     {"DELETE", "/v1/images", ADM, "image.delete", cnl_api_h_image_delete},
+    {"POST", "/v1/servers/{server}/exec", PM, "server.exec",
+     cnl_api_h_server_exec},
     {"GET", "/v1/profiles", AUTH, NULL, cnl_api_h_profiles_list},
     {"POST", "/v1/profiles", ADM, "profile.put", cnl_api_h_profiles_put},
     {"DELETE", "/v1/profiles/{profile}", ADM, "profile.delete",
@@ -360,6 +249,9 @@ static const struct cnl_http_route routes[] = {
      cnl_api_h_node_blob_get},
     {"GET", "/v1/nodes/{node}/inputs/file", AGT, NULL,
      cnl_api_h_node_input_file},
+    {"GET", "/v1/nodes/{node}/tunnels", AGT, NULL, cnl_api_h_node_tunnels},
+    {"POST", "/v1/nodes/{node}/tunnels/{tunnel}", AGT, "node.tunnel",
+     cnl_api_h_node_tunnel_open},
     {"GET", "/v1/audit", ADM, NULL, cnl_api_h_audit_list},
     {"GET", "/v1/audit/verify", ADM, NULL, cnl_api_h_audit_verify},
     {"GET", "/v1/policy/burst", ADM, NULL, cnl_api_h_burst_get},
@@ -463,29 +355,6 @@ void cnl_api_audit(struct call *c, struct cnl_http_request *req,
 		                      cnl_store_errmsg(c->api->store)));
 }
 
-/*
- * An OIDC ID token in the request is verified before the API's lock is
- * taken: verification may fetch the issuer's keys.  identify() then only
- * looks the user up.
- */
-static void oidc_check(struct call *c, struct cnl_http_request *req)
-{
-	const char *h = cnl_http_header(req, "Authorization");
-	char err[256];
-
-	if (!c->api->oidc || !h || strncasecmp(h, "Bearer ", 7) != 0)
-		return;
-	for (h += 7; *h == ' ';)
-		h++;
-	if (!cnl_oidc_looks_like(h))
-		return;
-	c->oidc_done = true;
-	c->oidc_r = cnl_oidc_verify(c->api->oidc, h, c->now_ms / 1000, &c->oidc,
-	                            err, sizeof(err));
-	if (c->oidc_r < 0)
-		cnl_log(CNL_LOG_INFO, "OIDC token refused", "why=%s", err);
-}
-
 /* The routes with slow work to do before their handler (password hashing
  * and checks), and the step that does it without the lock. */
 static void (*prepare_of(const struct cnl_http_route *route))(
@@ -523,7 +392,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	c.api = api;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
-	oidc_check(&c, req);
+	c.host = cnl_http_header(req, "Host");
+	cnl_api_oidc_check(&c, req);
 	pthread_mutex_lock(&api->mu);
 	ok = authorize(&c, req, resp) == 0;
 	if (ok && prepare) {
@@ -576,7 +446,7 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	c.api = api;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
-	oidc_check(&c, req);
+	cnl_api_oidc_check(&c, req);
 	pthread_mutex_lock(&api->mu);
 	r = authorize(&c, req, resp) == 0 ? 0 : -1;
 	if (r == 0 && route->handler == cnl_api_h_upload_put)
@@ -606,6 +476,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		return -EINVAL;
 	api = cnl_xcalloc(1, sizeof(*api));
 	pthread_mutex_init(&api->mu, NULL);
+	pthread_cond_init(&api->tun_cv, NULL);
 	api->store = cfg->store;
 	api->keylen = cfg->jwt_key_len;
 	api->key = cnl_xmalloc(api->keylen);
@@ -672,8 +543,15 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 
 void cnl_api_stop(struct cnl_api *api)
 {
-	if (api)
-		cnl_ctl_stop(api->ctl);
+	if (!api)
+		return;
+	cnl_ctl_stop(api->ctl);
+	/* The proxy's waits and relays end within a second: the HTTP
+	 * server's threads can then be joined. */
+	atomic_store(&api->proxy_stop, true);
+	pthread_mutex_lock(&api->mu);
+	pthread_cond_broadcast(&api->tun_cv);
+	pthread_mutex_unlock(&api->mu);
 }
 
 void cnl_api_tick(struct cnl_api *api, int64_t now_ms)
@@ -696,6 +574,7 @@ void cnl_api_free(struct cnl_api *api)
 	free(api->stats);
 	free(api->files_dir);
 	cnl_api_cli_free(api->cli);
+	pthread_cond_destroy(&api->tun_cv);
 	pthread_mutex_destroy(&api->mu);
 	free(api);
 }
@@ -714,6 +593,8 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	    .open_sink = cnl_api_open_sink,
 	    .ud = api,
 	};
+
+	cnl_api_proxy_config(api, &cfg);
 	int r;
 
 	if ((r = cnl_api_routes_check(l->routes, l->nroutes, err, errlen)) < 0)
@@ -723,6 +604,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	api->nstats = l->nroutes;
 	api->routes = l->routes;
 	cnl_api_cli_set_tls(api->cli, l->tls_cert_pem != NULL);
+	api->tls = l->tls_cert_pem != NULL;
 	if (l->run_loop && (r = cnl_ctl_start(api->ctl)) < 0) {
 		snprintf(err, errlen, "cannot start the scheduling loop");
 		return r;

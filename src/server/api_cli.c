@@ -567,18 +567,26 @@ static const struct cli_file *find(const struct cnl_api_cli *cli,
 /* The texts                                                                */
 /* ------------------------------------------------------------------------ */
 
+int cnl_api_cli_base_url(const struct cnl_api_cli *cli, const char *host,
+                         char *buf)
+{
+	if (cli->public_url)
+		snprintf(buf, CNL_API_CLI_URL_MAX, "%s", cli->public_url);
+	else if (cnl_api_cli_valid_host(host))
+		snprintf(buf, CNL_API_CLI_URL_MAX, "%s://%s",
+		         cli->tls ? "https" : "http", host);
+	else
+		return -CNL_EFIELD;
+	return 0;
+}
+
 int cnl_api_cli_script(const struct cnl_api_cli *cli, const char *host,
                        char **ret)
 {
 	struct cnl_metrics_buf b = {0};
 	char url[CNL_API_CLI_URL_MAX];
 
-	if (cli->public_url)
-		snprintf(url, sizeof(url), "%s", cli->public_url);
-	else if (cnl_api_cli_valid_host(host))
-		snprintf(url, sizeof(url), "%s://%s",
-		         cli->tls ? "https" : "http", host);
-	else
+	if (cnl_api_cli_base_url(cli, host, url) < 0)
 		return -CNL_EFIELD;
 	cnl_mb_printf(
 	    &b,

@@ -88,6 +88,14 @@ bool cnl_api_cli_valid_host(const char *host);
 int cnl_api_cli_script(const struct cnl_api_cli *cli, const char *host,
                        char **ret);
 
+/*
+ * cnl_api_cli_base_url - this server's URL as users reach it: public_url,
+ * else http(s)://@host (a Host header), into @buf (CNL_API_CLI_URL_MAX
+ * bytes).  0, or -CNL_EFIELD when neither is there.
+ */
+int cnl_api_cli_base_url(const struct cnl_api_cli *cli, const char *host,
+                         char *buf);
+
 /* cnl_api_cli_sums - the SHA256SUMS text, malloc'd ("" when empty). */
 char *cnl_api_cli_sums(const struct cnl_api_cli *cli);
 

@@ -46,7 +46,22 @@ static void server_doc(struct call *c, const struct cnl_store_server *v,
 	ret->storage_gb = v->storage_gb;
 	ret->idle_timeout_s = v->idle_timeout_s;
 	snprintf(ret->state, sizeof(ret->state), "%s", v->state);
-	snprintf(ret->url, sizeof(ret->url), "%s", v->url);
+	/* Users reach a server through cnlabd's proxy, never the node: the
+	 * URL carries the server's own token, which the proxy exchanges for
+	 * its session cookie (api_proxy.c). */
+	if (strcmp(v->state, "running") == 0 && v->url[0]) {
+		const char *tok = strstr(v->url, "token=");
+		char base[CNL_API_CLI_URL_MAX], url[CNL_API_CLI_URL_MAX + 256];
+		int n;
+
+		if (cnl_api_cli_base_url(c->api->cli, c->host, base) == 0 &&
+		    (n = snprintf(url, sizeof(url), "%s/s/%s/%s%.*s", base,
+		                  v->id, tok ? "?token=" : "",
+		                  tok ? (int)strcspn(tok + 6, "&#") : 0,
+		                  tok ? tok + 6 : "")) > 0 &&
+		    (size_t)n < sizeof(ret->url))
+			memcpy(ret->url, url, (size_t)n + 1);
+	}
 	ret->created_ms = v->created_ms;
 	ret->has_status =
 	    cnl_ctl_workload_status(c->api->ctl, v->id, &ret->status) == 0;

@@ -454,6 +454,17 @@ static bool fits_now(struct cnl_ctl *ctl, const struct wl *w)
 	       cnl_alloc_plan(ctl->cluster, &p, &plan) == 0;
 }
 
+int cnl_ctl_workload_node(struct cnl_ctl *ctl, const char *id, char *ret_node)
+{
+	struct wl *w = ctl_wl_find(ctl, id);
+
+	if (!w || w->state != CNL_WL_STARTED || w->node < 0 ||
+	    (size_t)w->node >= ctl->n_nodes)
+		return -CNL_ENOTFOUND;
+	snprintf(ret_node, CNL_ID_MAX, "%s", ctl->nodes[w->node].id);
+	return 0;
+}
+
 int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
                             struct cnl_wire_status *ret)
 {

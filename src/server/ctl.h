@@ -149,6 +149,13 @@ int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang, int64_t now_ms);
 int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
                             struct cnl_wire_status *ret);
 
+/*
+ * cnl_ctl_workload_node - the id of the node running workload @id, into
+ * @ret_node (CNL_ID_MAX bytes): 0, or -CNL_ENOTFOUND when it is not
+ * running (pending, starting, stopping or ended).
+ */
+int cnl_ctl_workload_node(struct cnl_ctl *ctl, const char *id, char *ret_node);
+
 /* cnl_ctl_usage - metered use of a project or user id. */
 void cnl_ctl_usage_of(struct cnl_ctl *ctl, const char *owner,
                       struct cnl_ctl_usage *ret);

@@ -919,3 +919,107 @@ void cnl_wire_files_done(struct cnl_wire_files *m)
 	m->items = NULL;
 	m->n = 0;
 }
+
+/* ---- tunnels ------------------------------------------------------------ */
+
+int cnl_wire_exec_check(const json_t *a, char *err, size_t errlen)
+{
+	size_t total = 0;
+
+	if (!json_is_array(a) || json_array_size(a) == 0 ||
+	    json_array_size(a) > CNL_WIRE_EXEC_ARGS)
+		return cnl_wire_fail(err, errlen,
+		                     "field \"command\": must be an array of 1 "
+		                     "to %d strings",
+		                     CNL_WIRE_EXEC_ARGS);
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		const json_t *v = json_array_get(a, i);
+
+		if (!json_is_string(v) ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return cnl_wire_fail(err, errlen,
+			                     "field \"command\": item %zu must "
+			                     "be a string without NUL",
+			                     i);
+		total += json_string_length(v) + 1;
+	}
+	if (total > CNL_WIRE_EXEC_BYTES)
+		return cnl_wire_fail(err, errlen,
+		                     "field \"command\": longer than %d bytes",
+		                     CNL_WIRE_EXEC_BYTES);
+	return 0;
+}
+
+json_t *cnl_wire_tunnels_encode(const struct cnl_wire_tunnels *m)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < m->n; i++) {
+		json_t *o = json_pack("{s:s,s:s}", "id", m->items[i].id,
+		                      "workload", m->items[i].workload);
+
+		if (m->items[i].argv) {
+			json_t *c = json_array();
+
+			for (size_t k = 0; k < m->items[i].argc; k++)
+				json_array_append_new(
+				    c, json_string(m->items[i].argv[k]));
+			json_object_set_new(o, "command", c);
+		}
+		json_array_append_new(a, o);
+	}
+	return json_pack("{s:o}", "tunnels", a);
+}
+
+int cnl_wire_tunnels_decode(const json_t *j, struct cnl_wire_tunnels *ret,
+                            char *err, size_t errlen)
+{
+	static const char *const fields[] = {"tunnels", NULL};
+	static const char *const item[] = {"id", "workload", "command", NULL};
+	const json_t *a = NULL;
+
+	memset(ret, 0, sizeof(*ret));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(j, "tunnels", true,
+	                                CNL_WIRE_TUNNELS_MAX, &a, err, errlen));
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		const json_t *t = json_array_get(a, i), *c;
+		struct cnl_wire_tunnel *m = &ret->items[i];
+		char key[40];
+		int r;
+
+		snprintf(key, sizeof(key), "tunnels[%zu]", i);
+		if ((r = cnl_wire_check(t, item, err, errlen)) < 0 ||
+		    (r = cnl_wire_get_str(t, "id", true, m->id, sizeof(m->id),
+		                          err, errlen)) < 0 ||
+		    (r = cnl_wire_get_str(t, "workload", true, m->workload,
+		                          sizeof(m->workload), err, errlen)) <
+		        0)
+			return cnl_wire_nested(key, r, err, errlen);
+		ret->n = i + 1;
+		if (!(c = json_object_get(t, "command")))
+			continue;
+		if ((r = cnl_wire_exec_check(c, err, errlen)) < 0)
+			return cnl_wire_nested(key, r, err, errlen);
+		m->argc = json_array_size(c);
+		m->argv = cnl_xcalloc(m->argc + 1, sizeof(*m->argv));
+		for (size_t k = 0; k < m->argc; k++)
+			m->argv[k] = cnl_xstrdup(
+			    json_string_value(json_array_get(c, k)));
+	}
+	return 0;
+}
+
+void cnl_wire_tunnels_done(struct cnl_wire_tunnels *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n; i++) {
+		for (size_t k = 0; m->items[i].argv && k < m->items[i].argc;
+		     k++)
+			free(m->items[i].argv[k]);
+		free(m->items[i].argv);
+		m->items[i].argv = NULL;
+	}
+	m->n = 0;
+}

@@ -300,4 +300,46 @@ int cnl_wire_files_decode(const json_t *j, struct cnl_wire_files *ret,
                           char *err, size_t errlen);
 void cnl_wire_files_done(struct cnl_wire_files *m);
 
+/*
+ * Tunnels (GET /v1/nodes/{id}/tunnels, long-polled): the connections
+ * cnlabd's notebook proxy wants this node to open, each to the port of one
+ * of its servers:
+ *   {"tunnels": [{"id": "tun_...", "workload": "srv_...",
+ *                 "command": ["ls", "-l"]}]}
+ * The agent opens each with POST /v1/nodes/{id}/tunnels/{tunnel} and
+ * "Connection: Upgrade" ("Upgrade: cnlab-tunnel"), then relays bytes to
+ * the server's port; or, with "command" (`cnlab server exec`), runs it in
+ * the server's container and sends its output in exec frames:
+ *   [kind: 1 byte][length: 4 bytes, big-endian][bytes]
+ *   kind 1 stdout, 2 stderr, 3 the exit code (4 bytes, big-endian; 128+N
+ *   for a signal N), the last frame.
+ */
+#define CNL_WIRE_TUNNELS_MAX 64
+#define CNL_WIRE_EXEC_ARGS   64    /* arguments of a command */
+#define CNL_WIRE_EXEC_BYTES  65536 /* their bytes, all together */
+#define CNL_WIRE_EXEC_STDOUT 1
+#define CNL_WIRE_EXEC_STDERR 2
+#define CNL_WIRE_EXEC_EXIT   3
+
+struct cnl_wire_tunnel {
+	char id[CNL_WIRE_ID_MAX];
+	char workload[CNL_WIRE_ID_MAX];
+	char **argv; /* exec: malloc'd, NULL-ended; NULL: a port tunnel */
+	size_t argc;
+};
+
+struct cnl_wire_tunnels {
+	struct cnl_wire_tunnel items[CNL_WIRE_TUNNELS_MAX];
+	size_t n;
+};
+
+json_t *cnl_wire_tunnels_encode(const struct cnl_wire_tunnels *m);
+int cnl_wire_tunnels_decode(const json_t *j, struct cnl_wire_tunnels *ret,
+                            char *err, size_t errlen);
+void cnl_wire_tunnels_done(struct cnl_wire_tunnels *m);
+/* Check @a as an exec command: a non-empty array of at most
+ * CNL_WIRE_EXEC_ARGS strings without NUL, CNL_WIRE_EXEC_BYTES together;
+ * 0 or -CNL_EFIELD with @err naming the problem. */
+int cnl_wire_exec_check(const json_t *a, char *err, size_t errlen);
+
 #endif /* CNL_WIRE_NODE_H */

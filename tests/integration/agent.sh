@@ -123,7 +123,7 @@ start_agent() {
 	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-$1" \
 		--gpus "$2" --work-dir "$tmp/agent-$1" --cpu-milli 8000 \
 		--mem-mib 16384 --listen 127.0.0.1:0 --log-level info \
-		--server-command 'exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE' \
+		--server-command 'mkdir -p $CNLAB_WORKSPACE/s && ln -sfn $CNLAB_WORKSPACE $CNLAB_WORKSPACE${CNLAB_BASE_URL%/} && exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE' \
 		--mounts "$shared:/shared" \
 		>>"$tmp/agent-$1.out" 2>>"$tmp/agent-$1.err" &
 	apid=$!
@@ -343,7 +343,10 @@ if command -v python3 >/dev/null; then
 	body=""
 	[[ "$url" == *"?token="???????????????????????????????? ]] && ok "server URL carries an access token" || bad "url: $url"
 	base_url=${url%%\?*}
-	wait_for 20 sh -c "curl -sSf '${base_url}notes.txt' >/dev/null" && body=$(curl -sS "${base_url}notes.txt")
+	# Through cnlabd's proxy, which passes the path whole (/s/ID/...):
+	# the server command links that prefix to the workspace.
+	wait_for 20 sh -c "curl -sSf -H 'Authorization: Bearer $ana' '${base_url}notes.txt' >/dev/null" &&
+		body=$(curl -sS -H "Authorization: Bearer $ana" "${base_url}notes.txt")
 	[ "$body" = notebook-data ] && ok "workspace survives stop and start" || bad "workspace: $body"
 	api POST "/v1/servers/$srv/stop" "$ana" '{}' >/dev/null
 else

@@ -122,7 +122,7 @@ agent_step() {
 		fi
 		if [ "$kind" = server ]; then
 			api "$agent" POST "/v1/nodes/$node/reports" \
-				"{\"id\":\"$id\",\"epoch\":$ep,\"state\":\"running\",\"url\":\"https://nb.example.test/$id\"}" >/dev/null
+				"{\"id\":\"$id\",\"epoch\":$ep,\"state\":\"running\",\"url\":\"http://127.0.0.1:9/?token=tok-$id\"}" >/dev/null
 			continue
 		fi
 		cmd=$(jq -r .command <<<"$line")
@@ -297,7 +297,7 @@ head -1 <<<"$out" | grep -Eq '^NAME +SIZE +DIGEST +IMPORTED$' &&
 out=$("$cnlab" server create --name first-experiment --image pytorch:2.4-cuda12.4 \
 	--profile h100-25pct --storage 50gb --idle 2h 2>"$tmp/create.err")
 rc=$?
-[ $rc = 0 ] && grep -q '^✓ Ready: https://nb.example.test/srv_' <<<"$out" &&
+[ $rc = 0 ] && grep -q "^✓ Ready: $base/s/srv_.*/?token=tok-srv_" <<<"$out" &&
 	grep -q '✓ Provisioning' "$tmp/create.err" &&
 	ok server-create || bad "server-create: rc=$rc $out $(cat "$tmp/create.err")"
 srv=$(api "$alice_jwt" GET "/v1/projects/$ml/servers" | jq -c '.items[0]')
@@ -305,11 +305,12 @@ srv=$(api "$alice_jwt" GET "/v1/projects/$ml/servers" | jq -c '.items[0]')
 	ok server-create-sizes || bad "server-create-sizes: $srv"
 srvid=$(jq -r .id <<<"$srv")
 out=$("$cnlab" server list)
-grep -Eq '^first-experiment +running +h100-25pct +50 GB +pytorch:2.4-cuda12.4 +https://nb.example.test/' <<<"$out" &&
+grep -Eq '^first-experiment +running +h100-25pct +50 GB +pytorch:2.4-cuda12.4 +'"$base/s/srv_" <<<"$out" &&
 	ok server-list || bad "server-list: $out"
 check server-list-json [ "$("$cnlab" server list -o json | jq -r '.items[0].name')" = first-experiment ]
 out=$("$cnlab" server open first-experiment)
-check server-open [ "$out" = "https://nb.example.test/$srvid" ]
+# Users get cnlabd's proxy, never the node's address.
+check server-open [ "$out" = "$base/s/$srvid/?token=tok-$srvid" ]
 "$cnlab" server create --name x --image i --profile h100-25pct --storage lots >/dev/null 2>&1
 check server-create-bad-storage-exit-2 [ $? = 2 ]
 
@@ -334,7 +335,7 @@ out=$("$cnlab" server open first-experiment 2>&1)
 check server-open-stopped-fails [ $? = 1 ]
 out=$("$cnlab" server start first-experiment 2>&1)
 rc=$?
-[ $rc = 0 ] && grep -q '✓ Ready: https://nb.example.test/' <<<"$out" &&
+[ $rc = 0 ] && grep -q "✓ Ready: $base/s/$srvid/" <<<"$out" &&
 	ok server-start || bad "server-start: rc=$rc $out"
 
 # --- Run ----------------------------------------------------------------------------

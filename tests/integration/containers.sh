@@ -15,8 +15,8 @@
 #   - two users get two different id ranges
 #   - the agent describes its GPUs in a CDI spec
 #   - a notebook server has its own network: a port it opens on every
-#     address is out of the node's reach; its URL works, through the
-#     agent's forwarder
+#     address is out of the node's reach; its URL works, through cnlabd's
+#     proxy and the agent's tunnel; the forwarder's port is on loopback
 #   - a CUDA program that unsets LD_PRELOAD still gets the shim (from
 #     /etc/ld.so.preload) and cannot allocate past its slice's quota on the
 #     fake driver, which alone would grant it
@@ -257,13 +257,17 @@ running_url() {
 # A server: reached through its URL only.
 srv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb","image":"host","profile":"a100-50pct"}' | jq -r .id)
 surl=$(running_url "$srv")
-echo hello-notebook >"$tmp/probe/workspaces/$srv/hello.txt" 2>/dev/null
+# The proxy passes the path whole (/s/ID/...) and http.server knows no
+# prefix: the file lies where that path leads.
+mkdir -p "$tmp/probe/workspaces/$srv/s/$srv"
+echo hello-notebook >"$tmp/probe/workspaces/$srv/s/$srv/hello.txt" 2>/dev/null
 got=
 for _ in $(seq 50); do
-	got=$(curl -sS --max-time 5 "${surl%%\?*}hello.txt" 2>/dev/null) && [ "$got" = hello-notebook ] && break
+	got=$(curl -sS --max-time 5 -H "Authorization: Bearer $tok" "${surl%%\?*}hello.txt" 2>/dev/null) &&
+		[ "$got" = hello-notebook ] && break
 	sleep 0.2
 done
-[ "$got" = hello-notebook ] && ok "the server answers at its URL, through the forwarder" ||
+[ "$got" = hello-notebook ] && ok "the server answers at its URL, through cnlabd's proxy" ||
 	bad "server URL '$surl': '$got' $(api GET "/v1/servers/$srv")"
 node_ip=$(hostname -I 2>/dev/null | awk '{print $1}')
 reached=
@@ -286,12 +290,15 @@ asrv=$(api POST "/v1/projects/$proj/servers" '{"name":"nb2","image":"host","prof
 aurl=$(running_url "$asrv")
 code() { curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "$1" 2>/dev/null; }
 for _ in $(seq 50); do [ "$(code "$aurl")" = 200 ] && break; sleep 0.2; done
-[ "$(code "$aurl")" = 200 ] && [ "$(code "${aurl%%\?*}")" = 403 ] &&
-	[ "$(code "${aurl%%\?*}?token=0123456789abcdef0123456789abcdef")" = 403 ] &&
-	ok "the default notebook answers its token only (200 with, 403 without or wrong)" ||
+[ "$(code "$aurl")" = 200 ] && [ "$(code "${aurl%%\?*}")" = 401 ] &&
+	[ "$(code "${aurl%%\?*}?token=0123456789abcdef0123456789abcdef")" = 401 ] &&
+	ok "the notebook answers its token only (200 with, 401 without or wrong)" ||
 	bad "notebook token: $aurl $(code "$aurl") $(code "${aurl%%\?*}")"
-fport=${aurl#http://127.0.0.1:}
-fport=${fport%%/*}
+# The forwarder (node loopback) checks nothing itself: the notebook does.
+fport=$(jq -r .port "$tmp/data/agent/state/$asrv.json")
+[ "$(code "http://127.0.0.1:$fport/")" = 403 ] &&
+	ok "on the forwarder's loopback port, the notebook still wants its token (403)" ||
+	bad "forwarder port $fport without token: $(code "http://127.0.0.1:$fport/")"
 python3 -c '
 import socket, sys, time
 held = []
@@ -309,7 +316,7 @@ time.sleep(20)
 ' "$fport" "$tmp/held" &
 holder=$!
 for _ in $(seq 100); do [ -s "$tmp/held" ] && break; sleep 0.1; done
-[ "$(code "$aurl")" = 200 ] && ok "300 idle connections from another address do not lock the user out" ||
+[ "$(code "$aurl")" = 200 ] && ok "300 idle connections held on the forwarder do not lock the user out of the proxy" ||
 	bad "server locked out by $(cat "$tmp/held") idle connections"
 kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null

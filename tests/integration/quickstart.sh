@@ -142,8 +142,12 @@ shape "✓ Ready: URL line" '^✓ Ready: http://[^ ]+$' "$tmp/create.out"
 srv_url=$(sed -n 's/^✓ Ready: //p' "$tmp/create.out" | tail -1)
 for _ in $(seq 50); do curl -sSf -o /dev/null "$srv_url" 2>/dev/null && break; sleep 0.1; done
 curl -sSf -o /dev/null "$srv_url" && ok "the URL answers HTTP" || bad "server URL $srv_url"
-[ "$(curl -sS -o /dev/null -w '%{http_code}' "${srv_url%%\?*}")" = 403 ] &&
-	ok "without its token the server answers 403" || bad "server without token: $(curl -sS "${srv_url%%\?*}")"
+case $srv_url in
+"$url"/s/srv_*/\?token=?*) ok "the URL is cnlabd's proxy (/s/ID/), not the node" ;;
+*) bad "server URL $srv_url is not $url/s/ID/?token=..." ;;
+esac
+[ "$(curl -sS -o /dev/null -w '%{http_code}' "${srv_url%%\?*}")" = 401 ] &&
+	ok "without its token the proxy answers 401" || bad "server without token: $(curl -sS "${srv_url%%\?*}")"
 
 # --- 4. Open it; the workspace persists ------------------------------------------
 cnlab server open first-experiment >"$tmp/open.out" 2>&1

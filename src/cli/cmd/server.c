@@ -1,11 +1,14 @@
 /*
- * server.c - cnlab server create|list|open|stop|start|delete: notebook
- * servers, waiting until one is ready and printing its URL.
+ * server.c - cnlab server create|list|open|exec|stop|start|delete: notebook
+ * servers, waiting until one is ready and printing its URL; exec runs a
+ * command in one's container through cnlabd (an upgraded connection that
+ * carries the exec frames of wire/node.h).
  */
 #define _GNU_SOURCE /* vasprintf */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -388,6 +391,93 @@ int cnl_cli_cmd_server_open(struct cnl_cli *cli)
 	fflush(stdout);
 	open_browser(s.url);
 	return 0;
+}
+
+/* Exactly @n bytes of @s into @buf; false at its end or on failure. */
+static bool read_full(struct cnl_client_stream *s, char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = cnl_client_stream_read(s, buf, n);
+
+		if (r == -EAGAIN) {
+			struct pollfd p = {cnl_client_stream_fd(s), POLLIN, 0};
+
+			if (poll(&p, 1, -1) < 0 && errno != EINTR)
+				return false;
+			continue;
+		}
+		if (r <= 0)
+			return false;
+		buf += r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+int cnl_cli_cmd_server_exec(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	struct cnl_wire_server s;
+	struct cnl_client *cl;
+	struct cnl_client_stream *st = NULL;
+	_cleanup_free_ char *path = NULL, *q = NULL, *esc = NULL;
+	char err[CNL_CLIENT_ERROR_MAX];
+	static char buf[65536];
+	json_t *a;
+	int code;
+
+	if ((code = find_server(cli, name, &s)))
+		return code;
+	if (strcmp(s.state, "running") != 0)
+		return cnl_cli_fail(
+		    CNL_EXIT_ERROR,
+		    "server %s is %s: start it with cnlab server "
+		    "start %s",
+		    name, s.state, name);
+	a = json_array();
+	for (size_t i = 1; i < cli->args.npos; i++)
+		json_array_append_new(a, json_string(cli->args.pos[i]));
+	q = json_dumps(a, JSON_COMPACT);
+	json_decref(a);
+	if (!q)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "the command must be UTF-8 text");
+	esc = cnl_client_url_escape(q);
+	path = cnl_cli_pathf("/v1/servers/%s/exec?command=%s", s.id, esc);
+	if (!(cl = cnl_cli_client(cli)))
+		return CNL_EXIT_ERROR;
+	if (cnl_client_upgrade(cl, path, "cnlab-exec", &st, err, sizeof(err)) <
+	    0)
+		return cnl_cli_fail(CNL_EXIT_ERROR, "%s", err);
+	/* Frames until the exit code: the command's output as it comes. */
+	for (;;) {
+		unsigned char h[5];
+		uint32_t n;
+
+		if (!read_full(st, (char *)h, 5))
+			break;
+		n = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 |
+		    (uint32_t)h[3] << 8 | h[4];
+		if (h[0] == CNL_WIRE_EXEC_EXIT && n == 4 &&
+		    read_full(st, (char *)h + 1, 4)) {
+			cnl_client_stream_free(st);
+			return (int)((uint32_t)h[1] << 24 |
+			             (uint32_t)h[2] << 16 |
+			             (uint32_t)h[3] << 8 | h[4]) &
+			       255;
+		}
+		if ((h[0] != CNL_WIRE_EXEC_STDOUT &&
+		     h[0] != CNL_WIRE_EXEC_STDERR) ||
+		    n > sizeof(buf) || !read_full(st, buf, n))
+			break;
+		fwrite(buf, 1, n,
+		       h[0] == CNL_WIRE_EXEC_STDOUT ? stdout : stderr);
+		fflush(h[0] == CNL_WIRE_EXEC_STDOUT ? stdout : stderr);
+	}
+	cnl_client_stream_free(st);
+	return cnl_cli_fail(CNL_EXIT_ERROR,
+	                    "the connection to %s ended before the command did",
+	                    name);
 }
 
 static int server_action(struct cnl_cli *cli, const char *action)

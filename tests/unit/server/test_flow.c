@@ -791,13 +791,23 @@ static void test_servers(void **state)
 	         n == 1 ? F.node1 : F.node2);
 	snprintf(body, sizeof(body),
 	         "{\"id\":\"%s\",\"epoch\":%lld,\"state\":\"running\","
-	         "\"url\":\"http://127.0.0.1:8888/\"}",
+	         "\"url\":\"http://127.0.0.1:8888/?token=abc123\"}",
 	         id, (long long)ep);
 	json_decref(call_ok("POST", path, AGENT, body, 200));
 	snprintf(path, sizeof(path), "/v1/servers/%s", id);
 	o = call_ok("GET", path, MEMBER, NULL, 200);
 	assert_string_equal(str(o, "state"), "running");
-	assert_string_equal(str(o, "url"), "http://127.0.0.1:8888/");
+	/* Users get cnlabd's proxy, never the node's address. */
+	{
+		char want[256];
+		const char *u = str(o, "url");
+
+		snprintf(want, sizeof(want), "/s/%s/?token=abc123", id);
+		assert_true(strncmp(u, "http://127.0.0.1:", 17) == 0);
+		assert_true(strlen(u) > strlen(want));
+		assert_string_equal(u + strlen(u) - strlen(want), want);
+		assert_null(strstr(u, ":8888"));
+	}
 	json_decref(o);
 	/* Another project's member can neither see nor stop it. */
 	json_decref(call_ok("GET", path, BOB, NULL, 404));

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -475,6 +476,83 @@ static void test_paths(void **state)
 	assert_int_equal(cnl_wire_path_check(comp, e, sizeof(e)), 0);
 }
 
+/* The proxy's tunnels: a port tunnel, an exec with its command; strict. */
+static void test_tunnels(void **state)
+{
+	struct cnl_wire_tunnels t;
+	char big[40];
+
+	DECODE_OK(cnl_wire_tunnels_decode,
+	          "{\"tunnels\":[{\"id\":\"tun_1\",\"workload\":\"srv_1\"},"
+	          "{\"id\":\"tun_2\",\"workload\":\"srv_1\","
+	          "\"command\":[\"sh\",\"-c\",\"id\"]}]}",
+	          &t);
+	assert_int_equal(t.n, 2);
+	assert_null(t.items[0].argv);
+	assert_int_equal(t.items[1].argc, 3);
+	assert_string_equal(t.items[1].argv[2], "id");
+	assert_null(t.items[1].argv[3]);
+	{
+		json_t *j = cnl_wire_tunnels_encode(&t);
+		struct cnl_wire_tunnels back;
+		char e[256];
+
+		assert_int_equal(
+		    cnl_wire_tunnels_decode(j, &back, e, sizeof(e)), 0);
+		assert_string_equal(back.items[1].argv[1], "-c");
+		cnl_wire_tunnels_done(&back);
+		json_decref(j);
+	}
+	cnl_wire_tunnels_done(&t);
+	DECODE_BAD(cnl_wire_tunnels_decode, struct cnl_wire_tunnels,
+	           cnl_wire_tunnels_done(&m_),
+	           "{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\","
+	           "\"port\":1}]}",
+	           "port");
+	DECODE_BAD(cnl_wire_tunnels_decode, struct cnl_wire_tunnels,
+	           cnl_wire_tunnels_done(&m_),
+	           "{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\","
+	           "\"command\":[]}]}",
+	           "command");
+	DECODE_BAD(cnl_wire_tunnels_decode, struct cnl_wire_tunnels,
+	           cnl_wire_tunnels_done(&m_),
+	           "{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\","
+	           "\"command\":[\"a\",1]}]}",
+	           "command");
+	/* A NUL inside an argument would cut it short in C. */
+	{
+		json_t *j = json_pack("{s:[{s:s,s:s,s:[o]}]}", "tunnels", "id",
+		                      "t", "workload", "w", "command",
+		                      json_stringn("a\0b", 3));
+		struct cnl_wire_tunnels m;
+		char e[256] = "";
+
+		assert_int_equal(cnl_wire_tunnels_decode(j, &m, e, sizeof(e)),
+		                 -CNL_EFIELD);
+		assert_non_null(strstr(e, "NUL"));
+		cnl_wire_tunnels_done(&m);
+		json_decref(j);
+	}
+	/* 65 arguments: one too many. */
+	{
+		json_t *c = json_array(), *j;
+		struct cnl_wire_tunnels m;
+		char e[256] = "";
+
+		for (int i = 0; i <= CNL_WIRE_EXEC_ARGS; i++) {
+			snprintf(big, sizeof(big), "a%d", i);
+			json_array_append_new(c, json_string(big));
+		}
+		j = json_pack("{s:[{s:s,s:s,s:o}]}", "tunnels", "id", "t",
+		              "workload", "w", "command", c);
+		assert_int_equal(cnl_wire_tunnels_decode(j, &m, e, sizeof(e)),
+		                 -CNL_EFIELD);
+		assert_non_null(strstr(e, "command"));
+		cnl_wire_tunnels_done(&m);
+		json_decref(j);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -484,6 +562,7 @@ int main(void)
 	    cmocka_unit_test(test_report_log_files),
 	    cmocka_unit_test(test_log_bytes),
 	    cmocka_unit_test(test_paths),
+	    cmocka_unit_test(test_tunnels),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,166 @@
+/*
+ * api_authn.c - who the caller of a request is: the bearer credential (an
+ * API token, an OIDC ID token, or one of our HS256 JWTs) read into the
+ * call's user, and the user's role in the system project (administrator,
+ * node agent).  The API's policy (api.c) and the notebook proxy
+ * (api_proxy.c) both ask here; authorization (what the caller may do) is
+ * theirs.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cnlab/errors.h"
+#include "common/log.h"
+#include "server/api-internal.h"
+#include "server/api.h"
+#include "server/auth.h"
+#include "server/oidc.h"
+
+/*
+ * The role of @user_id in the system project ("admin", "agent", ...) in
+ * @role, "" when none: 0 or an error.
+ */
+static int system_role(struct cnl_store *s, const char *user_id, char *role,
+                       size_t len)
+{
+	struct cnl_store_project sys;
+	int r;
+
+	role[0] = '\0';
+	r = cnl_store_project_get_by_name(s, CNL_API_ADMIN_PROJECT, &sys);
+	if (r == -CNL_ENOTFOUND)
+		return 0;
+	if (r < 0)
+		return r;
+	r = cnl_store_membership_get_role(s, user_id, sys.id, role, len);
+	if (r == -CNL_ENOTFOUND) {
+		role[0] = '\0';
+		return 0;
+	}
+	return r;
+}
+
+/*
+ * Who a bearer credential names: an API token ("cnl_..."), an OIDC ID
+ * token (RS256, when configured), or one of our HS256 JWTs.  Sets
+ * c->user; returns 0, or -1 with a 401 (or 500) in @resp.
+ */
+static int identify(struct call *c, const char *h,
+                    struct cnl_http_response *resp)
+{
+	struct cnl_store *s = c->api->store;
+	struct cnl_auth_claims claims;
+	char digest[CNL_AUTH_DIGEST_MAX];
+	int r;
+
+	if (strncmp(h, CNL_AUTH_TOKEN_PREFIX, strlen(CNL_AUTH_TOKEN_PREFIX)) ==
+	    0) {
+		struct cnl_store_doc d = {0};
+		json_t *o;
+		int64_t exp = 0;
+
+		if (cnl_auth_token_check(h) < 0 ||
+		    cnl_auth_token_digest(h, digest) < 0 ||
+		    cnl_store_doc_get(s, "token", digest, &d) < 0)
+			goto refuse;
+		o = json_loads(d.body, 0, NULL);
+		exp = json_integer_value(json_object_get(o, "expires_ms"));
+		snprintf(claims.sub, sizeof(claims.sub), "%s",
+		         json_string_value(json_object_get(o, "user_id"))
+		             ? json_string_value(json_object_get(o, "user_id"))
+		             : "");
+		json_decref(o);
+		cnl_store_doc_done(&d);
+		if (exp && exp <= c->now_ms)
+			goto refuse;
+		r = cnl_store_user_get(s, claims.sub, &c->user);
+	} else if (c->api->oidc && cnl_oidc_looks_like(h)) {
+		/* Verified before the lock was taken (oidc_check()). */
+		if (!c->oidc_done || c->oidc_r < 0)
+			goto refuse;
+		r = cnl_store_user_get_by_name(s, c->oidc.username, &c->user);
+	} else {
+		if (cnl_auth_jwt_verify(h, c->api->key, c->api->keylen,
+		                        CNL_API_AUDIENCE, c->now_ms / 1000,
+		                        &claims) < 0)
+			goto refuse;
+		r = cnl_store_user_get(s, claims.sub, &c->user);
+	}
+	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE)
+		goto refuse;
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "user");
+		return -1;
+	}
+	return 0;
+refuse:
+	cnl_http_error(resp, 401, "unauthenticated",
+	               "invalid or expired token");
+	return -1;
+}
+
+int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp)
+{
+	char role[CNL_STORE_ROLE_MAX];
+	int r;
+
+	if ((r = system_role(c->api->store, c->user.id, role, sizeof(role))) <
+	    0) {
+		cnl_api_store_error(c, resp, r, "user");
+		return -1;
+	}
+	c->is_admin = strcmp(role, "admin") == 0;
+	c->is_agent = strcmp(role, "agent") == 0;
+	c->authed = true;
+	snprintf(c->actor, sizeof(c->actor), "%s", c->user.id);
+	return 0;
+}
+
+/* Returns 0, or -1 with a 401 (or 500) in @resp. */
+static int authenticate(struct call *c, struct cnl_http_request *req,
+                        struct cnl_http_response *resp)
+{
+	const char *h = cnl_http_header(req, "Authorization");
+
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+		cnl_http_error(resp, 401, "unauthenticated",
+		               "missing bearer token: log in first");
+		return -1;
+	}
+	h += 7;
+	while (*h == ' ')
+		h++;
+	if (identify(c, h, resp) < 0)
+		return -1;
+	return cnl_api_authenticate_role(c, resp);
+}
+
+int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
+                         struct cnl_http_response *resp)
+{
+	return authenticate(c, req, resp);
+}
+
+/*
+ * An OIDC ID token in the request is verified before the API's lock is
+ * taken: verification may fetch the issuer's keys.  identify() then only
+ * looks the user up.
+ */
+void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req)
+{
+	const char *h = cnl_http_header(req, "Authorization");
+	char err[256];
+
+	if (!c->api->oidc || !h || strncasecmp(h, "Bearer ", 7) != 0)
+		return;
+	for (h += 7; *h == ' ';)
+		h++;
+	if (!cnl_oidc_looks_like(h))
+		return;
+	c->oidc_done = true;
+	c->oidc_r = cnl_oidc_verify(c->api->oidc, h, c->now_ms / 1000, &c->oidc,
+	                            err, sizeof(err));
+	if (c->oidc_r < 0)
+		cnl_log(CNL_LOG_INFO, "OIDC token refused", "why=%s", err);
+}
