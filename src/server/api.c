@@ -441,7 +441,8 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	struct call c = {0};
 	int r;
 
-	if (!cnl_api_route_streams(route))
+	if (!cnl_api_route_streams(route) &&
+	    route->handler != cnl_api_h_image_import)
 		return 1;
 	c.api = api;
 	c.route = route;

@@ -671,8 +671,7 @@ bool cnl_api_route_streams(const struct cnl_http_route *route)
 {
 	return route->handler == cnl_api_h_node_artifact_put ||
 	       route->handler == cnl_api_h_node_checkpoint_put ||
-	       route->handler == cnl_api_h_upload_put ||
-	       route->handler == cnl_api_h_image_import;
+	       route->handler == cnl_api_h_upload_put;
 }
 
 /* ---- lists and downloads ------------------------------------------------- */

@@ -107,7 +107,7 @@ probe=$!
 for _ in $(seq 100); do grep -q msg=registered "$tmp/probe.err" && break; sleep 0.1; done
 
 srv=$(curl -sS -X POST -H "Authorization: Bearer $alice" \
-	-d '{"name":"nb","image":"any","profile":"a100-50pct"}' "$url/v1/projects/$proj/servers" | jq -r .id)
+	-d '{"name":"nb","image":"host","profile":"a100-50pct"}' "$url/v1/projects/$proj/servers" | jq -r .id)
 surl=
 for _ in $(seq 150); do
 	surl=$(api GET "/v1/servers/$srv" | jq -r 'select(.state=="running") | .url // empty')
@@ -165,7 +165,7 @@ cookie=$(echo "$setc" | sed 's/^[^:]*: *//; s/;.*//')
 # command (cnlab-notebook.py: the prefix is taken off, the proxy's token
 # header accepted).
 csrv=$(curl -sS -X POST -H "Authorization: Bearer $carol" \
-	-d '{"name":"nbc","image":"any","profile":"h100-25pct"}' "$url/v1/projects/$other/servers" | jq -r .id)
+	-d '{"name":"nbc","image":"host","profile":"h100-25pct"}' "$url/v1/projects/$other/servers" | jq -r .id)
 curl_=
 for _ in $(seq 150); do
 	curl_=$(api GET "/v1/servers/$csrv" | jq -r 'select(.state=="running") | .url // empty')
@@ -329,7 +329,7 @@ done
 # A server with a 4 s idle timeout stays up while a WebSocket to it is open
 # (12 s, three idle timeouts), and stops once it is closed.
 isrv=$(curl -sS -X POST -H "Authorization: Bearer $alice" \
-	-d '{"name":"idle","image":"any","profile":"a100-50pct","idle_timeout_s":4}' \
+	-d '{"name":"idle","image":"host","profile":"a100-50pct","idle_timeout_s":4}' \
 	"$url/v1/projects/$proj/servers" | jq -r .id)
 for _ in $(seq 150); do
 	[ "$(api GET "/v1/servers/$isrv" | jq -r .state)" = running ] && break

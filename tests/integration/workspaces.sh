@@ -112,7 +112,11 @@ print("wrote", n, why)
 PY
 	echo ready >ready.txt
 fi
-exec python3 -m http.server "$CNLAB_PORT" --bind 127.0.0.1 --directory /workspace >/dev/null 2>&1
+# Requests come through cnlabd's proxy with their /s/ID/ prefix.
+root=$(mktemp -d)
+mkdir -p "$root$(dirname "${CNLAB_BASE_URL%/}")"
+ln -s /workspace "$root${CNLAB_BASE_URL%/}"
+exec python3 -m http.server "$CNLAB_PORT" --bind 127.0.0.1 --directory "$root" >/dev/null 2>&1
 EOF
 
 # A second node, an A100, whose servers run the script above.
@@ -254,7 +258,7 @@ start_probe 2
 for _ in $(seq 100); do grep -q 're-adopted workload.*'"$srv" "$tmp/probe.err" && break; sleep 0.1; done
 got=
 for _ in $(seq 50); do
-	got=$(curl -sS --max-time 5 "${surl%%\?*}marker" 2>/dev/null) && [ "$got" = kept-across-stop ] && break
+	got=$(curl -sS --max-time 5 "${surl%%\?*}marker?${surl#*\?}" 2>/dev/null) && [ "$got" = kept-across-stop ] && break
 	sleep 0.2
 done
 [ "$(mounts_on "$ws")" = 1 ] && [ "$(loops_of "$img")" = 1 ] && [ "$got" = kept-across-stop ] &&
