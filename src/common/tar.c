@@ -115,7 +115,8 @@ static int pax(struct cnl_tar *t)
 
 			errno = 0;
 			t->next_size = strtoull(eq + 1, &e2, 10);
-			if (errno || e2 == eq + 1 || *e2)
+			if (errno || e2 == eq + 1 || *e2 || eq[1] < '0' ||
+			    eq[1] > '9')
 				return cnl_tar_fail(t, "a pax size is not a "
 				                       "number");
 			t->has_next_size = true;
