@@ -487,6 +487,10 @@ int main(int argc, char **argv)
 		       "train.py --gpu h100-25\n"
 		       "  add users:  cnlab user create NAME, then cnlab "
 		       "project member add %s NAME\n"
+		       "  images:     cnlab image import FILE --name "
+		       "pytorch:2.4-cuda12.4 (an OCI archive;\n"
+		       "              scripts/build-image makes a small "
+		       "one)\n"
 		       "  install the CLI elsewhere: curl -fsSL %s/cli | sh\n"
 		       "  stop:       Ctrl-C\n\n",
 		       url, chosen_gpus, url, st.data_dir,
