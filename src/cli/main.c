@@ -261,6 +261,18 @@ static int quick_start(struct cnl_cli *cli)
 	return 0;
 }
 
+/* Whether URLs @a and @b name the same server (a trailing '/' aside). */
+static bool same_server(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	while (la && a[la - 1] == '/')
+		la--;
+	while (lb && b[lb - 1] == '/')
+		lb--;
+	return la == lb && strncmp(a, b, la) == 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cnl_cli cli = {.commands = cnl_cli_commands,
@@ -419,7 +431,12 @@ int main(int argc, char **argv)
 	if (!cli.server)
 		cli.server = DEFAULT_SERVER;
 	env = getenv("CNLAB_TOKEN");
-	cli.token = env && *env ? env : cli.cfg.token;
+	cli.token = env && *env ? env : NULL;
+	/* The stored token is the stored server's only: another --server
+	 * (or CNLAB_SERVER) never receives it. */
+	if (!cli.token && cli.cfg.token && cli.cfg.server &&
+	    same_server(cli.server, cli.cfg.server))
+		cli.token = cli.cfg.token;
 
 	code = cli.cmd->run(&cli);
 	fflush(stdout);

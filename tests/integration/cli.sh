@@ -254,6 +254,39 @@ rc=$?
 [ $rc = 3 ] && [ ! -e "$tmp/oidc2.json" ] && ok login-oidc-wrong-issuer-exit-3 ||
 	bad "login-oidc-wrong-issuer-exit-3: rc=$rc"
 
+# --- The stored token goes to its own server only --------------------------------
+# Another --server (a typo, a look-alike) gets no credential of ours.
+python3 - "$tmp/other.port" "$tmp/other.headers" <<'PY' &
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(sys.argv[2], "a") as f:
+            f.write("Authorization: %s\n" % self.headers.get("Authorization", "-"))
+        body = b'{"error":{"code":"unauthenticated","message":"who are you"}}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_port))
+s.timeout = 30
+s.handle_request()
+PY
+other_pid=$!
+for _ in $(seq 50); do [ -s "$tmp/other.port" ] && break; sleep 0.1; done
+out=$("$cnlab" --server "http://127.0.0.1:$(cat "$tmp/other.port")" profiles list 2>&1)
+rc=$?
+wait "$other_pid" 2>/dev/null
+[ $rc = 3 ] && grep -qx 'Authorization: -' "$tmp/other.headers" 2>/dev/null ||
+	{ [ $rc = 3 ] && [ ! -s "$tmp/other.headers" ]; } &&
+	ok "another --server gets no stored token (not logged in there)" ||
+	bad "token to another server: rc=$rc $out $(cat "$tmp/other.headers" 2>&1)"
+"$cnlab" --server "$base/" profiles list >/dev/null 2>&1 &&
+	ok "the stored server with a trailing / still gets it" || bad "trailing slash"
+
 # --- Profiles -----------------------------------------------------------------
 out=$("$cnlab" profiles list)
 head -1 <<<"$out" | grep -Eq '^NAME +GPU +SLICE +AVAILABLE$' &&
