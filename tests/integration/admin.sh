@@ -656,6 +656,12 @@ expect "the admin deletes project default" 0
 kill "$pid" && wait "$pid" 2>/dev/null
 pid=
 start_cnlabd
+# It listens on another port now: a stored token goes to the server it
+# came from only, so the administrator logs in there again.
+c admin project list
+expect "the old session is not sent to the restarted server's new address" 3 'not logged in'
+cin "$(cat "$tmp/data/admin.password")" admin login --user admin --password-stdin
+expect "the administrator logs in again" 0
 check "after a restart there is no project default again" \
 	[ "$(j admin project list | jq -c '[.items[].name]')" = '["system","teama","teamb"]' ]
 cin "alice-password-1" alice login --user alice --password-stdin
