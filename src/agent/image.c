@@ -45,6 +45,7 @@
 #include "agent/agent-internal.h"
 #include "agent/image.h"
 #include "cnlab/errors.h"
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -77,15 +78,6 @@ static int store_dirs(const struct cnl_agent *a)
 static bool is_hex64(const char *s)
 {
 	return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
-}
-
-/* "sha256:<hex>" -> <hex>; NULL when it is no such digest. */
-static const char *hex_of(const char *digest)
-{
-	if (!digest || strncmp(digest, "sha256:", 7) != 0 ||
-	    !is_hex64(digest + 7))
-		return NULL;
-	return digest + 7;
 }
 
 /* Blob @hex in the store, fetched from cnlabd if missing. */
@@ -263,7 +255,7 @@ static int defuse(const char *path, const struct stat *st, int flag,
  * (malloc'd, one block), or NULL. */
 static char **image_env(const struct cnl_agent *a, json_t *man)
 {
-	const char *hex = hex_of(json_string_value(
+	const char *hex = cnl_digest_hex(json_string_value(
 	    json_object_get(json_object_get(man, "config"), "digest")));
 	json_t *cfg = hex ? blob_json(a, hex) : NULL;
 	json_t *env = json_object_get(json_object_get(cfg, "config"), "Env");
@@ -299,7 +291,7 @@ int cnl_agent_image_get(struct cnl_agent *a, const char *name,
                         const char *digest, int64_t bytes, char *root,
                         size_t len, char ***ret_env, char *err, size_t errlen)
 {
-	const char *hex = hex_of(digest);
+	const char *hex = cnl_digest_hex(digest);
 	char sub[120], tmp[800], lockp[700];
 	json_t *man = NULL, *l;
 	struct stat st;
@@ -346,7 +338,7 @@ int cnl_agent_image_get(struct cnl_agent *a, const char *name,
 	}
 	{
 		int64_t t0 = cnl_time_now_ms();
-		const char *ch = hex_of(json_string_value(
+		const char *ch = cnl_digest_hex(json_string_value(
 		    json_object_get(json_object_get(man, "config"), "digest")));
 
 		if (!ch) {
@@ -360,7 +352,7 @@ int cnl_agent_image_get(struct cnl_agent *a, const char *name,
 		if ((r = fetch_blob(a, ch, err, errlen)) < 0)
 			goto out;
 		json_array_foreach (json_object_get(man, "layers"), i, l) {
-			const char *lh = hex_of(
+			const char *lh = cnl_digest_hex(
 			    json_string_value(json_object_get(l, "digest")));
 
 			if (!lh) {
@@ -398,8 +390,9 @@ int cnl_agent_image_get(struct cnl_agent *a, const char *name,
 			 * would fail every start: they are fetched anew. */
 			json_array_foreach (json_object_get(man, "layers"), i,
 			                    l) {
-				const char *lh = hex_of(json_string_value(
-				    json_object_get(l, "digest")));
+				const char *lh =
+				    cnl_digest_hex(json_string_value(
+				        json_object_get(l, "digest")));
 
 				snprintf(sub, sizeof(sub), "blobs/sha256/%s",
 				         lh ? lh : ".none");
@@ -470,16 +463,17 @@ int cnl_images_collect(const char *store, int64_t keep_s,
 		snprintf(p, sizeof(p), "%s/blobs/sha256/%s", store, e->d_name);
 		man = json_load_file(p, 0, NULL);
 		json_array_foreach (json_object_get(man, "layers"), i, l) {
-			const char *h = hex_of(
+			const char *h = cnl_digest_hex(
 			    json_string_value(json_object_get(l, "digest")));
 
 			if (h)
 				json_object_set_new(keep, h, json_true());
 		}
 		l = json_object_get(json_object_get(man, "config"), "digest");
-		if (hex_of(json_string_value(l)))
-			json_object_set_new(keep, hex_of(json_string_value(l)),
-			                    json_true());
+		if (cnl_digest_hex(json_string_value(l)))
+			json_object_set_new(
+			    keep, cnl_digest_hex(json_string_value(l)),
+			    json_true());
 		json_decref(man);
 	}
 	closedir(d);

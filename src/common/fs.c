@@ -55,3 +55,12 @@ void cnl_hex(const unsigned char *bytes, size_t n, char *out)
 	}
 	out[2 * n] = '\0';
 }
+
+const char *cnl_digest_hex(const char *digest)
+{
+	if (!digest || strncmp(digest, "sha256:", 7) != 0 ||
+	    strlen(digest + 7) != 64 ||
+	    strspn(digest + 7, "0123456789abcdef") != 64)
+		return NULL;
+	return digest + 7;
+}

@@ -18,6 +18,10 @@
  */
 int cnl_mkdirs_beneath(int top, const char *rel, mode_t mode, int *ret_dfd);
 
+/* cnl_digest_hex - "sha256:<64 lowercase hex>" -> the hex in it; NULL when
+ * @digest (NULL allowed) is no such digest. */
+const char *cnl_digest_hex(const char *digest);
+
 /* cnl_hex - @n bytes as 2n lowercase hex digits and a NUL into @out. */
 void cnl_hex(const unsigned char *bytes, size_t n, char *out);
 

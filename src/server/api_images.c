@@ -204,16 +204,6 @@ static int images_dir(struct cnl_api *api, const char *sub, char *buf,
 	return 0;
 }
 
-/* "sha256:<64 hex>" -> the hex; NULL when it is not such a digest. */
-static const char *digest_hex(const char *digest)
-{
-	if (!digest || strncmp(digest, "sha256:", 7) != 0 ||
-	    strlen(digest + 7) != 64 ||
-	    strspn(digest + 7, "0123456789abcdef") != 64)
-		return NULL;
-	return digest + 7;
-}
-
 /* ---- the import's sink ----------------------------------------------------
  */
 
@@ -607,7 +597,7 @@ static int descriptor(struct cnl_api *api, const struct import *im, json_t *d,
 	char path[4200];
 	int64_t have;
 
-	if (!json_is_object(d) || !digest_hex(dg) || !json_is_integer(sz) ||
+	if (!json_is_object(d) || !cnl_digest_hex(dg) || !json_is_integer(sz) ||
 	    json_integer_value(sz) < 0) {
 		snprintf(err, errlen,
 		         "the %s descriptor needs a sha256 \"digest\" and a "
@@ -615,7 +605,7 @@ static int descriptor(struct cnl_api *api, const struct import *im, json_t *d,
 		         what);
 		return -1;
 	}
-	snprintf(hex, 65, "%s", digest_hex(dg));
+	snprintf(hex, 65, "%s", cnl_digest_hex(dg));
 	have = blob_size(im, hex, path, sizeof(path));
 	if (have < 0) {
 		snprintf(err, errlen,
@@ -1041,15 +1031,15 @@ void cnl_api_h_image_import(void *call, struct cnl_http_request *req,
 		return;
 	}
 	if ((r = keep_blob(c->api, im,
-	                   digest_hex(json_string_value(
+	                   cnl_digest_hex(json_string_value(
 	                       json_object_get(o, "manifest"))))) < 0 ||
 	    (r = keep_blob(c->api, im,
-	                   digest_hex(json_string_value(
+	                   cnl_digest_hex(json_string_value(
 	                       json_object_get(o, "config"))))) < 0)
 		goto fail;
 	json_array_foreach (json_object_get(o, "layers"), i, l) {
 		if ((r = keep_blob(c->api, im,
-		                   digest_hex(json_string_value(
+		                   cnl_digest_hex(json_string_value(
 		                       json_object_get(l, "digest"))))) < 0)
 			goto fail;
 	}
@@ -1182,7 +1172,7 @@ void cnl_api_h_node_blob_get(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp)
 {
 	struct call *c = call;
-	const char *hex = digest_hex(cnl_http_param(req, "digest"));
+	const char *hex = cnl_digest_hex(cnl_http_param(req, "digest"));
 	char path[4200];
 	struct stat st;
 	int fd;

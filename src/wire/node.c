@@ -16,6 +16,7 @@
 
 #include "cnlab/errors.h"
 #include "common/base64.h"
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/time.h"
 #include "common/util.h"
@@ -527,10 +528,7 @@ int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
 	CNL_WIRE_TRY(cnl_wire_get_str(j, "image_digest", false,
 	                              ret->image_digest,
 	                              sizeof(ret->image_digest), err, errlen));
-	if (ret->image_digest[0] &&
-	    (strncmp(ret->image_digest, "sha256:", 7) != 0 ||
-	     strlen(ret->image_digest) != 71 ||
-	     strspn(ret->image_digest + 7, "0123456789abcdef") != 64))
+	if (ret->image_digest[0] && !cnl_digest_hex(ret->image_digest))
 		return cnl_wire_fail(err, errlen,
 		                     "field \"image_digest\": must be "
 		                     "sha256:<64 hex digits>");
