@@ -138,7 +138,8 @@ static int request(struct cnl_cli *cli, const char *method, const char *path,
                    struct cnl_client_reply *ret)
 {
 	bool public = strcmp(path, "/v1/auth/login") == 0 ||
-	              strcmp(path, "/v1/auth/redeem") == 0;
+	              strcmp(path, "/v1/auth/redeem") == 0 ||
+	              strcmp(path, "/v1/auth/oidc") == 0;
 
 	if (!public && !cli->token)
 		return cnl_cli_fail(

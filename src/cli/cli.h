@@ -217,6 +217,10 @@ int cnl_cli_save_config(struct cnl_cli *cli);
 /* The command handlers (cmd/<group>.c), listed in commands.c. */
 int cnl_cli_cmd_login(struct cnl_cli *cli);
 int cnl_cli_cmd_logout(struct cnl_cli *cli);
+/* cmd/weblogin.c: browser sign-in (cnlab login --web) at the server's
+ * OIDC provider; 0 with the ID token in *@ret (free it), else the exit
+ * code after a message. */
+int cnl_cli_web_id_token(struct cnl_cli *cli, char **ret);
 int cnl_cli_cmd_whoami(struct cnl_cli *cli);
 int cnl_cli_cmd_profiles_list(struct cnl_cli *cli);
 int cnl_cli_cmd_server_create(struct cnl_cli *cli);
@@ -248,6 +252,9 @@ int cnl_cli_cmd_user_create(struct cnl_cli *cli);
 int cnl_cli_cmd_user_list(struct cnl_cli *cli);
 int cnl_cli_cmd_user_show(struct cnl_cli *cli);
 int cnl_cli_cmd_user_invite(struct cnl_cli *cli);
+int cnl_cli_cmd_user_disable(struct cnl_cli *cli);
+int cnl_cli_cmd_user_enable(struct cnl_cli *cli);
+int cnl_cli_cmd_user_link(struct cnl_cli *cli);
 int cnl_cli_cmd_project_create(struct cnl_cli *cli);
 int cnl_cli_cmd_project_show(struct cnl_cli *cli);
 int cnl_cli_cmd_project_delete(struct cnl_cli *cli);

@@ -26,8 +26,15 @@ static const struct cnl_cli_flag login_flags[] = {
     {"user", "NAME", "user name (asked for when missing)", 0},
     {"password-stdin", NULL, "read the password from stdin", 0},
     {"token", "TOKEN", "store an API token (cnl_...) instead", 0},
-    {"id-token", "JWT", "store an OIDC ID token as the bearer", 0},
+    {"id-token", "JWT", "exchange an OIDC ID token for a session", 0},
+    {"web", NULL, "sign in with the browser (OIDC, PKCE)", 0},
     {"invite", "TOKEN", "redeem an invitation and choose a password", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag user_link_flags[] = {
+    {"oidc-subject", "SUB", "subject (sub) of the OIDC identity; required", 0},
+    {"issuer", "URL", "issuer of the identity (default: the server issuer)", 0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -166,8 +173,8 @@ static const struct cnl_cli_flag audit_flags[] = {
 const struct cnl_cli_command cnl_cli_commands[] = {
     {"login", "", "log in and store the token in the config file", login_flags,
      0, 0, false, false, cnl_cli_cmd_login},
-    {"logout", "", "forget the stored token", NULL, 0, 0, false, false,
-     cnl_cli_cmd_logout},
+    {"logout", "", "end the session on the server and forget the token", NULL,
+     0, 0, false, false, cnl_cli_cmd_logout},
     {"whoami", "", "show the user, role and projects", NULL, 0, 0, false, false,
      cnl_cli_cmd_whoami},
     {"profiles list", "", "GPU profiles and when each is available", NULL, 0, 0,
@@ -236,6 +243,13 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, false, cnl_cli_cmd_user_show},
     {"user invite", "NAME", "a new invitation: a password reset (admin)", NULL,
      1, 1, false, false, cnl_cli_cmd_user_invite},
+    {"user disable", "NAME",
+     "refuse every credential of a user from now on (admin)", NULL, 1, 1, false,
+     false, cnl_cli_cmd_user_disable},
+    {"user enable", "NAME", "let a disabled user in again (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_user_enable},
+    {"user link", "NAME", "let an OIDC identity sign in as a user (admin)",
+     user_link_flags, 1, 1, false, false, cnl_cli_cmd_user_link},
     {"token create", "NAME", "an API token for scripts and CI", token_flags, 1,
      1, false, false, cnl_cli_cmd_token_create},
     {"token list", "", "your API tokens", NULL, 0, 0, false, false,

@@ -143,6 +143,15 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 	return (size_t)got;
 }
 
+void cnl_client_sha256(const void *buf, size_t len, uint8_t ret[32])
+{
+	unsigned int mdlen = 0;
+
+	if (EVP_Digest(buf, len, ret, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen != 32)
+		abort(); /* libcrypto out of memory, as cnl_xmalloc */
+}
+
 int cnl_client_file_sha256(int fd, uint64_t size, char ret_hex[65])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];

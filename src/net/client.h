@@ -169,6 +169,10 @@ long cnl_client_call(struct cnl_client *cl, const char *method,
  */
 int cnl_client_file_sha256(int fd, uint64_t size, char ret_hex[65]);
 
+/* cnl_client_sha256 - the SHA-256 of @len bytes at @buf into @ret (32
+ * bytes): e.g. the PKCE code challenge of `cnlab login --web`. */
+void cnl_client_sha256(const void *buf, size_t len, uint8_t ret[32]);
+
 /* cnl_client_reply_done - free what a reply holds; NULL-safe, repeatable. */
 void cnl_client_reply_done(struct cnl_client_reply *r);
 

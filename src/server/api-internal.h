@@ -48,6 +48,9 @@ struct cnl_api {
 	struct cnl_ctl *ctl;
 	struct cnl_catalog cat;
 	struct cnl_oidc *oidc; /* NULL: OIDC off */
+	/* Browser sign-in (GET /v1/auth/oidc); NULL when not configured. */
+	char *oidc_issuer, *oidc_client_id;
+	char *oidc_authorize_url, *oidc_token_url;
 	uint8_t *key;
 	size_t keylen;
 	int scrypt_ln;
@@ -104,6 +107,15 @@ struct call {
 	bool oidc_done;
 	int oidc_r;
 	struct cnl_oidc_identity oidc;
+	/* The session (jti) the bearer's JWT belongs to; "" for other
+	 * credentials (api_session.c). */
+	char session[CNL_AUTH_CLAIM_MAX];
+	/* The request's Idempotency-Key as stored (per user) and the hash
+	 * of the request (cnl_api_idem_key). */
+	struct {
+		char key[CNL_AUTH_DIGEST_MAX];
+		char hash[CNL_AUTH_DIGEST_MAX];
+	} idem;
 	/* Slow work a route's prepare step did without the lock (see
 	 * cnl_api_serve): a password checked or hashed. */
 	struct {
@@ -183,9 +195,47 @@ void cnl_api_doc_page(struct call *c, struct cnl_http_request *req,
 int cnl_api_get_idem_key(struct cnl_http_request *req,
                          struct cnl_http_response *resp, const char **ret);
 
-/* Reply 200 with a new session token for @u, as a login does. */
+/* api_session.c: sessions, disabled users, OIDC identities, per-user
+ * idempotency. */
+/* Reply 200 with a new session token for @u, as a login does (a new
+ * server-side session); 401 for a disabled user. */
 void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
                            struct cnl_http_response *resp);
+/* 0 when @cl (a verified HS256 JWT) names a live session of its user
+ * (c->session is set), else -CNL_EAUTH. */
+int cnl_api_session_live(struct call *c, const struct cnl_auth_claims *cl);
+bool cnl_api_user_disabled(struct cnl_store *s, const char *user_id);
+/* Add "disabled" and "oidc" (linked identities) to the user object @o. */
+void cnl_api_user_state_json(struct cnl_store *s, const char *user_id,
+                             json_t *o);
+/* The user OIDC identity @id signs in as, made at its first sign-in: 0
+ * with *@ret, or a store error. */
+int cnl_api_oidc_user(struct call *c, const struct cnl_oidc_identity *id,
+                      struct cnl_store_user *ret);
+/*
+ * cnl_api_idem_key - the request's Idempotency-Key scoped to the caller
+ * (NULL when none) for the store's idempotent create of an object of
+ * @kind: 0, or -1 with a 400 (malformed) or a 422 (the caller used the key
+ * for another request) in @resp.  After a create that stored a new object,
+ * cnl_api_idem_record() keeps the request's hash (in the same
+ * transaction).
+ */
+int cnl_api_idem_key(struct call *c, struct cnl_http_request *req,
+                     struct cnl_http_response *resp, const char *kind,
+                     const char **ret);
+int cnl_api_idem_record(struct call *c, const char *object_id);
+void cnl_api_h_logout(void *call, struct cnl_http_request *req,
+                      struct cnl_http_response *resp);
+void cnl_api_h_user_disable(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_user_enable(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_user_link(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_oidc_config(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_oidc_session(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
 
 /*
  * cnl_api_invite_issue - a one-time invitation for @user_id, stored as

@@ -166,6 +166,9 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/auth/login", CNL_PERM_PUBLIC, "auth.login", cnl_api_h_login},
     {"POST", "/v1/auth/redeem", CNL_PERM_PUBLIC, "auth.redeem",
      cnl_api_h_auth_redeem},
+    {"GET", "/v1/auth/oidc", CNL_PERM_PUBLIC, NULL, cnl_api_h_oidc_config},
+    {"POST", "/v1/auth/session", AUTH, "auth.session", cnl_api_h_oidc_session},
+    {"POST", "/v1/auth/logout", AUTH, "auth.logout", cnl_api_h_logout},
     {"GET", "/v1/auth/whoami", AUTH, NULL, cnl_api_h_whoami},
     {"POST", "/v1/auth/tokens", AUTH, "token.create", cnl_api_h_tokens_create},
     {"GET", "/v1/auth/tokens", AUTH, NULL, cnl_api_h_tokens_list},
@@ -178,6 +181,11 @@ static const struct cnl_http_route routes[] = {
      cnl_api_h_user_invite},
     {"PUT", "/v1/users/{user}/quota", ADM, "quota.set",
      cnl_api_h_user_quota_set},
+    {"POST", "/v1/users/{user}/disable", ADM, "user.disable",
+     cnl_api_h_user_disable},
+    {"POST", "/v1/users/{user}/enable", ADM, "user.enable",
+     cnl_api_h_user_enable},
+    {"POST", "/v1/users/{user}/oidc", ADM, "user.link", cnl_api_h_user_link},
     {"GET", "/v1/projects", AUTH, NULL, cnl_api_h_projects_list},
     {"POST", "/v1/projects", ADM, "project.create", cnl_api_h_projects_create},
     {"GET", "/v1/projects/{project}", PV, NULL, cnl_api_h_project_get},
@@ -276,15 +284,13 @@ const struct cnl_http_route *cnl_api_routes(size_t *ret_n)
 }
 
 /* The only routes that may be PUBLIC: what a caller needs before it has a
- * token (health, metrics, login, and the CLI installer). */
+ * token (health, metrics, login, browser sign-in's settings, and the CLI
+ * installer). */
 static const char *const public_routes[][2] = {
-    {"GET", "/healthz"},
-    {"GET", "/metrics"},
-    {"POST", "/v1/auth/login"},
-    {"POST", "/v1/auth/redeem"},
-    {"GET", "/cli"},
-    {"GET", "/cli/SHA256SUMS"},
-    {"GET", "/cli/{file}"},
+    {"GET", "/healthz"},        {"GET", "/metrics"},
+    {"POST", "/v1/auth/login"}, {"POST", "/v1/auth/redeem"},
+    {"GET", "/v1/auth/oidc"},   {"GET", "/cli"},
+    {"GET", "/cli/SHA256SUMS"}, {"GET", "/cli/{file}"},
 };
 
 int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
@@ -308,7 +314,7 @@ int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
 			snprintf(err, errlen,
 			         "route %zu (%s %s): PUBLIC is reserved for "
 			         "/healthz, /metrics, /v1/auth/login, "
-			         "/v1/auth/redeem and /cli",
+			         "/v1/auth/redeem, /v1/auth/oidc and /cli",
 			         i, t[i].method, t[i].pattern);
 			return -CNL_ECONFIG;
 		}
@@ -484,6 +490,15 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	memcpy(api->key, cfg->jwt_key, api->keylen);
 	api->scrypt_ln = ln;
 	api->oidc = cfg->oidc;
+	api->oidc_issuer =
+	    cfg->oidc_issuer ? cnl_xstrdup(cfg->oidc_issuer) : NULL;
+	api->oidc_client_id =
+	    cfg->oidc_client_id ? cnl_xstrdup(cfg->oidc_client_id) : NULL;
+	if (cfg->oidc_authorize_url && cfg->oidc_token_url &&
+	    api->oidc_issuer && api->oidc_client_id) {
+		api->oidc_authorize_url = cnl_xstrdup(cfg->oidc_authorize_url);
+		api->oidc_token_url = cnl_xstrdup(cfg->oidc_token_url);
+	}
 	api->files_dir = cfg->files_dir ? cnl_xstrdup(cfg->files_dir) : NULL;
 	api->artifacts_max = cfg->artifacts_max_bytes > 0
 	                         ? cfg->artifacts_max_bytes
@@ -574,6 +589,10 @@ void cnl_api_free(struct cnl_api *api)
 	}
 	free(api->stats);
 	free(api->files_dir);
+	free(api->oidc_issuer);
+	free(api->oidc_client_id);
+	free(api->oidc_authorize_url);
+	free(api->oidc_token_url);
 	cnl_api_cli_free(api->cli);
 	pthread_cond_destroy(&api->tun_cv);
 	pthread_mutex_destroy(&api->mu);

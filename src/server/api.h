@@ -50,7 +50,8 @@
 /* The JWT audience and issuer of cnlabd's tokens. */
 #define CNL_API_AUDIENCE "cnlab"
 #define CNL_API_ISSUER   "cnlabd"
-/* Token lifetime: 12 hours. */
+/* Session lifetime: 12 hours from the login, absolute (no renewal); a
+ * session ends earlier at logout or when its user is disabled. */
 #define CNL_API_TOKEN_TTL_S (12 * 3600)
 /* Shortest JWT secret cnlabd accepts, in bytes. */
 #define CNL_API_SECRET_MIN 32
@@ -60,11 +61,16 @@
 struct cnl_oidc;
 
 struct cnl_api_config {
-	struct cnl_store *store;    /* used under the API's lock only */
-	const uint8_t *jwt_key;     /* HS256 secret, copied */
-	size_t jwt_key_len;         /* >= CNL_API_SECRET_MIN */
-	int scrypt_ln;              /* cost of new hashes; 0: the default */
-	struct cnl_oidc *oidc;      /* NULL: no OIDC; not owned */
+	struct cnl_store *store; /* used under the API's lock only */
+	const uint8_t *jwt_key;  /* HS256 secret, copied */
+	size_t jwt_key_len;      /* >= CNL_API_SECRET_MIN */
+	int scrypt_ln;           /* cost of new hashes; 0: the default */
+	struct cnl_oidc *oidc;   /* NULL: no OIDC; not owned */
+	/* Browser sign-in, published on GET /v1/auth/oidc for `cnlab login
+	 * --web` (copied; NULL: not offered): the issuer, the client id
+	 * (the ID tokens' audience) and the provider's endpoints. */
+	const char *oidc_issuer, *oidc_client_id;
+	const char *oidc_authorize_url, *oidc_token_url;
 	const char *policy;         /* scheduling policy; NULL: "cnlab" */
 	int64_t node_lost_ms;       /* 0: 30 s */
 	int64_t cycle_interval_ms;  /* 0: 1 s */
@@ -109,8 +115,9 @@ const struct cnl_http_route *cnl_api_routes(size_t *ret_n);
 
 /*
  * cnl_api_routes_check - cnl_http_routes_check() plus the API's own rules:
- * PUBLIC only on GET /healthz, GET /metrics, POST /v1/auth/login and the
- * CLI installer's GET /cli, /cli/SHA256SUMS and /cli/{file}, and every
+ * PUBLIC only on GET /healthz, GET /metrics, POST /v1/auth/login, POST
+ * /v1/auth/redeem, GET /v1/auth/oidc (browser sign-in) and the CLI
+ * installer's GET /cli, /cli/SHA256SUMS and /cli/{file}, and every
  * PROJECT_* row has a {project} or {job} segment to take the project from.
  * Returns 0 or -CNL_ECONFIG naming the row in @err.
  */

@@ -30,28 +30,6 @@
 #include "server/oidc.h"
 #include "server/shape.h"
 
-void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
-                           struct cnl_http_response *resp)
-{
-	struct cnl_auth_claims claims = {0};
-	char token[CNL_AUTH_JWT_MAX + 1];
-
-	snprintf(claims.sub, sizeof(claims.sub), "%s", u->id);
-	snprintf(claims.aud, sizeof(claims.aud), "%s", CNL_API_AUDIENCE);
-	snprintf(claims.iss, sizeof(claims.iss), "%s", CNL_API_ISSUER);
-	claims.iat = c->now_ms / 1000;
-	claims.exp = claims.iat + CNL_API_TOKEN_TTL_S;
-	if (cnl_auth_jwt_sign(&claims, c->api->key, c->api->keylen, token,
-	                      sizeof(token)) < 0) {
-		cnl_http_error(resp, 500, "internal", "cannot sign token");
-		return;
-	}
-	cnl_http_reply(resp, 200,
-	               json_pack("{s:s,s:o,s:s}", "token", token, "expires_at",
-	                         cnl_api_time_json(claims.exp * 1000), "user",
-	                         u->name));
-}
-
 /*
  * Login, before the lock: read the user's hash (under the lock, briefly),
  * then check the password against it (~0.1 s of scrypt) without it.

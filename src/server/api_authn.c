@@ -43,8 +43,10 @@ static int system_role(struct cnl_store *s, const char *user_id, char *role,
 
 /*
  * Who a bearer credential names: an API token ("cnl_..."), an OIDC ID
- * token (RS256, when configured), or one of our HS256 JWTs.  Sets
- * c->user; returns 0, or -1 with a 401 (or 500) in @resp.
+ * token (RS256, when configured; the user its (iss, sub) is linked to, made
+ * at the first sign-in), or one of our HS256 session JWTs (whose session
+ * must be live: not logged out, not expired).  Sets c->user; returns 0, or
+ * -1 with a 401 (or 500) in @resp.
  */
 static int identify(struct call *c, const char *h,
                     struct cnl_http_response *resp)
@@ -79,11 +81,13 @@ static int identify(struct call *c, const char *h,
 		/* Verified before the lock was taken (oidc_check()). */
 		if (!c->oidc_done || c->oidc_r < 0)
 			goto refuse;
-		r = cnl_store_user_get_by_name(s, c->oidc.username, &c->user);
+		/* By (iss, sub), never by name (api_session.c). */
+		r = cnl_api_oidc_user(c, &c->oidc, &c->user);
 	} else {
 		if (cnl_auth_jwt_verify(h, c->api->key, c->api->keylen,
 		                        CNL_API_AUDIENCE, c->now_ms / 1000,
-		                        &claims) < 0)
+		                        &claims) < 0 ||
+		    cnl_api_session_live(c, &claims) < 0)
 			goto refuse;
 		r = cnl_store_user_get(s, claims.sub, &c->user);
 	}
@@ -108,6 +112,15 @@ int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp)
 	if ((r = system_role(c->api->store, c->user.id, role, sizeof(role))) <
 	    0) {
 		cnl_api_store_error(c, resp, r, "user");
+		return -1;
+	}
+	/* Whatever the credential: a disabled user is refused from the
+	 * next request on (api_session.c). */
+	if (cnl_api_user_disabled(c->api->store, c->user.id)) {
+		cnl_http_error(resp, 401, "unauthenticated",
+		               "account disabled: ask an administrator (cnlab "
+		               "user enable %s)",
+		               c->user.name);
 		return -1;
 	}
 	c->is_admin = strcmp(role, "admin") == 0;

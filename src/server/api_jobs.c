@@ -417,7 +417,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	if (get_priority(body, &prio, resp) < 0 ||
-	    cnl_api_get_idem_key(req, resp, &key) < 0)
+	    cnl_api_idem_key(c, req, resp, "job", &key) < 0)
 		goto out;
 	/* "inputs": uploads (PUT /v1/projects/{project}/uploads) written
 	 * into the job's working directory before it starts (nodes share
@@ -549,6 +549,14 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		attached = true;
 		if (ar < 0)
 			r = ar; /* else r stays CNL_STORE_CREATED */
+	}
+	/* The key's request hash, with the job (a retry with another body
+	 * is then 422). */
+	if (r == CNL_STORE_CREATED && key) {
+		int ir = cnl_api_idem_record(c, got.id);
+
+		if (ir < 0)
+			r = ir;
 	}
 	if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
 		r = -EIO;

@@ -119,7 +119,7 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	if (cnl_api_image_check(c, image, img, sizeof(img), resp) < 0 ||
-	    cnl_api_get_idem_key(req, resp, &key) < 0)
+	    cnl_api_idem_key(c, req, resp, "server", &key) < 0)
 		goto out;
 	snprintf(c->target, sizeof(c->target), "%s", name);
 	if (cnl_api_new_id(c, "srv", v.id) < 0) {
@@ -150,7 +150,20 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 	} else if (cnl_api_quota_admit(c, true, resp) < 0) {
 		goto out;
 	}
-	r = cnl_store_server_create(c->api->store, &v, key, &got);
+	/* The server and its key's request hash, together. */
+	if ((r = cnl_store_tx_begin(c->api->store)) == 0) {
+		r = cnl_store_server_create(c->api->store, &v, key, &got);
+		if (r == CNL_STORE_CREATED && key) {
+			int ir = cnl_api_idem_record(c, got.id);
+
+			if (ir < 0)
+				r = ir;
+		}
+		if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
+			r = -EIO;
+		if (r < 0)
+			cnl_store_tx_rollback(c->api->store);
+	}
 	if (r == -CNL_EDUP && key) {
 		cnl_http_error(resp, 409, "conflict",
 		               "Idempotency-Key already used for another "

@@ -149,8 +149,12 @@ void cnl_api_h_users_list(void *call, struct cnl_http_request *req,
 		return;
 	}
 	items = json_array();
-	for (int i = 0; i < n; i++)
-		json_array_append_new(items, cnl_api_user_json(&u[i]));
+	for (int i = 0; i < n; i++) {
+		json_t *o = cnl_api_user_json(&u[i]);
+
+		cnl_api_user_state_json(c->api->store, u[i].id, o);
+		json_array_append_new(items, o);
+	}
 	cnl_http_reply(
 	    resp, 200,
 	    cnl_api_page_json(items, n, limit, n ? u[n - 1].id : NULL));
@@ -158,23 +162,6 @@ void cnl_api_h_users_list(void *call, struct cnl_http_request *req,
 }
 
 #define INVITE_TTL_MS (7LL * 86400000) /* a week to accept */
-
-/* The user the path's {user} names, by id or by name: 0 or a 404. */
-int cnl_api_path_user(struct call *c, struct cnl_http_request *req,
-                      struct cnl_http_response *resp,
-                      struct cnl_store_user *ret)
-{
-	const char *key = cnl_http_param(req, "user");
-	int r = cnl_store_user_get(c->api->store, key, ret);
-
-	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE)
-		r = cnl_store_user_get_by_name(c->api->store, key, ret);
-	if (r == -CNL_EFIELD || r == -CNL_ESIZE)
-		r = -CNL_ENOTFOUND;
-	if (r < 0)
-		cnl_api_store_error(c, resp, r, "user");
-	return r;
-}
 
 int cnl_api_invite_issue(struct cnl_store *s, const char *user_id,
                          int64_t now_ms, char *ret_token,
@@ -248,6 +235,7 @@ void cnl_api_h_user_get(void *call, struct cnl_http_request *req,
 	json_object_set_new(o, "password_set",
 	                    json_boolean(u.password_hash[0] != '\0'));
 	json_object_set_new(o, "invite_pending", json_boolean(ni > 0));
+	cnl_api_user_state_json(c->api->store, u.id, o);
 	json_object_set_new(o, "memberships", list);
 	cnl_http_reply(resp, 200, o);
 }

@@ -351,6 +351,23 @@ int cnl_api_created_here(struct call *c, struct cnl_http_response *resp, int r,
 	return 0;
 }
 
+/* The user the path's {user} names, by id or by name: 0 or a 404. */
+int cnl_api_path_user(struct call *c, struct cnl_http_request *req,
+                      struct cnl_http_response *resp,
+                      struct cnl_store_user *ret)
+{
+	const char *key = cnl_http_param(req, "user");
+	int r = cnl_store_user_get(c->api->store, key, ret);
+
+	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE)
+		r = cnl_store_user_get_by_name(c->api->store, key, ret);
+	if (r == -CNL_EFIELD || r == -CNL_ESIZE)
+		r = -CNL_ENOTFOUND;
+	if (r < 0)
+		cnl_api_store_error(c, resp, r, "user");
+	return r;
+}
+
 /* viewer 1, member 2, project-admin 3 ("admin" counts as 3 in a project). */
 int cnl_api_role_rank(const char *role)
 {

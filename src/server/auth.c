@@ -272,6 +272,8 @@ static char *claims_json(const struct cnl_auth_claims *c)
 		ok = put(o, "proj", json_string(c->proj));
 	if (ok && c->role[0])
 		ok = put(o, "role", json_string(c->role));
+	if (ok && c->jti[0])
+		ok = put(o, "jti", json_string(c->jti));
 	if (ok)
 		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(o);
@@ -289,7 +291,7 @@ int cnl_auth_jwt_sign(const struct cnl_auth_claims *c, const uint8_t *key,
 		return -EINVAL;
 	if (!claim_terminated(c->sub) || !claim_terminated(c->aud) ||
 	    !claim_terminated(c->iss) || !claim_terminated(c->proj) ||
-	    !claim_terminated(c->role))
+	    !claim_terminated(c->role) || !claim_terminated(c->jti))
 		return -EINVAL;
 	if (!c->sub[0] || !c->aud[0] || c->exp <= 0 || c->exp <= c->iat)
 		return -EINVAL;
@@ -365,7 +367,8 @@ static bool claims_ok(const char *s, size_t len, const char *audience,
 	     cnl_jwt_claim_str(o, "sub", true, c->sub, sizeof(c->sub)) &&
 	     cnl_jwt_claim_str(o, "iss", false, c->iss, sizeof(c->iss)) &&
 	     cnl_jwt_claim_str(o, "proj", false, c->proj, sizeof(c->proj)) &&
-	     cnl_jwt_claim_str(o, "role", false, c->role, sizeof(c->role));
+	     cnl_jwt_claim_str(o, "role", false, c->role, sizeof(c->role)) &&
+	     cnl_jwt_claim_str(o, "jti", false, c->jti, sizeof(c->jti));
 	c->exp = t.exp;
 	c->iat = t.iat;
 	json_decref(o);

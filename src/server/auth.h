@@ -105,7 +105,7 @@ int cnl_auth_password_verify(const char *password, const char *stored);
 
 /*
  * The claims CNLab puts in a token.  Strings are NUL-terminated; an empty
- * string means "absent" for the optional ones (iss, proj, role).
+ * string means "absent" for the optional ones (iss, proj, role, jti).
  */
 struct cnl_auth_claims {
 	char sub[CNL_AUTH_CLAIM_MAX];  /* user id; required */
@@ -113,8 +113,11 @@ struct cnl_auth_claims {
 	char iss[CNL_AUTH_CLAIM_MAX];  /* issuer; optional */
 	char proj[CNL_AUTH_CLAIM_MAX]; /* project; optional */
 	char role[CNL_AUTH_CLAIM_MAX]; /* role in the project; optional */
-	int64_t iat;                   /* issued at, Unix seconds */
-	int64_t exp;                   /* expiry, Unix seconds; required */
+	/* Token id; optional.  cnlabd's session tokens carry the id of their
+	 * server-side session (api_session.c), checked on every request. */
+	char jti[CNL_AUTH_CLAIM_MAX];
+	int64_t iat; /* issued at, Unix seconds */
+	int64_t exp; /* expiry, Unix seconds; required */
 };
 
 /*
@@ -145,12 +148,11 @@ int cnl_auth_jwt_sign(const struct cnl_auth_claims *c, const uint8_t *key,
  *     "exp" is an integer > @now_s; "iat" and "nbf", if present, are
  *     integers <= @now_s + CNL_AUTH_JWT_SKEW_S; "aud" is a string equal to
  *     @audience or an array of strings containing it; "sub" is a non-empty
- *     string; "iss", "proj", "role", if present, are strings; every string
- *     claim fits in CNL_AUTH_CLAIM_MAX with no NUL inside.  Other claims
- *     are ignored.  Numeric dates must be JSON integers: fractional
- *     seconds are refused.
- * On success ret->aud is @audience and absent optional claims are empty
- * (iat 0).  -EINVAL for a NULL argument or an empty key or audience.
+ *     string; "iss", "proj", "role", "jti", if present, are strings; every
+ * string claim fits in CNL_AUTH_CLAIM_MAX with no NUL inside.  Other claims are
+ * ignored.  Numeric dates must be JSON integers: fractional seconds are
+ * refused. On success ret->aud is @audience and absent optional claims are
+ * empty (iat 0).  -EINVAL for a NULL argument or an empty key or audience.
  */
 int cnl_auth_jwt_verify(const char *token, const uint8_t *key, size_t keylen,
                         const char *audience, int64_t now_s,

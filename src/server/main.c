@@ -46,6 +46,8 @@ struct settings {
 	char *oidc_jwks_file;
 	char *oidc_jwks_url;
 	char *oidc_username_claim;
+	char *oidc_authorization_endpoint;
+	char *oidc_token_endpoint;
 	char *cli_dir;
 	char *public_url;
 	char *log_level;
@@ -88,7 +90,19 @@ static const struct cnl_config_def settings_table[] = {
     {"oidc_jwks_url", CNL_CONFIG_STRING, S(oidc_jwks_url), NULL, 0, 0,
      "JWKS URL with the issuer's signing keys (refetched on rotation)."},
     {"oidc_username_claim", CNL_CONFIG_STRING, S(oidc_username_claim),
-     "preferred_username", 0, 0, "ID token claim naming the CNLab user."},
+     "preferred_username", 0, 0,
+     "ID token claim that suggests the name of a user made at their first "
+     "OIDC sign-in (used only when that name is free); users are matched "
+     "by (iss, sub), never by name."},
+    {"oidc_authorization_endpoint", CNL_CONFIG_STRING,
+     S(oidc_authorization_endpoint), NULL, 0, 0,
+     "The OIDC provider's authorization endpoint, for cnlab login --web "
+     "(published on GET /v1/auth/oidc with the issuer, the audience as "
+     "client id and the token endpoint); unset: no browser sign-in."},
+    {"oidc_token_endpoint", CNL_CONFIG_STRING, S(oidc_token_endpoint), NULL, 0,
+     0,
+     "The OIDC provider's token endpoint, for cnlab login --web (a public "
+     "client with PKCE: no client secret)."},
     {"cli_dir", CNL_CONFIG_STRING, S(cli_dir), NULL, 0, 0,
      "Directory of cnlab CLI binaries named cnlab-<os>-<arch> (e.g. "
      "cnlab-darwin-aarch64) that GET /cli installs; unset: the cnlab beside "
@@ -435,6 +449,10 @@ int main(int argc, char **argv)
 	        .jwt_key = (const uint8_t *)secret,
 	        .jwt_key_len = strlen(secret),
 	        .oidc = oidc,
+	        .oidc_issuer = st.oidc_issuer,
+	        .oidc_client_id = st.oidc_audience,
+	        .oidc_authorize_url = st.oidc_authorization_endpoint,
+	        .oidc_token_url = st.oidc_token_endpoint,
 	        .policy = st.policy,
 	        .node_lost_ms = st.node_lost_timeout,
 	        .cycle_interval_ms = st.cycle_interval,

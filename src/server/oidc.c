@@ -462,6 +462,11 @@ static int check_config(const struct cnl_oidc_config *cfg, char *err,
 		cnl_seterr(err, errlen, "oidc: issuer is required");
 		return -CNL_ECONFIG;
 	}
+	if (strlen(cfg->issuer) >= CNL_OIDC_ISS_MAX) {
+		cnl_seterr(err, errlen, "oidc: issuer longer than %d bytes",
+		           CNL_OIDC_ISS_MAX - 1);
+		return -CNL_ECONFIG;
+	}
 	if (!nonempty(cfg->audience)) {
 		cnl_seterr(err, errlen, "oidc: audience is required");
 		return -CNL_ECONFIG;
@@ -777,8 +782,13 @@ static int check_claims(const struct cnl_oidc *o, json_t *p, int64_t now_s,
 		           "token \"email\" not a string or too long");
 		return -CNL_EAUTH;
 	}
-	return cnl_jwt_claim_name(p, o->username_claim, id->username, err,
-	                          errlen);
+	/* The name is a hint for a new user's name only: the identity is
+	 * (iss, sub).  One that is absent or not a valid CNLab name is
+	 * left empty rather than refused. */
+	if (cnl_jwt_claim_name(p, o->username_claim, id->username, NULL, 0) < 0)
+		id->username[0] = '\0';
+	snprintf(id->iss, sizeof(id->iss), "%s", o->issuer);
+	return 0;
 }
 
 int cnl_oidc_verify(struct cnl_oidc *o, const char *id_token, int64_t now_s,

@@ -46,7 +46,7 @@
 #define CNL_OIDC_RSA_BITS_MIN 2048
 #define CNL_OIDC_RSA_BITS_MAX 8192
 
-/* Claim that names the CNLab user when the config leaves it NULL. */
+/* Claim that suggests a new user's name when the config leaves it NULL. */
 #define CNL_OIDC_USERNAME_CLAIM "preferred_username"
 
 struct cnl_oidc_config {
@@ -68,10 +68,18 @@ struct cnl_oidc_config {
 #define CNL_OIDC_USERNAME_MAX 64 /* = CNL_STORE_NAME_MAX */
 #define CNL_OIDC_EMAIL_MAX    128
 
-/* Who a verified ID token names. */
+/* Largest issuer URL, NUL included. */
+#define CNL_OIDC_ISS_MAX 256
+
+/*
+ * Who a verified ID token names.  The identity is the pair (iss, sub);
+ * username and email are hints for display and for the name of a user
+ * created at first sign-in, never a key (api_session.c).
+ */
 struct cnl_oidc_identity {
+	char iss[CNL_OIDC_ISS_MAX];           /* the configured issuer */
 	char sub[CNL_OIDC_SUB_MAX];           /* provider's subject id */
-	char username[CNL_OIDC_USERNAME_MAX]; /* valid CNLab user name */
+	char username[CNL_OIDC_USERNAME_MAX]; /* valid CNLab name, or "" */
 	char email[CNL_OIDC_EMAIL_MAX];       /* "" when absent */
 	int64_t exp;                          /* token expiry, Unix seconds */
 };
@@ -122,9 +130,10 @@ int cnl_oidc_reload(struct cnl_oidc *o, char *err, size_t errlen);
  *   - "exp" is an integer with @now_s < exp + CNL_AUTH_JWT_SKEW_S; "iat" is
  *     an integer no more than CNL_AUTH_JWT_SKEW_S ahead of @now_s; "nbf",
  *     if present, too (dates are JSON integers, as in auth.h);
- *   - the username claim is a valid CNLab name: 1..63 of A-Z a-z 0-9 . _ -,
- *     not starting with '.' or '-'; "email", if present, is a string under
- *     CNL_OIDC_EMAIL_MAX bytes.
+ *   - "email", if present, is a string under CNL_OIDC_EMAIL_MAX bytes.
+ * The username claim is copied to ret->username when it is a valid CNLab
+ * name (1..63 of A-Z a-z 0-9 . _ -, not starting with '.' or '-'), else
+ * ret->username is "": it is a hint, not part of the identity.
  * When the kid is unknown and the keys come from a URL, the JWKS is fetched
  * again (key rotation) and the token checked once more; such fetches happen
  * at most once per CNL_OIDC_REFETCH_S seconds of @now_s, so a flood of

@@ -244,7 +244,9 @@ CNLAB_CONFIG=$tmp/tok.json "$cnlab" login --server "$base" --token "$apitok" >/d
 	ok login-api-token || bad "login-api-token: $out"
 CNLAB_CONFIG=$tmp/tok2.json "$cnlab" login --server "$base" --token cnl_bogus >/dev/null 2>&1
 check login-bad-token-exit-3 [ $? = 3 ]
-# OIDC: an ID token from the provider the server trusts is the bearer.
+# OIDC: an ID token from the provider the server trusts, for a user an
+# administrator linked to its subject, is exchanged for a session.
+admin user link alice --oidc-subject u-alice >/dev/null 2>&1 || bad user-link-alice
 CNLAB_CONFIG=$tmp/oidc.json "$cnlab" login --server "$base" --id-token "$(idtoken alice)" >/dev/null 2>&1 &&
 	out=$(CNLAB_CONFIG=$tmp/oidc.json "$cnlab" whoami) && grep -q 'User:     alice' <<<"$out" &&
 	ok login-oidc-id-token || bad "login-oidc-id-token: $out"
@@ -641,10 +643,14 @@ PY
 fi
 
 # --- Logout ------------------------------------------------------------------------------
+last_jwt=$(jq -r .token "$cfg")
 "$cnlab" logout >/dev/null 2>&1
 "$cnlab" profiles list >/dev/null 2>&1
 rc=$?
 [ $rc = 3 ] && [ "$(jq -r .token "$cfg")" = null ] && ok logout || bad "logout: rc=$rc"
+# The session ended on the server too: the old token replayed is 401.
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $last_jwt" "$base/v1/auth/whoami")
+[ "$code" = 401 ] && ok logout-ends-session || bad "logout-ends-session: $code"
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

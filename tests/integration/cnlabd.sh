@@ -185,8 +185,20 @@ idtoken() { # idtoken USER [ISSUER]
 }
 start "$tmp/d" --config "$tmp/oidc.conf" && ok oidc-start || bad "oidc-start: $(cat "$tmp/err")"
 base=http://127.0.0.1:$port
-who=$(curl -sS -H "Authorization: Bearer $(idtoken root)" "$base/v1/auth/whoami" | jq -r .name)
-[ "$who" = root ] && ok oidc-id-token || bad "oidc-id-token: $who"
+# Users are matched by (iss, sub), never by name: a new subject whose
+# preferred_username is "root" gets a fresh user without any role.
+me=$(curl -sS -H "Authorization: Bearer $(idtoken root)" "$base/v1/auth/whoami")
+[ "$(jq -r .admin <<<"$me")" = false ] && [ "$(jq -r .name <<<"$me")" != root ] &&
+	[ "$(jq -r .name <<<"$me")" != null ] &&
+	ok oidc-id-token-name-is-no-key || bad "oidc-id-token-name-is-no-key: $me"
+# Linked by an administrator, the subject signs in as root.
+rtok=$(curl -sS -X POST -d '{"user":"root","password":"hunter2-but-longer"}' \
+	"$base/v1/auth/login" | jq -r .token)
+curl -sS -o /dev/null -X POST -H "Authorization: Bearer $rtok" \
+	-d '{"subject":"u-rootidp"}' "$base/v1/users/root/oidc"
+t=$(idtoken rootidp)
+who=$(curl -sS -H "Authorization: Bearer $t" "$base/v1/auth/whoami" | jq -r .name)
+[ "$who" = root ] && ok oidc-id-token-linked || bad "oidc-id-token-linked: $who"
 code=$(curl -sS -o /dev/null -w '%{http_code}' \
 	-H "Authorization: Bearer $(idtoken root https://evil.example)" "$base/v1/auth/whoami")
 [ "$code" = 401 ] && ok oidc-wrong-issuer || bad "oidc-wrong-issuer: $code"
@@ -198,9 +210,10 @@ t="${t%.*}.${sig:0:20}$c${sig:21}" # one signature byte changed
 code=$(curl -sS -o /dev/null -w '%{http_code}' \
 	-H "Authorization: Bearer $t" "$base/v1/auth/whoami")
 [ "$code" = 401 ] && ok oidc-bad-signature || bad "oidc-bad-signature: $code"
+# An unknown subject signs in as a new user, without any role.
 code=$(curl -sS -o /dev/null -w '%{http_code}' \
-	-H "Authorization: Bearer $(idtoken nobody)" "$base/v1/auth/whoami")
-[ "$code" = 401 ] && ok oidc-unknown-user || bad "oidc-unknown-user: $code"
+	-H "Authorization: Bearer $(idtoken nobody)" "$base/v1/users")
+[ "$code" = 403 ] && ok oidc-unknown-subject-no-role || bad "oidc-unknown-subject-no-role: $code"
 kill -TERM "$pid"; wait "$pid"; pid=
 
 [ "$fails" = 0 ] || exit 1

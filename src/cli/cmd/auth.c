@@ -1,7 +1,8 @@
 /*
  * auth.c - cnlab login, logout and whoami: getting a token (a password, an
- * API token or an OIDC ID token), choosing the default project, keeping
- * both in the settings file.
+ * API token, an OIDC ID token or a browser sign-in, the last two exchanged
+ * for a session), choosing the default project, keeping both in the
+ * settings file; logout ends the session on the server.
  */
 #define _GNU_SOURCE /* vasprintf */
 #include <errno.h>
@@ -167,12 +168,42 @@ static int redeem(struct cnl_cli *cli, const char *invite)
 	return code;
 }
 
+/*
+ * An OIDC ID token (from --id-token or the browser) for a CNLab session:
+ * POST /v1/auth/session with the ID token as the bearer.  The session is
+ * what is stored, so that cnlab logout can end it.
+ */
+static int oidc_login(struct cnl_cli *cli, const char *id_token)
+{
+	json_t *o;
+	char *t;
+	int code;
+
+	cli->token = id_token;
+	cnl_client_free(cli->client);
+	cli->client = NULL;
+	code =
+	    cnl_cli_call(cli, "POST", "/v1/auth/session", NULL, NULL, NULL, &o);
+	cli->token = NULL;
+	cnl_client_free(cli->client);
+	cli->client = NULL;
+	if (code)
+		return code;
+	t = cnl_xstrdup(cnl_cli_str(o, "token", ""));
+	json_decref(o);
+	code = finish_login(cli, t);
+	cli->token = NULL;
+	free(t);
+	return code;
+}
+
 int cnl_cli_cmd_login(struct cnl_cli *cli)
 {
 	const char *user = cnl_cli_flag(cli, "user");
 	const char *tok = cnl_cli_flag(cli, "token");
 	const char *idt = cnl_cli_flag(cli, "id-token");
 	const char *invite = cnl_cli_flag(cli, "invite");
+	bool web = cnl_cli_flag(cli, "web") != NULL;
 	char ubuf[128], pw[512], sbuf[512];
 	json_t *body, *o;
 	int code;
@@ -187,16 +218,28 @@ int cnl_cli_cmd_login(struct cnl_cli *cli)
 		    sbuf[0])
 			cli->server = sbuf;
 	}
-	if (!!tok + !!idt + !!invite > 1)
+	if (!!tok + !!idt + !!invite + !!web > 1)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
-		                    "give one of --token, --id-token and "
-		                    "--invite");
+		                    "give one of --token, --id-token, --web "
+		                    "and --invite");
 	if (invite)
 		return redeem(cli, invite);
-	if (tok || idt) {
-		/* An API token (cnl_...) or an OIDC ID token: both are sent
-		 * as the bearer; the server tells them apart. */
-		char *t = cnl_xstrdup(tok ? tok : idt);
+	if (idt)
+		return oidc_login(cli, idt);
+	if (web) {
+		char *t = NULL;
+
+		cli->token = NULL; /* GET /v1/auth/oidc needs none */
+		if ((code = cnl_cli_web_id_token(cli, &t)))
+			return code;
+		code = oidc_login(cli, t);
+		explicit_bzero(t, strlen(t));
+		free(t);
+		return code;
+	}
+	if (tok) {
+		/* An API token (cnl_...) is stored as the bearer. */
+		char *t = cnl_xstrdup(tok);
 
 		code = finish_login(cli, t);
 		cli->token = NULL;
@@ -240,10 +283,27 @@ int cnl_cli_cmd_login(struct cnl_cli *cli)
 	return code;
 }
 
+/*
+ * cnlab logout: end the stored session on the server (POST
+ * /v1/auth/logout), then forget the token here.  When the server cannot
+ * be reached (or the token is an API token) the token is forgotten all
+ * the same, with a warning that it was not ended there.
+ */
 int cnl_cli_cmd_logout(struct cnl_cli *cli)
 {
+	json_t *o = NULL;
 	int code;
 
+	if (cli->cfg.token && cli->token == cli->cfg.token) {
+		code = cnl_cli_call(cli, "POST", "/v1/auth/logout", NULL, NULL,
+		                    NULL, &o);
+		json_decref(o);
+		if (code && code != CNL_EXIT_AUTH)
+			fprintf(stderr,
+			        "cnlab: warning: the server did not end the "
+			        "session (see above); forgetting the token "
+			        "here anyway\n");
+	}
 	cnl_cli_config_set(&cli->cfg.token, NULL);
 	if ((code = cnl_cli_save_config(cli)))
 		return code;

@@ -1,5 +1,6 @@
 /*
- * user.c - cnlab user create|list|show|invite (administrators).
+ * user.c - cnlab user create|list|show|invite|disable|enable|link
+ * (administrators).
  *
  * A new user gets a password in one of two ways.  By default an
  * invitation: the server makes a one-time token, valid a week, that the
@@ -8,6 +9,13 @@
  * --password-stdin the administrator sets the password (scripts, CI).
  * cnlab user invite NAME makes a new invitation for an existing user (a
  * password reset: the old password works until the new one is set).
+ *
+ * cnlab user disable NAME refuses every credential of the user (sessions,
+ * API tokens, OIDC ID tokens) from the next request on, without stopping
+ * their running work; cnlab user enable NAME lets their API tokens in
+ * again (sessions were ended: they log in again).  cnlab user link NAME
+ * --oidc-subject SUB lets the OIDC identity (issuer, SUB) sign in as NAME:
+ * OIDC users are never matched by name.
  */
 #include <stdio.h>
 #include <string.h>
@@ -88,15 +96,19 @@ int cnl_cli_cmd_user_list(struct cnl_cli *cli)
 	int code;
 
 	if ((code = cnl_cli_list_begin(
-	         cli, "/v1/users?limit=1000", NULL, &t, 3,
-	         (const char *[]){"NAME", "ID", "CREATED"}, &o)) ||
+	         cli, "/v1/users?limit=1000", NULL, &t, 4,
+	         (const char *[]){"NAME", "ID", "CREATED", "STATE"}, &o)) ||
 	    !o)
 		return code;
 	json_array_foreach (json_object_get(o, "items"), i, it)
 		cnl_cli_table_add(
-		    &t, (const char *[]){cnl_cli_str(it, "name", "?"),
-		                         cnl_cli_str(it, "id", "?"),
-		                         cnl_cli_str(it, "created_at", "?")});
+		    &t, (const char *[]){
+		            cnl_cli_str(it, "name", "?"),
+		            cnl_cli_str(it, "id", "?"),
+		            cnl_cli_str(it, "created_at", "?"),
+		            json_is_true(json_object_get(it, "disabled"))
+		                ? "disabled"
+		                : "enabled"});
 	return cnl_cli_list_end(&t, o);
 }
 
@@ -118,6 +130,13 @@ int cnl_cli_cmd_user_show(struct cnl_cli *cli)
 	           : "not set (invited: cnlab login --invite)");
 	if (json_is_true(json_object_get(o, "invite_pending")))
 		printf("Invite:    pending\n");
+	printf("State:     %s\n", json_is_true(json_object_get(o, "disabled"))
+	                              ? "disabled (cnlab user enable NAME)"
+	                              : "enabled");
+	json_array_foreach (json_object_get(o, "oidc"), i, m)
+		printf("OIDC:      %s (issuer %s)\n",
+		       cnl_cli_str(m, "subject", "?"),
+		       cnl_cli_str(m, "issuer", "?"));
 	if (!json_array_size(json_object_get(o, "memberships")))
 		printf("Projects:  none (cnlab project member add PROJECT "
 		       "%s)\n",
@@ -125,6 +144,68 @@ int cnl_cli_cmd_user_show(struct cnl_cli *cli)
 	json_array_foreach (json_object_get(o, "memberships"), i, m)
 		printf("Project:   %s (%s)\n", cnl_cli_str(m, "project", "?"),
 		       cnl_cli_str(m, "role", "?"));
+	json_decref(o);
+	return 0;
+}
+
+/* POST /v1/users/NAME/@what ("disable" or "enable"). */
+static int set_enabled(struct cnl_cli *cli, const char *what)
+{
+	const char *name = cli->args.pos[0];
+	char tail[16];
+	json_t *o;
+	int code;
+
+	snprintf(tail, sizeof(tail), "/%s", what);
+	code = cnl_cli_call_named(cli, "POST", "/v1/users/", tail, "user", name,
+	                          NULL, &o);
+	if (code || !o)
+		return code;
+	if (strcmp(what, "disable") == 0)
+		printf("✓ Disabled %s: their sessions, API tokens and OIDC "
+		       "sign-ins are refused from now on (running work goes "
+		       "on)\n",
+		       cnl_cli_str(o, "name", name));
+	else
+		printf("✓ Enabled %s: API tokens work again; sessions need a "
+		       "new login\n",
+		       cnl_cli_str(o, "name", name));
+	json_decref(o);
+	return 0;
+}
+
+int cnl_cli_cmd_user_disable(struct cnl_cli *cli)
+{
+	return set_enabled(cli, "disable");
+}
+
+int cnl_cli_cmd_user_enable(struct cnl_cli *cli)
+{
+	return set_enabled(cli, "enable");
+}
+
+int cnl_cli_cmd_user_link(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	const char *sub = cnl_cli_flag(cli, "oidc-subject");
+	const char *iss = cnl_cli_flag(cli, "issuer");
+	json_t *body, *o;
+	int code;
+
+	if (!sub || !*sub)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--oidc-subject SUB is required (the "
+		                    "\"sub\" of the user's ID tokens)");
+	body = json_pack("{s:s}", "subject", sub);
+	if (iss)
+		json_object_set_new(body, "issuer", json_string(iss));
+	code = cnl_cli_call_named(cli, "POST", "/v1/users/", "/oidc", "user",
+	                          name, body, &o);
+	json_decref(body);
+	if (code || !o)
+		return code;
+	printf("✓ OIDC subject %s now signs in as %s\n", sub,
+	       cnl_cli_str(o, "name", name));
 	json_decref(o);
 	return 0;
 }

@@ -5,14 +5,17 @@
  *
  * Covered: /healthz; login (success, wrong password and unknown user with
  * byte-identical 401 bodies); refused tokens (none, garbage, alg "none",
- * expired, wrong key, wrong audience, deleted user); the role matrix of
+ * expired, wrong key, wrong audience, deleted user, a well-signed JWT with
+ * no live session); logout replayed, user disable/enable, membership
+ * removal (each on the next request); the role matrix of
  * every route for an administrator, a project-admin, a member and a viewer
  * of project A and a member of project B only (a non-member gets 404, a
  * member whose role is too low 403: see api.h); that a role change takes
  * effect on the next request with the same token; the admin-only rules of
  * memberships; 413 for large bodies (with Content-Length and chunked);
  * strict bodies (unknown field, wrong type, bad JSON) naming the field;
- * 404 and 405 with Allow; paging; idempotent job creation; one audit record
+ * 404 and 405 with Allow; paging; idempotent job creation (per user, 422
+ * for another body); one audit record
  * per state-changing request and a chain that verifies; and the start-up
  * refusal of route tables with a row lacking a permission.
  *
@@ -337,10 +340,177 @@ static void test_tokens_refused(void **state)
 	     tok);
 	expect_401(tok, "unknown user");
 
-	/* The control: the same construction with the right inputs passes. */
+	/* Signed with the right key but naming no server-side session (no
+	 * "jti", or a made-up one): a forged session is refused. */
 	sign(F.uid[MEMBER], "cnlab", now, now + 3600, SECRET, tok);
-	http("GET", "/v1/projects", tok, NULL, &r);
+	expect_401(tok, "no session id");
+	{
+		struct cnl_auth_claims c = {0};
+
+		snprintf(c.sub, sizeof(c.sub), "%s", F.uid[MEMBER]);
+		snprintf(c.aud, sizeof(c.aud), "cnlab");
+		snprintf(c.jti, sizeof(c.jti),
+		         "ses_01HX5V3J9K2M4N6P8Q0R2S4T6V");
+		c.iat = now;
+		c.exp = now + 3600;
+		assert_true(cnl_auth_jwt_sign(&c, (const uint8_t *)SECRET,
+		                              strlen(SECRET), tok,
+		                              sizeof(tok)) > 0);
+		expect_401(tok, "made-up session id");
+	}
+	/* The control: a login's token passes. */
+	http("GET", "/v1/projects", F.token[MEMBER], NULL, &r);
 	expect(&r, 200, "control token");
+	reply_done(&r);
+}
+
+/* A new user named @n (password pw-@n) with a session in @tok. */
+static void user_with_session(char *n, char *uid, char *tok)
+{
+	char pw[80];
+
+	snprintf(n, 64, "%s", fresh("u"));
+	make_user(n, uid);
+	snprintf(pw, sizeof(pw), "pw-%s", n);
+	login(n, pw, tok);
+}
+
+static void whoami_status(const char *tok, long want, const char *what)
+{
+	struct reply r;
+
+	http("GET", "/v1/auth/whoami", tok, NULL, &r);
+	expect(&r, want, what);
+	reply_done(&r);
+}
+
+/* Logout revokes the session on the server: its JWT replayed is 401, and
+ * the user's other sessions live on. */
+static void test_logout_revokes(void **state)
+{
+	char n[64], uid[CNL_ID_MAX], tok[CNL_AUTH_JWT_MAX],
+	    tok2[CNL_AUTH_JWT_MAX], pw[80], api_tok[64];
+	struct reply r;
+
+	user_with_session(n, uid, tok);
+	snprintf(pw, sizeof(pw), "pw-%s", n);
+	login(n, pw, tok2);
+	whoami_status(tok, 200, "before logout");
+	http("POST", "/v1/auth/logout", tok, NULL, &r);
+	expect(&r, 200, "logout");
+	reply_done(&r);
+	/* The attack: the logged-out token replayed. */
+	whoami_status(tok, 401, "replayed after logout");
+	http("POST", "/v1/auth/logout", tok, NULL, &r);
+	assert_error(&r, 401, "unauthenticated");
+	reply_done(&r);
+	whoami_status(tok2, 200, "the other session");
+	/* An API token is not a session: logout says how to revoke it. */
+	http("POST", "/v1/auth/tokens", tok2, "{\"name\":\"ci\"}", &r);
+	expect(&r, 201, "api token");
+	snprintf(api_tok, sizeof(api_tok), "%s", str(r.body, "token"));
+	reply_done(&r);
+	http("POST", "/v1/auth/logout", api_tok, NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "token revoke"));
+	reply_done(&r);
+}
+
+/* Disable: the user's session, API token and password are refused on the
+ * very next request (401 naming the disabled account); enable restores
+ * the API token, not the session. */
+static void test_user_disable(void **state)
+{
+	char n[64], uid[CNL_ID_MAX], tok[CNL_AUTH_JWT_MAX], api_tok[64];
+	char path[160], body[256], pw[80];
+	struct reply r;
+
+	user_with_session(n, uid, tok);
+	grant(F.token[PADMIN], F.proj_a, n, "member", 200);
+	http("POST", "/v1/auth/tokens", tok, "{\"name\":\"ci\"}", &r);
+	expect(&r, 201, "api token");
+	snprintf(api_tok, sizeof(api_tok), "%s", str(r.body, "token"));
+	reply_done(&r);
+	whoami_status(api_tok, 200, "api token before");
+	/* Only an administrator may disable. */
+	snprintf(path, sizeof(path), "/v1/users/%s/disable", n);
+	http("POST", path, F.token[PADMIN], NULL, &r);
+	assert_error(&r, 403, "forbidden");
+	reply_done(&r);
+	http("POST", path, F.token[ADMIN], NULL, &r);
+	expect(&r, 200, "disable");
+	assert_true(json_is_true(json_object_get(r.body, "disabled")));
+	reply_done(&r);
+	/* The attacks: each credential on the next request. */
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	http("GET", path, tok, NULL, &r);
+	assert_error(&r, 401, "unauthenticated");
+	reply_done(&r);
+	http("GET", path, api_tok, NULL, &r);
+	assert_error(&r, 401, "unauthenticated");
+	assert_non_null(strstr(err_message(&r), "disabled"));
+	reply_done(&r);
+	snprintf(pw, sizeof(pw), "pw-%s", n);
+	snprintf(body, sizeof(body), "{\"user\":\"%s\",\"password\":\"%s\"}", n,
+	         pw);
+	http("POST", "/v1/auth/login", NULL, body, &r);
+	assert_error(&r, 401, "unauthenticated");
+	assert_non_null(strstr(err_message(&r), "disabled"));
+	reply_done(&r);
+	/* Shown in user show and list. */
+	snprintf(path, sizeof(path), "/v1/users/%s", n);
+	http("GET", path, F.token[ADMIN], NULL, &r);
+	expect(&r, 200, "user show");
+	assert_true(json_is_true(json_object_get(r.body, "disabled")));
+	reply_done(&r);
+	/* Enable: the API token works again; the session was ended. */
+	snprintf(path, sizeof(path), "/v1/users/%s/enable", n);
+	http("POST", path, F.token[ADMIN], NULL, &r);
+	expect(&r, 200, "enable");
+	assert_true(json_is_false(json_object_get(r.body, "disabled")));
+	reply_done(&r);
+	whoami_status(api_tok, 200, "api token after enable");
+	whoami_status(tok, 401, "session after enable");
+	http("POST", "/v1/auth/login", NULL, body, &r);
+	expect(&r, 200, "login after enable");
+	reply_done(&r);
+	/* The last enabled administrator cannot be disabled. */
+	snprintf(path, sizeof(path), "/v1/users/%s/disable", who_name[ADMIN]);
+	http("POST", path, F.token[ADMIN], NULL, &r);
+	assert_error(&r, 409, "conflict");
+	assert_non_null(strstr(err_message(&r), "last enabled"));
+	reply_done(&r);
+	whoami_status(F.token[ADMIN], 200, "admin still in");
+	http("POST", "/v1/users/nobody-at-all/disable", F.token[ADMIN], NULL,
+	     &r);
+	assert_error(&r, 404, "not_found");
+	reply_done(&r);
+}
+
+/* A membership removed: the user's next request on the project is 404
+ * (as for any project they are not in), with the same token. */
+static void test_membership_removed_is_immediate(void **state)
+{
+	char n[64], uid[CNL_ID_MAX], tok[CNL_AUTH_JWT_MAX], path[160];
+	struct reply r;
+
+	user_with_session(n, uid, tok);
+	grant(F.token[PADMIN], F.proj_a, n, "member", 200);
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	http("GET", path, tok, NULL, &r);
+	expect(&r, 200, "as member");
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/projects/%s/members/%s", F.proj_a, n);
+	http("DELETE", path, F.token[PADMIN], NULL, &r);
+	expect(&r, 200, "remove member");
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	http("GET", path, tok, NULL, &r);
+	assert_error(&r, 404, "not_found");
+	reply_done(&r);
+	http("POST", path, tok, "{\"command\":\"a\",\"gpu\":\"h200-7g.141gb\"}",
+	     &r);
+	assert_error(&r, 404, "not_found");
 	reply_done(&r);
 }
 
@@ -812,10 +982,32 @@ static void test_idempotent_job(void **state)
 	assert_string_equal(str(r.body, "id"), id);
 	assert_string_equal(str(r.body, "command"), "train");
 	reply_done(&r);
-	/* Another user with the same key: conflict, not their job. */
-	http_n("POST", path, F.token[PADMIN],
-	       "{\"command\":\"train\",\"gpu\":\"h200-2g.35gb\"}", 0, hdr, &r);
-	assert_error(&r, 409, "conflict");
+	/* The same key with another body: 422 naming the conflict, and no
+	 * silent replay of the original. */
+	http_n(
+	    "POST", path, F.token[MEMBER],
+	    "{\"command\":\"rm -rf\",\"gpu\":\"h200-2g.35gb\",\"priority\":1}",
+	    0, hdr, &r);
+	assert_error(&r, 422, "idempotency_conflict");
+	assert_non_null(strstr(err_message(&r), "Idempotency-Key"));
+	reply_done(&r);
+	/* Another user with the same key: the key is invisible to them
+	 * (no 409 that tells it exists); they get their own new job. */
+	http_n(
+	    "POST", path, F.token[PADMIN],
+	    "{\"command\":\"train\",\"gpu\":\"h200-2g.35gb\",\"priority\":1}",
+	    0, hdr, &r);
+	expect(&r, 201, "other user, same key");
+	assert_string_not_equal(str(r.body, "id"), id);
+	assert_string_equal(str(r.body, "user_id"), F.uid[PADMIN]);
+	reply_done(&r);
+	/* ... and the first user's retry still replays their own job. */
+	http_n(
+	    "POST", path, F.token[MEMBER],
+	    "{\"command\":\"train\",\"gpu\":\"h200-2g.35gb\",\"priority\":1}",
+	    0, hdr, &r);
+	expect(&r, 200, "retry after the other user");
+	assert_string_equal(str(r.body, "id"), id);
 	reply_done(&r);
 	/* Without a key, two posts make two jobs. */
 	http("POST", path, F.token[MEMBER],
@@ -1065,6 +1257,9 @@ int main(void)
 	    cmocka_unit_test(test_role_matrix),
 	    cmocka_unit_test(test_paging),
 	    cmocka_unit_test(test_role_change_is_immediate),
+	    cmocka_unit_test(test_logout_revokes),
+	    cmocka_unit_test(test_user_disable),
+	    cmocka_unit_test(test_membership_removed_is_immediate),
 	    cmocka_unit_test(test_admin_rules),
 	    cmocka_unit_test(test_body_too_large),
 	    cmocka_unit_test(test_strict_bodies),

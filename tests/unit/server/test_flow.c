@@ -1298,7 +1298,7 @@ static void test_route_role_matrix(void **state)
 	const int roles[] = {ADMIN, AGENT, PADMIN, MEMBER, VIEWER, -1};
 	const struct cnl_http_route *rt;
 	char job_a[CNL_ID_MAX], job_b[CNL_ID_MAX], srv_a[CNL_ID_MAX],
-	    srv_b[CNL_ID_MAX], path[256];
+	    srv_b[CNL_ID_MAX], path[256], victim[CNL_ID_MAX];
 	size_t n;
 	json_t *o;
 	int checked = 0;
@@ -1348,6 +1348,17 @@ static void test_route_role_matrix(void **state)
 		json_decref(as);
 	}
 
+	/* Disable and enable act on a user of their own (enable ends the
+	 * user's sessions, and a disabled bob would answer 401). */
+	{
+		json_t *v = call_ok("POST", "/v1/users", ADMIN,
+		                    "{\"name\":\"matrix-victim\","
+		                    "\"password\":\"pw-victim-1\"}",
+		                    201);
+
+		snprintf(victim, sizeof(victim), "%s", str(v, "id"));
+		json_decref(v);
+	}
 	rt = cnl_api_routes(&n);
 	for (size_t i = 0; i < n; i++) {
 		bool project = rt[i].perm == CNL_PERM_PROJECT_VIEW ||
@@ -1358,9 +1369,11 @@ static void test_route_role_matrix(void **state)
 		                                                   : 3;
 		long public_status = 0;
 
-		/* Logging in and out is tested elsewhere; skip token
-		 * deletion, which would need a token per caller. */
-		if (strcmp(rt[i].pattern, "/v1/auth/login") == 0)
+		/* Logging in and out is tested elsewhere (a logout would end
+		 * the callers' sessions); skip token deletion, which would
+		 * need a token per caller. */
+		if (strcmp(rt[i].pattern, "/v1/auth/login") == 0 ||
+		    strcmp(rt[i].pattern, "/v1/auth/logout") == 0)
 			continue;
 		for (int side = OWN; side <= OTHER; side++) {
 			if (!project && side == OTHER)
@@ -1398,7 +1411,11 @@ static void test_route_role_matrix(void **state)
 							v = F.node1;
 						else if (!strncmp(p, "{user}",
 						                  len))
-							v = F.uid[BOB];
+							v = strstr(
+							        rt[i].pattern,
+							        "able")
+							        ? victim
+							        : F.uid[BOB];
 						else if (!strncmp(p, "{file}",
 						                  len))
 							v = CLI_FILE;
@@ -2094,6 +2111,48 @@ static void test_node_datasets_relabel(void **state)
 	set_state(F.node2, "up");
 }
 
+/*
+ * Idempotency-Key on server creation, as on jobs: per user, with the
+ * request's hash.  The same user, key and body get the original (200);
+ * another body is 422; another user's identical key is invisible (their
+ * own server, 201).
+ */
+static void test_server_idempotency_per_user(void **state)
+{
+	const char *b1 = "{\"name\":\"idem-a\",\"image\":\"host\","
+	                 "\"profile\":\"h100-25pct\"}";
+	const char *b2 = "{\"name\":\"idem-b\",\"image\":\"host\","
+	                 "\"profile\":\"h100-25pct\"}";
+	const char *key = "Idempotency-Key: server-key-1";
+	char path[160], id[CNL_ID_MAX], other[CNL_ID_MAX];
+	struct reply r;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/v1/projects/%s/servers", F.proj_a);
+	http_n("POST", path, F.token[MEMBER], b1, 0, key, &r);
+	expect(&r, 201, "server with a key");
+	snprintf(id, sizeof(id), "%s", str(r.body, "id"));
+	reply_done(&r);
+	http_n("POST", path, F.token[MEMBER], b1, 0, key, &r);
+	expect(&r, 200, "the same request again");
+	assert_string_equal(str(r.body, "id"), id);
+	reply_done(&r);
+	http_n("POST", path, F.token[MEMBER], b2, 0, key, &r);
+	assert_error(&r, 422, "idempotency_conflict");
+	reply_done(&r);
+	http_n("POST", path, F.token[PADMIN], b2, 0, key, &r);
+	expect(&r, 201, "another user, the same key");
+	snprintf(other, sizeof(other), "%s", str(r.body, "id"));
+	assert_string_not_equal(other, id);
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/servers/%s", id);
+	http("DELETE", path, F.token[MEMBER], NULL, &r);
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/servers/%s", other);
+	http("DELETE", path, F.token[PADMIN], NULL, &r);
+	reply_done(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2115,6 +2174,7 @@ int main(void)
 	    cmocka_unit_test(test_gang),
 	    cmocka_unit_test(test_job_fields_survive_restart),
 	    cmocka_unit_test(test_node_datasets_relabel),
+	    cmocka_unit_test(test_server_idempotency_per_user),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

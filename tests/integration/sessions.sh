@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# sessions.sh - revocation and identity, tried as an attacker would, with
+# the cnlab binary against a real cnlabd and a fake OIDC provider
+# (fake_idp.py) whose "browser" is a script ($BROWSER):
+#   - browser sign-in (cnlab login --web: authorization code, PKCE S256,
+#     loopback redirect, state) ends in a revocable CNLab session;
+#   - a redirect with another state, and a code redeemed with another
+#     verifier (a challenge swapped on the way), are refused;
+#   - an ID token whose preferred_username is the administrator's name
+#     gets a fresh user without any role; the same subject with another
+#     name stays the same user; a user an admin linked signs in as
+#     themselves;
+#   - logout ends the session on the server (the token replayed is 401),
+#     and still forgets the token, with a warning, when the server is gone;
+#   - user disable refuses the user's session, API token and OIDC ID token
+#     on the next request; enable restores the API token; the last admin
+#     cannot be disabled;
+#   - a membership removed or a role lowered takes effect on the next
+#     request.
+set -u
+cnlab=$(realpath "$1")
+cnlabd=$(realpath "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+pid=
+idp_pid=
+cleanup() {
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null
+	[ -n "$idp_pid" ] && kill "$idp_pid" 2>/dev/null
+	wait 2>/dev/null
+	[ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1"
+	fails=$((fails + 1))
+}
+
+export CNLAB_JWT_SECRET=integration-test-secret-0123456789abcdef
+export CNLAB_ADMIN_PASSWORD=hunter2-but-longer
+export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
+unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG DISPLAY WAYLAND_DISPLAY BROWSER
+mkdir -p "$HOME"
+
+# --- The identity provider: a key, its JWKS, the fake IdP -------------------
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+openssl genrsa -out "$tmp/idp.pem" 2048 2>/dev/null
+n=$(openssl rsa -in "$tmp/idp.pem" -noout -modulus 2>/dev/null | cut -d= -f2 |
+	xxd -r -p | b64url)
+printf '{"keys":[{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":"%s","e":"AQAB"}]}' \
+	"$n" >"$tmp/jwks.json"
+echo "sub-ada ada" >"$tmp/who"
+python3 "$here/fake_idp.py" "$tmp/idp.port" "$tmp/idp.pem" cnlab-cli "$tmp/who" &
+idp_pid=$!
+for _ in $(seq 200); do [ -s "$tmp/idp.port" ] && break; sleep 0.05; done
+[ -s "$tmp/idp.port" ] || { echo "FAIL fake IdP did not start"; exit 1; }
+idp=http://127.0.0.1:$(cat "$tmp/idp.port")
+# An ID token minted here (the provider's key): SUB NAME.
+idtoken() {
+	local h p s now
+	now=$(date +%s)
+	h=$(printf '{"alg":"RS256","kid":"k1","typ":"JWT"}' | b64url)
+	p=$(printf '{"iss":"%s","aud":"cnlab-cli","sub":"%s","preferred_username":"%s","iat":%d,"exp":%d}' \
+		"$idp" "$1" "$2" "$now" $((now + 600)) | b64url)
+	s=$(printf '%s.%s' "$h" "$p" | openssl dgst -sha256 -sign "$tmp/idp.pem" -binary | b64url)
+	printf '%s.%s.%s' "$h" "$p" "$s"
+}
+
+cat >"$tmp/cnlabd.conf" <<CONF
+oidc_issuer = $idp
+oidc_audience = cnlab-cli
+oidc_jwks_file = $tmp/jwks.json
+oidc_authorization_endpoint = $idp/authorize
+oidc_token_endpoint = $idp/token
+CONF
+"$cnlabd" --data-dir "$tmp/d" --listen 127.0.0.1:0 --bootstrap-admin root \
+	--config "$tmp/cnlabd.conf" >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+port=
+for _ in $(seq 200); do
+	port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$tmp/out")
+	[ -n "$port" ] && break
+	sleep 0.05
+done
+[ -n "$port" ] || { echo "FAIL cnlabd did not start: $(cat "$tmp/err")"; exit 1; }
+base=http://127.0.0.1:$port
+code_of() { # code_of TOKEN METHOD PATH
+	curl -sS -o /dev/null -w '%{http_code}' -X "$2" -H "Authorization: Bearer $1" "$base$3"
+}
+as() { # as CONFIG-NAME cnlab ARGS...
+	local c=$1
+	shift
+	CNLAB_CONFIG=$tmp/$c.json "$cnlab" --server "$base" "$@"
+}
+
+echo hunter2-but-longer | as root login --user root --password-stdin >/dev/null 2>&1 ||
+	{ echo "FAIL root login"; exit 1; }
+
+# The browsers: a good one follows the redirect; the others tamper.
+cat >"$tmp/browser" <<'SH'
+#!/bin/sh
+exec curl -sS -L -o /dev/null "$1"
+SH
+cat >"$tmp/browser-state" <<'SH'
+#!/bin/sh
+# Follow the IdP's redirect with another state: a forged callback.
+loc=$(curl -sS -o /dev/null -w '%{redirect_url}' "$1")
+exec curl -sS -o /dev/null "$(printf '%s' "$loc" | sed 's/state=/state=forged/')"
+SH
+cat >"$tmp/browser-challenge" <<'SH'
+#!/bin/sh
+# The attacker's own challenge in place of the CLI's: the code is bound to
+# a verifier the CLI does not have.
+exec curl -sS -L -o /dev/null "$(printf '%s' "$1" |
+	sed 's/code_challenge=[^&]*/code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM/')"
+SH
+chmod +x "$tmp"/browser*
+
+# --- Browser sign-in ---------------------------------------------------------
+curl -sS "$base/v1/auth/oidc" | jq -e --arg i "$idp" \
+	'.issuer == $i and .client_id == "cnlab-cli" and (.authorization_endpoint | endswith("/authorize"))' \
+	>/dev/null && ok oidc-settings-public || bad oidc-settings-public
+out=$(BROWSER=$tmp/browser as ada login --web 2>&1)
+me=$(as ada -o json whoami 2>&1)
+[ "$(jq -r .name <<<"$me")" = ada ] && [ "$(jq -r .admin <<<"$me")" = false ] &&
+	ok web-login || bad "web-login: $out / $me"
+ada_tok=$(jq -r .token "$tmp/ada.json")
+ada_id=$(jq -r .id <<<"$me")
+# What is stored is a CNLab session (HS256), not the provider's ID token.
+hdr=$(cut -d. -f1 <<<"$ada_tok" | tr '_-' '/+')
+hdr=$(printf '%s==' "$hdr" | base64 -d 2>/dev/null)
+grep -q HS256 <<<"$hdr" && ok web-login-stores-session || bad "web-login-stores-session: $hdr"
+
+rm -f "$tmp/bad.json"
+out=$(BROWSER=$tmp/browser-state as bad login --web 2>&1)
+rc=$?
+[ $rc = 3 ] && grep -q state <<<"$out" && [ "$(jq -r .token "$tmp/bad.json" 2>/dev/null)" != "${ada_tok}" ] &&
+	! jq -e .token "$tmp/bad.json" >/dev/null 2>&1 &&
+	ok web-login-wrong-state-refused || bad "web-login-wrong-state-refused: rc=$rc $out"
+out=$(BROWSER=$tmp/browser-challenge as bad login --web 2>&1)
+rc=$?
+[ $rc = 3 ] && grep -q invalid_grant <<<"$out" && ! jq -e .token "$tmp/bad.json" >/dev/null 2>&1 &&
+	ok web-login-wrong-verifier-refused || bad "web-login-wrong-verifier-refused: rc=$rc $out"
+
+# --- Identity is (iss, sub), never the name ---------------------------------
+echo "sub-mallory root" >"$tmp/who"
+BROWSER=$tmp/browser as mal login --web >/dev/null 2>&1
+me=$(as mal -o json whoami 2>&1)
+[ "$(jq -r .admin <<<"$me")" = false ] && [ "$(jq -r .name <<<"$me")" != root ] &&
+	[ "$(jq -r .name <<<"$me")" != null ] &&
+	ok forged-admin-name-not-admin || bad "forged-admin-name-not-admin: $me"
+code=$(code_of "$(idtoken sub-mallory2 root)" GET /v1/users)
+[ "$code" = 403 ] && ok forged-admin-id-token-403 || bad "forged-admin-id-token-403: $code"
+echo "sub-ada ada-renamed" >"$tmp/who"
+BROWSER=$tmp/browser as ada2 login --web >/dev/null 2>&1
+[ -n "$ada_id" ] && [ "$(as ada2 -o json whoami | jq -r .id)" = "$ada_id" ] &&
+	ok same-subject-same-user || bad same-subject-same-user
+echo pw-carol-12345 | as root user create carol --password-stdin >/dev/null 2>&1
+as root user link carol --oidc-subject sub-carol >/dev/null 2>&1 && ok user-link || bad user-link
+as root user link ada --oidc-subject sub-carol >/dev/null 2>&1
+[ $? = 5 ] && ok user-link-taken-refused || bad user-link-taken-refused
+echo "sub-carol carol-at-idp" >"$tmp/who"
+BROWSER=$tmp/browser as carol login --web >/dev/null 2>&1
+[ "$(as carol -o json whoami | jq -r .name)" = carol ] && ok linked-user-signs-in || bad linked-user-signs-in
+as root -o json user show carol | jq -e '.oidc[0].subject == "sub-carol"' >/dev/null &&
+	ok user-show-oidc || bad user-show-oidc
+
+# --- Logout ends the session on the server ----------------------------------
+as ada logout >/dev/null 2>&1
+[ "$(jq -r .token "$tmp/ada.json")" = null ] && ok logout-forgets || bad logout-forgets
+code=$(code_of "$ada_tok" GET /v1/auth/whoami)
+[ "$code" = 401 ] && ok logout-replay-401 || bad "logout-replay-401: $code"
+# The server gone: forgotten here anyway, with a warning.
+jq --arg s "http://127.0.0.1:1" '.server = $s' "$tmp/ada2.json" >"$tmp/gone.json"
+out=$(CNLAB_CONFIG=$tmp/gone.json "$cnlab" logout 2>&1)
+rc=$?
+[ $rc = 0 ] && grep -q warning <<<"$out" && [ "$(jq -r .token "$tmp/gone.json")" = null ] &&
+	ok logout-offline-forgets-with-warning || bad "logout-offline-forgets-with-warning: rc=$rc $out"
+
+# --- Disable and enable --------------------------------------------------------
+carol_tok=$(jq -r .token "$tmp/carol.json")
+carol_api=$(curl -sS -X POST -H "Authorization: Bearer $carol_tok" -d '{"name":"ci"}' \
+	"$base/v1/auth/tokens" | jq -r .token)
+[ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] || bad "carol api token before"
+as root user disable carol >/dev/null 2>&1 && ok user-disable || bad user-disable
+out=$(as carol whoami 2>&1)
+rc=$?
+[ $rc = 3 ] && grep -q disabled <<<"$out" && ok disabled-session-401 || bad "disabled-session-401: rc=$rc $out"
+[ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 401 ] && ok disabled-api-token-401 || bad disabled-api-token-401
+[ "$(code_of "$(idtoken sub-carol carol)" GET /v1/auth/whoami)" = 401 ] &&
+	ok disabled-oidc-token-401 || bad disabled-oidc-token-401
+as root user list | grep -E '^carol .*disabled' >/dev/null && ok user-list-shows-disabled || bad user-list-shows-disabled
+as root user enable carol >/dev/null 2>&1
+[ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] && ok enable-restores-api-token || bad enable-restores-api-token
+[ "$(code_of "$carol_tok" GET /v1/auth/whoami)" = 401 ] && ok enable-not-sessions || bad enable-not-sessions
+out=$(as root user disable root 2>&1)
+rc=$?
+[ $rc = 5 ] && grep -q "last enabled" <<<"$out" && ok last-admin-not-disabled || bad "last-admin-not-disabled: rc=$rc $out"
+
+# --- Membership and role changes take effect on the next request ----------
+as root project create p1 >/dev/null 2>&1
+as root project member add p1 carol >/dev/null 2>&1
+as root project member set-role p1 carol viewer >/dev/null 2>&1
+p1=$(as root -o json project list | jq -r '.items[] | select(.name == "p1") | .id')
+code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $carol_api" \
+	-d '{"command":"true","gpu":"h200-1g.18gb"}' "$base/v1/projects/$p1/jobs")
+[ "$code" = 403 ] && ok role-lowered-write-refused || bad "role-lowered-write-refused: $code"
+[ "$(code_of "$carol_api" GET "/v1/projects/$p1/jobs")" = 200 ] || bad "viewer reads"
+as root project member remove p1 carol >/dev/null 2>&1
+code=$(code_of "$carol_api" GET "/v1/projects/$p1/jobs")
+[ "$code" = 404 ] && ok membership-removed-404 || bad "membership-removed-404: $code"
+
+echo "$fails failure(s)"
+[ "$fails" = 0 ]
