@@ -200,6 +200,7 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/jobs/{job}", PV, NULL, cnl_api_h_job_get},
     {"POST", "/v1/jobs/{job}/cancel", PM, "job.cancel", cnl_api_h_job_cancel},
     {"GET", "/v1/jobs/{job}/logs", PV, NULL, cnl_api_h_job_logs},
+    {"GET", "/v1/jobs/{job}/decisions", PV, NULL, cnl_api_h_job_decisions},
     {"GET", "/v1/jobs/{job}/artifacts", PV, NULL, cnl_api_h_job_artifacts},
     {"GET", "/v1/jobs/{job}/artifact", PV, NULL, cnl_api_h_job_artifact_get},
     {"PUT", "/v1/projects/{project}/uploads", PM, "upload.create",
