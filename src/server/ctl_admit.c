@@ -49,7 +49,8 @@ static bool node_could_host(const struct cnl_node *n,
 
 /* In words, why no node of the cluster @c could take @p (of @gang nodes). */
 static void why_not(const struct cnl_cluster *c, const struct cnl_req_prep *p,
-                    int gang, int hosts, char *why, size_t len)
+                    const char *shape, int gang, int hosts, char *why,
+                    size_t len)
 {
 	const struct cnl_alloc_req *r = &p->req;
 	const struct cnl_catalog *cat = c->cat;
@@ -79,13 +80,20 @@ static void why_not(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 		if (n->mem_total > mem)
 			mem = n->mem_total;
 	}
-	if (r->kind == CNL_REQ_MIG && !mig)
+	if (r->kind == CNL_REQ_MIG && !mig) {
+		/* The profile is the shape's last part ("any-1g.5gb"). */
+		const char *prof =
+		    strrchr(shape, '-') ? strrchr(shape, '-') + 1 : shape;
+		const char *owner = "no GPU type";
+
+		for (int t = cat->n - 1; t >= 0; t--)
+			if (cnl_mig_find(&cat->types[t], prof) >= 0)
+				owner = cat->types[t].name;
 		snprintf(why, len,
 		         "MIG profile %s is not offered by the GPU of any node "
 		         "(it is one of %s's)",
-		         r->profile ? r->profile : "?",
-		         cnl_shape_type_name(cat, r));
-	else if (r->kind != CNL_REQ_CPU && !typed)
+		         prof, owner);
+	} else if (r->kind != CNL_REQ_CPU && !typed)
 		snprintf(why, len, "no node has GPU type %s",
 		         cnl_shape_type_name(cat, r));
 	else if (r->kind == CNL_REQ_WHOLE && r->gpus > gpus)
@@ -144,7 +152,7 @@ int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *shape, const char *run,
 		         hosts, c->n_nodes);
 		goto out;
 	}
-	why_not(c, &p, gang, hosts, why, whylen);
+	why_not(c, &p, shape, gang, hosts, why, whylen);
 	r = -CNL_ENOSPACE;
 out:
 	json_decref(rj);

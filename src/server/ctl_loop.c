@@ -138,13 +138,14 @@ static int decide_start(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 	case CNL_PLACE_MIG:
 		return ctl_decide(
 		    ctl, w->id, "slice", now,
-		    "placed on node %s: GPU %d, MIG instance %s at slot %d",
+		    "placed on node %s: GPU %d, MIG instance %s at slot %d "
+		    "(shape %s)",
 		    node, a->gpu,
 		    n->gpu_type >= 0 && n->gpu_type < c->cat->n &&
 		            a->profile < c->cat->types[n->gpu_type].n_mig
 		        ? c->cat->types[n->gpu_type].mig[a->profile].name
 		        : "?",
-		    a->start);
+		    a->start, w->shape);
 	case CNL_PLACE_WHOLE:
 		return ctl_decide(ctl, w->id, "slice", now,
 		                  "placed on node %s: whole GPUs %s (shape %s)",
