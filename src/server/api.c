@@ -209,6 +209,8 @@ static const struct cnl_http_route routes[] = {
      cnl_api_h_servers_create},
     {"GET", "/v1/projects/{project}/servers", PV, NULL, cnl_api_h_servers_list},
     {"GET", "/v1/servers/{server}", PV, NULL, cnl_api_h_server_get},
+    {"GET", "/v1/servers/{server}/decisions", PV, NULL,
+     cnl_api_h_job_decisions},
     {"POST", "/v1/servers/{server}/stop", PM, "server.stop",
      cnl_api_h_server_stop},
     {"POST", "/v1/servers/{server}/start", PM, "server.start",

@@ -1,7 +1,7 @@
 /*
  * api_decisions.c - the scheduler's decisions for a workload, in the audit
- * chain, and GET /v1/jobs/{job}/decisions that reads them back (the CLI's
- * `cnlab jobs explain`).
+ * chain, and GET /v1/jobs/{job}/decisions (and /v1/servers/{server}/...)
+ * that reads them back (the CLI's `cnlab jobs explain`).
  *
  * A workload goes through six stages (DESIGN.md, scheduler): auth (who
  * submitted it, in which role), quota (what its project and user have
@@ -85,9 +85,11 @@ void cnl_api_h_job_decisions(void *call, struct cnl_http_request *req,
 	json_t *items;
 	int n = 0, r;
 
+	const char *id = c->have_job ? c->job.id : c->server.id;
+
 	(void)req;
 	a = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*a));
-	r = cnl_store_audit_list_target(c->api->store, c->job.id, "sched.", 0,
+	r = cnl_store_audit_list_target(c->api->store, id, "sched.", 0,
 	                                CNL_STORE_LIST_MAX, a, &n);
 	if (r < 0) {
 		free(a);
@@ -102,8 +104,8 @@ void cnl_api_h_job_decisions(void *call, struct cnl_http_request *req,
 		                     cnl_api_time_json(a[i].ts_ms), "stage",
 		                     a[i].action + strlen("sched."), "actor",
 		                     a[i].actor, "decision", a[i].result));
-	cnl_http_reply(
-	    resp, 200,
-	    json_pack("{s:s,s:o}", "job", c->job.id, "items", items));
+	cnl_http_reply(resp, 200,
+	               json_pack("{s:s,s:o}", c->have_job ? "job" : "server",
+	                         id, "items", items));
 	free(a);
 }
