@@ -73,7 +73,8 @@ void cnl_api_decisions_submit(struct call *c, const char *id, const char *shape,
 	decide(c, id, "scheduler", "queue",
 	       "queued: priority %s, position %d of %d pending",
 	       prio >= 0 && prio < 4 ? prio_words[prio] : "?", pos, n);
-	cnl_ctl_feasible(c->api->ctl, shape, run, server, why, sizeof(why));
+	cnl_ctl_feasible(c->api->ctl, c->project.id, shape, run, server, why,
+	                 sizeof(why));
 	decide(c, id, "scheduler", "admission", "admitted: %s", why);
 }
 

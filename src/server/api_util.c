@@ -111,8 +111,8 @@ int cnl_api_feasible(struct call *c, const char *shape, const char *run,
 {
 	char why[256];
 	json_t *body;
-	int r =
-	    cnl_ctl_feasible(c->api->ctl, shape, run, server, why, sizeof(why));
+	int r = cnl_ctl_feasible(c->api->ctl, c->project.id, shape, run, server,
+	                         why, sizeof(why));
 
 	if (r != -CNL_ENOSPACE)
 		return 0; /* a bad shape is answered by its own check */

@@ -118,8 +118,9 @@ static void why_not(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 		         hosts == 1 ? "is" : "are");
 }
 
-int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *shape, const char *run,
-                     bool server, char *why, size_t whylen)
+int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *project_id,
+                     const char *shape, const char *run, bool server, char *why,
+                     size_t whylen)
 {
 	const struct cnl_cluster *c = ctl->cluster;
 	struct wl *tmp;
@@ -133,6 +134,8 @@ int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *shape, const char *run,
 	tmp = cnl_xcalloc(1, sizeof(*tmp));
 	tmp->node = -1;
 	tmp->server = server;
+	/* Its own team, as it will be scheduled (no team made up here). */
+	snprintf(tmp->project_id, sizeof(tmp->project_id), "%s", project_id);
 	if ((r = ctl_wl_job(ctl, tmp, shape, 1, 0, 0, 0, true)) < 0)
 		goto out;
 	if (run && (rj = json_loads(run, 0, NULL)) &&
