@@ -143,6 +143,12 @@ void cnl_api_decisions_submit(struct call *c, const char *id, const char *shape,
 /* quota in words: "project lab: GPU-hours 1.20 of 10.00; user ana: ..." */
 void cnl_api_quota_text(struct call *c, bool servers, char *buf, size_t len);
 
+/* A 507 insufficient_storage whose "path" names the store that could not
+ * be written (the files or images directory), message formatted. */
+void cnl_api_storage_full(struct cnl_http_response *resp, const char *path,
+                          const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Admission: 0, or -1 and a 422 naming why no registered node could ever
  * run work of @shape with the run record @run, and the shapes that exist. */
 int cnl_api_feasible(struct call *c, const char *shape, const char *run,

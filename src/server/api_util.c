@@ -100,6 +100,24 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 	}
 }
 
+void cnl_api_storage_full(struct cnl_http_response *resp, const char *path,
+                          const char *fmt, ...)
+{
+	json_t *body = cnl_http_error_body("insufficient_storage", "");
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_object_set_new(
+	    json_object_get(body, "error"), "message",
+	    json_sprintf("%s (store: %s)", msg, path ? path : "-"));
+	json_object_set_new(json_object_get(body, "error"), "path",
+	                    path ? json_string(path) : json_null());
+	cnl_http_reply(resp, 507, body);
+}
+
 /*
  * Admission: refuse at once, with 422, work that no registered node could
  * ever run (ctl_admit.c says what counts), naming the reason and listing

@@ -18,7 +18,8 @@
 #      adds no record per cycle; the audit chain verifies; another
 #      project's member cannot read them;
 #   4. storage full: the data directory on a small tmpfs that the test
-#      fills: submissions get 507 naming the database (never 500), reads
+#      fills: submissions get 507 naming the database (never 500), an
+#      upload 507 naming the file store, reads
 #      (GET job, list, whoami, healthz) go on, nothing stored before is
 #      lost, and once the filler is removed submissions work again.
 # Waits poll with generous bounds so a hang fails instead of blocking; no
@@ -267,6 +268,17 @@ else
 		[ "$(jq -r .error.path "$tmp/body")" = "$tmp/full/cnlab.db" ] &&
 		grep -q "$tmp/full/cnlab.db" <<<"$(jq -r .error.message "$tmp/body")" &&
 		ok "disk full: submit is 507 naming the database" || bad "disk full submit: $st $(cat "$tmp/body")"
+	# upload FILE: PUT it as an upload; the status in $tmp/status.
+	upload() {
+		curl -sS -o "$tmp/body" -w '%{http_code}' -X PUT -H "Authorization: Bearer $root" \
+			-H "X-Content-SHA256: $(sha256sum "$1" | cut -d' ' -f1)" \
+			--data-binary @"$1" "$base/v1/projects/$proj/uploads?path=data.bin" >"$tmp/status"
+	}
+	head -c $((1 << 20)) /dev/urandom >"$tmp/1m"
+	upload "$tmp/1m"
+	[ "$(status)" = 507 ] && [ "$(jq -r .error.code "$tmp/body")" = insufficient_storage ] &&
+		[ "$(jq -r .error.path "$tmp/body")" = "$tmp/full/files" ] &&
+		ok "disk full: an upload is 507 naming the file store" || bad "upload when full: $(status) $(cat "$tmp/body")"
 	out=$(api GET "/v1/jobs/$first" "$root")
 	[ "$(status)" = 200 ] && [ "$(jq -r .id <<<"$out")" = "$first" ] && ok "... GET job still 200" ||
 		bad "GET job when full: $(status) $out"
@@ -279,6 +291,8 @@ else
 	rm -f "$tmp/full/filler"
 	again=$(api POST "/v1/projects/$proj/jobs" "$root" '{"command":"true","gpu":"h100-10"}' | jq -r .id)
 	[ "$(status)" = 201 ] && ok "space freed: submissions work again, no restart" || bad "after free: $(status) $(cat "$tmp/body")"
+	upload "$tmp/1m"
+	[ "$(status)" = 201 ] || [ "$(status)" = 200 ] && ok "... and uploads" || bad "upload after free: $(status) $(cat "$tmp/body")"
 	[ "$(api GET "/v1/jobs/$first" "$root" | jq -r .id)" = "$first" ] &&
 		[ "$(api GET "/v1/jobs/$again" "$root" | jq -r .id)" = "$again" ] &&
 		ok "... nothing stored before was lost" || bad "lost jobs"
