@@ -78,6 +78,43 @@ struct cnl_client *cnl_cli_client(struct cnl_cli *cli)
 	return cli->client;
 }
 
+/*
+ * A request no registered node could ever run: the reason, then the kinds
+ * of node there are, so the user sees what to ask for instead.
+ */
+static int unsatisfiable(const json_t *body, const char *msg)
+{
+	const json_t *shapes =
+	    json_object_get(json_object_get(body, "error"), "shapes");
+	char list[1024] = "";
+	size_t at = 0, i;
+	json_t *it;
+
+	json_array_foreach (shapes, i, it) {
+		const char *t =
+		    json_string_value(json_object_get(it, "gpu_type"));
+		int n;
+
+		n = snprintf(
+		    list + at, sizeof(list) - at,
+		    "\n  %" JSON_INTEGER_FORMAT " node%s: %" JSON_INTEGER_FORMAT
+		    " x %s, %" JSON_INTEGER_FORMAT
+		    " mCPU, %" JSON_INTEGER_FORMAT " MiB",
+		    json_integer_value(json_object_get(it, "nodes")),
+		    json_integer_value(json_object_get(it, "nodes")) == 1 ? ""
+		                                                          : "s",
+		    json_integer_value(json_object_get(it, "gpus")),
+		    t ? t : "no GPU",
+		    json_integer_value(json_object_get(it, "cpu_milli")),
+		    json_integer_value(json_object_get(it, "mem_mib")));
+		if (n < 0 || (size_t)n >= sizeof(list) - at)
+			break;
+		at += (size_t)n;
+	}
+	return cnl_cli_fail(CNL_EXIT_REFUSED, "refused: %s%s%s", msg,
+	                    at ? "\nthe nodes registered:" : "", list);
+}
+
 /* Map an error reply to a message and an exit code. */
 static int reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
                        const char *what)
@@ -124,8 +161,13 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
 	case 409:
 		return cnl_cli_fail(CNL_EXIT_REFUSED, "refused: %s", msg);
 	case 422:
+		if (strcmp(code, "unsatisfiable") == 0)
+			return unsatisfiable(r->json, msg);
 		return cnl_cli_fail(CNL_EXIT_REFUSED, "refused (%s): %s", code,
 		                    msg);
+	case 507:
+		return cnl_cli_fail(CNL_EXIT_ERROR,
+		                    "the server's storage is full: %s", msg);
 	default:
 		return cnl_cli_fail(CNL_EXIT_ERROR, "%s (HTTP %ld, %s)", msg,
 		                    r->status, code[0] ? code : "error");

@@ -233,6 +233,7 @@ int cnl_cli_cmd_server_delete(struct cnl_cli *cli);
 int cnl_cli_cmd_run(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_list(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_show(struct cnl_cli *cli);
+int cnl_cli_cmd_jobs_explain(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_logs(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_cancel(struct cnl_cli *cli);
 int cnl_cli_cmd_quota_show(struct cnl_cli *cli);

@@ -205,6 +205,8 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      cnl_cli_cmd_jobs_logs},
     {"jobs cancel", "JOB", "cancel a job", NULL, 1, 1, false, false,
      cnl_cli_cmd_jobs_cancel},
+    {"jobs explain", "JOB", "the scheduler's decisions for a job, in order",
+     NULL, 1, 1, false, false, cnl_cli_cmd_jobs_explain},
     {"quota show", "", "GPU-hours, storage and servers used against limits",
      NULL, 0, 0, false, false, cnl_cli_cmd_quota_show},
     {"quota set", "", "set limits of --project or --user (admin)",

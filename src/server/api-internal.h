@@ -143,9 +143,28 @@ json_t *cnl_api_user_json(const struct cnl_store_user *u);
 json_t *cnl_api_job_json(struct call *c, const struct cnl_store_job *j);
 json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v);
 
-/* Turn a store error into a response; @what names the object. */
+/* Turn a store error into a response; @what names the object.  A full
+ * disk (-ENOSPC, -EDQUOT) is 507 naming the database file. */
 void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
                          const char *what);
+
+/* The submission stages of a new workload @id (auth, quota, queue,
+ * admission) into the audit chain; api_decisions.c. */
+void cnl_api_decisions_submit(struct call *c, const char *id, const char *shape,
+                              const char *run, int prio, bool server);
+/* quota in words: "project lab: GPU-hours 1.20 of 10.00; user ana: ..." */
+void cnl_api_quota_text(struct call *c, bool servers, char *buf, size_t len);
+
+/* A 507 insufficient_storage whose "path" names the store that could not
+ * be written (the files or images directory), message formatted. */
+void cnl_api_storage_full(struct cnl_http_response *resp, const char *path,
+                          const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Admission: 0, or -1 and a 422 naming why no registered node could ever
+ * run work of @shape with the run record @run, and the shapes that exist. */
+int cnl_api_feasible(struct call *c, const char *shape, const char *run,
+                     bool server, struct cnl_http_response *resp);
 
 /* The body as a JSON object with only @allowed keys (NULL: any; the
  * caller checks them), or NULL and a 400. */
@@ -371,6 +390,8 @@ void cnl_api_h_job_get(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp);
 void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
+void cnl_api_h_job_decisions(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
 void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp);
 

@@ -459,10 +459,9 @@ int cnl_api_open_upload(struct call *c, struct cnl_http_request *req,
 	                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 	                  0600)) < 0) {
 		u->tmp[0] = '\0';
-		cnl_http_error(resp, 507, "insufficient_storage",
-		               "%s \"%s\": cannot store it: %s",
-		               kind_word[u->kind], path,
-		               strerror(r < 0 ? -r : errno));
+		cnl_api_storage_full(
+		    resp, c->api->files_dir, "%s \"%s\": cannot store it: %s",
+		    kind_word[u->kind], path, strerror(r < 0 ? -r : errno));
 		goto fail;
 	}
 	if (!(u->md = EVP_MD_CTX_new()))
@@ -493,9 +492,9 @@ static int upload_end(struct call *c, struct cnl_http_request *req,
 	snprintf(c->target, sizeof(c->target), "%.40s/%.80s",
 	         u->job[0] ? u->job : u->project, u->path);
 	if (u->werr) {
-		cnl_http_error(resp, 507, "insufficient_storage",
-		               "%s \"%s\": cannot store it: %s",
-		               kind_word[u->kind], u->path, strerror(u->werr));
+		cnl_api_storage_full(
+		    resp, c->api->files_dir, "%s \"%s\": cannot store it: %s",
+		    kind_word[u->kind], u->path, strerror(u->werr));
 		return -1;
 	}
 	if (u->too_much || u->got != u->declared) {
@@ -525,9 +524,9 @@ static int upload_end(struct call *c, struct cnl_http_request *req,
 	if (check_limits(c, u, resp) < 0)
 		return -1;
 	if (fsync(u->fd) < 0 || rename(u->tmp, u->final) < 0) {
-		cnl_http_error(resp, 507, "insufficient_storage",
-		               "%s \"%s\": cannot store it: %s",
-		               kind_word[u->kind], u->path, strerror(errno));
+		cnl_api_storage_full(
+		    resp, c->api->files_dir, "%s \"%s\": cannot store it: %s",
+		    kind_word[u->kind], u->path, strerror(errno));
 		return -1;
 	}
 	u->kept = true;

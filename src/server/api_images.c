@@ -556,9 +556,9 @@ int cnl_api_open_import(struct call *c, struct cnl_http_request *req,
 	        sizeof(im->stage) ||
 	    mkdir(im->stage, 0700) < 0) {
 		im->stage[0] = '\0';
-		cnl_http_error(resp, 507, "insufficient_storage",
-		               "image %s: cannot store it: %s", im->name,
-		               strerror(r < 0 ? -r : errno));
+		cnl_api_storage_full(resp, c->api->files_dir,
+		                     "image %s: cannot store it: %s", im->name,
+		                     strerror(r < 0 ? -r : errno));
 		goto fail;
 	}
 	if (!(im->md = EVP_MD_CTX_new()) || !(im->dmd = EVP_MD_CTX_new()))
@@ -1068,9 +1068,9 @@ void cnl_api_h_image_import(void *call, struct cnl_http_request *req,
 fail:
 	json_decref(o);
 	images_gc(c->api);
-	cnl_http_error(resp, 507, "insufficient_storage",
-	               "image %s: cannot store it: %s; nothing stored",
-	               im->name, strerror(-r));
+	cnl_api_storage_full(resp, c->api->files_dir,
+	                     "image %s: cannot store it: %s; nothing stored",
+	                     im->name, strerror(-r));
 }
 
 /* GET /v1/images: every image, and the built-in "host". */

@@ -490,6 +490,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	}
 	if (fresh && cnl_api_quota_admit(c, false, resp) < 0)
 		goto out;
+	if (fresh && cnl_api_feasible(c, j.gpu_shape, j.run, false, resp) < 0)
+		goto out;
 	if (fresh && j.deadline_ms &&
 	    cnl_ctl_admit(c->api->ctl, &j, c->now_ms, &adm) == -CNL_EDEADLINE) {
 		char when[CNL_TIME_RFC3339_MAX] = "never", how[256];
@@ -558,8 +560,12 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		if (ir < 0)
 			r = ir;
 	}
-	if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
-		r = -EIO;
+	if (r >= 0) {
+		int cr = cnl_store_tx_commit(c->api->store);
+
+		if (cr < 0)
+			r = cr; /* -ENOSPC: a full disk is 507 */
+	}
 	if (attached)
 		cnl_api_job_inputs_done(c, inputs, r >= 0);
 	if (r < 0) {
@@ -578,14 +584,20 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		goto out;
 	if (r == CNL_STORE_CREATED) {
 		cnl_ctl_job_added(c->api->ctl, &got);
+		cnl_api_decisions_submit(c, got.id, got.gpu_shape, got.run,
+		                         got.priority, false);
 		for (size_t k = 1; k < json_array_size(members); k++) {
 			struct cnl_store_job m;
 
 			if (cnl_store_job_get(
 			        c->api->store,
 			        json_string_value(json_array_get(members, k)),
-			        &m) == 0)
+			        &m) == 0) {
 				cnl_ctl_job_added(c->api->ctl, &m);
+				cnl_api_decisions_submit(c, m.id, m.gpu_shape,
+				                         m.run, m.priority,
+				                         false);
+			}
 		}
 		cnl_ctl_kick(c->api->ctl);
 	}

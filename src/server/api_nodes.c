@@ -50,7 +50,8 @@ static void node_reply(struct cnl_http_response *resp, int status, json_t *body,
 	}
 	cnl_http_error(resp, (unsigned)status,
 	               status < 410 && codes[status - 400] ? codes[status - 400]
-	                                                   : "internal",
+	               : status == 507 ? "insufficient_storage"
+	                               : "internal",
 	               "%s", err);
 }
 

@@ -133,6 +133,44 @@ int cnl_api_quota_admit(struct call *c, bool servers,
 	return 0;
 }
 
+void cnl_api_quota_text(struct call *c, bool servers, char *buf, size_t len)
+{
+	const char *owners[2] = {c->project.id, c->user.id};
+	const char *names[2] = {c->project.name, c->user.name};
+	size_t at = 0;
+
+	/* "project lab: GPU-hours 1.20 of 10.00; user ana: no limit" */
+	for (int i = 0; i < 2 && at < len; i++) {
+		struct cnl_ctl_usage u;
+		struct limits l;
+		int n;
+
+		limits_of(c, owners[i], &l);
+		cnl_ctl_usage_of(c->api->ctl, owners[i], &u);
+		n = snprintf(buf + at, len - at, "%s%s %s: ", i ? "; " : "",
+		             i ? "user" : "project", names[i]);
+		if (n > 0)
+			at += (size_t)n;
+		if (at >= len)
+			break;
+		if (l.gpu_hours >= 0)
+			n = snprintf(buf + at, len - at,
+			             "GPU-hours %.2f of %.2f", u.gpu_hours,
+			             l.gpu_hours);
+		else
+			n = snprintf(buf + at, len - at,
+			             "GPU-hours %.2f, no limit", u.gpu_hours);
+		if (n > 0)
+			at += (size_t)n;
+		if (servers && l.servers >= 0 && at < len) {
+			n = snprintf(buf + at, len - at, ", servers %d of %.0f",
+			             u.servers, l.servers);
+			if (n > 0)
+				at += (size_t)n;
+		}
+	}
+}
+
 static json_t *quota_item(double used, double limit)
 {
 	if (limit < 0)

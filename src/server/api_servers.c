@@ -119,7 +119,8 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	if (cnl_api_image_check(c, image, img, sizeof(img), resp) < 0 ||
-	    cnl_api_idem_key(c, req, resp, "server", &key) < 0)
+	    cnl_api_idem_key(c, req, resp, "server", &key) < 0 ||
+	    cnl_api_feasible(c, shape, NULL, true, resp) < 0)
 		goto out;
 	snprintf(c->target, sizeof(c->target), "%s", name);
 	if (cnl_api_new_id(c, "srv", v.id) < 0) {
@@ -178,6 +179,8 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 		goto out;
 	if (r == CNL_STORE_CREATED) {
 		cnl_ctl_server_added(c->api->ctl, &got);
+		cnl_api_decisions_submit(c, got.id, shape, NULL,
+		                         CNL_PRIO_NORMAL, true);
 		cnl_ctl_kick(c->api->ctl);
 	}
 	cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201,

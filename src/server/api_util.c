@@ -22,6 +22,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "common/base64.h"
+#include "net/error.h"
 #include "net/jwt.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
@@ -70,6 +71,26 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 		cnl_http_error(resp, 400, "bad_request", "invalid %s: %s", what,
 		               cnl_strerror(r));
 		return;
+	case -ENOSPC:
+	case -EDQUOT: {
+		/* The store's message names the file (sqlite_db.c); nothing
+		 * was written, reads go on, and writes work again once space
+		 * is freed. */
+		json_t *body = cnl_http_error_body("insufficient_storage", "");
+		const char *path = cnl_store_path(c->api->store);
+
+		cnl_log(CNL_LOG_ERROR, "storage full", "route=%s path=%s",
+		        c->route->pattern, path);
+		json_object_set_new(
+		    json_object_get(body, "error"), "message",
+		    json_sprintf("%s not stored: the storage of %s is full "
+		                 "(%s); free space there and retry",
+		                 what, path, strerror(-r)));
+		json_object_set_new(json_object_get(body, "error"), "path",
+		                    json_string(path));
+		cnl_http_reply(resp, 507, body);
+		return;
+	}
 	default:
 		cnl_log(CNL_LOG_ERROR, "store error", "route=%s err=%s db=%s",
 		        c->route->pattern, cnl_errname(r),
@@ -77,6 +98,53 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 		                      cnl_store_errmsg(c->api->store)));
 		cnl_http_error(resp, 500, "internal", "internal error");
 	}
+}
+
+void cnl_api_storage_full(struct cnl_http_response *resp, const char *path,
+                          const char *fmt, ...)
+{
+	json_t *body = cnl_http_error_body("insufficient_storage", "");
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_object_set_new(
+	    json_object_get(body, "error"), "message",
+	    json_sprintf("%s (store: %s)", msg, path ? path : "-"));
+	json_object_set_new(json_object_get(body, "error"), "path",
+	                    path ? json_string(path) : json_null());
+	cnl_http_reply(resp, 507, body);
+}
+
+/*
+ * Admission: refuse at once, with 422, work that no registered node could
+ * ever run (ctl_admit.c says what counts), naming the reason and listing
+ * the kinds of node that exist.  0 when it may be stored, else -1 with the
+ * answer in @resp.
+ */
+int cnl_api_feasible(struct call *c, const char *shape, const char *run,
+                     bool server, struct cnl_http_response *resp)
+{
+	char why[256];
+	json_t *body;
+	int r = cnl_ctl_feasible(c->api->ctl, c->project.id, shape, run, server,
+	                         why, sizeof(why));
+
+	if (r != -CNL_ENOSPACE)
+		return 0; /* a bad shape is answered by its own check */
+	body = cnl_http_error_body("unsatisfiable", "");
+	json_object_set_new(
+	    json_object_get(body, "error"), "message",
+	    json_sprintf("no registered node could ever run this %s: %s",
+	                 server ? "server" : "job", why));
+	json_object_set_new(json_object_get(body, "error"), "reason",
+	                    json_string(why));
+	json_object_set_new(json_object_get(body, "error"), "shapes",
+	                    cnl_ctl_shapes_json(c->api->ctl));
+	cnl_http_reply(resp, 422, body);
+	return -1;
 }
 
 /*

@@ -186,6 +186,9 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
 void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt);
 
 /* ctl_loop.c */
+int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
+               int64_t now, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
                const size_t *map, size_t n, int64_t now);
 bool ctl_requeued(const struct wl *w);

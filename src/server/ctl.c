@@ -479,8 +479,11 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 	st.epoch = w->epoch;
 	if (w->state == CNL_WL_PENDING) {
 		st.pending = true;
+		/* A fresh platform takes work before its first node joins
+		 * (admission refuses only against nodes that exist). */
 		snprintf(st.reason, sizeof(st.reason), "%s",
-		         w->wait_reason < CNL_WHY_COUNT_
+		         ctl->n_nodes == 0 ? "no nodes registered"
+		         : w->wait_reason < CNL_WHY_COUNT_
 		             ? cnl_reason_text((enum cnl_reason)w->wait_reason)
 		             : "being scheduled");
 		st.estimated_start_ms = w->est_start_ms;

@@ -109,6 +109,32 @@ struct cnl_ctl_admission {
 int cnl_ctl_admit(struct cnl_ctl *ctl, const struct cnl_store_job *j,
                   int64_t now, struct cnl_ctl_admission *ret);
 
+/*
+ * cnl_ctl_feasible - admission (ctl_admit.c): could a job or server of
+ * project @project_id and @shape, with the fields of its run record @run (JSON
+ * text or NULL: CPU, memory, gpu_types, a gang's size), ever run on the nodes
+ * registered, counting every node whatever its state and as if it were empty?
+ * 0 (also when no node is registered at all: the work waits for one),
+ * -CNL_ENOSPACE with the reason in @why ("no node has GPU type B200", "8 whole
+ * GPUs asked, the largest node has 4"), or another error for a bad shape.  On
+ * success @why says how many nodes could run it, for the audit.
+ */
+int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *project_id,
+                     const char *shape, const char *run, bool server, char *why,
+                     size_t whylen);
+
+/*
+ * cnl_ctl_queue_position - where pending workload @id stands in the queue
+ * by class and age: *@ret_pos (1: first) of *@ret_n pending.  0 or
+ * -CNL_ENOTFOUND.
+ */
+int cnl_ctl_queue_position(struct cnl_ctl *ctl, const char *id, int *ret_pos,
+                           int *ret_n);
+
+/* cnl_ctl_shapes_json - the kinds of node registered, for a refusal:
+ * [{"gpu_type", "gpus", "mig_profiles", "cpu_milli", "mem_mib", "nodes"}]. */
+json_t *cnl_ctl_shapes_json(struct cnl_ctl *ctl);
+
 /* After the store acknowledged a new job or server (or a restart). */
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);
 int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v);

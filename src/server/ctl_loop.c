@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,93 @@ static void explain(struct cnl_ctl *ctl, struct wl *w,
 	y->at_ms = now;
 }
 
+/* ---- the scheduler's decisions in the audit chain ------------------------ */
+
+/*
+ * One stage's decision for workload @id, appended to the hash-chained
+ * audit log as actor "scheduler", action "sched.<stage>", target the
+ * workload, result the decision in words (cut at the log's field size).
+ * The stages are those of DESIGN.md's scheduler: auth, quota, queue and
+ * admission are recorded at submission (api_decisions.c); cluster, slice
+ * and preempt here, when the cycle decides them.  A pending workload's
+ * slice decision is recorded when its reason changes, not every cycle.
+ */
+int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
+               int64_t now, const char *fmt, ...)
+{
+	struct cnl_store_audit a = {0};
+	va_list ap;
+	int r;
+
+	a.ts_ms = now;
+	snprintf(a.actor, sizeof(a.actor), "scheduler");
+	snprintf(a.action, sizeof(a.action), "sched.%s", stage);
+	snprintf(a.target, sizeof(a.target), "%s", id);
+	va_start(ap, fmt);
+	vsnprintf(a.result, sizeof(a.result), fmt, ap);
+	va_end(ap);
+	if ((r = cnl_store_audit_append(ctl->store, &a, NULL)) < 0)
+		cnl_log(CNL_LOG_ERROR, "cannot audit a scheduling decision",
+		        "id=%s stage=%s err=%s", id, stage, cnl_errname(r));
+	return r;
+}
+
+/* The cluster and the slice of a START of @w (memory as recorded). */
+static int decide_start(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
+{
+	const struct cnl_cluster *c = ctl->cluster;
+	const struct cnl_alloc *a = &w->placed;
+	const struct cnl_node *n;
+	const char *node;
+	char gpus[64] = "";
+	int r;
+
+	if (w->node < 0 || (size_t)w->node >= ctl->n_nodes)
+		return 0;
+	n = &c->nodes[w->node];
+	node = ctl->nodes[w->node].name;
+	if ((r = ctl_decide(ctl, w->id, "cluster", now,
+	                    "cluster %s chosen: node %s, zone %s, rack %s",
+	                    n->cluster[0] ? n->cluster : "(default)", node,
+	                    n->zone[0] ? n->zone : "-",
+	                    n->rack[0] ? n->rack : "-")) < 0)
+		return r;
+	for (int g = 0, at = 0; g < 16 && at < (int)sizeof(gpus) - 4; g++)
+		if (a->gpu_mask >> g & 1)
+			at += snprintf(gpus + at, sizeof(gpus) - (size_t)at,
+			               "%s%d", at ? "," : "", g);
+	switch (a->kind) {
+	case CNL_PLACE_BLOCKS:
+	case CNL_PLACE_MIG_BLOCKS:
+		return ctl_decide(
+		    ctl, w->id, "slice", now,
+		    "placed on node %s: GPU %d, %d blocks%s (shape %s)", node,
+		    a->gpu, a->blocks,
+		    a->kind == CNL_PLACE_MIG_BLOCKS ? " of a MIG host instance"
+		                                    : "",
+		    w->shape);
+	case CNL_PLACE_MIG:
+		return ctl_decide(
+		    ctl, w->id, "slice", now,
+		    "placed on node %s: GPU %d, MIG instance %s at slot %d "
+		    "(shape %s)",
+		    node, a->gpu,
+		    n->gpu_type >= 0 && n->gpu_type < c->cat->n &&
+		            a->profile < c->cat->types[n->gpu_type].n_mig
+		        ? c->cat->types[n->gpu_type].mig[a->profile].name
+		        : "?",
+		    a->start, w->shape);
+	case CNL_PLACE_WHOLE:
+		return ctl_decide(ctl, w->id, "slice", now,
+		                  "placed on node %s: whole GPUs %s (shape %s)",
+		                  node, gpus, w->shape);
+	default:
+		return ctl_decide(ctl, w->id, "slice", now,
+		                  "placed on node %s: CPU and memory only",
+		                  node);
+	}
+}
+
 /* PLACE: 0, or -CNL_ESTATE with @w unchanged. */
 static int apply_start(struct cnl_ctl *ctl, struct wl *w,
                        const struct cnl_decision *d, bool home, int64_t now)
@@ -126,7 +214,23 @@ int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
 		r = d->kind == CNL_DEC_START
 		        ? apply_start(ctl, &tmp, d, false, now)
 		        : apply_preempt(&tmp, d);
-		if (r < 0 || (r = ctl_persist(ctl, &tmp, now)) < 0) {
+		if (r == 0)
+			r = ctl_persist(ctl, &tmp, now);
+		/* The decision enters the audit chain with the change it
+		 * makes, or neither is recorded. */
+		if (r == 0 && d->kind == CNL_DEC_START)
+			r = decide_start(ctl, &tmp, now);
+		if (r == 0 && d->kind == CNL_DEC_PREEMPT)
+			r = ctl_decide(
+			    ctl, tmp.id, "preempt", now,
+			    "pre-empted to make room for %s on node %s; "
+			    "killed after %" PRId64 " s unless it ends",
+			    d->for_job < n ? ctl->wl[map[d->for_job]].id : "?",
+			    tmp.node >= 0 && (size_t)tmp.node < ctl->n_nodes
+			        ? ctl->nodes[tmp.node].name
+			        : "?",
+			    (d->kill_ms - d->at_ms) / 1000);
+		if (r < 0) {
 			cnl_store_tx_rollback(ctl->store);
 			return r;
 		}
@@ -169,6 +273,7 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 			continue;
 		}
 		*w = tmp;
+		decide_start(ctl, w, now);
 		ctl_node_changed(ctl, w->node);
 	}
 }
@@ -310,6 +415,12 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 				ctl_node_changed(ctl, w->node);
 			break;
 		case CNL_DEC_WAIT:
+			/* Audited when the reason changes, not every cycle. */
+			if (w->wait_reason != d->reason)
+				ctl_decide(ctl, w->id, "slice", now,
+				           "pending: %s",
+				           cnl_reason_text(
+				               (enum cnl_reason)d->reason));
 			w->wait_reason = d->reason;
 			w->est_start_ms = d->at_ms > 0 ? d->at_ms : 0;
 			w->resv_node = d->reason == CNL_WHY_RESERVED &&

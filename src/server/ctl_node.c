@@ -182,6 +182,18 @@ static int set_err(char *err, size_t errlen, int status, const char *msg)
 	return status;
 }
 
+/* A failed write of a report: 507 naming the database when its disk is
+ * full (the agent retries), else 500. */
+static int store_err(struct cnl_ctl *ctl, int r, char *err, size_t errlen)
+{
+	if (r == -ENOSPC || r == -EDQUOT) {
+		snprintf(err, errlen, "cannot store: the storage of %s is full",
+		         cnl_store_path(ctl->store));
+		return 507;
+	}
+	return set_err(err, errlen, 500, "cannot store");
+}
+
 int cnl_ctl_fence_check(struct cnl_ctl *ctl, const char *node, const char *id,
                         int64_t epoch)
 {
@@ -684,7 +696,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 			snprintf(next.url, sizeof(next.url), "%.*s",
 			         (int)sizeof(next.url) - 1, url);
 		if ((r = ctl_persist(ctl, &next, now)) < 0)
-			return set_err(err, errlen, 500, "cannot store");
+			return store_err(ctl, r, err, errlen);
 		*w = next;
 		*ret = ctl_store_state(w);
 		return 200;
@@ -695,7 +707,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 		         (int)sizeof(next.message) - 1, msg);
 	if (next.state == CNL_WL_PENDING) {
 		if ((r = ctl_persist(ctl, &next, now)) < 0)
-			return set_err(err, errlen, 500, "cannot store");
+			return store_err(ctl, r, err, errlen);
 		*w = next;
 		if (w->alloc_id)
 			cnl_alloc_free(ctl->cluster, w->alloc_id);
@@ -704,7 +716,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 		w->node = -1;
 	} else {
 		if ((r = ctl_persist_end(ctl, &next, true, (int)code, now)) < 0)
-			return set_err(err, errlen, 500, "cannot store");
+			return store_err(ctl, r, err, errlen);
 		if (w->alloc_id)
 			cnl_alloc_free(ctl->cluster, w->alloc_id);
 		ctl_node_changed(ctl, w->node);

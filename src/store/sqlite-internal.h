@@ -238,6 +238,10 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
                         struct cnl_store_audit *ret);
 int cnl_sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
                       struct cnl_store_audit *out, int *ret_n);
+int cnl_sq_audit_list_target(struct cnl_store *s, const char *target,
+                             const char *action_prefix, int64_t after_seq,
+                             int limit, struct cnl_store_audit *out,
+                             int *ret_n);
 int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq);
 
 #endif /* CNL_STORE_SQLITE_INTERNAL_H */

@@ -32,7 +32,10 @@
  *     once apply each migration once.  A file newer than the newest
  *     migration here is refused: this build would not know its schema.
  *  5. SQLite errors other than constraint violations become -EIO, with
- *     sqlite3_errmsg() kept in s->errmsg for cnl_store_errmsg().
+ *     sqlite3_errmsg() kept in s->errmsg for cnl_store_errmsg(); a full
+ *     disk (SQLITE_FULL, or an I/O error of ENOSPC/EDQUOT) becomes -ENOSPC
+ *     (-EDQUOT), so the API can say which storage is full.  The failed
+ *     write is rolled back whole: nothing stored before is lost.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -223,6 +226,7 @@ static const struct cnl_store_ops sqlite_ops = {
     .doc_delete = cnl_sq_doc_delete,
     .audit_append = cnl_sq_audit_append,
     .audit_list = cnl_sq_audit_list,
+    .audit_list_target = cnl_sq_audit_list_target,
     .audit_verify = cnl_sq_audit_verify,
 };
 
@@ -344,6 +348,61 @@ static int private_file(const char *path)
 	return 0;
 }
 
+/*
+ * A file that is there already must be an SQLite database: SQLite itself
+ * would take a zero-length file for a new, empty database and start an
+ * empty platform over what was meant to be the old one (a truncated copy,
+ * a restore that wrote nothing), and would only fail on a file of other
+ * bytes at its first query, with a message that names no file.  Both are
+ * refused here, before anything writes to the file, so it stays as it was
+ * for whoever looks into it.  A missing file is fine: it is created.  A
+ * zero-length file beside a WAL with content is left to SQLite, which
+ * recovers it from the WAL.  0, or -CNL_ECORRUPT / a negative errno with
+ * @err naming the file and what is wrong.
+ */
+static int check_existing(const char *path, char *err, size_t errlen)
+{
+	static const char magic[16] = "SQLite format 3";
+	char head[16], wal[4096];
+	struct stat sb, wb;
+	ssize_t n;
+	int fd;
+
+	if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0; /* missing: created; else private_file() says why */
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		cnl_seterr(err, errlen, "%s is not a regular file", path);
+		return -CNL_ECORRUPT;
+	}
+	if (sb.st_size == 0) {
+		close(fd);
+		if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", path) <
+		        sizeof(wal) &&
+		    stat(wal, &wb) == 0 && wb.st_size > 0)
+			return 0;
+		cnl_seterr(err, errlen,
+		           "%s is empty (0 bytes), not an SQLite database; "
+		           "it was left as it is: restore it from a backup, or "
+		           "remove it to start a new, empty platform",
+		           path);
+		return -CNL_ECORRUPT;
+	}
+	n = read(fd, head, sizeof(head));
+	close(fd);
+	if (n != (ssize_t)sizeof(head) || memcmp(head, magic, 16) != 0) {
+		cnl_seterr(err, errlen,
+		           "%s is not an SQLite database (its first bytes are "
+		           "not the SQLite header); it was left as it is",
+		           path);
+		return -CNL_ECORRUPT;
+	}
+	return 0;
+}
+
 int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
                           size_t errlen)
 {
@@ -357,7 +416,10 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 	if (!q)
 		return -ENOMEM;
 	q->base.ops = &sqlite_ops;
+	snprintf(q->base.path, sizeof(q->base.path), "%s", path);
 
+	if ((r = check_existing(path, err, errlen)) < 0)
+		goto fail_free;
 	if ((r = private_file(path)) < 0) {
 		cnl_seterr(err, errlen, "cannot create %s: %s", path,
 		           strerror(-r));
@@ -389,6 +451,7 @@ fail_msg:
 		           q->base.errmsg);
 fail:
 	sqlite3_close(q->db);
+fail_free:
 	free(q);
 	return r;
 }

@@ -155,6 +155,39 @@ out:
 	return r;
 }
 
+/*
+ * One workload's records: the log has no index on target, so this reads
+ * it whole (a workload's decisions are asked for one at a time, by
+ * people); the prefix is compared with substr(), not LIKE, so "_" and "%"
+ * in it are plain characters.
+ */
+int cnl_sq_audit_list_target(struct cnl_store *s, const char *target,
+                             const char *action_prefix, int64_t after_seq,
+                             int limit, struct cnl_store_audit *out, int *ret_n)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	sqlite3_stmt *st = NULL;
+	int r;
+
+	if ((r = cnl_sq_prep(q,
+	                     "SELECT " AUDIT_COLS " FROM audit WHERE seq > ?1"
+	                     " AND target = ?2"
+	                     " AND substr(action, 1, length(?3)) = ?3"
+	                     " ORDER BY seq LIMIT ?4",
+	                     &st)) < 0)
+		return r;
+	if ((r = cnl_sq_bind_int(q, st, 1, after_seq)) < 0 ||
+	    (r = cnl_sq_bind_text(q, st, 2, target)) < 0 ||
+	    (r = cnl_sq_bind_text(q, st, 3, action_prefix)) < 0 ||
+	    (r = cnl_sq_bind_int(q, st, 4, limit)) < 0)
+		goto out;
+	r = cnl_sq_read_rows(q, st, limit, read_audit, out, sizeof(*out),
+	                     ret_n);
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
 /* A text column that cnl_sq_col_text() would have to truncate cannot be
  * genuine. */
 static bool audit_row_fits(sqlite3_stmt *st)

@@ -21,6 +21,14 @@ int cnl_sq_err(struct cnl_sq_store *q, int rc)
 {
 	snprintf(q->base.errmsg, sizeof(q->base.errmsg), "%s",
 	         sqlite3_errmsg(q->db));
+	/* A full disk or quota (SQLITE_FULL, whatever the extended code)
+	 * is its own error: the API answers it 507 naming the file. */
+	if ((rc & 0xff) == SQLITE_FULL)
+		return -ENOSPC;
+	if ((rc & 0xff) == SQLITE_IOERR &&
+	    (sqlite3_system_errno(q->db) == ENOSPC ||
+	     sqlite3_system_errno(q->db) == EDQUOT))
+		return -sqlite3_system_errno(q->db);
 	switch (rc) {
 	case SQLITE_CONSTRAINT_UNIQUE:
 	case SQLITE_CONSTRAINT_PRIMARYKEY:

@@ -150,6 +150,11 @@ int cnl_store_schema_version(struct cnl_store *s)
 	return s->ops->schema_version(s);
 }
 
+const char *cnl_store_path(struct cnl_store *s)
+{
+	return s && s->path[0] ? s->path : "the database";
+}
+
 const char *cnl_store_errmsg(struct cnl_store *s)
 {
 	return s ? s->errmsg : "";
@@ -359,6 +364,24 @@ int cnl_store_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
 	CHECK(check_page(s, limit, out, ret_n));
 	CHECK(check_nonneg(after_seq));
 	return s->ops->audit_list(s, after_seq, limit, out, ret_n);
+}
+
+int cnl_store_audit_list_target(struct cnl_store *s, const char *target,
+                                const char *action_prefix, int64_t after_seq,
+                                int limit, struct cnl_store_audit *out,
+                                int *ret_n)
+{
+	CHECK(check_page(s, limit, out, ret_n));
+	CHECK(check_nonneg(after_seq));
+	if (!target || !action_prefix)
+		return -EINVAL;
+	if (strnlen(target, CNL_STORE_AUDIT_MAX) >= CNL_STORE_AUDIT_MAX ||
+	    strnlen(action_prefix, CNL_STORE_AUDIT_MAX) >= CNL_STORE_AUDIT_MAX)
+		return -CNL_ESIZE;
+	if (!target[0])
+		return -CNL_EFIELD;
+	return s->ops->audit_list_target(s, target, action_prefix, after_seq,
+	                                 limit, out, ret_n);
 }
 
 int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)

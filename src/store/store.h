@@ -33,7 +33,8 @@
  * enumerated value (state, role), -CNL_ESIZE for a string that does not fit
  * its field or a number out of range, -CNL_ECONFIG for a file whose schema
  * is newer than this build, -CNL_ECORRUPT when the audit chain fails, -EIO
- * for a database error (cnl_store_errmsg() then says which), -ENOMEM.
+ * for a database error (cnl_store_errmsg() then says which), -ENOSPC (or
+ * -EDQUOT) when the disk holding the database is full, -ENOMEM.
  *
  * A handle is not thread-safe: use it from one thread at a time, or open one
  * handle per thread (SQLite's busy_timeout serialises writers).
@@ -274,6 +275,10 @@ struct cnl_store_ops {
 	                    struct cnl_store_audit *ret);
 	int (*audit_list)(struct cnl_store *s, int64_t after_seq, int limit,
 	                  struct cnl_store_audit *out, int *ret_n);
+	int (*audit_list_target)(struct cnl_store *s, const char *target,
+	                         const char *action_prefix, int64_t after_seq,
+	                         int limit, struct cnl_store_audit *out,
+	                         int *ret_n);
 	int (*audit_verify)(struct cnl_store *s, int64_t *ret_bad_seq);
 };
 
@@ -281,6 +286,7 @@ struct cnl_store_ops {
 struct cnl_store {
 	const struct cnl_store_ops *ops;
 	char errmsg[256]; /* the last backend error, "" if none */
+	char path[512];   /* the database, for messages ("" if not known) */
 };
 
 /*
@@ -289,8 +295,11 @@ struct cnl_store {
  * foreign_keys=ON and a busy timeout, then applies each migration newer
  * than the file's schema_version, in order, one transaction each.  A file
  * whose version is newer than this build knows is refused with -CNL_ECONFIG.
+ * A file that exists but is empty (0 bytes) or does not start with the
+ * SQLite header is refused with -CNL_ECORRUPT and left untouched; a
+ * missing file is created.
  * On failure a message is written to @err (when @errlen > 0) and *@ret is
- * untouched.  Returns 0, -CNL_ECONFIG, -EIO or -ENOMEM.
+ * untouched.  Returns 0, -CNL_ECONFIG, -CNL_ECORRUPT, -EIO or -ENOMEM.
  */
 int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
                           size_t errlen);
@@ -306,6 +315,12 @@ int cnl_store_schema_version(struct cnl_store *s);
  * sqlite3_errmsg()), or "" when there is none.  Valid until the next call.
  */
 const char *cnl_store_errmsg(struct cnl_store *s);
+
+/*
+ * cnl_store_path - the database the handle stores to (a file's path), for
+ * messages such as "the storage of /var/lib/cnlab/cnlab.db is full".
+ */
+const char *cnl_store_path(struct cnl_store *s);
 
 /* Projects.  create: 0, -CNL_EDUP (id or name), -CNL_EFIELD, -CNL_ESIZE. */
 int cnl_store_project_create(struct cnl_store *s,
@@ -424,6 +439,16 @@ int cnl_store_audit_append(struct cnl_store *s,
  */
 int cnl_store_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
                          struct cnl_store_audit *out, int *ret_n);
+
+/*
+ * cnl_store_audit_list_target - as cnl_store_audit_list(), only the records
+ * whose target is @target and whose action starts with @action_prefix
+ * ("" for any): a workload's scheduling decisions ("sched.").
+ */
+int cnl_store_audit_list_target(struct cnl_store *s, const char *target,
+                                const char *action_prefix, int64_t after_seq,
+                                int limit, struct cnl_store_audit *out,
+                                int *ret_n);
 
 /*
  * cnl_store_audit_verify - recompute the whole chain.  Returns 0 when every

@@ -102,6 +102,10 @@ api "$root" POST "/v1/projects/$nlp/members" '{"user":"bob","role":"member"}' >/
 agent=$(login_api agent pw-agent-long-enough)
 node=$(api "$agent" POST /v1/nodes '{"protocol":4,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
 [ -n "$node" ] && [ "$node" != null ] && ok setup || bad "setup: node $node"
+# An A100 node, cordoned: work for it is admitted (the node exists) and
+# waits (the Ctrl-C tests below hold such a job).
+api "$agent" POST /v1/nodes '{"protocol":4,"name":"n2","gpu_type":"A100-80GB","gpus":1,"cpu_milli":8000,"mem_mib":65536}' >/dev/null
+api "$root" PATCH /v1/nodes/n2 '{"state":"cordoned"}' >/dev/null
 
 # --- The fake agent ----------------------------------------------------------
 # One pass over the node's assignments; each (id, epoch, action) once.

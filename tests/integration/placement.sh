@@ -145,19 +145,31 @@ grep -q "^Gang:      $leader, rank 1 of 2" <<<"$show" &&
 	grep -q "^Why:       gang of 2, one node each: rank 0 on $n0 " <<<"$show" &&
 	ok "jobs show of a member shows the gang" || bad "jobs show gang: $show"
 
-# A gang of three cannot have a node each on two nodes: it waits, says
-# why, and cancelling one member cancels it whole.
+# A gang of three can never have a node each on two nodes: refused at
+# submission (422), saying why, and nothing is queued.
 echo 'echo hello' >hello.sh
-w3=$("$cnlab" run --nodes 3 --gpu any-10 --detach hello.sh 2>/dev/null)
+n_before=$(api GET "/v1/projects/$proj/jobs?limit=1000" "$ana" | jq '.items | length')
+out=$("$cnlab" run --nodes 3 --gpu any-10 --detach hello.sh 2>&1)
+rc=$?
+[ "$rc" != 0 ] && grep -q "a gang of 3 nodes asked, only 2 nodes of that kind are registered" <<<"$out" &&
+	ok "a gang wider than the nodes is refused at submission, saying why" || bad "gang of 3: rc=$rc $out"
+[ "$(api GET "/v1/projects/$proj/jobs?limit=1000" "$ana" | jq '.items | length')" = "$n_before" ] &&
+	ok "... and nothing was queued" || bad "gang of 3 queued something"
+# With one of the two nodes cordoned (it still counts: it may come back)
+# a gang of two waits, says why, and cancelling one member cancels it
+# whole.
+api PATCH "/v1/nodes/$run-b" "$root" '{"state":"cordoned"}' >/dev/null
+w3=$("$cnlab" run --nodes 2 --gpu any-10 --detach hello.sh 2>/dev/null)
 waiting() { "$cnlab" jobs show "$w3" | grep -q "^Why:       waiting: gang members missing"; }
-wait_for 30 waiting && ok "a gang that cannot be placed says why it waits" ||
+wait_for 30 waiting && ok "a gang that cannot be placed now says why it waits" ||
 	bad "waiting gang: $("$cnlab" jobs show "$w3")"
-w3m=$(api GET "/v1/jobs/$w3" "$ana" | jq -r '.gang.members[2]')
+w3m=$(api GET "/v1/jobs/$w3" "$ana" | jq -r '.gang.members[1]')
 "$cnlab" jobs cancel "$w3m" >/dev/null
 [ "$(api GET "/v1/projects/$proj/jobs?limit=1000" "$ana" |
 	jq -r "[.items[] | select(.gang.id==\"$w3\") | .state] | join(\" \")")" = \
-	"cancelled cancelled cancelled" ] && ok "cancelling a member cancels the gang" ||
+	"cancelled cancelled" ] && ok "cancelling a member cancels the gang" ||
 	bad "gang cancel: $(api GET "/v1/jobs/$w3" "$ana")"
+api PATCH "/v1/nodes/$run-b" "$root" '{"state":"up"}' >/dev/null
 
 # --- the dataset wins over packing; jobs show says why --------------------
 cat >wait.sh <<SH

@@ -1,5 +1,6 @@
 /*
- * jobs.c - cnlab jobs list|show|cancel (jobs logs and run are in run.c).
+ * jobs.c - cnlab jobs list|show|explain|cancel (jobs logs and run are in
+ * run.c).
  */
 #define _GNU_SOURCE /* vasprintf */
 #include <errno.h>
@@ -189,6 +190,53 @@ int cnl_cli_cmd_jobs_show(struct cnl_cli *cli)
 	printf("Exit code: %d\n", o.exit_code);
 	print_why(&o);
 	cnl_wire_job_done(&o);
+	return 0;
+}
+
+/*
+ * cnlab jobs explain JOB: the scheduler's decisions for the job, in order
+ * and with their times, as the audit chain holds them (auth, quota,
+ * queue, admission at submission; cluster, slice, preempt as the
+ * scheduler decides; a pending reason each time it changes).
+ */
+int cnl_cli_cmd_jobs_explain(struct cnl_cli *cli)
+{
+	_cleanup_free_ char *path =
+	    cnl_cli_pathf("/v1/jobs/%s/decisions", cli->args.pos[0]);
+	struct cnl_cli_table t;
+	json_t *j, *items, *it;
+	size_t i;
+	int code;
+
+	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, "job", &j)))
+		return code;
+	if (cli->json) {
+		cnl_cli_print_json(j);
+		json_decref(j);
+		return 0;
+	}
+	items = json_object_get(j, "items");
+	if (!json_array_size(items)) {
+		printf("No decisions recorded for %s\n", cli->args.pos[0]);
+		json_decref(j);
+		return 0;
+	}
+	cnl_cli_table_init(&t, 3);
+	cnl_cli_table_add(&t, (const char *[]){"TIME", "STAGE", "DECISION"});
+	json_array_foreach (items, i, it) {
+		const char *tm = json_string_value(json_object_get(it, "time"));
+		const char *st =
+		    json_string_value(json_object_get(it, "stage"));
+		const char *d =
+		    json_string_value(json_object_get(it, "decision"));
+
+		cnl_cli_table_add(&t,
+		                  (const char *[]){tm ? tm : "-", st ? st : "-",
+		                                   d ? d : "-"});
+	}
+	cnl_cli_table_print(&t, stdout);
+	cnl_cli_table_done(&t);
+	json_decref(j);
 	return 0;
 }
 

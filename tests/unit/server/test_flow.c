@@ -978,6 +978,32 @@ static void test_quota(void **state)
 	json_decref(call_ok("PUT", path, ADMIN, "{\"gpu_hours\":null}", 200));
 }
 
+/*
+ * Whether the victim's decisions (GET /v1/jobs/{job}/decisions, seen by
+ * its project's member) record its pre-emption for job @for, after its
+ * placement: the audit chain has the scheduler's side of the story.
+ */
+static bool preempt_decided(const char *victim, const char *for_job)
+{
+	char path[128];
+	bool placed = false, found = false;
+	json_t *o, *it;
+	size_t i;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/decisions", victim);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	json_array_foreach (json_object_get(o, "items"), i, it) {
+		const char *st = str(it, "stage"), *d = str(it, "decision");
+
+		placed |= strcmp(st, "slice") == 0 &&
+		          strncmp(d, "placed on node", 14) == 0;
+		found |= placed && strcmp(st, "preempt") == 0 &&
+		         strstr(d, for_job) != NULL;
+	}
+	json_decref(o);
+	return found;
+}
+
 static void test_preemption(void **state)
 {
 	char low[3][CNL_ID_MAX], crit[CNL_ID_MAX];
@@ -1017,6 +1043,7 @@ static void test_preemption(void **state)
 			o = job(low[i]);
 			assert_string_equal(str(o, "state"), "pending");
 			json_decref(o);
+			assert_true(preempt_decided(low[i], crit));
 		}
 		json_decref(as);
 	}

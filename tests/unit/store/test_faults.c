@@ -9,7 +9,10 @@
  *   - an idempotent job create (job row + key row, one transaction);
  *   - a job with its input files (job + documents, a caller's transaction
  *     around the store's own: savepoints);
- *   - an audit append (chain link + hash): the chain always verifies.
+ *   - an audit append (chain link + hash): the chain always verifies;
+ *   - a full disk (writes fail with SQLITE_FULL, as SQLite's own VFS says
+ *     ENOSPC): the store answers -ENOSPC, not -EIO, and the same handle
+ *     takes writes again once there is room, nothing stored before lost.
  *
  * Sizes are small so the walk over every failure point stays quick.
  */
@@ -36,6 +39,7 @@ static sqlite3_vfs *real;  /* the default VFS we wrap */
 static sqlite3_vfs faulty; /* registered as the default */
 static int armed;          /* writes and syncs left before the fault */
 static int faults;         /* faults injected */
+static int write_rc;       /* a write's fault: 0 for SQLITE_IOERR_WRITE */
 
 struct ffile {
 	sqlite3_file base;  /* our methods */
@@ -64,18 +68,18 @@ static int f_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
 static int f_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
 {
 	if (trip())
-		return SQLITE_IOERR_WRITE;
+		return write_rc ? write_rc : SQLITE_IOERR_WRITE;
 	return REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
 }
 static int f_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
-	if (trip())
+	if (!write_rc && trip()) /* a full disk fails writes only */
 		return SQLITE_IOERR_TRUNCATE;
 	return REAL(f)->pMethods->xTruncate(REAL(f), size);
 }
 static int f_sync(sqlite3_file *f, int flags)
 {
-	if (trip())
+	if (!write_rc && trip())
 		return SQLITE_IOERR_FSYNC;
 	return REAL(f)->pMethods->xSync(REAL(f), flags);
 }
@@ -296,6 +300,45 @@ static void test_idempotent_create_all_or_nothing(void **state)
 	print_message("%d failure points\n", points);
 }
 
+static void test_disk_full_is_enospc(void **state)
+{
+	struct fx f;
+	int points = 0;
+
+	for (int n = 1;; n++) {
+		struct cnl_store_job j, old, got;
+		int r, before;
+
+		fx_setup(&f);
+		job_template(&f, &old);
+		assert_int_equal(cnl_store_job_create(f.s, &old, NULL, NULL),
+		                 CNL_STORE_CREATED);
+		before = count_jobs(&f);
+		job_template(&f, &j);
+		write_rc = SQLITE_FULL;
+		armed = n;
+		r = cnl_store_job_create(f.s, &j, "k-full", &got);
+		armed = 0;
+		write_rc = 0;
+		if (r > 0) {
+			fx_done(&f);
+			break;
+		}
+		/* Full: said so, nothing half-stored, and the same handle
+		 * writes again once there is room (no reopen). */
+		assert_int_equal(r, -ENOSPC);
+		assert_int_equal(count_jobs(&f), before);
+		assert_int_equal(cnl_store_job_get(f.s, old.id, &got), 0);
+		assert_int_equal(cnl_store_job_create(f.s, &j, "k-full", &got),
+		                 CNL_STORE_CREATED);
+		assert_int_equal(count_jobs(&f), before + 1);
+		points++;
+		fx_done(&f);
+	}
+	assert_true(points > 0);
+	print_message("%d failure points\n", points);
+}
+
 static void test_job_with_files_in_one_transaction(void **state)
 {
 	struct fx f;
@@ -393,6 +436,7 @@ int main(void)
 	    cmocka_unit_test(test_idempotent_create_all_or_nothing),
 	    cmocka_unit_test(test_job_with_files_in_one_transaction),
 	    cmocka_unit_test(test_audit_chain_survives_faults),
+	    cmocka_unit_test(test_disk_full_is_enospc),
 	};
 
 	vfs_install();

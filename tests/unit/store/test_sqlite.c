@@ -257,6 +257,63 @@ static void test_newer_schema_refused(void **state)
 	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 4);
 }
 
+/* A file that is there but empty or not SQLite is refused, untouched. */
+static void test_bad_file_refused(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const contents[] = {
+	    "", "these are my notes, not a database\n",
+	    "\x8f\x01\x77random bytes\x00\xff\xfe and more of them"};
+	static struct cnl_store sentinel;
+	char path[160], err[256], back[128];
+
+	for (size_t i = 0; i < 3; i++) {
+		struct cnl_store *s2 = &sentinel;
+		size_t len = i == 2 ? 40 : strlen(contents[i]);
+		FILE *fp;
+		size_t n;
+
+		snprintf(path, sizeof(path), "%s/bad-%zu.db", f->dir, i);
+		fp = fopen(path, "wb");
+		assert_non_null(fp);
+		assert_int_equal(fwrite(contents[i], 1, len, fp), len);
+		fclose(fp);
+		err[0] = '\0';
+		assert_int_equal(
+		    cnl_store_open_sqlite(path, &s2, err, sizeof(err)),
+		    -CNL_ECORRUPT);
+		assert_ptr_equal(s2, &sentinel);
+		assert_non_null(strstr(err, path));
+		assert_non_null(strstr(err, i ? "not an SQLite database"
+		                              : "is empty (0 bytes)"));
+		fp = fopen(path, "rb");
+		assert_non_null(fp);
+		n = fread(back, 1, sizeof(back), fp);
+		fclose(fp);
+		assert_int_equal(n, len);
+		assert_memory_equal(back, contents[i], len);
+		unlink(path);
+	}
+	/* A missing file is created. */
+	{
+		struct cnl_store *s2 = NULL;
+
+		snprintf(path, sizeof(path), "%s/new.db", f->dir);
+		assert_int_equal(
+		    cnl_store_open_sqlite(path, &s2, err, sizeof(err)), 0);
+		cnl_store_close(s2);
+		for (int k = 0; k < 3; k++) {
+			char side[200];
+
+			snprintf(side, sizeof(side), "%s%s", path,
+			         k == 0   ? ""
+			         : k == 1 ? "-wal"
+			                  : "-shm");
+			unlink(side);
+		}
+	}
+}
+
 static void test_wal_mode(void **state)
 {
 	struct fixture *f = *state;
@@ -1203,6 +1260,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_wal_mode, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_file_refused, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_projects_and_users, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_memberships, setup, teardown),
