@@ -202,6 +202,31 @@ int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node)
 	return ctl_node_find(ctl, node) < 0 ? -CNL_ENOTFOUND : 0;
 }
 
+int cnl_ctl_node_name(struct cnl_ctl *ctl, const char *key, char *ret,
+                      size_t len)
+{
+	int i = ctl_node_find_any(ctl, key);
+
+	if (i < 0)
+		return -CNL_ENOTFOUND;
+	snprintf(ret, len, "%s", ctl->nodes[i].name);
+	return 0;
+}
+
+void cnl_ctl_node_revoke(struct cnl_ctl *ctl, const char *key, int64_t now)
+{
+	int i = ctl_node_find_any(ctl, key);
+
+	if (i < 0)
+		return;
+	/* Silent since long ago: the next tick loses it (check_nodes),
+	 * as it would a node that stopped answering; no work meanwhile. */
+	ctl->nodes[i].last_seen_ms = now - ctl->cfg.node_lost_ms - 1;
+	cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i, CNL_NODE_DOWN);
+	ctl_node_changed(ctl, i);
+	cnl_ctl_kick(ctl);
+}
+
 /* The node as its agent is told it (the reply to register, heartbeat
  * and state changes). */
 static void node_reply(struct cnl_ctl *ctl, const struct node *n,
