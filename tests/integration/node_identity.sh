@@ -100,7 +100,7 @@ node_state() { api GET /v1/nodes "$root" | jq -r ".items[] | select(.name==\"$ru
 inv_a='{"protocol":5,"name":"'$run-a'","gpu_type":"H100-80GB-SXM","gpus":1,"cpu_milli":8000,"mem_mib":16384}'
 
 jta=$(jointok "$run-a")
-start_agent a fake:1xH100-80GB-SXM "$jta" --credential-rotate 0 ||
+start_agent a fake:1xH100-80GB-SXM "$jta" --credential-rotate 0s ||
 	bad "agent A did not register: $(cat "$tmp/agent-a.err")"
 pida=$apid
 start_agent b fake:1xL40S "$(jointok "$run-b")" --credential-rotate 2s ||
@@ -214,7 +214,7 @@ api GET /v1/audit "$root" | jq -e --arg n "$run-a" 'any(.items[]; .action == "no
 # A new join token brings A back (the agent, restarted, joins with it).
 kill "$pida"
 wait "$pida" 2>/dev/null
-start_agent a fake:1xH100-80GB-SXM "$(jointok "$run-a")" --credential-rotate 0 ||
+start_agent a fake:1xH100-80GB-SXM "$(jointok "$run-a")" --credential-rotate 0s ||
 	bad "A did not re-join: $(tail -3 "$tmp/agent-a.err")"
 up() { [ "$(node_state a)" = up ]; }
 wait_for 10 up && [ "$(cred a)" != "$ca" ] && ok "a new join token brings A back" ||
