@@ -214,9 +214,9 @@ int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node);
 int cnl_ctl_node_name(struct cnl_ctl *ctl, const char *key, char *ret,
                       size_t len);
 
-/* cnl_ctl_node_revoke - node @key (id or name) takes no new work from now
- * and is lost on the next tick (its work requeued or ended as a lost
- * node's); a registration and heartbeat bring it back. */
+/* cnl_ctl_node_revoke - node @key (id or name) is lost now (no new work;
+ * its work requeued or ended as a lost node's); a registration and a
+ * heartbeat bring it back. */
 void cnl_ctl_node_revoke(struct cnl_ctl *ctl, const char *key, int64_t now);
 
 /* cnl_ctl_nodes_json - every node with capacity, use and state. */

@@ -403,6 +403,11 @@ static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 	}
 }
 
+void ctl_nodes_check(struct cnl_ctl *ctl, int64_t now)
+{
+	check_nodes(ctl, now);
+}
+
 /* Charge block-time and storage-time since the last tick. */
 static void meter(struct cnl_ctl *ctl, int64_t now)
 {

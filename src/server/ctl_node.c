@@ -219,11 +219,10 @@ void cnl_ctl_node_revoke(struct cnl_ctl *ctl, const char *key, int64_t now)
 
 	if (i < 0)
 		return;
-	/* Silent since long ago: the next tick loses it (check_nodes),
-	 * as it would a node that stopped answering; no work meanwhile. */
+	/* As if silent since long ago: lost now, as a node that stopped
+	 * answering is (its work requeued or ended, no new work). */
 	ctl->nodes[i].last_seen_ms = now - ctl->cfg.node_lost_ms - 1;
-	cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i, CNL_NODE_DOWN);
-	ctl_node_changed(ctl, i);
+	ctl_nodes_check(ctl, now);
 	cnl_ctl_kick(ctl);
 }
 

@@ -166,7 +166,7 @@ c admin user list
 [ "$rc" = 0 ] && grep -Eq '^NAME +ID +CREATED' <<<"$out" && grep -Eq '^alice +usr_' <<<"$out" &&
 	grep -Eq '^bob +usr_' <<<"$out" && ok "user list (table)" || bad "user list: $out $err"
 users_before=$(j admin user list | jq -c '[.items[].name] | sort')
-check "user list -o json" [ "$users_before" = '["admin","agent","alice","bob"]' ]
+check "user list -o json" [ "$users_before" = '["admin","alice","bob"]' ]
 c admin user show alice
 [ "$rc" = 0 ] && grep -q '^Password: *not set' <<<"$out" && grep -q '^Invite: *pending' <<<"$out" &&
 	grep -q '^Projects: *none' <<<"$out" && ok "user show (table): invited, no project" ||
@@ -359,7 +359,7 @@ refused "profile create" profile create evil --gpu h100-100
 refused "profile delete" profile delete h100-25pct
 refused "audit" audit
 check "nothing changed: the users" [ "$(j admin user list | jq -c '[.items[].name] | sort')" = \
-	'["admin","agent","alice","bob","carol","dave","erin"]' ]
+	'["admin","alice","bob","carol","dave","erin"]' ]
 jcheck "nothing changed: project default and its members" "$(j admin project show default)" \
 	'[.members[] | {user, role}] | sort_by(.user) == [{"user": "admin", "role": "project-admin"}, {"user": "alice", "role": "member"}]'
 check "nothing changed: no project 'mine'" [ "$(j admin project list | jq '[.items[] | select(.name == "mine")] | length')" = 0 ]
