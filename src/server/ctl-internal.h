@@ -186,8 +186,6 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
 void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt);
 
 /* ctl_loop.c */
-/* Lose the nodes silent past node_lost_ms now (as each tick does). */
-void ctl_nodes_check(struct cnl_ctl *ctl, int64_t now);
 int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
                const size_t *map, size_t n, int64_t now);
 bool ctl_requeued(const struct wl *w);

@@ -213,19 +213,6 @@ int cnl_ctl_node_name(struct cnl_ctl *ctl, const char *key, char *ret,
 	return 0;
 }
 
-void cnl_ctl_node_revoke(struct cnl_ctl *ctl, const char *key, int64_t now)
-{
-	int i = ctl_node_find_any(ctl, key);
-
-	if (i < 0)
-		return;
-	/* As if silent since long ago: lost now, as a node that stopped
-	 * answering is (its work requeued or ended, no new work). */
-	ctl->nodes[i].last_seen_ms = now - ctl->cfg.node_lost_ms - 1;
-	ctl_nodes_check(ctl, now);
-	cnl_ctl_kick(ctl);
-}
-
 /* The node as its agent is told it (the reply to register, heartbeat
  * and state changes). */
 static void node_reply(struct cnl_ctl *ctl, const struct node *n,
