@@ -51,9 +51,7 @@ api() { curl -sS -X "$1" -H "Authorization: Bearer $3" ${4:+-d "$4"} "$base$2"; 
 login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/auth/login" | jq -r .token; }
 root=$(login root admin-password-1)
 sys=$(api GET /v1/projects "$root" | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users "$root" '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" "$root" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(api POST /v1/auth/tokens "$(login agentsvc agent-password-1)" '{"name":"agents"}' | jq -r .token)
+jointok() { api POST /v1/nodes/join-tokens "$root" "{\"node\":\"$1\"}" | jq -r .token; }
 api POST /v1/users "$root" '{"name":"ana","password":"ana-password-1"}' >/dev/null
 proj=$(api POST /v1/projects "$root" '{"name":"bench"}' | jq -r .id)
 api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >/dev/null
@@ -61,7 +59,7 @@ api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >
 start_agent() { # NAME POOL FLAGS...
 	local name=$1 pool=$2
 	shift 2
-	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "cb$$-$name" \
+	CNLAB_AGENT_TOKEN=$(jointok "cb$$-$name") "$agent" --server "$base" --name "cb$$-$name" \
 		--gpus "$pool" --work-dir "$tmp/agent-$name" "$@" \
 		>"$tmp/agent-$name.out" 2>"$tmp/agent-$name.err" &
 	pids+=($!)

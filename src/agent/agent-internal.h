@@ -27,6 +27,9 @@
  *   wk.c           the workload table, the work directory's paths, and
  *                  each workload's local state file
  *
+ *   credential.c   the node credential every client sends (any file may
+ *                  call it; it calls none): kept, exchanged, rotated
+ *
  * Every message to or from cnlabd goes through the typed node protocol of
  * wire/node.h: an encoder for what the agent sends, a strict decoder for
  * what it reads.  A reply that does not decode is logged with the field
@@ -113,6 +116,12 @@ struct cnl_agent {
 	 * supervisor. */
 	struct cnl_client *main_cl, *hb_cl, *sup_cl, *tun_cl;
 	char node_id[CNL_WIRE_ID_MAX];
+	/* The node credential (credential.c), under cred_mu: what every
+	 * client sends; the join token of the environment, if any. */
+	pthread_mutex_t cred_mu;
+	char cred[CNL_WIRE_CRED_MAX], join[CNL_WIRE_CRED_MAX];
+	atomic_bool rotate_now; /* SIGHUP: rotate after the next heartbeat */
+	int64_t next_rotate_ms; /* the heartbeat thread's */
 	int64_t lease_ms, heartbeat_ms;
 	char lease[600];     /* touched after each good heartbeat */
 	char runtime[512];   /* the OCI runtime's path (container mode) */
@@ -142,6 +151,23 @@ struct cnl_agent {
 	uint64_t version; /* the main thread's: assignments seen */
 	uint64_t started_total, ended_total, fenced_total;
 };
+
+/* ---- credential.c: the node's identity ----------------------------------- */
+
+/* The bearer for the clients' token_fn: the node credential now. */
+void cnl_agent_token_fn(void *ud, char *buf, size_t len);
+/* At start: the stored credential, or the environment's join token or
+ * credential.  0, or an error with @err. */
+int cnl_agent_cred_init(struct cnl_agent *a, char *err, size_t errlen);
+/* The stored credential was refused: use the environment's join token
+ * instead, if there is one not yet tried; true if so. */
+bool cnl_agent_cred_rejoin(struct cnl_agent *a);
+/* A credential cnlabd issued: stored, and used from now.  0 or -errno
+ * (not stored; used anyway). */
+int cnl_agent_cred_take(struct cnl_agent *a, const char *cred);
+/* After a good heartbeat: rotate the credential if due (heartbeat
+ * thread, its client @cl). */
+void cnl_agent_cred_upkeep(struct cnl_agent *a, struct cnl_client *cl);
 
 /* ---- wk.c: the workload table and local state --------------------------- */
 

@@ -32,7 +32,7 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	 * not one cnlabd sends. */
 	struct cnl_client_config ccfg = {
 	    .base = cfg->server,
-	    .token = cfg->token,
+	    .token_fn = cnl_agent_token_fn,
 	    .cafile = cfg->cafile,
 	    .connect_timeout_ms = 5 * 1000,
 	    .reply_max = (size_t)16 << 20,
@@ -41,6 +41,7 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	int r;
 
 	a->cfg = *cfg;
+	ccfg.token_ud = a;
 	pthread_mutex_init(&a->mu, NULL);
 	cnl_catalog_init(&a->cat);
 	if ((r = cnl_gpus_open(cfg->gpus, &a->cat, &a->gpus, err, errlen)) < 0)
@@ -54,6 +55,8 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 			goto fail;
 		}
 	}
+	if ((r = cnl_agent_cred_init(a, err, errlen)) < 0)
+		goto fail;
 	snprintf(path, sizeof(path), "%s/exits", cfg->work_dir);
 	if ((r = cnl_launcher_new(cfg->name, path, &a->launcher, err, errlen)) <
 	    0)
@@ -120,6 +123,13 @@ static int register_node(struct cnl_agent *a, char *err, size_t errlen)
 	body = cnl_wire_register_encode(&m);
 	st = cnl_client_call(a->main_cl, "POST", "/v1/nodes", body, 30, &reply,
 	                     err, errlen);
+	/* The stored credential refused (revoked): a new join token? */
+	if (st == 401 && cnl_agent_cred_rejoin(a)) {
+		json_decref(reply);
+		reply = NULL;
+		st = cnl_client_call(a->main_cl, "POST", "/v1/nodes", body, 30,
+		                     &reply, err, errlen);
+	}
 	json_decref(body);
 	if (st != 200 && st != 201) {
 		json_decref(reply);
@@ -132,8 +142,14 @@ static int register_node(struct cnl_agent *a, char *err, size_t errlen)
 		cnl_wire_node_done(&node);
 		return -EPROTO;
 	}
+	/* A join: the node's own credential, kept for every start after. */
+	if (node.credential[0]) {
+		cnl_agent_cred_take(a, node.credential);
+		explicit_bzero(node.credential, sizeof(node.credential));
+	}
 	snprintf(a->node_id, sizeof(a->node_id), "%s", node.id);
 	a->node_epoch = node.epoch;
+	a->next_rotate_ms = cnl_time_now_ms() + a->cfg.rotate_s * 1000;
 	a->lease_ms = node.lease_ms;
 	a->heartbeat_ms = node.heartbeat_ms > 0 ? node.heartbeat_ms : 1000;
 	cnl_wire_node_done(&node);
@@ -282,5 +298,7 @@ void cnl_agent_free(struct cnl_agent *a)
 	cnl_launcher_free(a->launcher);
 	cnl_gpus_close(a->gpus);
 	pthread_mutex_destroy(&a->mu);
+	explicit_bzero(a->cred, sizeof(a->cred));
+	explicit_bzero(a->join, sizeof(a->join));
 	free(a);
 }

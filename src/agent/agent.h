@@ -41,7 +41,9 @@
 
 struct cnl_agent_config {
 	const char *server; /* cnlabd base URL */
-	const char *token;  /* an API token of a user with role "agent" */
+	const char *token;  /* a join token or this node's credential; NULL:
+	                     * the one stored in work_dir (credential.c) */
+	int64_t rotate_s;   /* rotate the credential this often; 0: never */
 	const char *cafile; /* NULL: system CAs */
 	const char *name;   /* node name */
 	const char *gpus;   /* provider spec (gpu.h) */
@@ -76,6 +78,10 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 
 /* cnl_agent_run - serve until cnl_agent_stop(); 0 or an error. */
 int cnl_agent_run(struct cnl_agent *a);
+
+/* cnl_agent_rotate - rotate the node credential after the next
+ * heartbeat (signal-safe: sets a flag). */
+void cnl_agent_rotate(struct cnl_agent *a);
 
 /* cnl_agent_stop - ask run() to return (signal-safe: sets a flag). */
 void cnl_agent_stop(struct cnl_agent *a);

@@ -2,9 +2,11 @@
  * main.c - cnlab-agent, the node daemon: settings (file < CNLAB_AGENT_*
  * environment < flags), then cnl_agent_run() until SIGINT or SIGTERM.
  *
- * The agent's credential is an API token of a user who holds the role
- * "agent" in the system project; it comes from the environment
- * (CNLAB_AGENT_TOKEN), never from the command line.
+ * The agent's credential is bound to its node (credential.c): a one-time
+ * join token in the environment (CNLAB_AGENT_TOKEN, never the command
+ * line) is exchanged at the first registration for the node's
+ * credential, kept in work_dir/node.credential and rotated every
+ * credential_rotate (and on SIGHUP).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -49,6 +51,7 @@ struct settings {
 	bool map_users;
 	char *listen;
 	char *log_level;
+	int64_t credential_rotate;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -129,6 +132,10 @@ static const struct cnl_config_def table[] = {
      "HOST:PORT for the agent's /metrics (none by default)."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
+    {"credential_rotate", CNL_CONFIG_DURATION, S(credential_rotate), "24h", 0,
+     365LL * 86400000,
+     "Rotate the node credential this often (0: never; SIGHUP rotates "
+     "at once); cnlabd keeps the old one valid a short overlap."},
 };
 #undef S
 #define N_TABLE (sizeof(table) / sizeof(table[0]))
@@ -137,7 +144,9 @@ static struct cnl_agent *agent;
 
 static void on_signal(int sig)
 {
-	if (agent)
+	if (agent && sig == SIGHUP)
+		cnl_agent_rotate(agent);
+	else if (agent)
 		cnl_agent_stop(agent);
 }
 
@@ -157,11 +166,15 @@ static void usage(FILE *f)
 	           "between words)\n"
 	           "  --help          show this help\n"
 	           "\n"
-	           "Settings may also come from CNLAB_AGENT_<KEY>. The token "
-	           "comes only from\n"
-	           "the environment: CNLAB_AGENT_TOKEN (an API token of a "
-	           "user with the role\n"
-	           "\"agent\" in the system project).\n\nSettings:\n\n");
+	           "Settings may also come from CNLAB_AGENT_<KEY>. The join "
+	           "token comes only\n"
+	           "from the environment: CNLAB_AGENT_TOKEN (cnlab node "
+	           "join-token --node NAME),\n"
+	           "exchanged at the first registration for the node's "
+	           "credential, kept in\n"
+	           "WORK_DIR/node.credential (later starts need no token). "
+	           "SIGHUP rotates the\n"
+	           "credential.\n\nSettings:\n\n");
 	cnl_config_doc_markdown(table, N_TABLE, f);
 }
 
@@ -247,18 +260,12 @@ int main(int argc, char **argv)
 		         st.isolation);
 		goto bad;
 	}
-	if (!token || !token[0]) {
-		snprintf(
-		    err, sizeof(err),
-		    "CNLAB_AGENT_TOKEN must hold an API token of a user "
-		    "with the role \"agent\" (cnlab: POST /v1/auth/tokens)");
-		goto bad;
-	}
 	gethostname(host, sizeof(host));
 	r = cnl_agent_new(
 	    &(struct cnl_agent_config){
 	        .server = st.server,
-	        .token = token,
+	        .token = token && token[0] ? token : NULL,
+	        .rotate_s = st.credential_rotate / 1000,
 	        .cafile = st.cafile,
 	        .name = st.name ? st.name : host,
 	        .gpus = st.gpus,
@@ -292,6 +299,7 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	rc = cnl_agent_run(agent) < 0 ? 1 : 0;
 out:

@@ -655,6 +655,7 @@ void *cnl_agent_heartbeat(void *arg)
 			a->node_epoch = node.epoch;
 			stop_moved(a, &node);
 			queue_drops(a, &node, sent, n_sent);
+			cnl_agent_cred_upkeep(a, a->hb_cl);
 		} else if (cnl_time_now_ms() - a->last_hb_ok_ms > a->lease_ms) {
 			/* Self-fencing: the control plane may move our work
 			 * after twice this; it must be gone by then. */

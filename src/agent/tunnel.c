@@ -255,7 +255,8 @@ static void *one_tunnel(void *arg)
 	struct cnl_agent *a = o->a;
 	struct cnl_client_config ccfg = {
 	    .base = a->cfg.server,
-	    .token = a->cfg.token,
+	    .token_fn = cnl_agent_token_fn,
+	    .token_ud = a,
 	    .cafile = a->cfg.cafile,
 	    .connect_timeout_ms = 5 * 1000,
 	};

@@ -249,6 +249,7 @@ int cnl_cli_cmd_node_cordon(struct cnl_cli *cli);
 int cnl_cli_cmd_node_drain(struct cnl_cli *cli);
 int cnl_cli_cmd_node_undrain(struct cnl_cli *cli);
 int cnl_cli_cmd_node_join_token(struct cnl_cli *cli);
+int cnl_cli_cmd_node_revoke(struct cnl_cli *cli);
 int cnl_cli_cmd_user_create(struct cnl_cli *cli);
 int cnl_cli_cmd_user_list(struct cnl_cli *cli);
 int cnl_cli_cmd_user_show(struct cnl_cli *cli);

@@ -68,8 +68,11 @@ static const struct cnl_cli_flag token_flags[] = {
 };
 
 static const struct cnl_cli_flag join_flags[] = {
-    {"node", "NAME", "the name the new node will register with", 0},
-    {"expires", "DURATION", "how long the token works (default 24h)", 0},
+    {"node", "NAME", "the name the new node will register with (required)", 0},
+    {"expires", "DURATION",
+     "how long the token works (default 1h, at most "
+     "72h)",
+     0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -268,8 +271,11 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, false, cnl_cli_cmd_node_drain},
     {"node undrain", "NODE", "put a node back in service (admin)", NULL, 1, 1,
      false, false, cnl_cli_cmd_node_undrain},
-    {"node join-token", "", "a credential for a new node's agent (admin)",
+    {"node join-token", "", "a one-time join token for a node's agent (admin)",
      join_flags, 0, 0, false, false, cnl_cli_cmd_node_join_token},
+    {"node revoke", "NODE",
+     "cut a node off now: its credentials die, its work moves (admin)", NULL, 1,
+     1, false, false, cnl_cli_cmd_node_revoke},
     {"nodes list", "", "GPU nodes and their use (admin)", NULL, 0, 0, false,
      true, cnl_cli_cmd_node_list},
     {"profile create", "NAME", "define a GPU profile (admin)",

@@ -32,8 +32,10 @@
 
 struct cnl_client {
 	CURL *curl;
-	char *base;       /* without trailing '/' */
-	char *auth;       /* "Authorization: Bearer ..." or NULL */
+	char *base; /* without trailing '/' */
+	char *auth; /* "Authorization: Bearer ..." or NULL */
+	void (*token_fn)(void *ud, char *buf, size_t len);
+	void *token_ud;
 	char *cafile;     /* or NULL */
 	char *user_agent; /* or NULL */
 	long connect_timeout_ms;
@@ -187,6 +189,33 @@ int cnl_client_file_sha256(int fd, uint64_t size, char ret_hex[65])
 	return r;
 }
 
+/* The Authorization line of the next request (malloc'd), or NULL. */
+static char *auth_line(struct cnl_client *cl)
+{
+	char tok[512], *line;
+	size_t n;
+
+	if (!cl->token_fn)
+		return cl->auth ? cnl_xstrdup(cl->auth) : NULL;
+	tok[0] = '\0';
+	cl->token_fn(cl->token_ud, tok, sizeof(tok));
+	if (!tok[0])
+		return NULL;
+	n = strlen(tok) + 32;
+	line = cnl_xmalloc(n);
+	snprintf(line, n, "Authorization: Bearer %s", tok);
+	explicit_bzero(tok, sizeof(tok));
+	return line;
+}
+
+static void auth_line_free(char *line)
+{
+	if (line) {
+		explicit_bzero(line, strlen(line));
+		free(line);
+	}
+}
+
 static char *dup_or_null(const char *s)
 {
 	return s && *s ? cnl_xstrdup(s) : NULL;
@@ -220,6 +249,8 @@ int cnl_client_new(const struct cnl_client_config *cfg, struct cnl_client **ret)
 		cl->auth = cnl_xmalloc(n);
 		snprintf(cl->auth, n, "Authorization: Bearer %s", cfg->token);
 	}
+	cl->token_fn = cfg->token_fn;
+	cl->token_ud = cfg->token_ud;
 	cl->cafile = dup_or_null(cfg->cafile);
 	cl->user_agent = dup_or_null(cfg->user_agent);
 	cl->connect_timeout_ms = cfg->connect_timeout_ms;
@@ -360,8 +391,14 @@ int cnl_client_request(struct cnl_client *cl,
 	if (cl->user_agent)
 		curl_easy_setopt(e, CURLOPT_USERAGENT, cl->user_agent);
 
-	if (cl->auth)
-		h = curl_slist_append(h, cl->auth);
+	{
+		/* curl_slist_append() copies the line. */
+		char *auth = auth_line(cl);
+
+		if (auth)
+			h = curl_slist_append(h, auth);
+		auth_line_free(auth);
+	}
 	h = curl_slist_append(h, "Accept: application/json");
 	if (rq->sha256) {
 		n = strlen(rq->sha256) + 24;
@@ -601,12 +638,14 @@ int cnl_client_upgrade(struct cnl_client *cl, const char *path,
 		goto fail;
 	}
 	s->fd = (int)sock;
+	char *auth = auth_line(cl);
 	r = snprintf(head, sizeof(head),
 	             "POST %.*s%s HTTP/1.1\r\nHost: %.*s\r\n%s%s"
 	             "Connection: Upgrade\r\nUpgrade: %s\r\n"
 	             "Content-Length: 0\r\n\r\n",
 	             (int)strlen(bpath), bpath, path, (int)(bpath - host), host,
-	             cl->auth ? cl->auth : "", cl->auth ? "\r\n" : "", proto);
+	             auth ? auth : "", auth ? "\r\n" : "", proto);
+	auth_line_free(auth);
 	if (r < 0 || (size_t)r >= sizeof(head) ||
 	    cnl_client_stream_write(s, head, (size_t)r) < 0) {
 		snprintf(err, errlen, "POST %s: cannot send the request", path);

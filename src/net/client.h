@@ -60,8 +60,14 @@
 
 /* How a client talks; strings are copied by cnl_client_new(). */
 struct cnl_client_config {
-	const char *base;        /* "https://host:8443"; "": paths are URLs */
-	const char *token;       /* bearer; NULL or "": none sent */
+	const char *base;  /* "https://host:8443"; "": paths are URLs */
+	const char *token; /* bearer; NULL or "": none sent */
+	/* When set, asked for the bearer before each request instead of
+	 * @token (a credential that rotates, shared by several clients):
+	 * writes it NUL-terminated into @buf ("": none sent).  Thread-safe
+	 * if the clients sharing it run on several threads. */
+	void (*token_fn)(void *ud, char *buf, size_t len);
+	void *token_ud;
 	const char *cafile;      /* verifies a TLS server; NULL: system CAs */
 	const char *user_agent;  /* NULL: no User-Agent header */
 	long connect_timeout_ms; /* 0: libcurl's default */

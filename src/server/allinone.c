@@ -101,53 +101,39 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 	return 0;
 }
 
-/* Delete the tokens of the agent user named embedded-* but @keep. */
-static int revoke_old_embedded(struct cnl_store *s, const char *keep)
+/* The embedded agent's node name: this host's. */
+static void embedded_name(char *out, size_t len)
 {
-	struct cnl_store_doc d[CNL_STORE_LIST_MAX];
-	struct cnl_store_user u;
-	char after[CNL_STORE_DOC_ID_MAX] = "";
-	int n = 0, r;
-
-	if ((r = cnl_store_user_get_by_name(s, "agent", &u)) < 0)
-		return r;
-	do {
-		r = cnl_store_doc_list(s, "token", u.id,
-		                       after[0] ? after : NULL,
-		                       CNL_STORE_LIST_MAX, d, &n);
-		for (int i = 0; r == 0 && i < n; i++)
-			if (strncmp(d[i].name, "embedded-", 9) == 0 &&
-			    strcmp(d[i].id, keep) != 0)
-				r = cnl_store_doc_delete(s, "token", d[i].id);
-		if (r == 0 && n)
-			snprintf(after, sizeof(after), "%s", d[n - 1].id);
-		cnl_store_docs_done(d, n);
-	} while (r == 0 && n == CNL_STORE_LIST_MAX);
-	return r;
+	snprintf(out, len, "localhost");
+	gethostname(out, len - 1);
+	out[len - 1] = '\0';
 }
 
 int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
                         size_t errlen)
 {
-	struct cnl_id_gen ids;
-	char id[CNL_AUTH_DIGEST_MAX], name[CNL_STORE_NAME_MAX];
-	int64_t now = cnl_time_now_ms();
+	char name[256], cred[CNL_API_NODE_SECRET_MAX];
 	int r;
 
-	cnl_id_gen_init_random(&ids);
-	/* A fresh token each start; named after the time to stay unique. */
-	snprintf(name, sizeof(name), "embedded-%lld", (long long)now);
-	if ((r = cnl_api_agent_token(s, &ids, name, 7LL * 86400000, now,
-	                             ret_token, id)) < 0) {
-		snprintf(err, errlen, "cannot issue the agent's token: %s",
-		         cnl_strerror(r));
-		return r;
+	embedded_name(name, sizeof(name));
+	/* A fresh credential bound to its node each start; those of the
+	 * embedded agents of earlier starts die (they are gone). */
+	if ((r = cnl_store_tx_begin(s)) < 0)
+		goto fail;
+	if ((r = cnl_api_node_forget(s, name)) < 0 ||
+	    (r = cnl_api_node_credential_issue(s, name, cnl_time_now_ms(),
+	                                       cred)) < 0) {
+		cnl_store_tx_rollback(s);
+		goto fail;
 	}
-	/* The embedded agents of earlier starts are gone: their tokens
-	 * would only be credentials lying about. */
-	if ((r = revoke_old_embedded(s, id)) < 0)
-		snprintf(err, errlen, "cannot revoke old agent tokens: %s",
-		         cnl_strerror(r));
+	if ((r = cnl_store_tx_commit(s)) < 0)
+		goto fail;
+	snprintf(ret_token, CNL_AIO_TOKEN_MAX, "%s", cred);
+	explicit_bzero(cred, sizeof(cred));
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot issue the agent's credential: %s",
+	         cnl_strerror(r));
 	return r;
 }
 
@@ -220,7 +206,7 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
                           char *ret_gpus, char *err, size_t errlen)
 {
 	char agent[PATH_MAX], shim[PATH_MAX], work[PATH_MAX], tokenv[4200];
-	char host[256] = "localhost";
+	char host[256];
 	const char *argv[20];
 	char **envp;
 	size_t n = 0, ne = 0;
@@ -234,7 +220,7 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 	         : nvml_has_gpus() ? "nvml"
 	                           : "fake:2xH100-80GB-SXM");
 	snprintf(work, sizeof(work), "%s/agent", data_dir);
-	gethostname(host, sizeof(host) - 1);
+	embedded_name(host, sizeof(host));
 	argv[n++] = agent;
 	argv[n++] = "--server";
 	argv[n++] = url;

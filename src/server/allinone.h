@@ -37,10 +37,13 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
                     const char *env_password, char *ret_secret,
                     char *ret_password, char *err, size_t errlen);
 
+/* Room for the embedded agent's credential, NUL included. */
+#define CNL_AIO_TOKEN_MAX 64
+
 /*
- * cnl_aio_agent_token - make sure the user "agent" exists with the role
- * "agent" in the system project, and issue it a new API token, into
- * @ret_token (CNL_AUTH_TOKEN_MAX).  0 or an error with @err.
+ * cnl_aio_agent_token - a new node credential bound to the embedded
+ * agent's node (this host's name), into @ret_token (CNL_AIO_TOKEN_MAX);
+ * the node's earlier credentials die.  0 or an error with @err.
  */
 int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
                         size_t errlen);

@@ -73,7 +73,8 @@ struct cnl_api {
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;
 	pthread_cond_t tun_cv;
-	atomic_bool proxy_stop; /* cnl_api_stop: waits and relays end */
+	atomic_bool proxy_stop;  /* cnl_api_stop: waits and relays end */
+	int64_t cred_overlap_ms; /* a rotated node credential lives on */
 };
 
 /* The notebook proxy (api_proxy.c): open tunnels per user and per server,
@@ -89,6 +90,11 @@ struct call {
 	bool is_admin;
 	bool is_agent;
 	bool no_audit; /* the handler changed nothing worth a record */
+	/* Node routes (api_nodeid.c): the caller's node's name, and the
+	 * digest of the credential or join token it came with. */
+	char node[CNL_STORE_NAME_MAX];
+	char cred[CNL_AUTH_DIGEST_MAX];
+	char join[CNL_AUTH_DIGEST_MAX];
 	struct cnl_store_user user;
 	bool have_project;
 	struct cnl_store_project project;
@@ -471,6 +477,25 @@ void cnl_api_h_node_get(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp);
 void cnl_api_h_join_token(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
+
+/* api_nodeid.c: node identity (join tokens, node credentials). */
+#define CNL_API_JOIN_PREFIX "cnlj_"
+#define CNL_API_NODE_PREFIX "cnln_"
+#define CNL_API_JOIN_MAX_MS (72LL * 3600 * 1000)
+/* A node route's caller: its node credential (or, on POST /v1/nodes, a
+ * join token), and the path's {node} its own.  0, or -1 with 401/403. */
+int cnl_api_node_authorize(struct call *c, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+/* The registered @name is the caller's node: 0, or -1 with a 403. */
+int cnl_api_node_register_check(struct call *c, const char *name,
+                                struct cnl_http_response *resp);
+/* A registration by join token succeeded: the token dies, the node's
+ * earlier credentials too, and its new one goes to @ret.  0 or an error. */
+int cnl_api_node_joined(struct call *c, char ret[CNL_API_NODE_SECRET_MAX]);
+void cnl_api_h_node_credential(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp);
+void cnl_api_h_node_revoke(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
 
 /* api_audit.c */
 void cnl_api_h_audit_list(void *call, struct cnl_http_request *req,

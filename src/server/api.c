@@ -126,14 +126,8 @@ static int authorize(struct call *c, struct cnl_http_request *req,
 		}
 		return 0;
 	case CNL_PERM_AGENT:
-		if (cnl_api_authenticate(c, req, resp) < 0)
-			return -1;
-		if (!c->is_admin && !c->is_agent) {
-			cnl_http_error(resp, 403, "forbidden",
-			               "only node agents may do this");
-			return -1;
-		}
-		return 0;
+		/* A node's own credential, for its own node only. */
+		return cnl_api_node_authorize(c, req, resp);
 	case CNL_PERM_PROJECT_VIEW:
 	case CNL_PERM_PROJECT_MEMBER:
 	case CNL_PERM_PROJECT_ADMIN:
@@ -263,6 +257,10 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/nodes/{node}/tunnels", AGT, NULL, cnl_api_h_node_tunnels},
     {"POST", "/v1/nodes/{node}/tunnels/{tunnel}", AGT, "node.tunnel",
      cnl_api_h_node_tunnel_open},
+    {"POST", "/v1/nodes/{node}/credential", AGT, "node.credential",
+     cnl_api_h_node_credential},
+    {"POST", "/v1/nodes/{node}/revoke", ADM, "node.revoke",
+     cnl_api_h_node_revoke},
     {"GET", "/v1/audit", ADM, NULL, cnl_api_h_audit_list},
     {"GET", "/v1/audit/verify", ADM, NULL, cnl_api_h_audit_verify},
     {"GET", "/v1/policy/burst", ADM, NULL, cnl_api_h_burst_get},
@@ -522,6 +520,9 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_images_start(api);
 	cnl_id_gen_init_random(&api->ids);
 	cnl_catalog_init(&api->cat);
+	api->cred_overlap_ms = cfg->node_credential_overlap_ms > 0
+	                           ? cfg->node_credential_overlap_ms
+	                           : 5 * 60 * 1000;
 	if ((r = cnl_api_cli_new(cfg->cli_dir, cfg->public_url, &api->cli, err,
 	                         sizeof(err))) < 0) {
 		cnl_log(CNL_LOG_ERROR, "CLI installer", "err=%s",

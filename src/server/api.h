@@ -71,8 +71,10 @@ struct cnl_api_config {
 	 * (the ID tokens' audience) and the provider's endpoints. */
 	const char *oidc_issuer, *oidc_client_id;
 	const char *oidc_authorize_url, *oidc_token_url;
-	const char *policy;         /* scheduling policy; NULL: "cnlab" */
-	int64_t node_lost_ms;       /* 0: 30 s */
+	const char *policy;   /* scheduling policy; NULL: "cnlab" */
+	int64_t node_lost_ms; /* 0: 30 s */
+	/* A rotated node credential stays valid this long; 0: 5 min. */
+	int64_t node_credential_overlap_ms;
 	int64_t cycle_interval_ms;  /* 0: 1 s */
 	int64_t preempt_min_run_ms; /* 0: the scheduler's default (10 min) */
 	int64_t preempt_grace_ms;   /* 0: the scheduler's default (5 min) */
@@ -180,18 +182,20 @@ int cnl_api_token_issue(struct cnl_store *s, const char *user_id,
                         const char *name, int64_t expires_ms, int64_t now_ms,
                         char *ret_token, char *ret_id);
 
+/* Room for a node credential or join token, NUL included. */
+#define CNL_API_NODE_SECRET_MAX 64
+
 /*
- * cnl_api_agent_token - make sure the service user "agent" exists with the
- * role "agent" in the system project, and issue it an API token named
- * @name (unique among its tokens) that expires @ttl_ms after @now_ms: the
- * credential of a node agent.  The secret goes to @ret_token
- * (CNL_AUTH_TOKEN_MAX), its id to @ret_id (CNL_AUTH_DIGEST_MAX).  All in
- * one transaction.  Returns 0, -CNL_ENOTFOUND without a system project,
- * or a store error.
+ * cnl_api_node_credential_issue - a new credential bound to node @node
+ * (api_nodeid.c), stored as its digest; the secret to @ret_secret.  The
+ * all-in-one gives its embedded agent one directly.  0 or a store error.
  */
-struct cnl_id_gen;
-int cnl_api_agent_token(struct cnl_store *s, struct cnl_id_gen *ids,
-                        const char *name, int64_t ttl_ms, int64_t now_ms,
-                        char *ret_token, char *ret_id);
+int cnl_api_node_credential_issue(struct cnl_store *s, const char *node,
+                                  int64_t now_ms,
+                                  char ret_secret[CNL_API_NODE_SECRET_MAX]);
+
+/* cnl_api_node_forget - delete every credential and join token of node
+ * @node.  0 or a store error. */
+int cnl_api_node_forget(struct cnl_store *s, const char *node);
 
 #endif /* CNL_SERVER_API_H */

@@ -4,10 +4,14 @@
  * heartbeat, long-polled assignments, reports, logs), each under its
  * fencing epoch; a job's files are api_files.c's.
  *
- * Join tokens.  A node agent authenticates with an API token of the
- * service user "agent" (role "agent" in the system project).  A join
- * token is such a token, named after the node it is for and short-lived
- * (24 h by default).
+ * Node identity (api_nodeid.c).  Every node route takes a node's own
+ * credential only, and only for its own node: api.c checks the path's
+ * {node} before the handler runs, and the handlers here check that the
+ * work a request names is assigned to that node under its epoch (the
+ * fencing check: 409 otherwise).  Registration takes a one-time join
+ * token made for the node's name, and answers with the node's
+ * credential; an agent registering again after a restart comes with
+ * that credential.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -101,10 +105,18 @@ void cnl_api_h_nodes_register(void *call, struct cnl_http_request *req,
 		return;
 	}
 	json_decref(body);
+	if (cnl_api_node_register_check(c, m.name, resp) < 0)
+		return;
 	st = cnl_ctl_node_register(c->api->ctl, &m, c->now_ms, &out, err,
 	                           sizeof(err));
 	if (st < 400)
 		snprintf(c->target, sizeof(c->target), "%s", out.id);
+	/* A join: the token dies, the node's old credentials too. */
+	if (st < 400 && c->join[0] &&
+	    cnl_api_node_joined(c, out.credential) < 0) {
+		st = 500;
+		snprintf(err, sizeof(err), "cannot store the node credential");
+	}
 	node_reply(resp, st, st < 400 ? cnl_wire_node_encode(&out) : NULL, err);
 	cnl_wire_node_done(&out);
 }
@@ -326,88 +338,4 @@ void cnl_api_h_node_get(void *call, struct cnl_http_request *req,
 		return;
 	}
 	cnl_http_reply(resp, 200, o);
-}
-
-int cnl_api_agent_token(struct cnl_store *s, struct cnl_id_gen *ids,
-                        const char *name, int64_t ttl_ms, int64_t now_ms,
-                        char *ret_token, char *ret_id)
-{
-	struct cnl_store_project sys;
-	struct cnl_store_user u = {0};
-	struct cnl_store_membership m = {0};
-	int r;
-
-	if ((r = cnl_store_project_get_by_name(s, CNL_API_ADMIN_PROJECT,
-	                                       &sys)) < 0)
-		return r;
-	if ((r = cnl_store_tx_begin(s)) < 0)
-		return r;
-	if (cnl_store_user_get_by_name(s, "agent", &u) < 0) {
-		/* No password: the agent holds tokens only. */
-		if ((r = cnl_id_new(ids, "usr", now_ms, u.id, sizeof(u.id))) <
-		    0)
-			goto fail;
-		snprintf(u.name, sizeof(u.name), "agent");
-		u.created_ms = now_ms;
-		if ((r = cnl_store_user_create(s, &u)) < 0)
-			goto fail;
-	}
-	memcpy(m.user_id, u.id, sizeof(m.user_id));
-	memcpy(m.project_id, sys.id, sizeof(m.project_id));
-	snprintf(m.role, sizeof(m.role), "agent");
-	if ((r = cnl_store_membership_set(s, &m)) < 0 ||
-	    (r = cnl_api_token_issue(s, u.id, name, now_ms + ttl_ms, now_ms,
-	                             ret_token, ret_id)) < 0)
-		goto fail;
-	return cnl_store_tx_commit(s);
-fail:
-	cnl_store_tx_rollback(s);
-	return r;
-}
-
-/* POST /v1/nodes/join-tokens {"node", "expires_in_hours"}. */
-void cnl_api_h_join_token(void *call, struct cnl_http_request *req,
-                          struct cnl_http_response *resp)
-{
-	static const char *const fields[] = {"node", "expires_in_hours", NULL};
-	struct call *c = call;
-	char token[CNL_AUTH_TOKEN_MAX], digest[CNL_AUTH_DIGEST_MAX], err[256];
-	char name[CNL_STORE_NAME_MAX];
-	const char *node = NULL;
-	int64_t hours = 24;
-	json_t *body;
-	int r;
-
-	if (!(body = cnl_api_parse_body(req, resp, fields)))
-		return;
-	if (cnl_json_get_string(body, "node", false, &node, err, sizeof(err)) <
-	        0 ||
-	    cnl_json_get_int(body, "expires_in_hours", false, 1, 24 * 30,
-	                     &hours, err, sizeof(err)) < 0) {
-		cnl_api_bad(resp, err);
-		goto out;
-	}
-	if (node && (!cnl_api_valid_name(node) || strlen(node) > 40)) {
-		cnl_api_bad(resp, "field \"node\": 1..40 of A-Z a-z 0-9 . _ -");
-		goto out;
-	}
-	/* Unique among the agent's tokens: the node and the time. */
-	snprintf(name, sizeof(name), "join-%s-%lld", node ? node : "any",
-	         (long long)c->now_ms);
-	r = cnl_api_agent_token(c->api->store, &c->api->ids, name,
-	                        hours * 3600000, c->now_ms, token, digest);
-	if (r < 0) {
-		cnl_api_store_error(c, resp, r, "join token");
-		goto out;
-	}
-	snprintf(c->target, sizeof(c->target), "token:%.12s", digest);
-	cnl_http_reply(
-	    resp, 201,
-	    json_pack("{s:s,s:s,s:s,s:o,s:o}", "id", digest, "name", name,
-	              "token", token, "node",
-	              node ? json_string(node) : json_null(), "expires_at",
-	              cnl_api_time_json(c->now_ms + hours * 3600000)));
-	explicit_bzero(token, sizeof(token));
-out:
-	json_decref(body);
 }

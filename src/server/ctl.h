@@ -235,6 +235,16 @@ int cnl_ctl_fence_check(struct cnl_ctl *ctl, const char *node, const char *id,
 /* cnl_ctl_node_check - 0 when @node is a node's id, else -CNL_ENOTFOUND. */
 int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node);
 
+/* cnl_ctl_node_name - the name of the node @key (id or name) into @ret;
+ * 0 or -CNL_ENOTFOUND. */
+int cnl_ctl_node_name(struct cnl_ctl *ctl, const char *key, char *ret,
+                      size_t len);
+
+/* cnl_ctl_node_revoke - node @key (id or name) is lost now (no new work;
+ * its work requeued or ended as a lost node's); a registration and a
+ * heartbeat bring it back. */
+void cnl_ctl_node_revoke(struct cnl_ctl *ctl, const char *key, int64_t now);
+
 /* cnl_ctl_nodes_json - every node with capacity, use and state. */
 json_t *cnl_ctl_nodes_json(struct cnl_ctl *ctl, int64_t now_ms);
 

@@ -514,6 +514,19 @@ static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 	}
 }
 
+void cnl_ctl_node_revoke(struct cnl_ctl *ctl, const char *key, int64_t now)
+{
+	int i = ctl_node_find_any(ctl, key);
+
+	if (i < 0)
+		return;
+	/* As if silent since long ago: lost now, as a node that stopped
+	 * answering is (its work requeued or ended, no new work). */
+	ctl->nodes[i].last_seen_ms = now - ctl->cfg.node_lost_ms - 1;
+	check_nodes(ctl, now);
+	cnl_ctl_kick(ctl);
+}
+
 /* Charge block-time and storage-time since the last tick. */
 static void meter(struct cnl_ctl *ctl, int64_t now)
 {

@@ -214,6 +214,17 @@ int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node)
 	return ctl_node_find(ctl, node) < 0 ? -CNL_ENOTFOUND : 0;
 }
 
+int cnl_ctl_node_name(struct cnl_ctl *ctl, const char *key, char *ret,
+                      size_t len)
+{
+	int i = ctl_node_find_any(ctl, key);
+
+	if (i < 0)
+		return -CNL_ENOTFOUND;
+	snprintf(ret, len, "%s", ctl->nodes[i].name);
+	return 0;
+}
+
 /* The node as its agent is told it (the reply to register, heartbeat
  * and state changes). */
 static void node_reply(struct cnl_ctl *ctl, const struct node *n,

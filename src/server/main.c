@@ -38,6 +38,7 @@ struct settings {
 	char *tls_key;
 	char *policy;
 	int64_t node_lost_timeout;
+	int64_t node_credential_overlap;
 	int64_t cycle_interval;
 	int64_t preempt_min_run;
 	int64_t preempt_grace;
@@ -74,6 +75,10 @@ static const struct cnl_config_def settings_table[] = {
      2000, 3600000,
      "A node silent this long is lost and its work requeued; agents stop "
      "their work after half of it without a heartbeat."},
+    {"node_credential_overlap", CNL_CONFIG_DURATION, S(node_credential_overlap),
+     "5m", 1000, 86400000,
+     "A node credential its agent rotated stays valid this long, for "
+     "the requests of the agent's other threads still in flight."},
     {"cycle_interval", CNL_CONFIG_DURATION, S(cycle_interval), "1s", 10, 60000,
      "Scheduling timer; cycles also run on every change."},
     {"preempt_min_run", CNL_CONFIG_DURATION, S(preempt_min_run), "10m", 1,
@@ -255,7 +260,7 @@ int main(int argc, char **argv)
 	bool aio = false;
 	char aio_secret[CNL_AIO_SECRET_MAX], aio_pw[CNL_AIO_SECRET_MAX];
 	char aio_dir[PATH_MAX], chosen_gpus[128] = "";
-	char aio_token[CNL_AUTH_TOKEN_MAX] = "";
+	char aio_token[CNL_AIO_TOKEN_MAX] = "";
 	pid_t agent_pid = -1;
 	enum cnl_log_level level;
 	char host[64], path[4096], files_dir[4096], err[512];
@@ -455,6 +460,7 @@ int main(int argc, char **argv)
 	        .oidc_token_url = st.oidc_token_endpoint,
 	        .policy = st.policy,
 	        .node_lost_ms = st.node_lost_timeout,
+	        .node_credential_overlap_ms = st.node_credential_overlap,
 	        .cycle_interval_ms = st.cycle_interval,
 	        .preempt_min_run_ms = st.preempt_min_run,
 	        .preempt_grace_ms = st.preempt_grace,

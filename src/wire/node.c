@@ -212,6 +212,9 @@ json_t *cnl_wire_node_encode(const struct cnl_wire_node *m)
 	}
 	if (m->has_drop)
 		json_object_set_new(o, "drop", ids_encode(m->drop, m->n_drop));
+	if (m->credential[0])
+		json_object_set_new(o, "credential",
+		                    json_string(m->credential));
 	return o;
 }
 
@@ -219,8 +222,8 @@ int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
                          size_t errlen)
 {
 	static const char *const fields[] = {
-	    "id",           "name", "epoch", "state", "lease_ms",
-	    "heartbeat_ms", "stop", "drop",  NULL};
+	    "id",           "name", "epoch", "state",      "lease_ms",
+	    "heartbeat_ms", "stop", "drop",  "credential", NULL};
 	static const char *const states[] = {"up", "cordoned", "draining",
 	                                     "lost", NULL};
 	const json_t *a = NULL;
@@ -253,6 +256,8 @@ int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
 			    err, errlen));
 		ret->n_stop = json_array_size(a);
 	}
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "credential", false, ret->credential,
+	                              sizeof(ret->credential), err, errlen));
 	return ids_decode(j, "drop", &ret->drop, &ret->n_drop, &ret->has_drop,
 	                  err, errlen);
 }
@@ -267,6 +272,32 @@ void cnl_wire_node_done(struct cnl_wire_node *m)
 	free(m->drop);
 	m->drop = NULL;
 	m->n_drop = 0;
+}
+
+/* ---- credential ---------------------------------------------------------- */
+
+json_t *cnl_wire_credential_encode(const struct cnl_wire_credential *m)
+{
+	json_t *o = json_pack("{s:s}", "credential", m->credential);
+
+	json_object_set_new(o, "old_expires_at",
+	                    cnl_wire_time_or_null(m->old_expires_ms));
+	return o;
+}
+
+int cnl_wire_credential_decode(const json_t *j, struct cnl_wire_credential *ret,
+                               char *err, size_t errlen)
+{
+	static const char *const fields[] = {"credential", "old_expires_at",
+	                                     NULL};
+
+	memset(ret, 0, sizeof(*ret));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "credential", true, ret->credential,
+	                              sizeof(ret->credential), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_time(j, "old_expires_at", true,
+	                               &ret->old_expires_ms, err, errlen));
+	return 0;
 }
 
 /* ---- heartbeat ----------------------------------------------------------- */

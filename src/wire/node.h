@@ -45,13 +45,14 @@
 
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
-#define CNL_WIRE_PROTOCOL 4 /* 4: images (image_digest, image_bytes) */
-#define CNL_WIRE_PROTOCOL_MIN                      \
-	4 /* an older agent would refuse a list of \
-	     assignments naming an image */
+#define CNL_WIRE_PROTOCOL 5 /* 5: node credentials (credential) */
+#define CNL_WIRE_PROTOCOL_MIN                        \
+	5 /* an older agent holds no node credential \
+	     and is refused on every node route */
 
-#define CNL_WIRE_ID_MAX       64 /* ids: "node_01…", "job_01…" */
-#define CNL_WIRE_NAME_MAX     64 /* node, user, GPU type, label names */
+#define CNL_WIRE_ID_MAX       64  /* ids: "node_01…", "job_01…" */
+#define CNL_WIRE_CRED_MAX     128 /* a node credential "cnln_…" */
+#define CNL_WIRE_NAME_MAX     64  /* node, user, GPU type, label names */
 #define CNL_WIRE_UUID_MAX     97
 #define CNL_WIRE_ADDRESS_MAX  128
 #define CNL_WIRE_GPUS_MAX     16
@@ -115,12 +116,28 @@ struct cnl_wire_node {
 	char (*drop)[CNL_WIRE_ID_MAX];
 	size_t n_drop;
 	bool has_drop;
+	/* Register replies to a join token: the node's own credential (its
+	 * only copy; cnlabd keeps a digest).  "": none sent. */
+	char credential[CNL_WIRE_CRED_MAX];
 };
 
 json_t *cnl_wire_node_encode(const struct cnl_wire_node *m);
 int cnl_wire_node_decode(const json_t *j, struct cnl_wire_node *ret, char *err,
                          size_t errlen);
 void cnl_wire_node_done(struct cnl_wire_node *m);
+
+/* ---- credential (cnlabd -> agent, POST /v1/nodes/{node}/credential) ---- */
+
+/* A rotated node credential; the one the request came with stays valid
+ * until old_expires_ms (the overlap), then dies. */
+struct cnl_wire_credential {
+	char credential[CNL_WIRE_CRED_MAX];
+	int64_t old_expires_ms;
+};
+
+json_t *cnl_wire_credential_encode(const struct cnl_wire_credential *m);
+int cnl_wire_credential_decode(const json_t *j, struct cnl_wire_credential *ret,
+                               char *err, size_t errlen);
 
 /* ---- heartbeat (agent -> cnlabd) ---------------------------------------- */
 

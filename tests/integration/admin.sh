@@ -166,7 +166,7 @@ c admin user list
 [ "$rc" = 0 ] && grep -Eq '^NAME +ID +CREATED' <<<"$out" && grep -Eq '^alice +usr_' <<<"$out" &&
 	grep -Eq '^bob +usr_' <<<"$out" && ok "user list (table)" || bad "user list: $out $err"
 users_before=$(j admin user list | jq -c '[.items[].name] | sort')
-check "user list -o json" [ "$users_before" = '["admin","agent","alice","bob"]' ]
+check "user list -o json" [ "$users_before" = '["admin","alice","bob"]' ]
 c admin user show alice
 [ "$rc" = 0 ] && grep -q '^Password: *not set' <<<"$out" && grep -q '^Invite: *pending' <<<"$out" &&
 	grep -q '^Projects: *none' <<<"$out" && ok "user show (table): invited, no project" ||
@@ -359,7 +359,7 @@ refused "profile create" profile create evil --gpu h100-100
 refused "profile delete" profile delete h100-25pct
 refused "audit" audit
 check "nothing changed: the users" [ "$(j admin user list | jq -c '[.items[].name] | sort')" = \
-	'["admin","agent","alice","bob","carol","dave","erin"]' ]
+	'["admin","alice","bob","carol","dave","erin"]' ]
 jcheck "nothing changed: project default and its members" "$(j admin project show default)" \
 	'[.members[] | {user, role}] | sort_by(.user) == [{"user": "admin", "role": "project-admin"}, {"user": "alice", "role": "member"}]'
 check "nothing changed: no project 'mine'" [ "$(j admin project list | jq '[.items[] | select(.name == "mine")] | length')" = 0 ]
@@ -599,19 +599,21 @@ rc=$?
 	ok "... and with --help on stdout, exit 0" || bad "project member --help: $rc $out"
 
 # --- 10. A join token starts a real agent ----------------------------------------
-c alice node join-token
+c alice node join-token --node "$node2"
 expect "a member cannot make a join token" 5
+c admin node join-token
+expect "a join token names its node (exit 2)" 2 'node'
 c admin node join-token --node "$node2" --expires 2h
 printf '%s\n' "$out" >"$tmp/join.out"
 line=$(grep 'CNLAB_AGENT_TOKEN=' <<<"$out")
 jt=$(sed -n 's/.*CNLAB_AGENT_TOKEN=\([^ ]*\) .*/\1/p' <<<"$line")
-[ "$rc" = 0 ] && [[ "$jt" == cnl_* ]] && grep -Fq "cnlab-agent --server $url --name $node2" <<<"$line" &&
+[ "$rc" = 0 ] && [[ "$jt" == cnlj_* ]] && grep -Fq "cnlab-agent --server $url --name $node2" <<<"$line" &&
 	ok "join-token prints the cnlab-agent command line" || bad "join-token: $out $err"
 CNLAB_TOKEN=$jt CNLAB_CONFIG=$tmp/none.json "$cnlab" --server "$url" user list >/dev/null 2>&1
 rc=$?
-check "a join token is no admin token (exit 5)" [ "$rc" = 5 ]
-jcheck "join-token -o json" "$(j admin node join-token)" \
-	'(.token | startswith("cnl_")) and .node == null and .expires_at != null'
+check "a join token is no user's credential (exit 3)" [ "$rc" = 3 ]
+jcheck "join-token -o json" "$(j admin node join-token --node other-$$)" \
+	'(.token | startswith("cnlj_")) and .node == "other-'"$$"'" and .expires_at != null'
 # Run the printed command, with a fake L40S pool and a work dir of its own.
 srv=$(sed -n 's/.*--server \([^ ]*\).*/\1/p' <<<"$line")
 name=$(sed -n 's/.*--name \([^ ]*\).*/\1/p' <<<"$line")
@@ -628,23 +630,36 @@ grep -Eq "^$node2 +L40S +1 +up " <<<"$out" && grep -Eq "^$node +H100" <<<"$out" 
 	ok "the joined agent's node appears in node list" || bad "node list: $out $(tail -5 "$tmp/agent2.err")"
 jcheck "... and its GPU is offered (l40s-block now available)" "$(j alice profiles list)" \
 	'.items[] | select(.name == "l40s-block") | .availability.now == true'
-# A join token can be revoked: by an administrator only (it is the agent's).
-jt_id=$(sed -n 's/.*cnlab token revoke \([0-9a-f]*\)$/\1/p' "$tmp/join.out")
-check "join-token says how to revoke it" [ ${#jt_id} = 64 ]
-c bob token revoke "$jt_id"
-expect "a user cannot revoke a join token: not found" 4 'not found'
-check "... it still works (200)" [ "$(http "$jt" GET /v1/auth/whoami)" = 200 ]
-c admin token revoke "$jt_id"
-[ "$rc" = 0 ] && grep -q "Revoked token $jt_id" <<<"$out" && ok "the admin revokes the join token by its id" ||
-	bad "revoke the join token: $rc $out $err"
-check "... and it no longer works (401)" [ "$(http "$jt" GET /v1/auth/whoami)" = 401 ]
+# The join token was exchanged for the node's credential, kept 0600.
+cred=$(cat "$tmp/agent2/node.credential" 2>/dev/null)
+[[ "$cred" == cnln_* ]] && [ "$(stat -c %a "$tmp/agent2/node.credential")" = 600 ] &&
+	ok "the agent keeps its node credential (0600)" || bad "credential file: $(ls -l "$tmp/agent2")"
+check "the join token is used up (401)" \
+	[ "$(http "$jt" POST /v1/nodes '{"protocol":5,"name":"'"$node2"'","gpus":0,"cpu_milli":1,"mem_mib":1}')" = 401 ]
+# Revocation: administrators only; the node is cut off and lost at once.
+c bob node revoke "$node2"
+expect "a user cannot revoke a node" 5
+c admin node revoke "$node2"
+expect "the admin revokes the node" 0 ''
+grep -q "revoked" <<<"$out" || bad "revoke says so: $out"
+nid2=$(j admin node list | jq -r '.items[] | select(.name == "'"$node2"'") | .id')
+check "... its credential no longer works (401)" \
+	[ "$(http "$cred" GET "/v1/nodes/$nid2/tunnels?wait=0")" = 401 ]
+for _ in $(seq 50); do
+	[ "$(j admin node list | jq -r '.items[] | select(.name == "'"$node2"'") | .state')" = lost ] && break
+	sleep 0.2
+done
+jcheck "... it is lost: no new work" "$(j admin node list)" \
+	'.items[] | select(.name == "'"$node2"'") | .state == "lost"'
+jcheck "... and the revocation is audited" "$(j admin audit --limit 1000)" \
+	'any(.items[]; .action == "node.revoke" and .target == "'"$node2"'")'
 kill "$agent_pid" && wait "$agent_pid" 2>/dev/null
 agent_pid=
 
 # No secret is kept where an administrator reads the history.
 c admin audit --limit 1000 -o json
 leaks=0
-for secret in "$alice_inv" "$bob_inv1" "$bob_inv2" "$erin_inv" "$ci" "$jt" alice-password-1 bob-password-2; do
+for secret in "$alice_inv" "$bob_inv1" "$bob_inv2" "$erin_inv" "$ci" "$jt" "$cred" alice-password-1 bob-password-2; do
 	grep -Fq -- "$secret" "$tmp/c.out" && leaks=$((leaks + 1))
 done
 [ "$rc" = 0 ] && [ -s "$tmp/c.out" ] && [ "$leaks" = 0 ] && ok "the audit holds no token, invitation or password" ||

@@ -108,9 +108,8 @@ login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/
 
 root=$(login root admin-password-1)
 sys=$(api GET /v1/projects "$root" | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users "$root" '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" "$root" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(api POST /v1/auth/tokens "$(login agentsvc agent-password-1)" '{"name":"agents"}' | jq -r .token)
+# Each agent joins with a one-time join token made for its node name.
+jointok() { api POST /v1/nodes/join-tokens "$root" "{\"node\":\"$1\"}" | jq -r .token; }
 api POST /v1/users "$root" '{"name":"ana","password":"ana-password-1"}' >/dev/null
 proj=$(api POST /v1/projects "$root" '{"name":"lab"}' | jq -r .id)
 api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >/dev/null
@@ -120,7 +119,7 @@ ana=$(login ana ana-password-1)
 start_agent() {
 	local before
 	before=$(grep -c 'msg=registered' "$tmp/agent-$1.err" 2>/dev/null)
-	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-$1" \
+	CNLAB_AGENT_TOKEN=$(jointok "$run-$1") "$agent" --server "$base" --name "$run-$1" \
 		--gpus "$2" --work-dir "$tmp/agent-$1" --cpu-milli 8000 \
 		--mem-mib 16384 --listen 127.0.0.1:0 --log-level info \
 		--server-command 'mkdir -p $CNLAB_WORKSPACE/s && ln -sfn $CNLAB_WORKSPACE $CNLAB_WORKSPACE${CNLAB_BASE_URL%/} && exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE' \
@@ -374,7 +373,7 @@ api POST /v1/users "$root" '{"name":"nobody","password":"nobody-password"}' >/de
 api POST "/v1/projects/$proj/members" "$root" '{"user":"nobody","role":"member"}' >/dev/null
 nob=$(login nobody nobody-password)
 chmod 755 "$tmp" # the account must reach its job directory
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name $run-c --gpus fake:1xH100-80GB-SXM \
+CNLAB_AGENT_TOKEN=$(jointok $run-c) "$agent" --server "$base" --name $run-c --gpus fake:1xH100-80GB-SXM \
 	--work-dir "$tmp/agent-c" --isolation bare --map-users true >>"$tmp/agent-c.out" 2>>"$tmp/agent-c.err" &
 pids+=($!)
 wait_for 10 grep -q 'msg=registered' "$tmp/agent-c.err" || bad "agent c"
@@ -389,7 +388,7 @@ wait_for 30 is_state "$ja" failed && [[ "$(api GET "/v1/jobs/$ja" "$ana" | jq -r
 # --- run_as_uid: every workload as one unprivileged uid, in its own folder -------
 id=$(api GET /v1/nodes "$root" | jq -r ".items[] | select(.name==\"$run-c\") | .id")
 api PATCH "/v1/nodes/$id" "$root" '{"state":"cordoned"}' >/dev/null
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name $run-d --gpus fake:1xH100-80GB-SXM \
+CNLAB_AGENT_TOKEN=$(jointok $run-d) "$agent" --server "$base" --name $run-d --gpus fake:1xH100-80GB-SXM \
 	--work-dir "$tmp/agent-d" --isolation bare --run-as-uid 65534 >>"$tmp/agent-d.out" 2>>"$tmp/agent-d.err" &
 pids+=($!)
 wait_for 10 grep -q 'msg=registered' "$tmp/agent-d.err" || bad "agent d"

@@ -67,8 +67,12 @@ agent_pid=$(pgrep -P "$pid" -f cnlab-agent | head -1)
 [ -n "$agent_pid" ] && ok "agent runs as cnlabd's child" || bad "no agent child"
 # The embedded agent's credential, to see that a restart retires it.
 old_token=$(tr '\0' '\n' <"/proc/$agent_pid/environ" | sed -n 's/^CNLAB_AGENT_TOKEN=//p')
-whoami() { curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" "$url/v1/auth/whoami"; }
-[ "$(whoami "$old_token")" = 200 ] && ok "the agent's token works" || bad "agent token: $old_token"
+# It is bound to the embedded agent's node: it works on that node's routes.
+nid=$(api GET /v1/nodes | jq -r '.items[0].id')
+whoami() { curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" "$url/v1/nodes/$nid/tunnels?wait=0"; }
+[[ "$old_token" == cnln_* ]] && [ "$(whoami "$old_token")" = 200 ] &&
+	[ "$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $old_token" "$url/v1/auth/whoami")" = 401 ] &&
+	ok "the agent's credential is its node's, and no user's" || bad "agent token: $old_token"
 kill -TERM "$pid"
 wait "$pid"
 pid=

@@ -71,15 +71,14 @@ api() { # api METHOD PATH TOKEN [BODY]
 login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/auth/login" | jq -r .token; }
 root=$(login root admin-password-1)
 sys=$(api GET /v1/projects "$root" | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users "$root" '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" "$root" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(api POST /v1/auth/tokens "$(login agentsvc agent-password-1)" '{"name":"a"}' | jq -r .token)
+# Each agent joins with a one-time join token made for its node name.
+jointok() { api POST /v1/nodes/join-tokens "$root" "{\"node\":\"$1\"}" | jq -r .token; }
 api POST /v1/users "$root" '{"name":"ana","password":"ana-password-1"}' >/dev/null
 proj=$(api POST /v1/projects "$root" '{"name":"lab"}' | jq -r .id)
 api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >/dev/null
 ana=$(login ana ana-password-1)
 
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-a" \
+CNLAB_AGENT_TOKEN=$(jointok "$run-a") "$agent" --server "$base" --name "$run-a" \
 	--gpus fake:1xH100-80GB-SXM --work-dir "$tmp/agent" --cpu-milli 8000 \
 	--mem-mib 16384 --log-level info >"$tmp/agent.out" 2>"$tmp/agent.err" &
 pids+=($!)

@@ -99,8 +99,11 @@ nlp=$(api "$root" POST /v1/projects '{"name":"nlp"}' | jq -r .id)
 api "$root" POST "/v1/projects/$sys/members" '{"user":"agent","role":"agent"}' >/dev/null
 api "$root" POST "/v1/projects/$ml/members" '{"user":"alice","role":"project-admin"}' >/dev/null
 api "$root" POST "/v1/projects/$nlp/members" '{"user":"bob","role":"member"}' >/dev/null
-agent=$(login_api agent pw-agent-long-enough)
-node=$(api "$agent" POST /v1/nodes '{"protocol":4,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}' | jq -r .id)
+# The node joins with a join token and acts with the credential it gets.
+jt=$(api "$root" POST /v1/nodes/join-tokens '{"node":"n1"}' | jq -r .token)
+reg=$(api "$jt" POST /v1/nodes '{"protocol":5,"name":"n1","gpu_type":"H100-80GB-SXM","gpus":2,"cpu_milli":64000,"mem_mib":512000}')
+node=$(jq -r .id <<<"$reg")
+agent=$(jq -r .credential <<<"$reg")
 [ -n "$node" ] && [ "$node" != null ] && ok setup || bad "setup: node $node"
 # An A100 node, cordoned: work for it is admitted (the node exists) and
 # waits (the Ctrl-C tests below hold such a job).

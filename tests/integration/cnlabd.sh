@@ -102,16 +102,21 @@ tok=$(curl -sS -X POST -d '{"user":"root","password":"hunter2-but-longer"}' \
 	"http://127.0.0.1:$port/v1/auth/login" | jq -r .token)
 # An agent's lease is half the node-lost timeout: 8s from the flag, not
 # the file's 10s.
-lease=$(curl -sS -X POST -H "Authorization: Bearer $tok" \
-	-d '{"protocol":4,"name":"f1","gpus":0,"cpu_milli":1000,"mem_mib":1024}' \
-	"http://127.0.0.1:$port/v1/nodes" | jq -r .lease_ms)
+# A node registers with a join token an administrator made for it.
+register_f1() {
+	local jt
+	jt=$(curl -sS -X POST -H "Authorization: Bearer $tok" -d '{"node":"f1"}' \
+		"http://127.0.0.1:$port/v1/nodes/join-tokens" | jq -r .token)
+	curl -sS -X POST -H "Authorization: Bearer $jt" \
+		-d '{"protocol":5,"name":"f1","gpus":0,"cpu_milli":1000,"mem_mib":1024}' \
+		"http://127.0.0.1:$port/v1/nodes"
+}
+lease=$(register_f1 | jq -r .lease_ms)
 [ "$lease" = 4000 ] && ok flag-duration-used || bad "flag-duration-used: lease_ms $lease"
 kill -TERM "$pid"; wait "$pid"; pid=
 CNLAB_POLICY=fifo start "$tmp/c" --config "$tmp/c.conf" --node_lost_timeout=6s &&
 	ok flag-with-equals || bad "flag-with-equals: $(cat "$tmp/err")"
-lease=$(curl -sS -X POST -H "Authorization: Bearer $tok" \
-	-d '{"protocol":4,"name":"f1","gpus":0,"cpu_milli":1000,"mem_mib":1024}' \
-	"http://127.0.0.1:$port/v1/nodes" | jq -r .lease_ms)
+lease=$(register_f1 | jq -r .lease_ms)
 [ "$lease" = 3000 ] && ok flag-underscore-equals || bad "flag-underscore-equals: lease_ms $lease"
 kill -TERM "$pid"; wait "$pid"; pid=
 out=$(CNLAB_POLICY=fifo "$cnlabd" --config "$tmp/c.conf" --policy=no-such-flag-policy 2>&1)

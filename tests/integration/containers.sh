@@ -204,14 +204,12 @@ out=$(run "echo hi > /workspace/f; sleep 2")
 # A second agent (an A100 node) mounts the test programs where the job can
 # run them; the all-in-one's agent has no such mount.
 sys=$(api GET /v1/projects | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-password-1)" \
-	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
+# The agent joins with a one-time join token made for its node name.
+jointok() { api POST /v1/nodes/join-tokens "{\"node\":\"$1\"}" | jq -r .token; }
 tests_dir=$(dirname "$(dirname "$shimtest")")
 mkdir -m 1777 "$tmp/scratch"
 sneak=$((20000 + RANDOM % 20000)) # a port the server opens on 0.0.0.0
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
+CNLAB_AGENT_TOKEN=$(jointok "probe-$$") "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
 	--work-dir "$tmp/probe" --shim "$shim" --pids-max 64 \
 	--server-command "python3 -m http.server 0 --bind 0.0.0.0 >/dev/null 2>&1 & python3 -m http.server $sneak --bind 0.0.0.0 >/dev/null 2>&1 & exec python3 -m http.server \$CNLAB_PORT --bind 127.0.0.1 --directory /workspace" \
 	--mounts "$tests_dir:$tests_dir:ro,$tmp/scratch:/scratch" \

@@ -84,9 +84,8 @@ login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/
 
 root=$(login root admin-password-1)
 sys=$(api GET /v1/projects "$root" | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users "$root" '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" "$root" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(api POST /v1/auth/tokens "$(login agentsvc agent-password-1)" '{"name":"agents"}' | jq -r .token)
+# Each agent joins with a one-time join token made for its node name.
+jointok() { api POST /v1/nodes/join-tokens "$root" "{\"node\":\"$1\"}" | jq -r .token; }
 api POST /v1/users "$root" '{"name":"ana","password":"ana-password-1"}' >/dev/null
 proj=$(api POST /v1/projects "$root" '{"name":"lab"}' | jq -r .id)
 api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >/dev/null
@@ -97,7 +96,7 @@ start_agent() {
 	local name=$1 pool=$2 before
 	shift 2
 	before=$(grep -c 'msg=registered' "$tmp/agent-$name.err" 2>/dev/null)
-	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-$name" \
+	CNLAB_AGENT_TOKEN=$(jointok "$run-$name") "$agent" --server "$base" --name "$run-$name" \
 		--gpus "$pool" --work-dir "$tmp/agent-$name" --cpu-milli 8000 \
 		--mem-mib 16384 --mounts "$shared:/shared" "$@" >>"$tmp/agent-$name.out" 2>>"$tmp/agent-$name.err" &
 	pids+=($!)

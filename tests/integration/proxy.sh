@@ -95,11 +95,9 @@ alice=$(login alice alice-password-1)
 carol=$(login carol carol-password-1)
 
 # A second node whose servers run proxy_server.py (mounted read-only).
-api POST /v1/users '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-password-1)" \
-	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:2xA100-80GB \
+# The agent joins with a one-time join token made for its node name.
+jointok() { api POST /v1/nodes/join-tokens "{\"node\":\"$1\"}" | jq -r .token; }
+CNLAB_AGENT_TOKEN=$(jointok "probe-$$") "$agent" --server "$url" --name "probe-$$" --gpus fake:2xA100-80GB \
 	--work-dir "$tmp/probe" --mounts "$here:$here:ro" \
 	--server-command "exec python3 $here/proxy_server.py" \
 	>"$tmp/probe.out" 2>"$tmp/probe.err" &

@@ -121,12 +121,10 @@ EOF
 
 # A second node, an A100, whose servers run the script above.
 sys=$(api GET /v1/projects | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(curl -sS -X POST -H "Authorization: Bearer $(login agentsvc agent-password-1)" \
-	-d '{"name":"probe"}' "$url/v1/auth/tokens" | jq -r .token)
+# The agent joins with a one-time join token made for its node name.
+jointok() { api POST /v1/nodes/join-tokens "{\"node\":\"$1\"}" | jq -r .token; }
 start_probe() {
-	CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
+	CNLAB_AGENT_TOKEN=$(jointok "probe-$$") "$agent" --server "$url" --name "probe-$$" --gpus fake:1xA100-80GB \
 		--work-dir "$tmp/probe" --server-command "sh /scripts/server.sh" \
 		--mounts "$tmp/scripts:/scripts:ro,$tmp/scratch:/scratch" \
 		>>"$tmp/probe.out" 2>>"$tmp/probe.err" &
@@ -325,7 +323,7 @@ for _ in $(seq 100); do [ ! -e "$ws0" ] && break; sleep 0.1; done
 # jobs, not for a new volume.
 mkdir "$tmp/tiny"
 mount -t tmpfs -o size=40m,mode=755 cnl-test-tiny "$tmp/tiny"
-CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$url" --name "tiny-$$" --gpus fake:1xL40S \
+CNLAB_AGENT_TOKEN=$(jointok "tiny-$$") "$agent" --server "$url" --name "tiny-$$" --gpus fake:1xL40S \
 	--work-dir "$tmp/tiny/agent" >"$tmp/tiny.out" 2>"$tmp/tiny.err" &
 tiny=$!
 for _ in $(seq 100); do grep -q msg=registered "$tmp/tiny.err" && break; sleep 0.1; done

@@ -1,5 +1,5 @@
 /*
- * node.c - cnlab node list|show|cordon|drain|undrain|join-token
+ * node.c - cnlab node list|show|cordon|drain|undrain|join-token|revoke
  * (administrators).
  *
  * cordon: no new work is placed on the node; drain: no new work, and the
@@ -124,19 +124,22 @@ int cnl_cli_cmd_node_join_token(struct cnl_cli *cli)
 {
 	const char *node = cnl_cli_flag(cli, "node");
 	const char *exp = cnl_cli_flag(cli, "expires");
-	int64_t ms = 24 * 3600000LL;
+	int64_t ms = 3600000LL;
 	json_t *body, *o;
 	int code;
 
-	if (exp && (cnl_duration_parse(exp, &ms) < 0 || ms < 3600000 ||
-	            ms > 30 * 24 * 3600000LL))
+	if (!node || !node[0])
 		return cnl_cli_fail(CNL_EXIT_USAGE,
-		                    "--expires: a duration from 1h to 720h "
-		                    "(e.g. 24h)");
-	body = json_pack("{s:I}", "expires_in_hours",
-	                 (json_int_t)((ms + 3599999) / 3600000));
-	if (node)
-		json_object_set_new(body, "node", json_string(node));
+		                    "--node: the name the node will register "
+		                    "with is required (a join token registers "
+		                    "that node only)");
+	if (exp && (cnl_duration_parse(exp, &ms) < 0 || ms < 1000 ||
+	            ms > 72 * 3600000LL))
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--expires: a duration from 1s to 72h "
+		                    "(e.g. 1h)");
+	body = json_pack("{s:s,s:I}", "node", node, "expires_in_seconds",
+	                 (json_int_t)((ms + 999) / 1000));
 	code = cnl_cli_call(cli, "POST", "/v1/nodes/join-tokens", body, NULL,
 	                    NULL, &o);
 	json_decref(body);
@@ -145,17 +148,35 @@ int cnl_cli_cmd_node_join_token(struct cnl_cli *cli)
 	if (cli->json) {
 		cnl_cli_print_json(o);
 	} else {
-		printf("Join token (shown once, expires %s):\n  %s\n\n"
+		printf("Join token for node %s (shown once, works once, "
+		       "expires %s):\n  %s\n\n"
 		       "On the new node, as root:\n"
-		       "  CNLAB_AGENT_TOKEN=%s cnlab-agent --server %s%s%s\n\n"
-		       "Revoke it (and so the node's access): cnlab token "
-		       "revoke %s\n",
-		       cnl_cli_str(o, "expires_at", "?"),
+		       "  CNLAB_AGENT_TOKEN=%s cnlab-agent --server %s "
+		       "--name %s\n\n"
+		       "The agent exchanges it for the node's own credential "
+		       "(kept in its work\ndirectory). Cut the node off: cnlab "
+		       "node revoke %s\n",
+		       node, cnl_cli_str(o, "expires_at", "?"),
 		       cnl_cli_str(o, "token", "?"),
-		       cnl_cli_str(o, "token", "?"), cli->server,
-		       node ? " --name " : "", node ? node : "",
-		       cnl_cli_str(o, "id", "?"));
+		       cnl_cli_str(o, "token", "?"), cli->server, node, node);
 	}
+	json_decref(o);
+	return 0;
+}
+
+int cnl_cli_cmd_node_revoke(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	json_t *o;
+	int code = cnl_cli_call_named(cli, "POST", "/v1/nodes/", "/revoke",
+	                              "node", name, NULL, &o);
+
+	if (code || !o)
+		return code;
+	printf("✓ Node %s revoked: its credentials no longer work and its "
+	       "work moves elsewhere.\n  A re-join needs a new join token "
+	       "(cnlab node join-token --node %s).\n",
+	       name, name);
 	json_decref(o);
 	return 0;
 }

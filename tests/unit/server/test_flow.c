@@ -44,9 +44,12 @@
 #include "server/auth.h"
 #include "store/store.h"
 #include "wire/job.h"
+#include "wire/node.h"
 
 #define SECRET  "test secret for cnlabd, 32+ bytes long"
 #define LOST_MS (3600 * 1000) /* node_lost_ms of the server under test */
+/* How long a rotated node credential lives on, in the server under test. */
+#define OVERLAP_MS 1000
 /* The CLI binary the server under test serves (cli_dir is F.dir). */
 #define CLI_FILE "cnlab-test-x86_64"
 
@@ -129,13 +132,98 @@ static void check_doc(const char *method, const char *path, long status,
 	}
 }
 
+/*
+ * AGENT stands for each node's own agent: on a node route it sends the
+ * credential of the node the path names, and registers a node with that
+ * node's credential, or, the first time, with a join token an
+ * administrator made for its name (and keeps the credential the reply
+ * brings).  Elsewhere it is the user "agent" (role "agent"), whom node
+ * routes refuse.
+ */
+static struct {
+	char name[64], id[CNL_ID_MAX], cred[CNL_API_NODE_SECRET_MAX];
+} NC[64];
+static int n_nc;
+
+static int nc_by_name(const char *name, bool add)
+{
+	for (int i = 0; i < n_nc; i++)
+		if (strcmp(NC[i].name, name) == 0)
+			return i;
+	if (!add || n_nc == 64)
+		return -1;
+	snprintf(NC[n_nc].name, sizeof(NC[0].name), "%s", name);
+	return n_nc++;
+}
+
+static json_t *call_ok(const char *method, const char *path, int who,
+                       const char *body, long status);
+
+/* The credential of node @id (as registered here), or "". */
+static const char *node_cred(const char *id)
+{
+	for (int i = 0; i < n_nc; i++)
+		if (strcmp(NC[i].id, id) == 0)
+			return NC[i].cred;
+	return "";
+}
+
+static const char *agent_tok(const char *path, const char *body)
+{
+	json_t *b;
+	int i = -1;
+
+	for (int k = 0; k < n_nc; k++)
+		if (NC[k].id[0] && strncmp(path, "/v1/nodes/", 10) == 0 &&
+		    strncmp(path + 10, NC[k].id, strlen(NC[k].id)) == 0 &&
+		    strchr("/?", path[10 + strlen(NC[k].id)]))
+			return NC[k].cred;
+	if (strcmp(path, "/v1/nodes") != 0 || !body ||
+	    !(b = json_loads(body, 0, NULL)))
+		return F.token[AGENT];
+	if (json_is_string(json_object_get(b, "name")))
+		i = nc_by_name(json_string_value(json_object_get(b, "name")),
+		               true);
+	json_decref(b);
+	if (i < 0)
+		return F.token[AGENT];
+	if (!NC[i].cred[0]) {
+		char jb[128];
+		json_t *o;
+
+		snprintf(jb, sizeof(jb), "{\"node\":\"%s\"}", NC[i].name);
+		o = call_ok("POST", "/v1/nodes/join-tokens", ADMIN, jb, 201);
+		snprintf(NC[i].cred, sizeof(NC[i].cred), "%s", str(o, "token"));
+		json_decref(o);
+	}
+	return NC[i].cred;
+}
+
+static void node_http(const char *method, const char *path, const char *body,
+                      struct reply *r)
+{
+	http(method, path, agent_tok(path, body), body, r);
+	if (strcmp(path, "/v1/nodes") == 0 && r->status < 300 &&
+	    json_is_string(json_object_get(r->body, "name"))) {
+		int i = nc_by_name(str(r->body, "name"), true);
+
+		snprintf(NC[i].id, sizeof(NC[i].id), "%s", str(r->body, "id"));
+		if (json_is_string(json_object_get(r->body, "credential")))
+			snprintf(NC[i].cred, sizeof(NC[i].cred), "%s",
+			         str(r->body, "credential"));
+	}
+}
+
 static json_t *call_ok(const char *method, const char *path, int who,
                        const char *body, long status)
 {
 	struct reply r;
 	json_t *out;
 
-	http(method, path, who >= 0 ? F.token[who] : NULL, body, &r);
+	if (who == AGENT)
+		node_http(method, path, body, &r);
+	else
+		http(method, path, who >= 0 ? F.token[who] : NULL, body, &r);
 	expect(&r, status, path);
 	check_doc(method, path, status, r.body);
 	out = json_incref(r.body);
@@ -204,7 +292,7 @@ static long report(const char *node, const char *id, int64_t epoch,
 	         "{\"id\":\"%s\",\"epoch\":%lld,\"state\":\"%s\","
 	         "\"exit_code\":%d}",
 	         id, (long long)epoch, state, code);
-	http("POST", path, F.token[AGENT], body, &r);
+	node_http("POST", path, body, &r);
 	st = r.status;
 	reply_done(&r);
 	return st;
@@ -294,7 +382,7 @@ static void register_node(const char *name, int gpus, char *id)
 	json_t *o;
 
 	snprintf(body, sizeof(body),
-	         "{\"protocol\":4,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
+	         "{\"protocol\":5,\"name\":\"%s\",\"gpu_type\":\"H100-80GB-"
 	         "SXM\",\"gpus\":%d,"
 	         "\"cpu_milli\":64000,\"mem_mib\":512000,\"address\":"
 	         "\"127.0.0.1\"}",
@@ -350,6 +438,7 @@ static int group_setup(void **state)
 	                         .jwt_key_len = strlen(SECRET),
 	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
 	                         .node_lost_ms = LOST_MS,
+	                         .node_credential_overlap_ms = OVERLAP_MS,
 	                         .cli_dir = F.dir,
 	                         .files_dir = files_dir,
 	                     },
@@ -412,7 +501,7 @@ static void test_node_registration(void **state)
 
 	/* An agent restarting registers again: the same node. */
 	o = call_ok("POST", "/v1/nodes", AGENT,
-	            "{\"protocol\":4,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
+	            "{\"protocol\":5,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-"
 	            "SXM\",\"gpus\":"
 	            "2,\"cpu_milli\":64000,\"mem_mib\":512000}",
 	            200);
@@ -421,51 +510,56 @@ static void test_node_registration(void **state)
 	            LOST_MS);
 	json_decref(o);
 	/* Same name, other inventory: refused. */
-	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":4,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
-	     "\"gpus\":4,"
-	     "\"cpu_milli\":64000,\"mem_mib\":512000}",
-	     &r);
+	node_http(
+	    "POST", "/v1/nodes",
+	    "{\"protocol\":5,\"name\":\"n1\",\"gpu_type\":\"H100-80GB-SXM\","
+	    "\"gpus\":4,"
+	    "\"cpu_milli\":64000,\"mem_mib\":512000}",
+	    &r);
 	assert_error(&r, 409, "conflict");
 	reply_done(&r);
 	/* Bad inventory names the field. */
-	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":4,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
-	     "\"cpu_milli\":1,\"mem_mib\":1}",
-	     &r);
+	node_http(
+	    "POST", "/v1/nodes",
+	    "{\"protocol\":5,\"name\":\"n9\",\"gpu_type\":\"Z80\",\"gpus\":1,"
+	    "\"cpu_milli\":1,\"mem_mib\":1}",
+	    &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "gpu_type"));
 	reply_done(&r);
-	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":4,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
-	     "mib\":1,"
-	     "\"colour\":\"red\"}",
-	     &r);
+	node_http(
+	    "POST", "/v1/nodes",
+	    "{\"protocol\":5,\"name\":\"n9\",\"gpus\":1,\"cpu_milli\":1,\"mem_"
+	    "mib\":1,"
+	    "\"colour\":\"red\"}",
+	    &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "colour"));
 	reply_done(&r);
 	/* An agent of another protocol version, or one that says none, is
 	 * refused naming the field: neither side reads the other's messages
 	 * by guesswork. */
-	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":1,\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,"
-	     "\"mem_mib\":1}",
-	     &r);
+	node_http("POST", "/v1/nodes",
+	          "{\"protocol\":1,\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "protocol"));
 	reply_done(&r);
-	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}", &r);
+	node_http("POST", "/v1/nodes",
+	          "{\"name\":\"n9\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
+	          &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "protocol"));
 	reply_done(&r);
 	/* The GPU inventory lists one device per GPU. */
-	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":4,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
-	     "\"gpus\":2,"
-	     "\"cpu_milli\":1,\"mem_mib\":1,\"devices\":[{\"uuid\":\"GPU-1\","
-	     "\"mem_mib\":81559,\"healthy\":true}]}",
-	     &r);
+	node_http(
+	    "POST", "/v1/nodes",
+	    "{\"protocol\":5,\"name\":\"n8\",\"gpu_type\":\"H100-80GB-SXM\","
+	    "\"gpus\":2,"
+	    "\"cpu_milli\":1,\"mem_mib\":1,\"devices\":[{\"uuid\":\"GPU-1\","
+	    "\"mem_mib\":81559,\"healthy\":true}]}",
+	    &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "devices"));
 	reply_done(&r);
@@ -566,7 +660,8 @@ static void test_job_lifecycle(void **state)
 		snprintf(path, sizeof(path),
 		         "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=%s",
 		         node, id, (long long)ep, enc);
-		http_n("PUT", path, F.token[AGENT], "model\0v1", 8, hdr, &rr);
+		http_n("PUT", path, agent_tok(path, NULL), "model\0v1", 8, hdr,
+		       &rr);
 		expect(&rr, 201, "artifact upload");
 		assert_int_equal(
 		    json_integer_value(json_object_get(rr.body, "size")), 8);
@@ -579,7 +674,8 @@ static void test_job_lifecycle(void **state)
 		snprintf(path, sizeof(path),
 		         "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=y",
 		         node, id, (long long)ep);
-		http_n("PUT", path, F.token[AGENT], "model\0v1", 8, hdr, &rr);
+		http_n("PUT", path, agent_tok(path, NULL), "model\0v1", 8, hdr,
+		       &rr);
 		assert_error(&rr, 400, "digest_mismatch");
 		assert_non_null(strstr(err_message(&rr), "\"y\""));
 		reply_done(&rr);
@@ -588,14 +684,14 @@ static void test_job_lifecycle(void **state)
 		    path, sizeof(path),
 		    "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=..%%2Fx",
 		    node, id, (long long)ep);
-		http_n("PUT", path, F.token[AGENT], "x", 1, hdr, &rr);
+		http_n("PUT", path, agent_tok(path, NULL), "x", 1, hdr, &rr);
 		assert_error(&rr, 400, "bad_request");
 		reply_done(&rr);
 		/* A stale epoch is fenced. */
 		snprintf(path, sizeof(path),
 		         "/v1/nodes/%s/artifacts?job=%s&epoch=%lld&path=x",
 		         node, id, (long long)ep + 7);
-		http_n("PUT", path, F.token[AGENT], "x", 1, hdr, &rr);
+		http_n("PUT", path, agent_tok(path, NULL), "x", 1, hdr, &rr);
 		assert_error(&rr, 409, "fenced");
 		reply_done(&rr);
 		snprintf(path, sizeof(path), "/v1/jobs/%s/artifacts", id);
@@ -669,7 +765,7 @@ static void *poll_thread(void *p)
 	         "%s/v1/nodes/%s/assignments?since=%llu&wait=30", tc_base,
 	         F.node2, (unsigned long long)pa->since);
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
-	         F.token[AGENT]);
+	         node_cred(F.node2));
 	h = curl_slist_append(h, auth);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -1369,7 +1465,7 @@ static void test_route_role_matrix(void **state)
 		snprintf(body, sizeof(body), "X-Content-SHA256: %s",
 		         "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db022"
 		         "58717921a4881");
-		http_n("PUT", path, F.token[AGENT], "x", 1, body, &rr);
+		http_n("PUT", path, agent_tok(path, NULL), "x", 1, body, &rr);
 		expect(&rr, 201, "artifact upload");
 		reply_done(&rr);
 		json_decref(as);
@@ -1435,7 +1531,15 @@ static void test_route_role_matrix(void **state)
 							         : srv_a;
 						else if (!strncmp(p, "{node}",
 						                  len))
-							v = F.node1;
+							/* Revoking n1 would
+							 * cut it off (see
+							 * test_node_identity)
+							 */
+							v = strstr(
+							        rt[i].pattern,
+							        "/revoke")
+							        ? "no-such-node"
+							        : F.node1;
 						else if (!strncmp(p, "{user}",
 						                  len))
 							v = strstr(
@@ -1469,8 +1573,10 @@ static void test_route_role_matrix(void **state)
 				else if (rt[i].perm == CNL_PERM_ADMIN)
 					want = w == ADMIN ? 0 : 403;
 				else if (rt[i].perm == CNL_PERM_AGENT)
-					want =
-					    w == ADMIN || w == AGENT ? 0 : 403;
+					/* A node's own credential only:
+					 * no user, administrators and the
+					 * role "agent" included. */
+					want = 403;
 				else if (w == ADMIN)
 					want = 0;
 				else if (side == OTHER || w == AGENT)
@@ -1594,7 +1700,7 @@ static void d_register(int i, const char *type, const char *zone,
 
 	snprintf(
 	    body, sizeof(body),
-	    "{\"protocol\":4,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
+	    "{\"protocol\":5,\"name\":\"d%d\",\"gpu_type\":\"%s\",\"gpus\":1,"
 	    "\"cpu_milli\":64000,\"mem_mib\":512000,\"zone\":\"%s\","
 	    "\"rack\":\"%s\"%s%s%s}",
 	    i + 1, type, zone, rack, datasets ? ",\"datasets\":" : "",
@@ -1963,6 +2069,7 @@ static void restart_cnlabd(void)
 	                         .jwt_key_len = strlen(SECRET),
 	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
 	                         .node_lost_ms = LOST_MS,
+	                         .node_credential_overlap_ms = OVERLAP_MS,
 	                     },
 	                     &F.api),
 	                 0);
@@ -2123,11 +2230,12 @@ static void test_node_datasets_relabel(void **state)
 	assert_true(placement_true(o, "dataset_local"));
 	json_decref(o);
 	/* Bad dataset names are refused, naming the field. */
-	http("POST", "/v1/nodes", F.token[AGENT],
-	     "{\"protocol\":4,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
-	     "\"gpus\":1,"
-	     "\"cpu_milli\":64000,\"mem_mib\":512000,\"datasets\":[\"a b\"]}",
-	     &r);
+	node_http(
+	    "POST", "/v1/nodes",
+	    "{\"protocol\":5,\"name\":\"d2\",\"gpu_type\":\"H100-80GB-SXM\","
+	    "\"gpus\":1,"
+	    "\"cpu_milli\":64000,\"mem_mib\":512000,\"datasets\":[\"a b\"]}",
+	    &r);
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(err_message(&r), "datasets"));
 	reply_done(&r);
@@ -2180,6 +2288,217 @@ static void test_server_idempotency_per_user(void **state)
 	reply_done(&r);
 }
 
+/* Status of @method @path with bearer @tok and @body; the reply freed. */
+static long st_as(const char *method, const char *path, const char *tok,
+                  const char *body)
+{
+	struct reply r;
+	long st;
+
+	http(method, path, tok, body, &r);
+	st = r.status;
+	reply_done(&r);
+	return st;
+}
+
+static void join_token(const char *node, char *ret)
+{
+	char b[128];
+	json_t *o;
+
+	snprintf(b, sizeof(b), "{\"node\":\"%s\"}", node);
+	o = call_ok("POST", "/v1/nodes/join-tokens", ADMIN, b, 201);
+	snprintf(ret, CNL_API_NODE_SECRET_MAX, "%s", str(o, "token"));
+	assert_int_equal(strncmp(ret, "cnlj_", 5), 0);
+	json_decref(o);
+}
+
+/*
+ * Node identity: a node's credential acts for that node and the work
+ * assigned to it only; join tokens register their node once; rotation
+ * keeps the old credential an overlap; revocation cuts a node off.
+ */
+static void test_node_identity(void **state)
+{
+	char id[CNL_ID_MAX], path[300], body[512], jt[CNL_API_NODE_SECRET_MAX];
+	char cred[CNL_API_NODE_SECRET_MAX], old[CNL_API_NODE_SECRET_MAX];
+	char jx[CNL_ID_MAX];
+	const char *mine, *other, *ocred;
+	static const char reg[] =
+	    "{\"protocol\":5,\"name\":\"%s\",\"gpus\":0,\"cpu_milli\":1000,"
+	    "\"mem_mib\":1024}";
+	json_t *o, *as;
+	int64_t ep;
+	int n;
+
+	submit(MEMBER, F.proj_a, "{\"command\":\"x\",\"gpu\":\"h100-5\"}", id);
+	tick(now_ms());
+	o = job(id);
+	n = nc_by_name(placement_str(o, "node"), false);
+	json_decref(o);
+	assert_true(n >= 0);
+	mine = NC[n].id;
+	other = strcmp(mine, F.node1) == 0 ? F.node2 : F.node1;
+	ocred = node_cred(other);
+	as = assignments(mine);
+	ep = epoch_of(find(as, id));
+	json_decref(as);
+
+	/* The other node's credential on this node's routes: refused. */
+	static const char *const routes[][2] = {
+	    {"GET", "assignments"}, {"POST", "heartbeat"},
+	    {"POST", "reports"},    {"POST", "logs"},
+	    {"GET", "inputs"},      {"GET", "tunnels"},
+	    {"PUT", "artifacts"},   {"GET", "checkpoints"},
+	    {"POST", "credential"}, {"GET", "blobs/sha256:0"}};
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		snprintf(path, sizeof(path),
+		         "/v1/nodes/%s/%s?job=%s&epoch=%lld", mine,
+		         routes[i][1], id, (long long)ep);
+		if (st_as(routes[i][0], path, ocred, "{}") != 403)
+			fail_msg("%s %s with another node's credential: not "
+			         "403",
+			         routes[i][0], path);
+		/* Nor a user's: administrators and role "agent" too. */
+		assert_int_equal(
+		    st_as(routes[i][0], path, F.token[ADMIN], "{}"), 403);
+		assert_int_equal(
+		    st_as(routes[i][0], path, F.token[AGENT], "{}"), 403);
+		assert_int_equal(st_as(routes[i][0], path, "cnln_bogus", "{}"),
+		                 401);
+	}
+	/* On its own routes, naming work that is not its: fenced. */
+	snprintf(path, sizeof(path), "/v1/nodes/%s/reports", other);
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"state\":\"failed\","
+	         "\"exit_code\":1}",
+	         id, (long long)ep);
+	assert_int_equal(st_as("POST", path, ocred, body), 409);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/logs", other);
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"%s\",\"epoch\":%lld,\"stream\":\"stdout\","
+	         "\"data\":\"forged\"}",
+	         id, (long long)ep);
+	assert_int_equal(st_as("POST", path, ocred, body), 409);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/inputs?job=%s&epoch=%lld",
+	         other, id, (long long)ep);
+	assert_int_equal(st_as("GET", path, ocred, NULL), 409);
+	/* Registering as the other node: refused. */
+	o = call_ok("GET", "/v1/nodes", ADMIN, NULL, 200);
+	for (size_t i = 0; i < json_array_size(json_object_get(o, "items"));
+	     i++) {
+		json_t *it = json_array_get(json_object_get(o, "items"), i);
+
+		if (strcmp(str(it, "id"), mine) == 0)
+			snprintf(body, sizeof(body),
+			         "{\"protocol\":5,\"name\":\"%s\","
+			         "\"gpu_type\":\"H100-80GB-SXM\",\"gpus\":%lld,"
+			         "\"cpu_milli\":64000,\"mem_mib\":512000}",
+			         str(it, "name"),
+			         (long long)json_integer_value(
+			             json_object_get(it, "gpus")));
+	}
+	json_decref(o);
+	assert_int_equal(st_as("POST", "/v1/nodes", ocred, body), 403);
+	/* Nothing changed: the job runs where it ran, no output. */
+	o = job(id);
+	assert_string_equal(placement_str(o, "node"), NC[n].name);
+	assert_string_equal(str(o, "state"), "running");
+	json_decref(o);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/logs", id);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	assert_null(strstr(json_dumps(o, 0), "forged"));
+	json_decref(o);
+	assert_int_equal(report(mine, id, ep, "succeeded", 0), 200);
+
+	/* A join token registers its node, once. */
+	join_token("jx", jt);
+	snprintf(body, sizeof(body), reg, "jy");
+	assert_int_equal(st_as("POST", "/v1/nodes", jt, body), 403);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", F.node1);
+	assert_int_equal(st_as("POST", path, jt, "{}"), 401);
+	snprintf(body, sizeof(body), reg, "jx");
+	{
+		struct reply r;
+
+		http("POST", "/v1/nodes", jt, body, &r);
+		expect(&r, 201, "join");
+		snprintf(cred, sizeof(cred), "%s", str(r.body, "credential"));
+		snprintf(jx, sizeof(jx), "%s", str(r.body, "id"));
+		reply_done(&r);
+	}
+	assert_int_equal(strncmp(cred, "cnln_", 5), 0);
+	assert_int_equal(st_as("POST", "/v1/nodes", jt, body), 401);
+	/* Its credential registers it again (a restart), gets no other. */
+	assert_int_equal(st_as("POST", "/v1/nodes", cred, body), 200);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", jx);
+	assert_int_equal(st_as("POST", path, cred, "{}"), 200);
+	/* Rotation: the new one works, the old one for the overlap. */
+	snprintf(path, sizeof(path), "/v1/nodes/%s/credential", jx);
+	o = call_ok("POST", path, -1, NULL, 401);
+	json_decref(o);
+	{
+		struct reply r;
+		struct cnl_wire_credential m;
+		char err[256];
+
+		http("POST", path, cred, NULL, &r);
+		expect(&r, 200, "rotate");
+		assert_int_equal(
+		    cnl_wire_credential_decode(r.body, &m, err, sizeof(err)),
+		    0);
+		reply_done(&r);
+		snprintf(old, sizeof(old), "%s", cred);
+		snprintf(cred, sizeof(cred), "%.63s", m.credential);
+	}
+	assert_string_not_equal(old, cred);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", jx);
+	assert_int_equal(st_as("POST", path, old, "{}"), 200);
+	assert_int_equal(st_as("POST", path, cred, "{}"), 200);
+	usleep((OVERLAP_MS + 300) * 1000);
+	assert_int_equal(st_as("POST", path, old, "{}"), 401);
+	assert_int_equal(st_as("POST", path, cred, "{}"), 200);
+	/* A re-join (an administrator's new join token): the node's
+	 * earlier credentials die. */
+	join_token("jx", jt);
+	snprintf(body, sizeof(body), reg, "jx");
+	{
+		struct reply r;
+
+		http("POST", "/v1/nodes", jt, body, &r);
+		expect(&r, 200, "re-join");
+		snprintf(old, sizeof(old), "%s", cred);
+		snprintf(cred, sizeof(cred), "%s", str(r.body, "credential"));
+		reply_done(&r);
+	}
+	assert_int_equal(st_as("POST", path, old, "{}"), 401);
+	assert_int_equal(st_as("POST", path, cred, "{}"), 200);
+	/* Revocation: only administrators; the next request is refused,
+	 * unused join tokens die too, and the node is lost. */
+	join_token("jx", jt);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/revoke", jx);
+	json_decref(call_ok("POST", path, MEMBER, NULL, 403));
+	json_decref(
+	    call_ok("POST", "/v1/nodes/nosuch/revoke", ADMIN, NULL, 404));
+	json_decref(call_ok("POST", "/v1/nodes/jx/revoke", ADMIN, NULL, 200));
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", jx);
+	assert_int_equal(st_as("POST", path, cred, "{}"), 401);
+	assert_int_equal(st_as("POST", "/v1/nodes", jt, body), 401);
+	snprintf(path, sizeof(path), "/v1/nodes/%s", jx);
+	o = call_ok("GET", path, ADMIN, NULL, 200);
+	assert_string_equal(str(o, "state"), "lost");
+	json_decref(o);
+	/* A new join token brings it back. */
+	join_token("jx", jt);
+	assert_int_equal(st_as("POST", "/v1/nodes", jt, body), 200);
+	/* Join tokens: a node name is required; the lifetime is short. */
+	json_decref(call_ok("POST", "/v1/nodes/join-tokens", ADMIN, "{}", 400));
+	json_decref(call_ok("POST", "/v1/nodes/join-tokens", ADMIN,
+	                    "{\"node\":\"a\",\"expires_in_hours\":73}", 400));
+	json_decref(call_ok("POST", "/v1/nodes/join-tokens", MEMBER,
+	                    "{\"node\":\"a\"}", 403));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2202,6 +2521,7 @@ int main(void)
 	    cmocka_unit_test(test_job_fields_survive_restart),
 	    cmocka_unit_test(test_node_datasets_relabel),
 	    cmocka_unit_test(test_server_idempotency_per_user),
+	    cmocka_unit_test(test_node_identity),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -103,19 +103,18 @@ static void test_register(void **state)
 	ROUND(struct cnl_wire_register, cnl_wire_register_encode,
 	      cnl_wire_register_decode, NOTHING, &m);
 	DECODE_OK(cnl_wire_register_decode,
-	          "{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_string_equal(got.name, "n");
 	assert_false(got.has_datasets);
-	/* Protocol 4 (images; workspaces held and to drop) is spoken; an
-	 * older agent is refused above and below (it would refuse a list of
-	 * assignments naming an image). */
+	/* Protocol 5 (node credentials) is spoken; an older agent is
+	 * refused above and below (it holds no node credential). */
 	DECODE_OK(cnl_wire_register_decode,
-	          "{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	          "\"mem_mib\":1}",
 	          &got);
-	assert_int_equal(got.protocol, 4);
+	assert_int_equal(got.protocol, 5);
 #define R(text, field)                                                 \
 	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
 	           NOTHING, text, field)
@@ -124,47 +123,50 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":6,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	  "\"mem_mib\":1}",
+	  "protocol");
+	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
 	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"color\":\"red\"}",
 	  "color");
-	R("{\"protocol\":4,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":7,\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":4,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":17,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "gpus");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":-1,"
 	  "\"mem_mib\":1}",
 	  "cpu_milli");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1}",
 	  "mem_mib");
-	R("{\"protocol\":4,\"name\":"
+	R("{\"protocol\":5,\"name\":"
 	  "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
 	  "nnnnnnnnnnnnnnnnnnnnnn\",\"gpus\":0,\"cpu_milli\":1,\"mem_mib\":1}",
 	  "name");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":\"imagenet\"}",
 	  "datasets");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"datasets\":[1]}",
 	  "datasets[0]");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[]}",
 	  "devices");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":\"yes\"}]}",
 	  "devices[0].healthy");
-	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
+	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":1,\"cpu_milli\":1,"
 	  "\"mem_mib\":1,\"devices\":[{\"index\":0,\"uuid\":\"u\","
 	  "\"mem_mib\":1,\"healthy\":true,\"x\":1}]}",
 	  "devices[0].x");
@@ -198,6 +200,17 @@ static void test_node_and_heartbeat(void **state)
 	n.n_drop = 1;
 	ROUND(struct cnl_wire_node, cnl_wire_node_encode, cnl_wire_node_decode,
 	      cnl_wire_node_done(p_), &n);
+	/* A registration by join token brings the node's credential. */
+	snprintf(n.credential, sizeof(n.credential), "cnln_x");
+	ROUND(struct cnl_wire_node, cnl_wire_node_encode, cnl_wire_node_decode,
+	      cnl_wire_node_done(p_), &n);
+	n.credential[0] = '\0';
+	{
+		struct cnl_wire_credential cr = {"cnln_y", 1700000000000};
+
+		ROUND(struct cnl_wire_credential, cnl_wire_credential_encode,
+		      cnl_wire_credential_decode, NOTHING, &cr);
+	}
 	h.has_running = true;
 	h.running = run;
 	h.n_running = 2;
