@@ -121,10 +121,6 @@ status() { cat "$tmp/status"; }
 login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/auth/login" | jq -r .token; }
 
 root=$(login root admin-password-1)
-sys=$(api GET /v1/projects "$root" | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users "$root" '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" "$root" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(api POST /v1/auth/tokens "$(login agentsvc agent-password-1)" '{"name":"agents"}' | jq -r .token)
 for u in ana eve; do
 	api POST /v1/users "$root" "{\"name\":\"$u\",\"password\":\"$u-password-1\"}" >/dev/null
 done
@@ -145,6 +141,8 @@ reason() { api GET "/v1/jobs/$1" "$ana" | jq -r '.status.reason // empty'; }
 	bad "early reason: $(api GET "/v1/jobs/$early" "$ana")"
 api POST "/v1/jobs/$early/cancel" "$ana" >/dev/null
 
+# The node joins with a one-time join token made for its name.
+agtok=$(api POST /v1/nodes/join-tokens "$root" "{\"node\":\"$run-a\"}" | jq -r .token)
 CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-a" \
 	--gpus fake:2xH100-80GB-SXM --work-dir "$tmp/agent-a" --cpu-milli 8000 \
 	--mem-mib 16384 >>"$tmp/agent-a.out" 2>>"$tmp/agent-a.err" &

@@ -107,7 +107,8 @@ agent=$(jq -r .credential <<<"$reg")
 [ -n "$node" ] && [ "$node" != null ] && ok setup || bad "setup: node $node"
 # An A100 node, cordoned: work for it is admitted (the node exists) and
 # waits (the Ctrl-C tests below hold such a job).
-api "$agent" POST /v1/nodes '{"protocol":4,"name":"n2","gpu_type":"A100-80GB","gpus":1,"cpu_milli":8000,"mem_mib":65536}' >/dev/null
+jt2=$(api "$root" POST /v1/nodes/join-tokens '{"node":"n2"}' | jq -r .token)
+api "$jt2" POST /v1/nodes '{"protocol":5,"name":"n2","gpu_type":"A100-80GB","gpus":1,"cpu_milli":8000,"mem_mib":65536}' >/dev/null
 api "$root" PATCH /v1/nodes/n2 '{"state":"cordoned"}' >/dev/null
 
 # --- The fake agent ----------------------------------------------------------
