@@ -58,6 +58,15 @@
 #define CNL_CLIENT_ERROR_MAX  512
 #define CNL_CLIENT_DETAIL_MAX 256
 
+/* What timed out (struct cnl_client_reply's timed_out). */
+enum {
+	CNL_CLIENT_TIMEOUT_CONNECT = 1, /* no connection within the connect
+	                                   timeout */
+	CNL_CLIENT_TIMEOUT_IDLE,        /* connected, then nothing moved for
+	                                   the idle timeout */
+	CNL_CLIENT_TIMEOUT_TOTAL,       /* the whole-request limit */
+};
+
 /* How a client talks; strings are copied by cnl_client_new(). */
 struct cnl_client_config {
 	const char *base;        /* "https://host:8443"; "": paths are URLs */
@@ -67,6 +76,10 @@ struct cnl_client_config {
 	long connect_timeout_ms; /* 0: libcurl's default */
 	long timeout_ms;         /* whole request, unless the request says;
 	                            0: no limit */
+	long idle_timeout_ms;    /* no byte either way for this long ends a
+	                            request (a server that accepted and never
+	                            answers), unless the request says; 0: no
+	                            limit */
 	size_t reply_max;        /* 0: CNL_CLIENT_REPLY_MAX_DEFAULT */
 };
 
@@ -94,6 +107,7 @@ struct cnl_client_request {
 	const char *content_type;    /* of the raw body; NULL: none sent */
 	const char *idempotency_key; /* NULL: no Idempotency-Key header */
 	long timeout_ms;             /* 0: the client's */
+	long idle_timeout_ms;        /* 0: the client's; < 0: none */
 	/* A body streamed from a file: @upload_size bytes of @upload_fd
 	 * from offset 0 (pread; the offset is left alone). */
 	bool upload;
@@ -114,6 +128,8 @@ struct cnl_client_reply {
 	size_t len;     /* bytes in @body */
 	json_t *json;   /* @body parsed when it starts with '{' or '[' */
 	bool too_large; /* the reply exceeded the client's limit */
+	/* On -EIO: a timeout ended it (CNL_CLIENT_TIMEOUT_*), else 0. */
+	int timed_out;
 	/* On -EIO: libcurl's short reason ("Couldn't connect to server"),
 	 * or "response too large". */
 	char error[CNL_CLIENT_ERROR_MAX];
