@@ -4,13 +4,15 @@
  * and the global limit answer 503 overloaded with Retry-After and the
  * error body (and free their places when connections close), a head that
  * stalls is closed after the header timeout, a body that stalls after the
- * body timeout, a long reply is not cut by either, and the framing rules
+ * body timeout, a long reply and an upgraded connection left idle are
+ * not cut by either, and the framing rules
  * as pure functions.  The client's idle timeout against a listener that
  * never answers says which timeout ran out.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,8 +37,33 @@ static void h_ok(void *call, struct cnl_http_request *req,
 	cnl_http_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* The upgraded stream: echo what comes, once, then close. */
+static void echo_upgraded(void *arg, int fd, const char *extra, size_t n,
+                          struct cnl_http_upgrade *u)
+{
+	char buf[64];
+	struct pollfd p = {fd, POLLIN, 0};
+	ssize_t r = -1;
+
+	/* The socket is non-blocking; 30 s guards against a hang. */
+	if (poll(&p, 1, 30 * 1000) == 1)
+		r = recv(fd, buf, sizeof(buf), 0);
+	if (r > 0)
+		(void)!send(fd, buf, (size_t)r, MSG_NOSIGNAL);
+	cnl_http_upgrade_close(u);
+}
+
+static void h_upgrade(void *call, struct cnl_http_request *req,
+                      struct cnl_http_response *resp)
+{
+	resp->status = 101;
+	resp->headers = strdup("Upgrade: echo\r\n");
+	resp->upgraded = echo_upgraded;
+}
+
 static const struct cnl_http_route routes[] = {
     {"GET", "/ok", CNL_PERM_PUBLIC, NULL, h_ok},
+    {"POST", "/echo", CNL_PERM_PUBLIC, "echo", h_upgrade},
     {"GET", "/slow", CNL_PERM_PUBLIC, NULL, h_ok},
     {"POST", "/ok", CNL_PERM_PUBLIC, "ok", h_ok},
 };
@@ -212,6 +239,27 @@ static void test_timeouts(void **state)
 	read_all(fd, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "HTTP/1.1 200 "));
 	assert_non_null(strstr(buf, "{\"status\":\"ok\"}"));
+	close(fd);
+	/* An upgraded connection idle longer than both is not cut. */
+	fd = dial(srv, NULL);
+	send_str(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: "
+	             "Upgrade\r\nUpgrade: echo\r\nContent-Length: 0\r\n\r\n");
+	{
+		size_t n = 0;
+
+		buf[0] = '\0';
+		while (!strstr(buf, "\r\n\r\n") && n < sizeof(buf) - 1) {
+			ssize_t r = recv(fd, buf + n, 1, 0);
+
+			assert_true(r == 1);
+			buf[++n] = '\0';
+		}
+	}
+	assert_non_null(strstr(buf, "HTTP/1.1 101 "));
+	usleep(1000 * 1000);
+	send_str(fd, "ping");
+	read_all(fd, buf, sizeof(buf));
+	assert_string_equal(buf, "ping");
 	close(fd);
 	cnl_http_server_stats(srv, &st);
 	assert_true(st.header_cut >= 1);
