@@ -69,7 +69,7 @@
 #define TICK_MS 100
 /* How long a refused connection may take to close its side. */
 #define LINGER_MS 2000
-/* Refused connections lingering at once; the oldest goes first. */
+/* Refused connections lingering at once; past it one is closed early. */
 #define LINGER_MAX 1024
 /* Connections accepted in one go before the other work of a tick. */
 #define ACCEPT_BATCH 256
