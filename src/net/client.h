@@ -31,8 +31,14 @@
  * compare.  Neither is ever held whole in memory.
  *
  * What counts as unreachable: no HTTP reply at all (DNS, connect, TLS,
- * timeout, a reply over the limit) is -EIO with the reason in the reply;
- * any HTTP status, 4xx and 5xx included, is a reply and returns 0.
+ * timeout, a reply over the limit) is -EIO with the reason in the reply
+ * (and, for a timeout, which one in timed_out); any HTTP status, 4xx and
+ * 5xx included, is a reply and returns 0.
+ *
+ * Timeouts: connecting (connect_timeout_ms), idle (idle_timeout_ms: under
+ * a byte a second either way for that long, libcurl's low-speed limit,
+ * so a server that accepted and never answers is given up on while a
+ * slow transfer that moves goes on), and the whole request (timeout_ms).
  *
  * Needs curl_global_init(), which cnl_client_new() calls and
  * cnl_client_free() balances (reference-counted and thread-safe in the
