@@ -138,28 +138,30 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
 int cnl_cli_unreachable(struct cnl_cli *cli, const struct cnl_client_reply *r,
                         const char *what)
 {
-	char d[CNL_DURATION_MAX] = "?";
-	const char *w = what ? what : "request";
+	char d[CNL_DURATION_MAX] = "?", w[192] = "";
+
+	if (what)
+		snprintf(w, sizeof(w), "%s: ", what);
 
 	switch (r->timed_out) {
 	case CNL_CLIENT_TIMEOUT_CONNECT:
 		cnl_duration_format(cli->connect_timeout_ms, d, sizeof(d));
 		return cnl_cli_fail(CNL_EXIT_TIMEOUT,
-		                    "%s: timed out connecting to %s after %s "
+		                    "%stimed out connecting to %s after %s "
 		                    "(connect timeout: --connect-timeout or "
 		                    "CNLAB_CONNECT_TIMEOUT)",
 		                    w, cli->server, d);
 	case CNL_CLIENT_TIMEOUT_IDLE:
 		cnl_duration_format(cli->read_timeout_ms, d, sizeof(d));
 		return cnl_cli_fail(CNL_EXIT_TIMEOUT,
-		                    "%s: timed out: %s accepted the connection "
+		                    "%stimed out: %s accepted the connection "
 		                    "but sent nothing for %s (read timeout: "
 		                    "--read-timeout or CNLAB_READ_TIMEOUT; 0 "
 		                    "waits forever)",
 		                    w, cli->server, d);
 	case CNL_CLIENT_TIMEOUT_TOTAL:
 		return cnl_cli_fail(CNL_EXIT_TIMEOUT,
-		                    "%s: timed out talking to %s", w,
+		                    "%stimed out talking to %s", w,
 		                    cli->server);
 	}
 	if (what)

@@ -26,6 +26,10 @@ anything took.
                           writes its port to PORTFILE; runs until killed.
   full PORTFILE           (a fake server) listen with a full backlog, so
                           a connect never completes; until killed.
+  tls-cap PORT CAP        over TLS: CAP connections from 127.0.0.2 held
+                          (handshake done, no head), then one more from
+                          there must get 503 overloaded once its head is
+                          in, and one from 127.0.0.1 a 200.
   raw PORT STATUS TEXT    send TEXT (with \\r\\n escapes) and expect a
                           complete reply with STATUS; prints its body.
 """
@@ -33,6 +37,7 @@ import json
 import resource
 import select
 import socket
+import ssl
 import sys
 import time
 
@@ -364,6 +369,44 @@ def full(portfile):
         time.sleep(60)
 
 
+def tls_get(port, src, ctx):
+    s = ctx.wrap_socket(connect(port, src), server_hostname="127.0.0.1")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        try:
+            b = s.recv(65536)
+        except (ConnectionError, ssl.SSLError):
+            break
+        if not b:
+            break
+        data += b
+    s.close()
+    return data
+
+
+def tls_cap(port, cap):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    held = [ctx.wrap_socket(connect(port, "127.0.0.2"),
+                            server_hostname="127.0.0.1") for _ in range(cap)]
+    data = tls_get(port, "127.0.0.2", ctx)
+    why = check_reply(data, "tls")
+    if why is None and data.startswith(b"HTTP/1.1 503"):
+        ok("TLS: connection %d from one address: 503 overloaded after "
+           "the handshake" % (cap + 1))
+    else:
+        bad("TLS over the cap: %s %r" % (why, data[:200]))
+    data = tls_get(port, "127.0.0.1", ctx)
+    if check_reply(data, "tls") is None and data.startswith(b"HTTP/1.1 200"):
+        ok("TLS: another address is served")
+    else:
+        bad("TLS victim: %r" % data[:200])
+    for h in held:
+        h.close()
+
+
 def main():
     if sys.argv[1] == "silent":
         silent(sys.argv[2])
@@ -382,6 +425,8 @@ def main():
         stall_body(port)
     elif cmd == "slow-body":
         slow_body(port, float(sys.argv[3]))
+    elif cmd == "tls-cap":
+        tls_cap(port, int(sys.argv[3]))
     elif cmd == "raw":
         raw(port, int(sys.argv[3]), sys.argv[4])
     else:

@@ -16,6 +16,7 @@
 #   - framing: two Content-Length headers (even equal), Content-Length
 #     with Transfer-Encoding, a negative Content-Length: 400; a JSON body
 #     over http_body_max: 413 naming the limit, announced or chunked;
+#   - over TLS, a connection over the cap gets its 503 after the handshake;
 #   - bad limits in the configuration are refused naming the key;
 #   - the CLI against a server that accepts and never answers, and one
 #     whose connect never completes: exit 6 naming the server and the
@@ -133,6 +134,14 @@ code=$(curl -sS -o "$tmp/413b" -w '%{http_code}' -H 'Content-Type: application/j
 # A kept-alive connection serves a second request within the timeout.
 out=$(curl -sS "http://127.0.0.1:$pb/healthz" "http://127.0.0.1:$pb/healthz")
 [ "$out" = '{"status":"ok"}{"status":"ok"}' ] && ok "keep-alive" || bad "keep-alive: $out"
+
+# C: TLS, a per-client cap of 3: over it, a 503 needs the handshake first.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" \
+	-out "$tmp/cert.pem" -subj /CN=127.0.0.1 -days 1 \
+	-addext subjectAltName=IP:127.0.0.1 2>/dev/null
+start c --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" \
+	--http-max-connections-per-client 3
+$attack tls-cap "$port" 3 || bad tls-cap
 
 # The CLI's timeouts, against fake servers (a short timeout each).
 # waitport FILE: the port a fake server wrote.
