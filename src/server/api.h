@@ -98,6 +98,10 @@ struct cnl_api_listen {
 	size_t nroutes;
 	const char *tls_cert_pem, *tls_key_pem; /* NULL: plain HTTP */
 	bool run_loop; /* start the scheduling loop thread */
+	/* HTTP limits (struct cnl_http_config); 0: its defaults. */
+	unsigned conn_max, conn_per_client, retry_after_s;
+	int64_t header_timeout_ms, body_timeout_ms;
+	size_t body_max; /* JSON routes' bodies */
 };
 
 struct cnl_api;

@@ -56,6 +56,12 @@ struct settings {
 	int64_t inputs_max_bytes;
 	int64_t images_max_bytes;
 	int64_t artifacts_keep;
+	int64_t http_max_connections;
+	int64_t http_max_connections_per_client;
+	int64_t http_header_timeout;
+	int64_t http_body_timeout;
+	int64_t http_body_max;
+	int64_t http_retry_after;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -135,6 +141,33 @@ static const struct cnl_config_def settings_table[] = {
      INT64_MAX,
      "The largest image archive `cnlab image import` takes; more is "
      "refused with 413 before any of it is read."},
+    {"http_max_connections", CNL_CONFIG_INT, S(http_max_connections), "1024", 1,
+     65536,
+     "Connections served at once (each has a thread); one more is answered "
+     "503 with Retry-After (never dropped without a reply)."},
+    {"http_max_connections_per_client", CNL_CONFIG_INT,
+     S(http_max_connections_per_client), "128", 1, 65536,
+     "Connections served at once from one IP address (users and agents "
+     "behind one address, or a proxy in front, count together); more are "
+     "answered 503. Upgraded connections (tunnels, capped per user) count "
+     "only in http_max_connections."},
+    {"http_header_timeout", CNL_CONFIG_DURATION, S(http_header_timeout), "20s",
+     100, 600000,
+     "A request's whole head must arrive within this of the connection "
+     "(or of the previous reply on a kept-alive one), else the connection "
+     "is closed. Long polls, streamed replies and tunnels are not "
+     "affected."},
+    {"http_body_timeout", CNL_CONFIG_DURATION, S(http_body_timeout), "60s", 100,
+     3600000,
+     "A request body (uploads included) that receives no byte for this "
+     "long is cut; a slow body that keeps coming is fine."},
+    {"http_body_max", CNL_CONFIG_SIZE, S(http_body_max), "1mib", 1024,
+     INT64_C(1) << 30,
+     "The largest body of a JSON API request; more is refused with 413 "
+     "naming the limit. Uploads and image imports have their own limits "
+     "(inputs_max_bytes, artifacts_max_bytes, images_max_bytes)."},
+    {"http_retry_after", CNL_CONFIG_DURATION, S(http_retry_after), "5s", 1000,
+     3600000, "The Retry-After a 503 for too many connections says."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -484,6 +517,12 @@ int main(int argc, char **argv)
 	l.tls_cert_pem = cert;
 	l.tls_key_pem = key;
 	l.run_loop = true;
+	l.conn_max = (unsigned)st.http_max_connections;
+	l.conn_per_client = (unsigned)st.http_max_connections_per_client;
+	l.header_timeout_ms = st.http_header_timeout;
+	l.body_timeout_ms = st.http_body_timeout;
+	l.body_max = (size_t)st.http_body_max;
+	l.retry_after_s = (unsigned)((st.http_retry_after + 999) / 1000);
 	if (cnl_api_start(api, &l, &srv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
