@@ -49,6 +49,7 @@ struct settings {
 	bool map_users;
 	char *listen;
 	char *log_level;
+	int64_t outage_grace;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -129,6 +130,12 @@ static const struct cnl_config_def table[] = {
      "HOST:PORT for the agent's /metrics (none by default)."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
+    {"outage_grace", CNL_CONFIG_DURATION, S(outage_grace), "5m", 0,
+     7LL * 86400000,
+     "How long work keeps running while cnlabd is unreachable (its output "
+     "kept on this node's disk, under work_dir/state, and delivered once "
+     "when cnlabd is back); after it, the agent stops all work. cnlabd's "
+     "own lease (half its node_lost_timeout) applies when it is longer."},
 };
 #undef S
 #define N_TABLE (sizeof(table) / sizeof(table[0]))
@@ -283,6 +290,7 @@ int main(int argc, char **argv)
 	        .run_as_uid = (int)st.run_as_uid,
 	        .map_users = st.map_users,
 	        .listen = st.listen,
+	        .outage_grace_ms = st.outage_grace,
 	    },
 	    &agent, err, sizeof(err));
 	if (r < 0) {

@@ -619,18 +619,29 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 
 /* ---- the supervise thread ------------------------------------------------ */
 
-/* Read new output of a file into @buf, advancing @off.  Under the lock. */
-static void drain(int fd, char *buf, size_t *n, int64_t *off)
+/* Read the next chunk of a stream into @buf, from @off (what cnlabd has
+ * acknowledged), unless one is still pending (@n > 0).  Under the lock. */
+static void drain(int fd, char *buf, size_t *n, int64_t off)
 {
 	ssize_t got;
 
-	if (fd < 0)
+	if (fd < 0 || *n)
 		return;
-	while (*n < LOG_CHUNK_MAX &&
-	       (got = read(fd, buf + *n, LOG_CHUNK_MAX - *n)) > 0) {
-		*n += (size_t)got;
-		*off += got;
-	}
+	got = pread(fd, buf, LOG_CHUNK_MAX, off);
+	if (got > 0)
+		*n = (size_t)got;
+}
+
+/* Whether output of @w is not acknowledged yet.  Under the lock. */
+static bool output_pending(const struct wk *w)
+{
+	struct stat so, se;
+
+	return w->out_n || w->err_n ||
+	       (w->out_rd >= 0 && fstat(w->out_rd, &so) == 0 &&
+	        so.st_size > w->out_off) ||
+	       (w->err_rd >= 0 && fstat(w->err_rd, &se) == 0 &&
+	        se.st_size > w->err_off);
 }
 
 /* Established TCP connections to local @port (IPv4 and IPv6). */
@@ -701,9 +712,10 @@ struct chunk {
 	int64_t epoch;
 	char *o, *e; /* one byte of room past on and en (send_log) */
 	size_t on, en;
+	int64_t oo, eo; /* their offsets in the streams */
 };
 
-/* Take the output drained so far of each workload; under the lock.  The
+/* Copy the pending chunk of each workload's streams; under the lock.  The
  * output of work moved away is dropped. */
 static struct chunk *take_output(struct cnl_agent *a, size_t *ret_n)
 {
@@ -715,22 +727,86 @@ static struct chunk *take_output(struct cnl_agent *a, size_t *ret_n)
 
 		if (!w->out_n && !w->err_n)
 			continue;
-		if (!w->gone) {
-			memcpy(logs[n].id, w->id, sizeof(w->id));
-			logs[n].epoch = w->epoch;
-			logs[n].o = cnl_xmalloc(w->out_n + 1);
-			memcpy(logs[n].o, w->out, w->out_n);
-			logs[n].on = w->out_n;
-			logs[n].e = cnl_xmalloc(w->err_n + 1);
-			memcpy(logs[n].e, w->err_buf, w->err_n);
-			logs[n].en = w->err_n;
-			n++;
+		if (w->gone) {
+			w->out_n = w->err_n = 0;
+			continue;
 		}
-		w->out_n = w->err_n = 0;
-		cnl_agent_state_save(a, w); /* the offsets, for a restart */
+		memcpy(logs[n].id, w->id, sizeof(w->id));
+		logs[n].epoch = w->epoch;
+		logs[n].o = cnl_xmalloc(w->out_n + 1);
+		memcpy(logs[n].o, w->out, w->out_n);
+		logs[n].on = w->out_n;
+		logs[n].oo = w->out_off;
+		logs[n].e = cnl_xmalloc(w->err_n + 1);
+		memcpy(logs[n].e, w->err_buf, w->err_n);
+		logs[n].en = w->err_n;
+		logs[n].eo = w->err_off;
+		n++;
 	}
 	*ret_n = n;
 	return logs;
+}
+
+/* What cnlabd said (@st, @next) of the chunk at @off of a stream of @k:
+ * acknowledged (stored, held already, or a gap: from @next on), refused
+ * for good (fenced, bad: dropped, the work is not ours or the chunk will
+ * never go), or not delivered (kept, sent again).  Takes the lock. */
+static void chunk_done(struct cnl_agent *a, const struct chunk *k, bool is_err,
+                       int64_t off, size_t len, long st, int64_t next)
+{
+	struct wk *w;
+
+	pthread_mutex_lock(&a->mu);
+	w = cnl_agent_wk_find(a, k->id);
+	if (w && w->epoch == k->epoch) {
+		int64_t *o = is_err ? &w->err_off : &w->out_off;
+		size_t *n = is_err ? &w->err_n : &w->out_n;
+
+		if (*o == off && (st == 200 || st == 201 || st == 416)) {
+			*o = next;
+			*n = 0;
+			cnl_agent_state_save(a, w); /* the offsets */
+		} else if (*o == off && st >= 400 && st < 500) {
+			cnl_log(CNL_LOG_WARN, "output refused; dropped",
+			        "id=%s status=%ld bytes=%zu", w->id, st, len);
+			*o = off + (int64_t)len;
+			*n = 0;
+			cnl_agent_state_save(a, w);
+		}
+	}
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* Send each chunk of @logs; after the first that does not get through,
+ * the rest wait for the next round (cnlabd is unreachable). */
+static void send_output(struct cnl_agent *a, struct chunk *logs, size_t n)
+{
+	bool offline = false;
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t next;
+		long st;
+
+		if (logs[i].on && !offline) {
+			st = cnl_agent_send_log(
+			    a, a->sup_cl, logs[i].id, logs[i].epoch, false,
+			    logs[i].oo, logs[i].o, logs[i].on, &next);
+			chunk_done(a, &logs[i], false, logs[i].oo, logs[i].on,
+			           st, next);
+			offline = st < 0 || st >= 500;
+		}
+		if (logs[i].en && !offline) {
+			st = cnl_agent_send_log(a, a->sup_cl, logs[i].id,
+			                        logs[i].epoch, true, logs[i].eo,
+			                        logs[i].e, logs[i].en, &next);
+			chunk_done(a, &logs[i], true, logs[i].eo, logs[i].en,
+			           st, next);
+			offline = st < 0 || st >= 500;
+		}
+		free(logs[i].o);
+		free(logs[i].e);
+	}
+	free(logs);
 }
 
 /* Record how @w ended (@ex), once.  Under the lock. */
@@ -741,8 +817,8 @@ static void note_end(struct wk *w, const struct cnl_exit *ex)
 
 	if (w->fenced)
 		snprintf(msg, sizeof(msg),
-		         "stopped by the node agent: its lease expired (cnlabd "
-		         "unreachable)");
+		         "stopped by the node agent: cnlabd unreachable for "
+		         "longer than its outage grace");
 	else if (ex->oom_killed)
 		snprintf(msg, sizeof(msg),
 		         "killed by the out-of-memory killer (memory limit)");
@@ -836,8 +912,8 @@ void *cnl_agent_supervise(void *arg)
 			struct wk *w = a->wk[i];
 			struct cnl_exit e = {0};
 
-			drain(w->out_rd, w->out, &w->out_n, &w->out_off);
-			drain(w->err_rd, w->err_buf, &w->err_n, &w->err_off);
+			drain(w->out_rd, w->out, &w->out_n, w->out_off);
+			drain(w->err_rd, w->err_buf, &w->err_n, w->err_off);
 			if (w->stopping && !w->term_sent &&
 			    now >= w->signal_ms) {
 				cnl_workload_signal(w->w, SIGTERM);
@@ -855,34 +931,25 @@ void *cnl_agent_supervise(void *arg)
 				}
 				continue;
 			}
-			if (cnl_workload_poll(w->w, &e) == 0 && e.exited) {
-				/* Read what is left of its output first. */
-				drain(w->out_rd, w->out, &w->out_n,
-				      &w->out_off);
-				drain(w->err_rd, w->err_buf, &w->err_n,
-				      &w->err_off);
-				ex[n_done] = e;
+			if (!w->has_exit && cnl_workload_poll(w->w, &e) == 0 &&
+			    e.exited) {
+				w->exit_rec = e;
+				w->has_exit = true;
+			}
+			/* Its end goes after the whole of its output (which
+			 * cnlabd takes only while the work runs), however
+			 * long cnlabd is away; moved work has none to send. */
+			if (w->has_exit && (w->gone || !output_pending(w))) {
+				ex[n_done] = w->exit_rec;
 				done[n_done++] = w;
 			}
 		}
 		if (now - last_idle_check >= IDLE_CHECK_MS)
 			last_idle_check = now;
-		/* Flush logs outside the lock, on copies. */
+		/* Send output outside the lock, on copies. */
 		logs = take_output(a, &n_logs);
 		pthread_mutex_unlock(&a->mu);
-		for (size_t i = 0; i < n_logs; i++) {
-			if (logs[i].on)
-				cnl_agent_send_log(a, a->sup_cl, logs[i].id,
-				                   logs[i].epoch, false,
-				                   logs[i].o, logs[i].on);
-			if (logs[i].en)
-				cnl_agent_send_log(a, a->sup_cl, logs[i].id,
-				                   logs[i].epoch, true,
-				                   logs[i].e, logs[i].en);
-			free(logs[i].o);
-			free(logs[i].e);
-		}
-		free(logs);
+		send_output(a, logs, n_logs);
 		/* Ends: artifacts, checkpoint, report. */
 		for (size_t i = 0; i < n_done; i++) {
 			struct wk *w = done[i];

@@ -45,7 +45,9 @@
 
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
-#define CNL_WIRE_PROTOCOL 4 /* 4: images (image_digest, image_bytes) */
+#define CNL_WIRE_PROTOCOL                                  \
+	5 /* 4: images (image_digest, image_bytes); 5: log \
+	   * chunks carry their offset, acknowledged */
 #define CNL_WIRE_PROTOCOL_MIN                      \
 	4 /* an older agent would refuse a list of \
 	     assignments naming an image */
@@ -240,19 +242,41 @@ const char *cnl_wire_report_state_name(enum cnl_wire_report_state s);
  * Output, byte for byte.  Bytes that are valid UTF-8 without NUL travel
  * as the string "data"; any others (a chunk cut inside a character
  * included) as "data_base64", so nothing is replaced on the way.
+ *
+ * "offset" (protocol 5) is where the chunk's first byte lies in the
+ * workload's stream (under that epoch).  cnlabd keeps each byte of a
+ * stream once: a chunk it already holds (all of it) is acknowledged and
+ * dropped, one that starts past what it holds (a gap) is refused with 416,
+ * and each answer names the next offset it expects (struct
+ * cnl_wire_log_ack), so an agent that lost a reply or a connection sends
+ * again from there.  Without "offset" a chunk is appended as it comes.
  */
 struct cnl_wire_log {
 	char id[CNL_WIRE_ID_MAX];
 	int64_t epoch;
 	bool stderr_; /* stream "stderr", else "stdout" */
-	char *data;   /* malloc'd bytes, @len of them (NUL after them) */
-	size_t len;   /* < CNL_WIRE_LOG_MAX */
+	bool has_offset;
+	int64_t offset; /* >= 0, with has_offset */
+	char *data;     /* malloc'd bytes, @len of them (NUL after them) */
+	size_t len;     /* < CNL_WIRE_LOG_MAX */
 };
 
 json_t *cnl_wire_log_encode(const struct cnl_wire_log *m);
 int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
                         size_t errlen);
 void cnl_wire_log_done(struct cnl_wire_log *m);
+
+/* cnlabd's answer to a log chunk (201 stored, 200 already held, 416 a
+ * gap): "next", the offset of the stream it expects next; a reply without
+ * it (a chunk without offset) decodes with has_next false. */
+struct cnl_wire_log_ack {
+	bool has_next;
+	int64_t next;
+};
+
+json_t *cnl_wire_log_ack_encode(const struct cnl_wire_log_ack *m);
+int cnl_wire_log_ack_decode(const json_t *j, struct cnl_wire_log_ack *ret,
+                            char *err, size_t errlen);
 
 /*
  * cnl_wire_bytes_set - set @key of @o to @n bytes of @data: "KEY" as a

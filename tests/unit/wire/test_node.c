@@ -116,6 +116,12 @@ static void test_register(void **state)
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_int_equal(got.protocol, 4);
+	/* Protocol 5 (log chunks with their offset) is spoken too. */
+	DECODE_OK(cnl_wire_register_decode,
+	          "{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &got);
+	assert_int_equal(got.protocol, 5);
 #define R(text, field)                                                 \
 	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
 	           NOTHING, text, field)
@@ -124,7 +130,7 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":5,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":6,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
 	R("{\"protocol\":2,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
@@ -347,6 +353,8 @@ static void test_report_log_files(void **state)
 	snprintf(l.id, sizeof(l.id), "%s", "job_1");
 	l.epoch = 3;
 	l.stderr_ = true;
+	l.has_offset = true;
+	l.offset = 4096;
 	l.data = (char *)"h\xc3\xa9llo\n";
 	l.len = strlen(l.data);
 	ROUND(struct cnl_wire_log, cnl_wire_log_encode, cnl_wire_log_decode,
@@ -373,6 +381,18 @@ static void test_report_log_files(void **state)
 	    cnl_wire_log_decode, struct cnl_wire_log, cnl_wire_log_done(&m_),
 	    "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdin\",\"data\":\"\"}",
 	    "stream");
+	DECODE_BAD(cnl_wire_log_decode, struct cnl_wire_log,
+	           cnl_wire_log_done(&m_),
+	           "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdout\","
+	           "\"offset\":-1,\"data\":\"\"}",
+	           "offset");
+	{
+		struct cnl_wire_log_ack ack = {.has_next = true, .next = 77};
+		ROUND(struct cnl_wire_log_ack, cnl_wire_log_ack_encode,
+		      cnl_wire_log_ack_decode, NOTHING, &ack);
+		DECODE_BAD(cnl_wire_log_ack_decode, struct cnl_wire_log_ack,
+		           NOTHING, "{\"next\":\"7\"}", "next");
+	}
 #define F(text, field)                                                        \
 	DECODE_BAD(cnl_wire_file_decode, struct cnl_wire_file, NOTHING, text, \
 	           field)
