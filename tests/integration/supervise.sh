@@ -24,7 +24,7 @@ cleanup() {
 	[ -n "$stray" ] && kill -9 "$stray" 2>/dev/null
 	# What the agents left running (their jobs' supervisors).
 	for p in $(pgrep -x cnlab-agent); do
-		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$tmp/" &&
+		{ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -q -- "$tmp/" &&
 			kill -9 "$p" 2>/dev/null
 	done
 	sleep 0.3
@@ -62,7 +62,7 @@ start() {
 # cgroup under cnlab/).
 agents() {
 	for p in $(pgrep -x cnlab-agent); do
-		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--work-dir $tmp/data/agent" || continue
+		{ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -q -- "--work-dir $tmp/data/agent" || continue
 		grep -q '/cnlab/' "/proc/$p/cgroup" 2>/dev/null && continue
 		echo "$p"
 	done
