@@ -96,6 +96,9 @@ struct wk {
 	 * from there and not yet acknowledged, sent again until it is. */
 	int out_rd, err_rd;
 	int64_t out_off, err_off;
+	/* Where the pending chunks start: past out_off/err_off when the
+	 * bytes between were dropped (more than log_buffer_max waited). */
+	int64_t out_at, err_at;
 	/* Its exit, once seen; its end is reported after all its output
 	 * is delivered. */
 	bool has_exit;
@@ -303,13 +306,15 @@ long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
                       const struct wk *w, enum cnl_wire_report_state state,
                       int code, const char *url, const char *msg);
 /* Send @n bytes of @buf, which has room for one more, as the log chunk
- * at @offset of @stream (stderr when @is_stderr), byte for byte.  Returns
+ * at @offset of @stream (stderr when @is_stderr), byte for byte, after
+ * @dropped bytes the agent gave up (0: none).  Returns
  * the HTTP status (201 stored, 200 held already, 416 a gap, 409 fenced)
  * or a negative errno when none came; *@ret_next: the offset cnlabd
  * expects next (@offset + @n when its reply does not say). */
 long cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
                         const char *id, int64_t epoch, bool is_stderr,
-                        int64_t offset, char *buf, size_t n, int64_t *ret_next);
+                        int64_t offset, int64_t dropped, char *buf, size_t n,
+                        int64_t *ret_next);
 /*
  * Upload every file under @dir, in subfolders too, as @what ("artifacts"
  * or "checkpoints"), each streamed with its SHA-256.  Nothing is followed:

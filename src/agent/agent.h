@@ -86,6 +86,10 @@ struct cnl_agent_config {
 	/* How long work goes on while cnlabd is unreachable (the lease the
 	 * agent keeps is the larger of this and cnlabd's). */
 	int64_t outage_grace_ms;
+	/* The most bytes of one workload's stream kept on disk for cnlabd
+	 * while it does not take them; the oldest beyond go (noted in the
+	 * log).  0: no limit. */
+	int64_t log_buffer_max;
 };
 
 struct cnl_agent;

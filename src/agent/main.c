@@ -50,6 +50,7 @@ struct settings {
 	char *listen;
 	char *log_level;
 	int64_t outage_grace;
+	int64_t log_buffer_max;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -136,6 +137,12 @@ static const struct cnl_config_def table[] = {
      "kept on this node's disk, under work_dir/state, and delivered once "
      "when cnlabd is back); after it, the agent stops all work. cnlabd's "
      "own lease (half its node_lost_timeout) applies when it is longer."},
+    {"log_buffer_max", CNL_CONFIG_SIZE, S(log_buffer_max), "1gib", 65536,
+     INT64_MAX,
+     "The most bytes of one workload's stdout (and of its stderr) kept on "
+     "this node's disk, in work_dir/state, that cnlabd has not taken yet "
+     "(it was unreachable); past it the oldest go, and the job's log says "
+     "how many bytes were dropped. Delivered bytes are freed as they go."},
 };
 #undef S
 #define N_TABLE (sizeof(table) / sizeof(table[0]))
@@ -291,6 +298,7 @@ int main(int argc, char **argv)
 	        .map_users = st.map_users,
 	        .listen = st.listen,
 	        .outage_grace_ms = st.outage_grace,
+	        .log_buffer_max = st.log_buffer_max,
 	    },
 	    &agent, err, sizeof(err));
 	if (r < 0) {

@@ -92,12 +92,14 @@ long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
 
 long cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
                         const char *id, int64_t epoch, bool is_stderr,
-                        int64_t offset, char *buf, size_t n, int64_t *ret_next)
+                        int64_t offset, int64_t dropped, char *buf, size_t n,
+                        int64_t *ret_next)
 {
 	struct cnl_wire_log m = {.epoch = epoch,
 	                         .stderr_ = is_stderr,
 	                         .has_offset = true,
-	                         .offset = offset};
+	                         .offset = offset,
+	                         .dropped = dropped};
 	struct cnl_wire_log_ack ack;
 	char route[256], err[256], q[300];
 	json_t *body, *reply = NULL;

@@ -12,6 +12,7 @@
  * written before its launch (wk.c), and a workload whose end cnlabd has
  * not taken yet stays in the table, reported again each second.
  */
+#define _GNU_SOURCE /* fallocate: the output delivered frees its blocks */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -619,17 +620,56 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 
 /* ---- the supervise thread ------------------------------------------------ */
 
-/* Read the next chunk of a stream into @buf, from @off (what cnlabd has
- * acknowledged), unless one is still pending (@n > 0).  Under the lock. */
-static void drain(int fd, char *buf, size_t *n, int64_t off)
+/* Free the disk blocks of the first @end bytes of @w's output file of
+ * @stream: delivered, or dropped.  The workload writes on past them. */
+static void punch(const struct cnl_agent *a, const struct wk *w,
+                  const char *stream, int64_t end)
 {
+	char path[700];
+	int fd;
+
+	end &= ~(int64_t)4095;
+	if (end <= 0)
+		return;
+	cnl_agent_out_path(a, w->id, stream, path, sizeof(path));
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, end) <
+	        0 &&
+	    errno != EOPNOTSUPP)
+		cnl_log(CNL_LOG_DEBUG, "cannot free delivered output",
+		        "id=%s err=\"%s\"", w->id, strerror(errno));
+	close(fd);
+}
+
+/* Read the next chunk of @w's @stream into @buf, from @off (what cnlabd
+ * has acknowledged), unless one is still pending (@n > 0, from *@at).
+ * When more than log_buffer_max bytes wait (cnlabd away), the oldest are
+ * dropped, a pending chunk with them: the next chunk starts at *@at, past
+ * @off, and the blocks before it are freed, so that the node's disk holds
+ * no more than that.  Under the lock. */
+static void drain(const struct cnl_agent *a, const struct wk *w,
+                  const char *stream, int fd, char *buf, size_t *n, int64_t off,
+                  int64_t *at)
+{
+	int64_t max = a->cfg.log_buffer_max, start = *n ? *at : off;
+	struct stat st;
 	ssize_t got;
 
-	if (fd < 0 || *n)
+	if (fd < 0)
 		return;
-	got = pread(fd, buf, LOG_CHUNK_MAX, off);
-	if (got > 0)
+	if (max > 0 && fstat(fd, &st) == 0 && st.st_size - start > max) {
+		start = st.st_size - max;
+		*n = 0;
+		punch(a, w, stream, start);
+	}
+	if (*n)
+		return;
+	got = pread(fd, buf, LOG_CHUNK_MAX, start);
+	if (got > 0) {
 		*n = (size_t)got;
+		*at = start;
+	}
 }
 
 /* Whether output of @w is not acknowledged yet.  Under the lock. */
@@ -713,6 +753,7 @@ struct chunk {
 	char *o, *e; /* one byte of room past on and en (send_log) */
 	size_t on, en;
 	int64_t oo, eo; /* their offsets in the streams */
+	int64_t od, ed; /* bytes dropped before them */
 };
 
 /* Copy the pending chunk of each workload's streams; under the lock.  The
@@ -736,11 +777,13 @@ static struct chunk *take_output(struct cnl_agent *a, size_t *ret_n)
 		logs[n].o = cnl_xmalloc(w->out_n + 1);
 		memcpy(logs[n].o, w->out, w->out_n);
 		logs[n].on = w->out_n;
-		logs[n].oo = w->out_off;
+		logs[n].oo = w->out_at;
+		logs[n].od = w->out_at - w->out_off;
 		logs[n].e = cnl_xmalloc(w->err_n + 1);
 		memcpy(logs[n].e, w->err_buf, w->err_n);
 		logs[n].en = w->err_n;
-		logs[n].eo = w->err_off;
+		logs[n].eo = w->err_at;
+		logs[n].ed = w->err_at - w->err_off;
 		n++;
 	}
 	*ret_n = n;
@@ -754,6 +797,7 @@ static struct chunk *take_output(struct cnl_agent *a, size_t *ret_n)
 static void chunk_done(struct cnl_agent *a, const struct chunk *k, bool is_err,
                        int64_t off, size_t len, long st, int64_t next)
 {
+	int64_t acked = off - (is_err ? k->ed : k->od);
 	struct wk *w;
 
 	pthread_mutex_lock(&a->mu);
@@ -762,11 +806,14 @@ static void chunk_done(struct cnl_agent *a, const struct chunk *k, bool is_err,
 		int64_t *o = is_err ? &w->err_off : &w->out_off;
 		size_t *n = is_err ? &w->err_n : &w->out_n;
 
-		if (*o == off && (st == 200 || st == 201 || st == 416)) {
+		if (*o == acked && (st == 200 || st == 201 || st == 416)) {
+			/* Delivered: its blocks go, a MiB at a time. */
+			if (next >> 20 != *o >> 20)
+				punch(a, w, is_err ? "stderr" : "stdout", next);
 			*o = next;
 			*n = 0;
 			cnl_agent_state_save(a, w); /* the offsets */
-		} else if (*o == off && st >= 400 && st < 500) {
+		} else if (*o == acked && st >= 400 && st < 500) {
 			cnl_log(CNL_LOG_WARN, "output refused; dropped",
 			        "id=%s status=%ld bytes=%zu", w->id, st, len);
 			*o = off + (int64_t)len;
@@ -788,9 +835,10 @@ static void send_output(struct cnl_agent *a, struct chunk *logs, size_t n)
 		long st;
 
 		if (logs[i].on && !offline) {
-			st = cnl_agent_send_log(
-			    a, a->sup_cl, logs[i].id, logs[i].epoch, false,
-			    logs[i].oo, logs[i].o, logs[i].on, &next);
+			st = cnl_agent_send_log(a, a->sup_cl, logs[i].id,
+			                        logs[i].epoch, false,
+			                        logs[i].oo, logs[i].od,
+			                        logs[i].o, logs[i].on, &next);
 			chunk_done(a, &logs[i], false, logs[i].oo, logs[i].on,
 			           st, next);
 			offline = st < 0 || st >= 500;
@@ -798,7 +846,8 @@ static void send_output(struct cnl_agent *a, struct chunk *logs, size_t n)
 		if (logs[i].en && !offline) {
 			st = cnl_agent_send_log(a, a->sup_cl, logs[i].id,
 			                        logs[i].epoch, true, logs[i].eo,
-			                        logs[i].e, logs[i].en, &next);
+			                        logs[i].ed, logs[i].e,
+			                        logs[i].en, &next);
 			chunk_done(a, &logs[i], true, logs[i].eo, logs[i].en,
 			           st, next);
 			offline = st < 0 || st >= 500;
@@ -912,8 +961,10 @@ void *cnl_agent_supervise(void *arg)
 			struct wk *w = a->wk[i];
 			struct cnl_exit e = {0};
 
-			drain(w->out_rd, w->out, &w->out_n, w->out_off);
-			drain(w->err_rd, w->err_buf, &w->err_n, w->err_off);
+			drain(a, w, "stdout", w->out_rd, w->out, &w->out_n,
+			      w->out_off, &w->out_at);
+			drain(a, w, "stderr", w->err_rd, w->err_buf, &w->err_n,
+			      w->err_off, &w->err_at);
 			if (w->stopping && !w->term_sent &&
 			    now >= w->signal_ms) {
 				cnl_workload_signal(w->w, SIGTERM);

@@ -270,7 +270,8 @@ static void log_ack(struct cnl_http_response *resp, unsigned status,
  * stream), the next offset it expects ("logpos" document, written in the
  * same transaction as the chunk); bytes it holds already are dropped (a
  * chunk sent again after a lost reply or an outage), a chunk past that
- * offset is refused (416, the agent sends again from "next").  The big
+ * offset is refused (416, the agent sends again from "next") unless the
+ * node says it dropped the bytes between (a note says how many).  The big
  * lock orders the appends of one stream.
  */
 void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
@@ -279,8 +280,9 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 	struct call *c = call;
 	const char *node = cnl_http_param(req, "node");
 	struct cnl_wire_log m;
-	char lid[CNL_ID_MAX], pid[CNL_STORE_DOC_ID_MAX], err[256];
-	int64_t next = 0, skip = 0;
+	char lid[CNL_ID_MAX], nid[CNL_ID_MAX], pid[CNL_STORE_DOC_ID_MAX];
+	char err[256];
+	int64_t next = 0, skip = 0, lost = 0;
 	json_t *body, *o;
 	int r;
 
@@ -300,7 +302,7 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 	if (m.has_offset) {
 		logpos_id(&m, pid, sizeof(pid));
 		next = logpos_get(c, pid);
-		if (m.offset > next) {
+		if (m.offset - m.dropped > next) {
 			json_t *e = cnl_http_error_body(
 			    "gap", "field \"offset\": a gap; this stream is "
 			           "held up to the offset in \"next\"");
@@ -313,9 +315,13 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 			log_ack(resp, 200, NULL, next); /* held already */
 			goto out;
 		}
-		skip = next - m.offset;
+		/* Past what is held by the bytes the node dropped: those are
+		 * noted, never to come. */
+		lost = m.offset > next ? m.offset - next : 0;
+		skip = m.offset < next ? next - m.offset : 0;
 	}
-	if (cnl_api_new_id(c, "log", lid) < 0) {
+	if ((lost && cnl_api_new_id(c, "log", nid) < 0) ||
+	    cnl_api_new_id(c, "log", lid) < 0) {
 		cnl_http_error(resp, 500, "internal", "cannot make an id");
 		goto out;
 	}
@@ -329,6 +335,22 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 		                      (json_int_t)(m.offset + (int64_t)m.len));
 
 		r = cnl_store_tx_begin(c->api->store);
+		if (r == 0 && lost) {
+			char note[200];
+			json_t *n;
+
+			snprintf(
+			    note, sizeof(note),
+			    "\n[cnlab: %lld bytes of this output were "
+			    "dropped on the node: its buffer was full while "
+			    "cnlabd was unreachable]\n",
+			    (long long)lost);
+			n = json_pack("{s:s,s:I,s:s}", "stream",
+			              m.stderr_ ? "stderr" : "stdout", "epoch",
+			              (json_int_t)m.epoch, "data", note);
+			r = cnl_api_doc_save(c, "log", nid, m.id, "", n, true);
+			json_decref(n);
+		}
 		if (r == 0)
 			r = cnl_api_doc_save(c, "log", lid, m.id, "", o, true);
 		if (r == 0)

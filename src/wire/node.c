@@ -732,6 +732,8 @@ json_t *cnl_wire_log_encode(const struct cnl_wire_log *m)
 
 	if (m->has_offset)
 		json_object_set_new(o, "offset", json_integer(m->offset));
+	if (m->has_offset && m->dropped > 0)
+		json_object_set_new(o, "dropped", json_integer(m->dropped));
 	cnl_wire_bytes_set(o, "data", m->data ? m->data : "",
 	                   m->data ? m->len : 0);
 	return o;
@@ -740,8 +742,9 @@ json_t *cnl_wire_log_encode(const struct cnl_wire_log *m)
 int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
                         size_t errlen)
 {
-	static const char *const fields[] = {
-	    "id", "epoch", "stream", "offset", "data", "data_base64", NULL};
+	static const char *const fields[] = {"id",          "epoch",   "stream",
+	                                     "offset",      "dropped", "data",
+	                                     "data_base64", NULL};
 	static const char *const streams[] = {"stdout", "stderr", NULL};
 	const json_t *text, *b64;
 	int st, r;
@@ -757,6 +760,11 @@ int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
 	CNL_WIRE_TRY(r = cnl_wire_get_int(j, "offset", false, 0, INT64_MAX / 2,
 	                                  &ret->offset, err, errlen));
 	ret->has_offset = r > 0;
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "dropped", false, 0, ret->offset,
+	                              &ret->dropped, err, errlen));
+	if (ret->dropped && !ret->has_offset)
+		return cnl_wire_fail(err, errlen,
+		                     "field \"dropped\": only with \"offset\"");
 	text = json_object_get(j, "data");
 	b64 = json_object_get(j, "data_base64");
 	if (!text == !b64)

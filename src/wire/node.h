@@ -250,15 +250,20 @@ const char *cnl_wire_report_state_name(enum cnl_wire_report_state s);
  * and each answer names the next offset it expects (struct
  * cnl_wire_log_ack), so an agent that lost a reply or a connection sends
  * again from there.  Without "offset" a chunk is appended as it comes.
+ * "dropped" (with "offset"): the agent gave up that many bytes before the
+ * chunk (its buffer on disk was full while cnlabd was away); cnlabd takes
+ * the chunk if it holds the stream up to offset - dropped at least, and
+ * notes in the log how many bytes it will never have.
  */
 struct cnl_wire_log {
 	char id[CNL_WIRE_ID_MAX];
 	int64_t epoch;
 	bool stderr_; /* stream "stderr", else "stdout" */
 	bool has_offset;
-	int64_t offset; /* >= 0, with has_offset */
-	char *data;     /* malloc'd bytes, @len of them (NUL after them) */
-	size_t len;     /* < CNL_WIRE_LOG_MAX */
+	int64_t offset;  /* >= 0, with has_offset */
+	int64_t dropped; /* 0..offset, with has_offset */
+	char *data;      /* malloc'd bytes, @len of them (NUL after them) */
+	size_t len;      /* < CNL_WIRE_LOG_MAX */
 };
 
 json_t *cnl_wire_log_encode(const struct cnl_wire_log *m);

@@ -6,7 +6,11 @@
 # same port and data directory.  The job keeps running through the outage
 # (the agent's outage_grace) and completes; every line it printed, those
 # of the outage too, reaches cnlabd exactly once (buffered on the node's
-# disk, delivered by offset); its end is reported after them.
+# disk, delivered by offset); its end is reported after them.  A second
+# job prints 2 MB during the outage, past the agent's log_buffer_max
+# (1 MiB here): the node's disk holds no more than that meanwhile, and the
+# log keeps the beginning, a note of what was dropped, and the end, each
+# byte once.
 # Waits poll with generous bounds so that a hang fails; no assertion
 # depends on how fast the machine is.  The job is long enough (80 lines,
 # one each 0.5 s) to outlast the outage on any machine that starts cnlabd
@@ -47,6 +51,10 @@ wait_for() { # wait_for SECONDS CMD...: poll CMD every 0.2 s
 	done
 	return 1
 }
+shared=$tmp/shared # a node folder the jobs' containers see at /shared
+mkdir -p "$shared"
+chmod 755 "$tmp"
+chmod 1777 "$shared"
 export CNLAB_JWT_SECRET=outage-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1
 cat >"$tmp/cnlabd.conf" <<CONF
@@ -85,7 +93,8 @@ ana=$(login ana ana-password-1)
 
 CNLAB_AGENT_TOKEN=$agtok "$agent" --server "$base" --name "$run-a" \
 	--gpus fake:1xH100-80GB-SXM --work-dir "$tmp/agent" --cpu-milli 8000 \
-	--mem-mib 16384 --outage-grace 2m >"$tmp/agent.out" 2>"$tmp/agent.err" &
+	--mem-mib 16384 --outage-grace 2m --log-buffer-max 1mib --mounts "$shared:/shared" \
+	>"$tmp/agent.out" 2>"$tmp/agent.err" &
 apid=$!
 pids+=($apid)
 wait_for 20 grep -q 'msg=registered' "$tmp/agent.err" || bad "agent did not register: $(cat "$tmp/agent.err")"
@@ -100,11 +109,23 @@ j=$(api POST "/v1/projects/$proj/jobs" "$ana" "$(jq -cn --arg c "$c" '{command:$
 wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' '$base/v1/jobs/$j/logs' | grep -q line-3" ||
 	bad "job did not start: $(api GET "/v1/jobs/$j" "$ana")"
 before=$(logs "$j")
+# Job 3 waits for the outage, then prints 300000 numbered lines (2 MB).
+c3='echo begin; while [ ! -e /shared/go ]; do sleep 0.1; done; seq 1 300000; echo end'
+j3=$(api POST "/v1/projects/$proj/jobs" "$ana" "$(jq -cn --arg c "$c3" '{command:$c,gpu:"h100-10"}')" | jq -r .id)
+wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' '$base/v1/jobs/$j3/logs' | grep -q begin" ||
+	bad "job 3 did not start: $(api GET "/v1/jobs/$j3" "$ana")"
 
 # --- the outage: 25 s, five times cnlabd's lease, twice its node timeout ---
 kill -9 "$cpid"
 wait "$cpid" 2>/dev/null
+touch "$shared/go"
 sleep 25
+f=$tmp/agent/state/$j3.stdout
+size=$(stat -c %s "$f")
+used=$(($(stat -c %b "$f") * $(stat -c %B "$f")))
+[ "$size" -gt $((3 * 512 * 1024)) ] && [ "$used" -le $((1024 * 1024 + 128 * 1024)) ] &&
+	ok "the node's disk holds at most log_buffer_max of its output ($used of $size bytes)" ||
+	bad "buffer on disk: $used bytes used of $size"
 kill -0 "$apid" 2>/dev/null && ok "the agent lives through the outage" || bad "agent died: $(tail -5 "$tmp/agent.err")"
 ! grep -q 'stopped all work' "$tmp/agent.err" && ! grep -q "workload ended\" id=$j" "$tmp/agent.err" &&
 	ok "the job runs on through the outage" || bad "job stopped: $(grep "id=$j\|stopped" "$tmp/agent.err" | tail -3)"
@@ -120,6 +141,20 @@ got=$(logs "$j")
 	bad "started: $(grep "id=$j " "$tmp/agent.err")"
 api GET "/v1/nodes" "$root" | jq -e '.items[0].state == "up"' >/dev/null && ok "the node is up" ||
 	bad "node: $(api GET /v1/nodes "$root")"
+
+wait_for 120 is_state "$j3" succeeded && ok "job 3 completed after the outage" ||
+	bad "job 3: $(api GET "/v1/jobs/$j3" "$ana")"
+api GET "/v1/jobs/$j3/logs?limit=1000" "$ana" | jq -j '.items[] | select(.stream == "stdout") | .data' >"$tmp/log3"
+head -1 "$tmp/log3" | grep -qx begin && tail -3 "$tmp/log3" | tr '\n' ' ' | grep -qx '299999 300000 end ' &&
+	ok "job 3's log keeps its beginning and its end" || bad "job 3 log: $(head -c 200 "$tmp/log3") ... $(tail -c 100 "$tmp/log3")"
+grep -q '^\[cnlab: [0-9]* bytes of this output were dropped on the node' "$tmp/log3" &&
+	ok "and says how many bytes the node dropped" || bad "no note of the dropped bytes"
+# After the note (whose first line may be cut), consecutive numbers, once.
+sed -n '/^\[cnlab: /,$p' "$tmp/log3" | sed '1,3d' | grep -x '[0-9]*' >"$tmp/nums3"
+n3=$(wc -l <"$tmp/nums3")
+[ "$n3" -gt 1000 ] && [ "$(sort -n "$tmp/nums3" | uniq -d | wc -l)" = 0 ] &&
+	[ "$(($(tail -1 "$tmp/nums3") - $(head -1 "$tmp/nums3") + 1))" = "$n3" ] &&
+	ok "what it kept is whole: $n3 consecutive lines, each once" || bad "job 3 numbers: $n3 lines"
 
 # --- a chunk sent again is kept once; a gap is refused ----------------------
 # What an agent does after a lost reply: the node's own credential sends
