@@ -113,6 +113,15 @@ struct cnl_api;
  */
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret);
 
+/*
+ * cnl_api_agent_health - the all-in-one's supervisor says whether its
+ * embedded node agent runs.  From the first call on, GET /healthz answers
+ * 200 {"status":"ok","agent":"up"} while it does and 503
+ * {"status":"degraded","agent":"down"} while it does not; a cnlabd that
+ * never calls it (no embedded agent) answers 200 {"status":"ok"}.
+ */
+void cnl_api_agent_health(struct cnl_api *api, bool up);
+
 /* cnl_api_free - NULL is allowed. */
 void cnl_api_free(struct cnl_api *api);
 

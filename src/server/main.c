@@ -8,6 +8,7 @@
  * and CNLAB_ADMIN_PASSWORD is the bootstrap administrator's password.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "cnlab/errors.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "net/http_server.h"
 #include "server/allinone.h"
@@ -277,6 +279,97 @@ static int parse_listen(const char *s, char *host, size_t hostlen,
 
 extern char **environ;
 
+/* The embedded agent, started after any orphan of an earlier run that
+ * still holds its lock is stopped (never two agents for one node).  Its
+ * pid, or -errno with @err. */
+static pid_t start_agent(struct cnl_api *api, const char *url,
+                         const char *token, const char *data_dir,
+                         const char *gpus, char *ret_gpus, char *err,
+                         size_t errlen)
+{
+	pid_t orphan, pid;
+	int r;
+
+	if ((r = cnl_aio_stop_orphan(data_dir, &orphan, err, errlen)) < 0)
+		return r;
+	if (r > 0)
+		cnl_log(CNL_LOG_WARN,
+		        "stopped the embedded agent of an earlier run",
+		        "pid=%d", (int)orphan);
+	if ((pid = cnl_aio_spawn_agent(url, token, data_dir, gpus, ret_gpus,
+	                               err, errlen)) > 0) {
+		cnl_api_agent_health(api, true);
+		cnl_log(CNL_LOG_INFO, "embedded agent started", "pid=%d",
+		        (int)pid);
+	}
+	return pid;
+}
+
+/* Backoff between restarts of the embedded agent: from 1 s, doubled up
+ * to 30 s, back to 1 s after a run of a minute. */
+#define AGENT_BACKOFF_MIN_MS 1000
+#define AGENT_BACKOFF_MAX_MS 30000
+#define AGENT_STABLE_MS      60000
+
+/*
+ * The all-in-one's main thread: wait for SIGINT/SIGTERM (@set), and
+ * meanwhile keep the embedded agent (*@pid) running: restarted when it
+ * dies, with backoff, each death and start logged; /healthz says
+ * degraded from its death until the next one runs.
+ */
+static void supervise(struct cnl_api *api, const sigset_t *set, pid_t *pid,
+                      int64_t started_ms, const char *url, const char *token,
+                      const char *data_dir, const char *gpus)
+{
+	int64_t backoff = AGENT_BACKOFF_MIN_MS, next_ms = 0;
+	char chosen[128], err[512], q[600];
+
+	for (;;) {
+		struct timespec tick = {.tv_nsec = 200 * 1000 * 1000};
+		int64_t now;
+		int sig = sigtimedwait(set, NULL, &tick), status;
+
+		if (sig > 0) {
+			cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d",
+			        sig);
+			return;
+		}
+		now = cnl_time_now_ms();
+		if (*pid > 0 && waitpid(*pid, &status, WNOHANG) == *pid) {
+			if (now - started_ms >= AGENT_STABLE_MS)
+				backoff = AGENT_BACKOFF_MIN_MS;
+			cnl_api_agent_health(api, false);
+			cnl_log(CNL_LOG_WARN, "embedded agent died; restarting",
+			        "pid=%d %s=%d restart_in_ms=%" PRId64,
+			        (int)*pid,
+			        WIFSIGNALED(status) ? "signal" : "exit",
+			        WIFSIGNALED(status) ? WTERMSIG(status)
+			                            : WEXITSTATUS(status),
+			        backoff);
+			*pid = -1;
+			next_ms = now + backoff;
+			backoff = backoff * 2 > AGENT_BACKOFF_MAX_MS
+			              ? AGENT_BACKOFF_MAX_MS
+			              : backoff * 2;
+		}
+		if (*pid > 0 || now < next_ms)
+			continue;
+		*pid = start_agent(api, url, token, data_dir, gpus, chosen, err,
+		                   sizeof(err));
+		started_ms = now;
+		if (*pid < 0) {
+			cnl_log(CNL_LOG_ERROR,
+			        "cannot restart the embedded agent",
+			        "err=%s retry_in_ms=%" PRId64,
+			        cnl_log_quote(q, sizeof(q), err), backoff);
+			next_ms = now + backoff;
+			backoff = backoff * 2 > AGENT_BACKOFF_MAX_MS
+			              ? AGENT_BACKOFF_MAX_MS
+			              : backoff * 2;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	/* The flags cnlabd handles itself; every setting of the table is
@@ -295,6 +388,8 @@ int main(int argc, char **argv)
 	char aio_dir[PATH_MAX], chosen_gpus[128] = "";
 	char aio_token[CNL_AIO_TOKEN_MAX] = "";
 	pid_t agent_pid = -1;
+	int64_t agent_started_ms = 0;
+	char aio_url[128] = "";
 	enum cnl_log_level level;
 	char host[64], path[4096], files_dir[4096], err[512];
 	char *cert = NULL, *key = NULL;
@@ -537,12 +632,14 @@ int main(int argc, char **argv)
 		         cert ? "https" : "http",
 		         strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
 		         (unsigned)cnl_http_server_port(srv));
-		if ((agent_pid = cnl_aio_spawn_agent(
-		         url, aio_token, st.data_dir, aio_gpus, chosen_gpus,
-		         err, sizeof(err))) < 0) {
+		snprintf(aio_url, sizeof(aio_url), "%s", url);
+		if ((agent_pid = start_agent(api, aio_url, aio_token,
+		                             st.data_dir, aio_gpus, chosen_gpus,
+		                             err, sizeof(err))) < 0) {
 			fprintf(stderr, "cnlabd: all-in-one: %s\n", err);
 			goto out;
 		}
+		agent_started_ms = cnl_time_now_ms();
 		printf("\nCNLab is running at %s (embedded agent on %s)\n"
 		       "  log in:     cnlab login --server %s --user admin\n"
 		       "              (password in %s/admin.password%s)\n"
@@ -568,8 +665,14 @@ int main(int argc, char **argv)
 	        (unsigned)cnl_http_server_port(srv), cert ? "on" : "off",
 	        "cnlab.db", st.policy);
 
-	if (sigwait(&set, &sig) == 0)
-		cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d", sig);
+	if (!aio) {
+		if (sigwait(&set, &sig) == 0)
+			cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d",
+			        sig);
+	} else {
+		supervise(api, &set, &agent_pid, agent_started_ms, aio_url,
+		          aio_token, st.data_dir, aio_gpus);
+	}
 	rc = 0;
 out:
 	if (agent_pid > 0) {
