@@ -93,9 +93,19 @@ struct wk {
 	bool gone;   /* moved away: kill, report nothing */
 	bool fenced; /* killed by this agent's lease: its end says so */
 	/* Output goes to files under state/, not pipes, so that a workload
-	 * outlives an agent restart; the agent reads them from an offset. */
+	 * outlives an agent restart and cnlabd's outages: the files are the
+	 * buffer on disk.  out_off/err_off: what cnlabd has acknowledged (it
+	 * keeps each byte once); out/out_n, err_buf/err_n: the chunk read
+	 * from there and not yet acknowledged, sent again until it is. */
 	int out_rd, err_rd;
 	int64_t out_off, err_off;
+	/* Where the pending chunks start: past out_off/err_off when the
+	 * bytes between were dropped (more than log_buffer_max waited). */
+	int64_t out_at, err_at;
+	/* Its exit, once seen; its end is reported after all its output
+	 * is delivered. */
+	bool has_exit;
+	struct cnl_exit exit_rec;
 	char token[33]; /* notebook servers: their access token */
 	char image[65]; /* the manifest (hex) of its image; "": host */
 	/* Ended, but cnlabd has not taken the report yet (unreachable):
@@ -122,7 +132,13 @@ struct cnl_agent {
 	char cred[CNL_WIRE_CRED_MAX], join[CNL_WIRE_CRED_MAX];
 	atomic_bool rotate_now; /* SIGHUP: rotate after the next heartbeat */
 	int64_t next_rotate_ms; /* the heartbeat thread's */
-	int64_t lease_ms, heartbeat_ms;
+	/* lease_ms: cnlabd's lease, after which the workloads' watchdogs
+	 * stop work whose agent died (the lease file not renewed);
+	 * grace_ms: how long the agent, alive, renews the lease file with
+	 * cnlabd unreachable before it stops all work: the larger of the
+	 * lease and cfg.outage_grace_ms. */
+	int64_t lease_ms, grace_ms, heartbeat_ms;
+	int lock_fd;         /* work_dir/agent.lock, locked while we run */
 	char lease[600];     /* touched after each good heartbeat */
 	char runtime[512];   /* the OCI runtime's path (container mode) */
 	char umoci[512];     /* umoci, which unpacks images (image.c) */
@@ -315,11 +331,16 @@ void cnl_agent_workspaces_sweep(struct cnl_agent *a);
 long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
                       const struct wk *w, enum cnl_wire_report_state state,
                       int code, const char *url, const char *msg);
-/* Send @n bytes of @buf, which has room for one more, as a log chunk of
- * @stream (stderr when @is_stderr), byte for byte. */
-void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
+/* Send @n bytes of @buf, which has room for one more, as the log chunk
+ * at @offset of @stream (stderr when @is_stderr), byte for byte, after
+ * @dropped bytes the agent gave up (0: none).  Returns
+ * the HTTP status (201 stored, 200 held already, 416 a gap, 409 fenced)
+ * or a negative errno when none came; *@ret_next: the offset cnlabd
+ * expects next (@offset + @n when its reply does not say). */
+long cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
                         const char *id, int64_t epoch, bool is_stderr,
-                        char *buf, size_t n);
+                        int64_t offset, int64_t dropped, char *buf, size_t n,
+                        int64_t *ret_next);
 /*
  * Upload every file under @dir, in subfolders too, as @what ("artifacts"
  * or "checkpoints"), each streamed with its SHA-256.  Nothing is followed:

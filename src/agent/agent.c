@@ -11,6 +11,7 @@
  * protocol's decoder and handed to the supervisor's reconcile.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +24,49 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+
+/*
+ * One agent per work directory (per node): a POSIX record lock on
+ * work_dir/agent.lock, held as long as this process runs and released by
+ * the kernel when it ends however it ends.  A record lock, not flock: a
+ * fork does not inherit it, so the workloads' supervisors (forks of the
+ * agent that outlive it) never hold it.  The file says our pid; F_GETLK
+ * says it too, which is how cnlabd --all-in-one finds an orphan.
+ */
+static int take_lock(struct cnl_agent *a, char *err, size_t errlen)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	char path[600], pid[32];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/agent.lock", a->cfg.work_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (fcntl(fd, F_SETLK, &fl) < 0) {
+		int e = errno;
+
+		fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET};
+		if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+			snprintf(err, errlen,
+			         "another cnlab-agent (pid %d) runs on %s; one "
+			         "agent per node",
+			         (int)fl.l_pid, a->cfg.work_dir);
+		else
+			snprintf(err, errlen, "cannot lock %s: %s", path,
+			         strerror(e));
+		close(fd);
+		return -EBUSY;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		cnl_log(CNL_LOG_WARN, "cannot write the lock file", "path=%s",
+		        path);
+	a->lock_fd = fd;
+	return 0;
+}
 
 int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
                   char *err, size_t errlen)
@@ -42,6 +86,7 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 
 	a->cfg = *cfg;
 	ccfg.token_ud = a;
+	a->lock_fd = -1;
 	pthread_mutex_init(&a->mu, NULL);
 	cnl_catalog_init(&a->cat);
 	if ((r = cnl_gpus_open(cfg->gpus, &a->cat, &a->gpus, err, errlen)) < 0)
@@ -55,7 +100,8 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 			goto fail;
 		}
 	}
-	if ((r = cnl_agent_cred_init(a, err, errlen)) < 0)
+	if ((r = take_lock(a, err, errlen)) < 0 ||
+	    (r = cnl_agent_cred_init(a, err, errlen)) < 0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/exits", cfg->work_dir);
 	if ((r = cnl_launcher_new(cfg->name, path, &a->launcher, err, errlen)) <
@@ -151,6 +197,12 @@ static int register_node(struct cnl_agent *a, char *err, size_t errlen)
 	a->node_epoch = node.epoch;
 	a->next_rotate_ms = cnl_time_now_ms() + a->cfg.rotate_s * 1000;
 	a->lease_ms = node.lease_ms;
+	/* The lease stops the work of an agent that died before cnlabd
+	 * moves it; the grace keeps work running through an outage of
+	 * cnlabd itself, the agent alive (agent.h). */
+	a->grace_ms = node.lease_ms > a->cfg.outage_grace_ms
+	                  ? node.lease_ms
+	                  : a->cfg.outage_grace_ms;
 	a->heartbeat_ms = node.heartbeat_ms > 0 ? node.heartbeat_ms : 1000;
 	cnl_wire_node_done(&node);
 	return 0;
@@ -252,8 +304,11 @@ int cnl_agent_run(struct cnl_agent *a)
 		        cnl_log_quote(q, sizeof(q), err));
 		return r;
 	}
-	cnl_log(CNL_LOG_INFO, "registered", "node=%s id=%s epoch=%" PRId64,
-	        a->cfg.name, a->node_id, a->node_epoch);
+	cnl_log(CNL_LOG_INFO, "registered",
+	        "node=%s id=%s epoch=%" PRId64 " lease_ms=%" PRId64
+	        " grace_ms=%" PRId64,
+	        a->cfg.name, a->node_id, a->node_epoch, a->lease_ms,
+	        a->grace_ms);
 	cnl_agent_lease_touch(a);
 	adopt(a);
 	cnl_agent_workspaces_sweep(a);
@@ -297,6 +352,8 @@ void cnl_agent_free(struct cnl_agent *a)
 	cnl_client_free(a->tun_cl);
 	cnl_launcher_free(a->launcher);
 	cnl_gpus_close(a->gpus);
+	if (a->lock_fd >= 0)
+		close(a->lock_fd); /* releases the lock */
 	pthread_mutex_destroy(&a->mu);
 	explicit_bzero(a->cred, sizeof(a->cred));
 	explicit_bzero(a->join, sizeof(a->join));

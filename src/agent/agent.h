@@ -7,12 +7,22 @@
  *               reconciles: starts what is new (after fetching any
  *               checkpoint), signals what is to stop, kills what is gone;
  *   heartbeat   every heartbeat_ms reports the work it runs; kills what
- *               the control plane says was moved; and, once lease_ms has
- *               passed without a successful heartbeat, kills everything
- *               (self-fencing: the control plane requeues work only after
- *               twice that, so moved work never runs twice), whose end
- *               it then reports, failed, when cnlabd answers again;
- *   supervisor  streams stdout/stderr to cnlabd, applies kill deadlines,
+ *               the control plane says was moved; and, once the lease
+ *               (the larger of cnlabd's and outage_grace, 5 min by
+ *               default) has passed without a successful heartbeat,
+ *               kills everything, whose end it then reports, failed,
+ *               when cnlabd answers again.  cnlabd moves a node's work
+ *               only after the node was missing for its node timeout
+ *               while cnlabd itself was up (a restart of cnlabd gives
+ *               every node a full timeout), so an outage of the control
+ *               plane shorter than the grace costs no work; a node cut
+ *               off from a running cnlabd for longer than the node
+ *               timeout may have its work started elsewhere, and learns
+ *               of it (the heartbeat's "stop") when it is back;
+ *   supervisor  streams stdout/stderr to cnlabd from the output files
+ *               (the buffer on disk while cnlabd is unreachable), each
+ *               chunk with its offset, until cnlabd acknowledges it; reports
+ *               an end after all the output, applies kill deadlines,
  *               stops idle notebook servers, and on exit uploads
  *               artifacts and checkpoint files and reports the end.
  *
@@ -24,6 +34,12 @@
  *                                               (VRAM quota, compute share)
  *   state/<id>.json                             what a restarted agent
  *                                               needs to re-adopt it
+ *   state/<id>.stdout, .stderr                  its output (offsets
+ *                                               delivered: in .json)
+ *   agent.lock                                  a POSIX record lock held
+ *                                               by the running agent: a
+ *                                               second one on this
+ *                                               folder refuses to start
  *
  * An assignment (id, epoch) is started at most once here, across agent
  * restarts too: its state file is written before its launch, and a
@@ -69,6 +85,13 @@ struct cnl_agent_config {
 	bool map_users;        /* run as the local account named like the
 	                        * submitting user (overrides run_as_uid) */
 	const char *listen;    /* metrics address HOST:PORT; NULL: none */
+	/* How long work goes on while cnlabd is unreachable (the lease the
+	 * agent keeps is the larger of this and cnlabd's). */
+	int64_t outage_grace_ms;
+	/* The most bytes of one workload's stream kept on disk for cnlabd
+	 * while it does not take them; the oldest beyond go (noted in the
+	 * log).  0: no limit. */
+	int64_t log_buffer_max;
 };
 
 struct cnl_agent;

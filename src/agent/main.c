@@ -52,6 +52,8 @@ struct settings {
 	char *listen;
 	char *log_level;
 	int64_t credential_rotate;
+	int64_t outage_grace;
+	int64_t log_buffer_max;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -136,6 +138,18 @@ static const struct cnl_config_def table[] = {
      365LL * 86400000,
      "Rotate the node credential this often (0: never; SIGHUP rotates "
      "at once); cnlabd keeps the old one valid a short overlap."},
+    {"outage_grace", CNL_CONFIG_DURATION, S(outage_grace), "5m", 0,
+     7LL * 86400000,
+     "How long work keeps running while cnlabd is unreachable (its output "
+     "kept on this node's disk, under work_dir/state, and delivered once "
+     "when cnlabd is back); after it, the agent stops all work. cnlabd's "
+     "own lease (half its node_lost_timeout) applies when it is longer."},
+    {"log_buffer_max", CNL_CONFIG_SIZE, S(log_buffer_max), "1gib", 65536,
+     INT64_MAX,
+     "The most bytes of one workload's stdout (and of its stderr) kept on "
+     "this node's disk, in work_dir/state, that cnlabd has not taken yet "
+     "(it was unreachable); past it the oldest go, and the job's log says "
+     "how many bytes were dropped. Delivered bytes are freed as they go."},
 };
 #undef S
 #define N_TABLE (sizeof(table) / sizeof(table[0]))
@@ -290,6 +304,8 @@ int main(int argc, char **argv)
 	        .run_as_uid = (int)st.run_as_uid,
 	        .map_users = st.map_users,
 	        .listen = st.listen,
+	        .outage_grace_ms = st.outage_grace,
+	        .log_buffer_max = st.log_buffer_max,
 	    },
 	    &agent, err, sizeof(err));
 	if (r < 0) {

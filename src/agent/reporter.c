@@ -19,10 +19,11 @@
  * is logged with the field its decoder names and treated like a call that
  * failed.
  *
- * The heartbeat thread renews the lease file after each good heartbeat;
- * each workload's watchdog (cnlab-agent --watchdog) kills it once that
- * file is older than the lease, and the thread itself kills all work once
- * a lease has passed without one (self-fencing, agent.h).
+ * The heartbeat thread renews the lease file after each good heartbeat,
+ * and after each failed one within the outage grace; each workload's
+ * watchdog kills it once that file is older than the lease (its agent
+ * died), and the thread itself kills all work once the grace has passed
+ * without a good heartbeat (self-fencing, agent.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -89,14 +90,22 @@ long cnl_agent_report(struct cnl_agent *a, struct cnl_client *cl,
 	return st;
 }
 
-void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
+long cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
                         const char *id, int64_t epoch, bool is_stderr,
-                        char *buf, size_t n)
+                        int64_t offset, int64_t dropped, char *buf, size_t n,
+                        int64_t *ret_next)
 {
-	struct cnl_wire_log m = {.epoch = epoch, .stderr_ = is_stderr};
-	char route[256], err[256];
-	json_t *body;
+	struct cnl_wire_log m = {.epoch = epoch,
+	                         .stderr_ = is_stderr,
+	                         .has_offset = true,
+	                         .offset = offset,
+	                         .dropped = dropped};
+	struct cnl_wire_log_ack ack;
+	char route[256], err[256], q[300];
+	json_t *body, *reply = NULL;
+	long st;
 
+	*ret_next = offset + (int64_t)n;
 	/* Byte for byte: the encoder sends text as text and anything else
 	 * (a character cut at the chunk's end included) as base64. */
 	buf[n] = '\0';
@@ -104,10 +113,31 @@ void cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
 	m.data = buf;
 	m.len = n;
 	if (!(body = cnl_wire_log_encode(&m)))
-		return;
+		return -ENOMEM;
 	snprintf(route, sizeof(route), "/v1/nodes/%s/logs", a->node_id);
-	cnl_client_call(cl, "POST", route, body, 30, NULL, err, sizeof(err));
+	st = cnl_client_call(cl, "POST", route, body, 30, &reply, err,
+	                     sizeof(err));
 	json_decref(body);
+	if ((st == 200 || st == 201 || st == 416) && reply) {
+		/* A 416 carries "next" beside its error. */
+		json_t *o =
+		    st == 416 ? json_deep_copy(reply) : json_incref(reply);
+
+		json_object_del(o, "error");
+		if (cnl_wire_log_ack_decode(o, &ack, err, sizeof(err)) < 0) {
+			cnl_log(CNL_LOG_WARN, "reply does not decode",
+			        "route=/logs err=%s",
+			        cnl_log_quote(q, sizeof(q), err));
+			st = -EPROTO;
+		} else if (ack.has_next) {
+			*ret_next = ack.next;
+		} else if (st == 416) {
+			st = -EPROTO;
+		}
+		json_decref(o);
+	}
+	json_decref(reply);
+	return st;
 }
 
 /* ---- files to and from cnlabd -------------------------------------------- */
@@ -656,10 +686,15 @@ void *cnl_agent_heartbeat(void *arg)
 			stop_moved(a, &node);
 			queue_drops(a, &node, sent, n_sent);
 			cnl_agent_cred_upkeep(a, a->hb_cl);
-		} else if (cnl_time_now_ms() - a->last_hb_ok_ms > a->lease_ms) {
-			/* Self-fencing: the control plane may move our work
-			 * after twice this; it must be gone by then. */
-			kill_all(a, "lease expired: cnlabd unreachable");
+		} else if (cnl_time_now_ms() - a->last_hb_ok_ms <=
+		           a->grace_ms) {
+			/* cnlabd unreachable: alive, we keep the work going
+			 * through its outage, for the grace.  (cnlabd moves
+			 * work only after the node was missing while it was
+			 * up; then the heartbeat's "stop" ends it here.) */
+			cnl_agent_lease_touch(a);
+		} else {
+			kill_all(a, "outage grace expired: cnlabd unreachable");
 		}
 		cnl_wire_node_done(&node);
 		json_decref(reply);

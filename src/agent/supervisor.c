@@ -12,6 +12,7 @@
  * written before its launch (wk.c), and a workload whose end cnlabd has
  * not taken yet stays in the table, reported again each second.
  */
+#define _GNU_SOURCE /* fallocate: the output delivered frees its blocks */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -619,18 +620,68 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 
 /* ---- the supervise thread ------------------------------------------------ */
 
-/* Read new output of a file into @buf, advancing @off.  Under the lock. */
-static void drain(int fd, char *buf, size_t *n, int64_t *off)
+/* Free the disk blocks of the first @end bytes of @w's output file of
+ * @stream: delivered, or dropped.  The workload writes on past them. */
+static void punch(const struct cnl_agent *a, const struct wk *w,
+                  const char *stream, int64_t end)
 {
+	char path[700];
+	int fd;
+
+	end &= ~(int64_t)4095;
+	if (end <= 0)
+		return;
+	cnl_agent_out_path(a, w->id, stream, path, sizeof(path));
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, end) <
+	        0 &&
+	    errno != EOPNOTSUPP)
+		cnl_log(CNL_LOG_DEBUG, "cannot free delivered output",
+		        "id=%s err=\"%s\"", w->id, strerror(errno));
+	close(fd);
+}
+
+/* Read the next chunk of @w's @stream into @buf, from @off (what cnlabd
+ * has acknowledged), unless one is still pending (@n > 0, from *@at).
+ * When more than log_buffer_max bytes wait (cnlabd away), the oldest are
+ * dropped, a pending chunk with them: the next chunk starts at *@at, past
+ * @off, and the blocks before it are freed, so that the node's disk holds
+ * no more than that.  Under the lock. */
+static void drain(const struct cnl_agent *a, const struct wk *w,
+                  const char *stream, int fd, char *buf, size_t *n, int64_t off,
+                  int64_t *at)
+{
+	int64_t max = a->cfg.log_buffer_max, start = *n ? *at : off;
+	struct stat st;
 	ssize_t got;
 
 	if (fd < 0)
 		return;
-	while (*n < LOG_CHUNK_MAX &&
-	       (got = read(fd, buf + *n, LOG_CHUNK_MAX - *n)) > 0) {
-		*n += (size_t)got;
-		*off += got;
+	if (max > 0 && fstat(fd, &st) == 0 && st.st_size - start > max) {
+		start = st.st_size - max;
+		*n = 0;
+		punch(a, w, stream, start);
 	}
+	if (*n)
+		return;
+	got = pread(fd, buf, LOG_CHUNK_MAX, start);
+	if (got > 0) {
+		*n = (size_t)got;
+		*at = start;
+	}
+}
+
+/* Whether output of @w is not acknowledged yet.  Under the lock. */
+static bool output_pending(const struct wk *w)
+{
+	struct stat so, se;
+
+	return w->out_n || w->err_n ||
+	       (w->out_rd >= 0 && fstat(w->out_rd, &so) == 0 &&
+	        so.st_size > w->out_off) ||
+	       (w->err_rd >= 0 && fstat(w->err_rd, &se) == 0 &&
+	        se.st_size > w->err_off);
 }
 
 /* Established TCP connections to local @port (IPv4 and IPv6). */
@@ -701,9 +752,11 @@ struct chunk {
 	int64_t epoch;
 	char *o, *e; /* one byte of room past on and en (send_log) */
 	size_t on, en;
+	int64_t oo, eo; /* their offsets in the streams */
+	int64_t od, ed; /* bytes dropped before them */
 };
 
-/* Take the output drained so far of each workload; under the lock.  The
+/* Copy the pending chunk of each workload's streams; under the lock.  The
  * output of work moved away is dropped. */
 static struct chunk *take_output(struct cnl_agent *a, size_t *ret_n)
 {
@@ -715,22 +768,94 @@ static struct chunk *take_output(struct cnl_agent *a, size_t *ret_n)
 
 		if (!w->out_n && !w->err_n)
 			continue;
-		if (!w->gone) {
-			memcpy(logs[n].id, w->id, sizeof(w->id));
-			logs[n].epoch = w->epoch;
-			logs[n].o = cnl_xmalloc(w->out_n + 1);
-			memcpy(logs[n].o, w->out, w->out_n);
-			logs[n].on = w->out_n;
-			logs[n].e = cnl_xmalloc(w->err_n + 1);
-			memcpy(logs[n].e, w->err_buf, w->err_n);
-			logs[n].en = w->err_n;
-			n++;
+		if (w->gone) {
+			w->out_n = w->err_n = 0;
+			continue;
 		}
-		w->out_n = w->err_n = 0;
-		cnl_agent_state_save(a, w); /* the offsets, for a restart */
+		memcpy(logs[n].id, w->id, sizeof(w->id));
+		logs[n].epoch = w->epoch;
+		logs[n].o = cnl_xmalloc(w->out_n + 1);
+		memcpy(logs[n].o, w->out, w->out_n);
+		logs[n].on = w->out_n;
+		logs[n].oo = w->out_at;
+		logs[n].od = w->out_at - w->out_off;
+		logs[n].e = cnl_xmalloc(w->err_n + 1);
+		memcpy(logs[n].e, w->err_buf, w->err_n);
+		logs[n].en = w->err_n;
+		logs[n].eo = w->err_at;
+		logs[n].ed = w->err_at - w->err_off;
+		n++;
 	}
 	*ret_n = n;
 	return logs;
+}
+
+/* What cnlabd said (@st, @next) of the chunk at @off of a stream of @k:
+ * acknowledged (stored, held already, or a gap: from @next on), refused
+ * for good (fenced, bad: dropped, the work is not ours or the chunk will
+ * never go), or not delivered (kept, sent again).  Takes the lock. */
+static void chunk_done(struct cnl_agent *a, const struct chunk *k, bool is_err,
+                       int64_t off, size_t len, long st, int64_t next)
+{
+	int64_t acked = off - (is_err ? k->ed : k->od);
+	struct wk *w;
+
+	pthread_mutex_lock(&a->mu);
+	w = cnl_agent_wk_find(a, k->id);
+	if (w && w->epoch == k->epoch) {
+		int64_t *o = is_err ? &w->err_off : &w->out_off;
+		size_t *n = is_err ? &w->err_n : &w->out_n;
+
+		if (*o == acked && (st == 200 || st == 201 || st == 416)) {
+			/* Delivered: its blocks go, a MiB at a time. */
+			if (next >> 20 != *o >> 20)
+				punch(a, w, is_err ? "stderr" : "stdout", next);
+			*o = next;
+			*n = 0;
+			cnl_agent_state_save(a, w); /* the offsets */
+		} else if (*o == acked && st >= 400 && st < 500) {
+			cnl_log(CNL_LOG_WARN, "output refused; dropped",
+			        "id=%s status=%ld bytes=%zu", w->id, st, len);
+			*o = off + (int64_t)len;
+			*n = 0;
+			cnl_agent_state_save(a, w);
+		}
+	}
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* Send each chunk of @logs; after the first that does not get through,
+ * the rest wait for the next round (cnlabd is unreachable). */
+static void send_output(struct cnl_agent *a, struct chunk *logs, size_t n)
+{
+	bool offline = false;
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t next;
+		long st;
+
+		if (logs[i].on && !offline) {
+			st = cnl_agent_send_log(a, a->sup_cl, logs[i].id,
+			                        logs[i].epoch, false,
+			                        logs[i].oo, logs[i].od,
+			                        logs[i].o, logs[i].on, &next);
+			chunk_done(a, &logs[i], false, logs[i].oo, logs[i].on,
+			           st, next);
+			offline = st < 0 || st >= 500;
+		}
+		if (logs[i].en && !offline) {
+			st = cnl_agent_send_log(a, a->sup_cl, logs[i].id,
+			                        logs[i].epoch, true, logs[i].eo,
+			                        logs[i].ed, logs[i].e,
+			                        logs[i].en, &next);
+			chunk_done(a, &logs[i], true, logs[i].eo, logs[i].en,
+			           st, next);
+			offline = st < 0 || st >= 500;
+		}
+		free(logs[i].o);
+		free(logs[i].e);
+	}
+	free(logs);
 }
 
 /* Record how @w ended (@ex), once.  Under the lock. */
@@ -741,8 +866,8 @@ static void note_end(struct wk *w, const struct cnl_exit *ex)
 
 	if (w->fenced)
 		snprintf(msg, sizeof(msg),
-		         "stopped by the node agent: its lease expired (cnlabd "
-		         "unreachable)");
+		         "stopped by the node agent: cnlabd unreachable for "
+		         "longer than its outage grace");
 	else if (ex->oom_killed)
 		snprintf(msg, sizeof(msg),
 		         "killed by the out-of-memory killer (memory limit)");
@@ -836,8 +961,10 @@ void *cnl_agent_supervise(void *arg)
 			struct wk *w = a->wk[i];
 			struct cnl_exit e = {0};
 
-			drain(w->out_rd, w->out, &w->out_n, &w->out_off);
-			drain(w->err_rd, w->err_buf, &w->err_n, &w->err_off);
+			drain(a, w, "stdout", w->out_rd, w->out, &w->out_n,
+			      w->out_off, &w->out_at);
+			drain(a, w, "stderr", w->err_rd, w->err_buf, &w->err_n,
+			      w->err_off, &w->err_at);
 			if (w->stopping && !w->term_sent &&
 			    now >= w->signal_ms) {
 				cnl_workload_signal(w->w, SIGTERM);
@@ -855,34 +982,25 @@ void *cnl_agent_supervise(void *arg)
 				}
 				continue;
 			}
-			if (cnl_workload_poll(w->w, &e) == 0 && e.exited) {
-				/* Read what is left of its output first. */
-				drain(w->out_rd, w->out, &w->out_n,
-				      &w->out_off);
-				drain(w->err_rd, w->err_buf, &w->err_n,
-				      &w->err_off);
-				ex[n_done] = e;
+			if (!w->has_exit && cnl_workload_poll(w->w, &e) == 0 &&
+			    e.exited) {
+				w->exit_rec = e;
+				w->has_exit = true;
+			}
+			/* Its end goes after the whole of its output (which
+			 * cnlabd takes only while the work runs), however
+			 * long cnlabd is away; moved work has none to send. */
+			if (w->has_exit && (w->gone || !output_pending(w))) {
+				ex[n_done] = w->exit_rec;
 				done[n_done++] = w;
 			}
 		}
 		if (now - last_idle_check >= IDLE_CHECK_MS)
 			last_idle_check = now;
-		/* Flush logs outside the lock, on copies. */
+		/* Send output outside the lock, on copies. */
 		logs = take_output(a, &n_logs);
 		pthread_mutex_unlock(&a->mu);
-		for (size_t i = 0; i < n_logs; i++) {
-			if (logs[i].on)
-				cnl_agent_send_log(a, a->sup_cl, logs[i].id,
-				                   logs[i].epoch, false,
-				                   logs[i].o, logs[i].on);
-			if (logs[i].en)
-				cnl_agent_send_log(a, a->sup_cl, logs[i].id,
-				                   logs[i].epoch, true,
-				                   logs[i].e, logs[i].en);
-			free(logs[i].o);
-			free(logs[i].e);
-		}
-		free(logs);
+		send_output(a, logs, n_logs);
 		/* Ends: artifacts, checkpoint, report. */
 		for (size_t i = 0; i < n_done; i++) {
 			struct wk *w = done[i];

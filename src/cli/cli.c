@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -67,8 +68,10 @@ struct cnl_client *cnl_cli_client(struct cnl_cli *cli)
 	    .base = cli->server,
 	    .token = cli->token,
 	    .user_agent = "cnlab-cli/0.1",
-	    .connect_timeout_ms = 10 * 1000,
-	    .timeout_ms = 120 * 1000,
+	    .connect_timeout_ms = (long)cli->connect_timeout_ms,
+	    /* No limit on the whole: an upload or a download may take
+	     * long while bytes move; a silent server is the read timeout's. */
+	    .idle_timeout_ms = (long)cli->read_timeout_ms,
 	    /* Artifacts are at most 512 KiB; nothing the API says is near. */
 	    .reply_max = (size_t)64 << 20,
 	};
@@ -174,6 +177,81 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
 	}
 }
 
+int cnl_cli_unreachable(struct cnl_cli *cli, const struct cnl_client_reply *r,
+                        const char *what)
+{
+	char d[CNL_DURATION_MAX] = "?", w[192] = "";
+
+	if (what)
+		snprintf(w, sizeof(w), "%s: ", what);
+
+	switch (r->timed_out) {
+	case CNL_CLIENT_TIMEOUT_CONNECT:
+		cnl_duration_format(cli->connect_timeout_ms, d, sizeof(d));
+		return cnl_cli_fail(CNL_EXIT_TIMEOUT,
+		                    "%stimed out connecting to %s after %s "
+		                    "(connect timeout: --connect-timeout or "
+		                    "CNLAB_CONNECT_TIMEOUT)",
+		                    w, cli->server, d);
+	case CNL_CLIENT_TIMEOUT_IDLE:
+		cnl_duration_format(cli->read_timeout_ms, d, sizeof(d));
+		return cnl_cli_fail(CNL_EXIT_TIMEOUT,
+		                    "%stimed out: %s accepted the connection "
+		                    "but sent nothing for %s (read timeout: "
+		                    "--read-timeout or CNLAB_READ_TIMEOUT; 0 "
+		                    "waits forever)",
+		                    w, cli->server, d);
+	case CNL_CLIENT_TIMEOUT_TOTAL:
+		return cnl_cli_fail(CNL_EXIT_TIMEOUT,
+		                    "%stimed out talking to %s", w,
+		                    cli->server);
+	}
+	if (what)
+		return cnl_cli_fail(CNL_EXIT_ERROR, "%s: %s", what, r->error);
+	return cnl_cli_fail(CNL_EXIT_ERROR,
+	                    "cannot reach %s: %s (check --server, "
+	                    "CNLAB_SERVER, or cnlab config set server URL)",
+	                    cli->server, r->error);
+}
+
+/* One timeout: --@flag, else $@env, else @dflt; @zero_ok: 0 is allowed. */
+static int one_timeout(struct cnl_cli *cli, const char *flag, const char *env,
+                       int64_t dflt, bool zero_ok, int64_t *ret)
+{
+	const char *v = cnl_cli_flag(cli, flag);
+	const char *from = flag;
+	bool is_env = false;
+
+	if (!v && (v = getenv(env)) && *v) {
+		from = env;
+		is_env = true;
+	} else if (!v || !*v) {
+		*ret = dflt;
+		return 0;
+	}
+	if (cnl_duration_parse(v, ret) < 0 || (*ret == 0 && !zero_ok) ||
+	    *ret > (int64_t)24 * 3600 * 1000)
+		return cnl_cli_fail(
+		    CNL_EXIT_USAGE,
+		    "%s%s: \"%s\" is not a duration%s up to 24h "
+		    "(try 10s or 2m)",
+		    is_env ? "" : "--", from, v, zero_ok ? "" : " above 0");
+	return 0;
+}
+
+int cnl_cli_timeouts(struct cnl_cli *cli)
+{
+	int code = one_timeout(cli, "connect-timeout", "CNLAB_CONNECT_TIMEOUT",
+	                       CNL_CLI_CONNECT_TIMEOUT_DEFAULT, false,
+	                       &cli->connect_timeout_ms);
+
+	if (code)
+		return code;
+	return one_timeout(cli, "read-timeout", "CNLAB_READ_TIMEOUT",
+	                   CNL_CLI_READ_TIMEOUT_DEFAULT, true,
+	                   &cli->read_timeout_ms);
+}
+
 /* Send a request; 0 and the reply, or an exit code after a message. */
 static int request(struct cnl_cli *cli, const char *method, const char *path,
                    json_t *body, const char *idem, const char *what,
@@ -190,11 +268,7 @@ static int request(struct cnl_cli *cli, const char *method, const char *path,
 	if (!cnl_cli_client(cli))
 		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot start libcurl");
 	if (cnl_client_send(cli->client, method, path, body, idem, ret) < 0)
-		return cnl_cli_fail(CNL_EXIT_ERROR,
-		                    "cannot reach %s: %s (check --server, "
-		                    "CNLAB_SERVER, or cnlab config set server "
-		                    "URL)",
-		                    cli->server, ret->error);
+		return cnl_cli_unreachable(cli, ret, NULL);
 	if (ret->status < 200 || ret->status > 299) {
 		int code = reply_error(cli, ret, what);
 
@@ -277,8 +351,7 @@ int cnl_cli_stream(struct cnl_cli *cli, const struct cnl_client_request *rq,
 	if (!cnl_cli_client(cli))
 		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot start libcurl");
 	if (cnl_client_request(cli->client, rq, ret) < 0) {
-		int code =
-		    cnl_cli_fail(CNL_EXIT_ERROR, "%s: %s", what, ret->error);
+		int code = cnl_cli_unreachable(cli, ret, what);
 
 		cnl_client_reply_done(ret);
 		return code;

@@ -38,17 +38,24 @@ enum {
 	CNL_EXIT_AUTH = 3,
 	CNL_EXIT_NOT_FOUND = 4,
 	CNL_EXIT_REFUSED = 5,
+	CNL_EXIT_TIMEOUT = 6, /* the server did not connect or answer in time */
 };
+
+/* Defaults of --connect-timeout and --read-timeout (milliseconds). */
+#define CNL_CLI_CONNECT_TIMEOUT_DEFAULT (10 * 1000)
+#define CNL_CLI_READ_TIMEOUT_DEFAULT    (60 * 1000)
 
 /* The state of one invocation. */
 struct cnl_cli {
-	struct cnl_cli_config cfg; /* the settings file */
-	const char *server;        /* effective base URL */
-	const char *token;         /* effective token, or NULL */
-	const char *project_flag;  /* --project, or NULL */
-	bool json;                 /* --output json */
-	bool logging_in;           /* 401 means bad credentials */
-	struct cnl_client *client; /* made on first use */
+	struct cnl_cli_config cfg;  /* the settings file */
+	const char *server;         /* effective base URL */
+	const char *token;          /* effective token, or NULL */
+	const char *project_flag;   /* --project, or NULL */
+	bool json;                  /* --output json */
+	bool logging_in;            /* 401 means bad credentials */
+	int64_t connect_timeout_ms; /* --connect-timeout */
+	int64_t read_timeout_ms;    /* --read-timeout; 0: none */
+	struct cnl_client *client;  /* made on first use */
 	const struct cnl_cli_command *cmd;
 	/* The whole command table (commands.c), for help and completion:
 	 * handlers reach it only through here. */
@@ -123,6 +130,22 @@ int cnl_cli_list_begin(struct cnl_cli *cli, const char *path, const char *what,
 int cnl_cli_list_end(struct cnl_cli_table *t, json_t *reply);
 
 /* cnl_cli_call() for raw bytes (artifact download): *@ret is the reply. */
+/*
+ * cnl_cli_unreachable - the message for a request that got no reply
+ * (@r after -EIO from the client): CNL_EXIT_TIMEOUT naming the server and
+ * which timeout ran out, else CNL_EXIT_ERROR with the reason.  @what: the
+ * thing asked for, or NULL.
+ */
+int cnl_cli_unreachable(struct cnl_cli *cli, const struct cnl_client_reply *r,
+                        const char *what);
+
+/*
+ * cnl_cli_timeouts - read --connect-timeout and --read-timeout, else
+ * CNLAB_CONNECT_TIMEOUT and CNLAB_READ_TIMEOUT, else the defaults, into
+ * @cli.  0, or CNL_EXIT_USAGE after a message naming the flag or variable.
+ */
+int cnl_cli_timeouts(struct cnl_cli *cli);
+
 int cnl_cli_call_raw(struct cnl_cli *cli, const char *path, const char *what,
                      struct cnl_client_reply *ret);
 

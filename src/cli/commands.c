@@ -18,6 +18,13 @@ const struct cnl_cli_flag cnl_cli_global_flags[] = {
     {"server", "URL", "control plane URL (env CNLAB_SERVER)", 0},
     {"output", "FORMAT", "table or json (-o)", 'o'},
     {"project", "NAME", "project to act on (default from the config)", 0},
+    {"connect-timeout", "DURATION",
+     "give up connecting after this (default 10s; env CNLAB_CONNECT_TIMEOUT)",
+     0},
+    {"read-timeout", "DURATION",
+     "give up when the server sends nothing for this (default 60s, 0: "
+     "never; env CNLAB_READ_TIMEOUT)",
+     0},
     {"help", NULL, "show help (-h)", 0},
     {NULL, NULL, NULL, 0},
 };

@@ -438,7 +438,8 @@ int main(int argc, char **argv)
 	    same_server(cli.server, cli.cfg.server))
 		cli.token = cli.cfg.token;
 
-	code = cli.cmd->run(&cli);
+	if ((code = cnl_cli_timeouts(&cli)) == 0)
+		code = cli.cmd->run(&cli);
 	fflush(stdout);
 	cnl_client_free(cli.client);
 	cnl_cli_config_done(&cli.cfg);

@@ -40,6 +40,7 @@ struct cnl_client {
 	char *user_agent; /* or NULL */
 	long connect_timeout_ms;
 	long timeout_ms;
+	long idle_timeout_ms;
 	size_t reply_max;
 };
 
@@ -255,6 +256,7 @@ int cnl_client_new(const struct cnl_client_config *cfg, struct cnl_client **ret)
 	cl->user_agent = dup_or_null(cfg->user_agent);
 	cl->connect_timeout_ms = cfg->connect_timeout_ms;
 	cl->timeout_ms = cfg->timeout_ms;
+	cl->idle_timeout_ms = cfg->idle_timeout_ms;
 	cl->reply_max =
 	    cfg->reply_max ? cfg->reply_max : CNL_CLIENT_REPLY_MAX_DEFAULT;
 	*ret = cl;
@@ -334,7 +336,7 @@ int cnl_client_request(struct cnl_client *cl,
 	struct buf b = {0};
 	_cleanup_free_ char *url = NULL, *text = NULL, *idem_h = NULL,
 	                    *ct_h = NULL, *sha_h = NULL;
-	long timeout_ms;
+	long timeout_ms, idle_ms;
 	size_t n;
 	CURLcode cc;
 	CURL *e;
@@ -386,6 +388,15 @@ int cnl_client_request(struct cnl_client *cl,
 	timeout_ms = rq->timeout_ms > 0 ? rq->timeout_ms : cl->timeout_ms;
 	if (timeout_ms > 0)
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+	/* Idle: under a byte a second for that long, either way (libcurl
+	 * counts in whole seconds). */
+	idle_ms =
+	    rq->idle_timeout_ms ? rq->idle_timeout_ms : cl->idle_timeout_ms;
+	if (idle_ms > 0) {
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+		                 (idle_ms + 999) / 1000);
+	}
 	if (cl->cafile)
 		curl_easy_setopt(e, CURLOPT_CAINFO, cl->cafile);
 	if (cl->user_agent)
@@ -447,6 +458,19 @@ int cnl_client_request(struct cnl_client *cl,
 	curl_slist_free_all(h);
 	if (cc == CURLE_FILESIZE_EXCEEDED)
 		b.too_large = true;
+	if (cc == CURLE_OPERATION_TIMEDOUT) {
+		curl_off_t conn_us = 0;
+
+		/* Not connected yet: the connect timeout (or the whole
+		 * limit, when shorter); else which of the two ran out. */
+		curl_easy_getinfo(e, CURLINFO_CONNECT_TIME_T, &conn_us);
+		if (conn_us == 0)
+			ret->timed_out = CNL_CLIENT_TIMEOUT_CONNECT;
+		else if (idle_ms > 0 && strstr(cerr, "too slow"))
+			ret->timed_out = CNL_CLIENT_TIMEOUT_IDLE;
+		else
+			ret->timed_out = CNL_CLIENT_TIMEOUT_TOTAL;
+	}
 	if (cc != CURLE_OK)
 		return no_reply(ret, &b, curl_easy_strerror(cc), cerr);
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &ret->status);

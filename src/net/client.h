@@ -31,8 +31,14 @@
  * compare.  Neither is ever held whole in memory.
  *
  * What counts as unreachable: no HTTP reply at all (DNS, connect, TLS,
- * timeout, a reply over the limit) is -EIO with the reason in the reply;
- * any HTTP status, 4xx and 5xx included, is a reply and returns 0.
+ * timeout, a reply over the limit) is -EIO with the reason in the reply
+ * (and, for a timeout, which one in timed_out); any HTTP status, 4xx and
+ * 5xx included, is a reply and returns 0.
+ *
+ * Timeouts: connecting (connect_timeout_ms), idle (idle_timeout_ms: under
+ * a byte a second either way for that long, libcurl's low-speed limit,
+ * so a server that accepted and never answers is given up on while a
+ * slow transfer that moves goes on), and the whole request (timeout_ms).
  *
  * Needs curl_global_init(), which cnl_client_new() calls and
  * cnl_client_free() balances (reference-counted and thread-safe in the
@@ -58,6 +64,15 @@
 #define CNL_CLIENT_ERROR_MAX  512
 #define CNL_CLIENT_DETAIL_MAX 256
 
+/* What timed out (struct cnl_client_reply's timed_out). */
+enum {
+	CNL_CLIENT_TIMEOUT_CONNECT = 1, /* no connection within the connect
+	                                   timeout */
+	CNL_CLIENT_TIMEOUT_IDLE,        /* connected, then nothing moved for
+	                                   the idle timeout */
+	CNL_CLIENT_TIMEOUT_TOTAL,       /* the whole-request limit */
+};
+
 /* How a client talks; strings are copied by cnl_client_new(). */
 struct cnl_client_config {
 	const char *base;  /* "https://host:8443"; "": paths are URLs */
@@ -73,6 +88,10 @@ struct cnl_client_config {
 	long connect_timeout_ms; /* 0: libcurl's default */
 	long timeout_ms;         /* whole request, unless the request says;
 	                            0: no limit */
+	long idle_timeout_ms;    /* no byte either way for this long ends a
+	                            request (a server that accepted and never
+	                            answers), unless the request says; 0: no
+	                            limit */
 	size_t reply_max;        /* 0: CNL_CLIENT_REPLY_MAX_DEFAULT */
 };
 
@@ -100,6 +119,7 @@ struct cnl_client_request {
 	const char *content_type;    /* of the raw body; NULL: none sent */
 	const char *idempotency_key; /* NULL: no Idempotency-Key header */
 	long timeout_ms;             /* 0: the client's */
+	long idle_timeout_ms;        /* 0: the client's; < 0: none */
 	/* A body streamed from a file: @upload_size bytes of @upload_fd
 	 * from offset 0 (pread; the offset is left alone). */
 	bool upload;
@@ -120,6 +140,8 @@ struct cnl_client_reply {
 	size_t len;     /* bytes in @body */
 	json_t *json;   /* @body parsed when it starts with '{' or '[' */
 	bool too_large; /* the reply exceeded the client's limit */
+	/* On -EIO: a timeout ended it (CNL_CLIENT_TIMEOUT_*), else 0. */
+	int timed_out;
 	/* On -EIO: libcurl's short reason ("Couldn't connect to server"),
 	 * or "response too large". */
 	char error[CNL_CLIENT_ERROR_MAX];

@@ -14,17 +14,47 @@
  * headers: open_sink says whether its route streams, and then either
  * answers at once (nothing of the body is read) or gives a sink, which
  * takes each chunk instead of the buffer.
+ *
+ * Connections (see http_server.h for what they promise).  libmicrohttpd
+ * runs without a listening socket of its own: the acceptor thread here
+ * owns it, and each admitted connection goes to libmicrohttpd with
+ * MHD_add_connection().  A table indexed by descriptor follows every
+ * admitted connection through its phases:
+ *
+ *   HEAD --(head in: first access call)--> BODY --(last call)--> BUSY
+ *    ^                                       |  each chunk: since = now
+ *    +---------(request completed)-----------+---------------------+
+ *   BUSY --(101 handed over)--> UPGRADED (never timed out)
+ *   HEAD, BODY --(timeout, acceptor's tick)--> CUT (socket shut down)
+ *
+ * The acceptor checks HEAD against header_timeout and BODY against
+ * body_timeout on each tick, and shuts a late socket down under the table
+ * lock; libmicrohttpd's thread then sees the end and closes it.  The
+ * close notification (on_connection) frees the row under the same lock,
+ * and libmicrohttpd closes the descriptor only after it, so a shutdown
+ * never reaches a descriptor that was reused.
+ *
+ * Refused connections (plain HTTP) get a ready-made 503, written at once,
+ * then wait in the acceptor's linger list, their input read and thrown
+ * away, until the client closes or LINGER_MS passed: closing a socket
+ * with unread input would send a reset that can destroy the reply.
  */
+#define _GNU_SOURCE /* asprintf, accept4 */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -35,15 +65,67 @@
 #include "net/error.h"
 #include "net/http_server.h"
 
+/* The acceptor's tick: how late a timeout may be noticed. */
+#define TICK_MS 100
+/* How long a refused connection may take to close its side. */
+#define LINGER_MS 2000
+/* Refused connections lingering at once; past it one is closed early. */
+#define LINGER_MAX 1024
+/* Connections accepted in one go before the other work of a tick. */
+#define ACCEPT_BATCH 256
+
+enum phase { PH_HEAD, PH_BODY, PH_BUSY, PH_UPGRADED, PH_CUT };
+
+/* One admitted connection, at its descriptor's index. */
+struct track {
+	bool used;
+	bool over; /* over a limit: answered 503 once its head is in (TLS) */
+	bool uncounted; /* upgraded: no longer in its address's count */
+	uint8_t phase;
+	uint32_t ip;      /* network order */
+	int64_t since_ms; /* the phase's start, or a body's last chunk */
+};
+
+/* Connections open from one address. */
+struct peer {
+	uint32_t ip;
+	unsigned n; /* 0: a free row */
+};
+
+/* A refused connection waiting for its client to close. */
+struct lingering {
+	int fd;
+	int64_t until_ms;
+};
+
 struct cnl_http_server {
 	struct MHD_Daemon *daemon;
 	struct cnl_http_config cfg;
 	uint16_t port;
+	int lfd;     /* the listening socket */
+	int wake[2]; /* a byte on wake[1] stops the acceptor */
+	pthread_t acceptor;
+	bool running; /* the acceptor thread was started */
+	bool tls;
+	/* The ready-made 503s: at the global limit, over the client's cap. */
+	char *busy[2];
+	size_t busy_len[2];
+	pthread_mutex_t mu; /* guards what follows */
+	struct track *track;
+	int ntrack; /* rows: descriptors at or past it are refused */
+	int maxfd;  /* highest row ever used */
+	unsigned open, over;
+	struct peer *peers; /* conn_max rows */
+	struct cnl_http_server_stats stats;
+	/* The acceptor's own (no lock). */
+	struct lingering *lingers;
+	size_t nlinger;
 };
 
 /* Per-request state kept by libmicrohttpd between calls (made by
  * on_uri, before the first call). */
 struct conn_state {
+	struct cnl_http_server *srv;
 	bool started; /* the access handler has seen the headers */
 	char *uri;    /* the request target as sent */
 	char *body;
@@ -100,6 +182,391 @@ config_err(char *err, size_t errlen, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -CNL_ECONFIG;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Framing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void cnl_http_framing_add(struct cnl_http_framing *f, const char *name,
+                          const char *value)
+{
+	if (!name)
+		return;
+	if (!value)
+		value = "";
+	if (strcasecmp(name, "Content-Length") == 0) {
+		uint64_t v = 0;
+		const char *p = value;
+
+		if (f->n_length++ > 0)
+			return; /* refused at the end whatever its value */
+		if (*p < '0' || *p > '9')
+			f->bad_length = true;
+		for (; *p >= '0' && *p <= '9'; p++) {
+			if (__builtin_mul_overflow(v, 10, &v) ||
+			    __builtin_add_overflow(v, (uint64_t)(*p - '0'),
+			                           &v)) {
+				f->length_overflow = true;
+				break;
+			}
+		}
+		if (*p && !f->length_overflow)
+			f->bad_length = true;
+		f->length = v;
+	} else if (strcasecmp(name, "Transfer-Encoding") == 0) {
+		f->n_encoding++;
+		if (strcasecmp(value, "chunked") != 0)
+			f->bad_encoding = true;
+	}
+}
+
+int cnl_http_framing_end(const struct cnl_http_framing *f, int64_t *ret_length,
+                         char *err, size_t errlen)
+{
+	const char *why = NULL;
+
+	if (f->n_length > 1)
+		why = "more than one Content-Length header";
+	else if (f->n_length && f->n_encoding)
+		why = "Content-Length together with Transfer-Encoding";
+	else if (f->n_encoding > 1)
+		why = "more than one Transfer-Encoding header";
+	else if (f->bad_encoding)
+		why = "Transfer-Encoding other than chunked";
+	else if (f->bad_length)
+		why = "Content-Length is not a decimal number";
+	else if (f->length_overflow || f->length > (uint64_t)INT64_MAX)
+		why = "Content-Length is too large";
+	if (why) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s", why);
+		return -EINVAL;
+	}
+	if (ret_length)
+		*ret_length = f->n_length ? (int64_t)f->length : -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connection table (the acceptor's, see the top of the file)                */
+/* ------------------------------------------------------------------------ */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int conn_fd(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? ci->connect_fd : -1;
+}
+
+/* The row of @ip, or with @add a free row for it; NULL. Under mu. */
+static struct peer *peer_find(struct cnl_http_server *srv, uint32_t ip,
+                              bool add)
+{
+	struct peer *free_row = NULL;
+
+	for (unsigned i = 0; i < srv->cfg.conn_max; i++) {
+		struct peer *p = &srv->peers[i];
+
+		if (p->n && p->ip == ip)
+			return p;
+		if (!p->n && !free_row)
+			free_row = p;
+	}
+	if (!add || !free_row)
+		return NULL;
+	free_row->ip = ip;
+	return free_row;
+}
+
+/* Forget the connection at @fd, if the table has it. Under mu. */
+static void track_release(struct cnl_http_server *srv, int fd)
+{
+	struct track *t;
+	struct peer *p;
+
+	if (fd < 0 || fd >= srv->ntrack || !srv->track[fd].used)
+		return;
+	t = &srv->track[fd];
+	if (t->over) {
+		srv->over--;
+	} else {
+		srv->open--;
+		if (!t->uncounted && (p = peer_find(srv, t->ip, false)))
+			p->n--;
+	}
+	memset(t, 0, sizeof(*t));
+}
+
+/* Move @conn to @phase (again: a body's progress), unless it was handed
+ * over or cut; returns whether it is an over-the-limit one (TLS). */
+static bool track_phase(struct cnl_http_server *srv,
+                        struct MHD_Connection *conn, enum phase phase)
+{
+	int fd = srv && srv->track ? conn_fd(conn) : -1;
+	bool over = false;
+	struct track *t;
+
+	if (fd < 0)
+		return false;
+	pthread_mutex_lock(&srv->mu);
+	if (fd < srv->ntrack && srv->track[fd].used) {
+		t = &srv->track[fd];
+		over = t->over;
+		if (t->phase != PH_UPGRADED && t->phase != PH_CUT) {
+			t->phase = (uint8_t)phase;
+			t->since_ms = mono_ms();
+		}
+		if (phase == PH_UPGRADED && !t->over && !t->uncounted) {
+			struct peer *p = peer_find(srv, t->ip, false);
+
+			if (p)
+				p->n--;
+			t->uncounted = true;
+		}
+	}
+	pthread_mutex_unlock(&srv->mu);
+	return over;
+}
+
+/* libmicrohttpd's notice of a connection's start and end: the end frees
+ * its row, before the descriptor is closed. */
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+	struct cnl_http_server *srv = cls;
+
+	(void)socket_context;
+	if (toe != MHD_CONNECTION_NOTIFY_CLOSED)
+		return;
+	pthread_mutex_lock(&srv->mu);
+	track_release(srv, conn_fd(conn));
+	pthread_mutex_unlock(&srv->mu);
+}
+
+/* Cut the connections late with their head or body. */
+static void watchdog(struct cnl_http_server *srv, int64_t now)
+{
+	pthread_mutex_lock(&srv->mu);
+	for (int fd = 0; fd <= srv->maxfd && fd < srv->ntrack; fd++) {
+		struct track *t = &srv->track[fd];
+		int64_t limit;
+
+		if (!t->used)
+			continue;
+		if (t->phase == PH_HEAD)
+			limit = srv->cfg.header_timeout_ms;
+		else if (t->phase == PH_BODY)
+			limit = srv->cfg.body_timeout_ms;
+		else
+			continue;
+		if (now - t->since_ms < limit)
+			continue;
+		if (t->phase == PH_HEAD)
+			srv->stats.header_cut++;
+		else
+			srv->stats.body_cut++;
+		t->phase = PH_CUT;
+		shutdown(fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&srv->mu);
+}
+
+/* Answer a refused connection (@why: 0 global limit, 1 client's cap). */
+static void refuse(struct cnl_http_server *srv, int fd, int why, int64_t now)
+{
+	ssize_t w;
+
+	if (srv->tls) {
+		close(fd); /* no reply without a handshake: see admit() */
+		return;
+	}
+	w = write(fd, srv->busy[why], srv->busy_len[why]);
+	(void)w; /* a fresh socket's buffer holds it; else the client left */
+	shutdown(fd, SHUT_WR);
+	if (srv->nlinger == LINGER_MAX) {
+		close(srv->lingers[0].fd);
+		srv->lingers[0] = srv->lingers[--srv->nlinger];
+	}
+	srv->lingers[srv->nlinger++] = (struct lingering){fd, now + LINGER_MS};
+}
+
+/* Admit @fd, from @sa, or refuse it. */
+static void admit(struct cnl_http_server *srv, int fd,
+                  const struct sockaddr_in *sa, int64_t now)
+{
+	uint32_t ip = sa->sin_addr.s_addr;
+	struct peer *p = NULL;
+	int why = -1;
+
+	pthread_mutex_lock(&srv->mu);
+	if (fd >= srv->ntrack || srv->open >= srv->cfg.conn_max)
+		why = 0;
+	else if ((p = peer_find(srv, ip, true)) &&
+	         p->n >= srv->cfg.conn_per_client)
+		why = 1;
+	if (why < 0) {
+		srv->track[fd] = (struct track){
+		    .used = true, .phase = PH_HEAD, .ip = ip, .since_ms = now};
+		srv->open++;
+		p->n++;
+	} else if (srv->tls && fd < srv->ntrack &&
+	           srv->over < srv->cfg.conn_max) {
+		/* Over TLS a 503 needs the handshake: libmicrohttpd makes it
+		 * and on_request answers (under the header timeout). */
+		srv->track[fd] = (struct track){.used = true,
+		                                .over = true,
+		                                .phase = PH_HEAD,
+		                                .ip = ip,
+		                                .since_ms = now};
+		srv->over++;
+		why = -1;
+	}
+	if (why < 0 && fd > srv->maxfd)
+		srv->maxfd = fd;
+	if (why < 0)
+		srv->stats.accepted++;
+	else
+		srv->stats.refused++;
+	pthread_mutex_unlock(&srv->mu);
+	if (why >= 0) {
+		refuse(srv, fd, why, now);
+		return;
+	}
+	/* On failure libmicrohttpd has closed the socket; the row may have
+	 * gone already through on_connection, and only this thread makes
+	 * rows, so none can be there for another connection. */
+	if (MHD_add_connection(srv->daemon, fd, (const struct sockaddr *)sa,
+	                       sizeof(*sa)) != MHD_YES) {
+		pthread_mutex_lock(&srv->mu);
+		track_release(srv, fd);
+		pthread_mutex_unlock(&srv->mu);
+	}
+}
+
+/* Accept what is waiting; *@pause_until is set when out of descriptors. */
+static void accept_some(struct cnl_http_server *srv, int64_t now,
+                        int64_t *pause_until)
+{
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		struct sockaddr_in sa;
+		socklen_t len = sizeof(sa);
+		int fd = accept4(srv->lfd, (struct sockaddr *)&sa, &len,
+		                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				*pause_until = now + TICK_MS;
+			return;
+		}
+		if (len < sizeof(sa) || sa.sin_family != AF_INET) {
+			close(fd);
+			continue;
+		}
+		admit(srv, fd, &sa, now);
+	}
+}
+
+/* Read and drop what refused clients send; close those done or late. */
+static void linger_run(struct cnl_http_server *srv, const struct pollfd *pf,
+                       int64_t now)
+{
+	for (size_t i = srv->nlinger; i-- > 0;) {
+		bool done = now >= srv->lingers[i].until_ms;
+
+		if (pf[i].revents) {
+			char buf[4096];
+			ssize_t r = read(srv->lingers[i].fd, buf, sizeof(buf));
+
+			if (r == 0 ||
+			    (r < 0 && errno != EAGAIN && errno != EINTR))
+				done = true;
+		}
+		if (done) {
+			close(srv->lingers[i].fd);
+			srv->lingers[i] = srv->lingers[--srv->nlinger];
+		}
+	}
+}
+
+static void *acceptor_main(void *arg)
+{
+	struct cnl_http_server *srv = arg;
+	struct pollfd *pf = cnl_xcalloc(2 + LINGER_MAX, sizeof(*pf));
+	int64_t pause_until = 0;
+
+	for (;;) {
+		int64_t now = mono_ms();
+		size_t n = srv->nlinger;
+
+		pf[0] = (struct pollfd){srv->wake[0], POLLIN, 0};
+		pf[1] = (struct pollfd){now >= pause_until ? srv->lfd : -1,
+		                        POLLIN, 0};
+		for (size_t i = 0; i < n; i++)
+			pf[2 + i] =
+			    (struct pollfd){srv->lingers[i].fd, POLLIN, 0};
+		if (poll(pf, 2 + n, TICK_MS) < 0 && errno != EINTR)
+			continue;
+		if (pf[0].revents)
+			break;
+		now = mono_ms();
+		linger_run(srv, pf + 2, now);
+		if (pf[1].revents & POLLIN)
+			accept_some(srv, now, &pause_until);
+		watchdog(srv, now);
+	}
+	free(pf);
+	return NULL;
+}
+
+void cnl_http_server_stats(struct cnl_http_server *srv,
+                           struct cnl_http_server_stats *ret)
+{
+	pthread_mutex_lock(&srv->mu);
+	*ret = srv->stats;
+	ret->open = srv->open;
+	pthread_mutex_unlock(&srv->mu);
+}
+
+/* The ready-made 503 saying @msg. */
+static char *busy_reply(unsigned retry_after, const char *msg, size_t *ret_len)
+{
+	json_t *b = cnl_http_error_body("overloaded", msg);
+	char *body = b ? cnl_json_dumps_compact(b) : NULL;
+	char *out = NULL;
+	int n;
+
+	json_decref(b);
+	if (!body)
+		abort(); /* out of memory, as cnl_xmalloc */
+	n = asprintf(&out,
+	             "HTTP/1.1 503 Service Unavailable\r\n"
+	             "Content-Type: application/json\r\n"
+	             "Cache-Control: no-store\r\n"
+	             "Retry-After: %u\r\n"
+	             "Connection: close\r\n"
+	             "Content-Length: %zu\r\n"
+	             "\r\n"
+	             "%s",
+	             retry_after, strlen(body), body);
+	free(body);
+	if (n < 0)
+		abort();
+	*ret_len = (size_t)n;
+	return out;
 }
 
 /*
@@ -315,6 +782,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
 	cs->upgraded = NULL;
 	cs->upgrade_free = NULL;
 	cs->upgrade_arg = NULL;
+	track_phase(cs->srv, conn, PH_UPGRADED);
 	if (fn)
 		fn(arg, sock, extra, n, (struct cnl_http_upgrade *)urh);
 	else
@@ -526,7 +994,9 @@ static enum MHD_Result too_large(struct cnl_http_server *srv,
 	struct cnl_http_response resp = {0};
 
 	cnl_http_error(&resp, 413, "payload_too_large",
-	               "request body exceeds %zu bytes", srv->cfg.body_max);
+	               "request body exceeds %zu bytes, the limit of this "
+	               "route",
+	               srv->cfg.body_max);
 	return send_response(conn, NULL, &resp);
 }
 
@@ -556,6 +1026,42 @@ static void append_body(struct cnl_http_server *srv, struct conn_state *cs,
 	cs->body[cs->len] = '\0';
 }
 
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind,
+                                      const char *key, const char *value)
+{
+	(void)kind;
+	cnl_http_framing_add(cls, key, value);
+	return MHD_YES;
+}
+
+/* The first call's checks, before anything is routed: a connection over
+ * the limits (TLS) gets its 503, a head with ambiguous framing a 400.
+ * Returns true with @resp set when the request is answered so. */
+static bool head_refused(struct cnl_http_server *srv,
+                         struct MHD_Connection *conn,
+                         struct cnl_http_response *resp)
+{
+	struct cnl_http_framing f = {0};
+	char why[128];
+
+	if (track_phase(srv, conn, PH_BODY)) {
+		char h[64];
+
+		cnl_http_error(resp, 503, "overloaded",
+		               "too many connections; try again later");
+		snprintf(h, sizeof(h), "Retry-After: %u\r\n",
+		         srv->cfg.retry_after_s);
+		resp->headers = cnl_xstrdup(h);
+		return true;
+	}
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+	if (cnl_http_framing_end(&f, NULL, why, sizeof(why)) < 0) {
+		cnl_http_error(resp, 400, "bad_request", "%s", why);
+		return true;
+	}
+	return false;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *data,
@@ -569,6 +1075,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
 	if (!cs) {
 		cs = cnl_xcalloc(1, sizeof(*cs));
+		cs->srv = srv;
 		*con_cls = cs;
 	}
 	req.uri = cs->uri ? cs->uri : url;
@@ -580,6 +1087,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		unsigned long long v;
 
 		cs->started = true;
+		if (head_refused(srv, conn, &resp)) {
+			cs->too_large = true; /* drop what comes */
+			return send_response(conn, cs, &resp);
+		}
 		req.method = method;
 		req.path = url;
 		req.body = "";
@@ -624,6 +1135,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	}
 	if (cs->passed) {
 		if (*data_size) {
+			track_phase(srv, conn, PH_BODY);
 			if (cs->pass && !cs->pass_drop &&
 			    srv->cfg.pass_body(cs->pass, data, *data_size) < 0)
 				cs->pass_drop = true;
@@ -632,6 +1144,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		}
 		if (!cs->pass)
 			return MHD_NO;
+		track_phase(srv, conn, PH_BUSY);
 		req.method = method;
 		req.path = url;
 		req.body = "";
@@ -644,6 +1157,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		}
 		return send_response(conn, cs, &resp);
 	}
+	if (*data_size)
+		track_phase(srv, conn, PH_BODY); /* progress */
 	if (*data_size && cs->sink) {
 		if (!cs->sink->failed &&
 		    cs->sink->write(cs->sink, data, *data_size) < 0)
@@ -656,6 +1171,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		*data_size = 0;
 		return MHD_YES;
 	}
+	track_phase(srv, conn, PH_BUSY);
 	if (cs->too_large)
 		return too_large(srv, conn);
 
@@ -688,6 +1204,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct cnl_http_server *srv = cls;
 	struct conn_state *cs = *con_cls;
 
+	(void)toe;
+	/* A kept-alive connection's next head is timed from here. */
+	track_phase(srv, conn, PH_HEAD);
 	if (cs) {
 		if (cs->sink)
 			cs->sink->free(cs->sink);
@@ -708,8 +1227,55 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	struct conn_state *cs = cnl_xcalloc(1, sizeof(*cs));
 
+	cs->srv = cls;
 	cs->uri = cnl_xstrdup(uri ? uri : "");
 	return cs;
+}
+
+/* Bind and listen on @sa; the socket, or a negative errno. */
+static int listen_on(const struct sockaddr_in *sa)
+{
+	int one = 1, e;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 ||
+	    listen(fd, 4096) < 0) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static void server_destroy(struct cnl_http_server *srv)
+{
+	if (srv->running) {
+		char b = 1;
+		ssize_t w = write(srv->wake[1], &b, 1);
+
+		(void)w;
+		pthread_join(srv->acceptor, NULL);
+	}
+	if (srv->daemon)
+		MHD_stop_daemon(srv->daemon);
+	for (size_t i = 0; i < srv->nlinger; i++)
+		close(srv->lingers[i].fd);
+	if (srv->lfd >= 0)
+		close(srv->lfd);
+	if (srv->wake[0] >= 0) {
+		close(srv->wake[0]);
+		close(srv->wake[1]);
+	}
+	pthread_mutex_destroy(&srv->mu);
+	free(srv->busy[0]);
+	free(srv->busy[1]);
+	free(srv->track);
+	free(srv->peers);
+	free(srv->lingers);
+	free(srv);
 }
 
 int cnl_http_server_new(const struct cnl_http_config *cfg,
@@ -717,7 +1283,6 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 {
 	struct cnl_http_server *srv;
 	struct sockaddr_in sa = {0};
-	const union MHD_DaemonInfo *info;
 	int r;
 
 	if (!cfg || !ret || !cfg->serve)
@@ -739,39 +1304,107 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 
 	srv = cnl_xcalloc(1, sizeof(*srv));
 	srv->cfg = *cfg;
+	srv->lfd = srv->wake[0] = srv->wake[1] = -1;
+	pthread_mutex_init(&srv->mu, NULL);
 	if (!srv->cfg.body_max)
 		srv->cfg.body_max = CNL_HTTP_BODY_MAX_DEFAULT;
+	if (!srv->cfg.conn_max)
+		srv->cfg.conn_max = CNL_HTTP_CONN_MAX_DEFAULT;
+	if (!srv->cfg.conn_per_client)
+		srv->cfg.conn_per_client = CNL_HTTP_CONN_PER_CLIENT_DEFAULT;
+	if (srv->cfg.header_timeout_ms <= 0)
+		srv->cfg.header_timeout_ms = CNL_HTTP_HEADER_TIMEOUT_DEFAULT;
+	if (srv->cfg.body_timeout_ms <= 0)
+		srv->cfg.body_timeout_ms = CNL_HTTP_BODY_TIMEOUT_DEFAULT;
+	if (!srv->cfg.retry_after_s)
+		srv->cfg.retry_after_s = CNL_HTTP_RETRY_AFTER_DEFAULT;
 	if (!cfg->tls_cert_pem != !cfg->tls_key_pem) {
-		free(srv);
+		server_destroy(srv);
 		return config_err(err, errlen,
 		                  "TLS needs both a certificate and a key");
 	}
 	if (cfg->tls_cert_pem &&
 	    MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-		free(srv);
+		server_destroy(srv);
 		return config_err(err, errlen,
 		                  "this libmicrohttpd was built without TLS");
 	}
+	srv->tls = cfg->tls_cert_pem != NULL;
+	{
+		struct rlimit rl = {0};
+
+		/* A row per descriptor the process may open. */
+		getrlimit(RLIMIT_NOFILE, &rl);
+		srv->ntrack =
+		    rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 20)
+		        ? (1 << 20)
+		        : (int)rl.rlim_cur;
+		if (srv->ntrack < 64)
+			srv->ntrack = 64;
+	}
+	srv->track = cnl_xcalloc((size_t)srv->ntrack, sizeof(*srv->track));
+	srv->peers = cnl_xcalloc(srv->cfg.conn_max, sizeof(*srv->peers));
+	srv->lingers = cnl_xcalloc(LINGER_MAX, sizeof(*srv->lingers));
+	srv->busy[0] = busy_reply(srv->cfg.retry_after_s,
+	                          "the server is at its connection limit; "
+	                          "try again later",
+	                          &srv->busy_len[0]);
+	srv->busy[1] = busy_reply(srv->cfg.retry_after_s,
+	                          "too many connections from your address; "
+	                          "try again later",
+	                          &srv->busy_len[1]);
+	if ((r = listen_on(&sa)) < 0) {
+		server_destroy(srv);
+		config_err(err, errlen, "cannot listen on %s:%u: %s", cfg->host,
+		           (unsigned)cfg->port, strerror(-r));
+		return r == -EADDRINUSE ? r : -EIO;
+	}
+	srv->lfd = r;
+	if (pipe2(srv->wake, O_CLOEXEC) < 0) {
+		srv->wake[0] = srv->wake[1] = -1;
+		server_destroy(srv);
+		config_err(err, errlen, "cannot make a pipe");
+		return -EIO;
+	}
+	/* libmicrohttpd's own idle timeout (seconds) must not cut a body
+	 * before ours does. */
 	srv->daemon = MHD_start_daemon(
 	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-	        MHD_USE_AUTO | MHD_ALLOW_UPGRADE |
-	        (cfg->tls_cert_pem ? MHD_USE_TLS : 0),
-	    cfg->port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, &sa,
-	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+	        MHD_USE_AUTO | MHD_ALLOW_UPGRADE | MHD_USE_NO_LISTEN_SOCKET |
+	        MHD_USE_ITC | (cfg->tls_cert_pem ? MHD_USE_TLS : 0),
+	    0, NULL, NULL, on_request, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
+	    srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+	    MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)(srv->cfg.body_timeout_ms / 1000 > 60
+	                   ? srv->cfg.body_timeout_ms / 1000 + 1
+	                   : 60),
+	    /* Rows are freed a moment before libmicrohttpd counts a
+	     * connection gone, and over-the-limit TLS ones come on top: its
+	     * own limit must never be what refuses. */
+	    MHD_OPTION_CONNECTION_LIMIT, srv->cfg.conn_max * 2 + 64,
 	    cfg->tls_cert_pem ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
 	    cfg->tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, cfg->tls_key_pem,
 	    MHD_OPTION_END);
 	if (!srv->daemon) {
-		free(srv);
-		config_err(err, errlen, "cannot listen on %s:%u", cfg->host,
-		           (unsigned)cfg->port);
+		server_destroy(srv);
+		config_err(err, errlen, "cannot start serving on %s:%u",
+		           cfg->host, (unsigned)cfg->port);
 		return -EIO;
 	}
-	info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	srv->port = info ? info->port : cfg->port;
+	{
+		struct sockaddr_in bound = {0};
+		socklen_t blen = sizeof(bound);
+
+		getsockname(srv->lfd, (struct sockaddr *)&bound, &blen);
+		srv->port = ntohs(bound.sin_port);
+	}
+	if (pthread_create(&srv->acceptor, NULL, acceptor_main, srv) != 0) {
+		server_destroy(srv);
+		config_err(err, errlen, "cannot start the accepting thread");
+		return -EIO;
+	}
+	srv->running = true;
 	*ret = srv;
 	return 0;
 }
@@ -785,6 +1418,5 @@ void cnl_http_server_free(struct cnl_http_server *srv)
 {
 	if (!srv)
 		return;
-	MHD_stop_daemon(srv->daemon);
-	free(srv);
+	server_destroy(srv);
 }

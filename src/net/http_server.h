@@ -51,6 +51,37 @@
  *
  * Threading: every connection gets its own thread (so a long poll never
  * holds up other requests); the serve callback must do its own locking.
+ *
+ * Connections.  This layer accepts connections itself, in one thread,
+ * and hands those it admits to libmicrohttpd, so that it can answer the
+ * ones it does not:
+ *
+ *   accept --> conn_max connections open?              yes: 503
+ *          --> conn_per_client open from this address?  yes: 503
+ *              (an upgraded connection, a tunnel, counts only in
+ *              conn_max: it was authorized, and the layer above caps
+ *              tunnels per user)
+ *          --> admitted: the request head must be in within
+ *              header_timeout of the accept (or of the end of the previous
+ *              request on a kept-alive connection); a body must not stall
+ *              for body_timeout; either is cut (the socket shut down).
+ *
+ * A 503 carries Retry-After and the usual error body with the code
+ * "overloaded"; on plain HTTP it is written at once by the accepting
+ * thread (no thread, no parsing), and the connection is closed once the
+ * client has closed its side or after a moment, so the reply is never
+ * lost to a reset.  Over TLS a reply needs a handshake first: up to
+ * conn_max connections over the limits are handed to libmicrohttpd
+ * marked, and answered 503 as soon as their head is in (beyond that they
+ * are closed).  Once a request's head is in, nothing here times it out:
+ * a long poll, a streamed reply or an upgraded connection (a tunnel)
+ * lasts as long as the layer above wants.
+ *
+ * Framing.  A request head must say how long its body is in one way
+ * only: at most one Content-Length (two, even equal, are a 400),
+ * never Content-Length with Transfer-Encoding, and no Transfer-Encoding
+ * but chunked (cnl_http_framing_*() below; libmicrohttpd itself answers
+ * 400 to a Content-Length that is not a number).
  */
 #ifndef CNL_NET_HTTP_SERVER_H
 #define CNL_NET_HTTP_SERVER_H
@@ -85,6 +116,12 @@ const char *cnl_http_perm_name(enum cnl_http_perm p);
 
 /* Largest request body accepted by default (1 MiB); more is a 413. */
 #define CNL_HTTP_BODY_MAX_DEFAULT (1024 * 1024)
+/* Connection defaults (struct cnl_http_config). */
+#define CNL_HTTP_CONN_MAX_DEFAULT        1024
+#define CNL_HTTP_CONN_PER_CLIENT_DEFAULT 128
+#define CNL_HTTP_HEADER_TIMEOUT_DEFAULT  (20 * 1000) /* ms */
+#define CNL_HTTP_BODY_TIMEOUT_DEFAULT    (60 * 1000) /* ms */
+#define CNL_HTTP_RETRY_AFTER_DEFAULT     5           /* s */
 /* Path parameters per route ({project}, {job}, ...). */
 #define CNL_HTTP_PARAMS_MAX 4
 /* Bytes of an Allow header value. */
@@ -256,6 +293,12 @@ struct cnl_http_config {
 	const char *host; /* IPv4 literal, e.g. "127.0.0.1" */
 	uint16_t port;    /* 0: the kernel picks; see cnl_http_server_port() */
 	size_t body_max;  /* 0: CNL_HTTP_BODY_MAX_DEFAULT */
+	/* Connection limits and timeouts (see above); 0: the default. */
+	unsigned conn_max;         /* connections at once */
+	unsigned conn_per_client;  /* connections from one IPv4 address */
+	int64_t header_timeout_ms; /* to receive a whole request head */
+	int64_t body_timeout_ms;   /* a body with no byte coming */
+	unsigned retry_after_s;    /* Retry-After of a 503 */
 	/* TLS: PEM text of the certificate chain and key; both or neither. */
 	const char *tls_cert_pem;
 	const char *tls_key_pem;
@@ -304,6 +347,44 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 
 /* cnl_http_server_port - the port bound, useful after asking for port 0. */
 uint16_t cnl_http_server_port(const struct cnl_http_server *srv);
+
+/*
+ * Framing of a request body, checked from its head: feed each header with
+ * cnl_http_framing_add(), then cnl_http_framing_end() says whether the
+ * head is acceptable.  Pure functions, so a fuzzer drives them.
+ */
+struct cnl_http_framing {
+	unsigned n_length;   /* Content-Length headers seen */
+	unsigned n_encoding; /* Transfer-Encoding headers seen */
+	bool bad_length;     /* a Content-Length that is not digits */
+	bool bad_encoding;   /* a Transfer-Encoding other than chunked */
+	bool length_overflow;
+	uint64_t length; /* the first Content-Length's value */
+};
+
+/* cnl_http_framing_add - note the header @name: @value (either may be
+ * NULL, which counts as ""). */
+void cnl_http_framing_add(struct cnl_http_framing *f, const char *name,
+                          const char *value);
+
+/* cnl_http_framing_end - 0 when the head is acceptable (*@ret_length: the
+ * body's length, or -1 for chunked or none), or -EINVAL with the reason,
+ * naming the header, in @err. */
+int cnl_http_framing_end(const struct cnl_http_framing *f, int64_t *ret_length,
+                         char *err, size_t errlen);
+
+/* Counters of what the connection limits did, since the start. */
+struct cnl_http_server_stats {
+	uint64_t accepted;   /* handed to libmicrohttpd */
+	uint64_t refused;    /* answered 503 (or closed, over TLS) */
+	uint64_t header_cut; /* cut by the header timeout */
+	uint64_t body_cut;   /* cut by the body timeout */
+	unsigned open;       /* admitted connections open now */
+};
+
+/* cnl_http_server_stats - a snapshot of the counters. */
+void cnl_http_server_stats(struct cnl_http_server *srv,
+                           struct cnl_http_server_stats *ret);
 
 /* cnl_http_server_free - stop serving and free; NULL is allowed. */
 void cnl_http_server_free(struct cnl_http_server *srv);

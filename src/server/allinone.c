@@ -6,7 +6,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
+#include <stdbool.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,11 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 	argv[n++] = ret_gpus;
 	argv[n++] = "--work-dir";
 	argv[n++] = work;
+	/* Its credential comes from this process at each start (and at each
+	 * restart by the supervisor): a rotation of its own would leave the
+	 * supervisor restarting it with a credential cnlabd killed. */
+	argv[n++] = "--credential-rotate";
+	argv[n++] = "0s";
 	if (shim[0]) {
 		argv[n++] = "--shim";
 		argv[n++] = shim;
@@ -249,21 +255,29 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 	envp[ne++] = tokenv;
 	envp[ne] = NULL;
 	/* cnlabd blocks SIGTERM and SIGINT (its main thread waits for them):
-	 * the agent must start with them unblocked and at their defaults. */
-	posix_spawnattr_t attr;
-	sigset_t none, deflt;
+	 * the agent must start with them unblocked and at their defaults.
+	 * fork and execve by hand rather than posix_spawn, for the death
+	 * signal: a cnlabd killed outright (kill -9, OOM) takes its agent
+	 * with it (SIGTERM: the agent leaves its workloads running for the
+	 * next one to adopt).  The thread that forks is cnlabd's main
+	 * thread, which lives as long as the process.  Between fork and
+	 * execve the child makes system calls only. */
+	pid_t parent = getpid();
+	sigset_t none;
 
 	sigemptyset(&none);
-	sigemptyset(&deflt);
-	sigaddset(&deflt, SIGTERM);
-	sigaddset(&deflt, SIGINT);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &deflt);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK |
-	                                    POSIX_SPAWN_SETSIGDEF);
-	r = posix_spawnp(&pid, agent, NULL, &attr, (char *const *)argv, envp);
-	posix_spawnattr_destroy(&attr);
+	pid = fork();
+	if (pid == 0) {
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(127); /* cnlabd is gone already */
+		execve(agent, (char *const *)argv, envp);
+		_exit(127);
+	}
+	r = pid < 0 ? errno : 0;
 	explicit_bzero(tokenv, sizeof(tokenv));
 	free(envp);
 	if (r) {
@@ -272,6 +286,75 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 		return -r;
 	}
 	return pid;
+}
+
+/* The pid holding the agent's lock on @path (a POSIX record lock, which a
+ * fork does not inherit: the workloads' supervisors never hold it), 0 if
+ * none does. */
+static pid_t lock_holder(const char *path)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	pid_t pid = 0;
+
+	if (fd < 0)
+		return 0;
+	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+		pid = fl.l_pid;
+	close(fd);
+	return pid;
+}
+
+/* Whether process @pid runs the program named cnlab-agent. */
+static bool is_agent(pid_t pid)
+{
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+	return strcmp(comm, "cnlab-agent") == 0;
+}
+
+int cnl_aio_stop_orphan(const char *data_dir, pid_t *ret_pid, char *err,
+                        size_t errlen)
+{
+	char path[PATH_MAX];
+	pid_t pid;
+
+	*ret_pid = 0;
+	snprintf(path, sizeof(path), "%s/agent/%s", data_dir,
+	         CNL_AIO_AGENT_LOCK);
+	if ((pid = lock_holder(path)) <= 0)
+		return 0;
+	if (!is_agent(pid)) {
+		snprintf(err, errlen,
+		         "%s is locked by process %d, which is not a "
+		         "cnlab-agent; not starting a second agent on it",
+		         path, (int)pid);
+		return -EBUSY;
+	}
+	*ret_pid = pid;
+	/* SIGTERM: it stops and leaves its workloads running (the new
+	 * agent adopts them); 10 s, then SIGKILL (the workloads keep
+	 * running still: their supervisors are not the agent). */
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 150 && lock_holder(path) == pid; i++) {
+		if (i == 100)
+			kill(pid, SIGKILL);
+		usleep(100 * 1000);
+	}
+	if (lock_holder(path) > 0) {
+		snprintf(err, errlen, "the agent %d holding %s does not stop",
+		         (int)pid, path);
+		return -EBUSY;
+	}
+	return 1;
 }
 
 int cnl_aio_default_project(struct cnl_store *s, const char *admin, char *err,

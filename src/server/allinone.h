@@ -54,11 +54,28 @@ int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
  * @token in its environment, working in data_dir/agent.  @gpus: a
  * provider spec, or NULL to choose (NVML when it answers, else
  * "fake:2xH100-80GB-SXM").  The chosen spec goes to @ret_gpus (128).
+ * The child gets SIGTERM when cnlabd dies (PR_SET_PDEATHSIG); call from
+ * the main thread only (the signal follows the thread that forked).
  * Returns the child's pid or -errno.
  */
 pid_t cnl_aio_spawn_agent(const char *url, const char *token,
                           const char *data_dir, const char *gpus,
                           char *ret_gpus, char *err, size_t errlen);
+
+/* The embedded agent's lock, in its work directory (data_dir/agent): a
+ * POSIX record lock that cnlab-agent holds while it runs (agent.c). */
+#define CNL_AIO_AGENT_LOCK "agent.lock"
+
+/*
+ * cnl_aio_stop_orphan - before an embedded agent starts: when a
+ * cnlab-agent still holds the lock of data_dir/agent (the orphan of an
+ * earlier cnlabd, or a hand-started one), stop it (SIGTERM, SIGKILL after
+ * 10 s) and wait until the lock is free, so that one node never has two
+ * agents.  Returns 0 (none), 1 (stopped, its pid in *@ret_pid) or -EBUSY
+ * with @err (the holder is not a cnlab-agent, or does not stop).
+ */
+int cnl_aio_stop_orphan(const char *data_dir, pid_t *ret_pid, char *err,
+                        size_t errlen);
 
 /*
  * cnl_aio_default_project - create the project CNL_AIO_PROJECT with the

@@ -69,6 +69,9 @@ struct cnl_api {
 	char keep_after[3][CNL_ID_MAX];
 	int64_t keep_next_ms;
 	bool tls; /* served over HTTPS (the proxy's cookie is Secure) */
+	/* The all-in-one's embedded agent for /healthz: 0 none (plain
+	 * cnlabd), 1 running, 2 down (cnl_api_agent_health). */
+	atomic_int agent_health;
 	/* The notebook proxy's tunnels (api_proxy.c), under mu; tun_cv
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;

@@ -616,6 +616,12 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	    .serve = cnl_api_serve,
 	    .open_sink = cnl_api_open_sink,
 	    .ud = api,
+	    .body_max = l->body_max,
+	    .conn_max = l->conn_max,
+	    .conn_per_client = l->conn_per_client,
+	    .header_timeout_ms = l->header_timeout_ms,
+	    .body_timeout_ms = l->body_timeout_ms,
+	    .retry_after_s = l->retry_after_s,
 	};
 
 	cnl_api_proxy_config(api, &cfg);

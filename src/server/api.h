@@ -98,6 +98,10 @@ struct cnl_api_listen {
 	size_t nroutes;
 	const char *tls_cert_pem, *tls_key_pem; /* NULL: plain HTTP */
 	bool run_loop; /* start the scheduling loop thread */
+	/* HTTP limits (struct cnl_http_config); 0: its defaults. */
+	unsigned conn_max, conn_per_client, retry_after_s;
+	int64_t header_timeout_ms, body_timeout_ms;
+	size_t body_max; /* JSON routes' bodies */
 };
 
 struct cnl_api;
@@ -108,6 +112,15 @@ struct cnl_api;
  * a bad cli_dir or public_url (logged, see api_cli.h), -EIO.
  */
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret);
+
+/*
+ * cnl_api_agent_health - the all-in-one's supervisor says whether its
+ * embedded node agent runs.  From the first call on, GET /healthz answers
+ * 200 {"status":"ok","agent":"up"} while it does and 503
+ * {"status":"degraded","agent":"down"} while it does not; a cnlabd that
+ * never calls it (no embedded agent) answers 200 {"status":"ok"}.
+ */
+void cnl_api_agent_health(struct cnl_api *api, bool up);
 
 /* cnl_api_free - NULL is allowed. */
 void cnl_api_free(struct cnl_api *api);

@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/error.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
 #include "server/auth.h"
@@ -242,14 +243,59 @@ static void fenced(struct cnl_http_response *resp)
 	               "to this node under that epoch");
 }
 
-/* Output of a workload, appended by its agent under the current epoch. */
+/* The "logpos" document of a stream: the next offset expected of it. */
+static void logpos_id(const struct cnl_wire_log *m, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.%lld.%s", m->id, (long long)m->epoch,
+	         m->stderr_ ? "err" : "out");
+}
+
+static int64_t logpos_get(struct call *c, const char *pid)
+{
+	struct cnl_store_doc d = {0};
+	int64_t next = 0;
+	json_t *o;
+
+	if (cnl_store_doc_get(c->api->store, "logpos", pid, &d) < 0)
+		return 0;
+	if ((o = json_loads(d.body, 0, NULL))) {
+		next = json_integer_value(json_object_get(o, "next"));
+		json_decref(o);
+	}
+	cnl_store_doc_done(&d);
+	return next;
+}
+
+static void log_ack(struct cnl_http_response *resp, unsigned status,
+                    const char *lid, int64_t next)
+{
+	json_t *o = cnl_wire_log_ack_encode(
+	    &(struct cnl_wire_log_ack){.has_next = true, .next = next});
+
+	if (lid)
+		json_object_set_new(o, "id", json_string(lid));
+	cnl_http_reply(resp, status, o);
+}
+
+/*
+ * Output of a workload, appended by its agent under the current epoch.
+ * A chunk with an offset is kept once: cnlabd holds, per (job, epoch,
+ * stream), the next offset it expects ("logpos" document, written in the
+ * same transaction as the chunk); bytes it holds already are dropped (a
+ * chunk sent again after a lost reply or an outage), a chunk past that
+ * offset is refused (416, the agent sends again from "next") unless the
+ * node says it dropped the bytes between (a note says how many).  The big
+ * lock orders the appends of one stream.
+ */
 void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp)
 {
 	struct call *c = call;
 	const char *node = cnl_http_param(req, "node");
 	struct cnl_wire_log m;
-	char lid[CNL_ID_MAX], err[256];
+	char lid[CNL_ID_MAX], nid[CNL_ID_MAX], pid[CNL_STORE_DOC_ID_MAX];
+	char err[256];
+	int64_t next = 0, skip = 0, lost = 0;
 	json_t *body, *o;
 	int r;
 
@@ -266,7 +312,29 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 		fenced(resp);
 		goto out;
 	}
-	if (cnl_api_new_id(c, "log", lid) < 0) {
+	if (m.has_offset) {
+		logpos_id(&m, pid, sizeof(pid));
+		next = logpos_get(c, pid);
+		if (m.offset - m.dropped > next) {
+			json_t *e = cnl_http_error_body(
+			    "gap", "field \"offset\": a gap; this stream is "
+			           "held up to the offset in \"next\"");
+
+			json_object_set_new(e, "next", json_integer(next));
+			cnl_http_reply(resp, 416, e);
+			goto out;
+		}
+		if (m.offset + (int64_t)m.len <= next) {
+			log_ack(resp, 200, NULL, next); /* held already */
+			goto out;
+		}
+		/* Past what is held by the bytes the node dropped: those are
+		 * noted, never to come. */
+		lost = m.offset > next ? m.offset - next : 0;
+		skip = m.offset < next ? next - m.offset : 0;
+	}
+	if ((lost && cnl_api_new_id(c, "log", nid) < 0) ||
+	    cnl_api_new_id(c, "log", lid) < 0) {
 		cnl_http_error(resp, 500, "internal", "cannot make an id");
 		goto out;
 	}
@@ -274,14 +342,50 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 	 * "data_base64", as the agent sent them. */
 	o = json_pack("{s:s,s:I}", "stream", m.stderr_ ? "stderr" : "stdout",
 	              "epoch", (json_int_t)m.epoch);
-	cnl_wire_bytes_set(o, "data", m.data, m.len);
-	r = cnl_api_doc_save(c, "log", lid, m.id, "", o, true);
+	cnl_wire_bytes_set(o, "data", m.data + skip, m.len - (size_t)skip);
+	if (m.has_offset) {
+		json_t *p = json_pack("{s:I}", "next",
+		                      (json_int_t)(m.offset + (int64_t)m.len));
+
+		r = cnl_store_tx_begin(c->api->store);
+		if (r == 0 && lost) {
+			char note[200];
+			json_t *n;
+
+			snprintf(
+			    note, sizeof(note),
+			    "\n[cnlab: %lld bytes of this output were "
+			    "dropped on the node: its buffer was full while "
+			    "cnlabd was unreachable]\n",
+			    (long long)lost);
+			n = json_pack("{s:s,s:I,s:s}", "stream",
+			              m.stderr_ ? "stderr" : "stdout", "epoch",
+			              (json_int_t)m.epoch, "data", note);
+			r = cnl_api_doc_save(c, "log", nid, m.id, "", n, true);
+			json_decref(n);
+		}
+		if (r == 0)
+			r = cnl_api_doc_save(c, "log", lid, m.id, "", o, true);
+		if (r == 0)
+			r = cnl_api_doc_save(c, "logpos", pid, m.id, "", p,
+			                     false);
+		if (r == 0)
+			r = cnl_store_tx_commit(c->api->store);
+		else
+			cnl_store_tx_rollback(c->api->store);
+		json_decref(p);
+	} else {
+		r = cnl_api_doc_save(c, "log", lid, m.id, "", o, true);
+	}
 	json_decref(o);
 	if (r < 0) {
 		cnl_api_store_error(c, resp, r, "log");
 		goto out;
 	}
-	cnl_http_reply(resp, 201, json_pack("{s:s}", "id", lid));
+	if (m.has_offset)
+		log_ack(resp, 201, lid, m.offset + (int64_t)m.len);
+	else
+		cnl_http_reply(resp, 201, json_pack("{s:s}", "id", lid));
 out:
 	cnl_wire_log_done(&m);
 }

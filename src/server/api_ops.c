@@ -33,7 +33,30 @@
 void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp)
 {
-	cnl_http_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
+	struct call *c = call;
+
+	/* The all-in-one is a platform only with its node agent: without
+	 * it nothing runs, and a load balancer or a script must see so. */
+	switch (atomic_load(&c->api->agent_health)) {
+	case 1:
+		cnl_http_reply(
+		    resp, 200,
+		    json_pack("{s:s,s:s}", "status", "ok", "agent", "up"));
+		break;
+	case 2:
+		cnl_http_reply(resp, 503,
+		               json_pack("{s:s,s:s}", "status", "degraded",
+		                         "agent", "down"));
+		break;
+	default:
+		cnl_http_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
+	}
+}
+
+void cnl_api_agent_health(struct cnl_api *api, bool up)
+{
+	if (api)
+		atomic_store(&api->agent_health, up ? 1 : 2);
 }
 
 void cnl_api_h_metrics(void *call, struct cnl_http_request *req,

@@ -8,6 +8,7 @@
  * and CNLAB_ADMIN_PASSWORD is the bootstrap administrator's password.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "cnlab/errors.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "net/http_server.h"
 #include "server/allinone.h"
@@ -56,6 +58,12 @@ struct settings {
 	int64_t inputs_max_bytes;
 	int64_t images_max_bytes;
 	int64_t artifacts_keep;
+	int64_t http_max_connections;
+	int64_t http_max_connections_per_client;
+	int64_t http_header_timeout;
+	int64_t http_body_timeout;
+	int64_t http_body_max;
+	int64_t http_retry_after;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -135,6 +143,33 @@ static const struct cnl_config_def settings_table[] = {
      INT64_MAX,
      "The largest image archive `cnlab image import` takes; more is "
      "refused with 413 before any of it is read."},
+    {"http_max_connections", CNL_CONFIG_INT, S(http_max_connections), "1024", 1,
+     65536,
+     "Connections served at once (each has a thread); one more is answered "
+     "503 with Retry-After (never dropped without a reply)."},
+    {"http_max_connections_per_client", CNL_CONFIG_INT,
+     S(http_max_connections_per_client), "128", 1, 65536,
+     "Connections served at once from one IP address (users and agents "
+     "behind one address, or a proxy in front, count together); more are "
+     "answered 503. Upgraded connections (tunnels, capped per user) count "
+     "only in http_max_connections."},
+    {"http_header_timeout", CNL_CONFIG_DURATION, S(http_header_timeout), "20s",
+     100, 600000,
+     "A request's whole head must arrive within this of the connection "
+     "(or of the previous reply on a kept-alive one), else the connection "
+     "is closed. Long polls, streamed replies and tunnels are not "
+     "affected."},
+    {"http_body_timeout", CNL_CONFIG_DURATION, S(http_body_timeout), "60s", 100,
+     3600000,
+     "A request body (uploads included) that receives no byte for this "
+     "long is cut; a slow body that keeps coming is fine."},
+    {"http_body_max", CNL_CONFIG_SIZE, S(http_body_max), "1mib", 1024,
+     INT64_C(1) << 30,
+     "The largest body of a JSON API request; more is refused with 413 "
+     "naming the limit. Uploads and image imports have their own limits "
+     "(inputs_max_bytes, artifacts_max_bytes, images_max_bytes)."},
+    {"http_retry_after", CNL_CONFIG_DURATION, S(http_retry_after), "5s", 1000,
+     3600000, "The Retry-After a 503 for too many connections says."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -244,6 +279,97 @@ static int parse_listen(const char *s, char *host, size_t hostlen,
 
 extern char **environ;
 
+/* The embedded agent, started after any orphan of an earlier run that
+ * still holds its lock is stopped (never two agents for one node).  Its
+ * pid, or -errno with @err. */
+static pid_t start_agent(struct cnl_api *api, const char *url,
+                         const char *token, const char *data_dir,
+                         const char *gpus, char *ret_gpus, char *err,
+                         size_t errlen)
+{
+	pid_t orphan, pid;
+	int r;
+
+	if ((r = cnl_aio_stop_orphan(data_dir, &orphan, err, errlen)) < 0)
+		return r;
+	if (r > 0)
+		cnl_log(CNL_LOG_WARN,
+		        "stopped the embedded agent of an earlier run",
+		        "pid=%d", (int)orphan);
+	if ((pid = cnl_aio_spawn_agent(url, token, data_dir, gpus, ret_gpus,
+	                               err, errlen)) > 0) {
+		cnl_api_agent_health(api, true);
+		cnl_log(CNL_LOG_INFO, "embedded agent started", "pid=%d",
+		        (int)pid);
+	}
+	return pid;
+}
+
+/* Backoff between restarts of the embedded agent: from 1 s, doubled up
+ * to 30 s, back to 1 s after a run of a minute. */
+#define AGENT_BACKOFF_MIN_MS 1000
+#define AGENT_BACKOFF_MAX_MS 30000
+#define AGENT_STABLE_MS      60000
+
+/*
+ * The all-in-one's main thread: wait for SIGINT/SIGTERM (@set), and
+ * meanwhile keep the embedded agent (*@pid) running: restarted when it
+ * dies, with backoff, each death and start logged; /healthz says
+ * degraded from its death until the next one runs.
+ */
+static void supervise(struct cnl_api *api, const sigset_t *set, pid_t *pid,
+                      int64_t started_ms, const char *url, const char *token,
+                      const char *data_dir, const char *gpus)
+{
+	int64_t backoff = AGENT_BACKOFF_MIN_MS, next_ms = 0;
+	char chosen[128], err[512], q[600];
+
+	for (;;) {
+		struct timespec tick = {.tv_nsec = 200 * 1000 * 1000};
+		int64_t now;
+		int sig = sigtimedwait(set, NULL, &tick), status;
+
+		if (sig > 0) {
+			cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d",
+			        sig);
+			return;
+		}
+		now = cnl_time_now_ms();
+		if (*pid > 0 && waitpid(*pid, &status, WNOHANG) == *pid) {
+			if (now - started_ms >= AGENT_STABLE_MS)
+				backoff = AGENT_BACKOFF_MIN_MS;
+			cnl_api_agent_health(api, false);
+			cnl_log(CNL_LOG_WARN, "embedded agent died; restarting",
+			        "pid=%d %s=%d restart_in_ms=%" PRId64,
+			        (int)*pid,
+			        WIFSIGNALED(status) ? "signal" : "exit",
+			        WIFSIGNALED(status) ? WTERMSIG(status)
+			                            : WEXITSTATUS(status),
+			        backoff);
+			*pid = -1;
+			next_ms = now + backoff;
+			backoff = backoff * 2 > AGENT_BACKOFF_MAX_MS
+			              ? AGENT_BACKOFF_MAX_MS
+			              : backoff * 2;
+		}
+		if (*pid > 0 || now < next_ms)
+			continue;
+		*pid = start_agent(api, url, token, data_dir, gpus, chosen, err,
+		                   sizeof(err));
+		started_ms = now;
+		if (*pid < 0) {
+			cnl_log(CNL_LOG_ERROR,
+			        "cannot restart the embedded agent",
+			        "err=%s retry_in_ms=%" PRId64,
+			        cnl_log_quote(q, sizeof(q), err), backoff);
+			next_ms = now + backoff;
+			backoff = backoff * 2 > AGENT_BACKOFF_MAX_MS
+			              ? AGENT_BACKOFF_MAX_MS
+			              : backoff * 2;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	/* The flags cnlabd handles itself; every setting of the table is
@@ -262,6 +388,8 @@ int main(int argc, char **argv)
 	char aio_dir[PATH_MAX], chosen_gpus[128] = "";
 	char aio_token[CNL_AIO_TOKEN_MAX] = "";
 	pid_t agent_pid = -1;
+	int64_t agent_started_ms = 0;
+	char aio_url[128] = "";
 	enum cnl_log_level level;
 	char host[64], path[4096], files_dir[4096], err[512];
 	char *cert = NULL, *key = NULL;
@@ -484,6 +612,12 @@ int main(int argc, char **argv)
 	l.tls_cert_pem = cert;
 	l.tls_key_pem = key;
 	l.run_loop = true;
+	l.conn_max = (unsigned)st.http_max_connections;
+	l.conn_per_client = (unsigned)st.http_max_connections_per_client;
+	l.header_timeout_ms = st.http_header_timeout;
+	l.body_timeout_ms = st.http_body_timeout;
+	l.body_max = (size_t)st.http_body_max;
+	l.retry_after_s = (unsigned)((st.http_retry_after + 999) / 1000);
 	if (cnl_api_start(api, &l, &srv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
@@ -498,12 +632,14 @@ int main(int argc, char **argv)
 		         cert ? "https" : "http",
 		         strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
 		         (unsigned)cnl_http_server_port(srv));
-		if ((agent_pid = cnl_aio_spawn_agent(
-		         url, aio_token, st.data_dir, aio_gpus, chosen_gpus,
-		         err, sizeof(err))) < 0) {
+		snprintf(aio_url, sizeof(aio_url), "%s", url);
+		if ((agent_pid = start_agent(api, aio_url, aio_token,
+		                             st.data_dir, aio_gpus, chosen_gpus,
+		                             err, sizeof(err))) < 0) {
 			fprintf(stderr, "cnlabd: all-in-one: %s\n", err);
 			goto out;
 		}
+		agent_started_ms = cnl_time_now_ms();
 		printf("\nCNLab is running at %s (embedded agent on %s)\n"
 		       "  log in:     cnlab login --server %s --user admin\n"
 		       "              (password in %s/admin.password%s)\n"
@@ -529,8 +665,14 @@ int main(int argc, char **argv)
 	        (unsigned)cnl_http_server_port(srv), cert ? "on" : "off",
 	        "cnlab.db", st.policy);
 
-	if (sigwait(&set, &sig) == 0)
-		cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d", sig);
+	if (!aio) {
+		if (sigwait(&set, &sig) == 0)
+			cnl_log(CNL_LOG_INFO, "cnlabd stopping", "signal=%d",
+			        sig);
+	} else {
+		supervise(api, &set, &agent_pid, agent_started_ms, aio_url,
+		          aio_token, st.data_dir, aio_gpus);
+	}
 	rc = 0;
 out:
 	if (agent_pid > 0) {

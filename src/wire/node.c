@@ -761,6 +761,10 @@ json_t *cnl_wire_log_encode(const struct cnl_wire_log *m)
 	                      (json_int_t)m->epoch, "stream",
 	                      m->stderr_ ? "stderr" : "stdout");
 
+	if (m->has_offset)
+		json_object_set_new(o, "offset", json_integer(m->offset));
+	if (m->has_offset && m->dropped > 0)
+		json_object_set_new(o, "dropped", json_integer(m->dropped));
 	cnl_wire_bytes_set(o, "data", m->data ? m->data : "",
 	                   m->data ? m->len : 0);
 	return o;
@@ -769,11 +773,12 @@ json_t *cnl_wire_log_encode(const struct cnl_wire_log *m)
 int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
                         size_t errlen)
 {
-	static const char *const fields[] = {"id",   "epoch",       "stream",
-	                                     "data", "data_base64", NULL};
+	static const char *const fields[] = {"id",          "epoch",   "stream",
+	                                     "offset",      "dropped", "data",
+	                                     "data_base64", NULL};
 	static const char *const streams[] = {"stdout", "stderr", NULL};
 	const json_t *text, *b64;
-	int st;
+	int st, r;
 
 	memset(ret, 0, sizeof(*ret));
 	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
@@ -783,6 +788,14 @@ int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
 	                              &ret->epoch, err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_enum(j, "stream", streams, &st, err, errlen));
 	ret->stderr_ = st == 1;
+	CNL_WIRE_TRY(r = cnl_wire_get_int(j, "offset", false, 0, INT64_MAX / 2,
+	                                  &ret->offset, err, errlen));
+	ret->has_offset = r > 0;
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "dropped", false, 0, ret->offset,
+	                              &ret->dropped, err, errlen));
+	if (ret->dropped && !ret->has_offset)
+		return cnl_wire_fail(err, errlen,
+		                     "field \"dropped\": only with \"offset\"");
 	text = json_object_get(j, "data");
 	b64 = json_object_get(j, "data_base64");
 	if (!text == !b64)
@@ -821,6 +834,30 @@ void cnl_wire_log_done(struct cnl_wire_log *m)
 	free(m->data);
 	m->data = NULL;
 	m->len = 0;
+}
+
+json_t *cnl_wire_log_ack_encode(const struct cnl_wire_log_ack *m)
+{
+	json_t *o = json_object();
+
+	if (m->has_next)
+		json_object_set_new(o, "next", json_integer(m->next));
+	return o;
+}
+
+int cnl_wire_log_ack_decode(const json_t *j, struct cnl_wire_log_ack *ret,
+                            char *err, size_t errlen)
+{
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	/* Other fields (the id of a stored chunk, an error) may come too. */
+	if (!json_is_object(j))
+		return cnl_wire_fail(err, errlen, "not an object");
+	CNL_WIRE_TRY(r = cnl_wire_get_int(j, "next", false, 0, INT64_MAX / 2,
+	                                  &ret->next, err, errlen));
+	ret->has_next = r > 0;
+	return 0;
 }
 
 /* ---- files --------------------------------------------------------------- */

@@ -45,7 +45,9 @@
 
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
-#define CNL_WIRE_PROTOCOL 5 /* 5: node credentials (credential) */
+#define CNL_WIRE_PROTOCOL                                 \
+	5 /* 5: node credentials (credential); log chunks \
+	   * carry their offset, acknowledged */
 #define CNL_WIRE_PROTOCOL_MIN                        \
 	5 /* an older agent holds no node credential \
 	     and is refused on every node route */
@@ -257,19 +259,46 @@ const char *cnl_wire_report_state_name(enum cnl_wire_report_state s);
  * Output, byte for byte.  Bytes that are valid UTF-8 without NUL travel
  * as the string "data"; any others (a chunk cut inside a character
  * included) as "data_base64", so nothing is replaced on the way.
+ *
+ * "offset" (protocol 5) is where the chunk's first byte lies in the
+ * workload's stream (under that epoch).  cnlabd keeps each byte of a
+ * stream once: a chunk it already holds (all of it) is acknowledged and
+ * dropped, one that starts past what it holds (a gap) is refused with 416,
+ * and each answer names the next offset it expects (struct
+ * cnl_wire_log_ack), so an agent that lost a reply or a connection sends
+ * again from there.  Without "offset" a chunk is appended as it comes.
+ * "dropped" (with "offset"): the agent gave up that many bytes before the
+ * chunk (its buffer on disk was full while cnlabd was away); cnlabd takes
+ * the chunk if it holds the stream up to offset - dropped at least, and
+ * notes in the log how many bytes it will never have.
  */
 struct cnl_wire_log {
 	char id[CNL_WIRE_ID_MAX];
 	int64_t epoch;
 	bool stderr_; /* stream "stderr", else "stdout" */
-	char *data;   /* malloc'd bytes, @len of them (NUL after them) */
-	size_t len;   /* < CNL_WIRE_LOG_MAX */
+	bool has_offset;
+	int64_t offset;  /* >= 0, with has_offset */
+	int64_t dropped; /* 0..offset, with has_offset */
+	char *data;      /* malloc'd bytes, @len of them (NUL after them) */
+	size_t len;      /* < CNL_WIRE_LOG_MAX */
 };
 
 json_t *cnl_wire_log_encode(const struct cnl_wire_log *m);
 int cnl_wire_log_decode(const json_t *j, struct cnl_wire_log *ret, char *err,
                         size_t errlen);
 void cnl_wire_log_done(struct cnl_wire_log *m);
+
+/* cnlabd's answer to a log chunk (201 stored, 200 already held, 416 a
+ * gap): "next", the offset of the stream it expects next; a reply without
+ * it (a chunk without offset) decodes with has_next false. */
+struct cnl_wire_log_ack {
+	bool has_next;
+	int64_t next;
+};
+
+json_t *cnl_wire_log_ack_encode(const struct cnl_wire_log_ack *m);
+int cnl_wire_log_ack_decode(const json_t *j, struct cnl_wire_log_ack *ret,
+                            char *err, size_t errlen);
 
 /*
  * cnl_wire_bytes_set - set @key of @o to @n bytes of @data: "KEY" as a

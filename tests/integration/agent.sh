@@ -115,13 +115,16 @@ proj=$(api POST /v1/projects "$root" '{"name":"lab"}' | jq -r .id)
 api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >/dev/null
 ana=$(login ana ana-password-1)
 
-# start_agent NAME POOL: a cnlab-agent on a fake pool; sets apid.
+# start_agent NAME POOL: a cnlab-agent on a fake pool; sets apid.  No
+# outage grace (--outage-grace 0s): cnlabd's lease alone, which the test
+# of an outage past it below needs (outage.sh tests the grace).
 start_agent() {
 	local before
 	before=$(grep -c 'msg=registered' "$tmp/agent-$1.err" 2>/dev/null)
 	CNLAB_AGENT_TOKEN=$(jointok "$run-$1") "$agent" --server "$base" --name "$run-$1" \
 		--gpus "$2" --work-dir "$tmp/agent-$1" --cpu-milli 8000 \
 		--mem-mib 16384 --listen 127.0.0.1:0 --log-level info \
+		--outage-grace 0s \
 		--server-command 'mkdir -p $CNLAB_WORKSPACE/s && ln -sfn $CNLAB_WORKSPACE $CNLAB_WORKSPACE${CNLAB_BASE_URL%/} && exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1 --directory $CNLAB_WORKSPACE' \
 		--mounts "$shared:/shared" \
 		>>"$tmp/agent-$1.out" 2>>"$tmp/agent-$1.err" &

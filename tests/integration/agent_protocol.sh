@@ -225,8 +225,10 @@ err=$(posts /logs | jq -r 'select(.id == "job_1" and .epoch == 3 and .stream == 
 [ "$out" = hickout ] && [ "$err" = err ] &&
 	ok "log chunks of both streams (the input, in a subfolder with a non-ASCII name, and the checkpoint were restored)" ||
 	bad "logs: stdout=$out stderr=$err"
-[ -z "$(posts /logs | jq -c 'del(.id, .epoch, .stream, .data) | select(. != {})')" ] ||
+[ -z "$(posts /logs | jq -c 'del(.id, .epoch, .stream, .offset, .data) | select(. != {})')" ] ||
 	bad "log chunk fields: $(posts /logs | head -1)"
+[ -z "$(posts /logs | jq -c 'select((.offset | type) != "number")')" ] ||
+	bad "log chunk without its offset: $(posts /logs | head -1)"
 # puts SUFFIX: the PUTs to paths with SUFFIX before the query.
 puts() { jq -cS --arg s "$1" 'select(.path | split("?")[0] | endswith($s))' "$tmp/puts.jsonl"; }
 a=$(puts /artifacts)

@@ -156,6 +156,9 @@ static int import_file(struct cnl_cli *cli, const char *file)
 	                          .upload = true,
 	                          .upload_fd = fd,
 	                          .upload_size = (uint64_t)st.st_size,
+	                          /* Unpacking a large image after the
+	                           * last byte may take minutes. */
+	                          .idle_timeout_ms = -1,
 	                      },
 	                      what, &r);
 	close(fd);

@@ -231,6 +231,18 @@ static void test_healthz(void **state)
 	assert_int_equal(r.status, 200);
 	assert_string_equal(r.raw, "{\"status\":\"ok\"}");
 	reply_done(&r);
+	/* The all-in-one says when its embedded agent is down, and up. */
+	cnl_api_agent_health(F.api, false);
+	http("GET", "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.status, 503);
+	assert_string_equal(r.raw,
+	                    "{\"agent\":\"down\",\"status\":\"degraded\"}");
+	reply_done(&r);
+	cnl_api_agent_health(F.api, true);
+	http("GET", "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.raw, "{\"agent\":\"up\",\"status\":\"ok\"}");
+	reply_done(&r);
 }
 
 static void test_login(void **state)

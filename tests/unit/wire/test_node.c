@@ -360,6 +360,9 @@ static void test_report_log_files(void **state)
 	snprintf(l.id, sizeof(l.id), "%s", "job_1");
 	l.epoch = 3;
 	l.stderr_ = true;
+	l.has_offset = true;
+	l.offset = 4096;
+	l.dropped = 1000;
 	l.data = (char *)"h\xc3\xa9llo\n";
 	l.len = strlen(l.data);
 	ROUND(struct cnl_wire_log, cnl_wire_log_encode, cnl_wire_log_decode,
@@ -386,6 +389,23 @@ static void test_report_log_files(void **state)
 	    cnl_wire_log_decode, struct cnl_wire_log, cnl_wire_log_done(&m_),
 	    "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdin\",\"data\":\"\"}",
 	    "stream");
+	DECODE_BAD(cnl_wire_log_decode, struct cnl_wire_log,
+	           cnl_wire_log_done(&m_),
+	           "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdout\","
+	           "\"offset\":-1,\"data\":\"\"}",
+	           "offset");
+	DECODE_BAD(cnl_wire_log_decode, struct cnl_wire_log,
+	           cnl_wire_log_done(&m_),
+	           "{\"id\":\"j\",\"epoch\":1,\"stream\":\"stdout\","
+	           "\"offset\":5,\"dropped\":6,\"data\":\"\"}",
+	           "dropped");
+	{
+		struct cnl_wire_log_ack ack = {.has_next = true, .next = 77};
+		ROUND(struct cnl_wire_log_ack, cnl_wire_log_ack_encode,
+		      cnl_wire_log_ack_decode, NOTHING, &ack);
+		DECODE_BAD(cnl_wire_log_ack_decode, struct cnl_wire_log_ack,
+		           NOTHING, "{\"next\":\"7\"}", "next");
+	}
 #define F(text, field)                                                        \
 	DECODE_BAD(cnl_wire_file_decode, struct cnl_wire_file, NOTHING, text, \
 	           field)
