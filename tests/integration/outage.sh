@@ -82,10 +82,8 @@ api() { # api METHOD PATH TOKEN [BODY]
 }
 login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/auth/login" | jq -r .token; }
 root=$(login root admin-password-1)
-sys=$(api GET /v1/projects "$root" | jq -r '.items[] | select(.name=="system") | .id')
-api POST /v1/users "$root" '{"name":"agentsvc","password":"agent-password-1"}' >/dev/null
-api POST "/v1/projects/$sys/members" "$root" '{"user":"agentsvc","role":"agent"}' >/dev/null
-agtok=$(api POST /v1/auth/tokens "$(login agentsvc agent-password-1)" '{"name":"agents"}' | jq -r .token)
+# The node joins with a one-time join token made for its name.
+agtok=$(api POST /v1/nodes/join-tokens "$root" "{\"node\":\"$run-a\"}" | jq -r .token)
 api POST /v1/users "$root" '{"name":"ana","password":"ana-password-1"}' >/dev/null
 proj=$(api POST /v1/projects "$root" '{"name":"lab"}' | jq -r .id)
 api POST "/v1/projects/$proj/members" "$root" '{"user":"ana","role":"member"}' >/dev/null
@@ -162,6 +160,7 @@ n3=$(wc -l <"$tmp/nums3")
 j2=$(api POST "/v1/projects/$proj/jobs" "$ana" '{"command":"sleep 30","gpu":"h100-10"}' | jq -r .id)
 wait_for 30 is_state "$j2" running || bad "job 2 did not start"
 node=$(api GET /v1/nodes "$root" | jq -r '.items[0].id')
+agtok=$(cat "$tmp/agent/node.credential") # what the join token became
 ep=$(api GET "/v1/nodes/$node/assignments" "$agtok" | jq -r --arg j "$j2" '.assignments[] | select(.id == $j) | .epoch')
 post_log() { # post_log OFFSET DATA -> status, body in $tmp/lr
 	curl -sS -o "$tmp/lr" -w '%{http_code}' -X POST -H "Authorization: Bearer $agtok" \
