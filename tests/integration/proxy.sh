@@ -393,6 +393,38 @@ api GET '/v1/audit?limit=1000' | jq -e --arg a "$alice_id" --arg t "$srv: sh" \
 	ok "server exec by another project's user: 404, as if there were no such server" ||
 	bad "carol exec: $(code -X POST -H "Authorization: Bearer $carol" -H 'Connection: Upgrade' -H 'Upgrade: cnlab-exec' "$url/v1/servers/$srv/exec?command=%5B%22id%22%5D")"
 
+# --- logout and disable end the proxy's cookie ---------------------------------------------
+# The cookie names a stored document: logout (of any of the user's
+# sessions) deletes it, a disabled owner is refused, and enable does not
+# bring the cookies of before back.
+curl -sS -c "$tmp/jar2" -o /dev/null "$base/file/hello.txt?token=$stoken"
+[ "$(curl -sS -b "$tmp/jar2" "$base/file/hello.txt")" = hello-proxy ] || bad "a second cookie before logout"
+alice2=$(login alice alice-password-1)
+if [ "$(code -X POST -H "Authorization: Bearer $alice2" "$url/v1/auth/logout")" = 200 ] &&
+	[ "$(code -b "$tmp/jar" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code -b "$tmp/jar2" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code -H "Cookie: $cookie" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code -H "Authorization: Bearer $alice2" "$base/file/hello.txt")" = 401 ]; then
+	ok "logout ends the user's proxy cookies (a saved cookie replayed is 401)"
+else
+	bad "cookie after logout: $(code -b "$tmp/jar" "$base/file/hello.txt") $(code -H "Cookie: $cookie" "$base/file/hello.txt")"
+fi
+[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] &&
+	ok "another session of the user goes on" || bad "other session after logout"
+curl -sS -c "$tmp/jar3" -o /dev/null "$base/file/hello.txt?token=$stoken"
+[ "$(code -b "$tmp/jar3" "$base/file/hello.txt")" = 200 ] || bad "a new cookie after logout"
+api POST "/v1/users/$alice_id/disable" >/dev/null
+[ "$(code -b "$tmp/jar3" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code "$base/file/hello.txt?token=$stoken")" = 401 ] &&
+	ok "a disabled owner: cookie and ?token= are 401" ||
+	bad "disabled owner: $(code -b "$tmp/jar3" "$base/file/hello.txt") $(code "$base/file/hello.txt?token=$stoken")"
+api POST "/v1/users/$alice_id/enable" >/dev/null
+[ "$(code -b "$tmp/jar3" "$base/file/hello.txt")" = 401 ] &&
+	ok "enable does not bring the cookies of before back" ||
+	bad "cookie after enable: $(code -b "$tmp/jar3" "$base/file/hello.txt")"
+alice=$(login alice alice-password-1)
+curl -sS -c "$tmp/jar" -o /dev/null "$base/file/hello.txt?token=$stoken"
+
 # --- membership is checked on every request -----------------------------------------------
 api DELETE "/v1/projects/$proj/members/$alice_id" >/dev/null
 [ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 403 ] &&

@@ -212,5 +212,48 @@ as root project member remove p1 carol >/dev/null 2>&1
 code=$(code_of "$carol_api" GET "/v1/projects/$p1/jobs")
 [ "$code" = 404 ] && ok membership-removed-404 || bad "membership-removed-404: $code"
 
+# --- OIDC links: audit, unlink, validation, administrators only -----------
+root_tok=$(jq -r .token "$tmp/root.json")
+audit=$(curl -sS -H "Authorization: Bearer $root_tok" "$base/v1/audit?limit=1000")
+mal_id=$(as mal -o json whoami | jq -r .id)
+jq -e --arg a "$ada_id" --arg m "$mal_id" '[.items[] | select(.action == "user.create_oidc" and
+	.actor == .target and (.target == $a or .target == $m))] | length == 2' <<<"$audit" >/dev/null &&
+	ok first-oidc-sign-in-audited || bad "first-oidc-sign-in-audited: $(jq -c '[.items[] | select(.action == "user.create_oidc")]' <<<"$audit")"
+# The route matrix of the new routes: a user who is no administrator is 403.
+for r in "POST /v1/users/carol/disable" "POST /v1/users/carol/enable" \
+	"POST /v1/users/$mal_id/oidc" "DELETE /v1/users/carol/oidc?subject=sub-carol"; do
+	code=$(curl -sS -o /dev/null -w '%{http_code}' -X "${r%% *}" -H "Authorization: Bearer $carol_api" \
+		-d '{"subject":"sub-carol"}' "$base${r#* }")
+	[ "$code" = 403 ] && ok "non-admin $r: 403" || bad "non-admin $r: $code"
+done
+# ("a\nb", "c") and ("a", "b\nc") must not be one identity: no control bytes.
+out=$(curl -sS -w ' %{http_code}' -X POST -H "Authorization: Bearer $root_tok" \
+	-d '{"subject":"x\ny"}' "$base/v1/users/carol/oidc")
+[ "${out##* }" = 400 ] && grep -q '\\"subject\\"' <<<"$out" && ok link-control-bytes-400 || bad "link-control-bytes-400: $out"
+out=$(curl -sS -w ' %{http_code}' -X DELETE -H "Authorization: Bearer $root_tok" "$base/v1/users/carol/oidc")
+[ "${out##* }" = 400 ] && grep -q subject <<<"$out" && ok unlink-no-subject-400 || bad "unlink-no-subject-400: $out"
+as root user unlink carol >/dev/null 2>&1
+[ $? = 2 ] && ok unlink-usage-exit-2 || bad unlink-usage-exit-2
+# An identity linked to someone else is not unlinked through another user.
+out=$(as root user unlink ada --oidc-subject sub-carol 2>&1)
+rc=$?
+[ $rc != 0 ] && grep -q "no OIDC link" <<<"$out" && ok unlink-other-users-link-refused || bad "unlink-other-users-link-refused: rc=$rc $out"
+# Unlink: the sessions the identity made end, API tokens stay, and the
+# identity's next sign-in is a fresh user without any role.
+echo "sub-carol carol-at-idp" >"$tmp/who"
+BROWSER=$tmp/browser as carol3 login --web >/dev/null 2>&1
+carol3_tok=$(jq -r .token "$tmp/carol3.json")
+[ "$(code_of "$carol3_tok" GET /v1/auth/whoami)" = 200 ] || bad "carol web session before unlink"
+as root user unlink carol --oidc-subject sub-carol >/dev/null 2>&1 && ok user-unlink || bad user-unlink
+[ "$(code_of "$carol3_tok" GET /v1/auth/whoami)" = 401 ] && ok unlink-ends-oidc-sessions || bad unlink-ends-oidc-sessions
+[ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] && ok unlink-keeps-api-tokens || bad unlink-keeps-api-tokens
+me=$(curl -sS -H "Authorization: Bearer $(idtoken sub-carol carol)" "$base/v1/auth/whoami")
+[ "$(jq -r .name <<<"$me")" != carol ] && [ "$(jq -r .name <<<"$me")" != null ] &&
+	[ "$(jq -r .admin <<<"$me")" = false ] && ok unlinked-identity-is-a-new-user || bad "unlinked-identity-is-a-new-user: $me"
+as root -o json user show carol | jq -e '.oidc == []' >/dev/null && ok user-show-unlinked || bad user-show-unlinked
+curl -sS -H "Authorization: Bearer $root_tok" "$base/v1/audit?limit=1000" |
+	jq -e '[.items[] | select(.action == "user.unlink" and (.result | startswith("200")))] | length == 1' >/dev/null &&
+	ok unlink-audited || bad unlink-audited
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
