@@ -425,6 +425,23 @@ api POST "/v1/users/$alice_id/enable" >/dev/null
 alice=$(login alice alice-password-1)
 curl -sS -c "$tmp/jar" -o /dev/null "$base/file/hello.txt?token=$stoken"
 
+# --- a viewer never sees the server's token ------------------------------------------------
+# The ?token= URL acts as the owner: a viewer (whom the proxy refuses)
+# reading it from the API would use the server as its owner.
+api POST /v1/users '{"name":"vic","password":"vic-password-1"}' >/dev/null
+api POST "/v1/projects/$proj/members" '{"user":"vic","role":"viewer"}' >/dev/null
+vic=$(login vic vic-password-1)
+vurl=$(curl -sS -H "Authorization: Bearer $vic" "$url/v1/servers/$srv" | jq -r '.url // ""')
+vlist=$(curl -sS -H "Authorization: Bearer $vic" "$url/v1/projects/$proj/servers" |
+	jq -r '[.items[] | .url // ""] | join(" ")')
+if [ "$vurl" = "$base/" ] && ! grep -q "token=" <<<"$vlist" &&
+	[ "$(code -H "Authorization: Bearer $vic" "$base/file/hello.txt")" = 403 ] &&
+	[ "$(api GET "/v1/servers/$srv" | jq -r .url)" = "$surl" ]; then
+	ok "a viewer gets the server's URL without its token (and 403 at the proxy); an admin gets the token"
+else
+	bad "viewer sees: $vurl / $vlist"
+fi
+
 # --- membership is checked on every request -----------------------------------------------
 api DELETE "/v1/projects/$proj/members/$alice_id" >/dev/null
 [ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 403 ] &&
