@@ -318,6 +318,15 @@ void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
 		goto refuse;
 	snprintf(c->actor, sizeof(c->actor), "%s", u.id);
 	snprintf(c->target, sizeof(c->target), "%s", u.id);
+	/* A disabled user's pending invitation sets no password: the
+	 * account stays as the administrator left it. */
+	if (cnl_api_user_disabled(c->api->store, u.id)) {
+		cnl_http_error(resp, 401, "unauthenticated",
+		               "account disabled: ask an administrator (cnlab "
+		               "user enable %s)",
+		               u.name);
+		goto out;
+	}
 	if (strlen(password) < REDEEM_PASSWORD_MIN) {
 		cnl_api_bad(resp,
 		            "field \"password\": must be at least 8 bytes");

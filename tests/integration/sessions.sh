@@ -192,9 +192,21 @@ rc=$?
 [ "$(code_of "$(idtoken sub-carol carol)" GET /v1/auth/whoami)" = 401 ] &&
 	ok disabled-oidc-token-401 || bad disabled-oidc-token-401
 as root user list | grep -E '^carol .*disabled' >/dev/null && ok user-list-shows-disabled || bad user-list-shows-disabled
+# A pending invitation (a password reset) redeemed while disabled sets no
+# password: the old one still works after enable.
+inv=$(as root -o json user invite carol | jq -r '.invite.token // .token // empty')
+out=$(curl -sS -w ' %{http_code}' -X POST -d "{\"invite\":\"$inv\",\"password\":\"pw-stolen-12345\"}" \
+	"$base/v1/auth/redeem")
+[ -n "$inv" ] && [ "${out##* }" = 401 ] && grep -q disabled <<<"$out" &&
+	ok disabled-redeem-401 || bad "disabled-redeem-401: $inv $out"
 as root user enable carol >/dev/null 2>&1
 [ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] && ok enable-restores-api-token || bad enable-restores-api-token
 [ "$(code_of "$carol_tok" GET /v1/auth/whoami)" = 401 ] && ok enable-not-sessions || bad enable-not-sessions
+login_code() { # login_code USER PASSWORD
+	curl -sS -o /dev/null -w '%{http_code}' -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/auth/login"
+}
+[ "$(login_code carol pw-stolen-12345)" = 401 ] && [ "$(login_code carol pw-carol-12345)" = 200 ] &&
+	ok disabled-redeem-set-no-password || bad disabled-redeem-set-no-password
 out=$(as root user disable root 2>&1)
 rc=$?
 [ $rc = 5 ] && grep -q "last enabled" <<<"$out" && ok last-admin-not-disabled || bad "last-admin-not-disabled: rc=$rc $out"
