@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -448,11 +449,21 @@ static bool has_control(const char *s)
 	return false;
 }
 
-/* Whether @name is a valid user name that nobody has. */
+/*
+ * Whether @name is a valid user name that nobody has, and none that looks
+ * like authority: a self-made "admin" in a member list or the audit log
+ * invites an administrator to grant it a role meant for someone else.
+ */
 static bool name_free(struct cnl_store *s, const char *name)
 {
+	static const char *const reserved[] = {
+	    "admin", "administrator", "root", "system", "cnlab", "cnlabd",
+	};
 	struct cnl_store_user u;
 
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(reserved); i++)
+		if (strcasecmp(name, reserved[i]) == 0)
+			return false;
 	return cnl_jwt_name_valid(name) &&
 	       cnl_store_user_get_by_name(s, name, &u) == -CNL_ENOTFOUND;
 }

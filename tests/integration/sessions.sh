@@ -153,6 +153,15 @@ me=$(as mal -o json whoami 2>&1)
 	ok forged-admin-name-not-admin || bad "forged-admin-name-not-admin: $me"
 code=$(code_of "$(idtoken sub-mallory2 root)" GET /v1/users)
 [ "$code" = 403 ] && ok forged-admin-id-token-403 || bad "forged-admin-id-token-403: $code"
+# A name that looks like authority is not handed out even when free (the
+# administrator here is "root": nobody is called "admin").
+for n in admin Administrator system; do
+	me=$(curl -sS -H "Authorization: Bearer $(idtoken "sub-$n" "$n")" "$base/v1/auth/whoami")
+	nm=$(jq -r .name <<<"$me")
+	[ "$(jq -r .admin <<<"$me")" = false ] && [ "$nm" != null ] &&
+		[ "$(tr 'A-Z' 'a-z' <<<"$nm")" != "$(tr 'A-Z' 'a-z' <<<"$n")" ] &&
+		ok "reserved-name-$n-not-given" || bad "reserved-name-$n-not-given: $me"
+done
 echo "sub-ada ada-renamed" >"$tmp/who"
 BROWSER=$tmp/browser as ada2 login --web >/dev/null 2>&1
 [ -n "$ada_id" ] && [ "$(as ada2 -o json whoami | jq -r .id)" = "$ada_id" ] &&
