@@ -204,6 +204,9 @@ void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
 /* 0 when @cl (a verified HS256 JWT) names a live session of its user
  * (c->session is set), else -CNL_EAUTH. */
 int cnl_api_session_live(struct call *c, const struct cnl_auth_claims *cl);
+/* End every session and notebook proxy cookie of @user_id (enable, a new
+ * password): 0 or a store error.  Inside the caller's transaction. */
+int cnl_api_sessions_end(struct cnl_store *s, const char *user_id);
 /*
  * The notebook proxy's cookie (api_proxy.c) names a stored "proxy-cookie"
  * document by its jti, so logout, enable and disable can end it.

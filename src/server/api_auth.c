@@ -348,6 +348,10 @@ void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
 	}
 	cnl_store_doc_done(&d);
 	r = cnl_store_user_set_password(c->api->store, u.id, hash);
+	/* A new password ends the sessions of the old one: a reset is how
+	 * a user who lost their password (or had it stolen) gets back. */
+	if (r == 0)
+		r = cnl_api_sessions_end(c->api->store, u.id);
 	while (r == 0 &&
 	       (r = cnl_store_doc_list(c->api->store, "invite", u.id, NULL,
 	                               CNL_STORE_LIST_MAX, all, &n)) == 0 &&

@@ -84,6 +84,13 @@ static int sessions_revoke_all(struct cnl_store *s, const char *kind,
 	return r;
 }
 
+int cnl_api_sessions_end(struct cnl_store *s, const char *user_id)
+{
+	int r = sessions_revoke_all(s, SESSION_KIND, user_id);
+
+	return r < 0 ? r : sessions_revoke_all(s, PROXY_KIND, user_id);
+}
+
 /* Forget @user_id's sessions (or proxy cookies: @kind) that have expired
  * (a login's housekeeping). */
 static void sessions_prune(struct cnl_store *s, const char *kind,
@@ -395,9 +402,7 @@ void cnl_api_h_user_enable(void *call, struct cnl_http_request *req,
 		if (r == -CNL_ENOTFOUND)
 			r = 0;
 		if (r == 0)
-			r = sessions_revoke_all(s, SESSION_KIND, u.id);
-		if (r == 0)
-			r = sessions_revoke_all(s, PROXY_KIND, u.id);
+			r = cnl_api_sessions_end(s, u.id);
 		if (r == 0)
 			r = cnl_store_tx_commit(s);
 		if (r < 0)

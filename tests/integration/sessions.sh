@@ -220,6 +220,16 @@ out=$(as root user disable root 2>&1)
 rc=$?
 [ $rc = 5 ] && grep -q "last enabled" <<<"$out" && ok last-admin-not-disabled || bad "last-admin-not-disabled: rc=$rc $out"
 
+# --- A password reset ends the sessions of the old password ----------------
+old_tok=$(curl -sS -X POST -d '{"user":"carol","password":"pw-carol-12345"}' "$base/v1/auth/login" | jq -r .token)
+[ "$(code_of "$old_tok" GET /v1/auth/whoami)" = 200 ] || bad "carol password session before reset"
+inv=$(as root -o json user invite carol | jq -r '.invite.token // .token // empty')
+new_tok=$(curl -sS -X POST -d "{\"invite\":\"$inv\",\"password\":\"pw-carol-67890\"}" \
+	"$base/v1/auth/redeem" | jq -r .token)
+[ "$(code_of "$old_tok" GET /v1/auth/whoami)" = 401 ] && [ "$(code_of "$new_tok" GET /v1/auth/whoami)" = 200 ] &&
+	[ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] &&
+	ok password-reset-ends-old-sessions || bad password-reset-ends-old-sessions
+
 # --- Membership and role changes take effect on the next request ----------
 as root project create p1 >/dev/null 2>&1
 as root project member add p1 carol >/dev/null 2>&1
