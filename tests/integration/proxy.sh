@@ -411,6 +411,9 @@ else
 fi
 [ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] &&
 	ok "another session of the user goes on" || bad "other session after logout"
+[ "$(code -b "$tmp/jar2" "$base/file/hello.txt?token=$stoken")" = 200 ] &&
+	ok "an ended cookie left in the browser does not block the server's URL" ||
+	bad "stale cookie + ?token=: $(code -b "$tmp/jar2" "$base/file/hello.txt?token=$stoken")"
 curl -sS -c "$tmp/jar3" -o /dev/null "$base/file/hello.txt?token=$stoken"
 [ "$(code -b "$tmp/jar3" "$base/file/hello.txt")" = 200 ] || bad "a new cookie after logout"
 api POST "/v1/users/$alice_id/disable" >/dev/null
