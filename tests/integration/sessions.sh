@@ -286,5 +286,28 @@ curl -sS -H "Authorization: Bearer $root_tok" "$base/v1/audit?limit=1000" |
 	jq -e '[.items[] | select(.action == "user.unlink" and (.result | startswith("200")))] | length == 1' >/dev/null &&
 	ok unlink-audited || bad unlink-audited
 
+# --- Two administrators disabling each other at once: one stays -----------
+echo pw-dora-12345 | as root user create dora --password-stdin >/dev/null 2>&1
+as root project member add system dora --role admin >/dev/null 2>&1
+dora_tok=$(curl -sS -X POST -d '{"user":"dora","password":"pw-dora-12345"}' "$base/v1/auth/login" | jq -r .token)
+root_id=$(as root -o json whoami | jq -r .id)
+dora_id=$(curl -sS -H "Authorization: Bearer $dora_tok" "$base/v1/auth/whoami" | jq -r .id)
+racers=()
+for k in 1 2 3 4; do
+	curl -sS -o /dev/null -w '%{http_code}\n' -X POST -H "Authorization: Bearer $root_tok" \
+		"$base/v1/users/$dora_id/disable" >"$tmp/race.r$k" &
+	racers+=($!)
+	curl -sS -o /dev/null -w '%{http_code}\n' -X POST -H "Authorization: Bearer $dora_tok" \
+		"$base/v1/users/$root_id/disable" >"$tmp/race.d$k" &
+	racers+=($!)
+done
+wait "${racers[@]}"
+enabled=0
+for t in "$root_tok" "$dora_tok"; do
+	[ "$(code_of "$t" GET /v1/users)" = 200 ] && enabled=$((enabled + 1))
+done
+[ "$enabled" = 1 ] && ok "admins-disabling-each-other-one-stays ($(cat "$tmp"/race.* | sort | uniq -c | tr -s ' \n' ' '))" ||
+	bad "admins-disabling-each-other-one-stays: $enabled enabled"
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
