@@ -280,6 +280,7 @@ int cnl_cli_cmd_user_invite(struct cnl_cli *cli);
 int cnl_cli_cmd_user_disable(struct cnl_cli *cli);
 int cnl_cli_cmd_user_enable(struct cnl_cli *cli);
 int cnl_cli_cmd_user_link(struct cnl_cli *cli);
+int cnl_cli_cmd_user_unlink(struct cnl_cli *cli);
 int cnl_cli_cmd_project_create(struct cnl_cli *cli);
 int cnl_cli_cmd_project_show(struct cnl_cli *cli);
 int cnl_cli_cmd_project_delete(struct cnl_cli *cli);

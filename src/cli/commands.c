@@ -262,6 +262,8 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, false, cnl_cli_cmd_user_enable},
     {"user link", "NAME", "let an OIDC identity sign in as a user (admin)",
      user_link_flags, 1, 1, false, false, cnl_cli_cmd_user_link},
+    {"user unlink", "NAME", "take an OIDC identity away from a user (admin)",
+     user_link_flags, 1, 1, false, false, cnl_cli_cmd_user_unlink},
     {"token create", "NAME", "an API token for scripts and CI", token_flags, 1,
      1, false, false, cnl_cli_cmd_token_create},
     {"token list", "", "your API tokens", NULL, 0, 0, false, false,

@@ -232,6 +232,21 @@ void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
 /* 0 when @cl (a verified HS256 JWT) names a live session of its user
  * (c->session is set), else -CNL_EAUTH. */
 int cnl_api_session_live(struct call *c, const struct cnl_auth_claims *cl);
+/* End every session and notebook proxy cookie of @user_id (enable, a new
+ * password): 0 or a store error.  Inside the caller's transaction. */
+int cnl_api_sessions_end(struct cnl_store *s, const char *user_id);
+/*
+ * The notebook proxy's cookie (api_proxy.c) names a stored "proxy-cookie"
+ * document by its jti, so logout, enable and disable can end it.
+ * cnl_api_proxy_cookie_new stores one for @user_id and @server_id until
+ * @expires_ms and puts its id (CNL_ID_MAX) in @ret_jti: 0 or an error.
+ * cnl_api_proxy_cookie_live: 0 while the cookie's document exists, names
+ * the claims' user and has not expired; -CNL_EAUTH otherwise.
+ */
+int cnl_api_proxy_cookie_new(struct call *c, const char *user_id,
+                             const char *server_id, int64_t expires_ms,
+                             char *ret_jti);
+int cnl_api_proxy_cookie_live(struct call *c, const struct cnl_auth_claims *cl);
 bool cnl_api_user_disabled(struct cnl_store *s, const char *user_id);
 /* Add "disabled" and "oidc" (linked identities) to the user object @o. */
 void cnl_api_user_state_json(struct cnl_store *s, const char *user_id,
@@ -260,6 +275,8 @@ void cnl_api_h_user_enable(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
 void cnl_api_h_user_link(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
+void cnl_api_h_user_unlink(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
 void cnl_api_h_oidc_config(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
 void cnl_api_h_oidc_session(void *call, struct cnl_http_request *req,

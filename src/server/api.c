@@ -180,6 +180,8 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/users/{user}/enable", ADM, "user.enable",
      cnl_api_h_user_enable},
     {"POST", "/v1/users/{user}/oidc", ADM, "user.link", cnl_api_h_user_link},
+    {"DELETE", "/v1/users/{user}/oidc", ADM, "user.unlink",
+     cnl_api_h_user_unlink},
     {"GET", "/v1/projects", AUTH, NULL, cnl_api_h_projects_list},
     {"POST", "/v1/projects", ADM, "project.create", cnl_api_h_projects_create},
     {"GET", "/v1/projects/{project}", PV, NULL, cnl_api_h_project_get},

@@ -318,6 +318,15 @@ void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
 		goto refuse;
 	snprintf(c->actor, sizeof(c->actor), "%s", u.id);
 	snprintf(c->target, sizeof(c->target), "%s", u.id);
+	/* A disabled user's pending invitation sets no password: the
+	 * account stays as the administrator left it. */
+	if (cnl_api_user_disabled(c->api->store, u.id)) {
+		cnl_http_error(resp, 401, "unauthenticated",
+		               "account disabled: ask an administrator (cnlab "
+		               "user enable %s)",
+		               u.name);
+		goto out;
+	}
 	if (strlen(password) < REDEEM_PASSWORD_MIN) {
 		cnl_api_bad(resp,
 		            "field \"password\": must be at least 8 bytes");
@@ -339,6 +348,10 @@ void cnl_api_h_auth_redeem(void *call, struct cnl_http_request *req,
 	}
 	cnl_store_doc_done(&d);
 	r = cnl_store_user_set_password(c->api->store, u.id, hash);
+	/* A new password ends the sessions of the old one: a reset is how
+	 * a user who lost their password (or had it stolen) gets back. */
+	if (r == 0)
+		r = cnl_api_sessions_end(c->api->store, u.id);
 	while (r == 0 &&
 	       (r = cnl_store_doc_list(c->api->store, "invite", u.id, NULL,
 	                               CNL_STORE_LIST_MAX, all, &n)) == 0 &&

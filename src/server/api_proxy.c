@@ -26,13 +26,14 @@
  * Credentials, checked on every request, in this order: the API's bearer
  * token (Authorization), the proxy's session cookie (cnlab_session, an
  * HS256 JWT for audience "cnlab-proxy:{server}", HttpOnly, SameSite=Strict,
- * Path=/s/{server}/), the server's own token (?token=, what `cnlab server
- * open` prints), which is exchanged for the cookie and acts as the
- * server's owner.  Whoever it names must still be a member (or above) of
- * the server's project: a removed member gets 403 on the next request.
- * The credential never reaches the server: Authorization, the session
- * cookie and ?token= are taken off, and the server gets its own token as
- * "Authorization: token T" (what JupyterLab and cnlab-notebook.py check).
+ * Path=/s/{server}/, whose jti names a stored "proxy-cookie" document that
+ * logout and enable delete: api_session.c), the server's own token
+ * (?token=, what `cnlab server open` prints), which is exchanged for the
+ * cookie and acts as the server's owner.  Whoever it names must still be a
+ * member (or above) of the server's project: a removed member gets 403 on the
+ * next request. The credential never reaches the server: Authorization, the
+ * session cookie and ?token= are taken off, and the server gets its own token
+ * as "Authorization: token T" (what JupyterLab and cnlab-notebook.py check).
  *
  * Limits: CNL_PROXY_PER_USER open tunnels per user and CNL_PROXY_PER_SERVER
  * per server (429 beyond); a tunnel the agent has not opened within
@@ -578,9 +579,12 @@ static int proxy_identify(struct call *c, struct cnl_http_request *req,
 	if (authz)
 		return cnl_api_authenticate(c, req, resp);
 	snprintf(aud, sizeof(aud), "cnlab-proxy:%s", v->id);
+	/* Its stored document is what logout and enable delete; an ended
+	 * cookie still in the browser gives way to a ?token= beside it. */
 	if (cookies && cookie_get(cookies, value, sizeof(value)) &&
 	    cnl_auth_jwt_verify(value, c->api->key, c->api->keylen, aud,
-	                        c->now_ms / 1000, &claims) == 0) {
+	                        c->now_ms / 1000, &claims) == 0 &&
+	    cnl_api_proxy_cookie_live(c, &claims) == 0) {
 		r = cnl_store_user_get(c->api->store, claims.sub, &c->user);
 	} else if (qtok && qtok[0]) {
 		char want[64];
@@ -669,7 +673,9 @@ static int proxy_admit(struct call *c, struct pass *p,
 		snprintf(cl.aud, sizeof(cl.aud), "cnlab-proxy:%s", v->id);
 		cl.iat = c->now_ms / 1000;
 		cl.exp = cl.iat + COOKIE_TTL_S;
-		if (cnl_auth_jwt_sign(&cl, api->key, api->keylen, jwt,
+		if (cnl_api_proxy_cookie_new(c, c->user.id, v->id,
+		                             cl.exp * 1000, cl.jti) == 0 &&
+		    cnl_auth_jwt_sign(&cl, api->key, api->keylen, jwt,
 		                      sizeof(jwt)) > 0)
 			snprintf(p->set_cookie, sizeof(p->set_cookie),
 			         "Set-Cookie: %s=%s; HttpOnly; "

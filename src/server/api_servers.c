@@ -48,9 +48,15 @@ static void server_doc(struct call *c, const struct cnl_store_server *v,
 	snprintf(ret->state, sizeof(ret->state), "%s", v->state);
 	/* Users reach a server through cnlabd's proxy, never the node: the
 	 * URL carries the server's own token, which the proxy exchanges for
-	 * its session cookie (api_proxy.c). */
+	 * its session cookie (api_proxy.c).  That token acts as the owner,
+	 * so only those the proxy lets in anyway see it (the owner, an
+	 * administrator, a member or above): a viewer gets the URL without
+	 * it, or they would use the server as its owner. */
 	if (strcmp(v->state, "running") == 0 && v->url[0]) {
-		const char *tok = strstr(v->url, "token=");
+		bool may_use = c->is_admin ||
+		               strcmp(c->user.id, v->user_id) == 0 ||
+		               cnl_api_role_rank(c->role) >= 2;
+		const char *tok = may_use ? strstr(v->url, "token=") : NULL;
 		char base[CNL_API_CLI_URL_MAX], url[CNL_API_CLI_URL_MAX + 256];
 		int n;
 

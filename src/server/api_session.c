@@ -8,7 +8,10 @@
  *     (POST /v1/auth/logout) and user disable end a session on the very
  *     next request.  A session lives CNL_API_TOKEN_TTL_S (12 h) from the
  *     login, absolute: no sliding renewal, so a stolen token is good for
- *     at most that long even if nobody revokes it.
+ *     at most that long even if nobody revokes it.  The notebook proxy's
+ *     cookie names a document of kind "proxy-cookie" the same way; it is
+ *     made from the server's token, not from a session, so logout ends
+ *     all of the user's proxy cookies.
  *   - disabled users.  A document of kind "user-disabled" (id = the user)
  *     makes every credential of the user - sessions, API tokens, OIDC ID
  *     tokens, the notebook proxy's cookie - fail with 401 "account
@@ -20,8 +23,10 @@
  *     the user).  A pair seen for the first time gets a fresh user without
  *     any role; preferred_username (or the e-mail's local part) becomes
  *     its name only when that name is free, never a way into an existing
- *     account.  An administrator links an existing user explicitly (POST
- *     /v1/users/{user}/oidc).
+ *     account; the creation is audited ("user.create_oidc").  An
+ *     administrator links an existing user explicitly (POST
+ *     /v1/users/{user}/oidc) and unlinks (DELETE, which also ends the
+ *     sessions made from that identity).
  *   - idempotency per user.  The Idempotency-Key header is stored as the
  *     SHA-256 of "user\nkey", so another user's key is invisible, with a
  *     document of kind "idem" that keeps the SHA-256 of the request (kind,
@@ -32,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -49,22 +55,28 @@
 #define DISABLED_KIND "user-disabled"
 #define OIDC_KIND     "oidc-link"
 #define IDEM_KIND     "idem"
+#define PROXY_KIND    "proxy-cookie"
+
+static int link_id(const char *iss, const char *sub,
+                   char out[CNL_AUTH_DIGEST_MAX]);
 
 /* ------------------------------------------------------------------------ */
 /* Sessions                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Delete every session of @user_id: 0 or a store error. */
-static int sessions_revoke_all(struct cnl_store *s, const char *user_id)
+/* Delete every session (@kind SESSION_KIND) or proxy cookie (PROXY_KIND)
+ * of @user_id: 0 or a store error. */
+static int sessions_revoke_all(struct cnl_store *s, const char *kind,
+                               const char *user_id)
 {
 	struct cnl_store_doc d[CNL_STORE_LIST_MAX];
 	int n = 0, r;
 
-	while ((r = cnl_store_doc_list(s, SESSION_KIND, user_id, NULL,
+	while ((r = cnl_store_doc_list(s, kind, user_id, NULL,
 	                               CNL_STORE_LIST_MAX, d, &n)) == 0 &&
 	       n > 0) {
 		for (int i = 0; r == 0 && i < n; i++)
-			r = cnl_store_doc_delete(s, SESSION_KIND, d[i].id);
+			r = cnl_store_doc_delete(s, kind, d[i].id);
 		cnl_store_docs_done(d, n);
 		if (r < 0)
 			return r;
@@ -72,17 +84,24 @@ static int sessions_revoke_all(struct cnl_store *s, const char *user_id)
 	return r;
 }
 
-/* Forget @user_id's sessions that have expired (a login's housekeeping). */
-static void sessions_prune(struct cnl_store *s, const char *user_id,
-                           int64_t now_ms)
+int cnl_api_sessions_end(struct cnl_store *s, const char *user_id)
+{
+	int r = sessions_revoke_all(s, SESSION_KIND, user_id);
+
+	return r < 0 ? r : sessions_revoke_all(s, PROXY_KIND, user_id);
+}
+
+/* Forget @user_id's sessions (or proxy cookies: @kind) that have expired
+ * (a login's housekeeping). */
+static void sessions_prune(struct cnl_store *s, const char *kind,
+                           const char *user_id, int64_t now_ms)
 {
 	struct cnl_store_doc d[64];
 	const char *after = NULL;
 	char last[CNL_STORE_DOC_ID_MAX];
 	int n = 0;
 
-	while (cnl_store_doc_list(s, SESSION_KIND, user_id, after, 64, d, &n) ==
-	           0 &&
+	while (cnl_store_doc_list(s, kind, user_id, after, 64, d, &n) == 0 &&
 	       n > 0) {
 		for (int i = 0; i < n; i++) {
 			json_t *o = json_loads(d[i].body, 0, NULL);
@@ -105,7 +124,7 @@ void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
                            struct cnl_http_response *resp)
 {
 	struct cnl_auth_claims claims = {0};
-	char token[CNL_AUTH_JWT_MAX + 1];
+	char token[CNL_AUTH_JWT_MAX + 1], link[CNL_AUTH_DIGEST_MAX];
 	json_t *o;
 	int r;
 
@@ -125,10 +144,15 @@ void cnl_api_session_reply(struct call *c, const struct cnl_store_user *u,
 		cnl_http_error(resp, 500, "internal", "cannot make a session");
 		return;
 	}
-	sessions_prune(c->api->store, u->id, c->now_ms);
+	sessions_prune(c->api->store, SESSION_KIND, u->id, c->now_ms);
 	o = json_pack("{s:s,s:I,s:I}", "user_id", u->id, "created_ms",
 	              (json_int_t)c->now_ms, "expires_ms",
 	              (json_int_t)(claims.exp * 1000));
+	/* A session made from an OIDC ID token remembers its identity: an
+	 * unlink of that identity ends it. */
+	if (c->oidc_done && c->oidc_r == 0 &&
+	    link_id(c->oidc.iss, c->oidc.sub, link) == 0)
+		json_object_set_new(o, "oidc_link", json_string(link));
 	r = cnl_api_doc_save(c, SESSION_KIND, claims.jti, u->id, "", o, true);
 	json_decref(o);
 	if (r < 0) {
@@ -168,7 +192,51 @@ int cnl_api_session_live(struct call *c, const struct cnl_auth_claims *cl)
 	return 0;
 }
 
-/* POST /v1/auth/logout: end the session whose token made the request. */
+int cnl_api_proxy_cookie_new(struct call *c, const char *user_id,
+                             const char *server_id, int64_t expires_ms,
+                             char *ret_jti)
+{
+	char jti[CNL_ID_MAX];
+	json_t *o;
+	int r;
+
+	if ((r = cnl_api_new_id(c, "pxc", jti)) < 0)
+		return r;
+	sessions_prune(c->api->store, PROXY_KIND, user_id, c->now_ms);
+	o = json_pack("{s:s,s:s,s:I,s:I}", "user_id", user_id, "server",
+	              server_id, "created_ms", (json_int_t)c->now_ms,
+	              "expires_ms", (json_int_t)expires_ms);
+	r = cnl_api_doc_save(c, PROXY_KIND, jti, user_id, "", o, true);
+	json_decref(o);
+	if (r < 0)
+		return r;
+	memcpy(ret_jti, jti, sizeof(jti));
+	return 0;
+}
+
+int cnl_api_proxy_cookie_live(struct call *c, const struct cnl_auth_claims *cl)
+{
+	struct cnl_store_doc d = {0};
+	json_t *o;
+	bool ok;
+
+	if (!cl->jti[0] ||
+	    cnl_store_doc_get(c->api->store, PROXY_KIND, cl->jti, &d) < 0)
+		return -CNL_EAUTH;
+	o = json_loads(d.body, 0, NULL);
+	ok = strcmp(d.parent, cl->sub) == 0 &&
+	     json_integer_value(json_object_get(o, "expires_ms")) > c->now_ms;
+	json_decref(o);
+	cnl_store_doc_done(&d);
+	return ok ? 0 : -CNL_EAUTH;
+}
+
+/*
+ * POST /v1/auth/logout: end the session whose token made the request, and
+ * every notebook proxy cookie of its user: a browser that opened a server
+ * is signed out with the CLI (the cookie is not made from a session, so
+ * it cannot tell which login it belongs to; all of them end).
+ */
 void cnl_api_h_logout(void *call, struct cnl_http_request *req,
                       struct cnl_http_response *resp)
 {
@@ -185,6 +253,8 @@ void cnl_api_h_logout(void *call, struct cnl_http_request *req,
 	}
 	snprintf(c->target, sizeof(c->target), "session:%.100s", c->session);
 	r = cnl_store_doc_delete(c->api->store, SESSION_KIND, c->session);
+	if (r == 0 || r == -CNL_ENOTFOUND)
+		r = sessions_revoke_all(c->api->store, PROXY_KIND, c->user.id);
 	if (r < 0 && r != -CNL_ENOTFOUND) {
 		cnl_api_store_error(c, resp, r, "session");
 		return;
@@ -312,8 +382,9 @@ void cnl_api_h_user_disable(void *call, struct cnl_http_request *req,
 	user_reply(c, &u, resp);
 }
 
-/* POST /v1/users/{user}/enable: API tokens work again; the sessions of
- * before do not (they are deleted here: the user logs in again). */
+/* POST /v1/users/{user}/enable: API tokens work again; the sessions and
+ * notebook proxy cookies of before do not (they are deleted here: the user
+ * logs in, and opens their servers, again). */
 void cnl_api_h_user_enable(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp)
 {
@@ -331,7 +402,7 @@ void cnl_api_h_user_enable(void *call, struct cnl_http_request *req,
 		if (r == -CNL_ENOTFOUND)
 			r = 0;
 		if (r == 0)
-			r = sessions_revoke_all(s, u.id);
+			r = cnl_api_sessions_end(s, u.id);
 		if (r == 0)
 			r = cnl_store_tx_commit(s);
 		if (r < 0)
@@ -374,11 +445,30 @@ static int link_save(struct call *c, const char *iss, const char *sub,
 	return r;
 }
 
-/* Whether @name is a valid user name that nobody has. */
+/* Whether @s holds a control byte. */
+static bool has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
+/*
+ * Whether @name is a valid user name that nobody has, and none that looks
+ * like authority: a self-made "admin" in a member list or the audit log
+ * invites an administrator to grant it a role meant for someone else.
+ */
 static bool name_free(struct cnl_store *s, const char *name)
 {
+	static const char *const reserved[] = {
+	    "admin", "administrator", "root", "system", "cnlab", "cnlabd",
+	};
 	struct cnl_store_user u;
 
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(reserved); i++)
+		if (strcasecmp(name, reserved[i]) == 0)
+			return false;
 	return cnl_jwt_name_valid(name) &&
 	       cnl_store_user_get_by_name(s, name, &u) == -CNL_ENOTFOUND;
 }
@@ -415,6 +505,28 @@ static int new_user_name(struct cnl_store *s,
 		}
 	}
 	return -CNL_EDUP;
+}
+
+/*
+ * The audit record of a user made at a first OIDC sign-in: no route's
+ * record names it (the request that made it may be any, even one then
+ * refused), so it gets its own, by the new user: "user.create_oidc".
+ */
+static void audit_oidc_create(struct call *c, const struct cnl_store_user *u,
+                              const char *link)
+{
+	struct cnl_store_audit a = {0};
+	int r;
+
+	a.ts_ms = c->now_ms;
+	snprintf(a.actor, sizeof(a.actor), "%s", u->id);
+	snprintf(a.action, sizeof(a.action), "user.create_oidc");
+	snprintf(a.target, sizeof(a.target), "%s", u->id);
+	snprintf(a.result, sizeof(a.result), "201 %.20s oidc-link:%.16s",
+	         u->name, link);
+	if ((r = cnl_store_audit_append(c->api->store, &a, NULL)) < 0)
+		cnl_log(CNL_LOG_ERROR, "audit append failed",
+		        "action=user.create_oidc err=%s", cnl_errname(r));
 }
 
 int cnl_api_oidc_user(struct call *c, const struct cnl_oidc_identity *id,
@@ -454,6 +566,7 @@ int cnl_api_oidc_user(struct call *c, const struct cnl_oidc_identity *id,
 	}
 	cnl_log(CNL_LOG_INFO, "OIDC user created", "user=%s id=%s", u.name,
 	        u.id);
+	audit_oidc_create(c, &u, link);
 	*ret = u;
 	return 0;
 }
@@ -492,6 +605,16 @@ void cnl_api_h_user_link(void *call, struct cnl_http_request *req,
 		                  "when the server has no oidc_issuer");
 		goto out;
 	}
+	/* A line break would let ("a\nb", "c") and ("a", "b\nc") share
+	 * one link id: no control bytes in either. */
+	if (has_control(sub) || has_control(iss)) {
+		cnl_api_bad(resp, has_control(sub)
+		                      ? "field \"subject\": control characters "
+		                        "are not allowed"
+		                      : "field \"issuer\": control characters "
+		                        "are not allowed");
+		goto out;
+	}
 	r = link_save(c, iss, sub, u.id);
 	if (r == -CNL_EDUP) {
 		cnl_http_error(resp, 409, "conflict",
@@ -506,6 +629,97 @@ void cnl_api_h_user_link(void *call, struct cnl_http_request *req,
 	user_reply(c, &u, resp);
 out:
 	json_decref(body);
+}
+
+/*
+ * DELETE /v1/users/{user}/oidc?subject=SUB[&issuer=ISS]: the OIDC identity
+ * (issuer, default the configured one; subject) no longer signs in as
+ * this user, and the user's sessions made from it end.  Its next sign-in
+ * makes a fresh user without any role.  Not linked to this user: 404.
+ */
+void cnl_api_h_user_unlink(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_store *s = c->api->store;
+	struct cnl_store_doc d = {0}, ses[64];
+	struct cnl_store_user u;
+	const char *sub = cnl_http_query(req, "subject");
+	const char *iss = cnl_http_query(req, "issuer");
+	const char *after = NULL;
+	char id[CNL_AUTH_DIGEST_MAX], last[CNL_STORE_DOC_ID_MAX];
+	bool mine;
+	int n = 0, r;
+
+	if (!iss || !iss[0])
+		iss = c->api->oidc_issuer;
+	if (cnl_api_path_user(c, req, resp, &u) < 0)
+		return;
+	snprintf(c->target, sizeof(c->target), "%s", u.id);
+	if (!sub || !sub[0] || strlen(sub) >= CNL_OIDC_SUB_MAX ||
+	    has_control(sub)) {
+		cnl_api_bad(resp, "query \"subject\": required (1..127 bytes, "
+		                  "no control characters)");
+		return;
+	}
+	if (!iss || !iss[0] || strlen(iss) >= CNL_OIDC_ISS_MAX ||
+	    has_control(iss)) {
+		cnl_api_bad(resp, "query \"issuer\": required (1..255 bytes) "
+		                  "when the server has no oidc_issuer");
+		return;
+	}
+	if ((r = link_id(iss, sub, id)) < 0) {
+		cnl_http_error(resp, 500, "internal", "cannot hash");
+		return;
+	}
+	r = cnl_store_doc_get(s, OIDC_KIND, id, &d);
+	if (r < 0 && r != -CNL_ENOTFOUND) {
+		cnl_api_store_error(c, resp, r, "user");
+		return;
+	}
+	mine = r == 0 && strcmp(d.parent, u.id) == 0;
+	if (r == 0)
+		cnl_store_doc_done(&d);
+	if (!mine) {
+		cnl_http_error(resp, 404, "not_found",
+		               "%s has no OIDC link with subject \"%s\" of "
+		               "issuer %s",
+		               u.name, sub, iss);
+		return;
+	}
+	if ((r = cnl_store_tx_begin(s)) == 0) {
+		r = cnl_store_doc_delete(s, OIDC_KIND, id);
+		/* The sessions this identity made end with the link. */
+		while (r == 0 &&
+		       (r = cnl_store_doc_list(s, SESSION_KIND, u.id, after, 64,
+		                               ses, &n)) == 0 &&
+		       n > 0) {
+			for (int i = 0; r == 0 && i < n; i++) {
+				json_t *o = json_loads(ses[i].body, 0, NULL);
+				const char *l = json_string_value(
+				    json_object_get(o, "oidc_link"));
+
+				if (l && strcmp(l, id) == 0)
+					r = cnl_store_doc_delete(
+					    s, SESSION_KIND, ses[i].id);
+				json_decref(o);
+			}
+			snprintf(last, sizeof(last), "%s", ses[n - 1].id);
+			after = last;
+			cnl_store_docs_done(ses, n);
+			if (n < 64)
+				break;
+		}
+		if (r == 0)
+			r = cnl_store_tx_commit(s);
+		if (r < 0)
+			cnl_store_tx_rollback(s);
+	}
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "user");
+		return;
+	}
+	user_reply(c, &u, resp);
 }
 
 /*

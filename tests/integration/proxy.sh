@@ -391,6 +391,58 @@ api GET '/v1/audit?limit=1000' | jq -e --arg a "$alice_id" --arg t "$srv: sh" \
 	ok "server exec by another project's user: 404, as if there were no such server" ||
 	bad "carol exec: $(code -X POST -H "Authorization: Bearer $carol" -H 'Connection: Upgrade' -H 'Upgrade: cnlab-exec' "$url/v1/servers/$srv/exec?command=%5B%22id%22%5D")"
 
+# --- logout and disable end the proxy's cookie ---------------------------------------------
+# The cookie names a stored document: logout (of any of the user's
+# sessions) deletes it, a disabled owner is refused, and enable does not
+# bring the cookies of before back.
+curl -sS -c "$tmp/jar2" -o /dev/null "$base/file/hello.txt?token=$stoken"
+[ "$(curl -sS -b "$tmp/jar2" "$base/file/hello.txt")" = hello-proxy ] || bad "a second cookie before logout"
+alice2=$(login alice alice-password-1)
+if [ "$(code -X POST -H "Authorization: Bearer $alice2" "$url/v1/auth/logout")" = 200 ] &&
+	[ "$(code -b "$tmp/jar" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code -b "$tmp/jar2" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code -H "Cookie: $cookie" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code -H "Authorization: Bearer $alice2" "$base/file/hello.txt")" = 401 ]; then
+	ok "logout ends the user's proxy cookies (a saved cookie replayed is 401)"
+else
+	bad "cookie after logout: $(code -b "$tmp/jar" "$base/file/hello.txt") $(code -H "Cookie: $cookie" "$base/file/hello.txt")"
+fi
+[ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 200 ] &&
+	ok "another session of the user goes on" || bad "other session after logout"
+[ "$(code -b "$tmp/jar2" "$base/file/hello.txt?token=$stoken")" = 200 ] &&
+	ok "an ended cookie left in the browser does not block the server's URL" ||
+	bad "stale cookie + ?token=: $(code -b "$tmp/jar2" "$base/file/hello.txt?token=$stoken")"
+curl -sS -c "$tmp/jar3" -o /dev/null "$base/file/hello.txt?token=$stoken"
+[ "$(code -b "$tmp/jar3" "$base/file/hello.txt")" = 200 ] || bad "a new cookie after logout"
+api POST "/v1/users/$alice_id/disable" >/dev/null
+[ "$(code -b "$tmp/jar3" "$base/file/hello.txt")" = 401 ] &&
+	[ "$(code "$base/file/hello.txt?token=$stoken")" = 401 ] &&
+	ok "a disabled owner: cookie and ?token= are 401" ||
+	bad "disabled owner: $(code -b "$tmp/jar3" "$base/file/hello.txt") $(code "$base/file/hello.txt?token=$stoken")"
+api POST "/v1/users/$alice_id/enable" >/dev/null
+[ "$(code -b "$tmp/jar3" "$base/file/hello.txt")" = 401 ] &&
+	ok "enable does not bring the cookies of before back" ||
+	bad "cookie after enable: $(code -b "$tmp/jar3" "$base/file/hello.txt")"
+alice=$(login alice alice-password-1)
+curl -sS -c "$tmp/jar" -o /dev/null "$base/file/hello.txt?token=$stoken"
+
+# --- a viewer never sees the server's token ------------------------------------------------
+# The ?token= URL acts as the owner: a viewer (whom the proxy refuses)
+# reading it from the API would use the server as its owner.
+api POST /v1/users '{"name":"vic","password":"vic-password-1"}' >/dev/null
+api POST "/v1/projects/$proj/members" '{"user":"vic","role":"viewer"}' >/dev/null
+vic=$(login vic vic-password-1)
+vurl=$(curl -sS -H "Authorization: Bearer $vic" "$url/v1/servers/$srv" | jq -r '.url // ""')
+vlist=$(curl -sS -H "Authorization: Bearer $vic" "$url/v1/projects/$proj/servers" |
+	jq -r '[.items[] | .url // ""] | join(" ")')
+if [ "$vurl" = "$base/" ] && ! grep -q "token=" <<<"$vlist" &&
+	[ "$(code -H "Authorization: Bearer $vic" "$base/file/hello.txt")" = 403 ] &&
+	[ "$(api GET "/v1/servers/$srv" | jq -r .url)" = "$surl" ]; then
+	ok "a viewer gets the server's URL without its token (and 403 at the proxy); an admin gets the token"
+else
+	bad "viewer sees: $vurl / $vlist"
+fi
+
 # --- membership is checked on every request -----------------------------------------------
 api DELETE "/v1/projects/$proj/members/$alice_id" >/dev/null
 [ "$(code -H "Authorization: Bearer $alice" "$base/file/hello.txt")" = 403 ] &&

@@ -153,6 +153,15 @@ me=$(as mal -o json whoami 2>&1)
 	ok forged-admin-name-not-admin || bad "forged-admin-name-not-admin: $me"
 code=$(code_of "$(idtoken sub-mallory2 root)" GET /v1/users)
 [ "$code" = 403 ] && ok forged-admin-id-token-403 || bad "forged-admin-id-token-403: $code"
+# A name that looks like authority is not handed out even when free (the
+# administrator here is "root": nobody is called "admin").
+for n in admin Administrator system; do
+	me=$(curl -sS -H "Authorization: Bearer $(idtoken "sub-$n" "$n")" "$base/v1/auth/whoami")
+	nm=$(jq -r .name <<<"$me")
+	[ "$(jq -r .admin <<<"$me")" = false ] && [ "$nm" != null ] &&
+		[ "$(tr 'A-Z' 'a-z' <<<"$nm")" != "$(tr 'A-Z' 'a-z' <<<"$n")" ] &&
+		ok "reserved-name-$n-not-given" || bad "reserved-name-$n-not-given: $me"
+done
 echo "sub-ada ada-renamed" >"$tmp/who"
 BROWSER=$tmp/browser as ada2 login --web >/dev/null 2>&1
 [ -n "$ada_id" ] && [ "$(as ada2 -o json whoami | jq -r .id)" = "$ada_id" ] &&
@@ -192,12 +201,34 @@ rc=$?
 [ "$(code_of "$(idtoken sub-carol carol)" GET /v1/auth/whoami)" = 401 ] &&
 	ok disabled-oidc-token-401 || bad disabled-oidc-token-401
 as root user list | grep -E '^carol .*disabled' >/dev/null && ok user-list-shows-disabled || bad user-list-shows-disabled
+# A pending invitation (a password reset) redeemed while disabled sets no
+# password: the old one still works after enable.
+inv=$(as root -o json user invite carol | jq -r '.invite.token // .token // empty')
+out=$(curl -sS -w ' %{http_code}' -X POST -d "{\"invite\":\"$inv\",\"password\":\"pw-stolen-12345\"}" \
+	"$base/v1/auth/redeem")
+[ -n "$inv" ] && [ "${out##* }" = 401 ] && grep -q disabled <<<"$out" &&
+	ok disabled-redeem-401 || bad "disabled-redeem-401: $inv $out"
 as root user enable carol >/dev/null 2>&1
 [ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] && ok enable-restores-api-token || bad enable-restores-api-token
 [ "$(code_of "$carol_tok" GET /v1/auth/whoami)" = 401 ] && ok enable-not-sessions || bad enable-not-sessions
+login_code() { # login_code USER PASSWORD
+	curl -sS -o /dev/null -w '%{http_code}' -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$base/v1/auth/login"
+}
+[ "$(login_code carol pw-stolen-12345)" = 401 ] && [ "$(login_code carol pw-carol-12345)" = 200 ] &&
+	ok disabled-redeem-set-no-password || bad disabled-redeem-set-no-password
 out=$(as root user disable root 2>&1)
 rc=$?
 [ $rc = 5 ] && grep -q "last enabled" <<<"$out" && ok last-admin-not-disabled || bad "last-admin-not-disabled: rc=$rc $out"
+
+# --- A password reset ends the sessions of the old password ----------------
+old_tok=$(curl -sS -X POST -d '{"user":"carol","password":"pw-carol-12345"}' "$base/v1/auth/login" | jq -r .token)
+[ "$(code_of "$old_tok" GET /v1/auth/whoami)" = 200 ] || bad "carol password session before reset"
+inv=$(as root -o json user invite carol | jq -r '.invite.token // .token // empty')
+new_tok=$(curl -sS -X POST -d "{\"invite\":\"$inv\",\"password\":\"pw-carol-67890\"}" \
+	"$base/v1/auth/redeem" | jq -r .token)
+[ "$(code_of "$old_tok" GET /v1/auth/whoami)" = 401 ] && [ "$(code_of "$new_tok" GET /v1/auth/whoami)" = 200 ] &&
+	[ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] &&
+	ok password-reset-ends-old-sessions || bad password-reset-ends-old-sessions
 
 # --- Membership and role changes take effect on the next request ----------
 as root project create p1 >/dev/null 2>&1
@@ -211,6 +242,72 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer
 as root project member remove p1 carol >/dev/null 2>&1
 code=$(code_of "$carol_api" GET "/v1/projects/$p1/jobs")
 [ "$code" = 404 ] && ok membership-removed-404 || bad "membership-removed-404: $code"
+
+# --- OIDC links: audit, unlink, validation, administrators only -----------
+root_tok=$(jq -r .token "$tmp/root.json")
+audit=$(curl -sS -H "Authorization: Bearer $root_tok" "$base/v1/audit?limit=1000")
+mal_id=$(as mal -o json whoami | jq -r .id)
+jq -e --arg a "$ada_id" --arg m "$mal_id" '[.items[] | select(.action == "user.create_oidc" and
+	.actor == .target and (.target == $a or .target == $m))] | length == 2' <<<"$audit" >/dev/null &&
+	ok first-oidc-sign-in-audited || bad "first-oidc-sign-in-audited: $(jq -c '[.items[] | select(.action == "user.create_oidc")]' <<<"$audit")"
+# The route matrix of the new routes: a user who is no administrator is 403.
+for r in "POST /v1/users/carol/disable" "POST /v1/users/carol/enable" \
+	"POST /v1/users/$mal_id/oidc" "DELETE /v1/users/carol/oidc?subject=sub-carol"; do
+	code=$(curl -sS -o /dev/null -w '%{http_code}' -X "${r%% *}" -H "Authorization: Bearer $carol_api" \
+		-d '{"subject":"sub-carol"}' "$base${r#* }")
+	[ "$code" = 403 ] && ok "non-admin $r: 403" || bad "non-admin $r: $code"
+done
+# ("a\nb", "c") and ("a", "b\nc") must not be one identity: no control bytes.
+out=$(curl -sS -w ' %{http_code}' -X POST -H "Authorization: Bearer $root_tok" \
+	-d '{"subject":"x\ny"}' "$base/v1/users/carol/oidc")
+[ "${out##* }" = 400 ] && grep -q '\\"subject\\"' <<<"$out" && ok link-control-bytes-400 || bad "link-control-bytes-400: $out"
+out=$(curl -sS -w ' %{http_code}' -X DELETE -H "Authorization: Bearer $root_tok" "$base/v1/users/carol/oidc")
+[ "${out##* }" = 400 ] && grep -q subject <<<"$out" && ok unlink-no-subject-400 || bad "unlink-no-subject-400: $out"
+as root user unlink carol >/dev/null 2>&1
+[ $? = 2 ] && ok unlink-usage-exit-2 || bad unlink-usage-exit-2
+# An identity linked to someone else is not unlinked through another user.
+out=$(as root user unlink ada --oidc-subject sub-carol 2>&1)
+rc=$?
+[ $rc != 0 ] && grep -q "no OIDC link" <<<"$out" && ok unlink-other-users-link-refused || bad "unlink-other-users-link-refused: rc=$rc $out"
+# Unlink: the sessions the identity made end, API tokens stay, and the
+# identity's next sign-in is a fresh user without any role.
+echo "sub-carol carol-at-idp" >"$tmp/who"
+BROWSER=$tmp/browser as carol3 login --web >/dev/null 2>&1
+carol3_tok=$(jq -r .token "$tmp/carol3.json")
+[ "$(code_of "$carol3_tok" GET /v1/auth/whoami)" = 200 ] || bad "carol web session before unlink"
+as root user unlink carol --oidc-subject sub-carol >/dev/null 2>&1 && ok user-unlink || bad user-unlink
+[ "$(code_of "$carol3_tok" GET /v1/auth/whoami)" = 401 ] && ok unlink-ends-oidc-sessions || bad unlink-ends-oidc-sessions
+[ "$(code_of "$carol_api" GET /v1/auth/whoami)" = 200 ] && ok unlink-keeps-api-tokens || bad unlink-keeps-api-tokens
+me=$(curl -sS -H "Authorization: Bearer $(idtoken sub-carol carol)" "$base/v1/auth/whoami")
+[ "$(jq -r .name <<<"$me")" != carol ] && [ "$(jq -r .name <<<"$me")" != null ] &&
+	[ "$(jq -r .admin <<<"$me")" = false ] && ok unlinked-identity-is-a-new-user || bad "unlinked-identity-is-a-new-user: $me"
+as root -o json user show carol | jq -e '.oidc == []' >/dev/null && ok user-show-unlinked || bad user-show-unlinked
+curl -sS -H "Authorization: Bearer $root_tok" "$base/v1/audit?limit=1000" |
+	jq -e '[.items[] | select(.action == "user.unlink" and (.result | startswith("200")))] | length == 1' >/dev/null &&
+	ok unlink-audited || bad unlink-audited
+
+# --- Two administrators disabling each other at once: one stays -----------
+echo pw-dora-12345 | as root user create dora --password-stdin >/dev/null 2>&1
+as root project member add system dora --role admin >/dev/null 2>&1
+dora_tok=$(curl -sS -X POST -d '{"user":"dora","password":"pw-dora-12345"}' "$base/v1/auth/login" | jq -r .token)
+root_id=$(as root -o json whoami | jq -r .id)
+dora_id=$(curl -sS -H "Authorization: Bearer $dora_tok" "$base/v1/auth/whoami" | jq -r .id)
+racers=()
+for k in 1 2 3 4; do
+	curl -sS -o /dev/null -w '%{http_code}\n' -X POST -H "Authorization: Bearer $root_tok" \
+		"$base/v1/users/$dora_id/disable" >"$tmp/race.r$k" &
+	racers+=($!)
+	curl -sS -o /dev/null -w '%{http_code}\n' -X POST -H "Authorization: Bearer $dora_tok" \
+		"$base/v1/users/$root_id/disable" >"$tmp/race.d$k" &
+	racers+=($!)
+done
+wait "${racers[@]}"
+enabled=0
+for t in "$root_tok" "$dora_tok"; do
+	[ "$(code_of "$t" GET /v1/users)" = 200 ] && enabled=$((enabled + 1))
+done
+[ "$enabled" = 1 ] && ok "admins-disabling-each-other-one-stays ($(cat "$tmp"/race.* | sort | uniq -c | tr -s ' \n' ' '))" ||
+	bad "admins-disabling-each-other-one-stays: $enabled enabled"
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

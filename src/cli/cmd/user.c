@@ -1,5 +1,5 @@
 /*
- * user.c - cnlab user create|list|show|invite|disable|enable|link
+ * user.c - cnlab user create|list|show|invite|disable|enable|link|unlink
  * (administrators).
  *
  * A new user gets a password in one of two ways.  By default an
@@ -15,7 +15,9 @@
  * their running work; cnlab user enable NAME lets their API tokens in
  * again (sessions were ended: they log in again).  cnlab user link NAME
  * --oidc-subject SUB lets the OIDC identity (issuer, SUB) sign in as NAME:
- * OIDC users are never matched by name.
+ * OIDC users are never matched by name; cnlab user unlink NAME
+ * --oidc-subject SUB takes the link away again (and ends the sessions the
+ * identity made).
  */
 #include <stdio.h>
 #include <string.h>
@@ -206,6 +208,44 @@ int cnl_cli_cmd_user_link(struct cnl_cli *cli)
 		return code;
 	printf("✓ OIDC subject %s now signs in as %s\n", sub,
 	       cnl_cli_str(o, "name", name));
+	json_decref(o);
+	return 0;
+}
+
+int cnl_cli_cmd_user_unlink(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	const char *sub = cnl_cli_flag(cli, "oidc-subject");
+	const char *iss = cnl_cli_flag(cli, "issuer");
+	_cleanup_free_ char *ename = NULL, *esub = NULL, *eiss = NULL,
+	                    *path = NULL;
+	json_t *o = NULL;
+	int code;
+
+	if (!sub || !*sub)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--oidc-subject SUB is required (the "
+		                    "\"sub\" of the linked identity)");
+	if (iss && !*iss)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--issuer URL must not be empty");
+	ename = cnl_client_url_escape(name);
+	esub = cnl_client_url_escape(sub);
+	if (iss)
+		eiss = cnl_client_url_escape(iss);
+	path = cnl_cli_pathf("/v1/users/%s/oidc?subject=%s%s%s", ename, esub,
+	                     eiss ? "&issuer=" : "", eiss ? eiss : "");
+	/* No "what": a 404 says whether the user or the link is missing. */
+	if ((code = cnl_cli_call(cli, "DELETE", path, NULL, NULL, NULL, &o)))
+		return code;
+	if (cli->json) {
+		cnl_cli_print_json(o);
+		json_decref(o);
+		return 0;
+	}
+	printf("✓ OIDC subject %s no longer signs in as %s (its sessions "
+	       "ended)\n",
+	       sub, cnl_cli_str(o, "name", name));
 	json_decref(o);
 	return 0;
 }

@@ -38,6 +38,7 @@
 
 #include "cli/cli.h"
 #include "common/base64.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "net/client.h"
 
@@ -156,13 +157,18 @@ static void answer(int fd, int status, const char *text)
  */
 static char *wait_callback(int lfd, int *ret_fd)
 {
+	/* One deadline for the whole wait: a local process that connects
+	 * now and then does not keep the login waiting for ever. */
+	int64_t deadline = cnl_time_mono_ns() / 1000000 + WEB_WAIT_MS;
+
 	for (;;) {
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		char req[REQ_MAX + 1];
+		int64_t left = deadline - cnl_time_mono_ns() / 1000000;
 		size_t got = 0;
 		int fd, r;
 
-		r = poll(&p, 1, WEB_WAIT_MS);
+		r = left > 0 ? poll(&p, 1, (int)left) : 0;
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {

@@ -968,6 +968,35 @@ static void test_404_405(void **state)
 	reply_done(&r);
 }
 
+/*
+ * An Idempotency-Key is bound to its project: the same key in another
+ * project is 422 (never a replay of a job of another project); a key with
+ * a byte outside printable ASCII is 400.
+ */
+static void test_idempotency_scope(void **state)
+{
+	char path[128], hdr[200];
+	const char *body = "{\"command\":\"train\",\"gpu\":\"h200-2g.35gb\"}";
+	struct reply r;
+
+	(void)state;
+	snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", fresh("scope-"));
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	http_n("POST", path, F.token[ADMIN], body, 0, hdr, &r);
+	expect(&r, 201, "first, project a");
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_b);
+	http_n("POST", path, F.token[ADMIN], body, 0, hdr, &r);
+	assert_error(&r, 422, "idempotency_conflict");
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", F.proj_a);
+	http_n("POST", path, F.token[ADMIN], body, 0,
+	       "Idempotency-Key: caf\xc3\xa9", &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "Idempotency-Key"));
+	reply_done(&r);
+}
+
 static void test_idempotent_job(void **state)
 {
 	char path[128], key[160], id[CNL_ID_MAX], hdr[200];
@@ -1313,6 +1342,7 @@ int main(void)
 	    cmocka_unit_test(test_strict_bodies),
 	    cmocka_unit_test(test_404_405),
 	    cmocka_unit_test(test_idempotent_job),
+	    cmocka_unit_test(test_idempotency_scope),
 	    cmocka_unit_test(test_audit),
 	    cmocka_unit_test(test_route_table_check),
 	    cmocka_unit_test(test_bootstrap_rules),
