@@ -2407,7 +2407,12 @@ static void test_node_identity(void **state)
 	json_decref(o);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/logs", id);
 	o = call_ok("GET", path, MEMBER, NULL, 200);
-	assert_null(strstr(json_dumps(o, 0), "forged"));
+	{
+		char *text = json_dumps(o, 0);
+
+		assert_null(strstr(text, "forged"));
+		free(text);
+	}
 	json_decref(o);
 	assert_int_equal(report(mine, id, ep, "succeeded", 0), 200);
 

@@ -261,15 +261,17 @@ static void test_newer_schema_refused(void **state)
 static void test_bad_file_refused(void **state)
 {
 	struct fixture *f = *state;
+	/* Random bytes, a NUL among them: written by their size. */
+	static const char rnd[] =
+	    "\x8f\x01\x77random bytes\x00\xff\xfe and more of them";
 	static const char *const contents[] = {
-	    "", "these are my notes, not a database\n",
-	    "\x8f\x01\x77random bytes\x00\xff\xfe and more of them"};
+	    "", "these are my notes, not a database\n", rnd};
 	static struct cnl_store sentinel;
 	char path[160], err[256], back[128];
 
 	for (size_t i = 0; i < 3; i++) {
 		struct cnl_store *s2 = &sentinel;
-		size_t len = i == 2 ? 40 : strlen(contents[i]);
+		size_t len = i == 2 ? sizeof(rnd) - 1 : strlen(contents[i]);
 		FILE *fp;
 		size_t n;
 
