@@ -49,12 +49,101 @@ void cnl_cli_config_set(char **field, const char *v)
 	free(old);
 }
 
+/* @url without its trailing '/': the key of its entry in hosts. */
+static char *host_key(const char *url)
+{
+	size_t n = strlen(url);
+
+	char *k;
+
+	while (n && url[n - 1] == '/')
+		n--;
+	k = cnl_xmalloc(n + 1);
+	memcpy(k, url, n);
+	k[n] = '\0';
+	return k;
+}
+
+/* The token kept for @server in @hosts, or NULL. */
+static const char *host_token(json_t *hosts, const char *server)
+{
+	_cleanup_free_ char *k = NULL;
+
+	if (!hosts || !server)
+		return NULL;
+	k = host_key(server);
+	return json_string_value(
+	    json_object_get(json_object_get(hosts, k), "token"));
+}
+
+/* Put c->token in @hosts as its server's entry (none: drop the entry). */
+static void stash(const struct cnl_cli_config *c, json_t *hosts)
+{
+	const char *s = c->token_server ? c->token_server : c->server;
+	_cleanup_free_ char *k = NULL;
+
+	if (!s)
+		return;
+	k = host_key(s);
+	if (c->token)
+		json_object_set_new(hosts, k,
+		                    json_pack("{s:s}", "token", c->token));
+	else
+		json_object_del(hosts, k);
+}
+
+void cnl_cli_config_use_server(struct cnl_cli_config *c, const char *server)
+{
+	if (!c->hosts)
+		c->hosts = json_object();
+	stash(c, c->hosts);
+	cnl_cli_config_set(&c->token, host_token(c->hosts, server));
+	cnl_cli_config_set(&c->token_server, server);
+}
+
+/* Read "hosts": an object of {"token": STRING} objects; 0 or -CNL_EPARSE. */
+static int load_hosts(json_t *j, const char *path, json_t **ret, char *err,
+                      size_t errlen)
+{
+	json_t *h = json_object_get(j, "hosts"), *e;
+	const char *url;
+
+	*ret = json_object();
+	if (!h)
+		return 0;
+	if (!json_is_object(h)) {
+		snprintf(err, errlen, "%s: \"hosts\": not an object", path);
+		return -CNL_EPARSE;
+	}
+	json_object_foreach (h, url, e) {
+		json_t *t = json_object_get(e, "token");
+
+		if (!json_is_object(e) || (t && !json_is_string(t))) {
+			snprintf(err, errlen,
+			         "%s: \"hosts\".\"%s\": not {\"token\": "
+			         "STRING}",
+			         path, url);
+			return -CNL_EPARSE;
+		}
+		if (t) {
+			_cleanup_free_ char *k = host_key(url);
+
+			json_object_set_new(
+			    *ret, k,
+			    json_pack("{s:s}", "token", json_string_value(t)));
+		}
+	}
+	return 0;
+}
+
 void cnl_cli_config_done(struct cnl_cli_config *c)
 {
 	free(c->path);
 	free(c->server);
 	free(c->token);
+	free(c->token_server);
 	free(c->project);
+	json_decref(c->hosts);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -62,7 +151,7 @@ int cnl_cli_config_load(const char *path, struct cnl_cli_config *ret,
                         bool *warned, char *err, size_t errlen)
 {
 	static const char *const fields[] = {"server", "token", "project",
-	                                     NULL};
+	                                     "hosts", NULL};
 	static const char *const keys[] = {"server", "token", "project"};
 	struct cnl_cli_config c = {0};
 	struct stat st;
@@ -112,7 +201,21 @@ int cnl_cli_config_load(const char *path, struct cnl_cli_config *ret,
 			                            : &c.project,
 			                   v);
 	}
+	if ((r = load_hosts(j, path, &c.hosts, err, errlen)) < 0) {
+		json_decref(j);
+		cnl_cli_config_done(&c);
+		return r;
+	}
 	json_decref(j);
+	/* The top-level token is the default server's. */
+	if (c.token && c.server) {
+		_cleanup_free_ char *k = host_key(c.server);
+
+		json_object_set_new(c.hosts, k,
+		                    json_pack("{s:s}", "token", c.token));
+	}
+	cnl_cli_config_set(&c.token, host_token(c.hosts, c.server));
+	cnl_cli_config_set(&c.token_server, c.server);
 	c.path = ret->path;
 	*ret = c;
 	return 0;
@@ -138,6 +241,7 @@ int cnl_cli_config_save(const struct cnl_cli_config *c, char *err,
                         size_t errlen)
 {
 	json_t *j = json_object();
+	json_t *hosts = c->hosts ? json_deep_copy(c->hosts) : json_object();
 	_cleanup_free_ char *tmp = join(c->path, ".tmp");
 	char *text;
 	size_t n;
@@ -145,8 +249,20 @@ int cnl_cli_config_save(const struct cnl_cli_config *c, char *err,
 
 	if (c->server)
 		json_object_set_new(j, "server", json_string(c->server));
-	if (c->token)
-		json_object_set_new(j, "token", json_string(c->token));
+	stash(c, hosts);
+	/* The default server's token at the top level, as older CLIs and
+	 * scripts read it; the other servers' in hosts. */
+	if (c->server) {
+		_cleanup_free_ char *k = host_key(c->server);
+		const char *t = host_token(hosts, c->server);
+
+		if (t)
+			json_object_set_new(j, "token", json_string(t));
+		json_object_del(hosts, k);
+	}
+	if (json_object_size(hosts))
+		json_object_set(j, "hosts", hosts);
+	json_decref(hosts);
 	if (c->project)
 		json_object_set_new(j, "project", json_string(c->project));
 	text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);

@@ -261,18 +261,6 @@ static int quick_start(struct cnl_cli *cli)
 	return 0;
 }
 
-/* Whether URLs @a and @b name the same server (a trailing '/' aside). */
-static bool same_server(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-
-	while (la && a[la - 1] == '/')
-		la--;
-	while (lb && b[lb - 1] == '/')
-		lb--;
-	return la == lb && strncmp(a, b, la) == 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct cnl_cli cli = {.commands = cnl_cli_commands,
@@ -432,10 +420,10 @@ int main(int argc, char **argv)
 		cli.server = DEFAULT_SERVER;
 	env = getenv("CNLAB_TOKEN");
 	cli.token = env && *env ? env : NULL;
-	/* The stored token is the stored server's only: another --server
-	 * (or CNLAB_SERVER) never receives it. */
-	if (!cli.token && cli.cfg.token && cli.cfg.server &&
-	    same_server(cli.server, cli.cfg.server))
+	/* A stored token is the server's that issued it only: another
+	 * --server (or CNLAB_SERVER) gets its own, or none. */
+	cnl_cli_config_use_server(&cli.cfg, cli.server);
+	if (!cli.token)
 		cli.token = cli.cfg.token;
 
 	if ((code = cnl_cli_timeouts(&cli)) == 0)

@@ -80,6 +80,7 @@ static int finish_login(struct cnl_cli *cli, const char *token)
 	}
 	cnl_cli_config_set(&cli->cfg.server, cli->server);
 	cli->server = cli->cfg.server; /* the old string may be gone */
+	cnl_cli_config_set(&cli->cfg.token_server, cli->server);
 	cnl_cli_config_set(&cli->cfg.token, token);
 	/* The default project: the only one, or a remembered one that the
 	 * user (perhaps someone else on this account) no longer has. */

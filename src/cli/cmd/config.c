@@ -78,9 +78,8 @@ int cnl_cli_cmd_config_set(struct cnl_cli *cli)
 			    v);
 		if (if_unset && cli->cfg.server)
 			return 0;
-		/* A token belongs to the server that issued it. */
-		if (cli->cfg.server && strcmp(cli->cfg.server, v) != 0)
-			cnl_cli_config_set(&cli->cfg.token, NULL);
+		/* Tokens stay with the servers that issued them (hosts):
+		 * this one is used again when the server is chosen again. */
 		cnl_cli_config_set(&cli->cfg.server, v);
 	} else if (strcmp(key, "project") == 0) {
 		if (!*v || strlen(v) > 63 ||

@@ -115,6 +115,76 @@ static void test_save_load(void **state)
 	cnl_cli_config_done(&c);
 }
 
+/* Credentials per server: each server's own, never another's; an older
+ * file's one token is its server's. */
+static void test_hosts(void **state)
+{
+	struct cnl_cli_config c = {0}, got;
+	char path[128], err[256];
+	bool warned;
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/hosts.json", dir);
+	c.path = strdup(path);
+	cnl_cli_config_set(&c.server, "https://a.example");
+	cnl_cli_config_use_server(&c, "https://a.example");
+	cnl_cli_config_set(&c.token, "token-a");
+	assert_int_equal(cnl_cli_config_save(&c, err, sizeof(err)), 0);
+	/* Another server: no token, then its own. */
+	cnl_cli_config_use_server(&c, "https://b.example/");
+	assert_null(c.token);
+	cnl_cli_config_set(&c.token, "token-b");
+	assert_int_equal(cnl_cli_config_save(&c, err, sizeof(err)), 0);
+	cnl_cli_config_done(&c);
+
+	assert_int_equal(
+	    cnl_cli_config_load(path, &got, &warned, err, sizeof(err)), 0);
+	assert_string_equal(got.server, "https://a.example");
+	assert_string_equal(got.token, "token-a"); /* the default server's */
+	cnl_cli_config_use_server(&got, "https://b.example");
+	assert_string_equal(got.token, "token-b");
+	cnl_cli_config_use_server(&got, "https://a.example/");
+	assert_string_equal(got.token, "token-a");
+	cnl_cli_config_use_server(&got, "https://c.example");
+	assert_null(got.token);
+	/* Logging out of b drops b's entry only. */
+	cnl_cli_config_use_server(&got, "https://b.example");
+	cnl_cli_config_set(&got.token, NULL);
+	assert_int_equal(cnl_cli_config_save(&got, err, sizeof(err)), 0);
+	cnl_cli_config_done(&got);
+	assert_int_equal(
+	    cnl_cli_config_load(path, &got, &warned, err, sizeof(err)), 0);
+	cnl_cli_config_use_server(&got, "https://b.example");
+	assert_null(got.token);
+	cnl_cli_config_use_server(&got, "https://a.example");
+	assert_string_equal(got.token, "token-a");
+	cnl_cli_config_done(&got);
+
+	/* An older CLI's file: {"server", "token"}. */
+	f = fopen(path, "w");
+	fputs("{\"server\": \"http://old:8080/\", \"token\": \"t-old\"}", f);
+	fclose(f);
+	chmod(path, 0600);
+	assert_int_equal(
+	    cnl_cli_config_load(path, &got, &warned, err, sizeof(err)), 0);
+	assert_string_equal(got.token, "t-old");
+	cnl_cli_config_use_server(&got, "http://other:8080");
+	assert_null(got.token);
+	cnl_cli_config_use_server(&got, "http://old:8080");
+	assert_string_equal(got.token, "t-old");
+	cnl_cli_config_done(&got);
+
+	/* A malformed entry is refused, naming it. */
+	f = fopen(path, "w");
+	fputs("{\"hosts\": {\"http://x\": {\"token\": 5}}}", f);
+	fclose(f);
+	assert_true(cnl_cli_config_load(path, &got, &warned, err, sizeof(err)) <
+	            0);
+	assert_non_null(strstr(err, "http://x"));
+	cnl_cli_config_done(&got);
+}
+
 static void test_missing_and_bad(void **state)
 {
 	struct cnl_cli_config got;
@@ -162,6 +232,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_path),
 	    cmocka_unit_test(test_save_load),
+	    cmocka_unit_test(test_hosts),
 	    cmocka_unit_test(test_missing_and_bad),
 	};
 
