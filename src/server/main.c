@@ -315,14 +315,19 @@ static pid_t start_agent(struct cnl_api *api, const char *url,
  * The all-in-one's main thread: wait for SIGINT/SIGTERM (@set), and
  * meanwhile keep the embedded agent (*@pid) running: restarted when it
  * dies, with backoff, each death and start logged; /healthz says
- * degraded from its death until the next one runs.
+ * degraded from its death until the next one runs, and while it lives
+ * but its node has been silent past the lease (stopped, hung: its work
+ * stops at the lease's end, watchdogs).
  */
 static void supervise(struct cnl_api *api, const sigset_t *set, pid_t *pid,
                       int64_t started_ms, const char *url, const char *token,
                       const char *data_dir, const char *gpus)
 {
 	int64_t backoff = AGENT_BACKOFF_MIN_MS, next_ms = 0;
-	char chosen[128], err[512], q[600];
+	char chosen[128], err[512], q[600], node[256];
+	bool silent = false;
+
+	cnl_aio_node_name(node, sizeof(node));
 
 	for (;;) {
 		struct timespec tick = {.tv_nsec = 200 * 1000 * 1000};
@@ -352,8 +357,17 @@ static void supervise(struct cnl_api *api, const sigset_t *set, pid_t *pid,
 			              ? AGENT_BACKOFF_MAX_MS
 			              : backoff * 2;
 		}
+		if (*pid > 0 && cnl_api_node_silent(api, node, now) != silent) {
+			silent = !silent;
+			cnl_api_agent_health(api, !silent);
+			cnl_log(silent ? CNL_LOG_WARN : CNL_LOG_INFO,
+			        silent ? "embedded agent unresponsive"
+			               : "embedded agent responsive again",
+			        "pid=%d", (int)*pid);
+		}
 		if (*pid > 0 || now < next_ms)
 			continue;
+		silent = false;
 		*pid = start_agent(api, url, token, data_dir, gpus, chosen, err,
 		                   sizeof(err));
 		started_ms = now;
