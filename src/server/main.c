@@ -8,6 +8,7 @@
  * and CNLAB_ADMIN_PASSWORD is the bootstrap administrator's password.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <signal.h>
@@ -305,6 +306,49 @@ static pid_t start_agent(struct cnl_api *api, const char *url,
 	return pid;
 }
 
+/*
+ * One cnlabd per data directory: a record lock on DATA_DIR/cnlabd.lock,
+ * held while this process runs (the kernel lets it go however it ends).
+ * A second cnlabd on the same directory (two schedulers over one
+ * database; an all-in-one would take the first one's agent for an
+ * orphan, stop it and kill its credential) refuses to start.  The
+ * descriptor stays open: closing any descriptor of the file would let
+ * the lock go.  0, or -1 with the reason in @err.
+ */
+static int lock_data_dir(const char *dir, char *err, size_t errlen)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	char path[PATH_MAX], pid[32];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/cnlabd.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "%.400s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fcntl(fd, F_SETLK, &fl) < 0) {
+		int e = errno;
+
+		fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET};
+		if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+			snprintf(err, errlen,
+			         "another cnlabd (pid %d) runs on %s; one per "
+			         "data directory",
+			         (int)fl.l_pid, dir);
+		else
+			snprintf(err, errlen, "cannot lock %.400s: %s", path,
+			         strerror(e));
+		close(fd);
+		return -1;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		cnl_log(CNL_LOG_WARN, "cannot write the lock file", "path=%s",
+		        path);
+	return 0;
+}
+
 /* Backoff between restarts of the embedded agent: from 1 s, doubled up
  * to 30 s, back to 1 s after a run of a minute. */
 #define AGENT_BACKOFF_MIN_MS 1000
@@ -542,6 +586,10 @@ int main(int argc, char **argv)
 	    chmod(st.data_dir, 0700) < 0) {
 		fprintf(stderr, "cnlabd: %s: %s\n", st.data_dir,
 		        strerror(errno));
+		goto out;
+	}
+	if (lock_data_dir(st.data_dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
 	}
 	if ((size_t)snprintf(path, sizeof(path), "%s/cnlab.db", st.data_dir) >=

@@ -12,7 +12,10 @@
 #      (503), the agent comes back by itself, /healthz says ok again, the
 #      job ends succeeded with each line once;
 #   4. the embedded agent stopped (kill -STOP): alive but silent, /healthz
-#      says degraded (503) once its lease has run out, ok after SIGCONT.
+#      says degraded (503) once its lease has run out, ok after SIGCONT;
+#   5. a second cnlabd --all-in-one on the same data directory while the
+#      first runs: it refuses to start (naming the first one's pid), and
+#      the first one's agent is left alone.
 # Waits poll with generous bounds so that a hang fails; no assertion
 # depends on how fast the machine is.
 set -u
@@ -178,5 +181,16 @@ wait_for 60 sh -c "[ \"\$(curl -sS -o '$tmp/hz' -w '%{http_code}' '$url/healthz'
 kill -CONT "$a2"
 wait_for 60 sh -c "[ \"\$(curl -sS -o '$tmp/hz' -w '%{http_code}' '$url/healthz')\" = 200 ]" &&
 	ok "/healthz: ok again once it heartbeats" || bad "healthz after SIGCONT: $(cat "$tmp/hz")"
+
+# --- 5. a second cnlabd --all-in-one on the same data directory -------------
+a3=$(agents)
+out=$(HOME=$tmp/home timeout 60 "$cnlabd" --all-in-one --data-dir "$tmp/data" \
+	--listen 127.0.0.1:0 --gpus fake:2xH100-80GB-SXM 2>&1)
+rc=$?
+[ $rc = 1 ] && grep -q "another cnlabd (pid $pid) runs on $tmp/data" <<<"$out" &&
+	ok "a second all-in-one on the same data directory refuses to start, naming the first" ||
+	bad "second all-in-one: rc=$rc $out"
+[ "$(agents)" = "$a3" ] && [ "$(healthz)" = 200 ] &&
+	ok "the first one's agent runs on untouched" || bad "after the second start: agents $(agents | tr '\n' ' '), healthz $(cat "$tmp/hz")"
 [ "$(n_agents)" = 1 ] && ok "one agent at the end" || bad "agents: $(agents | tr '\n' ' ')"
 [ "$fails" = 0 ] || exit 1
