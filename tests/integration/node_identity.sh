@@ -123,6 +123,14 @@ sleep 2
 jtc=$(jointok "$run-c")
 [ "$(code POST /v1/nodes "$jtc" "$inv_a")" = 403 ] &&
 	ok "a join token for node C does not register node A (403)" || bad "join as A: $(cat "$tmp/code.out")"
+for name in "$run-C" " $run-c" "$run-c " "$run-c\u0301" "$run-ｃ"; do
+	got=$(code POST /v1/nodes "$jtc" '{"protocol":5,"name":"'"$name"'","gpus":0,"cpu_milli":1,"mem_mib":1}')
+	case $got in 400 | 403) ;; *) bad "join token for $run-c registers \"$name\": $got $(cat "$tmp/code.out")" ;; esac
+done
+got=$(code POST /v1/nodes "$jtc" '{"protocol":5,"name":"'$run-c'","gpus":0,"cpu_milli":1,"mem_mib":1}')
+[ "$got" = 200 ] || [ "$got" = 201 ] &&
+	ok "... nor a name that differs by case, space or unicode; its own name once" ||
+	bad "join as C: $(cat "$tmp/code.out")"
 
 # --- B's credential against A's job ------------------------------------------------
 job=$(api POST "/v1/projects/$proj/jobs" "$ana" \
@@ -230,7 +238,8 @@ st2=$(api GET "/v1/jobs/$job2" "$ana" | jq -r .state)
 # the work, which cnlabd already gave back to the queue; it stops when
 # the lease (3 s here) runs out.
 job2_gone() { ! job2_runs; }
-wait_for 30 job2_gone && grep -q 'heartbeat refused' "$tmp/agent-a.err" &&
+refused() { grep -q 'heartbeat refused' "$tmp/agent-a.err"; }
+wait_for 30 job2_gone && wait_for 10 refused &&
 	ok "the revoked agent stopped the work it ran (no second copy)" ||
 	bad "A still runs job 2 after its revocation: $(tail -3 "$tmp/agent-a.err")"
 api GET /v1/audit "$root" | jq -e --arg n "$run-a" 'any(.items[]; .action == "node.revoke" and .target == $n)' >/dev/null &&
