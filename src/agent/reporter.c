@@ -686,6 +686,17 @@ void *cnl_agent_heartbeat(void *arg)
 			stop_moved(a, &node);
 			queue_drops(a, &node, sent, n_sent);
 			cnl_agent_cred_upkeep(a, a->hb_cl);
+		} else if (st == 401 || st == 403) {
+			/* cnlabd is up and says this is no node of its (the
+			 * credential revoked): no outage, no grace.  The lease
+			 * is left to run out and the watchdogs stop the work,
+			 * which cnlabd has already handed back to the queue. */
+			cnl_log(CNL_LOG_WARN, "heartbeat refused",
+			        "status=%ld err=%s", st,
+			        cnl_log_quote(q, sizeof(q), err));
+			if (cnl_time_now_ms() - a->last_hb_ok_ms > a->lease_ms)
+				kill_all(a, "node credential refused by cnlabd "
+				            "(revoked?)");
 		} else if (cnl_time_now_ms() - a->last_hb_ok_ms <=
 		           a->grace_ms) {
 			/* cnlabd unreachable: alive, we keep the work going

@@ -188,13 +188,48 @@ config_err(char *err, size_t errlen, const char *fmt, ...)
 /* Framing                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Whether @c may be in a field name (RFC 9110 5.6.2, tchar). */
+static bool tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+	       (c >= 'A' && c <= 'Z') || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Note @name as a field HTTP does not allow (the first one is named). */
+static void bad_field(struct cnl_http_framing *f, const char *name)
+{
+	size_t i;
+
+	if (f->bad_field)
+		return;
+	f->bad_field = true;
+	for (i = 0; name[i] && i + 1 < sizeof(f->field); i++)
+		f->field[i] = name[i] > 0x20 && name[i] < 0x7f ? name[i] : '?';
+	f->field[i] = '\0';
+}
+
 void cnl_http_framing_add(struct cnl_http_framing *f, const char *name,
                           const char *value)
 {
+	bool bad = !name || !name[0];
+
 	if (!name)
 		return;
 	if (!value)
 		value = "";
+	for (const char *p = name; *p; p++)
+		bad |= !tchar((unsigned char)*p);
+	for (const char *p = value; *p; p++)
+		bad |= ((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f;
+	/* A folded line glued to the name (see http_server.h). */
+	bad |= strcasestr(name, "Content-Length") &&
+	       strcasecmp(name, "Content-Length") != 0;
+	bad |= strcasestr(name, "Transfer-Encoding") &&
+	       strcasecmp(name, "Transfer-Encoding") != 0;
+	if (bad)
+		bad_field(f, name);
+	if (strcasecmp(name, "Host") == 0)
+		f->n_host++;
 	if (strcasecmp(name, "Content-Length") == 0) {
 		uint64_t v = 0;
 		const char *p = value;
@@ -226,7 +261,18 @@ int cnl_http_framing_end(const struct cnl_http_framing *f, int64_t *ret_length,
 {
 	const char *why = NULL;
 
-	if (f->n_length > 1)
+	if (f->bad_field) {
+		if (err && errlen)
+			snprintf(err, errlen,
+			         "header \"%s\": a name with a space or "
+			         "another character a name cannot hold, a "
+			         "folded line, or a control character in the "
+			         "value",
+			         f->field);
+		return -EINVAL;
+	} else if (f->n_host > 1)
+		why = "more than one Host header";
+	else if (f->n_length > 1)
 		why = "more than one Content-Length header";
 	else if (f->n_length && f->n_encoding)
 		why = "Content-Length together with Transfer-Encoding";
@@ -1027,10 +1073,17 @@ static void append_body(struct cnl_http_server *srv, struct conn_state *cs,
 }
 
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind,
-                                      const char *key, const char *value)
+                                      const char *key, size_t key_size,
+                                      const char *value, size_t value_size)
 {
+	struct cnl_http_framing *f = cls;
+
 	(void)kind;
-	cnl_http_framing_add(cls, key, value);
+	/* A NUL inside would hide the rest from the checks. */
+	if ((key && strlen(key) != key_size) ||
+	    (value && strlen(value) != value_size))
+		bad_field(f, key ? key : "");
+	cnl_http_framing_add(f, key, value);
 	return MHD_YES;
 }
 
@@ -1042,7 +1095,7 @@ static bool head_refused(struct cnl_http_server *srv,
                          struct cnl_http_response *resp)
 {
 	struct cnl_http_framing f = {0};
-	char why[128];
+	char why[256];
 
 	if (track_phase(srv, conn, PH_BODY)) {
 		char h[64];
@@ -1054,7 +1107,7 @@ static bool head_refused(struct cnl_http_server *srv,
 		resp->headers = cnl_xstrdup(h);
 		return true;
 	}
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_header, &f);
 	if (cnl_http_framing_end(&f, NULL, why, sizeof(why)) < 0) {
 		cnl_http_error(resp, 400, "bad_request", "%s", why);
 		return true;

@@ -80,7 +80,10 @@
  * Framing.  A request head must say how long its body is in one way
  * only: at most one Content-Length (two, even equal, are a 400),
  * never Content-Length with Transfer-Encoding, and no Transfer-Encoding
- * but chunked (cnl_http_framing_*() below; libmicrohttpd itself answers
+ * but chunked, one Host, and no header field another parser could read
+ * otherwise (a space before the colon, a folded line, a control
+ * character in a value) (cnl_http_framing_*() below; libmicrohttpd itself
+ * answers
  * 400 to a Content-Length that is not a number).
  */
 #ifndef CNL_NET_HTTP_SERVER_H
@@ -359,11 +362,22 @@ struct cnl_http_framing {
 	bool bad_length;     /* a Content-Length that is not digits */
 	bool bad_encoding;   /* a Transfer-Encoding other than chunked */
 	bool length_overflow;
+	unsigned n_host; /* Host headers seen */
+	bool bad_field;  /* a name or value HTTP does not allow (below) */
+	char field[40];  /* the first such name (cut short, printable) */
 	uint64_t length; /* the first Content-Length's value */
 };
 
 /* cnl_http_framing_add - note the header @name: @value (either may be
- * NULL, which counts as ""). */
+ * NULL, which counts as "").  A name that is not all token characters
+ * (a space before the colon, a folded line's leftovers) or a value with a
+ * control character but tab (a bare CR) makes the head a 400: another
+ * parser in front could read such a head otherwise (request smuggling).
+ * So does a name that holds "Content-Length" or "Transfer-Encoding" but
+ * is not that name: libmicrohttpd (0.9.75) glues a folded line's text
+ * to the name ("Content-Length: 2\r\n 0" reaches us as a header
+ * "Content-Length0"), where a proxy in front reads the folded header.
+ * Two Host headers are a 400 too (RFC 9112 3.2). */
 void cnl_http_framing_add(struct cnl_http_framing *f, const char *name,
                           const char *value);
 

@@ -103,7 +103,7 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 }
 
 /* The embedded agent's node name: this host's. */
-static void embedded_name(char *out, size_t len)
+void cnl_aio_node_name(char *out, size_t len)
 {
 	snprintf(out, len, "localhost");
 	gethostname(out, len - 1);
@@ -116,7 +116,7 @@ int cnl_aio_agent_token(struct cnl_store *s, char *ret_token, char *err,
 	char name[256], cred[CNL_API_NODE_SECRET_MAX];
 	int r;
 
-	embedded_name(name, sizeof(name));
+	cnl_aio_node_name(name, sizeof(name));
 	/* A fresh credential bound to its node each start; those of the
 	 * embedded agents of earlier starts die (they are gone). */
 	if ((r = cnl_store_tx_begin(s)) < 0)
@@ -221,7 +221,7 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 	         : nvml_has_gpus() ? "nvml"
 	                           : "fake:2xH100-80GB-SXM");
 	snprintf(work, sizeof(work), "%s/agent", data_dir);
-	embedded_name(host, sizeof(host));
+	cnl_aio_node_name(host, sizeof(host));
 	argv[n++] = agent;
 	argv[n++] = "--server";
 	argv[n++] = url;

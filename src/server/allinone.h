@@ -40,6 +40,9 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 /* Room for the embedded agent's credential, NUL included. */
 #define CNL_AIO_TOKEN_MAX 64
 
+/* cnl_aio_node_name - the embedded agent's node name (this host's). */
+void cnl_aio_node_name(char *out, size_t len);
+
 /*
  * cnl_aio_agent_token - a new node credential bound to the embedded
  * agent's node (this host's name), into @ret_token (CNL_AIO_TOKEN_MAX);

@@ -122,6 +122,14 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret);
  */
 void cnl_api_agent_health(struct cnl_api *api, bool up);
 
+/*
+ * cnl_api_node_silent - whether node @name has not been heard from for
+ * longer than its lease (cnl_ctl_node_silent), under the API's lock: the
+ * all-in-one's supervisor asks it of its embedded agent, alive but maybe
+ * stopped (SIGSTOP) or hung.
+ */
+bool cnl_api_node_silent(struct cnl_api *api, const char *name, int64_t now);
+
 /* cnl_api_free - NULL is allowed. */
 void cnl_api_free(struct cnl_api *api);
 

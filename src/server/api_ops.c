@@ -53,6 +53,16 @@ void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
 	}
 }
 
+bool cnl_api_node_silent(struct cnl_api *api, const char *name, int64_t now)
+{
+	bool r;
+
+	pthread_mutex_lock(&api->mu);
+	r = cnl_ctl_node_silent(api->ctl, name, now);
+	pthread_mutex_unlock(&api->mu);
+	return r;
+}
+
 void cnl_api_agent_health(struct cnl_api *api, bool up)
 {
 	if (api)

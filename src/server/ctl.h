@@ -245,6 +245,11 @@ int cnl_ctl_node_name(struct cnl_ctl *ctl, const char *key, char *ret,
  * heartbeat bring it back. */
 void cnl_ctl_node_revoke(struct cnl_ctl *ctl, const char *key, int64_t now);
 
+/* cnl_ctl_node_silent - whether node @key (id or name) has not been heard
+ * from (registration, heartbeat) for longer than its lease; false when
+ * there is no such node. */
+bool cnl_ctl_node_silent(struct cnl_ctl *ctl, const char *key, int64_t now);
+
 /* cnl_ctl_nodes_json - every node with capacity, use and state. */
 json_t *cnl_ctl_nodes_json(struct cnl_ctl *ctl, int64_t now_ms);
 

@@ -225,6 +225,14 @@ int cnl_ctl_node_name(struct cnl_ctl *ctl, const char *key, char *ret,
 	return 0;
 }
 
+bool cnl_ctl_node_silent(struct cnl_ctl *ctl, const char *key, int64_t now)
+{
+	int i = ctl_node_find_any(ctl, key);
+
+	return i >= 0 &&
+	       now - ctl->nodes[i].last_seen_ms > ctl->cfg.node_lost_ms / 2;
+}
+
 /* The node as its agent is told it (the reply to register, heartbeat
  * and state changes). */
 static void node_reply(struct cnl_ctl *ctl, const struct node *n,

@@ -8,6 +8,7 @@
  * and CNLAB_ADMIN_PASSWORD is the bootstrap administrator's password.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <signal.h>
@@ -305,6 +306,49 @@ static pid_t start_agent(struct cnl_api *api, const char *url,
 	return pid;
 }
 
+/*
+ * One cnlabd per data directory: a record lock on DATA_DIR/cnlabd.lock,
+ * held while this process runs (the kernel lets it go however it ends).
+ * A second cnlabd on the same directory (two schedulers over one
+ * database; an all-in-one would take the first one's agent for an
+ * orphan, stop it and kill its credential) refuses to start.  The
+ * descriptor stays open: closing any descriptor of the file would let
+ * the lock go.  0, or -1 with the reason in @err.
+ */
+static int lock_data_dir(const char *dir, char *err, size_t errlen)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	char path[PATH_MAX], pid[32];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/cnlabd.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "%.400s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fcntl(fd, F_SETLK, &fl) < 0) {
+		int e = errno;
+
+		fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET};
+		if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+			snprintf(err, errlen,
+			         "another cnlabd (pid %d) runs on %s; one per "
+			         "data directory",
+			         (int)fl.l_pid, dir);
+		else
+			snprintf(err, errlen, "cannot lock %.400s: %s", path,
+			         strerror(e));
+		close(fd);
+		return -1;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		cnl_log(CNL_LOG_WARN, "cannot write the lock file", "path=%s",
+		        path);
+	return 0;
+}
+
 /* Backoff between restarts of the embedded agent: from 1 s, doubled up
  * to 30 s, back to 1 s after a run of a minute. */
 #define AGENT_BACKOFF_MIN_MS 1000
@@ -315,14 +359,19 @@ static pid_t start_agent(struct cnl_api *api, const char *url,
  * The all-in-one's main thread: wait for SIGINT/SIGTERM (@set), and
  * meanwhile keep the embedded agent (*@pid) running: restarted when it
  * dies, with backoff, each death and start logged; /healthz says
- * degraded from its death until the next one runs.
+ * degraded from its death until the next one runs, and while it lives
+ * but its node has been silent past the lease (stopped, hung: its work
+ * stops at the lease's end, watchdogs).
  */
 static void supervise(struct cnl_api *api, const sigset_t *set, pid_t *pid,
                       int64_t started_ms, const char *url, const char *token,
                       const char *data_dir, const char *gpus)
 {
 	int64_t backoff = AGENT_BACKOFF_MIN_MS, next_ms = 0;
-	char chosen[128], err[512], q[600];
+	char chosen[128], err[512], q[600], node[256];
+	bool silent = false;
+
+	cnl_aio_node_name(node, sizeof(node));
 
 	for (;;) {
 		struct timespec tick = {.tv_nsec = 200 * 1000 * 1000};
@@ -352,8 +401,17 @@ static void supervise(struct cnl_api *api, const sigset_t *set, pid_t *pid,
 			              ? AGENT_BACKOFF_MAX_MS
 			              : backoff * 2;
 		}
+		if (*pid > 0 && cnl_api_node_silent(api, node, now) != silent) {
+			silent = !silent;
+			cnl_api_agent_health(api, !silent);
+			cnl_log(silent ? CNL_LOG_WARN : CNL_LOG_INFO,
+			        silent ? "embedded agent unresponsive"
+			               : "embedded agent responsive again",
+			        "pid=%d", (int)*pid);
+		}
 		if (*pid > 0 || now < next_ms)
 			continue;
+		silent = false;
 		*pid = start_agent(api, url, token, data_dir, gpus, chosen, err,
 		                   sizeof(err));
 		started_ms = now;
@@ -528,6 +586,10 @@ int main(int argc, char **argv)
 	    chmod(st.data_dir, 0700) < 0) {
 		fprintf(stderr, "cnlabd: %s: %s\n", st.data_dir,
 		        strerror(errno));
+		goto out;
+	}
+	if (lock_data_dir(st.data_dir, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
 	}
 	if ((size_t)snprintf(path, sizeof(path), "%s/cnlab.db", st.data_dir) >=

@@ -102,6 +102,29 @@ body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent
 body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n')
 [ $? = 0 ] && jq -e '.error.message | test("Transfer-Encoding")' <<<"$body" >/dev/null &&
 	ok "Content-Length with Transfer-Encoding: 400" || bad "CL+TE: $body"
+# Smuggling: heads a proxy in front could frame otherwise are 400 naming
+# the header.
+smuggle() { # smuggle WHAT WANT HEAD-LINES BODY
+	local b
+	b=$($attack raw "$pa" 400 "POST /v1/auth/login HTTP/1.1\\r\\nHost: x\\r\\n$3\\r\\n$4GET /v1/smuggled HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+	[ $? = 0 ] && jq -e --arg w "$2" '.error.message | contains($w)' <<<"$b" >/dev/null &&
+		ok "$1: 400 naming it" || bad "$1: $b"
+}
+smuggle "space before the colon of Transfer-Encoding" 'header "Transfer-Encoding?"' \
+	'Transfer-Encoding : chunked\r\nContent-Length: 3\r\n' '2\r\n{}\r\n0\r\n\r\n'
+smuggle "space before the colon of Content-Length" 'header "Content-Length?"' \
+	'Content-Length : 40\r\n' '{}'
+smuggle "a folded Content-Length" 'header "Content-Length0"' \
+	'Content-Length: 2\r\n 0\r\n' '{}'
+smuggle "a folded Transfer-Encoding" 'header "Transfer-Encodingchunked"' \
+	'Transfer-Encoding:\r\n chunked\r\nContent-Length: 2\r\n' '{}'
+smuggle "a header folded into Transfer-Encoding" 'header "X-ATransfer-Encoding:?chunked"' \
+	'X-A: b\r\n Transfer-Encoding: chunked\r\nContent-Length: 2\r\n' '{}'
+smuggle "a bare CR in a value" 'header "X-A"' \
+	'X-A: a\rContent-Length: 40\r\nContent-Length: 2\r\n' '{}'
+smuggle "Transfer-Encoding: chunked, identity" 'other than chunked' \
+	'Transfer-Encoding: chunked, identity\r\n' '2\r\n{}\r\n0\r\n\r\n'
+smuggle "two Host headers" 'more than one Host' 'Host: y\r\nContent-Length: 2\r\n' '{}'
 body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}')
 [ $? = 0 ] && ok "negative Content-Length: 400" || bad "negative Content-Length: $body"
 body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n{}')

@@ -123,6 +123,14 @@ sleep 2
 jtc=$(jointok "$run-c")
 [ "$(code POST /v1/nodes "$jtc" "$inv_a")" = 403 ] &&
 	ok "a join token for node C does not register node A (403)" || bad "join as A: $(cat "$tmp/code.out")"
+for name in "$run-C" " $run-c" "$run-c " "$run-c\u0301" "$run-ｃ"; do
+	got=$(code POST /v1/nodes "$jtc" '{"protocol":5,"name":"'"$name"'","gpus":0,"cpu_milli":1,"mem_mib":1}')
+	case $got in 400 | 403) ;; *) bad "join token for $run-c registers \"$name\": $got $(cat "$tmp/code.out")" ;; esac
+done
+got=$(code POST /v1/nodes "$jtc" '{"protocol":5,"name":"'$run-c'","gpus":0,"cpu_milli":1,"mem_mib":1}')
+[ "$got" = 200 ] || [ "$got" = 201 ] &&
+	ok "... nor a name that differs by case, space or unicode; its own name once" ||
+	bad "join as C: $(cat "$tmp/code.out")"
 
 # --- B's credential against A's job ------------------------------------------------
 job=$(api POST "/v1/projects/$proj/jobs" "$ana" \
@@ -165,6 +173,19 @@ attack 409 "its own reports route naming A's job" POST "/v1/nodes/$idb/reports" 
 [ "$(code GET "/v1/nodes/$ida/assignments" "$root")" = 403 ] &&
 	ok "an administrator's token is refused on node routes (403)" || bad "admin on node route: $(cat "$tmp/code.out")"
 
+# A node's credential and a join token are no user's token: refused on
+# user routes (the notebook proxy asks the same check of a bearer token).
+for r in "/v1/jobs/$job" "/v1/jobs/$job/logs" /v1/users /v1/projects /v1/nodes \
+	/v1/audit "/v1/projects/$proj/jobs"; do
+	for t in "$(cred b)" "$(jointok "$run-b")"; do
+		got=$(code GET "$r" "$t")
+		[ "$got" = 401 ] || bad "GET $r with ${t%%_*}_…: $got $(cat "$tmp/code.out")"
+	done
+done
+got=$(code POST "/v1/projects/$proj/jobs" "$(cred b)" '{"command":"true"}')
+[ "$got" = 401 ] || bad "a job submitted with B's credential: $got"
+ok "node credentials and join tokens are refused on user routes (401)"
+
 # --- rotation on A while its job runs -------------------------------------------------
 old=$(cred a)
 kill -HUP "$pida"
@@ -192,9 +213,13 @@ logs=$(api GET "/v1/jobs/$job/logs" "$ana" | jq -r '.items[].data')
 	bad "job after the attacks: $(api GET "/v1/jobs/$job" "$ana") $(tail -3 <<<"$logs")"
 
 # --- revocation ----------------------------------------------------------------------------
-job2=$(api POST "/v1/projects/$proj/jobs" "$ana" '{"command":"sleep 600","gpu":"h100-10"}' | jq -r .id)
+job2=$(api POST "/v1/projects/$proj/jobs" "$ana" \
+	'{"command":"sleep 600; echo revoked-'$run'","gpu":"h100-10"}' | jq -r .id)
 running2() { [ "$(api GET "/v1/jobs/$job2" "$ana" | jq -r .state)" = running ]; }
 wait_for 20 running2 || bad "job 2 did not start"
+# Its process on A, found by the marker in its command line.
+job2_runs() { pgrep -f "revoked-$run" >/dev/null; }
+wait_for 10 job2_runs || bad "job 2's process not found on A"
 ca=$(cred a)
 [ "$(code POST "/v1/nodes/$run-a/revoke" "$ana")" = 403 ] &&
 	ok "a user cannot revoke a node (403)" || bad "user revoke: $(cat "$tmp/code.out")"
@@ -209,6 +234,14 @@ lost() { [ "$(node_state a)" = lost ]; }
 wait_for 10 lost && ok "A is lost" || bad "A's state: $(node_state a)"
 st2=$(api GET "/v1/jobs/$job2" "$ana" | jq -r .state)
 [ "$st2" = pending ] && ok "its running job went back to the queue" || bad "job 2: $st2"
+# cnlabd is up and refuses A: no outage grace (5 min) for A's copy of
+# the work, which cnlabd already gave back to the queue; it stops when
+# the lease (3 s here) runs out.
+job2_gone() { ! job2_runs; }
+refused() { grep -q 'heartbeat refused' "$tmp/agent-a.err"; }
+wait_for 30 job2_gone && wait_for 10 refused &&
+	ok "the revoked agent stopped the work it ran (no second copy)" ||
+	bad "A still runs job 2 after its revocation: $(tail -3 "$tmp/agent-a.err")"
 api GET /v1/audit "$root" | jq -e --arg n "$run-a" 'any(.items[]; .action == "node.revoke" and .target == $n)' >/dev/null &&
 	ok "the revocation is audited" || bad "audit: no node.revoke"
 # A new join token brings A back (the agent, restarted, joins with it).

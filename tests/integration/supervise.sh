@@ -10,7 +10,12 @@
 #      agents; a second agent on a held work directory refuses to start;
 #   3. the embedded agent killed alone mid-job: /healthz says degraded
 #      (503), the agent comes back by itself, /healthz says ok again, the
-#      job ends succeeded with each line once.
+#      job ends succeeded with each line once;
+#   4. the embedded agent stopped (kill -STOP): alive but silent, /healthz
+#      says degraded (503) once its lease has run out, ok after SIGCONT;
+#   5. a second cnlabd --all-in-one on the same data directory while the
+#      first runs: it refuses to start (naming the first one's pid), and
+#      the first one's agent is left alone.
 # Waits poll with generous bounds so that a hang fails; no assertion
 # depends on how fast the machine is.
 set -u
@@ -164,5 +169,28 @@ grep -q 'embedded agent died; restarting" pid='"$a1" "$tmp/err" && ok "its death
 	bad "no log of the death: $(tail -3 "$tmp/err")"
 wait_for 60 is_state "$j" succeeded && ok "the job it ran ended succeeded" || bad "job 2: $(api GET "/v1/jobs/$j")"
 each_once "$j" 30 && ok "its log holds each line exactly once" || bad "job 2 log: $(logs "$j")"
+
+# --- 4. the embedded agent stopped (SIGSTOP): alive, but no node ------------
+a2=$(agents)
+kill -STOP "$a2"
+# Its node is silent past the lease (15 s by default): degraded.
+wait_for 60 sh -c "[ \"\$(curl -sS -o '$tmp/hz' -w '%{http_code}' '$url/healthz')\" = 503 ]" &&
+	jq -e '.status == "degraded"' "$tmp/hz" >/dev/null &&
+	grep -q 'embedded agent unresponsive" pid='"$a2" "$tmp/err" &&
+	ok "/healthz: 503 degraded while the agent is stopped" || bad "healthz while stopped: $(cat "$tmp/hz")"
+kill -CONT "$a2"
+wait_for 60 sh -c "[ \"\$(curl -sS -o '$tmp/hz' -w '%{http_code}' '$url/healthz')\" = 200 ]" &&
+	ok "/healthz: ok again once it heartbeats" || bad "healthz after SIGCONT: $(cat "$tmp/hz")"
+
+# --- 5. a second cnlabd --all-in-one on the same data directory -------------
+a3=$(agents)
+out=$(HOME=$tmp/home timeout 60 "$cnlabd" --all-in-one --data-dir "$tmp/data" \
+	--listen 127.0.0.1:0 --gpus fake:2xH100-80GB-SXM 2>&1)
+rc=$?
+[ $rc = 1 ] && grep -q "another cnlabd (pid $pid) runs on $tmp/data" <<<"$out" &&
+	ok "a second all-in-one on the same data directory refuses to start, naming the first" ||
+	bad "second all-in-one: rc=$rc $out"
+[ "$(agents)" = "$a3" ] && [ "$(healthz)" = 200 ] &&
+	ok "the first one's agent runs on untouched" || bad "after the second start: agents $(agents | tr '\n' ' '), healthz $(cat "$tmp/hz")"
 [ "$(n_agents)" = 1 ] && ok "one agent at the end" || bad "agents: $(agents | tr '\n' ' ')"
 [ "$fails" = 0 ] || exit 1

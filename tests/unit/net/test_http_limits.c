@@ -299,6 +299,28 @@ static void test_framing(void **state)
 	     0,
 	     0,
 	     "more than one Transfer-Encoding"},
+	    {{{"Transfer-Encoding", "chunked, identity"}},
+	     0,
+	     0,
+	     "other than chunked"},
+	    /* Smuggling: names a proxy in front may read otherwise. */
+	    {{{"Transfer-Encoding ", "chunked"}, {"Content-Length", "3"}},
+	     0,
+	     0,
+	     "header \"Transfer-Encoding?\""},
+	    {{{"Content Length", "3"}}, 0, 0, "header \"Content?Length\""},
+	    {{{"Content-Length0", "2"}}, 0, 0, "header \"Content-Length0\""},
+	    {{{"X-ATransfer-Encoding:\tchunked", "b"}},
+	     0,
+	     0,
+	     "header \"X-ATransfer-Encoding:?chunked\""},
+	    {{{"X-A", "a\rContent-Length: 50"}, {"Content-Length", "2"}},
+	     0,
+	     0,
+	     "header \"X-A\""},
+	    {{{"", "x"}}, 0, 0, "header \"\""},
+	    {{{"Host", "a"}, {"host", "b"}}, 0, 0, "more than one Host"},
+	    {{{"X-Tab", "a\tb"}, {"Accept", "*/*"}}, 1, -1, NULL},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
