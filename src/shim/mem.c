@@ -993,6 +993,13 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 	return rc;
 }
 
+/* Whether a memory handle may be opened here (both symbols ask). */
+static int ipc_mem_open_allowed(CUipcMemHandle *handle)
+{
+	return !accounting() ||
+	       (cnl_shim.mode != CNL_MODE_BROKEN && ipc_allowed("mem", handle));
+}
+
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
                                unsigned int Flags)
 {
@@ -1000,8 +1007,19 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (accounting() &&
-	    (cnl_shim.mode == CNL_MODE_BROKEN || !ipc_allowed("mem", &handle)))
+	if (!ipc_mem_open_allowed(&handle))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(pdptr, handle, Flags);
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                            unsigned int Flags)
+{
+	cnl_real_cuIpcOpenMemHandle_t real = CNL_REAL(cuIpcOpenMemHandle);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!ipc_mem_open_allowed(&handle))
 		return CUDA_ERROR_NOT_PERMITTED;
 	return real(pdptr, handle, Flags);
 }

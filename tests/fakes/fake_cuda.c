@@ -870,8 +870,7 @@ API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr)
 	return CUDA_SUCCESS;
 }
 
-API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h,
-                                   unsigned int flags)
+static CUresult ipc_open_mem(CUdeviceptr *pdptr, CUipcMemHandle h)
 {
 	unsigned long long a;
 	int pid;
@@ -880,6 +879,20 @@ API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h,
 		return CUDA_ERROR_INVALID_VALUE;
 	*pdptr = a;
 	return CUDA_SUCCESS;
+}
+
+API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h,
+                                   unsigned int flags)
+{
+	return ipc_open_mem(pdptr, h);
+}
+
+/* The symbol without _v2, which the real driver still exports (programs
+ * built before CUDA 11 call it). */
+API CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle h,
+                                unsigned int flags)
+{
+	return ipc_open_mem(pdptr, h);
 }
 
 API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
@@ -933,6 +946,8 @@ static const struct {
     P(cuEventRecord, 7000, 1, cuEventRecord_ptsz),
     P(cuGraphLaunch, 10000, 0, cuGraphLaunch),
     P(cuGraphLaunch, 10000, 1, cuGraphLaunch_ptsz),
+    P(cuIpcOpenMemHandle, 4010, 0, cuIpcOpenMemHandle),
+    P(cuIpcOpenMemHandle, 11000, 0, cuIpcOpenMemHandle_v2),
 #undef P
 };
 

@@ -550,6 +550,8 @@ static int cmd_ipc_export(const char *file)
 	return 0;
 }
 
+typedef CUresult (*ipc_open_fn)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+
 static int cmd_ipc_open(const char *file)
 {
 	CUipcMemHandle mh;
@@ -557,14 +559,27 @@ static int cmd_ipc_open(const char *file)
 	CUdeviceptr p;
 	CUevent e;
 	FILE *f = fopen(file, "rb");
+	/* The symbol without _v2, as a program built before CUDA 11 finds
+	 * it (the loader), and as cuGetProcAddress hands it out for such a
+	 * version. */
+	ipc_open_fn legacy =
+	    (ipc_open_fn)dlsym(RTLD_DEFAULT, "cuIpcOpenMemHandle");
+	void *proc = NULL;
+	CUdriverProcAddressQueryResult st;
 
 	setup();
 	if (!f || fread(&mh, sizeof(mh), 1, f) != 1 ||
 	    fread(&eh, sizeof(eh), 1, f) != 1)
 		return 1;
 	fclose(f);
-	printf("mem %d event %d\n", cuIpcOpenMemHandle(&p, mh, 1),
-	       cuIpcOpenEventHandle(&e, eh));
+	if (!legacy ||
+	    cuGetProcAddress("cuIpcOpenMemHandle", &proc, 10000, 0, &st) !=
+	        CUDA_SUCCESS ||
+	    !proc)
+		return 1;
+	printf("mem %d legacy %d proc %d event %d\n",
+	       cuIpcOpenMemHandle(&p, mh, 1), legacy(&p, mh, 1),
+	       ((ipc_open_fn)proc)(&p, mh, 1), cuIpcOpenEventHandle(&e, eh));
 	return 0;
 }
 

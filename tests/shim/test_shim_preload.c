@@ -314,15 +314,15 @@ static void test_ipc(void **state)
 		assert_int_equal(run(exp, env), 0);
 	}
 	cases[0].env_region = ea; /* same slice */
-	cases[0].want = "mem 0 event 0";
+	cases[0].want = "mem 0 legacy 0 proc 0 event 0";
 	cases[1].env_region = eb; /* same project, another slice */
-	cases[1].want = "mem 0 event 0";
+	cases[1].want = "mem 0 legacy 0 proc 0 event 0";
 	cases[2].env_region = ec; /* another project */
-	cases[2].want = "mem 800 event 800";
+	cases[2].want = "mem 800 legacy 800 proc 800 event 800";
 	cases[3].env_region = ed; /* no node-wide registry: slice only */
-	cases[3].want = "mem 800 event 800";
+	cases[3].want = "mem 800 legacy 800 proc 800 event 800";
 	cases[4].env_region = "CNLAB_REGION="; /* unmanaged process */
-	cases[4].want = "mem 0 event 0";
+	cases[4].want = "mem 0 legacy 0 proc 0 event 0";
 	for (int i = 0; i < 5; i++) {
 		char *env[] = {cases[i].env_region, env_gpu, env_mem, NULL};
 		struct child c = spawn(opn, env, 1);
