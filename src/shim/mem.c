@@ -854,6 +854,15 @@ void cnl_meminfo_apply(uint64_t *free, uint64_t *total, uint64_t *used)
 	uint64_t quota, u, t, f;
 
 	cnl_shim_init();
+	if (cnl_shim.mode == CNL_MODE_BROKEN) {
+		/* Fail closed: nothing can be allocated, so nothing is free
+		 * (a framework sizing its pool by this must not be told
+		 * the whole GPU is there). */
+		*free = 0;
+		if (used)
+			*used = *total;
+		return;
+	}
 	if (cnl_shim.mode != CNL_MODE_ON ||
 	    !(quota = atomic_load(&cnl_shim.r->quota)))
 		return;

@@ -418,7 +418,10 @@ static void test_broken_region(void **state)
 	c = repl(env);
 	assert_int_equal(ask(&c, "alloc 1048576", line, sizeof(line)), 0);
 	assert_string_equal(line, "fail 2");
+	/* Fail closed for real: no memory is free, whatever the GPU has. */
 	assert_int_equal(ask(&c, "info", line, sizeof(line)), 0);
+	assert_int_equal(strncmp(line, "0 ", 2), 0);
+	assert_true(strtoull(line + 2, NULL, 10) > 0);
 	ask(&c, "exit", line, sizeof(line));
 	assert_int_equal(reap(&c), 0);
 }
