@@ -480,6 +480,14 @@ int cnl_region_stat(struct cnl_region *r, struct cnl_region_stat *ret)
 	return 0;
 }
 
+/* A depth of 0 (a region written by hand, or zeroed) would cap the
+ * tokens at 0 for ever, and every launch would wait for ever: it means
+ * the default, as at creation. */
+static uint64_t depth(uint64_t burst_ns)
+{
+	return burst_ns ? burst_ns : CNL_REGION_BURST_NS;
+}
+
 void cnl_bucket_refill(struct cnl_bucket *b, uint64_t now, unsigned pct,
                        uint64_t burst_ns)
 {
@@ -494,6 +502,7 @@ void cnl_bucket_refill(struct cnl_bucket *b, uint64_t now, unsigned pct,
 	if (!atomic_compare_exchange_strong(&b->stamp, &stamp, now))
 		return;
 	add = (int64_t)((now - stamp) * pct / 100);
+	burst_ns = depth(burst_ns);
 	t = atomic_fetch_add(&b->tokens, add) + add;
 	while (t > (int64_t)burst_ns &&
 	       !atomic_compare_exchange_weak(&b->tokens, &t, (int64_t)burst_ns))
@@ -503,7 +512,7 @@ void cnl_bucket_refill(struct cnl_bucket *b, uint64_t now, unsigned pct,
 void cnl_bucket_charge(struct cnl_bucket *b, int64_t ns, uint64_t burst_ns)
 {
 	/* Debt is bounded so that one huge kernel cannot starve for ever. */
-	int64_t floor = -(int64_t)burst_ns * 50;
+	int64_t floor = -(int64_t)depth(burst_ns) * 50;
 	int64_t t = atomic_fetch_sub(&b->tokens, ns) - ns;
 
 	while (t < floor &&

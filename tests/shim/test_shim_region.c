@@ -331,6 +331,18 @@ static void test_bucket(void **state)
 	assert_int_equal(atomic_load(&b.tokens), -2000000);
 	cnl_bucket_charge(&b, 1000000000000LL, burst);
 	assert_int_equal(atomic_load(&b.tokens), -(int64_t)burst * 50);
+
+	/* A depth of 0 (a zeroed region) is the default depth: tokens still
+	 * come, so a throttled launch does not wait for ever. */
+	atomic_store(&b.tokens, 0);
+	atomic_store(&b.stamp, 1000);
+	cnl_bucket_refill(&b, 1000 + 400000, 25, 0);
+	assert_int_equal(atomic_load(&b.tokens), 100000);
+	cnl_bucket_refill(&b, 1000 + 400000 + 10000000000ULL, 25, 0);
+	assert_int_equal(atomic_load(&b.tokens), (int64_t)CNL_REGION_BURST_NS);
+	cnl_bucket_charge(&b, 1000000000000LL, 0);
+	assert_int_equal(atomic_load(&b.tokens),
+	                 -(int64_t)CNL_REGION_BURST_NS * 50);
 }
 
 static void test_board(void **state)
