@@ -10,7 +10,9 @@ if [ -n "$bad" ]; then
 fi
 for want in cuMemAlloc_v2 cuGetProcAddress_v2 cuLaunchKernel_ptsz \
 	nvmlDeviceGetMemoryInfo_v2 dlsym; do
-	printf '%s\n' "$syms" | grep -qx "$want" || { echo "exports: $want missing"; exit 1; }
+	# A here-string, not a pipe: grep -q stops at the first match, and
+	# under pipefail the writer's SIGPIPE would read as "missing".
+	grep -qx "$want" <<<"$syms" || { echo "exports: $want missing"; exit 1; }
 done
 needed=$(readelf -d "$so" | awk '/NEEDED/ {print $5}' | tr -d '[]' | sort | tr '\n' ' ')
 for lib in $needed; do
