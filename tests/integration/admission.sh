@@ -214,6 +214,10 @@ started() { [ "$(stages "$held")" = "auth quota queue admission slice cluster sl
 wait_for 30 started && ok "back in service: the cluster and slice decisions follow" || bad "held after: $(decisions "$held")"
 
 api PUT "/v1/projects/$proj/quota" "$root" '{"gpu_hours":100}' >/dev/null
+# The held job takes both GPUs: let it end first, so the next job is placed
+# at once and records no pending decision.
+held_done() { case "$(api GET "/v1/jobs/$held" "$ana" | jq -r .state)" in succeeded | failed) true ;; *) false ;; esac; }
+wait_for 60 held_done || bad "the held job did not end: $(cat "$tmp/body")"
 "$cnlab" run --gpu h100-25 true >run.out 2>run.err || bad "run: $(cat run.err)"
 job=$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' run.err)
 [ "$(stages "$job")" = "auth quota queue admission cluster slice" ] &&
