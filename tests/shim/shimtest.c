@@ -270,9 +270,11 @@ static int cmd_procaddr(void)
 		          CUDA_ERROR_OUT_OF_MEMORY,
 		      "over quota through the lookup");
 	}
+	/* The 32-bit cuMemAlloc obtains device memory too: wrapped. */
 	CHECK(gpa2("cuMemAlloc", &fn, 2000, 0, &st) == CUDA_SUCCESS &&
-	          fn == cnlfake_sym("cuMemAlloc"),
-	      "cuMemAlloc@2000 -> the driver's v1, untouched");
+	          fn != cnlfake_sym("cuMemAlloc") &&
+	          fn == dlsym(RTLD_DEFAULT, "cuMemAlloc"),
+	      "cuMemAlloc@2000 -> the shim's v1");
 	CHECK(gpa2("cuLaunchKernel", &fn, 12000,
 	           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
 	           &st) == CUDA_SUCCESS &&
