@@ -226,6 +226,17 @@ typedef struct CUextMemory_st *CUexternalMemory;
 typedef struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st
     CUDA_EXTERNAL_MEMORY_HANDLE_DESC;
 
+/* cuLaunchCooperativeKernelMultiDevice's parameter blocks (opaque). */
+typedef struct CUDA_LAUNCH_PARAMS_st CUDA_LAUNCH_PARAMS;
+
+/* Context limits that reserve device memory. */
+typedef int CUlimit;
+#define CU_LIMIT_STACK_SIZE                                0x00
+#define CU_LIMIT_PRINTF_FIFO_SIZE                          0x01
+#define CU_LIMIT_MALLOC_HEAP_SIZE                          0x02
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT           16
+#define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR 39
+
 /* Green contexts (CUDA 12.4+). */
 typedef struct CUgreenCtx_st *CUgreenCtx;
 typedef struct CUdevResourceDesc_st *CUdevResourceDesc;

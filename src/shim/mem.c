@@ -1530,3 +1530,81 @@ CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc,
 	ctx_settle(rc);
 	return rc;
 }
+
+/*
+ * Context limits.  The malloc heap and the printf FIFO are device memory
+ * of their size; the stack limit is per thread, reserved for every thread
+ * the device can hold at once.  What a limit adds to the value the
+ * context had before the process first set it is charged (the defaults
+ * are part of the context footprint); lowering it gives back.  One
+ * process-wide figure per limit: the last value set is what it holds.
+ */
+#define LIMITS 3
+static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t limit_base[LIMITS], limit_charged[LIMITS];
+static int limit_based[LIMITS];
+
+typedef CUresult (*get_limit_fn)(size_t *, CUlimit);
+typedef CUresult (*get_attr_fn)(int *, int, CUdevice);
+
+/* Threads the current device can hold at once (stack limit multiplier);
+ * the largest current GPU's where the driver cannot say. */
+static uint64_t resident_threads(void)
+{
+	ctx_dev_fn get_dev =
+	    (ctx_dev_fn)cnl_real_sym(CNL_LIB_CU, "cuCtxGetDevice");
+	get_attr_fn attr =
+	    (get_attr_fn)cnl_real_sym(CNL_LIB_CU, "cuDeviceGetAttribute");
+	CUdevice dev;
+	int sms = 0, per_sm = 0;
+
+	if (get_dev && attr && get_dev(&dev) == CUDA_SUCCESS &&
+	    attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
+	        CUDA_SUCCESS &&
+	    attr(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+	         dev) == CUDA_SUCCESS &&
+	    sms > 0 && per_sm > 0)
+		return (uint64_t)sms * (uint64_t)per_sm;
+	return 160ULL * 2048ULL;
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	cnl_real_cuCtxSetLimit_t real = CNL_REAL(cuCtxSetLimit);
+	get_limit_fn get;
+	uint64_t want, have, mult;
+	size_t base;
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (limit < 0 || limit >= LIMITS || !accounting())
+		return real(limit, value);
+	mult = limit == CU_LIMIT_STACK_SIZE ? resident_threads() : 1;
+	pthread_mutex_lock(&limit_lock);
+	if (!limit_based[limit]) {
+		get = (get_limit_fn)cnl_real_sym(CNL_LIB_CU, "cuCtxGetLimit");
+		if (get && get(&base, limit) == CUDA_SUCCESS)
+			limit_base[limit] = base;
+		limit_based[limit] = 1;
+	}
+	want = value > limit_base[limit]
+	           ? (uint64_t)(value - limit_base[limit]) * mult
+	           : 0;
+	have = limit_charged[limit];
+	if (want > have && (rc = cnl_charge(want - have)) != CUDA_SUCCESS) {
+		pthread_mutex_unlock(&limit_lock);
+		return rc;
+	}
+	rc = real(limit, value);
+	if (rc != CUDA_SUCCESS) {
+		if (want > have)
+			cnl_uncharge(want - have);
+	} else {
+		if (want < have)
+			cnl_uncharge(have - want);
+		limit_charged[limit] = want;
+	}
+	pthread_mutex_unlock(&limit_lock);
+	return rc;
+}

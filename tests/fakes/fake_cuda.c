@@ -945,6 +945,54 @@ API CUresult cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle h)
 
 #define CUDA_ERROR_ILLEGAL_STATE 401
 
+/* The launches of CUDA < 4.0 and the multi-device cooperative launch. */
+API CUresult cuLaunch(CUfunction f)
+{
+	return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+}
+
+API CUresult cuLaunchGrid(CUfunction f, int w, int h)
+{
+	if (w <= 0 || h <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return cuLaunchKernel(f, (unsigned)w, (unsigned)h, 1, 1, 1, 1, 0, NULL,
+	                      NULL, NULL);
+}
+
+API CUresult cuLaunchGridAsync(CUfunction f, int w, int h, CUstream s)
+{
+	if (w <= 0 || h <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	return cuLaunchKernel(f, (unsigned)w, (unsigned)h, 1, 1, 1, 1, 0, s,
+	                      NULL, NULL);
+}
+
+/* CUDA_LAUNCH_PARAMS: function, grid, block, shared memory, stream, args. */
+struct CUDA_LAUNCH_PARAMS_st {
+	CUfunction function;
+	unsigned int gridDimX, gridDimY, gridDimZ;
+	unsigned int blockDimX, blockDimY, blockDimZ;
+	unsigned int sharedMemBytes;
+	CUstream hStream;
+	void **kernelParams;
+};
+
+API CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *l,
+                                                  unsigned int n,
+                                                  unsigned int flags)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	if (!l || !n)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
+		rc = cuLaunchKernel(
+		    l[i].function, l[i].gridDimX, l[i].gridDimY, l[i].gridDimZ,
+		    l[i].blockDimX, l[i].blockDimY, l[i].blockDimZ,
+		    l[i].sharedMemBytes, l[i].hStream, l[i].kernelParams, NULL);
+	return rc;
+}
+
 /* Contexts: the CUDA 2.x entry point, _v3 (affinity), _v4 (parameter
  * block) and green contexts all make a context like _v2. */
 API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
@@ -977,6 +1025,61 @@ API CUresult cuGreenCtxCreate(CUgreenCtx *pctx, CUdevResourceDesc desc,
 	rc = cuCtxCreate_v2(&c, 0, dev);
 	if (rc == CUDA_SUCCESS)
 		*pctx = (CUgreenCtx)c;
+	return rc;
+}
+
+/* A device like an H100's SM count; and the context limits that reserve
+ * device memory when set (the stack for every resident thread). */
+#define FAKE_SMS        132
+#define FAKE_SM_THREADS 2048
+
+API CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev)
+{
+	if (need_init())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!v || dev != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+		*v = FAKE_SMS;
+	else if (attr == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)
+		*v = FAKE_SM_THREADS;
+	else
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+static size_t limits[3] = {1024, 1 << 20, 8 << 20};
+static pthread_mutex_t limits_lock = PTHREAD_MUTEX_INITIALIZER;
+
+API CUresult cuCtxGetLimit(size_t *v, CUlimit limit)
+{
+	if (!v || limit < 0 || limit > 2)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&limits_lock);
+	*v = limits[limit];
+	pthread_mutex_unlock(&limits_lock);
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxSetLimit(CUlimit limit, size_t v)
+{
+	uint64_t mult = limit == CU_LIMIT_STACK_SIZE
+	                    ? (uint64_t)FAKE_SMS * FAKE_SM_THREADS
+	                    : 1;
+	CUresult rc = CUDA_SUCCESS;
+
+	if (need_init())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (limit < 0 || limit > 2)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&limits_lock);
+	if (v > limits[limit] && take_mem((v - limits[limit]) * mult) < 0)
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	else if (v < limits[limit])
+		give_mem((limits[limit] - v) * mult);
+	if (rc == CUDA_SUCCESS)
+		limits[limit] = v;
+	pthread_mutex_unlock(&limits_lock);
 	return rc;
 }
 
@@ -1588,6 +1691,14 @@ static const struct {
     P(cuMemPoolExportPointer, 11020, 0, cuMemPoolExportPointer),
     P(cuMemPoolImportPointer, 11020, 0, cuMemPoolImportPointer),
     P(cuImportExternalMemory, 10000, 0, cuImportExternalMemory),
+    P(cuLaunch, 2000, 0, cuLaunch),
+    P(cuLaunchGrid, 2000, 0, cuLaunchGrid),
+    P(cuLaunchGridAsync, 2000, 0, cuLaunchGridAsync),
+    P(cuLaunchCooperativeKernelMultiDevice, 9000, 0,
+      cuLaunchCooperativeKernelMultiDevice),
+    P(cuCtxSetLimit, 3010, 0, cuCtxSetLimit),
+    P(cuCtxGetLimit, 3010, 0, cuCtxGetLimit),
+    P(cuDeviceGetAttribute, 2000, 0, cuDeviceGetAttribute),
     P(cuStreamIsCapturing, 10000, 0, cuStreamIsCapturing),
     P(cuStreamIsCapturing, 10000, 1, cuStreamIsCapturing_ptsz),
 #undef P

@@ -40,6 +40,13 @@ _Static_assert(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR == 1 &&
                "handle types");
 _Static_assert(CU_STREAM_CAPTURE_STATUS_NONE == 0, "capture status");
 
+_Static_assert(CU_LIMIT_STACK_SIZE == 0 && CU_LIMIT_PRINTF_FIFO_SIZE == 1 &&
+                   CU_LIMIT_MALLOC_HEAP_SIZE == 2,
+               "limits");
+_Static_assert(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT == 16 &&
+                   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR == 39,
+               "attributes");
+
 int main(void)
 {
 	return 0;
