@@ -367,6 +367,8 @@ API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 	return cuDeviceGetMemPool(pool, dev);
 }
 
+static void note_pool(const void *pool, int types, int imported);
+
 API CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 {
 	struct pool *p = calloc(1, sizeof(*p));
@@ -374,6 +376,8 @@ API CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props)
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_init(&p->lock, NULL);
+	/* CUmemPoolProps: allocType, then handleTypes. */
+	note_pool(p, props ? ((const int *)props)[1] : 0, 0);
 	*pool = (CUmemoryPool)p;
 	return CUDA_SUCCESS;
 }
@@ -1543,13 +1547,40 @@ API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
 	return rc;
 }
 
+/* Pools created with shareable handle types, and pools imported (only
+ * those export and import pointers, as with the driver). */
+#define POOL_NOTES 64
+static struct {
+	const void *_Atomic pool;
+	_Atomic int types, imported;
+} pool_notes[POOL_NOTES];
+
+static void note_pool(const void *pool, int types, int imported)
+{
+	unsigned i = (unsigned)(((uintptr_t)pool >> 4) % POOL_NOTES);
+
+	atomic_store(&pool_notes[i].types, types);
+	atomic_store(&pool_notes[i].imported, imported);
+	atomic_store(&pool_notes[i].pool, pool);
+}
+
+static int pool_note(const void *pool, int imported)
+{
+	unsigned i = (unsigned)(((uintptr_t)pool >> 4) % POOL_NOTES);
+
+	if (atomic_load(&pool_notes[i].pool) != pool)
+		return 0;
+	return imported ? atomic_load(&pool_notes[i].imported)
+	                : atomic_load(&pool_notes[i].types);
+}
+
 API CUresult cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool,
                                               CUmemAllocationHandleType type,
                                               unsigned long long flags)
 {
 	if (need_init())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!pool || flags)
+	if (!pool || flags || !(pool_note(pool, 0) & type))
 		return CUDA_ERROR_INVALID_VALUE;
 	return share_out("pool", (uint64_t)(uintptr_t)pool, type, out);
 }
@@ -1567,7 +1598,10 @@ API CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *in,
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((rc = share_in("pool", type, in, &x)) != CUDA_SUCCESS)
 		return rc;
-	return cuMemPoolCreate(pool, NULL); /* a local view of it */
+	rc = cuMemPoolCreate(pool, NULL); /* a local view of it */
+	if (rc == CUDA_SUCCESS)
+		note_pool(*pool, 0, 1);
+	return rc;
 }
 
 API CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *out,
@@ -1588,7 +1622,7 @@ API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool,
 
 	if (need_init())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!ptr || !pool)
+	if (!ptr || !pool || !pool_note(pool, 1))
 		return CUDA_ERROR_INVALID_VALUE;
 	rc = share_in("poolptr", CU_MEM_HANDLE_TYPE_FABRIC, data, &x);
 	if (rc == CUDA_SUCCESS)

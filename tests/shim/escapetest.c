@@ -73,6 +73,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t n, CUmemoryPool pool,
                                  CUstream s);
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props);
 CUresult cuStreamSynchronize(CUstream s);
 CUresult cuImportExternalMemory(CUexternalMemory *m,
                                 const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *d);
@@ -351,6 +352,9 @@ static int cmd_share_export(const char *file)
 	CUmemGenericAllocationHandle h;
 	CUmemFabricHandle fab;
 	CUmemPoolPtrExportData data;
+	int pool_props[22] = {CU_MEM_ALLOCATION_TYPE_PINNED,
+	                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+	                      CU_MEM_LOCATION_TYPE_DEVICE, 0};
 	CUmemoryPool pool;
 	CUdeviceptr d;
 	int vfd = -1, pfd = -1;
@@ -366,12 +370,14 @@ static int cmd_share_export(const char *file)
 	CHECK(cuMemExportToShareableHandle(&fab, h, CU_MEM_HANDLE_TYPE_FABRIC,
 	                                   0) == CUDA_SUCCESS,
 	      "export fabric");
-	CHECK(cuDeviceGetMemPool(&pool, dev) == CUDA_SUCCESS, "pool");
+	/* CUmemPoolProps: pinned, shareable as a file descriptor, device 0. */
+	CHECK(cuMemPoolCreate(&pool, pool_props) == CUDA_SUCCESS, "pool");
 	CHECK(cuMemPoolExportToShareableHandle(
 	          &pfd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
 	          CUDA_SUCCESS,
 	      "export pool");
-	CHECK(cuMemAllocAsync(&d, MiB, NULL) == CUDA_SUCCESS, "pool alloc");
+	CHECK(cuMemAllocFromPoolAsync(&d, MiB, pool, NULL) == CUDA_SUCCESS,
+	      "pool alloc");
 	CHECK(cuMemPoolExportPointer(&data, d) == CUDA_SUCCESS,
 	      "export pointer");
 	if (failures)
@@ -434,6 +440,10 @@ static int cmd_share_import(const char *file)
 	r3 = cuMemPoolImportFromShareableHandle(
 	    &pool, (void *)(intptr_t)b,
 	    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	/* A pointer is imported into an imported pool; where the pool
+	 * import was refused, into one imported in the exporter's project
+	 * would be needed: ask with our own pool, which the driver refuses
+	 * too, but the shim must refuse first. */
 	cuDeviceGetMemPool(&own, dev);
 	r4 = cuMemPoolImportPointer(&d, pool ? pool : own, &data);
 	printf("vmm-fd %d vmm-fabric %d pool-fd %d ptr %d\n", r1, r2, r3, r4);
