@@ -1444,8 +1444,10 @@ static int capture_alloc(CUstream s, size_t n, CUdeviceptr *dptr, CUresult *ret)
  * "KIND PID HANDLE"; a fabric handle and a pool pointer's export data are
  * 64 bytes holding the same text.  Importing one in any process gives the
  * exporter's memory (the fake does not check who imports: the driver does
- * not either, beyond the handle itself).  Export requires the allocation
- * or pool to have been created with that handle type, as the driver does.
+ * not either, beyond the handle itself).  With CNL_FAKE_SHARE_FILE set,
+ * every descriptor is of that one file (a shared inode).  Export requires the
+ * allocation or pool to have been created with that handle type, as the driver
+ * does.
  */
 static CUresult share_out(const char *kind, uint64_t h,
                           CUmemAllocationHandleType type, void *out)
@@ -1464,10 +1466,16 @@ static CUresult share_out(const char *kind, uint64_t h,
 	}
 	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_NOT_SUPPORTED;
-	fd = memfd_create("cnlfake-share", 0);
+	/* CNL_FAKE_SHARE_FILE: every descriptor is of one file, as with a
+	 * driver whose exported descriptors share an inode. */
+	if (getenv("CNL_FAKE_SHARE_FILE"))
+		fd = open(getenv("CNL_FAKE_SHARE_FILE"),
+		          O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	else
+		fd = memfd_create("cnlfake-share", 0);
 	if (fd < 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	if (write(fd, text, (size_t)n) != n) {
+	if (pwrite(fd, text, (size_t)n, 0) != n) {
 		close(fd);
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}

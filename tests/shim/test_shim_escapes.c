@@ -156,6 +156,76 @@ static void test_shareable_handles(void **state)
 	assert_int_equal(reap(&ex), 0);
 }
 
+/* Where every exported descriptor is of one file (a driver whose
+ * descriptors share an inode), a second project's export makes the key
+ * nobody's: the second project cannot import the first's descriptor by
+ * registering its own, and descriptor imports fail closed for both. */
+static void test_shared_inode_fails_closed(void **state)
+{
+	char ra[300], rb[300], rc_[300], ipc[300], f1[300], f2[300];
+	char ea[400], eb[400], ec[400], share[400], path[300];
+	struct cnl_region_opts shared = {.ipc_dir = ipc};
+	char *exp1[] = {"share-export", f1, NULL};
+	char *exp2[] = {"share-export", f2, NULL};
+	char *imp[] = {"share-import", f1, NULL};
+	char line[128];
+	struct child x1, x2;
+
+	(void)state;
+	scratch_path(ra, sizeof(ra), "ua");
+	scratch_path(rb, sizeof(rb), "ub");
+	scratch_path(rc_, sizeof(rc_), "uc");
+	scratch_path(ipc, sizeof(ipc), "inode-ipc");
+	scratch_path(f1, sizeof(f1), "inode1");
+	scratch_path(f2, sizeof(f2), "inode2");
+	scratch_path(path, sizeof(path), "one-file");
+	snprintf(share, sizeof(share), "CNL_FAKE_SHARE_FILE=%s", path);
+	assert_int_equal(mkdir(ipc, 0777), 0);
+	assert_int_equal(cnl_region_create(ra, 0, 0, "p1", &shared), 0);
+	assert_int_equal(cnl_region_create(rb, 0, 0, "p1", &shared), 0);
+	assert_int_equal(cnl_region_create(rc_, 0, 0, "p2", &shared), 0);
+	snprintf(ea, sizeof(ea), "CNLAB_REGION=%s", ra);
+	snprintf(eb, sizeof(eb), "CNLAB_REGION=%s", rb);
+	snprintf(ec, sizeof(ec), "CNLAB_REGION=%s", rc_);
+	{
+		char *env[] = {ea, env_gpu, env_mem, share, NULL};
+		x1 = spawn(exp1, env, 1);
+		assert_int_equal(read_line(&x1, line, sizeof(line)), 0);
+		assert_string_equal(line, "ready");
+	}
+	{
+		char *env[] = {ec, env_gpu, env_mem, share, NULL};
+		x2 = spawn(exp2, env, 1);
+		assert_int_equal(read_line(&x2, line, sizeof(line)), 0);
+		assert_string_equal(line, "ready");
+	}
+	/* p2 opens p1's descriptors: refused (its own export did not make
+	 * the shared key its own). */
+	{
+		char *env[] = {ec, env_gpu, env_mem, NULL};
+		struct child c = spawn(imp, env, 1);
+
+		assert_int_equal(read_line(&c, line, sizeof(line)), 0);
+		assert_string_equal(
+		    line, "vmm-fd 800 vmm-fabric 800 pool-fd 800 ptr 800");
+		assert_int_equal(reap(&c), 0);
+	}
+	/* p1 itself, from another slice: descriptors fail closed; the
+	 * fabric handle (its own 64 bytes) still opens; the pointer needs
+	 * the refused pool (the driver says invalid value). */
+	{
+		char *env[] = {eb, env_gpu, env_mem, NULL};
+		struct child c = spawn(imp, env, 1);
+
+		assert_int_equal(read_line(&c, line, sizeof(line)), 0);
+		assert_string_equal(
+		    line, "vmm-fd 800 vmm-fabric 0 pool-fd 800 ptr 1");
+		assert_int_equal(reap(&c), 0);
+	}
+	assert_int_equal(reap(&x1), 0);
+	assert_int_equal(reap(&x2), 0);
+}
+
 /* cuGetProcAddress(_v2) for every hooked name, cudaVersion 1000..99999
  * and the three flags: never the driver's own entry point. */
 static void test_procaddr_sweep(void **state)
@@ -176,6 +246,7 @@ int main(void)
 	    cmocka_unit_test(test_no_region_passes),
 	    cmocka_unit_test(test_other_contexts_charged),
 	    cmocka_unit_test(test_shareable_handles),
+	    cmocka_unit_test(test_shared_inode_fails_closed),
 	    cmocka_unit_test(test_procaddr_sweep),
 	};
 
