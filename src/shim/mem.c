@@ -415,8 +415,14 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
 	return CUDA_SUCCESS;
 }
 
+/* Whether stream s is capturing into a graph (the allocation would become a
+ * graph allocation node): refused under a quota (end of this file). */
+static int capture_refused(CUstream s, int ptds);
+
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+	if (capture_refused(hStream, 0))
+		return CUDA_ERROR_NOT_PERMITTED;
 	return alloc_async(dptr, bytesize, NULL, hStream,
 	                   (void *)CNL_REAL(cuMemAllocAsync), 0);
 }
@@ -424,6 +430,8 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                               CUstream hStream)
 {
+	if (capture_refused(hStream, 1))
+		return CUDA_ERROR_NOT_PERMITTED;
 	return alloc_async(dptr, bytesize, NULL, hStream,
 	                   (void *)CNL_REAL(cuMemAllocAsync_ptsz), 0);
 }
@@ -431,6 +439,8 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
                                  CUmemoryPool pool, CUstream hStream)
 {
+	if (capture_refused(hStream, 0))
+		return CUDA_ERROR_NOT_PERMITTED;
 	return alloc_async(dptr, bytesize, pool, hStream,
 	                   (void *)CNL_REAL(cuMemAllocFromPoolAsync), 1);
 }
@@ -438,6 +448,8 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                       CUmemoryPool pool, CUstream hStream)
 {
+	if (capture_refused(hStream, 0))
+		return CUDA_ERROR_NOT_PERMITTED;
 	return alloc_async(dptr, bytesize, pool, hStream,
 	                   (void *)CNL_REAL(cuMemAllocFromPoolAsync_ptsz), 1);
 }
@@ -1056,4 +1068,543 @@ CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
 	                     !ipc_allowed("event", &handle)))
 		return CUDA_ERROR_NOT_PERMITTED;
 	return real(phEvent, handle);
+}
+
+/* Every other driver export -----------------------------------------------
+ *
+ * driver-exports.tsv classifies every symbol the driver exports; these are
+ * the ones besides the above through which a tenant could obtain device
+ * memory uncharged or open another project's.  Where the memory can be
+ * charged it is; where it cannot (graph allocation nodes, external memory,
+ * the 32-bit pitch and array creators) the call is refused under a quota
+ * with CUDA_ERROR_NOT_PERMITTED, one line on stderr, and passes through
+ * untouched without a region.
+ */
+
+/* Whether a call that would escape the quota is refused here (a region is
+ * configured, usable or not); logs the first refusal. */
+static int refused(const char *what)
+{
+	if (!accounting())
+		return 0;
+	cnl_log_once(CNL_LOG_ESCAPE,
+	             "%s refused: its device memory cannot be charged to the "
+	             "slice's quota",
+	             what);
+	return 1;
+}
+
+typedef CUresult (*is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
+static is_capturing_fn _Atomic is_capturing[2];
+
+static int capture_refused(CUstream s, int ptds)
+{
+	static const char *const names[2] = {"cuStreamIsCapturing",
+	                                     "cuStreamIsCapturing_ptsz"};
+	is_capturing_fn f;
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	if (!accounting())
+		return 0;
+	f = atomic_load_explicit(&is_capturing[ptds], memory_order_acquire);
+	if (!f) {
+		f = (is_capturing_fn)cnl_real_sym(CNL_LIB_CU, names[ptds]);
+		if (!f)
+			return 0; /* a driver without graphs cannot capture */
+		atomic_store_explicit(&is_capturing[ptds], f,
+		                      memory_order_release);
+	}
+	/* An error (a bad stream) is the allocation's to report. */
+	if (f(s, &st) != CUDA_SUCCESS || st == CU_STREAM_CAPTURE_STATUS_NONE)
+		return 0;
+	return refused("cuMemAllocAsync on a capturing stream (a graph "
+	               "allocation node)");
+}
+
+/* 32-bit entry points. */
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+	cnl_real_cuMemAlloc_t real = CNL_REAL(cuMemAlloc);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!accounting())
+		return real(dptr, bytesize);
+	if ((rc = cnl_charge(bytesize)) != CUDA_SUCCESS)
+		return rc;
+	rc = real(dptr, bytesize);
+	if (rc != CUDA_SUCCESS) {
+		cnl_uncharge(bytesize);
+		return rc;
+	}
+	if (track(CNL_OBJ_PTR, *dptr, bytesize, 0) != CUDA_SUCCESS) {
+		cuMemFree(*dptr);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+	cnl_real_cuMemFree_t real = CNL_REAL(cuMemFree);
+	uint64_t bytes, aux;
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!dptr || !accounting() ||
+	    cnl_objs_take(CNL_OBJ_PTR, dptr, &bytes, &aux) < 0)
+		return real(dptr);
+	rc = real(dptr);
+	if (rc == CUDA_SUCCESS)
+		cnl_uncharge(bytes);
+	else
+		cnl_objs_put(CNL_OBJ_PTR, dptr, bytes, aux);
+	return rc;
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                         unsigned int WidthInBytes, unsigned int Height,
+                         unsigned int ElementSizeBytes)
+{
+	cnl_real_cuMemAllocPitch_t real = CNL_REAL(cuMemAllocPitch);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (refused("cuMemAllocPitch (32-bit)"))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+}
+
+CUresult cuArrayCreate(CUarray *pHandle,
+                       const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray)
+{
+	cnl_real_cuArrayCreate_t real = CNL_REAL(cuArrayCreate);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (refused("cuArrayCreate (32-bit)"))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(pHandle, pAllocateArray);
+}
+
+CUresult cuArray3DCreate(CUarray *pHandle,
+                         const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray)
+{
+	cnl_real_cuArray3DCreate_t real = CNL_REAL(cuArray3DCreate);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (refused("cuArray3DCreate (32-bit)"))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(pHandle, pAllocateArray);
+}
+
+CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+	cnl_real_cuMemGetInfo_t real = CNL_REAL(cuMemGetInfo);
+	uint64_t f, t;
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(free, total);
+	if (rc != CUDA_SUCCESS || !free || !total)
+		return rc;
+	cnl_shim_init();
+	if (cnl_shim.mode == CNL_MODE_ON && npools)
+		cnl_pools_sync();
+	f = *free;
+	t = *total;
+	cnl_meminfo_apply(&f, &t, NULL);
+	*free = (unsigned int)f;
+	*total = (unsigned int)t;
+	return rc;
+}
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+	cnl_real_cuDeviceTotalMem_t real = CNL_REAL(cuDeviceTotalMem);
+	uint64_t quota;
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(bytes, dev);
+	if (rc != CUDA_SUCCESS || !bytes)
+		return rc;
+	cnl_shim_init();
+	if (cnl_shim.mode == CNL_MODE_ON &&
+	    (quota = atomic_load(&cnl_shim.r->quota)) && quota < *bytes)
+		*bytes = (unsigned int)quota;
+	return rc;
+}
+
+/* Graph allocation nodes. */
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies,
+                                size_t numDependencies,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+	cnl_real_cuGraphAddMemAllocNode_t real =
+	    CNL_REAL(cuGraphAddMemAllocNode);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (refused("cuGraphAddMemAllocNode"))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(phGraphNode, hGraph, dependencies, numDependencies,
+	            nodeParams);
+}
+
+static int alloc_node(const CUgraphNodeParams *p)
+{
+	return p && p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC &&
+	       refused("cuGraphAddNode of a memory allocation node");
+}
+
+CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                        const CUgraphNode *dependencies, size_t numDependencies,
+                        CUgraphNodeParams *nodeParams)
+{
+	cnl_real_cuGraphAddNode_t real = CNL_REAL(cuGraphAddNode);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (alloc_node(nodeParams))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(phGraphNode, hGraph, dependencies, numDependencies,
+	            nodeParams);
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                           const CUgraphNode *dependencies,
+                           const CUgraphEdgeData *dependencyData,
+                           size_t numDependencies,
+                           CUgraphNodeParams *nodeParams)
+{
+	cnl_real_cuGraphAddNode_v2_t real = CNL_REAL(cuGraphAddNode_v2);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (alloc_node(nodeParams))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(phGraphNode, hGraph, dependencies, dependencyData,
+	            numDependencies, nodeParams);
+}
+
+/*
+ * Shareable handles.  The key registered for a handle is 64 bytes, hashed
+ * into the IPC registry as IPC handles are: a fabric handle or a pool
+ * pointer's export data is its own 64 bytes; a file descriptor is named by
+ * its open file (device and inode), which passing it over a socket or
+ * opening /proc/PID/fd/N keeps.  Two projects registering the same file
+ * (an inode reused, or a driver whose descriptors share one) make the key
+ * nobody's: both are refused, never one let into the other's memory.
+ */
+#define CONFLICT "/" /* no project is named "/" */
+
+static int handle_key(CUmemAllocationHandleType type, const void *handle,
+                      int by_value, unsigned char key[CU_IPC_HANDLE_SIZE])
+{
+	struct stat st;
+	int fd;
+
+	memset(key, 0, CU_IPC_HANDLE_SIZE);
+	if (type == CU_MEM_HANDLE_TYPE_FABRIC && handle) {
+		memcpy(key, handle, CU_IPC_HANDLE_SIZE);
+		return 0;
+	}
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return -EINVAL;
+	/* Exported: the driver wrote an int; imported: the fd is the value. */
+	if (by_value)
+		fd = (int)(intptr_t)handle;
+	else if (handle)
+		memcpy(&fd, handle, sizeof(fd));
+	else
+		return -EINVAL;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	snprintf((char *)key, CU_IPC_HANDLE_SIZE, "fd %llx %llx",
+	         (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	return 1;
+}
+
+/* Register key for this project; a key another project registered
+ * becomes nobody's (see above). */
+static void share_register(const char *kind, const unsigned char *key,
+                           int exclusive)
+{
+	char path[512], owner[CNL_REGION_PROJECT_MAX + 1];
+	ssize_t n;
+	int fd;
+
+	if (exclusive && ipc_path(kind, key, path, sizeof(path)) == 0 &&
+	    (fd = open(path, O_RDWR | O_CLOEXEC)) >= 0) {
+		n = read(fd, owner, sizeof(owner) - 1);
+		owner[n > 0 ? n : 0] = '\0';
+		if (strcmp(owner, cnl_shim.r->project) != 0 &&
+		    ftruncate(fd, 0) == 0 && pwrite(fd, CONFLICT, 1, 0) < 0)
+			n = 0;
+		close(fd);
+		return;
+	}
+	ipc_register(kind, key);
+}
+
+static void share_exported(const char *kind, CUmemAllocationHandleType type,
+                           const void *handle)
+{
+	unsigned char key[CU_IPC_HANDLE_SIZE];
+	int rc;
+
+	if (!accounting() || cnl_shim.mode != CNL_MODE_ON)
+		return;
+	if ((rc = handle_key(type, handle, 0, key)) >= 0)
+		share_register(kind, key, rc == 1);
+}
+
+/* Whether an import of handle may go ahead here. */
+static int share_import_allowed(const char *kind,
+                                CUmemAllocationHandleType type,
+                                const void *handle, int by_value)
+{
+	unsigned char key[CU_IPC_HANDLE_SIZE];
+
+	if (!accounting())
+		return 1;
+	if (cnl_shim.mode == CNL_MODE_BROKEN ||
+	    handle_key(type, handle, by_value, key) < 0) {
+		cnl_log_once(CNL_LOG_IPC_DENIED,
+		             "import of a %s handle of type %d refused", kind,
+		             (int)type);
+		return 0;
+	}
+	return ipc_allowed(kind, key);
+}
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                      CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+	cnl_real_cuMemExportToShareableHandle_t real =
+	    CNL_REAL(cuMemExportToShareableHandle);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(shareableHandle, handle, handleType, flags);
+	if (rc == CUDA_SUCCESS)
+		share_exported("vmm", handleType, shareableHandle);
+	return rc;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                        void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+	cnl_real_cuMemImportFromShareableHandle_t real =
+	    CNL_REAL(cuMemImportFromShareableHandle);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	/* A file descriptor is passed by value, a fabric handle by address. */
+	if (!share_import_allowed("vmm", shHandleType, osHandle,
+	                          shHandleType ==
+	                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(handle, osHandle, shHandleType);
+}
+
+CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                          CUmemAllocationHandleType handleType,
+                                          unsigned long long flags)
+{
+	cnl_real_cuMemPoolExportToShareableHandle_t real =
+	    CNL_REAL(cuMemPoolExportToShareableHandle);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(handle_out, pool, handleType, flags);
+	if (rc == CUDA_SUCCESS)
+		share_exported("pool", handleType, handle_out);
+	return rc;
+}
+
+CUresult
+cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                   CUmemAllocationHandleType handleType,
+                                   unsigned long long flags)
+{
+	cnl_real_cuMemPoolImportFromShareableHandle_t real =
+	    CNL_REAL(cuMemPoolImportFromShareableHandle);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!share_import_allowed("pool", handleType, handle,
+	                          handleType ==
+	                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(pool_out, handle, handleType, flags);
+}
+
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out,
+                                CUdeviceptr ptr)
+{
+	cnl_real_cuMemPoolExportPointer_t real =
+	    CNL_REAL(cuMemPoolExportPointer);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(shareData_out, ptr);
+	if (rc == CUDA_SUCCESS && shareData_out && accounting() &&
+	    cnl_shim.mode == CNL_MODE_ON)
+		ipc_register("poolptr", shareData_out);
+	return rc;
+}
+
+CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                CUmemPoolPtrExportData *shareData)
+{
+	cnl_real_cuMemPoolImportPointer_t real =
+	    CNL_REAL(cuMemPoolImportPointer);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (accounting() && (cnl_shim.mode == CNL_MODE_BROKEN || !shareData ||
+	                     !ipc_allowed("poolptr", shareData)))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(ptr_out, pool, shareData);
+}
+
+/* External memory. */
+
+CUresult
+cuImportExternalMemory(CUexternalMemory *extMem_out,
+                       const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc)
+{
+	cnl_real_cuImportExternalMemory_t real =
+	    CNL_REAL(cuImportExternalMemory);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (refused("cuImportExternalMemory"))
+		return CUDA_ERROR_NOT_PERMITTED;
+	return real(extMem_out, memHandleDesc);
+}
+
+/* Contexts the hooks above do not create. */
+
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	cnl_real_cuCtxCreate_t real = CNL_REAL(cuCtxCreate);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if ((rc = ctx_charge()) != CUDA_SUCCESS)
+		return rc;
+	rc = real(pctx, flags, dev);
+	ctx_settle(rc);
+	return rc;
+}
+
+CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc,
+                          CUdevice dev, unsigned int flags)
+{
+	cnl_real_cuGreenCtxCreate_t real = CNL_REAL(cuGreenCtxCreate);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if ((rc = ctx_charge()) != CUDA_SUCCESS)
+		return rc;
+	rc = real(phCtx, desc, dev, flags);
+	ctx_settle(rc);
+	return rc;
+}
+
+/*
+ * Context limits.  The malloc heap and the printf FIFO are device memory
+ * of their size; the stack limit is per thread, reserved for every thread
+ * the device can hold at once.  What a limit adds to the value the
+ * context had before the process first set it is charged (the defaults
+ * are part of the context footprint); lowering it gives back.  One
+ * process-wide figure per limit: the last value set is what it holds.
+ */
+#define LIMITS 3
+static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t limit_base[LIMITS], limit_charged[LIMITS];
+static int limit_based[LIMITS];
+
+typedef CUresult (*get_limit_fn)(size_t *, CUlimit);
+typedef CUresult (*get_attr_fn)(int *, int, CUdevice);
+
+/* Threads the current device can hold at once (stack limit multiplier);
+ * the largest current GPU's where the driver cannot say. */
+static uint64_t resident_threads(void)
+{
+	ctx_dev_fn get_dev =
+	    (ctx_dev_fn)cnl_real_sym(CNL_LIB_CU, "cuCtxGetDevice");
+	get_attr_fn attr =
+	    (get_attr_fn)cnl_real_sym(CNL_LIB_CU, "cuDeviceGetAttribute");
+	CUdevice dev;
+	int sms = 0, per_sm = 0;
+
+	if (get_dev && attr && get_dev(&dev) == CUDA_SUCCESS &&
+	    attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
+	        CUDA_SUCCESS &&
+	    attr(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+	         dev) == CUDA_SUCCESS &&
+	    sms > 0 && per_sm > 0)
+		return (uint64_t)sms * (uint64_t)per_sm;
+	return 160ULL * 2048ULL;
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	cnl_real_cuCtxSetLimit_t real = CNL_REAL(cuCtxSetLimit);
+	get_limit_fn get;
+	uint64_t want, have, mult;
+	size_t base;
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (limit < 0 || limit >= LIMITS || !accounting())
+		return real(limit, value);
+	mult = limit == CU_LIMIT_STACK_SIZE ? resident_threads() : 1;
+	pthread_mutex_lock(&limit_lock);
+	if (!limit_based[limit]) {
+		get = (get_limit_fn)cnl_real_sym(CNL_LIB_CU, "cuCtxGetLimit");
+		if (get && get(&base, limit) == CUDA_SUCCESS)
+			limit_base[limit] = base;
+		limit_based[limit] = 1;
+	}
+	want = value > limit_base[limit]
+	           ? (uint64_t)(value - limit_base[limit]) * mult
+	           : 0;
+	have = limit_charged[limit];
+	if (want > have && (rc = cnl_charge(want - have)) != CUDA_SUCCESS) {
+		pthread_mutex_unlock(&limit_lock);
+		return rc;
+	}
+	rc = real(limit, value);
+	if (rc != CUDA_SUCCESS) {
+		if (want > have)
+			cnl_uncharge(want - have);
+	} else {
+		if (want < have)
+			cnl_uncharge(have - want);
+		limit_charged[limit] = want;
+	}
+	pthread_mutex_unlock(&limit_lock);
+	return rc;
 }

@@ -99,6 +99,7 @@ enum cnl_log_key {
 	CNL_LOG_IPC_DENIED,
 	CNL_LOG_OOM,
 	CNL_LOG_NO_REAL,
+	CNL_LOG_ESCAPE,
 	CNL_LOG_COUNT
 };
 

@@ -19,6 +19,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 nvcc -O2 -I"$here" -o "$work/gpu_runtime" "$here/gpu_runtime.cu"
 nvcc -O2 -I"$here" -o "$work/gpu_driver" "$here/gpu_driver.c" -lcuda -ldl
+nvcc -O2 -I"$here" -o "$work/gpu_escapes" "$here/gpu_escapes.c" -lcuda -ldl
 nvcc -ptx -o "$work/spin.ptx" "$here/spin.cu"
 quota=$((1 << 30))
 
@@ -34,4 +35,8 @@ echo "== runtime API, quota 1 GiB, share 30%"
 "$tool" create "$work/r2" --quota "$quota" --share 30 --project gpu
 CNLAB_REGION="$work/r2" LD_PRELOAD="$shim" "$work/gpu_runtime" "$quota" 30
 "$tool" stat "$work/r2"
+echo "== escapes (heap, graph memory, 32-bit info, shareable fds), quota 1 GiB"
+"$tool" create "$work/r3" --quota "$quota" --project gpu
+CNLAB_REGION="$work/r3" LD_PRELOAD="$shim" "$work/gpu_escapes" "$quota"
+"$tool" stat "$work/r3"
 echo "gpu: all checks passed"

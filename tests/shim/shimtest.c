@@ -14,7 +14,8 @@
  *   shimtest hammer       allocate and free at random in two threads until
  *                         killed (the kill -9 test)
  *   shimtest greedy MODE US SECONDS  launch US-microsecond kernels with
- *                         MODE kernel|ex|coop|ptsz|graph, four in flight
+ *                         MODE kernel|ex|coop|ptsz|graph|grid, four in
+ *                         flight
  *   shimtest ipc-export FILE   write a memory and an event handle to FILE
  *   shimtest ipc-open FILE     open them; prints "mem RC event RC"
  *   shimtest nvml         print the PIDs NVML lists, one a line
@@ -270,9 +271,11 @@ static int cmd_procaddr(void)
 		          CUDA_ERROR_OUT_OF_MEMORY,
 		      "over quota through the lookup");
 	}
+	/* The 32-bit cuMemAlloc obtains device memory too: wrapped. */
 	CHECK(gpa2("cuMemAlloc", &fn, 2000, 0, &st) == CUDA_SUCCESS &&
-	          fn == cnlfake_sym("cuMemAlloc"),
-	      "cuMemAlloc@2000 -> the driver's v1, untouched");
+	          fn != cnlfake_sym("cuMemAlloc") &&
+	          fn == dlsym(RTLD_DEFAULT, "cuMemAlloc"),
+	      "cuMemAlloc@2000 -> the shim's v1");
 	CHECK(gpa2("cuLaunchKernel", &fn, 12000,
 	           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
 	           &st) == CUDA_SUCCESS &&
@@ -507,6 +510,13 @@ static int cmd_greedy(const char *mode, unsigned us, double seconds)
 			                         NULL, NULL);
 		else if (strcmp(mode, "graph") == 0)
 			rc = cuGraphLaunch((CUgraphExec)&mod, s);
+		else if (strcmp(mode, "grid") == 0)
+			/* The CUDA < 4.0 launch, as a program linked against
+			 * it finds it (cuda.h marks it deprecated). */
+			rc =
+			    ((CUresult(*)(CUfunction, int, int, CUstream))dlsym(
+			        RTLD_DEFAULT, "cuLaunchGridAsync"))(fn, 1, 1,
+			                                            s);
 		else
 			rc = cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL,
 			                    NULL);

@@ -185,6 +185,16 @@ static void test_launch_paths(void **state)
 		assert_true(s[i].got > 0.17 && s[i].got < 0.23);
 }
 
+/* The CUDA < 4.0 launch (cuLaunchGridAsync) is held to its share too. */
+static void test_legacy_launch(void **state)
+{
+	struct slice s[] = {{"grid", 20, 0, "grid", 0, 0, 0}};
+
+	(void)state;
+	measure(s, 1);
+	assert_true(s[0].got > 0.17 && s[0].got < 0.23);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -192,6 +202,7 @@ int main(void)
 	    cmocka_unit_test(test_split_30_70),
 	    cmocka_unit_test(test_idle_other),
 	    cmocka_unit_test(test_launch_paths),
+	    cmocka_unit_test(test_legacy_launch),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
