@@ -15,6 +15,12 @@
  * A free of a handle we do not know (allocated before the shim was
  * attached, or by another library) goes to the driver untouched.
  *
+ * What is charged is what the driver reserves, not what was asked: the
+ * driver hands out device memory in whole pages (2 MiB on every current
+ * GPU), so a request of 2 MiB + 1 byte takes 4 MiB.  Linear allocations,
+ * arrays, VMM handles and the provisional charge of a pool allocation are
+ * rounded up to the granularity (granularity() below).
+ *
  * Stream-ordered allocations are charged at the pool level: a pool keeps
  * freed memory until it is trimmed or the stream synchronises, so what the
  * slice holds is the pool's reserved size (CU_MEMPOOL_ATTR_RESERVED_MEM_
@@ -110,6 +116,79 @@ int cnl_objs_take(enum cnl_obj_kind kind, uint64_t key, uint64_t *ret_bytes,
 	return 0;
 }
 
+/* Granularity -------------------------------------------------------------
+ *
+ * The unit the driver reserves device memory in, learnt once per process:
+ * the largest CU_MEM_ALLOC_GRANULARITY_MINIMUM of pinned device memory over
+ * every device (a slice sees the devices of one node, alike in practice;
+ * charging by the largest never charges less than any device takes), and
+ * never below 2 MiB: the page the driver reserves linear allocations in on
+ * every GPU since Pascal, whatever a driver says of VMM.  A driver that
+ * cannot say (no entry point, an error) is charged at 2 MiB; a driver not
+ * yet initialised is asked again at the next allocation.
+ *
+ * Why not settle each allocation to the drop of cuMemGetInfo's free: that
+ * figure is the device's, moved by every other thread and process on the
+ * GPU between the two reads, so the drop is not the allocation's (it
+ * over- or under-charges by whatever else happened); the agent's NVML
+ * audit of per-process use is the check for a driver that takes more than
+ * it reports.
+ */
+
+#define GRAN_FLOOR (2ULL << 20)
+#define GRAN_MAX   (1ULL << 30) /* a larger answer is not a page size */
+
+typedef CUresult (*gran_fn)(size_t *, const CUmemAllocationProp *, int);
+typedef CUresult (*count_fn)(int *);
+
+static _Atomic uint64_t gran_cached; /* 0: not learnt yet */
+
+static uint64_t granularity(void)
+{
+	uint64_t g = atomic_load_explicit(&gran_cached, memory_order_relaxed);
+	gran_fn get;
+	count_fn count;
+	int n = 0;
+
+	if (g)
+		return g;
+	g = GRAN_FLOOR;
+	get =
+	    (gran_fn)cnl_real_sym(CNL_LIB_CU, "cuMemGetAllocationGranularity");
+	count = (count_fn)cnl_real_sym(CNL_LIB_CU, "cuDeviceGetCount");
+	if (get && count) {
+		CUresult rc = count(&n);
+
+		if (rc == CUDA_ERROR_NOT_INITIALIZED)
+			return g; /* ask again once the driver is up */
+		for (int d = 0; rc == CUDA_SUCCESS && d < n; d++) {
+			CUmemAllocationProp prop;
+			size_t v = 0;
+
+			memset(&prop, 0, sizeof(prop));
+			prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+			prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+			prop.location.id = d;
+			if (get(&v, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+			        CUDA_SUCCESS &&
+			    v > g && v <= GRAN_MAX)
+				g = v;
+		}
+	}
+	atomic_store_explicit(&gran_cached, g, memory_order_relaxed);
+	return g;
+}
+
+/* bytes rounded up to the granularity (unchanged where that would wrap:
+ * no driver reserves such a size, and refuses it). */
+static uint64_t reserved_size(uint64_t bytes)
+{
+	uint64_t g = granularity();
+	uint64_t r = (bytes + g - 1) / g * g;
+
+	return r < bytes ? bytes : r;
+}
+
 /* Charging --------------------------------------------------------------- */
 
 /* Whether allocations are accounted at all (attaching on first use). */
@@ -176,20 +255,22 @@ static CUresult track(enum cnl_obj_kind kind, uint64_t key, uint64_t bytes,
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	cnl_real_cuMemAlloc_v2_t real = CNL_REAL(cuMemAlloc_v2);
+	uint64_t bytes;
 	CUresult rc;
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!accounting())
 		return real(dptr, bytesize);
-	if ((rc = cnl_charge(bytesize)) != CUDA_SUCCESS)
+	bytes = reserved_size(bytesize);
+	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, bytesize);
 	if (rc != CUDA_SUCCESS) {
-		cnl_uncharge(bytesize);
+		cnl_uncharge(bytes);
 		return rc;
 	}
-	if (track(CNL_OBJ_PTR, *dptr, bytesize, 0) != CUDA_SUCCESS) {
+	if (track(CNL_OBJ_PTR, *dptr, bytes, 0) != CUDA_SUCCESS) {
 		cuMemFree_v2(*dptr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -197,7 +278,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 }
 
 /* The driver picks the pitch: reserve for the widest it could pick (rows
- * aligned to 512 bytes), then settle to the real pitch x height. */
+ * aligned to 512 bytes), then settle to the real pitch x height; both in
+ * whole pages. */
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
                             size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes)
@@ -211,7 +293,8 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
 	if (!accounting())
 		return real(dptr, pPitch, WidthInBytes, Height,
 		            ElementSizeBytes);
-	guess = (((uint64_t)WidthInBytes + 511) & ~511ULL) * Height;
+	guess =
+	    reserved_size((((uint64_t)WidthInBytes + 511) & ~511ULL) * Height);
 	if ((rc = cnl_charge(guess)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
@@ -219,7 +302,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
 		cnl_uncharge(guess);
 		return rc;
 	}
-	bytes = (uint64_t)*pPitch * Height;
+	bytes = reserved_size((uint64_t)*pPitch * Height);
 	if (bytes > guess)
 		charge_force(bytes - guess);
 	else
@@ -235,20 +318,22 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
                            unsigned int flags)
 {
 	cnl_real_cuMemAllocManaged_t real = CNL_REAL(cuMemAllocManaged);
+	uint64_t bytes;
 	CUresult rc;
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!accounting())
 		return real(dptr, bytesize, flags);
-	if ((rc = cnl_charge(bytesize)) != CUDA_SUCCESS)
+	bytes = reserved_size(bytesize);
+	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, bytesize, flags);
 	if (rc != CUDA_SUCCESS) {
-		cnl_uncharge(bytesize);
+		cnl_uncharge(bytes);
 		return rc;
 	}
-	if (track(CNL_OBJ_PTR, *dptr, bytesize, 0) != CUDA_SUCCESS) {
+	if (track(CNL_OBJ_PTR, *dptr, bytes, 0) != CUDA_SUCCESS) {
 		cuMemFree_v2(*dptr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -387,6 +472,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
                             CUmemoryPool pool, CUstream s, void *real,
                             int from_pool)
 {
+	uint64_t bytes;
 	CUresult rc;
 
 	if (!real)
@@ -396,7 +482,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
 		           ? ((alloc_async_fn)real)(dptr, bytesize, pool, s)
 		           : ((CUresult(*)(CUdeviceptr *, size_t,
 		                           CUstream))real)(dptr, bytesize, s);
-	if ((rc = cnl_charge(bytesize)) != CUDA_SUCCESS)
+	/* Provisional: what the pool grows by if it must (at least a page),
+	 * settled to its reserved size at once. */
+	bytes = reserved_size(bytesize);
+	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	if (from_pool)
 		rc = ((alloc_async_fn)real)(dptr, bytesize, pool, s);
@@ -404,12 +493,12 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
 		rc = ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(
 		    dptr, bytesize, s);
 	if (rc != CUDA_SUCCESS) {
-		cnl_uncharge(bytesize);
+		cnl_uncharge(bytes);
 		return rc;
 	}
 	if (!from_pool)
 		pool = current_pool();
-	pool_settle(pool, (int64_t)bytesize);
+	pool_settle(pool, (int64_t)bytes);
 	if (cnl_objs_put(CNL_OBJ_ASYNC, *dptr, bytesize, (uintptr_t)pool) < 0)
 		return CUDA_SUCCESS; /* the pool's charge still covers it */
 	return CUDA_SUCCESS;
@@ -549,6 +638,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags)
 {
 	cnl_real_cuMemCreate_t real = CNL_REAL(cuMemCreate);
+	uint64_t bytes;
 	CUresult rc;
 
 	if (!real)
@@ -557,14 +647,17 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	if (!accounting() || !prop ||
 	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return real(handle, size, prop, flags);
-	if ((rc = cnl_charge(size)) != CUDA_SUCCESS)
+	/* The driver refuses a size that is not a multiple of the
+	 * granularity; were one accepted, it would take whole granules. */
+	bytes = reserved_size(size);
+	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(handle, size, prop, flags);
 	if (rc != CUDA_SUCCESS) {
-		cnl_uncharge(size);
+		cnl_uncharge(bytes);
 		return rc;
 	}
-	if (track(CNL_OBJ_VMM, *handle, size, 0) != CUDA_SUCCESS) {
+	if (track(CNL_OBJ_VMM, *handle, bytes, 0) != CUDA_SUCCESS) {
 		cuMemRelease(*handle);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -620,6 +713,13 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f,
 	       (channels ? channels : 1);
 }
 
+/* An array takes whole pages like any device allocation. */
+static uint64_t array_reserved(size_t w, size_t h, size_t d, CUarray_format f,
+                               unsigned channels)
+{
+	return reserved_size(array_bytes(w, h, d, f, channels));
+}
+
 CUresult cuArrayCreate_v2(CUarray *pHandle,
                           const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
 {
@@ -632,7 +732,8 @@ CUresult cuArrayCreate_v2(CUarray *pHandle,
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!accounting() || !a)
 		return real(pHandle, pAllocateArray);
-	bytes = array_bytes(a->Width, a->Height, 1, a->Format, a->NumChannels);
+	bytes =
+	    array_reserved(a->Width, a->Height, 1, a->Format, a->NumChannels);
 	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(pHandle, pAllocateArray);
@@ -660,8 +761,8 @@ CUresult cuArray3DCreate_v2(CUarray *pHandle,
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!accounting() || !a)
 		return real(pHandle, pAllocateArray);
-	bytes = array_bytes(a->Width, a->Height, a->Depth, a->Format,
-	                    a->NumChannels);
+	bytes = array_reserved(a->Width, a->Height, a->Depth, a->Format,
+	                       a->NumChannels);
 	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(pHandle, pAllocateArray);
@@ -721,6 +822,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 		h = h > 1 ? h / 2 : h;
 		d = d > 1 ? d / 2 : d;
 	}
+	bytes = reserved_size(bytes); /* the levels share the pages */
 	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(pHandle, pDesc, numMipmapLevels);

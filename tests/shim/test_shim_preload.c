@@ -120,8 +120,9 @@ static void test_quota_exhaustion(void **state)
 	char line[128];
 
 	(void)state;
+	/* Each 1 MiB takes a 2 MiB page: 32 fit in 64 MiB. */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "64 2"); /* CUDA_ERROR_OUT_OF_MEMORY */
+	assert_string_equal(line, "32 2"); /* CUDA_ERROR_OUT_OF_MEMORY */
 	/* Nothing leaked: the driver holds exactly what was granted. */
 	assert_int_equal(ask(&c, "used", line, sizeof(line)), 0);
 	assert_string_equal(line, "67108864");
@@ -150,8 +151,9 @@ static void test_driver_failure_rolls_back(void **state)
 	char line[128];
 
 	(void)state;
+	/* 16 pages of 2 MiB fill the driver's 32 MiB. */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "32 2");
+	assert_string_equal(line, "16 2");
 	assert_int_equal(atomic_load(&h.r->used), 32 * MiB);
 	assert_int_equal(atomic_load(&h.r->oom), 0); /* not the quota's */
 	assert_int_equal(ask(&c, "info", line, sizeof(line)), 0);
@@ -187,7 +189,7 @@ static void test_four_processes(void **state)
 		assert_int_equal(rc, 2);
 		total += n;
 	}
-	assert_int_equal(total, 100);
+	assert_int_equal(total, 50); /* 1 MiB each, in 2 MiB pages */
 	assert_int_equal(atomic_load(&h.r->used), 100 * MiB);
 	for (int i = 0; i < 4; i++) {
 		ask(&c[i], "exit", line, sizeof(line));
@@ -206,24 +208,26 @@ static void test_resize_in_flight(void **state)
 	char line[128];
 
 	(void)state;
+	/* 1 MiB each, charged as the 2 MiB page the driver takes. */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "16 2");
+	assert_string_equal(line, "8 2");
 	cnl_region_set_quota(h.r, 32 * MiB); /* raised: no restart */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "16 2");
+	assert_string_equal(line, "8 2");
 	cnl_region_set_quota(h.r, 8 * MiB); /* lowered below use */
 	assert_int_equal(ask(&c, "info", line, sizeof(line)), 0);
 	assert_string_equal(line, "0 8388608");
 	assert_int_equal(ask(&c, "alloc 1048576", line, sizeof(line)), 0);
 	assert_string_equal(line, "fail 2");
-	assert_int_equal(ask(&c, "free 26", line, sizeof(line)), 0);
+	/* Down to 3 pages (6 MiB): one more fits under 8 MiB. */
+	assert_int_equal(ask(&c, "free 13", line, sizeof(line)), 0);
 	assert_int_equal(ask(&c, "alloc 1048576", line, sizeof(line)), 0);
 	assert_string_equal(line, "ok 0");
 	/* Current and peak use, per process, for the agent to watch. */
 	assert_int_equal(cnl_region_stat(h.r, &st), 0);
 	assert_int_equal(st.nprocs, 1);
 	assert_int_equal(st.procs[0].pid, c.pid);
-	assert_int_equal(st.procs[0].used, 7 * MiB);
+	assert_int_equal(st.procs[0].used, 8 * MiB);
 	assert_int_equal(st.procs[0].peak, 32 * MiB);
 	assert_int_equal(st.peak, 32 * MiB);
 	ask(&c, "exit", line, sizeof(line));
@@ -393,7 +397,8 @@ static void test_threads_at_startup(void **state)
 	assert_string_equal(line, "ok");
 	assert_int_equal(cnl_region_stat(h.r, &st), 0);
 	assert_int_equal(st.nprocs, 1);
-	assert_int_equal(st.used, 8 * MiB + 3 * MiB); /* context once */
+	/* 1 MiB per thread in 2 MiB pages, the context once. */
+	assert_int_equal(st.used, 8 * 2 * MiB + 3 * MiB);
 	fprintf(c.in, "exit\n");
 	assert_int_equal(reap(&c), 0);
 	assert_int_equal(atomic_load(&h.r->used), 0);
