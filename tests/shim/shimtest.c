@@ -20,6 +20,13 @@
  *   shimtest nvml         print the PIDs NVML lists, one a line
  *   shimtest threads      eight threads make the process's first CUDA
  *                         calls at once; prints "ok", waits for a line
+ *   shimtest attack PATH N  allocate N bytes through PATH (alloc, pitch,
+ *                         managed, array, array3d, mipmap, async) until
+ *                         refused, keeping everything; prints "COUNT RC
+ *                         MAXDRIVER CHARGED DRIVER": allocations made, the
+ *                         refusal, the most the driver ever held for the
+ *                         process, and at the end what the slice is charged
+ *                         (total - free) and what the driver holds
  *
  * Exit status 0 when every check passed; failures name the check.
  */
@@ -96,7 +103,7 @@ static int cmd_paths(void)
 	CUarray arr;
 	CUmipmappedArray mip;
 	CUresult (*direct_alloc)(CUdeviceptr *, size_t);
-	size_t pitch;
+	size_t pitch, gran = 0;
 
 	setup();
 	base = used();
@@ -168,6 +175,22 @@ static int cmd_paths(void)
 	memset(&prop, 0, sizeof(prop));
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	/* VMM works in granules (2 MiB): another size is refused by the
+	 * driver, and nothing stays charged. */
+	CHECK(cuMemGetAllocationGranularity(&gran, &prop,
+	                                    CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+	              CUDA_SUCCESS &&
+	          gran == 2 * MiB,
+	      "granularity %zu", gran);
+	CHECK(cuMemGetAllocationGranularity(
+	          &gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ==
+	              CUDA_SUCCESS &&
+	          gran == 2 * MiB,
+	      "recommended granularity %zu", gran);
+	CHECK(cuMemCreate(&h, 2 * MiB + 1, &prop, 0) ==
+	          CUDA_ERROR_INVALID_VALUE,
+	      "vmm of 2 MiB + 1 refused");
+	CHECK(used() == base && cnlfake_used() == 0, "refused vmm not charged");
 	CHECK(cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS, "vmm");
 	CHECK(used() == base + 4 * MiB, "vmm charged");
 	CHECK(cuMemRelease(h) == CUDA_SUCCESS && used() == base, "vmm free");
@@ -652,6 +675,57 @@ static int cmd_threads(void)
 	return 0;
 }
 
+/* attack ------------------------------------------------------------------- */
+
+/* One allocation of n bytes through path, kept for ever. */
+static CUresult attack_one(const char *path, size_t n)
+{
+	CUDA_ARRAY_DESCRIPTOR ad;
+	CUDA_ARRAY3D_DESCRIPTOR a3;
+	CUdeviceptr p;
+	CUarray arr;
+	CUmipmappedArray mip;
+	size_t pitch;
+
+	memset(&ad, 0, sizeof(ad));
+	memset(&a3, 0, sizeof(a3));
+	/* n one-byte texels in one row. */
+	ad.Width = a3.Width = n;
+	ad.Format = a3.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+	ad.NumChannels = a3.NumChannels = 1;
+	if (strcmp(path, "pitch") == 0)
+		return cuMemAllocPitch(&p, &pitch, n, 1, 4);
+	if (strcmp(path, "managed") == 0)
+		return cuMemAllocManaged(&p, n, 1);
+	if (strcmp(path, "array") == 0)
+		return cuArrayCreate(&arr, &ad);
+	if (strcmp(path, "array3d") == 0)
+		return cuArray3DCreate(&arr, &a3);
+	if (strcmp(path, "mipmap") == 0)
+		return cuMipmappedArrayCreate(&mip, &a3, 1);
+	if (strcmp(path, "async") == 0)
+		return cuMemAllocAsync(&p, n, NULL);
+	return cuMemAlloc(&p, n);
+}
+
+static int cmd_attack(const char *path, size_t n)
+{
+	uint64_t count = 0, max = 0;
+	CUresult rc;
+
+	setup();
+	while ((rc = attack_one(path, n)) == CUDA_SUCCESS &&
+	       count < (1ULL << 22)) {
+		count++;
+		if (cnlfake_used() > max)
+			max = cnlfake_used();
+	}
+	printf("%llu %d %llu %llu %llu\n", (unsigned long long)count, rc,
+	       (unsigned long long)max, (unsigned long long)used(),
+	       (unsigned long long)cnlfake_used());
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -677,7 +751,10 @@ int main(int argc, char **argv)
 		return cmd_nvml();
 	if (strcmp(cmd, "threads") == 0)
 		return cmd_threads();
+	if (strcmp(cmd, "attack") == 0 && argc > 3)
+		return cmd_attack(argv[2], (size_t)strtoull(argv[3], NULL, 0));
 	fprintf(stderr, "usage: shimtest paths|procaddr|meminfo Q|repl|hammer|"
-	                "greedy MODE US S|ipc-export F|ipc-open F|nvml\n");
+	                "greedy MODE US S|ipc-export F|ipc-open F|nvml|"
+	                "threads|attack PATH N\n");
 	return 2;
 }

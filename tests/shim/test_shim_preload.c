@@ -405,6 +405,108 @@ static void test_threads_at_startup(void **state)
 	cnl_region_unmap(&h);
 }
 
+/*
+ * The granularity attack (issue 18, item 2): allocations just above a page
+ * (2 MiB + 1 byte takes 4 MiB of the driver's), or far below one (1 byte
+ * and 4 KiB each take a page), through every path, kept until refused
+ * under a 4 GiB quota on a 16 GiB GPU.  The fake driver's own count of
+ * what the process holds must never pass the quota; charged on requested
+ * bytes, it reached 8 GiB (16 GiB for 1-byte allocations).
+ */
+struct attack {
+	unsigned long long count, max, charged, driver;
+	int rc;
+};
+
+static struct attack attack(const char *path, const char *bytes,
+                            char *const env[])
+{
+	char *args[] = {"attack", (char *)path, (char *)bytes, NULL};
+	struct child c = spawn(args, env, 1);
+	struct attack a = {0};
+	char line[256];
+
+	assert_int_equal(read_line(&c, line, sizeof(line)), 0);
+	assert_int_equal(sscanf(line, "%llu %d %llu %llu %llu", &a.count, &a.rc,
+	                        &a.max, &a.charged, &a.driver),
+	                 5);
+	assert_int_equal(reap(&c), 0);
+	print_message("attack %-8s %10s bytes: %llu allocations, driver held "
+	              "at most %llu MiB, charged %llu MiB\n",
+	              path, bytes, a.count, a.max >> 20, a.charged >> 20);
+	return a;
+}
+
+static void test_granularity_attack(void **state)
+{
+	const unsigned long long quota = 4ULL << 30;
+	struct cnl_region_handle h = region(quota, 0);
+	char *env[] = {env_region, env_gpu, "CNL_FAKE_MEM=17179869184", NULL};
+	static const char *paths[] = {"alloc", "pitch",   "managed",
+	                              "array", "array3d", "mipmap"};
+	static const struct {
+		const char *bytes;
+		unsigned long long count; /* 2 MiB pages each: 4 GiB / that */
+	} sizes[] = {{"2097153", 1024}, {"1", 2048}, {"4096", 2048}};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++) {
+			struct attack a = attack(paths[i], sizes[j].bytes, env);
+
+			assert_int_equal(a.rc, 2); /* refused by the quota */
+			assert_true(a.max <= quota);
+			/* The whole quota was usable, in whole pages. */
+			assert_int_equal(a.count, sizes[j].count);
+			/* What the slice is told it uses is what the driver
+			 * holds. */
+			assert_int_equal(a.charged, a.driver);
+			assert_int_equal(atomic_load(&h.r->used), 0);
+		}
+	}
+	/* Stream-ordered: the pool packs allocations into the pages it
+	 * reserves; the slice is charged the pool's reservation. */
+	for (size_t j = 0; j < 2; j++) {
+		struct attack a = attack("async", j ? "65536" : "2097153", env);
+
+		assert_int_equal(a.rc, 2);
+		assert_true(a.max <= quota);
+		assert_true(a.max > quota - (8ULL << 20));
+		assert_int_equal(a.charged, a.driver);
+	}
+	cnl_region_unmap(&h);
+}
+
+/* A driver that says less than it takes, or reserves larger pages than 2
+ * MiB: the shim charges at least 2 MiB, and the granularity the driver
+ * reports above that. */
+static void test_granularity_learnt(void **state)
+{
+	const unsigned long long quota = 256ULL << 20;
+	struct cnl_region_handle h = region(quota, 0);
+	char *small[] = {env_region, env_gpu, env_mem, "CNL_FAKE_GRAN=65536",
+	                 NULL};
+	char *large[] = {env_region, env_gpu, env_mem, "CNL_FAKE_PAGE=4194304",
+	                 NULL};
+	struct attack a;
+
+	(void)state;
+	a = attack("alloc", "1", small);
+	assert_int_equal(a.rc, 2);
+	assert_true(a.max <= quota);
+	assert_int_equal(a.count, 128);
+	a = attack("alloc", "1", large);
+	assert_int_equal(a.rc, 2);
+	assert_true(a.max <= quota);
+	assert_int_equal(a.count, 64);
+	assert_int_equal(a.charged, a.driver);
+	a = attack("array", "2097153", large);
+	assert_int_equal(a.rc, 2);
+	assert_true(a.max <= quota);
+	assert_int_equal(a.count, 64);
+	cnl_region_unmap(&h);
+}
+
 /* A region that cannot be mapped: fail closed, keep running. */
 static void test_broken_region(void **state)
 {
@@ -446,6 +548,8 @@ int main(void)
 	    cmocka_unit_test(test_nvml_processes),
 	    cmocka_unit_test(test_threads_at_startup),
 	    cmocka_unit_test(test_broken_region),
+	    cmocka_unit_test(test_granularity_attack),
+	    cmocka_unit_test(test_granularity_learnt),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
