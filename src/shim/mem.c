@@ -340,7 +340,7 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 	return CUDA_SUCCESS;
 }
 
-static void pool_settle(CUmemoryPool pool, int64_t provisional);
+static int64_t pool_settle(CUmemoryPool pool, int64_t provisional);
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
@@ -403,9 +403,11 @@ static int64_t pool_reserved(CUmemoryPool pool)
 /*
  * Bring the region's charge for pool in line with what the pool holds.
  * provisional is what the caller already reserved for an allocation from
- * it, now folded into the pool's charge.  Called with pools_lock free.
+ * it, now folded into the pool's charge.  Returns how far the pool grew
+ * beyond provisional (charged over the quota if need be; 0 or less when
+ * it did not).  Called with pools_lock free.
  */
-static void pool_settle(CUmemoryPool pool, int64_t provisional)
+static int64_t pool_settle(CUmemoryPool pool, int64_t provisional)
 {
 	int64_t reserved = pool_reserved(pool);
 	int64_t delta;
@@ -422,7 +424,7 @@ static void pool_settle(CUmemoryPool pool, int64_t provisional)
 	if (i == POOLS) {
 		/* Too many pools to follow: charge per allocation instead. */
 		pthread_mutex_unlock(&pools_lock);
-		return;
+		return 0;
 	}
 	if (reserved < 0) /* cannot read the pool: charge what was asked */
 		reserved = (int64_t)pools[i].charged + provisional;
@@ -434,6 +436,7 @@ static void pool_settle(CUmemoryPool pool, int64_t provisional)
 		charge_force((uint64_t)delta);
 	else if (delta < 0)
 		cnl_uncharge((uint64_t)-delta);
+	return delta;
 }
 
 void cnl_pools_sync(void)
@@ -468,11 +471,50 @@ static CUmemoryPool current_pool(void)
 typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUmemoryPool,
                                    CUstream);
 
+/* Whether the slice now holds more than its quota. */
+static int over_quota(void)
+{
+	uint64_t quota;
+
+	if (cnl_shim.mode != CNL_MODE_ON)
+		return 0;
+	quota = atomic_load(&cnl_shim.r->quota);
+	return quota && atomic_load(&cnl_shim.r->used) > quota;
+}
+
+/*
+ * A pool that grows in chunks larger than the granularity (the real
+ * driver's may) can take more than the provisional charge, past the quota.
+ * Then the allocation is undone: freed, the stream work drained so the
+ * pool holds it unused, the pool trimmed back to what it reserved before
+ * (grown bytes less), and the charge settled; the caller reports
+ * CUDA_ERROR_OUT_OF_MEMORY.  Rare (at the quota's edge) and slow on
+ * purpose: it synchronises the context.
+ */
+static void pool_undo(CUmemoryPool pool, CUdeviceptr ptr, CUstream s,
+                      int64_t grown)
+{
+	cnl_real_cuMemFreeAsync_t free_async_real = CNL_REAL(cuMemFreeAsync);
+	cnl_real_cuCtxSynchronize_t sync = CNL_REAL(cuCtxSynchronize);
+	cnl_real_cuMemPoolTrimTo_t trim = CNL_REAL(cuMemPoolTrimTo);
+	int64_t reserved;
+
+	if (free_async_real)
+		free_async_real(ptr, s);
+	if (sync)
+		sync();
+	reserved = pool_reserved(pool);
+	if (trim && reserved >= 0)
+		trim(pool, (size_t)(reserved > grown ? reserved - grown : 0));
+	cnl_pools_sync(); /* the synchronisation may have trimmed others */
+}
+
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
                             CUmemoryPool pool, CUstream s, void *real,
                             int from_pool)
 {
 	uint64_t bytes;
+	int64_t grown;
 	CUresult rc;
 
 	if (!real)
@@ -498,7 +540,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
 	}
 	if (!from_pool)
 		pool = current_pool();
-	pool_settle(pool, (int64_t)bytes);
+	grown = pool_settle(pool, (int64_t)bytes);
+	if (grown > 0 && over_quota()) {
+		pool_undo(pool, *dptr, s, grown + (int64_t)bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	if (cnl_objs_put(CNL_OBJ_ASYNC, *dptr, bytesize, (uintptr_t)pool) < 0)
 		return CUDA_SUCCESS; /* the pool's charge still covers it */
 	return CUDA_SUCCESS;

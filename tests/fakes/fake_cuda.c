@@ -429,6 +429,7 @@ static void pool_trim(struct pool *p, uint64_t keep)
 	r = p->reserved > keep ? p->reserved - keep : 0;
 	if (r > p->cached)
 		r = p->cached;
+	r -= r % pool_grain; /* a pool gives back whole chunks */
 	p->reserved -= r;
 	p->cached -= r;
 	pthread_mutex_unlock(&p->lock);

@@ -21,7 +21,8 @@
  *   shimtest threads      eight threads make the process's first CUDA
  *                         calls at once; prints "ok", waits for a line
  *   shimtest attack PATH N  allocate N bytes through PATH (alloc, pitch,
- *                         managed, array, array3d, mipmap, async) until
+ *                         managed, array, array3d, mipmap, async, pool:
+ *                         from a pool of its own) until
  *                         refused, keeping everything; prints "COUNT RC
  *                         MAXDRIVER CHARGED DRIVER": allocations made, the
  *                         refusal, the most the driver ever held for the
@@ -705,6 +706,17 @@ static CUresult attack_one(const char *path, size_t n)
 		return cuMipmappedArrayCreate(&mip, &a3, 1);
 	if (strcmp(path, "async") == 0)
 		return cuMemAllocAsync(&p, n, NULL);
+	if (strcmp(path, "pool") == 0) {
+		static CUmemoryPool mine;
+		CUmemPoolProps pp;
+
+		memset(&pp, 0, sizeof(pp));
+		pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+		pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		if (!mine && cuMemPoolCreate(&mine, &pp) != CUDA_SUCCESS)
+			return CUDA_ERROR_INVALID_VALUE;
+		return cuMemAllocFromPoolAsync(&p, n, mine, NULL);
+	}
 	return cuMemAlloc(&p, n);
 }
 

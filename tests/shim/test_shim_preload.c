@@ -466,14 +466,40 @@ static void test_granularity_attack(void **state)
 	}
 	/* Stream-ordered: the pool packs allocations into the pages it
 	 * reserves; the slice is charged the pool's reservation. */
-	for (size_t j = 0; j < 2; j++) {
-		struct attack a = attack("async", j ? "65536" : "2097153", env);
+	for (size_t j = 0; j < 4; j++) {
+		struct attack a = attack(j % 2 ? "pool" : "async",
+		                         j / 2 ? "65536" : "2097153", env);
 
 		assert_int_equal(a.rc, 2);
 		assert_true(a.max <= quota);
 		assert_true(a.max > quota - (8ULL << 20));
 		assert_int_equal(a.charged, a.driver);
 	}
+	cnl_region_unmap(&h);
+}
+
+/* A pool that grows 32 MiB at a time (more than a page, as a real
+ * driver's pool may): the growth that would pass the quota is undone and
+ * refused, not kept. */
+static void test_pool_grain(void **state)
+{
+	const unsigned long long quota = 100ULL << 20;
+	struct cnl_region_handle h = region(quota, 0);
+	char *env[] = {env_region, env_gpu, env_mem,
+	               "CNL_FAKE_POOL_GRAIN=33554432", NULL};
+
+	(void)state;
+	for (size_t j = 0; j < 2; j++) {
+		struct attack a = attack(j ? "pool" : "async", "2097153", env);
+
+		assert_int_equal(a.rc, 2);
+		assert_true(a.max <= quota);
+		/* Three grains of 32 MiB fit, a fourth does not. */
+		assert_int_equal(a.max, 96ULL << 20);
+		assert_int_equal(a.charged, a.driver);
+		assert_true(a.charged <= quota);
+	}
+	assert_int_equal(atomic_load(&h.r->used), 0);
 	cnl_region_unmap(&h);
 }
 
@@ -550,6 +576,7 @@ int main(void)
 	    cmocka_unit_test(test_broken_region),
 	    cmocka_unit_test(test_granularity_attack),
 	    cmocka_unit_test(test_granularity_learnt),
+	    cmocka_unit_test(test_pool_grain),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
