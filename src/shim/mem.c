@@ -184,7 +184,8 @@ static uint64_t granularity(void)
 static uint64_t reserved_size(uint64_t bytes)
 {
 	uint64_t g = granularity();
-	uint64_t r = (bytes + g - 1) / g * g;
+	uint64_t r = (g & (g - 1)) == 0 ? (bytes + g - 1) & ~(g - 1)
+	                                : (bytes + g - 1) / g * g;
 
 	return r < bytes ? bytes : r;
 }

@@ -713,7 +713,8 @@ API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 	if (need_init())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!size || size % gran || ptr % gran || offset % gran || flags)
+	/* cuda.h: offset "currently must be zero". */
+	if (!size || size % gran || ptr % gran || offset || flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (take_block(B_VMM + 100, handle, &hsize) < 0)
 		return CUDA_ERROR_INVALID_HANDLE;
