@@ -711,6 +711,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	return CUDA_SUCCESS;
 }
 
+/*
+ * The driver frees a released handle's memory only when its last mapping
+ * is unmapped (cuda.h, cuMemRelease): a handle released while mapped keeps
+ * its charge, counted down by cuMemUnmap.  The handle's entry counts its
+ * mappings in aux; each mapping is remembered by address.
+ */
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
 	cnl_real_cuMemRelease_t real = CNL_REAL(cuMemRelease);
@@ -722,10 +728,65 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	if (!accounting() || cnl_objs_take(CNL_OBJ_VMM, handle, &bytes, &aux))
 		return real(handle);
 	rc = real(handle);
-	if (rc == CUDA_SUCCESS)
-		cnl_uncharge(bytes);
-	else
+	if (rc != CUDA_SUCCESS)
 		cnl_objs_put(CNL_OBJ_VMM, handle, bytes, aux);
+	else if (!aux ||
+	         cnl_objs_put(CNL_OBJ_VMM_RELEASED, handle, bytes, aux) < 0)
+		cnl_uncharge(bytes);
+	return rc;
+}
+
+/* Add delta to the mapping count of handle; a released handle whose count
+ * reaches 0 gives its charge back. */
+static void vmm_mappings(uint64_t handle, int delta)
+{
+	uint64_t bytes, n;
+
+	if (cnl_objs_take(CNL_OBJ_VMM, handle, &bytes, &n) == 0) {
+		n = delta < 0 && n == 0 ? 0 : n + (uint64_t)(int64_t)delta;
+		cnl_objs_put(CNL_OBJ_VMM, handle, bytes, n);
+	} else if (cnl_objs_take(CNL_OBJ_VMM_RELEASED, handle, &bytes, &n) ==
+	           0) {
+		n = delta < 0 && n == 0 ? 0 : n + (uint64_t)(int64_t)delta;
+		if (n)
+			cnl_objs_put(CNL_OBJ_VMM_RELEASED, handle, bytes, n);
+		else
+			cnl_uncharge(bytes);
+	}
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	cnl_real_cuMemMap_t real = CNL_REAL(cuMemMap);
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(ptr, size, offset, handle, flags);
+	if (rc == CUDA_SUCCESS && accounting() &&
+	    cnl_objs_put(CNL_OBJ_MAP, ptr, size, handle) == 0)
+		vmm_mappings(handle, 1);
+	return rc;
+}
+
+/* The driver unmaps whole mappings only: walk them from ptr. */
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	cnl_real_cuMemUnmap_t real = CNL_REAL(cuMemUnmap);
+	uint64_t at = ptr, len, handle;
+	CUresult rc;
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(ptr, size);
+	if (rc != CUDA_SUCCESS || !accounting())
+		return rc;
+	while (at < ptr + size &&
+	       cnl_objs_take(CNL_OBJ_MAP, at, &len, &handle) == 0 && len) {
+		vmm_mappings(handle, -1);
+		at += len;
+	}
 	return rc;
 }
 

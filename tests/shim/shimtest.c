@@ -22,7 +22,8 @@
  *                         calls at once; prints "ok", waits for a line
  *   shimtest attack PATH N  allocate N bytes through PATH (alloc, pitch,
  *                         managed, array, array3d, mipmap, async, pool:
- *                         from a pool of its own) until
+ *                         from a pool of its own, vmm-mapped: VMM handles
+ *                         mapped then released) until
  *                         refused, keeping everything; prints "COUNT RC
  *                         MAXDRIVER CHARGED DRIVER": allocations made, the
  *                         refusal, the most the driver ever held for the
@@ -195,6 +196,39 @@ static int cmd_paths(void)
 	CHECK(cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS, "vmm");
 	CHECK(used() == base + 4 * MiB, "vmm charged");
 	CHECK(cuMemRelease(h) == CUDA_SUCCESS && used() == base, "vmm free");
+	/* Released while mapped: the driver keeps the memory, and the
+	 * charge stays, until the last unmap. */
+	{
+		CUdeviceptr va;
+		CUmemAccessDesc acc;
+
+		memset(&acc, 0, sizeof(acc));
+		acc.location = prop.location;
+		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		CHECK(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0) ==
+		              CUDA_SUCCESS &&
+		          cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS &&
+		          cuMemMap(va, 4 * MiB, 0, h, 0) == CUDA_SUCCESS &&
+		          cuMemMap(va + 4 * MiB, 4 * MiB, 0, h, 0) ==
+		              CUDA_SUCCESS &&
+		          cuMemSetAccess(va, 8 * MiB, &acc, 1) == CUDA_SUCCESS,
+		      "vmm mapped twice");
+		CHECK(cuMemRelease(h) == CUDA_SUCCESS &&
+		          used() == base + 4 * MiB && cnlfake_used() == 4 * MiB,
+		      "released while mapped: still charged %llu, held %llu",
+		      (unsigned long long)(used() - base),
+		      (unsigned long long)cnlfake_used());
+		CHECK(cuMemUnmap(va, 4 * MiB) == CUDA_SUCCESS &&
+		          used() == base + 4 * MiB,
+		      "one mapping left: still charged");
+		CHECK(cuMemUnmap(va + 4 * MiB, 4 * MiB) == CUDA_SUCCESS &&
+		          used() == base && cnlfake_used() == 0,
+		      "last unmap gave back: charged %llu, held %llu",
+		      (unsigned long long)(used() - base),
+		      (unsigned long long)cnlfake_used());
+		CHECK(cuMemAddressFree(va, 8 * MiB) == CUDA_SUCCESS,
+		      "cuMemAddressFree");
+	}
 	prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
 	CHECK(cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS, "vmm host");
 	CHECK(used() == base, "host vmm not charged");
@@ -706,6 +740,34 @@ static CUresult attack_one(const char *path, size_t n)
 		return cuMipmappedArrayCreate(&mip, &a3, 1);
 	if (strcmp(path, "async") == 0)
 		return cuMemAllocAsync(&p, n, NULL);
+	if (strcmp(path, "vmm-mapped") == 0) {
+		/* Granules mapped, then released with the mapping kept: the
+		 * driver keeps the memory until the unmap. */
+		static CUdeviceptr va;
+		static size_t at;
+		CUmemAllocationProp prop;
+		CUmemAccessDesc acc;
+		CUmemGenericAllocationHandle h;
+		CUresult rc;
+
+		memset(&prop, 0, sizeof(prop));
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		memset(&acc, 0, sizeof(acc));
+		acc.location = prop.location;
+		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		if (!va && cuMemAddressReserve(&va, 64ULL << 30, 0, 0, 0) !=
+		               CUDA_SUCCESS)
+			return CUDA_ERROR_INVALID_VALUE;
+		if ((rc = cuMemCreate(&h, n, &prop, 0)) != CUDA_SUCCESS)
+			return rc;
+		if (cuMemMap(va + at, n, 0, h, 0) != CUDA_SUCCESS ||
+		    cuMemSetAccess(va + at, n, &acc, 1) != CUDA_SUCCESS ||
+		    cuMemRelease(h) != CUDA_SUCCESS)
+			return CUDA_ERROR_INVALID_VALUE;
+		at += n;
+		return CUDA_SUCCESS;
+	}
 	if (strcmp(path, "pool") == 0) {
 		static CUmemoryPool mine;
 		CUmemPoolProps pp;

@@ -464,6 +464,15 @@ static void test_granularity_attack(void **state)
 			assert_int_equal(atomic_load(&h.r->used), 0);
 		}
 	}
+	/* VMM granules mapped, then released with the mapping kept. */
+	{
+		struct attack a = attack("vmm-mapped", "2097152", env);
+
+		assert_int_equal(a.rc, 2);
+		assert_true(a.max <= quota);
+		assert_int_equal(a.count, 2048);
+		assert_int_equal(a.charged, a.driver);
+	}
 	/* Stream-ordered: the pool packs allocations into the pages it
 	 * reserves; the slice is charged the pool's reservation. */
 	for (size_t j = 0; j < 4; j++) {
