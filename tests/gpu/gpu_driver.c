@@ -10,7 +10,8 @@
  *
  * The granularity attack (issue 18, item 2) runs too: allocations of
  * 2 MiB + 1 byte (the driver takes 4 MiB for each), 1 byte and 4 KiB, and
- * pitched rows just over 2 MiB, kept until refused; what the driver holds
+ * pitched rows just over 2 MiB, and VMM granules mapped then released
+ * with the mapping kept, until refused; what the driver holds
  * for the process, as NVML's process list reports it (the driver's own
  * count, not the shim's), must not grow by more than the quota.
  */
@@ -162,12 +163,47 @@ static long long driver_holds(void)
 	return -1;
 }
 
+/* VMM granules mapped at the next place in one reservation, then
+ * released with the mapping kept (the driver frees them at the unmap). */
+static CUdeviceptr va;
+static size_t va_size, va_at;
+
+static CUresult vmm_mapped(size_t gran, CUdeviceptr *p)
+{
+	CUmemAllocationProp prop;
+	CUmemAccessDesc acc;
+	CUmemGenericAllocationHandle h;
+	CUresult rc;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if (va_at + gran > va_size)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((rc = cuMemCreate(&h, gran, &prop, 0)) != CUDA_SUCCESS)
+		return rc;
+	if ((rc = cuMemMap(va + va_at, gran, 0, h, 0)) != CUDA_SUCCESS ||
+	    (rc = cuMemSetAccess(va + va_at, gran, &acc, 1)) != CUDA_SUCCESS) {
+		cuMemRelease(h);
+		return rc;
+	}
+	cuMemRelease(h);
+	*p = va + va_at;
+	va_at += gran;
+	return CUDA_SUCCESS;
+}
+
 static CUresult attack_one(const char *path, size_t n, CUdeviceptr *p)
 {
 	size_t pitch;
 
 	if (strcmp(path, "pitch") == 0)
 		return cuMemAllocPitch(p, &pitch, n, 1, 4);
+	if (strcmp(path, "vmm-mapped") == 0)
+		return vmm_mapped(n, p);
 	return cuMemAlloc(p, n);
 }
 
@@ -179,8 +215,13 @@ static void check_granularity_attack(uint64_t quota)
 	} cases[] = {{"alloc", 2 * MiB + 1},
 	             {"alloc", 1},
 	             {"alloc", 4096},
-	             {"pitch", 2 * MiB + 1}};
+	             {"pitch", 2 * MiB + 1},
+	             {"vmm-mapped", 2 * MiB}};
 	static CUdeviceptr held[1 << 16];
+
+	va_size = (size_t)quota * 4;
+	if (cuMemAddressReserve(&va, va_size, 0, 0, 0) != CUDA_SUCCESS)
+		va_size = 0;
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		long long before = driver_holds(), after;
@@ -205,9 +246,17 @@ static void check_granularity_attack(uint64_t quota)
 		      "quota %llu MiB",
 		      cases[c].path, cases[c].bytes, n, (after - before) >> 20,
 		      (unsigned long long)quota >> 20);
+		if (strcmp(cases[c].path, "vmm-mapped") == 0) {
+			/* The unmaps give the memory (and charge) back. */
+			while (n)
+				cuMemUnmap(held[--n], cases[c].bytes);
+			va_at = 0;
+		}
 		while (n)
 			cuMemFree(held[--n]);
 	}
+	if (va_size)
+		cuMemAddressFree(va, va_size);
 }
 
 static void check_procaddr(void)
