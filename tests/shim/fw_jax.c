@@ -17,11 +17,12 @@
  * all, kept to the end like a model's parameters and activations.  Prints
  * "prealloc BYTES" (when it preallocates), then "ok N" when the work fit
  * or "oom N" when the allocator ran out (RESOURCE_EXHAUSTED in JAX) after
- * N buffers.  Checked throughout: the device memory the fake driver counts
- * for the process never exceeds the total the program was told
- * (CNL_TEST_QUOTA, when set, is that total), and cuMemGetInfo's used is
- * what the driver holds for it plus what was in use when it started
- * (other processes of the slice, which do not change meanwhile).  Exit status 0
+ * N buffers.  Checked throughout: the device memory the driver holds for
+ * the process (fw_common.h: the fake's count, or NVML's on a real GPU)
+ * never exceeds the total the program was told (CNL_TEST_QUOTA, when set,
+ * is that total), and, over the fake, cuMemGetInfo's used is what the
+ * driver holds for it plus what was in use when it started (other
+ * processes of the slice, which do not change meanwhile).  Exit status 0
  * when every check passed (fitting or not), 1 otherwise, 3 when preallocation
  * failed, 2 for bad usage.
  */
@@ -32,21 +33,8 @@
 #include <string.h>
 
 #include "cuda_api.h"
-#include "fake_gpu.h"
+#include "fw_common.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-
-#define MiB       (1ULL << 20)
 #define ALIGN     256ULL /* the BFC allocator's */
 #define BACKPEDAL 0.9
 #define REGIONS   256
@@ -69,13 +57,13 @@ static uint64_t info_used(void)
 
 static void watch(void)
 {
-	CHECK(cnlfake_used() <= total_mem, "driver holds %llu of %llu",
-	      (unsigned long long)cnlfake_used(),
+	CHECK(driver_holds() <= total_mem, "driver holds %llu of %llu",
+	      (unsigned long long)driver_holds(),
 	      (unsigned long long)total_mem);
-	CHECK(info_used() == others + cnlfake_used(),
+	CHECK(!exact_driver || info_used() == others + driver_holds(),
 	      "told %llu used (%llu by others), driver holds %llu",
 	      (unsigned long long)info_used(), (unsigned long long)others,
-	      (unsigned long long)cnlfake_used());
+	      (unsigned long long)driver_holds());
 }
 
 /*
@@ -182,6 +170,7 @@ int main(int argc, char **argv)
 	      want);
 	CHECK(f <= t, "free %zu above total %zu", f, t);
 	total_mem = t;
+	driver_init();
 	others = t - f;
 	limit = round_up((uint64_t)((double)f * fraction), ALIGN);
 	if (limit > f)

@@ -22,9 +22,10 @@
  * Both run a training-like loop that fits (a third of the memory the
  * program is told it has, the same tensors every step), then grow until
  * the allocator reports out of memory.  Checked throughout: the device
- * memory the fake driver counts for the process never exceeds the total
- * the program was told (CNL_TEST_QUOTA, when set, is that total), what
- * cuMemGetInfo says is used is what the driver holds, the loop reuses its
+ * memory the driver holds for the process (fw_common.h: the fake's count,
+ * or NVML's on a real GPU) never exceeds the total the program was told
+ * (CNL_TEST_QUOTA, when set, is that total); over the fake, what
+ * cuMemGetInfo says is used is what the driver holds; the loop reuses its
  * cache (no new segment after the first step), OOM comes back as
  * CUDA_ERROR_OUT_OF_MEMORY and the program keeps running.
  *
@@ -38,21 +39,7 @@
 #include <string.h>
 
 #include "cuda_api.h"
-#include "fake_gpu.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
-
-#define MiB (1ULL << 20)
+#include "fw_common.h"
 
 /* PyTorch's constants. */
 #define MIN_BLOCK    512ULL
@@ -82,7 +69,7 @@ static uint64_t info_used(void)
 /* After every driver allocation: the driver's count stays in bounds. */
 static void watch(void)
 {
-	uint64_t d = cnlfake_used();
+	uint64_t d = driver_holds();
 
 	if (d > most_held)
 		most_held = d;
@@ -388,10 +375,10 @@ static int run(const struct alloc_ops *ops, int expandable)
 	CHECK(ops->footprint() == after_first,
 	      "cache not reused: %u segments after step 1, %u after 10",
 	      after_first, ops->footprint());
-	CHECK(info_used() == cnlfake_used(),
+	CHECK(!exact_driver || info_used() == driver_holds(),
 	      "cuMemGetInfo says %llu used, the driver holds %llu",
 	      (unsigned long long)info_used(),
-	      (unsigned long long)cnlfake_used());
+	      (unsigned long long)driver_holds());
 	printf("loop ok %u tensors, %u segments\n", n, after_first);
 
 	/* 2. One tensor of 7/8 of the device: fits only once the cache is
@@ -401,9 +388,9 @@ static int run(const struct alloc_ops *ops, int expandable)
 		shrink();
 	big = total_mem / 8 * 7;
 	CHECK(expandable ||
-	          cnlfake_used() + round_up(big, ROUND_LARGE) > total_mem,
+	          info_used() + round_up(big, ROUND_LARGE) > total_mem,
 	      "the cache (%llu) leaves room for %llu: no retry to test",
-	      (unsigned long long)cnlfake_used(), (unsigned long long)big);
+	      (unsigned long long)info_used(), (unsigned long long)big);
 	rc = ops->malloc(big, &held[0]);
 	CHECK(rc == CUDA_SUCCESS, "7/8 of the device after the loop: %d", rc);
 	CHECK(expandable || retries == 1, "%u retries", retries);
@@ -423,9 +410,10 @@ static int run(const struct alloc_ops *ops, int expandable)
 	CHECK((uint64_t)(nheld + 2) * 24 * MiB + 20 * MiB >= total_mem,
 	      "only %u tensors of 24 MiB in %llu", nheld,
 	      (unsigned long long)total_mem);
-	CHECK(info_used() == cnlfake_used(), "after OOM: told %llu, holds %llu",
+	CHECK(!exact_driver || info_used() == driver_holds(),
+	      "after OOM: told %llu, holds %llu",
 	      (unsigned long long)info_used(),
-	      (unsigned long long)cnlfake_used());
+	      (unsigned long long)driver_holds());
 	printf("overflow oom after %u tensors\n", nheld);
 
 	/* 4. The program keeps running: free everything, empty the cache. */
@@ -434,9 +422,9 @@ static int run(const struct alloc_ops *ops, int expandable)
 		shrink();
 	else
 		release_cached();
-	CHECK(cnlfake_used() == 0 && info_used() == 0,
+	CHECK((!exact_driver || driver_holds() == 0) && info_used() == 0,
 	      "after emptying the cache the driver holds %llu, told %llu",
-	      (unsigned long long)cnlfake_used(),
+	      (unsigned long long)driver_holds(),
 	      (unsigned long long)info_used());
 	printf("most held %llu of %llu\n", (unsigned long long)most_held,
 	       (unsigned long long)total_mem);
@@ -471,6 +459,7 @@ int main(int argc, char **argv)
 	CHECK(!want || t == strtoull(want, NULL, 0), "total %zu, want %s", t,
 	      want);
 	total_mem = t;
+	driver_init();
 	printf("total %zu free %zu\n", t, f);
 	if (strcmp(mode, "caching") == 0)
 		return run(&caching, 0);
