@@ -715,8 +715,13 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
  * The driver frees a released handle's memory only when its last mapping
  * is unmapped (cuda.h, cuMemRelease): a handle released while mapped keeps
  * its charge, counted down by cuMemUnmap.  The handle's entry counts its
- * mappings in aux; each mapping is remembered by address.
+ * mappings in aux; each mapping is remembered by address.  One lock held
+ * across the driver's map, unmap and release and the count's update, so
+ * threads mapping and releasing one handle at once cannot lose a count
+ * (VMM calls are not a hot path).
  */
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
 	cnl_real_cuMemRelease_t real = CNL_REAL(cuMemRelease);
@@ -725,19 +730,25 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!accounting() || cnl_objs_take(CNL_OBJ_VMM, handle, &bytes, &aux))
+	if (!accounting())
 		return real(handle);
+	pthread_mutex_lock(&vmm_lock);
+	if (cnl_objs_take(CNL_OBJ_VMM, handle, &bytes, &aux)) {
+		pthread_mutex_unlock(&vmm_lock);
+		return real(handle);
+	}
 	rc = real(handle);
 	if (rc != CUDA_SUCCESS)
 		cnl_objs_put(CNL_OBJ_VMM, handle, bytes, aux);
 	else if (!aux ||
 	         cnl_objs_put(CNL_OBJ_VMM_RELEASED, handle, bytes, aux) < 0)
 		cnl_uncharge(bytes);
+	pthread_mutex_unlock(&vmm_lock);
 	return rc;
 }
 
 /* Add delta to the mapping count of handle; a released handle whose count
- * reaches 0 gives its charge back. */
+ * reaches 0 gives its charge back.  vmm_lock held. */
 static void vmm_mappings(uint64_t handle, int delta)
 {
 	uint64_t bytes, n;
@@ -763,10 +774,14 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!accounting())
+		return real(ptr, size, offset, handle, flags);
+	pthread_mutex_lock(&vmm_lock);
 	rc = real(ptr, size, offset, handle, flags);
-	if (rc == CUDA_SUCCESS && accounting() &&
+	if (rc == CUDA_SUCCESS &&
 	    cnl_objs_put(CNL_OBJ_MAP, ptr, size, handle) == 0)
 		vmm_mappings(handle, 1);
+	pthread_mutex_unlock(&vmm_lock);
 	return rc;
 }
 
@@ -779,14 +794,16 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!accounting())
+		return real(ptr, size);
+	pthread_mutex_lock(&vmm_lock);
 	rc = real(ptr, size);
-	if (rc != CUDA_SUCCESS || !accounting())
-		return rc;
-	while (at < ptr + size &&
+	while (rc == CUDA_SUCCESS && at < ptr + size &&
 	       cnl_objs_take(CNL_OBJ_MAP, at, &len, &handle) == 0 && len) {
 		vmm_mappings(handle, -1);
 		at += len;
 	}
+	pthread_mutex_unlock(&vmm_lock);
 	return rc;
 }
 
