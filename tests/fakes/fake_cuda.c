@@ -81,11 +81,10 @@ static void gpu_open(void)
 	const char *path = getenv("CNL_FAKE_GPU");
 	const char *mem = getenv("CNL_FAKE_MEM");
 	const char *t = getenv("CNL_FAKE_TAG");
-	int fd = -1;
-
 	const char *pg = getenv("CNL_FAKE_PAGE");
 	const char *gr = getenv("CNL_FAKE_GRAN");
 	const char *pl = getenv("CNL_FAKE_POOL_GRAIN");
+	int fd = -1;
 
 	if (mem)
 		capacity = strtoull(mem, NULL, 0);
@@ -468,6 +467,8 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t n, struct pool *p)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (n > capacity)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&p->lock);
 	if (p->cached < n) {
 		uint64_t grow = round_up(n - p->cached, pool_grain);
@@ -807,6 +808,8 @@ static CUresult array_new(int kind, uint64_t bytes, uint64_t *ret)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	/* Arrays take whole pages too (the real driver adds its own
 	 * alignment padding on top, which the fake does not model). */
+	if (round_up(bytes, page) < bytes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	bytes = round_up(bytes, page);
 	if (take_mem(bytes) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
