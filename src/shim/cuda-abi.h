@@ -66,6 +66,10 @@ typedef int CUdriverProcAddressQueryResult;
 #define CU_MEM_ALLOCATION_TYPE_PINNED 0x1
 #define CU_MEM_LOCATION_TYPE_DEVICE   0x1
 
+/* cuMemGetAllocationGranularity options. */
+#define CU_MEM_ALLOC_GRANULARITY_MINIMUM     0x0
+#define CU_MEM_ALLOC_GRANULARITY_RECOMMENDED 0x1
+
 typedef struct {
 	int type;
 	int id;

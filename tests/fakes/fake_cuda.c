@@ -10,6 +10,17 @@
  * gives a kernel that runs N microseconds; any other name runs 0.  Graphs
  * run 1000 microseconds.
  *
+ * Memory is reserved as the real driver reserves it (docs/shim.md, "What
+ * the driver reserves"): every linear allocation (cuMemAlloc_v2, pitch x
+ * height of cuMemAllocPitch_v2, cuMemAllocManaged) and every array takes
+ * whole pages of CNL_FAKE_PAGE bytes (2 MiB by default); pools grow by
+ * CNL_FAKE_POOL_GRAIN (2 MiB); cuMemGetAllocationGranularity answers
+ * CNL_FAKE_GRAN (the page by default) for MINIMUM and RECOMMENDED, and
+ * cuMemCreate, cuMemAddressReserve and cuMemMap refuse sizes that are not
+ * a multiple of it with CUDA_ERROR_INVALID_VALUE.  A test can make the
+ * fake report a granularity other than the pages it takes, to check that
+ * the shim never charges less than the driver holds.
+ *
  * Built with -Bsymbolic-functions so that the fake's calls to itself, and
  * the addresses cnlfake_sym() hands out, never go through the shim.
  */
@@ -37,6 +48,9 @@
 static struct fake_gpu *gpu;
 static pthread_once_t gpu_once = PTHREAD_ONCE_INIT;
 static uint64_t capacity = FAKE_DEFAULT_MEM;
+static uint64_t page = FAKE_PAGE;       /* linear allocations and arrays */
+static uint64_t gran = FAKE_PAGE;       /* what the granularity query says */
+static uint64_t pool_grain = FAKE_PAGE; /* how pools grow */
 static unsigned tag;
 static _Atomic uint64_t used; /* this process's device memory */
 static _Atomic uint64_t next_ptr = 0x7f0000000000ULL;
@@ -67,10 +81,20 @@ static void gpu_open(void)
 	const char *path = getenv("CNL_FAKE_GPU");
 	const char *mem = getenv("CNL_FAKE_MEM");
 	const char *t = getenv("CNL_FAKE_TAG");
+	const char *pg = getenv("CNL_FAKE_PAGE");
+	const char *gr = getenv("CNL_FAKE_GRAN");
+	const char *pl = getenv("CNL_FAKE_POOL_GRAIN");
 	int fd = -1;
 
 	if (mem)
 		capacity = strtoull(mem, NULL, 0);
+	if (pg && strtoull(pg, NULL, 0))
+		page = strtoull(pg, NULL, 0);
+	gran = page;
+	if (gr && strtoull(gr, NULL, 0))
+		gran = strtoull(gr, NULL, 0);
+	if (pl && strtoull(pl, NULL, 0))
+		pool_grain = strtoull(pl, NULL, 0);
 	if (t)
 		tag = (unsigned)strtoul(t, NULL, 10) % FAKE_TAGS;
 	if (path && *path) {
@@ -203,6 +227,11 @@ static int take_block(int kind, uint64_t key, uint64_t *ret_size)
 	return 0;
 }
 
+static uint64_t round_up(uint64_t n, uint64_t unit)
+{
+	return (n + unit - 1) / unit * unit;
+}
+
 static uint64_t new_addr(uint64_t size)
 {
 	return atomic_fetch_add(&next_ptr, (size + 0xfffff) & ~0xfffffULL) + 0;
@@ -306,20 +335,28 @@ static CUresult internal_mem_get_info(size_t *free, size_t *total)
 	return cuMemGetInfo_v2(free, total);
 }
 
-API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+/* A linear allocation takes whole pages, as the real driver's do. */
+static CUresult linear_alloc(CUdeviceptr *dptr, uint64_t bytesize)
 {
-	uint64_t a;
+	uint64_t a, n;
 
 	if (need_init())
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!dptr || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (take_mem(bytesize) < 0)
+	cnlfake_gpu(); /* the page size is read with the GPU's settings */
+	n = round_up(bytesize, page);
+	if (n < bytesize || take_mem(n) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	a = new_addr(bytesize);
-	put_block(B_LINEAR, a, bytesize);
+	a = new_addr(n);
+	put_block(B_LINEAR, a, n);
 	*dptr = a;
 	return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	return linear_alloc(dptr, bytesize);
 }
 
 /* The CUDA 2.x entry point, which the driver still exports: it obtains
@@ -332,8 +369,13 @@ API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
                                 unsigned int ElementSizeBytes)
 {
 	size_t pitch = (WidthInBytes + 255) & ~(size_t)255;
-	CUresult rc = cuMemAlloc_v2(dptr, pitch * Height);
+	CUresult rc;
 
+	if (!pPitch || !WidthInBytes || !Height ||
+	    (ElementSizeBytes != 4 && ElementSizeBytes != 8 &&
+	     ElementSizeBytes != 16))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = linear_alloc(dptr, (uint64_t)pitch * Height);
 	if (rc == CUDA_SUCCESS)
 		*pPitch = pitch;
 	return rc;
@@ -342,7 +384,7 @@ API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
 API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
                                unsigned int flags)
 {
-	return cuMemAlloc_v2(dptr, bytesize);
+	return linear_alloc(dptr, bytesize);
 }
 
 API CUresult cuMemFree_v2(CUdeviceptr dptr);
@@ -354,7 +396,6 @@ struct pool {
 	uint64_t reserved, cached;
 };
 static struct pool default_pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
-#define POOL_GRAIN (2ULL << 20)
 
 API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
@@ -390,6 +431,7 @@ static void pool_trim(struct pool *p, uint64_t keep)
 	r = p->reserved > keep ? p->reserved - keep : 0;
 	if (r > p->cached)
 		r = p->cached;
+	r -= r % pool_grain; /* a pool gives back whole chunks */
 	p->reserved -= r;
 	p->cached -= r;
 	pthread_mutex_unlock(&p->lock);
@@ -428,10 +470,11 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t n, struct pool *p)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!n)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (n > capacity)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&p->lock);
 	if (p->cached < n) {
-		uint64_t grow =
-		    (n - p->cached + POOL_GRAIN - 1) & ~(POOL_GRAIN - 1);
+		uint64_t grow = round_up(n - p->cached, pool_grain);
 		if (take_mem(grow) < 0) {
 			pthread_mutex_unlock(&p->lock);
 			return CUDA_ERROR_OUT_OF_MEMORY;
@@ -534,33 +577,245 @@ API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
 static _Atomic uint64_t next_handle = 0x1000;
 static void note_handle_types(uint64_t h, int types);
 
+/*
+ * The granularity of VMM, as cuMemGetAllocationGranularity gives it: the
+ * same for MINIMUM and RECOMMENDED (2 MiB on current GPUs).  Only pinned
+ * memory on device 0, the host or host NUMA node 0 is known.
+ */
+static int prop_ok(const CUmemAllocationProp *prop)
+{
+	if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+		return 0;
+	switch (prop->location.type) {
+	case CU_MEM_LOCATION_TYPE_DEVICE:
+	case 0x3: /* HOST_NUMA */
+		return prop->location.id == 0;
+	case 0x2: /* HOST */
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+API CUresult cuMemGetAllocationGranularity(size_t *granularity,
+                                           const CUmemAllocationProp *prop,
+                                           int option)
+{
+	if (need_init())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!granularity || !prop_ok(prop) || (option != 0 && option != 1))
+		return CUDA_ERROR_INVALID_VALUE;
+	*granularity = (size_t)gran;
+	return CUDA_SUCCESS;
+}
+
 API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                          const CUmemAllocationProp *prop,
                          unsigned long long flags)
 {
-	uint64_t h = atomic_fetch_add(&next_handle, 16);
+	uint64_t h;
 	int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
 
 	if (need_init())
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!prop || !size)
+	/* The real driver refuses a size that is not a multiple of the
+	 * granularity, and takes no more than the size. */
+	if (!handle || !prop_ok(prop) || !size || size % gran || flags)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (dev && take_mem(size) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	h = atomic_fetch_add(&next_handle, 16);
 	put_block(B_VMM, h, dev ? size : 0);
 	note_handle_types(h, prop->requestedHandleTypes);
+	put_block(B_VMM + 100, h, size); /* its size, device or not */
 	*handle = h;
 	return CUDA_SUCCESS;
 }
 
+static int handle_mapped(uint64_t handle);
+
+/* As in the real driver, memory released while still mapped stays taken
+ * until its last mapping is unmapped. */
 API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-	uint64_t n;
+	uint64_t n, size;
 
 	if (take_block(B_VMM, handle, &n) < 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	give_mem(n);
+	take_block(B_VMM + 100, handle, &size);
+	if (handle_mapped(handle))
+		put_block(B_VMM + 200, handle, n); /* freed at the last unmap */
+	else
+		give_mem(n);
 	return CUDA_SUCCESS;
+}
+
+/*
+ * Virtual address ranges and mappings.  A reservation is remembered by its
+ * start and size (cuMemAddressFree must give both back); a mapping by its
+ * start, with its size and handle.  Sizes, offsets and addresses must be
+ * multiples of the granularity, mappings must lie inside a reservation,
+ * not overlap, and map a live handle no further than its size.
+ */
+#define MAPS 4096
+static struct {
+	uint64_t va, size, handle;
+} maps[MAPS];
+static struct {
+	uint64_t va, size;
+} ranges[MAPS];
+static pthread_mutex_t va_lock = PTHREAD_MUTEX_INITIALIZER;
+
+API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
+                                 size_t alignment, CUdeviceptr addr,
+                                 unsigned long long flags)
+{
+	uint64_t a;
+	int i;
+
+	if (need_init())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!ptr || !size || size % gran || (alignment & (alignment - 1)))
+		return CUDA_ERROR_INVALID_VALUE;
+	a = round_up(atomic_fetch_add(&next_ptr, size + gran + alignment),
+	             alignment > gran ? alignment : gran);
+	pthread_mutex_lock(&va_lock);
+	for (i = 0; i < MAPS && ranges[i].size; i++)
+		;
+	if (i < MAPS) {
+		ranges[i].va = a;
+		ranges[i].size = size;
+	}
+	pthread_mutex_unlock(&va_lock);
+	if (i == MAPS)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*ptr = a;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	pthread_mutex_lock(&va_lock);
+	for (int i = 0; i < MAPS; i++)
+		if (ranges[i].size && ranges[i].va == ptr &&
+		    ranges[i].size == size) {
+			ranges[i].size = 0;
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&va_lock);
+	return rc;
+}
+
+static int handle_mapped(uint64_t handle)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&va_lock);
+	for (int i = 0; i < MAPS && !found; i++)
+		found = maps[i].size && maps[i].handle == handle;
+	pthread_mutex_unlock(&va_lock);
+	return found;
+}
+
+/* Whether [va, va + size) lies inside one reservation (va_lock held). */
+static int reserved_range(uint64_t va, uint64_t size)
+{
+	for (int i = 0; i < MAPS; i++)
+		if (ranges[i].size && va >= ranges[i].va &&
+		    va + size <= ranges[i].va + ranges[i].size)
+			return 1;
+	return 0;
+}
+
+API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                      CUmemGenericAllocationHandle handle,
+                      unsigned long long flags)
+{
+	uint64_t hsize, free_slot = MAPS;
+	CUresult rc = CUDA_SUCCESS;
+
+	if (need_init())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	/* cuda.h: offset "currently must be zero". */
+	if (!size || size % gran || ptr % gran || offset || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (take_block(B_VMM + 100, handle, &hsize) < 0)
+		return CUDA_ERROR_INVALID_HANDLE;
+	put_block(B_VMM + 100, handle, hsize);
+	if (offset + size > hsize)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&va_lock);
+	if (!reserved_range(ptr, size))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	for (uint64_t i = 0; i < MAPS && rc == CUDA_SUCCESS; i++) {
+		if (!maps[i].size) {
+			if (free_slot == MAPS)
+				free_slot = i;
+		} else if (ptr < maps[i].va + maps[i].size &&
+		           maps[i].va < ptr + size) {
+			rc = CUDA_ERROR_INVALID_VALUE; /* already mapped */
+		}
+	}
+	if (rc == CUDA_SUCCESS && free_slot == MAPS)
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	if (rc == CUDA_SUCCESS) {
+		maps[free_slot].va = ptr;
+		maps[free_slot].size = size;
+		maps[free_slot].handle = handle;
+	}
+	pthread_mutex_unlock(&va_lock);
+	return rc;
+}
+
+/* Unmaps every mapping inside [ptr, ptr + size); the range must start and
+ * end on mapping boundaries, as the real driver requires. */
+API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	uint64_t covered = 0, gone[64], n;
+	int ngone = 0;
+
+	if (!size || size % gran || ptr % gran)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&va_lock);
+	for (int i = 0; i < MAPS; i++)
+		if (maps[i].size && maps[i].va >= ptr &&
+		    maps[i].va + maps[i].size <= ptr + size)
+			covered += maps[i].size;
+	if (covered == size)
+		for (int i = 0; i < MAPS; i++)
+			if (maps[i].size && maps[i].va >= ptr &&
+			    maps[i].va + maps[i].size <= ptr + size) {
+				maps[i].size = 0;
+				if (ngone < 64)
+					gone[ngone++] = maps[i].handle;
+			}
+	pthread_mutex_unlock(&va_lock);
+	/* Handles released while mapped: their memory goes back now. */
+	for (int i = 0; i < ngone; i++)
+		if (!handle_mapped(gone[i]) &&
+		    take_block(B_VMM + 200, gone[i], &n) == 0)
+			give_mem(n);
+	return covered == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Access can be set only on a range that is mapped throughout. */
+API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc,
+                            size_t count)
+{
+	uint64_t covered = 0;
+
+	if (!size || !desc || !count || size % gran || ptr % gran)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&va_lock);
+	for (int i = 0; i < MAPS; i++)
+		if (maps[i].size && maps[i].va >= ptr &&
+		    maps[i].va + maps[i].size <= ptr + size)
+			covered += maps[i].size;
+	pthread_mutex_unlock(&va_lock);
+	return covered == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static uint64_t fmt_bytes(int f)
@@ -576,6 +831,11 @@ static CUresult array_new(int kind, uint64_t bytes, uint64_t *ret)
 
 	if (need_init())
 		return CUDA_ERROR_NOT_INITIALIZED;
+	/* Arrays take whole pages too (the real driver adds its own
+	 * alignment padding on top, which the fake does not model). */
+	if (round_up(bytes, page) < bytes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	bytes = round_up(bytes, page);
 	if (take_mem(bytes) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	put_block(kind, h, bytes);
@@ -1092,16 +1352,19 @@ static _Atomic uint32_t next_ptr32 = 0x10000000u;
 
 API CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
+	uint64_t n;
 	uint32_t a;
 
 	if (need_init())
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!dptr || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (take_mem(bytesize) < 0)
+	cnlfake_gpu(); /* the page size is read with the GPU's settings */
+	n = round_up(bytesize, page);
+	if (take_mem(n) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	a = atomic_fetch_add(&next_ptr32, (bytesize + 0xfffffu) & ~0xfffffu);
-	put_block(B_LINEAR, a, bytesize);
+	a = atomic_fetch_add(&next_ptr32, (uint32_t)round_up(n, 0x100000));
+	put_block(B_LINEAR, a, n);
 	*dptr = a;
 	return CUDA_SUCCESS;
 }

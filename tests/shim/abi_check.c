@@ -18,6 +18,9 @@ _Static_assert(sizeof(CUipcMemHandle) == 64, "CUipcMemHandle");
 _Static_assert(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT == 5, "reserved attr");
 _Static_assert(CU_MEM_LOCATION_TYPE_DEVICE == 1, "location device");
 _Static_assert(CU_MEM_ALLOCATION_TYPE_PINNED == 1, "pinned");
+_Static_assert(CU_MEM_ALLOC_GRANULARITY_MINIMUM == 0 &&
+                   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED == 1,
+               "granularity options");
 _Static_assert(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM == 2, "ptds");
 _Static_assert(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT == 2, "status");
 _Static_assert(CUDA_ERROR_NOT_PERMITTED == 800, "not permitted");
