@@ -1973,6 +1973,8 @@ static const struct {
     P(cuCtxSynchronize, 2000, 0, cuCtxSynchronize),
     P(cuMemCreate, 10020, 0, cuMemCreate),
     P(cuMemRelease, 10020, 0, cuMemRelease),
+    P(cuMemMap, 10020, 0, cuMemMap),
+    P(cuMemUnmap, 10020, 0, cuMemUnmap),
     P(cuCtxCreate, 2000, 0, cuCtxCreate),
     P(cuCtxCreate, 3020, 0, cuCtxCreate_v2),
     P(cuCtxCreate, 11040, 0, cuCtxCreate_v3),
