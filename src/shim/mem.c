@@ -291,6 +291,8 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
  */
 
 #define POOLS 64
+/* The most a pool grows beyond a request: the driver's 2 MiB pages. */
+#define POOL_GRAIN (2ULL << 20)
 
 typedef CUresult (*pool_attr_fn)(CUmemoryPool, int, void *);
 typedef CUresult (*ctx_dev_fn)(CUdevice *);
@@ -388,6 +390,12 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
                             CUmemoryPool pool, CUstream s, void *real,
                             int from_pool)
 {
+	/* A pool grows by up to the request rounded up to its grain: that is
+	 * reserved beforehand, or the growth (charged after the fact) would
+	 * take the slice over its quota; pool_settle gives back what the
+	 * pool did not take. */
+	uint64_t prov =
+	    ((uint64_t)bytesize + POOL_GRAIN - 1) & ~(POOL_GRAIN - 1);
 	CUresult rc;
 
 	if (!real)
@@ -397,7 +405,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
 		           ? ((alloc_async_fn)real)(dptr, bytesize, pool, s)
 		           : ((CUresult(*)(CUdeviceptr *, size_t,
 		                           CUstream))real)(dptr, bytesize, s);
-	if ((rc = cnl_charge(bytesize)) != CUDA_SUCCESS)
+	if ((rc = cnl_charge(prov)) != CUDA_SUCCESS)
 		return rc;
 	if (from_pool)
 		rc = ((alloc_async_fn)real)(dptr, bytesize, pool, s);
@@ -405,12 +413,12 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize,
 		rc = ((CUresult(*)(CUdeviceptr *, size_t, CUstream))real)(
 		    dptr, bytesize, s);
 	if (rc != CUDA_SUCCESS) {
-		cnl_uncharge(bytesize);
+		cnl_uncharge(prov);
 		return rc;
 	}
 	if (!from_pool)
 		pool = current_pool();
-	pool_settle(pool, (int64_t)bytesize);
+	pool_settle(pool, (int64_t)prov);
 	if (cnl_objs_put(CNL_OBJ_ASYNC, *dptr, bytesize, (uintptr_t)pool) < 0)
 		return CUDA_SUCCESS; /* the pool's charge still covers it */
 	return CUDA_SUCCESS;

@@ -357,10 +357,13 @@ static int map_region(const char *path, int limits_rw,
 		goto fail_map;
 	}
 	r = base;
+	/* The accounting file's own header is not checked: the limits
+	 * file's version covers both (one creator), and a tenant who
+	 * scribbles over the header must not turn its slice's accounting
+	 * (or the agent's view of it) off; garbage anywhere there is
+	 * handled as garbage (invariant 5). */
 	if (r->magic != CNL_REGION_MAGIC || r->version != CNL_REGION_VERSION ||
-	    r->size != sizeof(*r) || r->acct_magic != CNL_REGION_ACCT_MAGIC ||
-	    r->acct_version != CNL_REGION_VERSION ||
-	    r->acct_size != sizeof(*r)) {
+	    r->size != sizeof(*r)) {
 		rc = -EPROTO;
 		goto fail_map;
 	}
@@ -684,6 +687,8 @@ int cnl_region_reserve(struct cnl_region *r, int slot, uint64_t bytes,
 		return -EINVAL;
 	p = &r->procs[slot];
 	reap_due(r);
+	if (!bytes)
+		return 0; /* nothing to count, whatever the others hold */
 	quota = atomic_load(&r->quota);
 	if (!force && quota && bytes > quota)
 		goto refuse;

@@ -36,8 +36,9 @@
  *     | quota, share_pct,           |  written by the agent at any time
  *     | ctx_reserve, burst_ns       |  (single atomic stores)
  *     +-----------------------------+ 4096         PATH.acct (writable by
- *     | magic "CNLACCT2", version,  |              the slice)
- *     | live slot mask, peak,       |
+ *     | magic "CNLACCT2", version   |              the slice)
+ *     | (informative), live slot    |
+ *     | mask, peak,                 |
  *     | counters                    |
  *     +-----------------------------+
  *     | token bucket                |  atomics only (the launch hot path)
