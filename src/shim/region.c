@@ -260,7 +260,6 @@ static struct mapped {
 	dev_t dev;
 	ino_t ino;
 	uint64_t owned; /* slots this process claimed through this mapping */
-	uint64_t next_reap;
 } maps[MAPS];
 static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Next time the allocation path of this process looks for the dead. */
@@ -370,8 +369,11 @@ static int map_region(const char *path, int limits_rw,
 	pthread_mutex_lock(&maps_lock);
 	m = find_locked(NULL);
 	if (m)
-		*m = (struct mapped){r,          afd, limits_rw, ast.st_dev,
-		                     ast.st_ino, 0,   0};
+		*m = (struct mapped){.r = r,
+		                     .fd = afd,
+		                     .limits_rw = limits_rw,
+		                     .dev = ast.st_dev,
+		                     .ino = ast.st_ino};
 	pthread_mutex_unlock(&maps_lock);
 	if (!m) {
 		rc = -EMFILE;
@@ -742,30 +744,75 @@ uint64_t cnl_region_used(struct cnl_region *r, int own_slot)
 	return sum_slots(r, own_slot, atomic_load(&r->procs[own_slot].used));
 }
 
+/* Whether another process holds slot i's byte lock (F_GETLK changes
+ * nothing and never waits).  An error counts as alive: never hide use. */
+static int slot_held(int fd, int i)
+{
+	struct flock fl = {
+	    .l_type = F_WRLCK,
+	    .l_whence = SEEK_SET,
+	    .l_start = CNL_REGION_LOCK_BASE + i,
+	    .l_len = 1,
+	};
+
+	if (fcntl(fd, F_GETLK, &fl) < 0)
+		return 1;
+	return fl.l_type != F_UNLCK;
+}
+
+/*
+ * The agent's view.  It reads a copy of the accounting file (pread), not
+ * the mapping: the tenant owns that file and may truncate it, and a
+ * mapping past the end of a file raises SIGBUS in whoever reads it — the
+ * agent must not be killable that way.  Liveness is each slot's byte lock
+ * (invariant 2), tested without taking it, so a dead process stops
+ * counting here at once, reaped or not, and stat writes nothing.
+ */
 int cnl_region_stat(struct cnl_region *r, struct cnl_region_stat *ret)
 {
+	struct cnl_region *c = NULL;
+	const struct cnl_region *src = r;
 	struct mapped *m;
+	uint64_t own = 0, mask;
 	unsigned n = 0;
+	int fd = -1;
 
 	if (!r || !ret)
 		return -EINVAL;
-	/* The dead go first (non-blocking byte locks: never waits). */
 	pthread_mutex_lock(&maps_lock);
-	if ((m = find_locked(r)) && coarse_ns() >= m->next_reap) {
-		m->next_reap = coarse_ns() + CNL_REGION_REAP_NS;
-		reap_locked(r, m->fd, -1);
+	if ((m = find_locked(r))) {
+		fd = m->fd;
+		own = owned_locked(m);
 	}
 	pthread_mutex_unlock(&maps_lock);
+	if (fd >= 0) {
+		ssize_t got;
+
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		got = pread(fd, (char *)c + ACCT_OFF, ACCT_SIZE, 0);
+		if (got < 0) {
+			free(c);
+			return -errno;
+		}
+		src = c; /* a short file reads as zeros past its end */
+	}
 	memset(ret, 0, sizeof(*ret));
 	ret->quota = atomic_load(&r->quota);
-	ret->used = sum_slots(r, -1, 0);
-	ret->peak = atomic_load(&r->peak);
-	ret->oom = atomic_load(&r->oom);
-	ret->reaped = atomic_load(&r->reaped);
+	ret->peak = atomic_load(&src->peak);
+	ret->oom = atomic_load(&src->oom);
+	ret->reaped = atomic_load(&src->reaped);
+	mask = atomic_load(&src->live);
 	for (int i = 0; i < CNL_REGION_PROCS; i++) {
-		struct cnl_region_proc *p = &r->procs[i];
+		const struct cnl_region_proc *p = &src->procs[i];
 		uint64_t spins = atomic_load(&p->spins);
+		int alive = fd < 0 || (own & (1ULL << i)) || slot_held(fd, i);
 
+		if (!alive)
+			continue;
+		if (mask & (1ULL << i))
+			ret->used = sat_add(ret->used, atomic_load(&p->used));
 		if (atomic_load(&p->state) != CNL_PROC_LIVE)
 			continue;
 		if (spins > ret->spins)
@@ -780,6 +827,7 @@ int cnl_region_stat(struct cnl_region *r, struct cnl_region_stat *ret)
 		n++;
 	}
 	ret->nprocs = n;
+	free(c);
 	return 0;
 }
 

@@ -9,7 +9,8 @@
  *   - garbage in every byte of the accounting file (0xff, random, zeros):
  *     a new process starts and never gets more than the quota;
  *   - a non-root tenant cannot raise its quota or share, nor truncate,
- *     replace or write the limits file (not even through /proc/self/mem);
+ *     replace or write the limits file (not even through /proc/self/mem),
+ *     and truncating its accounting file does not crash the agent's stats;
  *   - a process SIGKILLed while holding memory leaves cuMemGetInfo of the
  *     others and `cnlab-region stat` within about a second, without the
  *     agent;
@@ -368,6 +369,10 @@ static int tamper_as_nobody(void)
 		return bad | T_SETUP;
 	if (cnl_region_reserve(h.r, slot, 40 * MiB, 0) == 0)
 		bad |= T_OVER_QUOTA;
+	/* Last, pull the file from under every mapping of it (ours and the
+	 * agent's): whoever reads a mapping past the end gets SIGBUS. */
+	if (truncate(acct_path, 0) < 0)
+		return bad | T_SETUP;
 	return bad;
 }
 
@@ -380,6 +385,7 @@ static int tamper_as_nobody(void)
 static void test_tamper(void **state)
 {
 	struct cnl_region_handle h;
+	struct cnl_region_stat rs;
 	struct stat sb;
 	int st = 0;
 	pid_t pid;
@@ -395,13 +401,17 @@ static void test_tamper(void **state)
 	assert_int_equal(sb.st_mode & 07777, 0600);
 	/* As the agent does: the accounting file is the tenant's. */
 	assert_int_equal(chown(acct_path, 65534, 65534), 0);
+	assert_int_equal(cnl_region_map(region_path, &h), 0);
 	pid = fork();
 	if (pid == 0)
 		_exit(tamper_as_nobody());
 	waitpid(pid, &st, 0);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_int_equal(cnl_region_map(region_path, &h), 0);
+	/* The agent's stats survive the truncated accounting file. */
+	assert_int_equal(cnl_region_stat(h.r, &rs), 0);
+	assert_int_equal(rs.quota, 64 * MiB);
+	assert_int_equal(rs.used, 0);
 	assert_int_equal(atomic_load(&h.r->quota), 64 * MiB);
 	assert_int_equal(atomic_load(&h.r->share_pct), 30);
 	assert_int_equal(stat(region_path, &sb), 0);
@@ -409,6 +419,10 @@ static void test_tamper(void **state)
 	/* The agent still resizes. */
 	assert_int_equal(cnl_region_set_quota(h.r, 32 * MiB), 0);
 	cnl_region_unmap(&h);
+	/* A new mapping of the truncated region is refused (fail closed). */
+	assert_int_equal(cnl_region_map(region_path, &h), -EPROTO);
+	assert_int_equal(
+	    cnl_region_create(region_path, 32 * MiB, 30, "p1", NULL), 0);
 	/* The shim maps the limits read-only even for root. */
 	assert_int_equal(cnl_region_map_ro(region_path, &h), 0);
 	assert_int_equal(cnl_region_set_quota(h.r, 1ULL << 40), -EROFS);
