@@ -289,14 +289,10 @@ static int map_region(const char *path, int limits_rw,
 {
 	char acct[4096];
 	struct stat lst, ast;
-	struct {
-		uint64_t magic;
-		uint32_t version, size;
-	} hdr;
 	struct cnl_region *r;
 	struct mapped *m;
 	void *base;
-	int lfd, afd, rc;
+	int lfd, afd = -1, rc;
 
 	if (!path || !ret)
 		return -EINVAL;
@@ -315,55 +311,50 @@ static int map_region(const char *path, int limits_rw,
 		if (lfd < 0)
 			return -errno;
 	}
-	/* A foreign or older limits file is told as such before the
-	 * accounting file is looked for. */
 	if (fstat(lfd, &lst) < 0) {
 		rc = -errno;
-		goto fail_acct;
+		goto fail_limits;
 	}
-	if ((size_t)lst.st_size < ACCT_OFF ||
-	    pread(lfd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
-	    hdr.magic != CNL_REGION_MAGIC ||
-	    hdr.version != CNL_REGION_VERSION || hdr.size != sizeof(*r)) {
+	if ((size_t)lst.st_size < ACCT_OFF) {
 		rc = -EPROTO;
-		goto fail_acct;
-	}
-	afd = open(acct, O_RDWR | O_CLOEXEC);
-	if (afd < 0) {
-		rc = -errno;
-		goto fail_acct;
-	}
-	if (fstat(afd, &ast) < 0) {
-		rc = -errno;
-		goto fail_stat;
-	}
-	if ((size_t)ast.st_size < ACCT_SIZE) {
-		rc = -EPROTO;
-		goto fail_stat;
+		goto fail_limits;
 	}
 	/* One reservation, the two files mapped into it back to back. */
 	base = mmap(NULL, sizeof(*r), PROT_NONE,
 	            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
-		goto fail_stat;
+		goto fail_limits;
 	}
+	r = base;
 	if (mmap(base, ACCT_OFF, PROT_READ | (limits_rw ? PROT_WRITE : 0),
-	         MAP_SHARED | MAP_FIXED, lfd, 0) == MAP_FAILED ||
-	    mmap((char *)base + ACCT_OFF, ACCT_SIZE, PROT_READ | PROT_WRITE,
-	         MAP_SHARED | MAP_FIXED, afd, 0) == MAP_FAILED) {
+	         MAP_SHARED | MAP_FIXED, lfd, 0) == MAP_FAILED) {
 		rc = -errno;
 		goto fail_map;
 	}
-	r = base;
-	/* The accounting file's own header is not checked: the limits
-	 * file's version covers both (one creator), and a tenant who
-	 * scribbles over the header must not turn its slice's accounting
-	 * (or the agent's view of it) off; garbage anywhere there is
-	 * handled as garbage (invariant 5). */
+	/* A foreign or older limits file is told as such before the
+	 * accounting file is looked for.  The accounting file's own header
+	 * is not checked: the limits file's version covers both (one
+	 * creator), and a tenant who scribbles over it must not turn its
+	 * slice's accounting (or the agent's view of it) off; garbage
+	 * anywhere there is handled as garbage (invariant 5). */
 	if (r->magic != CNL_REGION_MAGIC || r->version != CNL_REGION_VERSION ||
 	    r->size != sizeof(*r)) {
 		rc = -EPROTO;
+		goto fail_map;
+	}
+	afd = open(acct, O_RDWR | O_CLOEXEC);
+	if (afd < 0 || fstat(afd, &ast) < 0) {
+		rc = -errno;
+		goto fail_map;
+	}
+	if ((size_t)ast.st_size < ACCT_SIZE) {
+		rc = -EPROTO;
+		goto fail_map;
+	}
+	if (mmap((char *)base + ACCT_OFF, ACCT_SIZE, PROT_READ | PROT_WRITE,
+	         MAP_SHARED | MAP_FIXED, afd, 0) == MAP_FAILED) {
+		rc = -errno;
 		goto fail_map;
 	}
 	pthread_mutex_lock(&maps_lock);
@@ -386,9 +377,9 @@ static int map_region(const char *path, int limits_rw,
 
 fail_map:
 	munmap(base, sizeof(*r));
-fail_stat:
-	close(afd);
-fail_acct:
+	if (afd >= 0)
+		close(afd);
+fail_limits:
 	close(lfd);
 	return rc;
 }
@@ -604,22 +595,28 @@ static void reap_due(struct cnl_region *r)
 	pthread_mutex_unlock(&maps_lock);
 }
 
+/* The outermost NSpid (what NVML on the host shows): one read of
+ * /proc/self/status, no stdio. */
 static pid_t host_pid(void)
 {
-	char line[256];
+	char buf[4096];
+	const char *p;
 	pid_t pid = getpid();
-	FILE *f = fopen("/proc/self/status", "re");
+	ssize_t n = 0;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 
-	if (!f)
+	if (fd < 0)
 		return pid;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "NSpid:", 6) == 0) {
-			pid = (pid_t)strtol(line + 6, NULL, 10);
-			break;
-		}
-	}
-	fclose(f);
-	return pid;
+	while ((n = read(fd, buf, sizeof(buf) - 1)) < 0 && errno == EINTR)
+		;
+	close(fd);
+	if (n <= 0)
+		return pid;
+	buf[n] = '\0';
+	p = strstr(buf, "\nNSpid:");
+	if (p)
+		pid = (pid_t)strtol(p + 7, NULL, 10);
+	return pid > 0 ? pid : getpid();
 }
 
 int cnl_region_attach(struct cnl_region_handle *h)

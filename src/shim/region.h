@@ -66,10 +66,12 @@
  *     reuse cannot make a dead process look alive or a live one dead.
  *  3. Reaping a dead slot takes its byte lock first (F_SETLK, never
  *     waiting), so a slot is reaped at most once and never while a new
- *     owner is claiming it.  Reaping needs no agent: reserve, the memory
- *     information path (cnl_region_used) and cnl_region_stat reap at most
- *     every CNL_REGION_REAP_NS (one coarse clock read otherwise), so a dead
- *     process leaves the accounting within about half a second.
+ *     owner is claiming it.  Reaping needs no agent: reserve and the
+ *     memory information path (cnl_region_used) of every process reap at
+ *     most every CNL_REGION_REAP_NS (one coarse clock read otherwise), so
+ *     a dead process leaves the accounting within about half a second;
+ *     cnl_region_stat counts only slots whose lock is held (F_GETLK), so
+ *     the dead leave the agent's view at once.
  *  4. Quota is checked and reserved before the driver is called; a failed
  *     driver call gives the reservation back.  There is no
  *     check-then-allocate window between threads or processes.
@@ -290,8 +292,13 @@ int cnl_region_reap(struct cnl_region_handle *h, int own_slot);
  */
 uint64_t cnl_region_used(struct cnl_region *r, int own_slot);
 
-/* A snapshot of the accounting, read with atomics only (no lock: the
- * agent never waits on the slice), after reaping when due. */
+/*
+ * A snapshot of the accounting for the agent and cnlab-region: no lock
+ * taken or waited for, nothing written.  It reads a copy of the accounting
+ * file (pread: the tenant may truncate the file, and reading a mapping
+ * past its end would raise SIGBUS in the agent) and counts only slots
+ * whose byte lock a process holds (F_GETLK; dead ones drop out at once).
+ */
 struct cnl_region_stat {
 	uint64_t quota;
 	uint64_t used;
