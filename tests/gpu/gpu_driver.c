@@ -5,13 +5,17 @@
  * cuGetProcAddress answers, and the compute share of a spinning kernel.
  *
  *   CNLAB_REGION=R LD_PRELOAD=libcnlab-cuda.so gpu_driver SPIN.PTX QUOTA PCT
+ *   CNLAB_REGION=R LD_PRELOAD=libcnlab-cuda.so gpu_driver --hold BYTES
  *
- * R has quota QUOTA bytes, share PCT, no context reserve.
+ * R has quota QUOTA bytes, share PCT, no context reserve.  --hold
+ * allocates BYTES, prints "held", and waits to be killed (the dead-process
+ * check of run.sh).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -185,8 +189,9 @@ int main(int argc, char **argv)
 	CUdevice dev;
 	uint64_t quota;
 
-	if (argc < 4) {
-		fprintf(stderr, "usage: gpu_driver SPIN.PTX QUOTA PCT\n");
+	if (argc < 3 || (argc < 4 && strcmp(argv[1], "--hold") != 0)) {
+		fprintf(stderr, "usage: gpu_driver SPIN.PTX QUOTA PCT | "
+		                "--hold BYTES\n");
 		return 2;
 	}
 	quota = strtoull(argv[2], NULL, 10);
@@ -195,6 +200,16 @@ int main(int argc, char **argv)
 	    cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
 		fprintf(stderr, "gpu_driver: no CUDA context\n");
 		return 1;
+	}
+	if (strcmp(argv[1], "--hold") == 0) {
+		CUdeviceptr p;
+
+		if (cuMemAlloc(&p, quota) != CUDA_SUCCESS)
+			return 1;
+		printf("held\n");
+		fflush(stdout);
+		for (;;)
+			pause();
 	}
 	check_quota(quota);
 	check_paths(quota);
