@@ -294,8 +294,8 @@ int main(int argc, char **argv)
 		       "with shim %.0f us, added %.0f us\n",
 		       t0 / 1e3, t1 / 1e3, (t1 - t0) / 1e3);
 	}
-	unlink(region);
-	unlink(share_path);
+	cnl_region_remove(region);
+	cnl_region_remove(share_path);
 	rmdir(dir);
 	return 0;
 }

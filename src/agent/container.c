@@ -68,6 +68,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "shim/region.h"
 
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
@@ -889,6 +890,7 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	struct cnl_oci_mount m[48];
 	size_t n = 0;
 	char root[700], crun_state[700], ws[700], region[700], board[700];
+	char acct[700], acct_view[700];
 	const char *args[5] = {INIT_IN_CONTAINER, "/bin/sh", "-c", c->command,
 	                       NULL};
 	const char *env[160];
@@ -909,7 +911,7 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	}
 	if (!c->image_root) {
 		r = host_rootfs(root, c->user, preload, m, &n,
-		                CNL_ARRAY_SIZE(m) - 6 - CNL_AGENT_MOUNTS_MAX);
+		                CNL_ARRAY_SIZE(m) - 7 - CNL_AGENT_MOUNTS_MAX);
 		if (r < 0) {
 			cnl_seterr(err, errlen,
 			           "cannot build the root file system "
@@ -942,12 +944,18 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 		m[n++] = (struct cnl_oci_mount){SHIM_IN_CONTAINER, c->shim,
 		                                "bind", true, NULL};
 	/* The region and the board at their node paths: the region names
-	 * its board by path. */
+	 * its board by path.  The region's limits are read-only to the
+	 * tenant, its accounting file writable (region.h). */
 	cnl_agent_view(a, c->region ? c->region : "", region, sizeof(region));
 	cnl_agent_view(a, c->board ? c->board : "", board, sizeof(board));
-	if (c->region && c->region[0])
-		m[n++] = (struct cnl_oci_mount){c->region, region, "bind",
-		                                false, NULL};
+	if (c->region && c->region[0] &&
+	    cnl_region_acct_path(c->region, acct, sizeof(acct)) == 0 &&
+	    cnl_region_acct_path(region, acct_view, sizeof(acct_view)) == 0) {
+		m[n++] = (struct cnl_oci_mount){c->region, region, "bind", true,
+		                                NULL};
+		m[n++] = (struct cnl_oci_mount){acct, acct_view, "bind", false,
+		                                NULL};
+	}
 	if (c->board && c->board[0])
 		m[n++] = (struct cnl_oci_mount){c->board, board, "bind", false,
 		                                NULL};

@@ -7,7 +7,10 @@
  *
  * It runs on libmicrohttpd's threads (net/http_server.h) and reads the
  * workload table under the agent's lock; it calls no other file of the
- * daemon.
+ * daemon.  It never takes a lock a tenant could hold: cnl_region_stat
+ * reads a copy of the slice's accounting file and tests its slot locks
+ * without waiting (shim/region.h), so a stopped or hostile process of a
+ * slice cannot hang or crash /metrics.
  */
 #include <stdio.h>
 #include <stdlib.h>

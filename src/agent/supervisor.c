@@ -106,6 +106,17 @@ static char *gang_nodes_env(const struct cnl_wire_gang *g)
 	return s;
 }
 
+/* The slice's processes write the region's accounting file, never its
+ * limits (region.h): only the former becomes the tenant's. */
+static int chown_acct(const char *region, uid_t uid, gid_t gid)
+{
+	char acct[700];
+
+	if (cnl_region_acct_path(region, acct, sizeof(acct)) < 0)
+		return -1;
+	return chown(acct, uid, gid);
+}
+
 /* Bare isolation: the uid to run as (map_users, run_as_uid); never root
  * (cnl_agent_container_init refused a root agent without either). */
 static int bare_user(struct cnl_agent *a, struct wk *w,
@@ -121,8 +132,8 @@ static int bare_user(struct cnl_agent *a, struct wk *w,
 		/* Its folders (0700) are the uid's it runs as. */
 		if (spec->uid >= 0 &&
 		    (cnl_agent_chown_tree(w->dir, spec->uid, spec->gid) < 0 ||
-		     (w->gpu >= 0 && chown(w->region, (uid_t)spec->uid,
-		                           (gid_t)spec->gid) < 0)))
+		     (w->gpu >= 0 && chown_acct(w->region, (uid_t)spec->uid,
+		                                (gid_t)spec->gid) < 0)))
 			cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
 			        "id=%s err=\"%s\"", w->id, strerror(errno));
 		return 0;
@@ -141,7 +152,7 @@ static int bare_user(struct cnl_agent *a, struct wk *w,
 	spec->gid = (int)pw.pw_gid;
 	/* The workload's directories are its own. */
 	if (cnl_agent_chown_tree(w->dir, (int)pw.pw_uid, (int)pw.pw_gid) < 0 ||
-	    (w->gpu >= 0 && chown(w->region, pw.pw_uid, pw.pw_gid) < 0))
+	    (w->gpu >= 0 && chown_acct(w->region, pw.pw_uid, pw.pw_gid) < 0))
 		cnl_log(CNL_LOG_WARN, "cannot chown workload dirs",
 		        "id=%s err=\"%s\"", w->id, strerror(errno));
 	return 0;
@@ -180,7 +191,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	r = cnl_agent_chown_tree(w->dir, (int)tenant, (int)tenant);
 	if (r == 0 && chmod(w->dir, 0700) < 0)
 		r = -errno;
-	if (r == 0 && w->gpu >= 0 && chown(w->region, tenant, tenant) < 0)
+	if (r == 0 && w->gpu >= 0 && chown_acct(w->region, tenant, tenant) < 0)
 		r = -errno;
 	if (r < 0) {
 		snprintf(err, errlen, "cannot hand %s to the tenant: %s",
@@ -904,7 +915,7 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	else
 		cnl_agent_workspace_close(a, w);
 	pthread_mutex_lock(&a->mu);
-	unlink(w->region);
+	cnl_region_remove(w->region);
 	cnl_agent_out_path(a, w->id, "stdout", po, sizeof(po));
 	unlink(po);
 	cnl_agent_out_path(a, w->id, "stderr", po, sizeof(po));

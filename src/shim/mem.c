@@ -221,7 +221,8 @@ CUresult cnl_charge(uint64_t bytes)
 		    "%llu bytes, %llu in use",
 		    (unsigned long long)bytes,
 		    (unsigned long long)atomic_load(&cnl_shim.r->quota),
-		    (unsigned long long)atomic_load(&cnl_shim.r->used));
+		    (unsigned long long)cnl_region_used(cnl_shim.r,
+		                                        cnl_shim.slot));
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return CUDA_SUCCESS;
@@ -480,7 +481,7 @@ static int over_quota(void)
 	if (cnl_shim.mode != CNL_MODE_ON)
 		return 0;
 	quota = atomic_load(&cnl_shim.r->quota);
-	return quota && atomic_load(&cnl_shim.r->used) > quota;
+	return quota && cnl_region_used(cnl_shim.r, cnl_shim.slot) > quota;
 }
 
 /*
@@ -1105,7 +1106,7 @@ void cnl_meminfo_apply(uint64_t *free, uint64_t *total, uint64_t *used)
 	if (cnl_shim.mode != CNL_MODE_ON ||
 	    !(quota = atomic_load(&cnl_shim.r->quota)))
 		return;
-	u = atomic_load(&cnl_shim.r->used);
+	u = cnl_region_used(cnl_shim.r, cnl_shim.slot);
 	t = quota < *total ? quota : *total;
 	f = t > u ? t - u : 0;
 	if (f > *free)

@@ -1,29 +1,45 @@
 /*
- * region.h - the slice's shared region: the one piece of memory every
- * process of a slice maps, through which the node agent sets the slice's
- * limits and the shims of all its processes share one VRAM account and one
- * compute token bucket.
+ * region.h - the slice's shared region: the memory every process of a
+ * slice maps, through which the node agent sets the slice's limits and the
+ * shims of all its processes share one VRAM account and one compute token
+ * bucket.
  *
- * The agent creates one region file per slice (cnl_region_create), passes
- * its path to the slice's processes in CNLAB_REGION, and may change the
- * quota or the share at any time (cnl_region_set_quota/_share): the next
- * allocation or launch sees the new value.  The layout below is the
- * contract between the agent and every shim version that maps the file;
- * any incompatible change bumps CNL_REGION_VERSION and a shim refuses a
- * region whose magic or version it does not know.
+ * The region is two files (version 2):
  *
- * Layout (version 1, x86-64, little-endian, 64-byte aligned members):
+ *   PATH        the limits: created by the agent (root), mode 0644, mapped
+ *               read-only by the shim and bind-mounted read-only into a
+ *               container.  A tenant cannot raise its quota or share,
+ *               truncate the file or replace it (the regions directory is
+ *               the agent's).  CNLAB_REGION names this file.
+ *   PATH.acct   the accounting: process slots, token bucket, counters;
+ *               writable by the slice (the agent hands it to the tenant's
+ *               uid, mode 0600).  A tenant can write anything there at any
+ *               time, so every reader treats it as hostile (invariant 5).
  *
- *     +-----------------------------+ 0
- *     | magic "CNLREGN1", version,  |
+ * cnl_region_map maps the two files back to back into one reservation of
+ * address space, so that struct cnl_region below is one object: its first
+ * page is the limits file, the rest the accounting file.  The agent (and
+ * cnlab-region) map the limits page read-write, the shim read-only (a
+ * store to it faults).  The agent may change the quota or the share at any
+ * time (cnl_region_set_quota/_share): the next allocation or launch sees
+ * the new value.  The layout is the contract between the agent and every
+ * shim version that maps the files; an incompatible change bumps
+ * CNL_REGION_VERSION and a shim refuses a region whose magic, version or
+ * size it does not know.
+ *
+ * Layout (version 2, x86-64, little-endian, 4 KiB pages):
+ *
+ *     +-----------------------------+ 0            PATH (read-only to the
+ *     | magic "CNLREGN1", version,  |              slice)
  *     | size, project, board path,  |  written once by cnl_region_create
  *     | IPC registry directory      |
- *     +-----------------------------+
  *     | quota, share_pct,           |  written by the agent at any time
  *     | ctx_reserve, burst_ns       |  (single atomic stores)
- *     +-----------------------------+
- *     | lock (robust, pshared)      |  guards used/peak of the region and of
- *     | used, peak, counters        |  every process slot
+ *     +-----------------------------+ 4096         PATH.acct (writable by
+ *     | magic "CNLACCT2", version   |              the slice)
+ *     | (informative), live slot    |
+ *     | mask, peak,                 |
+ *     | counters                    |
  *     +-----------------------------+
  *     | token bucket                |  atomics only (the launch hot path)
  *     +-----------------------------+
@@ -31,50 +47,83 @@
  *     | used, peak, busy, launches  |
  *     +-----------------------------+
  *
- * Invariants:
- *  1. region.used == sum of procs[i].used over live slots, whenever the lock
- *     is free.  A process killed while holding the lock leaves the mutex
- *     EOWNERDEAD; the next locker recomputes region.used from the slots,
- *     which is exact because each slot field is one atomic store.
- *  2. A slot is owned by the process that holds the POSIX record lock on
- *     byte CNL_REGION_LOCK_BASE + i of the region file.  The kernel drops
- *     that lock when the process dies, however it dies, so "lock obtainable"
- *     means "owner dead": no PID is ever compared, and PID reuse cannot make
- *     a dead process look alive or a live one dead.
- *  3. Reaping a dead slot takes its byte lock first, so a slot is reaped at
- *     most once and never while a new owner is claiming it.
- *  4. Quota is checked and reserved in one critical section, before the
- *     driver is called; a failed driver call gives the reservation back.
- *     There is no check-then-allocate window between threads or processes.
+ * Accounting is lock-free: there is no lock any process holds while it
+ * counts, so a process stopped or killed anywhere blocks no other.
  *
- * Process start-up maps the file and claims a slot: a handful of system
- * calls, no node-wide lock.
+ * Invariants:
+ *  1. A slot's used is the only truth about what its process holds; the
+ *     slice's use is the sum of used over the slots in the live mask
+ *     (saturating).  A reservation adds to its own slot first, then sums
+ *     (all sequentially consistent); if the sum exceeds the quota it takes
+ *     the bytes back and fails.  Of two racing reservers at least one sees
+ *     the other's add (store-buffer litmus under seq_cst), so the kept
+ *     reservations never exceed the quota; a racer may fail because of a
+ *     reservation the other then takes back (conservative, never over).
+ *  2. A slot is owned by the process that holds the POSIX record lock on
+ *     byte CNL_REGION_LOCK_BASE + i of the accounting file.  The kernel
+ *     drops that lock when the process dies, however it dies, so "lock
+ *     obtainable" means "owner dead": no PID is ever compared, and PID
+ *     reuse cannot make a dead process look alive or a live one dead.
+ *  3. Reaping a dead slot takes its byte lock first (F_SETLK, never
+ *     waiting), so a slot is reaped at most once and never while a new
+ *     owner is claiming it.  Reaping needs no agent: reserve and the
+ *     memory information path (cnl_region_used) of every process reap at
+ *     most every CNL_REGION_REAP_NS (one coarse clock read otherwise), so
+ *     a dead process leaves the accounting within about half a second;
+ *     cnl_region_stat counts only slots whose lock is held (F_GETLK), so
+ *     the dead leave the agent's view at once.
+ *  4. Quota is checked and reserved before the driver is called; a failed
+ *     driver call gives the reservation back.  There is no
+ *     check-then-allocate window between threads or processes.
+ *  5. Nothing waits on a value a tenant controls: every loop over the
+ *     accounting file is bounded (the 64 slots; compare-and-swap retries
+ *     capped at CNL_REGION_SPINS), sums saturate, and a slot is counted
+ *     only through its own used.  Garbage there can make the slice refuse
+ *     its own allocations, or let a tampering process under-report its own
+ *     use, but a new process always counts its own slot and never gets
+ *     more than the quota (which garbage cannot change); the agent's NVML
+ *     audit of real per-process use catches a process that lies.
+ *
+ * Process start-up maps the two files and claims a slot: a handful of
+ * system calls, no node-wide lock, no file scan.
  */
 #ifndef CNL_SHIM_REGION_H
 #define CNL_SHIM_REGION_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define CNL_REGION_MAGIC       0x314e4745524c4e43ULL /* "CNLREGN1" */
+#define CNL_REGION_ACCT_MAGIC  0x32544343414c4e43ULL /* "CNLACCT2" */
 #define CNL_BOARD_MAGIC        0x3144524f424c4e43ULL /* "CNLBORD1" */
-#define CNL_REGION_VERSION     1
+#define CNL_REGION_VERSION     2
+#define CNL_BOARD_VERSION      1
 #define CNL_REGION_PROCS       64
 #define CNL_REGION_PROJECT_MAX 64
 #define CNL_REGION_PATH_MAX    128
-/* Byte offset of slot 0's ownership lock (beyond the data, never mapped). */
+/* Size of the limits page (the limits file). */
+#define CNL_REGION_LIMITS_SIZE 4096
+/* Suffix of the accounting file beside the limits file. */
+#define CNL_REGION_ACCT_SUFFIX ".acct"
+/* Byte offset of slot 0's ownership lock in the accounting file (beyond
+ * the data, never mapped). */
 #define CNL_REGION_LOCK_BASE (1 << 20)
 /* Default depth of the compute token bucket: 20 ms of GPU time. */
 #define CNL_REGION_BURST_NS 20000000ULL
+/* Dead processes are looked for at most this often by each process. */
+#define CNL_REGION_REAP_NS 500000000ULL
+/* Most compare-and-swap retries of any loop over the accounting file. */
+#define CNL_REGION_SPINS 64
 
 enum cnl_region_proc_state {
 	CNL_PROC_FREE = 0,
 	CNL_PROC_LIVE = 1,
 };
 
-/* One process of the slice.  used/peak change under the region lock. */
+/* One process of the slice (in the accounting file: tenant-writable). */
 struct cnl_region_proc {
 	_Atomic uint32_t state;       /* enum cnl_region_proc_state */
 	_Atomic uint32_t gen;         /* bumped on every claim and reap */
@@ -86,6 +135,7 @@ struct cnl_region_proc {
 	_Atomic uint64_t launches;    /* kernel and graph launches */
 	_Atomic uint64_t throttle_ns; /* time launches were held back */
 	_Atomic uint64_t oom;         /* allocations refused over quota */
+	_Atomic uint64_t spins;       /* most CAS retries of one region call */
 } __attribute__((aligned(64)));
 
 /*
@@ -99,6 +149,7 @@ struct cnl_bucket {
 } __attribute__((aligned(64)));
 
 struct cnl_region {
+	/* The limits file (read-only to the slice). */
 	uint64_t magic;
 	uint32_t version;
 	uint32_t size; /* sizeof(struct cnl_region) of the creator */
@@ -113,17 +164,18 @@ struct cnl_region {
 	_Atomic uint64_t ctx_reserve; /* bytes charged per process context */
 	_Atomic uint64_t burst_ns;    /* token bucket depth */
 
-	/* Accounting, under lock (invariant 1). */
-	pthread_mutex_t lock __attribute__((aligned(64)));
-	_Atomic uint64_t used;
-	_Atomic uint64_t peak;
-	_Atomic uint64_t oom;     /* allocations refused over quota */
-	_Atomic uint64_t reaped;  /* dead processes whose memory came back */
-	_Atomic uint64_t repairs; /* locks recovered from a dead owner */
+	/* The accounting file (writable by the slice; invariant 5). */
+	uint64_t acct_magic __attribute__((aligned(CNL_REGION_LIMITS_SIZE)));
+	uint32_t acct_version;
+	uint32_t acct_size;
+	_Atomic uint64_t live;   /* bit i: slot i counts (invariant 1) */
+	_Atomic uint64_t peak;   /* highest sum seen by a reservation */
+	_Atomic uint64_t oom;    /* allocations refused over quota */
+	_Atomic uint64_t reaped; /* dead processes whose memory came back */
 
 	struct cnl_bucket bucket;
 	struct cnl_region_proc procs[CNL_REGION_PROCS];
-};
+} __attribute__((aligned(CNL_REGION_LIMITS_SIZE)));
 
 /*
  * The GPU board: one per physical GPU (or MIG instance) in block mode,
@@ -149,7 +201,8 @@ struct cnl_board {
 	struct cnl_board_slice slices[CNL_BOARD_SLICES];
 };
 
-/* A mapped region and the descriptor that carries its slot locks. */
+/* A mapped region and the descriptor of its accounting file, which
+ * carries the slot locks. */
 struct cnl_region_handle {
 	struct cnl_region *r;
 	int fd;
@@ -165,10 +218,12 @@ struct cnl_region_opts {
 };
 
 /*
- * cnl_region_create - create (or atomically replace) the region file at
- * path: written to a temporary file, then renamed.  quota 0 means no VRAM
- * quota; share_pct 0 means no compute throttling.  opts may be NULL.
- * Returns 0 or a negative errno.
+ * cnl_region_create - create (or atomically replace) the region at path:
+ * the accounting file path.acct (mode 0600; the agent chowns it to the
+ * tenant), then the limits file path (mode 0644), each written to a
+ * temporary file, then renamed.  quota 0 means no VRAM quota; share_pct 0
+ * means no compute throttling.  opts may be NULL.  Returns 0 or a negative
+ * errno.
  */
 int cnl_region_create(const char *path, uint64_t quota, unsigned share_pct,
                       const char *project, const struct cnl_region_opts *opts);
@@ -177,17 +232,26 @@ int cnl_region_create(const char *path, uint64_t quota, unsigned share_pct,
 int cnl_board_create(const char *path);
 
 /*
- * cnl_region_map - map an existing region read-write; checks magic,
- * version and size.  Returns 0, -EPROTO for a foreign or newer layout, or
- * a negative errno.  ret is untouched on failure.
+ * cnl_region_map - map an existing region: the limits read-write where the
+ * caller may write the file (the agent), else read-only; the accounting
+ * read-write.  Checks magic, version and size of both.  Returns 0, -EPROTO
+ * for a foreign or newer layout, or a negative errno.  ret is untouched on
+ * failure.
  */
 int cnl_region_map(const char *path, struct cnl_region_handle *ret);
+/* cnl_region_map_ro - the same, the limits always read-only (the shim). */
+int cnl_region_map_ro(const char *path, struct cnl_region_handle *ret);
+/* cnl_region_acct_path - the accounting file's path for region path. */
+int cnl_region_acct_path(const char *path, char *buf, size_t cap);
+/* cnl_region_remove - unlink both files of a region. */
+void cnl_region_remove(const char *path);
 void cnl_region_unmap(struct cnl_region_handle *h);
 
 /* cnl_board_map - map a board read-write; NULL on any failure. */
 struct cnl_board *cnl_board_map(const char *path);
 
-/* In-flight limit changes (agent side): one atomic store each. */
+/* In-flight limit changes (agent side): one atomic store each; -EROFS
+ * where this process mapped the limits read-only. */
 int cnl_region_set_quota(struct cnl_region *r, uint64_t bytes);
 int cnl_region_set_share(struct cnl_region *r, unsigned share_pct);
 
@@ -203,9 +267,11 @@ int cnl_region_attach(struct cnl_region_handle *h);
 void cnl_region_detach(struct cnl_region_handle *h, int slot);
 
 /*
- * cnl_region_reserve - charge bytes to slot if the quota allows.  Returns 0
- * or -ENOMEM (nothing charged).  force charges even over quota (memory the
- * driver already handed out, such as a pool growing by its granularity).
+ * cnl_region_reserve - charge bytes to slot if the quota allows (lock-free,
+ * invariant 1; reaps dead processes first when due, invariant 3).  Returns
+ * 0 or -ENOMEM (nothing charged).  force charges even over quota (memory
+ * the driver already handed out, such as a pool growing by its
+ * granularity).
  */
 int cnl_region_reserve(struct cnl_region *r, int slot, uint64_t bytes,
                        int force);
@@ -219,14 +285,27 @@ void cnl_region_unreserve(struct cnl_region *r, int slot, uint64_t bytes);
  */
 int cnl_region_reap(struct cnl_region_handle *h, int own_slot);
 
-/* A consistent snapshot of the accounting, taken under the lock. */
+/*
+ * cnl_region_used - what the slice holds (the saturating sum of the live
+ * slots), reaping first when due.  own_slot (or -1) is counted whatever
+ * the live mask says.
+ */
+uint64_t cnl_region_used(struct cnl_region *r, int own_slot);
+
+/*
+ * A snapshot of the accounting for the agent and cnlab-region: no lock
+ * taken or waited for, nothing written.  It reads a copy of the accounting
+ * file (pread: the tenant may truncate the file, and reading a mapping
+ * past its end would raise SIGBUS in the agent) and counts only slots
+ * whose byte lock a process holds (F_GETLK; dead ones drop out at once).
+ */
 struct cnl_region_stat {
 	uint64_t quota;
 	uint64_t used;
 	uint64_t peak;
 	uint64_t oom;
 	uint64_t reaped;
-	uint64_t repairs;
+	uint64_t spins; /* most CAS retries any slot's process needed */
 	unsigned nprocs;
 	struct {
 		int slot;

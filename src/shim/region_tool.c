@@ -9,7 +9,13 @@
  *   cnlab-region set-quota PATH BYTES     in flight
  *   cnlab-region set-share PATH PCT       in flight
  *   cnlab-region reap PATH                return dead processes' memory
- *   cnlab-region stat PATH                key=value lines
+ *   cnlab-region stat PATH                key=value lines (dead processes
+ *                                         reaped first)
+ *
+ * Nothing here takes a lock a tenant could hold: stat reads atomics, and
+ * reap tries the slots' byte locks without waiting (region.h).  set-quota
+ * and set-share need write access to the limits file PATH (root, for a
+ * region the agent made).
  *
  * BYTES accepts a K, M or G suffix (powers of two).
  */
@@ -147,14 +153,14 @@ int main(int argc, char **argv)
 	} else if (strcmp(argv[1], "stat") == 0) {
 		rc = cnl_region_stat(h.r, &st);
 		printf("project=%s\nquota=%llu\nshare_pct=%u\nused=%llu\n"
-		       "peak=%llu\noom=%llu\nreaped=%llu\nrepairs=%llu\n"
+		       "peak=%llu\noom=%llu\nreaped=%llu\nspins=%llu\n"
 		       "procs=%u\n",
 		       h.r->project, (unsigned long long)st.quota,
 		       (unsigned)atomic_load(&h.r->share_pct),
 		       (unsigned long long)st.used, (unsigned long long)st.peak,
 		       (unsigned long long)st.oom,
 		       (unsigned long long)st.reaped,
-		       (unsigned long long)st.repairs, st.nprocs);
+		       (unsigned long long)st.spins, st.nprocs);
 		for (unsigned i = 0; i < st.nprocs; i++)
 			printf("proc slot=%d pid=%d host_pid=%d used=%llu "
 			       "peak=%llu busy_ns=%llu launches=%llu\n",

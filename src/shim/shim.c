@@ -197,7 +197,8 @@ static void attach_locked(void)
 		return;
 	}
 	if (!cnl_shim.r) {
-		rc = cnl_region_map(path, &cnl_shim.h);
+		/* The limits read-only, whoever we run as (region.h). */
+		rc = cnl_region_map_ro(path, &cnl_shim.h);
 		if (rc < 0) {
 			cnl_shim.mode = CNL_MODE_BROKEN;
 			cnl_log_once(CNL_LOG_BROKEN,

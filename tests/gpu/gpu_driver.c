@@ -5,8 +5,11 @@
  * cuGetProcAddress answers, and the compute share of a spinning kernel.
  *
  *   CNLAB_REGION=R LD_PRELOAD=libcnlab-cuda.so gpu_driver SPIN.PTX QUOTA PCT
+ *   CNLAB_REGION=R LD_PRELOAD=libcnlab-cuda.so gpu_driver --hold BYTES
  *
- * R has quota QUOTA bytes, share PCT, no context reserve.
+ * R has quota QUOTA bytes, share PCT, no context reserve.  --hold
+ * allocates BYTES, prints "held", and waits to be killed (the dead-process
+ * check of run.sh).
  *
  * The granularity attack (issue 18, item 2) runs too: allocations of
  * 2 MiB + 1 byte (the driver takes 4 MiB for each), 1 byte and 4 KiB, and
@@ -326,8 +329,9 @@ int main(int argc, char **argv)
 	CUdevice dev;
 	uint64_t quota;
 
-	if (argc < 4) {
-		fprintf(stderr, "usage: gpu_driver SPIN.PTX QUOTA PCT\n");
+	if (argc < 3 || (argc < 4 && strcmp(argv[1], "--hold") != 0)) {
+		fprintf(stderr, "usage: gpu_driver SPIN.PTX QUOTA PCT | "
+		                "--hold BYTES\n");
 		return 2;
 	}
 	quota = strtoull(argv[2], NULL, 10);
@@ -336,6 +340,16 @@ int main(int argc, char **argv)
 	    cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
 		fprintf(stderr, "gpu_driver: no CUDA context\n");
 		return 1;
+	}
+	if (strcmp(argv[1], "--hold") == 0) {
+		CUdeviceptr p;
+
+		if (cuMemAlloc(&p, quota) != CUDA_SUCCESS)
+			return 1;
+		printf("held\n");
+		fflush(stdout);
+		for (;;)
+			pause();
 	}
 	check_quota(quota);
 	check_paths(quota);

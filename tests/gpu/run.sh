@@ -62,4 +62,32 @@ jax true 900 oom
 jax false 600 ok
 jax false 900 oom
 "$tool" stat "$work/r4"
+echo "== a killed process leaves the accounting on its own (issue 18)"
+"$tool" create "$work/r5" --quota "$quota" --project gpu
+CNLAB_REGION="$work/r5" LD_PRELOAD="$shim" "$work/gpu_driver" --hold $((256 << 20)) >"$work/hold.out" &
+holder=$!
+for _ in $(seq 200); do grep -q held "$work/hold.out" 2>/dev/null && break; sleep 0.05; done
+grep -q held "$work/hold.out" || { echo "FAIL: the holder did not allocate"; exit 1; }
+"$tool" stat "$work/r5" | grep -qx "used=$((256 << 20))" || { echo "FAIL: 256 MiB not charged"; "$tool" stat "$work/r5"; exit 1; }
+kill -9 "$holder"
+wait "$holder" 2>/dev/null || true
+gone=
+for _ in $(seq 200); do
+	if "$tool" stat "$work/r5" | grep -qx 'used=0'; then gone=1; break; fi
+	sleep 0.05
+done
+[ -n "$gone" ] || { echo "FAIL: a killed process still counts"; "$tool" stat "$work/r5"; exit 1; }
+echo "ok   a killed process's 256 MiB left the accounting"
+
+echo "== the limits file is not the tenant's"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	chmod 755 "$work" # so that only the file's own mode stops the write
+	if setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "printf x >>'$work/r5'" 2>/dev/null; then
+		echo "FAIL: uid 65534 wrote the limits file"
+		exit 1
+	fi
+	echo "ok   uid 65534 cannot write the limits file"
+else
+	echo "skip limits check: needs root and setpriv"
+fi
 echo "gpu: all checks passed"

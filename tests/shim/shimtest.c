@@ -10,7 +10,9 @@
  *                         quota of Q bytes (0: no region, real values)
  *   shimtest repl         line commands on stdin, one answer line each:
  *                         alloc N | fill N | free K | free-all | info |
- *                         used | exit
+ *                         used | async N (eight threads allocate N-byte
+ *                         stream-ordered blocks until refused; answers
+ *                         the count) | exit
  *   shimtest hammer       allocate and free at random in two threads until
  *                         killed (the kill -9 test)
  *   shimtest greedy MODE US SECONDS  launch US-microsecond kernels with
@@ -437,6 +439,42 @@ static int cmd_meminfo(uint64_t quota)
 static CUdeviceptr held[1 << 16];
 static size_t nheld;
 
+struct async_fill {
+	size_t n;
+	unsigned long long count;
+};
+
+/* Allocate n-byte stream-ordered blocks until refused (kept: the test
+ * reads what the driver holds afterwards). */
+static void *async_filler(void *arg)
+{
+	struct async_fill *f = arg;
+	CUdeviceptr p;
+
+	cuCtxSetCurrent(ctx);
+	while (f->count < 4096 &&
+	       cuMemAllocAsync(&p, f->n, NULL) == CUDA_SUCCESS)
+		f->count++;
+	return NULL;
+}
+
+static unsigned long long async_fill(size_t n)
+{
+	struct async_fill f[8];
+	pthread_t t[8];
+	unsigned long long count = 0;
+
+	for (int i = 0; i < 8; i++) {
+		f[i] = (struct async_fill){n, 0};
+		pthread_create(&t[i], NULL, async_filler, &f[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		count += f[i].count;
+	}
+	return count;
+}
+
 static int cmd_repl(void)
 {
 	char line[256];
@@ -480,6 +518,8 @@ static int cmd_repl(void)
 			printf("%zu %zu\n", f, t);
 		} else if (strcmp(cmd, "used") == 0) {
 			printf("%llu\n", (unsigned long long)cnlfake_used());
+		} else if (strcmp(cmd, "async") == 0) {
+			printf("%llu\n", async_fill(n));
 		} else if (strcmp(cmd, "exit") == 0) {
 			break;
 		} else {

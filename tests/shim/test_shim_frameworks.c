@@ -76,7 +76,7 @@ static void assert_region_empty(void)
 	struct cnl_region_handle h;
 
 	assert_int_equal(cnl_region_map(region_path, &h), 0);
-	assert_int_equal(atomic_load(&h.r->used), 0);
+	assert_int_equal(cnl_region_used(h.r, -1), 0);
 	assert_true(atomic_load(&h.r->peak) <= QUOTA);
 	cnl_region_unmap(&h);
 }
