@@ -13,12 +13,14 @@ int cnl_agent_slice_share(const struct cnl_gpu_type *t, int blocks,
                           const char *mig_profile, struct cnl_slice_share *ret)
 {
 	unsigned share, compute, worth;
+	bool board = true;
 	int k;
 
 	if (blocks < 0)
 		return -CNL_EBLOCKS;
 	if (!mig_profile || !mig_profile[0]) {
 		share = blocks >= 100 ? 0 : (unsigned)blocks;
+		board = blocks < 100;
 	} else {
 		if (!t)
 			return -CNL_ENOMIG;
@@ -37,7 +39,7 @@ int cnl_agent_slice_share(const struct cnl_gpu_type *t, int blocks,
 	if (share >= 100)
 		share = 0;
 	ret->share_pct = share;
-	ret->board = share > 0;
+	ret->board = board;
 	return 0;
 }
 

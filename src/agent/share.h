@@ -15,11 +15,16 @@
  * / 7 rounded down, which is what a dedicated instance holds) is not
  * throttled.
  *
- * Slices that are throttled share a board with the other slices of their
- * device, so the time of idle slices goes to busy ones by share: one board
- * per GPU in block mode, one per MIG instance (named by its GPU and start
- * slot) inside MIG.  The agent calls cnl_agent_slice_share() when it
- * creates a region and again when it resizes a live slice.
+ * A slice shares a board with the other slices of its device, so the time
+ * of idle slices goes to busy ones by share: one board per GPU in block
+ * mode, one per MIG instance (named by its GPU and start slot) inside MIG.
+ * Every slice that can be resized gets its device's board, even while its
+ * share is 0: a slice of a block-mode GPU, and any slice inside MIG (the
+ * agent cannot tell all 14 blocks of a host, which may shrink, from a
+ * dedicated 1g instance, which cannot; a board costs an unthrottled slice
+ * nothing).  Only a whole GPU has none.  The agent calls
+ * cnl_agent_slice_share() when it creates a region and again when it
+ * resizes a live slice (the board, written at creation, stays).
  */
 #ifndef CNL_AGENT_SHARE_H
 #define CNL_AGENT_SHARE_H
@@ -31,7 +36,7 @@
 
 struct cnl_slice_share {
 	unsigned share_pct; /* of the device seen; 0: not throttled */
-	bool board;         /* shares its device's board */
+	bool board;         /* gets its device's board (share.h) */
 };
 
 /*

@@ -7,8 +7,9 @@
 # them and cnlab-region reads them, must give:
 #   - 5 blocks: share 35% of the instance (5% of the GPU; agent/share.h),
 #     9 blocks: 63%; both on the board of that instance
-#     (regions/gpu0.migS.board), in different rows;
-#   - the dedicated instance: not throttled (share 0), no board.
+#     (regions/gpu0.migS.board);
+#   - the dedicated instance: not throttled (share 0), on a board of its
+#     own instance, not the host's.
 # Before blocks inside MIG were throttled, both small slices had share 0.
 # Waits poll with generous bounds so a hang fails; no assertion depends on
 # how fast the machine is.
@@ -121,8 +122,10 @@ if [ -f "$r5" ] && [ -f "$r9" ] && [ -f "$rd" ]; then
 	[ -n "$b5" ] && [ "$b5" = "$b9" ] && [ -f "$b5" ] &&
 		ok "one board for the host instance ($(basename "$b5"))" ||
 		bad "boards: '$b5' / '$b9'"
-	grep -aq '\.board' "$rd" && bad "the dedicated instance has a board" ||
-		ok "dedicated instance: no board"
+	bd=$(grep -ao "$tmp/agent/regions/gpu0\.mig[0-9]\.board" "$rd" | head -n 1)
+	[ -n "$bd" ] && [ "$bd" != "$b5" ] &&
+		ok "dedicated instance: a board of its own ($(basename "$bd"))" ||
+		bad "dedicated instance's board: '$bd' (host's: '$b5')"
 else
 	bad "regions not readable: $rd $r5 $r9"
 fi

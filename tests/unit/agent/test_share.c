@@ -4,7 +4,9 @@
  * GPU in block mode that is a share of N%; inside a MIG instance of c
  * compute slices, whose processes see only the instance, N * 7 / c percent
  * of the instance (5 blocks in a 1g host: 35%), with a board per instance;
- * a slice worth its whole device is not throttled.  Before this rule a
+ * a slice worth its whole device is not throttled; every slice but a whole
+ * GPU gets its device's board (so a resize can throttle it).  Before this
+ * rule a
  * slice in a MIG instance got share 0 (unthrottled) and no board.
  */
 #include <errno.h>
@@ -73,10 +75,11 @@ static void test_mig_host_1g(void **state)
 	assert_int_equal(s.share_pct, 91);
 	assert_true(s.board);
 	/* All 14 blocks of the host: the whole instance, like a dedicated
-	 * 1g (the allocator counts one as 14 blocks). */
+	 * 1g (the allocator counts one as 14 blocks); still on the board,
+	 * as a host slice that may shrink. */
 	s = share("H100-80GB-SXM", 14, "1g.10gb");
 	assert_int_equal(s.share_pct, 0);
-	assert_false(s.board);
+	assert_true(s.board);
 	/* The rule reads the catalog's profile, not a fixed 1g. */
 	s = share("A100-40GB", 5, "1g.5gb");
 	assert_int_equal(s.share_pct, 35);
@@ -85,7 +88,8 @@ static void test_mig_host_1g(void **state)
 }
 
 /* A dedicated instance holds exactly what the allocator counts it as
- * (100 * compute / 7 blocks) and is not throttled. */
+ * (100 * compute / 7 blocks) and is not throttled (its board, of an
+ * instance no one else uses, is never read). */
 static void test_mig_dedicated(void **state)
 {
 	const struct cnl_gpu_type *t = type("H100-80GB-SXM");
@@ -98,7 +102,7 @@ static void test_mig_dedicated(void **state)
 		assert_int_equal(
 		    cnl_agent_slice_share(t, worth, t->mig[k].name, &s), 0);
 		assert_int_equal(s.share_pct, 0);
-		assert_false(s.board);
+		assert_true(s.board);
 	}
 	s = share("H100-80GB-SXM", 10, "2g.20gb");
 	assert_int_equal(s.share_pct, 35);
