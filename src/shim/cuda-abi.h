@@ -66,6 +66,10 @@ typedef int CUdriverProcAddressQueryResult;
 #define CU_MEM_ALLOCATION_TYPE_PINNED 0x1
 #define CU_MEM_LOCATION_TYPE_DEVICE   0x1
 
+/* cuMemGetAllocationGranularity options. */
+#define CU_MEM_ALLOC_GRANULARITY_MINIMUM     0x0
+#define CU_MEM_ALLOC_GRANULARITY_RECOMMENDED 0x1
+
 typedef struct {
 	int type;
 	int id;
@@ -176,5 +180,77 @@ _Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40, "3D descriptor");
 _Static_assert(offsetof(CUDA_ARRAY3D_DESCRIPTOR, Format) == 24, "Format");
 _Static_assert(offsetof(CUlaunchConfig, hStream) == 32, "hStream");
 _Static_assert(sizeof(CUipcMemHandle) == 64, "CUipcMemHandle");
+
+/*
+ * Entry points hooked so that no driver export obtains device memory
+ * uncharged or opens another project's memory (driver-exports.tsv).
+ */
+/* The 32-bit entry points of CUDA < 3.2, which the driver still exports. */
+typedef unsigned int CUdeviceptr_v1;
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+/* Graphs: allocation nodes own device memory no pool attribute shows. */
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphEdgeData_st CUgraphEdgeData;
+#define CU_GRAPH_NODE_TYPE_MEM_ALLOC 10
+typedef struct {
+	unsigned char poolProps[88]; /* CUmemPoolProps */
+	const void *accessDescs;
+	size_t accessDescCount;
+	size_t bytesize;
+	CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct {
+	int type;
+	int reserved0[3];
+	union {
+		long long reserved1[29];
+		CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+	} u;
+	long long reserved2;
+} CUgraphNodeParams;
+typedef int CUstreamCaptureStatus;
+#define CU_STREAM_CAPTURE_STATUS_NONE 0
+
+/* Shareable handles of VMM allocations and pools, and pool pointers. */
+typedef int CUmemAllocationHandleType;
+#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 0x1
+#define CU_MEM_HANDLE_TYPE_FABRIC                0x8
+typedef struct {
+	unsigned char reserved[64];
+} CUmemPoolPtrExportData;
+typedef struct {
+	unsigned char data[64];
+} CUmemFabricHandle;
+
+/* External memory (Vulkan, OpenGL, NvSciBuf, opaque file descriptors). */
+typedef struct CUextMemory_st *CUexternalMemory;
+typedef struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC;
+
+/* cuLaunchCooperativeKernelMultiDevice's parameter blocks (opaque). */
+typedef struct CUDA_LAUNCH_PARAMS_st CUDA_LAUNCH_PARAMS;
+
+/* Context limits that reserve device memory. */
+typedef int CUlimit;
+#define CU_LIMIT_STACK_SIZE                                0x00
+#define CU_LIMIT_PRINTF_FIFO_SIZE                          0x01
+#define CU_LIMIT_MALLOC_HEAP_SIZE                          0x02
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT           16
+#define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR 39
+
+/* Green contexts (CUDA 12.4+). */
+typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
+
+_Static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120, "alloc node");
+_Static_assert(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104,
+               "bytesize");
+_Static_assert(sizeof(CUgraphNodeParams) == 256, "CUgraphNodeParams");
+_Static_assert(offsetof(CUgraphNodeParams, u.alloc.bytesize) == 120,
+               "alloc.bytesize");
+_Static_assert(sizeof(CUmemPoolPtrExportData) == 64, "pool export data");
 
 #endif /* CNL_SHIM_CUDA_ABI_H */

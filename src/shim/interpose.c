@@ -119,11 +119,13 @@ static void wrap_proc(const char *symbol, void **pfn, int version,
 {
 	int want_ptds =
 	    (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? 1 : 0;
-	int best = -1;
+	int best[2] = {-1, -1};
 
 	if (!symbol || !pfn || !*pfn)
 		return;
 	for (int i = 0; i < CNL_HOOK_COUNT; i++) {
+		int p = cnl_hooks[i].ptds;
+
 		if (cnl_hooks[i].lib != CNL_LIB_CU ||
 		    strcmp(cnl_hooks[i].base, symbol) != 0)
 			continue;
@@ -131,21 +133,25 @@ static void wrap_proc(const char *symbol, void **pfn, int version,
 			*pfn = wrappers[i];
 			return;
 		}
-		if (cnl_hooks[i].ptds == want_ptds &&
-		    cnl_hooks[i].version <= version &&
-		    (best < 0 ||
-		     cnl_hooks[i].version > cnl_hooks[best].version))
-			best = i;
+		if (cnl_hooks[i].version <= version &&
+		    (best[p] < 0 ||
+		     cnl_hooks[i].version > cnl_hooks[best[p]].version))
+			best[p] = i;
 	}
 	/*
 	 * A driver may hand out an internal entry point rather than the
 	 * exported one: pick the variant by version and flag, as the driver
-	 * does, and keep the driver's pointer as the real one if we had none.
+	 * does (a name without a per-thread variant gives its legacy one to
+	 * both flags), and keep the driver's pointer as the real one if we
+	 * had none.
 	 */
-	if (best >= 0) {
+	if (want_ptds && best[1] < 0)
+		want_ptds = 0;
+	if (best[want_ptds] >= 0) {
+		int b = best[want_ptds];
 		void *expect = ABSENT;
-		atomic_compare_exchange_strong(&cnl_real[best], &expect, *pfn);
-		*pfn = wrappers[best];
+		atomic_compare_exchange_strong(&cnl_real[b], &expect, *pfn);
+		*pfn = wrappers[b];
 	}
 }
 

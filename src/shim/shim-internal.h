@@ -99,16 +99,19 @@ enum cnl_log_key {
 	CNL_LOG_IPC_DENIED,
 	CNL_LOG_OOM,
 	CNL_LOG_NO_REAL,
+	CNL_LOG_ESCAPE,
 	CNL_LOG_COUNT
 };
 
 /* Allocation table (mem.c): handle -> bytes charged. */
 enum cnl_obj_kind {
-	CNL_OBJ_PTR = 1, /* cuMemAlloc*, managed */
-	CNL_OBJ_ASYNC,   /* cuMemAlloc*Async: charged through its pool */
-	CNL_OBJ_VMM,     /* cuMemCreate handle */
-	CNL_OBJ_ARRAY,   /* cuArray*Create */
-	CNL_OBJ_MIPMAP,  /* cuMipmappedArrayCreate */
+	CNL_OBJ_PTR = 1,      /* cuMemAlloc*, managed */
+	CNL_OBJ_ASYNC,        /* cuMemAlloc*Async: charged through its pool */
+	CNL_OBJ_VMM,          /* cuMemCreate handle, aux its mappings */
+	CNL_OBJ_ARRAY,        /* cuArray*Create */
+	CNL_OBJ_MIPMAP,       /* cuMipmappedArrayCreate */
+	CNL_OBJ_MAP,          /* cuMemMap: address -> size, aux the handle */
+	CNL_OBJ_VMM_RELEASED, /* released while mapped: aux its mappings */
 };
 int cnl_objs_put(enum cnl_obj_kind kind, uint64_t key, uint64_t bytes,
                  uint64_t aux);

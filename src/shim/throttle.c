@@ -370,3 +370,49 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 
 	THROTTLED(real, hStream, 1, real(hGraphExec, hStream));
 }
+
+/* The launches of CUDA < 4.0: on the legacy default stream, or hStream. */
+
+CUresult cuLaunch(CUfunction f)
+{
+	cnl_real_cuLaunch_t real = CNL_REAL(cuLaunch);
+
+	THROTTLED(real, NULL, 0, real(f));
+}
+
+CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
+{
+	cnl_real_cuLaunchGrid_t real = CNL_REAL(cuLaunchGrid);
+
+	THROTTLED(real, NULL, 0, real(f, grid_width, grid_height));
+}
+
+CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height,
+                           CUstream hStream)
+{
+	cnl_real_cuLaunchGridAsync_t real = CNL_REAL(cuLaunchGridAsync);
+
+	THROTTLED(real, hStream, 0, real(f, grid_width, grid_height, hStream));
+}
+
+/* One launch on several devices' streams at once cannot be bracketed on
+ * one stream: refused while a share is enforced (deprecated since 11.3;
+ * cuLaunchCooperativeKernel per device is the replacement). */
+CUresult
+cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+                                     unsigned int numDevices,
+                                     unsigned int flags)
+{
+	cnl_real_cuLaunchCooperativeKernelMultiDevice_t real =
+	    CNL_REAL(cuLaunchCooperativeKernelMultiDevice);
+
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (cnl_throttle_active()) {
+		cnl_log_once(CNL_LOG_ESCAPE,
+		             "cuLaunchCooperativeKernelMultiDevice refused: "
+		             "the slice's compute share is enforced");
+		return CUDA_ERROR_NOT_PERMITTED;
+	}
+	return real(launchParamsList, numDevices, flags);
+}

@@ -33,11 +33,14 @@
 #define FAKE_TAGS        16
 #define FAKE_PROCS       64
 #define FAKE_DEFAULT_MEM (16ULL << 30)
-#define FAKE_MIG_SLICES  7 /* compute slices of a MIG-capable GPU */
+/* The page the driver reserves device memory in (CNL_FAKE_PAGE). */
+#define FAKE_PAGE       (2ULL << 20)
+#define FAKE_MIG_SLICES 7 /* compute slices of a MIG-capable GPU */
 
 struct fake_proc {
 	_Atomic int32_t pid;
-	_Atomic uint64_t used; /* device memory the process holds */
+	_Atomic uint64_t used; /* device memory the process holds, in the
+	                          whole pages the driver reserved */
 };
 
 struct fake_gpu {

@@ -7,11 +7,19 @@
  *   CNLAB_REGION=R LD_PRELOAD=libcnlab-cuda.so gpu_driver SPIN.PTX QUOTA PCT
  *
  * R has quota QUOTA bytes, share PCT, no context reserve.
+ *
+ * The granularity attack (issue 18, item 2) runs too: allocations of
+ * 2 MiB + 1 byte (the driver takes 4 MiB for each), 1 byte and 4 KiB, and
+ * pitched rows just over 2 MiB, and VMM granules mapped then released
+ * with the mapping kept, until refused; what the driver holds
+ * for the process, as NVML's process list reports it (the driver's own
+ * count, not the shim's), must not grow by more than the quota.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -60,9 +68,11 @@ static void check_paths(uint64_t quota)
 	      "cuMemAlloc charged 64 MiB");
 	CHECK(cuMemFree(p) == CUDA_SUCCESS && used(quota) == base,
 	      "cuMemFree gave it back");
+	/* Charged in the driver's 2 MiB pages. */
 	CHECK(cuMemAllocPitch(&p, &pitch, 1000, 1000, 4) == CUDA_SUCCESS &&
-	          used(quota) == base + pitch * 1000,
-	      "pitch charged pitch x height (pitch %zu)", pitch);
+	          used(quota) == base + (pitch * 1000 + 2 * MiB - 1) /
+	                                    (2 * MiB) * (2 * MiB),
+	      "pitch charged pitch x height in 2 MiB pages (pitch %zu)", pitch);
 	cuMemFree(p);
 	CHECK(cuMemAllocManaged(&p, 32 * MiB, CU_MEM_ATTACH_GLOBAL) ==
 	              CUDA_SUCCESS &&
@@ -85,6 +95,11 @@ static void check_paths(uint64_t quota)
 	prop.location.id = 0;
 	cuMemGetAllocationGranularity(&gran, &prop,
 	                              CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	printf("info VMM granularity %zu bytes\n", gran);
+	CHECK(
+	    cuMemCreate(&h, gran + 1, &prop, 0) == CUDA_ERROR_INVALID_VALUE &&
+	        used(quota) == base,
+	    "cuMemCreate of a granule + 1 refused by the driver, not charged");
 	CHECK(cuMemCreate(&h, 16 * gran, &prop, 0) == CUDA_SUCCESS &&
 	          used(quota) == base + 16 * gran,
 	      "cuMemCreate charged");
@@ -116,6 +131,132 @@ static void check_quota(uint64_t quota)
 	CHECK(cuMemAlloc(&b, quota / 2 + MiB) == CUDA_SUCCESS,
 	      "after a free it fits");
 	cuMemFree(b);
+}
+
+/* What the driver holds for this process (NVML's process list, which the
+ * shim filters to the slice but does not change), or -1 if not listed. */
+typedef struct {
+	unsigned pid;
+	unsigned long long used;
+	unsigned gi, ci;
+} proc_info;
+typedef int (*nvml_procs_fn)(void *, unsigned *, proc_info *);
+
+static long long driver_holds(void)
+{
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+	nvml_procs_fn list;
+	proc_info infos[64];
+	unsigned n = 64;
+	void *dev;
+
+	if (!h || !(list = (nvml_procs_fn)dlsym(
+	                h, "nvmlDeviceGetComputeRunningProcesses_v3")))
+		return -1;
+	((nvml_init_fn)dlsym(h, "nvmlInit_v2"))();
+	((nvml_handle_fn)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(0, &dev);
+	if (list(dev, &n, infos) != 0)
+		return -1;
+	for (unsigned i = 0; i < n; i++)
+		if (infos[i].pid == (unsigned)getpid())
+			return (long long)infos[i].used;
+	return -1;
+}
+
+/* VMM granules mapped at the next place in one reservation, then
+ * released with the mapping kept (the driver frees them at the unmap). */
+static CUdeviceptr va;
+static size_t va_size, va_at;
+
+static CUresult vmm_mapped(size_t gran, CUdeviceptr *p)
+{
+	CUmemAllocationProp prop;
+	CUmemAccessDesc acc;
+	CUmemGenericAllocationHandle h;
+	CUresult rc;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if (va_at + gran > va_size)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((rc = cuMemCreate(&h, gran, &prop, 0)) != CUDA_SUCCESS)
+		return rc;
+	if ((rc = cuMemMap(va + va_at, gran, 0, h, 0)) != CUDA_SUCCESS ||
+	    (rc = cuMemSetAccess(va + va_at, gran, &acc, 1)) != CUDA_SUCCESS) {
+		cuMemRelease(h);
+		return rc;
+	}
+	cuMemRelease(h);
+	*p = va + va_at;
+	va_at += gran;
+	return CUDA_SUCCESS;
+}
+
+static CUresult attack_one(const char *path, size_t n, CUdeviceptr *p)
+{
+	size_t pitch;
+
+	if (strcmp(path, "pitch") == 0)
+		return cuMemAllocPitch(p, &pitch, n, 1, 4);
+	if (strcmp(path, "vmm-mapped") == 0)
+		return vmm_mapped(n, p);
+	return cuMemAlloc(p, n);
+}
+
+static void check_granularity_attack(uint64_t quota)
+{
+	static const struct {
+		const char *path;
+		size_t bytes;
+	} cases[] = {{"alloc", 2 * MiB + 1},
+	             {"alloc", 1},
+	             {"alloc", 4096},
+	             {"pitch", 2 * MiB + 1},
+	             {"vmm-mapped", 2 * MiB}};
+	static CUdeviceptr held[1 << 16];
+
+	va_size = (size_t)quota * 4;
+	if (cuMemAddressReserve(&va, va_size, 0, 0, 0) != CUDA_SUCCESS)
+		va_size = 0;
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		long long before = driver_holds(), after;
+		unsigned n = 0;
+		CUresult rc;
+
+		if (before < 0) {
+			printf("skip granularity attack: this process is not "
+			       "in NVML's process list\n");
+			return;
+		}
+		while (n < sizeof(held) / sizeof(held[0]) &&
+		       (rc = attack_one(cases[c].path, cases[c].bytes,
+		                        &held[n])) == CUDA_SUCCESS)
+			n++;
+		after = driver_holds();
+		CHECK(rc == CUDA_ERROR_OUT_OF_MEMORY,
+		      "%s of %zu bytes ended with %d after %u", cases[c].path,
+		      cases[c].bytes, rc, n);
+		CHECK(after - before <= (long long)quota,
+		      "%s of %zu bytes x %u: the driver holds %lld MiB more, "
+		      "quota %llu MiB",
+		      cases[c].path, cases[c].bytes, n, (after - before) >> 20,
+		      (unsigned long long)quota >> 20);
+		if (strcmp(cases[c].path, "vmm-mapped") == 0) {
+			/* The unmaps give the memory (and charge) back. */
+			while (n)
+				cuMemUnmap(held[--n], cases[c].bytes);
+			va_at = 0;
+		}
+		while (n)
+			cuMemFree(held[--n]);
+	}
+	if (va_size)
+		cuMemAddressFree(va, va_size);
 }
 
 static void check_procaddr(void)
@@ -198,6 +339,7 @@ int main(int argc, char **argv)
 	}
 	check_quota(quota);
 	check_paths(quota);
+	check_granularity_attack(quota);
 	check_nvml(quota);
 	check_procaddr();
 	check_share(argv[1], strtod(argv[3], NULL));

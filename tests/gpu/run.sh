@@ -19,7 +19,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 nvcc -O2 -I"$here" -o "$work/gpu_runtime" "$here/gpu_runtime.cu"
 nvcc -O2 -I"$here" -o "$work/gpu_driver" "$here/gpu_driver.c" -lcuda -ldl
+nvcc -O2 -I"$here" -o "$work/gpu_escapes" "$here/gpu_escapes.c" -lcuda -ldl
 nvcc -ptx -o "$work/spin.ptx" "$here/spin.cu"
+# The framework-shaped programs of tests/shim, built against the real driver.
+for fw in fw_torch fw_jax; do
+	nvcc -O2 -DCNL_HAVE_CUDA_H=1 -I"$here/../shim" -o "$work/$fw" "$here/../shim/$fw.c" -lcuda -ldl
+done
 quota=$((1 << 30))
 
 echo "== without the shim"
@@ -34,6 +39,29 @@ echo "== runtime API, quota 1 GiB, share 30%"
 "$tool" create "$work/r2" --quota "$quota" --share 30 --project gpu
 CNLAB_REGION="$work/r2" LD_PRELOAD="$shim" "$work/gpu_runtime" "$quota" 30
 "$tool" stat "$work/r2"
+echo "== escapes (heap, graph memory, 32-bit info, shareable fds), quota 1 GiB"
+"$tool" create "$work/r3" --quota "$quota" --project gpu
+CNLAB_REGION="$work/r3" LD_PRELOAD="$shim" "$work/gpu_escapes" "$quota"
+"$tool" stat "$work/r3"
+echo "== framework-shaped programs, quota 1 GiB (PyTorch caching and expandable segments, JAX)"
+"$tool" create "$work/r4" --quota "$quota" --project gpu
+fw() { CNLAB_REGION="$work/r4" CNL_TEST_QUOTA="$quota" LD_PRELOAD="$shim" "$@"; }
+fw "$work/fw_torch" caching
+fw "$work/fw_torch" expandable
+# 75% of 1 GiB for JAX: 600 MiB of work fits, 900 MiB does not (with and
+# without preallocation).  Output captured, then matched: no early-closing
+# pipe under pipefail.
+jax() {
+	local out
+	out=$(XLA_PYTHON_CLIENT_PREALLOCATE=$1 fw "$work/fw_jax" "$2")
+	echo "$out"
+	grep -q "^$3 " <<<"$out" || { echo "FAIL: fw_jax preallocate=$1 $2 MiB: want $3"; exit 1; }
+}
+jax true 600 ok
+jax true 900 oom
+jax false 600 ok
+jax false 900 oom
+"$tool" stat "$work/r4"
 # Blocks inside MIG: 5 blocks in a 1g instance are 35% of the instance
 # (src/agent/share.h), enforced on the instance's own time.  Runs where an
 # administrator has created a 1g instance; this test changes no MIG setting.

@@ -30,9 +30,15 @@ typedef struct {
 #else
 #include "shim/cuda-abi.h"
 
-#define CU_MEM_LOCATION_TYPE_HOST  0x2
-#define CU_AD_FORMAT_UNSIGNED_INT8 0x01
-#define CU_AD_FORMAT_FLOAT         0x20
+#define CU_MEM_LOCATION_TYPE_HOST          0x2
+#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 0x3
+typedef int CUmemAllocationGranularity_flags;
+typedef struct {
+	CUmemLocation location;
+	int flags;
+} CUmemAccessDesc;
+#define CU_AD_FORMAT_UNSIGNED_INT8         0x01
+#define CU_AD_FORMAT_FLOAT                 0x20
 typedef struct CUmemPoolProps_st {
 	int allocType;
 	int handleTypes;
@@ -43,19 +49,19 @@ typedef struct CUmemPoolProps_st {
 	unsigned char reserved[54];
 } CUmemPoolProps;
 
-#define cuMemAlloc                 cuMemAlloc_v2
-#define cuMemFree                  cuMemFree_v2
-#define cuMemAllocPitch            cuMemAllocPitch_v2
-#define cuMemGetInfo               cuMemGetInfo_v2
-#define cuDeviceTotalMem           cuDeviceTotalMem_v2
-#define cuArrayCreate              cuArrayCreate_v2
-#define cuArray3DCreate            cuArray3DCreate_v2
-#define cuIpcOpenMemHandle         cuIpcOpenMemHandle_v2
-#define cuEventDestroy             cuEventDestroy_v2
-#define cuStreamDestroy            cuStreamDestroy_v2
-#define cuEventElapsedTime         cuEventElapsedTime_v2
-#define cuGetProcAddress           cuGetProcAddress_v2
-#define cuDevicePrimaryCtxRelease  cuDevicePrimaryCtxRelease_v2
+#define cuMemAlloc                         cuMemAlloc_v2
+#define cuMemFree                          cuMemFree_v2
+#define cuMemAllocPitch                    cuMemAllocPitch_v2
+#define cuMemGetInfo                       cuMemGetInfo_v2
+#define cuDeviceTotalMem                   cuDeviceTotalMem_v2
+#define cuArrayCreate                      cuArrayCreate_v2
+#define cuArray3DCreate                    cuArray3DCreate_v2
+#define cuIpcOpenMemHandle                 cuIpcOpenMemHandle_v2
+#define cuEventDestroy                     cuEventDestroy_v2
+#define cuStreamDestroy                    cuStreamDestroy_v2
+#define cuEventElapsedTime                 cuEventElapsedTime_v2
+#define cuGetProcAddress                   cuGetProcAddress_v2
+#define cuDevicePrimaryCtxRelease          cuDevicePrimaryCtxRelease_v2
 
 CUresult cuInit(unsigned int flags);
 CUresult cuDriverGetVersion(int *v);
@@ -84,6 +90,18 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                      const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuMemGetAllocationGranularity(size_t *granularity,
+                                       const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option);
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                             CUdeviceptr addr, unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                  CUmemGenericAllocationHandle handle,
+                  unsigned long long flags);
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
+                        const CUmemAccessDesc *desc, size_t count);
 CUresult cuArrayCreate_v2(CUarray *p, const CUDA_ARRAY_DESCRIPTOR *d);
 CUresult cuArray3DCreate_v2(CUarray *p, const CUDA_ARRAY3D_DESCRIPTOR *d);
 CUresult cuArrayDestroy(CUarray a);

@@ -64,12 +64,15 @@ static __attribute__((unused)) void scratch_done(void)
 }
 
 /*
- * Start shimtest with args; env_extra is a NULL-terminated list of
+ * Start the program exe (shimtest, or another test program) with args;
+ * env_extra is a NULL-terminated list of
  * NAME=value strings added to (and overriding) our environment, with the
  * shim preloaded unless preload is 0.
  */
-static __attribute__((unused)) struct child
-spawn(char *const args[], char *const env_extra[], int preload)
+static __attribute__((unused)) struct child spawn_exe(const char *exe,
+                                                      char *const args[],
+                                                      char *const env_extra[],
+                                                      int preload)
 {
 	int to[2], from[2];
 	struct child c = {0};
@@ -94,7 +97,7 @@ spawn(char *const args[], char *const env_extra[], int preload)
 	if (preload)
 		env[n++] = preload_var;
 	env[n] = NULL;
-	argv[a++] = (char *)SHIMTEST;
+	argv[a++] = (char *)exe;
 	for (size_t i = 0; args[i] && a < 15; i++)
 		argv[a++] = args[i];
 	argv[a] = NULL;
@@ -107,7 +110,7 @@ spawn(char *const args[], char *const env_extra[], int preload)
 	if (c.pid == 0) {
 		dup2(to[0], 0);
 		dup2(from[1], 1);
-		execve(SHIMTEST, argv, env);
+		execve(exe, argv, env);
 		_exit(127);
 	}
 	close(to[0]);
@@ -115,6 +118,13 @@ spawn(char *const args[], char *const env_extra[], int preload)
 	c.in = fdopen(to[1], "w");
 	c.out = fdopen(from[0], "r");
 	return c;
+}
+
+/* spawn_exe of tests/shim/shimtest. */
+static __attribute__((unused)) struct child
+spawn(char *const args[], char *const env_extra[], int preload)
+{
+	return spawn_exe(SHIMTEST, args, env_extra, preload);
 }
 
 /* Send one command line and read one answer line into buf. */

@@ -14,12 +14,22 @@
  *   shimtest hammer       allocate and free at random in two threads until
  *                         killed (the kill -9 test)
  *   shimtest greedy MODE US SECONDS  launch US-microsecond kernels with
- *                         MODE kernel|ex|coop|ptsz|graph, four in flight
+ *                         MODE kernel|ex|coop|ptsz|graph|grid, four in
+ *                         flight
  *   shimtest ipc-export FILE   write a memory and an event handle to FILE
  *   shimtest ipc-open FILE     open them; prints "mem RC event RC"
  *   shimtest nvml         print the PIDs NVML lists, one a line
  *   shimtest threads      eight threads make the process's first CUDA
  *                         calls at once; prints "ok", waits for a line
+ *   shimtest attack PATH N  allocate N bytes through PATH (alloc, pitch,
+ *                         managed, array, array3d, mipmap, async, pool:
+ *                         from a pool of its own, vmm-mapped: VMM handles
+ *                         mapped then released) until
+ *                         refused, keeping everything; prints "COUNT RC
+ *                         MAXDRIVER CHARGED DRIVER": allocations made, the
+ *                         refusal, the most the driver ever held for the
+ *                         process, and at the end what the slice is charged
+ *                         (total - free) and what the driver holds
  *
  * Exit status 0 when every check passed; failures name the check.
  */
@@ -96,29 +106,36 @@ static int cmd_paths(void)
 	CUarray arr;
 	CUmipmappedArray mip;
 	CUresult (*direct_alloc)(CUdeviceptr *, size_t);
-	size_t pitch;
+	size_t pitch, gran = 0;
 
 	setup();
 	base = used();
 	CHECK(base == ctx_bytes, "context footprint %llu, want %llu",
 	      (unsigned long long)base, (unsigned long long)ctx_bytes);
 
+	/* The driver reserves whole 2 MiB pages: 3 MiB takes 4. */
 	CHECK(cuMemAlloc(&p, 3 * MiB) == CUDA_SUCCESS, "cuMemAlloc");
-	CHECK(used() == base + 3 * MiB, "cuMemAlloc charged %llu",
+	CHECK(used() == base + 4 * MiB, "cuMemAlloc charged %llu",
 	      (unsigned long long)(used() - base));
+	CHECK(cnlfake_used() == 4 * MiB, "driver took %llu",
+	      (unsigned long long)cnlfake_used());
 	CHECK(cuMemFree(p) == CUDA_SUCCESS, "cuMemFree");
 	CHECK(used() == base, "cuMemFree gave back");
 
-	/* The fake pitches rows to 256 bytes: 1000 -> 1024. */
+	/* The fake pitches rows to 256 bytes: 1000 -> 1024; 1024 x 300
+	 * bytes take one 2 MiB page. */
 	CHECK(cuMemAllocPitch(&p, &pitch, 1000, 300, 4) == CUDA_SUCCESS,
 	      "cuMemAllocPitch");
 	CHECK(pitch == 1024, "pitch %zu", pitch);
-	CHECK(used() == base + 1024 * 300, "pitch charged %llu, want %d",
-	      (unsigned long long)(used() - base), 1024 * 300);
+	CHECK(used() == base + 2 * MiB, "pitch charged %llu, want %llu",
+	      (unsigned long long)(used() - base), 2 * MiB);
+	CHECK(cnlfake_used() == 2 * MiB, "driver took %llu for pitch",
+	      (unsigned long long)cnlfake_used());
 	CHECK(cuMemFree(p) == CUDA_SUCCESS && used() == base, "pitch free");
 
 	CHECK(cuMemAllocManaged(&p, 5 * MiB, 1) == CUDA_SUCCESS, "managed");
-	CHECK(used() == base + 5 * MiB, "managed charged");
+	CHECK(used() == base + 6 * MiB, "managed charged %llu",
+	      (unsigned long long)(used() - base));
 	CHECK(cuMemFree(p) == CUDA_SUCCESS && used() == base, "managed free");
 
 	/* Stream-ordered: charged at the pool (2 MiB grains), kept when
@@ -161,9 +178,58 @@ static int cmd_paths(void)
 	memset(&prop, 0, sizeof(prop));
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	/* VMM works in granules (2 MiB): another size is refused by the
+	 * driver, and nothing stays charged. */
+	CHECK(cuMemGetAllocationGranularity(&gran, &prop,
+	                                    CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+	              CUDA_SUCCESS &&
+	          gran == 2 * MiB,
+	      "granularity %zu", gran);
+	CHECK(cuMemGetAllocationGranularity(
+	          &gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ==
+	              CUDA_SUCCESS &&
+	          gran == 2 * MiB,
+	      "recommended granularity %zu", gran);
+	CHECK(cuMemCreate(&h, 2 * MiB + 1, &prop, 0) ==
+	          CUDA_ERROR_INVALID_VALUE,
+	      "vmm of 2 MiB + 1 refused");
+	CHECK(used() == base && cnlfake_used() == 0, "refused vmm not charged");
 	CHECK(cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS, "vmm");
 	CHECK(used() == base + 4 * MiB, "vmm charged");
 	CHECK(cuMemRelease(h) == CUDA_SUCCESS && used() == base, "vmm free");
+	/* Released while mapped: the driver keeps the memory, and the
+	 * charge stays, until the last unmap. */
+	{
+		CUdeviceptr va;
+		CUmemAccessDesc acc;
+
+		memset(&acc, 0, sizeof(acc));
+		acc.location = prop.location;
+		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		CHECK(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0) ==
+		              CUDA_SUCCESS &&
+		          cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS &&
+		          cuMemMap(va, 4 * MiB, 0, h, 0) == CUDA_SUCCESS &&
+		          cuMemMap(va + 4 * MiB, 4 * MiB, 0, h, 0) ==
+		              CUDA_SUCCESS &&
+		          cuMemSetAccess(va, 8 * MiB, &acc, 1) == CUDA_SUCCESS,
+		      "vmm mapped twice");
+		CHECK(cuMemRelease(h) == CUDA_SUCCESS &&
+		          used() == base + 4 * MiB && cnlfake_used() == 4 * MiB,
+		      "released while mapped: still charged %llu, held %llu",
+		      (unsigned long long)(used() - base),
+		      (unsigned long long)cnlfake_used());
+		CHECK(cuMemUnmap(va, 4 * MiB) == CUDA_SUCCESS &&
+		          used() == base + 4 * MiB,
+		      "one mapping left: still charged");
+		CHECK(cuMemUnmap(va + 4 * MiB, 4 * MiB) == CUDA_SUCCESS &&
+		          used() == base && cnlfake_used() == 0,
+		      "last unmap gave back: charged %llu, held %llu",
+		      (unsigned long long)(used() - base),
+		      (unsigned long long)cnlfake_used());
+		CHECK(cuMemAddressFree(va, 8 * MiB) == CUDA_SUCCESS,
+		      "cuMemAddressFree");
+	}
 	prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
 	CHECK(cuMemCreate(&h, 4 * MiB, &prop, 0) == CUDA_SUCCESS, "vmm host");
 	CHECK(used() == base, "host vmm not charged");
@@ -186,20 +252,22 @@ static int cmd_paths(void)
 	a3.Depth = 64;
 	a3.Format = CU_AD_FORMAT_UNSIGNED_INT8;
 	a3.NumChannels = 2;
+	/* 512 KiB of texels in one 2 MiB page. */
 	CHECK(cuArray3DCreate(&arr, &a3) == CUDA_SUCCESS, "array3d");
-	CHECK(used() == base + 64 * 64 * 64 * 2, "array3d charged");
+	CHECK(used() == base + 2 * MiB, "array3d charged %llu",
+	      (unsigned long long)(used() - base));
 	CHECK(cuArrayDestroy(arr) == CUDA_SUCCESS && used() == base,
 	      "array3d free");
 
-	/* 256x256 float, 3 levels: 256k + 64k + 16k bytes. */
+	/* 256x256 float, 3 levels: 256k + 64k + 16k bytes, one page. */
 	a3.Width = 256;
 	a3.Height = 256;
 	a3.Depth = 0;
 	a3.Format = CU_AD_FORMAT_FLOAT;
 	a3.NumChannels = 1;
 	CHECK(cuMipmappedArrayCreate(&mip, &a3, 3) == CUDA_SUCCESS, "mipmap");
-	CHECK(used() == base + (65536 + 16384 + 4096) * 4,
-	      "mipmap charged %llu", (unsigned long long)(used() - base));
+	CHECK(used() == base + 2 * MiB, "mipmap charged %llu",
+	      (unsigned long long)(used() - base));
 	CHECK(cuMipmappedArrayDestroy(mip) == CUDA_SUCCESS && used() == base,
 	      "mipmap free");
 
@@ -263,16 +331,20 @@ static int cmd_procaddr(void)
 		uint64_t before = used();
 		CUdeviceptr p;
 
-		CHECK(alloc(&p, MiB) == CUDA_SUCCESS && used() == before + MiB,
+		/* 1 MiB asked, one 2 MiB page charged. */
+		CHECK(alloc(&p, MiB) == CUDA_SUCCESS &&
+		          used() == before + 2 * MiB,
 		      "allocation through the lookup charged");
 		cuMemFree(p);
 		CHECK(alloc(&p, env_u64("CNL_TEST_QUOTA") + 1) ==
 		          CUDA_ERROR_OUT_OF_MEMORY,
 		      "over quota through the lookup");
 	}
+	/* The 32-bit cuMemAlloc obtains device memory too: wrapped. */
 	CHECK(gpa2("cuMemAlloc", &fn, 2000, 0, &st) == CUDA_SUCCESS &&
-	          fn == cnlfake_sym("cuMemAlloc"),
-	      "cuMemAlloc@2000 -> the driver's v1, untouched");
+	          fn != cnlfake_sym("cuMemAlloc") &&
+	          fn == dlsym(RTLD_DEFAULT, "cuMemAlloc"),
+	      "cuMemAlloc@2000 -> the shim's v1");
 	CHECK(gpa2("cuLaunchKernel", &fn, 12000,
 	           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
 	           &st) == CUDA_SUCCESS &&
@@ -507,6 +579,13 @@ static int cmd_greedy(const char *mode, unsigned us, double seconds)
 			                         NULL, NULL);
 		else if (strcmp(mode, "graph") == 0)
 			rc = cuGraphLaunch((CUgraphExec)&mod, s);
+		else if (strcmp(mode, "grid") == 0)
+			/* The CUDA < 4.0 launch, as a program linked against
+			 * it finds it (cuda.h marks it deprecated). */
+			rc =
+			    ((CUresult(*)(CUfunction, int, int, CUstream))dlsym(
+			        RTLD_DEFAULT, "cuLaunchGridAsync"))(fn, 1, 1,
+			                                            s);
 		else
 			rc = cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, NULL,
 			                    NULL);
@@ -641,6 +720,96 @@ static int cmd_threads(void)
 	return 0;
 }
 
+/* attack ------------------------------------------------------------------- */
+
+/* One allocation of n bytes through path, kept for ever. */
+static CUresult attack_one(const char *path, size_t n)
+{
+	CUDA_ARRAY_DESCRIPTOR ad;
+	CUDA_ARRAY3D_DESCRIPTOR a3;
+	CUdeviceptr p;
+	CUarray arr;
+	CUmipmappedArray mip;
+	size_t pitch;
+
+	memset(&ad, 0, sizeof(ad));
+	memset(&a3, 0, sizeof(a3));
+	/* n one-byte texels in one row. */
+	ad.Width = a3.Width = n;
+	ad.Format = a3.Format = CU_AD_FORMAT_UNSIGNED_INT8;
+	ad.NumChannels = a3.NumChannels = 1;
+	if (strcmp(path, "pitch") == 0)
+		return cuMemAllocPitch(&p, &pitch, n, 1, 4);
+	if (strcmp(path, "managed") == 0)
+		return cuMemAllocManaged(&p, n, 1);
+	if (strcmp(path, "array") == 0)
+		return cuArrayCreate(&arr, &ad);
+	if (strcmp(path, "array3d") == 0)
+		return cuArray3DCreate(&arr, &a3);
+	if (strcmp(path, "mipmap") == 0)
+		return cuMipmappedArrayCreate(&mip, &a3, 1);
+	if (strcmp(path, "async") == 0)
+		return cuMemAllocAsync(&p, n, NULL);
+	if (strcmp(path, "vmm-mapped") == 0) {
+		/* Granules mapped, then released with the mapping kept: the
+		 * driver keeps the memory until the unmap. */
+		static CUdeviceptr va;
+		static size_t at;
+		CUmemAllocationProp prop;
+		CUmemAccessDesc acc;
+		CUmemGenericAllocationHandle h;
+		CUresult rc;
+
+		memset(&prop, 0, sizeof(prop));
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		memset(&acc, 0, sizeof(acc));
+		acc.location = prop.location;
+		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		if (!va && cuMemAddressReserve(&va, 64ULL << 30, 0, 0, 0) !=
+		               CUDA_SUCCESS)
+			return CUDA_ERROR_INVALID_VALUE;
+		if ((rc = cuMemCreate(&h, n, &prop, 0)) != CUDA_SUCCESS)
+			return rc;
+		if (cuMemMap(va + at, n, 0, h, 0) != CUDA_SUCCESS ||
+		    cuMemSetAccess(va + at, n, &acc, 1) != CUDA_SUCCESS ||
+		    cuMemRelease(h) != CUDA_SUCCESS)
+			return CUDA_ERROR_INVALID_VALUE;
+		at += n;
+		return CUDA_SUCCESS;
+	}
+	if (strcmp(path, "pool") == 0) {
+		static CUmemoryPool mine;
+		CUmemPoolProps pp;
+
+		memset(&pp, 0, sizeof(pp));
+		pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+		pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		if (!mine && cuMemPoolCreate(&mine, &pp) != CUDA_SUCCESS)
+			return CUDA_ERROR_INVALID_VALUE;
+		return cuMemAllocFromPoolAsync(&p, n, mine, NULL);
+	}
+	return cuMemAlloc(&p, n);
+}
+
+static int cmd_attack(const char *path, size_t n)
+{
+	uint64_t count = 0, max = 0;
+	CUresult rc;
+
+	setup();
+	while ((rc = attack_one(path, n)) == CUDA_SUCCESS &&
+	       count < (1ULL << 22)) {
+		count++;
+		if (cnlfake_used() > max)
+			max = cnlfake_used();
+	}
+	printf("%llu %d %llu %llu %llu\n", (unsigned long long)count, rc,
+	       (unsigned long long)max, (unsigned long long)used(),
+	       (unsigned long long)cnlfake_used());
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -666,7 +835,10 @@ int main(int argc, char **argv)
 		return cmd_nvml();
 	if (strcmp(cmd, "threads") == 0)
 		return cmd_threads();
+	if (strcmp(cmd, "attack") == 0 && argc > 3)
+		return cmd_attack(argv[2], (size_t)strtoull(argv[3], NULL, 0));
 	fprintf(stderr, "usage: shimtest paths|procaddr|meminfo Q|repl|hammer|"
-	                "greedy MODE US S|ipc-export F|ipc-open F|nvml\n");
+	                "greedy MODE US S|ipc-export F|ipc-open F|nvml|"
+	                "threads|attack PATH N\n");
 	return 2;
 }

@@ -120,8 +120,9 @@ static void test_quota_exhaustion(void **state)
 	char line[128];
 
 	(void)state;
+	/* Each 1 MiB takes a 2 MiB page: 32 fit in 64 MiB. */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "64 2"); /* CUDA_ERROR_OUT_OF_MEMORY */
+	assert_string_equal(line, "32 2"); /* CUDA_ERROR_OUT_OF_MEMORY */
 	/* Nothing leaked: the driver holds exactly what was granted. */
 	assert_int_equal(ask(&c, "used", line, sizeof(line)), 0);
 	assert_string_equal(line, "67108864");
@@ -150,8 +151,9 @@ static void test_driver_failure_rolls_back(void **state)
 	char line[128];
 
 	(void)state;
+	/* 16 pages of 2 MiB fill the driver's 32 MiB. */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "32 2");
+	assert_string_equal(line, "16 2");
 	assert_int_equal(atomic_load(&h.r->used), 32 * MiB);
 	assert_int_equal(atomic_load(&h.r->oom), 0); /* not the quota's */
 	assert_int_equal(ask(&c, "info", line, sizeof(line)), 0);
@@ -187,7 +189,7 @@ static void test_four_processes(void **state)
 		assert_int_equal(rc, 2);
 		total += n;
 	}
-	assert_int_equal(total, 100);
+	assert_int_equal(total, 50); /* 1 MiB each, in 2 MiB pages */
 	assert_int_equal(atomic_load(&h.r->used), 100 * MiB);
 	for (int i = 0; i < 4; i++) {
 		ask(&c[i], "exit", line, sizeof(line));
@@ -206,24 +208,26 @@ static void test_resize_in_flight(void **state)
 	char line[128];
 
 	(void)state;
+	/* 1 MiB each, charged as the 2 MiB page the driver takes. */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "16 2");
+	assert_string_equal(line, "8 2");
 	cnl_region_set_quota(h.r, 32 * MiB); /* raised: no restart */
 	assert_int_equal(ask(&c, "fill 1048576", line, sizeof(line)), 0);
-	assert_string_equal(line, "16 2");
+	assert_string_equal(line, "8 2");
 	cnl_region_set_quota(h.r, 8 * MiB); /* lowered below use */
 	assert_int_equal(ask(&c, "info", line, sizeof(line)), 0);
 	assert_string_equal(line, "0 8388608");
 	assert_int_equal(ask(&c, "alloc 1048576", line, sizeof(line)), 0);
 	assert_string_equal(line, "fail 2");
-	assert_int_equal(ask(&c, "free 26", line, sizeof(line)), 0);
+	/* Down to 3 pages (6 MiB): one more fits under 8 MiB. */
+	assert_int_equal(ask(&c, "free 13", line, sizeof(line)), 0);
 	assert_int_equal(ask(&c, "alloc 1048576", line, sizeof(line)), 0);
 	assert_string_equal(line, "ok 0");
 	/* Current and peak use, per process, for the agent to watch. */
 	assert_int_equal(cnl_region_stat(h.r, &st), 0);
 	assert_int_equal(st.nprocs, 1);
 	assert_int_equal(st.procs[0].pid, c.pid);
-	assert_int_equal(st.procs[0].used, 7 * MiB);
+	assert_int_equal(st.procs[0].used, 8 * MiB);
 	assert_int_equal(st.procs[0].peak, 32 * MiB);
 	assert_int_equal(st.peak, 32 * MiB);
 	ask(&c, "exit", line, sizeof(line));
@@ -393,10 +397,148 @@ static void test_threads_at_startup(void **state)
 	assert_string_equal(line, "ok");
 	assert_int_equal(cnl_region_stat(h.r, &st), 0);
 	assert_int_equal(st.nprocs, 1);
-	assert_int_equal(st.used, 8 * MiB + 3 * MiB); /* context once */
+	/* 1 MiB per thread in 2 MiB pages, the context once. */
+	assert_int_equal(st.used, 8 * 2 * MiB + 3 * MiB);
 	fprintf(c.in, "exit\n");
 	assert_int_equal(reap(&c), 0);
 	assert_int_equal(atomic_load(&h.r->used), 0);
+	cnl_region_unmap(&h);
+}
+
+/*
+ * The granularity attack (issue 18, item 2): allocations just above a page
+ * (2 MiB + 1 byte takes 4 MiB of the driver's), or far below one (1 byte
+ * and 4 KiB each take a page), through every path, kept until refused
+ * under a 4 GiB quota on a 16 GiB GPU.  The fake driver's own count of
+ * what the process holds must never pass the quota; charged on requested
+ * bytes, it reached 8 GiB (16 GiB for 1-byte allocations).
+ */
+struct attack {
+	unsigned long long count, max, charged, driver;
+	int rc;
+};
+
+static struct attack attack(const char *path, const char *bytes,
+                            char *const env[])
+{
+	char *args[] = {"attack", (char *)path, (char *)bytes, NULL};
+	struct child c = spawn(args, env, 1);
+	struct attack a = {0};
+	char line[256];
+
+	assert_int_equal(read_line(&c, line, sizeof(line)), 0);
+	assert_int_equal(sscanf(line, "%llu %d %llu %llu %llu", &a.count, &a.rc,
+	                        &a.max, &a.charged, &a.driver),
+	                 5);
+	assert_int_equal(reap(&c), 0);
+	print_message("attack %-8s %10s bytes: %llu allocations, driver held "
+	              "at most %llu MiB, charged %llu MiB\n",
+	              path, bytes, a.count, a.max >> 20, a.charged >> 20);
+	return a;
+}
+
+static void test_granularity_attack(void **state)
+{
+	const unsigned long long quota = 4ULL << 30;
+	struct cnl_region_handle h = region(quota, 0);
+	char *env[] = {env_region, env_gpu, "CNL_FAKE_MEM=17179869184", NULL};
+	static const char *paths[] = {"alloc", "pitch",   "managed",
+	                              "array", "array3d", "mipmap"};
+	static const struct {
+		const char *bytes;
+		unsigned long long count; /* 2 MiB pages each: 4 GiB / that */
+	} sizes[] = {{"2097153", 1024}, {"1", 2048}, {"4096", 2048}};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++) {
+			struct attack a = attack(paths[i], sizes[j].bytes, env);
+
+			assert_int_equal(a.rc, 2); /* refused by the quota */
+			assert_true(a.max <= quota);
+			/* The whole quota was usable, in whole pages. */
+			assert_int_equal(a.count, sizes[j].count);
+			/* What the slice is told it uses is what the driver
+			 * holds. */
+			assert_int_equal(a.charged, a.driver);
+			assert_int_equal(atomic_load(&h.r->used), 0);
+		}
+	}
+	/* VMM granules mapped, then released with the mapping kept. */
+	{
+		struct attack a = attack("vmm-mapped", "2097152", env);
+
+		assert_int_equal(a.rc, 2);
+		assert_true(a.max <= quota);
+		assert_int_equal(a.count, 2048);
+		assert_int_equal(a.charged, a.driver);
+	}
+	/* Stream-ordered: the pool packs allocations into the pages it
+	 * reserves; the slice is charged the pool's reservation. */
+	for (size_t j = 0; j < 4; j++) {
+		struct attack a = attack(j % 2 ? "pool" : "async",
+		                         j / 2 ? "65536" : "2097153", env);
+
+		assert_int_equal(a.rc, 2);
+		assert_true(a.max <= quota);
+		assert_true(a.max > quota - (8ULL << 20));
+		assert_int_equal(a.charged, a.driver);
+	}
+	cnl_region_unmap(&h);
+}
+
+/* A pool that grows 32 MiB at a time (more than a page, as a real
+ * driver's pool may): the growth that would pass the quota is undone and
+ * refused, not kept. */
+static void test_pool_grain(void **state)
+{
+	const unsigned long long quota = 100ULL << 20;
+	struct cnl_region_handle h = region(quota, 0);
+	char *env[] = {env_region, env_gpu, env_mem,
+	               "CNL_FAKE_POOL_GRAIN=33554432", NULL};
+
+	(void)state;
+	for (size_t j = 0; j < 2; j++) {
+		struct attack a = attack(j ? "pool" : "async", "2097153", env);
+
+		assert_int_equal(a.rc, 2);
+		assert_true(a.max <= quota);
+		/* Three grains of 32 MiB fit, a fourth does not. */
+		assert_int_equal(a.max, 96ULL << 20);
+		assert_int_equal(a.charged, a.driver);
+		assert_true(a.charged <= quota);
+	}
+	assert_int_equal(atomic_load(&h.r->used), 0);
+	cnl_region_unmap(&h);
+}
+
+/* A driver that says less than it takes, or reserves larger pages than 2
+ * MiB: the shim charges at least 2 MiB, and the granularity the driver
+ * reports above that. */
+static void test_granularity_learnt(void **state)
+{
+	const unsigned long long quota = 256ULL << 20;
+	struct cnl_region_handle h = region(quota, 0);
+	char *small[] = {env_region, env_gpu, env_mem, "CNL_FAKE_GRAN=65536",
+	                 NULL};
+	char *large[] = {env_region, env_gpu, env_mem, "CNL_FAKE_PAGE=4194304",
+	                 NULL};
+	struct attack a;
+
+	(void)state;
+	a = attack("alloc", "1", small);
+	assert_int_equal(a.rc, 2);
+	assert_true(a.max <= quota);
+	assert_int_equal(a.count, 128);
+	a = attack("alloc", "1", large);
+	assert_int_equal(a.rc, 2);
+	assert_true(a.max <= quota);
+	assert_int_equal(a.count, 64);
+	assert_int_equal(a.charged, a.driver);
+	a = attack("array", "2097153", large);
+	assert_int_equal(a.rc, 2);
+	assert_true(a.max <= quota);
+	assert_int_equal(a.count, 64);
 	cnl_region_unmap(&h);
 }
 
@@ -441,6 +583,9 @@ int main(void)
 	    cmocka_unit_test(test_nvml_processes),
 	    cmocka_unit_test(test_threads_at_startup),
 	    cmocka_unit_test(test_broken_region),
+	    cmocka_unit_test(test_granularity_attack),
+	    cmocka_unit_test(test_granularity_learnt),
+	    cmocka_unit_test(test_pool_grain),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -203,6 +203,16 @@ static void test_launch_paths(void **state)
 		assert_true(s[i].got > 0.17 && s[i].got < 0.23);
 }
 
+/* The CUDA < 4.0 launch (cuLaunchGridAsync) is held to its share too. */
+static void test_legacy_launch(void **state)
+{
+	struct slice s[] = {{"grid", 20, 0, "grid", 0, 0, 0, NULL, 0}};
+
+	(void)state;
+	measure(s, 1);
+	assert_true(s[0].got > 0.17 && s[0].got < 0.23);
+}
+
 /* 150 us on the whole GPU: 1.05 ms on a 1g instance. */
 #define MIG_US 150
 
@@ -290,6 +300,7 @@ int main(void)
 	    cmocka_unit_test(test_split_30_70),
 	    cmocka_unit_test(test_idle_other),
 	    cmocka_unit_test(test_launch_paths),
+	    cmocka_unit_test(test_legacy_launch),
 	    cmocka_unit_test(test_mig_5_blocks),
 	    cmocka_unit_test(test_mig_split),
 	    cmocka_unit_test(test_mig_idle_other),
