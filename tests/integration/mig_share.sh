@@ -130,6 +130,11 @@ else
 	bad "regions not readable: $rd $r5 $r9"
 fi
 touch "$tmp/shared/go"
+# The jobs end before the test removes what they wait on.
+state() { api GET "/v1/jobs/$1" "$ana" | jq -r .state; }
+ended() { for j in "$@"; do [ "$(state "$j")" = succeeded ] || return 1; done; }
+wait_for 30 ended "$jd" "$j5" "$j9" && ok "the three jobs ended" ||
+	bad "jobs: $(state "$jd") $(state "$j5") $(state "$j9")"
 [ "$fails" = 0 ] || {
 	echo "--- agent"
 	tail -30 "$tmp/agent.err"
