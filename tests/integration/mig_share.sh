@@ -20,6 +20,8 @@ region_tool=$3
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
+	# Jobs still waiting end on their own once they see the file.
+	[ -d "$tmp/shared" ] && touch "$tmp/shared/go" && sleep 0.5
 	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -rf "$tmp"
