@@ -29,6 +29,8 @@
  *
  *   credential.c   the node credential every client sends (any file may
  *                  call it; it calls none): kept, exchanged, rotated
+ *   share.c        the compute share and board of a slice on the device
+ *                  its processes see (share.h; pure, calls none)
  *
  * Every message to or from cnlabd goes through the typed node protocol of
  * wire/node.h: an encoder for what the agent sends, a strict decoder for

@@ -29,6 +29,7 @@
 
 #include "agent/agent-internal.h"
 #include "agent/oci.h"
+#include "agent/share.h"
 #include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -198,11 +199,12 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 		         w->dir, strerror(-r));
 		return r;
 	}
-	if (w->board_slot >= 0) {
-		snprintf(board, sizeof(board), "%s/regions/gpu%d.board",
-		         a->cfg.work_dir, w->gpu);
+	if (w->board_slot >= 0 &&
+	    cnl_agent_slice_board(a->cfg.work_dir, w->gpu, as->gpu.mig_profile,
+	                          as->gpu.mig_start, board, sizeof(board)) == 0)
 		(void)chmod(board, 0666);
-	}
+	else
+		board[0] = 0;
 	/* The allocation's device nodes, where the node has them (the fake
 	 * provider has none): those of its CDI devices. */
 	nd = w->gpu >= 0 ? cnl_agent_gpu_nodes(as->gpu.gpu_mask, nv,
@@ -386,17 +388,37 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	     (r = cnl_agent_fetch_files(a, a->main_cl, w, "checkpoints",
 	                                w->ckpt, err, sizeof(err))) < 0))
 		goto fail;
-	/* The slice's region: its VRAM quota and compute share. */
+	/* The slice's region: its VRAM quota and compute share, the share
+	 * in terms of the device its processes see (the GPU, or inside MIG
+	 * the instance; share.h). */
 	if (w->gpu >= 0) {
 		bool whole = gpu->blocks >= 100 && !mig;
 		struct cnl_region_opts ro = {0};
+		struct cnl_slice_share sh;
 		char board[600];
+		int t = cnl_catalog_find(&a->cat, devs[w->gpu].type);
 
-		/* Slices of one GPU share its board, so that the time of
+		r = cnl_agent_slice_share(t >= 0 ? &a->cat.types[t] : NULL,
+		                          gpu->blocks, mig, &sh);
+		if (r < 0) {
+			snprintf(err, sizeof(err),
+			         "no compute share for %d blocks of %s%s%s: %s",
+			         gpu->blocks, devs[w->gpu].type, mig ? " " : "",
+			         mig ? mig : "", cnl_strerror(r));
+			goto fail;
+		}
+		/* Slices of one device share its board, so that the time of
 		 * idle slices goes to busy ones by share. */
-		if (!whole && !mig) {
-			snprintf(board, sizeof(board), "%s/regions/gpu%d.board",
-			         a->cfg.work_dir, w->gpu);
+		if (sh.board) {
+			r = cnl_agent_slice_board(a->cfg.work_dir, w->gpu, mig,
+			                          gpu->mig_start, board,
+			                          sizeof(board));
+			if (r < 0) {
+				snprintf(err, sizeof(err),
+				         "board path too long under %s",
+				         a->cfg.work_dir);
+				goto fail;
+			}
 			if (access(board, R_OK) != 0)
 				cnl_board_create(board);
 			ro.board = board;
@@ -405,8 +427,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		}
 		r = cnl_region_create(w->region,
 		                      whole ? 0 : (uint64_t)gpu->vram_mib << 20,
-		                      whole || mig ? 0 : (unsigned)gpu->blocks,
-		                      as->project_id, &ro);
+		                      sh.share_pct, as->project_id, &ro);
 		if (r < 0) {
 			snprintf(err, sizeof(err),
 			         "cannot create region %s: %s", w->region,

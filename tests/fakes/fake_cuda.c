@@ -7,8 +7,10 @@
  * IPC handles and cuGetProcAddress with versions and per-thread variants.
  *
  * A kernel's duration comes from its name: cuModuleGetFunction(..., "busy_N")
- * gives a kernel that runs N microseconds; any other name runs 0.  Graphs
- * run 1000 microseconds.
+ * gives a kernel that runs N microseconds on the whole GPU; any other name
+ * runs 0.  Graphs run 1000 microseconds.  In a MIG instance (CNL_FAKE_MIG,
+ * fake_gpu.h) work runs on the instance's own timeline, slower by the
+ * share of the GPU's compute slices the instance has.
  *
  * Memory is reserved as the real driver reserves it (docs/shim.md, "What
  * the driver reserves"): every linear allocation (cuMemAlloc_v2, pitch x
@@ -42,6 +44,12 @@
 
 #define API __attribute__((visibility("default")))
 
+/* cuda.h's code for "no CUDA-capable device is detected" (the shim's
+ * cuda-abi.h declares only the codes the shim uses). */
+#ifndef CUDA_ERROR_NO_DEVICE
+#define CUDA_ERROR_NO_DEVICE 100
+#endif
+
 /* The entry points implement an ABI that cuda.h and nvml.h declare. */
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 
@@ -57,6 +65,12 @@ static _Atomic uint64_t next_ptr = 0x7f0000000000ULL;
 static _Atomic uint64_t proc_last; /* end of this process's last work */
 static struct fake_proc *me;
 static _Atomic int initialised;
+/* The device this process sees: the whole GPU (mig_compute 0) or the MIG
+ * instance of mig_compute slices at mig_start; mig_bad: CNL_FAKE_MIG
+ * names no possible instance. */
+static unsigned mig_compute, mig_start;
+static int mig_bad;
+static _Atomic uint64_t *timeline; /* when the device finishes its work */
 
 static uint64_t now_ns(void)
 {
@@ -84,6 +98,7 @@ static void gpu_open(void)
 	const char *pg = getenv("CNL_FAKE_PAGE");
 	const char *gr = getenv("CNL_FAKE_GRAN");
 	const char *pl = getenv("CNL_FAKE_POOL_GRAIN");
+	const char *mig = getenv("CNL_FAKE_MIG");
 	int fd = -1;
 
 	if (mem)
@@ -97,6 +112,16 @@ static void gpu_open(void)
 		pool_grain = strtoull(pl, NULL, 0);
 	if (t)
 		tag = (unsigned)strtoul(t, NULL, 10) % FAKE_TAGS;
+	if (mig && *mig) {
+		char g, at, extra;
+
+		if (sscanf(mig, "%u%c%c%u%c", &mig_compute, &g, &at, &mig_start,
+		           &extra) != 4 ||
+		    g != 'g' || at != '@' || mig_compute < 1 ||
+		    mig_compute > FAKE_MIG_SLICES ||
+		    mig_start > FAKE_MIG_SLICES - mig_compute)
+			mig_bad = 1;
+	}
 	if (path && *path) {
 		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 		if (fd >= 0) {
@@ -117,6 +142,8 @@ static void gpu_open(void)
 			abort(); /* a test double may */
 	}
 	atomic_store(&gpu->magic, FAKE_GPU_MAGIC);
+	timeline = mig_compute && !mig_bad ? &gpu->mig_free_at[mig_start]
+	                                   : &gpu->free_at;
 }
 
 API struct fake_gpu *cnlfake_gpu(void)
@@ -241,6 +268,9 @@ enum { B_LINEAR = 1, B_POOL, B_VMM, B_ARRAY, B_MIPMAP };
 
 API CUresult cuInit(unsigned int flags)
 {
+	cnlfake_gpu();
+	if (mig_bad)
+		return CUDA_ERROR_NO_DEVICE;
 	if (!atomic_exchange(&initialised, 1))
 		register_proc();
 	return CUDA_SUCCESS;
@@ -937,17 +967,23 @@ static void raise_to(_Atomic uint64_t *v, uint64_t t)
 		;
 }
 
-/* Put d nanoseconds of work at the end of the GPU's queue. */
+/* Put d nanoseconds of work (its duration on the whole GPU) at the end of
+ * the queue of the device this process sees; in a MIG instance it takes
+ * 7 / compute times as long there. */
 static void submit(CUstream s, uint64_t d)
 {
 	uint64_t now = now_ns(), f, start;
 
 	cnlfake_gpu();
-	f = atomic_load(&gpu->free_at);
+	if (mig_compute)
+		d = d * FAKE_MIG_SLICES / mig_compute;
+	f = atomic_load(timeline);
 	do {
 		start = f > now ? f : now;
-	} while (!atomic_compare_exchange_weak(&gpu->free_at, &f, start + d));
+	} while (!atomic_compare_exchange_weak(timeline, &f, start + d));
 	atomic_fetch_add(&gpu->busy_ns[tag], d);
+	if (mig_compute)
+		atomic_fetch_add(&gpu->mig_busy_ns[mig_start], d);
 	atomic_fetch_add(&gpu->kernels, 1);
 	raise_to(&stream_of(s)->last, start + d);
 	raise_to(&proc_last, start + d);
@@ -1096,14 +1132,16 @@ API CUresult cuEventDestroy_v2(CUevent e)
 	return CUDA_SUCCESS;
 }
 
-/* An event completes when the GPU reaches it: after all work queued. */
+/* An event completes when the device reaches it: after all work queued
+ * on the GPU, or on the process's MIG instance. */
 API CUresult cuEventRecord(CUevent e, CUstream s)
 {
 	uint64_t now = now_ns(), f;
 
 	if (!e)
 		return CUDA_ERROR_INVALID_HANDLE;
-	f = atomic_load(&cnlfake_gpu()->free_at);
+	cnlfake_gpu();
+	f = atomic_load(timeline);
 	atomic_store(&((struct event *)e)->ts, f > now ? f : now);
 	return CUDA_SUCCESS;
 }
@@ -2083,7 +2121,8 @@ API void *cnlfake_sym(const char *name)
 	    S(cuLaunchKernel), S(cuGetProcAddress),      S(cuGetProcAddress_v2),
 	    S(cuInit),         S(cuDriverGetVersion),    S(cuLaunchKernel_ptsz),
 	    S(cuMemAlloc),     S(cuEventCreate),         S(cuEventRecord),
-	    S(cuEventQuery),   S(cuEventElapsedTime_v2),
+	    S(cuEventQuery),   S(cuEventElapsedTime_v2), S(cuMemAllocAsync),
+	    S(cuMemFreeAsync),
 #undef S
 	};
 

@@ -11,6 +11,17 @@
  * process adds the durations of its kernels to busy_ns[tag], tag from
  * CNL_FAKE_TAG: that ledger is the ground truth of the compute-share tests,
  * independent of the shim's own measurement.
+ *
+ * MIG: a process started with CNL_FAKE_MIG=<c>g@<s> (e.g. "1g@0") sees
+ * a MIG instance of c of the GPU's 7 compute slices starting at slot s,
+ * as a process given that instance's UUID in CUDA_VISIBLE_DEVICES does.
+ * Each instance has its own timeline (mig_free_at[s]): its work never
+ * waits for another instance's, and runs at c/7 of the whole GPU's speed,
+ * so a kernel of duration d occupies the instance for d * 7 / c.  busy_ns
+ * then counts time of the instance (the device the process sees), and
+ * mig_busy_ns[s] the instance's total.  A malformed value (c not 1..7,
+ * s + c past 7) leaves the process without a device, as an unknown MIG
+ * UUID does: cuInit fails with CUDA_ERROR_NO_DEVICE.
  */
 #ifndef CNL_FAKE_GPU_H
 #define CNL_FAKE_GPU_H
@@ -23,7 +34,8 @@
 #define FAKE_PROCS       64
 #define FAKE_DEFAULT_MEM (16ULL << 30)
 /* The page the driver reserves device memory in (CNL_FAKE_PAGE). */
-#define FAKE_PAGE (2ULL << 20)
+#define FAKE_PAGE       (2ULL << 20)
+#define FAKE_MIG_SLICES 7 /* compute slices of a MIG-capable GPU */
 
 struct fake_proc {
 	_Atomic int32_t pid;
@@ -37,6 +49,10 @@ struct fake_gpu {
 	_Atomic uint64_t kernels;
 	_Atomic uint64_t busy_ns[FAKE_TAGS];
 	struct fake_proc procs[FAKE_PROCS];
+	/* MIG instances, by start slot: when each finishes what it has, and
+	 * the time it has been busy. */
+	_Atomic uint64_t mig_free_at[FAKE_MIG_SLICES];
+	_Atomic uint64_t mig_busy_ns[FAKE_MIG_SLICES];
 };
 
 /* Exported by libcuda.so.1 (fake) for test programs and the benchmark. */

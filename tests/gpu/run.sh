@@ -90,4 +90,17 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 else
 	echo "skip limits check: needs root and setpriv"
 fi
+# Blocks inside MIG: 5 blocks in a 1g instance are 35% of the instance
+# (src/agent/share.h), enforced on the instance's own time.  Runs where an
+# administrator has created a 1g instance; this test changes no MIG setting.
+mig=$(nvidia-smi -L 2>/dev/null | sed -n 's/^ *MIG 1g\.[^ ]* .*(UUID: \(MIG-[^)]*\)).*/\1/p' | head -n 1)
+if [ -n "$mig" ]; then
+	echo "== driver API in 1g instance $mig, quota 1 GiB, 5 blocks (share 35% of it)"
+	"$tool" create "$work/r6" --quota "$quota" --share 35 --project gpu
+	CUDA_VISIBLE_DEVICES="$mig" CNLAB_REGION="$work/r6" LD_PRELOAD="$shim" \
+		"$work/gpu_driver" "$work/spin.ptx" "$quota" 35
+	"$tool" stat "$work/r6"
+else
+	echo "== no 1g MIG instance on this machine: the MIG share check did not run"
+fi
 echo "gpu: all checks passed"
