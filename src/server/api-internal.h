@@ -416,6 +416,11 @@ void cnl_api_h_job_get(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp);
 void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
+/* api_resize.c: PATCH {"blocks": N}, an in-flight resize. */
+void cnl_api_h_job_patch(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_server_patch(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
 void cnl_api_h_job_decisions(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp);
 void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,

@@ -11,6 +11,8 @@
  *   ctl_loop.c  the scheduling loop: cycles, node liveness, metering
  *   ctl_node.c  the node protocol: registration, heartbeats, assignments,
  *               reports, node states
+ *   ctl_resize.c  in-flight resize of block slices (grow in place, shrink
+ *               once the agent reports the use fits)
  *
  * Locking: everything here runs under the API's lock (ctl.h).
  */
@@ -103,6 +105,11 @@ struct wl {
 	char image[128];          /* jobs: the image asked for; "": host */
 	uint16_t rank, gang_size;
 	bool doomed; /* its gang can never start again (gangs_check) */
+	/* Placed block slices: the size of a pending shrink, whose blocks
+	 * are held until the agent reports the slice's use fits
+	 * (ctl_resize.c); 0: none. */
+	int shrink_to;
+	int resized; /* block slices: the size of the last resize; 0: none */
 	struct why why;
 };
 
@@ -184,6 +191,9 @@ int ctl_wl_job(struct cnl_ctl *ctl, struct wl *w, const char *shape, int prio,
 int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
                       bool gang);
 void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt);
+/* The request of block slice @w becomes @blocks blocks: its shape
+ * ("TYPE-N") and its scheduler job (a resize, ctl_resize.c). */
+void ctl_wl_set_blocks(struct wl *w, int blocks);
 
 /* ctl_loop.c */
 int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
@@ -192,6 +202,15 @@ int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
 int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
                const size_t *map, size_t n, int64_t now);
 bool ctl_requeued(const struct wl *w);
+
+/* ctl_resize.c */
+/* The VRAM (MiB) of @blocks blocks of the GPU type @w is placed on. */
+int64_t ctl_resize_vram_mib(const struct cnl_ctl *ctl, const struct wl *w,
+                            int blocks);
+/* A heartbeat's word @it on placed @w: release the blocks of a pending
+ * shrink once the region's quota and use fit it. */
+void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
+                      const struct cnl_wire_running *it, int64_t now);
 
 /* ctl_node.c */
 int ctl_node_save(struct cnl_ctl *ctl, const struct node *n, int64_t now);

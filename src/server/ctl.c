@@ -477,6 +477,7 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 		return -CNL_ENOTFOUND;
 	snprintf(st.phase, sizeof(st.phase), "%s", cnl_wl_state_name(w->state));
 	st.epoch = w->epoch;
+	st.resized = w->resized;
 	if (w->state == CNL_WL_PENDING) {
 		st.pending = true;
 		/* A fresh platform takes work before its first node joins
@@ -526,6 +527,7 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 		snprintf(st.node, sizeof(st.node), "%s",
 		         ctl->nodes[w->node].name);
 		st.blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
+		st.shrinking_to = w->shrink_to;
 		st.started_ms = w->started_ms;
 		/* Provisioning: ready after as long as recent starts took. */
 		if (w->state == CNL_WL_ASSIGNED &&
