@@ -2704,6 +2704,16 @@ static void test_resize(void **state)
 	/* An older agent's heartbeat (no use sent): held. */
 	rz_heartbeat(node, ids, eps, 2, -1, -1);
 	assert_int_equal(node_blocks(node), 90);
+	/* A restarted cnlabd carries on: still 30 held, 20 told. */
+	restart_cnlabd();
+	o = job(j1);
+	assert_int_equal(rz_status_int(o, "blocks"), 30);
+	assert_int_equal(rz_status_int(o, "shrinking_to"), 20);
+	assert_int_equal(rz_status_int(o, "resized"), 20);
+	json_decref(o);
+	rz_slice(node, j1, &blocks, &vram);
+	assert_int_equal(blocks, 20);
+	assert_int_equal(node_blocks(node), 90);
 	/* Quota lowered and use within it: released, audited, and the
 	 * third job is placed on the blocks. */
 	rz_heartbeat(node, ids, eps, 2, 1024, 46068 * 20 / 100);
