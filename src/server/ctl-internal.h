@@ -204,6 +204,9 @@ int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
 bool ctl_requeued(const struct wl *w);
 
 /* ctl_resize.c */
+/* The size of @w's pending shrink, or 0 (none, or one its allocation
+ * has outlived). */
+int ctl_resize_pending(const struct cnl_ctl *ctl, const struct wl *w);
 /* The VRAM (MiB) of @blocks blocks of the GPU type @w is placed on. */
 int64_t ctl_resize_vram_mib(const struct cnl_ctl *ctl, const struct wl *w,
                             int blocks);

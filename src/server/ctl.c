@@ -527,7 +527,7 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 		snprintf(st.node, sizeof(st.node), "%s",
 		         ctl->nodes[w->node].name);
 		st.blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
-		st.shrinking_to = w->shrink_to;
+		st.shrinking_to = ctl_resize_pending(ctl, w);
 		st.started_ms = w->started_ms;
 		/* Provisioning: ready after as long as recent starts took. */
 		if (w->state == CNL_WL_ASSIGNED &&

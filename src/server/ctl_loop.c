@@ -170,6 +170,7 @@ static int apply_start(struct cnl_ctl *ctl, struct wl *w,
 	w->alloc_id = d->alloc_id;
 	if (a)
 		w->placed = *a;
+	w->shrink_to = 0; /* placed at the size asked (ctl_resize.c) */
 	w->epoch++;
 	w->started_ms = d->at_ms > now ? d->at_ms : now;
 	w->not_before_ms = d->at_ms > now ? d->at_ms : 0;

@@ -493,7 +493,7 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 			snprintf(ret->stop[n_stop++], sizeof(ret->stop[0]),
 			         "%s", it->id);
 			ctl->fenced++;
-		} else if (w->shrink_to) {
+		} else if (ctl_resize_pending(ctl, w)) {
 			ctl_resize_usage(ctl, w, it, now);
 		}
 	}
@@ -587,7 +587,7 @@ static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
 	m->gpu.vram_mib = cnl_alloc_vram_mib(c, a);
 	/* A pending shrink: the agent applies the smaller size at once,
 	 * while the blocks stay held here until the use fits. */
-	if (w->shrink_to) {
+	if (ctl_resize_pending(ctl, w)) {
 		m->gpu.blocks = w->shrink_to;
 		m->gpu.vram_mib = ctl_resize_vram_mib(ctl, w, w->shrink_to);
 	}

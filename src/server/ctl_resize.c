@@ -71,6 +71,16 @@ int64_t ctl_resize_vram_mib(const struct cnl_ctl *ctl, const struct wl *w,
 	                 (uint64_t)blocks / CNL_BLOCKS_PER_GPU);
 }
 
+int ctl_resize_pending(const struct cnl_ctl *ctl, const struct wl *w)
+{
+	/* A shrink outlives nothing: once its allocation is gone (requeued,
+	 * pre-empted, stopping) or no larger than the target, none. */
+	if (!w->shrink_to || !w->alloc_id || !cnl_wl_placed(w->state) ||
+	    w->shrink_to >= cnl_alloc_blocks_held(ctl->cluster, &w->placed))
+		return 0;
+	return w->shrink_to;
+}
+
 /* Why a placed @w cannot resize, or NULL. */
 static const char *not_resizable(const struct wl *w)
 {
@@ -122,6 +132,7 @@ int cnl_ctl_resize(struct cnl_ctl *ctl, const char *id, int blocks, int64_t now,
 	saved = *w;
 	if (w->state == CNL_WL_PENDING) {
 		ctl_wl_set_blocks(w, blocks);
+		w->shrink_to = 0;
 		if ((r = commit(ctl, w, &saved, now, err, errlen)) != 200)
 			return r;
 		ctl->dirty = true;
@@ -189,7 +200,7 @@ void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
                       const struct cnl_wire_running *it, int64_t now)
 {
 	int64_t target;
-	int held = 0, to = w->shrink_to;
+	int held = 0, to = ctl_resize_pending(ctl, w);
 	struct wl saved;
 	int r;
 

@@ -205,7 +205,8 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 	/* A resized block slice: its size now and a pending shrink. */
 	if (w->resized)
 		json_object_set_new(o, "resized", json_integer(w->resized));
-	if (w->shrink_to && !final)
+	if (w->shrink_to && !final && w->alloc_id && cnl_wl_placed(w->state) &&
+	    w->shrink_to < cnl_alloc_blocks_held(ctl->cluster, &w->placed))
 		json_object_set_new(o, "shrinking_to",
 		                    json_integer(w->shrink_to));
 	if (w->why.node[0] && (final || w->state != CNL_WL_PENDING))
