@@ -110,6 +110,15 @@ struct wl {
 	 * (ctl_resize.c); 0: none. */
 	int shrink_to;
 	int resized; /* block slices: the size of the last resize; 0: none */
+	/* The slice's VRAM use as its node last reported it (bytes), -1:
+	 * none yet; what a shrink to admit other work may not go below. */
+	int64_t vram_used;
+	/* A shrink of this preemptible slice to admit @admits (a pending
+	 * workload's id) instead of pre-empting it; "": none.  That
+	 * workload waits out of the cycles until the blocks are released. */
+	char admits[CNL_ID_MAX];
+	/* Pending: the slice being shrunk for it (its id); "": none. */
+	char admit_by[CNL_ID_MAX];
 	struct why why;
 };
 
@@ -210,8 +219,12 @@ int ctl_resize_pending(const struct cnl_ctl *ctl, const struct wl *w);
 /* The VRAM (MiB) of @blocks blocks of the GPU type @w is placed on. */
 int64_t ctl_resize_vram_mib(const struct cnl_ctl *ctl, const struct wl *w,
                             int blocks);
-/* A heartbeat's word @it on placed @w: release the blocks of a pending
- * shrink once the region's quota and use fit it. */
+/* Before a cycle: for a pending block request that does not fit, shrink
+ * a lower-priority preemptible block slice on a GPU where that makes room
+ * (not below its reported use) instead of letting the cycle pre-empt it. */
+void ctl_resize_admit(struct cnl_ctl *ctl, int64_t now);
+/* A heartbeat's word @it on placed @w: its use; and release the blocks of
+ * a pending shrink once the region's quota and use fit it. */
 void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
                       const struct cnl_wire_running *it, int64_t now);
 

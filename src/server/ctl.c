@@ -52,6 +52,7 @@ static struct wl *wl_new(struct cnl_ctl *ctl)
 	w->node = -1;
 	w->home = -1;
 	w->resv_node = -1;
+	w->vram_used = -1;
 	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
 	return w;
 }

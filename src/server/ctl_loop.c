@@ -374,6 +374,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	gangs_check(ctl, now);
 	place_home(ctl, now);
+	ctl_resize_admit(ctl, now);
 	n = ctl_build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_cycle(ctl->sched, ctl->cluster, jobs, n, now,
 	                    ctl->cfg.seed ^ (uint64_t)now, &dec);

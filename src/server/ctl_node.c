@@ -493,7 +493,7 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 			snprintf(ret->stop[n_stop++], sizeof(ret->stop[0]),
 			         "%s", it->id);
 			ctl->fenced++;
-		} else if (ctl_resize_pending(ctl, w)) {
+		} else if (it->has_vram_used) {
 			ctl_resize_usage(ctl, w, it, now);
 		}
 	}

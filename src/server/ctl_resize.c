@@ -144,6 +144,7 @@ int cnl_ctl_resize(struct cnl_ctl *ctl, const char *id, int blocks, int64_t now,
 		return set_err(err, errlen, 409, "cannot resize: it is %s",
 		               cnl_wl_state_name(w->state));
 	held = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
+	w->admits[0] = '\0'; /* the owner's word now */
 	if (blocks > held) {
 		const struct cnl_alloc *a;
 
@@ -204,6 +205,7 @@ void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
 	struct wl saved;
 	int r;
 
+	w->vram_used = it->vram_used;
 	if (!to || !it->has_vram_used || !it->has_vram_quota || !w->alloc_id)
 		return;
 	target = ctl_resize_vram_mib(ctl, w, to) << 20;
@@ -221,6 +223,7 @@ void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
 	}
 	w->placed = *cnl_alloc_get(ctl->cluster, w->alloc_id);
 	w->shrink_to = 0;
+	w->admits[0] = '\0';
 	if ((r = ctl_persist(ctl, w, now)) < 0) {
 		cnl_alloc_resize(ctl->cluster, w->alloc_id, held);
 		*w = saved;
@@ -250,4 +253,121 @@ void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
 	        held, to);
 	ctl->dirty = true;
 	cnl_ctl_kick(ctl);
+}
+
+/* ---- shrinking instead of pre-empting ------------------------------------ */
+
+/* The size @v could shrink to for @p to fit on its node: the largest
+ * below what it holds, not below its use (@min); 0 when none.  Leaves the
+ * cluster exactly as it was. */
+static int admit_size(struct cnl_ctl *ctl, const struct wl *v,
+                      const struct cnl_req_prep *p, int min)
+{
+	struct cnl_cluster *c = ctl->cluster;
+	struct cnl_alloc saved = *cnl_alloc_get(c, v->alloc_id);
+	int held = cnl_alloc_blocks_held(c, &saved), t, fit = 0;
+	struct cnl_plan pl;
+
+	for (t = held - 1; t >= min && t >= 1 && !fit; t--)
+		if (cnl_alloc_resize(c, v->alloc_id, t) == 0 &&
+		    cnl_alloc_plan_node(c, p, saved.node, &pl) == 0)
+			fit = t;
+	/* Back to the very blocks it held. */
+	if (cnl_alloc_free(c, v->alloc_id) < 0 ||
+	    cnl_alloc_restore(c, &saved) < 0)
+		cnl_log(CNL_LOG_ERROR, "cannot restore a slice after a what-if",
+		        "id=%s", v->id);
+	return fit;
+}
+
+/* Whether @v may be shrunk for @j: a running preemptible block slice of
+ * lower priority, with a use reported and no shrink pending. */
+static bool may_shrink_for(const struct cnl_ctl *ctl, const struct wl *v,
+                           const struct wl *j)
+{
+	return v != j && v->alloc_id && v->node >= 0 &&
+	       v->state == CNL_WL_STARTED && v->j.preemptible &&
+	       v->j.prio < j->j.prio && v->placed.kind == CNL_PLACE_BLOCKS &&
+	       v->vram_used >= 0 && !ctl_resize_pending(ctl, v) &&
+	       !v->admits[0];
+}
+
+void ctl_resize_admit(struct cnl_ctl *ctl, int64_t now)
+{
+	struct cnl_cluster *c = ctl->cluster;
+
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		struct wl *j = &ctl->wl[i];
+		struct cnl_req_prep p;
+		struct cnl_plan pl;
+
+		if (j->state != CNL_WL_PENDING || j->admit_by[0] ||
+		    j->j.req.kind != CNL_REQ_BLOCKS || j->j.gang ||
+		    j->not_before_ms > now ||
+		    cnl_alloc_prepare(c, &j->j.req, &p) < 0 ||
+		    cnl_alloc_plan(c, &p, &pl) == 0)
+			continue; /* not a block request, or it fits now */
+		for (size_t k = 0; k < ctl->n_wl; k++) {
+			struct wl *v = &ctl->wl[k];
+			const struct cnl_node *n;
+			int64_t per_block;
+			int min, held, to;
+
+			if (!may_shrink_for(ctl, v, j))
+				continue;
+			n = &c->nodes[v->placed.node];
+			if (n->state != CNL_NODE_UP)
+				continue;
+			/* Not below its use: one block is 1% of the VRAM. */
+			per_block =
+			    (int64_t)(c->cat->types[n->gpu_type].vram_mib
+			              << 20) /
+			    CNL_BLOCKS_PER_GPU;
+			if (per_block <= 0)
+				continue;
+			min = (int)((v->vram_used + per_block - 1) / per_block);
+			min = min < 1 ? 1 : min;
+			held = cnl_alloc_blocks_held(c, &v->placed);
+			if (min >= held || !(to = admit_size(ctl, v, &p, min)))
+				continue;
+			v->shrink_to = to;
+			snprintf(v->admits, sizeof(v->admits), "%s", j->id);
+			if (ctl_persist(ctl, v, now) < 0) {
+				v->shrink_to = 0;
+				v->admits[0] = '\0';
+				continue;
+			}
+			snprintf(j->admit_by, sizeof(j->admit_by), "%s", v->id);
+			{
+				struct cnl_store_audit au = {0};
+
+				au.ts_ms = now;
+				snprintf(au.actor, sizeof(au.actor),
+				         "scheduler");
+				snprintf(au.action, sizeof(au.action),
+				         "sched.preempt");
+				snprintf(au.target, sizeof(au.target), "%s",
+				         v->id);
+				/* The other's id is in the log's target of its
+				 * own records; here, as much as fits. */
+				int w0 = snprintf(
+				    au.result, sizeof(au.result),
+				    "shrinking from %d to %d blocks (its VRAM "
+				    "use, %" PRId64 " MiB, fits) to admit ",
+				    held, to, v->vram_used >> 20);
+				if (w0 > 0 && (size_t)w0 < sizeof(au.result))
+					memcpy(
+					    au.result + w0, j->id,
+					    strnlen(j->id, sizeof(au.result) -
+					                       (size_t)w0 - 1));
+				cnl_store_audit_append(ctl->store, &au, NULL);
+			}
+			cnl_log(CNL_LOG_INFO,
+			        "shrinking a preemptible slice to admit work",
+			        "id=%s from=%d to=%d for=%s", v->id, held, to,
+			        j->id);
+			ctl_node_changed(ctl, v->node);
+			break;
+		}
+	}
 }

@@ -2766,6 +2766,90 @@ static void test_resize(void **state)
 	}
 }
 
+/*
+ * Shrink instead of pre-empt: a critical block job that does not fit
+ * beside a low-priority preemptible slice that has run long enough to be
+ * a victim gets room by shrinking the slice (not below its reported VRAM
+ * use) rather than by killing it; it starts once the slice's node reports
+ * the smaller quota applied and the use within it, and the slice runs on.
+ */
+static void test_resize_admit(void **state)
+{
+	char proj[CNL_ID_MAX], node[CNL_ID_MAX], v[CNL_ID_MAX], jc[CNL_ID_MAX],
+	    ids[1][CNL_ID_MAX], path[160];
+	int64_t eps[1], t = now_ms(), vram;
+	int blocks;
+	bool found = false;
+	json_t *o, *as, *it;
+	size_t i;
+
+	(void)state;
+	make_project("admit", proj);
+	grant(proj, MEMBER, "member");
+	/* An L4: 23034 MiB, a block is 230 MiB. */
+	o = call_ok("POST", "/v1/nodes", AGENT,
+	            "{\"protocol\":6,\"name\":\"rza\",\"gpu_type\":\"L4\","
+	            "\"gpus\":1,\"cpu_milli\":64000,\"mem_mib\":512000}",
+	            201);
+	snprintf(node, sizeof(node), "%s", str(o, "id"));
+	json_decref(o);
+	submit(MEMBER, proj,
+	       "{\"command\":\"v\",\"gpu\":\"l4-60\",\"priority\":\"low\"}", v);
+	tick(t);
+	as = assignments(node);
+	assert_non_null(find(as, v));
+	eps[0] = epoch_of(find(as, v));
+	json_decref(as);
+	snprintf(ids[0], CNL_ID_MAX, "%s", v);
+	assert_int_equal(report(node, v, eps[0], "running", 0), 200);
+	/* It uses 2 GiB (9 blocks' worth). */
+	rz_heartbeat(node, ids, eps, 1, 2048, 23034 * 60 / 100);
+	submit(MEMBER, proj,
+	       "{\"command\":\"c\",\"gpu\":\"l4-50\",\"priority\":"
+	       "\"critical\"}",
+	       jc);
+	/* Eleven minutes on, it could be a victim: it is shrunk to 50. */
+	tick(t + 11 * 60 * 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_null(find(as, jc));
+	json_decref(as);
+	rz_slice(node, v, &blocks, &vram);
+	assert_int_equal(blocks, 50);
+	assert_int_equal(vram, 23034 * 50 / 100);
+	o = job(v);
+	assert_string_equal(str(o, "state"), "running");
+	assert_int_equal(rz_status_int(o, "shrinking_to"), 50);
+	json_decref(o);
+	tick(t + 11 * 60 * 1000 + 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_null(find(as, jc));
+	json_decref(as);
+	/* The node applied it: released, and the critical job starts. */
+	rz_heartbeat(node, ids, eps, 1, 2048, 23034 * 50 / 100);
+	tick(t + 11 * 60 * 1000 + 2000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_non_null(find(as, jc));
+	json_decref(as);
+	assert_int_equal(node_blocks(node), 100);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/decisions", v);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	json_array_foreach (json_object_get(o, "items"), i, it)
+		found |= strcmp(str(it, "stage"), "preempt") == 0 &&
+		         strstr(str(it, "decision"),
+		                "shrinking from 60 to 50 blocks") != NULL;
+	json_decref(o);
+	assert_true(found);
+	/* Clean up: both end. */
+	as = assignments(node);
+	assert_int_equal(report(node, v, eps[0], "succeeded", 0), 200);
+	assert_int_equal(
+	    report(node, jc, epoch_of(find(as, jc)), "succeeded", 0), 200);
+	json_decref(as);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2790,6 +2874,7 @@ int main(void)
 	    cmocka_unit_test(test_server_idempotency_per_user),
 	    cmocka_unit_test(test_node_identity),
 	    cmocka_unit_test(test_resize),
+	    cmocka_unit_test(test_resize_admit),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
