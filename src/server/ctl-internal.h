@@ -117,6 +117,7 @@ struct wl {
 	 * workload's id) instead of pre-empting it; "": none.  That
 	 * workload waits out of the cycles until the blocks are released. */
 	char admits[CNL_ID_MAX];
+	int64_t admit_ms; /* when that shrink was decided */
 	/* Pending: the slice being shrunk for it (its id); "": none. */
 	char admit_by[CNL_ID_MAX];
 	struct why why;

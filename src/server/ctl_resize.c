@@ -292,10 +292,55 @@ static bool may_shrink_for(const struct cnl_ctl *ctl, const struct wl *v,
 	       !v->admits[0];
 }
 
+/* How long a shrink to admit work may wait for the slice's use to fit
+ * before it is given up (the slice's size back, the work scheduled as
+ * any other, pre-emption included). */
+#define ADMIT_WAIT_MS (2 * 60 * 1000)
+
+/* Give up the shrinks to admit work that waited too long. */
+static void admit_expire(struct cnl_ctl *ctl, int64_t now)
+{
+	for (size_t k = 0; k < ctl->n_wl; k++) {
+		struct wl *v = &ctl->wl[k], *j;
+
+		if (!v->admits[0] || now - v->admit_ms < ADMIT_WAIT_MS)
+			continue;
+		if ((j = ctl_wl_find(ctl, v->admits)))
+			j->admit_by[0] = '\0';
+		v->admits[0] = '\0';
+		if (ctl_resize_pending(ctl, v)) {
+			v->shrink_to = 0;
+			ctl_persist(ctl, v, now);
+			ctl_node_changed(ctl, v->node);
+			cnl_log(CNL_LOG_INFO,
+			        "shrink to admit work given up; its use did "
+			        "not fall",
+			        "id=%s", v->id);
+		}
+	}
+}
+
+/* Whether any running slice could be shrunk for some pending work. */
+static bool any_candidate(const struct cnl_ctl *ctl)
+{
+	for (size_t k = 0; k < ctl->n_wl; k++) {
+		const struct wl *v = &ctl->wl[k];
+
+		if (v->alloc_id && v->state == CNL_WL_STARTED &&
+		    v->j.preemptible && v->placed.kind == CNL_PLACE_BLOCKS &&
+		    v->vram_used >= 0 && !v->admits[0])
+			return true;
+	}
+	return false;
+}
+
 void ctl_resize_admit(struct cnl_ctl *ctl, int64_t now)
 {
 	struct cnl_cluster *c = ctl->cluster;
 
+	admit_expire(ctl, now);
+	if (!any_candidate(ctl))
+		return;
 	for (size_t i = 0; i < ctl->n_wl; i++) {
 		struct wl *j = &ctl->wl[i];
 		struct cnl_req_prep p;
@@ -331,6 +376,7 @@ void ctl_resize_admit(struct cnl_ctl *ctl, int64_t now)
 			if (min >= held || !(to = admit_size(ctl, v, &p, min)))
 				continue;
 			v->shrink_to = to;
+			v->admit_ms = now;
 			snprintf(v->admits, sizeof(v->admits), "%s", j->id);
 			if (ctl_persist(ctl, v, now) < 0) {
 				v->shrink_to = 0;

@@ -2842,12 +2842,56 @@ static void test_resize_admit(void **state)
 		                "shrinking from 60 to 50 blocks") != NULL;
 	json_decref(o);
 	assert_true(found);
-	/* Clean up: both end. */
+	/* Both end. */
 	as = assignments(node);
 	assert_int_equal(report(node, v, eps[0], "succeeded", 0), 200);
 	assert_int_equal(
 	    report(node, jc, epoch_of(find(as, jc)), "succeeded", 0), 200);
 	json_decref(as);
+
+	/* A slice whose use does not fall: the shrink is given up after
+	 * two minutes, its size comes back, and the critical job is
+	 * scheduled as any other (here: it pre-empts the slice). */
+	t += 12 * 60 * 1000;
+	submit(MEMBER, proj,
+	       "{\"command\":\"v2\",\"gpu\":\"l4-60\",\"priority\":\"low\"}",
+	       v);
+	tick(t);
+	as = assignments(node);
+	eps[0] = epoch_of(find(as, v));
+	json_decref(as);
+	snprintf(ids[0], CNL_ID_MAX, "%s", v);
+	assert_int_equal(report(node, v, eps[0], "running", 0), 200);
+	rz_heartbeat(node, ids, eps, 1, 2048, 23034 * 60 / 100);
+	submit(MEMBER, proj,
+	       "{\"command\":\"c2\",\"gpu\":\"l4-50\",\"priority\":"
+	       "\"critical\"}",
+	       jc);
+	tick(t + 11 * 60 * 1000);
+	rz_slice(node, v, &blocks, &vram);
+	assert_int_equal(blocks, 50);
+	rz_heartbeat(node, ids, eps, 1, 15000, 23034 * 50 / 100);
+	tick(t + 12 * 60 * 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_null(find(as, jc));
+	json_decref(as);
+	tick(t + 13 * 60 * 1000 + 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "stop");
+	assert_int_equal(json_integer_value(json_object_get(
+	                     json_object_get(find(as, v), "gpu"), "blocks")),
+	                 60);
+	json_decref(as);
+	assert_int_equal(report(node, v, eps[0], "failed", 143), 200);
+	tick(t + 13 * 60 * 1000 + 2000);
+	as = assignments(node);
+	assert_non_null(find(as, jc));
+	assert_int_equal(
+	    report(node, jc, epoch_of(find(as, jc)), "succeeded", 0), 200);
+	json_decref(as);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", v);
+	json_decref(call_ok("POST", path, MEMBER, NULL, 200));
 }
 
 int main(void)
