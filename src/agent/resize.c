@@ -32,7 +32,7 @@ void cnl_agent_resize_apply(struct cnl_agent *a,
 {
 	const struct cnl_wire_slice *g = &as->gpu;
 	struct cnl_region_handle h;
-	struct cnl_region_stat st;
+	struct cnl_region_stat st = {0};
 	char region[sizeof(((struct wk *)0)->region)];
 	struct wk *w;
 	int r;

@@ -34,6 +34,19 @@
  * "shrinking_to": N) before the agent can see it, so a restarted cnlabd
  * carries on, and in the audit log: the API's row ("job.resize",
  * "server.resize") and the release of a shrink ("sched.resize").
+ *
+ * Shrink instead of pre-empt (ctl_resize_admit, before each cycle): a
+ * pending block request that fits nowhere may get room from a running
+ * preemptible block slice of lower priority on a GPU where shrinking it
+ * makes room, to the largest size that lets the request fit and never
+ * below the VRAM use its node last reported (a what-if on the real
+ * allocator: shrink, plan, then free and restore the very blocks).  The
+ * shrink then goes as above; the request stays out of the cycles
+ * meanwhile (wl.admit_by), so that nothing is pre-empted for it, and
+ * starts once the blocks are released.  A slice whose use does not fall
+ * within ADMIT_WAIT_MS gets its size back and the request is scheduled
+ * as any other.  Audited as the slice's "sched.preempt".  Not kept across
+ * a restart of cnlabd (the shrink is, the link to the request is not).
  */
 #include <errno.h>
 #include <inttypes.h>
