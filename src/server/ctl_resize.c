@@ -157,7 +157,6 @@ int cnl_ctl_resize(struct cnl_ctl *ctl, const char *id, int blocks, int64_t now,
 		return set_err(err, errlen, 409, "cannot resize: it is %s",
 		               cnl_wl_state_name(w->state));
 	held = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
-	w->admits[0] = '\0'; /* the owner's word now */
 	if (blocks > held) {
 		const struct cnl_alloc *a;
 
@@ -204,6 +203,7 @@ int cnl_ctl_resize(struct cnl_ctl *ctl, const char *id, int blocks, int64_t now,
 		if ((r = commit(ctl, w, &saved, now, err, errlen)) != 200)
 			return r;
 	}
+	w->admits[0] = '\0'; /* the owner's word now, not the scheduler's */
 	cnl_log(CNL_LOG_INFO, "slice resized", "id=%s from=%d to=%d pending=%s",
 	        w->id, held, blocks, w->shrink_to ? "shrink" : "no");
 	ctl_node_changed(ctl, w->node);
