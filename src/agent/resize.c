@@ -12,7 +12,10 @@
  * already allocated stays (a shrink below it only refuses new
  * allocations).  Each heartbeat then carries the region's quota and use
  * (cnl_agent_slice_usage), from which cnlabd releases a shrink's blocks
- * once the use fits.
+ * once the use fits.  The first size seen after a start (or an agent
+ * restart) is the one the region was made with; writing it again is
+ * harmless, except for a whole GPU's region, made without a quota, which
+ * is left so.
  *
  * Only block slices of one block-mode GPU resize (cnlabd refuses the
  * others): MIG slices and whole GPUs are left alone here too.  This file
@@ -32,9 +35,9 @@ void cnl_agent_resize_apply(struct cnl_agent *a,
 {
 	const struct cnl_wire_slice *g = &as->gpu;
 	struct cnl_region_handle h;
-	struct cnl_region_stat st = {0};
 	char region[sizeof(((struct wk *)0)->region)];
 	struct wk *w;
+	bool first;
 	int r;
 
 	if (as->action != CNL_WIRE_RUN || g->mig_profile[0] || g->blocks < 1 ||
@@ -50,27 +53,32 @@ void cnl_agent_resize_apply(struct cnl_agent *a,
 		return;
 	}
 	snprintf(region, sizeof(region), "%s", w->region);
+	first = w->applied_blocks == 0;
 	pthread_mutex_unlock(&a->mu);
-	if ((r = cnl_region_map(region, &h)) < 0) {
-		cnl_log(CNL_LOG_WARN, "cannot resize: region not mapped",
-		        "id=%s region=%s err=%d", as->id, region, r);
-		return;
-	}
-	/* A region without a quota at 100 blocks is a whole GPU's. */
-	if (cnl_region_stat(h.r, &st) == 0 && st.quota == 0 && g->blocks >= 100)
-		r = 0;
-	else if ((r = cnl_region_set_quota(h.r, (uint64_t)g->vram_mib << 20)) ==
-	             0 &&
-	         (r = cnl_region_set_share(h.r, (unsigned)g->blocks)) == 0)
-		cnl_log(CNL_LOG_INFO, "slice resized",
-		        "id=%s blocks=%d vram_mib=%" PRId64
-		        " used_mib=%" PRIu64,
-		        as->id, g->blocks, g->vram_mib, st.used >> 20);
-	cnl_region_unmap(&h);
-	if (r < 0) {
-		cnl_log(CNL_LOG_WARN, "cannot resize the slice's region",
-		        "id=%s err=%d", as->id, r);
-		return;
+	/* First seen at 100 blocks: a whole GPU (or a slice of all its
+	 * blocks), whose region was made without a quota; nothing to write
+	 * until it changes. */
+	if (!(first && g->blocks >= 100)) {
+		if ((r = cnl_region_map(region, &h)) < 0) {
+			cnl_log(CNL_LOG_WARN,
+			        "cannot resize: region not mapped",
+			        "id=%s region=%s err=%d", as->id, region, r);
+			return;
+		}
+		if ((r = cnl_region_set_quota(h.r, (uint64_t)g->vram_mib
+		                                       << 20)) == 0)
+			r = cnl_region_set_share(h.r, (unsigned)g->blocks);
+		cnl_region_unmap(&h);
+		if (r < 0) {
+			cnl_log(CNL_LOG_WARN,
+			        "cannot resize the slice's region",
+			        "id=%s err=%d", as->id, r);
+			return;
+		}
+		if (!first)
+			cnl_log(CNL_LOG_INFO, "slice resized",
+			        "id=%s blocks=%d vram_mib=%" PRId64, as->id,
+			        g->blocks, g->vram_mib);
 	}
 	pthread_mutex_lock(&a->mu);
 	w = cnl_agent_wk_find(a, as->id);
