@@ -2562,6 +2562,33 @@ static int rz_status_int(json_t *doc, const char *key)
 	    json_object_get(json_object_get(doc, "status"), key));
 }
 
+/* How many audit records of @action on @target have a result @result. */
+static int rz_audited(const char *action, const char *target,
+                      const char *result)
+{
+	char path[96];
+	long long after = 0;
+	int n = 0;
+
+	for (;;) {
+		json_t *o, *it, *next;
+		size_t i;
+
+		snprintf(path, sizeof(path), "/v1/audit?after=%lld&limit=1000",
+		         after);
+		o = call_ok("GET", path, ADMIN, NULL, 200);
+		json_array_foreach (json_object_get(o, "items"), i, it)
+			n += strcmp(str(it, "action"), action) == 0 &&
+			     strcmp(str(it, "target"), target) == 0 &&
+			     strcmp(str(it, "result"), result) == 0;
+		next = json_object_get(o, "next");
+		after = json_is_integer(next) ? json_integer_value(next) : 0;
+		json_decref(o);
+		if (!after)
+			return n;
+	}
+}
+
 /* Whether @id's decisions hold a "resize" stage. */
 static bool rz_decided(const char *id)
 {
@@ -2723,6 +2750,12 @@ static void test_resize(void **state)
 	    json_object_get(json_object_get(o, "status"), "shrinking_to"));
 	json_decref(o);
 	assert_true(rz_decided(j1));
+	/* Each resize asked is in the audit log, with its answer. */
+	assert_int_equal(rz_audited("job.resize", j1, "200 blocks 12"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "200 blocks 30"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "409 conflict"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "403 forbidden"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "200 blocks 20"), 1);
 	tick(now_ms());
 	as = assignments(node);
 	assert_non_null(find(as, j3));
