@@ -46,10 +46,6 @@ static int body_blocks(struct cnl_http_request *req,
 	return 0;
 }
 
-/* The audit record's note, "blocks N": the handler and the audit of its
- * call run under the API's lock, one call at a time. */
-static char note[16];
-
 /* Resize workload @id of @kind ("job", "server"); 0 when done. */
 static int resize(struct call *c, struct cnl_http_request *req,
                   struct cnl_http_response *resp, const char *id,
@@ -68,8 +64,9 @@ static int resize(struct call *c, struct cnl_http_request *req,
 	}
 	if (body_blocks(req, resp, &blocks) < 0)
 		return -1;
-	snprintf(note, sizeof(note), "blocks %d", blocks);
-	c->note = note;
+	/* The audit record says the size asked: "200 blocks 40". */
+	snprintf(c->note_buf, sizeof(c->note_buf), "blocks %d", blocks);
+	c->note = c->note_buf;
 	st = cnl_ctl_resize(c->api->ctl, id, blocks, c->now_ms, err,
 	                    sizeof(err));
 	if (st != 200) {
