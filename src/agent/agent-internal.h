@@ -21,6 +21,9 @@
  *   reporter.c     what goes to cnlabd: reports, log chunks, file uploads
  *     │            and downloads, heartbeats and the lease
  *     ▼
+ *   resize.c       in-flight resize: new limits into a live region, the
+ *     │            slice's use for the heartbeat
+ *     ▼
  *   container.c    each workload's OCI bundle (oci.h: config.json), the
  *     │            users' host id ranges, the runtime check
  *     ▼
@@ -77,7 +80,11 @@ struct wk {
 	char ckpt[560];   /* checkpoint dir (jobs) */
 	char region[560]; /* region file */
 	int gpu;          /* first GPU index, -1: none */
-	int board_slot;   /* row on the GPU's board, -1: none */
+	/* The slice size last written into the region by a resize
+	 * (resize.c); 0: none yet. */
+	int applied_blocks;
+	int64_t applied_vram_mib;
+	int board_slot; /* row on the GPU's board, -1: none */
 	char mig_uuid[CNL_GPU_UUID_MAX];
 	bool stopping;
 	bool term_sent;
@@ -379,6 +386,18 @@ void cnl_agent_files_failed(struct wk *w, const char *why);
 void cnl_agent_lease_touch(const struct cnl_agent *a);
 /* The heartbeat thread (pthread start routine; @arg: the agent). */
 void *cnl_agent_heartbeat(void *arg);
+
+/* ---- resize.c: in-flight resize ------------------------------------------ */
+
+/* Write the slice size of running @as into its region when it differs
+ * from the one last applied (block slices of one GPU only).  Called
+ * without the lock. */
+void cnl_agent_resize_apply(struct cnl_agent *a,
+                            const struct cnl_wire_assignment *as);
+/* The VRAM quota and use of the slice whose region is @region into
+ * @ret (has_vram_*; untouched when the region cannot be read).  Called
+ * without the lock. */
+void cnl_agent_slice_usage(const char *region, struct cnl_wire_running *ret);
 
 /* ---- supervisor.c: running the work ------------------------------------- */
 

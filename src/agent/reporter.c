@@ -588,6 +588,7 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 	struct cnl_wire_heartbeat m = {.has_running = true,
 	                               .has_volumes = true};
 	size_t n_ws = cnl_agent_workspaces_list(a, &m.volumes);
+	char(*regions)[sizeof(((struct wk *)0)->region)];
 	json_t *body;
 
 	pthread_mutex_lock(&a->mu);
@@ -596,6 +597,7 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 			memmove(m.volumes[m.n_volumes++], m.volumes[i],
 			        sizeof(m.volumes[0]));
 	m.running = cnl_xcalloc(a->n_wk + 1, sizeof(*m.running));
+	regions = cnl_xcalloc(a->n_wk + 1, sizeof(*regions));
 	for (size_t i = 0; i < a->n_wk; i++) {
 		struct cnl_wire_running *r = &m.running[m.n_running];
 
@@ -603,9 +605,17 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 			continue;
 		snprintf(r->id, sizeof(r->id), "%s", a->wk[i]->id);
 		r->epoch = a->wk[i]->epoch;
+		if (a->wk[i]->gpu >= 0 && !a->wk[i]->ended)
+			snprintf(regions[m.n_running], sizeof(regions[0]), "%s",
+			         a->wk[i]->region);
 		m.n_running++;
 	}
 	pthread_mutex_unlock(&a->mu);
+	/* Each slice's VRAM quota and use (protocol 6), read outside the
+	 * lock: what a pending shrink waits on (resize.c). */
+	for (size_t i = 0; i < m.n_running; i++)
+		cnl_agent_slice_usage(regions[i], &m.running[i]);
+	free(regions);
 	body = cnl_wire_heartbeat_encode(&m);
 	*ret_volumes = m.volumes;
 	*ret_n = m.n_volumes;

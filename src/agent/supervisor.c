@@ -635,6 +635,9 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 			w->kill_ms = as->kill_ms ? as->kill_ms : now + 30000;
 		}
 		pthread_mutex_unlock(&a->mu);
+		/* Running: a resized slice gets its new limits. */
+		if (w && as->action == CNL_WIRE_RUN)
+			cnl_agent_resize_apply(a, as);
 		if (w || as->action != CNL_WIRE_RUN)
 			continue;
 		/* Nothing new on a lease run out (cnlabd was unreachable, the

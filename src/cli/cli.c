@@ -24,6 +24,43 @@
 #include "common/util.h"
 #include "net/error.h"
 
+int cnl_cli_resize_body(struct cnl_cli *cli, json_t **ret)
+{
+	const char *v = cnl_cli_flag(cli, "blocks");
+	char *end;
+	long n;
+
+	if (!v)
+		return cnl_cli_fail(
+		    CNL_EXIT_USAGE,
+		    "--blocks N is required: the new size in 1%% "
+		    "blocks of the GPU, 1..100");
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < 1 || n > 100)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--blocks: a whole number of 1%% blocks of "
+		                    "the GPU, 1..100 (got \"%s\")",
+		                    v);
+	*ret = json_pack("{s:i}", "blocks", (int)n);
+	return 0;
+}
+
+void cnl_cli_print_size(const struct cnl_wire_status *st)
+{
+	if (st->node[0]) {
+		printf("Size:      %d blocks", st->blocks);
+		if (st->shrinking_to)
+			printf(" (shrinking to %d: the blocks are released "
+			       "once its VRAM use fits)",
+			       st->shrinking_to);
+		printf("\n");
+	} else if (st->resized) {
+		printf("Size:      %d blocks (resized while waiting)\n",
+		       st->resized);
+	}
+}
+
 int cnl_cli_fail(int code, const char *fmt, ...)
 {
 	va_list ap;

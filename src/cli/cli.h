@@ -253,12 +253,20 @@ int cnl_cli_cmd_server_exec(struct cnl_cli *cli);
 int cnl_cli_cmd_server_stop(struct cnl_cli *cli);
 int cnl_cli_cmd_server_start(struct cnl_cli *cli);
 int cnl_cli_cmd_server_delete(struct cnl_cli *cli);
+int cnl_cli_cmd_server_show(struct cnl_cli *cli);
+int cnl_cli_cmd_server_resize(struct cnl_cli *cli);
 int cnl_cli_cmd_run(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_list(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_show(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_explain(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_logs(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_cancel(struct cnl_cli *cli);
+int cnl_cli_cmd_jobs_resize(struct cnl_cli *cli);
+/* In-flight resize (cli.c): the body {"blocks": N} of --blocks N into
+ * *@ret (0, or CNL_EXIT_USAGE after a message naming the flag), and the
+ * "Size:" line of a show for @st. */
+int cnl_cli_resize_body(struct cnl_cli *cli, json_t **ret);
+void cnl_cli_print_size(const struct cnl_wire_status *st);
 int cnl_cli_cmd_quota_show(struct cnl_cli *cli);
 int cnl_cli_cmd_project_list(struct cnl_cli *cli);
 int cnl_cli_cmd_project_use(struct cnl_cli *cli);

@@ -152,6 +152,12 @@ static const struct cnl_cli_flag follow_flags[] = {
     {NULL, NULL, NULL, 0},
 };
 
+static const struct cnl_cli_flag resize_flags[] = {
+    {"blocks", "N",
+     "new size in 1% blocks of its GPU (1..100): compute share and VRAM", 0},
+    {NULL, NULL, NULL, 0},
+};
+
 static const struct cnl_cli_flag mark_flags[] = {
     {"on-prem-only", NULL, "never burst this project to a cloud", 0},
     {"no-on-prem-only", NULL, "allow bursting again", 0},
@@ -204,6 +210,10 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      false, cnl_cli_cmd_server_start},
     {"server delete", "NAME", "delete a stopped server and its storage", NULL,
      1, 1, false, false, cnl_cli_cmd_server_delete},
+    {"server show", "NAME", "one server, its state and slice size", NULL, 1, 1,
+     false, false, cnl_cli_cmd_server_show},
+    {"server resize", "NAME", "change a server's GPU slice (--blocks N)",
+     resize_flags, 1, 1, false, false, cnl_cli_cmd_server_resize},
     {"run", "SCRIPT [ARGS...]",
      "run a script on a GPU slice, stream its output, collect artifacts",
      run_flags, 1, CNL_CLI_POS_MAX, true, false, cnl_cli_cmd_run},
@@ -215,6 +225,8 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      cnl_cli_cmd_jobs_logs},
     {"jobs cancel", "JOB", "cancel a job", NULL, 1, 1, false, false,
      cnl_cli_cmd_jobs_cancel},
+    {"jobs resize", "JOB", "change a job's GPU slice (--blocks N)",
+     resize_flags, 1, 1, false, false, cnl_cli_cmd_jobs_resize},
     {"jobs explain", "JOB", "the scheduler's decisions for a job, in order",
      NULL, 1, 1, false, false, cnl_cli_cmd_jobs_explain},
     {"quota show", "", "GPU-hours, storage and servers used against limits",

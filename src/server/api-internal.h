@@ -108,8 +108,9 @@ struct call {
 	struct cnl_store_server server;
 	char actor[CNL_STORE_AUDIT_MAX];
 	char target[CNL_STORE_AUDIT_MAX];
-	const char *note; /* audit result suffix, e.g. "replayed" */
-	const char *host; /* the request's Host header, or NULL */
+	const char *note;  /* audit result suffix, e.g. "replayed" */
+	char note_buf[24]; /* a note made for this call ("blocks 40") */
+	const char *host;  /* the request's Host header, or NULL */
 	int64_t now_ms;
 	/* An OIDC ID token verified before the API's lock was taken (the
 	 * check may fetch keys): its result, for identify(). */
@@ -416,6 +417,11 @@ void cnl_api_h_job_get(void *call, struct cnl_http_request *req,
                        struct cnl_http_response *resp);
 void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
+/* api_resize.c: PATCH {"blocks": N}, an in-flight resize. */
+void cnl_api_h_job_patch(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_server_patch(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
 void cnl_api_h_job_decisions(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp);
 void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,

@@ -11,6 +11,8 @@
  *   ctl_loop.c  the scheduling loop: cycles, node liveness, metering
  *   ctl_node.c  the node protocol: registration, heartbeats, assignments,
  *               reports, node states
+ *   ctl_resize.c  in-flight resize of block slices (grow in place, shrink
+ *               once the agent reports the use fits)
  *
  * Locking: everything here runs under the API's lock (ctl.h).
  */
@@ -103,6 +105,21 @@ struct wl {
 	char image[128];          /* jobs: the image asked for; "": host */
 	uint16_t rank, gang_size;
 	bool doomed; /* its gang can never start again (gangs_check) */
+	/* Placed block slices: the size of a pending shrink, whose blocks
+	 * are held until the agent reports the slice's use fits
+	 * (ctl_resize.c); 0: none. */
+	int shrink_to;
+	int resized; /* block slices: the size of the last resize; 0: none */
+	/* The slice's VRAM use as its node last reported it (bytes), -1:
+	 * none yet; what a shrink to admit other work may not go below. */
+	int64_t vram_used;
+	/* A shrink of this preemptible slice to admit @admits (a pending
+	 * workload's id) instead of pre-empting it; "": none.  That
+	 * workload waits out of the cycles until the blocks are released. */
+	char admits[CNL_ID_MAX];
+	int64_t admit_ms; /* when that shrink was decided */
+	/* Pending: the slice being shrunk for it (its id); "": none. */
+	char admit_by[CNL_ID_MAX];
 	struct why why;
 };
 
@@ -184,6 +201,9 @@ int ctl_wl_job(struct cnl_ctl *ctl, struct wl *w, const char *shape, int prio,
 int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
                       bool gang);
 void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt);
+/* The request of block slice @w becomes @blocks blocks: its shape
+ * ("TYPE-N") and its scheduler job (a resize, ctl_resize.c). */
+void ctl_wl_set_blocks(struct wl *w, int blocks);
 
 /* ctl_loop.c */
 int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
@@ -192,6 +212,22 @@ int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
 int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
                const size_t *map, size_t n, int64_t now);
 bool ctl_requeued(const struct wl *w);
+
+/* ctl_resize.c */
+/* The size of @w's pending shrink, or 0 (none, or one its allocation
+ * has outlived). */
+int ctl_resize_pending(const struct cnl_ctl *ctl, const struct wl *w);
+/* The VRAM (MiB) of @blocks blocks of the GPU type @w is placed on. */
+int64_t ctl_resize_vram_mib(const struct cnl_ctl *ctl, const struct wl *w,
+                            int blocks);
+/* Before a cycle: for a pending block request that does not fit, shrink
+ * a lower-priority preemptible block slice on a GPU where that makes room
+ * (not below its reported use) instead of letting the cycle pre-empt it. */
+void ctl_resize_admit(struct cnl_ctl *ctl, int64_t now);
+/* A heartbeat's word @it on placed @w: its use; and release the blocks of
+ * a pending shrink once the region's quota and use fit it. */
+void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
+                      const struct cnl_wire_running *it, int64_t now);
 
 /* ctl_node.c */
 int ctl_node_save(struct cnl_ctl *ctl, const struct node *n, int64_t now);

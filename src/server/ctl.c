@@ -52,6 +52,7 @@ static struct wl *wl_new(struct cnl_ctl *ctl)
 	w->node = -1;
 	w->home = -1;
 	w->resv_node = -1;
+	w->vram_used = -1;
 	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
 	return w;
 }
@@ -477,6 +478,7 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 		return -CNL_ENOTFOUND;
 	snprintf(st.phase, sizeof(st.phase), "%s", cnl_wl_state_name(w->state));
 	st.epoch = w->epoch;
+	st.resized = w->resized;
 	if (w->state == CNL_WL_PENDING) {
 		st.pending = true;
 		/* A fresh platform takes work before its first node joins
@@ -526,6 +528,7 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 		snprintf(st.node, sizeof(st.node), "%s",
 		         ctl->nodes[w->node].name);
 		st.blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
+		st.shrinking_to = ctl_resize_pending(ctl, w);
 		st.started_ms = w->started_ms;
 		/* Provisioning: ready after as long as recent starts took. */
 		if (w->state == CNL_WL_ASSIGNED &&

@@ -168,6 +168,17 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now_ms);
 int cnl_ctl_stop_gang(struct cnl_ctl *ctl, const char *gang, int64_t now_ms);
 
 /*
+ * cnl_ctl_resize - resize the block slice of active workload @id to
+ * @blocks 1% blocks of its GPU (ctl_resize.c says what happens in each
+ * state).  Returns an HTTP status: 200 (done, or a shrink pending), 400
+ * (@blocks outside 1..100), 409 (not active, not a block slice, stopping,
+ * no room on its GPU to grow: @err says which) or 500, with the reason in
+ * @err.
+ */
+int cnl_ctl_resize(struct cnl_ctl *ctl, const char *id, int blocks,
+                   int64_t now_ms, char *err, size_t errlen);
+
+/*
  * cnl_ctl_workload_status - the live status of the active workload @id
  * into *@ret (the "status" of its job or server document, wire/job.h):
  * 0, or -CNL_ENOTFOUND when it is not active (*@ret untouched).

@@ -156,6 +156,17 @@ size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
 
 		if (w->state != CNL_WL_PENDING && !w->alloc_id)
 			continue; /* stopping, resources already released */
+		/* Waiting for a slice shrunk to admit it (ctl_resize.c): out
+		 * of the cycle until its blocks are released, so that the
+		 * cycle does not pre-empt others for it meanwhile. */
+		if (w->state == CNL_WL_PENDING && w->admit_by[0]) {
+			const struct wl *v = ctl_wl_find(ctl, w->admit_by);
+
+			if (v && v->alloc_id && v->shrink_to &&
+			    strcmp(v->admits, w->id) == 0)
+				continue;
+			w->admit_by[0] = '\0';
+		}
 		jobs[n] = w->j;
 		if (w->state == CNL_WL_PENDING) {
 			jobs[n].state = CNL_JOB_PENDING;

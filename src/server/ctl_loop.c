@@ -170,6 +170,7 @@ static int apply_start(struct cnl_ctl *ctl, struct wl *w,
 	w->alloc_id = d->alloc_id;
 	if (a)
 		w->placed = *a;
+	w->shrink_to = 0; /* placed at the size asked (ctl_resize.c) */
 	w->epoch++;
 	w->started_ms = d->at_ms > now ? d->at_ms : now;
 	w->not_before_ms = d->at_ms > now ? d->at_ms : 0;
@@ -373,6 +374,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	gangs_check(ctl, now);
 	place_home(ctl, now);
+	ctl_resize_admit(ctl, now);
 	n = ctl_build_jobs(ctl, &jobs, &map);
 	r = cnl_sched_cycle(ctl->sched, ctl->cluster, jobs, n, now,
 	                    ctl->cfg.seed ^ (uint64_t)now, &dec);

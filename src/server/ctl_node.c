@@ -493,6 +493,8 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 			snprintf(ret->stop[n_stop++], sizeof(ret->stop[0]),
 			         "%s", it->id);
 			ctl->fenced++;
+		} else if (it->has_vram_used) {
+			ctl_resize_usage(ctl, w, it, now);
 		}
 	}
 	ret->n_stop = n_stop;
@@ -583,6 +585,12 @@ static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
 	}
 	m->gpu.blocks = cnl_alloc_blocks_held(c, a);
 	m->gpu.vram_mib = cnl_alloc_vram_mib(c, a);
+	/* A pending shrink: the agent applies the smaller size at once,
+	 * while the blocks stay held here until the use fits. */
+	if (ctl_resize_pending(ctl, w)) {
+		m->gpu.blocks = w->shrink_to;
+		m->gpu.vram_mib = ctl_resize_vram_mib(ctl, w, w->shrink_to);
+	}
 	m->gpu.gpu_mask =
 	    a->kind == CNL_PLACE_WHOLE ? a->gpu_mask : 1u << a->gpu;
 	m->gpu.mig_start = -1;

@@ -202,6 +202,13 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 		                    json_pack("{s:s,s:i,s:i}", "id", w->gang_id,
 		                              "rank", w->rank, "size",
 		                              w->gang_size));
+	/* A resized block slice: its size now and a pending shrink. */
+	if (w->resized)
+		json_object_set_new(o, "resized", json_integer(w->resized));
+	if (w->shrink_to && !final && w->alloc_id && cnl_wl_placed(w->state) &&
+	    w->shrink_to < cnl_alloc_blocks_held(ctl->cluster, &w->placed))
+		json_object_set_new(o, "shrinking_to",
+		                    json_integer(w->shrink_to));
 	if (w->why.node[0] && (final || w->state != CNL_WL_PENDING))
 		json_object_set_new(o, "placement", why_json(&w->why));
 	for (int pass = 0; pass < 3 && r < 0; pass++) {
@@ -254,6 +261,23 @@ int ctl_persist_end(struct cnl_ctl *ctl, const struct wl *w, bool ran,
 		                               ctl_store_state(w), "", run);
 	return cnl_store_job_update_run(ctl->store, w->id, ctl_store_state(w),
 	                                exit_code, now, run);
+}
+
+void ctl_wl_set_blocks(struct wl *w, int blocks)
+{
+	const char *dash = strrchr(w->shape, '-');
+	char shape[CNL_SHAPE_MAX];
+	int n;
+
+	/* A block shape is "TYPE-N" or "TYPE-Npct". */
+	if (dash) {
+		n = snprintf(shape, sizeof(shape), "%.*s-%d",
+		             (int)(dash - w->shape), w->shape, blocks);
+		if (n > 0 && (size_t)n < sizeof(shape))
+			snprintf(w->shape, sizeof(w->shape), "%s", shape);
+	}
+	w->j.req.blocks = blocks;
+	w->resized = blocks;
 }
 
 /* Set up @w's scheduler job; 0 or -CNL_EFIELD for a shape gone bad. */
@@ -363,6 +387,11 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	if (!run)
 		return;
 	w->epoch = json_integer_value(json_object_get(run, "epoch"));
+	/* A resize outlives a restart: the size, and a shrink pending. */
+	n = (int)json_integer_value(json_object_get(run, "resized"));
+	if (w->j.req.kind == CNL_REQ_BLOCKS && n >= 1 &&
+	    n <= CNL_BLOCKS_PER_GPU)
+		ctl_wl_set_blocks(w, n);
 	w->preemptions =
 	    (int)json_integer_value(json_object_get(run, "preemptions"));
 	w->requeues = (int)json_integer_value(json_object_get(run, "requeues"));
@@ -406,6 +435,10 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	    json_integer_value(json_object_get(run, "not_before_ms"));
 	w->signal_ms = json_integer_value(json_object_get(run, "signal_ms"));
 	w->kill_ms = json_integer_value(json_object_get(run, "kill_ms"));
+	n = (int)json_integer_value(json_object_get(run, "shrinking_to"));
+	if (w->alloc_id && n >= 1 &&
+	    n < cnl_alloc_blocks_held(ctl->cluster, &w->placed))
+		w->shrink_to = n;
 out:
 	json_decref(run);
 }

@@ -121,9 +121,14 @@ json_t *cnl_wire_status_encode(const struct cnl_wire_status *m)
 	} else if (m->node[0]) {
 		json_object_set_new(o, "node", json_string(m->node));
 		json_object_set_new(o, "blocks", json_integer(m->blocks));
+		if (m->shrinking_to)
+			json_object_set_new(o, "shrinking_to",
+			                    json_integer(m->shrinking_to));
 		json_object_set_new(o, "started_at",
 		                    cnl_wire_time_or_null(m->started_ms));
 	}
+	if (m->resized)
+		json_object_set_new(o, "resized", json_integer(m->resized));
 	if (m->has_estimated_ready)
 		json_object_set_new(
 		    o, "estimated_ready",
@@ -144,10 +149,19 @@ json_t *cnl_wire_status_encode(const struct cnl_wire_status *m)
 int cnl_wire_status_decode(const json_t *j, struct cnl_wire_status *ret,
                            char *err, size_t errlen)
 {
-	static const char *const fields[] = {
-	    "phase",           "epoch",    "reason", "estimated_start",
-	    "reservation",     "node",     "blocks", "started_at",
-	    "estimated_ready", "estimate", NULL};
+	static const char *const fields[] = {"phase",
+	                                     "epoch",
+	                                     "reason",
+	                                     "estimated_start",
+	                                     "reservation",
+	                                     "node",
+	                                     "blocks",
+	                                     "started_at",
+	                                     "estimated_ready",
+	                                     "estimate",
+	                                     "shrinking_to",
+	                                     "resized",
+	                                     NULL};
 	enum cnl_wl_state st;
 
 	memset(ret, 0, sizeof(*ret));
@@ -160,10 +174,12 @@ int cnl_wire_status_decode(const json_t *j, struct cnl_wire_status *ret,
 		                     ret->phase);
 	TRY(cnl_wire_get_int(j, "epoch", true, 0, INT64_MAX, &ret->epoch, err,
 	                     errlen));
+	TRY(cnl_wire_get_int32(j, "resized", false, 1, BLOCKS_MAX,
+	                       &ret->resized, err, errlen));
 	/* Waiting, or placed: the fields of one or the other. */
 	if (json_object_get(j, "reason")) {
-		static const char *const placed[] = {"node", "blocks",
-		                                     "started_at", NULL};
+		static const char *const placed[] = {
+		    "node", "blocks", "started_at", "shrinking_to", NULL};
 
 		ret->pending = true;
 		TRY(cnl_wire_get_str(j, "reason", true, ret->reason,
@@ -203,12 +219,18 @@ int cnl_wire_status_decode(const json_t *j, struct cnl_wire_status *ret,
 			                       &ret->blocks, err, errlen));
 			TRY(cnl_wire_get_time(j, "started_at", true,
 			                      &ret->started_ms, err, errlen));
+			TRY(cnl_wire_get_int32(j, "shrinking_to", false, 1,
+			                       BLOCKS_MAX, &ret->shrinking_to,
+			                       err, errlen));
 		} else if (json_object_get(j, "blocks") ||
-		           json_object_get(j, "started_at")) {
+		           json_object_get(j, "started_at") ||
+		           json_object_get(j, "shrinking_to")) {
 			return cnl_wire_fail(
 			    err, errlen, "field \"%s\": only with \"node\"",
 			    json_object_get(j, "blocks") ? "blocks"
-			                                 : "started_at");
+			    : json_object_get(j, "started_at")
+			        ? "started_at"
+			        : "shrinking_to");
 		}
 	}
 	if (json_object_get(j, "estimated_ready")) {

@@ -85,7 +85,11 @@ struct cnl_wire_status {
 	char node[CNL_WIRE_NAME_MAX]; /* placed: node, blocks, started_at
 	                               * sent; "" otherwise */
 	int blocks;                   /* placed: 1% blocks held */
-	int64_t started_ms;           /* placed; 0: null */
+	int shrinking_to;   /* placed: a pending shrink's size (its blocks are
+	                     * held until the slice's VRAM use fits); 0: none */
+	int resized;        /* block slices: the size (blocks) asked by the
+	                     * last resize, pending or placed; 0: never resized */
+	int64_t started_ms; /* placed; 0: null */
 	bool has_estimated_ready;
 	struct cnl_wire_ready estimated_ready;
 	bool has_estimate; /* pending with an estimated start */

@@ -312,10 +312,21 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 	if (!m->has_running)
 		return o;
 	a = json_array();
-	for (size_t i = 0; i < m->n_running; i++)
-		json_array_append_new(
-		    a, json_pack("{s:s,s:I}", "id", m->running[i].id, "epoch",
-		                 (json_int_t)m->running[i].epoch));
+	for (size_t i = 0; i < m->n_running; i++) {
+		json_t *it =
+		    json_pack("{s:s,s:I}", "id", m->running[i].id, "epoch",
+		              (json_int_t)m->running[i].epoch);
+
+		if (m->running[i].has_vram_used)
+			json_object_set_new(
+			    it, "vram_used",
+			    json_integer(m->running[i].vram_used));
+		if (m->running[i].has_vram_quota)
+			json_object_set_new(
+			    it, "vram_quota",
+			    json_integer(m->running[i].vram_quota));
+		json_array_append_new(a, it);
+	}
 	json_object_set_new(o, "running", a);
 	return o;
 }
@@ -323,15 +334,22 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 static int running_decode(const json_t *it, struct cnl_wire_running *ret,
                           char *err, size_t errlen)
 {
-	static const char *const fields[] = {"id", "epoch", NULL};
+	static const char *const fields[] = {"id", "epoch", "vram_used",
+	                                     "vram_quota", NULL};
 
 	if (!json_is_object(it))
 		return cnl_wire_fail(err, errlen, "must be an object");
 	CNL_WIRE_TRY(cnl_wire_check(it, fields, err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_str(it, "id", true, ret->id, sizeof(ret->id),
 	                              err, errlen));
-	return cnl_wire_get_int(it, "epoch", true, 0, INT64_MAX, &ret->epoch,
-	                        err, errlen) < 0
+	CNL_WIRE_TRY(cnl_wire_get_int(it, "epoch", true, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	ret->has_vram_used = json_object_get(it, "vram_used") != NULL;
+	ret->has_vram_quota = json_object_get(it, "vram_quota") != NULL;
+	CNL_WIRE_TRY(cnl_wire_get_int(it, "vram_used", false, 0, INT64_MAX,
+	                              &ret->vram_used, err, errlen));
+	return cnl_wire_get_int(it, "vram_quota", false, 0, INT64_MAX,
+	                        &ret->vram_quota, err, errlen) < 0
 	           ? -CNL_EFIELD
 	           : 0;
 }

@@ -45,9 +45,10 @@
 
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
-#define CNL_WIRE_PROTOCOL                                 \
-	5 /* 5: node credentials (credential); log chunks \
-	   * carry their offset, acknowledged */
+#define CNL_WIRE_PROTOCOL                                    \
+	6 /* 5: node credentials (credential); log chunks    \
+	   * carry their offset, acknowledged; 6: heartbeats \
+	   * carry each slice's VRAM use (in-flight resize) */
 #define CNL_WIRE_PROTOCOL_MIN                        \
 	5 /* an older agent holds no node credential \
 	     and is refused on every node route */
@@ -146,6 +147,12 @@ int cnl_wire_credential_decode(const json_t *j, struct cnl_wire_credential *ret,
 struct cnl_wire_running {
 	char id[CNL_WIRE_ID_MAX];
 	int64_t epoch;
+	/* Protocol 6: the bytes of VRAM its slice holds now and its quota
+	 * now (0: none), as its region counts them: what a pending shrink
+	 * waits on.  has_*: sent (not for work without a GPU slice, nor by
+	 * an older agent). */
+	bool has_vram_used, has_vram_quota;
+	int64_t vram_used, vram_quota;
 };
 
 struct cnl_wire_heartbeat {

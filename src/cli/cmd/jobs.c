@@ -1,5 +1,5 @@
 /*
- * jobs.c - cnlab jobs list|show|explain|cancel (jobs logs and run are in
+ * jobs.c - cnlab jobs list|show|explain|cancel|resize (jobs logs and run are in
  * run.c).
  */
 #define _GNU_SOURCE /* vasprintf */
@@ -172,6 +172,8 @@ int cnl_cli_cmd_jobs_show(struct cnl_cli *cli)
 		       o.status.node[0] ? " on " : "", o.status.node);
 	printf("\nCommand:   %s\n", o.command);
 	printf("GPU:       %s\n", o.gpu);
+	if (o.has_status)
+		cnl_cli_print_size(&o.status);
 	printf("Priority:  %s\n", cnl_wire_priority_name(o.priority));
 	printf("Deadline:  %s\n",
 	       cnl_cli_time(o.deadline_ms, t, sizeof(t), "none"));
@@ -259,6 +261,39 @@ int cnl_cli_cmd_jobs_cancel(struct cnl_cli *cli)
 	else
 		printf("✓ Cancelling %s (state: %s)\n", cli->args.pos[0],
 		       o.state);
+	json_decref(j);
+	cnl_wire_job_done(&o);
+	return 0;
+}
+
+/* cnlab jobs resize JOB --blocks N: an in-flight resize (a pending job's
+ * request changes; a running one grows at once or shrinks once its VRAM
+ * use fits). */
+int cnl_cli_cmd_jobs_resize(struct cnl_cli *cli)
+{
+	_cleanup_free_ char *path =
+	    cnl_cli_pathf("/v1/jobs/%s", cli->args.pos[0]);
+	struct cnl_wire_job o;
+	json_t *body, *j;
+	int code;
+
+	if ((code = cnl_cli_resize_body(cli, &body)))
+		return code;
+	code = cnl_cli_call(cli, "PATCH", path, body, NULL, "job", &j);
+	json_decref(body);
+	if (code)
+		return code;
+	if ((code = cnl_cli_read_job(j, &o))) {
+		json_decref(j);
+		return code;
+	}
+	if (cli->json) {
+		cnl_cli_print_json(j);
+	} else {
+		printf("✓ Resized %s (state: %s)\n", o.id, o.state);
+		if (o.has_status)
+			cnl_cli_print_size(&o.status);
+	}
 	json_decref(j);
 	cnl_wire_job_done(&o);
 	return 0;

@@ -549,3 +549,76 @@ int cnl_cli_cmd_server_delete(struct cnl_cli *cli)
 	json_decref(o);
 	return 0;
 }
+
+/* cnlab server show NAME: one server, with its slice's size. */
+int cnl_cli_cmd_server_show(struct cnl_cli *cli)
+{
+	_cleanup_free_ char *path = NULL;
+	struct cnl_wire_server s, v;
+	json_t *o;
+	int code;
+
+	if ((code = find_server(cli, cli->args.pos[0], &s)))
+		return code;
+	path = cnl_cli_pathf("/v1/servers/%s", s.id);
+	if ((code = cnl_cli_call(cli, "GET", path, NULL, NULL, "server", &o)))
+		return code;
+	if ((code = cnl_cli_read_server(o, &v)) || cli->json) {
+		if (!code)
+			cnl_cli_print_json(o);
+		json_decref(o);
+		return code;
+	}
+	json_decref(o);
+	printf("ID:        %s\n", v.id);
+	printf("Name:      %s\n", v.name);
+	printf("State:     %s", v.state);
+	if (v.has_status)
+		printf(" (%s%s%s)", v.status.phase,
+		       v.status.node[0] ? " on " : "", v.status.node);
+	printf("\nProfile:   %s\n", v.profile);
+	if (v.has_status)
+		cnl_cli_print_size(&v.status);
+	printf("Storage:   %lld GB\n", (long long)v.storage_gb);
+	printf("Image:     %s\n", v.image[0] ? v.image : "host");
+	if (v.url[0])
+		printf("URL:       %s\n", v.url);
+	return 0;
+}
+
+/* cnlab server resize NAME --blocks N: an in-flight resize of its
+ * slice (grows at once when its GPU has room; a shrink takes effect for
+ * new allocations at once and releases the blocks once the use fits). */
+int cnl_cli_cmd_server_resize(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	_cleanup_free_ char *path = NULL;
+	struct cnl_wire_server s, v;
+	json_t *body, *o;
+	int code;
+
+	if ((code = cnl_cli_resize_body(cli, &body)))
+		return code;
+	if ((code = find_server(cli, name, &s))) {
+		json_decref(body);
+		return code;
+	}
+	path = cnl_cli_pathf("/v1/servers/%s", s.id);
+	code = cnl_cli_call(cli, "PATCH", path, body, NULL, "server", &o);
+	json_decref(body);
+	if (code)
+		return code;
+	if ((code = cnl_cli_read_server(o, &v))) {
+		json_decref(o);
+		return code;
+	}
+	if (cli->json) {
+		cnl_cli_print_json(o);
+	} else {
+		printf("✓ Resized %s (state: %s)\n", name, v.state);
+		if (v.has_status)
+			cnl_cli_print_size(&v.status);
+	}
+	json_decref(o);
+	return 0;
+}

@@ -442,6 +442,57 @@ static void test_resize_no_room(void **state)
 	assert_int_equal(gpu(0, 0)->used, 100);
 }
 
+/*
+ * In place, as an in-flight resize needs (the slice's processes keep
+ * running on the blocks they have): growing keeps every block held and
+ * adds free ones; shrinking keeps a subset and gives the rest back, which
+ * other work may then take; a refused grow changes nothing; and the
+ * shrunk record adopts back (a restarted control plane) to the same
+ * blocks.
+ */
+static void test_resize_in_place(void **state)
+{
+	(void)state;
+	add_node("n0", "L4", 1);
+	const struct cnl_alloc *a = place(blocks(PA, 10));
+	uint32_t id = a->id;
+	uint64_t before[2] = {a->mask[0], a->mask[1]};
+	struct cnl_alloc saved;
+	uint32_t back;
+
+	place(blocks(PA, 20));
+	assert_int_equal(cnl_alloc_resize(fx.c, id, 40), 0);
+	checked();
+	a = cnl_alloc_get(fx.c, id);
+	assert_int_equal(a->mask[0] & before[0], before[0]);
+	assert_int_equal(a->mask[1] & before[1], before[1]);
+	assert_int_equal(gpu(0, 0)->used, 60);
+	before[0] = a->mask[0];
+	before[1] = a->mask[1];
+	/* No room for 81: nothing changes. */
+	assert_int_equal(cnl_alloc_resize(fx.c, id, 81), -CNL_ENOSPACE);
+	a = cnl_alloc_get(fx.c, id);
+	assert_int_equal(a->mask[0], before[0]);
+	assert_int_equal(a->mask[1], before[1]);
+	assert_int_equal(gpu(0, 0)->used, 60);
+	/* Shrink to 5: a subset of what it held; 75 free for others. */
+	assert_int_equal(cnl_alloc_resize(fx.c, id, 5), 0);
+	checked();
+	a = cnl_alloc_get(fx.c, id);
+	assert_int_equal(a->mask[0] & ~before[0], 0);
+	assert_int_equal(a->mask[1] & ~before[1], 0);
+	assert_int_equal(cnl_gpu_free_blocks(fx.c, 0, 0), 75);
+	assert_int_equal(place(blocks(PA, 75))->gpu, 0);
+	checked();
+	/* The shrunk record adopts back to the same blocks. */
+	saved = *a;
+	assert_int_equal(cnl_alloc_free(fx.c, id), 0);
+	assert_int_equal(cnl_alloc_adopt(fx.c, &saved, &back), 0);
+	checked();
+	assert_int_equal(cnl_alloc_get(fx.c, back)->mask[0], saved.mask[0]);
+	assert_int_equal(cnl_alloc_get(fx.c, back)->mask[1], saved.mask[1]);
+}
+
 static void test_resize_host_and_kinds(void **state)
 {
 	(void)state;
@@ -803,6 +854,7 @@ int main(void)
 	    T(test_whole_gpu_best_fit),
 	    T(test_resize),
 	    T(test_resize_no_room),
+	    T(test_resize_in_place),
 	    T(test_resize_host_and_kinds),
 	    T(test_node_state_cpu_mem_type),
 	    T(test_bin_packing_prefers_used_nodes),

@@ -2504,6 +2504,429 @@ static void test_node_identity(void **state)
 	                    "{\"node\":\"a\"}", 403));
 }
 
+/* ---- in-flight resize (PATCH /v1/jobs/{job}, /v1/servers/{server}) ----- */
+
+/* PATCH @path with @body as @who; the reply's status and body. */
+static json_t *rz_patch(const char *path, int who, const char *body,
+                        long status)
+{
+	return call_ok("PATCH", path, who, body, status);
+}
+
+/* The "gpu" of @id's assignment on @node: blocks and vram_mib. */
+static void rz_slice(const char *node, const char *id, int *blocks,
+                     int64_t *vram)
+{
+	json_t *as = assignments(node), *a = find(as, id), *g;
+
+	assert_non_null(a);
+	g = json_object_get(a, "gpu");
+	*blocks = (int)json_integer_value(json_object_get(g, "blocks"));
+	*vram = json_integer_value(json_object_get(g, "vram_mib"));
+	json_decref(as);
+}
+
+/* A heartbeat of @node running @ids (their epochs in @eps), the first
+ * with its slice's use and quota in MiB (-1: not sent). */
+static void rz_heartbeat(const char *node, char ids[][CNL_ID_MAX],
+                         const int64_t *eps, int n, int64_t used_mib,
+                         int64_t quota_mib)
+{
+	char path[160], body[1024];
+	size_t k;
+	json_t *o;
+
+	k = (size_t)snprintf(body, sizeof(body), "{\"running\":[");
+	for (int i = 0; i < n; i++) {
+		k += (size_t)snprintf(body + k, sizeof(body) - k,
+		                      "%s{\"id\":\"%s\",\"epoch\":%lld",
+		                      i ? "," : "", ids[i], (long long)eps[i]);
+		if (i == 0 && used_mib >= 0)
+			k += (size_t)snprintf(
+			    body + k, sizeof(body) - k,
+			    ",\"vram_used\":%lld,\"vram_quota\":%lld",
+			    (long long)used_mib << 20,
+			    (long long)quota_mib << 20);
+		k += (size_t)snprintf(body + k, sizeof(body) - k, "}");
+	}
+	snprintf(body + k, sizeof(body) - k, "]}");
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", node);
+	o = call_ok("POST", path, AGENT, body, 200);
+	assert_int_equal(json_array_size(json_object_get(o, "stop")), 0);
+	json_decref(o);
+}
+
+static int rz_status_int(json_t *doc, const char *key)
+{
+	return (int)json_integer_value(
+	    json_object_get(json_object_get(doc, "status"), key));
+}
+
+/* How many audit records of @action on @target have a result @result. */
+static int rz_audited(const char *action, const char *target,
+                      const char *result)
+{
+	char path[96];
+	long long after = 0;
+	int n = 0;
+
+	for (;;) {
+		json_t *o, *it, *next;
+		size_t i;
+
+		snprintf(path, sizeof(path), "/v1/audit?after=%lld&limit=1000",
+		         after);
+		o = call_ok("GET", path, ADMIN, NULL, 200);
+		json_array_foreach (json_object_get(o, "items"), i, it)
+			n += strcmp(str(it, "action"), action) == 0 &&
+			     strcmp(str(it, "target"), target) == 0 &&
+			     strcmp(str(it, "result"), result) == 0;
+		next = json_object_get(o, "next");
+		after = json_is_integer(next) ? json_integer_value(next) : 0;
+		json_decref(o);
+		if (!after)
+			return n;
+	}
+}
+
+/* Whether @id's decisions hold a "resize" stage. */
+static bool rz_decided(const char *id)
+{
+	char path[128];
+	bool found = false;
+	json_t *o, *it;
+	size_t i;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/decisions", id);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	json_array_foreach (json_object_get(o, "items"), i, it)
+		found |= strcmp(str(it, "stage"), "resize") == 0 &&
+		         strstr(str(it, "decision"), "shrunk from 30 to 20");
+	json_decref(o);
+	return found;
+}
+
+/*
+ * A node of its own (one L40S, 46068 MiB, which no other test uses) and a
+ * project of its own: a pending job's request changes; a running one
+ * grows in place at once, is refused growing past its GPU's free blocks
+ * (409 naming them), and shrinks in two steps: the node is told the
+ * smaller size at once while its blocks stay held, until a heartbeat says
+ * the region's quota was lowered and its use fits; then the blocks are
+ * released and other work is placed on them.  Only the owner and project
+ * admins resize (another member 403, another project 404); bad bodies
+ * are 400 naming the field; whole GPUs 409.
+ */
+static void test_resize(void **state)
+{
+	char proj[CNL_ID_MAX], node[CNL_ID_MAX], j1[CNL_ID_MAX], j2[CNL_ID_MAX],
+	    j3[CNL_ID_MAX], jw[CNL_ID_MAX], path[160], p1[160],
+	    ids[2][CNL_ID_MAX];
+	int64_t eps[2], vram;
+	int blocks;
+	json_t *o, *as;
+	struct reply r;
+
+	(void)state;
+	make_project("resize", proj);
+	grant(proj, PADMIN, "project-admin");
+	grant(proj, MEMBER, "member");
+	grant(proj, VIEWER, "member"); /* a member, not the owner */
+	o = call_ok("POST", "/v1/nodes", AGENT,
+	            "{\"protocol\":6,\"name\":\"rz\",\"gpu_type\":\"L40S\","
+	            "\"gpus\":1,\"cpu_milli\":64000,\"mem_mib\":512000}",
+	            201);
+	snprintf(node, sizeof(node), "%s", str(o, "id"));
+	json_decref(o);
+
+	/* Pending: the request changes. */
+	submit(MEMBER, proj, "{\"command\":\"a\",\"gpu\":\"l40s-10\"}", j1);
+	snprintf(p1, sizeof(p1), "/v1/jobs/%s", j1);
+	o = rz_patch(p1, MEMBER, "{\"blocks\":12}", 200);
+	assert_string_equal(str(o, "state"), "pending");
+	assert_int_equal(rz_status_int(o, "resized"), 12);
+	json_decref(o);
+	/* Bad bodies name the field; others may not. */
+	http("PATCH", p1, F.token[MEMBER], "{\"blocks\":0}", &r);
+	expect(&r, 400, "blocks 0");
+	assert_non_null(strstr(r.raw, "blocks"));
+	reply_done(&r);
+	http("PATCH", p1, F.token[MEMBER], "{\"blocks\":\"5\"}", &r);
+	expect(&r, 400, "blocks \"5\"");
+	assert_non_null(strstr(r.raw, "blocks"));
+	reply_done(&r);
+	http("PATCH", p1, F.token[MEMBER], "{\"blocks\":5,\"vram\":1}", &r);
+	expect(&r, 400, "unknown field");
+	assert_non_null(strstr(r.raw, "vram"));
+	reply_done(&r);
+	json_decref(rz_patch(p1, MEMBER, "{\"blocks\":101}", 400));
+	json_decref(rz_patch(p1, VIEWER, "{\"blocks\":40}", 403));
+	json_decref(rz_patch(p1, BOB, "{\"blocks\":40}", 404));
+
+	/* Placed at its new size. */
+	tick(now_ms());
+	rz_slice(node, j1, &blocks, &vram);
+	assert_int_equal(blocks, 12);
+	assert_int_equal(vram, 46068 * 12 / 100);
+	as = assignments(node);
+	eps[0] = epoch_of(find(as, j1));
+	json_decref(as);
+	snprintf(ids[0], CNL_ID_MAX, "%s", j1);
+	assert_int_equal(report(node, j1, eps[0], "running", 0), 200);
+
+	/* Growing: at once, in place. */
+	o = rz_patch(p1, MEMBER, "{\"blocks\":30}", 200);
+	assert_int_equal(rz_status_int(o, "blocks"), 30);
+	json_decref(o);
+	rz_slice(node, j1, &blocks, &vram);
+	assert_int_equal(blocks, 30);
+	assert_int_equal(vram, 46068 * 30 / 100);
+	assert_int_equal(node_blocks(node), 30);
+
+	/* Another job takes 60 of the 70 left; growing past the free
+	 * blocks is refused, naming them. */
+	submit(MEMBER, proj, "{\"command\":\"b\",\"gpu\":\"l40s-60\"}", j2);
+	tick(now_ms());
+	as = assignments(node);
+	assert_non_null(find(as, j2));
+	eps[1] = epoch_of(find(as, j2));
+	json_decref(as);
+	snprintf(ids[1], CNL_ID_MAX, "%s", j2);
+	assert_int_equal(node_blocks(node), 90);
+	http("PATCH", p1, F.token[MEMBER], "{\"blocks\":50}", &r);
+	expect(&r, 409, "grow past the GPU");
+	assert_non_null(strstr(r.raw, "has 10 free blocks"));
+	reply_done(&r);
+	o = job(j1);
+	assert_int_equal(rz_status_int(o, "blocks"), 30);
+	json_decref(o);
+
+	/* Shrinking (by a project admin): the node is told 20 at once; the
+	 * 30 blocks stay held while the slice uses more than 20's VRAM. */
+	o = rz_patch(p1, PADMIN, "{\"blocks\":20}", 200);
+	assert_int_equal(rz_status_int(o, "blocks"), 30);
+	assert_int_equal(rz_status_int(o, "shrinking_to"), 20);
+	json_decref(o);
+	rz_slice(node, j1, &blocks, &vram);
+	assert_int_equal(blocks, 20);
+	assert_int_equal(vram, 46068 * 20 / 100);
+	/* A third job of 20 blocks does not fit yet. */
+	submit(MEMBER, proj, "{\"command\":\"c\",\"gpu\":\"l40s-20\"}", j3);
+	tick(now_ms());
+	as = assignments(node);
+	assert_null(find(as, j3));
+	json_decref(as);
+	/* Use above the new quota: held. */
+	rz_heartbeat(node, ids, eps, 2, 12000, 46068 * 20 / 100);
+	tick(now_ms());
+	assert_int_equal(node_blocks(node), 90);
+	o = job(j1);
+	assert_int_equal(rz_status_int(o, "shrinking_to"), 20);
+	json_decref(o);
+	/* Use that fits, but the quota not lowered yet (the agent has not
+	 * applied it): held. */
+	rz_heartbeat(node, ids, eps, 2, 1024, 46068 * 30 / 100);
+	tick(now_ms());
+	assert_int_equal(node_blocks(node), 90);
+	/* An older agent's heartbeat (no use sent): held. */
+	rz_heartbeat(node, ids, eps, 2, -1, -1);
+	assert_int_equal(node_blocks(node), 90);
+	/* A restarted cnlabd carries on: still 30 held, 20 told. */
+	restart_cnlabd();
+	o = job(j1);
+	assert_int_equal(rz_status_int(o, "blocks"), 30);
+	assert_int_equal(rz_status_int(o, "shrinking_to"), 20);
+	assert_int_equal(rz_status_int(o, "resized"), 20);
+	json_decref(o);
+	rz_slice(node, j1, &blocks, &vram);
+	assert_int_equal(blocks, 20);
+	assert_int_equal(node_blocks(node), 90);
+	/* Quota lowered and use within it: released, audited, and the
+	 * third job is placed on the blocks. */
+	rz_heartbeat(node, ids, eps, 2, 1024, 46068 * 20 / 100);
+	o = job(j1);
+	assert_int_equal(rz_status_int(o, "blocks"), 20);
+	assert_null(
+	    json_object_get(json_object_get(o, "status"), "shrinking_to"));
+	json_decref(o);
+	assert_true(rz_decided(j1));
+	/* Each resize asked is in the audit log, with its answer. */
+	assert_int_equal(rz_audited("job.resize", j1, "200 blocks 12"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "200 blocks 30"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "409 conflict"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "403 forbidden"), 1);
+	assert_int_equal(rz_audited("job.resize", j1, "200 blocks 20"), 1);
+	tick(now_ms());
+	as = assignments(node);
+	assert_non_null(find(as, j3));
+	json_decref(as);
+	assert_int_equal(node_blocks(node), 100);
+
+	/* Whole GPUs do not resize. */
+	submit(MEMBER, proj, "{\"command\":\"w\",\"gpu\":\"l40s-full\"}", jw);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", jw);
+	http("PATCH", path, F.token[MEMBER], "{\"blocks\":50}", &r);
+	expect(&r, 409, "whole GPU");
+	assert_non_null(strstr(r.raw, "whole GPUs"));
+	reply_done(&r);
+
+	/* Servers: the same route, the owner's. */
+	json_decref(call_ok("POST", "/v1/profiles", ADMIN,
+	                    "{\"name\":\"l40s-10pct\",\"gpu\":\"l40s-10\","
+	                    "\"description\":\"resize test\"}",
+	                    200));
+	snprintf(path, sizeof(path), "/v1/projects/%s/servers", proj);
+	o = call_ok("POST", path, MEMBER,
+	            "{\"name\":\"rz\",\"image\":\"host\",\"profile\":"
+	            "\"l40s-10pct\"}",
+	            201);
+	snprintf(path, sizeof(path), "/v1/servers/%s", str(o, "id"));
+	snprintf(p1, sizeof(p1), "/v1/servers/%s/stop", str(o, "id"));
+	json_decref(o);
+	json_decref(rz_patch(path, VIEWER, "{\"blocks\":20}", 403));
+	json_decref(rz_patch(path, BOB, "{\"blocks\":20}", 404));
+	o = rz_patch(path, MEMBER, "{\"blocks\":20}", 200);
+	assert_int_equal(rz_status_int(o, "resized"), 20);
+	json_decref(o);
+	json_decref(call_ok("POST", p1, MEMBER, NULL, 200));
+
+	/* Clean up. */
+	for (int i = 0; i < 4; i++) {
+		const char *id = i == 0 ? j1 : i == 1 ? j2 : i == 2 ? j3 : jw;
+
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", id);
+		json_decref(call_ok("POST", path, MEMBER, NULL, 200));
+	}
+}
+
+/*
+ * Shrink instead of pre-empt: a critical block job that does not fit
+ * beside a low-priority preemptible slice that has run long enough to be
+ * a victim gets room by shrinking the slice (not below its reported VRAM
+ * use) rather than by killing it; it starts once the slice's node reports
+ * the smaller quota applied and the use within it, and the slice runs on.
+ */
+static void test_resize_admit(void **state)
+{
+	char proj[CNL_ID_MAX], node[CNL_ID_MAX], v[CNL_ID_MAX], jc[CNL_ID_MAX],
+	    ids[1][CNL_ID_MAX], path[160];
+	int64_t eps[1], t = now_ms(), vram;
+	int blocks;
+	bool found = false;
+	json_t *o, *as, *it;
+	size_t i;
+
+	(void)state;
+	make_project("admit", proj);
+	grant(proj, MEMBER, "member");
+	/* An L4: 23034 MiB, a block is 230 MiB. */
+	o = call_ok("POST", "/v1/nodes", AGENT,
+	            "{\"protocol\":6,\"name\":\"rza\",\"gpu_type\":\"L4\","
+	            "\"gpus\":1,\"cpu_milli\":64000,\"mem_mib\":512000}",
+	            201);
+	snprintf(node, sizeof(node), "%s", str(o, "id"));
+	json_decref(o);
+	submit(MEMBER, proj,
+	       "{\"command\":\"v\",\"gpu\":\"l4-60\",\"priority\":\"low\"}", v);
+	tick(t);
+	as = assignments(node);
+	assert_non_null(find(as, v));
+	eps[0] = epoch_of(find(as, v));
+	json_decref(as);
+	snprintf(ids[0], CNL_ID_MAX, "%s", v);
+	assert_int_equal(report(node, v, eps[0], "running", 0), 200);
+	/* It uses 2 GiB (9 blocks' worth). */
+	rz_heartbeat(node, ids, eps, 1, 2048, 23034 * 60 / 100);
+	submit(MEMBER, proj,
+	       "{\"command\":\"c\",\"gpu\":\"l4-50\",\"priority\":"
+	       "\"critical\"}",
+	       jc);
+	/* Eleven minutes on, it could be a victim: it is shrunk to 50. */
+	tick(t + 11 * 60 * 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_null(find(as, jc));
+	json_decref(as);
+	rz_slice(node, v, &blocks, &vram);
+	assert_int_equal(blocks, 50);
+	assert_int_equal(vram, 23034 * 50 / 100);
+	o = job(v);
+	assert_string_equal(str(o, "state"), "running");
+	assert_int_equal(rz_status_int(o, "shrinking_to"), 50);
+	json_decref(o);
+	tick(t + 11 * 60 * 1000 + 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_null(find(as, jc));
+	json_decref(as);
+	/* The node applied it: released, and the critical job starts. */
+	rz_heartbeat(node, ids, eps, 1, 2048, 23034 * 50 / 100);
+	tick(t + 11 * 60 * 1000 + 2000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_non_null(find(as, jc));
+	json_decref(as);
+	assert_int_equal(node_blocks(node), 100);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/decisions", v);
+	o = call_ok("GET", path, MEMBER, NULL, 200);
+	json_array_foreach (json_object_get(o, "items"), i, it)
+		found |= strcmp(str(it, "stage"), "preempt") == 0 &&
+		         strstr(str(it, "decision"),
+		                "shrinking from 60 to 50 blocks") != NULL;
+	json_decref(o);
+	assert_true(found);
+	/* Both end. */
+	as = assignments(node);
+	assert_int_equal(report(node, v, eps[0], "succeeded", 0), 200);
+	assert_int_equal(
+	    report(node, jc, epoch_of(find(as, jc)), "succeeded", 0), 200);
+	json_decref(as);
+
+	/* A slice whose use does not fall: the shrink is given up after
+	 * two minutes, its size comes back, and the critical job is
+	 * scheduled as any other (here: it pre-empts the slice). */
+	t += 12 * 60 * 1000;
+	submit(MEMBER, proj,
+	       "{\"command\":\"v2\",\"gpu\":\"l4-60\",\"priority\":\"low\"}",
+	       v);
+	tick(t);
+	as = assignments(node);
+	eps[0] = epoch_of(find(as, v));
+	json_decref(as);
+	snprintf(ids[0], CNL_ID_MAX, "%s", v);
+	assert_int_equal(report(node, v, eps[0], "running", 0), 200);
+	rz_heartbeat(node, ids, eps, 1, 2048, 23034 * 60 / 100);
+	submit(MEMBER, proj,
+	       "{\"command\":\"c2\",\"gpu\":\"l4-50\",\"priority\":"
+	       "\"critical\"}",
+	       jc);
+	tick(t + 11 * 60 * 1000);
+	rz_slice(node, v, &blocks, &vram);
+	assert_int_equal(blocks, 50);
+	rz_heartbeat(node, ids, eps, 1, 15000, 23034 * 50 / 100);
+	tick(t + 12 * 60 * 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "run");
+	assert_null(find(as, jc));
+	json_decref(as);
+	tick(t + 13 * 60 * 1000 + 1000);
+	as = assignments(node);
+	assert_string_equal(str(find(as, v), "action"), "stop");
+	assert_int_equal(json_integer_value(json_object_get(
+	                     json_object_get(find(as, v), "gpu"), "blocks")),
+	                 60);
+	json_decref(as);
+	assert_int_equal(report(node, v, eps[0], "failed", 143), 200);
+	tick(t + 13 * 60 * 1000 + 2000);
+	as = assignments(node);
+	assert_non_null(find(as, jc));
+	assert_int_equal(
+	    report(node, jc, epoch_of(find(as, jc)), "succeeded", 0), 200);
+	json_decref(as);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", v);
+	json_decref(call_ok("POST", path, MEMBER, NULL, 200));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2527,6 +2950,8 @@ int main(void)
 	    cmocka_unit_test(test_node_datasets_relabel),
 	    cmocka_unit_test(test_server_idempotency_per_user),
 	    cmocka_unit_test(test_node_identity),
+	    cmocka_unit_test(test_resize),
+	    cmocka_unit_test(test_resize_admit),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

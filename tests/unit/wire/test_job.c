@@ -507,6 +507,8 @@ static void test_job_refusals(void **state)
 	/* Fields of a placed workload beside a waiting one's. */
 	BAD("status.node", json_string("gpu-01"), "\"status.node\"");
 	BAD("status.blocks", json_integer(1), "\"status.blocks\"");
+	BAD("status.shrinking_to", json_integer(4), "\"status.shrinking_to\"");
+	BAD("status.resized", json_integer(0), "\"status.resized\"");
 #undef BAD
 	free(good);
 	{
@@ -578,6 +580,12 @@ static void test_server(void **state)
 	SET(v.message, "the node's disk is full");
 	ROUND(cnl_wire_server_encode, cnl_wire_server_decode, &v, &back);
 	assert_string_equal(back.message, "the node's disk is full");
+	/* A resized slice with a shrink pending (ctl_resize.c). */
+	v.status.resized = 20;
+	v.status.shrinking_to = 20;
+	ROUND(cnl_wire_server_encode, cnl_wire_server_decode, &v, &back);
+	assert_int_equal(back.status.resized, 20);
+	assert_int_equal(back.status.shrinking_to, 20);
 
 	j = cnl_wire_server_encode(&v);
 	good = dump(j);
@@ -588,6 +596,8 @@ static void test_server(void **state)
 	BAD("url", json_integer(5), "\"url\"");
 	BAD("storage_gb", json_integer(-1), "\"storage_gb\"");
 	BAD("status.blocks", json_integer(5000), "\"status.blocks\"");
+	BAD("status.shrinking_to", json_integer(0), "\"status.shrinking_to\"");
+	BAD("status.resized", json_string("20"), "\"status.resized\"");
 	BAD("status.epoch", json_integer(-1), "\"status.epoch\"");
 	BAD("image", long_str(CNL_WIRE_IMAGE_MAX), "\"image\"");
 	BAD("state", json_string("succeeded"), "\"state\""); /* a job's */

@@ -115,6 +115,12 @@ static void test_register(void **state)
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_int_equal(got.protocol, 5);
+	/* Protocol 6 (slice usage in heartbeats, for resizes) too. */
+	DECODE_OK(cnl_wire_register_decode,
+	          "{\"protocol\":6,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &got);
+	assert_int_equal(got.protocol, 6);
 #define R(text, field)                                                 \
 	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
 	           NOTHING, text, field)
@@ -123,7 +129,7 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":6,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":7,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
 	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
@@ -177,7 +183,9 @@ static void test_node_and_heartbeat(void **state)
 {
 	struct cnl_wire_node n = {0};
 	struct cnl_wire_heartbeat h = {0};
-	struct cnl_wire_running run[2] = {{"job_a", 3}, {"srv_b", 1}};
+	struct cnl_wire_running run[2] = {
+	    {"job_a", 3, false, false, 0, 0},
+	    {"srv_b", 1, true, true, 5 << 20, 8 << 20}};
 	char stop[1][CNL_WIRE_ID_MAX] = {"job_c"};
 	char vols[2][CNL_WIRE_ID_MAX] = {"srv_d", "srv_e"};
 
@@ -247,6 +255,13 @@ static void test_node_and_heartbeat(void **state)
 	H("{\"running\":[{\"id\":\"j\"}]}", "running[0].epoch");
 	H("{\"running\":[{\"id\":\"j\",\"epoch\":-1}]}", "running[0].epoch");
 	H("{\"running\":[],\"beat\":1}", "beat");
+	/* A slice's VRAM use (protocol 6) is a count of bytes. */
+	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"vram_used\":-1}]}",
+	  "running[0].vram_used");
+	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"vram_used\":\"1\"}]}",
+	  "running[0].vram_used");
+	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"vram_quota\":-4}]}",
+	  "running[0].vram_quota");
 	H("{\"running\":[],\"volumes\":[\"srv_a\",7]}", "volumes[1]");
 #undef H
 }
