@@ -1003,6 +1003,42 @@ API hipError_t hipIpcOpenEventHandle(hipEvent_t *e, hipIpcEventHandle_t h)
 	return hipEventCreate(e);
 }
 
+/* hipGetProcAddress (HIP 6.2): the fake's own entry points by name, from
+ * a table (a dlsym here would go through whatever interposes dlsym). */
+#if HIP_VERSION < 60200000
+typedef int hipDriverProcAddressQueryResult;
+#endif
+
+API hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version,
+                                 uint64_t flags,
+                                 hipDriverProcAddressQueryResult *status)
+{
+	static const struct {
+		const char *name;
+		void *fn;
+	} table[] = {
+	    {"hipMalloc", (void *)hipMalloc},
+	    {"hipFree", (void *)hipFree},
+	    {"hipMemGetInfo", (void *)hipMemGetInfo},
+	    {"hipMallocAsync", (void *)hipMallocAsync},
+	    {"hipLaunchKernel", (void *)hipLaunchKernel},
+	};
+
+	if (!symbol || !pfn || version <= 0)
+		return hipErrorInvalidValue;
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (strcmp(table[i].name, symbol) == 0) {
+			*pfn = table[i].fn;
+			if (status)
+				*status = 0; /* HIP_GET_PROC_ADDRESS_SUCCESS */
+			return hipSuccess;
+		}
+	*pfn = NULL;
+	if (status)
+		*status = 1; /* HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+	return hipErrorNotFound;
+}
+
 API const char *hipGetErrorString(hipError_t e)
 {
 	return e == hipSuccess ? "hipSuccess" : "fake HIP error";

@@ -7,7 +7,8 @@
  *     alloc PATH BYTES      PATH malloc|managed|ext|pitch|3d|array|3darray|
  *                           async|pool|vmm|vmm-host; "ok ID" or "fail RC"
  *     dl HOW BYTES          hipMalloc found by dlsym (HOW default|handle|
- *                           next); "ok ID" or "fail RC"
+ *                           next) or hipGetProcAddress (procaddr);
+ *                           "ok ID" or "fail RC"
  *     free ID               the matching free; "ok" or "fail RC"
  *     info                  hipMemGetInfo: "FREE TOTAL" (or "fail RC")
  *     total                 hipDeviceTotalMem
@@ -42,6 +43,10 @@ hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, uint32_t gy,
                                     hipEvent_t start, hipEvent_t stop,
                                     uint32_t flags);
 hipError_t hipGraphLaunch_spt(hipGraphExec_t exec, hipStream_t stream);
+#if HIP_VERSION < 60200000
+hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version,
+                             uint64_t flags, int *status);
+#endif
 
 #define MAXOBJ 4096
 
@@ -158,7 +163,12 @@ static hipError_t do_dl(const char *how, size_t n, int *ret_id)
 	void *p = NULL;
 	hipError_t rc;
 
-	if (strcmp(how, "default") == 0) {
+	if (strcmp(how, "procaddr") == 0) {
+		void *fp = NULL;
+		if (hipGetProcAddress("hipMalloc", &fp, 60200, 0, NULL) ==
+		    hipSuccess)
+			f = (malloc_fn)fp;
+	} else if (strcmp(how, "default") == 0) {
 		f = (malloc_fn)dlsym(RTLD_DEFAULT, "hipMalloc");
 	} else if (strcmp(how, "next") == 0) {
 		f = (malloc_fn)dlsym(RTLD_NEXT, "hipMalloc");

@@ -301,6 +301,33 @@ static void *dlsym_next(const char *symbol, void *caller)
 	return found;
 }
 
+/* hipGetProcAddress: the runtime answers (versions, unknown names and
+ * errors are its own); a hooked name's real entry point becomes our
+ * wrapper, and is remembered as the real one if we had none. */
+hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version,
+                             uint64_t flags,
+                             hipDriverProcAddressQueryResult *status)
+{
+	cnl_hip_real_hipGetProcAddress_t real = CNL_HIP_REAL(hipGetProcAddress);
+	hipError_t rc;
+	int id;
+
+	if (!real)
+		return hipErrorNotFound;
+	rc = real(symbol, pfn, version, flags, status);
+	if (rc != hipSuccess || !pfn || !*pfn ||
+	    (id = cnl_hip_hook_find(symbol)) < 0 ||
+	    id == CNL_HIP_HOOK_hipGetProcAddress)
+		return rc;
+	if (*pfn != wrappers[id]) {
+		void *expect = NULL;
+		atomic_compare_exchange_strong(&cnl_hip_real[id], &expect,
+		                               *pfn);
+	}
+	*pfn = wrappers[id];
+	return rc;
+}
+
 CNL_EXPORT void *dlsym(void *handle, const char *symbol);
 CNL_EXPORT void *dlsym(void *handle, const char *symbol)
 {

@@ -46,6 +46,15 @@ extern const char *const cnl_hip_names[CNL_HIP_HOOK_COUNT];
 /* Real entry points, resolved on first use (NULL until then). */
 extern void *_Atomic cnl_hip_real[CNL_HIP_HOOK_COUNT];
 
+/* HIP 6.2 added hipGetProcAddress and its status type; older headers
+ * have neither (the enum is int-sized either way). */
+#if HIP_VERSION < 60200000
+typedef int hipDriverProcAddressQueryResult;
+hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version,
+                             uint64_t flags,
+                             hipDriverProcAddressQueryResult *status);
+#endif
+
 /* Entry points the C headers of HIP 5.2 do not declare. */
 hipError_t hipGraphLaunch_spt(hipGraphExec_t exec, hipStream_t stream);
 hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, uint32_t gy,
