@@ -821,6 +821,27 @@ API hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx,
 	return rc;
 }
 
+/* The real runtime exports hip_ext.h's launches by their C++ names. */
+API hipError_t
+_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j(
+    hipFunction_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t lx,
+    uint32_t ly, uint32_t lz, size_t shm, hipStream_t s, void **params,
+    void **extra, hipEvent_t start, hipEvent_t stop, uint32_t flags)
+{
+	return hipExtModuleLaunchKernel(f, gx, gy, gz, lx, ly, lz, shm, s,
+	                                params, extra, start, stop, flags);
+}
+
+API hipError_t
+_Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_(
+    hipFunction_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t lx,
+    uint32_t ly, uint32_t lz, size_t shm, hipStream_t s, void **params,
+    void **extra, hipEvent_t start, hipEvent_t stop)
+{
+	return hipExtModuleLaunchKernel(f, gx, gy, gz, lx, ly, lz, shm, s,
+	                                params, extra, start, stop, 0);
+}
+
 API hipError_t hipLaunchCooperativeKernel(const void *f, dim3 grid, dim3 block,
                                           void **args, unsigned int shm,
                                           hipStream_t s)

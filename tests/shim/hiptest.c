@@ -18,8 +18,9 @@
  *     ipc-open FILE         open the handle in FILE; "ok" or "fail RC"
  *   hiptest greedy MODE US SECONDS
  *                         launch US-microsecond kernels through MODE
- *                         kernel|spt|ext|module|extmodule|coop|coopspt|
- *                         graph|graphspt, four in flight; prints "ready"
+ *                         kernel|spt|ext|module|extmodule|extmodulecxx|
+ *                         hccmodule|coop|coopspt|graph|graphspt, four in
+ *                         flight; prints "ready"
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,20 +34,33 @@
 #define __HIP_PLATFORM_AMD__ 1
 #include <hip/hip_runtime_api.h>
 
-/* The fake's own count; not in the HIP API. */
-uint64_t cnlfake_hip_used(void);
-/* Declared by the C++-only hip_ext.h, or by HIP 6 only. */
+/* The fake's own count; not in the HIP API (absent on a real GPU). */
+uint64_t cnlfake_hip_used(void) __attribute__((weak));
+/* Declared by the C++-only hip_ext.h, or by HIP 6 only; weak, so that
+ * hiptest links against a real runtime without them too (tests/gpu). */
 hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, uint32_t gy,
                                     uint32_t gz, uint32_t lx, uint32_t ly,
                                     uint32_t lz, size_t shm, hipStream_t stream,
                                     void **params, void **extra,
                                     hipEvent_t start, hipEvent_t stop,
-                                    uint32_t flags);
-hipError_t hipGraphLaunch_spt(hipGraphExec_t exec, hipStream_t stream);
+                                    uint32_t flags) __attribute__((weak));
+hipError_t hipGraphLaunch_spt(hipGraphExec_t exec, hipStream_t stream)
+    __attribute__((weak));
 #if HIP_VERSION < 60200000
 hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version,
-                             uint64_t flags, int *status);
+                             uint64_t flags, int *status) __attribute__((weak));
 #endif
+/* What a C++ program calls for hip_ext.h's launches: their C++ names. */
+hipError_t
+_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j(
+    hipFunction_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t lx,
+    uint32_t ly, uint32_t lz, size_t shm, hipStream_t stream, void **params,
+    void **extra, hipEvent_t start, hipEvent_t stop, uint32_t flags);
+hipError_t
+_Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_(
+    hipFunction_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t lx,
+    uint32_t ly, uint32_t lz, size_t shm, hipStream_t stream, void **params,
+    void **extra, hipEvent_t start, hipEvent_t stop);
 
 #define MAXOBJ 4096
 
@@ -165,8 +179,9 @@ static hipError_t do_dl(const char *how, size_t n, int *ret_id)
 
 	if (strcmp(how, "procaddr") == 0) {
 		void *fp = NULL;
-		if (hipGetProcAddress("hipMalloc", &fp, 60200, 0, NULL) ==
-		    hipSuccess)
+		if (hipGetProcAddress &&
+		    hipGetProcAddress("hipMalloc", &fp, 60200, 0, NULL) ==
+		        hipSuccess)
 			f = (malloc_fn)fp;
 	} else if (strcmp(how, "default") == 0) {
 		f = (malloc_fn)dlsym(RTLD_DEFAULT, "hipMalloc");
@@ -229,7 +244,9 @@ static int repl(void)
 				printf("fail %d\n", (int)rc);
 		} else if (strncmp(line, "used", 4) == 0) {
 			printf("%llu\n",
-			       (unsigned long long)cnlfake_hip_used());
+			       cnlfake_hip_used
+			           ? (unsigned long long)cnlfake_hip_used()
+			           : 0ULL);
 		} else if (strncmp(line, "sync", 4) == 0) {
 			answer_rc(hipDeviceSynchronize(), -1);
 		} else if (sscanf(line, "ipc-export %d %399s", &id, b) == 2) {
@@ -318,6 +335,16 @@ static int greedy(const char *mode, unsigned us, double seconds)
 			rc =
 			    hipExtModuleLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s,
 			                             NULL, NULL, NULL, NULL, 0);
+		else if (strcmp(mode, "extmodulecxx") == 0)
+			rc =
+			    _Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j(
+			        fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL, NULL,
+			        NULL, 0);
+		else if (strcmp(mode, "hccmodule") == 0)
+			rc =
+			    _Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_(
+			        fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL, NULL,
+			        NULL);
 		else if (strcmp(mode, "coop") == 0)
 			rc = hipLaunchCooperativeKernel(fn, one, one, NULL, 0,
 			                                s);

@@ -159,12 +159,25 @@ static void test_launch_paths_b(void **state)
 		assert_true(s[i].got > 0.12 && s[i].got < 0.18);
 }
 
+/* hip_ext.h's launches, called by the C++ names a C++ program links. */
+static void test_launch_paths_cxx(void **state)
+{
+	struct slice s[] = {{"extmodulecxx", 20, 0, 0},
+	                    {"hccmodule", 20, 0, 0}};
+
+	(void)state;
+	measure(s, 2);
+	for (int i = 0; i < 2; i++)
+		assert_true(s[i].got > 0.17 && s[i].got < 0.23);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_cap_25),
 	    cmocka_unit_test(test_launch_paths_a),
 	    cmocka_unit_test(test_launch_paths_b),
+	    cmocka_unit_test(test_launch_paths_cxx),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -160,7 +160,9 @@ void *cnl_hip_real_sym(const char *name)
 
 int cnl_hip_hook_find(const char *name)
 {
-	if (!name || strncmp(name, "hip", 3) != 0)
+	/* HIP names, and the two C++ names of hip_ext.h's launches. */
+	if (!name ||
+	    (strncmp(name, "hip", 3) != 0 && strncmp(name, "_Z24hip", 7) != 0))
 		return -1;
 	for (int i = 0; i < CNL_HIP_HOOK_COUNT; i++)
 		if (strcmp(cnl_hip_names[i], name) == 0)

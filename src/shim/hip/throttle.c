@@ -305,6 +305,37 @@ hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, uint32_t gy,
 	               start, stop, flags));
 }
 
+/* hip_ext.h's launches under the C++ names the runtime exports them by. */
+hipError_t
+_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j(
+    hipFunction_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t lx,
+    uint32_t ly, uint32_t lz, size_t shm, hipStream_t stream, void **params,
+    void **extra, hipEvent_t start, hipEvent_t stop, uint32_t flags)
+{
+	cnl_hip_real__Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j_t
+	    real = CNL_HIP_REAL(
+	        _Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j);
+
+	THROTTLED(real, stream, 0,
+	          real(f, gx, gy, gz, lx, ly, lz, shm, stream, params, extra,
+	               start, stop, flags));
+}
+
+hipError_t
+_Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_(
+    hipFunction_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t lx,
+    uint32_t ly, uint32_t lz, size_t shm, hipStream_t stream, void **params,
+    void **extra, hipEvent_t start, hipEvent_t stop)
+{
+	cnl_hip_real__Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6__t
+	    real = CNL_HIP_REAL(
+	        _Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_);
+
+	THROTTLED(real, stream, 0,
+	          real(f, gx, gy, gz, lx, ly, lz, shm, stream, params, extra,
+	               start, stop));
+}
+
 hipError_t hipLaunchCooperativeKernel(const void *f, dim3 grid, dim3 block,
                                       void **args, unsigned int shm,
                                       hipStream_t stream)
