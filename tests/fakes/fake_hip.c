@@ -444,6 +444,71 @@ API hipError_t hipFreeArray(hipArray *array)
 	return hipSuccess;
 }
 
+/* The driver-style spellings. */
+API hipError_t hipMemAllocPitch(hipDeviceptr_t *ptr, size_t *pitch,
+                                size_t width, size_t height, unsigned elem)
+{
+	if (elem != 4 && elem != 8 && elem != 16)
+		return hipErrorInvalidValue;
+	return hipMallocPitch(ptr, pitch, width, height);
+}
+
+static uint64_t format_bytes(int f)
+{
+	switch (f) {
+	case HIP_AD_FORMAT_UNSIGNED_INT8:
+	case HIP_AD_FORMAT_SIGNED_INT8:
+		return 1;
+	case HIP_AD_FORMAT_UNSIGNED_INT16:
+	case HIP_AD_FORMAT_SIGNED_INT16:
+	case HIP_AD_FORMAT_HALF:
+		return 2;
+	case HIP_AD_FORMAT_UNSIGNED_INT32:
+	case HIP_AD_FORMAT_SIGNED_INT32:
+	case HIP_AD_FORMAT_FLOAT:
+		return 4;
+	default:
+		return 0;
+	}
+}
+
+/* As hipMallocArray, from a driver descriptor (element size x channels,
+ * spelled as a channel descriptor of that many bits). */
+static hipError_t darray_new(hipArray **array, size_t w, size_t h, size_t d,
+                             int format, unsigned channels)
+{
+	uint64_t eb = format_bytes(format);
+	struct hipChannelFormatDesc desc = {(int)(eb * channels * 8), 0, 0, 0,
+	                                    hipChannelFormatKindNone};
+
+	if (!eb || (channels != 1 && channels != 2 && channels != 4))
+		return hipErrorInvalidValue;
+	return array_new(array, &desc, w, h, d, 0);
+}
+
+API hipError_t hipArrayCreate(hipArray **array,
+                              const HIP_ARRAY_DESCRIPTOR *desc)
+{
+	if (!desc)
+		return hipErrorInvalidValue;
+	return darray_new(array, desc->Width, desc->Height, 0,
+	                  (int)desc->Format, desc->NumChannels);
+}
+
+API hipError_t hipArray3DCreate(hipArray **array,
+                                const HIP_ARRAY3D_DESCRIPTOR *desc)
+{
+	if (!desc)
+		return hipErrorInvalidValue;
+	return darray_new(array, desc->Width, desc->Height, desc->Depth,
+	                  (int)desc->Format, desc->NumChannels);
+}
+
+API hipError_t hipArrayDestroy(hipArray *array)
+{
+	return hipFreeArray(array);
+}
+
 /* Pools ------------------------------------------------------------------- */
 
 struct pool {

@@ -39,11 +39,8 @@ hipMipmappedArrayGetLevel: a view of an existing array
 hipTexRefSetMipmappedArray: binds, allocates nothing
 hipFreeMipmappedArray: frees what an unhooked path made
 hipMipmappedArrayDestroy: frees what an unhooked path made
-hipArrayCreate: GAP: driver-style array, not charged
-hipArray3DCreate: GAP: driver-style array, not charged
 hipMallocMipmappedArray: GAP: mipmapped array, not charged
 hipMipmappedArrayCreate: GAP: mipmapped array, not charged
-hipMemAllocPitch: GAP: driver-style pitched memory, not charged
 hipLaunchByPtr: GAP: legacy launch, not throttled
 hipExtLaunchMultiKernelMultiDevice: GAP: multi-device launch, not throttled
 hipLaunchCooperativeKernelMultiDevice: GAP: multi-device launch, not throttled

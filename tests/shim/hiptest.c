@@ -4,8 +4,9 @@
  * preloaded over the fake runtime (tests/fakes/fake_hip.c).
  *
  *   hiptest repl          prints "ready", then answers one line per command:
- *     alloc PATH BYTES      PATH malloc|managed|ext|pitch|3d|array|3darray|
- *                           async|pool|vmm|vmm-host; "ok ID" or "fail RC"
+ *     alloc PATH BYTES      PATH malloc|managed|ext|pitch|mempitch|3d|
+ *                           array|3darray|darray|darray3d|async|pool|vmm|
+ *                           vmm-host; "ok ID" or "fail RC"
  *     dl HOW BYTES          hipMalloc found by dlsym (HOW default|handle|
  *                           next) or hipGetProcAddress (procaddr);
  *                           "ok ID" or "fail RC"
@@ -64,7 +65,7 @@ _Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11
 
 #define MAXOBJ 4096
 
-enum kind { K_PTR = 1, K_ASYNC, K_ARRAY, K_VMM };
+enum kind { K_PTR = 1, K_ASYNC, K_ARRAY, K_VMM, K_DARRAY };
 
 static struct {
 	int kind;
@@ -114,6 +115,23 @@ static hipError_t do_alloc(const char *path, size_t n, int *ret_id)
 		rc = hipMalloc3DArray(&a, &desc, e, 0);
 		p = a;
 		kind = K_ARRAY;
+	} else if (strcmp(path, "mempitch") == 0) {
+		size_t pitch = 0;
+		rc = hipMemAllocPitch(&p, &pitch, 1000, n / 1000, 4);
+	} else if (strcmp(path, "darray") == 0) {
+		HIP_ARRAY_DESCRIPTOR d = {n / 4 / 256, 256, HIP_AD_FORMAT_FLOAT,
+		                          1};
+		hipArray *a = NULL;
+		rc = hipArrayCreate(&a, &d);
+		p = a;
+		kind = K_DARRAY;
+	} else if (strcmp(path, "darray3d") == 0) {
+		HIP_ARRAY3D_DESCRIPTOR d = {n / 4 / 64 / 4,      64, 4,
+		                            HIP_AD_FORMAT_FLOAT, 1,  0};
+		hipArray *a = NULL;
+		rc = hipArray3DCreate(&a, &d);
+		p = a;
+		kind = K_DARRAY;
 	} else if (strcmp(path, "async") == 0) {
 		rc = hipMallocAsync(&p, n, NULL);
 		kind = K_ASYNC;
@@ -162,6 +180,9 @@ static hipError_t do_free(int id)
 		break;
 	case K_VMM:
 		rc = hipMemRelease(objs[id].p);
+		break;
+	case K_DARRAY:
+		rc = hipArrayDestroy(objs[id].p);
 		break;
 	}
 	if (rc == hipSuccess)

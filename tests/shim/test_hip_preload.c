@@ -132,6 +132,9 @@ static void test_paths(void **state)
 	    {"3d", 1000000, 1024 * 1000},    /* 1000 x 10 x 100 */
 	    {"array", MiB, MiB},
 	    {"3darray", MiB, MiB},
+	    {"mempitch", 1000000, 1024 * 1000},
+	    {"darray", MiB, MiB},   /* hipArrayCreate */
+	    {"darray3d", MiB, MiB}, /* hipArray3DCreate */
 	    {"vmm", 4 * MiB, 4 * MiB},
 	    {"vmm-host", 2 * MiB, 0}, /* not device memory */
 	};
@@ -182,8 +185,9 @@ static void test_paths(void **state)
 static void test_over_quota(void **state)
 {
 	static const char *const paths[] = {
-	    "malloc", "managed", "ext",   "pitch", "3d",
-	    "array",  "3darray", "async", "pool",  "vmm"};
+	    "malloc", "managed", "ext",     "pitch",  "mempitch",
+	    "3d",     "array",   "3darray", "darray", "darray3d",
+	    "async",  "pool",    "vmm"};
 	struct cnl_region_handle h = make_region(region_path, 64 * MiB, "p1");
 	char *env[] = {env_region, env_gpu, NULL};
 

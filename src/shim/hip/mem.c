@@ -282,6 +282,28 @@ hipError_t hipMalloc3D(hipPitchedPtr *pp, hipExtent e)
 	                      pages((uint64_t)pp->pitch * rows));
 }
 
+hipError_t hipMemAllocPitch(hipDeviceptr_t *ptr, size_t *pitch, size_t width,
+                            size_t height, unsigned int elem)
+{
+	cnl_hip_real_hipMemAllocPitch_t real = CNL_HIP_REAL(hipMemAllocPitch);
+	uint64_t guess;
+	hipError_t rc;
+
+	if (!real)
+		return hipErrorNotInitialized;
+	if (!accounting() || !ptr || !pitch || !width || !height)
+		return real(ptr, pitch, width, height, elem);
+	guess = pitch_guess(width, height);
+	if ((rc = charge(guess)) != hipSuccess)
+		return rc;
+	rc = real(ptr, pitch, width, height, elem);
+	if (rc != hipSuccess || !*ptr) {
+		uncharge(guess);
+		return rc;
+	}
+	return settle_pitched(*ptr, guess, pages((uint64_t)*pitch * height));
+}
+
 static hipError_t undo_pool_free(void *p);
 
 hipError_t hipFree(void *ptr)
@@ -373,6 +395,81 @@ hipError_t hipMalloc3DArray(hipArray **array,
 		return rc;
 	rc = real(array, desc, extent, flags);
 	return array_done(rc, rc == hipSuccess ? *array : NULL, bytes);
+}
+
+/* Bytes of one element of a driver-style array format. */
+static uint64_t format_bytes(int f)
+{
+	return f == HIP_AD_FORMAT_UNSIGNED_INT8 ||
+	               f == HIP_AD_FORMAT_SIGNED_INT8
+	           ? 1
+	       : f == HIP_AD_FORMAT_UNSIGNED_INT16 ||
+	               f == HIP_AD_FORMAT_SIGNED_INT16 ||
+	               f == HIP_AD_FORMAT_HALF
+	           ? 2
+	           : 4;
+}
+
+hipError_t hipArrayCreate(hipArray **array, const HIP_ARRAY_DESCRIPTOR *desc)
+{
+	cnl_hip_real_hipArrayCreate_t real = CNL_HIP_REAL(hipArrayCreate);
+	uint64_t bytes;
+	hipError_t rc;
+
+	if (!real)
+		return hipErrorNotInitialized;
+	if (!accounting() || !array || !desc || !desc->Width)
+		return real(array, desc);
+	bytes = pages(extent1(desc->Width) * extent1(desc->Height) *
+	              format_bytes((int)desc->Format) * desc->NumChannels);
+	if ((rc = charge(bytes)) != hipSuccess)
+		return rc;
+	rc = real(array, desc);
+	return array_done(rc, rc == hipSuccess ? *array : NULL, bytes);
+}
+
+hipError_t hipArray3DCreate(hipArray **array,
+                            const HIP_ARRAY3D_DESCRIPTOR *desc)
+{
+	cnl_hip_real_hipArray3DCreate_t real = CNL_HIP_REAL(hipArray3DCreate);
+	uint64_t bytes;
+	hipError_t rc;
+
+	if (!real)
+		return hipErrorNotInitialized;
+	if (!accounting() || !array || !desc || !desc->Width)
+		return real(array, desc);
+	bytes = pages(extent1(desc->Width) * extent1(desc->Height) *
+	              extent1(desc->Depth) * format_bytes((int)desc->Format) *
+	              desc->NumChannels);
+	if ((rc = charge(bytes)) != hipSuccess)
+		return rc;
+	rc = real(array, desc);
+	return array_done(rc, rc == hipSuccess ? *array : NULL, bytes);
+}
+
+/* hipFreeArray and hipArrayDestroy give an array back the same way. */
+static hipError_t array_free(hipArray *array, hipError_t (*real)(hipArray *))
+{
+	uint64_t bytes, aux;
+	hipError_t rc;
+
+	if (!real)
+		return hipErrorNotInitialized;
+	if (!array || !accounting() ||
+	    objs_take(OBJ_ARRAY, (uintptr_t)array, &bytes, &aux) < 0)
+		return real(array);
+	rc = real(array);
+	if (rc == hipSuccess)
+		uncharge(bytes);
+	else
+		objs_put(OBJ_ARRAY, (uintptr_t)array, bytes, aux);
+	return rc;
+}
+
+hipError_t hipArrayDestroy(hipArray *array)
+{
+	return array_free(array, CNL_HIP_REAL(hipArrayDestroy));
 }
 
 hipError_t hipFreeArray(hipArray *array)
