@@ -668,8 +668,9 @@ int cnl_gpus_open(const char *spec, const struct cnl_catalog *cat,
 	} else if (strcmp(spec, "rocm") == 0 ||
 	           strncmp(spec, "rocm:", 5) == 0) {
 		g->kind = "rocm";
-		r = cnl_rocm_open(spec[4] ? spec + 5 : NULL, cat, g->dev,
-		                  CNL_GPU_MAX, &g->rocm, err, errlen);
+		r = cnl_rocm_open(spec[4] ? spec + 5 : NULL, cat,
+		                  cnl_gpus_type_from_name, g->dev, CNL_GPU_MAX,
+		                  &g->rocm, err, errlen);
 		if (r >= 0) {
 			g->n = r;
 			r = 0;

@@ -139,8 +139,8 @@ static void render_node(uint64_t bdf, char *out, size_t n)
 }
 
 int cnl_rocm_open(const char *lib, const struct cnl_catalog *cat,
-                  struct cnl_gpu_dev *dev, int max, struct cnl_rocm **ret,
-                  char *err, size_t errlen)
+                  cnl_rocm_type_fn type_of, struct cnl_gpu_dev *dev, int max,
+                  struct cnl_rocm **ret, char *err, size_t errlen)
 {
 	struct cnl_rocm *r = cnl_xcalloc(1, sizeof(*r));
 	uint32_t n = 0;
@@ -197,9 +197,9 @@ int cnl_rocm_open(const char *lib, const struct cnl_catalog *cat,
 		t = -1;
 		if (r->subsystem &&
 		    r->subsystem(i, sub, sizeof(sub)) == ROCM_OK)
-			t = cnl_gpus_type_from_name(cat, sub, d->mem_mib);
+			t = type_of(cat, sub, d->mem_mib);
 		if (t < 0)
-			t = cnl_gpus_type_from_name(cat, nm, d->mem_mib);
+			t = type_of(cat, nm, d->mem_mib);
 		if (t < 0) {
 			snprintf(err, errlen,
 			         "rocm: GPU %u (\"%s\") matches no catalog "
