@@ -253,6 +253,7 @@ struct cnl_agent_ctr {
 	const char *const *env;     /* all the command gets, NULL-ended */
 	const char *workspace;      /* the node folder mounted at /workspace */
 	const char *shim;           /* preloaded through /etc/ld.so.preload */
+	bool hip;                   /* shim is libcnlab-hip.so (AMD GPUs) */
 	const char *region, *board; /* mounted at their node paths */
 	const char *const *devices; /* GPU device nodes, NULL-ended */
 	unsigned host_id_base;
@@ -266,6 +267,10 @@ struct cnl_agent_ctr {
 /* The device nodes of the GPUs of @mask and the driver's control nodes,
  * those the node has, up to @max; how many. */
 int cnl_agent_gpu_nodes(uint32_t mask, char nodes[][40], int max);
+/* The same for an AMD node: /dev/kfd and the render nodes (devs[].node)
+ * of the GPUs of @mask. */
+int cnl_agent_amd_nodes(const struct cnl_gpu_dev *devs, int ndev, uint32_t mask,
+                        char nodes[][40], int max);
 /* Write <work_dir>/cdi/cnlab.json, the CDI spec of this node's GPUs. */
 int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen);
 /* Where a container sees cnlab-notebook.py (container.c). */

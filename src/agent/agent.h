@@ -66,8 +66,9 @@ struct cnl_agent_config {
 	int64_t cpu_milli;  /* offered to the scheduler */
 	int64_t mem_mib;
 	const char *work_dir;
-	const char *shim;    /* libcnlab-cuda.so to preload; NULL/"": none */
-	const char *address; /* host at which servers are reached */
+	const char *shim;     /* libcnlab-cuda.so to preload; NULL/"": none */
+	const char *shim_hip; /* libcnlab-hip.so, instead on AMD nodes */
+	const char *address;  /* host at which servers are reached */
 	const char *server_command; /* notebook command (sh -c), gets
 	                             * $CNLAB_PORT and $CNLAB_WORKSPACE */
 	const char *cluster, *zone, *rack;

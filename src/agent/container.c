@@ -77,9 +77,11 @@
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
 
-/* The shim and process 1, where the container sees them. */
-#define SHIM_IN_CONTAINER "/opt/cnlab/libcnlab-cuda.so"
-#define INIT_IN_CONTAINER "/opt/cnlab/init"
+/* The shims (CUDA; HIP on AMD nodes) and process 1, where the container
+ * sees them. */
+#define SHIM_IN_CONTAINER     "/opt/cnlab/libcnlab-cuda.so"
+#define SHIM_HIP_IN_CONTAINER "/opt/cnlab/libcnlab-hip.so"
+#define INIT_IN_CONTAINER     "/opt/cnlab/init"
 
 /* The driver's nodes every GPU workload needs. */
 static const char *const ctl_nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm",
@@ -103,17 +105,44 @@ int cnl_agent_gpu_nodes(uint32_t mask, char nodes[][40], int max)
 	return n;
 }
 
-/* CDI containerEdits: of the nodes of @mask (cnl_agent_gpu_nodes), the
- * control nodes when @controls, else the GPUs' own; and, when not NULL,
- * one environment variable. */
-static json_t *cdi_edits(uint32_t mask, bool controls, const char *env)
+int cnl_agent_amd_nodes(const struct cnl_gpu_dev *devs, int ndev, uint32_t mask,
+                        char nodes[][40], int max)
+{
+	int n = 0;
+
+	if (!mask)
+		return 0;
+	/* The compute driver's node, which every HIP process opens. */
+	if (access("/dev/kfd", F_OK) == 0 && n < max)
+		snprintf(nodes[n++], 40, "/dev/kfd");
+	for (int i = 0; i < ndev && i < 32 && n < max; i++)
+		if (mask >> devs[i].index & 1 && devs[i].node[0] &&
+		    access(devs[i].node, F_OK) == 0)
+			snprintf(nodes[n++], 40, "%s", devs[i].node);
+	return n;
+}
+
+/* The GPUs of a node, for its CDI spec: AMD ones are named by their
+ * unique IDs in ROCR_VISIBLE_DEVICES and have /dev/kfd as control node. */
+struct cdi_gpus {
+	const struct cnl_gpu_dev *devs;
+	int ndev;
+	bool amd;
+};
+
+/* CDI containerEdits: of the nodes of @mask (cnl_agent_gpu_nodes, or
+ * cnl_agent_amd_nodes), the control nodes when @controls, else the GPUs'
+ * own; and, when not NULL, one environment variable. */
+static json_t *cdi_edits(const struct cdi_gpus *g, uint32_t mask, bool controls,
+                         const char *env)
 {
 	char nodes[40][40];
-	int n = cnl_agent_gpu_nodes(mask, nodes, 40);
+	int n = g->amd ? cnl_agent_amd_nodes(g->devs, g->ndev, mask, nodes, 40)
+	               : cnl_agent_gpu_nodes(mask, nodes, 40);
 	json_t *list = json_array(), *e;
 
 	for (int i = 0; i < n; i++) {
-		bool ctl = false;
+		bool ctl = g->amd && strcmp(nodes[i], "/dev/kfd") == 0;
 
 		for (size_t k = 0; k < CNL_ARRAY_SIZE(ctl_nodes); k++)
 			ctl = ctl || strcmp(nodes[i], ctl_nodes[k]) == 0;
@@ -131,38 +160,44 @@ int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen)
 {
 	const struct cnl_gpu_dev *devs;
 	int ndev = cnl_gpus_list(a->gpus, &devs);
+	struct cdi_gpus g = {devs, ndev,
+	                     strcmp(cnl_gpus_vendor(a->gpus), "amd") == 0};
+	const char *var =
+	    g.amd ? "ROCR_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
 	json_t *spec, *list = json_array();
-	char dir[600], path[700], env[300], all[256] = "";
+	char dir[600], path[700], env[2048], all[1800] = "";
 	uint32_t every = 0;
 	int r;
 
 	for (int i = 0; i < ndev && i < 32; i++) {
-		char name[16];
+		char name[16], one[CNL_GPU_UUID_MAX];
 		size_t l = strlen(all);
 
 		every |= 1u << devs[i].index;
 		snprintf(name, sizeof(name), "%d", devs[i].index);
-		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%d",
-		         devs[i].index);
+		if (g.amd)
+			snprintf(one, sizeof(one), "%s", devs[i].uuid);
+		else
+			snprintf(one, sizeof(one), "%d", devs[i].index);
+		snprintf(env, sizeof(env), "%s=%s", var, one);
 		json_array_append_new(
 		    list,
 		    json_pack("{s:s,s:o}", "name", name, "containerEdits",
-		              cdi_edits(1u << devs[i].index, false, env)));
-		snprintf(all + l, sizeof(all) - l, "%s%d", l ? "," : "",
-		         devs[i].index);
+		              cdi_edits(&g, 1u << devs[i].index, false, env)));
+		snprintf(all + l, sizeof(all) - l, "%s%s", l ? "," : "", one);
 	}
 	if (ndev > 0) {
-		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%s", all);
-		json_array_append_new(list,
-		                      json_pack("{s:s,s:o}", "name", "all",
-		                                "containerEdits",
-		                                cdi_edits(every, false, env)));
+		snprintf(env, sizeof(env), "%s=%s", var, all);
+		json_array_append_new(
+		    list,
+		    json_pack("{s:s,s:o}", "name", "all", "containerEdits",
+		              cdi_edits(&g, every, false, env)));
 	}
 	/* The control nodes, common to every device of the kind (none
 	 * without a GPU: cnl_agent_gpu_nodes of an empty mask). */
 	spec = json_pack("{s:s,s:s,s:o,s:o}", "cdiVersion", "0.6.0", "kind",
 	                 "cnlab.io/gpu", "devices", list, "containerEdits",
-	                 cdi_edits(every, true, NULL));
+	                 cdi_edits(&g, every, true, NULL));
 	snprintf(dir, sizeof(dir), "%s/cdi", a->cfg.work_dir);
 	snprintf(path, sizeof(path), "%s/cnlab.json", dir);
 	if ((r = cnl_agent_mkdirs(dir)) == 0)
@@ -560,7 +595,7 @@ static void drop_lines(char *text, const char *name, unsigned id)
  * -1), hosts, hostname, and ld.so.preload when the shim applies.
  */
 static int etc_files(const char *root, int lower, const char *user,
-                     bool preload)
+                     const char *preload)
 {
 	const char *name = user && user[0] ? user : "tenant";
 	char p[800], text[64 * 1024 + 512];
@@ -604,7 +639,8 @@ static int etc_files(const char *root, int lower, const char *user,
 		return r;
 	if (preload) {
 		snprintf(p, sizeof(p), "%s/etc/ld.so.preload", root);
-		if ((r = write_file(p, SHIM_IN_CONTAINER "\n")) < 0)
+		snprintf(text, sizeof(text), "%s\n", preload);
+		if ((r = write_file(p, text)) < 0)
 			return r;
 	}
 	return 0;
@@ -727,7 +763,7 @@ static int mount_point(int lower, int up, const char *dest, bool file,
 /* The skeleton of the "host" image under @root: top-level directories,
  * the node's /bin, /lib... links, and /etc.  Adds the read-only bind
  * mounts it needs to @m (at most @cap). */
-static int host_rootfs(const char *root, const char *user, bool preload,
+static int host_rootfs(const char *root, const char *user, const char *preload,
                        struct cnl_oci_mount *m, size_t *n, size_t cap)
 {
 	static const char *const dirs[] = {"usr",  "etc", "proc", "dev",
@@ -790,8 +826,8 @@ static int host_rootfs(const char *root, const char *user, bool preload,
  * folder, in the bundle. */
 static int image_rootfs(struct cnl_agent *a, const struct cnl_agent_ctr *c,
                         const char *bundle, const char *root,
-                        const struct cnl_oci_mount *m, size_t n, bool preload,
-                        char *err, size_t errlen)
+                        const struct cnl_oci_mount *m, size_t n,
+                        const char *preload, char *err, size_t errlen)
 {
 	static const char *const top[] = {"/proc", "/dev",       "/sys", "/tmp",
 	                                  "/run",  "/workspace", "/etc"};
@@ -894,7 +930,11 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	const char *args[5] = {INIT_IN_CONTAINER, "/bin/sh", "-c", c->command,
 	                       NULL};
 	const char *env[160];
-	bool preload = c->shim && c->shim[0];
+	/* Where the container sees its shim (in /etc/ld.so.preload), or
+	 * NULL for none. */
+	const char *preload = !c->shim || !c->shim[0] ? NULL
+	                      : c->hip                ? SHIM_HIP_IN_CONTAINER
+	                                              : SHIM_IN_CONTAINER;
 	int r;
 
 	snprintf(bundle, bundle_len, "%s/bundles/%s", a->cfg.work_dir, c->id);
@@ -941,8 +981,8 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 		m[n++] = (struct cnl_oci_mount){CNL_AGENT_NOTEBOOK, a->notebook,
 		                                "bind", true, NULL};
 	if (preload)
-		m[n++] = (struct cnl_oci_mount){SHIM_IN_CONTAINER, c->shim,
-		                                "bind", true, NULL};
+		m[n++] = (struct cnl_oci_mount){preload, c->shim, "bind", true,
+		                                NULL};
 	/* The region and the board at their node paths: the region names
 	 * its board by path.  The region's limits are read-only to the
 	 * tenant, its accounting file writable (region.h). */

@@ -1,5 +1,6 @@
 /*
- * gpu.c - GPU providers (see gpu.h): the fake pool and NVML by dlopen.
+ * gpu.c - GPU providers (see gpu.h): the fake pool and NVML by dlopen
+ * (and, in gpu_rocm.c, AMD GPUs through ROCm SMI by dlopen).
  *
  * NVML is declared here, not included: the agent builds without the CUDA
  * toolkit and runs on machines without a driver (the fake provider).  Only
@@ -47,6 +48,7 @@
 #include <strings.h>
 
 #include "agent/gpu.h"
+#include "agent/rocm-internal.h"
 #include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -156,6 +158,7 @@ struct cnl_gpus {
 	bool nvml_up; /* nvmlInit succeeded: shut down on close */
 	bool mig_ok;  /* the library has the MIG entry points */
 	struct nvml_fns fn;
+	struct cnl_rocm *rocm; /* the rocm provider (gpu_rocm.c) */
 };
 
 /* ---- fake --------------------------------------------------------------- */
@@ -249,6 +252,13 @@ int cnl_gpus_type_from_name(const struct cnl_catalog *cat, const char *name,
 	    {"T4", NULL, "T4"},
 	    {"V100", "32GB", "V100-32GB"},
 	    {"V100", NULL, "V100-16GB"},
+	    /* ROCm SMI's names: "AMD Instinct MI300X"; an Aldebaran's device
+	     * name covers both boards ("[Instinct MI250X / MI250]"): the
+	     * smaller unless its board (subsystem) name says MI250X. */
+	    {"MI300X", NULL, "MI300X"},
+	    {"MI250X / MI250", NULL, "MI250"},
+	    {"MI250X", NULL, "MI250X"},
+	    {"MI250", NULL, "MI250"},
 	};
 
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(map); i++) {
@@ -655,13 +665,23 @@ int cnl_gpus_open(const char *spec, const struct cnl_catalog *cat,
 		g->kind = "nvml";
 		r = open_nvml(g, spec[4] ? spec + 5 : "libnvidia-ml.so.1", err,
 		              errlen);
+	} else if (strcmp(spec, "rocm") == 0 ||
+	           strncmp(spec, "rocm:", 5) == 0) {
+		g->kind = "rocm";
+		r = cnl_rocm_open(spec[4] ? spec + 5 : NULL, cat,
+		                  cnl_gpus_type_from_name, g->dev, CNL_GPU_MAX,
+		                  &g->rocm, err, errlen);
+		if (r >= 0) {
+			g->n = r;
+			r = 0;
+		}
 	} else if (strcmp(spec, "none") == 0) {
 		g->kind = "none";
 		r = 0;
 	} else {
 		snprintf(err, errlen,
-		         "GPU provider \"%s\": want fake:COUNTxTYPE,..., nvml "
-		         "or none",
+		         "GPU provider \"%s\": want fake:COUNTxTYPE,..., nvml, "
+		         "rocm or none",
 		         spec);
 		r = -CNL_ECONFIG;
 	}
@@ -681,6 +701,7 @@ void cnl_gpus_close(struct cnl_gpus *g)
 		g->fn.shutdown();
 	if (g->nvml)
 		dlclose(g->nvml);
+	cnl_rocm_close(g->rocm);
 	free(g);
 }
 
@@ -689,10 +710,22 @@ const char *cnl_gpus_kind(const struct cnl_gpus *g)
 	return g->kind;
 }
 
+const char *cnl_gpus_vendor(const struct cnl_gpus *g)
+{
+	int t;
+
+	if (!g || g->n == 0 ||
+	    (t = cnl_catalog_find(g->cat, g->dev[0].type)) < 0)
+		return "";
+	return g->cat->types[t].vendor;
+}
+
 int cnl_gpus_list(struct cnl_gpus *g, const struct cnl_gpu_dev **ret)
 {
 	if (g->nvml_up)
 		nvml_refresh(g);
+	if (g->rocm)
+		cnl_rocm_refresh(g->rocm, g->dev, g->n);
 	*ret = g->dev;
 	return g->n;
 }

@@ -7,7 +7,11 @@
  *   "nvml" or "nvml:/path/libnvidia-ml.so.1"
  *                                        the real GPUs, through NVML opened
  *                                        with dlopen at run time (the agent
- *                                        does not link against it).
+ *                                        does not link against it);
+ *   "rocm" or "rocm:/path/librocm_smi64.so.1"
+ *                                        AMD GPUs (MI300X, MI250X, MI250)
+ *                                        through ROCm SMI, also opened with
+ *                                        dlopen (gpu_rocm.c).
  *
  * A provider lists the node's GPUs (index, UUID, catalog type, memory,
  * health) and creates and destroys MIG instances as the allocator decides.
@@ -32,6 +36,9 @@ struct cnl_gpu_dev {
 	char type[CNL_NAME_MAX]; /* catalog name, e.g. "H100-80GB-SXM" */
 	uint64_t mem_mib;
 	bool healthy;
+	/* AMD: the GPU's DRM render node ("/dev/dri/renderD128"), which a
+	 * container needs beside /dev/kfd; "" for NVIDIA and fake GPUs. */
+	char node[40];
 };
 
 struct cnl_gpus;
@@ -45,7 +52,7 @@ int cnl_gpus_open(const char *spec, const struct cnl_catalog *cat,
                   struct cnl_gpus **ret, char *err, size_t errlen);
 void cnl_gpus_close(struct cnl_gpus *g);
 
-/* The provider's name: "fake" or "nvml". */
+/* The provider's name: "fake", "nvml", "rocm" or "none". */
 const char *cnl_gpus_kind(const struct cnl_gpus *g);
 
 /* cnl_gpus_list - the GPUs, in index order; their number.  nvml reads
@@ -75,9 +82,18 @@ int cnl_gpus_mig_count(struct cnl_gpus *g, int index);
 
 /*
  * cnl_gpus_type_from_name - the catalog type of an NVML device name such
- * as "NVIDIA H100 80GB HBM3" (SXM) or "NVIDIA H100 PCIe", or -1.
+ * as "NVIDIA H100 80GB HBM3" (SXM) or "NVIDIA H100 PCIe", or of a ROCm SMI
+ * name such as "AMD Instinct MI300X", or -1.
  */
 int cnl_gpus_type_from_name(const struct cnl_catalog *cat, const char *name,
                             uint64_t mem_mib);
+
+/*
+ * cnl_gpus_vendor - the vendor of the node's GPUs as the catalog gives it
+ * ("nvidia", "amd", a site's own), or "" without GPUs.  An "amd" node runs
+ * HIP workloads: the agent preloads libcnlab-hip.so and names the GPUs in
+ * ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES (supervisor.c).
+ */
+const char *cnl_gpus_vendor(const struct cnl_gpus *g);
 
 #endif /* CNL_AGENT_GPU_H */

@@ -36,6 +36,7 @@ struct settings {
 	int64_t mem_mib;
 	char *work_dir;
 	char *shim;
+	char *shim_hip;
 	char *address;
 	char *server_command;
 	char *cluster, *zone, *rack;
@@ -65,8 +66,8 @@ static const struct cnl_config_def table[] = {
     {"name", CNL_CONFIG_STRING, S(name), NULL, 0, 0,
      "Node name; the host name by default."},
     {"gpus", CNL_CONFIG_STRING, S(gpus), "fake:2xH100-80GB-SXM", 0, 0,
-     "GPU provider: nvml, nvml:/path/libnvidia-ml.so.1, "
-     "fake:COUNTxTYPE[,...] or none."},
+     "GPU provider: nvml, nvml:/path/libnvidia-ml.so.1, rocm, "
+     "rocm:/path/librocm_smi64.so.1, fake:COUNTxTYPE[,...] or none."},
     {"cpu_milli", CNL_CONFIG_INT, S(cpu_milli), "16000", 0, 1 << 30,
      "CPU offered to workloads, in thousandths of a core."},
     {"mem_mib", CNL_CONFIG_INT, S(mem_mib), "65536", 0, 1LL << 40,
@@ -75,6 +76,9 @@ static const struct cnl_config_def table[] = {
      "Workspaces, job directories, regions and state."},
     {"shim", CNL_CONFIG_STRING, S(shim), NULL, 0, 0,
      "libcnlab-cuda.so preloaded into GPU workloads."},
+    {"shim_hip", CNL_CONFIG_STRING, S(shim_hip), NULL, 0, 0,
+     "libcnlab-hip.so preloaded into GPU workloads instead of shim on a "
+     "node of AMD GPUs."},
     {"address", CNL_CONFIG_STRING, S(address), "127.0.0.1", 0, 0,
      "Host name or address of this node, as cnlabd lists it (users reach "
      "servers through cnlabd's proxy, never this address)."},
@@ -287,6 +291,7 @@ int main(int argc, char **argv)
 	        .mem_mib = st.mem_mib,
 	        .work_dir = st.work_dir,
 	        .shim = st.shim,
+	        .shim_hip = st.shim_hip,
 	        .address = st.address,
 	        .server_command = st.server_command,
 	        .cluster = st.cluster,

@@ -177,6 +177,9 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	char host_path[600], lower[700];
 	char **image_env = NULL;
 	unsigned base, tenant;
+	const struct cnl_gpu_dev *devs;
+	int ndev = cnl_gpus_list(a->gpus, &devs);
+	bool amd = strcmp(cnl_gpus_vendor(a->gpus), "amd") == 0;
 	int nd = 0, r;
 
 	/* By the user's id, not name: a name used again later is another
@@ -206,10 +209,14 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	else
 		board[0] = 0;
 	/* The allocation's device nodes, where the node has them (the fake
-	 * provider has none): those of its CDI devices. */
-	nd = w->gpu >= 0 ? cnl_agent_gpu_nodes(as->gpu.gpu_mask, nv,
-	                                       (int)CNL_ARRAY_SIZE(nv))
-	                 : 0;
+	 * provider has none): those of its CDI devices (AMD: /dev/kfd and
+	 * the GPUs' render nodes). */
+	if (w->gpu >= 0 && amd)
+		nd = cnl_agent_amd_nodes(devs, ndev, as->gpu.gpu_mask, nv,
+		                         (int)CNL_ARRAY_SIZE(nv));
+	else if (w->gpu >= 0)
+		nd = cnl_agent_gpu_nodes(as->gpu.gpu_mask, nv,
+		                         (int)CNL_ARRAY_SIZE(nv));
 	for (int i = 0; i < nd; i++)
 		devices[i] = nv[i];
 	devices[nd] = NULL;
@@ -231,6 +238,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	                         .env = envp,
 	                         .workspace = w->dir,
 	                         .shim = shim,
+	                         .hip = amd,
 	                         .region = w->gpu >= 0 ? w->region : NULL,
 	                         .board = board,
 	                         .devices = devices,
@@ -279,6 +287,12 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	const struct cnl_gpu_dev *devs;
 	int ndev = cnl_gpus_list(a->gpus, &devs);
 	char cvd[256] = "", err[1400], env_buf[20][700];
+	/* AMD: the GPUs by unique ID for ROCr, then HIP's own numbering of
+	 * what ROCr shows (0..n-1); CUDA_VISIBLE_DEVICES is not set, since
+	 * HIP reads it too, as an alias of HIP_VISIBLE_DEVICES. */
+	bool amd = strcmp(cnl_gpus_vendor(a->gpus), "amd") == 0;
+	char rocr[640] = "", hvd[96] = "";
+	int nvis = 0;
 	_cleanup_free_ char *gang_nodes = NULL;
 	const char *envp[64], *argv[4], *rt_argv[12], *command, *shim;
 	char bundle[600], rt_root[600], ws_root[600];
@@ -295,6 +309,12 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 
 			snprintf(cvd + l, sizeof(cvd) - l, "%s%d", l ? "," : "",
 			         devs[i].index);
+			l = strlen(rocr);
+			snprintf(rocr + l, sizeof(rocr) - l, "%s%s",
+			         l ? "," : "", devs[i].uuid);
+			l = strlen(hvd);
+			snprintf(hvd + l, sizeof(hvd) - l, "%s%d", l ? "," : "",
+			         nvis++);
 			if (w->gpu < 0)
 				w->gpu = i;
 		}
@@ -451,13 +471,18 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	ENV("CNLAB_JOB_ID=%s", id);
 	ENV("CNLAB_ARTIFACTS_DIR=%s", ctr ? "/workspace/artifacts" : w->art);
 	ENV("CNLAB_CHECKPOINT_DIR=%s", ctr ? "/workspace/checkpoint" : w->ckpt);
-	ENV("CUDA_VISIBLE_DEVICES=%s", cvd);
+	if (amd) {
+		ENV("ROCR_VISIBLE_DEVICES=%s", rocr);
+		ENV("HIP_VISIBLE_DEVICES=%s", hvd);
+	} else {
+		ENV("CUDA_VISIBLE_DEVICES=%s", cvd);
+	}
 	if (w->gpu >= 0)
 		ENV("CNLAB_REGION=%s", w->region);
-	shim = w->gpu >= 0 && a->cfg.shim && a->cfg.shim[0] &&
-	               access(a->cfg.shim, R_OK) == 0
-	           ? a->cfg.shim
-	           : NULL;
+	/* The HIP shim on AMD nodes, the CUDA shim elsewhere. */
+	shim = amd ? a->cfg.shim_hip : a->cfg.shim;
+	shim = w->gpu >= 0 && shim && shim[0] && access(shim, R_OK) == 0 ? shim
+	                                                                 : NULL;
 	/* Bare, the shim is only preloaded; in a container it is in
 	 * /etc/ld.so.preload, which the tenant cannot change. */
 	if (shim && !ctr)

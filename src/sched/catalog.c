@@ -112,8 +112,10 @@ static const struct cnl_gpu_type builtin[] = {
      .sm_count = 142,
      .vram_mib = 49140},
     {.name = "MI300X", .vendor = "amd", .sm_count = 304, .vram_mib = 196608},
-    /* MI250: one graphics compute die, as the driver enumerates it. */
+    /* MI250 and MI250X: one graphics compute die, as the driver
+     * enumerates it (104 and 110 compute units, 64 GiB each); no MIG. */
     {.name = "MI250", .vendor = "amd", .sm_count = 104, .vram_mib = 65536},
+    {.name = "MI250X", .vendor = "amd", .sm_count = 110, .vram_mib = 65536},
 };
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)

@@ -340,7 +340,130 @@ static void test_type_from_name(void **state)
 	expect_type("Tesla V100-PCIE-16GB", 16160, "V100-16GB");
 	expect_type("NVIDIA RTX 6000 Ada Generation", 49140, "RTX-6000-Ada");
 	expect_type("NVIDIA GeForce RTX 4090", 24564, NULL);
+	/* ROCm SMI's names. */
+	expect_type("AMD Instinct MI300X", 196592, "MI300X");
+	expect_type("Aqua Vanjaram [Instinct MI300X]", 196592, "MI300X");
+	expect_type("Aldebaran/MI200 [Instinct MI250X / MI250]", 65520,
+	            "MI250");
+	expect_type("Instinct MI250X", 65520, "MI250X");
+	expect_type("AMD Instinct MI250", 65520, "MI250");
+	expect_type("AMD Instinct MI210", 65520, NULL);
 }
+
+/* ---- AMD: fake pool and the rocm provider ------------------------------- */
+
+/* A cluster mixes vendors node by node; one node holds one type. */
+static void test_fake_amd(void **state)
+{
+	const struct cnl_gpu_dev *d;
+	struct cnl_gpus *g = open_ok("fake:2xMI300X");
+	char u[CNL_GPU_UUID_MAX];
+
+	assert_int_equal(cnl_gpus_list(g, &d), 2);
+	assert_string_equal(d[1].type, "MI300X");
+	assert_int_equal(d[1].mem_mib, 196608);
+	assert_string_equal(cnl_gpus_vendor(g), "amd");
+	/* No MIG on AMD GPUs. */
+	assert_int_equal(cnl_gpus_mig_create(g, 0, "1g.10gb", 0, u),
+	                 -CNL_ENOMIG);
+	cnl_gpus_close(g);
+	g = open_ok("fake:4xMI250X");
+	assert_string_equal(cnl_gpus_vendor(g), "amd");
+	cnl_gpus_close(g);
+	g = open_ok("fake:1xH100-80GB-SXM");
+	assert_string_equal(cnl_gpus_vendor(g), "nvidia");
+	cnl_gpus_close(g);
+	open_fails("fake:1xMI300X,1xH100-80GB-SXM", -CNL_ECONFIG,
+	           "one GPU type per node (MI300X and H100-80GB-SXM");
+}
+
+#ifdef FAKE_ROCM
+static void rsmi_env(const char *n, const char *name, const char *subsys)
+{
+	static const char *const vars[] = {
+	    "FAKE_RSMI_GPUS",    "FAKE_RSMI_NAME", "FAKE_RSMI_SUBSYS",
+	    "FAKE_RSMI_MEM_MIB", "FAKE_RSMI_LOST", "FAKE_RSMI_NO_DRIVER"};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	setenv("FAKE_RSMI_GPUS", n, 1);
+	if (name)
+		setenv("FAKE_RSMI_NAME", name, 1);
+	if (subsys)
+		setenv("FAKE_RSMI_SUBSYS", subsys, 1);
+}
+
+static void test_rocm_list(void **state)
+{
+	const struct cnl_gpu_dev *d;
+	struct cnl_gpus *g;
+	char u[CNL_GPU_UUID_MAX];
+
+	rsmi_env("8", NULL, NULL);
+	g = open_ok("rocm:" FAKE_ROCM);
+	assert_string_equal(cnl_gpus_kind(g), "rocm");
+	assert_string_equal(cnl_gpus_vendor(g), "amd");
+	assert_int_equal(cnl_gpus_list(g, &d), 8);
+	assert_string_equal(d[0].type, "MI300X");
+	assert_int_equal(d[7].index, 7);
+	assert_int_equal(d[0].mem_mib, 196592);
+	assert_string_equal(d[0].uuid, "GPU-1a2b3c4d00000000");
+	assert_string_equal(d[7].uuid, "GPU-1a2b3c4d00000007");
+	assert_true(d[3].healthy);
+	/* The fake's PCI addresses are not in /sys: no render node. */
+	assert_string_equal(d[0].node, "");
+	assert_int_equal(cnl_gpus_mig_create(g, 0, "1g.10gb", 0, u),
+	                 -CNL_ENOMIG);
+	assert_int_equal(cnl_gpus_mig_count(g, 0), 0);
+	cnl_gpus_close(g);
+
+	/* MI250X and MI250 share a device name; the board tells. */
+	rsmi_env("2", "Aldebaran/MI200 [Instinct MI250X / MI250]", NULL);
+	setenv("FAKE_RSMI_MEM_MIB", "65520", 1);
+	g = open_ok("rocm:" FAKE_ROCM);
+	assert_int_equal(cnl_gpus_list(g, &d), 2);
+	assert_string_equal(d[1].type, "MI250");
+	cnl_gpus_close(g);
+	rsmi_env("2", "Aldebaran/MI200 [Instinct MI250X / MI250]",
+	         "Instinct MI250X");
+	g = open_ok("rocm:" FAKE_ROCM);
+	assert_int_equal(cnl_gpus_list(g, &d), 2);
+	assert_string_equal(d[1].type, "MI250X");
+	cnl_gpus_close(g);
+}
+
+static void test_rocm_refusals(void **state)
+{
+	rsmi_env("1", "AMD Instinct MI210", NULL);
+	open_fails("rocm:" FAKE_ROCM, -CNL_EGPUTYPE,
+	           "GPU 0 (\"AMD Instinct MI210\") matches no catalog type");
+	rsmi_env("1", NULL, NULL);
+	setenv("FAKE_RSMI_NO_DRIVER", "1", 1);
+	open_fails("rocm:" FAKE_ROCM, -EIO, "rsmi_init failed");
+	rsmi_env("17", NULL, NULL);
+	open_fails("rocm:" FAKE_ROCM, -EIO, "more than 16");
+	open_fails("rocm:/nonexistent/librocm_smi64.so.1", -EIO,
+	           "cannot load /nonexistent/librocm_smi64.so.1");
+	/* Not a ROCm SMI library. */
+	open_fails("rocm:" FAKE_NVML, -EIO, "lacks rsmi_init");
+}
+
+static void test_rocm_health(void **state)
+{
+	const struct cnl_gpu_dev *d;
+	struct cnl_gpus *g;
+
+	rsmi_env("2", NULL, NULL);
+	setenv("FAKE_RSMI_LOST", "1", 1);
+	g = open_ok("rocm:" FAKE_ROCM);
+	assert_int_equal(cnl_gpus_list(g, &d), 2);
+	assert_true(d[0].healthy);
+	assert_false(d[1].healthy);
+	/* Listed with its catalog memory while it does not answer. */
+	assert_int_equal(d[1].mem_mib, 196608);
+	cnl_gpus_close(g);
+}
+#endif
 
 int main(void)
 {
@@ -354,6 +477,12 @@ int main(void)
 	    cmocka_unit_test(test_nvml_mig_variants),
 	    cmocka_unit_test(test_nvml_mig_mode),
 	    cmocka_unit_test(test_type_from_name),
+	    cmocka_unit_test(test_fake_amd),
+#ifdef FAKE_ROCM
+	    cmocka_unit_test(test_rocm_list),
+	    cmocka_unit_test(test_rocm_refusals),
+	    cmocka_unit_test(test_rocm_health),
+#endif
 	};
 
 	cnl_catalog_init(&cat);

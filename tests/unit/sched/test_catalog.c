@@ -47,6 +47,7 @@ static void test_builtin_types(void **state)
 	                                    "RTX-6000-Ada",
 	                                    "MI300X",
 	                                    "MI250",
+	                                    "MI250X",
 	                                    "T4",
 	                                    "P100",
 	                                    "V100-16GB",
@@ -65,6 +66,8 @@ static void test_builtin_types(void **state)
 	assert_int_equal(type("L40S")->n_mig, 0);
 	assert_int_equal(type("MI300X")->n_mig, 0);
 	assert_string_equal(type("MI300X")->vendor, "amd");
+	assert_int_equal(type("MI250X")->n_mig, 0);
+	assert_int_equal(type("MI250X")->sm_count, 110);
 }
 
 /* H100 80GB, from the MIG user guide: name, compute of 7, memory of 8,
