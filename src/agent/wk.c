@@ -278,6 +278,11 @@ void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
 		return; /* a path that is not UTF-8: nothing to adopt by */
 	if (w->image[0])
 		json_object_set_new(o, "image", json_string(w->image));
+	if (w->vram_bytes)
+		json_object_set_new(o, "vram_bytes",
+		                    json_integer((json_int_t)w->vram_bytes));
+	if (w->gpu_kill[0])
+		json_object_set_new(o, "gpu_kill", json_string(w->gpu_kill));
 	state_path(a, w->id, path, sizeof(path));
 	(void)cnl_json_write_file(o, path, 0644, JSON_COMPACT);
 	json_decref(o);
@@ -325,9 +330,10 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
                          struct wk **ret_w, char *err, size_t errlen)
 {
 	static const char *const fields[] = {
-	    "id",      "epoch",           "server", "dir", "art",
-	    "ckpt",    "region",          "port",   "gpu", "out_off",
-	    "err_off", "idle_timeout_ms", "image",  NULL};
+	    "id",    "epoch",      "server",   "dir",
+	    "art",   "ckpt",       "region",   "port",
+	    "gpu",   "out_off",    "err_off",  "idle_timeout_ms",
+	    "image", "vram_bytes", "gpu_kill", NULL};
 	char path[700];
 	json_t *o = NULL;
 	struct wk *w;
@@ -361,7 +367,13 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	    cnl_json_get_int(o, "err_off", true, 0, INT64_MAX, &w->err_off, err,
 	                     errlen) < 0 ||
 	    (json_object_get(o, "image") &&
-	     get_str(o, "image", w->image, sizeof(w->image), err, errlen) < 0))
+	     get_str(o, "image", w->image, sizeof(w->image), err, errlen) <
+	         0) ||
+	    cnl_json_get_int(o, "vram_bytes", false, 0, INT64_MAX,
+	                     &w->vram_bytes, err, errlen) < 0 ||
+	    (json_object_get(o, "gpu_kill") &&
+	     get_str(o, "gpu_kill", w->gpu_kill, sizeof(w->gpu_kill), err,
+	             errlen) < 0))
 		goto fail;
 	w->epoch = epoch;
 	w->port = (int)port;

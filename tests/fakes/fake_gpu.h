@@ -24,8 +24,12 @@
 #define FAKE_DEFAULT_MEM (16ULL << 30)
 
 struct fake_proc {
-	_Atomic int32_t pid;
+	_Atomic int32_t pid;   /* in the process's own PID namespace */
 	_Atomic uint64_t used; /* device memory the process holds */
+	/* The inode of that PID namespace (0: unknown, the reader's own):
+	 * the fake NVML turns pid into a host pid with it, as the real
+	 * driver reports host pids whatever namespace a process runs in. */
+	_Atomic uint64_t pidns;
 };
 
 struct fake_gpu {
