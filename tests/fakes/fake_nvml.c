@@ -305,8 +305,16 @@ static struct fake_gpu *state(void)
 
 	if (gpu)
 		return gpu;
+	struct stat st;
+
 	if (!path || (fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
 		return NULL;
+	/* Not yet sized by the first CUDA process: nothing runs yet (a
+	 * mapping past the end would fault). */
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(*gpu)) {
+		close(fd);
+		return NULL;
+	}
 	gpu =
 	    mmap(NULL, sizeof(*gpu), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
