@@ -132,9 +132,13 @@ static void register_proc(void)
 		uint64_t pns = atomic_load(&gpu->procs[i].pidns);
 		bool here = pns == ns || !pns || !ns;
 
+		/* A slot with this pid is an ended process's (this one
+		 * registers once): the same pid again, or a namespace whose
+		 * inode the kernel gave out again.  Its memory is gone. */
 		if (p == pid && here) {
 			me = &gpu->procs[i];
 			atomic_store(&me->pidns, ns);
+			atomic_store(&me->used, 0);
 			return;
 		}
 		if (p && here && kill(p, 0) < 0 && errno == ESRCH &&

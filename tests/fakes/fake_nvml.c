@@ -10,7 +10,10 @@
  * its CUDA_VISIBLE_DEVICES names (an index, a GPU UUID or a MIG device's
  * UUID; device 0 without one): a GPU's list holds all its processes, those
  * in its MIG devices too, a MIG device's list only its own.  The lists keep
- * nvml.h's count protocol (INSUFFICIENT_SIZE with the count needed).
+ * nvml.h's count protocol (INSUFFICIENT_SIZE with the count needed).  Not
+ * modelled: a SIGKILLed process of a PID namespace leaves its slot, which
+ * reads as a live process's when the kernel reuses the namespace's inode
+ * and the pid, until that process registers (and clears it).
  *
  * For the agent's GPU provider it models a node of several GPUs and their
  * MIG instances, configured by environment variables read when nvmlInit

@@ -13,7 +13,10 @@
 #   - a tenant within its quota (under the shim) is left alone for many
 #     audit rounds and succeeds;
 #   - a process on the GPU that belongs to no workload (the operator's) is
-#     logged, not killed.
+#     logged, not killed;
+#   - on an agent whose GPUs are NVML's (gpu_audit auto), a slice that is a
+#     MIG instance, past its quota, is killed: the audit reads the MIG
+#     device's own process list.
 # The fake driver reports host pids, as the real one does, though each
 # workload registers from inside its own PID namespace.  Waits poll with
 # generous bounds; nothing asserts a duration.
@@ -177,6 +180,36 @@ wait_for 30 grep -q 'ok 0' "$tmp/op.out" || bad "the operator's process did not 
 wait_for 30 grep -q "msg=\"GPU memory audit: a process of no workload uses a GPU.*pid=$op" "$tmp/agent.err" &&
 	kill -0 "$op" 2>/dev/null && ok "a process of no workload is logged, not killed" ||
 	bad "foreign process: $(grep -i audit "$tmp/agent.err")"
+
+kill "$op" 2>/dev/null
+wait "$op" 2>/dev/null
+
+# --- inside a MIG instance: the MIG device's own process list ----------------
+# A second agent whose GPUs are NVML's (the fake's), so that its slices
+# are real MIG instances of the fake driver and its audit reads their
+# lists; the first is cordoned.
+a_id=$(api GET /v1/nodes "$root" | jq -r ".items[] | select(.name==\"$run-a\") | .id")
+api PATCH "/v1/nodes/$a_id" "$root" '{"state":"cordoned"}' >/dev/null
+jointok=$(api POST /v1/nodes/join-tokens "$root" "{\"node\":\"$run-b\"}" | jq -r .token)
+FAKE_NVML_GPUS=1 FAKE_NVML_MEM_MIB=81559 CNLAB_AGENT_TOKEN=$jointok \
+	"$agent" --server "$base" --name "$run-b" --gpus "nvml:$fake_nvml" \
+	--work-dir "$tmp/agent-b" --isolation bare --run-as-uid 65534 \
+	--shim "$shim" --cpu-milli 4000 --mem-mib 8192 --log-level info \
+	>"$tmp/agent-b.out" 2>"$tmp/agent-b.err" &
+pids+=($!)
+wait_for 10 grep -q 'msg=registered' "$tmp/agent-b.err" || bad "agent b did not register: $(cat "$tmp/agent-b.err")"
+grep -q 'msg="GPU memory audit on"' "$tmp/agent-b.err" &&
+	ok "gpu_audit auto: the nvml provider's NVML is audited" || bad "agent b: no audit"
+migj=$(submit "$(job_body "env -u LD_PRELOAD" $((12 << 30)) 300 | jq -c '.gpu = "h100-1g.10gb" | .command = "echo cvd=$CUDA_VISIBLE_DEVICES; " + .command')")
+wait_for 30 sh -c "curl -sS -H 'Authorization: Bearer $ana' '$base/v1/jobs/$migj/logs' | grep -q 'ok 0'" ||
+	bad "the MIG job did not allocate: $(job "$migj") $(logs "$migj")"
+wait_for 60 is_state "$migj" failed &&
+	[[ "$(job "$migj" | jq -r .message)" == "killed: used 12 GiB of GPU memory, quota 9.8 GiB (GPU memory audit, pid "*")" ]] &&
+	ok "a MIG slice past its quota: killed ($(job "$migj" | jq -r .message))" ||
+	bad "MIG job: $(job "$migj") $(logs "$migj")"
+[[ "$(logs "$migj")" == *cvd=MIG-* ]] && ok "it ran in a MIG instance" || bad "MIG job's device: $(logs "$migj")"
+[ "$(kills | jq --arg j "$migj" '[.[] | select(.target == $j and (.result | contains("used=12884901888")))] | length')" = 1 ] &&
+	ok "its kill is in the audit log" || bad "MIG kills: $(kills)"
 
 [ "$fails" = 0 ] || {
 	echo "--- agent"; tail -40 "$tmp/agent.err"
