@@ -80,8 +80,8 @@ struct wk {
 	int gpu;          /* first GPU index, -1: none */
 	int board_slot;   /* row on the GPU's board, -1: none */
 	char mig_uuid[CNL_GPU_UUID_MAX];
-	/* The slice's VRAM quota, bytes, as assigned (0: none, whole GPUs
-	 * or no GPU): what the GPU memory audit holds it to. */
+	/* The slice's VRAM quota, bytes, as assigned: what the GPU memory
+	 * audit holds it to (0 without a GPU; -1: none, whole GPUs). */
 	int64_t vram_bytes;
 	/* The GPU memory audit killed a process of it: why, in words; its
 	 * end is then a failure with this message.  "": no kill. */

@@ -6,8 +6,10 @@
  *
  *   1. NVML: (pid, GPU, bytes) for every compute process (cnl_gpus_procs,
  *      on the audit's own NVML handle);
- *   2. the table, under the lock: each workload with a GPU, copied out
- *      (id, epoch, quota); nothing else is done under the lock;
+ *   2. the table, under the lock: each workload, copied out (id, epoch,
+ *      quota: its slice's; 0 without a GPU or with 0 blocks; none for
+ *      whole GPUs);
+ *      nothing else is done under the lock;
  *   3. each workload's pids from its cgroup, without the lock; a pid of
  *      NVML's list that is in one of them is that slice's; one that is in
  *      none is logged once (the operator's process, or one that died);
@@ -52,7 +54,7 @@ int cnl_gpu_audit_pick(const struct cnl_audit_proc *procs, int n,
 	uint64_t total = 0;
 	int k = 0;
 
-	if (quota == 0 || n <= 0)
+	if (quota == CNL_GPU_AUDIT_NO_QUOTA || n <= 0)
 		return 0;
 	for (int i = 0; i < n; i++)
 		if (procs[i].used != CNL_GPU_USED_UNKNOWN)
@@ -111,6 +113,14 @@ void cnl_gpu_audit_reason(uint64_t used, uint64_t quota, int pid, char *buf,
 
 	bytes_words(used, quota, u, sizeof(u));
 	bytes_words(quota, 0, q, sizeof(q));
+	if (quota == 0) {
+		snprintf(
+		    buf, len,
+		    "killed: used %s of GPU memory without a GPU slice (GPU "
+		    "memory audit, pid %d)",
+		    u, pid);
+		return;
+	}
 	snprintf(buf, len,
 	         "killed: used %s of GPU memory, quota %s (GPU memory audit, "
 	         "pid %d)",
@@ -119,11 +129,11 @@ void cnl_gpu_audit_reason(uint64_t used, uint64_t quota, int pid, char *buf,
 
 /* ---- the thread ---------------------------------------------------------- */
 
-/* A workload with a GPU, copied out of the table. */
+/* A workload, copied out of the table. */
 struct slice {
 	char id[CNL_WIRE_ID_MAX];
 	int64_t epoch;
-	uint64_t quota; /* 0: none (whole GPUs) */
+	uint64_t quota; /* CNL_GPU_AUDIT_NO_QUOTA: whole GPUs; 0: no GPU */
 	struct cnl_audit_proc *procs;
 	int *gpu; /* the GPU of each of procs (the first it was seen on) */
 	int n;
@@ -344,11 +354,12 @@ static void round_once(struct audit *au)
 	for (size_t i = 0; i < a->n_wk; i++) {
 		const struct wk *w = a->wk[i];
 
-		if (w->gpu < 0 || !w->w || w->gone)
+		if (!w->w || w->gone)
 			continue;
 		snprintf(s[ns].id, sizeof(s[ns].id), "%s", w->id);
 		s[ns].epoch = w->epoch;
-		s[ns].quota = w->vram_bytes > 0 ? (uint64_t)w->vram_bytes : 0;
+		s[ns].quota = w->vram_bytes < 0 ? CNL_GPU_AUDIT_NO_QUOTA
+		                                : (uint64_t)w->vram_bytes;
 		ns++;
 	}
 	pthread_mutex_unlock(&a->mu);
@@ -396,7 +407,7 @@ static void round_once(struct audit *au)
 			foreign(au, &au->gp[j]);
 	free(mine);
 	for (size_t i = 0; i < ns; i++)
-		if (s[i].quota && s[i].n)
+		if (s[i].quota != CNL_GPU_AUDIT_NO_QUOTA && s[i].n)
 			enforce(au, &s[i]);
 	slices_free(s, ns);
 }

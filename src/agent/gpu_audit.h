@@ -17,10 +17,12 @@
  * largest first, by SIGKILL until what is left is within its quota
  * (cnl_gpu_audit_pick).  Each kill is logged, reported to cnlabd
  * (POST /v1/nodes/{id}/gpu-kills, one audit record each) and makes the
- * workload end failed with the reason ("killed: used 6.0 GiB of GPU
- * memory, quota 4 GiB (GPU memory audit, pid 1234)").  A process on a GPU
- * that belongs to no workload of this agent is the operator's: logged
- * once, never killed.  Whole-GPU slices (no quota) are not audited.
+ * workload end failed with the reason ("killed: used 6 GiB of GPU
+ * memory, quota 4 GiB (GPU memory audit, pid 1234)").  A workload without
+ * a GPU (bare isolation leaves the device nodes reachable) holds a quota
+ * of 0.  A process on a GPU that belongs to no workload of this agent is
+ * the operator's: logged once, never killed.  Whole-GPU slices (no
+ * quota) are not audited.
  *
  * The audit runs on its own thread with its own NVML handle and its own
  * client: it takes the table's lock only to copy the slices out (and to
@@ -34,6 +36,8 @@
 
 /* The tolerance over a quota: one driver page. */
 #define CNL_GPU_AUDIT_GRANULE (2ULL << 20)
+/* The quota of a slice the audit does not hold to one (whole GPUs). */
+#define CNL_GPU_AUDIT_NO_QUOTA UINT64_MAX
 
 struct cnl_audit_proc {
 	int pid;
@@ -43,7 +47,8 @@ struct cnl_audit_proc {
 /*
  * cnl_gpu_audit_pick - which of the @n processes of one slice to kill.
  * None while the slice holds at most @quota + @granule in all (a @quota
- * of 0: no quota, never any); otherwise its largest holders, largest
+ * of CNL_GPU_AUDIT_NO_QUOTA: never any; 0, a workload without a GPU:
+ * anything past the granule); otherwise its largest holders, largest
  * first (the lower pid first between equals), until what the others hold
  * is at most @quota.  A process whose usage is unknown counts as 0 and is
  * never picked.  Their indexes into @procs, in kill order, into @ret_idx
@@ -54,8 +59,9 @@ int cnl_gpu_audit_pick(const struct cnl_audit_proc *procs, int n,
 
 /*
  * cnl_gpu_audit_reason - the words a user reads for a workload killed by
- * the audit: "killed: used 6.0 GiB of GPU memory, quota 4 GiB (GPU memory
- * audit, pid 1234)" into @buf.
+ * the audit: "killed: used 6 GiB of GPU memory, quota 4 GiB (GPU memory
+ * audit, pid 1234)" into @buf ("..., without a GPU slice (...)" for a
+ * @quota of 0).
  */
 void cnl_gpu_audit_reason(uint64_t used, uint64_t quota, int pid, char *buf,
                           size_t len);

@@ -394,7 +394,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		}
 		/* The agent's own record of the quota, which the GPU
 		 * memory audit holds the slice to (gpu_audit.h). */
-		w->vram_bytes = whole ? 0 : gpu->vram_mib << 20;
+		w->vram_bytes = whole ? -1 : gpu->vram_mib << 20;
 		r = cnl_region_create(w->region,
 		                      whole ? 0 : (uint64_t)gpu->vram_mib << 20,
 		                      whole || mig ? 0 : (unsigned)gpu->blocks,

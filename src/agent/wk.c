@@ -278,9 +278,8 @@ void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
 		return; /* a path that is not UTF-8: nothing to adopt by */
 	if (w->image[0])
 		json_object_set_new(o, "image", json_string(w->image));
-	if (w->vram_bytes)
-		json_object_set_new(o, "vram_bytes",
-		                    json_integer((json_int_t)w->vram_bytes));
+	json_object_set_new(o, "vram_bytes",
+	                    json_integer((json_int_t)w->vram_bytes));
 	if (w->gpu_kill[0])
 		json_object_set_new(o, "gpu_kill", json_string(w->gpu_kill));
 	state_path(a, w->id, path, sizeof(path));
@@ -346,6 +345,9 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	if ((r = cnl_json_load_file(path, &o, err, errlen)) < 0)
 		return r;
 	w = cnl_agent_wk_new(id, 0);
+	/* A state file of an agent before the GPU memory audit: no quota
+	 * known, none held to. */
+	w->vram_bytes = -1;
 	r = -CNL_EFIELD;
 	if (cnl_json_check_fields(o, fields, err, errlen) < 0 ||
 	    cnl_json_get_int(o, "epoch", true, 0, INT64_MAX, &epoch, err,
@@ -369,7 +371,7 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	    (json_object_get(o, "image") &&
 	     get_str(o, "image", w->image, sizeof(w->image), err, errlen) <
 	         0) ||
-	    cnl_json_get_int(o, "vram_bytes", false, 0, INT64_MAX,
+	    cnl_json_get_int(o, "vram_bytes", false, -1, INT64_MAX,
 	                     &w->vram_bytes, err, errlen) < 0 ||
 	    (json_object_get(o, "gpu_kill") &&
 	     get_str(o, "gpu_kill", w->gpu_kill, sizeof(w->gpu_kill), err,

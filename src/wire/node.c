@@ -736,7 +736,7 @@ int cnl_wire_gpu_kill_decode(const json_t *j, struct cnl_wire_gpu_kill *ret,
 	                              err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_int(j, "pid_used", true, 0, ret->used,
 	                              &ret->pid_used, err, errlen));
-	CNL_WIRE_TRY(cnl_wire_get_int(j, "quota", true, 1, INT64_MAX,
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "quota", true, 0, INT64_MAX,
 	                              &ret->quota, err, errlen));
 	return 0;
 }

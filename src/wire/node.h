@@ -274,7 +274,8 @@ struct cnl_wire_gpu_kill {
 	int gpu;          /* the physical GPU, 0..CNL_WIRE_GPUS_MAX-1 */
 	int64_t used;     /* bytes the slice held, >= 0 */
 	int64_t pid_used; /* bytes the process held, 0..used */
-	int64_t quota;    /* the slice's quota, bytes, >= 1 */
+	int64_t quota;    /* the slice's quota, bytes; 0: the workload
+	                   * has no GPU */
 };
 
 json_t *cnl_wire_gpu_kill_encode(const struct cnl_wire_gpu_kill *m);

@@ -12,6 +12,8 @@
 #     verifies;
 #   - a tenant within its quota (under the shim) is left alone for many
 #     audit rounds and succeeds;
+#   - a job with no GPU that opens one anyway (bare isolation) holds a
+#     quota of 0 and is killed;
 #   - a process on the GPU that belongs to no workload (the operator's) is
 #     logged, not killed;
 #   - on an agent whose GPUs are NVML's (gpu_audit auto), a slice that is a
@@ -41,7 +43,7 @@ cleanup() {
 	for d in /sys/fs/cgroup/*/cnlab/$run-* /sys/fs/cgroup/cnlab/$run-*; do
 		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
 	done
-	rm -rf "$tmp"
+	[ -n "${GPU_AUDIT_KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
 fails=0
@@ -159,6 +161,15 @@ evil_pid=$(sed -n 's/.*(GPU memory audit, pid \([0-9]*\)).*/\1/p' <<<"$msg")
 	ok "the audit chain verifies" || bad "verify: $(api GET /v1/audit/verify "$root")"
 grep -q 'msg="GPU memory audit: killed a process of a slice over its quota".*pid='"$evil_pid" "$tmp/agent.err" &&
 	ok "the agent logged the kill" || bad "agent log: $(grep -i audit "$tmp/agent.err")"
+
+# --- no GPU at all, yet on the GPU (bare isolation leaves it reachable) ------
+cpu=$(submit "$(job_body "env -u LD_PRELOAD" $((1 << 30)) 300 | jq -c '.gpu = "cpu"')")
+wait_for 60 is_state "$cpu" failed &&
+	[[ "$(job "$cpu" | jq -r .message)" == "killed: used 1 GiB of GPU memory without a GPU slice (GPU memory audit, pid "*")" ]] &&
+	ok "a job without a GPU that uses one is killed ($(job "$cpu" | jq -r .message))" ||
+	bad "CPU job: $(job "$cpu") $(logs "$cpu")"
+[ "$(kills | jq --arg j "$cpu" '[.[] | select(.target == $j and (.result | contains(" quota=0 ")))] | length')" = 1 ] &&
+	ok "its kill is in the audit log, quota 0" || bad "CPU job kills: $(kills)"
 
 # The good job held 2 GiB through the rounds above, and ends as it would.
 wait_for 60 is_state "$good" succeeded && ok "the job within its quota was left alone and succeeded" ||

@@ -63,7 +63,14 @@ static void test_pick_threshold(void **state)
 	assert_int_equal(idx[0], 0);
 	/* No quota (whole GPUs): never. */
 	p[0].used = 80 * GiB;
+	assert_int_equal(pick(p, 2, CNL_GPU_AUDIT_NO_QUOTA, idx), 0);
+	/* A quota of 0 (a workload without a GPU): past the granule, all
+	 * that holds memory goes. */
+	p[0].used = G;
+	p[1].used = 0;
 	assert_int_equal(pick(p, 2, 0, idx), 0);
+	p[1].used = 1;
+	assert_int_equal(pick(p, 2, 0, idx), 2);
 	/* No process, or a negative count. */
 	assert_int_equal(pick(p, 0, 4 * GiB, idx), 0);
 	assert_int_equal(pick(p, -1, 4 * GiB, idx), 0);
@@ -125,6 +132,9 @@ static void test_reason(void **state)
 	cnl_gpu_audit_reason(4 * GiB + 3 * MiB, 4 * GiB, 7, b, sizeof(b));
 	assert_string_equal(b, "killed: used 4.003 GiB of GPU memory, quota 4 "
 	                       "GiB (GPU memory audit, pid 7)");
+	cnl_gpu_audit_reason(6 * GiB, 0, 7, b, sizeof(b));
+	assert_string_equal(b, "killed: used 6 GiB of GPU memory without a GPU "
+	                       "slice (GPU memory audit, pid 7)");
 	cnl_gpu_audit_reason(900 * MiB, 819 * MiB, 7, b, sizeof(b));
 	assert_string_equal(b, "killed: used 900 MiB of GPU memory, quota "
 	                       "819 MiB (GPU memory audit, pid 7)");

@@ -375,7 +375,7 @@ static void test_gpu_kill(void **state)
 	  "\"quota\":1}",
 	  "pid_used");
 	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":5,\"pid_used\":5,"
-	  "\"quota\":0}",
+	  "\"quota\":-1}",
 	  "quota");
 	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":5,\"pid_used\":5}", "quota");
 	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":5,\"pid_used\":5,"
