@@ -9,6 +9,9 @@
  *
  *   agent.c        life cycle: new, register, run (the assignment poll),
  *     │            stop, free, adoption of running work after a restart
+ *     ├───────────────────────────────────────────► gpu_audit.c  the GPU
+ *     │            memory audit thread (NVML usage against each slice's
+ *     │            quota; kills, reports to cnlabd; then wk.c)
  *     ├──────────────────────────────┬──────────────────┐
  *     │                              │                  ▼
  *     │                              │    tunnel.c  cnlabd's proxy: the
@@ -86,6 +89,20 @@ struct wk {
 	int64_t applied_vram_mib;
 	int board_slot; /* row on the GPU's board, -1: none */
 	char mig_uuid[CNL_GPU_UUID_MAX];
+	/* The slice's VRAM quota, bytes, as assigned: what the GPU memory
+	 * audit holds it to (0 without a GPU; -1: none, whole GPUs). */
+	int64_t vram_bytes;
+	/* A shrink in flight (resize.c): the smaller quota, bytes, that
+	 * vram_bytes becomes once the slice's use is within it (until then
+	 * the audit holds the slice to the larger one: a shrink refuses new
+	 * allocations, it does not kill); -1: none. */
+	int64_t vram_shrink_to;
+	/* The GPU memory audit killed a process of it: why, in words; its
+	 * end is then a failure with this message.  "": no kill. */
+	char gpu_kill[CNL_WIRE_MESSAGE_MAX];
+	/* Its kill records cnlabd has not taken yet: its end waits for
+	 * them (cnlabd takes a record only while the work is placed). */
+	int gpu_kills_unsent;
 	bool stopping;
 	bool term_sent;
 	int64_t signal_ms, kill_ms;
@@ -130,10 +147,13 @@ struct cnl_agent {
 	struct cnl_agent_config cfg;
 	struct cnl_catalog cat;
 	struct cnl_gpus *gpus;
+	/* The GPU memory audit's own NVML handle (gpu_audit.c); NULL: no
+	 * audit. */
+	struct cnl_gpus *audit_gpus;
 	struct cnl_launcher *launcher;
 	/* One client per thread: main (register, poll, starts), heartbeat,
 	 * supervisor. */
-	struct cnl_client *main_cl, *hb_cl, *sup_cl, *tun_cl;
+	struct cnl_client *main_cl, *hb_cl, *sup_cl, *tun_cl, *aud_cl;
 	char node_id[CNL_WIRE_ID_MAX];
 	/* The node credential (credential.c), under cred_mu: what every
 	 * client sends; the join token of the environment, if any. */
@@ -170,7 +190,7 @@ struct cnl_agent {
 	int64_t node_epoch; /* the heartbeat thread's */
 	_Atomic int64_t last_hb_ok_ms;
 	atomic_bool stop;
-	pthread_t hb_thread, sup_thread, tun_thread;
+	pthread_t hb_thread, sup_thread, tun_thread, aud_thread;
 	atomic_int tunnels_open; /* relays running (tunnel.c) */
 	struct cnl_http_server *metrics;
 	uint64_t version; /* the main thread's: assignments seen */
@@ -231,7 +251,8 @@ int cnl_agent_chown_tree(const char *path, int uid, int gid);
  * The state file, state/<id>.json: what a restarted agent needs to re-adopt
  * a workload.  Local to this node, not a protocol message; its fields are
  * those of struct wk of the same names: id, epoch, server, dir, art, ckpt,
- * region, port, idle_timeout_ms, gpu, out_off, err_off.
+ * region, port, idle_timeout_ms, gpu, out_off, err_off, and (optional)
+ * vram_bytes, gpu_kill.
  */
 void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w);
 void cnl_agent_state_drop(const struct cnl_agent *a, const char *id);
@@ -418,6 +439,12 @@ void *cnl_agent_supervise(void *arg);
 /* The tunnel thread (pthread start routine; @arg: the agent): long-polls
  * the tunnels cnlabd's proxy wants and relays each to its server. */
 void *cnl_agent_tunnels(void *arg);
+
+/* ---- gpu_audit.c: the GPU memory audit ---------------------------------- */
+
+/* The audit thread (pthread start routine; @arg: the agent), started
+ * when a->audit_gpus is open; see gpu_audit.h. */
+void *cnl_agent_gpu_audit(void *arg);
 
 /* ---- metrics.c ---------------------------------------------------------- */
 

@@ -68,6 +68,40 @@ static int take_lock(struct cnl_agent *a, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The GPU memory audit's NVML (gpu_audit.h): its own handle, so that its
+ * thread shares no provider state with the others.  gpu_audit "auto" (or
+ * unset) follows the gpus provider: NVML's when it is nvml, none with a
+ * fake pool; an NVML that cannot be opened is a configuration error.
+ */
+static int open_audit(struct cnl_agent *a, char *err, size_t errlen)
+{
+	const char *spec = a->cfg.gpu_audit;
+	char why[400];
+	int r;
+
+	if (a->cfg.gpu_audit_ms <= 0)
+		return 0;
+	if (!spec || !spec[0] || strcmp(spec, "auto") == 0)
+		spec =
+		    strncmp(a->cfg.gpus, "nvml", 4) == 0 ? a->cfg.gpus : "none";
+	if (strcmp(spec, "none") == 0)
+		return 0;
+	if (strcmp(spec, "nvml") != 0 && strncmp(spec, "nvml:", 5) != 0) {
+		snprintf(err, errlen,
+		         "gpu_audit: \"%.64s\" is not auto, none, nvml or "
+		         "nvml:/path/libnvidia-ml.so.1",
+		         spec);
+		return -CNL_ECONFIG;
+	}
+	if ((r = cnl_gpus_open(spec, &a->cat, &a->audit_gpus, why,
+	                       sizeof(why))) < 0) {
+		snprintf(err, errlen, "gpu_audit: %s", why);
+		return r;
+	}
+	return 0;
+}
+
 int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
                   char *err, size_t errlen)
 {
@@ -89,7 +123,9 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	a->lock_fd = -1;
 	pthread_mutex_init(&a->mu, NULL);
 	cnl_catalog_init(&a->cat);
-	if ((r = cnl_gpus_open(cfg->gpus, &a->cat, &a->gpus, err, errlen)) < 0)
+	if ((r = cnl_gpus_open(cfg->gpus, &a->cat, &a->gpus, err, errlen)) <
+	        0 ||
+	    (r = open_audit(a, err, errlen)) < 0)
 		goto fail;
 	static const char *const sub[] = {"jobs", "workspaces", "regions",
 	                                  "state", "exits"};
@@ -110,7 +146,8 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	if ((r = cnl_client_new(&ccfg, &a->main_cl)) < 0 ||
 	    (r = cnl_client_new(&ccfg, &a->hb_cl)) < 0 ||
 	    (r = cnl_client_new(&ccfg, &a->sup_cl)) < 0 ||
-	    (r = cnl_client_new(&ccfg, &a->tun_cl)) < 0) {
+	    (r = cnl_client_new(&ccfg, &a->tun_cl)) < 0 ||
+	    (r = cnl_client_new(&ccfg, &a->aud_cl)) < 0) {
 		snprintf(err, errlen, "bad server URL or token");
 		goto fail;
 	}
@@ -317,12 +354,16 @@ int cnl_agent_run(struct cnl_agent *a)
 	pthread_create(&a->hb_thread, NULL, cnl_agent_heartbeat, a);
 	pthread_create(&a->sup_thread, NULL, cnl_agent_supervise, a);
 	pthread_create(&a->tun_thread, NULL, cnl_agent_tunnels, a);
+	if (a->audit_gpus)
+		pthread_create(&a->aud_thread, NULL, cnl_agent_gpu_audit, a);
 	while (!a->stop)
 		if (!poll_assignments(a))
 			usleep(500 * 1000);
 	pthread_join(a->hb_thread, NULL);
 	pthread_join(a->sup_thread, NULL);
 	pthread_join(a->tun_thread, NULL);
+	if (a->audit_gpus)
+		pthread_join(a->aud_thread, NULL);
 	return 0;
 }
 
@@ -350,8 +391,10 @@ void cnl_agent_free(struct cnl_agent *a)
 	cnl_client_free(a->hb_cl);
 	cnl_client_free(a->sup_cl);
 	cnl_client_free(a->tun_cl);
+	cnl_client_free(a->aud_cl);
 	cnl_launcher_free(a->launcher);
 	cnl_gpus_close(a->gpus);
+	cnl_gpus_close(a->audit_gpus);
 	if (a->lock_fd >= 0)
 		close(a->lock_fd); /* releases the lock */
 	pthread_mutex_destroy(&a->mu);

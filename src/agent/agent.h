@@ -19,6 +19,9 @@
  *               off from a running cnlabd for longer than the node
  *               timeout may have its work started elsewhere, and learns
  *               of it (the heartbeat's "stop") when it is back;
+ *   GPU audit   every gpu_audit_ms reads what each process holds on the
+ *               GPUs (NVML) and kills the largest processes of a slice
+ *               over its VRAM quota (gpu_audit.h);
  *   supervisor  streams stdout/stderr to cnlabd from the output files
  *               (the buffer on disk while cnlabd is unreachable), each
  *               chunk with its offset, until cnlabd acknowledges it; reports
@@ -93,6 +96,12 @@ struct cnl_agent_config {
 	 * while it does not take them; the oldest beyond go (noted in the
 	 * log).  0: no limit. */
 	int64_t log_buffer_max;
+	/* The GPU memory audit (gpu_audit.h): the NVML it reads, "nvml" or
+	 * "nvml:/path/libnvidia-ml.so.1"; NULL or "auto": the gpus
+	 * provider's when that is nvml, else none; "none": off.  Every
+	 * gpu_audit_ms; 0: off. */
+	const char *gpu_audit;
+	int64_t gpu_audit_ms;
 };
 
 struct cnl_agent;

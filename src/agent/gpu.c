@@ -648,6 +648,139 @@ static int nvml_mig_count(struct cnl_gpus *g, int index)
 	return total;
 }
 
+/* ---- processes (the GPU memory audit) ------------------------------------ */
+
+/* nvmlProcessInfo_t of nvml.h (the _v2/_v3 calls' layout). */
+struct nvml_proc {
+	unsigned pid;
+	unsigned long long used;
+	unsigned gi, ci;
+};
+
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
+
+/* What one pid holds on one GPU: by the GPU's own list, and summed over
+ * its MIG devices' lists. */
+struct proc_acc {
+	int pid;
+	uint64_t gpu_used, mig_used;
+	bool gpu_known, mig_known;
+};
+
+/*
+ * The processes of device (or MIG device) @h into *@buf, which grows as
+ * the driver asks (NVML_ERROR_INSUFFICIENT_SIZE sets the count it needs;
+ * processes may start between two calls, so a few tries, each with room
+ * to spare).  0 with their number in *@ret_n, or -EIO.
+ */
+static int nvml_list(struct cnl_gpus *g, nvml_dev h, struct nvml_proc **buf,
+                     unsigned *cap, unsigned *ret_n)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		unsigned n = *cap;
+		int r = g->fn.procs(h, &n, *buf);
+
+		if (r == NVML_OK) {
+			*ret_n = n <= *cap ? n : *cap;
+			return 0;
+		}
+		if (r != NVML_E_INSUFFICIENT_SIZE || n > 1u << 20)
+			return -EIO;
+		*cap = n + 16;
+		*buf = cnl_xrealloc(*buf, *cap * sizeof(**buf));
+	}
+	return -EIO;
+}
+
+/* Add @n entries of @p to the accumulators of one GPU (@mig: from a MIG
+ * device's list). */
+static void acc_add(struct proc_acc **acc, size_t *n_acc, size_t *cap_acc,
+                    const struct nvml_proc *p, unsigned n, bool mig)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct proc_acc *a = NULL;
+
+		if (p[i].pid == 0 || p[i].pid > INT32_MAX)
+			continue;
+		for (size_t k = 0; k < *n_acc && !a; k++)
+			if ((*acc)[k].pid == (int)p[i].pid)
+				a = &(*acc)[k];
+		if (!a) {
+			if (*n_acc == *cap_acc) {
+				*cap_acc = *cap_acc ? *cap_acc * 2 : 16;
+				*acc = cnl_xrealloc(*acc,
+				                    *cap_acc * sizeof(**acc));
+			}
+			a = &(*acc)[(*n_acc)++];
+			memset(a, 0, sizeof(*a));
+			a->pid = (int)p[i].pid;
+		}
+		if (p[i].used == NVML_VALUE_NOT_AVAILABLE)
+			continue;
+		if (mig) {
+			a->mig_used += p[i].used;
+			a->mig_known = true;
+		} else {
+			a->gpu_used += p[i].used;
+			a->gpu_known = true;
+		}
+	}
+}
+
+static int nvml_procs(struct cnl_gpus *g, struct cnl_gpu_proc *ret, int max)
+{
+	struct nvml_proc *buf = NULL;
+	struct proc_acc *acc = NULL;
+	size_t cap_acc = 0;
+	unsigned cap = 0;
+	int total = 0;
+
+	if (!g->fn.procs)
+		return -EOPNOTSUPP;
+	cap = 8; /* grows as the driver asks */
+	buf = cnl_xcalloc(cap, sizeof(*buf));
+	for (int d = 0; d < g->n; d++) {
+		unsigned cur = 0, pend = 0, nmig = 0, n = 0;
+		size_t n_acc = 0;
+		bool mig;
+		nvml_dev h, m;
+
+		if (g->fn.by_index((unsigned)d, &h) != NVML_OK)
+			continue;
+		mig = g->mig_ok && g->fn.mig_mode(h, &cur, &pend) == NVML_OK &&
+		      cur == NVML_MIG_ENABLE;
+		/* The GPU's own list; in MIG mode a driver may refuse it
+		 * (the MIG devices' lists then say it all). */
+		if (nvml_list(g, h, &buf, &cap, &n) == 0)
+			acc_add(&acc, &n_acc, &cap_acc, buf, n, false);
+		else if (!mig)
+			continue; /* lost or not answering: nothing to read */
+		if (mig && g->fn.mig_max(h, &nmig) == NVML_OK)
+			for (unsigned i = 0; i < nmig; i++)
+				if (g->fn.mig_by_index(h, i, &m) == NVML_OK &&
+				    nvml_list(g, m, &buf, &cap, &n) == 0)
+					acc_add(&acc, &n_acc, &cap_acc, buf, n,
+					        true);
+		for (size_t k = 0; k < n_acc; k++, total++) {
+			const struct proc_acc *a = &acc[k];
+
+			if (total >= max)
+				continue;
+			ret[total].pid = a->pid;
+			ret[total].gpu = d;
+			if (!a->gpu_known && !a->mig_known)
+				ret[total].used = CNL_GPU_USED_UNKNOWN;
+			else
+				ret[total].used = a->gpu_used > a->mig_used
+				                      ? a->gpu_used
+				                      : a->mig_used;
+		}
+	}
+	free(acc);
+	free(buf);
+	return total;
+}
+
 /* ---- common -------------------------------------------------------------- */
 
 int cnl_gpus_open(const char *spec, const struct cnl_catalog *cat,
@@ -728,6 +861,13 @@ int cnl_gpus_list(struct cnl_gpus *g, const struct cnl_gpu_dev **ret)
 		cnl_rocm_refresh(g->rocm, g->dev, g->n);
 	*ret = g->dev;
 	return g->n;
+}
+
+int cnl_gpus_procs(struct cnl_gpus *g, struct cnl_gpu_proc *ret, int max)
+{
+	if (!g->nvml_up)
+		return -EOPNOTSUPP;
+	return nvml_procs(g, ret, max);
 }
 
 int cnl_gpus_mig_create(struct cnl_gpus *g, int index, const char *profile,

@@ -96,4 +96,30 @@ int cnl_gpus_type_from_name(const struct cnl_catalog *cat, const char *name,
  */
 const char *cnl_gpus_vendor(const struct cnl_gpus *g);
 
+/* Device memory NVML could not tell for a process (NVML_VALUE_NOT_AVAILABLE,
+ * e.g. an unprivileged caller in MIG mode). */
+#define CNL_GPU_USED_UNKNOWN UINT64_MAX
+
+/* One process on one physical GPU, as the driver sees it. */
+struct cnl_gpu_proc {
+	int pid;       /* host pid */
+	int gpu;       /* physical GPU index */
+	uint64_t used; /* device memory it holds there, or
+	                * CNL_GPU_USED_UNKNOWN */
+};
+
+/*
+ * cnl_gpus_procs - the compute processes on the node's GPUs and the device
+ * memory each holds, read from the driver now: per GPU
+ * nvmlDeviceGetComputeRunningProcesses_v3, and on a GPU in MIG mode also
+ * each MIG device's list (a process's memory on a GPU is the larger of what
+ * the GPU's list and the sum of its MIG devices' lists say, so a driver
+ * that reports a MIG process in both is not counted twice).  One entry per
+ * (pid, GPU), up to @max into @ret; returns how many there are (more than
+ * @max: the rest left out), -EOPNOTSUPP for a provider without NVML or a
+ * library without the call, -EIO when the driver fails.  Safe on its own
+ * handle from one thread at a time.
+ */
+int cnl_gpus_procs(struct cnl_gpus *g, struct cnl_gpu_proc *ret, int max);
+
 #endif /* CNL_AGENT_GPU_H */

@@ -55,6 +55,8 @@ struct settings {
 	int64_t credential_rotate;
 	int64_t outage_grace;
 	int64_t log_buffer_max;
+	char *gpu_audit;
+	int64_t gpu_audit_interval;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -154,6 +156,16 @@ static const struct cnl_config_def table[] = {
      "this node's disk, in work_dir/state, that cnlabd has not taken yet "
      "(it was unreachable); past it the oldest go, and the job's log says "
      "how many bytes were dropped. Delivered bytes are freed as they go."},
+    {"gpu_audit", CNL_CONFIG_STRING, S(gpu_audit), "auto", 0, 0,
+     "The GPU memory audit's NVML: auto (the gpus provider's NVML when it "
+     "is nvml; none with a fake pool), nvml, nvml:/path/libnvidia-ml.so.1 "
+     "(also beside a fake pool), or none. Every gpu_audit_interval it reads "
+     "what each process holds on the GPUs and SIGKILLs the largest "
+     "processes of a slice over its VRAM quota by more than 2 MiB; each "
+     "kill is in cnlabd's audit log and the job ends failed with the "
+     "reason."},
+    {"gpu_audit_interval", CNL_CONFIG_DURATION, S(gpu_audit_interval), "1s", 0,
+     3600000, "How often the GPU memory audit looks (0: never)."},
 };
 #undef S
 #define N_TABLE (sizeof(table) / sizeof(table[0]))
@@ -311,6 +323,8 @@ int main(int argc, char **argv)
 	        .listen = st.listen,
 	        .outage_grace_ms = st.outage_grace,
 	        .log_buffer_max = st.log_buffer_max,
+	        .gpu_audit = st.gpu_audit,
+	        .gpu_audit_ms = st.gpu_audit_interval,
 	    },
 	    &agent, err, sizeof(err));
 	if (r < 0) {

@@ -83,8 +83,20 @@ void cnl_agent_resize_apply(struct cnl_agent *a,
 	pthread_mutex_lock(&a->mu);
 	w = cnl_agent_wk_find(a, as->id);
 	if (w && w->epoch == as->epoch) {
+		int64_t q = g->vram_mib << 20;
+
 		w->applied_blocks = g->blocks;
 		w->applied_vram_mib = g->vram_mib;
+		/* What the GPU memory audit holds the slice to: a grow at
+		 * once, a shrink once the use is within it (gpu_audit.c). */
+		if (!(first && g->blocks >= 100)) {
+			if (w->vram_bytes < 0 || q < w->vram_bytes) {
+				w->vram_shrink_to = q;
+			} else {
+				w->vram_bytes = q;
+				w->vram_shrink_to = -1;
+			}
+		}
 	}
 	pthread_mutex_unlock(&a->mu);
 }

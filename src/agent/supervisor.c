@@ -445,6 +445,9 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 			ro.board_slot = board_slot(a, w->gpu);
 			w->board_slot = (int)ro.board_slot;
 		}
+		/* The agent's own record of the quota, which the GPU
+		 * memory audit holds the slice to (gpu_audit.h). */
+		w->vram_bytes = whole ? -1 : gpu->vram_mib << 20;
 		r = cnl_region_create(w->region,
 		                      whole ? 0 : (uint64_t)gpu->vram_mib << 20,
 		                      sh.share_pct, as->project_id, &ro);
@@ -941,6 +944,14 @@ static void note_end(struct wk *w, const struct cnl_exit *ex)
 		w->end_state = code == 0 ? CNL_WIRE_REPORT_SUCCEEDED
 		                         : CNL_WIRE_REPORT_FAILED;
 	snprintf(w->end_msg, sizeof(w->end_msg), "%s", msg);
+	/* The GPU memory audit killed a process of it: a failure, whatever
+	 * the command made of it, with the audit's words (a server stopped
+	 * on request stays stopped). */
+	if (w->gpu_kill[0] && !w->fenced &&
+	    w->end_state != CNL_WIRE_REPORT_STOPPED) {
+		w->end_state = CNL_WIRE_REPORT_FAILED;
+		snprintf(w->end_msg, sizeof(w->end_msg), "%s", w->gpu_kill);
+	}
 	w->end_code = code;
 	w->ended = true;
 	cnl_log(CNL_LOG_INFO, "workload ended", "id=%s state=%s code=%d", w->id,
@@ -1050,7 +1061,9 @@ void *cnl_agent_supervise(void *arg)
 			/* Its end goes after the whole of its output (which
 			 * cnlabd takes only while the work runs), however
 			 * long cnlabd is away; moved work has none to send. */
-			if (w->has_exit && (w->gone || !output_pending(w))) {
+			if (w->has_exit &&
+			    (w->gone || (!output_pending(w) &&
+			                 w->gpu_kills_unsent == 0))) {
 				ex[n_done] = w->exit_rec;
 				done[n_done++] = w;
 			}

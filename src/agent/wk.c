@@ -41,6 +41,7 @@ struct wk *cnl_agent_wk_new(const char *id, int64_t epoch)
 	w->epoch = epoch;
 	w->gpu = -1;
 	w->board_slot = -1;
+	w->vram_shrink_to = -1;
 	w->out_rd = w->err_rd = -1;
 	return w;
 }
@@ -278,6 +279,10 @@ void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
 		return; /* a path that is not UTF-8: nothing to adopt by */
 	if (w->image[0])
 		json_object_set_new(o, "image", json_string(w->image));
+	json_object_set_new(o, "vram_bytes",
+	                    json_integer((json_int_t)w->vram_bytes));
+	if (w->gpu_kill[0])
+		json_object_set_new(o, "gpu_kill", json_string(w->gpu_kill));
 	state_path(a, w->id, path, sizeof(path));
 	(void)cnl_json_write_file(o, path, 0644, JSON_COMPACT);
 	json_decref(o);
@@ -325,9 +330,10 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
                          struct wk **ret_w, char *err, size_t errlen)
 {
 	static const char *const fields[] = {
-	    "id",      "epoch",           "server", "dir", "art",
-	    "ckpt",    "region",          "port",   "gpu", "out_off",
-	    "err_off", "idle_timeout_ms", "image",  NULL};
+	    "id",    "epoch",      "server",   "dir",
+	    "art",   "ckpt",       "region",   "port",
+	    "gpu",   "out_off",    "err_off",  "idle_timeout_ms",
+	    "image", "vram_bytes", "gpu_kill", NULL};
 	char path[700];
 	json_t *o = NULL;
 	struct wk *w;
@@ -340,6 +346,9 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	if ((r = cnl_json_load_file(path, &o, err, errlen)) < 0)
 		return r;
 	w = cnl_agent_wk_new(id, 0);
+	/* A state file of an agent before the GPU memory audit: no quota
+	 * known, none held to. */
+	w->vram_bytes = -1;
 	r = -CNL_EFIELD;
 	if (cnl_json_check_fields(o, fields, err, errlen) < 0 ||
 	    cnl_json_get_int(o, "epoch", true, 0, INT64_MAX, &epoch, err,
@@ -361,7 +370,13 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	    cnl_json_get_int(o, "err_off", true, 0, INT64_MAX, &w->err_off, err,
 	                     errlen) < 0 ||
 	    (json_object_get(o, "image") &&
-	     get_str(o, "image", w->image, sizeof(w->image), err, errlen) < 0))
+	     get_str(o, "image", w->image, sizeof(w->image), err, errlen) <
+	         0) ||
+	    cnl_json_get_int(o, "vram_bytes", false, -1, INT64_MAX,
+	                     &w->vram_bytes, err, errlen) < 0 ||
+	    (json_object_get(o, "gpu_kill") &&
+	     get_str(o, "gpu_kill", w->gpu_kill, sizeof(w->gpu_kill), err,
+	             errlen) < 0))
 		goto fail;
 	w->epoch = epoch;
 	w->port = (int)port;

@@ -493,6 +493,8 @@ void cnl_api_h_node_assignments(void *call, struct cnl_http_request *req,
                                 struct cnl_http_response *resp);
 void cnl_api_h_node_reports(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
+void cnl_api_h_node_gpu_kill(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
 void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
 void cnl_api_h_node_inputs_get(void *call, struct cnl_http_request *req,

@@ -246,6 +246,8 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/nodes/{node}/reports", AGT, "node.report",
      cnl_api_h_node_reports},
     {"POST", "/v1/nodes/{node}/logs", AGT, "node.logs", cnl_api_h_node_logs},
+    {"POST", "/v1/nodes/{node}/gpu-kills", AGT, "node.gpu_kill",
+     cnl_api_h_node_gpu_kill},
     {"PUT", "/v1/nodes/{node}/artifacts", AGT, "node.artifact",
      cnl_api_h_node_artifact_put},
     {"PUT", "/v1/nodes/{node}/checkpoints", AGT, "node.checkpoint",

@@ -243,6 +243,61 @@ static void fenced(struct cnl_http_response *resp)
 	               "to this node under that epoch");
 }
 
+/*
+ * A kill by the node's GPU memory audit (wire/node.h, cnl_wire_gpu_kill):
+ * one record in the audit chain, action "node.gpu_kill", actor the node,
+ * target the workload, and in its result the pid, the bytes the slice
+ * held, the quota, and the workload's project and user from
+ * cnlabd's own books (not the node's word).  Only for work the node runs
+ * under that epoch (409 otherwise).  201 {"recorded": true}.
+ */
+void cnl_api_h_node_gpu_kill(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp)
+{
+	/* The audit record is written after the handler returns, on this
+	 * thread: its words live here until then. */
+	static _Thread_local char note[CNL_STORE_AUDIT_MAX];
+	struct call *c = call;
+	const char *node = cnl_http_param(req, "node");
+	const char *project = "", *user = "";
+	struct cnl_wire_gpu_kill m;
+	char err[256] = "";
+	json_t *body;
+	int r;
+
+	snprintf(c->target, sizeof(c->target), "%s", node);
+	if (!(body = cnl_api_parse_body(req, resp, NULL)))
+		return;
+	r = cnl_wire_gpu_kill_decode(body, &m, err, sizeof(err));
+	json_decref(body);
+	if (r < 0) {
+		cnl_api_bad(resp, err);
+		return;
+	}
+	snprintf(c->target, sizeof(c->target), "%s", m.id);
+	if (cnl_ctl_fence_check(c->api->ctl, node, m.id, m.epoch) < 0) {
+		fenced(resp);
+		return;
+	}
+	if (cnl_store_job_get(c->api->store, m.id, &c->job) == 0) {
+		project = c->job.project_id;
+		user = c->job.user_id;
+	} else if (cnl_store_server_get(c->api->store, m.id, &c->server) == 0) {
+		project = c->server.project_id;
+		user = c->server.user_id;
+	}
+	/* Within the record's 127 characters with "201 " before it: a
+	 * 7-digit pid, 20-digit byte counts and two ids fit. */
+	snprintf(note, sizeof(note),
+	         "pid=%d used=%lld quota=%lld project=%s user=%s", m.pid,
+	         (long long)m.used, (long long)m.quota, project, user);
+	c->note = note;
+	cnl_log(CNL_LOG_WARN, "GPU memory audit kill",
+	        "node=%s id=%s gpu=%d pid_used=%lld %s", node, m.id, m.gpu,
+	        (long long)m.pid_used, note);
+	cnl_http_reply(resp, 201, json_pack("{s:b}", "recorded", 1));
+}
+
 /* The "logpos" document of a stream: the next offset expected of it. */
 static void logpos_id(const struct cnl_wire_log *m, char *buf, size_t len)
 {

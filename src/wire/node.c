@@ -720,6 +720,45 @@ int cnl_wire_report_decode(const json_t *j, struct cnl_wire_report *ret,
 	return 0;
 }
 
+/* ---- GPU memory audit kill ----------------------------------------------- */
+
+json_t *cnl_wire_gpu_kill_encode(const struct cnl_wire_gpu_kill *m)
+{
+	return json_pack("{s:s,s:I,s:i,s:i,s:I,s:I,s:I}", "id", m->id, "epoch",
+	                 (json_int_t)m->epoch, "pid", m->pid, "gpu", m->gpu,
+	                 "used", (json_int_t)m->used, "pid_used",
+	                 (json_int_t)m->pid_used, "quota",
+	                 (json_int_t)m->quota);
+}
+
+int cnl_wire_gpu_kill_decode(const json_t *j, struct cnl_wire_gpu_kill *ret,
+                             char *err, size_t errlen)
+{
+	static const char *const fields[] = {"id",   "epoch",    "pid",   "gpu",
+	                                     "used", "pid_used", "quota", NULL};
+
+	memset(ret, 0, sizeof(*ret));
+	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "id", true, ret->id, sizeof(ret->id),
+	                              err, errlen));
+	if (!ret->id[0])
+		return cnl_wire_fail(err, errlen,
+		                     "field \"id\": must not be empty");
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", true, 0, INT64_MAX,
+	                              &ret->epoch, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(j, "pid", true, 1, CNL_WIRE_PID_MAX,
+	                                &ret->pid, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(
+	    j, "gpu", true, 0, CNL_WIRE_GPUS_MAX - 1, &ret->gpu, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "used", true, 0, INT64_MAX, &ret->used,
+	                              err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "pid_used", true, 0, ret->used,
+	                              &ret->pid_used, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(j, "quota", true, 0, INT64_MAX,
+	                              &ret->quota, err, errlen));
+	return 0;
+}
+
 /* ---- log chunk ----------------------------------------------------------- */
 
 bool cnl_wire_utf8_ok(const char *s, size_t n)

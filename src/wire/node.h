@@ -7,6 +7,7 @@
  *                     heartbeat     POST /v1/nodes/{id}/heartbeat
  *                     report        POST /v1/nodes/{id}/reports
  *                     log chunk     POST /v1/nodes/{id}/logs
+ *                     GPU kill      POST /v1/nodes/{id}/gpu-kills
  *   cnlabd -> agent   node          the reply to register and heartbeat
  *                     assignments   GET /v1/nodes/{id}/assignments
  *                     files         GET /v1/nodes/{id}/checkpoints,
@@ -259,6 +260,34 @@ json_t *cnl_wire_report_encode(const struct cnl_wire_report *m);
 int cnl_wire_report_decode(const json_t *j, struct cnl_wire_report *ret,
                            char *err, size_t errlen);
 const char *cnl_wire_report_state_name(enum cnl_wire_report_state s);
+
+/* ---- GPU memory audit kill (agent -> cnlabd) ----------------------------- */
+
+/*
+ * POST /v1/nodes/{id}/gpu-kills: the agent's GPU memory audit killed a
+ * process of workload @id (epoch @epoch) whose slice held more device
+ * memory than its quota, by the driver's own count (NVML).  cnlabd
+ * checks that the work is the node's under that epoch (409 otherwise),
+ * and appends one record to its audit chain with the workload's project
+ * and user from its own books.  @used: what the whole slice held when it
+ * was killed; @pid_used: what the killed process held of it.
+ */
+#define CNL_WIRE_PID_MAX 4194304 /* the kernel's pid_max limit */
+
+struct cnl_wire_gpu_kill {
+	char id[CNL_WIRE_ID_MAX];
+	int64_t epoch;
+	int pid;          /* host pid, 1..CNL_WIRE_PID_MAX */
+	int gpu;          /* the physical GPU, 0..CNL_WIRE_GPUS_MAX-1 */
+	int64_t used;     /* bytes the slice held, >= 0 */
+	int64_t pid_used; /* bytes the process held, 0..used */
+	int64_t quota;    /* the slice's quota, bytes; 0: the workload
+	                   * has no GPU */
+};
+
+json_t *cnl_wire_gpu_kill_encode(const struct cnl_wire_gpu_kill *m);
+int cnl_wire_gpu_kill_decode(const json_t *j, struct cnl_wire_gpu_kill *ret,
+                             char *err, size_t errlen);
 
 /* ---- log chunk (agent -> cnlabd) ---------------------------------------- */
 

@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,25 +158,47 @@ API uint64_t cnlfake_used(void)
 	return atomic_load(&used);
 }
 
-/* Register the process in the shared table (NVML lists it from there). */
+/* The inode of the caller's PID namespace, 0 if it cannot tell. */
+static uint64_t own_pidns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/*
+ * Register the process in the shared table (NVML lists it from there), by
+ * its pid and PID namespace: processes of other namespaces (containers)
+ * may have the same pid, and only a slot of this namespace can be told
+ * dead from here.
+ */
 static void register_proc(void)
 {
 	pid_t pid = getpid();
+	uint64_t ns = own_pidns();
 
 	cnlfake_gpu();
 	for (int i = 0; i < FAKE_PROCS; i++) {
 		int32_t p = atomic_load(&gpu->procs[i].pid);
+		uint64_t pns = atomic_load(&gpu->procs[i].pidns);
+		bool here = pns == ns || !pns || !ns;
 
-		if (p == pid) {
+		/* A slot with this pid is an ended process's (this one
+		 * registers once): the same pid again, or a namespace whose
+		 * inode the kernel gave out again.  Its memory is gone. */
+		if (p == pid && here) {
 			me = &gpu->procs[i];
+			atomic_store(&me->pidns, ns);
+			atomic_store(&me->used, 0);
 			return;
 		}
-		if (p && kill(p, 0) < 0 && errno == ESRCH &&
+		if (p && here && kill(p, 0) < 0 && errno == ESRCH &&
 		    atomic_compare_exchange_strong(&gpu->procs[i].pid, &p, 0))
 			p = 0;
 		if (!p && atomic_compare_exchange_strong(&gpu->procs[i].pid, &p,
 		                                         pid)) {
 			me = &gpu->procs[i];
+			atomic_store(&me->pidns, ns);
 			atomic_store(&me->used, 0);
 			return;
 		}

@@ -38,9 +38,13 @@
 #define FAKE_MIG_SLICES 7 /* compute slices of a MIG-capable GPU */
 
 struct fake_proc {
-	_Atomic int32_t pid;
+	_Atomic int32_t pid;   /* in the process's own PID namespace */
 	_Atomic uint64_t used; /* device memory the process holds, in the
 	                          whole pages the driver reserved */
+	/* The inode of that PID namespace (0: unknown, the reader's own):
+	 * the fake NVML turns pid into a host pid with it, as the real
+	 * driver reports host pids whatever namespace a process runs in. */
+	_Atomic uint64_t pidns;
 };
 
 struct fake_gpu {

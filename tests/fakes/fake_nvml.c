@@ -4,7 +4,16 @@
  * For the shim's tests it models the fake GPU of fake_gpu.h: device 0's
  * memory is CNL_FAKE_MEM bytes, used by the processes registered in the
  * shared fake GPU state (each one's device memory as the fake driver counts
- * it), which the process lists report.
+ * it), which the process lists report.  As the real driver does, the lists
+ * name host pids (a process registered from inside a PID namespace is
+ * found on the host by its namespace), and each process is on the device
+ * its CUDA_VISIBLE_DEVICES names (an index, a GPU UUID or a MIG device's
+ * UUID; device 0 without one): a GPU's list holds all its processes, those
+ * in its MIG devices too, a MIG device's list only its own.  The lists keep
+ * nvml.h's count protocol (INSUFFICIENT_SIZE with the count needed).  Not
+ * modelled: a SIGKILLed process of a PID namespace leaves its slot, which
+ * reads as a live process's when the kernel reuses the namespace's inode
+ * and the pid, until that process registers (and clears it).
  *
  * For the agent's GPU provider it models a node of several GPUs and their
  * MIG instances, configured by environment variables read when nvmlInit
@@ -41,10 +50,12 @@
  * profile tables (every MIG-capable fake GPU is an H100 80GB).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,8 +308,16 @@ static struct fake_gpu *state(void)
 
 	if (gpu)
 		return gpu;
+	struct stat st;
+
 	if (!path || (fd = open(path, O_RDWR | O_CLOEXEC)) < 0)
 		return NULL;
+	/* Not yet sized by the first CUDA process: nothing runs yet (a
+	 * mapping past the end would fault). */
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(*gpu)) {
+		close(fd);
+		return NULL;
+	}
 	gpu =
 	    mmap(NULL, sizeof(*gpu), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
@@ -381,22 +400,157 @@ API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned int len)
 	return copy_out(buf, uuid, len);
 }
 
-/* Live registered processes, as (pid, used) pairs: all on device 0. */
-static unsigned procs(unsigned *pids, unsigned long long *used, unsigned cap)
+/*
+ * The processes, as the driver sees them: host pids, whatever PID
+ * namespace each runs in (a slot's pid is in its own namespace: found on
+ * the host by that namespace's inode and the last NSpid of
+ * /proc/PID/status), each on the device its CUDA_VISIBLE_DEVICES names
+ * (first entry: an index, a GPU UUID or a MIG device's UUID; none, or one
+ * this process cannot read: device 0), as the CUDA driver would have
+ * opened it.
+ */
+struct fproc {
+	unsigned pid; /* host pid */
+	unsigned long long used;
+	unsigned dev;             /* the GPU */
+	const struct fake_gi *gi; /* its MIG device's instance, or NULL */
+};
+
+static uint64_t own_pidns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* The pid in the innermost namespace of host process @pid, or 0. */
+static unsigned inner_pid(unsigned pid)
+{
+	char path[64], line[256];
+	unsigned last = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "NSpid:", 6) == 0) {
+			for (char *p = line + 6, *end; *p; p = end) {
+				unsigned long v = strtoul(p, &end, 10);
+
+				if (end == p)
+					break;
+				last = (unsigned)v;
+			}
+			break;
+		}
+	fclose(f);
+	return last;
+}
+
+/* The host pid of @pid in the PID namespace of inode @ns, 0 if none. */
+static unsigned host_pid(unsigned pid, uint64_t ns)
+{
+	static uint64_t mine;
+	struct dirent *e;
+	unsigned found = 0;
+	DIR *d;
+
+	if (!mine)
+		mine = own_pidns();
+	if (!ns || ns == mine)
+		return kill((pid_t)pid, 0) < 0 && errno == ESRCH ? 0 : pid;
+	if (!(d = opendir("/proc")))
+		return 0;
+	while (!found && (e = readdir(d))) {
+		char path[64];
+		struct stat st;
+		char *end;
+		unsigned long n = strtoul(e->d_name, &end, 10);
+
+		if (*end || !n)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%lu/ns/pid", n);
+		if (stat(path, &st) == 0 && (uint64_t)st.st_ino == ns &&
+		    inner_pid((unsigned)n) == pid)
+			found = (unsigned)n;
+	}
+	closedir(d);
+	return found;
+}
+
+/* Where host process @pid runs, by its CUDA_VISIBLE_DEVICES. */
+static void place(unsigned pid, struct fproc *fp)
+{
+	static const char key[] = "CUDA_VISIBLE_DEVICES=";
+	char path[64], env[16384], want[96] = "", uuid[80];
+	ssize_t n = 0;
+	int fd;
+
+	fp->dev = 0;
+	fp->gi = NULL;
+	snprintf(path, sizeof(path), "/proc/%u/environ", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, env, sizeof(env) - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return;
+	env[n] = '\0';
+	for (char *p = env; p < env + n; p += strlen(p) + 1)
+		if (strncmp(p, key, sizeof(key) - 1) == 0) {
+			snprintf(want, sizeof(want), "%.*s",
+			         (int)strcspn(p + sizeof(key) - 1, ","),
+			         p + sizeof(key) - 1);
+			break;
+		}
+	if (want[0] >= '0' && want[0] <= '9') {
+		unsigned long i = strtoul(want, NULL, 10);
+
+		fp->dev = i < node.n ? (unsigned)i : 0;
+		return;
+	}
+	for (unsigned i = 0; i < node.n; i++) {
+		if (strcmp(want, node.dev[i].uuid) == 0) {
+			fp->dev = i;
+			return;
+		}
+		for (int j = 0; j < FAKE_GIS; j++) {
+			const struct fake_gi *gi = &node.dev[i].gi[j];
+
+			if (!gi->live || !gi->ci.live)
+				continue;
+			snprintf(uuid, sizeof(uuid), "MIG-fake-%04x-%04x-%04x",
+			         i, gi->id, gi->ci.id);
+			if (strcmp(want, uuid) == 0) {
+				fp->dev = i;
+				fp->gi = gi;
+				return;
+			}
+		}
+	}
+}
+
+/* Live registered processes, up to @cap into @out; how many there are. */
+static unsigned procs(struct fproc *out, unsigned cap)
 {
 	struct fake_gpu *g = state();
 	unsigned n = 0;
 
 	if (!g)
 		return 0;
+	ensure();
 	for (int i = 0; i < FAKE_PROCS; i++) {
 		int32_t p = atomic_load(&g->procs[i].pid);
+		unsigned hp;
 
-		if (!p || (kill(p, 0) < 0 && errno == ESRCH))
+		if (p <= 0 || !(hp = host_pid((unsigned)p,
+		                              atomic_load(&g->procs[i].pidns))))
 			continue;
 		if (n < cap) {
-			pids[n] = (unsigned)p;
-			used[n] = atomic_load(&g->procs[i].used);
+			out[n].pid = hp;
+			out[n].used = atomic_load(&g->procs[i].used);
+			place(hp, &out[n]);
 		}
 		n++;
 	}
@@ -405,15 +559,13 @@ static unsigned procs(unsigned *pids, unsigned long long *used, unsigned cap)
 
 static unsigned long long used_total(const struct fake_dev *d)
 {
-	unsigned pids[FAKE_PROCS];
-	unsigned long long used[FAKE_PROCS], sum = 0;
-	unsigned n;
+	struct fproc p[FAKE_PROCS];
+	unsigned long long sum = 0;
+	unsigned n = procs(p, FAKE_PROCS);
 
-	if (d != &node.dev[0])
-		return 0;
-	n = procs(pids, used, FAKE_PROCS);
 	for (unsigned i = 0; i < n && i < FAKE_PROCS; i++)
-		sum += used[i];
+		if (&node.dev[p[i].dev] == d)
+			sum += p[i].used;
 	return sum;
 }
 
@@ -448,23 +600,42 @@ API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t *m)
 	return NVML_SUCCESS;
 }
 
+/*
+ * A device's compute processes: a GPU's are all that run on it, in its
+ * MIG devices too (the aggregate view a privileged caller gets); a MIG
+ * device's are its own.  The count protocol is nvml.h's: *count is the
+ * room in @infos; too little (or no buffer while there are processes) is
+ * INSUFFICIENT_SIZE with *count set to what is needed.
+ */
 static nvmlReturn_t list(nvmlDevice_t h, unsigned int *count, void *infos,
                          size_t size)
 {
-	unsigned pids[FAKE_PROCS];
-	unsigned long long used[FAKE_PROCS];
+	struct fproc all[FAKE_PROCS];
 	struct fake_dev *d = dev_of(h);
-	unsigned n = d == &node.dev[0] ? procs(pids, used, FAKE_PROCS) : 0;
+	const struct fake_gi *gi = NULL;
+	unsigned n_all, n = 0;
 
-	if (!count || !d)
+	if (!d && !(gi = mig_of(h, &d)))
 		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	n_all = procs(all, FAKE_PROCS);
+	if (n_all > FAKE_PROCS)
+		n_all = FAKE_PROCS;
+	for (unsigned i = 0; i < n_all; i++)
+		if (&node.dev[all[i].dev] == d && (!gi || all[i].gi == gi))
+			all[n++] = all[i];
 	if (n > *count || (n && !infos)) {
 		*count = n;
 		return NVML_ERROR_INSUFFICIENT_SIZE;
 	}
 	for (unsigned i = 0; i < n; i++) {
-		nvmlProcessInfo_t p = {.pid = pids[i],
-		                       .usedGpuMemory = used[i]};
+		nvmlProcessInfo_t p = {
+		    .pid = all[i].pid,
+		    .usedGpuMemory = all[i].used,
+		    .gpuInstanceId = all[i].gi ? all[i].gi->id : 0xFFFFFFFFu,
+		    .computeInstanceId =
+		        all[i].gi ? all[i].gi->ci.id : 0xFFFFFFFFu};
 		memcpy((char *)infos + i * size, &p, size);
 	}
 	*count = n;
@@ -523,8 +694,6 @@ API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t h, unsigned int mode,
                                       nvmlReturn_t *activation)
 {
 	struct fake_dev *d = dev_of(h);
-	unsigned pids[FAKE_PROCS];
-	unsigned long long used[FAKE_PROCS];
 
 	if (!d || !activation || mode > NVML_DEVICE_MIG_ENABLE)
 		return NVML_ERROR_INVALID_ARGUMENT;
@@ -533,8 +702,14 @@ API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t h, unsigned int mode,
 	for (int j = 0; j < FAKE_GIS; j++)
 		if (d->gi[j].live)
 			return NVML_ERROR_IN_USE;
-	if (d == &node.dev[0] && procs(pids, used, FAKE_PROCS) > 0)
-		return NVML_ERROR_IN_USE;
+	{
+		unsigned n = FAKE_PROCS;
+
+		if (list(h, &n, NULL, sizeof(nvmlProcessInfo_t)) !=
+		        NVML_SUCCESS ||
+		    n > 0)
+			return NVML_ERROR_IN_USE;
+	}
 	d->mig_pending = mode;
 	if (node.mig_reset) {
 		*activation = NVML_ERROR_RESET_REQUIRED;

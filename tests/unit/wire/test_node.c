@@ -355,6 +355,54 @@ static void test_assignments(void **state)
 	           "{\"version\":1,\"epoch\":1}", "assignments");
 }
 
+/* The GPU memory audit's kill record: round trip, and every bad field
+ * named. */
+static void test_gpu_kill(void **state)
+{
+	struct cnl_wire_gpu_kill k = {.epoch = 2,
+	                              .pid = 4242,
+	                              .gpu = 1,
+	                              .used = 6LL << 30,
+	                              .pid_used = 5LL << 30,
+	                              .quota = 4LL << 30};
+
+	(void)state;
+	snprintf(k.id, sizeof(k.id), "%s", "job_1");
+	ROUND(struct cnl_wire_gpu_kill, cnl_wire_gpu_kill_encode,
+	      cnl_wire_gpu_kill_decode, NOTHING, &k);
+#define K(text, field)                                                 \
+	DECODE_BAD(cnl_wire_gpu_kill_decode, struct cnl_wire_gpu_kill, \
+	           NOTHING, text, field)
+#define OK_ "\"id\":\"j\",\"epoch\":1,"
+	K("{" OK_ "\"pid\":0,\"gpu\":0,\"used\":5,\"pid_used\":5,"
+	  "\"quota\":1}",
+	  "pid");
+	K("{" OK_ "\"pid\":5000000,\"gpu\":0,\"used\":5,\"pid_used\":5,"
+	  "\"quota\":1}",
+	  "pid");
+	K("{" OK_ "\"pid\":7,\"gpu\":16,\"used\":5,\"pid_used\":5,"
+	  "\"quota\":1}",
+	  "gpu");
+	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":-1,\"pid_used\":0,"
+	  "\"quota\":1}",
+	  "used");
+	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":5,\"pid_used\":6,"
+	  "\"quota\":1}",
+	  "pid_used");
+	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":5,\"pid_used\":5,"
+	  "\"quota\":-1}",
+	  "quota");
+	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":5,\"pid_used\":5}", "quota");
+	K("{" OK_ "\"pid\":7,\"gpu\":0,\"used\":5,\"pid_used\":5,"
+	  "\"quota\":1,\"project\":\"p\"}",
+	  "project");
+	K("{\"id\":\"\",\"epoch\":1,\"pid\":7,\"gpu\":0,\"used\":5,"
+	  "\"pid_used\":5,\"quota\":1}",
+	  "id");
+#undef OK_
+#undef K
+}
+
 static void test_report_log_files(void **state)
 {
 	struct cnl_wire_report r = {0};
@@ -608,6 +656,7 @@ int main(void)
 	    cmocka_unit_test(test_node_and_heartbeat),
 	    cmocka_unit_test(test_assignments),
 	    cmocka_unit_test(test_report_log_files),
+	    cmocka_unit_test(test_gpu_kill),
 	    cmocka_unit_test(test_log_bytes),
 	    cmocka_unit_test(test_paths),
 	    cmocka_unit_test(test_tunnels),
