@@ -166,6 +166,36 @@ static uint64_t own_pidns(void)
 	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* Field 22 of /proc/@pid/stat ("self" for 0): when it started, or 0. */
+static uint64_t proc_start(unsigned pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	ssize_t n;
+	int fd;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/stat");
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* After the command's closing parenthesis: field 3 onwards. */
+	if (!(p = strrchr(buf, ')')))
+		return 0;
+	p++;
+	for (int field = 3; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		v = strtoull(p + 1, NULL, 10);
+	return v;
+}
+
 /*
  * Register the process in the shared table (NVML lists it from there), by
  * its pid and PID namespace: processes of other namespaces (containers)
@@ -190,6 +220,7 @@ static void register_proc(void)
 			me = &gpu->procs[i];
 			atomic_store(&me->pidns, ns);
 			atomic_store(&me->used, 0);
+			atomic_store(&me->start, proc_start(0));
 			return;
 		}
 		if (p && here && kill(p, 0) < 0 && errno == ESRCH &&
@@ -200,6 +231,7 @@ static void register_proc(void)
 			me = &gpu->procs[i];
 			atomic_store(&me->pidns, ns);
 			atomic_store(&me->used, 0);
+			atomic_store(&me->start, proc_start(0));
 			return;
 		}
 	}

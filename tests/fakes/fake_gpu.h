@@ -45,6 +45,12 @@ struct fake_proc {
 	 * the fake NVML turns pid into a host pid with it, as the real
 	 * driver reports host pids whatever namespace a process runs in. */
 	_Atomic uint64_t pidns;
+	/* When the process started (field 22 of /proc/PID/stat, ticks since
+	 * boot, the same seen from any namespace): a slot whose pid and
+	 * namespace inode the kernel gave out again, to a process that has
+	 * not registered yet, is an ended process's, which the real driver
+	 * never lists. */
+	_Atomic uint64_t start;
 };
 
 struct fake_gpu {

@@ -532,6 +532,36 @@ static void place(unsigned pid, struct fproc *fp)
 }
 
 /* Live registered processes, up to @cap into @out; how many there are. */
+/* Field 22 of /proc/@pid/stat ("self" for 0): when it started, or 0. */
+static uint64_t proc_start(unsigned pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	ssize_t n;
+	int fd;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/stat");
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* After the command's closing parenthesis: field 3 onwards. */
+	if (!(p = strrchr(buf, ')')))
+		return 0;
+	p++;
+	for (int field = 3; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		v = strtoull(p + 1, NULL, 10);
+	return v;
+}
+
 static unsigned procs(struct fproc *out, unsigned cap)
 {
 	struct fake_gpu *g = state();
@@ -544,8 +574,15 @@ static unsigned procs(struct fproc *out, unsigned cap)
 		int32_t p = atomic_load(&g->procs[i].pid);
 		unsigned hp;
 
+		uint64_t start;
+
 		if (p <= 0 || !(hp = host_pid((unsigned)p,
 		                              atomic_load(&g->procs[i].pidns))))
+			continue;
+		/* The pid and namespace of an ended process, given out again
+		 * to one that has not registered (yet): not listed. */
+		start = atomic_load(&g->procs[i].start);
+		if (start && start != proc_start(hp))
 			continue;
 		if (n < cap) {
 			out[n].pid = hp;
