@@ -82,7 +82,7 @@ struct cnl_shim {
 	struct cnl_region_handle h;
 	struct cnl_region *r; /* h.r, or NULL */
 	int slot;
-	struct cnl_board *board; /* NULL when the slice borrows nothing */
+	int board; /* descriptor of the GPU board (cnl_board_open); -1: none */
 	_Atomic int ctx_charged;
 };
 

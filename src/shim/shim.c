@@ -44,7 +44,7 @@ const struct cnl_hook_info cnl_hooks[CNL_HOOK_COUNT] = {
 };
 
 void *_Atomic cnl_real[CNL_HOOK_COUNT];
-struct cnl_shim cnl_shim = {.slot = -1, .h = {.fd = -1}};
+struct cnl_shim cnl_shim = {.slot = -1, .h = {.fd = -1}, .board = -1};
 
 /* Marks a hook whose real function was looked for and does not exist. */
 #define ABSENT ((void *)1)
@@ -208,8 +208,11 @@ static void attach_locked(void)
 			return;
 		}
 		cnl_shim.r = cnl_shim.h.r;
-		if (cnl_shim.r->board[0])
-			cnl_shim.board = cnl_board_map(cnl_shim.r->board);
+		/* Never mapped: any slice of the GPU may truncate it. */
+		if (cnl_shim.r->board[0]) {
+			rc = cnl_board_open(cnl_shim.r->board);
+			cnl_shim.board = rc < 0 ? -1 : rc;
+		}
 	}
 	slot = cnl_region_attach(&cnl_shim.h);
 	if (slot < 0) {
