@@ -401,7 +401,12 @@ static int map_region(const char *path, int limits_rw,
 		rc = -EPROTO;
 		goto fail_map;
 	}
-	afd = open(acct, O_RDWR | O_CLOEXEC);
+	/* Never wait for the tenant: it owns the accounting file, so it may
+	 * hold a lease on it that makes a plain open for writing block for
+	 * the lease-break time (45 s); O_NONBLOCK fails with EWOULDBLOCK
+	 * instead, and the caller skips the slice (agent) or fails closed
+	 * (shim).  A regular file's reads and locks ignore the flag. */
+	afd = open(acct, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 	if (afd < 0 || fstat(afd, &ast) < 0) {
 		rc = -errno;
 		goto fail_map;
