@@ -1170,7 +1170,7 @@ static int ipc_path(const char *kind, const void *handle, char *buf, size_t cap)
 {
 	const unsigned char *p = handle;
 	const char *dir = cnl_shim.r->ipc_dir;
-	const char *region = getenv("CNLAB_REGION");
+	const char *region = cnl_shim_region_path();
 	uint64_t h = 0xcbf29ce484222325ULL;
 	int n;
 

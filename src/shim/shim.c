@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -187,11 +188,73 @@ static void detach(void)
 	pthread_mutex_unlock(&attach_lock);
 }
 
+/*
+ * The region's path.  In a container the agent pins it in CNL_SHIM_PIN,
+ * a file of the container's read-only /etc beside ld.so.preload: the
+ * environment is the tenant's, and a program that unset CNLAB_REGION (or
+ * named another region) under a preload it cannot remove ran with no
+ * quota and no throttle at all.  A pin that exists wins over the
+ * environment; one that cannot be read fails closed (NULL with ret_broken
+ * set).  Without a pin (bare processes on the node, which the tenant
+ * starts with an environment of its choosing anyway), CNLAB_REGION.
+ */
+#ifndef CNL_SHIM_PIN
+#define CNL_SHIM_PIN "/etc/cnlab/region"
+#endif
+static char pinned[CNL_REGION_PATH_MAX * 4];
+
+static const char *region_path(int *ret_broken)
+{
+	const char *env = getenv("CNLAB_REGION");
+	ssize_t n = -1;
+	int fd;
+
+	*ret_broken = 0;
+	fd = open(CNL_SHIM_PIN, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		return env;
+	if (fd >= 0) {
+		n = read(fd, pinned, sizeof(pinned) - 1);
+		close(fd);
+	}
+	if (n > 0 && (size_t)n < sizeof(pinned) - 1) {
+		pinned[n] = '\0';
+		pinned[strcspn(pinned, "\n")] = '\0';
+		if (pinned[0] == '/') {
+			if (env && strcmp(env, pinned) != 0)
+				cnl_log_once(CNL_LOG_PIN,
+				             "CNLAB_REGION ignored: this "
+				             "container's region is %s",
+				             pinned);
+			return pinned;
+		}
+	}
+	*ret_broken = 1;
+	return NULL;
+}
+
+const char *cnl_shim_region_path(void)
+{
+	int broken;
+
+	return cnl_shim.path ? cnl_shim.path : region_path(&broken);
+}
+
 static void attach_locked(void)
 {
-	const char *path = getenv("CNLAB_REGION");
+	int broken;
+	const char *path = region_path(&broken);
 	int rc, slot;
 
+	if (broken) {
+		cnl_shim.mode = CNL_MODE_BROKEN;
+		cnl_log_once(CNL_LOG_BROKEN,
+		             "cannot read the region pinned in %s: allocations "
+		             "are refused",
+		             CNL_SHIM_PIN);
+		return;
+	}
+	cnl_shim.path = path;
 	if (!path || !*path) {
 		cnl_shim.mode = CNL_MODE_PASS;
 		return;
