@@ -1816,9 +1816,13 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 			limit_base[limit] = base;
 		limit_based[limit] = 1;
 	}
-	want = value > limit_base[limit]
-	           ? (uint64_t)(value - limit_base[limit]) * mult
-	           : 0;
+	/* Saturating: a stack size whose product with the resident threads
+	 * wraps would otherwise be charged next to nothing. */
+	want = 0;
+	if (value > limit_base[limit] &&
+	    __builtin_mul_overflow((uint64_t)(value - limit_base[limit]), mult,
+	                           &want))
+		want = UINT64_MAX;
 	have = limit_charged[limit];
 	if (want > have && (rc = cnl_charge(want - have)) != CUDA_SUCCESS) {
 		pthread_mutex_unlock(&limit_lock);

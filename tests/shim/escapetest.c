@@ -271,6 +271,12 @@ static void context_limits(uint64_t quota)
 	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 64 * 1024) ==
 	          CUDA_ERROR_OUT_OF_MEMORY,
 	      "a 64 KiB stack for every resident thread refused");
+	/* 2^51 more bytes of stack for each of the 132 x 2048 resident
+	 * threads is 33 x 2^64: a product that wraps to nothing. */
+	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ((size_t)1 << 51) + 1024) ==
+	          CUDA_ERROR_OUT_OF_MEMORY,
+	      "a stack whose size times the resident threads wraps refused");
+	CHECK(used() == u0, "nothing charged for a wrapping stack size");
 	CHECK(cnlfake_used() == before, "nothing reserved by refused limits");
 	CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 * MiB) ==
 	          CUDA_SUCCESS,
