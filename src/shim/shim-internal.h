@@ -106,6 +106,7 @@ enum cnl_log_key {
 	CNL_LOG_NO_REAL,
 	CNL_LOG_ESCAPE,
 	CNL_LOG_PIN,
+	CNL_LOG_DLMOPEN,
 	CNL_LOG_COUNT
 };
 

@@ -288,6 +288,42 @@ static void context_limits(uint64_t quota)
 	      "lowering the heap gives back");
 }
 
+/*
+ * A library of the tenant's loaded into a new link-map namespace would get
+ * a libcuda.so.1 of its own, without the shim: refused while the process
+ * belongs to a slice, however dlmopen is reached; dlopen still works and
+ * is charged.
+ */
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+typedef int (*escape_fn)(unsigned long long);
+
+static void loader_namespaces(uint64_t quota)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	dlmopen_fn doors[] = {
+	    dlmopen,
+	    (dlmopen_fn)dlsym(RTLD_DEFAULT, "dlmopen"),
+	    (dlmopen_fn)dlsym(RTLD_NEXT, "dlmopen"),
+	    libc ? (dlmopen_fn)dlsym(libc, "dlmopen") : dlmopen,
+	};
+	void *h;
+	escape_fn f;
+
+	for (size_t i = 0; i < sizeof(doors) / sizeof(doors[0]); i++) {
+		h = doors[i] ? doors[i](LM_ID_NEWLM, ESCAPE_NS, RTLD_NOW)
+		             : NULL;
+		f = h ? (escape_fn)dlsym(h, "cnl_escape_alloc") : NULL;
+		CHECK(!h || (f && f(quota * 4) != CUDA_SUCCESS),
+		      "4x the quota from a private link-map namespace "
+		      "(door %zu)",
+		      i);
+	}
+	h = dlopen(ESCAPE_NS, RTLD_NOW);
+	f = h ? (escape_fn)dlsym(h, "cnl_escape_alloc") : NULL;
+	CHECK(f && f(quota * 4) == CUDA_ERROR_OUT_OF_MEMORY,
+	      "4x the quota from a library loaded with dlopen refused");
+}
+
 static int cmd_escapes(void)
 {
 	uint64_t quota = env_u64("CNL_TEST_QUOTA");
@@ -298,6 +334,7 @@ static int cmd_escapes(void)
 	legacy_32bit(quota);
 	graph_memory(quota);
 	context_limits(quota);
+	loader_namespaces(quota);
 	CHECK(cuImportExternalMemory(
 	          &ext, (const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *)desc) ==
 	          CUDA_ERROR_NOT_PERMITTED,
