@@ -25,7 +25,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <linux/close_range.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -289,6 +292,88 @@ static void attach_locked(void)
 	cnl_shim.slot = slot;
 	cnl_shim.mode = CNL_MODE_ON;
 	atomic_store(&cnl_shim.ctx_charged, 0);
+}
+
+/*
+ * The slot is owned through a POSIX record lock on the accounting file's
+ * descriptor (region.h, invariant 2), and the kernel drops a process's
+ * locks on a file when the process closes any descriptor of it: a program
+ * that closes its descriptors (closefrom, close_range, a loop of close,
+ * dup2 onto ours), as daemonising code does, would look dead, be reaped
+ * by the next process of the slice and take the slice over its quota.  So
+ * the calls that close descriptors keep ours open (close says it closed
+ * it).  A raw system call still gets past this, as writing the accounting
+ * file does (docs/shim.md, known limits).
+ */
+static int is_slot_fd(int fd)
+{
+	return fd >= 0 && cnl_shim.mode == CNL_MODE_ON && cnl_shim.slot >= 0 &&
+	       fd == cnl_shim.h.fd;
+}
+
+/* Close [first, last] but fd keep (flags as close_range's). */
+static int close_span(unsigned int first, unsigned int last, int flags)
+{
+	long rc;
+
+	if (first > last)
+		return 0;
+	rc = syscall(SYS_close_range, first, last, flags);
+	if (rc < 0 && errno == ENOSYS && !flags) {
+		/* Kernels before 5.9: one at a time, up to the limit. */
+		long max = sysconf(_SC_OPEN_MAX);
+		unsigned int end = max > 0 && (unsigned long)max - 1 < last
+		                       ? (unsigned int)(max - 1)
+		                       : last;
+
+		for (unsigned int fd = first; fd <= end && fd <= INT_MAX; fd++)
+			syscall(SYS_close, (int)fd);
+		return 0;
+	}
+	return (int)rc;
+}
+
+CNL_EXPORT int close(int fd)
+{
+	if (is_slot_fd(fd))
+		return 0;
+	return (int)syscall(SYS_close, fd);
+}
+
+CNL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	int keep = cnl_shim.h.fd;
+
+	if ((flags & CLOSE_RANGE_CLOEXEC) || !is_slot_fd(keep) ||
+	    (unsigned int)keep < first || (unsigned int)keep > last)
+		return close_span(first, last, flags);
+	if ((unsigned int)keep > first &&
+	    close_span(first, (unsigned int)keep - 1, flags) < 0)
+		return -1;
+	if ((unsigned int)keep < last)
+		return close_span((unsigned int)keep + 1, last, flags);
+	return 0;
+}
+
+CNL_EXPORT void closefrom(int lowfd)
+{
+	close_range(lowfd < 0 ? 0 : (unsigned int)lowfd, ~0U, 0);
+}
+
+CNL_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	if (oldfd != newfd && is_slot_fd(newfd)) {
+		errno = EBUSY;
+		return -1;
+	}
+	return (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+
+CNL_EXPORT int dup2(int oldfd, int newfd)
+{
+	if (oldfd == newfd) /* dup3 refuses it; dup2 checks oldfd */
+		return fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
+	return dup3(oldfd, newfd, 0);
 }
 
 /* After fork the child holds no slot lock: it attaches anew when it uses

@@ -13,6 +13,8 @@
  *     and truncating its accounting file does not crash the agent's stats;
  *   - a read lease the tenant takes on its accounting file (it owns it)
  *     blocks neither the agent's stats nor a new process of the slice;
+ *   - a process that closes its descriptors (closefrom, close) keeps
+ *     its slot and its memory counted;
  *   - a process SIGKILLed while holding memory leaves cuMemGetInfo of the
  *     others and `cnlab-region stat` within about a second, without the
  *     agent;
@@ -520,6 +522,53 @@ static void test_lease_no_wedge(void **state)
 }
 
 /*
+ * A process owns its slot through a record lock on the accounting file,
+ * which POSIX drops when the process closes any descriptor of that file.
+ * A program that closes its descriptors while holding memory (closefrom,
+ * or a loop of close, as daemonising code does) must still count: another
+ * process of the slice is refused what would take the slice over quota,
+ * also after the reaper's interval has passed.
+ */
+static void test_close_fds(void **state)
+{
+	struct cnl_region_handle h = region(64 * MiB);
+	char *env[] = {env_region, env_gpu, env_mem, NULL};
+	const char *how[] = {"close-fds 0", "close-fds 1"};
+	struct cnl_region_stat st;
+	char line[128];
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		struct child a = repl(env), b;
+
+		assert_int_equal(
+		    ask_within(&a, "alloc 41943040", line, sizeof(line)), 0);
+		assert_string_equal(line, "ok 0");
+		assert_int_equal(ask_within(&a, how[i], line, sizeof(line)), 0);
+		assert_string_equal(line, "ok");
+		sleep_ms(2 * (unsigned)(CNL_REGION_REAP_NS / 1000000));
+		b = repl(env);
+		assert_int_equal(
+		    ask_within(&b, "alloc 41943040", line, sizeof(line)), 0);
+		print_message("%s: another process's 40 MiB under 64: %s\n",
+		              how[i], line);
+		assert_string_equal(line, "fail 2");
+		assert_int_equal(cnl_region_stat(h.r, &st), 0);
+		assert_int_equal(st.used, 40 * MiB);
+		ask(&b, "exit", line, sizeof(line));
+		assert_int_equal(reap(&b), 0);
+		/* What it frees still comes back. */
+		assert_int_equal(ask_within(&a, "free-all", line, sizeof(line)),
+		                 0);
+		assert_int_equal(cnl_region_stat(h.r, &st), 0);
+		assert_int_equal(st.used, 0);
+		ask(&a, "exit", line, sizeof(line));
+		assert_int_equal(reap(&a), 0);
+	}
+	cnl_region_unmap(&h);
+}
+
+/*
  * A process killed with memory leaves the accounting within about a
  * second, without the agent: another process's cuMemGetInfo shows it
  * free again, and `cnlab-region stat` no longer counts it.
@@ -710,6 +759,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tamper),
 	    cmocka_unit_test(test_lease_no_wedge),
+	    cmocka_unit_test(test_close_fds),
 	    cmocka_unit_test(test_garbage),
 	    cmocka_unit_test(test_dead_leave),
 	    cmocka_unit_test(test_stop_no_wedge),
