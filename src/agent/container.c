@@ -595,7 +595,7 @@ static void drop_lines(char *text, const char *name, unsigned id)
  * -1), hosts, hostname, and ld.so.preload when the shim applies.
  */
 static int etc_files(const char *root, int lower, const char *user,
-                     const char *preload)
+                     const char *preload, const char *region)
 {
 	const char *name = user && user[0] ? user : "tenant";
 	char p[800], text[64 * 1024 + 512];
@@ -640,6 +640,17 @@ static int etc_files(const char *root, int lower, const char *user,
 	if (preload) {
 		snprintf(p, sizeof(p), "%s/etc/ld.so.preload", root);
 		snprintf(text, sizeof(text), "%s\n", preload);
+		if ((r = write_file(p, text)) < 0)
+			return r;
+	}
+	/* The region pinned beside the preload (the shim's CNL_SHIM_PIN):
+	 * the environment is the tenant's, this file is not. */
+	if (preload && region && region[0]) {
+		snprintf(p, sizeof(p), "%s/etc/cnlab", root);
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		snprintf(p, sizeof(p), "%s/etc/cnlab/region", root);
+		snprintf(text, sizeof(text), "%s\n", region);
 		if ((r = write_file(p, text)) < 0)
 			return r;
 	}
@@ -764,7 +775,8 @@ static int mount_point(int lower, int up, const char *dest, bool file,
  * the node's /bin, /lib... links, and /etc.  Adds the read-only bind
  * mounts it needs to @m (at most @cap). */
 static int host_rootfs(const char *root, const char *user, const char *preload,
-                       struct cnl_oci_mount *m, size_t *n, size_t cap)
+                       const char *region, struct cnl_oci_mount *m, size_t *n,
+                       size_t cap)
 {
 	static const char *const dirs[] = {"usr",  "etc", "proc", "dev",
 	                                   "sys",  "tmp", "run",  "workspace",
@@ -818,7 +830,7 @@ static int host_rootfs(const char *root, const char *user, const char *preload,
 		if (access(etc[i], F_OK) == 0)
 			m[(*n)++] = (struct cnl_oci_mount){etc[i], etc[i],
 			                                   "bind", true, NULL};
-	return etc_files(root, -1, user, preload);
+	return etc_files(root, -1, user, preload, region);
 }
 
 /* The overlay of an image: its unpacked root (lower, shared, never
@@ -831,7 +843,7 @@ static int image_rootfs(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 {
 	static const char *const top[] = {"/proc", "/dev",       "/sys", "/tmp",
 	                                  "/run",  "/workspace", "/etc"};
-	char upper[700], work[700], opts[2200];
+	char upper[700], work[700], opts[2200], region[700];
 	int lower = -1, up = -1, r = 0;
 
 	snprintf(upper, sizeof(upper), "%s/upper", bundle);
@@ -863,8 +875,9 @@ static int image_rootfs(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 			                errlen);
 	if (r < 0)
 		goto out;
+	cnl_agent_view(a, c->region ? c->region : "", region, sizeof(region));
 	if ((mkdirat(up, "etc", 0755) < 0 && errno != EEXIST && (r = -errno)) ||
-	    (r = etc_files(upper, lower, c->user, preload)) < 0) {
+	    (r = etc_files(upper, lower, c->user, preload, region)) < 0) {
 		cnl_seterr(err, errlen, "cannot write the container's /etc: %s",
 		           strerror(-r));
 		goto out;
@@ -949,8 +962,9 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 		           strerror(errno));
 		return r;
 	}
+	cnl_agent_view(a, c->region ? c->region : "", region, sizeof(region));
 	if (!c->image_root) {
-		r = host_rootfs(root, c->user, preload, m, &n,
+		r = host_rootfs(root, c->user, preload, region, m, &n,
 		                CNL_ARRAY_SIZE(m) - 7 - CNL_AGENT_MOUNTS_MAX);
 		if (r < 0) {
 			cnl_seterr(err, errlen,
@@ -986,7 +1000,6 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	/* The region and the board at their node paths: the region names
 	 * its board by path.  The region's limits are read-only to the
 	 * tenant, its accounting file writable (region.h). */
-	cnl_agent_view(a, c->region ? c->region : "", region, sizeof(region));
 	cnl_agent_view(a, c->board ? c->board : "", board, sizeof(board));
 	if (c->region && c->region[0] &&
 	    cnl_region_acct_path(c->region, acct, sizeof(acct)) == 0 &&

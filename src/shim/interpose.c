@@ -1,7 +1,8 @@
 /*
  * interpose.c - the two lookup doors through which a program can reach the
  * driver without the dynamic linker's symbol binding: dlsym and
- * cuGetProcAddress(_v2).  The top layer of libcnlab-cuda.so: it alone
+ * cuGetProcAddress(_v2); and dlmopen, through which it could load a
+ * driver of its own beside ours.  The top layer of libcnlab-cuda.so: it alone
  * holds the table of every hook's wrapper (generated from hooks.def), so
  * the hook files (mem.c, throttle.c, nvml.c) and the core (shim.c) below it
  * never call back up.
@@ -101,6 +102,9 @@ CNL_EXPORT void *dlsym(void *handle, const char *symbol)
 		p = dlsym_next(symbol, __builtin_return_address(0));
 	else
 		p = d(handle, symbol);
+	/* The loader's namespace door is ours too, however it is found. */
+	if (p && strcmp(symbol, "dlmopen") == 0)
+		return (void *)dlmopen;
 	if (!p || (id = cnl_hook_find(symbol)) < 0)
 		return p;
 	/* Remember what the program's own lookup found, if we had nothing. */
@@ -109,6 +113,52 @@ CNL_EXPORT void *dlsym(void *handle, const char *symbol)
 		atomic_compare_exchange_strong(&cnl_real[id], &expect, p);
 	}
 	return wrappers[id];
+}
+
+/* dlmopen ------------------------------------------------------------------ */
+
+/*
+ * A library loaded into a new link-map namespace (dlmopen with LM_ID_NEWLM
+ * or another namespace) gets its own copy of libcuda.so.1 and of
+ * everything it needs, and the preloaded shim is not in that namespace:
+ * its CUDA calls bind to the copy and reach the driver unaccounted (1 GiB
+ * under a 64 MiB quota on the fake).  While the process belongs to a slice
+ * (enforcing, or failing closed) such a load is refused; the base
+ * namespace, where the shim is, loads as dlopen would.
+ */
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+
+static dlmopen_fn real_dlmopen(void)
+{
+	static void *_Atomic fn;
+	void *f = atomic_load_explicit(&fn, memory_order_acquire);
+	dlsym_fn d;
+
+	if (f)
+		return (dlmopen_fn)f;
+	d = cnl_real_dlsym();
+	/* RTLD_NEXT of libc's dlsym, called from here: after the shim. */
+	f = d ? d(RTLD_NEXT, "dlmopen") : NULL;
+	atomic_store_explicit(&fn, f, memory_order_release);
+	return (dlmopen_fn)f;
+}
+
+CNL_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+	dlmopen_fn real = real_dlmopen();
+
+	if (lmid != LM_ID_BASE) {
+		cnl_shim_init();
+		if (cnl_shim.mode != CNL_MODE_PASS) {
+			cnl_log_once(CNL_LOG_DLMOPEN,
+			             "dlmopen of %s into a new link-map "
+			             "namespace refused: CUDA there would not "
+			             "be accounted",
+			             file ? file : "(main program)");
+			return NULL;
+		}
+	}
+	return real ? real(lmid, file, mode) : NULL;
 }
 
 /* cuGetProcAddress --------------------------------------------------------- */

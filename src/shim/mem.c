@@ -1170,7 +1170,7 @@ static int ipc_path(const char *kind, const void *handle, char *buf, size_t cap)
 {
 	const unsigned char *p = handle;
 	const char *dir = cnl_shim.r->ipc_dir;
-	const char *region = getenv("CNLAB_REGION");
+	const char *region = cnl_shim_region_path();
 	uint64_t h = 0xcbf29ce484222325ULL;
 	int n;
 
@@ -1816,9 +1816,13 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 			limit_base[limit] = base;
 		limit_based[limit] = 1;
 	}
-	want = value > limit_base[limit]
-	           ? (uint64_t)(value - limit_base[limit]) * mult
-	           : 0;
+	/* Saturating: a stack size whose product with the resident threads
+	 * wraps would otherwise be charged next to nothing. */
+	want = 0;
+	if (value > limit_base[limit] &&
+	    __builtin_mul_overflow((uint64_t)(value - limit_base[limit]), mult,
+	                           &want))
+		want = UINT64_MAX;
 	have = limit_charged[limit];
 	if (want > have && (rc = cnl_charge(want - have)) != CUDA_SUCCESS) {
 		pthread_mutex_unlock(&limit_lock);

@@ -198,29 +198,87 @@ int cnl_board_create(const char *path)
 	return rc;
 }
 
+/*
+ * The rate of the slice in row slot from a snapshot of the board's rows.
+ * Any slice of the GPU can write any row (the board is one file they all
+ * write), so a row's share counts at most 100, and the answer is never
+ * below the slice's own share: the shares the agent gives out on one board
+ * sum to 100 at most, so share * 100 / sum >= share for every honest
+ * board, and forged rows (huge shares, other rows kept "active") can take
+ * from a slice only the idle time of others, never its own share.
+ */
+static unsigned rate_of(const struct cnl_board_slice *rows, unsigned slot,
+                        unsigned share_pct, uint64_t now_ns)
+{
+	uint64_t sum = share_pct, rate;
+
+	for (unsigned i = 0; i < CNL_BOARD_SLICES; i++) {
+		uint64_t a = atomic_load_explicit(&rows[i].active_ns,
+		                                  memory_order_relaxed);
+		if (i == slot || a == 0 || now_ns - a > CNL_BOARD_ACTIVE_NS)
+			continue;
+		sum += CNL_MIN_U64(100,
+		                   atomic_load_explicit(&rows[i].share_pct,
+		                                        memory_order_relaxed));
+	}
+	rate = CNL_MIN_U64(100, (uint64_t)share_pct * 100 / sum);
+	return (unsigned)(rate < share_pct ? CNL_MIN_U64(100, share_pct)
+	                                   : rate);
+}
+
 unsigned cnl_board_rate(struct cnl_board *b, unsigned slot, unsigned share_pct,
                         uint64_t now_ns)
 {
-	uint64_t sum = 0;
-
 	if (!b || slot >= CNL_BOARD_SLICES || !share_pct)
 		return share_pct;
 	atomic_store_explicit(&b->slices[slot].share_pct, share_pct,
 	                      memory_order_relaxed);
 	atomic_store_explicit(&b->slices[slot].active_ns, now_ns,
 	                      memory_order_relaxed);
-	for (unsigned i = 0; i < CNL_BOARD_SLICES; i++) {
-		uint64_t a = atomic_load_explicit(&b->slices[i].active_ns,
-		                                  memory_order_relaxed);
-		if (i != slot && (a == 0 || now_ns - a > CNL_BOARD_ACTIVE_NS))
-			continue;
-		sum += i == slot ? share_pct
-		                 : atomic_load_explicit(&b->slices[i].share_pct,
-		                                        memory_order_relaxed);
+	return rate_of(b->slices, slot, share_pct, now_ns);
+}
+
+int cnl_board_open(const char *path)
+{
+	struct cnl_board head;
+	struct stat st;
+	int fd;
+
+	if (!path || !path[0])
+		return -EINVAL;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (size_t)st.st_size < sizeof(head) ||
+	    pread(fd, &head, offsetof(struct cnl_board, slices), 0) !=
+	        (ssize_t)offsetof(struct cnl_board, slices) ||
+	    head.magic != CNL_BOARD_MAGIC ||
+	    head.version != CNL_BOARD_VERSION || head.size != sizeof(head)) {
+		close(fd);
+		return -EPROTO;
 	}
-	if (sum <= share_pct)
-		return 100;
-	return (unsigned)CNL_MIN_U64(100, share_pct * 100 / sum);
+	return fd;
+}
+
+unsigned cnl_board_rate_fd(int fd, unsigned slot, unsigned share_pct,
+                           uint64_t now_ns)
+{
+	struct cnl_board_slice rows[CNL_BOARD_SLICES];
+	struct cnl_board_slice own;
+	off_t off = (off_t)offsetof(struct cnl_board, slices);
+
+	if (fd < 0 || slot >= CNL_BOARD_SLICES || !share_pct)
+		return share_pct;
+	memset(&own, 0, sizeof(own));
+	atomic_store_explicit(&own.share_pct, share_pct, memory_order_relaxed);
+	atomic_store_explicit(&own.active_ns, now_ns, memory_order_relaxed);
+	/* A board cut short (or unwritable) leaves the slice at its share. */
+	if (pwrite(fd, &own, sizeof(own), off + (off_t)(slot * sizeof(own))) !=
+	        (ssize_t)sizeof(own) ||
+	    pread(fd, rows, sizeof(rows), off) != (ssize_t)sizeof(rows))
+		return share_pct;
+	return rate_of(rows, slot, share_pct, now_ns);
 }
 
 static void *map_file(const char *path, size_t size, int *ret_fd)
@@ -343,7 +401,12 @@ static int map_region(const char *path, int limits_rw,
 		rc = -EPROTO;
 		goto fail_map;
 	}
-	afd = open(acct, O_RDWR | O_CLOEXEC);
+	/* Never wait for the tenant: it owns the accounting file, so it may
+	 * hold a lease on it that makes a plain open for writing block for
+	 * the lease-break time (45 s); O_NONBLOCK fails with EWOULDBLOCK
+	 * instead, and the caller skips the slice (agent) or fails closed
+	 * (shim).  A regular file's reads and locks ignore the flag. */
+	afd = open(acct, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 	if (afd < 0 || fstat(afd, &ast) < 0) {
 		rc = -errno;
 		goto fail_map;

@@ -322,10 +322,31 @@ int cnl_region_stat(struct cnl_region *r, struct cnl_region_stat *ret);
 /*
  * cnl_board_rate - the compute rate (percent of the GPU) of the slice in
  * row slot with share share_pct at time now_ns: its share scaled up by the
- * idle shares of the other rows.  Marks the row active.
+ * idle shares of the other rows.  Marks the row active.  Every slice of
+ * the GPU can write every row, so a row counts at most 100 and the rate is
+ * never below share_pct: forged rows can take the idle time of others from
+ * a slice, never its own share.
  */
 unsigned cnl_board_rate(struct cnl_board *b, unsigned slot, unsigned share_pct,
                         uint64_t now_ns);
+
+/*
+ * cnl_board_open - open a board for cnl_board_rate_fd (the shim): the
+ * descriptor (read-write, close-on-exec), -EPROTO for a file that is not a
+ * board, or a negative errno.  The shim never maps the board: every slice
+ * of the GPU can write it, and a tenant that truncates a mapped file makes
+ * every other slice's next access to it raise SIGBUS.
+ */
+int cnl_board_open(const char *path);
+
+/*
+ * cnl_board_rate_fd - cnl_board_rate through a descriptor of cnl_board_open:
+ * writes the slice's row (pwrite), reads the rows (pread).  A board cut
+ * short or unreadable gives share_pct (capped at the share, as without a
+ * board).  Never below share_pct (see cnl_board_rate).
+ */
+unsigned cnl_board_rate_fd(int fd, unsigned slot, unsigned share_pct,
+                           uint64_t now_ns);
 
 /* Token bucket primitives (lock-free; shared with the shim's throttle). */
 void cnl_bucket_refill(struct cnl_bucket *b, uint64_t now_ns, unsigned pct,

@@ -82,11 +82,16 @@ struct cnl_shim {
 	struct cnl_region_handle h;
 	struct cnl_region *r; /* h.r, or NULL */
 	int slot;
-	struct cnl_board *board; /* NULL when the slice borrows nothing */
+	int board; /* descriptor of the GPU board (cnl_board_open); -1: none */
+	const char *path; /* the region's path (pinned or CNLAB_REGION) */
 	_Atomic int ctx_charged;
 };
 
 extern struct cnl_shim cnl_shim;
+
+/* cnl_shim_region_path - the region this process belongs to: the path
+ * the agent pinned in the container's /etc, else CNLAB_REGION (shim.c). */
+const char *cnl_shim_region_path(void);
 
 /* cnl_shim_init - resolve real functions and attach; idempotent, cheap. */
 void cnl_shim_init(void);
@@ -100,6 +105,8 @@ enum cnl_log_key {
 	CNL_LOG_OOM,
 	CNL_LOG_NO_REAL,
 	CNL_LOG_ESCAPE,
+	CNL_LOG_PIN,
+	CNL_LOG_DLMOPEN,
 	CNL_LOG_COUNT
 };
 

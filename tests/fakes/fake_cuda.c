@@ -1429,8 +1429,15 @@ API CUresult cuCtxSetLimit(CUlimit limit, size_t v)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (limit < 0 || limit > 2)
 		return CUDA_ERROR_INVALID_VALUE;
+	uint64_t grow;
+
 	pthread_mutex_lock(&limits_lock);
-	if (v > limits[limit] && take_mem((v - limits[limit]) * mult) < 0)
+	/* The driver sizes the reservation in full: a product that does
+	 * not fit in 64 bits is more memory than any device has. */
+	if (v > limits[limit] &&
+	    (__builtin_mul_overflow((uint64_t)(v - limits[limit]), mult,
+	                            &grow) ||
+	     take_mem(grow) < 0))
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
 	else if (v < limits[limit])
 		give_mem((limits[limit] - v) * mult);

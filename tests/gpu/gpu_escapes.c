@@ -6,7 +6,7 @@
  * descriptor by its open file, so two exports must not share an inode, or
  * imports fail closed; printed either way).
  *
- *   CNLAB_REGION=R LD_PRELOAD=libcnlab-cuda.so gpu_escapes QUOTA
+ *   CNLAB_REGION=R LD_PRELOAD=libcnlab-cuda.so gpu_escapes QUOTA [ESCAPE_NS_SO]
  *
  * R has quota QUOTA bytes and no context reserve.
  */
@@ -126,6 +126,29 @@ static void shareable_fds(void)
 	}
 }
 
+/* A stack size whose product with the resident threads wraps, and a
+ * tenant's library (tests/shim/escape_ns.c, built here against the real
+ * driver) loaded into a new link-map namespace, where a private copy of
+ * libcuda.so.1 would be out of the shim's reach. */
+static void stack_and_namespaces(uint64_t quota, const char *lib)
+{
+	int (*f)(unsigned long long);
+	void *h;
+
+	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ((size_t)1 << 51) + 1024) !=
+	          CUDA_SUCCESS,
+	      "a stack size that wraps refused");
+	if (!lib)
+		return;
+	h = dlmopen(LM_ID_NEWLM, lib, RTLD_NOW);
+	f = h ? (int (*)(unsigned long long))dlsym(h, "cnl_escape_alloc")
+	      : NULL;
+	CHECK(!h || (f && f(quota * 4) != CUDA_SUCCESS),
+	      "4x the quota from a private link-map namespace");
+	printf("dlmopen of a CUDA library in a slice: %s\n",
+	       h ? "loaded (and charged)" : "refused");
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t quota = argc > 1 ? strtoull(argv[1], NULL, 0) : 0;
@@ -142,5 +165,6 @@ int main(int argc, char **argv)
 	heap_and_graphs(quota);
 	meminfo_v1(quota);
 	shareable_fds();
+	stack_and_namespaces(quota, argc > 2 ? argv[2] : NULL);
 	return failures ? 1 : 0;
 }

@@ -20,6 +20,7 @@ trap 'rm -rf "$work"' EXIT
 nvcc -O2 -I"$here" -o "$work/gpu_runtime" "$here/gpu_runtime.cu"
 nvcc -O2 -I"$here" -o "$work/gpu_driver" "$here/gpu_driver.c" -lcuda -ldl
 nvcc -O2 -I"$here" -o "$work/gpu_escapes" "$here/gpu_escapes.c" -lcuda -ldl
+nvcc -O2 -shared -Xcompiler -fPIC -I"$here/../../src" -o "$work/libescape_ns.so" "$here/../shim/escape_ns.c" -lcuda
 nvcc -ptx -o "$work/spin.ptx" "$here/spin.cu"
 # The framework-shaped programs of tests/shim, built against the real driver.
 for fw in fw_torch fw_jax; do
@@ -39,9 +40,9 @@ echo "== runtime API, quota 1 GiB, share 30%"
 "$tool" create "$work/r2" --quota "$quota" --share 30 --project gpu
 CNLAB_REGION="$work/r2" LD_PRELOAD="$shim" "$work/gpu_runtime" "$quota" 30
 "$tool" stat "$work/r2"
-echo "== escapes (heap, graph memory, 32-bit info, shareable fds), quota 1 GiB"
+echo "== escapes (heap, graph memory, 32-bit info, shareable fds, wrapping stack, dlmopen), quota 1 GiB"
 "$tool" create "$work/r3" --quota "$quota" --project gpu
-CNLAB_REGION="$work/r3" LD_PRELOAD="$shim" "$work/gpu_escapes" "$quota"
+CNLAB_REGION="$work/r3" LD_PRELOAD="$shim" "$work/gpu_escapes" "$quota" "$work/libescape_ns.so"
 "$tool" stat "$work/r3"
 echo "== framework-shaped programs, quota 1 GiB (PyTorch caching and expandable segments, JAX)"
 "$tool" create "$work/r4" --quota "$quota" --project gpu

@@ -17,8 +17,9 @@
 #   - a notebook server has its own network: a port it opens on every
 #     address is out of the node's reach; its URL works, through cnlabd's
 #     proxy and the agent's tunnel; the forwarder's port is on loopback
-#   - a CUDA program that unsets LD_PRELOAD still gets the shim (from
-#     /etc/ld.so.preload) and cannot allocate past its slice's quota on the
+#   - a CUDA program that unsets LD_PRELOAD and CNLAB_REGION still gets
+#     the shim (from /etc/ld.so.preload) and its region (pinned in
+#     /etc/cnlab/region) and cannot allocate past its slice's quota on the
 #     fake driver, which alone would grant it
 # and the agent refuses to start without its runtime, or bare as root.
 set -u
@@ -220,8 +221,10 @@ for _ in $(seq 100); do grep -q msg=registered "$tmp/probe.err" && break; sleep 
 big=32212254720
 host=$(printf 'alloc %s\nexit\n' $big | env -u LD_PRELOAD CNL_FAKE_MEM=85899345920 "$shimtest" repl 2>&1)
 echo "$host" | grep -qx 'ok 0' && ok "control: without the shim the fake driver grants 30 GiB" || bad "control: $host"
-# ... and a 25% A100 slice (20 GB) must not, LD_PRELOAD unset or not.
-jq -n --arg c "unset LD_PRELOAD; grep -c libcnlab-cuda /proc/self/maps; printf 'alloc $big\nexit\n' | env -u LD_PRELOAD CNL_FAKE_MEM=85899345920 $shimtest repl; echo end" \
+# ... and a 25% A100 slice (20 GB) must not, LD_PRELOAD and CNLAB_REGION
+# unset or not (the shim took the region from the environment alone, so
+# unsetting it ran the program with no quota).
+jq -n --arg c "unset LD_PRELOAD; grep -c libcnlab-cuda /proc/self/maps; printf 'alloc $big\nexit\n' | env -u LD_PRELOAD -u CNLAB_REGION CNL_FAKE_MEM=85899345920 $shimtest repl; echo end" \
 	'{command:$c,gpu:"a100-25"}' |
 	curl -sS -X POST -H "Authorization: Bearer $tok" -d @- "$url/v1/projects/$proj/jobs" >"$tmp/job.json"
 job=$(jq -r .id "$tmp/job.json")
@@ -235,7 +238,7 @@ if ! echo "$out" | grep -q '^end$'; then
 	bad "the shim probe did not run: $state $out $(api GET "/v1/jobs/$job")"
 elif echo "$out" | grep -qx 'fail 2' && ! echo "$out" | grep -qx 'ok 0' &&
 	[ "$(echo "$out" | sed -n 1p)" -ge 1 ]; then
-	ok "LD_PRELOAD unset: the shim still loads (ld.so.preload) and refuses 30 GiB on a 20 GB slice"
+	ok "LD_PRELOAD and CNLAB_REGION unset: the shim still loads (ld.so.preload), finds its region (/etc/cnlab/region) and refuses 30 GiB on a 20 GB slice"
 else
 	bad "a job escaped its VRAM quota: $out"
 fi

@@ -271,6 +271,12 @@ static void context_limits(uint64_t quota)
 	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 64 * 1024) ==
 	          CUDA_ERROR_OUT_OF_MEMORY,
 	      "a 64 KiB stack for every resident thread refused");
+	/* 2^51 more bytes of stack for each of the 132 x 2048 resident
+	 * threads is 33 x 2^64: a product that wraps to nothing. */
+	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, ((size_t)1 << 51) + 1024) ==
+	          CUDA_ERROR_OUT_OF_MEMORY,
+	      "a stack whose size times the resident threads wraps refused");
+	CHECK(used() == u0, "nothing charged for a wrapping stack size");
 	CHECK(cnlfake_used() == before, "nothing reserved by refused limits");
 	CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 * MiB) ==
 	          CUDA_SUCCESS,
@@ -280,6 +286,42 @@ static void context_limits(uint64_t quota)
 	              CUDA_SUCCESS &&
 	          used() == u0,
 	      "lowering the heap gives back");
+}
+
+/*
+ * A library of the tenant's loaded into a new link-map namespace would get
+ * a libcuda.so.1 of its own, without the shim: refused while the process
+ * belongs to a slice, however dlmopen is reached; dlopen still works and
+ * is charged.
+ */
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+typedef int (*escape_fn)(unsigned long long);
+
+static void loader_namespaces(uint64_t quota)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	dlmopen_fn doors[] = {
+	    dlmopen,
+	    (dlmopen_fn)dlsym(RTLD_DEFAULT, "dlmopen"),
+	    (dlmopen_fn)dlsym(RTLD_NEXT, "dlmopen"),
+	    libc ? (dlmopen_fn)dlsym(libc, "dlmopen") : dlmopen,
+	};
+	void *h;
+	escape_fn f;
+
+	for (size_t i = 0; i < sizeof(doors) / sizeof(doors[0]); i++) {
+		h = doors[i] ? doors[i](LM_ID_NEWLM, ESCAPE_NS, RTLD_NOW)
+		             : NULL;
+		f = h ? (escape_fn)dlsym(h, "cnl_escape_alloc") : NULL;
+		CHECK(!h || (f && f(quota * 4) != CUDA_SUCCESS),
+		      "4x the quota from a private link-map namespace "
+		      "(door %zu)",
+		      i);
+	}
+	h = dlopen(ESCAPE_NS, RTLD_NOW);
+	f = h ? (escape_fn)dlsym(h, "cnl_escape_alloc") : NULL;
+	CHECK(f && f(quota * 4) == CUDA_ERROR_OUT_OF_MEMORY,
+	      "4x the quota from a library loaded with dlopen refused");
 }
 
 static int cmd_escapes(void)
@@ -292,6 +334,7 @@ static int cmd_escapes(void)
 	legacy_32bit(quota);
 	graph_memory(quota);
 	context_limits(quota);
+	loader_namespaces(quota);
 	CHECK(cuImportExternalMemory(
 	          &ext, (const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *)desc) ==
 	          CUDA_ERROR_NOT_PERMITTED,

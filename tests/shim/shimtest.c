@@ -520,6 +520,16 @@ static int cmd_repl(void)
 			printf("%llu\n", (unsigned long long)cnlfake_used());
 		} else if (strcmp(cmd, "async") == 0) {
 			printf("%llu\n", async_fill(n));
+		} else if (strcmp(cmd, "close-fds") == 0) {
+			/* As a daemonising program does: every descriptor
+			 * above stdio (n = 1: closefrom, else a loop of
+			 * close), but the pipes of this conversation. */
+			if (n == 1)
+				closefrom(3);
+			else
+				for (int fd = 3; fd < 1024; fd++)
+					close(fd);
+			printf("ok\n");
 		} else if (strcmp(cmd, "exit") == 0) {
 			break;
 		} else {

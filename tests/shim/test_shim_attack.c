@@ -11,6 +11,10 @@
  *   - a non-root tenant cannot raise its quota or share, nor truncate,
  *     replace or write the limits file (not even through /proc/self/mem),
  *     and truncating its accounting file does not crash the agent's stats;
+ *   - a read lease the tenant takes on its accounting file (it owns it)
+ *     blocks neither the agent's stats nor a new process of the slice;
+ *   - a process that closes its descriptors (closefrom, close) keeps
+ *     its slot and its memory counted;
  *   - a process SIGKILLed while holding memory leaves cuMemGetInfo of the
  *     others and `cnlab-region stat` within about a second, without the
  *     agent;
@@ -430,6 +434,140 @@ static void test_tamper(void **state)
 	cnl_region_unmap(&h);
 }
 
+/* The agent's cnl_region_map + cnl_region_stat of the slice in a child
+ * with a watchdog: 0 stats, 2 refused at once, -1 hung (killed by the
+ * watchdog's SIGALRM). */
+static int agent_map_within(void)
+{
+	int st = 0;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct cnl_region_handle h;
+		struct cnl_region_stat rs;
+
+		alarm(WATCHDOG_MS / 1000);
+		if (cnl_region_map(region_path, &h) < 0)
+			_exit(2);
+		_exit(cnl_region_stat(h.r, &rs) == 0 ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * The tenant owns its accounting file (the agent chowns it), so it may
+ * take a read lease on it (F_SETLEASE, owner or CAP_LEASE) and ignore the
+ * lease-break signal: then every open of the file for writing blocks
+ * until the lease-break time (45 s by default).  The agent's stats (its
+ * /metrics and its supervisor) and a new process of the slice must not
+ * wait for it: they are refused at once (the agent skips the slice this
+ * time, the process fails closed), and answer again once the lease is
+ * gone.
+ */
+static void test_lease_no_wedge(void **state)
+{
+	char *env[] = {env_region, env_gpu, env_mem, NULL};
+	char *args[] = {"repl", NULL};
+	int p[2], rc, started, refused;
+	char c = 0, line[128];
+	struct child k;
+	pid_t tenant;
+
+	(void)state;
+	assert_int_equal(
+	    cnl_region_create(region_path, 64 * MiB, 0, "p1", NULL), 0);
+	if (geteuid() == 0)
+		assert_int_equal(chown(acct_path, 65534, 65534), 0);
+	assert_int_equal(pipe(p), 0);
+	tenant = fork();
+	if (tenant == 0) {
+		int fd;
+
+		signal(SIGIO, SIG_IGN); /* keep the lease when asked for it */
+		if (geteuid() == 0 && (setgid(65534) < 0 || setuid(65534) < 0))
+			_exit(1);
+		fd = open(acct_path, O_RDONLY);
+		if (fd < 0 || fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
+			_exit(1);
+		if (write(p[1], "l", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	assert_int_equal(c, 'l');
+	rc = agent_map_within();
+	print_message("lease: the agent's map of the slice %s\n",
+	              rc < 0    ? "hung"
+	              : rc == 2 ? "was refused at once"
+	                        : "answered");
+	/* A new process of the slice starts and fails closed. */
+	k = spawn_exe(SHIMTEST, args, env, 1);
+	started = line_within(&k, line, sizeof(line)) == 0 &&
+	          strcmp(line, "ready") == 0;
+	refused = started &&
+	          ask_within(&k, "alloc 1048576", line, sizeof(line)) == 0 &&
+	          strcmp(line, "fail 2") == 0; /* CUDA_ERROR_OUT_OF_MEMORY */
+	kill9(&k);
+	/* The tenant goes before any assertion can leave it behind. */
+	kill(tenant, SIGKILL);
+	waitpid(tenant, NULL, 0);
+	assert_true(rc == 0 || rc == 2);
+	assert_true(started);
+	assert_true(refused);
+	assert_int_equal(agent_map_within(), 0);
+}
+
+/*
+ * A process owns its slot through a record lock on the accounting file,
+ * which POSIX drops when the process closes any descriptor of that file.
+ * A program that closes its descriptors while holding memory (closefrom,
+ * or a loop of close, as daemonising code does) must still count: another
+ * process of the slice is refused what would take the slice over quota,
+ * also after the reaper's interval has passed.
+ */
+static void test_close_fds(void **state)
+{
+	struct cnl_region_handle h = region(64 * MiB);
+	char *env[] = {env_region, env_gpu, env_mem, NULL};
+	const char *how[] = {"close-fds 0", "close-fds 1"};
+	struct cnl_region_stat st;
+	char line[128];
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		struct child a = repl(env), b;
+
+		assert_int_equal(
+		    ask_within(&a, "alloc 41943040", line, sizeof(line)), 0);
+		assert_string_equal(line, "ok 0");
+		assert_int_equal(ask_within(&a, how[i], line, sizeof(line)), 0);
+		assert_string_equal(line, "ok");
+		sleep_ms(2 * (unsigned)(CNL_REGION_REAP_NS / 1000000));
+		b = repl(env);
+		assert_int_equal(
+		    ask_within(&b, "alloc 41943040", line, sizeof(line)), 0);
+		print_message("%s: another process's 40 MiB under 64: %s\n",
+		              how[i], line);
+		assert_string_equal(line, "fail 2");
+		assert_int_equal(cnl_region_stat(h.r, &st), 0);
+		assert_int_equal(st.used, 40 * MiB);
+		ask(&b, "exit", line, sizeof(line));
+		assert_int_equal(reap(&b), 0);
+		/* What it frees still comes back. */
+		assert_int_equal(ask_within(&a, "free-all", line, sizeof(line)),
+		                 0);
+		assert_int_equal(cnl_region_stat(h.r, &st), 0);
+		assert_int_equal(st.used, 0);
+		ask(&a, "exit", line, sizeof(line));
+		assert_int_equal(reap(&a), 0);
+	}
+	cnl_region_unmap(&h);
+}
+
 /*
  * A process killed with memory leaves the accounting within about a
  * second, without the agent: another process's cuMemGetInfo shows it
@@ -620,6 +758,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tamper),
+	    cmocka_unit_test(test_lease_no_wedge),
+	    cmocka_unit_test(test_close_fds),
 	    cmocka_unit_test(test_garbage),
 	    cmocka_unit_test(test_dead_leave),
 	    cmocka_unit_test(test_stop_no_wedge),

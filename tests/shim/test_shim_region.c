@@ -470,6 +470,49 @@ static void test_board(void **state)
 	assert_null(cnl_board_map(path)); /* a region is not a board */
 }
 
+/* Any slice can write any row of the board: forged rows never push a
+ * slice below its own share; the shim's descriptor path (no mapping, so
+ * truncation cannot raise SIGBUS) agrees with the mapped one and falls
+ * back to the share on a board cut short. */
+static void test_board_hostile(void **state)
+{
+	char bp[300];
+	struct cnl_board *b;
+	uint64_t t = 1000000000000ULL;
+	int fd;
+
+	(void)state;
+	snprintf(bp, sizeof(bp), "%s/board", dir);
+	assert_int_equal(cnl_board_create(bp), 0);
+	b = cnl_board_map(bp);
+	assert_non_null(b);
+	fd = cnl_board_open(bp);
+	assert_true(fd >= 0);
+	for (unsigned i = 1; i < CNL_BOARD_SLICES; i++) {
+		atomic_store(&b->slices[i].share_pct, UINT32_MAX);
+		atomic_store(&b->slices[i].active_ns, t);
+	}
+	assert_int_equal(cnl_board_rate(b, 0, 30, t), 30);
+	assert_int_equal(cnl_board_rate_fd(fd, 0, 30, t), 30);
+	/* Honest rows: the descriptor path gives what the mapping gives. */
+	for (unsigned i = 2; i < CNL_BOARD_SLICES; i++)
+		atomic_store(&b->slices[i].active_ns, 0);
+	atomic_store(&b->slices[1].share_pct, 20);
+	assert_int_equal(cnl_board_rate_fd(fd, 0, 30, t + 1), 60);
+	assert_int_equal(cnl_board_rate(b, 0, 30, t + 2), 60);
+	assert_int_equal(cnl_board_rate_fd(fd, 0, 30, t + 3), 60);
+	assert_int_equal(cnl_board_rate_fd(fd, 0, 0, t + 3), 0);
+	assert_int_equal(cnl_board_rate_fd(fd, CNL_BOARD_SLICES, 30, t), 30);
+	munmap(b, sizeof(*b));
+	/* Cut short by a tenant: the share, and no signal. */
+	assert_int_equal(truncate(bp, 100), 0);
+	assert_int_equal(cnl_board_rate_fd(fd, 0, 30, t + 4), 30);
+	close(fd);
+	assert_int_equal(cnl_board_open(bp), -EPROTO);
+	assert_int_equal(cnl_board_open(path), -EPROTO); /* a region */
+	assert_true(cnl_board_open("") < 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -482,6 +525,7 @@ int main(void)
 	    cmocka_unit_test(test_pid_reuse),
 	    cmocka_unit_test(test_bucket),
 	    cmocka_unit_test(test_board),
+	    cmocka_unit_test(test_board_hostile),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
