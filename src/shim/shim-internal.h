@@ -90,7 +90,7 @@ struct cnl_shim {
 extern struct cnl_shim cnl_shim;
 
 /* cnl_shim_region_path - the region this process belongs to: the path
- * the agent pinned in the container's /etc, else CNLAB_REGION (shim.c). */
+ * the agent pinned in the container's /etc, else CNLAB_REGION (guard.c). */
 const char *cnl_shim_region_path(void);
 
 /* cnl_shim_init - resolve real functions and attach; idempotent, cheap. */

@@ -25,10 +25,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <link.h>
-#include <linux/close_range.h>
-#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -38,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shim/guard.h"
 #include "shim/shim-internal.h"
 
 const struct cnl_hook_info cnl_hooks[CNL_HOOK_COUNT] = {
@@ -191,49 +189,21 @@ static void detach(void)
 	pthread_mutex_unlock(&attach_lock);
 }
 
-/*
- * The region's path.  In a container the agent pins it in CNL_SHIM_PIN,
- * a file of the container's read-only /etc beside ld.so.preload: the
- * environment is the tenant's, and a program that unset CNLAB_REGION (or
- * named another region) under a preload it cannot remove ran with no
- * quota and no throttle at all.  A pin that exists wins over the
- * environment; one that cannot be read fails closed (NULL with ret_broken
- * set).  Without a pin (bare processes on the node, which the tenant
- * starts with an environment of its choosing anyway), CNLAB_REGION.
- */
-#ifndef CNL_SHIM_PIN
-#define CNL_SHIM_PIN "/etc/cnlab/region"
-#endif
+/* The region's path: the pin, else CNLAB_REGION (guard.c). */
 static char pinned[CNL_REGION_PATH_MAX * 4];
 
 static const char *region_path(int *ret_broken)
 {
-	const char *env = getenv("CNLAB_REGION");
-	ssize_t n = -1;
-	int fd;
+	int env_ignored;
+	const char *path = cnl_guard_region_path(pinned, sizeof(pinned),
+	                                         ret_broken, &env_ignored);
 
-	*ret_broken = 0;
-	fd = open(CNL_SHIM_PIN, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0 && errno == ENOENT)
-		return env;
-	if (fd >= 0) {
-		n = read(fd, pinned, sizeof(pinned) - 1);
-		close(fd);
-	}
-	if (n > 0 && (size_t)n < sizeof(pinned) - 1) {
-		pinned[n] = '\0';
-		pinned[strcspn(pinned, "\n")] = '\0';
-		if (pinned[0] == '/') {
-			if (env && strcmp(env, pinned) != 0)
-				cnl_log_once(CNL_LOG_PIN,
-				             "CNLAB_REGION ignored: this "
-				             "container's region is %s",
-				             pinned);
-			return pinned;
-		}
-	}
-	*ret_broken = 1;
-	return NULL;
+	if (env_ignored)
+		cnl_log_once(CNL_LOG_PIN,
+		             "CNLAB_REGION ignored: this container's region is "
+		             "%s",
+		             path);
+	return path;
 }
 
 const char *cnl_shim_region_path(void)
@@ -254,7 +224,7 @@ static void attach_locked(void)
 		cnl_log_once(CNL_LOG_BROKEN,
 		             "cannot read the region pinned in %s: allocations "
 		             "are refused",
-		             CNL_SHIM_PIN);
+		             cnl_guard_pin_file);
 		return;
 	}
 	cnl_shim.path = path;
@@ -294,86 +264,12 @@ static void attach_locked(void)
 	atomic_store(&cnl_shim.ctx_charged, 0);
 }
 
-/*
- * The slot is owned through a POSIX record lock on the accounting file's
- * descriptor (region.h, invariant 2), and the kernel drops a process's
- * locks on a file when the process closes any descriptor of it: a program
- * that closes its descriptors (closefrom, close_range, a loop of close,
- * dup2 onto ours), as daemonising code does, would look dead, be reaped
- * by the next process of the slice and take the slice over its quota.  So
- * the calls that close descriptors keep ours open (close says it closed
- * it).  A raw system call still gets past this, as writing the accounting
- * file does (docs/shim.md, known limits).
- */
-static int is_slot_fd(int fd)
+/* The descriptor close, closefrom and the like keep open (guard.c). */
+int cnl_guard_slot_fd(void)
 {
-	return fd >= 0 && cnl_shim.mode == CNL_MODE_ON && cnl_shim.slot >= 0 &&
-	       fd == cnl_shim.h.fd;
-}
-
-/* Close [first, last] but fd keep (flags as close_range's). */
-static int close_span(unsigned int first, unsigned int last, int flags)
-{
-	long rc;
-
-	if (first > last)
-		return 0;
-	rc = syscall(SYS_close_range, first, last, flags);
-	if (rc < 0 && errno == ENOSYS && !flags) {
-		/* Kernels before 5.9: one at a time, up to the limit. */
-		long max = sysconf(_SC_OPEN_MAX);
-		unsigned int end = max > 0 && (unsigned long)max - 1 < last
-		                       ? (unsigned int)(max - 1)
-		                       : last;
-
-		for (unsigned int fd = first; fd <= end && fd <= INT_MAX; fd++)
-			syscall(SYS_close, (int)fd);
-		return 0;
-	}
-	return (int)rc;
-}
-
-CNL_EXPORT int close(int fd)
-{
-	if (is_slot_fd(fd))
-		return 0;
-	return (int)syscall(SYS_close, fd);
-}
-
-CNL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
-{
-	int keep = cnl_shim.h.fd;
-
-	if ((flags & CLOSE_RANGE_CLOEXEC) || !is_slot_fd(keep) ||
-	    (unsigned int)keep < first || (unsigned int)keep > last)
-		return close_span(first, last, flags);
-	if ((unsigned int)keep > first &&
-	    close_span(first, (unsigned int)keep - 1, flags) < 0)
-		return -1;
-	if ((unsigned int)keep < last)
-		return close_span((unsigned int)keep + 1, last, flags);
-	return 0;
-}
-
-CNL_EXPORT void closefrom(int lowfd)
-{
-	close_range(lowfd < 0 ? 0 : (unsigned int)lowfd, ~0U, 0);
-}
-
-CNL_EXPORT int dup3(int oldfd, int newfd, int flags)
-{
-	if (oldfd != newfd && is_slot_fd(newfd)) {
-		errno = EBUSY;
-		return -1;
-	}
-	return (int)syscall(SYS_dup3, oldfd, newfd, flags);
-}
-
-CNL_EXPORT int dup2(int oldfd, int newfd)
-{
-	if (oldfd == newfd) /* dup3 refuses it; dup2 checks oldfd */
-		return fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
-	return dup3(oldfd, newfd, 0);
+	return cnl_shim.mode == CNL_MODE_ON && cnl_shim.slot >= 0
+	           ? cnl_shim.h.fd
+	           : -1;
 }
 
 /* After fork the child holds no slot lock: it attaches anew when it uses

@@ -4,7 +4,8 @@
 # (not the fake), run with libcnlab-hip.so preloaded.  No kernel is
 # launched (that needs hipcc); the checks are the quota seen through
 # hipMemGetInfo, an allocation over it refused, one under it granted and
-# charged in whole 4 KiB pages, and a missing region failing closed.
+# charged in whole 4 KiB pages, a missing region failing closed, and a
+# library loaded with dlmopen into a new namespace refused.
 # Exits 77 (CTest: skipped) with the reason where there is no AMD GPU or
 # no HIP runtime.
 #   tests/gpu/hip.sh LIBCNLAB_HIP_SO CNLAB_REGION_TOOL
@@ -40,4 +41,14 @@ read -r ready free total a1 r1 a2 _ <<<"$out"
 out=$(printf 'alloc malloc 4096\ninfo\n' |
 	CNLAB_REGION="$work/absent" LD_PRELOAD="$shim" "$work/hiptest" repl 2>/dev/null | tr '\n' ' ')
 [[ "$out" == "ready fail 2 0 "* ]] || { echo "FAIL: a missing region did not fail closed: $out"; exit 1; }
+# A tenant's HIP library loaded with dlmopen into a new link-map namespace
+# (a private libamdhip64 the shim is not in front of) is refused in a slice.
+cc -O2 -shared -fPIC -I/opt/rocm/include -L/opt/rocm/lib -o "$work/libescape.so" \
+	"$here/../shim/escape_hip.c" -lamdhip64 ||
+	skip "cannot build a library against libamdhip64"
+out=$(printf 'ns direct 2147483648 %s\nns dlopen 2147483648 %s\n' \
+	"$work/libescape.so" "$work/libescape.so" |
+	CNLAB_REGION="$work/r" LD_PRELOAD="$shim" "$work/hiptest" repl 2>/dev/null | tr '\n' ' ')
+[ "$out" = "ready refused fail 2 " ] ||
+	{ echo "FAIL: 2 GiB from a library in a new namespace or dlopened: $out"; exit 1; }
 echo "gpu hip: all checks passed"

@@ -17,6 +17,14 @@
  *     sync                  hipDeviceSynchronize; "ok"
  *     ipc-export ID FILE    write ID's IPC handle to FILE; "ok"/"fail RC"
  *     ipc-open FILE         open the handle in FILE; "ok" or "fail RC"
+ *     close-fds N           close every descriptor above stdio but the
+ *                           conversation's (N = 1: closefrom, else a loop
+ *                           of close); "ok"
+ *     ns HOW BYTES LIB      load LIB into a new link-map namespace through
+ *                           HOW (direct|default|next|libc: dlmopen called,
+ *                           or found by dlsym) or with dlopen (dlopen), and
+ *                           allocate BYTES through its cnl_escape_hip_alloc;
+ *                           "refused" (not loaded), "ok" or "fail RC"
  *   hiptest greedy MODE US SECONDS
  *                         launch US-microsecond kernels through MODE
  *                         kernel|spt|ext|module|extmodule|extmodulecxx|
@@ -220,6 +228,42 @@ static hipError_t do_dl(const char *how, size_t n, int *ret_id)
 	return rc;
 }
 
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+typedef int (*escape_fn)(unsigned long long);
+
+/* A library of the tenant's, loaded beside the program's runtime. */
+static void do_ns(const char *how, unsigned long long n, const char *lib)
+{
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	dlmopen_fn door = NULL;
+	escape_fn f;
+	void *h;
+	int rc;
+
+	if (strcmp(how, "direct") == 0)
+		door = dlmopen;
+	else if (strcmp(how, "default") == 0)
+		door = (dlmopen_fn)dlsym(RTLD_DEFAULT, "dlmopen");
+	else if (strcmp(how, "next") == 0)
+		door = (dlmopen_fn)dlsym(RTLD_NEXT, "dlmopen");
+	else if (strcmp(how, "libc") == 0 && libc)
+		door = (dlmopen_fn)dlsym(libc, "dlmopen");
+	if (strcmp(how, "dlopen") == 0)
+		h = dlopen(lib, RTLD_NOW);
+	else
+		h = door ? door(LM_ID_NEWLM, lib, RTLD_NOW) : NULL;
+	f = h ? (escape_fn)dlsym(h, "cnl_escape_hip_alloc") : NULL;
+	if (!f) {
+		printf("refused\n");
+		return;
+	}
+	rc = f(n);
+	if (rc == hipSuccess)
+		printf("ok\n");
+	else
+		printf("fail %d\n", rc);
+}
+
 static void answer_rc(hipError_t rc, int id)
 {
 	if (rc == hipSuccess && id >= 0)
@@ -294,6 +338,17 @@ static int repl(void)
 			if (fp)
 				fclose(fp);
 			answer_rc(rc, -1);
+		} else if (sscanf(line, "close-fds %d", &id) == 1) {
+			/* As a daemonising program does, but the pipes of
+			 * this conversation (stdio). */
+			if (id == 1)
+				closefrom(3);
+			else
+				for (int fd = 3; fd < 1024; fd++)
+					close(fd);
+			printf("ok\n");
+		} else if (sscanf(line, "ns %63s %llu %399s", a, &n, b) == 3) {
+			do_ns(a, n, b);
 		} else {
 			printf("? %s", line);
 		}

@@ -5,7 +5,7 @@
  * named only by CNLAB_REGION, which it can: a program started with
  * `env -u CNLAB_REGION` ran with no quota and no throttle, and one naming
  * another region took that region's limits.  The agent now pins the
- * region in the container's read-only /etc (shim.c, CNL_SHIM_PIN); these
+ * region in the container's read-only /etc (guard.c, CNL_SHIM_PIN); these
  * tests run shimtest under a build of the shim whose pin is a file of the
  * build tree (cnlab-cuda-pintest), since a test must not write the
  * node's /etc.

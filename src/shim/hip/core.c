@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shim/guard.h"
 #include "shim/hip/hip-internal.h"
 
 const char *const cnl_hip_names[CNL_HIP_HOOK_COUNT] = {
@@ -43,7 +44,7 @@ static void *const wrappers[CNL_HIP_HOOK_COUNT] = {
 };
 
 void *_Atomic cnl_hip_real[CNL_HIP_HOOK_COUNT];
-struct cnl_hip_shim cnl_hip = {.slot = -1, .h = {.fd = -1}};
+struct cnl_hip_shim cnl_hip = {.slot = -1, .h = {.fd = -1}, .board = -1};
 
 /* Marks a hook whose real function was looked for and does not exist. */
 #define ABSENT ((void *)1)
@@ -187,11 +188,53 @@ static void detach(void)
 	pthread_mutex_unlock(&attach_lock);
 }
 
+/* The region's path: the pin, else CNLAB_REGION (guard.c).  A tenant
+ * that unset CNLAB_REGION in a container ran with no quota at all. */
+static char pinned[CNL_REGION_PATH_MAX * 4];
+
+static const char *region_path(int *ret_broken)
+{
+	int env_ignored;
+	const char *path = cnl_guard_region_path(pinned, sizeof(pinned),
+	                                         ret_broken, &env_ignored);
+
+	if (env_ignored)
+		cnl_hip_log_once(
+		    CNL_HIP_LOG_PIN,
+		    "CNLAB_REGION ignored: this container's region "
+		    "is %s",
+		    path);
+	return path;
+}
+
+const char *cnl_hip_region_path(void)
+{
+	int broken;
+
+	return cnl_hip.path ? cnl_hip.path : region_path(&broken);
+}
+
+/* The descriptor close, closefrom and the like keep open (guard.c). */
+int cnl_guard_slot_fd(void)
+{
+	return cnl_hip.mode == CNL_HIP_ON && cnl_hip.slot >= 0 ? cnl_hip.h.fd
+	                                                       : -1;
+}
+
 static void attach_locked(void)
 {
-	const char *path = getenv("CNLAB_REGION");
-	int rc, slot;
+	int broken, rc, slot;
+	const char *path = region_path(&broken);
 
+	if (broken) {
+		cnl_hip.mode = CNL_HIP_BROKEN;
+		cnl_hip_log_once(CNL_HIP_LOG_BROKEN,
+		                 "cannot read the region pinned in %s: "
+		                 "allocations are refused",
+		                 cnl_guard_pin_file);
+		return;
+	}
+	cnl_hip.path = path;
 	if (!path || !*path) {
 		cnl_hip.mode = CNL_HIP_PASS;
 		return;
@@ -207,8 +250,11 @@ static void attach_locked(void)
 			return;
 		}
 		cnl_hip.r = cnl_hip.h.r;
-		if (cnl_hip.r->board[0])
-			cnl_hip.board = cnl_board_map(cnl_hip.r->board);
+		/* Never mapped: any slice of the GPU may truncate it. */
+		if (cnl_hip.r->board[0]) {
+			rc = cnl_board_open(cnl_hip.r->board);
+			cnl_hip.board = rc < 0 ? -1 : rc;
+		}
 	}
 	slot = cnl_region_attach(&cnl_hip.h);
 	if (slot < 0) {
@@ -330,6 +376,51 @@ hipError_t hipGetProcAddress(const char *symbol, void **pfn, int version,
 	return rc;
 }
 
+/* dlmopen ------------------------------------------------------------------ */
+
+/*
+ * A library loaded into a new link-map namespace (dlmopen with LM_ID_NEWLM
+ * or another namespace) gets its own copy of libamdhip64 and of everything
+ * it needs, and the preloaded shim is not in that namespace: its HIP calls
+ * bind to the copy and reach the GPU unaccounted.  While the process
+ * belongs to a slice (enforcing, or failing closed) such a load is
+ * refused; the base namespace, where the shim is, loads as dlopen would.
+ */
+typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
+
+static dlmopen_fn real_dlmopen(void)
+{
+	static void *_Atomic fn;
+	void *f = atomic_load_explicit(&fn, memory_order_acquire);
+	cnl_hip_dlsym_fn d;
+
+	if (f)
+		return (dlmopen_fn)f;
+	d = cnl_hip_real_dlsym();
+	/* RTLD_NEXT of libc's dlsym, called from here: after the shim. */
+	f = d ? d(RTLD_NEXT, "dlmopen") : NULL;
+	atomic_store_explicit(&fn, f, memory_order_release);
+	return (dlmopen_fn)f;
+}
+
+CNL_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+	dlmopen_fn real = real_dlmopen();
+
+	if (lmid != LM_ID_BASE) {
+		cnl_hip_init();
+		if (cnl_hip.mode != CNL_HIP_PASS) {
+			cnl_hip_log_once(CNL_HIP_LOG_DLMOPEN,
+			                 "dlmopen of %s into a new link-map "
+			                 "namespace refused: HIP there would "
+			                 "not be accounted",
+			                 file ? file : "(main program)");
+			return NULL;
+		}
+	}
+	return real ? real(lmid, file, mode) : NULL;
+}
+
 CNL_EXPORT void *dlsym(void *handle, const char *symbol);
 CNL_EXPORT void *dlsym(void *handle, const char *symbol)
 {
@@ -343,6 +434,9 @@ CNL_EXPORT void *dlsym(void *handle, const char *symbol)
 		p = dlsym_next(symbol, __builtin_return_address(0));
 	else
 		p = d(handle, symbol);
+	/* The loader's namespace door is ours too, however it is found. */
+	if (p && strcmp(symbol, "dlmopen") == 0)
+		return (void *)dlmopen;
 	if (!p || (id = cnl_hip_hook_find(symbol)) < 0)
 		return p;
 	if (p != wrappers[id]) {

@@ -96,19 +96,25 @@ struct cnl_hip_shim {
 	struct cnl_region_handle h;
 	struct cnl_region *r;
 	int slot;
-	struct cnl_board *board;
+	int board; /* descriptor of the GPU board (cnl_board_open); -1: none */
+	const char *path; /* the region's path (pinned or CNLAB_REGION) */
 };
 
 extern struct cnl_hip_shim cnl_hip;
 
 /* cnl_hip_init - attach to the region once; idempotent, cheap. */
 void cnl_hip_init(void);
+/* cnl_hip_region_path - the region this process belongs to: the path the
+ * agent pinned in the container's /etc, else CNLAB_REGION (guard.h). */
+const char *cnl_hip_region_path(void);
 
 enum cnl_hip_log_key {
 	CNL_HIP_LOG_BROKEN = 0,
 	CNL_HIP_LOG_IPC_DENIED,
 	CNL_HIP_LOG_OOM,
 	CNL_HIP_LOG_NO_REAL,
+	CNL_HIP_LOG_PIN,
+	CNL_HIP_LOG_DLMOPEN,
 	CNL_HIP_LOG_COUNT
 };
 void cnl_hip_log_once(int key, const char *fmt, ...)

@@ -833,7 +833,7 @@ static int ipc_path(const char *kind, const void *handle, char *buf, size_t cap)
 {
 	const unsigned char *p = handle;
 	const char *dir = cnl_hip.r->ipc_dir;
-	const char *region = getenv("CNLAB_REGION");
+	const char *region = cnl_hip_region_path();
 	uint64_t h = 0xcbf29ce484222325ULL;
 	int n;
 

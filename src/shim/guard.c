@@ -1,0 +1,140 @@
+/*
+ * guard.c - the region pin and the descriptor guards, shared by the CUDA
+ * and the HIP interposer (guard.h).
+ *
+ * The pin: in a container the shim is forced on every process by the
+ * container's /etc/ld.so.preload, which the tenant cannot change, but the
+ * environment is the tenant's: a program that unset CNLAB_REGION (or named
+ * another region) ran with no quota and no throttle at all.  So the agent
+ * writes the region's path beside the preload, and the pin wins.  Bare
+ * processes on the node (no pin) are started by the tenant with an
+ * environment of its choosing anyway: CNLAB_REGION.
+ *
+ * The descriptor guards: a slot is owned through a POSIX record lock on
+ * the accounting file's descriptor (region.h, invariant 2), and the kernel
+ * drops a process's locks on a file when the process closes any
+ * descriptor of it.  A program that closes its descriptors (closefrom,
+ * close_range, a loop of close, dup2 onto ours), as daemonising code does,
+ * would look dead, be reaped by the next process of the slice and take
+ * the slice over its quota.  So the calls that close descriptors keep the
+ * slot's open (close says it closed it).  A raw system call still gets
+ * past this, as writing the accounting file does (docs/shim.md, known
+ * limits).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/close_range.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim/guard.h"
+
+#define CNL_EXPORT __attribute__((visibility("default")))
+
+#ifndef CNL_SHIM_PIN
+#define CNL_SHIM_PIN "/etc/cnlab/region"
+#endif
+
+const char cnl_guard_pin_file[] = CNL_SHIM_PIN;
+
+const char *cnl_guard_region_path(char *buf, unsigned cap, int *ret_broken,
+                                  int *ret_env_ignored)
+{
+	const char *env = getenv("CNLAB_REGION");
+	ssize_t n = -1;
+	int fd;
+
+	*ret_broken = 0;
+	*ret_env_ignored = 0;
+	fd = open(CNL_SHIM_PIN, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		return env;
+	if (fd >= 0) {
+		n = read(fd, buf, cap - 1);
+		syscall(SYS_close, fd);
+	}
+	if (n > 0 && (size_t)n < cap - 1) {
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (buf[0] == '/') {
+			*ret_env_ignored = env && strcmp(env, buf) != 0;
+			return buf;
+		}
+	}
+	*ret_broken = 1;
+	return NULL;
+}
+
+static int is_slot_fd(int fd)
+{
+	return fd >= 0 && fd == cnl_guard_slot_fd();
+}
+
+/* Close [first, last] (flags as close_range's). */
+static int close_span(unsigned int first, unsigned int last, int flags)
+{
+	long rc;
+
+	if (first > last)
+		return 0;
+	rc = syscall(SYS_close_range, first, last, flags);
+	if (rc < 0 && errno == ENOSYS && !flags) {
+		/* Kernels before 5.9: one at a time, up to the limit. */
+		long max = sysconf(_SC_OPEN_MAX);
+		unsigned int end = max > 0 && (unsigned long)max - 1 < last
+		                       ? (unsigned int)(max - 1)
+		                       : last;
+
+		for (unsigned int fd = first; fd <= end && fd <= INT_MAX; fd++)
+			syscall(SYS_close, (int)fd);
+		return 0;
+	}
+	return (int)rc;
+}
+
+CNL_EXPORT int close(int fd)
+{
+	if (is_slot_fd(fd))
+		return 0;
+	return (int)syscall(SYS_close, fd);
+}
+
+CNL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	int keep = cnl_guard_slot_fd();
+
+	if ((flags & CLOSE_RANGE_CLOEXEC) || keep < 0 ||
+	    (unsigned int)keep < first || (unsigned int)keep > last)
+		return close_span(first, last, flags);
+	if ((unsigned int)keep > first &&
+	    close_span(first, (unsigned int)keep - 1, flags) < 0)
+		return -1;
+	if ((unsigned int)keep < last)
+		return close_span((unsigned int)keep + 1, last, flags);
+	return 0;
+}
+
+CNL_EXPORT void closefrom(int lowfd)
+{
+	close_range(lowfd < 0 ? 0 : (unsigned int)lowfd, ~0U, 0);
+}
+
+CNL_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	if (oldfd != newfd && is_slot_fd(newfd)) {
+		errno = EBUSY;
+		return -1;
+	}
+	return (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+
+CNL_EXPORT int dup2(int oldfd, int newfd)
+{
+	if (oldfd == newfd) /* dup3 refuses it; dup2 checks oldfd */
+		return fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
+	return dup3(oldfd, newfd, 0);
+}
