@@ -222,17 +222,25 @@ static void unsent(struct cnl_agent *a, const struct slice *s, int d)
  * as the driver reports it, is within the smaller one; from then on to the
  * smaller.  A use NVML cannot tell keeps the larger.
  */
-static void shrink_settle(struct cnl_agent *a, const struct slice *s)
+bool cnl_gpu_audit_shrunk(const struct cnl_audit_proc *procs, int n,
+                          uint64_t shrink_to)
 {
 	uint64_t used = 0;
+
+	for (int k = 0; k < n; k++) {
+		if (procs[k].used == CNL_GPU_USED_UNKNOWN ||
+		    procs[k].used > shrink_to - used)
+			return false;
+		used += procs[k].used;
+	}
+	return true;
+}
+
+static void shrink_settle(struct cnl_agent *a, const struct slice *s)
+{
 	struct wk *w;
 
-	for (int k = 0; k < s->n; k++) {
-		if (s->procs[k].used == CNL_GPU_USED_UNKNOWN)
-			return;
-		used += s->procs[k].used;
-	}
-	if (used > (uint64_t)s->shrink_to)
+	if (!cnl_gpu_audit_shrunk(s->procs, s->n, (uint64_t)s->shrink_to))
 		return;
 	pthread_mutex_lock(&a->mu);
 	w = cnl_agent_wk_find(a, s->id);

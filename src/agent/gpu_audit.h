@@ -32,6 +32,7 @@
 #ifndef CNL_AGENT_GPU_AUDIT_H
 #define CNL_AGENT_GPU_AUDIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The tolerance over a quota: one driver page. */
@@ -56,6 +57,16 @@ struct cnl_audit_proc {
  */
 int cnl_gpu_audit_pick(const struct cnl_audit_proc *procs, int n,
                        uint64_t quota, uint64_t granule, int *ret_idx);
+
+/*
+ * cnl_gpu_audit_shrunk - whether a slice shrinking in flight to
+ * @shrink_to bytes may be held to the smaller quota: its @n processes
+ * hold at most that in all, every one of them told (a usage NVML cannot
+ * tell keeps the larger quota; a shrink refuses new allocations, the
+ * audit must not kill for it).  Pure.
+ */
+bool cnl_gpu_audit_shrunk(const struct cnl_audit_proc *procs, int n,
+                          uint64_t shrink_to);
 
 /*
  * cnl_gpu_audit_reason - the words a user reads for a workload killed by

@@ -76,6 +76,24 @@ static void test_pick_threshold(void **state)
 	assert_int_equal(pick(p, -1, 4 * GiB, idx), 0);
 }
 
+/* A shrink in flight holds the slice to the larger quota until its use is
+ * within the smaller one, every process told. */
+static void test_shrunk(void **state)
+{
+	struct cnl_audit_proc p[2] = {{10, 3 * GiB}, {11, 1 * GiB}};
+
+	(void)state;
+	assert_true(cnl_gpu_audit_shrunk(p, 2, 4 * GiB));
+	assert_false(cnl_gpu_audit_shrunk(p, 2, 4 * GiB - 1));
+	assert_true(cnl_gpu_audit_shrunk(p, 0, 0)); /* nothing running */
+	p[1].used = CNL_GPU_USED_UNKNOWN;
+	assert_false(cnl_gpu_audit_shrunk(p, 2, 40 * GiB));
+	/* No wrap-around: huge figures are over, not under. */
+	p[0].used = UINT64_MAX - 1;
+	p[1].used = 2;
+	assert_false(cnl_gpu_audit_shrunk(p, 2, 4 * GiB));
+}
+
 static void test_pick_order(void **state)
 {
 	struct cnl_audit_proc p[4] = {
@@ -412,6 +430,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_pick_threshold),
 	    cmocka_unit_test(test_pick_order),
+	    cmocka_unit_test(test_shrunk),
 	    cmocka_unit_test(test_pick_unknown),
 	    cmocka_unit_test(test_reason),
 	    cmocka_unit_test_setup_teardown(test_procs_devices, setup_node,
