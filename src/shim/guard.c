@@ -26,12 +26,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/close_range.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim/guard.h"
+#include "shim/region.h"
 
 #define CNL_EXPORT __attribute__((visibility("default")))
 
@@ -137,4 +141,68 @@ CNL_EXPORT int dup2(int oldfd, int newfd)
 	if (oldfd == newfd) /* dup3 refuses it; dup2 checks oldfd */
 		return fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
 	return dup3(oldfd, newfd, 0);
+}
+
+/* The IPC registry -------------------------------------------------------- */
+
+int cnl_guard_ipc_path(const struct cnl_region *r, const char *region_path,
+                       const char *kind, const void *handle, char *buf,
+                       unsigned long cap)
+{
+	const unsigned char *p = handle;
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+	int n;
+
+	for (int i = 0; i < CNL_GUARD_IPC_HANDLE; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	if (r->ipc_dir[0])
+		n = snprintf(buf, cap, "%s/%s-%016llx", r->ipc_dir, kind,
+		             (unsigned long long)h);
+	else
+		n = snprintf(buf, cap, "%s.ipc/%s-%016llx",
+		             region_path ? region_path : "", kind,
+		             (unsigned long long)h);
+	return n > 0 && (unsigned long)n < cap ? 0 : -ENAMETOOLONG;
+}
+
+void cnl_guard_ipc_register(const struct cnl_region *r, const char *region_path,
+                            const char *kind, const void *handle)
+{
+	char path[512], dir[512];
+	size_t n;
+	int fd;
+
+	if (cnl_guard_ipc_path(r, region_path, kind, handle, path,
+	                       sizeof(path)) < 0)
+		return;
+	n = (size_t)(strrchr(path, '/') - path);
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	mkdir(dir, 0777); /* the slice's own registry, first export */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	n = strnlen(r->project, sizeof(r->project));
+	if (write(fd, r->project, n) < 0)
+		n = 0;
+	close(fd);
+}
+
+int cnl_guard_ipc_owned(const struct cnl_region *r, const char *region_path,
+                        const char *kind, const void *handle)
+{
+	char path[512], owner[CNL_REGION_PROJECT_MAX + 1];
+	ssize_t n = -1;
+	int fd;
+
+	if (cnl_guard_ipc_path(r, region_path, kind, handle, path,
+	                       sizeof(path)) == 0 &&
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, owner, sizeof(owner) - 1);
+		close(fd);
+	}
+	if (n < 0)
+		return 0;
+	owner[n] = '\0';
+	return strcmp(owner, r->project) == 0;
 }

@@ -32,4 +32,25 @@ extern const char cnl_guard_pin_file[];
  */
 int cnl_guard_slot_fd(void);
 
+/*
+ * The IPC registry both shims keep (docs/shim.md, "Isolation"): an
+ * exported handle (CNL_GUARD_IPC_HANDLE bytes) is registered as a file
+ * named KIND-<hash of its bytes>, holding the exporter's project, in the
+ * region's IPC directory (node-wide, mounted into every slice by the
+ * agent) or, where the agent set none, "<region_path>.ipc" (this slice
+ * only).
+ */
+#define CNL_GUARD_IPC_HANDLE 64
+struct cnl_region;
+/* cnl_guard_ipc_path - the registry file of a handle; 0 or -ENAMETOOLONG. */
+int cnl_guard_ipc_path(const struct cnl_region *r, const char *region_path,
+                       const char *kind, const void *handle, char *buf,
+                       unsigned long cap);
+/* cnl_guard_ipc_register - file a handle this process exported. */
+void cnl_guard_ipc_register(const struct cnl_region *r, const char *region_path,
+                            const char *kind, const void *handle);
+/* cnl_guard_ipc_owned - whether a handle is registered by r's project. */
+int cnl_guard_ipc_owned(const struct cnl_region *r, const char *region_path,
+                        const char *kind, const void *handle);
+
 #endif /* CNL_SHIM_GUARD_H */

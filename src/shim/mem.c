@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shim/guard.h"
 #include "shim/shim-internal.h"
 
 /* Handle table ---------------------------------------------------------------
@@ -1168,61 +1169,22 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
  */
 static int ipc_path(const char *kind, const void *handle, char *buf, size_t cap)
 {
-	const unsigned char *p = handle;
-	const char *dir = cnl_shim.r->ipc_dir;
-	const char *region = cnl_shim_region_path();
-	uint64_t h = 0xcbf29ce484222325ULL;
-	int n;
-
-	for (int i = 0; i < CU_IPC_HANDLE_SIZE; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	if (dir[0])
-		n = snprintf(buf, cap, "%s/%s-%016llx", dir, kind,
-		             (unsigned long long)h);
-	else
-		n = snprintf(buf, cap, "%s.ipc/%s-%016llx",
-		             region ? region : "", kind, (unsigned long long)h);
-	return n > 0 && (size_t)n < cap ? 0 : -ENAMETOOLONG;
+	return cnl_guard_ipc_path(cnl_shim.r, cnl_shim_region_path(), kind,
+	                          handle, buf, cap);
 }
 
 static void ipc_register(const char *kind, const void *handle)
 {
-	char path[512], dir[512];
-	int fd;
-	size_t n;
-
-	if (ipc_path(kind, handle, path, sizeof(path)) < 0)
-		return;
-	n = (size_t)(strrchr(path, '/') - path);
-	memcpy(dir, path, n);
-	dir[n] = '\0';
-	mkdir(dir, 0777); /* the slice's own registry, first export */
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	n = strnlen(cnl_shim.r->project, sizeof(cnl_shim.r->project));
-	if (write(fd, cnl_shim.r->project, n) < 0)
-		n = 0;
-	close(fd);
+	cnl_guard_ipc_register(cnl_shim.r, cnl_shim_region_path(), kind,
+	                       handle);
 }
 
 /* Whether a handle may be opened here; logs the first refusal. */
 static int ipc_allowed(const char *kind, const void *handle)
 {
-	char path[512], owner[CNL_REGION_PROJECT_MAX + 1];
-	ssize_t n = -1;
-	int fd;
-
-	if (ipc_path(kind, handle, path, sizeof(path)) == 0 &&
-	    (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		n = read(fd, owner, sizeof(owner) - 1);
-		close(fd);
-	}
-	if (n >= 0) {
-		owner[n] = '\0';
-		if (strcmp(owner, cnl_shim.r->project) == 0)
-			return 1;
-	}
+	if (cnl_guard_ipc_owned(cnl_shim.r, cnl_shim_region_path(), kind,
+	                        handle))
+		return 1;
 	cnl_log_once(CNL_LOG_IPC_DENIED,
 	             "CUDA IPC %s handle from outside project %s refused", kind,
 	             cnl_shim.r->project);
