@@ -206,3 +206,31 @@ int cnl_guard_ipc_owned(const struct cnl_region *r, const char *region_path,
 	owner[n] = '\0';
 	return strcmp(owner, r->project) == 0;
 }
+
+/* The compute rate --------------------------------------------------------- */
+
+#define BOARD_POLL_NS 1000000ULL
+
+static _Atomic uint64_t board_at;
+static _Atomic unsigned board_pct;
+
+unsigned cnl_guard_rate(const struct cnl_region *r, int board_fd,
+                        unsigned long long now)
+{
+	unsigned pct =
+	    atomic_load_explicit(&r->share_pct, memory_order_relaxed);
+	uint64_t at;
+
+	if (board_fd < 0 || !pct)
+		return pct;
+	at = atomic_load_explicit(&board_at, memory_order_acquire);
+	if (at && now >= at && now - at < BOARD_POLL_NS)
+		return atomic_load_explicit(&board_pct, memory_order_relaxed);
+	pct = cnl_board_rate_fd(
+	    board_fd,
+	    atomic_load_explicit(&r->board_slot, memory_order_relaxed), pct,
+	    now);
+	atomic_store_explicit(&board_pct, pct, memory_order_relaxed);
+	atomic_store_explicit(&board_at, now, memory_order_release);
+	return pct;
+}

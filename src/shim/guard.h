@@ -32,6 +32,22 @@ extern const char cnl_guard_pin_file[];
  */
 int cnl_guard_slot_fd(void);
 
+struct cnl_region;
+
+/*
+ * cnl_guard_rate - the compute rate (percent) of the slice of region r at
+ * time now: its share, scaled up by the idle shares of its GPU's board
+ * when it has one (board_fd from cnl_board_open, or -1).  The board is
+ * read and written through its descriptor (two system calls,
+ * cnl_board_rate_fd), never mapped: any slice of the GPU may truncate it,
+ * and a mapping would then raise SIGBUS here.  So its answer is kept for
+ * a millisecond: a slice counts as active for CNL_BOARD_ACTIVE_NS after
+ * its last mark, fifty times longer.  Threads racing here at worst both
+ * ask the board.
+ */
+unsigned cnl_guard_rate(const struct cnl_region *r, int board_fd,
+                        unsigned long long now);
+
 /*
  * The IPC registry both shims keep (docs/shim.md, "Isolation"): an
  * exported handle (CNL_GUARD_IPC_HANDLE bytes) is registered as a file
@@ -41,7 +57,6 @@ int cnl_guard_slot_fd(void);
  * only).
  */
 #define CNL_GUARD_IPC_HANDLE 64
-struct cnl_region;
 /* cnl_guard_ipc_path - the registry file of a handle; 0 or -ENAMETOOLONG. */
 int cnl_guard_ipc_path(const struct cnl_region *r, const char *region_path,
                        const char *kind, const void *handle, char *buf,

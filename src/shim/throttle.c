@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "shim/guard.h"
 #include "shim/shim-internal.h"
 
 #define RING          16
@@ -98,35 +99,9 @@ int cnl_throttle_active(void)
 	return pct > 0 && pct < 100;
 }
 
-/*
- * The board is read and written through its descriptor (two system calls,
- * cnl_board_rate_fd), so its answer is kept for BOARD_POLL_NS: a slice
- * counts as active for CNL_BOARD_ACTIVE_NS after its last mark, fifty
- * times longer.  Threads racing here at worst both ask the board.
- */
-#define BOARD_POLL_NS 1000000ULL
-
-static _Atomic uint64_t board_at;
-static _Atomic unsigned board_pct;
-
 static unsigned rate(uint64_t now)
 {
-	unsigned pct =
-	    atomic_load_explicit(&cnl_shim.r->share_pct, memory_order_relaxed);
-	uint64_t at;
-
-	if (cnl_shim.board < 0 || !pct)
-		return pct;
-	at = atomic_load_explicit(&board_at, memory_order_acquire);
-	if (at && now >= at && now - at < BOARD_POLL_NS)
-		return atomic_load_explicit(&board_pct, memory_order_relaxed);
-	pct = cnl_board_rate_fd(
-	    cnl_shim.board,
-	    atomic_load_explicit(&cnl_shim.r->board_slot, memory_order_relaxed),
-	    pct, now);
-	atomic_store_explicit(&board_pct, pct, memory_order_relaxed);
-	atomic_store_explicit(&board_at, now, memory_order_release);
-	return pct;
+	return cnl_guard_rate(cnl_shim.r, cnl_shim.board, now);
 }
 
 static CUevent take_event(void)

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "shim/guard.h"
 #include "shim/hip/hip-internal.h"
 
 #define RING          16
@@ -79,36 +80,9 @@ static int active(void)
 	return pct > 0 && pct < 100;
 }
 
-/*
- * The board is read and written through its descriptor (two system calls,
- * cnl_board_rate_fd), never mapped: any slice of the GPU may truncate it,
- * and a mapping would then raise SIGBUS here.  So its answer is kept for
- * BOARD_POLL_NS, as the CUDA shim does (src/shim/throttle.c); threads
- * racing here at worst both ask the board.
- */
-#define BOARD_POLL_NS 1000000ULL
-
-static _Atomic uint64_t board_at;
-static _Atomic unsigned board_pct;
-
 static unsigned rate(uint64_t now)
 {
-	unsigned pct =
-	    atomic_load_explicit(&cnl_hip.r->share_pct, memory_order_relaxed);
-	uint64_t at;
-
-	if (cnl_hip.board < 0 || !pct)
-		return pct;
-	at = atomic_load_explicit(&board_at, memory_order_acquire);
-	if (at && now >= at && now - at < BOARD_POLL_NS)
-		return atomic_load_explicit(&board_pct, memory_order_relaxed);
-	pct = cnl_board_rate_fd(
-	    cnl_hip.board,
-	    atomic_load_explicit(&cnl_hip.r->board_slot, memory_order_relaxed),
-	    pct, now);
-	atomic_store_explicit(&board_pct, pct, memory_order_relaxed);
-	atomic_store_explicit(&board_at, now, memory_order_release);
-	return pct;
+	return cnl_guard_rate(cnl_hip.r, cnl_hip.board, now);
 }
 
 static hipEvent_t take_event(void)
