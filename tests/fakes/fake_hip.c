@@ -1129,3 +1129,84 @@ API const char *hipGetErrorString(hipError_t e)
 {
 	return e == hipSuccess ? "hipSuccess" : "fake HIP error";
 }
+
+/* Entry points the shim refuses inside a slice (imports, mipmapped arrays,
+ * launches by host pointer or on several devices).  The fake checks its
+ * arguments as the runtime does and answers as if the work were done, so
+ * that a refusal the tests see is the shim's, never the fake's. */
+API hipError_t
+hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle,
+                                void *osHandle, hipMemAllocationHandleType type)
+{
+	if (!handle || (type == hipMemHandleTypePosixFileDescriptor &&
+	                (intptr_t)osHandle < 0))
+		return hipErrorInvalidValue;
+	*handle = (hipMemGenericAllocationHandle_t)(uintptr_t)0x1000;
+	return hipSuccess;
+}
+
+API hipError_t hipMemPoolImportFromShareableHandle(
+    hipMemPool_t *pool, void *shared, hipMemAllocationHandleType type,
+    unsigned int flags)
+{
+	if (!pool || flags)
+		return hipErrorInvalidValue;
+	*pool = (hipMemPool_t)(uintptr_t)0x2000;
+	return hipSuccess;
+}
+
+API hipError_t hipMemPoolImportPointer(void **ptr, hipMemPool_t pool,
+                                       hipMemPoolPtrExportData *data)
+{
+	if (!ptr || !pool || !data)
+		return hipErrorInvalidValue;
+	*ptr = (void *)(uintptr_t)0x3000;
+	return hipSuccess;
+}
+
+API hipError_t hipImportExternalMemory(hipExternalMemory_t *mem,
+                                       const hipExternalMemoryHandleDesc *desc)
+{
+	if (!mem || !desc || !desc->size)
+		return hipErrorInvalidValue;
+	*mem = (hipExternalMemory_t)(uintptr_t)0x4000;
+	return hipSuccess;
+}
+
+API hipError_t hipMallocMipmappedArray(hipMipmappedArray_t *arr,
+                                       const struct hipChannelFormatDesc *desc,
+                                       struct hipExtent extent,
+                                       unsigned int levels, unsigned int flags)
+{
+	if (!arr || !desc || !extent.width || !levels)
+		return hipErrorInvalidValue;
+	*arr = (hipMipmappedArray_t)(uintptr_t)0x5000;
+	return hipSuccess;
+}
+
+API hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *arr,
+                                       HIP_ARRAY3D_DESCRIPTOR *desc,
+                                       unsigned int levels)
+{
+	if (!arr || !desc || !desc->Width || !levels)
+		return hipErrorInvalidValue;
+	*arr = (hipMipmappedArray_t)(uintptr_t)0x6000;
+	return hipSuccess;
+}
+
+API hipError_t hipLaunchByPtr(const void *func)
+{
+	return func ? hipSuccess : hipErrorInvalidDeviceFunction;
+}
+
+API hipError_t hipLaunchCooperativeKernelMultiDevice(hipLaunchParams *list,
+                                                     int n, unsigned int flags)
+{
+	return list && n == 1 ? hipSuccess : hipErrorInvalidValue;
+}
+
+API hipError_t hipExtLaunchMultiKernelMultiDevice(hipLaunchParams *list, int n,
+                                                  unsigned int flags)
+{
+	return list && n == 1 ? hipSuccess : hipErrorInvalidValue;
+}

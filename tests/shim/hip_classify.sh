@@ -39,16 +39,7 @@ hipMipmappedArrayGetLevel: a view of an existing array
 hipTexRefSetMipmappedArray: binds, allocates nothing
 hipFreeMipmappedArray: frees what an unhooked path made
 hipMipmappedArrayDestroy: frees what an unhooked path made
-hipMallocMipmappedArray: GAP: mipmapped array, not charged
-hipMipmappedArrayCreate: GAP: mipmapped array, not charged
-hipLaunchByPtr: GAP: legacy launch, not throttled
-hipExtLaunchMultiKernelMultiDevice: GAP: multi-device launch, not throttled
-hipLaunchCooperativeKernelMultiDevice: GAP: multi-device launch, not throttled
 _ZN8hip_impl22hipLaunchKernelGGLImplEmRK4dim3S2_jP12ihipStream_tPPv: GAP: old C++ launch path, not throttled
-hipMemImportFromShareableHandle: GAP: import by file descriptor, not project-checked
-hipMemPoolImportFromShareableHandle: GAP: import by file descriptor, not project-checked
-hipMemPoolImportPointer: GAP: import from an imported pool, not project-checked
-hipImportExternalMemory: GAP: external memory import, not project-checked
 hipImportExternalSemaphore: synchronisation only, no memory
 '
 families='Malloc|Alloc|Launch|MemCreate|IpcOpen|MemGetInfo|TotalMem|ArrayCreate|3DCreate|Mipmapped|ProcAddress|HostRegister|Import|MemMap'

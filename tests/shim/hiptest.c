@@ -25,6 +25,11 @@
  *                           or found by dlsym) or with dlopen (dlopen), and
  *                           allocate BYTES through its cnl_escape_hip_alloc;
  *                           "refused" (not loaded), "ok" or "fail RC"
+ *     door NAME             call an entry point the shim refuses inside a
+ *                           slice, with valid arguments (NAME import-vmm|
+ *                           import-pool|import-ptr|import-ext|mipmap|
+ *                           mipmap-create|launch-ptr|launch-coop-multi|
+ *                           launch-ext-multi); "ok" or "fail RC"
  *   hiptest greedy MODE US SECONDS
  *                         launch US-microsecond kernels through MODE
  *                         kernel|spt|ext|module|extmodule|extmodulecxx|
@@ -264,6 +269,59 @@ static void do_ns(const char *how, unsigned long long n, const char *lib)
 		printf("fail %d\n", rc);
 }
 
+/* The entry points the shim refuses inside a slice, called as a program
+ * would, with arguments the runtime accepts. */
+static hipError_t door(const char *name)
+{
+	static char kernel;
+	hipMemGenericAllocationHandle_t h;
+	hipMemPoolPtrExportData data = {{0}};
+	hipExternalMemoryHandleDesc ext = {0};
+	struct hipChannelFormatDesc desc = {32, 0, 0, 0,
+	                                    hipChannelFormatKindFloat};
+	HIP_ARRAY3D_DESCRIPTOR d3 = {0};
+	hipLaunchParams lp = {0};
+	hipMipmappedArray_t arr;
+	hipExternalMemory_t mem;
+	hipMemPool_t mp;
+	void *p;
+
+	if (strcmp(name, "import-vmm") == 0)
+		return hipMemImportFromShareableHandle(
+		    &h, (void *)(intptr_t)0,
+		    hipMemHandleTypePosixFileDescriptor);
+	if (strcmp(name, "import-pool") == 0)
+		return hipMemPoolImportFromShareableHandle(
+		    &mp, (void *)(intptr_t)0,
+		    hipMemHandleTypePosixFileDescriptor, 0);
+	if (strcmp(name, "import-ptr") == 0)
+		return hipMemPoolImportPointer(
+		    &p, (hipMemPool_t)(uintptr_t)0x2000, &data);
+	if (strcmp(name, "import-ext") == 0) {
+		ext.type = hipExternalMemoryHandleTypeOpaqueFd;
+		ext.size = 1 << 20;
+		return hipImportExternalMemory(&mem, &ext);
+	}
+	if (strcmp(name, "mipmap") == 0)
+		return hipMallocMipmappedArray(
+		    &arr, &desc, (struct hipExtent){1024, 1024, 0}, 4, 0);
+	if (strcmp(name, "mipmap-create") == 0) {
+		d3.Width = d3.Height = 1024;
+		d3.Format = HIP_AD_FORMAT_FLOAT;
+		d3.NumChannels = 1;
+		return hipMipmappedArrayCreate(&arr, &d3, 4);
+	}
+	if (strcmp(name, "launch-ptr") == 0)
+		return hipLaunchByPtr(&kernel);
+	lp.func = &kernel;
+	lp.gridDim = lp.blockDim = (dim3){1, 1, 1};
+	if (strcmp(name, "launch-coop-multi") == 0)
+		return hipLaunchCooperativeKernelMultiDevice(&lp, 1, 0);
+	if (strcmp(name, "launch-ext-multi") == 0)
+		return hipExtLaunchMultiKernelMultiDevice(&lp, 1, 0);
+	return hipErrorInvalidValue;
+}
+
 static void answer_rc(hipError_t rc, int id)
 {
 	if (rc == hipSuccess && id >= 0)
@@ -349,6 +407,8 @@ static int repl(void)
 			printf("ok\n");
 		} else if (sscanf(line, "ns %63s %llu %399s", a, &n, b) == 3) {
 			do_ns(a, n, b);
+		} else if (sscanf(line, "door %63s", a) == 1) {
+			answer_rc(door(a), -1);
 		} else {
 			printf("? %s", line);
 		}

@@ -324,6 +324,43 @@ static void test_ipc(void **state)
 	cnl_region_unmap(&x);
 }
 
+/* The doors that cannot be charged or checked (imports by descriptor, pool
+ * pointers, external memory, mipmapped arrays) are refused inside a slice,
+ * and the launches the brackets cannot measure under a share; the fake
+ * runtime itself serves every one of them. */
+static void test_doors(void **state)
+{
+	static const char *const doors[] = {
+	    "import-vmm",      "import-pool",
+	    "import-ptr",      "import-ext",
+	    "mipmap",          "mipmap-create",
+	    "launch-ptr",      "launch-coop-multi",
+	    "launch-ext-multi"};
+	struct cnl_region_opts o = {.ipc_dir = ipc_dir};
+	char *env[] = {env_region, env_gpu, NULL};
+	char *env_none[] = {"CNLAB_REGION=", env_gpu, NULL};
+	struct child c, cn;
+	char cmd[64], line[128];
+
+	(void)state;
+	assert_int_equal(cnl_region_create(region_path, 64 * MiB, 30, "p1", &o),
+	                 0);
+	c = repl(env);
+	cn = spawn((char *[]){"repl", NULL}, env_none, 0);
+	assert_int_equal(read_line(&cn, line, sizeof(line)), 0);
+	for (size_t i = 0; i < sizeof(doors) / sizeof(doors[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "door %s", doors[i]);
+		assert_int_equal(ask(&c, cmd, line, sizeof(line)), 0);
+		print_message("%s in a slice: %s\n", doors[i], line);
+		assert_string_equal(line,
+		                    "fail 801"); /* hipErrorNotSupported */
+		assert_int_equal(ask(&cn, cmd, line, sizeof(line)), 0);
+		assert_string_equal(line, "ok");
+	}
+	assert_int_equal(reap(&c), 0);
+	assert_int_equal(reap(&cn), 0);
+}
+
 /* A region named but unusable: allocations refused, nothing free, IPC
  * refused, the program keeps running. */
 static void test_broken_region(void **state)
@@ -373,6 +410,7 @@ int main(void)
 	    cmocka_unit_test(test_meminfo),
 	    cmocka_unit_test(test_dlsym),
 	    cmocka_unit_test(test_ipc),
+	    cmocka_unit_test(test_doors),
 	    cmocka_unit_test(test_broken_region),
 	};
 

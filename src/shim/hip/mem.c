@@ -902,3 +902,95 @@ hipError_t hipIpcOpenEventHandle(hipEvent_t *event, hipIpcEventHandle_t handle)
 		return hipErrorNotSupported;
 	return real(event, handle);
 }
+
+/* Doors refused in a slice ------------------------------------------------
+ *
+ * Memory imported from a file descriptor, a pool's export or an external
+ * API cannot be told to belong to this project (the CUDA shim keys such
+ * handles by their open file; HIP 5.2's fake and real runtimes give no
+ * way to register them at export), and mipmapped arrays are not charged:
+ * inside a slice all are refused (hipErrorNotSupported, HIP 5.2 has no
+ * "not permitted"), one line per process.  Outside one they pass.
+ */
+static int door_refused(const char *what)
+{
+	if (!accounting())
+		return 0;
+	cnl_hip_log_once(CNL_HIP_LOG_IPC_DENIED,
+	                 "%s refused inside a slice: its memory cannot be "
+	                 "charged or checked against the project",
+	                 what);
+	return 1;
+}
+
+hipError_t
+hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle,
+                                void *osHandle, hipMemAllocationHandleType type)
+{
+	cnl_hip_real_hipMemImportFromShareableHandle_t real =
+	    CNL_HIP_REAL(hipMemImportFromShareableHandle);
+
+	if (door_refused("hipMemImportFromShareableHandle"))
+		return hipErrorNotSupported;
+	return real ? real(handle, osHandle, type) : hipErrorNotInitialized;
+}
+
+hipError_t hipMemPoolImportFromShareableHandle(hipMemPool_t *pool, void *shared,
+                                               hipMemAllocationHandleType type,
+                                               unsigned int flags)
+{
+	cnl_hip_real_hipMemPoolImportFromShareableHandle_t real =
+	    CNL_HIP_REAL(hipMemPoolImportFromShareableHandle);
+
+	if (door_refused("hipMemPoolImportFromShareableHandle"))
+		return hipErrorNotSupported;
+	return real ? real(pool, shared, type, flags) : hipErrorNotInitialized;
+}
+
+hipError_t hipMemPoolImportPointer(void **ptr, hipMemPool_t pool,
+                                   hipMemPoolPtrExportData *data)
+{
+	cnl_hip_real_hipMemPoolImportPointer_t real =
+	    CNL_HIP_REAL(hipMemPoolImportPointer);
+
+	if (door_refused("hipMemPoolImportPointer"))
+		return hipErrorNotSupported;
+	return real ? real(ptr, pool, data) : hipErrorNotInitialized;
+}
+
+hipError_t hipImportExternalMemory(hipExternalMemory_t *mem,
+                                   const hipExternalMemoryHandleDesc *desc)
+{
+	cnl_hip_real_hipImportExternalMemory_t real =
+	    CNL_HIP_REAL(hipImportExternalMemory);
+
+	if (door_refused("hipImportExternalMemory"))
+		return hipErrorNotSupported;
+	return real ? real(mem, desc) : hipErrorNotInitialized;
+}
+
+hipError_t hipMallocMipmappedArray(hipMipmappedArray_t *arr,
+                                   const struct hipChannelFormatDesc *desc,
+                                   struct hipExtent extent, unsigned int levels,
+                                   unsigned int flags)
+{
+	cnl_hip_real_hipMallocMipmappedArray_t real =
+	    CNL_HIP_REAL(hipMallocMipmappedArray);
+
+	if (door_refused("hipMallocMipmappedArray"))
+		return hipErrorNotSupported;
+	return real ? real(arr, desc, extent, levels, flags)
+	            : hipErrorNotInitialized;
+}
+
+hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *arr,
+                                   HIP_ARRAY3D_DESCRIPTOR *desc,
+                                   unsigned int levels)
+{
+	cnl_hip_real_hipMipmappedArrayCreate_t real =
+	    CNL_HIP_REAL(hipMipmappedArrayCreate);
+
+	if (door_refused("hipMipmappedArrayCreate"))
+		return hipErrorNotSupported;
+	return real ? real(arr, desc, levels) : hipErrorNotInitialized;
+}

@@ -362,3 +362,49 @@ hipError_t hipGraphLaunch_spt(hipGraphExec_t exec, hipStream_t stream)
 
 	THROTTLED(real, stream, 1, real(exec, stream));
 }
+
+/* Launches the event brackets cannot measure (a kernel by its host
+ * pointer, the legacy configure-then-launch path; several devices at
+ * once): refused while the slice's share is enforced, one line per
+ * process; untouched otherwise. */
+static int launch_refused(const char *what)
+{
+	if (!active())
+		return 0;
+	cnl_hip_log_once(CNL_HIP_LOG_IPC_DENIED,
+	                 "%s refused: the slice's compute share cannot be "
+	                 "enforced on it",
+	                 what);
+	return 1;
+}
+
+hipError_t hipLaunchByPtr(const void *func)
+{
+	cnl_hip_real_hipLaunchByPtr_t real = CNL_HIP_REAL(hipLaunchByPtr);
+
+	if (launch_refused("hipLaunchByPtr"))
+		return hipErrorNotSupported;
+	return real ? real(func) : hipErrorNotInitialized;
+}
+
+hipError_t hipLaunchCooperativeKernelMultiDevice(hipLaunchParams *list, int n,
+                                                 unsigned int flags)
+{
+	cnl_hip_real_hipLaunchCooperativeKernelMultiDevice_t real =
+	    CNL_HIP_REAL(hipLaunchCooperativeKernelMultiDevice);
+
+	if (launch_refused("hipLaunchCooperativeKernelMultiDevice"))
+		return hipErrorNotSupported;
+	return real ? real(list, n, flags) : hipErrorNotInitialized;
+}
+
+hipError_t hipExtLaunchMultiKernelMultiDevice(hipLaunchParams *list, int n,
+                                              unsigned int flags)
+{
+	cnl_hip_real_hipExtLaunchMultiKernelMultiDevice_t real =
+	    CNL_HIP_REAL(hipExtLaunchMultiKernelMultiDevice);
+
+	if (launch_refused("hipExtLaunchMultiKernelMultiDevice"))
+		return hipErrorNotSupported;
+	return real ? real(list, n, flags) : hipErrorNotInitialized;
+}
