@@ -73,9 +73,23 @@ const char *cnl_guard_region_path(char *buf, unsigned cap, int *ret_broken,
 	return NULL;
 }
 
+static int (*_Atomic slot_fd_of)(void);
+
+void cnl_guard_keep_slot_fd(int (*slot_fd)(void))
+{
+	atomic_store(&slot_fd_of, slot_fd);
+}
+
+static int slot_fd_now(void)
+{
+	int (*f)(void) = atomic_load(&slot_fd_of);
+
+	return f ? f() : -1;
+}
+
 static int is_slot_fd(int fd)
 {
-	return fd >= 0 && fd == cnl_guard_slot_fd();
+	return fd >= 0 && fd == slot_fd_now();
 }
 
 /* Close [first, last] (flags as close_range's). */
@@ -109,7 +123,7 @@ CNL_EXPORT int close(int fd)
 
 CNL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-	int keep = cnl_guard_slot_fd();
+	int keep = slot_fd_now();
 
 	if ((flags & CLOSE_RANGE_CLOEXEC) || keep < 0 ||
 	    (unsigned int)keep < first || (unsigned int)keep > last)

@@ -25,12 +25,14 @@ const char *cnl_guard_region_path(char *buf, unsigned cap, int *ret_broken,
 extern const char cnl_guard_pin_file[];
 
 /*
- * cnl_guard_slot_fd - defined by each shim: the descriptor whose record
- * lock owns this process's slot, or -1 while it owns none.  close,
- * close_range, closefrom, dup2 and dup3 (exported by guard.c) keep that
- * descriptor open.
+ * cnl_guard_keep_slot_fd - each shim names, once, the function that says
+ * which descriptor's record lock owns this process's slot (or -1 while it
+ * owns none): close, close_range, closefrom, dup2 and dup3 (exported by
+ * guard.c) keep that descriptor open.  A function pointer, so that
+ * guard.c needs no symbol of the shim that compiles it (no cycle between
+ * files, build.no_cycles).
  */
-int cnl_guard_slot_fd(void);
+void cnl_guard_keep_slot_fd(int (*slot_fd)(void));
 
 struct cnl_region;
 

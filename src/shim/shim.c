@@ -265,7 +265,7 @@ static void attach_locked(void)
 }
 
 /* The descriptor close, closefrom and the like keep open (guard.c). */
-int cnl_guard_slot_fd(void)
+static int slot_fd(void)
 {
 	return cnl_shim.mode == CNL_MODE_ON && cnl_shim.slot >= 0
 	           ? cnl_shim.h.fd
@@ -285,6 +285,7 @@ static void atfork_child(void)
 
 static void attach_first(void)
 {
+	cnl_guard_keep_slot_fd(slot_fd);
 	pthread_mutex_lock(&attach_lock);
 	attach_locked();
 	pthread_mutex_unlock(&attach_lock);

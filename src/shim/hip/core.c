@@ -215,7 +215,7 @@ const char *cnl_hip_region_path(void)
 }
 
 /* The descriptor close, closefrom and the like keep open (guard.c). */
-int cnl_guard_slot_fd(void)
+static int slot_fd(void)
 {
 	return cnl_hip.mode == CNL_HIP_ON && cnl_hip.slot >= 0 ? cnl_hip.h.fd
 	                                                       : -1;
@@ -281,6 +281,7 @@ static void atfork_child(void)
 
 static void attach_first(void)
 {
+	cnl_guard_keep_slot_fd(slot_fd);
 	pthread_mutex_lock(&attach_lock);
 	attach_locked();
 	pthread_mutex_unlock(&attach_lock);
