@@ -1316,20 +1316,23 @@ static int capture_refused(CUstream s, int ptds)
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	cnl_real_cuMemAlloc_t real = CNL_REAL(cuMemAlloc);
+	uint64_t bytes;
 	CUresult rc;
 
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!accounting())
 		return real(dptr, bytesize);
-	if ((rc = cnl_charge(bytesize)) != CUDA_SUCCESS)
+	/* Whole pages, as cuMemAlloc_v2: the driver reserves them alike. */
+	bytes = reserved_size(bytesize);
+	if ((rc = cnl_charge(bytes)) != CUDA_SUCCESS)
 		return rc;
 	rc = real(dptr, bytesize);
 	if (rc != CUDA_SUCCESS) {
-		cnl_uncharge(bytesize);
+		cnl_uncharge(bytes);
 		return rc;
 	}
-	if (track(CNL_OBJ_PTR, *dptr, bytesize, 0) != CUDA_SUCCESS) {
+	if (track(CNL_OBJ_PTR, *dptr, bytes, 0) != CUDA_SUCCESS) {
 		cuMemFree(*dptr);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}

@@ -180,6 +180,16 @@ static void legacy_32bit(uint64_t quota)
 	CHECK(n > 0 && used() >= got, "cuMemAlloc (32-bit) charged");
 	for (int i = 0; i < n; i++)
 		cuMemFree(p[i]);
+	/* The granularity attack through it: 2 MiB + 1 takes two pages. */
+	for (n = 0; n < 256 && cuMemAlloc(&p[n], 2 * MiB + 1) == CUDA_SUCCESS;)
+		n++;
+	CHECK(cnlfake_used() - before <= quota,
+	      "the driver gave %llu bytes through cuMemAlloc (32-bit) in "
+	      "2 MiB + 1 steps under a quota of %llu",
+	      (unsigned long long)(cnlfake_used() - before),
+	      (unsigned long long)quota);
+	for (int i = 0; i < n; i++)
+		cuMemFree(p[i]);
 	CHECK(used() < 16 * MiB, "cuMemFree (32-bit) gave back");
 
 	CHECK(cuMemGetInfo(&f, &t) == CUDA_SUCCESS && t == quota,
