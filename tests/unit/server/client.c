@@ -70,14 +70,50 @@ void reply_done(struct reply *r)
  * the bearer @token (NULL: none) and one @extra header (NULL: none).  The
  * reply body must be JSON.
  */
+/* http_n's request; the libcurl result, nothing asserted and nothing
+ * parsed (for worker threads, where cmocka may not assert). */
+static CURLcode perform(const char *method, const char *path, const char *token,
+                        const char *body, size_t body_len, const char *extra,
+                        long timeout_s, struct reply *r);
+
 void http_n(const char *method, const char *path, const char *token,
             const char *body, size_t body_len, const char *extra,
             struct reply *r)
 {
+	json_error_t jerr;
+
+	assert_int_equal(
+	    perform(method, path, token, body, body_len, extra, 30, r),
+	    CURLE_OK);
+	if (!r->raw)
+		fail_msg("%s %s: empty reply, status %ld", method, path,
+		         r->status);
+	if (strncmp(r->content_type, "application/json", 16) != 0)
+		return; /* /metrics and the like: raw text only */
+	r->body = json_loads(r->raw, 0, &jerr);
+	if (!r->body)
+		fail_msg("reply is not JSON: %s", r->raw);
+}
+
+int http_try(const char *method, const char *path, const char *token,
+             const char *body, long timeout_s, struct reply *r)
+{
+	if (perform(method, path, token, body, 0, NULL, timeout_s, r) !=
+	    CURLE_OK)
+		return -1;
+	if (r->raw && strncmp(r->content_type, "application/json", 16) == 0)
+		r->body = json_loads(r->raw, 0, NULL);
+	return 0;
+}
+
+static CURLcode perform(const char *method, const char *path, const char *token,
+                        const char *body, size_t body_len, const char *extra,
+                        long timeout_s, struct reply *r)
+{
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
 	char url[512], auth[CNL_AUTH_JWT_MAX + 32];
-	json_error_t jerr;
+	CURLcode rc;
 
 	memset(r, 0, sizeof(*r));
 	assert_non_null(c);
@@ -88,7 +124,7 @@ void http_n(const char *method, const char *path, const char *token,
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
 	if (body) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(
@@ -103,18 +139,11 @@ void http_n(const char *method, const char *path, const char *token,
 	if (extra)
 		h = curl_slist_append(h, extra);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
-	if (!r->raw)
-		fail_msg("%s %s: empty reply, status %ld", method, path,
-		         r->status);
-	if (strncmp(r->content_type, "application/json", 16) != 0)
-		return; /* /metrics and the like: raw text only */
-	r->body = json_loads(r->raw, 0, &jerr);
-	if (!r->body)
-		fail_msg("reply is not JSON: %s", r->raw);
+	return rc;
 }
 
 void http(const char *method, const char *path, const char *token,

@@ -31,6 +31,13 @@ void reply_done(struct reply *r);
 void http_n(const char *method, const char *path, const char *token,
             const char *body, size_t body_len, const char *extra,
             struct reply *r);
+/*
+ * The same without assertions, for worker threads: 0 with the reply in @r
+ * (a JSON body parsed when it is JSON), or -1 when no HTTP reply came
+ * within @timeout_s (@r still to be released with reply_done).
+ */
+int http_try(const char *method, const char *path, const char *token,
+             const char *body, long timeout_s, struct reply *r);
 void http(const char *method, const char *path, const char *token,
           const char *body, struct reply *r);
 
