@@ -4,6 +4,8 @@
 # (default 1000), beside its baselines measured in the same run:
 #
 #   /bin/true                      the cost of fork + exec + exit here
+#   static-true                    the same for a static program that
+#                                  does nothing: the floor for cnlab
 #   cnlab --version                the static CLI (src/cli, -static)
 #   cnlab-dynamic --version        the same code linked dynamically
 #   cnlab jobs list                a real request to a local cnlabd
@@ -20,7 +22,7 @@ runs=$build/bench/cli_start_runs
 cnlab=$build/src/cli/cnlab
 dyn=$build/bench/cnlab-dynamic
 cnlabd=$build/src/server/cnlabd
-for f in "$runs" "$cnlab" "$dyn" "$cnlabd"; do
+for f in "$runs" "$cnlab" "$dyn" "$cnlabd" "$build/bench/static-true"; do
 	[ -x "$f" ] || { echo "cli_start: $f not built" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
@@ -48,12 +50,15 @@ done
 [ -n "$port" ] || { echo "cli_start: cnlabd did not start: $(cat "$tmp/err")" >&2; exit 1; }
 echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "http://127.0.0.1:$port" \
 	--user root --password-stdin >/dev/null
+"$cnlab" project create bench >/dev/null
+"$cnlab" project member add bench root >/dev/null
 
 echo "cnlab start-up: CPU (user+sys) and wall time per run, $n runs each"
 echo "static: $(file -b "$cnlab" | cut -d, -f1-4)"
 echo "size: $(stat -c %s "$cnlab") bytes ($(strip -o "$tmp/s" "$cnlab" && stat -c %s "$tmp/s") stripped)"
 printf '%-44s %8s %8s %6s\n' "command" "cpu_ms" "wall_ms" "failed"
-"$runs" "$n" "/bin/true (baseline: fork+exec)" /bin/true
+"$runs" "$n" "/bin/true (baseline: dynamic exec)" /bin/true
+"$runs" "$n" "static-true (baseline: static exec)" "$build/bench/static-true"
 "$runs" "$n" "cnlab --version (static)" "$cnlab" --version
 "$runs" "$n" "cnlab-dynamic --version (baseline)" "$dyn" --version
 "$runs" "$n" "cnlab jobs list (static, local cnlabd)" "$cnlab" jobs list

@@ -639,6 +639,13 @@ static int conn_open(struct cnl_client *cl, struct conn *c, const struct url *u,
 	int r, err = ECONNREFUSED;
 	int64_t t0 = now_ms();
 
+	unsigned char lit[16];
+
+	/* An address literal needs no look-up (nor AI_ADDRCONFIG's netlink
+	 * query). */
+	if (inet_pton(AF_INET, u->host, lit) == 1 ||
+	    inet_pton(AF_INET6, u->host, lit) == 1)
+		hints.ai_flags = AI_NUMERICHOST;
 	r = getaddrinfo(u->host, u->port, &hints, &res);
 	if (r != 0) {
 		f->error = "Couldn't resolve host name";
