@@ -1390,16 +1390,12 @@ int cnl_client_request(struct cnl_client *cl,
 			                        : cms);
 			r = conn_open(cl, c, &u, &io, &f);
 			if (r < 0) {
+				/* Not connected yet: the connect timeout,
+				 * even when the whole limit was shorter. */
 				int to = io.timed_out;
 
-				if (to == CNL_CLIENT_TIMEOUT_CONNECT &&
-				    timeout_ms > 0 && timeout_ms <= cms)
-					to = CNL_CLIENT_TIMEOUT_TOTAL;
 				if (r == -ETIMEDOUT && !to)
 					to = CNL_CLIENT_TIMEOUT_CONNECT;
-				if (to == CNL_CLIENT_TIMEOUT_CONNECT &&
-				    c->fd >= 0)
-					to = CNL_CLIENT_TIMEOUT_IDLE;
 				free(hd.p);
 				if (rq->download)
 					mbedtls_sha256_free(&s.sha);
