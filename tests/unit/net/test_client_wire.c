@@ -7,7 +7,9 @@
  * server given up after the idle timeout while a slow one that moves is
  * waited for, malformed status lines and headers refused, a reply
  * delimited by the close, Upgrade streams (early bytes, echo, refusal),
- * and URLs that would move the token to another host.
+ * a download into a descriptor (its SHA-256, its own limit) and an upload
+ * from one (to a server that never says "100 Continue"), and URLs that
+ * would move the token to another host.
  *
  * The server answers by the request's path; each connection is served by
  * a thread of its own, and the number of connections accepted is counted
@@ -97,6 +99,9 @@ static bool read_request(int fd, char *path, size_t n)
 	return true;
 }
 
+#define HELLO_SHA                                                              \
+	"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+
 static const char ok2[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 
 /* Serve one connection: requests until the peer closes or a path ends
@@ -109,6 +114,9 @@ static void *conn_main(void *arg)
 	while (read_request(fd, path, sizeof(path))) {
 		if (strcmp(path, "/ka") == 0) {
 			say(fd, ok2);
+		} else if (strcmp(path, "/dl") == 0) {
+			say(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+			        "X-Content-SHA256: " HELLO_SHA "\r\n\r\nhello");
 		} else if (strcmp(path, "/chunked") == 0) {
 			say(fd,
 			    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
@@ -551,6 +559,77 @@ static void test_upgrade(void **state)
 	cnl_client_free(cl);
 }
 
+static void test_files(void **state)
+{
+	struct cnl_client *cl = client(0, 5000);
+	struct cnl_client_reply r;
+	char tmpl[] = "/tmp/cnl-wire-XXXXXX", got[16] = "";
+	int fd = mkstemp(tmpl), before;
+	char *big = cnl_xmalloc(300000);
+
+	assert_true(fd >= 0);
+	unlink(tmpl);
+	/* Down into a descriptor, hashed on the way. */
+	assert_int_equal(cnl_client_request(cl,
+	                                    &(struct cnl_client_request){
+	                                        .method = "GET",
+	                                        .path = "/dl",
+	                                        .download = true,
+	                                        .download_fd = fd,
+	                                    },
+	                                    &r),
+	                 0);
+	assert_true(r.downloaded);
+	assert_int_equal(r.download_len, 5);
+	assert_string_equal(r.download_sha256, HELLO_SHA);
+	assert_string_equal(r.server_sha256, HELLO_SHA);
+	assert_int_equal(pread(fd, got, sizeof(got), 0), 5);
+	assert_string_equal(got, "hello");
+	cnl_client_reply_done(&r);
+	/* Over its own limit: refused. */
+	assert_int_equal(cnl_client_request(cl,
+	                                    &(struct cnl_client_request){
+	                                        .method = "GET",
+	                                        .path = "/dl",
+	                                        .download = true,
+	                                        .download_fd = fd,
+	                                        .download_max = 3,
+	                                    },
+	                                    &r),
+	                 -EIO);
+	assert_true(r.too_large);
+	cnl_client_reply_done(&r);
+
+	/* Up from a descriptor (300,000 bytes; a server that never says
+	 * "100 Continue" gets it after a second), then the same connection
+	 * serves the next request: every byte went. */
+	memset(big, 'b', 300000);
+	assert_int_equal(pwrite(fd, big, 300000, 0), 300000);
+	assert_int_equal(get(cl, "/ka", &r), 0);
+	cnl_client_reply_done(&r);
+	before = atomic_load(&accepted);
+	assert_int_equal(cnl_client_request(cl,
+	                                    &(struct cnl_client_request){
+	                                        .method = "PUT",
+	                                        .path = "/ka",
+	                                        .upload = true,
+	                                        .upload_fd = fd,
+	                                        .upload_size = 300000,
+	                                        .sha256 = "x",
+	                                    },
+	                                    &r),
+	                 0);
+	assert_int_equal(r.status, 200);
+	cnl_client_reply_done(&r);
+	assert_int_equal(get(cl, "/ka", &r), 0);
+	assert_string_equal(r.body, "ok");
+	cnl_client_reply_done(&r);
+	assert_int_equal(atomic_load(&accepted), before);
+	free(big);
+	close(fd);
+	cnl_client_free(cl);
+}
+
 static void test_token_stays_home(void **state)
 {
 	struct cnl_client *cl = client(0, 5000);
@@ -589,6 +668,7 @@ int main(void)
 	    cmocka_unit_test(test_idle_timeout),
 	    cmocka_unit_test(test_malformed),
 	    cmocka_unit_test(test_upgrade),
+	    cmocka_unit_test(test_files),
 	    cmocka_unit_test(test_token_stays_home),
 	};
 
