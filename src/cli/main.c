@@ -278,7 +278,7 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		char next[128];
-		int gi = -1;
+		int gi = -1, w;
 
 		if (a[0] == '-') {
 			const char *name = a + (a[1] == '-' ? 2 : 1);
@@ -300,10 +300,12 @@ int main(int argc, char **argv)
 				rest[nrest++] = argv[++i];
 			continue;
 		}
-		snprintf(next, sizeof(next), "%s%s%s", path, path[0] ? " " : "",
-		         a);
-		if (!find_command(path) && is_prefix(next)) {
-			snprintf(path, sizeof(path), "%s", next);
+		/* A path too long to hold is no command's: not a prefix. */
+		w = snprintf(next, sizeof(next), "%s%s%s", path,
+		             path[0] ? " " : "", a);
+		if (w >= 0 && (size_t)w < sizeof(next) && !find_command(path) &&
+		    is_prefix(next)) {
+			memcpy(path, next, (size_t)w + 1);
 			continue;
 		}
 		for (; i < argc && (size_t)nrest < CNL_ARRAY_SIZE(rest); i++)

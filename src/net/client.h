@@ -1,18 +1,19 @@
 /*
- * client.h - CNLab's one HTTP client (libcurl): the CLI, the node agent
- * and cnlabd's JWKS fetch all talk HTTP through it.
+ * client.h - CNLab's one HTTP client (HTTP/1.1 of our own over sockets
+ * and mbedTLS, client.c): the CLI, the node agent and cnlabd's JWKS fetch
+ * all talk HTTP through it.
  *
  * A client is a base URL, an optional bearer token and CA file, timeouts,
- * a reply limit, and one libcurl easy handle that is reset, not freed,
- * between requests, so the connection to the server is kept alive across
- * them.  A client is used by one thread at a time; a program with several
- * threads gives each its own (the agent has three).
+ * a reply limit, and one connection kept alive across requests to the
+ * same scheme, host and port.  A client is used by one thread at a time; a
+ * program with several threads gives each its own (the agent has three).
  *
  * What every request does:
  *   - the URL is the base (trailing '/' dropped) followed by the path; a
  *     client with the base "" takes whole URLs as paths;
- *   - only http:// and https:// URLs, no redirects followed, no signals
- *     (CURLOPT_NOSIGNAL: we live in threaded programs);
+ *   - only http:// and https:// URLs (no user@ part: a path cannot
+ *     move the token to another host), no redirects followed, no
+ *     signals (no SIGPIPE, no alarm: we live in threaded programs);
  *   - headers: "Authorization: Bearer <token>" when the client has one,
  *     "Accept: application/json", "Idempotency-Key" when the request has
  *     one, "User-Agent" when the client has one;
@@ -23,7 +24,7 @@
  *   - the reply is read up to the client's limit; more is an error.
  *
  * Files, streamed.  A request may send its body from a file descriptor
- * (@upload_fd, @upload_size bytes from its start, read as libcurl sends;
+ * (@upload_fd, @upload_size bytes from its start, read as it is sent;
  * with @sha256 as the header X-Content-SHA256) and may write a successful
  * (2xx) reply into a descriptor (@download_fd) instead of memory, with no
  * limit but @download_max; the reply then carries the SHA-256 of the
@@ -35,14 +36,17 @@
  * (and, for a timeout, which one in timed_out); any HTTP status, 4xx and
  * 5xx included, is a reply and returns 0.
  *
- * Timeouts: connecting (connect_timeout_ms), idle (idle_timeout_ms: under
- * a byte a second either way for that long, libcurl's low-speed limit,
- * so a server that accepted and never answers is given up on while a
- * slow transfer that moves goes on), and the whole request (timeout_ms).
+ * Timeouts: connecting (connect_timeout_ms, the TCP connect; 0: 300 s),
+ * idle (idle_timeout_ms: no byte either way for that long, TLS handshake
+ * included, so a server that accepted and never answers is given up on
+ * while a slow transfer that moves goes on), and the whole request
+ * (timeout_ms).
  *
- * Needs curl_global_init(), which cnl_client_new() calls and
- * cnl_client_free() balances (reference-counted and thread-safe in the
- * libcurl this project requires).
+ * TLS (https): mbedTLS, TLS 1.2 or later, the server's certificate
+ * checked against @cafile or the system bundle and its name against the
+ * host (an IP address against its iPAddress names).  Nothing of TLS is
+ * set up before the first https request.  Error reasons keep libcurl's
+ * words ("Couldn't connect to server", "Timeout was reached", ...).
  */
 #ifndef CNL_NET_CLIENT_H
 #define CNL_NET_CLIENT_H
@@ -85,7 +89,7 @@ struct cnl_client_config {
 	void *token_ud;
 	const char *cafile;      /* verifies a TLS server; NULL: system CAs */
 	const char *user_agent;  /* NULL: no User-Agent header */
-	long connect_timeout_ms; /* 0: libcurl's default */
+	long connect_timeout_ms; /* 0: 300 s */
 	long timeout_ms;         /* whole request, unless the request says;
 	                            0: no limit */
 	long idle_timeout_ms;    /* no byte either way for this long ends a
@@ -100,7 +104,7 @@ struct cnl_client;
 /*
  * cnl_client_new - a client for @cfg in *@ret.  Returns 0; -EINVAL for a
  * NULL argument, a NULL base, a base of CNL_CLIENT_BASE_MAX bytes or more,
- * or a token over CNL_CLIENT_TOKEN_MAX; -EIO when libcurl cannot start.
+ * or a token over CNL_CLIENT_TOKEN_MAX.
  * Aborts on out-of-memory (util.h).
  */
 int cnl_client_new(const struct cnl_client_config *cfg,
@@ -131,6 +135,11 @@ struct cnl_client_request {
 	bool download;
 	int download_fd;
 	uint64_t download_max;
+	/* A 2xx reply's body handed over as it arrives (chunked or
+	 * length-delimited) instead of kept: @on_data returns 0 to go on,
+	 * non-zero to end the request (which then returns -ECANCELED). */
+	int (*on_data)(void *ud, const char *buf, size_t len);
+	void *on_data_ud;
 };
 
 /* What came back; free with cnl_client_reply_done(). */
@@ -142,10 +151,10 @@ struct cnl_client_reply {
 	bool too_large; /* the reply exceeded the client's limit */
 	/* On -EIO: a timeout ended it (CNL_CLIENT_TIMEOUT_*), else 0. */
 	int timed_out;
-	/* On -EIO: libcurl's short reason ("Couldn't connect to server"),
-	 * or "response too large". */
+	/* On -EIO: the short reason in libcurl's words ("Couldn't connect
+	 * to server"), or "response too large". */
 	char error[CNL_CLIENT_ERROR_MAX];
-	/* On -EIO, when libcurl has one: its detailed reason, naming host
+	/* On -EIO, when there is one: the detailed reason, naming host
 	 * and port ("Failed to connect to 127.0.0.1 port 1 ..."), else "". */
 	char detail[CNL_CLIENT_DETAIL_MAX];
 	/* Downloads: whether the body went to the descriptor, how many
@@ -161,8 +170,9 @@ struct cnl_client_reply {
  * cnl_client_request - send @rq and fill *@ret (always initialised, so
  * cnl_client_reply_done() is always safe).  Returns 0 when a reply arrived,
  * whatever its status; -EIO when none did (see the header comment; the
- * reasons in ret->error and ret->detail); -ENOMEM when the JSON body
- * cannot be encoded; -EINVAL for a NULL argument, method or path.
+ * reasons in ret->error and ret->detail); -ECANCELED when @on_data ended
+ * it (ret->status is the reply's); -ENOMEM when the JSON body cannot be
+ * encoded; -EINVAL for a NULL argument, method or path.
  */
 int cnl_client_request(struct cnl_client *cl,
                        const struct cnl_client_request *rq,

@@ -5,7 +5,8 @@
 #
 # Installs into $CNLAB_INSTALL_DIR, into ~/.local/bin (the system directory
 # made unchoosable with CNLAB_SYSTEM_BIN_DIR) and into a writable system
-# directory; checks each installed cnlab (mode 755, runs, bytes and SHA-256
+# directory; checks each installed cnlab (mode 755, statically linked when
+# the build makes it so, runs, bytes and SHA-256
 # as cnlabd serves them) and the "cnlab login --server URL" line.  Runs the
 # script under sh, dash, bash and busybox sh (with busybox's own wget and
 # sha256sum only), with shasum or openssl as the only checksum tool, and
@@ -89,6 +90,11 @@ check_installed() {
 	fi
 	[ "$(stat -c %a "$dir/cnlab")" = 755 ] && ok "$what: mode 755" ||
 		bad "$what: mode $(stat -c %a "$dir/cnlab")"
+	if [ -n "${CNL_EXPECT_STATIC_CLI:-}" ]; then
+		file -L "$dir/cnlab" | grep -q 'statically linked' &&
+			ok "$what: one statically linked executable" ||
+			bad "$what: not static: $(file -L "$dir/cnlab")"
+	fi
 	"$dir/cnlab" version | grep -q '^cnlab ' && ok "$what: cnlab version runs" ||
 		bad "$what: cnlab version: $("$dir/cnlab" version 2>&1)"
 	[ -n "$want" ] && [ "$(sha256sum <"$dir/cnlab" | cut -d' ' -f1)" = "$want" ] &&
