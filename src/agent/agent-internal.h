@@ -136,6 +136,10 @@ struct wk {
 	 * the supervisor's pidfd has polled readable (it ended). */
 	bool watched;
 	bool sup_gone;
+	/* Started: its "running" report is the supervise thread's to send
+	 * (before any of its output or its end), so that the assignment
+	 * thread goes on to the next start at once. */
+	bool running_unsent;
 	char token[33]; /* notebook servers: their access token */
 	char image[65]; /* the manifest (hex) of its image; "": host */
 	/* Ended, but cnlabd has not taken the report yet (unreachable):

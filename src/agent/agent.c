@@ -10,6 +10,7 @@
  * and long-polls the node's assignments, each list decoded with the node
  * protocol's decoder and handed to the supervisor's reconcile.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -364,6 +365,9 @@ int cnl_agent_run(struct cnl_agent *a)
 	cnl_agent_metrics_listen(a);
 	pthread_create(&a->hb_thread, NULL, cnl_agent_heartbeat, a);
 	pthread_create(&a->sup_thread, NULL, cnl_agent_supervise, a);
+	/* Named, so that its wake-ups can be told apart (agent.sh counts
+	 * them: it sleeps while nothing happens). */
+	(void)pthread_setname_np(a->sup_thread, "cnl-supervise");
 	pthread_create(&a->tun_thread, NULL, cnl_agent_tunnels, a);
 	if (a->audit_gpus)
 		pthread_create(&a->aud_thread, NULL, cnl_agent_gpu_audit, a);

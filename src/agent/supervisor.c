@@ -595,23 +595,16 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		if (r < 0)
 			goto fail;
 	}
+	cnl_log(CNL_LOG_INFO, "workload started",
+	        "id=%s epoch=%" PRId64 " kind=%s gpus=%s", id, w->epoch,
+	        w->server ? "server" : "job", cvd[0] ? cvd : "-");
+	/* Its "running" report goes from the supervise thread (first of
+	 * what it sends of it), which the addition wakes. */
+	w->running_unsent = true;
 	pthread_mutex_lock(&a->mu);
 	cnl_agent_wk_add(a, w);
 	a->started_total++;
 	pthread_mutex_unlock(&a->mu);
-	cnl_log(CNL_LOG_INFO, "workload started",
-	        "id=%s epoch=%" PRId64 " kind=%s gpus=%s", id, w->epoch,
-	        w->server ? "server" : "job", cvd[0] ? cvd : "-");
-	{
-		char url[256];
-
-		/* Node-local (the forwarder's loopback port); cnlabd shows
-		 * users its proxy's URL and keeps the token from this. */
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d/?token=%s",
-		         w->port, w->token);
-		cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_RUNNING, 0,
-		                 w->server ? url : NULL, NULL);
-	}
 	return;
 fail:
 	/* A bad assignment is reported failed with the reason; we go on. */
@@ -1047,6 +1040,20 @@ static void drop_workspaces(struct cnl_agent *a)
 	free(drop);
 }
 
+/* Report @w running; a server with its node-local URL (the forwarder's
+ * loopback port): cnlabd shows users its proxy's URL and keeps the token
+ * from this.  Only this thread frees a workload: @w is safe to use
+ * without the lock (its port and token never change). */
+static void report_running(struct cnl_agent *a, const struct wk *w)
+{
+	char url[256];
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/?token=%s", w->port,
+	         w->token);
+	cnl_agent_report(a, a->sup_cl, w, CNL_WIRE_REPORT_RUNNING, 0,
+	                 w->server ? url : NULL, NULL);
+}
+
 /* The earliest of @*at and @t (0: none yet). */
 static void sooner(int64_t *at, int64_t t)
 {
@@ -1118,9 +1125,9 @@ void *cnl_agent_supervise(void *arg)
 
 	while (!a->stop) {
 		int64_t now = cnl_time_now_ms(), next = now + 1000, wake = 0;
-		struct wk *done[64];
+		struct wk *done[64], *run[64];
 		struct cnl_exit ex[64];
-		size_t n_done = 0, n_logs;
+		size_t n_done = 0, n_logs, n_run = 0;
 		struct chunk *logs;
 		int timeout;
 
@@ -1133,6 +1140,14 @@ void *cnl_agent_supervise(void *arg)
 
 			if (!w->watched)
 				watch_output(a, w);
+			if (w->running_unsent && (w->gone || n_run < 64)) {
+				if (!w->gone)
+					run[n_run++] = w;
+				w->running_unsent = false;
+			}
+			/* Its end waits for its "running" (a next round). */
+			if (w->running_unsent)
+				continue;
 			drain(a, w, "stdout", w->out_rd, w->out, &w->out_n,
 			      w->out_off, &w->out_at);
 			drain(a, w, "stderr", w->err_rd, w->err_buf, &w->err_n,
@@ -1186,13 +1201,16 @@ void *cnl_agent_supervise(void *arg)
 				done[n_done++] = w;
 			}
 		}
-		if (n_done == 64)
+		if (n_done == 64 || n_run == 64)
 			again = true; /* more may be done: look again now */
 		if (now - last_idle_check >= IDLE_CHECK_MS)
 			last_idle_check = now;
 		/* Send output outside the lock, on copies. */
 		logs = take_output(a, &n_logs);
 		pthread_mutex_unlock(&a->mu);
+		/* Started: "running", before any output or end of it. */
+		for (size_t i = 0; i < n_run; i++)
+			report_running(a, run[i]);
 		/* A chunk delivered: the rest of that stream may be there
 		 * already, with no write to come that would wake us. */
 		if (send_output(a, logs, n_logs))
