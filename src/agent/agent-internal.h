@@ -132,6 +132,14 @@ struct wk {
 	 * is delivered. */
 	bool has_exit;
 	struct cnl_exit exit_rec;
+	/* The supervise thread's: the output files are watched (inotify),
+	 * the supervisor's pidfd has polled readable (it ended). */
+	bool watched;
+	bool sup_gone;
+	/* Started: its "running" report is the supervise thread's to send
+	 * (before any of its output or its end), so that the assignment
+	 * thread goes on to the next start at once. */
+	bool running_unsent;
 	char token[33]; /* notebook servers: their access token */
 	char image[65]; /* the manifest (hex) of its image; "": host */
 	/* Ended, but cnlabd has not taken the report yet (unreachable):
@@ -190,6 +198,18 @@ struct cnl_agent {
 	int64_t node_epoch; /* the heartbeat thread's */
 	_Atomic int64_t last_hb_ok_ms;
 	atomic_bool stop;
+	/* The supervise thread waits on these and each workload's pidfd:
+	 * wake_fd (an eventfd, cnl_agent_wake) for what other threads
+	 * change, out_ifd (inotify) for output written to state/. */
+	int wake_fd, out_ifd;
+	/* The last workloads forgotten (id, epoch), under mu: an assignment
+	 * list cnlabd made before it took one's end may still name it, and
+	 * it must not start again (cnlabd would refuse its every call). */
+	struct {
+		char id[CNL_WIRE_ID_MAX];
+		int64_t epoch;
+	} forgot[64];
+	unsigned n_forgot;
 	pthread_t hb_thread, sup_thread, tun_thread, aud_thread;
 	atomic_int tunnels_open; /* relays running (tunnel.c) */
 	struct cnl_http_server *metrics;
@@ -232,6 +252,10 @@ void cnl_agent_wk_free(struct wk *w);
 /* Destroy MIG instance @uuid unless a workload of the table still uses
  * it (a host instance serves several block slices).  Under the lock. */
 void cnl_agent_mig_release(struct cnl_agent *a, const char *uuid);
+/* Wake the supervise thread: a workload added, one to stop, a report it
+ * waits for, a workspace to drop, the agent stopping.  Async-signal-safe,
+ * no lock needed. */
+void cnl_agent_wake(const struct cnl_agent *a);
 /* state/<id>.stdout or .stderr */
 void cnl_agent_out_path(const struct cnl_agent *a, const char *id,
                         const char *stream, char *buf, size_t len);

@@ -10,6 +10,7 @@
  * and long-polls the node's assignments, each list decoded with the node
  * protocol's decoder and handed to the supervisor's reconcile.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include "agent/agent-internal.h"
@@ -122,6 +125,14 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	ccfg.token_ud = a;
 	a->lock_fd = -1;
 	pthread_mutex_init(&a->mu, NULL);
+	a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	a->out_ifd =
+	    a->wake_fd < 0 ? -1 : inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (a->wake_fd < 0 || a->out_ifd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "eventfd/inotify: %s", strerror(errno));
+		goto fail;
+	}
 	cnl_catalog_init(&a->cat);
 	if ((r = cnl_gpus_open(cfg->gpus, &a->cat, &a->gpus, err, errlen)) <
 	        0 ||
@@ -328,6 +339,7 @@ static bool poll_assignments(struct cnl_agent *a)
 int cnl_agent_run(struct cnl_agent *a)
 {
 	char err[512], q[600];
+	int64_t backoff_ms = 50;
 	int r;
 
 	/* cnlabd may start after us: retry registration until it answers. */
@@ -353,12 +365,23 @@ int cnl_agent_run(struct cnl_agent *a)
 	cnl_agent_metrics_listen(a);
 	pthread_create(&a->hb_thread, NULL, cnl_agent_heartbeat, a);
 	pthread_create(&a->sup_thread, NULL, cnl_agent_supervise, a);
+	/* Named, so that its wake-ups can be told apart (agent.sh counts
+	 * them: it sleeps while nothing happens). */
+	(void)pthread_setname_np(a->sup_thread, "cnl-supervise");
 	pthread_create(&a->tun_thread, NULL, cnl_agent_tunnels, a);
 	if (a->audit_gpus)
 		pthread_create(&a->aud_thread, NULL, cnl_agent_gpu_audit, a);
-	while (!a->stop)
-		if (!poll_assignments(a))
-			usleep(500 * 1000);
+	/* The long poll returns as soon as cnlabd places work here; after a
+	 * failure (cnlabd away) the next try waits 50 ms, doubled up to a
+	 * second while it keeps failing. */
+	while (!a->stop) {
+		if (poll_assignments(a)) {
+			backoff_ms = 50;
+			continue;
+		}
+		usleep((useconds_t)backoff_ms * 1000);
+		backoff_ms = backoff_ms < 500 ? backoff_ms * 2 : 1000;
+	}
 	pthread_join(a->hb_thread, NULL);
 	pthread_join(a->sup_thread, NULL);
 	pthread_join(a->tun_thread, NULL);
@@ -370,6 +393,7 @@ int cnl_agent_run(struct cnl_agent *a)
 void cnl_agent_stop(struct cnl_agent *a)
 {
 	a->stop = true;
+	cnl_agent_wake(a);
 }
 
 void cnl_agent_free(struct cnl_agent *a)
@@ -397,6 +421,10 @@ void cnl_agent_free(struct cnl_agent *a)
 	cnl_gpus_close(a->audit_gpus);
 	if (a->lock_fd >= 0)
 		close(a->lock_fd); /* releases the lock */
+	if (a->wake_fd >= 0)
+		close(a->wake_fd);
+	if (a->out_ifd >= 0)
+		close(a->out_ifd);
 	pthread_mutex_destroy(&a->mu);
 	explicit_bzero(a->cred, sizeof(a->cred));
 	explicit_bzero(a->join, sizeof(a->join));

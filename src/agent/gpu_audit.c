@@ -209,6 +209,8 @@ static void unsent_id(struct cnl_agent *a, const char *id, int64_t epoch, int d)
 	    w->gpu_kills_unsent + d >= 0)
 		w->gpu_kills_unsent += d;
 	pthread_mutex_unlock(&a->mu);
+	if (d < 0)
+		cnl_agent_wake(a); /* its end may wait for this one */
 }
 
 static void unsent(struct cnl_agent *a, const struct slice *s, int d)

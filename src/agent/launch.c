@@ -48,6 +48,7 @@ struct cnl_workload {
 	bool own;    /* pid is our child, to be reaped */
 	bool reaped; /* waitpid has collected it */
 	int out_fd, err_fd;
+	int pidfd; /* the supervisor's pidfd (readable once it ended), or -1 */
 };
 
 /* The steps of the children that can fail, reported over the error pipe. */
@@ -659,6 +660,20 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* A pidfd of @pid (close-on-exec), or -1 (a kernel before 5.3, no such
+ * process): the caller then learns of the end by polling. */
+static int open_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	long fd = pid > 0 ? syscall(SYS_pidfd_open, pid, 0U) : -1;
+
+	return fd >= 0 ? (int)fd : -1;
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
 static int write_pid_file(const struct cnl_workload *w)
 {
 	char tmp[sizeof(w->pid_path) + 8], buf[32];
@@ -716,7 +731,7 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	if (!w)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	w->cg = l->cg;
-	w->out_fd = w->err_fd = -1;
+	w->out_fd = w->err_fd = w->pidfd = -1;
 	w->own = true;
 	set_paths(w, l->state_dir, s->id);
 
@@ -830,6 +845,8 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 		(void)unlink(w->pid_path);
 		goto fail_pipes;
 	}
+	/* Our child, not reaped: the pid cannot have been reused. */
+	w->pidfd = open_pidfd(pid);
 	if (outp[0] >= 0)
 		(void)fcntl(outp[0], F_SETFL, O_NONBLOCK);
 	if (errp[0] >= 0)
@@ -863,6 +880,11 @@ int cnl_workload_stderr(const struct cnl_workload *w)
 pid_t cnl_workload_pid(const struct cnl_workload *w)
 {
 	return w->pid;
+}
+
+int cnl_workload_pidfd(const struct cnl_workload *w)
+{
+	return w->pidfd;
 }
 
 const char *cnl_workload_id(const struct cnl_workload *w)
@@ -957,6 +979,7 @@ void cnl_workload_free(struct cnl_workload *w)
 		return;
 	close_fd(&w->out_fd);
 	close_fd(&w->err_fd);
+	close_fd(&w->pidfd);
 	reap(w, false);
 	if (cnl_cg_pids(&w->cg, w->id, &one, 1) == 0) {
 		reap(w, true);
@@ -974,7 +997,20 @@ void cnl_workload_release(struct cnl_workload *w)
 		return;
 	close_fd(&w->out_fd);
 	close_fd(&w->err_fd);
+	close_fd(&w->pidfd);
 	free(w);
+}
+
+/* Whether @pid is listed in workload @id's cgroup. */
+static bool in_cgroup(struct cnl_launcher *l, const char *id, pid_t pid)
+{
+	pid_t pids[256];
+	int n = cnl_cg_pids(&l->cg, id, pids, 256);
+
+	for (int i = 0; i < n && i < 256; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
 }
 
 int cnl_launcher_adopt(struct cnl_launcher *l, const char *id,
@@ -991,7 +1027,7 @@ int cnl_launcher_adopt(struct cnl_launcher *l, const char *id,
 	if (!w)
 		return -ENOMEM;
 	w->cg = l->cg;
-	w->out_fd = w->err_fd = -1;
+	w->out_fd = w->err_fd = w->pidfd = -1;
 	w->pid = -1;
 	set_paths(w, l->state_dir, id);
 	if (!cnl_cg_exists(&l->cg, id) && stat(w->exit_path, &st) < 0) {
@@ -1001,6 +1037,12 @@ int cnl_launcher_adopt(struct cnl_launcher *l, const char *id,
 	if (cnl_cg_read_file(w->pid_path, buf, sizeof(buf)) > 0 &&
 	    cnl_cg_parse_int(buf, &pid) == 0 && pid > 0 && pid <= INT_MAX)
 		w->pid = (pid_t)pid;
+	/* Not our child: the pid is the workload's supervisor only while
+	 * that process is in the workload's cgroup.  Checked after the
+	 * pidfd is open, so that a reuse after the check cannot fool it. */
+	if (w->pid > 0 && (w->pidfd = open_pidfd(w->pid)) >= 0 &&
+	    !in_cgroup(l, id, w->pid))
+		close_fd(&w->pidfd);
 	*ret = w;
 	return 0;
 }

@@ -168,6 +168,15 @@ int cnl_workload_stderr(const struct cnl_workload *w);
  * -1 if unknown. */
 pid_t cnl_workload_pid(const struct cnl_workload *w);
 
+/*
+ * cnl_workload_pidfd - a pidfd of the workload's supervisor (S0): it polls
+ * readable (POLLIN) once S0 has exited, which is when the command has
+ * ended (then cnl_workload_poll says how, or that other processes of it
+ * still run).  -1 where none could be had (an adopted workload whose S0 is
+ * gone or unknown, a kernel before 5.3): poll.  Owned by the workload.
+ */
+int cnl_workload_pidfd(const struct cnl_workload *w);
+
 /* cnl_workload_id - the workload id. */
 const char *cnl_workload_id(const struct cnl_workload *w);
 

@@ -573,6 +573,7 @@ static void kill_all(struct cnl_agent *a, const char *why)
 		n++;
 	}
 	pthread_mutex_unlock(&a->mu);
+	cnl_agent_wake(a);
 	if (n)
 		cnl_log(CNL_LOG_WARN, "stopped all work", "why=\"%s\" n=%zu",
 		        why, n);
@@ -630,6 +631,8 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 static void queue_drops(struct cnl_agent *a, const struct cnl_wire_node *node,
                         char (*sent)[CNL_WIRE_ID_MAX], size_t n_sent)
 {
+	bool any;
+
 	pthread_mutex_lock(&a->mu);
 	for (size_t k = 0; k < node->n_drop; k++) {
 		bool listed = false, queued = false;
@@ -644,7 +647,10 @@ static void queue_drops(struct cnl_agent *a, const struct cnl_wire_node *node,
 		    cnl_xrealloc(a->drop, (a->n_drop + 1) * sizeof(*a->drop));
 		memcpy(a->drop[a->n_drop++], node->drop[k], sizeof(a->drop[0]));
 	}
+	any = a->n_drop > 0;
 	pthread_mutex_unlock(&a->mu);
+	if (any)
+		cnl_agent_wake(a);
 }
 
 /* Stop the work cnlabd says is not this node's to run (moved, ended). */
@@ -663,6 +669,7 @@ static void stop_moved(struct cnl_agent *a, const struct cnl_wire_node *node)
 		}
 	}
 	pthread_mutex_unlock(&a->mu);
+	cnl_agent_wake(a);
 }
 
 void *cnl_agent_heartbeat(void *arg)

@@ -9,8 +9,14 @@
  * A local workload (struct wk) exists from the moment its assignment is
  * started until its end has been reported (or it was moved away).  An
  * assignment (id, epoch) is started at most once: its state file is
- * written before its launch (wk.c), and a workload whose end cnlabd has
- * not taken yet stays in the table, reported again each second.
+ * written before its launch (wk.c), a workload whose end cnlabd has not
+ * taken yet stays in the table, reported again each second, and the last
+ * ones forgotten are remembered (an assignment list older than their end
+ * report does not start them again).
+ *
+ * The supervise thread waits on events (cnl_agent_supervise says which),
+ * never a fixed sleep: output goes to cnlabd as it is written, an end is
+ * reported as soon as the workload's supervisor exits.
  */
 #define _GNU_SOURCE /* fallocate: the output delivered frees its blocks */
 #include <errno.h>
@@ -22,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -587,23 +595,16 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		if (r < 0)
 			goto fail;
 	}
+	cnl_log(CNL_LOG_INFO, "workload started",
+	        "id=%s epoch=%" PRId64 " kind=%s gpus=%s", id, w->epoch,
+	        w->server ? "server" : "job", cvd[0] ? cvd : "-");
+	/* Its "running" report goes from the supervise thread (first of
+	 * what it sends of it), which the addition wakes. */
+	w->running_unsent = true;
 	pthread_mutex_lock(&a->mu);
 	cnl_agent_wk_add(a, w);
 	a->started_total++;
 	pthread_mutex_unlock(&a->mu);
-	cnl_log(CNL_LOG_INFO, "workload started",
-	        "id=%s epoch=%" PRId64 " kind=%s gpus=%s", id, w->epoch,
-	        w->server ? "server" : "job", cvd[0] ? cvd : "-");
-	{
-		char url[256];
-
-		/* Node-local (the forwarder's loopback port); cnlabd shows
-		 * users its proxy's URL and keeps the token from this. */
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d/?token=%s",
-		         w->port, w->token);
-		cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_RUNNING, 0,
-		                 w->server ? url : NULL, NULL);
-	}
 	return;
 fail:
 	/* A bad assignment is reported failed with the reason; we go on. */
@@ -628,6 +629,17 @@ fail:
 }
 
 /* ---- reconciling --------------------------------------------------------- */
+
+/* Whether (@id, @epoch) ended here lately and cnlabd took its end.
+ * Under the lock. */
+static bool forgotten(const struct cnl_agent *a, const char *id, int64_t epoch)
+{
+	for (size_t k = 0; k < CNL_ARRAY_SIZE(a->forgot); k++)
+		if (a->forgot[k].epoch == epoch &&
+		    strcmp(a->forgot[k].id, id) == 0)
+			return true;
+	return false;
+}
 
 void cnl_agent_reconcile(struct cnl_agent *a,
                          const struct cnl_wire_assignments *list)
@@ -656,11 +668,16 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 
 		pthread_mutex_lock(&a->mu);
 		w = cnl_agent_wk_find(a, as->id);
+		if (!w && forgotten(a, as->id, as->epoch)) {
+			pthread_mutex_unlock(&a->mu);
+			continue;
+		}
 		if (w && w->epoch == as->epoch && as->action == CNL_WIRE_STOP &&
 		    !w->stopping) {
 			w->stopping = true;
 			w->signal_ms = as->signal_ms ? as->signal_ms : now;
 			w->kill_ms = as->kill_ms ? as->kill_ms : now + 30000;
+			cnl_agent_wake(a);
 		}
 		pthread_mutex_unlock(&a->mu);
 		/* Running: a resized slice gets its new limits. */
@@ -888,8 +905,9 @@ static void chunk_done(struct cnl_agent *a, const struct chunk *k, bool is_err,
 }
 
 /* Send each chunk of @logs; after the first that does not get through,
- * the rest wait for the next round (cnlabd is unreachable). */
-static void send_output(struct cnl_agent *a, struct chunk *logs, size_t n)
+ * the rest wait for the next round (cnlabd is unreachable).  Whether
+ * there were chunks and all got through. */
+static bool send_output(struct cnl_agent *a, struct chunk *logs, size_t n)
 {
 	bool offline = false;
 
@@ -919,6 +937,7 @@ static void send_output(struct cnl_agent *a, struct chunk *logs, size_t n)
 		free(logs[i].e);
 	}
 	free(logs);
+	return n > 0 && !offline;
 }
 
 /* Record how @w ended (@ex), once.  Under the lock. */
@@ -981,6 +1000,12 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	cnl_agent_out_path(a, w->id, "stderr", po, sizeof(po));
 	unlink(po);
 	memcpy(id, w->id, sizeof(id));
+	if (!w->gone) {
+		unsigned k = a->n_forgot++ % CNL_ARRAY_SIZE(a->forgot);
+
+		memcpy(a->forgot[k].id, w->id, sizeof(a->forgot[k].id));
+		a->forgot[k].epoch = w->epoch;
+	}
 	a->ended_total++;
 	cnl_agent_wk_remove(a, w);
 	cnl_agent_state_drop(a, id);
@@ -1015,23 +1040,114 @@ static void drop_workspaces(struct cnl_agent *a)
 	free(drop);
 }
 
+/* Report @w running; a server with its node-local URL (the forwarder's
+ * loopback port): cnlabd shows users its proxy's URL and keeps the token
+ * from this.  Only this thread frees a workload: @w is safe to use
+ * without the lock (its port and token never change). */
+static void report_running(struct cnl_agent *a, const struct wk *w)
+{
+	char url[256];
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/?token=%s", w->port,
+	         w->token);
+	cnl_agent_report(a, a->sup_cl, w, CNL_WIRE_REPORT_RUNNING, 0,
+	                 w->server ? url : NULL, NULL);
+}
+
+/* The earliest of @*at and @t (0: none yet). */
+static void sooner(int64_t *at, int64_t t)
+{
+	if (*at == 0 || t < *at)
+		*at = t;
+}
+
+/* What the supervise thread waits on: the wake eventfd, the output
+ * inotify, and the pidfd of each workload whose end is still to come. */
+struct waitset {
+	struct pollfd *fds;
+	struct wk **of; /* of[i]: whose pidfd fds[i + 2] is */
+	size_t n, cap;
+};
+
+static void waitset_add(struct waitset *ws, int fd, struct wk *w)
+{
+	if (ws->n + 2 >= ws->cap) {
+		ws->cap = ws->cap ? 2 * ws->cap : 16;
+		ws->fds = cnl_xrealloc(ws->fds, ws->cap * sizeof(*ws->fds));
+		ws->of = cnl_xrealloc(ws->of, ws->cap * sizeof(*ws->of));
+	}
+	ws->fds[ws->n + 2] = (struct pollfd){.fd = fd, .events = POLLIN};
+	ws->of[ws->n++] = w;
+}
+
+/* Watch @w's output files: each write to them wakes the thread. */
+static void watch_output(struct cnl_agent *a, struct wk *w)
+{
+	char path[700];
+
+	w->watched = true;
+	cnl_agent_out_path(a, w->id, "stdout", path, sizeof(path));
+	(void)inotify_add_watch(a->out_ifd, path, IN_MODIFY);
+	cnl_agent_out_path(a, w->id, "stderr", path, sizeof(path));
+	(void)inotify_add_watch(a->out_ifd, path, IN_MODIFY);
+}
+
+/* Empty the wake eventfd and the inotify queue (the scan that follows
+ * looks at every workload). */
+static void drain_wakes(const struct cnl_agent *a)
+{
+	char buf[4096] __attribute__((aligned(8)));
+
+	while (read(a->wake_fd, buf, 8) > 0)
+		;
+	while (read(a->out_ifd, buf, sizeof(buf)) > 0)
+		;
+}
+
+/*
+ * The supervise thread waits for events, never a fixed time: a workload's
+ * end (its supervisor's pidfd), output written (inotify on state/), a
+ * change other threads make (the wake eventfd: a workload added or to
+ * stop, a report it waits for, the agent stopping), or the next deadline
+ * it keeps (a stop's grace signal and kill, an idle check, a report to
+ * try again).  Only what has no event to wait on is looked at again on a
+ * timer: a workload without a pidfd (adopted from a supervisor that is
+ * gone), or whose supervisor ended with other processes of it still
+ * running (bare, without a PID namespace), every 250 ms; and a second at
+ * most between scans, a backstop.
+ */
 void *cnl_agent_supervise(void *arg)
 {
 	struct cnl_agent *a = arg;
 	int64_t last_idle_check = 0;
+	struct waitset ws = {0};
+	bool again = false;
 
 	while (!a->stop) {
-		int64_t now = cnl_time_now_ms();
-		struct wk *done[64];
+		int64_t now = cnl_time_now_ms(), next = now + 1000, wake = 0;
+		struct wk *done[64], *run[64];
 		struct cnl_exit ex[64];
-		size_t n_done = 0, n_logs;
+		size_t n_done = 0, n_logs, n_run = 0;
 		struct chunk *logs;
+		int timeout;
 
+		ws.n = 0;
 		pthread_mutex_lock(&a->mu);
 		for (size_t i = 0; i < a->n_wk && n_done < 64; i++) {
 			struct wk *w = a->wk[i];
 			struct cnl_exit e = {0};
+			int pfd;
 
+			if (!w->watched)
+				watch_output(a, w);
+			if (w->running_unsent && (w->gone || n_run < 64)) {
+				if (!w->gone)
+					run[n_run++] = w;
+				w->running_unsent = false;
+			}
+			/* Its end waits for its "running" (a next round). */
+			if (w->running_unsent)
+				continue;
 			drain(a, w, "stdout", w->out_rd, w->out, &w->out_n,
 			      w->out_off, &w->out_at);
 			drain(a, w, "stderr", w->err_rd, w->err_buf, &w->err_n,
@@ -1043,13 +1159,25 @@ void *cnl_agent_supervise(void *arg)
 			}
 			if (w->stopping && now >= w->kill_ms)
 				cnl_workload_kill(w->w);
+			if (w->stopping && !w->term_sent)
+				sooner(&wake, w->signal_ms);
+			else if (w->stopping && now < w->kill_ms)
+				sooner(&wake, w->kill_ms);
 			if (w->server && w->idle_timeout_ms > 0 &&
 			    now - last_idle_check >= IDLE_CHECK_MS)
 				check_idle(w, now);
+			if (w->server && w->idle_timeout_ms > 0)
+				sooner(&wake,
+				       (now - last_idle_check >= IDLE_CHECK_MS
+				            ? now
+				            : last_idle_check) +
+				           IDLE_CHECK_MS);
 			if (w->ended) {
 				if (now >= w->end_retry_ms) {
 					ex[n_done] = e;
 					done[n_done++] = w;
+				} else {
+					sooner(&wake, w->end_retry_ms);
 				}
 				continue;
 			}
@@ -1058,6 +1186,11 @@ void *cnl_agent_supervise(void *arg)
 				w->exit_rec = e;
 				w->has_exit = true;
 			}
+			pfd = cnl_workload_pidfd(w->w);
+			if (!w->has_exit && pfd >= 0 && !w->sup_gone)
+				waitset_add(&ws, pfd, w);
+			else if (!w->has_exit)
+				sooner(&wake, now + 250);
 			/* Its end goes after the whole of its output (which
 			 * cnlabd takes only while the work runs), however
 			 * long cnlabd is away; moved work has none to send. */
@@ -1068,12 +1201,22 @@ void *cnl_agent_supervise(void *arg)
 				done[n_done++] = w;
 			}
 		}
+		if (n_done == 64 || n_run == 64)
+			again = true; /* more may be done: look again now */
 		if (now - last_idle_check >= IDLE_CHECK_MS)
 			last_idle_check = now;
 		/* Send output outside the lock, on copies. */
 		logs = take_output(a, &n_logs);
 		pthread_mutex_unlock(&a->mu);
-		send_output(a, logs, n_logs);
+		/* Started: "running", before any output or end of it. */
+		for (size_t i = 0; i < n_run; i++)
+			report_running(a, run[i]);
+		/* A chunk delivered: the rest of that stream may be there
+		 * already, with no write to come that would wake us. */
+		if (send_output(a, logs, n_logs))
+			again = true;
+		else if (n_logs)
+			sooner(&wake, cnl_time_now_ms() + 1000);
 		/* Ends: artifacts, checkpoint, report. */
 		for (size_t i = 0; i < n_done; i++) {
 			struct wk *w = done[i];
@@ -1101,13 +1244,40 @@ void *cnl_agent_supervise(void *arg)
 				if (st != 200 && st != 404 && st != 409) {
 					w->end_retry_ms =
 					    cnl_time_now_ms() + 1000;
+					sooner(&wake, w->end_retry_ms);
 					continue;
 				}
 			}
 			forget(a, w);
 		}
 		drop_workspaces(a);
-		usleep(100 * 1000);
+		if (again) {
+			again = false;
+			drain_wakes(a);
+			continue;
+		}
+		/* Wait for the next event or deadline. */
+		if (wake && wake < next)
+			next = wake;
+		now = cnl_time_now_ms();
+		timeout = next > now ? (int)(next - now) : 0;
+		if (!ws.fds) {
+			ws.cap = 16;
+			ws.fds = cnl_xcalloc(ws.cap, sizeof(*ws.fds));
+			ws.of = cnl_xcalloc(ws.cap, sizeof(*ws.of));
+		}
+		ws.fds[0] = (struct pollfd){.fd = a->wake_fd, .events = POLLIN};
+		ws.fds[1] = (struct pollfd){.fd = a->out_ifd, .events = POLLIN};
+		if (poll(ws.fds, ws.n + 2, timeout) > 0) {
+			pthread_mutex_lock(&a->mu);
+			for (size_t i = 0; i < ws.n; i++)
+				if (ws.fds[i + 2].revents)
+					ws.of[i]->sup_gone = true;
+			pthread_mutex_unlock(&a->mu);
+		}
+		drain_wakes(a);
 	}
+	free(ws.fds);
+	free(ws.of);
 	return NULL;
 }

@@ -53,6 +53,16 @@ void cnl_agent_wk_add(struct cnl_agent *a, struct wk *w)
 		a->wk = cnl_xrealloc(a->wk, a->cap_wk * sizeof(*a->wk));
 	}
 	a->wk[a->n_wk++] = w;
+	cnl_agent_wake(a);
+}
+
+void cnl_agent_wake(const struct cnl_agent *a)
+{
+	uint64_t one = 1;
+
+	if (a->wake_fd >= 0 && write(a->wake_fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is full, so a wake is pending anyway */
+	}
 }
 
 void cnl_agent_mig_release(struct cnl_agent *a, const char *uuid)

@@ -161,6 +161,23 @@ l=$(logs "$j")
 art=$(curl -sS -H "Authorization: Bearer $ana" "$base/v1/jobs/$j/artifact?path=model.txt")
 [ "$art" = weights ] && ok "artifact came back" || bad "artifact: $art"
 
+# --- nothing to do: the supervise thread sleeps ---------------------------
+# It waits on events (pidfds, inotify, an eventfd) and its deadlines, with a
+# one-second backstop; the loop it replaced woke every 100 ms (30 times in
+# these 3 s).  Its voluntary context switches count its wake-ups.
+sup_switches() {
+	for t in /proc/"$a_pid"/task/*; do
+		[ "$(cat "$t/comm" 2>/dev/null)" = cnl-supervise ] &&
+			sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status"
+	done
+}
+s0=$(sup_switches)
+sleep 3
+s1=$(sup_switches)
+[ -n "$s0" ] && [ -n "$s1" ] && [ $((s1 - s0)) -le 8 ] &&
+	ok "idle, the supervise thread woke $((s1 - s0)) times in 3 s" ||
+	bad "supervise thread wake-ups in 3 s idle: '$s0' -> '$s1'"
+
 # --- two jobs on one GPU: own regions, own limits ---------------------------
 # Held until their regions are read: a region goes when its job ends.
 hold="while [ ! -e /shared/go1 ]; do sleep 0.1; done"

@@ -657,6 +657,72 @@ static void test_adopt(void **state)
 	                 -CNL_ENOTFOUND);
 }
 
+/* The end of a workload is an event: its pidfd polls readable once the
+ * command has ended, not before; so for a workload adopted by a new
+ * launcher (the agent restarted).  Waited on with poll, never a sleep. */
+static void test_pidfd(void **state)
+{
+	struct fix *f = *state;
+	const char *argv2[] = {"sleep", "1000", NULL};
+	struct cnl_launch_spec s = spec("pidfd1", argv2, "/");
+	struct cnl_workload *w;
+	struct cnl_exit e;
+	struct pollfd p;
+	char err[256];
+	pid_t pid;
+
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	p = (struct pollfd){cnl_workload_pidfd(w), POLLIN, 0};
+	assert_true(p.fd >= 0);
+	assert_int_equal(poll(&p, 1, 200), 0); /* still running */
+	assert_int_equal(cnl_workload_signal(w, SIGTERM), 0);
+	assert_int_equal(poll(&p, 1, 60000), 1);
+	assert_true(p.revents & POLLIN);
+	assert_int_equal(cnl_workload_poll(w, &e), 0);
+	assert_true(e.exited);
+	assert_int_equal(e.signal, SIGTERM);
+	cnl_workload_free(w);
+
+	/* Adopted: a pidfd of the supervisor the old launcher started. */
+	s = spec("pidfd2", argv2, "/");
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	pid = cnl_workload_pid(w);
+	cnl_workload_release(w);
+	assert_int_equal(cnl_launcher_adopt(f->l, "pidfd2", &w), 0);
+	p = (struct pollfd){cnl_workload_pidfd(w), POLLIN, 0};
+	assert_true(p.fd >= 0);
+	assert_int_equal(poll(&p, 1, 200), 0);
+	assert_int_equal(cnl_workload_kill(w), 0);
+	assert_int_equal(poll(&p, 1, 60000), 1);
+	waitpid(pid, NULL, 0); /* our child still: reap the zombie */
+	wait_exit(w, &e);
+	assert_int_equal(e.signal, SIGKILL);
+	cnl_workload_free(w);
+
+	/* A pid file naming a process outside the workload's cgroup (the
+	 * supervisor gone, its pid reused) gives no pidfd. */
+	s = spec("pidfd3", argv2, "/");
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	pid = cnl_workload_pid(w);
+	cnl_workload_release(w);
+	{
+		char path[600];
+		FILE *pf;
+
+		snprintf(path, sizeof(path), "%s/pidfd3.pid", f->state);
+		pf = fopen(path, "we");
+		assert_non_null(pf);
+		fprintf(pf, "%d\n", (int)getpid());
+		fclose(pf);
+	}
+	assert_int_equal(cnl_launcher_adopt(f->l, "pidfd3", &w), 0);
+	assert_int_equal(cnl_workload_pidfd(w), -1);
+	assert_int_equal(cnl_workload_kill(w), 0);
+	waitpid(pid, NULL, 0);
+	wait_exit(w, &e);
+	cnl_workload_free(w);
+}
+
 /* An agent that stops hands every workload to the next one, ended ones
  * included: an end not yet reported must still be there to adopt. */
 static void test_release_keeps_end(void **state)
@@ -907,6 +973,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_adopt, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_release_keeps_end, fix_setup,
+	                                    fix_teardown),
+	    cmocka_unit_test_setup_teardown(test_pidfd, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_usage, fix_setup,
 	                                    fix_teardown),
