@@ -401,8 +401,15 @@ static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 		    (!n->n_gpus || !(p->type_ok >> n->gpu_type & 1)))
 			continue;
 		int64_t lb = node_lower_bound(y, i, p, true);
-		if (lb != T_INF)
-			tmp.v[tmp.n++] = (struct cnl_cyc_lb){lb, i};
+		if (lb == T_INF)
+			continue;
+		/* The shape's part of cnl_cyc_node_could_host(): with no CPU
+		 * and memory asked, only the node's size is left to test. */
+		struct cnl_req_prep shape = *p;
+		shape.req.cpu_milli = shape.req.mem_mib = 0;
+		bool ok = cnl_cyc_node_could_host(y, i, &shape);
+		tmp.v[tmp.n++] = (struct cnl_cyc_lb){
+		    lb, i, ok ? n->cpu_total : -1, ok ? n->mem_total : -1};
 	}
 	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
 	if (y->n_lbc == LBC_MAX) {
@@ -424,6 +431,15 @@ void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 }
 
 /* ---- earliest start, reservations, backfill ------------------------- */
+
+/* cnl_cyc_node_could_host() from a bounds entry of the job's shape (the
+ * same answer: node states and sizes do not change within a cycle). */
+static inline bool lb_could_host(const struct cnl_cyc_lb *e,
+                                 const struct cnl_req_prep *p)
+{
+	return e->cpu_total >= p->req.cpu_milli &&
+	       e->mem_total >= p->req.mem_mib && e->cpu_total >= 0;
+}
 
 /* A lower bound on node_earliest() from the reservations alone: the first
  * time from `t` on that [t, t + rt) overlaps none of the node's. */
@@ -454,7 +470,8 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 
 	for (uint32_t k = 0; lc && k < lc->n && lc->v[k].lb < best; k++) {
 		uint32_t node = lc->v[k].node;
-		if (!cnl_cyc_node_could_host(y, node, p))
+		if (y->s->inc ? !lb_could_host(&lc->v[k], p)
+		              : !cnl_cyc_node_could_host(y, node, p))
 			continue;
 		/* The incremental cycle skips a node whose reservations alone
 		 * put its start at or past the best found: it could not win
@@ -482,7 +499,8 @@ int64_t cnl_cyc_estimate(struct cnl_cyc *y, const struct cnl_req_prep *p)
 	const struct cnl_cyc_lb_cache *lc = bounds(y, p);
 
 	for (uint32_t k = 0; lc && k < lc->n; k++)
-		if (cnl_cyc_node_could_host(y, lc->v[k].node, p))
+		if (y->s->inc ? lb_could_host(&lc->v[k], p)
+		              : cnl_cyc_node_could_host(y, lc->v[k].node, p))
 			return lc->v[k].lb;
 	return T_INF;
 }
