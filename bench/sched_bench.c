@@ -18,6 +18,18 @@
  * (deletion - scheduled) or 1 h.  Every cycle runs 5 times; the median is
  * reported.
  *
+ * steady state  10,000 and then 100,000 jobs pending on the full cluster,
+ *               cycles a second apart with 20 jobs ended and 20 submitted
+ *               between two: the p50/p99 CPU time of the incremental cycle
+ *               (cnl_sched_cycle_inc, what cnlabd runs) beside the
+ *               from-scratch cycle (cnl_sched_cycle, the old path) on the
+ *               same input, and whether their decisions were identical
+ *               (the bench fails if not).
+ *
+ * Environment: CNL_BENCH_STEADY_ONLY=1 runs the steady state alone;
+ * CNL_BENCH_STEADY_PENDING=N only the size N; CNL_BENCH_CYCLES=K K cycles
+ * per size; CNL_BENCH_INC_ONLY=1 the incremental cycle alone (profiling).
+ *
  * Usage: sched_bench [TRACE_DIR]  (default ../shared/traces/alibaba-gpu-v2023
  * beside the source tree)
  */
