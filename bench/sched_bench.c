@@ -18,6 +18,18 @@
  * (deletion - scheduled) or 1 h.  Every cycle runs 5 times; the median is
  * reported.
  *
+ * steady state  10,000 and then 100,000 jobs pending on the full cluster,
+ *               cycles a second apart with 20 jobs ended and 20 submitted
+ *               between two: the p50/p99 CPU time of the incremental cycle
+ *               (cnl_sched_cycle_inc, what cnlabd runs) beside the
+ *               from-scratch cycle (cnl_sched_cycle, the old path) on the
+ *               same input, and whether their decisions were identical
+ *               (the bench fails if not).
+ *
+ * Environment: CNL_BENCH_STEADY_ONLY=1 runs the steady state alone;
+ * CNL_BENCH_STEADY_PENDING=N only the size N; CNL_BENCH_CYCLES=K K cycles
+ * per size; CNL_BENCH_INC_ONLY=1 the incremental cycle alone (profiling).
+ *
  * Usage: sched_bench [TRACE_DIR]  (default ../shared/traces/alibaba-gpu-v2023
  * beside the source tree)
  */
@@ -58,6 +70,15 @@ static uint32_t hash_name(const char *s)
 	for (; *s; s++)
 		h = (h ^ (uint8_t)*s) * 16777619u;
 	return h;
+}
+
+/* CPU time of this thread: the machine the bench runs on may be shared,
+ * and a cycle is one thread's work. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -215,6 +236,164 @@ static struct result measure_fill(struct world *w, const char *policy,
 	return median(r);
 }
 
+/* ---- the steady state: a trickle of work between cycles ------------- */
+
+#define TRICKLE 20 /* jobs ended and jobs submitted between two cycles */
+
+static int cmp_double(const void *a, const void *b)
+{
+	return cmp_d(a, b);
+}
+
+static double pct(double *v, size_t n, double q)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+	return v[i];
+}
+
+static bool same_decisions(const struct cnl_decisions *a,
+                           const struct cnl_decisions *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct cnl_decision *x = &a->d[i], *z = &b->d[i];
+		if (x->kind != z->kind || x->reason != z->reason ||
+		    x->job != z->job || x->node != z->node ||
+		    x->for_job != z->for_job || x->at_ms != z->at_ms ||
+		    x->kill_ms != z->kill_ms || x->error != z->error)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * `pending` jobs wait on the full cluster left by the fill (`jobs[0, n)`,
+ * its running work); `cycles` cycles a second apart, and between two of
+ * them TRICKLE running jobs end and TRICKLE new jobs arrive.  Each cycle
+ * runs twice on the same input: from scratch (cnl_sched_cycle, undone
+ * after) and incrementally (cnl_sched_cycle_inc, applied); the decisions
+ * must be the same.
+ */
+static int steady(struct world *w, const char *policy, struct cnl_job *base,
+                  size_t n_base, size_t pending, int cycles, int64_t now)
+{
+	struct cnl_sched_config cfg;
+	struct cnl_sched *s_old, *s_inc;
+	struct cnl_decisions d_old = {0}, d_inc = {0};
+	size_t cap = n_base + pending + (size_t)cycles * TRICKLE + 1, n = 0;
+	struct cnl_job *jobs = calloc(cap, sizeof(*jobs));
+	double *t_old = calloc((size_t)cycles, sizeof(double));
+	double *t_inc = calloc((size_t)cycles, sizeof(double));
+	size_t starts = 0, n_allocs = 0, n_run = 0;
+	bool same = true;
+	/* CNL_BENCH_INC_ONLY=1: the incremental cycle alone (profiling). */
+	bool inc_only = getenv("CNL_BENCH_INC_ONLY") != NULL;
+	uint64_t next_id = 1000000;
+
+	cnl_sched_config_default(&cfg);
+	snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
+	if (!jobs || !t_old || !t_inc || cnl_sched_new(&cfg, &s_old) < 0 ||
+	    cnl_sched_new(&cfg, &s_inc) < 0)
+		exit(1);
+	struct cnl_alloc *keep_a = calloc(n_base + 1, sizeof(*keep_a));
+	if (!keep_a)
+		exit(1);
+	for (size_t i = 0; i < n_base; i++)
+		if (base[i].state == CNL_JOB_RUNNING) {
+			keep_a[n_allocs++] =
+			    *cnl_alloc_get(w->c, base[i].alloc_id);
+			jobs[n++] = base[i];
+			n_run++;
+		}
+	make_jobs(w, jobs + n, pending, now, 7);
+	for (size_t i = n; i < n + pending; i++)
+		jobs[i].id = next_id++;
+	n += pending;
+	rng = 99;
+	for (int k = 0; k < cycles; k++) {
+		int64_t t = now + 1000 * k;
+		double t0 = cpu_s();
+		if (!inc_only &&
+		    cnl_sched_cycle(s_old, w->c, jobs, n, t, 42, &d_old) < 0)
+			exit(1);
+		t_old[k] = cpu_s() - t0;
+		if (!inc_only)
+			undo(w, &d_old);
+		t0 = cpu_s();
+		if (cnl_sched_cycle_inc(s_inc, w->c, jobs, n, t, 42, &d_inc) <
+		    0)
+			exit(1);
+		t_inc[k] = cpu_s() - t0;
+		same = same && (inc_only || same_decisions(&d_old, &d_inc));
+		for (size_t i = 0; i < d_inc.n; i++) {
+			const struct cnl_decision *d = &d_inc.d[i];
+			if (d->kind != CNL_DEC_START)
+				continue;
+			jobs[d->job].state = CNL_JOB_RUNNING;
+			jobs[d->job].alloc_id = d->alloc_id;
+			jobs[d->job].start_ms = d->at_ms;
+			starts++;
+		}
+		/* The trickle: TRICKLE running jobs end (the array keeps its
+		 * order), TRICKLE new ones arrive at the end. */
+		for (int e = 0; e < TRICKLE; e++) {
+			size_t tries = 0, i;
+			do
+				i = next() % n;
+			while (jobs[i].state != CNL_JOB_RUNNING &&
+			       ++tries < 1000);
+			if (jobs[i].state != CNL_JOB_RUNNING)
+				break;
+			cnl_alloc_free(w->c, jobs[i].alloc_id);
+			memmove(&jobs[i], &jobs[i + 1],
+			        (n - i - 1) * sizeof(*jobs));
+			n--;
+		}
+		uint64_t keep = rng;
+		make_jobs(w, jobs + n, TRICKLE, t, 1000 + (uint64_t)k);
+		rng = keep;
+		for (size_t i = n; i < n + TRICKLE; i++) {
+			jobs[i].id = next_id++;
+			jobs[i].submit_ms = t;
+		}
+		n += TRICKLE;
+	}
+	/* Put the cluster back as it was: every allocation of this run
+	 * released, the base's running work restored. */
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].state == CNL_JOB_RUNNING)
+			cnl_alloc_free(w->c, jobs[i].alloc_id);
+	for (size_t i = 0; i < n_allocs; i++)
+		if (cnl_alloc_restore(w->c, &keep_a[i]) < 0) {
+			fprintf(stderr, "sched_bench: cannot restore\n");
+			exit(1);
+		}
+	free(keep_a);
+	(void)n_run;
+	printf("  (CPU time of the cycle)\n");
+	printf("  %-5s from scratch: p50 %7.1f ms  p99 %7.1f ms\n", policy,
+	       pct(t_old, (size_t)cycles, 0.5) * 1e3,
+	       pct(t_old, (size_t)cycles, 0.99) * 1e3);
+	printf("  %-5s incremental:  p50 %7.1f ms  p99 %7.1f ms  "
+	       "(%zu started over %d cycles; decisions %s)\n",
+	       policy, pct(t_inc, (size_t)cycles, 0.5) * 1e3,
+	       pct(t_inc, (size_t)cycles, 0.99) * 1e3, starts, cycles,
+	       same ? "identical" : "DIFFER");
+	printf("  ratio incremental/scratch p50: %.2f\n",
+	       pct(t_inc, (size_t)cycles, 0.5) /
+	           pct(t_old, (size_t)cycles, 0.5));
+	cnl_decisions_done(&d_old);
+	cnl_decisions_done(&d_inc);
+	cnl_sched_free(s_old);
+	cnl_sched_free(s_inc);
+	free(jobs);
+	free(t_old);
+	free(t_inc);
+	return same ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1]
@@ -237,6 +416,9 @@ int main(int argc, char **argv)
 	/* 1. Placements per second: empty cluster, 10,000 pending.
 	 * (CNL_BENCH_FULL_ONLY=1 skips it, for profiling the full cycle.) */
 	bool full_only = getenv("CNL_BENCH_FULL_ONLY") != NULL;
+	/* CNL_BENCH_STEADY_ONLY=1 runs the steady state alone (section 3). */
+	bool steady_only = getenv("CNL_BENCH_STEADY_ONLY") != NULL;
+	full_only = full_only || steady_only;
 	make_jobs(&w, jobs, PENDING, now, 1);
 	struct result fc = {.seconds = 1}, ff = {.seconds = 1};
 	if (!full_only) {
@@ -279,7 +461,7 @@ int main(int argc, char **argv)
 	} phase[] = {{60000, "a minute later: no work old enough to "
 	                     "pre-empt"},
 	             {H, "an hour later: pre-emption live"}};
-	for (int ph = 0; ph < 2; ph++) {
+	for (int ph = 0; ph < (steady_only ? 0 : 2); ph++) {
 		struct result rc[REPEAT], rf[REPEAT];
 		int64_t t = now + phase[ph].after;
 		for (int k = 0; k < REPEAT; k++) {
@@ -303,6 +485,28 @@ int main(int argc, char **argv)
 		       mc.seconds / mf.seconds);
 	}
 
+	/* 3. The steady state: 10,000 and 100,000 pending on the full
+	 * cluster, a trickle of ended and new work between cycles. */
+	int bad = 0;
+	static const struct {
+		size_t pending;
+		int cycles;
+	} st[] = {{PENDING, 40}, {10 * PENDING, 15}};
+	const char *only = getenv("CNL_BENCH_STEADY_PENDING");
+	for (size_t k = 0; k < sizeof(st) / sizeof(st[0]); k++) {
+		int cyc = st[k].cycles;
+		if (only && strtoul(only, NULL, 10) != st[k].pending)
+			continue;
+		if (getenv("CNL_BENCH_CYCLES"))
+			cyc = (int)strtol(getenv("CNL_BENCH_CYCLES"), NULL, 10);
+		printf(
+		    "\nsteady state, full cluster, %zu pending, %d ended and "
+		    "%d new jobs between cycles (%d cycles):\n",
+		    st[k].pending, TRICKLE, TRICKLE, cyc);
+		bad |= steady(&w, "cnlab", jobs, n, st[k].pending, cyc,
+		              now + 60000);
+	}
+
 	char err[256];
 	int chk = cnl_cluster_check(w.c, err, sizeof(err));
 	printf("\ninvariants: %s\n", chk == 0 ? "ok" : err);
@@ -312,5 +516,5 @@ int main(int argc, char **argv)
 	free(saved);
 	free(w.pods);
 	cnl_cluster_free(w.c);
-	return chk == 0 ? 0 : 1;
+	return chk == 0 && !bad ? 0 : 1;
 }

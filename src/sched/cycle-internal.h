@@ -58,6 +58,10 @@ struct cnl_cyc_fail {
 struct cnl_cyc_lb {
 	int64_t lb;
 	uint32_t node;
+	/* The node's size, for cnl_cyc_node_could_host() without reading
+	 * the node (the rest of that test is the shape's, the same for every
+	 * job of the entry): -1 when the shape could never run there. */
+	int64_t cpu_total, mem_total;
 };
 
 struct cnl_cyc_lb_cache {

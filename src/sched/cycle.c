@@ -144,9 +144,9 @@ static void power(struct cnl_cyc *y)
 	}
 }
 
-int cnl_sched_cycle(struct cnl_sched *s, struct cnl_cluster *c,
-                    const struct cnl_job *jobs, size_t n_jobs, int64_t now_ms,
-                    uint64_t seed, struct cnl_decisions *out)
+static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
+                 const struct cnl_job *jobs, size_t n_jobs, int64_t now_ms,
+                 uint64_t seed, struct cnl_decisions *out)
 {
 	struct cnl_cyc y;
 	struct cnl_cyc_order ord;
@@ -231,6 +231,26 @@ out:
 	cnl_cyc_order_done(&ord);
 	free(gangs);
 	return r;
+}
+
+int cnl_sched_cycle_inc(struct cnl_sched *s, struct cnl_cluster *c,
+                        const struct cnl_job *jobs, size_t n_jobs,
+                        int64_t now_ms, uint64_t seed,
+                        struct cnl_decisions *out)
+{
+	int r;
+
+	s->inc = true;
+	r = cycle(s, c, jobs, n_jobs, now_ms, seed, out);
+	s->inc = false;
+	return r;
+}
+
+int cnl_sched_cycle(struct cnl_sched *s, struct cnl_cluster *c,
+                    const struct cnl_job *jobs, size_t n_jobs, int64_t now_ms,
+                    uint64_t seed, struct cnl_decisions *out)
+{
+	return cycle(s, c, jobs, n_jobs, now_ms, seed, out);
 }
 
 /* ---- admission -------------------------------------------------------- */

@@ -201,6 +201,56 @@ resv_overlap(const struct cnl_sched *s, uint32_t node, int64_t t0, int64_t t1)
 	return NULL;
 }
 
+/*
+ * node_earliest() in one sweep (the incremental cycle's): the same answer,
+ * but each time a reservation pushes the start later the replay goes on
+ * from where it stopped instead of putting the node back and releasing
+ * its work again from the start.  The state after releasing the node's
+ * first k pieces of work in order is the same either way, since a restore
+ * undoes a release exactly.
+ */
+static int64_t node_earliest_sweep(struct cnl_cyc *y, uint32_t node,
+                                   const struct cnl_req_prep *p, int64_t rt,
+                                   int64_t t, struct cnl_cyc_saved *sv)
+{
+	const struct cnl_run_vec *rv = &y->s->runs[node];
+	struct cnl_plan pl;
+	int64_t res = T_INF;
+	uint32_t i = 0;
+
+	for (size_t guard = 0; guard <= y->s->n_resv; guard++) {
+		const struct cnl_resv *r;
+		int64_t fit = T_INF;
+
+		while (i < rv->n && rv->v[i].end_ms <= t)
+			if (cnl_cyc_save_free(y->c, sv, rv->v[i++].alloc_id) <
+			    0)
+				goto out;
+		if (cnl_alloc_plan_fast(y->c, p, node, &pl))
+			fit = t;
+		while (fit == T_INF && i < rv->n) {
+			int64_t end = rv->v[i].end_ms;
+			while (i < rv->n && rv->v[i].end_ms == end)
+				if (cnl_cyc_save_free(y->c, sv,
+				                      rv->v[i++].alloc_id) < 0)
+					goto out;
+			if (cnl_alloc_plan_fast(y->c, p, node, &pl))
+				fit = end;
+		}
+		if (fit == T_INF)
+			goto out;
+		r = resv_overlap(y->s, node, fit, fit + rt);
+		if (!r) {
+			res = fit;
+			goto out;
+		}
+		t = r->t1;
+	}
+out:
+	cnl_cyc_restore_all(y->c, sv);
+	return res;
+}
+
 /* Earliest start on `node` that also keeps clear of the reservations
  * already there (a conservative rule: reservations on one node never
  * overlap in time). */
@@ -211,6 +261,8 @@ static int64_t node_earliest(struct cnl_cyc *y, uint32_t node,
 	/* Nothing fits before the lower bound: start the replay there. */
 	int64_t t = lower_bound > y->now ? lower_bound : y->now;
 
+	if (y->s->inc)
+		return node_earliest_sweep(y, node, p, rt, t, sv);
 	for (size_t guard = 0; guard <= y->s->n_resv; guard++) {
 		const struct cnl_resv *r;
 		t = replay_fit(y, node, p, t, sv);
@@ -349,8 +401,15 @@ static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 		    (!n->n_gpus || !(p->type_ok >> n->gpu_type & 1)))
 			continue;
 		int64_t lb = node_lower_bound(y, i, p, true);
-		if (lb != T_INF)
-			tmp.v[tmp.n++] = (struct cnl_cyc_lb){lb, i};
+		if (lb == T_INF)
+			continue;
+		/* The shape's part of cnl_cyc_node_could_host(): with no CPU
+		 * and memory asked, only the node's size is left to test. */
+		struct cnl_req_prep shape = *p;
+		shape.req.cpu_milli = shape.req.mem_mib = 0;
+		bool ok = cnl_cyc_node_could_host(y, i, &shape);
+		tmp.v[tmp.n++] = (struct cnl_cyc_lb){
+		    lb, i, ok ? n->cpu_total : -1, ok ? n->mem_total : -1};
 	}
 	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
 	if (y->n_lbc == LBC_MAX) {
@@ -373,6 +432,30 @@ void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 
 /* ---- earliest start, reservations, backfill ------------------------- */
 
+/* cnl_cyc_node_could_host() from a bounds entry of the job's shape (the
+ * same answer: node states and sizes do not change within a cycle). */
+static inline bool lb_could_host(const struct cnl_cyc_lb *e,
+                                 const struct cnl_req_prep *p)
+{
+	return e->cpu_total >= p->req.cpu_milli &&
+	       e->mem_total >= p->req.mem_mib && e->cpu_total >= 0;
+}
+
+/* A lower bound on node_earliest() from the reservations alone: the first
+ * time from `t` on that [t, t + rt) overlaps none of the node's. */
+static int64_t resv_gap(const struct cnl_sched *s, uint32_t node, int64_t t,
+                        int64_t rt)
+{
+	const struct cnl_resv *r;
+
+	for (size_t guard = 0; guard <= s->n_resv; guard++) {
+		if (!(r = resv_overlap(s, node, t, t + rt)))
+			return t;
+		t = r->t1;
+	}
+	return T_INF;
+}
+
 /* The earliest time and node at which job `p` could start, honouring the
  * reservations already made.  T_INF when none is known.  Nodes are tried
  * in order of their lower bound until the bound passes the best exact
@@ -387,7 +470,16 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 
 	for (uint32_t k = 0; lc && k < lc->n && lc->v[k].lb < best; k++) {
 		uint32_t node = lc->v[k].node;
-		if (!cnl_cyc_node_could_host(y, node, p))
+		if (y->s->inc ? !lb_could_host(&lc->v[k], p)
+		              : !cnl_cyc_node_could_host(y, node, p))
+			continue;
+		/* The incremental cycle skips a node whose reservations alone
+		 * put its start at or past the best found: it could not win
+		 * (only an earlier time does), so the answer is the same. */
+		if (y->s->inc && best != T_INF &&
+		    resv_gap(y->s, node,
+		             lc->v[k].lb > y->now ? lc->v[k].lb : y->now,
+		             rt) >= best)
 			continue;
 		int64_t t = node_earliest(y, node, p, rt, lc->v[k].lb, &sv);
 		if (t < best) {
@@ -407,7 +499,8 @@ int64_t cnl_cyc_estimate(struct cnl_cyc *y, const struct cnl_req_prep *p)
 	const struct cnl_cyc_lb_cache *lc = bounds(y, p);
 
 	for (uint32_t k = 0; lc && k < lc->n; k++)
-		if (cnl_cyc_node_could_host(y, lc->v[k].node, p))
+		if (y->s->inc ? lb_could_host(&lc->v[k], p)
+		              : cnl_cyc_node_could_host(y, lc->v[k].node, p))
 			return lc->v[k].lb;
 	return T_INF;
 }

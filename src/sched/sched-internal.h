@@ -9,6 +9,7 @@
 #ifndef CNL_SCHED_SCHED_INTERNAL_H
 #define CNL_SCHED_SCHED_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "sched/alloc.h"
@@ -61,6 +62,9 @@ struct cnl_sched {
 	uint32_t *resv_head;  /* per node: first reservation, or UINT32_MAX */
 	uint32_t *gang_nodes; /* nodes of the gang being placed */
 	int n_gang_nodes;
+	/* The cycle running is cnl_sched_cycle_inc's (cycle.c): the same
+	 * decisions, by the faster paths. */
+	bool inc;
 };
 
 _Static_assert(offsetof(struct cnl_sched, cfg) == 0,

@@ -256,6 +256,16 @@ int cnl_sched_cycle(struct cnl_sched *s, struct cnl_cluster *c,
                     uint64_t seed, struct cnl_decisions *out);
 
 /*
+ * cnl_sched_cycle_inc - the same cycle, with the same decisions, kept
+ * incremental: the scheduler keeps its working set between calls and
+ * works on what changed since the last one.
+ */
+int cnl_sched_cycle_inc(struct cnl_sched *s, struct cnl_cluster *c,
+                        const struct cnl_job *jobs, size_t n_jobs,
+                        int64_t now_ms, uint64_t seed,
+                        struct cnl_decisions *out);
+
+/*
  * cnl_sched_admit - at submission: can `job`'s deadline be met by some
  * plan, given the running work?  0 when it can (or has no deadline);
  * -CNL_EDEADLINE when not, with the earliest possible start in *ret_start;

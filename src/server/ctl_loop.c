@@ -376,8 +376,8 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	place_home(ctl, now);
 	ctl_resize_admit(ctl, now);
 	n = ctl_build_jobs(ctl, &jobs, &map);
-	r = cnl_sched_cycle(ctl->sched, ctl->cluster, jobs, n, now,
-	                    ctl->cfg.seed ^ (uint64_t)now, &dec);
+	r = cnl_sched_cycle_inc(ctl->sched, ctl->cluster, jobs, n, now,
+	                        ctl->cfg.seed ^ (uint64_t)now, &dec);
 	if (r < 0) {
 		cnl_log(CNL_LOG_ERROR, "scheduling cycle failed", "err=%s",
 		        cnl_errname(r));
@@ -385,7 +385,8 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	}
 	if ((r = ctl_record(ctl, &dec, map, n, now)) < 0) {
 		/* Not recorded, so not visible: put the snapshot back and
-		 * try again on the next tick. */
+		 * try again on the next tick (the timer's, which forces a
+		 * cycle: not at once, so a failing store is not spun on). */
 		cnl_log(CNL_LOG_ERROR, "cannot persist decisions",
 		        "err=%s db=%s", cnl_errname(r),
 		        cnl_store_errmsg(ctl->store));
@@ -400,7 +401,6 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 				cnl_alloc_adopt(ctl->cluster, &w->placed,
 				                &w->alloc_id);
 			}
-		ctl->dirty = true;
 		goto out;
 	}
 	for (size_t i = 0; i < dec.n; i++) {
@@ -609,36 +609,35 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 	}
 }
 
-/* Cycles triggered by changes run at most this often, so a burst of
- * submissions costs one cycle per interval, not one per submission. */
-#define CYCLE_GAP_MS 50
-
+/*
+ * The loop: a kick (a submission, an end, a node that changed) runs a
+ * cycle at once when the loop is idle; kicks that arrive while a cycle
+ * runs (they wait for the lock it holds) leave the state dirty, and the
+ * next cycle starts as soon as this one ends and takes them all: the
+ * cycle's own duration is the batch, with no fixed gap and no timer on
+ * the path of a job.  The periodic timer (cycle_interval_ms) remains for
+ * liveness, lost nodes and metering, and forces a cycle.
+ */
 static void *loop(void *arg)
 {
 	struct cnl_ctl *ctl = arg;
-	int64_t next = ctl_now_ms(), last = 0;
+	int64_t next = ctl_now_ms();
 
 	pthread_mutex_lock(ctl->mu);
 	while (!ctl->stop) {
-		int64_t now = ctl_now_ms(), until;
+		int64_t now = ctl_now_ms();
 		bool timer = now >= next;
 		struct timespec ts;
 
-		if (timer || (ctl->dirty && now - last >= CYCLE_GAP_MS)) {
+		if (timer || ctl->dirty) {
 			cnl_ctl_tick(ctl, now, timer);
-			last = now;
 			if (timer)
 				next = now + ctl->cfg.cycle_interval_ms;
-		}
-		until = ctl->dirty ? last + CYCLE_GAP_MS : next;
-		if (until > next)
-			until = next;
-		now = ctl_now_ms();
-		if (until <= now)
 			continue;
+		}
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (until - now) / 1000;
-		ts.tv_nsec += ((until - now) % 1000) * 1000000;
+		ts.tv_sec += (next - now) / 1000;
+		ts.tv_nsec += ((next - now) % 1000) * 1000000;
 		if (ts.tv_nsec >= 1000000000) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
