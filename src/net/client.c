@@ -12,7 +12,8 @@
  * descriptor as libcurl asks for it; a download is written to the
  * caller's descriptor once the status is known to be 2xx (before that,
  * and for any other status, the body goes to memory as usual), hashed as
- * it goes.
+ * it goes.  A streamed reply (on_data) is handed to the caller's
+ * callback the same way, once its status is known to be 2xx.
  */
 #include <errno.h>
 #include <poll.h>
@@ -59,6 +60,10 @@ struct buf {
 	char server_sha256[65];
 	/* Uploads. */
 	uint64_t sent;
+	/* Streamed replies (rq->on_data): 0 undecided, 1 to the callback,
+	 * -1 to memory; whether the callback asked to end. */
+	int to_cb;
+	bool cancelled;
 };
 
 /* Write @n bytes to the download descriptor; false on failure. */
@@ -97,6 +102,19 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ud)
 	}
 	if (b->to_fd == 1)
 		return to_file(b, data, n) ? n : 0;
+	if (b->rq && b->rq->on_data && b->to_cb == 0) {
+		long st = 0;
+
+		curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &st);
+		b->to_cb = st >= 200 && st < 300 ? 1 : -1;
+	}
+	if (b->to_cb == 1) {
+		if (b->rq->on_data(b->rq->on_data_ud, data, n) != 0) {
+			b->cancelled = true;
+			return 0; /* CURLE_WRITE_ERROR */
+		}
+		return n;
+	}
 	if (n > b->max - b->n) {
 		b->too_large = true;
 		return 0; /* makes libcurl fail with CURLE_WRITE_ERROR */
@@ -377,11 +395,13 @@ int cnl_client_request(struct cnl_client *cl,
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, &b);
-	/* A download's limit is its own (0: none); a reply in memory is
-	 * held to the client's. */
+	/* A download's limit is its own (0: none), a streamed reply has
+	 * none (the callback keeps nothing); a reply in memory is held to
+	 * the client's (the callback's check holds for a refusal). */
 	curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
-	                 rq->download ? (curl_off_t)rq->download_max
-	                              : (curl_off_t)cl->reply_max);
+	                 rq->download  ? (curl_off_t)rq->download_max
+	                 : rq->on_data ? (curl_off_t)0
+	                               : (curl_off_t)cl->reply_max);
 	if (cl->connect_timeout_ms > 0)
 		curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 		                 cl->connect_timeout_ms);
@@ -470,6 +490,11 @@ int cnl_client_request(struct cnl_client *cl,
 			ret->timed_out = CNL_CLIENT_TIMEOUT_IDLE;
 		else
 			ret->timed_out = CNL_CLIENT_TIMEOUT_TOTAL;
+	}
+	if (cc != CURLE_OK && b.cancelled) {
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &ret->status);
+		no_reply(ret, &b, "cancelled by the caller", "");
+		return -ECANCELED;
 	}
 	if (cc != CURLE_OK)
 		return no_reply(ret, &b, curl_easy_strerror(cc), cerr);

@@ -131,6 +131,14 @@ struct cnl_client_request {
 	bool download;
 	int download_fd;
 	uint64_t download_max;
+	/* A 2xx reply handed over as it arrives instead of kept in memory
+	 * (an event stream that lasts as long as a job): each piece of the
+	 * body, in order, goes to @on_data(@on_data_ud, ...), which returns
+	 * 0 to go on or non-zero to end the request, which then returns
+	 * -ECANCELED.  The reply's status and headers are filled as usual;
+	 * its body is "".  Other replies come in memory as usual. */
+	int (*on_data)(void *ud, const char *buf, size_t len);
+	void *on_data_ud;
 };
 
 /* What came back; free with cnl_client_reply_done(). */
@@ -161,8 +169,9 @@ struct cnl_client_reply {
  * cnl_client_request - send @rq and fill *@ret (always initialised, so
  * cnl_client_reply_done() is always safe).  Returns 0 when a reply arrived,
  * whatever its status; -EIO when none did (see the header comment; the
- * reasons in ret->error and ret->detail); -ENOMEM when the JSON body
- * cannot be encoded; -EINVAL for a NULL argument, method or path.
+ * reasons in ret->error and ret->detail; also a streamed reply, @on_data,
+ * cut short); -ECANCELED when @on_data asked to end; -ENOMEM when the JSON
+ * body cannot be encoded; -EINVAL for a NULL argument, method or path.
  */
 int cnl_client_request(struct cnl_client *cl,
                        const struct cnl_client_request *rq,
