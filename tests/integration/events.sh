@@ -6,7 +6,8 @@
 #     exit code, and then the response ends (it does not wait for a
 #     timeout: curl returns on its own);
 #   - an output chunk is sent while the job still runs, before the job
-#     ends (streamed, not gathered);
+#     ends (streamed, not gathered), and a keep-alive comment while the
+#     job is silent;
 #   - resuming with Last-Event-ID or ?after= gives the output after that
 #     chunk only; a bad resume id is a 400 naming the header or field;
 #   - another project's user cannot follow the job (404, as GET of it);
@@ -93,6 +94,15 @@ done
 st=$(api "$root" GET "/v1/jobs/$job" | jq -r .state)
 grep -q '"data":"first\\n"' "$tmp/s1" && [ "$st" = running ] && ! grep -q '^event: end' "$tmp/s1" &&
 	ok "a chunk is streamed while the job runs" || bad "streamed: state=$st $(cat "$tmp/s1")"
+# Nothing more comes while the job waits: a keep-alive comment does
+# (after 15 s of silence), so that no client nor proxy takes the stream
+# for dead.
+for _ in $(seq 400); do
+	grep -q '^: keep-alive$' "$tmp/s1" && break
+	sleep 0.1
+done
+grep -q '^: keep-alive$' "$tmp/s1" && ok "a keep-alive comes while nothing else does" ||
+	bad "no keep-alive: $(cat "$tmp/s1")"
 touch "$tmp/data/agent/jobs/$job/go"
 wait $cpid
 rc=$?
