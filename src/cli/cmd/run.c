@@ -511,7 +511,7 @@ static int ev_data(void *ud, const char *buf, size_t len)
 	s->line = cnl_xrealloc(s->line, s->line_len + len + 1);
 	memcpy(s->line + s->line_len, buf, len);
 	s->line_len += len;
-	for (size_t i = 0; i < s->line_len && !s->code; i++) {
+	for (size_t i = 0; i < s->line_len && !s->code && !s->ended; i++) {
 		if (s->line[i] != '\n')
 			continue;
 		s->line[i] = '\0';
@@ -520,7 +520,8 @@ static int ev_data(void *ud, const char *buf, size_t len)
 	}
 	memmove(s->line, s->line + start, s->line_len - start);
 	s->line_len -= start;
-	return s->code ? 1 : 0;
+	/* The end: done, without waiting for the reply's last chunk. */
+	return s->code || s->ended ? 1 : 0;
 }
 
 /* Follow job s->id's events to its end (s->job: its final document). 0 or
@@ -570,7 +571,7 @@ static int stream_job(struct evs *s)
 			cnl_client_reply_done(&r);
 			return code;
 		}
-		if (rc == 0 && s->ended) {
+		if ((rc == 0 || rc == -ECANCELED) && s->ended) {
 			cnl_client_reply_done(&r);
 			return 0;
 		}
