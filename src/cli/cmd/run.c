@@ -12,19 +12,26 @@
  * that is not a local file is taken as a command to run as is
  * ("cnlab run nvidia-smi -L").
  *
- * Following: the job is polled every 250 ms; while it waits, a progress
- * line with the scheduler's estimate ("✓ Queued ... ETA 18s") is printed
- * whenever the estimate or the reason changes; output chunks are paged by
- * their id (GET /v1/jobs/{id}/logs?after=) and written to stdout or
- * stderr as the job wrote them, byte for byte ("data", or "data_base64"
- * for bytes that are not UTF-8).  Artifacts are streamed into the
- * artifacts folder, in their subfolders, each checked against its
- * SHA-256.  The job's state is read before each page
- * of output, so once a final state is seen the output that follows is
- * complete.  Progress lines go to stderr so that stdout is the job's own.
+ * Following: one long-lived GET /v1/jobs/{id}/events (Server-Sent
+ * Events, read as they arrive through the client's on_data; no timer):
+ * each "job" event (the job's document) may print a progress line with
+ * the scheduler's estimate ("✓ Queued ... ETA 18s", when the estimate or
+ * the reason changed) or "✓ Running on NODE"; each "log" event is an
+ * output chunk written to stdout or stderr as the job wrote it, byte for
+ * byte ("data", or "data_base64" for bytes that are not UTF-8); "end"
+ * carries the final state, sent by cnlabd after all the output.  A
+ * stream cut short is opened again after the last chunk written
+ * (?after=), so nothing is lost or written twice.  CNLAB_FOLLOW=poll
+ * brings back the old loop (the job polled every 250 ms, its output
+ * paged by id after each look), kept for bench/run_bench.sh.  Artifacts
+ * are streamed into the artifacts folder, in their subfolders, each
+ * checked against its SHA-256.  Progress lines go to stderr so that
+ * stdout is the job's own.
  *
  * Ctrl-C: on a terminal, asks "cancel the job or detach? [c/d]"; without
  * one (scripts, CI) it detaches, printing how to follow the job later.
+ * While following events, a thread of its own waits for the signal
+ * (sigwait), so the question comes at once, whatever the stream does.
  */
 #include <errno.h>
 #include <fcntl.h>
