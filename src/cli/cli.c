@@ -214,6 +214,12 @@ static int reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
 	}
 }
 
+int cnl_cli_reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
+                        const char *what)
+{
+	return reply_error(cli, r, what);
+}
+
 int cnl_cli_unreachable(struct cnl_cli *cli, const struct cnl_client_reply *r,
                         const char *what)
 {

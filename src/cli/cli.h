@@ -131,6 +131,14 @@ int cnl_cli_list_end(struct cnl_cli_table *t, json_t *reply);
 
 /* cnl_cli_call() for raw bytes (artifact download): *@ret is the reply. */
 /*
+ * cnl_cli_reply_error - the message and exit code for a reply whose
+ * status is not 2xx, as cnl_cli_call() prints them (@what: the kind of
+ * thing asked for, for a 404, or NULL).
+ */
+int cnl_cli_reply_error(struct cnl_cli *cli, const struct cnl_client_reply *r,
+                        const char *what);
+
+/*
  * cnl_cli_unreachable - the message for a request that got no reply
  * (@r after -EIO from the client): CNL_EXIT_TIMEOUT naming the server and
  * which timeout ran out, else CNL_EXIT_ERROR with the reason.  @what: the

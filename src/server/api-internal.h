@@ -35,6 +35,9 @@
 #define CNL_API_UPLOAD_TTL_MS  (24LL * 3600 * 1000)
 
 /* Per-route request counters for /metrics. */
+/* Job events remembered per job for the streams that wake (api_events.c). */
+#define CNL_API_EV_RING 64
+
 struct route_stats {
 	uint64_t by_class[5]; /* 1xx..5xx */
 	struct cnl_hist latency;
@@ -76,7 +79,13 @@ struct cnl_api {
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;
 	pthread_cond_t tun_cv;
-	atomic_bool proxy_stop;  /* cnl_api_stop: waits and relays end */
+	atomic_bool proxy_stop; /* cnl_api_stop: waits and relays end */
+	/* Job events (api_events.c), under mu: a sequence bumped, and
+	 * ev_cv broadcast, when a job changes or its output arrives; the
+	 * ring keeps the hashes of the last CNL_API_EV_RING jobs noted. */
+	pthread_cond_t ev_cv;
+	uint64_t ev_seq;
+	uint64_t ev_ring[CNL_API_EV_RING];
 	int64_t cred_overlap_ms; /* a rotated node credential lives on */
 };
 
@@ -426,6 +435,16 @@ void cnl_api_h_job_decisions(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp);
 void cnl_api_h_job_logs(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp);
+
+/* api_events.c: GET /v1/jobs/{job}/events (Server-Sent Events), and
+ * what wakes its streams (each called with the lock held): a job's state,
+ * run record or output changed (note; changed is the controller's hook),
+ * a controller tick ended (tick: pending estimates move). */
+void cnl_api_h_job_events(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_events_note(struct cnl_api *api, const char *job_id);
+void cnl_api_events_changed(void *ud, const char *id);
+void cnl_api_events_tick(struct cnl_api *api);
 
 /* api_files.c */
 /* Whether @route's body is streamed to a file (uploads). */

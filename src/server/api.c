@@ -205,6 +205,7 @@ static const struct cnl_http_route routes[] = {
     {"PATCH", "/v1/jobs/{job}", PM, "job.resize", cnl_api_h_job_patch},
     {"POST", "/v1/jobs/{job}/cancel", PM, "job.cancel", cnl_api_h_job_cancel},
     {"GET", "/v1/jobs/{job}/logs", PV, NULL, cnl_api_h_job_logs},
+    {"GET", "/v1/jobs/{job}/events", PV, NULL, cnl_api_h_job_events},
     {"GET", "/v1/jobs/{job}/decisions", PV, NULL, cnl_api_h_job_decisions},
     {"GET", "/v1/jobs/{job}/artifacts", PV, NULL, cnl_api_h_job_artifacts},
     {"GET", "/v1/jobs/{job}/artifact", PV, NULL, cnl_api_h_job_artifact_get},
@@ -478,6 +479,14 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	return r;
 }
 
+/* The controller's tick, lock held: files past their retention go, and
+ * the event streams of pending jobs look at their estimates again. */
+static void upkeep(void *ud, int64_t now_ms)
+{
+	cnl_api_files_upkeep(ud, now_ms);
+	cnl_api_events_tick(ud);
+}
+
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 {
 	struct cnl_api *api;
@@ -492,6 +501,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	api = cnl_xcalloc(1, sizeof(*api));
 	pthread_mutex_init(&api->mu, NULL);
 	pthread_cond_init(&api->tun_cv, NULL);
+	pthread_cond_init(&api->ev_cv, NULL);
 	api->store = cfg->store;
 	api->keylen = cfg->jwt_key_len;
 	api->key = cnl_xmalloc(api->keylen);
@@ -555,8 +565,10 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	            cfg->preempt_min_run_ms ? cfg->preempt_min_run_ms : -1,
 	        .preempt_grace_ms =
 	            cfg->preempt_grace_ms ? cfg->preempt_grace_ms : -1,
-	        .upkeep = cnl_api_files_upkeep,
+	        .upkeep = upkeep,
 	        .upkeep_ud = api,
+	        .changed = cnl_api_events_changed,
+	        .changed_ud = api,
 	    },
 	    &api->mu, &api->ctl, err, sizeof(err));
 	if (r < 0) {
@@ -578,6 +590,7 @@ void cnl_api_stop(struct cnl_api *api)
 	atomic_store(&api->proxy_stop, true);
 	pthread_mutex_lock(&api->mu);
 	pthread_cond_broadcast(&api->tun_cv);
+	pthread_cond_broadcast(&api->ev_cv);
 	pthread_mutex_unlock(&api->mu);
 }
 
@@ -606,6 +619,7 @@ void cnl_api_free(struct cnl_api *api)
 	free(api->oidc_token_url);
 	cnl_api_cli_free(api->cli);
 	pthread_cond_destroy(&api->tun_cv);
+	pthread_cond_destroy(&api->ev_cv);
 	pthread_mutex_destroy(&api->mu);
 	free(api);
 }

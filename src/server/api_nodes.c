@@ -437,6 +437,7 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, r, "log");
 		goto out;
 	}
+	cnl_api_events_note(c->api, m.id); /* its event streams send it */
 	if (m.has_offset)
 		log_ack(resp, 201, lid, m.offset + (int64_t)m.len);
 	else

@@ -58,6 +58,10 @@ struct cnl_ctl_config {
 	 * (deleting files past their retention); NULL: none. */
 	void (*upkeep)(void *ud, int64_t now_ms);
 	void *upkeep_ud;
+	/* Called with the lock held once a job's state or run record was
+	 * written (the API wakes the streams that follow it); NULL: none. */
+	void (*changed)(void *ud, const char *job_id);
+	void *changed_ud;
 };
 
 struct cnl_ctl;

@@ -239,8 +239,11 @@ int ctl_persist(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 	if (w->server)
 		return cnl_store_server_update(ctl->store, w->id,
 		                               ctl_store_state(w), w->url, run);
-	return cnl_store_job_update_run(ctl->store, w->id, ctl_store_state(w),
-	                                0, now, run);
+	r = cnl_store_job_update_run(ctl->store, w->id, ctl_store_state(w), 0,
+	                             now, run);
+	if (r >= 0 && ctl->cfg.changed)
+		ctl->cfg.changed(ctl->cfg.changed_ud, w->id);
+	return r;
 }
 
 /*
@@ -259,8 +262,11 @@ int ctl_persist_end(struct cnl_ctl *ctl, const struct wl *w, bool ran,
 	if (w->server)
 		return cnl_store_server_update(ctl->store, w->id,
 		                               ctl_store_state(w), "", run);
-	return cnl_store_job_update_run(ctl->store, w->id, ctl_store_state(w),
-	                                exit_code, now, run);
+	r = cnl_store_job_update_run(ctl->store, w->id, ctl_store_state(w),
+	                             exit_code, now, run);
+	if (r >= 0 && ctl->cfg.changed)
+		ctl->cfg.changed(ctl->cfg.changed_ud, w->id);
+	return r;
 }
 
 void ctl_wl_set_blocks(struct wl *w, int blocks)

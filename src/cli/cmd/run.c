@@ -12,22 +12,30 @@
  * that is not a local file is taken as a command to run as is
  * ("cnlab run nvidia-smi -L").
  *
- * Following: the job is polled every 250 ms; while it waits, a progress
- * line with the scheduler's estimate ("✓ Queued ... ETA 18s") is printed
- * whenever the estimate or the reason changes; output chunks are paged by
- * their id (GET /v1/jobs/{id}/logs?after=) and written to stdout or
- * stderr as the job wrote them, byte for byte ("data", or "data_base64"
- * for bytes that are not UTF-8).  Artifacts are streamed into the
- * artifacts folder, in their subfolders, each checked against its
- * SHA-256.  The job's state is read before each page
- * of output, so once a final state is seen the output that follows is
- * complete.  Progress lines go to stderr so that stdout is the job's own.
+ * Following: one long-lived GET /v1/jobs/{id}/events (Server-Sent
+ * Events, read as they arrive through the client's on_data; no timer):
+ * each "job" event (the job's document) may print a progress line with
+ * the scheduler's estimate ("✓ Queued ... ETA 18s", when the estimate or
+ * the reason changed) or "✓ Running on NODE"; each "log" event is an
+ * output chunk written to stdout or stderr as the job wrote it, byte for
+ * byte ("data", or "data_base64" for bytes that are not UTF-8); "end"
+ * carries the final state, sent by cnlabd after all the output.  A
+ * stream cut short is opened again after the last chunk written
+ * (?after=), so nothing is lost or written twice.  CNLAB_FOLLOW=poll
+ * brings back the old loop (the job polled every 250 ms, its output
+ * paged by id after each look), kept for bench/run_bench.sh.  Artifacts
+ * are streamed into the artifacts folder, in their subfolders, each
+ * checked against its SHA-256.  Progress lines go to stderr so that
+ * stdout is the job's own.
  *
  * Ctrl-C: on a terminal, asks "cancel the job or detach? [c/d]"; without
  * one (scripts, CI) it detaches, printing how to follow the job later.
+ * While following events, a thread of its own waits for the signal
+ * (sigwait), so the question comes at once, whatever the stream does.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -64,6 +72,26 @@ static char *pathf2(const char *a, const char *id, const char *b)
 	return s;
 }
 
+/* Write one output chunk to stdout or stderr, as the job wrote it. */
+static void write_chunk(const json_t *it)
+{
+	json_t *text = json_object_get(it, "data");
+	const char *b64 = cnl_cli_str(it, "data_base64", NULL);
+	FILE *f = strcmp(cnl_cli_str(it, "stream", ""), "stderr") == 0 ? stderr
+	                                                               : stdout;
+	uint8_t *bytes = NULL;
+	size_t len;
+
+	if (json_is_string(text))
+		fwrite(json_string_value(text), 1, json_string_length(text), f);
+	else if (b64 &&
+	         cnl_b64_decode_new(b64, CNL_B64_STD | CNL_B64_PAD,
+	                            CNL_B64_INPUT_MAX, &bytes, &len) == 0)
+		fwrite(bytes, 1, len, f);
+	free(bytes);
+	fflush(f);
+}
+
 /* Write the output chunks after *@after; advances it.  0 or exit code. */
 static int drain_logs(struct cnl_cli *cli, const char *id, char *after,
                       size_t after_len)
@@ -84,25 +112,7 @@ static int drain_logs(struct cnl_cli *cli, const char *id, char *after,
 			return code;
 		items = json_object_get(o, "items");
 		json_array_foreach (items, i, it) {
-			json_t *text = json_object_get(it, "data");
-			const char *b64 = cnl_cli_str(it, "data_base64", NULL);
-			FILE *f =
-			    strcmp(cnl_cli_str(it, "stream", ""), "stderr") == 0
-			        ? stderr
-			        : stdout;
-			uint8_t *bytes = NULL;
-			size_t len;
-
-			if (json_is_string(text))
-				fwrite(json_string_value(text), 1,
-				       json_string_length(text), f);
-			else if (b64 &&
-			         cnl_b64_decode_new(
-			             b64, CNL_B64_STD | CNL_B64_PAD,
-			             CNL_B64_INPUT_MAX, &bytes, &len) == 0)
-				fwrite(bytes, 1, len, f);
-			free(bytes);
-			fflush(f);
+			write_chunk(it);
 			snprintf(after, after_len, "%s",
 			         cnl_cli_str(it, "id", ""));
 		}
@@ -337,48 +347,391 @@ static int end_code(const struct cnl_wire_job *o)
 	return ec > 0 && ec < 256 ? ec : 1;
 }
 
+/* The old way of following, kept for comparison (bench/run_bench.sh):
+ * CNLAB_FOLLOW=poll polls the job every POLL_MS. */
+static bool poll_mode(void)
+{
+	const char *v = getenv("CNLAB_FOLLOW");
+
+	return v && strcmp(v, "poll") == 0;
+}
+
+/* What a job's document says to a user of cnlab run: the progress line
+ * while it waits, where it runs once it does. */
+static void show_job(const struct cnl_wire_job *o, char *last, size_t last_len,
+                     bool *announced)
+{
+	const struct cnl_wire_status *st = o->has_status ? &o->status : NULL;
+
+	if (strcmp(o->state, "pending") == 0)
+		progress(st, last, last_len);
+	if (strcmp(o->state, "running") == 0 && !*announced && st &&
+	    st->node[0]) {
+		fprintf(stderr, "✓ Running on %s\n", st->node);
+		*announced = true;
+	}
+	/* A job quicker than an update: where it ran still says. */
+	if (is_final(o->state) && !*announced && o->has_placement &&
+	    o->placement.node[0]) {
+		fprintf(stderr, "✓ Running on %s\n", o->placement.node);
+		*announced = true;
+	}
+}
+
 /*
- * Follow job @id until it ends.  @run: progress lines, Ctrl-C handling,
- * artifacts into @dir and the job's exit code; else just the output.
- * @gang: the job leads a gang (its members by rank), whose other members
- * are waited for once it ended (gang_wait); NULL for a job alone.
+ * Following by events: GET /v1/jobs/{id}/events, Server-Sent Events
+ * read as they arrive (the client's on_data), no timer.  "job" events
+ * carry the job's document (progress lines), "log" events its output
+ * with the chunk's id as the event id, "end" the final document.  A
+ * stream cut short (a dropped connection, cnlabd restarting) is opened
+ * again after the last chunk written (?after=), so no output is lost or
+ * written twice; only a stream that fails without bringing anything new
+ * waits before trying again, at most EV_TRIES times.
  */
-static int follow(struct cnl_cli *cli, const char *id, bool run,
-                  const char *dir, const struct cnl_wire_job_gang *gang)
+#define EV_TRIES     8
+#define EV_LINE_MAX  ((size_t)16 << 20)
+#define EV_IDLE_MIN  (45 * 1000) /* the server's keep-alive is 15 s */
+#define EV_STEADY_NS (5LL * 1000000000)
+
+struct evs {
+	struct cnl_cli *cli;
+	const char *id;
+	bool run;  /* progress lines */
+	bool logs; /* write the output */
+	char after[160];
+	/* The event being read. */
+	char *line;
+	size_t line_len;
+	char event[16];
+	char *data;
+	size_t data_len;
+	char evid[160];
+	bool fresh;    /* something new came on this connection */
+	bool ended;    /* the "end" event came */
+	bool have_job; /* @job holds the last document */
+	struct cnl_wire_job job;
+	char last[512]; /* the last progress line's key */
+	bool announced;
+	int code; /* an event that did not read: an exit code */
+};
+
+static void evs_done(struct evs *s)
+{
+	free(s->line);
+	free(s->data);
+	if (s->have_job)
+		cnl_wire_job_done(&s->job);
+	s->line = s->data = NULL;
+	s->have_job = false;
+}
+
+/* One whole event. */
+static void ev_dispatch(struct evs *s)
+{
+	json_t *o =
+	    s->data_len ? json_loadb(s->data, s->data_len, 0, NULL) : NULL;
+	struct cnl_wire_job j;
+
+	if (strcmp(s->event, "log") == 0 && json_is_object(o)) {
+		if (s->logs)
+			write_chunk(o);
+		snprintf(s->after, sizeof(s->after), "%s",
+		         s->evid[0] ? s->evid : cnl_cli_str(o, "id", ""));
+		s->fresh = true;
+	} else if (strcmp(s->event, "job") == 0 ||
+	           strcmp(s->event, "end") == 0) {
+		if (!o || (s->code = cnl_cli_read_job(o, &j))) {
+			if (!o)
+				s->code = cnl_cli_fail(CNL_EXIT_ERROR,
+				                       "job %s: an event that "
+				                       "is not JSON",
+				                       s->id);
+			json_decref(o);
+			return;
+		}
+		if (!s->have_job || strcmp(j.state, s->job.state) != 0)
+			s->fresh = true;
+		if (s->have_job)
+			cnl_wire_job_done(&s->job);
+		s->job = j;
+		s->have_job = true;
+		if (s->run)
+			show_job(&s->job, s->last, sizeof(s->last),
+			         &s->announced);
+		if (s->event[0] == 'e')
+			s->ended = s->fresh = true;
+	}
+	json_decref(o);
+}
+
+/* One line of the stream (without its end). */
+static void ev_line(struct evs *s, char *l, size_t n)
+{
+	char *v;
+
+	if (n && l[n - 1] == '\r')
+		l[--n] = '\0';
+	if (n == 0) {
+		if (s->event[0] || s->data_len)
+			ev_dispatch(s);
+		s->event[0] = s->evid[0] = '\0';
+		s->data_len = 0;
+		return;
+	}
+	if (l[0] == ':') /* a comment: the keep-alive */
+		return;
+	if ((v = strchr(l, ':'))) {
+		*v++ = '\0';
+		if (*v == ' ')
+			v++;
+	} else {
+		v = l + n;
+	}
+	if (strcmp(l, "event") == 0) {
+		snprintf(s->event, sizeof(s->event), "%s", v);
+	} else if (strcmp(l, "id") == 0) {
+		snprintf(s->evid, sizeof(s->evid), "%s", v);
+	} else if (strcmp(l, "data") == 0) {
+		size_t k = strlen(v);
+
+		s->data = cnl_xrealloc(s->data, s->data_len + k + 2);
+		if (s->data_len)
+			s->data[s->data_len++] = '\n';
+		memcpy(s->data + s->data_len, v, k);
+		s->data_len += k;
+		s->data[s->data_len] = '\0';
+	}
+}
+
+/* The client's on_data: split what came into lines. */
+static int ev_data(void *ud, const char *buf, size_t len)
+{
+	struct evs *s = ud;
+	size_t start = 0;
+
+	if (s->line_len + len > EV_LINE_MAX) {
+		s->code = cnl_cli_fail(CNL_EXIT_ERROR,
+		                       "job %s: an event over %zu bytes", s->id,
+		                       EV_LINE_MAX);
+		return 1;
+	}
+	s->line = cnl_xrealloc(s->line, s->line_len + len + 1);
+	memcpy(s->line + s->line_len, buf, len);
+	s->line_len += len;
+	for (size_t i = 0; i < s->line_len && !s->code && !s->ended; i++) {
+		if (s->line[i] != '\n')
+			continue;
+		s->line[i] = '\0';
+		ev_line(s, s->line + start, i - start);
+		start = i + 1;
+	}
+	memmove(s->line, s->line + start, s->line_len - start);
+	s->line_len -= start;
+	/* The end: done, without waiting for the reply's last chunk. */
+	return s->code || s->ended ? 1 : 0;
+}
+
+/* Follow job s->id's events to its end (s->job: its final document). 0 or
+ * an exit code. */
+static int stream_job(struct evs *s)
+{
+	struct cnl_client *cl;
+	long idle = s->cli->read_timeout_ms == 0 ? -1
+	            : s->cli->read_timeout_ms < EV_IDLE_MIN
+	                ? EV_IDLE_MIN
+	                : (long)s->cli->read_timeout_ms;
+	int fails = 0;
+
+	if (!s->cli->token)
+		return cnl_cli_fail(
+		    CNL_EXIT_AUTH, "not logged in: run cnlab login (server %s)",
+		    s->cli->server);
+	if (!(cl = cnl_cli_client(s->cli)))
+		return cnl_cli_fail(CNL_EXIT_ERROR, "cannot start libcurl");
+	for (;;) {
+		_cleanup_free_ char *ea = cnl_client_url_escape(s->after);
+		_cleanup_free_ char *path =
+		    cnl_cli_pathf("/v1/jobs/%s/events%s%s", s->id,
+		                  s->after[0] ? "?after=" : "", ea);
+		struct cnl_client_reply r;
+		int64_t t0 = cnl_time_mono_ns();
+		int rc, code;
+
+		s->line_len = s->data_len = 0;
+		s->event[0] = s->evid[0] = '\0';
+		s->fresh = false;
+		rc = cnl_client_request(cl,
+		                        &(struct cnl_client_request){
+		                            .method = "GET",
+		                            .path = path,
+		                            .idle_timeout_ms = idle,
+		                            .on_data = ev_data,
+		                            .on_data_ud = s,
+		                        },
+		                        &r);
+		if (s->code) {
+			cnl_client_reply_done(&r);
+			return s->code;
+		}
+		if (rc == 0 && (r.status < 200 || r.status > 299)) {
+			code = cnl_cli_reply_error(s->cli, &r, "job");
+			cnl_client_reply_done(&r);
+			return code;
+		}
+		if ((rc == 0 || rc == -ECANCELED) && s->ended) {
+			cnl_client_reply_done(&r);
+			return 0;
+		}
+		/* Cut short: again, after the last chunk written. */
+		if (s->fresh || cnl_time_mono_ns() - t0 >= EV_STEADY_NS)
+			fails = 0;
+		if (++fails > EV_TRIES) {
+			code = rc < 0
+			           ? cnl_cli_unreachable(s->cli, &r, NULL)
+			           : cnl_cli_fail(CNL_EXIT_ERROR,
+			                          "the events of job %s keep "
+			                          "ending early",
+			                          s->id);
+			cnl_client_reply_done(&r);
+			return code;
+		}
+		cnl_client_reply_done(&r);
+		if (fails > 1)
+			usleep((useconds_t)(50000U << (fails < 7 ? fails : 7)));
+	}
+}
+
+/*
+ * Ctrl-C while following by events: SIGINT is blocked in every thread
+ * but one that waits for it (sigwait) and asks "cancel or detach?" as
+ * on_interrupt() does, with a client of its own, while the stream goes
+ * on: a cancel then shows as the job's end; a detach ends the process.
+ */
+struct sigwatch {
+	struct cnl_cli *cli;
+	const char *id;
+	pthread_t t;
+	bool on;
+};
+
+static int on_interrupt(struct cnl_cli *cli, const char *id, bool *cancelled);
+
+static void *watch(void *arg)
+{
+	struct sigwatch *w = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	for (;;) {
+		struct cnl_cli c2 = *w->cli;
+		bool cancelled = false;
+		int detach;
+
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		c2.client = NULL;
+		detach = on_interrupt(&c2, w->id, &cancelled);
+		cnl_client_free(c2.client);
+		if (detach) {
+			fflush(stdout);
+			fflush(stderr);
+			_exit(0);
+		}
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	}
+	return NULL;
+}
+
+/* Block SIGINT (the caller's thread first, so that no Ctrl-C between
+ * the submission and the watcher is lost). */
+static void sigint_block(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/* Take SIGINT back: a Ctrl-C that came meanwhile only sets the flag. */
+static void sigint_flag(void)
+{
+	struct sigaction sa = {0};
+	sigset_t set;
+
+	sa.sa_handler = on_sigint;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+static void watch_start(struct sigwatch *w, struct cnl_cli *cli, const char *id)
+{
+	sigint_block();
+	w->cli = cli;
+	w->id = id;
+	w->on = pthread_create(&w->t, NULL, watch, w) == 0;
+	if (!w->on) { /* no watcher: Ctrl-C ends cnlab as it would */
+		signal(SIGINT, SIG_DFL);
+		sigint_flag();
+		signal(SIGINT, SIG_DFL);
+	}
+}
+
+static void watch_stop(struct sigwatch *w)
+{
+	if (w->on) {
+		pthread_cancel(w->t);
+		pthread_join(w->t, NULL);
+		w->on = false;
+		sigint_flag();
+	}
+}
+
+/* How a followed job ended, for cnlab run: the line, the artifacts, the
+ * exit code. */
+static int finish(struct cnl_cli *cli, const char *id,
+                  const struct cnl_wire_job *o, const char *dir)
+{
+	int code = end_code(o), c2;
+
+	if (strcmp(o->state, "succeeded") == 0)
+		fprintf(stderr, "✓ Job %s succeeded\n", id);
+	else if (strcmp(o->state, "cancelled") == 0)
+		fprintf(stderr, "✗ Job %s was cancelled\n", id);
+	else
+		fprintf(stderr, "✗ Job %s failed (exit code %d)%s%s\n", id,
+		        o->exit_code, o->message[0] ? ": " : "", o->message);
+	c2 = fetch_artifacts(cli, id, dir);
+	return c2 && code == 0 ? c2 : code;
+}
+
+/* The old follow loop (CNLAB_FOLLOW=poll): the job polled every
+ * POLL_MS, its output paged after each look.  Its final document in
+ * *@ret.  0 or an exit code. */
+static int follow_poll(struct cnl_cli *cli, const char *id, bool run,
+                       struct cnl_wire_job *ret)
 {
 	_cleanup_free_ char *path = pathf2("/v1/jobs/", id, "");
 	char after[160] = "", last[512] = "";
 	bool announced = false, cancelled = false;
-	struct sigaction sa = {0}, old;
 	struct cnl_wire_job o;
 	int code;
 
-	if (run) {
-		sa.sa_handler = on_sigint;
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, &old);
-	}
+	if (run)
+		sigint_flag();
 	for (;;) {
-		const struct cnl_wire_status *st;
-
 		if (run && interrupted && on_interrupt(cli, id, &cancelled))
-			return 0;
+			return -1;
 		if ((code = get_job(cli, path, &o)))
 			return code;
-		st = o.has_status ? &o.status : NULL;
-		if (run && strcmp(o.state, "pending") == 0)
-			progress(st, last, sizeof(last));
-		if (run && strcmp(o.state, "running") == 0 && !announced &&
-		    st && st->node[0]) {
-			fprintf(stderr, "✓ Running on %s\n", st->node);
-			announced = true;
-		}
-		/* A job quicker than the poll: where it ran still says. */
-		if (run && is_final(o.state) && !announced && o.has_placement &&
-		    o.placement.node[0]) {
-			fprintf(stderr, "✓ Running on %s\n", o.placement.node);
-			announced = true;
-		}
+		if (run)
+			show_job(&o, last, sizeof(last), &announced);
 		if ((code = drain_logs(cli, id, after, sizeof(after)))) {
 			cnl_wire_job_done(&o);
 			return code;
@@ -388,29 +741,80 @@ static int follow(struct cnl_cli *cli, const char *id, bool run,
 		cnl_wire_job_done(&o);
 		usleep(POLL_MS * 1000);
 	}
+	*ret = o;
+	return 0;
+}
+
+/*
+ * Follow job @id until it ends.  @run: progress lines, Ctrl-C handling,
+ * artifacts into @dir and the job's exit code; else just the output.
+ * @gang: the job leads a gang (its members by rank), whose other members
+ * are waited for once it ended (gang_wait); NULL for a job alone.
+ */
+static int follow(struct cnl_cli *cli, const char *id, bool run,
+                  const char *dir, const struct cnl_wire_job_gang *gang)
+{
+	struct evs s = {.cli = cli, .id = id, .run = run, .logs = true};
+	struct sigwatch w = {0};
+	struct cnl_wire_job o;
+	int code;
+
+	if (poll_mode()) {
+		if ((code = follow_poll(cli, id, run, &o)))
+			return code < 0 ? 0 : code; /* < 0: detached */
+	} else {
+		if (run)
+			watch_start(&w, cli, id);
+		if ((code = stream_job(&s))) {
+			watch_stop(&w);
+			evs_done(&s);
+			return code;
+		}
+		o = s.job;
+		s.have_job = false;
+		evs_done(&s);
+	}
 	if (!run) {
 		cnl_wire_job_done(&o);
 		return 0;
 	}
-	code = end_code(&o);
-	if (strcmp(o.state, "succeeded") == 0)
-		fprintf(stderr, "✓ Job %s succeeded\n", id);
-	else if (strcmp(o.state, "cancelled") == 0)
-		fprintf(stderr, "✗ Job %s was cancelled\n", id);
-	else
-		fprintf(stderr, "✗ Job %s failed (exit code %d)%s%s\n", id,
-		        o.exit_code, o.message[0] ? ": " : "", o.message);
-	(void)cancelled;
+	code = finish(cli, id, &o, dir);
 	cnl_wire_job_done(&o);
-	{
-		int c2 = fetch_artifacts(cli, id, dir);
-
-		if (c2 && code == 0)
-			code = c2;
-	}
 	if (gang && gang->n_members > 1)
 		code = gang_wait(cli, gang, dir, code);
+	watch_stop(&w);
 	return code;
+}
+
+/* Wait for job @id's end, its final document into *@ret, its output not
+ * written; 0, -1 when detached (Ctrl-C, poll mode) or an exit code. */
+static int wait_end(struct cnl_cli *cli, const char *id,
+                    struct cnl_wire_job *ret)
+{
+	struct evs s = {.cli = cli, .id = id};
+	_cleanup_free_ char *path = NULL;
+	bool cancelled = false;
+	int c;
+
+	if (!poll_mode()) {
+		if ((c = stream_job(&s)) == 0) {
+			*ret = s.job;
+			s.have_job = false;
+		}
+		evs_done(&s);
+		return c;
+	}
+	path = pathf2("/v1/jobs/", id, "");
+	for (;;) {
+		if (interrupted && on_interrupt(cli, id, &cancelled))
+			return -1;
+		if ((c = get_job(cli, path, ret)))
+			return c;
+		if (is_final(ret->state))
+			return 0;
+		cnl_wire_job_done(ret);
+		usleep(POLL_MS * 1000);
+	}
 }
 
 /*
@@ -430,22 +834,12 @@ static int gang_wait(struct cnl_cli *cli, const struct cnl_wire_job_gang *g,
 	        n - 1, n == 2 ? "" : "s");
 	for (int k = 1; k < n; k++) {
 		const char *id = g->members[k];
-		_cleanup_free_ char *path = pathf2("/v1/jobs/", id, "");
 		char sub[32];
-		bool cancelled = false;
 		struct cnl_wire_job o;
 		int c;
 
-		for (;;) {
-			if (interrupted && on_interrupt(cli, id, &cancelled))
-				return code;
-			if ((c = get_job(cli, path, &o)))
-				return c;
-			if (is_final(o.state))
-				break;
-			cnl_wire_job_done(&o);
-			usleep(POLL_MS * 1000);
-		}
+		if ((c = wait_end(cli, id, &o)))
+			return c < 0 ? code : c;
 		c = end_code(&o);
 		fprintf(stderr, "%s Rank %d (%s) %s", c ? "✗" : "✓", k, id,
 		        o.state);
@@ -777,6 +1171,9 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 		return code;
 	}
 	id = cnl_xstrdup(job.id);
+	/* A Ctrl-C from now on waits for the follower's watcher (or flag). */
+	if (!cnl_cli_flag(cli, "detach"))
+		sigint_block();
 	if (cli->json)
 		cnl_cli_print_json(o);
 	else

@@ -4,10 +4,14 @@
  * (bearer, Accept, Idempotency-Key, User-Agent, JSON, raw and the "{}" of a
  * body-less POST), what comes back (status, bytes, JSON only for JSON),
  * the reply limit, what counts as unreachable, the daemon form's messages,
- * base and token limits, and URL escaping.
+ * base and token limits, URL escaping, and streamed replies (on_data: each
+ * piece handed over as it arrives, past the reply limit, and ended early
+ * with -ECANCELED).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,7 +44,45 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/big", CNL_PERM_PUBLIC, NULL, no_handler},
     {"GET", "/text", CNL_PERM_PUBLIC, NULL, no_handler},
     {"GET", "/refused", CNL_PERM_PUBLIC, NULL, no_handler},
+    {"GET", "/stream", CNL_PERM_PUBLIC, NULL, no_handler},
 };
+
+/*
+ * /stream: a chunked reply of STREAM_PIECES pieces of STREAM_PIECE bytes
+ * ('a', 'b', ...), more than a client's reply limit in all.  Before each
+ * piece but the first the server waits (at most 5 s) until the client
+ * has handed the one before to its callback (piece_seen): a client that
+ * kept the body until its end never gets there, and the piece then comes
+ * as 'L' (late) instead.
+ */
+#define STREAM_PIECE  4000
+#define STREAM_PIECES 3
+static atomic_int piece_seen;
+
+struct piece_state {
+	int sent;
+};
+
+static ssize_t stream_piece(void *arg, char *buf, size_t max)
+{
+	struct piece_state *ps = arg;
+	char c = (char)('a' + ps->sent);
+
+	if (ps->sent == STREAM_PIECES)
+		return 0;
+	if (max < STREAM_PIECE)
+		return -1;
+	for (int i = 0; ps->sent && i < 500; i++) {
+		if (atomic_load(&piece_seen) >= ps->sent)
+			break;
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	}
+	if (ps->sent && atomic_load(&piece_seen) < ps->sent)
+		c = 'L';
+	memset(buf, c, STREAM_PIECE);
+	ps->sent++;
+	return STREAM_PIECE;
+}
 
 static json_t *header_or_null(struct cnl_http_request *req, const char *name)
 {
@@ -65,6 +107,15 @@ static void serve(void *ud, const struct cnl_http_route *route,
 		resp->status = 200;
 		resp->text = cnl_xstrdup("plain words");
 		resp->content_type = "text/plain";
+		return;
+	}
+	if (strcmp(route->pattern, "/stream") == 0) {
+		resp->status = 200;
+		resp->content_type = "text/event-stream";
+		resp->stream_read = stream_piece;
+		resp->stream_free = free;
+		resp->stream_arg = cnl_xcalloc(1, sizeof(struct piece_state));
+		resp->stream_size = -1;
 		return;
 	}
 	if (strcmp(route->pattern, "/refused") == 0) {
@@ -246,6 +297,78 @@ static void test_what_comes_back(void **state)
 	cnl_client_free(cl);
 }
 
+/* What a streamed reply's callback saw. */
+struct seen {
+	char *bytes;
+	size_t n;
+	int calls;
+	int stop_after; /* bytes; 0: never asks to end */
+};
+
+static int take(void *ud, const char *buf, size_t len)
+{
+	struct seen *s = ud;
+
+	s->bytes = cnl_xrealloc(s->bytes, s->n + len);
+	memcpy(s->bytes + s->n, buf, len);
+	s->n += len;
+	s->calls++;
+	atomic_store(&piece_seen, (int)(s->n / STREAM_PIECE));
+	return s->stop_after && s->n >= (size_t)s->stop_after;
+}
+
+static void test_streamed_reply(void **state)
+{
+	struct cnl_client *cl = client(NULL, 5000);
+	struct cnl_client_reply r;
+	struct seen s = {0};
+	struct cnl_client_request rq = {
+	    .method = "GET",
+	    .path = "/stream",
+	    .on_data = take,
+	    .on_data_ud = &s,
+	};
+
+	/* Every piece, in order, each handed over before the next was sent
+	 * (no 'L'), 12000 bytes past the 5000-byte limit, none kept. */
+	atomic_store(&piece_seen, 0);
+	assert_int_equal(cnl_client_request(cl, &rq, &r), 0);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.len, 0);
+	assert_int_equal(s.n, STREAM_PIECE * STREAM_PIECES);
+	for (size_t i = 0; i < s.n; i++)
+		assert_int_equal(s.bytes[i], 'a' + (int)(i / STREAM_PIECE));
+	assert_true(s.calls >= STREAM_PIECES);
+	cnl_client_reply_done(&r);
+
+	/* The callback ends it: -ECANCELED, after the first piece. */
+	free(s.bytes);
+	memset(&s, 0, sizeof(s));
+	s.stop_after = STREAM_PIECE;
+	atomic_store(&piece_seen, 0);
+	assert_int_equal(cnl_client_request(cl, &rq, &r), -ECANCELED);
+	assert_int_equal(s.n, STREAM_PIECE);
+	cnl_client_reply_done(&r);
+
+	/* Not 2xx: in memory as usual, the callback never called. */
+	free(s.bytes);
+	memset(&s, 0, sizeof(s));
+	rq.path = "/refused";
+	assert_int_equal(cnl_client_request(cl, &rq, &r), 0);
+	assert_int_equal(r.status, 409);
+	assert_non_null(r.json);
+	assert_int_equal(s.calls, 0);
+	cnl_client_reply_done(&r);
+
+	/* The handle still works after a request the callback ended. */
+	assert_int_equal(cnl_client_send(cl, "GET", "/text", NULL, NULL, &r),
+	                 0);
+	assert_string_equal(r.body, "plain words");
+	cnl_client_reply_done(&r);
+	free(s.bytes);
+	cnl_client_free(cl);
+}
+
 /* A loopback port nobody listens on: bound, then closed again. */
 static unsigned dead_port(void)
 {
@@ -360,6 +483,7 @@ int main(void)
 	    cmocka_unit_test(test_what_comes_back),
 	    cmocka_unit_test(test_unreachable_and_the_daemon_form),
 	    cmocka_unit_test(test_limits_and_escaping),
+	    cmocka_unit_test(test_streamed_reply),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

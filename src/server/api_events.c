@@ -1,0 +1,341 @@
+/*
+ * api_events.c - GET /v1/jobs/{job}/events: one job's life over one
+ * long-lived response, as Server-Sent Events (text/event-stream, chunked).
+ *
+ * What comes, in order:
+ *
+ *   event: job     data: the job as GET /v1/jobs/{job} shows it; sent
+ *                  first, then whenever that document changes (state,
+ *                  node, the pending reason or estimate)
+ *   id: <log id>   (on each output chunk: the resume point)
+ *   event: log     data: one output chunk as GET .../logs lists it
+ *                  ({"id", "stream", "data" or "data_base64", "at"})
+ *   event: end     data: the job in its final state; the response ends
+ *   : keep-alive   a comment when nothing was sent for KEEPALIVE_MS
+ *
+ * Resuming: a client that lost the connection asks again with the last
+ * id it saw, as the header Last-Event-ID or the query ?after=; the
+ * output resumes after that chunk (none repeated, none lost) and the job
+ * document comes again first.  The end comes only once every chunk
+ * stored for the job was sent, and the job's state is read before its
+ * output each time, so a final state seen means the output that follows
+ * it is the whole of it (the agent reports the exit after the output).
+ *
+ * Waking: nothing here runs on a timer but the keep-alive.  The stream
+ * waits on the API's ev_cv under the big lock; cnl_api_events_note() is
+ * called (lock held) when a job's state or run record is written (the
+ * controller's changed hook) or an output chunk is stored, and
+ * cnl_api_events_tick() after each controller tick (so a pending job's
+ * estimate is refreshed).  A small ring of the last EV_RING hashes of
+ * the jobs that changed lets a woken stream go back to sleep at once when
+ * its job was not one of them; a stream that fell more than EV_RING
+ * events behind simply looks.
+ *
+ * Authorization is the route's (PROJECT_VIEW of the job's project, as
+ * GET of the job), checked once when the stream opens.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/time.h"
+#include "common/util.h"
+#include "server/api-internal.h"
+
+/* A comment line goes out when the stream was silent this long. */
+#define KEEPALIVE_MS (15 * 1000)
+/* Output chunks read from the store per pass. */
+#define LOG_PAGE 64
+
+/* FNV-1a of a job id; 0 is kept for "every stream" (a tick). */
+static uint64_t id_hash(const char *id)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *id; id++) {
+		h ^= (unsigned char)*id;
+		h *= 1099511628211ULL;
+	}
+	return h ? h : 1;
+}
+
+static void ev_push(struct cnl_api *api, uint64_t h)
+{
+	api->ev_seq++;
+	api->ev_ring[api->ev_seq % CNL_API_EV_RING] = h;
+	pthread_cond_broadcast(&api->ev_cv);
+}
+
+void cnl_api_events_note(struct cnl_api *api, const char *job_id)
+{
+	ev_push(api, id_hash(job_id));
+}
+
+void cnl_api_events_changed(void *ud, const char *id)
+{
+	cnl_api_events_note(ud, id);
+}
+
+void cnl_api_events_tick(struct cnl_api *api)
+{
+	ev_push(api, 0);
+}
+
+/* One open stream. */
+struct evstream {
+	struct cnl_api *api;
+	char job[CNL_ID_MAX];
+	uint64_t hash;
+	char after[CNL_STORE_DOC_ID_MAX]; /* the last chunk sent */
+	char *last_doc;                   /* the job document last sent */
+	bool pending;                     /* as last sent: ticks matter */
+	bool done;                        /* the end is queued */
+	uint64_t seen;                    /* api->ev_seq looked at */
+	char *out;                        /* bytes queued to send */
+	size_t out_len, out_off;
+	int64_t last_sent_ms; /* monotonic */
+};
+
+static void out_add(struct evstream *s, const char *a, size_t n)
+{
+	s->out = cnl_xrealloc(s->out, s->out_len + n + 1);
+	memcpy(s->out + s->out_len, a, n);
+	s->out_len += n;
+	s->out[s->out_len] = '\0';
+}
+
+static void out_str(struct evstream *s, const char *a)
+{
+	out_add(s, a, strlen(a));
+}
+
+/* One event: "[id: ID\n]event: NAME\ndata: JSON\n\n" (compact JSON is
+ * one line: its strings escape line breaks). */
+static void out_event(struct evstream *s, const char *id, const char *name,
+                      const char *data)
+{
+	if (id) {
+		out_str(s, "id: ");
+		out_str(s, id);
+		out_str(s, "\n");
+	}
+	out_str(s, "event: ");
+	out_str(s, name);
+	out_str(s, "\ndata: ");
+	out_str(s, data);
+	out_str(s, "\n\n");
+}
+
+static bool final_state(const char *st)
+{
+	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
+	       strcmp(st, "cancelled") == 0;
+}
+
+/*
+ * Queue what is new for the stream (lock held): the job document if it
+ * changed, the output chunks after s->after, and the end when the job is
+ * over and its output all sent.  1 when something was queued, 0 when
+ * nothing, -1 when the stream must end (the job is gone, a store error).
+ */
+static int gather(struct evstream *s)
+{
+	struct call c = {.api = s->api, .now_ms = cnl_time_now_ms()};
+	struct cnl_store_doc d[LOG_PAGE];
+	struct cnl_store_job j;
+	bool final, more = false;
+	size_t before = s->out_len;
+	char *text;
+	json_t *o;
+	int n = 0;
+
+	if (cnl_store_job_get(s->api->store, s->job, &j) < 0)
+		return -1;
+	final = final_state(j.state);
+	s->pending = strcmp(j.state, "pending") == 0;
+	o = cnl_api_job_json(&c, &j);
+	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!text)
+		return -1;
+	if (!s->last_doc || strcmp(text, s->last_doc) != 0) {
+		out_event(s, NULL, "job", text);
+		free(s->last_doc);
+		s->last_doc = text;
+	} else {
+		free(text);
+	}
+	memset(d, 0, sizeof(d));
+	if (cnl_store_doc_list(s->api->store, "log", s->job,
+	                       s->after[0] ? s->after : NULL, LOG_PAGE, d,
+	                       &n) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		json_t *b = json_loads(d[i].body, 0, NULL);
+		char *t;
+
+		if (!b)
+			continue;
+		json_object_set_new(b, "id", json_string(d[i].id));
+		json_object_set_new(b, "at",
+		                    cnl_api_time_json(d[i].updated_ms));
+		if ((t = json_dumps(b, JSON_COMPACT))) {
+			out_event(s, d[i].id, "log", t);
+			free(t);
+		}
+		json_decref(b);
+		snprintf(s->after, sizeof(s->after), "%s", d[i].id);
+	}
+	more = n == LOG_PAGE;
+	cnl_store_docs_done(d, n);
+	if (final && !more) {
+		out_event(s, NULL, "end", s->last_doc);
+		s->done = true;
+	}
+	return s->out_len > before || more;
+}
+
+/* Whether an event since s->seen may concern this stream. */
+static bool concerns(struct evstream *s)
+{
+	uint64_t seq = s->api->ev_seq;
+
+	if (seq - s->seen >= CNL_API_EV_RING)
+		return true;
+	for (uint64_t q = s->seen + 1; q <= seq; q++) {
+		uint64_t h = s->api->ev_ring[q % CNL_API_EV_RING];
+
+		if (h == s->hash || (h == 0 && s->pending))
+			return true;
+	}
+	return false;
+}
+
+static ssize_t ev_read(void *arg, char *buf, size_t max)
+{
+	struct evstream *s = arg;
+	struct cnl_api *api = s->api;
+	size_t n;
+
+	if (s->out_off == s->out_len) {
+		s->out_off = s->out_len = 0;
+		if (s->done)
+			return 0;
+		pthread_mutex_lock(&api->mu);
+		for (;;) {
+			int64_t now = cnl_time_mono_ns() / 1000000, left;
+			struct timespec ts;
+			int r;
+
+			if (atomic_load(&api->proxy_stop)) {
+				pthread_mutex_unlock(&api->mu);
+				return 0; /* cnlabd stops: the client resumes */
+			}
+			s->seen = api->ev_seq;
+			if ((r = gather(s)) < 0) {
+				pthread_mutex_unlock(&api->mu);
+				return -1;
+			}
+			if (r > 0)
+				break;
+			left = s->last_sent_ms + KEEPALIVE_MS - now;
+			if (left <= 0) {
+				out_str(s, ": keep-alive\n\n");
+				break;
+			}
+			/* Sleep until an event that may concern us, or
+			 * the keep-alive is due. */
+			while (s->seen == api->ev_seq || !concerns(s)) {
+				s->seen = api->ev_seq;
+				now = cnl_time_mono_ns() / 1000000;
+				left = s->last_sent_ms + KEEPALIVE_MS - now;
+				if (left <= 0 || atomic_load(&api->proxy_stop))
+					break;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_sec += left / 1000;
+				ts.tv_nsec += (left % 1000) * 1000000;
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+				pthread_cond_timedwait(&api->ev_cv, &api->mu,
+				                       &ts);
+			}
+		}
+		pthread_mutex_unlock(&api->mu);
+		s->last_sent_ms = cnl_time_mono_ns() / 1000000;
+	}
+	n = s->out_len - s->out_off;
+	if (n > max)
+		n = max;
+	memcpy(buf, s->out + s->out_off, n);
+	s->out_off += n;
+	return (ssize_t)n;
+}
+
+static void ev_free(void *arg)
+{
+	struct evstream *s = arg;
+
+	free(s->last_doc);
+	free(s->out);
+	free(s);
+}
+
+/* A resume point as the client sent it: a log id, printable ASCII. */
+static bool good_after(const char *a)
+{
+	size_t n = strlen(a);
+
+	if (n >= CNL_STORE_DOC_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (a[i] < 0x21 || a[i] > 0x7e)
+			return false;
+	return true;
+}
+
+void cnl_api_h_job_events(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	const char *after = cnl_http_query(req, "after");
+	const char *field = "after";
+	struct evstream *s;
+
+	if (!after) {
+		after = cnl_http_header(req, "Last-Event-ID");
+		field = "Last-Event-ID";
+	}
+	if (after && !good_after(after)) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "%s \"%s\": must be the id of an event of this "
+		               "stream (a log id, 1..%d printable characters)",
+		               strcmp(field, "after") ? "header" : "field",
+		               field, CNL_STORE_DOC_ID_MAX - 1);
+		return;
+	}
+	s = cnl_xcalloc(1, sizeof(*s));
+	s->api = c->api;
+	snprintf(s->job, sizeof(s->job), "%s", c->job.id);
+	s->hash = id_hash(s->job);
+	if (after)
+		snprintf(s->after, sizeof(s->after), "%s", after);
+	/* The first pass runs under this call's lock: what the stream
+	 * starts with is there in the first read, with no wait. */
+	if (gather(s) < 0) {
+		ev_free(s);
+		cnl_http_error(resp, 500, "internal", "cannot read the job");
+		return;
+	}
+	s->seen = c->api->ev_seq;
+	s->last_sent_ms = cnl_time_mono_ns() / 1000000;
+	resp->status = 200;
+	resp->content_type = "text/event-stream";
+	resp->headers = cnl_xstrdup("X-Accel-Buffering: no\r\n");
+	resp->stream_read = ev_read;
+	resp->stream_free = ev_free;
+	resp->stream_arg = s;
+	resp->stream_size = -1;
+}
