@@ -39,24 +39,6 @@
 
 /* ---- loading ------------------------------------------------------------- */
 
-static struct wl *wl_new(struct cnl_ctl *ctl)
-{
-	struct wl *w;
-
-	if (ctl->n_wl == ctl->cap_wl) {
-		ctl->cap_wl = ctl->cap_wl ? 2 * ctl->cap_wl : 64;
-		ctl->wl = cnl_xrealloc(ctl->wl, ctl->cap_wl * sizeof(*ctl->wl));
-	}
-	w = &ctl->wl[ctl->n_wl++];
-	memset(w, 0, sizeof(*w));
-	w->node = -1;
-	w->home = -1;
-	w->resv_node = -1;
-	w->vram_used = -1;
-	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
-	return w;
-}
-
 static int load_jobs(struct cnl_ctl *ctl, const char *state)
 {
 	struct cnl_store_job *j = cnl_xcalloc(256, sizeof(*j));
@@ -188,6 +170,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	}
 	free(ctl->nodes);
 	free(ctl->wl);
+	free(ctl->wl_slots);
 	free(ctl->usage);
 	free(ctl->teams);
 	cnl_cluster_free(ctl->cluster);
@@ -291,8 +274,7 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	run = json_loads(j->run, 0, NULL);
 	if (json_is_false(json_object_get(run, "preemptible")))
 		pre = false;
-	w = wl_new(ctl);
-	snprintf(w->id, sizeof(w->id), "%s", j->id);
+	w = ctl_wl_add(ctl, j->id);
 	snprintf(w->project_id, sizeof(w->project_id), "%s", j->project_id);
 	snprintf(w->user_id, sizeof(w->user_id), "%s", j->user_id);
 	r = ctl_wl_job(ctl, w, j->gpu_shape, j->priority, j->created_ms,
@@ -303,12 +285,14 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	if (r < 0) {
 		cnl_log(CNL_LOG_WARN, "job has an invalid shape; failed",
 		        "id=%s shape=%s", j->id, j->gpu_shape);
+		ctl->census_ok = false; /* never counted: count afresh */
 		ctl_wl_remove(ctl, w);
 		return cnl_store_job_update_run(ctl->store, j->id, "failed", -1,
 		                                ctl_now_ms(), "{}");
 	}
 	/* Epochs and counts carry over; a placement only when running. */
 	ctl_wl_adopt(ctl, w, j->run);
+	ctl_pending_count(ctl, w, +1);
 	ctl->dirty = true;
 	return 0;
 }
@@ -326,9 +310,8 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 		return 0;
 	ctl_usage_of(ctl, v->project_id)->servers++;
 	ctl_usage_of(ctl, v->user_id)->servers++;
-	w = wl_new(ctl);
+	w = ctl_wl_add(ctl, v->id);
 	w->server = true;
-	snprintf(w->id, sizeof(w->id), "%s", v->id);
 	snprintf(w->project_id, sizeof(w->project_id), "%s", v->project_id);
 	snprintf(w->user_id, sizeof(w->user_id), "%s", v->user_id);
 	snprintf(w->url, sizeof(w->url), "%s", v->url);
@@ -349,6 +332,7 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 	}
 	if (ctl_wl_job(ctl, w, shape, CNL_PRIO_NORMAL, v->created_ms, 0, 0,
 	               false) < 0) {
+		ctl->census_ok = false; /* never counted: count afresh */
 		ctl_wl_remove(ctl, w);
 		ctl_usage_of(ctl, v->project_id)->servers--;
 		ctl_usage_of(ctl, v->user_id)->servers--;
@@ -356,6 +340,7 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 		                               "{}");
 	}
 	ctl_wl_adopt(ctl, w, v->run);
+	ctl_pending_count(ctl, w, +1);
 	ctl->dirty = true;
 	return 0;
 }
