@@ -146,9 +146,12 @@ struct cnl_ctl {
 	struct wl *wl;
 	size_t n_wl, cap_wl;
 	/* The index of ctl->wl by id (ctl_core.c): open addressing, linear
-	 * probing, each slot a workload's index + 1 (0: empty); at most half
-	 * full.  Kept by ctl_wl_add() and ctl_wl_remove(). */
-	uint32_t *wl_slots;
+	 * probing, each slot a workload's index + 1 (0: empty) and its id's
+	 * hash; at most half full.  Kept by ctl_wl_add() and
+	 * ctl_wl_remove(). */
+	struct ctl_slot {
+		uint32_t pos, hash;
+	} * wl_slots;
 	size_t cap_slots;
 	/* Pending workloads per priority class, counted at the last census
 	 * (a scan once per cycle, ctl_pending_census()) and moved by the

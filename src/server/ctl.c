@@ -103,6 +103,40 @@ static int load_usage(struct cnl_ctl *ctl)
 	return r;
 }
 
+/* The reason in words of a "pending: ..." slice decision, back to its
+ * code, for the pending workload @target. */
+static int reason_seen(void *ud, const char *target, const char *result)
+{
+	static const char prefix[] = "pending: ";
+	struct cnl_ctl *ctl = ud;
+	struct wl *w = ctl_wl_find(ctl, target);
+
+	if (!w || w->state != CNL_WL_PENDING ||
+	    strncmp(result, prefix, sizeof(prefix) - 1) != 0)
+		return 0;
+	for (int i = 0; i < CNL_WHY_COUNT_; i++)
+		if (strcmp(result + sizeof(prefix) - 1,
+		           cnl_reason_text((enum cnl_reason)i)) == 0) {
+			w->wait_reason = (uint8_t)i;
+			break;
+		}
+	return 0;
+}
+
+/*
+ * A pending workload's wait reason lives in memory, and the audit log
+ * records each change of it (ctl_decide(), stage "slice").  Taking the
+ * last one back at start keeps what a GET shows across a restart, and
+ * keeps the first cycle from recording again, one audit append each,
+ * every reason that did not change.  (Estimates and reservations come
+ * back with that cycle.)
+ */
+static int load_reasons(struct cnl_ctl *ctl)
+{
+	return cnl_store_audit_latest(ctl->store, "sched.slice", reason_seen,
+	                              ctl);
+}
+
 int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
                 struct cnl_ctl **ret, char *err, size_t errlen)
 {
@@ -141,7 +175,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 	if ((r = ctl_load_nodes(ctl, now, err, errlen)) < 0 ||
 	    (r = load_usage(ctl)) < 0 || (r = load_jobs(ctl, "running")) < 0 ||
 	    (r = load_jobs(ctl, "pending")) < 0 ||
-	    (r = load_servers(ctl)) < 0) {
+	    (r = load_servers(ctl)) < 0 || (r = load_reasons(ctl)) < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "loading state: %s%s%s",
 			         cnl_strerror(r),
@@ -150,6 +184,9 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		goto fail;
 	}
 	ctl_node_states(ctl);
+	cnl_log(CNL_LOG_INFO, "controller state loaded",
+	        "workloads=%zu nodes=%zu ms=%" PRId64, ctl->n_wl, ctl->n_nodes,
+	        ctl_now_ms() - now);
 	ctl->last_meter_ms = now;
 	ctl->dirty = true;
 	*ret = ctl;

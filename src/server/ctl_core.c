@@ -100,42 +100,50 @@ struct usage *ctl_usage_of(struct cnl_ctl *ctl, const char *owner)
  * scan of ctl->wl; with 100k pending that made each submission cost
  * milliseconds.  The index maps an id to its position in ctl->wl: open
  * addressing with linear probing over a power-of-two table kept at most
- * half full, each slot the position + 1 (0: empty).  Removal shifts the
- * entries of the probe run that follows back (no tombstones), and
+ * half full, each slot the position + 1 (0: empty) and the id's hash.  Removal
+ * shifts the entries of the probe run that follows back (no tombstones), and
  * ctl_wl_remove() re-points the slot of the workload it moves.
  */
 
-static uint64_t id_hash(const char *s)
+static uint32_t id_hash(const char *s)
 {
 	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
 
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h ^ h >> 29;
+	return (uint32_t)(h ^ h >> 32);
 }
 
-/* The slot holding @id, or the empty slot where it would go. */
-static size_t slot_of(const struct cnl_ctl *ctl, const char *id)
+/* The slot holding @id (hash @h), or the empty slot where it would go.
+ * The hash kept in the slot spares a visit to the workload (a cache miss
+ * in a large registry) for every entry of the probe run but the match. */
+static size_t slot_of(const struct cnl_ctl *ctl, const char *id, uint32_t h)
 {
-	size_t mask = ctl->cap_slots - 1, i = id_hash(id) & mask;
+	size_t mask = ctl->cap_slots - 1, i = h & mask;
 
-	while (ctl->wl_slots[i] &&
-	       strcmp(ctl->wl[ctl->wl_slots[i] - 1].id, id) != 0)
+	while (ctl->wl_slots[i].pos &&
+	       (ctl->wl_slots[i].hash != h ||
+	        strcmp(ctl->wl[ctl->wl_slots[i].pos - 1].id, id) != 0))
 		i = (i + 1) & mask;
 	return i;
 }
 
 static void index_grow(struct cnl_ctl *ctl)
 {
-	uint32_t *old = ctl->wl_slots;
+	struct ctl_slot *old = ctl->wl_slots;
 	size_t n = ctl->cap_slots;
 
 	ctl->cap_slots = n ? 2 * n : 256;
 	ctl->wl_slots = cnl_xcalloc(ctl->cap_slots, sizeof(*ctl->wl_slots));
-	for (size_t i = 0; i < n; i++)
-		if (old[i])
-			ctl->wl_slots[slot_of(ctl, ctl->wl[old[i] - 1].id)] =
-			    old[i];
+	for (size_t i = 0; i < n; i++) {
+		size_t k = old[i].hash & (ctl->cap_slots - 1);
+
+		if (!old[i].pos)
+			continue;
+		while (ctl->wl_slots[k].pos) /* ids are unique: no compare */
+			k = (k + 1) & (ctl->cap_slots - 1);
+		ctl->wl_slots[k] = old[i];
+	}
 	free(old);
 }
 
@@ -148,9 +156,9 @@ static void index_del(struct cnl_ctl *ctl, size_t i)
 		size_t home;
 
 		j = (j + 1) & mask;
-		if (!ctl->wl_slots[j])
+		if (!ctl->wl_slots[j].pos)
 			break;
-		home = id_hash(ctl->wl[ctl->wl_slots[j] - 1].id) & mask;
+		home = ctl->wl_slots[j].hash & mask;
 		/* The entry at j may fill the hole at i unless its home lies
 		 * cyclically in (i, j]. */
 		if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
@@ -158,7 +166,7 @@ static void index_del(struct cnl_ctl *ctl, size_t i)
 		ctl->wl_slots[i] = ctl->wl_slots[j];
 		i = j;
 	}
-	ctl->wl_slots[i] = 0;
+	ctl->wl_slots[i].pos = 0;
 }
 
 struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id)
@@ -167,8 +175,8 @@ struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id)
 
 	if (!ctl->cap_slots)
 		return NULL;
-	i = slot_of(ctl, id);
-	return ctl->wl_slots[i] ? &ctl->wl[ctl->wl_slots[i] - 1] : NULL;
+	i = slot_of(ctl, id, id_hash(id));
+	return ctl->wl_slots[i].pos ? &ctl->wl[ctl->wl_slots[i].pos - 1] : NULL;
 }
 
 struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
@@ -189,7 +197,12 @@ struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
 	w->resv_node = -1;
 	w->vram_used = -1;
 	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
-	ctl->wl_slots[slot_of(ctl, w->id)] = (uint32_t)ctl->n_wl;
+	{
+		uint32_t h = id_hash(w->id);
+
+		ctl->wl_slots[slot_of(ctl, w->id, h)] =
+		    (struct ctl_slot){(uint32_t)ctl->n_wl, h};
+	}
 	return w;
 }
 
@@ -261,10 +274,12 @@ void ctl_wl_remove(struct cnl_ctl *ctl, struct wl *w)
 	size_t i = (size_t)(w - ctl->wl), last = ctl->n_wl - 1;
 
 	ctl_pending_count(ctl, w, -1);
-	index_del(ctl, slot_of(ctl, w->id));
+	index_del(ctl, slot_of(ctl, w->id, id_hash(w->id)));
 	if (i != last) {
 		/* The last one takes its place: re-point its slot. */
-		ctl->wl_slots[slot_of(ctl, ctl->wl[last].id)] =
+		const char *id = ctl->wl[last].id;
+
+		ctl->wl_slots[slot_of(ctl, id, id_hash(id))].pos =
 		    (uint32_t)(i + 1);
 		ctl->wl[i] = ctl->wl[last];
 	}
