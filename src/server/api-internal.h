@@ -62,6 +62,9 @@ struct cnl_api {
 	char dummy_hash[CNL_AUTH_HASH_MAX];
 	struct route_stats *stats; /* one per row of the route table */
 	size_t nstats;
+	/* Guards stats, which requests served without mu (/healthz)
+	 * update too; taken after mu, never before. */
+	pthread_mutex_t stats_mu;
 	const struct cnl_http_route *routes;
 	struct cnl_api_cli *cli; /* the CLI installer's binaries (api_cli.c) */
 	char *files_dir;         /* job files (api_files.c); NULL: none kept */

@@ -384,6 +384,58 @@ static void (*prepare_of(const struct cnl_http_route *route))(
 	return NULL;
 }
 
+/* Count a request of route @ri answered with @status, begun at @t0. */
+static void observe(struct cnl_api *api, size_t ri, unsigned status,
+                    const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!api->stats || ri >= api->nstats)
+		return;
+	pthread_mutex_lock(&api->stats_mu);
+	{
+		struct route_stats *st = &api->stats[ri];
+		unsigned cls = status / 100;
+
+		st->by_class[cls >= 1 && cls <= 5 ? cls - 1 : 4]++;
+		cnl_hist_observe(&st->latency,
+		                 (double)(t1.tv_sec - t0->tv_sec) +
+		                     (double)(t1.tv_nsec - t0->tv_nsec) / 1e9);
+	}
+	pthread_mutex_unlock(&api->stats_mu);
+}
+
+/*
+ * Routes answered without the API's lock: they read nothing it guards.
+ * /healthz reads only the agent's health (an atomic), so that a load
+ * balancer or a script sees a live server as live while a scheduling
+ * cycle or a burst of submissions holds the lock.
+ */
+static bool lock_free(const struct cnl_http_route *route)
+{
+	return route->handler == cnl_api_h_healthz;
+}
+
+/* Serve a lock_free() route: no caller to authorize, nothing to audit. */
+static void serve_unlocked(struct cnl_api *api,
+                           const struct cnl_http_route *route,
+                           struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	struct call c = {0};
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	c.api = api;
+	c.route = route;
+	c.now_ms = cnl_time_now_ms();
+	route->handler(&c, req, resp);
+	if (resp->status == 0)
+		cnl_http_error(resp, 500, "internal", "no response");
+	observe(api, (size_t)(route - api->routes), resp->status, &t0);
+}
+
 /*
  * Locking: the API's lock is taken here and released here; no handler
  * releases it.  A route with slow work (prepare_of()) is authorized, the
@@ -397,12 +449,17 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	struct cnl_api *api = ud;
 	struct call c = {0};
 	char q[CNL_LOG_QUOTE_MAX];
-	struct timespec t0, t1;
+	struct timespec t0;
 	size_t ri = (size_t)(route - api->routes);
 	void (*prepare)(struct call *, struct cnl_http_request *) =
 	    prepare_of(route);
 	int ok;
 
+	if (lock_free(route) && route->perm == CNL_PERM_PUBLIC &&
+	    !route->action) {
+		serve_unlocked(api, route, req, resp);
+		return;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	c.api = api;
 	c.route = route;
@@ -424,16 +481,7 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 		cnl_http_error(resp, 500, "internal", "no response");
 	if (route->action && !c.no_audit)
 		cnl_api_audit(&c, req, resp);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (api->stats && ri < api->nstats) {
-		struct route_stats *st = &api->stats[ri];
-		unsigned cls = resp->status / 100;
-
-		st->by_class[cls >= 1 && cls <= 5 ? cls - 1 : 4]++;
-		cnl_hist_observe(&st->latency,
-		                 (double)(t1.tv_sec - t0.tv_sec) +
-		                     (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-	}
+	observe(api, ri, resp->status, &t0);
 	pthread_mutex_unlock(&api->mu);
 	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
 	        "method=%s path=%s status=%u user=%s", req->method,
@@ -500,6 +548,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		return -EINVAL;
 	api = cnl_xcalloc(1, sizeof(*api));
 	pthread_mutex_init(&api->mu, NULL);
+	pthread_mutex_init(&api->stats_mu, NULL);
 	pthread_cond_init(&api->tun_cv, NULL);
 	pthread_cond_init(&api->ev_cv, NULL);
 	api->store = cfg->store;
@@ -621,6 +670,7 @@ void cnl_api_free(struct cnl_api *api)
 	pthread_cond_destroy(&api->tun_cv);
 	pthread_cond_destroy(&api->ev_cv);
 	pthread_mutex_destroy(&api->mu);
+	pthread_mutex_destroy(&api->stats_mu);
 	free(api);
 }
 

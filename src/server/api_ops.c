@@ -79,6 +79,7 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 	struct cnl_metrics_buf b = {0};
 	char labels[256];
 
+	pthread_mutex_lock(&api->stats_mu);
 	cnl_mb_family(&b, "cnlab_http_requests_total", "counter",
 	              "API requests by route and status class.");
 	for (size_t i = 0; i < api->nstats; i++)
@@ -102,6 +103,7 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 		cnl_hist_write(&b, "cnlab_http_request_duration_seconds",
 		               labels, &api->stats[i].latency);
 	}
+	pthread_mutex_unlock(&api->stats_mu);
 	cnl_ctl_metrics(api->ctl, &b);
 	cnl_api_quota_metrics(c, &b);
 	resp->status = 200;

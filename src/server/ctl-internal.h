@@ -145,6 +145,21 @@ struct cnl_ctl {
 	size_t n_nodes;
 	struct wl *wl;
 	size_t n_wl, cap_wl;
+	/* The index of ctl->wl by id (ctl_core.c): open addressing, linear
+	 * probing, each slot a workload's index + 1 (0: empty) and its id's
+	 * hash; at most half full.  Kept by ctl_wl_add() and
+	 * ctl_wl_remove(). */
+	struct ctl_slot {
+		uint32_t pos, hash;
+	} * wl_slots;
+	size_t cap_slots;
+	/* Pending workloads per priority class, counted at the last census
+	 * (a scan once per cycle, ctl_pending_census()) and moved by the
+	 * registry's own additions and removals since. */
+	int pending_n[4];
+	uint64_t census_cycle;
+	int64_t census_ms;
+	bool census_ok;
 	struct usage *usage;
 	size_t n_usage, cap_usage;
 	char (*teams)[CNL_ID_MAX]; /* project id of each scheduler team */
@@ -179,6 +194,15 @@ json_t *ctl_time_or_null(int64_t ms);
 uint32_t ctl_team_of(struct cnl_ctl *ctl, const char *project_id);
 struct usage *ctl_usage_of(struct cnl_ctl *ctl, const char *owner);
 struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id);
+/* A new active workload @id at the end of ctl->wl, indexed, with the
+ * fields of one no cycle has seen yet. */
+struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id);
+/* Pending workloads per priority class into @ret (4), without scanning
+ * the registry more than once per cycle. */
+void ctl_pending_census(struct cnl_ctl *ctl, int *ret);
+/* Move the census by @delta for @w if it is pending (an addition, +1,
+ * once its class is known; a removal, -1). */
+void ctl_pending_count(struct cnl_ctl *ctl, const struct wl *w, int delta);
 int ctl_node_find(struct cnl_ctl *ctl, const char *id);
 int ctl_node_find_any(struct cnl_ctl *ctl, const char *key);
 void ctl_node_changed(struct cnl_ctl *ctl, int node);

@@ -39,24 +39,6 @@
 
 /* ---- loading ------------------------------------------------------------- */
 
-static struct wl *wl_new(struct cnl_ctl *ctl)
-{
-	struct wl *w;
-
-	if (ctl->n_wl == ctl->cap_wl) {
-		ctl->cap_wl = ctl->cap_wl ? 2 * ctl->cap_wl : 64;
-		ctl->wl = cnl_xrealloc(ctl->wl, ctl->cap_wl * sizeof(*ctl->wl));
-	}
-	w = &ctl->wl[ctl->n_wl++];
-	memset(w, 0, sizeof(*w));
-	w->node = -1;
-	w->home = -1;
-	w->resv_node = -1;
-	w->vram_used = -1;
-	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
-	return w;
-}
-
 static int load_jobs(struct cnl_ctl *ctl, const char *state)
 {
 	struct cnl_store_job *j = cnl_xcalloc(256, sizeof(*j));
@@ -121,6 +103,40 @@ static int load_usage(struct cnl_ctl *ctl)
 	return r;
 }
 
+/* The reason in words of a "pending: ..." slice decision, back to its
+ * code, for the pending workload @target. */
+static int reason_seen(void *ud, const char *target, const char *result)
+{
+	static const char prefix[] = "pending: ";
+	struct cnl_ctl *ctl = ud;
+	struct wl *w = ctl_wl_find(ctl, target);
+
+	if (!w || w->state != CNL_WL_PENDING ||
+	    strncmp(result, prefix, sizeof(prefix) - 1) != 0)
+		return 0;
+	for (int i = 0; i < CNL_WHY_COUNT_; i++)
+		if (strcmp(result + sizeof(prefix) - 1,
+		           cnl_reason_text((enum cnl_reason)i)) == 0) {
+			w->wait_reason = (uint8_t)i;
+			break;
+		}
+	return 0;
+}
+
+/*
+ * A pending workload's wait reason lives in memory, and the audit log
+ * records each change of it (ctl_decide(), stage "slice").  Taking the
+ * last one back at start keeps what a GET shows across a restart, and
+ * keeps the first cycle from recording again, one audit append each,
+ * every reason that did not change.  (Estimates and reservations come
+ * back with that cycle.)
+ */
+static int load_reasons(struct cnl_ctl *ctl)
+{
+	return cnl_store_audit_latest(ctl->store, "sched.slice", reason_seen,
+	                              ctl);
+}
+
 int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
                 struct cnl_ctl **ret, char *err, size_t errlen)
 {
@@ -159,7 +175,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 	if ((r = ctl_load_nodes(ctl, now, err, errlen)) < 0 ||
 	    (r = load_usage(ctl)) < 0 || (r = load_jobs(ctl, "running")) < 0 ||
 	    (r = load_jobs(ctl, "pending")) < 0 ||
-	    (r = load_servers(ctl)) < 0) {
+	    (r = load_servers(ctl)) < 0 || (r = load_reasons(ctl)) < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "loading state: %s%s%s",
 			         cnl_strerror(r),
@@ -168,6 +184,9 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		goto fail;
 	}
 	ctl_node_states(ctl);
+	cnl_log(CNL_LOG_INFO, "controller state loaded",
+	        "workloads=%zu nodes=%zu ms=%" PRId64, ctl->n_wl, ctl->n_nodes,
+	        ctl_now_ms() - now);
 	ctl->last_meter_ms = now;
 	ctl->dirty = true;
 	*ret = ctl;
@@ -188,6 +207,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	}
 	free(ctl->nodes);
 	free(ctl->wl);
+	free(ctl->wl_slots);
 	free(ctl->usage);
 	free(ctl->teams);
 	cnl_cluster_free(ctl->cluster);
@@ -291,8 +311,7 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	run = json_loads(j->run, 0, NULL);
 	if (json_is_false(json_object_get(run, "preemptible")))
 		pre = false;
-	w = wl_new(ctl);
-	snprintf(w->id, sizeof(w->id), "%s", j->id);
+	w = ctl_wl_add(ctl, j->id);
 	snprintf(w->project_id, sizeof(w->project_id), "%s", j->project_id);
 	snprintf(w->user_id, sizeof(w->user_id), "%s", j->user_id);
 	r = ctl_wl_job(ctl, w, j->gpu_shape, j->priority, j->created_ms,
@@ -303,12 +322,14 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	if (r < 0) {
 		cnl_log(CNL_LOG_WARN, "job has an invalid shape; failed",
 		        "id=%s shape=%s", j->id, j->gpu_shape);
+		ctl->census_ok = false; /* never counted: count afresh */
 		ctl_wl_remove(ctl, w);
 		return cnl_store_job_update_run(ctl->store, j->id, "failed", -1,
 		                                ctl_now_ms(), "{}");
 	}
 	/* Epochs and counts carry over; a placement only when running. */
 	ctl_wl_adopt(ctl, w, j->run);
+	ctl_pending_count(ctl, w, +1);
 	ctl->dirty = true;
 	return 0;
 }
@@ -326,9 +347,8 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 		return 0;
 	ctl_usage_of(ctl, v->project_id)->servers++;
 	ctl_usage_of(ctl, v->user_id)->servers++;
-	w = wl_new(ctl);
+	w = ctl_wl_add(ctl, v->id);
 	w->server = true;
-	snprintf(w->id, sizeof(w->id), "%s", v->id);
 	snprintf(w->project_id, sizeof(w->project_id), "%s", v->project_id);
 	snprintf(w->user_id, sizeof(w->user_id), "%s", v->user_id);
 	snprintf(w->url, sizeof(w->url), "%s", v->url);
@@ -349,6 +369,7 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 	}
 	if (ctl_wl_job(ctl, w, shape, CNL_PRIO_NORMAL, v->created_ms, 0, 0,
 	               false) < 0) {
+		ctl->census_ok = false; /* never counted: count afresh */
 		ctl_wl_remove(ctl, w);
 		ctl_usage_of(ctl, v->project_id)->servers--;
 		ctl_usage_of(ctl, v->user_id)->servers--;
@@ -356,6 +377,7 @@ int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v)
 		                               "{}");
 	}
 	ctl_wl_adopt(ctl, w, v->run);
+	ctl_pending_count(ctl, w, +1);
 	ctl->dirty = true;
 	return 0;
 }

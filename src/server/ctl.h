@@ -128,9 +128,10 @@ int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *project_id,
                      size_t whylen);
 
 /*
- * cnl_ctl_queue_position - where pending workload @id stands in the queue
- * by class and age: *@ret_pos (1: first) of *@ret_n pending.  0 or
- * -CNL_ENOTFOUND.
+ * cnl_ctl_queue_position - where pending workload @id, just added (the
+ * newest of its class), stands in the queue by class and age: *@ret_pos
+ * (1: first) of *@ret_n pending, as the pending census counts them (at
+ * most a second old, ctl_pending_census()).  0 or -CNL_ENOTFOUND.
  */
 int cnl_ctl_queue_position(struct cnl_ctl *ctl, const char *id, int *ret_pos,
                            int *ret_n);

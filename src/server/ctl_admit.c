@@ -221,24 +221,26 @@ int cnl_ctl_queue_position(struct cnl_ctl *ctl, const char *id, int *ret_pos,
                            int *ret_n)
 {
 	const struct wl *me = ctl_wl_find(ctl, id);
-	int pos = 1, n = 0;
+	int cnt[4], pos = 1, n = 0;
 
 	if (!me)
 		return -CNL_ENOTFOUND;
 	/* Ahead: pending work of a higher class, or of the same class
-	 * submitted earlier (the order's first keys; fair share and
-	 * deadlines may still move it). */
-	for (size_t i = 0; i < ctl->n_wl; i++) {
-		const struct wl *w = &ctl->wl[i];
-
-		if (w->state != CNL_WL_PENDING)
-			continue;
-		n++;
-		if (w != me && (w->j.prio > me->j.prio ||
-		                (w->j.prio == me->j.prio &&
-		                 w->j.submit_ms < me->j.submit_ms)))
-			pos++;
+	 * submitted earlier, which is all of its class but itself (the
+	 * order's first keys; fair share and deadlines may still move it).
+	 * Counts from the census, without a scan per submission. */
+	ctl_pending_census(ctl, cnt);
+	for (int p = 0; p < 4; p++) {
+		if (cnt[p] < 0)
+			cnt[p] = 0; /* a census gone stale */
+		n += cnt[p];
+		if (p > (me->j.prio & 3))
+			pos += cnt[p];
+		else if (p == (me->j.prio & 3) && cnt[p] > 0)
+			pos += cnt[p] - 1;
 	}
+	if (pos > n)
+		n = pos;
 	*ret_pos = pos;
 	*ret_n = n;
 	return 0;

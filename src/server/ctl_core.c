@@ -94,12 +94,152 @@ struct usage *ctl_usage_of(struct cnl_ctl *ctl, const char *owner)
 	return u;
 }
 
+/* ---- the index of workloads by id ---------------------------------------
+ *
+ * Every lookup by id on a hot path (a submission, a report, a GET) was a
+ * scan of ctl->wl; with 100k pending that made each submission cost
+ * milliseconds.  The index maps an id to its position in ctl->wl: open
+ * addressing with linear probing over a power-of-two table kept at most
+ * half full, each slot the position + 1 (0: empty) and the id's hash.  Removal
+ * shifts the entries of the probe run that follows back (no tombstones), and
+ * ctl_wl_remove() re-points the slot of the workload it moves.
+ */
+
+static uint32_t id_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return (uint32_t)(h ^ h >> 32);
+}
+
+/* The slot holding @id (hash @h), or the empty slot where it would go.
+ * The hash kept in the slot spares a visit to the workload (a cache miss
+ * in a large registry) for every entry of the probe run but the match. */
+static size_t slot_of(const struct cnl_ctl *ctl, const char *id, uint32_t h)
+{
+	size_t mask = ctl->cap_slots - 1, i = h & mask;
+
+	while (ctl->wl_slots[i].pos &&
+	       (ctl->wl_slots[i].hash != h ||
+	        strcmp(ctl->wl[ctl->wl_slots[i].pos - 1].id, id) != 0))
+		i = (i + 1) & mask;
+	return i;
+}
+
+static void index_grow(struct cnl_ctl *ctl)
+{
+	struct ctl_slot *old = ctl->wl_slots;
+	size_t n = ctl->cap_slots;
+
+	ctl->cap_slots = n ? 2 * n : 256;
+	ctl->wl_slots = cnl_xcalloc(ctl->cap_slots, sizeof(*ctl->wl_slots));
+	for (size_t i = 0; i < n; i++) {
+		size_t k = old[i].hash & (ctl->cap_slots - 1);
+
+		if (!old[i].pos)
+			continue;
+		while (ctl->wl_slots[k].pos) /* ids are unique: no compare */
+			k = (k + 1) & (ctl->cap_slots - 1);
+		ctl->wl_slots[k] = old[i];
+	}
+	free(old);
+}
+
+/* Remove the entry in slot @i, moving back what its probe run needs. */
+static void index_del(struct cnl_ctl *ctl, size_t i)
+{
+	size_t mask = ctl->cap_slots - 1, j = i;
+
+	for (;;) {
+		size_t home;
+
+		j = (j + 1) & mask;
+		if (!ctl->wl_slots[j].pos)
+			break;
+		home = ctl->wl_slots[j].hash & mask;
+		/* The entry at j may fill the hole at i unless its home lies
+		 * cyclically in (i, j]. */
+		if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+			continue;
+		ctl->wl_slots[i] = ctl->wl_slots[j];
+		i = j;
+	}
+	ctl->wl_slots[i].pos = 0;
+}
+
 struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id)
 {
-	for (size_t i = 0; i < ctl->n_wl; i++)
-		if (strcmp(ctl->wl[i].id, id) == 0)
-			return &ctl->wl[i];
-	return NULL;
+	size_t i;
+
+	if (!ctl->cap_slots)
+		return NULL;
+	i = slot_of(ctl, id, id_hash(id));
+	return ctl->wl_slots[i].pos ? &ctl->wl[ctl->wl_slots[i].pos - 1] : NULL;
+}
+
+struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
+{
+	struct wl *w;
+
+	if (ctl->n_wl == ctl->cap_wl) {
+		ctl->cap_wl = ctl->cap_wl ? 2 * ctl->cap_wl : 64;
+		ctl->wl = cnl_xrealloc(ctl->wl, ctl->cap_wl * sizeof(*ctl->wl));
+	}
+	if (2 * (ctl->n_wl + 1) > ctl->cap_slots)
+		index_grow(ctl);
+	w = &ctl->wl[ctl->n_wl++];
+	memset(w, 0, sizeof(*w));
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->node = -1;
+	w->home = -1;
+	w->resv_node = -1;
+	w->vram_used = -1;
+	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
+	{
+		uint32_t h = id_hash(w->id);
+
+		ctl->wl_slots[slot_of(ctl, w->id, h)] =
+		    (struct ctl_slot){(uint32_t)ctl->n_wl, h};
+	}
+	return w;
+}
+
+/* ---- pending census ------------------------------------------------------
+ *
+ * A submission's "queued: position P of N pending" decision needs the
+ * pending work per priority class.  Counting it scanned the registry on
+ * every submission; now a scan runs at most once a second, and only when a
+ * cycle has run since the last (cycles move work out of pending); between
+ * scans, additions (cnl_ctl_job_added(), cnl_ctl_server_added()) and
+ * removals (ctl_wl_remove()) move the counts.  A START decided since the
+ * last scan still counts as pending until the next: the position is the
+ * queue as the last census saw it, which the decision text never claimed
+ * to be more than (fair share and deadlines move it anyway).
+ */
+void ctl_pending_census(struct cnl_ctl *ctl, int *ret)
+{
+	static const int64_t every_ms = 1000;
+	int64_t now = ctl_now_ms();
+
+	if (!ctl->census_ok || (ctl->census_cycle != ctl->cycles &&
+	                        now - ctl->census_ms >= every_ms)) {
+		memset(ctl->pending_n, 0, sizeof(ctl->pending_n));
+		for (size_t i = 0; i < ctl->n_wl; i++)
+			if (ctl->wl[i].state == CNL_WL_PENDING)
+				ctl->pending_n[ctl->wl[i].j.prio & 3]++;
+		ctl->census_cycle = ctl->cycles;
+		ctl->census_ms = now;
+		ctl->census_ok = true;
+	}
+	memcpy(ret, ctl->pending_n, sizeof(ctl->pending_n));
+}
+
+void ctl_pending_count(struct cnl_ctl *ctl, const struct wl *w, int delta)
+{
+	if (ctl->census_ok && w->state == CNL_WL_PENDING)
+		ctl->pending_n[w->j.prio & 3] += delta;
 }
 
 int ctl_node_find(struct cnl_ctl *ctl, const char *id)
@@ -131,9 +271,19 @@ void ctl_node_changed(struct cnl_ctl *ctl, int node)
 
 void ctl_wl_remove(struct cnl_ctl *ctl, struct wl *w)
 {
-	size_t i = (size_t)(w - ctl->wl);
+	size_t i = (size_t)(w - ctl->wl), last = ctl->n_wl - 1;
 
-	ctl->wl[i] = ctl->wl[--ctl->n_wl];
+	ctl_pending_count(ctl, w, -1);
+	index_del(ctl, slot_of(ctl, w->id, id_hash(w->id)));
+	if (i != last) {
+		/* The last one takes its place: re-point its slot. */
+		const char *id = ctl->wl[last].id;
+
+		ctl->wl_slots[slot_of(ctl, id, id_hash(id))].pos =
+		    (uint32_t)(i + 1);
+		ctl->wl[i] = ctl->wl[last];
+	}
+	ctl->n_wl--;
 }
 
 /* Parse @shape into @req for the scheduler; 0 or -CNL_EFIELD. */

@@ -243,5 +243,9 @@ int cnl_sq_audit_list_target(struct cnl_store *s, const char *target,
                              int limit, struct cnl_store_audit *out,
                              int *ret_n);
 int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq);
+int cnl_sq_audit_latest(struct cnl_store *s, const char *action,
+                        int (*fn)(void *ud, const char *target,
+                                  const char *result),
+                        void *ud);
 
 #endif /* CNL_STORE_SQLITE_INTERNAL_H */

@@ -228,6 +228,7 @@ static const struct cnl_store_ops sqlite_ops = {
     .audit_list = cnl_sq_audit_list,
     .audit_list_target = cnl_sq_audit_list_target,
     .audit_verify = cnl_sq_audit_verify,
+    .audit_latest = cnl_sq_audit_latest,
 };
 
 /* Apply every migration newer than the file; see invariant 4. */

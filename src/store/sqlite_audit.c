@@ -188,6 +188,41 @@ out:
 	return r;
 }
 
+/*
+ * The latest record of an action per target: one pass over the log (it
+ * has no index on action or target), grouped by target in a temporary
+ * b-tree; MAX(seq) picks each group's row (SQLite's bare columns of an
+ * aggregate query come from the row holding the MAX).
+ */
+int cnl_sq_audit_latest(struct cnl_store *s, const char *action,
+                        int (*fn)(void *ud, const char *target,
+                                  const char *result),
+                        void *ud)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = cnl_sq_prep(q,
+	                     "SELECT target, result, MAX(seq) FROM audit"
+	                     " WHERE action = ?1 GROUP BY target",
+	                     &st)) < 0)
+		return r;
+	if ((r = cnl_sq_bind_text(q, st, 1, action)) < 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *t = (const char *)sqlite3_column_text(st, 0);
+		const char *res = (const char *)sqlite3_column_text(st, 1);
+
+		if ((r = fn(ud, t ? t : "", res ? res : "")) < 0)
+			goto out;
+	}
+	r = rc == SQLITE_DONE ? 0 : cnl_sq_err(q, rc);
+out:
+	sqlite3_finalize(st);
+	return r;
+}
+
 /* A text column that cnl_sq_col_text() would have to truncate cannot be
  * genuine. */
 static bool audit_row_fits(sqlite3_stmt *st)

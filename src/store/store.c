@@ -384,6 +384,18 @@ int cnl_store_audit_list_target(struct cnl_store *s, const char *target,
 	                                 limit, out, ret_n);
 }
 
+int cnl_store_audit_latest(struct cnl_store *s, const char *action,
+                           int (*fn)(void *ud, const char *target,
+                                     const char *result),
+                           void *ud)
+{
+	if (!s || !action || !fn)
+		return -EINVAL;
+	if (strnlen(action, CNL_STORE_AUDIT_MAX) >= CNL_STORE_AUDIT_MAX)
+		return -CNL_ESIZE;
+	return s->ops->audit_latest(s, action, fn, ud);
+}
+
 int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 {
 	if (!s)

@@ -280,6 +280,10 @@ struct cnl_store_ops {
 	                         int limit, struct cnl_store_audit *out,
 	                         int *ret_n);
 	int (*audit_verify)(struct cnl_store *s, int64_t *ret_bad_seq);
+	int (*audit_latest)(struct cnl_store *s, const char *action,
+	                    int (*fn)(void *ud, const char *target,
+	                              const char *result),
+	                    void *ud);
 };
 
 /* The part of every backend's handle that the wrappers use. */
@@ -449,6 +453,18 @@ int cnl_store_audit_list_target(struct cnl_store *s, const char *target,
                                 const char *action_prefix, int64_t after_seq,
                                 int limit, struct cnl_store_audit *out,
                                 int *ret_n);
+
+/*
+ * cnl_store_audit_latest - for each target, the result of its latest
+ * record whose action is exactly @action, handed to @fn in one read of
+ * the log (what a restarted controller takes its workloads' last
+ * scheduling decisions from).  @fn returns 0 to go on, or an error that
+ * stops the walk and is returned.
+ */
+int cnl_store_audit_latest(struct cnl_store *s, const char *action,
+                           int (*fn)(void *ud, const char *target,
+                                     const char *result),
+                           void *ud);
 
 /*
  * cnl_store_audit_verify - recompute the whole chain.  Returns 0 when every

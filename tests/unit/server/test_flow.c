@@ -2196,6 +2196,111 @@ static void test_job_fields_survive_restart(void **state)
 	d_report(run, "succeeded", 0);
 }
 
+/* The seq of the audit log's last record (nothing runs meanwhile: the
+ * loop thread is not started). */
+static int64_t audit_count(void)
+{
+	struct cnl_store_audit *a = cnl_xcalloc(256, sizeof(*a));
+	int64_t last = 0;
+	int n;
+
+	do {
+		assert_int_equal(
+		    cnl_store_audit_list(F.store, last, 256, a, &n), 0);
+		if (n)
+			last = a[n - 1].seq;
+	} while (n == 256);
+	free(a);
+	return last;
+}
+
+/* Every job of project @proj as the API lists it, all pages. */
+static json_t *list_jobs(const char *proj)
+{
+	json_t *all = json_array();
+	char path[256], after[CNL_ID_MAX] = "";
+
+	for (;;) {
+		json_t *page, *next;
+
+		snprintf(path, sizeof(path),
+		         "/v1/projects/%s/jobs?limit=500%s%s", proj,
+		         after[0] ? "&after=" : "", after);
+		page = call_ok("GET", path, MEMBER, NULL, 200);
+		json_array_extend(all, json_object_get(page, "items"));
+		next = json_object_get(page, "next");
+		if (!json_is_string(next)) {
+			json_decref(page);
+			return all;
+		}
+		snprintf(after, sizeof(after), "%s", json_string_value(next));
+		json_decref(page);
+	}
+}
+
+/*
+ * A restart shows the same jobs the same way: 1,200 jobs of every
+ * priority wait (their only node is cordoned), one in seven is cancelled,
+ * a cycle gives the rest their wait reasons; the API's listing, page by
+ * page, is then identical before the restart, right after it (the wait
+ * reasons come back from the audit log, not "being scheduled") and after
+ * the next cycle, which finds nothing to change: it records no decision.
+ * The controller's registry of so many is its id index at work: each
+ * cancellation removes one entry and moves another.
+ */
+static void test_restart_same_view(void **state)
+{
+	enum { N = 1200 };
+	char(*ids)[CNL_ID_MAX] = cnl_xcalloc(N, sizeof(*ids));
+	char body[160], path[128];
+	json_t *before, *after, *o;
+	int64_t t, n_audit;
+
+	set_state(D.node[2], "cordoned");
+	for (int i = 0; i < N; i++) {
+		snprintf(body, sizeof(body),
+		         "{\"command\":\"bulk %d\",\"gpu\":\"any-5\","
+		         "\"gpu_types\":[\"a100\"],\"priority\":%d}",
+		         i, i % 4);
+		d_submit(body, ids[i]);
+	}
+	for (int i = 0; i < N; i += 7) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", ids[i]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	t = now_ms();
+	tick(t);
+	before = list_jobs(D.proj);
+	assert_true(json_array_size(before) >= N);
+	o = job(ids[1]);
+	assert_string_equal(str(o, "state"), "pending");
+	assert_string_not_equal(json_string_value(json_object_get(
+	                            json_object_get(o, "status"), "reason")),
+	                        "being scheduled");
+	json_decref(o);
+
+	restart_cnlabd();
+	after = list_jobs(D.proj);
+	assert_true(json_equal(before, after));
+	json_decref(after);
+	n_audit = audit_count();
+	tick(t);
+	after = list_jobs(D.proj);
+	assert_true(json_equal(before, after));
+	assert_int_equal(audit_count(), n_audit);
+	json_decref(after);
+	json_decref(before);
+
+	for (int i = 0; i < N; i++) {
+		if (i % 7 == 0)
+			continue;
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", ids[i]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	set_state(D.node[2], "up");
+	free(ids);
+}
+
 /* An agent registering again with other datasets relabels its node, and
  * the next placement uses the new labels. */
 static void test_node_datasets_relabel(void **state)
@@ -2947,6 +3052,7 @@ int main(void)
 	    cmocka_unit_test(test_job_gpu_types_restrict),
 	    cmocka_unit_test(test_gang),
 	    cmocka_unit_test(test_job_fields_survive_restart),
+	    cmocka_unit_test(test_restart_same_view),
 	    cmocka_unit_test(test_node_datasets_relabel),
 	    cmocka_unit_test(test_server_idempotency_per_user),
 	    cmocka_unit_test(test_node_identity),

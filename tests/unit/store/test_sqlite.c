@@ -790,6 +790,67 @@ static void append_audit(struct fixture *f, int i, struct cnl_store_audit *ret)
 	assert_int_equal(cnl_store_audit_append(f->s, &a, ret), 0);
 }
 
+/* What cnl_store_audit_latest() hands over, as "target=result;" in a
+ * buffer (in target order: the walk groups by target). */
+static int latest_seen(void *ud, const char *target, const char *result)
+{
+	char *buf = ud;
+	size_t at = strlen(buf);
+
+	snprintf(buf + at, 512 - at, "%s=%s;", target, result);
+	return strcmp(target, "stop") == 0 ? -CNL_EFIELD : 0;
+}
+
+/* The latest record of one action per target, in one walk: later records
+ * win, other actions and their targets are not seen, and an error from
+ * the callback stops the walk and comes back. */
+static void test_audit_latest(void **state)
+{
+	static const char *const rec[][3] = {
+	    {"job_a", "sched.slice", "pending: first"},
+	    {"job_b", "sched.slice", "pending: b only"},
+	    {"job_a", "sched.queue", "queued"},
+	    {"job_a", "sched.slice", "pending: second"},
+	    {"job_c", "sched.queue", "not a slice"},
+	    {"job_a", "sched.slicer", "another action"},
+	};
+	struct fixture *f = *state;
+	char buf[512] = "";
+
+	for (size_t i = 0; i < sizeof(rec) / sizeof(rec[0]); i++) {
+		struct cnl_store_audit a = {.ts_ms = T0 + (int64_t)i};
+
+		snprintf(a.actor, sizeof(a.actor), "scheduler");
+		snprintf(a.target, sizeof(a.target), "%s", rec[i][0]);
+		snprintf(a.action, sizeof(a.action), "%s", rec[i][1]);
+		snprintf(a.result, sizeof(a.result), "%s", rec[i][2]);
+		assert_int_equal(cnl_store_audit_append(f->s, &a, NULL), 0);
+	}
+	assert_int_equal(
+	    cnl_store_audit_latest(f->s, "sched.slice", latest_seen, buf), 0);
+	assert_string_equal(buf,
+	                    "job_a=pending: second;job_b=pending: b only;");
+	buf[0] = '\0';
+	assert_int_equal(
+	    cnl_store_audit_latest(f->s, "nothing", latest_seen, buf), 0);
+	assert_string_equal(buf, "");
+	{
+		struct cnl_store_audit a = {.ts_ms = T0 + 10};
+
+		snprintf(a.actor, sizeof(a.actor), "scheduler");
+		snprintf(a.target, sizeof(a.target), "stop");
+		snprintf(a.action, sizeof(a.action), "sched.slice");
+		snprintf(a.result, sizeof(a.result), "x");
+		assert_int_equal(cnl_store_audit_append(f->s, &a, NULL), 0);
+	}
+	buf[0] = '\0';
+	assert_int_equal(
+	    cnl_store_audit_latest(f->s, "sched.slice", latest_seen, buf),
+	    -CNL_EFIELD);
+	assert_int_equal(cnl_store_audit_latest(f->s, NULL, latest_seen, buf),
+	                 -EINVAL);
+}
+
 static void test_audit_chain(void **state)
 {
 	struct fixture *f = *state;
@@ -1274,6 +1335,7 @@ int main(void)
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit_latest, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_renumbered_and_tail,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_inputs_change_nothing,
