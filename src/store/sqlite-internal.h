@@ -13,6 +13,8 @@
  *                     idempotency keys of their creates
  *   sqlite_docs.c     JSON documents
  *   sqlite_audit.c    the hash-chained audit log
+ *   sqlite_sync.c     group commit: the WAL hook that counts commits, and
+ *                     the syncer's fdatasync of the WAL and checkpoints
  *   sqlite.c          opening (WAL, synchronous=FULL, foreign keys), the
  *                     schema and its migrations, and the ops table that
  *                     points at the query files' methods
@@ -40,9 +42,11 @@
 #ifndef CNL_STORE_SQLITE_INTERNAL_H
 #define CNL_STORE_SQLITE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sqlite3.h>
 
@@ -53,6 +57,18 @@ struct cnl_sq_store {
 	struct cnl_store base; /* first, so the wrappers' handle is ours */
 	sqlite3 *db;
 	int depth; /* open transactions: 1 + savepoints */
+	/* Group commit (sqlite_sync.c).  The writer's WAL hook bumps
+	 * @written after each commit's frames are in the WAL and notes the
+	 * WAL's length; the syncer thread reads both and owns the rest. */
+	bool group;              /* synchronous=NORMAL; synced by the syncer */
+	_Atomic int64_t written; /* commits written to the WAL */
+	_Atomic int wal_frames;  /* frames in the WAL at the last commit */
+	sqlite3 *ckpt;           /* the syncer's connection: checkpoints */
+	int wal_fd;              /* the WAL file, -1 while not open */
+	dev_t wal_dev;           /* ... and which file it is, to notice */
+	ino_t wal_ino;           /* one made anew under its name */
+	char wal_path[520];      /* path + "-wal" */
+	char fault[256];         /* test builds: syncs fail while it exists */
 };
 
 /* The backend's handle behind a wrapper's one. */
@@ -243,5 +259,11 @@ int cnl_sq_audit_list_target(struct cnl_store *s, const char *target,
                              int limit, struct cnl_store_audit *out,
                              int *ret_n);
 int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq);
+
+/* sqlite_sync.c; cnl_sq_sync_close() releases what group commit opened. */
+int cnl_sq_group_commit(struct cnl_store *s);
+int64_t cnl_sq_written(struct cnl_store *s);
+int cnl_sq_sync(struct cnl_store *s, int64_t *ret_seq);
+void cnl_sq_sync_close(struct cnl_sq_store *q);
 
 #endif /* CNL_STORE_SQLITE_INTERNAL_H */

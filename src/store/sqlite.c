@@ -15,9 +15,11 @@
  *  1. The connection runs journal_mode=WAL (readers never block the one
  *     writer) and synchronous=FULL: SQLite syncs the WAL on every commit, so
  *     a call that returned success has its write on stable storage and it
- *     survives kill -9 and power loss.  foreign_keys=ON makes a job, server
- *     or membership that names a missing project or user fail; the failure
- *     maps to -CNL_ENOTFOUND.
+ *     survives kill -9 and power loss.  Under group commit (sqlite_sync.c)
+ *     it runs synchronous=NORMAL instead: a commit is written to the WAL,
+ *     and durable once the syncer's next fdatasync of the WAL covers it.
+ * foreign_keys=ON makes a job, server or membership that names a missing
+ * project or user fail; the failure maps to -CNL_ENOTFOUND.
  *  2. Every statement is a static SQL string with bound parameters.  No SQL
  *     text is ever built from caller data.
  *  3. Writes of one statement run in autocommit and are atomic by
@@ -161,6 +163,7 @@ static void sq_close(struct cnl_store *s)
 {
 	struct cnl_sq_store *q = cnl_sq(s);
 
+	cnl_sq_sync_close(q);
 	sqlite3_close(q->db);
 	free(q);
 }
@@ -228,6 +231,9 @@ static const struct cnl_store_ops sqlite_ops = {
     .audit_list = cnl_sq_audit_list,
     .audit_list_target = cnl_sq_audit_list_target,
     .audit_verify = cnl_sq_audit_verify,
+    .group_commit = cnl_sq_group_commit,
+    .written = cnl_sq_written,
+    .sync = cnl_sq_sync,
 };
 
 /* Apply every migration newer than the file; see invariant 4. */
@@ -416,6 +422,7 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 	if (!q)
 		return -ENOMEM;
 	q->base.ops = &sqlite_ops;
+	q->wal_fd = -1;
 	snprintf(q->base.path, sizeof(q->base.path), "%s", path);
 
 	if ((r = check_existing(path, err, errlen)) < 0)
