@@ -155,7 +155,7 @@ static int read_version(struct cnl_sq_store *q)
 		return r;
 	rc = sqlite3_step(st);
 	r = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : cnl_sq_err(q, rc);
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -164,6 +164,7 @@ static void sq_close(struct cnl_store *s)
 	struct cnl_sq_store *q = cnl_sq(s);
 
 	cnl_sq_sync_close(q);
+	cnl_sq_cache_clear(q);
 	sqlite3_close(q->db);
 	free(q);
 }
@@ -286,10 +287,10 @@ static int migrate(struct cnl_sq_store *q, char *err, size_t errlen)
 		if ((r = cnl_sq_bind_int(q, st, 1, m->version)) < 0 ||
 		    (r = cnl_sq_bind_int(q, st, 2, cnl_time_now_ms())) < 0 ||
 		    (r = cnl_sq_step_done(q, st)) < 0) {
-			sqlite3_finalize(st);
+			cnl_sq_finalize(q, st);
 			goto fail;
 		}
-		sqlite3_finalize(st);
+		cnl_sq_finalize(q, st);
 		if ((r = cnl_sq_commit(q)) < 0)
 			goto sqlerr;
 		cur = m->version;
@@ -319,7 +320,7 @@ static int set_wal(struct cnl_sq_store *q, char *err, size_t errlen)
 		           (const char *)sqlite3_column_text(st, 0));
 		r = -EIO;
 	}
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -457,6 +458,7 @@ fail_msg:
 		cnl_seterr(err, errlen, "cannot set up %s: %s", path,
 		           q->base.errmsg);
 fail:
+	cnl_sq_cache_clear(q);
 	sqlite3_close(q->db);
 fail_free:
 	free(q);

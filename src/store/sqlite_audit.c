@@ -106,7 +106,7 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 		r = cnl_sq_err(q, rc);
 		goto fail;
 	}
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	st = NULL;
 
 	/* Insert to learn seq from AUTOINCREMENT, then fill in the hash. */
@@ -128,7 +128,7 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 		*ret = a;
 	return 0;
 fail:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	cnl_sq_rollback(q);
 	return r;
 }
@@ -151,7 +151,7 @@ int cnl_sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
 	r = cnl_sq_read_rows(q, st, limit, read_audit, out, sizeof(*out),
 	                     ret_n);
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -184,7 +184,7 @@ int cnl_sq_audit_list_target(struct cnl_store *s, const char *target,
 	r = cnl_sq_read_rows(q, st, limit, read_audit, out, sizeof(*out),
 	                     ret_n);
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -244,7 +244,7 @@ int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 		r = -CNL_ECORRUPT;
 	}
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	cnl_sq_rollback(q);
 	return r;
 }
