@@ -1,7 +1,9 @@
 /*
  * submit_bench.c - job submissions per second, with p50 and p99 latency,
  * through the real cnlabd over loopback at 1, 8 and 64 concurrent clients,
- * every job persisted to SQLite (WAL, synchronous=FULL) before its 201.
+ * every job durable in SQLite (WAL, group commit: the request's transaction
+ * synced to disk by the syncer's fdatasync, shared with the requests of
+ * its batch) before its 201.
  *
  * The bench starts the cnlabd binary as a child process on port 0 with a
  * fresh data directory under /tmp, logs in as the bootstrap administrator
@@ -16,8 +18,8 @@
  * Baseline, measured in the same run at the same concurrency: as many
  * GET /healthz requests, which touch neither the store nor the token.  The
  * ratio of the two rates is what a submission costs over bare HTTP
- * handling: token check, role lookup, the job row and its audit record,
- * each write synced to disk.
+ * handling: token check, role lookup, the job row and its audit records
+ * in one transaction, and the wait for the batch's sync.
  *
  * Nothing is retried: every submission must answer 201 with an id never
  * seen before in the run, every /healthz 200, and at the end the project's

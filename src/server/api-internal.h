@@ -22,6 +22,7 @@
 #include "server/api.h"
 #include "server/api_cli.h"
 #include "server/auth.h"
+#include "server/commit.h"
 #include "server/ctl.h"
 #include "server/oidc.h"
 
@@ -48,6 +49,9 @@ struct cnl_api {
 	 * except while a handler waits (long poll) or hashes a password. */
 	pthread_mutex_t mu;
 	struct cnl_store *store;
+	/* Group commit: answers wait for the syncer (commit.h); NULL when
+	 * the store syncs every commit itself. */
+	struct cnl_commit *commit;
 	struct cnl_ctl *ctl;
 	struct cnl_catalog cat;
 	struct cnl_oidc *oidc; /* NULL: OIDC off */

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -370,6 +371,81 @@ void cnl_api_audit(struct call *c, struct cnl_http_request *req,
 		                      cnl_store_errmsg(c->api->store)));
 }
 
+/*
+ * Group commit, the request's side.  A state-changing request runs in one
+ * transaction, begun before its handler and committed after its audit
+ * record, so that the two are stored together or not at all (a refused
+ * request commits its audit record alone).  Exec is the exception: its
+ * handler lets the lock go while it waits for the node's tunnel, and a
+ * transaction left open meanwhile would take in other requests' writes.
+ */
+static bool one_transaction(const struct cnl_http_route *route)
+{
+	return route->action && route->handler != cnl_api_h_server_exec;
+}
+
+/* An answer waits until what it wrote or could have read is durable;
+ * only the public reads that touch no record (health, metrics, the CLI
+ * installer) do not. */
+static bool waits_durable(const struct cnl_http_route *route)
+{
+	return route->action || route->perm != CNL_PERM_PUBLIC;
+}
+
+/* Commit the request's transaction; should that fail, an answer that
+ * said yes says what went wrong instead (a refusal stands). */
+static void commit_request(struct call *c, struct cnl_http_response *resp)
+{
+	char q[CNL_LOG_QUOTE_MAX];
+	int r = cnl_store_tx_commit(c->api->store);
+
+	if (r >= 0)
+		return;
+	cnl_log(CNL_LOG_ERROR, "request commit failed",
+	        "action=%s status=%u err=%s db=%s", c->route->action,
+	        resp->status, cnl_errname(r),
+	        cnl_log_quote(q, sizeof(q), cnl_store_errmsg(c->api->store)));
+	if (resp->status < 400)
+		cnl_api_store_error(c, resp, r, "request");
+}
+
+/* Drop whatever @resp was going to send (a file, a stream, an upgrade,
+ * extra headers) and make it a 503: its data is not durable. */
+static void answer_not_durable(struct cnl_http_response *resp)
+{
+	if (resp->upgraded && resp->upgrade_free)
+		resp->upgrade_free(resp->upgrade_arg);
+	resp->upgraded = NULL;
+	resp->upgrade_free = NULL;
+	if (resp->stream_read && resp->stream_free)
+		resp->stream_free(resp->stream_arg);
+	resp->stream_read = NULL;
+	resp->stream_free = NULL;
+	if (resp->send_file)
+		close(resp->file_fd);
+	resp->send_file = false;
+	free(resp->text);
+	resp->text = NULL;
+	resp->text_len = 0;
+	free(resp->headers);
+	resp->headers = NULL;
+	resp->no_defaults = false;
+	resp->content_type = NULL;
+	resp->allow[0] = '\0';
+	cnl_http_error(resp, 503, "unavailable",
+	               "the state store could not make the change durable "
+	               "(its disk failed to sync); it was not acknowledged: "
+	               "retry (with the same Idempotency-Key) later");
+}
+
+/* Wait, without the lock, for the commits up to @seq to be durable. */
+static void wait_durable(struct cnl_api *api, int64_t seq,
+                         struct cnl_http_response *resp)
+{
+	if (cnl_commit_wait(api->commit, seq) < 0)
+		answer_not_durable(resp);
+}
+
 /* The routes with slow work to do before their handler (password hashing
  * and checks), and the step that does it without the lock. */
 static void (*prepare_of(const struct cnl_http_route *route))(
@@ -453,6 +529,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	size_t ri = (size_t)(route - api->routes);
 	void (*prepare)(struct call *, struct cnl_http_request *) =
 	    prepare_of(route);
+	bool tx = one_transaction(route), wait = waits_durable(route);
+	int64_t seq = 0;
 	int ok;
 
 	if (lock_free(route) && route->perm == CNL_PERM_PUBLIC &&
@@ -475,14 +553,28 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 		c.slow.done = true;
 		ok = authorize(&c, req, resp) == 0;
 	}
+	/* Begun here, after any slow step (the lock is then held to the
+	 * commit), and undone by nothing: what the handler stored, it
+	 * stored, as it would have in autocommit. */
+	if (tx)
+		tx = cnl_store_tx_begin(api->store) == 0;
 	if (ok)
 		route->handler(&c, req, resp);
 	if (resp->status == 0)
 		cnl_http_error(resp, 500, "internal", "no response");
 	if (route->action && !c.no_audit)
 		cnl_api_audit(&c, req, resp);
-	observe(api, ri, resp->status, &t0);
+	if (tx)
+		commit_request(&c, resp);
+	if (wait)
+		seq = cnl_commit_mark(api->commit);
 	pthread_mutex_unlock(&api->mu);
+	/* After the lock: while this waits, others commit, and one sync
+	 * covers them all. */
+	if (wait)
+		wait_durable(api, seq, resp);
+	/* The latency counts the wait for durability: what a client sees. */
+	observe(api, ri, resp->status, &t0);
 	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
 	        "method=%s path=%s status=%u user=%s", req->method,
 	        cnl_log_quote(q, sizeof(q), req->path), resp->status,
@@ -502,6 +594,7 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 {
 	struct cnl_api *api = ud;
 	struct call c = {0};
+	int64_t seq;
 	int r;
 
 	if (!cnl_api_route_streams(route) &&
@@ -523,7 +616,10 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	 * would be. */
 	if (r < 0 && route->action)
 		cnl_api_audit(&c, req, resp);
+	seq = cnl_commit_mark(api->commit);
 	pthread_mutex_unlock(&api->mu);
+	if (r < 0)
+		wait_durable(api, seq, resp);
 	return r;
 }
 
@@ -581,6 +677,12 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		        api->files_dir, strerror(errno));
 		cnl_api_free(api);
 		return -EIO;
+	}
+	if ((r = cnl_commit_new(api->store, &api->commit)) < 0) {
+		cnl_log(CNL_LOG_ERROR, "group commit", "db=%s err=%s",
+		        cnl_store_path(api->store), cnl_errname(r));
+		cnl_api_free(api);
+		return r;
 	}
 	if (api->files_dir)
 		cnl_api_images_start(api);
@@ -656,6 +758,7 @@ void cnl_api_free(struct cnl_api *api)
 		return;
 	cnl_ctl_stop(api->ctl);
 	cnl_ctl_free(api->ctl);
+	cnl_commit_free(api->commit);
 	if (api->key) {
 		explicit_bzero(api->key, api->keylen);
 		free(api->key);

@@ -13,6 +13,8 @@
  *                     idempotency keys of their creates
  *   sqlite_docs.c     JSON documents
  *   sqlite_audit.c    the hash-chained audit log
+ *   sqlite_sync.c     group commit: the WAL hook that counts commits, and
+ *                     the syncer's fdatasync of the WAL and checkpoints
  *   sqlite.c          opening (WAL, synchronous=FULL, foreign keys), the
  *                     schema and its migrations, and the ops table that
  *                     points at the query files' methods
@@ -40,19 +42,44 @@
 #ifndef CNL_STORE_SQLITE_INTERNAL_H
 #define CNL_STORE_SQLITE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sqlite3.h>
 
 #include "store/store.h"
+
+#define CNL_SQ_CACHE 64
+
+/* A prepared statement kept for the next use of its SQL. */
+struct cnl_sq_cached {
+	const char *sql; /* the static text it was prepared from */
+	sqlite3_stmt *st;
+	bool busy; /* handed out, not yet given back */
+};
 
 /* The SQLite backend's handle. */
 struct cnl_sq_store {
 	struct cnl_store base; /* first, so the wrappers' handle is ours */
 	sqlite3 *db;
 	int depth; /* open transactions: 1 + savepoints */
+	struct cnl_sq_cached cache[CNL_SQ_CACHE];
+	int ncache;
+	/* Group commit (sqlite_sync.c).  The writer's WAL hook bumps
+	 * @written after each commit's frames are in the WAL and notes the
+	 * WAL's length; the syncer thread reads both and owns the rest. */
+	bool group;              /* synchronous=NORMAL; synced by the syncer */
+	_Atomic int64_t written; /* commits written to the WAL */
+	_Atomic int wal_frames;  /* frames in the WAL at the last commit */
+	sqlite3 *ckpt;           /* the syncer's connection: checkpoints */
+	int wal_fd;              /* the WAL file, -1 while not open */
+	dev_t wal_dev;           /* ... and which file it is, to notice */
+	ino_t wal_ino;           /* one made anew under its name */
+	char wal_path[520];      /* path + "-wal" */
+	char fault[256];         /* test builds: syncs fail while it exists */
 };
 
 /* The backend's handle behind a wrapper's one. */
@@ -74,9 +101,23 @@ int cnl_sq_err(struct cnl_sq_store *q, int rc);
 /* cnl_sq_exec - run @sql, which returns no rows. */
 int cnl_sq_exec(struct cnl_sq_store *q, const char *sql);
 
-/* cnl_sq_prep - prepare @sql into *@ret; finalize it with
- * sqlite3_finalize(), which accepts NULL. */
+/*
+ * cnl_sq_prep - prepare @sql into *@ret; release it with cnl_sq_finalize(),
+ * which accepts NULL.  Statements are kept, prepared, in the handle's
+ * cache (CNL_SQ_CACHE of them, found by the SQL text's address, which is
+ * a static string by invariant 2, and checked by its text): a statement
+ * run again is not parsed again.  One in use is not handed out twice; a
+ * nested use of the same SQL gets a statement of its own.
+ */
 int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret);
+
+/* cnl_sq_finalize - give back a statement of cnl_sq_prep(): a cached one
+ * is reset and its bindings cleared (it holds no lock nor pointer after),
+ * any other finalized.  NULL is allowed. */
+void cnl_sq_finalize(struct cnl_sq_store *q, sqlite3_stmt *st);
+
+/* cnl_sq_cache_clear - finalize every cached statement (before closing). */
+void cnl_sq_cache_clear(struct cnl_sq_store *q);
 
 /* cnl_sq_bind_text - bind text that outlives the statement's use
  * (SQLITE_STATIC) as parameter @i. */
@@ -247,5 +288,11 @@ int cnl_sq_audit_latest(struct cnl_store *s, const char *action,
                         int (*fn)(void *ud, const char *target,
                                   const char *result),
                         void *ud);
+
+/* sqlite_sync.c; cnl_sq_sync_close() releases what group commit opened. */
+int cnl_sq_group_commit(struct cnl_store *s);
+int64_t cnl_sq_written(struct cnl_store *s);
+int cnl_sq_sync(struct cnl_store *s, int64_t *ret_seq);
+void cnl_sq_sync_close(struct cnl_sq_store *q);
 
 #endif /* CNL_STORE_SQLITE_INTERNAL_H */

@@ -15,9 +15,11 @@
  *  1. The connection runs journal_mode=WAL (readers never block the one
  *     writer) and synchronous=FULL: SQLite syncs the WAL on every commit, so
  *     a call that returned success has its write on stable storage and it
- *     survives kill -9 and power loss.  foreign_keys=ON makes a job, server
- *     or membership that names a missing project or user fail; the failure
- *     maps to -CNL_ENOTFOUND.
+ *     survives kill -9 and power loss.  Under group commit (sqlite_sync.c)
+ *     it runs synchronous=NORMAL instead: a commit is written to the WAL,
+ *     and durable once the syncer's next fdatasync of the WAL covers it.
+ * foreign_keys=ON makes a job, server or membership that names a missing
+ * project or user fail; the failure maps to -CNL_ENOTFOUND.
  *  2. Every statement is a static SQL string with bound parameters.  No SQL
  *     text is ever built from caller data.
  *  3. Writes of one statement run in autocommit and are atomic by
@@ -153,7 +155,7 @@ static int read_version(struct cnl_sq_store *q)
 		return r;
 	rc = sqlite3_step(st);
 	r = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : cnl_sq_err(q, rc);
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -161,6 +163,8 @@ static void sq_close(struct cnl_store *s)
 {
 	struct cnl_sq_store *q = cnl_sq(s);
 
+	cnl_sq_sync_close(q);
+	cnl_sq_cache_clear(q);
 	sqlite3_close(q->db);
 	free(q);
 }
@@ -229,6 +233,9 @@ static const struct cnl_store_ops sqlite_ops = {
     .audit_list_target = cnl_sq_audit_list_target,
     .audit_verify = cnl_sq_audit_verify,
     .audit_latest = cnl_sq_audit_latest,
+    .group_commit = cnl_sq_group_commit,
+    .written = cnl_sq_written,
+    .sync = cnl_sq_sync,
 };
 
 /* Apply every migration newer than the file; see invariant 4. */
@@ -281,10 +288,10 @@ static int migrate(struct cnl_sq_store *q, char *err, size_t errlen)
 		if ((r = cnl_sq_bind_int(q, st, 1, m->version)) < 0 ||
 		    (r = cnl_sq_bind_int(q, st, 2, cnl_time_now_ms())) < 0 ||
 		    (r = cnl_sq_step_done(q, st)) < 0) {
-			sqlite3_finalize(st);
+			cnl_sq_finalize(q, st);
 			goto fail;
 		}
-		sqlite3_finalize(st);
+		cnl_sq_finalize(q, st);
 		if ((r = cnl_sq_commit(q)) < 0)
 			goto sqlerr;
 		cur = m->version;
@@ -314,7 +321,7 @@ static int set_wal(struct cnl_sq_store *q, char *err, size_t errlen)
 		           (const char *)sqlite3_column_text(st, 0));
 		r = -EIO;
 	}
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -417,6 +424,7 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 	if (!q)
 		return -ENOMEM;
 	q->base.ops = &sqlite_ops;
+	q->wal_fd = -1;
 	snprintf(q->base.path, sizeof(q->base.path), "%s", path);
 
 	if ((r = check_existing(path, err, errlen)) < 0)
@@ -451,6 +459,7 @@ fail_msg:
 		cnl_seterr(err, errlen, "cannot set up %s: %s", path,
 		           q->base.errmsg);
 fail:
+	cnl_sq_cache_clear(q);
 	sqlite3_close(q->db);
 fail_free:
 	free(q);

@@ -13,10 +13,12 @@
  * one: if the tail of the log is cut, the next append leaves a gap that
  * verify reports, although the cut itself is invisible until then.
  *
- * An append reads the last hash, inserts the record to learn its seq and
- * writes its hash, all in one BEGIN IMMEDIATE transaction, so two appends
- * can never link to the same predecessor.  Verify reads the whole chain in
- * one read transaction, so it checks the log as of one instant.
+ * An append reads the last hash and the next seq (sqlite_sequence's, as
+ * AUTOINCREMENT would give it), then inserts the record with its hash in
+ * one statement, under the write lock: in its own BEGIN IMMEDIATE
+ * transaction, or in the caller's (which holds the lock already), so two
+ * appends can never link to the same predecessor.  Verify reads the whole chain
+ * in one read transaction, so it checks the log as of one instant.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -84,52 +86,58 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 {
 	struct cnl_sq_store *q = cnl_sq(s);
 	struct cnl_store_audit a = *in;
-	const char *t[] = {a.actor,  a.action,    a.target,
-	                   a.result, a.prev_hash, NULL};
-	const char *h[] = {a.hash, NULL};
+	const char *t[] = {a.actor,     a.action, a.target, a.result,
+	                   a.prev_hash, a.hash,   NULL};
+	int64_t nums[2];
 	sqlite3_stmt *st = NULL;
+	/* Inside a caller's transaction the write lock is held already and
+	 * the one INSERT below is atomic by itself: no savepoint. */
+	bool own = q->depth == 0 || sqlite3_get_autocommit(q->db);
 	int r, rc;
 
-	if ((r = cnl_sq_begin(q)) < 0)
+	if (own && (r = cnl_sq_begin(q)) < 0)
 		return r;
-	/* The chain links to the record with the highest seq, if any. */
+	/* The chain links to the record with the highest seq, if any; the
+	 * new seq is the next AUTOINCREMENT would give (sqlite_sequence
+	 * keeps the highest ever used, so a cut tail is never reused). */
 	if ((r = cnl_sq_prep(q,
-	                     "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1",
+	                     "SELECT (SELECT seq FROM sqlite_sequence"
+	                     " WHERE name = 'audit'),"
+	                     " (SELECT hash FROM audit ORDER BY seq DESC"
+	                     " LIMIT 1)",
 	                     &st)) < 0)
 		goto fail;
 	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		cnl_sq_col_text(st, 0, a.prev_hash, sizeof(a.prev_hash));
-	} else if (rc == SQLITE_DONE) {
-		snprintf(a.prev_hash, sizeof(a.prev_hash), "%s", ZERO_HASH);
-	} else {
+	if (rc != SQLITE_ROW) {
 		r = cnl_sq_err(q, rc);
 		goto fail;
 	}
-	sqlite3_finalize(st);
+	a.seq = sqlite3_column_int64(st, 0) + 1; /* NULL reads 0 */
+	if (sqlite3_column_type(st, 1) == SQLITE_NULL)
+		snprintf(a.prev_hash, sizeof(a.prev_hash), "%s", ZERO_HASH);
+	else
+		cnl_sq_col_text(st, 1, a.prev_hash, sizeof(a.prev_hash));
+	cnl_sq_finalize(q, st);
 	st = NULL;
-
-	/* Insert to learn seq from AUTOINCREMENT, then fill in the hash. */
-	if ((r = cnl_sq_run(q,
-	                    "INSERT INTO audit (actor, action, target, result,"
-	                    " prev_hash, ts_ms, hash)"
-	                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, '')",
-	                    t, &a.ts_ms, 1)) < 0)
-		goto fail;
-	a.seq = sqlite3_last_insert_rowid(q->db);
 	if ((r = audit_hash(&a, a.prev_hash, a.hash)) < 0)
 		goto fail;
-	if ((r = cnl_sq_run(q, "UPDATE audit SET hash = ?1 WHERE seq = ?2", h,
-	                    &a.seq, 1)) < 0)
+	nums[0] = a.ts_ms;
+	nums[1] = a.seq;
+	if ((r = cnl_sq_run(q,
+	                    "INSERT INTO audit (actor, action, target, result,"
+	                    " prev_hash, hash, ts_ms, seq)"
+	                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	                    t, nums, 2)) < 0)
 		goto fail;
-	if ((r = cnl_sq_commit(q)) < 0)
+	if (own && (r = cnl_sq_commit(q)) < 0)
 		return r;
 	if (ret)
 		*ret = a;
 	return 0;
 fail:
-	sqlite3_finalize(st);
-	cnl_sq_rollback(q);
+	cnl_sq_finalize(q, st);
+	if (own)
+		cnl_sq_rollback(q);
 	return r;
 }
 
@@ -151,7 +159,7 @@ int cnl_sq_audit_list(struct cnl_store *s, int64_t after_seq, int limit,
 	r = cnl_sq_read_rows(q, st, limit, read_audit, out, sizeof(*out),
 	                     ret_n);
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -184,7 +192,7 @@ int cnl_sq_audit_list_target(struct cnl_store *s, const char *target,
 	r = cnl_sq_read_rows(q, st, limit, read_audit, out, sizeof(*out),
 	                     ret_n);
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -279,7 +287,7 @@ int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 		r = -CNL_ECORRUPT;
 	}
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	cnl_sq_rollback(q);
 	return r;
 }

@@ -44,11 +44,24 @@ int cnl_sq_err(struct cnl_sq_store *q, int rc)
 	}
 }
 
+/* One statement (the transactions' own: BEGIN, SAVEPOINT, RELEASE,
+ * COMMIT) runs from the cache; several, through sqlite3_exec(). */
 int cnl_sq_exec(struct cnl_sq_store *q, const char *sql)
 {
-	int rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+	sqlite3_stmt *st = NULL;
+	int r, rc;
 
-	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
+	if (strchr(sql, ';')) {
+		rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+		return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
+	}
+	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		;
+	r = rc == SQLITE_DONE ? 0 : cnl_sq_err(q, rc);
+	cnl_sq_finalize(q, st);
+	return r;
 }
 
 /*
@@ -113,9 +126,48 @@ int cnl_sq_commit(struct cnl_sq_store *q)
 
 int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret)
 {
-	int rc = sqlite3_prepare_v2(q->db, sql, -1, ret, NULL);
+	bool keep = q->ncache < CNL_SQ_CACHE;
+	int rc;
 
-	return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
+	for (int i = 0; i < q->ncache; i++) {
+		struct cnl_sq_cached *c = &q->cache[i];
+
+		if (c->sql == sql && !c->busy &&
+		    strcmp(sqlite3_sql(c->st), sql) == 0) {
+			c->busy = true;
+			*ret = c->st;
+			return 0;
+		}
+	}
+	rc = sqlite3_prepare_v3(
+	    q->db, sql, -1, keep ? SQLITE_PREPARE_PERSISTENT : 0, ret, NULL);
+	if (rc != SQLITE_OK)
+		return cnl_sq_err(q, rc);
+	if (keep && *ret)
+		q->cache[q->ncache++] = (struct cnl_sq_cached){
+		    .sql = sql, .st = *ret, .busy = true};
+	return 0;
+}
+
+void cnl_sq_finalize(struct cnl_sq_store *q, sqlite3_stmt *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < q->ncache; i++)
+		if (q->cache[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			q->cache[i].busy = false;
+			return;
+		}
+	sqlite3_finalize(st);
+}
+
+void cnl_sq_cache_clear(struct cnl_sq_store *q)
+{
+	for (int i = 0; i < q->ncache; i++)
+		sqlite3_finalize(q->cache[i].st);
+	q->ncache = 0;
 }
 
 int cnl_sq_bind_text(struct cnl_sq_store *q, sqlite3_stmt *st, int i,
@@ -171,7 +223,7 @@ int cnl_sq_get_one(struct cnl_sq_store *q, const char *sql, const char *k1,
 	else
 		r = rc == SQLITE_DONE ? -CNL_ENOTFOUND : cnl_sq_err(q, rc);
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -207,7 +259,7 @@ int cnl_sq_list_page(struct cnl_sq_store *q, const char *sql,
 		goto out;
 	r = cnl_sq_read_rows(q, st, limit, read, out, size, ret_n);
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -232,7 +284,7 @@ static int run_bound(struct cnl_sq_store *q, const char *sql,
 	if (must_change && sqlite3_changes(q->db) == 0)
 		r = -CNL_ENOTFOUND;
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 

@@ -79,7 +79,7 @@ static int doc_one(struct cnl_sq_store *q, const char *sql, const char *k1,
 		r = rc == SQLITE_DONE ? -CNL_ENOTFOUND : cnl_sq_err(q, rc);
 	}
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
@@ -138,7 +138,7 @@ int cnl_sq_doc_list(struct cnl_store *s, const char *kind, const char *parent,
 	else
 		*ret_n = n;
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 

@@ -124,7 +124,7 @@ static int count_rows(struct cnl_sq_store *q, const char *sql, const char *id,
 		else
 			r = cnl_sq_err(q, rc);
 	}
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 

@@ -418,6 +418,29 @@ int cnl_store_tx_rollback(struct cnl_store *s)
 	return s ? s->ops->tx(s, 2) : -EINVAL;
 }
 
+int cnl_store_group_commit(struct cnl_store *s)
+{
+	if (!s)
+		return -EINVAL;
+	return s->ops->group_commit ? s->ops->group_commit(s) : -ENOTSUP;
+}
+
+int64_t cnl_store_written(struct cnl_store *s)
+{
+	return s && s->ops->written ? s->ops->written(s) : 0;
+}
+
+int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq)
+{
+	if (!s || !ret_seq)
+		return -EINVAL;
+	if (!s->ops->sync) {
+		*ret_seq = 0; /* every commit was durable already */
+		return 0;
+	}
+	return s->ops->sync(s, ret_seq);
+}
+
 int cnl_store_project_set_flags(struct cnl_store *s, const char *id,
                                 bool on_prem_only)
 {

@@ -15,7 +15,9 @@
  *  1. Every operation is atomic: on any failure nothing is stored.
  *  2. A write is acknowledged (returns >= 0) only once it is durable: the
  *     SQLite backend runs WAL with synchronous=FULL, so an acknowledged write
- *     survives kill -9 and power loss.
+ *     survives kill -9 and power loss.  Under group commit
+ *     (cnl_store_group_commit()) a write returns once written, and is
+ *     durable once a later cnl_store_sync() covers it.
  *  3. Ids are made by the caller with cnl_id_new() (common/id.h) and are
  *     time-sortable, so listings ordered by id are in creation order and
  *     paging uses the last id seen as its cursor.
@@ -284,6 +286,11 @@ struct cnl_store_ops {
 	                    int (*fn)(void *ud, const char *target,
 	                              const char *result),
 	                    void *ud);
+
+	/* Group commit (optional: NULL where every commit is durable). */
+	int (*group_commit)(struct cnl_store *s);
+	int64_t (*written)(struct cnl_store *s);
+	int (*sync)(struct cnl_store *s, int64_t *ret_seq);
 };
 
 /* The part of every backend's handle that the wrappers use. */
@@ -490,6 +497,40 @@ int cnl_store_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq);
 int cnl_store_tx_begin(struct cnl_store *s);
 int cnl_store_tx_commit(struct cnl_store *s);
 int cnl_store_tx_rollback(struct cnl_store *s);
+
+/*
+ * Group commit.  By default every commit is durable when it returns
+ * (invariant 2).  cnl_store_group_commit() trades that for speed: from
+ * then on a commit only writes (SQLite: appends to the WAL, with
+ * synchronous=NORMAL) and counts itself, and the caller makes what was
+ * written durable in batches with cnl_store_sync(), from another thread,
+ * outside every lock, so that one sync covers every commit made meanwhile.
+ * Whoever acknowledges a write must then first see cnl_store_sync() reach
+ * the count cnl_store_written() gave after that write.  Atomicity
+ * (invariant 1) is kept: after a crash each transaction is there whole or
+ * not at all, and every one that was synced is there.
+ *
+ * cnl_store_group_commit - switch @s to group commit: 0, or -ENOTSUP for a
+ * store that cannot (an in-memory database; a backend without it), which
+ * then stays durable at each commit.
+ *
+ * cnl_store_written - how many commits @s has written since it was opened
+ * (0 for a store not in group commit).  Safe from any thread.
+ *
+ * cnl_store_sync - make every commit written so far durable and set
+ * *@ret_seq to the cnl_store_written() count it covers: 0, or a negative
+ * errno when the sync failed (nothing after the last successful sync may
+ * then be taken as durable).  Safe against the handle's other calls made
+ * meanwhile by one other thread (it uses descriptors and a connection of
+ * its own); only one thread may call it.  It also checkpoints the WAL into
+ * the database when the WAL has grown, so the writer never pays for that.
+ * In a test build (not CMAKE_BUILD_TYPE Release), while the file named by
+ * the environment variable CNLAB_TEST_SYNC_FAULT exists, every sync fails
+ * with -EIO, as a failing disk's would.
+ */
+int cnl_store_group_commit(struct cnl_store *s);
+int64_t cnl_store_written(struct cnl_store *s);
+int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
 
 /* cnl_store_project_set_flags - 0 or -CNL_ENOTFOUND. */
 int cnl_store_project_set_flags(struct cnl_store *s, const char *id,

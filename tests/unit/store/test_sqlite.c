@@ -521,6 +521,87 @@ static void test_jobs(void **state)
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 1);
 }
 
+/*
+ * Group commit: off by default (nothing counted, no sync); on, each
+ * commit (not each statement of a transaction, not a failed write) bumps
+ * the written count, a sync covers what was written and is seen by a
+ * fresh handle; in a test build a sync fails while the fault file named
+ * by CNLAB_TEST_SYNC_FAULT exists and succeeds again once it is gone.
+ */
+static void test_group_commit(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_job a, b, c;
+	char fault[300];
+	int64_t w, seq = -1;
+
+	/* Before: every commit durable by itself, nothing counted. */
+	assert_int_equal(cnl_store_written(f->s), 0);
+	assert_int_equal(cnl_store_sync(f->s, &seq), -EINVAL);
+
+	snprintf(fault, sizeof(fault), "%s/fault", f->dir);
+	setenv("CNLAB_TEST_SYNC_FAULT", fault, 1);
+	assert_int_equal(cnl_store_group_commit(f->s), 0);
+	unsetenv("CNLAB_TEST_SYNC_FAULT");
+	w = cnl_store_written(f->s);
+	job_template(f, &a);
+	assert_int_equal(cnl_store_job_create(f->s, &a, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	assert_int_equal(cnl_store_written(f->s), w + 1);
+	/* Two creates and an audit record in one transaction: one commit. */
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	job_template(f, &b);
+	assert_int_equal(cnl_store_job_create(f->s, &b, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	job_template(f, &c);
+	assert_int_equal(cnl_store_job_create(f->s, &c, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	assert_int_equal(cnl_store_audit_append(
+	                     f->s,
+	                     &(struct cnl_store_audit){.ts_ms = T0,
+	                                               .actor = "alice",
+	                                               .action = "job.create",
+	                                               .target = "x",
+	                                               .result = "201"},
+	                     NULL),
+	                 0);
+	assert_int_equal(cnl_store_written(f->s), w + 1);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+	assert_int_equal(cnl_store_written(f->s), w + 2);
+	/* A refused write commits nothing. */
+	assert_int_equal(cnl_store_job_create(f->s, &a, NULL, NULL), -CNL_EDUP);
+	assert_int_equal(cnl_store_written(f->s), w + 2);
+	assert_int_equal(cnl_store_sync(f->s, &seq), 0);
+	assert_int_equal(seq, w + 2);
+	/* Another handle sees it all (the WAL was not deleted, nor lost). */
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 3);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM audit"), 1);
+
+#ifdef CNL_TEST_HOOKS
+	{
+		FILE *fp = fopen(fault, "w");
+
+		assert_non_null(fp);
+		fclose(fp);
+		job_template(f, &a);
+		assert_int_equal(cnl_store_job_create(f->s, &a, NULL, NULL),
+		                 CNL_STORE_CREATED);
+		seq = -1;
+		assert_int_equal(cnl_store_sync(f->s, &seq), -EIO);
+		assert_int_equal(seq, -1); /* untouched on failure */
+		assert_int_equal(unlink(fault), 0);
+		assert_int_equal(cnl_store_sync(f->s, &seq), 0);
+		assert_int_equal(seq, w + 3);
+	}
+#endif
+	/* Statements stay prepared across uses: the same query, nested in
+	 * a transaction of its own kind, still reads right. */
+	assert_int_equal(cnl_store_job_get(f->s, b.id, &a), 0);
+	assert_string_equal(a.id, b.id);
+	assert_int_equal(cnl_store_job_get(f->s, c.id, &a), 0);
+	assert_string_equal(a.id, c.id);
+}
+
 static void test_servers(void **state)
 {
 	struct fixture *f = *state;
@@ -1329,6 +1410,7 @@ int main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_memberships, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idempotency, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_user_member_project_removal,

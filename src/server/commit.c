@@ -1,0 +1,210 @@
+/*
+ * commit.c - group commit in cnlabd (see commit.h): one syncer thread per
+ * store, and the waits of the requests.
+ *
+ * State, under gc->mu:
+ *   durable  every commit counted up to here is durable (the count of the
+ *            last successful cnl_store_sync());
+ *   wanted   the highest count a waiter waits for; the syncer syncs while
+ *            wanted > durable, and every SYNC_IDLE_MS while the store has
+ *            written more than is durable (the controller's own writes);
+ *   failed, fail_gen
+ *            the count read before the last failed sync, and how many
+ *            syncs have failed: a waiter fails when a sync that began
+ *            after it started waiting failed covering its count.
+ *
+ * The syncer reads the count before it syncs, so what it publishes is at
+ * most what the sync covered (store.h).  It never holds gc->mu while it
+ * syncs: waiters keep arriving and the next sync takes them all.  After a
+ * failure it pauses FAIL_PAUSE_MS before trying again, so a failing disk
+ * costs a few attempts a second, not a busy loop.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cnlab/errors.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "server/commit.h"
+
+#define SYNC_IDLE_MS  1000
+#define FAIL_PAUSE_MS 20
+
+struct cnl_commit {
+	struct cnl_store *store;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t kick; /* the syncer waits here for work */
+	pthread_cond_t done; /* waiters wait here for a sync's end */
+	int64_t durable;
+	int64_t wanted;
+	int64_t failed;
+	uint64_t fail_gen;
+	bool faulty; /* the last sync failed (logged; recovery is too) */
+	bool stop;
+};
+
+static void deadline_after(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* One sync, the lock dropped around it; called and returns with it. */
+static void sync_once(struct cnl_commit *gc)
+{
+	int64_t before = cnl_store_written(gc->store), seq = 0;
+	int r;
+
+	pthread_mutex_unlock(&gc->mu);
+	r = cnl_store_sync(gc->store, &seq);
+	pthread_mutex_lock(&gc->mu);
+	if (r == 0) {
+		if (seq > gc->durable)
+			gc->durable = seq;
+		if (gc->faulty)
+			cnl_log(CNL_LOG_INFO, "durable writes recovered",
+			        "db=%s durable=%lld", cnl_store_path(gc->store),
+			        (long long)gc->durable);
+		gc->faulty = false;
+	} else {
+		gc->failed = before;
+		gc->fail_gen++;
+		/* The waiters it covered fail; those after it still want. */
+		if (gc->wanted <= before)
+			gc->wanted = gc->durable;
+		if (!gc->faulty)
+			cnl_log(CNL_LOG_ERROR, "durable sync failed",
+			        "db=%s err=%s durable=%lld: requests answer "
+			        "503 until a sync succeeds",
+			        cnl_store_path(gc->store), cnl_errname(r),
+			        (long long)gc->durable);
+		gc->faulty = true;
+	}
+	pthread_cond_broadcast(&gc->done);
+	if (r < 0) {
+		struct timespec ts;
+
+		deadline_after(&ts, FAIL_PAUSE_MS);
+		while (!gc->stop && pthread_cond_timedwait(&gc->kick, &gc->mu,
+		                                           &ts) != ETIMEDOUT)
+			;
+	}
+}
+
+static void *syncer(void *arg)
+{
+	struct cnl_commit *gc = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&gc->mu);
+	while (!gc->stop) {
+		if (gc->wanted > gc->durable) {
+			sync_once(gc);
+			continue;
+		}
+		deadline_after(&ts, SYNC_IDLE_MS);
+		if (pthread_cond_timedwait(&gc->kick, &gc->mu, &ts) ==
+		        ETIMEDOUT &&
+		    cnl_store_written(gc->store) > gc->durable)
+			sync_once(gc);
+	}
+	pthread_mutex_unlock(&gc->mu);
+	return NULL;
+}
+
+int cnl_commit_new(struct cnl_store *store, struct cnl_commit **ret)
+{
+	struct cnl_commit *gc;
+	pthread_condattr_t ca;
+	int r;
+
+	*ret = NULL;
+	r = cnl_store_group_commit(store);
+	if (r == -ENOTSUP)
+		return 0;
+	if (r < 0)
+		return r;
+	gc = cnl_xcalloc(1, sizeof(*gc));
+	gc->store = store;
+	pthread_mutex_init(&gc->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&gc->kick, &ca);
+	pthread_cond_init(&gc->done, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((r = pthread_create(&gc->thread, NULL, syncer, gc)) != 0) {
+		pthread_cond_destroy(&gc->kick);
+		pthread_cond_destroy(&gc->done);
+		pthread_mutex_destroy(&gc->mu);
+		free(gc);
+		return -r;
+	}
+	*ret = gc;
+	return 0;
+}
+
+int64_t cnl_commit_mark(const struct cnl_commit *gc)
+{
+	return gc ? cnl_store_written(gc->store) : 0;
+}
+
+int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
+{
+	uint64_t gen;
+	int r = 0;
+
+	if (!gc)
+		return 0;
+	pthread_mutex_lock(&gc->mu);
+	gen = gc->fail_gen;
+	if (gc->durable < seq && gc->wanted < seq) {
+		gc->wanted = seq;
+		pthread_cond_signal(&gc->kick);
+	}
+	while (gc->durable < seq) {
+		if (gc->fail_gen != gen && gc->failed >= seq) {
+			r = -EIO;
+			break;
+		}
+		if (gc->stop) {
+			r = -ESHUTDOWN;
+			break;
+		}
+		pthread_cond_wait(&gc->done, &gc->mu);
+	}
+	pthread_mutex_unlock(&gc->mu);
+	return r;
+}
+
+void cnl_commit_free(struct cnl_commit *gc)
+{
+	if (!gc)
+		return;
+	pthread_mutex_lock(&gc->mu);
+	gc->stop = true;
+	pthread_cond_broadcast(&gc->kick);
+	pthread_cond_broadcast(&gc->done);
+	pthread_mutex_unlock(&gc->mu);
+	pthread_join(gc->thread, NULL);
+	/* What the controller wrote last becomes durable before the store
+	 * is closed (closing checkpoints the WAL, and syncs, anyway). */
+	{
+		int64_t seq;
+
+		cnl_store_sync(gc->store, &seq);
+	}
+	pthread_cond_destroy(&gc->kick);
+	pthread_cond_destroy(&gc->done);
+	pthread_mutex_destroy(&gc->mu);
+	free(gc);
+}

@@ -1,0 +1,49 @@
+/*
+ * commit.h - group commit in cnlabd: the syncer thread that makes the
+ * store's writes durable in batches, and the wait a request makes before
+ * its answer is sent.
+ *
+ * The store, put in group commit (store.h, cnl_store_group_commit()),
+ * writes each commit without syncing it and counts it.  A request does its
+ * work under the API's lock, then takes the count (cnl_commit_mark(): every
+ * commit it made or could have read is at or below it), lets the lock go
+ * and waits (cnl_commit_wait()) until the syncer's last successful sync
+ * covers the count.  Meanwhile other requests commit under the lock: the
+ * syncer's next sync covers all of them at once.  A failed sync fails
+ * every wait it covered; they answer 503, and the syncer tries again for
+ * whoever waits next, so the daemon recovers when the fault clears.
+ */
+#ifndef CNL_SERVER_COMMIT_H
+#define CNL_SERVER_COMMIT_H
+
+#include <stdint.h>
+
+#include "store/store.h"
+
+struct cnl_commit;
+
+/*
+ * cnl_commit_new - put @store in group commit and start its syncer thread.
+ * A store that cannot (an in-memory database) is left durable at each
+ * commit, *@ret is set to NULL and 0 returned: the calls below then return
+ * at once.  A negative errno when the store or the thread failed.
+ */
+int cnl_commit_new(struct cnl_store *store, struct cnl_commit **ret);
+
+/* cnl_commit_mark - the count to wait for; call it holding the lock that
+ * serialises the store's users, after the request's last store call. */
+int64_t cnl_commit_mark(const struct cnl_commit *gc);
+
+/*
+ * cnl_commit_wait - block until the commits up to @seq are durable: 0, or
+ * -EIO when the sync that covered them failed (the failure is logged once
+ * by the syncer), -ESHUTDOWN when the syncer stopped first.  Without the
+ * lock.  NULL @gc: 0 at once.
+ */
+int cnl_commit_wait(struct cnl_commit *gc, int64_t seq);
+
+/* cnl_commit_free - stop the syncer, make what is left durable and free
+ * @gc; no wait may be in progress.  NULL is allowed. */
+void cnl_commit_free(struct cnl_commit *gc);
+
+#endif /* CNL_SERVER_COMMIT_H */

@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""group_commit.py - cnlabd's group commit, attacked for real: a real
+cnlabd on loopback, 64 concurrent submitters over keep-alive connections,
+SIGKILL and a failing disk sync.
+
+  kill CNLABD     ROUNDS (20) rounds: 64 threads submit jobs as fast as
+                  they can; once the round has acknowledgements, after a
+                  random delay, cnlabd is killed with SIGKILL (inside a
+                  batch: with 64 submitters there is always one being
+                  built or synced).  After each kill the database is read
+                  directly (sqlite3, as a restart would recover it):
+                  every acknowledged job is there, every job row has its
+                  job.create audit record and every job.create record
+                  that says 201 has its job (no request is half there).
+                  After the last round cnlabd restarts, the audit chain
+                  verifies and every acknowledged id answers GET 200.
+  fault CNLABD    cnlabd started with CNLAB_TEST_SYNC_FAULT (a test
+                  build's fault injection: while the named file exists,
+                  the syncer's fdatasync fails): with the fault, 64
+                  concurrent submissions all answer 503 with a JSON error
+                  (not one 201), a GET that could read what is not
+                  durable answers 503, /healthz still 200, and the fault
+                  is logged; once the fault clears, submissions answer
+                  201 again, and after a SIGKILL every acknowledged job
+                  is there.
+
+Prints "ok ..." lines, or "FAIL ..." lines and exits 1.  Timeouts only
+guard against a hung daemon; nothing asserts how long anything took.
+"""
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SECRET = "group-commit-test-secret-0123456789abcdef"
+PASSWORD = "group-commit-admin-password"
+WRITERS = 64
+
+fails = 0
+
+
+def ok(msg):
+    print("ok   " + msg, flush=True)
+
+
+def bad(msg):
+    global fails
+    fails += 1
+    print("FAIL " + msg, flush=True)
+
+
+def die(msg):
+    bad(msg)
+    sys.exit(1)
+
+
+class Daemon:
+    def __init__(self, binary, data, env=None):
+        self.binary, self.data = binary, data
+        self.env = dict(os.environ, CNLAB_JWT_SECRET=SECRET,
+                        CNLAB_ADMIN_PASSWORD=PASSWORD, **(env or {}))
+        self.proc = None
+        self.port = None
+        self.err = os.path.join(data + ".err")
+
+    def start(self, *args):
+        self.out = open(self.data + ".out", "w+")
+        self.proc = subprocess.Popen(
+            [self.binary, "--data-dir", self.data, "--listen",
+             "127.0.0.1:0", "--log-level", "warn", *args],
+            stdout=self.out, stderr=open(self.err, "a"), env=self.env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                die("cnlabd exited: " + open(self.err).read()[-2000:])
+            with open(self.data + ".out") as f:
+                m = re.search(r"^listening on 127\.0\.0\.1:(\d+)$",
+                              f.read(), re.M)
+            if m:
+                self.port = int(m.group(1))
+                return
+            time.sleep(0.02)
+        die("cnlabd did not start")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.out.close()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.kill9()
+
+    def conn(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port,
+                                          timeout=120)
+
+
+def call(conn, method, path, body=None, headers=None):
+    h = dict(headers or {})
+    data = None
+    if body is not None:
+        data = json.dumps(body)
+        h["Content-Type"] = "application/json"
+    conn.request(method, path, data, h)
+    r = conn.getresponse()
+    raw = r.read()
+    try:
+        doc = json.loads(raw) if raw else None
+    except ValueError:
+        doc = None
+    return r.status, doc
+
+
+def setup(d):
+    c = d.conn()
+    st, doc = call(c, "POST", "/v1/auth/login",
+                   {"user": "root", "password": PASSWORD})
+    if st != 200:
+        die("login: %d %s" % (st, doc))
+    auth = {"Authorization": "Bearer " + doc["token"]}
+    st, doc = call(c, "POST", "/v1/projects", {"name": "gc"}, auth)
+    if st != 201:
+        die("create project: %d %s" % (st, doc))
+    return auth, doc["id"]
+
+
+class Submitter(threading.Thread):
+    """POSTs jobs on one keep-alive connection until the first transport
+    error (the daemon died) or @stop; records what each answer was."""
+
+    def __init__(self, d, auth, proj, tag, stop=None, limit=None):
+        super().__init__(daemon=True)
+        self.d, self.auth, self.proj, self.tag = d, auth, proj, tag
+        self.stop, self.limit = stop, limit
+        self.acked = []        # (id, key)
+        self.statuses = {}     # status -> count
+        self.other = []        # bodies of answers neither 201 nor 503
+        self.bodies_503 = []
+        self.end = None
+
+    def run(self):
+        try:
+            c = self.d.conn()
+        except OSError as e:
+            self.end = "connect: %s" % e
+            return
+        i = 0
+        while not (self.stop and self.stop.is_set()) and \
+                (self.limit is None or i < self.limit):
+            key = "gc-%s-%d" % (self.tag, i)
+            h = dict(self.auth)
+            h["Idempotency-Key"] = key
+            try:
+                st, doc = call(c, "POST", "/v1/projects/%s/jobs" % self.proj,
+                               {"command": "echo %s" % key, "gpu": "h100-25",
+                                "priority": i % 4}, h)
+            except (OSError, http.client.HTTPException) as e:
+                self.end = type(e).__name__
+                return
+            self.statuses[st] = self.statuses.get(st, 0) + 1
+            if st == 201 and doc and "id" in doc:
+                self.acked.append((doc["id"], key))
+            elif st == 503:
+                self.bodies_503.append(doc)
+            else:
+                self.other.append((st, doc))
+            i += 1
+        self.end = "done"
+
+
+def db_check(path, acked, label):
+    """The database as a restart finds it: acked jobs present, nothing
+    half there.  Returns the number of job rows."""
+    db = sqlite3.connect(path)
+    try:
+        jobs = {r[0] for r in db.execute("SELECT id FROM jobs")}
+        audited = {}
+        for target, result in db.execute(
+                "SELECT target, result FROM audit WHERE action = "
+                "'job.create'"):
+            audited.setdefault(target, []).append(result)
+    finally:
+        db.close()
+    lost = [i for i, _ in acked if i not in jobs]
+    if lost:
+        bad("%s: %d of %d acknowledged jobs lost (e.g. %s)"
+            % (label, len(lost), len(acked), lost[0]))
+    no_audit = [j for j in jobs if j not in audited]
+    if no_audit:
+        bad("%s: %d job rows without their job.create audit record "
+            "(e.g. %s)" % (label, len(no_audit), no_audit[0]))
+    orphans = [t for t, rs in audited.items()
+               if any(r.startswith("201") for r in rs) and t not in jobs]
+    if orphans:
+        bad("%s: %d job.create audit records of 201 without their job "
+            "(e.g. %s)" % (label, len(orphans), orphans[0]))
+    return len(jobs), not lost and not no_audit and not orphans
+
+
+def kill_test(binary):
+    rounds = int(os.environ.get("ROUNDS", "20"))
+    tmp = tempfile.mkdtemp(prefix="cnlab-gc-")
+    data = os.path.join(tmp, "d")
+    d = Daemon(binary, data)
+    try:
+        d.start("--bootstrap-admin", "root")
+        auth, proj = setup(d)
+        acked_all = []
+        inflight_rounds = 0
+        good_rounds = 0
+        for rnd in range(1, rounds + 1):
+            if rnd > 1:
+                d.start()
+            subs = [Submitter(d, auth, proj, "%d-%d" % (rnd, w))
+                    for w in range(WRITERS)]
+            for s in subs:
+                s.start()
+            # Some acknowledgements first (or every submitter ended: a
+            # failure, reported below), then a random moment.
+            deadline = time.monotonic() + 120
+            while sum(len(s.acked) for s in subs) < 64 and \
+                    any(s.is_alive() for s in subs) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(random.uniform(0, 0.25))
+            d.kill9()
+            for s in subs:
+                s.join(120)
+            acked = [a for s in subs for a in s.acked]
+            acked_all += acked
+            others = [o for s in subs for o in s.other + [
+                (503, b) for b in s.bodies_503]]
+            if others:
+                bad("round %d: answers other than 201 while cnlabd "
+                    "lived: %s" % (rnd, others[:3]))
+            inflight = sum(1 for s in subs if s.end in (
+                "RemoteDisconnected", "ConnectionResetError",
+                "BrokenPipeError", "IncompleteRead"))
+            if inflight:
+                inflight_rounds += 1
+            if not acked:
+                bad("round %d: nothing acknowledged before the kill" % rnd)
+                continue
+            n, good = db_check(data + "/cnlab.db", acked_all,
+                               "round %d" % rnd)
+            if good:
+                good_rounds += 1
+            print("     round %d: %d acknowledged, %d requests in flight "
+                  "at the kill, %d job rows" % (rnd, len(acked), inflight,
+                                                n), flush=True)
+        if good_rounds == rounds:
+            ok("%d kill -9 rounds of %d submitters: every acknowledged "
+               "job present, none half there" % (rounds, WRITERS))
+        if inflight_rounds:
+            ok("%d of %d kills hit requests in flight"
+               % (inflight_rounds, rounds))
+        else:
+            bad("no kill hit a request in flight")
+        d.start()
+        c = d.conn()
+        st, doc = call(c, "GET", "/v1/audit/verify", None, auth)
+        if st == 200:
+            ok("audit chain verifies after %d kills: %s" % (rounds, doc))
+        else:
+            bad("audit verify: %d %s" % (st, doc))
+        missing = 0
+        for jid, key in acked_all:
+            st, doc = call(c, "GET", "/v1/jobs/" + jid, None, auth)
+            if st != 200 or doc.get("command") != "echo " + key:
+                missing += 1
+        if missing:
+            bad("%d of %d acknowledged jobs not served after the restart"
+                % (missing, len(acked_all)))
+        else:
+            ok("all %d acknowledged jobs served after the restart"
+               % len(acked_all))
+    finally:
+        d.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fault_test(binary):
+    tmp = tempfile.mkdtemp(prefix="cnlab-gcf-")
+    data = os.path.join(tmp, "d")
+    fault = os.path.join(tmp, "fault")
+    d = Daemon(binary, data, {"CNLAB_TEST_SYNC_FAULT": fault})
+    try:
+        d.start("--bootstrap-admin", "root")
+        auth, proj = setup(d)
+        s = Submitter(d, auth, proj, "before", limit=5)
+        s.run()
+        acked = list(s.acked)
+        if len(acked) == 5:
+            ok("healthy disk: 5 submissions answered 201")
+        else:
+            bad("healthy disk: %s %s" % (s.statuses, s.other[:2]))
+
+        open(fault, "w").close()
+        subs = [Submitter(d, auth, proj, "fault-%d" % w, limit=3)
+                for w in range(WRITERS)]
+        for t in subs:
+            t.start()
+        for t in subs:
+            t.join(120)
+        statuses = {}
+        for t in subs:
+            for k, v in t.statuses.items():
+                statuses[k] = statuses.get(k, 0) + v
+        bodies = [b for t in subs for b in t.bodies_503]
+        if statuses == {503: 3 * WRITERS} and all(
+                b and b.get("error", {}).get("code") == "unavailable"
+                for b in bodies):
+            ok("failing sync: all %d concurrent submissions answered 503 "
+               "with a JSON error, none acknowledged" % (3 * WRITERS))
+        else:
+            bad("failing sync: answers %s (want only 503), e.g. %s"
+                % (statuses, [t.other[:1] for t in subs if t.other][:2]))
+        c = d.conn()
+        st, doc = call(c, "GET", "/v1/projects/%s/jobs?limit=1000" % proj,
+                       None, auth)
+        if st == 503:
+            ok("failing sync: a GET that could show what is not durable "
+               "answers 503")
+        else:
+            bad("failing sync: GET of the job list answered %d (%s jobs)"
+                % (st, len((doc or {}).get("items", []))))
+        st, _ = call(c, "GET", "/healthz")
+        if st == 200:
+            ok("failing sync: /healthz still answers 200")
+        else:
+            bad("failing sync: /healthz answered %d" % st)
+        log = open(d.err).read()
+        if "durable sync failed" in log:
+            ok("the failing sync is logged")
+        else:
+            bad("no log line names the failing sync: %s" % log[-500:])
+
+        os.unlink(fault)
+        s = Submitter(d, auth, proj, "after", limit=5)
+        s.run()
+        acked += s.acked
+        if len(s.acked) == 5:
+            ok("fault cleared: submissions answer 201 again")
+        else:
+            bad("fault cleared: %s %s" % (s.statuses, s.other[:2]))
+        h = dict(auth)
+        h["Idempotency-Key"] = "gc-fault-0-0"
+        st, doc = call(c, "POST", "/v1/projects/%s/jobs" % proj,
+                       {"command": "echo gc-fault-0-0", "gpu": "h100-25",
+                        "priority": 0}, h)
+        if st in (200, 201) and doc and doc.get("id"):
+            ok("a refused request retried with its Idempotency-Key "
+               "answers %d" % st)
+            acked.append((doc["id"], "gc-fault-0-0"))
+        else:
+            bad("retry of a refused request: %d %s" % (st, doc))
+        d.kill9()
+        n, good = db_check(data + "/cnlab.db", acked, "after kill -9")
+        if good:
+            ok("after kill -9: all %d acknowledged jobs there, none half "
+               "there (%d rows)" % (len(acked), n))
+    finally:
+        d.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("kill", "fault"):
+        print("usage: group_commit.py kill|fault CNLABD", file=sys.stderr)
+        sys.exit(2)
+    if sys.argv[1] == "kill":
+        kill_test(sys.argv[2])
+    else:
+        fault_test(sys.argv[2])
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()
