@@ -94,10 +94,12 @@ others=""
 	echo "\`cnlab\` allocates at least as much as \`fgd\` on $ok_a of ${#lists[@]} lists"
 	echo "and leaves no more fragmentation at 90% on $ok_f of ${#lists[@]}."
 	echo
-	echo "## Seconds per run (mean over the seeds), default list"
-	echo
-	jq -r --argjson n "$(jq '.results[0].seeds | length' "$res/default.json")" \
-		'.results[] | "- \(.policy): \(.seconds / $n * 100 | round / 100) s"' "$res/default.json"
+	if [ -f "$res/default.json" ]; then
+		echo "## Seconds per run (mean over the seeds), default list"
+		echo
+		jq -r --argjson n "$(jq '.results[0].seeds | length' "$res/default.json")" \
+			'.results[] | "- \(.policy): \(.seconds / $n * 100 | round / 100) s"' "$res/default.json"
+	fi
 	[ -n "$others" ] && printf '\n%s\n' "$others"
 } >"$out.tmp"
 mv "$out.tmp" "$out"
