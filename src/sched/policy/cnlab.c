@@ -9,7 +9,12 @@
  *          not on the node) + network distance to gang peers (w_network)
  *          + a node order drawn with the seed (w_order).
  *   refine the growth of the node's fragmentation (w_frag), re-scored on
- *          the best frag_candidates nodes only, since it is dearer.
+ *          the best frag_candidates nodes only, since it is dearer.  The
+ *          growth counts, besides FGD's measure (frag.c), the free GPU
+ *          blocks the node's free CPU could no longer feed at the CPU per
+ *          block of the expected work (the mix's; the node's own when the
+ *          mix gives no CPU): a placement that eats a node's CPU strands
+ *          its GPUs long before no typical task fits at all.
  */
 #include <string.h>
 
@@ -69,6 +74,61 @@ static double cnlab_score(const struct cnl_sched_view *v,
 	return score;
 }
 
+/* CPU (milli) per GPU block that the mix's GPU tasks ask for; 0 when the
+ * mix gives no CPU. */
+static double mix_cpu_per_block(const struct cnl_task_mix *mix)
+{
+	double cpu = 0, blocks = 0;
+
+	for (int i = 0; i < mix->n; i++) {
+		const __typeof__(mix->t[0]) *m = &mix->t[i];
+		double b = m->kind == CNL_REQ_BLOCKS  ? m->blocks
+		           : m->kind == CNL_REQ_WHOLE ? 100.0 * m->gpus
+		                                      : 0;
+		cpu += m->weight * (double)m->cpu_milli * (b > 0);
+		blocks += m->weight * b;
+	}
+	return blocks > 0 ? cpu / blocks : 0;
+}
+
+/* Free blocks that `cpu_free` cannot feed at `per_block` CPU each. */
+static double stranded(double free_blocks, double cpu_free, double per_block)
+{
+	double fed = cpu_free > 0 ? cpu_free / per_block : 0;
+
+	return free_blocks > fed ? free_blocks - fed : 0;
+}
+
+/* How many more of the node's free GPU blocks its free CPU cannot feed
+ * once `plan` is placed. */
+static double strand_growth(const struct cnl_sched_view *v,
+                            const struct cnl_job *j,
+                            const struct cnl_plan *plan)
+{
+	const struct cnl_sched_config *cfg = cnl_sched_view_config(v);
+	const struct cnl_node *n = &v->c->nodes[plan->node];
+	double per_block = mix_cpu_per_block(&cfg->mix);
+	double freeb = 0, used = 0, cpu_free;
+
+	if (n->n_gpus == 0)
+		return 0;
+	if (per_block <= 0)
+		per_block = (double)n->cpu_total /
+		            (double)(CNL_BLOCKS_PER_GPU * n->n_gpus);
+	if (per_block <= 0)
+		return 0;
+	for (int g = 0; g < n->n_gpus; g++)
+		freeb += cnl_gpu_free_blocks(v->c, plan->node, g);
+	if (plan->kind == CNL_PLACE_BLOCKS)
+		used = plan->n_blocks;
+	else if (plan->kind == CNL_PLACE_WHOLE)
+		used = CNL_BLOCKS_PER_GPU * __builtin_popcount(plan->gpu_mask);
+	cpu_free = (double)(n->cpu_total - n->cpu_used);
+	return stranded(freeb - used, cpu_free - (double)j->req.cpu_milli,
+	                per_block) -
+	       stranded(freeb, cpu_free, per_block);
+}
+
 /* The growth of the node's fragmentation, weighted.  Plans the analytic
  * measure cannot evaluate (MIG) keep their score. */
 static double cnlab_refine(const struct cnl_sched_view *v,
@@ -85,7 +145,8 @@ static double cnlab_refine(const struct cnl_sched_view *v,
 	if (after < 0)
 		return score;
 	before = cnl_frag_node(v->c, plan->node, &cfg->mix);
-	return score + cfg->w_frag * (after - before);
+	return score +
+	       cfg->w_frag * (after - before + strand_growth(v, j, plan));
 }
 
 const struct cnl_policy_ops cnl_policy_cnlab = {

@@ -584,6 +584,29 @@ static void test_gpu_type_constraint(void **state)
 	assert_int_equal(al->kind, CNL_PLACE_MIG); /* 2g.20gb, by rule R2 */
 }
 
+/* CPU strands GPUs: a CPU-heavy job goes where its CPU leaves the node's
+ * GPUs fed, not to the node packing prefers (the least CPU left over),
+ * whose eight GPUs the remaining cores could no longer serve. */
+static void test_cpu_does_not_strand_gpus(void **state)
+{
+	(void)state;
+	struct cnl_node_spec poor = {.name = "poor",
+	                             .gpu_type = cnl_catalog_find(&cat, "L4"),
+	                             .n_gpus = 8,
+	                             .cpu_milli = 16000,
+	                             .mem_mib = 256 * 1024};
+	struct cnl_node_spec rich = poor;
+	rich.name = "rich";
+	rich.n_gpus = 2;
+	rich.cpu_milli = 64000;
+	assert_int_equal(cnl_cluster_add_node(cl, &poor), 0);
+	assert_int_equal(cnl_cluster_add_node(cl, &rich), 1);
+	uint32_t a = job(TA, CNL_PRIO_NORMAL, CNL_REQ_CPU, 0, T0, H);
+	jobs[a].req.cpu_milli = 8000;
+	cycle_at(T0);
+	expect_start(a, 1, CNL_WHY_STARTED);
+}
+
 static void test_gang_placed_together_by_network_distance(void **state)
 {
 	(void)state;
@@ -804,6 +827,7 @@ int main(void)
 	    T(test_packing_and_power_down),
 	    T(test_data_locality),
 	    T(test_gpu_type_constraint),
+	    T(test_cpu_does_not_strand_gpus),
 	    T(test_gang_placed_together_by_network_distance),
 	    T(test_gang_all_or_nothing),
 	    T(test_gang_spread_distinct_nodes),
