@@ -6,6 +6,7 @@
 #
 #   bench/issue19.sh [--build DIR] [--rows 1,2,...] [--no-build] [--no-slurm]
 #                    [--seconds S] [--jobs N] [--pending N] [--out FILE]
+#                    [--cnlabd PATH] [--cnlab PATH]
 #
 # Rows (each uses only the CLI, the HTTP API and the bench programs' command
 # lines, so it keeps working while the code under it changes):
@@ -50,11 +51,14 @@ secs=5
 njobs=200
 pending=100000
 outfile=
+cnlabd=
+cnlab=
 usage() {
 	sed -n '3,5p' "$0" | sed 's/^# \{0,1\}//'
 	echo "rows: 1 submit/s, 2 submit/s at 50k/100k pending, 3 cnlab run, 4 jobs/s on one node,"
 	echo "      5 scheduling cycle, 6 restart, 7 GET under load, 8 CLI start"
 	echo "--seconds S: each wrk run (5); --jobs N: row 4's jobs (200); --pending N: rows 2/6/7 (100000)"
+	echo "--cnlabd, --cnlab: binaries to measure instead of those found under the build directory"
 }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -66,6 +70,8 @@ while [ $# -gt 0 ]; do
 	--jobs) njobs=${2:?--jobs: give a number} && shift ;;
 	--pending) pending=${2:?--pending: give a number} && shift ;;
 	--out) outfile=${2:?--out: give a file} && shift ;;
+	--cnlabd) cnlabd=$(realpath "${2:?--cnlabd: give a file}") && shift ;;
+	--cnlab) cnlab=$(realpath "${2:?--cnlab: give a file}") && shift ;;
 	-h | --help)
 		usage
 		exit 0
@@ -155,8 +161,8 @@ find_bin() { # NAME [DIR...]: the first executable file of that name
 	f=$(find "$build" -name "$n" -type f -perm -u+x 2>/dev/null | head -1)
 	[ -n "$f" ] && echo "$f"
 }
-cnlabd=$(find_bin cnlabd src/server)
-cnlab=$(find_bin cnlab src/cli)
+[ -n "$cnlabd" ] || cnlabd=$(find_bin cnlabd src/server)
+[ -n "$cnlab" ] || cnlab=$(find_bin cnlab src/cli)
 sched_bench=$(find_bin sched_bench bench)
 cpu_per_run=$(find_bin cpu_per_run bench)
 [ -n "$cnlabd" ] || die "no cnlabd under $build"
@@ -164,9 +170,9 @@ cpu_per_run=$(find_bin cpu_per_run bench)
 # -- the table --------------------------------------------------------------
 table=$tmp/table
 : >"$table"
-row() { # MEASURE CNLAB BASELINE GOAL
-	printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" >>"$table"
-	say "row: $1: $2 | $3"
+row() { # N MEASURE CNLAB BASELINE GOAL (printed in the order of N)
+	printf '%s\t| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" "$5" >>"$table"
+	say "row $1: $2: $3 | $4"
 }
 
 # -- Slurm ------------------------------------------------------------------
@@ -218,10 +224,10 @@ start_cnlabd() {
 		>"$tmp/cnlabd.out" 2>>"$tmp/cnlabd.err" &
 	dpid=$!
 	pids+=("$dpid")
-	for _ in $(seq 6000); do
+	for _ in $(seq 30000); do
 		grep -q '^listening on' "$tmp/cnlabd.out" && break
 		kill -0 "$dpid" 2>/dev/null || break
-		sleep 0.01
+		sleep 0.02
 	done
 	port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/cnlabd.out")
 	[ -n "$port" ] || die "cnlabd did not start: $(tail -5 "$tmp/cnlabd.err")"
@@ -303,12 +309,12 @@ if want 1; then
 	login root "$CNLAB_ADMIN_PASSWORD"
 	make_project root
 	submit_wrk r1-submit "$secs"
-	wrk_run r1-healthz -t2 -c64 -d"$secs"s "$base/healthz"
+	wrk_run r1-healthz -t2 -c64 -d"$secs"s --timeout 60s "$base/healthz"
 	rate0=$(wrk_rate r1-submit)
 	base1="healthz $(fmt_rate "$(wrk_rate r1-healthz)")"
 	stop_cnlabd
 	if [ "$slurm" = up ]; then
-		n=640
+		n=320
 		say "row 1: $n sbatch --wrap true from 64 concurrent submitters"
 		t0=$(ms)
 		seq "$n" | xargs -P 64 -I{} sbatch -Q -o /dev/null --wrap true >>"$log" 2>&1
@@ -319,130 +325,7 @@ if want 1; then
 	else
 		base1="$base1; sbatch: ${slurm_why:-Slurm not installed}"
 	fi
-	row "durable REST submissions/s, wrk 64 connections" "$(fmt_rate "$rate0")" "$base1" "≥ 5,000/s"
-fi
-
-# -- rows 2, 6, 7: a store with many pending jobs ----------------------------
-# fill_sql DATA_DIR TEMPLATE_ID TARGET: clone the template job in the stopped
-# daemon's store until TARGET jobs are pending; 0 when it did.
-fill_sql() {
-	local db=$1/cnlab.db t=$2 target=$3 cols sel have add
-	[ -f "$db" ] || return 1
-	cols=$(sqlite3 "$db" "SELECT group_concat(name, ',') FROM pragma_table_info('jobs') WHERE name <> 'id'") || return 1
-	case ,$cols, in *,state,*) ;; *) return 1 ;; esac
-	have=$(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE state = 'pending'") || return 1
-	add=$((target - have))
-	[ "$add" -le 0 ] && return 0
-	sel=$(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE id LIKE 'job_%'") || return 1
-	# New ids: the template's 10-character time and its random part with
-	# the last 8 characters replaced by a sequence number (digits are
-	# Crockford base32), after those already cloned.
-	sqlite3 "$db" "PRAGMA busy_timeout = 10000;
-		WITH RECURSIVE seq(n) AS (SELECT $sel UNION ALL SELECT n + 1 FROM seq WHERE n < $sel + $add - 1)
-		INSERT OR IGNORE INTO jobs (id, $cols)
-		SELECT substr(t.id, 1, length(t.id) - 8) || printf('%08d', seq.n), $(echo "$cols" | sed 's/\([a-z_][a-z0-9_]*\)/t.\1/g')
-		FROM seq, (SELECT * FROM jobs WHERE id = '$t') AS t;" >>"$log" 2>&1 || return 1
-	have=$(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE state = 'pending'") || return 1
-	[ "$have" -ge "$target" ]
-}
-# fill_api TARGET: submit through the API until TARGET are pending.
-fill_api() {
-	local need
-	need=$(($1 - $(sqlite3 "file:$d2/cnlab.db?mode=ro" "SELECT count(*) FROM jobs WHERE state = 'pending'")))
-	[ "$need" -le 0 ] && return 0
-	say "filling through the API: $need submissions"
-	CNLAB_TOKEN=$tok CNLAB_PROJECT=$proj CNLAB_STOP_AFTER=$(((need + 1) / 2)) \
-		wrk_run fill -t2 -c64 -d3600s --timeout 60s -s "$here/bench/wrk_submit.lua" "$base"
-}
-# fill TARGET: stops the daemon, fills, starts it again (timed: restart_ms).
-npend=0
-filled_by=
-fill() {
-	local target=$1 t0
-	stop_cnlabd
-	if [ "$filled_by" != api ] && fill_sql "$d2" "$template" "$target"; then
-		filled_by=sql
-	else
-		filled_by=api
-	fi
-	t0=$(ms)
-	start_cnlabd "$d2"
-	for _ in $(seq 60000); do
-		[ "$(code "/v1/jobs/$template")" = 200 ] && break
-		kill -0 "$dpid" 2>/dev/null || die "cnlabd died on restart: $(tail -5 "$tmp/cnlabd.err")"
-		sleep 0.01
-	done
-	restart_ms=$(($(ms) - t0))
-	[ "$filled_by" = api ] && fill_api "$target"
-	npend=$(sqlite3 "file:$d2/cnlab.db?mode=ro" "SELECT count(*) FROM jobs WHERE state = 'pending'" 2>/dev/null || echo "$target")
-	# A cloned job must be served like any other.
-	if [ "$filled_by" = sql ]; then
-		local last
-		last=$(sqlite3 "file:$d2/cnlab.db?mode=ro" "SELECT max(id) FROM jobs" 2>/dev/null)
-		[ "$(api GET "/v1/jobs/$last" | jq -r .state)" = pending ] ||
-			die "a cloned job ($last) is not served as pending: $(api GET "/v1/jobs/$last")"
-	fi
-	say "$npend pending (filled by $filled_by), restart took $restart_ms ms"
-}
-fmt_s() { awk -v m="$1" 'BEGIN {printf (m < 10000 ? "%.2f s" : "%.1f s"), m / 1000}'; }
-if want 2 || want 6 || want 7; then
-	d2=$tmp/r2
-	start_cnlabd "$d2" --bootstrap-admin root
-	login root "$CNLAB_ADMIN_PASSWORD"
-	make_project root
-	template=$(api POST "/v1/projects/$proj/jobs" '{"command":"true","gpu":"h100-25"}' | jq -r .id)
-	case $template in job_*) ;; *) die "cannot submit a job: $template" ;; esac
-	fill 1
-	restart0=$restart_ms
-	if want 2; then
-		if [ -z "$rate0" ]; then
-			say "row 2: submissions/s at 0 pending"
-			submit_wrk r2-0 "$secs"
-			rate0=$(wrk_rate r2-0)
-		fi
-		say "row 2: filling to $((pending / 2)) pending"
-		fill $((pending / 2))
-		p50k=$npend
-		submit_wrk r2-50k "$secs"
-		rate50=$(wrk_rate r2-50k)
-	fi
-	say "rows 2/6/7: filling to $pending pending"
-	fill "$pending"
-	restart100=$restart_ms
-	p100k=$npend
-	if want 2; then
-		submit_wrk r2-100k "$secs"
-		rate100=$(wrk_rate r2-100k)
-		row "submissions/s with $p50k / $p100k pending" "$(fmt_rate "$rate50") / $(fmt_rate "$rate100")" \
-			"$(fmt_rate "$rate0") at 0 pending" "≥ 2,000/s at 100k"
-	fi
-	if want 7; then
-		for what in job healthz; do
-			say "row 7: GET $what under submit load (wrk, 64 connections)"
-			CNLAB_TOKEN=$tok CNLAB_PROJECT=$proj wrk -t1 -c64 -d3600s --timeout 60s \
-				-s "$here/bench/wrk_submit.lua" "$base" >"$tmp/wrk-r7-load-$what" 2>&1 &
-			lp=$!
-			pids+=("$lp")
-			sleep 1
-			path=/healthz
-			[ "$what" = job ] && path=/v1/jobs/$template
-			sample_get "$what" "$path" "$secs"
-			kill -INT "$lp"
-			wait "$lp"
-			echo "== row 7 load while sampling $path" >>"$log"
-			cat "$tmp/wrk-r7-load-$what" >>"$log"
-			load=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$tmp/wrk-r7-load-$what")
-			printf -v "lat_$what" '%s' "$(lat_of "$what")"
-			printf -v "load_$what" '%s' "${load:-?}"
-		done
-		row "GET of one job, p50 / p99 / max, under submit load (${load_job}/s), $p100k pending" \
-			"$lat_job" "GET /healthz under the same load (${load_healthz}/s): $lat_healthz" "p99 ≤ 20 ms"
-	fi
-	if want 6; then
-		row "cnlabd restart with $p100k pending (until a job's GET answers)" "$(fmt_s "$restart100")" \
-			"$(fmt_s "$restart0") with 1 pending" "≤ 3 s"
-	fi
-	stop_cnlabd
+	row 1 "durable REST submissions/s, wrk 64 connections" "$(fmt_rate "$rate0")" "$base1" "≥ 5,000/s"
 fi
 
 # -- rows 3 and 4: the all-in-one ---------------------------------------------
@@ -489,7 +372,7 @@ if want 3; then
 	else
 		base3="srun: ${slurm_why:-Slurm not installed}"
 	fi
-	row "\`cnlab run\` of a trivial job, end to end (median of 9)" "$run_ms ms" "$base3" "≤ srun"
+	row 3 "\`cnlab run\` of a trivial job, end to end (median of 9)" "$run_ms ms" "$base3" "≤ srun"
 fi
 if want 4; then
 	say "row 4: $njobs trivial jobs to completion on one node"
@@ -527,35 +410,170 @@ if want 4; then
 	else
 		base4="Slurm: ${slurm_why:-Slurm not installed}"
 	fi
-	row "trivial jobs dispatched and completed/s, one node ($njobs jobs)" "$rate4/s" "$base4" "≥ 3× Slurm"
+	row 4 "trivial jobs dispatched and completed/s, one node ($njobs jobs)" "$rate4/s" "$base4" "≥ 3× Slurm"
 fi
 if want 3 || want 4; then
 	cd "$here" || exit 1
 	stop_cnlabd
 fi
 
+# Slurm's rows are done: its daemons leave the CPU to the rest.
+if [ -n "$slurm_dir" ]; then
+	"$here/scripts/slurm-bench-up" --down "$slurm_dir" >>"$log" 2>&1
+	slurm_dir=
+fi
+
+# -- rows 2, 6, 7: a store with many pending jobs ----------------------------
+# fill_sql DATA_DIR TEMPLATE_ID TARGET: clone the template job in the stopped
+# daemon's store until TARGET jobs are pending; 0 when it did.
+fill_sql() {
+	local db=$1/cnlab.db t=$2 target=$3 cols sel have add
+	[ -f "$db" ] || return 1
+	cols=$(sqlite3 "$db" "SELECT group_concat(name, ',') FROM pragma_table_info('jobs') WHERE name <> 'id'") || return 1
+	case ,$cols, in *,state,*) ;; *) return 1 ;; esac
+	have=$(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE state = 'pending'") || return 1
+	add=$((target - have))
+	[ "$add" -le 0 ] && return 0
+	sel=$(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE id LIKE 'job_%'") || return 1
+	# New ids: the template's 10-character time and its random part with
+	# the last 8 characters replaced by a sequence number (digits are
+	# Crockford base32), after those already cloned.
+	sqlite3 "$db" "PRAGMA busy_timeout = 10000;
+		WITH RECURSIVE seq(n) AS (SELECT $sel UNION ALL SELECT n + 1 FROM seq WHERE n < $sel + $add - 1)
+		INSERT OR IGNORE INTO jobs (id, $cols)
+		SELECT substr(t.id, 1, length(t.id) - 8) || printf('%08d', seq.n), $(echo "$cols" | sed 's/\([a-z_][a-z0-9_]*\)/t.\1/g')
+		FROM seq, (SELECT * FROM jobs WHERE id = '$t') AS t;" >>"$log" 2>&1 || return 1
+	have=$(sqlite3 "$db" "SELECT count(*) FROM jobs WHERE state = 'pending'") || return 1
+	[ "$have" -ge "$target" ]
+}
+# fill_api TARGET: submit through the API until TARGET are pending.
+fill_api() {
+	local need
+	need=$(($1 - $(sqlite3 "file:$d2/cnlab.db?mode=ro" "SELECT count(*) FROM jobs WHERE state = 'pending'")))
+	[ "$need" -le 0 ] && return 0
+	say "filling through the API: $need submissions"
+	CNLAB_TOKEN=$tok CNLAB_PROJECT=$proj CNLAB_STOP_AFTER=$(((need + 1) / 2)) \
+		wrk_run fill -t2 -c64 -d3600s --timeout 60s -s "$here/bench/wrk_submit.lua" "$base"
+}
+# fill TARGET: stops the daemon, fills, starts it again (timed: restart_ms).
+npend=0
+filled_by=
+restart50=
+fill() {
+	local target=$1 t0
+	stop_cnlabd
+	if [ "$filled_by" != api ] && fill_sql "$d2" "$template" "$target"; then
+		filled_by=sql
+	else
+		filled_by=api
+	fi
+	t0=$(ms)
+	start_cnlabd "$d2"
+	# Polled every 50 ms: a tighter loop would take the CPU from the
+	# daemon it waits for.
+	for _ in $(seq 12000); do
+		[ "$(code "/v1/jobs/$template")" = 200 ] && break
+		kill -0 "$dpid" 2>/dev/null || die "cnlabd died on restart: $(tail -5 "$tmp/cnlabd.err")"
+		sleep 0.05
+	done
+	restart_ms=$(($(ms) - t0))
+	[ "$filled_by" = api ] && fill_api "$target"
+	npend=$(sqlite3 "file:$d2/cnlab.db?mode=ro" "SELECT count(*) FROM jobs WHERE state = 'pending'" 2>/dev/null || echo "$target")
+	# A cloned job must be served like any other.
+	if [ "$filled_by" = sql ]; then
+		local last
+		last=$(sqlite3 "file:$d2/cnlab.db?mode=ro" "SELECT max(id) FROM jobs" 2>/dev/null)
+		[ "$(api GET "/v1/jobs/$last" | jq -r .state)" = pending ] ||
+			die "a cloned job ($last) is not served as pending: $(api GET "/v1/jobs/$last")"
+	fi
+	say "$npend pending (filled by $filled_by), restart took $restart_ms ms"
+}
+fmt_s() { awk -v m="$1" 'BEGIN {printf (m < 10000 ? "%.2f s" : "%.1f s"), m / 1000}'; }
+if want 2 || want 6 || want 7; then
+	d2=$tmp/r2
+	start_cnlabd "$d2" --bootstrap-admin root
+	login root "$CNLAB_ADMIN_PASSWORD"
+	make_project root
+	template=$(api POST "/v1/projects/$proj/jobs" '{"command":"true","gpu":"h100-25"}' | jq -r .id)
+	case $template in job_*) ;; *) die "cannot submit a job: $template" ;; esac
+	fill 1
+	restart0=$restart_ms
+	if want 2; then
+		if [ -z "$rate0" ]; then
+			say "row 2: submissions/s at 0 pending"
+			submit_wrk r2-0 "$secs"
+			rate0=$(wrk_rate r2-0)
+		fi
+		say "row 2: filling to $((pending / 2)) pending"
+		fill $((pending / 2))
+		p50k=$npend
+		restart50=$restart_ms
+		submit_wrk r2-50k "$secs"
+		rate50=$(wrk_rate r2-50k)
+	fi
+	say "rows 2/6/7: filling to $pending pending"
+	fill "$pending"
+	restart100=$restart_ms
+	p100k=$npend
+	if want 2; then
+		submit_wrk r2-100k "$secs"
+		rate100=$(wrk_rate r2-100k)
+		row 2 "submissions/s with $p50k / $p100k pending" "$(fmt_rate "$rate50") / $(fmt_rate "$rate100")" \
+			"$(fmt_rate "$rate0") at 0 pending" "≥ 2,000/s at 100k"
+	fi
+	if want 7; then
+		lat_job='' lat_healthz='' load_job='' load_healthz=''
+		for what in job healthz; do
+			say "row 7: GET $what under submit load (wrk, 64 connections)"
+			CNLAB_TOKEN=$tok CNLAB_PROJECT=$proj wrk -t1 -c64 -d3600s --timeout 60s \
+				-s "$here/bench/wrk_submit.lua" "$base" >"$tmp/wrk-r7-load-$what" 2>&1 &
+			lp=$!
+			pids+=("$lp")
+			sleep 1
+			path=/healthz
+			[ "$what" = job ] && path=/v1/jobs/$template
+			sample_get "$what" "$path" "$secs"
+			kill -INT "$lp"
+			wait "$lp"
+			echo "== row 7 load while sampling $path" >>"$log"
+			cat "$tmp/wrk-r7-load-$what" >>"$log"
+			load=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$tmp/wrk-r7-load-$what")
+			printf -v "lat_$what" '%s' "$(lat_of "$what")"
+			printf -v "load_$what" '%s' "${load:-?}"
+		done
+		row 7 "GET of one job, p50 / p99 / max, under submit load (${load_job}/s), $p100k pending" \
+			"$lat_job" "GET /healthz under the same load (${load_healthz}/s): $lat_healthz" "p99 ≤ 20 ms"
+	fi
+	if want 6; then
+		row 6 "cnlabd restart with $p100k pending (until a job's GET answers)" \
+			"$(fmt_s "$restart100")${restart50:+ ($(fmt_s "$restart50") with $p50k)}" \
+			"$(fmt_s "$restart0") with 1 pending" "≤ 3 s"
+	fi
+	stop_cnlabd
+fi
+
 # -- row 5: the scheduling cycle ----------------------------------------------
 if want 5; then
 	if [ -z "$sched_bench" ]; then
-		row "scheduling cycle" "sched_bench not built" "" "< 50 ms at 10k; < 100 ms at 100k"
+		row 5 "scheduling cycle" "sched_bench not built" "" "< 50 ms at 10k; < 100 ms at 100k"
 	else
 		say "row 5: $sched_bench"
 		"$sched_bench" >"$tmp/sched" 2>&1 || die "sched_bench failed: $(tail -5 "$tmp/sched")"
 		cat "$tmp/sched" >>"$log"
-		# Each paragraph that starts "full cluster" names a cycle; its
-		# "cnlab:" and "fifo:" lines give the times.
+		# A paragraph whose "cnlab:" and "fifo:" lines start with a time
+		# in ms is one cycle; its first line names it.
 		awk '
-			/^full cluster/ { hdr = $0; sub(/ \(median.*$/, "", hdr); sub(/:$/, "", hdr); c = ""; f = ""; next }
-			hdr != "" && $1 == "cnlab:" { c = $2 " " $3 }
-			hdr != "" && $1 == "fifo:" { f = $2 " " $3 }
+			/^[^ ]/ { hdr = $0; sub(/ \(median.*$/, "", hdr); sub(/:$/, "", hdr); c = ""; f = ""; next }
+			hdr != "" && $1 == "cnlab:" && $3 == "ms" { c = $2 " ms" }
+			hdr != "" && $1 == "fifo:" && $3 == "ms" { f = $2 " ms" }
 			hdr != "" && c != "" && f != "" { printf "%s\t%s\t%s\n", hdr, c, f; hdr = "" }
 		' "$tmp/sched" >"$tmp/sched-rows"
 		nodes=$(sed -n 's/^cluster: \([0-9,]*\) nodes.*/\1/p' "$tmp/sched")
 		if [ ! -s "$tmp/sched-rows" ]; then
-			row "scheduling cycle" "see sched_bench's output in the log" "" "< 50 ms at 10k; < 100 ms at 100k"
+			row 5 "scheduling cycle" "see sched_bench's output in the log" "" "< 50 ms at 10k; < 100 ms at 100k"
 		fi
 		while IFS=$'\t' read -r hdr c f; do
-			row "scheduling cycle, $nodes nodes: $hdr" "$c" "fifo policy $f" "< 50 ms at 10k; < 100 ms at 100k"
+			row 5 "scheduling cycle, $nodes nodes: $hdr" "$c" "fifo policy $f" "< 50 ms at 10k; < 100 ms at 100k"
 		done <"$tmp/sched-rows"
 	fi
 fi
@@ -563,7 +581,7 @@ fi
 # -- row 8: CLI start -----------------------------------------------------------
 if want 8; then
 	if [ -z "$cnlab" ] || [ -z "$cpu_per_run" ]; then
-		row "CLI start" "cnlab or cpu_per_run not built" "" "one static binary, ≤ 2 ms CPU"
+		row 8 "CLI start" "cnlab or cpu_per_run not built" "" "one static binary, ≤ 2 ms CPU"
 	else
 		say "row 8: 1,000 runs of cnlab --version, then of /bin/true"
 		c=$("$cpu_per_run" 1000 "$cnlab" --version) || die "cpu_per_run $cnlab --version failed"
@@ -580,7 +598,7 @@ if want 8; then
 			head -8 | paste -sd, -)…" ;;
 		esac
 		size=$(stat -c %s "$cnlab" | awk '{printf "%.1f MB", $1 / 1e6}')
-		row "CLI start, CPU per \`cnlab --version\` (1,000 runs)" "$cms ms, $linked, $size" \
+		row 8 "CLI start, CPU per \`cnlab --version\` (1,000 runs)" "$cms ms, $linked, $size" \
 			"/bin/true $bms ms" "one static binary, ≤ 2 ms CPU"
 	fi
 fi
@@ -595,5 +613,5 @@ fi
 	echo
 	echo "| measure | CNLab | baseline, same run | goal |"
 	echo "|---|---|---|---|"
-	cat "$table"
+	sort -s -n -k1,1 "$table" | cut -f2-
 } | tee ${outfile:+"$outfile"}
