@@ -118,6 +118,7 @@ for t in wrk curl jq sqlite3; do
 	}
 done
 
+load_avg=$(cut -d' ' -f1 /proc/loadavg)
 tmp=$(mktemp -d /tmp/cnlab-issue19-XXXXXX)
 chmod 755 "$tmp"
 log=$tmp/log
@@ -271,6 +272,10 @@ wrk_rate() { # NAME: requests/s, or "failed" when any answer was not 2xx/3xx
 		return
 	fi
 	[ -n "$sock" ] && say "wrk $1: socket errors: $sock"
+	if grep -q '^ *0 requests in' "$f"; then
+		echo "none answered in ${secs}s"
+		return
+	fi
 	awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$f"
 }
 submit_wrk() { # NAME SECONDS: wrk_submit.lua with 64 connections
@@ -298,7 +303,10 @@ lat_of() { # NAME: "p50 / p99 / max ms (N GETs)" of sample_get's times
 		function p(q,  i) {i = int(q * NR); if (i < q * NR) i++; if (i < 1) i = 1; return a[i]}
 		END {printf "%.1f / %.1f / %.1f ms (%d GETs)", p(0.5), p(0.99), a[NR], NR}'
 }
-fmt_rate() { [ "$1" = failed ] && echo failed || echo "$1/s"; }
+fmt_rate() { case $1 in *[!0-9]*) echo "$1" ;; *) echo "$1/s" ;; esac; }
+cpu_ms() { # PID: the CPU (user + system) it has used so far, in ms
+	awk -v hz="$(getconf CLK_TCK)" '{printf "%.0f", ($14 + $15) * 1000 / hz}' "/proc/$1/stat" 2>/dev/null
+}
 
 # -- row 1 ------------------------------------------------------------------
 rate0=
@@ -477,6 +485,7 @@ fill() {
 		sleep 0.05
 	done
 	restart_ms=$(($(ms) - t0))
+	restart_cpu=$(cpu_ms "$dpid")
 	[ "$filled_by" = api ] && fill_api "$target"
 	npend=$(sqlite3 "file:$d2/cnlab.db?mode=ro" "SELECT count(*) FROM jobs WHERE state = 'pending'" 2>/dev/null || echo "$target")
 	# A cloned job must be served like any other.
@@ -486,7 +495,7 @@ fill() {
 		[ "$(api GET "/v1/jobs/$last" | jq -r .state)" = pending ] ||
 			die "a cloned job ($last) is not served as pending: $(api GET "/v1/jobs/$last")"
 	fi
-	say "$npend pending (filled by $filled_by), restart took $restart_ms ms"
+	say "$npend pending (filled by $filled_by), restart took $restart_ms ms ($restart_cpu ms CPU)"
 }
 fmt_s() { awk -v m="$1" 'BEGIN {printf (m < 10000 ? "%.2f s" : "%.1f s"), m / 1000}'; }
 if want 2 || want 6 || want 7; then
@@ -497,7 +506,7 @@ if want 2 || want 6 || want 7; then
 	template=$(api POST "/v1/projects/$proj/jobs" '{"command":"true","gpu":"h100-25"}' | jq -r .id)
 	case $template in job_*) ;; *) die "cannot submit a job: $template" ;; esac
 	fill 1
-	restart0=$restart_ms
+	restart0="$(fmt_s "$restart_ms"), CPU $(fmt_s "$restart_cpu")"
 	if want 2; then
 		if [ -z "$rate0" ]; then
 			say "row 2: submissions/s at 0 pending"
@@ -507,13 +516,13 @@ if want 2 || want 6 || want 7; then
 		say "row 2: filling to $((pending / 2)) pending"
 		fill $((pending / 2))
 		p50k=$npend
-		restart50=$restart_ms
+		restart50="$(fmt_s "$restart_ms"), CPU $(fmt_s "$restart_cpu")"
 		submit_wrk r2-50k "$secs"
 		rate50=$(wrk_rate r2-50k)
 	fi
 	say "rows 2/6/7: filling to $pending pending"
 	fill "$pending"
-	restart100=$restart_ms
+	restart100="$(fmt_s "$restart_ms"), CPU $(fmt_s "$restart_cpu")"
 	p100k=$npend
 	if want 2; then
 		submit_wrk r2-100k "$secs"
@@ -545,9 +554,9 @@ if want 2 || want 6 || want 7; then
 			"$lat_job" "GET /healthz under the same load (${load_healthz}/s): $lat_healthz" "p99 ≤ 20 ms"
 	fi
 	if want 6; then
-		row 6 "cnlabd restart with $p100k pending (until a job's GET answers)" \
-			"$(fmt_s "$restart100")${restart50:+ ($(fmt_s "$restart50") with $p50k)}" \
-			"$(fmt_s "$restart0") with 1 pending" "≤ 3 s"
+		row 6 "cnlabd restart with $p100k pending (spawn until a job's GET answers; the daemon's CPU)" \
+			"$restart100${restart50:+ ($restart50 with $p50k)}" \
+			"$restart0 with 1 pending" "≤ 3 s"
 	fi
 	stop_cnlabd
 fi
@@ -608,7 +617,7 @@ fi
 	echo
 	echo "Issue 19, measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores of" \
 		"$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)," \
-		"tree $(git -C "$here" rev-parse --short HEAD 2>/dev/null)," \
+		"tree $(git -C "$here" rev-parse --short HEAD 2>/dev/null), load average $load_avg at the start," \
 		"${slurm_ver:-${slurm_why:-no Slurm row}}"
 	echo
 	echo "| measure | CNLab | baseline, same run | goal |"
