@@ -113,7 +113,7 @@ want() {
 }
 for t in wrk curl jq sqlite3; do
 	command -v "$t" >/dev/null || {
-		echo "issue19.sh: $t is needed (scripts/bootstrap installs it)" >&2
+		echo "issue19.sh: $t is needed (scripts/bootstrap --bench installs it)" >&2
 		exit 1
 	}
 done

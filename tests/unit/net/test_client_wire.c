@@ -99,7 +99,7 @@ static bool read_request(int fd, char *path, size_t n)
 	return true;
 }
 
-#define HELLO_SHA                                                              \
+#define HELLO_SHA \
 	"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 
 static const char ok2[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
