@@ -227,7 +227,7 @@ int cnl_sq_audit_latest(struct cnl_store *s, const char *action,
 	}
 	r = rc == SQLITE_DONE ? 0 : cnl_sq_err(q, rc);
 out:
-	sqlite3_finalize(st);
+	cnl_sq_finalize(q, st);
 	return r;
 }
 
