@@ -94,7 +94,9 @@ else
 	done >outside.txt
 	echo done >>outside.txt
 	# More than the volume holds; the report goes after the file, so
-	# that there is room for it.
+	# that there is room for it.  Not before the test has seen the
+	# image still sparse (it says so in /scratch).
+	while [ ! -f /scratch/fill-go ]; do sleep 0.1; done
 	python3 - >fill.txt 2>&1 <<'PY'
 import errno, os
 n, why = 0, "no error"
@@ -198,6 +200,7 @@ fs=$(awk -v d="$ws" '$5 == d {print $6, $(NF-2)}' /proc/self/mountinfo)
 	bad "root of the volume: $(stat -c '%a %u' "$ws")"
 
 # --- the tenant fills it ---------------------------------------------------------
+touch "$tmp/scratch/fill-go"
 wait_file "$ws/ready.txt" || bad "the tenant's script did not finish: $(ls -la "$ws" 2>&1)"
 read -r _ wrote why <"$ws/fill.txt"
 if [ "$why" = ENOSPC ] && [ "$wrote" -gt 850000000 ] && [ "$wrote" -le 1000000000 ]; then

@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -612,6 +613,7 @@ struct sigwatch {
 	const char *id;
 	pthread_t t;
 	bool on;
+	atomic_bool stop; /* watch_stop(): the next SIGINT ends the watcher */
 };
 
 static int on_interrupt(struct cnl_cli *cli, const char *id, bool *cancelled);
@@ -631,7 +633,8 @@ static void *watch(void *arg)
 
 		if (sigwait(&set, &sig) != 0)
 			continue;
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (atomic_load(&w->stop))
+			break;
 		c2.client = NULL;
 		detach = on_interrupt(&c2, w->id, &cancelled);
 		cnl_client_free(c2.client);
@@ -640,7 +643,6 @@ static void *watch(void *arg)
 			fflush(stderr);
 			_exit(0);
 		}
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 	}
 	return NULL;
 }
@@ -675,6 +677,7 @@ static void watch_start(struct sigwatch *w, struct cnl_cli *cli, const char *id)
 	sigint_block();
 	w->cli = cli;
 	w->id = id;
+	atomic_store(&w->stop, false);
 	w->on = pthread_create(&w->t, NULL, watch, w) == 0;
 	if (!w->on) { /* no watcher: Ctrl-C ends cnlab as it would */
 		signal(SIGINT, SIG_DFL);
@@ -686,7 +689,11 @@ static void watch_start(struct sigwatch *w, struct cnl_cli *cli, const char *id)
 static void watch_stop(struct sigwatch *w)
 {
 	if (w->on) {
-		pthread_cancel(w->t);
+		/* Not pthread_cancel: a thread cancelled in sigwait is not torn
+		 * down cleanly under the sanitizers.  A question being asked is
+		 * answered first, as before. */
+		atomic_store(&w->stop, true);
+		pthread_kill(w->t, SIGINT);
 		pthread_join(w->t, NULL);
 		w->on = false;
 		sigint_flag();

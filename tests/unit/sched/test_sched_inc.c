@@ -258,7 +258,14 @@ static void run_seed(uint64_t seed, const char *policy)
 		/* Apply: starts run, victims go back to the queue. */
 		for (size_t i = 0; i < d_inc.n; i++) {
 			const struct cnl_decision *d = &d_inc.d[i];
-			struct cnl_job *j = &w->jobs[d->job];
+			struct cnl_job *j;
+
+			/* Other kinds (waits, reservations) change nothing
+			 * here, and some name no job. */
+			if (d->kind != CNL_DEC_START &&
+			    d->kind != CNL_DEC_PREEMPT)
+				continue;
+			j = &w->jobs[d->job];
 			if (d->kind == CNL_DEC_START) {
 				j->state = CNL_JOB_RUNNING;
 				j->alloc_id = d->alloc_id;
