@@ -392,13 +392,30 @@ static bool waits_durable(const struct cnl_http_route *route)
 	return route->action || route->perm != CNL_PERM_PUBLIC;
 }
 
-/* Commit the request's transaction; should that fail, an answer that
- * said yes says what went wrong instead (a refusal stands). */
+/* Begin the request's transaction and the controller's undo journal
+ * beside it: 0, or the error of the begin (then neither is open). */
+static int begin_request(struct cnl_api *api)
+{
+	int r = cnl_store_tx_begin(api->store);
+
+	if (r == 0)
+		cnl_ctl_journal_begin(api->ctl);
+	return r;
+}
+
+/*
+ * Commit the request's transaction; should that fail, SQLite has rolled
+ * it back, so what the handler changed in the controller's memory is
+ * undone too (cnl_ctl_journal_end()): memory follows the store, and a
+ * job the client is told failed is never scheduled.  An answer that said
+ * yes then says what went wrong instead (a refusal stands).
+ */
 static void commit_request(struct call *c, struct cnl_http_response *resp)
 {
 	char q[CNL_LOG_QUOTE_MAX];
 	int r = cnl_store_tx_commit(c->api->store);
 
+	cnl_ctl_journal_end(c->api->ctl, r < 0);
 	if (r >= 0)
 		return;
 	cnl_log(CNL_LOG_ERROR, "request commit failed",
@@ -554,10 +571,11 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 		ok = authorize(&c, req, resp) == 0;
 	}
 	/* Begun here, after any slow step (the lock is then held to the
-	 * commit), and undone by nothing: what the handler stored, it
-	 * stored, as it would have in autocommit. */
+	 * commit), and undone only by a failed commit (commit_request()):
+	 * what a failing handler stored, it stored, as it would have in
+	 * autocommit. */
 	if (tx)
-		tx = cnl_store_tx_begin(api->store) == 0;
+		tx = begin_request(api) == 0;
 	if (ok)
 		route->handler(&c, req, resp);
 	if (resp->status == 0)

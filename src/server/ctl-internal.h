@@ -13,6 +13,7 @@
  *               reports, node states
  *   ctl_resize.c  in-flight resize of block slices (grow in place, shrink
  *               once the agent reports the use fits)
+ *   ctl_undo.c  the undo journal of a request whose commit failed
  *
  * Locking: everything here runs under the API's lock (ctl.h).
  */
@@ -132,6 +133,17 @@ struct usage {
 	bool dirty;
 };
 
+/* A note of the undo journal (ctl_undo.c): what one change replaced. */
+enum { CTL_UNDO_ADDED, CTL_UNDO_SAVED, CTL_UNDO_USAGE };
+struct ctl_undo_rec {
+	int kind;
+	union {
+		char id[CNL_ID_MAX]; /* ADDED: the workload added */
+		struct wl w;         /* SAVED: the workload as it was */
+		struct usage u;      /* USAGE: the counters as they were */
+	} v;
+};
+
 struct cnl_ctl {
 	struct cnl_ctl_config cfg;
 	struct cnl_store *store;
@@ -173,6 +185,12 @@ struct cnl_ctl {
 	 * (0 jobs, 1 servers): what a provisioning ETA is made of. */
 	int64_t start_ms[2][START_HISTORY];
 	unsigned n_starts[2];
+	/* The undo journal of the request in progress (ctl_undo.c). */
+	struct ctl_journal {
+		bool open;
+		size_t n, cap;
+		struct ctl_undo_rec *rec;
+	} journal;
 	/* metrics */
 	struct cnl_hist cycle_hist;
 	uint64_t cycles, finished[4], lost_nodes, fenced;
@@ -236,6 +254,15 @@ int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
 int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
                const size_t *map, size_t n, int64_t now);
 bool ctl_requeued(const struct wl *w);
+
+/* ctl_core.c, for ctl_undo.c: while a journal is open
+ * (cnl_ctl_journal_begin()), note an active workload just added, a
+ * workload about to change or be removed (its copy), an owner's counters
+ * about to change. */
+void ctl_undo_added(struct cnl_ctl *ctl, const struct wl *w);
+void ctl_undo_save(struct cnl_ctl *ctl, const struct wl *w);
+void ctl_undo_usage(struct cnl_ctl *ctl, const struct usage *u);
+void ctl_journal_free(struct cnl_ctl *ctl);
 
 /* ctl_resize.c */
 /* The size of @w's pending shrink, or 0 (none, or one its allocation

@@ -210,6 +210,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	free(ctl->wl_slots);
 	free(ctl->usage);
 	free(ctl->teams);
+	ctl_journal_free(ctl);
 	cnl_cluster_free(ctl->cluster);
 	cnl_sched_free(ctl->sched);
 	pthread_cond_destroy(&ctl->wake);
@@ -419,6 +420,7 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now)
 	}
 	if ((r = ctl_persist(ctl, &next, now)) < 0)
 		return r;
+	ctl_undo_save(ctl, w);
 	*w = next;
 	ctl_node_changed(ctl, w->node);
 	return 0;

@@ -140,6 +140,19 @@ int cnl_ctl_queue_position(struct cnl_ctl *ctl, const char *id, int *ret_pos,
  * [{"gpu_type", "gpus", "mig_profiles", "cpu_milli", "mem_mib", "nodes"}]. */
 json_t *cnl_ctl_shapes_json(struct cnl_ctl *ctl);
 
+/*
+ * The undo journal (ctl_undo.c).  cnl_ctl_journal_begin - from now on,
+ * note what the calls below change in the controller's memory (the
+ * active workloads and the owners' counters), so that it can be undone.
+ * cnl_ctl_journal_end - stop noting; with @failed (the transaction those
+ * calls wrote in was rolled back), undo what was noted, newest first, so
+ * that memory again matches the store.  The API opens one around each
+ * request's transaction and holds the lock from begin to end.  Changes
+ * to nodes and allocations are not noted (ctl_undo.c says which).
+ */
+void cnl_ctl_journal_begin(struct cnl_ctl *ctl);
+void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed);
+
 /* After the store acknowledged a new job or server (or a restart). */
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);
 int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v);

@@ -78,11 +78,46 @@ uint32_t ctl_team_of(struct cnl_ctl *ctl, const char *project_id)
 	return (uint32_t)ctl->n_teams++;
 }
 
+/* ---- the undo journal's notes (replayed by ctl_undo.c) ----------------- */
+
+static struct ctl_undo_rec *note(struct cnl_ctl *ctl, int kind)
+{
+	struct ctl_journal *j = &ctl->journal;
+
+	if (j->n == j->cap) {
+		j->cap = j->cap ? 2 * j->cap : 4;
+		j->rec = cnl_xrealloc(j->rec, j->cap * sizeof(*j->rec));
+	}
+	j->rec[j->n].kind = kind;
+	return &j->rec[j->n++];
+}
+
+void ctl_undo_added(struct cnl_ctl *ctl, const struct wl *w)
+{
+	if (ctl->journal.open)
+		snprintf(note(ctl, CTL_UNDO_ADDED)->v.id, CNL_ID_MAX, "%s",
+		         w->id);
+}
+
+void ctl_undo_save(struct cnl_ctl *ctl, const struct wl *w)
+{
+	if (ctl->journal.open)
+		note(ctl, CTL_UNDO_SAVED)->v.w = *w;
+}
+
+void ctl_undo_usage(struct cnl_ctl *ctl, const struct usage *u)
+{
+	if (ctl->journal.open)
+		note(ctl, CTL_UNDO_USAGE)->v.u = *u;
+}
+
 struct usage *ctl_usage_of(struct cnl_ctl *ctl, const char *owner)
 {
 	for (size_t i = 0; i < ctl->n_usage; i++)
-		if (strcmp(ctl->usage[i].owner, owner) == 0)
+		if (strcmp(ctl->usage[i].owner, owner) == 0) {
+			ctl_undo_usage(ctl, &ctl->usage[i]);
 			return &ctl->usage[i];
+		}
 	if (ctl->n_usage == ctl->cap_usage) {
 		ctl->cap_usage = ctl->cap_usage ? 2 * ctl->cap_usage : 16;
 		ctl->usage = cnl_xrealloc(ctl->usage,
@@ -91,6 +126,7 @@ struct usage *ctl_usage_of(struct cnl_ctl *ctl, const char *owner)
 	struct usage *u = &ctl->usage[ctl->n_usage++];
 	memset(u, 0, sizeof(*u));
 	snprintf(u->owner, sizeof(u->owner), "%s", owner);
+	ctl_undo_usage(ctl, u);
 	return u;
 }
 
@@ -203,6 +239,7 @@ struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
 		ctl->wl_slots[slot_of(ctl, w->id, h)] =
 		    (struct ctl_slot){(uint32_t)ctl->n_wl, h};
 	}
+	ctl_undo_added(ctl, w);
 	return w;
 }
 
@@ -273,6 +310,7 @@ void ctl_wl_remove(struct cnl_ctl *ctl, struct wl *w)
 {
 	size_t i = (size_t)(w - ctl->wl), last = ctl->n_wl - 1;
 
+	ctl_undo_save(ctl, w);
 	ctl_pending_count(ctl, w, -1);
 	index_del(ctl, slot_of(ctl, w->id, id_hash(w->id)));
 	if (i != last) {

@@ -115,6 +115,13 @@ int cnl_sq_commit(struct cnl_sq_store *q)
 
 	if (q->depth == 0)
 		return -EINVAL;
+	if (q->depth == 1 && cnl_sq_commit_fault(q)) {
+		/* A test build's full disk (sqlite_sync.c, invariant 5). */
+		snprintf(q->base.errmsg, sizeof(q->base.errmsg),
+		         "database or disk is full (CNLAB_TEST_COMMIT_FAULT)");
+		cnl_sq_rollback(q);
+		return -ENOSPC;
+	}
 	r = cnl_sq_exec(q, q->depth > 1 ? "RELEASE cnl" : "COMMIT");
 	if (r < 0) {
 		cnl_sq_rollback(q);

@@ -35,6 +35,12 @@
  *     it.  In test builds (CNL_TEST_HOOKS) a sync fails with -EIO while
  *     the file named by CNLAB_TEST_SYNC_FAULT exists, which is how the
  *     fault test makes a disk fail and recover.
+ *  5. A commit itself can fail (SQLITE_FULL, SQLITE_IOERR writing the
+ *     WAL): SQLite then rolls the transaction back and nothing of it is
+ *     written.  In test builds the file named by CNLAB_TEST_COMMIT_FAULT,
+ *     when it exists at an outermost COMMIT, is removed and that commit
+ *     fails as a full disk's would (cnl_sq_commit_fault()): one commit
+ *     per file created, so a test can aim it at one request.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -107,10 +113,19 @@ int cnl_sq_group_commit(struct cnl_store *s)
 
 		if (f)
 			snprintf(q->fault, sizeof(q->fault), "%s", f);
+		f = getenv("CNLAB_TEST_COMMIT_FAULT");
+		if (f)
+			snprintf(q->commit_fault, sizeof(q->commit_fault), "%s",
+			         f);
 	}
 #endif
 	q->group = true;
 	return 0;
+}
+
+bool cnl_sq_commit_fault(struct cnl_sq_store *q)
+{
+	return q->commit_fault[0] && unlink(q->commit_fault) == 0;
 }
 
 int64_t cnl_sq_written(struct cnl_store *s)

@@ -526,7 +526,9 @@ int cnl_store_tx_rollback(struct cnl_store *s);
  * the database when the WAL has grown, so the writer never pays for that.
  * In a test build (not CMAKE_BUILD_TYPE Release), while the file named by
  * the environment variable CNLAB_TEST_SYNC_FAULT exists, every sync fails
- * with -EIO, as a failing disk's would.
+ * with -EIO, as a failing disk's would; and once the file named by
+ * CNLAB_TEST_COMMIT_FAULT exists, the next outermost commit removes it and
+ * fails with -ENOSPC (rolled back), as a full disk's would.
  */
 int cnl_store_group_commit(struct cnl_store *s);
 int64_t cnl_store_written(struct cnl_store *s);

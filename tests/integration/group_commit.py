@@ -22,7 +22,23 @@ SIGKILL and a failing disk sync.
                   durable answers 503, /healthz still 200, and the fault
                   is logged; once the fault clears, submissions answer
                   201 again, and after a SIGKILL every acknowledged job
-                  is there.
+                  is there.  A submission whose sync failed was
+                  committed but never acknowledged: retried with its
+                  Idempotency-Key it answers the one job it made, and
+                  the store holds one job of that key, not two.
+  commit CNLABD   cnlabd started with CNLAB_TEST_COMMIT_FAULT (a test
+                  build's fault injection: the next transaction commit
+                  after the named file is created fails as on a full
+                  disk, and the file goes): a submission whose commit
+                  fails answers 507 and leaves nothing behind, in the
+                  store or in the controller's memory (the queue depth
+                  of /metrics, the scheduler's decisions, which would
+                  name the lost job); a cancel whose commit fails leaves
+                  the job pending, in memory too (cancelling it again
+                  works); the retry of the
+                  failed submission with its Idempotency-Key makes one
+                  job; after kill -9 and a restart, the jobs, their
+                  states and the queue depth are what they were.
 
 Prints "ok ..." lines, or "FAIL ..." lines and exits 1.  Timeouts only
 guard against a hung daemon; nothing asserts how long anything took.
@@ -364,6 +380,18 @@ def fault_test(binary):
             acked.append((doc["id"], "gc-fault-0-0"))
         else:
             bad("retry of a refused request: %d %s" % (st, doc))
+        # Its first try was committed (only its sync failed): the retry
+        # must answer that job, not make a second.
+        st, doc = call(c, "GET", "/v1/projects/%s/jobs?limit=1000" % proj,
+                       None, auth)
+        same = [j["id"] for j in (doc or {}).get("items", [])
+                if j.get("command") == "echo gc-fault-0-0"]
+        if st == 200 and len(same) == 1:
+            ok("the retry after a failed sync made no second job (one "
+               "job of that key)")
+        else:
+            bad("after the retry of a failed sync: %d, jobs of that key "
+                "%s" % (st, same))
         d.kill9()
         n, good = db_check(data + "/cnlab.db", acked, "after kill -9")
         if good:
@@ -374,14 +402,157 @@ def fault_test(binary):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def queue_depth(c):
+    """The pending workloads the controller holds in memory (/metrics)."""
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    text = r.read().decode()
+    return sum(int(float(m)) for m in re.findall(
+        r"^cnlab_queue_depth\{[^}]*\} (\S+)$", text, re.M))
+
+
+def view(c, auth, proj):
+    """The jobs as the API shows them: {id: state}."""
+    st, doc = call(c, "GET", "/v1/projects/%s/jobs?limit=1000" % proj,
+                   None, auth)
+    if st != 200:
+        die("job list: %d %s" % (st, doc))
+    return {j["id"]: j["state"] for j in doc["items"]}
+
+
+def strangers(path):
+    """Scheduler decisions (audit records sched.*) naming a job the store
+    does not have: what a job alive only in memory leaves."""
+    db = sqlite3.connect(path)
+    try:
+        return [r[0] for r in db.execute(
+            "SELECT DISTINCT target FROM audit WHERE action LIKE "
+            "'sched.%' AND target NOT IN (SELECT id FROM jobs)")]
+    finally:
+        db.close()
+
+
+def commit_test(binary):
+    tmp = tempfile.mkdtemp(prefix="cnlab-gcc-")
+    data = os.path.join(tmp, "d")
+    fault = os.path.join(tmp, "fault")
+    d = Daemon(binary, data, {"CNLAB_TEST_COMMIT_FAULT": fault})
+    try:
+        d.start("--bootstrap-admin", "root", "--cycle-interval", "50ms")
+        auth, proj = setup(d)
+        c = d.conn()
+
+        def submit(key):
+            h = dict(auth)
+            h["Idempotency-Key"] = key
+            return call(c, "POST", "/v1/projects/%s/jobs" % proj,
+                        {"command": "echo " + key, "gpu": "h100-25"}, h)
+
+        st, doc = submit("cf-a")
+        if st != 201:
+            die("healthy submission: %d %s" % (st, doc))
+        a = doc["id"]
+        if queue_depth(c) != 1:
+            die("one pending job, queue depth %d" % queue_depth(c))
+
+        open(fault, "w").close()
+        st, doc = submit("cf-b")
+        if os.path.exists(fault):
+            die("the commit fault was not used (cnlabd not a test build?)")
+        if st == 507 and doc and doc.get("error"):
+            ok("a submission whose commit fails answers 507 with a JSON "
+               "error (%s)" % doc["error"].get("code"))
+        else:
+            die("a submission whose commit failed answered %d %s (want "
+                "507; did the fault hit another commit?)" % (st, doc))
+        # Let the scheduler run cycles: a job left in its memory would
+        # get a decision recorded under its id.
+        time.sleep(1.0)
+        jobs, depth = view(c, auth, proj), queue_depth(c)
+        if list(jobs) == [a]:
+            ok("after the failed submission the API shows only the job "
+               "that was acknowledged")
+        else:
+            bad("after the failed submission the API shows %s" % jobs)
+        if depth == 1:
+            ok("after the failed submission the controller holds one "
+               "pending job in memory (queue depth 1)")
+        else:
+            bad("after the failed submission the controller's queue "
+                "depth is %d, the store has 1 job: memory kept the "
+                "failed job" % depth)
+        lost = strangers(data + "/cnlab.db")
+        if not lost:
+            ok("the scheduler decided nothing for a job the store lacks")
+        else:
+            bad("the scheduler decided for jobs the store lacks: %s"
+                % lost)
+
+        open(fault, "w").close()
+        st, doc = call(c, "POST", "/v1/jobs/%s/cancel" % a, {}, auth)
+        if st == 507 and not os.path.exists(fault):
+            ok("a cancel whose commit fails answers 507")
+        else:
+            bad("a cancel whose commit failed answered %d %s" % (st, doc))
+        jobs, depth = view(c, auth, proj), queue_depth(c)
+        if jobs == {a: "pending"} and depth == 1:
+            ok("after the failed cancel the job is pending, in the store "
+               "and in memory")
+        else:
+            bad("after the failed cancel: jobs %s, queue depth %d"
+                % (jobs, depth))
+        st, doc = call(c, "POST", "/v1/jobs/%s/cancel" % a, {}, auth)
+        if st == 200 and doc.get("state") == "cancelled" and \
+                queue_depth(c) == 0:
+            ok("the cancel, tried again, cancels the job (in memory too)")
+        else:
+            bad("the cancel tried again: %d %s, queue depth %d"
+                % (st, doc, queue_depth(c)))
+
+        st, doc = submit("cf-b")
+        if st == 201 and doc.get("id") and doc["id"] != a:
+            ok("the failed submission retried with its Idempotency-Key "
+               "answers 201")
+            b = doc["id"]
+        else:
+            die("retry of the failed submission: %d %s" % (st, doc))
+        st, doc = submit("cf-b")
+        if st in (200, 201) and doc.get("id") == b:
+            ok("and a second retry answers the same job")
+        else:
+            bad("second retry: %d %s (want %s)" % (st, doc, b))
+        before, depth = view(c, auth, proj), queue_depth(c)
+        if before == {a: "cancelled", b: "pending"} and depth == 1:
+            ok("two jobs in the store, one pending, as in memory")
+        else:
+            bad("after the retries: jobs %s, queue depth %d"
+                % (before, depth))
+
+        d.kill9()
+        d.start()
+        c = d.conn()
+        after, depth = view(c, auth, proj), queue_depth(c)
+        if after == before and depth == 1:
+            ok("after kill -9 and a restart: the same jobs, states and "
+               "queue depth")
+        else:
+            bad("after the restart: jobs %s (before %s), queue depth %d"
+                % (after, before, depth))
+        lost = strangers(data + "/cnlab.db")
+        if lost:
+            bad("decisions for jobs the store lacks: %s" % lost)
+    finally:
+        d.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("kill", "fault"):
-        print("usage: group_commit.py kill|fault CNLABD", file=sys.stderr)
+    tests = {"kill": kill_test, "fault": fault_test, "commit": commit_test}
+    if len(sys.argv) != 3 or sys.argv[1] not in tests:
+        print("usage: group_commit.py kill|fault|commit CNLABD",
+              file=sys.stderr)
         sys.exit(2)
-    if sys.argv[1] == "kill":
-        kill_test(sys.argv[2])
-    else:
-        fault_test(sys.argv[2])
+    tests[sys.argv[1]](sys.argv[2])
     sys.exit(1 if fails else 0)
 
 

@@ -1,0 +1,120 @@
+/*
+ * ctl_undo.c - the controller's undo journal: what a request changed in
+ * the controller's memory, undone when the request's transaction fails
+ * to commit (ctl.h, cnl_ctl_journal_begin()).
+ *
+ * A request's handler changes the store inside the request's transaction
+ * and the controller's memory at once (a submission adds a pending
+ * workload, a cancel ends or stops one).  Should the commit then fail (a
+ * full disk), SQLite rolls the store back; without this journal memory
+ * would keep the change: a job the client was told failed would still be
+ * scheduled, and a restart would show another view than before it.
+ *
+ * While a journal is open, the registry's primitives (ctl_core.c) note
+ * what they are about to change, before they change it:
+ *   ADDED   ctl_wl_add(): the id of a workload that was not active;
+ *   SAVED   ctl_wl_remove(), and a change in place (ctl_undo_save()): a
+ *           copy of the workload as it was;
+ *   USAGE   ctl_usage_of(): a copy of an owner's counters as they were
+ *           (their callers change them through the pointer it returns).
+ * Undoing replays the notes newest first, so that each sees memory as it
+ * was right after its own change: an ADDED removes, a SAVED puts the copy
+ * back (adding the workload again if it was removed), a USAGE restores
+ * the held storage and the server count.  Nothing else ran meanwhile: the
+ * request holds the API's lock from its transaction's begin to the end
+ * of the journal, so no cycle, heartbeat or other request saw the change.
+ *
+ * What the journal does not cover: the cluster's allocations and the
+ * nodes (registration, heartbeats, reports of placed work).  A workload
+ * removed while it held an allocation is not put back (its allocation
+ * was already released); cnl_ctl_journal_end() says so in the log, and
+ * the controller's view of it differs from the store's until a restart.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "server/ctl-internal.h"
+
+void cnl_ctl_journal_begin(struct cnl_ctl *ctl)
+{
+	ctl->journal.open = true;
+	ctl->journal.n = 0;
+}
+
+/* Put back the workload saved in @saved. */
+static void restore(struct cnl_ctl *ctl, const struct wl *saved)
+{
+	struct wl *w = ctl_wl_find(ctl, saved->id);
+
+	if (w) {
+		ctl_pending_count(ctl, w, -1);
+		*w = *saved;
+		ctl_pending_count(ctl, w, +1);
+		return;
+	}
+	if (saved->alloc_id) {
+		/* Its allocation is gone from the cluster: not undone. */
+		cnl_log(CNL_LOG_ERROR, "failed commit not undone in memory",
+		        "id=%s: the workload ended holding an allocation; the "
+		        "store still has it active until a restart reloads it",
+		        saved->id);
+		return;
+	}
+	w = ctl_wl_add(ctl, saved->id);
+	*w = *saved;
+	ctl_pending_count(ctl, w, +1);
+}
+
+static void undo(struct cnl_ctl *ctl)
+{
+	struct ctl_journal *j = &ctl->journal;
+
+	for (size_t i = j->n; i-- > 0;) {
+		struct ctl_undo_rec *r = &j->rec[i];
+		struct wl *w;
+		struct usage *u;
+
+		switch (r->kind) {
+		case CTL_UNDO_ADDED:
+			if ((w = ctl_wl_find(ctl, r->v.id)))
+				ctl_wl_remove(ctl, w);
+			break;
+		case CTL_UNDO_SAVED:
+			restore(ctl, &r->v.w);
+			break;
+		case CTL_UNDO_USAGE:
+			u = ctl_usage_of(ctl, r->v.u.owner);
+			u->storage_gb = r->v.u.storage_gb;
+			u->servers = r->v.u.servers;
+			break;
+		}
+	}
+	/* The census's moves are not worth replaying exactly: count afresh,
+	 * and let the loop look at the registry again. */
+	ctl->census_ok = false;
+	cnl_ctl_kick(ctl);
+}
+
+void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed)
+{
+	struct ctl_journal *j = &ctl->journal;
+
+	j->open = false; /* undoing notes nothing */
+	if (failed && j->n)
+		undo(ctl);
+	j->n = 0;
+	if (j->cap > 64) { /* a large gang's: do not keep it */
+		free(j->rec);
+		j->rec = NULL;
+		j->cap = 0;
+	}
+}
+
+void ctl_journal_free(struct cnl_ctl *ctl)
+{
+	free(ctl->journal.rec);
+	ctl->journal.rec = NULL;
+	ctl->journal.cap = ctl->journal.n = 0;
+}
