@@ -36,8 +36,8 @@
 #define CNL_API_UPLOAD_TTL_MS  (24LL * 3600 * 1000)
 
 /* Per-route request counters for /metrics. */
-/* Job events remembered per job for the streams that wake (api_events.c). */
-#define CNL_API_EV_RING 64
+/* Buckets of the job events' wait lists, by job id (api_events.c). */
+#define CNL_API_EV_BUCKETS 64
 
 struct route_stats {
 	uint64_t by_class[5]; /* 1xx..5xx */
@@ -87,12 +87,12 @@ struct cnl_api {
 	struct cnl_api_tunnel *tunnels;
 	pthread_cond_t tun_cv;
 	atomic_bool proxy_stop; /* cnl_api_stop: waits and relays end */
-	/* Job events (api_events.c), under mu: a sequence bumped, and
-	 * ev_cv broadcast, when a job changes or its output arrives; the
-	 * ring keeps the hashes of the last CNL_API_EV_RING jobs noted. */
-	pthread_cond_t ev_cv;
-	uint64_t ev_seq;
-	uint64_t ev_ring[CNL_API_EV_RING];
+	/* Job events (api_events.c), under mu: one wait list per job that
+	 * event streams follow, chained in buckets by the id's hash; and
+	 * how many times a stream's wait was woken (for /metrics). */
+	struct cnl_api_ev_watch *ev_watch[CNL_API_EV_BUCKETS];
+	atomic_uint_least64_t ev_wakeups;
+	atomic_int ev_streams;   /* open */
 	int64_t cred_overlap_ms; /* a rotated node credential lives on */
 };
 
@@ -452,6 +452,10 @@ void cnl_api_h_job_events(void *call, struct cnl_http_request *req,
 void cnl_api_events_note(struct cnl_api *api, const char *job_id);
 void cnl_api_events_changed(void *ud, const char *id);
 void cnl_api_events_tick(struct cnl_api *api);
+/* Wake every stream so that it sees proxy_stop (lock held). */
+void cnl_api_events_stop(struct cnl_api *api);
+/* The event streams' figures for /metrics (atomics: no lock needed). */
+void cnl_api_events_metrics(struct cnl_api *api, struct cnl_metrics_buf *b);
 
 /* api_files.c */
 /* Whether @route's body is streamed to a file (uploads). */

@@ -664,7 +664,6 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	pthread_mutex_init(&api->mu, NULL);
 	pthread_mutex_init(&api->stats_mu, NULL);
 	pthread_cond_init(&api->tun_cv, NULL);
-	pthread_cond_init(&api->ev_cv, NULL);
 	api->store = cfg->store;
 	api->keylen = cfg->jwt_key_len;
 	api->key = cnl_xmalloc(api->keylen);
@@ -759,7 +758,7 @@ void cnl_api_stop(struct cnl_api *api)
 	atomic_store(&api->proxy_stop, true);
 	pthread_mutex_lock(&api->mu);
 	pthread_cond_broadcast(&api->tun_cv);
-	pthread_cond_broadcast(&api->ev_cv);
+	cnl_api_events_stop(api);
 	pthread_mutex_unlock(&api->mu);
 }
 
@@ -789,7 +788,6 @@ void cnl_api_free(struct cnl_api *api)
 	free(api->oidc_token_url);
 	cnl_api_cli_free(api->cli);
 	pthread_cond_destroy(&api->tun_cv);
-	pthread_cond_destroy(&api->ev_cv);
 	pthread_mutex_destroy(&api->mu);
 	pthread_mutex_destroy(&api->stats_mu);
 	free(api);

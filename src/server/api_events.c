@@ -21,20 +21,30 @@
  * output each time, so a final state seen means the output that follows
  * it is the whole of it (the agent reports the exit after the output).
  *
- * Waking: nothing here runs on a timer but the keep-alive.  The stream
- * waits on the API's ev_cv under the big lock; cnl_api_events_note() is
- * called (lock held) when a job's state or run record is written (the
- * controller's changed hook) or an output chunk is stored, and
- * cnl_api_events_tick() after each controller tick (so a pending job's
- * estimate is refreshed).  A small ring of the last EV_RING hashes of
- * the jobs that changed lets a woken stream go back to sleep at once when
- * its job was not one of them; a stream that fell more than EV_RING
- * events behind simply looks.
+ * Waking: nothing here runs on a timer but the keep-alive.  Each job that
+ * streams follow has a wait list (struct cnl_api_ev_watch: a condition
+ * variable under the big lock and a sequence), found by the job id's hash
+ * in api->ev_watch.  cnl_api_events_note() is called (lock held) when a
+ * job's state or run record is written (the controller's changed hook) or
+ * an output chunk is stored: it bumps that job's sequence and wakes only
+ * that job's streams; the streams of other jobs sleep on.
+ * cnl_api_events_tick(), after each controller tick, wakes the jobs whose
+ * streams last saw them pending (their estimate moves).  Every wake-up
+ * of a stream counts in cnlab_event_stream_wakeups_total.
+ *
+ * Durable only: under group commit (commit.h) a chunk or a state is
+ * visible in the store as soon as it is committed, before it is synced.
+ * A stream sends nothing before the commits it read are durable: after
+ * each pass it takes the commit count (cnl_commit_mark()), lets the lock
+ * go and waits for it (cnl_commit_wait()), as any answer does.  Should
+ * the sync fail, the stream ends instead of sending: the client resumes
+ * from the last id it was sent, which was durable.
  *
  * Authorization is the route's (PROJECT_VIEW of the job's project, as
  * GET of the job), checked once when the stream opens.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,7 +58,7 @@
 /* Output chunks read from the store per pass. */
 #define LOG_PAGE 64
 
-/* FNV-1a of a job id; 0 is kept for "every stream" (a tick). */
+/* FNV-1a of a job id. */
 static uint64_t id_hash(const char *id)
 {
 	uint64_t h = 1469598103934665603ULL;
@@ -57,19 +67,42 @@ static uint64_t id_hash(const char *id)
 		h ^= (unsigned char)*id;
 		h *= 1099511628211ULL;
 	}
-	return h ? h : 1;
+	return h;
 }
 
-static void ev_push(struct cnl_api *api, uint64_t h)
+/* The wait list of one job that streams follow (lock held for all). */
+struct cnl_api_ev_watch {
+	char job[CNL_ID_MAX];
+	uint64_t hash;
+	pthread_cond_t cv;
+	uint64_t seq;     /* bumped at each note (and tick) for the job */
+	unsigned streams; /* following it */
+	unsigned pending; /* of which last saw it pending */
+	struct cnl_api_ev_watch *next;
+};
+
+static struct cnl_api_ev_watch **watch_slot(struct cnl_api *api,
+                                            const char *job, uint64_t h)
 {
-	api->ev_seq++;
-	api->ev_ring[api->ev_seq % CNL_API_EV_RING] = h;
-	pthread_cond_broadcast(&api->ev_cv);
+	struct cnl_api_ev_watch **p = &api->ev_watch[h % CNL_API_EV_BUCKETS];
+
+	while (*p && ((*p)->hash != h || strcmp((*p)->job, job) != 0))
+		p = &(*p)->next;
+	return p;
+}
+
+static void watch_wake(struct cnl_api_ev_watch *w)
+{
+	w->seq++;
+	pthread_cond_broadcast(&w->cv);
 }
 
 void cnl_api_events_note(struct cnl_api *api, const char *job_id)
 {
-	ev_push(api, id_hash(job_id));
+	struct cnl_api_ev_watch *w = *watch_slot(api, job_id, id_hash(job_id));
+
+	if (w)
+		watch_wake(w);
 }
 
 void cnl_api_events_changed(void *ud, const char *id)
@@ -79,19 +112,44 @@ void cnl_api_events_changed(void *ud, const char *id)
 
 void cnl_api_events_tick(struct cnl_api *api)
 {
-	ev_push(api, 0);
+	for (size_t i = 0; i < CNL_API_EV_BUCKETS; i++)
+		for (struct cnl_api_ev_watch *w = api->ev_watch[i]; w;
+		     w = w->next)
+			if (w->pending)
+				watch_wake(w);
+}
+
+void cnl_api_events_stop(struct cnl_api *api)
+{
+	for (size_t i = 0; i < CNL_API_EV_BUCKETS; i++)
+		for (struct cnl_api_ev_watch *w = api->ev_watch[i]; w;
+		     w = w->next)
+			pthread_cond_broadcast(&w->cv);
+}
+
+void cnl_api_events_metrics(struct cnl_api *api, struct cnl_metrics_buf *b)
+{
+	cnl_mb_family(b, "cnlab_event_streams", "gauge",
+	              "Job event streams open (GET /v1/jobs/{job}/events).");
+	cnl_mb_printf(b, "cnlab_event_streams %d\n",
+	              atomic_load(&api->ev_streams));
+	cnl_mb_family(b, "cnlab_event_stream_wakeups_total", "counter",
+	              "Times a job event stream was woken: its job changed, "
+	              "or a tick moved its pending estimate.");
+	cnl_mb_printf(b, "cnlab_event_stream_wakeups_total %llu\n",
+	              (unsigned long long)atomic_load(&api->ev_wakeups));
 }
 
 /* One open stream. */
 struct evstream {
 	struct cnl_api *api;
 	char job[CNL_ID_MAX];
-	uint64_t hash;
+	struct cnl_api_ev_watch *watch;   /* its job's wait list */
 	char after[CNL_STORE_DOC_ID_MAX]; /* the last chunk sent */
 	char *last_doc;                   /* the job document last sent */
 	bool pending;                     /* as last sent: ticks matter */
 	bool done;                        /* the end is queued */
-	uint64_t seen;                    /* api->ev_seq looked at */
+	uint64_t seen;                    /* watch->seq looked at */
 	char *out;                        /* bytes queued to send */
 	size_t out_len, out_off;
 	int64_t last_sent_ms; /* monotonic */
@@ -133,6 +191,52 @@ static bool final_state(const char *st)
 	       strcmp(st, "cancelled") == 0;
 }
 
+/* Follow @s's job: its wait list, made when it is the first (lock held). */
+static void watch_join(struct evstream *s)
+{
+	struct cnl_api *api = s->api;
+	uint64_t h = id_hash(s->job);
+	struct cnl_api_ev_watch **p = watch_slot(api, s->job, h), *w = *p;
+
+	if (!w) {
+		w = cnl_xcalloc(1, sizeof(*w));
+		snprintf(w->job, sizeof(w->job), "%s", s->job);
+		w->hash = h;
+		pthread_cond_init(&w->cv, NULL);
+		*p = w;
+	}
+	w->streams++;
+	w->pending += s->pending;
+	s->watch = w;
+	s->seen = w->seq;
+	atomic_fetch_add(&api->ev_streams, 1);
+}
+
+/* Stop following (lock held); the last stream of a job frees its list. */
+static void watch_leave(struct evstream *s)
+{
+	struct cnl_api_ev_watch *w = s->watch, **p;
+
+	if (!w)
+		return;
+	s->watch = NULL;
+	w->pending -= s->pending;
+	atomic_fetch_sub(&s->api->ev_streams, 1);
+	if (--w->streams)
+		return;
+	p = watch_slot(s->api, w->job, w->hash);
+	*p = w->next;
+	pthread_cond_destroy(&w->cv);
+	free(w);
+}
+
+static void set_pending(struct evstream *s, bool pending)
+{
+	if (s->watch && pending != s->pending)
+		s->watch->pending += pending ? 1u : -1u;
+	s->pending = pending;
+}
+
 /*
  * Queue what is new for the stream (lock held): the job document if it
  * changed, the output chunks after s->after, and the end when the job is
@@ -153,7 +257,7 @@ static int gather(struct evstream *s)
 	if (cnl_store_job_get(s->api->store, s->job, &j) < 0)
 		return -1;
 	final = final_state(j.state);
-	s->pending = strcmp(j.state, "pending") == 0;
+	set_pending(s, strcmp(j.state, "pending") == 0);
 	o = cnl_api_job_json(&c, &j);
 	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -196,26 +300,27 @@ static int gather(struct evstream *s)
 	return s->out_len > before || more;
 }
 
-/* Whether an event since s->seen may concern this stream. */
-static bool concerns(struct evstream *s)
+/* Sleep until the stream's job changes or @left_ms pass (lock held). */
+static void wait_change(struct evstream *s, int64_t left_ms)
 {
-	uint64_t seq = s->api->ev_seq;
+	struct timespec ts;
 
-	if (seq - s->seen >= CNL_API_EV_RING)
-		return true;
-	for (uint64_t q = s->seen + 1; q <= seq; q++) {
-		uint64_t h = s->api->ev_ring[q % CNL_API_EV_RING];
-
-		if (h == s->hash || (h == 0 && s->pending))
-			return true;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += left_ms / 1000;
+	ts.tv_nsec += (left_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
 	}
-	return false;
+	if (pthread_cond_timedwait(&s->watch->cv, &s->api->mu, &ts) == 0)
+		atomic_fetch_add(&s->api->ev_wakeups, 1);
 }
 
 static ssize_t ev_read(void *arg, char *buf, size_t max)
 {
 	struct evstream *s = arg;
 	struct cnl_api *api = s->api;
+	int64_t seq;
 	size_t n;
 
 	if (s->out_off == s->out_len) {
@@ -225,14 +330,13 @@ static ssize_t ev_read(void *arg, char *buf, size_t max)
 		pthread_mutex_lock(&api->mu);
 		for (;;) {
 			int64_t now = cnl_time_mono_ns() / 1000000, left;
-			struct timespec ts;
 			int r;
 
 			if (atomic_load(&api->proxy_stop)) {
 				pthread_mutex_unlock(&api->mu);
 				return 0; /* cnlabd stops: the client resumes */
 			}
-			s->seen = api->ev_seq;
+			s->seen = s->watch->seq;
 			if ((r = gather(s)) < 0) {
 				pthread_mutex_unlock(&api->mu);
 				return -1;
@@ -244,26 +348,21 @@ static ssize_t ev_read(void *arg, char *buf, size_t max)
 				out_str(s, ": keep-alive\n\n");
 				break;
 			}
-			/* Sleep until an event that may concern us, or
-			 * the keep-alive is due. */
-			while (s->seen == api->ev_seq || !concerns(s)) {
-				s->seen = api->ev_seq;
+			/* Sleep until the job changes, or the keep-alive is
+			 * due. */
+			while (s->seen == s->watch->seq && left > 0 &&
+			       !atomic_load(&api->proxy_stop)) {
+				wait_change(s, left);
 				now = cnl_time_mono_ns() / 1000000;
 				left = s->last_sent_ms + KEEPALIVE_MS - now;
-				if (left <= 0 || atomic_load(&api->proxy_stop))
-					break;
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_sec += left / 1000;
-				ts.tv_nsec += (left % 1000) * 1000000;
-				if (ts.tv_nsec >= 1000000000) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000;
-				}
-				pthread_cond_timedwait(&api->ev_cv, &api->mu,
-				                       &ts);
 			}
 		}
+		seq = cnl_commit_mark(api->commit);
 		pthread_mutex_unlock(&api->mu);
+		/* Only what is durable goes out (a sync failure ends the
+		 * stream; the client resumes from what it was sent). */
+		if (cnl_commit_wait(api->commit, seq) < 0)
+			return -1;
 		s->last_sent_ms = cnl_time_mono_ns() / 1000000;
 	}
 	n = s->out_len - s->out_off;
@@ -278,6 +377,11 @@ static void ev_free(void *arg)
 {
 	struct evstream *s = arg;
 
+	if (s->watch) { /* called without the lock */
+		pthread_mutex_lock(&s->api->mu);
+		watch_leave(s);
+		pthread_mutex_unlock(&s->api->mu);
+	}
 	free(s->last_doc);
 	free(s->out);
 	free(s);
@@ -319,7 +423,6 @@ void cnl_api_h_job_events(void *call, struct cnl_http_request *req,
 	s = cnl_xcalloc(1, sizeof(*s));
 	s->api = c->api;
 	snprintf(s->job, sizeof(s->job), "%s", c->job.id);
-	s->hash = id_hash(s->job);
 	if (after)
 		snprintf(s->after, sizeof(s->after), "%s", after);
 	/* The first pass runs under this call's lock: what the stream
@@ -329,7 +432,7 @@ void cnl_api_h_job_events(void *call, struct cnl_http_request *req,
 		cnl_http_error(resp, 500, "internal", "cannot read the job");
 		return;
 	}
-	s->seen = c->api->ev_seq;
+	watch_join(s);
 	s->last_sent_ms = cnl_time_mono_ns() / 1000000;
 	resp->status = 200;
 	resp->content_type = "text/event-stream";

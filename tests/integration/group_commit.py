@@ -57,26 +57,12 @@ import tempfile
 import threading
 import time
 
+from testlib import bad, die, ok, status
+
 SECRET = "group-commit-test-secret-0123456789abcdef"
 PASSWORD = "group-commit-admin-password"
 WRITERS = 64
 
-fails = 0
-
-
-def ok(msg):
-    print("ok   " + msg, flush=True)
-
-
-def bad(msg):
-    global fails
-    fails += 1
-    print("FAIL " + msg, flush=True)
-
-
-def die(msg):
-    bad(msg)
-    sys.exit(1)
 
 
 class Daemon:
@@ -553,7 +539,7 @@ def main():
               file=sys.stderr)
         sys.exit(2)
     tests[sys.argv[1]](sys.argv[2])
-    sys.exit(1 if fails else 0)
+    sys.exit(status())
 
 
 if __name__ == "__main__":
