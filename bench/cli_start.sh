@@ -18,13 +18,24 @@
 set -euo pipefail
 build=$(realpath "${1:?usage: cli_start.sh BUILD_DIR [N]}")
 n=${2:-1000}
-runs=$build/bench/cli_start_runs
+cpu_per_run=$build/bench/cpu_per_run
 cnlab=$build/src/cli/cnlab
 dyn=$build/bench/cnlab-dynamic
 cnlabd=$build/src/server/cnlabd
-for f in "$runs" "$cnlab" "$dyn" "$cnlabd" "$build/bench/static-true"; do
+for f in "$cpu_per_run" "$cnlab" "$dyn" "$cnlabd" "$build/bench/static-true"; do
 	[ -x "$f" ] || { echo "cli_start: $f not built" >&2; exit 1; }
 done
+# runs N LABEL COMMAND [ARG...]: one row, "LABEL cpu_ms wall_ms" per run,
+# from cpu_per_run's figures (which stops the bench when a run fails: a
+# failing command costs less than a working one and would flatter it).
+runs() {
+	local n=$1 label=$2
+	shift 2
+	"$cpu_per_run" "$n" "$@" | awk -v l="$label" '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "%-44s %8.3f %8.3f\n", l, v["cpu_us_per_run"] / 1000, v["wall_us_per_run"] / 1000
+	}'
+}
 tmp=$(mktemp -d)
 pid=
 cleanup() {
@@ -56,14 +67,14 @@ echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "http://127.0.0.1:$port" 
 echo "cnlab start-up: CPU (user+sys) and wall time per run, $n runs each"
 echo "static: $(file -b "$cnlab" | cut -d, -f1-4)"
 echo "size: $(stat -c %s "$cnlab") bytes ($(strip -o "$tmp/s" "$cnlab" && stat -c %s "$tmp/s") stripped)"
-printf '%-44s %8s %8s %6s\n' "command" "cpu_ms" "wall_ms" "failed"
-"$runs" "$n" "/bin/true (baseline: dynamic exec)" /bin/true
-"$runs" "$n" "static-true (baseline: static exec)" "$build/bench/static-true"
-"$runs" "$n" "cnlab --version (static)" "$cnlab" --version
-"$runs" "$n" "cnlab-dynamic --version (baseline)" "$dyn" --version
-"$runs" "$n" "cnlab jobs list (static, local cnlabd)" "$cnlab" jobs list
-"$runs" "$n" "cnlab-dynamic jobs list (baseline)" "$dyn" jobs list
+printf '%-44s %8s %8s\n' "command" "cpu_ms" "wall_ms"
+runs "$n" "/bin/true (baseline: dynamic exec)" /bin/true
+runs "$n" "static-true (baseline: static exec)" "$build/bench/static-true"
+runs "$n" "cnlab --version (static)" "$cnlab" --version
+runs "$n" "cnlab-dynamic --version (baseline)" "$dyn" --version
+runs "$n" "cnlab jobs list (static, local cnlabd)" "$cnlab" jobs list
+runs "$n" "cnlab-dynamic jobs list (baseline)" "$dyn" jobs list
 if [ -n "${CNLAB_BASELINE:-}" ]; then
-	"$runs" "$n" "$CNLAB_BASELINE --version" "$CNLAB_BASELINE" --version
-	"$runs" "$n" "$CNLAB_BASELINE jobs list" "$CNLAB_BASELINE" jobs list
+	runs "$n" "$CNLAB_BASELINE --version" "$CNLAB_BASELINE" --version
+	runs "$n" "$CNLAB_BASELINE jobs list" "$CNLAB_BASELINE" jobs list
 fi
