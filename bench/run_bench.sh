@@ -16,6 +16,7 @@
 #
 #   bench/run_bench.sh [BUILD_DIR] [N]
 set -u
+. "$(cd "$(dirname "$0")/.." && pwd)/tests/integration/lib.sh"
 build=${1:-build}
 n=${2:-15}
 [ "$n" -ge 9 ] 2>/dev/null || {
@@ -41,18 +42,7 @@ trap cleanup EXIT
 unset CNLAB_JWT_SECRET CNLAB_ADMIN_PASSWORD CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG CNLAB_FOLLOW
 export HOME=$tmp/home
 mkdir -p "$HOME"
-"$cnlabd" --all-in-one --data-dir "$tmp/data" --listen 127.0.0.1:0 \
-	--gpus fake:2xH100-80GB-SXM --log-level warn >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 200); do
-	grep -q 'CNLab is running' "$tmp/out" && break
-	sleep 0.05
-done
-url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$tmp/out")
-[ -n "$url" ] || {
-	echo "run_bench: cnlabd did not start: $(cat "$tmp/err")" >&2
-	exit 1
-}
+allinone_start "$cnlabd" "$tmp"
 "$cnlab" login --server "$url" --user admin --password-stdin \
 	<"$tmp/data/admin.password" >/dev/null 2>&1 || exit 1
 # The embedded agent registers, then one job of each kind warms up.

@@ -19,6 +19,7 @@ set -u
 cnlab=$(realpath "$1")
 cnlabd=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
 tmp=$(mktemp -d)
 pid=
 ppid_=
@@ -28,29 +29,12 @@ cleanup() {
 	[ -n "${KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-ok() { echo "ok   $1"; }
-bad() {
-	echo "FAIL $1"
-	fails=$((fails + 1))
-}
 unset CNLAB_JWT_SECRET CNLAB_ADMIN_PASSWORD CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG \
 	CNLAB_FOLLOW
 export HOME=$tmp/home
 mkdir -p "$HOME"
 
-"$cnlabd" --all-in-one --data-dir "$tmp/data" --listen 127.0.0.1:0 \
-	--gpus fake:2xH100-80GB-SXM --log-level warn >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 200); do
-	grep -q 'CNLab is running' "$tmp/out" && break
-	sleep 0.05
-done
-url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$tmp/out")
-[ -n "$url" ] || {
-	cat "$tmp/out" "$tmp/err"
-	exit 1
-}
+allinone_start "$cnlabd" "$tmp"
 login_api() {
 	curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" \
 		"$url/v1/auth/login" | jq -r .token

@@ -23,6 +23,7 @@
 # refused naming the limit.  The administrator's set-up (a quota, a second
 # team) is done with the CLI too.
 set -u
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 cnlabd=$(realpath "$1")
 tmp=$(mktemp -d)
 pid=
@@ -35,12 +36,6 @@ cleanup() {
 	[ -n "${KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-ok() { echo "ok   $1"; }
-bad() {
-	echo "FAIL $1"
-	fails=$((fails + 1))
-}
 # shape NAME REGEX FILE: some line of FILE matches REGEX (extended).
 shape() {
 	grep -Eq "$2" "$3" && ok "$1" || bad "$1: no line like /$2/ in: $(cat "$3")"
@@ -54,18 +49,7 @@ mkdir -p "$HOME"
 export CNLAB_SYSTEM_BIN_DIR=$tmp/no-system-bin
 export PATH=$HOME/.local/bin:$PATH
 
-"$cnlabd" --all-in-one --data-dir "$tmp/data" --listen 127.0.0.1:0 \
-	--gpus fake:2xH100-80GB-SXM --log-level warn >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 200); do
-	grep -q 'CNLab is running' "$tmp/out" && break
-	sleep 0.05
-done
-url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$tmp/out")
-[ -n "$url" ] || {
-	cat "$tmp/out" "$tmp/err"
-	exit 1
-}
+allinone_start "$cnlabd" "$tmp"
 grep -q "add users: *cnlab user create NAME, then cnlab project member add default NAME" "$tmp/out" &&
 	ok "the banner says how to add users" || bad "banner: $(cat "$tmp/out")"
 admin_pw=$(cat "$tmp/data/admin.password")

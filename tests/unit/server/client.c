@@ -1,5 +1,6 @@
 /*
- * client.c - the tests' HTTP client (see client.h).
+ * client.c - the tests' HTTP client and the cnlabd they talk to (see
+ * client.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <curl/curl.h>
@@ -198,4 +200,60 @@ void expect(const struct reply *r, long status, const char *what)
 	if (r->status != status)
 		fail_msg("%s: want %ld, got %ld %s", what, status, r->status,
 		         r->raw);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The cnlabd under test                                                    */
+/* ------------------------------------------------------------------------ */
+
+void tc_server_open(struct tc_server *s, const char *prefix)
+{
+	char err[512];
+
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(curl_global_init(CURL_GLOBAL_DEFAULT), 0);
+	snprintf(s->dir, sizeof(s->dir), "/tmp/%s-XXXXXX", prefix);
+	assert_non_null(mkdtemp(s->dir));
+	snprintf(s->path, sizeof(s->path), "%s/cnlab.db", s->dir);
+	if (cnl_store_open_sqlite(s->path, &s->store, err, sizeof(err)) < 0)
+		fail_msg("open %s: %s", s->path, err);
+	if (cnl_api_bootstrap(s->store, "root", "pw-root",
+	                      CNL_AUTH_SCRYPT_LN_MIN, err, sizeof(err)) < 0)
+		fail_msg("bootstrap: %s", err);
+}
+
+void tc_server_start(struct tc_server *s, struct cnl_api_config *cfg,
+                     bool run_loop)
+{
+	struct cnl_api_listen l = {.host = "127.0.0.1", .run_loop = run_loop};
+	char err[512];
+
+	if (!cfg->store)
+		cfg->store = s->store;
+	if (!cfg->scrypt_ln)
+		cfg->scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN;
+	assert_int_equal(cnl_api_new(cfg, &s->api), 0);
+	l.routes = cnl_api_routes(&l.nroutes);
+	if (cnl_api_start(s->api, &l, &s->srv, err, sizeof(err)) < 0)
+		fail_msg("start: %s", err);
+	assert_true(cnl_http_server_port(s->srv) > 0);
+	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
+	         (unsigned)cnl_http_server_port(s->srv));
+}
+
+void tc_server_close(struct tc_server *s)
+{
+	static const char *const suffix[] = {"", "-wal", "-shm"};
+	char p[192];
+
+	cnl_api_stop(s->api);
+	cnl_http_server_free(s->srv);
+	cnl_api_free(s->api);
+	cnl_store_close(s->store);
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", s->path, suffix[i]);
+		unlink(p);
+	}
+	rmdir(s->dir);
+	curl_global_cleanup();
 }

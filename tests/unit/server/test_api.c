@@ -55,11 +55,7 @@ static const char *const who_name[NWHO] = {"root", "alice", "mem", "view",
                                            "bob"};
 
 struct fixture {
-	char dir[64];
-	char path[128];
-	struct cnl_store *store;
-	struct cnl_api *api;
-	struct cnl_http_server *srv;
+	struct tc_server s;
 	char token[NWHO][CNL_AUTH_JWT_MAX];
 	char uid[NWHO][CNL_ID_MAX];
 	char proj_a[CNL_ID_MAX], proj_b[CNL_ID_MAX];
@@ -150,41 +146,15 @@ static const char *fresh(const char *prefix)
 
 static int group_setup(void **state)
 {
-	const struct cnl_http_route *routes;
-	size_t n;
-	char err[512], pw[64];
+	char pw[64];
 
-	assert_int_equal(curl_global_init(CURL_GLOBAL_DEFAULT), 0);
-	snprintf(F.dir, sizeof(F.dir), "/tmp/cnl-api-XXXXXX");
-	assert_non_null(mkdtemp(F.dir));
-	snprintf(F.path, sizeof(F.path), "%s/cnlab.db", F.dir);
-	assert_int_equal(
-	    cnl_store_open_sqlite(F.path, &F.store, err, sizeof(err)), 0);
-	assert_int_equal(cnl_api_bootstrap(F.store, "root", "pw-root",
-	                                   CNL_AUTH_SCRYPT_LN_MIN, err,
-	                                   sizeof(err)),
-	                 0);
-	assert_int_equal(cnl_api_new(
-	                     &(struct cnl_api_config){
-	                         .store = F.store,
-	                         .jwt_key = (const uint8_t *)SECRET,
-	                         .jwt_key_len = strlen(SECRET),
-	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
-	                     },
-	                     &F.api),
-	                 0);
-	routes = cnl_api_routes(&n);
-	if (cnl_api_start(F.api,
-	                  &(struct cnl_api_listen){.host = "127.0.0.1",
-	                                           .routes = routes,
-	                                           .nroutes = n,
-	                                           .run_loop = true},
-	                  &F.srv, err, sizeof(err)) < 0)
-		fail_msg("start: %s", err);
-	assert_true(cnl_http_server_port(F.srv) > 0);
-	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
-	         (unsigned)cnl_http_server_port(F.srv));
-
+	tc_server_open(&F.s, "cnl-api");
+	tc_server_start(&F.s,
+	                &(struct cnl_api_config){
+	                    .jwt_key = (const uint8_t *)SECRET,
+	                    .jwt_key_len = strlen(SECRET),
+	                },
+	                true);
 	login("root", "pw-root", F.token[ADMIN]);
 	for (int w = PADMIN; w < NWHO; w++) {
 		make_user(who_name[w], F.uid[w]);
@@ -205,18 +175,7 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-	char p[192];
-	static const char *const suffix[] = {"", "-wal", "-shm"};
-
-	cnl_http_server_free(F.srv);
-	cnl_api_free(F.api);
-	cnl_store_close(F.store);
-	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
-		snprintf(p, sizeof(p), "%s%s", F.path, suffix[i]);
-		unlink(p);
-	}
-	rmdir(F.dir);
-	curl_global_cleanup();
+	tc_server_close(&F.s);
 	return 0;
 }
 
@@ -233,13 +192,13 @@ static void test_healthz(void **state)
 	assert_string_equal(r.raw, "{\"status\":\"ok\"}");
 	reply_done(&r);
 	/* The all-in-one says when its embedded agent is down, and up. */
-	cnl_api_agent_health(F.api, false);
+	cnl_api_agent_health(F.s.api, false);
 	http("GET", "/healthz", NULL, NULL, &r);
 	assert_int_equal(r.status, 503);
 	assert_string_equal(r.raw,
 	                    "{\"agent\":\"down\",\"status\":\"degraded\"}");
 	reply_done(&r);
-	cnl_api_agent_health(F.api, true);
+	cnl_api_agent_health(F.s.api, true);
 	http("GET", "/healthz", NULL, NULL, &r);
 	assert_int_equal(r.status, 200);
 	assert_string_equal(r.raw, "{\"agent\":\"up\",\"status\":\"ok\"}");
@@ -257,9 +216,9 @@ static void test_healthz_without_lock(void **state)
 {
 	struct reply r;
 
-	pthread_mutex_lock(&F.api->mu);
+	pthread_mutex_lock(&F.s.api->mu);
 	http("GET", "/healthz", NULL, NULL, &r);
-	pthread_mutex_unlock(&F.api->mu);
+	pthread_mutex_unlock(&F.s.api->mu);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.raw, "\"status\":\"ok\""));
 	reply_done(&r);
@@ -800,7 +759,7 @@ static void test_admin_rules(void **state)
 	struct cnl_store_project p;
 	struct reply r;
 
-	assert_int_equal(cnl_store_project_get_by_name(F.store, "system", &p),
+	assert_int_equal(cnl_store_project_get_by_name(F.s.store, "system", &p),
 	                 0);
 	snprintf(sys, sizeof(sys), "%s", p.id);
 	/* A project-admin cannot hand out "admin" ... */
@@ -1150,7 +1109,7 @@ static void test_audit(void **state)
 	struct reply r;
 	bool login_fail = false, denied = false, bootstrap = false;
 
-	assert_int_equal(cnl_store_open_sqlite(F.path, &s, err, sizeof(err)),
+	assert_int_equal(cnl_store_open_sqlite(F.s.path, &s, err, sizeof(err)),
 	                 0);
 	before = requests_only(a, audit_all(s, &a), &sched0);
 	free(a);
@@ -1247,7 +1206,7 @@ static void test_route_table_check(void **state)
 	assert_non_null(strstr(err, "no permission"));
 	/* ... and the server does not start on it. */
 	assert_int_equal(
-	    cnl_api_start(F.api,
+	    cnl_api_start(F.s.api,
 	                  &(struct cnl_api_listen){.host = "127.0.0.1",
 	                                           .routes = bad,
 	                                           .nroutes = n + 1},
@@ -1260,7 +1219,7 @@ static void test_route_table_check(void **state)
 	                         .routes = bad,
 	                         .nroutes = n + 1,
 	                         .serve = cnl_api_serve,
-	                         .ud = F.api,
+	                         .ud = F.s.api,
 	                     },
 	                     &srv, err, sizeof(err)),
 	                 -CNL_ECONFIG);
@@ -1326,7 +1285,8 @@ static void test_bootstrap_rules(void **state)
 
 	/* Already bootstrapped: nothing to do. */
 	assert_int_equal(
-	    cnl_api_bootstrap(F.store, "other", "pw", 10, err, sizeof(err)), 1);
+	    cnl_api_bootstrap(F.s.store, "other", "pw", 10, err, sizeof(err)),
+	    1);
 	/* A store with projects but no system project is refused. */
 	snprintf(dir, sizeof(dir), "/tmp/cnl-boot-XXXXXX");
 	assert_non_null(mkdtemp(dir));

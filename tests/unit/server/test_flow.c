@@ -50,7 +50,7 @@
 #define LOST_MS (3600 * 1000) /* node_lost_ms of the server under test */
 /* How long a rotated node credential lives on, in the server under test. */
 #define OVERLAP_MS 1000
-/* The CLI binary the server under test serves (cli_dir is F.dir). */
+/* The CLI binary the server under test serves (cli_dir is F.s.dir). */
 #define CLI_FILE "cnlab-test-x86_64"
 
 enum who { ADMIN, AGENT, PADMIN, MEMBER, VIEWER, BOB, NWHO };
@@ -58,10 +58,7 @@ static const char *const who_name[NWHO] = {"root", "agent", "alice",
                                            "mem",  "view",  "bob"};
 
 static struct {
-	char dir[64];
-	struct cnl_store *store;
-	struct cnl_api *api;
-	struct cnl_http_server *srv;
+	struct tc_server s;
 	char token[NWHO][CNL_AUTH_JWT_MAX];
 	char uid[NWHO][CNL_ID_MAX];
 	char sys[CNL_ID_MAX], proj_a[CNL_ID_MAX], proj_b[CNL_ID_MAX];
@@ -233,7 +230,7 @@ static json_t *call_ok(const char *method, const char *path, int who,
 
 static void tick(int64_t now)
 {
-	cnl_api_tick(F.api, now);
+	cnl_api_tick(F.s.api, now);
 }
 
 static int64_t now_ms(void)
@@ -411,45 +408,27 @@ static int priv_check(const char *p, const struct stat *st, int flag,
 
 static int group_setup(void **state)
 {
-	char err[512], path[160], files_dir[200];
+	char path[160], files_dir[200];
 	json_t *o;
 	int fd;
 
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	snprintf(F.dir, sizeof(F.dir), "/tmp/cnl-flow-XXXXXX");
-	assert_non_null(mkdtemp(F.dir));
-	snprintf(files_dir, sizeof(files_dir), "%s/files", F.dir);
-	snprintf(path, sizeof(path), "%s/cnlab.db", F.dir);
-	assert_int_equal(
-	    cnl_store_open_sqlite(path, &F.store, err, sizeof(err)), 0);
-	assert_int_equal(cnl_api_bootstrap(F.store, "root", "pw-root",
-	                                   CNL_AUTH_SCRYPT_LN_MIN, err,
-	                                   sizeof(err)),
-	                 0);
-	snprintf(path, sizeof(path), "%s/" CLI_FILE, F.dir);
+	tc_server_open(&F.s, "cnl-flow");
+	snprintf(files_dir, sizeof(files_dir), "%s/files", F.s.dir);
+	snprintf(path, sizeof(path), "%s/" CLI_FILE, F.s.dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0755);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "binary", 6), 6);
 	close(fd);
-	assert_int_equal(cnl_api_new(
-	                     &(struct cnl_api_config){
-	                         .store = F.store,
-	                         .jwt_key = (const uint8_t *)SECRET,
-	                         .jwt_key_len = strlen(SECRET),
-	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
-	                         .node_lost_ms = LOST_MS,
-	                         .node_credential_overlap_ms = OVERLAP_MS,
-	                         .cli_dir = F.dir,
-	                         .files_dir = files_dir,
-	                     },
-	                     &F.api),
-	                 0);
-	struct cnl_api_listen l = {.host = "127.0.0.1"};
-	l.routes = cnl_api_routes(&l.nroutes);
-	if (cnl_api_start(F.api, &l, &F.srv, err, sizeof(err)) < 0)
-		fail_msg("start: %s", err);
-	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
-	         (unsigned)cnl_http_server_port(F.srv));
+	tc_server_start(&F.s,
+	                &(struct cnl_api_config){
+	                    .jwt_key = (const uint8_t *)SECRET,
+	                    .jwt_key_len = strlen(SECRET),
+	                    .node_lost_ms = LOST_MS,
+	                    .node_credential_overlap_ms = OVERLAP_MS,
+	                    .cli_dir = F.s.dir,
+	                    .files_dir = files_dir,
+	                },
+	                false);
 
 	login(ADMIN);
 	for (int w = AGENT; w < NWHO; w++) {
@@ -474,21 +453,11 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-	char cmd[128];
+	char path[160];
 
-	cnl_http_server_free(F.srv);
-	cnl_api_free(F.api);
-	cnl_store_close(F.store);
-	snprintf(cmd, sizeof(cmd), "%s/cnlab.db", F.dir);
-	unlink(cmd);
-	snprintf(cmd, sizeof(cmd), "%s/cnlab.db-wal", F.dir);
-	unlink(cmd);
-	snprintf(cmd, sizeof(cmd), "%s/cnlab.db-shm", F.dir);
-	unlink(cmd);
-	snprintf(cmd, sizeof(cmd), "%s/" CLI_FILE, F.dir);
-	unlink(cmd);
-	rmdir(F.dir);
-	curl_global_cleanup();
+	snprintf(path, sizeof(path), "%s/" CLI_FILE, F.s.dir);
+	unlink(path);
+	tc_server_close(&F.s);
 	return 0;
 }
 
@@ -714,7 +683,7 @@ static void test_job_lifecycle(void **state)
 		{
 			char dir[256];
 
-			snprintf(dir, sizeof(dir), "%s/files", F.dir);
+			snprintf(dir, sizeof(dir), "%s/files", F.s.dir);
 			priv_files = priv_bad = 0;
 			assert_int_equal(nftw(dir, priv_check, 8, FTW_PHYS), 0);
 			assert_int_equal(priv_bad, 0);
@@ -843,7 +812,7 @@ static void test_servers(void **state)
 	json_decref(o);
 	assert_int_equal(
 	    cnl_store_doc_put(
-	        F.store,
+	        F.s.store,
 	        &(struct cnl_store_doc){
 	            .kind = "image",
 	            .id = "pytorch:2.4",
@@ -1374,7 +1343,7 @@ static void test_metrics_promtool(void **state)
 	                              "\"POST\",route=\"/v1/projects/"
 	                              "{project}/jobs\",code=\"2xx\"}"));
 	assert_non_null(strstr(r.raw, "cnlab_quota_used_ratio"));
-	snprintf(file, sizeof(file), "%s/metrics.txt", F.dir);
+	snprintf(file, sizeof(file), "%s/metrics.txt", F.s.dir);
 	f = fopen(file, "w");
 	assert_non_null(f);
 	fputs(r.raw, f);
@@ -2056,29 +2025,29 @@ static void restart_cnlabd(void)
 {
 	char err[512], path[160];
 
-	cnl_http_server_free(F.srv);
-	cnl_api_free(F.api);
-	cnl_store_close(F.store);
-	snprintf(path, sizeof(path), "%s/cnlab.db", F.dir);
+	cnl_http_server_free(F.s.srv);
+	cnl_api_free(F.s.api);
+	cnl_store_close(F.s.store);
+	snprintf(path, sizeof(path), "%s/cnlab.db", F.s.dir);
 	assert_int_equal(
-	    cnl_store_open_sqlite(path, &F.store, err, sizeof(err)), 0);
+	    cnl_store_open_sqlite(path, &F.s.store, err, sizeof(err)), 0);
 	assert_int_equal(cnl_api_new(
 	                     &(struct cnl_api_config){
-	                         .store = F.store,
+	                         .store = F.s.store,
 	                         .jwt_key = (const uint8_t *)SECRET,
 	                         .jwt_key_len = strlen(SECRET),
 	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
 	                         .node_lost_ms = LOST_MS,
 	                         .node_credential_overlap_ms = OVERLAP_MS,
 	                     },
-	                     &F.api),
+	                     &F.s.api),
 	                 0);
 	struct cnl_api_listen l = {.host = "127.0.0.1"};
 	l.routes = cnl_api_routes(&l.nroutes);
-	if (cnl_api_start(F.api, &l, &F.srv, err, sizeof(err)) < 0)
+	if (cnl_api_start(F.s.api, &l, &F.s.srv, err, sizeof(err)) < 0)
 		fail_msg("restart: %s", err);
 	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
-	         (unsigned)cnl_http_server_port(F.srv));
+	         (unsigned)cnl_http_server_port(F.s.srv));
 }
 
 /* A restarted cnlabd rebuilds the same scheduler jobs from the store: the
@@ -2206,7 +2175,7 @@ static int64_t audit_count(void)
 
 	do {
 		assert_int_equal(
-		    cnl_store_audit_list(F.store, last, 256, a, &n), 0);
+		    cnl_store_audit_list(F.s.store, last, 256, a, &n), 0);
 		if (n)
 			last = a[n - 1].seq;
 	} while (n == 256);

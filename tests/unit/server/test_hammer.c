@@ -43,10 +43,7 @@
 #define N_JOBS        (SUBMITTERS * PER_SUBMITTER)
 
 static struct {
-	char dir[64];
-	struct cnl_store *store;
-	struct cnl_api *api;
-	struct cnl_http_server *srv;
+	struct tc_server s;
 	char admin[CNL_AUTH_JWT_MAX];
 	char project[CNL_ID_MAX];
 	char node[CNL_ID_MAX];
@@ -271,37 +268,18 @@ static json_t *ok(const char *method, const char *path, const char *token,
 
 static int setup(void **state)
 {
-	char err[512], path[160];
 	json_t *o;
 
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	pthread_mutex_init(&F.mu, NULL);
-	snprintf(F.dir, sizeof(F.dir), "/tmp/cnl-hammer-XXXXXX");
-	assert_non_null(mkdtemp(F.dir));
-	snprintf(path, sizeof(path), "%s/cnlab.db", F.dir);
-	assert_int_equal(
-	    cnl_store_open_sqlite(path, &F.store, err, sizeof(err)), 0);
-	assert_int_equal(cnl_api_bootstrap(F.store, "root", "pw-root",
-	                                   CNL_AUTH_SCRYPT_LN_MIN, err,
-	                                   sizeof(err)),
-	                 0);
-	assert_int_equal(cnl_api_new(
-	                     &(struct cnl_api_config){
-	                         .store = F.store,
-	                         .jwt_key = (const uint8_t *)SECRET,
-	                         .jwt_key_len = strlen(SECRET),
-	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
-	                         .node_lost_ms = 3600 * 1000,
-	                         .cycle_interval_ms = 20,
-	                     },
-	                     &F.api),
-	                 0);
-	struct cnl_api_listen l = {.host = "127.0.0.1", .run_loop = true};
-	l.routes = cnl_api_routes(&l.nroutes);
-	if (cnl_api_start(F.api, &l, &F.srv, err, sizeof(err)) < 0)
-		fail_msg("start: %s", err);
-	snprintf(tc_base, sizeof(tc_base), "http://127.0.0.1:%u",
-	         (unsigned)cnl_http_server_port(F.srv));
+	tc_server_open(&F.s, "cnl-hammer");
+	tc_server_start(&F.s,
+	                &(struct cnl_api_config){
+	                    .jwt_key = (const uint8_t *)SECRET,
+	                    .jwt_key_len = strlen(SECRET),
+	                    .node_lost_ms = 3600 * 1000,
+	                    .cycle_interval_ms = 20,
+	                },
+	                true);
 
 	o = ok("POST", "/v1/auth/login", NULL,
 	       "{\"user\":\"root\",\"password\":\"pw-root\"}", 200);
@@ -328,20 +306,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char p[160];
-	const char *const files[] = {"cnlab.db", "cnlab.db-wal",
-	                             "cnlab.db-shm"};
-
-	cnl_api_stop(F.api);
-	cnl_http_server_free(F.srv);
-	cnl_api_free(F.api);
-	cnl_store_close(F.store);
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", F.dir, files[i]);
-		unlink(p);
-	}
-	rmdir(F.dir);
-	curl_global_cleanup();
+	tc_server_close(&F.s);
 	return 0;
 }
 
@@ -425,8 +390,8 @@ static void test_hammer(void **state)
 	assert_int_equal(json_array_size(json_object_get(list, "items")),
 	                 N_JOBS);
 	json_decref(list);
-	cnl_api_stop(F.api);
-	assert_int_equal(cnl_store_audit_verify(F.store, &bad_seq), 0);
+	cnl_api_stop(F.s.api);
+	assert_int_equal(cnl_store_audit_verify(F.s.store, &bad_seq), 0);
 }
 
 int main(void)

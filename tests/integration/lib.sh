@@ -1,0 +1,33 @@
+# lib.sh - what the shell integration tests (and bench/run_bench.sh) share;
+# sourced, never run.  Bash.
+#
+#   ok MSG / bad MSG   print "ok   MSG" / "FAIL MSG"; bad counts $fails
+#   allinone_start CNLABD DIR
+#                      an all-in-one cnlabd (embedded agent, two fake
+#                      H100s) on a free loopback port, its data in
+#                      DIR/data, its output in DIR/out and DIR/err; sets
+#                      $pid and $url, or prints why and exits 1.  The
+#                      caller's cleanup kills $pid.
+fails=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1"
+	fails=$((fails + 1))
+}
+
+allinone_start() {
+	local cnlabd=$1 dir=$2
+	"$cnlabd" --all-in-one --data-dir "$dir/data" --listen 127.0.0.1:0 \
+		--gpus fake:2xH100-80GB-SXM --log-level warn >"$dir/out" 2>"$dir/err" &
+	pid=$!
+	for _ in $(seq 200); do
+		grep -q 'CNLab is running' "$dir/out" && break
+		sleep 0.05
+	done
+	url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$dir/out")
+	[ -n "$url" ] || {
+		echo "cnlabd did not start:" >&2
+		cat "$dir/out" "$dir/err" >&2
+		exit 1
+	}
+}
