@@ -56,6 +56,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "bench_http.h"
+
 #include "common/id.h"
 #include "store/store.h"
 
@@ -73,20 +75,10 @@ static char data_dir[] = "/tmp/cnlab-restart-XXXXXX";
 static bool data_dir_made;
 static const char *cnlabd = CNL_CNLABD_PATH;
 
-static char base_url[64];
-static char auth_header[1200];
 static char project_id[CNL_ID_MAX], user_id[CNL_ID_MAX];
 /* The wait reason the cycle gave the jobs submitted at 0 pending, as its
  * audit record words it ("pending: ..."): the filled jobs get the same. */
 static char reason[CNL_STORE_AUDIT_MAX];
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void remove_tree(const char *path)
 {
@@ -127,19 +119,6 @@ static void cleanup(void)
 	data_dir_made = false;
 }
 
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
-                                                                ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "restart_bench: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1); /* cleanup() runs from atexit */
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -170,7 +149,8 @@ static long parse_count(const char *s, const char *what, long max)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno || end == s || *end || v < 1 || v > max)
-		die("%s: want an integer in 1..%ld, got \"%s\"", what, max, s);
+		bench_die("%s: want an integer in 1..%ld, got \"%s\"", what,
+		          max, s);
 	return v;
 }
 
@@ -221,21 +201,21 @@ static double start_daemon(void)
 
 	snprintf(log, sizeof(log), "%s/cnlabd.log", data_dir);
 	if (pipe2(pfd, O_CLOEXEC) < 0)
-		die("pipe: %s", strerror(errno));
+		bench_die("pipe: %s", strerror(errno));
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log,
 	                                 O_WRONLY | O_CREAT | O_APPEND, 0600);
-	t0 = now_s();
+	t0 = bench_now_s();
 	r = posix_spawn(&daemon_pid, cnlabd, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
 	if (r != 0) {
 		daemon_pid = -1;
-		die("cannot start %s: %s", cnlabd, strerror(r));
+		bench_die("cannot start %s: %s", cnlabd, strerror(r));
 	}
 	if (!(out = fdopen(pfd[0], "r")))
-		die("fdopen: %s", strerror(errno));
+		bench_die("fdopen: %s", strerror(errno));
 	if (!fgets(line, sizeof(line), out) ||
 	    sscanf(line, "listening on 127.0.0.1:%u", &port) != 1) {
 		FILE *f = fopen(log, "r");
@@ -245,123 +225,17 @@ static double start_daemon(void)
 			fputc(ch, stderr);
 		if (f)
 			fclose(f);
-		die("%s did not start", cnlabd);
+		bench_die("%s did not start", cnlabd);
 	}
-	t0 = now_s() - t0;
+	t0 = bench_now_s() - t0;
 	start_cpu = cpu_seconds(daemon_pid);
 	fclose(out);
-	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%u", port);
+	snprintf(bench_base_url, sizeof(bench_base_url), "http://127.0.0.1:%u",
+	         port);
 	return t0;
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
-{
-	struct buf *b = ud;
-	size_t add = size * n;
-
-	if (b->len + add + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *np;
-
-		while (b->len + add + 1 > cap)
-			cap *= 2;
-		if (!(np = realloc(b->p, cap)))
-			return 0;
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, add);
-	b->len += add;
-	b->p[b->len] = '\0';
-	return add;
-}
-
-static CURL *handle_new(struct buf *b, struct curl_slist **ret_headers,
-                        char *errbuf)
-{
-	struct curl_slist *h = NULL;
-	CURL *c = curl_easy_init();
-
-	if (!c)
-		die("curl_easy_init failed");
-	h = curl_slist_append(h, auth_header);
-	h = curl_slist_append(h, "Content-Type: application/json");
-	h = curl_slist_append(h, "Expect:");
-	if (!h)
-		die("out of memory");
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 20L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
-	*ret_headers = h;
-	return c;
-}
-
-static long request(CURL *c, struct buf *b, const char *url, const char *body)
-{
-	long status = 0;
-	CURLcode rc;
-
-	b->len = 0;
-	if (b->p)
-		b->p[0] = '\0';
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	if (body)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	else
-		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK)
-		return -(long)rc;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	return status;
-}
-
-static int json_field(const char *text, const char *key, char *out, size_t len)
-{
-	json_t *j = json_loads(text ? text : "", 0, NULL);
-	const char *v = json_string_value(json_object_get(j, key));
-	int r = -1;
-
-	if (v && strlen(v) < len) {
-		memcpy(out, v, strlen(v) + 1);
-		r = 0;
-	}
-	json_decref(j);
-	return r;
-}
-
-static void setup_call(const char *path, const char *body, long want,
-                       const char *key, char *out, size_t outlen)
-{
-	char url[512], errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *h;
-	struct buf b = {0};
-	CURL *c = handle_new(&b, &h, errbuf);
-	long st;
-
-	snprintf(url, sizeof(url), "%s%s", base_url, path);
-	st = request(c, &b, url, body);
-	if (st != want)
-		die("%s %s: %ld (want %ld) %s%s", body ? "POST" : "GET", path,
-		    st, want, st < 0 ? errbuf : "", b.p ? b.p : "");
-	if (key && json_field(b.p, key, out, outlen) < 0)
-		die("%s: no \"%s\" in %s", path, key, b.p ? b.p : "");
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	free(b.p);
-}
 
 /* ---- filling the store --------------------------------------------------- */
 
@@ -378,12 +252,12 @@ static void fill(int have, int target)
 
 	snprintf(path, sizeof(path), "%s/cnlab.db", data_dir);
 	if ((r = cnl_store_open_sqlite(path, &s, err, sizeof(err))) < 0)
-		die("open %s: %s", path, err);
+		bench_die("open %s: %s", path, err);
 	if (!user_id[0]) {
 		struct cnl_store_user u;
 
 		if (cnl_store_user_get_by_name(s, "root", &u) < 0)
-			die("no user root in the store");
+			bench_die("no user root in the store");
 		memcpy(user_id, u.id, sizeof(user_id));
 	}
 	cnl_id_gen_init_random(&ids);
@@ -396,7 +270,7 @@ static void fill(int have, int target)
 	snprintf(j.run, sizeof(j.run),
 	         "{\"preemptible\":true,\"cpu_milli\":1000,\"mem_mib\":1024}");
 	if (cnl_store_tx_begin(s) < 0)
-		die("begin: %s", cnl_store_errmsg(s));
+		bench_die("begin: %s", cnl_store_errmsg(s));
 	for (int i = have; i < target; i++) {
 		j.priority = i % 4;
 		j.created_ms = j.updated_ms = now - (target - i);
@@ -404,7 +278,7 @@ static void fill(int have, int target)
 		if (cnl_id_new(&ids, "job", j.created_ms, j.id, sizeof(j.id)) <
 		        0 ||
 		    cnl_store_job_create(s, &j, NULL, &got) < 0)
-			die("job %d: %s", i, cnl_store_errmsg(s));
+			bench_die("job %d: %s", i, cnl_store_errmsg(s));
 		/* As a cycle would have recorded it: a filled job is one
 		 * that waited through cycles, not a new one. */
 		if (reason[0]) {
@@ -415,11 +289,12 @@ static void fill(int have, int target)
 			snprintf(a.target, sizeof(a.target), "%s", j.id);
 			snprintf(a.result, sizeof(a.result), "%s", reason);
 			if (cnl_store_audit_append(s, &a, NULL) < 0)
-				die("audit %d: %s", i, cnl_store_errmsg(s));
+				bench_die("audit %d: %s", i,
+				          cnl_store_errmsg(s));
 		}
 	}
 	if (cnl_store_tx_commit(s) < 0)
-		die("commit: %s", cnl_store_errmsg(s));
+		bench_die("commit: %s", cnl_store_errmsg(s));
 	cnl_store_close(s);
 }
 
@@ -428,16 +303,18 @@ static void find_reason(const char *id)
 {
 	char url[512], errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h;
-	struct buf b = {0};
-	CURL *c = handle_new(&b, &h, errbuf);
+	struct bench_buf b = {0};
+	CURL *c = bench_handle_new(&b, &h, errbuf, 300L);
 
-	snprintf(url, sizeof(url), "%s/v1/jobs/%s/decisions", base_url, id);
+	snprintf(url, sizeof(url), "%s/v1/jobs/%s/decisions", bench_base_url,
+	         id);
 	for (int tries = 0; !reason[0] && tries < 300; tries++) {
 		json_t *o, *it;
 		size_t i;
 
-		if (request(c, &b, url, NULL) != 200)
-			die("GET decisions of %s: %s", id, b.p ? b.p : errbuf);
+		if (bench_request(c, &b, url, NULL) != 200)
+			bench_die("GET decisions of %s: %s", id,
+			          b.p ? b.p : errbuf);
 		o = json_loads(b.p, 0, NULL);
 		json_array_foreach (json_object_get(o, "items"), i, it) {
 			const char *d =
@@ -452,7 +329,7 @@ static void find_reason(const char *id)
 			usleep(100000);
 	}
 	if (!reason[0])
-		die("job %s never got a wait reason", id);
+		bench_die("job %s never got a wait reason", id);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
 	free(b.p);
@@ -480,17 +357,18 @@ static void *worker_run(void *arg)
 	struct worker *w = arg;
 	char url[256], body[256], errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h;
-	struct buf b = {0};
-	CURL *c = handle_new(&b, &h, errbuf);
+	struct bench_buf b = {0};
+	CURL *c = bench_handle_new(&b, &h, errbuf, 300L);
 	long want = w->kind == SUBMIT ? 201 : 200, st;
 
 	if (w->kind == SUBMIT)
-		snprintf(url, sizeof(url), "%s/v1/projects/%s/jobs", base_url,
-		         project_id);
+		snprintf(url, sizeof(url), "%s/v1/projects/%s/jobs",
+		         bench_base_url, project_id);
 	else if (w->kind == GET_JOB)
-		snprintf(url, sizeof(url), "%s/v1/jobs/%s", base_url, w->job);
+		snprintf(url, sizeof(url), "%s/v1/jobs/%s", bench_base_url,
+		         w->job);
 	else
-		snprintf(url, sizeof(url), "%s/healthz", base_url);
+		snprintf(url, sizeof(url), "%s/healthz", bench_base_url);
 	pthread_barrier_wait(w->start);
 	for (int i = 0; w->n ? i < w->n : !atomic_load(w->stop); i++) {
 		double t;
@@ -500,15 +378,15 @@ static void *worker_run(void *arg)
 			         "{\"command\":\"bench client %d job %d\","
 			         "\"gpu\":\"h100-25\",\"priority\":%d}",
 			         w->index, i, i % 4);
-		t = now_s();
-		st = request(c, &b, url, w->kind == SUBMIT ? body : NULL);
-		t = (now_s() - t) * 1e3;
+		t = bench_now_s();
+		st = bench_request(c, &b, url, w->kind == SUBMIT ? body : NULL);
+		t = (bench_now_s() - t) * 1e3;
 		if (w->done == w->cap) {
 			w->cap = w->cap ? 2 * w->cap : 1024;
 			w->lat_ms =
 			    realloc(w->lat_ms, (size_t)w->cap * sizeof(double));
 			if (!w->lat_ms)
-				die("out of memory");
+				bench_die("out of memory");
 		}
 		w->lat_ms[w->done++] = t;
 		if (st != want) {
@@ -520,7 +398,8 @@ static void *worker_run(void *arg)
 			break;
 		}
 		if (w->kind == SUBMIT &&
-		    json_field(b.p, "id", w->last_id, sizeof(w->last_id)) < 0) {
+		    bench_json_field(b.p, "id", w->last_id,
+		                     sizeof(w->last_id)) < 0) {
 			snprintf(w->err, sizeof(w->err), "no id in %s",
 			         b.p ? b.p : "");
 			break;
@@ -578,7 +457,7 @@ static void run_load(int clients, int jobs, enum kind probe, const char *job,
 	int n = 0;
 
 	if (!w || !all)
-		die("out of memory");
+		bench_die("out of memory");
 	pthread_barrier_init(&start, NULL, (unsigned)nw + 1);
 	for (int i = 0; i < nw; i++) {
 		w[i].index = i;
@@ -593,20 +472,20 @@ static void run_load(int clients, int jobs, enum kind probe, const char *job,
 			         job ? job : "");
 		}
 		if (pthread_create(&w[i].tid, NULL, worker_run, &w[i]) != 0)
-			die("pthread_create failed");
+			bench_die("pthread_create failed");
 	}
 	pthread_barrier_wait(&start);
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (int i = 0; i < clients; i++)
 		pthread_join(w[i].tid, NULL);
-	secs = now_s() - t0;
+	secs = bench_now_s() - t0;
 	atomic_store(&stop, true);
 	for (int i = clients; i < nw; i++)
 		pthread_join(w[i].tid, NULL);
 	pthread_barrier_destroy(&start);
 	for (int i = 0; i < nw; i++)
 		if (w[i].err[0])
-			die("%s", w[i].err);
+			bench_die("%s", w[i].err);
 	for (int i = 0; i < clients; i++) {
 		memcpy(all + n, w[i].lat_ms,
 		       (size_t)w[i].done * sizeof(double));
@@ -667,29 +546,30 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (clients > jobs)
-		die("--clients %d exceeds --jobs %d", clients, jobs);
+		bench_die("--clients %d exceeds --jobs %d", clients, jobs);
 	sizes[0] = 0;
 	sizes[1] = pending / 2;
 	sizes[2] = pending;
 
 	atexit(cleanup);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		die("curl_global_init failed");
+		bench_die("curl_global_init failed");
 	if (!mkdtemp(data_dir))
-		die("mkdtemp %s: %s", data_dir, strerror(errno));
+		bench_die("mkdtemp %s: %s", data_dir, strerror(errno));
 	data_dir_made = true;
 	if (setenv("CNLAB_JWT_SECRET", SECRET, 1) < 0 ||
 	    setenv("CNLAB_ADMIN_PASSWORD", PASSWORD, 1) < 0)
-		die("setenv: %s", strerror(errno));
+		bench_die("setenv: %s", strerror(errno));
 	start_daemon();
-	snprintf(auth_header, sizeof(auth_header), "X-Bench: login");
-	setup_call("/v1/auth/login",
-	           "{\"user\":\"root\",\"password\":\"" PASSWORD "\"}", 200,
-	           "token", token, sizeof(token));
-	snprintf(auth_header, sizeof(auth_header), "Authorization: Bearer %s",
-	         token);
-	setup_call("/v1/projects", "{\"name\":\"bench\"}", 201, "id",
-	           project_id, sizeof(project_id));
+	snprintf(bench_auth_header, sizeof(bench_auth_header),
+	         "X-Bench: login");
+	bench_setup_call("/v1/auth/login",
+	                 "{\"user\":\"root\",\"password\":\"" PASSWORD "\"}",
+	                 200, "token", token, sizeof(token));
+	snprintf(bench_auth_header, sizeof(bench_auth_header),
+	         "Authorization: Bearer %s", token);
+	bench_setup_call("/v1/projects", "{\"name\":\"bench\"}", 201, "id",
+	                 project_id, sizeof(project_id));
 
 	printf("cnlabd %s, data directory %s\n%d submissions per size over "
 	       "%d clients\n\n",

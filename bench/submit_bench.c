@@ -46,6 +46,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "bench_http.h"
+
 #ifndef CNL_CNLABD_PATH
 #define CNL_CNLABD_PATH "cnlabd"
 #endif
@@ -62,17 +64,7 @@ static pid_t daemon_pid = -1;
 static char data_dir[] = "/tmp/cnlab-bench-XXXXXX";
 static bool data_dir_made;
 
-static char base_url[64];
-static char auth_header[1200];
 static char project_id[ID_MAX];
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void cleanup(void)
 {
@@ -92,19 +84,6 @@ static void cleanup(void)
 	closedir(d);
 	rmdir(data_dir);
 	data_dir_made = false;
-}
-
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
-                                                                ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "submit_bench: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1); /* cleanup() runs from atexit */
 }
 
 static void usage(FILE *f)
@@ -141,7 +120,8 @@ static long parse_count(const char *s, const char *what, long max)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno || end == s || (*end && *end != ',') || v < 1 || v > max)
-		die("%s: want an integer in 1..%ld, got \"%s\"", what, max, s);
+		bench_die("%s: want an integer in 1..%ld, got \"%s\"", what,
+		          max, s);
 	return v;
 }
 
@@ -162,13 +142,13 @@ static void start_daemon(const char *path)
 	FILE *out;
 
 	if (!mkdtemp(data_dir))
-		die("mkdtemp %s: %s", data_dir, strerror(errno));
+		bench_die("mkdtemp %s: %s", data_dir, strerror(errno));
 	data_dir_made = true;
 	snprintf(log, sizeof(log), "%s/cnlabd.log", data_dir);
 	if (setenv("CNLAB_JWT_SECRET", SECRET, 1) < 0 ||
 	    setenv("CNLAB_ADMIN_PASSWORD", PASSWORD, 1) < 0 ||
 	    pipe2(pfd, O_CLOEXEC) < 0)
-		die("cannot set up the daemon: %s", strerror(errno));
+		bench_die("cannot set up the daemon: %s", strerror(errno));
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log,
@@ -178,11 +158,11 @@ static void start_daemon(const char *path)
 	close(pfd[1]);
 	if (r != 0) {
 		daemon_pid = -1;
-		die("cannot start %s: %s", path, strerror(r));
+		bench_die("cannot start %s: %s", path, strerror(r));
 	}
 	/* main.c prints "listening on HOST:PORT" once it serves. */
 	if (!(out = fdopen(pfd[0], "r")))
-		die("fdopen: %s", strerror(errno));
+		bench_die("fdopen: %s", strerror(errno));
 	if (!fgets(line, sizeof(line), out) ||
 	    sscanf(line, "listening on 127.0.0.1:%u", &port) != 1) {
 		FILE *f = fopen(log, "r");
@@ -193,132 +173,16 @@ static void start_daemon(const char *path)
 			fputc(ch, stderr);
 		if (f)
 			fclose(f);
-		die("%s did not start", path);
+		bench_die("%s did not start", path);
 	}
 	fclose(out);
-	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%u", port);
+	snprintf(bench_base_url, sizeof(bench_base_url), "http://127.0.0.1:%u",
+	         port);
 }
 
 /* ------------------------------------------------------------------------ */
 /* HTTP                                                                     */
 /* ------------------------------------------------------------------------ */
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
-{
-	struct buf *b = ud;
-	size_t add = size * n;
-
-	if (b->len + add + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *np;
-
-		while (b->len + add + 1 > cap)
-			cap *= 2;
-		if (!(np = realloc(b->p, cap)))
-			return 0; /* curl fails the transfer */
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, add);
-	b->len += add;
-	b->p[b->len] = '\0';
-	return add;
-}
-
-/* A keep-alive handle with the options every request shares. */
-static CURL *handle_new(struct buf *b, struct curl_slist **ret_headers,
-                        char *errbuf)
-{
-	struct curl_slist *h = NULL;
-	CURL *c = curl_easy_init();
-
-	if (!c)
-		die("curl_easy_init failed");
-	h = curl_slist_append(h, auth_header);
-	h = curl_slist_append(h, "Content-Type: application/json");
-	h = curl_slist_append(h, "Expect:");
-	if (!h)
-		die("out of memory");
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-	/*
-	 * Generous bounds: a single-threaded cnlabd serves 64 clients one
-	 * synced write at a time, and libmicrohttpd closes a connection idle
-	 * for 30 s, which a client waiting its turn never is.
-	 */
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 20L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-	*ret_headers = h;
-	return c;
-}
-
-/* One request; the HTTP status, or minus the curl error code. */
-static long request(CURL *c, struct buf *b, const char *url, const char *body)
-{
-	long status = 0;
-	CURLcode rc;
-
-	b->len = 0;
-	if (b->p)
-		b->p[0] = '\0';
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	} else {
-		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-	}
-	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK)
-		return -(long)rc;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	return status;
-}
-
-/* Copy the string field @key of the JSON @text into @out; 0 or -1. */
-static int json_field(const char *text, const char *key, char *out, size_t len)
-{
-	json_t *j = json_loads(text ? text : "", 0, NULL);
-	const char *v = json_string_value(json_object_get(j, key));
-	int r = -1;
-
-	if (v && strlen(v) < len) {
-		memcpy(out, v, strlen(v) + 1);
-		r = 0;
-	}
-	json_decref(j);
-	return r;
-}
-
-/* POST or GET during set-up; dies unless the status is @want. */
-static void setup_call(const char *path, const char *body, long want,
-                       const char *key, char *out, size_t outlen)
-{
-	char url[512], errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *h;
-	struct buf b = {0};
-	CURL *c = handle_new(&b, &h, errbuf);
-	long st;
-
-	snprintf(url, sizeof(url), "%s%s", base_url, path);
-	st = request(c, &b, url, body);
-	if (st != want)
-		die("%s %s: %ld (want %ld) %s%s", body ? "POST" : "GET", path,
-		    st, want, st < 0 ? errbuf : "", b.p ? b.p : "");
-	if (key && json_field(b.p, key, out, outlen) < 0)
-		die("%s: no \"%s\" in %s", path, key, b.p ? b.p : "");
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
-	free(b.p);
-}
 
 /* ------------------------------------------------------------------------ */
 /* One concurrency level                                                    */
@@ -339,16 +203,16 @@ static void *worker_run(void *arg)
 	struct worker *w = arg;
 	char url[256], body[256], errbuf[CURL_ERROR_SIZE] = "";
 	struct curl_slist *h;
-	struct buf b = {0};
-	CURL *c = handle_new(&b, &h, errbuf);
+	struct bench_buf b = {0};
+	CURL *c = bench_handle_new(&b, &h, errbuf, 120L);
 	long want = w->submit ? 201 : 200, st;
 	double t;
 
 	if (w->submit)
-		snprintf(url, sizeof(url), "%s/v1/projects/%s/jobs", base_url,
-		         project_id);
+		snprintf(url, sizeof(url), "%s/v1/projects/%s/jobs",
+		         bench_base_url, project_id);
 	else
-		snprintf(url, sizeof(url), "%s/healthz", base_url);
+		snprintf(url, sizeof(url), "%s/healthz", bench_base_url);
 	pthread_barrier_wait(w->start);
 	for (int i = 0; i < w->n; i++) {
 		if (w->submit)
@@ -356,9 +220,9 @@ static void *worker_run(void *arg)
 			         "{\"command\":\"bench client %d job %d\","
 			         "\"gpu\":\"h100-25\",\"priority\":%d}",
 			         w->index, i, i % 4);
-		t = now_s();
-		st = request(c, &b, url, w->submit ? body : NULL);
-		w->lat_ms[i] = (now_s() - t) * 1e3;
+		t = bench_now_s();
+		st = bench_request(c, &b, url, w->submit ? body : NULL);
+		w->lat_ms[i] = (bench_now_s() - t) * 1e3;
 		if (st != want) {
 			snprintf(w->err, sizeof(w->err),
 			         "client %d request %d: %s%ld (want %ld) %s",
@@ -367,8 +231,8 @@ static void *worker_run(void *arg)
 			         st < 0 ? errbuf : (b.p ? b.p : ""));
 			break;
 		}
-		if (w->submit &&
-		    json_field(b.p, "id", w->ids[i], sizeof(w->ids[i])) < 0) {
+		if (w->submit && bench_json_field(b.p, "id", w->ids[i],
+		                                  sizeof(w->ids[i])) < 0) {
 			snprintf(w->err, sizeof(w->err),
 			         "client %d request %d: no id in %s", w->index,
 			         i, b.p ? b.p : "");
@@ -415,7 +279,7 @@ static struct result run_level(int clients, int total, bool submit,
 	int off = 0;
 
 	if (!w || !lat)
-		die("out of memory");
+		bench_die("out of memory");
 	pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
 	for (int i = 0; i < clients; i++) {
 		w[i].index = i;
@@ -426,18 +290,18 @@ static struct result run_level(int clients, int total, bool submit,
 		w[i].ids = submit ? ids + off : NULL;
 		off += w[i].n;
 		if (pthread_create(&w[i].tid, NULL, worker_run, &w[i]) != 0)
-			die("pthread_create failed");
+			bench_die("pthread_create failed");
 	}
 	pthread_barrier_wait(&start);
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (int i = 0; i < clients; i++)
 		pthread_join(w[i].tid, NULL);
-	res.seconds = now_s() - t0;
+	res.seconds = bench_now_s() - t0;
 	pthread_barrier_destroy(&start);
 	for (int i = 0; i < clients; i++)
 		if (w[i].err[0])
-			die("%d clients, %s: %s", clients,
-			    submit ? "submissions" : "healthz", w[i].err);
+			bench_die("%d clients, %s: %s", clients,
+			          submit ? "submissions" : "healthz", w[i].err);
 	qsort(lat, (size_t)total, sizeof(*lat), cmp_double);
 	res.rate = total / res.seconds;
 	res.p50 = percentile(lat, total, 0.50);
@@ -457,8 +321,8 @@ static int list_jobs(char (*out)[ID_MAX], int max)
 {
 	char path[256], errbuf[CURL_ERROR_SIZE] = "", after[ID_MAX] = "";
 	struct curl_slist *h;
-	struct buf b = {0};
-	CURL *c = handle_new(&b, &h, errbuf);
+	struct bench_buf b = {0};
+	CURL *c = bench_handle_new(&b, &h, errbuf, 120L);
 	int n = 0;
 
 	for (;;) {
@@ -470,20 +334,22 @@ static int list_jobs(char (*out)[ID_MAX], int max)
 		snprintf(path, sizeof(path),
 		         "/v1/projects/%s/jobs?limit=1000%s%s", project_id,
 		         after[0] ? "&after=" : "", after);
-		snprintf(url, sizeof(url), "%s%s", base_url, path);
-		st = request(c, &b, url, NULL);
+		snprintf(url, sizeof(url), "%s%s", bench_base_url, path);
+		st = bench_request(c, &b, url, NULL);
 		if (st != 200)
-			die("GET %s: %ld %s", path, st, st < 0 ? errbuf : b.p);
+			bench_die("GET %s: %ld %s", path, st,
+			          st < 0 ? errbuf : b.p);
 		page = json_loads(b.p, 0, NULL);
 		items = json_object_get(page, "items");
 		if (!json_is_array(items))
-			die("GET %s: no items in %s", path, b.p);
+			bench_die("GET %s: no items in %s", path, b.p);
 		json_array_foreach (items, i, it) {
 			const char *id =
 			    json_string_value(json_object_get(it, "id"));
 
 			if (!id || strlen(id) >= ID_MAX || n == max)
-				die("GET %s: unexpected item %zu", path, i);
+				bench_die("GET %s: unexpected item %zu", path,
+				          i);
 			memcpy(out[n++], id, strlen(id) + 1);
 		}
 		next = json_object_get(page, "next");
@@ -524,7 +390,7 @@ int main(int argc, char **argv)
 		case 'j':
 			jobs = (int)parse_count(optarg, "--jobs", 1000000);
 			if (strchr(optarg, ','))
-				die("--jobs: one number");
+				bench_die("--jobs: one number");
 			break;
 		case 'c':
 			clients_arg = optarg;
@@ -542,34 +408,36 @@ int main(int argc, char **argv)
 		if (*p == ',')
 			p++;
 		if (nlevels == MAX_LEVELS)
-			die("--clients: at most %d levels", MAX_LEVELS);
+			bench_die("--clients: at most %d levels", MAX_LEVELS);
 		levels[nlevels++] = (int)parse_count(p, "--clients", 1000);
 	}
 	for (int i = 0; i < nlevels; i++)
 		if (levels[i] > jobs)
-			die("--clients %d exceeds --jobs %d", levels[i], jobs);
+			bench_die("--clients %d exceeds --jobs %d", levels[i],
+			          jobs);
 
 	atexit(cleanup);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		die("curl_global_init failed");
+		bench_die("curl_global_init failed");
 	start_daemon(cnlabd);
 
 	/* Log in as the bootstrap administrator; make the project. */
 	/* No token yet: a harmless header stands in for Authorization. */
-	snprintf(auth_header, sizeof(auth_header), "X-Bench: login");
-	setup_call("/v1/auth/login",
-	           "{\"user\":\"root\",\"password\":\"" PASSWORD "\"}", 200,
-	           "token", token, sizeof(token));
-	snprintf(auth_header, sizeof(auth_header), "Authorization: Bearer %s",
-	         token);
-	setup_call("/v1/projects", "{\"name\":\"bench\"}", 201, "id",
-	           project_id, sizeof(project_id));
+	snprintf(bench_auth_header, sizeof(bench_auth_header),
+	         "X-Bench: login");
+	bench_setup_call("/v1/auth/login",
+	                 "{\"user\":\"root\",\"password\":\"" PASSWORD "\"}",
+	                 200, "token", token, sizeof(token));
+	snprintf(bench_auth_header, sizeof(bench_auth_header),
+	         "Authorization: Bearer %s", token);
+	bench_setup_call("/v1/projects", "{\"name\":\"bench\"}", 201, "id",
+	                 project_id, sizeof(project_id));
 
 	total = jobs * nlevels;
 	ids = calloc((size_t)total, sizeof(*ids));
 	listed = calloc((size_t)total + 1, sizeof(*listed));
 	if (!ids || !listed)
-		die("out of memory");
+		bench_die("out of memory");
 
 	printf("cnlabd %s, data directory %s, %d requests per level\n\n",
 	       cnlabd, data_dir, jobs);
@@ -594,14 +462,14 @@ int main(int argc, char **argv)
 	qsort(ids, (size_t)total, sizeof(*ids), cmp_id);
 	for (int i = 1; i < total; i++)
 		if (strcmp(ids[i - 1], ids[i]) == 0)
-			die("job id %s acknowledged twice", ids[i]);
+			bench_die("job id %s acknowledged twice", ids[i]);
 	nlisted = list_jobs(listed, total + 1);
 	if (nlisted != total)
-		die("the project lists %d jobs, %d were acknowledged", nlisted,
-		    total);
+		bench_die("the project lists %d jobs, %d were acknowledged",
+		          nlisted, total);
 	for (int i = 0; i < total; i++)
 		if (strcmp(ids[i], listed[i]) != 0)
-			die("acknowledged job %s is not listed", ids[i]);
+			bench_die("acknowledged job %s is not listed", ids[i]);
 	printf("\n%d submissions: all 201, ids unique, all listed\n", total);
 	printf("cost: healthz/s over submissions/s at the same "
 	       "concurrency\n");
