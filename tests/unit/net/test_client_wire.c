@@ -307,6 +307,23 @@ static int on_data(void *ud, const char *buf, size_t len)
 	return ++g->calls == g->stop_after;
 }
 
+/* GET @path streamed to on_data into @g, which starts empty and stops
+ * it after @stop_after calls (0: never); cnl_client_request()'s result. */
+static int get_streamed(struct cnl_client *cl, const char *path, int stop_after,
+                        struct got *g, struct cnl_client_reply *r)
+{
+	memset(g, 0, sizeof(*g));
+	g->stop_after = stop_after;
+	return cnl_client_request(cl,
+	                          &(struct cnl_client_request){
+	                              .method = "GET",
+	                              .path = path,
+	                              .on_data = on_data,
+	                              .on_data_ud = g,
+	                          },
+	                          r);
+}
+
 static void test_chunked_and_streamed(void **state)
 {
 	struct cnl_client *cl = client(0, 5000);
@@ -319,63 +336,27 @@ static void test_chunked_and_streamed(void **state)
 	cnl_client_reply_done(&r);
 
 	/* Streamed: on_data sees the bytes as they come, nothing kept. */
-	assert_int_equal(cnl_client_request(cl,
-	                                    &(struct cnl_client_request){
-	                                        .method = "GET",
-	                                        .path = "/chunked",
-	                                        .on_data = on_data,
-	                                        .on_data_ud = &g,
-	                                    },
-	                                    &r),
-	                 0);
+	assert_int_equal(get_streamed(cl, "/chunked", 0, &g, &r), 0);
 	assert_string_equal(g.buf, "hello world");
 	assert_true(g.calls >= 2);
 	assert_int_equal(r.len, 0);
 	cnl_client_reply_done(&r);
 
 	/* on_data ends it: -ECANCELED after the first piece. */
-	memset(&g, 0, sizeof(g));
-	g.stop_after = 1;
-	assert_int_equal(cnl_client_request(cl,
-	                                    &(struct cnl_client_request){
-	                                        .method = "GET",
-	                                        .path = "/chunked",
-	                                        .on_data = on_data,
-	                                        .on_data_ud = &g,
-	                                    },
-	                                    &r),
-	                 -ECANCELED);
+	assert_int_equal(get_streamed(cl, "/chunked", 1, &g, &r), -ECANCELED);
 	assert_int_equal(g.calls, 1);
 	assert_int_equal(r.status, 200);
 	cnl_client_reply_done(&r);
 
 	/* Not a 2xx: in memory, on_data not called. */
-	memset(&g, 0, sizeof(g));
-	assert_int_equal(cnl_client_request(cl,
-	                                    &(struct cnl_client_request){
-	                                        .method = "GET",
-	                                        .path = "/chunked404",
-	                                        .on_data = on_data,
-	                                        .on_data_ud = &g,
-	                                    },
-	                                    &r),
-	                 0);
+	assert_int_equal(get_streamed(cl, "/chunked404", 0, &g, &r), 0);
 	assert_int_equal(r.status, 404);
 	assert_string_equal(r.body, "{}");
 	assert_int_equal(g.calls, 0);
 	cnl_client_reply_done(&r);
 
 	/* Length-delimited streamed too. */
-	memset(&g, 0, sizeof(g));
-	assert_int_equal(cnl_client_request(cl,
-	                                    &(struct cnl_client_request){
-	                                        .method = "GET",
-	                                        .path = "/ka",
-	                                        .on_data = on_data,
-	                                        .on_data_ud = &g,
-	                                    },
-	                                    &r),
-	                 0);
+	assert_int_equal(get_streamed(cl, "/ka", 0, &g, &r), 0);
 	assert_string_equal(g.buf, "ok");
 	cnl_client_reply_done(&r);
 	cnl_client_free(cl);
@@ -510,42 +491,37 @@ static void test_malformed(void **state)
 	cnl_client_free(cl);
 }
 
+/* Read @len bytes from the non-blocking stream @s into @buf, polling
+ * (a hung peer fails the poll's 5 s guard). */
+static void read_exactly(struct cnl_client_stream *s, char *buf, size_t len)
+{
+	for (size_t n = 0; n < len;) {
+		ssize_t r = cnl_client_stream_read(s, buf + n, len - n);
+
+		if (r == -EAGAIN) {
+			struct pollfd p = {cnl_client_stream_fd(s), POLLIN, 0};
+
+			assert_int_equal(poll(&p, 1, 5000), 1);
+			continue;
+		}
+		assert_true(r > 0);
+		n += (size_t)r;
+	}
+}
+
 static void test_upgrade(void **state)
 {
 	struct cnl_client *cl = client(0, 5000);
 	struct cnl_client_stream *s = NULL;
 	char buf[64], err[256];
-	size_t n = 0;
 
 	assert_int_equal(
 	    cnl_client_upgrade(cl, "/up", "test", &s, err, sizeof(err)), 0);
 	/* What came with the 101 is the stream's first bytes. */
-	while (n < 5) {
-		ssize_t r = cnl_client_stream_read(s, buf + n, sizeof(buf) - n);
-
-		if (r == -EAGAIN) {
-			struct pollfd p = {cnl_client_stream_fd(s), POLLIN, 0};
-
-			assert_int_equal(poll(&p, 1, 5000), 1);
-			continue;
-		}
-		assert_true(r > 0);
-		n += (size_t)r;
-	}
+	read_exactly(s, buf, 5);
 	assert_memory_equal(buf, "EARLY", 5);
 	assert_int_equal(cnl_client_stream_write(s, "ping", 4), 0);
-	for (n = 0; n < 4;) {
-		ssize_t r = cnl_client_stream_read(s, buf + n, sizeof(buf) - n);
-
-		if (r == -EAGAIN) {
-			struct pollfd p = {cnl_client_stream_fd(s), POLLIN, 0};
-
-			assert_int_equal(poll(&p, 1, 5000), 1);
-			continue;
-		}
-		assert_true(r > 0);
-		n += (size_t)r;
-	}
+	read_exactly(s, buf, 4);
 	assert_memory_equal(buf, "ping", 4);
 	cnl_client_stream_free(s);
 
