@@ -51,4 +51,9 @@ int bench_json_field(const char *text, const char *key, char *out, size_t len);
 void bench_setup_call(const char *path, const char *body, long want,
                       const char *key, char *out, size_t outlen);
 
+/* Log in as the bootstrap administrator "root" with @password (the
+ * token goes into bench_auth_header) and create the project "bench",
+ * its id into @project_id; dies on any failure. */
+void bench_login(const char *password, char *project_id, size_t len);
+
 #endif /* CNL_BENCH_HTTP_H */

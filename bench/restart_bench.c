@@ -516,7 +516,7 @@ int main(int argc, char **argv)
 	int sizes[3];
 	double restart[3], restart_cpu[3];
 	struct stats sub[3], none, get_job, get_hz, sub_job, sub_hz;
-	char token[1024], job[CNL_ID_MAX] = "";
+	char job[CNL_ID_MAX] = "";
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -561,15 +561,7 @@ int main(int argc, char **argv)
 	    setenv("CNLAB_ADMIN_PASSWORD", PASSWORD, 1) < 0)
 		bench_die("setenv: %s", strerror(errno));
 	start_daemon();
-	snprintf(bench_auth_header, sizeof(bench_auth_header),
-	         "X-Bench: login");
-	bench_setup_call("/v1/auth/login",
-	                 "{\"user\":\"root\",\"password\":\"" PASSWORD "\"}",
-	                 200, "token", token, sizeof(token));
-	snprintf(bench_auth_header, sizeof(bench_auth_header),
-	         "Authorization: Bearer %s", token);
-	bench_setup_call("/v1/projects", "{\"name\":\"bench\"}", 201, "id",
-	                 project_id, sizeof(project_id));
+	bench_login(PASSWORD, project_id, sizeof(project_id));
 
 	printf("cnlabd %s, data directory %s\n%d submissions per size over "
 	       "%d clients\n\n",

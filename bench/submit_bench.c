@@ -377,7 +377,7 @@ int main(int argc, char **argv)
 	};
 	const char *cnlabd = CNL_CNLABD_PATH, *clients_arg = "1,8,64";
 	int levels[MAX_LEVELS], nlevels = 0, jobs = 2000, c, total, nlisted;
-	char token[1024], (*ids)[ID_MAX], (*listed)[ID_MAX];
+	char(*ids)[ID_MAX], (*listed)[ID_MAX];
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -421,17 +421,7 @@ int main(int argc, char **argv)
 		bench_die("curl_global_init failed");
 	start_daemon(cnlabd);
 
-	/* Log in as the bootstrap administrator; make the project. */
-	/* No token yet: a harmless header stands in for Authorization. */
-	snprintf(bench_auth_header, sizeof(bench_auth_header),
-	         "X-Bench: login");
-	bench_setup_call("/v1/auth/login",
-	                 "{\"user\":\"root\",\"password\":\"" PASSWORD "\"}",
-	                 200, "token", token, sizeof(token));
-	snprintf(bench_auth_header, sizeof(bench_auth_header),
-	         "Authorization: Bearer %s", token);
-	bench_setup_call("/v1/projects", "{\"name\":\"bench\"}", 201, "id",
-	                 project_id, sizeof(project_id));
+	bench_login(PASSWORD, project_id, sizeof(project_id));
 
 	total = jobs * nlevels;
 	ids = calloc((size_t)total, sizeof(*ids));

@@ -41,18 +41,9 @@ import ssl
 import sys
 import time
 
+from testlib import bad, ok, status
+
 HANG = 60.0  # guard against a hung server, never an assertion on speed
-fails = 0
-
-
-def ok(msg):
-    print("ok   " + msg, flush=True)
-
-
-def bad(msg):
-    global fails
-    fails += 1
-    print("FAIL " + msg, flush=True)
 
 
 def raise_nofile():
@@ -431,7 +422,7 @@ def main():
         raw(port, int(sys.argv[3]), sys.argv[4])
     else:
         sys.exit("unknown command " + cmd)
-    sys.exit(1 if fails else 0)
+    sys.exit(status())
 
 
 if __name__ == "__main__":
