@@ -194,10 +194,6 @@ int cnl_sq_update_rows(struct cnl_sq_store *q, const char *sql,
 int cnl_sq_begin(struct cnl_sq_store *q);
 int cnl_sq_begin_read(struct cnl_sq_store *q);
 int cnl_sq_commit(struct cnl_sq_store *q);
-/* Test builds: whether the next outermost commit must fail (the file
- * named by CNLAB_TEST_COMMIT_FAULT existed and is now removed); false in
- * other builds.  sqlite_sync.c, invariant 5. */
-bool cnl_sq_commit_fault(struct cnl_sq_store *q);
 void cnl_sq_rollback(struct cnl_sq_store *q);
 
 /* ---- the ops table's methods, as struct cnl_store_ops documents -------- */

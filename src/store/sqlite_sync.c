@@ -39,7 +39,7 @@
  *     WAL): SQLite then rolls the transaction back and nothing of it is
  *     written.  In test builds the file named by CNLAB_TEST_COMMIT_FAULT,
  *     when it exists at an outermost COMMIT, is removed and that commit
- *     fails as a full disk's would (cnl_sq_commit_fault()): one commit
+ *     fails as a full disk's would (sqlite_db.c, commit_fault()): one commit
  *     per file created, so a test can aim it at one request.
  */
 #include <errno.h>
@@ -121,11 +121,6 @@ int cnl_sq_group_commit(struct cnl_store *s)
 #endif
 	q->group = true;
 	return 0;
-}
-
-bool cnl_sq_commit_fault(struct cnl_sq_store *q)
-{
-	return q->commit_fault[0] && unlink(q->commit_fault) == 0;
 }
 
 int64_t cnl_sq_written(struct cnl_store *s)
