@@ -1027,6 +1027,28 @@ static void test_audit_latest(void **state)
 	                 -EINVAL);
 }
 
+/* The chain's hashes are those the format of sqlite_audit.c defines
+ * (SHA-256 of the predecessor's hash and the canonical text), computed
+ * here by another program: what an auditor's own tool recomputes. */
+static void test_audit_hash_known(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_audit a, b;
+	int64_t bad = 0;
+
+	append_audit(f, 0, &a);
+	append_audit(f, 1, &b);
+	assert_int_equal(a.seq, 1);
+	assert_string_equal(a.prev_hash, "0000000000000000000000000000000000000"
+	                                 "000000000000000000000000000");
+	assert_string_equal(a.hash, "d3654d47bcc6354f70d6f3d60c76b2dd57db9d98"
+	                            "ba98f40af805d48f7469bab6");
+	assert_string_equal(b.prev_hash, a.hash);
+	assert_string_equal(b.hash, "dfa9498eff2887850974e7d4bb894a3882c7ba29"
+	                            "aec8df643eccc617b608b774");
+	assert_int_equal(cnl_store_audit_verify(f->s, &bad), 0);
+}
+
 static void test_audit_chain(void **state)
 {
 	struct fixture *f = *state;
@@ -1514,6 +1536,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_each_state, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit_hash_known, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_latest, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_renumbered_and_tail,
 	                                    setup, teardown),
