@@ -715,9 +715,8 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_free(api);
 		return r;
 	}
-	if (cnl_auth_password_hash_cost("no user has this password", ln,
-	                                api->dummy_hash,
-	                                sizeof(api->dummy_hash)) < 0) {
+	if (cnl_auth_password_decoy(ln, api->dummy_hash,
+	                            sizeof(api->dummy_hash)) < 0) {
 		cnl_api_free(api);
 		return -EIO;
 	}

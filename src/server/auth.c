@@ -128,6 +128,26 @@ out:
 	return rc;
 }
 
+int cnl_auth_password_decoy(int ln, char *out, size_t outlen)
+{
+	uint8_t salt[CNL_AUTH_SALT_LEN], key[CNL_AUTH_KEY_LEN];
+	char salt64[64], key64[64];
+	int n;
+
+	if (!out)
+		return -EINVAL;
+	if (ln < CNL_AUTH_SCRYPT_LN_MIN || ln > CNL_AUTH_SCRYPT_LN_MAX)
+		return -EINVAL;
+	if (RAND_bytes(salt, sizeof(salt)) != 1 ||
+	    RAND_bytes(key, sizeof(key)) != 1)
+		return -EIO;
+	cnl_b64_encode(salt, sizeof(salt), CNL_B64_STD, salt64, sizeof(salt64));
+	cnl_b64_encode(key, sizeof(key), CNL_B64_STD, key64, sizeof(key64));
+	n = snprintf(out, outlen, "$scrypt$ln=%d,r=%d,p=%d$%s$%s", ln,
+	             CNL_AUTH_SCRYPT_R, CNL_AUTH_SCRYPT_P, salt64, key64);
+	return (n < 0 || (size_t)n >= outlen) ? -ENOBUFS : 0;
+}
+
 int cnl_auth_password_hash(const char *password, char *out, size_t outlen)
 {
 	return cnl_auth_password_hash_cost(password, CNL_AUTH_SCRYPT_LN, out,

@@ -78,6 +78,17 @@ int cnl_auth_password_hash_cost(const char *password, int ln, char *out,
                                 size_t outlen);
 
 /*
+ * cnl_auth_password_decoy - a string in the layout of
+ * cnl_auth_password_hash_cost() at cost @ln, with a random salt and a random
+ * key instead of a derived one: no password verifies against it, and
+ * checking one costs what checking a real hash of that cost does.  What a
+ * login for an unknown user is checked against, so that it takes as long
+ * as one for a known user; made without the key derivation, which took
+ * most of an idle cnlabd's start.  Errors as cnl_auth_password_hash_cost().
+ */
+int cnl_auth_password_decoy(int ln, char *out, size_t outlen);
+
+/*
  * cnl_auth_password_verify - check @password against a string made by
  * cnl_auth_password_hash().  The cost parameters are read from the string,
  * so hashes stay valid when the default cost is raised.  Returns 0 on a

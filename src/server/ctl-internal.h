@@ -243,6 +243,8 @@ int ctl_wl_job(struct cnl_ctl *ctl, struct wl *w, const char *shape, int prio,
 int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run,
                       bool gang);
 void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt);
+/* ctl_wl_adopt_json - the same from the parsed record (NULL: nothing). */
+void ctl_wl_adopt_json(struct cnl_ctl *ctl, struct wl *w, json_t *run);
 /* The request of block slice @w becomes @blocks blocks: its shape
  * ("TYPE-N") and its scheduler job (a resize, ctl_resize.c). */
 void ctl_wl_set_blocks(struct wl *w, int blocks);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "cnlab/errors.h"
@@ -39,22 +40,55 @@
 
 /* ---- loading ------------------------------------------------------------- */
 
-static int load_jobs(struct cnl_ctl *ctl, const char *state)
+/*
+ * Room for at least @n workloads in ctl->wl, in memory the kernel may back
+ * with huge pages.  A workload takes ~2 KB, so 100k pending make ctl->wl
+ * ~190 MB: faulting that in 4 KiB pages one at a time was the largest part
+ * of a restart's CPU, and every scan of the registry (each cycle) missed
+ * the TLB at almost every workload.  Only the load path calls this;
+ * ctl_wl_add() grows the block with realloc() later (glibc moves a block
+ * this size with mremap(), which keeps the advice).  Without the memory,
+ * or without huge pages, nothing is lost but the speed.
+ */
+static void reserve_wl(struct cnl_ctl *ctl, size_t n)
 {
-	struct cnl_store_job *j = cnl_xcalloc(256, sizeof(*j));
-	char last[CNL_ID_MAX] = "";
-	int n, r;
+	const size_t huge = (size_t)2 << 20;
+	size_t bytes = (n * sizeof(*ctl->wl) + huge - 1) / huge * huge;
+	struct wl *p;
 
-	do {
-		r = cnl_store_job_list_state(ctl->store, state,
-		                             last[0] ? last : NULL, 256, j, &n);
-		for (int i = 0; r == 0 && i < n; i++)
-			cnl_ctl_job_added(ctl, &j[i]);
-		if (r == 0 && n)
-			snprintf(last, sizeof(last), "%s", j[n - 1].id);
-	} while (r == 0 && n == 256);
-	free(j);
-	return r;
+	if (n <= ctl->cap_wl || !(p = aligned_alloc(huge, bytes)))
+		return;
+	(void)madvise(p, bytes, MADV_HUGEPAGE);
+	if (ctl->n_wl)
+		memcpy(p, ctl->wl, ctl->n_wl * sizeof(*ctl->wl));
+	free(ctl->wl);
+	ctl->wl = p;
+	ctl->cap_wl = bytes / sizeof(*ctl->wl);
+}
+
+static int job_seen(void *ud, const struct cnl_store_job *j)
+{
+	cnl_ctl_job_added(ud, j);
+	return 0;
+}
+
+/* The active jobs, running first, in one query each, into a registry
+ * sized for them (and a quarter more for what comes next) up front. */
+static int load_jobs(struct cnl_ctl *ctl)
+{
+	int64_t running = 0, pending = 0;
+	int r;
+
+	if ((r = cnl_store_job_count_state(ctl->store, "running", &running)) <
+	        0 ||
+	    (r = cnl_store_job_count_state(ctl->store, "pending", &pending)) <
+	        0)
+		return r;
+	reserve_wl(ctl, ctl->n_wl + (size_t)(running + pending) * 5 / 4);
+	if ((r = cnl_store_job_each_state(ctl->store, "running", job_seen,
+	                                  ctl)) < 0)
+		return r;
+	return cnl_store_job_each_state(ctl->store, "pending", job_seen, ctl);
 }
 
 static int load_servers(struct cnl_ctl *ctl)
@@ -173,8 +207,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		goto fail;
 	}
 	if ((r = ctl_load_nodes(ctl, now, err, errlen)) < 0 ||
-	    (r = load_usage(ctl)) < 0 || (r = load_jobs(ctl, "running")) < 0 ||
-	    (r = load_jobs(ctl, "pending")) < 0 ||
+	    (r = load_usage(ctl)) < 0 || (r = load_jobs(ctl)) < 0 ||
 	    (r = load_servers(ctl)) < 0 || (r = load_reasons(ctl)) < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "loading state: %s%s%s",
@@ -319,8 +352,8 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	               j->deadline_ms, j->runtime_ms, pre);
 	if (r == 0)
 		r = ctl_wl_job_fields(ctl, w, run, true);
-	json_decref(run);
 	if (r < 0) {
+		json_decref(run);
 		cnl_log(CNL_LOG_WARN, "job has an invalid shape; failed",
 		        "id=%s shape=%s", j->id, j->gpu_shape);
 		ctl->census_ok = false; /* never counted: count afresh */
@@ -329,7 +362,8 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 		                                ctl_now_ms(), "{}");
 	}
 	/* Epochs and counts carry over; a placement only when running. */
-	ctl_wl_adopt(ctl, w, j->run);
+	ctl_wl_adopt_json(ctl, w, run);
+	json_decref(run);
 	ctl_pending_count(ctl, w, +1);
 	ctl->dirty = true;
 	return 0;

@@ -369,6 +369,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	struct cnl_job *jobs;
 	size_t *map, n;
 	struct timespec t0, t1;
+	bool tx;
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -403,6 +404,11 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 			}
 		goto out;
 	}
+	/* The wait reasons that changed are audited in one transaction (one
+	 * commit): the first cycle after a restart, or after a burst of
+	 * submissions, can change thousands.  Should it fail, memory keeps
+	 * the reasons and only their audit records are lost (logged). */
+	tx = cnl_store_tx_begin(ctl->store) == 0;
 	for (size_t i = 0; i < dec.n; i++) {
 		const struct cnl_decision *d = &dec.d[i];
 		struct wl *w;
@@ -437,6 +443,12 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		default:
 			break;
 		}
+	}
+	if (tx && (r = cnl_store_tx_commit(ctl->store)) < 0) {
+		cnl_log(CNL_LOG_ERROR, "cannot audit scheduling decisions",
+		        "err=%s db=%s", cnl_errname(r),
+		        cnl_store_errmsg(ctl->store));
+		cnl_store_tx_rollback(ctl->store);
 	}
 	ctl->cycles++;
 out:

@@ -383,7 +383,15 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run, bool gang)
 /* Re-adopt the placement in @run for @w; on failure @w stays pending. */
 void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 {
-	json_t *run = json_loads(run_txt, 0, NULL), *held;
+	json_t *run = json_loads(run_txt, 0, NULL);
+
+	ctl_wl_adopt_json(ctl, w, run);
+	json_decref(run);
+}
+
+void ctl_wl_adopt_json(struct cnl_ctl *ctl, struct wl *w, json_t *run)
+{
+	json_t *held;
 	const char *node, *ph;
 	enum cnl_wl_state st = CNL_WL_PENDING;
 	struct cnl_alloc a = {0};
@@ -414,7 +422,7 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	if (!node || !ph || cnl_wl_state_parse(ph, &st) < 0 ||
 	    !cnl_wl_placed(st) || (n = ctl_node_find(ctl, node)) < 0 ||
 	    alloc_from_json(json_object_get(run, "alloc"), &a) < 0)
-		goto out;
+		return;
 	a.node = (uint32_t)n;
 	a.project = w->j.req.project;
 	/* Told to stop with its resources already given to other work (a
@@ -429,7 +437,7 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	} else if (cnl_alloc_adopt(ctl->cluster, &a, &id) < 0) {
 		cnl_log(CNL_LOG_WARN, "cannot re-adopt allocation; requeued",
 		        "id=%s node=%s", w->id, node);
-		goto out;
+		return;
 	} else {
 		w->alloc_id = id;
 		w->placed = *cnl_alloc_get(ctl->cluster, id);
@@ -445,6 +453,4 @@ void ctl_wl_adopt(struct cnl_ctl *ctl, struct wl *w, const char *run_txt)
 	if (w->alloc_id && n >= 1 &&
 	    n < cnl_alloc_blocks_held(ctl->cluster, &w->placed))
 		w->shrink_to = n;
-out:
-	json_decref(run);
 }

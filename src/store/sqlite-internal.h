@@ -245,6 +245,11 @@ int cnl_sq_job_list(struct cnl_store *s, const char *project_id,
 int cnl_sq_job_list_state(struct cnl_store *s, const char *state,
                           const char *after_id, int limit,
                           struct cnl_store_job *out, int *ret_n);
+int cnl_sq_job_count_state(struct cnl_store *s, const char *state,
+                           int64_t *ret_n);
+int cnl_sq_job_each_state(struct cnl_store *s, const char *state,
+                          int (*fn)(void *ud, const struct cnl_store_job *j),
+                          void *ud);
 int cnl_sq_job_update_state(struct cnl_store *s, const char *id,
                             const char *state, int exit_code,
                             int64_t updated_ms);

@@ -16,6 +16,8 @@
  * belong to the layers above (the scheduler; the controller, whose
  * workload phases server/ctl.h draws).
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cnlab/errors.h"
@@ -265,6 +267,59 @@ int cnl_sq_job_list_state(struct cnl_store *s, const char *state,
 	                        " AND id > ?2 ORDER BY id LIMIT ?3",
 	                        state, after_id, limit, read_job, out,
 	                        sizeof(*out), ret_n);
+}
+
+int cnl_sq_job_count_state(struct cnl_store *s, const char *state,
+                           int64_t *ret_n)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = cnl_sq_prep(q, "SELECT count(*) FROM jobs WHERE state = ?1",
+	                     &st)) < 0)
+		return r;
+	if ((r = cnl_sq_bind_text(q, st, 1, state)) == 0) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW)
+			*ret_n = sqlite3_column_int64(st, 0);
+		else
+			r = cnl_sq_err(q,
+			               rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+	}
+	cnl_sq_finalize(q, st);
+	return r;
+}
+
+int cnl_sq_job_each_state(struct cnl_store *s, const char *state,
+                          int (*fn)(void *ud, const struct cnl_store_job *j),
+                          void *ud)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	struct cnl_store_job *j = malloc(sizeof(*j));
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if (!j)
+		return -ENOMEM;
+	if ((r = cnl_sq_prep(q,
+	                     "SELECT " JOB_COLS " FROM jobs WHERE state = ?1"
+	                     " ORDER BY id",
+	                     &st)) < 0 ||
+	    (r = cnl_sq_bind_text(q, st, 1, state)) < 0)
+		goto out;
+	r = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		read_job(st, j);
+		if ((r = fn(ud, j)) < 0)
+			goto out;
+	}
+	if (rc != SQLITE_DONE)
+		r = cnl_sq_err(q, rc);
+out:
+	cnl_sq_finalize(q, st);
+	free(j);
+	return r;
 }
 
 int cnl_sq_job_update_state(struct cnl_store *s, const char *id,

@@ -479,6 +479,25 @@ int cnl_store_job_list_state(struct cnl_store *s, const char *state,
 	return s->ops->job_list_state(s, state, after_id, limit, out, ret_n);
 }
 
+int cnl_store_job_count_state(struct cnl_store *s, const char *state,
+                              int64_t *ret_n)
+{
+	if (!s || !ret_n)
+		return -EINVAL;
+	CHECK(check_state(state, CNL_WL_JOB));
+	return s->ops->job_count_state(s, state, ret_n);
+}
+
+int cnl_store_job_each_state(struct cnl_store *s, const char *state,
+                             int (*fn)(void *ud, const struct cnl_store_job *j),
+                             void *ud)
+{
+	if (!s || !fn)
+		return -EINVAL;
+	CHECK(check_state(state, CNL_WL_JOB));
+	return s->ops->job_each_state(s, state, fn, ud);
+}
+
 int cnl_store_job_update_run(struct cnl_store *s, const char *id,
                              const char *state, int exit_code,
                              int64_t updated_ms, const char *run)

@@ -287,6 +287,15 @@ struct cnl_store_ops {
 	                              const char *result),
 	                    void *ud);
 
+	/* Bulk reads for a restart (cnl_store_job_count_state(),
+	 * cnl_store_job_each_state()). */
+	int (*job_count_state)(struct cnl_store *s, const char *state,
+	                       int64_t *ret_n);
+	int (*job_each_state)(struct cnl_store *s, const char *state,
+	                      int (*fn)(void *ud,
+	                                const struct cnl_store_job *j),
+	                      void *ud);
+
 	/* Group commit (optional: NULL where every commit is durable). */
 	int (*group_commit)(struct cnl_store *s);
 	int64_t (*written)(struct cnl_store *s);
@@ -554,6 +563,23 @@ int cnl_store_membership_list_project(struct cnl_store *s,
 int cnl_store_job_list_state(struct cnl_store *s, const char *state,
                              const char *after_id, int limit,
                              struct cnl_store_job *out, int *ret_n);
+
+/* cnl_store_job_count_state - how many jobs are in @state. */
+int cnl_store_job_count_state(struct cnl_store *s, const char *state,
+                              int64_t *ret_n);
+
+/*
+ * cnl_store_job_each_state - every job in @state, every project, in id
+ * order, handed to @fn in one query (what a restarted controller loads its
+ * work with: paging would sort and seek again for every page).  @j is valid
+ * only during the call.  @fn may write to the store; a job it moves out of
+ * @state may or may not be seen again, one moved in may or may not be
+ * seen.  @fn returns 0 to go on, or an error that stops the walk and is
+ * returned; -ENOMEM when a row cannot be held.
+ */
+int cnl_store_job_each_state(struct cnl_store *s, const char *state,
+                             int (*fn)(void *ud, const struct cnl_store_job *j),
+                             void *ud);
 
 /*
  * cnl_store_job_update_run - as cnl_store_job_update_state() and also

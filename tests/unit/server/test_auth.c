@@ -75,6 +75,32 @@ static void test_password_wrong_and_salted(void **state)
 	assert_int_equal(cnl_auth_password_hash_cost("x", 10, a, 40), -ENOBUFS);
 }
 
+/* The decoy that logins of unknown users are checked against: a string
+ * verify reads as a real hash of the same cost and layout (so it runs the
+ * whole derivation), random each time, that no password matches. */
+static void test_password_decoy(void **state)
+{
+	char d[CNL_AUTH_HASH_MAX], e[CNL_AUTH_HASH_MAX], h[CNL_AUTH_HASH_MAX];
+	const char *tries[] = {"x", "no user has this password", "hunter2"};
+
+	(void)state;
+	assert_int_equal(cnl_auth_password_decoy(10, d, sizeof(d)), 0);
+	assert_int_equal(cnl_auth_password_decoy(10, e, sizeof(e)), 0);
+	assert_string_not_equal(d, e);
+	assert_int_equal(
+	    cnl_auth_password_hash_cost("hunter2", 10, h, sizeof(h)), 0);
+	assert_int_equal(strlen(d), strlen(h));
+	/* Same prefix up to the salt: "$scrypt$ln=10,r=8,p=1$". */
+	assert_int_equal(strncmp(d, h, strchr(h + 8, '$') - h + 1), 0);
+	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++)
+		assert_int_equal(cnl_auth_password_verify(tries[i], d),
+		                 -CNL_EAUTH);
+	assert_int_equal(cnl_auth_password_decoy(9, d, sizeof(d)), -EINVAL);
+	assert_int_equal(cnl_auth_password_decoy(21, d, sizeof(d)), -EINVAL);
+	assert_int_equal(cnl_auth_password_decoy(10, d, 40), -ENOBUFS);
+	assert_int_equal(cnl_auth_password_decoy(10, NULL, 40), -EINVAL);
+}
+
 /*
  * RFC 7914 section 12, third vector, written by hand in our format.  Our
  * keys are 32 bytes, so the key is the first 32 of the RFC's 64 bytes
@@ -700,6 +726,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_password_round_trip_default_cost),
 	    cmocka_unit_test(test_password_wrong_and_salted),
+	    cmocka_unit_test(test_password_decoy),
 	    cmocka_unit_test(test_password_rfc7914_known_answer),
 	    cmocka_unit_test(test_password_malformed),
 	    cmocka_unit_test(test_password_length_limits),

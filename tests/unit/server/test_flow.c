@@ -37,6 +37,7 @@
 
 #include "client.h"
 #include "cnlab/errors.h"
+#include "common/id.h"
 #include "common/time.h"
 #include "common/util.h"
 #include "net/http_server.h"
@@ -2270,6 +2271,50 @@ static void test_restart_same_view(void **state)
 	free(ids);
 }
 
+/* A restart loads the active jobs in one walk of the store per state; a
+ * job whose shape the catalog no longer knows is failed in the store
+ * during that walk, and the jobs after it are loaded all the same. */
+static void test_restart_fails_unknown_shape(void **state)
+{
+	char ids[3][CNL_ID_MAX], bad[CNL_ID_MAX], path[128];
+	struct cnl_store_job sj;
+	struct cnl_id_gen g;
+	json_t *o;
+
+	(void)state;
+	set_state(D.node[2], "cordoned");
+	for (int i = 0; i < 2; i++)
+		d_submit("{\"command\":\"before\",\"gpu\":\"any-5\","
+		         "\"gpu_types\":[\"a100\"]}",
+		         ids[i]);
+	/* Stored as the catalog of an older release would have let it be:
+	 * between the two jobs above and the one below in id order. */
+	assert_int_equal(cnl_store_job_get(F.store, ids[1], &sj), 0);
+	cnl_id_gen_init_random(&g);
+	assert_true(cnl_id_new(&g, "job", now_ms(), bad, sizeof(bad)) > 0);
+	memcpy(sj.id, bad, sizeof(sj.id));
+	snprintf(sj.gpu_shape, sizeof(sj.gpu_shape), "nosuch-5");
+	assert_int_equal(cnl_store_job_create(F.store, &sj, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	d_submit("{\"command\":\"after\",\"gpu\":\"any-5\","
+	         "\"gpu_types\":[\"a100\"]}",
+	         ids[2]);
+	assert_true(strcmp(ids[1], bad) < 0 && strcmp(bad, ids[2]) < 0);
+
+	restart_cnlabd();
+	o = job(bad);
+	assert_string_equal(str(o, "state"), "failed");
+	json_decref(o);
+	for (int i = 0; i < 3; i++) {
+		o = job(ids[i]);
+		assert_string_equal(str(o, "state"), "pending");
+		json_decref(o);
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", ids[i]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	set_state(D.node[2], "up");
+}
+
 /* An agent registering again with other datasets relabels its node, and
  * the next placement uses the new labels. */
 static void test_node_datasets_relabel(void **state)
@@ -3022,6 +3067,7 @@ int main(void)
 	    cmocka_unit_test(test_gang),
 	    cmocka_unit_test(test_job_fields_survive_restart),
 	    cmocka_unit_test(test_restart_same_view),
+	    cmocka_unit_test(test_restart_fails_unknown_shape),
 	    cmocka_unit_test(test_node_datasets_relabel),
 	    cmocka_unit_test(test_server_idempotency_per_user),
 	    cmocka_unit_test(test_node_identity),

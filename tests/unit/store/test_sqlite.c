@@ -858,6 +858,101 @@ static void test_paging(void **state)
 	free(ids);
 }
 
+/* What cnl_store_job_each_state() hands over, and what the callback does
+ * meanwhile: as a restarting controller may, it fails the job named
+ * "fail", and it stops the walk at the job named "stop". */
+struct walk {
+	struct cnl_store *s;
+	struct cnl_store_job seen[8];
+	int n;
+	char fail[CNL_ID_MAX], stop[CNL_ID_MAX];
+};
+
+static int walk_seen(void *ud, const struct cnl_store_job *j)
+{
+	struct walk *w = ud;
+
+	assert_true(w->n < 8);
+	w->seen[w->n++] = *j;
+	if (strcmp(j->id, w->stop) == 0)
+		return -CNL_EFIELD;
+	if (strcmp(j->id, w->fail) == 0)
+		assert_int_equal(cnl_store_job_update_run(w->s, j->id, "failed",
+		                                          -1, j->updated_ms + 1,
+		                                          "{}"),
+		                 0);
+	return 0;
+}
+
+/* A restart's bulk reads: counts per state, and every job of a state in
+ * one walk, in id order, each row as cnl_store_job_get() reads it; the
+ * callback may write (the job it fails is stored failed and seen once),
+ * and its error stops the walk and comes back. */
+static void test_job_each_state(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_job j[5], got;
+	struct walk w = {.s = f->s};
+	int64_t n = -1;
+
+	for (int i = 0; i < 5; i++) {
+		job_template(f, &j[i]);
+		j[i].priority = i % 4;
+		snprintf(j[i].run, sizeof(j[i].run), "{\"n\":%d}", i);
+		assert_int_equal(cnl_store_job_create(f->s, &j[i], NULL, NULL),
+		                 CNL_STORE_CREATED);
+	}
+	assert_int_equal(cnl_store_job_update_run(f->s, j[1].id, "running", 0,
+	                                          f->now, "{\"node\":\"n1\"}"),
+	                 0);
+	assert_int_equal(cnl_store_job_count_state(f->s, "pending", &n), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(cnl_store_job_count_state(f->s, "running", &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(cnl_store_job_count_state(f->s, "failed", &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(cnl_store_job_count_state(f->s, "lost", &n),
+	                 -CNL_EFIELD);
+
+	copy_id(w.fail, j[2].id);
+	assert_int_equal(
+	    cnl_store_job_each_state(f->s, "pending", walk_seen, &w), 0);
+	assert_int_equal(w.n, 4);
+	for (int i = 0, k = 0; i < 5; i++) {
+		if (i == 1)
+			continue;
+		assert_string_equal(w.seen[k].id, j[i].id);
+		assert_int_equal(w.seen[k].priority, j[i].priority);
+		assert_string_equal(w.seen[k].run, j[i].run);
+		assert_int_equal(cnl_store_job_get(f->s, j[i].id, &got), 0);
+		if (i != 2)
+			assert_memory_equal(&w.seen[k], &got, sizeof(got));
+		k++;
+	}
+	assert_int_equal(cnl_store_job_get(f->s, j[2].id, &got), 0);
+	assert_string_equal(got.state, "failed");
+	assert_int_equal(cnl_store_job_count_state(f->s, "pending", &n), 0);
+	assert_int_equal(n, 3);
+
+	w.n = 0;
+	w.fail[0] = '\0';
+	assert_int_equal(
+	    cnl_store_job_each_state(f->s, "running", walk_seen, &w), 0);
+	assert_int_equal(w.n, 1);
+	assert_string_equal(w.seen[0].run, "{\"node\":\"n1\"}");
+
+	w.n = 0;
+	copy_id(w.stop, j[3].id);
+	assert_int_equal(
+	    cnl_store_job_each_state(f->s, "pending", walk_seen, &w),
+	    -CNL_EFIELD);
+	assert_int_equal(w.n, 2); /* j[0], then j[3] stopped it */
+	assert_int_equal(cnl_store_job_each_state(f->s, "lost", walk_seen, &w),
+	                 -CNL_EFIELD);
+	assert_int_equal(cnl_store_job_each_state(f->s, "pending", NULL, &w),
+	                 -EINVAL);
+}
+
 static void append_audit(struct fixture *f, int i, struct cnl_store_audit *ret)
 {
 	struct cnl_store_audit a;
@@ -930,6 +1025,28 @@ static void test_audit_latest(void **state)
 	    -CNL_EFIELD);
 	assert_int_equal(cnl_store_audit_latest(f->s, NULL, latest_seen, buf),
 	                 -EINVAL);
+}
+
+/* The chain's hashes are those the format of sqlite_audit.c defines
+ * (SHA-256 of the predecessor's hash and the canonical text), computed
+ * here by another program: what an auditor's own tool recomputes. */
+static void test_audit_hash_known(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_audit a, b;
+	int64_t bad = 0;
+
+	append_audit(f, 0, &a);
+	append_audit(f, 1, &b);
+	assert_int_equal(a.seq, 1);
+	assert_string_equal(a.prev_hash, "0000000000000000000000000000000000000"
+	                                 "000000000000000000000000000");
+	assert_string_equal(a.hash, "d3654d47bcc6354f70d6f3d60c76b2dd57db9d98"
+	                            "ba98f40af805d48f7469bab6");
+	assert_string_equal(b.prev_hash, a.hash);
+	assert_string_equal(b.hash, "dfa9498eff2887850974e7d4bb894a3882c7ba29"
+	                            "aec8df643eccc617b608b774");
+	assert_int_equal(cnl_store_audit_verify(f->s, &bad), 0);
 }
 
 static void test_audit_chain(void **state)
@@ -1416,7 +1533,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_user_member_project_removal,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_paging, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_job_each_state, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit_hash_known, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_latest, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_renumbered_and_tail,
 	                                    setup, teardown),
