@@ -3,7 +3,7 @@
 # GET /healthz, measured on one daemon in the same run (issue 19, part S).
 #
 #   bench/submit_cpu.sh [--build DIR] [--cnlabd PATH] [--seconds S]
-#                       [--connections N] [--perf]
+#                       [--connections N] [--perf] [--strace]
 #
 # Starts a fresh cnlabd (no agent: submitted jobs stay pending), logs in as
 # the bootstrap admin, makes a project, then runs wrk twice with N
@@ -19,7 +19,10 @@
 # and the context switches (voluntary and not) of all threads per request:
 # on a virtual machine each costs several µs of the CPU above.
 # With --perf the submit run is also recorded (perf record -g) and the top
-# symbols of the HTTP threads and of the others are printed.
+# symbols of the HTTP threads and of the others are printed.  With --strace
+# each route gets one more run, under `strace -c -f`, for its system calls
+# per request: unlike CPU time on a shared machine, a count that does not
+# depend on the load.
 #
 # A bench, not a test: it prints figures and exits 1 only when a
 # measurement fails.  The machine may be shared: compare the two lines of
@@ -31,6 +34,7 @@ cnlabd=
 secs=5
 conns=64
 use_perf=0
+use_strace=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$(realpath "${2:?--build: give a directory}") && shift ;;
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--seconds) secs=${2:?--seconds: give a number} && shift ;;
 	--connections) conns=${2:?--connections: give a number} && shift ;;
 	--perf) use_perf=1 ;;
+	--strace) use_strace=1 ;;
 	-h | --help)
 		sed -n '5,6p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
@@ -67,6 +72,10 @@ for t in wrk curl jq; do
 		exit 1
 	}
 done
+if [ "$use_strace" = 1 ] && ! command -v strace >/dev/null; then
+	echo "submit_cpu.sh: --strace: strace is not installed" >&2
+	exit 1
+fi
 if [ "$use_perf" = 1 ] && ! command -v perf >/dev/null; then
 	echo "submit_cpu.sh: --perf: perf is not installed" >&2
 	exit 1
@@ -178,6 +187,32 @@ measure() {
 	[ "$((n1 - n0))" -gt 0 ] || die "wrk $name: nothing answered in the window"
 	echo "$((n1 - n0)) $(classify "$tmp/$name.0" "$tmp/$name.1")"
 }
+# syscalls NAME WRK-ARGS...: system calls per request of the daemon (all
+# threads) over 3 s of a wrk run, strace -c attached to it.  The requests
+# are its sendmsg calls (libmicrohttpd sends a small answer, head and body,
+# in one): strace attaches to one thread after another, so the daemon's own
+# count over the same seconds would include requests it did not see.
+syscalls() {
+	local name=$1 wpid
+	shift
+	wrk -t2 -c"$conns" -d6s --timeout 60s "$@" >"$tmp/wrk-st-$name" 2>&1 &
+	wpid=$!
+	sleep 1
+	timeout -s INT 3 strace -c -f -p "$dpid" -o "$tmp/strace-$name" 2>/dev/null
+	wait "$wpid"
+	# Rows: % time, seconds, usecs/call, calls, [errors], name.
+	awk -v l="$name" '
+	    NF >= 5 && $1 ~ /^[0-9.]+$/ && $NF != "total" {
+	        name[++k] = $NF; calls[k] = $4; tot += $4
+	        if ($NF == "sendmsg") n = $4 }
+	    END {
+	        if (!n) { print l ": strace saw no answer"; exit 1 }
+	        printf "%s: %.1f system calls per request:", l, tot / n
+	        for (i = 1; i <= k; i++)
+	            if (calls[i] / n >= 0.05)
+	                printf " %s %.1f", name[i], calls[i] / n
+	        print "" }' "$tmp/strace-$name" || die "strace $name failed"
+}
 # line LABEL REQUESTS TOTAL HTTP COMMIT OTHER SWITCHES
 line() {
 	awk -v l="$1" -v n="$2" -v t="$3" -v h="$4" -v c="$5" -v o="$6" -v cs="$7" \
@@ -200,6 +235,12 @@ echo "| request | rate | total | http threads | commit syncer | other (cycle) | 
 echo "|---|---|---|---|---|---|---|"
 line "GET /healthz" "$hn" "$ht" "$hh" "$hc" "$ho" "$hx"
 line "POST job (durable)" "$sn" "$st" "$sh" "$sc" "$so" "$sx"
+if [ "$use_strace" = 1 ]; then
+	echo
+	syscalls healthz "$base/healthz"
+	CNLAB_TOKEN=$tok CNLAB_PROJECT=$proj syscalls submit \
+		-s "$here/bench/wrk_submit.lua" "$base"
+fi
 if [ "$use_perf" = 1 ]; then
 	echo
 	echo "perf, submit run: top symbols of the HTTP threads (MHD-*)"
