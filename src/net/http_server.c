@@ -39,7 +39,7 @@
  * away, until the client closes or LINGER_MS passed: closing a socket
  * with unread input would send a reset that can destroy the reply.
  */
-#define _GNU_SOURCE /* asprintf, accept4 */
+#define _GNU_SOURCE /* asprintf, accept4, pthread_setname_np */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1457,6 +1457,7 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 		config_err(err, errlen, "cannot start the accepting thread");
 		return -EIO;
 	}
+	(void)pthread_setname_np(srv->acceptor, "cnl-accept");
 	srv->running = true;
 	*ret = srv;
 	return 0;

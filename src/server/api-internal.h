@@ -133,6 +133,12 @@ struct call {
 	bool oidc_done;
 	int oidc_r;
 	struct cnl_oidc_identity oidc;
+	/* One of our session JWTs, its signature and claims checked before
+	 * the lock too (the check needs no store): for identify(), which
+	 * then looks up only what the store holds (the session, the user). */
+	bool jwt_done;
+	int jwt_r;
+	struct cnl_auth_claims jwt;
 	/* The session (jti) the bearer's JWT belongs to; "" for other
 	 * credentials (api_session.c). */
 	char session[CNL_AUTH_CLAIM_MAX];
