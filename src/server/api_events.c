@@ -141,7 +141,8 @@ static bool final_state(const char *st)
  */
 static int gather(struct evstream *s)
 {
-	struct call c = {.api = s->api, .now_ms = cnl_time_now_ms()};
+	struct call c = {
+	    .api = s->api, .st = s->api->store, .now_ms = cnl_time_now_ms()};
 	struct cnl_store_doc d[LOG_PAGE];
 	struct cnl_store_job j;
 	bool final, more = false;

@@ -276,6 +276,7 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 		*w = tmp;
 		decide_start(ctl, w, now);
 		ctl_node_changed(ctl, w->node);
+		ctl_facts_touch(ctl, w);
 	}
 }
 
@@ -437,6 +438,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		default:
 			break;
 		}
+		ctl_facts_touch(ctl, w);
 	}
 	ctl->cycles++;
 out:
@@ -607,6 +609,7 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 		ctl->dirty = false;
 		run_cycle(ctl, now);
 	}
+	ctl_facts_scan(ctl, now);
 }
 
 /*
