@@ -211,7 +211,7 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
  * -CNL_ENOTFOUND (not active).  Safe from any thread WITHOUT the API's
  * lock: it takes only the index's own short lock.
  */
-#define CNL_CTL_FACTS_SCAN_MS 250
+#define CNL_CTL_FACTS_SCAN_MS 1000
 void cnl_ctl_facts_publish(struct cnl_ctl *ctl);
 bool cnl_ctl_facts_ready(struct cnl_ctl *ctl);
 int cnl_ctl_facts_status(struct cnl_ctl *ctl, const char *id,

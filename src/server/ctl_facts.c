@@ -85,7 +85,10 @@ uint64_t ctl_facts_fp(const struct cnl_ctl *ctl, const struct wl *w)
 	h = mix(h, (uint64_t)(int64_t)w->resized);
 	h = mix(h, (uint64_t)w->started_ms);
 	h = mix(h, (uint64_t)w->not_before_ms);
-	h = mix(h, (uint64_t)cnl_alloc_blocks_held(ctl->cluster, &w->placed));
+	/* Blocks held only while placed (as ctl_wl_status() reads them). */
+	if (w->node >= 0 && w->alloc_id)
+		h = mix(h, (uint64_t)cnl_alloc_blocks_held(ctl->cluster,
+		                                           &w->placed));
 	h = mix(h, ctl->n_nodes == 0);
 	h = mix(h, ctl->n_starts[w->server ? 1 : 0]);
 	return h ? h : 1;
