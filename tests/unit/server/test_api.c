@@ -7,7 +7,9 @@
  * byte-identical 401 bodies); refused tokens (none, garbage, alg "none",
  * expired, wrong key, wrong audience, deleted user, a well-signed JWT with
  * no live session); logout replayed, user disable/enable, membership
- * removal (each on the next request); the role matrix of
+ * removal (each on the next request, and again for the reads served
+without the API's lock, made while this thread holds it); the role
+matrix of
  * every route for an administrator, a project-admin, a member and a viewer
  * of project A and a member of project B only (a non-member gets 404, a
  * member whose role is too low 403: see api.h); that a role change takes
