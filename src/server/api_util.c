@@ -52,7 +52,6 @@ json_t *cnl_api_user_json(const struct cnl_store_user *u)
 	                 "created_at", cnl_api_time_json(u->created_ms));
 }
 
-/* Turn a store error into a response; @what names the object. */
 int cnl_api_live_status(struct call *c, const char *id,
                         struct cnl_wire_status *ret)
 {
@@ -61,6 +60,7 @@ int cnl_api_live_status(struct call *c, const char *id,
 	return cnl_ctl_workload_status(c->api->ctl, id, ret);
 }
 
+/* Turn a store error into a response; @what names the object. */
 void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
                          const char *what)
 {
