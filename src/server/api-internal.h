@@ -94,6 +94,13 @@ struct cnl_api {
 	atomic_uint_least64_t ev_wakeups;
 	atomic_int ev_streams;   /* open */
 	int64_t cred_overlap_ms; /* a rotated node credential lives on */
+	/* Read-only connections for the routes served without mu
+	 * (api.c, serve_read()): the idle ones, under readers_mu; made
+	 * as more requests read at once, closed by cnl_api_free(). */
+	pthread_mutex_t readers_mu;
+	struct cnl_store **readers;
+	size_t n_readers, cap_readers;
+	atomic_bool no_readers; /* the store has none (in memory): all locked */
 };
 
 /* The notebook proxy (api_proxy.c): open tunnels per user and per server,
@@ -105,6 +112,12 @@ struct cnl_api {
 struct call {
 	struct cnl_api *api;
 	const struct cnl_http_route *route;
+	/* The store this call reads and writes: the API's own under its
+	 * lock, or a read-only connection for a route served without it
+	 * (api.c, serve_read()), which then also reads the controller
+	 * through its facts index (cnl_api_live_status()). */
+	struct cnl_store *st;
+	bool unlocked;
 	bool authed;
 	bool is_admin;
 	bool is_agent;
@@ -177,6 +190,15 @@ json_t *cnl_api_server_json(struct call *c, const struct cnl_store_server *v);
 
 /* Turn a store error into a response; @what names the object.  A full
  * disk (-ENOSPC, -EDQUOT) is 507 naming the database file. */
+/*
+ * cnl_api_live_status - the controller's live status of workload @id:
+ * read under the API's lock from the controller itself, or, for a call
+ * served without it, from the facts index the controller publishes
+ * (ctl.h).  0, or -CNL_ENOTFOUND when it is not active.
+ */
+int cnl_api_live_status(struct call *c, const char *id,
+                        struct cnl_wire_status *ret);
+
 void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
                          const char *what);
 

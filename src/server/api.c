@@ -66,14 +66,14 @@ static int authorize_project(struct call *c, struct cnl_http_request *req,
 	int r;
 
 	if (jid) {
-		r = cnl_store_job_get(c->api->store, jid, &c->job);
+		r = cnl_store_job_get(c->st, jid, &c->job);
 		if (r < 0)
 			goto fail;
 		c->have_job = true;
 		pid = c->job.project_id;
 	}
 	if (sid) {
-		r = cnl_store_server_get(c->api->store, sid, &c->server);
+		r = cnl_store_server_get(c->st, sid, &c->server);
 		if (r < 0)
 			goto fail;
 		c->have_server = true;
@@ -83,14 +83,14 @@ static int authorize_project(struct call *c, struct cnl_http_request *req,
 		cnl_http_error(resp, 500, "internal", "route names no project");
 		return -1;
 	}
-	r = cnl_store_project_get(c->api->store, pid, &c->project);
+	r = cnl_store_project_get(c->st, pid, &c->project);
 	if (r < 0)
 		goto fail;
 	c->have_project = true;
 	if (c->is_admin)
 		return 0;
-	r = cnl_store_membership_get_role(c->api->store, c->user.id,
-	                                  c->project.id, role, sizeof(role));
+	r = cnl_store_membership_get_role(c->st, c->user.id, c->project.id,
+	                                  role, sizeof(role));
 	if (r < 0)
 		goto fail; /* not a member: as if it did not exist */
 	snprintf(c->role, sizeof(c->role), "%s", role);
@@ -544,6 +544,122 @@ static bool begin_early(struct cnl_api *api)
 }
 
 /*
+ * Routes served without the API's lock (serve_read()): reads whose
+ * handlers touch only the call's store (c->st, then a read-only
+ * connection: SQLite WAL readers never wait for the writer and see only
+ * committed transactions) and the controller's facts index
+ * (cnl_api_live_status()).  Authentication and authorization run as on
+ * the locked path, on the same connection, so a session revoked, a user
+ * disabled or a member removed, once its answer was sent (committed and
+ * durable), is refused here too.  The routes that read much of the
+ * controller (nodes, availability, usage and quota, decisions, events'
+ * streams), the agents' and the rest stay under the lock.
+ */
+static bool read_only(const struct cnl_http_route *route)
+{
+	void (*h)(void *, struct cnl_http_request *,
+	          struct cnl_http_response *) = route->handler;
+
+	if (route->action || strcmp(route->method, "GET") != 0)
+		return false;
+	return h == cnl_api_h_job_get || h == cnl_api_h_jobs_list ||
+	       h == cnl_api_h_job_logs || h == cnl_api_h_server_get ||
+	       h == cnl_api_h_servers_list || h == cnl_api_h_project_get ||
+	       h == cnl_api_h_projects_list || h == cnl_api_h_whoami;
+}
+
+/* An idle read-only connection, or a new one; NULL when the store has
+ * none to give (in memory), and the route is then served locked. */
+static struct cnl_store *reader_take(struct cnl_api *api)
+{
+	struct cnl_store *rd = NULL;
+	int r;
+
+	pthread_mutex_lock(&api->readers_mu);
+	if (api->n_readers)
+		rd = api->readers[--api->n_readers];
+	pthread_mutex_unlock(&api->readers_mu);
+	if (rd || api->no_readers)
+		return rd;
+	if ((r = cnl_store_open_sqlite_reader(api->store, &rd)) < 0) {
+		if (r == -ENOTSUP)
+			api->no_readers = true;
+		else
+			cnl_log(CNL_LOG_WARN, "cannot open a store reader",
+			        "err=%s", cnl_errname(r));
+		return NULL;
+	}
+	return rd;
+}
+
+static void reader_give(struct cnl_api *api, struct cnl_store *rd)
+{
+	pthread_mutex_lock(&api->readers_mu);
+	if (api->n_readers == api->cap_readers) {
+		api->cap_readers = api->cap_readers ? 2 * api->cap_readers : 8;
+		api->readers = cnl_xrealloc(
+		    api->readers, api->cap_readers * sizeof(*api->readers));
+	}
+	api->readers[api->n_readers++] = rd;
+	pthread_mutex_unlock(&api->readers_mu);
+}
+
+/* An OIDC ID token names a user that its first sign-in creates (a
+ * write): such calls are served locked. */
+static bool bearer_is_oidc(struct cnl_api *api, struct cnl_http_request *req)
+{
+	const char *h = cnl_http_header(req, "Authorization");
+
+	if (!api->oidc || !h || strncasecmp(h, "Bearer ", 7) != 0)
+		return false;
+	for (h += 7; *h == ' ';)
+		h++;
+	return cnl_oidc_looks_like(h);
+}
+
+/*
+ * Serve a read_only() route without the API's lock: true, or false when
+ * it must be served locked after all (no reader; an OIDC bearer; the
+ * controller has not yet published its facts since it loaded).  The
+ * answer waits, as a locked one does, until every commit its reads could
+ * have seen is durable (cnl_commit_mark_seen(), taken after the reads).
+ */
+static bool serve_read(struct cnl_api *api, const struct cnl_http_route *route,
+                       struct cnl_http_request *req,
+                       struct cnl_http_response *resp)
+{
+	struct call c = {0};
+	char q[CNL_LOG_QUOTE_MAX];
+	struct cnl_store *rd;
+	struct timespec t0;
+	int64_t seq;
+
+	if (!cnl_ctl_facts_ready(api->ctl) || bearer_is_oidc(api, req) ||
+	    !(rd = reader_take(api)))
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	c.api = api;
+	c.route = route;
+	c.st = rd;
+	c.unlocked = true;
+	c.now_ms = cnl_time_now_ms();
+	c.host = cnl_http_header(req, "Host");
+	if (authorize(&c, req, resp) == 0)
+		route->handler(&c, req, resp);
+	if (resp->status == 0)
+		cnl_http_error(resp, 500, "internal", "no response");
+	seq = cnl_commit_mark_seen(api->commit);
+	reader_give(api, rd);
+	wait_durable(api, seq, resp);
+	observe(api, (size_t)(route - api->routes), resp->status, &t0);
+	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
+	        "method=%s path=%s status=%u user=%s unlocked=1", req->method,
+	        cnl_log_quote(q, sizeof(q), req->path), resp->status,
+	        c.authed ? c.user.id : "-");
+	return true;
+}
+
+/*
  * Locking: the API's lock is taken here and released here; no handler
  * releases it.  A route with slow work (prepare_of()) is authorized, the
  * lock let go while the work runs (the step takes the lock itself for any
@@ -570,8 +686,11 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 		serve_unlocked(api, route, req, resp);
 		return;
 	}
+	if (read_only(route) && serve_read(api, route, req, resp))
+		return;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	c.api = api;
+	c.st = api->store;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
 	c.host = cnl_http_header(req, "Host");
@@ -603,6 +722,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 		commit_request(&c, resp);
 	if (wait)
 		seq = cnl_commit_mark(api->commit);
+	/* What the call changed in the controller, for the lock-free GETs. */
+	cnl_ctl_facts_publish(api->ctl);
 	pthread_mutex_unlock(&api->mu);
 	/* After the lock: while this waits, others commit, and one sync
 	 * covers them all. */
@@ -636,6 +757,7 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	    route->handler != cnl_api_h_image_import)
 		return 1;
 	c.api = api;
+	c.st = api->store;
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
 	cnl_api_oidc_check(&c, req);
@@ -679,6 +801,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		return -EINVAL;
 	api = cnl_xcalloc(1, sizeof(*api));
 	pthread_mutex_init(&api->mu, NULL);
+	pthread_mutex_init(&api->readers_mu, NULL);
 	pthread_mutex_init(&api->stats_mu, NULL);
 	pthread_cond_init(&api->tun_cv, NULL);
 	api->store = cfg->store;
@@ -791,6 +914,10 @@ void cnl_api_free(struct cnl_api *api)
 		return;
 	cnl_ctl_stop(api->ctl);
 	cnl_ctl_free(api->ctl);
+	/* The readers go before the writer's store (the caller's). */
+	for (size_t i = 0; i < api->n_readers; i++)
+		cnl_store_close(api->readers[i]);
+	free(api->readers);
 	cnl_commit_free(api->commit);
 	if (api->key) {
 		explicit_bzero(api->key, api->keylen);
@@ -806,6 +933,7 @@ void cnl_api_free(struct cnl_api *api)
 	pthread_cond_destroy(&api->tun_cv);
 	pthread_mutex_destroy(&api->mu);
 	pthread_mutex_destroy(&api->stats_mu);
+	pthread_mutex_destroy(&api->readers_mu);
 	free(api);
 }
 

@@ -111,11 +111,11 @@ void cnl_api_h_whoami(void *call, struct cnl_http_request *req,
 	json_t *o = cnl_api_user_json(&c->user), *list = json_array();
 	int n = 0;
 
-	if (cnl_store_membership_list(c->api->store, c->user.id, NULL,
+	if (cnl_store_membership_list(c->st, c->user.id, NULL,
 	                              CNL_STORE_LIST_MAX, m, &n) == 0)
 		for (int i = 0; i < n; i++)
-			if (cnl_store_project_get(c->api->store,
-			                          m[i].project_id, &p) == 0)
+			if (cnl_store_project_get(c->st, m[i].project_id, &p) ==
+			    0)
 				json_array_append_new(
 				    list,
 				    json_pack("{s:s,s:s,s:s}", "project_id",

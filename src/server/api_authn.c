@@ -51,7 +51,7 @@ static int system_role(struct cnl_store *s, const char *user_id, char *role,
 static int identify(struct call *c, const char *h,
                     struct cnl_http_response *resp)
 {
-	struct cnl_store *s = c->api->store;
+	struct cnl_store *s = c->st;
 	struct cnl_auth_claims claims;
 	char digest[CNL_AUTH_DIGEST_MAX];
 	int r;
@@ -114,14 +114,13 @@ int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp)
 	char role[CNL_STORE_ROLE_MAX];
 	int r;
 
-	if ((r = system_role(c->api->store, c->user.id, role, sizeof(role))) <
-	    0) {
+	if ((r = system_role(c->st, c->user.id, role, sizeof(role))) < 0) {
 		cnl_api_store_error(c, resp, r, "user");
 		return -1;
 	}
 	/* Whatever the credential: a disabled user is refused from the
 	 * next request on (api_session.c). */
-	if (cnl_api_user_disabled(c->api->store, c->user.id)) {
+	if (cnl_api_user_disabled(c->st, c->user.id)) {
 		cnl_http_error(resp, 401, "unauthenticated",
 		               "account disabled: ask an administrator (cnlab "
 		               "user enable %s)",

@@ -245,7 +245,8 @@ static void set_pending(struct evstream *s, bool pending)
  */
 static int gather(struct evstream *s)
 {
-	struct call c = {.api = s->api, .now_ms = cnl_time_now_ms()};
+	struct call c = {
+	    .api = s->api, .st = s->api->store, .now_ms = cnl_time_now_ms()};
 	struct cnl_store_doc d[LOG_PAGE];
 	struct cnl_store_job j;
 	bool final, more = false;

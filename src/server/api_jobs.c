@@ -143,8 +143,7 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 	m->runtime_s = j->runtime_ms / 1000;
 	m->created_ms = j->created_ms;
 	m->updated_ms = j->updated_ms;
-	m->has_status =
-	    cnl_ctl_workload_status(c->api->ctl, j->id, &m->status) == 0;
+	m->has_status = cnl_api_live_status(c, j->id, &m->status) == 0;
 	/* Resources asked for, and how it ended, from the run record. */
 	m->preemptible = !json_is_false(json_object_get(run, "preemptible"));
 	copy_str(m->message, sizeof(m->message),
@@ -180,8 +179,7 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 		gg->rank = (int)json_integer_value(json_object_get(g, "rank"));
 		gg->size = m->nodes;
 		if (gg->id[0] &&
-		    cnl_api_doc_json(c->api->store, "gang", gg->id, &doc) ==
-		        0 &&
+		    cnl_api_doc_json(c->st, "gang", gg->id, &doc) == 0 &&
 		    json_is_array(a = json_object_get(doc, "members"))) {
 			gg->has_members = true;
 			for (size_t i = 0;
@@ -632,8 +630,7 @@ void cnl_api_h_jobs_list(void *call, struct cnl_http_request *req,
 	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
 		return;
 	jobs = cnl_xcalloc((size_t)limit, sizeof(*jobs));
-	r = cnl_store_job_list(c->api->store, c->project.id, after, limit, jobs,
-	                       &n);
+	r = cnl_store_job_list(c->st, c->project.id, after, limit, jobs, &n);
 	if (r < 0) {
 		free(jobs);
 		cnl_api_store_error(c, resp, r, "job");
@@ -670,8 +667,7 @@ void cnl_api_h_job_get(void *call, struct cnl_http_request *req,
 			json_t *run, *pj;
 
 			if (!g->members[i][0] ||
-			    cnl_store_job_get(c->api->store, g->members[i],
-			                      &m) < 0)
+			    cnl_store_job_get(c->st, g->members[i], &m) < 0)
 				continue;
 			memset(it, 0, sizeof(*it));
 			copy_str(it->id, sizeof(it->id), m.id);

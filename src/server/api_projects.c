@@ -35,7 +35,7 @@ void cnl_api_h_projects_list(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp)
 {
 	struct call *c = call;
-	struct cnl_store *s = c->api->store;
+	struct cnl_store *s = c->st;
 	const char *after, *last = NULL;
 	int limit, n = 0, r;
 	json_t *items;

@@ -729,6 +729,7 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 		goto refuse;
 	}
 	c.api = api;
+	c.st = api->store;
 	c.now_ms = cnl_time_now_ms();
 	cnl_api_oidc_check(&c, req);
 	pthread_mutex_lock(&api->mu);

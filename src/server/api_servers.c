@@ -69,8 +69,7 @@ static void server_doc(struct call *c, const struct cnl_store_server *v,
 			memcpy(ret->url, url, (size_t)n + 1);
 	}
 	ret->created_ms = v->created_ms;
-	ret->has_status =
-	    cnl_ctl_workload_status(c->api->ctl, v->id, &ret->status) == 0;
+	ret->has_status = cnl_api_live_status(c, v->id, &ret->status) == 0;
 	/* How its last run ended, as the agent said (the run record). */
 	if (strcmp(v->state, "failed") == 0 && v->run[0]) {
 		json_t *run = json_loads(v->run, 0, NULL);
@@ -207,8 +206,7 @@ void cnl_api_h_servers_list(void *call, struct cnl_http_request *req,
 	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
 		return;
 	v = cnl_xcalloc((size_t)limit, sizeof(*v));
-	r = cnl_store_server_list(c->api->store, c->project.id, after, limit, v,
-	                          &n);
+	r = cnl_store_server_list(c->st, c->project.id, after, limit, v, &n);
 	if (r < 0) {
 		free(v);
 		cnl_api_store_error(c, resp, r, "server");

@@ -179,7 +179,7 @@ int cnl_api_session_live(struct call *c, const struct cnl_auth_claims *cl)
 	bool ok;
 
 	if (!cl->jti[0] ||
-	    cnl_store_doc_get(c->api->store, SESSION_KIND, cl->jti, &d) < 0)
+	    cnl_store_doc_get(c->st, SESSION_KIND, cl->jti, &d) < 0)
 		return -CNL_EAUTH;
 	o = json_loads(d.body, 0, NULL);
 	exp = json_integer_value(json_object_get(o, "expires_ms"));
@@ -221,7 +221,7 @@ int cnl_api_proxy_cookie_live(struct call *c, const struct cnl_auth_claims *cl)
 	bool ok;
 
 	if (!cl->jti[0] ||
-	    cnl_store_doc_get(c->api->store, PROXY_KIND, cl->jti, &d) < 0)
+	    cnl_store_doc_get(c->st, PROXY_KIND, cl->jti, &d) < 0)
 		return -CNL_EAUTH;
 	o = json_loads(d.body, 0, NULL);
 	ok = strcmp(d.parent, cl->sub) == 0 &&
@@ -269,10 +269,14 @@ void cnl_api_h_logout(void *call, struct cnl_http_request *req,
 bool cnl_api_user_disabled(struct cnl_store *s, const char *user_id)
 {
 	struct cnl_store_doc d = {0};
+	int r = cnl_store_doc_get(s, DISABLED_KIND, user_id, &d);
 
-	if (cnl_store_doc_get(s, DISABLED_KIND, user_id, &d) < 0)
+	/* A read that failed (a busy reader, api.c's serve_read()) refuses:
+	 * it cannot tell the user is still enabled. */
+	if (r == -CNL_ENOTFOUND)
 		return false;
-	cnl_store_doc_done(&d);
+	if (r == 0)
+		cnl_store_doc_done(&d);
 	return true;
 }
 

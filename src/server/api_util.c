@@ -52,6 +52,14 @@ json_t *cnl_api_user_json(const struct cnl_store_user *u)
 	                 "created_at", cnl_api_time_json(u->created_ms));
 }
 
+int cnl_api_live_status(struct call *c, const char *id,
+                        struct cnl_wire_status *ret)
+{
+	if (c->unlocked)
+		return cnl_ctl_facts_status(c->api->ctl, id, ret);
+	return cnl_ctl_workload_status(c->api->ctl, id, ret);
+}
+
 /* Turn a store error into a response; @what names the object. */
 void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
                          const char *what)
@@ -77,7 +85,7 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 		 * was written, reads go on, and writes work again once space
 		 * is freed. */
 		json_t *body = cnl_http_error_body("insufficient_storage", "");
-		const char *path = cnl_store_path(c->api->store);
+		const char *path = cnl_store_path(c->st);
 
 		cnl_log(CNL_LOG_ERROR, "storage full", "route=%s path=%s",
 		        c->route->pattern, path);
@@ -94,8 +102,7 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 	default:
 		cnl_log(CNL_LOG_ERROR, "store error", "route=%s err=%s db=%s",
 		        c->route->pattern, cnl_errname(r),
-		        cnl_log_quote(q, sizeof(q),
-		                      cnl_store_errmsg(c->api->store)));
+		        cnl_log_quote(q, sizeof(q), cnl_store_errmsg(c->st)));
 		cnl_http_error(resp, 500, "internal", "internal error");
 	}
 }
@@ -313,8 +320,7 @@ void cnl_api_doc_page(struct call *c, struct cnl_http_request *req,
 	if (cnl_api_get_page(req, resp, &limit, &after) < 0)
 		return;
 	d = cnl_xcalloc((size_t)limit, sizeof(*d));
-	r = cnl_store_doc_list(c->api->store, kind, parent, after, limit, d,
-	                       &n);
+	r = cnl_store_doc_list(c->st, kind, parent, after, limit, d, &n);
 	if (r < 0) {
 		free(d);
 		cnl_api_store_error(c, resp, r, what);

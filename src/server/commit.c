@@ -183,6 +183,11 @@ int64_t cnl_commit_mark(const struct cnl_commit *gc)
 	return gc ? cnl_store_written(gc->store) : 0;
 }
 
+int64_t cnl_commit_mark_seen(const struct cnl_commit *gc)
+{
+	return gc ? cnl_store_seen(gc->store) : 0;
+}
+
 int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 {
 	uint64_t gen;

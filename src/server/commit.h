@@ -34,6 +34,13 @@ int cnl_commit_new(struct cnl_store *store, struct cnl_commit **ret);
  * serialises the store's users, after the request's last store call. */
 int64_t cnl_commit_mark(const struct cnl_commit *gc);
 
+/* cnl_commit_mark_seen - the count to wait for after reads made without
+ * that lock, on another connection (api.c's lock-free GETs): it covers
+ * every commit such a read could have seen, including one whose commit
+ * was under way meanwhile (cnl_store_seen()).  Call it after the last
+ * read. */
+int64_t cnl_commit_mark_seen(const struct cnl_commit *gc);
+
 /*
  * cnl_commit_wait - block until the commits up to @seq are durable: 0, or
  * -EIO when the sync that covered them failed (the failure is logged once

@@ -21,6 +21,7 @@
 #define CNL_SERVER_CTL_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -122,6 +123,8 @@ struct wl {
 	/* Pending: the slice being shrunk for it (its id); "": none. */
 	char admit_by[CNL_ID_MAX];
 	struct why why;
+	/* What the facts index last published for it (ctl_facts.c). */
+	uint64_t facts_fp;
 };
 
 struct usage {
@@ -194,6 +197,8 @@ struct cnl_ctl {
 	/* metrics */
 	struct cnl_hist cycle_hist;
 	uint64_t cycles, finished[4], lost_nodes, fenced;
+	/* What the API's lock-free GETs read (ctl_facts.c). */
+	struct ctl_facts *facts;
 };
 
 /* ctl.c */
@@ -232,6 +237,49 @@ size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
                       size_t **ret_map);
 void ctl_server_gone(struct cnl_ctl *ctl, const struct wl *w);
 void ctl_note_start(struct cnl_ctl *ctl, bool server, int64_t ms);
+
+/* The live status of @w (cnl_ctl_workload_status()); @guessed: the
+ * running work without an estimated run time on its reserved node, or -1
+ * to count it here (a scan of every workload). */
+void ctl_wl_status(struct cnl_ctl *ctl, const struct wl *w, int guessed,
+                   struct cnl_wire_status *ret);
+
+/* ctl_facts.c: the index the API's lock-free GETs read */
+struct ctl_facts {
+	pthread_mutex_t mu; /* the table, for readers and the publisher */
+	struct fact **buckets;
+	size_t nb, n;
+	/* Under the API's lock: ids touched since the last publication. */
+	char (*touched)[CNL_ID_MAX];
+	size_t n_touched, cap_touched;
+	int64_t scan_ms; /* the last scan */
+	/* The first scan after loading is published: until then the
+	 * table does not have every active workload. */
+	atomic_bool ready;
+	/* Running work without a run-time estimate, per node and in all
+	 * (invariant 4), as counted at @unest_ms. */
+	int *unest;
+	size_t n_unest;
+	int unest_all;
+	int64_t unest_ms;
+};
+
+struct ctl_facts *ctl_facts_new(void);
+void ctl_facts_free(struct ctl_facts *f);
+/* @w may have changed: publish it at the next cnl_ctl_facts_publish()
+ * (nothing when what it shows has not changed since the last). */
+void ctl_facts_touch(struct cnl_ctl *ctl, const struct wl *w);
+/* Workload @id leaves the registry: unpublished at the next publication. */
+void ctl_facts_forget(struct cnl_ctl *ctl, const char *id);
+/* What @w's published status was computed from (never 0). */
+uint64_t ctl_facts_fp(const struct cnl_ctl *ctl, const struct wl *w);
+/* Publish @st as @id's status; unpublish @id. */
+void ctl_facts_put(struct ctl_facts *f, const char *id,
+                   const struct cnl_wire_status *st);
+void ctl_facts_drop(struct ctl_facts *f, const char *id);
+/* The controller's tick: every so often, look at every workload for
+ * changes no touch announced, then publish. */
+void ctl_facts_scan(struct cnl_ctl *ctl, int64_t now);
 
 /* ctl_run.c */
 int ctl_persist(struct cnl_ctl *ctl, const struct wl *w, int64_t now);

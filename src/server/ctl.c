@@ -217,6 +217,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		goto fail;
 	}
 	ctl_node_states(ctl);
+	ctl->facts = ctl_facts_new(); /* filled by the first tick's scan */
 	cnl_log(CNL_LOG_INFO, "controller state loaded",
 	        "workloads=%zu nodes=%zu ms=%" PRId64, ctl->n_wl, ctl->n_nodes,
 	        ctl_now_ms() - now);
@@ -246,6 +247,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	ctl_journal_free(ctl);
 	cnl_cluster_free(ctl->cluster);
 	cnl_sched_free(ctl->sched);
+	ctl_facts_free(ctl->facts);
 	pthread_cond_destroy(&ctl->wake);
 	free(ctl);
 }
@@ -457,6 +459,7 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now)
 	ctl_undo_save(ctl, w);
 	*w = next;
 	ctl_node_changed(ctl, w->node);
+	ctl_facts_touch(ctl, w);
 	return 0;
 }
 
@@ -528,12 +531,20 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
                             struct cnl_wire_status *ret)
 {
 	struct wl *w = ctl_wl_find(ctl, id);
+
+	if (!w)
+		return -CNL_ENOTFOUND;
+	ctl_wl_status(ctl, w, -1, ret);
+	return 0;
+}
+
+void ctl_wl_status(struct cnl_ctl *ctl, const struct wl *w, int guessed,
+                   struct cnl_wire_status *ret)
+{
 	struct cnl_wire_status st = {0};
 	int64_t med;
 	unsigned n;
 
-	if (!w)
-		return -CNL_ENOTFOUND;
 	snprintf(st.phase, sizeof(st.phase), "%s", cnl_wl_state_name(w->state));
 	st.epoch = w->epoch;
 	st.resized = w->resized;
@@ -574,8 +585,8 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 		/* An estimate built on the default run time of running
 		 * work says so: it is a guess, not a plan. */
 		if (w->est_start_ms > 0) {
-			int guessed = unestimated(ctl, w->resv_node);
-
+			if (guessed < 0)
+				guessed = unestimated(ctl, w->resv_node);
 			st.has_estimate = true;
 			st.estimate.approximate = guessed > 0;
 			st.estimate.unestimated_running = guessed;
@@ -600,7 +611,86 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
 		}
 	}
 	*ret = st;
-	return 0;
+}
+
+/* The facts index (ctl_facts.c), its invariant 4: the count of running work
+ * without an estimate. */
+static int unestimated_of(struct cnl_ctl *ctl, int node, int64_t now)
+{
+	struct ctl_facts *f = ctl->facts;
+
+	if (!f->unest || f->n_unest != ctl->n_nodes ||
+	    now - f->unest_ms >= CNL_CTL_FACTS_SCAN_MS) {
+		free(f->unest);
+		f->n_unest = ctl->n_nodes;
+		f->unest = cnl_xcalloc(f->n_unest + 1, sizeof(*f->unest));
+		f->unest_all = 0;
+		for (size_t i = 0; i < ctl->n_wl; i++) {
+			const struct wl *w = &ctl->wl[i];
+
+			if (w->state == CNL_WL_PENDING || !w->alloc_id ||
+			    w->j.runtime_ms > 0)
+				continue;
+			f->unest_all++;
+			if (w->node >= 0 && (size_t)w->node < f->n_unest)
+				f->unest[w->node]++;
+		}
+		f->unest_ms = now;
+	}
+	if (node < 0)
+		return f->unest_all;
+	return (size_t)node < f->n_unest ? f->unest[node] : 0;
+}
+
+void cnl_ctl_facts_publish(struct cnl_ctl *ctl)
+{
+	struct ctl_facts *f = ctl ? ctl->facts : NULL;
+	int64_t now;
+
+	if (!f || !f->n_touched)
+		return;
+	now = ctl_now_ms();
+	for (size_t i = 0; i < f->n_touched; i++) {
+		struct wl *w = ctl_wl_find(ctl, f->touched[i]);
+		struct cnl_wire_status st;
+		uint64_t fp;
+
+		if (!w) {
+			ctl_facts_drop(f, f->touched[i]);
+			continue;
+		}
+		if ((fp = ctl_facts_fp(ctl, w)) == w->facts_fp)
+			continue; /* touched twice, published once */
+		ctl_wl_status(ctl, w,
+		              w->state == CNL_WL_PENDING && w->est_start_ms > 0
+		                  ? unestimated_of(ctl, w->resv_node, now)
+		                  : 0,
+		              &st);
+		ctl_facts_put(f, w->id, &st);
+		w->facts_fp = fp;
+	}
+	f->n_touched = 0;
+	/* A long list (a burst, a first scan) gives its memory back. */
+	if (f->cap_touched > 4096) {
+		free(f->touched);
+		f->touched = NULL;
+		f->cap_touched = 0;
+	}
+}
+
+void ctl_facts_scan(struct cnl_ctl *ctl, int64_t now)
+{
+	struct ctl_facts *f = ctl->facts;
+
+	if (!f)
+		return;
+	if (now - f->scan_ms >= CNL_CTL_FACTS_SCAN_MS || now < f->scan_ms) {
+		f->scan_ms = now;
+		for (size_t i = 0; i < ctl->n_wl; i++)
+			ctl_facts_touch(ctl, &ctl->wl[i]);
+	}
+	cnl_ctl_facts_publish(ctl);
+	atomic_store(&f->ready, true);
 }
 
 void cnl_ctl_usage_of(struct cnl_ctl *ctl, const char *owner,

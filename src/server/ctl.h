@@ -205,6 +205,32 @@ int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
                             struct cnl_wire_status *ret);
 
 /*
+ * The facts index: what a GET shows of the controller's memory (the live
+ * status of each active workload), published for readers that do not
+ * hold the API's lock.  The controller touches a workload where it
+ * changes, and publishes what it touched at the end of each locked
+ * section (cnl_ctl_facts_publish(), called by the API before it lets the
+ * lock go, and by each tick); each tick also looks, every
+ * CNL_CTL_FACTS_SCAN_MS, at every workload for a change no touch
+ * announced.
+ *
+ * cnl_ctl_facts_publish - publish what was touched; holding the lock.
+ *
+ * cnl_ctl_facts_ready - whether the index holds every active workload (the
+ * first tick after loading has published them); safe without the lock.
+ *
+ * cnl_ctl_facts_status - the published status of workload @id, as
+ * cnl_ctl_workload_status() gave it at the last publication: 0, or
+ * -CNL_ENOTFOUND (not active).  Safe from any thread WITHOUT the API's
+ * lock: it takes only the index's own short lock.
+ */
+#define CNL_CTL_FACTS_SCAN_MS 1000
+void cnl_ctl_facts_publish(struct cnl_ctl *ctl);
+bool cnl_ctl_facts_ready(struct cnl_ctl *ctl);
+int cnl_ctl_facts_status(struct cnl_ctl *ctl, const char *id,
+                         struct cnl_wire_status *ret);
+
+/*
  * cnl_ctl_workload_node - the id of the node running workload @id, into
  * @ret_node (CNL_ID_MAX bytes): 0, or -CNL_ENOTFOUND when it is not
  * running (pending, starting, stopping or ended).

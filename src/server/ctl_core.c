@@ -240,6 +240,7 @@ struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
 		    (struct ctl_slot){(uint32_t)ctl->n_wl, h};
 	}
 	ctl_undo_added(ctl, w);
+	ctl_facts_forget(ctl, w->id); /* published once it is filled in */
 	return w;
 }
 
@@ -311,6 +312,7 @@ void ctl_wl_remove(struct cnl_ctl *ctl, struct wl *w)
 	size_t i = (size_t)(w - ctl->wl), last = ctl->n_wl - 1;
 
 	ctl_undo_save(ctl, w);
+	ctl_facts_forget(ctl, w->id);
 	ctl_pending_count(ctl, w, -1);
 	index_del(ctl, slot_of(ctl, w->id, id_hash(w->id)));
 	if (i != last) {

@@ -276,6 +276,7 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 		*w = tmp;
 		decide_start(ctl, w, now);
 		ctl_node_changed(ctl, w->node);
+		ctl_facts_touch(ctl, w);
 	}
 }
 
@@ -443,6 +444,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		default:
 			break;
 		}
+		ctl_facts_touch(ctl, w);
 	}
 	if (tx && (r = cnl_store_tx_commit(ctl->store)) < 0) {
 		cnl_log(CNL_LOG_ERROR, "cannot audit scheduling decisions",
@@ -619,6 +621,7 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 		ctl->dirty = false;
 		run_cycle(ctl, now);
 	}
+	ctl_facts_scan(ctl, now);
 }
 
 /*

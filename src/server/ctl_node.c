@@ -447,6 +447,7 @@ static void lost_by_agent(struct cnl_ctl *ctl, int node,
 		w->hb_missing = 0;
 		ctl_node_changed(ctl, node);
 		w->node = -1;
+		ctl_facts_touch(ctl, w);
 		if (end) {
 			ctl_server_gone(ctl, w);
 			ctl_wl_remove(ctl, w);
@@ -725,6 +726,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 		if ((r = ctl_persist(ctl, &next, now)) < 0)
 			return store_err(ctl, r, err, errlen);
 		*w = next;
+		ctl_facts_touch(ctl, w);
 		*ret = ctl_store_state(w);
 		return 200;
 	}
@@ -741,6 +743,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 		w->alloc_id = 0;
 		ctl_node_changed(ctl, w->node);
 		w->node = -1;
+		ctl_facts_touch(ctl, w);
 	} else {
 		if ((r = ctl_persist_end(ctl, &next, true, (int)code, now)) < 0)
 			return store_err(ctl, r, err, errlen);

@@ -122,6 +122,7 @@ static int commit(struct cnl_ctl *ctl, struct wl *w, const struct wl *saved,
 		return set_err(err, errlen, 500, "cannot store the resize: %s",
 		               cnl_strerror(r));
 	}
+	ctl_facts_touch(ctl, w);
 	return 200;
 }
 
@@ -207,6 +208,7 @@ int cnl_ctl_resize(struct cnl_ctl *ctl, const char *id, int blocks, int64_t now,
 	cnl_log(CNL_LOG_INFO, "slice resized", "id=%s from=%d to=%d pending=%s",
 	        w->id, held, blocks, w->shrink_to ? "shrink" : "no");
 	ctl_node_changed(ctl, w->node);
+	ctl_facts_touch(ctl, w);
 	return 200;
 }
 
@@ -264,6 +266,7 @@ void ctl_resize_usage(struct cnl_ctl *ctl, struct wl *w,
 	}
 	cnl_log(CNL_LOG_INFO, "slice shrunk", "id=%s from=%d to=%d", w->id,
 	        held, to);
+	ctl_facts_touch(ctl, w);
 	ctl->dirty = true;
 	cnl_ctl_kick(ctl);
 }

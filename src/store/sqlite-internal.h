@@ -73,14 +73,18 @@ struct cnl_sq_store {
 	 * WAL's length; the syncer thread reads both and owns the rest. */
 	bool group;              /* synchronous=NORMAL; synced by the syncer */
 	_Atomic int64_t written; /* commits written to the WAL */
-	_Atomic int wal_frames;  /* frames in the WAL at the last commit */
-	sqlite3 *ckpt;           /* the syncer's connection: checkpoints */
-	int wal_fd;              /* the WAL file, -1 while not open */
-	dev_t wal_dev;           /* ... and which file it is, to notice */
-	ino_t wal_ino;           /* one made anew under its name */
-	char wal_path[520];      /* path + "-wal" */
-	char fault[256];         /* test builds: syncs fail while it exists */
-	char commit_fault[256];  /* test builds: one commit fails, see below */
+	/* Commits begun (the commit hook runs before a commit becomes
+	 * visible); written catches up after each statement
+	 * (cnl_sq_settle()). */
+	_Atomic int64_t seen;
+	_Atomic int wal_frames; /* frames in the WAL at the last commit */
+	sqlite3 *ckpt;          /* the syncer's connection: checkpoints */
+	int wal_fd;             /* the WAL file, -1 while not open */
+	dev_t wal_dev;          /* ... and which file it is, to notice */
+	ino_t wal_ino;          /* one made anew under its name */
+	char wal_path[520];     /* path + "-wal" */
+	char fault[256];        /* test builds: syncs fail while it exists */
+	char commit_fault[256]; /* test builds: one commit fails, see below */
 };
 
 /* The backend's handle behind a wrapper's one. */
@@ -298,6 +302,11 @@ int cnl_sq_audit_latest(struct cnl_store *s, const char *action,
 /* sqlite_sync.c; cnl_sq_sync_close() releases what group commit opened. */
 int cnl_sq_group_commit(struct cnl_store *s);
 int64_t cnl_sq_written(struct cnl_store *s);
+int64_t cnl_sq_seen(struct cnl_store *s);
+/* cnl_sq_settle - after a statement of the writer's has run: every commit
+ * begun is now written, or failed, or wrote nothing (sqlite_db.c; see
+ * sqlite_sync.c, invariant 4). */
+void cnl_sq_settle(struct cnl_sq_store *q);
 int cnl_sq_sync(struct cnl_store *s, int64_t *ret_seq);
 void cnl_sq_sync_close(struct cnl_sq_store *q);
 

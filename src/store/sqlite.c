@@ -237,6 +237,7 @@ static const struct cnl_store_ops sqlite_ops = {
     .job_each_state = cnl_sq_job_each_state,
     .group_commit = cnl_sq_group_commit,
     .written = cnl_sq_written,
+    .seen = cnl_sq_seen,
     .sync = cnl_sq_sync,
 };
 
@@ -466,4 +467,43 @@ fail:
 fail_free:
 	free(q);
 	return r;
+}
+
+int cnl_store_open_sqlite_reader(struct cnl_store *s, struct cnl_store **ret)
+{
+	struct cnl_sq_store *q;
+	const char *path;
+	int r, rc;
+
+	if (!s || !ret || s->ops != &sqlite_ops)
+		return -EINVAL;
+	path = s->path;
+	if (!path[0] || strcmp(path, ":memory:") == 0 ||
+	    strncmp(path, "file:", 5) == 0)
+		return -ENOTSUP;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->base.ops = &sqlite_ops;
+	q->wal_fd = -1;
+	snprintf(q->base.path, sizeof(q->base.path), "%s", path);
+	/* The writer made the file, its schema and its WAL: this one only
+	 * reads them (invariant 1: WAL readers never block the writer). */
+	rc = sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READONLY, NULL);
+	if (rc != SQLITE_OK) {
+		r = q->db ? -EIO : -ENOMEM;
+		sqlite3_close(q->db);
+		free(q);
+		return r;
+	}
+	sqlite3_extended_result_codes(q->db, 1);
+	sqlite3_busy_timeout(q->db, BUSY_TIMEOUT_MS);
+	if ((r = cnl_sq_exec(q, "PRAGMA query_only=ON")) < 0) {
+		cnl_sq_cache_clear(q);
+		sqlite3_close(q->db);
+		free(q);
+		return r;
+	}
+	*ret = &q->base;
+	return 0;
 }

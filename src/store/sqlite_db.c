@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ int cnl_sq_exec(struct cnl_sq_store *q, const char *sql)
 
 	if (strchr(sql, ';')) {
 		rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+		cnl_sq_settle(q);
 		return rc == SQLITE_OK ? 0 : cnl_sq_err(q, rc);
 	}
 	if ((r = cnl_sq_prep(q, sql, &st)) < 0)
@@ -109,6 +111,7 @@ void cnl_sq_rollback(struct cnl_sq_store *q)
 		             NULL);
 	else
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	cnl_sq_settle(q);
 }
 
 /* Test builds: whether this outermost commit must fail (the file named by
@@ -139,6 +142,21 @@ int cnl_sq_commit(struct cnl_sq_store *q)
 	}
 	q->depth--;
 	return 0;
+}
+
+/* Group commit's count of commits written catches up with the count of
+ * those begun (sqlite_sync.c, invariant 4). */
+void cnl_sq_settle(struct cnl_sq_store *q)
+{
+	int64_t seen;
+
+	if (!q->group)
+		return;
+	/* Only the writer's thread stores @written: no race between the
+	 * load and the store. */
+	seen = atomic_load_explicit(&q->seen, memory_order_seq_cst);
+	if (atomic_load_explicit(&q->written, memory_order_relaxed) < seen)
+		atomic_store_explicit(&q->written, seen, memory_order_release);
 }
 
 int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret)
@@ -175,9 +193,12 @@ void cnl_sq_finalize(struct cnl_sq_store *q, sqlite3_stmt *st)
 			sqlite3_reset(st);
 			sqlite3_clear_bindings(st);
 			q->cache[i].busy = false;
+			cnl_sq_settle(
+			    q); /* after the reset, which may commit */
 			return;
 		}
 	sqlite3_finalize(st);
+	cnl_sq_settle(q);
 }
 
 void cnl_sq_cache_clear(struct cnl_sq_store *q)

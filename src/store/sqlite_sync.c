@@ -41,7 +41,17 @@
  *     tables), and a restart has little WAL to read.
  *  3. A crash loses only commits no sync covered, each whole: SQLite's
  *     recovery replays the WAL up to the last complete commit frame.
- *  4. A failed sync publishes nothing; the caller fails whoever waited on
+ *  4. Lock-free readers on other connections (cnl_store_seen()): SQLite
+ *     makes a commit visible to them before it calls the WAL hook, so a
+ *     reader that counted @written after its reads could have seen a
+ *     commit not yet counted, and answer before it is durable.  The commit
+ *     hook (on_commit) counts @seen before the commit is made; the WAL
+ *     hook sets @written to it; and since a commit may write no frame (no
+ *     WAL hook) or fail, the writer settles @written up to @seen after
+ *     each statement (cnl_sq_settle(), from cnl_sq_finalize() and the
+ *     sqlite3_exec() calls): a commit counted that wrote nothing costs
+ *     the syncer nothing it would not have done.
+ *  5. A failed sync publishes nothing; the caller fails whoever waited on
  *     it.  In test builds (CNL_TEST_HOOKS) a sync fails with -EIO while
  *     the file named by CNLAB_TEST_SYNC_FAULT exists, which is how the
  *     fault test makes a disk fail and recover.
@@ -73,11 +83,20 @@ static int on_wal(void *ud, sqlite3 *db, const char *name, int frames)
 	struct cnl_sq_store *q = ud;
 
 	atomic_store_explicit(&q->wal_frames, frames, memory_order_relaxed);
-	atomic_fetch_add_explicit(&q->written, 1, memory_order_release);
+	cnl_sq_settle(q);
 	if (frames >= CKPT_INLINE_FRAMES)
 		sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE,
 		                          NULL, NULL);
 	return SQLITE_OK;
+}
+
+/* Before a commit is made (and seen by readers): count it (invariant 4). */
+static int on_commit(void *ud)
+{
+	struct cnl_sq_store *q = ud;
+
+	atomic_fetch_add_explicit(&q->seen, 1, memory_order_seq_cst);
+	return 0; /* 0: go on with the commit */
 }
 
 static void persist_wal(sqlite3 *db)
@@ -117,6 +136,7 @@ int cnl_sq_group_commit(struct cnl_store *s)
 		return r;
 	}
 	sqlite3_wal_hook(q->db, on_wal, q);
+	sqlite3_commit_hook(q->db, on_commit, q);
 #ifdef CNL_TEST_HOOKS
 	{
 		const char *f = getenv("CNLAB_TEST_SYNC_FAULT");
@@ -136,6 +156,11 @@ int cnl_sq_group_commit(struct cnl_store *s)
 int64_t cnl_sq_written(struct cnl_store *s)
 {
 	return atomic_load_explicit(&cnl_sq(s)->written, memory_order_acquire);
+}
+
+int64_t cnl_sq_seen(struct cnl_store *s)
+{
+	return atomic_load_explicit(&cnl_sq(s)->seen, memory_order_seq_cst);
 }
 
 /* Point q->wal_fd at the file now named wal_path: 0, 1 when there is no

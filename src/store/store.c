@@ -430,6 +430,11 @@ int64_t cnl_store_written(struct cnl_store *s)
 	return s && s->ops->written ? s->ops->written(s) : 0;
 }
 
+int64_t cnl_store_seen(struct cnl_store *s)
+{
+	return s && s->ops->seen ? s->ops->seen(s) : 0;
+}
+
 int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq)
 {
 	if (!s || !ret_seq)

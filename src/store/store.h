@@ -299,6 +299,7 @@ struct cnl_store_ops {
 	/* Group commit (optional: NULL where every commit is durable). */
 	int (*group_commit)(struct cnl_store *s);
 	int64_t (*written)(struct cnl_store *s);
+	int64_t (*seen)(struct cnl_store *s);
 	int (*sync)(struct cnl_store *s, int64_t *ret_seq);
 };
 
@@ -323,6 +324,17 @@ struct cnl_store {
  */
 int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
                           size_t errlen);
+
+/*
+ * cnl_store_open_sqlite_reader - a second, read-only connection to the
+ * database that @s (opened by cnl_store_open_sqlite()) has open, for
+ * readers on other threads: in WAL mode its reads never wait for the
+ * writer and see only committed transactions.  Every write through it
+ * fails.  Like any handle it serves one thread at a time; close it with
+ * cnl_store_close() before @s.  0, -ENOTSUP for a store no other
+ * connection can open (in memory), or -EIO / -ENOMEM.
+ */
+int cnl_store_open_sqlite_reader(struct cnl_store *s, struct cnl_store **ret);
 
 /* cnl_store_close - close the handle; NULL is allowed. */
 void cnl_store_close(struct cnl_store *s);
@@ -526,6 +538,13 @@ int cnl_store_tx_rollback(struct cnl_store *s);
  * cnl_store_written - how many commits @s has written since it was opened
  * (0 for a store not in group commit).  Safe from any thread.
  *
+ * cnl_store_seen - how many commits a reader on another connection may
+ * have seen (0 for a store not in group commit).  A commit becomes
+ * visible to readers a moment before cnl_store_written() counts it; this
+ * count runs ahead of it by the commit under way, if any.  A lock-free
+ * reader takes it after its reads and waits for a sync to reach it.  Safe
+ * from any thread.
+ *
  * cnl_store_sync - make every commit written so far durable and set
  * *@ret_seq to the cnl_store_written() count it covers: 0, or a negative
  * errno when the sync failed (nothing after the last successful sync may
@@ -541,6 +560,7 @@ int cnl_store_tx_rollback(struct cnl_store *s);
  */
 int cnl_store_group_commit(struct cnl_store *s);
 int64_t cnl_store_written(struct cnl_store *s);
+int64_t cnl_store_seen(struct cnl_store *s);
 int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
 
 /* cnl_store_project_set_flags - 0 or -CNL_ENOTFOUND. */

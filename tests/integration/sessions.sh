@@ -16,7 +16,10 @@
 #     on the next request; enable restores the API token; the last admin
 #     cannot be disabled;
 #   - a membership removed or a role lowered takes effect on the next
-#     request.
+#     request;
+#   - the same three revocations refuse the reads served off the API's
+#     lock (a job, a project's jobs, whoami) at once, while a burst of
+#     submissions keeps the lock busy.
 set -u
 cnlab=$(realpath "$1")
 cnlabd=$(realpath "$2")
@@ -285,6 +288,48 @@ as root -o json user show carol | jq -e '.oidc == []' >/dev/null && ok user-show
 curl -sS -H "Authorization: Bearer $root_tok" "$base/v1/audit?limit=1000" |
 	jq -e '[.items[] | select(.action == "user.unlink" and (.result | startswith("200")))] | length == 1' >/dev/null &&
 	ok unlink-audited || bad unlink-audited
+
+# --- Reads served off the API's lock refuse at once, under load -----------
+# GETs of a job, a project's jobs and whoami do not wait for the API's lock
+# (issue 19): they authorize through a read-only store connection.  While
+# submissions keep the lock busy, a membership removed, a user disabled
+# and a session logged out are refused by the very next read.
+echo pw-erin-12345 | as root user create erin --password-stdin >/dev/null 2>&1
+as root project member add p1 erin >/dev/null 2>&1
+erin_login() {
+	curl -sS -X POST -d '{"user":"erin","password":"pw-erin-12345"}' "$base/v1/auth/login" | jq -r .token
+}
+erin_tok=$(erin_login)
+job=$(curl -sS -X POST -H "Authorization: Bearer $root_tok" \
+	-d '{"command":"true","gpu":"h200-1g.18gb"}' "$base/v1/projects/$p1/jobs" | jq -r .id)
+loaders=()
+for k in 1 2 3 4; do
+	(for _ in $(seq 150); do
+		curl -sS -o /dev/null -X POST -H "Authorization: Bearer $root_tok" \
+			-d '{"command":"true","gpu":"h200-1g.18gb"}' "$base/v1/projects/$p1/jobs"
+	done) &
+	loaders+=($!)
+done
+reads() { # reads TOKEN: the codes of GET job, GET jobs, GET whoami
+	echo "$(code_of "$1" GET "/v1/jobs/$job") $(code_of "$1" GET "/v1/projects/$p1/jobs") $(code_of "$1" GET /v1/auth/whoami)"
+}
+[ "$(reads "$erin_tok")" = "200 200 200" ] || bad "erin reads under load: $(reads "$erin_tok")"
+as root project member remove p1 erin >/dev/null 2>&1
+got=$(reads "$erin_tok")
+[ "$got" = "404 404 200" ] && ok under-load-membership-removed-404 || bad "under-load-membership-removed-404: $got"
+as root project member add p1 erin >/dev/null 2>&1
+[ "$(reads "$erin_tok")" = "200 200 200" ] || bad "erin member again: $(reads "$erin_tok")"
+as root user disable erin >/dev/null 2>&1
+got=$(reads "$erin_tok")
+[ "$got" = "401 401 401" ] && ok under-load-disabled-401 || bad "under-load-disabled-401: $got"
+as root user enable erin >/dev/null 2>&1
+erin_tok=$(erin_login)
+[ "$(reads "$erin_tok")" = "200 200 200" ] || bad "erin enabled again: $(reads "$erin_tok")"
+curl -sS -o /dev/null -X POST -H "Authorization: Bearer $erin_tok" "$base/v1/auth/logout"
+got=$(reads "$erin_tok")
+[ "$got" = "401 401 401" ] && ok under-load-logged-out-401 || bad "under-load-logged-out-401: $got"
+kill "${loaders[@]}" 2>/dev/null
+wait "${loaders[@]}" 2>/dev/null
 
 # --- Two administrators disabling each other at once: one stays -----------
 echo pw-dora-12345 | as root user create dora --password-stdin >/dev/null 2>&1

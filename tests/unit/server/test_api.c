@@ -7,7 +7,9 @@
  * byte-identical 401 bodies); refused tokens (none, garbage, alg "none",
  * expired, wrong key, wrong audience, deleted user, a well-signed JWT with
  * no live session); logout replayed, user disable/enable, membership
- * removal (each on the next request); the role matrix of
+ * removal (each on the next request, and again for the reads served
+without the API's lock, made while this thread holds it); the role
+matrix of
  * every route for an administrator, a project-admin, a member and a viewer
  * of project A and a member of project B only (a non-member gets 404, a
  * member whose role is too low 403: see api.h); that a role change takes
@@ -229,6 +231,127 @@ static void test_healthz_without_lock(void **state)
 	                              "\"GET\",route=\"/healthz\",code="
 	                              "\"2xx\"}"));
 	reply_done(&r);
+}
+
+static void user_with_session(char *n, char *uid, char *tok);
+
+/* GET @path as @tok with the API's lock held by this thread: a route
+ * served off the lock answers (and is checked against @status); one that
+ * waited for the lock would end in the client's timeout (status 0). */
+static void get_locked(const char *path, const char *tok, long status,
+                       struct reply *r)
+{
+	pthread_mutex_lock(&F.s.api->mu);
+	if (http_try("GET", path, tok, NULL, 10, r) < 0)
+		r->status = 0;
+	pthread_mutex_unlock(&F.s.api->mu);
+	if (r->status != status)
+		fail_msg("GET %s with the API's lock held: %ld, expected %ld "
+		         "(0: it waited for the lock)",
+		         path, r->status, status);
+}
+
+/*
+ * Issue 19: the reads of a job, its project and the caller's session are
+ * served without the API's lock (a scheduling cycle or a burst of
+ * submissions holds it), through a read-only store connection and the
+ * controller's facts index, and authorize exactly as the locked path
+ * does: a stranger gets 404, and a session logged out, a user disabled
+ * or a member removed is refused on the next request, here made while
+ * the lock is held.  Before, each of these GETs waited for the lock.
+ */
+static void test_reads_without_lock(void **state)
+{
+	char n[64], uid[CNL_ID_MAX], tok[CNL_AUTH_JWT_MAX], path[160];
+	char job[160], list[160], proj[160];
+	json_t *st;
+	struct reply r;
+
+	snprintf(job, sizeof(job), "/v1/jobs/%s", F.job_a);
+	snprintf(list, sizeof(list), "/v1/projects/%s/jobs", F.proj_a);
+	snprintf(proj, sizeof(proj), "/v1/projects/%s", F.proj_a);
+	get_locked(job, F.token[MEMBER], 200, &r);
+	assert_string_equal(str(r.body, "id"), F.job_a);
+	/* The controller's facts: the job is pending, and says why. */
+	st = json_object_get(r.body, "status");
+	assert_true(json_is_object(st));
+	assert_string_equal(str(st, "phase"), "pending");
+	assert_non_null(json_object_get(st, "reason"));
+	reply_done(&r);
+	get_locked(list, F.token[VIEWER], 200, &r);
+	assert_true(json_array_size(json_object_get(r.body, "items")) >= 1);
+	reply_done(&r);
+	get_locked(proj, F.token[VIEWER], 200, &r);
+	reply_done(&r);
+	get_locked("/v1/auth/whoami", F.token[BOB], 200, &r);
+	assert_string_equal(str(r.body, "id"), F.uid[BOB]);
+	reply_done(&r);
+	get_locked("/v1/projects", F.token[BOB], 200, &r);
+	reply_done(&r);
+	/* Strangers and forgers, as on the locked path. */
+	get_locked(job, F.token[BOB], 404, &r);
+	assert_error(&r, 404, "not_found");
+	reply_done(&r);
+	get_locked(job, NULL, 401, &r);
+	reply_done(&r);
+	get_locked(job, "eyJhbGciOiJub25lIn0.e30.", 401, &r);
+	reply_done(&r);
+
+	/* A member removed: 404 on the next read. */
+	user_with_session(n, uid, tok);
+	grant(F.token[PADMIN], F.proj_a, n, "viewer", 200);
+	get_locked(job, tok, 200, &r);
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/projects/%s/members/%s", F.proj_a, n);
+	http("DELETE", path, F.token[PADMIN], NULL, &r);
+	expect(&r, 200, "remove member");
+	reply_done(&r);
+	get_locked(job, tok, 404, &r);
+	reply_done(&r);
+	get_locked(list, tok, 404, &r);
+	reply_done(&r);
+
+	/* A user disabled: 401 on the next read. */
+	grant(F.token[PADMIN], F.proj_a, n, "viewer", 200);
+	get_locked(job, tok, 200, &r);
+	reply_done(&r);
+	snprintf(path, sizeof(path), "/v1/users/%s/disable", n);
+	http("POST", path, F.token[ADMIN], NULL, &r);
+	expect(&r, 200, "disable");
+	reply_done(&r);
+	get_locked(job, tok, 401, &r);
+	reply_done(&r);
+	get_locked("/v1/auth/whoami", tok, 401, &r);
+	reply_done(&r);
+
+	/* A session logged out: 401 on the next read. */
+	user_with_session(n, uid, tok);
+	grant(F.token[PADMIN], F.proj_a, n, "viewer", 200);
+	get_locked(job, tok, 200, &r);
+	reply_done(&r);
+	http("POST", "/v1/auth/logout", tok, NULL, &r);
+	expect(&r, 200, "logout");
+	reply_done(&r);
+	get_locked(job, tok, 401, &r);
+	reply_done(&r);
+	get_locked("/v1/auth/whoami", tok, 401, &r);
+	reply_done(&r);
+
+	/* A job cancelled shows it at once, without the lock. */
+	{
+		char id[CNL_ID_MAX];
+
+		make_job(F.token[MEMBER], F.proj_a, id);
+		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", id);
+		http("POST", path, F.token[MEMBER], NULL, &r);
+		expect(&r, 200, "cancel");
+		reply_done(&r);
+		snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+		get_locked(path, F.token[MEMBER], 200, &r);
+		assert_string_equal(str(r.body, "state"), "cancelled");
+		assert_null(json_object_get(r.body, "status"));
+		reply_done(&r);
+	}
 }
 
 static void test_login(void **state)
@@ -1315,6 +1438,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_healthz),
 	    cmocka_unit_test(test_healthz_without_lock),
+	    cmocka_unit_test(test_reads_without_lock),
 	    cmocka_unit_test(test_login),
 	    cmocka_unit_test(test_tokens_refused),
 	    cmocka_unit_test(test_404_indistinguishable),

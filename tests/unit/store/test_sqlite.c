@@ -602,6 +602,54 @@ static void test_group_commit(void **state)
 	assert_string_equal(a.id, c.id);
 }
 
+/*
+ * A reader (cnl_store_open_sqlite_reader(), for cnlabd's lock-free GETs):
+ * it sees what was committed and nothing of a transaction still open, it
+ * cannot write, and under group commit the count of commits it may have
+ * seen (cnl_store_seen()) never lags the count written, also after a
+ * transaction that wrote nothing.
+ */
+static void test_reader(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store *rd = NULL;
+	struct cnl_store_job a, b, got;
+	int64_t w;
+
+	assert_int_equal(cnl_store_group_commit(f->s), 0);
+	assert_int_equal(cnl_store_open_sqlite_reader(f->s, &rd), 0);
+	job_template(f, &a);
+	assert_int_equal(cnl_store_job_create(f->s, &a, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	assert_int_equal(cnl_store_job_get(rd, a.id, &got), 0);
+	assert_string_equal(got.id, a.id);
+	assert_int_equal(cnl_store_seen(f->s), cnl_store_written(f->s));
+
+	/* Uncommitted: invisible to the reader, then visible. */
+	w = cnl_store_written(f->s);
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	job_template(f, &b);
+	assert_int_equal(cnl_store_job_create(f->s, &b, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	assert_int_equal(cnl_store_job_get(rd, b.id, &got), -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+	assert_int_equal(cnl_store_job_get(rd, b.id, &got), 0);
+	assert_int_equal(cnl_store_written(f->s), w + 1);
+	assert_int_equal(cnl_store_seen(f->s), w + 1);
+
+	/* A transaction that writes nothing leaves the counts level. */
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+	assert_int_equal(cnl_store_seen(f->s), cnl_store_written(f->s));
+
+	/* The reader cannot write, and its failure changes nothing. */
+	job_template(f, &b);
+	assert_true(cnl_store_job_create(rd, &b, NULL, NULL) < 0);
+	assert_int_equal(cnl_store_job_get(f->s, b.id, &got), -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_seen(f->s), cnl_store_written(f->s));
+	cnl_store_close(rd);
+}
+
 static void test_servers(void **state)
 {
 	struct fixture *f = *state;
@@ -1528,6 +1576,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_memberships, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_servers, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idempotency, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_user_member_project_removal,
