@@ -404,6 +404,21 @@ static int write_pid_file(const struct cnl_workload *w)
 	return rename(tmp, w->pid_path) < 0 ? -errno : 0;
 }
 
+/* Whether S0 shares the agent's memory until its execve.  Not under ASan
+ * or TSan: their runtimes follow each thread's stack and state, and a
+ * clone on a stack of ours that runs instrumented code in the agent's
+ * memory is neither (S0 is then a fork that execs the supervisor). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define S0_SHARES_MEMORY 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define S0_SHARES_MEMORY 0
+#endif
+#endif
+#ifndef S0_SHARES_MEMORY
+#define S0_SHARES_MEMORY 1
+#endif
+
 /* The supervisor's command line (cnlab-init --supervise, see init.c for
  * its fields) and the stack S0 runs on until it becomes it, made before
  * the clone. */
@@ -578,7 +593,7 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	 * runs in them; the command unblocks before execve. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (hv) {
+	if (hv && S0_SHARES_MEMORY) {
 		pid = clone(run_s0_vm, hv->stack + HELPER_STACK,
 		            CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
 	} else {
