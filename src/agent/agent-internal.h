@@ -68,6 +68,10 @@
 
 #define LOG_CHUNK_MAX (64 * 1024)
 #define IDLE_CHECK_MS 5000
+/* Starter threads (supervisor.c): two per core, at least 2, at most this;
+ * a start waits on cnlabd (its file lists) and on the runtime about as
+ * long as it computes. */
+#define CNL_AGENT_STARTERS_MAX 8
 /* Node folders the operator mounts into every container. */
 #define CNL_AGENT_MOUNTS_MAX 8
 
@@ -210,6 +214,21 @@ struct cnl_agent {
 		int64_t epoch;
 	} forgot[64];
 	unsigned n_forgot;
+	/* Starts in flight (supervisor.c), under mu: the assignments queued
+	 * for the starter threads (jobs of the host image without MIG, the
+	 * common case; the rest starts on the assignment thread), and the
+	 * workload each starter (slot CNL_AGENT_STARTERS_MAX: the
+	 * assignment thread) is starting, not yet in the table: an id
+	 * queued or starting is not queued again, and a board row taken by
+	 * a start is not given to another.  start_cv wakes the starters. */
+	struct cnl_wire_assignment **start_q;
+	size_t n_start_q, cap_start_q;
+	struct wk *starting[CNL_AGENT_STARTERS_MAX + 1];
+	pthread_cond_t start_cv;
+	int n_starters;          /* set before the threads start */
+	atomic_int starter_next; /* each starter takes its slot from it */
+	struct cnl_client *start_cl[CNL_AGENT_STARTERS_MAX];
+	pthread_t start_thread[CNL_AGENT_STARTERS_MAX];
 	pthread_t hb_thread, sup_thread, tun_thread, aud_thread;
 	atomic_int tunnels_open; /* relays running (tunnel.c) */
 	struct cnl_http_server *metrics;
@@ -457,6 +476,11 @@ void cnl_agent_reconcile(struct cnl_agent *a,
                          const struct cnl_wire_assignments *as);
 /* The supervisor thread (pthread start routine; @arg: the agent). */
 void *cnl_agent_supervise(void *arg);
+/* A starter thread (pthread start routine; @arg: the agent): starts the
+ * queued assignments, with its client a->start_cl[its slot]. */
+void *cnl_agent_starter(void *arg);
+/* Wake the starters (the agent stopping: they then return). */
+void cnl_agent_starters_wake(struct cnl_agent *a);
 
 /* ---- tunnel.c: cnlabd's proxy ------------------------------------------- */
 

@@ -125,6 +125,7 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 	ccfg.token_ud = a;
 	a->lock_fd = -1;
 	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->start_cv, NULL);
 	a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	a->out_ifd =
 	    a->wake_fd < 0 ? -1 : inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -162,6 +163,19 @@ int cnl_agent_new(const struct cnl_agent_config *cfg, struct cnl_agent **ret,
 		snprintf(err, errlen, "bad server URL or token");
 		goto fail;
 	}
+	/* Starts run side by side, two per core (agent-internal.h). */
+	{
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+		a->n_starters = cpus < 1 ? 2 : (int)(2 * cpus);
+		if (a->n_starters > CNL_AGENT_STARTERS_MAX)
+			a->n_starters = CNL_AGENT_STARTERS_MAX;
+	}
+	for (int i = 0; i < a->n_starters; i++)
+		if ((r = cnl_client_new(&ccfg, &a->start_cl[i])) < 0) {
+			snprintf(err, errlen, "bad server URL or token");
+			goto fail;
+		}
 	if ((r = cnl_agent_container_init(a, err, errlen)) < 0)
 		goto fail;
 	snprintf(a->lease, sizeof(a->lease), "%s/lease", cfg->work_dir);
@@ -371,6 +385,8 @@ int cnl_agent_run(struct cnl_agent *a)
 	pthread_create(&a->tun_thread, NULL, cnl_agent_tunnels, a);
 	if (a->audit_gpus)
 		pthread_create(&a->aud_thread, NULL, cnl_agent_gpu_audit, a);
+	for (int i = 0; i < a->n_starters; i++)
+		pthread_create(&a->start_thread[i], NULL, cnl_agent_starter, a);
 	/* The long poll returns as soon as cnlabd places work here; after a
 	 * failure (cnlabd away) the next try waits 50 ms, doubled up to a
 	 * second while it keeps failing. */
@@ -382,6 +398,9 @@ int cnl_agent_run(struct cnl_agent *a)
 		usleep((useconds_t)backoff_ms * 1000);
 		backoff_ms = backoff_ms < 500 ? backoff_ms * 2 : 1000;
 	}
+	cnl_agent_starters_wake(a);
+	for (int i = 0; i < a->n_starters; i++)
+		pthread_join(a->start_thread[i], NULL);
 	pthread_join(a->hb_thread, NULL);
 	pthread_join(a->sup_thread, NULL);
 	pthread_join(a->tun_thread, NULL);
@@ -411,6 +430,11 @@ void cnl_agent_free(struct cnl_agent *a)
 	}
 	free(a->wk);
 	free(a->drop);
+	for (size_t i = 0; i < a->n_start_q; i++)
+		free(a->start_q[i]);
+	free(a->start_q);
+	for (int i = 0; i < a->n_starters; i++)
+		cnl_client_free(a->start_cl[i]);
 	cnl_client_free(a->main_cl);
 	cnl_client_free(a->hb_cl);
 	cnl_client_free(a->sup_cl);
@@ -425,6 +449,7 @@ void cnl_agent_free(struct cnl_agent *a)
 		close(a->wake_fd);
 	if (a->out_ifd >= 0)
 		close(a->out_ifd);
+	pthread_cond_destroy(&a->start_cv);
 	pthread_mutex_destroy(&a->mu);
 	explicit_bzero(a->cred, sizeof(a->cred));
 	explicit_bzero(a->join, sizeof(a->join));

@@ -636,7 +636,12 @@ int cnl_cg_kill(const struct cnl_cg *cg, const char *id)
 			int r = cnl_cg_write_file(path, "1");
 			if (r < 0 && r != -ENOENT)
 				has_kill = false;
-		} else {
+		} else if ((n = cnl_cg_pids(cg, id, pids, 1024)) > 0) {
+			/* Frozen only when there is something to kill: a
+			 * v1 freeze and thaw each switch the kernel's
+			 * freezer on and off for the whole node (a static
+			 * key, patched on every CPU), which an ended
+			 * workload's kill need not pay. */
 			set_frozen(cg, id, true);
 			n = cnl_cg_pids(cg, id, pids, 1024);
 			for (int i = 0; i < n && i < 1024; i++)

@@ -354,6 +354,11 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 	if (find_beside("cnlab-notebook.py", R_OK, a->notebook,
 	                sizeof(a->notebook)) < 0)
 		a->notebook[0] = '\0';
+	/* Each workload's supervisor (launch.h), where it is found; bare
+	 * work without it is supervised by a fork of the agent. */
+	if (a->cfg.bare &&
+	    find_beside("cnlab-init", X_OK, a->init, sizeof(a->init)) < 0)
+		a->init[0] = '\0';
 	if (a->cfg.bare) {
 		/* Outside a container the tenant must at least not be
 		 * root. */

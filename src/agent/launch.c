@@ -1,7 +1,9 @@
 /*
  * launch.c - the workload launcher: validation before any side effect, the
- * fork into supervisor / init / command (see the process tree in launch.h),
- * exit records, poll, kill, usage and adoption.
+ * fork (or clone and execve of cnlab-init --supervise) into supervisor /
+ * init / command (see the process tree in launch.h; the supervisor's code
+ * is launch_child.c, shared with cnlab-init), exit records, poll, kill,
+ * usage and adoption.
  *
  * Everything the children need (paths, argv, env, fds) is prepared before
  * fork(); between fork and execve the children make system calls only.
@@ -9,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -27,6 +31,7 @@
 
 #include "cnlab/errors.h"
 #include "agent/cgroup.h"
+#include "agent/launch-child.h"
 #include "agent/launch.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -51,65 +56,22 @@ struct cnl_workload {
 	int pidfd; /* the supervisor's pidfd (readable once it ended), or -1 */
 };
 
-/* The steps of the children that can fail, reported over the error pipe. */
-enum child_step {
-	STEP_JOIN,
-	STEP_SETSID,
-	STEP_UNSHARE,
-	STEP_MOUNT_PRIVATE,
-	STEP_HIDE_MOUNT,
-	STEP_BIND,
-	STEP_FORK,
-	STEP_MOUNT_PROC,
-	STEP_STDIO,
-	STEP_SETGROUPS,
-	STEP_SETGID,
-	STEP_SETUID,
-	STEP_CHDIR,
-	STEP_EXEC,
-};
-
 static const char *const step_names[] = {
-    [STEP_JOIN] = "join cgroup",
-    [STEP_SETSID] = "setsid",
-    [STEP_UNSHARE] = "unshare namespaces",
-    [STEP_MOUNT_PRIVATE] = "make mounts private",
-    [STEP_HIDE_MOUNT] = "detach the hidden mount",
-    [STEP_BIND] = "bind the work folder",
-    [STEP_FORK] = "fork",
-    [STEP_MOUNT_PROC] = "mount /proc",
-    [STEP_STDIO] = "set up stdio",
-    [STEP_SETGROUPS] = "setgroups",
-    [STEP_SETGID] = "setgid",
-    [STEP_SETUID] = "setuid",
-    [STEP_CHDIR] = "chdir",
-    [STEP_EXEC] = "exec",
-};
-
-struct child_err {
-	int step;
-	int err;
-};
-
-/* What the children use; filled before fork. */
-struct child_ctx {
-	char procs[CNL_CG_MAXDIRS][CNL_CG_FILE_MAX];
-	int nprocs;
-	const char *exe;
-	const char *const *argv;
-	const char *const *env;
-	const char *cwd;
-	const char *exit_path;
-	char exit_tmp[CNL_CG_PATH_MAX + 80];
-	int uid, gid;
-	bool pid_ns, mount_ns;
-	const char *lease_path;
-	int64_t lease_ms;
-	const char *hide_mount;
-	const char *bind_src, *bind_dst;
-	const char *detach_under, *keep;
-	int out_fd, err_fd; /* child side */
-	int errpipe;        /* write end, close-on-exec */
+    [CNL_STEP_JOIN] = "join cgroup",
+    [CNL_STEP_SETSID] = "setsid",
+    [CNL_STEP_UNSHARE] = "unshare namespaces",
+    [CNL_STEP_MOUNT_PRIVATE] = "make mounts private",
+    [CNL_STEP_HIDE_MOUNT] = "detach the hidden mount",
+    [CNL_STEP_BIND] = "bind the work folder",
+    [CNL_STEP_FORK] = "fork",
+    [CNL_STEP_MOUNT_PROC] = "mount /proc",
+    [CNL_STEP_STDIO] = "set up stdio",
+    [CNL_STEP_SETGROUPS] = "setgroups",
+    [CNL_STEP_SETGID] = "setgid",
+    [CNL_STEP_SETUID] = "setuid",
+    [CNL_STEP_CHDIR] = "chdir",
+    [CNL_STEP_EXEC] = "exec",
+    [CNL_STEP_SUPERVISOR] = "exec the supervisor",
 };
 
 static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -217,261 +179,6 @@ int cnl_launcher_cgroup_dir(const struct cnl_launcher *l,
 	return -EINVAL;
 }
 
-/* ---- the children: system calls only from here to execve ---- */
-
-static void __attribute__((noreturn)) child_fail(int fd, int step)
-{
-	struct child_err e = {step, errno};
-
-	if (write(fd, &e, sizeof(e)) < 0) {
-		/* nothing more to do: the parent sees EOF and a dead child */
-	}
-	_exit(127);
-}
-
-/* Drop every inherited descriptor; stdin and stdout go to /dev/null,
- * stderr to the command's (for the lease's last word). */
-static void detach_fds(const struct child_ctx *c)
-{
-	int fd = open("/dev/null", O_RDWR);
-
-	if (fd >= 0) {
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-	}
-	if (c->err_fd >= 0)
-		dup2(c->err_fd, 2);
-	if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0)
-		for (int i = 3; i < 4096; i++)
-			close(i);
-}
-
-static size_t fmt_uint(char *buf, unsigned v)
-{
-	char tmp[16];
-	size_t n = 0, len = 0;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		buf[len++] = tmp[--n];
-	return len;
-}
-
-/* "exited <code>\n" or "signaled <sig>\n" to exit_path, atomically. */
-static void write_record(const struct child_ctx *c, int status)
-{
-	char buf[32];
-	size_t len;
-	int fd;
-
-	if (WIFSIGNALED(status)) {
-		memcpy(buf, "signaled ", 9);
-		len = 9 + fmt_uint(buf + 9, (unsigned)WTERMSIG(status));
-	} else {
-		memcpy(buf, "exited ", 7);
-		len = 7 + fmt_uint(buf + 7, (unsigned)WEXITSTATUS(status));
-	}
-	buf[len++] = '\n';
-	fd = open(c->exit_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	if (write(fd, buf, len) == (ssize_t)len) {
-		(void)fsync(fd);
-		close(fd);
-		(void)rename(c->exit_tmp, c->exit_path);
-		return;
-	}
-	close(fd);
-	(void)unlink(c->exit_tmp);
-}
-
-static void __attribute__((noreturn)) run_command(const struct child_ctx *c)
-{
-	struct sigaction sa;
-	sigset_t none;
-	int in, o, e;
-
-	/* Ignored signals survive execve: give the command defaults. */
-	for (int sig = 1; sig < NSIG; sig++) {
-		if (sigaction(sig, NULL, &sa) == 0 &&
-		    sa.sa_handler == SIG_IGN) {
-			sa.sa_handler = SIG_DFL;
-			(void)sigaction(sig, &sa, NULL);
-		}
-	}
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-
-	/* stdin: an empty pipe, not /dev/null: a container runtime may
-	 * chown its stdio to the container's user (crun 1.8 does), and the
-	 * node's /dev/null must stay root's. */
-	{
-		int p[2];
-
-		in = pipe2(p, O_CLOEXEC) < 0 ? -1 : p[0];
-		if (in >= 0)
-			close(p[1]);
-	}
-	o = fcntl(c->out_fd, F_DUPFD_CLOEXEC, 3);
-	e = fcntl(c->err_fd, F_DUPFD_CLOEXEC, 3);
-	if (in < 0 || o < 0 || e < 0 || dup2(in, 0) < 0 || dup2(o, 1) < 0 ||
-	    dup2(e, 2) < 0)
-		child_fail(c->errpipe, STEP_STDIO);
-
-	if (c->gid >= 0 || c->uid >= 0) {
-		gid_t g = (gid_t)c->gid;
-		if (syscall(SYS_setgroups, c->gid >= 0 ? 1 : 0,
-		            c->gid >= 0 ? &g : NULL) < 0)
-			child_fail(c->errpipe, STEP_SETGROUPS);
-	}
-	if (c->gid >= 0 && syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0)
-		child_fail(c->errpipe, STEP_SETGID);
-	if (c->uid >= 0 && syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0)
-		child_fail(c->errpipe, STEP_SETUID);
-	if (chdir(c->cwd) < 0)
-		child_fail(c->errpipe, STEP_CHDIR);
-	/* Everything else the agent had open closes at execve. */
-	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-		for (int i = 3; i < 4096; i++)
-			if (i != c->errpipe)
-				(void)fcntl(i, F_SETFD, FD_CLOEXEC);
-	execve(c->exe, (char *const *)c->argv, (char *const *)c->env);
-	child_fail(c->errpipe, STEP_EXEC);
-}
-
-/* Milliseconds until the lease file is lease_ms old; the full lease when
- * it cannot be read (a missing file is no reason to kill). */
-static int64_t lease_left_ms(const struct child_ctx *c)
-{
-	struct timespec now;
-	struct stat st;
-
-	if (stat(c->lease_path, &st) < 0 ||
-	    clock_gettime(CLOCK_REALTIME, &now) < 0)
-		return c->lease_ms;
-	return c->lease_ms - ((int64_t)(now.tv_sec - st.st_mtim.tv_sec) * 1000 +
-	                      (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000);
-}
-
-/* SIGKILL every other process of the workload: all of a PID namespace we
- * are init of, else each pid in the cgroup until none but us is left. */
-static void kill_others(const struct child_ctx *c)
-{
-	pid_t self = getpid();
-
-	if (self == 1) {
-		(void)kill(-1, SIGKILL);
-		return;
-	}
-	for (int round = 0; round < 100; round++) {
-		bool others = false;
-
-		for (int i = 0; i < c->nprocs; i++) {
-			char buf[4096];
-			int fd = open(c->procs[i], O_RDONLY | O_CLOEXEC);
-			ssize_t n =
-			    fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-			long pid = 0;
-
-			if (fd >= 0)
-				close(fd);
-			for (ssize_t k = 0; k < n; k++) {
-				if (buf[k] >= '0' && buf[k] <= '9') {
-					pid = pid * 10 + (buf[k] - '0');
-					continue;
-				}
-				if (pid > 0 && pid != self) {
-					(void)kill((pid_t)pid, SIGKILL);
-					others = true;
-				}
-				pid = 0;
-			}
-		}
-		if (!others)
-			return;
-		/* Reap what died, so the next read lists only the living. */
-		while (waitpid(-1, NULL, WNOHANG) > 0)
-			;
-		(void)sched_yield();
-	}
-}
-
-static void say(const char *s)
-{
-	if (write(2, s, strlen(s)) < 0) {
-		/* the record still says how it ended */
-	}
-}
-
-/* Fork the command, reap everything, keep the lease, record the command's
- * end, exit. */
-static void __attribute__((noreturn))
-supervise(const struct child_ctx *c, bool subreaper)
-{
-	sigset_t chld;
-	pid_t w, r;
-	int st = 0;
-
-	if (subreaper)
-		(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-	w = fork();
-	if (w < 0)
-		child_fail(c->errpipe, STEP_FORK);
-	if (w == 0)
-		run_command(c);
-	detach_fds(c);
-	/* SIGCHLD is blocked (every signal is, from the fork): wait for it
-	 * with a deadline at the lease's end instead of blocking in wait. */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	for (;;) {
-		int s;
-
-		r = waitpid(-1, &s, WNOHANG);
-		if (r == w) {
-			st = s;
-			break;
-		}
-		if (r > 0)
-			continue;
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			_exit(127);
-		if (c->lease_path && c->lease_ms > 0) {
-			int64_t left = lease_left_ms(c);
-			struct timespec ts;
-
-			if (left <= 0) {
-				say("cnlab: this node lost the control plane "
-				    "for longer than its lease; the workload "
-				    "is stopped\n");
-				kill_others(c);
-				while (waitpid(w, NULL, 0) < 0 &&
-				       errno == EINTR)
-					;
-				st = SIGKILL; /* as a wait status: killed */
-				break;
-			}
-			ts.tv_sec = (time_t)(left / 1000);
-			ts.tv_nsec = (long)(left % 1000) * 1000000 + 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			(void)sigtimedwait(&chld, NULL, &ts);
-		} else {
-			(void)sigwaitinfo(&chld, NULL);
-		}
-	}
-	write_record(c, st);
-	_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
-}
-
 /* Field 5 of mountinfo line @line (its mount point), unescaped (\040 and
  * the like) into @out; false when the line has no such field or it does
  * not fit.  Async-signal-safe: S0 is a child of a threaded process. */
@@ -551,7 +258,7 @@ static void detach_below(const char *under, const char *keep)
 			skip++;
 }
 
-static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
+static void __attribute__((noreturn)) run_s0(const struct cnl_child_ctx *c)
 {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	int flags = 0;
@@ -559,11 +266,11 @@ static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
 	/* An agent that ignores SIGCHLD would make waitpid lose statuses. */
 	(void)sigaction(SIGCHLD, &dfl, NULL);
 	if (setsid() < 0)
-		child_fail(c->errpipe, STEP_SETSID);
+		cnl_child_fail(c->errpipe, CNL_STEP_SETSID);
 	for (int i = 0; i < c->nprocs; i++) {
 		int fd = open(c->procs[i], O_WRONLY | O_CLOEXEC);
 		if (fd < 0 || write(fd, "0", 1) != 1)
-			child_fail(c->errpipe, STEP_JOIN);
+			cnl_child_fail(c->errpipe, CNL_STEP_JOIN);
 		close(fd);
 	}
 	if (c->pid_ns)
@@ -571,39 +278,43 @@ static void __attribute__((noreturn)) run_s0(const struct child_ctx *c)
 	if (c->mount_ns)
 		flags |= CLONE_NEWNS;
 	if (flags && unshare(flags) < 0)
-		child_fail(c->errpipe, STEP_UNSHARE);
+		cnl_child_fail(c->errpipe, CNL_STEP_UNSHARE);
 	if (c->mount_ns &&
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		child_fail(c->errpipe, STEP_MOUNT_PRIVATE);
+		cnl_child_fail(c->errpipe, CNL_STEP_MOUNT_PRIVATE);
 	if (c->mount_ns && c->hide_mount &&
 	    umount2(c->hide_mount, MNT_DETACH) < 0 && errno != EINVAL &&
 	    errno != ENOENT)
-		child_fail(c->errpipe, STEP_HIDE_MOUNT);
+		cnl_child_fail(c->errpipe, CNL_STEP_HIDE_MOUNT);
 	if (c->mount_ns && c->detach_under)
 		detach_below(c->detach_under, c->keep);
 	if (c->mount_ns && c->bind_src && c->bind_dst &&
 	    mount(c->bind_src, c->bind_dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-		child_fail(c->errpipe, STEP_BIND);
-	if (c->pid_ns) {
-		pid_t p = fork();
-		int st = 0;
-
-		if (p < 0)
-			child_fail(c->errpipe, STEP_FORK);
-		if (p == 0) {
-			/* pid 1 of the new namespace: a /proc that shows it. */
-			if (c->mount_ns &&
-			    mount("proc", "/proc", "proc",
-			          MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-				child_fail(c->errpipe, STEP_MOUNT_PROC);
-			supervise(c, false);
-		}
-		detach_fds(c);
-		while (waitpid(p, &st, 0) < 0 && errno == EINTR)
-			;
-		_exit(WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st));
+		cnl_child_fail(c->errpipe, CNL_STEP_BIND);
+	if (c->helper_argv) {
+		/* Become the supervisor (cnlab-init's supervise mode): no
+		 * copy of the agent lives on beside the work.  What it is
+		 * handed by number stays open across execve; the rest of
+		 * the agent's descriptors do not. */
+		if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+			for (int i = 3; i < 4096; i++)
+				(void)fcntl(i, F_SETFD, FD_CLOEXEC);
+		if (fcntl(c->out_fd, F_SETFD, 0) < 0 ||
+		    fcntl(c->err_fd, F_SETFD, 0) < 0 ||
+		    fcntl(c->errpipe, F_SETFD, 0) < 0)
+			cnl_child_fail(c->errpipe, CNL_STEP_STDIO);
+		execve(c->helper_argv[0], (char *const *)c->helper_argv,
+		       (char *const *)c->env);
+		cnl_child_fail(c->errpipe, CNL_STEP_SUPERVISOR);
 	}
-	supervise(c, true);
+	cnl_child_run(c);
+}
+
+/* S0 when it shares the agent's memory until its execve (clone with
+ * CLONE_VM | CLONE_VFORK: the calling thread waits, nothing is copied). */
+static int run_s0_vm(void *arg)
+{
+	run_s0(arg);
 }
 
 /* ---- the agent side ---- */
@@ -693,14 +404,97 @@ static int write_pid_file(const struct cnl_workload *w)
 	return rename(tmp, w->pid_path) < 0 ? -errno : 0;
 }
 
+/* Whether S0 shares the agent's memory until its execve.  Not under ASan
+ * or TSan: their runtimes follow each thread's stack and state, and a
+ * clone on a stack of ours that runs instrumented code in the agent's
+ * memory is neither (S0 is then a fork that execs the supervisor). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define S0_SHARES_MEMORY 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define S0_SHARES_MEMORY 0
+#endif
+#endif
+#ifndef S0_SHARES_MEMORY
+#define S0_SHARES_MEMORY 1
+#endif
+
+/* The supervisor's command line (cnlab-init --supervise, see init.c for
+ * its fields) and the stack S0 runs on until it becomes it, made before
+ * the clone. */
+#define HELPER_STACK (256 * 1024)
+struct helper {
+	char num[6][24];
+	char *stack; /* HELPER_STACK bytes, mmap'd */
+	const char *argv[];
+};
+
+static void helper_free(struct helper *h)
+{
+	if (!h)
+		return;
+	if (h->stack && h->stack != MAP_FAILED)
+		munmap(h->stack, HELPER_STACK);
+	free(h);
+}
+
+static int helper_argv(const struct cnl_child_ctx *c, const char *path,
+                       struct helper **ret)
+{
+	size_t nargv = 0, k = 0;
+	struct helper *h;
+
+	while (c->argv[nargv])
+		nargv++;
+	h = calloc(1, sizeof(*h) + (20 + (size_t)c->nprocs + nargv) *
+	                               sizeof(h->argv[0]));
+	if (!h)
+		return -ENOMEM;
+	h->stack = mmap(NULL, HELPER_STACK, PROT_READ | PROT_WRITE,
+	                MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (h->stack == MAP_FAILED) {
+		helper_free(h);
+		return -ENOMEM;
+	}
+	snprintf(h->num[0], sizeof(h->num[0]), "%d", c->uid);
+	snprintf(h->num[1], sizeof(h->num[1]), "%d", c->gid);
+	snprintf(h->num[2], sizeof(h->num[2]), "%d", c->out_fd);
+	snprintf(h->num[3], sizeof(h->num[3]), "%d", c->err_fd);
+	snprintf(h->num[4], sizeof(h->num[4]), "%d", c->errpipe);
+	snprintf(h->num[5], sizeof(h->num[5]), "%" PRId64,
+	         c->lease_path ? c->lease_ms : 0);
+	h->argv[k++] = path;
+	h->argv[k++] = "--supervise";
+	h->argv[k++] = c->pid_ns && c->mount_ns ? "PM"
+	               : c->pid_ns              ? "P"
+	               : c->mount_ns            ? "M"
+	                                        : "-";
+	for (int i = 0; i < 6; i++)
+		h->argv[k++] = h->num[i];
+	h->argv[k++] = c->lease_path ? c->lease_path : "";
+	h->argv[k++] = c->exit_path;
+	h->argv[k++] = c->exit_tmp;
+	h->argv[k++] = c->cwd;
+	h->argv[k++] = c->exe;
+	for (int i = 0; i < c->nprocs; i++)
+		h->argv[k++] = c->procs[i];
+	h->argv[k++] = "--";
+	for (size_t i = 0; i < nargv; i++)
+		h->argv[k++] = c->argv[i];
+	h->argv[k] = NULL;
+	*ret = h;
+	return 0;
+}
+
 int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
                struct cnl_workload **ret, char *err, size_t errlen)
 {
-	struct child_ctx c;
+	struct cnl_child_ctx c;
 	struct cnl_workload *w;
 	char exe[PATH_MAX];
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, ep[2];
-	struct child_err ce = {0, 0};
+	struct cnl_child_err ce = {0, 0};
+	struct helper *hv = NULL;
 	sigset_t all, old;
 	struct stat st;
 	size_t got = 0;
@@ -787,15 +581,28 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	c.out_fd = s->stdout_fd >= 0 ? s->stdout_fd : outp[1];
 	c.err_fd = s->stderr_fd >= 0 ? s->stderr_fd : errp[1];
 	c.errpipe = ep[1];
+	if (s->supervisor && (r = helper_argv(&c, s->supervisor, &hv)) < 0) {
+		errf(err, errlen, r, "out of memory");
+		close(ep[0]);
+		close(ep[1]);
+		goto fail_pipes;
+	}
+	c.helper_argv = hv ? (const char *const *)hv->argv : NULL;
 
 	/* The children start with every signal blocked: no agent handler
 	 * runs in them; the command unblocks before execve. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = fork();
-	if (pid == 0)
-		run_s0(&c);
+	if (hv && S0_SHARES_MEMORY) {
+		pid = clone(run_s0_vm, hv->stack + HELPER_STACK,
+		            CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+	} else {
+		pid = fork();
+		if (pid == 0)
+			run_s0(&c);
+	}
 	r = -errno;
+	helper_free(hv);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	close(ep[1]);
 	close_fd(&outp[1]);
@@ -818,11 +625,12 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	}
 	close(ep[0]);
 	if (got == sizeof(ce)) {
-		const char *step = ce.step >= 0 && ce.step <= STEP_EXEC
-		                       ? step_names[ce.step]
-		                       : "start";
+		const char *step =
+		    ce.step >= 0 && ce.step <= CNL_STEP_SUPERVISOR
+		        ? step_names[ce.step]
+		        : "start";
 		r = ce.err > 0 ? -ce.err : -EIO;
-		if (ce.step == STEP_EXEC)
+		if (ce.step == CNL_STEP_EXEC)
 			errf(err, errlen, r, "exec %s: %s", exe,
 			     strerror(ce.err));
 		else

@@ -22,6 +22,18 @@
  *                         its namespace; drops to uid/gid, chdir, stdio,
  *                         execve
  *
+ * S0 is either a fork of the agent that stays one (spec.supervisor NULL),
+ * or, the agent's way (spec.supervisor = cnlab-init), a clone that shares
+ * the agent's memory (CLONE_VM | CLONE_VFORK: no copy of the agent's page
+ * tables, the launching thread waits) until, its cgroups joined and its
+ * namespaces made, it becomes "cnlab-init --supervise" by execve and does
+ * the rest (S1, W) as the small static program it then is.  So each
+ * launch costs no copy of the agent and, while the work runs, no copy of
+ * it lives on (the agent would pay a copy-on-write fault, and a TLB
+ * shoot-down on every CPU it runs on, for each page it writes after each
+ * fork); W is then a fork of cnlab-init, and the container runtime (or
+ * the command) its one exec.
+ *
  * The supervisor that is W's parent (S1, else S0) reaps every process that
  * reparents to it (it is pid 1, or a child subreaper), and when W ends it
  * writes "exited <code>" or "signaled <signo>" to <state_dir>/<id>.exit
@@ -123,6 +135,12 @@ struct cnl_launch_spec {
 	bool mount_ns;            /* own mount namespace, private propagation;
 	                             with pid_ns also a fresh /proc */
 	int stdout_fd, stderr_fd; /* -1: the launcher makes a pipe */
+	/* cnlab-init's path: S0 is cloned sharing the agent's memory (no
+	 * copy) and, once its namespaces are made, becomes
+	 * "cnlab-init --supervise" by execve, which does what S0 and S1 do
+	 * below; so no copy of the agent lives on beside the work.  NULL:
+	 * S0 is a fork of the agent and supervises as that. */
+	const char *supervisor;
 	/* The lease: once lease_path is older than lease_ms (the agent that
 	 * renews it is dead or cut off from cnlabd), the supervisor kills
 	 * every process of the workload, says so on its stderr and records

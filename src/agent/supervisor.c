@@ -33,6 +33,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent-internal.h"
@@ -62,8 +63,9 @@ static int free_port(void)
 	return port;
 }
 
-/* The lowest board row no running slice of GPU @gpu holds. */
-static unsigned board_slot(struct cnl_agent *a, int gpu)
+/* The lowest board row no running or starting slice of GPU @gpu holds,
+ * taken for @w at once (starts run side by side). */
+static unsigned board_slot(struct cnl_agent *a, struct wk *w, int gpu)
 {
 	unsigned slot = 0;
 	bool taken = true;
@@ -75,9 +77,15 @@ static unsigned board_slot(struct cnl_agent *a, int gpu)
 			if (a->wk[i]->gpu == gpu &&
 			    a->wk[i]->board_slot == (int)slot)
 				taken = true;
+		for (size_t i = 0; i < CNL_ARRAY_SIZE(a->starting); i++)
+			if (a->starting[i] && a->starting[i] != w &&
+			    a->starting[i]->gpu == gpu &&
+			    a->starting[i]->board_slot == (int)slot)
+				taken = true;
 		if (taken)
 			slot++;
 	}
+	w->board_slot = (int)slot;
 	pthread_mutex_unlock(&a->mu);
 	return slot;
 }
@@ -286,8 +294,13 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	return 0;
 }
 
-/* Start the assignment @as; called without the lock. */
-static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
+/* Start the assignment @as as @w (new, in a->starting), talking to cnlabd
+ * through @cl (the calling thread's client); called without the lock.
+ * True when @w went into the table; false when the start failed and was
+ * reported (@w is then the caller's to take out of a->starting and
+ * free). */
+static bool start(struct cnl_agent *a, struct cnl_client *cl,
+                  const struct cnl_wire_assignment *as, struct wk *w)
 {
 	const char *id = as->id;
 	const struct cnl_wire_slice *gpu = &as->gpu;
@@ -306,8 +319,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	char bundle[600], rt_root[600], ws_root[600];
 	struct cnl_launch_spec spec = {0};
 	bool ctr;
-	struct wk *w = cnl_agent_wk_new(id, as->epoch);
-	int ne = 0, r;
+	int ne = 0, first = -1, r;
 
 	w->server = as->kind == CNL_WIRE_SERVER;
 	/* GPUs: indexes of the mask, or the MIG instance's UUID. */
@@ -323,9 +335,13 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 			l = strlen(hvd);
 			snprintf(hvd + l, sizeof(hvd) - l, "%s%d", l ? "," : "",
 			         nvis++);
-			if (w->gpu < 0)
-				w->gpu = i;
+			if (first < 0)
+				first = i;
 		}
+	/* Other starts read it (board_slot). */
+	pthread_mutex_lock(&a->mu);
+	w->gpu = first;
+	pthread_mutex_unlock(&a->mu);
 	if (w->gpu >= 0 && gpu->blocks > 0 && ndev == 0) {
 		r = -CNL_ENODE;
 		snprintf(err, sizeof(err), "this node has no GPU");
@@ -411,10 +427,10 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 		goto fail;
 	}
 	if (!w->server &&
-	    ((r = cnl_agent_fetch_files(a, a->main_cl, w, "inputs", w->dir, err,
+	    ((r = cnl_agent_fetch_files(a, cl, w, "inputs", w->dir, err,
 	                                sizeof(err))) < 0 ||
-	     (r = cnl_agent_fetch_files(a, a->main_cl, w, "checkpoints",
-	                                w->ckpt, err, sizeof(err))) < 0))
+	     (r = cnl_agent_fetch_files(a, cl, w, "checkpoints", w->ckpt, err,
+	                                sizeof(err))) < 0))
 		goto fail;
 	/* The slice's region: its VRAM quota and compute share, the share
 	 * in terms of the device its processes see (the GPU, or inside MIG
@@ -447,11 +463,14 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 				         a->cfg.work_dir);
 				goto fail;
 			}
+			/* Under the lock: two starts on one GPU create
+			 * its board once. */
+			pthread_mutex_lock(&a->mu);
 			if (access(board, R_OK) != 0)
 				cnl_board_create(board);
+			pthread_mutex_unlock(&a->mu);
 			ro.board = board;
-			ro.board_slot = board_slot(a, w->gpu);
-			w->board_slot = (int)ro.board_slot;
+			ro.board_slot = board_slot(a, w, w->gpu);
 		}
 		/* The agent's own record of the quota, which the GPU
 		 * memory audit holds the slice to (gpu_audit.h). */
@@ -535,6 +554,7 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	 * was killed (see agent.h). */
 	spec.lease_path = a->lease;
 	spec.lease_ms = a->lease_ms;
+	spec.supervisor = a->init[0] ? a->init : NULL;
 	spec.id = id;
 	spec.cpu_milli = as->cpu_milli;
 	spec.mem_bytes = as->mem_mib << 20;
@@ -604,8 +624,11 @@ static void start(struct cnl_agent *a, const struct cnl_wire_assignment *as)
 	pthread_mutex_lock(&a->mu);
 	cnl_agent_wk_add(a, w);
 	a->started_total++;
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(a->starting); i++)
+		if (a->starting[i] == w)
+			a->starting[i] = NULL;
 	pthread_mutex_unlock(&a->mu);
-	return;
+	return true;
 fail:
 	/* A bad assignment is reported failed with the reason; we go on. */
 	{
@@ -620,12 +643,110 @@ fail:
 		cnl_agent_rmtree(w->dir);
 	if (w->server && w->dir[0])
 		cnl_agent_workspace_close(a, w);
-	cnl_agent_report(a, a->main_cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL,
-	                 err);
+	cnl_agent_report(a, cl, w, CNL_WIRE_REPORT_FAILED, 127, NULL, err);
 	pthread_mutex_lock(&a->mu);
 	cnl_agent_mig_release(a, w->mig_uuid);
 	pthread_mutex_unlock(&a->mu);
+	return false;
+}
+
+/* The slot @w takes in a->starting (the assignment thread's: @slot), and
+ * out of it with its free when its start failed. */
+static void run_start(struct cnl_agent *a, struct cnl_client *cl, int slot,
+                      const struct cnl_wire_assignment *as, struct wk *w)
+{
+	if (start(a, cl, as, w))
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->starting[slot] = NULL;
+	pthread_mutex_unlock(&a->mu);
 	cnl_agent_wk_free(w);
+}
+
+/* Whether a starter can start @as: a job of the host image without MIG
+ * (images are fetched, MIG instances made and servers' volumes and
+ * forwarders opened on the assignment thread, one at a time). */
+static bool starter_kind(const struct cnl_wire_assignment *as)
+{
+	return as->kind != CNL_WIRE_SERVER && !as->image[0] &&
+	       !as->gpu.mig_profile[0];
+}
+
+/* Whether @id is queued for a starter or being started.  Under the lock. */
+static bool start_pending(const struct cnl_agent *a, const char *id)
+{
+	for (size_t i = 0; i < a->n_start_q; i++)
+		if (strcmp(a->start_q[i]->id, id) == 0)
+			return true;
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(a->starting); i++)
+		if (a->starting[i] && strcmp(a->starting[i]->id, id) == 0)
+			return true;
+	return false;
+}
+
+/* Drop the queued starts the list @list no longer asks for (moved,
+ * cancelled, or to stop).  Under the lock. */
+static void unqueue_unlisted(struct cnl_agent *a,
+                             const struct cnl_wire_assignments *list)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < a->n_start_q; i++) {
+		const struct cnl_wire_assignment *q = a->start_q[i];
+		bool listed = false;
+
+		for (size_t k = 0; k < list->n && !listed; k++)
+			listed = strcmp(list->items[k].id, q->id) == 0 &&
+			         list->items[k].epoch == q->epoch &&
+			         list->items[k].action == CNL_WIRE_RUN;
+		if (listed)
+			a->start_q[keep++] = a->start_q[i];
+		else
+			free(a->start_q[i]);
+	}
+	a->n_start_q = keep;
+}
+
+void cnl_agent_starters_wake(struct cnl_agent *a)
+{
+	pthread_mutex_lock(&a->mu);
+	pthread_cond_broadcast(&a->start_cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
+void *cnl_agent_starter(void *arg)
+{
+	struct cnl_agent *a = arg;
+	int slot = atomic_fetch_add(&a->starter_next, 1);
+	struct cnl_client *cl = a->start_cl[slot];
+
+	pthread_mutex_lock(&a->mu);
+	while (!a->stop) {
+		struct cnl_wire_assignment *as;
+		struct wk *w;
+
+		if (a->n_start_q == 0) {
+			/* A second at most: cnl_agent_stop (a signal
+			 * handler's) cannot signal the condition. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec++;
+			pthread_cond_timedwait(&a->start_cv, &a->mu, &ts);
+			continue;
+		}
+		as = a->start_q[0];
+		memmove(a->start_q, a->start_q + 1,
+		        --a->n_start_q * sizeof(*a->start_q));
+		w = cnl_agent_wk_new(as->id, as->epoch);
+		a->starting[slot] = w;
+		pthread_mutex_unlock(&a->mu);
+		run_start(a, cl, slot, as, w);
+		free(as);
+		pthread_mutex_lock(&a->mu);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
 }
 
 /* ---- reconciling --------------------------------------------------------- */
@@ -648,6 +769,7 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 
 	/* Work we run that is no longer assigned here: moved or ended. */
 	pthread_mutex_lock(&a->mu);
+	unqueue_unlisted(a, list);
 	for (size_t i = 0; i < a->n_wk; i++) {
 		struct wk *w = a->wk[i];
 		bool listed = false;
@@ -668,7 +790,8 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 
 		pthread_mutex_lock(&a->mu);
 		w = cnl_agent_wk_find(a, as->id);
-		if (!w && forgotten(a, as->id, as->epoch)) {
+		if (!w && (forgotten(a, as->id, as->epoch) ||
+		           start_pending(a, as->id))) {
 			pthread_mutex_unlock(&a->mu);
 			continue;
 		}
@@ -694,7 +817,30 @@ void cnl_agent_reconcile(struct cnl_agent *a,
 		 * next poll (bounded wait) retries. */
 		if (as->not_before_ms > now)
 			continue;
-		start(a, as);
+		/* The common case goes to the starters, side by side; the
+		 * rest starts here (agent-internal.h). */
+		if (a->n_starters > 0 && starter_kind(as)) {
+			struct cnl_wire_assignment *q = cnl_xmalloc(sizeof(*q));
+
+			*q = *as;
+			pthread_mutex_lock(&a->mu);
+			if (a->n_start_q == a->cap_start_q) {
+				a->cap_start_q =
+				    a->cap_start_q ? 2 * a->cap_start_q : 16;
+				a->start_q = cnl_xrealloc(
+				    a->start_q,
+				    a->cap_start_q * sizeof(*a->start_q));
+			}
+			a->start_q[a->n_start_q++] = q;
+			pthread_cond_signal(&a->start_cv);
+			pthread_mutex_unlock(&a->mu);
+			continue;
+		}
+		w = cnl_agent_wk_new(as->id, as->epoch);
+		pthread_mutex_lock(&a->mu);
+		a->starting[CNL_AGENT_STARTERS_MAX] = w;
+		pthread_mutex_unlock(&a->mu);
+		run_start(a, a->main_cl, CNL_AGENT_STARTERS_MAX, as, w);
 	}
 }
 

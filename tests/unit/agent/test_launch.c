@@ -34,6 +34,9 @@
 #include "agent/launch.h"
 
 static char self_exe[PATH_MAX];
+/* The second run of every test: each workload's supervisor is cnlab-init
+ * --supervise (launch.h), not a fork of this process. */
+static const char *supervisor;
 
 static const char *const base_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
                                        "LC_ALL=C", NULL};
@@ -115,6 +118,7 @@ static struct cnl_launch_spec spec(const char *id, const char *const *argv,
 	    .gid = -1,
 	    .stdout_fd = -1,
 	    .stderr_fd = -1,
+	    .supervisor = supervisor,
 	};
 	return s;
 }
@@ -224,6 +228,43 @@ static void test_env_cwd_pipes_exit(void **state)
 	assert_false(e.oom_killed);
 	cnl_workload_free(w);
 	assert_int_equal(cnl_launcher_list(f->l, NULL, 0), 0);
+}
+
+/* With a supervisor named, the workload's supervisor is that program
+ * (no copy of the launching process lives on beside the work), in the
+ * workload's cgroup, and the exit record is its. */
+static void test_supervisor_exec(void **state)
+{
+	struct fix *f = *state;
+	const char *argv[] = {"sleep", "1000", NULL};
+	struct cnl_launch_spec s = spec("sup1", argv, "/");
+	char exe[PATH_MAX], link[64], want[PATH_MAX], err[256];
+	struct cnl_workload *w;
+	struct cnl_exit e;
+	pid_t pids[16];
+	bool listed = false;
+	ssize_t n;
+	int k;
+
+	if (!supervisor)
+		skip();
+	assert_non_null(realpath(supervisor, want));
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)cnl_workload_pid(w));
+	n = readlink(link, exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	assert_string_equal(exe, want);
+	k = cnl_workload_procs(w, pids, 16);
+	for (int i = 0; i < k; i++)
+		listed |= pids[i] == cnl_workload_pid(w);
+	assert_true(listed);
+	/* Supervisors block every signal: the command alone gets it. */
+	assert_int_equal(cnl_workload_signal(w, SIGTERM), 0);
+	wait_exit(w, &e);
+	assert_true(e.exited);
+	assert_int_equal(e.signal, SIGTERM);
+	cnl_workload_free(w);
 }
 
 static void test_not_found(void **state)
@@ -960,6 +1001,8 @@ int main(int argc, char **argv)
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_not_found, fix_setup,
 	                                    fix_teardown),
+	    cmocka_unit_test_setup_teardown(test_supervisor_exec, fix_setup,
+	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_oom, fix_setup, fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_limits_written, fix_setup,
 	                                    fix_teardown),
@@ -988,5 +1031,10 @@ int main(int argc, char **argv)
 	if (n <= 0)
 		return 1;
 	self_exe[n] = '\0';
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (cmocka_run_group_tests_name("supervised by a fork", tests, NULL,
+	                                NULL) != 0)
+		return 1;
+	supervisor = CNLAB_INIT;
+	return cmocka_run_group_tests_name("supervised by cnlab-init", tests,
+	                                   NULL, NULL);
 }
