@@ -174,12 +174,14 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	y.fail = calloc(FAIL_SLOTS, sizeof(*y.fail));
 	y.pfail = calloc(FAIL_SLOTS, sizeof(*y.pfail));
 	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
+	if (s->inc)
+		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
 	r = cnl_cyc_order_init(&ord, n_jobs);
 	gangs = malloc((n_jobs + 1) * sizeof(*gangs));
 	s->gang_nodes = realloc(s->gang_nodes,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
 	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
-	    r < 0 || !gangs || !s->gang_nodes) {
+	    r < 0 || !gangs || !s->gang_nodes || (s->inc && !y.nver)) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -228,6 +230,8 @@ out:
 	free(y.vl_jobs);
 	cnl_cyc_bounds_clear(&y);
 	free(y.lbc);
+	cnl_cyc_fit_done(&y);
+	free(y.nver);
 	cnl_cyc_order_done(&ord);
 	free(gangs);
 	return r;

@@ -40,7 +40,7 @@ struct cnl_run_vec {
 struct cnl_resv {
 	uint32_t job;
 	uint32_t node;
-	uint32_t next; /* next reservation on the node, or UINT32_MAX */
+	uint32_t next; /* next on the node by start time, or UINT32_MAX */
 	int64_t t0, t1;
 };
 
