@@ -140,6 +140,44 @@ struct cnl_cyc {
 	size_t next_fit;
 };
 
+/* The scratch buffers a cycle keeps in its scheduler between cycles. */
+enum {
+	KEEP_PREP,
+	KEEP_DONE,
+	KEEP_VICTIM,
+	KEEP_GANGS,
+	KEEP_ORD,
+	KEEP_QS,
+	KEEP_TEAMS
+};
+
+/* `bytes` of scratch: the incremental cycle's kept buffer `k` (grown as
+ * needed, owned by the scheduler), else a fresh one (the caller frees it,
+ * see cnl_cyc_unkeep); NULL when out of memory. */
+static inline void *cnl_cyc_keep(struct cnl_sched *s, int k, size_t bytes)
+{
+	struct cnl_keep *b = &s->keep[k];
+
+	if (!s->inc)
+		return malloc(bytes);
+	if (b->cap < bytes) {
+		void *n = malloc(bytes + bytes / 4);
+		if (!n)
+			return NULL;
+		free(b->p);
+		b->p = n;
+		b->cap = bytes + bytes / 4;
+	}
+	return b->p;
+}
+
+/* Free scratch from cnl_cyc_keep() unless the scheduler keeps it. */
+static inline void cnl_cyc_unkeep(struct cnl_sched *s, void *p)
+{
+	if (!s->inc)
+		free(p);
+}
+
 /* The run time capacity is planned with: the job's estimate, or the
  * configured default for work without one. */
 static inline int64_t cnl_cyc_runtime_of(const struct cnl_cyc *y,
@@ -278,8 +316,9 @@ struct cnl_cyc_order {
 	size_t last; /* the queue taken from last, or SIZE_MAX */
 };
 
-int cnl_cyc_order_init(struct cnl_cyc_order *o, size_t n_jobs);
-void cnl_cyc_order_done(struct cnl_cyc_order *o);
+int cnl_cyc_order_init(struct cnl_sched *s, struct cnl_cyc_order *o,
+                       size_t n_jobs);
+void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o);
 /* Add pending job `job` with its policy key as of now. */
 void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o,
                        uint32_t job);

@@ -43,7 +43,8 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks)
 int cnl_cyc_setup_teams(struct cnl_cyc *y)
 {
 	struct cnl_sched *s = y->s;
-	uint32_t *ps = malloc((y->n_jobs + 1) * sizeof(*ps));
+	uint32_t *ps =
+	    cnl_cyc_keep(s, KEEP_TEAMS, (y->n_jobs + 1) * sizeof(*ps));
 	size_t n = 0;
 	double wsum = 0;
 
@@ -61,7 +62,7 @@ int cnl_cyc_setup_teams(struct cnl_cyc *y)
 			struct cnl_team *nt =
 			    realloc(s->teams, cap * sizeof(*nt));
 			if (!nt) {
-				free(ps);
+				cnl_cyc_unkeep(s, ps);
 				return -ENOMEM;
 			}
 			s->teams = nt;
@@ -75,7 +76,7 @@ int cnl_cyc_setup_teams(struct cnl_cyc *y)
 		t->u_hist =
 		    cnl_fs_usage(&s->fs, ps[i], y->now, y->v.capacity_blocks);
 	}
-	free(ps);
+	cnl_cyc_unkeep(s, ps);
 	for (size_t i = 0; i < s->n_teams; i++)
 		s->teams[i].share = wsum > 0 ? s->teams[i].share / wsum : 1;
 	/* What each team holds now. */
@@ -126,19 +127,20 @@ static int cmp_order(const void *a, const void *b)
 	return (x->job > y->job) - (x->job < y->job);
 }
 
-int cnl_cyc_order_init(struct cnl_cyc_order *o, size_t n_jobs)
+int cnl_cyc_order_init(struct cnl_sched *s, struct cnl_cyc_order *o,
+                       size_t n_jobs)
 {
 	memset(o, 0, sizeof(*o));
 	o->last = SIZE_MAX;
-	o->ord = malloc((n_jobs + 1) * sizeof(*o->ord));
-	o->qs = malloc((n_jobs + 1) * sizeof(*o->qs));
+	o->ord = cnl_cyc_keep(s, KEEP_ORD, (n_jobs + 1) * sizeof(*o->ord));
+	o->qs = cnl_cyc_keep(s, KEEP_QS, (n_jobs + 1) * sizeof(*o->qs));
 	return o->ord && o->qs ? 0 : -ENOMEM;
 }
 
-void cnl_cyc_order_done(struct cnl_cyc_order *o)
+void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o)
 {
-	free(o->ord);
-	free(o->qs);
+	cnl_cyc_unkeep(s, o->ord);
+	cnl_cyc_unkeep(s, o->qs);
 	o->ord = NULL;
 	o->qs = NULL;
 }

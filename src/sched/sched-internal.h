@@ -65,6 +65,13 @@ struct cnl_sched {
 	/* The cycle running is cnl_sched_cycle_inc's (cycle.c): the same
 	 * decisions, by the faster paths. */
 	bool inc;
+	/* The incremental cycle's per-job scratch, kept between its cycles
+	 * (cnl_cyc_keep): with 100k pending, fresh arrays each cycle paid
+	 * their page faults every time. */
+	struct cnl_keep {
+		void *p;
+		size_t cap;
+	} keep[8];
 };
 
 _Static_assert(offsetof(struct cnl_sched, cfg) == 0,
