@@ -31,6 +31,8 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks)
 
 	if (!t)
 		return;
+	if (blocks)
+		t->moved = true;
 	t->held_blocks += blocks;
 	t->factor = cnl_fs_factor(t->u_hist,
 	                          y->v.capacity_blocks
@@ -194,12 +196,21 @@ uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o)
 			o->last = SIZE_MAX;
 			while (q->pos < q->end && y->done[o->ord[q->pos].job])
 				q->pos++;
+			/* The incremental cycle keeps the key computed at
+			 * the start while the team's factor stands (its
+			 * holdings have not moved): the policy's inputs are
+			 * the same. */
+			const struct cnl_team *t =
+			    y->s->pol->fairshare && y->s->inc
+			        ? cnl_sched_team_find(y->s, q->project)
+			        : NULL;
 			if (q->pos < q->end)
-				q->key = y->s->pol->fairshare
-				             ? cnl_policy_order(
-				                   &y->v,
-				                   &y->jobs[o->ord[q->pos].job])
-				             : o->ord[q->pos].key;
+				q->key =
+				    y->s->pol->fairshare && (!t || t->moved)
+				        ? cnl_policy_order(
+				              &y->v,
+				              &y->jobs[o->ord[q->pos].job])
+				        : o->ord[q->pos].key;
 		}
 		/* Within the class, the team whose head has the highest key;
 		 * the next class when every queue is empty. */

@@ -22,6 +22,7 @@ struct cnl_team {
 	double share;        /* normalised share weight */
 	int64_t held_blocks; /* held now, including this cycle's starts */
 	double factor;       /* fair-share factor, kept current */
+	bool moved;          /* held_blocks changed since the cycle began */
 };
 
 /* A piece of running work on a node, with its expected end. */
