@@ -613,8 +613,8 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
  * The loop: a kick (a submission, an end, a node that changed) runs a
  * cycle at once when the loop is idle; kicks that arrive while a cycle
  * runs (they wait for the lock it holds) leave the state dirty, and the
- * next cycle starts as soon as this one ends and takes them all: the
- * cycle's own duration is the batch, with no fixed gap and no timer on
+ * next cycle takes them all: the cycle's own duration (and the pause
+ * below, as long again) is the batch, with no fixed gap and no timer on
  * the path of a job.  The periodic timer (cycle_interval_ms) remains for
  * liveness, lost nodes and metering, and forces a cycle.
  *
