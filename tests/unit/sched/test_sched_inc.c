@@ -385,9 +385,10 @@ static void test_same_decisions_classes(void **state)
 {
 	(void)state;
 	classes = true;
-	/* 30 seeds: a fit memory that trusted a time after the node's
-	 * capacity changed decided differently at seed 219. */
-	for (uint64_t seed = 200; seed < 230; seed++)
+	/* A fit memory that trusted a time after the node's capacity
+	 * changed decided differently at seed 219 (few seeds: the ASan
+	 * build runs this too). */
+	for (uint64_t seed = 216; seed < 223; seed++)
 		run_seed(seed, "cnlab");
 	run_seed(300, "fifo");
 	classes = false;
