@@ -70,6 +70,18 @@ struct cnl_cyc_lb_cache {
 	struct cnl_cyc_lb *v;
 };
 
+/* The fit memory (profile.c): per request (every field the allocator
+ * reads), each node's first time at which the request fits by the ends of
+ * the node's running work, reservations aside; up to FIT_MAX requests. */
+#define FIT_MAX 128
+
+struct cnl_cyc_fit {
+	uint64_t key; /* 0: free */
+	struct cnl_req_prep p;
+	int64_t *t;   /* per node; 0: not known */
+	uint32_t *at; /* per node: the node's version when t was found, + 1 */
+};
+
 /* One cycle's (or one admission's) working state. */
 /* Per catalog type, the largest node of the type, and the largest in all. */
 struct cnl_cyc_maxima {
@@ -117,7 +129,54 @@ struct cnl_cyc {
 	 * so a cached one stays a lower bound; pre-emption clears it. */
 	struct cnl_cyc_lb_cache *lbc;
 	size_t n_lbc;
+	/* Per node, a version moved whenever its capacity changes (a start,
+	 * a gang rolled back, a pre-emption: cnl_cyc_tmax_dirty); and the fit
+	 * memory, whose times are exact while the node's version stands and
+	 * lower bounds after (placements only make fits later), forgotten
+	 * when capacity grows (pre-emption).  The incremental cycle's only;
+	 * NULL otherwise. */
+	uint32_t *nver;
+	struct cnl_cyc_fit *fit; /* FIT_MAX */
+	size_t next_fit;
 };
+
+/* The scratch buffers a cycle keeps in its scheduler between cycles. */
+enum {
+	KEEP_PREP,
+	KEEP_DONE,
+	KEEP_VICTIM,
+	KEEP_GANGS,
+	KEEP_ORD,
+	KEEP_QS,
+	KEEP_TEAMS
+};
+
+/* `bytes` of scratch: the incremental cycle's kept buffer `k` (grown as
+ * needed, owned by the scheduler), else a fresh one (the caller frees it,
+ * see cnl_cyc_unkeep); NULL when out of memory. */
+static inline void *cnl_cyc_keep(struct cnl_sched *s, int k, size_t bytes)
+{
+	struct cnl_keep *b = &s->keep[k];
+
+	if (!s->inc)
+		return malloc(bytes);
+	if (b->cap < bytes) {
+		void *n = malloc(bytes + bytes / 4);
+		if (!n)
+			return NULL;
+		free(b->p);
+		b->p = n;
+		b->cap = bytes + bytes / 4;
+	}
+	return b->p;
+}
+
+/* Free scratch from cnl_cyc_keep() unless the scheduler keeps it. */
+static inline void cnl_cyc_unkeep(struct cnl_sched *s, void *p)
+{
+	if (!s->inc)
+		free(p);
+}
 
 /* The run time capacity is planned with: the job's estimate, or the
  * configured default for work without one. */
@@ -224,6 +283,8 @@ void cnl_cyc_cap_view_release(const struct cnl_cluster *c,
                               struct cnl_cyc_cap_view *cv, uint32_t id);
 /* Forget the cached lower bounds (capacity grew: pre-emption). */
 void cnl_cyc_bounds_clear(struct cnl_cyc *y);
+/* Free the fit memory (the end of a cycle). */
+void cnl_cyc_fit_done(struct cnl_cyc *y);
 /* The earliest time and node at which `p` could start, honouring the
  * reservations already made; T_INF when none is known. */
 int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
@@ -255,8 +316,9 @@ struct cnl_cyc_order {
 	size_t last; /* the queue taken from last, or SIZE_MAX */
 };
 
-int cnl_cyc_order_init(struct cnl_cyc_order *o, size_t n_jobs);
-void cnl_cyc_order_done(struct cnl_cyc_order *o);
+int cnl_cyc_order_init(struct cnl_sched *s, struct cnl_cyc_order *o,
+                       size_t n_jobs);
+void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o);
 /* Add pending job `job` with its policy key as of now. */
 void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o,
                        uint32_t job);

@@ -168,18 +168,24 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	s->n_resv = 0;
 	s->n_gang_nodes = 0;
 	cnl_cyc_setup_types(&y);
-	y.prep = malloc((n_jobs + 1) * sizeof(*y.prep));
-	y.done = calloc(n_jobs + 1, 1);
-	y.victim = calloc(n_jobs + 1, 1);
+	y.prep = cnl_cyc_keep(s, KEEP_PREP, (n_jobs + 1) * sizeof(*y.prep));
+	y.done = cnl_cyc_keep(s, KEEP_DONE, n_jobs + 1);
+	y.victim = cnl_cyc_keep(s, KEEP_VICTIM, n_jobs + 1);
+	if (y.done)
+		memset(y.done, 0, n_jobs + 1);
+	if (y.victim)
+		memset(y.victim, 0, n_jobs + 1);
 	y.fail = calloc(FAIL_SLOTS, sizeof(*y.fail));
 	y.pfail = calloc(FAIL_SLOTS, sizeof(*y.pfail));
 	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
-	r = cnl_cyc_order_init(&ord, n_jobs);
-	gangs = malloc((n_jobs + 1) * sizeof(*gangs));
+	if (s->inc)
+		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
+	r = cnl_cyc_order_init(s, &ord, n_jobs);
+	gangs = cnl_cyc_keep(s, KEEP_GANGS, (n_jobs + 1) * sizeof(*gangs));
 	s->gang_nodes = realloc(s->gang_nodes,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
 	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
-	    r < 0 || !gangs || !s->gang_nodes) {
+	    r < 0 || !gangs || !s->gang_nodes || (s->inc && !y.nver)) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -218,9 +224,9 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	power(&y);
 	r = 0;
 out:
-	free(y.prep);
-	free(y.done);
-	free(y.victim);
+	cnl_cyc_unkeep(s, y.prep);
+	cnl_cyc_unkeep(s, y.done);
+	cnl_cyc_unkeep(s, y.victim);
 	free(y.fail);
 	free(y.pfail);
 	free(y.victim_nodes);
@@ -228,8 +234,10 @@ out:
 	free(y.vl_jobs);
 	cnl_cyc_bounds_clear(&y);
 	free(y.lbc);
-	cnl_cyc_order_done(&ord);
-	free(gangs);
+	cnl_cyc_fit_done(&y);
+	free(y.nver);
+	cnl_cyc_order_done(s, &ord);
+	cnl_cyc_unkeep(s, gangs);
 	return r;
 }
 

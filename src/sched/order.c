@@ -31,6 +31,8 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks)
 
 	if (!t)
 		return;
+	if (blocks)
+		t->moved = true;
 	t->held_blocks += blocks;
 	t->factor = cnl_fs_factor(t->u_hist,
 	                          y->v.capacity_blocks
@@ -43,7 +45,8 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks)
 int cnl_cyc_setup_teams(struct cnl_cyc *y)
 {
 	struct cnl_sched *s = y->s;
-	uint32_t *ps = malloc((y->n_jobs + 1) * sizeof(*ps));
+	uint32_t *ps =
+	    cnl_cyc_keep(s, KEEP_TEAMS, (y->n_jobs + 1) * sizeof(*ps));
 	size_t n = 0;
 	double wsum = 0;
 
@@ -61,7 +64,7 @@ int cnl_cyc_setup_teams(struct cnl_cyc *y)
 			struct cnl_team *nt =
 			    realloc(s->teams, cap * sizeof(*nt));
 			if (!nt) {
-				free(ps);
+				cnl_cyc_unkeep(s, ps);
 				return -ENOMEM;
 			}
 			s->teams = nt;
@@ -75,7 +78,7 @@ int cnl_cyc_setup_teams(struct cnl_cyc *y)
 		t->u_hist =
 		    cnl_fs_usage(&s->fs, ps[i], y->now, y->v.capacity_blocks);
 	}
-	free(ps);
+	cnl_cyc_unkeep(s, ps);
 	for (size_t i = 0; i < s->n_teams; i++)
 		s->teams[i].share = wsum > 0 ? s->teams[i].share / wsum : 1;
 	/* What each team holds now. */
@@ -126,19 +129,20 @@ static int cmp_order(const void *a, const void *b)
 	return (x->job > y->job) - (x->job < y->job);
 }
 
-int cnl_cyc_order_init(struct cnl_cyc_order *o, size_t n_jobs)
+int cnl_cyc_order_init(struct cnl_sched *s, struct cnl_cyc_order *o,
+                       size_t n_jobs)
 {
 	memset(o, 0, sizeof(*o));
 	o->last = SIZE_MAX;
-	o->ord = malloc((n_jobs + 1) * sizeof(*o->ord));
-	o->qs = malloc((n_jobs + 1) * sizeof(*o->qs));
+	o->ord = cnl_cyc_keep(s, KEEP_ORD, (n_jobs + 1) * sizeof(*o->ord));
+	o->qs = cnl_cyc_keep(s, KEEP_QS, (n_jobs + 1) * sizeof(*o->qs));
 	return o->ord && o->qs ? 0 : -ENOMEM;
 }
 
-void cnl_cyc_order_done(struct cnl_cyc_order *o)
+void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o)
 {
-	free(o->ord);
-	free(o->qs);
+	cnl_cyc_unkeep(s, o->ord);
+	cnl_cyc_unkeep(s, o->qs);
 	o->ord = NULL;
 	o->qs = NULL;
 }
@@ -192,12 +196,21 @@ uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o)
 			o->last = SIZE_MAX;
 			while (q->pos < q->end && y->done[o->ord[q->pos].job])
 				q->pos++;
+			/* The incremental cycle keeps the key computed at
+			 * the start while the team's factor stands (its
+			 * holdings have not moved): the policy's inputs are
+			 * the same. */
+			const struct cnl_team *t =
+			    y->s->pol->fairshare && y->s->inc
+			        ? cnl_sched_team_find(y->s, q->project)
+			        : NULL;
 			if (q->pos < q->end)
-				q->key = y->s->pol->fairshare
-				             ? cnl_policy_order(
-				                   &y->v,
-				                   &y->jobs[o->ord[q->pos].job])
-				             : o->ord[q->pos].key;
+				q->key =
+				    y->s->pol->fairshare && (!t || t->moved)
+				        ? cnl_policy_order(
+				              &y->v,
+				              &y->jobs[o->ord[q->pos].job])
+				        : o->ord[q->pos].key;
 		}
 		/* Within the class, the team whose head has the highest key;
 		 * the next class when every queue is empty. */

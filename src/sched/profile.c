@@ -428,6 +428,76 @@ void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 	for (size_t i = 0; i < y->n_lbc; i++)
 		free(y->lbc[i].v);
 	y->n_lbc = 0;
+	/* Capacity grew (or the cycle ends): the fit memory's times may no
+	 * longer be lower bounds. */
+	for (size_t i = 0; y->fit && i < FIT_MAX; i++)
+		y->fit[i].key = 0;
+}
+
+/* ---- the fit memory --------------------------------------------------- */
+
+void cnl_cyc_fit_done(struct cnl_cyc *y)
+{
+	for (size_t i = 0; y->fit && i < FIT_MAX; i++) {
+		free(y->fit[i].t);
+		free(y->fit[i].at);
+	}
+	free(y->fit);
+	y->fit = NULL;
+}
+
+/* Everything the allocator reads of a request (not the profile's name:
+ * prof holds what it resolved to). */
+static bool same_req(const struct cnl_req_prep *a, const struct cnl_req_prep *b)
+{
+	const struct cnl_alloc_req *x = &a->req, *z = &b->req;
+
+	return x->kind == z->kind && x->blocks == z->blocks &&
+	       x->gpus == z->gpus && x->gpu_type == z->gpu_type &&
+	       x->gpu_types == z->gpu_types && x->project == z->project &&
+	       x->cpu_milli == z->cpu_milli && x->mem_mib == z->mem_mib &&
+	       a->type_ok == b->type_ok &&
+	       memcmp(a->prof, b->prof, sizeof(a->prof)) == 0;
+}
+
+/* The fit memory's entry for `p`, made (empty) if there is none; NULL
+ * when the cycle keeps none or on allocation failure. */
+static struct cnl_cyc_fit *fit_of(struct cnl_cyc *y,
+                                  const struct cnl_req_prep *p)
+{
+	uint64_t key = cnl_cyc_shape_key(p, true) ^
+	               ((uint64_t)p->req.cpu_milli * 0x9e3779b97f4a7c15ULL) ^
+	               ((uint64_t)p->req.mem_mib * 0xc2b2ae3d27d4eb4fULL);
+	uint32_t nn = y->c->n_nodes;
+	struct cnl_cyc_fit *e;
+
+	key |= 1;
+	if (!y->nver)
+		return NULL;
+	if (!y->fit && !(y->fit = calloc(FIT_MAX, sizeof(*y->fit))))
+		return NULL;
+	for (size_t i = 0; i < FIT_MAX; i++)
+		if (y->fit[i].key == key && same_req(&y->fit[i].p, p))
+			return &y->fit[i];
+	e = &y->fit[y->next_fit];
+	y->next_fit = (y->next_fit + 1) % FIT_MAX;
+	if (!e->t) {
+		e->t = malloc((nn + 1) * sizeof(*e->t));
+		e->at = malloc((nn + 1) * sizeof(*e->at));
+		if (!e->t || !e->at) {
+			free(e->t);
+			free(e->at);
+			e->t = NULL;
+			e->at = NULL;
+			e->key = 0;
+			return NULL;
+		}
+	}
+	memset(e->t, 0, nn * sizeof(*e->t));
+	memset(e->at, 0, nn * sizeof(*e->at));
+	e->key = key;
+	e->p = *p;
+	return e;
 }
 
 /* ---- earliest start, reservations, backfill ------------------------- */
@@ -446,14 +516,19 @@ static inline bool lb_could_host(const struct cnl_cyc_lb *e,
 static int64_t resv_gap(const struct cnl_sched *s, uint32_t node, int64_t t,
                         int64_t rt)
 {
-	const struct cnl_resv *r;
-
-	for (size_t guard = 0; guard <= s->n_resv; guard++) {
-		if (!(r = resv_overlap(s, node, t, t + rt)))
-			return t;
-		t = r->t1;
+	/* One pass: a node's reservations are kept by start time and never
+	 * overlap one another, so their ends come in the same order, and one
+	 * that ends before `t` (or starts after the window) is past for every
+	 * later `t` too.  Each overlap moves `t` to its end, as the repeated
+	 * search did. */
+	for (uint32_t i = s->resv_head[node]; i != NONE; i = s->resv[i].next) {
+		const struct cnl_resv *r = &s->resv[i];
+		if (r->t0 >= t + rt)
+			break;
+		if (t < r->t1)
+			t = r->t1;
 	}
-	return T_INF;
+	return t;
 }
 
 /* The earliest time and node at which job `p` could start, honouring the
@@ -464,6 +539,7 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
                          int64_t rt, uint32_t *ret_node)
 {
 	const struct cnl_cyc_lb_cache *lc = bounds(y, p);
+	struct cnl_cyc_fit *fit = y->s->inc ? fit_of(y, p) : NULL;
 	struct cnl_cyc_saved sv = {0};
 	int64_t best = T_INF;
 	uint32_t best_node = NONE;
@@ -473,15 +549,37 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 		if (y->s->inc ? !lb_could_host(&lc->v[k], p)
 		              : !cnl_cyc_node_could_host(y, node, p))
 			continue;
+		int64_t t0 = lc->v[k].lb > y->now ? lc->v[k].lb : y->now, t;
 		/* The incremental cycle skips a node whose reservations alone
 		 * put its start at or past the best found: it could not win
-		 * (only an earlier time does), so the answer is the same. */
+		 * (only an earlier time does), so the answer is the same.  A
+		 * fit time remembered for the request raises the bound. */
+		if (fit && fit->t[node] > t0)
+			t0 = fit->t[node];
+		if (fit && fit->t[node] == T_INF)
+			continue; /* never fits: T_INF, which cannot win */
 		if (y->s->inc && best != T_INF &&
-		    resv_gap(y->s, node,
-		             lc->v[k].lb > y->now ? lc->v[k].lb : y->now,
-		             rt) >= best)
+		    resv_gap(y->s, node, t0, rt) >= best)
 			continue;
-		int64_t t = node_earliest(y, node, p, rt, lc->v[k].lb, &sv);
+		if (fit) {
+			/* node_earliest() is the first time from t0 on, past
+			 * the node's reservations, at or after the first
+			 * fit: that fit is remembered (exact while the node
+			 * keeps its version), or found from the remembered
+			 * lower bound on. */
+			int64_t f = fit->t[node];
+			if (!f || fit->at[node] != y->nver[node] + 1) {
+				f = replay_fit(y, node, p,
+				               f > y->now ? f : y->now, &sv);
+				fit->t[node] = f;
+				fit->at[node] = y->nver[node] + 1;
+			}
+			t = f == T_INF
+			        ? T_INF
+			        : resv_gap(y->s, node, f > t0 ? f : t0, rt);
+		} else {
+			t = node_earliest(y, node, p, rt, lc->v[k].lb, &sv);
+		}
 		if (t < best) {
 			best = t;
 			best_node = node;
@@ -518,12 +616,13 @@ int cnl_cyc_reserve(struct cnl_cyc *y, uint32_t job, uint32_t node, int64_t t0,
 		s->resv = nr;
 		s->cap_resv = cap;
 	}
-	s->resv[s->n_resv] = (struct cnl_resv){.job = job,
-	                                       .node = node,
-	                                       .next = s->resv_head[node],
-	                                       .t0 = t0,
-	                                       .t1 = t0 + rt};
-	s->resv_head[node] = (uint32_t)s->n_resv++;
+	/* Into the node's list by start time (resv_gap() walks it once). */
+	uint32_t *at = &s->resv_head[node];
+	while (*at != NONE && s->resv[*at].t0 <= t0)
+		at = &s->resv[*at].next;
+	s->resv[s->n_resv] = (struct cnl_resv){
+	    .job = job, .node = node, .next = *at, .t0 = t0, .t1 = t0 + rt};
+	*at = (uint32_t)s->n_resv++;
 	return 0;
 }
 

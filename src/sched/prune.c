@@ -135,6 +135,8 @@ static void tmax_refresh(struct cnl_cyc *y, int t)
 
 void cnl_cyc_tmax_dirty(struct cnl_cyc *y, uint32_t node)
 {
+	if (y->nver)
+		y->nver[node]++;
 	if (y->c->nodes[node].n_gpus)
 		y->tmax[y->c->nodes[node].gpu_type].dirty = true;
 }

@@ -22,6 +22,7 @@ struct cnl_team {
 	double share;        /* normalised share weight */
 	int64_t held_blocks; /* held now, including this cycle's starts */
 	double factor;       /* fair-share factor, kept current */
+	bool moved;          /* held_blocks changed since the cycle began */
 };
 
 /* A piece of running work on a node, with its expected end. */
@@ -40,7 +41,7 @@ struct cnl_run_vec {
 struct cnl_resv {
 	uint32_t job;
 	uint32_t node;
-	uint32_t next; /* next reservation on the node, or UINT32_MAX */
+	uint32_t next; /* next on the node by start time, or UINT32_MAX */
 	int64_t t0, t1;
 };
 
@@ -65,6 +66,13 @@ struct cnl_sched {
 	/* The cycle running is cnl_sched_cycle_inc's (cycle.c): the same
 	 * decisions, by the faster paths. */
 	bool inc;
+	/* The incremental cycle's per-job scratch, kept between its cycles
+	 * (cnl_cyc_keep): with 100k pending, fresh arrays each cycle paid
+	 * their page faults every time. */
+	struct cnl_keep {
+		void *p;
+		size_t cap;
+	} keep[8];
 };
 
 _Static_assert(offsetof(struct cnl_sched, cfg) == 0,

@@ -104,6 +104,8 @@ void cnl_sched_free(struct cnl_sched *s)
 	free(s->resv);
 	free(s->resv_head);
 	free(s->gang_nodes);
+	for (size_t i = 0; i < sizeof(s->keep) / sizeof(s->keep[0]); i++)
+		free(s->keep[i].p);
 	free(s);
 }
 

@@ -194,6 +194,10 @@ struct cnl_ctl {
 		size_t n, cap;
 		struct ctl_undo_rec *rec;
 	} journal;
+	/* The cycle's jobs array and its map to ctl->wl (ctl_cycle_jobs). */
+	struct cnl_job *cyc_jobs;
+	size_t *cyc_map, cap_cyc;
+	struct cnl_decisions cyc_dec; /* its decisions, kept likewise */
 	/* metrics */
 	struct cnl_hist cycle_hist;
 	uint64_t cycles, finished[4], lost_nodes, fenced;
@@ -234,6 +238,10 @@ int ctl_make_req(struct cnl_ctl *ctl, const char *shape,
                  struct cnl_alloc_req *req, char *buf, char *err,
                  size_t errlen);
 size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
+                      size_t **ret_map);
+/* The same into arrays the controller keeps (not to be freed), valid
+ * until the next call: the cycle's. */
+size_t ctl_cycle_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
                       size_t **ret_map);
 void ctl_server_gone(struct cnl_ctl *ctl, const struct wl *w);
 void ctl_note_start(struct cnl_ctl *ctl, bool server, int64_t ms);

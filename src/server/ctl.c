@@ -242,6 +242,9 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	free(ctl->nodes);
 	free(ctl->wl);
 	free(ctl->wl_slots);
+	free(ctl->cyc_jobs);
+	free(ctl->cyc_map);
+	cnl_decisions_done(&ctl->cyc_dec);
 	free(ctl->usage);
 	free(ctl->teams);
 	ctl_journal_free(ctl);

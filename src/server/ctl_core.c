@@ -333,13 +333,10 @@ int ctl_make_req(struct cnl_ctl *ctl, const char *shape,
 	return cnl_shape_parse(ctl->cfg.cat, shape, req, buf, err, errlen);
 }
 
-/* The scheduler's jobs array from the active workloads; @map[i] is the
- * workload of jobs[i]. */
-size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
-                      size_t **ret_map)
+/* Fill @jobs and @map (room for ctl->n_wl) from the active workloads. */
+static size_t fill_jobs(struct cnl_ctl *ctl, struct cnl_job *jobs, size_t *map)
 {
-	struct cnl_job *jobs = cnl_xcalloc(ctl->n_wl + 1, sizeof(*jobs));
-	size_t *map = cnl_xcalloc(ctl->n_wl + 1, sizeof(*map)), n = 0;
+	size_t n = 0;
 
 	for (size_t i = 0; i < ctl->n_wl; i++) {
 		struct wl *w = &ctl->wl[i];
@@ -370,9 +367,40 @@ size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
 		}
 		map[n++] = i;
 	}
+	return n;
+}
+
+/* The scheduler's jobs array from the active workloads; @map[i] is the
+ * workload of jobs[i]. */
+size_t ctl_build_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
+                      size_t **ret_map)
+{
+	struct cnl_job *jobs = cnl_xmalloc((ctl->n_wl + 1) * sizeof(*jobs));
+	size_t *map = cnl_xmalloc((ctl->n_wl + 1) * sizeof(*map));
+	size_t n = fill_jobs(ctl, jobs, map);
+
 	*ret = jobs;
 	*ret_map = map;
 	return n;
+}
+
+size_t ctl_cycle_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
+                      size_t **ret_map)
+{
+	/* Kept between cycles: with 100k pending, a fresh array each cycle
+	 * cost its page faults again every time. */
+	if (ctl->cap_cyc < ctl->n_wl + 1) {
+		ctl->cap_cyc = 2 * ctl->n_wl + 64;
+		free(ctl->cyc_jobs);
+		free(ctl->cyc_map);
+		ctl->cyc_jobs =
+		    cnl_xmalloc(ctl->cap_cyc * sizeof(*ctl->cyc_jobs));
+		ctl->cyc_map =
+		    cnl_xmalloc(ctl->cap_cyc * sizeof(*ctl->cyc_map));
+	}
+	*ret = ctl->cyc_jobs;
+	*ret_map = ctl->cyc_map;
+	return fill_jobs(ctl, ctl->cyc_jobs, ctl->cyc_map);
 }
 
 void ctl_server_gone(struct cnl_ctl *ctl, const struct wl *w)

@@ -366,7 +366,8 @@ static void gangs_check(struct cnl_ctl *ctl, int64_t now)
 
 static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 {
-	struct cnl_decisions dec = {0};
+	/* Kept between cycles, like the jobs array (ctl_cycle_jobs()). */
+	struct cnl_decisions *dec = &ctl->cyc_dec;
 	struct cnl_job *jobs;
 	size_t *map, n;
 	struct timespec t0, t1;
@@ -377,28 +378,29 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	gangs_check(ctl, now);
 	place_home(ctl, now);
 	ctl_resize_admit(ctl, now);
-	n = ctl_build_jobs(ctl, &jobs, &map);
+	n = ctl_cycle_jobs(ctl, &jobs, &map);
 	r = cnl_sched_cycle_inc(ctl->sched, ctl->cluster, jobs, n, now,
-	                        ctl->cfg.seed ^ (uint64_t)now, &dec);
+	                        ctl->cfg.seed ^ (uint64_t)now, dec);
 	if (r < 0) {
 		cnl_log(CNL_LOG_ERROR, "scheduling cycle failed", "err=%s",
 		        cnl_errname(r));
 		goto out;
 	}
-	if ((r = ctl_record(ctl, &dec, map, n, now)) < 0) {
+	if ((r = ctl_record(ctl, dec, map, n, now)) < 0) {
 		/* Not recorded, so not visible: put the snapshot back and
 		 * try again on the next tick (the timer's, which forces a
 		 * cycle: not at once, so a failing store is not spun on). */
 		cnl_log(CNL_LOG_ERROR, "cannot persist decisions",
 		        "err=%s db=%s", cnl_errname(r),
 		        cnl_store_errmsg(ctl->store));
-		for (size_t i = 0; i < dec.n; i++)
-			if (dec.d[i].kind == CNL_DEC_START)
-				cnl_alloc_free(ctl->cluster, dec.d[i].alloc_id);
-		for (size_t i = 0; i < dec.n; i++)
-			if (dec.d[i].kind == CNL_DEC_PREEMPT &&
-			    dec.d[i].job < n) {
-				struct wl *w = &ctl->wl[map[dec.d[i].job]];
+		for (size_t i = 0; i < dec->n; i++)
+			if (dec->d[i].kind == CNL_DEC_START)
+				cnl_alloc_free(ctl->cluster,
+				               dec->d[i].alloc_id);
+		for (size_t i = 0; i < dec->n; i++)
+			if (dec->d[i].kind == CNL_DEC_PREEMPT &&
+			    dec->d[i].job < n) {
+				struct wl *w = &ctl->wl[map[dec->d[i].job]];
 
 				cnl_alloc_adopt(ctl->cluster, &w->placed,
 				                &w->alloc_id);
@@ -410,8 +412,8 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	 * submissions, can change thousands.  Should it fail, memory keeps
 	 * the reasons and only their audit records are lost (logged). */
 	tx = cnl_store_tx_begin(ctl->store) == 0;
-	for (size_t i = 0; i < dec.n; i++) {
-		const struct cnl_decision *d = &dec.d[i];
+	for (size_t i = 0; i < dec->n; i++) {
+		const struct cnl_decision *d = &dec->d[i];
 		struct wl *w;
 
 		if (d->kind == CNL_DEC_POWER_DOWN || d->job >= n)
@@ -454,9 +456,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	}
 	ctl->cycles++;
 out:
-	cnl_decisions_done(&dec);
-	free(jobs);
-	free(map);
+	dec->n = 0;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	cnl_hist_observe(&ctl->cycle_hist,
 	                 (double)(t1.tv_sec - t0.tv_sec) +
@@ -628,11 +628,35 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
  * The loop: a kick (a submission, an end, a node that changed) runs a
  * cycle at once when the loop is idle; kicks that arrive while a cycle
  * runs (they wait for the lock it holds) leave the state dirty, and the
- * next cycle starts as soon as this one ends and takes them all: the
- * cycle's own duration is the batch, with no fixed gap and no timer on
+ * next cycle takes them all: the cycle's own duration (and the pause
+ * below, as long again) is the batch, with no fixed gap and no timer on
  * the path of a job.  The periodic timer (cycle_interval_ms) remains for
  * liveness, lost nodes and metering, and forces a cycle.
+ *
+ * The lock is let go between two ticks: after each the loop waits, the
+ * lock free, as long as the tick held it (kicks meanwhile only leave the
+ * state dirty), so that requests waiting for the lock (submissions above
+ * all, which kick a cycle each) get in and are taken by the next cycle
+ * together instead of each paying for a cycle of its own.  The loop thus
+ * holds the lock at most about half the time however long a cycle takes
+ * (100k pending); a tick under a millisecond (a small cluster) is followed
+ * by no pause, so a kick on an idle loop still runs a cycle at once.
  */
+static void until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms,
+                  int64_t now)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (at_ms - now) / 1000;
+	ts.tv_nsec += ((at_ms - now) % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
 static void *loop(void *arg)
 {
 	struct cnl_ctl *ctl = arg;
@@ -642,22 +666,27 @@ static void *loop(void *arg)
 	while (!ctl->stop) {
 		int64_t now = ctl_now_ms();
 		bool timer = now >= next;
-		struct timespec ts;
 
 		if (timer || ctl->dirty) {
+			struct timespec t0, t1;
+			int64_t held_us;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
 			cnl_ctl_tick(ctl, now, timer);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
 			if (timer)
 				next = now + ctl->cfg.cycle_interval_ms;
+			held_us = (t1.tv_sec - t0.tv_sec) * 1000000 +
+			          (t1.tv_nsec - t0.tv_nsec) / 1000;
+			/* Let the lock go for as long as it was held (whole
+			 * milliseconds: a short tick needs no pause); a kick
+			 * meanwhile waits for the end of the pause. */
+			for (int64_t end = ctl_now_ms() + held_us / 1000;
+			     !ctl->stop && (now = ctl_now_ms()) < end;)
+				until(&ctl->wake, ctl->mu, end, now);
 			continue;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (next - now) / 1000;
-		ts.tv_nsec += ((next - now) % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&ctl->wake, ctl->mu, &ts);
+		until(&ctl->wake, ctl->mu, next, now);
 	}
 	pthread_mutex_unlock(ctl->mu);
 	return NULL;
