@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define CNL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -52,5 +53,16 @@ void cnl_seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void cnl_vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
+
+/* FNV-1a of a string: a small, stable hash for tables keyed by ids and
+ * names (not for anything an attacker may choose to collide). */
+static inline uint32_t cnl_hash_str(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
 
 #endif /* CNL_UTIL_H */

@@ -54,15 +54,6 @@ struct fact {
 	struct cnl_wire_status st;
 };
 
-static uint32_t hash_id(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 static uint64_t mix(uint64_t h, uint64_t v)
 {
 	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
@@ -154,7 +145,7 @@ static struct fact **slot(struct ctl_facts *f, const char *id, uint32_t h)
 void ctl_facts_put(struct ctl_facts *f, const char *id,
                    const struct cnl_wire_status *st)
 {
-	uint32_t h = hash_id(id);
+	uint32_t h = cnl_hash_str(id);
 	struct fact *e = cnl_xcalloc(1, sizeof(*e)), **p, *old = NULL;
 
 	e->hash = h;
@@ -180,7 +171,7 @@ void ctl_facts_drop(struct ctl_facts *f, const char *id)
 	struct fact **p, *old = NULL;
 
 	pthread_mutex_lock(&f->mu);
-	p = slot(f, id, hash_id(id));
+	p = slot(f, id, cnl_hash_str(id));
 	if (*p) {
 		old = *p;
 		*p = old->next;
@@ -228,7 +219,7 @@ int cnl_ctl_facts_status(struct cnl_ctl *ctl, const char *id,
 	if (!f || !id)
 		return r;
 	pthread_mutex_lock(&f->mu);
-	if ((e = *slot(f, id, hash_id(id)))) {
+	if ((e = *slot(f, id, cnl_hash_str(id)))) {
 		*ret = e->st;
 		r = 0;
 	}

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cnlab/errors.h"
+#include "common/util.h"
 #include "sim/replay.h"
 
 enum { FUTURE, PENDING, RUNNING, DONE };
@@ -23,14 +24,6 @@ struct rpod {
 	bool preemptible;
 	struct cnl_alloc_req req;
 };
-
-static uint32_t fnv(const char *s)
-{
-	uint32_t h = 2166136261u;
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -102,8 +95,9 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 		int64_t run = p->scheduled >= 0 ? p->deletion - p->scheduled
 		                                : p->deletion - p->creation;
 		x->runtime = run > 0 ? run : 1;
-		x->team = 1 + (fnv(p->name) + 2654435761u * (uint32_t)copy) %
-		                  (uint32_t)rc->teams;
+		x->team =
+		    1 + (cnl_hash_str(p->name) + 2654435761u * (uint32_t)copy) %
+		            (uint32_t)rc->teams;
 		if (!strcmp(p->qos, "Guaranteed"))
 			x->prio = CNL_PRIO_CRITICAL;
 		else if (!strcmp(p->qos, "LS"))
