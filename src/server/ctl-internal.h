@@ -83,6 +83,11 @@ struct wl {
 	char user_id[CNL_ID_MAX];
 	bool server;
 	char shape[CNL_SHAPE_MAX];
+	/* A MIG request's profile is a piece of @shape: j.req.profile points
+	 * into this very struct, so wherever the struct moves (the registry
+	 * grows, a removal fills the hole, an undo copies it back)
+	 * ctl_wl_rebase() points it here again. */
+	uint16_t profile_off;
 	struct cnl_job j; /* the scheduler's view */
 	int node;         /* index, or -1 */
 	uint32_t alloc_id;
@@ -224,6 +229,10 @@ struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id);
 /* A new active workload @id at the end of ctl->wl, indexed, with the
  * fields of one no cycle has seen yet. */
 struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id);
+/* Re-point what in @w points into itself (its MIG profile) after the
+ * struct was moved or copied; ctl_wl_rebase_all() for the registry. */
+void ctl_wl_rebase(struct wl *w);
+void ctl_wl_rebase_all(struct cnl_ctl *ctl);
 /* Pending workloads per priority class into @ret (4), without scanning
  * the registry more than once per cycle. */
 void ctl_pending_census(struct cnl_ctl *ctl, int *ret);

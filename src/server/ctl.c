@@ -64,6 +64,7 @@ static void reserve_wl(struct cnl_ctl *ctl, size_t n)
 	free(ctl->wl);
 	ctl->wl = p;
 	ctl->cap_wl = bytes / sizeof(*ctl->wl);
+	ctl_wl_rebase_all(ctl);
 }
 
 static int job_seen(void *ud, const struct cnl_store_job *j)

@@ -222,6 +222,7 @@ struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
 	if (ctl->n_wl == ctl->cap_wl) {
 		ctl->cap_wl = ctl->cap_wl ? 2 * ctl->cap_wl : 64;
 		ctl->wl = cnl_xrealloc(ctl->wl, ctl->cap_wl * sizeof(*ctl->wl));
+		ctl_wl_rebase_all(ctl);
 	}
 	if (2 * (ctl->n_wl + 1) > ctl->cap_slots)
 		index_grow(ctl);
@@ -322,8 +323,21 @@ void ctl_wl_remove(struct cnl_ctl *ctl, struct wl *w)
 		ctl->wl_slots[slot_of(ctl, id, id_hash(id))].pos =
 		    (uint32_t)(i + 1);
 		ctl->wl[i] = ctl->wl[last];
+		ctl_wl_rebase(&ctl->wl[i]);
 	}
 	ctl->n_wl--;
+}
+
+void ctl_wl_rebase(struct wl *w)
+{
+	if (w->j.req.kind == CNL_REQ_MIG && w->j.req.profile)
+		w->j.req.profile = w->shape + w->profile_off;
+}
+
+void ctl_wl_rebase_all(struct cnl_ctl *ctl)
+{
+	for (size_t i = 0; i < ctl->n_wl; i++)
+		ctl_wl_rebase(&ctl->wl[i]);
 }
 
 /* Parse @shape into @req for the scheduler; 0 or -CNL_EFIELD. */

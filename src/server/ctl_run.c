@@ -298,8 +298,10 @@ int ctl_wl_job(struct cnl_ctl *ctl, struct wl *w, const char *shape, int prio,
 	snprintf(w->shape, sizeof(w->shape), "%s", shape);
 	if ((r = ctl_make_req(ctl, w->shape, &req, buf, err, sizeof(err))) < 0)
 		return r;
-	if (req.kind == CNL_REQ_MIG)
-		req.profile = w->shape + (req.profile - buf);
+	if (req.kind == CNL_REQ_MIG) {
+		w->profile_off = (uint16_t)(req.profile - buf);
+		req.profile = w->shape + w->profile_off;
+	}
 	req.project = ctl_team_of(ctl, w->project_id);
 	req.cpu_milli = 1000;
 	req.mem_mib = 4096;

@@ -51,6 +51,7 @@ static void restore(struct cnl_ctl *ctl, const struct wl *saved)
 	if (w) {
 		ctl_pending_count(ctl, w, -1);
 		*w = *saved;
+		ctl_wl_rebase(w);
 		ctl_pending_count(ctl, w, +1);
 		return;
 	}
@@ -64,6 +65,7 @@ static void restore(struct cnl_ctl *ctl, const struct wl *saved)
 	}
 	w = ctl_wl_add(ctl, saved->id);
 	*w = *saved;
+	ctl_wl_rebase(w);
 	ctl_pending_count(ctl, w, +1);
 }
 
