@@ -452,6 +452,34 @@ static int group_setup(void **state)
 	return 0;
 }
 
+/* A server with users and no node (test_mig_profile_moves' group): its
+ * work stays pending, read by every cycle. */
+static int registry_setup(void **state)
+{
+	tc_server_open(&F.s, "cnl-flow-reg");
+	tc_server_start(&F.s,
+	                &(struct cnl_api_config){
+	                    .jwt_key = (const uint8_t *)SECRET,
+	                    .jwt_key_len = strlen(SECRET),
+	                    .node_lost_ms = LOST_MS,
+	                    .node_credential_overlap_ms = OVERLAP_MS,
+	                },
+	                false);
+	login(ADMIN);
+	for (int w = AGENT; w < NWHO; w++) {
+		make_user(w);
+		login(w);
+	}
+	return 0;
+}
+
+static int registry_teardown(void **state)
+{
+	tc_server_close(&F.s);
+	memset(&F, 0, sizeof(F));
+	return 0;
+}
+
 static int group_teardown(void **state)
 {
 	char path[160];
@@ -2919,6 +2947,48 @@ static void test_resize(void **state)
 }
 
 /*
+ * A MIG request's profile lives in its workload's own record, which moves:
+ * the registry grows (realloc) as jobs arrive and a removal fills its hole
+ * with the last record.  Many MIG jobs, half of them cancelled, then a
+ * cycle that reads every pending request: under ASan (the CI runs this
+ * file so) a profile left pointing at the old record is a use after free.
+ */
+static void test_mig_profile_moves(void **state)
+{
+	enum { N = 300 };
+	static char ids[N][CNL_ID_MAX];
+	char proj[CNL_ID_MAX], path[CNL_ID_MAX + 32];
+	json_t *o;
+
+	(void)state;
+	make_project("migmoves", proj);
+	grant(proj, MEMBER, "member");
+	for (int i = 0; i < N; i++)
+		submit(MEMBER, proj,
+		       "{\"command\":\"m\",\"gpu\":\"h100-1g.10gb\","
+		       "\"priority\":\"low\"}",
+		       ids[i]);
+	for (int i = 0; i < N; i += 2) {
+		snprintf(path, sizeof(path), "/v1/jobs/%.*s/cancel",
+		         CNL_ID_MAX - 1, ids[i]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	tick(now_ms());
+	tick(now_ms());
+	for (int i = 1; i < N; i += 2) {
+		o = job(ids[i]);
+		assert_string_not_equal(str(o, "state"), "failed");
+		json_decref(o);
+	}
+	for (int i = 1; i < N; i += 2) {
+		snprintf(path, sizeof(path), "/v1/jobs/%.*s/cancel",
+		         CNL_ID_MAX - 1, ids[i]);
+		json_decref(call_ok("POST", path, MEMBER, "{}", 200));
+	}
+	tick(now_ms());
+}
+
+/*
  * Shrink instead of pre-empt: a critical block job that does not fit
  * beside a low-priority preemptible slice that has run long enough to be
  * a victim gets room by shrinking the slice (not below its reported VRAM
@@ -3075,5 +3145,14 @@ int main(void)
 	    cmocka_unit_test(test_resize_admit),
 	};
 
+	/* On a server of its own, whose registry is still small enough to
+	 * grow (the main group's reaches thousands of workloads). */
+	const struct CMUnitTest registry[] = {
+	    cmocka_unit_test(test_mig_profile_moves),
+	};
+
+	if (cmocka_run_group_tests_name("registry", registry, registry_setup,
+	                                registry_teardown) != 0)
+		return 1;
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
