@@ -407,6 +407,27 @@ static int priv_check(const char *p, const struct stat *st, int flag,
 	return 0;
 }
 
+/* Start the opened server F.s (no loop: tests tick it) and sign everyone
+ * in; @cli_dir and @files_dir may be NULL. */
+static void server_up(const char *cli_dir, const char *files_dir)
+{
+	tc_server_start(&F.s,
+	                &(struct cnl_api_config){
+	                    .jwt_key = (const uint8_t *)SECRET,
+	                    .jwt_key_len = strlen(SECRET),
+	                    .node_lost_ms = LOST_MS,
+	                    .node_credential_overlap_ms = OVERLAP_MS,
+	                    .cli_dir = cli_dir,
+	                    .files_dir = files_dir,
+	                },
+	                false);
+	login(ADMIN);
+	for (int w = AGENT; w < NWHO; w++) {
+		make_user(w);
+		login(w);
+	}
+}
+
 static int group_setup(void **state)
 {
 	char path[160], files_dir[200];
@@ -420,22 +441,7 @@ static int group_setup(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "binary", 6), 6);
 	close(fd);
-	tc_server_start(&F.s,
-	                &(struct cnl_api_config){
-	                    .jwt_key = (const uint8_t *)SECRET,
-	                    .jwt_key_len = strlen(SECRET),
-	                    .node_lost_ms = LOST_MS,
-	                    .node_credential_overlap_ms = OVERLAP_MS,
-	                    .cli_dir = F.s.dir,
-	                    .files_dir = files_dir,
-	                },
-	                false);
-
-	login(ADMIN);
-	for (int w = AGENT; w < NWHO; w++) {
-		make_user(w);
-		login(w);
-	}
+	server_up(F.s.dir, files_dir);
 	o = call_ok("GET", "/v1/projects", ADMIN, NULL, 200);
 	snprintf(F.sys, sizeof(F.sys), "%s",
 	         str(json_array_get(json_object_get(o, "items"), 0), "id"));
@@ -457,19 +463,7 @@ static int group_setup(void **state)
 static int registry_setup(void **state)
 {
 	tc_server_open(&F.s, "cnl-flow-reg");
-	tc_server_start(&F.s,
-	                &(struct cnl_api_config){
-	                    .jwt_key = (const uint8_t *)SECRET,
-	                    .jwt_key_len = strlen(SECRET),
-	                    .node_lost_ms = LOST_MS,
-	                    .node_credential_overlap_ms = OVERLAP_MS,
-	                },
-	                false);
-	login(ADMIN);
-	for (int w = AGENT; w < NWHO; w++) {
-		make_user(w);
-		login(w);
-	}
+	server_up(NULL, NULL);
 	return 0;
 }
 
