@@ -28,7 +28,9 @@
  *
  * Environment: CNL_BENCH_STEADY_ONLY=1 runs the steady state alone;
  * CNL_BENCH_STEADY_PENDING=N only the size N; CNL_BENCH_CYCLES=K K cycles
- * per size; CNL_BENCH_INC_ONLY=1 the incremental cycle alone (profiling).
+ * per size; CNL_BENCH_INC_ONLY=1 the incremental cycle alone (profiling);
+ * CNL_BENCH_PHASE=0 (a minute later) or 1 (an hour later) one full-cluster
+ * phase alone.
  *
  * Usage: sched_bench [TRACE_DIR]  (default ../shared/traces/alibaba-gpu-v2023
  * beside the source tree)
@@ -461,8 +463,12 @@ int main(int argc, char **argv)
 	} phase[] = {{60000, "a minute later: no work old enough to "
 	                     "pre-empt"},
 	             {H, "an hour later: pre-emption live"}};
+	/* CNL_BENCH_PHASE=0 or 1: that phase alone (profiling). */
+	const char *only_ph = getenv("CNL_BENCH_PHASE");
 	for (int ph = 0; ph < (steady_only ? 0 : 2); ph++) {
 		struct result rc[REPEAT], rf[REPEAT];
+		if (only_ph && strtol(only_ph, NULL, 10) != ph)
+			continue;
 		int64_t t = now + phase[ph].after;
 		for (int k = 0; k < REPEAT; k++) {
 			rc[k] = one_cycle(&w, "cnlab", jobs, n, t, &d2);

@@ -52,6 +52,22 @@ struct cnl_cyc_fail {
 	int64_t cpu[FAIL_PAIRS], mem[FAIL_PAIRS];
 };
 
+/* The class summary (cycle.c): per class of pending work (the whole
+ * request, CPU and memory included, and the priority class), the WAIT
+ * decision its first job got when no node could take it, no victims made
+ * room and the reservations were spent.  Every later job of the class
+ * without a deadline or gang gets the same decision by one lookup, until
+ * capacity grows or a cached bound is recomputed (sum_gen moves). */
+#define SUM_SLOTS 4096
+
+struct cnl_cyc_sum {
+	uint64_t key;  /* 0: free */
+	uint32_t head; /* the job whose decision it is */
+	uint32_t gen;  /* sum_gen when it was made */
+	uint8_t reason;
+	int64_t at;
+};
+
 /* The lower-bound cache (profile.c): up to LBC_MAX shapes. */
 #define LBC_MAX 256
 
@@ -138,6 +154,13 @@ struct cnl_cyc {
 	uint32_t *nver;
 	struct cnl_cyc_fit *fit; /* FIT_MAX */
 	size_t next_fit;
+	/* The class summary (SUM_SLOTS; the incremental cycle's only, NULL
+	 * otherwise) and its generation: moved by whatever could change a
+	 * summarised decision (pre-emption: the failure memories cleared;
+	 * a lower-bound cache entry dropped). */
+	struct cnl_cyc_sum *sum;
+	uint32_t sum_gen;
+	size_t sum_hits; /* jobs decided by the summary this cycle */
 };
 
 /* The scratch buffers a cycle keeps in its scheduler between cycles. */
@@ -148,7 +171,9 @@ enum {
 	KEEP_GANGS,
 	KEEP_ORD,
 	KEEP_QS,
-	KEEP_TEAMS
+	KEEP_TEAMS,
+	KEEP_SUM,
+	KEEP_ORD_TMP
 };
 
 /* `bytes` of scratch: the incremental cycle's kept buffer `k` (grown as
@@ -309,6 +334,7 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks);
 /* The pending jobs in the order they are taken. */
 struct cnl_cyc_order {
 	struct cnl_cyc_order_ent *ord; /* by (class, team, key, submit) */
+	struct cnl_cyc_order_ent *tmp; /* the sort's scratch */
 	size_t n;
 	struct cnl_cyc_queue *qs; /* the current class's team queues */
 	size_t nq;

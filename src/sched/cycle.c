@@ -12,6 +12,14 @@
  * would miss its deadline or it outranks running preemptible work
  * (preempt.c), else a wait with the reason and an estimate.  Last, idle
  * nodes are reported for power-down.
+ *
+ * Pending work beyond what can start is summarised per class (the whole
+ * request and the priority class): in the incremental cycle, once a
+ * class's first job without a deadline or gang has been refused (no node,
+ * no victims, the reservations spent), the class's later jobs get the same
+ * WAIT by one hash lookup instead of the searches, until pre-emption
+ * grows capacity or a cached bound is dropped (sum_decide, sum_note).
+ * test_sched_inc checks the decisions against the from-scratch cycle.
  */
 #define _GNU_SOURCE /* qsort_r */
 #include <errno.h>
@@ -89,6 +97,121 @@ static int blocked(struct cnl_cyc *y, uint32_t job, bool conflict)
 	                      NONE, 0, cnl_cyc_estimate(y, p), 0);
 }
 
+/* ---- the class summary ------------------------------------------------ */
+
+/* Job `job`'s class: its whole prepared request and its priority class. */
+static uint64_t sum_key(const struct cnl_cyc *y, uint32_t job)
+{
+	const struct cnl_req_prep *p = &y->prep[job];
+	uint64_t k = cnl_cyc_shape_key(p, true);
+
+	k = (k ^ (uint64_t)p->req.cpu_milli) * 0x9e3779b97f4a7c15ULL;
+	k = (k ^ (k >> 29) ^ (uint64_t)p->req.mem_mib) * 0xbf58476d1ce4e5b9ULL;
+	k = (k ^ (k >> 32) ^ y->jobs[job].prio) * 0x94d049bb133111ebULL;
+	return k | 1;
+}
+
+/* Whether jobs `a` and `b` are of one class: everything the placement
+ * search, the pre-emption search and the estimate read of them but the
+ * run time, which a failed search without a reservation conflict does
+ * not depend on. */
+static bool same_class(const struct cnl_cyc *y, uint32_t a, uint32_t b)
+{
+	const struct cnl_req_prep *p = &y->prep[a], *q = &y->prep[b];
+	const struct cnl_alloc_req *x = &p->req, *z = &q->req;
+
+	return y->jobs[a].prio == y->jobs[b].prio && x->kind == z->kind &&
+	       x->blocks == z->blocks && x->gpus == z->gpus &&
+	       x->gpu_type == z->gpu_type && x->gpu_types == z->gpu_types &&
+	       x->project == z->project && x->cpu_milli == z->cpu_milli &&
+	       x->mem_mib == z->mem_mib && p->type_ok == q->type_ok &&
+	       memcmp(p->prof, q->prof, sizeof(p->prof)) == 0;
+}
+
+/* The summary slot of `job`'s class: its entry (current or stale), or
+ * the free slot it would take; NULL when the table is full of other
+ * classes. */
+static struct cnl_cyc_sum *sum_slot(const struct cnl_cyc *y, uint32_t job,
+                                    uint64_t key)
+{
+	for (unsigned i = 0, h = (unsigned)(key % SUM_SLOTS); i < SUM_SLOTS;
+	     i++, h = (h + 1) % SUM_SLOTS) {
+		struct cnl_cyc_sum *e = &y->sum[h];
+		if (!e->key || (e->key == key && same_class(y, e->head, job)))
+			return e;
+	}
+	return NULL;
+}
+
+/* Whether `job` may take (or give) its class's summarised decision: work
+ * without a deadline (its own reservation and pre-emption rules) or gang,
+ * in the incremental cycle. */
+static bool sum_eligible(const struct cnl_cyc *y, uint32_t job)
+{
+	const struct cnl_job *j = &y->jobs[job];
+
+	return y->sum && !j->gang && !j->deadline_ms;
+}
+
+/* Decide `job` by its class's summary if there is a current one: 1 done,
+ * 0 none, < 0 error.  The decision is the one the full path would make:
+ * since the class's first job was refused, capacity has only shrunk (any
+ * pre-emption moves sum_gen), so the same request fails the same
+ * placement search without a reservation conflict and finds no victims
+ * (or none exist); the reservations stay spent; and the estimate reads the
+ * same cached lower bounds (dropping one moves sum_gen). */
+static int sum_decide(struct cnl_cyc *y, uint32_t job)
+{
+	struct cnl_cyc_sum *e;
+
+	if (!sum_eligible(y, job))
+		return 0;
+	e = sum_slot(y, job, sum_key(y, job));
+	if (!e || !e->key || e->gen != y->sum_gen)
+		return 0;
+	struct cnl_decision d = {.kind = CNL_DEC_WAIT,
+	                         .reason = e->reason,
+	                         .job = job,
+	                         .node = NONE,
+	                         .for_job = NONE,
+	                         .at_ms = e->at};
+	y->done[job] = 1;
+	y->sum_hits++;
+	return cnl_cyc_push(y->out, &d) < 0 ? -ENOMEM : 1;
+}
+
+/* After `job` went the full way: remember its decision for its class if
+ * it is one a later job of the class must repeat (see sum_decide). */
+static void sum_note(struct cnl_cyc *y, uint32_t job)
+{
+	const struct cnl_decision *d;
+	struct cnl_cyc_sum *e;
+	uint64_t key;
+
+	if (!sum_eligible(y, job) || !y->out->n)
+		return;
+	d = &y->out->d[y->out->n - 1];
+	if (d->job != job || d->kind != CNL_DEC_WAIT)
+		return;
+	if (d->reason == CNL_WHY_NO_CAPACITY) {
+		/* Spent reservations only: a job that could still take one
+		 * is decided by the full path. */
+		if (y->n_resv_plain < (size_t)y->s->cfg.max_reservations)
+			return;
+	} else if (d->reason != CNL_WHY_NO_MATCHING_NODE &&
+	           d->reason != CNL_WHY_NO_NODE_TAKING_WORK) {
+		return;
+	}
+	key = sum_key(y, job);
+	if (!(e = sum_slot(y, job, key)))
+		return;
+	*e = (struct cnl_cyc_sum){.key = key,
+	                          .head = job,
+	                          .gen = y->sum_gen,
+	                          .reason = d->reason,
+	                          .at = d->at_ms};
+}
+
 /* Process one pending job (or its whole gang). */
 static int process(struct cnl_cyc *y, uint32_t job, const uint32_t *gangs,
                    size_t n_gangs)
@@ -112,10 +235,15 @@ static int process(struct cnl_cyc *y, uint32_t job, const uint32_t *gangs,
 			e++;
 		return cnl_cyc_start_gang(y, gangs + lo, e - lo, j->gang_size);
 	}
+	if ((r = sum_decide(y, job)) != 0)
+		return r < 0 ? r : 0;
 	r = cnl_cyc_try_start(y, job, &conflict);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	return blocked(y, job, conflict);
+	if ((r = blocked(y, job, conflict)) < 0)
+		return r;
+	sum_note(y, job);
+	return 0;
 }
 
 static void power(struct cnl_cyc *y)
@@ -178,14 +306,19 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	y.fail = calloc(FAIL_SLOTS, sizeof(*y.fail));
 	y.pfail = calloc(FAIL_SLOTS, sizeof(*y.pfail));
 	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
-	if (s->inc)
+	if (s->inc) {
 		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
+		y.sum = cnl_cyc_keep(s, KEEP_SUM, SUM_SLOTS * sizeof(*y.sum));
+		if (y.sum)
+			memset(y.sum, 0, SUM_SLOTS * sizeof(*y.sum));
+	}
 	r = cnl_cyc_order_init(s, &ord, n_jobs);
 	gangs = cnl_cyc_keep(s, KEEP_GANGS, (n_jobs + 1) * sizeof(*gangs));
 	s->gang_nodes = realloc(s->gang_nodes,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
 	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
-	    r < 0 || !gangs || !s->gang_nodes || (s->inc && !y.nver)) {
+	    r < 0 || !gangs || !s->gang_nodes ||
+	    (s->inc && (!y.nver || !y.sum))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -222,6 +355,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 		if ((r = process(&y, job, gangs, n_gangs)) < 0)
 			goto out;
 	power(&y);
+	s->sum_hits += y.sum_hits;
 	r = 0;
 out:
 	cnl_cyc_unkeep(s, y.prep);
@@ -236,6 +370,8 @@ out:
 	free(y.lbc);
 	cnl_cyc_fit_done(&y);
 	free(y.nver);
+	if (y.sum)
+		cnl_cyc_unkeep(s, y.sum);
 	cnl_cyc_order_done(s, &ord);
 	cnl_cyc_unkeep(s, gangs);
 	return r;

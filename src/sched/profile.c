@@ -413,7 +413,9 @@ static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 	}
 	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
 	if (y->n_lbc == LBC_MAX) {
-		/* Full: recycle the oldest entry. */
+		/* Full: recycle the oldest entry (a summary may have read
+		 * it: a recomputed bound may differ). */
+		y->sum_gen++;
 		free(y->lbc[0].v);
 		memmove(&y->lbc[0], &y->lbc[1],
 		        (LBC_MAX - 1) * sizeof(y->lbc[0]));
@@ -428,6 +430,7 @@ void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 	for (size_t i = 0; i < y->n_lbc; i++)
 		free(y->lbc[i].v);
 	y->n_lbc = 0;
+	y->sum_gen++;
 	/* Capacity grew (or the cycle ends): the fit memory's times may no
 	 * longer be lower bounds. */
 	for (size_t i = 0; y->fit && i < FIT_MAX; i++)

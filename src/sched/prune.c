@@ -103,6 +103,7 @@ void cnl_cyc_fail_clear(struct cnl_cyc *y)
 {
 	memset(y->fail, 0, FAIL_SLOTS * sizeof(*y->fail));
 	memset(y->pfail, 0, FAIL_SLOTS * sizeof(*y->pfail));
+	y->sum_gen++; /* capacity grew: summaries stale */
 }
 
 /* ---- per-type maxima -------------------------------------------------- */

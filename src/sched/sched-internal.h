@@ -72,7 +72,10 @@ struct cnl_sched {
 	struct cnl_keep {
 		void *p;
 		size_t cap;
-	} keep[8];
+	} keep[10];
+	/* Pending jobs the incremental cycles decided by their class's
+	 * summary (cycle.c), in all: for tests and benchmarks. */
+	size_t sum_hits;
 };
 
 _Static_assert(offsetof(struct cnl_sched, cfg) == 0,

@@ -120,3 +120,8 @@ void cnl_decisions_done(struct cnl_decisions *d)
 	d->d = NULL;
 	d->n = d->cap = 0;
 }
+
+size_t cnl_sched_summary_hits(const struct cnl_sched *s)
+{
+	return s->sum_hits;
+}

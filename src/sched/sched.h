@@ -266,6 +266,14 @@ int cnl_sched_cycle_inc(struct cnl_sched *s, struct cnl_cluster *c,
                         struct cnl_decisions *out);
 
 /*
+ * cnl_sched_summary_hits - how many pending jobs this scheduler's
+ * incremental cycles have decided by their class's summary (the first
+ * job of the class, same request and class, refused with the
+ * reservations spent: see cycle.c) instead of searching again.
+ */
+size_t cnl_sched_summary_hits(const struct cnl_sched *s);
+
+/*
  * cnl_sched_admit - at submission: can `job`'s deadline be met by some
  * plan, given the running work?  0 when it can (or has no deadline);
  * -CNL_EDEADLINE when not, with the earliest possible start in *ret_start;

@@ -12,7 +12,10 @@
  * by one (kind, reason, job, node, times, error, and each start's
  * allocation but for its id).  The incremental cycle's decisions are then
  * applied, starts running and victims requeued, and the next step begins.
- * A third run draws many pending jobs from few classes (class_req).
+ * A third run draws many pending jobs from few classes (class_req).  A
+ * fourth, over many seeds, spends the reservations early so that the
+ * incremental cycle decides most waiting jobs by their class's summary
+ * (cycle.c): it must have done so, and decided as the full path does.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -85,6 +88,11 @@ static void add_nodes(struct world *w)
  * across reservations, starts, pre-emptions and gangs.
  */
 static bool classes;
+
+/* When >= 0, the schedulers' max_reservations; the summary's hits over
+ * the runs. */
+static int max_resv = -1;
+static size_t summary_hits;
 
 static void class_req(struct cnl_job *j)
 {
@@ -258,6 +266,8 @@ static void run_seed(uint64_t seed, const char *policy)
 	cnl_sched_config_default(&cfg);
 	snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
 	cfg.idle_power_down_ms = 30 * MIN;
+	if (max_resv >= 0)
+		cfg.max_reservations = max_resv;
 	assert_int_equal(cnl_sched_new(&cfg, &s_old), 0);
 	assert_int_equal(cnl_sched_new(&cfg, &s_inc), 0);
 	for (int i = 0; i < (classes ? 600 : 150); i++)
@@ -352,6 +362,7 @@ static void run_seed(uint64_t seed, const char *policy)
 	              "reservations\n",
 	              (unsigned long long)seed, policy, n_starts, n_preempts,
 	              n_resv);
+	summary_hits += cnl_sched_summary_hits(s_inc);
 	cnl_decisions_done(&d_old);
 	cnl_decisions_done(&d_inc);
 	cnl_sched_free(s_old);
@@ -394,12 +405,35 @@ static void test_same_decisions_classes(void **state)
 	classes = false;
 }
 
+/* The class summary: with few reservations to give, most blocked jobs
+ * without a deadline are decided by their class's first; over many seeds
+ * (classes and free shapes, every policy's order and placement, gangs,
+ * pre-emption, nodes cordoned and back) the decisions must be the
+ * from-scratch cycle's, one by one, and the summary must have been used. */
+static void test_summary_same_decisions(void **state)
+{
+	static const char *const pols[] = {"cnlab", "fifo", "fgd"};
+	(void)state;
+	summary_hits = 0;
+	for (uint64_t seed = 500; seed < 530; seed++) {
+		classes = seed % 2 == 0;
+		max_resv = (int)(seed % 3);
+		run_seed(seed, pols[seed % 3]);
+	}
+	classes = false;
+	max_resv = -1;
+	print_message("summary: %zu jobs decided by their class's\n",
+	              summary_hits);
+	assert_true(summary_hits > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_same_decisions_cnlab),
 	    cmocka_unit_test(test_same_decisions_other_policies),
 	    cmocka_unit_test(test_same_decisions_classes),
+	    cmocka_unit_test(test_summary_same_decisions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
