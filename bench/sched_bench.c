@@ -9,6 +9,11 @@
  *                 minute later (no running work is past its minimum run
  *                 time, so none may be pre-empted) and an hour later (a
  *                 pre-emption storm: ~1,500 high-class jobs find victims).
+ *                 The cycle is cnlabd's (cnl_sched_cycle_inc) on a fresh
+ *                 scheduler, so nothing is kept from earlier cycles; the
+ *                 from-scratch cycle (cnl_sched_cycle) is printed beside
+ *                 it.  Cycles are timed in CPU time of the thread (the
+ *                 machine may be shared), as the steady state is.
  *
  * Each figure is measured for the default "cnlab" policy and, in the same
  * run, for the "fifo" policy as a baseline (same cycle machinery, no fair
@@ -48,13 +53,6 @@
 #define PENDING 10000
 #define REPEAT  5
 #define H       (3600LL * 1000)
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t rng = 0x5eed;
 
@@ -157,9 +155,12 @@ struct result {
 	size_t starts, waits, preempts;
 };
 
-static struct result one_cycle(struct world *w, const char *policy,
-                               struct cnl_job *jobs, size_t n, int64_t now,
-                               struct cnl_decisions *dec)
+/* One cycle on a fresh scheduler: from scratch (cnl_sched_cycle), or, with
+ * `inc`, the cycle cnlabd runs (cnl_sched_cycle_inc; its first cycle, so
+ * nothing kept from earlier ones). */
+static struct result one_cycle_by(struct world *w, const char *policy,
+                                  struct cnl_job *jobs, size_t n, int64_t now,
+                                  struct cnl_decisions *dec, bool inc)
 {
 	struct cnl_sched_config cfg;
 	struct cnl_sched *s;
@@ -169,14 +170,15 @@ static struct result one_cycle(struct world *w, const char *policy,
 	snprintf(cfg.policy, sizeof(cfg.policy), "%s", policy);
 	if (cnl_sched_new(&cfg, &s) < 0)
 		exit(1);
-	double t = now_s();
-	int rc = cnl_sched_cycle(s, w->c, jobs, n, now, 42, dec);
+	double t = cpu_s();
+	int rc = inc ? cnl_sched_cycle_inc(s, w->c, jobs, n, now, 42, dec)
+	             : cnl_sched_cycle(s, w->c, jobs, n, now, 42, dec);
 	if (rc < 0) {
 		fprintf(stderr, "sched_bench: cycle failed: %s\n",
 		        cnl_strerror(rc));
 		exit(1);
 	}
-	res.seconds = now_s() - t;
+	res.seconds = cpu_s() - t;
 	for (size_t i = 0; i < dec->n; i++) {
 		res.starts += dec->d[i].kind == CNL_DEC_START;
 		res.waits += dec->d[i].kind == CNL_DEC_WAIT;
@@ -184,6 +186,13 @@ static struct result one_cycle(struct world *w, const char *policy,
 	}
 	cnl_sched_free(s);
 	return res;
+}
+
+static struct result one_cycle(struct world *w, const char *policy,
+                               struct cnl_job *jobs, size_t n, int64_t now,
+                               struct cnl_decisions *dec)
+{
+	return one_cycle_by(w, policy, jobs, n, now, dec, false);
 }
 
 /* Victims' allocations, saved before a cycle so undo() can put them back. */
@@ -466,17 +475,20 @@ int main(int argc, char **argv)
 	/* CNL_BENCH_PHASE=0 or 1: that phase alone (profiling). */
 	const char *only_ph = getenv("CNL_BENCH_PHASE");
 	for (int ph = 0; ph < (steady_only ? 0 : 2); ph++) {
-		struct result rc[REPEAT], rf[REPEAT];
+		struct result rc[REPEAT], rf[REPEAT], ro[REPEAT];
 		if (only_ph && strtol(only_ph, NULL, 10) != ph)
 			continue;
 		int64_t t = now + phase[ph].after;
 		for (int k = 0; k < REPEAT; k++) {
-			rc[k] = one_cycle(&w, "cnlab", jobs, n, t, &d2);
+			rc[k] =
+			    one_cycle_by(&w, "cnlab", jobs, n, t, &d2, true);
 			undo(&w, &d2);
-			rf[k] = one_cycle(&w, "fifo", jobs, n, t, &d2);
+			rf[k] = one_cycle_by(&w, "fifo", jobs, n, t, &d2, true);
+			undo(&w, &d2);
+			ro[k] = one_cycle(&w, "cnlab", jobs, n, t, &d2);
 			undo(&w, &d2);
 		}
-		struct result mc = median(rc), mf = median(rf);
+		struct result mc = median(rc), mf = median(rf), mo = median(ro);
 		printf(
 		    "\nfull cluster (%zu running), one cycle over %d pending "
 		    "jobs, %s (median of %d):\n",
@@ -489,6 +501,10 @@ int main(int argc, char **argv)
 		       mf.seconds * 1e3, mf.starts, mf.waits, mf.preempts);
 		printf("  ratio cnlab/fifo cycle time: %.2f\n",
 		       mc.seconds / mf.seconds);
+		printf("  cnlab from scratch (cnl_sched_cycle, the reference "
+		       "path): %.1f ms (%zu started); ratio "
+		       "incremental/scratch %.2f\n",
+		       mo.seconds * 1e3, mo.starts, mc.seconds / mo.seconds);
 	}
 
 	/* 3. The steady state: 10,000 and 100,000 pending on the full
