@@ -182,6 +182,13 @@ def bench(a, port, pid):
             sys.exit("submit: %d %s" % (st, doc))
         jobs.append(doc["id"])
     time.sleep(3)  # the scheduler places them
+    st, snap = api.call("GET", "/v1/dashboard")
+    print("set-up: %d nodes (%d ready), %d running, %d pending; snapshot "
+          "%d bytes" % (len(snap["nodes"]), sum(
+              n["state"] == "ready" for n in snap["nodes"]),
+              len(snap["queues"]["running"]),
+              sum(snap["queues"]["pending_counts"].values()),
+              len(json.dumps(snap))), flush=True)
 
     def activity(seconds, stamps):
         """Submissions and cancellations at --rate each a second."""
@@ -190,7 +197,8 @@ def bench(a, port, pid):
         nxt = time.monotonic()
         while time.monotonic() < end:
             st, doc = api.call("POST", "/v1/projects/%s/jobs" % proj,
-                               {"command": "probe", "gpu": "h100-10"})
+                               {"command": "probe", "gpu": "h100-10",
+                                "priority": "high"})
             stamps.append((doc["id"], time.monotonic()))
             api.call("POST", "/v1/jobs/%s/cancel" % jobs.pop(0))
             jobs.append(doc["id"])
@@ -200,7 +208,8 @@ def bench(a, port, pid):
     def builds():
         st, text = None, None
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        c.request("GET", "/metrics")
+        c.request("GET", "/metrics", None,
+                  {"Authorization": "Bearer " + api.token})
         text = c.getresponse().read().decode()
         m = re.search(r"^cnlab_dashboard_builds_total (\d+)", text, re.M)
         return int(m.group(1)) if m else 0
