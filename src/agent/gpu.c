@@ -969,6 +969,8 @@ int cnl_gpus_telemetry(struct cnl_gpus *g, int index,
 		if (f->clock && f->clock(h, NVML_CLOCK_SM, &v) == NVML_OK)
 			t.sm_clock_mhz = v;
 	}
+	if (g->rocm)
+		cnl_rocm_telemetry(g->rocm, index, &t);
 	*ret = t;
 	return 0;
 }

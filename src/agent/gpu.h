@@ -102,8 +102,9 @@ const char *cnl_gpus_vendor(const struct cnl_gpus *g);
 /*
  * What a GPU reports now, for the agent's /metrics (the DCGM exporter's
  * fields of the same meaning).  Each field is -1 where the provider cannot
- * give it: the fake pool knows only its memory size, ROCm SMI is not read
- * for these yet, and NVML's optional calls may be missing or fail.
+ * give it: the fake pool knows only its memory size, ROCm SMI gives all
+ * but the SM clock (gpu_rocm.c), and the optional calls may be missing or
+ * fail.
  */
 struct cnl_gpu_telemetry {
 	int64_t util_pct;     /* nvmlDeviceGetUtilizationRates .gpu */

@@ -461,6 +461,39 @@ static void rsmi_env(const char *n, const char *name, const char *subsys)
 		setenv("FAKE_RSMI_SUBSYS", subsys, 1);
 }
 
+/* ROCm SMI's telemetry into the DCGM fields: busy percents, VRAM use,
+ * the edge temperature (millidegrees to degrees), average power
+ * (microwatts to milliwatts); no SM clock. */
+static void test_rocm_telemetry(void **state)
+{
+	struct cnl_gpu_telemetry t;
+	struct cnl_gpus *g;
+
+	rsmi_env("2", NULL, NULL);
+	setenv("FAKE_RSMI_BUSY", "7,88", 1);
+	setenv("FAKE_RSMI_VRAM_USED_MIB", "0,4096", 1);
+	setenv("FAKE_RSMI_TEMP_MC", "40000,71500", 1);
+	setenv("FAKE_RSMI_POWER_UW", "1,612345678", 1);
+	g = open_ok("rocm:" FAKE_ROCM);
+	assert_int_equal(cnl_gpus_telemetry(g, 1, &t), 0);
+	assert_int_equal(t.util_pct, 88);
+	assert_int_equal(t.mem_util_pct, 4); /* the fake's 3 + dv */
+	assert_int_equal(t.fb_total_mib, 196592);
+	assert_int_equal(t.fb_used_mib, 4096);
+	assert_int_equal(t.fb_free_mib, 196592 - 4096);
+	assert_int_equal(t.temp_c, 71);
+	assert_int_equal(t.power_mw, 612345);
+	assert_int_equal(t.sm_clock_mhz, -1);
+	assert_int_equal(cnl_gpus_telemetry(g, 0, &t), 0);
+	assert_int_equal(t.util_pct, 7);
+	assert_int_equal(t.temp_c, 40);
+	cnl_gpus_close(g);
+	unsetenv("FAKE_RSMI_BUSY");
+	unsetenv("FAKE_RSMI_VRAM_USED_MIB");
+	unsetenv("FAKE_RSMI_TEMP_MC");
+	unsetenv("FAKE_RSMI_POWER_UW");
+}
+
 static void test_rocm_list(void **state)
 {
 	const struct cnl_gpu_dev *d;
@@ -551,6 +584,7 @@ int main(void)
 	    cmocka_unit_test(test_rocm_list),
 	    cmocka_unit_test(test_rocm_refusals),
 	    cmocka_unit_test(test_rocm_health),
+	    cmocka_unit_test(test_rocm_telemetry),
 #endif
 	};
 
