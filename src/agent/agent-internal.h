@@ -87,6 +87,17 @@ struct wk {
 	char ckpt[560];   /* checkpoint dir (jobs) */
 	char region[560]; /* region file */
 	int gpu;          /* first GPU index, -1: none */
+	/* Who and what it is, for /metrics' labels (metrics.c): the
+	 * assignment's project id and user (name, else id), and its MIG
+	 * instance's catalog profile and start slot ("", -1: none). */
+	char project[CNL_WIRE_ID_MAX], user[CNL_WIRE_NAME_MAX];
+	char mig_profile[32];
+	int mig_start;
+	/* metrics.c: the slice's GPU time at the previous scrape, when,
+	 * and the SM use measured then. */
+	uint64_t m_busy_ns;
+	int64_t m_at_ns;
+	double m_util;
 	/* The slice size last written into the region by a resize
 	 * (resize.c); 0: none yet. */
 	int applied_blocks;
@@ -234,6 +245,8 @@ struct cnl_agent {
 	struct cnl_http_server *metrics;
 	uint64_t version; /* the main thread's: assignments seen */
 	uint64_t started_total, ended_total, fenced_total;
+	/* Processes the GPU memory audit killed (gpu_audit.c). */
+	_Atomic uint64_t audit_kills_total;
 };
 
 /* ---- credential.c: the node's identity ----------------------------------- */

@@ -139,6 +139,11 @@ struct nvml_fns {
 	int (*mig_by_index)(nvml_dev, unsigned, nvml_dev *);
 	int (*gi_id)(nvml_dev, unsigned *);
 	int (*ci_id)(nvml_dev, unsigned *);
+	/* Telemetry, optional each (cnl_gpus_telemetry). */
+	int (*util)(nvml_dev, unsigned *); /* {gpu, memory} percent */
+	int (*temp)(nvml_dev, unsigned, unsigned *);
+	int (*power)(nvml_dev, unsigned *); /* milliwatts */
+	int (*clock)(nvml_dev, unsigned, unsigned *);
 };
 
 struct mig {
@@ -219,6 +224,8 @@ static int open_fake(struct cnl_gpus *g, const char *spec, char *err,
 			snprintf(d->uuid, sizeof(d->uuid), "GPU-fake-%08x-%04d",
 			         0xc0ffee00u + (unsigned)t, g->n);
 			snprintf(d->type, sizeof(d->type), "%s",
+			         g->cat->types[t].name);
+			snprintf(d->model, sizeof(d->model), "%s",
 			         g->cat->types[t].name);
 			d->mem_mib = g->cat->types[t].vram_mib;
 			d->healthy = true;
@@ -330,6 +337,12 @@ static int open_nvml(struct cnl_gpus *g, const char *lib, char *err,
 	OPT(f->gi_id, "nvmlDeviceGetGpuInstanceId");
 	OPT(f->ci_id, "nvmlDeviceGetComputeInstanceId");
 #undef OPT
+	/* Telemetry: each call on its own, a missing one leaves its field
+	 * out of /metrics. */
+	*(void **)&f->util = dlsym(g->nvml, "nvmlDeviceGetUtilizationRates");
+	*(void **)&f->temp = dlsym(g->nvml, "nvmlDeviceGetTemperature");
+	*(void **)&f->power = dlsym(g->nvml, "nvmlDeviceGetPowerUsage");
+	*(void **)&f->clock = dlsym(g->nvml, "nvmlDeviceGetClockInfo");
 	g->mig_ok = !missing;
 	if (missing)
 		cnl_log(CNL_LOG_WARN, "nvml: no MIG support in the library",
@@ -370,6 +383,7 @@ static int open_nvml(struct cnl_gpus *g, const char *lib, char *err,
 			return -CNL_EGPUTYPE;
 		}
 		snprintf(d->type, sizeof(d->type), "%s", g->cat->types[t].name);
+		snprintf(d->model, sizeof(d->model), "%s", nm);
 		if (!d->healthy)
 			d->mem_mib = g->cat->types[t].vram_mib;
 		if (i && strcmp(d->type, g->dev[0].type) != 0) {
@@ -921,4 +935,42 @@ int cnl_gpus_mig_count(struct cnl_gpus *g, int index)
 	for (int i = 0; i < g->n_mig; i++)
 		n += g->mig[i].gpu == index;
 	return n;
+}
+
+#define NVML_TEMPERATURE_GPU 0
+#define NVML_CLOCK_SM        1
+
+int cnl_gpus_telemetry(struct cnl_gpus *g, int index,
+                       struct cnl_gpu_telemetry *ret)
+{
+	struct cnl_gpu_telemetry t = {-1, -1, -1, -1, -1, -1, -1, -1};
+	const struct nvml_fns *f = &g->fn;
+	struct nvml_memory m;
+	unsigned u[2], v;
+	nvml_dev h;
+
+	if (index < 0 || index >= g->n)
+		return -EINVAL;
+	t.fb_total_mib = (int64_t)g->dev[index].mem_mib;
+	if (g->nvml_up && f->by_index((unsigned)index, &h) == NVML_OK) {
+		if (f->mem(h, &m) == NVML_OK) {
+			t.fb_total_mib = (int64_t)(m.total >> 20);
+			t.fb_used_mib = (int64_t)(m.used >> 20);
+			t.fb_free_mib = (int64_t)(m.free >> 20);
+		}
+		if (f->util && f->util(h, u) == NVML_OK) {
+			t.util_pct = u[0];
+			t.mem_util_pct = u[1];
+		}
+		if (f->temp && f->temp(h, NVML_TEMPERATURE_GPU, &v) == NVML_OK)
+			t.temp_c = v;
+		if (f->power && f->power(h, &v) == NVML_OK)
+			t.power_mw = v;
+		if (f->clock && f->clock(h, NVML_CLOCK_SM, &v) == NVML_OK)
+			t.sm_clock_mhz = v;
+	}
+	if (g->rocm)
+		cnl_rocm_telemetry(g->rocm, index, &t);
+	*ret = t;
+	return 0;
 }

@@ -34,6 +34,9 @@ struct cnl_gpu_dev {
 	int index;
 	char uuid[CNL_GPU_UUID_MAX];
 	char type[CNL_NAME_MAX]; /* catalog name, e.g. "H100-80GB-SXM" */
+	/* The driver's name ("NVIDIA H100 80GB HBM3"); the catalog name for
+	 * a fake pool's GPU or where the driver gave none. */
+	char model[96];
 	uint64_t mem_mib;
 	bool healthy;
 	/* AMD: the GPU's DRM render node ("/dev/dri/renderD128"), which a
@@ -95,6 +98,27 @@ int cnl_gpus_type_from_name(const struct cnl_catalog *cat, const char *name,
  * ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES (supervisor.c).
  */
 const char *cnl_gpus_vendor(const struct cnl_gpus *g);
+
+/*
+ * What a GPU reports now, for the agent's /metrics (the DCGM exporter's
+ * fields of the same meaning).  Each field is -1 where the provider cannot
+ * give it: the fake pool knows only its memory size, ROCm SMI gives all
+ * but the SM clock (gpu_rocm.c), and the optional calls may be missing or
+ * fail.
+ */
+struct cnl_gpu_telemetry {
+	int64_t util_pct;     /* nvmlDeviceGetUtilizationRates .gpu */
+	int64_t mem_util_pct; /* .memory: time memory was read or written */
+	int64_t fb_total_mib, fb_used_mib, fb_free_mib; /* GetMemoryInfo */
+	int64_t temp_c;       /* nvmlDeviceGetTemperature (GPU sensor) */
+	int64_t power_mw;     /* nvmlDeviceGetPowerUsage */
+	int64_t sm_clock_mhz; /* nvmlDeviceGetClockInfo (SM) */
+};
+
+/* cnl_gpus_telemetry - GPU @index's telemetry into @ret; 0, or -EINVAL
+ * for an index out of range.  Read from the driver at each call. */
+int cnl_gpus_telemetry(struct cnl_gpus *g, int index,
+                       struct cnl_gpu_telemetry *ret);
 
 /* Device memory NVML could not tell for a process (NVML_VALUE_NOT_AVAILABLE,
  * e.g. an unprivileged caller in MIG mode). */

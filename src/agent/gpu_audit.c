@@ -293,6 +293,7 @@ static void enforce(struct audit *au, struct slice *s)
 		    "pid_used=%" PRIu64 " used=%" PRIu64 " quota=%" PRIu64,
 		    a->cfg.name, s->id, s->epoch, p->pid, s->gpu[idx[j]],
 		    p->used, used, s->quota);
+		atomic_fetch_add(&a->audit_kills_total, 1);
 		pthread_mutex_lock(&a->mu);
 		w = cnl_agent_wk_find(a, s->id);
 		if (w && w->epoch == s->epoch && !w->gpu_kill[0]) {

@@ -43,6 +43,9 @@ typedef int (*rsmi_count_fn)(uint32_t *);
 typedef int (*rsmi_name_fn)(uint32_t, char *, size_t);
 typedef int (*rsmi_mem_fn)(uint32_t, int, uint64_t *);
 typedef int (*rsmi_u64_fn)(uint32_t, uint64_t *);
+typedef int (*rsmi_u32_fn)(uint32_t, uint32_t *);
+typedef int (*rsmi_temp_fn)(uint32_t, uint32_t, int, int64_t *);
+typedef int (*rsmi_power_fn)(uint32_t, uint32_t, uint64_t *);
 
 #if __has_include(<rocm_smi/rocm_smi.h>)
 #include <rocm_smi/rocm_smi.h>
@@ -64,6 +67,14 @@ SAME(rsmi_dev_subsystem_name_get, (uint32_t, char *, size_t));
 SAME(rsmi_dev_memory_total_get, (uint32_t, rsmi_memory_type_t, uint64_t *));
 SAME(rsmi_dev_unique_id_get, (uint32_t, uint64_t *));
 SAME(rsmi_dev_pci_id_get, (uint32_t, uint64_t *));
+SAME(rsmi_dev_busy_percent_get, (uint32_t, uint32_t *));
+SAME(rsmi_dev_memory_busy_percent_get, (uint32_t, uint32_t *));
+SAME(rsmi_dev_memory_usage_get, (uint32_t, rsmi_memory_type_t, uint64_t *));
+SAME(rsmi_dev_temp_metric_get,
+     (uint32_t, uint32_t, rsmi_temperature_metric_t, int64_t *));
+SAME(rsmi_dev_power_ave_get, (uint32_t, uint32_t, uint64_t *));
+_Static_assert(RSMI_TEMP_TYPE_EDGE == 0 && RSMI_TEMP_CURRENT == 0,
+               "rsmi edge sensor, current value");
 #undef SAME
 #endif
 
@@ -78,6 +89,11 @@ struct cnl_rocm {
 	rsmi_mem_fn mem_total;
 	rsmi_u64_fn unique_id;
 	rsmi_u64_fn pci_id; /* optional */
+	/* Telemetry, optional each (cnl_rocm_telemetry). */
+	rsmi_u32_fn busy, mem_busy;
+	rsmi_mem_fn mem_used;
+	rsmi_temp_fn temp;
+	rsmi_power_fn power;
 };
 
 void cnl_rocm_close(struct cnl_rocm *r)
@@ -167,6 +183,12 @@ int cnl_rocm_open(const char *lib, const struct cnl_catalog *cat,
 	r->subsystem =
 	    (rsmi_name_fn)dlsym(r->lib, "rsmi_dev_subsystem_name_get");
 	r->pci_id = (rsmi_u64_fn)dlsym(r->lib, "rsmi_dev_pci_id_get");
+	r->busy = (rsmi_u32_fn)dlsym(r->lib, "rsmi_dev_busy_percent_get");
+	r->mem_busy =
+	    (rsmi_u32_fn)dlsym(r->lib, "rsmi_dev_memory_busy_percent_get");
+	r->mem_used = (rsmi_mem_fn)dlsym(r->lib, "rsmi_dev_memory_usage_get");
+	r->temp = (rsmi_temp_fn)dlsym(r->lib, "rsmi_dev_temp_metric_get");
+	r->power = (rsmi_power_fn)dlsym(r->lib, "rsmi_dev_power_ave_get");
 	if (r->init(0) != ROCM_OK) {
 		snprintf(err, errlen,
 		         "rocm: rsmi_init failed (no amdgpu driver?)");
@@ -209,6 +231,7 @@ int cnl_rocm_open(const char *lib, const struct cnl_catalog *cat,
 			goto fail;
 		}
 		snprintf(d->type, sizeof(d->type), "%s", cat->types[t].name);
+		snprintf(d->model, sizeof(d->model), "%s", nm);
 		if (!d->healthy)
 			d->mem_mib = cat->types[t].vram_mib;
 		if (r->pci_id && r->pci_id(i, &bdf) == ROCM_OK)
@@ -236,4 +259,30 @@ void cnl_rocm_refresh(struct cnl_rocm *r, struct cnl_gpu_dev *dev, int n)
 		dev[i].healthy =
 		    r->mem_total((uint32_t)i, ROCM_VRAM, &total) == ROCM_OK;
 	}
+}
+
+void cnl_rocm_telemetry(struct cnl_rocm *r, int index,
+                        struct cnl_gpu_telemetry *t)
+{
+	uint32_t dv = (uint32_t)index, u;
+	uint64_t total, used;
+	int64_t mc;
+
+	if (!r->up)
+		return;
+	if (r->busy && r->busy(dv, &u) == ROCM_OK)
+		t->util_pct = u;
+	if (r->mem_busy && r->mem_busy(dv, &u) == ROCM_OK)
+		t->mem_util_pct = u;
+	if (r->mem_used && r->mem_total(dv, ROCM_VRAM, &total) == ROCM_OK &&
+	    r->mem_used(dv, ROCM_VRAM, &used) == ROCM_OK && used <= total) {
+		t->fb_total_mib = (int64_t)(total >> 20);
+		t->fb_used_mib = (int64_t)(used >> 20);
+		t->fb_free_mib = (int64_t)((total - used) >> 20);
+	}
+	/* The edge sensor's current value (0, 0), in millidegrees. */
+	if (r->temp && r->temp(dv, 0, 0, &mc) == ROCM_OK)
+		t->temp_c = mc / 1000;
+	if (r->power && r->power(dv, 0, &used) == ROCM_OK)
+		t->power_mw = (int64_t)(used / 1000);
 }

@@ -11,16 +11,196 @@
  * reads a copy of the slice's accounting file and tests its slot locks
  * without waiting (shim/region.h), so a stopped or hostile process of a
  * slice cannot hang or crash /metrics.
+ *
+/metrics also has the node's GPUs under the names, types and labels of
+ * NVIDIA's DCGM exporter where the meaning is the same, so dashboards and
+ * alerts written for it work on a CNLab node: DCGM_FI_DEV_GPU_UTIL,
+ * _MEM_COPY_UTIL, _FB_USED, _FB_FREE, _FB_TOTAL (MiB, as DCGM), _GPU_TEMP,
+ * _POWER_USAGE (W), _SM_CLOCK, each labelled gpu, UUID, device, modelName
+ * and Hostname (the node's name), and each present only where the provider
+ * gives the value (gpu.h: cnl_gpus_telemetry).  DCGM has no 1% slices:
+ * CNLab's own cnlab_slice_* families carry a slice's VRAM use and limit,
+ * compute share and measured SM use, labelled project, user, job, gpu,
+ * UUID, Hostname, and for a slice in a MIG instance GPU_I_PROFILE and
+ * GPU_I_ID (the instance's start slot).  docs/metrics.md lists them all.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/agent-internal.h"
 #include "common/log.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "net/metrics.h"
 #include "shim/region.h"
+
+/* The DCGM families: name, help, and the telemetry field. */
+static const struct {
+	const char *name, *help;
+	size_t off;
+	double scale;
+} dcgm[] = {
+#define F(f) offsetof(struct cnl_gpu_telemetry, f)
+    {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", F(util_pct), 1},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", F(mem_util_pct),
+     1},
+    {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", F(fb_free_mib),
+     1},
+    {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", F(fb_used_mib),
+     1},
+    {"DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).",
+     F(fb_total_mib), 1},
+    {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", F(temp_c), 1},
+    {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", F(power_mw), 1e-3},
+    {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", F(sm_clock_mhz),
+     1},
+#undef F
+};
+
+static void dcgm_families(struct cnl_agent *a, struct cnl_metrics_buf *b,
+                          const struct cnl_gpu_dev *devs, int n)
+{
+	struct cnl_gpu_telemetry t[CNL_GPU_MAX];
+	bool amd = strcmp(cnl_gpus_vendor(a->gpus), "amd") == 0;
+	char host[2 * CNL_NAME_MAX + 1], model[2 * sizeof(devs->model) + 1];
+
+	cnl_mb_escape(a->cfg.name ? a->cfg.name : "", host, sizeof(host));
+	for (int g = 0; g < n && g < CNL_GPU_MAX; g++)
+		cnl_gpus_telemetry(a->gpus, g, &t[g]);
+	for (size_t f = 0; f < CNL_ARRAY_SIZE(dcgm); f++) {
+		bool head = false;
+
+		for (int g = 0; g < n && g < CNL_GPU_MAX; g++) {
+			int64_t v;
+
+			memcpy(&v, (const char *)&t[g] + dcgm[f].off,
+			       sizeof(v));
+			if (v < 0)
+				continue;
+			if (!head)
+				cnl_mb_family(b, dcgm[f].name, "gauge",
+				              dcgm[f].help);
+			head = true;
+			cnl_mb_printf(
+			    b,
+			    "%s{gpu=\"%d\",UUID=\"%s\",device=\"%s%d\","
+			    "modelName=\"%s\",Hostname=\"%s\"} %g\n",
+			    dcgm[f].name, g, devs[g].uuid,
+			    amd ? "card" : "nvidia", g,
+			    cnl_mb_escape(devs[g].model, model, sizeof(model)),
+			    host, (double)v * dcgm[f].scale);
+		}
+	}
+}
+
+/* A slice's labels: project, user, job, gpu, UUID, Hostname, and its MIG
+ * instance's. */
+static void slice_labels(struct cnl_agent *a, const struct wk *w,
+                         const struct cnl_gpu_dev *devs, int n, char *out,
+                         size_t len)
+{
+	char p[2 * sizeof(w->project) + 1], u[2 * sizeof(w->user) + 1];
+	char h[2 * CNL_NAME_MAX + 1];
+	size_t l;
+
+	l = (size_t)snprintf(
+	    out, len,
+	    "project=\"%s\",user=\"%s\",job=\"%s\",gpu=\"%d\",UUID=\"%s\","
+	    "Hostname=\"%s\"",
+	    cnl_mb_escape(w->project, p, sizeof(p)),
+	    cnl_mb_escape(w->user, u, sizeof(u)), w->id, w->gpu,
+	    w->gpu >= 0 && w->gpu < n ? devs[w->gpu].uuid : "",
+	    cnl_mb_escape(a->cfg.name ? a->cfg.name : "", h, sizeof(h)));
+	if (w->mig_profile[0] && l < len)
+		snprintf(out + l, len - l,
+		         ",GPU_I_PROFILE=\"%s\",GPU_I_ID=\"%d\"",
+		         w->mig_profile, w->mig_start);
+}
+
+/* The slices' families, from their shared regions. */
+static void slice_families(struct cnl_agent *a, struct cnl_metrics_buf *b,
+                           const struct cnl_gpu_dev *devs, int n)
+{
+	static const struct {
+		const char *name, *help;
+	} fam[] = {
+	    {"cnlab_slice_vram_used_bytes",
+	     "Device memory a slice's processes hold (the shim's "
+	     "accounting)."},
+	    {"cnlab_slice_vram_limit_bytes",
+	     "A slice's VRAM quota (absent for whole GPUs: no quota)."},
+	    {"cnlab_slice_compute_share_ratio",
+	     "A slice's compute share of its GPU (1 for whole GPUs)."},
+	    {"cnlab_slice_sm_util_ratio",
+	     "Fraction of wall time a slice's kernels ran on its GPU since "
+	     "the previous scrape (the shim's ledger)."},
+	};
+	struct {
+		bool ok;
+		struct cnl_region_stat st;
+		unsigned share;
+		double util;
+	} *v = cnl_xcalloc(a->n_wk ? a->n_wk : 1, sizeof(*v));
+	char labels[1024];
+	int64_t now = cnl_time_mono_ns();
+
+	for (size_t i = 0; i < a->n_wk; i++) {
+		struct wk *w = a->wk[i];
+		struct cnl_region_handle h;
+		uint64_t busy = 0;
+
+		if (w->gpu < 0 || cnl_region_map(w->region, &h) < 0)
+			continue;
+		v[i].share = h.r->share_pct ? h.r->share_pct : 100;
+		v[i].ok = cnl_region_stat(h.r, &v[i].st) == 0;
+		cnl_region_unmap(&h);
+		if (!v[i].ok)
+			continue;
+		for (unsigned p = 0; p < v[i].st.nprocs; p++)
+			busy += v[i].st.procs[p].busy_ns;
+		/* Over the time since the previous scrape; the first one
+		 * reads 0. */
+		if (w->m_at_ns && now > w->m_at_ns && busy >= w->m_busy_ns)
+			w->m_util = (double)(busy - w->m_busy_ns) /
+			            (double)(now - w->m_at_ns);
+		if (w->m_util > 1)
+			w->m_util = 1;
+		w->m_busy_ns = busy;
+		w->m_at_ns = now;
+		v[i].util = w->m_util;
+	}
+	for (size_t f = 0; f < CNL_ARRAY_SIZE(fam); f++) {
+		cnl_mb_family(b, fam[f].name, "gauge", fam[f].help);
+		for (size_t i = 0; i < a->n_wk; i++) {
+			if (!v[i].ok || (f == 1 && !v[i].st.quota))
+				continue;
+			slice_labels(a, a->wk[i], devs, n, labels,
+			             sizeof(labels));
+			switch (f) {
+			case 0:
+				cnl_mb_printf(b, "%s{%s} %llu\n", fam[f].name,
+				              labels,
+				              (unsigned long long)v[i].st.used);
+				break;
+			case 1:
+				cnl_mb_printf(
+				    b, "%s{%s} %llu\n", fam[f].name, labels,
+				    (unsigned long long)v[i].st.quota);
+				break;
+			case 2:
+				cnl_mb_printf(b, "%s{%s} %.2f\n", fam[f].name,
+				              labels, v[i].share / 100.0);
+				break;
+			default:
+				cnl_mb_printf(b, "%s{%s} %.6f\n", fam[f].name,
+				              labels, v[i].util);
+			}
+		}
+	}
+	free(v);
+}
 
 static void metrics_serve(void *ud, const struct cnl_http_route *route,
                           struct cnl_http_request *req,
@@ -37,6 +217,8 @@ static void metrics_serve(void *ud, const struct cnl_http_route *route,
 	}
 	pthread_mutex_lock(&a->mu);
 	n = cnl_gpus_list(a->gpus, &devs);
+	dcgm_families(a, &b, devs, n);
+	slice_families(a, &b, devs, n);
 	cnl_mb_family(&b, "cnlab_agent_gpu_blocks_allocated", "gauge",
 	              "1% blocks of each GPU held by running slices.");
 	for (int g = 0; g < n; g++) {
@@ -116,6 +298,11 @@ static void metrics_serve(void *ud, const struct cnl_http_route *route,
 	              "Workloads ended since the agent started.");
 	cnl_mb_printf(&b, "cnlab_agent_workloads_ended_total %llu\n",
 	              (unsigned long long)a->ended_total);
+	cnl_mb_family(&b, "cnlab_agent_gpu_audit_kills_total", "counter",
+	              "Processes the GPU memory audit killed for using more "
+	              "device memory than their slice's quota.");
+	cnl_mb_printf(&b, "cnlab_agent_gpu_audit_kills_total %llu\n",
+	              (unsigned long long)atomic_load(&a->audit_kills_total));
 	pthread_mutex_unlock(&a->mu);
 	resp->status = 200;
 	resp->text = b.p ? b.p : cnl_xstrdup("");

@@ -28,5 +28,10 @@ int cnl_rocm_open(const char *lib, const struct cnl_catalog *cat,
 /* cnl_rocm_refresh - each GPU's health again (its memory query answers). */
 void cnl_rocm_refresh(struct cnl_rocm *r, struct cnl_gpu_dev *dev, int n);
 void cnl_rocm_close(struct cnl_rocm *r);
+/* cnl_rocm_telemetry - GPU @index's busy percents, VRAM use, edge
+ * temperature and average power into @t, each field the library answers
+ * (the others left as they are; the SM clock is never read). */
+void cnl_rocm_telemetry(struct cnl_rocm *r, int index,
+                        struct cnl_gpu_telemetry *t);
 
 #endif /* CNL_AGENT_ROCM_INTERNAL_H */

@@ -322,6 +322,12 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 	int ne = 0, first = -1, r;
 
 	w->server = as->kind == CNL_WIRE_SERVER;
+	snprintf(w->project, sizeof(w->project), "%s", as->project_id);
+	snprintf(w->user, sizeof(w->user), "%s",
+	         as->user[0] ? as->user : as->user_id);
+	snprintf(w->mig_profile, sizeof(w->mig_profile), "%s",
+	         gpu->mig_profile);
+	w->mig_start = gpu->mig_profile[0] ? gpu->mig_start : -1;
 	/* GPUs: indexes of the mask, or the MIG instance's UUID. */
 	for (int i = 0; i < ndev && i < 32; i++)
 		if (gpu->gpu_mask >> i & 1) {

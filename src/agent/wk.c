@@ -40,6 +40,7 @@ struct wk *cnl_agent_wk_new(const char *id, int64_t epoch)
 	snprintf(w->id, sizeof(w->id), "%s", id);
 	w->epoch = epoch;
 	w->gpu = -1;
+	w->mig_start = -1;
 	w->board_slot = -1;
 	w->vram_shrink_to = -1;
 	w->out_rd = w->err_rd = -1;

@@ -67,39 +67,70 @@ void cnl_mb_done(struct cnl_metrics_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
-void cnl_hist_observe(struct cnl_hist *h, double seconds)
+const double cnl_wait_bounds[CNL_WAIT_BUCKETS] = {
+    1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400,
+};
+
+static void observe(const double *bounds, int nb, uint64_t *bucket,
+                    uint64_t *count, double *sum, double seconds)
 {
 	int i = 0;
 
-	while (i < CNL_HIST_BUCKETS && seconds > cnl_hist_bounds[i])
+	while (i < nb && seconds > bounds[i])
 		i++;
-	if (i < CNL_HIST_BUCKETS)
-		h->bucket[i]++;
-	h->count++;
-	h->sum += seconds;
+	if (i < nb)
+		bucket[i]++;
+	(*count)++;
+	*sum += seconds;
+}
+
+static void write_hist(struct cnl_metrics_buf *b, const char *name,
+                       const char *labels, const double *bounds, int nb,
+                       const uint64_t *bucket, uint64_t count, double sum)
+{
+	const char *sep = labels[0] ? "," : "";
+	uint64_t cum = 0;
+
+	for (int i = 0; i < nb; i++) {
+		cum += bucket[i];
+		cnl_mb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name,
+		              labels, sep, bounds[i], (unsigned long long)cum);
+	}
+	cnl_mb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+	              (unsigned long long)count);
+	if (labels[0]) {
+		cnl_mb_printf(b, "%s_sum{%s} %.6f\n", name, labels, sum);
+		cnl_mb_printf(b, "%s_count{%s} %llu\n", name, labels,
+		              (unsigned long long)count);
+	} else {
+		cnl_mb_printf(b, "%s_sum %.6f\n", name, sum);
+		cnl_mb_printf(b, "%s_count %llu\n", name,
+		              (unsigned long long)count);
+	}
+}
+
+void cnl_hist_observe(struct cnl_hist *h, double seconds)
+{
+	observe(cnl_hist_bounds, CNL_HIST_BUCKETS, h->bucket, &h->count,
+	        &h->sum, seconds);
 }
 
 void cnl_hist_write(struct cnl_metrics_buf *b, const char *name,
                     const char *labels, const struct cnl_hist *h)
 {
-	const char *sep = labels[0] ? "," : "";
-	uint64_t cum = 0;
+	write_hist(b, name, labels, cnl_hist_bounds, CNL_HIST_BUCKETS,
+	           h->bucket, h->count, h->sum);
+}
 
-	for (int i = 0; i < CNL_HIST_BUCKETS; i++) {
-		cum += h->bucket[i];
-		cnl_mb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name,
-		              labels, sep, cnl_hist_bounds[i],
-		              (unsigned long long)cum);
-	}
-	cnl_mb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
-	              (unsigned long long)h->count);
-	if (labels[0]) {
-		cnl_mb_printf(b, "%s_sum{%s} %.6f\n", name, labels, h->sum);
-		cnl_mb_printf(b, "%s_count{%s} %llu\n", name, labels,
-		              (unsigned long long)h->count);
-	} else {
-		cnl_mb_printf(b, "%s_sum %.6f\n", name, h->sum);
-		cnl_mb_printf(b, "%s_count %llu\n", name,
-		              (unsigned long long)h->count);
-	}
+void cnl_wait_hist_observe(struct cnl_wait_hist *h, double seconds)
+{
+	observe(cnl_wait_bounds, CNL_WAIT_BUCKETS, h->bucket, &h->count,
+	        &h->sum, seconds);
+}
+
+void cnl_wait_hist_write(struct cnl_metrics_buf *b, const char *name,
+                         const char *labels, const struct cnl_wait_hist *h)
+{
+	write_hist(b, name, labels, cnl_wait_bounds, CNL_WAIT_BUCKETS,
+	           h->bucket, h->count, h->sum);
 }

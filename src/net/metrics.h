@@ -47,4 +47,19 @@ void cnl_hist_observe(struct cnl_hist *h, double seconds);
 void cnl_hist_write(struct cnl_metrics_buf *b, const char *name,
                     const char *labels, const struct cnl_hist *h);
 
+/* Wait-time buckets, seconds (1 s to a day): a queue wait is seconds to
+ * hours, where the latency buckets above stop at 2.5 s. */
+#define CNL_WAIT_BUCKETS 12
+extern const double cnl_wait_bounds[CNL_WAIT_BUCKETS];
+
+struct cnl_wait_hist {
+	uint64_t bucket[CNL_WAIT_BUCKETS]; /* not cumulative */
+	uint64_t count;
+	double sum;
+};
+
+void cnl_wait_hist_observe(struct cnl_wait_hist *h, double seconds);
+void cnl_wait_hist_write(struct cnl_metrics_buf *b, const char *name,
+                         const char *labels, const struct cnl_wait_hist *h);
+
 #endif /* CNL_NET_METRICS_H */

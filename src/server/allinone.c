@@ -241,7 +241,8 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 		argv[n++] = shim;
 	}
 	argv[n] = NULL;
-	/* Our environment, plus the token; no other CNLAB_AGENT_ setting. */
+	/* Our environment, plus the token; no other CNLAB_AGENT_ setting but
+	 * CNLAB_AGENT_LISTEN, the agent's /metrics (docs/metrics.md). */
 	for (char **e = environ; *e; e++)
 		ne++;
 	envp = calloc(ne + 2, sizeof(*envp));
@@ -249,7 +250,8 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 		return -ENOMEM;
 	ne = 0;
 	for (char **e = environ; *e; e++)
-		if (strncmp(*e, "CNLAB_AGENT_", 12) != 0)
+		if (strncmp(*e, "CNLAB_AGENT_", 12) != 0 ||
+		    strncmp(*e, "CNLAB_AGENT_LISTEN=", 19) == 0)
 			envp[ne++] = *e;
 	snprintf(tokenv, sizeof(tokenv), "CNLAB_AGENT_TOKEN=%s", token);
 	envp[ne++] = tokenv;

@@ -40,8 +40,8 @@
 #define CNL_API_EV_BUCKETS 64
 
 struct route_stats {
-	uint64_t by_class[5]; /* 1xx..5xx */
-	struct cnl_hist latency;
+	uint64_t by_class[5];       /* 1xx..5xx */
+	struct cnl_hist latency[5]; /* by the same class */
 };
 
 struct cnl_api {

@@ -527,8 +527,9 @@ static void observe(struct cnl_api *api, size_t ri, unsigned status,
 		struct route_stats *st = &api->stats[ri];
 		unsigned cls = status / 100;
 
-		st->by_class[cls >= 1 && cls <= 5 ? cls - 1 : 4]++;
-		cnl_hist_observe(&st->latency,
+		cls = cls >= 1 && cls <= 5 ? cls - 1 : 4;
+		st->by_class[cls]++;
+		cnl_hist_observe(&st->latency[cls],
 		                 (double)(t1.tv_sec - t0->tv_sec) +
 		                     (double)(t1.tv_nsec - t0->tv_nsec) / 1e9);
 	}

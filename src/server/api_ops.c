@@ -94,15 +94,20 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 				    (unsigned long long)api->stats[i]
 				        .by_class[k]);
 	cnl_mb_family(&b, "cnlab_http_request_duration_seconds", "histogram",
-	              "API request latency by route, including waits.");
-	for (size_t i = 0; i < api->nstats; i++) {
-		if (!api->stats[i].latency.count)
-			continue;
-		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"",
-		         api->routes[i].method, api->routes[i].pattern);
-		cnl_hist_write(&b, "cnlab_http_request_duration_seconds",
-		               labels, &api->stats[i].latency);
-	}
+	              "API request latency by route and status class, "
+	              "including waits.");
+	for (size_t i = 0; i < api->nstats; i++)
+		for (int k = 0; k < 5; k++) {
+			if (!api->stats[i].latency[k].count)
+				continue;
+			snprintf(labels, sizeof(labels),
+			         "method=\"%s\",route=\"%s\",code=\"%s\"",
+			         api->routes[i].method, api->routes[i].pattern,
+			         classes[k]);
+			cnl_hist_write(&b,
+			               "cnlab_http_request_duration_seconds",
+			               labels, &api->stats[i].latency[k]);
+		}
 	pthread_mutex_unlock(&api->stats_mu);
 	cnl_ctl_metrics(api->ctl, &b);
 	cnl_api_events_metrics(api, &b);

@@ -376,6 +376,49 @@ void cnl_api_quota_metrics(struct call *c, struct cnl_metrics_buf *b)
 			              "resource=\"concurrent_servers\"} %.6f\n",
 			              owner, u.servers / l.servers);
 	}
+	/* The same as amounts, in base units: GPU-seconds, byte-seconds,
+	 * servers; a limit only where one is set. */
+	for (int k = 0; k < 2; k++) {
+		if (k == 0)
+			cnl_mb_family(b, "cnlab_quota_used", "gauge",
+			              "Quota use by owner and resource "
+			              "(gpu_seconds, storage_byte_seconds, "
+			              "concurrent_servers).");
+		else
+			cnl_mb_family(b, "cnlab_quota_limit", "gauge",
+			              "Quota limit by owner and resource (as "
+			              "cnlab_quota_used).");
+		for (int i = 0; i < n; i++) {
+			static const char *const res[] = {
+			    "gpu_seconds", "storage_byte_seconds",
+			    "concurrent_servers"};
+			const char *fam =
+			    k ? "cnlab_quota_limit" : "cnlab_quota_used";
+			const char *owner =
+			    cnl_mb_escape(d[i].id, esc, sizeof(esc));
+			json_t *o = json_loads(d[i].body, 0, NULL);
+			struct cnl_ctl_usage u;
+			struct limits l;
+			double v[3][2];
+
+			limits_from(o, &l);
+			json_decref(o);
+			cnl_ctl_usage_of(c->api->ctl, d[i].id, &u);
+			v[0][0] = u.gpu_hours * 3600;
+			v[0][1] = l.gpu_hours * 3600;
+			v[1][0] = u.storage_gb_days * 1e9 * 86400;
+			v[1][1] = l.storage_gb_days * 1e9 * 86400;
+			v[2][0] = u.servers;
+			v[2][1] = l.servers;
+			for (int r = 0; r < 3; r++)
+				if (v[r][1] > 0)
+					cnl_mb_printf(
+					    b,
+					    "%s{owner=\"%s\",resource="
+					    "\"%s\"} %.6g\n",
+					    fam, owner, res[r], v[r][k]);
+		}
+	}
 	cnl_store_docs_done(d, n);
 	free(d);
 }

@@ -206,6 +206,10 @@ struct cnl_ctl {
 	/* metrics */
 	struct cnl_hist cycle_hist;
 	uint64_t cycles, finished[4], lost_nodes, fenced;
+	/* Placements (ctl_metrics_placed) and their queue waits by
+	 * priority class; pre-emptions decided. */
+	struct cnl_wait_hist wait_hist[4];
+	uint64_t placements, preemptions;
 	/* What the API's lock-free GETs read (ctl_facts.c). */
 	struct ctl_facts *facts;
 };
@@ -254,6 +258,8 @@ size_t ctl_cycle_jobs(struct cnl_ctl *ctl, struct cnl_job **ret,
                       size_t **ret_map);
 void ctl_server_gone(struct cnl_ctl *ctl, const struct wl *w);
 void ctl_note_start(struct cnl_ctl *ctl, bool server, int64_t ms);
+/* Count the placement of @w at @now, and its wait since submission. */
+void ctl_metrics_placed(struct cnl_ctl *ctl, const struct wl *w, int64_t now);
 
 /* The live status of @w (cnl_ctl_workload_status()); @guessed: the
  * running work without an estimated run time on its reserved node, or -1

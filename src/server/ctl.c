@@ -738,6 +738,65 @@ json_t *cnl_ctl_availability(struct cnl_ctl *ctl, const char *shape,
 
 /* ---- metrics ------------------------------------------------------------- */
 
+void ctl_metrics_placed(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
+{
+	int64_t waited = now - w->j.submit_ms;
+
+	ctl->placements++;
+	cnl_wait_hist_observe(&ctl->wait_hist[w->j.prio & 3],
+	                      waited > 0 ? (double)waited / 1000 : 0);
+}
+
+/* Each project's fair-share factor and decayed usage, as the scheduler's
+ * order computes them (sched/fairshare.h): the share is the project's
+ * weight over the weights of all projects the controller has seen. */
+static void fairshare_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
+{
+	const struct cnl_fairshare *fs = cnl_sched_fairshare(ctl->sched);
+	const struct cnl_cluster *c = ctl->cluster;
+	double *held = cnl_xcalloc(ctl->n_teams + 1, sizeof(*held));
+	double wsum = 0;
+	int64_t cap = 0, now = ctl_now_ms();
+	char esc[2 * CNL_ID_MAX + 1];
+
+	for (uint32_t i = 0; i < c->n_nodes; i++)
+		cap += (int64_t)c->nodes[i].n_gpus * CNL_BLOCKS_PER_GPU;
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		const struct cnl_alloc *a;
+
+		if (ctl->wl[i].j.req.project >= ctl->n_teams ||
+		    !ctl->wl[i].alloc_id ||
+		    !(a = cnl_alloc_get(c, ctl->wl[i].alloc_id)))
+			continue;
+		held[ctl->wl[i].j.req.project] +=
+		    (double)cnl_alloc_blocks_held(c, a);
+	}
+	for (size_t t = 0; t < ctl->n_teams; t++)
+		wsum += cnl_fs_weight(fs, (uint32_t)t);
+	cnl_mb_family(b, "cnlab_fairshare_factor", "gauge",
+	              "Fair-share factor by project: 1 used nothing, towards "
+	              "0 used far more than its share.");
+	for (size_t t = 0; t < ctl->n_teams; t++) {
+		double u = cnl_fs_usage(fs, (uint32_t)t, now, cap);
+		double share =
+		    wsum > 0 ? cnl_fs_weight(fs, (uint32_t)t) / wsum : 1;
+
+		cnl_mb_printf(
+		    b, "cnlab_fairshare_factor{project=\"%s\"} %.6f\n",
+		    cnl_mb_escape(ctl->teams[t], esc, sizeof(esc)),
+		    cnl_fs_factor(u, cap ? held[t] / (double)cap : 0, share));
+	}
+	cnl_mb_family(b, "cnlab_fairshare_usage_ratio", "gauge",
+	              "Decayed 7-day GPU use by project over what the cluster "
+	              "could deliver (0..1).");
+	for (size_t t = 0; t < ctl->n_teams; t++)
+		cnl_mb_printf(
+		    b, "cnlab_fairshare_usage_ratio{project=\"%s\"} %.6f\n",
+		    cnl_mb_escape(ctl->teams[t], esc, sizeof(esc)),
+		    cnl_fs_usage(fs, (uint32_t)t, now, cap));
+	free(held);
+}
+
 void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 {
 	static const char *const prio[] = {"low", "normal", "high", "critical"};
@@ -852,6 +911,30 @@ void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 	              "Time of one scheduling cycle.");
 	cnl_hist_write(b, "cnlab_scheduling_cycle_seconds", "",
 	               &ctl->cycle_hist);
+	cnl_mb_family(b, "cnlab_queue_wait_seconds", "histogram",
+	              "Time from submission to placement, by priority class.");
+	for (int p = 0; p < 4; p++) {
+		char labels[32];
+
+		snprintf(labels, sizeof(labels), "priority=\"%s\"", prio[p]);
+		cnl_wait_hist_write(b, "cnlab_queue_wait_seconds", labels,
+		                    &ctl->wait_hist[p]);
+	}
+	cnl_mb_family(b, "cnlab_placements_total", "counter",
+	              "Workloads placed on a node (each start after a "
+	              "requeue too).");
+	cnl_mb_printf(b, "cnlab_placements_total %llu\n",
+	              (unsigned long long)ctl->placements);
+	cnl_mb_family(b, "cnlab_preemptions_total", "counter",
+	              "Running workloads pre-empted to make room for "
+	              "higher-priority work.");
+	cnl_mb_printf(b, "cnlab_preemptions_total %llu\n",
+	              (unsigned long long)ctl->preemptions);
+	cnl_mb_family(b, "cnlab_scheduling_cycles_total", "counter",
+	              "Scheduling cycles run.");
+	cnl_mb_printf(b, "cnlab_scheduling_cycles_total %llu\n",
+	              (unsigned long long)ctl->cycles);
+	fairshare_metrics(ctl, b);
 	/* Prometheus wants base units: GPU-hours are exported as 1% block-
 	 * seconds (360,000 per GPU-hour), storage GB-days as byte-seconds. */
 	cnl_mb_family(b, "cnlab_usage_block_seconds_total", "counter",

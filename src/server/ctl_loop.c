@@ -274,6 +274,7 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 			continue;
 		}
 		*w = tmp;
+		ctl_metrics_placed(ctl, w, now);
 		decide_start(ctl, w, now);
 		ctl_node_changed(ctl, w->node);
 		ctl_facts_touch(ctl, w);
@@ -422,8 +423,10 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		switch (d->kind) {
 		case CNL_DEC_START:
 			/* As recorded (ctl_record() took the same steps). */
-			if (apply_start(ctl, w, d, false, now) == 0)
+			if (apply_start(ctl, w, d, false, now) == 0) {
 				ctl_node_changed(ctl, w->node);
+				ctl_metrics_placed(ctl, w, now);
+			}
 			break;
 		case CNL_DEC_WAIT:
 			/* Audited when the reason changes, not every cycle. */
@@ -440,8 +443,10 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 			                   : -1;
 			break;
 		case CNL_DEC_PREEMPT:
-			if (apply_preempt(w, d) == 0)
+			if (apply_preempt(w, d) == 0) {
 				ctl_node_changed(ctl, w->node);
+				ctl->preemptions++;
+			}
 			break;
 		default:
 			break;

@@ -211,7 +211,10 @@ static void load(void)
 	unsigned long long n = env_ull("FAKE_NVML_GPUS", 1);
 	unsigned long long mem = env_ull("FAKE_NVML_MEM_MIB", 0) << 20;
 
+	int refs = node.refs; /* nvmlInit's count survives the reset */
+
 	memset(&node, 0, sizeof(node));
+	node.refs = refs;
 	node.loaded = true;
 	node.n = n >= 1 && n <= FAKE_DEVS ? (unsigned)n : 1;
 	node.mig = env_ull("FAKE_NVML_MIG", 1) != 0;
@@ -1102,5 +1105,131 @@ API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t h,
 		return dev_of(h) ? NVML_ERROR_NOT_SUPPORTED
 		                 : NVML_ERROR_INVALID_ARGUMENT;
 	*id = gi->ci.id;
+	return NVML_SUCCESS;
+}
+
+/* ---- telemetry ------------------------------------------------------------
+ *
+ * Utilization, temperature, power and clocks, what a GPU exporter reads.
+ * Each value comes from an environment variable read at every call, a
+ * comma-separated list by device index (the last entry repeats for the
+ * devices after it), or a default that differs by device so that a
+ * reader mixing up devices is caught:
+ *
+ *   FAKE_NVML_UTIL       GPU utilization, percent (37 + 11 * i) % 101
+ *   FAKE_NVML_MEM_UTIL   memory utilization, percent (13 + 7 * i) % 101
+ *   FAKE_NVML_TEMP       GPU temperature, degrees C (41 + i)
+ *   FAKE_NVML_POWER_MW   power draw, milliwatts (250000 + 1500 * i)
+ *   FAKE_NVML_SM_CLOCK   SM clock, MHz (1980 - 15 * i)
+ *
+ * As the real library: utilization is NOT_SUPPORTED on a GPU in MIG mode;
+ * each call needs nvmlInit (UNINITIALIZED), a GPU's
+ * handle (a MIG device's is NOT_SUPPORTED for these queries, any other
+ * INVALID_ARGUMENT), a non-NULL output (INVALID_ARGUMENT), a known sensor
+ * or clock type (INVALID_ARGUMENT), and a GPU on the bus (GPU_IS_LOST).
+ */
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_TEMPERATURE_GPU     0
+#define NVML_CLOCK_COUNT         4 /* graphics, SM, memory, video */
+#define NVML_CLOCK_SM            1
+
+typedef struct {
+	unsigned int gpu;
+	unsigned int memory;
+} nvmlUtilization_t;
+
+static unsigned telemetry(const char *env, unsigned i, unsigned def)
+{
+	const char *v = getenv(env);
+	unsigned long long x = def;
+
+	if (!v || !*v)
+		return def;
+	for (unsigned k = 0;; k++) {
+		char *end;
+
+		x = strtoull(v, &end, 0);
+		if (end == v)
+			return def;
+		if (k == i || *end != ',')
+			return (unsigned)x;
+		v = end + 1;
+	}
+}
+
+/* The GPU @h names for a telemetry query, or the error to return. */
+static nvmlReturn_t telemetry_dev(nvmlDevice_t h, const void *out,
+                                  unsigned *ret_i)
+{
+	struct fake_dev *d;
+
+	if (node.refs == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!(d = dev_of(h)))
+		return mig_of(h, &d) ? NVML_ERROR_NOT_SUPPORTED
+		                     : NVML_ERROR_INVALID_ARGUMENT;
+	if (!out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (is_lost(d))
+		return NVML_ERROR_GPU_IS_LOST;
+	*ret_i = (unsigned)(d - node.dev);
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h,
+                                               nvmlUtilization_t *u)
+{
+	unsigned i;
+	nvmlReturn_t r = telemetry_dev(h, u, &i);
+
+	if (r != NVML_SUCCESS)
+		return r;
+	/* As the driver: no utilization of a GPU in MIG mode. */
+	if (node.dev[i].mig_current == NVML_DEVICE_MIG_ENABLE)
+		return NVML_ERROR_NOT_SUPPORTED;
+	u->gpu = telemetry("FAKE_NVML_UTIL", i, (37 + 11 * i) % 101);
+	u->memory = telemetry("FAKE_NVML_MEM_UTIL", i, (13 + 7 * i) % 101);
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t h, unsigned int sensor,
+                                          unsigned int *temp)
+{
+	unsigned i;
+	nvmlReturn_t r = telemetry_dev(h, temp, &i);
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (sensor != NVML_TEMPERATURE_GPU)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*temp = telemetry("FAKE_NVML_TEMP", i, 41 + i);
+	return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t h, unsigned int *mw)
+{
+	unsigned i;
+	nvmlReturn_t r = telemetry_dev(h, mw, &i);
+
+	if (r != NVML_SUCCESS)
+		return r;
+	*mw = telemetry("FAKE_NVML_POWER_MW", i, 250000 + 1500 * i);
+	return NVML_SUCCESS;
+}
+
+/* Only the SM clock is modelled; the other types are NOT_SUPPORTED. */
+API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t h, unsigned int type,
+                                        unsigned int *mhz)
+{
+	unsigned i;
+	nvmlReturn_t r = telemetry_dev(h, mhz, &i);
+
+	if (r != NVML_SUCCESS)
+		return r;
+	if (type >= NVML_CLOCK_COUNT)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (type != NVML_CLOCK_SM)
+		return NVML_ERROR_NOT_SUPPORTED;
+	*mhz = telemetry("FAKE_NVML_SM_CLOCK", i, 1980 - 15 * i);
 	return NVML_SUCCESS;
 }

@@ -8,6 +8,11 @@
 #                      DIR/data, its output in DIR/out and DIR/err; sets
 #                      $pid and $url, or prints why and exits 1.  The
 #                      caller's cleanup kills $pid.
+#   allinone_nvml_start CNLABD DIR FAKE_NVML
+#                      the same on the fake libnvidia-ml.so.1 (FAKE_NVML_*
+#                      from the environment), the agent's /metrics on a
+#                      free loopback port; also sets $mport, and $tok (the
+#                      admin's token).
 fails=0
 ok() { echo "ok   $1"; }
 bad() {
@@ -30,4 +35,26 @@ allinone_start() {
 		cat "$dir/out" "$dir/err" >&2
 		exit 1
 	}
+}
+
+allinone_nvml_start() {
+	local cnlabd=$1 dir=$2 nvml=$3 pw
+	CNLAB_AGENT_LISTEN=127.0.0.1:0 HOME=$dir "$cnlabd" --all-in-one \
+		--data-dir "$dir/data" --listen 127.0.0.1:0 --gpus "nvml:$nvml" \
+		--log-level info >"$dir/out" 2>"$dir/err" &
+	pid=$!
+	for _ in $(seq 200); do
+		grep -q 'CNLab is running' "$dir/out" &&
+			grep -q 'msg=metrics listen=' "$dir/err" && break
+		sleep 0.05
+	done
+	url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$dir/out")
+	mport=$(grep -o 'msg=metrics listen=127.0.0.1:[0-9]*' "$dir/err" | tail -1 | sed 's/.*://')
+	[ -n "$url" ] && [ -n "$mport" ] || {
+		echo "cnlabd or its agent's /metrics did not start:" >&2
+		cat "$dir/out" "$dir/err" >&2
+		exit 1
+	}
+	pw=$(cat "$dir/data/admin.password")
+	tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$pw\"}" "$url/v1/auth/login" | jq -r .token)
 }

@@ -182,6 +182,74 @@ static void test_nvml_health(void **state)
 	cnl_gpus_close(g);
 }
 
+/* Telemetry for /metrics' DCGM families: each field from its NVML call,
+ * GPU by GPU; none of utilization on a GPU in MIG mode, nor of what NVML
+ * cannot read on a lost GPU; a fake pool gives only its memory size. */
+static void test_nvml_telemetry(void **state)
+{
+	static const char *const vars[] = {
+	    "FAKE_NVML_UTIL", "FAKE_NVML_MEM_UTIL", "FAKE_NVML_TEMP",
+	    "FAKE_NVML_POWER_MW", "FAKE_NVML_SM_CLOCK"};
+	struct cnl_gpu_telemetry t;
+	struct cnl_gpus *g;
+	char uuid[CNL_GPU_UUID_MAX];
+
+	node_env("2");
+	setenv("FAKE_NVML_UTIL", "12,34", 1);
+	setenv("FAKE_NVML_MEM_UTIL", "5,6", 1);
+	setenv("FAKE_NVML_TEMP", "50,61", 1);
+	setenv("FAKE_NVML_POWER_MW", "123456,700000", 1);
+	setenv("FAKE_NVML_SM_CLOCK", "1500,1980", 1);
+	g = open_nvml();
+	assert_int_equal(cnl_gpus_telemetry(g, 1, &t), 0);
+	assert_int_equal(t.util_pct, 34);
+	assert_int_equal(t.mem_util_pct, 6);
+	assert_int_equal(t.temp_c, 61);
+	assert_int_equal(t.power_mw, 700000);
+	assert_int_equal(t.sm_clock_mhz, 1980);
+	assert_int_equal(t.fb_total_mib, 81559);
+	assert_int_equal(t.fb_used_mib, 0);
+	assert_int_equal(t.fb_free_mib, 81559);
+	assert_int_equal(cnl_gpus_telemetry(g, 0, &t), 0);
+	assert_int_equal(t.util_pct, 12);
+	assert_int_equal(t.power_mw, 123456);
+	assert_int_equal(cnl_gpus_telemetry(g, 2, &t), -EINVAL);
+	assert_int_equal(cnl_gpus_telemetry(g, -1, &t), -EINVAL);
+	/* MIG mode on GPU 0: no utilization there, the rest still read. */
+	assert_int_equal(cnl_gpus_mig_create(g, 0, "1g.10gb", 0, uuid), 0);
+	assert_int_equal(cnl_gpus_telemetry(g, 0, &t), 0);
+	assert_int_equal(t.util_pct, -1);
+	assert_int_equal(t.mem_util_pct, -1);
+	assert_int_equal(t.temp_c, 50);
+	assert_int_equal(cnl_gpus_telemetry(g, 1, &t), 0);
+	assert_int_equal(t.util_pct, 34);
+	assert_int_equal(cnl_gpus_mig_destroy(g, uuid), 0);
+	/* Lost: nothing NVML would read, the size from the listing. */
+	setenv("FAKE_NVML_LOST", "1", 1);
+	assert_int_equal(cnl_gpus_telemetry(g, 1, &t), 0);
+	assert_int_equal(t.util_pct, -1);
+	assert_int_equal(t.temp_c, -1);
+	assert_int_equal(t.power_mw, -1);
+	assert_int_equal(t.sm_clock_mhz, -1);
+	assert_int_equal(t.fb_used_mib, -1);
+	assert_int_equal(t.fb_total_mib, 81559);
+	unsetenv("FAKE_NVML_LOST");
+	cnl_gpus_close(g);
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+
+	/* The fake pool knows only its memory size. */
+	g = open_ok("fake:2xH100-80GB-SXM");
+	assert_int_equal(cnl_gpus_telemetry(g, 1, &t), 0);
+	assert_int_equal(
+	    t.fb_total_mib,
+	    cat.types[cnl_catalog_find(&cat, "H100-80GB-SXM")].vram_mib);
+	assert_int_equal(t.util_pct, -1);
+	assert_int_equal(t.fb_used_mib, -1);
+	assert_int_equal(t.temp_c, -1);
+	cnl_gpus_close(g);
+}
+
 static void test_nvml_mig(void **state)
 {
 	char u[CNL_GPU_UUID_MAX], v[CNL_GPU_UUID_MAX], w[CNL_GPU_UUID_MAX];
@@ -393,6 +461,39 @@ static void rsmi_env(const char *n, const char *name, const char *subsys)
 		setenv("FAKE_RSMI_SUBSYS", subsys, 1);
 }
 
+/* ROCm SMI's telemetry into the DCGM fields: busy percents, VRAM use,
+ * the edge temperature (millidegrees to degrees), average power
+ * (microwatts to milliwatts); no SM clock. */
+static void test_rocm_telemetry(void **state)
+{
+	struct cnl_gpu_telemetry t;
+	struct cnl_gpus *g;
+
+	rsmi_env("2", NULL, NULL);
+	setenv("FAKE_RSMI_BUSY", "7,88", 1);
+	setenv("FAKE_RSMI_VRAM_USED_MIB", "0,4096", 1);
+	setenv("FAKE_RSMI_TEMP_MC", "40000,71500", 1);
+	setenv("FAKE_RSMI_POWER_UW", "1,612345678", 1);
+	g = open_ok("rocm:" FAKE_ROCM);
+	assert_int_equal(cnl_gpus_telemetry(g, 1, &t), 0);
+	assert_int_equal(t.util_pct, 88);
+	assert_int_equal(t.mem_util_pct, 4); /* the fake's 3 + dv */
+	assert_int_equal(t.fb_total_mib, 196592);
+	assert_int_equal(t.fb_used_mib, 4096);
+	assert_int_equal(t.fb_free_mib, 196592 - 4096);
+	assert_int_equal(t.temp_c, 71);
+	assert_int_equal(t.power_mw, 612345);
+	assert_int_equal(t.sm_clock_mhz, -1);
+	assert_int_equal(cnl_gpus_telemetry(g, 0, &t), 0);
+	assert_int_equal(t.util_pct, 7);
+	assert_int_equal(t.temp_c, 40);
+	cnl_gpus_close(g);
+	unsetenv("FAKE_RSMI_BUSY");
+	unsetenv("FAKE_RSMI_VRAM_USED_MIB");
+	unsetenv("FAKE_RSMI_TEMP_MC");
+	unsetenv("FAKE_RSMI_POWER_UW");
+}
+
 static void test_rocm_list(void **state)
 {
 	const struct cnl_gpu_dev *d;
@@ -473,6 +574,7 @@ int main(void)
 	    cmocka_unit_test(test_nvml_list),
 	    cmocka_unit_test(test_nvml_refusals),
 	    cmocka_unit_test(test_nvml_health),
+	    cmocka_unit_test(test_nvml_telemetry),
 	    cmocka_unit_test(test_nvml_mig),
 	    cmocka_unit_test(test_nvml_mig_variants),
 	    cmocka_unit_test(test_nvml_mig_mode),
@@ -482,6 +584,7 @@ int main(void)
 	    cmocka_unit_test(test_rocm_list),
 	    cmocka_unit_test(test_rocm_refusals),
 	    cmocka_unit_test(test_rocm_health),
+	    cmocka_unit_test(test_rocm_telemetry),
 #endif
 	};
 

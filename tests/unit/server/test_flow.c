@@ -1345,6 +1345,19 @@ static void test_work_lost_by_agent(void **state)
 	    report(n == 1 ? F.node1 : F.node2, id, ep, "succeeded", 0), 200);
 }
 
+/* The value of the sample of /metrics text @raw whose line starts with
+ * @series (name and labels), or -1 when there is none. */
+static double sample(const char *raw, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = raw; p && *p;
+	     p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
 static void test_metrics_promtool(void **state)
 {
 	char file[128];
@@ -1366,6 +1379,24 @@ static void test_metrics_promtool(void **state)
 	                              "\"POST\",route=\"/v1/projects/"
 	                              "{project}/jobs\",code=\"2xx\"}"));
 	assert_non_null(strstr(r.raw, "cnlab_quota_used_ratio"));
+	/* Issue 20's families, after the flows above: placements, the
+	 * pre-emptions of test_preemption and its critical job's wait, API
+	 * latency by status class, quota amounts and fair share. */
+	assert_true(sample(r.raw, "cnlab_placements_total") >= 1);
+	assert_true(sample(r.raw, "cnlab_preemptions_total") >= 1);
+	assert_true(sample(r.raw, "cnlab_scheduling_cycles_total") >= 1);
+	assert_true(sample(r.raw, "cnlab_queue_wait_seconds_count{priority="
+	                          "\"critical\"}") >= 1);
+	assert_true(sample(r.raw, "cnlab_queue_wait_seconds_bucket{priority="
+	                          "\"normal\",le=\"+Inf\"}") >= 1);
+	assert_true(sample(r.raw, "cnlab_http_request_duration_seconds_count{"
+	                          "method=\"POST\",route=\"/v1/projects/"
+	                          "{project}/jobs\",code=\"2xx\"}") >= 1);
+	assert_non_null(strstr(r.raw, "\ncnlab_quota_limit{owner="));
+	assert_non_null(strstr(r.raw, "\ncnlab_quota_used{owner="));
+	assert_non_null(strstr(r.raw, "\ncnlab_fairshare_factor{project="));
+	assert_non_null(
+	    strstr(r.raw, "\ncnlab_fairshare_usage_ratio{project="));
 	snprintf(file, sizeof(file), "%s/metrics.txt", F.s.dir);
 	f = fopen(file, "w");
 	assert_non_null(f);
