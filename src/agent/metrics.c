@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net/metrics.h"
+#include "net/otel.h"
 #include "shim/region.h"
 
 static void metrics_serve(void *ud, const struct cnl_http_route *route,
@@ -117,6 +118,7 @@ static void metrics_serve(void *ud, const struct cnl_http_route *route,
 	cnl_mb_printf(&b, "cnlab_agent_workloads_ended_total %llu\n",
 	              (unsigned long long)a->ended_total);
 	pthread_mutex_unlock(&a->mu);
+	cnl_telemetry_metrics(&b);
 	resp->status = 200;
 	resp->text = b.p ? b.p : cnl_xstrdup("");
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
