@@ -164,6 +164,10 @@ struct wk {
 	int end_code;
 	char end_msg[CNL_WIRE_MESSAGE_MAX];
 	int64_t end_retry_ms;
+	/* Its assignment's trace context ("": none) and when its process
+	 * started (Unix ns; 0: no workload span to end), trace.c. */
+	char trace[CNL_TRACE_HEADER_MAX];
+	int64_t trace_start_ns;
 };
 
 struct cnl_agent {
@@ -512,5 +516,21 @@ void *cnl_agent_gpu_audit(void *arg);
 /* Serve /metrics and /healthz on cfg.listen (HOST:PORT), when set; a
  * failure is logged, and the agent runs without. */
 void cnl_agent_metrics_listen(struct cnl_agent *a);
+
+/* ---- trace.c: the launch's and the workload's spans ---- */
+struct cnl_span;
+/* Begin the launch span of @as (the thread's current context until
+ * launched); keeps the assignment's context in @w. */
+void cnl_agent_trace_begin(struct cnl_span *launch,
+                           const struct cnl_wire_assignment *as, struct wk *w);
+/* A step of the launch, from @start_ns to now; @r < 0: failed (@err). */
+void cnl_agent_trace_step(const char *name, int64_t start_ns, int r,
+                          const char *err);
+/* End the launch span (@r < 0: it failed with @err); the workload's span
+ * starts there. */
+void cnl_agent_trace_launched(struct cnl_span *launch, struct wk *w, int r,
+                              const char *err);
+/* The workload's span, at its end (after note_end's record). */
+void cnl_agent_trace_end(struct wk *w, int code);
 
 #endif /* CNL_AGENT_AGENT_INTERNAL_H */

@@ -26,6 +26,7 @@
 #include "common/config.h"
 #include "common/label.h"
 #include "common/log.h"
+#include "net/otel.h"
 
 struct settings {
 	char *server;
@@ -52,6 +53,8 @@ struct settings {
 	bool map_users;
 	char *listen;
 	char *log_level;
+	char *otlp_endpoint;
+	char *loki_url;
 	int64_t credential_rotate;
 	int64_t outage_grace;
 	int64_t log_buffer_max;
@@ -140,6 +143,14 @@ static const struct cnl_config_def table[] = {
      "HOST:PORT for the agent's /metrics (none by default)."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
+    {"otlp_endpoint", CNL_CONFIG_STRING, S(otlp_endpoint), NULL, 0, 0,
+     "OpenTelemetry collector (OTLP/HTTP, JSON) the launch and workload "
+     "spans go to, e.g. http://127.0.0.1:4318; unset: "
+     "OTEL_EXPORTER_OTLP_ENDPOINT, else none."},
+    {"loki_url", CNL_CONFIG_STRING, S(loki_url), NULL, 0, 0,
+     "Loki the agent's own log lines are pushed to (labelled by node), "
+     "e.g. http://127.0.0.1:3100; unset: CNLAB_LOKI_URL (an all-in-one's "
+     "agent inherits cnlabd's), else none."},
     {"credential_rotate", CNL_CONFIG_DURATION, S(credential_rotate), "24h", 0,
      365LL * 86400000,
      "Rotate the node credential this often (0: never; SIGHUP rotates "
@@ -281,6 +292,13 @@ int main(int argc, char **argv)
 		goto bad;
 	}
 	cnl_log_set_level(level);
+	gethostname(host, sizeof(host));
+	if (cnl_telemetry_start(
+	        "cnlab-agent", st.otlp_endpoint,
+	        st.loki_url && st.loki_url[0] ? st.loki_url
+	                                      : getenv("CNLAB_LOKI_URL"),
+	        "agent", st.name ? st.name : host, err, sizeof(err)) < 0)
+		goto bad;
 	if (check_datasets(st.datasets, err, sizeof(err)) < 0)
 		goto bad;
 	if (strcmp(st.isolation, "container") != 0 &&

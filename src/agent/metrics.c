@@ -34,6 +34,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "net/metrics.h"
+#include "net/otel.h"
 #include "shim/region.h"
 
 /* The DCGM families: name, help, and the telemetry field. */
@@ -304,6 +305,7 @@ static void metrics_serve(void *ud, const struct cnl_http_route *route,
 	cnl_mb_printf(&b, "cnlab_agent_gpu_audit_kills_total %llu\n",
 	              (unsigned long long)atomic_load(&a->audit_kills_total));
 	pthread_mutex_unlock(&a->mu);
+	cnl_telemetry_metrics(&b);
 	resp->status = 200;
 	resp->text = b.p ? b.p : cnl_xstrdup("");
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -43,6 +43,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/otel.h"
 #include "shim/region.h"
 
 /* ---- starting ------------------------------------------------------------ */
@@ -238,9 +239,12 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	devices[nd] = NULL;
 	/* Its image, fetched and unpacked on first use ("host": none). */
 	if (as->image[0]) {
+		int64_t t0 = cnl_otel_now_ns();
+
 		r = cnl_agent_image_get(a, as->image, as->image_digest,
 		                        as->image_bytes, lower, sizeof(lower),
 		                        &image_env, err, errlen);
+		cnl_agent_trace_step("agent.image", t0, r, err);
 		if (r < 0)
 			return r;
 		snprintf(w->image, sizeof(w->image), "%s",
@@ -318,9 +322,12 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 	const char *envp[64], *argv[4], *rt_argv[12], *command, *shim;
 	char bundle[600], rt_root[600], ws_root[600];
 	struct cnl_launch_spec spec = {0};
+	struct cnl_span launch;
+	int64_t t0;
 	bool ctr;
 	int ne = 0, first = -1, r;
 
+	cnl_agent_trace_begin(&launch, as, w);
 	w->server = as->kind == CNL_WIRE_SERVER;
 	snprintf(w->project, sizeof(w->project), "%s", as->project_id);
 	snprintf(w->user, sizeof(w->user), "%s",
@@ -571,9 +578,11 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 	spec.detach_under = ws_root;
 	spec.keep = w->dir;
 	if (ctr) {
+		t0 = cnl_otel_now_ns();
 		r = container_spec(a, w, as, envp, command, shim, &spec, bundle,
 		                   sizeof(bundle), rt_argv, rt_root,
 		                   sizeof(rt_root), err, sizeof(err));
+		cnl_agent_trace_step("agent.container.create", t0, r, err);
 		if (r < 0)
 			goto fail;
 	} else {
@@ -611,8 +620,12 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 			snprintf(err, sizeof(err), "cannot create %s: %s", po,
 			         strerror(errno));
 		} else {
+			t0 = cnl_otel_now_ns();
 			r = cnl_launch(a->launcher, &spec, &w->w, err,
 			               sizeof(err));
+			cnl_agent_trace_step(ctr ? "agent.container.start"
+			                         : "agent.process.start",
+			                     t0, r, err);
 		}
 		if (spec.stdout_fd >= 0)
 			close(spec.stdout_fd);
@@ -627,6 +640,7 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 	/* Its "running" report goes from the supervise thread (first of
 	 * what it sends of it), which the addition wakes. */
 	w->running_unsent = true;
+	cnl_agent_trace_launched(&launch, w, 0, NULL);
 	pthread_mutex_lock(&a->mu);
 	cnl_agent_wk_add(a, w);
 	a->started_total++;
@@ -643,6 +657,7 @@ fail:
 		cnl_log(CNL_LOG_WARN, "cannot start workload", "id=%s err=%s",
 		        id, cnl_log_quote(q, sizeof(q), err));
 	}
+	cnl_agent_trace_launched(&launch, w, r < 0 ? r : -1, err);
 	cnl_agent_state_drop(a, id);
 	cnl_agent_bundle_drop(a, id);
 	if (!w->server && w->dir[0])
@@ -1127,6 +1142,7 @@ static void note_end(struct wk *w, const struct cnl_exit *ex)
 	w->ended = true;
 	cnl_log(CNL_LOG_INFO, "workload ended", "id=%s state=%s code=%d", w->id,
 	        cnl_wire_report_state_name(w->end_state), code);
+	cnl_agent_trace_end(w, code);
 }
 
 /* Forget @w: its files, then its cgroup and exit record, then its state.

@@ -24,6 +24,7 @@
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/util.h"
+#include "net/otel.h"
 
 struct wk *cnl_agent_wk_find(struct cnl_agent *a, const char *id)
 {
@@ -294,6 +295,15 @@ void cnl_agent_state_save(const struct cnl_agent *a, const struct wk *w)
 	                    json_integer((json_int_t)w->vram_bytes));
 	if (w->gpu_kill[0])
 		json_object_set_new(o, "gpu_kill", json_string(w->gpu_kill));
+	/* Its trace, so that an agent restarted while it runs still ends
+	 * its workload span (trace.c); saved just before the launch. */
+	if (w->trace[0])
+		json_object_set_new(
+		    o, "trace",
+		    json_pack("{s:s,s:I}", "parent", w->trace, "start_ns",
+		              (json_int_t)(w->trace_start_ns
+		                               ? w->trace_start_ns
+		                               : cnl_otel_now_ns())));
 	state_path(a, w->id, path, sizeof(path));
 	(void)cnl_json_write_file(o, path, 0644, JSON_COMPACT);
 	json_decref(o);
@@ -344,7 +354,8 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	    "id",    "epoch",      "server",   "dir",
 	    "art",   "ckpt",       "region",   "port",
 	    "gpu",   "out_off",    "err_off",  "idle_timeout_ms",
-	    "image", "vram_bytes", "gpu_kill", NULL};
+	    "image", "vram_bytes", "gpu_kill", "trace",
+	    NULL};
 	char path[700];
 	json_t *o = NULL;
 	struct wk *w;
@@ -392,6 +403,18 @@ int cnl_agent_state_load(const struct cnl_agent *a, const char *id,
 	w->epoch = epoch;
 	w->port = (int)port;
 	w->gpu = (int)gpu;
+	{
+		const json_t *t = json_object_get(o, "trace");
+		const char *tp =
+		    json_string_value(json_object_get(t, "parent"));
+		struct cnl_trace ctx;
+
+		if (tp && cnl_trace_parse(tp, &ctx) == 0) {
+			cnl_trace_format(&ctx, w->trace);
+			w->trace_start_ns =
+			    json_integer_value(json_object_get(t, "start_ns"));
+		}
+	}
 	w->out_rd = open_at(a, w, "stdout", w->out_off);
 	w->err_rd = open_at(a, w, "stderr", w->err_off);
 	json_decref(o);

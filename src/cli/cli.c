@@ -105,6 +105,7 @@ struct cnl_client *cnl_cli_client(struct cnl_cli *cli)
 	    .base = cli->server,
 	    .token = cli->token,
 	    .user_agent = "cnlab-cli/0.1",
+	    .traceparent = cli->traceparent[0] ? cli->traceparent : NULL,
 	    .connect_timeout_ms = (long)cli->connect_timeout_ms,
 	    /* No limit on the whole: an upload or a download may take
 	     * long while bytes move; a silent server is the read timeout's. */

@@ -28,6 +28,7 @@
 #include "cli/args.h"
 #include "cli/config.h"
 #include "cli/format.h"
+#include "common/trace.h"
 #include "net/client.h"
 #include "wire/job.h"
 
@@ -56,6 +57,8 @@ struct cnl_cli {
 	int64_t connect_timeout_ms; /* --connect-timeout */
 	int64_t read_timeout_ms;    /* --read-timeout; 0: none */
 	struct cnl_client *client;  /* made on first use */
+	/* The command's trace context, sent on each request (trace.c). */
+	char traceparent[CNL_TRACE_HEADER_MAX];
 	const struct cnl_cli_command *cmd;
 	/* The whole command table (commands.c), for help and completion:
 	 * handlers reach it only through here. */
@@ -320,5 +323,11 @@ int cnl_cli_cmd_audit(struct cnl_cli *cli);
 int cnl_cli_cmd_completion(struct cnl_cli *cli);
 int cnl_cli_cmd_complete(struct cnl_cli *cli);
 int cnl_cli_cmd_version(struct cnl_cli *cli);
+
+struct cnl_span;
+/* The command's span (trace.c): begun before it runs, ended after with
+ * its exit code, then exported (when OTEL_EXPORTER_OTLP_ENDPOINT is set). */
+void cnl_cli_trace_begin(struct cnl_cli *cli, struct cnl_span *sp);
+void cnl_cli_trace_end(struct cnl_cli *cli, struct cnl_span *sp, int code);
 
 #endif /* CNL_CLI_CLI_H */

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "net/otel.h"
 #include "cli/format.h"
 #include "common/time.h"
 #include "common/util.h"
@@ -428,8 +429,13 @@ int main(int argc, char **argv)
 	if (!cli.token)
 		cli.token = cli.cfg.token;
 
-	if ((code = cnl_cli_timeouts(&cli)) == 0)
+	if ((code = cnl_cli_timeouts(&cli)) == 0) {
+		struct cnl_span sp;
+
+		cnl_cli_trace_begin(&cli, &sp);
 		code = cli.cmd->run(&cli);
+		cnl_cli_trace_end(&cli, &sp, code);
+	}
 	fflush(stdout);
 	cnl_client_free(cli.client);
 	cnl_cli_config_done(&cli.cfg);

@@ -22,6 +22,7 @@
 static int log_level = CNL_LOG_INFO;
 static FILE *log_sink; /* NULL: stderr */
 static int64_t (*log_clock)(void);
+static void (*log_hook)(enum cnl_log_level, const char *, size_t);
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -66,6 +67,12 @@ const char *cnl_log_level_name(enum cnl_log_level level)
 void cnl_log_set_sink(FILE *f)
 {
 	__atomic_store_n(&log_sink, f, __ATOMIC_RELAXED);
+}
+
+void cnl_log_set_hook(void (*hook)(enum cnl_log_level level, const char *line,
+                                   size_t len))
+{
+	__atomic_store_n(&log_hook, hook, __ATOMIC_RELEASE);
 }
 
 void cnl_log_set_clock(int64_t (*now_ms)(void))
@@ -217,6 +224,13 @@ int cnl_log(enum cnl_log_level level, const char *msg, const char *fmt, ...)
 	    fflush_unlocked(sink) != 0)
 		r = -EIO;
 	funlockfile(sink);
+	{
+		void (*hook)(enum cnl_log_level, const char *, size_t) =
+		    __atomic_load_n(&log_hook, __ATOMIC_ACQUIRE);
+
+		if (hook)
+			hook(level, line, total - 1);
+	}
 	free(heap);
 	return r;
 }

@@ -85,4 +85,13 @@ const char *cnl_log_quote(char *buf, size_t len, const char *value);
 
 #define CNL_LOG_QUOTE_MAX 256
 
+/*
+ * cnl_log_set_hook - also hand every line written (at the threshold, its
+ * '\n' left out) to @hook, e.g. to push it to Loki (net/loki.h); NULL:
+ * none.  The hook runs on the logging thread after the line is written
+ * and must not log itself.
+ */
+void cnl_log_set_hook(void (*hook)(enum cnl_log_level level, const char *line,
+                                   size_t len));
+
 #endif /* CNL_LOG_H */

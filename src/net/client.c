@@ -119,8 +119,9 @@ struct cnl_client {
 	char *auth; /* "Authorization: Bearer ..." or NULL */
 	void (*token_fn)(void *ud, char *buf, size_t len);
 	void *token_ud;
-	char *cafile;     /* or NULL */
-	char *user_agent; /* or NULL */
+	char *cafile;      /* or NULL */
+	char *user_agent;  /* or NULL */
+	char *traceparent; /* or NULL */
 	long connect_timeout_ms;
 	long timeout_ms;
 	long idle_timeout_ms;
@@ -997,6 +998,7 @@ int cnl_client_new(const struct cnl_client_config *cfg, struct cnl_client **ret)
 	cl->token_ud = cfg->token_ud;
 	cl->cafile = dup_or_null(cfg->cafile);
 	cl->user_agent = dup_or_null(cfg->user_agent);
+	cl->traceparent = dup_or_null(cfg->traceparent);
 	cl->connect_timeout_ms = cfg->connect_timeout_ms;
 	cl->timeout_ms = cfg->timeout_ms;
 	cl->idle_timeout_ms = cfg->idle_timeout_ms;
@@ -1016,6 +1018,7 @@ void cnl_client_free(struct cnl_client *cl)
 	secret_free(cl->auth);
 	free(cl->cafile);
 	free(cl->user_agent);
+	free(cl->traceparent);
 	free(cl);
 }
 
@@ -1272,6 +1275,11 @@ static void build_head(struct cnl_client *cl,
 	if (cl->user_agent && header_safe(cl->user_agent)) {
 		str_cat(hd, "User-Agent: ");
 		str_cat(hd, cl->user_agent);
+		str_cat(hd, "\r\n");
+	}
+	if (cl->traceparent && header_safe(cl->traceparent)) {
+		str_cat(hd, "traceparent: ");
+		str_cat(hd, cl->traceparent);
 		str_cat(hd, "\r\n");
 	}
 	if (rq->sha256 && header_safe(rq->sha256)) {

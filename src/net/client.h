@@ -16,7 +16,7 @@
  *     signals (no SIGPIPE, no alarm: we live in threaded programs);
  *   - headers: "Authorization: Bearer <token>" when the client has one,
  *     "Accept: application/json", "Idempotency-Key" when the request has
- *     one, "User-Agent" when the client has one;
+ *     one, "User-Agent" and "traceparent" when the client has them;
  *   - a JSON body goes as compact JSON with "Content-Type:
  *     application/json"; a raw body as is, with its content type; a
  *     method other than GET without either sends "{}" as JSON, since
@@ -87,8 +87,11 @@ struct cnl_client_config {
 	 * if the clients sharing it run on several threads. */
 	void (*token_fn)(void *ud, char *buf, size_t len);
 	void *token_ud;
-	const char *cafile;      /* verifies a TLS server; NULL: system CAs */
-	const char *user_agent;  /* NULL: no User-Agent header */
+	const char *cafile;     /* verifies a TLS server; NULL: system CAs */
+	const char *user_agent; /* NULL: no User-Agent header */
+	/* W3C trace context sent as "traceparent" on every request (the
+	 * CLI's, common/trace.h); NULL: none. */
+	const char *traceparent;
 	long connect_timeout_ms; /* 0: 300 s */
 	long timeout_ms;         /* whole request, unless the request says;
 	                            0: no limit */

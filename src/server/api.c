@@ -32,6 +32,7 @@
 #include "net/error.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
+#include "server/trace.h"
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/oidc.h"
@@ -778,6 +779,18 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	        c.authed ? c.user.id : "-");
 }
 
+/* cnl_api_serve() inside the request's span (trace.h). */
+static void serve_traced(void *ud, const struct cnl_http_route *route,
+                         struct cnl_http_request *req,
+                         struct cnl_http_response *resp)
+{
+	struct cnl_api_trace t;
+
+	cnl_api_trace_begin(&t, route, req);
+	cnl_api_serve(ud, route, req, resp);
+	cnl_api_trace_end(&t, resp);
+}
+
 /*
  * The open_sink callback: for a route whose body streams to a file
  * (cnl_api_route_streams), authorize the caller with the headers alone and
@@ -1000,7 +1013,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	    .nroutes = l->nroutes,
 	    .tls_cert_pem = l->tls_cert_pem,
 	    .tls_key_pem = l->tls_key_pem,
-	    .serve = cnl_api_serve,
+	    .serve = serve_traced,
 	    .open_sink = cnl_api_open_sink,
 	    .ud = api,
 	    .body_max = l->body_max,

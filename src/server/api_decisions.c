@@ -31,7 +31,9 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/otel.h"
 #include "server/api-internal.h"
+#include "server/trace.h"
 
 static const char *const prio_words[] = {"low", "normal", "high", "critical"};
 
@@ -43,6 +45,7 @@ static void decide(struct call *c, const char *id, const char *actor,
                    const char *stage, const char *fmt, ...)
 {
 	struct cnl_store_audit a = {0};
+	int64_t t0 = cnl_otel_now_ns();
 	va_list ap;
 	int r;
 
@@ -56,6 +59,7 @@ static void decide(struct call *c, const char *id, const char *actor,
 	if ((r = cnl_store_audit_append(c->api->store, &a, NULL)) < 0)
 		cnl_log(CNL_LOG_ERROR, "cannot audit a scheduling decision",
 		        "id=%s stage=%s err=%s", id, stage, cnl_errname(r));
+	cnl_trace_stage(cnl_trace_current(), id, stage, a.result, t0);
 }
 
 void cnl_api_decisions_submit(struct call *c, const char *id, const char *shape,
@@ -76,6 +80,8 @@ void cnl_api_decisions_submit(struct call *c, const char *id, const char *shape,
 	cnl_ctl_feasible(c->api->ctl, c->project.id, shape, run, server, why,
 	                 sizeof(why));
 	decide(c, id, "scheduler", "admission", "admitted: %s", why);
+	/* The request's span is the workload's context from now on. */
+	cnl_ctl_job_trace(c->api->ctl, id, cnl_trace_current());
 }
 
 void cnl_api_h_job_decisions(void *call, struct cnl_http_request *req,

@@ -38,6 +38,7 @@
 #include "net/error.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
+#include "server/trace.h"
 #include "server/auth.h"
 #include "server/oidc.h"
 #include "server/shape.h"
@@ -438,6 +439,8 @@ void cnl_api_h_node_logs(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	cnl_api_events_note(c->api, m.id); /* its event streams send it */
+	cnl_trace_output(c->api->store, m.id, NULL, c->node[0] ? c->node : node,
+	                 m.data + skip, m.len - (size_t)skip);
 	if (m.has_offset)
 		log_ack(resp, 201, lid, m.offset + (int64_t)m.len);
 	else

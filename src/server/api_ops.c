@@ -25,6 +25,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "sched/sched.h"
+#include "net/otel.h"
 #include "server/api-internal.h"
 #include "server/auth.h"
 #include "server/oidc.h"
@@ -113,6 +114,7 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 	cnl_api_events_metrics(api, &b);
 	cnl_api_dash_metrics(api, &b);
 	cnl_api_quota_metrics(c, &b);
+	cnl_telemetry_metrics(&b);
 	resp->status = 200;
 	resp->text = b.p ? b.p : cnl_xstrdup("");
 	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";

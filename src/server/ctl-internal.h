@@ -28,6 +28,7 @@
 #include <jansson.h>
 
 #include "common/id.h"
+#include "common/trace.h"
 #include "net/metrics.h"
 #include "sched/sched.h"
 #include "server/ctl.h"
@@ -130,6 +131,9 @@ struct wl {
 	struct why why;
 	/* What the facts index last published for it (ctl_facts.c). */
 	uint64_t facts_fp;
+	/* Its submission's trace context (traceparent); "": none
+	 * (ctl_trace.c). */
+	char trace[CNL_TRACE_HEADER_MAX];
 };
 
 struct usage {
@@ -321,6 +325,10 @@ void ctl_wl_adopt_json(struct cnl_ctl *ctl, struct wl *w, json_t *run);
 void ctl_wl_set_blocks(struct wl *w, int blocks);
 
 /* ctl_loop.c */
+/* The span of a stage's decision for @id, under its trace context
+ * (ctl_trace.c). */
+void ctl_trace_stage(struct cnl_ctl *ctl, const char *id, const char *stage,
+                     const char *decision, int64_t start_ns);
 int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
                int64_t now, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -155,6 +155,13 @@ void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed);
 
 /* After the store acknowledged a new job or server (or a restart). */
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);
+
+/* Keep @t (the submission's request span; NULL: nothing) as workload
+ * @id's trace context: the cycle's stage spans and the node agent's
+ * spans become its children (ctl_trace.c). */
+struct cnl_trace;
+void cnl_ctl_job_trace(struct cnl_ctl *ctl, const char *id,
+                       const struct cnl_trace *t);
 int cnl_ctl_server_added(struct cnl_ctl *ctl, const struct cnl_store_server *v);
 
 /* What a deleted server leaves in the store, in the transaction of its

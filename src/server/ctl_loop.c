@@ -21,6 +21,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "net/metrics.h"
+#include "net/otel.h"
 #include "sched/sched.h"
 #include "server/ctl-internal.h"
 #include "server/shape.h"
@@ -85,6 +86,7 @@ int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
                int64_t now, const char *fmt, ...)
 {
 	struct cnl_store_audit a = {0};
+	int64_t t0 = cnl_otel_now_ns();
 	va_list ap;
 	int r;
 
@@ -98,6 +100,7 @@ int ctl_decide(struct cnl_ctl *ctl, const char *id, const char *stage,
 	if ((r = cnl_store_audit_append(ctl->store, &a, NULL)) < 0)
 		cnl_log(CNL_LOG_ERROR, "cannot audit a scheduling decision",
 		        "id=%s stage=%s err=%s", id, stage, cnl_errname(r));
+	ctl_trace_stage(ctl, id, stage, a.result, t0);
 	return r;
 }
 

@@ -563,6 +563,7 @@ static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
 	snprintf(m->project_id, sizeof(m->project_id), "%s", w->project_id);
 	snprintf(m->user_id, sizeof(m->user_id), "%s", w->user_id);
 	snprintf(m->shape, sizeof(m->shape), "%s", w->shape);
+	snprintf(m->traceparent, sizeof(m->traceparent), "%s", w->trace);
 	/* The submitting user's name, for agents that run work as the
 	 * matching local account. */
 	if (cnl_store_user_get(ctl->store, w->user_id, &u) == 0)

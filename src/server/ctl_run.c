@@ -211,6 +211,9 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 		                    json_integer(w->shrink_to));
 	if (w->why.node[0] && (final || w->state != CNL_WL_PENDING))
 		json_object_set_new(o, "placement", why_json(&w->why));
+	/* Its trace, for the agent's spans after a restart (ctl_trace.c). */
+	if (w->trace[0])
+		json_object_set_new(o, "traceparent", json_string(w->trace));
 	for (int pass = 0; pass < 3 && r < 0; pass++) {
 		if (pass == 1)
 			json_object_del(o, "placement");
@@ -403,6 +406,14 @@ void ctl_wl_adopt_json(struct cnl_ctl *ctl, struct wl *w, json_t *run)
 	if (!run)
 		return;
 	w->epoch = json_integer_value(json_object_get(run, "epoch"));
+	{
+		const char *tp =
+		    json_string_value(json_object_get(run, "traceparent"));
+		struct cnl_trace t;
+
+		if (tp && cnl_trace_parse(tp, &t) == 0)
+			cnl_trace_format(&t, w->trace);
+	}
 	/* A resize outlives a restart: the size, and a shrink pending. */
 	n = (int)json_integer_value(json_object_get(run, "resized"));
 	if (w->j.req.kind == CNL_REQ_BLOCKS && n >= 1 &&

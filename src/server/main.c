@@ -27,6 +27,7 @@
 #include "common/time.h"
 #include "common/util.h"
 #include "net/http_server.h"
+#include "net/otel.h"
 #include "server/allinone.h"
 #include "server/api.h"
 #include "server/auth.h"
@@ -55,6 +56,8 @@ struct settings {
 	char *cli_dir;
 	char *public_url;
 	char *log_level;
+	char *otlp_endpoint;
+	char *loki_url;
 	int64_t artifacts_max_bytes;
 	int64_t inputs_max_bytes;
 	int64_t images_max_bytes;
@@ -126,6 +129,13 @@ static const struct cnl_config_def settings_table[] = {
      "the installer of GET /cli; unset: http(s)://<the request's Host>."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
+    {"otlp_endpoint", CNL_CONFIG_STRING, S(otlp_endpoint), NULL, 0, 0,
+     "OpenTelemetry collector (OTLP/HTTP, JSON) spans go to, e.g. "
+     "http://127.0.0.1:4318 (/v1/traces appended); unset: "
+     "OTEL_EXPORTER_OTLP_ENDPOINT, else none (docs/observability.md)."},
+    {"loki_url", CNL_CONFIG_STRING, S(loki_url), NULL, 0, 0,
+     "Loki that workload output and cnlabd's log lines are pushed to, e.g. "
+     "http://127.0.0.1:3100 (/loki/api/v1/push appended); unset: none."},
     {"artifacts_max_bytes", CNL_CONFIG_SIZE, S(artifacts_max_bytes), "10gib", 1,
      INT64_MAX,
      "The most bytes of artifacts one job keeps (its checkpoint files "
@@ -493,6 +503,17 @@ int main(int argc, char **argv)
 		goto usage_err;
 	}
 	cnl_log_set_level(level);
+	/* Before any thread: the embedded agent inherits the exporters'
+	 * addresses through the environment (it reads both). */
+	if (aio && st.otlp_endpoint && st.otlp_endpoint[0])
+		setenv("OTEL_EXPORTER_OTLP_ENDPOINT", st.otlp_endpoint, 1);
+	if (aio && st.loki_url && st.loki_url[0])
+		setenv("CNLAB_LOKI_URL", st.loki_url, 1);
+	if (cnl_telemetry_start("cnlabd", st.otlp_endpoint, st.loki_url,
+	                        "cnlabd", NULL, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd: %s\n", err);
+		goto usage_err;
+	}
 	if (aio && !st.data_dir) {
 		const char *x = getenv("XDG_DATA_HOME"), *h = getenv("HOME");
 

@@ -516,35 +516,20 @@ json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
 	cnl_wire_set_time(o, "not_before", m->not_before_ms);
 	cnl_wire_set_time(o, "signal_at", m->signal_ms);
 	cnl_wire_set_time(o, "kill_at", m->kill_ms);
+	cnl_wire_set_str(o, "traceparent", m->traceparent);
 	return o;
 }
 
 int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
                                char *err, size_t errlen)
 {
-	static const char *const fields[] = {"id",
-	                                     "kind",
-	                                     "epoch",
-	                                     "action",
-	                                     "project_id",
-	                                     "user_id",
-	                                     "user",
-	                                     "shape",
-	                                     "command",
-	                                     "image",
-	                                     "image_digest",
-	                                     "name",
-	                                     "storage_gb",
-	                                     "idle_timeout_s",
-	                                     "gpu",
-	                                     "gang",
-	                                     "cpu_milli",
-	                                     "mem_mib",
-	                                     "not_before",
-	                                     "signal_at",
-	                                     "kill_at",
-	                                     "image_bytes",
-	                                     NULL};
+	static const char *const fields[] = {
+	    "id",         "kind",           "epoch",        "action",
+	    "project_id", "user_id",        "user",         "shape",
+	    "command",    "image",          "image_digest", "name",
+	    "storage_gb", "idle_timeout_s", "gpu",          "gang",
+	    "cpu_milli",  "mem_mib",        "not_before",   "signal_at",
+	    "kill_at",    "image_bytes",    "traceparent",  NULL};
 	static const char *const kinds[] = {"job", "server", NULL};
 	static const char *const actions[] = {"run", "stop", NULL};
 	int k, act;
@@ -615,6 +600,19 @@ int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
 	                               err, errlen));
 	CNL_WIRE_TRY(
 	    cnl_wire_get_time(j, "kill_at", false, &ret->kill_ms, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_str(j, "traceparent", false, ret->traceparent,
+	                              sizeof(ret->traceparent), err, errlen));
+	{
+		struct cnl_trace t;
+
+		if (ret->traceparent[0] &&
+		    cnl_trace_parse(ret->traceparent, &t) < 0)
+			return cnl_wire_fail(
+			    err, errlen,
+			    "field \"traceparent\": must be a W3C "
+			    "traceparent (00-<32 hex>-<16 "
+			    "hex>-<2 hex>)");
+	}
 	return 0;
 }
 

@@ -44,6 +44,8 @@
 
 #include <jansson.h>
 
+#include "common/trace.h"
+
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
 #define CNL_WIRE_PROTOCOL                                    \
@@ -219,6 +221,9 @@ struct cnl_wire_assignment {
 	int64_t cpu_milli, mem_mib;
 	int64_t not_before_ms;      /* start no earlier; 0: now */
 	int64_t signal_ms, kill_ms; /* action stop: when; 0: none */
+	/* The submission's W3C trace context, parent of the agent's spans
+	 * (common/trace.h); "": none. */
+	char traceparent[CNL_TRACE_HEADER_MAX];
 };
 
 struct cnl_wire_assignments {

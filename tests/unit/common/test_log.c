@@ -78,6 +78,36 @@ static void test_exact_line(void **state)
 	                    "msg=\"job placed\" job=job_01 node=n1 gpus=3\n");
 }
 
+/* The hook (Loki's, net/loki.h) sees each line written, without its
+ * newline, and nothing filtered out. */
+static char hooked[512];
+static int hooked_n;
+
+static void hook(enum cnl_log_level level, const char *line, size_t len)
+{
+	assert_true(level >= CNL_LOG_INFO);
+	assert_true(len < sizeof(hooked));
+	memcpy(hooked, line, len);
+	hooked[len] = '\0';
+	hooked_n++;
+}
+
+static void test_hook(void **state)
+{
+	struct capture *c = *state;
+
+	cnl_log_set_hook(hook);
+	assert_int_equal(cnl_log(CNL_LOG_DEBUG, "filtered", NULL), 0);
+	assert_int_equal(hooked_n, 0);
+	assert_int_equal(cnl_log(CNL_LOG_WARN, "disk low", "free=%d", 3), 0);
+	cnl_log_set_hook(NULL);
+	assert_int_equal(cnl_log(CNL_LOG_WARN, "after", NULL), 0);
+	assert_int_equal(hooked_n, 1);
+	assert_string_equal(hooked, "ts=2023-11-14T22:13:20.123Z level=warn "
+	                            "msg=\"disk low\" free=3");
+	assert_non_null(strstr(c->buf, hooked));
+}
+
 static void test_no_fields_and_plain_msg(void **state)
 {
 	struct capture *c = *state;
@@ -287,6 +317,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_exact_line, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hook, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_no_fields_and_plain_msg, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_level_filtering, setup,

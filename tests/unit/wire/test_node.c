@@ -298,6 +298,8 @@ static void test_assignments(void **state)
 	a[0].cpu_milli = 1000;
 	a[0].mem_mib = 4096;
 	a[0].not_before_ms = INT64_C(1700000000000);
+	snprintf(a[0].traceparent, sizeof(a[0].traceparent), "%s",
+	         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
 	snprintf(a[1].id, sizeof(a[1].id), "%s", "srv_1");
 	a[1].kind = CNL_WIRE_SERVER;
 	a[1].epoch = 1;
@@ -342,6 +344,11 @@ static void test_assignments(void **state)
 	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
 	  "\"kill_at\":\"yesterday\"}]}",
 	  "assignments[0].kill_at");
+	/* A trace context is a W3C traceparent or nothing. */
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"traceparent\":\"00-4BF92F3577B34DA6A3CE929D0E0E4736-"
+	  "00f067aa0ba902b7-01\"}]}",
+	  "traceparent");
 	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
 	  "\"action\":\"pause\"}]}",
 	  "assignments[0].action");
