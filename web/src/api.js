@@ -34,7 +34,7 @@ async function parse(res) {
 export async function api(method, path, body) {
   const headers = { Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  if (method !== 'GET' && method !== 'HEAD') {
+  if (method !== 'GET' && method !== 'HEAD' && path !== '/v1/auth/cookie') {
     if (!csrf) await refreshCsrf();
     if (csrf) headers['X-CSRF-Token'] = csrf;
   }
