@@ -101,6 +101,8 @@ struct cnl_api {
 	struct cnl_store **readers;
 	size_t n_readers, cap_readers;
 	atomic_bool no_readers; /* the store has none (in memory): all locked */
+	/* The dashboard's snapshot and its streams (api_dashboard.c). */
+	struct cnl_api_dash *dash;
 };
 
 /* The notebook proxy (api_proxy.c): open tunnels per user and per server,
@@ -155,6 +157,8 @@ struct call {
 	/* The session (jti) the bearer's JWT belongs to; "" for other
 	 * credentials (api_session.c). */
 	char session[CNL_AUTH_CLAIM_MAX];
+	/* Authenticated by the dashboard's cookie (api_cookie.c). */
+	bool cookie;
 	/* The request's Idempotency-Key as stored (per user) and the hash
 	 * of the request (cnl_api_idem_key). */
 	struct {
@@ -626,6 +630,40 @@ int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
 int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp);
 /* Verify an OIDC ID token of the request before the lock is taken. */
 void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req);
+
+/*
+ * api_dashboard.c: the dashboard's snapshot, built once per change and
+ * shared by every viewer.  cnl_api_dash_bump: what it shows may have
+ * changed (@auth: and who may see what: logout, disable, membership),
+ * from any thread, api->mu held or not.  cnl_api_dash_changed: the
+ * controller wrote workload @id's state (api->mu held).  cnl_api_dash_tick:
+ * the controller's tick (api->mu held).
+ */
+void cnl_api_dash_new(struct cnl_api *api);
+void cnl_api_dash_free(struct cnl_api *api);
+void cnl_api_dash_bump(struct cnl_api *api, bool auth);
+void cnl_api_dash_changed(struct cnl_api *api, const char *id);
+void cnl_api_dash_tick(struct cnl_api *api, int64_t now_ms);
+void cnl_api_dash_stop(struct cnl_api *api);
+void cnl_api_dash_metrics(struct cnl_api *api, struct cnl_metrics_buf *b);
+void cnl_api_h_dashboard(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_dashboard_events(void *call, struct cnl_http_request *req,
+                                struct cnl_http_response *resp);
+
+/*
+ * api_cookie.c: the dashboard's session cookie.  cnl_api_cookie_token: the
+ * cookie's value into @buf (@len bytes): 0, or -1 when the request has
+ * none (or one too long).  cnl_api_cookie_check: a cookie-authenticated
+ * request's CSRF token and Origin: 0, or -1 with a 403 in @resp.
+ */
+int cnl_api_cookie_token(struct cnl_http_request *req, char *buf, size_t len);
+int cnl_api_cookie_check(struct call *c, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
+void cnl_api_h_auth_cookie(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_auth_csrf(void *call, struct cnl_http_request *req,
+                         struct cnl_http_response *resp);
 
 /* api.c */
 void cnl_api_audit(struct call *c, struct cnl_http_request *req,

@@ -164,7 +164,12 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/auth/oidc", CNL_PERM_PUBLIC, NULL, cnl_api_h_oidc_config},
     {"POST", "/v1/auth/session", AUTH, "auth.session", cnl_api_h_oidc_session},
     {"POST", "/v1/auth/logout", AUTH, "auth.logout", cnl_api_h_logout},
+    {"POST", "/v1/auth/cookie", CNL_PERM_PUBLIC, "auth.cookie",
+     cnl_api_h_auth_cookie},
+    {"GET", "/v1/auth/csrf", AUTH, NULL, cnl_api_h_auth_csrf},
     {"GET", "/v1/auth/whoami", AUTH, NULL, cnl_api_h_whoami},
+    {"GET", "/v1/dashboard", AUTH, NULL, cnl_api_h_dashboard},
+    {"GET", "/v1/dashboard/events", AUTH, NULL, cnl_api_h_dashboard_events},
     {"POST", "/v1/auth/tokens", AUTH, "token.create", cnl_api_h_tokens_create},
     {"GET", "/v1/auth/tokens", AUTH, NULL, cnl_api_h_tokens_list},
     {"DELETE", "/v1/auth/tokens/{token}", AUTH, "token.revoke",
@@ -297,10 +302,11 @@ const struct cnl_http_route *cnl_api_routes(size_t *ret_n)
  * token (health, metrics, login, browser sign-in's settings, and the CLI
  * installer). */
 static const char *const public_routes[][2] = {
-    {"GET", "/healthz"},        {"GET", "/metrics"},
-    {"POST", "/v1/auth/login"}, {"POST", "/v1/auth/redeem"},
-    {"GET", "/v1/auth/oidc"},   {"GET", "/cli"},
-    {"GET", "/cli/SHA256SUMS"}, {"GET", "/cli/{file}"},
+    {"GET", "/healthz"},         {"GET", "/metrics"},
+    {"POST", "/v1/auth/login"},  {"POST", "/v1/auth/redeem"},
+    {"GET", "/v1/auth/oidc"},    {"GET", "/cli"},
+    {"POST", "/v1/auth/cookie"}, {"GET", "/cli/SHA256SUMS"},
+    {"GET", "/cli/{file}"},
 };
 
 int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
@@ -324,7 +330,8 @@ int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
 			snprintf(err, errlen,
 			         "route %zu (%s %s): PUBLIC is reserved for "
 			         "/healthz, /metrics, /v1/auth/login, "
-			         "/v1/auth/redeem, /v1/auth/oidc and /cli",
+			         "/v1/auth/cookie, /v1/auth/redeem, "
+			         "/v1/auth/oidc and /cli",
 			         i, t[i].method, t[i].pattern);
 			return -CNL_ECONFIG;
 		}
@@ -468,13 +475,29 @@ static void wait_durable(struct cnl_api *api, int64_t seq,
 static void (*prepare_of(const struct cnl_http_route *route))(
     struct call *, struct cnl_http_request *)
 {
-	if (route->handler == cnl_api_h_login)
+	if (route->handler == cnl_api_h_login ||
+	    route->handler == cnl_api_h_auth_cookie)
 		return cnl_api_prepare_login;
 	if (route->handler == cnl_api_h_auth_redeem)
 		return cnl_api_prepare_redeem;
 	if (route->handler == cnl_api_h_users_create)
 		return cnl_api_prepare_user_create;
 	return NULL;
+}
+
+/* A change to who may see what on the dashboard (its open streams check
+ * their caller again). */
+static bool changes_access(const struct cnl_http_route *route)
+{
+	static const char *const prefixes[] = {"auth.logout", "user.",
+	                                       "membership.", "token.revoke",
+	                                       "project.delete"};
+
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(prefixes); i++)
+		if (strncmp(route->action, prefixes[i], strlen(prefixes[i])) ==
+		    0)
+			return true;
+	return false;
 }
 
 /* Count a request of route @ri answered with @status, begun at @t0. */
@@ -565,7 +588,8 @@ static bool read_only(const struct cnl_http_route *route)
 	return h == cnl_api_h_job_get || h == cnl_api_h_jobs_list ||
 	       h == cnl_api_h_job_logs || h == cnl_api_h_server_get ||
 	       h == cnl_api_h_servers_list || h == cnl_api_h_project_get ||
-	       h == cnl_api_h_projects_list || h == cnl_api_h_whoami;
+	       h == cnl_api_h_projects_list || h == cnl_api_h_whoami ||
+	       h == cnl_api_h_dashboard || h == cnl_api_h_dashboard_events;
 }
 
 /* An idle read-only connection, or a new one; NULL when the store has
@@ -724,6 +748,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 		seq = cnl_commit_mark(api->commit);
 	/* What the call changed in the controller, for the lock-free GETs. */
 	cnl_ctl_facts_publish(api->ctl);
+	if (ok && route->action && resp->status < 400)
+		cnl_api_dash_bump(api, changes_access(route));
 	pthread_mutex_unlock(&api->mu);
 	/* After the lock: while this waits, others commit, and one sync
 	 * covers them all. */
@@ -786,6 +812,15 @@ static void upkeep(void *ud, int64_t now_ms)
 {
 	cnl_api_files_upkeep(ud, now_ms);
 	cnl_api_events_tick(ud);
+	cnl_api_dash_tick(ud, now_ms);
+}
+
+/* The controller wrote a workload's state: its event streams and the
+ * dashboard's snapshot. */
+static void changed(void *ud, const char *id)
+{
+	cnl_api_events_changed(ud, id);
+	cnl_api_dash_changed(ud, id);
 }
 
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
@@ -845,6 +880,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_images_start(api);
 	cnl_id_gen_init_random(&api->ids);
 	cnl_catalog_init(&api->cat);
+	cnl_api_dash_new(api);
 	api->cred_overlap_ms = cfg->node_credential_overlap_ms > 0
 	                           ? cfg->node_credential_overlap_ms
 	                           : 5 * 60 * 1000;
@@ -874,7 +910,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	            cfg->preempt_grace_ms ? cfg->preempt_grace_ms : -1,
 	        .upkeep = upkeep,
 	        .upkeep_ud = api,
-	        .changed = cnl_api_events_changed,
+	        .changed = changed,
 	        .changed_ud = api,
 	    },
 	    &api->mu, &api->ctl, err, sizeof(err));
@@ -899,6 +935,7 @@ void cnl_api_stop(struct cnl_api *api)
 	pthread_cond_broadcast(&api->tun_cv);
 	cnl_api_events_stop(api);
 	pthread_mutex_unlock(&api->mu);
+	cnl_api_dash_stop(api);
 }
 
 void cnl_api_tick(struct cnl_api *api, int64_t now_ms)
@@ -930,6 +967,7 @@ void cnl_api_free(struct cnl_api *api)
 	free(api->oidc_authorize_url);
 	free(api->oidc_token_url);
 	cnl_api_cli_free(api->cli);
+	cnl_api_dash_free(api);
 	pthread_cond_destroy(&api->tun_cv);
 	pthread_mutex_destroy(&api->mu);
 	pthread_mutex_destroy(&api->stats_mu);

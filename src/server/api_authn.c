@@ -134,12 +134,37 @@ int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp)
 	return 0;
 }
 
-/* Returns 0, or -1 with a 401 (or 500) in @resp. */
+/*
+ * Returns 0, or -1 with a 401 (or 500, or a cookie's 403) in @resp.  The
+ * bearer, else the dashboard's session cookie (api_cookie.c), which holds
+ * a session JWT only and, for a method other than GET or HEAD, must come
+ * with its CSRF token and from this server's origin.
+ */
 static int authenticate(struct call *c, struct cnl_http_request *req,
                         struct cnl_http_response *resp)
 {
 	const char *h = cnl_http_header(req, "Authorization");
+	char cookie[CNL_AUTH_JWT_MAX + 1];
 
+	if ((!h || strncasecmp(h, "Bearer ", 7) != 0) &&
+	    cnl_api_cookie_token(req, cookie, sizeof(cookie)) == 0) {
+		/* Only our session JWTs: never an API token or an ID
+		 * token, which a cookie has no business carrying. */
+		c->jwt_done = false;
+		if (strncmp(cookie, CNL_AUTH_TOKEN_PREFIX,
+		            strlen(CNL_AUTH_TOKEN_PREFIX)) == 0 ||
+		    (c->api->oidc && cnl_oidc_looks_like(cookie))) {
+			cnl_http_error(resp, 401, "unauthenticated",
+			               "invalid or expired session cookie");
+			return -1;
+		}
+		if (identify(c, cookie, resp) < 0)
+			return -1;
+		c->cookie = true;
+		if (cnl_api_cookie_check(c, req, resp) < 0)
+			return -1;
+		return cnl_api_authenticate_role(c, resp);
+	}
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
 		cnl_http_error(resp, 401, "unauthenticated",
 		               "missing bearer token: log in first");

@@ -106,6 +106,7 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 	pthread_mutex_unlock(&api->stats_mu);
 	cnl_ctl_metrics(api->ctl, &b);
 	cnl_api_events_metrics(api, &b);
+	cnl_api_dash_metrics(api, &b);
 	cnl_api_quota_metrics(c, &b);
 	resp->status = 200;
 	resp->text = b.p ? b.p : cnl_xstrdup("");

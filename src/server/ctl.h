@@ -318,4 +318,21 @@ json_t *cnl_ctl_node_json(struct cnl_ctl *ctl, const char *node, int64_t now);
 struct cnl_metrics_buf;
 void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *out);
 
+/* ---- dashboard ---------------------------------------------------------- */
+
+/*
+ * cnl_ctl_dashboard_json - what the dashboard's snapshot shows of the
+ * controller (ctl_dash.c), lock held: {"nodes": [{name, state,
+ * state_detail, cluster, gpus: [{index, uuid, model, mode, vram_mib,
+ * vram_used_mib, util_pct, free_blocks, slices: [{kind, id, project_id,
+ * user_id, start + blocks | mig_profile + mig_start, vram_mib,
+ * vram_used_mib, util_pct}]}]}], "pending": [...], "running": [...],
+ * "servers": [...], "pending_counts": {priority: n}, "gpu_used":
+ * {project id: GPUs held}}, projects and users by id.  New reference.
+ */
+json_t *cnl_ctl_dashboard_json(struct cnl_ctl *ctl, int64_t now_ms);
+/* A fingerprint of the nodes and their states (the tick compares it to
+ * learn that a node was lost or came back); lock held. */
+uint64_t cnl_ctl_dashboard_nodes_fp(struct cnl_ctl *ctl);
+
 #endif /* CNL_SERVER_CTL_H */
