@@ -2,8 +2,9 @@
 //
 // A GPU in blocks mode is 100 blocks of 1%: a slice sits at its "start"
 // and is "blocks" wide.  A GPU in MIG mode is cut into instances by
-// profile: "3g.40gb" takes 3 of the GPU's 7 compute slices, so its width
-// is 3/7; instances are laid out by their GPU-instance id.  What no slice
+// profile: "3g.40gb" on an 80 GB GPU takes 4 of its 8 memory slots from
+// its "mig_start" (without a placement: 3 of its 7 compute slices, laid
+// out by GPU-instance id).  What no slice
 // takes is free and drawn striped and labelled, so free capacity shows at
 // a glance.  Each slice is focusable: hover or focus shows its project,
 // user, workload and live VRAM/compute use in the details panel (an
@@ -13,21 +14,36 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { projectColor, fmtMiB, fmtPct, dash } from '../util.js';
 
-const MIG_SLICES = 7;
+const MIG_SLICES = 7; /* compute slices of a MIG GPU */
+const MIG_SLOTS = 8; /* memory slices: where an instance sits */
+
+// A MIG instance's width in memory slices, from its profile's memory
+// ("2g.20gb" on an 80 GB GPU: 20 of 80 GB, 2 of its 8 slots).
+function migSlots(profile, gpu) {
+  const m = /\.(\d+)gb/.exec(profile || '');
+  if (!m || !gpu.vram_mib) return null;
+  return Math.max(1, Math.round((Number(m[1]) * 1024) / (gpu.vram_mib / MIG_SLOTS)));
+}
 
 function migWidth(profile) {
   const m = /^(\d+)g\./.exec(profile || '');
   return m ? (Number(m[1]) / MIG_SLICES) * 100 : 0;
 }
 
-// Where each slice goes, in percent of the GPU's width.
+// Where each slice goes, in percent of the GPU's width.  A MIG instance
+// with its placement ("mig_start", the first of the GPU's 8 memory
+// slots) is drawn there, as wide as its memory; without one, instances
+// are laid side by side by GPU-instance id, as wide as their compute.
 function layout(gpu) {
   const slices = gpu.slices || [];
   if (gpu.mode === 'mig') {
     let x = 0;
     return [...slices]
-      .sort((a, b) => (a.gi ?? 0) - (b.gi ?? 0))
+      .sort((a, b) => (a.mig_start ?? a.gi ?? 0) - (b.mig_start ?? b.gi ?? 0))
       .map((s) => {
+        const slots = migSlots(s.mig_profile, gpu);
+        if (s.mig_start !== null && s.mig_start !== undefined && slots)
+          return { s, left: (s.mig_start / MIG_SLOTS) * 100, width: (slots / MIG_SLOTS) * 100 };
         const w = migWidth(s.mig_profile);
         const r = { s, left: x, width: w };
         x += w;
@@ -38,7 +54,7 @@ function layout(gpu) {
 }
 
 function freePct(gpu, placed) {
-  if (gpu.mode !== 'mig' && gpu.free_blocks !== null && gpu.free_blocks !== undefined) return gpu.free_blocks;
+  if (gpu.free_blocks !== null && gpu.free_blocks !== undefined) return gpu.free_blocks;
   const used = placed.reduce((a, p) => a + p.width, 0);
   return Math.max(0, Math.round(100 - used));
 }
@@ -59,7 +75,7 @@ function Details({ sel }) {
     <dt>Workload</dt><dd>${s.kind === 'job' ? html`<a href=${`#/jobs/${encodeURIComponent(s.id)}`}>${s.name || s.id}</a>` : s.name || s.id} (${s.kind})</dd>
     <dt>Project</dt><dd>${dash(s.project)}</dd>
     <dt>User</dt><dd>${dash(s.user)}</dd>
-    <dt>Size</dt><dd>${s.mig_profile ? `MIG ${s.mig_profile} (GI ${dash(s.gi)})` : `${s.blocks} blocks from ${s.start}`}</dd>
+    <dt>Size</dt><dd>${s.mig_profile ? `MIG ${s.mig_profile}${s.mig_start !== null && s.mig_start !== undefined ? ` at slot ${s.mig_start}` : ''}${s.gi !== null && s.gi !== undefined ? ` (GI ${s.gi})` : ''}` : `${s.blocks} blocks from ${s.start}`}</dd>
     <dt>VRAM</dt><dd>${fmtMiB(s.vram_used_mib)} used of ${fmtMiB(s.vram_mib)}</dd>
     <dt>Compute</dt><dd>${fmtPct(s.util_pct)}</dd>
   </dl>`;
