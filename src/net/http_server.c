@@ -630,8 +630,8 @@ static int pattern_params(const char *pat)
 		const char *end = strchr(s, '/');
 		size_t len = end ? (size_t)(end - s) : strlen(s);
 
-		if (len == 0 && !(s == pat + 1 && !end))
-			return -1; /* empty segment; "/" alone is fine */
+		if (len == 0 && end)
+			return -1; /* empty segment; a trailing "/" is fine */
 		if (len && s[0] == '{') {
 			if (len < 3 || len > 30 || s[len - 1] != '}')
 				return -1;

@@ -665,6 +665,17 @@ void cnl_api_h_auth_cookie(void *call, struct cnl_http_request *req,
 void cnl_api_h_auth_csrf(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
 
+/* api_ui.c: the dashboard's embedded pages; cnl_api_ui_route: whether
+ * @h is one of their handlers (served without the lock). */
+void cnl_api_h_ui_root(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp);
+void cnl_api_h_ui_index(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp);
+void cnl_api_h_ui_file(void *call, struct cnl_http_request *req,
+                       struct cnl_http_response *resp);
+bool cnl_api_ui_route(void (*h)(void *, struct cnl_http_request *,
+                                struct cnl_http_response *));
+
 /* api.c */
 void cnl_api_audit(struct call *c, struct cnl_http_request *req,
                    const struct cnl_http_response *resp);

@@ -158,6 +158,10 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/cli", CNL_PERM_PUBLIC, NULL, cnl_api_h_cli_script},
     {"GET", "/cli/SHA256SUMS", CNL_PERM_PUBLIC, NULL, cnl_api_h_cli_sums},
     {"GET", "/cli/{file}", CNL_PERM_PUBLIC, NULL, cnl_api_h_cli_file},
+    {"GET", "/", CNL_PERM_PUBLIC, NULL, cnl_api_h_ui_root},
+    {"GET", "/ui", CNL_PERM_PUBLIC, NULL, cnl_api_h_ui_root},
+    {"GET", "/ui/", CNL_PERM_PUBLIC, NULL, cnl_api_h_ui_index},
+    {"GET", "/ui/{file}", CNL_PERM_PUBLIC, NULL, cnl_api_h_ui_file},
     {"POST", "/v1/auth/login", CNL_PERM_PUBLIC, "auth.login", cnl_api_h_login},
     {"POST", "/v1/auth/redeem", CNL_PERM_PUBLIC, "auth.redeem",
      cnl_api_h_auth_redeem},
@@ -302,10 +306,18 @@ const struct cnl_http_route *cnl_api_routes(size_t *ret_n)
  * token (health, metrics, login, browser sign-in's settings, and the CLI
  * installer). */
 static const char *const public_routes[][2] = {
-    {"GET", "/healthz"},         {"GET", "/metrics"},
-    {"POST", "/v1/auth/login"},  {"POST", "/v1/auth/redeem"},
-    {"GET", "/v1/auth/oidc"},    {"GET", "/cli"},
-    {"POST", "/v1/auth/cookie"}, {"GET", "/cli/SHA256SUMS"},
+    {"GET", "/healthz"},
+    {"GET", "/metrics"},
+    {"POST", "/v1/auth/login"},
+    {"POST", "/v1/auth/redeem"},
+    {"GET", "/v1/auth/oidc"},
+    {"GET", "/cli"},
+    {"POST", "/v1/auth/cookie"},
+    {"GET", "/"},
+    {"GET", "/ui"},
+    {"GET", "/ui/"},
+    {"GET", "/ui/{file}"},
+    {"GET", "/cli/SHA256SUMS"},
     {"GET", "/cli/{file}"},
 };
 
@@ -331,7 +343,8 @@ int cnl_api_routes_check(const struct cnl_http_route *t, size_t n, char *err,
 			         "route %zu (%s %s): PUBLIC is reserved for "
 			         "/healthz, /metrics, /v1/auth/login, "
 			         "/v1/auth/cookie, /v1/auth/redeem, "
-			         "/v1/auth/oidc and /cli",
+			         "/v1/auth/oidc, /cli and the dashboard's "
+			         "pages (/, /ui/)",
 			         i, t[i].method, t[i].pattern);
 			return -CNL_ECONFIG;
 		}
@@ -530,7 +543,8 @@ static void observe(struct cnl_api *api, size_t ri, unsigned status,
  */
 static bool lock_free(const struct cnl_http_route *route)
 {
-	return route->handler == cnl_api_h_healthz;
+	return route->handler == cnl_api_h_healthz ||
+	       cnl_api_ui_route(route->handler);
 }
 
 /* Serve a lock_free() route: no caller to authorize, nothing to audit. */
