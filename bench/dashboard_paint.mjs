@@ -194,7 +194,11 @@ for (let u = 0; u < UPDATES; u++) {
     }));
   if (!job) continue;
   const h = await page.waitForFunction((j) => window.__appeared.get(j), job, { timeout: 60000 }).catch(() => null);
-  if (h) lat.push((await h.jsonValue()) - t0);
+  if (!h) {
+    console.error(`dashboard_paint: job ${job} not shown within 60 s: no live update, stopping the latency runs`);
+    break;
+  }
+  lat.push((await h.jsonValue()) - t0);
 }
 await browser.close();
 
@@ -202,7 +206,7 @@ const med = (a) => {
   const s = [...a].sort((x, y) => x - y);
   return s.length ? s[Math.floor(s.length / 2)] : NaN;
 };
-const row = (name, a, b, bname) =>
+const row = (name, a, b, bname) => !a.length ? console.log(`${name.padEnd(34)}    n/a (none measured)   baseline ${bname}: ${med(b).toFixed(0)} ms`) :
   console.log(`${name.padEnd(34)} ${med(a).toFixed(0).padStart(6)} ms (min ${Math.min(...a).toFixed(0)}, max ${Math.max(...a).toFixed(0)})   ` +
     `baseline ${bname}: ${med(b).toFixed(0)} ms`);
 console.log(`dashboard_paint: ${NODES} nodes (${gpusTotal} GPUs), ${JOBS} jobs, ${RUNS} loads, ${UPDATES} updates, ${url}`);
