@@ -67,13 +67,22 @@ let daemon = null;
 let beat = null;
 process.on('exit', () => {
   clearInterval(beat);
-  if (daemon && daemon.exitCode === null) daemon.kill('SIGKILL');
+  if (daemon && daemon.exitCode === null) {
+    daemon.removeAllListeners('exit');
+    daemon.kill('SIGKILL');
+  }
   if (!process.env.KEEP) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
 const out = fs.openSync(path.join(tmp, 'out'), 'w');
+const errf = fs.openSync(path.join(tmp, 'err'), 'w');
 daemon = spawn(cnlabd, ['--all-in-one', '--data-dir', path.join(tmp, 'data'), '--listen', '127.0.0.1:0',
-  '--gpus', 'fake:2xH100-80GB-SXM', '--log-level', 'warn'], { env, stdio: ['ignore', out, 'ignore'] });
+  '--gpus', 'fake:2xH100-80GB-SXM', '--log-level', 'warn'], { env, stdio: ['ignore', out, errf] });
+daemon.on('exit', (code, sig) => {
+  console.error(`dashboard_paint: cnlabd exited (${code ?? sig}); its last words:`);
+  console.error(fs.readFileSync(path.join(tmp, 'err'), 'utf8').split('\n').slice(-15).join('\n'));
+  process.exit(1);
+});
 let url = null;
 for (let i = 0; i < 400 && !url; i++) {
   url = (/^CNLab is running at (\S+)/m.exec(fs.readFileSync(path.join(tmp, 'out'), 'utf8')) || [])[1];
@@ -112,17 +121,26 @@ for (let i = 1; i < NODES; i++) {
   }, jt.token);
   creds.push({ id: n.id, token: n.credential, epoch: n.epoch ?? 1 });
 }
-// Keep them alive: a heartbeat each every 5 s (the lease is longer).
-const heartbeat = () => Promise.all(creds.map((c) =>
-  call('POST', `/v1/nodes/${c.id}/heartbeat`, { epoch: c.epoch, running: [] }, c.token).catch(() => {})));
+// Keep them alive: a heartbeat each every 5 s (the lease is longer), 16
+// at a time (cnlabd takes at most 128 connections from one address).
+async function inBatches(items, fn) {
+  for (let i = 0; i < items.length; i += 16) await Promise.all(items.slice(i, i + 16).map(fn));
+}
+let beating = false;
+const heartbeat = async () => {
+  if (beating) return;
+  beating = true;
+  await inBatches(creds, (c) =>
+    call('POST', `/v1/nodes/${c.id}/heartbeat`, { epoch: c.epoch, running: [] }, c.token).catch(() => {}));
+  beating = false;
+};
 await heartbeat();
 beat = setInterval(heartbeat, 5000);
 
 // --- the platform: jobs -----------------------------------------------------
 const proj = (await call('GET', '/v1/projects', undefined, tok)).items.find((p) => p.name === 'default').id;
-for (let i = 0; i < JOBS; i += 50)
-  await Promise.all(Array.from({ length: Math.min(50, JOBS - i) }, (_, k) =>
-    call('POST', `/v1/projects/${proj}/jobs`, { command: `sleep 3600 # fill ${i + k}`, gpu: 'h100-25' }, tok)));
+await inBatches(Array.from({ length: JOBS }, (_, k) => k), (k) =>
+  call('POST', `/v1/projects/${proj}/jobs`, { command: `sleep 3600 # fill ${k}`, gpu: 'h100-25' }, tok));
 
 // The CLI signed in as the README shows.
 await new Promise((res) => {
