@@ -136,12 +136,14 @@ const heartbeat = async () => {
 };
 await heartbeat();
 beat = setInterval(heartbeat, 5000);
+console.error(`dashboard_paint: ${NODES} nodes registered`);
 
 // --- the platform: jobs -----------------------------------------------------
 const proj = (await call('GET', '/v1/projects', undefined, tok)).items.find((p) => p.name === 'default').id;
 await inBatches(Array.from({ length: JOBS }, (_, k) => k), (k) =>
   call('POST', `/v1/projects/${proj}/jobs`, { command: `sleep 3600 # fill ${k}`, gpu: 'h100-25' }, tok));
 
+console.error(`dashboard_paint: ${JOBS} jobs submitted`);
 // The CLI signed in as the README shows.
 await new Promise((res) => {
   const p = execFile(cnlab, ['login', '--server', url, '--user', 'admin', '--password-stdin'], { env }, res);
@@ -155,6 +157,7 @@ if (!signin.ok()) {
   console.error(`dashboard_paint: POST /v1/auth/cookie: ${signin.status()} ${await signin.text()}`);
   process.exit(1);
 }
+console.error('dashboard_paint: signed in; loading the dashboard');
 const gpusTotal = 2 + (NODES - 1) * 8;
 
 const fcp = (page) => page.evaluate(() => new Promise((res) => {
