@@ -167,6 +167,37 @@ async function signIn(page, url, user, password) {
   return until(async () => (await page.locator('[data-testid=whoami]').count()) > 0, 15000);
 }
 
+// Every element with text of its own: the contrast of its colour on the
+// first solid background behind it (WCAG: 4.5:1, 3:1 for large text).
+// Returns the offenders.
+function lowContrast(page) {
+  return page.evaluate(() => {
+    const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+      const f = (v) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const bad = [];
+    for (const el of document.querySelectorAll('body *')) {
+      if (![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+      const cs = getComputedStyle(el);
+      if (cs.visibility === 'hidden' || cs.display === 'none' || el.closest('.sr-only, .skip')) continue;
+      let bg = null;
+      for (let e = el; e && !bg; e = e.parentElement) {
+        const c = rgb(getComputedStyle(e).backgroundColor);
+        if (c.length >= 3 && (c.length === 3 || c[3] > 0.99)) bg = c;
+      }
+      bg = bg || [255, 255, 255];
+      const [a, b] = [lum(rgb(cs.color)), lum(bg)].sort((x, y) => y - x);
+      const ratio = (a + 0.05) / (b + 0.05);
+      const size = parseFloat(cs.fontSize);
+      const large = size >= 24 || (size >= 18.66 && Number(cs.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) bad.push(`${el.tagName}.${el.className} "${el.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}`);
+    }
+    return bad;
+  });
+}
+
 async function rowState(page, table, id) {
   return page.evaluate(([t, j]) => {
     const r = document.querySelector(`[data-testid=${t}] tr[data-job="${j}"]`);
@@ -211,6 +242,13 @@ async function main() {
   const models = await page.locator('.gpu .gpu-model').allTextContents();
   check(models.length === 2 && models.every((m) => /H100/.test(m)), 'both GPUs are H100s', models.join(', '));
   await shot(page, 'blockmap');
+  const lc = await lowContrast(page);
+  check(lc.length === 0, 'block map: text contrast at least 4.5:1 (3:1 large)', lc.join('; '));
+  // Keyboard: Tab reaches the navigation, and a slice (when there is one)
+  // takes focus and fills the details panel.
+  await page.keyboard.press('Tab');
+  check(await page.evaluate(() => document.activeElement && document.activeElement.textContent.trim()) === 'Skip to content',
+    'the first Tab reaches "Skip to content"');
 
   // --- a job from the CLI, watched on the queues page --------------------------
   await page.click('nav >> text=Queues');
@@ -236,6 +274,8 @@ async function main() {
   check(ended === 'succeeded', 'the job finishes (recent ends: succeeded) without a reload', ended);
   check(await page.evaluate(() => window.__noReload) === 'still here', 'the page was never reloaded');
   await shot(page, 'queues-done');
+  const lq = await lowContrast(page);
+  check(lq.length === 0, 'queues: text contrast at least 4.5:1 (3:1 large)', lq.join('; '));
 
   // --- its page: decisions and log (opened from its row, or by its
   // address when the row never came: the log is checked either way) ----
@@ -260,17 +300,29 @@ async function main() {
   check(r.code === 0, 'cnlab server create', r.out + r.err);
   await page.click('nav >> text=My servers');
   const row = 'tr[data-server="browser-nb"]';
-  const running = await until(async () => (await page.locator(`${row}[data-state=running]`).count()) > 0);
-  check(running, 'the server shows as running');
+  const isRunning = async () => (await page.locator(`${row}[data-state=running]`).count()) > 0;
+  let running = await until(isRunning);
+  check(running, 'the server shows as running (live)');
+  if (!running) {
+    // Already failed; a reload still lets the stop below be tried.
+    await page.reload();
+    running = await until(isRunning);
+  }
   await shot(page, 'servers-running');
   await page.locator(row).getByRole('button', { name: 'Stop' }).click();
-  const stopped = await until(async () => {
-    const s = await page.locator(row).getAttribute('data-state').catch(() => null);
-    return s && s !== 'running' && s !== 'stopping' ? s : null;
-  }, 60000);
-  check(stopped === 'stopped', 'stopping it from the page: the page shows it stopped', stopped);
-  r = await cli(['server', 'show', 'browser-nb']);
-  check(/stopped/i.test(r.out), 'the CLI sees it stopped', r.out + r.err);
+  const stoppedState = async () => {
+    const st2 = await page.locator(row).getAttribute('data-state', { timeout: 1000 }).catch(() => null);
+    return st2 && st2 !== 'running' && st2 !== 'stopping' ? st2 : null;
+  };
+  const stopped = await until(stoppedState, 60000);
+  check(stopped === 'stopped', 'stopping it from the page: the page shows it stopped (live)', stopped);
+  check(!(await page.locator('.notice.error').count()), 'the stop was accepted (X-CSRF-Token sent)',
+    await page.locator('.notice.error').textContent().catch(() => ''));
+  const shown = await until(async () => {
+    r = await cli(['server', 'show', 'browser-nb']);
+    return /stopped/i.test(r.out);
+  });
+  check(shown, 'the CLI sees it stopped', r.out + r.err);
   await shot(page, 'servers-stopped');
 
   // --- admin page (admin) -----------------------------------------------------
