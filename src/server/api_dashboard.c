@@ -624,16 +624,16 @@ static struct dash_snap *snap_get(struct cnl_api *api, bool locked, bool fresh)
 	}
 	pthread_mutex_unlock(&d->mu);
 	s = build(api, v);
+	/* The caller has the first reference; the hub takes another. */
 	pthread_mutex_lock(&d->mu);
 	if (!d->cur || d->cur->version < v) {
 		snap_unref(d->cur);
 		d->cur = s;
+		atomic_fetch_add(&s->ref, 1);
 	}
-	atomic_fetch_add(&s->ref, 1);
 	pthread_mutex_unlock(&d->mu);
 	if (!locked)
 		pthread_mutex_unlock(&api->mu);
-	snap_unref(s); /* the hub's, or dropped when it lost the race */
 	return s;
 }
 

@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""dashboard.py - the web dashboard's server side, on a real all-in-one
+cnlabd (embedded agent, two fake H100s, real processes) over loopback:
+
+  - the snapshot (GET /v1/dashboard): the node and its two GPUs, a
+    running job's slice with its project, user and name, a pending job
+    with its reason, the pending counts;
+  - its filtering: a member of another project sees the slice as
+    {"kind": "other"} with its size only and neither job in the lists
+    (attack: reading another project's job names, ids or users through
+    the dashboard, by bearer, cookie or stream: must fail);
+  - Server-Sent Events (GET /v1/dashboard/events): a stream open before a
+    submission delivers a snapshot showing the new job, on the same
+    connection, without a request from the client;
+  - the session cookie (POST /v1/auth/cookie): HttpOnly, SameSite=Strict,
+    Path=/; it authenticates GETs; attacks: a POST with the cookie and no
+    or a wrong X-CSRF-Token, or from another Origin, is refused (403) and
+    changes nothing; a logged-out cookie and a disabled user's cookie are
+    refused (401), and the disabled user's open stream ends;
+  - the embedded pages: / redirects to /ui/, /ui/ has the CSP,
+    nosniff and no-referrer headers and an ETag (304 on If-None-Match);
+    path traversal under /ui (/ui/../etc/passwd, %2e%2e) is a 404.
+
+Prints "ok ..." / "FAIL ..." lines, exits 1 on a failure.  Timeouts only
+guard against a hung daemon; nothing asserts how long anything took.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+from testlib import bad, die, ok, status, wait_for
+
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; "
+       "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
+       "base-uri 'none'; form-action 'self'")
+
+
+class Api:
+    def __init__(self, port, token=None, cookie=None):
+        self.port, self.token, self.cookie = port, token, cookie
+
+    def raw(self, method, path, body=None, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        h = dict(headers or {})
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        if self.cookie:
+            h["Cookie"] = "cnlab_session=" + self.cookie
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            h["Content-Type"] = "application/json"
+        c.request(method, path, data, h)
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        return r, raw
+
+    def call(self, method, path, body=None, headers=None):
+        r, raw = self.raw(method, path, body, headers)
+        try:
+            return r.status, json.loads(raw) if raw else None
+        except ValueError:
+            return r.status, raw.decode(errors="replace")
+
+
+class Stream(threading.Thread):
+    """Reads the dashboard's event stream as it comes, into self.snaps."""
+
+    def __init__(self, api):
+        super().__init__(daemon=True)
+        self.api = api
+        self.snaps = []  # the texts of the snapshot events
+        self.ended = None
+        self.opened = threading.Event()
+        self.cv = threading.Condition()
+
+    def run(self):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.api.port,
+                                           timeout=120)
+            h = {}
+            if self.api.token:
+                h["Authorization"] = "Bearer " + self.api.token
+            if self.api.cookie:
+                h["Cookie"] = "cnlab_session=" + self.api.cookie
+            c.request("GET", "/v1/dashboard/events", None, h)
+            r = c.getresponse()
+            self.ctype = r.getheader("Content-Type")
+            if r.status != 200:
+                self.ended = "status %d" % r.status
+                self.opened.set()
+                return
+            self.opened.set()
+            ev = {}
+            while True:
+                line = r.readline()
+                if not line:
+                    self.ended = "closed"
+                    break
+                line = line.decode().rstrip("\n")
+                if line == "":
+                    if ev.get("event") == "snapshot":
+                        with self.cv:
+                            self.snaps.append(ev["data"])
+                            self.cv.notify_all()
+                    ev = {}
+                elif not line.startswith(":"):
+                    k, _, v = line.partition(": ")
+                    ev[k] = v
+        except (OSError, http.client.HTTPException) as e:
+            self.ended = type(e).__name__
+            self.opened.set()
+        with self.cv:
+            self.cv.notify_all()
+
+    def wait(self, what, pred, secs=60):
+        """The first snapshot (parsed) for which pred() holds."""
+        def find():
+            for t in self.snaps:
+                v = json.loads(t)
+                if pred(v):
+                    return v
+            return None
+        with self.cv:
+            self.cv.wait_for(lambda: self.ended is not None or
+                             find() is not None, timeout=secs)
+            v = find()
+        if v is None:
+            die("stream: no snapshot with %s (%s, %d snapshots)" %
+                (what, self.ended, len(self.snaps)))
+        return v
+
+
+def sign_in(port, user, password):
+    a = Api(port)
+    r, raw = a.raw("POST", "/v1/auth/cookie",
+                   {"user": user, "password": password})
+    if r.status != 200:
+        die("cookie sign-in of %s: %d %s" % (user, r.status, raw))
+    sc = r.getheader("Set-Cookie") or ""
+    m = re.match(r"cnlab_session=([^;]+);", sc)
+    if not m:
+        die("no cookie in %r" % sc)
+    a.cookie = m.group(1)
+    body = json.loads(raw)
+    return a, body, sc
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: dashboard.py CNLABD", file=sys.stderr)
+        sys.exit(2)
+    tmp = tempfile.mkdtemp(prefix="cnlab-dash-")
+    data = os.path.join(tmp, "data")
+    env = dict(os.environ, HOME=tmp)
+    for k in ("CNLAB_JWT_SECRET", "CNLAB_ADMIN_PASSWORD", "CNLAB_SERVER",
+              "CNLAB_TOKEN", "CNLAB_CONFIG"):
+        env.pop(k, None)
+    out = open(os.path.join(tmp, "out"), "w+")
+    proc = subprocess.Popen(
+        [sys.argv[1], "--all-in-one", "--data-dir", data, "--listen",
+         "127.0.0.1:0", "--gpus", "fake:2xH100-80GB-SXM", "--log-level",
+         "warn"], stdout=out, stderr=open(os.path.join(tmp, "err"), "w"),
+        env=env)
+    try:
+        run(tmp, data)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(status())
+
+
+def run(tmp, data):
+    url = wait_for("cnlabd", lambda: re.search(
+        r"CNLab is running at http://127\.0\.0\.1:(\d+)",
+        open(os.path.join(tmp, "out")).read()))
+    port = int(url.group(1))
+    admin = Api(port)
+    pw = open(os.path.join(data, "admin.password")).read().strip()
+    st, doc = admin.call("POST", "/v1/auth/login",
+                         {"user": "admin", "password": pw})
+    if st != 200:
+        die("login: %d %s" % (st, doc))
+    admin.token = doc["token"]
+    wait_for("the node", lambda: len(
+        admin.call("GET", "/v1/nodes")[1].get("items", [])) >= 1)
+    projects = {}
+    for p in ("vision", "audio"):
+        st, doc = admin.call("POST", "/v1/projects", {"name": p})
+        if st != 201:
+            die("project %s: %d %s" % (p, st, doc))
+        projects[p] = doc["id"]
+    for u, p in (("alice", "vision"), ("bob", "audio")):
+        st, doc = admin.call("POST", "/v1/users",
+                             {"name": u, "password": u + "-pw-123456"})
+        if st != 201:
+            die("user %s: %d %s" % (u, st, doc))
+        st, doc = admin.call("POST", "/v1/projects/%s/members" % projects[p],
+                             {"user": u, "role": "member"})
+        if st not in (200, 201):
+            die("member %s: %d %s" % (u, st, doc))
+
+    # --- the cookie -------------------------------------------------------
+    r, raw = Api(port).raw("POST", "/v1/auth/cookie",
+                           {"user": "alice", "password": "wrong-password"})
+    if r.status == 401 and r.getheader("Set-Cookie") is None:
+        ok("a wrong password: 401, no cookie")
+    else:
+        bad("wrong password: %d %s" % (r.status, raw))
+    alice, body, sc = sign_in(port, "alice", "alice-pw-123456")
+    attrs = [a.strip() for a in sc.split(";")]
+    if ("HttpOnly" in attrs and "SameSite=Strict" in attrs
+            and "Path=/" in attrs
+            and any(a.startswith("Max-Age=") and int(a[8:]) > 0
+                    for a in attrs) and "Secure" not in attrs):
+        ok("the cookie is HttpOnly, SameSite=Strict, Path=/, Max-Age")
+    else:
+        bad("cookie attributes: %r" % sc)
+    if (body.get("user") == "alice" and body.get("role") == "user"
+            and re.fullmatch(r"[0-9a-f]{64}", body.get("csrf", ""))
+            and "token" not in body and body.get("expires_at")):
+        ok("sign-in answers user, role, csrf, expires_at (no token)")
+    else:
+        bad("sign-in body: %s" % body)
+    csrf = body["csrf"]
+    st, doc = alice.call("GET", "/v1/auth/whoami")
+    if st == 200 and doc.get("name") == "alice":
+        ok("the cookie authenticates a GET")
+    else:
+        bad("whoami by cookie: %d %s" % (st, doc))
+    st, doc = alice.call("GET", "/v1/auth/csrf")
+    if st == 200 and doc.get("csrf") == csrf:
+        ok("GET /v1/auth/csrf gives the session's token again")
+    else:
+        bad("csrf: %d %s" % (st, doc))
+
+    # --- the stream, open before the work exists ---------------------------
+    s_alice = Stream(alice)
+    s_alice.start()
+    s_alice.opened.wait(60)
+    if s_alice.ended is None and s_alice.ctype == "text/event-stream":
+        ok("the dashboard stream opens (text/event-stream)")
+    else:
+        bad("stream: %s %s" % (s_alice.ended, getattr(s_alice, "ctype", "")))
+    s_alice.wait("the first snapshot", lambda s: True)
+
+    # alice submits through the API, by cookie and CSRF token.
+    hdr = {"X-CSRF-Token": csrf}
+    st, doc = alice.call("POST", "/v1/projects/%s/jobs" % projects["vision"],
+                         {"command": "sleep 300 # secret-vision-train",
+                          "gpu": "h100-10"}, hdr)
+    if st != 201:
+        die("submit by cookie: %d %s" % (st, doc))
+    run_id = doc["id"]
+    st, doc = alice.call("POST", "/v1/projects/%s/jobs" % projects["vision"],
+                         {"command": "sleep 300 # secret-vision-wait",
+                          "gpu": "h100x2"}, hdr)
+    if st != 201:
+        die("submit 2: %d %s" % (st, doc))
+    wait_id = doc["id"]
+
+    def running(s):
+        return any(j["id"] == run_id for j in s["queues"]["running"])
+    snap = s_alice.wait("the job running", running)
+    ok("the stream delivered a snapshot showing the new job running")
+
+    # --- the snapshot's content (admin) -----------------------------------
+    def pending_with_reason(s):
+        return any(j["id"] == wait_id and j.get("reason")
+                   for j in s["queues"]["pending"])
+    wait_for("the pending job's reason", lambda: pending_with_reason(
+        admin.call("GET", "/v1/dashboard")[1]))
+    st, snap = admin.call("GET", "/v1/dashboard")
+    nodes = snap.get("nodes", [])
+    if (len(nodes) == 1 and nodes[0]["state"] == "ready"
+            and len(nodes[0]["gpus"]) == 2
+            and all(g["model"] == "H100-80GB-SXM" and g["uuid"].startswith(
+                "GPU-") and g["vram_mib"] > 0 for g in nodes[0]["gpus"])):
+        ok("snapshot: the node and its two H100s")
+    else:
+        bad("nodes: %s" % json.dumps(nodes))
+    slices = [sl for g in nodes[0]["gpus"] for sl in g["slices"]]
+    mine = [sl for sl in slices if sl.get("id") == run_id]
+    if (len(mine) == 1 and mine[0]["kind"] == "job"
+            and mine[0]["project"] == "vision" and mine[0]["user"] == "alice"
+            and "secret-vision-train" in mine[0]["name"]
+            and (mine[0].get("blocks") or mine[0].get("mig_profile"))):
+        ok("snapshot: the running job's slice with project, user, name")
+    else:
+        bad("slices: %s" % json.dumps(slices))
+    pend = [j for j in snap["queues"]["pending"] if j["id"] == wait_id]
+    if (pend and pend[0]["reason"] and pend[0]["project"] == "vision"
+            and pend[0]["priority"] == "normal" and pend[0]["submitted_at"]
+            and snap["queues"]["pending_counts"].get("normal", 0) >= 1):
+        ok("snapshot: the pending job with its reason (%s)" %
+           pend[0]["reason"])
+    else:
+        bad("pending: %s" % json.dumps(snap["queues"]))
+    if (snap["viewer"]["role"] == "admin" and isinstance(snap["version"], int)
+            and snap["generated_at"]):
+        ok("snapshot: viewer, version, generated_at")
+    else:
+        bad("snapshot head: %s" % {k: snap.get(k) for k in
+                                   ("viewer", "version", "generated_at")})
+
+    # --- the attack: bob (audio) reads vision's work -----------------------
+    bob, bbody, _ = sign_in(port, "bob", "bob-pw-123456")
+    st, btok = Api(port).call("POST", "/v1/auth/login",
+                              {"user": "bob", "password": "bob-pw-123456"})
+    bob_bearer = Api(port, token=btok["token"])
+    s_bob = Stream(bob)
+    s_bob.start()
+    s_bob.opened.wait(60)
+    views = [("cookie", bob.call("GET", "/v1/dashboard")[1]),
+             ("bearer", bob_bearer.call("GET", "/v1/dashboard")[1]),
+             ("stream", s_bob.wait("bob's first", lambda s: True))]
+    for how, v in views:
+        text = json.dumps(v)
+        leaks = [x for x in ("secret-vision", run_id, wait_id, "alice",
+                             "vision") if x in text]
+        bs = [sl for g in v["nodes"][0]["gpus"] for sl in g["slices"]]
+        if leaks:
+            bad("bob (audio) reads vision's %s through the dashboard "
+                "(%s)" % (leaks, how))
+        elif (len(bs) == 1 and bs[0]["kind"] == "other"
+              and set(bs[0]) <= {"kind", "start", "blocks", "mig_profile",
+                                 "mig_start", "gi", "vram_mib"}
+              and not v["queues"]["pending"] and not v["queues"]["running"]
+              and v["queues"]["pending_counts"].get("normal", 0) >= 1
+              and v["viewer"] == {"user": "bob", "role": "user",
+                                  "projects": ["audio"]}):
+            ok("bob (audio) sees vision's slice as \"other\", none of its "
+               "jobs, only counts (%s)" % how)
+        else:
+            bad("bob's view (%s): %s" % (how, text[:2000]))
+
+    # --- CSRF and Origin ---------------------------------------------------
+    cancel = "/v1/jobs/%s/cancel" % wait_id
+
+    def still_pending():
+        return admin.call("GET", "/v1/jobs/" + wait_id)[1]["state"] == \
+            "pending"
+    for what, h in (("no X-CSRF-Token", {}),
+                    ("a wrong X-CSRF-Token", {"X-CSRF-Token": "0" * 64}),
+                    ("bob's X-CSRF-Token", {"X-CSRF-Token": bbody["csrf"]}),
+                    ("another Origin", {"X-CSRF-Token": csrf,
+                                        "Origin": "http://evil.example"})):
+        st, doc = alice.call("POST", cancel, None, h)
+        named = "Origin" if "Origin" in h else "X-CSRF-Token"
+        if (st == 403 and named in doc["error"]["message"]
+                and still_pending()):
+            ok("a cookie POST with %s: 403 naming %s, nothing cancelled" %
+               (what, named))
+        else:
+            bad("cookie POST with %s: %d %s (cancelled: %s)" %
+                (what, st, doc, not still_pending()))
+    st, doc = alice.call("POST", cancel, None,
+                         {"X-CSRF-Token": csrf,
+                          "Origin": "http://127.0.0.1:%d" % port})
+    if st == 200 and not still_pending():
+        ok("a cookie POST with the token from the same origin works")
+    else:
+        bad("same-origin cancel: %d %s" % (st, doc))
+
+    # --- logout and disable ------------------------------------------------
+    r, raw = alice.raw("POST", "/v1/auth/logout", None,
+                       {"X-CSRF-Token": csrf})
+    sc = r.getheader("Set-Cookie") or ""
+    if r.status == 200 and sc.startswith("cnlab_session=;") and \
+            "Max-Age=0" in sc:
+        ok("logout clears the cookie")
+    else:
+        bad("logout: %d %s %r" % (r.status, raw, sc))
+    st, doc = alice.call("GET", "/v1/dashboard")
+    if st == 401:
+        ok("a logged-out cookie: 401")
+    else:
+        bad("logged-out cookie: %d %s" % (st, str(doc)[:300]))
+    st, doc = admin.call("POST", "/v1/users/bob/disable")
+    if st != 200:
+        die("disable bob: %d %s" % (st, doc))
+    st, doc = bob.call("GET", "/v1/dashboard")
+    if st == 401:
+        ok("a disabled user's cookie: 401")
+    else:
+        bad("disabled user's cookie: %d %s" % (st, str(doc)[:300]))
+    s_bob.join(60)
+    if s_bob.ended == "closed":
+        ok("a disabled user's open stream ends")
+    else:
+        bad("bob's stream after disable: %s" % s_bob.ended)
+
+    # --- the pages ---------------------------------------------------------
+    anon = Api(port)
+    r, raw = anon.raw("GET", "/")
+    if r.status == 302 and r.getheader("Location") == "/ui/":
+        ok("/ redirects to /ui/")
+    else:
+        bad("/: %d %s" % (r.status, r.getheader("Location")))
+    r, raw = anon.raw("GET", "/ui/")
+    etag = r.getheader("ETag") or ""
+    if (r.status == 200 and r.getheader("Content-Security-Policy") == CSP
+            and r.getheader("X-Content-Type-Options") == "nosniff"
+            and r.getheader("Referrer-Policy") == "no-referrer"
+            and r.getheader("Cache-Control") == "no-cache"
+            and r.getheader("Content-Type").startswith("text/html")
+            and re.fullmatch(r'"[0-9a-f]{32}"', etag)
+            and b"<html" in raw.lower()):
+        ok("/ui/: index.html with CSP, nosniff, no-referrer, ETag")
+    else:
+        bad("/ui/: %d %s" % (r.status, r.getheaders()))
+    r, raw = anon.raw("GET", "/ui/", None, {"If-None-Match": etag})
+    if r.status == 304 and not raw:
+        ok("/ui/ with If-None-Match: 304")
+    else:
+        bad("If-None-Match: %d" % r.status)
+    for path in ("/ui/../etc/passwd", "/ui/%2e%2e/etc/passwd",
+                 "/ui/%2e%2e", "/ui/..%2f..%2fetc%2fpasswd",
+                 "/ui/%2e%2e%2f%2e%2e%2fetc%2fpasswd", "/ui/.."):
+        r, raw = anon.raw("GET", path)
+        if r.status == 404 and b"root:" not in raw:
+            ok("traversal %s: 404" % path)
+        else:
+            bad("traversal %s: %d %s" % (path, r.status, raw[:100]))
+
+
+if __name__ == "__main__":
+    main()
