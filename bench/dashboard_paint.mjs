@@ -108,6 +108,15 @@ const login = await fetch(`${url}/v1/auth/login`, { method: 'POST', body: JSON.s
 const tok = (await login.json()).token;
 
 // --- the platform: nodes ----------------------------------------------------
+// The embedded agent's node is cordoned first: the filling jobs stay on
+// the registered nodes (whose agents are only heartbeats), so nothing of
+// them runs on this machine, and nothing outlives the bench.
+let own = [];
+for (let i = 0; i < 100 && own.length === 0; i++) {
+  own = (await call('GET', '/v1/nodes', undefined, tok)).items || [];
+  if (own.length === 0) await sleep(100);
+}
+for (const n of own) await call('PATCH', `/v1/nodes/${n.id}`, { state: 'cordoned' }, tok);
 const creds = [];
 for (let i = 1; i < NODES; i++) {
   const name = `bench-${String(i).padStart(3, '0')}`;

@@ -77,6 +77,11 @@ async function stopDaemon() {
   const gone = new Promise((r) => daemon.once('exit', r));
   daemon.kill('SIGTERM');
   await Promise.race([gone, sleep(30000)]);
+  if (daemon.exitCode === null && daemon.signalCode === null) {
+    bad('cnlabd did not stop within 30 s of SIGTERM: killed');
+    daemon.kill('SIGKILL');
+    await gone;
+  }
 }
 process.on('exit', () => {
   cleanup();
@@ -298,8 +303,15 @@ async function main() {
   r = await cli(['server', 'create', '--name', 'browser-nb', '--image', 'pytorch:2.4-cuda12.4',
     '--profile', 'h100-25pct', '--storage', '1gb']);
   check(r.code === 0, 'cnlab server create', r.out + r.err);
+  r = await cli(['server', 'show', 'browser-nb', '-o', 'json']);
+  let sid = '';
+  try {
+    sid = JSON.parse(r.out).id;
+  } catch {
+    bad(`cnlab server show -o json: ${r.out}${r.err}`);
+  }
   await page.click('nav >> text=My servers');
-  const row = 'tr[data-server="browser-nb"]';
+  const row = sid ? `tr[data-server-id="${sid}"]` : 'tr[data-server="browser-nb"]';
   const isRunning = async () => (await page.locator(`${row}[data-state=running]`).count()) > 0;
   let running = await until(isRunning);
   check(running, 'the server shows as running (live)');

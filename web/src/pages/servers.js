@@ -8,6 +8,7 @@ import { post, patch, seg } from '../api.js';
 import { Notice, dash } from '../util.js';
 
 function Row({ s, onMsg }) {
+  const label = s.name || s.id;
   const [blocks, setBlocks] = useState('');
   const [busy, setBusy] = useState(false);
   const act = async (what, fn) => {
@@ -15,9 +16,9 @@ function Row({ s, onMsg }) {
     onMsg(null);
     try {
       await fn();
-      onMsg({ text: `${what} ${s.name}: done.` });
+      onMsg({ text: `${what} ${label}: done.` });
     } catch (e) {
-      onMsg({ text: `${what} ${s.name}: ${e.message}`, error: true });
+      onMsg({ text: `${what} ${label}: ${e.message}`, error: true });
     }
     setBusy(false);
   };
@@ -32,15 +33,15 @@ function Row({ s, onMsg }) {
     }
     act('Resize', () => patch(base, { blocks: n }));
   };
-  return html`<tr data-server=${s.name} data-state=${s.state}>
-    <td>${s.name}</td><td>${dash(s.project)}</td><td><span class=${`state ${s.state}`}>${s.state}</span></td><td>${dash(s.gpu)}</td>
+  return html`<tr data-server=${label} data-server-id=${s.id} data-state=${s.state}>
+    <td>${label}</td><td>${dash(s.project)}</td><td><span class=${`state ${s.state}`}>${s.state}</span></td><td>${dash(s.gpu)}</td>
     <td class="actions">
-      ${s.url && s.state === 'running' ? html`<a class="button" href=${s.url} target="_blank" rel="noopener noreferrer">Open<span class="sr-only"> ${s.name}</span></a>` : ''}
+      ${s.url && s.state === 'running' ? html`<a class="button" href=${s.url} target="_blank" rel="noopener noreferrer">Open<span class="sr-only"> ${label}</span></a>` : ''}
       ${running
-        ? html`<button type="button" disabled=${busy} onClick=${() => act('Stop', () => post(`${base}/stop`))}>Stop<span class="sr-only"> ${s.name}</span></button>`
-        : html`<button type="button" disabled=${busy} onClick=${() => act('Start', () => post(`${base}/start`))}>Start<span class="sr-only"> ${s.name}</span></button>`}
+        ? html`<button type="button" disabled=${busy} onClick=${() => act('Stop', () => post(`${base}/stop`))}>Stop<span class="sr-only"> ${label}</span></button>`
+        : html`<button type="button" disabled=${busy} onClick=${() => act('Start', () => post(`${base}/start`))}>Start<span class="sr-only"> ${label}</span></button>`}
       <form class="inline" onSubmit=${resize}>
-        <label for=${`rs-${s.id}`} class="sr-only">Blocks for ${s.name}</label>
+        <label for=${`rs-${s.id}`} class="sr-only">Blocks for ${label}</label>
         <input id=${`rs-${s.id}`} type="number" min="1" max="100" inputmode="numeric" placeholder="blocks" value=${blocks} onInput=${(e) => setBlocks(e.target.value)} />
         <button type="submit" disabled=${busy}>Resize</button>
       </form>
