@@ -756,7 +756,7 @@ static char *view_dump(struct dash_snap *s, const struct viewer *vw)
 			json_object_set_new(o, "projects", ps);
 		}
 	}
-	text = json_dumps(o, JSON_COMPACT);
+	text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
 	json_decref(o);
 	return text;
 }
