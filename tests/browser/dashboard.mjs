@@ -1,0 +1,384 @@
+// dashboard.mjs - the dashboard in a real browser (Debian's Chromium,
+// headless, driven by playwright-core) against a real all-in-one
+// platform: cnlabd --all-in-one with its embedded agent on the fake pool
+// of two H100s, started as tests/integration/lib.sh does, the admin
+// signed in to the CLI as the README shows (cnlab login).
+//
+//   node tests/browser/dashboard.mjs CNLABD CNLAB OUTDIR
+//
+// What it checks, each as "ok"/"FAIL" lines; exit 1 on any failure:
+//   - GET / leads to the dashboard, sign-in through the page's form sets
+//     the session cookie (HttpOnly: the page's script cannot read it);
+//   - the block map shows the fake pool's node and both its GPUs;
+//   - a job submitted with `cnlab run` appears on the queues page and
+//     finishes there with no reload (the page's own state survives), its
+//     page shows its six decisions and its live log;
+//   - a server created with `cnlab server create` is stopped from the
+//     page (the CLI then sees it stopped: the POST carried X-CSRF-Token,
+//     which cnlabd demands of cookie sessions);
+//   - a non-admin sees no admin page and the API refuses them the admin
+//     routes;
+//   - no console errors (beyond the 401/404 of the signed-out probes on
+//     the sign-in page), no page errors, no CSP violations.
+// Screenshots go to OUTDIR (their paths are printed).  A missing chromium
+// or web/node_modules fails the test (it never skips).
+import { spawn, spawnSync, execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const CHROMIUM = process.env.CNLAB_CHROMIUM || '/usr/bin/chromium';
+
+if (process.argv.length !== 5) {
+  console.error('usage: node tests/browser/dashboard.mjs CNLABD CNLAB OUTDIR');
+  process.exit(2);
+}
+const [cnlabd, cnlab, outdir] = process.argv.slice(2).map((p) => path.resolve(p));
+if (!fs.existsSync(CHROMIUM)) {
+  console.error(`FAIL ${CHROMIUM} missing: run scripts/bootstrap (it installs chromium)`);
+  process.exit(1);
+}
+let chromium;
+try {
+  ({ chromium } = await import(path.join(root, 'web/node_modules/playwright-core/index.mjs')));
+} catch (e) {
+  console.error(`FAIL web/node_modules missing (${e.message}): run scripts/bootstrap`);
+  process.exit(1);
+}
+
+let fails = 0;
+const ok = (m) => console.log(`ok   ${m}`);
+const bad = (m) => {
+  console.log(`FAIL ${m}`);
+  fails++;
+};
+const check = (cond, m, why) => (cond ? ok(m) : bad(why ? `${m}: ${why}` : m));
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cnlab-browser-'));
+fs.mkdirSync(outdir, { recursive: true });
+const home = path.join(tmp, 'home');
+fs.mkdirSync(home);
+const env = { ...process.env, HOME: home };
+for (const k of ['CNLAB_JWT_SECRET', 'CNLAB_ADMIN_PASSWORD', 'CNLAB_SERVER', 'CNLAB_TOKEN', 'CNLAB_CONFIG', 'XDG_CONFIG_HOME'])
+  delete env[k];
+
+let daemon = null;
+let browser = null;
+function cleanup() {
+  if (daemon && daemon.exitCode === null) daemon.kill('SIGTERM');
+}
+// cnlabd stops its embedded agent before it exits: wait for that (or
+// give up after 30 s of a hung shutdown) before the folder goes.
+async function stopDaemon() {
+  if (!daemon || daemon.exitCode !== null) return;
+  const gone = new Promise((r) => daemon.once('exit', r));
+  daemon.kill('SIGTERM');
+  await Promise.race([gone, sleep(30000)]);
+  if (daemon.exitCode === null && daemon.signalCode === null) {
+    bad('cnlabd did not stop within 30 s of SIGTERM: killed');
+    daemon.kill('SIGKILL');
+    await gone;
+  }
+}
+process.on('exit', () => {
+  cleanup();
+  // A server's workspace volume stays mounted for the agent's next
+  // start; this test's go with it (deepest first), then its folder.
+  try {
+    const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
+      .map((l) => l.split(' ')[4]).filter((m) => m && m.startsWith(`${tmp}/`)).sort().reverse();
+    for (const m of mounts) spawnSyncQuiet('umount', ['-l', m]);
+  } catch {
+    /* nothing mounted */
+  }
+  if (!process.env.KEEP) fs.rmSync(tmp, { recursive: true, force: true });
+});
+function spawnSyncQuiet(cmd, args) {
+  spawnSync(cmd, args, { stdio: 'ignore' });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function cli(args, input) {
+  return new Promise((resolve) => {
+    const p = execFile(cnlab, args, { env, cwd: tmp, timeout: 120000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (err.code ?? 1) : 0, out: stdout, err: stderr }));
+    if (input !== undefined) p.stdin.end(input);
+  });
+}
+
+async function startPlatform() {
+  const out = fs.openSync(path.join(tmp, 'out'), 'w');
+  const err = fs.openSync(path.join(tmp, 'err'), 'w');
+  daemon = spawn(cnlabd, ['--all-in-one', '--data-dir', path.join(tmp, 'data'), '--listen', '127.0.0.1:0',
+    '--gpus', 'fake:2xH100-80GB-SXM', '--log-level', 'warn'], { env, stdio: ['ignore', out, err] });
+  for (let i = 0; i < 400; i++) {
+    const m = /^CNLab is running at (\S+)/m.exec(fs.readFileSync(path.join(tmp, 'out'), 'utf8'));
+    if (m) return m[1];
+    if (daemon.exitCode !== null) break;
+    await sleep(50);
+  }
+  console.error(fs.readFileSync(path.join(tmp, 'out'), 'utf8'), fs.readFileSync(path.join(tmp, 'err'), 'utf8'));
+  throw new Error('cnlabd did not start');
+}
+
+// Wait (up to a timeout for a hung platform, never as a speed check)
+// until fn() is truthy; returns its value or null.
+async function until(fn, ms = 30000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) return null;
+    await sleep(100);
+  }
+}
+
+// One page with everything recorded that must not happen.
+async function watchedPage(context, name) {
+  const page = await context.newPage();
+  const rec = { console: [], pageErrors: [], name };
+  await page.addInitScript(() => {
+    window.__csp = [];
+    document.addEventListener('securitypolicyviolation', (e) =>
+      window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
+  });
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    const url = (m.location() && m.location().url) || '';
+    // Signed out, the page asks who is signed in (401) and whether single
+    // sign-on is configured (404 here): the browser logs both.
+    if (/Failed to load resource/.test(m.text()) && /\/v1\/auth\/(whoami|oidc)$/.test(url)) return;
+    rec.console.push(`${m.text()} ${url}`);
+  });
+  page.on('pageerror', (e) => rec.pageErrors.push(e.message));
+  return { page, rec };
+}
+
+async function shot(page, name) {
+  const p = path.join(outdir, `${name}.png`);
+  await page.screenshot({ path: p, fullPage: true });
+  console.log(`screenshot ${p}`);
+}
+
+async function signIn(page, url, user, password) {
+  await page.goto(`${url}/`);
+  await page.getByLabel('User').fill(user);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  return until(async () => (await page.locator('[data-testid=whoami]').count()) > 0, 15000);
+}
+
+// Every element with text of its own: the contrast of its colour on the
+// first solid background behind it (WCAG: 4.5:1, 3:1 for large text).
+// Returns the offenders.
+function lowContrast(page) {
+  return page.evaluate(() => {
+    const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+      const f = (v) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const bad = [];
+    for (const el of document.querySelectorAll('body *')) {
+      if (![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+      const cs = getComputedStyle(el);
+      if (cs.visibility === 'hidden' || cs.display === 'none' || el.closest('.sr-only, .skip')) continue;
+      let bg = null;
+      for (let e = el; e && !bg; e = e.parentElement) {
+        const c = rgb(getComputedStyle(e).backgroundColor);
+        if (c.length >= 3 && (c.length === 3 || c[3] > 0.99)) bg = c;
+      }
+      bg = bg || [255, 255, 255];
+      const [a, b] = [lum(rgb(cs.color)), lum(bg)].sort((x, y) => y - x);
+      const ratio = (a + 0.05) / (b + 0.05);
+      const size = parseFloat(cs.fontSize);
+      const large = size >= 24 || (size >= 18.66 && Number(cs.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) bad.push(`${el.tagName}.${el.className} "${el.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}`);
+    }
+    return bad;
+  });
+}
+
+async function rowState(page, table, id) {
+  return page.evaluate(([t, j]) => {
+    const r = document.querySelector(`[data-testid=${t}] tr[data-job="${j}"]`);
+    return r ? (r.dataset.state || 'shown') : null;
+  }, [table, id]);
+}
+
+async function main() {
+  const url = await startPlatform();
+  ok(`all-in-one started at ${url}`);
+  const adminPw = fs.readFileSync(path.join(tmp, 'data/admin.password'), 'utf8').trim();
+  let r = await cli(['login', '--server', url, '--user', 'admin', '--password-stdin'], `${adminPw}\n`);
+  check(r.code === 0, 'cnlab login as admin', r.err);
+  r = await cli(['user', 'create', 'bob', '--password-stdin'], 'bob-password-1\n');
+  check(r.code === 0, 'cnlab user create bob', r.err);
+  r = await cli(['project', 'member', 'add', 'default', 'bob']);
+  check(r.code === 0, 'cnlab project member add default bob', r.err);
+  // A server for the page to stop, created the Quickstart's way.
+  const image = '/var/cache/cnlab/images/debian-12-python.tar';
+  if (!fs.existsSync(image)) bad(`no test image ${image}: run scripts/bootstrap (it builds it)`);
+  r = await cli(['image', 'import', image, '--name', 'pytorch:2.4-cuda12.4']);
+  check(r.code === 0, 'cnlab image import', r.err);
+
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true });
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const { page, rec } = await watchedPage(ctx, 'admin');
+
+  // --- sign in -----------------------------------------------------------
+  check(await signIn(page, url, 'admin', adminPw), 'admin signs in on the page');
+  check(/\/ui\/(#.*)?$/.test(page.url()), 'GET / leads to /ui/', page.url());
+  const cookies = await ctx.cookies();
+  const sess = cookies.find((c) => c.name === 'cnlab_session');
+  check(sess && sess.httpOnly && sess.sameSite === 'Strict', 'session cookie is HttpOnly, SameSite=Strict', JSON.stringify(sess));
+  check(await page.evaluate(() => !document.cookie.includes('cnlab_session')), "the page's script cannot read the session");
+
+  // --- block map -----------------------------------------------------------
+  const gpus = await until(async () => {
+    const n = await page.locator('.gpu[data-gpu]').count();
+    return n >= 2 ? n : 0;
+  });
+  check(gpus === 2, 'block map shows the fake pool\'s 2 GPUs', `saw ${gpus}`);
+  const models = await page.locator('.gpu .gpu-model').allTextContents();
+  check(models.length === 2 && models.every((m) => /H100/.test(m)), 'both GPUs are H100s', models.join(', '));
+  await shot(page, 'blockmap');
+  const lc = await lowContrast(page);
+  check(lc.length === 0, 'block map: text contrast at least 4.5:1 (3:1 large)', lc.join('; '));
+  // Keyboard: Tab reaches the navigation, and a slice (when there is one)
+  // takes focus and fills the details panel.
+  await page.keyboard.press('Tab');
+  check(await page.evaluate(() => document.activeElement && document.activeElement.textContent.trim()) === 'Skip to content',
+    'the first Tab reaches "Skip to content"');
+
+  // --- a job from the CLI, watched on the queues page --------------------------
+  await page.click('nav >> text=Queues');
+  await page.waitForSelector('[data-testid=pending]');
+  await page.evaluate(() => {
+    window.__noReload = 'still here';
+  });
+  fs.writeFileSync(path.join(tmp, 'train.py'),
+    'import time\nprint("browser-test output line")\ntime.sleep(3)\nprint("finished")\n');
+  r = await cli(['run', 'train.py', '--gpu', 'h100-25', '--detach', '-o', 'json']);
+  let job = null;
+  try {
+    job = JSON.parse(r.out).id;
+  } catch {
+    job = (/(job_[0-9A-Z]+)/.exec(r.out + r.err) || [])[1];
+  }
+  check(r.code === 0 && job, 'cnlab run --detach submits a job', r.out + r.err);
+  if (!job) throw new Error('no job to watch');
+  const seen = await until(async () => (await rowState(page, 'pending', job)) || (await rowState(page, 'running', job)));
+  check(seen, 'the job appears (pending or running) without a reload');
+  if (seen) await shot(page, 'queues-running');
+  const ended = await until(async () => rowState(page, 'recent', job), 60000);
+  check(ended === 'succeeded', 'the job finishes (recent ends: succeeded) without a reload', ended);
+  check(await page.evaluate(() => window.__noReload) === 'still here', 'the page was never reloaded');
+  await shot(page, 'queues-done');
+  const lq = await lowContrast(page);
+  check(lq.length === 0, 'queues: text contrast at least 4.5:1 (3:1 large)', lq.join('; '));
+
+  // --- its page: decisions and log (opened from its row, or by its
+  // address when the row never came: the log is checked either way) ----
+  const link = page.locator(`tr[data-job="${job}"] a`).first();
+  if (await link.count()) await link.click();
+  else await page.goto(`${url}/ui/#/jobs/${job}`);
+  const log = await until(async () => {
+    const t = await page.locator('[data-testid=job-log]').textContent().catch(() => '');
+    return /browser-test output line/.test(t) && /finished/.test(t) ? t : null;
+  });
+  check(log, "the job's page shows its log", await page.locator('main').textContent().catch(() => ''));
+  const stages = await until(async () => {
+    const n = await page.locator('.stages li.done').count();
+    return n === 6 ? n : 0;
+  });
+  check(stages === 6, "the job's page shows its six decisions", `${stages}`);
+  await shot(page, 'job');
+
+  // --- a server created by the CLI, stopped from the page --------------------
+  r = await cli(['server', 'create', '--name', 'browser-nb', '--image', 'pytorch:2.4-cuda12.4',
+    '--profile', 'h100-25pct', '--storage', '1gb']);
+  check(r.code === 0, 'cnlab server create', r.out + r.err);
+  r = await cli(['server', 'show', 'browser-nb', '-o', 'json']);
+  let sid = '';
+  try {
+    sid = JSON.parse(r.out).id;
+  } catch {
+    bad(`cnlab server show -o json: ${r.out}${r.err}`);
+  }
+  await page.click('nav >> text=My servers');
+  const row = sid ? `tr[data-server-id="${sid}"]` : 'tr[data-server="browser-nb"]';
+  const isRunning = async () => (await page.locator(`${row}[data-state=running]`).count()) > 0;
+  let running = await until(isRunning);
+  check(running, 'the server shows as running (live)');
+  if (!running) {
+    // Already failed; a reload still lets the stop below be tried.
+    await page.reload();
+    running = await until(isRunning);
+  }
+  await shot(page, 'servers-running');
+  await page.locator(row).getByRole('button', { name: 'Stop' }).click();
+  const stoppedState = async () => {
+    const st2 = await page.locator(row).getAttribute('data-state', { timeout: 1000 }).catch(() => null);
+    return st2 && st2 !== 'running' && st2 !== 'stopping' ? st2 : null;
+  };
+  const stopped = await until(stoppedState, 60000);
+  check(stopped === 'stopped', 'stopping it from the page: the page shows it stopped (live)', stopped);
+  check(!(await page.locator('.notice.error').count()), 'the stop was accepted (X-CSRF-Token sent)',
+    await page.locator('.notice.error').textContent().catch(() => ''));
+  const shown = await until(async () => {
+    r = await cli(['server', 'show', 'browser-nb']);
+    return /stopped/i.test(r.out);
+  });
+  check(shown, 'the CLI sees it stopped', r.out + r.err);
+  await shot(page, 'servers-stopped');
+
+  // --- admin page (admin) -----------------------------------------------------
+  await page.click('nav >> text=Admin');
+  check(await until(async () => (await page.locator('[data-testid=admin-nodes] tr[data-node]').count()) === 1),
+    'admin page lists the node');
+  await shot(page, 'admin');
+
+  // --- a non-admin ------------------------------------------------------------
+  const ctx2 = await browser.newContext({ viewport: { width: 390, height: 844 } });
+  const { page: bob, rec: rec2 } = await watchedPage(ctx2, 'bob');
+  check(await signIn(bob, url, 'bob', 'bob-password-1'), 'bob (not an admin) signs in (phone-sized window)');
+  check(await bob.locator('nav >> text=Admin').count() === 0, 'bob has no Admin link');
+  await bob.goto(`${url}/ui/#/admin`);
+  await bob.waitForSelector('main h1');
+  check(await bob.locator('[data-testid=admin-nodes]').count() === 0 &&
+    /for administrators/.test(await bob.locator('main').textContent()), 'bob gets no admin page at #/admin');
+  // With bob's cookie, from outside the page (the browser would log the
+  // 403 of a fetch as a console error).
+  const st = (await ctx2.request.get(`${url}/v1/nodes`)).status();
+  check(st === 403, "the API refuses bob the admin's node list", `${st}`);
+  await shot(bob, 'nonadmin');
+
+  // --- sign out ---------------------------------------------------------------
+  await bob.getByRole('button', { name: 'Sign out' }).click();
+  check(await until(async () => (await bob.getByLabel('Password').count()) > 0), 'sign out goes back to the form');
+  const after = (await ctx2.request.get(`${url}/v1/auth/whoami`)).status();
+  check(after === 401, 'after sign-out the session no longer works', `${after}`);
+
+  for (const x of [rec, rec2]) {
+    const p = x === rec ? page : bob;
+    const csp = await p.evaluate(() => window.__csp || []);
+    check(csp.length === 0, `${x.name}: no CSP violations`, csp.join('; '));
+    check(x.console.length === 0, `${x.name}: no console errors`, x.console.join('; '));
+    check(x.pageErrors.length === 0, `${x.name}: no page errors`, x.pageErrors.join('; '));
+  }
+}
+
+try {
+  await main();
+} catch (e) {
+  bad(`test aborted: ${e.stack || e}`);
+}
+if (browser) await browser.close();
+await stopDaemon();
+console.log(fails ? `${fails} failed` : 'all ok');
+process.exit(fails ? 1 : 0);
