@@ -187,6 +187,9 @@ struct cnl_agent {
 	char notebook[512];  /* cnlab-notebook.py, "" if not installed */
 	char mkfs[512];      /* mkfs.ext4, for volumes; "" if not found */
 	char hide_mount[64]; /* detached in each container's namespace */
+	/* A sealed copy of the runtime (cnl_launch_sealed_copy), the program
+	 * every container's runtime runs from; 0: none, its path is run. */
+	int runtime_fd;
 	struct {
 		char host[256], dest[256];
 		bool ro;

@@ -388,6 +388,20 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 		                                               : "crun");
 		return -CNL_ENOTFOUND;
 	}
+	/* Every container's runtime runs from one sealed copy made here:
+	 * no container can write to it through /proc/PID/exe, so crun
+	 * does not copy and re-execute itself for each one (its
+	 * libraries loaded twice). */
+	r = cnl_launch_sealed_copy(a->runtime);
+	if (r > 0) {
+		a->runtime_fd = r;
+	} else {
+		if (r == 0)
+			close(r);
+		cnl_log(CNL_LOG_WARN,
+		        "the OCI runtime runs from its path: no sealed copy",
+		        "runtime=%s err=\"%s\"", a->runtime, cnl_strerror(r));
+	}
 	if (find_binary("umoci", a->umoci, sizeof(a->umoci)) < 0) {
 		cnl_seterr(err, errlen,
 		           "isolation = container needs umoci on this node to "
