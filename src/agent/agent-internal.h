@@ -202,6 +202,9 @@ struct cnl_agent {
 	char notebook[512];  /* cnlab-notebook.py, "" if not installed */
 	char mkfs[512];      /* mkfs.ext4, for volumes; "" if not found */
 	char hide_mount[64]; /* detached in each container's namespace */
+	/* A sealed copy of the runtime (cnl_launch_sealed_copy), the program
+	 * every container's runtime runs from; 0: none, its path is run. */
+	int runtime_fd;
 	struct {
 		char host[256], dest[256];
 		bool ro;
@@ -374,6 +377,13 @@ int cnl_agent_user_range(struct cnl_agent *a, const char *user,
  * into @bundle; the runtime's old state for the id goes. */
 int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
                      char *bundle, size_t bundle_len, char *err, size_t errlen);
+/* The words of @command, split at spaces into @buf (@buflen bytes) and
+ * @words (at most @max), when it is plain words the shell would pass on
+ * unchanged (letters, digits and _-./,:+@%=; no quotes, expansions,
+ * redirections, operators; the first word neither an assignment nor one
+ * of the shell's builtins): their count; 0 when it needs the shell. */
+int cnl_agent_plain_argv(const char *command, char *buf, size_t buflen,
+                         const char **words, int max);
 /* Remove the bundle and the runtime's state of workload @id. */
 void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id);
 

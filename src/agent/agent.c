@@ -443,6 +443,8 @@ void cnl_agent_free(struct cnl_agent *a)
 	cnl_launcher_free(a->launcher);
 	cnl_gpus_close(a->gpus);
 	cnl_gpus_close(a->audit_gpus);
+	if (a->runtime_fd > 0)
+		close(a->runtime_fd);
 	if (a->lock_fd >= 0)
 		close(a->lock_fd); /* releases the lock */
 	if (a->wake_fd >= 0)

@@ -388,6 +388,20 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 		                                               : "crun");
 		return -CNL_ENOTFOUND;
 	}
+	/* Every container's runtime runs from one sealed copy made here:
+	 * no container can write to it through /proc/PID/exe, so crun
+	 * does not copy and re-execute itself for each one (its
+	 * libraries loaded twice). */
+	r = cnl_launch_sealed_copy(a->runtime);
+	if (r > 0) {
+		a->runtime_fd = r;
+	} else {
+		if (r == 0)
+			close(r);
+		cnl_log(CNL_LOG_WARN,
+		        "the OCI runtime runs from its path: no sealed copy",
+		        "runtime=%s err=\"%s\"", a->runtime, cnl_strerror(r));
+	}
 	if (find_binary("umoci", a->umoci, sizeof(a->umoci)) < 0) {
 		cnl_seterr(err, errlen,
 		           "isolation = container needs umoci on this node to "
@@ -938,6 +952,56 @@ static void merge_env(const char *const *ours, char *const *image,
 	out[n] = NULL;
 }
 
+/* Words the shell would pass on unchanged: nothing it expands, quotes,
+ * redirects, joins or treats as a comment. */
+static bool plain_char(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch >= '0' && ch <= '9') || strchr("_-./,:+@%=", ch);
+}
+
+/* The shell's own commands: run by name they would not do what they do
+ * in the shell (or not be found). */
+static const char *const sh_builtins[] = {
+    ".",        ":",       "alias",  "bg",    "break",  "cd",       "command",
+    "continue", "eval",    "exec",   "exit",  "export", "fg",       "getopts",
+    "hash",     "jobs",    "let",    "local", "read",   "readonly", "return",
+    "set",      "shift",   "source", "times", "trap",   "type",     "ulimit",
+    "umask",    "unalias", "unset",  "wait",
+};
+
+int cnl_agent_plain_argv(const char *command, char *buf, size_t buflen,
+                         const char **words, int max)
+{
+	size_t len = strlen(command);
+	int n = 0;
+
+	if (len == 0 || len >= buflen || max < 1)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!plain_char(command[i]) && command[i] != ' ')
+			return 0;
+	memcpy(buf, command, len + 1);
+	for (char *p = buf; *p;) {
+		while (*p == ' ')
+			*p++ = '\0';
+		if (!*p)
+			break;
+		if (n == max)
+			return 0;
+		words[n++] = p;
+		while (*p && *p != ' ')
+			p++;
+	}
+	/* An assignment, a builtin, or nothing at all: the shell's. */
+	if (n == 0 || strchr(words[0], '='))
+		return 0;
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(sh_builtins); i++)
+		if (strcmp(words[0], sh_builtins[i]) == 0)
+			return 0;
+	return n;
+}
+
 int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
                      char *bundle, size_t bundle_len, char *err, size_t errlen)
 {
@@ -945,8 +1009,15 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	size_t n = 0;
 	char root[700], crun_state[700], ws[700], region[700], board[700];
 	char acct[700], acct_view[700];
-	const char *args[5] = {INIT_IN_CONTAINER, "/bin/sh", "-c", c->command,
-	                       NULL};
+	/* A command of plain words is run by cnlab-init itself (a search
+	 * of PATH, 127 when not found, as the shell would); anything else
+	 * by "/bin/sh -c": no shell started for "python3 train.py". */
+	const char *args[34] = {INIT_IN_CONTAINER, "/bin/sh", "-c", c->command,
+	                        NULL};
+	const char *plain[CNL_ARRAY_SIZE(args) - 2];
+	char words[4096];
+	int nw = cnl_agent_plain_argv(c->command, words, sizeof(words), plain,
+	                              (int)CNL_ARRAY_SIZE(plain));
 	const char *env[160];
 	/* Where the container sees its shim (in /etc/ld.so.preload), or
 	 * NULL for none. */
@@ -955,6 +1026,10 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	                                              : SHIM_IN_CONTAINER;
 	int r;
 
+	for (int i = 0; i < nw; i++)
+		args[1 + i] = plain[i];
+	if (nw > 0)
+		args[1 + nw] = NULL;
 	snprintf(bundle, bundle_len, "%s/bundles/%s", a->cfg.work_dir, c->id);
 	/* What an earlier start of the same id left (an agent killed
 	 * between launch and clean-up) goes first. */

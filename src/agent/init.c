@@ -111,8 +111,10 @@ int main(int argc, char **argv)
 	}
 	if (child == 0) {
 		execvp(argv[1], argv + 1);
+		/* The shell's words for it: the command may be the job's own
+		 * (no "/bin/sh -c" before plain words). */
 		fprintf(stderr, "cnlab-init: %s: %s\n", argv[1],
-		        strerror(errno));
+		        errno == ENOENT ? "not found" : strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
 	for (;;) {

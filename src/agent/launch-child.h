@@ -61,6 +61,9 @@ struct cnl_child_ctx {
 	 * execve once its namespaces are made; NULL: S0 supervises as the
 	 * agent's fork. */
 	const char *const *helper_argv;
+	/* > 0: exe is /proc/self/fd/<exe_fd>, kept open across S0's execve
+	 * of the supervisor (cnl_launch_spec.exe_fd). */
+	int exe_fd;
 };
 
 /* Report @step and errno over @fd, exit 127. */

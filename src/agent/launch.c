@@ -301,7 +301,8 @@ static void __attribute__((noreturn)) run_s0(const struct cnl_child_ctx *c)
 				(void)fcntl(i, F_SETFD, FD_CLOEXEC);
 		if (fcntl(c->out_fd, F_SETFD, 0) < 0 ||
 		    fcntl(c->err_fd, F_SETFD, 0) < 0 ||
-		    fcntl(c->errpipe, F_SETFD, 0) < 0)
+		    fcntl(c->errpipe, F_SETFD, 0) < 0 ||
+		    (c->exe_fd > 0 && fcntl(c->exe_fd, F_SETFD, 0) < 0))
 			cnl_child_fail(c->errpipe, CNL_STEP_STDIO);
 		execve(c->helper_argv[0], (char *const *)c->helper_argv,
 		       (char *const *)c->env);
@@ -318,6 +319,81 @@ static int run_s0_vm(void *arg)
 }
 
 /* ---- the agent side ---- */
+
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS (1024 + 9)
+#define F_GET_SEALS (1024 + 10)
+#endif
+#ifndef F_SEAL_SEAL
+#define F_SEAL_SEAL   0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW   0x0004
+#define F_SEAL_WRITE  0x0008
+#endif
+#define ALL_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+
+int cnl_launch_sealed_copy(const char *path)
+{
+	char magic[4], self[40];
+	struct stat st;
+	off_t off = 0;
+	int in, mfd = -1, ro = -1, r;
+
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	if (fstat(in, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = -ENOEXEC;
+	if (!S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
+	    pread(in, magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
+	    memcmp(magic, "\177ELF", 4) != 0)
+		goto out;
+	mfd = (int)syscall(SYS_memfd_create, "cnlab-runtime",
+	                   MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* A plain copy (sendfile would do it in the kernel; the file is
+	 * read once per agent start). */
+	while (off < st.st_size) {
+		char buf[65536];
+		ssize_t n = pread(in, buf, sizeof(buf), off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || write(mfd, buf, (size_t)n) != n) {
+			r = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		off += n;
+	}
+	if (fchmod(mfd, 0555) < 0 || fcntl(mfd, F_ADD_SEALS, ALL_SEALS) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (fcntl(mfd, F_GET_SEALS) != ALL_SEALS) {
+		r = -EIO;
+		goto out;
+	}
+	/* Read-only from here on: no writable descriptor of the copy is
+	 * left open (an older kernel refuses to execute a file open for
+	 * writing, ETXTBSY). */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", mfd);
+	ro = open(self, O_RDONLY | O_CLOEXEC);
+	r = ro < 0 ? -errno : ro;
+out:
+	if (mfd >= 0)
+		close(mfd);
+	close(in);
+	return r;
+}
 
 /* Resolve argv0 like execvp, but before forking.  0 or -CNL_ENOTFOUND. */
 static int resolve(const char *argv0, const char *const *env, const char *cwd,
@@ -517,7 +593,17 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	if (!S_ISDIR(st.st_mode))
 		return errf(err, errlen, -ENOTDIR,
 		            "working directory %s: not a directory", s->cwd);
-	if (resolve(s->argv[0], s->env, s->cwd, exe, sizeof(exe)) < 0)
+	if (s->exe_fd > 0) {
+		/* The program is the open file: it is run through its
+		 * descriptor's name, found again in whatever /proc the
+		 * command's process sees. */
+		if (fstat(s->exe_fd, &st) < 0 || !S_ISREG(st.st_mode))
+			return errf(err, errlen, -EBADF,
+			            "%s: the program's descriptor %d is not an "
+			            "open file",
+			            s->argv[0], s->exe_fd);
+		snprintf(exe, sizeof(exe), "/proc/self/fd/%d", s->exe_fd);
+	} else if (resolve(s->argv[0], s->env, s->cwd, exe, sizeof(exe)) < 0)
 		return errf(err, errlen, -CNL_ENOTFOUND,
 		            "command not found: %s", s->argv[0]);
 
@@ -561,6 +647,7 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	memset(&c, 0, sizeof(c));
 	c.nprocs = cnl_cg_procs_paths(&l->cg, s->id, c.procs);
 	c.exe = exe;
+	c.exe_fd = s->exe_fd > 0 ? s->exe_fd : 0;
 	c.argv = s->argv;
 	c.env = s->env;
 	c.cwd = s->cwd;
@@ -631,7 +718,8 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 		        : "start";
 		r = ce.err > 0 ? -ce.err : -EIO;
 		if (ce.step == CNL_STEP_EXEC)
-			errf(err, errlen, r, "exec %s: %s", exe,
+			errf(err, errlen, r, "exec %s: %s",
+			     s->exe_fd > 0 ? s->argv[0] : exe,
 			     strerror(ce.err));
 		else
 			errf(err, errlen, r, "%s for %s: %s", step, s->id,

@@ -162,6 +162,11 @@ struct cnl_launch_spec {
 	 * workload's namespace, so that its unmount on the node ends it (and
 	 * frees its loop device) at once.  NULL: none. */
 	const char *detach_under, *keep;
+	/* > 0: the program run is this open file (a sealed memfd copy of
+	 * the runtime, cnl_launch_sealed_copy), executed through
+	 * /proc/self/fd, not argv[0]'s path, which then only names it;
+	 * 0: none (argv[0] is resolved as below). */
+	int exe_fd;
 };
 
 /*
@@ -176,6 +181,21 @@ struct cnl_launch_spec {
  */
 int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *spec,
                struct cnl_workload **ret, char *err, size_t errlen);
+
+/*
+ * cnl_launch_sealed_copy - a copy of the executable @path in a memfd sealed
+ * against every change (F_SEAL_SEAL | SHRINK | GROW | WRITE), opened
+ * read-only and close-on-exec: set it as spec->exe_fd and every launch
+ * runs that copy.  A process started from it cannot be altered through
+ * /proc/PID/exe by anyone (a container's root included: the CVE-2019-5736
+ * attack on the host's runtime binary), so a runtime that checks for it
+ * (crun, runc) does not copy and re-execute itself for each container.
+ * Only for ELF executables (a script would be run by its interpreter from
+ * /proc/self/fd after the descriptor closed): -ENOEXEC otherwise.  The fd
+ * or a negative errno; the copy is of the file as it is now (a runtime
+ * upgraded on the node is taken at the agent's next start).
+ */
+int cnl_launch_sealed_copy(const char *path);
 
 /* cnl_workload_stdout, _stderr - non-blocking read end of the pipe, or -1
  * (a caller-supplied fd, or an adopted workload).  Owned by the workload. */

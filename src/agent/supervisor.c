@@ -288,6 +288,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	rt_argv[7] = w->id;
 	rt_argv[8] = NULL;
 	spec->argv = rt_argv;
+	spec->exe_fd = a->runtime_fd;
 	spec->env = rt_env;
 	spec->cwd = "/";
 	spec->uid = spec->gid = -1;

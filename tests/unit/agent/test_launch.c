@@ -33,6 +33,11 @@
 #include "agent/cgroup.h"
 #include "agent/launch.h"
 
+#ifndef F_GET_SEALS
+#define F_GET_SEALS (1024 + 10)
+#endif
+#define ALL_SEALS 15 /* F_SEAL_SEAL | SHRINK | GROW | WRITE */
+
 static char self_exe[PATH_MAX];
 /* The second run of every test: each workload's supervisor is cnlab-init
  * --supervise (launch.h), not a fork of this process. */
@@ -958,9 +963,76 @@ static void test_v2_unified(void **state)
 	rmdir(state_dir);
 }
 
+/* A program launched from a sealed copy (the agent's OCI runtime) runs
+ * that copy: its /proc/self/exe is sealed against every change, so that
+ * nothing it runs (a container's root, as root on the host here) can
+ * write to the binary the next launch runs; and the file on disk is not
+ * what runs.  A script is refused (its interpreter would find no file). */
+static void test_sealed_exe(void **state)
+{
+	struct fix *f = *state;
+	const char *argv[] = {"cnl-sealed", "sealcheck", NULL};
+	struct cnl_launch_spec s = spec("seal1", argv, "/");
+	char out[256], err[256], script[128];
+	struct cnl_workload *w;
+	struct cnl_exit e;
+	int fd, sfd;
+
+	fd = cnl_launch_sealed_copy(self_exe);
+	assert_true(fd > 2);
+	assert_int_equal(fcntl(fd, F_GET_SEALS), ALL_SEALS);
+	/* Read-only, and sealed even for a descriptor opened anew. */
+	assert_int_equal(write(fd, "x", 1), -1);
+	snprintf(script, sizeof(script), "/proc/self/fd/%d", fd);
+	sfd = open(script, O_RDWR | O_CLOEXEC);
+	if (sfd >= 0) {
+		assert_int_equal(write(sfd, "x", 1), -1);
+		assert_int_equal(errno, EPERM);
+		assert_int_equal(ftruncate(sfd, 0), -1);
+		close(sfd);
+	}
+
+	/* No path in argv[0]: the launch runs the descriptor. */
+	s.exe_fd = fd;
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	read_all(cnl_workload_stdout(w), out, sizeof(out));
+	assert_string_equal(out, "seals=15 write=no\n");
+	wait_exit(w, &e);
+	assert_int_equal(e.code, 0);
+	cnl_workload_free(w);
+	close(fd);
+
+	/* A closed descriptor is refused before anything starts. */
+	s = spec("seal2", argv, "/");
+	s.exe_fd = fd;
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), -EBADF);
+	assert_non_null(strstr(err, "cnl-sealed"));
+	assert_int_equal(cnl_launcher_list(f->l, NULL, 0), 0);
+
+	snprintf(script, sizeof(script), "%s/run.sh", f->state);
+	sfd = open(script, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	assert_true(sfd >= 0);
+	assert_int_equal(write(sfd, "#!/bin/sh\ntrue\n", 15), 15);
+	close(sfd);
+	assert_int_equal(cnl_launch_sealed_copy(script), -ENOEXEC);
+	assert_int_equal(cnl_launch_sealed_copy("/nonexistent-cnl"), -ENOENT);
+	unlink(script);
+}
+
 /* The binary as a workload. */
 static int helper(int argc, char **argv)
 {
+	if (strcmp(argv[1], "sealcheck") == 0) {
+		/* What a tenant would try: write to the running binary. */
+		int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+		int seals = fd < 0 ? -1 : fcntl(fd, F_GET_SEALS);
+		int wfd = open("/proc/self/exe", O_RDWR | O_CLOEXEC);
+		bool wrote = wfd >= 0 && (write(wfd, "x", 1) == 1 ||
+		                          ftruncate(wfd, 0) == 0);
+
+		printf("seals=%d write=%s\n", seals, wrote ? "yes" : "no");
+		return 0;
+	}
 	if (strcmp(argv[1], "hog") == 0) {
 		size_t n = (size_t)200 << 20;
 		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
@@ -1003,6 +1075,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_not_found, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_supervisor_exec, fix_setup,
+	                                    fix_teardown),
+	    cmocka_unit_test_setup_teardown(test_sealed_exe, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_oom, fix_setup, fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_limits_written, fix_setup,

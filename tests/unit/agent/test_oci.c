@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "agent/agent-internal.h"
 #include "agent/oci.h"
 
 static const char *const argv_[] = {"/bin/sh", "-c", "echo hi", NULL};
@@ -328,6 +329,47 @@ static void test_write_0600(void **state)
 	rmdir(dir);
 }
 
+/* The container's process: plain words run by cnlab-init itself, with
+ * no shell between; whatever the shell would change (quotes, expansions,
+ * redirections, operators, globs, a comment, an assignment, a builtin)
+ * still goes to "/bin/sh -c", unchanged. */
+static void test_plain_argv(void **state)
+{
+	static const char *const shell[] = {
+	    "echo $HOME", "echo 'a b'",  "echo \"a\"",  "ls *.py", "a && b",
+	    "a; b",       "a | b",       "a > f",       "a < f",   "a &",
+	    "echo ~",     "echo `id`",   "x=1 python3", "cd /tmp", "exit 3",
+	    "exec true",  "a # comment", "echo a\\ b",  "a\tb",    "a\nb",
+	    "ls [ab]",    "echo {a,b}",  "(true)",      "! true",  ". ./env",
+	    "",           "   ",         "ulimit -n 1",
+	};
+	const char *w[8];
+	char buf[128];
+
+	(void)state;
+	assert_int_equal(cnl_agent_plain_argv("true", buf, sizeof(buf), w, 8),
+	                 1);
+	assert_string_equal(w[0], "true");
+	assert_int_equal(cnl_agent_plain_argv("  python3 train.py --lr=0.1  "
+	                                      "-o out/a,b:c+d@e%f",
+	                                      buf, sizeof(buf), w, 8),
+	                 5);
+	assert_string_equal(w[0], "python3");
+	assert_string_equal(w[1], "train.py");
+	assert_string_equal(w[2], "--lr=0.1");
+	assert_string_equal(w[3], "-o");
+	assert_string_equal(w[4], "out/a,b:c+d@e%f");
+	for (size_t i = 0; i < sizeof(shell) / sizeof(shell[0]); i++) {
+		if (cnl_agent_plain_argv(shell[i], buf, sizeof(buf), w, 8) != 0)
+			fail_msg("\"%s\" went without the shell", shell[i]);
+	}
+	/* More words than room, or longer than the buffer: the shell. */
+	assert_int_equal(
+	    cnl_agent_plain_argv("a b c d e f g h i", buf, sizeof(buf), w, 8),
+	    0);
+	assert_int_equal(cnl_agent_plain_argv("abcdef", buf, 6, w, 8), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -339,6 +381,7 @@ int main(void)
 	    cmocka_unit_test(test_devices),
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_write_0600),
+	    cmocka_unit_test(test_plain_argv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
