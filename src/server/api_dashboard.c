@@ -54,6 +54,8 @@
 #define DASH_RECENT_MAX  50    /* ends listed */
 #define DASH_VIEWS       64    /* per-viewer texts kept per snapshot */
 #define DASH_PROJECTS    1000  /* a viewer's projects, at most */
+#define DASH_SERVERS_MAX 1000  /* servers listed, running ones first */
+#define DASH_SERVER_PAGE 256   /* servers read from the store at a time */
 #define DASH_NODES_FP_MS 1000  /* how often the tick compares nodes */
 
 /* A text shared by streams: refcounted, immutable. */
@@ -321,6 +323,52 @@ static void name_list(struct cnl_api *api, json_t *a, json_t *old, json_t *neu)
 		name_item(api, o, old, neu, true);
 }
 
+/*
+ * The servers the registry does not hold (stopped ones: a server leaves
+ * the registry when it stops) appended to @servers from the store, the
+ * first DASH_SERVERS_MAX in all, so that a stopped server stays on the
+ * page with its Start button.  Once per build, never per dashboard.
+ */
+static void stopped_servers(struct cnl_api *api, json_t *servers)
+{
+	struct cnl_store_server *page =
+	    cnl_xcalloc(DASH_SERVER_PAGE, sizeof(*page));
+	json_t *have = json_object();
+	char after[CNL_ID_MAX] = "";
+	size_t i;
+	json_t *o;
+	int n;
+
+	json_array_foreach (servers, i, o)
+		json_object_set_new(have,
+		                    json_string_value(json_object_get(o, "id")),
+		                    json_true());
+	while (json_array_size(servers) < DASH_SERVERS_MAX &&
+	       cnl_store_server_list(api->store, NULL, after[0] ? after : NULL,
+	                             DASH_SERVER_PAGE, page, &n) == 0 &&
+	       n > 0) {
+		for (int k = 0; k < n; k++) {
+			const struct cnl_store_server *sv = &page[k];
+
+			if (json_object_get(have, sv->id) ||
+			    json_array_size(servers) >= DASH_SERVERS_MAX)
+				continue;
+			json_array_append_new(
+			    servers,
+			    json_pack("{s:s,s:s,s:s,s:s,s:s,s:n,s:b}", "id",
+			              sv->id, "project_id", sv->project_id,
+			              "user_id", sv->user_id, "state",
+			              sv->state, "gpu", sv->profile, "url",
+			              "server", 1));
+		}
+		snprintf(after, sizeof(after), "%s", page[n - 1].id);
+		if (n < DASH_SERVER_PAGE)
+			break;
+	}
+	json_decref(have);
+	free(page);
+}
+
 static int by_prio(const void *a, const void *b)
 {
 	json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
@@ -558,11 +606,14 @@ static struct dash_snap *build(struct cnl_api *api, uint64_t version)
 	tenants(api, ctl, snap);
 	name_list(api, json_object_get(ctl, "running"), old, neu);
 	name_list(api, json_object_get(ctl, "pending"), old, neu);
+	stopped_servers(api, json_object_get(ctl, "servers"));
 	name_list(api, json_object_get(ctl, "servers"), old, neu);
 	json_array_foreach (json_object_get(ctl, "running"), i, o) {
 		json_object_del(o, "_blocks");
 		json_object_del(o, "server");
 	}
+	json_array_foreach (json_object_get(ctl, "servers"), i, o)
+		json_object_del(o, "server");
 	json_decref(d->names);
 	d->names = neu;
 	/* The recent list goes on changing in the cache: a copy. */

@@ -209,11 +209,11 @@ json_t *cnl_ctl_dashboard_json(struct cnl_ctl *ctl, int64_t now)
 		if (w->server)
 			json_array_append_new(
 			    servers,
-			    json_pack("{s:s,s:s,s:s,s:s,s:s,s:s?}", "id", w->id,
-			              "project_id", w->project_id, "user_id",
-			              w->user_id, "state", state, "gpu",
-			              w->shape, "url",
-			              w->url[0] ? w->url : NULL));
+			    json_pack("{s:s,s:s,s:s,s:s,s:s,s:s?,s:b}", "id",
+			              w->id, "project_id", w->project_id,
+			              "user_id", w->user_id, "state", state,
+			              "gpu", w->shape, "url",
+			              w->url[0] ? w->url : NULL, "server", 1));
 		if (placed) {
 			int blocks = w->alloc_id ? cnl_alloc_blocks_held(
 			                               ctl->cluster, &w->placed)

@@ -373,6 +373,38 @@ def run(tmp, data):
     else:
         bad("same-origin cancel: %d %s" % (st, doc))
 
+    # --- a server stays listed once stopped ---------------------------------
+    st, doc = alice.call("POST", "/v1/projects/%s/servers" %
+                         projects["vision"],
+                         {"name": "nb-vision", "profile": "h100-25pct",
+                          "image": "host"}, hdr)
+    if st not in (200, 201, 202):
+        die("server create: %d %s" % (st, doc))
+    srv = doc["id"]
+
+    def server_in(s, state):
+        return [v for v in s.get("servers", []) if v.get("id") == srv and
+                (state is None or v.get("state") == state)]
+    wait_for("the server listed", lambda: server_in(
+        admin.call("GET", "/v1/dashboard")[1], None))
+    st, doc = alice.call("POST", "/v1/servers/%s/stop" % srv, None, hdr)
+    if st not in (200, 202):
+        die("server stop: %d %s" % (st, doc))
+    wait_for("the server stopped on the dashboard", lambda: server_in(
+        admin.call("GET", "/v1/dashboard")[1], "stopped"))
+    got = server_in(alice.call("GET", "/v1/dashboard")[1], "stopped")
+    if (got and got[0].get("name") == "nb-vision"
+            and got[0].get("project") == "vision"
+            and got[0].get("user") == "alice"):
+        ok("a stopped server stays on the owner's dashboard, named")
+    else:
+        bad("stopped server: %s" % got)
+    if "nb-vision" not in json.dumps(bob_bearer.call("GET",
+                                                     "/v1/dashboard")[1]):
+        ok("bob (audio) does not see vision's stopped server")
+    else:
+        bad("bob sees vision's stopped server")
+
     # --- logout and disable ------------------------------------------------
     r, raw = alice.raw("POST", "/v1/auth/logout", None,
                        {"X-CSRF-Token": csrf})
