@@ -17,7 +17,9 @@
 #   other    the rest: the controller's loop (the scheduling cycle, kicked
 #            by each submission) and threads that ended during the run
 # and the context switches (voluntary and not) of all threads per request:
-# on a virtual machine each costs several µs of the CPU above.
+# on a virtual machine each costs several µs of the CPU above; and the
+# scheduling cycles run per request (/metrics: how well the loop batches
+# the kicks of a burst of submissions).
 # With --perf the submit run is also recorded (perf record -g) and the top
 # symbols of the HTTP threads and of the others are printed.  With --strace
 # each route gets one more run, under `strace -c -f`, for its system calls
@@ -155,18 +157,25 @@ count() {
 	    index($0, "cnlab_http_requests_total{method=\"" m "\",route=\"" r "\"") == 1 { n += $NF }
 	    END { print n + 0 }'
 }
+# cycles: scheduling cycles run so far (/metrics).
+cycles() {
+	curl -sS "$base/metrics" | awk '
+	    $1 == "cnlab_scheduling_cycle_seconds_count" { n = $2 }
+	    END { print n + 0 }'
+}
 # measure NAME METHOD ROUTE WRK-ARGS...: prints "requests total http commit
-# other" (ticks) and the context switches.  The window opens a second into the run and closes before
+# other" (ticks), the context switches and the scheduling cycles.  The window opens a second into the run and closes before
 # its end, so that every connection's thread lives through it (a thread's
 # CPU leaves /proc/PID/task with it); the requests in the window are the
 # daemon's own count of that route's answers.
 measure() {
-	local name=$1 m=$2 route=$3 n0 n1 wpid
+	local name=$1 m=$2 route=$3 n0 n1 c0 c1 wpid
 	shift 3
 	wrk -t2 -c"$conns" -d"$((secs + 4))s" --timeout 60s "$@" >"$tmp/wrk-$name" 2>&1 &
 	wpid=$!
 	sleep 1
 	n0=$(count "$m" "$route")
+	c0=$(cycles)
 	snap >"$tmp/$name.0"
 	# perf record -p follows the threads there when it starts: start it
 	# once every connection has its thread.
@@ -181,11 +190,12 @@ measure() {
 	fi
 	snap >"$tmp/$name.1"
 	n1=$(count "$m" "$route")
+	c1=$(cycles)
 	wait "$wpid" || die "wrk $name failed: $(tail -3 "$tmp/wrk-$name")"
 	grep -q 'Non-2xx' "$tmp/wrk-$name" &&
 		echo "submit_cpu.sh: wrk $name: $(grep Non-2xx "$tmp/wrk-$name")" >&2
 	[ "$((n1 - n0))" -gt 0 ] || die "wrk $name: nothing answered in the window"
-	echo "$((n1 - n0)) $(classify "$tmp/$name.0" "$tmp/$name.1")"
+	echo "$((n1 - n0)) $(classify "$tmp/$name.0" "$tmp/$name.1") $((c1 - c0))"
 }
 # syscalls NAME WRK-ARGS...: system calls per request of the daemon (all
 # threads) over 3 s of a wrk run, strace -c attached to it.  The requests
@@ -213,28 +223,28 @@ syscalls() {
 	                printf " %s %.1f", name[i], calls[i] / n
 	        print "" }' "$tmp/strace-$name" || die "strace $name failed"
 }
-# line LABEL REQUESTS TOTAL HTTP COMMIT OTHER SWITCHES
+# line LABEL REQUESTS TOTAL HTTP COMMIT OTHER SWITCHES CYCLES
 line() {
 	awk -v l="$1" -v n="$2" -v t="$3" -v h="$4" -v c="$5" -v o="$6" -v cs="$7" \
-		-v tck="$tck" -v s="$secs" 'BEGIN {
+		-v cy="$8" -v tck="$tck" -v s="$secs" 'BEGIN {
 		us = 1e6 / tck / n
-		printf "| %s | %.0f/s | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
-		       l, n / s, t * us, h * us, c * us, o * us, cs / n }'
+		printf "| %s | %.0f/s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |\n",
+		       l, n / s, t * us, h * us, c * us, o * us, cs / n, cy / n }'
 }
 
 measure healthz GET /healthz "$base/healthz" >"$tmp/healthz"
-read -r hn ht hh hc ho hx <"$tmp/healthz"
+read -r hn ht hh hc ho hx hy <"$tmp/healthz"
 CNLAB_TOKEN=$tok CNLAB_PROJECT=$proj measure submit POST \
 	"/v1/projects/{project}/jobs" -s "$here/bench/wrk_submit.lua" "$base" >"$tmp/submit"
-read -r sn st sh sc so sx <"$tmp/submit"
+read -r sn st sh sc so sx sy <"$tmp/submit"
 
 echo "cnlabd CPU per request (µs), wrk -t2 -c$conns ${secs}s each, same daemon;" \
 	"load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%F)"
 echo
-echo "| request | rate | total | http threads | commit syncer | other (cycle) | context switches |"
-echo "|---|---|---|---|---|---|---|"
-line "GET /healthz" "$hn" "$ht" "$hh" "$hc" "$ho" "$hx"
-line "POST job (durable)" "$sn" "$st" "$sh" "$sc" "$so" "$sx"
+echo "| request | rate | total | http threads | commit syncer | other (cycle) | context switches | cycles |"
+echo "|---|---|---|---|---|---|---|---|"
+line "GET /healthz" "$hn" "$ht" "$hh" "$hc" "$ho" "$hx" "$hy"
+line "POST job (durable)" "$sn" "$st" "$sh" "$sc" "$so" "$sx" "$sy"
 if [ "$use_strace" = 1 ]; then
 	echo
 	syscalls healthz "$base/healthz"

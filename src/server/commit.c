@@ -13,13 +13,20 @@
  *            syncs have failed: a waiter fails when a sync that began
  *            after it started waiting failed covering its count.
  *
- * Waking: two condition variables take turns.  Waiters whose count the
- * sync under way covers (at most the count it read before it began) wait
- * on done[turn], the others on done[!turn]; the end of a sync wakes only
- * done[turn] and passes the turn, so that a waiter is woken once, when its
- * count is durable, not at every sync of a long batch (each wake of 64
- * threads that go back to sleep is 64 context switches).  When nothing is
- * left to sync, or a sync failed, both are woken.
+ * Waking: two futex words take turns.  Waiters whose count the sync under
+ * way covers (at most the count it read before it began) sleep on
+ * done[turn], the others on done[!turn]; the end of a sync bumps and wakes
+ * only done[turn] and passes the turn, so that a waiter is woken once,
+ * when its count is durable, not at every sync of a long batch (each wake
+ * of 64 threads that go back to sleep is 64 context switches).  When
+ * nothing is left to sync, or a sync failed, both are woken.  A waiter
+ * sleeps without gc->mu and, woken, reads @durable (atomic) without it:
+ * with a condition variable every woken waiter took gc->mu again on its
+ * way out, and the batch's waiters, woken together, queued on it (each
+ * one that found it taken slept and was woken once more).  A waiter reads
+ * the word's value under gc->mu, where the syncer bumps it, and sleeps
+ * only while it still holds that value (FUTEX_WAIT compares it), so a
+ * sync ending between its unlock and its sleep is never missed.
  *
  * The syncer reads the count before it syncs, so what it publishes is at
  * most what the sync covered (store.h).  It never holds gc->mu while it
@@ -29,11 +36,16 @@
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cnlab/errors.h"
 #include "common/log.h"
@@ -47,18 +59,25 @@ struct cnl_commit {
 	struct cnl_store *store;
 	pthread_t thread;
 	pthread_mutex_t mu;
-	pthread_cond_t kick;    /* the syncer waits here for work */
-	pthread_cond_t done[2]; /* waiters wait here for a sync's end */
-	unsigned turn;          /* done[turn]: those the next sync covers */
-	bool syncing;           /* a sync is under way, covering ... */
-	int64_t covering;       /* ... the commits counted up to here */
-	int64_t durable;
+	pthread_cond_t kick;     /* the syncer waits here for work */
+	atomic_uint done[2];     /* futex words: waiters sleep on them */
+	unsigned turn;           /* done[turn]: those the next sync covers */
+	bool syncing;            /* a sync is under way, covering ... */
+	int64_t covering;        /* ... the commits counted up to here */
+	_Atomic int64_t durable; /* written under mu, read also without */
 	int64_t wanted;
 	int64_t failed;
 	uint64_t fail_gen;
 	bool faulty; /* the last sync failed (logged; recovery is too) */
 	bool stop;
 };
+
+/* Wake every thread asleep on @w, after changing its value (under mu). */
+static void wake_all(atomic_uint *w)
+{
+	atomic_fetch_add_explicit(w, 1, memory_order_release);
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
 
 static void deadline_after(struct timespec *ts, int ms)
 {
@@ -105,13 +124,13 @@ static void sync_once(struct cnl_commit *gc)
 		gc->faulty = true;
 	}
 	gc->syncing = false;
-	pthread_cond_broadcast(&gc->done[gc->turn]);
+	wake_all(&gc->done[gc->turn]);
 	gc->turn ^= 1;
 	/* Those of the next turn were counted after this sync read the count,
 	 * but it may have covered them anyway; with no sync to come (or a
 	 * failure, for them to see) they are woken now. */
 	if (r < 0 || gc->wanted <= gc->durable)
-		pthread_cond_broadcast(&gc->done[gc->turn]);
+		wake_all(&gc->done[gc->turn]);
 	if (r < 0) {
 		struct timespec ts;
 
@@ -161,13 +180,9 @@ int cnl_commit_new(struct cnl_store *store, struct cnl_commit **ret)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&gc->kick, &ca);
-	pthread_cond_init(&gc->done[0], &ca);
-	pthread_cond_init(&gc->done[1], &ca);
 	pthread_condattr_destroy(&ca);
 	if ((r = pthread_create(&gc->thread, NULL, syncer, gc)) != 0) {
 		pthread_cond_destroy(&gc->kick);
-		pthread_cond_destroy(&gc->done[0]);
-		pthread_cond_destroy(&gc->done[1]);
 		pthread_mutex_destroy(&gc->mu);
 		free(gc);
 		return -r;
@@ -202,6 +217,9 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		pthread_cond_signal(&gc->kick);
 	}
 	while (gc->durable < seq) {
+		atomic_uint *w;
+		unsigned v;
+
 		if (gc->fail_gen != gen && gc->failed >= seq) {
 			r = -EIO;
 			break;
@@ -210,10 +228,15 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 			r = -ESHUTDOWN;
 			break;
 		}
-		pthread_cond_wait(
-		    &gc->done[gc->syncing && seq > gc->covering ? gc->turn ^ 1
-		                                                : gc->turn],
-		    &gc->mu);
+		w = &gc->done[gc->syncing && seq > gc->covering ? gc->turn ^ 1
+		                                                : gc->turn];
+		v = atomic_load_explicit(w, memory_order_relaxed);
+		pthread_mutex_unlock(&gc->mu);
+		syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+		/* Woken by the sync that covered it: out without the lock. */
+		if (atomic_load(&gc->durable) >= seq)
+			return 0;
+		pthread_mutex_lock(&gc->mu);
 	}
 	pthread_mutex_unlock(&gc->mu);
 	return r;
@@ -226,8 +249,8 @@ void cnl_commit_free(struct cnl_commit *gc)
 	pthread_mutex_lock(&gc->mu);
 	gc->stop = true;
 	pthread_cond_broadcast(&gc->kick);
-	pthread_cond_broadcast(&gc->done[0]);
-	pthread_cond_broadcast(&gc->done[1]);
+	wake_all(&gc->done[0]);
+	wake_all(&gc->done[1]);
 	pthread_mutex_unlock(&gc->mu);
 	pthread_join(gc->thread, NULL);
 	/* What the controller wrote last becomes durable before the store
@@ -238,8 +261,6 @@ void cnl_commit_free(struct cnl_commit *gc)
 		cnl_store_sync(gc->store, &seq);
 	}
 	pthread_cond_destroy(&gc->kick);
-	pthread_cond_destroy(&gc->done[0]);
-	pthread_cond_destroy(&gc->done[1]);
 	pthread_mutex_destroy(&gc->mu);
 	free(gc);
 }

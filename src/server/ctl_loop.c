@@ -637,18 +637,14 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
  * cycle at once when the loop is idle; kicks that arrive while a cycle
  * runs (they wait for the lock it holds) leave the state dirty, and the
  * next cycle takes them all: the cycle's own duration (and the pause
- * below, as long again) is the batch, with no fixed gap and no timer on
- * the path of a job.  The periodic timer (cycle_interval_ms) remains for
- * liveness, lost nodes and metering, and forces a cycle.
+ * below) is the batch, with no fixed gap and no timer on the path of a
+ * job.  The periodic timer (cycle_interval_ms) remains for liveness, lost
+ * nodes and metering, and forces a cycle.
  *
- * The lock is let go between two ticks: after each the loop waits, the
- * lock free, as long as the tick held it (kicks meanwhile only leave the
- * state dirty), so that requests waiting for the lock (submissions above
- * all, which kick a cycle each) get in and are taken by the next cycle
- * together instead of each paying for a cycle of its own.  The loop thus
- * holds the lock at most about half the time however long a cycle takes
- * (100k pending); a tick under a millisecond (a small cluster) is followed
- * by no pause, so a kick on an idle loop still runs a cycle at once.
+ * After each tick the loop pauses, the lock free (pause_after()), so that
+ * requests waiting for the lock (submissions above all, which kick a cycle
+ * each) get in and are taken by the next cycle together instead of each
+ * paying for a cycle of its own.
  */
 static void until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms,
                   int64_t now)
@@ -665,6 +661,43 @@ static void until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms,
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
+/* The pause after a tick, as a multiple of the tick's duration, and its
+ * longest (a cycle at 100k pending takes a few hundred ms). */
+#define PAUSE_FACTOR 2
+#define PAUSE_MAX_US 500000
+
+/*
+ * The pause after a tick that held the lock @held_us: PAUSE_FACTOR times
+ * as long, to the microsecond, so the loop holds the lock at most a third
+ * of the time however long a cycle takes (100k pending), and a burst of
+ * submissions is taken a few dozen at a time by one cycle instead of one
+ * or two each (a cycle over a few pending jobs costs about as much CPU as
+ * the submissions it takes).  It is a pause, not a delay: it follows a
+ * cycle that just ran, so a kick on an idle loop still runs one at once,
+ * and a pause never lasts longer than a multiple of the work it follows.
+ * The loop sleeps without waiting on @ctl->wake, so that the kicks of the
+ * pause (each signals it) wake no thread: with a condition wait, each
+ * submission woke the loop only for it to sleep again, two context
+ * switches per request on the API's path.  cnl_ctl_stop() waits out at
+ * most one pause.
+ */
+static void pause_after(struct cnl_ctl *ctl, int64_t held_us)
+{
+	int64_t us = held_us * PAUSE_FACTOR;
+	struct timespec ts;
+
+	if (us <= 0)
+		return;
+	if (us > PAUSE_MAX_US)
+		us = PAUSE_MAX_US;
+	ts.tv_sec = us / 1000000;
+	ts.tv_nsec = (long)(us % 1000000) * 1000;
+	pthread_mutex_unlock(ctl->mu);
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(ctl->mu);
+}
+
 static void *loop(void *arg)
 {
 	struct cnl_ctl *ctl = arg;
@@ -677,21 +710,14 @@ static void *loop(void *arg)
 
 		if (timer || ctl->dirty) {
 			struct timespec t0, t1;
-			int64_t held_us;
 
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 			cnl_ctl_tick(ctl, now, timer);
 			clock_gettime(CLOCK_MONOTONIC, &t1);
 			if (timer)
 				next = now + ctl->cfg.cycle_interval_ms;
-			held_us = (t1.tv_sec - t0.tv_sec) * 1000000 +
-			          (t1.tv_nsec - t0.tv_nsec) / 1000;
-			/* Let the lock go for as long as it was held (whole
-			 * milliseconds: a short tick needs no pause); a kick
-			 * meanwhile waits for the end of the pause. */
-			for (int64_t end = ctl_now_ms() + held_us / 1000;
-			     !ctl->stop && (now = ctl_now_ms()) < end;)
-				until(&ctl->wake, ctl->mu, end, now);
+			pause_after(ctl, (t1.tv_sec - t0.tv_sec) * 1000000 +
+			                     (t1.tv_nsec - t0.tv_nsec) / 1000);
 			continue;
 		}
 		until(&ctl->wake, ctl->mu, next, now);

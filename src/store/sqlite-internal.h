@@ -3,7 +3,7 @@
  * backend's handle, the generic statement helpers, and the per-resource
  * methods that the ops table in sqlite.c points to.
  *
- * The backend is six files around this header, in layers: a file calls
+ * The backend is seven files around this header, in layers: a file calls
  * only the ones listed before it, so there is no cycle between them.
  *
  *   sqlite_db.c       error mapping, nested transactions, the statement
@@ -15,6 +15,7 @@
  *   sqlite_audit.c    the hash-chained audit log
  *   sqlite_sync.c     group commit: the WAL hook that counts commits, and
  *                     the syncer's fdatasync of the WAL and checkpoints
+ *   sqlite_walbuf.c   the writer's VFS: a commit's WAL frames in one write
  *   sqlite.c          opening (WAL, synchronous=FULL, foreign keys), the
  *                     schema and its migrations, and the ops table that
  *                     points at the query files' methods
@@ -298,6 +299,10 @@ int cnl_sq_audit_latest(struct cnl_store *s, const char *action,
                         int (*fn)(void *ud, const char *target,
                                   const char *result),
                         void *ud);
+
+/* sqlite_walbuf.c: the name of the VFS that writes a commit's WAL frames
+ * with one system call (registered on first use), or NULL (default). */
+const char *cnl_sq_walbuf_vfs(void);
 
 /* sqlite_sync.c; cnl_sq_sync_close() releases what group commit opened. */
 int cnl_sq_group_commit(struct cnl_store *s);

@@ -437,8 +437,11 @@ int cnl_store_open_sqlite(const char *path, struct cnl_store **ret, char *err,
 		           strerror(-r));
 		goto fail;
 	}
+	/* The writer's WAL frames go out one write per commit
+	 * (sqlite_walbuf.c). */
 	rc = sqlite3_open_v2(path, &q->db,
-	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+	                     cnl_sq_walbuf_vfs());
 	if (rc != SQLITE_OK) {
 		r = q->db ? cnl_sq_err(q, rc) : -ENOMEM;
 		cnl_seterr(err, errlen, "cannot open %s: %s", path,
