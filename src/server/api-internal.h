@@ -658,6 +658,8 @@ void cnl_api_h_dashboard_events(void *call, struct cnl_http_request *req,
  * request's CSRF token and Origin: 0, or -1 with a 403 in @resp.
  */
 int cnl_api_cookie_token(struct cnl_http_request *req, char *buf, size_t len);
+/* api_csrf.c: the CSRF token of session @jti into @out (65 bytes). */
+void cnl_api_csrf_of(struct cnl_api *api, const char *jti, char *out);
 int cnl_api_cookie_check(struct call *c, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
 void cnl_api_h_auth_cookie(void *call, struct cnl_http_request *req,

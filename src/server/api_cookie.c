@@ -1,8 +1,8 @@
 /*
  * api_cookie.c - the browser's session: the cookie that carries a session
  * JWT (POST /v1/auth/cookie), its CSRF token (GET /v1/auth/csrf) and the
- * checks every cookie-authenticated request passes (api_authn.c calls
- * cnl_api_cookie_token() and cnl_api_cookie_check()).
+ * checks every cookie-authenticated request passes (those are in
+ * api_csrf.c, which api_authn.c calls).
  *
  * The cookie is the very session a login gives (a "session" document, its
  * JWT signed with the API's key), so logout, disable, enable, a new
@@ -35,99 +35,6 @@
 #define COOKIE_NAME "cnlab_session"
 #define CSRF_HEX    64
 
-/* The CSRF token of session @jti into @out (CSRF_HEX + 1 bytes). */
-static void csrf_of(struct cnl_api *api, const char *jti, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char mac[EVP_MAX_MD_SIZE], msg[CNL_AUTH_CLAIM_MAX + 8];
-	unsigned int n = 0;
-	int len = snprintf((char *)msg, sizeof(msg), "csrf:%s", jti);
-
-	HMAC(EVP_sha256(), api->key, (int)api->keylen, msg, (size_t)len, mac,
-	     &n);
-	for (unsigned int i = 0; i < n && i < CSRF_HEX / 2; i++) {
-		out[2 * i] = hex[mac[i] >> 4];
-		out[2 * i + 1] = hex[mac[i] & 15];
-	}
-	out[CSRF_HEX] = '\0';
-}
-
-int cnl_api_cookie_token(struct cnl_http_request *req, char *buf, size_t len)
-{
-	const char *h = cnl_http_header(req, "Cookie");
-	size_t nl = strlen(COOKIE_NAME);
-
-	while (h && *h) {
-		size_t n;
-
-		while (*h == ' ' || *h == ';')
-			h++;
-		n = strcspn(h, ";");
-		if (n > nl && strncmp(h, COOKIE_NAME, nl) == 0 &&
-		    h[nl] == '=') {
-			size_t v = n - nl - 1;
-
-			if (v == 0 || v >= len)
-				return -1;
-			memcpy(buf, h + nl + 1, v);
-			buf[v] = '\0';
-			return 0;
-		}
-		h += n;
-	}
-	return -1;
-}
-
-/* Whether @origin is this request's own origin (scheme://Host). */
-static bool same_origin(struct call *c, struct cnl_http_request *req,
-                        const char *origin)
-{
-	const char *host = cnl_http_header(req, "Host");
-	const char *scheme = c->api->tls ? "https://" : "http://";
-	size_t sl = strlen(scheme);
-
-	return host && strncasecmp(origin, scheme, sl) == 0 &&
-	       strcasecmp(origin + sl, host) == 0;
-}
-
-int cnl_api_cookie_check(struct call *c, struct cnl_http_request *req,
-                         struct cnl_http_response *resp)
-{
-	const char *origin = cnl_http_header(req, "Origin");
-	const char *tok = cnl_http_header(req, "X-CSRF-Token");
-	char want[CSRF_HEX + 1];
-
-	if (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0)
-		return 0;
-	if (origin && !same_origin(c, req, origin)) {
-		cnl_http_error(
-		    resp, 403, "forbidden",
-		    "header \"Origin\": %.200s is not this server's "
-		    "origin: a cookie-authenticated request must come "
-		    "from the dashboard's own pages",
-		    origin);
-		return -1;
-	}
-	if (!c->session[0]) {
-		cnl_http_error(resp, 403, "forbidden",
-		               "header \"X-CSRF-Token\": the cookie names no "
-		               "session");
-		return -1;
-	}
-	csrf_of(c->api, c->session, want);
-	if (!tok || strlen(tok) != CSRF_HEX ||
-	    CRYPTO_memcmp(tok, want, CSRF_HEX) != 0) {
-		cnl_http_error(resp, 403, "forbidden",
-		               "header \"X-CSRF-Token\": %s: a cookie-"
-		               "authenticated %s needs the session's CSRF "
-		               "token (GET /v1/auth/csrf)",
-		               tok ? "does not match the session" : "missing",
-		               req->method);
-		return -1;
-	}
-	return 0;
-}
-
 /* The answer to a sign-in: the cookie for @token (claims @cl) and the
  * body {"user", "role", "csrf", "expires_at"}. */
 static void cookie_reply(struct call *c, const char *token,
@@ -139,7 +46,7 @@ static void cookie_reply(struct call *c, const char *token,
 
 	if (cnl_api_authenticate_role(c, resp) < 0)
 		return;
-	csrf_of(c->api, cl->jti, csrf);
+	cnl_api_csrf_of(c->api, cl->jti, csrf);
 	snprintf(hdr, sizeof(hdr),
 	         "Set-Cookie: " COOKIE_NAME "=%s; Path=/; HttpOnly; "
 	         "SameSite=Strict; Max-Age=%lld%s\r\n",
@@ -252,6 +159,6 @@ void cnl_api_h_auth_csrf(void *call, struct cnl_http_request *req,
 		               "or an OIDC ID token): no CSRF token");
 		return;
 	}
-	csrf_of(c->api, c->session, csrf);
+	cnl_api_csrf_of(c->api, c->session, csrf);
 	cnl_http_reply(resp, 200, json_pack("{s:s}", "csrf", csrf));
 }

@@ -2343,8 +2343,12 @@ static void test_restart_fails_unknown_shape(void **state)
 	/* Stored as the catalog of an older release would have let it be:
 	 * between the two jobs above and the one below in id order. */
 	assert_int_equal(cnl_store_job_get(F.s.store, ids[1], &sj), 0);
+	/* Ids order by millisecond, then at random within one: each id here
+	 * is made in a later millisecond than the one before it. */
+	usleep(2000);
 	cnl_id_gen_init_random(&g);
 	assert_true(cnl_id_new(&g, "job", now_ms(), bad, sizeof(bad)) > 0);
+	usleep(2000);
 	memcpy(sj.id, bad, sizeof(sj.id));
 	snprintf(sj.gpu_shape, sizeof(sj.gpu_shape), "nosuch-5");
 	assert_int_equal(cnl_store_job_create(F.s.store, &sj, NULL, NULL),
