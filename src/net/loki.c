@@ -42,22 +42,15 @@ struct entry {
 };
 
 static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t wake, done;
+	struct cnl_tm_queue tq; /* n: entries queued; sent: pushed */
 	bool on;
 	struct entry **q;
-	size_t head, n, bytes, inflight;
-	bool flush;
+	size_t head, bytes;
 	int64_t last_ns;
-	uint64_t pushed, dropped;
 	struct cnl_tm_sender tx;
 	/* The platform's own lines (cnl_loki_platform). */
 	char p_source[16], p_node[CNL_LOKI_LABEL_MAX];
-} lk = {
-    .mu = PTHREAD_MUTEX_INITIALIZER,
-    .wake = PTHREAD_COND_INITIALIZER,
-    .done = PTHREAD_COND_INITIALIZER,
-};
+} lk = {.tq = CNL_TM_QUEUE_INIT};
 
 bool cnl_loki_enabled(void)
 {
@@ -132,10 +125,10 @@ static void enqueue(struct entry *e)
 {
 	int64_t now = cnl_otel_now_ns();
 
-	pthread_mutex_lock(&lk.mu);
-	if (lk.n == CNL_LOKI_QUEUE || lk.bytes + e->len > CNL_LOKI_BYTES) {
-		lk.dropped++;
-		pthread_mutex_unlock(&lk.mu);
+	pthread_mutex_lock(&lk.tq.mu);
+	if (lk.tq.n == CNL_LOKI_QUEUE || lk.bytes + e->len > CNL_LOKI_BYTES) {
+		lk.tq.dropped++;
+		pthread_mutex_unlock(&lk.tq.mu);
 		free(e);
 		return;
 	}
@@ -143,12 +136,12 @@ static void enqueue(struct entry *e)
 	 * order, and two lines of one chunk share a clock reading. */
 	e->ts_ns = now > lk.last_ns ? now : lk.last_ns + 1;
 	lk.last_ns = e->ts_ns;
-	lk.q[(lk.head + lk.n) % CNL_LOKI_QUEUE] = e;
-	lk.n++;
+	lk.q[(lk.head + lk.tq.n) % CNL_LOKI_QUEUE] = e;
+	lk.tq.n++;
 	lk.bytes += e->len;
-	if (lk.n == 1 || lk.n == CNL_LOKI_QUEUE / 2)
-		pthread_cond_signal(&lk.wake);
-	pthread_mutex_unlock(&lk.mu);
+	if (lk.tq.n == 1 || lk.tq.n == CNL_LOKI_QUEUE / 2)
+		pthread_cond_signal(&lk.tq.wake);
+	pthread_mutex_unlock(&lk.tq.mu);
 }
 
 void cnl_loki_push(const struct cnl_loki_labels *l, const char *text,
@@ -169,9 +162,9 @@ void cnl_loki_push(const struct cnl_loki_labels *l, const char *text,
 		if ((e = entry_new(l, text + i, k)))
 			enqueue(e);
 		else {
-			pthread_mutex_lock(&lk.mu);
-			lk.dropped++;
-			pthread_mutex_unlock(&lk.mu);
+			pthread_mutex_lock(&lk.tq.mu);
+			lk.tq.dropped++;
+			pthread_mutex_unlock(&lk.tq.mu);
 		}
 		i += nl ? (size_t)(nl - (text + i)) + 1 : k;
 	}
@@ -240,30 +233,30 @@ static void *loki_main(void *arg)
 	struct entry **batch = cnl_xcalloc(cap, sizeof(*batch));
 
 	(void)arg;
-	pthread_mutex_lock(&lk.mu);
+	pthread_mutex_lock(&lk.tq.mu);
 	for (;;) {
 		size_t n;
 		json_t *body;
 		bool ok;
 
-		while (!lk.n)
-			pthread_cond_wait(&lk.wake, &lk.mu);
-		if (lk.n < cap && !lk.flush) {
+		while (!lk.tq.n)
+			pthread_cond_wait(&lk.tq.wake, &lk.tq.mu);
+		if (lk.tq.n < cap && !lk.tq.flush) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_sec++;
-			pthread_cond_timedwait(&lk.wake, &lk.mu, &ts);
+			pthread_cond_timedwait(&lk.tq.wake, &lk.tq.mu, &ts);
 		}
-		n = lk.n < cap ? lk.n : cap;
+		n = lk.tq.n < cap ? lk.tq.n : cap;
 		for (size_t i = 0; i < n; i++) {
 			batch[i] = lk.q[(lk.head + i) % CNL_LOKI_QUEUE];
 			lk.bytes -= batch[i]->len;
 		}
 		lk.head = (lk.head + n) % CNL_LOKI_QUEUE;
-		lk.n -= n;
-		lk.inflight = n;
-		pthread_mutex_unlock(&lk.mu);
+		lk.tq.n -= n;
+		lk.tq.inflight = n;
+		pthread_mutex_unlock(&lk.tq.mu);
 
 		body = push_json(batch, n);
 		ok = body && cnl_tm_post(&lk.tx, body);
@@ -271,15 +264,15 @@ static void *loki_main(void *arg)
 		for (size_t i = 0; i < n; i++)
 			free(batch[i]);
 
-		pthread_mutex_lock(&lk.mu);
-		lk.inflight = 0;
+		pthread_mutex_lock(&lk.tq.mu);
+		lk.tq.inflight = 0;
 		if (ok)
-			lk.pushed += n;
+			lk.tq.sent += n;
 		else
-			lk.dropped += n;
-		if (!lk.n)
-			lk.flush = false;
-		pthread_cond_broadcast(&lk.done);
+			lk.tq.dropped += n;
+		if (!lk.tq.n)
+			lk.tq.flush = false;
+		pthread_cond_broadcast(&lk.tq.done);
 	}
 	return NULL;
 }
@@ -334,32 +327,11 @@ void cnl_loki_platform(const char *source, const char *node)
 
 void cnl_loki_flush(long timeout_ms)
 {
-	struct timespec ts;
-
-	if (!cnl_loki_enabled())
-		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&lk.mu);
-	if (lk.n) {
-		lk.flush = true;
-		pthread_cond_signal(&lk.wake);
-	}
-	while ((lk.n || lk.inflight) &&
-	       pthread_cond_timedwait(&lk.done, &lk.mu, &ts) == 0)
-		;
-	pthread_mutex_unlock(&lk.mu);
+	if (cnl_loki_enabled())
+		cnl_tm_queue_flush(&lk.tq, timeout_ms);
 }
 
 void cnl_loki_stats(uint64_t *ret_pushed, uint64_t *ret_dropped)
 {
-	pthread_mutex_lock(&lk.mu);
-	*ret_pushed = lk.pushed;
-	*ret_dropped = lk.dropped;
-	pthread_mutex_unlock(&lk.mu);
+	cnl_tm_queue_stats(&lk.tq, ret_pushed, ret_dropped);
 }

@@ -32,22 +32,13 @@
 #define CNL_OTEL_BATCH 256
 
 static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t wake; /* the thread: spans or a flush */
-	pthread_cond_t done; /* flushers: the queue went out */
+	struct cnl_tm_queue tq; /* n: spans queued; sent: exported */
 	bool on;
 	char service[64];
 	struct cnl_span *q; /* ring */
-	size_t head, n;
-	size_t inflight; /* spans being sent */
-	bool flush;
-	uint64_t exported, dropped;
+	size_t head;
 	struct cnl_tm_sender tx;
-} ot = {
-    .mu = PTHREAD_MUTEX_INITIALIZER,
-    .wake = PTHREAD_COND_INITIALIZER,
-    .done = PTHREAD_COND_INITIALIZER,
-};
+} ot = {.tq = CNL_TM_QUEUE_INIT};
 
 /* ---- the shared sending step --------------------------------------------- */
 
@@ -213,15 +204,15 @@ void cnl_span_end(struct cnl_span *s)
 		s->end_ns = s->start_ns;
 	if (!cnl_trace_sampled(&s->ctx) || !cnl_otel_enabled())
 		return;
-	pthread_mutex_lock(&ot.mu);
-	if (ot.n == CNL_OTEL_QUEUE) {
-		ot.dropped++;
+	pthread_mutex_lock(&ot.tq.mu);
+	if (ot.tq.n == CNL_OTEL_QUEUE) {
+		ot.tq.dropped++;
 	} else {
-		ot.q[(ot.head + ot.n) % CNL_OTEL_QUEUE] = *s;
-		if (++ot.n == 1 || ot.n == CNL_OTEL_BATCH)
-			pthread_cond_signal(&ot.wake);
+		ot.q[(ot.head + ot.tq.n) % CNL_OTEL_QUEUE] = *s;
+		if (++ot.tq.n == 1 || ot.tq.n == CNL_OTEL_BATCH)
+			pthread_cond_signal(&ot.tq.wake);
 	}
-	pthread_mutex_unlock(&ot.mu);
+	pthread_mutex_unlock(&ot.tq.mu);
 }
 
 static json_t *kv_str(const char *k, const char *v)
@@ -307,15 +298,15 @@ static void *otel_main(void *arg)
 	struct cnl_span *batch = cnl_xcalloc(CNL_OTEL_BATCH, sizeof(*batch));
 
 	(void)arg;
-	pthread_mutex_lock(&ot.mu);
+	pthread_mutex_lock(&ot.tq.mu);
 	for (;;) {
 		size_t n;
 		json_t *body;
 		bool ok;
 
-		while (!ot.n)
-			pthread_cond_wait(&ot.wake, &ot.mu);
-		if (ot.n < CNL_OTEL_BATCH && !ot.flush) {
+		while (!ot.tq.n)
+			pthread_cond_wait(&ot.tq.wake, &ot.tq.mu);
+		if (ot.tq.n < CNL_OTEL_BATCH && !ot.tq.flush) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -324,29 +315,29 @@ static void *otel_main(void *arg)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000L;
 			}
-			pthread_cond_timedwait(&ot.wake, &ot.mu, &ts);
+			pthread_cond_timedwait(&ot.tq.wake, &ot.tq.mu, &ts);
 		}
-		n = ot.n < CNL_OTEL_BATCH ? ot.n : CNL_OTEL_BATCH;
+		n = ot.tq.n < CNL_OTEL_BATCH ? ot.tq.n : CNL_OTEL_BATCH;
 		for (size_t i = 0; i < n; i++)
 			batch[i] = ot.q[(ot.head + i) % CNL_OTEL_QUEUE];
 		ot.head = (ot.head + n) % CNL_OTEL_QUEUE;
-		ot.n -= n;
-		ot.inflight = n;
-		pthread_mutex_unlock(&ot.mu);
+		ot.tq.n -= n;
+		ot.tq.inflight = n;
+		pthread_mutex_unlock(&ot.tq.mu);
 
 		body = request_json(batch, n);
 		ok = body && cnl_tm_post(&ot.tx, body);
 		json_decref(body);
 
-		pthread_mutex_lock(&ot.mu);
-		ot.inflight = 0;
+		pthread_mutex_lock(&ot.tq.mu);
+		ot.tq.inflight = 0;
 		if (ok)
-			ot.exported += n;
+			ot.tq.sent += n;
 		else
-			ot.dropped += n;
-		if (!ot.n)
-			ot.flush = false;
-		pthread_cond_broadcast(&ot.done);
+			ot.tq.dropped += n;
+		if (!ot.tq.n)
+			ot.tq.flush = false;
+		pthread_cond_broadcast(&ot.tq.done);
 	}
 	return NULL;
 }
@@ -401,10 +392,14 @@ int cnl_telemetry_start(const char *service, const char *otlp_endpoint,
 
 void cnl_otel_flush(long timeout_ms)
 {
+	if (cnl_otel_enabled())
+		cnl_tm_queue_flush(&ot.tq, timeout_ms);
+}
+
+void cnl_tm_queue_flush(struct cnl_tm_queue *q, long timeout_ms)
+{
 	struct timespec ts;
 
-	if (!cnl_otel_enabled())
-		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += timeout_ms / 1000;
 	ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
@@ -412,23 +407,29 @@ void cnl_otel_flush(long timeout_ms)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
 	}
-	pthread_mutex_lock(&ot.mu);
-	if (ot.n) {
-		ot.flush = true;
-		pthread_cond_signal(&ot.wake);
+	pthread_mutex_lock(&q->mu);
+	if (q->n) {
+		q->flush = true;
+		pthread_cond_signal(&q->wake);
 	}
-	while ((ot.n || ot.inflight) &&
-	       pthread_cond_timedwait(&ot.done, &ot.mu, &ts) == 0)
+	while ((q->n || q->inflight) &&
+	       pthread_cond_timedwait(&q->done, &q->mu, &ts) == 0)
 		;
-	pthread_mutex_unlock(&ot.mu);
+	pthread_mutex_unlock(&q->mu);
+}
+
+void cnl_tm_queue_stats(struct cnl_tm_queue *q, uint64_t *ret_sent,
+                        uint64_t *ret_dropped)
+{
+	pthread_mutex_lock(&q->mu);
+	*ret_sent = q->sent;
+	*ret_dropped = q->dropped;
+	pthread_mutex_unlock(&q->mu);
 }
 
 void cnl_otel_stats(uint64_t *ret_exported, uint64_t *ret_dropped)
 {
-	pthread_mutex_lock(&ot.mu);
-	*ret_exported = ot.exported;
-	*ret_dropped = ot.dropped;
-	pthread_mutex_unlock(&ot.mu);
+	cnl_tm_queue_stats(&ot.tq, ret_exported, ret_dropped);
 }
 
 void cnl_telemetry_metrics(struct cnl_metrics_buf *b)

@@ -6,8 +6,10 @@
 #ifndef CNL_NET_TELEMETRY_INTERNAL_H
 #define CNL_NET_TELEMETRY_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -17,6 +19,33 @@ struct cnl_client;
 #define CNL_TM_TRIES       4
 #define CNL_TM_BACKOFF_MIN 500
 #define CNL_TM_BACKOFF_MAX 30000
+
+/* A batching queue's shared state: its lock, the sending thread's wake-up
+ * (items or a flush), the flushers' "went out", what is queued and being
+ * sent, and the counts.  Each exporter keeps its own items beside it. */
+struct cnl_tm_queue {
+	pthread_mutex_t mu;
+	pthread_cond_t wake; /* the thread: items or a flush */
+	pthread_cond_t done; /* flushers: the queue went out */
+	size_t n;            /* items queued */
+	size_t inflight;     /* items being sent */
+	bool flush;
+	uint64_t sent, dropped;
+};
+
+#define CNL_TM_QUEUE_INIT                         \
+	{                                         \
+		.mu = PTHREAD_MUTEX_INITIALIZER,  \
+		.wake = PTHREAD_COND_INITIALIZER, \
+		.done = PTHREAD_COND_INITIALIZER, \
+	}
+
+/* Asks the thread to send now, and waits until the queue is empty and
+ * nothing is in flight, or @timeout_ms passed. */
+void cnl_tm_queue_flush(struct cnl_tm_queue *q, long timeout_ms);
+/* The counts, read under the lock. */
+void cnl_tm_queue_stats(struct cnl_tm_queue *q, uint64_t *ret_sent,
+                        uint64_t *ret_dropped);
 
 struct cnl_tm_sender {
 	const char *what; /* "OTLP", "Loki": for the log */
