@@ -27,12 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 . "$(dirname "$0")/lib.sh"
-for t in promtool python3 jq curl; do
-	command -v $t >/dev/null || {
-		echo "FAIL $t is not installed (scripts/bootstrap installs it)"
-		exit 1
-	}
-done
+need_tools promtool python3 jq curl
 # Two H100s; GPU 1 with telemetry set here, GPU 0 with the fake's own
 # defaults (it turns to MIG mode for the job's slice).
 export FAKE_NVML_GPUS=2 FAKE_NVML_MEM_MIB=81559

@@ -26,12 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 . "$(dirname "$0")/lib.sh"
-for t in prometheus jq curl python3; do
-	command -v $t >/dev/null || {
-		echo "FAIL $t is not installed (scripts/bootstrap installs it)"
-		exit 1
-	}
-done
+need_tools prometheus jq curl python3
 dashboards=("$dash_dir"/dashboards/*.json)
 [ "${#dashboards[@]}" -ge 4 ] || {
 	echo "FAIL no dashboards under $dash_dir/dashboards"

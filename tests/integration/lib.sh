@@ -2,6 +2,8 @@
 # sourced, never run.  Bash.
 #
 #   ok MSG / bad MSG   print "ok   MSG" / "FAIL MSG"; bad counts $fails
+#   need_tools TOOL... exits 1 with "FAIL TOOL is not installed" for the
+#                      first one missing (scripts/bootstrap installs them)
 #   allinone_start CNLABD DIR
 #                      an all-in-one cnlabd (embedded agent, two fake
 #                      H100s) on a free loopback port, its data in
@@ -18,6 +20,15 @@ ok() { echo "ok   $1"; }
 bad() {
 	echo "FAIL $1"
 	fails=$((fails + 1))
+}
+need_tools() {
+	local t
+	for t in "$@"; do
+		command -v "$t" >/dev/null || {
+			echo "FAIL $t is not installed (scripts/bootstrap installs it)"
+			exit 1
+		}
+	done
 }
 
 allinone_start() {
