@@ -231,7 +231,8 @@ int cnl_rocm_open(const char *lib, const struct cnl_catalog *cat,
 			goto fail;
 		}
 		snprintf(d->type, sizeof(d->type), "%s", cat->types[t].name);
-		snprintf(d->model, sizeof(d->model), "%s", nm);
+		snprintf(d->model, sizeof(d->model), "%.*s",
+		         (int)sizeof(d->model) - 1, nm);
 		if (!d->healthy)
 			d->mem_mib = cat->types[t].vram_mib;
 		if (r->pci_id && r->pci_id(i, &bdf) == ROCM_OK)
