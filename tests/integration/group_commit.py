@@ -57,7 +57,7 @@ import tempfile
 import threading
 import time
 
-from testlib import bad, die, ok, status
+from testlib import bad, die, ok, status, wait_for
 
 SECRET = "group-commit-test-secret-0123456789abcdef"
 PASSWORD = "group-commit-admin-password"
@@ -440,6 +440,12 @@ def commit_test(binary):
         a = doc["id"]
         if queue_depth(c) != 1:
             die("one pending job, queue depth %d" % queue_depth(c))
+        # The job's first decision is a commit of the scheduling loop's
+        # own: wait for it, so that the faults below, each aimed at one
+        # request's commit, cannot land on it instead.
+        wait_for("the scheduler's decision on %s" % a, lambda: call(
+            c, "GET", "/v1/jobs/%s/decisions" % a, None, auth)[1].get(
+                "items"))
 
         open(fault, "w").close()
         st, doc = submit("cf-b")
