@@ -103,6 +103,9 @@ struct cnl_api {
 	atomic_bool no_readers; /* the store has none (in memory): all locked */
 	/* The dashboard's snapshot and its streams (api_dashboard.c). */
 	struct cnl_api_dash *dash;
+	/* Browser sign-ins under way (api_oidc_web.c), under mu:
+	 * CNL_OIDC_WEB_MAX of them, made on first use. */
+	struct cnl_api_oidc_web *oidc_web;
 };
 
 /* The notebook proxy (api_proxy.c): open tunnels per user and per server,
@@ -110,6 +113,23 @@ struct cnl_api {
 #define CNL_PROXY_PER_USER   64
 #define CNL_PROXY_PER_SERVER 128
 #define CNL_PROXY_OPEN_MS    10000
+
+/*
+ * The cookies cnlabd sets, each with a name of its own: the dashboard's
+ * session (api_cookie.c; "__Host-" over TLS: Secure, Path=/, no Domain),
+ * the browser's OIDC sign-in under way (api_oidc_web.c) and the notebook
+ * proxy's (api_proxy.c, Path=/s/{server}/).  The proxy strips all of them
+ * before a request reaches a tenant's server.
+ */
+#define CNL_API_UI_COOKIE     "cnlab_ui"
+#define CNL_API_UI_COOKIE_TLS "__Host-cnlab_ui"
+#define CNL_API_OIDC_COOKIE   "cnlab_oidc"
+#define CNL_API_PROXY_COOKIE  "cnlab_session"
+/* Browser OIDC sign-ins (api_oidc_web.c): how many may be under way, how
+ * long one lasts, and the longest return_to path (NUL included). */
+#define CNL_OIDC_WEB_MAX        256
+#define CNL_OIDC_WEB_TTL_MS     (10 * 60 * 1000)
+#define CNL_OIDC_WEB_RETURN_MAX 512
 
 struct call {
 	struct cnl_api *api;
@@ -174,6 +194,13 @@ struct call {
 		int hash_r;                   /* hash: 0, or why it failed */
 		char hash[CNL_AUTH_HASH_MAX]; /* hash: the new scrypt hash */
 	} slow;
+	/* The browser's OIDC callback, done without the lock
+	 * (api_oidc_web.c): a refusal (status, message) or where to go. */
+	struct {
+		unsigned status;
+		char err[400];
+		char return_to[CNL_OIDC_WEB_RETURN_MAX];
+	} oidc_web;
 };
 
 /*
@@ -184,6 +211,8 @@ struct call {
 void cnl_api_prepare_login(struct call *c, struct cnl_http_request *req);
 void cnl_api_prepare_redeem(struct call *c, struct cnl_http_request *req);
 void cnl_api_prepare_user_create(struct call *c, struct cnl_http_request *req);
+void cnl_api_prepare_oidc_callback(struct call *c,
+                                   struct cnl_http_request *req);
 
 /* JSON of stored objects. */
 json_t *cnl_api_time_json(int64_t ms);
@@ -657,7 +686,13 @@ void cnl_api_h_dashboard_events(void *call, struct cnl_http_request *req,
  * none (or one too long).  cnl_api_cookie_check: a cookie-authenticated
  * request's CSRF token and Origin: 0, or -1 with a 403 in @resp.
  */
-int cnl_api_cookie_token(struct cnl_http_request *req, char *buf, size_t len);
+int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
+                         char *buf, size_t len);
+/* api_cookie.c: the Set-Cookie line ("...\r\n") that makes session
+ * @token (claims @cl) the browser's: 0, or -1 when @len is too small. */
+int cnl_api_cookie_header(struct call *c, const char *token,
+                          const struct cnl_auth_claims *cl, char *hdr,
+                          size_t len);
 /* api_csrf.c: the CSRF token of session @jti into @out (65 bytes). */
 void cnl_api_csrf_of(struct cnl_api *api, const char *jti, char *out);
 int cnl_api_cookie_check(struct call *c, struct cnl_http_request *req,
@@ -666,6 +701,13 @@ void cnl_api_h_auth_cookie(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
 void cnl_api_h_auth_csrf(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
+/* api_oidc_web.c: the dashboard's single sign-on (the code flow run by
+ * cnlabd); cnl_api_oidc_web_free: forget the sign-ins under way. */
+void cnl_api_h_oidc_start(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_oidc_callback(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_oidc_web_free(struct cnl_api *api);
 
 /* api_ui.c: the dashboard's embedded pages; cnl_api_ui_route: whether
  * @h is one of their handlers (served without the lock). */

@@ -167,6 +167,9 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/auth/redeem", CNL_PERM_PUBLIC, "auth.redeem",
      cnl_api_h_auth_redeem},
     {"GET", "/v1/auth/oidc", CNL_PERM_PUBLIC, NULL, cnl_api_h_oidc_config},
+    {"GET", "/v1/auth/oidc/start", CNL_PERM_PUBLIC, NULL, cnl_api_h_oidc_start},
+    {"GET", "/v1/auth/oidc/callback", CNL_PERM_PUBLIC, "auth.oidc",
+     cnl_api_h_oidc_callback},
     {"POST", "/v1/auth/session", AUTH, "auth.session", cnl_api_h_oidc_session},
     {"POST", "/v1/auth/logout", AUTH, "auth.logout", cnl_api_h_logout},
     {"POST", "/v1/auth/cookie", CNL_PERM_PUBLIC, "auth.cookie",
@@ -312,6 +315,8 @@ static const char *const public_routes[][2] = {
     {"POST", "/v1/auth/login"},
     {"POST", "/v1/auth/redeem"},
     {"GET", "/v1/auth/oidc"},
+    {"GET", "/v1/auth/oidc/start"},
+    {"GET", "/v1/auth/oidc/callback"},
     {"GET", "/cli"},
     {"POST", "/v1/auth/cookie"},
     {"GET", "/"},
@@ -494,6 +499,8 @@ static void (*prepare_of(const struct cnl_http_route *route))(
 		return cnl_api_prepare_login;
 	if (route->handler == cnl_api_h_auth_redeem)
 		return cnl_api_prepare_redeem;
+	if (route->handler == cnl_api_h_oidc_callback)
+		return cnl_api_prepare_oidc_callback;
 	if (route->handler == cnl_api_h_users_create)
 		return cnl_api_prepare_user_create;
 	return NULL;
@@ -996,6 +1003,7 @@ void cnl_api_free(struct cnl_api *api)
 	free(api->oidc_token_url);
 	cnl_api_cli_free(api->cli);
 	cnl_api_dash_free(api);
+	cnl_api_oidc_web_free(api);
 	pthread_cond_destroy(&api->tun_cv);
 	pthread_mutex_destroy(&api->mu);
 	pthread_mutex_destroy(&api->stats_mu);

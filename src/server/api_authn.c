@@ -147,7 +147,7 @@ static int authenticate(struct call *c, struct cnl_http_request *req,
 	char cookie[CNL_AUTH_JWT_MAX + 1];
 
 	if ((!h || strncasecmp(h, "Bearer ", 7) != 0) &&
-	    cnl_api_cookie_token(req, cookie, sizeof(cookie)) == 0) {
+	    cnl_api_cookie_token(c, req, cookie, sizeof(cookie)) == 0) {
 		/* Only our session JWTs: never an API token or an ID
 		 * token, which a cookie has no business carrying. */
 		c->jwt_done = false;

@@ -8,8 +8,14 @@
  * JWT signed with the API's key), so logout, disable, enable, a new
  * password and a removed membership end it as they end a bearer's:
  *
- *   Set-Cookie: cnlab_session=<JWT>; Path=/; HttpOnly; SameSite=Strict;
- *               Max-Age=<seconds left> [; Secure over TLS]
+ *   Set-Cookie: cnlab_ui=<JWT>; Path=/; HttpOnly; SameSite=Strict;
+ *               Max-Age=<seconds left>
+ *
+ * over TLS named __Host-cnlab_ui and Secure (the prefix makes the browser
+ * refuse it without Secure, with a Domain, or with another Path).  Its
+ * name is its own (api-internal.h): the notebook proxy's cookie is
+ * another, and the proxy strips this one before a tenant's server sees a
+ * request.
  *
  * CSRF.  A request authenticated by the cookie, with any method but GET
  * and HEAD, must carry X-CSRF-Token equal to HMAC-SHA256(API key, "csrf:"
@@ -32,8 +38,22 @@
 #include "common/util.h"
 #include "server/api-internal.h"
 
-#define COOKIE_NAME "cnlab_session"
-#define CSRF_HEX    64
+#define CSRF_HEX 64
+
+int cnl_api_cookie_header(struct call *c, const char *token,
+                          const struct cnl_auth_claims *cl, char *hdr,
+                          size_t len)
+{
+	int64_t left = cl->exp - c->now_ms / 1000;
+	int n = snprintf(
+	    hdr, len,
+	    "Set-Cookie: %s=%s; Path=/; HttpOnly; "
+	    "SameSite=Strict; Max-Age=%lld%s\r\n",
+	    c->api->tls ? CNL_API_UI_COOKIE_TLS : CNL_API_UI_COOKIE, token,
+	    (long long)(left > 0 ? left : 0), c->api->tls ? "; Secure" : "");
+
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
 
 /* The answer to a sign-in: the cookie for @token (claims @cl) and the
  * body {"user", "role", "csrf", "expires_at"}. */
@@ -42,16 +62,14 @@ static void cookie_reply(struct call *c, const char *token,
                          struct cnl_http_response *resp)
 {
 	char csrf[CSRF_HEX + 1], hdr[CNL_AUTH_JWT_MAX + 200];
-	int64_t left = cl->exp - c->now_ms / 1000;
 
 	if (cnl_api_authenticate_role(c, resp) < 0)
 		return;
+	if (cnl_api_cookie_header(c, token, cl, hdr, sizeof(hdr)) < 0) {
+		cnl_http_error(resp, 500, "internal", "session too long");
+		return;
+	}
 	cnl_api_csrf_of(c->api, cl->jti, csrf);
-	snprintf(hdr, sizeof(hdr),
-	         "Set-Cookie: " COOKIE_NAME "=%s; Path=/; HttpOnly; "
-	         "SameSite=Strict; Max-Age=%lld%s\r\n",
-	         token, (long long)(left > 0 ? left : 0),
-	         c->api->tls ? "; Secure" : "");
 	cnl_http_reply(resp, 200,
 	               json_pack("{s:s,s:s,s:s,s:o}", "user", c->user.name,
 	                         "role", c->is_admin ? "admin" : "user", "csrf",

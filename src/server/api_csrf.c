@@ -20,8 +20,7 @@
 #include "common/util.h"
 #include "server/api-internal.h"
 
-#define COOKIE_NAME "cnlab_session"
-#define CSRF_HEX    64
+#define CSRF_HEX 64
 
 /* The CSRF token of session @jti into @out (CSRF_HEX + 1 bytes). */
 void cnl_api_csrf_of(struct cnl_api *api, const char *jti, char *out)
@@ -40,10 +39,13 @@ void cnl_api_csrf_of(struct cnl_api *api, const char *jti, char *out)
 	out[CSRF_HEX] = '\0';
 }
 
-int cnl_api_cookie_token(struct cnl_http_request *req, char *buf, size_t len)
+int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
+                         char *buf, size_t len)
 {
 	const char *h = cnl_http_header(req, "Cookie");
-	size_t nl = strlen(COOKIE_NAME);
+	const char *name =
+	    c->api->tls ? CNL_API_UI_COOKIE_TLS : CNL_API_UI_COOKIE;
+	size_t nl = strlen(name);
 
 	while (h && *h) {
 		size_t n;
@@ -51,8 +53,7 @@ int cnl_api_cookie_token(struct cnl_http_request *req, char *buf, size_t len)
 		while (*h == ' ' || *h == ';')
 			h++;
 		n = strcspn(h, ";");
-		if (n > nl && strncmp(h, COOKIE_NAME, nl) == 0 &&
-		    h[nl] == '=') {
+		if (n > nl && strncmp(h, name, nl) == 0 && h[nl] == '=') {
 			size_t v = n - nl - 1;
 
 			if (v == 0 || v >= len)

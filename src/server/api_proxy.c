@@ -31,9 +31,11 @@
  * (?token=, what `cnlab server open` prints), which is exchanged for the
  * cookie and acts as the server's owner.  Whoever it names must still be a
  * member (or above) of the server's project: a removed member gets 403 on the
- * next request. The credential never reaches the server: Authorization, the
- * session cookie and ?token= are taken off, and the server gets its own token
- * as "Authorization: token T" (what JupyterLab and cnlab-notebook.py check).
+ * next request. The credential never reaches the server: Authorization,
+ * cnlabd's cookies (this one, the dashboard's session cookie, the OIDC
+ * sign-in's: api-internal.h) and ?token= are taken off, and the server gets its
+ * own token as "Authorization: token T" (what JupyterLab and cnlab-notebook.py
+ * check).
  *
  * Limits: CNL_PROXY_PER_USER open tunnels per user and CNL_PROXY_PER_SERVER
  * per server (429 beyond); a tunnel the agent has not opened within
@@ -76,7 +78,7 @@
 #include "server/auth.h"
 #include "wire/node.h"
 
-#define COOKIE_NAME "cnlab_session"
+#define COOKIE_NAME CNL_API_PROXY_COOKIE
 /* How long a proxy session cookie lasts. */
 #define COOKIE_TTL_S (12 * 3600)
 /* Largest head of a server's reply. */
@@ -453,7 +455,25 @@ static bool hop_header(const char *name)
 	return false;
 }
 
-/* The Cookie header @v without our session cookie, into @b ("" when
+/* Whether the cookie "@s..." (@len bytes, "name=value") is one of
+ * cnlabd's: the proxy's, the dashboard's session, the OIDC sign-in's.  A
+ * tenant's server sees none of them. */
+static bool cookie_ours(const char *s, size_t len)
+{
+	static const char *const ours[] = {COOKIE_NAME, CNL_API_UI_COOKIE,
+	                                   CNL_API_UI_COOKIE_TLS,
+	                                   CNL_API_OIDC_COOKIE};
+
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(ours); i++) {
+		size_t nl = strlen(ours[i]);
+
+		if (len > nl && strncmp(s, ours[i], nl) == 0 && s[nl] == '=')
+			return true;
+	}
+	return false;
+}
+
+/* The Cookie header @v without cnlabd's cookies, into @b ("" when
  * nothing is left). */
 static void cookies_without_ours(const char *v, struct cnl_metrics_buf *b)
 {
@@ -466,9 +486,7 @@ static void cookies_without_ours(const char *v, struct cnl_metrics_buf *b)
 			s++;
 			len--;
 		}
-		if (len && !(len > strlen(COOKIE_NAME) &&
-		             strncmp(s, COOKIE_NAME "=",
-		                     strlen(COOKIE_NAME) + 1) == 0))
+		if (len && !cookie_ours(s, len))
 			cnl_mb_printf(b, "%s%.*s", b->n ? "; " : "", (int)len,
 			              s);
 		v += len + (size_t)(s - v) + (semi ? 1 : 0);

@@ -262,8 +262,13 @@ void cnl_api_h_logout(void *call, struct cnl_http_request *req,
 	cnl_http_reply(resp, 200, json_pack("{s:s}", "revoked", c->session));
 	/* The dashboard's cookie (api_cookie.c) goes with its session. */
 	free(resp->headers);
-	resp->headers = cnl_xstrdup("Set-Cookie: cnlab_session=; Path=/; "
-	                            "Max-Age=0; HttpOnly; SameSite=Strict\r\n");
+	resp->headers = cnl_xstrdup(
+	    c->api->tls
+	        ? "Set-Cookie: " CNL_API_UI_COOKIE_TLS
+	          "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict; "
+	          "Secure\r\n"
+	        : "Set-Cookie: " CNL_API_UI_COOKIE
+	          "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict\r\n");
 }
 
 /* ------------------------------------------------------------------------ */

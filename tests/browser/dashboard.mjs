@@ -234,9 +234,9 @@ async function main() {
   check(await signIn(page, url, 'admin', adminPw), 'admin signs in on the page');
   check(/\/ui\/(#.*)?$/.test(page.url()), 'GET / leads to /ui/', page.url());
   const cookies = await ctx.cookies();
-  const sess = cookies.find((c) => c.name === 'cnlab_session');
+  const sess = cookies.find((c) => c.name === 'cnlab_ui');
   check(sess && sess.httpOnly && sess.sameSite === 'Strict', 'session cookie is HttpOnly, SameSite=Strict', JSON.stringify(sess));
-  check(await page.evaluate(() => !document.cookie.includes('cnlab_session')), "the page's script cannot read the session");
+  check(await page.evaluate(() => !document.cookie.includes('cnlab_ui')), "the page's script cannot read the session");
 
   // --- block map -----------------------------------------------------------
   const gpus = await until(async () => {

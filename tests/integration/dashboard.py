@@ -51,7 +51,7 @@ class Api:
         if self.token:
             h["Authorization"] = "Bearer " + self.token
         if self.cookie:
-            h["Cookie"] = "cnlab_session=" + self.cookie
+            h["Cookie"] = "cnlab_ui=" + self.cookie
         data = None
         if body is not None:
             data = json.dumps(body)
@@ -89,7 +89,7 @@ class Stream(threading.Thread):
             if self.api.token:
                 h["Authorization"] = "Bearer " + self.api.token
             if self.api.cookie:
-                h["Cookie"] = "cnlab_session=" + self.api.cookie
+                h["Cookie"] = "cnlab_ui=" + self.api.cookie
             c.request("GET", "/v1/dashboard/events", None, h)
             r = c.getresponse()
             self.ctype = r.getheader("Content-Type")
@@ -145,7 +145,7 @@ def sign_in(port, user, password):
     if r.status != 200:
         die("cookie sign-in of %s: %d %s" % (user, r.status, raw))
     sc = r.getheader("Set-Cookie") or ""
-    m = re.match(r"cnlab_session=([^;]+);", sc)
+    m = re.match(r"cnlab_ui=([^;]+);", sc)
     if not m:
         die("no cookie in %r" % sc)
     a.cookie = m.group(1)
@@ -409,7 +409,7 @@ def run(tmp, data):
     r, raw = alice.raw("POST", "/v1/auth/logout", None,
                        {"X-CSRF-Token": csrf})
     sc = r.getheader("Set-Cookie") or ""
-    if r.status == 200 and sc.startswith("cnlab_session=;") and \
+    if r.status == 200 and sc.startswith("cnlab_ui=;") and \
             "Max-Age=0" in sc:
         ok("logout clears the cookie")
     else:

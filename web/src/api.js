@@ -1,6 +1,6 @@
 // api.js - the dashboard's one door to cnlabd's /v1 API.
 //
-// The session is the HttpOnly cookie cnlab_session that POST
+// The session is the HttpOnly cookie cnlab_ui that POST
 // /v1/auth/cookie sets (the page never sees the JWT).  Every request other
 // than GET/HEAD carries X-CSRF-Token: the value the sign-in answered, or,
 // after a reload, GET /v1/auth/csrf.  Errors come back as thrown

@@ -1,34 +1,18 @@
 // signin.js - the sign-in form: POST /v1/auth/cookie with user and
 // password; the answer sets the HttpOnly session cookie and gives the
 // CSRF token.  Where GET /v1/auth/oidc answers (browser sign-in
-// configured), a single sign-on button starts the authorization code
-// flow with PKCE; the IdP sends the browser back to /ui/?code=...&state=
-// and the code goes to POST /v1/auth/cookie {"code", "code_verifier",
-// "redirect_uri"} (docs/dashboard.md: the contract's OIDC extension).
+// configured), a single sign-on link leads to GET /v1/auth/oidc/start:
+// cnlabd runs the authorization code flow with PKCE itself (the code
+// verifier never reaches the page), sets the session cookie at its
+// callback and sends the browser back here, where the page asks
+// /v1/auth/whoami and /v1/auth/csrf as after a reload.
 import { html } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, setCsrf } from '../api.js';
 
-function b64url(bytes) {
-  let s = '';
-  for (const b of new Uint8Array(bytes)) s += String.fromCharCode(b);
-  return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}
-
-async function startOidc(cfg) {
-  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
-  const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
-  const challenge = b64url(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)));
-  sessionStorage.setItem('cnlab_oidc', JSON.stringify({ verifier, state }));
-  const u = new URL(cfg.authorization_endpoint);
-  u.searchParams.set('response_type', 'code');
-  u.searchParams.set('client_id', cfg.client_id);
-  u.searchParams.set('redirect_uri', `${location.origin}/ui/`);
-  u.searchParams.set('scope', cfg.scope || 'openid');
-  u.searchParams.set('state', state);
-  u.searchParams.set('code_challenge', challenge);
-  u.searchParams.set('code_challenge_method', 'S256');
-  location.assign(u.toString());
+// The single sign-on address, back to the page the user was on.
+function oidcStart() {
+  return `/v1/auth/oidc/start?return_to=${encodeURIComponent(`/ui/${location.hash}`)}`;
 }
 
 export function SignIn({ onSignedIn }) {
@@ -48,25 +32,6 @@ export function SignIn({ onSignedIn }) {
       .then((r) => (r.ok ? r.json() : null))
       .then((c) => c && c.authorization_endpoint && setOidc(c))
       .catch(() => {});
-    // Back from the IdP: finish the code flow.
-    const q = new URLSearchParams(location.search);
-    const saved = sessionStorage.getItem('cnlab_oidc');
-    if (q.get('code') && saved) {
-      sessionStorage.removeItem('cnlab_oidc');
-      const { verifier, state } = JSON.parse(saved);
-      history.replaceState(null, '', '/ui/');
-      if (q.get('state') !== state) {
-        setError('Single sign-on answered with the wrong state: try again.');
-        return;
-      }
-      api('POST', '/v1/auth/cookie', {
-        code: q.get('code'),
-        code_verifier: verifier,
-        redirect_uri: `${location.origin}/ui/`,
-      })
-        .then(done)
-        .catch((e) => setError(e.message));
-    }
   }, []);
 
   const submit = async (e) => {
@@ -95,8 +60,8 @@ export function SignIn({ onSignedIn }) {
         <button type="submit" disabled=${busy}>${busy ? 'Signing in…' : 'Sign in'}</button>
       </form>
       ${oidc && html`<p class="or">or</p>
-        <button type="button" class="secondary" onClick=${() => startOidc(oidc).catch((e) => setError(e.message))}>
+        <a class="button secondary" href=${oidcStart()} data-testid="sso">
           Sign in with single sign-on (${new URL(oidc.issuer || oidc.authorization_endpoint).host})
-        </button>`}
+        </a>`}
     </main>`;
 }
