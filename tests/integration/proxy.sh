@@ -189,13 +189,17 @@ done
 	bad "alice on carol's server: $(code -H "Authorization: Bearer $alice" "$url/s/$csrv/carol.txt")"
 
 # --- what the server sees ---------------------------------------------------------
-seen=$(curl -sS -H "Authorization: Bearer $alice" -H "Cookie: $cookie; other=kept" \
+# The dashboard's session cookie (cnlab_ui, __Host-cnlab_ui over TLS) and
+# the single sign-on's (cnlab_oidc) are cnlabd's too: a tenant's server
+# must never see them either.
+seen=$(curl -sS -H "Authorization: Bearer $alice" \
+	-H "Cookie: cnlab_ui=dash-secret-1; $cookie; other=kept; __Host-cnlab_ui=dash-secret-2; cnlab_oidc=sso-secret" \
 	"$base/headers?token=$stoken&x=1")
 if echo "$seen" | jq -e --arg t "$stoken" --arg p "/s/$srv/headers?x=1" '
 	.path == $p and .headers.Authorization == "token \($t)" and
 	.headers.Cookie == "other=kept" and
-	([.headers | to_entries[] | .value | test("Bearer|cnlab_session")] | any | not)' >/dev/null; then
-	ok "the server gets its own token, the path whole, and none of the user's credentials"
+	([.headers | to_entries[] | .value | test("Bearer|cnlab_session|cnlab_ui|cnlab_oidc|dash-secret|sso-secret")] | any | not)' >/dev/null; then
+	ok "the server gets its own token, the path whole, and none of the user's credentials (no proxy, dashboard or sign-on cookie)"
 else
 	bad "upstream saw: $seen"
 fi

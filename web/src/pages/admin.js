@@ -129,7 +129,10 @@ function Burst() {
     <form class="grid" onSubmit=${save}>
       <label for="bp-en">Enabled</label><input id="bp-en" type="checkbox" checked=${pol.enabled} onChange=${set('enabled', (t) => t.checked)} />
       <label for="bp-th">Threshold (0–1 of on-premises capacity)</label><input id="bp-th" type="number" step="0.01" min="0" max="1" required value=${pol.threshold} onInput=${set('threshold')} />
-      <label for="bp-pr">Provider</label><input id="bp-pr" value=${pol.provider} onInput=${set('provider')} />
+      <label for="bp-pr">Provider</label>
+      <select id="bp-pr" required value=${pol.provider} onChange=${set('provider')}>
+        <option value="">choose…</option><option value="aws">aws</option><option value="gcp">gcp</option><option value="azure">azure</option>
+      </select>
       <label for="bp-st">Strategy</label>
       <select id="bp-st" value=${pol.strategy} onChange=${set('strategy')}>
         <option value="spot">spot</option><option value="on-demand">on-demand</option><option value="spot-then-on-demand">spot-then-on-demand</option>
