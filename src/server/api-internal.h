@@ -198,6 +198,7 @@ struct call {
 	 * (api_oidc_web.c): a refusal (status, message) or where to go. */
 	struct {
 		unsigned status;
+		const char *reason; /* for the page: "state", "used", ... */
 		char err[400];
 		char return_to[CNL_OIDC_WEB_RETURN_MAX];
 	} oidc_web;

@@ -278,14 +278,17 @@ void cnl_api_h_oidc_start(void *call, struct cnl_http_request *req,
 	OPENSSL_cleanse(value, sizeof(value));
 }
 
-/* Refuse the callback (prepare step): @status and the message. */
-static void fail(struct call *c, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(struct call *c, unsigned status, const char *fmt, ...)
+/* Refuse the callback (prepare step): @status, a short @reason for the
+ * page (refuse()) and the message. */
+static void fail(struct call *c, unsigned status, const char *reason,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void fail(struct call *c, unsigned status, const char *reason,
+                 const char *fmt, ...)
 {
 	va_list ap;
 
 	c->oidc_web.status = status;
+	c->oidc_web.reason = reason;
 	va_start(ap, fmt);
 	vsnprintf(c->oidc_web.err, sizeof(c->oidc_web.err), fmt, ap);
 	va_end(ap);
@@ -332,7 +335,7 @@ static int exchange(struct call *c, const struct cnl_api_oidc_web *w,
 	            .reply_max = CNL_OIDC_JWKS_MAX,
 	        },
 	        &cl) < 0) {
-		fail(c, 500, "cannot make an HTTP client");
+		fail(c, 500, "internal", "cannot make an HTTP client");
 		goto out;
 	}
 	if (cnl_client_request(
@@ -344,7 +347,8 @@ static int exchange(struct call *c, const struct cnl_api_oidc_web *w,
 	            .body_len = body.n,
 	            .content_type = "application/x-www-form-urlencoded"},
 	        &r) < 0) {
-		fail(c, 502, "the identity provider's token endpoint %s: %s",
+		fail(c, 502, "unreachable",
+		     "the identity provider's token endpoint %s: %s",
 		     api->oidc_token_url, r.detail[0] ? r.detail : r.error);
 		goto out;
 	}
@@ -352,7 +356,7 @@ static int exchange(struct call *c, const struct cnl_api_oidc_web *w,
 		const char *e =
 		    json_string_value(json_object_get(r.json, "error"));
 
-		fail(c, 401,
+		fail(c, 401, "code",
 		     "the identity provider refused the code (HTTP %ld%s%s): "
 		     "start the sign-in again",
 		     r.status, e && printable(e) ? ", " : "",
@@ -361,7 +365,7 @@ static int exchange(struct call *c, const struct cnl_api_oidc_web *w,
 	}
 	tok = json_string_value(json_object_get(r.json, "id_token"));
 	if (!tok) {
-		fail(c, 502,
+		fail(c, 502, "unreachable",
 		     "the identity provider's token endpoint answered "
 		     "no id_token");
 		goto out;
@@ -369,7 +373,7 @@ static int exchange(struct call *c, const struct cnl_api_oidc_web *w,
 	if (cnl_oidc_verify(api->oidc, tok, c->now_ms / 1000, &id, err,
 	                    sizeof(err)) < 0) {
 		cnl_log(CNL_LOG_INFO, "OIDC token refused", "why=%s", err);
-		fail(c, 401,
+		fail(c, 401, "token",
 		     "the identity provider's ID token does not "
 		     "verify (see the server's log)");
 		goto out;
@@ -399,13 +403,13 @@ void cnl_api_prepare_oidc_callback(struct call *c, struct cnl_http_request *req)
 
 	c->oidc_done = false;
 	if (!web_configured(api)) {
-		fail(c, 404,
+		fail(c, 404, "config",
 		     "browser sign-in is not configured on this server");
 		return;
 	}
 	if (cookie_value(req, CNL_API_OIDC_COOKIE, value, sizeof(value)) < 0 ||
 	    cnl_auth_token_digest(value, digest) < 0) {
-		fail(c, 400,
+		fail(c, 400, "cookie",
 		     "cookie \"" CNL_API_OIDC_COOKIE "\": missing: this "
 		     "browser started no sign-in (GET /v1/auth/oidc/start)");
 		return;
@@ -425,7 +429,7 @@ void cnl_api_prepare_oidc_callback(struct call *c, struct cnl_http_request *req)
 	}
 	pthread_mutex_unlock(&api->mu);
 	if (!found) {
-		fail(c, 400,
+		fail(c, 400, "used",
 		     "cookie \"" CNL_API_OIDC_COOKIE "\": no sign-in under "
 		     "way for it (ended after %d s, or already used): start "
 		     "again",
@@ -434,17 +438,19 @@ void cnl_api_prepare_oidc_callback(struct call *c, struct cnl_http_request *req)
 	}
 	if (!state || strlen(state) != HEX_LEN ||
 	    CRYPTO_memcmp(state, w.state, HEX_LEN) != 0) {
-		fail(c, 400, "query \"state\": %s this browser's sign-in",
+		fail(c, 400, "state",
+		     "query \"state\": %s this browser's sign-in",
 		     state ? "is not" : "missing: it must be");
 		goto out;
 	}
 	if (error) {
-		fail(c, 401, "the identity provider refused the sign-in: %s",
+		fail(c, 401, "denied",
+		     "the identity provider refused the sign-in: %s",
 		     printable(error) ? error : "(unreadable error)");
 		goto out;
 	}
 	if (!code || !code[0] || strlen(code) > 2048) {
-		fail(c, 400, "query \"code\": missing");
+		fail(c, 400, "code", "query \"code\": missing");
 		goto out;
 	}
 	if (exchange(c, &w, code) < 0)
@@ -456,13 +462,49 @@ out:
 	OPENSSL_cleanse(value, sizeof(value));
 }
 
+#define CLEAR_COOKIE                       \
+	"Set-Cookie: " CNL_API_OIDC_COOKIE \
+	"=; Path=/v1/auth/oidc/; Max-Age=0\r\n"
+
+/*
+ * A refused callback (@resp holds the JSON error).  A browser's (Accept:
+ * text/html) gets, with the same status, a page that sends it back to
+ * the sign-in form with the short reason (/ui/?sso_error=REASON, one of
+ * a fixed set: the page words it; nothing the request said is echoed).
+ */
+static void refuse(struct cnl_http_request *req, struct cnl_http_response *resp,
+                   const char *reason)
+{
+	const char *accept = cnl_http_header(req, "Accept");
+	struct cnl_metrics_buf b = {0};
+
+	free(resp->headers);
+	resp->headers = cnl_xstrdup(CLEAR_COOKIE);
+	if (!accept || !strstr(accept, "text/html"))
+		return;
+	cnl_mb_printf(&b,
+	              "<!doctype html><meta charset=\"utf-8\">"
+	              "<meta http-equiv=\"refresh\" content=\"0; "
+	              "url=/ui/?sso_error=%s\"><title>Sign-in refused</title>"
+	              "<p>Single sign-on was refused. <a "
+	              "href=\"/ui/?sso_error=%s\">Back to sign-in</a>.</p>\n",
+	              reason, reason);
+	json_decref(resp->body);
+	resp->body = NULL;
+	resp->content_type = "text/html; charset=utf-8";
+	resp->text = b.p;
+	free(resp->headers);
+	resp->headers = cnl_xstrdup(
+	    CLEAR_COOKIE "Content-Security-Policy: default-src 'none'; "
+	                 "frame-ancestors 'none'\r\n"
+	                 "Cache-Control: no-store\r\n");
+}
+
 /* GET /v1/auth/oidc/callback: see the header; the work was done by
  * cnl_api_prepare_oidc_callback() without the lock. */
 void cnl_api_h_oidc_callback(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp)
 {
-	static const char clear[] = "Set-Cookie: " CNL_API_OIDC_COOKIE
-	                            "=; Path=/v1/auth/oidc/; Max-Age=0\r\n";
 	struct call *c = call;
 	struct cnl_auth_claims cl = {0};
 	struct cnl_metrics_buf h = {0};
@@ -470,7 +512,6 @@ void cnl_api_h_oidc_callback(void *call, struct cnl_http_request *req,
 	const char *token;
 	int r;
 
-	(void)req;
 	if (c->oidc_web.status || !c->oidc_done || !c->oidc_web.return_to[0]) {
 		cnl_http_error(
 		    resp, c->oidc_web.status ? c->oidc_web.status : 500,
@@ -482,18 +523,21 @@ void cnl_api_h_oidc_callback(void *call, struct cnl_http_request *req,
 		    "%s",
 		    c->oidc_web.err[0] ? c->oidc_web.err
 		                       : "the sign-in did not finish");
-		resp->headers = cnl_xstrdup(clear);
+		refuse(req, resp,
+		       c->oidc_web.reason ? c->oidc_web.reason : "internal");
 		return;
 	}
 	if ((r = cnl_api_oidc_user(c, &c->oidc, &c->user)) < 0) {
 		cnl_api_store_error(c, resp, r, "user");
+		refuse(req, resp, "internal");
 		return;
 	}
 	snprintf(c->actor, sizeof(c->actor), "%s", c->user.id);
 	snprintf(c->target, sizeof(c->target), "%s", c->user.id);
 	cnl_api_session_reply(c, &c->user, resp);
 	if (resp->status != 200) {
-		resp->headers = cnl_xstrdup(clear);
+		refuse(req, resp,
+		       resp->status == 401 ? "disabled" : "internal");
 		return;
 	}
 	token = json_string_value(json_object_get(resp->body, "token"));
@@ -511,7 +555,7 @@ void cnl_api_h_oidc_callback(void *call, struct cnl_http_request *req,
 	cnl_mb_printf(&h,
 	              "Location: %s\r\n%s%sCache-Control: no-store\r\n"
 	              "Referrer-Policy: no-referrer\r\n",
-	              c->oidc_web.return_to, cookie, clear);
+	              c->oidc_web.return_to, cookie, CLEAR_COOKIE);
 	OPENSSL_cleanse(cookie, sizeof(cookie));
 	resp->status = 302;
 	free(resp->headers);

@@ -176,6 +176,8 @@ async function watchedPage(context, name, allow401 = false) {
     const url = (m.location() && m.location().url) || '';
     // Signed out, the page asks who is signed in (401): the browser logs it.
     if (/Failed to load resource/.test(m.text()) && /\/v1\/auth\/whoami$/.test(url)) return;
+    // The forged callback's refusal (a 400 page, on purpose).
+    if (/Failed to load resource/.test(m.text()) && /\/v1\/auth\/oidc\/callback\?code=made-up/.test(url)) return;
     if (allow401 && /401|Unauthorized|EventSource/.test(m.text())) return;
     rec.console.push(`${m.text()} ${url}`);
   });
@@ -228,6 +230,15 @@ async function main() {
   const ctxO = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const o = await watchedPage(ctxO, 'olga (single sign-on)');
   recs.push(o);
+  // A callback this browser never started: back to the form, told why.
+  await o.page.goto(`${url}/v1/auth/oidc/callback?code=made-up&state=made-up`);
+  const why = await until(async () => {
+    const al = o.page.locator('[role=alert]');
+    return (await al.count()) ? al.first().textContent() : null;
+  }, 15000);
+  check(/did not start in this browser/.test(why || ''), 'a forged callback lands on the sign-in form with the reason',
+    `${why} at ${o.page.url()}`);
+  check(!/sso_error/.test(o.page.url()), 'the reason is taken off the address', o.page.url());
   await o.page.goto(`${url}/ui/#/queues`);
   const sso = o.page.getByRole('link', { name: /single sign-on/ });
   check(await until(async () => (await sso.count()) > 0, 15000), 'the sign-in page offers single sign-on');

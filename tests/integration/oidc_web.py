@@ -14,6 +14,8 @@ identity provider (fake_idp.py) over loopback, as an attacker would:
     pre-login cookie, a made-up cookie, an error from the provider, a code
     obtained by another sign-in (bound to another verifier), a code used
     once already, a disabled user;
+  - a browser's refused callback (Accept: text/html) keeps its status and
+    sends the browser back to the form with a fixed reason code only;
   - open redirects: return_to that is not a local path (//host, scheme:,
     backslashes, control bytes) is a 400 at the start;
   - the audit log records the sign-in ("auth.oidc").
@@ -237,6 +239,24 @@ def run(tmp, procs):
     refused("the right state after a forged one (the sign-in is spent)",
             f2.callback({"code": code2, "state": state2}), 400,
             "already used")
+    # A browser (Accept: text/html) is sent back to the sign-in form with
+    # the reason's code only; the status is the refusal's.
+    f2b = Flow(base)
+    _, code2b, _ = f2b.authorize()
+    st, hs, body = req(base + "/v1/auth/oidc/callback?" + urllib.parse.urlencode(
+        {"code": code2b, "state": "<script>x</script>"}),
+        headers={"Cookie": "cnlab_oidc=" + f2b.cookie,
+                 "Accept": "text/html,application/xhtml+xml"})
+    ctype = (header(hs, "Content-Type") or [""])[0]
+    if (st == 400 and ctype.startswith("text/html") and
+            'url=/ui/?sso_error=state"' in body and "script" not in body
+            and not cookie_of(hs, "cnlab_ui") and
+            "default-src 'none'" in " ".join(
+                header(hs, "Content-Security-Policy"))):
+        ok("a browser's refused callback: 400, a page back to the form "
+           "(sso_error=state), nothing of the request echoed")
+    else:
+        bad("browser refusal: %d %s %s" % (st, hs, body))
     f3 = Flow(base)
     _, code3, state3 = f3.authorize()
     refused("no pre-login cookie",
@@ -317,7 +337,7 @@ def run(tmp, procs):
             str(a.get("result", "")).startswith("302")]
     badones = [a for a in items if a.get("action") == "auth.oidc" and
                not str(a.get("result", "")).startswith("302")]
-    if len(good) >= 2 and len(badones) >= 8:
+    if len(good) >= 2 and len(badones) >= 9:
         ok("the audit log records sign-ins and refusals (auth.oidc)")
     else:
         bad("audit: %d %s" % (st, [(a.get("action"), a.get("result"))

@@ -5,10 +5,33 @@
 // cnlabd runs the authorization code flow with PKCE itself (the code
 // verifier never reaches the page), sets the session cookie at its
 // callback and sends the browser back here, where the page asks
-// /v1/auth/whoami and /v1/auth/csrf as after a reload.
+// /v1/auth/whoami and /v1/auth/csrf as after a reload.  A refused
+// callback sends a browser to /ui/?sso_error=REASON, shown in the form's
+// alert line.
 import { html } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, setCsrf } from '../api.js';
+
+// Why cnlabd's callback refused a single sign-on (/ui/?sso_error=REASON):
+// fixed words per reason, nothing from the address is shown.
+const SSO_ERRORS = {
+  cookie: 'Single sign-on did not start in this browser (or its cookie was blocked): try again.',
+  used: 'This single sign-on expired or was already used: try again.',
+  state: 'Single sign-on came back for another sign-in: try again.',
+  denied: 'The identity provider refused the sign-in.',
+  code: "The identity provider's answer could not be used: try again.",
+  token: "The identity provider's answer could not be used: try again.",
+  unreachable: 'The identity provider could not be reached: try again later.',
+  disabled: 'This account is disabled: ask an administrator.',
+  config: 'Single sign-on is not configured on this server.',
+};
+
+function ssoError() {
+  const r = new URLSearchParams(location.search).get('sso_error');
+  if (r === null) return null;
+  history.replaceState(null, '', `/ui/${location.hash}`);
+  return SSO_ERRORS[r] || 'Single sign-on failed: try again.';
+}
 
 // The single sign-on address, back to the page the user was on.
 function oidcStart() {
@@ -18,7 +41,7 @@ function oidcStart() {
 export function SignIn({ onSignedIn }) {
   const [user, setUser] = useState('');
   const [password, setPassword] = useState('');
-  const [error, setError] = useState(null);
+  const [error, setError] = useState(ssoError);
   const [busy, setBusy] = useState(false);
   const [oidc, setOidc] = useState(null);
 
