@@ -18,6 +18,8 @@ identity provider (fake_idp.py) over loopback, as an attacker would:
     sends the browser back to the form with a fixed reason code only;
   - open redirects: return_to that is not a local path (//host, scheme:,
     backslashes, control bytes) is a 400 at the start;
+  - over TLS: the dashboard's cookie is __Host-cnlab_ui with Secure and
+    the plain name is refused there; the sign-on's cookie is Secure;
   - the audit log records the sign-in ("auth.oidc").
 
 Prints "ok ..." / "FAIL ..." lines, exits 1 on a failure.  Timeouts only
@@ -31,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -48,7 +51,12 @@ def b64url(b):
 def req(url, method="GET", headers=None, body=None):
     """One request, no redirect followed: (status, headers list, body)."""
     u = urllib.parse.urlsplit(url)
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    if u.scheme == "https":
+        c = http.client.HTTPSConnection(
+            u.hostname, u.port, timeout=60,
+            context=ssl._create_unverified_context())
+    else:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     path = u.path + ("?" + u.query if u.query else "")
     c.request(method, path, body, headers or {})
     r = c.getresponse()
@@ -330,6 +338,8 @@ def run(tmp, procs):
     refused("a disabled user signs in", g.callback({"code": c6, "state": s6}),
             401, "disabled")
 
+    tls(tmp, procs, conf, env)
+
     # --- audit ------------------------------------------------------------------
     st, _, body = req(base + "/v1/audit?limit=200", headers=auth)
     items = json.loads(body).get("items", []) if st == 200 else []
@@ -342,6 +352,59 @@ def run(tmp, procs):
     else:
         bad("audit: %d %s" % (st, [(a.get("action"), a.get("result"))
                                   for a in items][:40]))
+
+
+def tls(tmp, procs, conf, env):
+    """Over TLS the dashboard's cookie is __Host-cnlab_ui, Secure; the
+    plain name is not accepted there, and the sign-on's cookie is Secure."""
+    key, cert = os.path.join(tmp, "key.pem"), os.path.join(tmp, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-keyout", key, "-out", cert, "-subj",
+                    "/CN=127.0.0.1", "-days", "1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True,
+                   capture_output=True)
+    out = os.path.join(tmp, "out-tls")
+    procs.append(subprocess.Popen(
+        [sys.argv[1], "--data-dir", os.path.join(tmp, "d-tls"), "--listen",
+         "127.0.0.1:0", "--bootstrap-admin", "root", "--config", conf,
+         "--tls-cert", cert, "--tls-key", key],
+        stdout=open(out, "w"), stderr=open(os.path.join(tmp, "err-tls"),
+                                           "w"), env=env))
+    m = wait_for("cnlabd over TLS", lambda: re.search(
+        r"^listening on 127\.0\.0\.1:(\d+)$", open(out).read(), re.M))
+    base = "https://127.0.0.1:" + m.group(1)
+    st, hs, body = req(base + "/v1/auth/cookie", "POST",
+                       {"Content-Type": "application/json"},
+                       json.dumps({"user": "root",
+                                   "password": "hunter2-but-longer"}))
+    sc = cookie_of(hs, "__Host-cnlab_ui") or ""
+    m = re.match(r"__Host-cnlab_ui=([^;]+);", sc)
+    if st == 200 and m and "Secure" in sc and "Path=/;" in sc and \
+            "Domain" not in sc and not cookie_of(hs, "cnlab_ui"):
+        ok("over TLS the dashboard's cookie is __Host-cnlab_ui; Secure; "
+           "Path=/")
+    else:
+        bad("TLS sign-in: %d %s %s" % (st, hs, body))
+        return
+    tok = m.group(1)
+    st, _, _ = req(base + "/v1/auth/whoami",
+                   headers={"Cookie": "__Host-cnlab_ui=" + tok})
+    st2, _, _ = req(base + "/v1/auth/whoami",
+                    headers={"Cookie": "cnlab_ui=" + tok})
+    if st == 200 and st2 == 401:
+        ok("over TLS only the __Host- cookie is a session (a plain "
+           "cnlab_ui, which a sibling host could plant, is not): 200, 401")
+    else:
+        bad("TLS cookies: __Host- %d, plain %d" % (st, st2))
+    st, hs, _ = req(base + "/v1/auth/oidc/start")
+    sc = cookie_of(hs, "cnlab_oidc") or ""
+    if st == 302 and "Secure" in sc and (header(hs, "Location") or [""])[
+            0].find(urllib.parse.quote(base + "/v1/auth/oidc/callback",
+                                       safe="")) > 0:
+        ok("over TLS the sign-on's cookie is Secure and the redirect_uri "
+           "https")
+    else:
+        bad("TLS start: %d %s" % (st, hs))
 
 
 if __name__ == "__main__":
