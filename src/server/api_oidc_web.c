@@ -265,8 +265,7 @@ void cnl_api_h_oidc_start(void *call, struct cnl_http_request *req,
 	snprintf(hdr, sizeof(hdr),
 	         "Set-Cookie: " CNL_API_OIDC_COOKIE
 	         "=%s; Path=/v1/auth/oidc/; HttpOnly; SameSite=Lax; "
-	         "Max-Age=%d%s\r\nCache-Control: no-store\r\n"
-	         "Referrer-Policy: no-referrer\r\n",
+	         "Max-Age=%d%s\r\nReferrer-Policy: no-referrer\r\n",
 	         value, (int)(CNL_OIDC_WEB_TTL_MS / 1000),
 	         api->tls ? "; Secure" : "");
 	cnl_mb_printf(&loc, "%s", hdr);
@@ -496,8 +495,7 @@ static void refuse(struct cnl_http_request *req, struct cnl_http_response *resp,
 	free(resp->headers);
 	resp->headers = cnl_xstrdup(
 	    CLEAR_COOKIE "Content-Security-Policy: default-src 'none'; "
-	                 "frame-ancestors 'none'\r\n"
-	                 "Cache-Control: no-store\r\n");
+	                 "frame-ancestors 'none'\r\n");
 }
 
 /* GET /v1/auth/oidc/callback: see the header; the work was done by
@@ -553,8 +551,7 @@ void cnl_api_h_oidc_callback(void *call, struct cnl_http_request *req,
 	json_decref(resp->body);
 	resp->body = NULL;
 	cnl_mb_printf(&h,
-	              "Location: %s\r\n%s%sCache-Control: no-store\r\n"
-	              "Referrer-Policy: no-referrer\r\n",
+	              "Location: %s\r\n%s%sReferrer-Policy: no-referrer\r\n",
 	              c->oidc_web.return_to, cookie, CLEAR_COOKIE);
 	OPENSSL_cleanse(cookie, sizeof(cookie));
 	resp->status = 302;

@@ -201,6 +201,10 @@ def run(tmp, procs):
         ok("start: 302 to the provider with state and an S256 challenge")
     else:
         bad("start: %d %s %s" % (f.st, f.location, f.body))
+    if header(f.hs, "Cache-Control") == ["no-store"]:
+        ok("start: Cache-Control: no-store (once)")
+    else:
+        bad("start: Cache-Control %s" % header(f.hs, "Cache-Control"))
     cl = f.cookie_line
     if (f.cookie and "HttpOnly" in cl and "SameSite=Lax" in cl and
             "Path=/v1/auth/oidc/" in cl and "Max-Age=600" in cl):
