@@ -239,9 +239,14 @@ async function main() {
   check(/did not start in this browser/.test(why || ''), 'a forged callback lands on the sign-in form with the reason',
     `${why} at ${o.page.url()}`);
   check(!/sso_error/.test(o.page.url()), 'the reason is taken off the address', o.page.url());
-  await o.page.goto(`${url}/ui/#/queues`);
+  await o.page.goto(`${url}/ui/`);
   const sso = o.page.getByRole('link', { name: /single sign-on/ });
   check(await until(async () => (await sso.count()) > 0, 15000), 'the sign-in page offers single sign-on');
+  // The user moves to another page (a hash change, no reload) before the
+  // click: the sign-on must bring them back there.
+  await o.page.evaluate(() => {
+    location.hash = '#/queues';
+  });
   await sso.click();
   const who = await until(async () => {
     const w = o.page.locator('[data-testid=whoami]');

@@ -33,7 +33,8 @@ function ssoError() {
   return SSO_ERRORS[r] || 'Single sign-on failed: try again.';
 }
 
-// The single sign-on address, back to the page the user was on.
+// The single sign-on address, back to the page the user was on (made
+// again at the click: the hash may have changed since the render).
 function oidcStart() {
   return `/v1/auth/oidc/start?return_to=${encodeURIComponent(`/ui/${location.hash}`)}`;
 }
@@ -83,7 +84,8 @@ export function SignIn({ onSignedIn }) {
         <button type="submit" disabled=${busy}>${busy ? 'Signing in…' : 'Sign in'}</button>
       </form>
       ${oidc && html`<p class="or">or</p>
-        <a class="button secondary" href=${oidcStart()} data-testid="sso">
+        <a class="button secondary" href=${oidcStart()} data-testid="sso"
+          onClick=${(e) => { e.currentTarget.href = oidcStart(); }}>
           Sign in with single sign-on (${new URL(oidc.issuer || oidc.authorization_endpoint).host})
         </a>`}
     </main>`;
