@@ -19,8 +19,8 @@
 //   - admin: drain a node and put it back, disable a user whose dashboard
 //     is open (the CLI sees the user disabled; that open page loses
 //     access: its next request is a 401 and it falls back to the sign-in
-//     form), add a profile, edit the burst policy, revoke the node (the
-//     CLI sees each);
+//     form) and enable him again, add and delete a profile, edit the
+//     burst policy, revoke the node (the CLI sees each);
 //   - a phone-sized window: no sideways scrolling, screenshot;
 //   - no page errors, no CSP violations, no console errors on the admin's
 //     page (the disabled user's page logs its 401s, which is the point).
@@ -379,6 +379,13 @@ async function main() {
   check(await until(async () => (await b.page.getByLabel('Password').count()) > 0, 60000),
     "bob's open dashboard loses access (its stream ends; back to the sign-in form)");
   await shot(b.page, 'disabled-user');
+  await page.locator('[data-testid=admin-users] tr[data-user="bob"]').getByRole('button', { name: /^Enable/ }).click();
+  const enabled = await until(async () => {
+    j = await cliJson(['user', 'show', 'bob']);
+    return j.v && j.v.disabled === false;
+  });
+  check(enabled, 'enable bob again from the page: the CLI sees him enabled', j.raw);
+  check(await signIn(b.page, url, 'bob', 'bob-password-1'), 'bob signs in again on the page');
 
   // --- admin: a profile, the burst policy ----------------------------------------
   await page.getByLabel('Name', { exact: true }).fill('browser-prof');
@@ -390,6 +397,12 @@ async function main() {
     return j.v && JSON.stringify(j.v).includes('browser-prof');
   });
   check(prof, 'a profile added on the page: the CLI lists it', `${j.raw} ${await errorShown(page)}`);
+  await page.getByRole('button', { name: 'Delete browser-prof' }).click();
+  const gone = await until(async () => {
+    j = await cliJson(['profiles', 'list']);
+    return j.v && !JSON.stringify(j.v).includes('browser-prof');
+  });
+  check(gone, 'the profile deleted on the page: the CLI no longer lists it', `${j.raw} ${await errorShown(page)}`);
   await page.getByLabel(/^Threshold/).fill('0.75');
   await page.getByLabel('Provider').selectOption('aws');
   await page.getByRole('button', { name: 'Save policy' }).click();
