@@ -79,6 +79,8 @@ struct cnl_agent_config {
 	bool bare;             /* no container (isolation = bare): for a
 	                        * single-user laptop; never as root */
 	const char *runtime;   /* the OCI runtime (crun), container mode */
+	const char *run_dir;   /* bundles/ and crun/ (the runtime's state) go
+	                        * here, a tmpfs; NULL or "": in work_dir */
 	int64_t uid_base;      /* first host id of the users' id ranges */
 	int64_t pids_max;      /* processes per workload; 0: no limit */
 	int64_t image_keep_s;  /* unused unpacked images kept this long */
