@@ -39,6 +39,10 @@
  *                                               needs to re-adopt it
  *   state/<id>.stdout, .stderr                  its output (offsets
  *                                               delivered: in .json)
+ *   bundles/<id>, crun/<id>                     a container's bundle and
+ *                                               crun's state, for its
+ *                                               life (in run_dir when
+ *                                               set: a tmpfs)
  *   agent.lock                                  a POSIX record lock held
  *                                               by the running agent: a
  *                                               second one on this
