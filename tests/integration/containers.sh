@@ -451,6 +451,11 @@ rc=$?
 [ "$rc" != 0 ] && grep -q "run_dir rel/dir: want an absolute path" "$tmp/a7.out" &&
 	ok "a relative run_dir is refused" || bad "run_dir relative: rc=$rc $(cat "$tmp/a7.out")"
 
+"$cnlabd" --agent-run-dir "$tmp/run" >"$tmp/c1.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q -- '--agent-run-dir is for the embedded agent of --all-in-one' "$tmp/c1.out" &&
+	ok "cnlabd's --agent-run-dir without --all-in-one is a usage error" || bad "--agent-run-dir alone: rc=$rc $(cat "$tmp/c1.out")"
+
 # crun 1.8 chowns its stdio to the container's user: the launcher gives it
 # a pipe, so the node's /dev/null stays root's after all these containers.
 [ "$(stat -c %u:%g /dev/null)" = 0:0 ] && ok "the node's /dev/null still belongs to root" ||
