@@ -373,6 +373,17 @@ static int check_run_dir(const char *dir, char *err, size_t errlen)
 		           dir);
 		return -EINVAL;
 	}
+	/* Each workload's mount namespace binds work_dir over the view:
+	 * a run_dir there would be hidden from the runtime. */
+	if (strncmp(dir, CNL_AGENT_VIEW, strlen(CNL_AGENT_VIEW)) == 0 &&
+	    (dir[strlen(CNL_AGENT_VIEW)] == '\0' ||
+	     dir[strlen(CNL_AGENT_VIEW)] == '/')) {
+		cnl_seterr(err, errlen,
+		           "run_dir %s: not %s or below it (each workload "
+		           "sees work_dir there); e.g. /run/cnlab-run",
+		           dir, CNL_AGENT_VIEW);
+		return -EINVAL;
+	}
 	if (mkdir(dir, 0711) < 0 && errno != EEXIST) {
 		cnl_seterr(err, errlen, "run_dir %s: %s", dir, strerror(errno));
 		return -errno;

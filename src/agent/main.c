@@ -118,11 +118,11 @@ static const struct cnl_config_def table[] = {
      "The OCI runtime (container isolation): a name in PATH or a path."},
     {"run_dir", CNL_CONFIG_STRING, S(run_dir), NULL, 0, 0,
      "Container isolation: an absolute folder on a tmpfs (systemd: "
-     "RuntimeDirectory=, under /run) for each container's bundle and "
-     "the runtime's state, which are made and deleted for every "
-     "workload; owned by root, writable by no one else, every folder "
-     "above it searchable by all. Unset: both in work_dir, on its "
-     "disk."},
+     "RuntimeDirectory=cnlab-run, then /run/cnlab-run; not under "
+     "/run/cnlab-agent) for each container's bundle and the runtime's "
+     "state, which are made and deleted for every workload; owned by "
+     "root, writable by no one else, every folder above it searchable "
+     "by all. Unset: both in work_dir, on its disk."},
     {"uid_base", CNL_CONFIG_INT, S(uid_base), "1000000", 65536, 4000000000LL,
      "First host id of the users' id ranges (65536 ids each, one per "
      "user, never host root)."},

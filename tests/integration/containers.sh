@@ -446,6 +446,10 @@ mkdir -m 0700 "$tmp/rd-closed"
 rc=$?
 [ "$rc" != 0 ] && grep -q "$tmp/rd-closed must be searchable by all" "$tmp/a6.out" &&
 	ok "a run_dir the container's root cannot reach is refused, naming the folder" || bad "run_dir 0700 parent: rc=$rc $(cat "$tmp/a6.out")"
+"$agent" --server "$url" --work-dir "$tmp/a8" --run-dir /run/cnlab-agent/x >"$tmp/a8.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "run_dir /run/cnlab-agent/x: not /run/cnlab-agent or below it" "$tmp/a8.out" &&
+	ok "a run_dir below the workloads' view of work_dir is refused" || bad "run_dir in the view: rc=$rc $(cat "$tmp/a8.out")"
 "$agent" --server "$url" --work-dir "$tmp/a7" --run-dir rel/dir >"$tmp/a7.out" 2>&1
 rc=$?
 [ "$rc" != 0 ] && grep -q "run_dir rel/dir: want an absolute path" "$tmp/a7.out" &&
