@@ -19,7 +19,8 @@
 #      median of 9 (after one not counted); baseline `srun true`, the same
 #   4  trivial jobs dispatched and completed/s on the all-in-one's one node
 #      (N jobs POSTed, until all ended); baseline: `sbatch --wrap true` N
-#      jobs until the queue is empty
+#      jobs until the queue is empty.  Rows 3 and 4: the all-in-one's agent
+#      has its run_dir on /dev/shm where that is a tmpfs (--no-run-dir: not)
 #   5  scheduling cycle: build/bench/sched_bench, its "full cluster" figures
 #      (cnlab policy beside fifo), every size it prints
 #   6  cnlabd restart (spawn until a job's GET answers 200) with 100k jobs
@@ -47,6 +48,7 @@ build=$here/build
 rows=1,2,3,4,5,6,7,8
 do_build=1
 use_slurm=1
+use_run_dir=1
 secs=5
 njobs=200
 pending=100000
@@ -59,6 +61,7 @@ usage() {
 	echo "      5 scheduling cycle, 6 restart, 7 GET under load, 8 CLI start"
 	echo "--seconds S: each wrk run (5); --jobs N: row 4's jobs (200); --pending N: rows 2/6/7 (100000)"
 	echo "--cnlabd, --cnlab: binaries to measure instead of those found under the build directory"
+	echo "--no-run-dir: the all-in-one's agent keeps bundles and crun's state in its work folder"
 }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
 	--rows) rows=${2:?--rows: give a list such as 1,3} && shift ;;
 	--no-build) do_build=0 ;;
 	--no-slurm) use_slurm=0 ;;
+	--no-run-dir) use_run_dir=0 ;;
 	--seconds) secs=${2:?--seconds: give a number} && shift ;;
 	--jobs) njobs=${2:?--jobs: give a number} && shift ;;
 	--pending) pending=${2:?--pending: give a number} && shift ;;
@@ -130,9 +134,11 @@ die() {
 }
 pids=()
 slurm_dir=
+run_dir=
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	[ -n "$run_dir" ] && rm -rf "$run_dir"
 	if [ -n "$slurm_dir" ]; then
 		"$here/scripts/slurm-bench-up" --down "$slurm_dir" >>"$log" 2>&1
 	fi
@@ -340,8 +346,14 @@ fi
 if want 3 || want 4; then
 	d3=$tmp/r3
 	: >"$tmp/cnlabd.out"
+	aio_flags=()
+	if [ "$use_run_dir" = 1 ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+		run_dir=$(mktemp -d -p /dev/shm cnlab-issue19.XXXXXX) && chmod 711 "$run_dir"
+		aio_flags=(--agent-run-dir "$run_dir/agent")
+		say "rows 3 and 4: the agent's run_dir on /dev/shm (a tmpfs)"
+	fi
 	env -u CNLAB_JWT_SECRET -u CNLAB_ADMIN_PASSWORD "$cnlabd" --all-in-one --data-dir "$d3" --listen 127.0.0.1:0 \
-		>"$tmp/cnlabd.out" 2>>"$tmp/cnlabd.err" &
+		"${aio_flags[@]}" >"$tmp/cnlabd.out" 2>>"$tmp/cnlabd.err" &
 	dpid=$!
 	pids+=("$dpid")
 	for _ in $(seq 300); do

@@ -366,8 +366,12 @@ int cnl_agent_cdi_write(struct cnl_agent *a, char *err, size_t errlen);
  * paths as they are). */
 void cnl_agent_view(const struct cnl_agent *a, const char *path, char *out,
                     size_t n);
+/* Where bundles/ and crun/ (the runtime's state) are: run_dir when set,
+ * else work_dir. */
+const char *cnl_agent_rundir(const struct cnl_agent *a);
 /* Check the runtime (or, bare, that no work would run as root); detect a
- * hybrid cgroup host; create bundles/ and crun/.  At agent start. */
+ * hybrid cgroup host; check run_dir; create bundles/ and crun/.  At agent
+ * start. */
 int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen);
 /* The first host id of the range of the user whose id is @user (its own,
  * allocated on first use). */

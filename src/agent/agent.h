@@ -39,6 +39,10 @@
  *                                               needs to re-adopt it
  *   state/<id>.stdout, .stderr                  its output (offsets
  *                                               delivered: in .json)
+ *   bundles/<id>, crun/<id>                     a container's bundle and
+ *                                               crun's state, for its
+ *                                               life (in run_dir when
+ *                                               set: a tmpfs)
  *   agent.lock                                  a POSIX record lock held
  *                                               by the running agent: a
  *                                               second one on this
@@ -79,6 +83,8 @@ struct cnl_agent_config {
 	bool bare;             /* no container (isolation = bare): for a
 	                        * single-user laptop; never as root */
 	const char *runtime;   /* the OCI runtime (crun), container mode */
+	const char *run_dir;   /* bundles/ and crun/ (the runtime's state) go
+	                        * here, a tmpfs; NULL or "": in work_dir */
 	int64_t uid_base;      /* first host id of the users' id ranges */
 	int64_t pids_max;      /* processes per workload; 0: no limit */
 	int64_t image_keep_s;  /* unused unpacked images kept this long */

@@ -236,6 +236,12 @@ static int find_binary(const char *name, char *out, size_t n)
 	return -CNL_ENOTFOUND;
 }
 
+const char *cnl_agent_rundir(const struct cnl_agent *a)
+{
+	return a->cfg.run_dir && a->cfg.run_dir[0] ? a->cfg.run_dir
+	                                           : a->cfg.work_dir;
+}
+
 void cnl_agent_view(const struct cnl_agent *a, const char *path, char *out,
                     size_t n)
 {
@@ -342,6 +348,75 @@ static int find_beside(const char *name, int mode, char *out, size_t n)
 	}
 	snprintf(out, n, "/usr/lib/cnlab/%s", name);
 	return access(out, mode) == 0 ? 0 : -CNL_ENOTFOUND;
+}
+
+/*
+ * run_dir: bundles/ and crun/ go there (a tmpfs: each container's bundle
+ * and the runtime's state are made and deleted for every workload).  It
+ * is made (0711) when missing; it must be a folder of the agent's (root)
+ * that no one else may write, not a link, and every folder above it must
+ * be searchable by all: the runtime reaches the bundle from inside the
+ * container's user namespace, as the container's root (a host id range),
+ * not through the view of work_dir.  Not on a tmpfs: a warning, since it
+ * then only moves the files.
+ */
+static int check_run_dir(const char *dir, char *err, size_t errlen)
+{
+	char p[700], *slash;
+	struct stat st;
+	struct statfs sf;
+
+	if (dir[0] != '/' || strlen(dir) >= 500 || strpbrk(dir, ",:")) {
+		cnl_seterr(err, errlen,
+		           "run_dir %s: want an absolute path of at most 500 "
+		           "bytes, without ',' or ':'",
+		           dir);
+		return -EINVAL;
+	}
+	/* Each workload's mount namespace binds work_dir over the view:
+	 * a run_dir there would be hidden from the runtime. */
+	if (strncmp(dir, CNL_AGENT_VIEW, strlen(CNL_AGENT_VIEW)) == 0 &&
+	    (dir[strlen(CNL_AGENT_VIEW)] == '\0' ||
+	     dir[strlen(CNL_AGENT_VIEW)] == '/')) {
+		cnl_seterr(err, errlen,
+		           "run_dir %s: not %s or below it (each workload "
+		           "sees work_dir there); e.g. /run/cnlab-run",
+		           dir, CNL_AGENT_VIEW);
+		return -EINVAL;
+	}
+	if (mkdir(dir, 0711) < 0 && errno != EEXIST) {
+		cnl_seterr(err, errlen, "run_dir %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != geteuid() || (st.st_mode & 022)) {
+		cnl_seterr(err, errlen,
+		           "run_dir %s: must be a folder (not a link) owned by "
+		           "the agent's user that no one else may write",
+		           dir);
+		return -EPERM;
+	}
+	snprintf(p, sizeof(p), "%s", dir);
+	for (;;) {
+		if (stat(p, &st) < 0 || !(st.st_mode & S_IXOTH)) {
+			cnl_seterr(err, errlen,
+			           "run_dir %s: %s must be searchable by all "
+			           "(o+x): the runtime crosses it as the "
+			           "container's root",
+			           dir, p);
+			return -EPERM;
+		}
+		if (strcmp(p, "/") == 0)
+			break;
+		slash = strrchr(p, '/');
+		slash[slash == p ? 1 : 0] = '\0';
+	}
+	if (statfs(dir, &sf) == 0 && sf.f_type != TMPFS_MAGIC)
+		cnl_log(CNL_LOG_WARN,
+		        "run_dir is not on a tmpfs: bundles and the runtime's "
+		        "state stay on a disk",
+		        "run_dir=%s", dir);
+	return 0;
 }
 
 int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
@@ -465,10 +540,15 @@ int cnl_agent_container_init(struct cnl_agent *a, char *err, size_t errlen)
 	                                  "workspaces", "regions", "volumes"};
 	if ((r = cnl_agent_cdi_write(a, err, errlen)) < 0)
 		return r;
+	if (a->cfg.run_dir && a->cfg.run_dir[0] &&
+	    (r = check_run_dir(a->cfg.run_dir, err, errlen)) < 0)
+		return r;
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(sub); i++) {
 		bool own = i == 2 || i == 5;
+		bool run = i == 0 || i == 2;
 
-		snprintf(path, sizeof(path), "%s/%s", a->cfg.work_dir, sub[i]);
+		snprintf(path, sizeof(path), "%s/%s",
+		         run ? cnl_agent_rundir(a) : a->cfg.work_dir, sub[i]);
 		if ((r = cnl_agent_mkdirs(path)) < 0 ||
 		    chmod(path, own ? 0700 : 0711) < 0) {
 			cnl_seterr(err, errlen, "%s: %s", path,
@@ -869,9 +949,8 @@ static int image_rootfs(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	snprintf(work, sizeof(work), "%s/work", bundle);
 	if (strpbrk(c->image_root, ",:") || strpbrk(bundle, ",:")) {
 		cnl_seterr(err, errlen,
-		           "work_dir %s: a path with ',' or ':' cannot hold "
-		           "an overlay",
-		           a->cfg.work_dir);
+		           "%s: a path with ',' or ':' cannot hold an overlay",
+		           cnl_agent_rundir(a));
 		return -EINVAL;
 	}
 	if (mkdir(upper, 0755) < 0 || mkdir(work, 0700) < 0 ||
@@ -1030,7 +1109,8 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 		args[1 + i] = plain[i];
 	if (nw > 0)
 		args[1 + nw] = NULL;
-	snprintf(bundle, bundle_len, "%s/bundles/%s", a->cfg.work_dir, c->id);
+	snprintf(bundle, bundle_len, "%s/bundles/%s", cnl_agent_rundir(a),
+	         c->id);
 	/* What an earlier start of the same id left (an agent killed
 	 * between launch and clean-up) goes first. */
 	cnl_agent_bundle_drop(a, c->id);
@@ -1113,8 +1193,8 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	                      .devices = c->devices,
 	                  },
 	                  err, errlen);
-	snprintf(crun_state, sizeof(crun_state), "%s/crun/%s", a->cfg.work_dir,
-	         c->id);
+	snprintf(crun_state, sizeof(crun_state), "%s/crun/%s",
+	         cnl_agent_rundir(a), c->id);
 	cnl_agent_rmtree(crun_state);
 out:
 	if (r < 0)
@@ -1129,13 +1209,13 @@ void cnl_agent_bundle_drop(struct cnl_agent *a, const char *id)
 	if (a->cfg.bare)
 		return;
 	/* An image's overlay first: the tree below is then the bundle's. */
-	snprintf(p, sizeof(p), "%s/bundles/%s/rootfs", a->cfg.work_dir, id);
+	snprintf(p, sizeof(p), "%s/bundles/%s/rootfs", cnl_agent_rundir(a), id);
 	if (umount2(p, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
 		cnl_log(CNL_LOG_WARN, "cannot unmount", "path=%s err=\"%s\"", p,
 		        strerror(errno));
-	snprintf(p, sizeof(p), "%s/bundles/%s", a->cfg.work_dir, id);
+	snprintf(p, sizeof(p), "%s/bundles/%s", cnl_agent_rundir(a), id);
 	cnl_agent_rmtree(p);
-	snprintf(p, sizeof(p), "%s/crun/%s", a->cfg.work_dir, id);
+	snprintf(p, sizeof(p), "%s/crun/%s", cnl_agent_rundir(a), id);
 	cnl_agent_rmtree(p);
 }
 

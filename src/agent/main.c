@@ -44,6 +44,7 @@ struct settings {
 	char *datasets;
 	char *isolation;
 	char *runtime;
+	char *run_dir;
 	int64_t uid_base;
 	int64_t pids_max;
 	int64_t image_keep_s;
@@ -115,6 +116,13 @@ static const struct cnl_config_def table[] = {
      "(needs run_as_uid or map_users when the agent is root)."},
     {"runtime", CNL_CONFIG_STRING, S(runtime), "crun", 0, 0,
      "The OCI runtime (container isolation): a name in PATH or a path."},
+    {"run_dir", CNL_CONFIG_STRING, S(run_dir), NULL, 0, 0,
+     "Container isolation: an absolute folder on a tmpfs (systemd: "
+     "RuntimeDirectory=cnlab-run, then /run/cnlab-run; not under "
+     "/run/cnlab-agent) for each container's bundle and the runtime's "
+     "state, which are made and deleted for every workload; owned by "
+     "root, writable by no one else, every folder above it searchable "
+     "by all. Unset: both in work_dir, on its disk."},
     {"uid_base", CNL_CONFIG_INT, S(uid_base), "1000000", 65536, 4000000000LL,
      "First host id of the users' id ranges (65536 ids each, one per "
      "user, never host root)."},
@@ -330,6 +338,7 @@ int main(int argc, char **argv)
 	        .datasets = st.datasets,
 	        .bare = strcmp(st.isolation, "bare") == 0,
 	        .runtime = st.runtime,
+	        .run_dir = st.run_dir,
 	        .uid_base = st.uid_base,
 	        .pids_max = st.pids_max,
 	        .image_keep_s = st.image_keep_s,

@@ -274,7 +274,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	free(image_env);
 	if (r < 0)
 		return r;
-	snprintf(rt_root, rt_root_len, "%s/crun", a->cfg.work_dir);
+	snprintf(rt_root, rt_root_len, "%s/crun", cnl_agent_rundir(a));
 	rt_argv[0] = a->runtime;
 	rt_argv[1] = "--cgroup-manager=disabled";
 	rt_argv[2] = "--root";

@@ -158,7 +158,7 @@ static void exec_one(struct cnl_agent *a, struct one *o,
 		frame_exit(s, 126);
 		return;
 	}
-	snprintf(root, sizeof(root), "%s/crun", a->cfg.work_dir);
+	snprintf(root, sizeof(root), "%s/crun", cnl_agent_rundir(a));
 	argv[n++] = a->runtime;
 	argv[n++] = "--cgroup-manager=disabled";
 	argv[n++] = "--root";

@@ -202,6 +202,13 @@ static void find_shim(const char *agent, char *out, size_t len)
 	out[0] = '\0';
 }
 
+static const char *agent_run_dir;
+
+void cnl_aio_set_agent_run_dir(const char *dir)
+{
+	agent_run_dir = dir;
+}
+
 pid_t cnl_aio_spawn_agent(const char *url, const char *token,
                           const char *data_dir, const char *gpus,
                           char *ret_gpus, char *err, size_t errlen)
@@ -239,6 +246,10 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
 	if (shim[0]) {
 		argv[n++] = "--shim";
 		argv[n++] = shim;
+	}
+	if (agent_run_dir && agent_run_dir[0]) {
+		argv[n++] = "--run-dir";
+		argv[n++] = agent_run_dir;
 	}
 	argv[n] = NULL;
 	/* Our environment, plus the token; no other CNLAB_AGENT_ setting but

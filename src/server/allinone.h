@@ -65,6 +65,12 @@ pid_t cnl_aio_spawn_agent(const char *url, const char *token,
                           const char *data_dir, const char *gpus,
                           char *ret_gpus, char *err, size_t errlen);
 
+/* cnl_aio_set_agent_run_dir - the embedded agent's run_dir (--run-dir:
+ * its containers' bundles and crun's state, on a tmpfs), or NULL for none
+ * (they stay in its work directory).  Before the first spawn; @dir is
+ * kept, not copied. */
+void cnl_aio_set_agent_run_dir(const char *dir);
+
 /* The embedded agent's lock, in its work directory (data_dir/agent): a
  * POSIX record lock that cnlab-agent holds while it runs (agent.c). */
 #define CNL_AIO_AGENT_LOCK "agent.lock"

@@ -217,6 +217,10 @@ static void usage(FILE *f)
 	        "pool such as\n"
 	        "                          fake:2xH100-80GB-SXM (the default "
 	        "without NVML)\n"
+	        "  --agent-run-dir DIR     with --all-in-one: the embedded "
+	        "agent's run_dir (its\n"
+	        "                          containers' bundles and crun's "
+	        "state; a tmpfs)\n"
 	        "  --help                  show this help\n"
 	        "  --KEY VALUE             any setting below, '-' or '_' "
 	        "between words\n"
@@ -443,11 +447,11 @@ int main(int argc, char **argv)
 	/* The flags cnlabd handles itself; every setting of the table is
 	 * also a flag (--data-dir DIR, --node-lost-timeout=10s). */
 	struct cnl_config_flag own[] = {
-	    {"help", false, NULL},       {"h", false, NULL},
-	    {"config", true, NULL},      {"bootstrap-admin", true, NULL},
-	    {"all-in-one", false, NULL}, {"gpus", true, NULL},
-	    {NULL, false, NULL}};
-	enum { F_HELP, F_H, F_CONFIG, F_ADMIN, F_AIO, F_GPUS };
+	    {"help", false, NULL},         {"h", false, NULL},
+	    {"config", true, NULL},        {"bootstrap-admin", true, NULL},
+	    {"all-in-one", false, NULL},   {"gpus", true, NULL},
+	    {"agent-run-dir", true, NULL}, {NULL, false, NULL}};
+	enum { F_HELP, F_H, F_CONFIG, F_ADMIN, F_AIO, F_GPUS, F_RUN_DIR };
 	struct settings st;
 	const char *config = NULL, *admin = NULL, *secret, *password;
 	const char *aio_gpus = NULL;
@@ -487,6 +491,12 @@ int main(int argc, char **argv)
 	admin = own[F_ADMIN].value;
 	aio = own[F_AIO].value != NULL;
 	aio_gpus = own[F_GPUS].value;
+	if (own[F_RUN_DIR].value && !aio) {
+		fprintf(stderr, "cnlabd: --agent-run-dir is for the embedded "
+		                "agent of --all-in-one\n");
+		return 2;
+	}
+	cnl_aio_set_agent_run_dir(own[F_RUN_DIR].value);
 	if (cnl_config_defaults(settings_table, N_SETTINGS, &st) < 0 ||
 	    (config && cnl_config_load_file(settings_table, N_SETTINGS, &st,
 	                                    config, err, sizeof(err)) < 0) ||

@@ -21,7 +21,11 @@
 #     the shim (from /etc/ld.so.preload) and its region (pinned in
 #     /etc/cnlab/region) and cannot allocate past its slice's quota on the
 #     fake driver, which alone would grant it
-# and the agent refuses to start without its runtime, or bare as root.
+#   - with run_dir (a tmpfs) the bundle and crun's state are there, the
+#     container the same (ids, seccomp, no_new_privs, read-only root,
+#     unshare and mount refused), and nothing is left after it
+# and the agent refuses to start without its runtime, or bare as root, or
+# with a run_dir others may write or the runtime cannot reach.
 set -u
 cnlabd=$1
 agent=$2
@@ -359,6 +363,48 @@ state=$(cat "$tmp/state")
 kill "$probe" 2>/dev/null
 wait "$probe" 2>/dev/null
 
+# --- run_dir: bundles and crun's state on a tmpfs -------------------------------
+# A second node whose agent keeps each container's bundle and crun's state
+# in run_dir (a tmpfs here; the cleanup unmounts it): the jobs placed there
+# (the all-in-one's node cordoned) are the same containers, and what it
+# made for them goes with them.
+aio_node=$(api GET /v1/nodes | jq -r '.items[0].name')
+mkdir -p "$tmp/run" && mount -t tmpfs -o mode=0711,size=16m cnlab-test "$tmp/run"
+rd_tok=$(api POST /v1/nodes/join-tokens '{"node":"rd"}' | jq -r .token)
+CNLAB_AGENT_TOKEN=$rd_tok "$agent" --server "$url" --name rd --gpus fake:2xH100-80GB-SXM \
+	--work-dir "$tmp/rd" --run-dir "$tmp/run/agent" >"$tmp/rd.out" 2>&1 &
+rd_pid=$!
+for _ in $(seq 100); do grep -q 'msg=registered' "$tmp/rd.out" && break; sleep 0.1; done
+api PATCH "/v1/nodes/$aio_node" '{"state":"cordoned"}' >/dev/null
+read -r job host_uid <<<"$(sleeper "$tok")"
+node=$(api GET "/v1/jobs/$job" | jq -r '.node // .node_name // empty')
+if [ -n "$host_uid" ] && [ -f "$tmp/run/agent/bundles/$job/config.json" ] &&
+	[ -d "$tmp/run/agent/crun/$job" ] && [ ! -e "$tmp/rd/bundles/$job" ] && [ ! -e "$tmp/rd/crun/$job" ]; then
+	ok "run_dir holds the container's bundle and crun's state (not work_dir)"
+else
+	bad "run_dir: uid '$host_uid' node '$node' run: $(ls -R "$tmp/run" | head -20) work: $(ls "$tmp/rd/bundles" "$tmp/rd/crun" 2>&1)"
+fi
+api POST "/v1/jobs/$job/cancel" >/dev/null
+out=$(run 'grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status; id -u; unshare -U true && echo unshared; touch /x 2>/dev/null && echo wrote-root; mount -t tmpfs x /tmp 2>/dev/null && echo mounted; echo done')
+state=$(cat "$tmp/state")
+if [ "$state" = succeeded ] && echo "$out" | grep -qx 'Seccomp:	2' && echo "$out" | grep -qx 'NoNewPrivs:	1' &&
+	echo "$out" | grep -qx 'CapEff:	0000000000000000' && echo "$out" | grep -qx 1000 &&
+	! echo "$out" | grep -qE '^(unshared|wrote-root|mounted)$' && echo "$out" | grep -qx done; then
+	ok "with run_dir the job is the same container: uid 1000, seccomp, no_new_privs, read-only root, unshare refused"
+else
+	bad "run_dir container: $state $out"
+fi
+for _ in $(seq 100); do
+	[ -z "$(find "$tmp/run/agent" -mindepth 2)" ] && break
+	sleep 0.1
+done
+[ -z "$(find "$tmp/run/agent" -mindepth 2)" ] && [ -d "$tmp/run/agent/bundles" ] &&
+	ok "each bundle and crun state in run_dir goes with its workload" ||
+	bad "left in run_dir: $(ls -R "$tmp/run/agent")"
+kill "$rd_pid" 2>/dev/null
+wait "$rd_pid" 2>/dev/null
+api PATCH "/v1/nodes/$aio_node" '{"state":"up"}' >/dev/null
+
 # --- the CDI spec ----------------------------------------------------------------
 cdi=$tmp/data/agent/cdi/cnlab.json
 jq -e '.kind == "cnlab.io/gpu" and .cdiVersion == "0.6.0" and
@@ -388,6 +434,31 @@ for m in "$tmp:/./etc" "$tmp://usr/x" "$tmp:/opt" "$tmp:/opt/cnlab/x" "$tmp:/dat
 	[ "$rc" != 0 ] && grep -q 'mounts:' "$tmp/a4.out" && ok "mounts $m is refused" ||
 		bad "mounts $m: rc=$rc $(cat "$tmp/a4.out")"
 done
+
+# run_dir must be the agent's alone, and crossable by the runtime.
+mkdir -m 0777 "$tmp/rd-open"
+"$agent" --server "$url" --work-dir "$tmp/a5" --run-dir "$tmp/rd-open" >"$tmp/a5.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "run_dir $tmp/rd-open: must be a folder" "$tmp/a5.out" &&
+	ok "a run_dir others may write is refused" || bad "run_dir 0777: rc=$rc $(cat "$tmp/a5.out")"
+mkdir -m 0700 "$tmp/rd-closed"
+"$agent" --server "$url" --work-dir "$tmp/a6" --run-dir "$tmp/rd-closed/r" >"$tmp/a6.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "$tmp/rd-closed must be searchable by all" "$tmp/a6.out" &&
+	ok "a run_dir the container's root cannot reach is refused, naming the folder" || bad "run_dir 0700 parent: rc=$rc $(cat "$tmp/a6.out")"
+"$agent" --server "$url" --work-dir "$tmp/a8" --run-dir /run/cnlab-agent/x >"$tmp/a8.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "run_dir /run/cnlab-agent/x: not /run/cnlab-agent or below it" "$tmp/a8.out" &&
+	ok "a run_dir below the workloads' view of work_dir is refused" || bad "run_dir in the view: rc=$rc $(cat "$tmp/a8.out")"
+"$agent" --server "$url" --work-dir "$tmp/a7" --run-dir rel/dir >"$tmp/a7.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "run_dir rel/dir: want an absolute path" "$tmp/a7.out" &&
+	ok "a relative run_dir is refused" || bad "run_dir relative: rc=$rc $(cat "$tmp/a7.out")"
+
+"$cnlabd" --agent-run-dir "$tmp/run" >"$tmp/c1.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q -- '--agent-run-dir is for the embedded agent of --all-in-one' "$tmp/c1.out" &&
+	ok "cnlabd's --agent-run-dir without --all-in-one is a usage error" || bad "--agent-run-dir alone: rc=$rc $(cat "$tmp/c1.out")"
 
 # crun 1.8 chowns its stdio to the container's user: the launcher gives it
 # a pipe, so the node's /dev/null stays root's after all these containers.
