@@ -21,7 +21,8 @@
 # scheduling cycles run per request (/metrics: how well the loop batches
 # the kicks of a burst of submissions).
 # With --perf the submit run is also recorded (perf record -g) and the top
-# symbols of the HTTP threads and of the others are printed.  With --strace
+# symbols of the HTTP threads and of the others are printed, and the
+# split by thread and library.  With --strace
 # each route gets one more run, under `strace -c -f`, for its system calls
 # per request: unlike CPU time on a shared machine, a count that does not
 # depend on the load.
@@ -260,6 +261,12 @@ if [ "$use_perf" = 1 ]; then
 	echo "perf, submit run: share of each thread name"
 	perf report -i "$tmp/perf.data" --no-children --sort comm --stdio 2>/dev/null |
 		grep -E "^ +[0-9]"
+	echo
+	echo "perf, submit run: share of each thread name and library (the"
+	echo "user-space call graphs are not usable without frame pointers: this"
+	echo "split says which code the time is in: kernel, libc, SQLite, ...)"
+	perf report -i "$tmp/perf.data" --no-children --sort comm,dso \
+		--stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -15
 	echo
 	echo "perf, submit run: top symbols of the other threads"
 	perf report -i "$tmp/perf.data" --no-children --comms cnlabd,cnl-commit \
