@@ -74,6 +74,12 @@ struct cnl_cyc_sum {
 struct cnl_cyc_lb {
 	int64_t lb;
 	uint32_t node;
+	/* The incremental cycle's: free_at, the first instant from
+	 * max(lb, now) on that none of the node's reservations holds, found
+	 * when the node's reservation version was free_ver - 1 (0: never).
+	 * No job of the shape can start there before it. */
+	uint32_t free_ver;
+	int64_t free_at;
 	/* The node's size, for cnl_cyc_node_could_host() without reading
 	 * the node (the rest of that test is the shape's, the same for every
 	 * job of the entry): -1 when the shape could never run there. */
@@ -152,6 +158,10 @@ struct cnl_cyc {
 	 * when capacity grows (pre-emption).  The incremental cycle's only;
 	 * NULL otherwise. */
 	uint32_t *nver;
+	/* Per node, a version moved by every reservation made on it (the
+	 * incremental cycle's; NULL otherwise): struct cnl_cyc_lb's free_at
+	 * stands while it does. */
+	uint32_t *rver;
 	struct cnl_cyc_fit *fit; /* FIT_MAX */
 	size_t next_fit;
 	/* The class summary (SUM_SLOTS; the incremental cycle's only, NULL

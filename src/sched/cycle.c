@@ -99,16 +99,23 @@ static int blocked(struct cnl_cyc *y, uint32_t job, bool conflict)
 
 /* ---- the class summary ------------------------------------------------ */
 
-/* Job `job`'s class: its whole prepared request and its priority class. */
+/* Job `job`'s class: its whole prepared request and its priority class.
+ * A hash of the request's own fields only (the per-type profiles follow
+ * from them, and same_class() compares everything): a few multiplies per
+ * pending job instead of the shape key's pass over every type. */
 static uint64_t sum_key(const struct cnl_cyc *y, uint32_t job)
 {
-	const struct cnl_req_prep *p = &y->prep[job];
-	uint64_t k = cnl_cyc_shape_key(p, true);
+	const struct cnl_alloc_req *r = &y->prep[job].req;
+	uint64_t k = (uint64_t)r->kind << 56 ^
+	             (uint64_t)(uint32_t)r->blocks << 32 ^
+	             (uint64_t)(uint32_t)r->gpus << 8 ^ y->jobs[job].prio;
 
-	k = (k ^ (uint64_t)p->req.cpu_milli) * 0x9e3779b97f4a7c15ULL;
-	k = (k ^ (k >> 29) ^ (uint64_t)p->req.mem_mib) * 0xbf58476d1ce4e5b9ULL;
-	k = (k ^ (k >> 32) ^ y->jobs[job].prio) * 0x94d049bb133111ebULL;
-	return k | 1;
+	k = (k ^ (uint64_t)(uint32_t)r->gpu_type) * 0x9e3779b97f4a7c15ULL;
+	k = (k ^ (k >> 31) ^ r->gpu_types ^ (uint64_t)r->project << 17) *
+	    0xff51afd7ed558ccdULL;
+	k = (k ^ (k >> 29) ^ (uint64_t)r->cpu_milli) * 0xbf58476d1ce4e5b9ULL;
+	k = (k ^ (k >> 32) ^ (uint64_t)r->mem_mib) * 0x94d049bb133111ebULL;
+	return (k ^ (k >> 29)) | 1;
 }
 
 /* Whether jobs `a` and `b` are of one class: everything the placement
@@ -308,6 +315,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
 	if (s->inc) {
 		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
+		y.rver = calloc(c->n_nodes + 1, sizeof(*y.rver));
 		y.sum = cnl_cyc_keep(s, KEEP_SUM, SUM_SLOTS * sizeof(*y.sum));
 		if (y.sum)
 			memset(y.sum, 0, SUM_SLOTS * sizeof(*y.sum));
@@ -318,7 +326,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
 	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
 	    r < 0 || !gangs || !s->gang_nodes ||
-	    (s->inc && (!y.nver || !y.sum))) {
+	    (s->inc && (!y.nver || !y.rver || !y.sum))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -370,6 +378,7 @@ out:
 	free(y.lbc);
 	cnl_cyc_fit_done(&y);
 	free(y.nver);
+	free(y.rver);
 	if (y.sum)
 		cnl_cyc_unkeep(s, y.sum);
 	cnl_cyc_order_done(s, &ord);

@@ -380,8 +380,8 @@ static int cmp_lb(const void *a, const void *b)
 
 /* The sorted lower bounds for the shape of `p` (see struct cnl_cyc_lb_cache);
  * NULL on allocation failure. */
-static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
-                                             const struct cnl_req_prep *p)
+static struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
+                                       const struct cnl_req_prep *p)
 {
 	uint64_t key = cnl_cyc_shape_key(p, false);
 	struct cnl_cyc_lb_cache tmp = {.key = key};
@@ -408,8 +408,11 @@ static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 		struct cnl_req_prep shape = *p;
 		shape.req.cpu_milli = shape.req.mem_mib = 0;
 		bool ok = cnl_cyc_node_could_host(y, i, &shape);
-		tmp.v[tmp.n++] = (struct cnl_cyc_lb){
-		    lb, i, ok ? n->cpu_total : -1, ok ? n->mem_total : -1};
+		tmp.v[tmp.n++] =
+		    (struct cnl_cyc_lb){.lb = lb,
+		                        .node = i,
+		                        .cpu_total = ok ? n->cpu_total : -1,
+		                        .mem_total = ok ? n->mem_total : -1};
 	}
 	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
 	if (y->n_lbc == LBC_MAX) {
@@ -534,6 +537,24 @@ static int64_t resv_gap(const struct cnl_sched *s, uint32_t node, int64_t t,
 	return t;
 }
 
+/* The first instant from max(lb, now) on free of node e->node's
+ * reservations (resv_gap() for a run of 1 ms), found again only when a
+ * reservation was made on the node since.  A value kept past a new
+ * reservation would still be a lower bound (a cycle only adds
+ * reservations, which only move the instant later), just a weaker one;
+ * one found for a longer run would not (test_sched_inc fails). */
+static int64_t free_at(struct cnl_cyc *y, struct cnl_cyc_lb *e)
+{
+	uint32_t v = y->rver[e->node] + 1;
+
+	if (e->free_ver != v) {
+		e->free_at =
+		    resv_gap(y->s, e->node, e->lb > y->now ? e->lb : y->now, 1);
+		e->free_ver = v;
+	}
+	return e->free_at;
+}
+
 /* The earliest time and node at which job `p` could start, honouring the
  * reservations already made.  T_INF when none is known.  Nodes are tried
  * in order of their lower bound until the bound passes the best exact
@@ -541,7 +562,7 @@ static int64_t resv_gap(const struct cnl_sched *s, uint32_t node, int64_t t,
 int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
                          int64_t rt, uint32_t *ret_node)
 {
-	const struct cnl_cyc_lb_cache *lc = bounds(y, p);
+	struct cnl_cyc_lb_cache *lc = bounds(y, p);
 	struct cnl_cyc_fit *fit = y->s->inc ? fit_of(y, p) : NULL;
 	struct cnl_cyc_saved sv = {0};
 	int64_t best = T_INF;
@@ -561,6 +582,13 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 			t0 = fit->t[node];
 		if (fit && fit->t[node] == T_INF)
 			continue; /* never fits: T_INF, which cannot win */
+		/* The node's first free instant (kept in the bounds entry
+		 * while its reservations stand) is no later than any start
+		 * there: resv_gap() only moves later with a later start or a
+		 * longer run.  At or past the best, no walk is needed. */
+		if (y->rver && best != T_INF && rt >= 1 &&
+		    free_at(y, &lc->v[k]) >= best)
+			continue;
 		if (y->s->inc && best != T_INF &&
 		    resv_gap(y->s, node, t0, rt) >= best)
 			continue;
@@ -626,6 +654,8 @@ int cnl_cyc_reserve(struct cnl_cyc *y, uint32_t job, uint32_t node, int64_t t0,
 	s->resv[s->n_resv] = (struct cnl_resv){
 	    .job = job, .node = node, .next = *at, .t0 = t0, .t1 = t0 + rt};
 	*at = (uint32_t)s->n_resv++;
+	if (y->rver)
+		y->rver[node]++;
 	return 0;
 }
 
