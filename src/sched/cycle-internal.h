@@ -57,13 +57,17 @@ struct cnl_cyc_fail {
  * decision its first job got when no node could take it, no victims made
  * room and the reservations were spent.  Every later job of the class
  * without a deadline or gang gets the same decision by one lookup, until
- * capacity grows or a cached bound is recomputed (sum_gen moves). */
+ * capacity grows or a cached bound is recomputed (sum_gen moves).  The
+ * classes are found while the jobs are prepared (in index order, each
+ * job's request still in cache): a job's class is its entry's index,
+ * carried in its order entry, so deciding it reads no request. */
 #define SUM_SLOTS 4096
 
 struct cnl_cyc_sum {
 	uint64_t key;  /* 0: free */
-	uint32_t head; /* the job whose decision it is */
-	uint32_t gen;  /* sum_gen when it was made */
+	uint32_t head; /* the class's first job by index (compared against) */
+	uint32_t gen;  /* sum_gen when the decision was made */
+	bool set;      /* a decision is kept */
 	uint8_t reason;
 	int64_t at;
 };
@@ -348,21 +352,24 @@ struct cnl_cyc_order {
 	size_t n;
 	struct cnl_cyc_queue *qs; /* the current class's team queues */
 	size_t nq;
-	size_t b;    /* the current class ends at ord[b] */
-	size_t last; /* the queue taken from last, or SIZE_MAX */
+	size_t b;     /* the current class ends at ord[b] */
+	size_t last;  /* the queue taken from last, or SIZE_MAX */
+	uint32_t cls; /* the summary class of the job returned last */
 };
 
 int cnl_cyc_order_init(struct cnl_sched *s, struct cnl_cyc_order *o,
                        size_t n_jobs);
 void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o);
-/* Add pending job `job` with its policy key as of now. */
-void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o,
-                       uint32_t job);
+/* Add pending job `job` of summary class `cls` (NONE: none) with its
+ * policy key as of now. */
+void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
+                       uint32_t cls);
 /* Sort what was added; then take jobs with cnl_cyc_order_next(). */
 void cnl_cyc_order_sort(struct cnl_cyc_order *o);
-/* The next job without a decision, or NONE at the end.  The team of the
- * job returned before gets its head's key recomputed first, so the
- * decision just made (its held capacity) counts. */
+/* The next job without a decision, or NONE at the end (its summary class
+ * in o->cls).  The team of the job returned before gets its head's key
+ * recomputed first, so the decision just made (its held capacity)
+ * counts. */
 uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o);
 
 /* ---- place.c: placement, starting, decisions --------------------------- */

@@ -135,9 +135,8 @@ static bool same_class(const struct cnl_cyc *y, uint32_t a, uint32_t b)
 	       memcmp(p->prof, q->prof, sizeof(p->prof)) == 0;
 }
 
-/* The summary slot of `job`'s class: its entry (current or stale), or
- * the free slot it would take; NULL when the table is full of other
- * classes. */
+/* The summary slot of `job`'s class: its entry, or the free slot it
+ * would take; NULL when the table is full of other classes. */
 static struct cnl_cyc_sum *sum_slot(const struct cnl_cyc *y, uint32_t job,
                                     uint64_t key)
 {
@@ -160,21 +159,39 @@ static bool sum_eligible(const struct cnl_cyc *y, uint32_t job)
 	return y->sum && !j->gang && !j->deadline_ms;
 }
 
-/* Decide `job` by its class's summary if there is a current one: 1 done,
- * 0 none, < 0 error.  The decision is the one the full path would make:
- * since the class's first job was refused, capacity has only shrunk (any
- * pre-emption moves sum_gen), so the same request fails the same
- * placement search without a reservation conflict and finds no victims
- * (or none exist); the reservations stay spent; and the estimate reads the
- * same cached lower bounds (dropping one moves sum_gen). */
-static int sum_decide(struct cnl_cyc *y, uint32_t job)
+/* The summary class of prepared job `job` (its entry's index, the entry
+ * made if new), or NONE: not eligible, or the table is full. */
+static uint32_t sum_class(struct cnl_cyc *y, uint32_t job)
 {
 	struct cnl_cyc_sum *e;
+	uint64_t key;
 
 	if (!sum_eligible(y, job))
+		return NONE;
+	key = sum_key(y, job);
+	if (!(e = sum_slot(y, job, key)))
+		return NONE;
+	if (!e->key)
+		*e = (struct cnl_cyc_sum){.key = key, .head = job};
+	return (uint32_t)(e - y->sum);
+}
+
+/* Decide `job` (of class `cls`) by its class's summary if there is a
+ * current one: 1 done, 0 none, < 0 error.  The decision is the one the
+ * full path would make: since the class's first job was refused,
+ * capacity has only shrunk (any pre-emption moves sum_gen), so the same
+ * request fails the same placement search without a reservation conflict
+ * and finds no victims (or none exist); the reservations stay spent; and
+ * the estimate reads the same cached lower bounds (dropping one moves
+ * sum_gen). */
+static int sum_decide(struct cnl_cyc *y, uint32_t job, uint32_t cls)
+{
+	const struct cnl_cyc_sum *e;
+
+	if (cls == NONE)
 		return 0;
-	e = sum_slot(y, job, sum_key(y, job));
-	if (!e || !e->key || e->gen != y->sum_gen)
+	e = &y->sum[cls];
+	if (!e->set || e->gen != y->sum_gen)
 		return 0;
 	struct cnl_decision d = {.kind = CNL_DEC_WAIT,
 	                         .reason = e->reason,
@@ -187,15 +204,15 @@ static int sum_decide(struct cnl_cyc *y, uint32_t job)
 	return cnl_cyc_push(y->out, &d) < 0 ? -ENOMEM : 1;
 }
 
-/* After `job` went the full way: remember its decision for its class if
- * it is one a later job of the class must repeat (see sum_decide). */
-static void sum_note(struct cnl_cyc *y, uint32_t job)
+/* After `job` (of class `cls`) went the full way: remember its decision
+ * for its class if it is one a later job of the class must repeat (see
+ * sum_decide). */
+static void sum_note(struct cnl_cyc *y, uint32_t job, uint32_t cls)
 {
 	const struct cnl_decision *d;
 	struct cnl_cyc_sum *e;
-	uint64_t key;
 
-	if (!sum_eligible(y, job) || !y->out->n)
+	if (cls == NONE || !y->out->n)
 		return;
 	d = &y->out->d[y->out->n - 1];
 	if (d->job != job || d->kind != CNL_DEC_WAIT)
@@ -209,19 +226,16 @@ static void sum_note(struct cnl_cyc *y, uint32_t job)
 	           d->reason != CNL_WHY_NO_NODE_TAKING_WORK) {
 		return;
 	}
-	key = sum_key(y, job);
-	if (!(e = sum_slot(y, job, key)))
-		return;
-	*e = (struct cnl_cyc_sum){.key = key,
-	                          .head = job,
-	                          .gen = y->sum_gen,
-	                          .reason = d->reason,
-	                          .at = d->at_ms};
+	e = &y->sum[cls];
+	e->set = true;
+	e->gen = y->sum_gen;
+	e->reason = d->reason;
+	e->at = d->at_ms;
 }
 
 /* Process one pending job (or its whole gang). */
-static int process(struct cnl_cyc *y, uint32_t job, const uint32_t *gangs,
-                   size_t n_gangs)
+static int process(struct cnl_cyc *y, uint32_t job, uint32_t cls,
+                   const uint32_t *gangs, size_t n_gangs)
 {
 	const struct cnl_job *j = &y->jobs[job];
 	bool conflict;
@@ -242,14 +256,14 @@ static int process(struct cnl_cyc *y, uint32_t job, const uint32_t *gangs,
 			e++;
 		return cnl_cyc_start_gang(y, gangs + lo, e - lo, j->gang_size);
 	}
-	if ((r = sum_decide(y, job)) != 0)
+	if ((r = sum_decide(y, job, cls)) != 0)
 		return r < 0 ? r : 0;
 	r = cnl_cyc_try_start(y, job, &conflict);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = blocked(y, job, conflict)) < 0)
 		return r;
-	sum_note(y, job);
+	sum_note(y, job, cls);
 	return 0;
 }
 
@@ -350,7 +364,8 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 				goto out;
 			continue;
 		}
-		cnl_cyc_order_add(&y, &ord, (uint32_t)i);
+		cnl_cyc_order_add(&y, &ord, (uint32_t)i,
+		                  sum_class(&y, (uint32_t)i));
 		if (j->gang)
 			gangs[n_gangs++] = (uint32_t)i;
 	}
@@ -360,7 +375,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	/* Classes in turn; within a class, the team whose head has the
 	 * highest key, recomputed after each of its placements. */
 	while ((job = cnl_cyc_order_next(&y, &ord)) != NONE)
-		if ((r = process(&y, job, gangs, n_gangs)) < 0)
+		if ((r = process(&y, job, ord.cls, gangs, n_gangs)) < 0)
 			goto out;
 	power(&y);
 	s->sum_hits += y.sum_hits;

@@ -139,8 +139,9 @@ struct cnl_cyc_queue {
 
 struct cnl_cyc_order_ent {
 	uint32_t job;
-	uint8_t prio;
 	uint32_t project;
+	uint32_t cls; /* summary class (cycle.c), or NONE */
+	uint8_t prio;
 	double key;
 	int64_t submit;
 };
@@ -224,12 +225,14 @@ void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o)
 	o->tmp = NULL;
 }
 
-void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job)
+void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
+                       uint32_t cls)
 {
 	const struct cnl_job *j = &y->jobs[job];
 
 	o->ord[o->n++] =
 	    (struct cnl_cyc_order_ent){.job = job,
+	                               .cls = cls,
 	                               .prio = j->prio,
 	                               .project = j->req.project,
 	                               .key = cnl_policy_order(&y->v, j),
@@ -303,8 +306,10 @@ uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o)
 			continue;
 		}
 		o->last = best;
-		uint32_t job = o->ord[o->qs[best].pos++].job;
-		if (!y->done[job])
-			return job;
+		const struct cnl_cyc_order_ent *e = &o->ord[o->qs[best].pos++];
+		if (!y->done[e->job]) {
+			o->cls = e->cls;
+			return e->job;
+		}
 	}
 }
