@@ -94,6 +94,14 @@ struct cnl_cyc_lb_cache {
 	uint64_t key;
 	uint32_t n;
 	struct cnl_cyc_lb *v;
+	/* The incremental cycle's: a min-tree over v's order (leaves at
+	 * [p2, p2 + n), padding T_INF) of each node's lower bound on any
+	 * start of the shape there, max(lb, now, free_at).  Kept bounds only
+	 * rise, so a stale leaf is still a lower bound: the earliest-start
+	 * scan goes to the next node under the best time found in O(log n)
+	 * instead of visiting the nodes between.  NULL otherwise. */
+	int64_t *mt;
+	uint32_t p2;
 };
 
 /* The fit memory (profile.c): per request (every field the allocator

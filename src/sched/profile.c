@@ -378,6 +378,70 @@ static int cmp_lb(const void *a, const void *b)
 	return (x->node > y->node) - (x->node < y->node);
 }
 
+/* The min-tree of a bounds entry (struct cnl_cyc_lb_cache): leaves
+ * max(lb, now) until the node's free instant is known. */
+static int tree_build(const struct cnl_cyc *y, struct cnl_cyc_lb_cache *lc)
+{
+	uint32_t p2 = 1;
+
+	while (p2 < lc->n)
+		p2 *= 2;
+	lc->p2 = p2;
+	lc->mt = malloc(2 * (size_t)p2 * sizeof(*lc->mt));
+	if (!lc->mt)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < p2; k++)
+		lc->mt[p2 + k] = k >= lc->n             ? T_INF
+		                 : lc->v[k].lb > y->now ? lc->v[k].lb
+		                                        : y->now;
+	for (uint32_t i = p2 - 1; i >= 1; i--)
+		lc->mt[i] = lc->mt[2 * i] < lc->mt[2 * i + 1]
+		                ? lc->mt[2 * i]
+		                : lc->mt[2 * i + 1];
+	return 0;
+}
+
+/* Raise leaf `k` of the tree to `v`. */
+static void tree_raise(struct cnl_cyc_lb_cache *lc, uint32_t k, int64_t v)
+{
+	uint32_t i = lc->p2 + k;
+
+	if (lc->mt[i] >= v)
+		return;
+	lc->mt[i] = v;
+	for (i /= 2; i >= 1; i /= 2) {
+		int64_t m = lc->mt[2 * i] < lc->mt[2 * i + 1]
+		                ? lc->mt[2 * i]
+		                : lc->mt[2 * i + 1];
+		if (lc->mt[i] == m)
+			break;
+		lc->mt[i] = m;
+	}
+}
+
+/* The first position from `k` on whose leaf is under `x`, or lc->n: the
+ * next node of the scan that could start before `x`. */
+static uint32_t tree_next(const struct cnl_cyc_lb_cache *lc, uint32_t k,
+                          int64_t x)
+{
+	uint32_t i;
+
+	if (!lc->mt || k >= lc->n)
+		return k;
+	for (i = lc->p2 + k;;) {
+		if (lc->mt[i] < x) {
+			while (i < lc->p2)
+				i = lc->mt[2 * i] < x ? 2 * i : 2 * i + 1;
+			return i - lc->p2 < lc->n ? i - lc->p2 : lc->n;
+		}
+		while (i & 1)
+			i /= 2;
+		if (!i)
+			return lc->n;
+		i++;
+	}
+}
+
 /* The sorted lower bounds for the shape of `p` (see struct cnl_cyc_lb_cache);
  * NULL on allocation failure. */
 static struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
@@ -415,11 +479,16 @@ static struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 		                        .mem_total = ok ? n->mem_total : -1};
 	}
 	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
+	if (y->rver && tree_build(y, &tmp) < 0) {
+		free(tmp.v);
+		return NULL;
+	}
 	if (y->n_lbc == LBC_MAX) {
 		/* Full: recycle the oldest entry (a summary may have read
 		 * it: a recomputed bound may differ). */
 		y->sum_gen++;
 		free(y->lbc[0].v);
+		free(y->lbc[0].mt);
 		memmove(&y->lbc[0], &y->lbc[1],
 		        (LBC_MAX - 1) * sizeof(y->lbc[0]));
 		y->n_lbc--;
@@ -430,8 +499,10 @@ static struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 
 void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 {
-	for (size_t i = 0; i < y->n_lbc; i++)
+	for (size_t i = 0; i < y->n_lbc; i++) {
 		free(y->lbc[i].v);
+		free(y->lbc[i].mt);
+	}
 	y->n_lbc = 0;
 	y->sum_gen++;
 	/* Capacity grew (or the cycle ends): the fit memory's times may no
@@ -543,14 +614,18 @@ static int64_t resv_gap(const struct cnl_sched *s, uint32_t node, int64_t t,
  * reservation would still be a lower bound (a cycle only adds
  * reservations, which only move the instant later), just a weaker one;
  * one found for a longer run would not (test_sched_inc fails). */
-static int64_t free_at(struct cnl_cyc *y, struct cnl_cyc_lb *e)
+static int64_t free_at(struct cnl_cyc *y, struct cnl_cyc_lb_cache *lc,
+                       uint32_t k)
 {
+	struct cnl_cyc_lb *e = &lc->v[k];
 	uint32_t v = y->rver[e->node] + 1;
 
 	if (e->free_ver != v) {
 		e->free_at =
 		    resv_gap(y->s, e->node, e->lb > y->now ? e->lb : y->now, 1);
 		e->free_ver = v;
+		if (lc->mt)
+			tree_raise(lc, k, e->free_at);
 	}
 	return e->free_at;
 }
@@ -568,7 +643,10 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 	int64_t best = T_INF;
 	uint32_t best_node = NONE;
 
-	for (uint32_t k = 0; lc && k < lc->n && lc->v[k].lb < best; k++) {
+	/* The tree's bounds hold for runs of 1 ms or more (free_at). */
+	for (uint32_t k = lc ? tree_next(lc, 0, rt >= 1 ? best : T_INF) : 0;
+	     lc && k < lc->n && lc->v[k].lb < best;
+	     k = tree_next(lc, k + 1, rt >= 1 ? best : T_INF)) {
 		uint32_t node = lc->v[k].node;
 		if (y->s->inc ? !lb_could_host(&lc->v[k], p)
 		              : !cnl_cyc_node_could_host(y, node, p))
@@ -587,7 +665,7 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 		 * there: resv_gap() only moves later with a later start or a
 		 * longer run.  At or past the best, no walk is needed. */
 		if (y->rver && best != T_INF && rt >= 1 &&
-		    free_at(y, &lc->v[k]) >= best)
+		    free_at(y, lc, k) >= best)
 			continue;
 		if (y->s->inc && best != T_INF &&
 		    resv_gap(y->s, node, t0, rt) >= best)
