@@ -17,8 +17,9 @@
  * request and the priority class): in the incremental cycle, once a
  * class's first job without a deadline or gang has been refused (no node,
  * no victims, the reservations spent), the class's later jobs get the same
- * WAIT by one hash lookup instead of the searches, until pre-emption
- * grows capacity or a cached bound is dropped (sum_decide, sum_note).
+ * WAIT by their class's index (found while the jobs are prepared, carried
+ * in the order) instead of the searches, until pre-emption grows capacity
+ * or a cached bound is dropped (sum_class, sum_decide, sum_note).
  * test_sched_inc checks the decisions against the from-scratch cycle.
  */
 #define _GNU_SOURCE /* qsort_r */

@@ -18,7 +18,11 @@
  * placement rules), cached per shape: placements only raise the true
  * bounds, so a cached one stays a lower bound.  The exact replay then runs
  * on nodes in order of that bound until the bound passes the best time
- * found: usually the first node or two settle it.
+ * found: usually the first node or two settle it.  The incremental cycle
+ * also keeps, per shape, a min-tree of each node's bound raised to its
+ * first instant free of reservations (tree_next, free_at): the scan goes
+ * straight to the next node in that order that could still beat the best
+ * time, skipping the nodes whose reservations rule them out.
  *
  * Reservations on one node never overlap in time (a conservative rule);
  * a job may start now beside a reservation only if it ends before it or
