@@ -57,13 +57,17 @@ struct cnl_cyc_fail {
  * decision its first job got when no node could take it, no victims made
  * room and the reservations were spent.  Every later job of the class
  * without a deadline or gang gets the same decision by one lookup, until
- * capacity grows or a cached bound is recomputed (sum_gen moves). */
+ * capacity grows or a cached bound is recomputed (sum_gen moves).  The
+ * classes are found while the jobs are prepared (in index order, each
+ * job's request still in cache): a job's class is its entry's index,
+ * carried in its order entry, so deciding it reads no request. */
 #define SUM_SLOTS 4096
 
 struct cnl_cyc_sum {
 	uint64_t key;  /* 0: free */
-	uint32_t head; /* the job whose decision it is */
-	uint32_t gen;  /* sum_gen when it was made */
+	uint32_t head; /* the class's first job by index (compared against) */
+	uint32_t gen;  /* sum_gen when the decision was made */
+	bool set;      /* a decision is kept */
 	uint8_t reason;
 	int64_t at;
 };
@@ -74,6 +78,12 @@ struct cnl_cyc_sum {
 struct cnl_cyc_lb {
 	int64_t lb;
 	uint32_t node;
+	/* The incremental cycle's: free_at, the first instant from
+	 * max(lb, now) on that none of the node's reservations holds, found
+	 * when the node's reservation version was free_ver - 1 (0: never).
+	 * No job of the shape can start there before it. */
+	uint32_t free_ver;
+	int64_t free_at;
 	/* The node's size, for cnl_cyc_node_could_host() without reading
 	 * the node (the rest of that test is the shape's, the same for every
 	 * job of the entry): -1 when the shape could never run there. */
@@ -84,6 +94,14 @@ struct cnl_cyc_lb_cache {
 	uint64_t key;
 	uint32_t n;
 	struct cnl_cyc_lb *v;
+	/* The incremental cycle's: a min-tree over v's order (leaves at
+	 * [p2, p2 + n), padding T_INF) of each node's lower bound on any
+	 * start of the shape there, max(lb, now, free_at).  Kept bounds only
+	 * rise, so a stale leaf is still a lower bound: the earliest-start
+	 * scan goes to the next node under the best time found in O(log n)
+	 * instead of visiting the nodes between.  NULL otherwise. */
+	int64_t *mt;
+	uint32_t p2;
 };
 
 /* The fit memory (profile.c): per request (every field the allocator
@@ -152,6 +170,10 @@ struct cnl_cyc {
 	 * when capacity grows (pre-emption).  The incremental cycle's only;
 	 * NULL otherwise. */
 	uint32_t *nver;
+	/* Per node, a version moved by every reservation made on it (the
+	 * incremental cycle's; NULL otherwise): struct cnl_cyc_lb's free_at
+	 * stands while it does. */
+	uint32_t *rver;
 	struct cnl_cyc_fit *fit; /* FIT_MAX */
 	size_t next_fit;
 	/* The class summary (SUM_SLOTS; the incremental cycle's only, NULL
@@ -338,21 +360,24 @@ struct cnl_cyc_order {
 	size_t n;
 	struct cnl_cyc_queue *qs; /* the current class's team queues */
 	size_t nq;
-	size_t b;    /* the current class ends at ord[b] */
-	size_t last; /* the queue taken from last, or SIZE_MAX */
+	size_t b;     /* the current class ends at ord[b] */
+	size_t last;  /* the queue taken from last, or SIZE_MAX */
+	uint32_t cls; /* the summary class of the job returned last */
 };
 
 int cnl_cyc_order_init(struct cnl_sched *s, struct cnl_cyc_order *o,
                        size_t n_jobs);
 void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o);
-/* Add pending job `job` with its policy key as of now. */
-void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o,
-                       uint32_t job);
+/* Add pending job `job` of summary class `cls` (NONE: none) with its
+ * policy key as of now. */
+void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
+                       uint32_t cls);
 /* Sort what was added; then take jobs with cnl_cyc_order_next(). */
 void cnl_cyc_order_sort(struct cnl_cyc_order *o);
-/* The next job without a decision, or NONE at the end.  The team of the
- * job returned before gets its head's key recomputed first, so the
- * decision just made (its held capacity) counts. */
+/* The next job without a decision, or NONE at the end (its summary class
+ * in o->cls).  The team of the job returned before gets its head's key
+ * recomputed first, so the decision just made (its held capacity)
+ * counts. */
 uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o);
 
 /* ---- place.c: placement, starting, decisions --------------------------- */

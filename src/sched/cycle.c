@@ -17,8 +17,9 @@
  * request and the priority class): in the incremental cycle, once a
  * class's first job without a deadline or gang has been refused (no node,
  * no victims, the reservations spent), the class's later jobs get the same
- * WAIT by one hash lookup instead of the searches, until pre-emption
- * grows capacity or a cached bound is dropped (sum_decide, sum_note).
+ * WAIT by their class's index (found while the jobs are prepared, carried
+ * in the order) instead of the searches, until pre-emption grows capacity
+ * or a cached bound is dropped (sum_class, sum_decide, sum_note).
  * test_sched_inc checks the decisions against the from-scratch cycle.
  */
 #define _GNU_SOURCE /* qsort_r */
@@ -99,16 +100,23 @@ static int blocked(struct cnl_cyc *y, uint32_t job, bool conflict)
 
 /* ---- the class summary ------------------------------------------------ */
 
-/* Job `job`'s class: its whole prepared request and its priority class. */
+/* Job `job`'s class: its whole prepared request and its priority class.
+ * A hash of the request's own fields only (the per-type profiles follow
+ * from them, and same_class() compares everything): a few multiplies per
+ * pending job instead of the shape key's pass over every type. */
 static uint64_t sum_key(const struct cnl_cyc *y, uint32_t job)
 {
-	const struct cnl_req_prep *p = &y->prep[job];
-	uint64_t k = cnl_cyc_shape_key(p, true);
+	const struct cnl_alloc_req *r = &y->prep[job].req;
+	uint64_t k = (uint64_t)r->kind << 56 ^
+	             (uint64_t)(uint32_t)r->blocks << 32 ^
+	             (uint64_t)(uint32_t)r->gpus << 8 ^ y->jobs[job].prio;
 
-	k = (k ^ (uint64_t)p->req.cpu_milli) * 0x9e3779b97f4a7c15ULL;
-	k = (k ^ (k >> 29) ^ (uint64_t)p->req.mem_mib) * 0xbf58476d1ce4e5b9ULL;
-	k = (k ^ (k >> 32) ^ y->jobs[job].prio) * 0x94d049bb133111ebULL;
-	return k | 1;
+	k = (k ^ (uint64_t)(uint32_t)r->gpu_type) * 0x9e3779b97f4a7c15ULL;
+	k = (k ^ (k >> 31) ^ r->gpu_types ^ (uint64_t)r->project << 17) *
+	    0xff51afd7ed558ccdULL;
+	k = (k ^ (k >> 29) ^ (uint64_t)r->cpu_milli) * 0xbf58476d1ce4e5b9ULL;
+	k = (k ^ (k >> 32) ^ (uint64_t)r->mem_mib) * 0x94d049bb133111ebULL;
+	return (k ^ (k >> 29)) | 1;
 }
 
 /* Whether jobs `a` and `b` are of one class: everything the placement
@@ -128,9 +136,8 @@ static bool same_class(const struct cnl_cyc *y, uint32_t a, uint32_t b)
 	       memcmp(p->prof, q->prof, sizeof(p->prof)) == 0;
 }
 
-/* The summary slot of `job`'s class: its entry (current or stale), or
- * the free slot it would take; NULL when the table is full of other
- * classes. */
+/* The summary slot of `job`'s class: its entry, or the free slot it
+ * would take; NULL when the table is full of other classes. */
 static struct cnl_cyc_sum *sum_slot(const struct cnl_cyc *y, uint32_t job,
                                     uint64_t key)
 {
@@ -153,21 +160,39 @@ static bool sum_eligible(const struct cnl_cyc *y, uint32_t job)
 	return y->sum && !j->gang && !j->deadline_ms;
 }
 
-/* Decide `job` by its class's summary if there is a current one: 1 done,
- * 0 none, < 0 error.  The decision is the one the full path would make:
- * since the class's first job was refused, capacity has only shrunk (any
- * pre-emption moves sum_gen), so the same request fails the same
- * placement search without a reservation conflict and finds no victims
- * (or none exist); the reservations stay spent; and the estimate reads the
- * same cached lower bounds (dropping one moves sum_gen). */
-static int sum_decide(struct cnl_cyc *y, uint32_t job)
+/* The summary class of prepared job `job` (its entry's index, the entry
+ * made if new), or NONE: not eligible, or the table is full. */
+static uint32_t sum_class(struct cnl_cyc *y, uint32_t job)
 {
 	struct cnl_cyc_sum *e;
+	uint64_t key;
 
 	if (!sum_eligible(y, job))
+		return NONE;
+	key = sum_key(y, job);
+	if (!(e = sum_slot(y, job, key)))
+		return NONE;
+	if (!e->key)
+		*e = (struct cnl_cyc_sum){.key = key, .head = job};
+	return (uint32_t)(e - y->sum);
+}
+
+/* Decide `job` (of class `cls`) by its class's summary if there is a
+ * current one: 1 done, 0 none, < 0 error.  The decision is the one the
+ * full path would make: since the class's first job was refused,
+ * capacity has only shrunk (any pre-emption moves sum_gen), so the same
+ * request fails the same placement search without a reservation conflict
+ * and finds no victims (or none exist); the reservations stay spent; and
+ * the estimate reads the same cached lower bounds (dropping one moves
+ * sum_gen). */
+static int sum_decide(struct cnl_cyc *y, uint32_t job, uint32_t cls)
+{
+	const struct cnl_cyc_sum *e;
+
+	if (cls == NONE)
 		return 0;
-	e = sum_slot(y, job, sum_key(y, job));
-	if (!e || !e->key || e->gen != y->sum_gen)
+	e = &y->sum[cls];
+	if (!e->set || e->gen != y->sum_gen)
 		return 0;
 	struct cnl_decision d = {.kind = CNL_DEC_WAIT,
 	                         .reason = e->reason,
@@ -180,15 +205,15 @@ static int sum_decide(struct cnl_cyc *y, uint32_t job)
 	return cnl_cyc_push(y->out, &d) < 0 ? -ENOMEM : 1;
 }
 
-/* After `job` went the full way: remember its decision for its class if
- * it is one a later job of the class must repeat (see sum_decide). */
-static void sum_note(struct cnl_cyc *y, uint32_t job)
+/* After `job` (of class `cls`) went the full way: remember its decision
+ * for its class if it is one a later job of the class must repeat (see
+ * sum_decide). */
+static void sum_note(struct cnl_cyc *y, uint32_t job, uint32_t cls)
 {
 	const struct cnl_decision *d;
 	struct cnl_cyc_sum *e;
-	uint64_t key;
 
-	if (!sum_eligible(y, job) || !y->out->n)
+	if (cls == NONE || !y->out->n)
 		return;
 	d = &y->out->d[y->out->n - 1];
 	if (d->job != job || d->kind != CNL_DEC_WAIT)
@@ -202,19 +227,16 @@ static void sum_note(struct cnl_cyc *y, uint32_t job)
 	           d->reason != CNL_WHY_NO_NODE_TAKING_WORK) {
 		return;
 	}
-	key = sum_key(y, job);
-	if (!(e = sum_slot(y, job, key)))
-		return;
-	*e = (struct cnl_cyc_sum){.key = key,
-	                          .head = job,
-	                          .gen = y->sum_gen,
-	                          .reason = d->reason,
-	                          .at = d->at_ms};
+	e = &y->sum[cls];
+	e->set = true;
+	e->gen = y->sum_gen;
+	e->reason = d->reason;
+	e->at = d->at_ms;
 }
 
 /* Process one pending job (or its whole gang). */
-static int process(struct cnl_cyc *y, uint32_t job, const uint32_t *gangs,
-                   size_t n_gangs)
+static int process(struct cnl_cyc *y, uint32_t job, uint32_t cls,
+                   const uint32_t *gangs, size_t n_gangs)
 {
 	const struct cnl_job *j = &y->jobs[job];
 	bool conflict;
@@ -235,14 +257,14 @@ static int process(struct cnl_cyc *y, uint32_t job, const uint32_t *gangs,
 			e++;
 		return cnl_cyc_start_gang(y, gangs + lo, e - lo, j->gang_size);
 	}
-	if ((r = sum_decide(y, job)) != 0)
+	if ((r = sum_decide(y, job, cls)) != 0)
 		return r < 0 ? r : 0;
 	r = cnl_cyc_try_start(y, job, &conflict);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = blocked(y, job, conflict)) < 0)
 		return r;
-	sum_note(y, job);
+	sum_note(y, job, cls);
 	return 0;
 }
 
@@ -308,6 +330,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
 	if (s->inc) {
 		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
+		y.rver = calloc(c->n_nodes + 1, sizeof(*y.rver));
 		y.sum = cnl_cyc_keep(s, KEEP_SUM, SUM_SLOTS * sizeof(*y.sum));
 		if (y.sum)
 			memset(y.sum, 0, SUM_SLOTS * sizeof(*y.sum));
@@ -318,7 +341,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
 	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
 	    r < 0 || !gangs || !s->gang_nodes ||
-	    (s->inc && (!y.nver || !y.sum))) {
+	    (s->inc && (!y.nver || !y.rver || !y.sum))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -342,7 +365,8 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 				goto out;
 			continue;
 		}
-		cnl_cyc_order_add(&y, &ord, (uint32_t)i);
+		cnl_cyc_order_add(&y, &ord, (uint32_t)i,
+		                  sum_class(&y, (uint32_t)i));
 		if (j->gang)
 			gangs[n_gangs++] = (uint32_t)i;
 	}
@@ -352,7 +376,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	/* Classes in turn; within a class, the team whose head has the
 	 * highest key, recomputed after each of its placements. */
 	while ((job = cnl_cyc_order_next(&y, &ord)) != NONE)
-		if ((r = process(&y, job, gangs, n_gangs)) < 0)
+		if ((r = process(&y, job, ord.cls, gangs, n_gangs)) < 0)
 			goto out;
 	power(&y);
 	s->sum_hits += y.sum_hits;
@@ -370,6 +394,7 @@ out:
 	free(y.lbc);
 	cnl_cyc_fit_done(&y);
 	free(y.nver);
+	free(y.rver);
 	if (y.sum)
 		cnl_cyc_unkeep(s, y.sum);
 	cnl_cyc_order_done(s, &ord);

@@ -42,23 +42,54 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks)
 	                          t->share);
 }
 
+/* The distinct projects of the jobs, sorted, into ps; their count.  One
+ * pass through an open-addressing set (tab, `slots` a power of two at
+ * least twice the jobs) and a sort of the few distinct ones, instead of a
+ * sort of every job's project. */
+static size_t distinct_projects(const struct cnl_cyc *y, uint32_t *ps,
+                                uint32_t *tab, size_t slots)
+{
+	size_t n = 0, mask = slots - 1;
+	bool none = false;
+
+	memset(tab, 0xff, slots * sizeof(*tab)); /* CNL_PROJECT_NONE: free */
+	for (size_t i = 0; i < y->n_jobs; i++) {
+		uint32_t p = y->jobs[i].req.project;
+		if (p == CNL_PROJECT_NONE) {
+			none = true;
+			continue;
+		}
+		size_t h = (size_t)((p * 0x9e3779b97f4a7c15ULL) >> 32) & mask;
+		while (tab[h] != CNL_PROJECT_NONE && tab[h] != p)
+			h = (h + 1) & mask;
+		if (tab[h] == CNL_PROJECT_NONE) {
+			tab[h] = p;
+			ps[n++] = p;
+		}
+	}
+	if (none)
+		ps[n++] = CNL_PROJECT_NONE;
+	qsort(ps, n, sizeof(*ps), cmp_u32);
+	return n;
+}
+
 int cnl_cyc_setup_teams(struct cnl_cyc *y)
 {
 	struct cnl_sched *s = y->s;
+	size_t slots = 16;
+
+	while (slots < 2 * (y->n_jobs + 1))
+		slots *= 2;
 	uint32_t *ps =
-	    cnl_cyc_keep(s, KEEP_TEAMS, (y->n_jobs + 1) * sizeof(*ps));
-	size_t n = 0;
+	    cnl_cyc_keep(s, KEEP_TEAMS, (y->n_jobs + 1 + slots) * sizeof(*ps));
+	size_t n;
 	double wsum = 0;
 
 	if (!ps)
 		return -ENOMEM;
-	for (size_t i = 0; i < y->n_jobs; i++)
-		ps[n++] = y->jobs[i].req.project;
-	qsort(ps, n, sizeof(*ps), cmp_u32);
+	n = distinct_projects(y, ps, ps + y->n_jobs + 1, slots);
 	s->n_teams = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (i && ps[i] == ps[i - 1])
-			continue;
 		if (s->n_teams == s->cap_teams) {
 			size_t cap = s->cap_teams ? s->cap_teams * 2 : 32;
 			struct cnl_team *nt =
@@ -108,8 +139,9 @@ struct cnl_cyc_queue {
 
 struct cnl_cyc_order_ent {
 	uint32_t job;
-	uint8_t prio;
 	uint32_t project;
+	uint32_t cls; /* summary class (cycle.c), or NONE */
+	uint8_t prio;
 	double key;
 	int64_t submit;
 };
@@ -193,12 +225,14 @@ void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o)
 	o->tmp = NULL;
 }
 
-void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job)
+void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
+                       uint32_t cls)
 {
 	const struct cnl_job *j = &y->jobs[job];
 
 	o->ord[o->n++] =
 	    (struct cnl_cyc_order_ent){.job = job,
+	                               .cls = cls,
 	                               .prio = j->prio,
 	                               .project = j->req.project,
 	                               .key = cnl_policy_order(&y->v, j),
@@ -272,8 +306,10 @@ uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o)
 			continue;
 		}
 		o->last = best;
-		uint32_t job = o->ord[o->qs[best].pos++].job;
-		if (!y->done[job])
-			return job;
+		const struct cnl_cyc_order_ent *e = &o->ord[o->qs[best].pos++];
+		if (!y->done[e->job]) {
+			o->cls = e->cls;
+			return e->job;
+		}
 	}
 }

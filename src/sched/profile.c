@@ -18,7 +18,11 @@
  * placement rules), cached per shape: placements only raise the true
  * bounds, so a cached one stays a lower bound.  The exact replay then runs
  * on nodes in order of that bound until the bound passes the best time
- * found: usually the first node or two settle it.
+ * found: usually the first node or two settle it.  The incremental cycle
+ * also keeps, per shape, a min-tree of each node's bound raised to its
+ * first instant free of reservations (tree_next, free_at): the scan goes
+ * straight to the next node in that order that could still beat the best
+ * time, skipping the nodes whose reservations rule them out.
  *
  * Reservations on one node never overlap in time (a conservative rule);
  * a job may start now beside a reservation only if it ends before it or
@@ -378,10 +382,74 @@ static int cmp_lb(const void *a, const void *b)
 	return (x->node > y->node) - (x->node < y->node);
 }
 
+/* The min-tree of a bounds entry (struct cnl_cyc_lb_cache): leaves
+ * max(lb, now) until the node's free instant is known. */
+static int tree_build(const struct cnl_cyc *y, struct cnl_cyc_lb_cache *lc)
+{
+	uint32_t p2 = 1;
+
+	while (p2 < lc->n)
+		p2 *= 2;
+	lc->p2 = p2;
+	lc->mt = malloc(2 * (size_t)p2 * sizeof(*lc->mt));
+	if (!lc->mt)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < p2; k++)
+		lc->mt[p2 + k] = k >= lc->n             ? T_INF
+		                 : lc->v[k].lb > y->now ? lc->v[k].lb
+		                                        : y->now;
+	for (uint32_t i = p2 - 1; i >= 1; i--)
+		lc->mt[i] = lc->mt[2 * i] < lc->mt[2 * i + 1]
+		                ? lc->mt[2 * i]
+		                : lc->mt[2 * i + 1];
+	return 0;
+}
+
+/* Raise leaf `k` of the tree to `v`. */
+static void tree_raise(struct cnl_cyc_lb_cache *lc, uint32_t k, int64_t v)
+{
+	uint32_t i = lc->p2 + k;
+
+	if (lc->mt[i] >= v)
+		return;
+	lc->mt[i] = v;
+	for (i /= 2; i >= 1; i /= 2) {
+		int64_t m = lc->mt[2 * i] < lc->mt[2 * i + 1]
+		                ? lc->mt[2 * i]
+		                : lc->mt[2 * i + 1];
+		if (lc->mt[i] == m)
+			break;
+		lc->mt[i] = m;
+	}
+}
+
+/* The first position from `k` on whose leaf is under `x`, or lc->n: the
+ * next node of the scan that could start before `x`. */
+static uint32_t tree_next(const struct cnl_cyc_lb_cache *lc, uint32_t k,
+                          int64_t x)
+{
+	uint32_t i;
+
+	if (!lc->mt || k >= lc->n)
+		return k;
+	for (i = lc->p2 + k;;) {
+		if (lc->mt[i] < x) {
+			while (i < lc->p2)
+				i = lc->mt[2 * i] < x ? 2 * i : 2 * i + 1;
+			return i - lc->p2 < lc->n ? i - lc->p2 : lc->n;
+		}
+		while (i & 1)
+			i /= 2;
+		if (!i)
+			return lc->n;
+		i++;
+	}
+}
+
 /* The sorted lower bounds for the shape of `p` (see struct cnl_cyc_lb_cache);
  * NULL on allocation failure. */
-static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
-                                             const struct cnl_req_prep *p)
+static struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
+                                       const struct cnl_req_prep *p)
 {
 	uint64_t key = cnl_cyc_shape_key(p, false);
 	struct cnl_cyc_lb_cache tmp = {.key = key};
@@ -408,15 +476,23 @@ static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 		struct cnl_req_prep shape = *p;
 		shape.req.cpu_milli = shape.req.mem_mib = 0;
 		bool ok = cnl_cyc_node_could_host(y, i, &shape);
-		tmp.v[tmp.n++] = (struct cnl_cyc_lb){
-		    lb, i, ok ? n->cpu_total : -1, ok ? n->mem_total : -1};
+		tmp.v[tmp.n++] =
+		    (struct cnl_cyc_lb){.lb = lb,
+		                        .node = i,
+		                        .cpu_total = ok ? n->cpu_total : -1,
+		                        .mem_total = ok ? n->mem_total : -1};
 	}
 	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
+	if (y->rver && tree_build(y, &tmp) < 0) {
+		free(tmp.v);
+		return NULL;
+	}
 	if (y->n_lbc == LBC_MAX) {
 		/* Full: recycle the oldest entry (a summary may have read
 		 * it: a recomputed bound may differ). */
 		y->sum_gen++;
 		free(y->lbc[0].v);
+		free(y->lbc[0].mt);
 		memmove(&y->lbc[0], &y->lbc[1],
 		        (LBC_MAX - 1) * sizeof(y->lbc[0]));
 		y->n_lbc--;
@@ -427,8 +503,10 @@ static const struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 
 void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 {
-	for (size_t i = 0; i < y->n_lbc; i++)
+	for (size_t i = 0; i < y->n_lbc; i++) {
 		free(y->lbc[i].v);
+		free(y->lbc[i].mt);
+	}
 	y->n_lbc = 0;
 	y->sum_gen++;
 	/* Capacity grew (or the cycle ends): the fit memory's times may no
@@ -534,6 +612,28 @@ static int64_t resv_gap(const struct cnl_sched *s, uint32_t node, int64_t t,
 	return t;
 }
 
+/* The first instant from max(lb, now) on free of node e->node's
+ * reservations (resv_gap() for a run of 1 ms), found again only when a
+ * reservation was made on the node since.  A value kept past a new
+ * reservation would still be a lower bound (a cycle only adds
+ * reservations, which only move the instant later), just a weaker one;
+ * one found for a longer run would not (test_sched_inc fails). */
+static int64_t free_at(struct cnl_cyc *y, struct cnl_cyc_lb_cache *lc,
+                       uint32_t k)
+{
+	struct cnl_cyc_lb *e = &lc->v[k];
+	uint32_t v = y->rver[e->node] + 1;
+
+	if (e->free_ver != v) {
+		e->free_at =
+		    resv_gap(y->s, e->node, e->lb > y->now ? e->lb : y->now, 1);
+		e->free_ver = v;
+		if (lc->mt)
+			tree_raise(lc, k, e->free_at);
+	}
+	return e->free_at;
+}
+
 /* The earliest time and node at which job `p` could start, honouring the
  * reservations already made.  T_INF when none is known.  Nodes are tried
  * in order of their lower bound until the bound passes the best exact
@@ -541,13 +641,16 @@ static int64_t resv_gap(const struct cnl_sched *s, uint32_t node, int64_t t,
 int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
                          int64_t rt, uint32_t *ret_node)
 {
-	const struct cnl_cyc_lb_cache *lc = bounds(y, p);
+	struct cnl_cyc_lb_cache *lc = bounds(y, p);
 	struct cnl_cyc_fit *fit = y->s->inc ? fit_of(y, p) : NULL;
 	struct cnl_cyc_saved sv = {0};
 	int64_t best = T_INF;
 	uint32_t best_node = NONE;
 
-	for (uint32_t k = 0; lc && k < lc->n && lc->v[k].lb < best; k++) {
+	/* The tree's bounds hold for runs of 1 ms or more (free_at). */
+	for (uint32_t k = lc ? tree_next(lc, 0, rt >= 1 ? best : T_INF) : 0;
+	     lc && k < lc->n && lc->v[k].lb < best;
+	     k = tree_next(lc, k + 1, rt >= 1 ? best : T_INF)) {
 		uint32_t node = lc->v[k].node;
 		if (y->s->inc ? !lb_could_host(&lc->v[k], p)
 		              : !cnl_cyc_node_could_host(y, node, p))
@@ -561,6 +664,13 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 			t0 = fit->t[node];
 		if (fit && fit->t[node] == T_INF)
 			continue; /* never fits: T_INF, which cannot win */
+		/* The node's first free instant (kept in the bounds entry
+		 * while its reservations stand) is no later than any start
+		 * there: resv_gap() only moves later with a later start or a
+		 * longer run.  At or past the best, no walk is needed. */
+		if (y->rver && best != T_INF && rt >= 1 &&
+		    free_at(y, lc, k) >= best)
+			continue;
 		if (y->s->inc && best != T_INF &&
 		    resv_gap(y->s, node, t0, rt) >= best)
 			continue;
@@ -626,6 +736,8 @@ int cnl_cyc_reserve(struct cnl_cyc *y, uint32_t job, uint32_t node, int64_t t0,
 	s->resv[s->n_resv] = (struct cnl_resv){
 	    .job = job, .node = node, .next = *at, .t0 = t0, .t1 = t0 + rt};
 	*at = (uint32_t)s->n_resv++;
+	if (y->rver)
+		y->rver[node]++;
 	return 0;
 }
 
