@@ -14,8 +14,9 @@
 //                   signed in; the time until the block map lists every
 //                   node and has drawn the GPUs of every node in the
 //                   viewport (the page draws the others as they scroll
-//                   in); then the time from scrolling the last node into
-//                   view until its GPUs are drawn;
+//                   in), and the page's element count then; then the
+//                   time from scrolling the last node into view until
+//                   its GPUs are drawn;
 //                   baseline: first-contentful-paint of the same bytes
 //                   (/ui/app.js, shown as a text document) from the same
 //                   server, i.e. the cost of fetching and painting a page
@@ -184,6 +185,7 @@ const fcp = (page) => page.evaluate(() => new Promise((res) => {
 const paint = [];
 const mapDone = [];
 const scrollDone = [];
+const domSize = [];
 const base = [];
 for (let r = 0; r < RUNS; r++) {
   let page = await ctx.newPage();
@@ -209,6 +211,7 @@ for (let r = 0; r < RUNS; r++) {
     throw e;
   });
   mapDone.push(await t.jsonValue());
+  domSize.push(await page.evaluate(() => document.getElementsByTagName('*').length));
   // Then the last node scrolled into view, until its GPUs are drawn.
   const s = await page.evaluate(() => {
     const all = document.querySelectorAll('.node');
@@ -275,5 +278,6 @@ console.log(`dashboard_paint: ${NODES} nodes (${nodesShown} with ${gpusTotal} GP
 row('first-contentful-paint /ui/', paint, base, 'FCP of the same bytes as text');
 row('block map drawn (nodes in view)', mapDone, base, 'FCP of the same bytes as text');
 row('last node scrolled in, drawn', scrollDone, base, 'FCP of the same bytes as text');
+console.log(`${'map page DOM elements when drawn'.padEnd(34)} ${med(domSize).toFixed(0).padStart(6)}`);
 row('cnlab run -> row on the page', lat, submit, 'cnlab run --detach returns');
 process.exit(0);
