@@ -171,7 +171,8 @@ if (!signin.ok()) {
   process.exit(1);
 }
 console.error('dashboard_paint: signed in; loading the dashboard');
-// What the snapshot holds (the cordoned embedded node may be absent).
+// What the snapshot holds: the embedded agent's node is there only if
+// its agent started (a cnlabd without cnlab-agent beside it has none).
 const snap0 = await call('GET', '/v1/dashboard', undefined, tok);
 const nodesShown = snap0.nodes.length;
 const gpusTotal = snap0.nodes.reduce((a, n) => a + (n.gpus || []).length, 0);
