@@ -937,6 +937,79 @@ int cnl_gpus_mig_count(struct cnl_gpus *g, int index)
 	return n;
 }
 
+/*
+ * The catalog name of the profile of GPU instance @gid on GPU @index into
+ * @name (CNL_NAME_MAX): the catalog profile that nvml_pick_profile() maps
+ * to the instance's NVML profile ID; "" where none does.
+ */
+static void nvml_gi_profile_name(struct cnl_gpus *g, nvml_dev h, int index,
+                                 unsigned gid, char *name)
+{
+	struct nvml_gi_info info;
+	const struct cnl_gpu_type *ty;
+	nvml_gi gi;
+	int t;
+
+	name[0] = '\0';
+	if (g->fn.gi_by_id(h, gid, &gi) != NVML_OK ||
+	    g->fn.gi_info(gi, &info) != NVML_OK ||
+	    (t = cnl_catalog_find(g->cat, g->dev[index].type)) < 0)
+		return;
+	ty = &g->cat->types[t];
+	for (int k = 0; k < ty->n_mig; k++) {
+		struct nvml_gi_profile p;
+
+		if (nvml_pick_profile(g, h, &ty->mig[k], &p) == 0 &&
+		    p.id == info.profile_id) {
+			snprintf(name, CNL_NAME_MAX, "%s", ty->mig[k].name);
+			return;
+		}
+	}
+}
+
+int cnl_gpus_mig_telemetry(struct cnl_gpus *g, int index,
+                           struct cnl_gpu_mig_telemetry *ret, int cap)
+{
+	const struct nvml_fns *f = &g->fn;
+	unsigned max = 0, cur, pend;
+	nvml_dev h, m;
+	int n = 0;
+
+	if (!g->nvml_up || !g->mig_ok || index < 0 || index >= g->n ||
+	    f->by_index((unsigned)index, &h) != NVML_OK ||
+	    f->mig_mode(h, &cur, &pend) != NVML_OK || cur != NVML_MIG_ENABLE ||
+	    f->mig_max(h, &max) != NVML_OK)
+		return 0;
+	for (unsigned i = 0; i < max && n < cap; i++) {
+		struct cnl_gpu_mig_telemetry *t = &ret[n];
+		struct nvml_memory mem;
+		unsigned gid, cid, u[2];
+
+		if (f->mig_by_index(h, i, &m) != NVML_OK ||
+		    f->gi_id(m, &gid) != NVML_OK ||
+		    f->ci_id(m, &cid) != NVML_OK)
+			continue;
+		memset(t, 0, sizeof(*t));
+		t->gi_id = (int)gid;
+		t->ci_id = (int)cid;
+		t->fb_total_mib = t->fb_used_mib = t->fb_free_mib = -1;
+		t->util_pct = -1;
+		if (f->uuid(m, t->uuid, sizeof(t->uuid)) != NVML_OK)
+			t->uuid[0] = '\0';
+		if (f->mem(m, &mem) == NVML_OK) {
+			t->fb_total_mib = (int64_t)(mem.total >> 20);
+			t->fb_used_mib = (int64_t)(mem.used >> 20);
+			t->fb_free_mib = (int64_t)(mem.free >> 20);
+		}
+		/* NOT_SUPPORTED on MIG devices today; taken if it comes. */
+		if (f->util && f->util(m, u) == NVML_OK)
+			t->util_pct = u[0];
+		nvml_gi_profile_name(g, h, index, gid, t->profile);
+		n++;
+	}
+	return n;
+}
+
 #define NVML_TEMPERATURE_GPU 0
 #define NVML_CLOCK_SM        1
 

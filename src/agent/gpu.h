@@ -120,6 +120,31 @@ struct cnl_gpu_telemetry {
 int cnl_gpus_telemetry(struct cnl_gpus *g, int index,
                        struct cnl_gpu_telemetry *ret);
 
+/*
+ * One MIG device (a GPU instance's compute instance) as the driver reports
+ * it, for the agent's per-instance DCGM series.  gi_id and ci_id are the
+ * driver's instance IDs (nvmlDeviceGetGpuInstanceId / ...ComputeInstanceId),
+ * not slots; profile is the catalog name of the GPU instance's profile
+ * ("2g.20gb"; "" where none matches).  Memory comes from
+ * nvmlDeviceGetMemoryInfo on the MIG device's handle; util_pct is -1
+ * where NVML has no utilization for a MIG device (it has none today).
+ */
+struct cnl_gpu_mig_telemetry {
+	char uuid[CNL_GPU_UUID_MAX]; /* "MIG-..." */
+	char profile[CNL_NAME_MAX];
+	int gi_id, ci_id;
+	int64_t fb_total_mib, fb_used_mib, fb_free_mib;
+	int64_t util_pct;
+};
+
+/*
+ * cnl_gpus_mig_telemetry - the MIG devices of GPU @index, at most @cap,
+ * into @ret; their number.  0 for a GPU not in MIG mode and for providers
+ * other than nvml (the fake pool and ROCm have no driver instances).
+ */
+int cnl_gpus_mig_telemetry(struct cnl_gpus *g, int index,
+                           struct cnl_gpu_mig_telemetry *ret, int cap);
+
 /* Device memory NVML could not tell for a process (NVML_VALUE_NOT_AVAILABLE,
  * e.g. an unprivileged caller in MIG mode). */
 #define CNL_GPU_USED_UNKNOWN UINT64_MAX

@@ -22,7 +22,12 @@
  * CNLab's own cnlab_slice_* families carry a slice's VRAM use and limit,
  * compute share and measured SM use, labelled project, user, job, gpu,
  * UUID, Hostname, and for a slice in a MIG instance GPU_I_PROFILE and
- * GPU_I_ID (the instance's start slot).  docs/metrics.md lists them all.
+ * GPU_I_ID.  A GPU in MIG mode also has a series per MIG instance of the
+ * families NVML gives on a MIG device's handle (FB_USED, _FREE, _TOTAL;
+ * GPU_UTIL where NVML gives it, which it does not today), with the GPU's
+ * labels plus GPU_I_PROFILE (the catalog profile) and GPU_I_ID, the
+ * driver's GPU instance ID (gpu.h: cnl_gpus_mig_telemetry), never a slot.
+ * docs/metrics.md lists them all.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -60,12 +65,33 @@ static const struct {
 #undef F
 };
 
+/* The DCGM families that a MIG device has too (its GPU instance's
+ * memory and, where NVML gives it, utilization), by name. */
+static int64_t mig_value(const char *name,
+                         const struct cnl_gpu_mig_telemetry *m)
+{
+	if (strcmp(name, "DCGM_FI_DEV_FB_FREE") == 0)
+		return m->fb_free_mib;
+	if (strcmp(name, "DCGM_FI_DEV_FB_USED") == 0)
+		return m->fb_used_mib;
+	if (strcmp(name, "DCGM_FI_DEV_FB_TOTAL") == 0)
+		return m->fb_total_mib;
+	if (strcmp(name, "DCGM_FI_DEV_GPU_UTIL") == 0)
+		return m->util_pct;
+	return -1;
+}
+
+/* Per GPU, and per MIG instance with GPU_I_PROFILE and GPU_I_ID (the
+ * driver's GPU instance ID) as the DCGM exporter labels them. */
 static void dcgm_families(struct cnl_agent *a, struct cnl_metrics_buf *b,
-                          const struct cnl_gpu_dev *devs, int n)
+                          const struct cnl_gpu_dev *devs, int n,
+                          const struct cnl_gpu_mig_telemetry *mig,
+                          const int *n_mig)
 {
 	struct cnl_gpu_telemetry t[CNL_GPU_MAX];
 	bool amd = strcmp(cnl_gpus_vendor(a->gpus), "amd") == 0;
 	char host[2 * CNL_NAME_MAX + 1], model[2 * sizeof(devs->model) + 1];
+	char prof[2 * CNL_NAME_MAX + 1];
 
 	cnl_mb_escape(a->cfg.name ? a->cfg.name : "", host, sizeof(host));
 	for (int g = 0; g < n && g < CNL_GPU_MAX; g++)
@@ -93,14 +119,42 @@ static void dcgm_families(struct cnl_agent *a, struct cnl_metrics_buf *b,
 			    cnl_mb_escape(devs[g].model, model, sizeof(model)),
 			    host, (double)v * dcgm[f].scale);
 		}
+		for (int g = 0; g < n && g < CNL_GPU_MAX; g++)
+			for (int i = 0; i < n_mig[g]; i++) {
+				const struct cnl_gpu_mig_telemetry *m =
+				    &mig[g * CNL_MIG_COMPUTE_SLICES + i];
+				int64_t v = mig_value(dcgm[f].name, m);
+
+				if (v < 0)
+					continue;
+				if (!head)
+					cnl_mb_family(b, dcgm[f].name, "gauge",
+					              dcgm[f].help);
+				head = true;
+				cnl_mb_printf(
+				    b,
+				    "%s{gpu=\"%d\",UUID=\"%s\",device=\"nvidia%"
+				    "d\","
+				    "modelName=\"%s\",Hostname=\"%s\","
+				    "GPU_I_PROFILE=\"%s\",GPU_I_ID=\"%d\"} "
+				    "%g\n",
+				    dcgm[f].name, g, devs[g].uuid, g,
+				    cnl_mb_escape(devs[g].model, model,
+				                  sizeof(model)),
+				    host,
+				    cnl_mb_escape(m->profile, prof,
+				                  sizeof(prof)),
+				    m->gi_id, (double)v * dcgm[f].scale);
+			}
 	}
 }
 
 /* A slice's labels: project, user, job, gpu, UUID, Hostname, and its MIG
  * instance's. */
 static void slice_labels(struct cnl_agent *a, const struct wk *w,
-                         const struct cnl_gpu_dev *devs, int n, char *out,
-                         size_t len)
+                         const struct cnl_gpu_dev *devs, int n,
+                         const struct cnl_gpu_mig_telemetry *mig,
+                         const int *n_mig, char *out, size_t len)
 {
 	char p[2 * sizeof(w->project) + 1], u[2 * sizeof(w->user) + 1];
 	char h[2 * CNL_NAME_MAX + 1];
@@ -114,15 +168,31 @@ static void slice_labels(struct cnl_agent *a, const struct wk *w,
 	    cnl_mb_escape(w->user, u, sizeof(u)), w->id, w->gpu,
 	    w->gpu >= 0 && w->gpu < n ? devs[w->gpu].uuid : "",
 	    cnl_mb_escape(a->cfg.name ? a->cfg.name : "", h, sizeof(h)));
-	if (w->mig_profile[0] && l < len)
-		snprintf(out + l, len - l,
-		         ",GPU_I_PROFILE=\"%s\",GPU_I_ID=\"%d\"",
-		         w->mig_profile, w->mig_start);
+	if (!w->mig_profile[0] || l >= len)
+		return;
+	/* The driver's GPU instance ID, found by the MIG device's UUID;
+	 * none without a driver (the fake pool): GPU_I_ID is then left
+	 * out rather than a slot put in its place. */
+	l += (size_t)snprintf(out + l, len - l, ",GPU_I_PROFILE=\"%s\"",
+	                      w->mig_profile);
+	for (int i = 0;
+	     w->gpu >= 0 && w->gpu < n && i < n_mig[w->gpu] && l < len; i++) {
+		const struct cnl_gpu_mig_telemetry *m =
+		    &mig[w->gpu * CNL_MIG_COMPUTE_SLICES + i];
+
+		if (w->mig_uuid[0] && strcmp(m->uuid, w->mig_uuid) == 0) {
+			snprintf(out + l, len - l, ",GPU_I_ID=\"%d\"",
+			         m->gi_id);
+			return;
+		}
+	}
 }
 
 /* The slices' families, from their shared regions. */
 static void slice_families(struct cnl_agent *a, struct cnl_metrics_buf *b,
-                           const struct cnl_gpu_dev *devs, int n)
+                           const struct cnl_gpu_dev *devs, int n,
+                           const struct cnl_gpu_mig_telemetry *mig,
+                           const int *n_mig)
 {
 	static const struct {
 		const char *name, *help;
@@ -177,7 +247,7 @@ static void slice_families(struct cnl_agent *a, struct cnl_metrics_buf *b,
 		for (size_t i = 0; i < a->n_wk; i++) {
 			if (!v[i].ok || (f == 1 && !v[i].st.quota))
 				continue;
-			slice_labels(a, a->wk[i], devs, n, labels,
+			slice_labels(a, a->wk[i], devs, n, mig, n_mig, labels,
 			             sizeof(labels));
 			switch (f) {
 			case 0:
@@ -210,7 +280,8 @@ static void metrics_serve(void *ud, const struct cnl_http_route *route,
 	struct cnl_agent *a = ud;
 	struct cnl_metrics_buf b = {0};
 	const struct cnl_gpu_dev *devs;
-	int n;
+	struct cnl_gpu_mig_telemetry *mig;
+	int n, n_mig[CNL_GPU_MAX] = {0};
 
 	if (strcmp(route->pattern, "/healthz") == 0) {
 		cnl_http_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
@@ -218,8 +289,17 @@ static void metrics_serve(void *ud, const struct cnl_http_route *route,
 	}
 	pthread_mutex_lock(&a->mu);
 	n = cnl_gpus_list(a->gpus, &devs);
-	dcgm_families(a, &b, devs, n);
-	slice_families(a, &b, devs, n);
+	if (n > CNL_GPU_MAX)
+		n = CNL_GPU_MAX;
+	mig = cnl_xcalloc((size_t)(n ? n : 1) * CNL_MIG_COMPUTE_SLICES,
+	                  sizeof(*mig));
+	for (int g = 0; g < n; g++)
+		n_mig[g] = cnl_gpus_mig_telemetry(
+		    a->gpus, g, &mig[g * CNL_MIG_COMPUTE_SLICES],
+		    CNL_MIG_COMPUTE_SLICES);
+	dcgm_families(a, &b, devs, n, mig, n_mig);
+	slice_families(a, &b, devs, n, mig, n_mig);
+	free(mig);
 	cnl_mb_family(&b, "cnlab_agent_gpu_blocks_allocated", "gauge",
 	              "1% blocks of each GPU held by running slices.");
 	for (int g = 0; g < n; g++) {

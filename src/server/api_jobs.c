@@ -28,6 +28,7 @@
 #include "common/label.h"
 #include "common/log.h"
 #include "common/time.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
@@ -286,7 +287,9 @@ static int get_gpu_types(struct call *c, json_t *body, const char *shape,
 }
 
 /* The run record a job starts with: what it asks for beyond its shape
- * (see ctl.h, "Run records"). */
+ * (see ctl.h, "Run records"), and the submission's trace context (the
+ * request's span), so that a job still pending when cnlabd restarts keeps
+ * its trace (ctl_trace.c). */
 static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
                        int64_t mem, json_t *types, const char *dataset,
                        const char *image, const char *gang, int rank, int size)
@@ -307,6 +310,12 @@ static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
 		json_object_set_new(o, "gang",
 		                    json_pack("{s:s,s:i,s:i}", "id", gang,
 		                              "rank", rank, "size", size));
+	if (cnl_trace_current()) {
+		char tp[CNL_TRACE_HEADER_MAX];
+
+		cnl_trace_format(cnl_trace_current(), tp);
+		json_object_set_new(o, "traceparent", json_string(tp));
+	}
 	t = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (!t || strlen(t) >= len)

@@ -23,6 +23,7 @@
 #include "common/label.h"
 #include "common/log.h"
 #include "common/time.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
@@ -141,6 +142,14 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 	v.idle_timeout_s = idle;
 	snprintf(v.state, sizeof(v.state), "pending");
 	v.created_ms = c->now_ms;
+	/* Its submission's trace context, kept across a restart of cnlabd
+	 * before it is placed (ctl_trace.c). */
+	if (cnl_trace_current()) {
+		char tp[CNL_TRACE_HEADER_MAX];
+
+		cnl_trace_format(cnl_trace_current(), tp);
+		snprintf(v.run, sizeof(v.run), "{\"traceparent\":\"%s\"}", tp);
+	}
 	if (key) {
 		struct cnl_store_server tmp;
 

@@ -2,8 +2,11 @@
  * ctl_trace.c - the trace context a workload keeps (the request span of
  * its submission, server/trace.c), and the spans of the stages the
  * scheduling cycle decides for it (cluster, slice, preempt) as children
- * of that context.  The context is written into the run record with the
- * placement (ctl_run.c) and sent to the node in the assignment.
+ * of that context.  The context is in the run record from the submission
+ * on (api_jobs.c and api_servers.c write it into the record they create),
+ * so a workload still pending when cnlabd restarts keeps its trace: the
+ * record is adopted on load (ctl_run.c), rewritten with every change and
+ * sent to the node in the assignment.
  */
 #include <stdio.h>
 #include <string.h>

@@ -10,6 +10,11 @@
 //   - GET / leads to the dashboard, sign-in through the page's form sets
 //     the session cookie (HttpOnly: the page's script cannot read it);
 //   - the block map shows the fake pool's node and both its GPUs;
+//   - at scale (40 more nodes of 8 GPUs): every node is listed but only
+//     those near the viewport are drawn; one far down is drawn once
+//     filtered to by name or scrolled to; the free capacity shown
+//     (overall, per node, per GPU, and the free-only filter) is the
+//     snapshot's;
 //   - a job submitted with `cnlab run` appears on the queues page and
 //     finishes there with no reload (the page's own state survives), its
 //     page shows its six decisions and its live log;
@@ -363,6 +368,87 @@ async function main() {
   check(await until(async () => (await bob.getByLabel('Password').count()) > 0), 'sign out goes back to the form');
   const after = (await ctx2.request.get(`${url}/v1/auth/whoami`)).status();
   check(after === 401, 'after sign-out the session no longer works', `${after}`);
+
+  // --- the block map at scale -------------------------------------------------
+  // EXTRA more nodes of 8 GPUs (registered through join tokens, cordoned:
+  // no work goes to them).  The map lists every node with its summary but
+  // draws only the nodes near the viewport; one far down is drawn once
+  // filtered to or scrolled to, and the free capacity shown is the
+  // snapshot's.
+  const EXTRA = 40;
+  const tok = (await (await fetch(`${url}/v1/auth/login`, {
+    method: 'POST', body: JSON.stringify({ user: 'admin', password: adminPw }),
+  })).json()).token;
+  const call = async (method, p, body, t = tok) => {
+    const res = await fetch(url + p, {
+      method,
+      headers: { Authorization: `Bearer ${t}`, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const txt = await res.text();
+    if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${txt}`);
+    return txt ? JSON.parse(txt) : null;
+  };
+  const scaleName = (i) => `scale-${String(i).padStart(3, '0')}`;
+  for (let i = 1; i <= EXTRA; i++) {
+    const jt = await call('POST', '/v1/nodes/join-tokens', { node: scaleName(i) });
+    const n = await call('POST', '/v1/nodes', {
+      protocol: 6, name: scaleName(i), gpu_type: 'H100-80GB-SXM', gpus: 8, cpu_milli: 64000, mem_mib: 1 << 19,
+      devices: Array.from({ length: 8 }, (_, d) => ({ index: d, uuid: `GPU-scale-${i}-${d}`, mem_mib: 81559, healthy: true })),
+    }, jt.token);
+    await call('PATCH', `/v1/nodes/${n.id}`, { state: 'cordoned' });
+  }
+  await page.click('nav >> text=Block map');
+  const listed = await until(async () => (await page.locator('.node').count()) === EXTRA + 1);
+  check(listed, `the block map lists all ${EXTRA + 1} nodes`, `${await page.locator('.node').count()}`);
+  const last = page.locator(`.node[data-node="${scaleName(EXTRA)}"]`);
+  const drawnNow = await page.locator('.gpu[data-gpu]').count();
+  check(await last.getAttribute('data-drawn') === 'no' && (await last.locator('.gpu').count()) === 0 &&
+    drawnNow < 2 + 8 * EXTRA,
+  'only the nodes near the viewport are drawn', `${drawnNow} GPUs drawn, last node ${await last.getAttribute('data-drawn')}`);
+  // Free capacity shown = the snapshot's, overall and per node.
+  const snap = await call('GET', '/v1/dashboard');
+  const sgpus = snap.nodes.flatMap((n) => n.gpus);
+  const want = Math.round(sgpus.reduce((a, g) => a + g.free_blocks, 0) / sgpus.length);
+  const summary = await page.locator('[data-testid=map-summary]').textContent();
+  check(summary.includes(`${sgpus.length} GPUs, ${want}% free`), 'overall free capacity shown equals the snapshot\'s', `${summary} vs ${want}%`);
+  const sl = snap.nodes.find((n) => n.name === scaleName(EXTRA));
+  const slFree = Math.round(sl.gpus.reduce((a, g) => a + g.free_blocks, 0) / sl.gpus.length);
+  const slWith = sl.gpus.filter((g) => g.free_blocks > 0).length;
+  const lastSum = await last.locator('[data-testid=node-sum]').textContent();
+  check(lastSum === `8 GPUs, ${slFree}% free, ${slWith} with free blocks`,
+    'an undrawn node\'s summary shows its free capacity (the snapshot\'s)', lastSum);
+  // Filtering by name draws the node far down.
+  await page.fill('#map-node', scaleName(EXTRA));
+  const filtered = await until(async () => (await last.locator('.gpu[data-gpu]').count()) === 8 &&
+    (await page.locator('.node').count()) === 1);
+  check(filtered, 'filtering by node name shows only that node, its 8 GPUs drawn',
+    `${await page.locator('.node').count()} nodes, ${await last.locator('.gpu[data-gpu]').count()} GPUs`);
+  const frees = await last.locator('.free-count').allTextContents();
+  check(frees.length === 8 && frees.every((t, k) => t === `${sl.gpus[k].free_blocks}% free`),
+    'each drawn GPU shows the snapshot\'s free blocks', frees.join(', '));
+  await page.fill('#map-node', '');
+  await until(async () => (await page.locator('.node').count()) === EXTRA + 1);
+  // Scrolling draws another node far down.
+  const far = page.locator(`.node[data-node="${scaleName(EXTRA - 1)}"]`);
+  const farBefore = await far.getAttribute('data-drawn');
+  await far.scrollIntoViewIfNeeded();
+  const scrolled = await until(async () => (await far.locator('.gpu[data-gpu]').count()) === 8);
+  check(farBefore === 'no' && scrolled, 'a node far down is drawn once scrolled into view', `before ${farBefore}`);
+  await shot(page, 'blockmap-scale');
+  // Free capacity only: every GPU shown has some; as many as the snapshot has.
+  await page.fill('#map-node', 'scale-');
+  await page.check('#map-free');
+  const withFree = sgpus.filter((g) => g.free_blocks > 0).length;
+  const shownText = await until(async () => {
+    const t = await page.locator('[data-testid=map-shown]').textContent();
+    return /^Showing/.test(t) ? t : null;
+  });
+  const scaleWithFree = snap.nodes.filter((n) => n.name.startsWith('scale-')).flatMap((n) => n.gpus).filter((g) => g.free_blocks > 0).length;
+  check(shownText && shownText.startsWith(`Showing ${scaleWithFree} of ${sgpus.length} GPUs`),
+    'the free-capacity filter keeps the GPUs with free blocks', `${shownText}; snapshot ${withFree} overall`);
+  await page.uncheck('#map-free');
+  await page.fill('#map-node', '');
 
   for (const x of [rec, rec2]) {
     const p = x === rec ? page : bob;

@@ -44,7 +44,11 @@
  * while processes run on the GPU.  A GPU instance holds at most one compute
  * instance (the agent creates one full one per GPU instance), and cannot
  * be destroyed while it has one (IN_USE).  MIG devices are found with
- * nvmlDeviceGetMigDeviceHandleByIndex and their UUIDs are "MIG-fake-...".
+ * nvmlDeviceGetMigDeviceHandleByIndex and their UUIDs are "MIG-fake-...";
+ * nvmlDeviceGetMemoryInfo on a MIG device's handle gives its GPU
+ * instance's memory (the profile's size) and what the instance's processes
+ * hold, and GPU instance IDs are the lowest free from 1, never the start
+ * slot (a caller that takes one for the other is caught).
  * Not modelled: several compute instances per GPU instance, media-engine
  * exclusivity beyond the +me profile's count of one, other GPU models'
  * profile tables (every MIG-capable fake GPU is an H100 80GB).
@@ -609,14 +613,41 @@ static unsigned long long used_total(const struct fake_dev *d)
 	return sum;
 }
 
+/* What the processes in MIG device @gi's instance hold. */
+static unsigned long long used_mig(const struct fake_gi *gi)
+{
+	struct fproc p[FAKE_PROCS];
+	unsigned long long sum = 0;
+	unsigned n = procs(p, FAKE_PROCS);
+
+	for (unsigned i = 0; i < n && i < FAKE_PROCS; i++)
+		if (p[i].gi == gi)
+			sum += p[i].used;
+	return sum;
+}
+
+/*
+ * A GPU's memory, or, on a MIG device's handle, as the driver: its GPU
+ * instance's memory (the profile's size) and what the processes in that
+ * instance hold.
+ */
 API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m)
 {
 	struct fake_dev *d = dev_of(h);
+	const struct fake_gi *gi = NULL;
 
-	if (!m || !d)
+	if (!m || (!d && !(gi = mig_of(h, &d))))
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (is_lost(d))
 		return NVML_ERROR_GPU_IS_LOST;
+	if (gi) {
+		m->total = gi->p->mib << 20;
+		m->used = used_mig(gi);
+		if (m->used > m->total)
+			m->used = m->total;
+		m->free = m->total - m->used;
+		return NVML_SUCCESS;
+	}
 	m->total = capacity(d);
 	m->used = used_total(d);
 	m->free = m->total - m->used;

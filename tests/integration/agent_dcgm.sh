@@ -14,6 +14,10 @@
 #     _vram_used_bytes, _compute_share_ratio, _sm_util_ratio labelled with
 #     its project, user, job, gpu, UUID and Hostname (and its MIG
 #     instance's GPU_I_PROFILE and GPU_I_ID);
+#   - the slice's MIG instance (2g.20gb): DCGM_FI_DEV_FB_TOTAL, _USED and
+#     _FREE of the instance (NVML memory info on its MIG handle) with the
+#     GPU's labels plus GPU_I_PROFILE and GPU_I_ID, the driver's GPU
+#     instance ID (not the start slot); no GPU_UTIL for it (NVML has none);
 #   - cnlab_agent_gpu_audit_kills_total is there (integration.gpu_audit
 #     makes kills).
 set -u
@@ -119,9 +123,26 @@ for f in vram_limit_bytes vram_used_bytes compute_share_ratio sm_util_ratio; do
 done
 limit=$(echo "$jl" | awk '{print $NF}')
 [ -n "$limit" ] && [ "$limit" -gt 0 ] && ok "slice VRAM limit $limit bytes" || bad "limit: $jl"
-echo "$jl" | grep -q 'GPU_I_PROFILE="[0-9]g\.[0-9]*gb",GPU_I_ID="[0-9]"' &&
-	ok "a slice in a MIG instance has GPU_I_PROFILE and GPU_I_ID" ||
-	echo "note: the slice is not in a MIG instance: $jl"
+# The job's 25% slice is a MIG instance (2g.20gb on an H100 80GB): its GPU
+# has per-instance DCGM series, labelled with the driver's GPU instance ID.
+# The fake numbers GPU instances from 1 (lowest free), so the first one is
+# 1 while its start slot is not: a slot passed off as the ID is caught.
+slot=$(api GET "/v1/jobs/$job/decisions" | jq -r '[.items[] | .result // .decision // empty | tostring | capture("at slot (?<s>[0-9]+)").s] | first // empty')
+mlabels="gpu=\"$gpu\",UUID=\"$uuid\",device=\"nvidia$gpu\",modelName=\"$(awk -v g="$gpu" '$1==g && $2=="modelName"{$1=$2="";sub(/^  /,"");print}' "$tmp/nvml.txt")\",Hostname=\"$host\",GPU_I_PROFILE=\"2g.20gb\",GPU_I_ID=\"1\""
+for f in FB_TOTAL:20096 FB_USED:0 FB_FREE:20096; do
+	got=$(grep -F "DCGM_FI_DEV_${f%%:*}{$mlabels} " "$m" | awk '{print $NF}')
+	[ "$got" = "${f#*:}" ] && ok "MIG instance DCGM_FI_DEV_${f%%:*} = $got MiB (the instance's, from NVML on its MIG handle)" ||
+		bad "MIG instance DCGM_FI_DEV_${f%%:*}: got '$got', want ${f#*:}: $(grep "GPU_I_ID" "$m")"
+done
+grep -q 'DCGM_FI_DEV_GPU_UTIL{.*GPU_I_ID=' "$m" && bad "GPU_UTIL for a MIG instance (NVML has none)" ||
+	ok "no GPU_UTIL series for a MIG instance (NVML has none)"
+[ "$(grep -c 'GPU_I_ID=' "$m" | tr -d ' ')" -gt 0 ] && ! grep 'GPU_I_ID=' "$m" | grep -vq "gpu=\"$gpu\"" &&
+	ok "per-instance series only for the GPU in MIG mode" || bad "instance series: $(grep GPU_I_ID "$m")"
+echo "$jl" | grep -qF ',GPU_I_PROFILE="2g.20gb",GPU_I_ID="1"}' &&
+	ok "the slice's series carry its MIG instance's GPU_I_PROFILE and driver GPU_I_ID" ||
+	bad "slice MIG labels: $jl"
+[ -n "$slot" ] && [ "$slot" != 1 ] && ok "GPU_I_ID (1) is not the start slot ($slot)" ||
+	bad "slot '$slot' of the placement not read from the decisions"
 grep -q '^cnlab_agent_gpu_audit_kills_total 0$' "$m" && ok "audit kills counter" || bad "no audit kills counter"
 api POST "/v1/jobs/$job/cancel" '{}' >/dev/null
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"

@@ -22,6 +22,10 @@ pointing at it (its embedded agent inherits both).  Then:
   - a malformed traceparent (bad version, upper case, zero ids, wrong
     length) gets the normal answer and a fresh trace; a valid one is
     followed.
+  - a job submitted with a traceparent while the only node is drained,
+    cnlabd restarted before it is placed, the node put back in service:
+    the job's cluster and slice stages, the agent's launch and the
+    workload span are in the submit's trace, children of its request span.
   - the collector hanging, then down: submissions still succeed, the
     CLI still exits 0, and the dropped spans show in /metrics.
 """
@@ -310,6 +314,91 @@ try:
     unsampled = "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
     http("GET", url + "/v1/auth/whoami",
          headers=dict(auth, traceparent=unsampled))
+
+    # ---- a pending job's context survives a restart of cnlabd -------------
+    # The only node is drained, so the job stays pending; cnlabd restarts
+    # (its embedded agent with it) before the job is placed, then the node
+    # is put back in service and the job runs.
+    def node_state(state):
+        st, b = http("PATCH", url + "/v1/nodes/" + node["id"],
+                     {"state": state}, auth)
+        if st != 200 or json.loads(b)["state"] != state:
+            die("node %s: %d %s" % (state, st, b))
+    node_state("draining")
+    rtid = "6cf92f3577b34da6a3ce929d0e0e4736"
+    rparent = "10f067aa0ba902b7"
+    proj = [p for p in json.loads(http("GET", url + "/v1/projects",
+                                       headers=auth)[1])["items"]
+            if p["name"] == "default"][0]["id"]
+    st, b = http("POST", url + "/v1/projects/" + proj + "/jobs",
+                 {"command": "echo after-restart", "gpu": "h100-25"},
+                 dict(auth, traceparent="00-%s-%s-01" % (rtid, rparent)))
+    if st != 201:
+        die("submit to a drained node: %d %s" % (st, b))
+    rjob = json.loads(b)["id"]
+
+    def rspans(name):
+        with coll.lock:
+            return [s for (v, s) in coll.spans if s["name"] == name and
+                    attr(s, "cnlab.workload") == rjob]
+    rsub = wait_for("the submit span of the job before the restart",
+                    lambda: [s for s in spans_named(
+                        "POST /v1/projects/{project}/jobs", "cnlabd")
+                        if s["traceId"] == rtid], 30)[0]
+    wait_for("the job's admission stage",
+             lambda: rspans("sched.admission"), 30)
+    st, b = http("GET", url + "/v1/jobs/" + rjob, headers=auth)
+    ok("the job is pending on the drained node before the restart") \
+        if st == 200 and json.loads(b)["state"] == "pending" and \
+        not [s for s in rspans("sched.slice")
+             if attr(s, "cnlab.decision").startswith("placed")] \
+        else bad("before restart: %d %s" % (st, b))
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(120)
+    t_restart = time.time_ns()
+    out = open(tmp + "/out2", "w")
+    proc = subprocess.Popen([cnlabd, "--all-in-one", "--data-dir",
+                             tmp + "/data", "--listen", "127.0.0.1:0",
+                             "--gpus", "fake:2xH100-80GB-SXM"],
+                            stdout=out, stderr=open(tmp + "/err2", "w"),
+                            env=env)
+
+    def restarted():
+        m = re.search(r"CNLab is running at (\S+)",
+                      open(tmp + "/out2").read())
+        return m and m.group(1)
+    url = wait_for("cnlabd to start again", restarted, 60)
+    st, b = http("POST", url + "/v1/auth/login",
+                 {"user": "admin", "password": pw})
+    tok = json.loads(b)["token"]
+    auth = {"Authorization": "Bearer " + tok}
+    cenv = dict(cenv, CNLAB_SERVER=url, CNLAB_TOKEN=tok)
+    wait_for("the embedded agent after the restart",
+             lambda: json.loads(http("GET", url + "/v1/nodes",
+                                     headers=auth)[1])["items"], 60)
+    st, b = http("GET", url + "/v1/jobs/" + rjob, headers=auth)
+    if st != 200 or json.loads(b)["state"] != "pending":
+        bad("after the restart the job should still be pending: %d %s" %
+            (st, b))
+    node_state("up")
+    rwl = wait_for("the workload span of the job placed after the "
+                   "restart", lambda: rspans("workload"), 120)[0]
+    for name in ("sched.cluster", "sched.slice", "agent.launch"):
+        ss = [s for s in rspans(name)
+              if int(s["startTimeUnixNano"]) > t_restart]
+        if len(ss) == 1 and ss[0]["traceId"] == rtid and \
+                ss[0].get("parentSpanId") == rsub["spanId"]:
+            ok("after a restart, %s is still a child of the submit's "
+               "span, in its trace" % name)
+        else:
+            bad("after a restart, %s: %s (submit span %s)" %
+                (name, ss, rsub["spanId"]))
+    ok("after a restart, the workload span keeps the submit's trace") \
+        if rwl["traceId"] == rtid and \
+        rwl.get("parentSpanId") == rsub["spanId"] and \
+        rsub.get("parentSpanId") == rparent and \
+        attr(rwl, "process.exit.code") == "0" \
+        else bad("workload after restart: %s (submit %s)" % (rwl, rsub))
 
     # ---- a collector that hangs, then one that is down ----------------------
     def dropped():

@@ -10,8 +10,18 @@
 // user, workload and live VRAM/compute use in the details panel (an
 // aria-live region); the same facts are in the table below the map, for
 // screen readers and small screens.
+//
+// At scale (a hundred nodes, ~800 GPUs) the page stays fast by drawing
+// only what is near the viewport: every node is listed with a compact
+// text summary (GPUs, free %, GPUs with free blocks, a meter), but its
+// GPU bars are drawn only once the node comes within a screen of the
+// viewport (one shared IntersectionObserver); until then a placeholder
+// of the same height keeps the scroll position honest.  Filters (node
+// name, project, free capacity only) narrow the nodes and GPUs shown; the
+// slice table is filtered alike and shows its first rows with a button
+// for the rest.
 import { html } from 'htm/preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { projectColor, fmtMiB, fmtPct, dash } from '../util.js';
 
 const MIG_SLICES = 7; /* compute slices of a MIG GPU */
@@ -107,42 +117,120 @@ function Gpu({ node, gpu, onSel }) {
   </div>`;
 }
 
+// One IntersectionObserver for every node: a node's callback runs once,
+// when it first comes within a screen of the viewport.
+let io = null;
+const pending = new Map();
+function whenNear(el, cb) {
+  if (typeof IntersectionObserver === 'undefined') {
+    cb();
+    return () => {};
+  }
+  if (!io)
+    io = new IntersectionObserver(
+      (entries) => {
+        for (const e of entries) {
+          if (!e.isIntersecting) continue;
+          const f = pending.get(e.target);
+          pending.delete(e.target);
+          io.unobserve(e.target);
+          if (f) f();
+        }
+      },
+      { rootMargin: '100% 0px' },
+    );
+  pending.set(el, cb);
+  io.observe(el);
+  return () => {
+    pending.delete(el);
+    io.unobserve(el);
+  };
+}
+
+// A node: its header and compact summary always; its GPU bars once near
+// the viewport (see whenNear).
+function Node({ n, gpus, onSel }) {
+  const ref = useRef(null);
+  const [near, setNear] = useState(false);
+  useEffect(() => (near || !ref.current ? undefined : whenNear(ref.current, () => setNear(true))), [near]);
+  const all = n.gpus || [];
+  const free = all.map((g) => freePct(g, layout(g)));
+  const avg = all.length ? Math.round(free.reduce((a, b) => a + b, 0) / all.length) : 0;
+  const withFree = free.filter((f) => f > 0).length;
+  const sum = `${all.length} GPU${all.length === 1 ? '' : 's'}, ${avg}% free, ${withFree} with free blocks`;
+  return html`<article class="node" ref=${ref} data-node=${n.name} data-drawn=${near ? 'yes' : 'no'} aria-labelledby=${`node-${n.name}`}>
+    <h2 id=${`node-${n.name}`}>${n.name} <span class=${`state ${n.state}`}>${n.state}</span>${n.cluster && n.cluster !== 'default' ? html` <span class="badge">${n.cluster}</span>` : ''}
+      <span class="node-sum" data-testid="node-sum">${sum}</span>
+      <meter min="0" max="100" value=${avg} aria-label=${`${n.name}: ${avg}% free`}></meter></h2>
+    ${near
+      ? gpus.map((g) => html`<${Gpu} key=${g.index} node=${n} gpu=${g} onSel=${onSel} />`)
+      : html`<div class="gpus-later" style=${{ height: `${gpus.length * 3.6}rem` }}><span class="sr-only">${gpus.length} GPUs, drawn when scrolled into view; every slice is in the table below.</span></div>`}
+  </article>`;
+}
+
+const TABLE_ROWS = 200;
+
 export function BlockMap({ snap }) {
   const [sel, setSel] = useState(null);
+  const [q, setQ] = useState('');
+  const [proj, setProj] = useState('');
+  const [freeOnly, setFreeOnly] = useState(false);
+  const [allRows, setAllRows] = useState(false);
   if (!snap) return html`<section><h1 tabindex="-1">Block map</h1><p role="status">Waiting for the first snapshot…</p></section>`;
   const nodes = snap.nodes || [];
   let gpus = 0;
   let freeSum = 0;
+  const projSet = new Set();
+  const shown = [];
   const rows = [];
-  for (const n of nodes)
+  const needle = q.trim().toLowerCase();
+  for (const n of nodes) {
+    const keep = [];
     for (const g of n.gpus || []) {
       gpus++;
       const placed = layout(g);
-      freeSum += freePct(g, placed);
-      for (const p of placed) rows.push({ n, g, s: p.s });
+      const free = freePct(g, placed);
+      freeSum += free;
+      for (const p of placed) if (p.s.project) projSet.add(p.s.project);
+      if (needle && !n.name.toLowerCase().includes(needle)) continue;
+      if (freeOnly && free <= 0) continue;
+      if (proj && !placed.some((p) => p.s.project === proj)) continue;
+      keep.push(g);
+      for (const p of placed) if (!proj || p.s.project === proj) rows.push({ n, g, s: p.s });
     }
-  const projects = [...new Set(rows.map((r) => r.s.project).filter(Boolean))].sort();
+    if (keep.length) shown.push({ n, gpus: keep });
+  }
+  const projects = [...projSet].sort();
+  const filtered = needle || proj || freeOnly;
+  const tableRows = allRows ? rows : rows.slice(0, TABLE_ROWS);
   return html`<section class="blockmap">
     <h1 tabindex="-1">Block map</h1>
     <p class="summary" data-testid="map-summary">${nodes.length} node${nodes.length === 1 ? '' : 's'}, ${gpus} GPU${gpus === 1 ? '' : 's'}, <strong>${gpus ? Math.round(freeSum / gpus) : 0}% free</strong> overall.</p>
+    <form class="filters" role="search" aria-label="Filter the block map" onSubmit=${(e) => e.preventDefault()}>
+      <label for="map-node">Node</label>
+      <input id="map-node" type="search" value=${q} placeholder="name contains…" onInput=${(e) => setQ(e.currentTarget.value)} />
+      <label for="map-project">Project</label>
+      <select id="map-project" value=${proj} onChange=${(e) => setProj(e.currentTarget.value)}>
+        <option value="">all projects</option>
+        ${projects.map((p) => html`<option value=${p}>${p}</option>`)}
+      </select>
+      <label class="check"><input id="map-free" type="checkbox" checked=${freeOnly} onChange=${(e) => setFreeOnly(e.currentTarget.checked)} /> only GPUs with free capacity</label>
+    </form>
+    <p class="filter-count" role="status" data-testid="map-shown">${filtered ? `Showing ${shown.reduce((a, x) => a + x.gpus.length, 0)} of ${gpus} GPUs on ${shown.length} of ${nodes.length} nodes.` : ''}</p>
     ${projects.length > 0 && html`<ul class="legend" aria-label="Projects">
       ${projects.map((p) => html`<li><span class="swatch" style=${{ background: projectColor(p) }}></span>${p}</li>`)}
       <li><span class="swatch other"></span>other projects</li><li><span class="swatch free"></span>free</li>
     </ul>`}
     <div class="details" aria-live="polite"><${Details} sel=${sel} /></div>
-    ${nodes.map(
-      (n) => html`<article class="node" aria-labelledby=${`node-${n.name}`}>
-        <h2 id=${`node-${n.name}`}>${n.name} <span class=${`state ${n.state}`}>${n.state}</span>${n.cluster && n.cluster !== 'default' ? html` <span class="badge">${n.cluster}</span>` : ''}</h2>
-        ${(n.gpus || []).map((g) => html`<${Gpu} node=${n} gpu=${g} onSel=${setSel} />`)}
-      </article>`,
-    )}
+    ${shown.length === 0 && html`<p>No GPU matches the filters.</p>`}
+    ${shown.map(({ n, gpus: gs }) => html`<${Node} key=${n.name} n=${n} gpus=${gs} onSel=${setSel} />`)}
     <h2>All slices</h2>
     <div class="table-wrap"><table>
-      <caption class="sr-only">Every slice on every GPU</caption>
+      <caption class="sr-only">Every slice on every GPU${filtered ? ' that matches the filters' : ''}</caption>
       <thead><tr><th scope="col">Node</th><th scope="col">GPU</th><th scope="col">Mode</th><th scope="col">Size</th><th scope="col">Workload</th><th scope="col">Project</th><th scope="col">User</th><th scope="col">VRAM used</th><th scope="col">Compute</th></tr></thead>
       <tbody>
-        ${rows.length === 0 && html`<tr><td colspan="9">No slices: every GPU is free.</td></tr>`}
-        ${rows.map(({ n, g, s }) => html`<tr>
+        ${rows.length === 0 && html`<tr><td colspan="9">${filtered ? 'No slices on the GPUs shown.' : 'No slices: every GPU is free.'}</td></tr>`}
+        ${tableRows.map(({ n, g, s }) => html`<tr>
           <td>${n.name}</td><td>${g.index}</td><td>${g.mode}</td>
           <td>${s.mig_profile ? s.mig_profile : `${s.blocks} blocks @${s.start}`}</td>
           <td>${s.kind === 'other' ? 'another project' : s.kind === 'job' ? html`<a href=${`#/jobs/${encodeURIComponent(s.id)}`}>${s.name || s.id}</a>` : `${s.kind} ${s.name || s.id}`}</td>
@@ -151,5 +239,6 @@ export function BlockMap({ snap }) {
         </tr>`)}
       </tbody>
     </table></div>
+    ${rows.length > tableRows.length && html`<p><button type="button" class="secondary" onClick=${() => setAllRows(true)}>Show all ${rows.length} slices</button> (the first ${tableRows.length} are listed)</p>`}
   </section>`;
 }
