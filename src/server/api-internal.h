@@ -682,6 +682,10 @@ void cnl_api_h_dashboard_events(void *call, struct cnl_http_request *req,
  * request's CSRF token and Origin: 0, or -1 with a 403 in @resp.
  */
 int cnl_api_cookie_token(struct cnl_http_request *req, char *buf, size_t len);
+/* api_csrf.c: whether @origin (an Origin header) is this request's own
+ * origin (the listener's scheme :// the Host header). */
+bool cnl_api_same_origin(struct call *c, struct cnl_http_request *req,
+                         const char *origin);
 /* api_csrf.c: the CSRF token of session @jti into @out (65 bytes). */
 void cnl_api_csrf_of(struct cnl_api *api, const char *jti, char *out);
 int cnl_api_cookie_check(struct call *c, struct cnl_http_request *req,
