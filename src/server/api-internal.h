@@ -664,7 +664,8 @@ void cnl_api_dash_new(struct cnl_api *api);
 void cnl_api_dash_free(struct cnl_api *api);
 void cnl_api_dash_bump(struct cnl_api *api, bool auth);
 /* How many authentication-relevant changes were answered so far (the
- * count cnl_api_dash_bump(api, true) moves; 0 without a dashboard). */
+ * count cnl_api_dash_bump(api, true) moves; 0 without a dashboard).  Takes
+ * no lock: callable with api->mu held. */
 uint64_t cnl_api_dash_auth_gen(struct cnl_api *api);
 void cnl_api_dash_changed(struct cnl_api *api, const char *id);
 void cnl_api_dash_tick(struct cnl_api *api, int64_t now_ms);

@@ -84,8 +84,10 @@ struct dash_snap {
 struct cnl_api_dash {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	uint64_t version;  /* under mu */
-	uint64_t auth_gen; /* under mu: authentication-relevant changes */
+	uint64_t version; /* under mu */
+	/* Authentication-relevant changes: moved under mu, read anywhere
+	 * (cnl_api_dash_auth_gen(), without mu: no lock under api->mu). */
+	atomic_uint_least64_t auth_gen;
 	struct dash_snap *cur;
 	atomic_int streams;
 	atomic_uint_least64_t builds;
@@ -174,15 +176,7 @@ void cnl_api_dash_bump(struct cnl_api *api, bool auth)
 
 uint64_t cnl_api_dash_auth_gen(struct cnl_api *api)
 {
-	struct cnl_api_dash *d = api->dash;
-	uint64_t g;
-
-	if (!d)
-		return 0;
-	pthread_mutex_lock(&d->mu);
-	g = d->auth_gen;
-	pthread_mutex_unlock(&d->mu);
-	return g;
+	return api->dash ? atomic_load(&api->dash->auth_gen) : 0;
 }
 
 void cnl_api_dash_changed(struct cnl_api *api, const char *id)
