@@ -39,7 +39,7 @@
  * away, until the client closes or LINGER_MS passed: closing a socket
  * with unread input would send a reset that can destroy the reply.
  */
-#define _GNU_SOURCE /* asprintf, accept4, pthread_setname_np */
+#define _GNU_SOURCE /* asprintf, accept4, pthread_setname_np, strcasestr */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1091,11 +1091,21 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind,
  * the limits (TLS) gets its 503, a head with ambiguous framing a 400.
  * Returns true with @resp set when the request is answered so. */
 static bool head_refused(struct cnl_http_server *srv,
-                         struct MHD_Connection *conn,
+                         struct MHD_Connection *conn, const char *uri,
                          struct cnl_http_response *resp)
 {
 	struct cnl_http_framing f = {0};
 	char why[256];
+
+	/* libmicrohttpd decodes the target in place: "%00" would end the
+	 * path there, and "/v1/users%00.css" be served as /v1/users (a
+	 * proxy or cache in front sees another path). */
+	if (uri && strcasestr(uri, "%00")) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "request target: %%00 (a NUL byte) is not "
+		               "allowed in a path or query");
+		return true;
+	}
 
 	if (track_phase(srv, conn, PH_BODY)) {
 		char h[64];
@@ -1140,7 +1150,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		unsigned long long v;
 
 		cs->started = true;
-		if (head_refused(srv, conn, &resp)) {
+		if (head_refused(srv, conn, cs->uri, &resp)) {
 			cs->too_large = true; /* drop what comes */
 			return send_response(conn, cs, &resp);
 		}

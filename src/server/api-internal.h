@@ -177,6 +177,9 @@ struct call {
 	/* The session (jti) the bearer's JWT belongs to; "" for other
 	 * credentials (api_session.c). */
 	char session[CNL_AUTH_CLAIM_MAX];
+	/* The digest of the API token the caller came with; "" for other
+	 * credentials (api_authn.c). */
+	char api_token[CNL_AUTH_DIGEST_MAX];
 	/* Authenticated by the dashboard's cookie (api_cookie.c). */
 	bool cookie;
 	/* The request's Idempotency-Key as stored (per user) and the hash
@@ -660,6 +663,24 @@ int cnl_api_authenticate(struct call *c, struct cnl_http_request *req,
 int cnl_api_authenticate_role(struct call *c, struct cnl_http_response *resp);
 /* Verify an OIDC ID token of the request before the lock is taken. */
 void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req);
+/*
+ * The credential a long-lived answer (an event stream) was opened with,
+ * kept to ask again later: cnl_api_grant_of() takes it from an
+ * authenticated call; cnl_api_grant_live() (api->mu held) loads @c (api,
+ * st, now_ms set by the caller) with the user and role as a new request
+ * would and returns 0 when the user still exists, is not disabled, holds
+ * the same system role (administrator or not), and the session (logout)
+ * or API token (revoke, expiry) is still live; else -CNL_EAUTH (or a store
+ * error).  Project membership is the caller's to check.
+ */
+struct cnl_api_grant {
+	char user_id[CNL_ID_MAX];
+	char session[CNL_AUTH_CLAIM_MAX];
+	char api_token[CNL_AUTH_DIGEST_MAX];
+	bool admin;
+};
+void cnl_api_grant_of(const struct call *c, struct cnl_api_grant *g);
+int cnl_api_grant_live(struct call *c, const struct cnl_api_grant *g);
 
 /*
  * api_dashboard.c: the dashboard's snapshot, built once per change and
@@ -672,6 +693,10 @@ void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req);
 void cnl_api_dash_new(struct cnl_api *api);
 void cnl_api_dash_free(struct cnl_api *api);
 void cnl_api_dash_bump(struct cnl_api *api, bool auth);
+/* How many authentication-relevant changes were answered so far (the
+ * count cnl_api_dash_bump(api, true) moves; 0 without a dashboard).  Takes
+ * no lock: callable with api->mu held. */
+uint64_t cnl_api_dash_auth_gen(struct cnl_api *api);
 void cnl_api_dash_changed(struct cnl_api *api, const char *id);
 void cnl_api_dash_tick(struct cnl_api *api, int64_t now_ms);
 void cnl_api_dash_stop(struct cnl_api *api);
@@ -694,6 +719,10 @@ int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
 int cnl_api_cookie_header(struct call *c, const char *token,
                           const struct cnl_auth_claims *cl, char *hdr,
                           size_t len);
+/* api_csrf.c: whether @origin (an Origin header) is this request's own
+ * origin (the listener's scheme :// the Host header). */
+bool cnl_api_same_origin(struct call *c, struct cnl_http_request *req,
+                         const char *origin);
 /* api_csrf.c: the CSRF token of session @jti into @out (65 bytes). */
 void cnl_api_csrf_of(struct cnl_api *api, const char *jti, char *out);
 int cnl_api_cookie_check(struct call *c, struct cnl_http_request *req,

@@ -7,6 +7,7 @@
  * theirs.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -76,6 +77,7 @@ static int identify(struct call *c, const char *h,
 		cnl_store_doc_done(&d);
 		if (exp && exp <= c->now_ms)
 			goto refuse;
+		snprintf(c->api_token, sizeof(c->api_token), "%s", digest);
 		r = cnl_store_user_get(s, claims.sub, &c->user);
 	} else if (c->api->oidc && cnl_oidc_looks_like(h)) {
 		/* Verified before the lock was taken (oidc_check()). */
@@ -216,4 +218,63 @@ void cnl_api_oidc_check(struct call *c, struct cnl_http_request *req)
 	                            err, sizeof(err));
 	if (c->oidc_r < 0)
 		cnl_log(CNL_LOG_INFO, "OIDC token refused", "why=%s", err);
+}
+
+void cnl_api_grant_of(const struct call *c, struct cnl_api_grant *g)
+{
+	memset(g, 0, sizeof(*g));
+	snprintf(g->user_id, sizeof(g->user_id), "%s", c->user.id);
+	snprintf(g->session, sizeof(g->session), "%s", c->session);
+	snprintf(g->api_token, sizeof(g->api_token), "%s", c->api_token);
+	g->admin = c->is_admin;
+}
+
+/* Is the API token of digest @digest still there and unexpired, for @user? */
+static bool token_live(struct call *c, const char *digest, const char *user)
+{
+	struct cnl_store_doc d = {0};
+	json_t *o;
+	bool ok;
+
+	if (cnl_store_doc_get(c->st, "token", digest, &d) < 0)
+		return false;
+	o = json_loads(d.body, 0, NULL);
+	ok = o && strcmp(json_string_value(json_object_get(o, "user_id"))
+	                     ? json_string_value(json_object_get(o, "user_id"))
+	                     : "",
+	                 user) == 0;
+	if (ok) {
+		int64_t exp =
+		    json_integer_value(json_object_get(o, "expires_ms"));
+
+		ok = !exp || exp > c->now_ms;
+	}
+	json_decref(o);
+	cnl_store_doc_done(&d);
+	return ok;
+}
+
+int cnl_api_grant_live(struct call *c, const struct cnl_api_grant *g)
+{
+	struct cnl_http_response resp = {0};
+	int r;
+
+	if ((r = cnl_store_user_get(c->st, g->user_id, &c->user)) < 0)
+		return r == -CNL_ENOTFOUND ? -CNL_EAUTH : r;
+	r = cnl_api_authenticate_role(c, &resp);
+	json_decref(resp.body);
+	free(resp.headers);
+	if (r < 0 || c->is_admin != g->admin)
+		return -CNL_EAUTH;
+	if (g->session[0]) {
+		struct cnl_auth_claims cl = {0};
+
+		snprintf(cl.jti, sizeof(cl.jti), "%s", g->session);
+		snprintf(cl.sub, sizeof(cl.sub), "%s", g->user_id);
+		if (cnl_api_session_live(c, &cl) < 0)
+			return -CNL_EAUTH;
+	}
+	if (g->api_token[0] && !token_live(c, g->api_token, g->user_id))
+		return -CNL_EAUTH;
+	return 0;
 }

@@ -22,8 +22,11 @@
  * session id) in hex (stateless: nothing stored; a new session, a new
  * token), and, when it has an Origin header, that origin must be the
  * request's own (scheme of the listener, Host header).  Otherwise 403
- * naming the header.  A bearer wins over the cookie when both are sent,
- * and a bearer request needs no CSRF token (a browser never adds one).
+ * naming the header.  The sign-in itself (POST /v1/auth/cookie) is refused
+ * with 403 from another Origin too: a cross-site form could otherwise sign
+ * the victim's browser in to the attacker's account (login CSRF).  A bearer
+ * wins over the cookie when both are sent, and a bearer request needs no CSRF
+ * token (a browser never adds one).
  */
 #include <stdio.h>
 #include <string.h>
@@ -90,10 +93,20 @@ void cnl_api_h_auth_cookie(void *call, struct cnl_http_request *req,
 	static const char *const fields[] = {"user", "password", "token", NULL};
 	struct call *c = call;
 	struct cnl_auth_claims cl = {0};
+	const char *origin = cnl_http_header(req, "Origin");
 	const char *token, *name, *password;
 	json_t *body;
 	char err[256];
 
+	/* Login CSRF: another site's form (text/plain can carry JSON)
+	 * would otherwise sign the browser in to the attacker's account. */
+	if (origin && !cnl_api_same_origin(c, req, origin)) {
+		cnl_http_error(resp, 403, "forbidden",
+		               "header \"Origin\": %.200s is not this server's "
+		               "origin: sign in from the dashboard's own pages",
+		               origin);
+		return;
+	}
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
 	token = json_string_value(json_object_get(body, "token"));

@@ -67,9 +67,8 @@ int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
 	return -1;
 }
 
-/* Whether @origin is this request's own origin (scheme://Host). */
-static bool same_origin(struct call *c, struct cnl_http_request *req,
-                        const char *origin)
+bool cnl_api_same_origin(struct call *c, struct cnl_http_request *req,
+                         const char *origin)
 {
 	const char *host = cnl_http_header(req, "Host");
 	const char *scheme = c->api->tls ? "https://" : "http://";
@@ -88,7 +87,7 @@ int cnl_api_cookie_check(struct call *c, struct cnl_http_request *req,
 
 	if (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0)
 		return 0;
-	if (origin && !same_origin(c, req, origin)) {
+	if (origin && !cnl_api_same_origin(c, req, origin)) {
 		cnl_http_error(
 		    resp, 403, "forbidden",
 		    "header \"Origin\": %.200s is not this server's "

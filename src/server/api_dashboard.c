@@ -84,8 +84,10 @@ struct dash_snap {
 struct cnl_api_dash {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	uint64_t version;  /* under mu */
-	uint64_t auth_gen; /* under mu: authentication-relevant changes */
+	uint64_t version; /* under mu */
+	/* Authentication-relevant changes: moved under mu, read anywhere
+	 * (cnl_api_dash_auth_gen(), without mu: no lock under api->mu). */
+	atomic_uint_least64_t auth_gen;
 	struct dash_snap *cur;
 	atomic_int streams;
 	atomic_uint_least64_t builds;
@@ -170,6 +172,11 @@ void cnl_api_dash_bump(struct cnl_api *api, bool auth)
 	d->auth_gen += auth;
 	pthread_cond_broadcast(&d->cv);
 	pthread_mutex_unlock(&d->mu);
+}
+
+uint64_t cnl_api_dash_auth_gen(struct cnl_api *api)
+{
+	return api->dash ? atomic_load(&api->dash->auth_gen) : 0;
 }
 
 void cnl_api_dash_changed(struct cnl_api *api, const char *id)
@@ -914,11 +921,11 @@ void cnl_api_h_dashboard(void *call, struct cnl_http_request *req,
 struct dstream {
 	struct cnl_api *api;
 	struct viewer vw;
-	char session[CNL_AUTH_CLAIM_MAX]; /* the caller's session, "" none */
-	uint64_t seen;                    /* version last sent */
-	uint64_t auth_gen;                /* as last checked */
-	struct dash_text *t;              /* being sent */
-	int part;                         /* 0 head, 1 text, 2 tail */
+	struct cnl_api_grant grant; /* the caller's credential */
+	uint64_t seen;              /* version last sent */
+	uint64_t auth_gen;          /* as last checked */
+	struct dash_text *t;        /* being sent */
+	int part;                   /* 0 head, 1 text, 2 tail */
 	size_t off;
 	const char *lit; /* a literal being sent (ping) */
 	int64_t last_ms; /* monotonic: the last send */
@@ -944,8 +951,8 @@ static void dwait(struct cnl_api_dash *d, int64_t ms)
 	pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 }
 
-/* Is the stream's caller still who they were (session live, not
- * disabled, the same projects)?  A store read, only after an
+/* Is the stream's caller still who they were (session or API token live,
+ * not disabled, the same projects)?  A store read, only after an
  * authentication-relevant change. */
 static bool still_allowed(struct dstream *s)
 {
@@ -956,18 +963,10 @@ static bool still_allowed(struct dstream *s)
 
 	pthread_mutex_lock(&s->api->mu);
 	c.st = s->api->store;
-	if (cnl_store_user_get(c.st, s->vw.user_id, &c.user) == 0 &&
-	    cnl_api_authenticate_role(&c, &resp) == 0 &&
-	    c.is_admin == s->vw.admin && viewer_load(&c, &vw, &resp) == 0) {
+	if (cnl_api_grant_live(&c, &s->grant) == 0 &&
+	    viewer_load(&c, &vw, &resp) == 0) {
 		ok = json_equal(vw.projects, s->vw.projects);
 		json_decref(vw.projects);
-		if (ok && s->session[0]) {
-			struct cnl_auth_claims cl = {0};
-
-			snprintf(cl.jti, sizeof(cl.jti), "%s", s->session);
-			snprintf(cl.sub, sizeof(cl.sub), "%s", s->vw.user_id);
-			ok = cnl_api_session_live(&c, &cl) == 0;
-		}
 	}
 	pthread_mutex_unlock(&s->api->mu);
 	json_decref(resp.body);
@@ -1122,7 +1121,7 @@ void cnl_api_h_dashboard_events(void *call, struct cnl_http_request *req,
 		free(s);
 		return;
 	}
-	snprintf(s->session, sizeof(s->session), "%s", c->session);
+	cnl_api_grant_of(c, &s->grant);
 	pthread_mutex_lock(&c->api->dash->mu);
 	s->auth_gen = c->api->dash->auth_gen;
 	pthread_mutex_unlock(&c->api->dash->mu);

@@ -41,7 +41,12 @@
  * from the last id it was sent, which was durable.
  *
  * Authorization is the route's (PROJECT_VIEW of the job's project, as
- * GET of the job), checked once when the stream opens.
+ * GET of the job), checked when the stream opens and again, on the store,
+ * before anything more is queued whenever an authentication-relevant
+ * change was answered since (logout, user disable, membership, token
+ * revoke: cnl_api_dash_auth_gen()) or REAUTH_MS passed (a session or API
+ * token that expired): a revoked session or token, a disabled user or a
+ * removed member gets nothing more, and the stream ends.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -55,6 +60,8 @@
 
 /* A comment line goes out when the stream was silent this long. */
 #define KEEPALIVE_MS (15 * 1000)
+/* The credential is asked again at least this often. */
+#define REAUTH_MS (15 * 1000)
 /* Output chunks read from the store per pass. */
 #define LOG_PAGE 64
 
@@ -152,7 +159,10 @@ struct evstream {
 	uint64_t seen;                    /* watch->seq looked at */
 	char *out;                        /* bytes queued to send */
 	size_t out_len, out_off;
-	int64_t last_sent_ms; /* monotonic */
+	int64_t last_sent_ms;       /* monotonic */
+	struct cnl_api_grant grant; /* who opened it */
+	uint64_t auth_gen;          /* as last checked */
+	int64_t auth_ms;            /* monotonic: the last check */
 };
 
 static void out_add(struct evstream *s, const char *a, size_t n)
@@ -237,6 +247,29 @@ static void set_pending(struct evstream *s, bool pending)
 	s->pending = pending;
 }
 
+/* May the stream's caller still see its job (lock held)?  Asked only
+ * after an authentication-relevant change, or every REAUTH_MS. */
+static bool still_allowed(struct evstream *s, const char *project_id)
+{
+	struct call c = {
+	    .api = s->api, .st = s->api->store, .now_ms = cnl_time_now_ms()};
+	uint64_t gen = cnl_api_dash_auth_gen(s->api);
+	int64_t now = cnl_time_mono_ns() / 1000000;
+	char role[CNL_STORE_ROLE_MAX];
+
+	if (gen == s->auth_gen && now - s->auth_ms < REAUTH_MS)
+		return true;
+	if (cnl_api_grant_live(&c, &s->grant) < 0)
+		return false;
+	if (!c.is_admin &&
+	    cnl_store_membership_get_role(c.st, c.user.id, project_id, role,
+	                                  sizeof(role)) < 0)
+		return false;
+	s->auth_gen = gen;
+	s->auth_ms = now;
+	return true;
+}
+
 /*
  * Queue what is new for the stream (lock held): the job document if it
  * changed, the output chunks after s->after, and the end when the job is
@@ -256,6 +289,8 @@ static int gather(struct evstream *s)
 	int n = 0;
 
 	if (cnl_store_job_get(s->api->store, s->job, &j) < 0)
+		return -1;
+	if (!still_allowed(s, j.project_id))
 		return -1;
 	final = final_state(j.state);
 	set_pending(s, strcmp(j.state, "pending") == 0);
@@ -424,6 +459,9 @@ void cnl_api_h_job_events(void *call, struct cnl_http_request *req,
 	s = cnl_xcalloc(1, sizeof(*s));
 	s->api = c->api;
 	snprintf(s->job, sizeof(s->job), "%s", c->job.id);
+	cnl_api_grant_of(c, &s->grant);
+	s->auth_gen = cnl_api_dash_auth_gen(c->api);
+	s->auth_ms = cnl_time_mono_ns() / 1000000;
 	if (after)
 		snprintf(s->after, sizeof(s->after), "%s", after);
 	/* The first pass runs under this call's lock: what the stream

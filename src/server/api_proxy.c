@@ -31,10 +31,13 @@
  * (?token=, what `cnlab server open` prints), which is exchanged for the
  * cookie and acts as the server's owner.  Whoever it names must still be a
  * member (or above) of the server's project: a removed member gets 403 on the
- * next request. The credential never reaches the server: Authorization,
- * cnlabd's cookies (this one, the dashboard's session cookie, the OIDC
- * sign-in's: api-internal.h) and ?token= are taken off, and the server gets its
- * own token as "Authorization: token T" (what JupyterLab and cnlab-notebook.py
+ * next request.  An open WebSocket or exec asks again (relay_allowed()) after
+ * each authentication-relevant change and every REAUTH_MS: a logout, a
+ * revoked token or proxy cookie, a disabled user or a removed member ends
+ * it. The credential never reaches the server: Authorization, cnlabd's
+ * cookies (this one, the dashboard's session cookie, the OIDC sign-in's:
+ * api-internal.h) and ?token= are taken off, and the server gets its own
+ * token as "Authorization: token T" (what JupyterLab and cnlab-notebook.py
  * check).
  *
  * Limits: CNL_PROXY_PER_USER open tunnels per user and CNL_PROXY_PER_SERVER
@@ -85,6 +88,9 @@
 #define HEAD_MAX (64 * 1024)
 /* A server that says nothing for this long is dropped. */
 #define IDLE_MS (10 * 60 * 1000)
+/* An open WebSocket or exec asks again who opened it at least this often
+ * (a session or token that expired). */
+#define REAUTH_MS (60 * 1000)
 
 struct cnl_api_tunnel {
 	char id[40];
@@ -419,6 +425,12 @@ struct pass {
 	bool failed; /* the body could not go up */
 	char set_cookie[CNL_AUTH_JWT_MAX + 256];
 	char server_name[CNL_STORE_NAME_MAX];
+	/* Who opened it, asked again while a WebSocket or exec relays
+	 * (relay_allowed()): the credential, the proxy cookie's claims
+	 * (jti "" when none), and the server's project. */
+	struct cnl_api_grant grant;
+	struct cnl_auth_claims cookie;
+	char project[CNL_ID_MAX];
 	/* The server's reply: bytes read past its head. */
 	char *buf;
 	size_t n, off;
@@ -584,7 +596,8 @@ static void head_add(void *arg, const char *name, const char *value)
  */
 static int proxy_identify(struct call *c, struct cnl_http_request *req,
                           struct cnl_http_response *resp,
-                          const struct cnl_store_server *v, bool *ret_exchanged)
+                          const struct cnl_store_server *v, bool *ret_exchanged,
+                          struct cnl_auth_claims *ret_cookie)
 {
 	const char *authz = cnl_http_header(req, "Authorization");
 	const char *cookies = cnl_http_header(req, "Cookie");
@@ -603,6 +616,7 @@ static int proxy_identify(struct call *c, struct cnl_http_request *req,
 	    cnl_auth_jwt_verify(value, c->api->key, c->api->keylen, aud,
 	                        c->now_ms / 1000, &claims) == 0 &&
 	    cnl_api_proxy_cookie_live(c, &claims) == 0) {
+		*ret_cookie = claims;
 		r = cnl_store_user_get(c->api->store, claims.sub, &c->user);
 	} else if (qtok && qtok[0]) {
 		char want[64];
@@ -661,7 +675,7 @@ static int proxy_admit(struct call *c, struct pass *p,
 		return -1;
 	}
 	snprintf(p->server_name, sizeof(p->server_name), "%s", v->name);
-	if (proxy_identify(c, req, resp, v, &exchanged) < 0)
+	if (proxy_identify(c, req, resp, v, &exchanged, &p->cookie) < 0)
 		return -1;
 	if (!c->is_admin) {
 		r = cnl_store_membership_get_role(
@@ -683,6 +697,8 @@ static int proxy_admit(struct call *c, struct pass *p,
 	}
 	if (tunnel_queue(c, resp, NULL, &p->t) < 0)
 		return -1;
+	cnl_api_grant_of(c, &p->grant);
+	snprintf(p->project, sizeof(p->project), "%s", v->project_id);
 	if (exchanged) {
 		struct cnl_auth_claims cl = {0};
 		char jwt[CNL_AUTH_JWT_MAX + 1];
@@ -833,13 +849,55 @@ struct ws {
 	size_t extra_n;
 };
 
-/* Both ways between @a and @b until either ends. */
-static void relay(struct cnl_api *api, int a, int b)
+/* Is the one who opened @p still a member (or above) of the server's
+ * project, with the same credential live (not logged out, revoked or
+ * disabled)?  Takes the API's lock. */
+static bool relay_allowed(struct pass *p)
 {
+	struct cnl_api *api = p->api;
+	struct call c = {.api = api, .now_ms = cnl_time_now_ms()};
+	char role[CNL_STORE_ROLE_MAX];
+	bool ok;
+
+	pthread_mutex_lock(&api->mu);
+	c.st = api->store;
+	ok = cnl_api_grant_live(&c, &p->grant) == 0 &&
+	     (!p->cookie.jti[0] ||
+	      cnl_api_proxy_cookie_live(&c, &p->cookie) == 0) &&
+	     (c.is_admin ||
+	      (cnl_store_membership_get_role(c.st, c.user.id, p->project, role,
+	                                     sizeof(role)) == 0 &&
+	       cnl_api_role_rank(role) >= 2));
+	pthread_mutex_unlock(&api->mu);
+	return ok;
+}
+
+/* Both ways between @a and @b until either ends, or the one who opened
+ * @p may no longer (asked after each authentication-relevant change, and
+ * at least every REAUTH_MS). */
+static void relay(struct pass *p, int a, int b)
+{
+	struct cnl_api *api = p->api;
 	struct pollfd pf[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+	uint64_t gen = cnl_api_dash_auth_gen(api);
+	int64_t checked = cnl_time_mono_ns() / 1000000;
 	char buf[65536];
 
 	while (!atomic_load(&api->proxy_stop)) {
+		uint64_t g = cnl_api_dash_auth_gen(api);
+		int64_t now = cnl_time_mono_ns() / 1000000;
+
+		if (g != gen || now - checked >= REAUTH_MS) {
+			if (!relay_allowed(p)) {
+				cnl_log(CNL_LOG_INFO, "relay cut",
+				        "server=%s user=%s why=credential or "
+				        "membership revoked",
+				        p->server_name, p->grant.user_id);
+				return;
+			}
+			gen = g;
+			checked = now;
+		}
 		if (poll(pf, 2, 1000) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -869,7 +927,7 @@ static void *ws_thread(void *arg)
 	     write_all(p->api, p->t->fd, w->extra, w->extra_n) == 0) &&
 	    (p->off >= p->n ||
 	     write_all(p->api, w->fd, p->buf + p->off, p->n - p->off) == 0))
-		relay(p->api, w->fd, p->t->fd);
+		relay(p, w->fd, p->t->fd);
 	cnl_http_upgrade_close(w->u);
 	pass_free(p);
 	free(w->extra);
@@ -1031,6 +1089,8 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 	p = cnl_xcalloc(1, sizeof(*p));
 	p->api = api;
 	snprintf(p->server_name, sizeof(p->server_name), "%s", c->server.name);
+	cnl_api_grant_of(c, &p->grant);
+	snprintf(p->project, sizeof(p->project), "%s", c->server.project_id);
 	if (tunnel_queue(c, resp, cmd, &p->t) < 0) {
 		free(p);
 		return;

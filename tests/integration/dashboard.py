@@ -13,7 +13,8 @@ cnlabd (embedded agent, two fake H100s, real processes) over loopback:
     submission delivers a snapshot showing the new job, on the same
     connection, without a request from the client;
   - the session cookie (POST /v1/auth/cookie): HttpOnly, SameSite=Strict,
-    Path=/; it authenticates GETs; attacks: a POST with the cookie and no
+    Path=/; it authenticates GETs; a sign-in posted from another Origin
+    (login CSRF) is refused (403) without a cookie; attacks: a POST with the cookie and no
     or a wrong X-CSRF-Token, or from another Origin, is refused (403) and
     changes nothing; a logged-out cookie and a disabled user's cookie are
     refused (401), and the disabled user's open stream ends;
@@ -218,6 +219,20 @@ def run(tmp, data):
         ok("a wrong password: 401, no cookie")
     else:
         bad("wrong password: %d %s" % (r.status, raw))
+    # Login CSRF: another site's form posts the attacker's credentials
+    # (text/plain can carry JSON); the browser must not be signed in.
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("POST", "/v1/auth/cookie",
+              json.dumps({"user": "alice", "password": "alice-pw-123456"}),
+              {"Content-Type": "text/plain", "Origin": "http://evil.example"})
+    r = c.getresponse()
+    raw = r.read()
+    c.close()
+    if (r.status == 403 and r.getheader("Set-Cookie") is None
+            and b"Origin" in raw):
+        ok("sign-in from another Origin (login CSRF): 403 naming it, no cookie")
+    else:
+        bad("cross-origin sign-in: %d %s %s" % (r.status, r.getheader("Set-Cookie"), raw))
     alice, body, sc = sign_in(port, "alice", "alice-pw-123456")
     attrs = [a.strip() for a in sc.split(";")]
     if ("HttpOnly" in attrs and "SameSite=Strict" in attrs

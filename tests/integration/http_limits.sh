@@ -125,6 +125,14 @@ smuggle "a bare CR in a value" 'header "X-A"' \
 smuggle "Transfer-Encoding: chunked, identity" 'other than chunked' \
 	'Transfer-Encoding: chunked, identity\r\n' '2\r\n{}\r\n0\r\n\r\n'
 smuggle "two Host headers" 'more than one Host' 'Host: y\r\nContent-Length: 2\r\n' '{}'
+# A NUL byte, percent-encoded, in the target: libmicrohttpd's in-place
+# decoding would end the path there (/v1/users%00.css served as
+# /v1/users, a cache in front seeing a stylesheet).
+for target in '/healthz%00/x' '/healthz%00' '/v1/users%00.css' '/healthz?x=%00'; do
+	body=$($attack raw "$pa" 400 "GET $target HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
+	[ $? = 0 ] && jq -e '.error.message | contains("%00")' <<<"$body" >/dev/null &&
+		ok "%00 in the target ($target): 400 naming it" || bad "%00 in $target: $body"
+done
 body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}')
 [ $? = 0 ] && ok "negative Content-Length: 400" || bad "negative Content-Length: $body"
 body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n{}')

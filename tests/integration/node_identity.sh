@@ -4,8 +4,9 @@
 # processes, A (an H100 node, which runs the job) and B (an L40S node):
 #   - B's credential (read from B's credential file, as a thief of node B
 #     would) tries to read A's assignments, inputs and checkpoints, append
-#     logs to and report the end of A's job, upload its artifacts, heartbeat
-#     as A, open A's tunnels, fetch blobs through A and register as A: all
+#     logs to and report the end of A's job, upload its artifacts and
+#     checkpoints, record a GPU memory kill of it, heartbeat as A (or claim
+#     A's job in its own heartbeat), open A's tunnels, fetch blobs through A and register as A: all
 #     refused (403), and on B's own routes naming A's job, fenced (409);
 #     an administrator's token is refused on node routes too; afterwards
 #     the job runs on A untouched and ends succeeded with its own output;
@@ -160,6 +161,9 @@ attack 403 "logs appended to A's job" POST "/v1/nodes/$ida/logs" \
 attack 403 "A's job's result" POST "/v1/nodes/$ida/reports" \
 	"{\"id\":\"$job\",\"epoch\":$ep,\"state\":\"failed\",\"exit_code\":9}"
 attack 403 "a heartbeat as A" POST "/v1/nodes/$ida/heartbeat" "{\"epoch\":1,\"running\":[]}"
+attack 403 "a GPU memory kill recorded for A's job" POST "/v1/nodes/$ida/gpu-kills" "{\"id\":\"$job\",\"epoch\":$ep,\"pid\":4242,\"gpu\":0,\"used\":1,\"pid_used\":1,\"quota\":1}"
+attack 403 "A's checkpoint upload" PUT "/v1/nodes/$ida/checkpoints?$q&path=evil" x
+attack 403 "a checkpoint file of A's job" GET "/v1/nodes/$ida/checkpoints/file?$q&path=x"
 attack 403 "A's tunnels" GET "/v1/nodes/$ida/tunnels?wait=0"
 attack 403 "opening A's tunnel" POST "/v1/nodes/$ida/tunnels/tun_x"
 attack 403 "rotating A's credential" POST "/v1/nodes/$ida/credential"
@@ -170,6 +174,16 @@ attack 409 "its own logs route naming A's job" POST "/v1/nodes/$idb/logs" \
 	"{\"id\":\"$job\",\"epoch\":$ep,\"stream\":\"stdout\",\"data\":\"forged-by-b\"}"
 attack 409 "its own reports route naming A's job" POST "/v1/nodes/$idb/reports" \
 	"{\"id\":\"$job\",\"epoch\":$ep,\"state\":\"failed\",\"exit_code\":9}"
+attack 409 "its own gpu-kills route naming A's job" POST "/v1/nodes/$idb/gpu-kills" "{\"id\":\"$job\",\"epoch\":$ep,\"pid\":4242,\"gpu\":0,\"used\":1,\"pid_used\":1,\"quota\":1}"
+attack 409 "its own checkpoints route naming A's job" PUT "/v1/nodes/$idb/checkpoints?$q&path=evil" x
+attack 409 "its own artifacts route naming A's job" PUT "/v1/nodes/$idb/artifacts?$q&path=evil" x
+# A heartbeat from B listing A's job under A's epoch: B is told to stop
+# it, and A's job stays A's (checked at the end: it succeeds on A).
+hb=$(api POST "/v1/nodes/$idb/heartbeat" "$(cred b)" "{\"running\":[{\"id\":\"$job\",\"epoch\":$ep}]}")
+jq -e --arg j "$job" '.stop | index($j)' <<<"$hb" >/dev/null &&
+	[ "$(api GET "/v1/jobs/$job" "$ana" | jq -r .placement.node)" = "$run-a" ] &&
+	ok "B: a heartbeat claiming A's job is told to stop it; the job stays on A" ||
+	bad "B's heartbeat claiming A's job: $hb"
 [ "$(code GET "/v1/nodes/$ida/assignments" "$root")" = 403 ] &&
 	ok "an administrator's token is refused on node routes (403)" || bad "admin on node route: $(cat "$tmp/code.out")"
 

@@ -13,6 +13,8 @@
 #   - the server sees its own token, never the user's credential (bearer
 #     token, session cookie, ?token=), and the path whole
 #   - a WebSocket passes messages both ways; 20 MiB stream up and down
+#   - an open WebSocket is cut once its opener is removed from the project
+#     or logs out; a member's stays open
 #   - the server's port on the node listens on loopback only and answers on
 #     no other address
 #   - a tunnel the agent never opens is a 504 naming the node; a stopped
@@ -248,6 +250,76 @@ if [ "$(echo "$ws" | sed -n 1p | cut -d' ' -f2)" = 101 ] && ! echo "$ws" | sed -
 else
 	bad "WebSocket: $ws"
 fi
+
+# --- an open WebSocket is cut when its opener's access ends --------------------
+# dave and erin (members) each hold a WebSocket open; dave is removed from
+# the project and erin logs out: the next message of each gets no echo, the
+# connection ends.  frank, still a member, keeps his.
+api POST /v1/users '{"name":"dave","password":"dave-password-1"}' >/dev/null
+api POST /v1/users '{"name":"erin","password":"erin-password-1"}' >/dev/null
+api POST /v1/users '{"name":"frank","password":"frank-password-1"}' >/dev/null
+for u in dave erin frank; do
+	api POST "/v1/projects/$proj/members" "{\"user\":\"$u\",\"role\":\"member\"}" >/dev/null
+done
+dave=$(login dave dave-password-1)
+erin=$(login erin erin-password-1)
+frank=$(login frank frank-password-1)
+ws_hold() { # ws_hold NAME TOKEN: open, echo once, touch ws.NAME.ready, wait for ws.go, echo again
+	python3 - "$url" "/s/$srv/ws" "$2" "$tmp/ws.$1" "$tmp/ws.go" <<'EOF' >"$tmp/ws.$1.out" 2>&1 &
+import base64, os, socket, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port), timeout=30)
+s.sendall((f"GET {sys.argv[2]} HTTP/1.1\r\nHost: {u.netloc}\r\n"
+           f"Authorization: Bearer {sys.argv[3]}\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nSec-WebSocket-Key: "
+           + base64.b64encode(os.urandom(16)).decode()
+           + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+f = s.makefile("rb")
+status = f.readline().split()[1].decode()
+while f.readline() not in (b"\r\n", b""):
+    pass
+def recv():
+    h = f.read(2)
+    if len(h) < 2:
+        return "closed"
+    return f.read(h[1] & 0x7F).decode()
+def send(text):
+    mask = os.urandom(4)
+    data = bytes(c ^ mask[i % 4] for i, c in enumerate(text.encode()))
+    s.sendall(bytes([0x81, 0x80 | len(data)]) + mask + data)
+recv()  # the server speaks first
+send("before")
+print(status, recv(), flush=True)
+open(sys.argv[4] + ".ready", "w").close()
+while not os.path.exists(sys.argv[5]):
+    time.sleep(0.1)
+time.sleep(3)
+try:
+    send("after")
+    print(recv(), flush=True)
+except OSError:
+    print("closed", flush=True)
+EOF
+}
+rm -f "$tmp/ws.go"
+for u in dave erin frank; do ws_hold "$u" "${!u}"; done
+for _ in $(seq 150); do
+	[ -e "$tmp/ws.dave.ready" ] && [ -e "$tmp/ws.erin.ready" ] && [ -e "$tmp/ws.frank.ready" ] && break
+	sleep 0.2
+done
+api DELETE "/v1/projects/$proj/members/dave" >/dev/null
+curl -sS -o /dev/null -X POST -H "Authorization: Bearer $erin" "$url/v1/auth/logout"
+touch "$tmp/ws.go"
+wait_ws() { for _ in $(seq 150); do [ "$(wc -l <"$tmp/ws.$1.out")" -ge 2 ] && return; sleep 0.2; done; }
+for u in dave erin frank; do wait_ws "$u"; done
+[ "$(tr '\n' ' ' <"$tmp/ws.frank.out")" = "101 echo:before echo:after " ] &&
+	ok "a member's WebSocket stays open" || bad "frank's WebSocket: $(cat "$tmp/ws.frank.out")"
+for x in "dave membership removed" "erin logged out"; do
+	u=${x%% *}
+	[ "$(sed -n 1p "$tmp/ws.$u.out")" = "101 echo:before" ] && [ "$(sed -n 2p "$tmp/ws.$u.out")" = closed ] &&
+		ok "an open WebSocket is cut when its opener's ${x#* }" ||
+		bad "$u's WebSocket after ${x#* }: $(cat "$tmp/ws.$u.out")"
+done
 
 head -c $((20 << 20)) /dev/urandom >"$tmp/big"
 want=$(sha256sum "$tmp/big" | cut -d' ' -f1)

@@ -19,7 +19,10 @@
 #     request;
 #   - the same three revocations refuse the reads served off the API's
 #     lock (a job, a project's jobs, whoami) at once, while a burst of
-#     submissions keeps the lock busy.
+#     submissions keeps the lock busy;
+#   - job and dashboard event streams already open are cut by a logout, an
+#     API token revoked, a membership removed or a user disabled: the
+#     job's end then reaches only a stream still allowed.
 set -u
 cnlab=$(realpath "$1")
 cnlabd=$(realpath "$2")
@@ -330,6 +333,66 @@ got=$(reads "$erin_tok")
 [ "$got" = "401 401 401" ] && ok under-load-logged-out-401 || bad "under-load-logged-out-401: $got"
 kill "${loaders[@]}" 2>/dev/null
 wait "${loaders[@]}" 2>/dev/null
+
+# --- Open event streams end on revocation -----------------------------------
+# A job's event stream (GET /v1/jobs/{job}/events) and the dashboard's
+# (GET /v1/dashboard/events) opened before a logout, an API token revoked,
+# a membership removed or a user disabled get nothing after it: the job
+# then cancelled, its "end" reaches only a stream still allowed.
+p2=$(curl -sS -X POST -H "Authorization: Bearer $root_tok" -d '{"name":"p2"}' "$base/v1/projects" | jq -r .id)
+st_login() {
+	curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"pw-$1-12345\"}" "$base/v1/auth/login" | jq -r .token
+}
+for u in sa sb sc sd se; do
+	echo "pw-$u-12345" | as root user create "$u" --password-stdin >/dev/null 2>&1
+	curl -sS -o /dev/null -X POST -H "Authorization: Bearer $root_tok" \
+		-d "{\"user\":\"$u\",\"role\":\"viewer\"}" "$base/v1/projects/$p2/members"
+done
+sa_tok=$(st_login sa)
+sb_res=$(curl -sS -X POST -H "Authorization: Bearer $(st_login sb)" -d '{"name":"sse"}' "$base/v1/auth/tokens")
+sb_api=$(jq -r .token <<<"$sb_res")
+sc_tok=$(st_login sc)
+sd_tok=$(st_login sd)
+se_tok=$(st_login se)
+sjob=$(curl -sS -X POST -H "Authorization: Bearer $root_tok" \
+	-d '{"command":"sleep 1","gpu":"h200-1g.18gb"}' "$base/v1/projects/$p2/jobs" | jq -r .id)
+spids=()
+stream() { # stream NAME TOKEN PATH
+	curl -sS -N -H "Authorization: Bearer $2" "$base$3" >"$tmp/sse.$1" 2>/dev/null &
+	spids+=($!)
+}
+stream sa "$sa_tok" "/v1/jobs/$sjob/events"
+stream sb "$sb_api" "/v1/jobs/$sjob/events"
+stream sc "$sc_tok" "/v1/jobs/$sjob/events"
+stream sd "$sd_tok" "/v1/jobs/$sjob/events"
+stream se "$se_tok" "/v1/jobs/$sjob/events"
+stream dash "$sb_api" /v1/dashboard/events
+opened=0
+for _ in $(seq 100); do
+	opened=$(grep -l '^event: job' "$tmp"/sse.s? 2>/dev/null | wc -l)
+	[ "$opened" = 5 ] && grep -q '^data:' "$tmp/sse.dash" && break
+	sleep 0.1
+done
+[ "$opened" = 5 ] || bad "event streams did not open: $opened"
+curl -sS -o /dev/null -X POST -H "Authorization: Bearer $sa_tok" "$base/v1/auth/logout"
+curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $root_tok" "$base/v1/auth/tokens/$(jq -r .id <<<"$sb_res")"
+curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $root_tok" "$base/v1/projects/$p2/members/sc"
+as root user disable sd >/dev/null 2>&1
+dash_before=$(grep -c '^data:' "$tmp/sse.dash")
+curl -sS -o /dev/null -X POST -H "Authorization: Bearer $root_tok" "$base/v1/jobs/$sjob/cancel"
+for _ in $(seq 100); do grep -q '^event: end' "$tmp/sse.se" && break; sleep 0.1; done
+grep -q '^event: end' "$tmp/sse.se" && ok "event-stream-still-allowed-gets-the-end" ||
+	bad "event-stream-still-allowed-gets-the-end: $(tail -c 300 "$tmp/sse.se")"
+sleep 1
+for x in "sa logout" "sb api-token-revoked" "sc membership-removed" "sd disabled"; do
+	f=$tmp/sse.${x%% *}
+	! grep -q '^event: end' "$f" && ! grep -q cancelled "$f" &&
+		ok "event-stream-cut-${x#* }" || bad "event-stream-cut-${x#* }: $(tail -c 300 "$f")"
+done
+[ "$(grep -c '^data:' "$tmp/sse.dash")" = "$dash_before" ] && ! grep -q cancelled "$tmp/sse.dash" &&
+	ok "dashboard-stream-cut-api-token-revoked" || bad "dashboard-stream-cut-api-token-revoked: $(tail -c 300 "$tmp/sse.dash")"
+kill "${spids[@]}" 2>/dev/null
+wait "${spids[@]}" 2>/dev/null
 
 # --- Two administrators disabling each other at once: one stays -----------
 echo pw-dora-12345 | as root user create dora --password-stdin >/dev/null 2>&1
