@@ -186,6 +186,9 @@ struct cnl_ctl {
 	bool census_ok;
 	struct usage *usage;
 	size_t n_usage, cap_usage;
+	/* GPU use per day, project and user, and the keys not yet stored
+	 * (ctl_usage.c). */
+	json_t *usage_day, *usage_day_dirty;
 	char (*teams)[CNL_ID_MAX]; /* project id of each scheduler team */
 	size_t n_teams;
 	uint64_t next_job;
