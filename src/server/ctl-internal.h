@@ -53,6 +53,12 @@ struct node {
 	 * the nodes array may move while a poll waits). */
 	pthread_cond_t *wake;
 	json_t *inventory; /* the registration body, for listings */
+	/* Each GPU's use as the last heartbeat gave it (protocol 7; memory
+	 * only, for the dashboard): -1 where not reported; use_known is
+	 * false before such a heartbeat. */
+	bool use_known;
+	int16_t util_pct[CNL_WIRE_GPUS_MAX];
+	int64_t mem_used[CNL_WIRE_GPUS_MAX];
 };
 
 /*

@@ -222,8 +222,8 @@ def usage_and_limits(admin, alice, bob_bearer, port):
 
 def main():
     global CLI
-    if len(sys.argv) != 3:
-        print("usage: dashboard.py CNLABD CNLAB", file=sys.stderr)
+    if len(sys.argv) != 4:
+        print("usage: dashboard.py CNLABD CNLAB FAKE_NVML", file=sys.stderr)
         sys.exit(2)
     CLI = sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="cnlab-dash-")
@@ -233,9 +233,12 @@ def main():
               "CNLAB_TOKEN", "CNLAB_CONFIG"):
         env.pop(k, None)
     out = open(os.path.join(tmp, "out"), "w+")
+    # Two H100s of the fake libnvidia-ml.so.1, through the real NVML
+    # calls: their utilisation reaches the snapshot (37% and 48%).
+    env.update(FAKE_NVML_GPUS="2", FAKE_NVML_MEM_MIB="81559")
     proc = subprocess.Popen(
         [sys.argv[1], "--all-in-one", "--data-dir", data, "--listen",
-         "127.0.0.1:0", "--gpus", "fake:2xH100-80GB-SXM", "--log-level",
+         "127.0.0.1:0", "--gpus", "nvml:" + sys.argv[3], "--log-level",
          "warn"], stdout=out, stderr=open(os.path.join(tmp, "err"), "w"),
         env=env)
     try:
@@ -359,6 +362,22 @@ def run(tmp, data):
         ok("snapshot: the node and its two H100s")
     else:
         bad("nodes: %s" % json.dumps(nodes))
+    def live_vram(s):
+        sl = [x for n in s["nodes"] for g in n["gpus"] for x in g["slices"]
+              if x.get("id") == run_id]
+        return sl and isinstance(sl[0].get("vram_used_mib"), int) and all(
+            isinstance(g.get("vram_used_mib"), int) for g in s["nodes"][0]
+            ["gpus"]) and sl[0]
+    sl = wait_for("the slice's live VRAM", lambda: live_vram(
+        admin.call("GET", "/v1/dashboard")[1]))
+    ok("snapshot: the slice's live vram_used_mib (%d of %d MiB) and each "
+       "GPU's" % (sl["vram_used_mib"], sl["vram_mib"]))
+    utils = sorted(g.get("util_pct") for g in nodes[0]["gpus"])
+    if utils == [37, 48]:
+        ok("snapshot: each GPU's util_pct as the driver reports it %s"
+           % utils)
+    else:
+        bad("util_pct: %s" % utils)
     slices = [sl for g in nodes[0]["gpus"] for sl in g["slices"]]
     mine = [sl for sl in slices if sl.get("id") == run_id]
     if (len(mine) == 1 and mine[0]["kind"] == "job"
