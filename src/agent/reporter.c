@@ -635,7 +635,8 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 			                  : -1;
 			u->mem_used =
 			    t.fb_used_mib >= 0 ? t.fb_used_mib << 20 : -1;
-			m.n_gpus++;
+			if (u->util_pct >= 0 || u->mem_used >= 0)
+				m.n_gpus++; /* else nothing to tell */
 		}
 	}
 	body = cnl_wire_heartbeat_encode(&m);
