@@ -195,6 +195,7 @@ struct cnl_ctl {
 	/* GPU use per day, project and user, and the keys not yet stored
 	 * (ctl_usage.c). */
 	json_t *usage_day, *usage_day_dirty;
+	int64_t usage_day_pruned;  /* the UTC day last pruned, in days */
 	char (*teams)[CNL_ID_MAX]; /* project id of each scheduler team */
 	size_t n_teams;
 	uint64_t next_job;

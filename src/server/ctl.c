@@ -133,6 +133,8 @@ static int load_usage_days(struct cnl_ctl *ctl)
 		if (r == 0 && n)
 			snprintf(last, sizeof(last), "%s", d[n - 1].id);
 		cnl_store_docs_done(d, n);
+		/* Only the window stays in memory. */
+		cnl_usage_prune(ctl->usage_day, NULL, ctl_now_ms());
 	} while (r == 0 && n == CNL_STORE_LIST_MAX);
 	free(d);
 	return r;

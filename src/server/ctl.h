@@ -267,6 +267,9 @@ void cnl_ctl_usage_7d(struct cnl_ctl *ctl, const char *project,
 /* The "project/user" pairs with use in those 7 days, as a new object's
  * keys. */
 json_t *cnl_usage_recent(const json_t *days, int64_t now_ms);
+/* Drop from memory the days before the 7 ending with @now_ms's, but those
+ * in @dirty (not yet stored); the store keeps them all. */
+void cnl_usage_prune(json_t *days, const json_t *dirty, int64_t now_ms);
 json_t *cnl_ctl_usage_recent(struct cnl_ctl *ctl, int64_t now_ms);
 
 /*

@@ -639,6 +639,11 @@ static void flush_usage(struct cnl_ctl *ctl, int64_t now)
 	for (size_t i = 0; i < ctl->n_usage; i++)
 		ctl->usage[i].dirty = false;
 	json_object_clear(ctl->usage_day_dirty);
+	/* Once a day, the days that left the window leave memory. */
+	if (now / 86400000 != ctl->usage_day_pruned) {
+		ctl->usage_day_pruned = now / 86400000;
+		cnl_usage_prune(ctl->usage_day, NULL, now);
+	}
 }
 
 void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)

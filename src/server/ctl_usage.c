@@ -99,3 +99,16 @@ json_t *cnl_usage_recent(const json_t *days, int64_t now_ms)
 			json_object_set_new(ret, k + 11, json_true());
 	return ret;
 }
+
+void cnl_usage_prune(json_t *days, const json_t *dirty, int64_t now_ms)
+{
+	char first[16];
+	const char *k;
+	json_t *v, *tmp;
+
+	day_name(now_ms - 6 * DAY_MS, first);
+	json_object_foreach_safe(days, tmp, k,
+	                         v) if (strncmp(k, first, 10) < 0 &&
+	                                !json_object_get(dirty, k))
+	    json_object_del(days, k);
+}

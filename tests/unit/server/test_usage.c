@@ -85,6 +85,21 @@ static void test_units_and_owners(void **state)
 	recent = cnl_usage_recent(days, MIDNIGHT + 8 * 24 * H);
 	assert_int_equal(json_object_size(recent), 0);
 	json_decref(recent);
+	/* Pruning keeps the window and what is not stored yet. */
+	cnl_usage_day_add(days, NULL, "prj_a", "usr_1", MIDNIGHT + 7 * 24 * H,
+	                  MIDNIGHT + 7 * 24 * H + H, 100);
+	{
+		json_t *dirty =
+		    json_pack("{s:b}", "2026-12-03/prj_ab/usr_1", 1);
+
+		cnl_usage_prune(days, dirty, MIDNIGHT + 8 * 24 * H);
+		json_decref(dirty);
+	}
+	assert_int_equal(json_object_size(days), 2);
+	assert_non_null(json_object_get(days, "2026-12-03/prj_ab/usr_1"));
+	assert_non_null(json_object_get(days, "2026-12-10/prj_a/usr_1"));
+	cnl_usage_prune(days, NULL, MIDNIGHT + 8 * 24 * H);
+	assert_int_equal(json_object_size(days), 1);
 	json_decref(days);
 }
 
