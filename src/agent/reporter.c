@@ -617,6 +617,28 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 	for (size_t i = 0; i < m.n_running; i++)
 		cnl_agent_slice_usage(regions[i], &m.running[i]);
 	free(regions);
+	/* Each GPU's utilisation and used memory (protocol 7), for the
+	 * dashboard; what the driver cannot tell is left out. */
+	if (a->gpus) {
+		const struct cnl_gpu_dev *devs;
+		int n = cnl_gpus_list(a->gpus, &devs);
+
+		for (int g = 0; g < n && g < CNL_WIRE_GPUS_MAX; g++) {
+			struct cnl_gpu_telemetry t;
+			struct cnl_wire_gpu_use *u = &m.gpus[m.n_gpus];
+
+			if (cnl_gpus_telemetry(a->gpus, g, &t) < 0)
+				continue;
+			u->index = g;
+			u->util_pct = t.util_pct >= 0 && t.util_pct <= 100
+			                  ? (int)t.util_pct
+			                  : -1;
+			u->mem_used =
+			    t.fb_used_mib >= 0 ? t.fb_used_mib << 20 : -1;
+			if (u->util_pct >= 0 || u->mem_used >= 0)
+				m.n_gpus++; /* else nothing to tell */
+		}
+	}
 	body = cnl_wire_heartbeat_encode(&m);
 	*ret_volumes = m.volumes;
 	*ret_n = m.n_volumes;

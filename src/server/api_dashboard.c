@@ -465,13 +465,39 @@ static int by_usage(const void *a, const void *b)
 	return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
+/* The GPU-hours quota of project or user @owner; null: no limit. */
+static json_t *gpu_limit(struct cnl_api *api, const char *owner)
+{
+	json_t *o = NULL, *v, *ret = json_null();
+
+	if (owner && cnl_api_doc_json(api->store, "quota", owner, &o) == 0 &&
+	    json_is_number(v = json_object_get(o, "gpu_hours")))
+		ret = json_real(json_number_value(v));
+	json_decref(o);
+	return ret;
+}
+
+/* The GPU-hours of the last 7 UTC days, oldest first, today last. */
+static json_t *usage_7d(struct cnl_api *api, const char *project,
+                        const char *user, int64_t now)
+{
+	double h[7];
+	json_t *a = json_array();
+
+	cnl_ctl_usage_7d(api->ctl, project, user, now, h);
+	for (int i = 0; i < 7; i++)
+		json_array_append_new(a, json_real(h[i]));
+	return a;
+}
+
 /*
- * Projects and users with use or work now: GPUs held, the fair-share
- * rank (1: the least metered GPU-hours, served first at equal
- * priority).  Limits and the 7-day curve are not kept by the
- * controller: null.
+ * Projects and users with use or work now, or use in the last 7 days:
+ * GPUs held now (gpu_used), metered GPU-hours (gpu_hours), the
+ * GPU-hours quota (gpu_limit, null: unlimited; compare with gpu_hours),
+ * the 7-day curve and the fair-share rank (1: the least metered
+ * GPU-hours, served first at equal priority).
  */
-static void tenants(struct cnl_api *api, json_t *ctl, json_t *snap)
+static void tenants(struct cnl_api *api, json_t *ctl, json_t *snap, int64_t now)
 {
 	struct cnl_api_dash *d = api->dash;
 	json_t *used = json_object_get(ctl, "gpu_used");
@@ -518,6 +544,29 @@ static void tenants(struct cnl_api *api, json_t *ctl, json_t *snap)
 	json_object_foreach (used, k, v)
 		if (!json_object_get(pu, k))
 			json_object_set_new(pu, k, json_true());
+	/* And those with use in the last 7 days. */
+	{
+		json_t *recent = cnl_ctl_usage_recent(api->ctl, now);
+
+		json_object_foreach (recent, k, v) {
+			const char *sl = strchr(k, '/');
+			char p[CNL_ID_MAX], key[2 * CNL_ID_MAX + 2];
+
+			if (!sl || (size_t)(sl - k) >= sizeof(p))
+				continue;
+			snprintf(p, sizeof(p), "%.*s", (int)(sl - k), k);
+			if (!json_object_get(pu, p))
+				json_object_set_new(pu, p, json_true());
+			snprintf(key, sizeof(key), "%s/%s", sl + 1, p);
+			if (!json_object_get(uu, key))
+				json_object_set_new(uu, key,
+				                    json_pack("{s:s,s:s,s:f}",
+				                              "user_id", sl + 1,
+				                              "project_id", p,
+				                              "gpu_used", 0.0));
+		}
+		json_decref(recent);
+	}
 	{
 		size_t n = json_object_size(pu), i = 0;
 		double(*r)[2] = cnl_xcalloc(n + 1, sizeof(*r));
@@ -535,11 +584,12 @@ static void tenants(struct cnl_api *api, json_t *ctl, json_t *snap)
 		for (i = 0; i < n; i++) {
 			const char *id = ids[(size_t)r[i][1]];
 			json_t *o = json_pack(
-			    "{s:s,s:f,s:n,s:i,s:n,s:f}", "project_id", id,
+			    "{s:s,s:f,s:o,s:i,s:o,s:f}", "project_id", id,
 			    "gpu_used",
 			    json_real_value(json_object_get(used, id)),
-			    "gpu_limit", "fair_share_rank", (int)i + 1,
-			    "usage_7d", "gpu_hours", r[i][0]);
+			    "gpu_limit", gpu_limit(api, id), "fair_share_rank",
+			    (int)i + 1, "usage_7d",
+			    usage_7d(api, id, NULL, now), "gpu_hours", r[i][0]);
 
 			name_item(api, o, NULL, NULL, false);
 			json_object_set_new(
@@ -571,7 +621,19 @@ static void tenants(struct cnl_api *api, json_t *ctl, json_t *snap)
 		for (i = 0; i < n; i++) {
 			json_t *o = json_deep_copy(es[(size_t)r[i][1]]);
 
-			json_object_set_new(o, "gpu_limit", json_null());
+			json_object_set_new(
+			    o, "gpu_limit",
+			    gpu_limit(api, json_string_value(
+			                       json_object_get(o, "user_id"))));
+			json_object_set_new(o, "gpu_hours", json_real(r[i][0]));
+			json_object_set_new(
+			    o, "usage_7d",
+			    usage_7d(api,
+			             json_string_value(
+			                 json_object_get(o, "project_id")),
+			             json_string_value(
+			                 json_object_get(o, "user_id")),
+			             now));
 			json_object_set_new(o, "fair_share_rank",
 			                    json_integer((json_int_t)i + 1));
 			name_item(api, o, NULL, NULL, false);
@@ -610,7 +672,7 @@ static struct dash_snap *build(struct cnl_api *api, uint64_t version)
 			                    sl)
 				name_item(api, sl, old, neu, true);
 	snap = json_object();
-	tenants(api, ctl, snap);
+	tenants(api, ctl, snap, now);
 	name_list(api, json_object_get(ctl, "running"), old, neu);
 	name_list(api, json_object_get(ctl, "pending"), old, neu);
 	stopped_servers(api, json_object_get(ctl, "servers"));

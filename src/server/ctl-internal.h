@@ -53,6 +53,12 @@ struct node {
 	 * the nodes array may move while a poll waits). */
 	pthread_cond_t *wake;
 	json_t *inventory; /* the registration body, for listings */
+	/* Each GPU's use as the last heartbeat gave it (protocol 7; memory
+	 * only, for the dashboard): -1 where not reported; use_known is
+	 * false before such a heartbeat. */
+	bool use_known;
+	int16_t util_pct[CNL_WIRE_GPUS_MAX];
+	int64_t mem_used[CNL_WIRE_GPUS_MAX];
 };
 
 /*
@@ -186,6 +192,10 @@ struct cnl_ctl {
 	bool census_ok;
 	struct usage *usage;
 	size_t n_usage, cap_usage;
+	/* GPU use per day, project and user, and the keys not yet stored
+	 * (ctl_usage.c). */
+	json_t *usage_day, *usage_day_dirty;
+	int64_t usage_day_pruned;  /* the UTC day last pruned, in days */
 	char (*teams)[CNL_ID_MAX]; /* project id of each scheduler team */
 	size_t n_teams;
 	uint64_t next_job;

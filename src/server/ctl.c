@@ -110,6 +110,47 @@ static int load_servers(struct cnl_ctl *ctl)
 	return r;
 }
 
+/* The per-day record (kind "usage_day", body {"block_ms"}). */
+static int load_usage_days(struct cnl_ctl *ctl)
+{
+	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+	char last[CNL_STORE_DOC_ID_MAX] = "";
+	int n, r;
+
+	do {
+		r = cnl_store_doc_list(ctl->store, "usage_day", NULL,
+		                       last[0] ? last : NULL,
+		                       CNL_STORE_LIST_MAX, d, &n);
+		for (int i = 0; r == 0 && i < n; i++) {
+			json_t *o = json_loads(d[i].body, 0, NULL);
+
+			json_object_set_new(
+			    ctl->usage_day, d[i].id,
+			    json_real(json_number_value(
+			        json_object_get(o, "block_ms"))));
+			json_decref(o);
+		}
+		if (r == 0 && n)
+			snprintf(last, sizeof(last), "%s", d[n - 1].id);
+		cnl_store_docs_done(d, n);
+		/* Only the window stays in memory. */
+		cnl_usage_prune(ctl->usage_day, NULL, ctl_now_ms());
+	} while (r == 0 && n == CNL_STORE_LIST_MAX);
+	free(d);
+	return r;
+}
+
+void cnl_ctl_usage_7d(struct cnl_ctl *ctl, const char *project,
+                      const char *user, int64_t now_ms, double ret[7])
+{
+	cnl_usage_7d(ctl->usage_day, project, user, now_ms, ret);
+}
+
+json_t *cnl_ctl_usage_recent(struct cnl_ctl *ctl, int64_t now_ms)
+{
+	return cnl_usage_recent(ctl->usage_day, now_ms);
+}
+
 static int load_usage(struct cnl_ctl *ctl)
 {
 	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
@@ -188,6 +229,8 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		ctl->cfg.cycle_interval_ms = 1000;
 	ctl->store = cfg->store;
 	ctl->mu = mu;
+	ctl->usage_day = json_object();
+	ctl->usage_day_dirty = json_object();
 	pthread_cond_init(&ctl->wake, NULL);
 	cnl_id_gen_init_random(&ctl->ids);
 	cnl_sched_config_default(&sc);
@@ -208,8 +251,9 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		goto fail;
 	}
 	if ((r = ctl_load_nodes(ctl, now, err, errlen)) < 0 ||
-	    (r = load_usage(ctl)) < 0 || (r = load_jobs(ctl)) < 0 ||
-	    (r = load_servers(ctl)) < 0 || (r = load_reasons(ctl)) < 0) {
+	    (r = load_usage(ctl)) < 0 || (r = load_usage_days(ctl)) < 0 ||
+	    (r = load_jobs(ctl)) < 0 || (r = load_servers(ctl)) < 0 ||
+	    (r = load_reasons(ctl)) < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "loading state: %s%s%s",
 			         cnl_strerror(r),
@@ -247,6 +291,8 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	free(ctl->cyc_map);
 	cnl_decisions_done(&ctl->cyc_dec);
 	free(ctl->usage);
+	json_decref(ctl->usage_day);
+	json_decref(ctl->usage_day_dirty);
 	free(ctl->teams);
 	ctl_journal_free(ctl);
 	cnl_cluster_free(ctl->cluster);

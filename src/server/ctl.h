@@ -249,6 +249,30 @@ void cnl_ctl_usage_of(struct cnl_ctl *ctl, const char *owner,
                       struct cnl_ctl_usage *ret);
 
 /*
+ * GPU use per UTC day (ctl_usage.c).  cnl_usage_day_add - charge @blocks
+ * held from @from_ms to @to_ms to (@project, @user), split at each UTC
+ * midnight, into @days ("YYYY-MM-DD/project/user": block-ms), noting the
+ * keys touched in @dirty (may be NULL).  cnl_usage_7d - the GPU-hours of
+ * the 7 UTC days ending with @now_ms's, oldest first, of @project (and
+ * only of @user in it unless NULL).  cnl_ctl_usage_7d - the same over the
+ * controller's record.
+ */
+void cnl_usage_day_add(json_t *days, json_t *dirty, const char *project,
+                       const char *user, int64_t from_ms, int64_t to_ms,
+                       double blocks);
+void cnl_usage_7d(const json_t *days, const char *project, const char *user,
+                  int64_t now_ms, double ret[7]);
+void cnl_ctl_usage_7d(struct cnl_ctl *ctl, const char *project,
+                      const char *user, int64_t now_ms, double ret[7]);
+/* The "project/user" pairs with use in those 7 days, as a new object's
+ * keys. */
+json_t *cnl_usage_recent(const json_t *days, int64_t now_ms);
+/* Drop from memory the days before the 7 ending with @now_ms's, but those
+ * in @dirty (not yet stored); the store keeps them all. */
+void cnl_usage_prune(json_t *days, const json_t *dirty, int64_t now_ms);
+json_t *cnl_ctl_usage_recent(struct cnl_ctl *ctl, int64_t now_ms);
+
+/*
  * cnl_ctl_availability - for the shape @shape: {"now": true} when it
  * could start at once, else {"now": false, "estimated_start": RFC 3339 or
  * null when no node could ever take it}.  NULL on a bad shape.

@@ -12,9 +12,11 @@
  * the allocator's cluster, and, for a pending workload's reason and
  * estimate, the facts index as last published (cnl_ctl_facts_status(): no
  * status is computed here, which would scan every workload for each).
- * Figures the controller does not have are null: per-GPU utilisation
- * (agents do not report it), a slice's VRAM use before its node's first
- * heartbeat that lists it.
+ * Figures the controller does not have are null: a GPU's utilisation
+ * before its node's first heartbeat that reports it (protocol 7; an
+ * older agent or a driver that cannot tell never does), a slice's VRAM
+ * use before its node's first heartbeat that lists it, a slice's own
+ * compute use (no driver reports it per slice).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,13 +167,23 @@ static json_t *gpus_json(struct cnl_ctl *ctl, size_t i, int **slot_of)
 			}
 			json_array_append_new(slices, s);
 		}
+		/* The driver's figure when the node reports it (protocol
+		 * 7), else the slices' own sum. */
+		if (n->use_known && g < CNL_WIRE_GPUS_MAX &&
+		    n->mem_used[g] >= 0) {
+			used = n->mem_used[g];
+			known = true;
+		}
 		o = json_pack(
-		    "{s:i,s:s?,s:s?,s:s,s:I,s:o,s:n,s:i,s:o}", "index", g,
+		    "{s:i,s:s?,s:s?,s:s,s:I,s:o,s:o,s:i,s:o}", "index", g,
 		    "uuid", uuid, "model", t ? t->name : NULL, "mode",
 		    cn->gpus[g].mode == CNL_GPU_MIG ? "mig" : "blocks",
 		    "vram_mib", (json_int_t)(t ? t->vram_mib : 0),
 		    "vram_used_mib",
 		    known ? json_integer(used >> 20) : json_null(), "util_pct",
+		    n->use_known && g < CNL_WIRE_GPUS_MAX && n->util_pct[g] >= 0
+		        ? json_integer(n->util_pct[g])
+		        : json_null(),
 		    "free_blocks",
 		    cnl_gpu_free_blocks(ctl->cluster, (uint32_t)i, g), "slices",
 		    slices);

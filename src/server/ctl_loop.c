@@ -568,6 +568,9 @@ static void meter(struct cnl_ctl *ctl, int64_t now)
 		b = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
 		if (b <= 0)
 			continue;
+		cnl_usage_day_add(ctl->usage_day, ctl->usage_day_dirty,
+		                  w->project_id, w->user_id, now - (int64_t)dt,
+		                  now, b);
 		ctl_usage_of(ctl, w->project_id)->block_ms += b * dt;
 		ctl_usage_of(ctl, w->user_id)->block_ms += b * dt;
 		ctl_usage_of(ctl, w->project_id)->dirty = true;
@@ -586,11 +589,30 @@ static void meter(struct cnl_ctl *ctl, int64_t now)
 static void flush_usage(struct cnl_ctl *ctl, int64_t now)
 {
 	bool any = false;
+	const char *k;
+	json_t *v;
 
 	for (size_t i = 0; i < ctl->n_usage; i++)
 		any |= ctl->usage[i].dirty;
+	any |= json_object_size(ctl->usage_day_dirty) > 0;
 	if (!any || cnl_store_tx_begin(ctl->store) < 0)
 		return;
+	/* The days touched, in the same transaction as the totals. */
+	json_object_foreach (ctl->usage_day_dirty, k, v) {
+		struct cnl_store_doc d = {0};
+		char body[64];
+
+		snprintf(d.kind, sizeof(d.kind), "usage_day");
+		snprintf(d.id, sizeof(d.id), "%s", k);
+		snprintf(body, sizeof(body), "{\"block_ms\":%.0f}",
+		         json_number_value(json_object_get(ctl->usage_day, k)));
+		d.body = body;
+		d.updated_ms = now;
+		if (cnl_store_doc_put(ctl->store, &d, false) < 0) {
+			cnl_store_tx_rollback(ctl->store);
+			return;
+		}
+	}
 	for (size_t i = 0; i < ctl->n_usage; i++) {
 		struct usage *u = &ctl->usage[i];
 		struct cnl_store_doc d = {0};
@@ -616,6 +638,12 @@ static void flush_usage(struct cnl_ctl *ctl, int64_t now)
 	}
 	for (size_t i = 0; i < ctl->n_usage; i++)
 		ctl->usage[i].dirty = false;
+	json_object_clear(ctl->usage_day_dirty);
+	/* Once a day, the days that left the window leave memory. */
+	if (now / 86400000 != ctl->usage_day_pruned) {
+		ctl->usage_day_pruned = now / 86400000;
+		cnl_usage_prune(ctl->usage_day, NULL, now);
+	}
 }
 
 void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)

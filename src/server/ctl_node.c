@@ -482,6 +482,16 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 		cnl_log(CNL_LOG_INFO, "node back", "node=%s epoch=%" PRId64,
 		        n->name, n->epoch);
 	}
+	/* Each GPU's use (protocol 7), kept for the dashboard. */
+	n->use_known = m->n_gpus > 0;
+	for (int g = 0; g < CNL_WIRE_GPUS_MAX; g++) {
+		n->util_pct[g] = -1;
+		n->mem_used[g] = -1;
+	}
+	for (size_t k = 0; k < m->n_gpus; k++) {
+		n->util_pct[m->gpus[k].index] = (int16_t)m->gpus[k].util_pct;
+		n->mem_used[m->gpus[k].index] = m->gpus[k].mem_used;
+	}
 	node_reply(ctl, n, ret);
 	/* What it runs that is no longer its to run. */
 	ret->has_stop = true;

@@ -309,6 +309,22 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 	if (m->has_volumes)
 		json_object_set_new(o, "volumes",
 		                    ids_encode(m->volumes, m->n_volumes));
+	if (m->n_gpus) {
+		a = json_array();
+		for (size_t i = 0; i < m->n_gpus; i++) {
+			const struct cnl_wire_gpu_use *g = &m->gpus[i];
+			json_t *it = json_pack("{s:i}", "index", g->index);
+
+			if (g->util_pct >= 0)
+				json_object_set_new(it, "util_pct",
+				                    json_integer(g->util_pct));
+			if (g->mem_used >= 0)
+				json_object_set_new(it, "mem_used",
+				                    json_integer(g->mem_used));
+			json_array_append_new(a, it);
+		}
+		json_object_set_new(o, "gpus", a);
+	}
 	if (!m->has_running)
 		return o;
 	a = json_array();
@@ -354,12 +370,38 @@ static int running_decode(const json_t *it, struct cnl_wire_running *ret,
 	           : 0;
 }
 
+static int gpu_use_decode(const json_t *it, struct cnl_wire_gpu_use *ret,
+                          char *err, size_t errlen)
+{
+	static const char *const fields[] = {"index", "util_pct", "mem_used",
+	                                     NULL};
+	int64_t v;
+
+	if (!json_is_object(it))
+		return cnl_wire_fail(err, errlen, "must be an object");
+	CNL_WIRE_TRY(cnl_wire_check(it, fields, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(it, "index", true, 0,
+	                              CNL_WIRE_GPUS_MAX - 1, &v, err, errlen));
+	ret->index = (int)v;
+	v = -1;
+	CNL_WIRE_TRY(
+	    cnl_wire_get_int(it, "util_pct", false, 0, 100, &v, err, errlen));
+	ret->util_pct = json_object_get(it, "util_pct") ? (int)v : -1;
+	ret->mem_used = -1;
+	CNL_WIRE_TRY(cnl_wire_get_int(it, "mem_used", false, 0, INT64_MAX,
+	                              &ret->mem_used, err, errlen));
+	if (!json_object_get(it, "mem_used"))
+		ret->mem_used = -1;
+	return 0;
+}
+
 int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
                               char *err, size_t errlen)
 {
 	/* "epoch" is what older agents send beside "running"; ignored. */
 	static const char *const fields[] = {"running", "epoch", "volumes",
-	                                     NULL};
+	                                     "gpus", NULL};
+	const json_t *g = NULL;
 	const json_t *a = NULL;
 	int64_t epoch;
 
@@ -369,6 +411,26 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
 	                              err, errlen));
 	CNL_WIRE_TRY(ids_decode(j, "volumes", &ret->volumes, &ret->n_volumes,
 	                        &ret->has_volumes, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_array(j, "gpus", false, CNL_WIRE_GPUS_MAX, &g,
+	                                err, errlen));
+	for (size_t i = 0; g && i < json_array_size(g); i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "gpus[%zu]", i);
+		CNL_WIRE_TRY(
+		    cnl_wire_nested(key,
+		                    gpu_use_decode(json_array_get(g, i),
+		                                   &ret->gpus[i], err, errlen),
+		                    err, errlen));
+		for (size_t k = 0; k < i; k++)
+			if (ret->gpus[k].index == ret->gpus[i].index)
+				return cnl_wire_fail(
+				    err, errlen,
+				    "field \"%s.index\": GPU %d is listed "
+				    "twice",
+				    key, ret->gpus[i].index);
+		ret->n_gpus = i + 1;
+	}
 	CNL_WIRE_TRY(cnl_wire_get_array(j, "running", false, CNL_WIRE_LIST_MAX,
 	                                &a, err, errlen));
 	if (!a)

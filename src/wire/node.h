@@ -49,9 +49,10 @@
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
 #define CNL_WIRE_PROTOCOL                                    \
-	6 /* 5: node credentials (credential); log chunks    \
+	7 /* 5: node credentials (credential); log chunks    \
 	   * carry their offset, acknowledged; 6: heartbeats \
-	   * carry each slice's VRAM use (in-flight resize) */
+	   * carry each slice's VRAM use (in-flight resize); \
+	   * 7: and each GPU's utilisation and used memory */
 #define CNL_WIRE_PROTOCOL_MIN                        \
 	5 /* an older agent holds no node credential \
 	     and is refused on every node route */
@@ -158,6 +159,14 @@ struct cnl_wire_running {
 	int64_t vram_used, vram_quota;
 };
 
+/* Protocol 7: one GPU's use now, as its driver reports it (-1: the
+ * driver cannot tell; not sent). */
+struct cnl_wire_gpu_use {
+	int index;        /* 0..CNL_WIRE_GPUS_MAX-1 */
+	int util_pct;     /* 0..100, or -1 */
+	int64_t mem_used; /* bytes of device memory in use, or -1 */
+};
+
 struct cnl_wire_heartbeat {
 	bool has_running; /* a list was sent: work missing from it is lost */
 	struct cnl_wire_running *running; /* malloc'd */
@@ -167,6 +176,9 @@ struct cnl_wire_heartbeat {
 	bool has_volumes;
 	char (*volumes)[CNL_WIRE_ID_MAX];
 	size_t n_volumes;
+	/* Each GPU's use (protocol 7; an older agent sends none). */
+	struct cnl_wire_gpu_use gpus[CNL_WIRE_GPUS_MAX];
+	size_t n_gpus;
 };
 
 json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m);

@@ -154,10 +154,79 @@ def sign_in(port, user, password):
     return a, body, sc
 
 
+CLI = None
+
+
+def cli(port, token, *args):
+    """The cnlab CLI against the platform: (exit status, output)."""
+    env = dict(os.environ, CNLAB_SERVER="http://127.0.0.1:%d" % port,
+               CNLAB_TOKEN=token)
+    env.pop("CNLAB_CONFIG", None)
+    r = subprocess.run([CLI] + list(args), env=env, capture_output=True,
+                       text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
+def tenant(snap, kind, name):
+    got = [e for e in snap.get(kind, []) if e.get("name") == name]
+    return got[0] if got else None
+
+
+def usage_and_limits(admin, alice, bob_bearer, port):
+    """gpu_limit is the GPU-hours quota set with the CLI; usage_7d (7
+    days, today last) grows while vision's job runs; bob (audio) sees
+    neither vision nor alice."""
+    state = {}
+
+    def vision_used(limit):
+        # A change (the quota, set again) makes a new snapshot.
+        rc, out = cli(port, admin.token, "quota", "set", "--project",
+                      "vision", "--gpu-hours", str(limit))
+        if rc != 0:
+            die("cnlab quota set: %d %s" % (rc, out))
+        p = tenant(admin.call("GET", "/v1/dashboard")[1], "projects",
+                   "vision")
+        if not p or len(p.get("usage_7d") or []) != 7:
+            return None
+        state["p"] = p
+        return p["usage_7d"][6] if p["usage_7d"][6] > 0 else None
+    u1 = wait_for("vision's use today", lambda: vision_used(7))
+    p = state["p"]
+    if p.get("gpu_limit") == 7 and all(v == 0 for v in p["usage_7d"][:6]):
+        ok("snapshot: gpu_limit is the quota set with cnlab (7), "
+           "usage_7d has today's use last (%.6f)" % u1)
+    else:
+        bad("vision: %s" % p)
+    wait_for("vision's use growing", lambda: (vision_used(8) or 0) > u1)
+    ok("snapshot: usage_7d grows while the job runs")
+    a = tenant(alice.call("GET", "/v1/dashboard")[1], "users", "alice")
+    if a and a.get("project") == "vision" and a["usage_7d"][6] > 0 \
+            and a.get("gpu_limit") is None:
+        ok("alice sees her own use in vision, no user limit (null)")
+    else:
+        bad("alice's entry: %s" % a)
+    snap = bob_bearer.call("GET", "/v1/dashboard")[1]
+    if tenant(snap, "projects", "vision") is None and \
+            tenant(snap, "users", "alice") is None:
+        ok("bob (audio) sees neither vision's nor alice's use")
+    else:
+        bad("bob sees vision's use: %s %s" % (snap.get("projects"),
+                                              snap.get("users")))
+    rc, out = cli(port, admin.token, "quota", "set", "--project", "vision",
+                  "--gpu-hours", "none")
+    p = tenant(admin.call("GET", "/v1/dashboard")[1], "projects", "vision")
+    if rc == 0 and p and p.get("gpu_limit") is None:
+        ok("no quota: gpu_limit null")
+    else:
+        bad("quota none: %d %s %s" % (rc, out, p))
+
+
 def main():
-    if len(sys.argv) != 2:
-        print("usage: dashboard.py CNLABD", file=sys.stderr)
+    global CLI
+    if len(sys.argv) != 4:
+        print("usage: dashboard.py CNLABD CNLAB FAKE_NVML", file=sys.stderr)
         sys.exit(2)
+    CLI = sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="cnlab-dash-")
     data = os.path.join(tmp, "data")
     env = dict(os.environ, HOME=tmp)
@@ -165,9 +234,12 @@ def main():
               "CNLAB_TOKEN", "CNLAB_CONFIG"):
         env.pop(k, None)
     out = open(os.path.join(tmp, "out"), "w+")
+    # Two H100s of the fake libnvidia-ml.so.1, through the real NVML
+    # calls: their utilisation reaches the snapshot (37% and 48%).
+    env.update(FAKE_NVML_GPUS="2", FAKE_NVML_MEM_MIB="81559")
     proc = subprocess.Popen(
         [sys.argv[1], "--all-in-one", "--data-dir", data, "--listen",
-         "127.0.0.1:0", "--gpus", "fake:2xH100-80GB-SXM", "--log-level",
+         "127.0.0.1:0", "--gpus", "nvml:" + sys.argv[3], "--log-level",
          "warn"], stdout=out, stderr=open(os.path.join(tmp, "err"), "w"),
         env=env)
     try:
@@ -305,6 +377,22 @@ def run(tmp, data):
         ok("snapshot: the node and its two H100s")
     else:
         bad("nodes: %s" % json.dumps(nodes))
+    def live_vram(s):
+        sl = [x for n in s["nodes"] for g in n["gpus"] for x in g["slices"]
+              if x.get("id") == run_id]
+        return sl and isinstance(sl[0].get("vram_used_mib"), int) and all(
+            isinstance(g.get("vram_used_mib"), int) for g in s["nodes"][0]
+            ["gpus"]) and sl[0]
+    sl = wait_for("the slice's live VRAM", lambda: live_vram(
+        admin.call("GET", "/v1/dashboard")[1]))
+    ok("snapshot: the slice's live vram_used_mib (%d of %d MiB) and each "
+       "GPU's" % (sl["vram_used_mib"], sl["vram_mib"]))
+    utils = sorted(g.get("util_pct") for g in nodes[0]["gpus"])
+    if utils == [37, 48]:
+        ok("snapshot: each GPU's util_pct as the driver reports it %s"
+           % utils)
+    else:
+        bad("util_pct: %s" % utils)
     slices = [sl for g in nodes[0]["gpus"] for sl in g["slices"]]
     mine = [sl for sl in slices if sl.get("id") == run_id]
     if (len(mine) == 1 and mine[0]["kind"] == "job"
@@ -419,6 +507,9 @@ def run(tmp, data):
         ok("bob (audio) does not see vision's stopped server")
     else:
         bad("bob sees vision's stopped server")
+
+    # --- use, history and limits (issue 20) --------------------------------
+    usage_and_limits(admin, alice, bob_bearer, port)
 
     # --- logout and disable ------------------------------------------------
     r, raw = alice.raw("POST", "/v1/auth/logout", None,

@@ -1066,6 +1066,90 @@ static void test_quota(void **state)
 	json_decref(call_ok("PUT", path, ADMIN, "{\"gpu_hours\":null}", 200));
 }
 
+static void restart_cnlabd(void);
+
+/* The entry named @name in the snapshot's list @list, or NULL. */
+static json_t *dash_item(json_t *snap, const char *list, const char *name)
+{
+	json_t *it;
+	size_t i;
+
+	json_array_foreach (json_object_get(snap, list), i, it)
+		if (json_is_string(json_object_get(it, "name")) &&
+		    strcmp(str(it, "name"), name) == 0)
+			return it;
+	return NULL;
+}
+
+/* Today's figure (the last) of @it's usage_7d; 7 days, oldest first. */
+static double today_of(json_t *it)
+{
+	json_t *a = json_object_get(it, "usage_7d");
+
+	assert_int_equal(json_array_size(a), 7);
+	return json_number_value(json_array_get(a, 6));
+}
+
+/*
+ * The dashboard's tenants: gpu_limit is the GPU-hours quota (null:
+ * none), usage_7d the per-day record, which survives a restart without
+ * counting twice and matches the metered total; another project's use is
+ * not shown to a non-member.
+ */
+static void test_dashboard_usage(void **state)
+{
+	char path[160], id[CNL_ID_MAX];
+	double v0, v1, sum = 0;
+	json_t *o, *p, *u, *a, *x;
+	size_t i;
+
+	submit(BOB, F.proj_b, "{\"command\":\"u\",\"gpu\":\"h100-10\"}", id);
+	/* Past the meter's last instant (test_quota's ticks). */
+	int64_t t = now_ms() + 20000;
+	tick(t);
+	tick(t + 10000); /* 10 blocks x 10 s, flushed with the totals */
+	snprintf(path, sizeof(path), "/v1/projects/%s/quota", F.proj_b);
+	json_decref(call_ok("PUT", path, ADMIN, "{\"gpu_hours\":5}", 200));
+	o = call_ok("GET", "/v1/dashboard", BOB, NULL, 200);
+	assert_non_null(p = dash_item(o, "projects", "nlp"));
+	assert_true(json_number_value(json_object_get(p, "gpu_limit")) == 5);
+	v0 = today_of(p);
+	assert_true(v0 >= 10 * 10.0 / 100 / 3600 - 1e-9);
+	assert_non_null(u = dash_item(o, "users", "bob"));
+	assert_true(today_of(u) >= 10 * 10.0 / 100 / 3600 - 1e-9);
+	assert_true(json_is_null(json_object_get(u, "gpu_limit")));
+	json_decref(o);
+	/* A non-member of nlp sees neither the project nor its user. */
+	o = call_ok("GET", "/v1/dashboard", MEMBER, NULL, 200);
+	assert_null(dash_item(o, "projects", "nlp"));
+	assert_null(dash_item(o, "users", "bob"));
+	json_decref(o);
+	/* Restarted mid-run: the day's figure is the stored one, not
+	 * charged again for the time already accounted. */
+	restart_cnlabd();
+	json_decref(call_ok("PUT", path, ADMIN, "{\"gpu_hours\":6}", 200));
+	o = call_ok("GET", "/v1/dashboard", BOB, NULL, 200);
+	assert_non_null(p = dash_item(o, "projects", "nlp"));
+	assert_true(json_number_value(json_object_get(p, "gpu_limit")) == 6);
+	v1 = today_of(p);
+	assert_true(v1 >= v0 - 1e-9 && v1 <= v0 + 1e-9);
+	/* The days add up to the metered total. */
+	a = json_object_get(p, "usage_7d");
+	json_array_foreach (a, i, x)
+		sum += json_number_value(x);
+	assert_true(sum <=
+	            json_number_value(json_object_get(p, "gpu_hours")) + 1e-9);
+	json_decref(o);
+	tick(now_ms());
+	finish(id, "succeeded", 0);
+	json_decref(call_ok("PUT", path, ADMIN, "{\"gpu_hours\":null}", 200));
+	o = call_ok("GET", "/v1/dashboard", BOB, NULL, 200);
+	assert_non_null(p = dash_item(o, "projects", "nlp"));
+	assert_true(json_is_null(json_object_get(p, "gpu_limit")));
+	assert_true(today_of(p) >= v1 - 1e-9);
+	json_decref(o);
+}
+
 /*
  * Whether the victim's decisions (GET /v1/jobs/{job}/decisions, seen by
  * its project's member) record its pre-emption for job @for, after its
@@ -2077,12 +2161,13 @@ static int node_blocks(const char *id)
 /* cnlabd stopped and started on the same store, as after a crash. */
 static void restart_cnlabd(void)
 {
-	char err[512], path[160];
+	char err[512], path[160], files_dir[200];
 
 	cnl_http_server_free(F.s.srv);
 	cnl_api_free(F.s.api);
 	cnl_store_close(F.s.store);
 	snprintf(path, sizeof(path), "%s/cnlab.db", F.s.dir);
+	snprintf(files_dir, sizeof(files_dir), "%s/files", F.s.dir);
 	assert_int_equal(
 	    cnl_store_open_sqlite(path, &F.s.store, err, sizeof(err)), 0);
 	assert_int_equal(cnl_api_new(
@@ -2093,6 +2178,8 @@ static void restart_cnlabd(void)
 	                         .scrypt_ln = CNL_AUTH_SCRYPT_LN_MIN,
 	                         .node_lost_ms = LOST_MS,
 	                         .node_credential_overlap_ms = OVERLAP_MS,
+	                         .cli_dir = F.s.dir,
+	                         .files_dir = files_dir,
 	                     },
 	                     &F.s.api),
 	                 0);
@@ -3154,6 +3241,7 @@ int main(void)
 	    cmocka_unit_test(test_servers),
 	    cmocka_unit_test(test_profiles),
 	    cmocka_unit_test(test_quota),
+	    cmocka_unit_test(test_dashboard_usage),
 	    cmocka_unit_test(test_preemption),
 	    cmocka_unit_test(test_deadline_admission),
 	    cmocka_unit_test(test_node_loss_and_fencing),

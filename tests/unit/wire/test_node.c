@@ -121,6 +121,12 @@ static void test_register(void **state)
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_int_equal(got.protocol, 6);
+	/* Protocol 7 (each GPU's use in heartbeats), the current one. */
+	DECODE_OK(cnl_wire_register_decode,
+	          "{\"protocol\":7,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &got);
+	assert_int_equal(got.protocol, 7);
 #define R(text, field)                                                 \
 	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
 	           NOTHING, text, field)
@@ -129,7 +135,7 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":7,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":8,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
 	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
@@ -232,6 +238,37 @@ static void test_node_and_heartbeat(void **state)
 	h.n_volumes = 0; /* an empty list is a list */
 	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
 	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	/* Protocol 7: each GPU's use; what the driver cannot tell (-1) is
+	 * left out and comes back as -1. */
+	h.gpus[0] = (struct cnl_wire_gpu_use){0, 37, 5LL << 30};
+	h.gpus[1] = (struct cnl_wire_gpu_use){1, -1, -1};
+	h.gpus[2] = (struct cnl_wire_gpu_use){3, 100, 0};
+	h.n_gpus = 3;
+	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
+	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	{
+		struct cnl_wire_heartbeat got;
+
+		DECODE_OK(cnl_wire_heartbeat_decode,
+		          "{\"running\":[],\"gpus\":[{\"index\":1,"
+		          "\"util_pct\":42,\"mem_used\":1048576},"
+		          "{\"index\":0}]}",
+		          &got);
+		assert_int_equal(got.n_gpus, 2);
+		assert_int_equal(got.gpus[0].index, 1);
+		assert_int_equal(got.gpus[0].util_pct, 42);
+		assert_int_equal(got.gpus[0].mem_used, 1048576);
+		assert_int_equal(got.gpus[1].util_pct, -1);
+		assert_int_equal(got.gpus[1].mem_used, -1);
+		cnl_wire_heartbeat_done(&got);
+		/* A protocol 6 agent's heartbeat (no "gpus") is taken. */
+		DECODE_OK(cnl_wire_heartbeat_decode,
+		          "{\"running\":[{\"id\":\"j\",\"epoch\":1,"
+		          "\"vram_used\":1}]}",
+		          &got);
+		assert_int_equal(got.n_gpus, 0);
+		cnl_wire_heartbeat_done(&got);
+	}
 #define N(text, field)                                         \
 	DECODE_BAD(cnl_wire_node_decode, struct cnl_wire_node, \
 	           cnl_wire_node_done(&m_), text, field)
@@ -263,6 +300,22 @@ static void test_node_and_heartbeat(void **state)
 	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"vram_quota\":-4}]}",
 	  "running[0].vram_quota");
 	H("{\"running\":[],\"volumes\":[\"srv_a\",7]}", "volumes[1]");
+	/* A GPU's use (protocol 7): strict, each field named. */
+	H("{\"gpus\":{}}", "gpus");
+	H("{\"gpus\":[7]}", "gpus[0]");
+	H("{\"gpus\":[{}]}", "gpus[0].index");
+	H("{\"gpus\":[{\"index\":16}]}", "gpus[0].index");
+	H("{\"gpus\":[{\"index\":0,\"util_pct\":101}]}", "gpus[0].util_pct");
+	H("{\"gpus\":[{\"index\":0,\"util_pct\":-1}]}", "gpus[0].util_pct");
+	H("{\"gpus\":[{\"index\":0,\"mem_used\":-5}]}", "gpus[0].mem_used");
+	H("{\"gpus\":[{\"index\":0,\"temp\":5}]}", "gpus[0].temp");
+	H("{\"gpus\":[{\"index\":0},{\"index\":0}]}", "gpus[1].index");
+	H("{\"gpus\":[{\"index\":0},{\"index\":1},{\"index\":2},"
+	  "{\"index\":3},{\"index\":4},{\"index\":5},{\"index\":6},"
+	  "{\"index\":7},{\"index\":8},{\"index\":9},{\"index\":10},"
+	  "{\"index\":11},{\"index\":12},{\"index\":13},{\"index\":14},"
+	  "{\"index\":15},{\"index\":0}]}",
+	  "gpus");
 #undef H
 }
 

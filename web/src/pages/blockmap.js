@@ -101,6 +101,7 @@ function Gpu({ node, gpu, onSel }) {
       <span class="gpu-model">${dash(gpu.model)}</span>
       <span class="badge">${gpu.mode === 'mig' ? 'MIG' : 'blocks'}</span>
       <span class="gpu-use">VRAM ${fmtMiB(gpu.vram_used_mib)} / ${fmtMiB(gpu.vram_mib)} · ${fmtPct(gpu.util_pct)} busy</span>
+      ${gpu.util_pct !== null && gpu.util_pct !== undefined && html`<meter class="gpu-util" min="0" max="100" value=${gpu.util_pct} aria-label=${`${title} utilisation ${gpu.util_pct}%`}></meter>`}
       <span class=${free > 0 ? 'free-count has-free' : 'free-count'}>${free}% free</span>
     </div>
     <div class="bar" role="list" aria-label=${`${title}: ${placed.length} slices, ${free}% free`}>

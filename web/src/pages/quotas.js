@@ -1,4 +1,5 @@
-// quotas.js - per project and user: GPUs used of the limit, the fair
+// quotas.js - per project and user: GPUs held now, GPU-hours used of the
+// quota (gpu_hours / gpu_limit), the fair
 // share order now (rank 1 is served first), and each project's 7-day
 // usage curve (GPU-hours per day, oldest first) drawn with uPlot.
 import { html } from 'htm/preact';
@@ -7,12 +8,12 @@ import uPlot from 'uplot';
 import { projectColor, dash } from '../util.js';
 
 function Use({ used, limit }) {
-  const u = used ?? 0;
+  const u = Number((used ?? 0).toFixed(2));
   if (limit === null || limit === undefined)
     return html`<span>${u} <small>(no limit)</small></span>`;
   const pct = limit > 0 ? Math.min(100, Math.round((u / limit) * 100)) : 100;
   return html`<span class="use">
-    <meter min="0" max=${limit} value=${u} high=${limit * 0.9} aria-label=${`${u} of ${limit} GPUs`}></meter>
+    <meter min="0" max=${limit} value=${u} high=${limit * 0.9} aria-label=${`${u} of ${limit} GPU-hours`}></meter>
     ${u} / ${limit} <small>(${pct}%)</small></span>`;
 }
 
@@ -64,21 +65,21 @@ export function Quotas({ snap }) {
     ${projects.length > 0 && html`<${UsageChart} projects=${projects} />`}
     <h2 id="proj-h">Projects, in fair-share order</h2>
     <div class="table-wrap"><table aria-labelledby="proj-h">
-      <thead><tr><th scope="col">Rank</th><th scope="col">Project</th><th scope="col">GPUs used / limit</th><th scope="col">GPU-hours, last 7 days (oldest first)</th></tr></thead>
+      <thead><tr><th scope="col">Rank</th><th scope="col">Project</th><th scope="col">GPUs now</th><th scope="col">GPU-hours used / quota</th><th scope="col">GPU-hours, last 7 days (oldest first)</th></tr></thead>
       <tbody>
-        ${projects.length === 0 && html`<tr><td colspan="4">No projects.</td></tr>`}
+        ${projects.length === 0 && html`<tr><td colspan="5">No projects.</td></tr>`}
         ${projects.map((p) => html`<tr>
-          <td>${dash(p.fair_share_rank)}</td><td>${p.name}</td><td><${Use} used=${p.gpu_used} limit=${p.gpu_limit} /></td>
+          <td>${dash(p.fair_share_rank)}</td><td>${p.name}</td><td>${dash(p.gpu_used)}</td><td><${Use} used=${p.gpu_hours} limit=${p.gpu_limit} /></td>
           <td>${(p.usage_7d || []).map((v) => (v === null ? '—' : Number(v).toFixed(1))).join(' · ') || '—'}</td>
         </tr>`)}
       </tbody>
     </table></div>
     <h2 id="users-h">Users, in fair-share order</h2>
     <div class="table-wrap"><table aria-labelledby="users-h">
-      <thead><tr><th scope="col">Rank</th><th scope="col">User</th><th scope="col">Project</th><th scope="col">GPUs used / limit</th></tr></thead>
+      <thead><tr><th scope="col">Rank</th><th scope="col">User</th><th scope="col">Project</th><th scope="col">GPUs now</th><th scope="col">GPU-hours used / quota</th></tr></thead>
       <tbody>
-        ${users.length === 0 && html`<tr><td colspan="4">No users.</td></tr>`}
-        ${users.map((u) => html`<tr><td>${dash(u.fair_share_rank)}</td><td>${u.name}</td><td>${dash(u.project)}</td><td><${Use} used=${u.gpu_used} limit=${u.gpu_limit} /></td></tr>`)}
+        ${users.length === 0 && html`<tr><td colspan="5">No users.</td></tr>`}
+        ${users.map((u) => html`<tr><td>${dash(u.fair_share_rank)}</td><td>${u.name}</td><td>${dash(u.project)}</td><td>${dash(u.gpu_used)}</td><td><${Use} used=${u.gpu_hours} limit=${u.gpu_limit} /></td></tr>`)}
       </tbody>
     </table></div>
   </section>`;
