@@ -13,8 +13,8 @@
 // and POSTs a project and a user with it (and again as "simple" requests
 // that need no preflight).  What it checks, as "ok"/"FAIL" lines; exit 1 on
 // any failure:
-//   - the server's URL (and the dashboard's Open link) is on the notebook
-//     origin, not the API's;
+//   - the server's URL (and the owner's Open link on the dashboard) is on
+//     the notebook origin, not the API's;
 //   - the page's script read no CSRF token and none of its POSTs got a 2xx;
 //     the CLI sees no such project or user afterwards;
 //   - a tenant's Set-Cookie for cnlabd's cookie names never lands in the
@@ -212,15 +212,22 @@ async function main() {
   const uiCookie = (await ctx.cookies(url)).find((c) => c.name === 'cnlab_ui');
   check(uiCookie && uiCookie.httpOnly, 'the dashboard\'s session cookie is set (HttpOnly)');
 
-  // The dashboard's Open link (alice's server, seen by the administrator
-  // where the page lists it).
-  await page.goto(`${url}/ui/#/servers`);
-  const link = await until(async () => {
-    const a = page.locator(`a[href*="/s/${srvId}/"]`);
-    return (await a.count()) ? a.first().getAttribute('href') : null;
-  }, 10000);
-  if (link) check(link.startsWith(`${nbOrigin}/s/`), 'the dashboard\'s Open link is on the notebook origin', link);
-  else console.log(`note the servers page lists no link to ${srvId} for the administrator`);
+  // The dashboard's Open link, on the owner's page of her servers.
+  {
+    const actx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const ap = await actx.newPage();
+    check(await signIn(ap, 'alice', 'alice-password-1'), 'alice signs in to the dashboard');
+    await ap.goto(`${url}/ui/#/servers`);
+    const btn = ap.locator(`button[data-open="${srvId}"]`);
+    await until(async () => (await btn.count()) > 0, 15000);
+    const [tab] = await Promise.all([actx.waitForEvent('page', { timeout: 15000 }), btn.click()]);
+    const opened = await until(async () => (/^http/.test(tab.url()) ? tab.url() : null), 15000);
+    check(opened && opened.startsWith(`${nbOrigin}/s/${srvId}/`),
+      'the dashboard\'s Open button opens the server on the notebook origin', opened);
+    const snap = await ap.evaluate(async () => (await fetch('/v1/dashboard')).text());
+    check(!/token=/.test(snap), 'the dashboard\'s snapshot carries no server token', snap.slice(0, 300));
+    await actx.close();
+  }
 
   // --- the attack ---------------------------------------------------------
   const nb = await ctx.newPage();

@@ -188,6 +188,15 @@ msg=$(curl -sS -X POST -H "Cookie: $uicookie" -d '{"name":"x"}' "$nurl/v1/projec
 [ -z "$nb_refused" ] && echo "$msg" | grep -q 'notebook origin' &&
 	ok "the notebook origin serves no /v1, /ui, /healthz, /metrics, /cli (404 naming it)" ||
 	bad "the notebook origin serves:$nb_refused $msg"
+# Cookies ignore ports: a notebook page may plant its own session as a
+# cnlab_ui with a longer Path, which the browser sends before the viewer's.
+curl -sS -D "$tmp/hui2" -o /dev/null -X POST -d "{\"user\":\"admin\",\"password\":\"$pw\"}" "$url/v1/auth/cookie"
+admcookie=$(grep -i '^set-cookie: *cnlab_ui=' "$tmp/hui2" | tr -d '\r' | sed 's/^[^:]*: *//; s/;.*//')
+[ "$(code -H "Cookie: $admcookie" "$url/v1/auth/whoami")" = 200 ] &&
+	[ "$(code -H "Cookie: $uicookie; $admcookie" "$url/v1/auth/whoami")" = 401 ] &&
+	[ "$(code -H "Cookie: $admcookie; $uicookie" "$url/v1/auth/whoami")" = 401 ] &&
+	ok "two dashboard cookies (one planted) sign the viewer out, never in as the planter" ||
+	bad "planted cookie: $(curl -sS -H "Cookie: $uicookie; $admcookie" "$url/v1/auth/whoami")"
 hdr=$(curl -sS -D - -o "$tmp/bapi" -H "Authorization: Bearer $alice" "$url/s/$srv/file/hello.txt?x=1" | tr -d '\r')
 if echo "$hdr" | grep -q '^HTTP/[0-9.]* 308' &&
 	echo "$hdr" | grep -qi "^location: $base/file/hello.txt?x=1\$" &&
