@@ -37,6 +37,16 @@
  * own token as "Authorization: token T" (what JupyterLab and cnlab-notebook.py
  * check).
  *
+ * The notebook origin.  A tenant's pages run in the viewer's browser, so
+ * the proxy has a listener of its own (cnl_api_start_notebooks, config
+ * notebook_listen / notebook_url): on the API's origin their scripts could
+ * read the dashboard's CSRF token and act as the viewer.  That listener
+ * passes every path here (nb_open): /s/ goes to the proxy, anything else
+ * is a 404; the API's listener answers /s/ with a 308 to the notebook
+ * origin (api_s_open) and serves no tenant content.  Cookies ignore
+ * ports, so the server's Set-Cookie for one of cnlabd's cookie names, or
+ * with a Domain, is dropped on the way back (set_cookie_refused).
+ *
  * Limits: CNL_PROXY_PER_USER open tunnels per user and CNL_PROXY_PER_SERVER
  * per server (429 beyond); a tunnel the agent has not opened within
  * CNL_PROXY_OPEN_MS is given up (504 naming the node).  A server that is
