@@ -19,7 +19,10 @@
 //     the CLI sees no such project or user afterwards;
 //   - a tenant's Set-Cookie for cnlabd's cookie names never lands in the
 //     browser: the dashboard's cookie is the one cnlabd set, and the
-//     dashboard is still signed in afterwards.
+//     dashboard is still signed in afterwards;
+//   - the page's script cannot overwrite the HttpOnly session cookie, and
+//     its own session planted with a longer Path (sent first) signs the
+//     viewer out (401), never in as the tenant.
 // On the old layout (notebooks on the API's origin) the script reads the
 // token and creates the project: this test fails there.  A missing
 // chromium or web/node_modules fails the test (it never skips).
@@ -220,10 +223,14 @@ async function main() {
     await ap.goto(`${url}/ui/#/servers`);
     const btn = ap.locator(`button[data-open="${srvId}"]`);
     await until(async () => (await btn.count()) > 0, 15000);
-    const [tab] = await Promise.all([actx.waitForEvent('page', { timeout: 15000 }), btn.click()]);
-    const opened = await until(async () => (/^http/.test(tab.url()) ? tab.url() : null), 15000);
-    check(opened && opened.startsWith(`${nbOrigin}/s/${srvId}/`),
-      'the dashboard\'s Open button opens the server on the notebook origin', opened);
+    try {
+      const [tab] = await Promise.all([actx.waitForEvent('page', { timeout: 15000 }), btn.click({ timeout: 15000 })]);
+      const opened = await until(async () => (/^http/.test(tab.url()) ? tab.url() : null), 15000);
+      check(opened && opened.startsWith(`${nbOrigin}/s/${srvId}/`),
+        'the dashboard\'s Open button opens the server on the notebook origin', opened);
+    } catch (e) {
+      bad(`the dashboard's Open button: ${e.message}`);
+    }
     const snap = await ap.evaluate(async () => (await fetch('/v1/dashboard')).text());
     check(!/token=/.test(snap), 'the dashboard\'s snapshot carries no server token', snap.slice(0, 300));
     await actx.close();
@@ -269,6 +276,23 @@ async function main() {
   await page.reload();
   check(await until(async () => (await page.locator('[data-testid=whoami]').count()) > 0, 15000),
     'the dashboard is still signed in');
+
+  // --- cookie tossing from the notebook page's script -----------------------
+  // Cookies ignore ports: the tenant's script writes cnlab_ui on the shared
+  // host, once over the HttpOnly cookie (the browser refuses) and once with
+  // a longer Path and the tenant's own valid session (sent first).
+  await nb.evaluate((v) => {
+    document.cookie = 'cnlab_ui=tossed; path=/';
+    document.cookie = `cnlab_ui=${v}; path=/v1/`;
+  }, aliceTok);
+  const jar = (await ctx.cookies(url)).filter((c) => c.name === 'cnlab_ui');
+  check(jar.some((c) => c.path === '/' && c.value === uiCookie.value),
+    'a script cannot overwrite the HttpOnly session cookie', JSON.stringify(jar));
+  const who = await page.evaluate(async () => {
+    const r = await fetch('/v1/auth/whoami');
+    return `${r.status} ${await r.text()}`;
+  });
+  check(/^401 /.test(who), 'a planted second session cookie signs the viewer out, never in as the tenant', who);
 }
 
 try {
