@@ -79,6 +79,11 @@ struct cnl_api {
 	char keep_after[3][CNL_ID_MAX];
 	int64_t keep_next_ms;
 	bool tls; /* served over HTTPS (the proxy's cookie is Secure) */
+	/* The notebook origin (api_proxy.c): notebook_url, or NULL for the
+	 * Host's name with nb_port, the notebook listener's port (0 while
+	 * there is none: the API's listener then serves no /s/ at all). */
+	char *notebook_url;
+	atomic_uint nb_port;
 	/* The all-in-one's embedded agent for /healthz: 0 none (plain
 	 * cnlabd), 1 running, 2 down (cnl_api_agent_health). */
 	atomic_int agent_health;
@@ -651,8 +656,16 @@ void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
                                 struct cnl_http_response *resp);
 void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
-/* Set the pass callbacks of the API's server config to the proxy's. */
-void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg);
+/* Set the pass callbacks of a server config: the proxy's for the notebook
+ * listener (@notebooks), else the API listener's, which serves no /s/
+ * content (a 308 to the notebook origin, or a 404 naming it). */
+void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg,
+                          bool notebooks);
+/* The notebook origin's base URL for a request with the Host header @host
+ * (notebook_url, else the API's scheme, @host's name and nb_port) into
+ * @buf (CNL_API_CLI_URL_MAX bytes): 0, or -CNL_EFIELD (no notebook
+ * listener, or no usable Host). */
+int cnl_api_notebook_base(struct cnl_api *api, const char *host, char *buf);
 
 /* api_authn.c */
 /* Who the bearer token names, and their system role: 0, or -1 with a

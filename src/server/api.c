@@ -858,6 +858,58 @@ static void changed(void *ud, const char *id)
 	cnl_api_dash_changed(ud, id);
 }
 
+/* The origin of an http(s) URL: its length up to the path. */
+static size_t url_origin_len(const char *u)
+{
+	const char *p = strstr(u, "://");
+
+	return p ? (size_t)(p + 3 - u) + strcspn(p + 3, "/?#") : 0;
+}
+
+/*
+ * notebook_url: http(s)://host[:port] (a path is not allowed: the proxy's
+ * paths are /s/ID/ from the root), of characters a URL and a Location
+ * header take as they are, and never the API's own origin (public_url),
+ * which is the hole the notebook origin closes.  0, or -1 with @err.
+ */
+static int notebook_url_check(const char *u, const char *public_url, char *err,
+                              size_t errlen)
+{
+	size_t o = url_origin_len(u);
+
+	if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) ||
+	    o <= 8 || strlen(u) >= CNL_API_CLI_URL_MAX) {
+		snprintf(err, errlen,
+		         "notebook_url must be http:// or https:// with a "
+		         "host, got %.80s",
+		         u);
+		return -1;
+	}
+	for (const char *p = u; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr(":/.-_[]", *p)) {
+			snprintf(err, errlen,
+			         "notebook_url: character '%c' not allowed",
+			         *p);
+			return -1;
+		}
+	if (u[o] && strspn(u + o, "/") != strlen(u + o)) {
+		snprintf(err, errlen,
+		         "notebook_url takes no path (the proxy's paths are "
+		         "/s/SERVER-ID/), got %.80s",
+		         u);
+		return -1;
+	}
+	if (public_url && o == url_origin_len(public_url) &&
+	    strncasecmp(u, public_url, o) == 0) {
+		snprintf(err, errlen,
+		         "notebook_url must be another origin than public_url "
+		         "(%.80s): a tenant's pages would run on the API's",
+		         public_url);
+		return -1;
+	}
+	return 0;
+}
+
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 {
 	struct cnl_api *api;
@@ -919,6 +971,19 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	api->cred_overlap_ms = cfg->node_credential_overlap_ms > 0
 	                           ? cfg->node_credential_overlap_ms
 	                           : 5 * 60 * 1000;
+	if (cfg->notebook_url && cfg->notebook_url[0]) {
+		if (notebook_url_check(cfg->notebook_url, cfg->public_url, err,
+		                       sizeof(err)) < 0) {
+			cnl_log(CNL_LOG_ERROR, "notebook_url", "err=%s",
+			        cnl_log_quote(q, sizeof(q), err));
+			cnl_api_free(api);
+			return -CNL_ECONFIG;
+		}
+		api->notebook_url = cnl_xstrdup(cfg->notebook_url);
+		for (size_t n = strlen(api->notebook_url);
+		     n > 0 && api->notebook_url[n - 1] == '/'; n--)
+			api->notebook_url[n - 1] = '\0';
+	}
 	if ((r = cnl_api_cli_new(cfg->cli_dir, cfg->public_url, &api->cli, err,
 	                         sizeof(err))) < 0) {
 		cnl_log(CNL_LOG_ERROR, "CLI installer", "err=%s",
@@ -1001,6 +1066,7 @@ void cnl_api_free(struct cnl_api *api)
 	free(api->oidc_client_id);
 	free(api->oidc_authorize_url);
 	free(api->oidc_token_url);
+	free(api->notebook_url);
 	cnl_api_cli_free(api->cli);
 	cnl_api_dash_free(api);
 	cnl_api_oidc_web_free(api);
@@ -1032,7 +1098,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	    .retry_after_s = l->retry_after_s,
 	};
 
-	cnl_api_proxy_config(api, &cfg);
+	cnl_api_proxy_config(api, &cfg, false);
 	int r;
 
 	if ((r = cnl_api_routes_check(l->routes, l->nroutes, err, errlen)) < 0)
@@ -1051,6 +1117,46 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	if (r < 0)
 		cnl_ctl_stop(api->ctl);
 	return r;
+}
+
+int cnl_api_start_notebooks(struct cnl_api *api, const struct cnl_api_listen *l,
+                            struct cnl_http_server **ret, char *err,
+                            size_t errlen)
+{
+	/* The table is never consulted (every path is passed), but a server
+	 * needs a valid one. */
+	static const struct cnl_http_route none[] = {
+	    {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, cnl_api_h_healthz},
+	};
+	struct cnl_http_config cfg = {
+	    .host = l->host,
+	    .port = l->port,
+	    .routes = none,
+	    .nroutes = CNL_ARRAY_SIZE(none),
+	    .tls_cert_pem = l->tls_cert_pem,
+	    .tls_key_pem = l->tls_key_pem,
+	    .serve = serve_traced,
+	    .ud = api,
+	    .body_max = l->body_max,
+	    .conn_max = l->conn_max,
+	    .conn_per_client = l->conn_per_client,
+	    .header_timeout_ms = l->header_timeout_ms,
+	    .body_timeout_ms = l->body_timeout_ms,
+	    .retry_after_s = l->retry_after_s,
+	};
+	int r;
+
+	if ((l->tls_cert_pem != NULL) != api->tls) {
+		snprintf(err, errlen,
+		         "the notebook listener serves HTTPS exactly when the "
+		         "API does");
+		return -CNL_ECONFIG;
+	}
+	cnl_api_proxy_config(api, &cfg, true);
+	if ((r = cnl_http_server_new(&cfg, ret, err, errlen)) < 0)
+		return r;
+	atomic_store(&api->nb_port, cnl_http_server_port(*ret));
+	return 0;
 }
 
 int cnl_api_bootstrap(struct cnl_store *s, const char *name,

@@ -80,6 +80,10 @@ struct cnl_api_config {
 	int64_t preempt_grace_ms;   /* 0: the scheduler's default (5 min) */
 	const char *cli_dir;        /* CLI binaries for /cli; NULL: beside us */
 	const char *public_url;     /* URL the installer names; NULL: Host */
+	/* The notebook origin as users reach it (http(s)://host[:port],
+	 * another origin than the API's); NULL: the API's scheme and Host
+	 * name with the port of cnl_api_start_notebooks()'s listener. */
+	const char *notebook_url;
 	/* Job files (artifacts, checkpoints, inputs), streamed to disk in
 	 * this folder (made 0700); NULL: the file routes answer 503. */
 	const char *files_dir;
@@ -167,6 +171,21 @@ int cnl_api_open_sink(void *api, const struct cnl_http_route *route,
  */
 int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
                   struct cnl_http_server **ret, char *err, size_t errlen);
+
+/*
+ * cnl_api_start_notebooks - serve the notebook proxy (/s/{server}/...) on
+ * a listener of its own, the notebook origin: a tenant's pages run in the
+ * viewer's browser, so they must not share an origin with the API and
+ * the dashboard (whose cookie and CSRF token they could otherwise use).
+ * That listener serves nothing but /s/ (anything else is a 404 naming
+ * it), and accepts only the proxy's credentials, never the dashboard's
+ * cookie; from then on the API's listener answers /s/ with a 308 to the
+ * same path on the notebook origin.  @l's routes and run_loop are
+ * ignored.  Call after cnl_api_start().  As cnl_http_server_new().
+ */
+int cnl_api_start_notebooks(struct cnl_api *api, const struct cnl_api_listen *l,
+                            struct cnl_http_server **ret, char *err,
+                            size_t errlen);
 
 /* cnl_api_stop - stop the scheduling loop (before freeing the server). */
 void cnl_api_stop(struct cnl_api *api);

@@ -46,7 +46,13 @@ int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
 	const char *name =
 	    c->api->tls ? CNL_API_UI_COOKIE_TLS : CNL_API_UI_COOKIE;
 	size_t nl = strlen(name);
+	bool found = false;
 
+	/* Cookies ignore ports: a page of another port of this host (a
+	 * notebook's) can plant a cookie of this name with a longer Path,
+	 * which the browser sends first.  Two of them, and neither is
+	 * trusted: the viewer is signed out, never signed in as someone
+	 * else. */
 	while (h && *h) {
 		size_t n;
 
@@ -56,15 +62,15 @@ int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
 		if (n > nl && strncmp(h, name, nl) == 0 && h[nl] == '=') {
 			size_t v = n - nl - 1;
 
-			if (v == 0 || v >= len)
+			if (found || v == 0 || v >= len)
 				return -1;
 			memcpy(buf, h + nl + 1, v);
 			buf[v] = '\0';
-			return 0;
+			found = true;
 		}
 		h += n;
 	}
-	return -1;
+	return found ? 0 : -1;
 }
 
 bool cnl_api_same_origin(struct call *c, struct cnl_http_request *req,

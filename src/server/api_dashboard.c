@@ -681,8 +681,13 @@ static struct dash_snap *build(struct cnl_api *api, uint64_t version)
 		json_object_del(o, "_blocks");
 		json_object_del(o, "server");
 	}
-	json_array_foreach (json_object_get(ctl, "servers"), i, o)
+	/* A server's url is the node's address with the server's token:
+	 * the page asks GET /v1/servers/{id} for the notebook origin's URL
+	 * as this viewer may see it (api_servers.c). */
+	json_array_foreach (json_object_get(ctl, "servers"), i, o) {
 		json_object_del(o, "server");
+		json_object_del(o, "url");
+	}
 	json_decref(d->names);
 	d->names = neu;
 	/* The recent list goes on changing in the cache: a copy. */

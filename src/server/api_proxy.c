@@ -40,6 +40,16 @@
  * token as "Authorization: token T" (what JupyterLab and cnlab-notebook.py
  * check).
  *
+ * The notebook origin.  A tenant's pages run in the viewer's browser, so
+ * the proxy has a listener of its own (cnl_api_start_notebooks, config
+ * notebook_listen / notebook_url): on the API's origin their scripts could
+ * read the dashboard's CSRF token and act as the viewer.  That listener
+ * passes every path here (nb_open): /s/ goes to the proxy, anything else
+ * is a 404; the API's listener answers /s/ with a 308 to the notebook
+ * origin (api_s_open) and serves no tenant content.  Cookies ignore
+ * ports, so the server's Set-Cookie for one of cnlabd's cookie names, or
+ * with a Domain, is dropped on the way back (set_cookie_refused).
+ *
  * Limits: CNL_PROXY_PER_USER open tunnels per user and CNL_PROXY_PER_SERVER
  * per server (429 beyond); a tunnel the agent has not opened within
  * CNL_PROXY_OPEN_MS is given up (504 naming the node).  A server that is
@@ -480,6 +490,42 @@ static bool cookie_ours(const char *s, size_t len)
 		size_t nl = strlen(ours[i]);
 
 		if (len > nl && strncmp(s, ours[i], nl) == 0 && s[nl] == '=')
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether a tenant's "Set-Cookie: @v" is kept from the browser: one that
+ * names a cookie of cnlabd's (cookie_ours; compared without case, a
+ * browser may not) would toss or fix a session of ours, and one with a
+ * Domain attribute would reach other hosts (and ports: cookies ignore
+ * them) than the notebook origin's.  A host-only cookie of the server's
+ * own goes through.
+ */
+static bool set_cookie_refused(const char *v)
+{
+	static const char *const ours[] = {COOKIE_NAME, CNL_API_UI_COOKIE,
+	                                   CNL_API_UI_COOKIE_TLS,
+	                                   CNL_API_OIDC_COOKIE};
+	size_t n;
+
+	while (*v == ' ' || *v == '\t')
+		v++;
+	n = strcspn(v, "=;");
+	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(ours); i++)
+		if (n == strlen(ours[i]) && strncasecmp(v, ours[i], n) == 0)
+			return true;
+	for (const char *a = strchr(v, ';'); a; a = strchr(a + 1, ';')) {
+		const char *k = a + 1;
+
+		while (*k == ' ' || *k == '\t')
+			k++;
+		if (strncasecmp(k, "domain", 6) == 0 &&
+		    (k[6] == '=' || k[6] == ' ' || k[6] == '\t' ||
+		     k[6] == ';' || k[6] == '\0'))
 			return true;
 	}
 	return false;
@@ -1019,6 +1065,11 @@ static void pass_end(void *state, struct cnl_http_request *req,
 				v++;
 			if (strcasecmp(line, "Content-Length") == 0)
 				length = strtoll(v, NULL, 10);
+			else if (strcasecmp(line, "Set-Cookie") == 0 &&
+			         set_cookie_refused(v))
+				cnl_log(CNL_LOG_WARN,
+				        "a server's Set-Cookie dropped",
+				        "server=%s", p->server_name);
 			else if (!hop_header(line) ||
 			         (p->ws && status == 101 &&
 			          strcasecmp(line, "Upgrade") == 0))
@@ -1116,12 +1167,112 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 
 /* ---- wiring -------------------------------------------------------- */
 
-void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg)
+int cnl_api_notebook_base(struct cnl_api *api, const char *host, char *buf)
 {
-	cfg->pass_prefix = "/s/";
-	cfg->pass_open = pass_open;
-	cfg->pass_body = pass_body;
-	cfg->pass_end = pass_end;
-	cfg->pass_free = pass_free;
+	unsigned port = atomic_load(&api->nb_port);
+	size_t n;
+
+	if (api->notebook_url) {
+		snprintf(buf, CNL_API_CLI_URL_MAX, "%s", api->notebook_url);
+		return 0;
+	}
+	if (!port || !cnl_api_cli_valid_host(host))
+		return -CNL_EFIELD;
+	/* The Host's name without its port: "[v6]:p", "name:p". */
+	if (host[0] == '[')
+		n = strcspn(host, "]") + 1;
+	else
+		n = strcspn(host, ":");
+	snprintf(buf, CNL_API_CLI_URL_MAX, "%s://%.*s:%u",
+	         api->tls ? "https" : "http", (int)n, host, port);
+	return 0;
+}
+
+/* The notebook listener: /s/ goes to the proxy, anything else (the API,
+ * the dashboard, /healthz) is not here. */
+static int nb_open(void *ud, struct cnl_http_request *req,
+                   struct cnl_http_response *resp, void **ret_state)
+{
+	if (strncmp(req->path, "/s/", 3) != 0) {
+		cnl_http_error(resp, 404, "not_found",
+		               "this is the notebook origin: it serves only "
+		               "/s/SERVER-ID/...; the API and the dashboard "
+		               "are at cnlabd's own address (listen, "
+		               "public_url)");
+		return -1;
+	}
+	return pass_open(ud, req, resp, ret_state);
+}
+
+/* The API's listener: a tenant's pages never run on the API's origin.
+ * A link to /s/... there goes on to the notebook origin. */
+static int api_s_open(void *ud, struct cnl_http_request *req,
+                      struct cnl_http_response *resp, void **ret_state)
+{
+	struct cnl_api *api = ud;
+	char base[CNL_API_CLI_URL_MAX];
+	const char *uri = req->uri ? req->uri : req->path;
+	bool clean = strlen(uri) < 2048;
+
+	(void)ret_state;
+	for (const char *u = uri; clean && *u; u++)
+		if ((unsigned char)*u <= ' ' || *u == 0x7f)
+			clean = false;
+	if (clean && cnl_api_notebook_base(api, cnl_http_header(req, "Host"),
+	                                   base) == 0) {
+		struct cnl_metrics_buf loc = {0};
+
+		cnl_mb_printf(&loc, "Location: %s%s\r\n", base, uri);
+		cnl_http_error(resp, 308, "moved",
+		               "notebooks are served on their own origin, "
+		               "%s (notebook_url)",
+		               base);
+		resp->headers = loc.p;
+		return -1;
+	}
+	cnl_http_error(resp, 404, "not_found",
+	               "notebooks are not served on the API's origin but on "
+	               "their own (notebook_listen, notebook_url)");
+	return -1;
+}
+
+/* Never called: api_s_open answers every request itself. */
+static int api_s_body(void *state, const char *data, size_t n)
+{
+	(void)state;
+	(void)data;
+	(void)n;
+	return -1;
+}
+
+static void api_s_end(void *state, struct cnl_http_request *req,
+                      struct cnl_http_response *resp)
+{
+	(void)state;
+	(void)req;
+	cnl_http_error(resp, 404, "not_found", "no notebooks here");
+}
+
+static void api_s_free(void *state)
+{
+	(void)state;
+}
+
+void cnl_api_proxy_config(struct cnl_api *api, struct cnl_http_config *cfg,
+                          bool notebooks)
+{
 	(void)api;
+	if (notebooks) {
+		cfg->pass_prefix = "/";
+		cfg->pass_open = nb_open;
+		cfg->pass_body = pass_body;
+		cfg->pass_end = pass_end;
+		cfg->pass_free = pass_free;
+	} else {
+		cfg->pass_prefix = "/s/";
+		cfg->pass_open = api_s_open;
+		cfg->pass_body = api_s_body;
+		cfg->pass_end = api_s_end;
+		cfg->pass_free = api_s_free;
+	}
 }

@@ -61,7 +61,10 @@ static void server_doc(struct call *c, const struct cnl_store_server *v,
 		char base[CNL_API_CLI_URL_MAX], url[CNL_API_CLI_URL_MAX + 256];
 		int n;
 
-		if (cnl_api_cli_base_url(c->api->cli, c->host, base) == 0 &&
+		/* The notebook origin (api_proxy.c); the API's own only
+		 * where none listens (an API served alone, in tests). */
+		if ((cnl_api_notebook_base(c->api, c->host, base) == 0 ||
+		     cnl_api_cli_base_url(c->api->cli, c->host, base) == 0) &&
 		    (n = snprintf(url, sizeof(url), "%s/s/%s/%s%.*s", base,
 		                  v->id, tok ? "?token=" : "",
 		                  tok ? (int)strcspn(tok + 6, "&#") : 0,

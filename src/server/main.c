@@ -55,6 +55,8 @@ struct settings {
 	char *oidc_token_endpoint;
 	char *cli_dir;
 	char *public_url;
+	char *notebook_listen;
+	char *notebook_url;
 	char *log_level;
 	char *otlp_endpoint;
 	char *loki_url;
@@ -127,6 +129,16 @@ static const struct cnl_config_def settings_table[] = {
     {"public_url", CNL_CONFIG_STRING, S(public_url), NULL, 0, 0,
      "This server's URL as users reach it (behind a proxy), written into "
      "the installer of GET /cli; unset: http(s)://<the request's Host>."},
+    {"notebook_listen", CNL_CONFIG_STRING, S(notebook_listen), NULL, 0, 0,
+     "IPv4 address and port of the notebook proxy (/s/SERVER-ID/), an "
+     "origin of its own so that a tenant's pages never run on the API's "
+     "and the dashboard's; HTTPS with tls_cert when the API has it. "
+     "Unset: listen's host with its port + 1 (a free port when listen's "
+     "is 0)."},
+    {"notebook_url", CNL_CONFIG_STRING, S(notebook_url), NULL, 0, 0,
+     "The notebook proxy's URL as users reach it (http(s)://host[:port], "
+     "another origin than public_url), in the servers' URLs; unset: the "
+     "scheme and host name of the request with notebook_listen's port."},
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
     {"otlp_endpoint", CNL_CONFIG_STRING, S(otlp_endpoint), NULL, 0, 0,
@@ -468,9 +480,10 @@ int main(int argc, char **argv)
 	struct cnl_store *store = NULL;
 	struct cnl_api *api = NULL;
 	struct cnl_oidc *oidc = NULL;
-	struct cnl_http_server *srv = NULL;
+	struct cnl_http_server *srv = NULL, *nb_srv = NULL;
 	struct cnl_api_listen l = {0};
-	uint16_t port;
+	char nb_host[64];
+	uint16_t port, nb_port;
 	sigset_t set;
 	int r, sig, rc = 1;
 
@@ -556,6 +569,30 @@ int main(int argc, char **argv)
 	if (parse_listen(st.listen, host, sizeof(host), &port) < 0) {
 		fprintf(stderr, "cnlabd: listen wants HOST:PORT, got %s\n",
 		        st.listen);
+		goto usage_err;
+	}
+	if (st.notebook_listen) {
+		if (parse_listen(st.notebook_listen, nb_host, sizeof(nb_host),
+		                 &nb_port) < 0) {
+			fprintf(stderr,
+			        "cnlabd: notebook_listen wants HOST:PORT, got "
+			        "%s\n",
+			        st.notebook_listen);
+			goto usage_err;
+		}
+	} else if (port == 65535) {
+		fprintf(stderr, "cnlabd: listen's port is 65535: set "
+		                "notebook_listen (the notebook proxy's own "
+		                "HOST:PORT)\n");
+		goto usage_err;
+	} else {
+		snprintf(nb_host, sizeof(nb_host), "%s", host);
+		nb_port = port ? (uint16_t)(port + 1) : 0;
+	}
+	if (port && nb_port == port) {
+		fprintf(stderr, "cnlabd: notebook_listen must be another port "
+		                "than listen: notebooks get an origin of their "
+		                "own\n");
 		goto usage_err;
 	}
 	if (!st.tls_cert != !st.tls_key) {
@@ -687,6 +724,7 @@ int main(int argc, char **argv)
 	        .preempt_grace_ms = st.preempt_grace,
 	        .cli_dir = st.cli_dir,
 	        .public_url = st.public_url,
+	        .notebook_url = st.notebook_url,
 	        .files_dir = files_dir,
 	        .artifacts_max_bytes = st.artifacts_max_bytes,
 	        .inputs_max_bytes = st.inputs_max_bytes,
@@ -715,8 +753,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
 	}
+	l.host = nb_host;
+	l.port = nb_port;
+	if (cnl_api_start_notebooks(api, &l, &nb_srv, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd: notebook_listen: %s\n", err);
+		goto out;
+	}
 	printf("listening on %s:%u\n", host,
 	       (unsigned)cnl_http_server_port(srv));
+	printf("notebooks on %s:%u\n", nb_host,
+	       (unsigned)cnl_http_server_port(nb_srv));
 	fflush(stdout);
 	if (aio) {
 		char url[128];
@@ -734,6 +780,7 @@ int main(int argc, char **argv)
 		}
 		agent_started_ms = cnl_time_now_ms();
 		printf("\nCNLab is running at %s (embedded agent on %s)\n"
+		       "  notebooks:  %s://%s:%u (an origin of their own)\n"
 		       "  log in:     cnlab login --server %s --user admin\n"
 		       "              (password in %s/admin.password%s)\n"
 		       "  try:        cnlab profiles list; cnlab run "
@@ -746,7 +793,9 @@ int main(int argc, char **argv)
 		       "one)\n"
 		       "  install the CLI elsewhere: curl -fsSL %s/cli | sh\n"
 		       "  stop:       Ctrl-C\n\n",
-		       url, chosen_gpus, url, st.data_dir,
+		       url, chosen_gpus, cert ? "https" : "http",
+		       strcmp(nb_host, "0.0.0.0") == 0 ? "127.0.0.1" : nb_host,
+		       (unsigned)cnl_http_server_port(nb_srv), url, st.data_dir,
 		       getenv("CNLAB_ADMIN_PASSWORD")
 		           ? " or CNLAB_ADMIN_PASSWORD"
 		           : "",
@@ -754,8 +803,9 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	cnl_log(CNL_LOG_INFO, "cnlabd started",
-	        "listen=%s:%u tls=%s db=%s policy=%s", host,
-	        (unsigned)cnl_http_server_port(srv), cert ? "on" : "off",
+	        "listen=%s:%u notebooks=%s:%u tls=%s db=%s policy=%s", host,
+	        (unsigned)cnl_http_server_port(srv), nb_host,
+	        (unsigned)cnl_http_server_port(nb_srv), cert ? "on" : "off",
 	        "cnlab.db", st.policy);
 
 	if (!aio) {
@@ -782,6 +832,7 @@ out:
 	}
 	explicit_bzero(aio_token, sizeof(aio_token));
 	cnl_api_stop(api);
+	cnl_http_server_free(nb_srv);
 	cnl_http_server_free(srv);
 	cnl_api_free(api);
 	cnl_oidc_free(oidc);

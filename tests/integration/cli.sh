@@ -78,6 +78,8 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || { echo "FAIL cnlabd did not start: $(cat "$tmp/err")"; exit 1; }
 base=http://127.0.0.1:$port
+# Notebooks are served on an origin of their own (notebook_listen).
+nbase=http://$(sed -n 's/^notebooks on \(127\.0\.0\.1:[0-9][0-9]*\)$/\1/p' "$tmp/out")
 
 # api TOKEN METHOD PATH [BODY]: curl the API, print the body.
 api() {
@@ -340,7 +342,7 @@ head -1 <<<"$out" | grep -Eq '^NAME +SIZE +DIGEST +IMPORTED$' &&
 out=$("$cnlab" server create --name first-experiment --image pytorch:2.4-cuda12.4 \
 	--profile h100-25pct --storage 50gb --idle 2h 2>"$tmp/create.err")
 rc=$?
-[ $rc = 0 ] && grep -q "^✓ Ready: $base/s/srv_.*/?token=tok-srv_" <<<"$out" &&
+[ $rc = 0 ] && grep -q "^✓ Ready: $nbase/s/srv_.*/?token=tok-srv_" <<<"$out" &&
 	grep -q '✓ Provisioning' "$tmp/create.err" &&
 	ok server-create || bad "server-create: rc=$rc $out $(cat "$tmp/create.err")"
 srv=$(api "$alice_jwt" GET "/v1/projects/$ml/servers" | jq -c '.items[0]')
@@ -348,12 +350,12 @@ srv=$(api "$alice_jwt" GET "/v1/projects/$ml/servers" | jq -c '.items[0]')
 	ok server-create-sizes || bad "server-create-sizes: $srv"
 srvid=$(jq -r .id <<<"$srv")
 out=$("$cnlab" server list)
-grep -Eq '^first-experiment +running +h100-25pct +50 GB +pytorch:2.4-cuda12.4 +'"$base/s/srv_" <<<"$out" &&
+grep -Eq '^first-experiment +running +h100-25pct +50 GB +pytorch:2.4-cuda12.4 +'"$nbase/s/srv_" <<<"$out" &&
 	ok server-list || bad "server-list: $out"
 check server-list-json [ "$("$cnlab" server list -o json | jq -r '.items[0].name')" = first-experiment ]
 out=$("$cnlab" server open first-experiment)
 # Users get cnlabd's proxy, never the node's address.
-check server-open [ "$out" = "$base/s/$srvid/?token=tok-$srvid" ]
+check server-open [ "$out" = "$nbase/s/$srvid/?token=tok-$srvid" ]
 "$cnlab" server create --name x --image i --profile h100-25pct --storage lots >/dev/null 2>&1
 check server-create-bad-storage-exit-2 [ $? = 2 ]
 
@@ -378,7 +380,7 @@ out=$("$cnlab" server open first-experiment 2>&1)
 check server-open-stopped-fails [ $? = 1 ]
 out=$("$cnlab" server start first-experiment 2>&1)
 rc=$?
-[ $rc = 0 ] && grep -q "✓ Ready: $base/s/$srvid/" <<<"$out" &&
+[ $rc = 0 ] && grep -q "✓ Ready: $nbase/s/$srvid/" <<<"$out" &&
 	ok server-start || bad "server-start: rc=$rc $out"
 
 # --- Run ----------------------------------------------------------------------------

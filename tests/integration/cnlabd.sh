@@ -146,7 +146,26 @@ tok=$(curl -sS --cacert "$tmp/cert.pem" -X POST \
 	-d '{"user":"root","password":"hunter2-but-longer"}' \
 	"https://127.0.0.1:$port/v1/auth/login" | jq -r .token)
 [ "${#tok}" -gt 20 ] && ok https-login || bad "https-login: $tok"
+# The notebook proxy's own origin is HTTPS too, with the same certificate.
+nport=$(sed -n 's/^notebooks on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$tmp/out")
+[ -n "$nport" ] && [ "$nport" != "$port" ] &&
+	[ "$(curl -sS --cacert "$tmp/cert.pem" "https://127.0.0.1:$nport/s/srv_x/" | jq -r .error.code)" = unauthenticated ] &&
+	[ "$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$tmp/cert.pem" "https://127.0.0.1:$nport/healthz")" = 404 ] &&
+	! curl -sS -m 5 "http://127.0.0.1:$nport/s/srv_x/" >/dev/null 2>&1 &&
+	ok notebooks-https || bad "notebooks over https (port $nport): $(cat "$tmp/out")"
+loc=$(curl -sS -D - -o /dev/null --cacert "$tmp/cert.pem" -H "Host: 127.0.0.1:$port" \
+	"https://127.0.0.1:$port/s/srv_x/a?b=1" | tr -d '\r' | sed -n 's/^[Ll]ocation: //p')
+[ "$loc" = "https://127.0.0.1:$nport/s/srv_x/a?b=1" ] && ok notebooks-redirect ||
+	bad "/s/ on the API's origin: Location '$loc'"
 kill -TERM "$pid"; wait "$pid"; pid=
+# notebook_listen must be another port; notebook_url another origin.
+out=$("$cnlabd" --data-dir "$tmp/c" --listen 127.0.0.1:18080 --notebook-listen 127.0.0.1:18080 2>&1)
+[ $? = 2 ] && grep -q 'notebook_listen must be another port' <<<"$out" && ok notebook-listen-same ||
+	bad "notebook-listen-same: $out"
+out=$(CNLAB_JWT_SECRET=0123456789abcdef0123456789abcdef0123456789abcdef "$cnlabd" --data-dir "$tmp/nb" \
+	--listen 127.0.0.1:0 --public-url https://cnlab.example --notebook-url https://cnlab.example/ 2>&1)
+[ $? != 0 ] && grep -q 'notebook_url must be another origin' <<<"$out" && ok notebook-url-same ||
+	bad "notebook-url-same: $out"
 
 # --- API tokens --------------------------------------------------------------
 start "$tmp/d" && ok restart-plain || bad restart-plain

@@ -41,6 +41,8 @@ allinone_start() {
 		sleep 0.05
 	done
 	url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$dir/out")
+	# The notebook proxy's own origin (notebook_listen).
+	nurl=$(sed -n 's/^  notebooks: *\([^ ]*\).*/\1/p' "$dir/out")
 	[ -n "$url" ] || {
 		echo "cnlabd did not start:" >&2
 		cat "$dir/out" "$dir/err" >&2

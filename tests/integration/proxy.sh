@@ -15,6 +15,11 @@
 #   - a WebSocket passes messages both ways; 20 MiB stream up and down
 #   - an open WebSocket is cut once its opener is removed from the project
 #     or logs out; a member's stays open
+#   - notebooks have an origin of their own (notebook_listen): the server's
+#     URL is on it; it serves nothing but /s/ (no /v1, no /ui, no /healthz)
+#     and takes no dashboard cookie; the API's listener serves no /s/
+#     content (a 308 to the notebook origin); a tenant's Set-Cookie for
+#     cnlabd's cookie names (or with a Domain) never reaches the browser
 #   - the server's port on the node listens on loopback only and answers on
 #     no other address
 #   - a tunnel the agent never opens is a 504 naming the node; a stopped
@@ -82,6 +87,12 @@ url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$tmp/out")
 	echo "FAIL start: $(cat "$tmp/err")"
 	exit 1
 }
+nurl=$(sed -n 's/^  notebooks: *\([^ ]*\).*/\1/p' "$tmp/out")
+case $nurl in
+http://127.0.0.1:[0-9]*) [ "$nurl" != "$url" ] && ok "notebooks on an origin of their own: $nurl" ||
+	bad "notebook origin $nurl is the API's $url" ;;
+*) bad "no notebook origin in the banner: $(cat "$tmp/out")" ;;
+esac
 pw=$(cat "$tmp/data/admin.password")
 login() { curl -sS -X POST -d "{\"user\":\"$1\",\"password\":\"$2\"}" "$url/v1/auth/login" | jq -r .token; }
 tok=$(login admin "$pw")
@@ -114,10 +125,10 @@ for _ in $(seq 150); do
 	[ -n "$surl" ] && break
 	sleep 0.2
 done
-base=$url/s/$srv
+base=$nurl/s/$srv
 stoken=${surl##*token=}
 case $surl in
-"$base/?token="?*) ok "a running server's URL is cnlabd's /s/ID/ with its token" ;;
+"$base/?token="?*) ok "a running server's URL is the notebook origin's /s/ID/ with its token" ;;
 *) bad "server URL '$surl' (want $base/?token=...): $(api GET "/v1/servers/$srv")" ;;
 esac
 
@@ -161,6 +172,51 @@ fi
 	ok "the session cookie alone then suffices" || bad "cookie: $(curl -sS -b "$tmp/jar" "$base/file/hello.txt")"
 cookie=$(echo "$setc" | sed 's/^[^:]*: *//; s/;.*//')
 
+# --- the notebook origin is not the API's -----------------------------------------
+# The dashboard's session cookie, as the browser holds it after a sign-in.
+curl -sS -D "$tmp/hui" -o /dev/null -X POST -d '{"user":"alice","password":"alice-password-1"}' "$url/v1/auth/cookie"
+uicookie=$(grep -i '^set-cookie: *cnlab_ui=' "$tmp/hui" | tr -d '\r' | sed 's/^[^:]*: *//; s/;.*//')
+[ -n "$uicookie" ] && [ "$(code -H "Cookie: $uicookie" "$url/v1/auth/whoami")" = 200 ] ||
+	bad "no dashboard cookie to try: $(cat "$tmp/hui")"
+[ "$(code -H "Cookie: $uicookie" "$base/file/hello.txt")" = 401 ] &&
+	ok "the notebook origin takes no dashboard cookie (401)" ||
+	bad "dashboard cookie on the notebook origin: $(code -H "Cookie: $uicookie" "$base/file/hello.txt")"
+nb_refused=
+for p in /v1/auth/csrf /v1/auth/whoami /v1/projects /ui/ / /healthz /metrics /cli; do
+	c=$(code -H "Cookie: $uicookie" -H "Authorization: Bearer $alice" "$nurl$p")
+	[ "$c" = 404 ] || nb_refused="$nb_refused $p:$c"
+done
+msg=$(curl -sS -X POST -H "Cookie: $uicookie" -d '{"name":"x"}' "$nurl/v1/projects")
+[ -z "$nb_refused" ] && echo "$msg" | grep -q 'notebook origin' &&
+	ok "the notebook origin serves no /v1, /ui, /healthz, /metrics, /cli (404 naming it)" ||
+	bad "the notebook origin serves:$nb_refused $msg"
+# Cookies ignore ports: a notebook page may plant its own session as a
+# cnlab_ui with a longer Path, which the browser sends before the viewer's.
+curl -sS -D "$tmp/hui2" -o /dev/null -X POST -d "{\"user\":\"admin\",\"password\":\"$pw\"}" "$url/v1/auth/cookie"
+admcookie=$(grep -i '^set-cookie: *cnlab_ui=' "$tmp/hui2" | tr -d '\r' | sed 's/^[^:]*: *//; s/;.*//')
+[ "$(code -H "Cookie: $admcookie" "$url/v1/auth/whoami")" = 200 ] &&
+	[ "$(code -H "Cookie: $uicookie; $admcookie" "$url/v1/auth/whoami")" = 401 ] &&
+	[ "$(code -H "Cookie: $admcookie; $uicookie" "$url/v1/auth/whoami")" = 401 ] &&
+	ok "two dashboard cookies (one planted) sign the viewer out, never in as the planter" ||
+	bad "planted cookie: $(curl -sS -H "Cookie: $uicookie; $admcookie" "$url/v1/auth/whoami")"
+hdr=$(curl -sS -D - -o "$tmp/bapi" -H "Authorization: Bearer $alice" "$url/s/$srv/file/hello.txt?x=1" | tr -d '\r')
+if echo "$hdr" | grep -q '^HTTP/[0-9.]* 308' &&
+	echo "$hdr" | grep -qi "^location: $base/file/hello.txt?x=1\$" &&
+	! grep -q hello-proxy "$tmp/bapi"; then
+	ok "the API's origin serves no notebook content: 308 to the notebook origin"
+else
+	bad "/s/ on the API's origin: $hdr $(cat "$tmp/bapi")"
+fi
+[ "$(curl -sS --location-trusted -H "Authorization: Bearer $alice" "$url/s/$srv/file/hello.txt")" = hello-proxy ] &&
+	ok "an old /s/ link on the API's origin still leads to the server" || bad "following the 308"
+sc=$(curl -sS -D - -o /dev/null -H "Authorization: Bearer $alice" "$base/cookies" | tr -d '\r' | grep -i '^set-cookie:')
+if echo "$sc" | grep -q '^[Ss]et-[Cc]ookie: mine=1' &&
+	! echo "$sc" | grep -Eqi 'cnlab_ui|cnlab_session|cnlab_oidc|tossed|domain='; then
+	ok "a tenant's Set-Cookie for cnlabd's names or with a Domain never reaches the browser"
+else
+	bad "tenant's Set-Cookie passed: $sc"
+fi
+
 # Another project's server, on the all-in-one's node, runs the default
 # command (cnlab-notebook.py: the prefix is taken off, the proxy's token
 # header accepted).
@@ -175,20 +231,20 @@ done
 echo carol-file >"$tmp/data/agent/workspaces/$csrv/carol.txt"
 got=
 for _ in $(seq 100); do
-	got=$(curl -sS -H "Authorization: Bearer $carol" "$url/s/$csrv/carol.txt" 2>/dev/null) &&
+	got=$(curl -sS -H "Authorization: Bearer $carol" "$nurl/s/$csrv/carol.txt" 2>/dev/null) &&
 		[ "$got" = carol-file ] && break
 	sleep 0.2
 done
 [ "$got" = carol-file ] && [ "$(code "$curl_")" = 200 ] &&
 	ok "the default notebook (cnlab-notebook.py) answers through the proxy, by bearer and by its URL" ||
 	bad "default notebook: '$got' $(code "$curl_") $curl_"
-[ "$(code -H "Cookie: $cookie" "$url/s/$csrv/carol.txt")" = 401 ] &&
+[ "$(code -H "Cookie: $cookie" "$nurl/s/$csrv/carol.txt")" = 401 ] &&
 	ok "one server's session cookie is worth nothing on another's path: 401" ||
-	bad "cookie crosses servers: $(code -H "Cookie: $cookie" "$url/s/$csrv/carol.txt")"
-[ "$(code -H "Authorization: Bearer $alice" "$url/s/$csrv/carol.txt")" = 403 ] &&
-	[ "$(code "$url/s/$csrv/carol.txt?token=$stoken")" = 401 ] &&
+	bad "cookie crosses servers: $(code -H "Cookie: $cookie" "$nurl/s/$csrv/carol.txt")"
+[ "$(code -H "Authorization: Bearer $alice" "$nurl/s/$csrv/carol.txt")" = 403 ] &&
+	[ "$(code "$nurl/s/$csrv/carol.txt?token=$stoken")" = 401 ] &&
 	ok "nor do her bearer token (403) or her server's token (401)" ||
-	bad "alice on carol's server: $(code -H "Authorization: Bearer $alice" "$url/s/$csrv/carol.txt")"
+	bad "alice on carol's server: $(code -H "Authorization: Bearer $alice" "$nurl/s/$csrv/carol.txt")"
 
 # --- what the server sees ---------------------------------------------------------
 # The dashboard's session cookie (cnlab_ui, __Host-cnlab_ui over TLS) and
@@ -207,7 +263,7 @@ else
 fi
 
 # --- WebSocket and big bodies ----------------------------------------------------------
-ws=$(python3 - "$url" "/s/$srv/ws" "$alice" <<'EOF'
+ws=$(python3 - "$nurl" "/s/$srv/ws" "$alice" <<'EOF'
 import base64, os, socket, struct, sys, urllib.parse
 u = urllib.parse.urlsplit(sys.argv[1])
 s = socket.create_connection((u.hostname, u.port), timeout=30)
@@ -367,7 +423,7 @@ for _ in $(seq 100); do
 done
 
 # --- at most 64 open tunnels per user ------------------------------------------------
-cap=$(python3 - "$url" "/s/$srv/ws" "$alice" <<'EOF'
+cap=$(python3 - "$nurl" "/s/$srv/ws" "$alice" <<'EOF'
 import base64, os, socket, sys, urllib.parse
 u = urllib.parse.urlsplit(sys.argv[1])
 def ws():
@@ -409,7 +465,7 @@ for _ in $(seq 150); do
 	[ "$(api GET "/v1/servers/$isrv" | jq -r .state)" = running ] && break
 	sleep 0.2
 done
-held=$(python3 - "$url" "/s/$isrv/ws" "$alice" <<'EOF'
+held=$(python3 - "$nurl" "/s/$isrv/ws" "$alice" <<'EOF'
 import base64, os, socket, sys, time, urllib.parse
 u = urllib.parse.urlsplit(sys.argv[1])
 for _ in range(100):

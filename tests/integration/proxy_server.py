@@ -8,6 +8,14 @@
 #   POST /s/ID/sha         the SHA-256 and length of the body
 #   GET  /s/ID/ws          a WebSocket: says "hello" first, then echoes
 #                          each text message as "echo:MESSAGE"
+#   GET  /s/ID/cookies     sets cookies a hostile tenant would: cnlabd's
+#                          names (tossing, fixation), one with Domain, and
+#                          one of its own ("mine", which may pass)
+#   GET  /s/ID/attack?api=URL  a page whose script tries to act as the
+#                          viewer on the API: reads a CSRF token from
+#                          /v1/auth/csrf (its own origin, then URL's) and
+#                          POSTs a project and a user with it; what it
+#                          got is written into <pre id=result> as JSON
 import base64
 import hashlib
 import http.server
@@ -53,6 +61,40 @@ def ws_recv(r):
     data = bytes(c ^ mask[i % 4] for i, c in enumerate(recv_exact(r, n)))
     return b0 & 0x0F, data
 
+# The hostile page: everything it manages goes into #result.
+ATTACK = """<!doctype html><title>notebook</title><pre id=result>running</pre>
+<script>
+(async () => {
+  const out = {tokens: [], posts: [], errors: []};
+  const api = new URLSearchParams(location.search).get('api') || '';
+  for (const base of ['', api]) {
+    let tok = null;
+    try {
+      const r = await fetch(base + '/v1/auth/csrf', {credentials: 'include'});
+      const j = await r.json();
+      tok = j.token || j.csrf || null;
+      if (tok) out.tokens.push(base + ': ' + tok);
+    } catch (e) { out.errors.push('csrf ' + base + ': ' + e); }
+    const posts = [['/v1/projects', {name: 'pwned' + (base ? '2' : '1')}],
+                   ['/v1/users', {name: 'mallory' + (base ? '2' : '1'), password: 'mallory-password-1'}]];
+    for (const [p, body] of posts) {
+      try {
+        const h = {'Content-Type': 'application/json'};
+        if (tok) h['X-CSRF-Token'] = tok;
+        const r = await fetch(base + p, {method: 'POST', credentials: 'include', headers: h, body: JSON.stringify(body)});
+        out.posts.push(base + p + ': ' + r.status);
+      } catch (e) { out.errors.push('post ' + base + p + ': ' + e); }
+      try {
+        /* A "simple" request: no preflight, the response unread. */
+        await fetch(base + p, {method: 'POST', mode: 'no-cors', credentials: 'include',
+                               headers: {'Content-Type': 'text/plain'}, body: JSON.stringify(body)});
+      } catch (e) { out.errors.push('no-cors ' + base + p + ': ' + e); }
+    }
+  }
+  document.getElementById('result').textContent = JSON.stringify(out);
+})();
+</script>"""
+
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
@@ -94,6 +136,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     self.reply(200, f.read(), "text/plain")
             except OSError:
                 self.send_error(404)
+        elif route == "/cookies":
+            self.send_response(200)
+            for c in (
+                "cnlab_ui=tossed; Path=/",
+                "__Host-cnlab_ui=tossed; Path=/; Secure",
+                "cnlab_session=tossed; Path=/",
+                "cnlab_oidc=tossed; Path=/",
+                "CNLAB_UI=tossed; Path=/",
+                "wide=1; Path=/; Domain=127.0.0.1",
+                "mine=1; Path=/",
+            ):
+                self.send_header("Set-Cookie", c)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+        elif route == "/attack":
+            self.reply(200, ATTACK.encode(), "text/html; charset=utf-8")
         elif route == "/big":
             mib = int(query.get("mib", ["1"])[0])
             self.send_response(200)

@@ -127,8 +127,10 @@ srv_url=$(sed -n 's/^✓ Ready: //p' "$tmp/create.out" | tail -1)
 for _ in $(seq 50); do curl -sSf -o /dev/null "$srv_url" 2>/dev/null && break; sleep 0.1; done
 curl -sSf -o /dev/null "$srv_url" && ok "the URL answers HTTP" || bad "server URL $srv_url"
 case $srv_url in
-"$url"/s/srv_*/\?token=?*) ok "the URL is cnlabd's proxy (/s/ID/), not the node" ;;
-*) bad "server URL $srv_url is not $url/s/ID/?token=..." ;;
+"$nurl"/s/srv_*/\?token=?*) [ "$nurl" != "$url" ] &&
+	ok "the URL is cnlabd's proxy (/s/ID/) on the notebook origin, not the node nor the API's origin" ||
+	bad "notebook origin $nurl is the API's" ;;
+*) bad "server URL $srv_url is not $nurl/s/ID/?token=..." ;;
 esac
 [ "$(curl -sS -o /dev/null -w '%{http_code}' "${srv_url%%\?*}")" = 401 ] &&
 	ok "without its token the proxy answers 401" || bad "server without token: $(curl -sS "${srv_url%%\?*}")"

@@ -1,10 +1,11 @@
-// servers.js - the viewer's servers from the snapshot: open (its URL, in
-// a new tab), stop (POST /v1/servers/{id}/stop), start (.../start) and
+// servers.js - the viewer's servers from the snapshot: open (in a new tab,
+// the URL GET /v1/servers/{id} gives this viewer: the notebook origin's,
+// with the server's token only for those who may use it), stop (POST /v1/servers/{id}/stop), start (.../start) and
 // resize (PATCH /v1/servers/{id} {"blocks": N}, a block slice in flight).
 // The snapshot brings the new state; nothing here polls.
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import { post, patch, seg } from '../api.js';
+import { get, post, patch, seg } from '../api.js';
 import { Notice, dash } from '../util.js';
 
 function Row({ s, onMsg }) {
@@ -24,6 +25,20 @@ function Row({ s, onMsg }) {
   };
   const base = `/v1/servers/${seg(s.id)}`;
   const running = s.state === 'running' || s.state === 'pending' || s.state === 'starting';
+  // The tab opens within the click (no popup blocker), blank and with no
+  // opener, and is sent to the URL once the API has given it.
+  const open = async () => {
+    const w = window.open('', '_blank');
+    if (w) w.opener = null;
+    try {
+      const doc = await get(base);
+      if (!doc.url) throw new Error('it has no URL yet');
+      if (w) w.location.href = doc.url;
+    } catch (e) {
+      if (w) w.close();
+      onMsg({ text: `Open ${label}: ${e.message}`, error: true });
+    }
+  };
   const resize = (e) => {
     e.preventDefault();
     const n = Number(blocks);
@@ -36,7 +51,7 @@ function Row({ s, onMsg }) {
   return html`<tr data-server=${label} data-server-id=${s.id} data-state=${s.state}>
     <td>${label}</td><td>${dash(s.project)}</td><td><span class=${`state ${s.state}`}>${s.state}</span></td><td>${dash(s.gpu)}</td>
     <td class="actions">
-      ${s.url && s.state === 'running' ? html`<a class="button" href=${s.url} target="_blank" rel="noopener noreferrer">Open<span class="sr-only"> ${label}</span></a>` : ''}
+      ${s.state === 'running' ? html`<button type="button" data-open=${s.id} onClick=${open}>Open<span class="sr-only"> ${label}</span></button>` : ''}
       ${running
         ? html`<button type="button" disabled=${busy} onClick=${() => act('Stop', () => post(`${base}/stop`))}>Stop<span class="sr-only"> ${label}</span></button>`
         : html`<button type="button" disabled=${busy} onClick=${() => act('Start', () => post(`${base}/start`))}>Start<span class="sr-only"> ${label}</span></button>`}
