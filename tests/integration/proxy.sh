@@ -321,7 +321,7 @@ dave=$(login dave dave-password-1)
 erin=$(login erin erin-password-1)
 frank=$(login frank frank-password-1)
 ws_hold() { # ws_hold NAME TOKEN: open, echo once, touch ws.NAME.ready, wait for ws.go, echo again
-	python3 - "$url" "/s/$srv/ws" "$2" "$tmp/ws.$1" "$tmp/ws.go" <<'EOF' >"$tmp/ws.$1.out" 2>&1 &
+	python3 - "$nurl" "/s/$srv/ws" "$2" "$tmp/ws.$1" "$tmp/ws.go" <<'EOF' >"$tmp/ws.$1.out" 2>&1 &
 import base64, os, socket, sys, time, urllib.parse
 u = urllib.parse.urlsplit(sys.argv[1])
 s = socket.create_connection((u.hostname, u.port), timeout=30)
