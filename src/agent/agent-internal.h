@@ -98,6 +98,10 @@ struct wk {
 	uint64_t m_busy_ns;
 	int64_t m_at_ns;
 	double m_util;
+	/* reporter.c: the same at the previous heartbeat (its own, so that
+	 * scrapes do not shorten the heartbeat's interval); 0: none yet. */
+	uint64_t hb_busy_ns;
+	int64_t hb_at_ns;
 	/* The slice size last written into the region by a resize
 	 * (resize.c); 0: none yet. */
 	int applied_blocks;
@@ -495,9 +499,11 @@ void *cnl_agent_heartbeat(void *arg);
 void cnl_agent_resize_apply(struct cnl_agent *a,
                             const struct cnl_wire_assignment *as);
 /* The VRAM quota and use of the slice whose region is @region into
- * @ret (has_vram_*; untouched when the region cannot be read).  Called
- * without the lock. */
-void cnl_agent_slice_usage(const char *region, struct cnl_wire_running *ret);
+ * @ret (has_vram_*; untouched when the region cannot be read), and the
+ * GPU time its live processes' kernels ran, summed, into *@ret_busy_ns:
+ * 0, or -1 when the region cannot be read.  Called without the lock. */
+int cnl_agent_slice_usage(const char *region, struct cnl_wire_running *ret,
+                          uint64_t *ret_busy_ns);
 
 /* ---- supervisor.c: running the work ------------------------------------- */
 

@@ -590,6 +590,9 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 	                               .has_volumes = true};
 	size_t n_ws = cnl_agent_workspaces_list(a, &m.volumes);
 	char(*regions)[sizeof(((struct wk *)0)->region)];
+	uint64_t *busy, *prev_busy;
+	int64_t *prev_at, now;
+	bool *known;
 	json_t *body;
 
 	pthread_mutex_lock(&a->mu);
@@ -599,6 +602,10 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 			        sizeof(m.volumes[0]));
 	m.running = cnl_xcalloc(a->n_wk + 1, sizeof(*m.running));
 	regions = cnl_xcalloc(a->n_wk + 1, sizeof(*regions));
+	busy = cnl_xcalloc(a->n_wk + 1, sizeof(*busy));
+	prev_busy = cnl_xcalloc(a->n_wk + 1, sizeof(*prev_busy));
+	prev_at = cnl_xcalloc(a->n_wk + 1, sizeof(*prev_at));
+	known = cnl_xcalloc(a->n_wk + 1, sizeof(*known));
 	for (size_t i = 0; i < a->n_wk; i++) {
 		struct cnl_wire_running *r = &m.running[m.n_running];
 
@@ -609,14 +616,51 @@ static json_t *heartbeat_body(struct cnl_agent *a,
 		if (a->wk[i]->gpu >= 0 && !a->wk[i]->ended)
 			snprintf(regions[m.n_running], sizeof(regions[0]), "%s",
 			         a->wk[i]->region);
+		prev_busy[m.n_running] = a->wk[i]->hb_busy_ns;
+		prev_at[m.n_running] = a->wk[i]->hb_at_ns;
 		m.n_running++;
 	}
 	pthread_mutex_unlock(&a->mu);
 	/* Each slice's VRAM quota and use (protocol 6), read outside the
-	 * lock: what a pending shrink waits on (resize.c). */
-	for (size_t i = 0; i < m.n_running; i++)
-		cnl_agent_slice_usage(regions[i], &m.running[i]);
+	 * lock: what a pending shrink waits on (resize.c); and its compute
+	 * use since the previous heartbeat (protocol 7, the dashboard's):
+	 * its kernels' GPU time over the wall time between the two
+	 * readings.  The first reading, or one after a process left (its
+	 * time leaves the sum with it), tells nothing. */
+	now = cnl_time_mono_ns();
+	for (size_t i = 0; i < m.n_running; i++) {
+		struct cnl_wire_running *r = &m.running[i];
+
+		known[i] = cnl_agent_slice_usage(regions[i], r, &busy[i]) == 0;
+		if (known[i] && prev_at[i] > 0 && now > prev_at[i] &&
+		    busy[i] >= prev_busy[i]) {
+			uint64_t d = busy[i] - prev_busy[i];
+			uint64_t wall = (uint64_t)(now - prev_at[i]);
+
+			r->has_util = true;
+			r->util_pct = d >= wall
+			                  ? 100
+			                  : (int)((d * 100 + wall / 2) / wall);
+		}
+	}
+	/* Remember this reading for the next heartbeat, on the same
+	 * workload (id and epoch) if it is still there. */
+	pthread_mutex_lock(&a->mu);
+	for (size_t i = 0; i < m.n_running; i++) {
+		struct wk *w =
+		    known[i] ? cnl_agent_wk_find(a, m.running[i].id) : NULL;
+
+		if (w && w->epoch == m.running[i].epoch) {
+			w->hb_busy_ns = busy[i];
+			w->hb_at_ns = now;
+		}
+	}
+	pthread_mutex_unlock(&a->mu);
 	free(regions);
+	free(busy);
+	free(prev_busy);
+	free(prev_at);
+	free(known);
 	/* Each GPU's utilisation and used memory (protocol 7), for the
 	 * dashboard; what the driver cannot tell is left out. */
 	if (a->gpus) {

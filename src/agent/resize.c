@@ -101,17 +101,26 @@ void cnl_agent_resize_apply(struct cnl_agent *a,
 	pthread_mutex_unlock(&a->mu);
 }
 
-void cnl_agent_slice_usage(const char *region, struct cnl_wire_running *ret)
+int cnl_agent_slice_usage(const char *region, struct cnl_wire_running *ret,
+                          uint64_t *ret_busy_ns)
 {
 	struct cnl_region_handle h;
 	struct cnl_region_stat st;
+	int r = -1;
 
 	if (!region[0] || cnl_region_map(region, &h) < 0)
-		return;
+		return -1;
 	if (cnl_region_stat(h.r, &st) == 0) {
+		uint64_t busy = 0;
+
 		ret->has_vram_used = ret->has_vram_quota = true;
 		ret->vram_used = (int64_t)st.used;
 		ret->vram_quota = (int64_t)st.quota;
+		for (unsigned p = 0; p < st.nprocs; p++)
+			busy += st.procs[p].busy_ns;
+		*ret_busy_ns = busy;
+		r = 0;
 	}
 	cnl_region_unmap(&h);
+	return r;
 }

@@ -127,6 +127,9 @@ struct wl {
 	/* The slice's VRAM use as its node last reported it (bytes), -1:
 	 * none yet; what a shrink to admit other work may not go below. */
 	int64_t vram_used;
+	/* Its kernels' share of its GPU's time between its node's last two
+	 * heartbeats (percent, protocol 7, memory only), -1: none. */
+	int16_t util_pct;
 	/* A shrink of this preemptible slice to admit @admits (a pending
 	 * workload's id) instead of pre-empting it; "": none.  That
 	 * workload waits out of the cycles until the blocks are released. */

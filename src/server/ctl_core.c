@@ -233,6 +233,7 @@ struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
 	w->home = -1;
 	w->resv_node = -1;
 	w->vram_used = -1;
+	w->util_pct = -1;
 	w->wait_reason = CNL_WHY_COUNT_; /* no cycle has looked at it yet */
 	{
 		uint32_t h = id_hash(w->id);

@@ -15,8 +15,9 @@
  * Figures the controller does not have are null: a GPU's utilisation
  * before its node's first heartbeat that reports it (protocol 7; an
  * older agent or a driver that cannot tell never does), a slice's VRAM
- * use before its node's first heartbeat that lists it, a slice's own
- * compute use (no driver reports it per slice).
+ * use before its node's first heartbeat that lists it, a slice's
+ * compute use before two heartbeats measured it (protocol 7: the shim's
+ * ledger of its kernels' GPU time, not a driver's figure).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,7 +123,9 @@ static json_t *slice_json(struct cnl_ctl *ctl, const struct wl *w, int g,
 		                      : json_null());
 	}
 	json_object_set_new(o, "vram_used_mib", mib_or_null(w->vram_used));
-	json_object_set_new(o, "util_pct", json_null());
+	json_object_set_new(o, "util_pct",
+	                    w->util_pct >= 0 ? json_integer(w->util_pct)
+	                                     : json_null());
 	return o;
 }
 

@@ -504,8 +504,11 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 			snprintf(ret->stop[n_stop++], sizeof(ret->stop[0]),
 			         "%s", it->id);
 			ctl->fenced++;
-		} else if (it->has_vram_used) {
-			ctl_resize_usage(ctl, w, it, now);
+		} else {
+			w->util_pct =
+			    it->has_util ? (int16_t)it->util_pct : (int16_t)-1;
+			if (it->has_vram_used)
+				ctl_resize_usage(ctl, w, it, now);
 		}
 	}
 	ret->n_stop = n_stop;

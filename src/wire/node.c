@@ -341,6 +341,10 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 			json_object_set_new(
 			    it, "vram_quota",
 			    json_integer(m->running[i].vram_quota));
+		if (m->running[i].has_util)
+			json_object_set_new(
+			    it, "util_pct",
+			    json_integer(m->running[i].util_pct));
 		json_array_append_new(a, it);
 	}
 	json_object_set_new(o, "running", a);
@@ -350,8 +354,9 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 static int running_decode(const json_t *it, struct cnl_wire_running *ret,
                           char *err, size_t errlen)
 {
-	static const char *const fields[] = {"id", "epoch", "vram_used",
-	                                     "vram_quota", NULL};
+	static const char *const fields[] = {
+	    "id", "epoch", "vram_used", "vram_quota", "util_pct", NULL};
+	int64_t util = 0;
 
 	if (!json_is_object(it))
 		return cnl_wire_fail(err, errlen, "must be an object");
@@ -364,10 +369,13 @@ static int running_decode(const json_t *it, struct cnl_wire_running *ret,
 	ret->has_vram_quota = json_object_get(it, "vram_quota") != NULL;
 	CNL_WIRE_TRY(cnl_wire_get_int(it, "vram_used", false, 0, INT64_MAX,
 	                              &ret->vram_used, err, errlen));
-	return cnl_wire_get_int(it, "vram_quota", false, 0, INT64_MAX,
-	                        &ret->vram_quota, err, errlen) < 0
-	           ? -CNL_EFIELD
-	           : 0;
+	CNL_WIRE_TRY(cnl_wire_get_int(it, "vram_quota", false, 0, INT64_MAX,
+	                              &ret->vram_quota, err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int(it, "util_pct", false, 0, 100, &util, err,
+	                              errlen));
+	ret->has_util = json_object_get(it, "util_pct") != NULL;
+	ret->util_pct = (int)util;
+	return 0;
 }
 
 static int gpu_use_decode(const json_t *it, struct cnl_wire_gpu_use *ret,

@@ -157,6 +157,11 @@ struct cnl_wire_running {
 	 * an older agent). */
 	bool has_vram_used, has_vram_quota;
 	int64_t vram_used, vram_quota;
+	/* Protocol 7: the share of wall time its kernels ran on the GPU
+	 * since the node's previous heartbeat, in percent of the whole GPU
+	 * (the shim's ledger); has_util: sent (known). */
+	bool has_util;
+	int util_pct;
 };
 
 /* Protocol 7: one GPU's use now, as its driver reports it (-1: the

@@ -223,8 +223,9 @@ def usage_and_limits(admin, alice, bob_bearer, port):
 
 def main():
     global CLI
-    if len(sys.argv) != 4:
-        print("usage: dashboard.py CNLABD CNLAB FAKE_NVML", file=sys.stderr)
+    if len(sys.argv) != 6:
+        print("usage: dashboard.py CNLABD CNLAB FAKE_NVML SHIMTEST SHIM",
+              file=sys.stderr)
         sys.exit(2)
     CLI = sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="cnlab-dash-")
@@ -387,6 +388,36 @@ def run(tmp, data):
         admin.call("GET", "/v1/dashboard")[1]))
     ok("snapshot: the slice's live vram_used_mib (%d of %d MiB) and each "
        "GPU's" % (sl["vram_used_mib"], sl["vram_mib"]))
+    # The slice's compute use: a CUDA program (shimtest under the shim,
+    # over the fake driver) joins the job's region and keeps its GPU
+    # busy; two heartbeats later the slice's util_pct is its kernels'
+    # share of the GPU's time (the rest of the GPU is idle, and shares
+    # are work-conserving, so it may take nearly all of it; 0 while the
+    # slice is idle).
+    region = os.path.join(data, "agent", "regions", run_id + ".region")
+    genv = dict(os.environ, LD_PRELOAD=sys.argv[5], CNLAB_REGION=region,
+                CNL_FAKE_GPU=os.path.join(tmp, "fake-gpu"),
+                CNL_FAKE_MEM=str(80 << 30))
+    busy = subprocess.Popen([sys.argv[4], "greedy", "kernel", "2000", "40"],
+                            env=genv, stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(tmp, "greedy.err"), "w"))
+
+    def slice_util(s):
+        sl = [x for n in s["nodes"] for g in n["gpus"] for x in g["slices"]
+              if x.get("id") == run_id]
+        u = sl[0].get("util_pct") if sl else None
+        return u if isinstance(u, int) and u >= 1 else None
+    try:
+        u = wait_for("the slice's compute use", lambda: slice_util(
+            admin.call("GET", "/v1/dashboard")[1]))
+        if 1 <= u <= 100:
+            ok("snapshot: the slice's live compute use, %d%% of its GPU"
+               % u)
+        else:
+            bad("slice util_pct %d" % u)
+    finally:
+        busy.kill()
+        busy.wait()
     utils = sorted(g.get("util_pct") for g in nodes[0]["gpus"])
     if utils == [37, 48]:
         ok("snapshot: each GPU's util_pct as the driver reports it %s"

@@ -190,8 +190,8 @@ static void test_node_and_heartbeat(void **state)
 	struct cnl_wire_node n = {0};
 	struct cnl_wire_heartbeat h = {0};
 	struct cnl_wire_running run[2] = {
-	    {"job_a", 3, false, false, 0, 0},
-	    {"srv_b", 1, true, true, 5 << 20, 8 << 20}};
+	    {"job_a", 3, false, false, 0, 0, false, 0},
+	    {"srv_b", 1, true, true, 5 << 20, 8 << 20, true, 25}};
 	char stop[1][CNL_WIRE_ID_MAX] = {"job_c"};
 	char vols[2][CNL_WIRE_ID_MAX] = {"srv_d", "srv_e"};
 
@@ -255,6 +255,7 @@ static void test_node_and_heartbeat(void **state)
 		          "{\"index\":0}]}",
 		          &got);
 		assert_int_equal(got.n_gpus, 2);
+		assert_int_equal(got.n_running, 0);
 		assert_int_equal(got.gpus[0].index, 1);
 		assert_int_equal(got.gpus[0].util_pct, 42);
 		assert_int_equal(got.gpus[0].mem_used, 1048576);
@@ -267,6 +268,17 @@ static void test_node_and_heartbeat(void **state)
 		          "\"vram_used\":1}]}",
 		          &got);
 		assert_int_equal(got.n_gpus, 0);
+		assert_false(got.running[0].has_util);
+		cnl_wire_heartbeat_done(&got);
+		/* A slice's compute use, when the agent measured one. */
+		DECODE_OK(cnl_wire_heartbeat_decode,
+		          "{\"running\":[{\"id\":\"j\",\"epoch\":1,"
+		          "\"util_pct\":0},{\"id\":\"k\",\"epoch\":2,"
+		          "\"util_pct\":64}]}",
+		          &got);
+		assert_true(got.running[0].has_util);
+		assert_int_equal(got.running[0].util_pct, 0);
+		assert_int_equal(got.running[1].util_pct, 64);
 		cnl_wire_heartbeat_done(&got);
 	}
 #define N(text, field)                                         \
@@ -300,6 +312,11 @@ static void test_node_and_heartbeat(void **state)
 	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"vram_quota\":-4}]}",
 	  "running[0].vram_quota");
 	H("{\"running\":[],\"volumes\":[\"srv_a\",7]}", "volumes[1]");
+	/* A slice's compute use (protocol 7) is a percentage of its GPU. */
+	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"util_pct\":101}]}",
+	  "running[0].util_pct");
+	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"util_pct\":-1}]}",
+	  "running[0].util_pct");
 	/* A GPU's use (protocol 7): strict, each field named. */
 	H("{\"gpus\":{}}", "gpus");
 	H("{\"gpus\":[7]}", "gpus[0]");
