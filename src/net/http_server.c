@@ -1092,7 +1092,7 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind,
  * Returns true with @resp set when the request is answered so. */
 static bool head_refused(struct cnl_http_server *srv,
                          struct MHD_Connection *conn, const char *uri,
-                         struct cnl_http_response *resp)
+                         const char *version, struct cnl_http_response *resp)
 {
 	struct cnl_http_framing f = {0};
 	char why[256];
@@ -1120,6 +1120,23 @@ static bool head_refused(struct cnl_http_server *srv,
 	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_header, &f);
 	if (cnl_http_framing_end(&f, NULL, why, sizeof(why)) < 0) {
 		cnl_http_error(resp, 400, "bad_request", "%s", why);
+		return true;
+	}
+	/* RFC 9112: an HTTP/1.1 request without Host is a 400 (the origin a
+	 * proxy in front and we would each assume could differ); HTTP/1.0
+	 * has no chunked coding, so a Transfer-Encoding there frames
+	 * nothing we could agree on with a proxy. */
+	if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+	    !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host")) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "Host: an HTTP/1.1 request needs one");
+		return true;
+	}
+	if (version && strcmp(version, MHD_HTTP_VERSION_1_0) == 0 &&
+	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	                                "Transfer-Encoding")) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "Transfer-Encoding: not allowed in HTTP/1.0");
 		return true;
 	}
 	return false;
@@ -1150,7 +1167,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		unsigned long long v;
 
 		cs->started = true;
-		if (head_refused(srv, conn, cs->uri, &resp)) {
+		if (head_refused(srv, conn, cs->uri, version, &resp)) {
 			cs->too_large = true; /* drop what comes */
 			return send_response(conn, cs, &resp);
 		}

@@ -133,6 +133,16 @@ for target in '/healthz%00/x' '/healthz%00' '/v1/users%00.css' '/healthz?x=%00';
 	[ $? = 0 ] && jq -e '.error.message | contains("%00")' <<<"$body" >/dev/null &&
 		ok "%00 in the target ($target): 400 naming it" || bad "%00 in $target: $body"
 done
+# HTTP/1.1 without Host: which origin it meant is for a proxy in front and
+# us to guess, each our own way; HTTP/1.0 has no chunked coding.
+body=$($attack raw "$pa" 400 'GET /healthz HTTP/1.1\r\n\r\n')
+[ $? = 0 ] && jq -e '.error.message | startswith("Host")' <<<"$body" >/dev/null &&
+	ok "HTTP/1.1 without Host: 400 naming it" || bad "no Host: $body"
+body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n')
+[ $? = 0 ] && jq -e '.error.message | startswith("Transfer-Encoding")' <<<"$body" >/dev/null &&
+	ok "Transfer-Encoding in HTTP/1.0: 400 naming it" || bad "TE in 1.0: $body"
+[ "$(curl -sS -o /dev/null -w '%{http_code}' --http1.0 "http://127.0.0.1:$pa/healthz")" = 200 ] &&
+	ok "HTTP/1.0 without Host still served" || bad "HTTP/1.0 /healthz refused"
 body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}')
 [ $? = 0 ] && ok "negative Content-Length: 400" || bad "negative Content-Length: $body"
 body=$($attack raw "$pa" 400 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n{}')
