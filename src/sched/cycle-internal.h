@@ -203,7 +203,8 @@ enum {
 	KEEP_TEAMS,
 	KEEP_SUM,
 	KEEP_ORD_TMP,
-	KEEP_SUM_TAB
+	KEEP_SUM_TAB,
+	KEEP_ORD_BKT
 };
 
 /* `bytes` of scratch: the incremental cycle's kept buffer `k` (grown as
@@ -365,6 +366,7 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks);
 struct cnl_cyc_order {
 	struct cnl_cyc_order_ent *ord; /* by (class, team, key, submit) */
 	struct cnl_cyc_order_ent *tmp; /* the sort's scratch */
+	uint32_t *bkt; /* per entry, its (class, team) bucket; NONE: none */
 	size_t n;
 	struct cnl_cyc_queue *qs; /* the current class's team queues */
 	size_t nq;
@@ -381,7 +383,7 @@ void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o);
 void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
                        uint32_t cls);
 /* Sort what was added; then take jobs with cnl_cyc_order_next(). */
-void cnl_cyc_order_sort(struct cnl_cyc_order *o);
+void cnl_cyc_order_sort(struct cnl_cyc *y, struct cnl_cyc_order *o);
 /* The next job without a decision, or NONE at the end (its summary class
  * in o->cls).  The team of the job returned before gets its head's key
  * recomputed first, so the decision just made (its held capacity)

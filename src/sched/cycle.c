@@ -392,7 +392,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 		if (j->gang)
 			gangs[n_gangs++] = (uint32_t)i;
 	}
-	cnl_cyc_order_sort(&ord);
+	cnl_cyc_order_sort(&y, &ord);
 	qsort_r(gangs, n_gangs, sizeof(*gangs), cmp_gang, (void *)jobs);
 
 	/* Classes in turn; within a class, the team whose head has the

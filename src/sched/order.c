@@ -212,7 +212,8 @@ int cnl_cyc_order_init(struct cnl_sched *s, struct cnl_cyc_order *o,
 	o->ord = cnl_cyc_keep(s, KEEP_ORD, (n_jobs + 1) * sizeof(*o->ord));
 	o->qs = cnl_cyc_keep(s, KEEP_QS, (n_jobs + 1) * sizeof(*o->qs));
 	o->tmp = cnl_cyc_keep(s, KEEP_ORD_TMP, (n_jobs + 1) * sizeof(*o->tmp));
-	return o->ord && o->qs && o->tmp ? 0 : -ENOMEM;
+	o->bkt = cnl_cyc_keep(s, KEEP_ORD_BKT, (n_jobs + 1) * sizeof(*o->bkt));
+	return o->ord && o->qs && o->tmp && o->bkt ? 0 : -ENOMEM;
 }
 
 void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o)
@@ -220,16 +221,27 @@ void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o)
 	cnl_cyc_unkeep(s, o->ord);
 	cnl_cyc_unkeep(s, o->qs);
 	cnl_cyc_unkeep(s, o->tmp);
+	cnl_cyc_unkeep(s, o->bkt);
 	o->ord = NULL;
 	o->qs = NULL;
 	o->tmp = NULL;
+	o->bkt = NULL;
 }
 
 void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
                        uint32_t cls)
 {
 	const struct cnl_job *j = &y->jobs[job];
+	const struct cnl_team *t = cnl_sched_team_find(y->s, j->req.project);
 
+	/* Classes go from critical down, teams by project (the teams are
+	 * sorted by project): the entry's place in the first two keys of
+	 * before(). */
+	o->bkt[o->n] =
+	    t && j->prio <= CNL_PRIO_CRITICAL
+	        ? (uint32_t)((CNL_PRIO_CRITICAL - j->prio) * y->s->n_teams +
+	                     (size_t)(t - y->s->teams))
+	        : NONE;
 	o->ord[o->n++] =
 	    (struct cnl_cyc_order_ent){.job = job,
 	                               .cls = cls,
@@ -239,9 +251,45 @@ void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
 	                               .submit = j->submit_ms};
 }
 
-void cnl_cyc_order_sort(struct cnl_cyc_order *o)
+/* Sort by buckets: the entries dealt by (class, team) into o->tmp (one
+ * counting pass), then each bucket sorted on its own, in cache, with the
+ * same slice of o->ord as scratch, and the arrays swapped.  Since before()
+ * orders by class, then team, then the rest, the result is the one the
+ * whole sort gives (the order is total).  The incremental cycle's only
+ * (the from-scratch cycle sorts the whole, the reference test_sched_inc
+ * compares against); the whole sort too when some entry has no bucket. */
+void cnl_cyc_order_sort(struct cnl_cyc *y, struct cnl_cyc_order *o)
 {
-	sort_ents(o->ord, o->tmp, o->n);
+	size_t nb = (size_t)(CNL_PRIO_CRITICAL + 1) * y->s->n_teams;
+	size_t *off =
+	    y->s->inc && nb && nb < o->n ? calloc(nb + 1, sizeof(*off)) : NULL;
+	struct cnl_cyc_order_ent *t;
+
+	for (size_t i = 0; off && i < o->n; i++) {
+		if (o->bkt[i] == NONE) {
+			free(off);
+			off = NULL;
+		} else {
+			off[o->bkt[i] + 1]++;
+		}
+	}
+	if (!off) {
+		sort_ents(o->ord, o->tmp, o->n);
+		return;
+	}
+	for (size_t b = 0; b < nb; b++)
+		off[b + 1] += off[b];
+	/* Deal (off[b] moves to the bucket's end), then sort each. */
+	for (size_t i = 0; i < o->n; i++)
+		o->tmp[off[o->bkt[i]]++] = o->ord[i];
+	for (size_t b = 0, a = 0; b < nb; b++) {
+		sort_ents(o->tmp + a, o->ord + a, off[b] - a);
+		a = off[b];
+	}
+	free(off);
+	t = o->ord;
+	o->ord = o->tmp;
+	o->tmp = t;
 }
 
 /* Open the next class, ord[a, b): a queue per team, keyed by its head. */
