@@ -314,13 +314,15 @@ static void open_class(struct cnl_cyc_order *o)
 	o->b = b;
 }
 
-/* Start fetching job `job`'s cache lines. */
+/* Start fetching the cache lines of job `job` a policy key reads (the
+ * team, the times; not the dataset or the gang, a third of the job). */
 static inline void prefetch_job(const struct cnl_cyc *y, uint32_t job)
 {
-	const char *p = (const char *)&y->jobs[job];
+	const struct cnl_job *j = &y->jobs[job];
 
-	for (size_t b = 0; b < sizeof(struct cnl_job); b += 64)
-		__builtin_prefetch(p + b);
+	__builtin_prefetch(&j->req.project);
+	__builtin_prefetch(&j->submit_ms);
+	__builtin_prefetch(&j->runtime_ms);
 }
 
 uint32_t cnl_cyc_order_next(struct cnl_cyc *y, struct cnl_cyc_order *o)
