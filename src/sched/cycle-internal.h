@@ -70,11 +70,12 @@ struct cnl_cyc_fail {
 
 struct cnl_cyc_sum {
 	uint64_t key;
-	uint32_t head; /* the class's first job by index (compared against) */
-	uint32_t gen;  /* sum_gen when the decision was made */
-	bool set;      /* a decision is kept */
+	uint32_t gen; /* sum_gen when the decision was made */
+	bool set;     /* a decision is kept */
 	uint8_t reason;
+	uint8_t prio; /* the class's priority and request (its first */
 	int64_t at;
+	struct cnl_req_prep p; /* job's, compared against) */
 };
 
 /* The lower-bound cache (profile.c): up to LBC_MAX shapes. */

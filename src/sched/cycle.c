@@ -119,16 +119,19 @@ static uint64_t sum_key(const struct cnl_cyc *y, uint32_t job)
 	return (k ^ (k >> 29)) | 1;
 }
 
-/* Whether jobs `a` and `b` are of one class: everything the placement
- * search, the pre-emption search and the estimate read of them but the
- * run time, which a failed search without a reservation conflict does
- * not depend on. */
-static bool same_class(const struct cnl_cyc *y, uint32_t a, uint32_t b)
+/* Whether job `b` is of class `e`: everything the placement search, the
+ * pre-emption search and the estimate read of them but the run time,
+ * which a failed search without a reservation conflict does not depend
+ * on.  Against the class's own copy of its first job's request and
+ * priority: the first job itself, read in no order, was a cache miss per
+ * job. */
+static bool same_class(const struct cnl_cyc *y, const struct cnl_cyc_sum *e,
+                       uint32_t b)
 {
-	const struct cnl_req_prep *p = &y->prep[a], *q = &y->prep[b];
+	const struct cnl_req_prep *p = &e->p, *q = &y->prep[b];
 	const struct cnl_alloc_req *x = &p->req, *z = &q->req;
 
-	return y->jobs[a].prio == y->jobs[b].prio && x->kind == z->kind &&
+	return e->prio == y->jobs[b].prio && x->kind == z->kind &&
 	       x->blocks == z->blocks && x->gpus == z->gpus &&
 	       x->gpu_type == z->gpu_type && x->gpu_types == z->gpu_types &&
 	       x->project == z->project && x->cpu_milli == z->cpu_milli &&
@@ -179,7 +182,7 @@ static uint32_t sum_class(struct cnl_cyc *y, uint32_t job)
 	for (h = (size_t)key & y->sum_mask; y->sum_tab[h] != NONE;
 	     h = (h + 1) & y->sum_mask) {
 		const struct cnl_cyc_sum *e = &y->sum[y->sum_tab[h]];
-		if (e->key == key && same_class(y, e->head, job))
+		if (e->key == key && same_class(y, e, job))
 			return y->sum_tab[h];
 	}
 	/* A new class; the table stays under half full. */
@@ -190,7 +193,8 @@ static uint32_t sum_class(struct cnl_cyc *y, uint32_t job)
 		     h = (h + 1) & y->sum_mask)
 			;
 	}
-	y->sum[y->n_sum] = (struct cnl_cyc_sum){.key = key, .head = job};
+	y->sum[y->n_sum] = (struct cnl_cyc_sum){
+	    .key = key, .prio = y->jobs[job].prio, .p = y->prep[job]};
 	y->sum_tab[h] = (uint32_t)y->n_sum;
 	return (uint32_t)y->n_sum++;
 }
