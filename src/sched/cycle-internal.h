@@ -73,9 +73,9 @@ struct cnl_cyc_sum {
 	uint32_t gen; /* sum_gen when the decision was made */
 	bool set;     /* a decision is kept */
 	uint8_t reason;
-	uint8_t prio; /* the class's priority and request (its first */
+	uint8_t prio; /* the priority of the class's first job */
 	int64_t at;
-	struct cnl_req_prep p; /* job's, compared against) */
+	struct cnl_req_prep p; /* its prepared request (compared against) */
 };
 
 /* The lower-bound cache (profile.c): up to LBC_MAX shapes. */
