@@ -10,6 +10,9 @@
  * one team's submissions interleaves with other teams instead of jumping
  * the queue.  Keys come from the policy (cnl_policy_order); a policy that
  * does not use the team factor keeps the keys computed at the start.
+ * The incremental cycle sorts by (class, team) buckets, each on its own
+ * (cnl_cyc_order_sort), and fetches each team's next head while the other
+ * teams take their turns (cnl_cyc_order_next).
  */
 #include <errno.h>
 #include <stdlib.h>
