@@ -59,17 +59,23 @@ struct cnl_cyc_fail {
  * without a deadline or gang gets the same decision by one lookup, until
  * capacity grows or a cached bound is recomputed (sum_gen moves).  The
  * classes are found while the jobs are prepared (in index order, each
- * job's request still in cache): a job's class is its entry's index,
- * carried in its order entry, so deciding it reads no request. */
-#define SUM_SLOTS 4096
+ * job's request still in cache): a job's class is its index in the dense
+ * array of classes, carried in its order entry, so deciding it reads no
+ * request.  The classes are found by an open-addressing table of their
+ * indexes, SUM_SLOTS at first and doubled (rebuilt from the dense array)
+ * before it is half full: a table of fixed size filled to 93% at 100k
+ * pending (3.8k classes), and its probes were a tenth of the cycle's own
+ * time. */
+#define SUM_SLOTS 8192
 
 struct cnl_cyc_sum {
-	uint64_t key;  /* 0: free */
-	uint32_t head; /* the class's first job by index (compared against) */
-	uint32_t gen;  /* sum_gen when the decision was made */
-	bool set;      /* a decision is kept */
+	uint64_t key;
+	uint32_t gen; /* sum_gen when the decision was made */
+	bool set;     /* a decision is kept */
 	uint8_t reason;
+	uint8_t prio; /* the priority of the class's first job */
 	int64_t at;
+	struct cnl_req_prep p; /* its prepared request (compared against) */
 };
 
 /* The lower-bound cache (profile.c): up to LBC_MAX shapes. */
@@ -176,11 +182,13 @@ struct cnl_cyc {
 	uint32_t *rver;
 	struct cnl_cyc_fit *fit; /* FIT_MAX */
 	size_t next_fit;
-	/* The class summary (SUM_SLOTS; the incremental cycle's only, NULL
+	/* The class summary (the incremental cycle's only, NULL
 	 * otherwise) and its generation: moved by whatever could change a
 	 * summarised decision (pre-emption: the failure memories cleared;
 	 * a lower-bound cache entry dropped). */
-	struct cnl_cyc_sum *sum;
+	struct cnl_cyc_sum *sum; /* the classes, n_sum of them */
+	uint32_t *sum_tab;       /* their indexes by key; NONE: free */
+	size_t n_sum, sum_mask;  /* the table has sum_mask + 1 slots */
 	uint32_t sum_gen;
 	size_t sum_hits; /* jobs decided by the summary this cycle */
 };
@@ -195,7 +203,9 @@ enum {
 	KEEP_QS,
 	KEEP_TEAMS,
 	KEEP_SUM,
-	KEEP_ORD_TMP
+	KEEP_ORD_TMP,
+	KEEP_SUM_TAB,
+	KEEP_ORD_BKT
 };
 
 /* `bytes` of scratch: the incremental cycle's kept buffer `k` (grown as
@@ -357,6 +367,7 @@ void cnl_cyc_team_hold(struct cnl_cyc *y, uint32_t project, int64_t blocks);
 struct cnl_cyc_order {
 	struct cnl_cyc_order_ent *ord; /* by (class, team, key, submit) */
 	struct cnl_cyc_order_ent *tmp; /* the sort's scratch */
+	uint32_t *bkt; /* per entry, its (class, team) bucket; NONE: none */
 	size_t n;
 	struct cnl_cyc_queue *qs; /* the current class's team queues */
 	size_t nq;
@@ -373,7 +384,7 @@ void cnl_cyc_order_done(struct cnl_sched *s, struct cnl_cyc_order *o);
 void cnl_cyc_order_add(struct cnl_cyc *y, struct cnl_cyc_order *o, uint32_t job,
                        uint32_t cls);
 /* Sort what was added; then take jobs with cnl_cyc_order_next(). */
-void cnl_cyc_order_sort(struct cnl_cyc_order *o);
+void cnl_cyc_order_sort(struct cnl_cyc *y, struct cnl_cyc_order *o);
 /* The next job without a decision, or NONE at the end (its summary class
  * in o->cls).  The team of the job returned before gets its head's key
  * recomputed first, so the decision just made (its held capacity)

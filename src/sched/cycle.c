@@ -119,16 +119,19 @@ static uint64_t sum_key(const struct cnl_cyc *y, uint32_t job)
 	return (k ^ (k >> 29)) | 1;
 }
 
-/* Whether jobs `a` and `b` are of one class: everything the placement
- * search, the pre-emption search and the estimate read of them but the
- * run time, which a failed search without a reservation conflict does
- * not depend on. */
-static bool same_class(const struct cnl_cyc *y, uint32_t a, uint32_t b)
+/* Whether job `b` is of class `e`: everything the placement search, the
+ * pre-emption search and the estimate read of them but the run time,
+ * which a failed search without a reservation conflict does not depend
+ * on.  Against the class's own copy of its first job's request and
+ * priority: the first job itself, read in no order, was a cache miss per
+ * job. */
+static bool same_class(const struct cnl_cyc *y, const struct cnl_cyc_sum *e,
+                       uint32_t b)
 {
-	const struct cnl_req_prep *p = &y->prep[a], *q = &y->prep[b];
+	const struct cnl_req_prep *p = &e->p, *q = &y->prep[b];
 	const struct cnl_alloc_req *x = &p->req, *z = &q->req;
 
-	return y->jobs[a].prio == y->jobs[b].prio && x->kind == z->kind &&
+	return e->prio == y->jobs[b].prio && x->kind == z->kind &&
 	       x->blocks == z->blocks && x->gpus == z->gpus &&
 	       x->gpu_type == z->gpu_type && x->gpu_types == z->gpu_types &&
 	       x->project == z->project && x->cpu_milli == z->cpu_milli &&
@@ -136,18 +139,24 @@ static bool same_class(const struct cnl_cyc *y, uint32_t a, uint32_t b)
 	       memcmp(p->prof, q->prof, sizeof(p->prof)) == 0;
 }
 
-/* The summary slot of `job`'s class: its entry, or the free slot it
- * would take; NULL when the table is full of other classes. */
-static struct cnl_cyc_sum *sum_slot(const struct cnl_cyc *y, uint32_t job,
-                                    uint64_t key)
+/* Size the table of classes to `slots` (a power of two) and put every
+ * class back in it; -ENOMEM (the table as it was) when out of memory. */
+static int sum_grow(struct cnl_cyc *y, size_t slots)
 {
-	for (unsigned i = 0, h = (unsigned)(key % SUM_SLOTS); i < SUM_SLOTS;
-	     i++, h = (h + 1) % SUM_SLOTS) {
-		struct cnl_cyc_sum *e = &y->sum[h];
-		if (!e->key || (e->key == key && same_class(y, e->head, job)))
-			return e;
+	uint32_t *tab = cnl_cyc_keep(y->s, KEEP_SUM_TAB, slots * sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	y->sum_tab = tab;
+	y->sum_mask = slots - 1;
+	memset(tab, 0xff, slots * sizeof(*tab));
+	for (size_t id = 0; id < y->n_sum; id++) {
+		size_t h = (size_t)y->sum[id].key & y->sum_mask;
+		while (tab[h] != NONE)
+			h = (h + 1) & y->sum_mask;
+		tab[h] = (uint32_t)id;
 	}
-	return NULL;
+	return 0;
 }
 
 /* Whether `job` may take (or give) its class's summarised decision: work
@@ -160,21 +169,34 @@ static bool sum_eligible(const struct cnl_cyc *y, uint32_t job)
 	return y->sum && !j->gang && !j->deadline_ms;
 }
 
-/* The summary class of prepared job `job` (its entry's index, the entry
- * made if new), or NONE: not eligible, or the table is full. */
+/* The summary class of prepared job `job` (its index in y->sum, the
+ * class made if new), or NONE: not eligible, or out of memory. */
 static uint32_t sum_class(struct cnl_cyc *y, uint32_t job)
 {
-	struct cnl_cyc_sum *e;
 	uint64_t key;
+	size_t h;
 
 	if (!sum_eligible(y, job))
 		return NONE;
 	key = sum_key(y, job);
-	if (!(e = sum_slot(y, job, key)))
-		return NONE;
-	if (!e->key)
-		*e = (struct cnl_cyc_sum){.key = key, .head = job};
-	return (uint32_t)(e - y->sum);
+	for (h = (size_t)key & y->sum_mask; y->sum_tab[h] != NONE;
+	     h = (h + 1) & y->sum_mask) {
+		const struct cnl_cyc_sum *e = &y->sum[y->sum_tab[h]];
+		if (e->key == key && same_class(y, e, job))
+			return y->sum_tab[h];
+	}
+	/* A new class; the table stays under half full. */
+	if (2 * (y->n_sum + 1) > y->sum_mask + 1) {
+		if (sum_grow(y, 2 * (y->sum_mask + 1)) < 0)
+			return NONE;
+		for (h = (size_t)key & y->sum_mask; y->sum_tab[h] != NONE;
+		     h = (h + 1) & y->sum_mask)
+			;
+	}
+	y->sum[y->n_sum] = (struct cnl_cyc_sum){
+	    .key = key, .prio = y->jobs[job].prio, .p = y->prep[job]};
+	y->sum_tab[h] = (uint32_t)y->n_sum;
+	return (uint32_t)y->n_sum++;
 }
 
 /* Decide `job` (of class `cls`) by its class's summary if there is a
@@ -242,6 +264,11 @@ static int process(struct cnl_cyc *y, uint32_t job, uint32_t cls,
 	bool conflict;
 	int r;
 
+	/* A job with a class has no gang (sum_eligible): its class's
+	 * decision first, without reading the job (in the order's sequence,
+	 * a cache miss each). */
+	if ((r = sum_decide(y, job, cls)) != 0)
+		return r < 0 ? r : 0;
 	if (j->gang) {
 		/* Find the gang's members (sorted by gang id). */
 		size_t lo = 0, hi = n_gangs;
@@ -257,8 +284,6 @@ static int process(struct cnl_cyc *y, uint32_t job, uint32_t cls,
 			e++;
 		return cnl_cyc_start_gang(y, gangs + lo, e - lo, j->gang_size);
 	}
-	if ((r = sum_decide(y, job, cls)) != 0)
-		return r < 0 ? r : 0;
 	r = cnl_cyc_try_start(y, job, &conflict);
 	if (r != 0)
 		return r < 0 ? r : 0;
@@ -331,9 +356,10 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	if (s->inc) {
 		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
 		y.rver = calloc(c->n_nodes + 1, sizeof(*y.rver));
-		y.sum = cnl_cyc_keep(s, KEEP_SUM, SUM_SLOTS * sizeof(*y.sum));
-		if (y.sum)
-			memset(y.sum, 0, SUM_SLOTS * sizeof(*y.sum));
+		y.sum =
+		    cnl_cyc_keep(s, KEEP_SUM, (n_jobs + 1) * sizeof(*y.sum));
+		if (y.sum && sum_grow(&y, SUM_SLOTS) < 0)
+			y.sum = NULL;
 	}
 	r = cnl_cyc_order_init(s, &ord, n_jobs);
 	gangs = cnl_cyc_keep(s, KEEP_GANGS, (n_jobs + 1) * sizeof(*gangs));
@@ -370,7 +396,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 		if (j->gang)
 			gangs[n_gangs++] = (uint32_t)i;
 	}
-	cnl_cyc_order_sort(&ord);
+	cnl_cyc_order_sort(&y, &ord);
 	qsort_r(gangs, n_gangs, sizeof(*gangs), cmp_gang, (void *)jobs);
 
 	/* Classes in turn; within a class, the team whose head has the
@@ -397,6 +423,8 @@ out:
 	free(y.rver);
 	if (y.sum)
 		cnl_cyc_unkeep(s, y.sum);
+	if (y.sum_tab)
+		cnl_cyc_unkeep(s, y.sum_tab);
 	cnl_cyc_order_done(s, &ord);
 	cnl_cyc_unkeep(s, gangs);
 	return r;

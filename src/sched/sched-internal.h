@@ -72,7 +72,7 @@ struct cnl_sched {
 	struct cnl_keep {
 		void *p;
 		size_t cap;
-	} keep[10];
+	} keep[12];
 	/* Pending jobs the incremental cycles decided by their class's
 	 * summary (cycle.c), in all: for tests and benchmarks. */
 	size_t sum_hits;

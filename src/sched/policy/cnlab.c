@@ -122,7 +122,10 @@ static double strand_growth(const struct cnl_sched_view *v,
 	if (plan->kind == CNL_PLACE_BLOCKS)
 		used = plan->n_blocks;
 	else if (plan->kind == CNL_PLACE_WHOLE)
-		used = CNL_BLOCKS_PER_GPU * __builtin_popcount(plan->gpu_mask);
+		/* The GPUs by clearing the lowest bit (at most 16): without
+		 * -mpopcnt __builtin_popcount is a call into libgcc. */
+		for (unsigned m = plan->gpu_mask; m; m &= m - 1)
+			used += CNL_BLOCKS_PER_GPU;
 	cpu_free = (double)(n->cpu_total - n->cpu_used);
 	return stranded(freeb - used, cpu_free - (double)j->req.cpu_milli,
 	                per_block) -

@@ -16,6 +16,7 @@
  * fourth, over many seeds, spends the reservations early so that the
  * incremental cycle decides most waiting jobs by their class's summary
  * (cycle.c): it must have done so, and decided as the full path does.
+ * A fifth gives the summary more classes than its first table holds.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -427,6 +428,70 @@ static void test_summary_same_decisions(void **state)
 	assert_true(summary_hits > 0);
 }
 
+/* More classes than the summary's first table holds (cycle.c: SUM_SLOTS
+ * slots, doubled before half full): K classes of two jobs each, none of
+ * which any node could ever run (more CPU than any node has), so that the
+ * second job of every class is decided by its class's summary.  The
+ * decisions are the from-scratch cycle's, and every second job is a hit:
+ * a table that stopped taking classes once full, or lost some when it
+ * grew, decides them the full way (fewer hits).  Twice, the second time
+ * on the table kept grown. */
+static void test_summary_many_classes(void **state)
+{
+	enum { K = 5000 };
+	struct world *w = calloc(1, sizeof(*w));
+	struct cnl_job *jobs = calloc(2 * K, sizeof(*jobs));
+	struct cnl_sched_config cfg;
+	struct cnl_sched *s_old, *s_inc;
+	struct cnl_decisions d_old = {0}, d_inc = {0};
+	int64_t now = 1000 * H;
+
+	(void)state;
+	assert_non_null(w);
+	assert_non_null(jobs);
+	cnl_catalog_init(&w->cat);
+	assert_int_equal(cnl_cluster_new(&w->cat, &w->c), 0);
+	add_nodes(w);
+	for (size_t i = 0; i < 2 * K; i++) {
+		struct cnl_job *j = &jobs[i];
+		j->id = i + 1;
+		j->state = CNL_JOB_PENDING;
+		j->prio = CNL_PRIO_NORMAL;
+		j->req.kind = CNL_REQ_CPU;
+		j->req.gpu_type = CNL_GPU_TYPE_ANY;
+		j->req.project = 1 + (uint32_t)(i % 4);
+		j->req.cpu_milli = 64001 + (int64_t)(i % K);
+		j->req.mem_mib = 1024;
+		j->submit_ms = now - (int64_t)i * 1000;
+	}
+	cnl_sched_config_default(&cfg);
+	assert_int_equal(cnl_sched_new(&cfg, &s_old), 0);
+	assert_int_equal(cnl_sched_new(&cfg, &s_inc), 0);
+	for (int step = 0; step < 2; step++) {
+		assert_int_equal(
+		    cnl_sched_cycle(s_old, w->c, jobs, 2 * K, now, 1, &d_old),
+		    0);
+		assert_int_equal(cnl_sched_cycle_inc(s_inc, w->c, jobs, 2 * K,
+		                                     now, 1, &d_inc),
+		                 0);
+		check_same(w->c, &d_old, NULL, &d_inc, 1, step);
+		assert_int_equal(d_inc.n, 2 * K);
+		for (size_t i = 0; i < d_inc.n; i++)
+			assert_int_equal(d_inc.d[i].reason,
+			                 CNL_WHY_NO_MATCHING_NODE);
+		assert_int_equal(cnl_sched_summary_hits(s_inc),
+		                 (size_t)K * (size_t)(step + 1));
+		now += MIN;
+	}
+	cnl_decisions_done(&d_old);
+	cnl_decisions_done(&d_inc);
+	cnl_sched_free(s_old);
+	cnl_sched_free(s_inc);
+	cnl_cluster_free(w->c);
+	free(jobs);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -434,6 +499,7 @@ int main(void)
 	    cmocka_unit_test(test_same_decisions_other_policies),
 	    cmocka_unit_test(test_same_decisions_classes),
 	    cmocka_unit_test(test_summary_same_decisions),
+	    cmocka_unit_test(test_summary_many_classes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
