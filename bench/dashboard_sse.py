@@ -117,8 +117,13 @@ def main():
     ap.add_argument("--rate", type=float, default=10)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cnlab-dash-bench-")
+    # Every stream comes from 127.0.0.1: the connection caps (128 per
+    # client, 1,024 in all by default) are raised to let them all in.
+    caps = str(a.dashboards + 256)
     env = dict(os.environ, HOME=tmp, CNLAB_ADMIN_PASSWORD="benchpass-1234567",
-               CNLAB_JWT_SECRET=os.urandom(36).hex())
+               CNLAB_JWT_SECRET=os.urandom(36).hex(),
+               CNLAB_HTTP_MAX_CONNECTIONS=caps,
+               CNLAB_HTTP_MAX_CONNECTIONS_PER_CLIENT=caps)
     out = open(os.path.join(tmp, "out"), "w+")
     proc = subprocess.Popen(
         [a.cnlabd, "--data-dir", os.path.join(tmp, "d"), "--listen",
