@@ -29,46 +29,13 @@
 import { spawn, spawnSync, execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { CHROMIUM, args, bad, check, finish, loadChromium, ok, root, scratch } from './lib.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '../..');
-const CHROMIUM = process.env.CNLAB_CHROMIUM || '/usr/bin/chromium';
-
-if (process.argv.length !== 5) {
-  console.error('usage: node tests/browser/dashboard_actions.mjs CNLABD CNLAB OUTDIR');
-  process.exit(2);
-}
-const [cnlabd, cnlab, outdir] = process.argv.slice(2).map((p) => path.resolve(p));
-if (!fs.existsSync(CHROMIUM)) {
-  console.error(`FAIL ${CHROMIUM} missing: run scripts/bootstrap (it installs chromium)`);
-  process.exit(1);
-}
-let chromium;
-try {
-  ({ chromium } = await import(path.join(root, 'web/node_modules/playwright-core/index.mjs')));
-} catch (e) {
-  console.error(`FAIL web/node_modules missing (${e.message}): run scripts/bootstrap`);
-  process.exit(1);
-}
-
-let fails = 0;
-const ok = (m) => console.log(`ok   ${m}`);
-const bad = (m) => {
-  console.log(`FAIL ${m}`);
-  fails++;
-};
-const check = (cond, m, why) => (cond ? ok(m) : bad(why ? `${m}: ${why}` : m));
-
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cnlab-browser-act-'));
+const [cnlabd, cnlab, outdir] = args('dashboard_actions.mjs', ['CNLABD', 'CNLAB', 'OUTDIR']);
+const chromium = await loadChromium();
+const { tmp, home, env } = scratch('cnlab-browser-act-');
 fs.mkdirSync(outdir, { recursive: true });
-const home = path.join(tmp, 'home');
-fs.mkdirSync(home);
-const env = { ...process.env, HOME: home };
-for (const k of ['CNLAB_JWT_SECRET', 'CNLAB_ADMIN_PASSWORD', 'CNLAB_SERVER', 'CNLAB_TOKEN', 'CNLAB_CONFIG', 'XDG_CONFIG_HOME'])
-  delete env[k];
 
 let daemon = null;
 let idp = null;
@@ -463,5 +430,4 @@ try {
 }
 if (browser) await browser.close();
 await stopDaemon();
-console.log(fails ? `${fails} failed` : 'all ok');
-process.exit(fails ? 1 : 0);
+finish();

@@ -28,47 +28,14 @@
 // chromium or web/node_modules fails the test (it never skips).
 import { spawn, spawnSync, execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { CHROMIUM, args, bad, check, finish, loadChromium, ok, root, scratch } from './lib.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '../..');
-const CHROMIUM = process.env.CNLAB_CHROMIUM || '/usr/bin/chromium';
-
-if (process.argv.length !== 6) {
-  console.error('usage: node tests/browser/notebook_origin.mjs CNLABD CNLAB CNLAB-AGENT OUTDIR');
-  process.exit(2);
-}
-const [cnlabd, cnlab, agentBin, outdir] = process.argv.slice(2).map((p) => path.resolve(p));
-if (!fs.existsSync(CHROMIUM)) {
-  console.error(`FAIL ${CHROMIUM} missing: run scripts/bootstrap (it installs chromium)`);
-  process.exit(1);
-}
-let chromium;
-try {
-  ({ chromium } = await import(path.join(root, 'web/node_modules/playwright-core/index.mjs')));
-} catch (e) {
-  console.error(`FAIL web/node_modules missing (${e.message}): run scripts/bootstrap`);
-  process.exit(1);
-}
-
-let fails = 0;
-const ok = (m) => console.log(`ok   ${m}`);
-const bad = (m) => {
-  console.log(`FAIL ${m}`);
-  fails++;
-};
-const check = (cond, m, why) => (cond ? ok(m) : bad(why ? `${m}: ${why}` : m));
-
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cnlab-browser-nb-'));
+const [cnlabd, cnlab, agentBin, outdir] = args('notebook_origin.mjs', ['CNLABD', 'CNLAB', 'CNLAB-AGENT', 'OUTDIR']);
+const chromium = await loadChromium();
+const { tmp, home, env } = scratch('cnlab-browser-nb-');
 fs.chmodSync(tmp, 0o755);
 fs.mkdirSync(outdir, { recursive: true });
-const home = path.join(tmp, 'home');
-fs.mkdirSync(home);
-const env = { ...process.env, HOME: home };
-for (const k of ['CNLAB_JWT_SECRET', 'CNLAB_ADMIN_PASSWORD', 'CNLAB_SERVER', 'CNLAB_TOKEN', 'CNLAB_CONFIG', 'XDG_CONFIG_HOME'])
-  delete env[k];
 
 let daemon = null;
 let agent = null;
@@ -301,5 +268,4 @@ try {
   bad(`exception: ${e.stack || e}`);
 }
 await stopAll();
-console.log(fails ? `${fails} check(s) failed` : 'all checks passed');
-process.exit(fails ? 1 : 0);
+finish();
