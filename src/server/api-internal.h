@@ -727,6 +727,11 @@ void cnl_api_h_dashboard_events(void *call, struct cnl_http_request *req,
  */
 int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
                          char *buf, size_t len);
+/* api_csrf.c: the value of the request's one cookie @name into @buf: 0,
+ * or -1 when there is none, an empty or too long one, or two (a cookie
+ * planted by another port of this host beside ours). */
+int cnl_api_cookie_value(struct cnl_http_request *req, const char *name,
+                         char *buf, size_t len);
 /* api_cookie.c: the Set-Cookie line ("...\r\n") that makes session
  * @token (claims @cl) the browser's: 0, or -1 when @len is too small. */
 int cnl_api_cookie_header(struct call *c, const char *token,

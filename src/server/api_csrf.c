@@ -39,12 +39,10 @@ void cnl_api_csrf_of(struct cnl_api *api, const char *jti, char *out)
 	out[CSRF_HEX] = '\0';
 }
 
-int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
+int cnl_api_cookie_value(struct cnl_http_request *req, const char *name,
                          char *buf, size_t len)
 {
 	const char *h = cnl_http_header(req, "Cookie");
-	const char *name =
-	    c->api->tls ? CNL_API_UI_COOKIE_TLS : CNL_API_UI_COOKIE;
 	size_t nl = strlen(name);
 	bool found = false;
 
@@ -71,6 +69,14 @@ int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
 		h += n;
 	}
 	return found ? 0 : -1;
+}
+
+int cnl_api_cookie_token(struct call *c, struct cnl_http_request *req,
+                         char *buf, size_t len)
+{
+	return cnl_api_cookie_value(
+	    req, c->api->tls ? CNL_API_UI_COOKIE_TLS : CNL_API_UI_COOKIE, buf,
+	    len);
 }
 
 bool cnl_api_same_origin(struct call *c, struct cnl_http_request *req,

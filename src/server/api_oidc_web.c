@@ -137,33 +137,6 @@ static void url_encode(struct cnl_metrics_buf *b, const char *s)
 	}
 }
 
-/* The value of cookie @name in the request into @out: 0, or -1. */
-static int cookie_value(struct cnl_http_request *req, const char *name,
-                        char *out, size_t len)
-{
-	const char *h = cnl_http_header(req, "Cookie");
-	size_t nl = strlen(name);
-
-	while (h && *h) {
-		size_t n;
-
-		while (*h == ' ' || *h == ';')
-			h++;
-		n = strcspn(h, ";");
-		if (n > nl && strncmp(h, name, nl) == 0 && h[nl] == '=') {
-			size_t v = n - nl - 1;
-
-			if (v == 0 || v >= len)
-				return -1;
-			memcpy(out, h + nl + 1, v);
-			out[v] = '\0';
-			return 0;
-		}
-		h += n;
-	}
-	return -1;
-}
-
 /* A free slot of the table (made on first use), or the oldest. */
 static struct cnl_api_oidc_web *slot(struct cnl_api *api, int64_t now_ms)
 {
@@ -406,7 +379,8 @@ void cnl_api_prepare_oidc_callback(struct call *c, struct cnl_http_request *req)
 		     "browser sign-in is not configured on this server");
 		return;
 	}
-	if (cookie_value(req, CNL_API_OIDC_COOKIE, value, sizeof(value)) < 0 ||
+	if (cnl_api_cookie_value(req, CNL_API_OIDC_COOKIE, value,
+	                         sizeof(value)) < 0 ||
 	    cnl_auth_token_digest(value, digest) < 0) {
 		fail(c, 400, "cookie",
 		     "cookie \"" CNL_API_OIDC_COOKIE "\": missing: this "
