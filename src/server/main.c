@@ -134,7 +134,7 @@ static const struct cnl_config_def settings_table[] = {
      "origin of its own so that a tenant's pages never run on the API's "
      "and the dashboard's; HTTPS with tls_cert when the API has it. "
      "Unset: listen's host with its port + 1 (a free port when listen's "
-     "is 0)."},
+     "is 0 or port + 1 is taken, with a warning)."},
     {"notebook_url", CNL_CONFIG_STRING, S(notebook_url), NULL, 0, 0,
      "The notebook proxy's URL as users reach it (http(s)://host[:port], "
      "another origin than public_url), in the servers' URLs; unset: the "
@@ -755,7 +755,20 @@ int main(int argc, char **argv)
 	}
 	l.host = nb_host;
 	l.port = nb_port;
-	if (cnl_api_start_notebooks(api, &l, &nb_srv, err, sizeof(err)) < 0) {
+	r = cnl_api_start_notebooks(api, &l, &nb_srv, err, sizeof(err));
+	/* The default (listen's port + 1) may be another program's, or an
+	 * ephemeral port the kernel lent a connection: then any free port,
+	 * said in the log and the banner (the servers' URLs follow it).  A
+	 * port the operator chose is theirs to fix. */
+	if (r == -EADDRINUSE && !st.notebook_listen && nb_port) {
+		cnl_log(CNL_LOG_WARN, "notebook port taken",
+		        "port=%u use=\"any free port; set notebook_listen to "
+		        "choose one\"",
+		        (unsigned)nb_port);
+		l.port = 0;
+		r = cnl_api_start_notebooks(api, &l, &nb_srv, err, sizeof(err));
+	}
+	if (r < 0) {
 		fprintf(stderr, "cnlabd: notebook_listen: %s\n", err);
 		goto out;
 	}

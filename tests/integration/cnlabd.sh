@@ -166,6 +166,35 @@ out=$(CNLAB_JWT_SECRET=0123456789abcdef0123456789abcdef0123456789abcdef "$cnlabd
 	--listen 127.0.0.1:0 --public-url https://cnlab.example --notebook-url https://cnlab.example/ 2>&1)
 [ $? != 0 ] && grep -q 'notebook_url must be another origin' <<<"$out" && ok notebook-url-same ||
 	bad "notebook-url-same: $out"
+# listen's port + 1 (the notebook listener's default) taken by another
+# program: cnlabd still starts, its notebooks on any free port, said in
+# the log; a notebook_listen given explicitly stays an error.
+python3 -c '
+import socket, sys, time
+for _ in range(50):
+    h = socket.socket(); h.bind(("127.0.0.1", 0)); q = h.getsockname()[1]
+    t = socket.socket()
+    try:
+        t.bind(("127.0.0.1", q - 1)); t.close(); break
+    except OSError:
+        h.close()
+h.listen(1); print(q - 1, flush=True); sys.stdout.close(); time.sleep(120)
+' >"$tmp/held" &
+holder=$!
+for _ in $(seq 100); do [ -s "$tmp/held" ] && break; sleep 0.05; done
+p=$(cat "$tmp/held")
+start "$tmp/e" --listen "127.0.0.1:$p" --log-level info && [ "$port" = "$p" ] &&
+	for _ in $(seq 100); do grep -q '^notebooks on' "$tmp/out" && break; sleep 0.05; done
+nport=$(sed -n 's/^notebooks on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$tmp/out")
+[ -n "$nport" ] && [ "$nport" != "$((p + 1))" ] && [ "$nport" != "$p" ] &&
+	grep -q 'notebook port taken' "$tmp/err" &&
+	[ "$(curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$nport/s/srv_x/")" = 401 ] &&
+	ok notebook-port-taken || bad "notebook-port-taken ($p, notebooks '$nport'): $(cat "$tmp/out" "$tmp/err")"
+[ -n "$pid" ] && { kill -TERM "$pid"; wait "$pid"; pid=; }
+out=$("$cnlabd" --data-dir "$tmp/e" --listen 127.0.0.1:0 --notebook-listen "127.0.0.1:$((p + 1))" 2>&1)
+[ $? != 0 ] && grep -q 'notebook_listen: cannot listen' <<<"$out" && ok notebook-listen-taken ||
+	bad "notebook-listen-taken: $out"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
 # --- API tokens --------------------------------------------------------------
 start "$tmp/d" && ok restart-plain || bad restart-plain
