@@ -110,16 +110,19 @@ static int load_servers(struct cnl_ctl *ctl)
 	return r;
 }
 
-/* The per-day record (kind "usage_day", body {"block_ms"}). */
+/* The per-day record (kind "usage_day", body {"block_ms"}): only the
+ * days of the window.  Ids begin with the day ("YYYY-MM-DD/..."), so the
+ * listing starts after every id of the day before the window ('~' sorts
+ * after every character of an id); older days stay in the store. */
 static int load_usage_days(struct cnl_ctl *ctl)
 {
 	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
-	char last[CNL_STORE_DOC_ID_MAX] = "";
+	char last[CNL_STORE_DOC_ID_MAX];
 	int n, r;
 
+	cnl_usage_day_after(ctl_now_ms(), last, sizeof(last));
 	do {
-		r = cnl_store_doc_list(ctl->store, "usage_day", NULL,
-		                       last[0] ? last : NULL,
+		r = cnl_store_doc_list(ctl->store, "usage_day", NULL, last,
 		                       CNL_STORE_LIST_MAX, d, &n);
 		for (int i = 0; r == 0 && i < n; i++) {
 			json_t *o = json_loads(d[i].body, 0, NULL);

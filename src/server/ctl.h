@@ -270,6 +270,10 @@ json_t *cnl_usage_recent(const json_t *days, int64_t now_ms);
 /* Drop from memory the days before the 7 ending with @now_ms's, but those
  * in @dirty (not yet stored); the store keeps them all. */
 void cnl_usage_prune(json_t *days, const json_t *dirty, int64_t now_ms);
+/* Into @buf, a key after every key of the day before the window ending
+ * with @now_ms's day and before every key of the window: where a listing
+ * of the stored days starts. */
+void cnl_usage_day_after(int64_t now_ms, char *buf, size_t len);
 json_t *cnl_ctl_usage_recent(struct cnl_ctl *ctl, int64_t now_ms);
 
 /*

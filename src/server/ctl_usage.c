@@ -100,6 +100,14 @@ json_t *cnl_usage_recent(const json_t *days, int64_t now_ms)
 	return ret;
 }
 
+void cnl_usage_day_after(int64_t now_ms, char *buf, size_t len)
+{
+	char day[16];
+
+	day_name(now_ms - 7 * DAY_MS, day);
+	snprintf(buf, len, "%s/~", day);
+}
+
 void cnl_usage_prune(json_t *days, const json_t *dirty, int64_t now_ms)
 {
 	char first[16];

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include <jansson.h>
@@ -103,11 +104,28 @@ static void test_units_and_owners(void **state)
 	json_decref(days);
 }
 
+/* Where a restart's listing of the stored days starts: after every key of
+ * the day before the window, before every key of its first day. */
+static void test_day_after(void **state)
+{
+	char after[64];
+	int64_t now = MIDNIGHT + 8 * 24 * H + 5 * H; /* 2026-12-11 05:00 */
+
+	(void)state;
+	cnl_usage_day_after(now, after, sizeof(after));
+	assert_string_equal(after, "2026-12-04/~");
+	assert_true(strcmp("2026-12-04/prj_zzZZ99/usr_zzZZ99", after) < 0);
+	assert_true(strcmp("2026-12-03/prj_a/usr_1", after) < 0);
+	assert_true(strcmp("2026-12-05/prj_0/usr_0", after) > 0);
+	assert_true(strcmp("2026-12-11/prj_a/usr_1", after) > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_midnight_split),
 	    cmocka_unit_test(test_units_and_owners),
+	    cmocka_unit_test(test_day_after),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
