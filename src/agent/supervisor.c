@@ -1162,6 +1162,11 @@ static void forget(struct cnl_agent *a, struct wk *w)
 		cnl_agent_rmtree(w->dir);
 	else
 		cnl_agent_workspace_close(a, w);
+	/* Its bundle and runtime state too, while @w is in the table: once
+	 * it is out, the next epoch of the same id may start here (a server
+	 * stopped and started again) and make a bundle of the same name,
+	 * which a drop after the removal would take from under it. */
+	cnl_agent_bundle_drop(a, w->id);
 	pthread_mutex_lock(&a->mu);
 	cnl_region_remove(w->region);
 	cnl_agent_out_path(a, w->id, "stdout", po, sizeof(po));
@@ -1179,7 +1184,6 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	cnl_agent_wk_remove(a, w);
 	cnl_agent_state_drop(a, id);
 	pthread_mutex_unlock(&a->mu);
-	cnl_agent_bundle_drop(a, id);
 	if (!a->cfg.bare)
 		cnl_agent_images_gc(a);
 }

@@ -15,6 +15,7 @@
 #   - a job started while the volume is mounted holds none of it
 #   - stop: unmounted, the image kept; start: mounted once, from one loop
 #     device, and a file written before the stop is there
+#   - started the moment it is stopped, six times over: each start runs
 #   - killed while its agent is away: the agent back reports it and
 #     unmounts the volume
 #   - cnlab server delete: the image, the folder and the mount are gone
@@ -84,6 +85,7 @@ mkdir -m 755 "$tmp/scripts"
 mkdir -m 1777 "$tmp/scratch"
 cat >"$tmp/scripts/server.sh" <<'EOF'
 cd /workspace || exit 1
+echo start >>starts.log
 if [ -f marker ]; then
 	echo "second start: $(cat marker)" >second.txt
 else
@@ -284,6 +286,33 @@ wait_file "$ws/second.txt"
 	[ "$(loops_of "$img")" = 1 ] &&
 	ok "started again: mounted once, one loop device, the file written before the stop is there" ||
 	bad "start: $(cat "$ws/second.txt" 2>&1) $(api GET "/v1/servers/$srv")"
+
+# --- stopped and started again at once ---------------------------------------------
+# The start is sent the moment cnlabd says stopped, while the node may
+# still be clearing the last run away (the Quickstart's user does this):
+# every start runs, none fails over what its predecessor left.
+starts_ok=0
+for i in 1 2 3 4 5 6; do
+	n=$(wc -l <"$ws/starts.log")
+	api POST "/v1/servers/$srv/stop" >/dev/null
+	for _ in $(seq 1500); do
+		[ "$(api GET "/v1/servers/$srv" | jq -r .state)" = stopped ] && break
+		sleep 0.02
+	done
+	api POST "/v1/servers/$srv/start" >/dev/null
+	st=
+	for _ in $(seq 300); do
+		[ "$(wc -l <"$ws/starts.log" 2>/dev/null || echo 0)" -gt "$n" ] && break
+		st=$(api GET "/v1/servers/$srv" | jq -r .state)
+		[ "$st" = failed ] && break
+		sleep 0.1
+	done
+	[ "$(wc -l <"$ws/starts.log" 2>/dev/null || echo 0)" -gt "$n" ] || break
+	starts_ok=$i
+done
+[ "$starts_ok" = 6 ] && [ "$(wait_state "$srv" running | jq -r .state)" = running ] &&
+	ok "stopped and started again at once, six times: each start runs" ||
+	bad "start right after stop #$((starts_ok + 1)): $st $(api GET "/v1/servers/$srv" | jq -c '{state,message}')"
 
 # --- the server ends while its agent is away ----------------------------------
 kill "$probe"
