@@ -173,6 +173,18 @@ static const struct cnl_cli_flag burst_flags[] = {
     {NULL, NULL, NULL, 0},
 };
 
+static const struct cnl_cli_flag secret_set_flags[] = {
+    {"from-file", "FILE", "read the value from FILE", 0},
+    {"from-stdin", NULL, "read the value from stdin", 0},
+    {"scope", "SCOPE", "user (yours, the default) or project (--project's)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag secret_scope_flags[] = {
+    {"scope", "SCOPE", "user (yours, the default) or project (--project's)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
 static const struct cnl_cli_flag cloud_flags[] = {
     {"account", "ID", "account id (AWS: 12 digits)", 0},
     {"region", "REGION", "e.g. ap-northeast-2", 0},
@@ -259,6 +271,14 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      cloud_flags, 1, 1, false, false, cnl_cli_cmd_cloud_add},
     {"cloud list", "", "cloud accounts (admin)", NULL, 0, 0, false, false,
      cnl_cli_cmd_cloud_list},
+    {"secret set", "NAME",
+     "keep a secret, encrypted, for your runs and servers (--scope project: "
+     "project admins)",
+     secret_set_flags, 1, 1, false, false, cnl_cli_cmd_secret_set},
+    {"secret list", "", "your secrets (or the project's): names, never values",
+     secret_scope_flags, 0, 0, false, false, cnl_cli_cmd_secret_list},
+    {"secret delete", "NAME", "delete a secret", secret_scope_flags, 1, 1,
+     false, false, cnl_cli_cmd_secret_delete},
     {"user create", "NAME", "create a user with an invitation (admin)",
      user_create_flags, 1, 1, false, false, cnl_cli_cmd_user_create},
     {"user list", "", "users (admin)", NULL, 0, 0, false, false,

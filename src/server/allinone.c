@@ -102,6 +102,19 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 	return 0;
 }
 
+int cnl_aio_secrets_key_path(char *out, size_t len)
+{
+	const char *x = getenv("XDG_CONFIG_HOME"), *h = getenv("HOME");
+
+	if (x && x[0] == '/')
+		snprintf(out, len, "%s/cnlab/secrets.key", x);
+	else if (h && h[0] == '/')
+		snprintf(out, len, "%s/.config/cnlab/secrets.key", h);
+	else
+		return -1;
+	return 0;
+}
+
 /* The embedded agent's node name: this host's. */
 void cnl_aio_node_name(char *out, size_t len)
 {

@@ -40,6 +40,14 @@ int cnl_aio_secrets(const char *data_dir, const char *env_secret,
 /* Room for the embedded agent's credential, NUL included. */
 #define CNL_AIO_TOKEN_MAX 64
 
+/*
+ * cnl_aio_secrets_key_path - where the all-in-one keeps its secrets key
+ * when no secrets_key_file is set: $XDG_CONFIG_HOME/cnlab/secrets.key,
+ * else ~/.config/cnlab/secrets.key; the user's, not the data
+ * directory's.  0, or -1 when neither variable is set.
+ */
+int cnl_aio_secrets_key_path(char *out, size_t len);
+
 /* cnl_aio_node_name - the embedded agent's node name (this host's). */
 void cnl_aio_node_name(char *out, size_t len);
 

@@ -106,6 +106,10 @@ struct cnl_api {
 	struct cnl_store **readers;
 	size_t n_readers, cap_readers;
 	atomic_bool no_readers; /* the store has none (in memory): all locked */
+	/* The operator's key for secrets at rest (secrets.h): without it
+	 * the secret routes answer 409. */
+	bool have_secrets_key;
+	uint8_t secrets_key[32];
 	/* The dashboard's snapshot and its streams (api_dashboard.c). */
 	struct cnl_api_dash *dash;
 	/* Browser sign-ins under way (api_oidc_web.c), under mu:
@@ -630,6 +634,27 @@ void cnl_api_h_audit_list(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
 void cnl_api_h_audit_verify(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
+
+/* api_secrets.c */
+/* A secret's name: 1..CNL_SECRET_NAME_MAX-1 of [A-Za-z0-9._-], the first a
+ * letter or digit (a file name under /run/secrets). */
+#define CNL_SECRET_NAME_MAX 64
+bool cnl_api_secret_name_ok(const char *s);
+/* The document parent and id of secret @name of a user or project. */
+void cnl_api_secret_place(bool project, const char *owner, const char *name,
+                          char *parent, size_t plen, char *id, size_t idlen);
+void cnl_api_h_secrets_list(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
+void cnl_api_h_secret_set(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_secret_delete(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_project_secrets_list(void *call, struct cnl_http_request *req,
+                                    struct cnl_http_response *resp);
+void cnl_api_h_project_secret_set(void *call, struct cnl_http_request *req,
+                                  struct cnl_http_response *resp);
+void cnl_api_h_project_secret_delete(void *call, struct cnl_http_request *req,
+                                     struct cnl_http_response *resp);
 
 /* api_cloud.c */
 void cnl_api_h_burst_get(void *call, struct cnl_http_request *req,

@@ -287,6 +287,16 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/audit/verify", ADM, NULL, cnl_api_h_audit_verify},
     {"GET", "/v1/policy/burst", ADM, NULL, cnl_api_h_burst_get},
     {"PUT", "/v1/policy/burst", ADM, "policy.burst", cnl_api_h_burst_put},
+    {"GET", "/v1/secrets", AUTH, NULL, cnl_api_h_secrets_list},
+    {"PUT", "/v1/secrets/{secret}", AUTH, "secret.set", cnl_api_h_secret_set},
+    {"DELETE", "/v1/secrets/{secret}", AUTH, "secret.delete",
+     cnl_api_h_secret_delete},
+    {"GET", "/v1/projects/{project}/secrets", PV, NULL,
+     cnl_api_h_project_secrets_list},
+    {"PUT", "/v1/projects/{project}/secrets/{secret}", PA, "secret.set",
+     cnl_api_h_project_secret_set},
+    {"DELETE", "/v1/projects/{project}/secrets/{secret}", PA, "secret.delete",
+     cnl_api_h_project_secret_delete},
     {"GET", "/v1/cloud/accounts", ADM, NULL, cnl_api_h_cloud_list},
     {"POST", "/v1/cloud/accounts", ADM, "cloud.add", cnl_api_h_cloud_add},
     {"DELETE", "/v1/cloud/accounts/{account}", ADM, "cloud.delete",
@@ -931,6 +941,11 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	api->key = cnl_xmalloc(api->keylen);
 	memcpy(api->key, cfg->jwt_key, api->keylen);
 	api->scrypt_ln = ln;
+	if (cfg->secrets_key) {
+		memcpy(api->secrets_key, cfg->secrets_key,
+		       sizeof(api->secrets_key));
+		api->have_secrets_key = true;
+	}
 	api->oidc = cfg->oidc;
 	api->oidc_issuer =
 	    cfg->oidc_issuer ? cnl_xstrdup(cfg->oidc_issuer) : NULL;
@@ -1056,6 +1071,7 @@ void cnl_api_free(struct cnl_api *api)
 		cnl_store_close(api->readers[i]);
 	free(api->readers);
 	cnl_commit_free(api->commit);
+	explicit_bzero(api->secrets_key, sizeof(api->secrets_key));
 	if (api->key) {
 		explicit_bzero(api->key, api->keylen);
 		free(api->key);

@@ -92,6 +92,9 @@ struct cnl_api_config {
 	int64_t images_max_bytes;    /* one image's archive; 0: 64 GiB */
 	int64_t artifacts_keep_ms;   /* a job's files after its end; 0: kept
 	                                until the project goes */
+	/* The key that seals secrets at rest (secrets.h), 32 bytes, copied;
+	 * NULL: secrets are off (their routes answer 409). */
+	const uint8_t *secrets_key;
 };
 
 /* Where and how cnl_api_start() serves. */

@@ -29,6 +29,7 @@
 #include "net/http_server.h"
 #include "net/otel.h"
 #include "server/allinone.h"
+#include "server/secrets.h"
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/oidc.h"
@@ -40,6 +41,7 @@ struct settings {
 	char *listen;
 	char *tls_cert;
 	char *tls_key;
+	char *secrets_key_file;
 	char *policy;
 	int64_t node_lost_timeout;
 	int64_t node_credential_overlap;
@@ -83,6 +85,11 @@ static const struct cnl_config_def settings_table[] = {
      "PEM certificate chain file; with tls_key, serve HTTPS."},
     {"tls_key", CNL_CONFIG_STRING, S(tls_key), NULL, 0, 0,
      "PEM private key file for tls_cert."},
+    {"secrets_key_file", CNL_CONFIG_STRING, S(secrets_key_file), NULL, 0, 0,
+     "File holding the key that encrypts secrets at rest: 64 hex digits "
+     "(openssl rand -hex 32), mode 0600, outside data_dir. Without it "
+     "secrets are off; --all-in-one makes one in ~/.config/cnlab/ "
+     "(XDG_CONFIG_HOME)."},
     {"policy", CNL_CONFIG_STRING, S(policy), "cnlab", 0, 0,
      "Scheduling policy (cnlab, fifo, fgd, bestfit, ...)."},
     {"node_lost_timeout", CNL_CONFIG_DURATION, S(node_lost_timeout), "30s",
@@ -471,6 +478,8 @@ int main(int argc, char **argv)
 	char aio_secret[CNL_AIO_SECRET_MAX], aio_pw[CNL_AIO_SECRET_MAX];
 	char aio_dir[PATH_MAX], chosen_gpus[128] = "";
 	char aio_token[CNL_AIO_TOKEN_MAX] = "";
+	uint8_t sec_key[CNL_SECRET_KEY_LEN];
+	bool have_sec_key = false;
 	pid_t agent_pid = -1;
 	int64_t agent_started_ms = 0;
 	char aio_url[128] = "";
@@ -660,6 +669,27 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
 	}
+	/* The secrets key: the operator's file, or on the all-in-one one
+	 * made in the user's config folder (never beside the database). */
+	if (st.secrets_key_file) {
+		if (cnl_secret_key_load(st.secrets_key_file, st.data_dir,
+		                        sec_key, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlabd: %s\n", err);
+			goto out;
+		}
+		have_sec_key = true;
+	} else if (aio && cnl_aio_secrets_key_path(path, sizeof(path)) == 0) {
+		if (cnl_secret_key_make(path, st.data_dir, sec_key, err,
+		                        sizeof(err)) < 0) {
+			fprintf(stderr, "cnlabd: %s\n", err);
+			goto out;
+		}
+		have_sec_key = true;
+		cnl_log(CNL_LOG_INFO, "secrets key", "file=%s", path);
+	}
+	if (!have_sec_key)
+		cnl_log(CNL_LOG_INFO, "secrets are off",
+		        "why=\"no secrets_key_file is set\"");
 	if ((size_t)snprintf(path, sizeof(path), "%s/cnlab.db", st.data_dir) >=
 	    sizeof(path)) {
 		fprintf(stderr, "cnlabd: data_dir path too long\n");
@@ -710,6 +740,7 @@ int main(int argc, char **argv)
 	    &(struct cnl_api_config){
 	        .store = store,
 	        .jwt_key = (const uint8_t *)secret,
+	        .secrets_key = have_sec_key ? sec_key : NULL,
 	        .jwt_key_len = strlen(secret),
 	        .oidc = oidc,
 	        .oidc_issuer = st.oidc_issuer,
@@ -844,6 +875,7 @@ out:
 		}
 	}
 	explicit_bzero(aio_token, sizeof(aio_token));
+	explicit_bzero(sec_key, sizeof(sec_key));
 	cnl_api_stop(api);
 	cnl_http_server_free(nb_srv);
 	cnl_http_server_free(srv);

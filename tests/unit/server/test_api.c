@@ -1321,11 +1321,11 @@ static void test_route_table_check(void **state)
 
 	/* A row whose permission was left out is refused, naming it. */
 	memcpy(bad, real, n * sizeof(*bad));
-	bad[n] = (struct cnl_http_route){"GET", "/v1/secrets",
+	bad[n] = (struct cnl_http_route){"GET", "/v1/no-such-thing",
 	                                 .handler = noop_handler};
 	assert_int_equal(cnl_http_routes_check(bad, n + 1, err, sizeof(err)),
 	                 -CNL_ECONFIG);
-	assert_non_null(strstr(err, "/v1/secrets"));
+	assert_non_null(strstr(err, "/v1/no-such-thing"));
 	assert_non_null(strstr(err, "no permission"));
 	/* ... and the server does not start on it. */
 	assert_int_equal(

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# secrets.sh - cnlab secret set|list|delete against a real cnlabd (the
+# all-in-one, and plain cnlabd for its key file), typed with the real CLI,
+# and tried the way a curious tenant and a thief of the database would:
+#   - cnlabd refuses a key file others may read, one inside the data
+#     directory, a link, and one that is not 64 hex digits; without a key
+#     the secret routes say that secrets are off and how to turn them on
+#   - the all-in-one makes its key in the user's config folder, 0600,
+#     not in the data directory
+#   - set from a file and from stdin; list shows names, never values; the
+#     value is in no API reply, in no log line, in no audit record, and not
+#     in the database file (neither as text nor as its base64)
+#   - a user's secrets are theirs alone; a project's are set by its admins
+#     and listed by its members; another project sees neither
+#   - bad names, a value on the command line, an oversized value, bad
+#     base64 and unknown fields are refused naming the problem, and what
+#     was stored before is kept
+#   - a restart with the same key keeps every secret
+set -u
+cnlabd=$1
+cnlab=$2
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+pid=
+cleanup() {
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1"
+	fails=$((fails + 1))
+}
+unset CNLAB_JWT_SECRET CNLAB_ADMIN_PASSWORD XDG_CONFIG_HOME
+
+# --- plain cnlabd: the key file ---------------------------------------------------
+key=$tmp/keys/secrets.key
+mkdir -m 700 "$tmp/keys"
+printf '%064x\n' 0 | tr 0 a >"$key" # 64 hex digits
+chmod 600 "$key"
+try_key() { # try_key FILE: cnlabd's exit code and stderr, started with it
+	CNLAB_JWT_SECRET=integration-test-secret-0123456789abcdef \
+		timeout 20 "$cnlabd" --data-dir "$tmp/plain" --listen 127.0.0.1:0 \
+		--secrets-key-file "$1" >"$tmp/plain.out" 2>"$tmp/plain.err" &
+	local p=$! rc
+	for _ in $(seq 100); do
+		grep -q '^listening on' "$tmp/plain.out" && break
+		kill -0 $p 2>/dev/null || break
+		sleep 0.05
+	done
+	if grep -q '^listening on' "$tmp/plain.out"; then
+		rc=up
+	else
+		wait $p
+		rc=$?
+	fi
+	kill $p 2>/dev/null
+	wait $p 2>/dev/null
+	echo "$rc"
+}
+chmod 644 "$key"
+rc=$(try_key "$key")
+[ "$rc" != up ] && [ "$rc" != 0 ] && grep -q 'mode 644 lets others read' "$tmp/plain.err" &&
+	ok "a key file others may read is refused, naming its mode" ||
+	bad "key 0644: rc=$rc $(cat "$tmp/plain.err")"
+chmod 600 "$key"
+mkdir -p -m 700 "$tmp/plain"
+cp "$key" "$tmp/plain/secrets.key"
+rc=$(try_key "$tmp/plain/../plain/secrets.key")
+[ "$rc" != up ] && [ "$rc" != 0 ] && grep -q 'inside the data directory' "$tmp/plain.err" &&
+	ok "a key file inside the data directory is refused" || bad "key in data dir: rc=$rc $(cat "$tmp/plain.err")"
+ln -s "$key" "$tmp/keys/link.key"
+rc=$(try_key "$tmp/keys/link.key")
+[ "$rc" != up ] && [ "$rc" != 0 ] && grep -q 'secrets_key_file' "$tmp/plain.err" &&
+	ok "a key file that is a link is refused" || bad "key link: rc=$rc $(cat "$tmp/plain.err")"
+echo 0123abcd >"$tmp/keys/short.key"
+chmod 600 "$tmp/keys/short.key"
+rc=$(try_key "$tmp/keys/short.key")
+[ "$rc" != up ] && [ "$rc" != 0 ] && grep -q '64 hexadecimal digits' "$tmp/plain.err" &&
+	ok "a key that is not 64 hex digits is refused" || bad "short key: rc=$rc $(cat "$tmp/plain.err")"
+rc=$(try_key "$key")
+[ "$rc" = up ] &&
+	ok "a good key file outside the data directory starts cnlabd" || bad "good key: rc=$rc $(cat "$tmp/plain.err")"
+
+# --- the all-in-one ---------------------------------------------------------------
+# One port for both starts: the CLI keeps its token for the server it
+# logged in to.
+aio_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+start_aio() {
+	: >"$tmp/out"
+	HOME=$tmp/home "$cnlabd" --all-in-one --data-dir "$tmp/data" "$@" \
+		--listen "127.0.0.1:$aio_port" --gpus fake:1xH100-80GB-SXM >"$tmp/out" 2>>"$tmp/err" &
+	pid=$!
+	for _ in $(seq 200); do
+		grep -q 'CNLab is running' "$tmp/out" && break
+		sleep 0.1
+	done
+	url=$(sed -n 's/^CNLab is running at \([^ ]*\).*/\1/p' "$tmp/out")
+}
+stop_aio() {
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	pid=
+}
+start_aio
+[ -n "$url" ] || {
+	echo "FAIL start: $(cat "$tmp/err")"
+	exit 1
+}
+[ "$(stat -c %a "$tmp/home/.config/cnlab/secrets.key" 2>/dev/null)" = 600 ] &&
+	[ ! -e "$tmp/data/secrets.key" ] &&
+	ok "the all-in-one made its key in ~/.config/cnlab (0600), not in the data directory" ||
+	bad "aio key: $(ls -la "$tmp/home/.config/cnlab" "$tmp/data" 2>&1)"
+
+cnlab() { CNLAB_CONFIG=$tmp/admin.json "$cnlab" "$@"; }
+as() { # as USER ARGS...
+	local u=$1
+	shift
+	CNLAB_CONFIG=$tmp/$u.json "$cnlab" "$@"
+}
+cnlab login --server "$url" --user admin --password-stdin <"$tmp/data/admin.password" >/dev/null 2>&1 ||
+	bad "admin login"
+cnlab project create vision >/dev/null 2>&1
+for u in ana bob carl; do
+	echo "$u-password-1" | cnlab user create $u --password-stdin >/dev/null 2>&1
+done
+cnlab project member add default ana --role project-admin >/dev/null 2>&1
+cnlab project member add default bob >/dev/null 2>&1
+cnlab project member add vision carl >/dev/null 2>&1
+for u in ana bob carl; do
+	echo "$u-password-1" | as $u login --server "$url" --user $u --password-stdin >/dev/null 2>&1 ||
+		bad "$u login"
+done
+
+# Values: printable, with a newline, and binary.
+printf 'ana-TOPSECRET-7f3a\n' >"$tmp/ana.txt"
+head -c 4096 /dev/urandom >"$tmp/bin"
+as ana secret set db-password --from-file "$tmp/ana.txt" >"$tmp/o" 2>&1
+[ $? = 0 ] && grep -q '^✓ Secret db-password set (user, 19 bytes)$' "$tmp/o" &&
+	ok "cnlab secret set NAME --from-file" || bad "set from file: $(cat "$tmp/o")"
+printf 'project-TOPSECRET-c0ffee' | as ana secret set wandb-key --from-stdin --scope project >"$tmp/o" 2>&1
+[ $? = 0 ] && grep -q 'Secret wandb-key set (project, 24 bytes)' "$tmp/o" &&
+	ok "a project admin sets a project secret from stdin" || bad "project set: $(cat "$tmp/o")"
+as ana secret set blob --from-file "$tmp/bin" >/dev/null 2>&1 && ok "a binary value" || bad "binary value"
+
+as ana secret list >"$tmp/o" 2>&1
+grep -Eq '^db-password +user +19 +ana ' "$tmp/o" && grep -Eq '^blob +user +4096 ' "$tmp/o" &&
+	! grep -q wandb-key "$tmp/o" && ok "secret list: the user's own, names and sizes" ||
+	bad "list: $(cat "$tmp/o")"
+as bob secret list --scope project >"$tmp/o" 2>&1
+grep -Eq '^wandb-key +project +24 +ana ' "$tmp/o" &&
+	ok "a project member lists the project's secrets" || bad "bob project list: $(cat "$tmp/o")"
+
+# Nobody else sees a user's secrets, not even the administrator.
+for who in bob carl admin; do
+	out=$( [ $who = admin ] && cnlab secret list -o json || as $who secret list -o json)
+	[ "$(echo "$out" | jq '.items | length')" = 0 ] || bad "$who sees ana's secrets: $out"
+done
+ok "another user (the admin too) sees none of ana's secrets"
+as carl secret list --scope project --project default >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && ! grep -q wandb "$tmp/o" && ok "another project's member cannot list them (exit $rc)" ||
+	bad "carl lists default's secrets: $(cat "$tmp/o")"
+printf 'x' | as bob secret set wandb-key --from-stdin --scope project >"$tmp/o" 2>&1
+rc=$?
+[ $rc = 3 ] || [ $rc = 5 ] && ok "a plain member cannot set a project secret (exit $rc)" ||
+	bad "bob sets a project secret: rc=$rc $(cat "$tmp/o")"
+as bob secret delete wandb-key --scope project >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && as ana secret list --scope project | grep -q wandb-key &&
+	ok "a plain member cannot delete one (exit $rc); it is kept" || bad "bob deleted: rc=$rc $(cat "$tmp/o")"
+as bob secret delete db-password >"$tmp/o" 2>&1
+[ $? = 4 ] && as ana secret list | grep -q db-password &&
+	ok "another user deleting ana's secret by name: not found, and it is kept" ||
+	bad "bob deletes ana's: $(cat "$tmp/o")"
+
+# Bad input.
+as ana secret set 'a/b' --from-stdin </dev/null >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q "secret name a/b" "$tmp/o" && ok "a bad name: usage, named" || bad "bad name: $(cat "$tmp/o")"
+as ana secret set .hidden --from-stdin </dev/null >/dev/null 2>&1
+[ $? = 2 ] && ok "a name starting with '.': usage" || bad "dot name"
+as ana secret set tok hunter2 >"$tmp/o" 2>&1
+[ $? = 2 ] && ok "a value on the command line is refused" || bad "value as argument: $(cat "$tmp/o")"
+as ana secret set tok >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q -- '--from-file FILE or --from-stdin' "$tmp/o" && ok "no value: usage naming both flags" ||
+	bad "no value: $(cat "$tmp/o")"
+head -c 65537 /dev/zero >"$tmp/big"
+as ana secret set db-password --from-file "$tmp/big" >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q '64 KiB' "$tmp/o" && ok "a value over 64 KiB: usage, the limit named" ||
+	bad "big: $(cat "$tmp/o")"
+as ana secret set db-password --from-file "$tmp/nonexistent" >/dev/null 2>&1
+[ $? = 2 ] && ok "a missing file: usage" || bad "missing file"
+as ana secret set x --from-stdin --scope team </dev/null >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q -- '--scope' "$tmp/o" && ok "a bad --scope: usage" || bad "scope: $(cat "$tmp/o")"
+as ana secret list -o json | jq -e '.items[] | select(.name=="db-password") | .size == 19' >/dev/null &&
+	ok "after the refusals, the stored value is unchanged (19 bytes)" || bad "db-password changed"
+# The API itself, as a script would call it.
+atok=$(jq -r .token "$tmp/ana.json")
+api() { curl -sS -o "$tmp/api.out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer $atok" ${3:+-d "$3"} "$url$2"; }
+code=$(api PUT /v1/secrets/x '{"value_base64":"not base64!"}')
+[ "$code" = 400 ] && grep -q value_base64 "$tmp/api.out" && ok "API: bad base64 is a 400 naming the field" ||
+	bad "bad b64: $code $(cat "$tmp/api.out")"
+code=$(api PUT /v1/secrets/x '{"value_base64":"eA==","value":"x"}')
+[ "$code" = 400 ] && jq -r .error.message "$tmp/api.out" | grep -q 'field "value"' && ok "API: an unknown field is a 400 naming it" ||
+	bad "unknown field: $code $(cat "$tmp/api.out")"
+big=$(head -c 65537 /dev/zero | base64 -w0)
+code=$(api PUT /v1/secrets/x "{\"value_base64\":\"$big\"}")
+[ "$code" = 413 ] && ok "API: a value over 64 KiB is a 413" || bad "api big: $code $(cat "$tmp/api.out")"
+code=$(api PUT /v1/secrets/..%2Fx '{"value_base64":"eA=="}')
+[ "${code:0:1}" = 4 ] && ok "API: a name that walks a path is refused ($code)" || bad "api path: $code"
+
+# The value is nowhere it should not be.
+b64=$(base64 -w0 "$tmp/ana.txt")
+leaks=
+for f in "$tmp/data"/cnlab.db*; do
+	grep -q -a TOPSECRET "$f" && leaks="$leaks $f(text)"
+	grep -q -a -F "$b64" "$f" && leaks="$leaks $f(base64)"
+done
+grep -q TOPSECRET "$tmp/err" "$tmp/out" && leaks="$leaks log"
+for who in ana bob; do
+	as $who secret list -o json | grep -q TOPSECRET && leaks="$leaks list"
+	as $who secret list --scope project -o json | grep -q -e TOPSECRET -e "$b64" && leaks="$leaks project-list"
+done
+cnlab audit list -o json >"$tmp/audit" 2>&1 || cnlab audit -o json >"$tmp/audit" 2>&1
+grep -q -e TOPSECRET -e "$b64" "$tmp/audit" && leaks="$leaks audit"
+[ -z "$leaks" ] && ok "the value is not in the database, the logs, any reply or the audit" ||
+	bad "leaked:$leaks"
+grep -q 'secret.set' "$tmp/audit" && grep -q 'secret:user:ana/db-password' "$tmp/audit" &&
+	grep -q 'secret:default/wandb-key' "$tmp/audit" &&
+	ok "the audit names each set secret" || bad "audit: $(grep secret "$tmp/audit")"
+
+# A restart with the same key keeps them.
+stop_aio
+start_aio
+names=$(as ana secret list -o json | jq -c '[.items[].name] | sort')
+[ "$names" = '["blob","db-password"]' ] &&
+	ok "a restart keeps every secret" || bad "after restart: $(as ana secret list 2>&1)"
+as ana secret delete blob >"$tmp/o" 2>&1
+[ $? = 0 ] && grep -q 'Secret blob deleted' "$tmp/o" && ! as ana secret list | grep -q '^blob ' &&
+	ok "cnlab secret delete" || bad "delete: $(cat "$tmp/o") $(tail -5 "$tmp/err")"
+stop_aio
+
+# Without a key (plain cnlabd, no secrets_key_file): off, saying how to turn them on.
+CNLAB_JWT_SECRET=integration-test-secret-0123456789abcdef CNLAB_ADMIN_PASSWORD=root-password-1 \
+	"$cnlabd" --data-dir "$tmp/nokey" --listen 127.0.0.1:0 --bootstrap-admin root \
+	>"$tmp/nk.out" 2>"$tmp/nk.err" &
+pid=$!
+port=
+for _ in $(seq 100); do
+	port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$tmp/nk.out" 2>/dev/null)
+	[ -n "$port" ] && break
+	sleep 0.05
+done
+echo root-password-1 | as root login --server "http://127.0.0.1:$port" --user root --password-stdin >/dev/null 2>&1
+printf x | as root secret set k --from-stdin >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q 'secrets_key_file' "$tmp/o" && grep -q 'secrets are off' "$tmp/nk.err" &&
+	ok "no key: secrets are off, and the refusal names secrets_key_file (exit $rc)" ||
+	bad "no key: rc=$rc $(cat "$tmp/o")"
+
+[ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
+[ "$fails" -eq 0 ]
