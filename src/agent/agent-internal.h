@@ -350,7 +350,33 @@ struct cnl_agent_ctr {
 	 * its environment; NULL: the built-in "host". */
 	const char *image_root;
 	char *const *image_env;
+	/* The workload's secrets folder (secrets.c), mounted read-only at
+	 * /run/secrets; NULL: none. */
+	const char *secrets;
 };
+
+/* secrets.c: a workload's secrets, fetched and written before it starts:
+ * the folder to mount, and "VAR=value" for those asked for as
+ * variables (malloc'd; cnl_agent_secrets_done() wipes and frees them). */
+struct cnl_agent_secrets {
+	char dir[600]; /* "" when it has none */
+	char *env[CNL_WIRE_SECRETS_MAX];
+	int n_env;
+};
+/* <work_dir>/secrets, or its folder of workload @id (NULL: the top). */
+void cnl_agent_secrets_dir(const struct cnl_agent *a, const char *id, char *out,
+                           size_t len);
+/* Fetch @w's secrets through @cl and write them, @uid's, into its folder
+ * on the secrets tmpfs: 0, or a negative errno with @why. */
+int cnl_agent_secrets_fetch(struct cnl_agent *a, struct cnl_client *cl,
+                            const struct wk *w, uid_t uid,
+                            struct cnl_agent_secrets *ret, char *why,
+                            size_t whylen);
+void cnl_agent_secrets_done(struct cnl_agent_secrets *s);
+/* Remove workload @id's secrets folder. */
+void cnl_agent_secrets_drop(struct cnl_agent *a, const char *id);
+/* Detach the secrets tmpfs from the node (agent exit). */
+void cnl_agent_secrets_close(struct cnl_agent *a);
 
 /* The device nodes of the GPUs of @mask and the driver's control nodes,
  * those the node has, up to @max; how many. */

@@ -420,6 +420,7 @@ void cnl_agent_free(struct cnl_agent *a)
 	if (!a)
 		return;
 	cnl_http_server_free(a->metrics);
+	cnl_agent_secrets_close(a);
 	for (size_t i = 0; i < a->n_wk; i++) {
 		/* Workloads keep running: a restarted agent re-adopts them.
 		 * Those that ended keep their cgroup and exit record too:

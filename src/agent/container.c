@@ -1087,7 +1087,7 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	struct cnl_oci_mount m[48];
 	size_t n = 0;
 	char root[700], crun_state[700], ws[700], region[700], board[700];
-	char acct[700], acct_view[700];
+	char acct[700], acct_view[700], secrets[700];
 	/* A command of plain words is run by cnlab-init itself (a search
 	 * of PATH, 127 when not found, as the shell would); anything else
 	 * by "/bin/sh -c": no shell started for "python3 train.py". */
@@ -1125,7 +1125,7 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	cnl_agent_view(a, c->region ? c->region : "", region, sizeof(region));
 	if (!c->image_root) {
 		r = host_rootfs(root, c->user, preload, region, m, &n,
-		                CNL_ARRAY_SIZE(m) - 7 - CNL_AGENT_MOUNTS_MAX);
+		                CNL_ARRAY_SIZE(m) - 8 - CNL_AGENT_MOUNTS_MAX);
 		if (r < 0) {
 			cnl_seterr(err, errlen,
 			           "cannot build the root file system "
@@ -1172,6 +1172,12 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	if (c->board && c->board[0])
 		m[n++] = (struct cnl_oci_mount){c->board, board, "bind", false,
 		                                NULL};
+	/* Its secrets, read-only, over the container's /run tmpfs. */
+	if (c->secrets && c->secrets[0]) {
+		cnl_agent_view(a, c->secrets, secrets, sizeof(secrets));
+		m[n++] = (struct cnl_oci_mount){"/run/secrets", secrets, "bind",
+		                                true, NULL};
+	}
 	if (c->image_root) {
 		r = image_rootfs(a, c, bundle, root, m, n, preload, err,
 		                 errlen);

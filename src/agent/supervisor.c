@@ -183,8 +183,8 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
                           const char *const *envp, const char *command,
                           const char *shim, struct cnl_launch_spec *spec,
                           char *bundle, size_t bundle_len, const char **rt_argv,
-                          char *rt_root, size_t rt_root_len, char *err,
-                          size_t errlen)
+                          char *rt_root, size_t rt_root_len,
+                          const char *secrets, char *err, size_t errlen)
 {
 	static const char *const rt_env[] = {
 	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -269,6 +269,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	                         .host_network = as->has_gang,
 	                         .image_root = as->image[0] ? lower : NULL,
 	                         .image_env = image_env,
+	                         .secrets = secrets,
 	                     },
 	                     bundle, bundle_len, err, errlen);
 	free(image_env);
@@ -320,7 +321,9 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 	char rocr[640] = "", hvd[96] = "";
 	int nvis = 0;
 	_cleanup_free_ char *gang_nodes = NULL;
-	const char *envp[64], *argv[4], *rt_argv[12], *command, *shim;
+	const char *envp[64 + CNL_WIRE_SECRETS_MAX], *argv[4], *rt_argv[12],
+	    *command, *shim;
+	struct cnl_agent_secrets sec = {0};
 	char bundle[600], rt_root[600], ws_root[600];
 	struct cnl_launch_spec spec = {0};
 	struct cnl_span launch;
@@ -499,6 +502,25 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 			goto fail;
 		}
 	}
+	/* Its secrets (secrets.c), as the tenant's files on a tmpfs. */
+	if (as->secrets > 0) {
+		unsigned base = 0;
+
+		if (!a->cfg.bare &&
+		    (r = cnl_agent_user_range(a, as->user_id, &base)) < 0) {
+			snprintf(err, sizeof(err),
+			         "no host id range for user \"%s\": %s",
+			         as->user, cnl_strerror(r));
+			goto fail;
+		}
+		t0 = cnl_otel_now_ns();
+		r = cnl_agent_secrets_fetch(a, cl, w,
+		                            (uid_t)(base + CNL_OCI_TENANT_ID),
+		                            &sec, err, sizeof(err));
+		cnl_agent_trace_step("agent.secrets", t0, r, err);
+		if (r < 0)
+			goto fail;
+	}
 	/* Environment: all the command gets; in a container, in the
 	 * container's terms. */
 	ctr = !a->cfg.bare;
@@ -555,7 +577,13 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 			ENV("CNLAB_NOTEBOOK=%s",
 			    ctr ? CNL_AGENT_NOTEBOOK : a->notebook);
 	}
+	if (sec.dir[0])
+		ENV("CNLAB_SECRETS_DIR=/run/secrets");
 #undef ENV
+	/* Secrets asked for as variables, last: nothing above may be
+	 * replaced by one (the server refuses those names too). */
+	for (int i = 0; i < sec.n_env; i++)
+		envp[ne++] = sec.env[i];
 	envp[ne] = NULL;
 	command = w->server ? a->cfg.server_command : as->command;
 	if (!command || (!w->server && !command[0])) {
@@ -582,7 +610,8 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 		t0 = cnl_otel_now_ns();
 		r = container_spec(a, w, as, envp, command, shim, &spec, bundle,
 		                   sizeof(bundle), rt_argv, rt_root,
-		                   sizeof(rt_root), err, sizeof(err));
+		                   sizeof(rt_root), sec.dir[0] ? sec.dir : NULL,
+		                   err, sizeof(err));
 		cnl_agent_trace_step("agent.container.create", t0, r, err);
 		if (r < 0)
 			goto fail;
@@ -635,6 +664,7 @@ static bool start(struct cnl_agent *a, struct cnl_client *cl,
 		if (r < 0)
 			goto fail;
 	}
+	cnl_agent_secrets_done(&sec);
 	cnl_log(CNL_LOG_INFO, "workload started",
 	        "id=%s epoch=%" PRId64 " kind=%s gpus=%s", id, w->epoch,
 	        w->server ? "server" : "job", cvd[0] ? cvd : "-");
@@ -659,6 +689,8 @@ fail:
 		        id, cnl_log_quote(q, sizeof(q), err));
 	}
 	cnl_agent_trace_launched(&launch, w, r < 0 ? r : -1, err);
+	cnl_agent_secrets_done(&sec);
+	cnl_agent_secrets_drop(a, id);
 	cnl_agent_state_drop(a, id);
 	cnl_agent_bundle_drop(a, id);
 	if (!w->server && w->dir[0])
@@ -1167,6 +1199,7 @@ static void forget(struct cnl_agent *a, struct wk *w)
 	 * stopped and started again) and make a bundle of the same name,
 	 * which a drop after the removal would take from under it. */
 	cnl_agent_bundle_drop(a, w->id);
+	cnl_agent_secrets_drop(a, w->id);
 	pthread_mutex_lock(&a->mu);
 	cnl_region_remove(w->region);
 	cnl_agent_out_path(a, w->id, "stdout", po, sizeof(po));

@@ -268,6 +268,9 @@ int cnl_cli_cmd_server_show(struct cnl_cli *cli);
 int cnl_cli_cmd_server_resize(struct cnl_cli *cli);
 int cnl_cli_cmd_run(struct cnl_cli *cli);
 int cnl_cli_cmd_secret_set(struct cnl_cli *cli);
+/* --secret NAME[,NAME...] and --secret-env NAME=VAR[,...] as the
+ * submission's "secrets" in @body: 0 or an exit code (cmd/secret.c). */
+int cnl_cli_secret_refs(struct cnl_cli *cli, json_t *body);
 int cnl_cli_cmd_secret_list(struct cnl_cli *cli);
 int cnl_cli_cmd_secret_delete(struct cnl_cli *cli);
 int cnl_cli_cmd_jobs_list(struct cnl_cli *cli);

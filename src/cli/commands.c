@@ -111,6 +111,12 @@ static const struct cnl_cli_flag create_flags[] = {
     {"idle", "DURATION", "stop after this much idle time: 2h, 30m", 0},
     {"no-wait", NULL, "return at once instead of waiting until ready", 0},
     {"wait", "DURATION", "how long to wait until ready (default 10m)", 0},
+    {"secret", "NAMES",
+     "secrets as files under /run/secrets (comma-separated; cnlab secret "
+     "list)",
+     0},
+    {"secret-env", "NAME=VAR",
+     "a secret as an environment variable too (comma-separated pairs)", 0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -144,6 +150,12 @@ static const struct cnl_cli_flag run_flags[] = {
     {"memory", "SIZE", "memory: 8Gi, 512Mi, or a number of MiB", 0},
     {"artifacts", "DIR", "where artifacts go (./artifacts/JOB)", 'd'},
     {"detach", NULL, "submit and return without streaming", 0},
+    {"secret", "NAMES",
+     "secrets as files under /run/secrets (comma-separated; cnlab secret "
+     "list)",
+     0},
+    {"secret-env", "NAME=VAR",
+     "a secret as an environment variable too (comma-separated pairs)", 0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -176,12 +188,14 @@ static const struct cnl_cli_flag burst_flags[] = {
 static const struct cnl_cli_flag secret_set_flags[] = {
     {"from-file", "FILE", "read the value from FILE", 0},
     {"from-stdin", NULL, "read the value from stdin", 0},
-    {"scope", "SCOPE", "user (yours, the default) or project (--project's)", 0},
+    {"scope", "SCOPE",
+     "user (your own, the default) or project (the --project one)", 0},
     {NULL, NULL, NULL, 0},
 };
 
 static const struct cnl_cli_flag secret_scope_flags[] = {
-    {"scope", "SCOPE", "user (yours, the default) or project (--project's)", 0},
+    {"scope", "SCOPE",
+     "user (your own, the default) or project (the --project one)", 0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -275,7 +289,8 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      "keep a secret, encrypted, for your runs and servers (--scope project: "
      "project admins)",
      secret_set_flags, 1, 1, false, false, cnl_cli_cmd_secret_set},
-    {"secret list", "", "your secrets (or the project's): names, never values",
+    {"secret list", "",
+     "your secrets (or those of the project): names, never values",
      secret_scope_flags, 0, 0, false, false, cnl_cli_cmd_secret_list},
     {"secret delete", "NAME", "delete a secret", secret_scope_flags, 1, 1,
      false, false, cnl_cli_cmd_secret_delete},

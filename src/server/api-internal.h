@@ -655,6 +655,19 @@ void cnl_api_h_project_secret_set(void *call, struct cnl_http_request *req,
                                   struct cnl_http_response *resp);
 void cnl_api_h_project_secret_delete(void *call, struct cnl_http_request *req,
                                      struct cnl_http_response *resp);
+/*
+ * cnl_api_secrets_take - the submission's "secrets" (a list of {"name",
+ * "scope", "env"}), each found among the caller's own secrets, then the
+ * project's (or in the scope named): 0 with the references to store in
+ * *@ret (NULL when none were asked for), or -1 with a 4xx in @resp.
+ */
+int cnl_api_secrets_take(struct call *c, json_t *body, json_t **ret,
+                         struct cnl_http_response *resp);
+/* Store @refs (from cnl_api_secrets_take) for @workload; in the caller's
+ * transaction.  0, or a store error. */
+int cnl_api_secrets_attach(struct call *c, const char *workload, json_t *refs);
+void cnl_api_h_node_secrets(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp);
 
 /* api_cloud.c */
 void cnl_api_h_burst_get(void *call, struct cnl_http_request *req,

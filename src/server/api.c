@@ -272,6 +272,8 @@ static const struct cnl_http_route routes[] = {
     {"GET", "/v1/nodes/{node}/checkpoints/file", AGT, NULL,
      cnl_api_h_node_checkpoint_file},
     {"GET", "/v1/nodes/{node}/inputs", AGT, NULL, cnl_api_h_node_inputs_get},
+    {"POST", "/v1/nodes/{node}/secrets", AGT, "secret.use",
+     cnl_api_h_node_secrets},
     {"GET", "/v1/nodes/{node}/blobs/{digest}", AGT, NULL,
      cnl_api_h_node_blob_get},
     {"GET", "/v1/nodes/{node}/inputs/file", AGT, NULL,

@@ -292,7 +292,8 @@ static int get_gpu_types(struct call *c, json_t *body, const char *shape,
  * its trace (ctl_trace.c). */
 static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
                        int64_t mem, json_t *types, const char *dataset,
-                       const char *image, const char *gang, int rank, int size)
+                       const char *image, const char *gang, int rank, int size,
+                       int secrets)
 {
 	json_t *o =
 	    json_pack("{s:b,s:I,s:I}", "preemptible", preemptible, "cpu_milli",
@@ -306,6 +307,8 @@ static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
 		json_object_set_new(o, "dataset", json_string(dataset));
 	if (image && image[0] && strcmp(image, "host") != 0)
 		json_object_set_new(o, "image", json_string(image));
+	if (secrets > 0)
+		json_object_set_new(o, "secrets", json_integer(secrets));
 	if (size > 1)
 		json_object_set_new(o, "gang",
 		                    json_pack("{s:s,s:i,s:i}", "id", gang,
@@ -362,9 +365,10 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp)
 {
 	static const char *const fields[] = {
-	    "command",   "gpu",         "profile",   "priority", "deadline",
-	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "inputs",
-	    "gpu_types", "dataset",     "nodes",     "image",    NULL};
+	    "command",  "gpu",       "profile",     "priority",
+	    "deadline", "runtime_s", "preemptible", "cpu_milli",
+	    "mem_mib",  "inputs",    "gpu_types",   "dataset",
+	    "nodes",    "image",     "secrets",     NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
@@ -373,7 +377,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	int64_t runtime = 0, cpu = 0, mem = 0, nodes = 1;
 	struct cnl_ctl_admission adm = {0};
 	bool preemptible = true, fresh = true, attached = false;
-	json_t *inputs = NULL, *members = NULL;
+	json_t *inputs = NULL, *members = NULL, *srefs = NULL;
 	uint64_t types = 0;
 	int prio, r;
 	char err[256];
@@ -431,6 +435,9 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	 * no file system with the user's machine). */
 	if (cnl_api_job_inputs_check(c, body, resp, &inputs) < 0)
 		goto out;
+	/* "secrets": its node fetches them at the start (api_secrets.c). */
+	if (cnl_api_secrets_take(c, body, &srefs, resp) < 0)
+		goto out;
 	if (profile) {
 		if (cnl_api_profile_shape(c, profile, j.gpu_shape,
 		                          sizeof(j.gpu_shape), NULL) < 0) {
@@ -479,7 +486,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	snprintf(j.state, sizeof(j.state), "pending");
 	if (initial_run(j.run, sizeof(j.run), preemptible, cpu, mem,
 	                types ? json_object_get(body, "gpu_types") : NULL,
-	                dataset, img, j.id, 0, (int)nodes) < 0) {
+	                dataset, img, j.id, 0, (int)nodes,
+	                (int)json_array_size(srefs)) < 0) {
 		cnl_api_bad(resp, "the job's fields are too long together");
 		goto out;
 	}
@@ -531,7 +539,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 			        m.run, sizeof(m.run), preemptible, cpu, mem,
 			        types ? json_object_get(body, "gpu_types")
 			              : NULL,
-			        dataset, img, j.id, k, (int)nodes) < 0) {
+			        dataset, img, j.id, k, (int)nodes,
+			        (int)json_array_size(srefs)) < 0) {
 				r = -ENOMEM;
 				break;
 			}
@@ -558,6 +567,12 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		attached = true;
 		if (ar < 0)
 			r = ar; /* else r stays CNL_STORE_CREATED */
+	}
+	if (r == CNL_STORE_CREATED && srefs) {
+		int sr = cnl_api_secrets_attach(c, got.id, srefs);
+
+		if (sr < 0)
+			r = sr;
 	}
 	/* The key's request hash, with the job (a retry with another body
 	 * is then 422). */
@@ -624,6 +639,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 out:
 	json_decref(inputs);
 	json_decref(members);
+	json_decref(srefs);
 	json_decref(body);
 }
 

@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "server/api-internal.h"
 #include "server/secrets.h"
+#include "wire/node.h"
 
 bool cnl_api_secret_name_ok(const char *s)
 {
@@ -257,4 +258,289 @@ void cnl_api_h_project_secret_delete(void *call, struct cnl_http_request *req,
                                      struct cnl_http_response *resp)
 {
 	del(call, req, resp, true);
+}
+
+/* ---- secrets of a workload ------------------------------------------------
+ */
+
+/* Environment names a secret may not take: the platform's own, the
+ * loader's, and what places the workload on its GPU. */
+static bool env_name_ok(const char *s)
+{
+	static const char *const reserved[] = {"PATH",
+	                                       "HOME",
+	                                       "USER",
+	                                       "CUDA_VISIBLE_DEVICES",
+	                                       "NVIDIA_VISIBLE_DEVICES",
+	                                       "HIP_VISIBLE_DEVICES",
+	                                       "ROCR_VISIBLE_DEVICES",
+	                                       NULL};
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 127 || (s[0] >= '0' && s[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	if (strncmp(s, "CNLAB_", 6) == 0 || strncmp(s, "LD_", 3) == 0)
+		return false;
+	for (const char *const *r = reserved; *r; r++)
+		if (strcmp(s, *r) == 0)
+			return false;
+	return true;
+}
+
+int cnl_api_secrets_take(struct call *c, json_t *body, json_t **ret,
+                         struct cnl_http_response *resp)
+{
+	json_t *list = json_object_get(body, "secrets"), *refs, *it;
+	size_t i;
+
+	*ret = NULL;
+	if (!list)
+		return 0;
+	if (!json_is_array(list) ||
+	    json_array_size(list) > CNL_WIRE_SECRETS_MAX) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "field \"secrets\": a list of at most %d "
+		               "{\"name\", \"scope\", \"env\"}",
+		               CNL_WIRE_SECRETS_MAX);
+		return -1;
+	}
+	if (json_array_size(list) == 0)
+		return 0;
+	if (!secrets_on(c, resp))
+		return -1;
+	refs = json_array();
+	json_array_foreach (list, i, it) {
+		static const char *const keys[] = {"name", "scope", "env",
+		                                   NULL};
+		const char *name =
+		    json_string_value(json_object_get(it, "name"));
+		const char *scope =
+		    json_string_value(json_object_get(it, "scope"));
+		const char *env = json_string_value(json_object_get(it, "env"));
+		char parent[CNL_STORE_DOC_ID_MAX], id[CNL_STORE_DOC_ID_MAX];
+		struct cnl_store_doc d = {0};
+		const char *k;
+		json_t *v, *o;
+		bool found = false;
+
+		if (!json_is_object(it) || !name) {
+			cnl_http_error(resp, 400, "bad_request",
+			               "field \"secrets\": item %zu must be "
+			               "{\"name\": ..., \"scope\": \"user\" or "
+			               "\"project\" (optional), \"env\": a "
+			               "variable (optional)}",
+			               i);
+			goto fail;
+		}
+		json_object_foreach (it, k, v) {
+			bool known = false;
+
+			for (const char *const *x = keys; *x; x++)
+				known |= strcmp(k, *x) == 0;
+			if (!known) {
+				cnl_http_error(resp, 400, "bad_request",
+				               "field \"secrets\": item %zu: "
+				               "unknown field \"%.40s\"",
+				               i, k);
+				goto fail;
+			}
+		}
+		if (!cnl_api_secret_name_ok(name)) {
+			cnl_http_error(resp, 400, "bad_request",
+			               "field \"secrets\": item %zu: not a "
+			               "secret name",
+			               i);
+			goto fail;
+		}
+		if ((scope && strcmp(scope, "user") != 0 &&
+		     strcmp(scope, "project") != 0) ||
+		    (json_object_get(it, "scope") && !scope)) {
+			cnl_http_error(resp, 400, "bad_request",
+			               "field \"secrets\": item %zu: \"scope\" "
+			               "must be \"user\" or \"project\"",
+			               i);
+			goto fail;
+		}
+		if ((json_object_get(it, "env") && !env) ||
+		    (env && !env_name_ok(env))) {
+			cnl_http_error(
+			    resp, 400, "bad_request",
+			    "field \"secrets\": item %zu: \"env\" must be a "
+			    "variable name (letters, digits, '_'), not PATH, "
+			    "HOME, USER, *_VISIBLE_DEVICES, CNLAB_* or LD_*",
+			    i);
+			goto fail;
+		}
+		for (size_t k2 = 0; k2 < json_array_size(refs); k2++) {
+			json_t *p = json_array_get(refs, k2);
+			const char *pe =
+			    json_string_value(json_object_get(p, "env"));
+
+			if (strcmp(
+			        json_string_value(json_object_get(p, "name")),
+			        name) == 0 ||
+			    (env && pe && strcmp(env, pe) == 0)) {
+				cnl_http_error(resp, 400, "bad_request",
+				               "field \"secrets\": item %zu: "
+				               "%s named twice",
+				               i,
+				               env && pe && !strcmp(env, pe)
+				                   ? "its variable"
+				                   : "the secret");
+				goto fail;
+			}
+		}
+		/* The user's own first, then the project's. */
+		for (int proj = 0; proj < 2 && !found; proj++) {
+			if (scope && strcmp(scope, proj ? "project" : "user"))
+				continue;
+			cnl_api_secret_place(
+			    proj, proj ? c->project.id : c->user.id, name,
+			    parent, sizeof(parent), id, sizeof(id));
+			found = cnl_store_doc_get(c->st, "secret", id, &d) == 0;
+			cnl_store_doc_done(&d);
+		}
+		if (!found) {
+			cnl_http_error(resp, 400, "bad_request",
+			               "field \"secrets\": no secret \"%s\" %s "
+			               "(cnlab secret list%s)",
+			               name,
+			               !scope ? "of yours or of the project"
+			               : strcmp(scope, "user") == 0
+			                   ? "of yours"
+			                   : "of the project",
+			               scope && !strcmp(scope, "project")
+			                   ? " --scope project"
+			                   : "");
+			goto fail;
+		}
+		o = json_pack("{s:s,s:s}", "id", id, "name", name);
+		if (env)
+			json_object_set_new(o, "env", json_string(env));
+		json_array_append_new(refs, o);
+	}
+	*ret = refs;
+	return 0;
+fail:
+	json_decref(refs);
+	return -1;
+}
+
+int cnl_api_secrets_attach(struct call *c, const char *workload, json_t *refs)
+{
+	json_t *o;
+	int r;
+
+	if (!refs || json_array_size(refs) == 0)
+		return 0;
+	o = json_pack("{s:O}", "items", refs);
+	r = cnl_api_doc_save(c, "secret-refs", workload, workload, "", o,
+	                     false);
+	json_decref(o);
+	return r;
+}
+
+/*
+ * POST /v1/nodes/{node}/secrets?job=ID&epoch=E: the values of the secrets
+ * the workload asked for, for the node that runs it under that epoch
+ * (a gang's members, their leader's).  The use is audited, by name.
+ */
+void cnl_api_h_node_secrets(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	const char *job = cnl_api_node_job(c, req, resp);
+	char owner[CNL_ID_MAX], names[CNL_STORE_AUDIT_MAX] = "";
+	struct cnl_store_doc d = {0};
+	struct cnl_store_job jb;
+	json_t *refs = NULL, *items, *it;
+	size_t i;
+	int r;
+
+	if (!job)
+		return;
+	snprintf(owner, sizeof(owner), "%s", job);
+	if (cnl_store_job_get(c->api->store, job, &jb) == 0)
+		(void)cnl_api_job_gang(&jb, owner, NULL, NULL);
+	r = cnl_store_doc_get(c->api->store, "secret-refs", owner, &d);
+	if (r == 0)
+		refs = json_loads(d.body, 0, NULL);
+	cnl_store_doc_done(&d);
+	if (r < 0 && r != -CNL_ENOTFOUND) {
+		cnl_api_store_error(c, resp, r, "secrets");
+		return;
+	}
+	items = json_array();
+	json_array_foreach (json_object_get(refs, "items"), i, it) {
+		const char *id = json_string_value(json_object_get(it, "id"));
+		const char *name =
+		    json_string_value(json_object_get(it, "name"));
+		const char *env = json_string_value(json_object_get(it, "env"));
+		const char *sealed;
+		struct cnl_store_doc s = {0};
+		uint8_t *value = NULL;
+		size_t n = 0;
+		json_t *body, *o;
+		char *b64;
+
+		if (!id || !name)
+			continue;
+		if (cnl_store_doc_get(c->api->store, "secret", id, &s) < 0) {
+			cnl_http_error(resp, 409, "secret_gone",
+			               "secret \"%s\" was deleted after the "
+			               "submission: set it again (cnlab secret "
+			               "set %s) and submit again",
+			               name, name);
+			goto fail;
+		}
+		body = json_loads(s.body, 0, NULL);
+		cnl_store_doc_done(&s);
+		sealed = json_string_value(json_object_get(body, "sealed"));
+		if (!c->api->have_secrets_key || !sealed ||
+		    cnl_secret_open(c->api->secrets_key, id, sealed, &value,
+		                    &n) < 0) {
+			char kid[CNL_SECRET_KEY_ID] = "none";
+
+			if (c->api->have_secrets_key)
+				cnl_secret_key_id(c->api->secrets_key, kid);
+			cnl_http_error(
+			    resp, 409, "secret_sealed",
+			    "secret \"%s\" cannot be opened with this "
+			    "platform's key (key %s; it was sealed under key "
+			    "%s): the operator's secrets_key_file changed",
+			    name, kid,
+			    json_string_value(json_object_get(body, "key_id"))
+			        ?: "?");
+			json_decref(body);
+			goto fail;
+		}
+		json_decref(body);
+		b64 = cnl_b64_encode_new(value, n, CNL_B64_STD | CNL_B64_PAD);
+		explicit_bzero(value, n);
+		free(value);
+		o = json_pack("{s:s,s:s}", "name", name, "value_base64", b64);
+		explicit_bzero(b64, strlen(b64));
+		free(b64);
+		if (env)
+			json_object_set_new(o, "env", json_string(env));
+		json_array_append_new(items, o);
+		{
+			size_t used = strlen(names);
+
+			snprintf(names + used, sizeof(names) - used, "%s%s",
+			         used ? "," : "", id);
+		}
+	}
+	snprintf(c->target, sizeof(c->target), "%s %s", job, names);
+	json_decref(refs);
+	cnl_http_reply(resp, 200, json_pack("{s:o}", "items", items));
+	return;
+fail:
+	json_decref(items);
+	json_decref(refs);
 }

@@ -98,13 +98,14 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
                               struct cnl_http_response *resp)
 {
 	static const char *const fields[] = {
-	    "name", "image", "profile", "storage_gb", "idle_timeout_s", NULL};
+	    "name",           "image",   "profile", "storage_gb",
+	    "idle_timeout_s", "secrets", NULL};
 	struct call *c = call;
 	struct cnl_store_server v = {0}, got;
 	const char *name, *image, *profile, *key;
 	char shape[CNL_SHAPE_MAX], err[256], img[CNL_STORE_IMAGE_MAX];
 	int64_t storage = 10, idle = 3600;
-	json_t *body;
+	json_t *body, *srefs = NULL, *run;
 	int r;
 
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
@@ -129,7 +130,8 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 	}
 	if (cnl_api_image_check(c, image, img, sizeof(img), resp) < 0 ||
 	    cnl_api_idem_key(c, req, resp, "server", &key) < 0 ||
-	    cnl_api_feasible(c, shape, NULL, true, resp) < 0)
+	    cnl_api_feasible(c, shape, NULL, true, resp) < 0 ||
+	    cnl_api_secrets_take(c, body, &srefs, resp) < 0)
 		goto out;
 	snprintf(c->target, sizeof(c->target), "%s", name);
 	if (cnl_api_new_id(c, "srv", v.id) < 0) {
@@ -146,13 +148,26 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 	snprintf(v.state, sizeof(v.state), "pending");
 	v.created_ms = c->now_ms;
 	/* Its submission's trace context, kept across a restart of cnlabd
-	 * before it is placed (ctl_trace.c). */
+	 * before it is placed (ctl_trace.c), and how many secrets its node
+	 * fetches at each start. */
+	run = json_object();
 	if (cnl_trace_current()) {
 		char tp[CNL_TRACE_HEADER_MAX];
 
 		cnl_trace_format(cnl_trace_current(), tp);
-		snprintf(v.run, sizeof(v.run), "{\"traceparent\":\"%s\"}", tp);
+		json_object_set_new(run, "traceparent", json_string(tp));
 	}
+	if (json_array_size(srefs))
+		json_object_set_new(
+		    run, "secrets",
+		    json_integer((json_int_t)json_array_size(srefs)));
+	if (json_object_size(run)) {
+		char *t = json_dumps(run, JSON_COMPACT);
+
+		snprintf(v.run, sizeof(v.run), "%s", t ? t : "");
+		free(t);
+	}
+	json_decref(run);
 	if (key) {
 		struct cnl_store_server tmp;
 
@@ -176,6 +191,12 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 
 			if (ir < 0)
 				r = ir;
+		}
+		if (r == CNL_STORE_CREATED && srefs) {
+			int sr = cnl_api_secrets_attach(c, got.id, srefs);
+
+			if (sr < 0)
+				r = sr;
 		}
 		if (r >= 0 && cnl_store_tx_commit(c->api->store) < 0)
 			r = -EIO;
@@ -203,6 +224,7 @@ void cnl_api_h_servers_create(void *call, struct cnl_http_request *req,
 	cnl_http_reply(resp, r == CNL_STORE_REPLAYED ? 200 : 201,
 	               cnl_api_server_json(c, &got));
 out:
+	json_decref(srefs);
 	json_decref(body);
 }
 

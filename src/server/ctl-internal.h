@@ -53,6 +53,7 @@ struct node {
 	 * the nodes array may move while a poll waits). */
 	pthread_cond_t *wake;
 	json_t *inventory; /* the registration body, for listings */
+	uint8_t protocol;  /* its agent's (CNL_WIRE_PROTOCOL); 0: unknown */
 	/* Each GPU's use as the last heartbeat gave it (protocol 7; memory
 	 * only, for the dashboard): -1 where not reported; use_known is
 	 * false before such a heartbeat. */
@@ -117,6 +118,8 @@ struct wl {
 	uint8_t n_gpu_types;
 	char gang_id[CNL_ID_MAX]; /* the gang's leader (rank 0); "": none */
 	char image[128];          /* jobs: the image asked for; "": host */
+	int n_secrets;            /* secrets its node fetches before it
+	                             starts (api_secrets.c) */
 	uint16_t rank, gang_size;
 	bool doomed; /* its gang can never start again (gangs_check) */
 	/* Placed block slices: the size of a pending shrink, whose blocks

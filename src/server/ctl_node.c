@@ -102,6 +102,8 @@ int ctl_node_save(struct cnl_ctl *ctl, const struct node *n, int64_t now)
 	json_object_set_new(o, "epoch", json_integer(n->epoch));
 	json_object_set_new(o, "state",
 	                    json_string(ctl_nstate_names[n->state]));
+	if (n->protocol)
+		json_object_set_new(o, "protocol", json_integer(n->protocol));
 	snprintf(d.kind, sizeof(d.kind), "node");
 	snprintf(d.id, sizeof(d.id), "%s", n->id);
 	snprintf(d.name, sizeof(d.name), "%s", n->name);
@@ -138,10 +140,16 @@ int ctl_load_nodes(struct cnl_ctl *ctl, int64_t now, char *err, size_t errlen)
 					state = k;
 			r = add_cluster_node(ctl, inv, err, errlen);
 			if (r >= 0) {
+				int pv = (int)json_integer_value(
+				    json_object_get(inv, "protocol"));
+
+				json_object_del(inv, "protocol");
 				node_push(ctl, d[i].id, inv,
 				          json_integer_value(
 				              json_object_get(inv, "epoch")),
 				          state, now);
+				ctl->nodes[ctl->n_nodes - 1].protocol =
+				    pv > 0 && pv < 256 ? (uint8_t)pv : 0;
 				/* The cluster's node stays UP until its work
 				 * is re-adopted (ctl_node_states()): the
 				 * allocator places nothing on a cordoned node,
@@ -304,6 +312,16 @@ static int relabel_node(struct cnl_ctl *ctl, int i, json_t *inv, int64_t now,
 	return 0;
 }
 
+/* The agent's protocol version, stored with the node (a restart of
+ * cnlabd keeps it: agents do not register again). */
+static void node_protocol_set(struct cnl_ctl *ctl, struct node *n, int v)
+{
+	if (n->protocol == v)
+		return;
+	n->protocol = (uint8_t)v;
+	(void)ctl_node_save(ctl, n, ctl_now_ms());
+}
+
 int cnl_ctl_node_register(struct cnl_ctl *ctl,
                           const struct cnl_wire_register *m, int64_t now,
                           struct cnl_wire_node *ret, char *err, size_t errlen)
@@ -322,8 +340,8 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl,
 			    "field \"datasets\": each must be a name "
 			    "of 1..63 characters of A-Z a-z 0-9 . _ "
 			    "-, not starting with . or -");
-	/* The inventory kept and listed: the registration without its
-	 * protocol version (gpu_type always present, "" without GPUs). */
+	/* The inventory kept and listed: the registration (gpu_type always
+	 * present, "" without GPUs), its protocol version kept apart. */
 	inv = cnl_wire_register_encode(m);
 	json_object_del(inv, "protocol");
 	json_object_set_new(inv, "gpu_type", json_string(m->gpu_type));
@@ -373,6 +391,7 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl,
 			json_object_set(n->inventory, "devices",
 			                json_object_get(inv, "devices"));
 		n->last_seen_ms = now;
+		node_protocol_set(ctl, n, m->protocol);
 		json_decref(inv);
 		node_reply(ctl, n, ret);
 		return 200;
@@ -389,6 +408,7 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl,
 	node_push(ctl, id, inv, 1, N_UP, now);
 	json_decref(inv);
 	n = &ctl->nodes[ctl->n_nodes - 1];
+	n->protocol = (uint8_t)m->protocol;
 	if ((r = ctl_node_save(ctl, n, now)) < 0) {
 		/* The cluster cannot forget a node: keep it DOWN until the
 		 * agent registers again (which retries the write). */
@@ -642,6 +662,17 @@ static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
 	}
 	m->cpu_milli = a->cpu_milli;
 	m->mem_mib = a->mem_mib;
+	/* Agents before protocol 8 know no secrets (their decoder refuses
+	 * the field): such work starts there without them, said once. */
+	if (w->node >= 0 && ctl->nodes[w->node].protocol >= 8)
+		m->secrets = w->n_secrets;
+	else if (w->n_secrets > 0)
+		cnl_log(CNL_LOG_WARN,
+		        "a node too old for secrets runs work that has some: "
+		        "upgrade its agent",
+		        "id=%s node=%s protocol=%d", w->id,
+		        w->node >= 0 ? ctl->nodes[w->node].name : "-",
+		        w->node >= 0 ? ctl->nodes[w->node].protocol : 0);
 	m->not_before_ms = w->not_before_ms;
 	if (m->action == CNL_WIRE_STOP) {
 		m->signal_ms = w->signal_ms;

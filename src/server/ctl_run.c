@@ -211,6 +211,9 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 		                    json_integer(w->shrink_to));
 	if (w->why.node[0] && (final || w->state != CNL_WL_PENDING))
 		json_object_set_new(o, "placement", why_json(&w->why));
+	/* The secrets it asked for: its node fetches them at each start. */
+	if (w->n_secrets > 0)
+		json_object_set_new(o, "secrets", json_integer(w->n_secrets));
 	/* Its trace, for the agent's spans after a restart (ctl_trace.c). */
 	if (w->trace[0])
 		json_object_set_new(o, "traceparent", json_string(w->trace));
@@ -406,6 +409,8 @@ void ctl_wl_adopt_json(struct cnl_ctl *ctl, struct wl *w, json_t *run)
 	if (!run)
 		return;
 	w->epoch = json_integer_value(json_object_get(run, "epoch"));
+	n = (int)json_integer_value(json_object_get(run, "secrets"));
+	w->n_secrets = n > 0 && n <= CNL_WIRE_SECRETS_MAX ? n : 0;
 	{
 		const char *tp =
 		    json_string_value(json_object_get(run, "traceparent"));

@@ -587,6 +587,8 @@ json_t *cnl_wire_assignment_encode(const struct cnl_wire_assignment *m)
 	cnl_wire_set_time(o, "signal_at", m->signal_ms);
 	cnl_wire_set_time(o, "kill_at", m->kill_ms);
 	cnl_wire_set_str(o, "traceparent", m->traceparent);
+	if (m->secrets > 0)
+		json_object_set_new(o, "secrets", json_integer(m->secrets));
 	return o;
 }
 
@@ -599,7 +601,8 @@ int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
 	    "command",    "image",          "image_digest", "name",
 	    "storage_gb", "idle_timeout_s", "gpu",          "gang",
 	    "cpu_milli",  "mem_mib",        "not_before",   "signal_at",
-	    "kill_at",    "image_bytes",    "traceparent",  NULL};
+	    "kill_at",    "image_bytes",    "traceparent",  "secrets",
+	    NULL};
 	static const char *const kinds[] = {"job", "server", NULL};
 	static const char *const actions[] = {"run", "stop", NULL};
 	int k, act;
@@ -672,6 +675,9 @@ int cnl_wire_assignment_decode(const json_t *j, struct cnl_wire_assignment *ret,
 	    cnl_wire_get_time(j, "kill_at", false, &ret->kill_ms, err, errlen));
 	CNL_WIRE_TRY(cnl_wire_get_str(j, "traceparent", false, ret->traceparent,
 	                              sizeof(ret->traceparent), err, errlen));
+	CNL_WIRE_TRY(cnl_wire_get_int32(j, "secrets", false, 0,
+	                                CNL_WIRE_SECRETS_MAX, &ret->secrets,
+	                                err, errlen));
 	{
 		struct cnl_trace t;
 

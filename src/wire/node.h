@@ -49,10 +49,12 @@
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
 #define CNL_WIRE_PROTOCOL                                    \
-	7 /* 5: node credentials (credential); log chunks    \
+	8 /* 5: node credentials (credential); log chunks    \
 	   * carry their offset, acknowledged; 6: heartbeats \
 	   * carry each slice's VRAM use (in-flight resize); \
-	   * 7: and each GPU's utilisation and used memory */
+	   * 7: and each GPU's utilisation and used memory;  \
+	   * 8: assignments may carry "secrets", which the   \
+	   * agent fetches (cnlabd sends older agents none) */
 #define CNL_WIRE_PROTOCOL_MIN                        \
 	5 /* an older agent holds no node credential \
 	     and is refused on every node route */
@@ -65,6 +67,7 @@
 #define CNL_WIRE_GPUS_MAX     16
 #define CNL_WIRE_DATASETS_MAX 8
 #define CNL_WIRE_GANG_MAX     64
+#define CNL_WIRE_SECRETS_MAX  32 /* secrets of one workload */
 #define CNL_WIRE_COMMAND_MAX  1024
 #define CNL_WIRE_IMAGE_MAX    256
 #define CNL_WIRE_URL_MAX      512
@@ -241,6 +244,9 @@ struct cnl_wire_assignment {
 	/* The submission's W3C trace context, parent of the agent's spans
 	 * (common/trace.h); "": none. */
 	char traceparent[CNL_TRACE_HEADER_MAX];
+	/* How many secrets the workload asked for: the node fetches them
+	 * (POST /v1/nodes/{node}/secrets) before it starts; 0: none. */
+	int32_t secrets;
 };
 
 struct cnl_wire_assignments {

@@ -15,6 +15,13 @@
 #   - bad names, a value on the command line, an oversized value, bad
 #     base64 and unknown fields are refused naming the problem, and what
 #     was stored before is kept
+#   - cnlab run --secret and --secret-env, server create --secret: files
+#     under /run/secrets on a tmpfs, 0400 and 0500, the tenant's,
+#     read-only; a variable only when asked, never LD_* or CNLAB_*; the
+#     node's fetch audited as secret.use; gone from the node after the
+#     job; no other user's secret can be named; one deleted before its
+#     job starts fails the job naming it; a server gets a secret set
+#     again at its next start; no value is on any disk
 #   - a restart with the same key keeps every secret
 set -u
 cnlabd=$1
@@ -223,13 +230,127 @@ for who in ana bob; do
 	as $who secret list -o json | grep -q TOPSECRET && leaks="$leaks list"
 	as $who secret list --scope project -o json | grep -q -e TOPSECRET -e "$b64" && leaks="$leaks project-list"
 done
-cnlab audit list -o json >"$tmp/audit" 2>&1 || cnlab audit -o json >"$tmp/audit" 2>&1
+cnlab audit --limit 1000 -o json >"$tmp/audit" 2>&1
 grep -q -e TOPSECRET -e "$b64" "$tmp/audit" && leaks="$leaks audit"
 [ -z "$leaks" ] && ok "the value is not in the database, the logs, any reply or the audit" ||
 	bad "leaked:$leaks"
 grep -q 'secret.set' "$tmp/audit" && grep -q 'secret:user:ana/db-password' "$tmp/audit" &&
 	grep -q 'secret:default/wandb-key' "$tmp/audit" &&
 	ok "the audit names each set secret" || bad "audit: $(grep secret "$tmp/audit")"
+
+# --- secrets in workloads -------------------------------------------------------
+# The job proves what it got without printing a value (its output is kept
+# by the platform): sha256 of each, modes and owners, the mount.
+sha_ana=$(sha256sum <"$tmp/ana.txt" | cut -d' ' -f1)
+sha_proj=$(printf 'project-TOPSECRET-c0ffee' | sha256sum | cut -d' ' -f1)
+cat >"$tmp/check.sh" <<'CHECK'
+echo "uid $(id -u)"
+stat -c 'dir %a %u' /run/secrets
+for f in /run/secrets/*; do stat -c "file %n %a %u" "$f"; done
+echo "db $(sha256sum </run/secrets/db-password | cut -d' ' -f1)"
+echo "wandb-file $(sha256sum </run/secrets/wandb-key | cut -d' ' -f1)"
+echo "wandb-env $(printf '%s' "$WANDB_API_KEY" | sha256sum | cut -d' ' -f1)"
+env | grep -q "ana-TOP""SECRET" && echo "db-in-env"
+echo "dir $CNLAB_SECRETS_DIR"
+grep ' /run/secrets ' /proc/self/mountinfo | grep -q ' - tmpfs ' && echo "on-tmpfs"
+(echo x >/run/secrets/db-password) 2>/dev/null && echo "WROTE-file"
+(echo x >/run/secrets/new) 2>/dev/null && echo "WROTE-dir"
+true
+CHECK
+echo 'sleep 600' >"$tmp/hold.sh"
+cd "$tmp" || exit 1
+as ana run check.sh --gpu h100-25 --secret db-password --secret-env wandb-key=WANDB_API_KEY >"$tmp/run.out" 2>&1
+rc=$?
+uid=$(sed -n 's/^uid //p' "$tmp/run.out")
+[ $rc = 0 ] && grep -q "^db $sha_ana\$" "$tmp/run.out" && grep -q "^wandb-file $sha_proj\$" "$tmp/run.out" &&
+	ok "cnlab run --secret: the files under /run/secrets hold the values" || bad "run: rc=$rc $(cat "$tmp/run.out")"
+grep -q "^wandb-env $sha_proj\$" "$tmp/run.out" && ! grep -q db-in-env "$tmp/run.out" &&
+	ok "--secret-env puts only that one in the environment" || bad "env: $(cat "$tmp/run.out")"
+[ -n "$uid" ] && grep -q "^dir 500 $uid\$" "$tmp/run.out" &&
+	grep -q "^file /run/secrets/db-password 400 $uid\$" "$tmp/run.out" &&
+	grep -q "^file /run/secrets/wandb-key 400 $uid\$" "$tmp/run.out" && grep -q '^on-tmpfs$' "$tmp/run.out" &&
+	grep -q '^dir /run/secrets$' "$tmp/run.out" &&
+	ok "each file 0400 and the folder 0500, the tenant's (uid $uid), on a tmpfs" || bad "modes: $(cat "$tmp/run.out")"
+! grep -q WROTE "$tmp/run.out" && ok "the tenant cannot change or add a secret in the container" ||
+	bad "wrote: $(cat "$tmp/run.out")"
+if ls -A "$tmp/data/agent/secrets" 2>/dev/null | grep -q .; then
+	bad "left on the node: $(ls -la "$tmp/data/agent/secrets")"
+else
+	ok "after the job its secrets are gone from the node"
+fi
+cnlab audit --limit 1000 -o json >"$tmp/audit" 2>&1
+uses=$(jq -r '.items[] | select(.action == "secret.use") | .target' "$tmp/audit")
+grep -q '/db-password' <<<"$uses" && grep -q '/wandb-key' <<<"$uses" &&
+	ok "the node's fetch is audited as secret.use, naming both" || bad "no secret.use: $(grep secret "$tmp/audit")"
+
+# Other users: another member may use the project's, not ana's own.
+as bob run check.sh --gpu h100-25 --secret db-password >"$tmp/o" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'no secret "db-password"' "$tmp/o" &&
+	ok "another user cannot name ana's own secret (exit 2, named)" || bad "bob uses ana's: rc=$rc $(cat "$tmp/o")"
+printf 'bob-own' | as bob secret set db-password --from-stdin >/dev/null 2>&1
+as bob run check.sh --gpu h100-25 --secret db-password,wandb-key >"$tmp/o" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "^wandb-file $sha_proj\$" "$tmp/o" &&
+	grep -q "^db $(printf 'bob-own' | sha256sum | cut -d' ' -f1)\$" "$tmp/o" &&
+	ok "a member gets the project's secret, and their own of the same name as ana's" || bad "bob: rc=$rc $(cat "$tmp/o")"
+as carl run check.sh --gpu h100-25 --secret wandb-key >"$tmp/o" 2>&1
+rc=$?
+[ $rc = 2 ] && ok "another project's member cannot use it (exit 2)" || bad "carl: rc=$rc $(cat "$tmp/o")"
+as ana run check.sh --gpu h100-25 --secret-env db-password=LD_PRELOAD >"$tmp/o" 2>&1
+[ $? = 2 ] && grep -q LD_ "$tmp/o" && ok "a secret cannot become LD_PRELOAD" || bad "LD_PRELOAD: $(cat "$tmp/o")"
+as ana run check.sh --gpu h100-25 --secret-env db-password=CNLAB_REGION >/dev/null 2>&1
+[ $? = 2 ] && ok "nor a CNLAB_ variable" || bad "CNLAB_ variable accepted"
+as ana run check.sh --gpu h100-25 --secret-env db-password >/dev/null 2>&1
+[ $? = 2 ] && ok "--secret-env without =VAR: usage" || bad "secret-env without var"
+
+# A secret deleted while its job waits: the job fails naming it.
+as ana run hold.sh --gpu h100 --detach >"$tmp/hold.out" 2>&1
+hold=$(grep -o 'job_[0-9A-Z]*' "$tmp/hold.out" | head -1)
+for _ in $(seq 300); do
+	[ "$(as ana jobs show "$hold" -o json 2>/dev/null | jq -r .state)" = running ] && break
+	sleep 0.1
+done
+printf 'short-lived' | as ana secret set temp --from-stdin >/dev/null 2>&1
+as ana run check.sh --gpu h100-25 --secret temp --detach >"$tmp/wait.out" 2>&1
+waiting=$(grep -o 'job_[0-9A-Z]*' "$tmp/wait.out" | head -1)
+as ana secret delete temp >/dev/null 2>&1
+as ana jobs cancel "$hold" >/dev/null 2>&1
+st=
+for _ in $(seq 600); do
+	st=$(as ana jobs show "$waiting" -o json 2>/dev/null | jq -r .state)
+	case $st in succeeded | failed | cancelled) break ;; esac
+	sleep 0.1
+done
+msg=$(as ana jobs show "$waiting" -o json 2>/dev/null | jq -r '.message // empty')
+[ "$st" = failed ] && echo "$msg" | grep -q 'temp' && echo "$msg" | grep -q 'deleted' &&
+	ok "a secret deleted before its job started: the job fails naming it ($msg)" ||
+	bad "deleted secret: $st $msg $(as ana jobs show "$waiting" 2>&1)"
+
+# A server gets them too, at each start.
+as ana server create --name nb --image host --profile h100-25pct --secret db-password >"$tmp/srv.out" 2>&1
+rc=$?
+got=$(as ana server exec nb -- sh -c 'sha256sum </run/secrets/db-password' 2>&1 | cut -d' ' -f1)
+[ $rc = 0 ] && [ "$got" = "$sha_ana" ] && ok "cnlab server create --secret: the server's /run/secrets" ||
+	bad "server: rc=$rc $(cat "$tmp/srv.out") got=$got"
+printf 'rotated-TOPSECRET' | as ana secret set db-password --from-stdin >/dev/null 2>&1
+as ana server stop nb >/dev/null 2>&1
+for _ in $(seq 300); do
+	[ "$(as ana server list -o json | jq -r '.items[] | select(.name=="nb") | .state')" = stopped ] && break
+	sleep 0.1
+done
+as ana server start nb >/dev/null 2>&1
+got=$(as ana server exec nb -- sh -c 'sha256sum </run/secrets/db-password' 2>&1 | cut -d' ' -f1)
+[ "$got" = "$(printf 'rotated-TOPSECRET' | sha256sum | cut -d' ' -f1)" ] &&
+	ok "a secret set again reaches the server at its next start" || bad "rotation: got=$got"
+as ana server delete nb --yes >/dev/null 2>&1
+printf 'ana-TOPSECRET-7f3a\n' | as ana secret set db-password --from-stdin >/dev/null 2>&1
+cd / || exit 1
+
+# No value is on a disk under the data directory (the agent's included;
+# its secrets tmpfs is not a disk).
+leaks=$(grep -r -l -a -e TOPSECRET -e "$b64" "$tmp/data" 2>/dev/null | grep -v '/agent/secrets/' | head)
+[ -z "$leaks" ] && ok "no value is on a disk under the data directory" || bad "values on disk: $leaks"
 
 # A restart with the same key keeps them.
 stop_aio

@@ -1148,7 +1148,8 @@ int cnl_cli_cmd_run(struct cnl_cli *cli)
 	}
 	if (prio)
 		json_object_set_new(body, "priority", json_string(prio));
-	if ((code = cnl_cli_project(cli, NULL, pid, pname))) {
+	if ((code = cnl_cli_secret_refs(cli, body)) ||
+	    (code = cnl_cli_project(cli, NULL, pid, pname))) {
 		json_decref(body);
 		return code;
 	}

@@ -217,3 +217,65 @@ int cnl_cli_cmd_secret_delete(struct cnl_cli *cli)
 	json_decref(o);
 	return 0;
 }
+
+/* Append the items of one comma-separated flag value to @list: names, or
+ * with @env NAME=VAR pairs; 0 or an exit code after a message. */
+static int add_refs(json_t *list, const char *flag, const char *v, bool env)
+{
+	char *copy = cnl_xstrdup(v), *save = NULL;
+	int code = 0;
+
+	for (char *it = strtok_r(copy, ",", &save); it && !code;
+	     it = strtok_r(NULL, ",", &save)) {
+		char *eq = env ? strchr(it, '=') : NULL;
+		json_t *o = NULL, *x;
+		size_t i;
+
+		if (env && (!eq || eq == it || !eq[1])) {
+			code = cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "--%s: NAME=VARIABLE, not %s", flag,
+			                    it);
+			break;
+		}
+		if (eq)
+			*eq = '\0';
+		if (!name_ok(it)) {
+			code = cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "--%s: %s is not a secret name",
+			                    flag, it);
+			break;
+		}
+		json_array_foreach (list, i, x)
+			if (strcmp(
+			        json_string_value(json_object_get(x, "name")),
+			        it) == 0)
+				o = x;
+		if (!o) {
+			o = json_pack("{s:s}", "name", it);
+			json_array_append_new(list, o);
+		}
+		if (eq)
+			json_object_set_new(o, "env", json_string(eq + 1));
+	}
+	free(copy);
+	return code;
+}
+
+int cnl_cli_secret_refs(struct cnl_cli *cli, json_t *body)
+{
+	const char *files = cnl_cli_flag(cli, "secret");
+	const char *envs = cnl_cli_flag(cli, "secret-env");
+	json_t *list;
+	int code = 0;
+
+	if (!files && !envs)
+		return 0;
+	list = json_array();
+	if ((files && (code = add_refs(list, "secret", files, false))) ||
+	    (envs && (code = add_refs(list, "secret-env", envs, true)))) {
+		json_decref(list);
+		return code;
+	}
+	json_object_set_new(body, "secrets", list);
+	return 0;
+}

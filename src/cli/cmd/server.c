@@ -247,6 +247,7 @@ int cnl_cli_cmd_server_create(struct cnl_cli *cli)
 		                    json_integer(idle_s));
 	}
 	if ((code = wait_limit(cli, &limit_ms)) ||
+	    (code = cnl_cli_secret_refs(cli, body)) ||
 	    (code = cnl_cli_project(cli, NULL, pid, pname))) {
 		json_decref(body);
 		return code;

@@ -121,12 +121,18 @@ static void test_register(void **state)
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_int_equal(got.protocol, 6);
-	/* Protocol 7 (each GPU's use in heartbeats), the current one. */
+	/* Protocol 7 (each GPU's use in heartbeats) too. */
 	DECODE_OK(cnl_wire_register_decode,
 	          "{\"protocol\":7,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_int_equal(got.protocol, 7);
+	/* Protocol 8 (assignments with secrets), the current one. */
+	DECODE_OK(cnl_wire_register_decode,
+	          "{\"protocol\":8,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &got);
+	assert_int_equal(got.protocol, 8);
 #define R(text, field)                                                 \
 	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
 	           NOTHING, text, field)
@@ -135,7 +141,7 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":8,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":9,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
 	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
@@ -368,6 +374,7 @@ static void test_assignments(void **state)
 	a[0].cpu_milli = 1000;
 	a[0].mem_mib = 4096;
 	a[0].not_before_ms = INT64_C(1700000000000);
+	a[0].secrets = 3;
 	snprintf(a[0].traceparent, sizeof(a[0].traceparent), "%s",
 	         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
 	snprintf(a[1].id, sizeof(a[1].id), "%s", "srv_1");
@@ -422,6 +429,13 @@ static void test_assignments(void **state)
 	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
 	  "\"action\":\"pause\"}]}",
 	  "assignments[0].action");
+	/* Secrets: a count of 0..32, never a value. */
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"secrets\":33}]}",
+	  "assignments[0].secrets");
+	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
+	  "\"secrets\":[\"hunter2\"]}]}",
+	  "assignments[0].secrets");
 	A("\"gpu\":{\"blocks\":1,\"vram_mib\":1,\"gpu_mask\":1},"
 	  "\"image\":\"x:1\",\"image_digest\":\"md5:0123\"}]}",
 	  "assignments[0].image_digest");
