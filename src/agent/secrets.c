@@ -147,8 +147,14 @@ int cnl_agent_secrets_fetch(struct cnl_agent *a, struct cnl_client *cl,
 	st = cnl_client_call(cl, "POST", route, NULL, 30, &reply, err,
 	                     sizeof(err));
 	if (st != 200) {
+		/* cnlabd's words, without the route (the job's message is
+		 * short). */
+		const char *m = strstr(err, "/secrets?");
+
+		m = m ? strstr(m, ": ") : NULL;
 		json_decref(reply);
-		snprintf(why, whylen, "cannot fetch its secrets: %s", err);
+		snprintf(why, whylen, "cannot fetch its secrets: %s",
+		         m ? m + 2 : err);
 		return st < 0 ? (int)st : -EIO;
 	}
 	/* A fresh folder: what an earlier run of the id left goes. */

@@ -668,6 +668,10 @@ int cnl_api_secrets_take(struct call *c, json_t *body, json_t **ret,
 int cnl_api_secrets_attach(struct call *c, const char *workload, json_t *refs);
 void cnl_api_h_node_secrets(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
+/* Whether server @server_id holds secrets of its owner's own (user
+ * scope): then it is its owner's alone (the proxy, exec and its URL's
+ * token), since whoever opens it can read them. */
+bool cnl_api_server_private(struct cnl_store *st, const char *server_id);
 
 /* api_cloud.c */
 void cnl_api_h_burst_get(void *call, struct cnl_http_request *req,

@@ -741,6 +741,14 @@ static int proxy_admit(struct call *c, struct pass *p,
 			return -1;
 		}
 	}
+	if (strcmp(c->user.id, v->user_id) != 0 &&
+	    cnl_api_server_private(api->store, v->id)) {
+		cnl_http_error(resp, 403, "forbidden",
+		               "server %s holds its owner's own secrets: only "
+		               "its owner may open it",
+		               v->name);
+		return -1;
+	}
 	if (tunnel_queue(c, resp, NULL, &p->t) < 0)
 		return -1;
 	cnl_api_grant_of(c, &p->grant);
@@ -1130,6 +1138,15 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 		               cmd ? err
 		                   : "a JSON array of strings, the command and "
 		                     "its arguments");
+		json_decref(cmd);
+		return;
+	}
+	if (strcmp(c->user.id, c->server.user_id) != 0 &&
+	    cnl_api_server_private(api->store, c->server.id)) {
+		cnl_http_error(resp, 403, "forbidden",
+		               "server %s holds its owner's own secrets: only "
+		               "its owner may run commands in it",
+		               c->server.name);
 		json_decref(cmd);
 		return;
 	}

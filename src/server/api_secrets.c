@@ -544,3 +544,23 @@ fail:
 	json_decref(items);
 	json_decref(refs);
 }
+
+bool cnl_api_server_private(struct cnl_store *st, const char *server_id)
+{
+	struct cnl_store_doc d = {0};
+	json_t *o, *it;
+	bool mine = false;
+	size_t i;
+
+	if (cnl_store_doc_get(st, "secret-refs", server_id, &d) < 0)
+		return false;
+	o = json_loads(d.body, 0, NULL);
+	cnl_store_doc_done(&d);
+	json_array_foreach (json_object_get(o, "items"), i, it) {
+		const char *id = json_string_value(json_object_get(it, "id"));
+
+		mine |= id && strncmp(id, "user/", 5) == 0;
+	}
+	json_decref(o);
+	return mine;
+}

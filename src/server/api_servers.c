@@ -54,9 +54,10 @@ static void server_doc(struct call *c, const struct cnl_store_server *v,
 	 * administrator, a member or above): a viewer gets the URL without
 	 * it, or they would use the server as its owner. */
 	if (strcmp(v->state, "running") == 0 && v->url[0]) {
-		bool may_use = c->is_admin ||
-		               strcmp(c->user.id, v->user_id) == 0 ||
-		               cnl_api_role_rank(c->role) >= 2;
+		bool own = strcmp(c->user.id, v->user_id) == 0;
+		bool may_use =
+		    own || ((c->is_admin || cnl_api_role_rank(c->role) >= 2) &&
+		            !cnl_api_server_private(c->st, v->id));
 		const char *tok = may_use ? strstr(v->url, "token=") : NULL;
 		char base[CNL_API_CLI_URL_MAX], url[CNL_API_CLI_URL_MAX + 256];
 		int n;

@@ -21,7 +21,9 @@
 #     node's fetch audited as secret.use; gone from the node after the
 #     job; no other user's secret can be named; one deleted before its
 #     job starts fails the job naming it; a server gets a secret set
-#     again at its next start; no value is on any disk
+#     again at its next start; a server holding its owner's own secrets
+#     is its owner's alone (no member, no administrator opens it, runs a
+#     command in it or sees its token); no value is on any disk
 #   - a restart with the same key keeps every secret
 set -u
 cnlabd=$1
@@ -333,6 +335,27 @@ rc=$?
 got=$(as ana server exec nb -- sh -c 'sha256sum </run/secrets/db-password' 2>&1 | cut -d' ' -f1)
 [ $rc = 0 ] && [ "$got" = "$sha_ana" ] && ok "cnlab server create --secret: the server's /run/secrets" ||
 	bad "server: rc=$rc $(cat "$tmp/srv.out") got=$got"
+# Whoever opens a server can read its files: one that holds its owner's
+# own secrets is the owner's alone (the project's members, the
+# administrator too, may not open it, run commands in it, or see its
+# URL's token, which acts as the owner).
+as bob server exec nb -- cat /run/secrets/db-password >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q "owner's own secrets" "$tmp/o" && ! grep -q TOPSECRET "$tmp/o" &&
+	ok "another member cannot exec into a server holding its owner's secrets (exit $rc)" ||
+	bad "bob exec: rc=$rc $(cat "$tmp/o")"
+cnlab server exec nb --project default -- cat /run/secrets/db-password >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && ! grep -q TOPSECRET "$tmp/o" && ok "nor can the administrator (exit $rc)" ||
+	bad "admin exec: rc=$rc $(cat "$tmp/o")"
+burl=$(as bob server list -o json | jq -r '.items[] | select(.name=="nb") | .url')
+aurl=$(as ana server list -o json | jq -r '.items[] | select(.name=="nb") | .url')
+case $aurl in *token=*) ;; *) aurl= ;; esac
+[ -n "$aurl" ] && [ -n "$burl" ] && [ "${burl#*token=}" = "$burl" ] &&
+	ok "only the owner sees its URL with the token" || bad "urls: ana=$aurl bob=$burl"
+btok=$(jq -r .token "$tmp/bob.json")
+code=$(curl -sS -o "$tmp/o" -w '%{http_code}' -H "Authorization: Bearer $btok" "${aurl%%\?*}")
+[ "$code" = 403 ] && ok "another member's bearer token at the proxy: 403" || bad "bob proxy: $code $(cat "$tmp/o")"
 printf 'rotated-TOPSECRET' | as ana secret set db-password --from-stdin >/dev/null 2>&1
 as ana server stop nb >/dev/null 2>&1
 for _ in $(seq 300); do
