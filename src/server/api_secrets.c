@@ -536,7 +536,19 @@ void cnl_api_h_node_secrets(void *call, struct cnl_http_request *req,
 			         used ? "," : "", id);
 		}
 	}
-	snprintf(c->target, sizeof(c->target), "%s %s", job, names);
+	/* "JOB id,id,...", cut to the record's size. */
+	{
+		size_t jl = strnlen(job, CNL_ID_MAX - 1), nl = strlen(names);
+
+		if (jl + 2 > sizeof(c->target))
+			jl = sizeof(c->target) - 2;
+		memcpy(c->target, job, jl);
+		c->target[jl] = ' ';
+		if (nl > sizeof(c->target) - jl - 2)
+			nl = sizeof(c->target) - jl - 2;
+		memcpy(c->target + jl + 1, names, nl);
+		c->target[jl + 1 + nl] = '\0';
+	}
 	json_decref(refs);
 	cnl_http_reply(resp, 200, json_pack("{s:o}", "items", items));
 	return;
