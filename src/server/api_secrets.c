@@ -6,7 +6,7 @@
  * routes, nor written to a log or the audit: the audit names the secret.
  *
  *   secret  id = user/<user id>/<name> or project/<project id>/<name>,
- *           parent = user/<user id> or project/<project id>, name = name;
+ *           parent = user/<user id> or <project id>, name = name;
  *           {"sealed", "key_id", "size", "set_by"}
  *
  * The sealed value's additional data is the document's id, so a value
@@ -47,7 +47,12 @@ bool cnl_api_secret_name_ok(const char *s)
 void cnl_api_secret_place(bool project, const char *owner, const char *name,
                           char *parent, size_t plen, char *id, size_t idlen)
 {
-	snprintf(parent, plen, "%s/%s", project ? "project" : "user", owner);
+	/* A project's under the project itself, so that deleting the
+	 * project deletes them (store.h); a user's under "user/ID". */
+	if (project)
+		snprintf(parent, plen, "%s", owner);
+	else
+		snprintf(parent, plen, "user/%s", owner);
 	snprintf(id, idlen, "%s/%s/%s", project ? "project" : "user", owner,
 	         name);
 }

@@ -196,6 +196,9 @@ struct cnl_ctl {
 	uint64_t census_cycle;
 	int64_t census_ms;
 	bool census_ok;
+	/* The last workload warned of as having secrets on a node too old
+	 * for them (ctl_node.c): one warning per workload, not per poll. */
+	char secrets_warned[CNL_ID_MAX];
 	struct usage *usage;
 	size_t n_usage, cap_usage;
 	/* GPU use per day, project and user, and the keys not yet stored

@@ -663,10 +663,13 @@ static void assignment_of(struct cnl_ctl *ctl, const struct wl *w,
 	m->cpu_milli = a->cpu_milli;
 	m->mem_mib = a->mem_mib;
 	/* Agents before protocol 8 know no secrets (their decoder refuses
-	 * the field): such work starts there without them, said once. */
+	 * the field): such work starts there without them, said once per
+	 * workload. */
 	if (w->node >= 0 && ctl->nodes[w->node].protocol >= 8)
 		m->secrets = w->n_secrets;
-	else if (w->n_secrets > 0)
+	else if (w->n_secrets > 0 && strcmp(ctl->secrets_warned, w->id) != 0 &&
+	         snprintf(ctl->secrets_warned, sizeof(ctl->secrets_warned),
+	                  "%s", w->id) > 0)
 		cnl_log(CNL_LOG_WARN,
 		        "a node too old for secrets runs work that has some: "
 		        "upgrade its agent",

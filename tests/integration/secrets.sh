@@ -24,6 +24,7 @@
 #     again at its next start; a server holding its owner's own secrets
 #     is its owner's alone (no member, no administrator opens it, runs a
 #     command in it or sees its token); no value is on any disk
+#   - deleting a project deletes its secrets
 #   - a restart with the same key keeps every secret
 set -u
 cnlabd=$1
@@ -374,6 +375,15 @@ cd / || exit 1
 # its secrets tmpfs is not a disk).
 leaks=$(grep -r -l -a -e TOPSECRET -e "$b64" "$tmp/data" 2>/dev/null | grep -v '/agent/secrets/' | head)
 [ -z "$leaks" ] && ok "no value is on a disk under the data directory" || bad "values on disk: $leaks"
+
+# A project's secrets go with the project.
+cnlab project create scratch >/dev/null 2>&1
+printf 'scratch-value' | cnlab secret set gone-with-it --from-stdin --scope project --project scratch >/dev/null 2>&1
+before=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from docs where kind = ? and name = ?", ("secret", "gone-with-it")).fetchone()[0])' "$tmp/data/cnlab.db")
+cnlab project delete scratch --yes >/dev/null 2>&1
+after=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from docs where kind = ? and name = ?", ("secret", "gone-with-it")).fetchone()[0])' "$tmp/data/cnlab.db")
+[ "$before" = 1 ] && [ "$after" = 0 ] && ok "deleting a project deletes its secrets" ||
+	bad "project delete: before=$before after=$after"
 
 # A restart with the same key keeps them.
 stop_aio
