@@ -469,9 +469,18 @@ void cnl_api_h_node_secrets(void *call, struct cnl_http_request *req,
 
 	if (!job)
 		return;
+	/* A gang's members run with their leader's: the gang's id (its run
+	 * record's "gang", api_jobs.c) is the leader's. */
 	snprintf(owner, sizeof(owner), "%s", job);
-	if (cnl_store_job_get(c->api->store, job, &jb) == 0)
-		(void)cnl_api_job_gang(&jb, owner, NULL, NULL);
+	if (cnl_store_job_get(c->api->store, job, &jb) == 0) {
+		json_t *run = json_loads(jb.run, 0, NULL);
+		const char *gid = json_string_value(
+		    json_object_get(json_object_get(run, "gang"), "id"));
+
+		if (gid && strlen(gid) < sizeof(owner))
+			snprintf(owner, sizeof(owner), "%s", gid);
+		json_decref(run);
+	}
 	r = cnl_store_doc_get(c->api->store, "secret-refs", owner, &d);
 	if (r == 0)
 		refs = json_loads(d.body, 0, NULL);
