@@ -353,6 +353,9 @@ struct cnl_agent_ctr {
 	/* The workload's secrets folder (secrets.c), mounted read-only at
 	 * /run/secrets; NULL: none. */
 	const char *secrets;
+	/* A server's ssh folder (secrets.c), mounted read-only at
+	 * CNL_AGENT_SSH_DIR; NULL: none. */
+	const char *ssh;
 };
 
 /* secrets.c: a workload's secrets, fetched and written before it starts:
@@ -373,7 +376,24 @@ int cnl_agent_secrets_fetch(struct cnl_agent *a, struct cnl_client *cl,
                             struct cnl_agent_secrets *ret, char *why,
                             size_t whylen);
 void cnl_agent_secrets_done(struct cnl_agent_secrets *s);
-/* Remove workload @id's secrets folder. */
+/* A server's ssh folder on the same tmpfs, <work_dir>/secrets/<id>.ssh:
+ * made empty (0500, @uid's) when the server's container is made, and
+ * mounted read-only at CNL_AGENT_SSH_DIR in it; each `cnlab server ssh`
+ * session writes its host key, authorized_keys and sshd_config there
+ * (tunnel.c).  Removed with the secrets folder. */
+#define CNL_AGENT_SSH_DIR "/run/cnlab/ssh"
+/* The node's sshd, and where a container of an image sees the node's /usr
+ * (when the image has no sshd of its own). */
+#define CNL_AGENT_SSHD     "/usr/sbin/sshd"
+#define CNL_AGENT_HOST_USR "/opt/cnlab/host-usr"
+void cnl_agent_ssh_dir(const struct cnl_agent *a, const char *id, char *out,
+                       size_t len);
+int cnl_agent_ssh_prepare(struct cnl_agent *a, const char *id, uid_t uid,
+                          char *out, size_t len);
+/* Write @text as @dir/@name (0400, @uid's), replacing it whole. */
+int cnl_agent_ssh_file(const char *dir, const char *name, const char *text,
+                       uid_t uid);
+/* Remove workload @id's secrets folder (and its ssh folder). */
 void cnl_agent_secrets_drop(struct cnl_agent *a, const char *id);
 /* Detach the secrets tmpfs from the node (agent exit). */
 void cnl_agent_secrets_close(struct cnl_agent *a);

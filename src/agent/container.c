@@ -1084,10 +1084,10 @@ int cnl_agent_plain_argv(const char *command, char *buf, size_t buflen,
 int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
                      char *bundle, size_t bundle_len, char *err, size_t errlen)
 {
-	struct cnl_oci_mount m[48];
+	struct cnl_oci_mount m[56];
 	size_t n = 0;
 	char root[700], crun_state[700], ws[700], region[700], board[700];
-	char acct[700], acct_view[700], secrets[700];
+	char acct[700], acct_view[700], secrets[700], ssh[700];
 	/* A command of plain words is run by cnlab-init itself (a search
 	 * of PATH, 127 when not found, as the shell would); anything else
 	 * by "/bin/sh -c": no shell started for "python3 train.py". */
@@ -1125,7 +1125,7 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 	cnl_agent_view(a, c->region ? c->region : "", region, sizeof(region));
 	if (!c->image_root) {
 		r = host_rootfs(root, c->user, preload, region, m, &n,
-		                CNL_ARRAY_SIZE(m) - 8 - CNL_AGENT_MOUNTS_MAX);
+		                CNL_ARRAY_SIZE(m) - 10 - CNL_AGENT_MOUNTS_MAX);
 		if (r < 0) {
 			cnl_seterr(err, errlen,
 			           "cannot build the root file system "
@@ -1177,6 +1177,17 @@ int cnl_agent_bundle(struct cnl_agent *a, const struct cnl_agent_ctr *c,
 		cnl_agent_view(a, c->secrets, secrets, sizeof(secrets));
 		m[n++] = (struct cnl_oci_mount){"/run/secrets", secrets, "bind",
 		                                true, NULL};
+	}
+	/* A server's ssh folder, read-only; and for an image, the node's
+	 * /usr (read-only, as the "host" image has it) where the image has
+	 * no sshd of its own (tunnel.c runs the node's through its loader). */
+	if (c->ssh && c->ssh[0]) {
+		cnl_agent_view(a, c->ssh, ssh, sizeof(ssh));
+		m[n++] = (struct cnl_oci_mount){CNL_AGENT_SSH_DIR, ssh, "bind",
+		                                true, NULL};
+		if (c->image_root && access(CNL_AGENT_SSHD, X_OK) == 0)
+			m[n++] = (struct cnl_oci_mount){
+			    CNL_AGENT_HOST_USR, "/usr", "bind", true, NULL};
 	}
 	if (c->image_root) {
 		r = image_rootfs(a, c, bundle, root, m, n, preload, err,

@@ -139,7 +139,7 @@ static json_t *standard_mounts(bool host_network)
 	add_mount(m, "/dev", "tmpfs", "tmpfs",
 	          "nosuid,strictatime,mode=755,size=65536k");
 	add_mount(m, "/dev/pts", "devpts", "devpts",
-	          "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620");
+	          "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5");
 	add_mount(m, "/dev/shm", "tmpfs", "shm",
 	          "nosuid,noexec,nodev,mode=1777,size=65536k");
 	add_mount(m, "/dev/mqueue", "mqueue", "mqueue", "nosuid,noexec,nodev");

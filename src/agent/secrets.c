@@ -40,6 +40,9 @@
 
 static pthread_mutex_t tmpfs_mu = PTHREAD_MUTEX_INITIALIZER;
 
+static int write_secret(int dfd, const char *name, const uint8_t *v, size_t n,
+                        uid_t uid);
+
 void cnl_agent_secrets_dir(const struct cnl_agent *a, const char *id, char *out,
                            size_t len)
 {
@@ -86,6 +89,51 @@ void cnl_agent_secrets_drop(struct cnl_agent *a, const char *id)
 	cnl_agent_secrets_dir(a, id, dir, sizeof(dir));
 	if (access(dir, F_OK) == 0)
 		cnl_agent_rmtree(dir);
+	cnl_agent_ssh_dir(a, id, dir, sizeof(dir));
+	if (access(dir, F_OK) == 0)
+		cnl_agent_rmtree(dir);
+}
+
+void cnl_agent_ssh_dir(const struct cnl_agent *a, const char *id, char *out,
+                       size_t len)
+{
+	snprintf(out, len, "%s/secrets/%s.ssh", a->cfg.work_dir, id);
+}
+
+int cnl_agent_ssh_prepare(struct cnl_agent *a, const char *id, uid_t uid,
+                          char *out, size_t len)
+{
+	int r;
+
+	if ((r = tmpfs_ready(a)) < 0)
+		return r;
+	cnl_agent_ssh_dir(a, id, out, len);
+	if (access(out, F_OK) == 0)
+		cnl_agent_rmtree(out);
+	if (mkdir(out, 0500) < 0 || chown(out, uid, uid) < 0)
+		return -errno;
+	return 0;
+}
+
+int cnl_agent_ssh_file(const char *dir, const char *name, const char *text,
+                       uid_t uid)
+{
+	char tmp[700], path[700];
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int r;
+
+	if (dfd < 0)
+		return -errno;
+	snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)gettid());
+	snprintf(path, sizeof(path), "%s", name);
+	(void)unlinkat(dfd, tmp, 0);
+	r = write_secret(dfd, tmp, (const uint8_t *)text, strlen(text), uid);
+	if (r == 0 && renameat(dfd, tmp, dfd, path) < 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlinkat(dfd, tmp, 0);
+	close(dfd);
+	return r;
 }
 
 /* Write @n bytes of @v as @dir/@name, 0400, @uid's. */

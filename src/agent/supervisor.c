@@ -191,7 +191,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	    NULL};
 	char board[600] = "", nv[40][40];
 	const char *devices[CNL_ARRAY_SIZE(nv) + 1];
-	char host_path[600], lower[700];
+	char host_path[600], lower[700], ssh[600] = "";
 	char **image_env = NULL;
 	unsigned base, tenant;
 	const struct cnl_gpu_dev *devs;
@@ -217,6 +217,13 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	if (r < 0) {
 		snprintf(err, errlen, "cannot hand %s to the tenant: %s",
 		         w->dir, strerror(-r));
+		return r;
+	}
+	/* A server's ssh folder (`cnlab server ssh`, tunnel.c). */
+	if (w->server && (r = cnl_agent_ssh_prepare(a, w->id, tenant, ssh,
+	                                            sizeof(ssh))) < 0) {
+		snprintf(err, errlen, "cannot make its ssh folder: %s",
+		         strerror(-r));
 		return r;
 	}
 	if (w->board_slot >= 0 &&
@@ -270,6 +277,7 @@ static int container_spec(struct cnl_agent *a, struct wk *w,
 	                         .image_root = as->image[0] ? lower : NULL,
 	                         .image_env = image_env,
 	                         .secrets = secrets,
+	                         .ssh = ssh,
 	                     },
 	                     bundle, bundle_len, err, errlen);
 	free(image_env);

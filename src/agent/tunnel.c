@@ -30,7 +30,10 @@
 #include <string.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <elf.h>
+#include <stdarg.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,10 +50,15 @@ struct one {
 	int port;
 	char **argv; /* exec: the command (NULL-ended); NULL: the port */
 	size_t argc;
+	char *ssh_host_key, *ssh_keys; /* ssh: what its sshd gets */
 };
 
 static void one_free(struct one *o)
 {
+	if (o->ssh_host_key)
+		explicit_bzero(o->ssh_host_key, strlen(o->ssh_host_key));
+	free(o->ssh_host_key);
+	free(o->ssh_keys);
 	for (size_t k = 0; o->argv && k < o->argc; k++)
 		free(o->argv[k]);
 	free(o->argv);
@@ -86,10 +94,12 @@ static int write_all(int fd, const char *buf, size_t n)
 	return 0;
 }
 
-/* Bytes both ways between cnlabd's stream @s and the server's @fd. */
-static void relay(struct cnl_agent *a, struct cnl_client_stream *s, int fd)
+/* Bytes both ways between cnlabd's stream @s and the server's @fd: how
+ * many came from @fd. */
+static size_t relay(struct cnl_agent *a, struct cnl_client_stream *s, int fd)
 {
 	char buf[65536];
+	size_t from_fd = 0;
 
 	while (!a->stop) {
 		struct pollfd p[2] = {{cnl_client_stream_fd(s), POLLIN, 0},
@@ -100,20 +110,22 @@ static void relay(struct cnl_agent *a, struct cnl_client_stream *s, int fd)
 		 * with the 101) shows in no poll: take it first. */
 		while ((n = cnl_client_stream_read(s, buf, sizeof(buf))) > 0)
 			if (write_all(fd, buf, (size_t)n) < 0)
-				return;
+				return from_fd;
 		if (n != -EAGAIN)
-			return; /* cnlabd's side ended */
+			return from_fd; /* cnlabd's side ended */
 		if (poll(p, 2, 1000) < 0 && errno != EINTR)
-			return;
+			return from_fd;
 		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
 			n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				continue;
 			if (n <= 0 ||
 			    cnl_client_stream_write(s, buf, (size_t)n) < 0)
-				return;
+				return from_fd;
+			from_fd += (size_t)n;
 		}
 	}
+	return from_fd;
 }
 
 /* One exec frame (wire/node.h) to cnlabd; 0 or -1. */
@@ -249,6 +261,287 @@ out:
 		close(errp[0]);
 }
 
+/* ---- cnlab server ssh ------------------------------------------------ */
+
+/* Why a session could not begin, to its user: the CLI's ssh-proxy shows a
+ * stream that does not start as SSH does ("SSH-") on its stderr. */
+static void ssh_say(struct cnl_client_stream *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void ssh_say(struct cnl_client_stream *s, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(msg) - 2)
+		n = (int)sizeof(msg) - 2;
+	msg[n++] = '\n';
+	(void)cnl_client_stream_write(s, msg, (size_t)n);
+}
+
+/* sshd_config for a session: the platform's keys only, no passwords, the
+ * tenant's own account only (sshd runs as the tenant, so it can log in no
+ * one else), internal-sftp, forwarding of ports inside the container, and
+ * the container's environment (SetEnv, from the bundle's config.json) so
+ * that a session gets what the server's own process got.  Variables whose
+ * value sshd_config cannot quote (a '"' or a control character) are left
+ * out. */
+static char *ssh_config(struct cnl_agent *a, const char *id)
+{
+	static const char *const skip[] = {
+	    "HOME=", "USER=", "LOGNAME=", "SHELL=", "MAIL=", "TERM=", "SSH_"};
+	char path[700];
+	json_t *spec, *env, *v;
+	size_t i, o = 0, cap = 4096, o_env = 0;
+	char *text = cnl_xmalloc(cap);
+
+#define PUT(...)                                                       \
+	do {                                                           \
+		int w_ = snprintf(text + o, cap - o, __VA_ARGS__);     \
+		if (w_ < 0)                                            \
+			break;                                         \
+		if ((size_t)w_ >= cap - o) {                           \
+			cap = (cap + (size_t)w_) * 2;                  \
+			text = cnl_xrealloc(text, cap);                \
+			w_ = snprintf(text + o, cap - o, __VA_ARGS__); \
+		}                                                      \
+		o += (size_t)w_;                                       \
+	} while (0)
+	PUT("HostKey " CNL_AGENT_SSH_DIR "/host_key\n"
+	    "AuthorizedKeysFile " CNL_AGENT_SSH_DIR "/authorized_keys\n"
+	    "AuthenticationMethods publickey\n"
+	    "PubkeyAuthentication yes\n"
+	    "PasswordAuthentication no\n"
+	    "KbdInteractiveAuthentication no\n"
+	    "HostbasedAuthentication no\n"
+	    "PermitRootLogin no\n"
+	    "PermitUserEnvironment no\n"
+	    "PermitUserRC no\n"
+	    "UsePAM no\n"
+	    "StrictModes no\n"
+	    "UseDNS no\n"
+	    "PrintMotd no\n"
+	    "PrintLastLog no\n"
+	    "X11Forwarding no\n"
+	    "PermitTunnel no\n"
+	    "AllowTcpForwarding yes\n"
+	    "GatewayPorts no\n"
+	    "PidFile none\n"
+	    "LogLevel INFO\n"
+	    "Subsystem sftp internal-sftp\n");
+	snprintf(path, sizeof(path), "%s/bundles/%s/config.json",
+	         cnl_agent_rundir(a), id);
+	spec = json_load_file(path, 0, NULL);
+	env = json_object_get(json_object_get(spec, "process"), "env");
+	json_array_foreach (env, i, v) {
+		const char *e = json_string_value(v);
+		bool ok = e && strchr(e, '=') && e[0] != '=';
+
+		for (size_t k = 0; ok && k < CNL_ARRAY_SIZE(skip); k++)
+			ok = strncmp(e, skip[k], strlen(skip[k])) != 0;
+		for (const char *c = e; ok && *c; c++)
+			ok = *c != '"' && *c != '\\' &&
+			     (unsigned char)*c >= 0x20 && *c != 0x7f;
+		/* One SetEnv line: sshd takes its first only. */
+		if (ok)
+			PUT("%s\"%s\"", o_env++ ? " " : "SetEnv ", e);
+	}
+	if (o_env)
+		PUT("\n");
+#undef PUT
+	json_decref(spec);
+	return text;
+}
+
+/* The node sshd's dynamic loader (its ELF program interpreter, links
+ * resolved) and that loader's folder, both below /usr and written without
+ * it ("/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"); "" when the node has
+ * no sshd or they are elsewhere. */
+static void sshd_loader(char *loader, size_t llen, char *libdir, size_t dlen)
+{
+	char interp[256] = "", *real = NULL, *slash;
+	Elf64_Ehdr eh;
+	int fd = open(CNL_AGENT_SSHD, O_RDONLY | O_CLOEXEC);
+
+	loader[0] = libdir[0] = '\0';
+	if (fd < 0)
+		return;
+	if (pread(fd, &eh, sizeof(eh), 0) == sizeof(eh) &&
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr))
+		for (int i = 0; i < eh.e_phnum && i < 64; i++) {
+			Elf64_Phdr ph;
+
+			if (pread(fd, &ph, sizeof(ph),
+			          (off_t)(eh.e_phoff +
+			                  (uint64_t)i * sizeof(ph))) !=
+			    sizeof(ph))
+				break;
+			if (ph.p_type == PT_INTERP &&
+			    ph.p_filesz < sizeof(interp) &&
+			    pread(fd, interp, ph.p_filesz,
+			          (off_t)ph.p_offset) == (ssize_t)ph.p_filesz) {
+				interp[ph.p_filesz] = '\0';
+				break;
+			}
+		}
+	close(fd);
+	if (interp[0] != '/' || !(real = realpath(interp, NULL)) ||
+	    strncmp(real, "/usr/", 5) != 0 || strchr(real, '\'') ||
+	    strchr(real, ' ')) {
+		free(real);
+		return;
+	}
+	snprintf(loader, llen, "%s", real + 4);
+	snprintf(libdir, dlen, "%s", real + 4);
+	if ((slash = strrchr(libdir, '/')))
+		*slash = '\0';
+	free(real);
+}
+
+/* Run the server's sshd in inetd mode (sshd -i) in its container, as the
+ * tenant, its stdin and stdout one end of a socket pair whose other end
+ * is relayed to @s.  The image's own /usr/sbin/sshd when it has one,
+ * else the node's, through the node's loader and libraries under
+ * CNL_AGENT_HOST_USR.  The session ends when either side does; sshd,
+ * whose input then ends, exits, and is killed if it has not within 5 s. */
+static void ssh_one(struct cnl_agent *a, struct one *o,
+                    struct cnl_client_stream *s)
+{
+	char dir[600], root[600], loader[300] = "", libdir[300] = "";
+	char script[1200], errbuf[2048];
+	const char *argv[32];
+	struct stat st;
+	int sp[2] = {-1, -1}, ep[2] = {-1, -1}, n = 0, r, wst = 0;
+	size_t got = 0, from_sshd;
+	char *cfg = NULL;
+	pid_t pid = -1;
+
+	if (a->cfg.bare || !a->runtime[0]) {
+		ssh_say(s,
+		        "cnlab: node %s runs work without containers "
+		        "(isolation bare): ssh is not available there",
+		        a->cfg.name);
+		return;
+	}
+	cnl_agent_ssh_dir(a, o->id, dir, sizeof(dir));
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		ssh_say(s, "cnlab: this server was started before its node "
+		           "could serve ssh: stop and start it once (cnlab "
+		           "server stop, cnlab server start)");
+		return;
+	}
+	cfg = ssh_config(a, o->id);
+	if ((r = cnl_agent_ssh_file(dir, "host_key", o->ssh_host_key,
+	                            st.st_uid)) < 0 ||
+	    (r = cnl_agent_ssh_file(dir, "authorized_keys", o->ssh_keys,
+	                            st.st_uid)) < 0 ||
+	    (r = cnl_agent_ssh_file(dir, "sshd_config", cfg, st.st_uid)) < 0) {
+		free(cfg);
+		ssh_say(s, "cnlab: node %s cannot prepare the session: %s",
+		        a->cfg.name, strerror(-r));
+		return;
+	}
+	free(cfg);
+	/* The node's loader and library folder, for an image without an
+	 * sshd of its own (the node's /usr is at CNL_AGENT_HOST_USR). */
+	sshd_loader(loader, sizeof(loader), libdir, sizeof(libdir));
+	snprintf(script, sizeof(script),
+	         "if [ -x " CNL_AGENT_SSHD " ]; then exec " CNL_AGENT_SSHD
+	         " \"$@\"; fi; "
+	         "if [ -n '%s' ] && [ -x " CNL_AGENT_HOST_USR "/sbin/sshd ]; "
+	         "then exec " CNL_AGENT_HOST_USR
+	         "%s --library-path " CNL_AGENT_HOST_USR
+	         "%s " CNL_AGENT_HOST_USR "/sbin/sshd "
+	         "\"$@\"; fi; "
+	         "echo 'cnlab: no sshd in this server: its image has "
+	         "no " CNL_AGENT_SSHD
+	         " and its node none to lend' >&2; exit 127",
+	         loader, loader, libdir);
+	snprintf(root, sizeof(root), "%s/crun", cnl_agent_rundir(a));
+	argv[n++] = a->runtime;
+	argv[n++] = "--cgroup-manager=disabled";
+	argv[n++] = "--root";
+	argv[n++] = root;
+	argv[n++] = "exec";
+	argv[n++] = "--no-new-privs";
+	argv[n++] = "--user";
+	argv[n++] = "1000:1000";
+	argv[n++] = "--cwd";
+	argv[n++] = "/workspace";
+	argv[n++] = o->id;
+	argv[n++] = "/bin/sh";
+	argv[n++] = "-c";
+	argv[n++] = script;
+	argv[n++] = "sshd";
+	argv[n++] = "-i";
+	argv[n++] = "-e";
+	argv[n++] = "-f";
+	argv[n++] = CNL_AGENT_SSH_DIR "/sshd_config";
+	argv[n] = NULL;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0 &&
+	    pipe2(ep, O_CLOEXEC | O_NONBLOCK) == 0)
+		pid = cnl_launcher_spawn_in(a->launcher, o->id, argv, sp[1],
+		                            sp[1], ep[1]);
+	if (sp[1] >= 0)
+		close(sp[1]);
+	if (ep[1] >= 0)
+		close(ep[1]);
+	if (pid < 0) {
+		ssh_say(s, "cnlab: node %s cannot start sshd: %s", a->cfg.name,
+		        cnl_strerror((int)pid));
+		goto out;
+	}
+	from_sshd = relay(a, s, sp[0]);
+	/* Its input ends: sshd exits. */
+	shutdown(sp[0], SHUT_RDWR);
+	for (int i = 0; i < 50; i++) {
+		r = waitpid(pid, &wst, WNOHANG);
+		if (r == pid || (r < 0 && errno != EINTR))
+			break;
+		usleep(100 * 1000);
+		r = 0;
+	}
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+			;
+	}
+	for (ssize_t k;
+	     got < sizeof(errbuf) - 1 &&
+	     (k = read(ep[0], errbuf + got, sizeof(errbuf) - 1 - got)) > 0;)
+		got += (size_t)k;
+	errbuf[got] = '\0';
+	/* Nothing from sshd at all: it did not start; say why. */
+	if (from_sshd == 0) {
+		char *nl;
+
+		while (got > 0 && errbuf[got - 1] == '\n')
+			errbuf[--got] = '\0';
+		nl = strrchr(errbuf, '\n');
+		ssh_say(s, "cnlab: sshd did not start in the server%s%s",
+		        got ? ": " : "", nl ? nl + 1 : errbuf);
+	}
+	{
+		char q[600];
+
+		cnl_log(CNL_LOG_INFO, "ssh session ended",
+		        "id=%s bytes_out=%zu sshd=%s", o->id, from_sshd,
+		        cnl_log_quote(q, sizeof(q), errbuf));
+	}
+out:
+	if (sp[0] >= 0)
+		close(sp[0]);
+	if (ep[0] >= 0)
+		close(ep[0]);
+}
+
 static void *one_tunnel(void *arg)
 {
 	struct one *o = arg;
@@ -273,6 +566,10 @@ static void *one_tunnel(void *arg)
 		cnl_log(CNL_LOG_WARN, "tunnel not opened", "id=%s err=%s",
 		        o->id,
 		        cnl_log_quote(q, sizeof(q), cl ? err : "client"));
+		goto out;
+	}
+	if (o->ssh_host_key) {
+		ssh_one(a, o, s);
 		goto out;
 	}
 	if (o->argv) {
@@ -314,6 +611,9 @@ static void start_one(struct cnl_agent *a, struct cnl_wire_tunnel *t)
 	o->argv = t->argv;
 	o->argc = t->argc;
 	t->argv = NULL;
+	o->ssh_host_key = t->ssh_host_key;
+	o->ssh_keys = t->ssh_keys;
+	t->ssh_host_key = t->ssh_keys = NULL;
 	pthread_mutex_lock(&a->mu);
 	w = cnl_agent_wk_find(a, t->workload);
 	if (w && w->server && !w->stopping && !w->ended && w->port > 0) {

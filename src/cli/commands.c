@@ -199,6 +199,11 @@ static const struct cnl_cli_flag secret_scope_flags[] = {
     {NULL, NULL, NULL, 0},
 };
 
+static const struct cnl_cli_flag ssh_key_flags[] = {
+    {"name", "NAME", "the key's name (default: from its comment)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
 static const struct cnl_cli_flag cloud_flags[] = {
     {"account", "ID", "account id (AWS: 12 digits)", 0},
     {"region", "REGION", "e.g. ap-northeast-2", 0},
@@ -230,6 +235,15 @@ const struct cnl_cli_command cnl_cli_commands[] = {
     {"server exec", "NAME -- COMMAND [ARGS...]",
      "run a command in a running server's container; its exit code is ours",
      NULL, 2, CNL_CLI_POS_MAX, true, false, cnl_cli_cmd_server_exec},
+    {"server ssh", "NAME [-- COMMAND [ARGS...]]",
+     "a shell (or a command) in your server's container over SSH", NULL, 1,
+     CNL_CLI_POS_MAX, true, false, cnl_cli_cmd_server_ssh},
+    {"server ssh-config", "NAME",
+     "an OpenSSH Host entry for your server (ssh, scp, sftp, IDEs)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_server_ssh_config},
+    {"server ssh-proxy", "NAME",
+     "the ProxyCommand of ssh-config: stdin and stdout to the server's sshd",
+     NULL, 1, 1, false, false, cnl_cli_cmd_server_ssh_proxy},
     {"server stop", "NAME", "stop a server (its workspace is kept)", NULL, 1, 1,
      false, false, cnl_cli_cmd_server_stop},
     {"server start", "NAME", "start a stopped server", start_flags, 1, 1, false,
@@ -294,6 +308,14 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      secret_scope_flags, 0, 0, false, false, cnl_cli_cmd_secret_list},
     {"secret delete", "NAME", "delete a secret", secret_scope_flags, 1, 1,
      false, false, cnl_cli_cmd_secret_delete},
+    {"ssh-key add", "FILE",
+     "add your SSH public key (FILE.pub; - for stdin) for cnlab server ssh",
+     ssh_key_flags, 1, 1, false, false, cnl_cli_cmd_ssh_key_add},
+    {"ssh-key list", "", "your SSH public keys", NULL, 0, 0, false, false,
+     cnl_cli_cmd_ssh_key_list},
+    {"ssh-key remove", "NAME|FINGERPRINT",
+     "remove an SSH key (its open sessions close)", NULL, 1, 1, false, false,
+     cnl_cli_cmd_ssh_key_remove},
     {"user create", "NAME", "create a user with an invitation (admin)",
      user_create_flags, 1, 1, false, false, cnl_cli_cmd_user_create},
     {"user list", "", "users (admin)", NULL, 0, 0, false, false,

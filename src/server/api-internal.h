@@ -673,6 +673,31 @@ void cnl_api_h_node_secrets(void *call, struct cnl_http_request *req,
  * token), since whoever opens it can read them. */
 bool cnl_api_server_private(struct cnl_store *st, const char *server_id);
 
+/* api_ssh.c: SSH keys and host keys (issue 24) */
+#define CNL_SSH_KEYS_MAX 32 /* per user */
+void cnl_api_h_ssh_keys_list(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_ssh_key_add(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_ssh_key_remove(void *call, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
+/* GET /v1/servers/{server}/ssh: the entry's facts (host alias, user, the
+ * pinned host key), the host key made on first use. */
+void cnl_api_h_server_ssh_info(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp);
+/* What a session of c->server's sshd gets: its host key (private, OpenSSH
+ * format) and the owner's authorized_keys text, both malloc'd (zero and
+ * free the key), and the keys' fingerprints (for cnl_api_ssh_keys_live).
+ * 0, or -1 with a 4xx/5xx in @resp (no keys, ssh off). */
+int cnl_api_ssh_material(struct call *c, struct cnl_http_response *resp,
+                         char **host_priv, char **authorized,
+                         json_t **fingerprints);
+/* Whether @user_id still has every key of @fingerprints. */
+bool cnl_api_ssh_keys_live(struct cnl_store *st, const char *user_id,
+                           const json_t *fingerprints);
+/* Delete server @server_id's host key (the server is being deleted). */
+void cnl_api_ssh_forget(struct cnl_store *st, const char *server_id);
+
 /* api_cloud.c */
 void cnl_api_h_burst_get(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
@@ -698,6 +723,10 @@ void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
                                 struct cnl_http_response *resp);
 void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
+/* POST /v1/servers/{server}/ssh, "Upgrade: cnlab-ssh": the owner's byte
+ * stream to an sshd in the server's container. */
+void cnl_api_h_server_ssh(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
 /* Set the pass callbacks of a server config: the proxy's for the notebook
  * listener (@notebooks), else the API listener's, which serves no /s/
  * content (a 308 to the notebook origin, or a 404 naming it). */

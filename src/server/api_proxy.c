@@ -113,6 +113,9 @@ struct cnl_api_tunnel {
 	int fd;
 	struct cnl_http_upgrade *u;
 	json_t *command; /* exec: the command's arguments; NULL: the port */
+	/* ssh: the server's host key (private) and the owner's
+	 * authorized_keys, for the node's sshd; NULL otherwise. */
+	char *ssh_host_key, *ssh_keys;
 	struct cnl_api_tunnel *next;
 };
 
@@ -200,6 +203,10 @@ static void tunnel_release(struct cnl_api *api, struct cnl_api_tunnel *t)
 	if (t->u)
 		cnl_http_upgrade_close(t->u);
 	json_decref(t->command);
+	if (t->ssh_host_key)
+		explicit_bzero(t->ssh_host_key, strlen(t->ssh_host_key));
+	free(t->ssh_host_key);
+	free(t->ssh_keys);
 	free(t);
 }
 
@@ -255,6 +262,12 @@ void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
 			snprintf(out.items[out.n].workload,
 			         sizeof(out.items[0].workload), "%s",
 			         t->workload);
+			if (t->ssh_host_key) {
+				struct cnl_wire_tunnel *w = &out.items[out.n];
+
+				w->ssh_host_key = cnl_xstrdup(t->ssh_host_key);
+				w->ssh_keys = cnl_xstrdup(t->ssh_keys);
+			}
 			if (t->command) {
 				struct cnl_wire_tunnel *w = &out.items[out.n];
 
@@ -441,6 +454,9 @@ struct pass {
 	struct cnl_api_grant grant;
 	struct cnl_auth_claims cookie;
 	char project[CNL_ID_MAX];
+	/* ssh: the fingerprints of the keys its sshd authorised (a removed
+	 * one ends it); NULL otherwise. */
+	json_t *ssh_fps;
 	/* The server's reply: bytes read past its head. */
 	char *buf;
 	size_t n, off;
@@ -453,6 +469,7 @@ static void pass_free(void *state)
 	if (!p)
 		return;
 	tunnel_release(p->api, p->t);
+	json_decref(p->ssh_fps);
 	free(p->buf);
 	free(p);
 }
@@ -918,6 +935,8 @@ static bool relay_allowed(struct pass *p)
 	ok = cnl_api_grant_live(&c, &p->grant) == 0 &&
 	     (!p->cookie.jti[0] ||
 	      cnl_api_proxy_cookie_live(&c, &p->cookie) == 0) &&
+	     (!p->ssh_fps ||
+	      cnl_api_ssh_keys_live(c.st, p->grant.user_id, p->ssh_fps)) &&
 	     (c.is_admin ||
 	      (cnl_store_membership_get_role(c.st, c.user.id, p->project, role,
 	                                     sizeof(role)) == 0 &&
@@ -1177,6 +1196,88 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 	}
 	resp->status = 101;
 	resp->headers = cnl_xstrdup("Upgrade: cnlab-exec\r\n");
+	resp->upgraded = ws_upgraded;
+	resp->upgrade_free = pass_free;
+	resp->upgrade_arg = p;
+}
+
+/* ---- cnlab server ssh ----------------------------------------------- */
+
+/*
+ * POST /v1/servers/{server}/ssh with "Connection: Upgrade", "Upgrade:
+ * cnlab-ssh" (the server's owner only; audited): a tunnel carrying the
+ * server's host key and the owner's authorized_keys goes to the server's
+ * node, whose agent starts an sshd in inetd mode (sshd -i) in the
+ * server's container as the tenant, its stdin and stdout the tunnel; the
+ * 101 here relays the SSH protocol both ways until either side ends.
+ * Nodes older than CNL_WIRE_PROTOCOL_SSH are not sent such a tunnel.
+ */
+void cnl_api_h_server_ssh(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	struct call *c = call;
+	struct cnl_api *api = c->api;
+	const char *up = cnl_http_header(req, "Upgrade");
+	char *priv = NULL, *keys = NULL;
+	json_t *fps = NULL;
+	struct pass *p;
+	int proto;
+
+	snprintf(c->target, sizeof(c->target), "%s", c->server.id);
+	if (!up || strcasecmp(up, "cnlab-ssh") != 0) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "ssh is opened with \"Connection: Upgrade\" "
+		               "and \"Upgrade: cnlab-ssh\"");
+		return;
+	}
+	if (strcmp(c->user.id, c->server.user_id) != 0) {
+		cnl_http_error(resp, 403, "forbidden",
+		               "server %s is not yours: only its owner may "
+		               "ssh into it",
+		               c->server.name);
+		return;
+	}
+	p = cnl_xcalloc(1, sizeof(*p));
+	p->api = api;
+	snprintf(p->server_name, sizeof(p->server_name), "%s", c->server.name);
+	cnl_api_grant_of(c, &p->grant);
+	snprintf(p->project, sizeof(p->project), "%s", c->server.project_id);
+	if (tunnel_queue(c, resp, NULL, &p->t) < 0) {
+		free(p);
+		return;
+	}
+	/* Not listed to the node before it is whole (the lock is held). */
+	proto = cnl_ctl_node_protocol(api->ctl, p->t->node);
+	if (proto < CNL_WIRE_PROTOCOL_SSH) {
+		cnl_http_error(resp, 409, "conflict",
+		               "server %s runs on node %s, whose agent "
+		               "(node protocol %d) is too old for ssh: the "
+		               "operator upgrades cnlab-agent there",
+		               p->server_name, p->t->node, proto);
+		goto fail;
+	}
+	if (cnl_api_ssh_material(c, resp, &priv, &keys, &fps) < 0)
+		goto fail;
+	p->t->ssh_host_key = priv;
+	p->t->ssh_keys = keys;
+	p->ssh_fps = fps;
+	if (!tunnel_wait(api, p->t)) {
+		cnl_http_error(resp, 504, "gateway_timeout",
+		               "the node agent of server %s (node %s) did not "
+		               "open a tunnel within %d s: is the node up?",
+		               p->server_name, p->t->node,
+		               CNL_PROXY_OPEN_MS / 1000);
+		goto fail;
+	}
+	resp->status = 101;
+	resp->headers = cnl_xstrdup("Upgrade: cnlab-ssh\r\n");
+	resp->upgraded = ws_upgraded;
+	resp->upgrade_free = pass_free;
+	resp->upgrade_arg = p;
+	return;
+fail:
+	p->t->abandoned = true;
+	/* Released without the lock, once the reply is made. */
 	resp->upgraded = ws_upgraded;
 	resp->upgrade_free = pass_free;
 	resp->upgrade_arg = p;

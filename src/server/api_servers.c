@@ -319,6 +319,7 @@ void cnl_api_h_server_delete(void *call, struct cnl_http_request *req,
 		return;
 	}
 	cnl_ctl_server_deleted(c->api->ctl, &c->server);
+	cnl_api_ssh_forget(c->api->store, c->server.id);
 	cnl_http_reply(resp, 200, json_pack("{s:s}", "deleted", c->server.id));
 }
 

@@ -580,6 +580,13 @@ int cnl_ctl_workload_node(struct cnl_ctl *ctl, const char *id, char *ret_node)
 	return 0;
 }
 
+int cnl_ctl_node_protocol(struct cnl_ctl *ctl, const char *node_id)
+{
+	int i = ctl_node_find(ctl, node_id);
+
+	return i < 0 ? 0 : ctl->nodes[i].protocol;
+}
+
 int cnl_ctl_workload_status(struct cnl_ctl *ctl, const char *id,
                             struct cnl_wire_status *ret)
 {

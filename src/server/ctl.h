@@ -244,6 +244,10 @@ int cnl_ctl_facts_status(struct cnl_ctl *ctl, const char *id,
  */
 int cnl_ctl_workload_node(struct cnl_ctl *ctl, const char *id, char *ret_node);
 
+/* cnl_ctl_node_protocol - the node protocol node @node_id's agent last
+ * registered with (CNL_WIRE_PROTOCOL), 0 when unknown. */
+int cnl_ctl_node_protocol(struct cnl_ctl *ctl, const char *node_id);
+
 /* cnl_ctl_usage - metered use of a project or user id. */
 void cnl_ctl_usage_of(struct cnl_ctl *ctl, const char *owner,
                       struct cnl_ctl_usage *ret);

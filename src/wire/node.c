@@ -1147,6 +1147,38 @@ int cnl_wire_exec_check(const json_t *a, char *err, size_t errlen)
 	return 0;
 }
 
+/* A string of 1..@max bytes without NUL (0 allowed when @empty_ok). */
+static bool text_ok(const json_t *v, size_t max, bool empty_ok)
+{
+	return json_is_string(v) && json_string_length(v) <= max &&
+	       (empty_ok || json_string_length(v) > 0) &&
+	       strlen(json_string_value(v)) == json_string_length(v);
+}
+
+static int ssh_decode(const json_t *o, struct cnl_wire_tunnel *m, char *err,
+                      size_t errlen)
+{
+	static const char *const fields[] = {"host_key", "authorized_keys",
+	                                     NULL};
+	const json_t *hk = json_object_get(o, "host_key");
+	const json_t *ak = json_object_get(o, "authorized_keys");
+
+	CNL_WIRE_TRY(cnl_wire_check(o, fields, err, errlen));
+	if (!text_ok(hk, CNL_WIRE_SSH_HOST_KEY_MAX, false))
+		return cnl_wire_fail(err, errlen,
+		                     "field \"ssh.host_key\": a string of 1 to "
+		                     "%d bytes without NUL",
+		                     CNL_WIRE_SSH_HOST_KEY_MAX);
+	if (!text_ok(ak, CNL_WIRE_SSH_KEYS_MAX, true))
+		return cnl_wire_fail(err, errlen,
+		                     "field \"ssh.authorized_keys\": a string "
+		                     "of at most %d bytes without NUL",
+		                     CNL_WIRE_SSH_KEYS_MAX);
+	m->ssh_host_key = cnl_xstrdup(json_string_value(hk));
+	m->ssh_keys = cnl_xstrdup(json_string_value(ak));
+	return 0;
+}
+
 json_t *cnl_wire_tunnels_encode(const struct cnl_wire_tunnels *m)
 {
 	json_t *a = json_array();
@@ -1163,6 +1195,14 @@ json_t *cnl_wire_tunnels_encode(const struct cnl_wire_tunnels *m)
 				    c, json_string(m->items[i].argv[k]));
 			json_object_set_new(o, "command", c);
 		}
+		if (m->items[i].ssh_host_key)
+			json_object_set_new(o, "ssh",
+			                    json_pack("{s:s,s:s}", "host_key",
+			                              m->items[i].ssh_host_key,
+			                              "authorized_keys",
+			                              m->items[i].ssh_keys
+			                                  ? m->items[i].ssh_keys
+			                                  : ""));
 		json_array_append_new(a, o);
 	}
 	return json_pack("{s:o}", "tunnels", a);
@@ -1172,7 +1212,8 @@ int cnl_wire_tunnels_decode(const json_t *j, struct cnl_wire_tunnels *ret,
                             char *err, size_t errlen)
 {
 	static const char *const fields[] = {"tunnels", NULL};
-	static const char *const item[] = {"id", "workload", "command", NULL};
+	static const char *const item[] = {"id", "workload", "command", "ssh",
+	                                   NULL};
 	const json_t *a = NULL;
 
 	memset(ret, 0, sizeof(*ret));
@@ -1194,8 +1235,17 @@ int cnl_wire_tunnels_decode(const json_t *j, struct cnl_wire_tunnels *ret,
 		        0)
 			return cnl_wire_nested(key, r, err, errlen);
 		ret->n = i + 1;
+		if ((c = json_object_get(t, "ssh")) &&
+		    (r = ssh_decode(c, m, err, errlen)) < 0)
+			return cnl_wire_nested(key, r, err, errlen);
 		if (!(c = json_object_get(t, "command")))
 			continue;
+		if (m->ssh_host_key)
+			return cnl_wire_nested(
+			    key,
+			    cnl_wire_fail(err, errlen,
+			                  "\"ssh\" and \"command\" together"),
+			    err, errlen);
 		if ((r = cnl_wire_exec_check(c, err, errlen)) < 0)
 			return cnl_wire_nested(key, r, err, errlen);
 		m->argc = json_array_size(c);
@@ -1217,6 +1267,12 @@ void cnl_wire_tunnels_done(struct cnl_wire_tunnels *m)
 			free(m->items[i].argv[k]);
 		free(m->items[i].argv);
 		m->items[i].argv = NULL;
+		if (m->items[i].ssh_host_key)
+			explicit_bzero(m->items[i].ssh_host_key,
+			               strlen(m->items[i].ssh_host_key));
+		free(m->items[i].ssh_host_key);
+		free(m->items[i].ssh_keys);
+		m->items[i].ssh_host_key = m->items[i].ssh_keys = NULL;
 	}
 	m->n = 0;
 }

@@ -49,12 +49,16 @@
 /* The node protocol's version: register carries it, cnlabd checks it and
  * takes agents from CNL_WIRE_PROTOCOL_MIN on. */
 #define CNL_WIRE_PROTOCOL                                    \
-	8 /* 5: node credentials (credential); log chunks    \
+	9 /* 5: node credentials (credential); log chunks    \
 	   * carry their offset, acknowledged; 6: heartbeats \
 	   * carry each slice's VRAM use (in-flight resize); \
 	   * 7: and each GPU's utilisation and used memory;  \
 	   * 8: assignments may carry "secrets", which the   \
-	   * agent fetches (cnlabd sends older agents none) */
+	   * agent fetches (cnlabd sends older agents none); \
+	   * 9: tunnels may carry "ssh" (cnlabd sends older  \
+	   * agents none) */
+/* The first protocol whose agents take ssh tunnels. */
+#define CNL_WIRE_PROTOCOL_SSH 9
 #define CNL_WIRE_PROTOCOL_MIN                        \
 	5 /* an older agent holds no node credential \
 	     and is refused on every node route */
@@ -423,19 +427,28 @@ void cnl_wire_files_done(struct cnl_wire_files *m);
  *   [kind: 1 byte][length: 4 bytes, big-endian][bytes]
  *   kind 1 stdout, 2 stderr, 3 the exit code (4 bytes, big-endian; 128+N
  *   for a signal N), the last frame.
+ * Or, with "ssh": {"host_key": "-----BEGIN OPENSSH PRIVATE KEY-----...",
+ * "authorized_keys": "ssh-ed25519 AAAA... ana@laptop\n..."} (protocol 9,
+ * `cnlab server ssh`), starts an sshd in inetd mode in the server's
+ * container with that host key and those keys, the tunnel its stdin and
+ * stdout: the bytes are the SSH protocol's, end to end.
  */
-#define CNL_WIRE_TUNNELS_MAX 64
-#define CNL_WIRE_EXEC_ARGS   64    /* arguments of a command */
-#define CNL_WIRE_EXEC_BYTES  65536 /* their bytes, all together */
-#define CNL_WIRE_EXEC_STDOUT 1
-#define CNL_WIRE_EXEC_STDERR 2
-#define CNL_WIRE_EXEC_EXIT   3
+#define CNL_WIRE_SSH_HOST_KEY_MAX 4096
+#define CNL_WIRE_SSH_KEYS_MAX     (320 * 1024)
+#define CNL_WIRE_TUNNELS_MAX      64
+#define CNL_WIRE_EXEC_ARGS        64    /* arguments of a command */
+#define CNL_WIRE_EXEC_BYTES       65536 /* their bytes, all together */
+#define CNL_WIRE_EXEC_STDOUT      1
+#define CNL_WIRE_EXEC_STDERR      2
+#define CNL_WIRE_EXEC_EXIT        3
 
 struct cnl_wire_tunnel {
 	char id[CNL_WIRE_ID_MAX];
 	char workload[CNL_WIRE_ID_MAX];
 	char **argv; /* exec: malloc'd, NULL-ended; NULL: a port tunnel */
 	size_t argc;
+	/* ssh: malloc'd (both, or neither); NULL otherwise. */
+	char *ssh_host_key, *ssh_keys;
 };
 
 struct cnl_wire_tunnels {

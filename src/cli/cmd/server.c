@@ -2,7 +2,8 @@
  * server.c - cnlab server create|list|open|exec|stop|start|delete: notebook
  * servers, waiting until one is ready and printing its URL; exec runs a
  * command in one's container through cnlabd (an upgraded connection that
- * carries the exec frames of wire/node.h).
+ * carries the exec frames of wire/node.h); ssh, ssh-config and ssh-proxy
+ * reach an sshd in one's container through cnlabd (issue 24).
  */
 #define _GNU_SOURCE /* vasprintf */
 #include <ctype.h>
@@ -23,6 +24,7 @@
 #include "cli/format.h"
 #include "common/time.h"
 #include "common/util.h"
+#include "net/metrics.h"
 
 /* Find the server @name (or id) in the current project. */
 static int find_server(struct cnl_cli *cli, const char *name,
@@ -621,5 +623,278 @@ int cnl_cli_cmd_server_resize(struct cnl_cli *cli)
 			cnl_cli_print_size(&v.status);
 	}
 	json_decref(o);
+	return 0;
+}
+
+/* ---- ssh ------------------------------------------------------------ */
+
+/* The server's ssh facts (GET /v1/servers/{id}/ssh) for @name, and @s. */
+static int ssh_info(struct cnl_cli *cli, const char *name,
+                    struct cnl_wire_server *s, json_t **ret)
+{
+	_cleanup_free_ char *path = NULL;
+	char what[200];
+	int code;
+
+	if ((code = find_server(cli, name, s)))
+		return code;
+	path = cnl_cli_pathf("/v1/servers/%s/ssh", s->id);
+	snprintf(what, sizeof(what), "server \"%s\"", name);
+	return cnl_cli_call(cli, "GET", path, NULL, NULL, what, ret);
+}
+
+/* @s single-quoted for /bin/sh, '%' doubled for ssh's tokens: appended to
+ * @b. */
+static void sh_quote(struct cnl_metrics_buf *b, const char *s)
+{
+	cnl_mb_printf(b, "'");
+	for (; *s; s++) {
+		if (*s == '\'')
+			cnl_mb_printf(b, "'\\''");
+		else if (*s == '%')
+			cnl_mb_printf(b, "%%%%");
+		else
+			cnl_mb_printf(b, "%c", *s);
+	}
+	cnl_mb_printf(b, "'");
+}
+
+/* The ProxyCommand that reaches server @name: this very binary, with the
+ * control plane and project this invocation uses. */
+static char *proxy_command(struct cnl_cli *cli, const char *name)
+{
+	struct cnl_metrics_buf b = {0};
+	char self[4096], pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		snprintf(self, sizeof(self), "cnlab");
+	else
+		self[n] = '\0';
+	sh_quote(&b, self);
+	cnl_mb_printf(&b, " --server ");
+	sh_quote(&b, cli->server);
+	if (cnl_cli_project(cli, NULL, pid, pname) == 0) {
+		cnl_mb_printf(&b, " --project ");
+		sh_quote(&b, pname);
+	}
+	cnl_mb_printf(&b, " server ssh-proxy ");
+	sh_quote(&b, name);
+	return b.p;
+}
+
+int cnl_cli_cmd_server_ssh_config(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	struct cnl_wire_server s;
+	_cleanup_free_ char *pc = NULL;
+	const char *host, *key;
+	json_t *o;
+	int code;
+
+	if ((code = ssh_info(cli, name, &s, &o)))
+		return code;
+	if (cli->json) {
+		cnl_cli_print_json(o);
+		json_decref(o);
+		return 0;
+	}
+	host = cnl_cli_str(o, "host", "cnlab");
+	key = cnl_cli_str(o, "host_key", "");
+	pc = proxy_command(cli, name);
+	printf("# cnlab server %s: `ssh %s`, scp, sftp, rsync -e ssh, ssh -L\n"
+	       "# and IDEs (VS Code Remote-SSH, Cursor, Windsurf, JetBrains\n"
+	       "# Gateway) reach it through cnlabd; its host key is pinned.\n"
+	       "Host %s\n"
+	       "    HostName %s\n"
+	       "    User %s\n"
+	       "    ProxyCommand %s\n"
+	       "    HostKeyAlias %s\n"
+	       "    StrictHostKeyChecking yes\n"
+	       "    UserKnownHostsFile /dev/null\n"
+	       "    GlobalKnownHostsFile /dev/null\n"
+	       "    KnownHostsCommand /bin/echo %s %s\n"
+	       "    ServerAliveInterval 30\n",
+	       name, host, host, host, cnl_cli_str(o, "user", "tenant"), pc,
+	       host, host, key);
+	json_decref(o);
+	return 0;
+}
+
+int cnl_cli_cmd_server_ssh(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	struct cnl_wire_server s;
+	char *pc, opt[5][8192];
+	const char *argv[CNL_CLI_POS_MAX + 24];
+	const char *host;
+	json_t *o;
+	int code, n = 0;
+
+	if ((code = ssh_info(cli, name, &s, &o)))
+		return code;
+	host = cnl_cli_str(o, "host", "cnlab");
+	pc = proxy_command(cli, name);
+	snprintf(opt[0], sizeof(opt[0]), "ProxyCommand=%s", pc);
+	snprintf(opt[1], sizeof(opt[1]), "HostKeyAlias=%s", host);
+	snprintf(opt[2], sizeof(opt[2]), "KnownHostsCommand=/bin/echo %s %s",
+	         host, cnl_cli_str(o, "host_key", ""));
+	snprintf(opt[3], sizeof(opt[3]), "User=%s",
+	         cnl_cli_str(o, "user", "tenant"));
+	snprintf(opt[4], sizeof(opt[4]), "%s", host);
+	free(pc);
+	json_decref(o);
+	argv[n++] = "ssh";
+	for (int i = 0; i < 4; i++) {
+		argv[n++] = "-o";
+		argv[n++] = opt[i];
+	}
+	argv[n++] = "-o";
+	argv[n++] = "StrictHostKeyChecking=yes";
+	argv[n++] = "-o";
+	argv[n++] = "UserKnownHostsFile=/dev/null";
+	argv[n++] = "-o";
+	argv[n++] = "GlobalKnownHostsFile=/dev/null";
+	argv[n++] = opt[4];
+	if (cli->args.npos > 1)
+		argv[n++] = "--";
+	for (size_t i = 1; i < cli->args.npos; i++)
+		argv[n++] = cli->args.pos[i];
+	argv[n] = NULL;
+	fflush(stdout);
+	execvp("ssh", (char *const *)argv);
+	return cnl_cli_fail(CNL_EXIT_ERROR,
+	                    "cannot run ssh (%s): install OpenSSH's client",
+	                    strerror(errno));
+}
+
+/* All of @n bytes to @fd; false on failure. */
+static bool put_all(int fd, const char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, buf, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		buf += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/*
+ * ssh's ProxyCommand: stdin and stdout to the server's sshd through
+ * cnlabd.  A stream that does not begin as SSH does ("SSH-") is the
+ * platform saying why there is no session: it goes to stderr, and the
+ * exit code is 1.  The exit code is also 1 when the stream is cut (the
+ * node lost, the key removed, cnlabd gone), with a line saying so.
+ */
+int cnl_cli_cmd_server_ssh_proxy(struct cnl_cli *cli)
+{
+	const char *name = cli->args.pos[0];
+	struct cnl_wire_server s;
+	struct cnl_client *cl;
+	struct cnl_client_stream *st = NULL;
+	_cleanup_free_ char *path = NULL;
+	char err[CNL_CLIENT_ERROR_MAX], head[4];
+	static char buf[65536];
+	size_t nhead = 0;
+	bool in_open = true, ssh = false, ended = false;
+	int code, status = 0;
+	const char *msg;
+
+	if ((code = find_server(cli, name, &s)))
+		return code;
+	path = cnl_cli_pathf("/v1/servers/%s/ssh", s.id);
+	if (!(cl = cnl_cli_client(cli)))
+		return CNL_EXIT_ERROR;
+	if (cnl_client_upgrade(cl, path, "cnlab-ssh", &st, err, sizeof(err)) <
+	    0) {
+		/* "POST PATH: STATUS message" */
+		msg = strstr(err, ": ");
+		if (msg && sscanf(msg + 2, "%d", &status) == 1)
+			msg = strchr(msg + 2, ' ');
+		msg = msg ? msg + 1 : err;
+		return cnl_cli_fail(status == 401   ? CNL_EXIT_AUTH
+		                    : status == 403 ? CNL_EXIT_REFUSED
+		                    : status == 404 ? CNL_EXIT_NOT_FOUND
+		                                    : CNL_EXIT_ERROR,
+		                    "ssh to server %s: %s", name, msg);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	while (!ended) {
+		struct pollfd p[2] = {{cnl_client_stream_fd(st), POLLIN, 0},
+		                      {in_open ? STDIN_FILENO : -1, POLLIN, 0}};
+		ssize_t r;
+
+		/* What the stream holds already shows in no poll. */
+		while ((r = cnl_client_stream_read(st, buf, sizeof(buf))) > 0) {
+			size_t off = 0;
+
+			while (!ssh && off < (size_t)r && nhead < 4)
+				head[nhead++] = buf[off++];
+			if (!ssh && nhead == 4) {
+				if (memcmp(head, "SSH-", 4) != 0) {
+					fwrite(head, 1, 4, stderr);
+					fwrite(buf + off, 1, (size_t)r - off,
+					       stderr);
+					while ((r = cnl_client_stream_read(
+					            st, buf, sizeof(buf))) >
+					           0 ||
+					       r == -EAGAIN) {
+						if (r > 0)
+							fwrite(buf, 1,
+							       (size_t)r,
+							       stderr);
+						else if (poll(p, 1, 5000) <= 0)
+							break;
+					}
+					cnl_client_stream_free(st);
+					return CNL_EXIT_ERROR;
+				}
+				ssh = true;
+				if (!put_all(STDOUT_FILENO, head, 4))
+					goto done;
+			}
+			if (ssh && off < (size_t)r &&
+			    !put_all(STDOUT_FILENO, buf + off, (size_t)r - off))
+				goto done;
+		}
+		if (r != -EAGAIN) {
+			ended = true;
+			break;
+		}
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			r = read(STDIN_FILENO, buf, sizeof(buf));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				/* ssh closed its side: the session is over. */
+				goto done;
+			}
+			if (cnl_client_stream_write(st, buf, (size_t)r) < 0) {
+				ended = true;
+				break;
+			}
+		}
+	}
+	cnl_client_stream_free(st);
+	if (!ssh && nhead)
+		fwrite(head, 1, nhead, stderr);
+	return cnl_cli_fail(CNL_EXIT_ERROR,
+	                    "the ssh connection to server %s ended: its node "
+	                    "or cnlabd closed it (a lost node, a removed key "
+	                    "or an ended session); try again once cnlab "
+	                    "server show %s says running",
+	                    name, name);
+done:
+	cnl_client_stream_free(st);
 	return 0;
 }

@@ -127,12 +127,18 @@ static void test_register(void **state)
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_int_equal(got.protocol, 7);
-	/* Protocol 8 (assignments with secrets), the current one. */
+	/* Protocol 8 (assignments with secrets) too. */
 	DECODE_OK(cnl_wire_register_decode,
 	          "{\"protocol\":8,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	          "\"mem_mib\":1}",
 	          &got);
 	assert_int_equal(got.protocol, 8);
+	/* Protocol 9 (ssh tunnels), the current one. */
+	DECODE_OK(cnl_wire_register_decode,
+	          "{\"protocol\":9,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	          "\"mem_mib\":1}",
+	          &got);
+	assert_int_equal(got.protocol, 9);
 #define R(text, field)                                                 \
 	DECODE_BAD(cnl_wire_register_decode, struct cnl_wire_register, \
 	           NOTHING, text, field)
@@ -141,7 +147,7 @@ static void test_register(void **state)
 	R("{\"protocol\":1,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
-	R("{\"protocol\":9,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
+	R("{\"protocol\":10,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
 	  "\"mem_mib\":1}",
 	  "protocol");
 	R("{\"protocol\":4,\"name\":\"n\",\"gpus\":0,\"cpu_milli\":1,"
@@ -740,6 +746,91 @@ static void test_tunnels(void **state)
 	}
 }
 
+/* ssh tunnels (protocol 9): the host key and authorized_keys, strict. */
+static void test_tunnels_ssh(void **state)
+{
+	struct cnl_wire_tunnels t;
+
+	(void)state;
+	DECODE_OK(cnl_wire_tunnels_decode,
+	          "{\"tunnels\":[{\"id\":\"tun_1\",\"workload\":\"srv_1\","
+	          "\"ssh\":{\"host_key\":\"K\",\"authorized_keys\":"
+	          "\"ssh-ed25519 AAAA a\\n\"}}]}",
+	          &t);
+	assert_int_equal(t.n, 1);
+	assert_null(t.items[0].argv);
+	assert_string_equal(t.items[0].ssh_host_key, "K");
+	assert_string_equal(t.items[0].ssh_keys, "ssh-ed25519 AAAA a\n");
+	{
+		json_t *j = cnl_wire_tunnels_encode(&t);
+		struct cnl_wire_tunnels back;
+		char e[256];
+
+		assert_int_equal(
+		    cnl_wire_tunnels_decode(j, &back, e, sizeof(e)), 0);
+		assert_string_equal(back.items[0].ssh_host_key, "K");
+		assert_string_equal(back.items[0].ssh_keys,
+		                    "ssh-ed25519 AAAA a\n");
+		cnl_wire_tunnels_done(&back);
+		json_decref(j);
+	}
+	cnl_wire_tunnels_done(&t);
+#define S(text, field)                                               \
+	DECODE_BAD(cnl_wire_tunnels_decode, struct cnl_wire_tunnels, \
+	           cnl_wire_tunnels_done(&m_), text, field)
+	/* An unknown member, a missing or empty host key, a number. */
+	S("{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\",\"ssh\":"
+	  "{\"host_key\":\"K\",\"authorized_keys\":\"\",\"user\":\"x\"}}]}",
+	  "user");
+	S("{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\",\"ssh\":"
+	  "{\"authorized_keys\":\"\"}}]}",
+	  "host_key");
+	S("{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\",\"ssh\":"
+	  "{\"host_key\":\"\",\"authorized_keys\":\"\"}}]}",
+	  "host_key");
+	S("{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\",\"ssh\":"
+	  "{\"host_key\":\"K\",\"authorized_keys\":1}}]}",
+	  "authorized_keys");
+	/* Both an sshd and a command: which one? */
+	S("{\"tunnels\":[{\"id\":\"t\",\"workload\":\"w\",\"ssh\":"
+	  "{\"host_key\":\"K\",\"authorized_keys\":\"\"},"
+	  "\"command\":[\"id\"]}]}",
+	  "command");
+#undef S
+	/* A NUL would end the file early; a key past the limit. */
+	{
+		json_t *j =
+		    json_pack("{s:[{s:s,s:s,s:{s:s,s:o}}]}", "tunnels", "id",
+		              "t", "workload", "w", "ssh", "host_key", "K",
+		              "authorized_keys", json_stringn("a\0b", 3));
+		struct cnl_wire_tunnels m;
+		char e[256] = "";
+
+		assert_int_equal(cnl_wire_tunnels_decode(j, &m, e, sizeof(e)),
+		                 -CNL_EFIELD);
+		assert_non_null(strstr(e, "authorized_keys"));
+		cnl_wire_tunnels_done(&m);
+		json_decref(j);
+	}
+	{
+		char *big = calloc(1, CNL_WIRE_SSH_HOST_KEY_MAX + 2);
+		json_t *j;
+		struct cnl_wire_tunnels m;
+		char e[256] = "";
+
+		memset(big, 'k', CNL_WIRE_SSH_HOST_KEY_MAX + 1);
+		j = json_pack("{s:[{s:s,s:s,s:{s:s,s:s}}]}", "tunnels", "id",
+		              "t", "workload", "w", "ssh", "host_key", big,
+		              "authorized_keys", "");
+		assert_int_equal(cnl_wire_tunnels_decode(j, &m, e, sizeof(e)),
+		                 -CNL_EFIELD);
+		assert_non_null(strstr(e, "host_key"));
+		cnl_wire_tunnels_done(&m);
+		json_decref(j);
+		free(big);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -751,6 +842,7 @@ int main(void)
 	    cmocka_unit_test(test_log_bytes),
 	    cmocka_unit_test(test_paths),
 	    cmocka_unit_test(test_tunnels),
+	    cmocka_unit_test(test_tunnels_ssh),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
