@@ -245,6 +245,18 @@ static const char zsh_main[] =
     "\tcompdef _cnlab cnlab\n"
     "fi\n";
 
+/* @s inside fish's single quotes: ' and \\ escaped. */
+static void fish_quoted(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
 /* fish: one "complete" line per word, condition on the words seen. */
 static void emit_fish(FILE *f)
 {
@@ -302,7 +314,9 @@ static void emit_fish(FILE *f)
 				      f);
 			else if (fl->metavar)
 				fputs(" -r", f);
-			fprintf(f, " -d '%s'\n", fl->help);
+			fputs(" -d ", f);
+			fish_quoted(f, fl->help);
+			fputc('\n', f);
 		}
 		if (strcmp(c->path, "run") == 0)
 			fprintf(f, "complete -c cnlab -n '%s' -F\n", cond);

@@ -22,7 +22,7 @@
 #include "net/http_server.h"
 #include "server/api.h"
 
-#define MAX_OPS 256
+#define MAX_OPS 512
 
 struct op {
 	char method[8];
@@ -45,6 +45,12 @@ static int read_doc(struct op *ops, int max)
 	if (!f)
 		fail_msg("cannot open %s", file);
 	while (fgets(line, sizeof(line), f)) {
+		/* A longer line would be read as two, and the second end
+		 * the paths section without a word. */
+		if (!strchr(line, '\n') && !feof(f))
+			fail_msg("docs/api/openapi.yaml: a line of %zu bytes "
+			         "or more (split it)",
+			         sizeof(line) - 1);
 		line[strcspn(line, "\n")] = '\0';
 		if (strcmp(line, "paths:") == 0) {
 			in_paths = true;
