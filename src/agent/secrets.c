@@ -6,17 +6,20 @@
  * in its container; those asked for as variables go into its environment.
  *
  * The tmpfs is <work_dir>/secrets, mounted on the first workload with
- * secrets (nosuid, nodev, noexec; 0711 root), and detached when the agent
- * exits (the containers that still run keep their own view of their
- * files).  Each workload's folder is <work_dir>/secrets/<id>: 0500 and
- * each file 0400, both the tenant's (its container uid on the host), so
- * that no other tenant's container, whose user is another host uid, can
- * read them.  The folder goes when the workload is forgotten.
+ * secrets or the first server (nosuid, nodev, noexec; 0711 root), and
+ * detached when the agent exits with no workload's folder left on it;
+ * otherwise it stays for the next agent, which adopts those workloads
+ * (their containers see the files through it).  Each workload's folder is
+ * <work_dir>/secrets/<id>: 0500 and each file 0400, both the tenant's (its
+ * container uid on the host), so that no other tenant's container, whose user
+ * is another host uid, can read them.  The folder goes when the workload is
+ * forgotten.
  *
  * A node that runs work bare (no containers) keeps no secrets: such work
  * fails to start, saying so.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -76,9 +79,23 @@ void cnl_agent_secrets_close(struct cnl_agent *a)
 {
 	char dir[600];
 	struct statfs sf;
+	struct dirent *e;
+	bool busy = false;
+	DIR *d;
 
 	cnl_agent_secrets_dir(a, NULL, dir, sizeof(dir));
-	if (statfs(dir, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
+	if (statfs(dir, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
+		return;
+	/* Workloads outlive the agent, and the next agent adopts them: a
+	 * folder still there is a running workload's, whose container
+	 * sees the files through this mount (its ssh sessions are written
+	 * here).  The tmpfs stays then, for the next agent. */
+	if ((d = opendir(dir))) {
+		while (!busy && (e = readdir(d)))
+			busy = e->d_name[0] != '.';
+		closedir(d);
+	}
+	if (!busy)
 		(void)umount2(dir, MNT_DETACH);
 }
 

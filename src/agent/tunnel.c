@@ -415,7 +415,7 @@ static void ssh_one(struct cnl_agent *a, struct one *o,
                     struct cnl_client_stream *s)
 {
 	char dir[600], root[600], loader[300] = "", libdir[300] = "";
-	char script[1200], errbuf[2048];
+	char script[2048], errbuf[2048];
 	const char *argv[32];
 	struct stat st;
 	int sp[2] = {-1, -1}, ep[2] = {-1, -1}, n = 0, r, wst = 0;

@@ -177,8 +177,8 @@ void cnl_api_h_ssh_key_add(void *call, struct cnl_http_request *req,
 	else
 		default_name(&k, n, name, sizeof(name));
 	key_place(c->user.id, name, parent, sizeof(parent), id, sizeof(id));
-	snprintf(c->target, sizeof(c->target), "ssh-key:%s/%s %s", c->user.name,
-	         name, k.fingerprint);
+	snprintf(c->target, sizeof(c->target), "ssh-key:%.30s/%.30s %.50s",
+	         c->user.name, name, k.fingerprint);
 	o = json_pack("{s:s,s:s,s:s,s:s,s:i}", "key", k.line, "type", k.type,
 	              "fingerprint", k.fingerprint, "comment", k.comment,
 	              "bits", k.bits);
@@ -215,8 +215,8 @@ void cnl_api_h_ssh_key_remove(void *call, struct cnl_http_request *req,
 	char found[CNL_STORE_DOC_ID_MAX] = "", fname[CNL_STORE_NAME_MAX] = "";
 	int n, r;
 
-	snprintf(c->target, sizeof(c->target), "ssh-key:%s/%.80s", c->user.name,
-	         which ? which : "");
+	snprintf(c->target, sizeof(c->target), "ssh-key:%.30s/%.80s",
+	         c->user.name, which ? which : "");
 	if ((n = keys_of(c->api->store, c->user.id, have)) < 0) {
 		cnl_api_store_error(c, resp, n, "ssh key");
 		return;

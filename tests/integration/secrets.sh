@@ -24,6 +24,8 @@
 #     again at its next start; a server holding its owner's own secrets
 #     is its owner's alone (no member, no administrator opens it, runs a
 #     command in it or sees its token); no value is on any disk
+#   - a secret as a file is in no process's environment (/proc/*/environ
+#     inside the container and on the node)
 #   - an agent before node protocol 8 is sent no secrets (cnlabd warns);
 #     a fetch under a stale epoch is fenced, a user's token refused
 #   - deleting a project deletes its secrets
@@ -338,6 +340,13 @@ rc=$?
 got=$(as ana server exec nb -- sh -c 'sha256sum </run/secrets/db-password' 2>&1 | cut -d' ' -f1)
 [ $rc = 0 ] && [ "$got" = "$sha_ana" ] && ok "cnlab server create --secret: the server's /run/secrets" ||
 	bad "server: rc=$rc $(cat "$tmp/srv.out") got=$got"
+# A file-only secret is in no process's environment: not in the server's
+# (every process of its container), not on the node (every process).
+inside=$(as ana server exec nb -- sh -c 'cat /proc/[0-9]*/environ 2>/dev/null | tr "\0" "\n" | grep -c "ana-TOP""SECRET"' 2>&1)
+host=$(grep -l -a 'ana-TOPSECRET' /proc/[0-9]*/environ 2>/dev/null | head -3)
+[ "$inside" = 0 ] && [ -z "$host" ] &&
+	ok "a secret as a file is in no /proc/*/environ, inside the container or on the node" ||
+	bad "in an environment: inside=$inside host=$host"
 # Whoever opens a server can read its files: one that holds its owner's
 # own secrets is the owner's alone (the project's members, the
 # administrator too, may not open it, run commands in it, or see its

@@ -7,6 +7,8 @@
 #     with ssh-keygen's fingerprint; a private key, a key with options, a
 #     weak RSA key, garbage and a duplicate are refused naming why; a
 #     user's keys are theirs alone (the administrator sees none)
+#   - a session idle for 5 minutes (no keep-alives) still answers; 16
+#     sessions at once each get their own answer
 #   - cnlab server ssh-config prints a Host entry (ProxyCommand through
 #     cnlab, the host key pinned); with it, ssh runs commands and a pty
 #     shell as the tenant in /workspace, with the server's environment;
@@ -135,6 +137,20 @@ as bob ssh-key remove ana-laptop >"$tmp/o" 2>&1
 [ $? = 4 ] && [ "$(as ana ssh-key list -o json | jq '.items | length')" = 1 ] &&
 	ok "another user cannot remove a key (404, exit 4)" || bad "bob removes ana's: $(cat "$tmp/o")"
 
+# --- a session idle for 5 minutes (bob's, which nothing below touches) ---------------
+# No keep-alives (ServerAliveInterval=0): nothing crosses the tunnel
+# until, 300 s later, a line is sent and the remote shell answers it.
+as bob server create --name bobs --image host --profile h100-25pct >"$tmp/o" 2>&1 ||
+	bad "bob's server: $(cat "$tmp/o")"
+as bob server ssh-config bobs >"$tmp/bobs.cfg" 2>&1
+mkfifo "$tmp/idle.in"
+exec 7<>"$tmp/idle.in"
+CNLAB_CONFIG=$tmp/bob.json timeout 900 ssh -F "$tmp/bobs.cfg" -i "$tmp/keys/bob" -o IdentitiesOnly=yes \
+	-o BatchMode=yes -o ServerAliveInterval=0 cnlab-bobs 'echo ready; read x; echo "alive-$x"' \
+	<&7 >"$tmp/idle.out" 2>"$tmp/idle.err" &
+idle=$!
+idle_t0=$(date +%s)
+
 # --- a server, and ssh into it ------------------------------------------------------
 as ana server create --name nb --image host --profile h100-25pct >"$tmp/o" 2>&1 ||
 	bad "server create: $(cat "$tmp/o")"
@@ -217,6 +233,21 @@ rc=$?
 kill "$sshagent" 2>/dev/null
 unset SSH_AUTH_SOCK SSH_AGENT_PID
 [ $rc = 7 ] && ok "cnlab server ssh: the remote command's exit code is ours" || bad "exit code: $rc"
+
+# Many sessions at once.
+for i in $(seq 16); do
+	S ana cnlab-nb "sleep 1; echo session-$i" >"$tmp/par.$i" 2>&1 &
+done
+wait_par=0
+for i in $(seq 16); do
+	for _ in $(seq 600); do
+		grep -q "^session-$i$" "$tmp/par.$i" && break
+		sleep 0.1
+	done
+	grep -q "^session-$i$" "$tmp/par.$i" && wait_par=$((wait_par + 1))
+done
+[ $wait_par = 16 ] && ok "16 sessions at once, each its own answer" ||
+	bad "parallel: $wait_par of 16 $(cat "$tmp"/par.* | grep -v '^session' | head -3)"
 
 # The session's files: read-only to the tenant, this server's only.
 out=$(S ana cnlab-nb 'ls /run/cnlab/ssh; echo x >>/run/cnlab/ssh/authorized_keys && echo WROTE; rm -f /run/cnlab/ssh/host_key && echo REMOVED' 2>&1)
@@ -381,6 +412,36 @@ for _ in $(seq 60); do
 	sleep 1
 done
 [ "$got" = back ] && ok "once the node is back, ssh works again" || bad "reconnect: '$got'"
+# A clean stop and start of the agent (which adopts the running server):
+# the server's session files stay reachable.
+kill -TERM "$remote"
+wait "$remote" 2>/dev/null
+remote=
+start_remote
+got=
+for _ in $(seq 60); do
+	got=$(F cnlab-far 'echo again' 2>/dev/null) && [ "$got" = again ] && break
+	sleep 1
+done
+[ "$got" = again ] && ok "after the agent is stopped and started, ssh works again" ||
+	bad "after a clean restart: '$got' $(F cnlab-far true 2>&1 | tail -2)"
+as ana server stop far >/dev/null 2>&1
+
+# --- the idle session, 5 minutes on -------------------------------------------------------
+grep -q '^ready$' "$tmp/idle.out" || bad "the idle session never started: $(cat "$tmp/idle.err")"
+while [ $(($(date +%s) - idle_t0)) -lt 300 ]; do sleep 5; done
+echo yes >&7
+for _ in $(seq 300); do
+	grep -q '^alive-yes$' "$tmp/idle.out" && break
+	sleep 0.1
+done
+grep -q '^alive-yes$' "$tmp/idle.out" &&
+	ok "a session idle for $(($(date +%s) - idle_t0)) s (no keep-alives) still answers" ||
+	bad "idle session: $(cat "$tmp/idle.out" "$tmp/idle.err")"
+exec 7>&-
+kill "$idle" 2>/dev/null
+wait "$idle" 2>/dev/null
+as bob server stop bobs >/dev/null 2>&1
 
 # --- audit, the database, what is left ----------------------------------------------------
 cnlab audit --limit 1000 -o json >"$tmp/audit.json" 2>&1
