@@ -30,6 +30,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <dirent.h>
 #include <elf.h>
 #include <stdarg.h>
 #include <sys/socket.h>
@@ -405,6 +406,65 @@ static void sshd_loader(char *loader, size_t llen, char *libdir, size_t dlen)
 	free(real);
 }
 
+/* SIGHUP to every descendant of @root (not @root itself), found through
+ * /proc: the processes of an ssh session whose connection ended. */
+static void hangup_tree(pid_t root)
+{
+	enum { MAX = 8192 };
+	pid_t *pids = cnl_xcalloc(MAX, sizeof(*pids));
+	pid_t *ppids = cnl_xcalloc(MAX, sizeof(*ppids));
+	bool *mark = cnl_xcalloc(MAX, sizeof(*mark));
+	size_t n = 0;
+	struct dirent *e;
+	DIR *d = opendir("/proc");
+	bool grew = true;
+
+	while (d && n < MAX && (e = readdir(d))) {
+		char path[300], buf[512], *rp;
+		long pp;
+		int fd;
+		ssize_t k;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (k <= 0)
+			continue;
+		buf[k] = '\0';
+		/* "pid (comm) state ppid ...": comm may hold anything. */
+		if (!(rp = strrchr(buf, ')')) ||
+		    sscanf(rp + 1, " %*c %ld", &pp) != 1)
+			continue;
+		pids[n] = (pid_t)strtol(e->d_name, NULL, 10);
+		ppids[n++] = (pid_t)pp;
+	}
+	if (d)
+		closedir(d);
+	while (grew) {
+		grew = false;
+		for (size_t i = 0; i < n; i++) {
+			if (mark[i])
+				continue;
+			bool child = ppids[i] == root;
+
+			for (size_t j = 0; !child && j < n; j++)
+				child = mark[j] && ppids[i] == pids[j];
+			if (child)
+				mark[i] = grew = true;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (mark[i])
+			kill(pids[i], SIGHUP);
+	free(pids);
+	free(ppids);
+	free(mark);
+}
+
 /* Run the server's sshd in inetd mode (sshd -i) in its container, as the
  * tenant, its stdin and stdout one end of a socket pair whose other end
  * is relayed to @s.  The image's own /usr/sbin/sshd when it has one,
@@ -499,7 +559,9 @@ static void ssh_one(struct cnl_agent *a, struct one *o,
 		goto out;
 	}
 	from_sshd = relay(a, s, sp[0]);
-	/* Its input ends: sshd exits. */
+	/* The connection is gone: a hangup, as a terminal's, for what the
+	 * session started (nohup'd work lives on), and sshd's input ends. */
+	hangup_tree(pid);
 	shutdown(sp[0], SHUT_RDWR);
 	for (int i = 0; i < 50; i++) {
 		r = waitpid(pid, &wst, WNOHANG);
