@@ -28,9 +28,11 @@ done
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
 pids=()
+users_made=
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
+	[ -z "$users_made" ] || userdel "$users_made" 2>/dev/null
 	for m in $(grep " $tmp" /proc/mounts | cut -d' ' -f2 | sort -r); do umount -l "$m" 2>/dev/null; done
 	rm -rf "$tmp"
 }
@@ -62,16 +64,26 @@ ssh-keygen -q -t ed25519 -N '' -f "$tmp/keys/host"
 	}
 "$cnlab" server ssh-config bench >"$tmp/ssh.cfg"
 
-# The direct path: a local sshd on a loopback port, the same key.
+# The direct path: a local sshd on a loopback port, the same key, logging
+# in an ordinary user made for the run whose shell is /bin/sh, as the
+# container's user has (root's own shell start-up files would weigh on
+# the baseline).
+buser=cnlbench$$
+useradd -M -p '*' -d "$tmp/direct" -s /bin/sh "$buser" || {
+	echo "ssh_bench: cannot add the user $buser" >&2
+	exit 1
+}
+users_made=$buser
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -m 700 "$tmp/direct"
+mkdir -m 755 "$tmp/direct"
 cp "$tmp/keys/id.pub" "$tmp/direct/authorized_keys"
+chown "$buser" "$tmp/direct"
 cat >"$tmp/direct/sshd_config" <<EOF
 Port $port
 ListenAddress 127.0.0.1
 HostKey $tmp/keys/host
 AuthorizedKeysFile $tmp/direct/authorized_keys
-PermitRootLogin prohibit-password
+PermitRootLogin no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
@@ -80,14 +92,16 @@ PidFile none
 Subsystem sftp internal-sftp
 EOF
 mkdir -p /run/sshd
-/usr/sbin/sshd -D -e -f "$tmp/direct/sshd_config" 2>"$tmp/direct/log" &
+/usr/sbin/sshd -D -e -f "$tmp/direct/sshd_config" 2>"$tmp/sshd.log" &
 pids+=($!)
 for _ in $(seq 100); do
 	(echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
 	sleep 0.05
 done
+# The same client settings on both paths (the direct one reads no
+# /etc/ssh/ssh_config either: -F).
 opts=(-i "$tmp/keys/id" -o IdentitiesOnly=yes -o BatchMode=yes -o LogLevel=ERROR)
-direct=(-p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "${opts[@]}")
+direct=(-F /dev/null -p "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "${opts[@]}")
 
 now_ms() { date +%s%3N; }
 # median LIST...: the middle value, and min and max
@@ -98,7 +112,7 @@ for _ in $(seq "$n"); do
 	ssh -F "$tmp/ssh.cfg" "${opts[@]}" cnlab-bench true || echo "platform ssh failed" >&2
 	platform+=($(($(now_ms) - t0)))
 	t0=$(now_ms)
-	ssh "${direct[@]}" root@127.0.0.1 true || echo "direct ssh failed" >&2
+	ssh "${direct[@]}" "$buser@127.0.0.1" true || echo "direct ssh failed" >&2
 	local_+=($(($(now_ms) - t0)))
 done
 echo "connect, ssh HOST true:"
@@ -116,13 +130,14 @@ down=$(($(now_ms) - t0))
 cmp -s "$tmp/blob" "$tmp/blob.back" || echo "platform scp: the bytes differ" >&2
 rm -f "$tmp/blob.back"
 mkdir "$tmp/direct/files"
+chown "$buser" "$tmp/direct/files"
 t0=$(now_ms)
-scp -q -P "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "${opts[@]}" \
-	"$tmp/blob" "root@127.0.0.1:$tmp/direct/files/blob" || echo "direct scp failed" >&2
+scp -q -F /dev/null -P "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "${opts[@]}" \
+	"$tmp/blob" "$buser@127.0.0.1:$tmp/direct/files/blob" || { echo "direct scp failed: $(tail -3 "$tmp/sshd.log")" >&2; }
 dup=$(($(now_ms) - t0))
 t0=$(now_ms)
-scp -q -P "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "${opts[@]}" \
-	"root@127.0.0.1:$tmp/direct/files/blob" "$tmp/blob.back" || echo "direct scp down failed" >&2
+scp -q -F /dev/null -P "$port" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "${opts[@]}" \
+	"$buser@127.0.0.1:$tmp/direct/files/blob" "$tmp/blob.back" || echo "direct scp down failed" >&2
 ddown=$(($(now_ms) - t0))
 echo "scp of $size MiB:"
 echo "  through the platform: up $(mbs $up), down $(mbs $down)"
