@@ -173,6 +173,12 @@ got=$(S ana cnlab-nb 'id -un; id -u; pwd; echo "$HOME"' 2>"$tmp/e")
 [ "$got" = "$(printf 'ana\n1000\n/workspace\n/workspace')" ] &&
 	ok "ssh cnlab-nb CMD: as the tenant (uid 1000 in the container), in /workspace" ||
 	bad "ssh cmd: '$got' $(cat "$tmp/e")"
+quiet=0
+for _ in $(seq 5); do
+	S ana cnlab-nb true 2>"$tmp/e" && [ ! -s "$tmp/e" ] && quiet=$((quiet + 1))
+done
+[ $quiet = 5 ] && ok "a session that ends as it should says nothing on stderr (5 of 5)" ||
+	bad "noise on a normal end ($quiet of 5 quiet): $(cat "$tmp/e")"
 srv=$(as ana server show nb -o json | jq -r .id)
 ssh_env=$(S ana cnlab-nb 'env' 2>/dev/null | grep -E '^(CNLAB_|CUDA_|NVIDIA_)' | grep -v '^CNLAB_SSH' | sort)
 exec_env=$(as ana server exec nb -- env 2>/dev/null | grep -E '^(CNLAB_|CUDA_|NVIDIA_)' | sort)

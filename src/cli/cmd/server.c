@@ -784,6 +784,25 @@ static bool put_all(int fd, const char *buf, size_t n)
 	return true;
 }
 
+/* Whether stdin reaches its end within @ms (what it holds is dropped). */
+static bool stdin_ends_within(int ms)
+{
+	int64_t end = cnl_time_mono_ns() / 1000000 + ms;
+	static char sink[4096];
+
+	for (;;) {
+		int64_t left = end - cnl_time_mono_ns() / 1000000;
+		struct pollfd p = {STDIN_FILENO, POLLIN, 0};
+		ssize_t r;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return false;
+		r = read(STDIN_FILENO, sink, sizeof(sink));
+		if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+			return true;
+	}
+}
+
 /*
  * ssh's ProxyCommand: stdin and stdout to the server's sshd through
  * cnlabd.  A stream that does not begin as SSH does ("SSH-") is the
@@ -888,6 +907,11 @@ int cnl_cli_cmd_server_ssh_proxy(struct cnl_cli *cli)
 	cnl_client_stream_free(st);
 	if (!ssh && nhead)
 		fwrite(head, 1, nhead, stderr);
+	/* A session that ended as it should ends on ssh's side at the same
+	 * moment: ssh closes our stdin (or hangs us up).  Only when it does
+	 * not within 2 s was the stream cut under it. */
+	if (ssh && in_open && stdin_ends_within(2000))
+		return 0;
 	return cnl_cli_fail(CNL_EXIT_ERROR,
 	                    "the ssh connection to server %s ended: its node "
 	                    "or cnlabd closed it (a lost node, a removed key "
