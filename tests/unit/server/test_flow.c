@@ -897,6 +897,32 @@ static void test_servers(void **state)
 		assert_null(strstr(u, ":8888"));
 	}
 	json_decref(o);
+	/* ssh: its owner only; and never through an agent older than node
+	 * protocol 9 (these register with 5), whose strict decoder would
+	 * refuse its whole tunnel list: 409 naming it, nothing queued. */
+	{
+		struct reply r;
+		char sp[200], tp[200];
+
+		snprintf(sp, sizeof(sp), "/v1/servers/%s/ssh", id);
+		http_n("POST", sp, F.token[PADMIN], NULL, 0,
+		       "Upgrade: cnlab-ssh", &r);
+		assert_error(&r, 403, "forbidden");
+		assert_non_null(strstr(err_message(&r), "only its owner"));
+		reply_done(&r);
+		http_n("POST", sp, F.token[MEMBER], NULL, 0,
+		       "Upgrade: cnlab-ssh", &r);
+		assert_error(&r, 409, "conflict");
+		assert_non_null(strstr(err_message(&r), "too old for ssh"));
+		assert_non_null(strstr(err_message(&r), "node protocol 5"));
+		reply_done(&r);
+		snprintf(tp, sizeof(tp), "/v1/nodes/%s/tunnels?wait=0",
+		         n == 1 ? F.node1 : F.node2);
+		o = call_ok("GET", tp, AGENT, NULL, 200);
+		assert_int_equal(json_array_size(json_object_get(o, "tunnels")),
+		                 0);
+		json_decref(o);
+	}
 	/* Another project's member can neither see nor stop it. */
 	json_decref(call_ok("GET", path, BOB, NULL, 404));
 	snprintf(path, sizeof(path), "/v1/servers/%s/stop", id);
