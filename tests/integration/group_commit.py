@@ -447,32 +447,52 @@ def commit_test(binary):
             c, "GET", "/v1/jobs/%s/decisions" % a, None, auth)[1].get(
                 "items"))
 
-        open(fault, "w").close()
-        st, doc = submit("cf-b")
-        if os.path.exists(fault):
-            die("the commit fault was not used (cnlabd not a test build?)")
+        # The fault takes the next commit of any thread: on a loaded
+        # machine a commit of cnlabd's own (a scheduling decision) can
+        # come first.  Then the submission is simply acknowledged (201):
+        # it is kept, counted, and the fault is armed again.
+        acked = [a]
+        for attempt in range(5):
+            open(fault, "w").close()
+            failed_key = "cf-b%d" % attempt
+            st, doc = submit(failed_key)
+            if os.path.exists(fault):
+                die("the commit fault was not used (cnlabd not a test "
+                    "build?)")
+            if st != 201 or not doc or "id" not in doc:
+                break
+            acked.append(doc["id"])
+            print("note the fault hit another commit of cnlabd's; "
+                  "trying again")
         if st == 507 and doc and doc.get("error"):
             ok("a submission whose commit fails answers 507 with a JSON "
                "error (%s)" % doc["error"].get("code"))
         else:
             die("a submission whose commit failed answered %d %s (want "
-                "507; did the fault hit another commit?)" % (st, doc))
+                "507, 5 times over)" % (st, doc))
         # Let the scheduler run cycles: a job left in its memory would
         # get a decision recorded under its id.
         time.sleep(1.0)
         jobs, depth = view(c, auth, proj), queue_depth(c)
-        if list(jobs) == [a]:
-            ok("after the failed submission the API shows only the job "
-               "that was acknowledged")
+        if sorted(jobs) == sorted(acked):
+            ok("after the failed submission the API shows only the jobs "
+               "that were acknowledged")
         else:
-            bad("after the failed submission the API shows %s" % jobs)
-        if depth == 1:
-            ok("after the failed submission the controller holds one "
-               "pending job in memory (queue depth 1)")
+            bad("after the failed submission the API shows %s (want %s)"
+                % (jobs, acked))
+        if depth == len(acked):
+            ok("after the failed submission the controller holds the "
+               "acknowledged pending jobs in memory (queue depth %d)"
+               % depth)
         else:
             bad("after the failed submission the controller's queue "
-                "depth is %d, the store has 1 job: memory kept the "
-                "failed job" % depth)
+                "depth is %d, the store has %d jobs: memory kept the "
+                "failed job" % (depth, len(acked)))
+        for extra in acked[1:]:
+            st, doc = call(c, "POST", "/v1/jobs/%s/cancel" % extra, {},
+                           auth)
+            if st != 200:
+                die("cancel of %s: %d %s" % (extra, st, doc))
         lost = strangers(data + "/cnlab.db")
         if not lost:
             ok("the scheduler decided nothing for a job the store lacks")
@@ -487,6 +507,7 @@ def commit_test(binary):
         else:
             bad("a cancel whose commit failed answered %d %s" % (st, doc))
         jobs, depth = view(c, auth, proj), queue_depth(c)
+        jobs = {k: v for k, v in jobs.items() if k not in acked[1:]}
         if jobs == {a: "pending"} and depth == 1:
             ok("after the failed cancel the job is pending, in the store "
                "and in memory")
@@ -501,20 +522,21 @@ def commit_test(binary):
             bad("the cancel tried again: %d %s, queue depth %d"
                 % (st, doc, queue_depth(c)))
 
-        st, doc = submit("cf-b")
-        if st == 201 and doc.get("id") and doc["id"] != a:
+        st, doc = submit(failed_key)
+        if st == 201 and doc.get("id") and doc["id"] not in acked:
             ok("the failed submission retried with its Idempotency-Key "
                "answers 201")
             b = doc["id"]
         else:
             die("retry of the failed submission: %d %s" % (st, doc))
-        st, doc = submit("cf-b")
+        st, doc = submit(failed_key)
         if st in (200, 201) and doc.get("id") == b:
             ok("and a second retry answers the same job")
         else:
             bad("second retry: %d %s (want %s)" % (st, doc, b))
         before, depth = view(c, auth, proj), queue_depth(c)
-        if before == {a: "cancelled", b: "pending"} and depth == 1:
+        mine = {k: v for k, v in before.items() if k not in acked[1:]}
+        if mine == {a: "cancelled", b: "pending"} and depth == 1:
             ok("two jobs in the store, one pending, as in memory")
         else:
             bad("after the retries: jobs %s, queue depth %d"
