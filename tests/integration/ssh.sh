@@ -315,6 +315,17 @@ as carl server ssh-proxy cnb </dev/null >/dev/null 2>"$tmp/e"
 rc=$?
 [ $rc = 1 ] && grep -q 'no SSH keys' "$tmp/e" && grep -q 'cnlab ssh-key add' "$tmp/e" &&
 	ok "no keys at all: the message says cnlab ssh-key add" || bad "no keys: rc=$rc $(cat "$tmp/e")"
+as carl server ssh cnb -- true </dev/null >/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 1 ] && grep -q 'no SSH keys' "$tmp/e" && ok "cnlab server ssh with no keys: exit 1, the same message" ||
+	bad "server ssh, no keys: rc=$rc $(cat "$tmp/e")"
+as ana server ssh nb2 -- true </dev/null >/dev/null 2>"$tmp/e"
+rc=$?
+[ $rc = 1 ] && grep -q 'cnlab server start nb2' "$tmp/e" &&
+	ok "cnlab server ssh to a stopped server: exit 1, the message says cnlab server start" ||
+	bad "server ssh, stopped: rc=$rc $(cat "$tmp/e")"
+as ana server ssh nope -- true </dev/null >/dev/null 2>"$tmp/e"
+[ $? = 4 ] && ok "cnlab server ssh to an unknown server: exit 4" || bad "server ssh, unknown: $(cat "$tmp/e")"
 as carl server stop cnb >/dev/null 2>&1
 
 # --- revocation ---------------------------------------------------------------------

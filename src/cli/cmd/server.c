@@ -733,6 +733,30 @@ int cnl_cli_cmd_server_ssh(struct cnl_cli *cli)
 
 	if ((code = ssh_info(cli, name, &s, &o)))
 		return code;
+	/* What ssh would only say as "Connection closed", said here. */
+	if (strcmp(s.state, "running") != 0) {
+		json_decref(o);
+		return cnl_cli_fail(CNL_EXIT_ERROR,
+		                    "server %s is %s: start it with cnlab "
+		                    "server start %s",
+		                    name, s.state, name);
+	}
+	{
+		json_t *keys = NULL;
+
+		if (cnl_cli_call(cli, "GET", "/v1/ssh-keys?limit=1", NULL, NULL,
+		                 "ssh keys", &keys) == 0 &&
+		    json_array_size(json_object_get(keys, "items")) == 0) {
+			json_decref(keys);
+			json_decref(o);
+			return cnl_cli_fail(CNL_EXIT_ERROR,
+			                    "you have no SSH keys on this "
+			                    "platform: add your public key "
+			                    "with cnlab ssh-key add "
+			                    "~/.ssh/id_ed25519.pub");
+		}
+		json_decref(keys);
+	}
 	host = cnl_cli_str(o, "host", "cnlab");
 	pc = proxy_command(cli, name);
 	snprintf(opt[0], sizeof(opt[0]), "ProxyCommand=%s", pc);
