@@ -330,8 +330,15 @@ static char *ssh_config(struct cnl_agent *a, const char *id)
 	    "PrintLastLog no\n"
 	    "X11Forwarding no\n"
 	    "PermitTunnel no\n"
-	    "AllowTcpForwarding yes\n"
+	    /* ssh -L into the container's own network only.  Nothing of
+	     * the owner's machine comes in (no -R, no agent, no Unix
+	     * sockets): a shared server's other members run as the same
+	     * tenant and would reach it. */
+	    "AllowTcpForwarding local\n"
+	    "AllowAgentForwarding no\n"
+	    "AllowStreamLocalForwarding no\n"
 	    "GatewayPorts no\n"
+	    "LoginGraceTime 30\n"
 	    "PidFile none\n"
 	    "LogLevel INFO\n"
 	    "Subsystem sftp internal-sftp\n");

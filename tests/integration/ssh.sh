@@ -15,6 +15,8 @@
 #     scp both ways, sftp, rsync -e ssh and ssh -L to the server's port;
 #     cnlab server ssh NAME -- CMD; an image without sshd gets the node's
 #   - the pinned key: a wrong host key in the entry is refused by ssh
+#   - nothing of the owner's machine is forwarded in (ssh -A, ssh -R),
+#     where the project's other members could reach it
 #   - refused: a key not registered, another member of the project (the
 #     server is its owner's), the administrator, a user of another
 #     project, an unknown server (exit 4), a stopped server (the message
@@ -236,6 +238,20 @@ rc=$?
 	bad "server ssh: rc=$rc $got"
 CNLAB_CONFIG=$tmp/ana.json timeout 120 "$cli" server ssh nb -- exit 7 </dev/null >/dev/null 2>&1
 rc=$?
+# Nothing of the owner's machine comes into a server that the project's
+# other members can exec into as the same tenant: not her ssh-agent
+# (asked for with -A, as VS Code does), not a port of hers (-R).
+S ana -A cnlab-nb 'echo "agent=${SSH_AUTH_SOCK:-none}"; sleep 5' >"$tmp/agent.out" 2>&1 &
+agentses=$!
+for _ in $(seq 100); do grep -q '^agent=' "$tmp/agent.out" && break; sleep 0.1; done
+socks=$(as bob server exec nb -- sh -c 'ls -d /tmp/ssh-* 2>/dev/null | wc -l')
+wait $agentses
+grep -q '^agent=none$' "$tmp/agent.out" && [ "$socks" = 0 ] &&
+	ok "ssh -A: no agent is forwarded into the server (another member finds no socket)" ||
+	bad "agent forwarding: $(cat "$tmp/agent.out") sockets=$socks"
+S ana -o ExitOnForwardFailure=yes -R "127.0.0.1:$lport:127.0.0.1:$lport" cnlab-nb 'echo forwarded' >"$tmp/o" 2>&1
+[ $? = 255 ] && ! grep -q forwarded "$tmp/o" && ok "ssh -R: a port of the owner's machine is not forwarded in" ||
+	bad "remote forwarding: $(cat "$tmp/o")"
 kill "$sshagent" 2>/dev/null
 unset SSH_AUTH_SOCK SSH_AGENT_PID
 [ $rc = 7 ] && ok "cnlab server ssh: the remote command's exit code is ours" || bad "exit code: $rc"

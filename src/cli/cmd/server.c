@@ -714,6 +714,7 @@ int cnl_cli_cmd_server_ssh_config(struct cnl_cli *cli)
 	       "    UserKnownHostsFile /dev/null\n"
 	       "    GlobalKnownHostsFile /dev/null\n"
 	       "    KnownHostsCommand /bin/echo %s %s\n"
+	       "    ForwardAgent no\n"
 	       "    ServerAliveInterval 30\n",
 	       name, host, host, host, cnl_cli_str(o, "user", "tenant"), pc,
 	       host, host, key);
@@ -726,7 +727,7 @@ int cnl_cli_cmd_server_ssh(struct cnl_cli *cli)
 	const char *name = cli->args.pos[0];
 	struct cnl_wire_server s;
 	char *pc, opt[5][8192];
-	const char *argv[CNL_CLI_POS_MAX + 24];
+	const char *argv[CNL_CLI_POS_MAX + 26];
 	const char *host;
 	json_t *o;
 	int code, n = 0;
@@ -779,6 +780,8 @@ int cnl_cli_cmd_server_ssh(struct cnl_cli *cli)
 	argv[n++] = "UserKnownHostsFile=/dev/null";
 	argv[n++] = "-o";
 	argv[n++] = "GlobalKnownHostsFile=/dev/null";
+	argv[n++] = "-o";
+	argv[n++] = "ForwardAgent=no";
 	argv[n++] = opt[4];
 	if (cli->args.npos > 1)
 		argv[n++] = "--";
