@@ -38,16 +38,37 @@ chmod 755 "$tmp"
 pid=
 remote=
 cleanup() {
+	# Workloads outlive their agents: stop every server first (as its
+	# owner, through the platform), then whatever is left.
+	if [ -n "$pid" ]; then
+		for u in ana bob carl; do
+			for s in $(CNLAB_CONFIG=$tmp/$u.json "$cli" server list -o json 2>/dev/null |
+				jq -r '.items[] | select(.state != "stopped" and .state != "failed") | .name' 2>/dev/null); do
+				CNLAB_CONFIG=$tmp/$u.json "$cli" server stop "$s" >/dev/null 2>&1
+			done
+		done
+		for _ in $(seq 100); do
+			n=0
+			for u in ana bob carl; do
+				n=$((n + $(CNLAB_CONFIG=$tmp/$u.json "$cli" server list -o json 2>/dev/null |
+					jq '[.items[] | select(.state != "stopped" and .state != "failed")] | length' 2>/dev/null || echo 0)))
+			done
+			[ "$n" = 0 ] && break
+			sleep 0.2
+		done
+	fi
 	[ -n "$remote" ] && kill -9 "$remote" 2>/dev/null
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	# The second agent's containers outlive it: stop them.
-	for c in $(crun --root "$tmp/remote/crun" list -q 2>/dev/null); do
-		crun --root "$tmp/remote/crun" kill "$c" KILL 2>/dev/null
-		crun --root "$tmp/remote/crun" delete -f "$c" 2>/dev/null
+	for root in "$tmp/remote/crun" "$tmp/data/agent/crun"; do
+		for c in $(crun --root "$root" list -q 2>/dev/null); do
+			crun --root "$root" kill "$c" KILL 2>/dev/null
+			crun --root "$root" delete -f "$c" 2>/dev/null
+		done
 	done
 	grep -h ' cnl-ws-' /proc/mounts 2>/dev/null | cut -d' ' -f2 | grep "^$tmp" |
 		while read -r m; do umount -l "$m"; done
 	for m in $(grep " $tmp" /proc/mounts | cut -d' ' -f2 | sort -r); do umount -l "$m" 2>/dev/null; done
+	losetup -a 2>/dev/null | grep "($tmp/" | cut -d: -f1 | while read -r l; do losetup -d "$l" 2>/dev/null; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
