@@ -378,7 +378,14 @@ as ana server start nb >/dev/null 2>&1
 got=$(as ana server exec nb -- sh -c 'sha256sum </run/secrets/db-password' 2>&1 | cut -d' ' -f1)
 [ "$got" = "$(printf 'rotated-TOPSECRET' | sha256sum | cut -d' ' -f1)" ] &&
 	ok "a secret set again reaches the server at its next start" || bad "rotation: got=$got"
-as ana server delete nb --yes >/dev/null 2>&1
+# Stopped before it is deleted (a running server cannot be), so that no
+# container outlives the test.
+as ana server stop nb >/dev/null 2>&1
+for _ in $(seq 300); do
+	[ "$(as ana server list -o json | jq -r '.items[] | select(.name=="nb") | .state')" = stopped ] && break
+	sleep 0.1
+done
+as ana server delete nb >/dev/null 2>&1 || bad "server delete nb"
 printf 'ana-TOPSECRET-7f3a\n' | as ana secret set db-password --from-stdin >/dev/null 2>&1
 cd / || exit 1
 
