@@ -151,6 +151,29 @@ static void frame_exit(struct cnl_client_stream *s, int code)
 	frame(s, CNL_WIRE_EXEC_EXIT, c, 4);
 }
 
+/* The runtime's "exec" into workload @id's container as the tenant, in
+ * /workspace, without new privileges: its first arguments in @argv (the
+ * state folder's path in @root), their count. */
+static int exec_prefix(struct cnl_agent *a, const char *id, char *root,
+                       size_t rootlen, const char **argv)
+{
+	int n = 0;
+
+	snprintf(root, rootlen, "%s/crun", cnl_agent_rundir(a));
+	argv[n++] = a->runtime;
+	argv[n++] = "--cgroup-manager=disabled";
+	argv[n++] = "--root";
+	argv[n++] = root;
+	argv[n++] = "exec";
+	argv[n++] = "--no-new-privs";
+	argv[n++] = "--user";
+	argv[n++] = "1000:1000";
+	argv[n++] = "--cwd";
+	argv[n++] = "/workspace";
+	argv[n++] = id;
+	return n;
+}
+
 /* Run @o's command in its server's container; its output and exit code
  * go to @s.  The caller going away kills it. */
 static void exec_one(struct cnl_agent *a, struct one *o,
@@ -171,18 +194,7 @@ static void exec_one(struct cnl_agent *a, struct one *o,
 		frame_exit(s, 126);
 		return;
 	}
-	snprintf(root, sizeof(root), "%s/crun", cnl_agent_rundir(a));
-	argv[n++] = a->runtime;
-	argv[n++] = "--cgroup-manager=disabled";
-	argv[n++] = "--root";
-	argv[n++] = root;
-	argv[n++] = "exec";
-	argv[n++] = "--no-new-privs";
-	argv[n++] = "--user";
-	argv[n++] = "1000:1000";
-	argv[n++] = "--cwd";
-	argv[n++] = "/workspace";
-	argv[n++] = o->id;
+	n = exec_prefix(a, o->id, root, sizeof(root), argv);
 	for (size_t k = 0; k < o->argc && k < CNL_WIRE_EXEC_ARGS; k++)
 		argv[n++] = o->argv[k];
 	argv[n] = NULL;
@@ -531,18 +543,7 @@ static void ssh_one(struct cnl_agent *a, struct one *o,
 	         "no " CNL_AGENT_SSHD
 	         " and its node none to lend' >&2; exit 127",
 	         loader, loader, libdir);
-	snprintf(root, sizeof(root), "%s/crun", cnl_agent_rundir(a));
-	argv[n++] = a->runtime;
-	argv[n++] = "--cgroup-manager=disabled";
-	argv[n++] = "--root";
-	argv[n++] = root;
-	argv[n++] = "exec";
-	argv[n++] = "--no-new-privs";
-	argv[n++] = "--user";
-	argv[n++] = "1000:1000";
-	argv[n++] = "--cwd";
-	argv[n++] = "/workspace";
-	argv[n++] = o->id;
+	n = exec_prefix(a, o->id, root, sizeof(root), argv);
 	argv[n++] = "/bin/sh";
 	argv[n++] = "-c";
 	argv[n++] = script;
