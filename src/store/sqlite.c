@@ -239,6 +239,7 @@ static const struct cnl_store_ops sqlite_ops = {
     .written = cnl_sq_written,
     .seen = cnl_sq_seen,
     .sync = cnl_sq_sync,
+    .open_reader = cnl_store_open_sqlite_reader,
 };
 
 /* Apply every migration newer than the file; see invariant 4. */

@@ -2,14 +2,8 @@
  * sqlite_audit.c - the SQLite backend's audit log: append-only and
  * hash-chained (invariant 5 of store.h).
  *
- * A record's hash is SHA-256 over its predecessor's hash (64 hex digits)
- * followed by the canonical text of the record:
- *
- *     cnlab-audit-v1\n seq=<seq>\n ts_ms=<ms>\n actor=<len>:<text>\n
- *     action=<len>:<text>\n target=<len>:<text>\n result=<len>:<text>\n
- *
- * (without the spaces).  Length prefixes make the text unambiguous whatever
- * the fields contain.  seq is an AUTOINCREMENT key, so SQLite never reuses
+ * The hash and its canonical text are audit_chain.c's, the same for every
+ * backend.  seq is an AUTOINCREMENT key, so SQLite never reuses
  * one: if the tail of the log is cut, the next append leaves a gap that
  * verify reports, although the cut itself is invisible until then.
  *
@@ -24,13 +18,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "cnlab/errors.h"
 #include "store/sqlite-internal.h"
-
-#define ZERO_HASH \
-	"0000000000000000000000000000000000000000000000000000000000000000"
+#include "store/store-internal.h"
 
 #define AUDIT_COLS "seq, ts_ms, actor, action, target, result, prev_hash, hash"
 
@@ -47,94 +37,6 @@ static void read_audit(sqlite3_stmt *st, void *out)
 	cnl_sq_col_text(st, 5, a->result, sizeof(a->result));
 	cnl_sq_col_text(st, 6, a->prev_hash, sizeof(a->prev_hash));
 	cnl_sq_col_text(st, 7, a->hash, sizeof(a->hash));
-}
-
-/* Appends to a buffer that audit_hash() sized for the longest record. */
-struct canon {
-	char *p;
-	char *end;
-};
-
-static void put(struct canon *c, const char *s, size_t n)
-{
-	if (c->p && n <= (size_t)(c->end - c->p)) {
-		memcpy(c->p, s, n);
-		c->p += n;
-	} else {
-		c->p = NULL; /* does not fit: an error, never a cut text */
-	}
-}
-
-static void put_num(struct canon *c, unsigned long long v)
-{
-	char d[24];
-	size_t i = sizeof(d);
-
-	do
-		d[--i] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	put(c, d + i, sizeof(d) - i);
-}
-
-static void put_int(struct canon *c, long long v)
-{
-	if (v < 0)
-		put(c, "-", 1);
-	put_num(c,
-	        v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
-}
-
-/* "<label>=<len>:<text>\n" */
-static void put_text(struct canon *c, const char *label, const char *text)
-{
-	size_t n = strlen(text);
-
-	put(c, label, strlen(label));
-	put_num(c, n);
-	put(c, ":", 1);
-	put(c, text, n);
-	put(c, "\n", 1);
-}
-
-/*
- * The hash of @a (its seq, ts_ms and four texts) chained to @prev_hash,
- * as 64 lowercase hex digits in @hex.  0, -ENOMEM or -EIO.  The text is
- * put together by hand: snprintf() of it and of each hex digit pair was
- * most of an append's CPU (the first cycle after a restart appends one
- * per pending job whose wait reason it has not recorded yet).
- */
-static int audit_hash(const struct cnl_store_audit *a, const char *prev_hash,
-                      char hex[CNL_STORE_SHA256_HEX])
-{
-	static const char digits[] = "0123456789abcdef";
-	/* 64 + 4 texts of < CNL_STORE_AUDIT_MAX + labels and numbers. */
-	char buf[64 + 4 * CNL_STORE_AUDIT_MAX + 256];
-	struct canon c = {buf, buf + sizeof(buf)};
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	put(&c, prev_hash, strnlen(prev_hash, 64));
-	put(&c, "cnlab-audit-v1\nseq=", 19);
-	put_int(&c, a->seq);
-	put(&c, "\nts_ms=", 7);
-	put_int(&c, a->ts_ms);
-	put(&c, "\n", 1);
-	put_text(&c, "actor=", a->actor);
-	put_text(&c, "action=", a->action);
-	put_text(&c, "target=", a->target);
-	put_text(&c, "result=", a->result);
-	if (!c.p)
-		return -EIO;
-	if (EVP_Digest(buf, (size_t)(c.p - buf), md, &mdlen, EVP_sha256(),
-	               NULL) != 1 ||
-	    mdlen != 32)
-		return -EIO;
-	for (unsigned int i = 0; i < mdlen; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
-	}
-	hex[2 * mdlen] = '\0';
-	return 0;
 }
 
 int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
@@ -170,12 +72,13 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 	}
 	a.seq = sqlite3_column_int64(st, 0) + 1; /* NULL reads 0 */
 	if (sqlite3_column_type(st, 1) == SQLITE_NULL)
-		snprintf(a.prev_hash, sizeof(a.prev_hash), "%s", ZERO_HASH);
+		snprintf(a.prev_hash, sizeof(a.prev_hash), "%s",
+		         CNL_STORE_ZERO_HASH);
 	else
 		cnl_sq_col_text(st, 1, a.prev_hash, sizeof(a.prev_hash));
 	cnl_sq_finalize(q, st);
 	st = NULL;
-	if ((r = audit_hash(&a, a.prev_hash, a.hash)) < 0)
+	if ((r = cnl_store_audit_hash(&a, a.prev_hash, a.hash)) < 0)
 		goto fail;
 	nums[0] = a.ts_ms;
 	nums[1] = a.seq;
@@ -302,7 +205,7 @@ int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 {
 	struct cnl_sq_store *q = cnl_sq(s);
 	struct cnl_store_audit a;
-	char prev[CNL_STORE_SHA256_HEX] = ZERO_HASH;
+	char prev[CNL_STORE_SHA256_HEX] = CNL_STORE_ZERO_HASH;
 	char hex[CNL_STORE_SHA256_HEX];
 	sqlite3_stmt *st = NULL;
 	int64_t want = 1, bad = 0;
@@ -324,7 +227,7 @@ int cnl_sq_audit_verify(struct cnl_store *s, int64_t *ret_bad_seq)
 			bad = a.seq;
 			break;
 		}
-		if ((r = audit_hash(&a, prev, hex)) < 0)
+		if ((r = cnl_store_audit_hash(&a, prev, hex)) < 0)
 			goto out;
 		if (strcmp(hex, a.hash) != 0) {
 			bad = a.seq;

@@ -52,8 +52,15 @@ int cnl_sq_doc_put(struct cnl_store *s, const struct cnl_store_doc *in,
 	return cnl_sq_run(cnl_sq(s),
 	                  create ? "INSERT INTO docs (" DOC_COLS ") VALUES"
 	                           " (?1, ?2, ?3, ?4, ?5, ?6)"
-	                         : "INSERT OR REPLACE INTO docs (" DOC_COLS
-	                           ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	                         /* Not INSERT OR REPLACE: that would delete
+	                          * another document holding the name. */
+	                         : "INSERT INTO docs (" DOC_COLS ") VALUES"
+	                           " (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT"
+	                           " (kind, id) DO UPDATE SET"
+	                           " parent = excluded.parent,"
+	                           " name = excluded.name,"
+	                           " body = excluded.body,"
+	                           " updated_ms = excluded.updated_ms",
 	                  t, &v, 1);
 }
 

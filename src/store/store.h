@@ -301,6 +301,10 @@ struct cnl_store_ops {
 	int64_t (*written)(struct cnl_store *s);
 	int64_t (*seen)(struct cnl_store *s);
 	int (*sync)(struct cnl_store *s, int64_t *ret_seq);
+
+	/* A second, read-only handle on the same database for another
+	 * thread (cnl_store_open_reader()); NULL: none. */
+	int (*open_reader)(struct cnl_store *s, struct cnl_store **ret);
 };
 
 /* The part of every backend's handle that the wrappers use. */
@@ -309,6 +313,46 @@ struct cnl_store {
 	char errmsg[256]; /* the last backend error, "" if none */
 	char path[512];   /* the database, for messages ("" if not known) */
 };
+
+/*
+ * cnl_store_open - open the store that @url names, bringing its schema up
+ * to date:
+ *   "sqlite:///var/lib/cnlab/cnlab.db", "sqlite:relative/path.db" or a
+ *     plain path: the SQLite backend (cnl_store_open_sqlite());
+ *   "postgresql://user:password@host:port/db?param=value" (or
+ *     "postgres://"): the PostgreSQL backend (cnl_store_open_postgres()).
+ * Any other scheme is -CNL_ECONFIG with @err naming it.  Returns as the
+ * backend's open.
+ */
+int cnl_store_open(const char *url, struct cnl_store **ret, char *err,
+                   size_t errlen);
+
+/*
+ * cnl_store_open_postgres - connect to the PostgreSQL database at @url (a
+ * libpq URI or key=value string) and apply the migrations it lacks, in
+ * one transaction under an advisory lock, so that replicas starting
+ * together apply each once.  A database whose schema is newer than this
+ * build is refused with -CNL_ECONFIG before anything is written.  Every
+ * commit is durable when it returns; there is no group commit.  A server
+ * that cannot be reached is -ENOTCONN with @err naming it (the password
+ * left out); later, a lost connection makes calls fail with -ENOTCONN and
+ * is made again by the next call outside a transaction.  Returns 0,
+ * -CNL_ECONFIG, -ENOTCONN, -EIO or -ENOMEM.
+ */
+int cnl_store_open_postgres(const char *url, struct cnl_store **ret, char *err,
+                            size_t errlen);
+
+/* cnl_store_backend - "sqlite" or "postgresql". */
+const char *cnl_store_backend(struct cnl_store *s);
+
+/*
+ * cnl_store_open_reader - a second handle on @s's database for readers on
+ * other threads: reads never wait for the writer and see only committed
+ * transactions; every write through it fails.  Close it with
+ * cnl_store_close() before @s.  0, -ENOTSUP for a store no other
+ * connection can open (SQLite in memory), or -EIO / -ENOTCONN / -ENOMEM.
+ */
+int cnl_store_open_reader(struct cnl_store *s, struct cnl_store **ret);
 
 /*
  * cnl_store_open_sqlite - open or create the SQLite database at @path and
