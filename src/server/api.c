@@ -647,7 +647,7 @@ static struct cnl_store *reader_take(struct cnl_api *api)
 	pthread_mutex_unlock(&api->readers_mu);
 	if (rd || api->no_readers)
 		return rd;
-	if ((r = cnl_store_open_sqlite_reader(api->store, &rd)) < 0) {
+	if ((r = cnl_store_open_reader(api->store, &rd)) < 0) {
 		if (r == -ENOTSUP)
 			api->no_readers = true;
 		else

@@ -64,9 +64,14 @@ static int identify(struct call *c, const char *h,
 		int64_t exp = 0;
 
 		if (cnl_auth_token_check(h) < 0 ||
-		    cnl_auth_token_digest(h, digest) < 0 ||
-		    cnl_store_doc_get(s, "token", digest, &d) < 0)
+		    cnl_auth_token_digest(h, digest) < 0)
 			goto refuse;
+		if ((r = cnl_store_doc_get(s, "token", digest, &d)) < 0) {
+			if (r == -CNL_ENOTFOUND)
+				goto refuse;
+			cnl_api_store_error(c, resp, r, "token");
+			return -1;
+		}
 		o = json_loads(d.body, 0, NULL);
 		exp = json_integer_value(json_object_get(o, "expires_ms"));
 		snprintf(claims.sub, sizeof(claims.sub), "%s",
@@ -94,8 +99,12 @@ static int identify(struct call *c, const char *h,
 		                              CNL_API_AUDIENCE,
 		                              c->now_ms / 1000, &claims) < 0)
 			goto refuse;
-		if (cnl_api_session_live(c, &claims) < 0)
+		if ((r = cnl_api_session_live(c, &claims)) == -CNL_EAUTH)
 			goto refuse;
+		if (r < 0) {
+			cnl_api_store_error(c, resp, r, "session");
+			return -1;
+		}
 		r = cnl_store_user_get(s, claims.sub, &c->user);
 	}
 	if (r == -CNL_ENOTFOUND || r == -CNL_EFIELD || r == -CNL_ESIZE)

@@ -177,10 +177,14 @@ int cnl_api_session_live(struct call *c, const struct cnl_auth_claims *cl)
 	json_t *o;
 	int64_t exp;
 	bool ok;
+	int r;
 
-	if (!cl->jti[0] ||
-	    cnl_store_doc_get(c->st, SESSION_KIND, cl->jti, &d) < 0)
+	if (!cl->jti[0])
 		return -CNL_EAUTH;
+	/* A store that cannot answer (a database outage) is not a
+	 * session that ended: its error goes up, to be a 503. */
+	if ((r = cnl_store_doc_get(c->st, SESSION_KIND, cl->jti, &d)) < 0)
+		return r == -CNL_ENOTFOUND ? -CNL_EAUTH : r;
 	o = json_loads(d.body, 0, NULL);
 	exp = json_integer_value(json_object_get(o, "expires_ms"));
 	ok = strcmp(d.parent, cl->sub) == 0 && exp > c->now_ms;

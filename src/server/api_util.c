@@ -99,6 +99,19 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 		cnl_http_reply(resp, 507, body);
 		return;
 	}
+	case -ENOTCONN:
+		/* The database server is out of reach (PostgreSQL down or
+		 * restarting): nothing was stored; the next request
+		 * reconnects. */
+		cnl_log(CNL_LOG_ERROR, "store unreachable", "route=%s db=%s",
+		        c->route->pattern,
+		        cnl_log_quote(q, sizeof(q), cnl_store_errmsg(c->st)));
+		cnl_http_error(resp, 503, "store_unavailable",
+		               "%s: the database is unreachable; retry shortly",
+		               what);
+		free(resp->headers);
+		resp->headers = cnl_xstrdup("Retry-After: 5\r\n");
+		return;
 	default:
 		cnl_log(CNL_LOG_ERROR, "store error", "route=%s err=%s db=%s",
 		        c->route->pattern, cnl_errname(r),

@@ -38,6 +38,7 @@
 /* Settings: defaults < config file < CNLAB_* environment < flags. */
 struct settings {
 	char *data_dir;
+	char *store;
 	char *listen;
 	char *tls_cert;
 	char *tls_key;
@@ -79,6 +80,12 @@ static const struct cnl_config_def settings_table[] = {
     {"data_dir", CNL_CONFIG_STRING, S(data_dir), NULL, 0, 0,
      "State directory (kept 0700, its files 0600): the SQLite file "
      "cnlab.db, and jobs' files under files/."},
+    {"store", CNL_CONFIG_STRING, S(store), NULL, 0, 0,
+     "The state store: sqlite:///path/to/cnlab.db, or "
+     "postgresql://user@host:port/db (libpq's URL; the password may come "
+     "from PGPASSWORD or ~/.pgpass instead of the URL). Unset: SQLite, "
+     "cnlab.db in data_dir. Several cnlabd over one PostgreSQL share its "
+     "state; pgbouncer in transaction mode is supported."},
     {"listen", CNL_CONFIG_STRING, S(listen), "127.0.0.1:8080", 0, 0,
      "IPv4 address and port to serve on; port 0 picks a free one."},
     {"tls_cert", CNL_CONFIG_STRING, S(tls_cert), NULL, 0, 0,
@@ -210,6 +217,8 @@ static void usage(FILE *f)
 	        "Usage: cnlabd [--config FILE] [--data-dir DIR] "
 	        "[--listen HOST:PORT]\n"
 	        "              [--bootstrap-admin NAME] [--KEY VALUE ...]\n"
+	        "       cnlabd migrate [--config FILE] [--store URL | "
+	        "--data-dir DIR]\n"
 	        "\n"
 	        "The CNLab control plane: REST API under /v1, scheduling "
 	        "loop, /metrics.\n"
@@ -312,6 +321,17 @@ static int parse_listen(const char *s, char *host, size_t hostlen,
 }
 
 extern char **environ;
+
+/* The store's URL: the setting, or SQLite's cnlab.db in data_dir. */
+static int store_url(const struct settings *st, char *buf, size_t len)
+{
+	if (st->store && st->store[0])
+		return (size_t)snprintf(buf, len, "%s", st->store) < len ? 0
+		                                                         : -1;
+	return (size_t)snprintf(buf, len, "%s/cnlab.db", st->data_dir) < len
+	           ? 0
+	           : -1;
+}
 
 /* The embedded agent, started after any orphan of an earlier run that
  * still holds its lock is stopped (never two agents for one node).  Its
@@ -461,10 +481,83 @@ static void supervise(struct cnl_api *api, const sigset_t *set, pid_t *pid,
 	}
 }
 
+/*
+ * cnlabd migrate: bring the store's schema up to date and say where it
+ * stands, then exit; what every cnlabd also does when it starts, for an
+ * operator who upgrades the database before the replicas (or checks that
+ * a database is not newer than this build: exit 1, saying so).
+ */
+static int migrate_main(int argc, char **argv)
+{
+	struct cnl_config_flag own[] = {{"help", false, NULL},
+	                                {"h", false, NULL},
+	                                {"config", true, NULL},
+	                                {NULL, false, NULL}};
+	struct settings st;
+	struct cnl_store *store = NULL;
+	char err[512], url[4096];
+	int rc = 2, v;
+
+	memset(&st, 0, sizeof(st));
+	if (cnl_config_load_args(settings_table, N_SETTINGS, NULL, argc, argv,
+	                         own, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd migrate: %s\n", err);
+		fprintf(stderr, "usage: cnlabd migrate [--config FILE] "
+		                "[--store URL | --data-dir DIR]\n");
+		return 2;
+	}
+	if (own[0].value || own[1].value) {
+		printf("usage: cnlabd migrate [--config FILE] [--store URL | "
+		       "--data-dir DIR]\n\n"
+		       "Apply the store's schema migrations that it lacks and "
+		       "print its version.\n");
+		return 0;
+	}
+	if (cnl_config_defaults(settings_table, N_SETTINGS, &st) < 0 ||
+	    (own[2].value &&
+	     cnl_config_load_file(settings_table, N_SETTINGS, &st, own[2].value,
+	                          err, sizeof(err)) < 0) ||
+	    cnl_config_load_env(settings_table, N_SETTINGS, &st, "CNLAB_",
+	                        environ, err, sizeof(err)) < 0 ||
+	    cnl_config_load_args(settings_table, N_SETTINGS, &st, argc, argv,
+	                         own, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd migrate: %s\n", err);
+		goto out;
+	}
+	if (!(st.store && st.store[0]) && !st.data_dir) {
+		fprintf(stderr, "cnlabd migrate: set store (or data_dir)\n");
+		goto out;
+	}
+	if (store_url(&st, url, sizeof(url)) < 0) {
+		fprintf(stderr,
+		        "cnlabd migrate: the store's path is too long\n");
+		goto out;
+	}
+	rc = 1;
+	if (cnl_store_open(url, &store, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd migrate: %s\n", err);
+		goto out;
+	}
+	if ((v = cnl_store_schema_version(store)) < 0) {
+		fprintf(stderr, "cnlabd migrate: %s: %s\n",
+		        cnl_store_path(store), cnl_store_errmsg(store));
+		goto out;
+	}
+	printf("%s (%s): schema version %d, up to date\n",
+	       cnl_store_path(store), cnl_store_backend(store), v);
+	rc = 0;
+out:
+	cnl_store_close(store);
+	cnl_config_done(settings_table, N_SETTINGS, &st);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	/* The flags cnlabd handles itself; every setting of the table is
 	 * also a flag (--data-dir DIR, --node-lost-timeout=10s). */
+	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+		return migrate_main(argc - 1, argv + 1);
 	struct cnl_config_flag own[] = {
 	    {"help", false, NULL},         {"h", false, NULL},
 	    {"config", true, NULL},        {"bootstrap-admin", true, NULL},
@@ -690,16 +783,17 @@ int main(int argc, char **argv)
 	if (!have_sec_key)
 		cnl_log(CNL_LOG_INFO, "secrets are off",
 		        "why=\"no secrets_key_file is set\"");
-	if ((size_t)snprintf(path, sizeof(path), "%s/cnlab.db", st.data_dir) >=
-	    sizeof(path)) {
+	if (store_url(&st, path, sizeof(path)) < 0) {
 		fprintf(stderr, "cnlabd: data_dir path too long\n");
 		goto out;
 	}
 	snprintf(files_dir, sizeof(files_dir), "%s/files", st.data_dir);
-	if (cnl_store_open_sqlite(path, &store, err, sizeof(err)) < 0) {
+	if (cnl_store_open(path, &store, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
 	}
+	cnl_log(CNL_LOG_INFO, "store", "backend=%s db=%s",
+	        cnl_store_backend(store), cnl_store_path(store));
 	if (admin) {
 		r = cnl_api_bootstrap(store, admin, password, 0, err,
 		                      sizeof(err));
