@@ -87,6 +87,9 @@ struct cnl_api {
 	/* The all-in-one's embedded agent for /healthz: 0 none (plain
 	 * cnlabd), 1 running, 2 down (cnl_api_agent_health). */
 	atomic_int agent_health;
+	/* The leader's lease epoch this cnlabd holds (cnl_api_set_leader());
+	 * 0 with a store of one writer (SQLite). */
+	_Atomic int64_t leader_epoch;
 	/* The notebook proxy's tunnels (api_proxy.c), under mu; tun_cv
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;

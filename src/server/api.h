@@ -130,6 +130,13 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret);
 void cnl_api_agent_health(struct cnl_api *api, bool up);
 
 /*
+ * cnl_api_set_leader - this cnlabd leads, with the store's lease of
+ * @epoch (several cnlabd over one PostgreSQL): GET /healthz then adds
+ * "role":"leader" and "epoch", and /metrics cnlab_leader_epoch.
+ */
+void cnl_api_set_leader(struct cnl_api *api, int64_t epoch);
+
+/*
  * cnl_api_node_silent - whether node @name has not been heard from for
  * longer than its lease (cnl_ctl_node_silent), under the API's lock: the
  * all-in-one's supervisor asks it of its embedded agent, alive but maybe

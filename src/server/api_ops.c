@@ -38,20 +38,23 @@ void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
 
 	/* The all-in-one is a platform only with its node agent: without
 	 * it nothing runs, and a load balancer or a script must see so. */
-	switch (atomic_load(&c->api->agent_health)) {
-	case 1:
-		cnl_http_reply(
-		    resp, 200,
-		    json_pack("{s:s,s:s}", "status", "ok", "agent", "up"));
-		break;
-	case 2:
-		cnl_http_reply(resp, 503,
-		               json_pack("{s:s,s:s}", "status", "degraded",
-		                         "agent", "down"));
-		break;
-	default:
-		cnl_http_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
+	int health = atomic_load(&c->api->agent_health);
+	int64_t epoch = atomic_load(&c->api->leader_epoch);
+	json_t *o =
+	    json_pack("{s:s}", "status", health == 2 ? "degraded" : "ok");
+
+	if (health)
+		json_object_set_new(o, "agent",
+		                    json_string(health == 1 ? "up" : "down"));
+	/* Several cnlabd over one PostgreSQL: only the leader serves; a
+	 * standby does not listen until it takes the lease. */
+	if (epoch > 0) {
+		json_object_set_new(
+		    o, "store", json_string(cnl_store_backend(c->api->store)));
+		json_object_set_new(o, "role", json_string("leader"));
+		json_object_set_new(o, "epoch", json_integer(epoch));
 	}
+	cnl_http_reply(resp, health == 2 ? 503 : 200, o);
 }
 
 bool cnl_api_node_silent(struct cnl_api *api, const char *name, int64_t now)
@@ -68,6 +71,12 @@ void cnl_api_agent_health(struct cnl_api *api, bool up)
 {
 	if (api)
 		atomic_store(&api->agent_health, up ? 1 : 2);
+}
+
+void cnl_api_set_leader(struct cnl_api *api, int64_t epoch)
+{
+	if (api)
+		atomic_store(&api->leader_epoch, epoch);
 }
 
 void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
@@ -110,6 +119,11 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 			               labels, &api->stats[i].latency[k]);
 		}
 	pthread_mutex_unlock(&api->stats_mu);
+	cnl_mb_family(&b, "cnlab_leader_epoch", "gauge",
+	              "The epoch of the leader's lease this cnlabd holds (0: "
+	              "a store of one writer); it grows at each takeover.");
+	cnl_mb_printf(&b, "cnlab_leader_epoch %lld\n",
+	              (long long)atomic_load(&api->leader_epoch));
 	cnl_ctl_metrics(api->ctl, &b);
 	cnl_api_events_metrics(api, &b);
 	cnl_api_dash_metrics(api, &b);

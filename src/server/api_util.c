@@ -99,6 +99,17 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 		cnl_http_reply(resp, 507, body);
 		return;
 	}
+	case -CNL_EFENCED:
+		/* This cnlabd's lease ran out or was taken (leader.c): it
+		 * no longer writes; another replica serves. */
+		cnl_http_error(
+		    resp, 503, "not_leader",
+		    "%s: this cnlabd no longer leads; retry, another "
+		    "replica takes over",
+		    what);
+		free(resp->headers);
+		resp->headers = cnl_xstrdup("Retry-After: 1\r\n");
+		return;
 	case -ENOTCONN:
 		/* The database server is out of reach (PostgreSQL down or
 		 * restarting): nothing was stored; the next request

@@ -32,6 +32,7 @@
 #include "server/secrets.h"
 #include "server/api.h"
 #include "server/auth.h"
+#include "server/leader.h"
 #include "server/oidc.h"
 #include "store/store.h"
 
@@ -39,6 +40,7 @@
 struct settings {
 	char *data_dir;
 	char *store;
+	int64_t lease;
 	char *listen;
 	char *tls_cert;
 	char *tls_key;
@@ -86,6 +88,11 @@ static const struct cnl_config_def settings_table[] = {
      "from PGPASSWORD or ~/.pgpass instead of the URL). Unset: SQLite, "
      "cnlab.db in data_dir. Several cnlabd over one PostgreSQL share its "
      "state; pgbouncer in transaction mode is supported."},
+    {"lease", CNL_CONFIG_DURATION, S(lease), "5s", 1000, 60000,
+     "With a PostgreSQL store: the leader's lease. Several cnlabd over one "
+     "database elect one leader, which alone listens and schedules; the "
+     "others wait, and one takes over within this time (plus a moment to "
+     "load the state) when the leader dies or is cut off."},
     {"listen", CNL_CONFIG_STRING, S(listen), "127.0.0.1:8080", 0, 0,
      "IPv4 address and port to serve on; port 0 picks a free one."},
     {"tls_cert", CNL_CONFIG_STRING, S(tls_cert), NULL, 0, 0,
@@ -580,6 +587,7 @@ int main(int argc, char **argv)
 	char host[64], path[4096], files_dir[4096], err[512];
 	char *cert = NULL, *key = NULL;
 	struct cnl_store *store = NULL;
+	struct cnl_leader *leader = NULL;
 	struct cnl_api *api = NULL;
 	struct cnl_oidc *oidc = NULL;
 	struct cnl_http_server *srv = NULL, *nb_srv = NULL;
@@ -794,6 +802,29 @@ int main(int argc, char **argv)
 	}
 	cnl_log(CNL_LOG_INFO, "store", "backend=%s db=%s",
 	        cnl_store_backend(store), cnl_store_path(store));
+	/* Several cnlabd may share a PostgreSQL store: lead, or wait as a
+	 * standby until this one may (leader.h).  Before anything writes:
+	 * every write from here on is fenced at the lease's epoch. */
+	if (strcmp(cnl_store_backend(store), "postgresql") == 0) {
+		char label[600];
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGINT);
+		sigaddset(&set, SIGTERM);
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+		snprintf(label, sizeof(label), "%s",
+		         st.public_url ? st.public_url : st.listen);
+		r = cnl_leader_take(path, store, label, st.lease, &set, &leader,
+		                    err, sizeof(err));
+		if (r == 1) {
+			rc = 0; /* stopped while a standby */
+			goto out;
+		}
+		if (r < 0) {
+			fprintf(stderr, "cnlabd: %s\n", err);
+			goto out;
+		}
+	}
 	if (admin) {
 		r = cnl_api_bootstrap(store, admin, password, 0, err,
 		                      sizeof(err));
@@ -862,6 +893,8 @@ int main(int argc, char **argv)
 		        cnl_strerror(r));
 		goto out;
 	}
+	if (leader)
+		cnl_api_set_leader(api, cnl_leader_epoch(leader));
 	l.host = host;
 	l.port = port;
 	l.routes = cnl_api_routes(&l.nroutes);
@@ -975,6 +1008,8 @@ out:
 	cnl_http_server_free(srv);
 	cnl_api_free(api);
 	cnl_oidc_free(oidc);
+	/* Last: a standby takes over once everything here has stopped. */
+	cnl_leader_free(leader);
 	cnl_store_close(store);
 	free(cert);
 	free(key);

@@ -42,9 +42,11 @@
 struct cnl_pg_store {
 	struct cnl_store base; /* first, so the wrappers' handle is ours */
 	PGconn *conn;
-	char *url;      /* what it was opened with (password included) */
-	int depth;      /* open transactions: 1 + savepoints */
-	bool read_only; /* a reader: every transaction READ ONLY */
+	char *url;             /* what it was opened with (password included) */
+	int depth;             /* open transactions: 1 + savepoints */
+	bool read_only;        /* a reader: every transaction READ ONLY */
+	int64_t fence_epoch;   /* > 0: writes check the lease (fence) */
+	int64_t fence_hold_ms; /* ... and end if idle this long */
 	char commit_fault[256]; /* test builds: one commit fails */
 };
 
@@ -241,5 +243,19 @@ int cnl_pg_audit_latest(struct cnl_store *s, const char *action,
                         int (*fn)(void *ud, const char *target,
                                   const char *result),
                         void *ud);
+
+/* postgres_lease.c */
+int cnl_pg_lease_acquire(struct cnl_store *s, const char *holder,
+                         int64_t ttl_ms, struct cnl_store_lease *ret);
+int cnl_pg_lease_renew(struct cnl_store *s, const char *holder, int64_t epoch,
+                       int64_t ttl_ms, struct cnl_store_lease *ret);
+int cnl_pg_lease_get(struct cnl_store *s, struct cnl_store_lease *ret);
+int cnl_pg_lease_release(struct cnl_store *s, const char *holder,
+                         int64_t epoch);
+void cnl_pg_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
+/* cnl_pg_fence_check - inside a write transaction of a fenced handle:
+ * 0 when the lease is still its epoch's (now held FOR SHARE to the
+ * transaction's end), -CNL_EFENCED otherwise. */
+int cnl_pg_fence_check(struct cnl_pg_store *p);
 
 #endif /* CNL_STORE_POSTGRES_INTERNAL_H */

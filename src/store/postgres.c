@@ -130,6 +130,12 @@ static const struct migration migrations[] = {
         "CREATE INDEX docs_by_parent ON docs(kind, parent, id);"
         "CREATE UNIQUE INDEX docs_by_name ON docs(kind, parent, name)"
         " WHERE name <> '';"},
+    /* The leader's lease (postgres_lease.c). */
+    {4, "CREATE TABLE leases ("
+        " name TEXT COLLATE \"C\" PRIMARY KEY,"
+        " holder TEXT NOT NULL,"
+        " epoch BIGINT NOT NULL,"
+        " expires_ms BIGINT NOT NULL);"},
 };
 
 #define SCHEMA_LATEST (migrations[CNL_ARRAY_SIZE(migrations) - 1].version)
@@ -245,6 +251,11 @@ static const struct cnl_store_ops postgres_ops = {
     .job_count_state = cnl_pg_job_count_state,
     .job_each_state = cnl_pg_job_each_state,
     .open_reader = pg_open_reader,
+    .lease_acquire = cnl_pg_lease_acquire,
+    .lease_renew = cnl_pg_lease_renew,
+    .lease_get = cnl_pg_lease_get,
+    .lease_release = cnl_pg_lease_release,
+    .fence = cnl_pg_fence,
 };
 
 /* Invariant 3. */

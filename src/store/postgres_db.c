@@ -175,18 +175,14 @@ static int simple(struct cnl_pg_store *p, const char *sql)
 	return r;
 }
 
-int cnl_pg_write(struct cnl_pg_store *p, const char *sql, int n,
-                 const char *const *params, bool must_change)
+/* One write statement; with @guard, under a savepoint of its own. */
+static int write_stmt(struct cnl_pg_store *p, const char *sql, int n,
+                      const char *const *params, bool must_change, bool guard)
 {
 	PGresult *res = NULL;
-	bool guard = p->depth > 0, failed;
+	bool failed;
 	int r;
 
-	if (p->read_only) {
-		snprintf(p->base.errmsg, sizeof(p->base.errmsg),
-		         "a reader does not write");
-		return -EROFS;
-	}
 	if (guard && (r = simple(p, "SAVEPOINT cnl_w")) < 0)
 		return r;
 	r = cnl_pg_exec(p, sql, n, params, &res);
@@ -210,6 +206,31 @@ int cnl_pg_write(struct cnl_pg_store *p, const char *sql, int n,
 		}
 	}
 	return r;
+}
+
+int cnl_pg_write(struct cnl_pg_store *p, const char *sql, int n,
+                 const char *const *params, bool must_change)
+{
+	int r;
+
+	if (p->read_only) {
+		snprintf(p->base.errmsg, sizeof(p->base.errmsg),
+		         "a reader does not write");
+		return -EROFS;
+	}
+	if (p->depth > 0)
+		return write_stmt(p, sql, n, params, must_change, true);
+	if (p->fence_epoch <= 0)
+		return write_stmt(p, sql, n, params, must_change, false);
+	/* One statement, fenced: in a transaction of its own that checks
+	 * the lease first (postgres_lease.c, invariant 2). */
+	if ((r = cnl_pg_begin(p)) < 0)
+		return r;
+	if ((r = write_stmt(p, sql, n, params, must_change, false)) < 0) {
+		cnl_pg_rollback(p);
+		return r;
+	}
+	return cnl_pg_commit(p);
 }
 
 int cnl_pg_get_one(struct cnl_pg_store *p, const char *sql, int n,
@@ -298,9 +319,17 @@ static int begin_kind(struct cnl_pg_store *p, bool read)
 	                               " REPEATABLE READ READ ONLY"
 	              : p->read_only ? "BEGIN READ ONLY"
 	                             : "BEGIN");
-	if (r == 0)
-		p->depth++;
-	return r;
+	if (r < 0)
+		return r;
+	p->depth++;
+	/* A fenced handle's write transaction starts by checking the
+	 * lease (postgres_lease.c, invariant 2). */
+	if (p->depth == 1 && !read && !p->read_only && p->fence_epoch > 0 &&
+	    (r = cnl_pg_fence_check(p)) < 0) {
+		cnl_pg_rollback(p);
+		return r;
+	}
+	return 0;
 }
 
 int cnl_pg_begin(struct cnl_pg_store *p)

@@ -139,6 +139,14 @@ static const struct migration migrations[] = {
         "CREATE INDEX docs_by_parent ON docs(kind, parent, id);"
         "CREATE UNIQUE INDEX docs_by_name ON docs(kind, parent, name)"
         " WHERE name <> '';"},
+    /* The leader's lease: PostgreSQL's (postgres_lease.c); here for the
+     * versions to mean the same in both backends, never written (one
+     * writer by construction: cnlabd locks its data directory). */
+    {4, "CREATE TABLE leases ("
+        " name TEXT PRIMARY KEY,"
+        " holder TEXT NOT NULL,"
+        " epoch INTEGER NOT NULL,"
+        " expires_ms INTEGER NOT NULL);"},
 };
 
 #define SCHEMA_LATEST \

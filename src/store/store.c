@@ -196,6 +196,73 @@ int cnl_store_open_reader(struct cnl_store *s, struct cnl_store **ret)
 	return s->ops->open_reader(s, ret);
 }
 
+/* A lease holder's name: printable, no longer than its field. */
+static int check_holder(const char *holder)
+{
+	CHECK(check_arg(holder, CNL_STORE_LEASE_HOLDER_MAX));
+	for (const char *p = holder; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return -CNL_EFIELD;
+	return 0;
+}
+
+int cnl_store_lease_acquire(struct cnl_store *s, const char *holder,
+                            int64_t ttl_ms, struct cnl_store_lease *ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	CHECK(check_holder(holder));
+	if (ttl_ms < 1 || ttl_ms > 3600000)
+		return -CNL_ESIZE;
+	if (!s->ops->lease_acquire)
+		return -ENOTSUP;
+	return s->ops->lease_acquire(s, holder, ttl_ms, ret);
+}
+
+int cnl_store_lease_renew(struct cnl_store *s, const char *holder,
+                          int64_t epoch, int64_t ttl_ms,
+                          struct cnl_store_lease *ret)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_holder(holder));
+	if (ttl_ms < 1 || ttl_ms > 3600000 || epoch < 1)
+		return -CNL_ESIZE;
+	if (!s->ops->lease_renew)
+		return -ENOTSUP;
+	return s->ops->lease_renew(s, holder, epoch, ttl_ms, ret);
+}
+
+int cnl_store_lease_get(struct cnl_store *s, struct cnl_store_lease *ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	if (!s->ops->lease_get)
+		return -ENOTSUP;
+	return s->ops->lease_get(s, ret);
+}
+
+int cnl_store_lease_release(struct cnl_store *s, const char *holder,
+                            int64_t epoch)
+{
+	if (!s)
+		return -EINVAL;
+	CHECK(check_holder(holder));
+	if (!s->ops->lease_release)
+		return -ENOTSUP;
+	return s->ops->lease_release(s, holder, epoch);
+}
+
+int cnl_store_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms)
+{
+	if (!s || epoch < 0 || hold_ms < 1 || hold_ms > 3600000)
+		return -EINVAL;
+	if (!s->ops->fence)
+		return -ENOTSUP;
+	s->ops->fence(s, epoch, hold_ms);
+	return 0;
+}
+
 const char *cnl_store_path(struct cnl_store *s)
 {
 	return s && s->path[0] ? s->path : "the database";

@@ -51,21 +51,22 @@
 #include "common/id.h"
 
 /* Field sizes, each including the terminating NUL. */
-#define CNL_STORE_NAME_MAX    64   /* project, user, server names */
-#define CNL_STORE_HASH_MAX    256  /* opaque password hash */
-#define CNL_STORE_ROLE_MAX    16   /* membership role */
-#define CNL_STORE_STATE_MAX   16   /* job and server state */
-#define CNL_STORE_COMMAND_MAX 1024 /* job command line */
-#define CNL_STORE_PROFILE_MAX 64   /* profile and GPU shape names */
-#define CNL_STORE_IMAGE_MAX   256  /* container image reference */
-#define CNL_STORE_URL_MAX     256  /* server URL */
-#define CNL_STORE_AUDIT_MAX   128  /* audit actor, action, target, result */
-#define CNL_STORE_SHA256_HEX  65   /* 64 hex digits and the NUL */
-#define CNL_STORE_IDEM_MAX    128  /* idempotency key, NUL included */
-#define CNL_STORE_RUN_MAX     2048 /* run record of a job or server (JSON) */
-#define CNL_STORE_KIND_MAX    16   /* document kind */
-#define CNL_STORE_DOC_ID_MAX  128  /* document id and parent */
-#define CNL_STORE_DOC_MAX     (256 * 1024) /* document body, JSON text */
+#define CNL_STORE_NAME_MAX         64   /* project, user, server names */
+#define CNL_STORE_HASH_MAX         256  /* opaque password hash */
+#define CNL_STORE_ROLE_MAX         16   /* membership role */
+#define CNL_STORE_STATE_MAX        16   /* job and server state */
+#define CNL_STORE_COMMAND_MAX      1024 /* job command line */
+#define CNL_STORE_PROFILE_MAX      64   /* profile and GPU shape names */
+#define CNL_STORE_IMAGE_MAX        256  /* container image reference */
+#define CNL_STORE_URL_MAX          256  /* server URL */
+#define CNL_STORE_AUDIT_MAX        128 /* audit actor, action, target, result */
+#define CNL_STORE_SHA256_HEX       65  /* 64 hex digits and the NUL */
+#define CNL_STORE_IDEM_MAX         128 /* idempotency key, NUL included */
+#define CNL_STORE_RUN_MAX          2048 /* run record of a job or server (JSON) */
+#define CNL_STORE_KIND_MAX         16   /* document kind */
+#define CNL_STORE_DOC_ID_MAX       128          /* document id and parent */
+#define CNL_STORE_DOC_MAX          (256 * 1024) /* document body, JSON text */
+#define CNL_STORE_LEASE_HOLDER_MAX 256          /* a lease holder's name */
 
 /* Paging limits for every *_list() call. */
 #define CNL_STORE_LIST_MIN 1
@@ -172,6 +173,18 @@ struct cnl_store_audit {
 	char result[CNL_STORE_AUDIT_MAX];
 	char prev_hash[CNL_STORE_SHA256_HEX];
 	char hash[CNL_STORE_SHA256_HEX];
+};
+
+/*
+ * The leader's lease (several cnlabd over one database): who holds it,
+ * its epoch (a fencing token: each new holder gets a higher one; a
+ * renewal keeps it) and when it expires, in the database server's clock.
+ */
+struct cnl_store_lease {
+	char holder[CNL_STORE_LEASE_HOLDER_MAX];
+	int64_t epoch;
+	int64_t expires_ms; /* the server's clock, ms since the epoch */
+	int64_t now_ms;     /* the server's clock when it was read */
 };
 
 struct cnl_store;
@@ -305,6 +318,18 @@ struct cnl_store_ops {
 	/* A second, read-only handle on the same database for another
 	 * thread (cnl_store_open_reader()); NULL: none. */
 	int (*open_reader)(struct cnl_store *s, struct cnl_store **ret);
+
+	/* The leader's lease and fencing (NULL: one writer by
+	 * construction, as SQLite's data directory lock makes it). */
+	int (*lease_acquire)(struct cnl_store *s, const char *holder,
+	                     int64_t ttl_ms, struct cnl_store_lease *ret);
+	int (*lease_renew)(struct cnl_store *s, const char *holder,
+	                   int64_t epoch, int64_t ttl_ms,
+	                   struct cnl_store_lease *ret);
+	int (*lease_get)(struct cnl_store *s, struct cnl_store_lease *ret);
+	int (*lease_release)(struct cnl_store *s, const char *holder,
+	                     int64_t epoch);
+	void (*fence)(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
 };
 
 /* The part of every backend's handle that the wrappers use. */
@@ -606,6 +631,54 @@ int cnl_store_group_commit(struct cnl_store *s);
 int64_t cnl_store_written(struct cnl_store *s);
 int64_t cnl_store_seen(struct cnl_store *s);
 int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
+
+/*
+ * Leadership.  Several cnlabd processes may share one PostgreSQL
+ * database; one of them, the leader, schedules.  Leadership is a lease
+ * in the database ("leader"), with an epoch that grows with each new
+ * holder (a fencing token).  Times are the database server's, so the
+ * replicas' clocks do not matter.  SQLite has one writer by construction
+ * (cnlabd locks its data directory): these return -ENOTSUP there.
+ *
+ * cnl_store_lease_acquire - take the lease for @holder (a name unique to
+ * this process's run) for @ttl_ms when it is free, expired or already
+ * @holder's (then it is renewed and keeps its epoch; otherwise the epoch
+ * grows by one).  0 with the lease in *@ret, or -EBUSY with the current
+ * holder's lease in *@ret.
+ *
+ * cnl_store_lease_renew - extend @holder's lease of @epoch by @ttl_ms from
+ * now: 0, or -CNL_EFENCED when another holder took it (or it is gone);
+ * *@ret (may be NULL) then holds the lease as it stands.
+ *
+ * cnl_store_lease_get - the lease as it stands: 0, or -CNL_ENOTFOUND when
+ * nobody ever took it.
+ *
+ * cnl_store_lease_release - give the lease up at once (a clean stop), so
+ * a standby need not wait for it to expire: 0, or -CNL_EFENCED when it was
+ * no longer @holder's.
+ *
+ * cnl_store_fence - from now on every write transaction of @s (every
+ * write call, and each cnl_store_tx_begin()) first checks, in the same
+ * transaction, that the lease is @epoch's and unexpired, holding it
+ * there (PostgreSQL: FOR SHARE) until the transaction ends; otherwise
+ * the write fails with -CNL_EFENCED and stores nothing.  A new holder's
+ * acquire waits for such transactions to end, so once it has the lease
+ * no write of an older epoch can commit: a leader paused past its lease
+ * never writes after it wakes.  So that a transaction left open by a
+ * process paused in its middle cannot hold the lease's row for ever, the
+ * server ends one that sits idle for @hold_ms (PostgreSQL's
+ * idle_in_transaction_session_timeout, set for each fenced transaction):
+ * give less than the lease.  @epoch 0 leaves @s unfenced.
+ */
+int cnl_store_lease_acquire(struct cnl_store *s, const char *holder,
+                            int64_t ttl_ms, struct cnl_store_lease *ret);
+int cnl_store_lease_renew(struct cnl_store *s, const char *holder,
+                          int64_t epoch, int64_t ttl_ms,
+                          struct cnl_store_lease *ret);
+int cnl_store_lease_get(struct cnl_store *s, struct cnl_store_lease *ret);
+int cnl_store_lease_release(struct cnl_store *s, const char *holder,
+                            int64_t epoch);
+int cnl_store_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
 
 /* cnl_store_project_set_flags - 0 or -CNL_ENOTFOUND. */
 int cnl_store_project_set_flags(struct cnl_store *s, const char *id,

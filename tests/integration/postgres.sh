@@ -47,11 +47,11 @@ pgctl() { runuser -u postgres -- "$CNLAB_TEST_PG_BIN/pg_ctl" -D "$CNLAB_TEST_PG_
 # --- cnlabd migrate ---------------------------------------------------------
 out=$("$cnlabd" migrate --store "$db" 2>&1)
 rc=$?
-[ $rc = 0 ] && grep -q 'postgresql.*schema version 3, up to date' <<<"$out" &&
-	[ "$(q 'SELECT count(*) FROM schema_version')" = 3 ] &&
-	ok "migrate creates the schema (version 3)" || bad "migrate: rc=$rc $out"
+[ $rc = 0 ] && grep -q 'postgresql.*schema version 4, up to date' <<<"$out" &&
+	[ "$(q 'SELECT count(*) FROM schema_version')" = 4 ] &&
+	ok "migrate creates the schema (version 4)" || bad "migrate: rc=$rc $out"
 grep -q "$pw" <<<"$out" && bad "migrate printed the password" || ok "migrate's output has no password"
-out=$("$cnlabd" migrate --store "$db" 2>&1) && [ "$(q 'SELECT count(*) FROM schema_version')" = 3 ] &&
+out=$("$cnlabd" migrate --store "$db" 2>&1) && [ "$(q 'SELECT count(*) FROM schema_version')" = 4 ] &&
 	ok "migrate again changes nothing" || bad "second migrate: $out"
 q "INSERT INTO schema_version VALUES (99, 1)"
 out=$("$cnlabd" migrate --store "$db" 2>&1)

@@ -296,9 +296,9 @@ static void test_migrations(void **state)
 	struct fixture *f = *state;
 	struct cnl_store_project p;
 
-	assert_int_equal(cnl_store_schema_version(f->s), 3);
+	assert_int_equal(cnl_store_schema_version(f->s), 4);
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 3);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 4);
 	assert_int_equal(
 	    raw_int(f->path,
 	            is_pg(f->path)
@@ -331,12 +331,12 @@ static void test_migrations(void **state)
 	f->s = NULL;
 	raw_exec(f->path, "UPDATE schema_version SET applied_ms = 42");
 	open_store(f);
-	assert_int_equal(cnl_store_schema_version(f->s), 3);
+	assert_int_equal(cnl_store_schema_version(f->s), 4);
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 3);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 4);
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM schema_version"
 	                                  " WHERE applied_ms = 42"),
-	                 3);
+	                 4);
 	assert_int_equal(cnl_store_project_get_by_name(f->s, "vision", &p), 0);
 	assert_string_equal(p.id, f->proj.id);
 }
@@ -348,15 +348,15 @@ static void test_newer_schema_refused(void **state)
 	struct cnl_store *s2 = &sentinel;
 	char err[256] = "";
 
-	raw_exec(f->path, "INSERT INTO schema_version VALUES (4, 1)");
+	raw_exec(f->path, "INSERT INTO schema_version VALUES (5, 1)");
 	assert_int_equal(cnl_store_open(f->path, &s2, err, sizeof(err)),
 	                 -CNL_ECONFIG);
 	assert_ptr_equal(s2, &sentinel);
 	assert_non_null(strstr(err, "newer"));
-	assert_non_null(strstr(err, "4"));
+	assert_non_null(strstr(err, "5"));
 	/* The refused open changed nothing. */
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 4);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 5);
 }
 
 /* A file that is there but empty or not SQLite is refused, untouched. */
@@ -1695,6 +1695,157 @@ static void test_two_handles(void **state)
 	cnl_store_close(s2);
 }
 
+/*
+ * The leader's lease and fencing (PostgreSQL; SQLite has one writer by
+ * construction and says -ENOTSUP): one holder at a time, epochs that grow
+ * with each new holder, a renewal that keeps its epoch; a fenced handle
+ * whose lease another took writes nothing, whatever the call; and a
+ * takeover waits for the old leader's open transaction, which commits
+ * before it, so nothing of the old epoch commits after the new one exists.
+ */
+static void test_lease_and_fence(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store *s2 = NULL;
+	struct cnl_store_lease l;
+	struct cnl_store_project p;
+	char err[256];
+	int64_t before;
+	pid_t pid;
+	int status;
+
+	if (!is_pg(f->path)) {
+		assert_int_equal(cnl_store_lease_acquire(f->s, "a", 1000, &l),
+		                 -ENOTSUP);
+		assert_int_equal(cnl_store_fence(f->s, 1, 1000), -ENOTSUP);
+		return;
+	}
+	if (cnl_store_open(f->path, &s2, err, sizeof(err)) != 0)
+		fail_msg("second handle: %s", err);
+	assert_int_equal(cnl_store_lease_get(f->s, &l), -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_lease_acquire(f->s, "a", 60000, &l), 0);
+	assert_string_equal(l.holder, "a");
+	assert_int_equal(l.epoch, 1);
+	assert_true(l.expires_ms >= l.now_ms + 59000);
+	assert_int_equal(cnl_store_lease_acquire(s2, "b", 60000, &l), -EBUSY);
+	assert_string_equal(l.holder, "a");
+	assert_int_equal(l.epoch, 1);
+	assert_int_equal(cnl_store_lease_acquire(f->s, "a", 60000, &l), 0);
+	assert_int_equal(l.epoch, 1); /* its own: renewed, same epoch */
+	assert_int_equal(cnl_store_lease_renew(f->s, "a", 1, 60000, &l), 0);
+	assert_int_equal(cnl_store_lease_renew(s2, "b", 1, 60000, &l),
+	                 -CNL_EFENCED);
+	assert_int_equal(cnl_store_lease_acquire(f->s, "bad\nname", 1000, &l),
+	                 -CNL_EFIELD);
+
+	/* Fenced at epoch 1: writes go through while the lease is a's. */
+	assert_int_equal(cnl_store_fence(f->s, 1, 60000), 0);
+	make_project(f, "while-leader", &p);
+	/* b takes over once a lets go: epoch 2. */
+	assert_int_equal(cnl_store_lease_release(f->s, "a", 1), 0);
+	assert_int_equal(cnl_store_lease_acquire(s2, "b", 60000, &l), 0);
+	assert_int_equal(l.epoch, 2);
+	before = raw_total(f->path);
+	memset(&p, 0, sizeof(p));
+	new_id(f, "prj", p.id);
+	snprintf(p.name, sizeof(p.name), "after-takeover");
+	assert_int_equal(cnl_store_project_create(f->s, &p), -CNL_EFENCED);
+	assert_non_null(strstr(cnl_store_errmsg(f->s), "fenced"));
+	assert_int_equal(cnl_store_tx_begin(f->s), -CNL_EFENCED);
+	assert_int_equal(
+	    cnl_store_audit_append(f->s,
+	                           &(struct cnl_store_audit){.ts_ms = T0,
+	                                                     .actor = "a",
+	                                                     .action = "x",
+	                                                     .target = "y",
+	                                                     .result = "ok"},
+	                           NULL),
+	    -CNL_EFENCED);
+	assert_int_equal(raw_total(f->path), before);
+	assert_int_equal(cnl_store_lease_renew(f->s, "a", 1, 60000, &l),
+	                 -CNL_EFENCED);
+	assert_string_equal(l.holder, "b");
+	/* Reads still work: a fenced replica can say who leads. */
+	assert_int_equal(
+	    cnl_store_project_get_by_name(f->s, "while-leader", &p), 0);
+
+	/* b's transaction is open when c takes over: c's acquire waits
+	 * for it, and it commits first. */
+	assert_int_equal(cnl_store_fence(s2, 2, 60000), 0);
+	assert_int_equal(cnl_store_lease_renew(s2, "b", 2, 1500, &l), 0);
+	assert_int_equal(cnl_store_tx_begin(s2), 0);
+	memset(&p, 0, sizeof(p));
+	new_id(f, "prj", p.id);
+	snprintf(p.name, sizeof(p.name), "in-flight");
+	assert_int_equal(cnl_store_project_create(s2, &p), 0);
+	/* Past b's lease (the server's clock). */
+	do {
+		usleep(100000);
+		assert_int_equal(cnl_store_lease_get(f->s, &l), 0);
+	} while (l.now_ms < l.expires_ms);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct cnl_store *s3 = NULL;
+		struct cnl_store_lease l3;
+
+		if (cnl_store_open(f->path, &s3, NULL, 0) < 0)
+			_exit(2);
+		if (cnl_store_lease_acquire(s3, "c", 60000, &l3) != 0)
+			_exit(3);
+		_exit(l3.epoch == 3 ? 0 : 4);
+	}
+	/* Wait until c's backend waits on the lease row's lock. */
+	while (raw_int(f->path, "SELECT count(*) FROM pg_stat_activity WHERE"
+	                        " datname = current_database() AND"
+	                        " wait_event_type = 'Lock'") < 1) {
+		assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+		usleep(20000);
+	}
+	assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+	assert_int_equal(cnl_store_tx_commit(s2), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(cnl_store_project_get_by_name(f->s, "in-flight", &p),
+	                 0);
+	/* And from now on b writes nothing. */
+	memset(&p, 0, sizeof(p));
+	new_id(f, "prj", p.id);
+	snprintf(p.name, sizeof(p.name), "too-late");
+	assert_int_equal(cnl_store_project_create(s2, &p), -CNL_EFENCED);
+	assert_int_equal(cnl_store_project_get_by_name(f->s, "too-late", &p),
+	                 -CNL_ENOTFOUND);
+	cnl_store_close(s2);
+
+	/* A leader paused inside a transaction: the server ends it once
+	 * idle past the hold, so the next holder is not barred, and the
+	 * paused one's commit, when it wakes, stores nothing. */
+	assert_int_equal(cnl_store_fence(f->s, 0, 1000), 0); /* unfenced */
+	assert_int_equal(cnl_store_lease_release(f->s, "c", 3), 0);
+	if (cnl_store_open(f->path, &s2, err, sizeof(err)) != 0)
+		fail_msg("another handle: %s", err);
+	assert_int_equal(cnl_store_lease_acquire(s2, "d", 1000, &l), 0);
+	assert_int_equal(l.epoch, 4);
+	assert_int_equal(cnl_store_fence(s2, 4, 300), 0);
+	assert_int_equal(cnl_store_tx_begin(s2), 0);
+	memset(&p, 0, sizeof(p));
+	new_id(f, "prj", p.id);
+	snprintf(p.name, sizeof(p.name), "paused-inside");
+	assert_int_equal(cnl_store_project_create(s2, &p), 0);
+	do {
+		usleep(100000);
+		assert_int_equal(cnl_store_lease_get(f->s, &l), 0);
+	} while (l.now_ms < l.expires_ms + 400);
+	assert_int_equal(cnl_store_lease_acquire(f->s, "e", 60000, &l), 0);
+	assert_int_equal(l.epoch, 5);
+	assert_true(cnl_store_tx_commit(s2) < 0);
+	assert_int_equal(
+	    cnl_store_project_get_by_name(f->s, "paused-inside", &p),
+	    -CNL_ENOTFOUND);
+	cnl_store_close(s2);
+}
+
 static void test_transactions(void **state)
 {
 	struct fixture *f = *state;
@@ -1901,6 +2052,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_doc_replace_keeps_other_names,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_two_handles, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lease_and_fence, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_run_records, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kill9_keeps_acknowledged_jobs,

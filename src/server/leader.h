@@ -1,0 +1,56 @@
+/*
+ * leader.h - who of several cnlabd over one PostgreSQL database leads.
+ *
+ * The leader holds the store's lease (store.h, "Leadership"); only it
+ * listens, schedules and writes.  The others are standbys: they wait,
+ * without listening, until the lease is free or expired, take it with a
+ * new epoch, load the platform's state from the database (as a restart
+ * does) and serve.  A load balancer in front of all of them (its health
+ * check GET /healthz) or clients that know every replica's address find
+ * the one that answers.
+ *
+ * Fail-stop: a leader whose renewal finds the lease taken by another
+ * (it was paused, or cut off from the database, past its lease) exits at
+ * once with status 75 (EX_TEMPFAIL: restart me, I will be a standby).
+ * Until then the store's fencing (cnl_store_fence()) already refuses every
+ * write of its old epoch, so it never writes after the new leader took
+ * over.  A leader that only loses the database keeps trying: its writes
+ * fail (503) until the database is back, and its lease, if nobody took
+ * it meanwhile, is renewed with the same epoch.
+ */
+#ifndef CNL_SERVER_LEADER_H
+#define CNL_SERVER_LEADER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+struct cnl_leader;
+
+/* Exit status of a leader that lost its lease: EX_TEMPFAIL. */
+#define CNL_LEADER_LOST_EXIT 75
+
+/*
+ * cnl_leader_take - become the leader of the store at @url: wait as a
+ * standby (logging who leads) until the lease can be taken, then fence
+ * @store (the caller's handle on the same database) at the new epoch and
+ * keep the lease renewed every @ttl_ms / 3 from a thread of its own, on a
+ * connection of its own.  @label names this process in the lease (its
+ * address, for the standbys' logs).  A signal of @sigs (blocked by the
+ * caller) ends the wait: 1, nothing held.  0 with *@ret, or a negative
+ * error with @err.
+ */
+int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
+                    int64_t ttl_ms, const sigset_t *sigs,
+                    struct cnl_leader **ret, char *err, size_t errlen);
+
+/* cnl_leader_epoch - the epoch held. */
+int64_t cnl_leader_epoch(const struct cnl_leader *l);
+
+/* cnl_leader_free - stop renewing and give the lease up (a standby takes
+ * over at once instead of after the lease); NULL is allowed. */
+void cnl_leader_free(struct cnl_leader *l);
+
+#endif /* CNL_SERVER_LEADER_H */

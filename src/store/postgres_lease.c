@@ -1,0 +1,163 @@
+/*
+ * postgres_lease.c - the leader's lease and fencing on PostgreSQL (store.h,
+ * "Leadership").
+ *
+ * One row of the leases table per lease ("leader"): holder, epoch and
+ * expiry in the server's clock (clock_timestamp(), read once per
+ * statement), so that the replicas' own clocks never decide who leads.
+ *
+ * Invariants:
+ *  1. Acquire is one INSERT ... ON CONFLICT DO UPDATE: it takes a free or
+ *     expired lease, or renews the caller's own, atomically.  A new
+ *     holder's epoch is the old one plus one; the row never goes away, so
+ *     epochs only grow.
+ *  2. A fenced handle's write transactions start by reading the lease row
+ *     FOR SHARE and checking that it is their epoch's and unexpired.  The
+ *     lock is held to the transaction's end, and acquire's update of the
+ *     row must wait for every such lock: a takeover happens between the
+ *     old leader's transactions, never inside one, and after it every
+ *     check of the old epoch fails.  So no write of an old epoch commits
+ *     after a new epoch exists, however long its process was paused.
+ *  3. A lease that expired while still its holder's is renewed with its
+ *     epoch: nobody took it in between (that would have changed the row).
+ *  4. A fenced transaction that sits idle (its process paused, or cut
+ *     off, in the middle of it) is ended by the server after the hold
+ *     time: its lock on the lease row cannot bar a takeover for longer.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cnlab/errors.h"
+#include "store/postgres-internal.h"
+
+#define NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+static void read_lease(const PGresult *res, int row, void *out)
+{
+	struct cnl_store_lease *l = out;
+
+	memset(l, 0, sizeof(*l));
+	cnl_pg_col_text(res, row, 0, l->holder, sizeof(l->holder));
+	l->epoch = cnl_pg_col_i64(res, row, 1);
+	l->expires_ms = cnl_pg_col_i64(res, row, 2);
+	l->now_ms = cnl_pg_col_i64(res, row, 3);
+}
+
+int cnl_pg_lease_get(struct cnl_store *s, struct cnl_store_lease *ret)
+{
+	return cnl_pg_get_one(cnl_pg(s),
+	                      "SELECT holder, epoch, expires_ms, " NOW_MS
+	                      " FROM leases WHERE name = 'leader'",
+	                      0, NULL, read_lease, ret);
+}
+
+int cnl_pg_lease_acquire(struct cnl_store *s, const char *holder,
+                         int64_t ttl_ms, struct cnl_store_lease *ret)
+{
+	struct cnl_pg_store *p = cnl_pg(s);
+	struct cnl_pg_num ttl;
+	const char *v[] = {holder, cnl_pg_i64(&ttl, ttl_ms)};
+	int r;
+
+	if (p->read_only || p->depth)
+		return -EINVAL;
+	r = cnl_pg_get_one(
+	    p,
+	    "WITH now AS (SELECT " NOW_MS " AS ms)"
+	    " INSERT INTO leases AS l (name, holder, epoch, expires_ms)"
+	    " SELECT 'leader', $1, 1, ms + $2::bigint FROM now"
+	    " ON CONFLICT (name) DO UPDATE SET"
+	    " epoch = CASE WHEN l.holder = excluded.holder THEN l.epoch"
+	    " ELSE l.epoch + 1 END,"
+	    " holder = excluded.holder, expires_ms = excluded.expires_ms"
+	    " WHERE l.holder = excluded.holder"
+	    " OR l.expires_ms <= (SELECT ms FROM now)"
+	    " RETURNING holder, epoch, expires_ms, (SELECT ms FROM now)",
+	    2, v, read_lease, ret);
+	if (r != -CNL_ENOTFOUND)
+		return r;
+	/* Held by another, unexpired: say by whom. */
+	if ((r = cnl_pg_lease_get(s, ret)) < 0)
+		return r;
+	return -EBUSY;
+}
+
+int cnl_pg_lease_renew(struct cnl_store *s, const char *holder, int64_t epoch,
+                       int64_t ttl_ms, struct cnl_store_lease *ret)
+{
+	struct cnl_pg_store *p = cnl_pg(s);
+	struct cnl_store_lease got;
+	struct cnl_pg_num e, ttl;
+	const char *v[] = {holder, cnl_pg_i64(&e, epoch),
+	                   cnl_pg_i64(&ttl, ttl_ms)};
+	int r;
+
+	if (p->read_only || p->depth)
+		return -EINVAL;
+	r = cnl_pg_get_one(p,
+	                   "UPDATE leases SET expires_ms = " NOW_MS
+	                   " + $3::bigint WHERE name = 'leader' AND"
+	                   " holder = $1 AND epoch = $2::bigint"
+	                   " RETURNING holder, epoch, expires_ms, " NOW_MS,
+	                   3, v, read_lease, &got);
+	if (r == -CNL_ENOTFOUND) {
+		if (ret && cnl_pg_lease_get(s, &got) == 0)
+			*ret = got;
+		return -CNL_EFENCED;
+	}
+	if (r == 0 && ret)
+		*ret = got;
+	return r;
+}
+
+int cnl_pg_lease_release(struct cnl_store *s, const char *holder, int64_t epoch)
+{
+	struct cnl_pg_num e;
+	const char *v[] = {holder, cnl_pg_i64(&e, epoch)};
+	int r;
+
+	/* The holder stays: the next acquire is another's, a new epoch. */
+	r = cnl_pg_write(cnl_pg(s),
+	                 "UPDATE leases SET expires_ms = 0 WHERE"
+	                 " name = 'leader' AND holder = $1 AND"
+	                 " epoch = $2::bigint",
+	                 2, v, true);
+	return r == -CNL_ENOTFOUND ? -CNL_EFENCED : r;
+}
+
+void cnl_pg_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms)
+{
+	cnl_pg(s)->fence_epoch = epoch;
+	cnl_pg(s)->fence_hold_ms = hold_ms;
+}
+
+int cnl_pg_fence_check(struct cnl_pg_store *p)
+{
+	struct cnl_pg_num e, h;
+	const char *v[] = {cnl_pg_i64(&e, p->fence_epoch),
+	                   cnl_pg_i64(&h, p->fence_hold_ms)};
+	PGresult *res;
+	bool ok;
+	int r;
+
+	/* set_config(..., true) is SET LOCAL: this transaction only, so
+	 * it holds behind pgbouncer's transaction mode too (invariant 4). */
+	if ((r = cnl_pg_exec(
+	         p,
+	         "SELECT epoch = $1::bigint AND expires_ms > " NOW_MS
+	         ", set_config("
+	         "'idle_in_transaction_session_timeout', $2, true)"
+	         " FROM leases WHERE name = 'leader' FOR SHARE",
+	         2, v, &res)) < 0)
+		return r;
+	ok = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!ok) {
+		snprintf(p->base.errmsg, sizeof(p->base.errmsg),
+		         "fenced: the leader's lease is no longer epoch %lld's",
+		         (long long)p->fence_epoch);
+		return -CNL_EFENCED;
+	}
+	return 0;
+}

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# replicas.sh - three cnlabd over one PostgreSQL (tests/lib/pg-tmp): one
+# leads, the others stand by; the leader is killed (kill -9) at random
+# moments while several clients submit, and paused (SIGSTOP) past its
+# lease and woken.  Checked:
+#   - exactly one replica listens and says "role":"leader" with an epoch;
+#     the standbys do not listen;
+#   - after each kill another replica leads with a higher epoch, and the
+#     clients' submissions go on there (they try each replica's address in
+#     turn, retrying a request whose answer they lost with the same
+#     Idempotency-Key, as a client behind a load balancer would);
+#   - a leader paused past its lease is replaced, and once woken it steps
+#     down: it exits with status 75 saying it lost the lease;
+#   - afterwards every acknowledged submission is in the database exactly
+#     once (one job per Idempotency-Key, none twice), and the audit chain
+#     verifies.
+# Failover times (kill to the new leader's first acknowledged submission)
+# are printed; bench/replicas_bench.sh measures them properly.
+set -u
+cnlabd=$1
+source "$(dirname "$0")/lib.sh"
+need_tools jq psql curl python3
+[ -n "${CNLAB_TEST_STORE_PG:-}" ] || {
+	echo "FAIL run me under tests/lib/pg-tmp run -- $0 ..."
+	exit 1
+}
+KILLS=${KILLS:-3}
+CLIENTS=${CLIENTS:-3}
+LEASE=${LEASE:-2s}
+tmp=$(mktemp -d)
+declare -A pids=()
+subs=()
+cleanup() {
+	local p
+	touch "$tmp/stop"
+	for p in "${subs[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do
+		kill -CONT "$p" 2>/dev/null
+		kill -TERM "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+die() {
+	bad "$1"
+	exit 1
+}
+
+db="$CNLAB_TEST_STORE_PG/cnlab"
+q() { psql -X -q -t -A "$db" -c "$1"; }
+psql -X -q "$CNLAB_TEST_STORE_PG/postgres" -c "CREATE DATABASE cnlab" || exit 1
+export CNLAB_JWT_SECRET=replicas-test-secret-0123456789abcdef-xyz
+export CNLAB_ADMIN_PASSWORD=replicas-admin-password
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+ports=()
+for r in 1 2 3; do ports+=("$(free_port)"); done
+nbports=()
+for r in 1 2 3; do nbports+=("$(free_port)"); done
+
+# start R: replica R (1..3) on its own port and data folder.
+start() {
+	local r=$1
+	"$cnlabd" --store "$db" --data-dir "$tmp/d$r" --lease "$LEASE" \
+		--listen "127.0.0.1:${ports[$((r - 1))]}" \
+		--notebook-listen "127.0.0.1:${nbports[$((r - 1))]}" \
+		--bootstrap-admin admin --log-level info \
+		>>"$tmp/out$r" 2>>"$tmp/err$r" &
+	pids[$r]=$!
+}
+role() { # role PORT: "leader EPOCH", or "" when it does not answer
+	curl -sS --max-time 2 "http://127.0.0.1:$1/healthz" 2>/dev/null |
+		jq -r 'select(.role == "leader") | "leader \(.epoch)"' 2>/dev/null
+}
+# leader [MIN_EPOCH]: waits until one replica leads with an epoch above
+# MIN_EPOCH; sets lr (its number) and lepoch.
+leader() {
+	local min=${1:-0} r e
+	for _ in $(seq 600); do
+		for r in 1 2 3; do
+			e=$(role "${ports[$((r - 1))]}")
+			if [ -n "$e" ] && [ "${e#leader }" -gt "$min" ]; then
+				lr=$r
+				lepoch=${e#leader }
+				return 0
+			fi
+		done
+		sleep 0.05
+	done
+	return 1
+}
+
+start 1
+leader || die "no leader: $(cat "$tmp/err1")"
+start 2
+start 3
+sleep 1
+[ "$lr" = 1 ] && [ "$lepoch" = 1 ] && ok "the first replica leads (epoch 1)" || bad "leader $lr epoch $lepoch"
+n=0
+for r in 2 3; do
+	curl -sS --max-time 2 "http://127.0.0.1:${ports[$((r - 1))]}/healthz" >/dev/null 2>&1 || n=$((n + 1))
+done
+[ $n = 2 ] && ok "the standbys do not listen" || bad "a standby answers"
+grep -q 'standby: another cnlabd leads' "$tmp/err2" && ok "a standby says who leads" ||
+	bad "standby log: $(cat "$tmp/err2")"
+
+base=http://127.0.0.1:${ports[0]}
+tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$CNLAB_ADMIN_PASSWORD\"}" \
+	"$base/v1/auth/login" | jq -r .token)
+[ -n "$tok" ] && [ "$tok" != null ] || die "login"
+auth="Authorization: Bearer $tok"
+proj=$(curl -sS -X POST -H "$auth" -d '{"name":"replicas"}' "$base/v1/projects" | jq -r .id)
+[ -n "$proj" ] && [ "$proj" != null ] || die "create project"
+
+# client W: submit jobs until $tmp/stop exists, each under its own key,
+# trying the replicas in turn until one acknowledges (201, or 200 for a
+# key a lost answer had already stored); "id key ms" per acknowledgement.
+client() {
+	local w=$1 i=0 k=0 key code body=$tmp/body.$w port
+	: >"$tmp/ack.$w"
+	while [ ! -e "$tmp/stop" ]; do
+		key=rep-$w-$i
+		while [ ! -e "$tmp/stop" ]; do
+			port=${ports[$((k % 3))]}
+			code=$(curl -sS --max-time 10 -o "$body" -w '%{http_code}' -X POST \
+				-H "$auth" -H "Idempotency-Key: $key" \
+				-d "{\"command\":\"echo $key\",\"gpu\":\"h100-25\"}" \
+				"http://127.0.0.1:$port/v1/projects/$proj/jobs" 2>/dev/null)
+			if [ "$code" = 201 ] || [ "$code" = 200 ]; then
+				[[ $(cat "$body") =~ \"id\":\"([^\"]+)\" ]] &&
+					echo "${BASH_REMATCH[1]} $key $(date +%s%3N) $port" >>"$tmp/ack.$w"
+				break
+			fi
+			k=$((k + 1))
+			sleep 0.02
+		done
+		i=$((i + 1))
+	done
+}
+acked() { cat "$tmp"/ack.* 2>/dev/null | wc -l; }
+for w in $(seq "$CLIENTS"); do
+	client "$w" &
+	subs+=($!)
+done
+
+failovers=()
+for c in $(seq "$KILLS"); do
+	before=$(acked)
+	while [ $(($(acked) - before)) -lt 20 ]; do sleep 0.02; done
+	sleep "0.$(printf '%03d' $((RANDOM % 400)))"
+	old=$lr
+	oldepoch=$lepoch
+	kill -9 "${pids[$old]}"
+	t0=$(date +%s%3N)
+	wait "${pids[$old]}" 2>/dev/null
+	if leader "$oldepoch"; then
+		ok "kill $c: replica $lr leads with epoch $lepoch (was $old, $oldepoch)"
+	else
+		die "kill $c: no new leader"
+	fi
+	# The first acknowledgement after the kill from the new leader.
+	first=
+	for _ in $(seq 600); do
+		first=$(cat "$tmp"/ack.* | awk -v t="$t0" -v p="${ports[$((lr - 1))]}" \
+			'$3 > t && $4 == p {print $3}' | sort -n | head -1)
+		[ -n "$first" ] && break
+		sleep 0.05
+	done
+	[ -n "$first" ] && failovers+=($((first - t0))) || bad "kill $c: no submission acknowledged after it"
+	start "$old" # back, as a standby
+done
+echo "failover (kill -9 to the next acknowledged submission), ms: ${failovers[*]}"
+
+# Paused past its lease, then woken: it must step down.
+before=$(acked)
+while [ $(($(acked) - before)) -lt 20 ]; do sleep 0.02; done
+old=$lr
+oldepoch=$lepoch
+kill -STOP "${pids[$old]}"
+leader "$oldepoch" && [ "$lr" != "$old" ] &&
+	ok "a leader paused past its lease is replaced (replica $lr, epoch $lepoch)" ||
+	die "no takeover from a paused leader"
+before=$(acked)
+while [ $(($(acked) - before)) -lt 10 ]; do sleep 0.02; done
+kill -CONT "${pids[$old]}"
+wait "${pids[$old]}"
+rc=$?
+[ $rc = 75 ] && grep -q 'lost the leader.s lease; stepping down' "$tmp/err$old" &&
+	ok "woken, the old leader steps down (exit 75)" ||
+	bad "woken old leader: rc=$rc $(tail -3 "$tmp/err$old")"
+unset "pids[$old]"
+role=$(role "${ports[$((lr - 1))]}")
+[ "$role" = "leader $lepoch" ] && ok "the new leader keeps leading" || bad "leader now: $role"
+
+before=$(acked)
+while [ $(($(acked) - before)) -lt 10 ]; do sleep 0.02; done
+touch "$tmp/stop"
+for p in "${subs[@]}"; do wait "$p"; done
+subs=()
+
+total=$(acked)
+missing=0
+while read -r id key _; do
+	n=$(q "SELECT count(*) FROM jobs WHERE id = '$id'")
+	[ "$n" = 1 ] || missing=$((missing + 1))
+done < <(cat "$tmp"/ack.*)
+[ "$total" -gt 60 ] && [ $missing = 0 ] &&
+	ok "every acknowledged submission is stored ($total)" || bad "$missing of $total acknowledged jobs missing"
+keys=$(cat "$tmp"/ack.* | awk '{print $2}' | sort -u | wc -l)
+[ "$keys" = "$total" ] && ok "each key acknowledged once" || bad "$total acks for $keys keys"
+# Each command names its key: a request retried on another replica must
+# not have made a second job.  Beyond the acknowledged ones, at most one
+# per client may be stored unacknowledged (in flight when it stopped).
+jobs=$(q "SELECT count(*) FROM jobs WHERE project_id = '$proj'")
+dups=$(q "SELECT count(*) FROM (SELECT command FROM jobs WHERE project_id = '$proj' GROUP BY command HAVING count(*) > 1) AS d")
+[ "$dups" = 0 ] && [ "$jobs" -ge "$total" ] && [ "$jobs" -le $((total + CLIENTS)) ] &&
+	ok "no submission stored twice ($jobs jobs for $total acknowledged)" ||
+	bad "jobs $jobs for $total acknowledged, commands stored twice: $dups"
+v=$(curl -sS -H "$auth" "http://127.0.0.1:${ports[$((lr - 1))]}/v1/audit/verify")
+[ "$(jq -r .ok <<<"$v")" = true ] && ok "the audit chain verifies" || bad "verify: $v"
+[ "$fails" = 0 ] || exit 1
