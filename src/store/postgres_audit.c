@@ -41,6 +41,13 @@ static void read_audit(const PGresult *res, int row, void *out)
 	cnl_pg_col_text(res, row, 7, a->hash, sizeof(a->hash));
 }
 
+/*
+ * Two statements, whatever the caller's transaction: the head's increment
+ * (which returns the seq and the hash to link to), then the record's
+ * insert and the head's new hash in one statement.  No savepoint of its
+ * own inside a caller's transaction: a failure here is the database's
+ * (never a constraint of the caller's data), and the caller rolls back.
+ */
 int cnl_pg_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
                         struct cnl_store_audit *ret)
 {
@@ -48,9 +55,12 @@ int cnl_pg_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 	struct cnl_store_audit a = *in;
 	struct cnl_pg_num n[2];
 	PGresult *res = NULL;
+	bool own = p->depth == 0;
 	int r;
 
-	if ((r = cnl_pg_begin(p)) < 0)
+	if (p->read_only)
+		return -EROFS;
+	if (own && (r = cnl_pg_begin(p)) < 0)
 		return r;
 	if ((r = cnl_pg_exec(p,
 	                     "UPDATE audit_head SET seq = seq + 1"
@@ -79,29 +89,24 @@ int cnl_pg_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 		                   cnl_pg_i64(&n[0], a.ts_ms),
 		                   cnl_pg_i64(&n[1], a.seq)};
 
-		if ((r = cnl_pg_write(
-		         p,
-		         "INSERT INTO audit (actor, action, target,"
-		         " result, prev_hash, hash, ts_ms, seq)"
-		         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-		         8, v, false)) < 0)
+		if ((r = cnl_pg_exec(p,
+		                     "WITH rec AS (INSERT INTO audit (actor,"
+		                     " action, target, result, prev_hash, hash,"
+		                     " ts_ms, seq) VALUES ($1, $2, $3, $4, $5,"
+		                     " $6, $7, $8))"
+		                     " UPDATE audit_head SET hash = $6",
+		                     8, v, NULL)) < 0)
 			goto fail;
 	}
-	{
-		const char *v[] = {a.hash};
-
-		if ((r = cnl_pg_exec(p, "UPDATE audit_head SET hash = $1", 1, v,
-		                     NULL)) < 0)
-			goto fail;
-	}
-	if ((r = cnl_pg_commit(p)) < 0)
+	if (own && (r = cnl_pg_commit(p)) < 0)
 		return r;
 	if (ret)
 		*ret = a;
 	return 0;
 fail:
 	PQclear(res);
-	cnl_pg_rollback(p);
+	if (own)
+		cnl_pg_rollback(p);
 	return r;
 }
 

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# replicas_bench.sh - issue 21's figures, side by side in one run:
+#   1. durable submissions/s (wrk -t2 -c64, bench/wrk_submit.lua) to cnlabd
+#      on SQLite (the baseline), on PostgreSQL with one replica, with three
+#      (a leader and two standbys), and through pgbouncer in transaction
+#      mode; beside each, wrk on GET /healthz of the same daemon;
+#   2. failover time over KILLS kills (default 20) of the leader of three
+#      replicas with the default lease (5 s) unless --lease: from kill -9
+#      to the first submission acknowledged by the new leader (a client
+#      retrying every 20 ms on every replica), median and max.
+# A real PostgreSQL 15 and pgbouncer, started by tests/lib/pg-tmp.
+#
+#   bench/replicas_bench.sh [--seconds S] [--kills N] [--lease D] [--no-build]
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+seconds=5
+kills=20
+lease=5s
+build=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--seconds) seconds=$2; shift 2 ;;
+	--kills) kills=$2; shift 2 ;;
+	--lease) lease=$2; shift 2 ;;
+	--no-build) build=0; shift ;;
+	*) echo "usage: bench/replicas_bench.sh [--seconds S] [--kills N] [--lease D] [--no-build]" >&2; exit 2 ;;
+	esac
+done
+for t in wrk curl jq psql python3; do
+	command -v $t >/dev/null || { echo "replicas_bench: $t is not installed (scripts/bootstrap --bench)" >&2; exit 1; }
+done
+if [ "$build" = 1 ]; then
+	cmake --build "$here/build" -j2 --target cnlabd >/dev/null || exit 1
+fi
+if [ -z "${CNLAB_TEST_STORE_PG:-}" ]; then
+	exec "$here/tests/lib/pg-tmp" run --pgbouncer -- "$0" --seconds "$seconds" \
+		--kills "$kills" --lease "$lease" --no-build
+fi
+cnlabd=$here/build/src/server/cnlabd
+tmp=$(mktemp -d)
+declare -A pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+export CNLAB_JWT_SECRET=replicas-bench-secret-0123456789abcdef-xyz
+export CNLAB_ADMIN_PASSWORD=replicas-bench-admin
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+direct=$CNLAB_TEST_PG_DIRECT
+bouncer=$CNLAB_TEST_STORE_PG
+n=0
+newdb() { # newdb: a fresh database, named in $db
+	n=$((n + 1))
+	db=b$n
+	psql -X -q "$direct/postgres" -c "CREATE DATABASE $db" >/dev/null
+}
+# start NAME STORE [LEASE]: one cnlabd; sets port.
+start() {
+	local name=$1 store=$2 l=${3:-$lease}
+	port=$(free_port)
+	local np
+	np=$(free_port)
+	"$cnlabd" ${store:+--store "$store"} --data-dir "$tmp/$name" --lease "$l" \
+		--listen "127.0.0.1:$port" --notebook-listen "127.0.0.1:$np" \
+		--bootstrap-admin admin --log-level warn >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	pids[$name]=$!
+}
+up() { # up PORT: wait until it answers
+	for _ in $(seq 600); do
+		curl -sS --max-time 1 "http://127.0.0.1:$1/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	return 1
+}
+rate() { # rate PORT: "submissions/s healthz/s"
+	local p=$1 tok proj sub hz
+	tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$CNLAB_ADMIN_PASSWORD\"}" \
+		"http://127.0.0.1:$p/v1/auth/login" | jq -r .token)
+	proj=$(curl -sS -X POST -H "Authorization: Bearer $tok" -d '{"name":"bench"}' \
+		"http://127.0.0.1:$p/v1/projects" | jq -r .id)
+	sub=$(CNLAB_TOKEN=$tok CNLAB_PROJECT=$proj wrk -t2 -c64 -d"${seconds}s" \
+		-s "$here/bench/wrk_submit.lua" "http://127.0.0.1:$p" 2>&1)
+	grep -q 'Non-2xx' <<<"$sub" && { echo "errors: $(grep Non-2xx <<<"$sub")" >&2; }
+	hz=$(wrk -t2 -c64 -d"${seconds}s" "http://127.0.0.1:$p/healthz" 2>&1)
+	echo "$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$sub") $(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$hz")"
+}
+
+echo "replicas_bench, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(psql -X -t -A "$direct/postgres" -c 'SHOW server_version')"
+echo
+echo "| store | submissions/s (wrk -t2 -c64, ${seconds}s) | GET /healthz/s, same daemon |"
+echo "|---|---:|---:|"
+start sqlite ""
+up "$port" && read -r s h < <(rate "$port") && echo "| SQLite (group commit) | $s | $h |"
+kill -TERM "${pids[sqlite]}"; wait "${pids[sqlite]}" 2>/dev/null; unset "pids[sqlite]"
+newdb
+start pg1 "$direct/$db"
+up "$port" && read -r s h < <(rate "$port") && echo "| PostgreSQL, 1 replica | $s | $h |"
+kill -TERM "${pids[pg1]}"; wait "${pids[pg1]}" 2>/dev/null; unset "pids[pg1]"
+newdb
+start pg3a "$direct/$db"
+up "$port" || exit 1
+lport=$port
+start pg3b "$direct/$db"
+start pg3c "$direct/$db"
+sleep 1
+read -r s h < <(rate "$lport") && echo "| PostgreSQL, 3 replicas (the leader serves; 2 standbys) | $s | $h |"
+for r in pg3a pg3b pg3c; do kill -TERM "${pids[$r]}"; wait "${pids[$r]}" 2>/dev/null; unset "pids[$r]"; done
+newdb
+start pgb "$bouncer/$db"
+up "$port" && read -r s h < <(rate "$port") && echo "| PostgreSQL through pgbouncer (transaction mode), 1 replica | $s | $h |"
+kill -TERM "${pids[pgb]}"; wait "${pids[pgb]}" 2>/dev/null; unset "pids[pgb]"
+
+# Failover.
+newdb
+ports=()
+for r in 1 2 3; do
+	start "f$r" "$direct/$db"
+	ports+=("$port")
+	[ "$r" = 1 ] && { up "$port" || exit 1; }
+done
+sleep 1
+tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$CNLAB_ADMIN_PASSWORD\"}" \
+	"http://127.0.0.1:${ports[0]}/v1/auth/login" | jq -r .token)
+proj=$(curl -sS -X POST -H "Authorization: Bearer $tok" -d '{"name":"failover"}' \
+	"http://127.0.0.1:${ports[0]}/v1/projects" | jq -r .id)
+leader_of() { # the replica number that leads, or ""
+	local r
+	for r in 1 2 3; do
+		[ "$(curl -sS --max-time 1 "http://127.0.0.1:${ports[$((r - 1))]}/healthz" 2>/dev/null | jq -r '.role // empty' 2>/dev/null)" = leader ] &&
+			{ echo "$r"; return; }
+	done
+}
+times=()
+for k in $(seq "$kills"); do
+	lr=$(leader_of)
+	[ -n "$lr" ] || { echo "no leader before kill $k" >&2; break; }
+	kill -9 "${pids[f$lr]}"
+	t0=$(date +%s%3N)
+	wait "${pids[f$lr]}" 2>/dev/null
+	i=0
+	while :; do
+		p=${ports[$((i % 3))]}
+		code=$(curl -sS --max-time 2 -o /dev/null -w '%{http_code}' -X POST \
+			-H "Authorization: Bearer $tok" -d '{"command":"true","gpu":"h100-25"}' \
+			"http://127.0.0.1:$p/v1/projects/$proj/jobs" 2>/dev/null)
+		[ "$code" = 201 ] && break
+		i=$((i + 1))
+		[ $((i % 3)) = 0 ] && sleep 0.02
+	done
+	times+=($(($(date +%s%3N) - t0)))
+	start "f$lr" "$direct/$db" # back as a standby, on a new port
+	ports[$((lr - 1))]=$port
+done
+sorted=$(printf '%s\n' "${times[@]}" | sort -n)
+cnt=${#times[@]}
+med=$(sed -n "$(((cnt + 1) / 2))p" <<<"$sorted")
+max=$(tail -1 <<<"$sorted")
+echo
+echo "Failover, lease $lease, $cnt kills of the leader of 3 replicas (kill -9 to the first submission the new leader acknowledges): median $med ms, max $max ms"
+echo "each: ${times[*]}"
