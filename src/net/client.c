@@ -115,7 +115,12 @@ struct conn {
 };
 
 struct cnl_client {
-	char *base; /* without trailing '/' */
+	char *base; /* the base in use (one of @bases), without trailing '/' */
+	/* Several replicas' addresses ("http://a:8080,http://b:8080"): a
+	 * request that cannot connect to one tries the next, and the one
+	 * that answered is used first from then on. */
+	char **bases;
+	int nbases;
 	char *auth; /* "Authorization: Bearer ..." or NULL */
 	void (*token_fn)(void *ud, char *buf, size_t len);
 	void *token_ud;
@@ -976,6 +981,43 @@ static char *dup_or_null(const char *s)
 	return s && *s ? cnl_xstrdup(s) : NULL;
 }
 
+/* A list of http(s) URLs separated by commas is several bases; anything
+ * else (one URL, "", a URL with a comma in its path) is one. */
+static void split_bases(struct cnl_client *cl, const char *base)
+{
+	const char *p = base;
+	int n = 1;
+
+	for (const char *c = base; *c; c++)
+		n += *c == ',';
+	if (n > 1) {
+		for (const char *c = base;; c = strchr(c, ',') + 1) {
+			if (strncmp(c, "http://", 7) != 0 &&
+			    strncmp(c, "https://", 8) != 0) {
+				n = 1;
+				break;
+			}
+			if (!strchr(c, ','))
+				break;
+		}
+	}
+	cl->bases = cnl_xcalloc((size_t)n, sizeof(*cl->bases));
+	cl->nbases = n;
+	if (n == 1) {
+		cl->bases[0] = cnl_xstrdup(base);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+
+		cl->bases[i] = cnl_xmalloc(len + 1);
+		memcpy(cl->bases[i], p, len);
+		cl->bases[i][len] = '\0';
+		p = e ? e + 1 : p + len;
+	}
+}
+
 int cnl_client_new(const struct cnl_client_config *cfg, struct cnl_client **ret)
 {
 	struct cnl_client *cl;
@@ -989,10 +1031,13 @@ int cnl_client_new(const struct cnl_client_config *cfg, struct cnl_client **ret)
 		return -EINVAL;
 	cl = cnl_xcalloc(1, sizeof(*cl));
 	cl->conn.fd = -1;
-	cl->base = cnl_xstrdup(cfg->base);
-	n = strlen(cl->base);
-	while (n > 0 && cl->base[n - 1] == '/')
-		cl->base[--n] = '\0';
+	split_bases(cl, cfg->base);
+	for (int i = 0; i < cl->nbases; i++) {
+		n = strlen(cl->bases[i]);
+		while (n > 0 && cl->bases[i][n - 1] == '/')
+			cl->bases[i][--n] = '\0';
+	}
+	cl->base = cl->bases[0];
 	cl->auth = dup_or_null(cfg->token);
 	cl->token_fn = cfg->token_fn;
 	cl->token_ud = cfg->token_ud;
@@ -1014,7 +1059,9 @@ void cnl_client_free(struct cnl_client *cl)
 		return;
 	conn_close(&cl->conn);
 	tls_free(cl->tls);
-	free(cl->base);
+	for (int i = 0; i < cl->nbases; i++)
+		free(cl->bases[i]);
+	free(cl->bases);
 	secret_free(cl->auth);
 	free(cl->cafile);
 	free(cl->user_agent);
@@ -1316,9 +1363,49 @@ static void build_head(struct cnl_client *cl,
 	str_cat(hd, "\r\n");
 }
 
+static int request_one(struct cnl_client *cl,
+                       const struct cnl_client_request *rq,
+                       struct cnl_client_reply *ret, bool *ret_unconnected);
+
+/*
+ * Over several bases: a request that could not connect (nothing was
+ * sent: safe for any method) goes to the next, each tried once; the one
+ * that answered stays first.  A body read from a descriptor is sent
+ * from its start by each try (upload_fd is read from offset 0 by
+ * pread).
+ */
 int cnl_client_request(struct cnl_client *cl,
                        const struct cnl_client_request *rq,
                        struct cnl_client_reply *ret)
+{
+	int first, r = -EINVAL;
+
+	if (!cl || cl->nbases <= 1)
+		return request_one(cl, rq, ret, NULL);
+	first = 0;
+	for (int i = 0; i < cl->nbases; i++)
+		if (cl->bases[i] == cl->base)
+			first = i;
+	for (int k = 0; k < cl->nbases; k++) {
+		bool unconnected = false;
+		int i = (first + k) % cl->nbases;
+
+		if (k > 0)
+			cnl_client_reply_done(ret);
+		if (cl->base != cl->bases[i]) {
+			conn_close(&cl->conn);
+			cl->base = cl->bases[i];
+		}
+		r = request_one(cl, rq, ret, &unconnected);
+		if (!unconnected)
+			break;
+	}
+	return r;
+}
+
+static int request_one(struct cnl_client *cl,
+                       const struct cnl_client_request *rq,
+                       struct cnl_client_reply *ret, bool *ret_unconnected)
 {
 	_cleanup_free_ char *urlbuf = NULL, *text = NULL;
 	struct str hd = {0};
@@ -1407,6 +1494,8 @@ int cnl_client_request(struct cnl_client *cl,
 				free(hd.p);
 				if (rq->download)
 					mbedtls_sha256_free(&s.sha);
+				if (ret_unconnected)
+					*ret_unconnected = true;
 				return no_reply(ret, &s, &f, to, -EIO);
 			}
 		}
@@ -1576,12 +1665,33 @@ int cnl_client_upgrade(struct cnl_client *cl, const char *path,
 	 * may be used on another thread than the client's. */
 	tmp = *cl;
 	tmp.tls = NULL;
-	io.deadline = now_ms() + ms;
-	if (conn_open(&tmp, &s->c, &u, &io, &f) < 0) {
-		s->tls = tmp.tls;
-		snprintf(err, errlen, "POST %s: cannot connect to %s (%s)",
-		         path, cl->base, f.detail[0] ? f.detail : f.error);
-		goto fail;
+	/* Several bases: the first that takes the connection, as
+	 * cnl_client_request() does. */
+	for (int k = 0;; k++) {
+		io.deadline = now_ms() + ms;
+		if (conn_open(&tmp, &s->c, &u, &io, &f) == 0)
+			break;
+		if (k + 1 >= cl->nbases) {
+			s->tls = tmp.tls;
+			snprintf(err, errlen,
+			         "POST %s: cannot connect to %s (%s)", path,
+			         cl->base, f.detail[0] ? f.detail : f.error);
+			goto fail;
+		}
+		for (int i = 0; i < cl->nbases; i++)
+			if (cl->bases[i] == cl->base) {
+				cl->base = cl->bases[(i + 1) % cl->nbases];
+				break;
+			}
+		conn_close(&cl->conn);
+		memset(&f, 0, sizeof(f));
+		memset(&io, 0, sizeof(io));
+		if (url_parse(cl->base, &u, &f) < 0) {
+			s->tls = tmp.tls;
+			snprintf(err, errlen, "POST %s: bad URL %s", path,
+			         cl->base);
+			goto fail;
+		}
 	}
 	s->tls = tmp.tls;
 	str_cat(&hd, "POST ");

@@ -561,10 +561,10 @@ out:
 
 int main(int argc, char **argv)
 {
-	/* The flags cnlabd handles itself; every setting of the table is
-	 * also a flag (--data-dir DIR, --node-lost-timeout=10s). */
 	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
 		return migrate_main(argc - 1, argv + 1);
+	/* The flags cnlabd handles itself; every setting of the table is
+	 * also a flag (--data-dir DIR, --node-lost-timeout=10s). */
 	struct cnl_config_flag own[] = {
 	    {"help", false, NULL},         {"h", false, NULL},
 	    {"config", true, NULL},        {"bootstrap-admin", true, NULL},

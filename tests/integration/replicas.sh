@@ -13,11 +13,15 @@
 #     down: it exits with status 75 saying it lost the lease;
 #   - afterwards every acknowledged submission is in the database exactly
 #     once (one job per Idempotency-Key, none twice), and the audit chain
-#     verifies.
+#     verifies;
+#   - the CLI given every replica's address (CNLAB_SERVER="URL1,URL2,URL3")
+#     logs in, submits, and after the leader is killed reaches the new one
+#     with the same session.
 # Failover times (kill to the new leader's first acknowledged submission)
 # are printed; bench/replicas_bench.sh measures them properly.
 set -u
 cnlabd=$1
+cnlab=$2
 source "$(dirname "$0")/lib.sh"
 need_tools jq psql curl python3
 [ -n "${CNLAB_TEST_STORE_PG:-}" ] || {
@@ -218,4 +222,27 @@ dups=$(q "SELECT count(*) FROM (SELECT command FROM jobs WHERE project_id = '$pr
 	bad "jobs $jobs for $total acknowledged, commands stored twice: $dups"
 v=$(curl -sS -H "$auth" "http://127.0.0.1:${ports[$((lr - 1))]}/v1/audit/verify")
 [ "$(jq -r .ok <<<"$v")" = true ] && ok "the audit chain verifies" || bad "verify: $v"
+
+# The CLI with every replica's address.
+export HOME=$tmp/home CNLAB_CONFIG=$tmp/home/cli.json
+mkdir -p "$HOME"
+export CNLAB_SERVER="http://127.0.0.1:${ports[0]},http://127.0.0.1:${ports[1]},http://127.0.0.1:${ports[2]}"
+echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --user admin --password-stdin >/dev/null 2>&1 &&
+	ok "cnlab logs in through the list of replicas" || bad "cnlab login"
+id=$("$cnlab" run --detach --gpu h100-25 --project replicas -o json -- sh -c 'echo cli' 2>&1 | jq -r '.id // empty')
+[ -n "$id" ] && ok "cnlab run --detach reaches the leader" || bad "cnlab run: $id"
+old=$lr
+oldepoch=$lepoch
+kill -9 "${pids[$old]}"
+wait "${pids[$old]}" 2>/dev/null
+unset "pids[$old]"
+leader "$oldepoch" || die "no leader after the last kill"
+out=
+for _ in $(seq 50); do
+	out=$("$cnlab" jobs show "$id" --project replicas -o json 2>&1) && break
+	sleep 0.2
+done
+[ "$(jq -r '.id // empty' <<<"$out" 2>/dev/null)" = "$id" ] &&
+	ok "after a failover the CLI finds the new leader, same session" ||
+	bad "cnlab after failover: $out"
 [ "$fails" = 0 ] || exit 1

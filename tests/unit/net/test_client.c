@@ -437,6 +437,54 @@ static void test_unreachable_and_the_daemon_form(void **state)
 	cnl_client_free(cl);
 }
 
+/*
+ * Several bases (replicas' addresses, comma-separated): a request goes to
+ * the first that takes the connection, and keeps going there; when none
+ * does it fails as one unreachable server does.  A comma inside one URL
+ * (not followed by another http(s) URL) is no list.
+ */
+static void test_several_bases(void **state)
+{
+	struct cnl_client *cl = NULL;
+	struct cnl_client_reply r;
+	char list[512], dead[64], dead2[64];
+	json_t *j = NULL;
+	char err[256];
+
+	snprintf(dead, sizeof(dead), "http://127.0.0.1:%u", dead_port());
+	snprintf(dead2, sizeof(dead2), "http://127.0.0.1:%u", dead_port());
+	snprintf(list, sizeof(list), "%s,%s,%s", dead, base, dead2);
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = list}, &cl), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(cnl_client_call(cl, "POST", "/echo", NULL, 5,
+		                                 &j, err, sizeof(err)),
+		                 200);
+		assert_string_equal(member(j, "method"), "POST");
+		json_decref(j);
+	}
+	cnl_client_free(cl);
+
+	snprintf(list, sizeof(list), "%s,%s", dead, dead2);
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = list}, &cl), 0);
+	assert_int_equal(cnl_client_send(cl, "GET", "/x", NULL, NULL, &r),
+	                 -EIO);
+	assert_string_equal(r.error, "Couldn't connect to server");
+	cnl_client_reply_done(&r);
+	cnl_client_free(cl);
+
+	/* One URL with a comma in its path: not a list (and not found). */
+	snprintf(list, sizeof(list), "%sa,b", base);
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = list}, &cl), 0);
+	assert_int_equal(cnl_client_send(cl, "GET", "/echo", NULL, NULL, &r),
+	                 0);
+	assert_int_equal(r.status, 404);
+	cnl_client_reply_done(&r);
+	cnl_client_free(cl);
+}
+
 static void test_limits_and_escaping(void **state)
 {
 	struct cnl_client *cl = (struct cnl_client *)&cl;
@@ -482,6 +530,7 @@ int main(void)
 	    cmocka_unit_test(test_what_goes_on_the_wire),
 	    cmocka_unit_test(test_what_comes_back),
 	    cmocka_unit_test(test_unreachable_and_the_daemon_form),
+	    cmocka_unit_test(test_several_bases),
 	    cmocka_unit_test(test_limits_and_escaping),
 	    cmocka_unit_test(test_streamed_reply),
 	};
