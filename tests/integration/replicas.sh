@@ -16,12 +16,17 @@
 #     verifies;
 #   - the CLI given every replica's address (CNLAB_SERVER="URL1,URL2,URL3")
 #     logs in, submits, and after the leader is killed reaches the new one
-#     with the same session.
+#     with the same session;
+#   - two node agents given every replica's address run jobs (real
+#     containers, one whole fake H100 each) while the leader is killed
+#     under them: every job ends succeeded, its output once, and no job
+#     was ever started twice (on either node: the agents' own logs).
 # Failover times (kill to the new leader's first acknowledged submission)
 # are printed; bench/replicas_bench.sh measures them properly.
 set -u
 cnlabd=$1
 cnlab=$2
+agent=$3
 source "$(dirname "$0")/lib.sh"
 need_tools jq psql curl python3
 [ -n "${CNLAB_TEST_STORE_PG:-}" ] || {
@@ -245,4 +250,79 @@ done
 [ "$(jq -r '.id // empty' <<<"$out" 2>/dev/null)" = "$id" ] &&
 	ok "after a failover the CLI finds the new leader, same session" ||
 	bad "cnlab after failover: $out"
+# --- node agents across a failover --------------------------------------
+start "$old" # the replica killed last, back as a standby
+list=$CNLAB_SERVER
+apids=()
+for x in a b; do
+	jt=$(curl -sS -X POST -H "$auth" \
+		-d "{\"node\":\"rep-$x\",\"expires_in_seconds\":600}" \
+		"http://127.0.0.1:${ports[$((lr - 1))]}/v1/nodes/join-tokens" | jq -r .token)
+	CNLAB_AGENT_TOKEN=$jt "$agent" --server "$list" --name "rep-$x" \
+		--gpus fake:1xH100-80GB-SXM --work-dir "$tmp/agent-$x" \
+		--cpu-milli 8000 --mem-mib 16384 --log-level info \
+		>"$tmp/agent-$x.out" 2>"$tmp/agent-$x.err" &
+	apids+=($!)
+	pids[agent$x]=$!
+done
+for x in a b; do
+	for _ in $(seq 100); do grep -q 'msg=registered' "$tmp/agent-$x.err" && break; sleep 0.1; done
+done
+grep -q 'msg=registered' "$tmp/agent-a.err" && grep -q 'msg=registered' "$tmp/agent-b.err" &&
+	ok "two agents registered through the list of replicas" ||
+	die "agents: $(tail -3 "$tmp/agent-a.err" "$tmp/agent-b.err")"
+jobs=()
+for i in 1 2 3 4 5 6; do
+	id=$("$cnlab" run --detach --gpu h100-100 --project replicas -o json -- \
+		sh -c "sleep 2; echo output-of-$i" 2>&1 | jq -r '.id // empty')
+	[ -n "$id" ] && jobs+=("$id")
+done
+[ ${#jobs[@]} = 6 ] && ok "six whole-GPU jobs submitted" || bad "submitted ${#jobs[@]} of 6"
+# Kill the leader once two of them run.
+for _ in $(seq 200); do
+	[ "$(cat "$tmp"/agent-*.err | grep -c 'msg="workload started"')" -ge 2 ] && break
+	sleep 0.1
+done
+old=$lr
+oldepoch=$lepoch
+kill -9 "${pids[$old]}"
+wait "${pids[$old]}" 2>/dev/null
+unset "pids[$old]"
+leader "$oldepoch" && ok "killed the leader with two jobs running; replica $lr leads (epoch $lepoch)" ||
+	die "no leader"
+start "$old"
+done_n=0
+for _ in $(seq 600); do
+	done_n=0
+	for id in "${jobs[@]}"; do
+		st=$("$cnlab" jobs show "$id" --project replicas -o json 2>/dev/null | jq -r '.state // empty')
+		[ "$st" = succeeded ] && done_n=$((done_n + 1))
+	done
+	[ $done_n = 6 ] && break
+	sleep 0.5
+done
+[ $done_n = 6 ] && ok "every job ended succeeded across the failover" ||
+	bad "$done_n of 6 succeeded: $(for id in "${jobs[@]}"; do "$cnlab" jobs show "$id" --project replicas -o json 2>/dev/null | jq -c '{id,state}'; done)"
+twice=0
+for id in "${jobs[@]}"; do
+	n=$(cat "$tmp"/agent-*.err | grep -c "msg=\"workload started\" id=$id ")
+	[ "$n" = 1 ] || { twice=$((twice + 1)); echo "job $id started $n times" >&2; }
+done
+# The clients' earlier jobs (pending until the agents came) ran too: none
+# of any may have started twice.
+dup=$(cat "$tmp"/agent-*.err | grep -o 'msg="workload started" id=[^ ]*' | sort | uniq -d)
+all=$(cat "$tmp"/agent-*.err | grep -c 'msg="workload started"')
+[ $twice = 0 ] && [ -z "$dup" ] &&
+	ok "no job started twice (the agents' logs: $all starts)" ||
+	bad "$twice of ours not started exactly once; started twice: $dup"
+outs=0
+i=0
+for id in "${jobs[@]}"; do
+	i=$((i + 1))
+	n=$("$cnlab" jobs logs "$id" --project replicas 2>/dev/null | grep -c "output-of-$i")
+	[ "$n" = 1 ] && outs=$((outs + 1))
+done
+[ $outs = 6 ] && ok "each job's output once" || bad "$outs of 6 jobs have their output once"
+for p in "${apids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+unset "pids[agenta]" "pids[agentb]"
 [ "$fails" = 0 ] || exit 1
