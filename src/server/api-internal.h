@@ -108,6 +108,8 @@ struct cnl_api {
 	pthread_mutex_t readers_mu;
 	struct cnl_store **readers;
 	size_t n_readers, cap_readers;
+	size_t open_readers;    /* made and not closed, idle or in use */
+	size_t max_readers;     /* store_pool */
 	atomic_bool no_readers; /* the store has none (in memory): all locked */
 	/* The operator's key for secrets at rest (secrets.h): without it
 	 * the secret routes answer 409. */

@@ -634,20 +634,38 @@ static bool read_only(const struct cnl_http_route *route)
 	       h == cnl_api_h_dashboard || h == cnl_api_h_dashboard_events;
 }
 
+static void reader_uncount(struct cnl_api *api)
+{
+	pthread_mutex_lock(&api->readers_mu);
+	api->open_readers--;
+	pthread_mutex_unlock(&api->readers_mu);
+}
+
 /* An idle read-only connection, or a new one; NULL when the store has
- * none to give (in memory), and the route is then served locked. */
+ * none to give (in memory) or the pool is at its size, and the route is
+ * then served locked. */
 static struct cnl_store *reader_take(struct cnl_api *api)
 {
 	struct cnl_store *rd = NULL;
 	int r;
 
+	bool open_one = false;
+
 	pthread_mutex_lock(&api->readers_mu);
 	if (api->n_readers)
 		rd = api->readers[--api->n_readers];
+	else if (api->open_readers < api->max_readers)
+		open_one = true, api->open_readers++; /* counted before */
 	pthread_mutex_unlock(&api->readers_mu);
-	if (rd || api->no_readers)
+	/* At the pool's size (store_pool: each reader is a database
+	 * connection), the route is served locked instead. */
+	if (rd || !open_one || api->no_readers) {
+		if (open_one)
+			reader_uncount(api);
 		return rd;
+	}
 	if ((r = cnl_store_open_reader(api->store, &rd)) < 0) {
+		reader_uncount(api);
 		if (r == -ENOTSUP)
 			api->no_readers = true;
 		else
@@ -974,6 +992,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	api->images_max =
 	    cfg->images_max_bytes > 0 ? cfg->images_max_bytes : 64LL << 30;
 	api->artifacts_keep_ms = cfg->artifacts_keep_ms;
+	api->max_readers = cfg->store_pool > 0 ? (size_t)cfg->store_pool : 16;
 	if (api->files_dir && mkdir(api->files_dir, 0700) < 0 &&
 	    errno != EEXIST) {
 		cnl_log(CNL_LOG_ERROR, "files folder", "dir=%s err=\"%s\"",

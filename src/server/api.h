@@ -90,8 +90,11 @@ struct cnl_api_config {
 	int64_t artifacts_max_bytes; /* per job; 0: 10 GiB */
 	int64_t inputs_max_bytes;    /* per job; 0: 2 GiB */
 	int64_t images_max_bytes;    /* one image's archive; 0: 64 GiB */
-	int64_t artifacts_keep_ms;   /* a job's files after its end; 0: kept
-	                                until the project goes */
+	int64_t store_pool; /* read-only store connections at most (lock-free
+	                     * GETs); more readers at once are served under
+	                     * the lock; 0: 16 */
+	int64_t artifacts_keep_ms; /* a job's files after its end; 0: kept
+	                              until the project goes */
 	/* The key that seals secrets at rest (secrets.h), 32 bytes, copied;
 	 * NULL: secrets are off (their routes answer 409). */
 	const uint8_t *secrets_key;

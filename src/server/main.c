@@ -40,6 +40,7 @@
 struct settings {
 	char *data_dir;
 	char *store;
+	int64_t store_pool;
 	int64_t lease;
 	char *listen;
 	char *tls_cert;
@@ -88,6 +89,11 @@ static const struct cnl_config_def settings_table[] = {
      "from PGPASSWORD or ~/.pgpass instead of the URL). Unset: SQLite, "
      "cnlab.db in data_dir. Several cnlabd over one PostgreSQL share its "
      "state; pgbouncer in transaction mode is supported."},
+    {"store_pool", CNL_CONFIG_INT, S(store_pool), "16", 1, 1000,
+     "Read-only connections to the store at most, for the GETs served "
+     "without the API's lock (each is a database connection on "
+     "PostgreSQL: keep replicas x (store_pool + 3) under the server's "
+     "max_connections); more readers at once are served under the lock."},
     {"lease", CNL_CONFIG_DURATION, S(lease), "5s", 1000, 60000,
      "With a PostgreSQL store: the leader's lease. Several cnlabd over one "
      "database elect one leader, which alone listens and schedules; the "
@@ -886,6 +892,7 @@ int main(int argc, char **argv)
 	        .inputs_max_bytes = st.inputs_max_bytes,
 	        .images_max_bytes = st.images_max_bytes,
 	        .artifacts_keep_ms = st.artifacts_keep,
+	        .store_pool = st.store_pool,
 	    },
 	    &api);
 	if (r < 0) {

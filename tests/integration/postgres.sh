@@ -74,7 +74,7 @@ rc=$?
 start() {
 	: >"$tmp/out"
 	"$cnlabd" --all-in-one --store "$db" --data-dir "$tmp/data" \
-		--listen 127.0.0.1:0 --gpus fake:2xH100-80GB-SXM \
+		--listen 127.0.0.1:0 --gpus fake:2xH100-80GB-SXM --store-pool 3 \
 		--log-level info >"$tmp/out" 2>>"$tmp/err" &
 	pid=$!
 	for _ in $(seq 300); do
@@ -107,6 +107,21 @@ rc=$?
 	ok "the job's state is in PostgreSQL" || bad "jobs: $(q 'SELECT id, state, command FROM jobs')"
 [ "$(q "SELECT count(*) FROM audit WHERE action = 'job.create'")" -ge 1 ] &&
 	ok "its audit record too" || bad "audit: $(q 'SELECT action FROM audit')"
+
+# Reads served off the API's lock use a pool of database connections
+# no bigger than store_pool (3 here), however many come at once.
+lps=()
+for i in $(seq 24); do
+	"$cnlab" jobs list -o json >"$tmp/list.$i" 2>&1 &
+	lps+=($!)
+done
+wait "${lps[@]}"
+n=0
+for i in $(seq 24); do jq -e '.items | length >= 1' "$tmp/list.$i" >/dev/null 2>&1 && n=$((n + 1)); done
+readers=$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cnlabd-reader'")
+[ $n = 24 ] && [ "$readers" -ge 1 ] && [ "$readers" -le 3 ] &&
+	ok "24 concurrent reads answered over $readers pooled connections (store_pool 3)" ||
+	bad "pool: $n of 24 answered, $readers reader connections"
 
 # Jobs to find again after restarts.
 ids=()
