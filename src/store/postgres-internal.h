@@ -14,6 +14,8 @@
  *                       idempotency keys of their creates
  *   postgres_docs.c     JSON documents
  *   postgres_audit.c    the hash-chained audit log
+ *   postgres_lease.c    the leader's lease (its fence check, part of
+ *                       beginning a transaction, is postgres_db.c's)
  *   postgres.c          opening, the schema and its migrations, readers,
  *                       and the ops table
  *
@@ -37,6 +39,9 @@
 #include <libpq-fe.h>
 
 #include "store/store.h"
+
+/* The database server's clock in ms, read once per statement. */
+#define CNL_PG_NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 /* The PostgreSQL backend's handle. */
 struct cnl_pg_store {
@@ -142,6 +147,11 @@ const char *cnl_pg_i64(struct cnl_pg_num *buf, int64_t v);
  */
 int cnl_pg_begin(struct cnl_pg_store *p);
 int cnl_pg_begin_read(struct cnl_pg_store *p);
+
+/* cnl_pg_fence_check - inside a write transaction of a fenced handle:
+ * 0 when the lease is still its epoch's (now held FOR SHARE to the
+ * transaction's end), -CNL_EFENCED otherwise (postgres_db.c). */
+int cnl_pg_fence_check(struct cnl_pg_store *p);
 int cnl_pg_commit(struct cnl_pg_store *p);
 void cnl_pg_rollback(struct cnl_pg_store *p);
 
@@ -253,9 +263,5 @@ int cnl_pg_lease_get(struct cnl_store *s, struct cnl_store_lease *ret);
 int cnl_pg_lease_release(struct cnl_store *s, const char *holder,
                          int64_t epoch);
 void cnl_pg_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
-/* cnl_pg_fence_check - inside a write transaction of a fenced handle:
- * 0 when the lease is still its epoch's (now held FOR SHARE to the
- * transaction's end), -CNL_EFENCED otherwise. */
-int cnl_pg_fence_check(struct cnl_pg_store *p);
 
 #endif /* CNL_STORE_POSTGRES_INTERNAL_H */

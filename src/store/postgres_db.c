@@ -308,6 +308,38 @@ const char *cnl_pg_i64(struct cnl_pg_num *buf, int64_t v)
 	return buf->s;
 }
 
+/* The lease check of a fenced write transaction (postgres_lease.c,
+ * invariants 2 and 4): part of beginning one, so it lives here. */
+int cnl_pg_fence_check(struct cnl_pg_store *p)
+{
+	struct cnl_pg_num e, h;
+	const char *v[] = {cnl_pg_i64(&e, p->fence_epoch),
+	                   cnl_pg_i64(&h, p->fence_hold_ms)};
+	PGresult *res;
+	bool ok;
+	int r;
+
+	/* set_config(..., true) is SET LOCAL: this transaction only, so
+	 * it holds behind pgbouncer's transaction mode too (invariant 4). */
+	if ((r = cnl_pg_exec(
+	         p,
+	         "SELECT epoch = $1::bigint AND expires_ms > " CNL_PG_NOW_MS
+	         ", set_config("
+	         "'idle_in_transaction_session_timeout', $2, true)"
+	         " FROM leases WHERE name = 'leader' FOR SHARE",
+	         2, v, &res)) < 0)
+		return r;
+	ok = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!ok) {
+		snprintf(p->base.errmsg, sizeof(p->base.errmsg),
+		         "fenced: the leader's lease is no longer epoch %lld's",
+		         (long long)p->fence_epoch);
+		return -CNL_EFENCED;
+	}
+	return 0;
+}
+
 static int begin_kind(struct cnl_pg_store *p, bool read)
 {
 	int r;

@@ -31,8 +31,6 @@
 #include "cnlab/errors.h"
 #include "store/postgres-internal.h"
 
-#define NOW_MS "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-
 static void read_lease(const PGresult *res, int row, void *out)
 {
 	struct cnl_store_lease *l = out;
@@ -47,7 +45,7 @@ static void read_lease(const PGresult *res, int row, void *out)
 int cnl_pg_lease_get(struct cnl_store *s, struct cnl_store_lease *ret)
 {
 	return cnl_pg_get_one(cnl_pg(s),
-	                      "SELECT holder, epoch, expires_ms, " NOW_MS
+	                      "SELECT holder, epoch, expires_ms, " CNL_PG_NOW_MS
 	                      " FROM leases WHERE name = 'leader'",
 	                      0, NULL, read_lease, ret);
 }
@@ -64,7 +62,7 @@ int cnl_pg_lease_acquire(struct cnl_store *s, const char *holder,
 		return -EINVAL;
 	r = cnl_pg_get_one(
 	    p,
-	    "WITH now AS (SELECT " NOW_MS " AS ms)"
+	    "WITH now AS (SELECT " CNL_PG_NOW_MS " AS ms)"
 	    " INSERT INTO leases AS l (name, holder, epoch, expires_ms)"
 	    " SELECT 'leader', $1, 1, ms + $2::bigint FROM now"
 	    " ON CONFLICT (name) DO UPDATE SET"
@@ -95,12 +93,13 @@ int cnl_pg_lease_renew(struct cnl_store *s, const char *holder, int64_t epoch,
 
 	if (p->read_only || p->depth)
 		return -EINVAL;
-	r = cnl_pg_get_one(p,
-	                   "UPDATE leases SET expires_ms = " NOW_MS
-	                   " + $3::bigint WHERE name = 'leader' AND"
-	                   " holder = $1 AND epoch = $2::bigint"
-	                   " RETURNING holder, epoch, expires_ms, " NOW_MS,
-	                   3, v, read_lease, &got);
+	r = cnl_pg_get_one(
+	    p,
+	    "UPDATE leases SET expires_ms = " CNL_PG_NOW_MS
+	    " + $3::bigint WHERE name = 'leader' AND"
+	    " holder = $1 AND epoch = $2::bigint"
+	    " RETURNING holder, epoch, expires_ms, " CNL_PG_NOW_MS,
+	    3, v, read_lease, &got);
 	if (r == -CNL_ENOTFOUND) {
 		if (ret && cnl_pg_lease_get(s, &got) == 0)
 			*ret = got;
@@ -130,34 +129,4 @@ void cnl_pg_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms)
 {
 	cnl_pg(s)->fence_epoch = epoch;
 	cnl_pg(s)->fence_hold_ms = hold_ms;
-}
-
-int cnl_pg_fence_check(struct cnl_pg_store *p)
-{
-	struct cnl_pg_num e, h;
-	const char *v[] = {cnl_pg_i64(&e, p->fence_epoch),
-	                   cnl_pg_i64(&h, p->fence_hold_ms)};
-	PGresult *res;
-	bool ok;
-	int r;
-
-	/* set_config(..., true) is SET LOCAL: this transaction only, so
-	 * it holds behind pgbouncer's transaction mode too (invariant 4). */
-	if ((r = cnl_pg_exec(
-	         p,
-	         "SELECT epoch = $1::bigint AND expires_ms > " NOW_MS
-	         ", set_config("
-	         "'idle_in_transaction_session_timeout', $2, true)"
-	         " FROM leases WHERE name = 'leader' FOR SHARE",
-	         2, v, &res)) < 0)
-		return r;
-	ok = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	if (!ok) {
-		snprintf(p->base.errmsg, sizeof(p->base.errmsg),
-		         "fenced: the leader's lease is no longer epoch %lld's",
-		         (long long)p->fence_epoch);
-		return -CNL_EFENCED;
-	}
-	return 0;
 }

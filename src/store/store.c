@@ -150,38 +150,6 @@ int cnl_store_schema_version(struct cnl_store *s)
 	return s->ops->schema_version(s);
 }
 
-int cnl_store_open(const char *url, struct cnl_store **ret, char *err,
-                   size_t errlen)
-{
-	const char *colon;
-
-	if (!url || !ret)
-		return -EINVAL;
-	if (strncmp(url, "postgresql://", 13) == 0 ||
-	    strncmp(url, "postgres://", 11) == 0)
-		return cnl_store_open_postgres(url, ret, err, errlen);
-	if (strncmp(url, "sqlite://", 9) == 0)
-		return cnl_store_open_sqlite(url + 9, ret, err, errlen);
-	if (strncmp(url, "sqlite:", 7) == 0 && url[7] != '\0')
-		return cnl_store_open_sqlite(url + 7, ret, err, errlen);
-	/* A plain path; a word and a colon before any slash is a scheme
-	 * this build does not know. */
-	colon = strchr(url, ':');
-	if (colon && colon > url && !memchr(url, '/', (size_t)(colon - url)) &&
-	    strcmp(url, ":memory:") != 0) {
-		cnl_seterr(err, errlen,
-		           "unknown store \"%.*s:\": use sqlite:///path/to/"
-		           "cnlab.db or postgresql://user@host/db",
-		           (int)(colon - url), url);
-		return -CNL_ECONFIG;
-	}
-	if (!url[0]) {
-		cnl_seterr(err, errlen, "the store's URL is empty");
-		return -CNL_ECONFIG;
-	}
-	return cnl_store_open_sqlite(url, ret, err, errlen);
-}
-
 const char *cnl_store_backend(struct cnl_store *s)
 {
 	return s ? s->ops->name : "";

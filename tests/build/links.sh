@@ -71,8 +71,8 @@ for pair in "$@"; do
 	line=$(link_line "$target" "$bin")
 	if [ -z "$line" ]; then
 		bad "$target: no link command found for $bin"
-	elif grep -oE 'libcnlab-(server|store)\.a|libsqlite3[^ ]*|-lsqlite3' <<<"$line" >/dev/null; then
-		bad "$target: the link line names $(grep -oE 'libcnlab-(server|store)\.a|libsqlite3[^ ]*|-lsqlite3' <<<"$line" | sort -u | tr '\n' ' ')"
+	elif grep -oE 'libcnlab-(server|store)\.a|libsqlite3[^ ]*|-lsqlite3|libpq\.[^ ]*|-lpq' <<<"$line" >/dev/null; then
+		bad "$target: the link line names $(grep -oE 'libcnlab-(server|store)\.a|libsqlite3[^ ]*|-lsqlite3|libpq\.[^ ]*|-lpq' <<<"$line" | sort -u | tr '\n' ' ')"
 	fi
 
 	[ "$fails" = "$n" ] && echo "ok   $target ($bin): no SQLite, no server or store object, symbol or library"
