@@ -1367,10 +1367,24 @@ static int request_one(struct cnl_client *cl,
                        const struct cnl_client_request *rq,
                        struct cnl_client_reply *ret, bool *ret_unconnected);
 
+/* A replica that is not the leader said so (503, error code
+ * "not_leader"): it did nothing, and another address may lead. */
+static bool not_leader(const struct cnl_client_reply *r)
+{
+	json_t *e;
+
+	if (r->status != 503 || !r->json)
+		return false;
+	e = json_object_get(json_object_get(r->json, "error"), "code");
+	return json_is_string(e) &&
+	       strcmp(json_string_value(e), "not_leader") == 0;
+}
+
 /*
  * Over several bases: a request that could not connect (nothing was
- * sent: safe for any method) goes to the next, each tried once; the one
- * that answered stays first.  A body read from a descriptor is sent
+ * sent: safe for any method), or that a standby refused (503
+ * "not_leader": it did nothing), goes to the next, each tried once; the
+ * one that answered stays first.  A body read from a descriptor is sent
  * from its start by each try (upload_fd is read from offset 0 by
  * pread).
  */
@@ -1397,7 +1411,7 @@ int cnl_client_request(struct cnl_client *cl,
 			cl->base = cl->bases[i];
 		}
 		r = request_one(cl, rq, ret, &unconnected);
-		if (!unconnected)
+		if (!unconnected && !not_leader(ret))
 			break;
 	}
 	return r;

@@ -13,8 +13,10 @@
  *     client with the base "" takes whole URLs as paths;
  *   - a base of several http(s) URLs separated by commas (the replicas
  *     of one control plane) is several bases: a request that cannot
- *     connect to one (nothing sent) tries the next, each once, and the
- *     one that answered is tried first from then on;
+ *     connect to one (nothing sent), or that one refuses with 503 and
+ *     the error code "not_leader" (a standby: it did nothing), tries the
+ *     next, each once, and the one that answered is tried first from
+ *     then on;
  *   - only http:// and https:// URLs (no user@ part: a path cannot
  *     move the token to another host), no redirects followed, no
  *     signals (no SIGPIPE, no alarm: we live in threaded programs);

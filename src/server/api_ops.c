@@ -46,8 +46,8 @@ void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
 	if (health)
 		json_object_set_new(o, "agent",
 		                    json_string(health == 1 ? "up" : "down"));
-	/* Several cnlabd over one PostgreSQL: only the leader serves; a
-	 * standby does not listen until it takes the lease. */
+	/* Several cnlabd over one PostgreSQL: only the leader serves (a
+	 * standby's own listener answers 503 "standby", leader.c). */
 	if (epoch > 0) {
 		json_object_set_new(
 		    o, "store", json_string(cnl_store_backend(c->api->store)));

@@ -22,6 +22,7 @@
 #include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/http_server.h"
 #include "server/leader.h"
 
 struct cnl_leader {
@@ -35,6 +36,118 @@ struct cnl_leader {
 	pthread_cond_t cv;
 	bool stop;
 };
+
+/* Who leads, as the standby's wait last read it, for its listener: the
+ * leader's label only (its address), not its host name or pid. */
+static struct {
+	pthread_mutex_t mu;
+	char leader[CNL_STORE_LEASE_HOLDER_MAX];
+	int64_t epoch;
+} seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void note_seen(const struct cnl_store_lease *l)
+{
+	const char *cut = strstr(l->holder, " host=");
+	size_t n = cut ? (size_t)(cut - l->holder) : strlen(l->holder);
+
+	pthread_mutex_lock(&seen.mu);
+	snprintf(seen.leader, sizeof(seen.leader), "%.*s", (int)n, l->holder);
+	seen.epoch = l->epoch;
+	pthread_mutex_unlock(&seen.mu);
+}
+
+static int standby_open(void *ud, struct cnl_http_request *req,
+                        struct cnl_http_response *resp, void **ret_state)
+{
+	char leader[CNL_STORE_LEASE_HOLDER_MAX];
+	int64_t epoch;
+
+	(void)ud;
+	*ret_state = NULL;
+	pthread_mutex_lock(&seen.mu);
+	memcpy(leader, seen.leader, sizeof(leader));
+	epoch = seen.epoch;
+	pthread_mutex_unlock(&seen.mu);
+	if (strcmp(req->method, "GET") == 0 &&
+	    strcmp(req->path, "/healthz") == 0)
+		cnl_http_reply(resp, 503,
+		               json_pack("{s:s,s:s,s:s,s:I}", "status",
+		                         "standby", "role", "standby", "leader",
+		                         leader, "epoch", (json_int_t)epoch));
+	else
+		cnl_http_error(resp, 503, "not_leader",
+		               "this cnlabd is a standby; the leader is %s "
+		               "(epoch %lld): retry there",
+		               leader[0] ? leader : "being elected",
+		               (long long)epoch);
+	free(resp->headers);
+	resp->headers = cnl_xstrdup("Retry-After: 1\r\n");
+	return -1;
+}
+
+static int standby_body(void *state, const char *data, size_t n)
+{
+	(void)state;
+	(void)data;
+	(void)n;
+	return -1;
+}
+
+static void standby_end(void *state, struct cnl_http_request *req,
+                        struct cnl_http_response *resp)
+{
+	(void)state;
+	(void)req;
+	cnl_http_error(resp, 503, "not_leader", "this cnlabd is a standby");
+}
+
+static void standby_free(void *state)
+{
+	(void)state;
+}
+
+static void standby_serve(void *ud, const struct cnl_http_route *route,
+                          struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	(void)ud;
+	(void)route;
+	(void)req;
+	cnl_http_error(resp, 503, "not_leader", "this cnlabd is a standby");
+}
+
+/* The route table must name a handler; every request is passed before
+ * it is routed, so this one is never called. */
+static void standby_handler(void *call, struct cnl_http_request *req,
+                            struct cnl_http_response *resp)
+{
+	(void)call;
+	(void)req;
+	cnl_http_error(resp, 503, "not_leader", "this cnlabd is a standby");
+}
+
+int cnl_leader_standby_listen(const struct cnl_http_config *cfg,
+                              struct cnl_http_server **ret, char *err,
+                              size_t errlen)
+{
+	static const struct cnl_http_route routes[] = {
+	    {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, standby_handler},
+	};
+	struct cnl_http_config c = *cfg;
+
+	c.routes = routes;
+	c.nroutes = CNL_ARRAY_SIZE(routes);
+	c.serve = standby_serve;
+	c.open_sink = NULL;
+	/* Every request, /healthz included, is answered from its head. */
+	c.pass_prefix = "/";
+	c.pass_open = standby_open;
+	c.pass_body = standby_body;
+	c.pass_end = standby_end;
+	c.pass_free = standby_free;
+	c.ud = NULL;
+	return cnl_http_server_new(&c, ret, err, errlen);
+}
 
 static void deadline_in(struct timespec *ts, int64_t ms)
 {
@@ -141,6 +254,8 @@ int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
 
 		memset(&now, 0, sizeof(now));
 		r = cnl_store_lease_acquire(l->store, l->holder, ttl_ms, &now);
+		if (r == -EBUSY)
+			note_seen(&now);
 		if (r == 0) {
 			l->epoch = now.epoch;
 			break;

@@ -2,12 +2,12 @@
  * leader.h - who of several cnlabd over one PostgreSQL database leads.
  *
  * The leader holds the store's lease (store.h, "Leadership"); only it
- * listens, schedules and writes.  The others are standbys: they wait,
- * without listening, until the lease is free or expired, take it with a
- * new epoch, load the platform's state from the database (as a restart
- * does) and serve.  A load balancer in front of all of them (its health
- * check GET /healthz) or clients that know every replica's address find
- * the one that answers.
+ * serves, schedules and writes.  The others are standbys: they wait,
+ * answering 503 on their address (cnl_leader_standby_listen()), until the
+ * lease is free or expired, take it with a new epoch, load the platform's
+ * state from the database (as a restart does) and serve.  A load
+ * balancer in front of all of them (its health check GET /healthz) or
+ * clients that know every replica's address find the one that serves.
  *
  * Fail-stop: a leader whose renewal finds the lease taken by another
  * (it was paused, or cut off from the database, past its lease) exits at
@@ -45,6 +45,23 @@ struct cnl_leader;
 int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
                     int64_t ttl_ms, const sigset_t *sigs,
                     struct cnl_leader **ret, char *err, size_t errlen);
+
+/*
+ * cnl_leader_standby_listen - while cnl_leader_take() waits, answer on
+ * @cfg's address (its host, port and TLS; routes and handlers are set
+ * here): GET /healthz 503 {"status":"standby","role":"standby","leader":
+ * LABEL,"epoch":N} (a load balancer's health check sees a replica that
+ * does not serve), and every other request 503 "not_leader" naming the
+ * leader, which the HTTP client takes as "try the next address".  0 with
+ * the server in *@ret (free it with cnl_http_server_free() before the
+ * leader's own listener binds the port: cnl_http_server_port() says which
+ * it got), or the error of cnl_http_server_new().
+ */
+struct cnl_http_config;
+struct cnl_http_server;
+int cnl_leader_standby_listen(const struct cnl_http_config *cfg,
+                              struct cnl_http_server **ret, char *err,
+                              size_t errlen);
 
 /* cnl_leader_epoch - the epoch held. */
 int64_t cnl_leader_epoch(const struct cnl_leader *l);

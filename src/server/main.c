@@ -96,9 +96,10 @@ static const struct cnl_config_def settings_table[] = {
      "max_connections); more readers at once are served under the lock."},
     {"lease", CNL_CONFIG_DURATION, S(lease), "5s", 1000, 60000,
      "With a PostgreSQL store: the leader's lease. Several cnlabd over one "
-     "database elect one leader, which alone listens and schedules; the "
-     "others wait, and one takes over within this time (plus a moment to "
-     "load the state) when the leader dies or is cut off."},
+     "database elect one leader, which alone serves and schedules; the "
+     "others wait (answering 503 standby), and one takes over within this "
+     "time (plus a moment to load the state) when the leader dies or is "
+     "cut off."},
     {"listen", CNL_CONFIG_STRING, S(listen), "127.0.0.1:8080", 0, 0,
      "IPv4 address and port to serve on; port 0 picks a free one."},
     {"tls_cert", CNL_CONFIG_STRING, S(tls_cert), NULL, 0, 0,
@@ -596,7 +597,7 @@ int main(int argc, char **argv)
 	struct cnl_leader *leader = NULL;
 	struct cnl_api *api = NULL;
 	struct cnl_oidc *oidc = NULL;
-	struct cnl_http_server *srv = NULL, *nb_srv = NULL;
+	struct cnl_http_server *srv = NULL, *nb_srv = NULL, *standby = NULL;
 	struct cnl_api_listen l = {0};
 	char nb_host[64];
 	uint16_t port, nb_port;
@@ -820,8 +821,29 @@ int main(int argc, char **argv)
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
 		snprintf(label, sizeof(label), "%s",
 		         st.public_url ? st.public_url : st.listen);
+		/* While it waits it answers on its address, 503: standby
+		 * (leader.h); the leader's listener takes the port after. */
+		if (cnl_leader_standby_listen(
+		        &(struct cnl_http_config){
+		            .host = host,
+		            .port = port,
+		            .tls_cert_pem = cert,
+		            .tls_key_pem = key,
+		            .conn_max = (unsigned)st.http_max_connections,
+		            .conn_per_client =
+		                (unsigned)st.http_max_connections_per_client,
+		            .header_timeout_ms = st.http_header_timeout,
+		            .body_timeout_ms = st.http_body_timeout,
+		        },
+		        &standby, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlabd: %s\n", err);
+			goto out;
+		}
 		r = cnl_leader_take(path, store, label, st.lease, &set, &leader,
 		                    err, sizeof(err));
+		port = cnl_http_server_port(standby);
+		cnl_http_server_free(standby);
+		standby = NULL;
 		if (r == 1) {
 			rc = 0; /* stopped while a standby */
 			goto out;
@@ -1013,6 +1035,7 @@ out:
 	cnl_api_stop(api);
 	cnl_http_server_free(nb_srv);
 	cnl_http_server_free(srv);
+	cnl_http_server_free(standby);
 	cnl_api_free(api);
 	cnl_oidc_free(oidc);
 	/* Last: a standby takes over once everything here has stopped. */

@@ -3,8 +3,9 @@
 # leads, the others stand by; the leader is killed (kill -9) at random
 # moments while several clients submit, and paused (SIGSTOP) past its
 # lease and woken.  Checked:
-#   - exactly one replica listens and says "role":"leader" with an epoch;
-#     the standbys do not listen;
+#   - exactly one replica serves and says "role":"leader" with an epoch;
+#     the standbys answer /healthz 503 "standby" naming the leader, and
+#     every other request 503 "not_leader";
 #   - after each kill another replica leads with a higher epoch, and the
 #     clients' submissions go on there (they try each replica's address in
 #     turn, retrying a request whose answer they lost with the same
@@ -107,9 +108,15 @@ sleep 1
 [ "$lr" = 1 ] && [ "$lepoch" = 1 ] && ok "the first replica leads (epoch 1)" || bad "leader $lr epoch $lepoch"
 n=0
 for r in 2 3; do
-	curl -sS --max-time 2 "http://127.0.0.1:${ports[$((r - 1))]}/healthz" >/dev/null 2>&1 || n=$((n + 1))
+	h=$(curl -sS --max-time 2 -w ' %{http_code}' "http://127.0.0.1:${ports[$((r - 1))]}/healthz" 2>/dev/null)
+	[ "${h##* }" = 503 ] && [ "$(jq -r '"\(.role) \(.leader) \(.epoch)"' <<<"${h% *}")" = "standby 127.0.0.1:${ports[0]} 1" ] &&
+		n=$((n + 1))
 done
-[ $n = 2 ] && ok "the standbys do not listen" || bad "a standby answers"
+[ $n = 2 ] && ok "the standbys answer /healthz 503 standby, naming the leader and its epoch" ||
+	bad "standby health: $h"
+h=$(curl -sS -X POST -d '{}' -w ' %{http_code}' "http://127.0.0.1:${ports[1]}/v1/auth/login")
+[ "${h##* }" = 503 ] && [ "$(jq -r .error.code <<<"${h% *}")" = not_leader ] &&
+	ok "a standby refuses every other request: 503 not_leader" || bad "standby request: $h"
 grep -q 'standby: another cnlabd leads' "$tmp/err2" && ok "a standby says who leads" ||
 	bad "standby log: $(cat "$tmp/err2")"
 

@@ -443,11 +443,23 @@ static void test_unreachable_and_the_daemon_form(void **state)
  * does it fails as one unreachable server does.  A comma inside one URL
  * (not followed by another http(s) URL) is no list.
  */
+/* A standby replica: 503 "not_leader" to everything, counting hits. */
+static int standby_hits;
+
+static void standby_serve(void *ud, const struct cnl_http_route *route,
+                          struct cnl_http_request *req,
+                          struct cnl_http_response *resp)
+{
+	standby_hits++;
+	cnl_http_error(resp, 503, "not_leader", "a standby");
+}
+
 static void test_several_bases(void **state)
 {
 	struct cnl_client *cl = NULL;
 	struct cnl_client_reply r;
-	char list[512], dead[64], dead2[64];
+	char list[512], dead[64], dead2[64], sb[64];
+	struct cnl_http_server *standby = NULL;
 	json_t *j = NULL;
 	char err[256];
 
@@ -473,6 +485,40 @@ static void test_several_bases(void **state)
 	assert_string_equal(r.error, "Couldn't connect to server");
 	cnl_client_reply_done(&r);
 	cnl_client_free(cl);
+
+	/* A standby answers 503 not_leader: the request goes on to the
+	 * next address, and sticks there. */
+	assert_int_equal(
+	    cnl_http_server_new(
+	        &(struct cnl_http_config){.host = "127.0.0.1",
+	                                  .routes = routes,
+	                                  .nroutes = CNL_ARRAY_SIZE(routes),
+	                                  .serve = standby_serve},
+	        &standby, err, sizeof(err)),
+	    0);
+	snprintf(sb, sizeof(sb), "http://127.0.0.1:%u",
+	         (unsigned)cnl_http_server_port(standby));
+	snprintf(list, sizeof(list), "%s,%s", sb, base);
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = list}, &cl), 0);
+	standby_hits = 0;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(cnl_client_call(cl, "POST", "/echo", NULL, 5,
+		                                 &j, err, sizeof(err)),
+		                 200);
+		json_decref(j);
+	}
+	assert_int_equal(standby_hits, 1);
+	cnl_client_free(cl);
+	/* Only standbys: their answer comes back as it is. */
+	snprintf(list, sizeof(list), "%s,%s", sb, sb);
+	assert_int_equal(
+	    cnl_client_new(&(struct cnl_client_config){.base = list}, &cl), 0);
+	assert_int_equal(cnl_client_call(cl, "POST", "/echo", NULL, 5, NULL,
+	                                 err, sizeof(err)),
+	                 503);
+	cnl_client_free(cl);
+	cnl_http_server_free(standby);
 
 	/* One URL with a comma in its path: not a list (and not found). */
 	snprintf(list, sizeof(list), "%sa,b", base);
