@@ -90,6 +90,7 @@ struct cnl_api {
 	/* The leader's lease epoch this cnlabd holds (cnl_api_set_leader());
 	 * 0 with a store of one writer (SQLite). */
 	_Atomic int64_t leader_epoch;
+	struct cnl_leader *leader; /* set before serving; NULL: SQLite */
 	/* The notebook proxy's tunnels (api_proxy.c), under mu; tun_cv
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;
@@ -206,7 +207,8 @@ struct call {
 	 * cnl_api_serve): a password checked or hashed. */
 	struct {
 		bool done;
-		bool password_ok;             /* login: the password matched */
+		bool password_ok; /* login: the password matched */
+		int store_err; /* login: the store could not answer (not 0) */
 		char user_id[CNL_ID_MAX];     /* login: whose it was */
 		int hash_r;                   /* hash: 0, or why it failed */
 		char hash[CNL_AUTH_HASH_MAX]; /* hash: the new scrypt hash */

@@ -34,6 +34,7 @@
 #include "server/api-internal.h"
 #include "server/trace.h"
 #include "server/api.h"
+#include "server/leader.h"
 #include "server/auth.h"
 #include "server/oidc.h"
 #include "server/shape.h"
@@ -601,12 +602,8 @@ static void serve_unlocked(struct cnl_api *api,
  * a read transaction of its own (SQLite takes and releases its file locks
  * for each: four fcntl() calls per read, a dozen per submission).  What
  * authorization writes (an OIDC user's first sign-in) is stored with the
- * request, as it was in autocommit.  True when it began.
+ * request, as it was in autocommit.  (cnl_api_serve(): "early".)
  */
-static bool begin_early(struct cnl_api *api)
-{
-	return begin_request(api) == 0;
-}
 
 /*
  * Routes served without the API's lock (serve_read()): reads whose
@@ -761,13 +758,24 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	void (*prepare)(struct call *, struct cnl_http_request *) =
 	    prepare_of(route);
 	bool tx = one_transaction(route), wait = waits_durable(route);
-	bool early = tx && !prepare; /* see begin_early() */
+	bool early = tx && !prepare; /* begun before authorization, above */
 	int64_t seq = 0;
-	int ok;
+	int ok, btr = 0;
 
 	if (lock_free(route) && route->perm == CNL_PERM_PUBLIC &&
 	    !route->action) {
 		serve_unlocked(api, route, req, resp);
+		return;
+	}
+	/* A leader whose lease is not surely its own any more serves
+	 * nothing: another replica may lead (leader.h). */
+	if (api->leader && !cnl_leader_valid(api->leader)) {
+		cnl_http_error(resp, 503, "not_leader",
+		               "this cnlabd cannot renew its lease (the "
+		               "database is unreachable?): retry, another "
+		               "replica may lead");
+		free(resp->headers);
+		resp->headers = cnl_xstrdup("Retry-After: 1\r\n");
 		return;
 	}
 	if (read_only(route) && serve_read(api, route, req, resp))
@@ -780,8 +788,10 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	c.host = cnl_http_header(req, "Host");
 	cnl_api_oidc_check(&c, req);
 	pthread_mutex_lock(&api->mu);
-	if (early)
-		tx = begin_early(api);
+	if (early) {
+		btr = begin_request(api);
+		tx = btr == 0;
+	}
 	ok = authorize(&c, req, resp) == 0;
 	if (ok && prepare) {
 		pthread_mutex_unlock(&api->mu);
@@ -794,8 +804,16 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	 * commit), and undone only by a failed commit (commit_request()):
 	 * what a failing handler stored, it stored, as it would have in
 	 * autocommit. */
-	if (tx && !early)
-		tx = begin_request(api) == 0;
+	if (tx && !early) {
+		btr = begin_request(api);
+		tx = btr == 0;
+	}
+	/* No transaction, no handler: its writes would commit one by one
+	 * (a store reconnected since, say), not together or not at all. */
+	if (ok && btr < 0) {
+		cnl_api_store_error(&c, resp, btr, "request");
+		ok = 0;
+	}
 	if (ok)
 		route->handler(&c, req, resp);
 	if (resp->status == 0)

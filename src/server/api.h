@@ -133,11 +133,15 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret);
 void cnl_api_agent_health(struct cnl_api *api, bool up);
 
 /*
- * cnl_api_set_leader - this cnlabd leads, with the store's lease of
- * @epoch (several cnlabd over one PostgreSQL): GET /healthz then adds
- * "role":"leader" and "epoch", and /metrics cnlab_leader_epoch.
+ * cnl_api_set_leader - this cnlabd leads with @leader's lease (several
+ * cnlabd over one PostgreSQL; leader.h): GET /healthz then adds
+ * "role":"leader" and "epoch", and /metrics cnlab_leader_epoch.  While
+ * the lease is not surely its own (cnl_leader_valid() false) every
+ * request but /healthz and /metrics answers 503 "not_leader" and
+ * /healthz 503 "unsure".  @leader outlives the API.
  */
-void cnl_api_set_leader(struct cnl_api *api, int64_t epoch);
+struct cnl_leader;
+void cnl_api_set_leader(struct cnl_api *api, struct cnl_leader *leader);
 
 /*
  * cnl_api_node_silent - whether node @name has not been heard from for

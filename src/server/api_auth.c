@@ -44,6 +44,7 @@ void cnl_api_prepare_login(struct call *c, struct cnl_http_request *req)
 	json_t *body = NULL;
 	char err[256];
 	bool found;
+	int r;
 
 	if (!(body = cnl_api_peek_body(req, fields)) ||
 	    cnl_json_get_string(body, "user", true, &name, err, sizeof(err)) <
@@ -52,10 +53,14 @@ void cnl_api_prepare_login(struct call *c, struct cnl_http_request *req)
 	                        sizeof(err)) < 0)
 		goto out; /* the handler says what is wrong */
 	pthread_mutex_lock(&c->api->mu);
-	found = strlen(name) < CNL_STORE_NAME_MAX && name[0] &&
-	        cnl_store_user_get_by_name(c->api->store, name, &u) == 0 &&
-	        u.password_hash[0]; /* invited, not yet redeemed: none */
+	r = strlen(name) < CNL_STORE_NAME_MAX && name[0]
+	        ? cnl_store_user_get_by_name(c->api->store, name, &u)
+	        : -CNL_ENOTFOUND;
 	pthread_mutex_unlock(&c->api->mu);
+	/* A store that cannot answer is not a wrong password: the handler
+	 * says so (503), after the same work as a check. */
+	c->slow.store_err = r < 0 && r != -CNL_ENOTFOUND ? r : 0;
+	found = r == 0 && u.password_hash[0]; /* invited: none yet */
 	c->slow.password_ok =
 	    cnl_auth_password_verify(
 	        password, found ? u.password_hash : c->api->dummy_hash) == 0 &&
@@ -75,6 +80,7 @@ void cnl_api_h_login(void *call, struct cnl_http_request *req,
 	const char *name, *password;
 	json_t *body;
 	char err[256];
+	int r = 0;
 
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
@@ -89,8 +95,16 @@ void cnl_api_h_login(void *call, struct cnl_http_request *req,
 	snprintf(c->target, sizeof(c->target), "%s", name);
 	/* The password was checked before the lock (and the user may have
 	 * gone meanwhile). */
+	if (c->slow.store_err) {
+		cnl_api_store_error(c, resp, c->slow.store_err, "login");
+		goto out;
+	}
 	if (!c->slow.password_ok ||
-	    cnl_store_user_get(c->api->store, c->slow.user_id, &u) < 0) {
+	    (r = cnl_store_user_get(c->api->store, c->slow.user_id, &u)) < 0) {
+		if (c->slow.password_ok && r != -CNL_ENOTFOUND) {
+			cnl_api_store_error(c, resp, r, "login");
+			goto out;
+		}
 		cnl_http_error(resp, 401, "unauthenticated",
 		               "invalid user name or password");
 		goto out;

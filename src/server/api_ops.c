@@ -28,6 +28,7 @@
 #include "net/otel.h"
 #include "server/api-internal.h"
 #include "server/auth.h"
+#include "server/leader.h"
 #include "server/oidc.h"
 #include "server/shape.h"
 
@@ -53,6 +54,12 @@ void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
 		    o, "store", json_string(cnl_store_backend(c->api->store)));
 		json_object_set_new(o, "role", json_string("leader"));
 		json_object_set_new(o, "epoch", json_integer(epoch));
+		/* Its lease not renewed for a whole lease: another may
+		 * lead now; a load balancer must look elsewhere. */
+		if (!cnl_leader_valid(c->api->leader)) {
+			json_object_set_new(o, "status", json_string("unsure"));
+			health = 2;
+		}
 	}
 	cnl_http_reply(resp, health == 2 ? 503 : 200, o);
 }
@@ -73,10 +80,12 @@ void cnl_api_agent_health(struct cnl_api *api, bool up)
 		atomic_store(&api->agent_health, up ? 1 : 2);
 }
 
-void cnl_api_set_leader(struct cnl_api *api, int64_t epoch)
+void cnl_api_set_leader(struct cnl_api *api, struct cnl_leader *leader)
 {
-	if (api)
-		atomic_store(&api->leader_epoch, epoch);
+	if (!api)
+		return;
+	api->leader = leader;
+	atomic_store(&api->leader_epoch, cnl_leader_epoch(leader));
 }
 
 void cnl_api_h_metrics(void *call, struct cnl_http_request *req,

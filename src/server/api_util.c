@@ -85,7 +85,12 @@ void cnl_api_store_error(struct call *c, struct cnl_http_response *resp, int r,
 		 * was written, reads go on, and writes work again once space
 		 * is freed. */
 		json_t *body = cnl_http_error_body("insufficient_storage", "");
-		const char *path = cnl_store_path(c->st);
+		/* A database server's address is the operator's business,
+		 * not a tenant's: named in the log only. */
+		const char *path =
+		    strcmp(cnl_store_backend(c->st), "postgresql") == 0
+		        ? "the database"
+		        : cnl_store_path(c->st);
 
 		cnl_log(CNL_LOG_ERROR, "storage full", "route=%s path=%s",
 		        c->route->pattern, path);

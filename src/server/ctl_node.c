@@ -199,6 +199,14 @@ static int store_err(struct cnl_ctl *ctl, int r, char *err, size_t errlen)
 		         cnl_store_path(ctl->store));
 		return 507;
 	}
+	/* The database unreachable, or this replica no longer leading:
+	 * nothing stored, and the agent retries (on another address). */
+	if (r == -ENOTCONN)
+		return set_err(err, errlen, 503,
+		               "cannot store: the database is unreachable");
+	if (r == -CNL_EFENCED)
+		return set_err(err, errlen, 503,
+		               "cannot store: this cnlabd no longer leads");
 	return set_err(err, errlen, 500, "cannot store");
 }
 

@@ -27,6 +27,11 @@
 
 struct cnl_leader {
 	struct cnl_store *store; /* the renewals' own handle */
+	/* Monotonic ms until which the lease is surely still ours: the
+	 * start of the last successful acquire or renewal plus the lease
+	 * (the server counts from later).  Past it this process may no
+	 * longer lead and must not claim to (cnl_leader_valid()). */
+	_Atomic int64_t valid_until;
 	char holder[CNL_STORE_LEASE_HOLDER_MAX];
 	int64_t epoch;
 	int64_t ttl_ms;
@@ -160,6 +165,14 @@ static void deadline_in(struct timespec *ts, int64_t ms)
 	}
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void *renewer(void *arg)
 {
 	struct cnl_leader *l = arg;
@@ -170,6 +183,7 @@ static void *renewer(void *arg)
 	while (!l->stop) {
 		struct cnl_store_lease now;
 		struct timespec ts;
+		int64_t t0;
 		int r;
 
 		deadline_in(&ts, l->ttl_ms / 3);
@@ -178,8 +192,11 @@ static void *renewer(void *arg)
 			continue;
 		pthread_mutex_unlock(&l->mu);
 		memset(&now, 0, sizeof(now));
+		t0 = mono_ms();
 		r = cnl_store_lease_renew(l->store, l->holder, l->epoch,
 		                          l->ttl_ms, &now);
+		if (r == 0)
+			atomic_store(&l->valid_until, t0 + l->ttl_ms);
 		if (r == -CNL_EFENCED) {
 			/* Another took over: stop at once (leader.h). */
 			cnl_log(CNL_LOG_ERROR,
@@ -252,12 +269,15 @@ int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
 		struct timespec wait;
 		int64_t pause = ttl_ms / 4 < 1000 ? ttl_ms / 4 : 1000;
 
+		int64_t t0 = mono_ms();
+
 		memset(&now, 0, sizeof(now));
 		r = cnl_store_lease_acquire(l->store, l->holder, ttl_ms, &now);
 		if (r == -EBUSY)
 			note_seen(&now);
 		if (r == 0) {
 			l->epoch = now.epoch;
+			atomic_store(&l->valid_until, t0 + ttl_ms);
 			break;
 		}
 		if (r == -EBUSY && now.epoch != seen_epoch) {
@@ -310,6 +330,11 @@ fail:
 int64_t cnl_leader_epoch(const struct cnl_leader *l)
 {
 	return l ? l->epoch : 0;
+}
+
+bool cnl_leader_valid(const struct cnl_leader *l)
+{
+	return l && mono_ms() < atomic_load(&l->valid_until);
 }
 
 void cnl_leader_free(struct cnl_leader *l)

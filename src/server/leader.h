@@ -22,6 +22,7 @@
 #define CNL_SERVER_LEADER_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,17 @@ int cnl_leader_standby_listen(const struct cnl_http_config *cfg,
 
 /* cnl_leader_epoch - the epoch held. */
 int64_t cnl_leader_epoch(const struct cnl_leader *l);
+
+/*
+ * cnl_leader_valid - whether the lease is surely still this process's:
+ * less than a lease since the start of its last successful renewal.
+ * Past that (the database unreachable, the process paused or cut off)
+ * another may lead: the API then refuses every request with 503
+ * "not_leader" and /healthz says so, so clients and load balancers move
+ * on, until a renewal succeeds again (or finds the lease taken: exit 75).
+ * Safe from any thread.
+ */
+bool cnl_leader_valid(const struct cnl_leader *l);
 
 /* cnl_leader_free - stop renewing and give the lease up (a standby takes
  * over at once instead of after the lease); NULL is allowed. */

@@ -923,7 +923,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (leader)
-		cnl_api_set_leader(api, cnl_leader_epoch(leader));
+		cnl_api_set_leader(api, leader);
 	l.host = host;
 	l.port = port;
 	l.routes = cnl_api_routes(&l.nroutes);
@@ -1006,7 +1006,7 @@ int main(int argc, char **argv)
 	        "listen=%s:%u notebooks=%s:%u tls=%s db=%s policy=%s", host,
 	        (unsigned)cnl_http_server_port(srv), nb_host,
 	        (unsigned)cnl_http_server_port(nb_srv), cert ? "on" : "off",
-	        "cnlab.db", st.policy);
+	        cnl_store_path(store), st.policy);
 
 	if (!aio) {
 		if (sigwait(&set, &sig) == 0)

@@ -5,11 +5,26 @@
  * there without a cycle between files.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "cnlab/errors.h"
 #include "common/util.h"
 #include "store/store.h"
+
+/* A libpq key=value string ("host=db port=5432 dbname=cnlab"): it
+ * starts with one of libpq's keywords and '='. */
+static bool conninfo(const char *s)
+{
+	static const char *const keys[] = {
+	    "host=", "hostaddr=", "port=",    "dbname=",
+	    "user=", "password=", "service=", "sslmode="};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strncmp(s, keys[i], strlen(keys[i])) == 0)
+			return true;
+	return false;
+}
 
 int cnl_store_open(const char *url, struct cnl_store **ret, char *err,
                    size_t errlen)
@@ -19,7 +34,7 @@ int cnl_store_open(const char *url, struct cnl_store **ret, char *err,
 	if (!url || !ret)
 		return -EINVAL;
 	if (strncmp(url, "postgresql://", 13) == 0 ||
-	    strncmp(url, "postgres://", 11) == 0)
+	    strncmp(url, "postgres://", 11) == 0 || conninfo(url))
 		return cnl_store_open_postgres(url, ret, err, errlen);
 	if (strncmp(url, "sqlite://", 9) == 0)
 		return cnl_store_open_sqlite(url + 9, ret, err, errlen);

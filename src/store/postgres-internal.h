@@ -86,9 +86,10 @@ int cnl_pg_err(struct cnl_pg_store *p, const PGresult *res);
  * cnl_pg_exec - run @sql with the @n text parameters @params (NULL
  * elements are SQL NULL).  On success *@ret (may be NULL: the result is
  * then dropped) holds the result, which the caller PQclear()s; on failure
- * nothing is held.  Outside a transaction a lost connection is
- * re-established once and the statement sent again (a statement that
- * failed on a dead connection never reached the server's commit).
+ * nothing is held.  Outside a transaction a connection found dead is
+ * re-established before the statement is sent; a reader's statement that
+ * failed as its connection died is sent once more on a new one (it
+ * changes nothing), a writer's never (postgres_db.c, invariant 2).
  */
 int cnl_pg_exec(struct cnl_pg_store *p, const char *sql, int n,
                 const char *const *params, PGresult **ret);

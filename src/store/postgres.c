@@ -321,39 +321,92 @@ sqlerr:
 }
 
 /*
- * The URL without its password, for messages: "postgresql://u@h/db".
- * Key=value strings keep every pair but password.
+ * The URL without its password, for messages: "postgresql://u@h:p/db".
+ * Built from the text itself, not from libpq's parse: a malformed URL (a
+ * '/' or a bad escape in the password) would put the password in what
+ * libpq takes for the host.  The user is what comes before the first ':'
+ * or '@' of the authority, the rest is what follows the last '@'; a query
+ * (which may hold password=) is left out.  A key=value string is named
+ * only as such.
  */
 static void redact(const char *url, char *out, size_t size)
 {
-	PQconninfoOption *opts = PQconninfoParse(url, NULL);
-	const char *user = NULL, *host = NULL, *port = NULL, *db = NULL;
+	const char *scheme = strstr(url, "://");
+	const char *auth, *at, *q, *end;
+	size_t ulen;
 
-	if (!opts) {
-		snprintf(out, size, "postgresql (unparsable URL)");
+	if (!scheme) {
+		snprintf(out, size,
+		         "postgresql (a key=value connection string)");
 		return;
 	}
-	for (PQconninfoOption *o = opts; o->keyword; o++) {
-		if (!o->val)
-			continue;
-		if (strcmp(o->keyword, "user") == 0)
-			user = o->val;
-		else if (strcmp(o->keyword, "host") == 0)
-			host = o->val;
-		else if (strcmp(o->keyword, "port") == 0)
-			port = o->val;
-		else if (strcmp(o->keyword, "dbname") == 0)
-			db = o->val;
-	}
-	snprintf(out, size, "postgresql://%s%s%s%s%s/%s", user ? user : "",
-	         user ? "@" : "", host && host[0] != '/' ? host : "",
-	         port ? ":" : "", port ? port : "", db ? db : "");
-	if (host && host[0] == '/') {
-		size_t n = strlen(out);
+	auth = scheme + 3;
+	at = strrchr(auth, '@');
+	q = strchr(at ? at : auth, '?');
+	end = q ? q : auth + strlen(auth);
+	ulen = at ? strcspn(auth, ":@") : 0;
+	snprintf(out, size, "postgresql://%.*s%s%.*s", (int)ulen, auth,
+	         at ? "@" : "", (int)(end - (at ? at + 1 : auth)),
+	         at ? at + 1 : auth);
+}
 
-		snprintf(out + n, size - n, "?host=%s", host);
+/* Replace every copy of @secret (if any, and not too short to be
+ * mistaken) in @msg by "***". */
+static void scrub_one(char *msg, const char *secret, size_t n)
+{
+	char *p;
+
+	if (n < 1)
+		return;
+	while ((p = strstr(msg, secret)) && n >= 1) {
+		size_t rest = strlen(p + n);
+
+		if (n >= 3) {
+			memcpy(p, "***", 3);
+			memmove(p + 3, p + n, rest + 1);
+		} else {
+			memset(p, '*', n);
+		}
 	}
-	PQconninfoFree(opts);
+}
+
+/*
+ * Take the URL's password out of a message of libpq's (which may quote
+ * the URL, or a piece of a malformed one): as written in the URL (between
+ * the authority's first ':' and its last '@') and as libpq parsed it.
+ */
+static void scrub(const char *url, char *msg)
+{
+	const char *scheme = strstr(url, "://");
+	PQconninfoOption *opts;
+
+	if (scheme) {
+		const char *auth = scheme + 3, *at = strrchr(auth, '@');
+		const char *colon = strchr(auth, ':');
+
+		if (at && colon && colon < at) {
+			char raw[512];
+			size_t n = (size_t)(at - colon - 1);
+
+			if (n < sizeof(raw)) {
+				memcpy(raw, colon + 1, n);
+				raw[n] = '\0';
+				scrub_one(msg, raw, n);
+				/* A malformed one is cut where libpq cut it
+				 * (at '/', ':' or '@'): each piece too. */
+				for (char *t = strtok(raw, "/:@"); t;
+				     t = strtok(NULL, "/:@"))
+					scrub_one(msg, t, strlen(t));
+			}
+		}
+	}
+	if ((opts = PQconninfoParse(url, NULL))) {
+		for (PQconninfoOption *o = opts; o->keyword; o++)
+			if (o->val && o->val[0] &&
+			    strcmp(o->keyword, "password") == 0)
+				scrub_one(msg, o->val, strlen(o->val));
+		PQconninfoFree(opts);
+	}
 }
 
 static int pg_new(const char *url, bool read_only, struct cnl_pg_store **ret,
@@ -370,6 +423,8 @@ static int pg_new(const char *url, bool read_only, struct cnl_pg_store **ret,
 	p->read_only = read_only;
 	redact(url, p->base.path, sizeof(p->base.path));
 	if ((r = cnl_pg_connect(url, read_only, &p->conn, err, errlen)) < 0) {
+		if (err && errlen)
+			scrub(url, err);
 		pg_close(&p->base);
 		return r;
 	}

@@ -11,9 +11,11 @@
  *     mode hands each transaction to any server connection).
  *  2. A lost connection is noticed where a statement fails (libpq's
  *     status turns CONNECTION_BAD) and answered -ENOTCONN; the next call
- *     outside a transaction re-establishes it.  A statement is never sent
- *     twice: one that failed as the connection died may or may not have
- *     committed, and only the caller knows whether a retry is harmless.
+ *     outside a transaction re-establishes it.  A writer's statement is
+ *     never sent twice: one that failed as the connection died may or may
+ *     not have committed, and only the caller knows whether a retry is
+ *     harmless.  A reader's is, once, on a new connection: it changes
+ *     nothing.
  *  3. Inside a transaction a write that fails undoes only itself (its own
  *     savepoint): PostgreSQL would otherwise refuse every later statement
  *     of the transaction, where SQLite lets the caller go on or roll back.
@@ -40,14 +42,25 @@ int cnl_pg_connect(const char *url, bool read_only, PGconn **ret, char *err,
                    size_t errlen)
 {
 	/* Keywords before dbname are defaults the URL may override; the
-	 * ones after it are ours whatever the URL says. */
-	const char *const keys[] = {
-	    "connect_timeout",     "keepalives",       "keepalives_idle",
-	    "keepalives_interval", "keepalives_count", "dbname",
-	    "client_encoding",     "application_name", NULL};
+	 * ones after it are ours whatever the URL says.  tcp_user_timeout:
+	 * a server that stops acknowledging (a cut network) fails the call
+	 * within 5 s, not the kernel's quarter of an hour, so a leader cut
+	 * off notices before its lease runs out; keepalives find a dead
+	 * idle connection. */
+	const char *const keys[] = {"connect_timeout",
+	                            "tcp_user_timeout",
+	                            "keepalives",
+	                            "keepalives_idle",
+	                            "keepalives_interval",
+	                            "keepalives_count",
+	                            "dbname",
+	                            "client_encoding",
+	                            "application_name",
+	                            NULL};
 	const char *const vals[] = {
-	    "5", "1", "10",   "5",
-	    "3", url, "UTF8", read_only ? "cnlabd-reader" : "cnlabd",
+	    "5",  "5000", "1",
+	    "10", "5",    "3",
+	    url,  "UTF8", read_only ? "cnlabd-reader" : "cnlabd",
 	    NULL};
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
@@ -137,6 +150,16 @@ int cnl_pg_exec(struct cnl_pg_store *p, const char *sql, int n,
 		*ret = NULL;
 	revive(p);
 	res = PQexecParams(p->conn, sql, n, NULL, params, NULL, NULL, 0);
+	/* A reader's statement changes nothing: on a connection that died
+	 * since its last use (the server restarted, the backend was
+	 * killed), it is sent again once on a new one. */
+	if (p->read_only && p->depth == 0 &&
+	    PQstatus(p->conn) == CONNECTION_BAD) {
+		PQclear(res);
+		PQreset(p->conn);
+		res =
+		    PQexecParams(p->conn, sql, n, NULL, params, NULL, NULL, 0);
+	}
 	st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
 		if (ret)

@@ -345,7 +345,9 @@ struct cnl_store {
  *   "sqlite:///var/lib/cnlab/cnlab.db", "sqlite:relative/path.db" or a
  *     plain path: the SQLite backend (cnl_store_open_sqlite());
  *   "postgresql://user:password@host:port/db?param=value" (or
- *     "postgres://"): the PostgreSQL backend (cnl_store_open_postgres()).
+ *     "postgres://"), or a libpq key=value string starting with one of
+ *     host=, hostaddr=, port=, dbname=, user=, password=, service=,
+ *     sslmode=: the PostgreSQL backend (cnl_store_open_postgres()).
  * Any other scheme is -CNL_ECONFIG with @err naming it.  Returns as the
  * backend's open.
  */

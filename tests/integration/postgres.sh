@@ -11,8 +11,9 @@
 #     container and its state lands in PostgreSQL, not in an SQLite file;
 #   - a restart finds everything (jobs, the audit chain, which verifies);
 #   - kill -9 of cnlabd loses no acknowledged submission;
-#   - PostgreSQL stopped under a running cnlabd: submissions get 503
-#     naming the database (the CLI exits non-zero, nothing stored), and
+#   - PostgreSQL stopped under a running cnlabd: submissions and logins get
+#     503 naming the database (the CLI exits non-zero, nothing stored; a
+#     login is not told its password is wrong), and
 #     once PostgreSQL is back the same cnlabd serves and runs work again
 #     without a restart;
 #   - the password in the store's URL appears in no log line, no reply.
@@ -169,6 +170,11 @@ rc=$?
 	ok "with PostgreSQL down a submission is refused, saying why (exit $rc)" ||
 	bad "down: rc=$rc $out"
 kill -0 "$pid" && ok "cnlabd keeps running without its database" || bad "cnlabd died"
+out=$("$cnlab" login --user admin --password-stdin <"$tmp/data/admin.password" 2>&1)
+rc=$?
+[ $rc != 0 ] && grep -qi 'database is unreachable' <<<"$out" && ! grep -qi 'password' <<<"$out" &&
+	ok "logging in says the database is unreachable, not that the password is wrong" ||
+	bad "login while down: rc=$rc $out"
 pgctl -o "-p $(cat "$CNLAB_TEST_PG_DIR/port") -k $CNLAB_TEST_PG_DIR -c listen_addresses=127.0.0.1" \
 	-l "$CNLAB_TEST_PG_DIR/log" start
 [ "$(q "SELECT count(*) FROM jobs")" = "$before" ] && ok "nothing was stored meanwhile" ||

@@ -18,6 +18,11 @@
 #   - the CLI given every replica's address (CNLAB_SERVER="URL1,URL2,URL3")
 #     logs in, submits, and after the leader is killed reaches the new one
 #     with the same session;
+#   - a leader cut off from the database (its connection held by a proxy:
+#     no answer, no error) stops claiming to lead within a lease: its
+#     /healthz answers 503 "unsure", requests 503 not_leader at once, the
+#     CLI moves on to the replica that took over; when the network heals
+#     it finds its lease taken and exits 75;
 #   - two node agents given every replica's address run jobs (real
 #     containers, one whole fake H100 each) while the leader is killed
 #     under them: every job ends succeeded, its output once, and no job
@@ -332,4 +337,47 @@ done
 [ $outs = 6 ] && ok "each job's output once" || bad "$outs of 6 jobs have their output once"
 for p in "${apids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 unset "pids[agenta]" "pids[agentb]"
+# --- a leader cut off from the database -----------------------------------
+for k in "${!pids[@]}"; do
+	kill -TERM "${pids[$k]}" 2>/dev/null
+	wait "${pids[$k]}" 2>/dev/null
+	unset "pids[$k]"
+done
+python3 "$(dirname "$0")/hold_proxy.py" "$tmp/proxy.port" "$(cat "$CNLAB_TEST_PG_DIR/port")" "$tmp/hold" &
+pids[proxy]=$!
+for _ in $(seq 100); do [ -s "$tmp/proxy.port" ] && break; sleep 0.05; done
+pw=${CNLAB_TEST_STORE_PG#postgresql://cnlab:}
+pw=${pw%%@*}
+db_direct=$db
+db="postgresql://cnlab:$pw@127.0.0.1:$(cat "$tmp/proxy.port")/cnlab"
+start 1 # through the proxy: it leads (the others gave the lease up)
+db=$db_direct
+leader || die "no leader through the proxy"
+[ "$lr" = 1 ] || die "replica $lr leads, not 1"
+cutepoch=$lepoch
+start 2
+sleep 1
+touch "$tmp/hold"
+leader "$cutepoch" && [ "$lr" = 2 ] && ok "replica 1 cut off: replica 2 leads (epoch $lepoch)" ||
+	die "no takeover from a cut-off leader"
+h=$(curl -sS --max-time 5 -w ' %{http_code}' "http://127.0.0.1:${ports[0]}/healthz")
+[ "${h##* }" = 503 ] && [ "$(jq -r .status <<<"${h% *}")" = unsure ] &&
+	ok "the cut-off leader's /healthz says 503 unsure" || bad "cut-off healthz: $h"
+h=$(curl -sS --max-time 5 -X POST -H "$auth" -d '{"command":"true","gpu":"h100-25"}' -w ' %{http_code}' \
+	"http://127.0.0.1:${ports[0]}/v1/projects/$proj/jobs")
+[ "${h##* }" = 503 ] && [ "$(jq -r .error.code <<<"${h% *}")" = not_leader ] &&
+	ok "it refuses requests at once: 503 not_leader" || bad "cut-off request: $h"
+out=$(timeout 60 "$cnlab" jobs list --project replicas -o json 2>&1) &&
+	[ "$(jq -r '.items | length' <<<"$out")" -ge 1 ] &&
+	ok "the CLI moves on to the new leader" || bad "CLI with a cut-off leader: $out"
+rm -f "$tmp/hold"
+rc=0
+for _ in $(seq 150); do
+	kill -0 "${pids[1]}" 2>/dev/null || break
+	sleep 0.1
+done
+wait "${pids[1]}"
+rc=$?
+[ $rc = 75 ] && ok "healed, it finds its lease taken and exits 75" || bad "healed old leader: rc=$rc"
+unset "pids[1]"
 [ "$fails" = 0 ] || exit 1
