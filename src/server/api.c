@@ -421,13 +421,16 @@ void cnl_api_audit(struct call *c, struct cnl_http_request *req,
  * Group commit, the request's side.  A state-changing request runs in one
  * transaction, begun before its handler and committed after its audit
  * record, so that the two are stored together or not at all (a refused
- * request commits its audit record alone).  Exec is the exception: its
- * handler lets the lock go while it waits for the node's tunnel, and a
- * transaction left open meanwhile would take in other requests' writes.
+ * request commits its audit record alone).  Exec and ssh are the
+ * exceptions: their handlers let the lock go while they wait for the
+ * node's tunnel, and a transaction left open meanwhile would take in
+ * other requests' writes (and their transactions would nest in it: a
+ * cnlabd serving 16 ssh sessions at once aborted so).
  */
 static bool one_transaction(const struct cnl_http_route *route)
 {
-	return route->action && route->handler != cnl_api_h_server_exec;
+	return route->action && route->handler != cnl_api_h_server_exec &&
+	       route->handler != cnl_api_h_server_ssh;
 }
 
 /* An answer waits until what it wrote or could have read is durable;
