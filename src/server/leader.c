@@ -21,6 +21,7 @@
 
 #include "cnlab/errors.h"
 #include "common/log.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "net/http_server.h"
 #include "server/leader.h"
@@ -167,10 +168,7 @@ static void deadline_in(struct timespec *ts, int64_t ms)
 
 static int64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return cnl_time_mono_ns() / 1000000;
 }
 
 static void *renewer(void *arg)
