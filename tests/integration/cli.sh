@@ -458,8 +458,11 @@ check jobs-show-json [ "$("$cnlab" jobs show "$job" -o json | jq -r .id)" = "$jo
 # Ctrl-C without a terminal detaches and says how to follow.
 "$cnlab" run "echo hold-me" --gpu a100-50 >"$tmp/hold.out" 2>"$tmp/hold.err" &
 cpid=$!
-for _ in $(seq 100); do
-	grep -q 'Queued job_' "$tmp/hold.err" && break
+# The progress line comes after "Queued job_" (from the job's first
+# event): interrupting before it would race the line under test below.
+for _ in $(seq 400); do
+	grep -q 'Queued job_' "$tmp/hold.err" &&
+		grep -q '^✓ Queued\.\.\. ' "$tmp/hold.err" && break
 	sleep 0.05
 done
 kill -INT $cpid
