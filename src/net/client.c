@@ -1655,6 +1655,37 @@ int cnl_client_stream_write(struct cnl_client_stream *s, const char *buf,
 	return r == -ETIMEDOUT ? -ETIMEDOUT : r < 0 ? -EIO : 0;
 }
 
+int cnl_client_dial(struct cnl_client *cl, struct cnl_client_stream **ret,
+                    char *err, size_t errlen)
+{
+	struct cnl_client_stream *s;
+	struct cnl_client tmp;
+	struct fail f = {0};
+	struct io io = {0};
+	struct url u;
+	long ms = cl->connect_timeout_ms ? cl->connect_timeout_ms : 10000;
+	int r;
+
+	if (url_parse(cl->bases[0], &u, &f) < 0) {
+		snprintf(err, errlen, "bad URL %s", cl->bases[0]);
+		return -EIO;
+	}
+	s = cnl_xcalloc(1, sizeof(*s));
+	s->c.fd = -1;
+	tmp = *cl;
+	tmp.tls = NULL;
+	io.deadline = now_ms() + ms;
+	r = conn_open(&tmp, &s->c, &u, &io, &f);
+	s->tls = tmp.tls;
+	if (r < 0) {
+		snprintf(err, errlen, "%s", f.detail[0] ? f.detail : f.error);
+		cnl_client_stream_free(s);
+		return r == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
+	}
+	*ret = s;
+	return 0;
+}
+
 int cnl_client_upgrade(struct cnl_client *cl, const char *path,
                        const char *proto, struct cnl_client_stream **ret,
                        char *err, size_t errlen)

@@ -246,6 +246,15 @@ struct cnl_client_stream;
 int cnl_client_upgrade(struct cnl_client *cl, const char *path,
                        const char *proto, struct cnl_client_stream **ret,
                        char *err, size_t errlen);
+/*
+ * cnl_client_dial - a connection of its own to the client's base (its
+ * first address; TLS as for any request) handed over as a byte stream at
+ * once, before anything is sent: the caller speaks HTTP on it itself (a
+ * follower forwarding a request to the leader, server/forward.c).  0 with
+ * the stream in *@ret, or -EIO (-ETIMEDOUT) with @err saying why.
+ */
+int cnl_client_dial(struct cnl_client *cl, struct cnl_client_stream **ret,
+                    char *err, size_t errlen);
 /* The socket under the stream, to poll for reading. */
 int cnl_client_stream_fd(const struct cnl_client_stream *s);
 /* Up to @n bytes: how many (> 0), 0 at the end, -EAGAIN when none is

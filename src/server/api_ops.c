@@ -47,13 +47,16 @@ void cnl_api_h_healthz(void *call, struct cnl_http_request *req,
 	if (health)
 		json_object_set_new(o, "agent",
 		                    json_string(health == 1 ? "up" : "down"));
-	/* Several cnlabd over one PostgreSQL: only the leader serves (a
-	 * standby's own listener answers 503 "standby", leader.c). */
+	/* Several cnlabd over one PostgreSQL: this one leads (a follower's
+	 * own listener answers "follower", forward.c). */
 	if (epoch > 0) {
 		json_object_set_new(
 		    o, "store", json_string(cnl_store_backend(c->api->store)));
 		json_object_set_new(o, "role", json_string("leader"));
 		json_object_set_new(o, "epoch", json_integer(epoch));
+		json_object_set_new(
+		    o, "store_lag_ms",
+		    json_integer(cnl_leader_lag_ms(c->api->leader)));
 		/* Its lease not renewed for a whole lease: another may
 		 * lead now; a load balancer must look elsewhere. */
 		if (!cnl_leader_valid(c->api->leader)) {
@@ -133,6 +136,18 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 	              "a store of one writer); it grows at each takeover.");
 	cnl_mb_printf(&b, "cnlab_leader_epoch %lld\n",
 	              (long long)atomic_load(&api->leader_epoch));
+	cnl_mb_family(&b, "cnlab_leader", "gauge",
+	              "1 when this cnlabd leads (a store of one writer: "
+	              "always), 0 when it follows or is unsure.");
+	cnl_mb_printf(&b, "cnlab_leader %d\n",
+	              !api->leader || cnl_leader_valid(api->leader) ? 1 : 0);
+	if (api->leader) {
+		cnl_mb_family(&b, "cnlab_store_lag_seconds", "gauge",
+		              "How old this cnlabd's view of the lease is: "
+		              "the leader's last renewal.");
+		cnl_mb_printf(&b, "cnlab_store_lag_seconds %.3f\n",
+		              (double)cnl_leader_lag_ms(api->leader) / 1000.0);
+	}
 	cnl_ctl_metrics(api->ctl, &b);
 	cnl_api_events_metrics(api, &b);
 	cnl_api_dash_metrics(api, &b);

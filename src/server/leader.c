@@ -23,7 +23,6 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "common/util.h"
-#include "net/http_server.h"
 #include "server/leader.h"
 
 struct cnl_leader {
@@ -43,15 +42,25 @@ struct cnl_leader {
 	bool stop;
 };
 
-/* Who leads, as the standby's wait last read it, for its listener: the
- * leader's label only (its address), not its host name or pid. */
+/* Who leads, as the standby's wait last read it, for the follower's
+ * listener: the leader's label only (its replica URL), not its host name
+ * or pid. */
 static struct {
 	pthread_mutex_t mu;
 	char leader[CNL_STORE_LEASE_HOLDER_MAX];
 	int64_t epoch;
+	int64_t read_ms;    /* monotonic, when it was read; 0: never */
+	int64_t expires_ms; /* monotonic, when that lease runs out */
 } seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void note_seen(const struct cnl_store_lease *l)
+static int64_t mono_ms(void)
+{
+	return cnl_time_mono_ns() / 1000000;
+}
+
+/* @l as read at monotonic @t0 (the start of the read: its expiry is
+ * counted from there, never later than the database's). */
+static void note_seen(const struct cnl_store_lease *l, int64_t t0)
 {
 	const char *cut = strstr(l->holder, " host=");
 	size_t n = cut ? (size_t)(cut - l->holder) : strlen(l->holder);
@@ -59,100 +68,21 @@ static void note_seen(const struct cnl_store_lease *l)
 	pthread_mutex_lock(&seen.mu);
 	snprintf(seen.leader, sizeof(seen.leader), "%.*s", (int)n, l->holder);
 	seen.epoch = l->epoch;
+	seen.read_ms = mono_ms();
+	seen.expires_ms = t0 + (l->expires_ms - l->now_ms);
 	pthread_mutex_unlock(&seen.mu);
 }
 
-static int standby_open(void *ud, struct cnl_http_request *req,
-                        struct cnl_http_response *resp, void **ret_state)
+void cnl_leader_seen(struct cnl_leader_seen *ret)
 {
-	char leader[CNL_STORE_LEASE_HOLDER_MAX];
-	int64_t epoch;
+	int64_t now = mono_ms();
 
-	(void)ud;
-	*ret_state = NULL;
 	pthread_mutex_lock(&seen.mu);
-	memcpy(leader, seen.leader, sizeof(leader));
-	epoch = seen.epoch;
+	memcpy(ret->leader, seen.leader, sizeof(ret->leader));
+	ret->epoch = seen.epoch;
+	ret->live = seen.read_ms > 0 && seen.leader[0] && now < seen.expires_ms;
+	ret->age_ms = seen.read_ms > 0 ? now - seen.read_ms : -1;
 	pthread_mutex_unlock(&seen.mu);
-	if (strcmp(req->method, "GET") == 0 &&
-	    strcmp(req->path, "/healthz") == 0)
-		cnl_http_reply(resp, 503,
-		               json_pack("{s:s,s:s,s:s,s:I}", "status",
-		                         "standby", "role", "standby", "leader",
-		                         leader, "epoch", (json_int_t)epoch));
-	else
-		cnl_http_error(resp, 503, "not_leader",
-		               "this cnlabd is a standby; the leader is %s "
-		               "(epoch %lld): retry there",
-		               leader[0] ? leader : "being elected",
-		               (long long)epoch);
-	free(resp->headers);
-	resp->headers = cnl_xstrdup("Retry-After: 1\r\n");
-	return -1;
-}
-
-static int standby_body(void *state, const char *data, size_t n)
-{
-	(void)state;
-	(void)data;
-	(void)n;
-	return -1;
-}
-
-static void standby_end(void *state, struct cnl_http_request *req,
-                        struct cnl_http_response *resp)
-{
-	(void)state;
-	(void)req;
-	cnl_http_error(resp, 503, "not_leader", "this cnlabd is a standby");
-}
-
-static void standby_free(void *state)
-{
-	(void)state;
-}
-
-static void standby_serve(void *ud, const struct cnl_http_route *route,
-                          struct cnl_http_request *req,
-                          struct cnl_http_response *resp)
-{
-	(void)ud;
-	(void)route;
-	(void)req;
-	cnl_http_error(resp, 503, "not_leader", "this cnlabd is a standby");
-}
-
-/* The route table must name a handler; every request is passed before
- * it is routed, so this one is never called. */
-static void standby_handler(void *call, struct cnl_http_request *req,
-                            struct cnl_http_response *resp)
-{
-	(void)call;
-	(void)req;
-	cnl_http_error(resp, 503, "not_leader", "this cnlabd is a standby");
-}
-
-int cnl_leader_standby_listen(const struct cnl_http_config *cfg,
-                              struct cnl_http_server **ret, char *err,
-                              size_t errlen)
-{
-	static const struct cnl_http_route routes[] = {
-	    {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, standby_handler},
-	};
-	struct cnl_http_config c = *cfg;
-
-	c.routes = routes;
-	c.nroutes = CNL_ARRAY_SIZE(routes);
-	c.serve = standby_serve;
-	c.open_sink = NULL;
-	/* Every request, /healthz included, is answered from its head. */
-	c.pass_prefix = "/";
-	c.pass_open = standby_open;
-	c.pass_body = standby_body;
-	c.pass_end = standby_end;
-	c.pass_free = standby_free;
-	c.ud = NULL;
-	return cnl_http_server_new(&c, ret, err, errlen);
 }
 
 static void deadline_in(struct timespec *ts, int64_t ms)
@@ -164,11 +94,6 @@ static void deadline_in(struct timespec *ts, int64_t ms)
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000L;
 	}
-}
-
-static int64_t mono_ms(void)
-{
-	return cnl_time_mono_ns() / 1000000;
 }
 
 static void *renewer(void *arg)
@@ -272,7 +197,7 @@ int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
 		memset(&now, 0, sizeof(now));
 		r = cnl_store_lease_acquire(l->store, l->holder, ttl_ms, &now);
 		if (r == -EBUSY)
-			note_seen(&now);
+			note_seen(&now, t0);
 		if (r == 0) {
 			l->epoch = now.epoch;
 			atomic_store(&l->valid_until, t0 + ttl_ms);
@@ -280,16 +205,17 @@ int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
 		}
 		if (r == -EBUSY && now.epoch != seen_epoch) {
 			seen_epoch = now.epoch;
-			cnl_log(
-			    CNL_LOG_INFO,
-			    "standby: another cnlabd leads; waiting for its "
-			    "lease",
-			    "leader=%s epoch=%" PRId64
-			    " expires_in_ms=%" PRId64,
-			    cnl_log_quote(q, sizeof(q), now.holder), now.epoch,
-			    now.expires_ms - now.now_ms);
+			cnl_log(CNL_LOG_INFO,
+			        "following: another cnlabd leads; forwarding "
+			        "to it until its "
+			        "lease",
+			        "leader=%s epoch=%" PRId64
+			        " expires_in_ms=%" PRId64,
+			        cnl_log_quote(q, sizeof(q), now.holder),
+			        now.epoch, now.expires_ms - now.now_ms);
 		} else if (r < 0 && r != -EBUSY && r != last_err) {
-			cnl_log(CNL_LOG_WARN, "standby: cannot read the lease",
+			cnl_log(CNL_LOG_WARN,
+			        "following: cannot read the lease",
 			        "err=%s db=%s", cnl_errname(r),
 			        cnl_log_quote(q, sizeof(q),
 			                      cnl_store_errmsg(l->store)));
@@ -333,6 +259,11 @@ int64_t cnl_leader_epoch(const struct cnl_leader *l)
 bool cnl_leader_valid(const struct cnl_leader *l)
 {
 	return l && mono_ms() < atomic_load(&l->valid_until);
+}
+
+int64_t cnl_leader_lag_ms(const struct cnl_leader *l)
+{
+	return l ? mono_ms() - (atomic_load(&l->valid_until) - l->ttl_ms) : 0;
 }
 
 void cnl_leader_free(struct cnl_leader *l)

@@ -2,12 +2,11 @@
  * leader.h - who of several cnlabd over one PostgreSQL database leads.
  *
  * The leader holds the store's lease (store.h, "Leadership"); only it
- * serves, schedules and writes.  The others are standbys: they wait,
- * answering 503 on their address (cnl_leader_standby_listen()), until the
- * lease is free or expired, take it with a new epoch, load the platform's
- * state from the database (as a restart does) and serve.  A load
- * balancer in front of all of them (its health check GET /healthz) or
- * clients that know every replica's address find the one that serves.
+ * schedules and writes.  The others follow: they forward every request
+ * to the leader (forward.h), and wait until the lease is free or expired,
+ * take it with a new epoch, load the platform's state from the database
+ * (as a restart does) and lead.  A load balancer in front of all of them
+ * or clients that know every replica's address may use any of them.
  *
  * Fail-stop: a leader whose renewal finds the lease taken by another
  * (it was paused, or cut off from the database, past its lease) exits at
@@ -48,21 +47,19 @@ int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
                     struct cnl_leader **ret, char *err, size_t errlen);
 
 /*
- * cnl_leader_standby_listen - while cnl_leader_take() waits, answer on
- * @cfg's address (its host, port and TLS; routes and handlers are set
- * here): GET /healthz 503 {"status":"standby","role":"standby","leader":
- * LABEL,"epoch":N} (a load balancer's health check sees a replica that
- * does not serve), and every other request 503 "not_leader" naming the
- * leader, which the HTTP client takes as "try the next address".  0 with
- * the server in *@ret (free it with cnl_http_server_free() before the
- * leader's own listener binds the port: cnl_http_server_port() says which
- * it got), or the error of cnl_http_server_new().
+ * cnl_leader_seen - what the standby's wait last read of the lease: the
+ * leader's label (its replica URL), its epoch, whether the lease was live
+ * (held and not expired, counting from that read), and how long ago it
+ * read it (-1: never), for the follower's listener (forward.h).  Safe
+ * from any thread.
  */
-struct cnl_http_config;
-struct cnl_http_server;
-int cnl_leader_standby_listen(const struct cnl_http_config *cfg,
-                              struct cnl_http_server **ret, char *err,
-                              size_t errlen);
+struct cnl_leader_seen {
+	char leader[CNL_STORE_LEASE_HOLDER_MAX];
+	int64_t epoch;
+	bool live;
+	int64_t age_ms;
+};
+void cnl_leader_seen(struct cnl_leader_seen *ret);
 
 /* cnl_leader_epoch - the epoch held. */
 int64_t cnl_leader_epoch(const struct cnl_leader *l);
@@ -77,6 +74,12 @@ int64_t cnl_leader_epoch(const struct cnl_leader *l);
  * Safe from any thread.
  */
 bool cnl_leader_valid(const struct cnl_leader *l);
+
+/* cnl_leader_lag_ms - how old the lease's last successful renewal (or
+ * its taking) is, in ms: what /healthz calls the store lag of a leader
+ * (a third of a lease in steady state; a lease and more: cut off).  Safe
+ * from any thread. */
+int64_t cnl_leader_lag_ms(const struct cnl_leader *l);
 
 /* cnl_leader_free - stop renewing and give the lease up (a standby takes
  * over at once instead of after the lease); NULL is allowed. */

@@ -32,6 +32,7 @@
 #include "server/secrets.h"
 #include "server/api.h"
 #include "server/auth.h"
+#include "server/forward.h"
 #include "server/leader.h"
 #include "server/oidc.h"
 #include "store/store.h"
@@ -42,6 +43,8 @@ struct settings {
 	char *store;
 	int64_t store_pool;
 	int64_t lease;
+	char *replica_url;
+	char *replica_ca_file;
 	char *listen;
 	char *tls_cert;
 	char *tls_key;
@@ -96,10 +99,19 @@ static const struct cnl_config_def settings_table[] = {
      "max_connections); more readers at once are served under the lock."},
     {"lease", CNL_CONFIG_DURATION, S(lease), "5s", 1000, 60000,
      "With a PostgreSQL store: the leader's lease. Several cnlabd over one "
-     "database elect one leader, which alone serves and schedules; the "
-     "others wait (answering 503 standby), and one takes over within this "
-     "time (plus a moment to load the state) when the leader dies or is "
-     "cut off."},
+     "database elect one leader, which alone schedules and writes; the "
+     "others follow (forwarding every request to the leader's "
+     "replica_url), and one takes over within this time (plus a moment to "
+     "load the state) when the leader dies or is cut off."},
+    {"replica_url", CNL_CONFIG_STRING, S(replica_url), NULL, 0, 0,
+     "With a PostgreSQL store: the URL at which the other replicas reach "
+     "this cnlabd's own listener (http(s)://host:port), to forward "
+     "requests to it while it leads. Not a load balancer's address. "
+     "Unset: listen's address (this host's name when listen is 0.0.0.0) "
+     "and port, https with tls_cert."},
+    {"replica_ca_file", CNL_CONFIG_STRING, S(replica_ca_file), NULL, 0, 0,
+     "CA certificates that verify an https leader's certificate when "
+     "forwarding to it; unset: the system's CAs."},
     {"listen", CNL_CONFIG_STRING, S(listen), "127.0.0.1:8080", 0, 0,
      "IPv4 address and port to serve on; port 0 picks a free one."},
     {"tls_cert", CNL_CONFIG_STRING, S(tls_cert), NULL, 0, 0,
@@ -315,6 +327,24 @@ static char *read_file(const char *path)
 }
 
 /* Split "HOST:PORT"; returns 0 or -1. */
+/* This cnlabd's replica URL, which the other replicas forward to while
+ * it leads: replica_url, else its own listener's address. */
+static void replica_label(const struct settings *st, const char *host,
+                          unsigned port, bool tls, char *buf, size_t len)
+{
+	char name[256] = "";
+
+	if (st->replica_url) {
+		snprintf(buf, len, "%s", st->replica_url);
+		return;
+	}
+	if (strcmp(host, "0.0.0.0") == 0 &&
+	    gethostname(name, sizeof(name) - 1) == 0)
+		name[sizeof(name) - 1] = '\0';
+	snprintf(buf, len, "%s://%s:%u", tls ? "https" : "http",
+	         name[0] ? name : host, port);
+}
+
 static int parse_listen(const char *s, char *host, size_t hostlen,
                         uint16_t *ret_port)
 {
@@ -716,6 +746,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cnlabd: tls_cert and tls_key go together\n");
 		goto usage_err;
 	}
+	if (st.replica_url && ((strncmp(st.replica_url, "http://", 7) != 0 &&
+	                        strncmp(st.replica_url, "https://", 8) != 0) ||
+	                       strlen(st.replica_url) > 160 ||
+	                       strpbrk(st.replica_url, " \t\r\n,"))) {
+		fprintf(stderr,
+		        "cnlabd: replica_url: expected one http(s)://host:port "
+		        "URL of at most 160 bytes, got \"%.200s\"\n",
+		        st.replica_url);
+		goto usage_err;
+	}
 	secret = getenv("CNLAB_JWT_SECRET");
 	password = getenv("CNLAB_ADMIN_PASSWORD");
 	if (aio) {
@@ -809,9 +849,9 @@ int main(int argc, char **argv)
 	}
 	cnl_log(CNL_LOG_INFO, "store", "backend=%s db=%s",
 	        cnl_store_backend(store), cnl_store_path(store));
-	/* Several cnlabd may share a PostgreSQL store: lead, or wait as a
-	 * standby until this one may (leader.h).  Before anything writes:
-	 * every write from here on is fenced at the lease's epoch. */
+	/* Several cnlabd may share a PostgreSQL store: lead, or follow
+	 * until this one may (leader.h).  Before anything writes: every
+	 * write from here on is fenced at the lease's epoch. */
 	if (strcmp(cnl_store_backend(store), "postgresql") == 0) {
 		char label[600];
 
@@ -819,11 +859,10 @@ int main(int argc, char **argv)
 		sigaddset(&set, SIGINT);
 		sigaddset(&set, SIGTERM);
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
-		snprintf(label, sizeof(label), "%s",
-		         st.public_url ? st.public_url : st.listen);
-		/* While it waits it answers on its address, 503: standby
-		 * (leader.h); the leader's listener takes the port after. */
-		if (cnl_leader_standby_listen(
+		/* While it waits it serves on its address, forwarding to the
+		 * leader (forward.h); the leader's listener takes the port
+		 * after. */
+		if (cnl_forward_listen(
 		        &(struct cnl_http_config){
 		            .host = host,
 		            .port = port,
@@ -835,14 +874,17 @@ int main(int argc, char **argv)
 		            .header_timeout_ms = st.http_header_timeout,
 		            .body_timeout_ms = st.http_body_timeout,
 		        },
-		        &standby, err, sizeof(err)) < 0) {
+		        st.replica_ca_file, &standby, err, sizeof(err)) < 0) {
 			fprintf(stderr, "cnlabd: %s\n", err);
 			goto out;
 		}
+		port = cnl_http_server_port(standby);
+		replica_label(&st, host, port, cert != NULL, label,
+		              sizeof(label));
+		cnl_forward_label(label);
 		r = cnl_leader_take(path, store, label, st.lease, &set, &leader,
 		                    err, sizeof(err));
-		port = cnl_http_server_port(standby);
-		cnl_http_server_free(standby);
+		cnl_forward_stop(standby);
 		standby = NULL;
 		if (r == 1) {
 			rc = 0; /* stopped while a standby */
@@ -1035,7 +1077,7 @@ out:
 	cnl_api_stop(api);
 	cnl_http_server_free(nb_srv);
 	cnl_http_server_free(srv);
-	cnl_http_server_free(standby);
+	cnl_forward_stop(standby);
 	cnl_api_free(api);
 	cnl_oidc_free(oidc);
 	/* Last: a standby takes over once everything here has stopped. */

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # replicas.sh - three cnlabd over one PostgreSQL (tests/lib/pg-tmp): one
-# leads, the others stand by; the leader is killed (kill -9) at random
-# moments while several clients submit, and paused (SIGSTOP) past its
-# lease and woken.  Checked:
-#   - exactly one replica serves and says "role":"leader" with an epoch;
-#     the standbys answer /healthz 503 "standby" naming the leader, and
-#     every other request 503 "not_leader";
+# leads, the others follow (forwarding every request to it); the leader
+# is killed (kill -9) at random moments while several clients submit,
+# each through its own replica, and paused (SIGSTOP) past its lease and
+# woken.  Checked:
+#   - exactly one replica says "role":"leader" with an epoch; the
+#     followers answer /healthz 200 "follower" naming the leader's URL,
+#     its epoch and their view's age, and /metrics cnlab_leader 0; a
+#     request that was forwarded once is not forwarded again;
+#   - login and a project through a follower;
 #   - after each kill another replica leads with a higher epoch, and the
-#     clients' submissions go on there (they try each replica's address in
-#     turn, retrying a request whose answer they lost with the same
-#     Idempotency-Key, as a client behind a load balancer would);
+#     clients' submissions go on (each client starts on its own replica
+#     and, when a request fails, tries the next address, retrying a
+#     request whose answer it lost with the same Idempotency-Key, as a
+#     client behind a load balancer would);
 #   - a leader paused past its lease is replaced, and once woken it steps
 #     down: it exits with status 75 saying it lost the lease;
 #   - afterwards every acknowledged submission is in the database exactly
@@ -26,7 +30,10 @@
 #   - two node agents given every replica's address run jobs (real
 #     containers, one whole fake H100 each) while the leader is killed
 #     under them: every job ends succeeded, its output once, and no job
-#     was ever started twice (on either node: the agents' own logs).
+#     was ever started twice (on either node: the agents' own logs);
+#   - the CLI given one follower's address only: cnlab run streams the
+#     output and ends with the job's exit code; cnlab server exec (an
+#     upgraded connection, relayed both ways) runs in the server.
 # Failover times (kill to the new leader's first acknowledged submission)
 # are printed; bench/replicas_bench.sh measures them properly.
 set -u
@@ -114,42 +121,61 @@ sleep 1
 n=0
 for r in 2 3; do
 	h=$(curl -sS --max-time 2 -w ' %{http_code}' "http://127.0.0.1:${ports[$((r - 1))]}/healthz" 2>/dev/null)
-	[ "${h##* }" = 503 ] && [ "$(jq -r '"\(.role) \(.leader) \(.epoch)"' <<<"${h% *}")" = "standby 127.0.0.1:${ports[0]} 1" ] &&
+	[ "${h##* }" = 200 ] &&
+		[ "$(jq -r '"\(.status) \(.role) \(.leader) \(.epoch) \(.store_lag_ms | type)"' <<<"${h% *}")" = \
+			"ok follower http://127.0.0.1:${ports[0]} 1 number" ] &&
 		n=$((n + 1))
 done
-[ $n = 2 ] && ok "the standbys answer /healthz 503 standby, naming the leader and its epoch" ||
-	bad "standby health: $h"
-h=$(curl -sS -X POST -d '{}' -w ' %{http_code}' "http://127.0.0.1:${ports[1]}/v1/auth/login")
+[ $n = 2 ] && ok "the followers answer /healthz 200 follower, naming the leader, its epoch and the store lag" ||
+	bad "follower health: $h"
+grep -q 'following: another cnlabd leads' "$tmp/err2" && ok "a follower says who leads" ||
+	bad "follower log: $(cat "$tmp/err2")"
+h=$(curl -sS -H 'CNLab-Forwarded-By: http://elsewhere' -w ' %{http_code}' "http://127.0.0.1:${ports[1]}/v1/auth/whoami")
 [ "${h##* }" = 503 ] && [ "$(jq -r .error.code <<<"${h% *}")" = not_leader ] &&
-	ok "a standby refuses every other request: 503 not_leader" || bad "standby request: $h"
-grep -q 'standby: another cnlabd leads' "$tmp/err2" && ok "a standby says who leads" ||
-	bad "standby log: $(cat "$tmp/err2")"
+	ok "a request forwarded once is not forwarded again (no loops)" || bad "forwarded twice: $h"
+m=$(curl -sS "http://127.0.0.1:${ports[2]}/metrics")
+grep -qx 'cnlab_leader 0' <<<"$m" && grep -qx 'cnlab_leader_epoch 1' <<<"$m" &&
+	ok "a follower's /metrics: cnlab_leader 0, the epoch it sees" || bad "follower metrics: $m"
+if command -v promtool >/dev/null; then
+	promtool check metrics <<<"$m" >/dev/null 2>&1 && ok "promtool accepts a follower's /metrics" ||
+		bad "promtool: $(promtool check metrics <<<"$m" 2>&1)"
+fi
+h=$(curl -sS "http://127.0.0.1:${ports[0]}/healthz")
+[ "$(jq -r '"\(.role) \(.store_lag_ms | type)"' <<<"$h")" = "leader number" ] &&
+	[ "$(jq -r .store_lag_ms <<<"$h")" -lt 5000 ] &&
+	grep -qx 'cnlab_leader 1' <(curl -sS "http://127.0.0.1:${ports[0]}/metrics") &&
+	ok "the leader's /healthz says its store lag, /metrics cnlab_leader 1" || bad "leader health: $h"
 
+# Everything below goes through the followers as well as the leader:
+# login and the project through replica 2.
+base=http://127.0.0.1:${ports[1]}
 base=http://127.0.0.1:${ports[0]}
 tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$CNLAB_ADMIN_PASSWORD\"}" \
 	"$base/v1/auth/login" | jq -r .token)
-[ -n "$tok" ] && [ "$tok" != null ] || die "login"
+[ -n "$tok" ] && [ "$tok" != null ] || die "login through a follower"
 auth="Authorization: Bearer $tok"
 proj=$(curl -sS -X POST -H "$auth" -d '{"name":"replicas"}' "$base/v1/projects" | jq -r .id)
 [ -n "$proj" ] && [ "$proj" != null ] || die "create project"
+ok "a follower serves: login and a project created through replica 2"
 
 # client W: submit jobs until $tmp/stop exists, each under its own key,
 # trying the replicas in turn until one acknowledges (201, or 200 for a
 # key a lost answer had already stored); "id key ms" per acknowledgement.
 client() {
-	local w=$1 i=0 k=0 key code body=$tmp/body.$w port
+	local w=$1 i=0 k=$1 key code body=$tmp/body.$w port sent
 	: >"$tmp/ack.$w"
 	while [ ! -e "$tmp/stop" ]; do
 		key=rep-$w-$i
 		while [ ! -e "$tmp/stop" ]; do
 			port=${ports[$((k % 3))]}
+			sent=$(date +%s%3N)
 			code=$(curl -sS --max-time 10 -o "$body" -w '%{http_code}' -X POST \
 				-H "$auth" -H "Idempotency-Key: $key" \
 				-d "{\"command\":\"echo $key\",\"gpu\":\"h100-25\"}" \
 				"http://127.0.0.1:$port/v1/projects/$proj/jobs" 2>/dev/null)
 			if [ "$code" = 201 ] || [ "$code" = 200 ]; then
 				[[ $(cat "$body") =~ \"id\":\"([^\"]+)\" ]] &&
-					echo "${BASH_REMATCH[1]} $key $(date +%s%3N) $port" >>"$tmp/ack.$w"
+					echo "${BASH_REMATCH[1]} $key $(date +%s%3N) $port $sent" >>"$tmp/ack.$w"
 				break
 			fi
 			k=$((k + 1))
@@ -179,11 +205,11 @@ for c in $(seq "$KILLS"); do
 	else
 		die "kill $c: no new leader"
 	fi
-	# The first acknowledgement after the kill from the new leader.
+	# The first acknowledgement of a request sent after the kill (by the
+	# new leader, directly or through a follower).
 	first=
 	for _ in $(seq 600); do
-		first=$(cat "$tmp"/ack.* | awk -v t="$t0" -v p="${ports[$((lr - 1))]}" \
-			'$3 > t && $4 == p {print $3}' | sort -n | head -1)
+		first=$(cat "$tmp"/ack.* | awk -v t="$t0" '$5 > t {print $3}' | sort -n | head -1)
 		[ -n "$first" ] && break
 		sleep 0.05
 	done
@@ -273,6 +299,7 @@ for x in a b; do
 	CNLAB_AGENT_TOKEN=$jt "$agent" --server "$list" --name "rep-$x" \
 		--gpus fake:1xH100-80GB-SXM --work-dir "$tmp/agent-$x" \
 		--cpu-milli 8000 --mem-mib 16384 --log-level info \
+		--server-command 'exec python3 -m http.server $CNLAB_PORT --bind 127.0.0.1' \
 		>"$tmp/agent-$x.out" 2>"$tmp/agent-$x.err" &
 	apids+=($!)
 	pids[agent$x]=$!
@@ -335,6 +362,52 @@ for id in "${jobs[@]}"; do
 	[ "$n" = 1 ] && outs=$((outs + 1))
 done
 [ $outs = 6 ] && ok "each job's output once" || bad "$outs of 6 jobs have their output once"
+# --- the CLI through one follower only ------------------------------------
+fr=
+for r in 1 2 3; do
+	[ "$r" != "$lr" ] && [ -n "${pids[$r]:-}" ] && kill -0 "${pids[$r]}" 2>/dev/null && fr=$r && break
+done
+furl=http://127.0.0.1:${ports[$((fr - 1))]}
+# The session of the CLI's config is bound to the addresses it logged in
+# at: this one is given the token itself.
+out=$(CNLAB_SERVER=$furl CNLAB_TOKEN=$tok timeout 120 "$cnlab" run --gpu h100-100 --project replicas -- \
+	sh -c 'echo through-a-follower; exit 3' 2>"$tmp/frun.err")
+rc=$?
+[ $rc = 3 ] && [ "$out" = through-a-follower ] &&
+	ok "cnlab run through a follower only (replica $fr): output streamed, exit code 3" ||
+	bad "cnlab run through a follower: rc=$rc out=$out err=$(cat "$tmp/frun.err")"
+# A script over the command's 1 KiB goes up as an upload (a streamed
+# body, with its length).
+{
+	echo 'echo big-through-a-follower'
+	head -c 300000 /dev/zero | tr '\0' '#'
+	echo
+} >"$tmp/big.sh"
+out=$(CNLAB_SERVER=$furl CNLAB_TOKEN=$tok timeout 120 "$cnlab" run "$tmp/big.sh" --gpu h100-100 \
+	--project replicas 2>"$tmp/fbig.err")
+rc=$?
+[ $rc = 0 ] && [ "$out" = big-through-a-follower ] &&
+	ok "a 300 KB script uploaded through a follower runs" ||
+	bad "upload through a follower: rc=$rc out=$out err=$(cat "$tmp/fbig.err")"
+srv=$(curl -sS -X POST -H "$auth" -d '{"name":"nb","image":"host","profile":"h100-25pct"}' \
+	"$furl/v1/projects/$proj/servers" | jq -r .id)
+st=
+for _ in $(seq 300); do
+	st=$(curl -sS -H "$auth" "$furl/v1/servers/$srv" | jq -r .state)
+	[ "$st" = running ] && break
+	sleep 0.2
+done
+out=$(CNLAB_SERVER=$furl CNLAB_TOKEN=$tok timeout 60 "$cnlab" server exec nb --project replicas -- \
+	sh -c 'echo exec-through-a-follower; exit 5' 2>"$tmp/fexec.err")
+rc=$?
+[ "$st" = running ] && [ $rc = 5 ] && [ "$out" = exec-through-a-follower ] &&
+	ok "cnlab server exec through a follower (an upgraded connection relayed): output, exit code 5" ||
+	bad "server exec through a follower: state=$st rc=$rc out=$out err=$(cat "$tmp/fexec.err")"
+curl -sS -o /dev/null -X POST -H "$auth" "$furl/v1/servers/$srv/stop"
+for _ in $(seq 150); do
+	[ "$(curl -sS -H "$auth" "$furl/v1/servers/$srv" | jq -r .state)" = stopped ] && break
+	sleep 0.2
+done
 for p in "${apids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 unset "pids[agenta]" "pids[agentb]"
 # --- a leader cut off from the database -----------------------------------

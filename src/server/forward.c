@@ -1,0 +1,623 @@
+/*
+ * forward.c - a follower's listener: every replica serves the API
+ * (forward.h).
+ *
+ *   client ──HTTP──► follower (this file) ──HTTP──► leader's listener
+ *
+ * A request goes up as it came, on a connection of its own: HTTP/1.0
+ * with "Connection: close" (the leader's reply then ends where the
+ * connection does, needing no framing of ours), its headers as sent
+ * (Authorization included: the leader authenticates and audits it as
+ * usual) less the hop-by-hop ones, plus "CNLab-Forwarded-By: LABEL".  A
+ * body is streamed up as it arrives, with its Content-Length; one
+ * without (chunked) is refused with 411.  An upgrade (Upgrade: header:
+ * exec, ssh, a node's tunnel, a notebook's WebSocket) goes up as
+ * HTTP/1.1; on the leader's 101 the client gets the 101 and a thread
+ * relays both ways until either side ends.  The reply's head is passed
+ * back as the leader sent it, less the hop-by-hop headers, and its body
+ * streamed as it comes (Server-Sent Events and long polls included).
+ *
+ * Errors are honest about what happened: a leader that cannot be reached
+ * before anything was sent is 503 "not_leader" (nothing was done: the
+ * HTTP client tries its next address); one that stops answering after the
+ * request went up is 502 (it may have done it).  A request that already
+ * went through a follower is not forwarded again (503 not_leader): two
+ * replicas that each take the other for the leader, or a load balancer
+ * between them, cannot make a loop.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cnlab/errors.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "net/http_server.h"
+#include "net/metrics.h"
+#include "server/forward.h"
+#include "server/leader.h"
+
+/* Largest head of the leader's reply. */
+#define HEAD_MAX (64 * 1024)
+/* A leader that says nothing for this long is dropped (SSE and long
+ * polls send something well within it). */
+#define IDLE_MS (10 * 60 * 1000)
+/* To connect to the leader. */
+#define CONNECT_MS 3000
+
+#define FWD_HEADER "CNLab-Forwarded-By"
+
+static struct {
+	atomic_bool stop;
+	atomic_uint_fast64_t forwarded, refused, failed;
+	char label[CNL_FORWARD_LABEL_MAX];
+	char cafile[CNL_FORWARD_LABEL_MAX];
+} g;
+
+struct fwd {
+	struct cnl_client *cl;
+	struct cnl_client_stream *s;
+	bool upgrade;
+	bool failed; /* the body could not go up */
+	char leader[CNL_STORE_LEASE_HOLDER_MAX];
+	int64_t epoch; /* the leader's, when the request went up */
+	/* The leader's reply: bytes read past its head. */
+	char *buf;
+	size_t n, off;
+};
+
+static void fwd_free(void *state)
+{
+	struct fwd *f = state;
+
+	if (!f)
+		return;
+	cnl_client_stream_free(f->s);
+	cnl_client_free(f->cl);
+	free(f->buf);
+	free(f);
+}
+
+/* ---- bytes --------------------------------------------------------- */
+
+/* Whether the leader @f went to still leads, as far as the lease says:
+ * one paused or cut off past its lease, or replaced, answers nothing that
+ * counts, so a wait on it (a long poll, a stream) ends. */
+static bool still_leads(const struct fwd *f)
+{
+	struct cnl_leader_seen s;
+
+	cnl_leader_seen(&s);
+	return !atomic_load(&g.stop) && s.live && s.epoch == f->epoch;
+}
+
+/* Up to @n bytes from the leader, waiting up to IDLE_MS a second at a
+ * time while it leads: > 0, 0 at its end, < 0. */
+static ssize_t up_read(struct fwd *f, char *buf, size_t n)
+{
+	int fd = cnl_client_stream_fd(f->s);
+
+	for (int waited = 0; waited < IDLE_MS;) {
+		ssize_t r = cnl_client_stream_read(f->s, buf, n);
+		struct pollfd p = {fd, POLLIN, 0};
+
+		if (r != -EAGAIN)
+			return r;
+		r = poll(&p, 1, 1000);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r == 0) {
+			waited += 1000;
+			if (!still_leads(f))
+				return -ECONNABORTED;
+		}
+	}
+	return -ETIMEDOUT;
+}
+
+/* All @n bytes to the client's socket @fd (an upgraded connection). */
+static int down_write(int fd, const char *buf, size_t n)
+{
+	while (n && !atomic_load(&g.stop)) {
+		ssize_t w = send(fd, buf, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd p = {fd, POLLOUT, 0};
+
+			(void)poll(&p, 1, 1000);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		buf += w;
+		n -= (size_t)w;
+	}
+	return n ? -1 : 0;
+}
+
+/* ---- the request --------------------------------------------------- */
+
+/* A header that belongs to one connection, never sent on. */
+static bool hop_header(const char *name)
+{
+	static const char *const drop[] = {
+	    "Connection", "Keep-Alive",        "Proxy-Authorization",
+	    "TE",         "Trailer",           "Transfer-Encoding",
+	    "Upgrade",    "Proxy-Connection",  "Expect",
+	    FWD_HEADER,   "Proxy-Authenticate"};
+
+	for (size_t i = 0; i < CNL_ARRAY_SIZE(drop); i++)
+		if (strcasecmp(name, drop[i]) == 0)
+			return true;
+	return false;
+}
+
+static void head_add(void *arg, const char *name, const char *value)
+{
+	struct cnl_metrics_buf *b = arg;
+
+	if (!hop_header(name))
+		cnl_mb_printf(b, "%s: %s\r\n", name, value);
+}
+
+/* The leader's address as the standby's wait last read it, or why there
+ * is none to forward to (into @why). */
+static bool leader_url(char *url, size_t len, int64_t *epoch, char *why,
+                       size_t whylen)
+{
+	struct cnl_leader_seen s;
+
+	cnl_leader_seen(&s);
+	snprintf(url, len, "%s", s.leader);
+	*epoch = s.epoch;
+	if (!s.live) {
+		snprintf(why, whylen,
+		         "no cnlabd leads at the moment (being elected)");
+		return false;
+	}
+	if (strncmp(url, "http://", 7) != 0 &&
+	    strncmp(url, "https://", 8) != 0) {
+		snprintf(why, whylen,
+		         "the leader is %s (epoch %" PRId64
+		         "), which names no URL to forward to (set its "
+		         "replica_url): retry there",
+		         url, s.epoch);
+		return false;
+	}
+	if (strcmp(url, g.label) == 0) {
+		snprintf(why, whylen, "the lease names this cnlabd (%s)", url);
+		return false;
+	}
+	return true;
+}
+
+static void not_leader(struct cnl_http_response *resp, const char *why)
+{
+	cnl_http_error(resp, 503, "not_leader",
+	               "this cnlabd follows and cannot forward: %s", why);
+	free(resp->headers);
+	resp->headers = cnl_xstrdup("Retry-After: 1\r\n");
+	atomic_fetch_add(&g.refused, 1);
+}
+
+/* GET /healthz on a follower: 200 while it can forward (a load balancer
+ * may send it anything), else 503. */
+static void healthz(struct cnl_http_response *resp)
+{
+	struct cnl_leader_seen s;
+	bool ok;
+	json_t *o;
+
+	cnl_leader_seen(&s);
+	ok = s.live && (strncmp(s.leader, "http://", 7) == 0 ||
+	                strncmp(s.leader, "https://", 8) == 0);
+	o = json_pack("{s:s,s:s,s:s,s:I}", "status", ok ? "ok" : "standby",
+	              "role", "follower", "leader", s.leader, "epoch",
+	              (json_int_t)s.epoch);
+	json_object_set_new(o, "store_lag_ms",
+	                    s.age_ms < 0 ? json_null()
+	                                 : json_integer(s.age_ms));
+	cnl_http_reply(resp, ok ? 200 : 503, o);
+	if (!ok) {
+		free(resp->headers);
+		resp->headers = cnl_xstrdup("Retry-After: 1\r\n");
+	}
+}
+
+/* GET /metrics on a follower: its own few (the platform's are the
+ * leader's). */
+static void metrics(struct cnl_http_response *resp)
+{
+	struct cnl_metrics_buf b = {0};
+	struct cnl_leader_seen s;
+
+	cnl_leader_seen(&s);
+	cnl_mb_family(&b, "cnlab_leader", "gauge",
+	              "1 when this cnlabd leads, 0 when it follows");
+	cnl_mb_printf(&b, "cnlab_leader 0\n");
+	cnl_mb_family(&b, "cnlab_leader_epoch", "gauge",
+	              "the epoch of the leader's lease (a follower: the "
+	              "lease it last read)");
+	cnl_mb_printf(&b, "cnlab_leader_epoch %" PRId64 "\n", s.epoch);
+	cnl_mb_family(&b, "cnlab_store_lag_seconds", "gauge",
+	              "how old this follower's view of the lease is");
+	cnl_mb_printf(&b, "cnlab_store_lag_seconds %.3f\n",
+	              s.age_ms < 0 ? 0.0 : (double)s.age_ms / 1000.0);
+	cnl_mb_family(&b, "cnlab_forwarded_requests_total", "counter",
+	              "requests this follower forwarded to the leader, by "
+	              "outcome");
+	cnl_mb_printf(&b,
+	              "cnlab_forwarded_requests_total{outcome=\"ok\"} %" PRIu64
+	              "\n"
+	              "cnlab_forwarded_requests_total{outcome=\"refused\"} "
+	              "%" PRIu64 "\n"
+	              "cnlab_forwarded_requests_total{outcome=\"failed\"} "
+	              "%" PRIu64 "\n",
+	              (uint64_t)atomic_load(&g.forwarded),
+	              (uint64_t)atomic_load(&g.refused),
+	              (uint64_t)atomic_load(&g.failed));
+	resp->status = 200;
+	resp->text = b.p;
+	resp->text_len = b.n;
+	resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static int fwd_open(void *ud, struct cnl_http_request *req,
+                    struct cnl_http_response *resp, void **ret_state)
+{
+	const char *up = cnl_http_header(req, "Upgrade");
+	const char *te = cnl_http_header(req, "Transfer-Encoding");
+	struct cnl_metrics_buf h = {0};
+	struct fwd *f;
+	char url[CNL_STORE_LEASE_HOLDER_MAX], why[512], err[512];
+	int64_t epoch;
+	int r;
+
+	(void)ud;
+	*ret_state = NULL;
+	if (strcmp(req->method, "GET") == 0 &&
+	    strcmp(req->path, "/healthz") == 0) {
+		healthz(resp);
+		return -1;
+	}
+	if (strcmp(req->method, "GET") == 0 &&
+	    strcmp(req->path, "/metrics") == 0) {
+		metrics(resp);
+		return -1;
+	}
+	if (cnl_http_header(req, FWD_HEADER)) {
+		not_leader(resp, "the request was forwarded once already");
+		return -1;
+	}
+	if (!leader_url(url, sizeof(url), &epoch, why, sizeof(why))) {
+		not_leader(resp, why);
+		return -1;
+	}
+	if (te && !up) {
+		cnl_http_error(resp, 411, "length_required",
+		               "a follower forwards a body only with its "
+		               "Content-Length, not Transfer-Encoding");
+		return -1;
+	}
+	f = cnl_xcalloc(1, sizeof(*f));
+	f->upgrade = up != NULL;
+	f->epoch = epoch;
+	snprintf(f->leader, sizeof(f->leader), "%s", url);
+	if (cnl_client_new(
+	        &(struct cnl_client_config){
+	            .base = url,
+	            .cafile = g.cafile[0] ? g.cafile : NULL,
+	            .connect_timeout_ms = CONNECT_MS,
+	        },
+	        &f->cl) < 0 ||
+	    (r = cnl_client_dial(f->cl, &f->s, err, sizeof(err))) < 0) {
+		snprintf(why, sizeof(why), "the leader at %s cannot be reached",
+		         url);
+		cnl_log(CNL_LOG_WARN, "cannot forward to the leader",
+		        "leader=%s why=\"%s\"", url, err);
+		fwd_free(f);
+		not_leader(resp, why);
+		return -1;
+	}
+	/* The head as the leader is to see it. */
+	cnl_mb_printf(&h, "%s %s HTTP/%s\r\n", req->method, req->uri,
+	              f->upgrade ? "1.1" : "1.0");
+	cnl_http_headers_each(req, head_add, &h);
+	if (f->upgrade)
+		cnl_mb_printf(&h, "Connection: Upgrade\r\nUpgrade: %s\r\n", up);
+	else
+		cnl_mb_printf(&h, "Connection: close\r\n");
+	cnl_mb_printf(&h, "%s: %s\r\n\r\n", FWD_HEADER,
+	              g.label[0] ? g.label : "follower");
+	r = cnl_client_stream_write(f->s, h.p, h.n);
+	explicit_bzero(h.p, h.n); /* the caller's credential */
+	free(h.p);
+	if (r < 0) {
+		fwd_free(f);
+		snprintf(why, sizeof(why),
+		         "the leader at %s closed the connection at once", url);
+		not_leader(resp, why);
+		return -1;
+	}
+	*ret_state = f;
+	return 0;
+}
+
+static int fwd_body(void *state, const char *data, size_t n)
+{
+	struct fwd *f = state;
+
+	if (f->failed || cnl_client_stream_write(f->s, data, n) < 0) {
+		f->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the reply ----------------------------------------------------- */
+
+/* Read the head of the leader's reply into f->buf, past any interim 1xx
+ * but a 101: its length, or -1. */
+static ssize_t read_head(struct fwd *f)
+{
+	f->buf = cnl_xmalloc(HEAD_MAX + 1);
+	for (;;) {
+		char *end;
+		ssize_t r;
+		int st;
+
+		if ((end = f->n ? strstr(f->buf, "\r\n\r\n") : NULL)) {
+			size_t hl = (size_t)(end + 4 - f->buf);
+
+			if (sscanf(f->buf, "HTTP/%*d.%*d %d", &st) == 1 &&
+			    st >= 100 && st < 200 && st != 101) {
+				memmove(f->buf, f->buf + hl, f->n - hl);
+				f->n -= hl;
+				f->buf[f->n] = '\0';
+				continue;
+			}
+			return (ssize_t)hl;
+		}
+		if (f->n >= HEAD_MAX)
+			return -1;
+		r = up_read(f, f->buf + f->n, HEAD_MAX - f->n);
+		if (r <= 0)
+			return -1;
+		f->n += (size_t)r;
+		f->buf[f->n] = '\0';
+	}
+}
+
+static ssize_t body_read(void *arg, char *buf, size_t max)
+{
+	struct fwd *f = arg;
+
+	if (f->off < f->n) {
+		size_t k = f->n - f->off < max ? f->n - f->off : max;
+
+		memcpy(buf, f->buf + f->off, k);
+		f->off += k;
+		return (ssize_t)k;
+	}
+	return up_read(f, buf, max);
+}
+
+struct relay {
+	struct fwd *f;
+	int fd; /* the client's */
+	struct cnl_http_upgrade *u;
+	char *extra; /* the client's bytes read past its request */
+	size_t extra_n;
+};
+
+/* Both ways until either side ends or the listener stops. */
+static void relay(struct fwd *f, int fd)
+{
+	struct pollfd pf[2] = {{fd, POLLIN, 0},
+	                       {cnl_client_stream_fd(f->s), POLLIN, 0}};
+	char buf[65536];
+
+	while (still_leads(f)) {
+		ssize_t n;
+
+		/* The leader's side may hold bytes TLS already read. */
+		n = cnl_client_stream_read(f->s, buf, sizeof(buf));
+		if (n > 0) {
+			if (down_write(fd, buf, (size_t)n) < 0)
+				return;
+			continue;
+		}
+		if (n != -EAGAIN)
+			return;
+		if (poll(pf, 2, 1000) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (n <= 0 ||
+			    cnl_client_stream_write(f->s, buf, (size_t)n) < 0)
+				return;
+		}
+	}
+}
+
+static void *relay_thread(void *arg)
+{
+	struct relay *w = arg;
+	struct fwd *f = w->f;
+
+	if ((!w->extra_n ||
+	     cnl_client_stream_write(f->s, w->extra, w->extra_n) == 0) &&
+	    (f->off >= f->n ||
+	     down_write(w->fd, f->buf + f->off, f->n - f->off) == 0))
+		relay(f, w->fd);
+	cnl_http_upgrade_close(w->u);
+	fwd_free(f);
+	free(w->extra);
+	free(w);
+	return NULL;
+}
+
+static void upgraded(void *arg, int fd, const char *extra, size_t n,
+                     struct cnl_http_upgrade *u)
+{
+	struct relay *w = cnl_xcalloc(1, sizeof(*w));
+	pthread_attr_t at;
+	pthread_t t;
+
+	w->f = arg;
+	w->fd = fd;
+	w->u = u;
+	if (n) {
+		w->extra = cnl_xmalloc(n);
+		memcpy(w->extra, extra, n);
+		w->extra_n = n;
+	}
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, relay_thread, w) != 0) {
+		cnl_http_upgrade_close(u);
+		fwd_free(w->f);
+		free(w->extra);
+		free(w);
+	}
+	pthread_attr_destroy(&at);
+}
+
+static void fwd_end(void *state, struct cnl_http_request *req,
+                    struct cnl_http_response *resp)
+{
+	struct fwd *f = state;
+	struct cnl_metrics_buf hdr = {0};
+	int64_t length = -1;
+	ssize_t hl = f->failed ? -1 : read_head(f);
+	int status = 0;
+	char *line;
+
+	(void)req;
+	if (hl < 0 || sscanf(f->buf, "HTTP/%*d.%*d %d", &status) != 1 ||
+	    status < 100 || status > 599) {
+		cnl_log(CNL_LOG_WARN,
+		        "the leader did not answer a forwarded "
+		        "request",
+		        "leader=%s", f->leader);
+		cnl_http_error(resp, 502, "bad_gateway",
+		               "the leader (%s) took the request and did not "
+		               "answer: it may or may not have done it",
+		               f->leader);
+		atomic_fetch_add(&g.failed, 1);
+		fwd_free(f);
+		return;
+	}
+	f->buf[hl - 2] = '\0';
+	line = strstr(f->buf, "\r\n");
+	for (line = line ? line + 2 : NULL; line && *line;) {
+		char *eol = strstr(line, "\r\n"), *colon;
+
+		if (eol)
+			*eol = '\0';
+		if ((colon = strchr(line, ':'))) {
+			const char *v = colon + 1;
+
+			*colon = '\0';
+			while (*v == ' ' || *v == '\t')
+				v++;
+			if (strcasecmp(line, "Content-Length") == 0)
+				length = strtoll(v, NULL, 10);
+			else if (!hop_header(line) ||
+			         (status == 101 &&
+			          strcasecmp(line, "Upgrade") == 0))
+				cnl_mb_printf(&hdr, "%s: %s\r\n", line, v);
+		}
+		line = eol ? eol + 2 : NULL;
+	}
+	atomic_fetch_add(&g.forwarded, 1);
+	f->off = (size_t)hl;
+	resp->status = (unsigned)status;
+	resp->headers = hdr.p;
+	resp->no_defaults = true;
+	if (f->upgrade && status == 101) {
+		resp->upgraded = upgraded;
+		resp->upgrade_free = fwd_free;
+		resp->upgrade_arg = f;
+	} else {
+		resp->stream_read = body_read;
+		resp->stream_free = fwd_free;
+		resp->stream_arg = f;
+		resp->stream_size = status == 204 || status == 304 ? 0 : length;
+	}
+}
+
+/* ---- the listener -------------------------------------------------- */
+
+static void fwd_serve(void *ud, const struct cnl_http_route *route,
+                      struct cnl_http_request *req,
+                      struct cnl_http_response *resp)
+{
+	(void)ud;
+	(void)route;
+	(void)req;
+	cnl_http_error(resp, 503, "not_leader", "this cnlabd follows");
+}
+
+/* The route table must name a handler; every request is passed before
+ * it is routed, so this one is never called. */
+static void fwd_handler(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp)
+{
+	(void)call;
+	(void)req;
+	cnl_http_error(resp, 503, "not_leader", "this cnlabd follows");
+}
+
+void cnl_forward_label(const char *label)
+{
+	snprintf(g.label, sizeof(g.label), "%s", label ? label : "");
+}
+
+int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
+                       struct cnl_http_server **ret, char *err, size_t errlen)
+{
+	static const struct cnl_http_route routes[] = {
+	    {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, fwd_handler},
+	};
+	struct cnl_http_config c = *cfg;
+
+	atomic_store(&g.stop, false);
+	snprintf(g.cafile, sizeof(g.cafile), "%s", cafile ? cafile : "");
+	c.routes = routes;
+	c.nroutes = CNL_ARRAY_SIZE(routes);
+	c.serve = fwd_serve;
+	c.open_sink = NULL;
+	/* Every request, /healthz included, is taken from its head. */
+	c.pass_prefix = "/";
+	c.pass_open = fwd_open;
+	c.pass_body = fwd_body;
+	c.pass_end = fwd_end;
+	c.pass_free = fwd_free;
+	c.ud = NULL;
+	return cnl_http_server_new(&c, ret, err, errlen);
+}
+
+void cnl_forward_stop(struct cnl_http_server *srv)
+{
+	atomic_store(&g.stop, true);
+	cnl_http_server_free(srv);
+}

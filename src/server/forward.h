@@ -1,0 +1,48 @@
+/*
+ * forward.h - a follower's listener: every cnlabd over one PostgreSQL
+ * serves the API.
+ *
+ * While another cnlabd leads (leader.h), this one listens on its own
+ * address and forwards every request to the leader's replica URL (the
+ * label in the lease), streaming both ways (bodies, Server-Sent Events,
+ * long polls, upgrades: exec, ssh, node tunnels, WebSockets), so a client
+ * or load balancer may use any replica.  It answers two requests itself:
+ * GET /healthz (200 {"status":"ok","role":"follower","leader":URL,
+ * "epoch":N,"store_lag_ms":MS} while a live leader is known, else 503
+ * "standby") and GET /metrics (its own: cnlab_leader 0, the epoch it
+ * sees, its view's age, forwarded requests by outcome).  When the lease
+ * names no URL (the leader's replica_url is unset) or has expired, every
+ * other request is 503 "not_leader", which the HTTP client takes as "try
+ * the next address".
+ */
+#ifndef CNL_SERVER_FORWARD_H
+#define CNL_SERVER_FORWARD_H
+
+#include <stddef.h>
+
+struct cnl_http_config;
+struct cnl_http_server;
+
+/* Bytes of a label or CA path, NUL included. */
+#define CNL_FORWARD_LABEL_MAX 512
+
+/*
+ * cnl_forward_listen - listen on @cfg's address (host, port, TLS, limits;
+ * routes and handlers are set here) as a follower.  @cafile verifies an
+ * https leader (NULL: the system's CAs).  0 with the server in *@ret
+ * (cnl_http_server_port() says which port it got), or the error of
+ * cnl_http_server_new().
+ */
+int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
+                       struct cnl_http_server **ret, char *err, size_t errlen);
+
+/* cnl_forward_label - this cnlabd's own replica URL, which other replicas
+ * forward to when it leads (a lease naming it is not forwarded to). */
+void cnl_forward_label(const char *label);
+
+/* cnl_forward_stop - end every forwarded request and relay (within a
+ * second) and free @srv: before the leader's own listener takes the
+ * port. */
+void cnl_forward_stop(struct cnl_http_server *srv);
+
+#endif /* CNL_SERVER_FORWARD_H */
