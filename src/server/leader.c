@@ -147,6 +147,40 @@ static void *renewer(void *arg)
 	return NULL;
 }
 
+/*
+ * A follower's pause between two reads of the lease: up to @ms, shorter
+ * when the lease's holder announces a change (LISTEN/NOTIFY: a takeover
+ * names the new leader to forward to at once, a release lets one take
+ * over at once), in slices of 100 ms so that a signal of @sigs ends it.
+ * True when one did.
+ */
+static bool follow_wait(struct cnl_store *store, int64_t ms,
+                        const sigset_t *sigs)
+{
+	const struct timespec zero = {0, 0};
+	int64_t end = mono_ms() + ms;
+	bool hints = true;
+
+	for (int64_t left = ms; left > 0; left = end - mono_ms()) {
+		int64_t slice = left < 100 ? left : 100;
+		int w = hints ? cnl_store_lease_wait(store, slice) : -1;
+
+		if (w < 0) { /* no hints (now): just wait */
+			hints = false;
+			struct timespec ts = {0, (long)slice * 1000000L};
+
+			if (sigtimedwait(sigs, NULL, &ts) > 0)
+				return true;
+			continue;
+		}
+		if (sigtimedwait(sigs, NULL, &zero) > 0)
+			return true;
+		if (w == 1)
+			break;
+	}
+	return false;
+}
+
 /* "LABEL host=HOST pid=PID run=RANDOM": unique to this run. */
 static void make_holder(char *buf, size_t len, const char *label)
 {
@@ -189,7 +223,6 @@ int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
 		goto fail;
 	for (;;) {
 		struct cnl_store_lease now;
-		struct timespec wait;
 		int64_t pause = ttl_ms / 4 < 1000 ? ttl_ms / 4 : 1000;
 
 		int64_t t0 = mono_ms();
@@ -221,9 +254,7 @@ int cnl_leader_take(const char *url, struct cnl_store *store, const char *label,
 			                      cnl_store_errmsg(l->store)));
 		}
 		last_err = r;
-		wait.tv_sec = pause / 1000;
-		wait.tv_nsec = (long)(pause % 1000) * 1000000L;
-		if (sigtimedwait(sigs, NULL, &wait) > 0) {
+		if (follow_wait(l->store, pause, sigs)) {
 			cnl_leader_free(l);
 			return 1;
 		}

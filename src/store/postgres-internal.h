@@ -52,6 +52,7 @@ struct cnl_pg_store {
 	bool read_only;        /* a reader: every transaction READ ONLY */
 	int64_t fence_epoch;   /* > 0: writes check the lease (fence) */
 	int64_t fence_hold_ms; /* ... and end if idle this long */
+	int listen_pid;        /* the backend that LISTENs for the lease */
 	char commit_fault[256]; /* test builds: one commit fails */
 };
 
@@ -263,6 +264,7 @@ int cnl_pg_lease_renew(struct cnl_store *s, const char *holder, int64_t epoch,
 int cnl_pg_lease_get(struct cnl_store *s, struct cnl_store_lease *ret);
 int cnl_pg_lease_release(struct cnl_store *s, const char *holder,
                          int64_t epoch);
+int cnl_pg_lease_wait(struct cnl_store *s, int64_t ms);
 void cnl_pg_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
 
 #endif /* CNL_STORE_POSTGRES_INTERNAL_H */

@@ -255,6 +255,7 @@ static const struct cnl_store_ops postgres_ops = {
     .lease_renew = cnl_pg_lease_renew,
     .lease_get = cnl_pg_lease_get,
     .lease_release = cnl_pg_lease_release,
+    .lease_wait = cnl_pg_lease_wait,
     .fence = cnl_pg_fence,
 };
 

@@ -25,11 +25,15 @@
  *     time: its lock on the lease row cannot bar a takeover for longer.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cnlab/errors.h"
 #include "store/postgres-internal.h"
+
+/* Where the lease's changes are announced (NOTIFY): a hint only. */
+#define LEASE_CHANNEL "cnlab_lease"
 
 static void read_lease(const PGresult *res, int row, void *out)
 {
@@ -73,6 +77,13 @@ int cnl_pg_lease_acquire(struct cnl_store *s, const char *holder,
 	    " OR l.expires_ms <= (SELECT ms FROM now)"
 	    " RETURNING holder, epoch, expires_ms, (SELECT ms FROM now)",
 	    2, v, read_lease, ret);
+	/* A hint to the others that the lease changed hands
+	 * (cnl_pg_lease_wait): taken now, or renewed by its own holder,
+	 * which happens only at a takeover (renewals go through renew). */
+	if (r == 0)
+		(void)cnl_pg_write(p,
+		                   "SELECT pg_notify('" LEASE_CHANNEL "', $1)",
+		                   1, (const char *[]){ret->holder}, false);
 	if (r != -CNL_ENOTFOUND)
 		return r;
 	/* Held by another, unexpired: say by whom. */
@@ -118,9 +129,11 @@ int cnl_pg_lease_release(struct cnl_store *s, const char *holder, int64_t epoch)
 
 	/* The holder stays: the next acquire is another's, a new epoch. */
 	r = cnl_pg_write(cnl_pg(s),
-	                 "UPDATE leases SET expires_ms = 0 WHERE"
+	                 "WITH u AS (UPDATE leases SET expires_ms = 0 WHERE"
 	                 " name = 'leader' AND holder = $1 AND"
-	                 " epoch = $2::bigint",
+	                 " epoch = $2::bigint RETURNING holder)"
+	                 " SELECT pg_notify('" LEASE_CHANNEL "', holder)"
+	                 " FROM u",
 	                 2, v, true);
 	return r == -CNL_ENOTFOUND ? -CNL_EFENCED : r;
 }
@@ -129,4 +142,48 @@ void cnl_pg_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms)
 {
 	cnl_pg(s)->fence_epoch = epoch;
 	cnl_pg(s)->fence_hold_ms = hold_ms;
+}
+
+/* Drain the notifications libpq holds: whether there was one. */
+static bool drain(PGconn *c)
+{
+	PGnotify *n;
+	bool got = false;
+
+	while ((n = PQnotifies(c))) {
+		got = true;
+		PQfreemem(n);
+	}
+	return got;
+}
+
+int cnl_pg_lease_wait(struct cnl_store *s, int64_t ms)
+{
+	struct cnl_pg_store *p = cnl_pg(s);
+	struct pollfd pf;
+	int r;
+
+	if (p->depth)
+		return -EINVAL;
+	/* LISTEN once per session: a connection made again is a new one. */
+	if (PQstatus(p->conn) != CONNECTION_OK ||
+	    PQbackendPID(p->conn) != p->listen_pid) {
+		if ((r = cnl_pg_exec(p, "LISTEN " LEASE_CHANNEL, 0, NULL,
+		                     NULL)) < 0)
+			return r;
+		p->listen_pid = PQbackendPID(p->conn);
+	}
+	if (!PQconsumeInput(p->conn))
+		return -ENOTCONN;
+	if (drain(p->conn))
+		return 1;
+	pf = (struct pollfd){PQsocket(p->conn), POLLIN, 0};
+	r = poll(&pf, 1, (int)(ms > 60000 ? 60000 : ms));
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (r == 0)
+		return 0;
+	if (!PQconsumeInput(p->conn))
+		return -ENOTCONN;
+	return drain(p->conn) ? 1 : 0;
 }

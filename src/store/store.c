@@ -221,6 +221,15 @@ int cnl_store_lease_release(struct cnl_store *s, const char *holder,
 	return s->ops->lease_release(s, holder, epoch);
 }
 
+int cnl_store_lease_wait(struct cnl_store *s, int64_t ms)
+{
+	if (!s || ms < 0)
+		return -EINVAL;
+	if (!s->ops->lease_wait)
+		return -ENOTSUP;
+	return s->ops->lease_wait(s, ms);
+}
+
 int cnl_store_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms)
 {
 	if (!s || epoch < 0 || hold_ms < 1 || hold_ms > 3600000)

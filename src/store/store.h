@@ -329,6 +329,7 @@ struct cnl_store_ops {
 	int (*lease_get)(struct cnl_store *s, struct cnl_store_lease *ret);
 	int (*lease_release)(struct cnl_store *s, const char *holder,
 	                     int64_t epoch);
+	int (*lease_wait)(struct cnl_store *s, int64_t ms);
 	void (*fence)(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
 };
 
@@ -659,6 +660,13 @@ int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
  * a standby need not wait for it to expire: 0, or -CNL_EFENCED when it was
  * no longer @holder's.
  *
+ * cnl_store_lease_wait - wait up to @ms for a hint that the lease changed
+ * (a new holder took it, or its holder gave it up: PostgreSQL's
+ * LISTEN/NOTIFY on the handle's own connection): 1 when one came, 0 when
+ * none did, -ENOTSUP where the backend has none, another negative errno
+ * when the connection failed.  Only a hint (behind pgbouncer in
+ * transaction mode none comes): re-read the lease either way.
+ *
  * cnl_store_fence - from now on every write transaction of @s (every
  * write call, and each cnl_store_tx_begin()) first checks, in the same
  * transaction, that the lease is @epoch's and unexpired, holding it
@@ -680,6 +688,7 @@ int cnl_store_lease_renew(struct cnl_store *s, const char *holder,
 int cnl_store_lease_get(struct cnl_store *s, struct cnl_store_lease *ret);
 int cnl_store_lease_release(struct cnl_store *s, const char *holder,
                             int64_t epoch);
+int cnl_store_lease_wait(struct cnl_store *s, int64_t ms);
 int cnl_store_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
 
 /* cnl_store_project_set_flags - 0 or -CNL_ENOTFOUND. */

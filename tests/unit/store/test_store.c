@@ -1846,6 +1846,49 @@ static void test_lease_and_fence(void **state)
 	cnl_store_close(s2);
 }
 
+/*
+ * The lease's hints (LISTEN/NOTIFY): a follower waiting on its handle
+ * hears a takeover and a release at once, and nothing of a renewal.
+ * Behind pgbouncer in transaction mode no hint need come, but waiting
+ * must not break the handle.
+ */
+static void test_lease_hints(void **state)
+{
+	struct fixture *f = *state;
+	const char *direct = getenv("CNLAB_TEST_PG_DIRECT");
+	struct cnl_store *s2 = NULL;
+	struct cnl_store_lease l;
+	char err[256];
+	bool hints;
+
+	if (!is_pg(f->path)) {
+		assert_int_equal(cnl_store_lease_wait(f->s, 10), -ENOTSUP);
+		return;
+	}
+	hints = direct && pg_base && strcmp(direct, pg_base) == 0;
+	if (cnl_store_open(f->path, &s2, err, sizeof(err)) != 0)
+		fail_msg("second handle: %s", err);
+	assert_int_equal(cnl_store_lease_wait(s2, 0), 0); /* listening */
+	assert_int_equal(cnl_store_lease_acquire(f->s, "a", 60000, &l), 0);
+	if (hints)
+		assert_int_equal(cnl_store_lease_wait(s2, 10000), 1);
+	else
+		assert_true(cnl_store_lease_wait(s2, 200) >= 0);
+	assert_int_equal(cnl_store_lease_renew(f->s, "a", 1, 60000, &l), 0);
+	if (hints)
+		assert_int_equal(cnl_store_lease_wait(s2, 300), 0);
+	assert_int_equal(cnl_store_lease_release(f->s, "a", 1), 0);
+	if (hints)
+		assert_int_equal(cnl_store_lease_wait(s2, 10000), 1);
+	else
+		assert_true(cnl_store_lease_wait(s2, 200) >= 0);
+	/* The waiting handle goes on as any other. */
+	assert_int_equal(cnl_store_lease_acquire(s2, "b", 60000, &l), 0);
+	assert_int_equal(l.epoch, 2);
+	assert_int_equal(cnl_store_lease_wait(s2, -1), -EINVAL);
+	cnl_store_close(s2);
+}
+
 static void test_transactions(void **state)
 {
 	struct fixture *f = *state;
@@ -2052,6 +2095,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_doc_replace_keeps_other_names,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_two_handles, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lease_hints, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_and_fence, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
