@@ -2,12 +2,15 @@
 # replicas_bench.sh - issue 21's figures, side by side in one run:
 #   1. durable submissions/s (wrk -t2 -c64, bench/wrk_submit.lua) to cnlabd
 #      on SQLite (the baseline), on PostgreSQL with one replica, with three
-#      (a leader and two standbys), and through pgbouncer in transaction
-#      mode; beside each, wrk on GET /healthz of the same daemon;
+#      (to the leader, and through a follower that forwards to it), and
+#      through pgbouncer in transaction mode; beside each, wrk on GET
+#      /healthz of the same daemon;
 #   2. failover time over KILLS kills (default 20) of the leader of three
 #      replicas with the default lease (5 s) unless --lease: from kill -9
 #      to the first submission acknowledged by the new leader (a client
-#      retrying every 20 ms on every replica), median and max.
+#      retrying every 20 ms on every replica), median and max; then
+#      STOPS clean stops (SIGTERM: the lease given up, the followers told
+#      through LISTEN/NOTIFY) timed the same way.
 # A real PostgreSQL 15 and pgbouncer, started by tests/lib/pg-tmp.
 #
 #   bench/replicas_bench.sh [--seconds S] [--kills N] [--lease D] [--no-build]
@@ -15,6 +18,7 @@ set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 seconds=5
 kills=20
+stops=5
 lease=5s
 build=1
 while [ $# -gt 0 ]; do
@@ -70,7 +74,7 @@ start() {
 }
 up() { # up PORT: wait until it answers
 	for _ in $(seq 600); do
-		curl -sS --max-time 1 "http://127.0.0.1:$1/healthz" >/dev/null 2>&1 && return 0
+		curl -fsS --max-time 1 "http://127.0.0.1:$1/healthz" >/dev/null 2>&1 && return 0
 		sleep 0.05
 	done
 	return 1
@@ -104,9 +108,11 @@ start pg3a "$direct/$db"
 up "$port" || exit 1
 lport=$port
 start pg3b "$direct/$db"
+fport=$port
 start pg3c "$direct/$db"
 sleep 1
-read -r s h < <(rate "$lport") && echo "| PostgreSQL, 3 replicas (the leader serves; 2 standbys) | $s | $h |"
+read -r s h < <(rate "$lport") && echo "| PostgreSQL, 3 replicas, to the leader | $s | $h |"
+read -r s h < <(rate "$fport") && echo "| PostgreSQL, 3 replicas, through a follower (forwarded to the leader; /healthz is the follower's own) | $s | $h |"
 for r in pg3a pg3b pg3c; do kill -TERM "${pids[$r]}"; wait "${pids[$r]}" 2>/dev/null; unset "pids[$r]"; done
 newdb
 start pgb "$bouncer/$db"
@@ -151,7 +157,7 @@ for k in $(seq "$kills"); do
 		[ $((i % 3)) = 0 ] && sleep 0.02
 	done
 	times+=($(($(date +%s%3N) - t0)))
-	start "f$lr" "$direct/$db" # back as a standby, on a new port
+	start "f$lr" "$direct/$db" # back as a follower, on a new port
 	ports[$((lr - 1))]=$port
 done
 sorted=$(printf '%s\n' "${times[@]}" | sort -n)
@@ -160,4 +166,38 @@ med=$(sed -n "$(((cnt + 1) / 2))p" <<<"$sorted")
 max=$(tail -1 <<<"$sorted")
 echo
 echo "Failover, lease $lease, $cnt kills of the leader of 3 replicas (kill -9 to the first submission the new leader acknowledges): median $med ms, max $max ms"
+echo "each: ${times[*]}"
+# Clean stops: the lease is released and the followers hear of it.
+gone() { # gone PID: it has exited (a zombie not yet waited for counts)
+	local st
+	st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)
+	[ -z "$st" ] || [ "$st" = Z ]
+}
+times=()
+for k in $(seq "$stops"); do
+	sleep 1
+	lr=$(leader_of)
+	[ -n "$lr" ] || { echo "no leader before stop $k" >&2; break; }
+	kill -TERM "${pids[f$lr]}"
+	t0=$(date +%s%3N)
+	i=0
+	while :; do
+		p=${ports[$((i % 3))]}
+		code=$(curl -sS --max-time 2 -o /dev/null -w '%{http_code}' -X POST \
+			-H "Authorization: Bearer $tok" -d '{"command":"true","gpu":"h100-25"}' \
+			"http://127.0.0.1:$p/v1/projects/$proj/jobs" 2>/dev/null)
+		[ "$code" = 201 ] && gone "${pids[f$lr]}" && break
+		i=$((i + 1))
+		[ $((i % 3)) = 0 ] && sleep 0.02
+	done
+	times+=($(($(date +%s%3N) - t0)))
+	wait "${pids[f$lr]}" 2>/dev/null
+	start "f$lr" "$direct/$db"
+	ports[$((lr - 1))]=$port
+done
+sorted=$(printf '%s\n' "${times[@]}" | sort -n)
+cnt=${#times[@]}
+med=$(sed -n "$(((cnt + 1) / 2))p" <<<"$sorted")
+max=$(tail -1 <<<"$sorted")
+echo "Clean stops (SIGTERM), $cnt of the leader of 3 replicas (to the first submission acknowledged once it has exited): median $med ms, max $max ms"
 echo "each: ${times[*]}"

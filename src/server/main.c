@@ -40,6 +40,7 @@
 /* Settings: defaults < config file < CNLAB_* environment < flags. */
 struct settings {
 	char *data_dir;
+	char *files_dir;
 	char *store;
 	int64_t store_pool;
 	int64_t lease;
@@ -86,6 +87,11 @@ static const struct cnl_config_def settings_table[] = {
     {"data_dir", CNL_CONFIG_STRING, S(data_dir), NULL, 0, 0,
      "State directory (kept 0700, its files 0600): the SQLite file "
      "cnlab.db, and jobs' files under files/."},
+    {"files_dir", CNL_CONFIG_STRING, S(files_dir), NULL, 0, 0,
+     "Jobs' files: uploaded inputs and scripts, artifacts, imported "
+     "images (kept 0700, files 0600). Unset: files/ in data_dir. Several "
+     "cnlabd over one PostgreSQL: one folder shared by all of them (NFS), "
+     "so that a new leader has the files of the jobs the old one took."},
     {"store", CNL_CONFIG_STRING, S(store), NULL, 0, 0,
      "The state store: sqlite:///path/to/cnlab.db, or "
      "postgresql://user@host:port/db (libpq's URL; the password may come "
@@ -842,7 +848,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cnlabd: data_dir path too long\n");
 		goto out;
 	}
-	snprintf(files_dir, sizeof(files_dir), "%s/files", st.data_dir);
+	if ((size_t)snprintf(files_dir, sizeof(files_dir), "%s",
+	                     st.files_dir ? st.files_dir : "") >=
+	        sizeof(files_dir) ||
+	    (!st.files_dir && (size_t)snprintf(files_dir, sizeof(files_dir),
+	                                       "%s/files", st.data_dir) >=
+	                          sizeof(files_dir))) {
+		fprintf(stderr, "cnlabd: files_dir path too long\n");
+		goto out;
+	}
 	if (cnl_store_open(path, &store, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;
@@ -854,6 +868,15 @@ int main(int argc, char **argv)
 	 * write from here on is fenced at the lease's epoch. */
 	if (strcmp(cnl_store_backend(store), "postgresql") == 0) {
 		char label[600];
+
+		if (!st.files_dir)
+			cnl_log(CNL_LOG_WARN,
+			        "jobs' files are this replica's own",
+			        "files_dir=%s why=\"files_dir is unset: a new "
+			        "leader will not have the files of the jobs "
+			        "this one took; give every replica one shared "
+			        "folder\"",
+			        files_dir);
 
 		sigemptyset(&set);
 		sigaddset(&set, SIGINT);

@@ -83,7 +83,7 @@ for r in 1 2 3; do nbports+=("$(free_port)"); done
 # start R: replica R (1..3) on its own port and data folder.
 start() {
 	local r=$1
-	"$cnlabd" --store "$db" --data-dir "$tmp/d$r" --lease "$LEASE" \
+	"$cnlabd" --store "$db" --data-dir "$tmp/d$r" --files-dir "$tmp/files" --lease "$LEASE" \
 		--listen "127.0.0.1:${ports[$((r - 1))]}" \
 		--notebook-listen "127.0.0.1:${nbports[$((r - 1))]}" \
 		--bootstrap-admin admin --log-level info \
@@ -272,7 +272,16 @@ mkdir -p "$HOME"
 export CNLAB_SERVER="http://127.0.0.1:${ports[0]},http://127.0.0.1:${ports[1]},http://127.0.0.1:${ports[2]}"
 echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --user admin --password-stdin >/dev/null 2>&1 &&
 	ok "cnlab logs in through the list of replicas" || bad "cnlab login"
-id=$("$cnlab" run --detach --gpu h100-25 --project replicas -o json -- sh -c 'echo cli' 2>&1 | jq -r '.id // empty')
+# A script over 512 KiB: its file is uploaded to the leader (files_dir),
+# which is killed before any node could take the job; the new leader
+# hands the file out from the folder the replicas share.
+{
+	echo 'echo uploaded-before-the-failover'
+	head -c 600000 /dev/zero | tr '\0' '#'
+	echo
+} >"$tmp/up.sh"
+id=$("$cnlab" run --detach --gpu h100-25 --priority high --project replicas -o json "$tmp/up.sh" 2>&1 | jq -r '.id // empty')
+upid=$id
 [ -n "$id" ] && ok "cnlab run --detach reaches the leader" || bad "cnlab run: $id"
 old=$lr
 oldepoch=$lepoch
@@ -362,6 +371,16 @@ for id in "${jobs[@]}"; do
 	[ "$n" = 1 ] && outs=$((outs + 1))
 done
 [ $outs = 6 ] && ok "each job's output once" || bad "$outs of 6 jobs have their output once"
+st=
+for _ in $(seq 150); do
+	st=$("$cnlab" jobs show "$upid" --project replicas -o json 2>/dev/null | jq -r '.state // empty')
+	case $st in succeeded | failed | cancelled) break ;; esac
+	sleep 0.2
+done
+out=$("$cnlab" jobs logs "$upid" --project replicas 2>&1)
+[ "$st" = succeeded ] && grep -qx uploaded-before-the-failover <<<"$out" &&
+	ok "a job whose script was uploaded before a failover runs after it (files_dir shared)" ||
+	bad "uploaded job across the failover: state=$st logs=$out"
 # --- the CLI through one follower only ------------------------------------
 fr=
 for r in 1 2 3; do
@@ -376,18 +395,18 @@ rc=$?
 [ $rc = 3 ] && [ "$out" = through-a-follower ] &&
 	ok "cnlab run through a follower only (replica $fr): output streamed, exit code 3" ||
 	bad "cnlab run through a follower: rc=$rc out=$out err=$(cat "$tmp/frun.err")"
-# A script over the command's 1 KiB goes up as an upload (a streamed
-# body, with its length).
+# A script over 512 KiB goes up as an upload (a streamed body, with its
+# length).
 {
 	echo 'echo big-through-a-follower'
-	head -c 300000 /dev/zero | tr '\0' '#'
+	head -c 600000 /dev/zero | tr '\0' '#'
 	echo
 } >"$tmp/big.sh"
 out=$(CNLAB_SERVER=$furl CNLAB_TOKEN=$tok timeout 120 "$cnlab" run "$tmp/big.sh" --gpu h100-100 \
 	--project replicas 2>"$tmp/fbig.err")
 rc=$?
 [ $rc = 0 ] && [ "$out" = big-through-a-follower ] &&
-	ok "a 300 KB script uploaded through a follower runs" ||
+	ok "a 600 KB script uploaded through a follower runs" ||
 	bad "upload through a follower: rc=$rc out=$out err=$(cat "$tmp/fbig.err")"
 srv=$(curl -sS -X POST -H "$auth" -d '{"name":"nb","image":"host","profile":"h100-25pct"}' \
 	"$furl/v1/projects/$proj/servers" | jq -r .id)
