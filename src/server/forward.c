@@ -165,12 +165,33 @@ static bool hop_header(const char *name)
 	return false;
 }
 
+/* Whether @s holds a byte that would end or split a line of the head
+ * (a control character other than tab), which goes up nowhere. */
+static bool unsafe(const char *s, bool space_too)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if ((ch < 0x20 && ch != '\t') || ch == 0x7f ||
+		    (space_too && (ch == ' ' || ch == '\t')))
+			return true;
+	}
+	return false;
+}
+
+struct head_ctx {
+	struct cnl_metrics_buf *b;
+	bool bad;
+};
+
 static void head_add(void *arg, const char *name, const char *value)
 {
-	struct cnl_metrics_buf *b = arg;
+	struct head_ctx *h = arg;
 
-	if (!hop_header(name))
-		cnl_mb_printf(b, "%s: %s\r\n", name, value);
+	if (unsafe(name, true) || unsafe(value, false) || !name[0])
+		h->bad = true;
+	else if (!hop_header(name))
+		cnl_mb_printf(h->b, "%s: %s\r\n", name, value);
 }
 
 /* The leader's address as the standby's wait last read it, or why there
@@ -312,6 +333,15 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 		               "Content-Length, not Transfer-Encoding");
 		return -1;
 	}
+	/* What goes up is what the leader would have parsed itself: no
+	 * byte that could make two requests of one. */
+	if (unsafe(req->uri, true) || unsafe(req->method, true) ||
+	    (up && unsafe(up, false))) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "the request line holds a control character or "
+		               "a space");
+		return -1;
+	}
 	f = cnl_xcalloc(1, sizeof(*f));
 	f->upgrade = up != NULL;
 	f->epoch = epoch;
@@ -335,7 +365,19 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 	/* The head as the leader is to see it. */
 	cnl_mb_printf(&h, "%s %s HTTP/%s\r\n", req->method, req->uri,
 	              f->upgrade ? "1.1" : "1.0");
-	cnl_http_headers_each(req, head_add, &h);
+	{
+		struct head_ctx hc = {&h, false};
+
+		cnl_http_headers_each(req, head_add, &hc);
+		if (hc.bad) {
+			explicit_bzero(h.p, h.n);
+			free(h.p);
+			fwd_free(f);
+			cnl_http_error(resp, 400, "bad_request",
+			               "a header holds a control character");
+			return -1;
+		}
+	}
 	if (f->upgrade)
 		cnl_mb_printf(&h, "Connection: Upgrade\r\nUpgrade: %s\r\n", up);
 	else
@@ -509,6 +551,7 @@ static void fwd_end(void *state, struct cnl_http_request *req,
 	int64_t length = -1;
 	ssize_t hl = f->failed ? -1 : read_head(f);
 	int status = 0;
+	bool chunked = false;
 	char *line;
 
 	(void)req;
@@ -541,12 +584,28 @@ static void fwd_end(void *state, struct cnl_http_request *req,
 				v++;
 			if (strcasecmp(line, "Content-Length") == 0)
 				length = strtoll(v, NULL, 10);
+			else if (strcasecmp(line, "Transfer-Encoding") == 0 &&
+			         status != 101)
+				chunked = true;
 			else if (!hop_header(line) ||
 			         (status == 101 &&
 			          strcasecmp(line, "Upgrade") == 0))
 				cnl_mb_printf(&hdr, "%s: %s\r\n", line, v);
 		}
 		line = eol ? eol + 2 : NULL;
+	}
+	/* Asked as HTTP/1.0 (or for an upgrade), the leader frames a reply
+	 * by its length or its end: a chunked one is not passed on as if
+	 * it were the body. */
+	if (chunked) {
+		free(hdr.p);
+		cnl_http_error(resp, 502, "bad_gateway",
+		               "the leader (%s) answered in a framing this "
+		               "follower does not pass on",
+		               f->leader);
+		atomic_fetch_add(&g.failed, 1);
+		fwd_free(f);
+		return;
 	}
 	atomic_fetch_add(&g.forwarded, 1);
 	f->off = (size_t)hl;

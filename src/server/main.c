@@ -851,9 +851,9 @@ int main(int argc, char **argv)
 	if ((size_t)snprintf(files_dir, sizeof(files_dir), "%s",
 	                     st.files_dir ? st.files_dir : "") >=
 	        sizeof(files_dir) ||
-	    (!st.files_dir && (size_t)snprintf(files_dir, sizeof(files_dir),
-	                                       "%s/files", st.data_dir) >=
-	                          sizeof(files_dir))) {
+	    (!st.files_dir &&
+	     (size_t)snprintf(files_dir, sizeof(files_dir), "%s/files",
+	                      st.data_dir) >= sizeof(files_dir))) {
 		fprintf(stderr, "cnlabd: files_dir path too long\n");
 		goto out;
 	}
