@@ -54,6 +54,15 @@ rc=$?
 grep -q "$pw" <<<"$out" && bad "migrate printed the password" || ok "migrate's output has no password"
 out=$("$cnlabd" migrate --store "$db" 2>&1) && [ "$(q 'SELECT count(*) FROM schema_version')" = 4 ] &&
 	ok "migrate again changes nothing" || bad "second migrate: $out"
+# Several database hosts in one URL (a Patroni cluster): libpq takes the
+# one that accepts writes; the first here does not answer at all.
+hp=${base#postgresql://cnlab:*@}
+multi="postgresql://cnlab:$pw@127.0.0.1:1,$hp/cnlab?target_session_attrs=read-write"
+out=$("$cnlabd" migrate --store "$multi" 2>&1)
+rc=$?
+[ $rc = 0 ] && grep -q 'schema version 4, up to date' <<<"$out" && ! grep -q "$pw" <<<"$out" &&
+	ok "a URL of several hosts (target_session_attrs=read-write) reaches the one that answers" ||
+	bad "several hosts: rc=$rc $out"
 q "INSERT INTO schema_version VALUES (99, 1)"
 out=$("$cnlabd" migrate --store "$db" 2>&1)
 rc=$?
