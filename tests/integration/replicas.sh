@@ -32,8 +32,13 @@
 #     under them: every job ends succeeded, its output once, and no job
 #     was ever started twice (on either node: the agents' own logs);
 #   - the CLI given one follower's address only: cnlab run streams the
-#     output and ends with the job's exit code; cnlab server exec (an
-#     upgraded connection, relayed both ways) runs in the server.
+#     output and ends with the job's exit code, a 600 KB script goes up as
+#     an upload; cnlab server exec (an upgraded connection, relayed both
+#     ways) runs in the server;
+#   - a job whose script was uploaded to a leader killed before any node
+#     took it runs under the next leader (files_dir shared);
+#   - over TLS a follower forwards to the https leader it verifies with
+#     replica_ca_file, and one that cannot verify it forwards nothing.
 # Failover times (kill to the new leader's first acknowledged submission)
 # are printed; bench/replicas_bench.sh measures them properly.
 set -u
@@ -472,4 +477,39 @@ wait "${pids[1]}"
 rc=$?
 [ $rc = 75 ] && ok "healed, it finds its lease taken and exits 75" || bad "healed old leader: rc=$rc"
 unset "pids[1]"
+# --- replicas over TLS: the follower verifies the leader ----------------
+for k in "${!pids[@]}"; do
+	kill -TERM "${pids[$k]}" 2>/dev/null
+	wait "${pids[$k]}" 2>/dev/null
+	unset "pids[$k]"
+done
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -days 1 \
+	-subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
+tls=(--tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem")
+tstart() { # tstart R [FLAGS...]: replica R over TLS
+	local r=$1
+	shift
+	"$cnlabd" --store "$db" --data-dir "$tmp/t$r" --files-dir "$tmp/files" --lease "$LEASE" "${tls[@]}" "$@" \
+		--listen "127.0.0.1:${ports[$((r - 1))]}" --notebook-listen "127.0.0.1:${nbports[$((r - 1))]}" \
+		>>"$tmp/tout$r" 2>>"$tmp/terr$r" &
+	pids[$r]=$!
+}
+tstart 1
+for _ in $(seq 200); do
+	[ "$(curl -sS --cacert "$tmp/cert.pem" "https://127.0.0.1:${ports[0]}/healthz" 2>/dev/null | jq -r .role 2>/dev/null)" = leader ] && break
+	sleep 0.05
+done
+tstart 2 --replica-ca-file "$tmp/cert.pem"
+tstart 3 # no CA for the leader's certificate
+sleep 2
+h=$(curl -sS --cacert "$tmp/cert.pem" "https://127.0.0.1:${ports[1]}/healthz")
+w=$(curl -sS --cacert "$tmp/cert.pem" -H "$auth" "https://127.0.0.1:${ports[1]}/v1/auth/whoami" | jq -r '.name // empty')
+[ "$(jq -r .leader <<<"$h")" = "https://127.0.0.1:${ports[0]}" ] && [ "$w" = admin ] &&
+	ok "over TLS a follower forwards to the https leader it verifies (replica_ca_file)" ||
+	bad "TLS forwarding: health $h whoami '$w' $(tail -3 "$tmp/terr2")"
+h=$(curl -sS --cacert "$tmp/cert.pem" -w ' %{http_code}' -H "$auth" "https://127.0.0.1:${ports[2]}/v1/auth/whoami")
+[ "${h##* }" = 503 ] && [ "$(jq -r .error.code <<<"${h% *}")" = not_leader ] &&
+	grep -q 'cannot forward to the leader.*certificate' "$tmp/terr3" &&
+	ok "a follower that cannot verify the leader's certificate forwards nothing (503 not_leader)" ||
+	bad "unverified TLS leader: $h $(tail -3 "$tmp/terr3")"
 [ "$fails" = 0 ] || exit 1
