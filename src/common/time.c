@@ -28,6 +28,17 @@ int64_t cnl_time_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void cnl_time_deadline(struct timespec *ret, clockid_t clock, int64_t ms)
+{
+	clock_gettime(clock, ret);
+	ret->tv_sec += (time_t)(ms / 1000);
+	ret->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ret->tv_nsec >= 1000000000L) {
+		ret->tv_sec++;
+		ret->tv_nsec -= 1000000000L;
+	}
+}
+
 int64_t cnl_time_mono_ns(void)
 {
 	struct timespec ts;

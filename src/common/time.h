@@ -3,15 +3,17 @@
  * human-friendly durations ("1h30m").
  *
  * CNLab keeps every instant as int64_t milliseconds since the Unix epoch
- * (UTC) and every duration as int64_t milliseconds.  Only cnl_time_now_ms()
- * and cnl_time_mono_ns() read a clock; everything else is a pure function of
- * its arguments, so schedulers and the simulator can replay time exactly.
+ * (UTC) and every duration as int64_t milliseconds.  Only cnl_time_now_ms(),
+ * cnl_time_mono_ns() and cnl_time_deadline() read a clock; everything else
+ * is a pure function of its arguments, so schedulers and the simulator can
+ * replay time exactly.
  */
 #ifndef CNL_TIME_H
 #define CNL_TIME_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Buffer size that always holds a cnl_time_format_rfc3339() result. */
 #define CNL_TIME_RFC3339_MAX 25
@@ -26,6 +28,13 @@ int64_t cnl_time_now_ms(void);
  * between two readings mean anything.
  */
 int64_t cnl_time_mono_ns(void);
+
+/*
+ * cnl_time_deadline - @clock (CLOCK_MONOTONIC, CLOCK_REALTIME) now plus
+ * @ms, normalised, into *@ret: the absolute time a timed wait
+ * (pthread_cond_timedwait on a condition of that clock) ends at.
+ */
+void cnl_time_deadline(struct timespec *ret, clockid_t clock, int64_t ms);
 
 /*
  * cnl_time_format_rfc3339 - write @ms as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC,

@@ -210,17 +210,6 @@ static void tunnel_release(struct cnl_api *api, struct cnl_api_tunnel *t)
 	free(t);
 }
 
-static void timespec_after(struct timespec *ts, int64_t ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000;
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
-}
-
 void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp)
 {
@@ -284,7 +273,7 @@ void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
 		left = deadline - cnl_time_now_ms();
 		if (out.n || left <= 0 || atomic_load(&api->proxy_stop))
 			break;
-		timespec_after(&ts, left);
+		cnl_time_deadline(&ts, CLOCK_REALTIME, left);
 		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
 	}
 	cnl_http_reply(resp, 200, cnl_wire_tunnels_encode(&out));
@@ -433,7 +422,8 @@ static bool tunnel_wait(struct cnl_api *api, struct cnl_api_tunnel *t)
 
 	while (!t->opened && cnl_time_now_ms() < deadline &&
 	       !atomic_load(&api->proxy_stop)) {
-		timespec_after(&ts, deadline - cnl_time_now_ms());
+		cnl_time_deadline(&ts, CLOCK_REALTIME,
+		                  deadline - cnl_time_now_ms());
 		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
 	}
 	return t->opened;

@@ -49,6 +49,7 @@
 
 #include "cnlab/errors.h"
 #include "common/log.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "server/commit.h"
 
@@ -77,17 +78,6 @@ static void wake_all(atomic_uint *w)
 {
 	atomic_fetch_add_explicit(w, 1, memory_order_release);
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
-static void deadline_after(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
 }
 
 /* One sync, the lock dropped around it; called and returns with it. */
@@ -134,7 +124,7 @@ static void sync_once(struct cnl_commit *gc)
 	if (r < 0) {
 		struct timespec ts;
 
-		deadline_after(&ts, FAIL_PAUSE_MS);
+		cnl_time_deadline(&ts, CLOCK_MONOTONIC, FAIL_PAUSE_MS);
 		while (!gc->stop && pthread_cond_timedwait(&gc->kick, &gc->mu,
 		                                           &ts) != ETIMEDOUT)
 			;
@@ -152,7 +142,7 @@ static void *syncer(void *arg)
 			sync_once(gc);
 			continue;
 		}
-		deadline_after(&ts, SYNC_IDLE_MS);
+		cnl_time_deadline(&ts, CLOCK_MONOTONIC, SYNC_IDLE_MS);
 		if (pthread_cond_timedwait(&gc->kick, &gc->mu, &ts) ==
 		        ETIMEDOUT &&
 		    cnl_store_written(gc->store) > gc->durable)

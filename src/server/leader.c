@@ -85,17 +85,6 @@ void cnl_leader_seen(struct cnl_leader_seen *ret)
 	pthread_mutex_unlock(&seen.mu);
 }
 
-static void deadline_in(struct timespec *ts, int64_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void *renewer(void *arg)
 {
 	struct cnl_leader *l = arg;
@@ -109,7 +98,7 @@ static void *renewer(void *arg)
 		int64_t t0;
 		int r;
 
-		deadline_in(&ts, l->ttl_ms / 3);
+		cnl_time_deadline(&ts, CLOCK_MONOTONIC, l->ttl_ms / 3);
 		if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) != ETIMEDOUT ||
 		    l->stop)
 			continue;

@@ -252,6 +252,25 @@ static void test_clocks(void **state)
 	assert_true(m2 - m1 >= 2000000);
 }
 
+/* A deadline is the clock's reading plus the wait, its nanoseconds
+ * carried into seconds. */
+static void test_deadline(void **state)
+{
+	static const int64_t waits[] = {0, 1, 999, 1000, 1999, 123456};
+	(void)state;
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+		int64_t before = cnl_time_mono_ns(), at, after;
+		struct timespec d;
+
+		cnl_time_deadline(&d, CLOCK_MONOTONIC, waits[i]);
+		after = cnl_time_mono_ns();
+		assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+		at = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+		assert_true(at >= before + waits[i] * 1000000);
+		assert_true(at <= after + waits[i] * 1000000);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +282,7 @@ int main(void)
 	    cmocka_unit_test(test_duration_parse),
 	    cmocka_unit_test(test_duration_format),
 	    cmocka_unit_test(test_clocks),
+	    cmocka_unit_test(test_deadline),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
