@@ -312,6 +312,12 @@ int cnl_api_get_page(struct cnl_http_request *req,
 			return -1;
 		}
 	}
+	/* An id is printable ASCII: anything else is refused here, the
+	 * same on every store (PostgreSQL would refuse bytes that are not
+	 * UTF-8 itself, SQLite would page past them). */
+	for (const char *p = a; p && *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+			a = "";
 	if (a && (a[0] == '\0' || strlen(a) >= CNL_ID_MAX)) {
 		cnl_http_error(resp, 400, "bad_request",
 		               "query \"after\": must be an id");

@@ -841,6 +841,18 @@ static void test_paging(void **state)
 	http("GET", "/v1/projects?limit=abc", F.token[ADMIN], NULL, &r);
 	assert_error(&r, 400, "bad_request");
 	reply_done(&r);
+	/* A cursor that cannot be an id (a byte past ASCII, a space, a
+	 * control character): refused by name on every store. */
+	http("GET", "/v1/projects?after=%ff", F.token[ADMIN], NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(err_message(&r), "\"after\""));
+	reply_done(&r);
+	http("GET", "/v1/projects?after=a%20b", F.token[ADMIN], NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	reply_done(&r);
+	http("GET", "/v1/projects?after=prj_%01", F.token[ADMIN], NULL, &r);
+	assert_error(&r, 400, "bad_request");
+	reply_done(&r);
 }
 
 static void test_role_change_is_immediate(void **state)
