@@ -353,6 +353,18 @@ static void track_release(struct cnl_http_server *srv, int fd)
 	memset(t, 0, sizeof(*t));
 }
 
+/* @t stops counting toward its address's limit.  Under mu. */
+static void uncount(struct cnl_http_server *srv, struct track *t)
+{
+	struct peer *p;
+
+	if (t->over || t->uncounted)
+		return;
+	if ((p = peer_find(srv, t->ip, false)))
+		p->n--;
+	t->uncounted = true;
+}
+
 /* Move @conn to @phase (again: a body's progress), unless it was handed
  * over or cut; returns whether it is an over-the-limit one (TLS). */
 static bool track_phase(struct cnl_http_server *srv,
@@ -372,16 +384,25 @@ static bool track_phase(struct cnl_http_server *srv,
 			t->phase = (uint8_t)phase;
 			t->since_ms = mono_ms();
 		}
-		if (phase == PH_UPGRADED && !t->over && !t->uncounted) {
-			struct peer *p = peer_find(srv, t->ip, false);
-
-			if (p)
-				p->n--;
-			t->uncounted = true;
-		}
+		if (phase == PH_UPGRADED)
+			uncount(srv, t);
 	}
 	pthread_mutex_unlock(&srv->mu);
 	return over;
+}
+
+/* @conn no longer counts toward its address's limit (trust_header). */
+static void track_trusted(struct cnl_http_server *srv,
+                          struct MHD_Connection *conn)
+{
+	int fd = srv && srv->track ? conn_fd(conn) : -1;
+
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&srv->mu);
+	if (fd < srv->ntrack && srv->track[fd].used)
+		uncount(srv, &srv->track[fd]);
+	pthread_mutex_unlock(&srv->mu);
 }
 
 /* libmicrohttpd's notice of a connection's start and end: the end frees
@@ -1121,6 +1142,13 @@ static bool head_refused(struct cnl_http_server *srv,
 	if (cnl_http_framing_end(&f, NULL, why, sizeof(why)) < 0) {
 		cnl_http_error(resp, 400, "bad_request", "%s", why);
 		return true;
+	}
+	if (srv->cfg.trust_header && srv->cfg.trust) {
+		const char *v = MHD_lookup_connection_value(
+		    conn, MHD_HEADER_KIND, srv->cfg.trust_header);
+
+		if (v && srv->cfg.trust(srv->cfg.trust_ud, v))
+			track_trusted(srv, conn);
 	}
 	/* RFC 9112: an HTTP/1.1 request without Host is a 400 (the origin a
 	 * proxy in front and we would each assume could differ); HTTP/1.0

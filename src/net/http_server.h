@@ -327,6 +327,13 @@ struct cnl_http_config {
 	/* Passed requests (see above); NULL prefix: none.  pass_open
 	 * returns 0 with its state in *@ret_state, or -1 with the answer
 	 * in @resp; pass_body < 0 drops the rest of the body. */
+	/* A connection whose request carries the header @trust_header with
+	 * a value @trust accepts (a replica forwarding its clients'
+	 * requests: server/forward.c) stops counting toward its address's
+	 * conn_per_client, as an upgraded one does; NULL: none. */
+	const char *trust_header;
+	bool (*trust)(void *ud, const char *value);
+	void *trust_ud;
 	const char *pass_prefix;
 	int (*pass_open)(void *ud, struct cnl_http_request *req,
 	                 struct cnl_http_response *resp, void **ret_state);

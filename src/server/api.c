@@ -32,6 +32,7 @@
 #include "net/error.h"
 #include "sched/sched.h"
 #include "server/api-internal.h"
+#include "server/forward.h"
 #include "server/trace.h"
 #include "server/api.h"
 #include "server/leader.h"
@@ -1165,6 +1166,12 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 
 	cnl_api_proxy_config(api, &cfg, false);
 	int r;
+
+	if (l->replica_proof) {
+		cfg.trust_header = CNL_FORWARD_PROOF_HEADER;
+		cfg.trust = cnl_forward_trusted;
+		cfg.trust_ud = (void *)l->replica_proof;
+	}
 
 	if ((r = cnl_api_routes_check(l->routes, l->nroutes, err, errlen)) < 0)
 		return r;

@@ -112,6 +112,10 @@ struct cnl_api_listen {
 	unsigned conn_max, conn_per_client, retry_after_s;
 	int64_t header_timeout_ms, body_timeout_ms;
 	size_t body_max; /* JSON routes' bodies */
+	/* Replicas: the proof a follower's forwarded connections carry
+	 * (server/forward.h), which then do not count toward its address's
+	 * conn_per_client; NULL: none.  Lives as long as the server. */
+	const char *replica_proof;
 };
 
 struct cnl_api;

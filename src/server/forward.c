@@ -38,6 +38,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -50,9 +54,10 @@
 
 /* Largest head of the leader's reply. */
 #define HEAD_MAX (64 * 1024)
-/* A leader that says nothing for this long is dropped (SSE and long
- * polls send something well within it). */
-#define IDLE_MS (10 * 60 * 1000)
+/* A leader that says nothing for this long is dropped: its streams send
+ * a keep-alive every 15 s and its long polls answer within 30 s, and the
+ * CLI itself gives up after 60 s of silence. */
+#define IDLE_MS (75 * 1000)
 /* To connect to the leader. */
 #define CONNECT_MS 3000
 
@@ -63,13 +68,18 @@ static struct {
 	atomic_uint_fast64_t forwarded, refused, failed;
 	char label[CNL_FORWARD_LABEL_MAX];
 	char cafile[CNL_FORWARD_LABEL_MAX];
+	/* Whether the leader took the last connection made to it (a
+	 * forward's or a health check's), and when (monotonic ms). */
+	atomic_bool reached;
+	_Atomic int64_t reached_at;
+	char proof[CNL_FORWARD_PROOF_LEN];
 } g;
 
 struct fwd {
 	struct cnl_client *cl;
 	struct cnl_client_stream *s;
 	bool upgrade;
-	bool failed; /* the body could not go up */
+	bool failed; /* the body could not all go up */
 	char leader[CNL_STORE_LEASE_HOLDER_MAX];
 	int64_t epoch; /* the leader's, when the request went up */
 	/* The leader's reply: bytes read past its head. */
@@ -126,18 +136,22 @@ static ssize_t up_read(struct fwd *f, char *buf, size_t n)
 	return -ETIMEDOUT;
 }
 
-/* All @n bytes to the client's socket @fd (an upgraded connection). */
+/* All @n bytes to the client's socket @fd (an upgraded connection); a
+ * client that takes nothing for IDLE_MS is given up. */
 static int down_write(int fd, const char *buf, size_t n)
 {
-	while (n && !atomic_load(&g.stop)) {
-		ssize_t w = send(fd, buf, n, MSG_NOSIGNAL);
+	int waited = 0;
+
+	while (n && !atomic_load(&g.stop) && waited < IDLE_MS) {
+		ssize_t w = send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && errno == EAGAIN) {
 			struct pollfd p = {fd, POLLOUT, 0};
 
-			(void)poll(&p, 1, 1000);
+			if (poll(&p, 1, 1000) == 0)
+				waited += 1000;
 			continue;
 		}
 		if (w <= 0)
@@ -153,11 +167,18 @@ static int down_write(int fd, const char *buf, size_t n)
 /* A header that belongs to one connection, never sent on. */
 static bool hop_header(const char *name)
 {
-	static const char *const drop[] = {
-	    "Connection", "Keep-Alive",        "Proxy-Authorization",
-	    "TE",         "Trailer",           "Transfer-Encoding",
-	    "Upgrade",    "Proxy-Connection",  "Expect",
-	    FWD_HEADER,   "Proxy-Authenticate"};
+	static const char *const drop[] = {"Connection",
+	                                   "Keep-Alive",
+	                                   "Proxy-Authorization",
+	                                   "TE",
+	                                   "Trailer",
+	                                   "Transfer-Encoding",
+	                                   "Upgrade",
+	                                   "Proxy-Connection",
+	                                   "Expect",
+	                                   FWD_HEADER,
+	                                   "Proxy-Authenticate",
+	                                   CNL_FORWARD_PROOF_HEADER};
 
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(drop); i++)
 		if (strcasecmp(name, drop[i]) == 0)
@@ -225,6 +246,66 @@ static bool leader_url(char *url, size_t len, int64_t *epoch, char *why,
 	return true;
 }
 
+/* Whether a Connection header's tokens name "upgrade". */
+static bool conn_upgrade(const char *v)
+{
+	while (v && *v) {
+		size_t n;
+
+		v += strspn(v, " \t,");
+		n = strcspn(v, " \t,");
+		if (n == 7 && strncasecmp(v, "upgrade", 7) == 0)
+			return true;
+		v += n;
+	}
+	return false;
+}
+
+static void note_reach(bool ok)
+{
+	atomic_store(&g.reached, ok);
+	atomic_store(&g.reached_at, cnl_time_mono_ns() / 1000000);
+}
+
+/* A connection to @url (TLS and its certificate included), the
+ * leader's: 0 with *@ret, or < 0 with @err. */
+static int dial(const char *url, long ms, struct cnl_client **cl,
+                struct cnl_client_stream **ret, char *err, size_t errlen)
+{
+	int r = cnl_client_new(
+	    &(struct cnl_client_config){
+	        .base = url,
+	        .cafile = g.cafile[0] ? g.cafile : NULL,
+	        .connect_timeout_ms = ms,
+	    },
+	    cl);
+
+	if (r < 0) {
+		snprintf(err, errlen, "%s", cnl_strerror(r));
+		*cl = NULL;
+	} else {
+		r = cnl_client_dial(*cl, ret, err, errlen);
+	}
+	note_reach(r == 0);
+	return r;
+}
+
+/* Whether the leader at @url takes a connection now: what a forward
+ * found in the last second, else a connection made to see. */
+static bool reachable(const char *url)
+{
+	struct cnl_client_stream *s = NULL;
+	struct cnl_client *cl = NULL;
+	char err[256];
+
+	if (cnl_time_mono_ns() / 1000000 - atomic_load(&g.reached_at) < 1000)
+		return atomic_load(&g.reached);
+	(void)dial(url, 1000, &cl, &s, err, sizeof(err));
+	cnl_client_stream_free(s);
+	cnl_client_free(cl);
+	return atomic_load(&g.reached);
+}
+
 static void not_leader(struct cnl_http_response *resp, const char *why)
 {
 	cnl_http_error(resp, 503, "not_leader",
@@ -239,20 +320,26 @@ static void not_leader(struct cnl_http_response *resp, const char *why)
 static void healthz(struct cnl_http_response *resp)
 {
 	struct cnl_leader_seen s;
-	bool ok;
+	bool ok, reach;
 	json_t *o;
 
 	cnl_leader_seen(&s);
 	ok = s.live && (strncmp(s.leader, "http://", 7) == 0 ||
 	                strncmp(s.leader, "https://", 8) == 0);
-	o = json_pack("{s:s,s:s,s:s,s:I}", "status", ok ? "ok" : "standby",
+	/* A follower that cannot reach the leader serves nothing: a load
+	 * balancer must look elsewhere. */
+	reach = ok && reachable(s.leader);
+	o = json_pack("{s:s,s:s,s:s,s:I}", "status",
+	              reach ? "ok"
+	              : ok  ? "unreachable"
+	                    : "standby",
 	              "role", "follower", "leader", s.leader, "epoch",
 	              (json_int_t)s.epoch);
 	json_object_set_new(o, "store_lag_ms",
 	                    s.age_ms < 0 ? json_null()
 	                                 : json_integer(s.age_ms));
-	cnl_http_reply(resp, ok ? 200 : 503, o);
-	if (!ok) {
+	cnl_http_reply(resp, reach ? 200 : 503, o);
+	if (!reach) {
 		free(resp->headers);
 		resp->headers = cnl_xstrdup("Retry-After: 1\r\n");
 	}
@@ -327,7 +414,14 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 		not_leader(resp, why);
 		return -1;
 	}
-	if (te && !up) {
+	/* An upgrade goes up as one only when asked for as the protocol
+	 * says (Connection: upgrade) and it is not HTTP/2's (h2c, which
+	 * the leader does not speak either): otherwise the Upgrade header
+	 * is the connection's and is dropped. */
+	if (up && (!conn_upgrade(cnl_http_header(req, "Connection")) ||
+	           strcasecmp(up, "h2c") == 0))
+		up = NULL;
+	if (te) {
 		cnl_http_error(resp, 411, "length_required",
 		               "a follower forwards a body only with its "
 		               "Content-Length, not Transfer-Encoding");
@@ -346,14 +440,7 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 	f->upgrade = up != NULL;
 	f->epoch = epoch;
 	snprintf(f->leader, sizeof(f->leader), "%s", url);
-	if (cnl_client_new(
-	        &(struct cnl_client_config){
-	            .base = url,
-	            .cafile = g.cafile[0] ? g.cafile : NULL,
-	            .connect_timeout_ms = CONNECT_MS,
-	        },
-	        &f->cl) < 0 ||
-	    (r = cnl_client_dial(f->cl, &f->s, err, sizeof(err))) < 0) {
+	if ((r = dial(url, CONNECT_MS, &f->cl, &f->s, err, sizeof(err))) < 0) {
 		snprintf(why, sizeof(why), "the leader at %s cannot be reached",
 		         url);
 		cnl_log(CNL_LOG_WARN, "cannot forward to the leader",
@@ -382,6 +469,9 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 		cnl_mb_printf(&h, "Connection: Upgrade\r\nUpgrade: %s\r\n", up);
 	else
 		cnl_mb_printf(&h, "Connection: close\r\n");
+	if (g.proof[0])
+		cnl_mb_printf(&h, "%s: %s\r\n", CNL_FORWARD_PROOF_HEADER,
+		              g.proof);
 	cnl_mb_printf(&h, "%s: %s\r\n\r\n", FWD_HEADER,
 	              g.label[0] ? g.label : "follower");
 	r = cnl_client_stream_write(f->s, h.p, h.n);
@@ -549,7 +639,10 @@ static void fwd_end(void *state, struct cnl_http_request *req,
 	struct fwd *f = state;
 	struct cnl_metrics_buf hdr = {0};
 	int64_t length = -1;
-	ssize_t hl = f->failed ? -1 : read_head(f);
+	/* A body that could not all go up may have been cut short by the
+	 * leader's own early answer (413, 401, 400 before the end): that
+	 * answer, when it came, is the reply. */
+	ssize_t hl = read_head(f);
 	int status = 0;
 	bool chunked = false;
 	char *line;
@@ -644,6 +737,33 @@ static void fwd_handler(void *call, struct cnl_http_request *req,
 	(void)call;
 	(void)req;
 	cnl_http_error(resp, 503, "not_leader", "this cnlabd follows");
+}
+
+void cnl_forward_proof(const void *key, size_t len,
+                       char out[CNL_FORWARD_PROOF_LEN])
+{
+	static const char text[] = "cnlab replica forwarding v1";
+	unsigned char mac[32];
+	unsigned int n = 0;
+
+	HMAC(EVP_sha256(), key, (int)len, (const unsigned char *)text,
+	     sizeof(text) - 1, mac, &n);
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+	OPENSSL_cleanse(mac, sizeof(mac));
+}
+
+void cnl_forward_set_proof(const char *proof)
+{
+	snprintf(g.proof, sizeof(g.proof), "%s", proof ? proof : "");
+}
+
+bool cnl_forward_trusted(void *proof, const char *value)
+{
+	const char *p = proof;
+
+	return p && p[0] && value && strlen(value) == strlen(p) &&
+	       CRYPTO_memcmp(p, value, strlen(p)) == 0;
 }
 
 void cnl_forward_label(const char *label)

@@ -18,6 +18,7 @@
 #ifndef CNL_SERVER_FORWARD_H
 #define CNL_SERVER_FORWARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct cnl_http_config;
@@ -39,6 +40,26 @@ int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
 /* cnl_forward_label - this cnlabd's own replica URL, which other replicas
  * forward to when it leads (a lease naming it is not forwarded to). */
 void cnl_forward_label(const char *label);
+
+/*
+ * Replicas prove to one another that a connection forwards clients'
+ * requests, so that the leader does not count it toward the follower's
+ * address's connection limit (each client is counted by the follower):
+ * the header CNL_FORWARD_PROOF_HEADER carries an HMAC-SHA256 of a fixed
+ * text under the secret the replicas share (CNLAB_JWT_SECRET), in hex.
+ * It lifts only that count; it grants nothing else.
+ */
+#define CNL_FORWARD_PROOF_HEADER "CNLab-Replica"
+#define CNL_FORWARD_PROOF_LEN    65 /* hex, NUL included */
+
+/* cnl_forward_proof - the proof for the shared secret @key. */
+void cnl_forward_proof(const void *key, size_t len,
+                       char out[CNL_FORWARD_PROOF_LEN]);
+/* cnl_forward_set_proof - what this follower sends (NULL: nothing). */
+void cnl_forward_set_proof(const char *proof);
+/* cnl_forward_trusted - whether @value is the proof @proof (a NUL-
+ * terminated hex string), in constant time: an http_server trust hook. */
+bool cnl_forward_trusted(void *proof, const char *value);
 
 /* cnl_forward_stop - end every forwarded request and relay (within a
  * second) and free @srv: before the leader's own listener takes the

@@ -628,6 +628,7 @@ int main(int argc, char **argv)
 	char aio_url[128] = "";
 	enum cnl_log_level level;
 	char host[64], path[4096], files_dir[4096], err[512];
+	char replica_proof[CNL_FORWARD_PROOF_LEN] = "";
 	char *cert = NULL, *key = NULL;
 	struct cnl_store *store = NULL;
 	struct cnl_leader *leader = NULL;
@@ -905,6 +906,8 @@ int main(int argc, char **argv)
 		replica_label(&st, host, port, cert != NULL, label,
 		              sizeof(label));
 		cnl_forward_label(label);
+		cnl_forward_proof(secret, strlen(secret), replica_proof);
+		cnl_forward_set_proof(replica_proof);
 		r = cnl_leader_take(path, store, label, st.lease, &set, &leader,
 		                    err, sizeof(err));
 		cnl_forward_stop(standby);
@@ -1001,6 +1004,7 @@ int main(int argc, char **argv)
 	l.body_timeout_ms = st.http_body_timeout;
 	l.body_max = (size_t)st.http_body_max;
 	l.retry_after_s = (unsigned)((st.http_retry_after + 999) / 1000);
+	l.replica_proof = replica_proof[0] ? replica_proof : NULL;
 	if (cnl_api_start(api, &l, &srv, err, sizeof(err)) < 0) {
 		fprintf(stderr, "cnlabd: %s\n", err);
 		goto out;

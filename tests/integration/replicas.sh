@@ -154,7 +154,6 @@ h=$(curl -sS "http://127.0.0.1:${ports[0]}/healthz")
 # Everything below goes through the followers as well as the leader:
 # login and the project through replica 2.
 base=http://127.0.0.1:${ports[1]}
-base=http://127.0.0.1:${ports[0]}
 tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$CNLAB_ADMIN_PASSWORD\"}" \
 	"$base/v1/auth/login" | jq -r .token)
 [ -n "$tok" ] && [ "$tok" != null ] || die "login through a follower"
@@ -162,6 +161,40 @@ auth="Authorization: Bearer $tok"
 proj=$(curl -sS -X POST -H "$auth" -d '{"name":"replicas"}' "$base/v1/projects" | jq -r .id)
 [ -n "$proj" ] && [ "$proj" != null ] || die "create project"
 ok "a follower serves: login and a project created through replica 2"
+# A body without a length is refused by the follower, Upgrade or not (a
+# chunked body under an Upgrade header must not reach the leader as
+# requests of its own: only the outer one may be answered).
+r=$(python3 - "${ports[1]}" "$tok" <<'EOF'
+import socket, sys
+port, tok = int(sys.argv[1]), sys.argv[2]
+inner = ("POST /v1/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+         "Content-Length: 20\r\n\r\n{\"name\":\"smuggled1\"}" % tok)
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(("GET /v1/auth/whoami HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "%x\r\n%s\r\n0\r\n\r\n" % (len(inner), inner)).encode())
+print(s.recv(200).split(b"\r\n")[0].decode())
+EOF
+)
+sleep 0.5
+n=$(q "SELECT count(*) FROM projects WHERE name = 'smuggled1'")
+[ "$r" = "HTTP/1.1 411 Length Required" ] && [ "$n" = 0 ] &&
+	ok "an Upgrade request with a chunked body: 411 at the follower, nothing smuggled to the leader" ||
+	bad "upgrade + chunked: '$r', smuggled projects: $n"
+# Upgrade: h2c (curl --http2) is the connection's own: the request goes up
+# as a plain one.
+h=$(curl -sS -w ' %{http_code}' -H "Authorization: Bearer $tok" -H 'Connection: Upgrade, HTTP2-Settings' \
+	-H 'Upgrade: h2c' -H 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA' "$base/v1/auth/whoami")
+[ "${h##* }" = 200 ] && ok "Upgrade: h2c through a follower: served as a plain request" || bad "h2c: $h"
+# The leader's early answer to a body it will not take (413 before the
+# end of 8 MB) comes back as it is, not as 502.
+big() { head -c 8000000 /dev/zero | tr '\0' 'x'; }
+h=$(big | curl -sS -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $tok" \
+	-H 'Content-Type: application/json' --data-binary @- "$base/v1/projects" 2>&1)
+d=$(big | curl -sS -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $tok" \
+	-H 'Content-Type: application/json' --data-binary @- "http://127.0.0.1:${ports[0]}/v1/projects" 2>&1)
+[ "$h" = "$d" ] && [ "$d" = 413 ] &&
+	ok "a body too large: the leader's 413 through a follower, as direct" || bad "8 MB body: follower $h, leader $d"
 
 # client W: submit jobs until $tmp/stop exists, each under its own key,
 # trying the replicas in turn until one acknowledges (201, or 200 for a
@@ -490,6 +523,7 @@ tstart() { # tstart R [FLAGS...]: replica R over TLS
 	local r=$1
 	shift
 	"$cnlabd" --store "$db" --data-dir "$tmp/t$r" --files-dir "$tmp/files" --lease "$LEASE" "${tls[@]}" "$@" \
+		--http-max-connections-per-client 8 \
 		--listen "127.0.0.1:${ports[$((r - 1))]}" --notebook-listen "127.0.0.1:${nbports[$((r - 1))]}" \
 		>>"$tmp/tout$r" 2>>"$tmp/terr$r" &
 	pids[$r]=$!
@@ -512,4 +546,28 @@ h=$(curl -sS --cacert "$tmp/cert.pem" -w ' %{http_code}' -H "$auth" "https://127
 	grep -q 'cannot forward to the leader.*certificate' "$tmp/terr3" &&
 	ok "a follower that cannot verify the leader's certificate forwards nothing (503 not_leader)" ||
 	bad "unverified TLS leader: $h $(tail -3 "$tmp/terr3")"
+# Each client is counted by the follower it talks to; the leader does not
+# count the follower's forwarded connections toward one address (their
+# proof: CNLab-Replica), so clients behind one follower do not lock each
+# other out.  The cap is 8 per address here: two clients (127.0.0.2 and
+# .3) hold 6 event streams each through replica 2, then a third asks.
+fb=https://127.0.0.1:${ports[1]}
+jid=$(curl -sS --cacert "$tmp/cert.pem" -X POST -H "$auth" -d '{"command":"true","gpu":"h100-25"}' \
+	"$fb/v1/projects/$proj/jobs" | jq -r .id)
+streams=()
+for src in 127.0.0.2 127.0.0.3; do
+	for _ in 1 2 3 4 5 6; do
+		curl -sN --cacert "$tmp/cert.pem" --interface "$src" -H "$auth" \
+			"$fb/v1/jobs/$jid/events" >/dev/null 2>&1 &
+		streams+=($!)
+	done
+done
+sleep 2
+h=$(curl -sS --cacert "$tmp/cert.pem" --interface 127.0.0.4 -w ' %{http_code}' -H "$auth" "$fb/v1/auth/whoami")
+alive=0
+for p in "${streams[@]}"; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+[ "${h##* }" = 200 ] && [ $alive = 12 ] &&
+	ok "12 streams of two clients through one follower do not lock a third client out (cap 8 per address)" ||
+	bad "clients behind one follower: $alive of 12 streams open, third client: $h"
+for p in "${streams[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 [ "$fails" = 0 ] || exit 1
