@@ -71,6 +71,9 @@
 #define LINGER_MS 2000
 /* Refused connections lingering at once; past it one is closed early. */
 #define LINGER_MAX 1024
+/* Addresses remembered as trusted (trust_header), and for how long. */
+#define TRUST_MAX 64
+#define TRUST_MS  (10 * 60 * 1000)
 /* Connections accepted in one go before the other work of a tick. */
 #define ACCEPT_BATCH 256
 
@@ -120,6 +123,14 @@ struct cnl_http_server {
 	/* The acceptor's own (no lock). */
 	struct lingering *lingers;
 	size_t nlinger;
+	/* Addresses whose connections proved trust_header lately: new ones
+	 * from there are not held to conn_per_client at the door (a burst
+	 * of a replica's forwarded requests), until TRUST_MS after the last
+	 * proof.  Under mu. */
+	struct {
+		uint32_t ip;
+		int64_t until_ms;
+	} trusted[TRUST_MAX];
 };
 
 /* Per-request state kept by libmicrohttpd between calls (made by
@@ -391,17 +402,44 @@ static bool track_phase(struct cnl_http_server *srv,
 	return over;
 }
 
-/* @conn no longer counts toward its address's limit (trust_header). */
+/* Whether @ip proved trust_header within TRUST_MS.  Under mu. */
+static bool ip_trusted(struct cnl_http_server *srv, uint32_t ip, int64_t now)
+{
+	for (size_t i = 0; i < TRUST_MAX; i++)
+		if (srv->trusted[i].ip == ip && srv->trusted[i].until_ms > now)
+			return true;
+	return false;
+}
+
+/* @conn no longer counts toward its address's limit, and its address is
+ * trusted at the door for TRUST_MS (trust_header). */
 static void track_trusted(struct cnl_http_server *srv,
                           struct MHD_Connection *conn)
 {
 	int fd = srv && srv->track ? conn_fd(conn) : -1;
+	int64_t now = mono_ms();
+	size_t slot = 0;
+	uint32_t ip;
 
 	if (fd < 0)
 		return;
 	pthread_mutex_lock(&srv->mu);
-	if (fd < srv->ntrack && srv->track[fd].used)
+	if (fd < srv->ntrack && srv->track[fd].used) {
 		uncount(srv, &srv->track[fd]);
+		ip = srv->track[fd].ip;
+		/* Its row, else the one that ran out first. */
+		for (size_t i = 0; i < TRUST_MAX; i++) {
+			if (srv->trusted[i].ip == ip) {
+				slot = i;
+				break;
+			}
+			if (srv->trusted[i].until_ms <
+			    srv->trusted[slot].until_ms)
+				slot = i;
+		}
+		srv->trusted[slot].ip = ip;
+		srv->trusted[slot].until_ms = now + TRUST_MS;
+	}
 	pthread_mutex_unlock(&srv->mu);
 }
 
@@ -480,7 +518,7 @@ static void admit(struct cnl_http_server *srv, int fd,
 	if (fd >= srv->ntrack || srv->open >= srv->cfg.conn_max)
 		why = 0;
 	else if ((p = peer_find(srv, ip, true)) &&
-	         p->n >= srv->cfg.conn_per_client)
+	         p->n >= srv->cfg.conn_per_client && !ip_trusted(srv, ip, now))
 		why = 1;
 	if (why < 0) {
 		srv->track[fd] = (struct track){

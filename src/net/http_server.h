@@ -330,7 +330,9 @@ struct cnl_http_config {
 	/* A connection whose request carries the header @trust_header with
 	 * a value @trust accepts (a replica forwarding its clients'
 	 * requests: server/forward.c) stops counting toward its address's
-	 * conn_per_client, as an upgraded one does; NULL: none. */
+	 * conn_per_client, as an upgraded one does, and new connections
+	 * from that address are not held to it at the door for ten minutes
+	 * after (a burst of forwarded requests); NULL: none. */
 	const char *trust_header;
 	bool (*trust)(void *ud, const char *value);
 	void *trust_ud;
