@@ -8,14 +8,16 @@
  * with "Connection: close" (the leader's reply then ends where the
  * connection does, needing no framing of ours), its headers as sent
  * (Authorization included: the leader authenticates and audits it as
- * usual) less the hop-by-hop ones, plus "CNLab-Forwarded-By: LABEL".  A
- * body is streamed up as it arrives, with its Content-Length; one
- * without (chunked) is refused with 411.  An upgrade (Upgrade: header:
- * exec, ssh, a node's tunnel, a notebook's WebSocket) goes up as
+ * usual) less the hop-by-hop ones, plus "CNLab-Forwarded-By: LABEL" and
+ * the replicas' proof (forward.h).  A body is streamed up as it arrives,
+ * with its Content-Length; one without (chunked) is refused with 411,
+ * whatever else the request says.  An upgrade (Upgrade: with
+ * "Connection: upgrade", not h2c: exec, ssh, a node's tunnel) goes up as
  * HTTP/1.1; on the leader's 101 the client gets the 101 and a thread
  * relays both ways until either side ends.  The reply's head is passed
  * back as the leader sent it, less the hop-by-hop headers, and its body
- * streamed as it comes (Server-Sent Events and long polls included).
+ * streamed as it comes (Server-Sent Events and long polls included); an
+ * early answer to a body not all sent (413, 401) is passed back too.
  *
  * Errors are honest about what happened: a leader that cannot be reached
  * before anything was sent is 503 "not_leader" (nothing was done: the
