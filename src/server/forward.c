@@ -635,6 +635,17 @@ static void upgraded(void *arg, int fd, const char *extra, size_t n,
 	pthread_attr_destroy(&at);
 }
 
+/* A forward that ended without a reply to pass on: 502 saying what the
+ * leader (named) did, counted as failed; @f is freed. */
+static void bad_gateway(struct fwd *f, struct cnl_http_response *resp,
+                        const char *what)
+{
+	cnl_http_error(resp, 502, "bad_gateway", "the leader (%s) %s",
+	               f->leader, what);
+	atomic_fetch_add(&g.failed, 1);
+	fwd_free(f);
+}
+
 static void fwd_end(void *state, struct cnl_http_request *req,
                     struct cnl_http_response *resp)
 {
@@ -656,12 +667,9 @@ static void fwd_end(void *state, struct cnl_http_request *req,
 		        "the leader did not answer a forwarded "
 		        "request",
 		        "leader=%s", f->leader);
-		cnl_http_error(resp, 502, "bad_gateway",
-		               "the leader (%s) took the request and did not "
-		               "answer: it may or may not have done it",
-		               f->leader);
-		atomic_fetch_add(&g.failed, 1);
-		fwd_free(f);
+		bad_gateway(f, resp,
+		            "took the request and did not answer: it may or "
+		            "may not have done it");
 		return;
 	}
 	f->buf[hl - 2] = '\0';
@@ -694,12 +702,9 @@ static void fwd_end(void *state, struct cnl_http_request *req,
 	 * it were the body. */
 	if (chunked) {
 		free(hdr.p);
-		cnl_http_error(resp, 502, "bad_gateway",
-		               "the leader (%s) answered in a framing this "
-		               "follower does not pass on",
-		               f->leader);
-		atomic_fetch_add(&g.failed, 1);
-		fwd_free(f);
+		bad_gateway(f, resp,
+		            "answered in a framing this follower does not "
+		            "pass on");
 		return;
 	}
 	atomic_fetch_add(&g.forwarded, 1);
