@@ -1243,13 +1243,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		req.conn = conn;
 		if (pp && pp[0] && srv->cfg.pass_open &&
 		    strncmp(url, pp, strlen(pp)) == 0) {
-			cs->passed = true;
-			if (srv->cfg.pass_open(srv->cfg.ud, &req, &resp,
-			                       &cs->pass) < 0) {
+			int pr = srv->cfg.pass_open(srv->cfg.ud, &req, &resp,
+			                            &cs->pass);
+
+			if (pr < 0) {
+				cs->passed = true;
 				cs->pass = NULL;
 				return send_response(conn, cs, &resp);
 			}
-			return MHD_YES;
+			if (pr == 0) {
+				cs->passed = true;
+				return MHD_YES;
+			}
+			/* Declined (@resp untouched): routed as any other
+			 * request. */
+			cs->pass = NULL;
 		}
 		if (srv->cfg.open_sink &&
 		    cnl_http_route_match(srv->cfg.routes, srv->cfg.nroutes,

@@ -46,8 +46,10 @@
  * pass_prefix is not routed: pass_open sees its headers (and may answer
  * at once), pass_body each chunk of its body as it arrives, pass_end
  * makes the reply once the body is in and takes the state (to free, or to
- * hand to the reply); pass_free runs when pass_end never did.  cnlabd's
- * notebook proxy (/s/) is one.
+ * hand to the reply); pass_free runs when pass_end never did; pass_open
+ * may also decline, and the request is then routed as any other.
+ * cnlabd's notebook proxy (/s/) and a follower's listener (every path;
+ * the reads it serves itself declined) are two.
  *
  * Threading: every connection gets its own thread (so a long poll never
  * holds up other requests); the serve callback must do its own locking.
@@ -325,8 +327,10 @@ struct cnl_http_config {
 	                 struct cnl_http_response *resp,
 	                 struct cnl_http_sink **ret);
 	/* Passed requests (see above); NULL prefix: none.  pass_open
-	 * returns 0 with its state in *@ret_state, or -1 with the answer
-	 * in @resp; pass_body < 0 drops the rest of the body. */
+	 * returns 0 with its state in *@ret_state, -1 with the answer in
+	 * @resp, or 1 (@resp untouched) to leave the request to the routes
+	 * after all (a follower's reads it serves itself); pass_body < 0 drops
+	 * the rest of the body. */
 	/* A connection whose request carries the header @trust_header with
 	 * a value @trust accepts (a replica forwarding its clients'
 	 * requests: server/forward.c) stops counting toward its address's

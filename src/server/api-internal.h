@@ -91,6 +91,7 @@ struct cnl_api {
 	 * 0 with a store of one writer (SQLite). */
 	_Atomic int64_t leader_epoch;
 	struct cnl_leader *leader; /* set before serving; NULL: SQLite */
+	bool follower; /* cnl_api_config's: no controller (ctl NULL) */
 	/* The notebook proxy's tunnels (api_proxy.c), under mu; tun_cv
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;

@@ -635,6 +635,47 @@ static bool read_only(const struct cnl_http_route *route)
 	       h == cnl_api_h_dashboard || h == cnl_api_h_dashboard_events;
 }
 
+/* What a follower answers itself (api.h, cnl_api_follower_serves()):
+ * reads of the store and the shared files_dir only. */
+static bool follower_local(const struct cnl_http_route *route)
+{
+	void (*h)(void *, struct cnl_http_request *,
+	          struct cnl_http_response *) = route->handler;
+
+	if (route->action || strcmp(route->method, "GET") != 0)
+		return false;
+	return cnl_api_ui_route(h) || h == cnl_api_h_cli_script ||
+	       h == cnl_api_h_cli_sums || h == cnl_api_h_cli_file ||
+	       h == cnl_api_h_whoami || h == cnl_api_h_tokens_list ||
+	       h == cnl_api_h_users_list || h == cnl_api_h_user_get ||
+	       h == cnl_api_h_projects_list || h == cnl_api_h_project_get ||
+	       h == cnl_api_h_members_list || h == cnl_api_h_images_list ||
+	       h == cnl_api_h_ssh_keys_list || h == cnl_api_h_secrets_list ||
+	       h == cnl_api_h_project_secrets_list ||
+	       h == cnl_api_h_audit_list || h == cnl_api_h_audit_verify ||
+	       h == cnl_api_h_burst_get || h == cnl_api_h_cloud_list ||
+	       h == cnl_api_h_job_logs || h == cnl_api_h_job_artifacts ||
+	       h == cnl_api_h_job_artifact_get;
+}
+
+static bool bearer_is_oidc(struct cnl_api *api, struct cnl_http_request *req);
+
+bool cnl_api_follower_serves(struct cnl_api *api,
+                             const struct cnl_http_request *req)
+{
+	struct cnl_http_request tmp = *req; /* the match fills params */
+	const struct cnl_http_route *route;
+	char allow[CNL_HTTP_ALLOW_MAX];
+
+	if (!api || !api->follower || strcmp(req->method, "GET") != 0 ||
+	    cnl_http_header(&tmp, "Upgrade") ||
+	    cnl_http_route_match(routes, CNL_ARRAY_SIZE(routes), req->method,
+	                         req->path, &tmp, &route,
+	                         allow) != CNL_HTTP_MATCH_OK)
+		return false;
+	return follower_local(route) && !bearer_is_oidc(api, &tmp);
+}
+
 static void reader_uncount(struct cnl_api *api)
 {
 	pthread_mutex_lock(&api->readers_mu);
@@ -719,8 +760,10 @@ static bool serve_read(struct cnl_api *api, const struct cnl_http_route *route,
 	struct timespec t0;
 	int64_t seq;
 
-	if (!cnl_ctl_facts_ready(api->ctl) || bearer_is_oidc(api, req) ||
-	    !(rd = reader_take(api)))
+	/* A follower's API has no controller, and serves no route that
+	 * reads its facts (follower_local()). */
+	if ((api->ctl && !cnl_ctl_facts_ready(api->ctl)) ||
+	    bearer_is_oidc(api, req) || !(rd = reader_take(api)))
 		return false;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	c.api = api;
@@ -766,6 +809,11 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	int64_t seq = 0;
 	int ok, btr = 0;
 
+	if (api->follower && !follower_local(route)) {
+		/* forward.c passes every other request to the leader. */
+		cnl_http_error(resp, 503, "not_leader", "this cnlabd follows");
+		return;
+	}
 	if (lock_free(route) && route->perm == CNL_PERM_PUBLIC &&
 	    !route->action) {
 		serve_unlocked(api, route, req, resp);
@@ -1028,7 +1076,10 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_free(api);
 		return r;
 	}
-	if (api->files_dir)
+	api->follower = cfg->follower;
+	/* The leader keeps the shared folder (an upload in progress there
+	 * is the leader's). */
+	if (api->files_dir && !api->follower)
 		cnl_api_images_start(api);
 	cnl_id_gen_init_random(&api->ids);
 	cnl_catalog_init(&api->cat);
@@ -1060,6 +1111,11 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	                            sizeof(api->dummy_hash)) < 0) {
 		cnl_api_free(api);
 		return -EIO;
+	}
+	if (api->follower) {
+		api->routes = routes; /* served by forward.c's listener */
+		*ret = api;
+		return 0;
 	}
 	r = cnl_ctl_new(
 	    &(struct cnl_ctl_config){

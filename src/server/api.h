@@ -98,6 +98,11 @@ struct cnl_api_config {
 	/* The key that seals secrets at rest (secrets.h), 32 bytes, copied;
 	 * NULL: secrets are off (their routes answer 409). */
 	const uint8_t *secrets_key;
+	/* A follower's API (forward.h): no controller, no scheduling, no
+	 * housekeeping of the shared files_dir; it serves only the reads of
+	 * cnl_api_follower_serves() from the store, and @store is its own
+	 * handle (the lease's renewals have theirs). */
+	bool follower;
 };
 
 /* Where and how cnl_api_start() serves. */
@@ -171,6 +176,22 @@ const struct cnl_http_route *cnl_api_routes(size_t *ret_n);
  */
 int cnl_api_routes_check(const struct cnl_http_route *routes, size_t n,
                          char *err, size_t errlen);
+
+/*
+ * cnl_api_follower_serves - whether a follower's API (cnl_api_config's
+ * follower) answers @req itself rather than forwarding it to the leader:
+ * a GET of the route table, not an upgrade, whose handler reads only the
+ * store and the shared files_dir (the CLI installer and the web UI's
+ * files, who am I, projects and their members, users, tokens, SSH keys,
+ * images, secrets' names, the audit log and its verification, cloud
+ * accounts and the burst policy, a job's logs and artifacts), and not
+ * authenticated by an OIDC ID token (whose first use creates its user).
+ * Whatever reads the controller's memory (a job's or server's live
+ * status, nodes, availability, quota and usage, decisions, event streams)
+ * and every write go to the leader.
+ */
+bool cnl_api_follower_serves(struct cnl_api *api,
+                             const struct cnl_http_request *req);
 
 /* cnl_api_serve - the serve callback for struct cnl_http_config. */
 void cnl_api_serve(void *api, const struct cnl_http_route *route,

@@ -3,6 +3,13 @@
  * (forward.h).
  *
  *   client ──HTTP──► follower (this file) ──HTTP──► leader's listener
+ *                        │
+ *                        └─ reads of the database: a follower's API
+ *                           (api.h, cnl_api_follower_serves()), here
+ *
+ * Every request is taken from its head (pass_open): /healthz and /metrics
+ * are answered here, the reads a follower's API serves are declined (the
+ * listener routes them to it, as the leader's would), and the rest go up.
  *
  * A request goes up as it came, on a connection of its own: HTTP/1.0
  * with "Connection: close" (the leader's reply then ends where the
@@ -51,6 +58,7 @@
 #include "net/client.h"
 #include "net/http_server.h"
 #include "net/metrics.h"
+#include "server/api.h"
 #include "server/forward.h"
 #include "server/leader.h"
 
@@ -67,7 +75,7 @@
 
 static struct {
 	atomic_bool stop;
-	atomic_uint_fast64_t forwarded, refused, failed;
+	atomic_uint_fast64_t forwarded, refused, failed, local;
 	char label[CNL_FORWARD_LABEL_MAX];
 	char cafile[CNL_FORWARD_LABEL_MAX];
 	/* Whether the leader took the last connection made to it (a
@@ -379,6 +387,11 @@ static void metrics(struct cnl_http_response *resp)
 	              (uint64_t)atomic_load(&g.forwarded),
 	              (uint64_t)atomic_load(&g.refused),
 	              (uint64_t)atomic_load(&g.failed));
+	cnl_mb_family(&b, "cnlab_follower_local_requests_total", "counter",
+	              "requests this follower answered itself from the "
+	              "store (reads that need no leader)");
+	cnl_mb_printf(&b, "cnlab_follower_local_requests_total %" PRIu64 "\n",
+	              (uint64_t)atomic_load(&g.local));
 	resp->status = 200;
 	resp->text = b.p;
 	resp->text_len = b.n;
@@ -396,7 +409,6 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 	int64_t epoch;
 	int r;
 
-	(void)ud;
 	*ret_state = NULL;
 	if (strcmp(req->method, "GET") == 0 &&
 	    strcmp(req->path, "/healthz") == 0) {
@@ -407,6 +419,11 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 	    strcmp(req->path, "/metrics") == 0) {
 		metrics(resp);
 		return -1;
+	}
+	/* The reads of the store it answers itself, leader or not. */
+	if (cnl_api_follower_serves(ud, req)) {
+		atomic_fetch_add(&g.local, 1);
+		return 1;
 	}
 	if (cnl_http_header(req, FWD_HEADER)) {
 		not_leader(resp, "the request was forwarded once already");
@@ -726,6 +743,8 @@ static void fwd_end(void *state, struct cnl_http_request *req,
 
 /* ---- the listener -------------------------------------------------- */
 
+/* Without an API: every request is passed (fwd_open()), so neither of
+ * these is ever called (the route table must name a handler). */
 static void fwd_serve(void *ud, const struct cnl_http_route *route,
                       struct cnl_http_request *req,
                       struct cnl_http_response *resp)
@@ -736,8 +755,6 @@ static void fwd_serve(void *ud, const struct cnl_http_route *route,
 	cnl_http_error(resp, 503, "not_leader", "this cnlabd follows");
 }
 
-/* The route table must name a handler; every request is passed before
- * it is routed, so this one is never called. */
 static void fwd_handler(void *call, struct cnl_http_request *req,
                         struct cnl_http_response *resp)
 {
@@ -779,7 +796,8 @@ void cnl_forward_label(const char *label)
 }
 
 int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
-                       struct cnl_http_server **ret, char *err, size_t errlen)
+                       struct cnl_api *api, struct cnl_http_server **ret,
+                       char *err, size_t errlen)
 {
 	static const struct cnl_http_route routes[] = {
 	    {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, fwd_handler},
@@ -788,9 +806,15 @@ int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
 
 	atomic_store(&g.stop, false);
 	snprintf(g.cafile, sizeof(g.cafile), "%s", cafile ? cafile : "");
-	c.routes = routes;
-	c.nroutes = CNL_ARRAY_SIZE(routes);
-	c.serve = fwd_serve;
+	if (api) {
+		/* What fwd_open() leaves to the routes is the API's. */
+		c.routes = cnl_api_routes(&c.nroutes);
+		c.serve = cnl_api_serve;
+	} else {
+		c.routes = routes;
+		c.nroutes = CNL_ARRAY_SIZE(routes);
+		c.serve = fwd_serve;
+	}
 	c.open_sink = NULL;
 	/* Every request, /healthz included, is taken from its head. */
 	c.pass_prefix = "/";
@@ -798,7 +822,7 @@ int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
 	c.pass_body = fwd_body;
 	c.pass_end = fwd_end;
 	c.pass_free = fwd_free;
-	c.ud = NULL;
+	c.ud = api;
 	return cnl_http_server_new(&c, ret, err, errlen);
 }
 

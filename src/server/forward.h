@@ -3,17 +3,18 @@
  * serves the API.
  *
  * While another cnlabd leads (leader.h), this one listens on its own
- * address and forwards every request to the leader's replica URL (the
- * label in the lease), streaming both ways (bodies, Server-Sent Events,
- * long polls, upgrades: exec, ssh, node tunnels, WebSockets), so a client
- * or load balancer may use any replica.  It answers two requests itself:
- * GET /healthz (200 {"status":"ok","role":"follower","leader":URL,
- * "epoch":N,"store_lag_ms":MS} while a live leader is known, else 503
- * "standby") and GET /metrics (its own: cnlab_leader 0, the epoch it
- * sees, its view's age, forwarded requests by outcome).  When the lease
- * names no URL (the leader's replica_url is unset) or has expired, every
- * other request is 503 "not_leader", which the HTTP client takes as "try
- * the next address".
+ * address, answers the reads of the database itself (a follower's API:
+ * api.h, cnl_api_follower_serves()) and forwards every other request to
+ * the leader's replica URL (the label in the lease), streaming both ways
+ * (bodies, Server-Sent Events, long polls, upgrades: exec, ssh, node
+ * tunnels, WebSockets), so a client or load balancer may use any
+ * replica.  It also answers GET /healthz (200
+ * {"status":"ok","role":"follower","leader":URL, "epoch":N,"store_lag_ms":MS}
+ * while a live leader is known, else 503 "standby") and GET /metrics (its own:
+ * cnlab_leader 0, the epoch it sees, its view's age, forwarded requests by
+ * outcome, requests answered itself).  When the lease names no URL (the
+ * leader's replica_url is unset) or has expired, every request it would forward
+ * is 503 "not_leader", which the HTTP client takes as "try the next address".
  */
 #ifndef CNL_SERVER_FORWARD_H
 #define CNL_SERVER_FORWARD_H
@@ -30,12 +31,16 @@ struct cnl_http_server;
 /*
  * cnl_forward_listen - listen on @cfg's address (host, port, TLS, limits;
  * routes and handlers are set here) as a follower.  @cafile verifies an
- * https leader (NULL: the system's CAs).  0 with the server in *@ret
- * (cnl_http_server_port() says which port it got), or the error of
- * cnl_http_server_new().
+ * https leader (NULL: the system's CAs).  @api, a follower's API
+ * (api.h: cnl_api_config's follower), answers the reads of
+ * cnl_api_follower_serves() here; NULL: every request is forwarded.  0
+ * with the server in *@ret (cnl_http_server_port() says which port it
+ * got), or the error of cnl_http_server_new().
  */
+struct cnl_api;
 int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
-                       struct cnl_http_server **ret, char *err, size_t errlen);
+                       struct cnl_api *api, struct cnl_http_server **ret,
+                       char *err, size_t errlen);
 
 /* cnl_forward_label - this cnlabd's own replica URL, which other replicas
  * forward to when it leads (a lease naming it is not forwarded to). */

@@ -632,7 +632,9 @@ int main(int argc, char **argv)
 	char *cert = NULL, *key = NULL;
 	struct cnl_store *store = NULL;
 	struct cnl_leader *leader = NULL;
-	struct cnl_api *api = NULL;
+	struct cnl_api *api = NULL, *fapi = NULL;
+	struct cnl_api_config ac;
+	struct cnl_store *fstore = NULL;
 	struct cnl_oidc *oidc = NULL;
 	struct cnl_http_server *srv = NULL, *nb_srv = NULL, *standby = NULL;
 	struct cnl_api_listen l = {0};
@@ -864,6 +866,34 @@ int main(int argc, char **argv)
 	}
 	cnl_log(CNL_LOG_INFO, "store", "backend=%s db=%s",
 	        cnl_store_backend(store), cnl_store_path(store));
+	/* The API's settings: a follower's API (below) and the one that
+	 * serves once this cnlabd leads (or alone). */
+	ac = (struct cnl_api_config){
+	    .store = store,
+	    .jwt_key = (const uint8_t *)secret,
+	    .secrets_key = have_sec_key ? sec_key : NULL,
+	    .jwt_key_len = strlen(secret),
+	    .oidc = oidc,
+	    .oidc_issuer = st.oidc_issuer,
+	    .oidc_client_id = st.oidc_audience,
+	    .oidc_authorize_url = st.oidc_authorization_endpoint,
+	    .oidc_token_url = st.oidc_token_endpoint,
+	    .policy = st.policy,
+	    .node_lost_ms = st.node_lost_timeout,
+	    .node_credential_overlap_ms = st.node_credential_overlap,
+	    .cycle_interval_ms = st.cycle_interval,
+	    .preempt_min_run_ms = st.preempt_min_run,
+	    .preempt_grace_ms = st.preempt_grace,
+	    .cli_dir = st.cli_dir,
+	    .public_url = st.public_url,
+	    .notebook_url = st.notebook_url,
+	    .files_dir = files_dir,
+	    .artifacts_max_bytes = st.artifacts_max_bytes,
+	    .inputs_max_bytes = st.inputs_max_bytes,
+	    .images_max_bytes = st.images_max_bytes,
+	    .artifacts_keep_ms = st.artifacts_keep,
+	    .store_pool = st.store_pool,
+	};
 	/* Several cnlabd may share a PostgreSQL store: lead, or follow
 	 * until this one may (leader.h).  Before anything writes: every
 	 * write from here on is fenced at the lease's epoch. */
@@ -883,9 +913,26 @@ int main(int argc, char **argv)
 		sigaddset(&set, SIGINT);
 		sigaddset(&set, SIGTERM);
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
-		/* While it waits it serves on its address, forwarding to the
-		 * leader (forward.h); the leader's listener takes the port
-		 * after. */
+		/* While it waits it serves on its address: reads of the
+		 * store itself, on a handle of its own (a follower's API),
+		 * the rest forwarded to the leader (forward.h); the leader's
+		 * listener takes the port after. */
+		if (cnl_store_open(path, &fstore, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlabd: %s\n", err);
+			goto out;
+		}
+		ac.store = fstore;
+		ac.follower = true;
+		r = cnl_api_new(&ac, &fapi);
+		ac.store = store;
+		ac.follower = false;
+		if (r < 0) {
+			fprintf(
+			    stderr,
+			    "cnlabd: cannot set up the follower's API: %s\n",
+			    cnl_strerror(r));
+			goto out;
+		}
 		if (cnl_forward_listen(
 		        &(struct cnl_http_config){
 		            .host = host,
@@ -898,7 +945,8 @@ int main(int argc, char **argv)
 		            .header_timeout_ms = st.http_header_timeout,
 		            .body_timeout_ms = st.http_body_timeout,
 		        },
-		        st.replica_ca_file, &standby, err, sizeof(err)) < 0) {
+		        st.replica_ca_file, fapi, &standby, err,
+		        sizeof(err)) < 0) {
 			fprintf(stderr, "cnlabd: %s\n", err);
 			goto out;
 		}
@@ -912,6 +960,11 @@ int main(int argc, char **argv)
 		                    err, sizeof(err));
 		cnl_forward_stop(standby);
 		standby = NULL;
+		cnl_api_stop(fapi);
+		cnl_api_free(fapi);
+		fapi = NULL;
+		cnl_store_close(fstore);
+		fstore = NULL;
 		if (r == 1) {
 			rc = 0; /* stopped while a standby */
 			goto out;
@@ -957,34 +1010,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	r = cnl_api_new(
-	    &(struct cnl_api_config){
-	        .store = store,
-	        .jwt_key = (const uint8_t *)secret,
-	        .secrets_key = have_sec_key ? sec_key : NULL,
-	        .jwt_key_len = strlen(secret),
-	        .oidc = oidc,
-	        .oidc_issuer = st.oidc_issuer,
-	        .oidc_client_id = st.oidc_audience,
-	        .oidc_authorize_url = st.oidc_authorization_endpoint,
-	        .oidc_token_url = st.oidc_token_endpoint,
-	        .policy = st.policy,
-	        .node_lost_ms = st.node_lost_timeout,
-	        .node_credential_overlap_ms = st.node_credential_overlap,
-	        .cycle_interval_ms = st.cycle_interval,
-	        .preempt_min_run_ms = st.preempt_min_run,
-	        .preempt_grace_ms = st.preempt_grace,
-	        .cli_dir = st.cli_dir,
-	        .public_url = st.public_url,
-	        .notebook_url = st.notebook_url,
-	        .files_dir = files_dir,
-	        .artifacts_max_bytes = st.artifacts_max_bytes,
-	        .inputs_max_bytes = st.inputs_max_bytes,
-	        .images_max_bytes = st.images_max_bytes,
-	        .artifacts_keep_ms = st.artifacts_keep,
-	        .store_pool = st.store_pool,
-	    },
-	    &api);
+	r = cnl_api_new(&ac, &api);
 	if (r < 0) {
 		fprintf(stderr, "cnlabd: cannot set up the API: %s\n",
 		        cnl_strerror(r));
@@ -1105,6 +1131,9 @@ out:
 	cnl_http_server_free(nb_srv);
 	cnl_http_server_free(srv);
 	cnl_forward_stop(standby);
+	cnl_api_stop(fapi);
+	cnl_api_free(fapi);
+	cnl_store_close(fstore);
 	cnl_api_free(api);
 	cnl_oidc_free(oidc);
 	/* Last: a standby takes over once everything here has stopped. */

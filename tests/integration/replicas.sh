@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # replicas.sh - three cnlabd over one PostgreSQL (tests/lib/pg-tmp): one
-# leads, the others follow (forwarding every request to it); the leader
+# leads, the others follow (answering the reads of the store themselves,
+# forwarding every other request to it); the leader
 # is killed (kill -9) at random moments while several clients submit,
 # each through its own replica, and paused (SIGSTOP) past its lease and
 # woken.  Checked:
@@ -9,6 +10,12 @@
 #     its epoch and their view's age, and /metrics cnlab_leader 0; a
 #     request that was forwarded once is not forwarded again;
 #   - login and a project through a follower;
+#   - a follower answers reads of the store itself (none forwarded:
+#     projects, whoami, the audit chain's check, /cli, cnlab jobs logs), also
+#     while the leader is paused, and forwards a read of the leader's
+#     memory (the dashboard); its local reads refuse at once a session
+#     signed out through another replica, and show a user with no role
+#     nothing of the project (404) nor the audit log (403);
 #   - after each kill another replica leads with a higher epoch, and the
 #     clients' submissions go on (each client starts on its own replica
 #     and, when a request fails, tries the next address, retrying a
@@ -135,7 +142,7 @@ done
 	bad "follower health: $h"
 grep -q 'following: another cnlabd leads' "$tmp/err2" && ok "a follower says who leads" ||
 	bad "follower log: $(cat "$tmp/err2")"
-h=$(curl -sS -H 'CNLab-Forwarded-By: http://elsewhere' -w ' %{http_code}' "http://127.0.0.1:${ports[1]}/v1/auth/whoami")
+h=$(curl -sS -H 'CNLab-Forwarded-By: http://elsewhere' -w ' %{http_code}' "http://127.0.0.1:${ports[1]}/v1/dashboard")
 [ "${h##* }" = 503 ] && [ "$(jq -r .error.code <<<"${h% *}")" = not_leader ] &&
 	ok "a request forwarded once is not forwarded again (no loops)" || bad "forwarded twice: $h"
 m=$(curl -sS "http://127.0.0.1:${ports[2]}/metrics")
@@ -161,6 +168,53 @@ auth="Authorization: Bearer $tok"
 proj=$(curl -sS -X POST -H "$auth" -d '{"name":"replicas"}' "$base/v1/projects" | jq -r .id)
 [ -n "$proj" ] && [ "$proj" != null ] || die "create project"
 ok "a follower serves: login and a project created through replica 2"
+# A follower answers the reads of the store itself (no trip to the
+# leader; cnlab_follower_local_requests_total), forwards the rest, and
+# authenticates as the leader does: against the database, at once.
+fm() { curl -sS "$base/metrics" | awk -v k="$1" '$1 == k {print $2}'; }
+fwd0=$(fm 'cnlab_forwarded_requests_total{outcome="ok"}')
+loc0=$(fm cnlab_follower_local_requests_total)
+a=$(curl -sS -H "$auth" "$base/v1/projects" | jq -r "[.items[] | select(.id == \"$proj\")] | length")
+b=$(curl -sS -H "$auth" "$base/v1/auth/whoami" | jq -r .name)
+c=$(curl -sS -H "$auth" "$base/v1/audit/verify" | jq -r .ok)
+d=$(curl -sS -o /dev/null -w '%{http_code}' "$base/cli")
+fwd1=$(fm 'cnlab_forwarded_requests_total{outcome="ok"}')
+loc1=$(fm cnlab_follower_local_requests_total)
+[ "$a $b $c $d" = "1 admin true 200" ] && [ "$fwd1" = "$fwd0" ] && [ $((loc1 - loc0)) = 4 ] &&
+	ok "a follower answers reads of the store itself: projects, whoami, audit verify, /cli (4 local, none forwarded)" ||
+	bad "follower-local reads: '$a $b $c $d', forwarded $fwd0 -> $fwd1, local $loc0 -> $loc1"
+curl -sS -o /dev/null -H "$auth" "$base/v1/dashboard"
+[ "$(fm 'cnlab_forwarded_requests_total{outcome="ok"}')" = $((fwd1 + 1)) ] &&
+	ok "a read of the leader's memory (the dashboard) is forwarded" || bad "dashboard not forwarded"
+# While the leader is paused (within its lease) the follower's reads still
+# answer: they need no leader.
+kill -STOP "${pids[$lr]}"
+a=$(curl -sS --max-time 5 -w ' %{http_code}' -H "$auth" "$base/v1/projects/$proj")
+kill -CONT "${pids[$lr]}"
+[ "${a##* }" = 200 ] && [ "$(jq -r .id <<<"${a% *}")" = "$proj" ] &&
+	ok "a follower reads the store while the leader is paused (GET of the project: 200)" ||
+	bad "follower read with the leader paused: $a"
+# Sessions: a token signed out through one follower (forwarded to the
+# leader) is refused at once by the other follower's local read; a user
+# without a role in a project cannot read it there either.
+t2=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$CNLAB_ADMIN_PASSWORD\"}" \
+	"$base/v1/auth/login" | jq -r .token)
+a=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t2" "http://127.0.0.1:${ports[2]}/v1/projects")
+b=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $t2" "$base/v1/auth/logout")
+c=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t2" "http://127.0.0.1:${ports[2]}/v1/projects")
+d=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t2" "http://127.0.0.1:${ports[2]}/v1/audit")
+[ "$a $b $c $d" = "200 200 401 401" ] &&
+	ok "a session signed out through one follower is refused by another's local reads (401)" ||
+	bad "revoked session at a follower: $a $b $c $d"
+curl -sS -o /dev/null -X POST -H "$auth" -d '{"name":"outsider","password":"outsider-password-123"}' "$base/v1/users"
+t3=$(curl -sS -X POST -d '{"user":"outsider","password":"outsider-password-123"}' "$base/v1/auth/login" | jq -r .token)
+a=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t3" "http://127.0.0.1:${ports[2]}/v1/projects/$proj")
+b=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t3" "http://127.0.0.1:${ports[2]}/v1/projects/$proj/members")
+c=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t3" "http://127.0.0.1:${ports[2]}/v1/audit")
+e=$(curl -sS -H "Authorization: Bearer $t3" "http://127.0.0.1:${ports[2]}/v1/projects" | jq -r '.items | length')
+[ "$t3" != null ] && [ "$a $b $c $e" = "404 404 403 0" ] &&
+	ok "a user with no role reads nothing of the project at a follower (404), nor the audit log (403)" ||
+	bad "outsider at a follower: token $t3, $a $b $c $e"
 # A body without a length is refused by the follower, Upgrade or not (a
 # chunked body under an Upgrade header must not reach the leader as
 # requests of its own: only the outer one may be answered).
@@ -433,6 +487,15 @@ rc=$?
 [ $rc = 3 ] && [ "$out" = through-a-follower ] &&
 	ok "cnlab run through a follower only (replica $fr): output streamed, exit code 3" ||
 	bad "cnlab run through a follower: rc=$rc out=$out err=$(cat "$tmp/frun.err")"
+# Its output again, by `cnlab jobs logs` through the same follower: read from
+# the store there, not forwarded.
+fjob=$(grep -o 'job_[0-9A-Za-z]*' "$tmp/frun.err" | head -1)
+l0=$(curl -sS "$furl/metrics" | awk '$1 == "cnlab_follower_local_requests_total" {print $2}')
+out=$(CNLAB_SERVER=$furl CNLAB_TOKEN=$tok timeout 60 "$cnlab" jobs logs "$fjob" 2>&1)
+l1=$(curl -sS "$furl/metrics" | awk '$1 == "cnlab_follower_local_requests_total" {print $2}')
+[ -n "$fjob" ] && [ "$out" = through-a-follower ] && [ "$l1" -gt "$l0" ] &&
+	ok "cnlab jobs logs through a follower: the output, read there from the store" ||
+	bad "cnlab jobs logs through a follower: job '$fjob' out '$out' local $l0 -> $l1"
 # A script over 512 KiB goes up as an upload (a streamed body, with its
 # length).
 {
@@ -537,11 +600,12 @@ tstart 2 --replica-ca-file "$tmp/cert.pem"
 tstart 3 # no CA for the leader's certificate
 sleep 2
 h=$(curl -sS --cacert "$tmp/cert.pem" "https://127.0.0.1:${ports[1]}/healthz")
-w=$(curl -sS --cacert "$tmp/cert.pem" -H "$auth" "https://127.0.0.1:${ports[1]}/v1/auth/whoami" | jq -r '.name // empty')
-[ "$(jq -r .leader <<<"$h")" = "https://127.0.0.1:${ports[0]}" ] && [ "$w" = admin ] &&
+# (the dashboard is the leader's: forwarded)
+w=$(curl -sS --cacert "$tmp/cert.pem" -o /dev/null -w '%{http_code}' -H "$auth" "https://127.0.0.1:${ports[1]}/v1/dashboard")
+[ "$(jq -r .leader <<<"$h")" = "https://127.0.0.1:${ports[0]}" ] && [ "$w" = 200 ] &&
 	ok "over TLS a follower forwards to the https leader it verifies (replica_ca_file)" ||
-	bad "TLS forwarding: health $h whoami '$w' $(tail -3 "$tmp/terr2")"
-h=$(curl -sS --cacert "$tmp/cert.pem" -w ' %{http_code}' -H "$auth" "https://127.0.0.1:${ports[2]}/v1/auth/whoami")
+	bad "TLS forwarding: health $h dashboard '$w' $(tail -3 "$tmp/terr2")"
+h=$(curl -sS --cacert "$tmp/cert.pem" -w ' %{http_code}' -H "$auth" "https://127.0.0.1:${ports[2]}/v1/dashboard")
 [ "${h##* }" = 503 ] && [ "$(jq -r .error.code <<<"${h% *}")" = not_leader ] &&
 	grep -q 'cannot forward to the leader.*certificate' "$tmp/terr3" &&
 	ok "a follower that cannot verify the leader's certificate forwards nothing (503 not_leader)" ||
@@ -563,7 +627,7 @@ for src in 127.0.0.2 127.0.0.3; do
 	done
 done
 sleep 2
-h=$(curl -sS --cacert "$tmp/cert.pem" --interface 127.0.0.4 -w ' %{http_code}' -H "$auth" "$fb/v1/auth/whoami")
+h=$(curl -sS --cacert "$tmp/cert.pem" --interface 127.0.0.4 -o /dev/null -w ' %{http_code}' -H "$auth" "$fb/v1/dashboard")
 alive=0
 for p in "${streams[@]}"; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
 [ "${h##* }" = 200 ] && [ $alive = 12 ] &&

@@ -6,8 +6,9 @@
  * stalls is closed after the header timeout, a body that stalls after the
  * body timeout, a long reply and an upgraded connection left idle are
  * not cut by either, and the framing rules
- * as pure functions.  The client's idle timeout against a listener that
- * never answers says which timeout ran out.
+ * as pure functions.  A passed request that pass_open declines is routed
+ * as any other, also between passed ones on one connection.  The client's idle
+ * timeout against a listener that never answers says which timeout ran out.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -375,6 +376,94 @@ static void test_client_idle_timeout(void **state)
 	close(ls);
 }
 
+/* Passed requests: /ok is declined (left to the routes), the rest
+ * answered by pass_open itself or passed and answered by pass_end. */
+static int p_open(void *ud, struct cnl_http_request *req,
+                  struct cnl_http_response *resp, void **ret_state)
+{
+	(void)ud;
+	if (strcmp(req->path, "/ok") == 0)
+		return 1;
+	if (strcmp(req->path, "/refused") == 0) {
+		cnl_http_error(resp, 418, "refused", "at the door");
+		return -1;
+	}
+	*ret_state = calloc(1, sizeof(size_t));
+	return 0;
+}
+
+static int p_body(void *state, const char *data, size_t n)
+{
+	(void)data;
+	*(size_t *)state += n;
+	return 0;
+}
+
+static void p_end(void *state, struct cnl_http_request *req,
+                  struct cnl_http_response *resp)
+{
+	(void)req;
+	cnl_http_reply(resp, 200,
+	               json_pack("{s:s,s:I}", "by", "pass", "bytes",
+	                         (json_int_t) * (size_t *)state));
+	free(state);
+}
+
+static void test_pass_declined(void **state)
+{
+	struct cnl_http_config cfg = {
+	    .host = "127.0.0.1",
+	    .routes = routes,
+	    .nroutes = sizeof(routes) / sizeof(routes[0]),
+	    .serve = serve,
+	    .pass_prefix = "/",
+	    .pass_open = p_open,
+	    .pass_body = p_body,
+	    .pass_end = p_end,
+	    .pass_free = free,
+	};
+	struct cnl_http_server *srv = NULL;
+	char err[256], buf[4096];
+	int fd;
+
+	(void)state;
+	assert_int_equal(cnl_http_server_new(&cfg, &srv, err, sizeof(err)), 0);
+	/* Declined: the route's handler answers. */
+	fd = dial(srv, NULL);
+	send_str(fd, get_ok);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_non_null(strstr(buf, "HTTP/1.1 200 "));
+	assert_non_null(strstr(buf, "\"status\":\"ok\""));
+	/* Declined on a second request of one kept-alive connection after
+	 * a passed one, and passed again after it. */
+	fd = dial(srv, NULL);
+	send_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n"
+	             "abc"
+	             "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
+	             "GET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	{
+		const char *a = strstr(buf, "\"by\":\"pass\"");
+		const char *b = a ? strstr(a, "\"status\":\"ok\"") : NULL;
+		const char *c = b ? strstr(b, "\"by\":\"pass\"") : NULL;
+
+		assert_non_null(a);
+		assert_non_null(strstr(buf, "\"bytes\":3"));
+		assert_non_null(b);
+		assert_non_null(c);
+	}
+	/* Refused at the door: pass_open's answer. */
+	fd = dial(srv, NULL);
+	send_str(fd, "GET /refused HTTP/1.1\r\nHost: x\r\nConnection: "
+	             "close\r\n\r\n");
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_non_null(strstr(buf, "HTTP/1.1 418 "));
+	cnl_http_server_free(srv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +472,7 @@ int main(void)
 	    cmocka_unit_test(test_timeouts),
 	    cmocka_unit_test(test_framing),
 	    cmocka_unit_test(test_client_idle_timeout),
+	    cmocka_unit_test(test_pass_declined),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
