@@ -92,6 +92,7 @@ struct cnl_api {
 	_Atomic int64_t leader_epoch;
 	struct cnl_leader *leader; /* set before serving; NULL: SQLite */
 	bool follower; /* cnl_api_config's: no controller (ctl NULL) */
+	struct cnl_mirror *mirror; /* a leader's live statuses (mirror.h) */
 	/* The notebook proxy's tunnels (api_proxy.c), under mu; tun_cv
 	 * wakes the agents' long polls and the proxies that wait. */
 	struct cnl_api_tunnel *tunnels;

@@ -33,6 +33,7 @@
 #include "sched/sched.h"
 #include "server/api-internal.h"
 #include "server/forward.h"
+#include "server/mirror.h"
 #include "server/trace.h"
 #include "server/api.h"
 #include "server/leader.h"
@@ -655,7 +656,10 @@ static bool follower_local(const struct cnl_http_route *route)
 	       h == cnl_api_h_audit_list || h == cnl_api_h_audit_verify ||
 	       h == cnl_api_h_burst_get || h == cnl_api_h_cloud_list ||
 	       h == cnl_api_h_job_logs || h == cnl_api_h_job_artifacts ||
-	       h == cnl_api_h_job_artifact_get;
+	       h == cnl_api_h_job_artifact_get ||
+	       /* with the leader's live statuses (mirror.h); not servers,
+	        * whose URL names the leader's notebook origin */
+	       h == cnl_api_h_job_get || h == cnl_api_h_jobs_list;
 }
 
 static bool bearer_is_oidc(struct cnl_api *api, struct cnl_http_request *req);
@@ -1149,6 +1153,8 @@ void cnl_api_stop(struct cnl_api *api)
 	if (!api)
 		return;
 	cnl_ctl_stop(api->ctl);
+	cnl_mirror_stop(api->mirror);
+	api->mirror = NULL;
 	/* The proxy's waits and relays end within a second: the HTTP
 	 * server's threads can then be joined. */
 	atomic_store(&api->proxy_stop, true);
@@ -1171,6 +1177,7 @@ void cnl_api_free(struct cnl_api *api)
 	if (!api)
 		return;
 	cnl_ctl_stop(api->ctl);
+	cnl_mirror_stop(api->mirror);
 	cnl_ctl_free(api->ctl);
 	/* The readers go before the writer's store (the caller's). */
 	for (size_t i = 0; i < api->n_readers; i++)
@@ -1237,13 +1244,27 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	api->routes = l->routes;
 	cnl_api_cli_set_tls(api->cli, l->tls_cert_pem != NULL);
 	api->tls = l->tls_cert_pem != NULL;
+	/* A leader over PostgreSQL mirrors its live statuses for the
+	 * followers (mirror.h), from before the loop's first tick. */
+	if (api->leader && !api->mirror &&
+	    (r = cnl_mirror_start(api->ctl, api->store, &api->mirror)) < 0 &&
+	    r != -ENOTSUP) {
+		snprintf(err, errlen, "cannot mirror live statuses: %s",
+		         cnl_strerror(r));
+		return r;
+	}
 	if (l->run_loop && (r = cnl_ctl_start(api->ctl)) < 0) {
 		snprintf(err, errlen, "cannot start the scheduling loop");
+		cnl_mirror_stop(api->mirror);
+		api->mirror = NULL;
 		return r;
 	}
 	r = cnl_http_server_new(&cfg, ret, err, errlen);
-	if (r < 0)
+	if (r < 0) {
 		cnl_ctl_stop(api->ctl);
+		cnl_mirror_stop(api->mirror);
+		api->mirror = NULL;
+	}
 	return r;
 }
 

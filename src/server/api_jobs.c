@@ -118,6 +118,12 @@ static bool run_placement(json_t *p, struct cnl_wire_placement *ret)
 	return r >= 0;
 }
 
+static bool ended(const char *state)
+{
+	return strcmp(state, "succeeded") == 0 ||
+	       strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
+}
+
 /*
  * The job document of @j (wire/job.h) into *@m: the row, the live
  * status while it is active, and from its run record what it asked for
@@ -144,7 +150,9 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 	m->runtime_s = j->runtime_ms / 1000;
 	m->created_ms = j->created_ms;
 	m->updated_ms = j->updated_ms;
-	m->has_status = cnl_api_live_status(c, j->id, &m->status) == 0;
+	/* An ended job has none (a follower's mirror may lag its end). */
+	m->has_status =
+	    !ended(j->state) && cnl_api_live_status(c, j->id, &m->status) == 0;
 	/* Resources asked for, and how it ended, from the run record. */
 	m->preemptible = !json_is_false(json_object_get(run, "preemptible"));
 	copy_str(m->message, sizeof(m->message),

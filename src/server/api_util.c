@@ -52,9 +52,31 @@ json_t *cnl_api_user_json(const struct cnl_store_user *u)
 	                 "created_at", cnl_api_time_json(u->created_ms));
 }
 
+/* A follower's: the leader's status as mirrored in the store. */
+static int mirrored_status(struct call *c, const char *id,
+                           struct cnl_wire_status *ret)
+{
+	char *text = NULL, err[128];
+	json_t *j;
+	int r;
+
+	if ((r = cnl_store_live_get(c->st, id, &text)) < 0)
+		return r;
+	j = json_loads(text, 0, NULL);
+	free(text);
+	memset(ret, 0, sizeof(*ret));
+	r = j && cnl_wire_status_decode(j, ret, err, sizeof(err)) == 0
+	        ? 0
+	        : -CNL_ENOTFOUND;
+	json_decref(j);
+	return r;
+}
+
 int cnl_api_live_status(struct call *c, const char *id,
                         struct cnl_wire_status *ret)
 {
+	if (c->api->follower)
+		return mirrored_status(c, id, ret);
 	if (c->unlocked)
 		return cnl_ctl_facts_status(c->api->ctl, id, ret);
 	return cnl_ctl_workload_status(c->api->ctl, id, ret);

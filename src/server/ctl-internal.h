@@ -302,6 +302,11 @@ struct ctl_facts {
 	/* The first scan after loading is published: until then the
 	 * table does not have every active workload. */
 	atomic_bool ready;
+	/* Under @mu, when tracked (cnl_ctl_facts_track()): the ids set or
+	 * removed since the mirror last took them. */
+	bool track;
+	char (*changed)[CNL_ID_MAX];
+	size_t n_changed, cap_changed;
 	/* Running work without a run-time estimate, per node and in all
 	 * (invariant 4), as counted at @unest_ms. */
 	int *unest;

@@ -238,6 +238,17 @@ int cnl_ctl_facts_status(struct cnl_ctl *ctl, const char *id,
                          struct cnl_wire_status *ret);
 
 /*
+ * The index's changes, for the leader's mirror of it in the database
+ * (server/mirror.h).  cnl_ctl_facts_track - from now on note the id of
+ * every entry set or removed.  cnl_ctl_facts_changed - hand over the ids
+ * noted since the last call (*@ret, malloc'd, @n of them; may repeat):
+ * the caller reads each one's status as it stands (cnl_ctl_facts_status())
+ * or learns it is gone.  Both safe without the API's lock.
+ */
+void cnl_ctl_facts_track(struct cnl_ctl *ctl);
+size_t cnl_ctl_facts_changed(struct cnl_ctl *ctl, char (**ret)[CNL_ID_MAX]);
+
+/*
  * cnl_ctl_workload_node - the id of the node running workload @id, into
  * @ret_node (CNL_ID_MAX bytes): 0, or -CNL_ENOTFOUND when it is not
  * running (pending, starting, stopping or ended).

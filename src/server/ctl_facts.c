@@ -108,6 +108,7 @@ void ctl_facts_free(struct ctl_facts *f)
 		}
 	free(f->buckets);
 	free(f->touched);
+	free(f->changed);
 	free(f->unest);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
@@ -141,6 +142,19 @@ static struct fact **slot(struct ctl_facts *f, const char *id, uint32_t h)
 	return p;
 }
 
+/* Note @id as changed for the mirror; f->mu held. */
+static void track(struct ctl_facts *f, const char *id)
+{
+	if (!f->track)
+		return;
+	if (f->n_changed == f->cap_changed) {
+		f->cap_changed = f->cap_changed ? 2 * f->cap_changed : 256;
+		f->changed = cnl_xrealloc(f->changed,
+		                          f->cap_changed * sizeof(*f->changed));
+	}
+	snprintf(f->changed[f->n_changed++], CNL_ID_MAX, "%s", id);
+}
+
 /* Put @st as @id's status (a new entry made outside the lock). */
 void ctl_facts_put(struct ctl_facts *f, const char *id,
                    const struct cnl_wire_status *st)
@@ -162,6 +176,7 @@ void ctl_facts_put(struct ctl_facts *f, const char *id,
 	*p = e;
 	if (f->n > 2 * f->nb)
 		grow(f);
+	track(f, id);
 	pthread_mutex_unlock(&f->mu);
 	free(old);
 }
@@ -176,6 +191,7 @@ void ctl_facts_drop(struct ctl_facts *f, const char *id)
 		old = *p;
 		*p = old->next;
 		f->n--;
+		track(f, id);
 	}
 	pthread_mutex_unlock(&f->mu);
 	free(old);
@@ -225,4 +241,32 @@ int cnl_ctl_facts_status(struct cnl_ctl *ctl, const char *id,
 	}
 	pthread_mutex_unlock(&f->mu);
 	return r;
+}
+
+void cnl_ctl_facts_track(struct cnl_ctl *ctl)
+{
+	struct ctl_facts *f = ctl ? ctl->facts : NULL;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->mu);
+	f->track = true;
+	pthread_mutex_unlock(&f->mu);
+}
+
+size_t cnl_ctl_facts_changed(struct cnl_ctl *ctl, char (**ret)[CNL_ID_MAX])
+{
+	struct ctl_facts *f = ctl ? ctl->facts : NULL;
+	size_t n;
+
+	*ret = NULL;
+	if (!f)
+		return 0;
+	pthread_mutex_lock(&f->mu);
+	*ret = f->changed;
+	n = f->n_changed;
+	f->changed = NULL;
+	f->n_changed = f->cap_changed = 0;
+	pthread_mutex_unlock(&f->mu);
+	return n;
 }

@@ -159,6 +159,10 @@ void cnl_pg_rollback(struct cnl_pg_store *p);
 
 /* ---- the ops table's methods, as struct cnl_store_ops documents -------- */
 
+/* postgres_lease.c: live statuses */
+int cnl_pg_live_put(struct cnl_store *s, bool reset, const char *changes);
+int cnl_pg_live_get(struct cnl_store *s, const char *id, char **ret);
+
 /* postgres_tenancy.c */
 int cnl_pg_project_create(struct cnl_store *s,
                           const struct cnl_store_project *in);

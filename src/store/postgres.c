@@ -136,6 +136,11 @@ static const struct migration migrations[] = {
         " holder TEXT NOT NULL,"
         " epoch BIGINT NOT NULL,"
         " expires_ms BIGINT NOT NULL);"},
+    /* The leader's live statuses, for followers (postgres_lease.c). */
+    {5, "CREATE TABLE live_status ("
+        " id TEXT COLLATE \"C\" PRIMARY KEY,"
+        " body TEXT NOT NULL CHECK (body::json IS NOT NULL),"
+        " updated_ms BIGINT NOT NULL);"},
 };
 
 #define SCHEMA_LATEST (migrations[CNL_ARRAY_SIZE(migrations) - 1].version)
@@ -205,6 +210,7 @@ static int pg_tx(struct cnl_store *s, int op)
 }
 
 static int pg_open_reader(struct cnl_store *s, struct cnl_store **ret);
+static int pg_open_peer(struct cnl_store *s, struct cnl_store **ret);
 
 static const struct cnl_store_ops postgres_ops = {
     .name = "postgresql",
@@ -257,6 +263,9 @@ static const struct cnl_store_ops postgres_ops = {
     .lease_release = cnl_pg_lease_release,
     .lease_wait = cnl_pg_lease_wait,
     .fence = cnl_pg_fence,
+    .live_put = cnl_pg_live_put,
+    .live_get = cnl_pg_live_get,
+    .open_peer = pg_open_peer,
 };
 
 /* Invariant 3. */
@@ -463,6 +472,20 @@ int cnl_store_open_postgres(const char *url, struct cnl_store **ret, char *err,
 		pg_close(&p->base);
 		return r;
 	}
+	*ret = &p->base;
+	return 0;
+}
+
+static int pg_open_peer(struct cnl_store *s, struct cnl_store **ret)
+{
+	struct cnl_pg_store *p;
+	char msg[256];
+	int r;
+
+	if ((r = pg_new(cnl_pg(s)->url, false, &p, msg, sizeof(msg))) < 0)
+		return r;
+	p->fence_epoch = cnl_pg(s)->fence_epoch;
+	p->fence_hold_ms = cnl_pg(s)->fence_hold_ms;
 	*ret = &p->base;
 	return 0;
 }

@@ -187,3 +187,52 @@ int cnl_pg_lease_wait(struct cnl_store *s, int64_t ms)
 		return -ENOTCONN;
 	return drain(p->conn) ? 1 : 0;
 }
+
+/* ---- live statuses (store.h: cnl_store_live_put()) ------------------- */
+
+int cnl_pg_live_put(struct cnl_store *s, bool reset, const char *changes)
+{
+	struct cnl_pg_store *p = cnl_pg(s);
+	const char *v[] = {changes};
+	int r;
+
+	if ((r = cnl_pg_begin(p)) < 0)
+		return r;
+	if ((reset && (r = cnl_pg_write(p, "DELETE FROM live_status", 0, NULL,
+	                                false)) < 0) ||
+	    (r = cnl_pg_write(p,
+	                      "DELETE FROM live_status WHERE id IN"
+	                      " (SELECT key FROM json_each($1::json)"
+	                      " WHERE json_typeof(value) = 'null')",
+	                      1, v, false)) < 0 ||
+	    (r = cnl_pg_write(p,
+	                      "INSERT INTO live_status (id, body, updated_ms)"
+	                      " SELECT key, value::text, " CNL_PG_NOW_MS
+	                      " FROM json_each($1::json)"
+	                      " WHERE json_typeof(value) = 'object'"
+	                      " ON CONFLICT (id) DO UPDATE SET"
+	                      " body = excluded.body,"
+	                      " updated_ms = excluded.updated_ms",
+	                      1, v, false)) < 0) {
+		cnl_pg_rollback(p);
+		return r;
+	}
+	return cnl_pg_commit(p);
+}
+
+static void read_body(const PGresult *res, int row, void *out)
+{
+	*(char **)out = strdup(PQgetvalue(res, row, 0));
+}
+
+int cnl_pg_live_get(struct cnl_store *s, const char *id, char **ret)
+{
+	const char *v[] = {id};
+	int r = cnl_pg_get_one(cnl_pg(s),
+	                       "SELECT body FROM live_status WHERE id = $1", 1,
+	                       v, read_body, ret);
+
+	if (r == 0 && !*ret)
+		return -ENOMEM;
+	return r;
+}

@@ -315,4 +315,8 @@ void cnl_sq_settle(struct cnl_sq_store *q);
 int cnl_sq_sync(struct cnl_store *s, int64_t *ret_seq);
 void cnl_sq_sync_close(struct cnl_sq_store *q);
 
+/* sqlite_docs.c: live statuses (store.h) */
+int cnl_sq_live_put(struct cnl_store *s, bool reset, const char *changes);
+int cnl_sq_live_get(struct cnl_store *s, const char *id, char **ret);
+
 #endif /* CNL_STORE_SQLITE_INTERNAL_H */

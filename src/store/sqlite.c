@@ -147,6 +147,12 @@ static const struct migration migrations[] = {
         " holder TEXT NOT NULL,"
         " epoch INTEGER NOT NULL,"
         " expires_ms INTEGER NOT NULL);"},
+    /* The leader's live statuses, for followers (PostgreSQL's; here for
+     * the same versions: sqlite_docs.c). */
+    {5, "CREATE TABLE live_status ("
+        " id TEXT PRIMARY KEY,"
+        " body TEXT NOT NULL CHECK (json_valid(body)),"
+        " updated_ms INTEGER NOT NULL);"},
 };
 
 #define SCHEMA_LATEST \
@@ -248,6 +254,8 @@ static const struct cnl_store_ops sqlite_ops = {
     .seen = cnl_sq_seen,
     .sync = cnl_sq_sync,
     .open_reader = cnl_store_open_sqlite_reader,
+    .live_put = cnl_sq_live_put,
+    .live_get = cnl_sq_live_get,
 };
 
 /* Apply every migration newer than the file; see invariant 4. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cnlab/errors.h"
+#include "common/time.h"
 #include "store/sqlite-internal.h"
 
 #define DOC_COLS "kind, id, parent, name, body, updated_ms"
@@ -156,4 +157,52 @@ int cnl_sq_doc_delete(struct cnl_store *s, const char *kind, const char *id)
 	return cnl_sq_update_rows(
 	    cnl_sq(s), "DELETE FROM docs WHERE kind = ?1 AND id = ?2", t, NULL,
 	    0);
+}
+
+/* ---- live statuses (store.h: cnl_store_live_put()) ------------------- */
+
+int cnl_sq_live_put(struct cnl_store *s, bool reset, const char *changes)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+	const char *t[] = {changes, NULL};
+	int64_t now = cnl_time_now_ms();
+	int r;
+
+	if ((r = cnl_sq_begin(q)) < 0)
+		return r;
+	if ((reset && (r = cnl_sq_exec(q, "DELETE FROM live_status")) < 0) ||
+	    (r = cnl_sq_run(q,
+	                    "DELETE FROM live_status WHERE id IN"
+	                    " (SELECT key FROM json_each(?1)"
+	                    " WHERE type = 'null')",
+	                    t, NULL, 0)) < 0 ||
+	    (r = cnl_sq_run(q,
+	                    "INSERT INTO live_status (id, body, updated_ms)"
+	                    " SELECT key, value, ?2 FROM json_each(?1)"
+	                    " WHERE type = 'object' ON CONFLICT (id) DO"
+	                    " UPDATE SET body = excluded.body,"
+	                    " updated_ms = excluded.updated_ms",
+	                    t, &now, 1)) < 0) {
+		cnl_sq_rollback(q);
+		return r;
+	}
+	return cnl_sq_commit(q);
+}
+
+static void read_body(sqlite3_stmt *st, void *out)
+{
+	const unsigned char *b = sqlite3_column_text(st, 0);
+
+	*(char **)out = strdup(b ? (const char *)b : "");
+}
+
+int cnl_sq_live_get(struct cnl_store *s, const char *id, char **ret)
+{
+	int r = cnl_sq_get_one(cnl_sq(s),
+	                       "SELECT body FROM live_status WHERE id = ?1", id,
+	                       NULL, read_body, ret);
+
+	if (r == 0 && !*ret)
+		return -ENOMEM;
+	return r;
 }

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cnlab/errors.h"
 #include "common/id.h"
 #include "common/util.h"
@@ -238,6 +240,53 @@ int cnl_store_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms)
 		return -ENOTSUP;
 	s->ops->fence(s, epoch, hold_ms);
 	return 0;
+}
+
+/* An object of id -> object or null, each id a valid one. */
+static int check_live(const char *changes)
+{
+	json_t *o = json_loads(changes, 0, NULL), *v;
+	const char *k;
+	int r = json_is_object(o) ? 0 : -CNL_EFIELD;
+
+	json_object_foreach (o, k, v) {
+		if (r == 0 && check_arg(k, CNL_ID_MAX) < 0)
+			r = -CNL_EFIELD;
+		if (!json_is_object(v) && !json_is_null(v))
+			r = -CNL_EFIELD;
+	}
+	json_decref(o);
+	return r;
+}
+
+int cnl_store_live_put(struct cnl_store *s, bool reset, const char *changes)
+{
+	if (!s || !changes)
+		return -EINVAL;
+	CHECK(check_live(changes));
+	if (!s->ops->live_put)
+		return -ENOTSUP;
+	return s->ops->live_put(s, reset, changes);
+}
+
+int cnl_store_live_get(struct cnl_store *s, const char *id, char **ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	*ret = NULL;
+	CHECK(check_arg(id, CNL_ID_MAX));
+	if (!s->ops->live_get)
+		return -ENOTSUP;
+	return s->ops->live_get(s, id, ret);
+}
+
+int cnl_store_open_peer(struct cnl_store *s, struct cnl_store **ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	if (!s->ops->open_peer)
+		return -ENOTSUP;
+	return s->ops->open_peer(s, ret);
 }
 
 const char *cnl_store_path(struct cnl_store *s)

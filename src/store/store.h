@@ -331,6 +331,12 @@ struct cnl_store_ops {
 	                     int64_t epoch);
 	int (*lease_wait)(struct cnl_store *s, int64_t ms);
 	void (*fence)(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
+
+	/* Live statuses, mirrored by the leader (cnl_store_live_put()). */
+	int (*live_put)(struct cnl_store *s, bool reset, const char *changes);
+	int (*live_get)(struct cnl_store *s, const char *id, char **ret);
+	/* A second writable handle, fenced as @s is (NULL: none). */
+	int (*open_peer)(struct cnl_store *s, struct cnl_store **ret);
 };
 
 /* The part of every backend's handle that the wrappers use. */
@@ -690,6 +696,30 @@ int cnl_store_lease_release(struct cnl_store *s, const char *holder,
                             int64_t epoch);
 int cnl_store_lease_wait(struct cnl_store *s, int64_t ms);
 int cnl_store_fence(struct cnl_store *s, int64_t epoch, int64_t hold_ms);
+
+/*
+ * Live statuses (several cnlabd over one PostgreSQL): the leader's view
+ * of each active workload (wire/job.h's status, a JSON object, as a GET
+ * of the job shows it), mirrored in the database so that followers answer
+ * reads of jobs and servers themselves.  Derived, never authoritative: a
+ * new leader rebuilds it from its own memory.
+ *
+ * cnl_store_live_put - apply @changes, the text of a JSON object of id ->
+ * status object (set) or null (remove), in one write transaction (fenced
+ * like every write of a fenced handle); with @reset every row goes first
+ * (a new leader's first mirror).  0, -CNL_EFIELD for @changes that are
+ * not such an object, or the store's error.
+ *
+ * cnl_store_live_get - @id's status text (malloc'd, the caller frees) in
+ * *@ret: 0 or -CNL_ENOTFOUND.
+ *
+ * cnl_store_open_peer - a second handle that writes to the same
+ * database, fenced at @s's epoch (for another thread: the mirror's).
+ * -ENOTSUP where the backend has none (SQLite: one writer).
+ */
+int cnl_store_live_put(struct cnl_store *s, bool reset, const char *changes);
+int cnl_store_live_get(struct cnl_store *s, const char *id, char **ret);
+int cnl_store_open_peer(struct cnl_store *s, struct cnl_store **ret);
 
 /* cnl_store_project_set_flags - 0 or -CNL_ENOTFOUND. */
 int cnl_store_project_set_flags(struct cnl_store *s, const char *id,

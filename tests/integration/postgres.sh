@@ -48,11 +48,11 @@ pgctl() { runuser -u postgres -- "$CNLAB_TEST_PG_BIN/pg_ctl" -D "$CNLAB_TEST_PG_
 # --- cnlabd migrate ---------------------------------------------------------
 out=$("$cnlabd" migrate --store "$db" 2>&1)
 rc=$?
-[ $rc = 0 ] && grep -q 'postgresql.*schema version 4, up to date' <<<"$out" &&
-	[ "$(q 'SELECT count(*) FROM schema_version')" = 4 ] &&
-	ok "migrate creates the schema (version 4)" || bad "migrate: rc=$rc $out"
+[ $rc = 0 ] && grep -q 'postgresql.*schema version 5, up to date' <<<"$out" &&
+	[ "$(q 'SELECT count(*) FROM schema_version')" = 5 ] &&
+	ok "migrate creates the schema (version 5)" || bad "migrate: rc=$rc $out"
 grep -q "$pw" <<<"$out" && bad "migrate printed the password" || ok "migrate's output has no password"
-out=$("$cnlabd" migrate --store "$db" 2>&1) && [ "$(q 'SELECT count(*) FROM schema_version')" = 4 ] &&
+out=$("$cnlabd" migrate --store "$db" 2>&1) && [ "$(q 'SELECT count(*) FROM schema_version')" = 5 ] &&
 	ok "migrate again changes nothing" || bad "second migrate: $out"
 # Several database hosts in one URL (a Patroni cluster): libpq takes the
 # one that accepts writes; the first here does not answer at all.
@@ -60,7 +60,7 @@ hp=${base#postgresql://cnlab:*@}
 multi="postgresql://cnlab:$pw@127.0.0.1:1,$hp/cnlab?target_session_attrs=read-write"
 out=$("$cnlabd" migrate --store "$multi" 2>&1)
 rc=$?
-[ $rc = 0 ] && grep -q 'schema version 4, up to date' <<<"$out" && ! grep -q "$pw" <<<"$out" &&
+[ $rc = 0 ] && grep -q 'schema version 5, up to date' <<<"$out" && ! grep -q "$pw" <<<"$out" &&
 	ok "a URL of several hosts (target_session_attrs=read-write) reaches the one that answers" ||
 	bad "several hosts: rc=$rc $out"
 q "INSERT INTO schema_version VALUES (99, 1)"

@@ -15,7 +15,9 @@
 #     while the leader is paused, and forwards a read of the leader's
 #     memory (the dashboard); its local reads refuse at once a session
 #     signed out through another replica, and show a user with no role
-#     nothing of the project (404) nor the audit log (403);
+#     nothing of the project (404) nor the audit log (403); a job's GET
+#     and the job list are answered there too, with the leader's live
+#     status as mirrored in the database, equal to the leader's answer;
 #   - after each kill another replica leads with a higher epoch, and the
 #     clients' submissions go on (each client starts on its own replica
 #     and, when a request fails, tries the next address, retrying a
@@ -215,6 +217,33 @@ e=$(curl -sS -H "Authorization: Bearer $t3" "http://127.0.0.1:${ports[2]}/v1/pro
 [ "$t3" != null ] && [ "$a $b $c $e" = "404 404 403 0" ] &&
 	ok "a user with no role reads nothing of the project at a follower (404), nor the audit log (403)" ||
 	bad "outsider at a follower: token $t3, $a $b $c $e"
+# A job's GET and the project's job list, with the scheduler's live
+# status (the leader's memory, mirrored in the database): answered by a
+# follower itself, the same status as the leader's; once cancelled, no
+# status there either.
+lb=http://127.0.0.1:${ports[0]}
+jid=$(curl -sS -X POST -H "$auth" -d '{"command":"true","gpu":"h100-25"}' "$lb/v1/projects/$proj/jobs" | jq -r .id)
+st() { curl -sS -H "$auth" "$1/v1/jobs/$jid" | jq -c '[.state, .status.phase, .status.reason]'; }
+for _ in $(seq 100); do
+	[ "$(st "$base")" = "$(st "$lb")" ] && [ "$(st "$base" | jq -r '.[2]')" != null ] && break
+	sleep 0.05
+done
+fwd0=$(fm 'cnlab_forwarded_requests_total{outcome="ok"}')
+loc0=$(fm cnlab_follower_local_requests_total)
+a=$(st "$base")
+b=$(st "$lb")
+c=$(curl -sS -H "$auth" "$base/v1/projects/$proj/jobs" | jq -c "[.items[] | select(.id == \"$jid\") | [.state, .status.phase, .status.reason]] | .[0]")
+loc1=$(fm cnlab_follower_local_requests_total)
+[ "$a" = "$b" ] && [ "$c" = "$b" ] && [ "$(jq -r '.[0]' <<<"$a")" = pending ] && [ "$(jq -r '.[2]' <<<"$a")" != null ] &&
+	[ "$(fm 'cnlab_forwarded_requests_total{outcome="ok"}')" = "$fwd0" ] && [ $((loc1 - loc0)) = 2 ] &&
+	ok "a follower answers a job's GET and the job list itself, with the leader's live status ($a)" ||
+	bad "job reads at a follower: follower $a list $c leader $b, local $loc0 -> $loc1"
+a=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t3" "$base/v1/jobs/$jid")
+[ "$a" = 404 ] && ok "a user with no role cannot read the job at a follower (404)" || bad "outsider job GET at a follower: $a"
+curl -sS -o /dev/null -X POST -H "$auth" "$base/v1/jobs/$jid/cancel"
+a=$(st "$base")
+[ "$a" = '["cancelled",null,null]' ] && ok "cancelled through a follower: its GET there says so at once, no status" ||
+	bad "cancelled job at a follower: $a"
 # A body without a length is refused by the follower, Upgrade or not (a
 # chunked body under an Upgrade header must not reach the leader as
 # requests of its own: only the outer one may be answered).
@@ -282,6 +311,9 @@ for w in $(seq "$CLIENTS"); do
 	subs+=($!)
 done
 
+# A status no leader has (as an old leader's last mirror may leave): the
+# next leader's first mirror replaces them all.
+q "INSERT INTO live_status VALUES ('job_stale', '{\"phase\":\"pending\",\"epoch\":0}', 0)"
 failovers=()
 for c in $(seq "$KILLS"); do
 	before=$(acked)
@@ -306,6 +338,17 @@ for c in $(seq "$KILLS"); do
 		sleep 0.05
 	done
 	[ -n "$first" ] && failovers+=($((first - t0))) || bad "kill $c: no submission acknowledged after it"
+	if [ "$c" = 1 ]; then
+		for _ in $(seq 200); do
+			[ "$(q "SELECT count(*) FROM live_status WHERE id = 'job_stale'")" = 0 ] && break
+			sleep 0.05
+		done
+		n=$(q "SELECT count(*) FROM live_status l LEFT JOIN jobs j ON j.id = l.id WHERE j.id IS NULL OR j.state <> 'pending'")
+		m=$(q "SELECT count(*) FROM live_status")
+		[ "$n" = 0 ] && [ "$m" -gt 0 ] &&
+			ok "the new leader's first mirror replaced the old one's: $m statuses, each a pending job's" ||
+			bad "live statuses after a failover: $n not a pending job's, $m in all"
+	fi
 	start "$old" # back, as a standby
 done
 echo "failover (kill -9 to the next acknowledged submission), ms: ${failovers[*]}"

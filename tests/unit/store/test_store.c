@@ -296,9 +296,9 @@ static void test_migrations(void **state)
 	struct fixture *f = *state;
 	struct cnl_store_project p;
 
-	assert_int_equal(cnl_store_schema_version(f->s), 4);
+	assert_int_equal(cnl_store_schema_version(f->s), 5);
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 4);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 5);
 	assert_int_equal(
 	    raw_int(f->path,
 	            is_pg(f->path)
@@ -307,13 +307,13 @@ static void test_migrations(void **state)
 	                  " table_name IN ('projects', 'users',"
 	                  " 'memberships', 'jobs', 'servers',"
 	                  " 'idempotency', 'audit', 'schema_version',"
-	                  " 'docs')"
+	                  " 'docs', 'leases', 'live_status')"
 	                : "SELECT COUNT(*) FROM sqlite_master WHERE type ="
 	                  " 'table' AND name IN ('projects', 'users',"
 	                  " 'memberships', 'jobs', 'servers',"
 	                  " 'idempotency', 'audit', 'schema_version',"
-	                  " 'docs')"),
-	    9);
+	                  " 'docs', 'leases', 'live_status')"),
+	    11);
 	assert_int_equal(
 	    raw_int(f->path,
 	            is_pg(f->path)
@@ -331,12 +331,12 @@ static void test_migrations(void **state)
 	f->s = NULL;
 	raw_exec(f->path, "UPDATE schema_version SET applied_ms = 42");
 	open_store(f);
-	assert_int_equal(cnl_store_schema_version(f->s), 4);
+	assert_int_equal(cnl_store_schema_version(f->s), 5);
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 4);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 5);
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM schema_version"
 	                                  " WHERE applied_ms = 42"),
-	                 4);
+	                 5);
 	assert_int_equal(cnl_store_project_get_by_name(f->s, "vision", &p), 0);
 	assert_string_equal(p.id, f->proj.id);
 }
@@ -348,15 +348,15 @@ static void test_newer_schema_refused(void **state)
 	struct cnl_store *s2 = &sentinel;
 	char err[256] = "";
 
-	raw_exec(f->path, "INSERT INTO schema_version VALUES (5, 1)");
+	raw_exec(f->path, "INSERT INTO schema_version VALUES (6, 1)");
 	assert_int_equal(cnl_store_open(f->path, &s2, err, sizeof(err)),
 	                 -CNL_ECONFIG);
 	assert_ptr_equal(s2, &sentinel);
 	assert_non_null(strstr(err, "newer"));
-	assert_non_null(strstr(err, "5"));
+	assert_non_null(strstr(err, "6"));
 	/* The refused open changed nothing. */
 	assert_int_equal(
-	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 5);
+	    raw_int(f->path, "SELECT COUNT(*) FROM schema_version"), 6);
 }
 
 /* A file that is there but empty or not SQLite is refused, untouched. */
@@ -1852,6 +1852,75 @@ static void test_lease_and_fence(void **state)
  * Behind pgbouncer in transaction mode no hint need come, but waiting
  * must not break the handle.
  */
+/* Live statuses: puts, removals and a reset in one transaction each; bad
+ * changes refused naming nothing stored; a fenced peer writes only while
+ * its epoch holds (PostgreSQL). */
+static void test_live(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store *peer = NULL;
+	struct cnl_store_lease l;
+	char *b = NULL;
+
+	assert_int_equal(cnl_store_live_get(f->s, "job_1", &b), -CNL_ENOTFOUND);
+	assert_int_equal(
+	    cnl_store_live_put(f->s, false,
+	                       "{\"job_1\":{\"phase\":\"pending\"},"
+	                       "\"job_2\":{\"phase\":\"running\",\"node\":"
+	                       "\"n1\"}}"),
+	    0);
+	assert_int_equal(cnl_store_live_get(f->s, "job_2", &b), 0);
+	assert_non_null(strstr(b, "\"node\""));
+	assert_non_null(strstr(b, "\"n1\""));
+	free(b);
+	/* Set again, and removed, in one call. */
+	assert_int_equal(cnl_store_live_put(f->s, false,
+	                                    "{\"job_1\":{\"phase\":\"placed\"},"
+	                                    "\"job_2\":null}"),
+	                 0);
+	assert_int_equal(cnl_store_live_get(f->s, "job_1", &b), 0);
+	assert_non_null(strstr(b, "placed"));
+	free(b);
+	assert_int_equal(cnl_store_live_get(f->s, "job_2", &b), -CNL_ENOTFOUND);
+	/* Refused whole: not an object, a value neither object nor null, an
+	 * empty id; nothing changed. */
+	assert_int_equal(cnl_store_live_put(f->s, false, "[1]"), -CNL_EFIELD);
+	assert_int_equal(cnl_store_live_put(f->s, false, "{\"job_1\":3}"),
+	                 -CNL_EFIELD);
+	assert_int_equal(
+	    cnl_store_live_put(f->s, false, "{\"\":{},\"job_3\":{}}"),
+	    -CNL_EFIELD);
+	assert_int_equal(cnl_store_live_put(f->s, true, "not json"),
+	                 -CNL_EFIELD);
+	assert_int_equal(cnl_store_live_get(f->s, "job_1", &b), 0);
+	free(b);
+	assert_int_equal(cnl_store_live_get(f->s, "job_3", &b), -CNL_ENOTFOUND);
+	/* A reset leaves only what it sets. */
+	assert_int_equal(
+	    cnl_store_live_put(f->s, true, "{\"job_4\":{\"phase\":\"x\"}}"), 0);
+	assert_int_equal(cnl_store_live_get(f->s, "job_1", &b), -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_live_get(f->s, "job_4", &b), 0);
+	free(b);
+	if (!is_pg(f->path)) {
+		assert_int_equal(cnl_store_open_peer(f->s, &peer), -ENOTSUP);
+		return;
+	}
+	/* A peer fenced at epoch 1 writes while it holds, and not once
+	 * another holder took the lease. */
+	assert_int_equal(cnl_store_lease_acquire(f->s, "a", 60000, &l), 0);
+	assert_int_equal(cnl_store_fence(f->s, l.epoch, 2000), 0);
+	assert_int_equal(cnl_store_open_peer(f->s, &peer), 0);
+	assert_int_equal(
+	    cnl_store_live_put(peer, false, "{\"job_5\":{\"phase\":\"y\"}}"),
+	    0);
+	raw_exec(f->path, "UPDATE leases SET expires_ms = 0");
+	assert_int_equal(cnl_store_lease_acquire(f->s, "b", 60000, &l), 0);
+	assert_int_equal(cnl_store_live_put(peer, true, "{}"), -CNL_EFENCED);
+	assert_int_equal(cnl_store_live_get(f->s, "job_5", &b), 0);
+	free(b);
+	cnl_store_close(peer);
+}
+
 static void test_lease_hints(void **state)
 {
 	struct fixture *f = *state;
@@ -2063,6 +2132,7 @@ int main(void)
 		pg_base = NULL;
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_migrations, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_live, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_wal_mode, setup, teardown),
