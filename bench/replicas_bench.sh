@@ -4,7 +4,9 @@
 #      on SQLite (the baseline), on PostgreSQL with one replica, with three
 #      (to the leader, and through a follower that forwards to it), and
 #      through pgbouncer in transaction mode; beside each, wrk on GET
-#      /healthz of the same daemon;
+#      /healthz of the same daemon; and GETs of one job with three
+#      replicas, to the leader alone beside spread over all three (the
+#      followers answer reads from the database themselves);
 #   2. failover time over KILLS kills (default 20) of the leader of three
 #      replicas with the default lease (5 s) unless --lease: from kill -9
 #      to the first submission acknowledged by the new leader (a client
@@ -114,6 +116,33 @@ start pg3c "$direct/$db"
 sleep 1
 read -r s h < <(rate "$lport") && echo "| PostgreSQL, 3 replicas, to the leader | $s | $h |"
 read -r s h < <(rate "$fport") && echo "| PostgreSQL, 3 replicas, through a follower (forwarded to the leader; /healthz is the follower's own) | $s | $h |"
+# Reads: GET of one job (its row and the leader's live status), wrk with
+# 64 connections to the leader alone, then 64 spread over the three
+# replicas at once (the followers answer from the database: the status
+# mirrored by the leader), summed.
+tok=$(curl -sS -X POST -d "{\"user\":\"admin\",\"password\":\"$CNLAB_ADMIN_PASSWORD\"}" \
+	"http://127.0.0.1:$lport/v1/auth/login" | jq -r .token)
+rproj=$(curl -sS -X POST -H "Authorization: Bearer $tok" -d '{"name":"reads"}' "http://127.0.0.1:$lport/v1/projects" | jq -r .id)
+jid=$(curl -sS -X POST -H "Authorization: Bearer $tok" -d '{"command":"true","gpu":"h100-25"}' \
+	"http://127.0.0.1:$lport/v1/projects/$rproj/jobs" | jq -r .id)
+sleep 1
+one=$(wrk -t2 -c64 -d"${seconds}s" -H "Authorization: Bearer $tok" "http://127.0.0.1:$lport/v1/jobs/$jid" 2>&1 |
+	awk '/Requests\/sec/ {printf "%.0f", $2}')
+spread=0
+wp=()
+for p in "$lport" "$fport" "${port}"; do
+	wrk -t1 -c21 -d"${seconds}s" -H "Authorization: Bearer $tok" "http://127.0.0.1:$p/v1/jobs/$jid" >"$tmp/reads.$p" 2>&1 &
+	wp+=($!)
+done
+wait "${wp[@]}"
+parts=()
+for p in "$lport" "$fport" "${port}"; do
+	grep -q 'Non-2xx' "$tmp/reads.$p" && echo "errors on $p: $(grep Non-2xx "$tmp/reads.$p")" >&2
+	x=$(awk '/Requests\/sec/ {printf "%.0f", $2}' "$tmp/reads.$p")
+	parts+=("$x")
+	spread=$((spread + ${x:-0}))
+done
+echo "| PostgreSQL, 3 replicas: GET of a job/s, 64 connections to the leader alone / spread over the 3 replicas (leader + followers: ${parts[*]}) | $one / $spread | |"
 for r in pg3a pg3b pg3c; do kill -TERM "${pids[$r]}"; wait "${pids[$r]}" 2>/dev/null; unset "pids[$r]"; done
 newdb
 start pgb "$bouncer/$db"

@@ -664,9 +664,9 @@ static bool follower_local(const struct cnl_http_route *route)
 
 static bool bearer_is_oidc(struct cnl_api *api, struct cnl_http_request *req);
 
-bool cnl_api_follower_serves(struct cnl_api *api,
-                             const struct cnl_http_request *req)
+bool cnl_api_follower_serves(void *ud, const struct cnl_http_request *req)
 {
+	struct cnl_api *api = ud;
 	struct cnl_http_request tmp = *req; /* the match fills params */
 	const struct cnl_http_route *route;
 	char allow[CNL_HTTP_ALLOW_MAX];

@@ -190,8 +190,7 @@ int cnl_api_routes_check(const struct cnl_http_route *routes, size_t n,
  * status, nodes, availability, quota and usage, decisions, event streams)
  * and every write go to the leader.
  */
-bool cnl_api_follower_serves(struct cnl_api *api,
-                             const struct cnl_http_request *req);
+bool cnl_api_follower_serves(void *api, const struct cnl_http_request *req);
 
 /* cnl_api_serve - the serve callback for struct cnl_http_config. */
 void cnl_api_serve(void *api, const struct cnl_http_route *route,

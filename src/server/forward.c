@@ -5,7 +5,7 @@
  *   client ──HTTP──► follower (this file) ──HTTP──► leader's listener
  *                        │
  *                        └─ reads of the database: a follower's API
- *                           (api.h, cnl_api_follower_serves()), here
+ *                           (main.c hands it over: forward.h), here
  *
  * Every request is taken from its head (pass_open): /healthz and /metrics
  * are answered here, the reads a follower's API serves are declined (the
@@ -58,7 +58,6 @@
 #include "net/client.h"
 #include "net/http_server.h"
 #include "net/metrics.h"
-#include "server/api.h"
 #include "server/forward.h"
 #include "server/leader.h"
 
@@ -75,7 +74,7 @@
 
 static struct {
 	atomic_bool stop;
-	atomic_uint_fast64_t forwarded, refused, failed, local;
+	atomic_uint_fast64_t forwarded, refused, failed, n_local;
 	char label[CNL_FORWARD_LABEL_MAX];
 	char cafile[CNL_FORWARD_LABEL_MAX];
 	/* Whether the leader took the last connection made to it (a
@@ -83,6 +82,7 @@ static struct {
 	atomic_bool reached;
 	_Atomic int64_t reached_at;
 	char proof[CNL_FORWARD_PROOF_LEN];
+	struct cnl_forward_local local; /* .serves NULL: none */
 } g;
 
 struct fwd {
@@ -391,7 +391,7 @@ static void metrics(struct cnl_http_response *resp)
 	              "requests this follower answered itself from the "
 	              "store (reads that need no leader)");
 	cnl_mb_printf(&b, "cnlab_follower_local_requests_total %" PRIu64 "\n",
-	              (uint64_t)atomic_load(&g.local));
+	              (uint64_t)atomic_load(&g.n_local));
 	resp->status = 200;
 	resp->text = b.p;
 	resp->text_len = b.n;
@@ -421,8 +421,8 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 		return -1;
 	}
 	/* The reads of the store it answers itself, leader or not. */
-	if (cnl_api_follower_serves(ud, req)) {
-		atomic_fetch_add(&g.local, 1);
+	if (g.local.serves && g.local.serves(g.local.ud, req)) {
+		atomic_fetch_add(&g.n_local, 1);
 		return 1;
 	}
 	if (cnl_http_header(req, FWD_HEADER)) {
@@ -796,8 +796,8 @@ void cnl_forward_label(const char *label)
 }
 
 int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
-                       struct cnl_api *api, struct cnl_http_server **ret,
-                       char *err, size_t errlen)
+                       const struct cnl_forward_local *local,
+                       struct cnl_http_server **ret, char *err, size_t errlen)
 {
 	static const struct cnl_http_route routes[] = {
 	    {"GET", "/healthz", CNL_PERM_PUBLIC, NULL, fwd_handler},
@@ -806,10 +806,12 @@ int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
 
 	atomic_store(&g.stop, false);
 	snprintf(g.cafile, sizeof(g.cafile), "%s", cafile ? cafile : "");
-	if (api) {
+	g.local = local ? *local : (struct cnl_forward_local){0};
+	if (local) {
 		/* What fwd_open() leaves to the routes is the API's. */
-		c.routes = cnl_api_routes(&c.nroutes);
-		c.serve = cnl_api_serve;
+		c.routes = local->routes;
+		c.nroutes = local->nroutes;
+		c.serve = local->serve;
 	} else {
 		c.routes = routes;
 		c.nroutes = CNL_ARRAY_SIZE(routes);
@@ -822,7 +824,7 @@ int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
 	c.pass_body = fwd_body;
 	c.pass_end = fwd_end;
 	c.pass_free = fwd_free;
-	c.ud = api;
+	c.ud = local ? local->ud : NULL;
 	return cnl_http_server_new(&c, ret, err, errlen);
 }
 

@@ -29,18 +29,35 @@ struct cnl_http_server;
 #define CNL_FORWARD_LABEL_MAX 512
 
 /*
+ * What a follower answers itself (main.c fills it from a follower's API:
+ * api.h, cnl_api_follower_serves()): @serves says whether @req is one of
+ * those, and a request it takes is routed through @routes to @serve, as
+ * the leader's listener would, with @ud.
+ */
+struct cnl_http_request;
+struct cnl_http_response;
+struct cnl_http_route;
+struct cnl_forward_local {
+	void *ud;
+	bool (*serves)(void *ud, const struct cnl_http_request *req);
+	const struct cnl_http_route *routes;
+	size_t nroutes;
+	void (*serve)(void *ud, const struct cnl_http_route *route,
+	              struct cnl_http_request *req,
+	              struct cnl_http_response *resp);
+};
+
+/*
  * cnl_forward_listen - listen on @cfg's address (host, port, TLS, limits;
  * routes and handlers are set here) as a follower.  @cafile verifies an
- * https leader (NULL: the system's CAs).  @api, a follower's API
- * (api.h: cnl_api_config's follower), answers the reads of
- * cnl_api_follower_serves() here; NULL: every request is forwarded.  0
- * with the server in *@ret (cnl_http_server_port() says which port it
- * got), or the error of cnl_http_server_new().
+ * https leader (NULL: the system's CAs).  @local (copied; NULL: every
+ * request is forwarded) answers the reads it serves here.  0 with the
+ * server in *@ret (cnl_http_server_port() says which port it got), or the
+ * error of cnl_http_server_new().
  */
-struct cnl_api;
 int cnl_forward_listen(const struct cnl_http_config *cfg, const char *cafile,
-                       struct cnl_api *api, struct cnl_http_server **ret,
-                       char *err, size_t errlen);
+                       const struct cnl_forward_local *local,
+                       struct cnl_http_server **ret, char *err, size_t errlen);
 
 /* cnl_forward_label - this cnlabd's own replica URL, which other replicas
  * forward to when it leads (a lease naming it is not forwarded to). */

@@ -898,6 +898,7 @@ int main(int argc, char **argv)
 	 * until this one may (leader.h).  Before anything writes: every
 	 * write from here on is fenced at the lease's epoch. */
 	if (strcmp(cnl_store_backend(store), "postgresql") == 0) {
+		struct cnl_forward_local local;
 		char label[600];
 
 		if (!st.files_dir)
@@ -933,6 +934,12 @@ int main(int argc, char **argv)
 			    cnl_strerror(r));
 			goto out;
 		}
+		local = (struct cnl_forward_local){
+		    .ud = fapi,
+		    .serves = cnl_api_follower_serves,
+		    .serve = cnl_api_serve,
+		};
+		local.routes = cnl_api_routes(&local.nroutes);
 		if (cnl_forward_listen(
 		        &(struct cnl_http_config){
 		            .host = host,
@@ -945,7 +952,7 @@ int main(int argc, char **argv)
 		            .header_timeout_ms = st.http_header_timeout,
 		            .body_timeout_ms = st.http_body_timeout,
 		        },
-		        st.replica_ca_file, fapi, &standby, err,
+		        st.replica_ca_file, &local, &standby, err,
 		        sizeof(err)) < 0) {
 			fprintf(stderr, "cnlabd: %s\n", err);
 			goto out;
