@@ -126,8 +126,14 @@ rproj=$(curl -sS -X POST -H "Authorization: Bearer $tok" -d '{"name":"reads"}' "
 jid=$(curl -sS -X POST -H "Authorization: Bearer $tok" -d '{"command":"true","gpu":"h100-25"}' \
 	"http://127.0.0.1:$lport/v1/projects/$rproj/jobs" | jq -r .id)
 sleep 1
+cpu() { # cpu PID: its CPU time so far, in clock ticks
+	awk '{print $14 + $15}' "/proc/$1/stat"
+}
+c0=$(cpu "${pids[pg3a]}")
 one=$(wrk -t2 -c64 -d"${seconds}s" -H "Authorization: Bearer $tok" "http://127.0.0.1:$lport/v1/jobs/$jid" 2>&1 |
 	awk '/Requests\/sec/ {printf "%.0f", $2}')
+lcpu1=$(($(cpu "${pids[pg3a]}") - c0))
+c0=$(cpu "${pids[pg3a]}")
 spread=0
 wp=()
 for p in "$lport" "$fport" "${port}"; do
@@ -135,6 +141,7 @@ for p in "$lport" "$fport" "${port}"; do
 	wp+=($!)
 done
 wait "${wp[@]}"
+lcpu3=$(($(cpu "${pids[pg3a]}") - c0))
 parts=()
 for p in "$lport" "$fport" "${port}"; do
 	grep -q 'Non-2xx' "$tmp/reads.$p" && echo "errors on $p: $(grep Non-2xx "$tmp/reads.$p")" >&2
@@ -142,7 +149,8 @@ for p in "$lport" "$fport" "${port}"; do
 	parts+=("$x")
 	spread=$((spread + ${x:-0}))
 done
-echo "| PostgreSQL, 3 replicas: GET of a job/s, 64 connections to the leader alone / spread over the 3 replicas (leader + followers: ${parts[*]}) | $one / $spread | |"
+hz=$(getconf CLK_TCK)
+echo "| PostgreSQL, 3 replicas: GET of a job/s, 64 connections to the leader alone / spread over the 3 replicas (leader + followers: ${parts[*]}) | $one / $spread | the leader's CPU: $(awk -v a="$lcpu1" -v b="$lcpu3" -v h="$hz" -v s="$seconds" 'BEGIN { printf "%.0f%% / %.0f%% of a core", 100 * a / h / s, 100 * b / h / s }') |"
 for r in pg3a pg3b pg3c; do kill -TERM "${pids[$r]}"; wait "${pids[$r]}" 2>/dev/null; unset "pids[$r]"; done
 newdb
 start pgb "$bouncer/$db"
@@ -187,7 +195,9 @@ leader_of() { # the replica number that leads, or ""
 times=()
 ptimes=()
 for k in $(seq "$kills"); do
-	sleep 1
+	# A random moment in the leader's renewal period (a third of the
+	# lease), so that the kills do not all land at one phase of it.
+	sleep "$(awk -v r="$RANDOM" -v l="${lease%s}" 'BEGIN { printf "%.3f", 1 + (r % 1000) / 1000 * l / 3 }')"
 	lr=$(leader_of)
 	[ -n "$lr" ] || { echo "no leader before kill $k" >&2; break; }
 	kill -9 "${pids[f$lr]}"

@@ -81,6 +81,7 @@ static struct {
 	 * forward's or a health check's), and when (monotonic ms). */
 	atomic_bool reached;
 	_Atomic int64_t reached_at;
+	atomic_int reach_state; /* 0 not tried, 1 reached, 2 not */
 	char proof[CNL_FORWARD_PROOF_LEN];
 	struct cnl_forward_local local; /* .serves NULL: none */
 } g;
@@ -271,10 +272,21 @@ static bool conn_upgrade(const char *v)
 	return false;
 }
 
-static void note_reach(bool ok)
+/* What the last connection to the leader at @url found; a change is
+ * logged, not every failure (while the leader is away every request
+ * would say it again). */
+static void note_reach(const char *url, bool ok, const char *err)
 {
+	int prev = atomic_exchange(&g.reach_state, ok ? 1 : 2);
+
 	atomic_store(&g.reached, ok);
 	atomic_store(&g.reached_at, cnl_time_mono_ns() / 1000000);
+	if (!ok && prev != 2)
+		cnl_log(CNL_LOG_WARN, "cannot forward to the leader",
+		        "leader=%s why=\"%s\"", url, err);
+	else if (ok && prev == 2)
+		cnl_log(CNL_LOG_INFO, "the leader answers again", "leader=%s",
+		        url);
 }
 
 /* A connection to @url (TLS and its certificate included), the
@@ -296,7 +308,7 @@ static int dial(const char *url, long ms, struct cnl_client **cl,
 	} else {
 		r = cnl_client_dial(*cl, ret, err, errlen);
 	}
-	note_reach(r == 0);
+	note_reach(url, r == 0, err);
 	return r;
 }
 
@@ -462,8 +474,6 @@ static int fwd_open(void *ud, struct cnl_http_request *req,
 	if ((r = dial(url, CONNECT_MS, &f->cl, &f->s, err, sizeof(err))) < 0) {
 		snprintf(why, sizeof(why), "the leader at %s cannot be reached",
 		         url);
-		cnl_log(CNL_LOG_WARN, "cannot forward to the leader",
-		        "leader=%s why=\"%s\"", url, err);
 		fwd_free(f);
 		not_leader(resp, why);
 		return -1;
