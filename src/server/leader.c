@@ -3,8 +3,10 @@
  * (leader.h): the standby's wait, the renewal thread, the step-down.
  *
  * The renewal runs on a store handle of its own (a handle serves one
- * thread), every third of the lease, so two renewals may fail before the
- * lease runs out.  It never writes anything but the lease row.
+ * thread), every fifth of the lease counted from the start of the last
+ * one, so that four may fail, or one take most of the lease (a machine
+ * so loaded that the database's answer takes seconds), before the lease
+ * runs out.  It never writes anything but the lease row.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
@@ -91,20 +93,26 @@ static void *renewer(void *arg)
 	bool failing = false;
 	char q[CNL_LOG_QUOTE_MAX];
 
+	int64_t next = mono_ms() + l->ttl_ms / 5;
+
 	pthread_mutex_lock(&l->mu);
 	while (!l->stop) {
 		struct cnl_store_lease now;
 		struct timespec ts;
-		int64_t t0;
+		int64_t t0 = mono_ms();
 		int r;
 
-		cnl_time_deadline(&ts, CLOCK_MONOTONIC, l->ttl_ms / 3);
-		if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) != ETIMEDOUT ||
-		    l->stop)
-			continue;
+		if (t0 < next) {
+			cnl_time_deadline(&ts, CLOCK_MONOTONIC, next - t0);
+			if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) !=
+			        ETIMEDOUT ||
+			    l->stop)
+				continue;
+		}
 		pthread_mutex_unlock(&l->mu);
 		memset(&now, 0, sizeof(now));
 		t0 = mono_ms();
+		next = t0 + l->ttl_ms / 5;
 		r = cnl_store_lease_renew(l->store, l->holder, l->epoch,
 		                          l->ttl_ms, &now);
 		if (r == 0)

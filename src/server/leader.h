@@ -36,7 +36,7 @@ struct cnl_leader;
  * cnl_leader_take - become the leader of the store at @url: wait as a
  * standby (logging who leads) until the lease can be taken, then fence
  * @store (the caller's handle on the same database) at the new epoch and
- * keep the lease renewed every @ttl_ms / 3 from a thread of its own, on a
+ * keep the lease renewed every @ttl_ms / 5 from a thread of its own, on a
  * connection of its own.  @label names this process in the lease (its
  * address, for the standbys' logs).  A signal of @sigs (blocked by the
  * caller) ends the wait: 1, nothing held.  0 with *@ret, or a negative

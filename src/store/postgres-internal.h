@@ -151,7 +151,7 @@ int cnl_pg_begin(struct cnl_pg_store *p);
 int cnl_pg_begin_read(struct cnl_pg_store *p);
 
 /* cnl_pg_fence_check - inside a write transaction of a fenced handle:
- * 0 when the lease is still its epoch's (now held FOR SHARE to the
+ * 0 when the lease is still its epoch's (now held FOR KEY SHARE to the
  * transaction's end), -CNL_EFENCED otherwise (postgres_db.c). */
 int cnl_pg_fence_check(struct cnl_pg_store *p);
 int cnl_pg_commit(struct cnl_pg_store *p);

@@ -343,13 +343,15 @@ int cnl_pg_fence_check(struct cnl_pg_store *p)
 	int r;
 
 	/* set_config(..., true) is SET LOCAL: this transaction only, so
-	 * it holds behind pgbouncer's transaction mode too (invariant 4). */
+	 * it holds behind pgbouncer's transaction mode too (invariant 4).
+	 * FOR KEY SHARE: a takeover's update waits for it, a renewal's
+	 * does not (postgres_lease.c, invariant 2). */
 	if ((r = cnl_pg_exec(
 	         p,
 	         "SELECT epoch = $1::bigint AND expires_ms > " CNL_PG_NOW_MS
 	         ", set_config("
 	         "'idle_in_transaction_session_timeout', $2, true)"
-	         " FROM leases WHERE name = 'leader' FOR SHARE",
+	         " FROM leases WHERE name = 'leader' FOR KEY SHARE",
 	         2, v, &res)) < 0)
 		return r;
 	ok = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;

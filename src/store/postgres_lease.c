@@ -12,17 +12,30 @@
  *     holder's epoch is the old one plus one; the row never goes away, so
  *     epochs only grow.
  *  2. A fenced handle's write transactions start by reading the lease row
- *     FOR SHARE and checking that it is their epoch's and unexpired.  The
- *     lock is held to the transaction's end, and acquire's update of the
- *     row must wait for every such lock: a takeover happens between the
- *     old leader's transactions, never inside one, and after it every
- *     check of the old epoch fails.  So no write of an old epoch commits
- *     after a new epoch exists, however long its process was paused.
+ *     FOR KEY SHARE and checking that it is their epoch's and unexpired.
+ *     The lock is held to the transaction's end, and acquire's update of
+ *     the row must wait for every such lock: a takeover happens
+ *     between the old leader's transactions, never inside one, and after
+ *     it every check of the old epoch fails.  So no write of an old epoch
+ *     commits after a new epoch exists, however long its process was
+ *     paused.  Acquire locks the row FOR UPDATE for that (its upsert
+ *     alone would take FOR NO KEY UPDATE, which KEY SHARE lets by).  A
+ *     renewal (or a release) is a plain UPDATE of columns no key holds,
+ *     which KEY SHARE does not block: with several threads'
+ *     fenced transactions overlapping (the API's, the mirror's), a FOR
+ *     SHARE check left no moment free of lockers and starved the
+ *     renewals until the lease was lost.
  *  3. A lease that expired while still its holder's is renewed with its
  *     epoch: nobody took it in between (that would have changed the row).
  *  4. A fenced transaction that sits idle (its process paused, or cut
  *     off, in the middle of it) is ended by the server after the hold
  *     time: its lock on the lease row cannot bar a takeover for longer.
+ *  5. Acquire reads the row first and tries the update only when the
+ *     lease looks free, expired or the caller's: INSERT ... ON CONFLICT
+ *     locks the row before its WHERE is evaluated, so the followers'
+ *     attempts every second would each wait for every fenced transaction
+ *     of the leader and, queued, hold up its renewals behind them.  The
+ *     read decides nothing: the update's WHERE still does.
  */
 #include <errno.h>
 #include <poll.h>
@@ -64,9 +77,24 @@ int cnl_pg_lease_acquire(struct cnl_store *s, const char *holder,
 
 	if (p->read_only || p->depth)
 		return -EINVAL;
+	/* Held by another and unexpired, as a plain read sees it: busy,
+	 * without the update's lock (invariant 5). */
+	r = cnl_pg_lease_get(s, ret);
+	if (r < 0 && r != -CNL_ENOTFOUND)
+		return r;
+	if (r == 0 && strcmp(ret->holder, holder) != 0 &&
+	    ret->expires_ms > ret->now_ms)
+		return -EBUSY;
+	/* FOR UPDATE first (invariant 2): the upsert alone updates no key,
+	 * so it would lock the row as FOR NO KEY UPDATE, which does not wait
+	 * for the fenced transactions' FOR KEY SHARE.  The time is read once
+	 * the lock is held. */
 	r = cnl_pg_get_one(
 	    p,
-	    "WITH now AS (SELECT " CNL_PG_NOW_MS " AS ms)"
+	    "WITH lk AS (SELECT name FROM leases WHERE name = 'leader'"
+	    " FOR UPDATE),"
+	    " now AS (SELECT " CNL_PG_NOW_MS " AS ms"
+	    " FROM (SELECT count(*) FROM lk) AS c)"
 	    " INSERT INTO leases AS l (name, holder, epoch, expires_ms)"
 	    " SELECT 'leader', $1, 1, ms + $2::bigint FROM now"
 	    " ON CONFLICT (name) DO UPDATE SET"

@@ -676,7 +676,7 @@ int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
  * cnl_store_fence - from now on every write transaction of @s (every
  * write call, and each cnl_store_tx_begin()) first checks, in the same
  * transaction, that the lease is @epoch's and unexpired, holding it
- * there (PostgreSQL: FOR SHARE) until the transaction ends; otherwise
+ * there (PostgreSQL: FOR KEY SHARE) until the transaction ends; otherwise
  * the write fails with -CNL_EFENCED and stores nothing.  A new holder's
  * acquire waits for such transactions to end, so once it has the lease
  * no write of an older epoch can commit: a leader paused past its lease
