@@ -98,8 +98,8 @@ bad_env=
 while read -r e; do
 	case $e in
 	CNLAB_JWT_SECRET | CNLAB_ADMIN_PASSWORD | CNLAB_AGENT_TOKEN) continue ;;
-	CNLAB_AGENT_*) key=$(tr 'A-Z' 'a-z' <<<"${e#CNLAB_AGENT_}") src=src/agent/main.c ;;
-	*) key=$(tr 'A-Z' 'a-z' <<<"${e#CNLAB_}") src=src/server/main.c ;;
+	CNLAB_AGENT_*) key=$(tr '[:upper:]' '[:lower:]' <<<"${e#CNLAB_AGENT_}") src=src/agent/main.c ;;
+	*) key=$(tr '[:upper:]' '[:lower:]' <<<"${e#CNLAB_}") src=src/server/main.c ;;
 	esac
 	grep -q "^ *{\"$key\", CNL_CONFIG_" "$root/$src" || bad_env="$bad_env $e"
 done <"$tmp/envs"
@@ -142,7 +142,7 @@ grep -q 'NOTHING' "$chart/templates/NOTES.txt" && grep -q 'reconciles' "$chart/t
 	ok "NOTES.txt says nothing reconciles the CRDs" || bad "NOTES.txt does not say what is missing"
 if command -v helm >/dev/null; then
 	out=$(helm lint "$chart" 2>&1) && ok "helm lint" || bad "helm lint: $out"
-	out=$(helm template t "$chart" --namespace cnlab 2>&1 >"$tmp/helm.yaml") && ok "helm template" || bad "helm template: $out"
+	out=$(helm template cnlab "$chart" --namespace cnlab 2>&1 >"$tmp/helm.yaml") && ok "helm template" || bad "helm template: $out"
 	[ -s "$tmp/helm.yaml" ] && {
 		out=$(check objects "$tmp/helm.yaml" && check security --resources "$tmp/helm.yaml")
 		echo "$out"

@@ -118,6 +118,10 @@ const AGENT_HOST_PATHS = new Set([
 	"/var/run/cdi",
 ]);
 
+// The agent's DaemonSet by its pods' label: the chart prefixes names with
+// the release's.
+const isAgentSet = (o) => o.kind === "DaemonSet" && o.spec?.template?.metadata?.labels?.["app.kubernetes.io/name"] === AGENT;
+
 function podOf(o) {
 	if (o.kind === "Pod") return o.spec;
 	if (o.kind === "CronJob") return o.spec?.jobTemplate?.spec?.template?.spec;
@@ -127,7 +131,7 @@ function podOf(o) {
 
 function checkPod(o, pod, wantResources) {
 	const who = name(o);
-	const isAgent = o.kind === "DaemonSet" && o.metadata.name === AGENT;
+	const isAgent = isAgentSet(o);
 	const problems = [];
 	const containers = [...(pod.initContainers || []), ...(pod.containers || [])];
 	for (const k of ["hostNetwork", "hostPID", "hostIPC"])
@@ -208,7 +212,7 @@ function cmdSecurity(file, wantResources) {
 		else ok(`${name(r)}: no wildcard, no escalate/bind/impersonate`);
 	}
 	const cnlabd = objs.find((o) => o.kind === "Deployment" && /cnlabd$/.test(o.metadata.name));
-	const agent = objs.find((o) => o.kind === "DaemonSet" && o.metadata.name === AGENT);
+	const agent = objs.find(isAgentSet);
 	if (!cnlabd || !agent) {
 		bad(`${file}: the cnlabd Deployment or the agent DaemonSet is missing`);
 		return;
