@@ -271,6 +271,23 @@ function closeObjects(s) {
 	return c;
 }
 
+// The API server's first rules of a structural schema (apiextensions v1
+// refuses a CRD without them): every node has a type (unless it is
+// int-or-string or keeps unknown fields), properties and
+// additionalProperties are not both given, and metadata restricts name
+// and generateName only.
+function nonStructural(s, path = "", out = []) {
+	if (!s.type && !s["x-kubernetes-int-or-string"] && !s["x-kubernetes-preserve-unknown-fields"]) out.push(`${path || "."}: no type`);
+	if (s.properties && s.additionalProperties !== undefined) out.push(`${path}: properties and additionalProperties`);
+	for (const [k, v] of Object.entries(s.properties || {})) nonStructural(v, `${path}.${k}`, out);
+	if (s.items) nonStructural(s.items, `${path}[]`, out);
+	if (path === "" && s.properties?.metadata?.properties) {
+		const extra = Object.keys(s.properties.metadata.properties).filter((k) => k !== "name" && k !== "generateName");
+		if (extra.length) out.push(`metadata restricts ${extra}`);
+	}
+	return out;
+}
+
 // metadata is the API server's own (ObjectMeta), whatever the schema
 // says of it beyond name: left open.
 function closedSchema(root) {
@@ -348,6 +365,9 @@ function cmdCRs(crdDir, validDir, invalidDir) {
 		else if (!want.every((f) => req.includes(f)) || !cond.properties.observedGeneration) bad(`${key}: conditions are not metav1.Condition`);
 		else if (!/not reconciled/i.test(version.schema.openAPIV3Schema.description || "")) bad(`${key}: its description does not say nothing reconciles it yet`);
 		else ok(`${crd.metadata.name} ${version.name}: status subresource, metav1.Condition conditions, says it is not reconciled`);
+		const ns = nonStructural(version.schema.openAPIV3Schema);
+		if (ns.length) bad(`${key}: not a structural schema: ${ns.join("; ")}`);
+		else ok(`${key}: structural (a type on every node, no properties beside additionalProperties)`);
 		try {
 			ajv.compile(closedSchema(version.schema.openAPIV3Schema));
 		} catch (e) {
