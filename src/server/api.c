@@ -1111,15 +1111,17 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_free(api);
 		return r;
 	}
-	if (cnl_auth_password_decoy(ln, api->dummy_hash,
-	                            sizeof(api->dummy_hash)) < 0) {
-		cnl_api_free(api);
-		return -EIO;
-	}
+	/* A follower forwards logins (the decoy's only use) and has no
+	 * controller. */
 	if (api->follower) {
 		api->routes = routes; /* served by forward.c's listener */
 		*ret = api;
 		return 0;
+	}
+	if (cnl_auth_password_decoy(ln, api->dummy_hash,
+	                            sizeof(api->dummy_hash)) < 0) {
+		cnl_api_free(api);
+		return -EIO;
 	}
 	r = cnl_ctl_new(
 	    &(struct cnl_ctl_config){

@@ -476,13 +476,15 @@ int cnl_store_open_postgres(const char *url, struct cnl_store **ret, char *err,
 	return 0;
 }
 
-static int pg_open_peer(struct cnl_store *s, struct cnl_store **ret)
+/* Another connection to @s's database, fenced as @s is (a reader never
+ * writes, so its fence is never checked). */
+static int sibling(struct cnl_store *s, bool read_only, struct cnl_store **ret)
 {
 	struct cnl_pg_store *p;
 	char msg[256];
 	int r;
 
-	if ((r = pg_new(cnl_pg(s)->url, false, &p, msg, sizeof(msg))) < 0)
+	if ((r = pg_new(cnl_pg(s)->url, read_only, &p, msg, sizeof(msg))) < 0)
 		return r;
 	p->fence_epoch = cnl_pg(s)->fence_epoch;
 	p->fence_hold_ms = cnl_pg(s)->fence_hold_ms;
@@ -490,14 +492,12 @@ static int pg_open_peer(struct cnl_store *s, struct cnl_store **ret)
 	return 0;
 }
 
+static int pg_open_peer(struct cnl_store *s, struct cnl_store **ret)
+{
+	return sibling(s, false, ret);
+}
+
 static int pg_open_reader(struct cnl_store *s, struct cnl_store **ret)
 {
-	struct cnl_pg_store *p;
-	char msg[256];
-	int r;
-
-	if ((r = pg_new(cnl_pg(s)->url, true, &p, msg, sizeof(msg))) < 0)
-		return r;
-	*ret = &p->base;
-	return 0;
+	return sibling(s, true, ret);
 }
