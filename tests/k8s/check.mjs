@@ -11,6 +11,8 @@
 //   node check.mjs security [--resources] FILE
 //   node check.mjs crs CRD_DIR VALID_DIR INVALID_DIR
 //   node check.mjs values SCHEMA VALUES BAD_DIR
+//   node check.mjs cdi SCHEMA FILE...      CDI spec files valid (tests/k8s/cdi)
+//   node check.mjs cdi-refused SCHEMA FILE...  each refused
 //
 // Each prints "ok   ..." or "FAIL ..." lines, like tests/integration/lib.sh,
 // and exits 1 when anything failed (2 on a usage error).
@@ -435,6 +437,18 @@ function merge(a, b) {
 	return a;
 }
 
+// CDI spec files against tests/k8s/cdi/schema.json (ajv, draft-07).
+function cmdCdi(schemaFile, files, wantValid) {
+	const ajv = new Ajv({ allErrors: true, strict: false });
+	const check = ajv.compile(JSON.parse(readFileSync(schemaFile, "utf8")));
+	for (const f of files) {
+		const good = check(JSON.parse(readFileSync(f, "utf8")));
+		const why = good ? "" : ajv.errorsText(check.errors);
+		if (good === wantValid) ok(`CDI ${f} ${good ? "valid" : `refused (${why})`}`);
+		else bad(`CDI ${f} ${good ? "taken, should be refused" : `invalid: ${why}`}`);
+	}
+}
+
 const [cmd, ...args] = process.argv.slice(2);
 try {
 	if (cmd === "objects" && args.length) await cmdObjects(args);
@@ -442,8 +456,10 @@ try {
 	else if (cmd === "security" && args.length) cmdSecurity(args[args.length - 1], args[0] === "--resources");
 	else if (cmd === "crs" && args.length === 3) cmdCRs(...args);
 	else if (cmd === "values" && args.length === 3) cmdValues(...args);
+	else if (cmd === "cdi" && args.length >= 2) cmdCdi(args[0], args.slice(1), true);
+	else if (cmd === "cdi-refused" && args.length >= 2) cmdCdi(args[0], args.slice(1), false);
 	else {
-		console.error("usage: check.mjs objects|refused|security|crs|values ...");
+		console.error("usage: check.mjs objects|refused|security|crs|values|cdi|cdi-refused ...");
 		process.exit(2);
 	}
 } catch (e) {

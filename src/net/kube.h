@@ -1,0 +1,57 @@
+/*
+ * kube.h - a Kubernetes API client on CNLab's HTTP client (client.h):
+ * in-cluster configuration, the service account's token read again before
+ * every request (a projected token rotates), its CA, JSON in and out, and
+ * retries with backoff.
+ *
+ * In a pod (the defaults): the server is https://$KUBERNETES_SERVICE_HOST:
+ * $KUBERNETES_SERVICE_PORT, the token /var/run/secrets/kubernetes.io/
+ * serviceaccount/token and the CA ca.crt beside it.  Each may be given
+ * instead (tests point the client at a loopback server).
+ *
+ * Retried, with a backoff that starts at backoff_ms and doubles (with
+ * jitter) up to 5 s, at most `retries` times: no reply at all, 429 Too Many
+ * Requests, and 500, 502, 503, 504.  A create (POST) retried after a reply
+ * that was lost may meet its own object: 409 AlreadyExists is then the
+ * caller's to read.  Every other status is returned as it is.
+ */
+#ifndef CNL_NET_KUBE_H
+#define CNL_NET_KUBE_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+struct cnl_kube_config {
+	const char *server;     /* NULL: in-cluster */
+	const char *token_file; /* NULL: the service account's */
+	const char *cafile;     /* NULL: the service account's (https) */
+	int retries;            /* 0: 5; < 0: none */
+	long backoff_ms;        /* 0: 200 */
+	long timeout_ms;        /* per request; 0: 30 s */
+};
+
+struct cnl_kube;
+
+/* cnl_kube_open - a client for @cfg (NULL: all defaults).  0, or
+ * -CNL_ECONFIG with @err saying what is missing (not in a pod and no
+ * server given). */
+int cnl_kube_open(const struct cnl_kube_config *cfg, struct cnl_kube **ret,
+                  char *err, size_t errlen);
+void cnl_kube_close(struct cnl_kube *k);
+
+/*
+ * cnl_kube_call - @method @path (from the server's root: "/apis/resource.
+ * k8s.io/v1/resourceslices") with @body (NULL: none; not stolen) sent as
+ * @content_type (NULL: application/json; a PATCH names its kind, e.g.
+ * application/merge-patch+json).  Returns the HTTP status with the reply
+ * parsed into *@ret (NULL when not JSON; @ret may be NULL), or -EIO when
+ * no reply came after the retries.  @err gets "METHOD PATH: STATUS
+ * message" (the API's Status message) for a status of 400 or more, or
+ * why no reply came.
+ */
+long cnl_kube_call(struct cnl_kube *k, const char *method, const char *path,
+                   json_t *body, const char *content_type, json_t **ret,
+                   char *err, size_t errlen);
+
+#endif /* CNL_NET_KUBE_H */

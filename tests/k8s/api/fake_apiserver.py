@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""fake_apiserver.py - a loopback stand-in for a Kubernetes 1.34 API server,
+for the DRA plugin's test (tests/integration/dra_plugin.sh).
+
+It serves what the plugin asks, in the API server's own shapes (objects
+with metadata.uid / resourceVersion, lists with metadata.resourceVersion,
+errors as a v1 Status with reason and code):
+
+  GET    /api/v1/nodes/NAME                       the Node (a fixed uid)
+  GET    /apis/resource.k8s.io/v1/resourceslices  list, fieldSelector on
+                                                  spec.nodeName, spec.driver
+  POST   .../resourceslices                       create (409 AlreadyExists)
+  PUT    .../resourceslices/NAME                  update (409 Conflict on a
+                                                  stale resourceVersion)
+  DELETE .../resourceslices/NAME
+  GET    /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
+                                                  from DIR/NS_NAME.json
+
+Every request must carry "Authorization: Bearer T" where T is the content
+of --token-file read at that moment (401 otherwise), so a rotated token is
+seen.  --fail METHOD:PATH_PREFIX:STATUS:N answers the first N matching
+requests with STATUS (repeatable).  Each request is appended to --log as a
+JSON line {method, path, body, status}.  The port goes to --port-file.
+"""
+import argparse
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--port-file", required=True)
+ap.add_argument("--token-file", required=True)
+ap.add_argument("--claims", required=True)
+ap.add_argument("--slices", help="JSON list of ResourceSlices there at start")
+ap.add_argument("--log", required=True)
+ap.add_argument("--fail", action="append", default=[])
+args = ap.parse_args()
+
+lock = threading.Lock()
+slices = {}
+rv = [1000]
+if args.slices:
+    for s in json.load(open(args.slices)):
+        slices[s["metadata"]["name"]] = s
+faults = []
+for f in args.fail:
+    m, p, st, n = f.split(":")
+    faults.append([m, p, int(st), int(n)])
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+REASONS = {401: "Unauthorized", 404: "NotFound", 409: "AlreadyExists",
+           500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
+
+
+def status(code, message, reason=None):
+    return code, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                  "status": "Failure", "message": message,
+                  "reason": reason or REASONS.get(code, "Unknown"), "code": code}
+
+
+def next_rv():
+    rv[0] += 1
+    return str(rv[0])
+
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def handle_any(self, method):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        body = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        with lock:
+            code, out = self.route(method, body)
+            with open(args.log, "a") as f:
+                f.write(json.dumps({"method": method, "path": self.path,
+                                    "body": body, "status": code,
+                                    "content_type": self.headers.get("Content-Type")}) + "\n")
+        data = json.dumps(out).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def route(self, method, body):
+        token = open(args.token_file).read().strip()
+        if self.headers.get("Authorization") != "Bearer " + token:
+            return status(401, "Unauthorized")
+        u = urllib.parse.urlsplit(self.path)
+        path, q = u.path, urllib.parse.parse_qs(u.query)
+        for f in faults:
+            if f[0] == method and path.startswith(f[1]) and f[3] > 0:
+                f[3] -= 1
+                return status(f[2], "injected fault")
+        if method == "GET" and path.startswith("/api/v1/nodes/"):
+            name = path.rsplit("/", 1)[1]
+            return 200, {"kind": "Node", "apiVersion": "v1",
+                         "metadata": {"name": name, "uid": "6f1c2a44-8d0e-4c55-9a0b-1d2e3f405162",
+                                      "resourceVersion": "77"}}
+        if path == SLICES and method == "GET":
+            sel = dict(kv.split("=", 1) for kv in q.get("fieldSelector", [""])[0].split(",") if kv)
+            items = [s for s in slices.values()
+                     if all((k == "spec.nodeName" and s["spec"].get("nodeName") == v) or
+                            (k == "spec.driver" and s["spec"].get("driver") == v) for k, v in sel.items())]
+            return 200, {"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                         "metadata": {"resourceVersion": str(rv[0])}, "items": items}
+        if path == SLICES and method == "POST":
+            name = body["metadata"]["name"]
+            if name in slices:
+                return status(409, 'resourceslices.resource.k8s.io "%s" already exists' % name)
+            body["metadata"]["uid"] = "slice-%d" % len(slices)
+            body["metadata"]["resourceVersion"] = next_rv()
+            slices[name] = body
+            return 201, body
+        if path.startswith(SLICES + "/"):
+            name = path.rsplit("/", 1)[1]
+            if name not in slices:
+                return status(404, 'resourceslices.resource.k8s.io "%s" not found' % name)
+            if method == "PUT":
+                if body["metadata"].get("resourceVersion") != slices[name]["metadata"]["resourceVersion"]:
+                    return status(409, "Operation cannot be fulfilled on resourceslices.resource.k8s.io "
+                                  '"%s": the object has been modified' % name, "Conflict")
+                body["metadata"]["resourceVersion"] = next_rv()
+                slices[name] = body
+                return 200, body
+            if method == "DELETE":
+                gone = slices.pop(name)
+                return 200, gone
+        parts = path.split("/")
+        # /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
+        if method == "GET" and len(parts) == 8 and parts[4] == "namespaces" and parts[6] == "resourceclaims":
+            try:
+                return 200, json.load(open("%s/%s_%s.json" % (args.claims, parts[5], parts[7])))
+            except FileNotFoundError:
+                return status(404, 'resourceclaims.resource.k8s.io "%s" not found' % parts[7])
+        return status(404, "the server could not find the requested resource")
+
+    def do_GET(self):
+        self.handle_any("GET")
+
+    def do_POST(self):
+        self.handle_any("POST")
+
+    def do_PUT(self):
+        self.handle_any("PUT")
+
+    def do_DELETE(self):
+        self.handle_any("DELETE")
+
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+with open(args.port_file + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+import os
+os.rename(args.port_file + ".tmp", args.port_file)
+srv.serve_forever()
