@@ -208,6 +208,9 @@ jq -e --arg d "$dev" '.devices[0].containerEdits | (.deviceNodes | map(.path) | 
 	(.mounts | map(.containerPath) | index("/etc/ld.so.preload") != null and index("/opt/cnlab/libcnlab-cuda.so") != null)' \
 	"$spec" >/dev/null && ok "the spec gives /dev/nvidia0 (not nvidia1), the control node, the GPU's UUID, the shim preloaded" ||
 	bad "CDI content: $(jq -c .devices[0].containerEdits "$spec")"
+jq -e --arg s "$pdir/libcnlab-cuda.so" '.devices[0].containerEdits.mounts | map(select(.containerPath == "/opt/cnlab/libcnlab-cuda.so"))[0].hostPath == $s' "$spec" >/dev/null &&
+	cmp -s "$shim" "$pdir/libcnlab-cuda.so" && [ "$(stat -c %a "$pdir/libcnlab-cuda.so")" = 444 ] &&
+	ok "the shim is bound from a read-only copy in the plugin's host folder" || bad "shim copy: $(ls -l "$pdir")"
 region=$(jq -r '.devices[0].containerEdits.env[] | select(startswith("CNLAB_REGION=")) | sub("CNLAB_REGION="; "")' "$spec")
 mem=$(jq -r '.spec.devices[0].capacity.memory.value | sub("Mi"; "")' <<<"$s0")
 st=$("$region_tool" stat "$region")

@@ -90,7 +90,7 @@ for f in "${rendered[@]}"; do
 		bad "$(basename "$f"): the DeviceClass was given a namespace"
 done
 # Every cnlabd setting and agent setting named in an environment variable
-# exists (src/server/main.c's and src/agent/main.c's tables).
+# exists (src/server/main.c's, src/agent/main.c's and src/agent/dra/main.c's tables).
 for f in "${rendered[@]}" "$chart"/templates/*.yaml; do
 	grep -o 'CNLAB_[A-Z_]*' "$f"
 done | sort -u >"$tmp/envs"
@@ -99,6 +99,7 @@ while read -r e; do
 	case $e in
 	CNLAB_JWT_SECRET | CNLAB_ADMIN_PASSWORD | CNLAB_AGENT_TOKEN) continue ;;
 	CNLAB_AGENT_*) key=$(tr '[:upper:]' '[:lower:]' <<<"${e#CNLAB_AGENT_}") src=src/agent/main.c ;;
+	CNLAB_DRA_*) key=$(tr '[:upper:]' '[:lower:]' <<<"${e#CNLAB_DRA_}") src=src/agent/dra/main.c ;;
 	*) key=$(tr '[:upper:]' '[:lower:]' <<<"${e#CNLAB_}") src=src/server/main.c ;;
 	esac
 	grep -q "^ *{\"$key\", CNL_CONFIG_" "$root/$src" || bad_env="$bad_env $e"

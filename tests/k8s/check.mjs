@@ -233,11 +233,56 @@ function cmdSecurity(file, wantResources) {
 		if (g.length) bad(`${saAgent} may ${verb} ${res} (${g.map((x) => x.from)})`);
 		else ok(`${saAgent} cannot ${verb} ${res}`);
 	}
-	// The agent's slices: what its DRA plugin will publish, nothing else
-	// in resource.k8s.io.
-	const other = ra.filter((x) => (x.apiGroups || []).includes("resource.k8s.io") && (x.resources || []).some((r) => r !== "resourceslices"));
-	if (other.length) bad(`${saAgent} reaches resource.k8s.io beyond resourceslices`);
-	else ok(`${saAgent}: resource.k8s.io limited to resourceslices`);
+	// The agent's slices: what its DRA plugin publishes, and the claims it
+	// prepares read, nothing else in resource.k8s.io.
+	const other = ra.filter(
+		(x) =>
+			(x.apiGroups || []).includes("resource.k8s.io") &&
+			(x.resources || []).some((r) => r !== "resourceslices" && !(r === "resourceclaims" && (x.verbs || []).every((v) => v === "get"))),
+	);
+	if (other.length) bad(`${saAgent} reaches resource.k8s.io beyond resourceslices and reading claims`);
+	else ok(`${saAgent}: resource.k8s.io limited to resourceslices and reading claims`);
+	// Its slices are held to its own node by an admission policy.
+	const vap = objs.find((o) => o.kind === "ValidatingAdmissionPolicy" && /own-node-slices$/.test(o.metadata.name));
+	const vapb = objs.find((o) => o.kind === "ValidatingAdmissionPolicyBinding" && vap && o.spec?.policyName === vap.metadata.name);
+	if (vap && vapb && (vapb.spec.validationActions || []).includes("Deny") && JSON.stringify(vap.spec).includes("authentication.kubernetes.io/node-name"))
+		ok(`${name(vap)}: the agent's token writes only its own node's slices (Deny)`);
+	else bad("no ValidatingAdmissionPolicy (with a Deny binding) holds the agent to its own node's ResourceSlices");
+	// The attack, through the policy's own CEL (cel-js): node-a's agent
+	// writing node-b's slice, or deleting it, or a token without a node.
+	if (vap) {
+		const sa = "system:serviceaccount:cnlab:cnlab-agent";
+		const slice = (n) => ({ spec: { nodeName: n, driver: "gpu.cnlab.io" } });
+		const run = (op, user, extra, obj, old) => {
+			const request = { operation: op, userInfo: { username: user, extra } };
+			const ctx = { request, object: obj, oldObject: old };
+			if (!(vap.spec.matchConditions || []).every((m) => evaluate(m.expression, ctx) === true)) return "not matched";
+			const variables = {};
+			for (const v of vap.spec.variables || []) variables[v.name] = evaluate(v.expression, { ...ctx, variables });
+			return vap.spec.validations.every((v) => evaluate(v.expression, { ...ctx, variables }) === true) ? "allowed" : "denied";
+		};
+		const a = { "authentication.kubernetes.io/node-name": ["node-a"] };
+		const cases = [
+			["CREATE own node", run("CREATE", sa, a, slice("node-a"), null), "allowed"],
+			["UPDATE own node", run("UPDATE", sa, a, slice("node-a"), slice("node-a")), "allowed"],
+			["CREATE another node's", run("CREATE", sa, a, slice("node-b"), null), "denied"],
+			["UPDATE moving a slice to another node", run("UPDATE", sa, a, slice("node-b"), slice("node-a")), "denied"],
+			["UPDATE taking another node's slice over", run("UPDATE", sa, a, slice("node-a"), slice("node-b")), "denied"],
+			["DELETE another node's", run("DELETE", sa, a, null, slice("node-b")), "denied"],
+			["CREATE with a token bound to no node", run("CREATE", sa, {}, slice("node-a"), null), "denied"],
+			["another user (kube-scheduler, the kubelet)", run("CREATE", "system:node:node-b", {}, slice("node-a"), null), "not matched"],
+		];
+		for (const [what, got, want] of cases)
+			if (got === want) ok(`${name(vap)}: ${what}: ${got}`);
+			else bad(`${name(vap)}: ${what}: ${got}, want ${want}`);
+	}
+	// The API token is in the DRA plugin's container alone.
+	const agentPod = podOf(agent);
+	const tokenVols = (agentPod.volumes || []).filter((v) => (v.projected?.sources || []).some((s) => s.serviceAccountToken)).map((v) => v.name);
+	const withToken = (agentPod.containers || []).filter((c) => (c.volumeMounts || []).some((m) => tokenVols.includes(m.name))).map((c) => c.name);
+	if (agentPod.automountServiceAccountToken === false && withToken.length === 1 && withToken[0] === "dra-plugin")
+		ok(`${name(agent)}: the API token is mounted in the dra-plugin container only`);
+	else bad(`${name(agent)}: API token in ${JSON.stringify(withToken)} (automount ${agentPod.automountServiceAccountToken})`);
 }
 
 // --- custom resources -----------------------------------------------------

@@ -29,7 +29,7 @@ struct cnl_dra {
 	char node[254];
 	char plugin_dir[400];
 	char cdi_dir[400];
-	char shim[400];
+	char shim[480];
 	char dev_root[200];
 	struct cnl_gpus *gpus;
 	const struct cnl_catalog *cat;
@@ -54,6 +54,57 @@ static int mkdir_p(const char *path, mode_t mode)
 	}
 	if (mkdir(buf, mode) < 0 && errno != EEXIST)
 		return -errno;
+	return 0;
+}
+
+/*
+ * The shim where the container runtime can bind it from: a CDI mount's
+ * hostPath is the host's, and the plugin's image is not, so the shim is
+ * copied into plugin_dir (a host folder mounted at the same path), whole
+ * or not at all, read-only.
+ */
+static int shim_on_host(struct cnl_dra *d, char *err, size_t errlen)
+{
+	char dst[440], tmp[450];
+	size_t n = strlen(d->plugin_dir);
+	FILE *in, *out;
+	char buf[65536];
+	size_t got;
+	int r = 0;
+
+	if (strncmp(d->shim, d->plugin_dir, n) == 0 && d->shim[n] == '/')
+		return 0;
+	snprintf(dst, sizeof(dst), "%s/libcnlab-cuda.so", d->plugin_dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+	if (!(in = fopen(d->shim, "re"))) {
+		r = -errno;
+		cnl_seterr(err, errlen, "shim %s: %s", d->shim, strerror(errno));
+		return r;
+	}
+	unlink(tmp);
+	if (!(out = fopen(tmp, "wxe"))) {
+		r = -errno;
+		cnl_seterr(err, errlen, "%s: %s", tmp, strerror(errno));
+		fclose(in);
+		return r;
+	}
+	while ((got = fread(buf, 1, sizeof(buf), in)) > 0)
+		if (fwrite(buf, 1, got, out) != got)
+			break;
+	if (ferror(in) || fflush(out) != 0 || fsync(fileno(out)) < 0)
+		r = -EIO;
+	fclose(in);
+	if (fclose(out) != 0 && r == 0)
+		r = -EIO;
+	if (r == 0 && (chmod(tmp, 0444) < 0 || rename(tmp, dst) < 0))
+		r = -errno;
+	if (r < 0) {
+		unlink(tmp);
+		cnl_seterr(err, errlen, "cannot copy the shim to %s: %s", dst,
+		           strerror(-r));
+		return r;
+	}
+	snprintf(d->shim, sizeof(d->shim), "%s", dst);
 	return 0;
 }
 
@@ -89,9 +140,10 @@ int cnl_dra_new(const struct cnl_dra_config *cfg, struct cnl_gpus *gpus,
 			free(d);
 			return r;
 		}
-	/* The regions folder is crossed by tenants' processes to reach
-	 * their own bind-mounted files only on the host side of a mount:
-	 * it stays the plugin's. */
+	if (d->shim[0] && (r = shim_on_host(d, err, errlen)) < 0) {
+		free(d);
+		return r;
+	}
 	*ret = d;
 	return 0;
 }
