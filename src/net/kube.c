@@ -1,6 +1,7 @@
 /*
  * kube.c - the Kubernetes API client (kube.h).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -157,4 +158,158 @@ long cnl_kube_call(struct cnl_kube *k, const char *method, const char *path,
 		*ret = json_incref(r.json);
 	cnl_client_reply_done(&r);
 	return r.status;
+}
+
+/* ---- watch -------------------------------------------------------------- */
+
+struct watch {
+	char *buf; /* a line not ended yet */
+	size_t len, cap;
+	char *rv;
+	size_t rvlen;
+	cnl_kube_event_fn fn;
+	void *ud;
+	int result; /* set by a line that ends the watch */
+	char *err;
+	size_t errlen;
+};
+
+/* One line of the stream: {"type": ..., "object": {...}}. */
+static int watch_line(struct watch *w, const char *line, size_t n)
+{
+	json_error_t je;
+	json_t *ev = json_loadb(line, n, 0, &je), *obj;
+	const char *type, *v;
+	int r = 0;
+
+	if (!ev) {
+		cnl_seterr(w->err, w->errlen, "watch: not JSON: %s", je.text);
+		w->result = -EPROTO;
+		return 1;
+	}
+	type = json_string_value(json_object_get(ev, "type"));
+	obj = json_object_get(ev, "object");
+	if (!type || !json_is_object(obj)) {
+		cnl_seterr(w->err, w->errlen,
+		           "watch: an event without type "
+		           "or object");
+		w->result = -EPROTO;
+		json_decref(ev);
+		return 1;
+	}
+	if (strcmp(type, "ERROR") == 0) {
+		json_t *code = json_object_get(obj, "code");
+		const char *m =
+		    json_string_value(json_object_get(obj, "message"));
+		cnl_seterr(w->err, w->errlen, "watch: %s",
+		           m ? m : "an ERROR event");
+		w->result = json_integer_value(code) == 410 ? -ESTALE : -EPROTO;
+		json_decref(ev);
+		return 1;
+	}
+	v = json_string_value(json_object_get(json_object_get(obj, "metadata"),
+	                                      "resourceVersion"));
+	if (v)
+		snprintf(w->rv, w->rvlen, "%s", v);
+	if (strcmp(type, "BOOKMARK") != 0 && w->fn(w->ud, type, obj) != 0) {
+		w->result = -ECANCELED;
+		r = 1;
+	}
+	json_decref(ev);
+	return r;
+}
+
+static int watch_data(void *ud, const char *data, size_t n)
+{
+	struct watch *w = ud;
+
+	for (size_t i = 0; i < n; i++) {
+		if (data[i] != '\n') {
+			if (w->len + 1 >= w->cap) {
+				if (w->cap >= (64u << 20)) {
+					cnl_seterr(
+					    w->err, w->errlen,
+					    "watch: an event over 64 MiB");
+					w->result = -EPROTO;
+					return 1;
+				}
+				w->cap = w->cap ? w->cap * 2 : 65536;
+				w->buf = cnl_xrealloc(w->buf, w->cap);
+			}
+			w->buf[w->len++] = data[i];
+			continue;
+		}
+		if (w->len && watch_line(w, w->buf, w->len))
+			return 1;
+		w->len = 0;
+	}
+	return 0;
+}
+
+int cnl_kube_watch(struct cnl_kube *k, const char *path, char *rv, size_t rvlen,
+                   long timeout_s, cnl_kube_event_fn fn, void *ud, char *err,
+                   size_t errlen)
+{
+	struct watch w = {.rv = rv,
+	                  .rvlen = rvlen,
+	                  .fn = fn,
+	                  .ud = ud,
+	                  .err = err,
+	                  .errlen = errlen};
+	struct cnl_client_reply r;
+	char *full, *erv = cnl_client_url_escape(rv);
+	long wait = k->backoff_ms;
+	int rc;
+
+	if (asprintf(&full,
+	             "%s%swatch=1&allowWatchBookmarks=true&resourceVersion=%s&"
+	             "timeoutSeconds=%ld",
+	             path, strchr(path, '?') ? "&" : "?", erv, timeout_s) < 0)
+		abort();
+	free(erv);
+	for (int attempt = 0;; attempt++) {
+		struct cnl_client_request rq = {
+		    .method = "GET",
+		    .path = full,
+		    /* The server ends the stream at timeout_s; a minute
+		     * more before we give up on it. */
+		    .timeout_ms = (timeout_s + 60) * 1000,
+		    .idle_timeout_ms = -1,
+		    .on_data = watch_data,
+		    .on_data_ud = &w,
+		};
+		w.len = 0;
+		rc = cnl_client_request(k->cl, &rq, &r);
+		if (rc == -ECANCELED || attempt >= k->retries ||
+		    !retryable(rc, r.status))
+			break;
+		cnl_client_reply_done(&r);
+		pause_ms(wait + rand() % (wait / 4 + 1));
+		wait = wait * 2 > 5000 ? 5000 : wait * 2;
+	}
+	free(full);
+	free(w.buf);
+	if (rc == -ECANCELED) {
+		cnl_client_reply_done(&r);
+		return w.result ? w.result : -ECANCELED;
+	}
+	if (rc < 0) {
+		cnl_seterr(err, errlen, "watch %s: %s", path, r.error);
+		cnl_client_reply_done(&r);
+		return rc;
+	}
+	if (r.status == 410) {
+		cnl_seterr(err, errlen, "watch %s: 410 resource version gone",
+		           path);
+		rc = -ESTALE;
+	} else if (r.status != 200) {
+		json_t *m = r.json ? json_object_get(r.json, "message") : NULL;
+		cnl_seterr(err, errlen, "watch %s: %ld %s", path, r.status,
+		           json_is_string(m) ? json_string_value(m) : "");
+		rc = -EPROTO;
+	} else {
+		rc = 0;
+	}
+	cnl_client_reply_done(&r);
+	return rc;
 }

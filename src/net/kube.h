@@ -14,6 +14,10 @@
  * Requests, and 500, 502, 503, 504.  A create (POST) retried after a reply
  * that was lost may meet its own object: 409 AlreadyExists is then the
  * caller's to read.  Every other status is returned as it is.
+ *
+ * A client is used by one thread at a time (its connection is kept for
+ * the next request; a watch holds it as long as it lasts): a program that
+ * calls the API from several threads opens one client for each.
  */
 #ifndef CNL_NET_KUBE_H
 #define CNL_NET_KUBE_H
@@ -53,5 +57,27 @@ void cnl_kube_close(struct cnl_kube *k);
 long cnl_kube_call(struct cnl_kube *k, const char *method, const char *path,
                    json_t *body, const char *content_type, json_t **ret,
                    char *err, size_t errlen);
+
+/*
+ * A watch: one GET of @path (a collection, with its own query, e.g. a
+ * fieldSelector) with watch=1, resourceVersion=*@rv, allowWatchBookmarks
+ * and a timeoutSeconds of @timeout_s, read as the stream of JSON lines it
+ * is.  Each ADDED, MODIFIED or DELETED event goes to @fn with its type and
+ * object; a BOOKMARK only moves *@rv (as every event does, from the
+ * object's metadata.resourceVersion), so the next watch resumes after it.
+ * @fn returns 0 to go on, non-zero to end the watch.
+ *
+ * Returns 0 when the server ended the stream (its timeout: watch again
+ * from *@rv), -ESTALE when the server says the version is gone (HTTP 410,
+ * or an ERROR event with code 410 "Expired"): list again and watch from
+ * the list's version; -ECANCELED when @fn ended it; -EIO (no reply, with
+ * the usual retries first) or -EPROTO (another status, a broken line)
+ * with @err.
+ */
+typedef int (*cnl_kube_event_fn)(void *ud, const char *type, json_t *object);
+
+int cnl_kube_watch(struct cnl_kube *k, const char *path, char *rv, size_t rvlen,
+                   long timeout_s, cnl_kube_event_fn fn, void *ud, char *err,
+                   size_t errlen);
 
 #endif /* CNL_NET_KUBE_H */

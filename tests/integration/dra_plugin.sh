@@ -112,7 +112,8 @@ EOF
 $py "$k8s/api/fake_apiserver.py" --port-file "$tmp/port" --token-file "$tmp/token" \
 	--claims "$k8s/api/claims" --slices "$tmp/slices.json" --log "$tmp/api.log" \
 	--fail POST:/apis/resource.k8s.io/v1/resourceslices:503:1 \
-	--fail GET:/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/blocks:500:2 &
+	--fail GET:/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/blocks:500:2 \
+	--expire-first-watch &
 api_pid=$!
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 [ -s "$tmp/port" ] || {
@@ -125,7 +126,7 @@ pdir=$tmp/plugins/gpu.cnlab.io
 start_plugin() {
 	"$plugin" --node node1 --gpus fake:2xH100-80GB-SXM --plugin-dir "$pdir" \
 		--registry-dir "$tmp/registry" --cdi-dir "$tmp/cdi" --shim "$shim" \
-		--dev-root "$dev" --kube-api "$api" --kube-token-file "$tmp/token" \
+		--dev-root "$dev" --kube-api "$api" --kube-token-file "$tmp/token" --watch-timeout 2s \
 		>"$tmp/plugin.out" 2>>"$tmp/plugin.err" &
 	plug_pid=$!
 	for _ in $(seq 100); do grep -q ready "$tmp/plugin.out" && break; sleep 0.1; done
@@ -180,6 +181,37 @@ echo "$s0" | jq -e '(.spec.devices | map(.name) | index("gpu-0") == 0) and
 	 has("memorySlice4") and has("memorySlice7") and (has("memorySlice3") | not) and .computeSlices.value == "3")' >/dev/null &&
 	ok "gpu-0: 100 blocks shared by allocations, MIG partitions on its memory-slice counters" ||
 	bad "slice content: $(echo "$s0" | jq -c '.spec.devices[0:2]')"
+
+# --- the slices kept so: a watch from the list's version --------------------
+for _ in $(seq 100); do [ "$(grep -c '"method": "WATCH"' "$tmp/api.log")" -ge 2 ] && break; sleep 0.1; done
+[ "$(grep -c '"method": "WATCH"' "$tmp/api.log")" -ge 2 ] &&
+	[ "$(grep -c '"method": "GET", "path": "/apis/resource.k8s.io/v1/resourceslices?fieldSelector' "$tmp/api.log")" -ge 3 ] &&
+	grep '"method": "WATCH"' "$tmp/api.log" | head -1 | grep -q "allowWatchBookmarks=true&resourceVersion=" &&
+	ok "the plugin watches its slices from the list's version; a 410 Expired makes it list again and watch anew" ||
+	bad "watch: $(jq -c '[.method, .path, .status]' "$tmp/api.log" | tail -8)"
+s1=/apis/resource.k8s.io/v1/resourceslices/node1-gpu-cnlab-io-1
+lines=$(wc -l <"$tmp/api.log")
+curl -s -X DELETE -H "Authorization: Bearer $(cat "$tmp/token")" "$api$s1" >/dev/null
+for _ in $(seq 100); do
+	tail -n +$((lines + 2)) "$tmp/api.log" | grep -q '"method": "POST", "path": "/apis/resource.k8s.io/v1/resourceslices", "body": {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node1-gpu-cnlab-io-1"' && break
+	sleep 0.1
+done
+tail -n +$((lines + 2)) "$tmp/api.log" | grep -q '"path": "/apis/resource.k8s.io/v1/resourceslices", "body": {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node1-gpu-cnlab-io-1"' &&
+	grep -q "ResourceSlice changed by someone else.*event=DELETED" "$tmp/plugin.err" &&
+	ok "a slice deleted by someone else is published again at once (the watch's DELETED event)" ||
+	bad "not republished after a delete: $(tail -n +$((lines + 1)) "$tmp/api.log" | jq -c '[.method, .path, .status]')"
+# Someone edits a slice (takes its devices away): it is put back.
+lines=$(wc -l <"$tmp/api.log")
+cur=$(curl -s -H "Authorization: Bearer $(cat "$tmp/token")" "$api/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode1" |
+	jq '.items | map(select(.metadata.name == "node1-gpu-cnlab-io-0"))[0] | .spec.devices = [{"name": "gpu-0"}]')
+curl -s -X PUT -H "Authorization: Bearer $(cat "$tmp/token")" -H "Content-Type: application/json" -d "$cur" "$api/apis/resource.k8s.io/v1/resourceslices/node1-gpu-cnlab-io-0" >/dev/null
+for _ in $(seq 100); do
+	[ "$(tail -n +$((lines + 2)) "$tmp/api.log" | jq -c 'select(.method == "PUT" and (.path | endswith("node1-gpu-cnlab-io-0"))) | .body.spec.devices | length' | tail -1)" -gt 1 ] 2>/dev/null && break
+	sleep 0.1
+done
+[ "$(tail -n +$((lines + 2)) "$tmp/api.log" | jq -c 'select(.method == "PUT" and (.path | endswith("node1-gpu-cnlab-io-0")) and .status == 200) | .body.spec.devices | length' | tail -1)" = 19 ] &&
+	ok "a slice edited by someone else is put back (its 19 devices)" ||
+	bad "not restored after an edit: $(tail -n +$((lines + 1)) "$tmp/api.log" | jq -c '[.method, .path, .status, (.body.spec.devices | length?)]')"
 
 # --- prepare: a 25-block slice --------------------------------------------
 echo tok-2 >"$tmp/token" # rotated: the next request must carry the new one

@@ -48,6 +48,7 @@ struct settings {
 	char *kube_cafile;
 	char *log_level;
 	bool publish;
+	int64_t watch_timeout;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -80,12 +81,18 @@ static const struct cnl_config_def table[] = {
     {"log_level", CNL_CONFIG_STRING, S(log_level), "info", 0, 0,
      "debug, info, warn or error."},
     {"publish", CNL_CONFIG_BOOL, S(publish), "true", 0, 0,
-     "Publish the GPUs as ResourceSlices."},
+     "Publish the GPUs as ResourceSlices, and keep them so."},
+    {"watch_timeout", CNL_CONFIG_DURATION, S(watch_timeout), "5m", 1000,
+     3600000, "How long one watch of the slices lasts before the next."},
 };
 #define N_TABLE (sizeof(table) / sizeof(table[0]))
 
 static int stop_pipe[2] = {-1, -1};
-static volatile sig_atomic_t stopping;
+static volatile int stopping;
+/* The plugin, for the publisher thread, which main does not wait for
+ * while it watches (a global, so that it stays reachable at exit). */
+static struct cnl_dra *the_dra;
+static int64_t watch_timeout_s;
 
 static void on_signal(int sig)
 {
@@ -107,20 +114,47 @@ static void usage(FILE *f)
 		fprintf(f, "  --%-16s %s\n", table[i].name, table[i].help);
 }
 
+static void nap(unsigned s)
+{
+	for (unsigned i = 0; i < s * 10 && !stopping; i++)
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+}
+
+/* Publish, then keep what is published so (cnl_dra_follow): again after
+ * any drift, backing off on errors. */
 static void *publisher(void *ud)
 {
-	struct cnl_dra *d = ud;
 	unsigned wait = 1;
+	bool publish = true;
 
+	(void)ud;
 	while (!stopping) {
 		char err[512];
-		if (cnl_dra_publish(d, err, sizeof(err)) == 0)
-			break;
-		cnl_log(CNL_LOG_WARN, "cannot publish ResourceSlices",
-		        "error=\"%.300s\" retry_s=%u", err, wait);
-		for (unsigned s = 0; s < wait * 10 && !stopping; s++)
-			nanosleep(&(struct timespec){0, 100000000L}, NULL);
-		wait = wait * 2 > 30 ? 30 : wait * 2;
+		int r;
+
+		if (publish) {
+			if (cnl_dra_publish(the_dra, err, sizeof(err)) < 0) {
+				cnl_log(CNL_LOG_WARN,
+				        "cannot publish ResourceSlices",
+				        "error=\"%.300s\" retry_s=%u", err,
+				        wait);
+				nap(wait);
+				wait = wait * 2 > 30 ? 30 : wait * 2;
+				continue;
+			}
+			publish = false;
+			wait = 1;
+		}
+		r = cnl_dra_follow(the_dra, watch_timeout_s, &stopping, err,
+		                   sizeof(err));
+		if (r == 1) {
+			publish = true;
+		} else if (r < 0) {
+			cnl_log(CNL_LOG_WARN, "cannot watch ResourceSlices",
+			        "error=\"%.300s\" retry_s=%u", err, wait);
+			nap(wait);
+			wait = wait * 2 > 30 ? 30 : wait * 2;
+		}
 	}
 	return NULL;
 }
@@ -138,7 +172,7 @@ int main(int argc, char **argv)
 	                                    dra_sock[600];
 	struct cnl_catalog cat;
 	struct cnl_gpus *gpus = NULL;
-	struct cnl_kube *kube = NULL;
+	struct cnl_kube *kube = NULL, *kube_slices = NULL;
 	struct cnl_dra *dra = NULL;
 	struct cnl_grpc_server *srv = NULL;
 	struct cnl_grpc_method m[4];
@@ -181,11 +215,13 @@ int main(int argc, char **argv)
 	cnl_catalog_init(&cat);
 	if (cnl_gpus_open(st.gpus, &cat, &gpus, err, sizeof(err)) < 0)
 		goto fail;
-	if (cnl_kube_open(
-	        &(struct cnl_kube_config){.server = st.kube_api,
-	                                  .token_file = st.kube_token_file,
-	                                  .cafile = st.kube_cafile},
-	        &kube, err, sizeof(err)) < 0)
+	/* One client for prepare (the gRPC thread), one for the slices
+	 * (the publisher's watch holds its connection). */
+	struct cnl_kube_config kc = {.server = st.kube_api,
+	                             .token_file = st.kube_token_file,
+	                             .cafile = st.kube_cafile};
+	if (cnl_kube_open(&kc, &kube, err, sizeof(err)) < 0 ||
+	    cnl_kube_open(&kc, &kube_slices, err, sizeof(err)) < 0)
 		goto fail;
 	if (cnl_dra_new(&(struct cnl_dra_config){.driver = st.driver,
 	                                         .node = st.node,
@@ -193,7 +229,8 @@ int main(int argc, char **argv)
 	                                         .cdi_dir = st.cdi_dir,
 	                                         .shim = st.shim,
 	                                         .dev_root = st.dev_root},
-	                gpus, &cat, kube, &dra, err, sizeof(err)) < 0)
+	                gpus, &cat, kube, kube_slices, &dra, err,
+	                sizeof(err)) < 0)
 		goto fail;
 	snprintf(reg_sock, sizeof(reg_sock), "%s/%s-reg.sock", st.registry_dir,
 	         st.driver);
@@ -215,8 +252,10 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	the_dra = dra;
+	watch_timeout_s = st.watch_timeout / 1000;
 	if (st.publish) {
-		if (pthread_create(&pub, NULL, publisher, dra) != 0) {
+		if (pthread_create(&pub, NULL, publisher, NULL) != 0) {
 			snprintf(err, sizeof(err), "cannot start a thread");
 			goto fail;
 		}
@@ -232,8 +271,18 @@ int main(int argc, char **argv)
 	else
 		rc = 0;
 	stopping = 1;
-	if (pub_started)
-		pthread_join(pub, NULL);
+	/* A watch in flight ends with its stream (watch_timeout): wait a
+	 * little for it, then leave without freeing what it uses. */
+	if (pub_started) {
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += 3;
+		if (pthread_timedjoin_np(pub, NULL, &dl) != 0) {
+			cnl_grpc_server_free(srv);
+			fflush(NULL);
+			_exit(rc);
+		}
+	}
 	goto out;
 bad:
 	fprintf(stderr, "cnlab-dra-plugin: %s\n", err);
@@ -246,6 +295,7 @@ out:
 	cnl_grpc_server_free(srv);
 	cnl_dra_free(dra);
 	cnl_kube_close(kube);
+	cnl_kube_close(kube_slices);
 	cnl_gpus_close(gpus);
 	cnl_config_done(table, N_TABLE, &st);
 	return rc;

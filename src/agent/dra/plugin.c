@@ -33,7 +33,8 @@ struct cnl_dra {
 	char dev_root[200];
 	struct cnl_gpus *gpus;
 	const struct cnl_catalog *cat;
-	struct cnl_kube *kube;
+	struct cnl_kube *kube;        /* prepare's */
+	struct cnl_kube *kube_slices; /* publish's and follow's */
 };
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -78,7 +79,8 @@ static int shim_on_host(struct cnl_dra *d, char *err, size_t errlen)
 	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
 	if (!(in = fopen(d->shim, "re"))) {
 		r = -errno;
-		cnl_seterr(err, errlen, "shim %s: %s", d->shim, strerror(errno));
+		cnl_seterr(err, errlen, "shim %s: %s", d->shim,
+		           strerror(errno));
 		return r;
 	}
 	unlink(tmp);
@@ -110,7 +112,8 @@ static int shim_on_host(struct cnl_dra *d, char *err, size_t errlen)
 
 int cnl_dra_new(const struct cnl_dra_config *cfg, struct cnl_gpus *gpus,
                 const struct cnl_catalog *cat, struct cnl_kube *kube,
-                struct cnl_dra **ret, char *err, size_t errlen)
+                struct cnl_kube *kube_slices, struct cnl_dra **ret, char *err,
+                size_t errlen)
 {
 	struct cnl_dra *d = cnl_xcalloc(1, sizeof(*d));
 	const char *dirs[3];
@@ -128,6 +131,7 @@ int cnl_dra_new(const struct cnl_dra_config *cfg, struct cnl_gpus *gpus,
 	d->gpus = gpus;
 	d->cat = cat;
 	d->kube = kube;
+	d->kube_slices = kube_slices;
 	snprintf(sub[0], sizeof(sub[0]), "%s/claims", d->plugin_dir);
 	snprintf(sub[1], sizeof(sub[1]), "%s/regions", d->plugin_dir);
 	dirs[0] = sub[0];
@@ -285,8 +289,8 @@ int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen)
 
 	/* Owned by the Node: its slices go when it goes. */
 	snprintf(path, sizeof(path), "/api/v1/nodes/%s", sel_node);
-	st =
-	    cnl_kube_call(d->kube, "GET", path, NULL, NULL, &node, err, errlen);
+	st = cnl_kube_call(d->kube_slices, "GET", path, NULL, NULL, &node, err,
+	                   errlen);
 	if (st != 200 || !json_is_string(json_object_get(
 	                     json_object_get(node, "metadata"), "uid"))) {
 		r = st < 0 ? (int)st : -EPROTO;
@@ -303,8 +307,8 @@ int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen)
 	         SLICES_PATH "?fieldSelector=spec.nodeName%%3D%s%%2Cspec.driver"
 	                     "%%3D%s",
 	         sel_node, sel_drv);
-	st =
-	    cnl_kube_call(d->kube, "GET", path, NULL, NULL, &have, err, errlen);
+	st = cnl_kube_call(d->kube_slices, "GET", path, NULL, NULL, &have, err,
+	                   errlen);
 	if (st != 200 || !json_is_array(json_object_get(have, "items"))) {
 		json_decref(owner);
 		r = st < 0 ? (int)st : -EPROTO;
@@ -345,11 +349,11 @@ int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen)
 			    json_object_get(json_object_get(old, "metadata"),
 			                    "resourceVersion"));
 			snprintf(path, sizeof(path), SLICES_PATH "/%s", name);
-			st = cnl_kube_call(d->kube, "PUT", path, o, NULL, NULL,
-			                   err, errlen);
+			st = cnl_kube_call(d->kube_slices, "PUT", path, o, NULL,
+			                   NULL, err, errlen);
 		} else {
-			st = cnl_kube_call(d->kube, "POST", SLICES_PATH, o,
-			                   NULL, NULL, err, errlen);
+			st = cnl_kube_call(d->kube_slices, "POST", SLICES_PATH,
+			                   o, NULL, NULL, err, errlen);
 		}
 		if (st != 200 && st != 201) {
 			r = st < 0 ? (int)st : -EPROTO;
@@ -376,8 +380,8 @@ int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen)
 		if (keep || !name)
 			continue;
 		snprintf(path, sizeof(path), SLICES_PATH "/%s", name);
-		st = cnl_kube_call(d->kube, "DELETE", path, NULL, NULL, NULL,
-		                   err, errlen);
+		st = cnl_kube_call(d->kube_slices, "DELETE", path, NULL, NULL,
+		                   NULL, err, errlen);
 		if (st != 200 && st != 404) {
 			r = st < 0 ? (int)st : -EPROTO;
 			goto out;
@@ -392,6 +396,114 @@ out:
 	json_decref(want);
 	json_decref(have);
 	json_decref(node);
+	return r;
+}
+
+/* ---- keeping them so ------------------------------------------------- */
+
+static const char *name_of(const json_t *o)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(o, "metadata"), "name"));
+}
+
+static const json_t *devices_of(const json_t *o)
+{
+	return json_object_get(json_object_get(o, "spec"), "devices");
+}
+
+/* Whether slice @o (as the API has it) is what @want says; an unknown
+ * name is drift too. */
+static bool slice_drifted(const json_t *want, const json_t *o)
+{
+	const char *n = name_of(o);
+	const json_t *w;
+	size_t i;
+
+	json_array_foreach (want, i, w)
+		if (n && strcmp(name_of(w), n) == 0)
+			return !json_equal(devices_of(w), devices_of(o));
+	return true;
+}
+
+struct follow {
+	json_t *want;
+	bool dirty;
+	const volatile int *stop;
+};
+
+static int slice_event(void *ud, const char *type, json_t *obj)
+{
+	struct follow *f = ud;
+	const char *n = name_of(obj);
+	const json_t *w;
+	size_t i;
+
+	if (strcmp(type, "DELETED") == 0) {
+		/* Ours gone (the stale ones we delete go unnoticed). */
+		json_array_foreach (f->want, i, w)
+			if (n && strcmp(name_of(w), n) == 0)
+				f->dirty = true;
+	} else if (slice_drifted(f->want, obj)) {
+		f->dirty = true;
+	}
+	if (f->dirty)
+		cnl_log(CNL_LOG_INFO, "ResourceSlice changed by someone else",
+		        "event=%s slice=%s", type, n ? n : "?");
+	return f->dirty || *f->stop;
+}
+
+int cnl_dra_follow(struct cnl_dra *d, long timeout_s, const volatile int *stop,
+                   char *err, size_t errlen)
+{
+	struct follow f = {.want = cnl_dra_slices(d), .stop = stop};
+	char path[700], rv[64], *sn = cnl_client_url_escape(d->node),
+	                        *sd = cnl_client_url_escape(d->driver);
+	json_t *list = NULL, *items, *o;
+	size_t i, ours = 0;
+	long st;
+	int r;
+
+	snprintf(path, sizeof(path),
+	         SLICES_PATH "?fieldSelector=spec.nodeName%%3D%s%%2Cspec.driver"
+	                     "%%3D%s",
+	         sn, sd);
+	free(sn);
+	free(sd);
+	st = cnl_kube_call(d->kube_slices, "GET", path, NULL, NULL, &list, err,
+	                   errlen);
+	items = json_object_get(list, "items");
+	if (st != 200 || !json_is_array(items)) {
+		r = st < 0 ? (int)st : -EPROTO;
+		goto out;
+	}
+	json_array_foreach (items, i, o) {
+		if (slice_drifted(f.want, o))
+			f.dirty = true;
+		else
+			ours++;
+	}
+	if (ours != json_array_size(f.want))
+		f.dirty = true;
+	if (f.dirty) {
+		r = 1;
+		goto out;
+	}
+	snprintf(rv, sizeof(rv), "%s",
+	         json_string_value(json_object_get(
+	             json_object_get(list, "metadata"), "resourceVersion"))
+	             ?: "");
+	do
+		r = cnl_kube_watch(d->kube_slices, path, rv, sizeof(rv),
+		                   timeout_s, slice_event, &f, err, errlen);
+	while (r == 0 && !*stop);
+	if (f.dirty)
+		r = 1;
+	else if (r == -ESTALE || r == -ECANCELED || *stop)
+		r = 0;
+out:
+	json_decref(list);
+	json_decref(f.want);
 	return r;
 }
 

@@ -72,11 +72,17 @@ struct cnl_dra_config {
 
 struct cnl_dra;
 
-/* cnl_dra_new - the plugin over @gpus and @kube (both outlive it).  0 or a
- * negative errno with @err (the folders cannot be made). */
+/*
+ * cnl_dra_new - the plugin over @gpus and two API clients (all outlive
+ * it): @kube for prepare (the gRPC thread), @kube_slices for publish and
+ * follow (another thread; a client is one thread's, and a watch holds its
+ * connection for minutes).  0 or a negative errno with @err (the folders
+ * cannot be made).
+ */
 int cnl_dra_new(const struct cnl_dra_config *cfg, struct cnl_gpus *gpus,
                 const struct cnl_catalog *cat, struct cnl_kube *kube,
-                struct cnl_dra **ret, char *err, size_t errlen);
+                struct cnl_kube *kube_slices, struct cnl_dra **ret, char *err,
+                size_t errlen);
 void cnl_dra_free(struct cnl_dra *d);
 
 const char *cnl_dra_driver(const struct cnl_dra *d);
@@ -93,6 +99,19 @@ json_t *cnl_dra_slices(struct cnl_dra *d);
  * highest there.  0, or -EIO / -EPROTO with @err.
  */
 int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen);
+
+/*
+ * cnl_dra_follow - keep the published slices as they should be: list this
+ * driver's and node's slices (any difference from cnl_dra_slices' devices,
+ * one missing or one too many, is drift), then watch them from the list's
+ * version until a change makes them differ (deleted by someone, edited,
+ * one added), resuming after each bookmark and each end of the stream,
+ * until *@stop.  Returns 1 when they must be published again, 0 when the
+ * watch's version expired (410: call again, which lists again) or *@stop
+ * was seen, or a negative errno with @err.
+ */
+int cnl_dra_follow(struct cnl_dra *d, long timeout_s, const volatile int *stop,
+                   char *err, size_t errlen);
 
 /*
  * cnl_dra_prepare - prepare one claim; 0 with the kubelet's devices in

@@ -13,6 +13,14 @@ errors as a v1 Status with reason and code):
   PUT    .../resourceslices/NAME                  update (409 Conflict on a
                                                   stale resourceVersion)
   DELETE .../resourceslices/NAME
+  GET    .../resourceslices?watch=1&resourceVersion=RV
+                                                  a watch: a BOOKMARK, then
+                                                  the slices' events after RV
+                                                  as JSON lines (chunked),
+                                                  until timeoutSeconds;
+                                                  --expire-first-watch makes
+                                                  the first one an ERROR
+                                                  event 410 Expired
   GET    /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
                                                   from DIR/NS_NAME.json
 
@@ -35,9 +43,13 @@ ap.add_argument("--claims", required=True)
 ap.add_argument("--slices", help="JSON list of ResourceSlices there at start")
 ap.add_argument("--log", required=True)
 ap.add_argument("--fail", action="append", default=[])
+ap.add_argument("--expire-first-watch", action="store_true")
 args = ap.parse_args()
 
 lock = threading.Lock()
+changed = threading.Condition(lock)
+events = []  # (resourceVersion as int, type, object)
+expire = [args.expire_first_watch]
 slices = {}
 rv = [1000]
 if args.slices:
@@ -64,13 +76,65 @@ def next_rv():
     return str(rv[0])
 
 
+def record(kind, obj):
+    events.append((int(obj["metadata"]["resourceVersion"]), kind, json.loads(json.dumps(obj))))
+    changed.notify_all()
+
+
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a):
         pass
 
+    def chunk(self, obj):
+        data = (json.dumps(obj) + "\n").encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def watch(self, q):
+        import time
+        token = open(args.token_file).read().strip()
+        if self.headers.get("Authorization") != "Bearer " + token:
+            return False
+        since = int(q.get("resourceVersion", ["0"])[0] or 0)
+        sel = dict(kv.split("=", 1) for kv in q.get("fieldSelector", [""])[0].split(",") if kv)
+        end = time.time() + int(q.get("timeoutSeconds", ["30"])[0])
+        with open(args.log, "a") as f:
+            f.write(json.dumps({"method": "WATCH", "path": self.path, "status": 200}) + "\n")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with lock:
+            if expire[0]:
+                expire[0] = False
+                self.chunk({"type": "ERROR", "object": status(410, "too old resource version: %d" % since, "Expired")[1]})
+                self.wfile.write(b"0\r\n\r\n")
+                return True
+            self.chunk({"type": "BOOKMARK", "object": {"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
+                                                       "metadata": {"resourceVersion": str(rv[0])}}})
+            seen = since
+            while time.time() < end:
+                for r, kind, obj in events:
+                    if r <= seen:
+                        continue
+                    seen = r
+                    if all((k == "spec.nodeName" and obj["spec"].get("nodeName") == v) or
+                           (k == "spec.driver" and obj["spec"].get("driver") == v) for k, v in sel.items()):
+                        self.chunk({"type": kind, "object": obj})
+                changed.wait(max(0.0, min(0.5, end - time.time())))
+        self.wfile.write(b"0\r\n\r\n")
+        return True
+
     def handle_any(self, method):
+        u = urllib.parse.urlsplit(self.path)
+        if method == "GET" and u.path == SLICES and "watch" in urllib.parse.parse_qs(u.query):
+            try:
+                if self.watch(urllib.parse.parse_qs(u.query)):
+                    return
+            except (BrokenPipeError, ConnectionResetError):
+                return
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n else b""
         body = None
@@ -121,6 +185,7 @@ class H(BaseHTTPRequestHandler):
             body["metadata"]["uid"] = "slice-%d" % len(slices)
             body["metadata"]["resourceVersion"] = next_rv()
             slices[name] = body
+            record("ADDED", body)
             return 201, body
         if path.startswith(SLICES + "/"):
             name = path.rsplit("/", 1)[1]
@@ -132,9 +197,12 @@ class H(BaseHTTPRequestHandler):
                                   '"%s": the object has been modified' % name, "Conflict")
                 body["metadata"]["resourceVersion"] = next_rv()
                 slices[name] = body
+                record("MODIFIED", body)
                 return 200, body
             if method == "DELETE":
                 gone = slices.pop(name)
+                gone["metadata"]["resourceVersion"] = next_rv()
+                record("DELETED", gone)
                 return 200, gone
         parts = path.split("/")
         # /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
