@@ -211,6 +211,8 @@ class H(BaseHTTPRequestHandler):
                 return 200, json.load(open("%s/%s_%s.json" % (args.claims, parts[5], parts[7])))
             except FileNotFoundError:
                 return status(404, 'resourceclaims.resource.k8s.io "%s" not found' % parts[7])
+            except ValueError as e:
+                return status(500, "broken recorded claim: %s" % e)
         return status(404, "the server could not find the requested resource")
 
     def do_GET(self):
