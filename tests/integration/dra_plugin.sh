@@ -328,6 +328,15 @@ client prepare "$sock" "team-a/mig/$m_uid" >/dev/null
 jq -e '.devices[0].mig_made == true' "$pdir/claims/$m_uid.json" >/dev/null &&
 	ok "unprepare destroys the MIG instance: preparing again makes a new one" || bad "MIG record: $(cat "$pdir/claims/$m_uid.json")"
 
+# --- who may call --------------------------------------------------------------
+# The sockets are root's alone (mode 0600): a tenant's process on the node
+# cannot prepare a claim, or learn the endpoint.
+[ "$(stat -c '%a %U' "$sock")" = "600 root" ] && [ "$(stat -c '%a %U' "$reg")" = "600 root" ] &&
+	ok "both sockets are mode 0600, root's" || bad "socket modes: $(stat -c '%n %a %U' "$sock" "$reg")"
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env DRA_STUBS="$DRA_STUBS" $py "$k8s/dra_client.py" prepare "$sock" "team-a/blocks/$b_uid" 2>&1)
+echo "$out" | grep -q '"code": "UNAVAILABLE"' && ! echo "$out" | grep -q cdi_device_ids &&
+	ok "an unprivileged process cannot call the plugin (UNAVAILABLE: permission denied)" || bad "nobody reached the plugin: $out"
+
 # --- bad gRPC -----------------------------------------------------------------
 p=/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources
 out=$(client raw "$sock" "$p" 0aff)
