@@ -419,23 +419,23 @@ static int flush(struct conn *c)
 	return n < 0 ? -EPROTO : 0;
 }
 
-static void accept_one(struct cnl_grpc_server *s, int lfd)
+/* A new connection on @fd (non-blocking): its session, our SETTINGS
+ * sent.  0, or < 0 with @fd closed. */
+static int conn_add(struct cnl_grpc_server *s, int fd)
 {
 	nghttp2_session_callbacks *cb;
 	nghttp2_settings_entry iv[] = {
 	    {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 32}};
-	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), i;
 	struct conn *c;
+	int i;
 
-	if (fd < 0)
-		return;
 	for (i = 0; i < MAX_CONNS && s->conns[i]; i++)
 		;
 	if (i == MAX_CONNS) {
 		cnl_log(CNL_LOG_WARN, "gRPC connection refused: too many open",
 		        "open=%d", MAX_CONNS);
 		close(fd);
-		return;
+		return -EMFILE;
 	}
 	c = cnl_xcalloc(1, sizeof(*c));
 	c->fd = fd;
@@ -443,7 +443,7 @@ static void accept_one(struct cnl_grpc_server *s, int lfd)
 	if (nghttp2_session_callbacks_new(&cb) != 0) {
 		close(fd);
 		free(c);
-		return;
+		return -ENOMEM;
 	}
 	nghttp2_session_callbacks_set_on_begin_headers_callback(
 	    cb, on_begin_headers);
@@ -453,20 +453,29 @@ static void accept_one(struct cnl_grpc_server *s, int lfd)
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb,
 	                                                       on_stream_close);
-	i = nghttp2_session_server_new(&c->sess, cb, c);
-	nghttp2_session_callbacks_del(cb);
-	if (i != 0) {
+	if (nghttp2_session_server_new(&c->sess, cb, c) != 0) {
+		nghttp2_session_callbacks_del(cb);
 		close(fd);
 		free(c);
-		return;
+		return -ENOMEM;
 	}
+	nghttp2_session_callbacks_del(cb);
 	nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv,
 	                        CNL_ARRAY_SIZE(iv));
-	for (i = 0; s->conns[i]; i++)
-		;
 	s->conns[i] = c;
-	if (flush(c) < 0)
+	if (flush(c) < 0) {
 		conn_free(s, i);
+		return -EPIPE;
+	}
+	return 0;
+}
+
+static void accept_one(struct cnl_grpc_server *s, int lfd)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd >= 0)
+		conn_add(s, fd);
 }
 
 /* Read what is there; 0 to keep the connection, < 0 to drop it. */
@@ -493,6 +502,44 @@ static int serve_conn(struct conn *c)
 	               nghttp2_session_want_write(c->sess)
 	           ? 0
 	           : -EPIPE;
+}
+
+int cnl_grpc_server_feed(struct cnl_grpc_server *s, const uint8_t *in,
+                         size_t len)
+{
+	uint8_t sink[65536];
+	size_t off = 0;
+	bool closed = false;
+	int sp[2], i;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
+	               sp) < 0)
+		return -errno;
+	for (i = 0; i < MAX_CONNS && s->conns[i]; i++)
+		;
+	if (conn_add(s, sp[1]) < 0) {
+		close(sp[0]);
+		return -EMFILE;
+	}
+	/* The client's bytes a piece at a time, what the server says read
+	 * and dropped in between, until the server sees the end. */
+	while (s->conns[i]) {
+		if (off < len) {
+			size_t n = len - off > 4096 ? 4096 : len - off;
+			ssize_t w = send(sp[0], in + off, n, MSG_NOSIGNAL);
+			if (w > 0)
+				off += (size_t)w;
+		} else if (!closed) {
+			shutdown(sp[0], SHUT_WR);
+			closed = true;
+		}
+		while (recv(sp[0], sink, sizeof(sink), 0) > 0)
+			;
+		if (serve_conn(s->conns[i]) < 0)
+			conn_free(s, i);
+	}
+	close(sp[0]);
+	return 0;
 }
 
 int cnl_grpc_server_run(struct cnl_grpc_server *s, int stop_fd)

@@ -83,6 +83,15 @@ int cnl_grpc_server_listen(struct cnl_grpc_server *s, const char *path,
  */
 int cnl_grpc_server_run(struct cnl_grpc_server *s, int stop_fd);
 
+/*
+ * cnl_grpc_server_feed - serve one connection whose client sends the @len
+ * bytes at @in and then closes its side, on a socket pair, what the server
+ * answers read and dropped: the fuzzer's way in (tests/fuzz/fuzz_grpc.c).
+ * Returns 0, or a negative errno when the socket pair cannot be made.
+ */
+int cnl_grpc_server_feed(struct cnl_grpc_server *s, const uint8_t *in,
+                         size_t len);
+
 /* cnl_grpc_server_free - close every connection and socket, and unlink
  * the sockets; NULL is fine. */
 void cnl_grpc_server_free(struct cnl_grpc_server *s);
