@@ -189,6 +189,12 @@ for _ in $(seq 100); do [ "$(grep -c '"method": "WATCH"' "$tmp/api.log")" -ge 2 
 	grep '"method": "WATCH"' "$tmp/api.log" | head -1 | grep -q "allowWatchBookmarks=true&resourceVersion=" &&
 	ok "the plugin watches its slices from the list's version; a 410 Expired makes it list again and watch anew" ||
 	bad "watch: $(jq -c '[.method, .path, .status]' "$tmp/api.log" | tail -8)"
+# What the API server adds to what it stores (defaults, its metadata) is
+# no drift: nothing is written again while nobody else writes.
+sleep 3
+n=$(grep -c "ResourceSlices published" "$tmp/plugin.err")
+[ "$n" = 1 ] && ok "fields the API server adds are not drift: published once, nothing written since" ||
+	bad "the plugin keeps publishing: $n times: $(grep -i "slice" "$tmp/plugin.err")"
 s1=/apis/resource.k8s.io/v1/resourceslices/node1-gpu-cnlab-io-1
 lines=$(wc -l <"$tmp/api.log")
 curl -s -X DELETE -H "Authorization: Bearer $(cat "$tmp/token")" "$api$s1" >/dev/null

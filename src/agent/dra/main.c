@@ -124,8 +124,9 @@ static void nap(unsigned s)
  * any drift, backing off on errors. */
 static void *publisher(void *ud)
 {
-	unsigned wait = 1;
+	unsigned wait = 1, calm = 1;
 	bool publish = true;
+	time_t last = 0;
 
 	(void)ud;
 	while (!stopping) {
@@ -133,6 +134,16 @@ static void *publisher(void *ud)
 		int r;
 
 		if (publish) {
+			/* Drift found right after a publish, again and
+			 * again (another writer fighting ours): slow down. */
+			time_t now = time(NULL);
+			if (now - last < 5) {
+				nap(calm);
+				calm = calm * 2 > 60 ? 60 : calm * 2;
+			} else {
+				calm = 1;
+			}
+			last = time(NULL);
 			if (cnl_dra_publish(the_dra, err, sizeof(err)) < 0) {
 				cnl_log(CNL_LOG_WARN,
 				        "cannot publish ResourceSlices",

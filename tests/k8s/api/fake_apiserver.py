@@ -76,6 +76,16 @@ def next_rv():
     return str(rv[0])
 
 
+def stored(obj):
+    """What the API server keeps of a slice: its own metadata, and each
+    device with a field the plugin did not send (as defaulting adds)."""
+    obj["metadata"].setdefault("creationTimestamp", "2026-12-04T10:00:00Z")
+    obj["metadata"]["generation"] = obj["metadata"].get("generation", 0) + 1
+    for d in obj.get("spec", {}).get("devices", []):
+        d.setdefault("bindsToNode", False)
+    return obj
+
+
 def record(kind, obj):
     events.append((int(obj["metadata"]["resourceVersion"]), kind, json.loads(json.dumps(obj))))
     changed.notify_all()
@@ -184,7 +194,7 @@ class H(BaseHTTPRequestHandler):
                 return status(409, 'resourceslices.resource.k8s.io "%s" already exists' % name)
             body["metadata"]["uid"] = "slice-%d" % len(slices)
             body["metadata"]["resourceVersion"] = next_rv()
-            slices[name] = body
+            slices[name] = stored(body)
             record("ADDED", body)
             return 201, body
         if path.startswith(SLICES + "/"):
@@ -196,7 +206,7 @@ class H(BaseHTTPRequestHandler):
                     return status(409, "Operation cannot be fulfilled on resourceslices.resource.k8s.io "
                                   '"%s": the object has been modified' % name, "Conflict")
                 body["metadata"]["resourceVersion"] = next_rv()
-                slices[name] = body
+                slices[name] = stored(body)
                 record("MODIFIED", body)
                 return 200, body
             if method == "DELETE":
