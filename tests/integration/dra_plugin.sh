@@ -195,6 +195,20 @@ sleep 3
 n=$(grep -c "ResourceSlices published" "$tmp/plugin.err")
 [ "$n" = 1 ] && ok "fields the API server adds are not drift: published once, nothing written since" ||
 	bad "the plugin keeps publishing: $n times: $(grep -i "slice" "$tmp/plugin.err")"
+# An H200 node: its 1g.18gb partitions' memory is a whole 16 GiB, which
+# the API server writes back as "16Gi": still no drift.
+mkdir -p "$tmp/registry3"
+"$plugin" --node node3 --gpus fake:1xH200-141GB --plugin-dir "$tmp/p3" --registry-dir "$tmp/registry3" \
+	--cdi-dir "$tmp/cdi3" --kube-api "$api" --kube-token-file "$tmp/token" --watch-timeout 2s \
+	>/dev/null 2>"$tmp/plugin3.err" &
+p3=$!
+sleep 4
+kill "$p3"
+wait "$p3"
+n=$(grep -c "ResourceSlices published" "$tmp/plugin3.err")
+[ "$n" = 1 ] && grep -q '"value": "16Gi"' "$tmp/api.log" &&
+	ok "quantities go in the API's canonical form (16Gi): an H200 node publishes once" ||
+	bad "H200 node: published $n times: $(cat "$tmp/plugin3.err")"
 s1=/apis/resource.k8s.io/v1/resourceslices/node1-gpu-cnlab-io-1
 lines=$(wc -l <"$tmp/api.log")
 curl -s -X DELETE -H "Authorization: Bearer $(cat "$tmp/token")" "$api$s1" >/dev/null

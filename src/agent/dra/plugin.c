@@ -176,11 +176,20 @@ static void label_of(const char *in, char *out, size_t cap)
 	out[o] = '\0';
 }
 
+/* A quantity of MiB in the API server's canonical form (the largest
+ * binary suffix that keeps the number whole: 16384Mi is "16Gi"), so that
+ * what it hands back compares equal with what was sent. */
 static json_t *quantity_mib(uint64_t mib)
 {
+	static const char *const unit[] = {"Mi", "Gi", "Ti", "Pi"};
 	char q[32];
+	int u = 0;
 
-	snprintf(q, sizeof(q), "%" PRIu64 "Mi", mib);
+	while (mib && mib % 1024 == 0 && u < 3) {
+		mib /= 1024;
+		u++;
+	}
+	snprintf(q, sizeof(q), "%" PRIu64 "%s", mib, unit[u]);
 	return json_string(q);
 }
 

@@ -83,7 +83,23 @@ def stored(obj):
     obj["metadata"]["generation"] = obj["metadata"].get("generation", 0) + 1
     for d in obj.get("spec", {}).get("devices", []):
         d.setdefault("bindsToNode", False)
+        for c in (d.get("capacity") or {}).values():
+            c["value"] = canonical(c["value"])
     return obj
+
+
+def canonical(q):
+    """A binary-suffixed quantity as the API server writes it back: the
+    largest suffix that keeps the number whole (16384Mi is 16Gi)."""
+    units = ["Ki", "Mi", "Gi", "Ti", "Pi"]
+    for i, u in enumerate(units):
+        if q.endswith(u) and q[:-2].isdigit():
+            n = int(q[:-2])
+            while n and n % 1024 == 0 and i < len(units) - 1:
+                n //= 1024
+                i += 1
+            return "%d%s" % (n, units[i])
+    return q
 
 
 def record(kind, obj):
