@@ -455,6 +455,39 @@ static bool json_subset(const json_t *want, const json_t *have)
 
 /* Whether slice @o (as the API has it) is what @want says; an unknown
  * name is drift too. */
+/*
+ * What of our devices is compared: each device's name, attributes and
+ * capacities' values, the GA part of resource.k8s.io/v1.  Sharing
+ * (allowMultipleAllocations, a capacity's requestPolicy) and counters
+ * (consumesCounters) are behind feature gates in 1.34
+ * (DRAConsumableCapacity, DRAPartitionableDevices); an API server without
+ * them drops those fields, and comparing them would publish for ever.
+ */
+static json_t *comparable(const json_t *devices)
+{
+	json_t *out = json_array(), *d;
+	size_t i;
+
+	json_array_foreach ((json_t *)devices, i, d) {
+		json_t *c = json_object(),
+		       *cap = json_object_get(d, "capacity");
+		const char *k;
+		json_t *v;
+
+		json_object_foreach (cap, k, v)
+			json_object_set_new(
+			    c, k,
+			    json_pack("{s:O?}", "value",
+			              json_object_get(v, "value")));
+		json_array_append_new(
+		    out,
+		    json_pack("{s:O,s:O,s:o}", "name",
+		              json_object_get(d, "name"), "attributes",
+		              json_object_get(d, "attributes"), "capacity", c));
+	}
+	return out;
+}
+
 static bool slice_drifted(const json_t *want, const json_t *o)
 {
 	const char *n = name_of(o);
@@ -462,8 +495,17 @@ static bool slice_drifted(const json_t *want, const json_t *o)
 	size_t i;
 
 	json_array_foreach (want, i, w)
-		if (n && strcmp(name_of(w), n) == 0)
-			return !json_subset(devices_of(w), devices_of(o));
+		if (n && strcmp(name_of(w), n) == 0) {
+			json_t *cw = comparable(devices_of(w));
+			bool same;
+
+			/* Devices the server has but we never sent, or
+			 * fewer: the arrays' lengths differ. */
+			same = json_is_array(devices_of(o)) &&
+			       json_subset(cw, devices_of(o));
+			json_decref(cw);
+			return !same;
+		}
 	return true;
 }
 

@@ -44,6 +44,9 @@ ap.add_argument("--slices", help="JSON list of ResourceSlices there at start")
 ap.add_argument("--log", required=True)
 ap.add_argument("--fail", action="append", default=[])
 ap.add_argument("--expire-first-watch", action="store_true")
+ap.add_argument("--gates-off-node", action="append", default=[],
+                help="slices of this node lose the fields of DRA's alpha/beta "
+                     "feature gates when stored, as on a 1.34 server without them")
 args = ap.parse_args()
 
 lock = threading.Lock()
@@ -81,8 +84,16 @@ def stored(obj):
     device with a field the plugin did not send (as defaulting adds)."""
     obj["metadata"].setdefault("creationTimestamp", "2026-12-04T10:00:00Z")
     obj["metadata"]["generation"] = obj["metadata"].get("generation", 0) + 1
+    gated = obj.get("spec", {}).get("nodeName") in args.gates_off_node
+    if gated:
+        obj["spec"].pop("sharedCounters", None)
     for d in obj.get("spec", {}).get("devices", []):
         d.setdefault("bindsToNode", False)
+        if gated:
+            d.pop("allowMultipleAllocations", None)
+            d.pop("consumesCounters", None)
+            for c in (d.get("capacity") or {}).values():
+                c.pop("requestPolicy", None)
         for c in (d.get("capacity") or {}).values():
             c["value"] = canonical(c["value"])
     return obj
