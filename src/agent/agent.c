@@ -279,6 +279,14 @@ static void adopt(struct cnl_agent *a)
 	char ids[256][64];
 	int n = cnl_launcher_list(a->launcher, ids, 256);
 
+	/* The list says how many there are, which may be more than it
+	 * wrote: the rest are left where they are, named in the log. */
+	if (n > (int)CNL_ARRAY_SIZE(ids)) {
+		cnl_log(CNL_LOG_WARN,
+		        "more workload cgroups than can be adopted at once",
+		        "found=%d adopted_at_most=%zu", n, CNL_ARRAY_SIZE(ids));
+		n = (int)CNL_ARRAY_SIZE(ids);
+	}
 	for (int i = 0; i < n; i++) {
 		char err[256];
 		struct wk *w;
