@@ -286,11 +286,24 @@ json_t *cnl_dra_slices(struct cnl_dra *d)
 	return out;
 }
 
+/* The list of this driver's slices on this node (field selectors). */
+static void node_slices_path(const struct cnl_dra *d, char *buf, size_t len)
+{
+	char *n = cnl_client_url_escape(d->node),
+	     *v = cnl_client_url_escape(d->driver);
+
+	snprintf(buf, len,
+	         SLICES_PATH "?fieldSelector=spec.nodeName%%3D%s%%2Cspec.driver"
+	                     "%%3D%s",
+	         n, v);
+	free(n);
+	free(v);
+}
+
 int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen)
 {
 	json_t *want = cnl_dra_slices(d), *have = NULL, *node = NULL, *owner;
-	char path[800], *sel_node = cnl_client_url_escape(d->node),
-	                *sel_drv = cnl_client_url_escape(d->driver);
+	char path[800], *sel_node = cnl_client_url_escape(d->node);
 	json_int_t gen = 0;
 	size_t i;
 	long st;
@@ -312,10 +325,7 @@ int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen)
 	              "Node", "name", d->node, "uid",
 	              json_object_get(json_object_get(node, "metadata"), "uid"),
 	              "controller", 1);
-	snprintf(path, sizeof(path),
-	         SLICES_PATH "?fieldSelector=spec.nodeName%%3D%s%%2Cspec.driver"
-	                     "%%3D%s",
-	         sel_node, sel_drv);
+	node_slices_path(d, path, sizeof(path));
 	st = cnl_kube_call(d->kube_slices, "GET", path, NULL, NULL, &have, err,
 	                   errlen);
 	if (st != 200 || !json_is_array(json_object_get(have, "items"))) {
@@ -401,7 +411,6 @@ int cnl_dra_publish(struct cnl_dra *d, char *err, size_t errlen)
 	        json_array_size(want), gen);
 out:
 	free(sel_node);
-	free(sel_drv);
 	json_decref(want);
 	json_decref(have);
 	json_decref(node);
@@ -540,19 +549,13 @@ int cnl_dra_follow(struct cnl_dra *d, long timeout_s, const volatile int *stop,
                    char *err, size_t errlen)
 {
 	struct follow f = {.want = cnl_dra_slices(d), .stop = stop};
-	char path[700], rv[64], *sn = cnl_client_url_escape(d->node),
-	                        *sd = cnl_client_url_escape(d->driver);
+	char path[700], rv[64];
 	json_t *list = NULL, *items, *o;
 	size_t i, ours = 0;
 	long st;
 	int r;
 
-	snprintf(path, sizeof(path),
-	         SLICES_PATH "?fieldSelector=spec.nodeName%%3D%s%%2Cspec.driver"
-	                     "%%3D%s",
-	         sn, sd);
-	free(sn);
-	free(sd);
+	node_slices_path(d, path, sizeof(path));
 	st = cnl_kube_call(d->kube_slices, "GET", path, NULL, NULL, &list, err,
 	                   errlen);
 	items = json_object_get(list, "items");
@@ -802,6 +805,22 @@ static void undo(struct cnl_dra *d, const char *uid, const json_t *rec)
 	rmdir(path);
 }
 
+/* A CDI bind mount of @host at @ctr: options "ro" or "rw", "nosuid",
+ * "nodev" when @nodev, "bind". */
+static void bind_mount(json_t *mounts, const char *host, const char *ctr,
+                       bool rw, bool nodev)
+{
+	json_t *opts = json_pack("[ss]", rw ? "rw" : "ro", "nosuid");
+
+	if (nodev)
+		json_array_append_new(opts, json_string("nodev"));
+	json_array_append_new(opts, json_string("bind"));
+	json_array_append_new(mounts,
+	                      json_pack("{s:s,s:s,s:s,s:o}", "hostPath", host,
+	                                "containerPath", ctr, "type", "bind",
+	                                "options", opts));
+}
+
 static int write_text(const char *path, const char *text)
 {
 	char tmp[800];
@@ -946,13 +965,12 @@ int cnl_dra_prepare(struct cnl_dra *d, const char *ns, const char *uid,
 	 * failure half-way undoes exactly that. */
 	for (int k = 0; k < np; k++) {
 		struct pick *p = &picks[k];
-		char one[CNL_GPU_UUID_MAX], gnode[40];
+		char gnode[40];
 		json_t *rd = json_pack("{s:s}", "device", p->device);
 
 		json_array_append_new(recdevs, rd);
 		snprintf(gnode, sizeof(gnode), "/dev/nvidia%d", p->gpu->index);
 		add_node(d, nodes, gnode);
-		snprintf(one, sizeof(one), "%s", p->gpu->uuid);
 		if (p->mig >= 0) {
 			r = cnl_gpus_mig_create(d->gpus, p->gpu->index,
 			                        p->type->mig[p->mig].name,
@@ -971,7 +989,6 @@ int cnl_dra_prepare(struct cnl_dra *d, const char *ns, const char *uid,
 			                    json_string(p->mig_uuid));
 			json_object_set_new(rd, "mig_made",
 			                    json_boolean(p->mig_made));
-			snprintf(one, sizeof(one), "%s", p->mig_uuid);
 			add_mig_caps(d, nodes, p->gpu->index, p->mig_uuid);
 		} else {
 			struct cnl_slice_share sh = {0};
@@ -1034,39 +1051,18 @@ int cnl_dra_prepare(struct cnl_dra *d, const char *ns, const char *uid,
 			snprintf(text, sizeof(text), "%s\n", SHIM_IN_CONTAINER);
 			if ((r = write_text(f, text)) < 0)
 				goto werr;
-			json_array_append_new(
-			    mounts,
-			    json_pack("{s:s,s:s,s:s,s:[sss]}", "hostPath", f,
-			              "containerPath", "/etc/ld.so.preload",
-			              "type", "bind", "options", "ro", "nosuid",
-			              "bind"));
+			bind_mount(mounts, f, "/etc/ld.so.preload", false,
+			           false);
 			snprintf(f, sizeof(f), "%s/region", path);
 			snprintf(text, sizeof(text), "%s\n", rp);
 			if ((r = write_text(f, text)) < 0)
 				goto werr;
-			json_array_append_new(
-			    mounts,
-			    json_pack("{s:s,s:s,s:s,s:[sss]}", "hostPath", f,
-			              "containerPath", "/etc/cnlab/region",
-			              "type", "bind", "options", "ro", "nosuid",
-			              "bind"));
-			json_array_append_new(
-			    mounts,
-			    json_pack("{s:s,s:s,s:s,s:[ssss]}", "hostPath",
-			              d->shim, "containerPath",
-			              SHIM_IN_CONTAINER, "type", "bind",
-			              "options", "ro", "nosuid", "nodev",
-			              "bind"));
-			json_array_append_new(
-			    mounts, json_pack("{s:s,s:s,s:s,s:[ssss]}",
-			                      "hostPath", rp, "containerPath",
-			                      rp, "type", "bind", "options",
-			                      "ro", "nosuid", "nodev", "bind"));
-			json_array_append_new(
-			    mounts, json_pack("{s:s,s:s,s:s,s:[ssss]}",
-			                      "hostPath", acct, "containerPath",
-			                      acct, "type", "bind", "options",
-			                      "rw", "nosuid", "nodev", "bind"));
+			bind_mount(mounts, f, "/etc/cnlab/region", false,
+			           false);
+			bind_mount(mounts, d->shim, SHIM_IN_CONTAINER, false,
+			           true);
+			bind_mount(mounts, rp, rp, false, true);
+			bind_mount(mounts, acct, acct, true, true);
 			snprintf(text, sizeof(text), "CNLAB_REGION=%s", rp);
 			json_array_append_new(env_list, json_string(text));
 			continue;
@@ -1075,16 +1071,17 @@ int cnl_dra_prepare(struct cnl_dra *d, const char *ns, const char *uid,
 			           strerror(-r));
 			goto out;
 		}
-		size_t l = strlen(visible);
-		snprintf(visible + l, sizeof(visible) - l, "%s%s", l ? "," : "",
-		         one);
 	}
-	for (int k = 0; k < np; k++)
-		if (picks[k].mig < 0) {
-			size_t l = strlen(visible);
-			snprintf(visible + l, sizeof(visible) - l, "%s%s",
-			         l ? "," : "", picks[k].gpu->uuid);
-		}
+	/* What CUDA is to see: the MIG instances, then the GPUs. */
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < np; k++)
+			if ((picks[k].mig >= 0) == (pass == 0)) {
+				size_t l = strlen(visible);
+				snprintf(visible + l, sizeof(visible) - l,
+				         "%s%s", l ? "," : "",
+				         pass == 0 ? picks[k].mig_uuid
+				                   : picks[k].gpu->uuid);
+			}
 	{
 		static const char *const ctl[] = {"/dev/nvidiactl",
 		                                  "/dev/nvidia-uvm",
