@@ -581,14 +581,16 @@ for k in "${!pids[@]}"; do
 done
 python3 "$(dirname "$0")/hold_proxy.py" "$tmp/proxy.port" "$(cat "$CNLAB_TEST_PG_DIR/port")" "$tmp/hold" &
 pids[proxy]=$!
-for _ in $(seq 100); do [ -s "$tmp/proxy.port" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$tmp/proxy.port" ] && break; sleep 0.05; done
+[ -s "$tmp/proxy.port" ] || die "the holding proxy did not start"
 pw=${CNLAB_TEST_STORE_PG#postgresql://cnlab:}
 pw=${pw%%@*}
 db_direct=$db
 db="postgresql://cnlab:$pw@127.0.0.1:$(cat "$tmp/proxy.port")/cnlab"
 start 1 # through the proxy: it leads (the others gave the lease up)
 db=$db_direct
-leader || die "no leader through the proxy"
+leader || die "no leader through the proxy: replica 1 $(kill -0 "${pids[1]}" 2>/dev/null && echo running ||
+	echo exited), its last words: $(tail -n 8 "$tmp/err1")"
 [ "$lr" = 1 ] || die "replica $lr leads, not 1"
 cutepoch=$lepoch
 start 2
