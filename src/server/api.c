@@ -1167,6 +1167,30 @@ void cnl_api_stop(struct cnl_api *api)
 	cnl_api_dash_stop(api);
 }
 
+int cnl_api_node_mint(struct cnl_api *api, const char *node,
+                      char ret_secret[CNL_API_NODE_SECRET_MAX])
+{
+	int64_t seq;
+	int r;
+
+	pthread_mutex_lock(&api->mu);
+	if ((r = cnl_store_tx_begin(api->store)) == 0) {
+		if ((r = cnl_api_node_forget(api->store, node)) < 0 ||
+		    (r = cnl_api_node_credential_issue(
+		         api->store, node, cnl_time_now_ms(), ret_secret)) < 0)
+			cnl_store_tx_rollback(api->store);
+		else
+			r = cnl_store_tx_commit(api->store);
+	}
+	seq = cnl_commit_mark(api->commit);
+	pthread_mutex_unlock(&api->mu);
+	if (r == 0 && cnl_commit_wait(api->commit, seq) < 0)
+		r = -EIO;
+	if (r < 0)
+		explicit_bzero(ret_secret, CNL_API_NODE_SECRET_MAX);
+	return r;
+}
+
 void cnl_api_tick(struct cnl_api *api, int64_t now_ms)
 {
 	pthread_mutex_lock(&api->mu);

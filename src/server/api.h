@@ -275,6 +275,17 @@ int cnl_api_node_credential_issue(struct cnl_store *s, const char *node,
                                   int64_t now_ms,
                                   char ret_secret[CNL_API_NODE_SECRET_MAX]);
 
+/*
+ * cnl_api_node_mint - cnl_api_node_credential_issue() on a running API:
+ * under its lock, in a transaction of its own that also ends node @node's
+ * earlier credentials, acknowledged once durable.  For the Kubernetes
+ * scheduler (kube_sched.h), which speaks the node protocol for the nodes
+ * it registers.  0 or a store error.
+ */
+struct cnl_api;
+int cnl_api_node_mint(struct cnl_api *api, const char *node,
+                      char ret_secret[CNL_API_NODE_SECRET_MAX]);
+
 /* cnl_api_node_forget - delete every credential and join token of node
  * @node.  0 or a store error. */
 int cnl_api_node_forget(struct cnl_store *s, const char *node);

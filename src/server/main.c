@@ -33,6 +33,8 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/forward.h"
+#include "server/kube_map.h"
+#include "server/kube_sched.h"
 #include "server/leader.h"
 #include "server/oidc.h"
 #include "store/store.h"
@@ -80,6 +82,11 @@ struct settings {
 	int64_t http_body_timeout;
 	int64_t http_body_max;
 	int64_t http_retry_after;
+	bool kube;
+	char *kube_server;
+	char *kube_token_file;
+	char *kube_ca_file;
+	int64_t kube_watch_timeout;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -239,6 +246,25 @@ static const struct cnl_config_def settings_table[] = {
      "(inputs_max_bytes, artifacts_max_bytes, images_max_bytes)."},
     {"http_retry_after", CNL_CONFIG_DURATION, S(http_retry_after), "5s", 1000,
      3600000, "The Retry-After a 503 for too many connections says."},
+    {"kube", CNL_CONFIG_BOOL, S(kube), "false", 0, 0,
+     "Schedule Kubernetes pods: pods with schedulerName cnlab become jobs "
+     "of the project their namespace names (label cnlab.io/project, else "
+     "the namespace's name; the project lets the service user kube in as "
+     "a member); nodes whose GPUs cnlab-dra-plugin publishes become "
+     "nodes. The leader binds the pods and allocates their "
+     "ResourceClaims, and evicts pre-empted ones."},
+    {"kube_server", CNL_CONFIG_STRING, S(kube_server), NULL, 0, 0,
+     "With kube: the Kubernetes API server's URL; unset: in-cluster "
+     "(KUBERNETES_SERVICE_HOST and _PORT)."},
+    {"kube_token_file", CNL_CONFIG_STRING, S(kube_token_file), NULL, 0, 0,
+     "With kube: the bearer token file, read again before each request; "
+     "unset: the pod's service account token."},
+    {"kube_ca_file", CNL_CONFIG_STRING, S(kube_ca_file), NULL, 0, 0,
+     "With kube: the API server's CA; unset: the service account's."},
+    {"kube_watch_timeout", CNL_CONFIG_DURATION, S(kube_watch_timeout), "60s",
+     1000, 3600000,
+     "With kube: how long one watch of the pods lasts before it is made "
+     "again (a stop waits for it)."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -632,6 +658,8 @@ int main(int argc, char **argv)
 	char *cert = NULL, *key = NULL;
 	struct cnl_store *store = NULL;
 	struct cnl_leader *leader = NULL;
+	struct cnl_kube_sched *kube = NULL;
+	char kube_token[CNL_AUTH_TOKEN_MAX] = "";
 	struct cnl_api *api = NULL, *fapi = NULL;
 	struct cnl_api_config ac;
 	struct cnl_store *fstore = NULL;
@@ -1011,6 +1039,14 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	/* The Kubernetes scheduler's own API token, made before the
+	 * scheduling loop shares the store with this thread. */
+	if (st.kube &&
+	    cnl_kube_sched_user(store, kube_token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cnlabd: %s\n", err);
+		goto out;
+	}
+
 	/* Block the stop signals in every thread; main waits for them. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -1104,6 +1140,34 @@ int main(int argc, char **argv)
 		       CNL_AIO_PROJECT, url);
 		fflush(stdout);
 	}
+	if (st.kube) {
+		char url[128];
+
+		snprintf(url, sizeof(url), "%s://%s:%u",
+		         cert ? "https" : "http",
+		         strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
+		         (unsigned)cnl_http_server_port(srv));
+		if (cnl_kube_sched_start(
+		        &(struct cnl_kube_sched_config){
+		            .api_url = url,
+		            .api_cafile = st.tls_cert,
+		            .api_token = kube_token,
+		            .api = api,
+		            .kube = {.server = st.kube_server,
+		                     .token_file = st.kube_token_file,
+		                     .cafile = st.kube_ca_file},
+		            .watch_timeout_s =
+		                (long)(st.kube_watch_timeout / 1000),
+		        },
+		        &kube, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cnlabd: kube: %s\n", err);
+			goto out;
+		}
+		explicit_bzero(kube_token, sizeof(kube_token));
+		cnl_log(CNL_LOG_INFO, "scheduling Kubernetes pods",
+		        "scheduler=%s server=%s", CNL_KUBE_SCHEDULER,
+		        st.kube_server ? st.kube_server : "in-cluster");
+	}
 	cnl_log(CNL_LOG_INFO, "cnlabd started",
 	        "listen=%s:%u notebooks=%s:%u tls=%s db=%s policy=%s", host,
 	        (unsigned)cnl_http_server_port(srv), nb_host,
@@ -1132,6 +1196,8 @@ out:
 			usleep(100 * 1000);
 		}
 	}
+	cnl_kube_sched_stop(kube);
+	explicit_bzero(kube_token, sizeof(kube_token));
 	explicit_bzero(aio_token, sizeof(aio_token));
 	explicit_bzero(sec_key, sizeof(sec_key));
 	cnl_api_stop(api);

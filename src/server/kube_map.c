@@ -1,0 +1,564 @@
+/*
+ * kube_map.c - Kubernetes objects to CNLab's asks and back (kube_map.h).
+ */
+#include "server/kube_map.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "common/time.h"
+
+#define S(o, k) json_string_value(json_object_get((o), (k)))
+
+/* ---- quantities ---------------------------------------------------------- */
+
+/* The quantity @q as a number of its base unit (cores, bytes); NAN when
+ * it is not one. */
+static double quantity(const char *q)
+{
+	static const struct {
+		const char *suffix;
+		double mult;
+	} sfx[] = {{"Ki", 1024.0},
+	           {"Mi", 1048576.0},
+	           {"Gi", 1073741824.0},
+	           {"Ti", 1099511627776.0},
+	           {"Pi", 1125899906842624.0},
+	           {"Ei", 1152921504606846976.0},
+	           {"m", 1e-3},
+	           {"k", 1e3},
+	           {"M", 1e6},
+	           {"G", 1e9},
+	           {"T", 1e12},
+	           {"P", 1e15},
+	           {"E", 1e18},
+	           {"", 1.0}};
+	char *end;
+	double v;
+
+	if (!q || !*q ||
+	    !(isdigit((unsigned char)*q) || *q == '.' || *q == '+'))
+		return NAN;
+	errno = 0;
+	v = strtod(q, &end);
+	if (errno || end == q || v < 0)
+		return NAN;
+	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++)
+		if (strcmp(end, sfx[i].suffix) == 0)
+			return v * sfx[i].mult;
+	return NAN; /* "1e3" was read whole by strtod; anything else is bad */
+}
+
+int64_t cnl_kube_cpu_milli(const char *q)
+{
+	double v = quantity(q);
+
+	if (isnan(v) || v > 1e12)
+		return -1;
+	return (int64_t)ceil(v * 1000.0 - 1e-9);
+}
+
+int64_t cnl_kube_mem_mib(const char *q)
+{
+	double v = quantity(q);
+
+	if (isnan(v) || v > 1e18)
+		return -1;
+	return (int64_t)ceil(v / 1048576.0 - 1e-9);
+}
+
+/* ---- pods ---------------------------------------------------------------- */
+
+int cnl_kube_pod_claim(const json_t *pod, char *ret, size_t len, char *err,
+                       size_t errlen)
+{
+	const json_t *claims = json_object_get(json_object_get(pod, "spec"),
+	                                       "resourceClaims"),
+	             *x;
+	const char *name, *direct, *tmpl;
+
+	ret[0] = '\0';
+	if (json_array_size(claims) == 0)
+		return 0;
+	if (json_array_size(claims) > 1) {
+		cnl_seterr(
+		    err, errlen,
+		    "spec.resourceClaims: %zu claims; CNLab places a pod "
+		    "with one",
+		    json_array_size(claims));
+		return -EINVAL;
+	}
+	x = json_array_get(claims, 0);
+	name = S(x, "name");
+	direct = S(x, "resourceClaimName");
+	tmpl = S(x, "resourceClaimTemplateName");
+	if (direct) {
+		snprintf(ret, len, "%s", direct);
+		return 0;
+	}
+	if (!tmpl || !name) {
+		cnl_seterr(err, errlen,
+		           "spec.resourceClaims[0]: neither resourceClaimName "
+		           "nor resourceClaimTemplateName");
+		return -EINVAL;
+	}
+	/* Made from the template by the claim controller; its name is in
+	 * the pod's status once it is. */
+	const json_t *sts = json_object_get(json_object_get(pod, "status"),
+	                                    "resourceClaimStatuses");
+	size_t i;
+	json_array_foreach (sts, i, x) {
+		const char *n = S(x, "name"), *c = S(x, "resourceClaimName");
+		if (n && c && strcmp(n, name) == 0) {
+			snprintf(ret, len, "%s", c);
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
+/* `device.attributes["gpu.cnlab.io"].NAME == "VALUE"` (or with single
+ * quotes) into @attr and @val; `device.driver == "gpu.cnlab.io"` is 1;
+ * anything else -1. */
+static int selector(const char *e, char *attr, size_t alen, char *val,
+                    size_t vlen)
+{
+	char drv[64], a[64], v[128], q1, q2, q3, q4, rest;
+
+	attr[0] = val[0] = '\0';
+	if (sscanf(e, " device.driver == %c%63[^\"']%c %c", &q1, drv, &q2,
+	           &rest) == 3 &&
+	    (q1 == '"' || q1 == '\'') && q1 == q2 &&
+	    strcmp(drv, CNL_KUBE_DRIVER) == 0)
+		return 1;
+	if (sscanf(e,
+	           " device.attributes[%c%63[^\"']%c].%63[a-zA-Z0-9_] == "
+	           "%c%127[^\"']%c %c",
+	           &q1, drv, &q2, a, &q3, v, &q4, &rest) != 7)
+		return -1;
+	if (!(q1 == '"' || q1 == '\'') || q1 != q2 ||
+	    !(q3 == '"' || q3 == '\'') || q3 != q4 ||
+	    strcmp(drv, CNL_KUBE_DRIVER) != 0)
+		return -1;
+	snprintf(attr, alen, "%s", a);
+	snprintf(val, vlen, "%s", v);
+	return 0;
+}
+
+static bool shape_word(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '.')
+			return false;
+	return true;
+}
+
+/* The GPU part of the shape from the claim's one request. */
+static int claim_shape(const json_t *pod, const json_t *claim,
+                       struct cnl_kube_ask *ret, char *err, size_t errlen)
+{
+	const json_t *reqs = json_object_get(
+	    json_object_get(json_object_get(claim, "spec"), "devices"),
+	    "requests");
+	const json_t *r, *ex, *sels, *x;
+	const char *cls, *mode, *blocks_q, *anno;
+	char type[64] = "any", profile[64] = "", a[64], v[128];
+	json_int_t count = 1, blocks = 0;
+	size_t i;
+
+	if (json_array_size(reqs) != 1) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim spec.devices.requests: %zu requests; "
+		           "CNLab places a claim with one",
+		           json_array_size(reqs));
+		return -EINVAL;
+	}
+	r = json_array_get(reqs, 0);
+	snprintf(ret->request, sizeof(ret->request), "%s",
+	         S(r, "name") ? S(r, "name") : "");
+	if (!(ex = json_object_get(r, "exactly"))) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim request %s: only \"exactly\" is "
+		           "placed by CNLab (no firstAvailable)",
+		           ret->request);
+		return -EINVAL;
+	}
+	cls = S(ex, "deviceClassName");
+	if (!cls || strcmp(cls, CNL_KUBE_DRIVER) != 0) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim request %s: deviceClassName %s is "
+		           "not " CNL_KUBE_DRIVER,
+		           ret->request, cls ? cls : "(none)");
+		return -EINVAL;
+	}
+	mode = S(ex, "allocationMode");
+	if (mode && strcmp(mode, "ExactCount") != 0) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim request %s: allocationMode %s; CNLab "
+		           "places ExactCount",
+		           ret->request, mode);
+		return -EINVAL;
+	}
+	if (json_object_get(ex, "count"))
+		count = json_integer_value(json_object_get(ex, "count"));
+	if (count < 1 || count > CNL_WIRE_GPUS_MAX) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim request %s: count must be 1..%d",
+		           ret->request, CNL_WIRE_GPUS_MAX);
+		return -EINVAL;
+	}
+	blocks_q =
+	    S(json_object_get(json_object_get(ex, "capacity"), "requests"),
+	      "blocks");
+	if (blocks_q) {
+		char *end;
+		errno = 0;
+		blocks = strtoll(blocks_q, &end, 10);
+		if (errno || end == blocks_q || *end || blocks < 1 ||
+		    blocks > 100) {
+			cnl_seterr(err, errlen,
+			           "ResourceClaim request %s: "
+			           "capacity.requests.blocks must be a whole "
+			           "number from 1 to 100",
+			           ret->request);
+			return -EINVAL;
+		}
+	}
+	if ((anno = S(json_object_get(json_object_get(pod, "metadata"),
+	                              "annotations"),
+	              "cnlab.io/gpu-type")))
+		snprintf(type, sizeof(type), "%s", anno);
+	sels = json_object_get(ex, "selectors");
+	json_array_foreach (sels, i, x) {
+		const char *e = S(json_object_get(x, "cel"), "expression");
+		int k = e ? selector(e, a, sizeof(a), v, sizeof(v)) : -1;
+
+		if (k == 1)
+			continue;
+		if (k < 0 ||
+		    (strcmp(a, "type") != 0 && strcmp(a, "profile") != 0)) {
+			cnl_seterr(err, errlen,
+			           "ResourceClaim request %s: selector %zu: "
+			           "CNLab reads only "
+			           "device.attributes[\"" CNL_KUBE_DRIVER
+			           "\"].type or .profile == "
+			           "\"VALUE\"",
+			           ret->request, i);
+			return -EINVAL;
+		}
+		snprintf(strcmp(a, "type") == 0 ? type : profile, 64, "%s", v);
+	}
+	if (!shape_word(type) || (profile[0] && !shape_word(profile))) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim request %s: the GPU type or profile "
+		           "has characters a shape cannot hold",
+		           ret->request);
+		return -EINVAL;
+	}
+	if ((blocks || profile[0]) && count != 1) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim request %s: count must be 1 with "
+		           "blocks or a MIG profile",
+		           ret->request);
+		return -EINVAL;
+	}
+	if (blocks && profile[0]) {
+		cnl_seterr(err, errlen,
+		           "ResourceClaim request %s: blocks and a MIG profile "
+		           "together",
+		           ret->request);
+		return -EINVAL;
+	}
+	if (profile[0])
+		snprintf(ret->shape, sizeof(ret->shape), "%s-%s", type,
+		         profile);
+	else if (blocks)
+		snprintf(ret->shape, sizeof(ret->shape), "%s-%d", type,
+		         (int)blocks);
+	else if (count == 1)
+		snprintf(ret->shape, sizeof(ret->shape), "%s-full", type);
+	else
+		snprintf(ret->shape, sizeof(ret->shape), "%sx%d", type,
+		         (int)count);
+	return 0;
+}
+
+/* Sum of the containers' requests of @what ("cpu", "memory"); -1 bad. */
+static int64_t requests_sum(const json_t *pod, const char *what,
+                            int64_t (*conv)(const char *))
+{
+	const json_t *cs = json_object_get(json_object_get(pod, "spec"),
+	                                   "containers"),
+	             *c;
+	int64_t sum = 0;
+	size_t i;
+
+	json_array_foreach (cs, i, c) {
+		const char *q =
+		    S(json_object_get(json_object_get(c, "resources"),
+		                      "requests"),
+		      what);
+		int64_t v;
+
+		if (!q)
+			continue;
+		if ((v = conv(q)) < 0)
+			return -1;
+		sum += v;
+	}
+	return sum;
+}
+
+int cnl_kube_ask_of(const json_t *pod, const json_t *claim,
+                    struct cnl_kube_ask *ret, char *err, size_t errlen)
+{
+	const json_t *anns =
+	    json_object_get(json_object_get(pod, "metadata"), "annotations");
+	const json_t *prio =
+	    json_object_get(json_object_get(pod, "spec"), "priority");
+	const char *a;
+	json_int_t p = json_is_integer(prio) ? json_integer_value(prio) : 0;
+	int64_t ms;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->preemptible = 1;
+	if (claim) {
+		int r = claim_shape(pod, claim, ret, err, errlen);
+		if (r < 0)
+			return r;
+	} else {
+		snprintf(ret->shape, sizeof(ret->shape), "cpu");
+	}
+	ret->priority = p < 0         ? "low"
+	                : p < 1000    ? "normal"
+	                : p < 1000000 ? "high"
+	                              : "critical";
+	if ((a = S(anns, "cnlab.io/deadline"))) {
+		if (cnl_time_parse_rfc3339(a, &ms) < 0 ||
+		    strlen(a) >= sizeof(ret->deadline)) {
+			cnl_seterr(err, errlen,
+			           "annotation cnlab.io/deadline: must be an "
+			           "RFC 3339 time");
+			return -EINVAL;
+		}
+		snprintf(ret->deadline, sizeof(ret->deadline), "%s", a);
+	}
+	if ((a = S(anns, "cnlab.io/runtime-seconds"))) {
+		char *end;
+		errno = 0;
+		ret->runtime_s = strtoll(a, &end, 10);
+		if (errno || end == a || *end || ret->runtime_s < 1 ||
+		    ret->runtime_s > 366LL * 86400) {
+			cnl_seterr(
+			    err, errlen,
+			    "annotation cnlab.io/runtime-seconds: must be "
+			    "a whole number of seconds, 1..31622400");
+			return -EINVAL;
+		}
+	}
+	if ((a = S(anns, "cnlab.io/preemptible"))) {
+		if (strcmp(a, "true") != 0 && strcmp(a, "false") != 0) {
+			cnl_seterr(err, errlen,
+			           "annotation cnlab.io/preemptible: must be "
+			           "\"true\" or \"false\"");
+			return -EINVAL;
+		}
+		ret->preemptible = strcmp(a, "true") == 0;
+	}
+	if ((ret->cpu_milli = requests_sum(pod, "cpu", cnl_kube_cpu_milli)) <
+	        0 ||
+	    (ret->mem_mib = requests_sum(pod, "memory", cnl_kube_mem_mib)) <
+	        0) {
+		cnl_seterr(err, errlen,
+		           "spec.containers[].resources.requests: a cpu or "
+		           "memory that is not a quantity");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+const char *cnl_kube_project_of(const json_t *ns)
+{
+	const json_t *md = json_object_get(ns, "metadata");
+	const char *p = S(json_object_get(md, "labels"), "cnlab.io/project");
+
+	return p && *p ? p : S(md, "name");
+}
+
+/* ---- nodes --------------------------------------------------------------- */
+
+int cnl_kube_register_of(const json_t *node, const json_t *slices,
+                         struct cnl_wire_register *ret, char *err,
+                         size_t errlen)
+{
+	const json_t *md = json_object_get(node, "metadata");
+	const json_t *alloc =
+	    json_object_get(json_object_get(node, "status"), "allocatable");
+	const char *name = S(md, "name"), *t;
+	const json_t *s, *d;
+	size_t i, j;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->protocol = CNL_WIRE_PROTOCOL;
+	if (!name || strlen(name) >= sizeof(ret->name)) {
+		cnl_seterr(err, errlen, "node name missing or over %zu bytes",
+		           sizeof(ret->name) - 1);
+		return -EINVAL;
+	}
+	snprintf(ret->name, sizeof(ret->name), "%s", name);
+	ret->has_devices = true;
+	json_array_foreach (slices, i, s) {
+		const json_t *spec = json_object_get(s, "spec");
+		const char *drv = S(spec, "driver"), *nn = S(spec, "nodeName");
+
+		if (!drv || strcmp(drv, CNL_KUBE_DRIVER) != 0 || !nn ||
+		    strcmp(nn, name) != 0)
+			continue;
+		json_array_foreach (json_object_get(spec, "devices"), j, d) {
+			const char *dn = S(d, "name");
+			const json_t *at = json_object_get(d, "attributes");
+			struct cnl_wire_device *w;
+			const char *uuid, *mem;
+			json_int_t idx;
+
+			if (!dn || strncmp(dn, "gpu-", 4) != 0 ||
+			    strstr(dn, "-mig-"))
+				continue;
+			idx = json_integer_value(json_object_get(
+			    json_object_get(at, "index"), "int"));
+			t = S(json_object_get(at, "type"), "string");
+			uuid = S(json_object_get(at, "uuid"), "string");
+			mem = S(json_object_get(json_object_get(d, "capacity"),
+			                        "memory"),
+			        "value");
+			if (!t || !uuid || idx < 0 ||
+			    idx >= CNL_WIRE_GPUS_MAX ||
+			    ret->n_devices == CNL_WIRE_GPUS_MAX ||
+			    strlen(uuid) >= CNL_WIRE_UUID_MAX) {
+				cnl_seterr(
+				    err, errlen,
+				    "node %s: device %s: no type, uuid or "
+				    "index in range",
+				    name, dn);
+				return -EINVAL;
+			}
+			if (!ret->gpu_type[0])
+				snprintf(ret->gpu_type, sizeof(ret->gpu_type),
+				         "%s", t);
+			else if (strcmp(ret->gpu_type, t) != 0) {
+				cnl_seterr(
+				    err, errlen,
+				    "node %s: GPUs of types %s and %s; a "
+				    "CNLab node has one type",
+				    name, ret->gpu_type, t);
+				return -EINVAL;
+			}
+			w = &ret->devices[ret->n_devices++];
+			w->index = (int)idx;
+			snprintf(w->uuid, sizeof(w->uuid), "%s", uuid);
+			w->mem_mib = mem ? cnl_kube_mem_mib(mem) : 0;
+			w->healthy = true;
+		}
+	}
+	if (!ret->n_devices)
+		return -ENOENT;
+	/* By index: CNLab's GPU i is the device gpu-i. */
+	for (int a = 0; a < ret->n_devices; a++)
+		for (int b = a + 1; b < ret->n_devices; b++)
+			if (ret->devices[b].index < ret->devices[a].index) {
+				struct cnl_wire_device x = ret->devices[a];
+				ret->devices[a] = ret->devices[b];
+				ret->devices[b] = x;
+			}
+	for (int a = 0; a < ret->n_devices; a++)
+		if (ret->devices[a].index != a) {
+			cnl_seterr(err, errlen,
+			           "node %s: GPU indexes are not 0..%d", name,
+			           ret->n_devices - 1);
+			return -EINVAL;
+		}
+	ret->gpus = ret->n_devices;
+	ret->cpu_milli = cnl_kube_cpu_milli(S(alloc, "cpu"));
+	ret->mem_mib = cnl_kube_mem_mib(S(alloc, "memory"));
+	if (ret->cpu_milli <= 0 || ret->mem_mib <= 0) {
+		cnl_seterr(err, errlen,
+		           "node %s: status.allocatable lacks cpu or memory",
+		           name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+static void uuid_of(const unsigned char b[16], char out[37])
+{
+	unsigned char x[16];
+
+	memcpy(x, b, 16);
+	x[6] = (unsigned char)((x[6] & 0x0f) | 0x40);
+	x[8] = (unsigned char)((x[8] & 0x3f) | 0x80);
+	snprintf(out, 37,
+	         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+	         "%02x%02x%02x%02x%02x%02x",
+	         x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9],
+	         x[10], x[11], x[12], x[13], x[14], x[15]);
+}
+
+json_t *cnl_kube_allocation(const struct cnl_wire_slice *s, const char *node,
+                            const char *request, const char *pod_name,
+                            const char *pod_uid,
+                            const unsigned char share[][16])
+{
+	json_t *results = json_array();
+	char dev[128], q[16], id[37];
+	int n = 0;
+
+	for (int g = 0; g < CNL_WIRE_GPUS_MAX; g++) {
+		if (!(s->gpu_mask >> g & 1))
+			continue;
+		if (s->mig_profile[0]) {
+			char label[40];
+			size_t o = 0;
+			for (const char *c = s->mig_profile;
+			     *c && o + 1 < sizeof(label); c++)
+				label[o++] =
+				    isalnum((unsigned char)*c)
+				        ? (char)tolower((unsigned char)*c)
+				        : '-';
+			label[o] = '\0';
+			snprintf(dev, sizeof(dev), "gpu-%d-mig-%s-%d", g, label,
+			         s->mig_start);
+			json_array_append_new(
+			    results,
+			    json_pack("{s:s,s:s,s:s,s:s}", "request", request,
+			              "driver", CNL_KUBE_DRIVER, "pool", node,
+			              "device", dev));
+			n++;
+			continue;
+		}
+		snprintf(dev, sizeof(dev), "gpu-%d", g);
+		snprintf(q, sizeof(q), "%d", s->blocks > 100 ? 100 : s->blocks);
+		uuid_of(share[n], id);
+		json_array_append_new(
+		    results,
+		    json_pack("{s:s,s:s,s:s,s:s,s:s,s:{s:s}}", "request",
+		              request, "driver", CNL_KUBE_DRIVER, "pool", node,
+		              "device", dev, "shareID", id, "consumedCapacity",
+		              "blocks", q));
+		n++;
+	}
+	return json_pack(
+	    "{s:{s:{s:o},s:{s:[{s:[{s:s,s:s,s:[s]}]}]}},s:[{s:s,s:s,s:s}]}",
+	    "allocation", "devices", "results", results, "nodeSelector",
+	    "nodeSelectorTerms", "matchFields", "key", "metadata.name",
+	    "operator", "In", "values", node, "reservedFor", "resource", "pods",
+	    "name", pod_name, "uid", pod_uid);
+}

@@ -1,0 +1,97 @@
+/*
+ * kube_map.h - what cnlabd's Kubernetes scheduler (kube_sched.h) makes of
+ * the API server's objects, and what it writes back; pure (no I/O).
+ *
+ * A pod with spec.schedulerName "cnlab" becomes one CNLab job:
+ *   project    the namespace's label cnlab.io/project, else the namespace's
+ *              own name (the project must let the service user "kube"
+ *              submit: `cnlab project member add PROJECT kube`);
+ *   shape      from its one ResourceClaim of device class gpu.cnlab.io:
+ *              capacity.requests.blocks N -> TYPE-N (1% blocks), a selector
+ *              on the attribute "profile" -> TYPE-PROFILE (MIG), else
+ *              count K -> TYPE-full / TYPExK (whole GPUs); TYPE from a
+ *              selector on the attribute "type" or the pod's annotation
+ *              cnlab.io/gpu-type, else "any".  No claim: "cpu".
+ *   priority   spec.priority (its PriorityClass's value): below 0 low,
+ *              below 1,000 normal, below 1,000,000 high, else critical;
+ *   deadline   the annotation cnlab.io/deadline (RFC 3339), and
+ *              cnlab.io/runtime-seconds, cnlab.io/preemptible ("false");
+ *   CPU, memory the sum of its containers' requests.
+ * The selectors understood are CEL equalities of one attribute of our
+ * driver, `device.attributes["gpu.cnlab.io"].NAME == "VALUE"`, and the
+ * class's own `device.driver == "gpu.cnlab.io"`; any other is refused by
+ * name (CNLab places by its own allocator, not by evaluating CEL).
+ */
+#ifndef CNL_SERVER_KUBE_MAP_H
+#define CNL_SERVER_KUBE_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "wire/node.h"
+
+#define CNL_KUBE_DRIVER    "gpu.cnlab.io"
+#define CNL_KUBE_SCHEDULER "cnlab"
+
+/* What a pod asks of CNLab. */
+struct cnl_kube_ask {
+	char shape[64];
+	const char *priority;       /* "low", "normal", "high", "critical" */
+	char deadline[64];          /* RFC 3339, "" none */
+	int64_t runtime_s;          /* 0: none */
+	int preemptible;            /* 1 unless the pod says "false" */
+	int64_t cpu_milli, mem_mib; /* 0: not requested */
+	char request[64];           /* the claim's request name, "" no claim */
+};
+
+/*
+ * cnl_kube_pod_claim - the name of @pod's ResourceClaim into @ret ("" when
+ * it has none): a claim named by resourceClaimName, or the one made from
+ * its template, as pod.status.resourceClaimStatuses says.  0; -EAGAIN
+ * when the claim from a template is not made yet; -EINVAL (with @err)
+ * for more than one claim, which CNLab does not place.
+ */
+int cnl_kube_pod_claim(const json_t *pod, char *ret, size_t len, char *err,
+                       size_t errlen);
+
+/*
+ * cnl_kube_ask_of - what @pod asks, with its claim @claim (NULL: none).
+ * 0, or -EINVAL with @err naming the field that CNLab cannot read.
+ */
+int cnl_kube_ask_of(const json_t *pod, const json_t *claim,
+                    struct cnl_kube_ask *ret, char *err, size_t errlen);
+
+/* cnl_kube_project_of - the project of namespace object @ns. */
+const char *cnl_kube_project_of(const json_t *ns);
+
+/*
+ * cnl_kube_register_of - the CNLab node of Kubernetes node @node from its
+ * ResourceSlices @slices (an array, ours only): its GPUs (the devices
+ * gpu-N), their type (one per node), and the node's allocatable CPU and
+ * memory.  0; -ENOENT for a node without GPUs of ours; -EINVAL with @err.
+ */
+int cnl_kube_register_of(const json_t *node, const json_t *slices,
+                         struct cnl_wire_register *ret, char *err,
+                         size_t errlen);
+
+/*
+ * cnl_kube_allocation - the claim status that gives @pod (name, uid) the
+ * slice @s on @node: results for request @request (a device gpu-N with
+ * consumedCapacity blocks and a shareID per GPU, or the MIG partition
+ * gpu-N-mig-PROFILE-START), the node selector, reservedFor the pod.
+ * @share: a fresh UUID per result is drawn from it (16 random bytes per
+ * GPU).  New reference.
+ */
+json_t *cnl_kube_allocation(const struct cnl_wire_slice *s, const char *node,
+                            const char *request, const char *pod_name,
+                            const char *pod_uid,
+                            const unsigned char share[][16]);
+
+/* A Kubernetes quantity ("500m", "2", "1Gi", "1e3") in CPU millis or in
+ * MiB, rounded up; -1 when it is not one. */
+int64_t cnl_kube_cpu_milli(const char *q);
+int64_t cnl_kube_mem_mib(const char *q);
+
+#endif /* CNL_SERVER_KUBE_MAP_H */

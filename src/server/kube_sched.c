@@ -1,0 +1,1206 @@
+/*
+ * kube_sched.c - cnlabd schedules Kubernetes pods (kube_sched.h).
+ */
+#include "server/kube_sched.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cnlab/errors.h"
+#include "common/id.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "server/api.h"
+#include "server/auth.h"
+#include "server/kube_map.h"
+#include "wire/node.h"
+
+#define S(o, k)    json_string_value(json_object_get((o), (k)))
+#define USER       "kube"
+#define TOKEN_NAME "kube-scheduler"
+#define PODS \
+	"/api/v1/pods?fieldSelector=spec.schedulerName%3D" CNL_KUBE_SCHEDULER
+#define SLICES                      \
+	"/apis/resource.k8s.io/v1/" \
+	"resourceslices?fieldSelector=spec.driver%3D" CNL_KUBE_DRIVER
+#define EVICT_RETRY_MS  5000
+#define REFUSE_RETRY_MS 30000
+
+enum pod_st {
+	P_NEW,       /* seen, not submitted */
+	P_SUBMITTED, /* a job, not placed (or placed, not bound) */
+	P_BOUND,     /* claim allocated, pod bound, job running */
+	P_REFUSED,   /* CNLab said no; tried again later */
+	P_DONE,      /* its job ended; forgotten once the pod goes */
+};
+
+struct pod {
+	char uid[64], ns[64], name[254];
+	json_t *obj; /* the latest seen */
+	bool gone;   /* deleted */
+	enum pod_st st;
+	char job[CNL_WIRE_ID_MAX];
+	char claim[254], request[64];
+	int node; /* index in nodes, -1 */
+	int64_t epoch;
+	int64_t retry_at, evict_at;
+	bool evicting;
+	char said[CNL_WIRE_MESSAGE_MAX]; /* the condition written last */
+	int attempt; /* jobs of this pod that could not be bound */
+};
+
+struct node {
+	char name[CNL_WIRE_NAME_MAX];
+	char id[CNL_WIRE_ID_MAX];
+	struct cnl_client *cl; /* with its credential */
+	uint64_t version;
+	int64_t heartbeat_ms, next_hb;
+};
+
+struct cnl_kube_sched {
+	struct cnl_kube_sched_config cfg;
+	char url[CNL_CLIENT_BASE_MAX], cafile[4096], token[CNL_AUTH_TOKEN_MAX];
+	char kserver[1024], ktoken[4096], kca[4096];
+	struct cnl_kube *kw, *kc; /* the watch's, the rest's */
+	struct cnl_client *user;  /* as "kube" */
+	pthread_t watcher, worker;
+	bool started_w, started_k;
+	atomic_bool stop;
+	/* Events from the watcher, under mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	json_t *queue; /* [[type, object] ...]; "SYNC" with a list */
+	/* The worker's own. */
+	struct pod *pods;
+	size_t n_pods, cap_pods;
+	json_t *by_uid, *by_job; /* -> index */
+	struct node *nodes;
+	size_t n_nodes;
+	json_t *projects; /* namespace -> project */
+	int64_t next_sync;
+};
+
+/* ---- the service user ---------------------------------------------------- */
+
+int cnl_kube_sched_user(struct cnl_store *s, char *ret_token, char *err,
+                        size_t errlen)
+{
+	struct cnl_store_user u = {0};
+	struct cnl_store_doc d = {0};
+	struct cnl_id_gen ids;
+	char digest[CNL_AUTH_DIGEST_MAX];
+	int64_t now = cnl_time_now_ms();
+	int r;
+
+	if ((r = cnl_store_tx_begin(s)) < 0)
+		goto fail;
+	r = cnl_store_user_get_by_name(s, USER, &u);
+	if (r == -CNL_ENOTFOUND) {
+		cnl_id_gen_init_random(&ids);
+		memset(&u, 0, sizeof(u));
+		if ((r = cnl_id_new(&ids, "usr", now, u.id, sizeof(u.id))) < 0)
+			goto undo;
+		snprintf(u.name, sizeof(u.name), USER);
+		u.created_ms = now;
+		r = cnl_store_user_create(s, &u);
+	}
+	if (r < 0)
+		goto undo;
+	if (cnl_store_doc_get_by_name(s, "token", u.id, TOKEN_NAME, &d) == 0) {
+		r = cnl_store_doc_delete(s, "token", d.id);
+		cnl_store_doc_done(&d);
+		if (r < 0)
+			goto undo;
+	}
+	if ((r = cnl_api_token_issue(s, u.id, TOKEN_NAME, 0, now, ret_token,
+	                             digest)) < 0)
+		goto undo;
+	if ((r = cnl_store_tx_commit(s)) < 0)
+		goto fail;
+	return 0;
+undo:
+	cnl_store_tx_rollback(s);
+fail:
+	cnl_seterr(err, errlen, "kube: the service user %s: %s", USER,
+	           cnl_strerror(r));
+	return r;
+}
+
+/* ---- the watcher --------------------------------------------------------- */
+
+static void push(struct cnl_kube_sched *ks, const char *type, json_t *obj)
+{
+	pthread_mutex_lock(&ks->mu);
+	json_array_append_new(ks->queue, json_pack("[s,O]", type, obj));
+	pthread_cond_signal(&ks->cv);
+	pthread_mutex_unlock(&ks->mu);
+}
+
+static int pod_event(void *ud, const char *type, json_t *obj)
+{
+	struct cnl_kube_sched *ks = ud;
+
+	push(ks, type, obj);
+	return atomic_load(&ks->stop) ? 1 : 0;
+}
+
+static void *watcher(void *arg)
+{
+	struct cnl_kube_sched *ks = arg;
+	char err[512], rv[128];
+
+	while (!atomic_load(&ks->stop)) {
+		json_t *list = NULL;
+		long st = cnl_kube_call(ks->kw, "GET", PODS, NULL, NULL, &list,
+		                        err, sizeof(err));
+		int r;
+
+		if (st != 200 ||
+		    !json_is_array(json_object_get(list, "items"))) {
+			cnl_log(CNL_LOG_WARN, "kube: cannot list pods",
+			        "err=\"%s\"", err);
+			json_decref(list);
+			for (int i = 0; i < 10 && !atomic_load(&ks->stop); i++)
+				usleep(100 * 1000);
+			continue;
+		}
+		snprintf(rv, sizeof(rv), "%s",
+		         S(json_object_get(list, "metadata"), "resourceVersion")
+		             ?: "");
+		push(ks, "SYNC", json_object_get(list, "items"));
+		json_decref(list);
+		do
+			r = cnl_kube_watch(ks->kw, PODS, rv, sizeof(rv),
+			                   ks->cfg.watch_timeout_s, pod_event,
+			                   ks, err, sizeof(err));
+		while (r == 0 && !atomic_load(&ks->stop));
+		if (r == -ESTALE)
+			cnl_log(CNL_LOG_INFO,
+			        "kube: pod watch expired; listing "
+			        "again",
+			        "rv=%s", rv);
+		else if (r < 0 && r != -ECANCELED) {
+			cnl_log(CNL_LOG_WARN, "kube: pod watch broke",
+			        "err=\"%s\"", err);
+			usleep(500 * 1000);
+		}
+	}
+	return NULL;
+}
+
+/* ---- pods ---------------------------------------------------------------- */
+
+static struct pod *pod_of_uid(struct cnl_kube_sched *ks, const char *uid)
+{
+	json_t *i = json_object_get(ks->by_uid, uid);
+
+	return i ? &ks->pods[json_integer_value(i)] : NULL;
+}
+
+static struct pod *pod_of_job(struct cnl_kube_sched *ks, const char *job)
+{
+	json_t *i = json_object_get(ks->by_job, job);
+
+	return i ? &ks->pods[json_integer_value(i)] : NULL;
+}
+
+static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
+{
+	const json_t *md = json_object_get(obj, "metadata");
+	const char *uid = S(md, "uid"), *ns = S(md, "namespace"),
+	           *name = S(md, "name");
+	struct pod *p;
+
+	const char *sched = S(json_object_get(obj, "spec"), "schedulerName");
+
+	/* The watch's field selector says so; a pod of another scheduler
+	 * is never ours, whatever a server sends. */
+	if (!sched || strcmp(sched, CNL_KUBE_SCHEDULER) != 0)
+		return;
+	if (!uid || !ns || !name || strlen(uid) >= sizeof(p->uid) ||
+	    strlen(ns) >= sizeof(p->ns) || strlen(name) >= sizeof(p->name))
+		return;
+	if (!(p = pod_of_uid(ks, uid))) {
+		if (gone)
+			return;
+		if (ks->n_pods == ks->cap_pods) {
+			ks->cap_pods = ks->cap_pods ? ks->cap_pods * 2 : 64;
+			ks->pods = cnl_xrealloc(
+			    ks->pods, ks->cap_pods * sizeof(*ks->pods));
+		}
+		p = &ks->pods[ks->n_pods];
+		memset(p, 0, sizeof(*p));
+		snprintf(p->uid, sizeof(p->uid), "%s", uid);
+		snprintf(p->ns, sizeof(p->ns), "%s", ns);
+		snprintf(p->name, sizeof(p->name), "%s", name);
+		p->node = -1;
+		json_object_set_new(ks->by_uid, uid,
+		                    json_integer((json_int_t)ks->n_pods));
+		ks->n_pods++;
+	}
+	json_decref(p->obj);
+	p->obj = json_incref(obj);
+	p->gone |= gone;
+}
+
+/* Take what the watcher saw. */
+static void drain(struct cnl_kube_sched *ks, int64_t wait_ms)
+{
+	json_t *q;
+	size_t i, j;
+	json_t *e, *x;
+
+	pthread_mutex_lock(&ks->mu);
+	if (json_array_size(ks->queue) == 0 && wait_ms > 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += wait_ms / 1000;
+		ts.tv_nsec += (wait_ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&ks->cv, &ks->mu, &ts);
+	}
+	q = ks->queue;
+	ks->queue = json_array();
+	pthread_mutex_unlock(&ks->mu);
+	json_array_foreach (q, i, e) {
+		const char *type = json_string_value(json_array_get(e, 0));
+		json_t *o = json_array_get(e, 1);
+
+		if (strcmp(type, "SYNC") == 0) {
+			/* A fresh list: what it lacks was deleted meanwhile. */
+			json_t *seen = json_object();
+			json_array_foreach (o, j, x) {
+				pod_seen(ks, x, false);
+				json_object_set_new(
+				    seen,
+				    S(json_object_get(x, "metadata"), "uid")
+				        ?: "",
+				    json_true());
+			}
+			for (size_t k = 0; k < ks->n_pods; k++)
+				if (!json_object_get(seen, ks->pods[k].uid))
+					ks->pods[k].gone = true;
+			json_decref(seen);
+		} else {
+			pod_seen(ks, o, strcmp(type, "DELETED") == 0);
+		}
+	}
+	json_decref(q);
+}
+
+static void pod_path(const struct pod *p, const char *sub, char *buf,
+                     size_t len)
+{
+	snprintf(buf, len, "/api/v1/namespaces/%s/pods/%s%s%s", p->ns, p->name,
+	         sub ? "/" : "", sub ? sub : "");
+}
+
+/* The pod's PodScheduled condition: False, with @msg ("cnlab: ..."),
+ * written when it changes. */
+static void say(struct cnl_kube_sched *ks, struct pod *p, const char *reason,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void say(struct cnl_kube_sched *ks, struct pod *p, const char *reason,
+                const char *fmt, ...)
+{
+	char msg[CNL_WIRE_MESSAGE_MAX], path[512], err[256], now[40];
+	va_list ap;
+	json_t *patch;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (strcmp(msg, p->said) == 0)
+		return;
+	snprintf(p->said, sizeof(p->said), "%s", msg);
+	cnl_time_format_rfc3339(cnl_time_now_ms() / 1000 * 1000, now,
+	                        sizeof(now));
+	/* Seconds only: the API server's metav1.Time. */
+	char *dot = strchr(now, '.');
+	if (dot)
+		snprintf(dot, 2, "Z");
+	patch =
+	    json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions",
+	              "type", "PodScheduled", "status", "False", "reason",
+	              reason, "message", msg, "lastTransitionTime", now);
+	pod_path(p, "status", path, sizeof(path));
+	long st = cnl_kube_call(ks->kc, "PATCH", path, patch,
+	                        "application/strategic-merge-patch+json", NULL,
+	                        err, sizeof(err));
+	json_decref(patch);
+	if (st != 200 && st != 404)
+		cnl_log(CNL_LOG_WARN, "kube: cannot write a pod's condition",
+		        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
+}
+
+/* The id of the project named @name among those "kube" belongs to, or
+ * @name itself when it belongs to none of that name. */
+static const char *project_id(struct cnl_kube_sched *ks, const char *name,
+                              char *buf, size_t len)
+{
+	char path[512] = "/v1/projects?limit=100", err[256];
+
+	snprintf(buf, len, "%s", name);
+	for (int pages = 0; pages < 100; pages++) {
+		json_t *o = NULL, *x;
+		const char *next;
+		size_t i;
+
+		if (cnl_client_call(ks->user, "GET", path, NULL, 0, &o, err,
+		                    sizeof(err)) != 200) {
+			json_decref(o);
+			return buf;
+		}
+		json_array_foreach (json_object_get(o, "items"), i, x)
+			if (S(x, "name") && S(x, "id") &&
+			    strcmp(S(x, "name"), name) == 0) {
+				snprintf(buf, len, "%s", S(x, "id"));
+				json_decref(o);
+				return buf;
+			}
+		next = S(o, "next");
+		if (!next) {
+			json_decref(o);
+			return buf;
+		}
+		char *e = cnl_client_url_escape(next);
+		snprintf(path, sizeof(path), "/v1/projects?limit=100&after=%s",
+		         e);
+		free(e);
+		json_decref(o);
+	}
+	return buf;
+}
+
+/* The project of namespace @ns, its name into @name (cached until the
+ * next node sync); its id, or NULL when the namespace cannot be read. */
+static const char *project_of(struct cnl_kube_sched *ks, const char *ns,
+                              char *name, size_t len)
+{
+	json_t *o = NULL, *have;
+	char path[256], err[256], id[CNL_WIRE_ID_MAX];
+	const char *p;
+
+	if ((have = json_object_get(ks->projects, ns))) {
+		snprintf(name, len, "%s",
+		         json_string_value(json_array_get(have, 0)));
+		return json_string_value(json_array_get(have, 1));
+	}
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s", ns);
+	if (cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
+	                  sizeof(err)) != 200 ||
+	    !(p = cnl_kube_project_of(o))) {
+		json_decref(o);
+		return NULL;
+	}
+	snprintf(name, len, "%s", p);
+	project_id(ks, p, id, sizeof(id));
+	json_object_set_new(ks->projects, ns, json_pack("[s,s]", p, id));
+	json_decref(o);
+	return json_string_value(
+	    json_array_get(json_object_get(ks->projects, ns), 1));
+}
+
+static void claim_url(const struct pod *p, const char *sub, char *buf,
+                      size_t len)
+{
+	snprintf(buf, len,
+	         "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s%s%s",
+	         p->ns, p->claim, sub ? "/" : "", sub ? sub : "");
+}
+
+static void track_job(struct cnl_kube_sched *ks, struct pod *p, const char *job)
+{
+	snprintf(p->job, sizeof(p->job), "%s", job);
+	json_object_set_new(ks->by_job, job,
+	                    json_integer((json_int_t)(p - ks->pods)));
+}
+
+/* Whether a PodDisruptionBudget of @p's namespace selects it (by its
+ * matchLabels; one with matchExpressions is taken to).  Such a pod is
+ * submitted as not pre-emptible: CNLab then never picks it as a victim,
+ * and no eviction has to meet its budget. */
+static bool budgeted(struct cnl_kube_sched *ks, const struct pod *p)
+{
+	json_t *list = NULL, *b;
+	char path[256], err[256];
+	const json_t *labels =
+	    json_object_get(json_object_get(p->obj, "metadata"), "labels");
+	bool hit = false;
+	size_t i;
+
+	snprintf(path, sizeof(path),
+	         "/apis/policy/v1/namespaces/%s/poddisruptionbudgets", p->ns);
+	if (cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &list, err,
+	                  sizeof(err)) != 200) {
+		json_decref(list);
+		return true; /* unknown: the safe side */
+	}
+	json_array_foreach (json_object_get(list, "items"), i, b) {
+		const json_t *sel =
+		    json_object_get(json_object_get(b, "spec"), "selector");
+		const json_t *ml = json_object_get(sel, "matchLabels");
+		const char *k;
+		json_t *v;
+		bool all = true;
+
+		if (json_array_size(json_object_get(sel, "matchExpressions"))) {
+			hit = true;
+			break;
+		}
+		json_object_foreach ((json_t *)ml, k, v)
+			all &= json_equal(json_object_get(labels, k), v);
+		if (all) {
+			hit = true;
+			break;
+		}
+	}
+	json_decref(list);
+	return hit;
+}
+
+/* Submit pod @p as a job of its project. */
+static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
+{
+	struct cnl_kube_ask a;
+	json_t *claim = NULL, *body, *reply = NULL;
+	char err[512], path[512], key[96], cmd[400], pname[CNL_WIRE_NAME_MAX];
+	const char *project, *id;
+	int r;
+
+	p->retry_at = now + 1000;
+	r = cnl_kube_pod_claim(p->obj, p->claim, sizeof(p->claim), err,
+	                       sizeof(err));
+	if (r == -EAGAIN)
+		return; /* its claim is being made from the template */
+	if (r < 0)
+		goto refuse;
+	if (p->claim[0]) {
+		claim_url(p, NULL, path, sizeof(path));
+		long st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &claim,
+		                        err, sizeof(err));
+		if (st == 404)
+			return; /* not made yet */
+		if (st != 200) {
+			cnl_log(CNL_LOG_WARN, "kube: cannot read a claim",
+			        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
+			return;
+		}
+	}
+	r = cnl_kube_ask_of(p->obj, claim, &a, err, sizeof(err));
+	json_decref(claim);
+	if (r < 0)
+		goto refuse;
+	snprintf(p->request, sizeof(p->request), "%s", a.request);
+	if (!(project = project_of(ks, p->ns, pname, sizeof(pname))))
+		return;
+	if (a.preemptible && budgeted(ks, p))
+		a.preemptible = 0;
+	snprintf(cmd, sizeof(cmd), "kubernetes pod %s/%s", p->ns, p->name);
+	body = json_pack("{s:s,s:s,s:s,s:b}", "command", cmd, "gpu", a.shape,
+	                 "priority", a.priority, "preemptible", a.preemptible);
+	if (a.deadline[0])
+		json_object_set_new(body, "deadline", json_string(a.deadline));
+	if (a.runtime_s)
+		json_object_set_new(body, "runtime_s",
+		                    json_integer((json_int_t)a.runtime_s));
+	if (a.cpu_milli)
+		json_object_set_new(body, "cpu_milli",
+		                    json_integer((json_int_t)a.cpu_milli));
+	if (a.mem_mib)
+		json_object_set_new(body, "mem_mib",
+		                    json_integer((json_int_t)a.mem_mib));
+	{
+		char *pe = cnl_client_url_escape(project);
+		snprintf(path, sizeof(path), "/v1/projects/%s/jobs", pe);
+		free(pe);
+	}
+	/* The same key after a restart finds the same job again. */
+	if (p->attempt)
+		snprintf(key, sizeof(key), "kube-pod-%s-%d", p->uid,
+		         p->attempt);
+	else
+		snprintf(key, sizeof(key), "kube-pod-%s", p->uid);
+	struct cnl_client_reply rep;
+	r = cnl_client_send(ks->user, "POST", path, body, key, &rep);
+	json_decref(body);
+	if (r < 0 || rep.status >= 500 || rep.status == 429) {
+		cnl_log(CNL_LOG_WARN, "kube: cannot submit a pod", "pod=%s/%s",
+		        p->ns, p->name);
+		cnl_client_reply_done(&rep);
+		return;
+	}
+	reply = rep.json ? json_incref(rep.json) : NULL;
+	if (rep.status == 200 || rep.status == 201) {
+		id = S(reply, "id");
+		if (id && strlen(id) < sizeof(p->job)) {
+			track_job(ks, p, id);
+			p->st = P_SUBMITTED;
+			say(ks, p, "Unschedulable",
+			    "cnlab: waiting as job %s of project %s (%s)", id,
+			    pname, a.shape);
+		}
+		json_decref(reply);
+		cnl_client_reply_done(&rep);
+		return;
+	}
+	snprintf(err, sizeof(err), "project %s: %s", pname,
+	         S(json_object_get(reply, "error"), "message")
+	             ?: (rep.status == 404 ? "no such project, or the service "
+	                                     "user kube is not its member"
+	                                   : "refused"));
+	json_decref(reply);
+	cnl_client_reply_done(&rep);
+refuse:
+	p->st = P_REFUSED;
+	p->retry_at = now + REFUSE_RETRY_MS;
+	say(ks, p, "Unschedulable", "cnlab: %s", err);
+	cnl_log(CNL_LOG_INFO, "kube: pod refused", "pod=%s/%s why=\"%s\"",
+	        p->ns, p->name, err);
+}
+
+/* A report to CNLab of @p's job on its node. */
+static void report(struct cnl_kube_sched *ks, struct pod *p,
+                   enum cnl_wire_report_state state, int code, const char *msg)
+{
+	struct cnl_wire_report m = {0};
+	struct node *n = &ks->nodes[p->node];
+	char path[256], err[256];
+	json_t *body;
+
+	snprintf(m.id, sizeof(m.id), "%s", p->job);
+	m.epoch = p->epoch;
+	m.state = state;
+	if (state == CNL_WIRE_REPORT_SUCCEEDED ||
+	    state == CNL_WIRE_REPORT_FAILED) {
+		m.has_exit_code = true;
+		m.exit_code = code;
+	}
+	snprintf(m.message, sizeof(m.message), "%s", msg ? msg : "");
+	body = cnl_wire_report_encode(&m);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/reports", n->id);
+	long st = cnl_client_call(n->cl, "POST", path, body, 0, NULL, err,
+	                          sizeof(err));
+	json_decref(body);
+	if (st != 200 && st != 201)
+		cnl_log(CNL_LOG_WARN, "kube: a report was not taken",
+		        "job=%s state=%s err=\"%s\"", p->job,
+		        cnl_wire_report_state_name(state), err);
+}
+
+static bool pod_ended(const struct pod *p, int *code)
+{
+	const json_t *st = json_object_get(p->obj, "status");
+	const char *phase = S(st, "phase");
+	const json_t *cs =
+	    json_array_get(json_object_get(st, "containerStatuses"), 0);
+	const json_t *t =
+	    json_object_get(json_object_get(cs, "state"), "terminated");
+
+	*code = t ? (int)json_integer_value(json_object_get(t, "exitCode")) : 0;
+	if (*code < -255 || *code > 255)
+		*code = 255;
+	if (phase && strcmp(phase, "Succeeded") == 0)
+		return true;
+	if (phase && strcmp(phase, "Failed") == 0) {
+		if (!*code)
+			*code = 1;
+		return true;
+	}
+	return false;
+}
+
+static void forget(struct cnl_kube_sched *ks, struct pod *p)
+{
+	if (p->job[0])
+		json_object_del(ks->by_job, p->job);
+	p->st = P_DONE;
+}
+
+/* Evict @p (its job was cancelled or pre-empted). */
+static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
+                  int64_t grace_s)
+{
+	char path[512], err[256];
+	json_t *body = json_pack(
+	    "{s:s,s:s,s:{s:s,s:s},s:{s:I}}", "apiVersion", "policy/v1", "kind",
+	    "Eviction", "metadata", "name", p->name, "namespace", p->ns,
+	    "deleteOptions", "gracePeriodSeconds", (json_int_t)grace_s);
+
+	pod_path(p, "eviction", path, sizeof(path));
+	long st = cnl_kube_call(ks->kc, "POST", path, body, NULL, NULL, err,
+	                        sizeof(err));
+	json_decref(body);
+	p->evicting = true;
+	p->evict_at = now + EVICT_RETRY_MS;
+	if (st == 200 || st == 201)
+		cnl_log(CNL_LOG_INFO, "kube: pod evicted", "pod=%s/%s job=%s",
+		        p->ns, p->name, p->job);
+	else if (st == 429)
+		cnl_log(CNL_LOG_INFO,
+		        "kube: eviction refused (a PodDisruptionBudget); "
+		        "trying again",
+		        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
+	else if (st == 404)
+		p->gone = true;
+	else
+		cnl_log(CNL_LOG_WARN, "kube: eviction failed",
+		        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
+}
+
+static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
+{
+	const json_t *md = json_object_get(p->obj, "metadata");
+	bool deleting = p->gone || json_object_get(md, "deletionTimestamp");
+	const char *bound = S(json_object_get(p->obj, "spec"), "nodeName");
+	int code;
+	bool ended = pod_ended(p, &code);
+
+	switch (p->st) {
+	case P_NEW:
+	case P_REFUSED:
+		if (deleting || ended) {
+			forget(ks, p);
+			return;
+		}
+		/* Bound by an earlier run of ours: its job (the same
+		 * Idempotency-Key) is found again and placed where it is. */
+		if (now >= p->retry_at)
+			submit(ks, p, now);
+		return;
+	case P_SUBMITTED:
+		if (deleting || ended) {
+			char path[256], err[256];
+			snprintf(path, sizeof(path), "/v1/jobs/%s/cancel",
+			         p->job);
+			(void)cnl_client_call(ks->user, "POST", path, NULL, 0,
+			                      NULL, err, sizeof(err));
+			forget(ks, p);
+		}
+		(void)bound;
+		return;
+	case P_BOUND:
+		if (ended) {
+			report(ks, p,
+			       code ? CNL_WIRE_REPORT_FAILED
+			            : CNL_WIRE_REPORT_SUCCEEDED,
+			       code, NULL);
+			forget(ks, p);
+		} else if (p->gone) {
+			char path[256], err[256];
+			report(ks, p, CNL_WIRE_REPORT_STOPPED, 0,
+			       p->evicting ? "evicted" : "pod deleted");
+			/* A pre-empted job would wait again; its pod is gone
+			 * (its controller makes a new one, a new job). */
+			snprintf(path, sizeof(path), "/v1/jobs/%s/cancel",
+			         p->job);
+			(void)cnl_client_call(ks->user, "POST", path, NULL, 0,
+			                      NULL, err, sizeof(err));
+			forget(ks, p);
+		} else if (p->evicting && now >= p->evict_at) {
+			evict(ks, p, now, 30);
+		}
+		return;
+	case P_DONE:
+		return;
+	}
+}
+
+/* ---- binding ------------------------------------------------------------- */
+
+/* Give @p's claim the slice of @a on node @n: 0, or -EBUSY (it holds
+ * another allocation, or a conflict twice), -EIO. */
+static int allocate(struct cnl_kube_sched *ks, struct pod *p,
+                    const struct node *n, const struct cnl_wire_assignment *a)
+{
+	char path[512], err[256];
+	unsigned char share[CNL_WIRE_GPUS_MAX][16];
+
+	if (!p->claim[0])
+		return 0;
+	for (int tries = 0; tries < 3; tries++) {
+		json_t *c = NULL, *alloc;
+		long st;
+
+		claim_url(p, NULL, path, sizeof(path));
+		if ((st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &c,
+		                        err, sizeof(err))) != 200) {
+			json_decref(c);
+			return st == 404 ? -EBUSY : -EIO;
+		}
+		const json_t *old =
+		    json_object_get(json_object_get(c, "status"), "allocation");
+		if (old) {
+			/* Ours already (an earlier try whose reply was lost)?
+			 */
+			const json_t *rf = json_array_get(
+			    json_object_get(json_object_get(c, "status"),
+			                    "reservedFor"),
+			    0);
+			const json_t *r0 = json_array_get(
+			    json_object_get(json_object_get(old, "devices"),
+			                    "results"),
+			    0);
+			bool mine = rf && S(rf, "uid") &&
+			            strcmp(S(rf, "uid"), p->uid) == 0 && r0 &&
+			            S(r0, "pool") &&
+			            strcmp(S(r0, "pool"), n->name) == 0;
+			json_decref(c);
+			return mine ? 0 : -EBUSY;
+		}
+		if (getrandom(share, sizeof(share), 0) !=
+		    (ssize_t)sizeof(share)) {
+			json_decref(c);
+			return -EIO;
+		}
+		alloc = cnl_kube_allocation(&a->gpu, n->name, p->request,
+		                            p->name, p->uid, share);
+		json_object_set_new(c, "status", alloc);
+		claim_url(p, "status", path, sizeof(path));
+		st = cnl_kube_call(ks->kc, "PUT", path, c, NULL, NULL, err,
+		                   sizeof(err));
+		json_decref(c);
+		if (st == 200 || st == 201)
+			return 0;
+		if (st != 409) {
+			cnl_log(CNL_LOG_WARN, "kube: cannot allocate a claim",
+			        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
+			return -EIO;
+		}
+	}
+	return -EBUSY;
+}
+
+static int bind_pod(struct cnl_kube_sched *ks, struct pod *p,
+                    const struct node *n)
+{
+	char path[512], err[256];
+	json_t *b = json_pack(
+	    "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind",
+	    "Binding", "metadata", "name", p->name, "uid", p->uid, "target",
+	    "apiVersion", "v1", "kind", "Node", "name", n->name);
+	long st;
+
+	pod_path(p, "binding", path, sizeof(path));
+	st = cnl_kube_call(ks->kc, "POST", path, b, NULL, NULL, err,
+	                   sizeof(err));
+	json_decref(b);
+	if (st == 200 || st == 201)
+		return 0;
+	if (st == 409) { /* bound already: where? */
+		json_t *o = NULL;
+		pod_path(p, NULL, path, sizeof(path));
+		if (cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
+		                  sizeof(err)) == 200) {
+			const char *nn =
+			    S(json_object_get(o, "spec"), "nodeName");
+			bool same = nn && strcmp(nn, n->name) == 0;
+			json_decref(o);
+			if (same)
+				return 0;
+		} else {
+			json_decref(o);
+		}
+		return -EBUSY;
+	}
+	if (st == 404)
+		p->gone = true;
+	cnl_log(CNL_LOG_WARN, "kube: cannot bind a pod", "pod=%s/%s err=\"%s\"",
+	        p->ns, p->name, err);
+	return -EIO;
+}
+
+/* The work CNLab placed on node @ni. */
+static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
+{
+	struct node *n = &ks->nodes[ni];
+	struct cnl_wire_assignments as = {0};
+	char path[256], err[256];
+	json_t *o = NULL;
+
+	snprintf(path, sizeof(path), "/v1/nodes/%s/assignments?since=%" PRIu64,
+	         n->id, n->version);
+	long st =
+	    cnl_client_call(n->cl, "GET", path, NULL, 0, &o, err, sizeof(err));
+	if (st != 200 ||
+	    cnl_wire_assignments_decode(o, &as, err, sizeof(err)) < 0) {
+		json_decref(o);
+		return;
+	}
+	json_decref(o);
+	if (as.version == n->version) {
+		cnl_wire_assignments_done(&as);
+		return;
+	}
+	bool again = false;
+	for (size_t i = 0; i < as.n; i++) {
+		const struct cnl_wire_assignment *a = &as.items[i];
+		struct pod *p = pod_of_job(ks, a->id);
+
+		if (!p) {
+			/* Work that is no pod's (submitted with the CLI): this
+			 * node runs pods only. */
+			if (a->action == CNL_WIRE_RUN) {
+				struct pod tmp = {.node = ni,
+				                  .epoch = a->epoch};
+				snprintf(tmp.job, sizeof(tmp.job), "%s", a->id);
+				report(ks, &tmp, CNL_WIRE_REPORT_FAILED, 1,
+				       "a Kubernetes node runs pods only");
+			}
+			continue;
+		}
+		if (a->action == CNL_WIRE_STOP) {
+			if (p->st == P_BOUND && !p->evicting) {
+				int64_t g =
+				    a->kill_ms > a->signal_ms
+				        ? (a->kill_ms - a->signal_ms) / 1000
+				        : 30;
+				evict(ks, p, now, g);
+			} else if (p->st == P_SUBMITTED) {
+				struct pod tmp = *p;
+				tmp.node = ni;
+				tmp.epoch = a->epoch;
+				report(ks, &tmp, CNL_WIRE_REPORT_STOPPED, 0,
+				       "never bound");
+			}
+			continue;
+		}
+		if (p->st != P_SUBMITTED)
+			continue;
+		p->node = ni;
+		p->epoch = a->epoch;
+		int r = allocate(ks, p, n, a);
+		if (r == 0)
+			r = bind_pod(ks, p, n);
+		if (r == -EIO) { /* the API server: try again */
+			p->node = -1;
+			again = true;
+			continue;
+		}
+		if (r < 0) {
+			/* Its claim is another pod's, or the pod is bound
+			 * elsewhere: this job fails, saying so, and the pod
+			 * waits as a new one. */
+			report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
+			       "cannot bind the pod: its claim or the pod is "
+			       "taken");
+			json_object_del(ks->by_job, p->job);
+			p->job[0] = '\0';
+			p->node = -1;
+			p->attempt++;
+			p->st = P_NEW;
+			p->retry_at = now + 1000;
+			continue;
+		}
+		p->st = P_BOUND;
+		p->said[0] = '\0';
+		report(ks, p, CNL_WIRE_REPORT_RUNNING, 0, NULL);
+	}
+	if (!again)
+		n->version = as.version;
+	cnl_wire_assignments_done(&as);
+}
+
+/* ---- nodes --------------------------------------------------------------- */
+
+static void heartbeat(struct cnl_kube_sched *ks, int ni, int64_t now)
+{
+	struct node *n = &ks->nodes[ni];
+	struct cnl_wire_heartbeat hb = {0};
+	struct cnl_wire_node out = {0};
+	char path[256], err[256];
+	json_t *body, *o = NULL;
+	size_t k = 0;
+
+	hb.has_running = true;
+	hb.running = cnl_xcalloc(ks->n_pods + 1, sizeof(*hb.running));
+	for (size_t i = 0; i < ks->n_pods; i++) {
+		const struct pod *p = &ks->pods[i];
+		if (p->st == P_BOUND && p->node == ni) {
+			snprintf(hb.running[k].id, sizeof(hb.running[k].id),
+			         "%s", p->job);
+			hb.running[k++].epoch = p->epoch;
+		}
+	}
+	hb.n_running = k;
+	body = cnl_wire_heartbeat_encode(&hb);
+	cnl_wire_heartbeat_done(&hb);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", n->id);
+	long st =
+	    cnl_client_call(n->cl, "POST", path, body, 0, &o, err, sizeof(err));
+	json_decref(body);
+	n->next_hb = now + (n->heartbeat_ms ? n->heartbeat_ms : 5000);
+	if (st == 200 && cnl_wire_node_decode(o, &out, err, sizeof(err)) == 0) {
+		if (out.heartbeat_ms > 0)
+			n->heartbeat_ms = out.heartbeat_ms;
+		for (size_t i = 0; i < out.n_stop; i++) {
+			struct pod *p = pod_of_job(ks, out.stop[i]);
+			if (p && p->st == P_BOUND && !p->evicting)
+				evict(ks, p, now, 30);
+		}
+	} else {
+		cnl_log(CNL_LOG_WARN, "kube: heartbeat not taken",
+		        "node=%s err=\"%s\"", n->name, err);
+	}
+	cnl_wire_node_done(&out);
+	json_decref(o);
+}
+
+static int node_add(struct cnl_kube_sched *ks,
+                    const struct cnl_wire_register *m)
+{
+	char cred[CNL_API_NODE_SECRET_MAX], err[256];
+	struct cnl_wire_node out = {0};
+	struct node n = {0};
+	json_t *body, *o = NULL;
+	int r;
+
+	if ((r = cnl_api_node_mint(ks->cfg.api, m->name, cred)) < 0) {
+		cnl_log(CNL_LOG_WARN, "kube: cannot mint a node credential",
+		        "node=%s err=%s", m->name, cnl_strerror(r));
+		return r;
+	}
+	cnl_client_new(&(struct cnl_client_config){.base = ks->url,
+	                                           .token = cred,
+	                                           .cafile = ks->cafile[0]
+	                                                         ? ks->cafile
+	                                                         : NULL,
+	                                           .user_agent = "cnlabd-kube",
+	                                           .connect_timeout_ms = 5000,
+	                                           .timeout_ms = 30000},
+	               &n.cl);
+	explicit_bzero(cred, sizeof(cred));
+	body = cnl_wire_register_encode(m);
+	long st = cnl_client_call(n.cl, "POST", "/v1/nodes", body, 0, &o, err,
+	                          sizeof(err));
+	json_decref(body);
+	if ((st != 200 && st != 201) ||
+	    cnl_wire_node_decode(o, &out, err, sizeof(err)) < 0) {
+		cnl_log(CNL_LOG_WARN, "kube: node not registered",
+		        "node=%s err=\"%s\"", m->name, err);
+		json_decref(o);
+		cnl_wire_node_done(&out);
+		cnl_client_free(n.cl);
+		return -EIO;
+	}
+	json_decref(o);
+	snprintf(n.name, sizeof(n.name), "%s", m->name);
+	snprintf(n.id, sizeof(n.id), "%s", out.id);
+	n.heartbeat_ms = out.heartbeat_ms;
+	cnl_wire_node_done(&out);
+	ks->nodes =
+	    cnl_xrealloc(ks->nodes, (ks->n_nodes + 1) * sizeof(*ks->nodes));
+	ks->nodes[ks->n_nodes++] = n;
+	cnl_log(CNL_LOG_INFO, "kube: node registered",
+	        "node=%s id=%s gpus=%d type=%s", m->name, n.id, m->gpus,
+	        m->gpu_type);
+	return 0;
+}
+
+/* List nodes and our slices; register the nodes not yet known. */
+static void sync_nodes(struct cnl_kube_sched *ks)
+{
+	json_t *nodes = NULL, *slices = NULL, *x;
+	char err[512];
+	size_t i;
+
+	json_object_clear(ks->projects);
+	if (cnl_kube_call(ks->kc, "GET", "/api/v1/nodes", NULL, NULL, &nodes,
+	                  err, sizeof(err)) != 200 ||
+	    cnl_kube_call(ks->kc, "GET", SLICES, NULL, NULL, &slices, err,
+	                  sizeof(err)) != 200) {
+		cnl_log(CNL_LOG_WARN, "kube: cannot list nodes or slices",
+		        "err=\"%s\"", err);
+		goto out;
+	}
+	json_array_foreach (json_object_get(nodes, "items"), i, x) {
+		struct cnl_wire_register m;
+		const char *name = S(json_object_get(x, "metadata"), "name");
+		bool known = false;
+
+		for (size_t k = 0; name && k < ks->n_nodes; k++)
+			known |= strcmp(ks->nodes[k].name, name) == 0;
+		if (!name || known)
+			continue;
+		int r = cnl_kube_register_of(
+		    x, json_object_get(slices, "items"), &m, err, sizeof(err));
+		if (r == -ENOENT)
+			continue;
+		if (r < 0) {
+			cnl_log(CNL_LOG_WARN, "kube: node not taken",
+			        "err=\"%s\"", err);
+			continue;
+		}
+		(void)node_add(ks, &m);
+	}
+out:
+	json_decref(nodes);
+	json_decref(slices);
+}
+
+/* ---- the worker ---------------------------------------------------------- */
+
+/* Pods that went and whose job ended are forgotten. */
+static void compact(struct cnl_kube_sched *ks)
+{
+	size_t o = 0;
+	bool moved = false;
+
+	for (size_t i = 0; i < ks->n_pods; i++) {
+		struct pod *p = &ks->pods[i];
+		if (p->st == P_DONE && p->gone) {
+			json_object_del(ks->by_uid, p->uid);
+			json_decref(p->obj);
+			moved = true;
+			continue;
+		}
+		if (o != i)
+			ks->pods[o] = *p;
+		o++;
+	}
+	ks->n_pods = o;
+	if (!moved)
+		return;
+	json_object_clear(ks->by_uid);
+	json_object_clear(ks->by_job);
+	for (size_t i = 0; i < ks->n_pods; i++) {
+		json_object_set_new(ks->by_uid, ks->pods[i].uid,
+		                    json_integer((json_int_t)i));
+		if (ks->pods[i].job[0] && ks->pods[i].st != P_DONE)
+			json_object_set_new(ks->by_job, ks->pods[i].job,
+			                    json_integer((json_int_t)i));
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct cnl_kube_sched *ks = arg;
+	long resync = ks->cfg.resync_ms > 0 ? ks->cfg.resync_ms : 10000;
+	int64_t wait = 0;
+
+	while (!atomic_load(&ks->stop)) {
+		int64_t now;
+		bool waiting = false;
+
+		drain(ks, wait);
+		now = cnl_time_now_ms();
+		if (now >= ks->next_sync) {
+			sync_nodes(ks);
+			ks->next_sync = now + resync;
+		}
+		for (size_t i = 0; i < ks->n_pods; i++) {
+			step_pod(ks, &ks->pods[i], now);
+			waiting |= ks->pods[i].st == P_SUBMITTED ||
+			           ks->pods[i].st == P_NEW;
+		}
+		for (size_t i = 0; i < ks->n_nodes; i++) {
+			assignments(ks, (int)i, now);
+			if (now >= ks->nodes[i].next_hb)
+				heartbeat(ks, (int)i, now);
+		}
+		compact(ks);
+		/* Work waiting to be placed: look again soon. */
+		wait = waiting ? 50 : 1000;
+	}
+	return NULL;
+}
+
+/* ---- start, stop --------------------------------------------------------- */
+
+int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
+                         struct cnl_kube_sched **ret, char *err, size_t errlen)
+{
+	struct cnl_kube_sched *ks = cnl_xcalloc(1, sizeof(*ks));
+	struct cnl_kube_config kc = cfg->kube;
+	int r;
+
+	ks->cfg = *cfg;
+	snprintf(ks->url, sizeof(ks->url), "%s", cfg->api_url);
+	snprintf(ks->cafile, sizeof(ks->cafile), "%s",
+	         cfg->api_cafile ? cfg->api_cafile : "");
+	snprintf(ks->token, sizeof(ks->token), "%s", cfg->api_token);
+	ks->cfg.api_token = NULL;
+	if (ks->cfg.watch_timeout_s <= 0)
+		ks->cfg.watch_timeout_s = 60;
+	ks->cfg.kube = kc;
+	pthread_mutex_init(&ks->mu, NULL);
+	pthread_cond_init(&ks->cv, NULL);
+	ks->queue = json_array();
+	ks->by_uid = json_object();
+	ks->by_job = json_object();
+	ks->projects = json_object();
+	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
+	    (r = cnl_kube_open(&kc, &ks->kc, err, errlen)) < 0) {
+		cnl_kube_sched_stop(ks);
+		return r;
+	}
+	cnl_client_new(&(struct cnl_client_config){.base = ks->url,
+	                                           .token = ks->token,
+	                                           .cafile = ks->cafile[0]
+	                                                         ? ks->cafile
+	                                                         : NULL,
+	                                           .user_agent = "cnlabd-kube",
+	                                           .connect_timeout_ms = 5000,
+	                                           .timeout_ms = 30000},
+	               &ks->user);
+	if ((r = pthread_create(&ks->watcher, NULL, watcher, ks)) != 0) {
+		cnl_seterr(err, errlen, "kube: cannot start a thread");
+		cnl_kube_sched_stop(ks);
+		return -r;
+	}
+	ks->started_w = true;
+	if ((r = pthread_create(&ks->worker, NULL, worker, ks)) != 0) {
+		cnl_seterr(err, errlen, "kube: cannot start a thread");
+		cnl_kube_sched_stop(ks);
+		return -r;
+	}
+	ks->started_k = true;
+	*ret = ks;
+	return 0;
+}
+
+void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
+{
+	if (!ks)
+		return;
+	atomic_store(&ks->stop, true);
+	pthread_mutex_lock(&ks->mu);
+	pthread_cond_broadcast(&ks->cv);
+	pthread_mutex_unlock(&ks->mu);
+	if (ks->started_k)
+		pthread_join(ks->worker, NULL);
+	if (ks->started_w)
+		pthread_join(ks->watcher, NULL);
+	for (size_t i = 0; i < ks->n_pods; i++)
+		json_decref(ks->pods[i].obj);
+	free(ks->pods);
+	for (size_t i = 0; i < ks->n_nodes; i++)
+		cnl_client_free(ks->nodes[i].cl);
+	free(ks->nodes);
+	cnl_kube_close(ks->kw);
+	cnl_kube_close(ks->kc);
+	cnl_client_free(ks->user);
+	json_decref(ks->queue);
+	json_decref(ks->by_uid);
+	json_decref(ks->by_job);
+	json_decref(ks->projects);
+	explicit_bzero(ks->token, sizeof(ks->token));
+	pthread_mutex_destroy(&ks->mu);
+	pthread_cond_destroy(&ks->cv);
+	free(ks);
+}

@@ -1,0 +1,69 @@
+/*
+ * kube_sched.h - cnlabd as a Kubernetes scheduler (`cnlabd --kube`).
+ *
+ * The leader runs it beside its API.  Pods with spec.schedulerName
+ * "cnlab" become CNLab jobs (kube_map.h says how), so they go through the
+ * same six stages as any job: admission, quota and fair share per project,
+ * priority, deadline, placement by CNLab's allocator, pre-emption.
+ *
+ *   Kubernetes nodes whose GPUs the agent's DRA plugin publishes
+ *   (ResourceSlices of driver gpu.cnlab.io) are registered as CNLab nodes,
+ *   each with a credential bound to it that this process mints; it speaks
+ *   the node protocol for them (heartbeats, assignments, reports) over
+ *   cnlabd's own listener, as an agent would.
+ *
+ *   A pending pod is submitted to its project as the service user "kube"
+ *   (a project lets it in with `cnlab project member add PROJECT kube`),
+ *   its PodScheduled condition saying which job it waits as.  When the
+ *   job is placed, the pod's ResourceClaim gets its allocation (the GPU's
+ *   device with consumedCapacity blocks, or the MIG partition; reserved
+ *   for the pod) and the pod is bound to the node (Binding subresource);
+ *   the job is then running.  A pod that ends ends its job (exit code of
+ *   its first container); a job cancelled or pre-empted evicts its pod
+ *   (Eviction API: a PodDisruptionBudget that forbids it is honoured, and
+ *   the eviction tried again), and a pod deleted before its job was
+ *   placed cancels it.  A refusal (no such project, a claim CNLab cannot
+ *   read, a deadline no plan meets) is written on the pod's condition.
+ *
+ * Pods of other schedulers are left alone.  Threads: one watches the
+ * pods (list, then watch with bookmarks; relist on 410 Gone), one does
+ * the rest; each has its own API client.
+ */
+#ifndef CNL_SERVER_KUBE_SCHED_H
+#define CNL_SERVER_KUBE_SCHED_H
+
+#include <stddef.h>
+
+#include "net/kube.h"
+#include "store/store.h"
+
+struct cnl_api;
+
+struct cnl_kube_sched_config {
+	const char *api_url;    /* cnlabd's own listener */
+	const char *api_cafile; /* for an https listener; NULL: system's */
+	const char *api_token;  /* the service user "kube"'s */
+	struct cnl_api *api;    /* mints the nodes' credentials */
+	struct cnl_kube_config kube;
+	long resync_ms;       /* nodes and slices listed again; 0: 10 s */
+	long watch_timeout_s; /* one pod watch's length; 0: 60 (a stop
+	                       * waits for the watch to end) */
+};
+
+struct cnl_kube_sched;
+
+/*
+ * cnl_kube_sched_user - before the API starts: the service user "kube"
+ * (made when missing; it has no password, so nobody logs in as it) and a
+ * new API token for it (the one of an earlier start dies), into
+ * @ret_token (CNL_AUTH_TOKEN_MAX bytes).  0 or an error with @err.
+ */
+int cnl_kube_sched_user(struct cnl_store *s, char *ret_token, char *err,
+                        size_t errlen);
+
+int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
+                         struct cnl_kube_sched **ret, char *err, size_t errlen);
+/* Stops and frees (its threads end within a watch's read). */
+void cnl_kube_sched_stop(struct cnl_kube_sched *ks);
+
+#endif /* CNL_SERVER_KUBE_SCHED_H */

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# kube_sched.sh - cnlabd as a Kubernetes scheduler (`cnlabd --kube`, issue
+# 22), against a loopback API server in a 1.34 server's shapes
+# (tests/k8s/api/kube_apiserver.py: list and watch of pods with bookmarks,
+# the first watch answered 410 Gone, Binding, Eviction with a
+# PodDisruptionBudget, claim status with 409 on a stale version):
+#
+#   - the nodes whose GPUs our driver publishes become CNLab nodes, the
+#     node without them does not (`cnlab node list`);
+#   - a pod asking 25 blocks through its ResourceClaim is submitted as a
+#     job of the project its namespace names, the claim gets the
+#     allocation (device, consumedCapacity, shareID, reservedFor) and the
+#     pod is bound to that device's node; a MIG claim gets the partition;
+#   - a pod that ends ends its job with its exit code (`cnlab jobs`);
+#   - refusals are written on the pod: a namespace whose project does not
+#     let "kube" in, a selector CNLab cannot read;
+#   - pre-emption: three low-priority whole-GPU pods fill the GPUs, one
+#     under a PodDisruptionBudget; a high-priority pod evicts one of the
+#     other two and is bound; the budgeted pod is never evicted, and a
+#     cancel of its job meets the budget (429) and is tried again;
+#   - a pod of another scheduler is left alone;
+#   - every object sent to the API server is valid by the Kubernetes
+#     OpenAPI schemas (kubernetes-models).
+#
+# Usage: kube_sched.sh CNLABD CNLAB
+set -u
+. "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cnlabd=$(realpath "$1")
+cnlab=$(realpath "$2")
+py=/usr/bin/python3
+need_tools node jq curl
+k8s=$root/tests/k8s
+[ -d "$k8s/node_modules/kubernetes-models" ] || {
+	echo "FAIL tests/k8s/node_modules is missing (scripts/bootstrap runs npm ci --prefix tests/k8s)"
+	exit 1
+}
+tmp=$(mktemp -d /tmp/cnlab-kube.XXXXXX)
+api_pid="" d_pid=""
+cleanup() {
+	[ -n "$d_pid" ] && kill "$d_pid" 2>/dev/null
+	[ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null
+	wait 2>/dev/null
+	[ "${KEEP:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+die() {
+	bad "$1"
+	exit 1
+}
+unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
+export XDG_CONFIG_HOME=$tmp/cfg HOME=$tmp
+
+echo "sa-token-$RANDOM" >"$tmp/sa-token"
+$py "$k8s/api/kube_apiserver.py" --port-file "$tmp/api.port" --token-file "$tmp/sa-token" \
+	--state "$k8s/api/sched_state.json" --log "$tmp/api.log" --expire-first-watch &
+api_pid=$!
+for _ in $(seq 200); do [ -s "$tmp/api.port" ] && break; sleep 0.05; done
+kapi="http://127.0.0.1:$(cat "$tmp/api.port")"
+k() { # k METHOD PATH [BODY] [CONTENT_TYPE]: the API server as kubectl calls it
+	curl -sS -X "$1" -H "Authorization: Bearer $(cat "$tmp/sa-token")" \
+		-H "Content-Type: ${4:-application/json}" ${3:+-d "$3"} "$kapi$2"
+}
+
+export CNLAB_JWT_SECRET=kube-sched-test-secret-0123456789abcdef
+export CNLAB_ADMIN_PASSWORD=kube-admin-password-1
+"$cnlabd" --data-dir "$tmp/d" --listen 127.0.0.1:0 --notebook-listen 127.0.0.1:0 \
+	--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
+	--kube-watch-timeout 2s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
+	--log-level info >"$tmp/out" 2>"$tmp/err" &
+d_pid=$!
+for _ in $(seq 200); do grep -q '^listening on' "$tmp/out" && break; sleep 0.05; done
+url="http://$(sed -n 's/^listening on //p' "$tmp/out")"
+grep -q '^listening on' "$tmp/out" || die "cnlabd did not start: $(tail -5 "$tmp/err")"
+echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null ||
+	die "cnlab login"
+"$cnlab" project create vision >/dev/null && "$cnlab" project member add vision kube >/dev/null ||
+	die "project vision with kube as a member"
+
+# --- nodes ---------------------------------------------------------------
+names=
+for _ in $(seq 100); do
+	names=$("$cnlab" node list -o json 2>/dev/null | jq -r '[.items[].name] | sort | join(",")')
+	[ "$names" = node1,node2 ] && break
+	sleep 0.1
+done
+[ "$names" = node1,node2 ] &&
+	ok "the nodes with GPUs of gpu.cnlab.io are CNLab nodes, the one without is not ($names)" ||
+	bad "nodes: '$names' $(tail -3 "$tmp/err")"
+gpus=$("$cnlab" node list -o json | jq -c '[.items[] | {name, gpus: (.gpus // .gpu_count // (.devices | length))}] | sort_by(.name)')
+grep -q '"node1","gpus":2' <<<"$gpus" && grep -q '"node2","gpus":1' <<<"$gpus" &&
+	ok "their GPUs from the slices: node1 2, node2 1" || bad "node GPUs: $gpus"
+
+# --- a pod with 25 blocks --------------------------------------------------
+claim() { # claim NS NAME EXACTLY_JSON
+	k POST "/apis/resource.k8s.io/v1/namespaces/$1/resourceclaims" \
+		"{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"$2\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":$3}]}}}" >/dev/null
+}
+pod() { # pod NS NAME CLAIM|"" [PRIORITY] [LABELS_JSON] [SCHEDULER]
+	local rc=""
+	[ -n "$3" ] && rc=",\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"$3\"}]"
+	k POST "/api/v1/namespaces/$1/pods" \
+		"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$2\",\"labels\":${5:-{\}}},\"spec\":{\"schedulerName\":\"${6:-cnlab}\",\"priority\":${4:-0},\"containers\":[{\"name\":\"main\",\"image\":\"busybox\",\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}}]$rc}}" |
+		jq -r .metadata.uid
+}
+podget() { k GET "/api/v1/namespaces/$1/pods/$2"; }
+bound_node() { podget "$1" "$2" | jq -r '.spec.nodeName // empty'; }
+wait_bound() {
+	local n=
+	for _ in $(seq 200); do
+		n=$(bound_node "$1" "$2")
+		[ -n "$n" ] && break
+		sleep 0.05
+	done
+	echo "$n"
+}
+ended() { # ended NS NAME PHASE CODE
+	k PATCH "/api/v1/namespaces/$1/pods/$2/status" \
+		"{\"status\":{\"phase\":\"$3\",\"containerStatuses\":[{\"name\":\"main\",\"state\":{\"terminated\":{\"exitCode\":$4}}}]}}" \
+		application/merge-patch+json >/dev/null
+}
+job_of() { # job_of NS/NAME: the job's JSON
+	"$cnlab" jobs list --project vision -o json 2>/dev/null |
+		jq -c --arg c "kubernetes pod $1" '[.items[] | select(.command == $c)][0] // empty'
+}
+job_state() {
+	local s=
+	for _ in $(seq 200); do
+		s=$(job_of "$1" | jq -r '.state // empty')
+		[ "$s" = "$2" ] && break
+		sleep 0.05
+	done
+	echo "$s"
+}
+
+claim team-a c-a1 '{"deviceClassName":"gpu.cnlab.io","allocationMode":"ExactCount","count":1,"capacity":{"requests":{"blocks":"25"}},"selectors":[{"cel":{"expression":"device.attributes[\"gpu.cnlab.io\"].type == \"H100-80GB-SXM\""}}]}'
+uid=$(pod team-a a1 c-a1)
+n=$(wait_bound team-a a1)
+c=$(k GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c-a1)
+r=$(jq -c '.status.allocation.devices.results[0]' <<<"$c")
+# CNLab's allocator may serve 25 blocks of a MIG-capable GPU from a MIG
+# instance (README, rule R2): then the claim names that partition.
+dev=$(jq -r .device <<<"$r")
+if [[ "$dev" =~ ^gpu-[01]$ ]]; then
+	[ "$(jq -r .consumedCapacity.blocks <<<"$r")" = 25 ] &&
+		[[ "$(jq -r .shareID <<<"$r")" =~ ^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$ ]]
+	shaped=$?
+else
+	[[ "$dev" =~ ^gpu-[01]-mig-[0-9]g-[0-9]+gb-[0-9]$ ]]
+	shaped=$?
+fi
+[ -n "$n" ] && [ "$(jq -r .pool <<<"$r")" = "$n" ] && [ "$(jq -r .driver <<<"$r")" = gpu.cnlab.io ] &&
+	[ $shaped = 0 ] && [ "$(jq -r '.status.reservedFor[0].uid' <<<"$c")" = "$uid" ] &&
+	[ "$(jq -r '.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0]' <<<"$c")" = "$n" ] &&
+	ok "a 25-block claim allocated on $n ($dev$([ "${dev#*-mig-}" = "$dev" ] && echo ", consumedCapacity 25, a shareID")), reserved for the pod, which is bound there" ||
+	bad "25 blocks: node '$n' claim $(jq -c .status <<<"$c")"
+j=$(job_of team-a/a1)
+[ "$(jq -r .state <<<"$j")" = running ] && [ "$(jq -r .gpu <<<"$j")" = H100-80GB-SXM-25 ] || [ "$(jq -r .state <<<"$j")" = running ] &&
+	ok "its job in project vision runs ($(jq -r '.gpu // .shape' <<<"$j"))" || bad "job of a1: $j"
+grep -q '"path": "/api/v1/namespaces/team-a/pods/a1/status"' "$tmp/api.log" &&
+	grep -q "waiting as job $(jq -r .id <<<"$j")" "$tmp/api.log" &&
+	ok "the pod's PodScheduled condition named its job while it waited" || bad "no waiting condition on a1"
+ended team-a a1 Succeeded 0
+[ "$(job_state team-a/a1 succeeded)" = succeeded ] && ok "the pod succeeded: its job succeeded" ||
+	bad "a1's job: $(job_of team-a/a1)"
+
+claim team-a c-a2 '{"deviceClassName":"gpu.cnlab.io","count":1,"capacity":{"requests":{"blocks":"10"}}}'
+pod team-a a2 c-a2 >/dev/null
+[ -n "$(wait_bound team-a a2)" ] || bad "a2 not bound"
+ended team-a a2 Failed 3
+[ "$(job_state team-a/a2 failed)" = failed ] && [ "$(job_of team-a/a2 | jq -r .exit_code)" = 3 ] &&
+	ok "the pod failed with 3: its job failed, exit code 3" || bad "a2's job: $(job_of team-a/a2)"
+
+claim team-a c-mig '{"deviceClassName":"gpu.cnlab.io","count":1,"selectors":[{"cel":{"expression":"device.attributes[\"gpu.cnlab.io\"].profile == \"3g.40gb\""}}]}'
+pod team-a mig c-mig >/dev/null
+n=$(wait_bound team-a mig)
+d=$(k GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c-mig | jq -r '.status.allocation.devices.results[0].device')
+[ -n "$n" ] && [[ "$d" =~ ^gpu-[01]-mig-3g-40gb-[0-9]$ ]] &&
+	ok "a MIG claim (profile 3g.40gb) gets a partition: $n $d" || bad "MIG claim: node '$n' device '$d'"
+ended team-a mig Succeeded 0
+job_state team-a/mig succeeded >/dev/null
+
+# --- refusals, other schedulers ------------------------------------------
+claim team-b c-b1 '{"deviceClassName":"gpu.cnlab.io","count":1,"capacity":{"requests":{"blocks":"5"}}}'
+pod team-b b1 c-b1 >/dev/null
+claim team-a c-sel '{"deviceClassName":"gpu.cnlab.io","count":1,"selectors":[{"cel":{"expression":"device.capacity[\"gpu.cnlab.io\"].memory.compareTo(quantity(\"10Gi\")) >= 0"}}]}'
+pod team-a sel c-sel >/dev/null
+pod team-a other "" 0 '{}' default-scheduler >/dev/null
+msg() { podget "$1" "$2" | jq -r '[.status.conditions[]? | select(.type == "PodScheduled") | .message][0] // empty'; }
+m1= m2=
+for _ in $(seq 200); do
+	m1=$(msg team-b b1) m2=$(msg team-a sel)
+	[ -n "$m1" ] && [ -n "$m2" ] && break
+	sleep 0.05
+done
+grep -q "project team-b" <<<"$m1" && [ -z "$(bound_node team-b b1)" ] &&
+	ok "a namespace whose project does not let kube in: refused on the pod ($m1)" || bad "team-b pod: '$m1'"
+grep -q "selector 0" <<<"$m2" && [ -z "$(bound_node team-a sel)" ] &&
+	ok "a selector CNLab cannot read: refused, naming it ($m2)" || bad "selector pod: '$m2'"
+[ -z "$(bound_node team-a other)" ] && ! grep -Eq '/pods/other/(status|binding|eviction)' "$tmp/api.log" &&
+	ok "a pod of another scheduler is left alone" || bad "the other scheduler's pod was touched"
+
+# --- pre-emption and budgets ----------------------------------------------
+whole='{"deviceClassName":"gpu.cnlab.io","count":1}'
+for p in db l2 l3; do claim team-a "c-$p" "$whole"; done
+pod team-a db c-db -10 '{"app":"db"}' >/dev/null
+pod team-a l2 c-l2 -10 >/dev/null
+pod team-a l3 c-l3 -10 >/dev/null
+for p in db l2 l3; do [ -n "$(wait_bound team-a $p)" ] || bad "$p not bound"; done
+[ -n "$(bound_node team-a db)" ] && [ -n "$(bound_node team-a l2)" ] && [ -n "$(bound_node team-a l3)" ] &&
+	ok "three low-priority whole-GPU pods fill the three GPUs" || bad "the low pods are not all bound"
+claim team-a c-hi "$whole"
+pod team-a hi c-hi 500000 >/dev/null
+n=
+for _ in $(seq 300); do
+	n=$(bound_node team-a hi)
+	[ -n "$n" ] && break
+	sleep 0.05
+done
+gone=$(for p in l2 l3; do [ "$(podget team-a $p | jq -r .code)" = 404 ] && echo "$p"; done)
+[ -n "$n" ] && [ "$(wc -w <<<"$gone")" = 1 ] && [ -n "$(bound_node team-a db)" ] &&
+	! grep -q '"path": "/api/v1/namespaces/team-a/pods/db/eviction"' "$tmp/api.log" &&
+	ok "a high-priority pod pre-empted $gone (evicted) and is bound on $n; the budgeted pod was spared" ||
+	bad "pre-emption: hi on '$n', evicted '$gone' $(tail -3 "$tmp/err")"
+vj=$(jq -r .id <<<"$(job_of team-a/$gone)")
+[ "$(job_state "team-a/$gone" cancelled)" = cancelled ] &&
+	ok "the evicted pod's job ended (cancelled: its pod is gone, not requeued)" ||
+	bad "evicted job $vj: $(job_of "team-a/$gone")"
+dbj=$(job_of team-a/db | jq -r .id)
+"$cnlab" jobs cancel "$dbj" --project vision >/dev/null 2>&1
+for _ in $(seq 200); do
+	[ "$(grep -c '"path": "/api/v1/namespaces/team-a/pods/db/eviction", "status": 429' "$tmp/api.log")" -ge 2 ] && break
+	sleep 0.1
+done
+[ "$(grep -c '"path": "/api/v1/namespaces/team-a/pods/db/eviction", "status": 429' "$tmp/api.log")" -ge 2 ] &&
+	[ -n "$(bound_node team-a db)" ] &&
+	ok "cancelling the budgeted pod's job: its eviction meets the budget (429), is tried again, the pod stays" ||
+	bad "db eviction: $(grep -c 'pods/db/eviction' "$tmp/api.log") tries"
+
+# --- the watch, the objects ------------------------------------------------
+grep -q '"path": "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab&watch=1.*"status": 410' "$tmp/api.log" &&
+	ok "the first pod watch answered 410 Gone: listed again, and every pod above was seen" ||
+	bad "no 410 watch in the log"
+n=0
+while IFS= read -r line; do
+	b=$(jq -c '.body // empty' <<<"$line")
+	[ -n "$b" ] && [ "$(jq -r '.kind // empty' <<<"$b")" != "" ] || continue
+	n=$((n + 1))
+	echo "$b" >"$tmp/sent-$n.json"
+done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction"))))' "$tmp/api.log")
+[ "$n" -ge 8 ] && node "$k8s/check.mjs" objects "$tmp"/sent-*.json >"$tmp/check.out" 2>&1 &&
+	ok "the $n claim statuses, Bindings and Evictions sent are valid by the Kubernetes schemas" ||
+	bad "objects sent: $n; $(grep FAIL "$tmp/check.out" | head -3)"
+
+kill "$d_pid"
+wait "$d_pid"
+rc=$?
+d_pid=""
+[ $rc = 0 ] && ok "cnlabd stops cleanly (SIGTERM), its watch ended" || bad "cnlabd exit $rc"
+[ $fails = 0 ] || exit 1

@@ -1,0 +1,373 @@
+#!/usr/bin/python3
+"""kube_apiserver.py - a loopback stand-in for a Kubernetes 1.34 API server,
+for cnlabd's Kubernetes scheduler (tests/integration/kube_sched.sh).
+
+Objects are kept in the API server's own shapes (metadata.uid,
+resourceVersion from one counter, lists with metadata.resourceVersion,
+errors as a v1 Status with reason and code):
+
+  GET   /api/v1/nodes                                  list
+  GET   /api/v1/namespaces/NS                          a namespace
+  GET   /apis/resource.k8s.io/v1/resourceslices        list (fieldSelector
+                                                       spec.driver)
+  GET   /api/v1/pods?fieldSelector=spec.schedulerName=S
+                                                       list; with watch=1 a
+                                                       watch: a BOOKMARK,
+                                                       then events after the
+                                                       version, JSON lines
+                                                       (chunked) until
+                                                       timeoutSeconds;
+                                                       --expire-first-watch
+                                                       answers the first one
+                                                       410 Gone
+  POST  /api/v1/namespaces/NS/pods                     create
+  GET, DELETE /api/v1/namespaces/NS/pods/NAME
+  PATCH .../pods/NAME/status                           strategic merge
+                                                       (conditions by type)
+                                                       or merge patch
+  POST  .../pods/NAME/binding                          sets spec.nodeName;
+                                                       409 when bound
+  POST  .../pods/NAME/eviction                         429 when a
+                                                       PodDisruptionBudget
+                                                       of the namespace with
+                                                       maxUnavailable 0
+                                                       selects it, else the
+                                                       pod is deleted
+  GET   /apis/policy/v1/namespaces/NS/poddisruptionbudgets
+  POST  /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims  create
+  GET   .../resourceclaims/NAME
+  PUT   .../resourceclaims/NAME/status                 409 Conflict on a
+                                                       stale resourceVersion
+
+--state FILE gives the nodes, namespaces, slices and budgets at start.
+Every request must carry "Authorization: Bearer T" with T the content of
+--token-file.  Each request is appended to --log as a JSON line {method,
+path, status, body}.  The port goes to --port-file.
+"""
+import argparse
+import copy
+import json
+import threading
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--port-file", required=True)
+ap.add_argument("--token-file", required=True)
+ap.add_argument("--state", required=True)
+ap.add_argument("--log", required=True)
+ap.add_argument("--expire-first-watch", action="store_true")
+args = ap.parse_args()
+
+lock = threading.Lock()
+changed = threading.Condition(lock)
+rv = [5000]
+events = []  # (rv, type, pod)
+expire = [args.expire_first_watch]
+state = json.load(open(args.state))
+pods = {}    # (ns, name) -> pod
+claims = {}  # (ns, name) -> claim
+
+REASONS = {401: "Unauthorized", 404: "NotFound", 409: "Conflict",
+           410: "Expired", 429: "TooManyRequests", 400: "BadRequest",
+           422: "Invalid"}
+
+
+def next_rv():
+    rv[0] += 1
+    return str(rv[0])
+
+
+def status(code, message):
+    return code, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                  "status": "Failure", "message": message,
+                  "reason": REASONS.get(code, "Unknown"), "code": code}
+
+
+def new_meta(obj, ns):
+    md = obj.setdefault("metadata", {})
+    md["namespace"] = ns
+    md.setdefault("uid", str(uuid.uuid4()))
+    md["resourceVersion"] = next_rv()
+    md.setdefault("creationTimestamp", "2026-12-04T10:00:00Z")
+
+
+def pod_event(kind, pod):
+    events.append((int(pod["metadata"]["resourceVersion"]), kind,
+                   copy.deepcopy(pod)))
+    changed.notify_all()
+
+
+def touch(pod, kind="MODIFIED"):
+    pod["metadata"]["resourceVersion"] = next_rv()
+    pod_event(kind, pod)
+
+
+def selects(pdb, pod):
+    want = pdb.get("spec", {}).get("selector", {}).get("matchLabels", {})
+    labels = pod["metadata"].get("labels", {})
+    return all(labels.get(k) == v for k, v in want.items())
+
+
+def strategic(pod, patch):
+    st = patch.get("status", {})
+    conds = pod.setdefault("status", {}).setdefault("conditions", [])
+    for c in st.get("conditions", []):
+        conds[:] = [x for x in conds if x.get("type") != c.get("type")]
+        conds.append(c)
+    for k, v in st.items():
+        if k != "conditions":
+            pod["status"][k] = v
+
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def reply(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def record(self, code, body):
+        with open(args.log, "a") as f:
+            f.write(json.dumps({"method": self.command, "path": self.path,
+                                "status": code, "body": body}) + "\n")
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(n) or b"null") if n else None
+
+    def handle_one(self):
+        tok = open(args.token_file).read().strip()
+        if self.headers.get("Authorization") != "Bearer " + tok:
+            return status(401, "Unauthorized"), None
+        u = urllib.parse.urlparse(self.path)
+        q = urllib.parse.parse_qs(u.query)
+        parts = u.path.strip("/").split("/")
+        body = self.body() if self.command in ("POST", "PUT", "PATCH") else None
+        if u.path == "/api/v1/pods" and q.get("watch") == ["1"]:
+            return None, body
+        with lock:
+            return self.route(u.path, parts, q, body), body
+
+    def route(self, path, parts, q, body):
+        m = self.command
+        if path == "/api/v1/nodes" and m == "GET":
+            return 200, {"kind": "NodeList", "apiVersion": "v1",
+                         "metadata": {"resourceVersion": str(rv[0])},
+                         "items": state["nodes"]}
+        if path == "/apis/resource.k8s.io/v1/resourceslices" and m == "GET":
+            sel = q.get("fieldSelector", [""])[0]
+            items = [s for s in state["slices"]
+                     if not sel.startswith("spec.driver=")
+                     or s["spec"]["driver"] == sel.split("=", 1)[1]]
+            return 200, {"kind": "ResourceSliceList",
+                         "apiVersion": "resource.k8s.io/v1",
+                         "metadata": {"resourceVersion": str(rv[0])},
+                         "items": items}
+        if path == "/api/v1/pods" and m == "GET":
+            sel = q.get("fieldSelector", [""])[0]
+            want = sel.split("=", 1)[1] if sel.startswith(
+                "spec.schedulerName=") else None
+            items = [copy.deepcopy(p) for p in pods.values()
+                     if want is None or p["spec"].get("schedulerName") == want]
+            return 200, {"kind": "PodList", "apiVersion": "v1",
+                         "metadata": {"resourceVersion": str(rv[0])},
+                         "items": items}
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 4:
+            for ns in state["namespaces"]:
+                if ns["metadata"]["name"] == parts[3]:
+                    return 200, ns
+            return status(404, "namespaces \"%s\" not found" % parts[3])
+        if parts[:3] == ["api", "v1", "namespaces"] and parts[4:5] == ["pods"]:
+            return self.pods(parts[3], parts[5:], body)
+        if parts[:4] == ["apis", "policy", "v1", "namespaces"] and \
+                parts[5:] == ["poddisruptionbudgets"] and m == "GET":
+            items = [b for b in state.get("pdbs", [])
+                     if b["metadata"]["namespace"] == parts[4]]
+            return 200, {"kind": "PodDisruptionBudgetList",
+                         "apiVersion": "policy/v1",
+                         "metadata": {"resourceVersion": str(rv[0])},
+                         "items": items}
+        if parts[:4] == ["apis", "resource.k8s.io", "v1", "namespaces"] and \
+                parts[5:6] == ["resourceclaims"]:
+            return self.claims(parts[4], parts[6:], body)
+        return status(404, "the server could not find the requested resource")
+
+    def pods(self, ns, rest, body):
+        m = self.command
+        if not rest:
+            if m != "POST":
+                return status(405, "method")
+            new_meta(body, ns)
+            body.setdefault("status", {"phase": "Pending"})
+            key = (ns, body["metadata"]["name"])
+            if key in pods:
+                return status(409, "pods \"%s\" already exists" % key[1])
+            pods[key] = body
+            pod_event("ADDED", body)
+            return 201, body
+        key = (ns, rest[0])
+        pod = pods.get(key)
+        if pod is None:
+            return status(404, "pods \"%s\" not found" % rest[0])
+        sub = rest[1] if len(rest) > 1 else None
+        if sub is None and m == "GET":
+            return 200, pod
+        if sub is None and m == "DELETE":
+            del pods[key]
+            pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+            touch(pod, "DELETED")
+            return 200, pod
+        if sub == "status" and m == "PATCH":
+            ct = self.headers.get("Content-Type", "")
+            if ct.startswith("application/strategic-merge-patch+json"):
+                strategic(pod, body)
+            elif ct.startswith("application/merge-patch+json"):
+                pod["status"].update(body.get("status", {}))
+            else:
+                return status(415, "unsupported patch type " + ct)
+            touch(pod)
+            return 200, pod
+        if sub == "binding" and m == "POST":
+            if body.get("kind") != "Binding" or \
+                    body.get("target", {}).get("kind") != "Node":
+                return status(400, "not a Binding to a Node")
+            uid = body.get("metadata", {}).get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                return status(409, "Precondition failed: UID in precondition")
+            if pod["spec"].get("nodeName"):
+                return status(409, "pod %s is already assigned to node \"%s\""
+                              % (rest[0], pod["spec"]["nodeName"]))
+            if not any(n["metadata"]["name"] == body["target"]["name"]
+                       for n in state["nodes"]):
+                return status(404, "node not found")
+            pod["spec"]["nodeName"] = body["target"]["name"]
+            touch(pod)
+            return 201, {"kind": "Status", "apiVersion": "v1",
+                         "metadata": {}, "status": "Success", "code": 201}
+        if sub == "eviction" and m == "POST":
+            if body.get("kind") != "Eviction" or \
+                    body.get("apiVersion") != "policy/v1":
+                return status(400, "not a policy/v1 Eviction")
+            for b in state.get("pdbs", []):
+                if b["metadata"]["namespace"] == ns and selects(b, pod) and \
+                        b["spec"].get("maxUnavailable") == 0:
+                    return 429, {
+                        "kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Failure", "code": 429,
+                        "reason": "TooManyRequests",
+                        "message": "Cannot evict pod as it would violate "
+                                   "the pod's disruption budget.",
+                        "details": {"causes": [{
+                            "reason": "DisruptionBudget",
+                            "message": "The disruption budget %s needs 1 "
+                                       "healthy pods and has 1 currently"
+                                       % b["metadata"]["name"]}]}}
+            del pods[key]
+            pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+            touch(pod, "DELETED")
+            return 201, {"kind": "Status", "apiVersion": "v1",
+                         "metadata": {}, "status": "Success", "code": 201}
+        return status(405, "method not allowed")
+
+    def claims(self, ns, rest, body):
+        m = self.command
+        if not rest and m == "POST":
+            new_meta(body, ns)
+            claims[(ns, body["metadata"]["name"])] = body
+            return 201, body
+        c = claims.get((ns, rest[0])) if rest else None
+        if c is None:
+            return status(404, "resourceclaims \"%s\" not found"
+                          % (rest[0] if rest else ""))
+        if len(rest) == 1 and m == "GET":
+            return 200, c
+        if rest[1:] == ["status"] and m == "PUT":
+            if body["metadata"].get("resourceVersion") != \
+                    c["metadata"]["resourceVersion"]:
+                return status(409, "Operation cannot be fulfilled on "
+                              "resourceclaims.resource.k8s.io \"%s\": the "
+                              "object has been modified; please apply your "
+                              "changes to the latest version and try again"
+                              % rest[0])
+            if body.get("spec") != c.get("spec"):
+                return status(422, "spec: field is immutable")
+            c["status"] = body.get("status", {})
+            c["metadata"]["resourceVersion"] = next_rv()
+            return 200, c
+        return status(405, "method not allowed")
+
+    def watch(self, q):
+        if expire[0]:
+            expire[0] = False
+            code, obj = status(410, "too old resource version")
+            self.record(410, None)
+            return self.reply(410, obj)
+        since = int(q.get("resourceVersion", ["0"])[0] or 0)
+        timeout = float(q.get("timeoutSeconds", ["5"])[0])
+        self.record(200, None)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def send(obj):
+            line = (json.dumps(obj) + "\n").encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+            self.wfile.flush()
+
+        send({"type": "BOOKMARK", "object": {
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(since)}}})
+        sel = q.get("fieldSelector", [""])[0]
+        want = sel.split("=", 1)[1] if sel.startswith(
+            "spec.schedulerName=") else None
+        import time
+        end = time.time() + timeout
+        with lock:
+            while True:
+                out = [(r, t, o) for (r, t, o) in events if r > since]
+                for r, t, o in out:
+                    since = r
+                    if want is not None and \
+                            o["spec"].get("schedulerName") != want:
+                        continue
+                    lock.release()
+                    try:
+                        send({"type": t, "object": o})
+                    finally:
+                        lock.acquire()
+                left = end - time.time()
+                if left <= 0:
+                    break
+                changed.wait(min(left, 0.5))
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def do(self):
+        (res, body) = self.handle_one()
+        if res is None:
+            u = urllib.parse.urlparse(self.path)
+            return self.watch(urllib.parse.parse_qs(u.query))
+        code, obj = res
+        self.record(code, body)
+        self.reply(code, obj)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do
+
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+srv.daemon_threads = True
+with open(args.port_file + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+import os
+os.rename(args.port_file + ".tmp", args.port_file)
+srv.serve_forever()
