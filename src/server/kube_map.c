@@ -253,7 +253,15 @@ static int claim_shape(const json_t *pod, const json_t *claim,
 			           ret->request, i);
 			return -EINVAL;
 		}
-		snprintf(strcmp(a, "type") == 0 ? type : profile, 64, "%s", v);
+		if (strlen(v) >= sizeof(type)) {
+			cnl_seterr(err, errlen,
+			           "ResourceClaim request %s: selector %zu: the "
+			           "value is over %zu bytes",
+			           ret->request, i, sizeof(type) - 1);
+			return -EINVAL;
+		}
+		memcpy(strcmp(a, "type") == 0 ? type : profile, v,
+		       strlen(v) + 1);
 	}
 	if (!shape_word(type) || (profile[0] && !shape_word(profile))) {
 		cnl_seterr(err, errlen,
