@@ -254,10 +254,11 @@ static int claim_shape(const json_t *pod, const json_t *claim,
 			return -EINVAL;
 		}
 		if (strlen(v) >= sizeof(type)) {
-			cnl_seterr(err, errlen,
-			           "ResourceClaim request %s: selector %zu: the "
-			           "value is over %zu bytes",
-			           ret->request, i, sizeof(type) - 1);
+			cnl_seterr(
+			    err, errlen,
+			    "ResourceClaim request %s: selector %zu: the "
+			    "value is over %zu bytes",
+			    ret->request, i, sizeof(type) - 1);
 			return -EINVAL;
 		}
 		memcpy(strcmp(a, "type") == 0 ? type : profile, v,

@@ -37,7 +37,7 @@
 
 /* What a pod asks of CNLab. */
 struct cnl_kube_ask {
-	char shape[160]; /* cnlabd refuses one over CNL_SHAPE_MAX */
+	char shape[160];            /* cnlabd refuses one over CNL_SHAPE_MAX */
 	const char *priority;       /* "low", "normal", "high", "critical" */
 	char deadline[64];          /* RFC 3339, "" none */
 	int64_t runtime_s;          /* 0: none */

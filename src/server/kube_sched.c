@@ -65,7 +65,7 @@ struct pod {
 struct node {
 	char name[CNL_WIRE_NAME_MAX];
 	char id[CNL_WIRE_ID_MAX];
-	struct cnl_client *cl; /* with its credential */
+	char cred[CNL_API_NODE_SECRET_MAX]; /* bound to it */
 	uint64_t version;
 	int64_t heartbeat_ms, next_hb;
 };
@@ -76,6 +76,11 @@ struct cnl_kube_sched {
 	char kserver[1024], ktoken[4096], kca[4096];
 	struct cnl_kube *kw, *kc; /* the watch's, the rest's */
 	struct cnl_client *user;  /* as "kube" */
+	/* The nodes' calls, one connection for all (each node's would
+	 * count against cnlabd's connections per address): the bearer is
+	 * the credential of the node @as names. */
+	struct cnl_client *nodecl;
+	const char *as;
 	pthread_t watcher, worker;
 	bool started_w, started_k;
 	atomic_bool stop;
@@ -546,6 +551,26 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		return;
 	}
 	reply = rep.json ? json_incref(rep.json) : NULL;
+	if (rep.status == 201 &&
+	    S(json_object_get(p->obj, "spec"), "nodeName")) {
+		/* Bound already, and not by this control plane (its key
+		 * found no job): running where it is, which CNLab cannot
+		 * move; the new job goes, the pod is left alone. */
+		char cpath[256];
+		id = S(reply, "id");
+		snprintf(cpath, sizeof(cpath), "/v1/jobs/%s/cancel",
+		         id ? id : "-");
+		(void)cnl_client_call(ks->user, "POST", cpath, NULL, 0, NULL,
+		                      err, sizeof(err));
+		cnl_log(CNL_LOG_WARN,
+		        "kube: a pod bound by no job of ours is left alone",
+		        "pod=%s/%s node=%s", p->ns, p->name,
+		        S(json_object_get(p->obj, "spec"), "nodeName"));
+		p->st = P_DONE;
+		json_decref(reply);
+		cnl_client_reply_done(&rep);
+		return;
+	}
 	if (rep.status == 200 || rep.status == 201) {
 		id = S(reply, "id");
 		if (id && strlen(id) < sizeof(p->job)) {
@@ -594,7 +619,8 @@ static void report(struct cnl_kube_sched *ks, struct pod *p,
 	snprintf(m.message, sizeof(m.message), "%s", msg ? msg : "");
 	body = cnl_wire_report_encode(&m);
 	snprintf(path, sizeof(path), "/v1/nodes/%s/reports", n->id);
-	long st = cnl_client_call(n->cl, "POST", path, body, 0, NULL, err,
+	ks->as = n->cred;
+	long st = cnl_client_call(ks->nodecl, "POST", path, body, 0, NULL, err,
 	                          sizeof(err));
 	json_decref(body);
 	if (st != 200 && st != 201)
@@ -835,8 +861,9 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 
 	snprintf(path, sizeof(path), "/v1/nodes/%s/assignments?since=%" PRIu64,
 	         n->id, n->version);
-	long st =
-	    cnl_client_call(n->cl, "GET", path, NULL, 0, &o, err, sizeof(err));
+	ks->as = n->cred;
+	long st = cnl_client_call(ks->nodecl, "GET", path, NULL, 0, &o, err,
+	                          sizeof(err));
 	if (st != 200 ||
 	    cnl_wire_assignments_decode(o, &as, err, sizeof(err)) < 0) {
 		json_decref(o);
@@ -941,8 +968,9 @@ static void heartbeat(struct cnl_kube_sched *ks, int ni, int64_t now)
 	body = cnl_wire_heartbeat_encode(&hb);
 	cnl_wire_heartbeat_done(&hb);
 	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", n->id);
-	long st =
-	    cnl_client_call(n->cl, "POST", path, body, 0, &o, err, sizeof(err));
+	ks->as = n->cred;
+	long st = cnl_client_call(ks->nodecl, "POST", path, body, 0, &o, err,
+	                          sizeof(err));
 	json_decref(body);
 	n->next_hb = now + (n->heartbeat_ms ? n->heartbeat_ms : 5000);
 	if (st == 200 && cnl_wire_node_decode(o, &out, err, sizeof(err)) == 0) {
@@ -975,19 +1003,12 @@ static int node_add(struct cnl_kube_sched *ks,
 		        "node=%s err=%s", m->name, cnl_strerror(r));
 		return r;
 	}
-	cnl_client_new(&(struct cnl_client_config){.base = ks->url,
-	                                           .token = cred,
-	                                           .cafile = ks->cafile[0]
-	                                                         ? ks->cafile
-	                                                         : NULL,
-	                                           .user_agent = "cnlabd-kube",
-	                                           .connect_timeout_ms = 5000,
-	                                           .timeout_ms = 30000},
-	               &n.cl);
+	memcpy(n.cred, cred, sizeof(n.cred));
 	explicit_bzero(cred, sizeof(cred));
 	body = cnl_wire_register_encode(m);
-	long st = cnl_client_call(n.cl, "POST", "/v1/nodes", body, 0, &o, err,
-	                          sizeof(err));
+	ks->as = n.cred;
+	long st = cnl_client_call(ks->nodecl, "POST", "/v1/nodes", body, 0, &o,
+	                          err, sizeof(err));
 	json_decref(body);
 	if ((st != 200 && st != 201) ||
 	    cnl_wire_node_decode(o, &out, err, sizeof(err)) < 0) {
@@ -995,7 +1016,7 @@ static int node_add(struct cnl_kube_sched *ks,
 		        "node=%s err=\"%s\"", m->name, err);
 		json_decref(o);
 		cnl_wire_node_done(&out);
-		cnl_client_free(n.cl);
+		explicit_bzero(&n, sizeof(n));
 		return -EIO;
 	}
 	json_decref(o);
@@ -1122,6 +1143,13 @@ static void *worker(void *arg)
 
 /* ---- start, stop --------------------------------------------------------- */
 
+static void node_token(void *ud, char *buf, size_t len)
+{
+	const struct cnl_kube_sched *ks = ud;
+
+	snprintf(buf, len, "%s", ks->as ? ks->as : "");
+}
+
 int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
                          struct cnl_kube_sched **ret, char *err, size_t errlen)
 {
@@ -1158,6 +1186,16 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	                                           .connect_timeout_ms = 5000,
 	                                           .timeout_ms = 30000},
 	               &ks->user);
+	cnl_client_new(&(struct cnl_client_config){.base = ks->url,
+	                                           .token_fn = node_token,
+	                                           .token_ud = ks,
+	                                           .cafile = ks->cafile[0]
+	                                                         ? ks->cafile
+	                                                         : NULL,
+	                                           .user_agent = "cnlabd-kube",
+	                                           .connect_timeout_ms = 5000,
+	                                           .timeout_ms = 30000},
+	               &ks->nodecl);
 	if ((r = pthread_create(&ks->watcher, NULL, watcher, ks)) != 0) {
 		cnl_seterr(err, errlen, "kube: cannot start a thread");
 		cnl_kube_sched_stop(ks);
@@ -1190,11 +1228,12 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 		json_decref(ks->pods[i].obj);
 	free(ks->pods);
 	for (size_t i = 0; i < ks->n_nodes; i++)
-		cnl_client_free(ks->nodes[i].cl);
+		explicit_bzero(ks->nodes[i].cred, sizeof(ks->nodes[i].cred));
 	free(ks->nodes);
 	cnl_kube_close(ks->kw);
 	cnl_kube_close(ks->kc);
 	cnl_client_free(ks->user);
+	cnl_client_free(ks->nodecl);
 	json_decref(ks->queue);
 	json_decref(ks->by_uid);
 	json_decref(ks->by_job);
