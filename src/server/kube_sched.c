@@ -36,6 +36,7 @@
 #define SLICES                      \
 	"/apis/resource.k8s.io/v1/" \
 	"resourceslices?fieldSelector=spec.driver%3D" CNL_KUBE_DRIVER
+#define POD_CMD         "kubernetes pod " /* a pod's job's command: NS/NAME */
 #define EVICT_RETRY_MS  5000
 #define REFUSE_RETRY_MS 30000
 
@@ -49,8 +50,9 @@ enum pod_st {
 
 struct pod {
 	char uid[64], ns[64], name[254];
-	json_t *obj; /* the latest seen */
-	bool gone;   /* deleted */
+	json_t *obj;       /* the latest seen */
+	json_t *claim_obj; /* as read at submission; NULL: read it again */
+	bool gone;         /* deleted */
 	enum pod_st st;
 	char job[CNL_WIRE_ID_MAX];
 	char claim[254], request[64];
@@ -92,9 +94,11 @@ struct cnl_kube_sched {
 	struct pod *pods;
 	size_t n_pods, cap_pods;
 	json_t *by_uid, *by_job; /* -> index */
+	bool synced;             /* the pods were listed once */
 	struct node *nodes;
 	size_t n_nodes;
-	json_t *projects; /* namespace -> project */
+	json_t *projects; /* namespace -> [project name, id] */
+	json_t *budgets;  /* namespace -> its PodDisruptionBudgetList */
 	int64_t next_sync;
 };
 
@@ -288,6 +292,7 @@ static void drain(struct cnl_kube_sched *ks, int64_t wait_ms)
 		json_t *o = json_array_get(e, 1);
 
 		if (strcmp(type, "SYNC") == 0) {
+			ks->synced = true;
 			/* A fresh list: what it lacks was deleted meanwhile. */
 			json_t *seen = json_object();
 			json_array_foreach (o, j, x) {
@@ -449,12 +454,19 @@ static bool budgeted(struct cnl_kube_sched *ks, const struct pod *p)
 	bool hit = false;
 	size_t i;
 
-	snprintf(path, sizeof(path),
-	         "/apis/policy/v1/namespaces/%s/poddisruptionbudgets", p->ns);
-	if (cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &list, err,
-	                  sizeof(err)) != 200) {
-		json_decref(list);
-		return true; /* unknown: the safe side */
+	/* Listed once per namespace until the next node sync (10 s). */
+	if ((list = json_object_get(ks->budgets, p->ns))) {
+		json_incref(list);
+	} else {
+		snprintf(path, sizeof(path),
+		         "/apis/policy/v1/namespaces/%s/poddisruptionbudgets",
+		         p->ns);
+		if (cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &list, err,
+		                  sizeof(err)) != 200) {
+			json_decref(list);
+			return true; /* unknown: the safe side */
+		}
+		json_object_set(ks->budgets, p->ns, list);
 	}
 	json_array_foreach (json_object_get(list, "items"), i, b) {
 		const json_t *sel =
@@ -508,7 +520,8 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		}
 	}
 	r = cnl_kube_ask_of(p->obj, claim, &a, err, sizeof(err));
-	json_decref(claim);
+	json_decref(p->claim_obj);
+	p->claim_obj = claim; /* the first try of its allocation */
 	if (r < 0)
 		goto refuse;
 	snprintf(p->request, sizeof(p->request), "%s", a.request);
@@ -516,7 +529,7 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		return;
 	if (a.preemptible && budgeted(ks, p))
 		a.preemptible = 0;
-	snprintf(cmd, sizeof(cmd), "kubernetes pod %s/%s", p->ns, p->name);
+	snprintf(cmd, sizeof(cmd), POD_CMD "%s/%s", p->ns, p->name);
 	body = json_pack("{s:s,s:s,s:s,s:b}", "command", cmd, "gpu", a.shape,
 	                 "priority", a.priority, "preemptible", a.preemptible);
 	if (a.deadline[0])
@@ -653,6 +666,8 @@ static bool pod_ended(const struct pod *p, int *code)
 
 static void forget(struct cnl_kube_sched *ks, struct pod *p)
 {
+	json_decref(p->claim_obj);
+	p->claim_obj = NULL;
 	if (p->job[0])
 		json_object_del(ks->by_job, p->job);
 	p->st = P_DONE;
@@ -764,8 +779,11 @@ static int allocate(struct cnl_kube_sched *ks, struct pod *p,
 		long st;
 
 		claim_url(p, NULL, path, sizeof(path));
-		if ((st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &c,
-		                        err, sizeof(err))) != 200) {
+		if (p->claim_obj) { /* read at its submission: try that */
+			c = p->claim_obj;
+			p->claim_obj = NULL;
+		} else if ((st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL,
+		                               &c, err, sizeof(err))) != 200) {
 			json_decref(c);
 			return st == 404 ? -EBUSY : -EIO;
 		}
@@ -851,6 +869,25 @@ static int bind_pod(struct cnl_kube_sched *ks, struct pod *p,
 	return -EIO;
 }
 
+/* The pod "NS/NAME" if it is known and not gone (one whose job is not
+ * ended first: a name may come back as a new pod), else NULL. */
+static struct pod *pod_named(struct cnl_kube_sched *ks, const char *nsname)
+{
+	struct pod *done = NULL;
+
+	for (size_t i = 0; i < ks->n_pods; i++) {
+		struct pod *p = &ks->pods[i];
+		size_t l = strlen(p->ns);
+		if (p->gone || strncmp(nsname, p->ns, l) != 0 ||
+		    nsname[l] != '/' || strcmp(nsname + l + 1, p->name) != 0)
+			continue;
+		if (p->st != P_DONE)
+			return p;
+		done = p;
+	}
+	return done;
+}
+
 /* The work CNLab placed on node @ni. */
 static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 {
@@ -879,6 +916,38 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		const struct cnl_wire_assignment *a = &as.items[i];
 		struct pod *p = pod_of_job(ks, a->id);
 
+		if (!p && strncmp(a->command, POD_CMD, strlen(POD_CMD)) == 0) {
+			/* A pod's job (a restart: its pod is not matched to
+			 * it yet); once the pods are listed and its pod is
+			 * not among them, it went while we were away. */
+			struct pod *q =
+			    ks->synced
+			        ? pod_named(ks, a->command + strlen(POD_CMD))
+			        : NULL;
+			struct pod tmp = {.node = ni, .epoch = a->epoch};
+			int code;
+
+			if (!ks->synced || (q && q->st != P_DONE)) {
+				again = true;
+				continue;
+			}
+			snprintf(tmp.job, sizeof(tmp.job), "%s", a->id);
+			if (q && pod_ended(q, &code)) { /* ended meanwhile */
+				report(ks, &tmp,
+				       code ? CNL_WIRE_REPORT_FAILED
+				            : CNL_WIRE_REPORT_SUCCEEDED,
+				       code, NULL);
+				continue;
+			}
+			report(ks, &tmp, CNL_WIRE_REPORT_STOPPED, 0,
+			       "its pod is gone");
+			char cpath[256];
+			snprintf(cpath, sizeof(cpath), "/v1/jobs/%s/cancel",
+			         a->id);
+			(void)cnl_client_call(ks->user, "POST", cpath, NULL, 0,
+			                      NULL, err, sizeof(err));
+			continue;
+		}
 		if (!p) {
 			/* Work that is no pod's (submitted with the CLI): this
 			 * node runs pods only. */
@@ -1041,6 +1110,7 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 	size_t i;
 
 	json_object_clear(ks->projects);
+	json_object_clear(ks->budgets);
 	if (cnl_kube_call(ks->kc, "GET", "/api/v1/nodes", NULL, NULL, &nodes,
 	                  err, sizeof(err)) != 200 ||
 	    cnl_kube_call(ks->kc, "GET", SLICES, NULL, NULL, &slices, err,
@@ -1087,6 +1157,7 @@ static void compact(struct cnl_kube_sched *ks)
 		if (p->st == P_DONE && p->gone) {
 			json_object_del(ks->by_uid, p->uid);
 			json_decref(p->obj);
+			json_decref(p->claim_obj);
 			moved = true;
 			continue;
 		}
@@ -1172,6 +1243,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->by_uid = json_object();
 	ks->by_job = json_object();
 	ks->projects = json_object();
+	ks->budgets = json_object();
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kc, err, errlen)) < 0) {
 		cnl_kube_sched_stop(ks);
@@ -1224,8 +1296,10 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 		pthread_join(ks->worker, NULL);
 	if (ks->started_w)
 		pthread_join(ks->watcher, NULL);
-	for (size_t i = 0; i < ks->n_pods; i++)
+	for (size_t i = 0; i < ks->n_pods; i++) {
 		json_decref(ks->pods[i].obj);
+		json_decref(ks->pods[i].claim_obj);
+	}
 	free(ks->pods);
 	for (size_t i = 0; i < ks->n_nodes; i++)
 		explicit_bzero(ks->nodes[i].cred, sizeof(ks->nodes[i].cred));
@@ -1238,6 +1312,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->by_uid);
 	json_decref(ks->by_job);
 	json_decref(ks->projects);
+	json_decref(ks->budgets);
 	explicit_bzero(ks->token, sizeof(ks->token));
 	pthread_mutex_destroy(&ks->mu);
 	pthread_cond_destroy(&ks->cv);

@@ -19,6 +19,8 @@
 #     other two and is bound; the budgeted pod is never evicted, and a
 #     cancel of its job meets the budget (429) and is tried again;
 #   - a pod of another scheduler is left alone;
+#   - after a restart of cnlabd a bound pod is its job again; nobody logs
+#     in as the service user kube;
 #   - every object sent to the API server is valid by the Kubernetes
 #     OpenAPI schemas (kubernetes-models).
 #
@@ -64,14 +66,19 @@ k() { # k METHOD PATH [BODY] [CONTENT_TYPE]: the API server as kubectl calls it
 
 export CNLAB_JWT_SECRET=kube-sched-test-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=kube-admin-password-1
-"$cnlabd" --data-dir "$tmp/d" --listen 127.0.0.1:0 --notebook-listen 127.0.0.1:0 \
-	--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
-	--kube-watch-timeout 2s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
-	--log-level info >"$tmp/out" 2>"$tmp/err" &
-d_pid=$!
-for _ in $(seq 200); do grep -q '^listening on' "$tmp/out" && break; sleep 0.05; done
-url="http://$(sed -n 's/^listening on //p' "$tmp/out")"
-grep -q '^listening on' "$tmp/out" || die "cnlabd did not start: $(tail -5 "$tmp/err")"
+start_d() { # cnlabd --kube on $tmp/d, its URL in $url
+	: >"$tmp/out"
+	"$cnlabd" --data-dir "$tmp/d" --listen "127.0.0.1:${port:-0}" --notebook-listen 127.0.0.1:0 \
+		--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
+		--kube-watch-timeout 2s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
+		--log-level info >"$tmp/out" 2>>"$tmp/err" &
+	d_pid=$!
+	for _ in $(seq 200); do grep -q '^listening on' "$tmp/out" && break; sleep 0.05; done
+	url="http://$(sed -n 's/^listening on //p' "$tmp/out")"
+	port=${url##*:}
+	grep -q '^listening on' "$tmp/out" || die "cnlabd did not start: $(tail -5 "$tmp/err")"
+}
+start_d
 echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null ||
 	die "cnlab login"
 "$cnlab" project create vision >/dev/null && "$cnlab" project member add vision kube >/dev/null ||
@@ -236,6 +243,20 @@ done
 	[ -n "$(bound_node team-a db)" ] &&
 	ok "cancelling the budgeted pod's job: its eviction meets the budget (429), is tried again, the pod stays" ||
 	bad "db eviction: $(grep -c 'pods/db/eviction' "$tmp/api.log") tries"
+
+# --- a restart -------------------------------------------------------------
+kill "$d_pid"
+wait "$d_pid"
+start_d
+ended team-a hi Succeeded 0
+[ "$(job_state team-a/hi succeeded)" = succeeded ] &&
+	[ "$("$cnlab" jobs list --project vision -o json | jq '[.items[] | select(.command == "kubernetes pod team-a/hi")] | length')" = 1 ] &&
+	ok "after a restart of cnlabd a bound pod is found again as its job (same Idempotency-Key): it ends it" ||
+	bad "after a restart: $(job_of team-a/hi)"
+echo "" | "$cnlab" login --server "$url" --user kube --password-stdin >/dev/null 2>&1 &&
+	bad "the service user kube logs in with no password" ||
+	ok "nobody logs in as the service user kube"
+echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null 2>&1
 
 # --- the watch, the objects ------------------------------------------------
 grep -q '"path": "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab&watch=1.*"status": 410' "$tmp/api.log" &&
