@@ -349,6 +349,30 @@ int cnl_kube_ask_of(const json_t *pod, const json_t *claim,
 	                : p < 1000    ? "normal"
 	                : p < 1000000 ? "high"
 	                              : "critical";
+	if ((a = S(anns, "cnlab.io/priority"))) {
+		static const char *const names[] = {"low", "normal", "high",
+		                                    "critical"};
+		ret->priority = NULL;
+		for (int i = 0; i < 4; i++)
+			if (strcmp(a, names[i]) == 0)
+				ret->priority = names[i];
+		if (!ret->priority) {
+			cnl_seterr(err, errlen,
+			           "annotation cnlab.io/priority: must be low, "
+			           "normal, high or critical");
+			return -EINVAL;
+		}
+	}
+	if ((a = S(anns, "cnlab.io/dataset"))) {
+		if (strlen(a) >= sizeof(ret->dataset)) {
+			cnl_seterr(
+			    err, errlen,
+			    "annotation cnlab.io/dataset: over %zu bytes",
+			    sizeof(ret->dataset) - 1);
+			return -EINVAL;
+		}
+		snprintf(ret->dataset, sizeof(ret->dataset), "%s", a);
+	}
 	if ((a = S(anns, "cnlab.io/deadline"))) {
 		if (cnl_time_parse_rfc3339(a, &ms) < 0 ||
 		    strlen(a) >= sizeof(ret->deadline)) {

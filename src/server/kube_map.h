@@ -12,10 +12,13 @@
  *              count K -> TYPE-full / TYPExK (whole GPUs); TYPE from a
  *              selector on the attribute "type" or the pod's annotation
  *              cnlab.io/gpu-type, else "any".  No claim: "cpu".
- *   priority   spec.priority (its PriorityClass's value): below 0 low,
- *              below 1,000 normal, below 1,000,000 high, else critical;
+ *   priority   the annotation cnlab.io/priority (low, normal, high,
+ *              critical), else spec.priority (its PriorityClass's
+ *              value): below 0 low, below 1,000 normal, below 1,000,000
+ *              high, else critical;
  *   deadline   the annotation cnlab.io/deadline (RFC 3339), and
- *              cnlab.io/runtime-seconds, cnlab.io/preemptible ("false");
+ *              cnlab.io/runtime-seconds, cnlab.io/preemptible ("false"),
+ *              cnlab.io/dataset;
  *   CPU, memory the sum of its containers' requests.
  * The selectors understood are CEL equalities of one attribute of our
  * driver, `device.attributes["gpu.cnlab.io"].NAME == "VALUE"`, and the
@@ -44,6 +47,7 @@ struct cnl_kube_ask {
 	int preemptible;            /* 1 unless the pod says "false" */
 	int64_t cpu_milli, mem_mib; /* 0: not requested */
 	char request[64];           /* the claim's request name, "" no claim */
+	char dataset[64];           /* "" none */
 };
 
 /*

@@ -26,6 +26,7 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/kube_map.h"
+#include "server/kube_ops.h"
 #include "wire/node.h"
 
 #define S(o, k)    json_string_value(json_object_get((o), (k)))
@@ -76,15 +77,16 @@ struct cnl_kube_sched {
 	struct cnl_kube_sched_config cfg;
 	char url[CNL_CLIENT_BASE_MAX], cafile[4096], token[CNL_AUTH_TOKEN_MAX];
 	char kserver[1024], ktoken[4096], kca[4096];
-	struct cnl_kube *kw, *kc; /* the watch's, the rest's */
-	struct cnl_client *user;  /* as "kube" */
+	struct cnl_kube *kw, *kt, *kc; /* the watches', the rest's */
+	struct watch *wpods, *wtjs;
+	struct cnl_client *user; /* as "kube" */
 	/* The nodes' calls, one connection for all (each node's would
 	 * count against cnlabd's connections per address): the bearer is
 	 * the credential of the node @as names. */
 	struct cnl_client *nodecl;
 	const char *as;
-	pthread_t watcher, worker;
-	bool started_w, started_k;
+	pthread_t worker;
+	bool started_k;
 	atomic_bool stop;
 	/* Events from the watcher, under mu. */
 	pthread_mutex_t mu;
@@ -99,6 +101,9 @@ struct cnl_kube_sched {
 	size_t n_nodes;
 	json_t *projects; /* namespace -> [project name, id] */
 	json_t *budgets;  /* namespace -> its PodDisruptionBudgetList */
+	/* TrainingJobs: "NS/NAME" -> {"obj", "made": children made,
+	 * "said": the phase written last}. */
+	json_t *tjs;
 	int64_t next_sync;
 };
 
@@ -150,37 +155,49 @@ fail:
 
 /* ---- the watcher --------------------------------------------------------- */
 
-static void push(struct cnl_kube_sched *ks, const char *type, json_t *obj)
+static void push(struct cnl_kube_sched *ks, const char *what, const char *type,
+                 json_t *obj)
 {
 	pthread_mutex_lock(&ks->mu);
-	json_array_append_new(ks->queue, json_pack("[s,O]", type, obj));
+	json_array_append_new(ks->queue, json_pack("[s,O,s]", type, obj, what));
 	pthread_cond_signal(&ks->cv);
 	pthread_mutex_unlock(&ks->mu);
 }
 
-static int pod_event(void *ud, const char *type, json_t *obj)
-{
-	struct cnl_kube_sched *ks = ud;
+/* One watched collection: the pods of our scheduler, or the
+ * TrainingJobs. */
+struct watch {
+	struct cnl_kube_sched *ks;
+	struct cnl_kube *k;
+	const char *path, *what; /* "pod", "tj" */
+	pthread_t thread;
+	bool started;
+};
 
-	push(ks, type, obj);
-	return atomic_load(&ks->stop) ? 1 : 0;
+static int watch_event(void *ud, const char *type, json_t *obj)
+{
+	struct watch *w = ud;
+
+	push(w->ks, w->what, type, obj);
+	return atomic_load(&w->ks->stop) ? 1 : 0;
 }
 
 static void *watcher(void *arg)
 {
-	struct cnl_kube_sched *ks = arg;
+	struct watch *w = arg;
+	struct cnl_kube_sched *ks = w->ks;
 	char err[512], rv[128];
 
 	while (!atomic_load(&ks->stop)) {
 		json_t *list = NULL;
-		long st = cnl_kube_call(ks->kw, "GET", PODS, NULL, NULL, &list,
+		long st = cnl_kube_call(w->k, "GET", w->path, NULL, NULL, &list,
 		                        err, sizeof(err));
 		int r;
 
 		if (st != 200 ||
 		    !json_is_array(json_object_get(list, "items"))) {
-			cnl_log(CNL_LOG_WARN, "kube: cannot list pods",
-			        "err=\"%s\"", err);
+			cnl_log(CNL_LOG_WARN, "kube: cannot list",
+			        "what=%s err=\"%s\"", w->what, err);
 			json_decref(list);
 			for (int i = 0; i < 10 && !atomic_load(&ks->stop); i++)
 				usleep(100 * 1000);
@@ -189,21 +206,20 @@ static void *watcher(void *arg)
 		snprintf(rv, sizeof(rv), "%s",
 		         S(json_object_get(list, "metadata"), "resourceVersion")
 		             ?: "");
-		push(ks, "SYNC", json_object_get(list, "items"));
+		push(ks, w->what, "SYNC", json_object_get(list, "items"));
 		json_decref(list);
 		do
-			r = cnl_kube_watch(ks->kw, PODS, rv, sizeof(rv),
-			                   ks->cfg.watch_timeout_s, pod_event,
-			                   ks, err, sizeof(err));
+			r = cnl_kube_watch(w->k, w->path, rv, sizeof(rv),
+			                   ks->cfg.watch_timeout_s, watch_event,
+			                   w, err, sizeof(err));
 		while (r == 0 && !atomic_load(&ks->stop));
 		if (r == -ESTALE)
 			cnl_log(CNL_LOG_INFO,
-			        "kube: pod watch expired; listing "
-			        "again",
-			        "rv=%s", rv);
+			        "kube: watch expired; listing again",
+			        "what=%s rv=%s", w->what, rv);
 		else if (r < 0 && r != -ECANCELED) {
-			cnl_log(CNL_LOG_WARN, "kube: pod watch broke",
-			        "err=\"%s\"", err);
+			cnl_log(CNL_LOG_WARN, "kube: watch broke",
+			        "what=%s err=\"%s\"", w->what, err);
 			usleep(500 * 1000);
 		}
 	}
@@ -265,6 +281,173 @@ static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
 	p->gone |= gone;
 }
 
+/* ---- TrainingJobs (kube_ops.h) ------------------------------------------ */
+
+static void tj_key(const json_t *obj, char *buf, size_t len)
+{
+	const json_t *md = json_object_get(obj, "metadata");
+
+	snprintf(buf, len, "%s/%s", S(md, "namespace") ?: "",
+	         S(md, "name") ?: "");
+}
+
+static void tj_seen(struct cnl_kube_sched *ks, const char *type, json_t *o)
+{
+	char key[400];
+	size_t i;
+	json_t *x;
+
+	if (strcmp(type, "SYNC") == 0) {
+		json_t *keep = json_object();
+		json_array_foreach (o, i, x) {
+			json_t *had;
+			tj_key(x, key, sizeof(key));
+			had = json_object_get(ks->tjs, key);
+			json_object_set_new(
+			    keep, key,
+			    had ? json_pack("{s:O,s:O,s:O}", "obj", x, "made",
+			                    json_object_get(had, "made"),
+			                    "said",
+			                    json_object_get(had, "said"))
+			        : json_pack("{s:O,s:b,s:s}", "obj", x, "made",
+			                    0, "said", ""));
+		}
+		json_decref(ks->tjs);
+		ks->tjs = keep;
+		return;
+	}
+	tj_key(o, key, sizeof(key));
+	if (strcmp(type, "DELETED") == 0) {
+		json_object_del(ks->tjs, key);
+		return;
+	}
+	x = json_object_get(ks->tjs, key);
+	if (x)
+		json_object_set(x, "obj", o);
+	else
+		json_object_set_new(ks->tjs, key,
+		                    json_pack("{s:O,s:b,s:s}", "obj", o, "made",
+		                              0, "said", ""));
+}
+
+static void tj_patch(struct cnl_kube_sched *ks, const char *ns,
+                     const char *name, json_t *patch)
+{
+	char path[512], err[256];
+
+	snprintf(path, sizeof(path),
+	         "/apis/cnlab.io/v1alpha1/namespaces/%s/trainingjobs/%s/status",
+	         ns, name);
+	long st = cnl_kube_call(ks->kc, "PATCH", path, patch,
+	                        "application/merge-patch+json", NULL, err,
+	                        sizeof(err));
+	if (st != 200 && st != 404)
+		cnl_log(CNL_LOG_WARN,
+		        "kube: cannot write a TrainingJob's status",
+		        "tj=%s/%s err=\"%s\"", ns, name, err);
+}
+
+/* What happened to pod @p, in its TrainingJob's status (if it has one). */
+static void tj_news(struct cnl_kube_sched *ks, const struct pod *p,
+                    const char *phase, const char *node, int code,
+                    const char *msg)
+{
+	const char *owner = cnl_kube_tj_owner(p->obj);
+	char key[400], said[256];
+	json_t *t, *patch;
+
+	if (!owner)
+		return;
+	snprintf(key, sizeof(key), "%s/%s", p->ns, owner);
+	t = json_object_get(ks->tjs, key);
+	snprintf(said, sizeof(said), "%s %s %s", phase, p->job, msg ? msg : "");
+	if (t && strcmp(S(t, "said") ?: "", said) == 0)
+		return;
+	patch = cnl_kube_tj_status(
+	    phase, p->job, node, code, msg,
+	    t ? (long long)json_integer_value(json_object_get(
+	            json_object_get(json_object_get(t, "obj"), "metadata"),
+	            "generation"))
+	      : 0);
+	tj_patch(ks, p->ns, owner, patch);
+	json_decref(patch);
+	if (t)
+		json_object_set_new(t, "said", json_string(said));
+}
+
+static const char *project_of(struct cnl_kube_sched *ks, const char *ns,
+                              char *name, size_t len);
+
+/* Make the pods of the TrainingJobs that have none yet. */
+static void tj_reconcile(struct cnl_kube_sched *ks)
+{
+	const char *key;
+	json_t *t;
+	void *tmp;
+
+	json_object_foreach_safe(ks->tjs, tmp, key, t)
+	{
+		json_t *o = json_object_get(t, "obj"), *claim, *pod;
+		const json_t *md = json_object_get(o, "metadata");
+		const char *ns = S(md, "namespace"), *name = S(md, "name");
+		const char *phase = S(json_object_get(o, "status"), "phase");
+		char err[512], path[512], pname[CNL_WIRE_NAME_MAX];
+		long st = 200;
+
+		if (json_is_true(json_object_get(t, "made")) || !ns || !name ||
+		    json_object_get(md, "deletionTimestamp"))
+			continue;
+		if (phase && *phase) { /* made by an earlier run of ours */
+			json_object_set_new(t, "made", json_true());
+			continue;
+		}
+		if (!project_of(ks, ns, pname, sizeof(pname)))
+			continue;
+		if (cnl_kube_tj_children(o, pname, &claim, &pod, err,
+		                         sizeof(err)) < 0) {
+			json_t *patch = cnl_kube_tj_status(
+			    "Failed", "", "", -256, err,
+			    json_integer_value(
+			        json_object_get(md, "generation")));
+			tj_patch(ks, ns, name, patch);
+			json_decref(patch);
+			json_object_set_new(t, "made", json_true());
+			cnl_log(CNL_LOG_INFO, "kube: TrainingJob refused",
+			        "tj=%s/%s why=\"%s\"", ns, name, err);
+			continue;
+		}
+		if (claim) {
+			snprintf(path, sizeof(path),
+			         "/apis/resource.k8s.io/v1/namespaces/%s/"
+			         "resourceclaims",
+			         ns);
+			st = cnl_kube_call(ks->kc, "POST", path, claim, NULL,
+			                   NULL, err, sizeof(err));
+		}
+		if (st == 200 || st == 201 || st == 409) {
+			snprintf(path, sizeof(path),
+			         "/api/v1/namespaces/%s/pods", ns);
+			st = cnl_kube_call(ks->kc, "POST", path, pod, NULL,
+			                   NULL, err, sizeof(err));
+		}
+		json_decref(claim);
+		json_decref(pod);
+		if (st == 200 || st == 201 || st == 409) {
+			json_t *patch = cnl_kube_tj_status(
+			    "Pending", "", "", -256, "its pod is made",
+			    json_integer_value(
+			        json_object_get(md, "generation")));
+			tj_patch(ks, ns, name, patch);
+			json_decref(patch);
+			json_object_set_new(t, "made", json_true());
+		} else {
+			cnl_log(CNL_LOG_WARN,
+			        "kube: cannot make a TrainingJob's pod",
+			        "tj=%s/%s err=\"%s\"", ns, name, err);
+		}
+	}
+}
+
 /* Take what the watcher saw. */
 static void drain(struct cnl_kube_sched *ks, int64_t wait_ms)
 {
@@ -291,6 +474,11 @@ static void drain(struct cnl_kube_sched *ks, int64_t wait_ms)
 		const char *type = json_string_value(json_array_get(e, 0));
 		json_t *o = json_array_get(e, 1);
 
+		if (strcmp(json_string_value(json_array_get(e, 2)), "tj") ==
+		    0) {
+			tj_seen(ks, type, o);
+			continue;
+		}
 		if (strcmp(type, "SYNC") == 0) {
 			ks->synced = true;
 			/* A fresh list: what it lacks was deleted meanwhile. */
@@ -543,6 +731,8 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	if (a.mem_mib)
 		json_object_set_new(body, "mem_mib",
 		                    json_integer((json_int_t)a.mem_mib));
+	if (a.dataset[0])
+		json_object_set_new(body, "dataset", json_string(a.dataset));
 	{
 		char *pe = cnl_client_url_escape(project);
 		snprintf(path, sizeof(path), "/v1/projects/%s/jobs", pe);
@@ -592,6 +782,7 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			say(ks, p, "Unschedulable",
 			    "cnlab: waiting as job %s of project %s (%s)", id,
 			    pname, a.shape);
+			tj_news(ks, p, "Pending", "", -256, p->said);
 		}
 		json_decref(reply);
 		cnl_client_reply_done(&rep);
@@ -608,6 +799,7 @@ refuse:
 	p->st = P_REFUSED;
 	p->retry_at = now + REFUSE_RETRY_MS;
 	say(ks, p, "Unschedulable", "cnlab: %s", err);
+	tj_news(ks, p, "Pending", "", -256, p->said);
 	cnl_log(CNL_LOG_INFO, "kube: pod refused", "pod=%s/%s why=\"%s\"",
 	        p->ns, p->name, err);
 }
@@ -731,6 +923,8 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			         p->job);
 			(void)cnl_client_call(ks->user, "POST", path, NULL, 0,
 			                      NULL, err, sizeof(err));
+			tj_news(ks, p, "Cancelled", "", -256,
+			        "its pod went before it was placed");
 			forget(ks, p);
 		}
 		(void)bound;
@@ -741,17 +935,23 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			       code ? CNL_WIRE_REPORT_FAILED
 			            : CNL_WIRE_REPORT_SUCCEEDED,
 			       code, NULL);
+			tj_news(ks, p, code ? "Failed" : "Succeeded",
+			        ks->nodes[p->node].name, code, NULL);
 			forget(ks, p);
 		} else if (p->gone) {
 			char path[256], err[256];
-			report(ks, p, CNL_WIRE_REPORT_STOPPED, 0,
-			       p->evicting ? "evicted" : "pod deleted");
-			/* A pre-empted job would wait again; its pod is gone
-			 * (its controller makes a new one, a new job). */
+			/* Cancelled first, then stopped: the job ends
+			 * cancelled, as its pod did (deleted, or evicted: a
+			 * pre-empted job would wait again, and its pod is gone;
+			 * its controller makes a new one, a new job). */
 			snprintf(path, sizeof(path), "/v1/jobs/%s/cancel",
 			         p->job);
 			(void)cnl_client_call(ks->user, "POST", path, NULL, 0,
 			                      NULL, err, sizeof(err));
+			report(ks, p, CNL_WIRE_REPORT_STOPPED, 0,
+			       p->evicting ? "evicted" : "pod deleted");
+			tj_news(ks, p, "Cancelled", ks->nodes[p->node].name,
+			        -256, p->evicting ? "evicted" : "pod deleted");
 			forget(ks, p);
 		} else if (p->evicting && now >= p->evict_at) {
 			evict(ks, p, now, 30);
@@ -1006,6 +1206,7 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		p->st = P_BOUND;
 		p->said[0] = '\0';
 		report(ks, p, CNL_WIRE_REPORT_RUNNING, 0, NULL);
+		tj_news(ks, p, "Running", n->name, -256, NULL);
 	}
 	if (!again)
 		n->version = as.version;
@@ -1195,6 +1396,7 @@ static void *worker(void *arg)
 			sync_nodes(ks);
 			ks->next_sync = now + resync;
 		}
+		tj_reconcile(ks);
 		for (size_t i = 0; i < ks->n_pods; i++) {
 			step_pod(ks, &ks->pods[i], now);
 			waiting |= ks->pods[i].st == P_SUBMITTED ||
@@ -1244,7 +1446,9 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->by_job = json_object();
 	ks->projects = json_object();
 	ks->budgets = json_object();
+	ks->tjs = json_object();
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
+	    (r = cnl_kube_open(&kc, &ks->kt, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kc, err, errlen)) < 0) {
 		cnl_kube_sched_stop(ks);
 		return r;
@@ -1268,12 +1472,22 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	                                           .connect_timeout_ms = 5000,
 	                                           .timeout_ms = 30000},
 	               &ks->nodecl);
-	if ((r = pthread_create(&ks->watcher, NULL, watcher, ks)) != 0) {
-		cnl_seterr(err, errlen, "kube: cannot start a thread");
-		cnl_kube_sched_stop(ks);
-		return -r;
+	ks->wpods = cnl_xcalloc(1, sizeof(*ks->wpods));
+	*ks->wpods =
+	    (struct watch){.ks = ks, .k = ks->kw, .path = PODS, .what = "pod"};
+	ks->wtjs = cnl_xcalloc(1, sizeof(*ks->wtjs));
+	*ks->wtjs = (struct watch){
+	    .ks = ks, .k = ks->kt, .path = CNL_KUBE_TJ_PATH, .what = "tj"};
+	struct watch *ws[] = {ks->wpods, ks->wtjs};
+	for (size_t i = 0; i < 2; i++) {
+		if ((r = pthread_create(&ws[i]->thread, NULL, watcher,
+		                        ws[i])) != 0) {
+			cnl_seterr(err, errlen, "kube: cannot start a thread");
+			cnl_kube_sched_stop(ks);
+			return -r;
+		}
+		ws[i]->started = true;
 	}
-	ks->started_w = true;
 	if ((r = pthread_create(&ks->worker, NULL, worker, ks)) != 0) {
 		cnl_seterr(err, errlen, "kube: cannot start a thread");
 		cnl_kube_sched_stop(ks);
@@ -1294,8 +1508,12 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	pthread_mutex_unlock(&ks->mu);
 	if (ks->started_k)
 		pthread_join(ks->worker, NULL);
-	if (ks->started_w)
-		pthread_join(ks->watcher, NULL);
+	struct watch *ws[] = {ks->wpods, ks->wtjs};
+	for (size_t i = 0; i < 2; i++)
+		if (ws[i] && ws[i]->started)
+			pthread_join(ws[i]->thread, NULL);
+	free(ks->wpods);
+	free(ks->wtjs);
 	for (size_t i = 0; i < ks->n_pods; i++) {
 		json_decref(ks->pods[i].obj);
 		json_decref(ks->pods[i].claim_obj);
@@ -1305,6 +1523,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 		explicit_bzero(ks->nodes[i].cred, sizeof(ks->nodes[i].cred));
 	free(ks->nodes);
 	cnl_kube_close(ks->kw);
+	cnl_kube_close(ks->kt);
 	cnl_kube_close(ks->kc);
 	cnl_client_free(ks->user);
 	cnl_client_free(ks->nodecl);
@@ -1313,6 +1532,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->by_job);
 	json_decref(ks->projects);
 	json_decref(ks->budgets);
+	json_decref(ks->tjs);
 	explicit_bzero(ks->token, sizeof(ks->token));
 	pthread_mutex_destroy(&ks->mu);
 	pthread_cond_destroy(&ks->cv);

@@ -21,6 +21,10 @@
 #   - a pod of another scheduler is left alone;
 #   - after a restart of cnlabd a bound pod is its job again; nobody logs
 #     in as the service user kube;
+#   - a TrainingJob is reconciled into its pod and claim, and its status
+#     follows them (Running with its job and node, Failed with the exit
+#     code); one naming another project is refused; deleting one deletes
+#     its pod and cancels its job;
 #   - every object sent to the API server is valid by the Kubernetes
 #     OpenAPI schemas (kubernetes-models).
 #
@@ -258,6 +262,58 @@ echo "" | "$cnlab" login --server "$url" --user kube --password-stdin >/dev/null
 	ok "nobody logs in as the service user kube"
 echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null 2>&1
 
+# --- TrainingJobs -----------------------------------------------------------
+tj() { # tj NAME SPEC_JSON
+	k POST /apis/cnlab.io/v1alpha1/namespaces/team-a/trainingjobs \
+		"{\"apiVersion\":\"cnlab.io/v1alpha1\",\"kind\":\"TrainingJob\",\"metadata\":{\"name\":\"$1\"},\"spec\":$2}" >/dev/null
+}
+tjget() { k GET "/apis/cnlab.io/v1alpha1/namespaces/team-a/trainingjobs/$1"; }
+tj_phase() { # tj_phase NAME PHASE: waits for it, prints the last seen
+	local ph=
+	for _ in $(seq 200); do
+		ph=$(tjget "$1" | jq -r '.status.phase // empty')
+		[ "$ph" = "$2" ] && break
+		sleep 0.05
+	done
+	echo "$ph"
+}
+tj train '{"command":"python train.py","image":"pytorch:2.4","gpu":"h100-25","priority":"high","runtimeSeconds":600,"cpuMilli":2000,"memMiB":8192}'
+ph=$(tj_phase train Running)
+t=$(tjget train)
+tp=$(podget team-a train)
+tc=$(k GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/train-gpu)
+[ "$ph" = Running ] && [ "$(jq -r '.spec.schedulerName' <<<"$tp")" = cnlab ] &&
+	[ "$(jq -r '.metadata.ownerReferences[0].kind' <<<"$tp")" = TrainingJob ] &&
+	[ "$(jq -r '.metadata.annotations["cnlab.io/gpu-type"]' <<<"$tp")" = h100 ] &&
+	[ "$(jq -c '.spec.containers[0].command' <<<"$tp")" = '["sh","-c","python train.py"]' ] &&
+	[ "$(jq -r '.spec.devices.requests[0].exactly.capacity.requests.blocks' <<<"$tc")" = 25 ] &&
+	[ "$(jq -r '.status.node' <<<"$t")" = "$(jq -r .spec.nodeName <<<"$tp")" ] &&
+	[ "$(jq -r .status.jobID <<<"$t")" = "$(job_of team-a/train | jq -r .id)" ] &&
+	[ "$(job_of team-a/train | jq -r .priority)" = high ] &&
+	[ "$(jq -r '.status.conditions[] | select(.type == "Scheduled") | .status' <<<"$t")" = True ] &&
+	ok "a TrainingJob becomes its pod (scheduler cnlab, owned by it) and a 25-block claim; its status: Running on $(jq -r .status.node <<<"$t"), its job's id" ||
+	bad "TrainingJob train: phase '$ph' status $(jq -c .status <<<"$t") pod $(jq -c '{spec: .spec.schedulerName, ann: .metadata.annotations}' <<<"$tp")"
+ended team-a train Failed 7
+ph=$(tj_phase train Failed)
+t=$(tjget train)
+[ "$ph" = Failed ] && [ "$(jq -r .status.exitCode <<<"$t")" = 7 ] &&
+	[ "$(jq -r '.status.conditions[] | select(.type == "Complete") | .status' <<<"$t")" = True ] &&
+	[ "$(job_state team-a/train failed)" = failed ] &&
+	ok "its pod failed with 7: the TrainingJob's status says Failed, exit code 7, Complete; its job failed" ||
+	bad "TrainingJob end: $(jq -c .status <<<"$t")"
+tj stolen '{"command":"true","image":"busybox","gpu":"h100-10","project":"other"}'
+ph=$(tj_phase stolen Failed)
+[ "$ph" = Failed ] && tjget stolen | jq -r .status.message | grep -q "spec.project other" &&
+	[ "$(podget team-a stolen | jq -r .code)" = 404 ] &&
+	ok "a TrainingJob naming another project than its namespace's is refused (Failed), no pod made" ||
+	bad "project theft: phase '$ph' $(tjget stolen | jq -c .status)"
+tj gone '{"command":"sleep 1000","image":"busybox","gpu":"h100-10"}'
+tj_phase gone Running >/dev/null
+k DELETE /apis/cnlab.io/v1alpha1/namespaces/team-a/trainingjobs/gone >/dev/null
+[ "$(job_state team-a/gone cancelled)" = cancelled ] && [ "$(podget team-a gone | jq -r .code)" = 404 ] &&
+	ok "a TrainingJob deleted: its pod goes with it, its job is cancelled" ||
+	bad "deleted TrainingJob: $(job_of team-a/gone)"
+
 # --- the watch, the objects ------------------------------------------------
 grep -q '"path": "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab&watch=1.*"status": 410' "$tmp/api.log" &&
 	ok "the first pod watch answered 410 Gone: listed again, and every pod above was seen" ||
@@ -268,9 +324,9 @@ while IFS= read -r line; do
 	[ -n "$b" ] && [ "$(jq -r '.kind // empty' <<<"$b")" != "" ] || continue
 	n=$((n + 1))
 	echo "$b" >"$tmp/sent-$n.json"
-done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction"))))' "$tmp/api.log")
+done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$"))))' "$tmp/api.log")
 [ "$n" -ge 8 ] && node "$k8s/check.mjs" objects "$tmp"/sent-*.json >"$tmp/check.out" 2>&1 &&
-	ok "the $n claim statuses, Bindings and Evictions sent are valid by the Kubernetes schemas" ||
+	ok "the $n claim statuses, Bindings, Evictions, pods and claims sent are valid by the Kubernetes schemas" ||
 	bad "objects sent: $n; $(grep FAIL "$tmp/check.out" | head -3)"
 
 kill "$d_pid"

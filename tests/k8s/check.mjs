@@ -410,8 +410,8 @@ function cmdCRs(crdDir, validDir, invalidDir) {
 		const want = ["type", "status", "reason", "message", "lastTransitionTime"];
 		if (!version.subresources?.status) bad(`${key}: no status subresource`);
 		else if (!want.every((f) => req.includes(f)) || !cond.properties.observedGeneration) bad(`${key}: conditions are not metav1.Condition`);
-		else if (!/not reconciled/i.test(version.schema.openAPIV3Schema.description || "")) bad(`${key}: its description does not say nothing reconciles it yet`);
-		else ok(`${crd.metadata.name} ${version.name}: status subresource, metav1.Condition conditions, says it is not reconciled`);
+		else if (!/not reconciled|reconciled by cnlabd/i.test(version.schema.openAPIV3Schema.description || "")) bad(`${key}: its description does not say whether anything reconciles it`);
+		else ok(`${crd.metadata.name} ${version.name}: status subresource, metav1.Condition conditions, says whether it is reconciled`);
 		const ns = nonStructural(version.schema.openAPIV3Schema);
 		if (ns.length) bad(`${key}: not a structural schema: ${ns.join("; ")}`);
 		else ok(`${key}: structural (a type on every node, no properties beside additionalProperties)`);

@@ -69,6 +69,8 @@ expire = [args.expire_first_watch]
 state = json.load(open(args.state))
 pods = {}    # (ns, name) -> pod
 claims = {}  # (ns, name) -> claim
+tjs = {}     # (ns, name) -> TrainingJob
+TJ = "/apis/cnlab.io/v1alpha1/trainingjobs"
 
 REASONS = {401: "Unauthorized", 404: "NotFound", 409: "Conflict",
            410: "Expired", 429: "TooManyRequests", 400: "BadRequest",
@@ -94,9 +96,9 @@ def new_meta(obj, ns):
     md.setdefault("creationTimestamp", "2026-12-04T10:00:00Z")
 
 
-def pod_event(kind, pod):
-    events.append((int(pod["metadata"]["resourceVersion"]), kind,
-                   copy.deepcopy(pod)))
+def pod_event(kind, obj):
+    events.append((int(obj["metadata"]["resourceVersion"]), kind,
+                   copy.deepcopy(obj)))
     changed.notify_all()
 
 
@@ -159,7 +161,7 @@ class H(BaseHTTPRequestHandler):
         q = urllib.parse.parse_qs(u.query)
         parts = u.path.strip("/").split("/")
         body = self.body() if self.command in ("POST", "PUT", "PATCH") else None
-        if u.path == "/api/v1/pods" and q.get("watch") == ["1"]:
+        if u.path in ("/api/v1/pods", TJ) and q.get("watch") == ["1"]:
             return None, body
         with lock:
             return self.route(u.path, parts, q, body), body
@@ -203,6 +205,14 @@ class H(BaseHTTPRequestHandler):
                          "apiVersion": "policy/v1",
                          "metadata": {"resourceVersion": str(rv[0])},
                          "items": items}
+        if path == TJ and m == "GET":
+            return 200, {"kind": "TrainingJobList",
+                         "apiVersion": "cnlab.io/v1alpha1",
+                         "metadata": {"resourceVersion": str(rv[0])},
+                         "items": [copy.deepcopy(t) for t in tjs.values()]}
+        if parts[:4] == ["apis", "cnlab.io", "v1alpha1", "namespaces"] and \
+                parts[5:6] == ["trainingjobs"]:
+            return self.tjs(parts[4], parts[6:], body)
         if parts[:4] == ["apis", "resource.k8s.io", "v1", "namespaces"] and \
                 parts[5:6] == ["resourceclaims"]:
             return self.claims(parts[4], parts[6:], body)
@@ -285,6 +295,53 @@ class H(BaseHTTPRequestHandler):
                          "metadata": {}, "status": "Success", "code": 201}
         return status(405, "method not allowed")
 
+    def tjs(self, ns, rest, body):
+        m = self.command
+        if not rest and m == "POST":
+            new_meta(body, ns)
+            body["metadata"]["generation"] = 1
+            key = (ns, body["metadata"]["name"])
+            if key in tjs:
+                return status(409, "already exists")
+            tjs[key] = body
+            pod_event("ADDED", body)
+            return 201, body
+        t = tjs.get((ns, rest[0])) if rest else None
+        if t is None:
+            return status(404, "trainingjobs \"%s\" not found"
+                          % (rest[0] if rest else ""))
+        if len(rest) == 1 and m == "GET":
+            return 200, t
+        if len(rest) == 1 and m == "DELETE":
+            del tjs[(ns, rest[0])]
+            touch(t, "DELETED")
+            uid = t["metadata"]["uid"]
+            # The garbage collector: what it owns goes too.
+            for k, pod in list(pods.items()):
+                if any(r.get("uid") == uid for r in
+                       pod["metadata"].get("ownerReferences", [])):
+                    del pods[k]
+                    pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+                    touch(pod, "DELETED")
+            for k, c in list(claims.items()):
+                if any(r.get("uid") == uid for r in
+                       c["metadata"].get("ownerReferences", [])):
+                    del claims[k]
+            return 200, t
+        if rest[1:] == ["status"] and m == "PATCH":
+            if not self.headers.get("Content-Type", "").startswith(
+                    "application/merge-patch+json"):
+                return status(415, "unsupported patch type")
+            st = t.setdefault("status", {})
+            for k, v in (body.get("status") or {}).items():
+                if v is None:
+                    st.pop(k, None)
+                else:
+                    st[k] = v
+            touch(t)
+            return 200, t
+        return status(405, "method not allowed")
+
     def claims(self, ns, rest, body):
         m = self.command
         if not rest and m == "POST":
@@ -313,7 +370,9 @@ class H(BaseHTTPRequestHandler):
         return status(405, "method not allowed")
 
     def watch(self, q):
-        if expire[0]:
+        kind = "TrainingJob" if urllib.parse.urlparse(
+            self.path).path == TJ else "Pod"
+        if expire[0] and kind == "Pod":
             expire[0] = False
             code, obj = status(410, "too old resource version")
             self.record(410, None)
@@ -332,7 +391,7 @@ class H(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         send({"type": "BOOKMARK", "object": {
-            "kind": "Pod", "apiVersion": "v1",
+            "kind": kind, "apiVersion": "v1",
             "metadata": {"resourceVersion": str(since)}}})
         sel = q.get("fieldSelector", [""])[0]
         want = sel.split("=", 1)[1] if sel.startswith(
@@ -344,6 +403,8 @@ class H(BaseHTTPRequestHandler):
                 out = [(r, t, o) for (r, t, o) in events if r > since]
                 for r, t, o in out:
                     since = r
+                    if o.get("kind") != kind:
+                        continue
                     if want is not None and \
                             o["spec"].get("schedulerName") != want:
                         continue

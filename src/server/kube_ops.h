@@ -1,0 +1,56 @@
+/*
+ * kube_ops.h - the operator of the TrainingJob custom resource
+ * (cnlab.io/v1alpha1), run by cnlabd's Kubernetes scheduler
+ * (kube_sched.h).
+ *
+ * A TrainingJob becomes a pod of the scheduler cnlab, owned by it (its
+ * deletion deletes them): its ResourceClaim NAME-gpu made from spec.gpu
+ * (N blocks, a MIG profile, whole GPUs; the type family goes to the pod's
+ * annotation cnlab.io/gpu-type), the container running `sh -c COMMAND` in
+ * spec.image with /workspace an emptyDir, the CPU and memory asked, and the
+ * spec's priority, deadline, run time, pre-emptibility and dataset as the
+ * pod's cnlab.io annotations (kube_map.h).  The pod then goes the way of
+ * every pod of ours, and what happens to it is written back into the
+ * TrainingJob's status: phase Pending (with its CNLab jobID), Running
+ * (node), Succeeded or Failed (exitCode), Cancelled; the conditions
+ * Scheduled and Complete.
+ *
+ * Refused, with phase Failed and the reason in the status: a spec.project
+ * other than the namespace's project (a namespace's project is its
+ * administrators' choice, not a tenant's), a profile, gangs (nodes > 1),
+ * gpuTypes (not expressible yet).
+ */
+#ifndef CNL_SERVER_KUBE_OPS_H
+#define CNL_SERVER_KUBE_OPS_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#define CNL_KUBE_TJ_API  "cnlab.io/v1alpha1"
+#define CNL_KUBE_TJ_PATH "/apis/cnlab.io/v1alpha1/trainingjobs"
+
+/*
+ * cnl_kube_tj_children - the ResourceClaim (*@ret_claim, NULL for a cpu
+ * job) and the Pod (*@ret_pod) of TrainingJob @tj whose namespace's
+ * project is @project.  0, or -EINVAL with the reason in @err.
+ */
+int cnl_kube_tj_children(const json_t *tj, const char *project,
+                         json_t **ret_claim, json_t **ret_pod, char *err,
+                         size_t errlen);
+
+/*
+ * cnl_kube_tj_status - the TrainingJob status for its pod's news: @phase
+ * ("Pending", "Running", "Succeeded", "Failed", "Cancelled"), the CNLab
+ * job @job ("" none yet), @node ("" none), @exit_code (< -255: none),
+ * @message.  A merge patch's body.  New reference.
+ */
+json_t *cnl_kube_tj_status(const char *phase, const char *job, const char *node,
+                           int exit_code, const char *message,
+                           long long generation);
+
+/* cnl_kube_tj_owner - the name of the TrainingJob that owns @pod, or
+ * NULL. */
+const char *cnl_kube_tj_owner(const json_t *pod);
+
+#endif /* CNL_SERVER_KUBE_OPS_H */
