@@ -39,7 +39,7 @@ static int shape_parts(const char *g, char *type, size_t tlen, int *blocks,
 	if ((x = strrchr(g, 'x')) && x > g && x[1] &&
 	    strspn(x + 1, "0123456789") == strlen(x + 1) &&
 	    !strchr(x + 1, '-')) {
-		*count = atoi(x + 1);
+		*count = (int)strtol(x + 1, NULL, 10);
 		snprintf(type, tlen, "%.*s", (int)(x - g), g);
 		return *count >= 1 && *count <= 16 ? 0 : -1;
 	}
@@ -51,7 +51,7 @@ static int shape_parts(const char *g, char *type, size_t tlen, int *blocks,
 
 		if (digits > 0 && (last[digits] == '\0' ||
 		                   strcmp(last + digits, "pct") == 0)) {
-			*blocks = atoi(last);
+			*blocks = (int)strtol(last, NULL, 10);
 			snprintf(type, tlen, "%.*s", (int)(dash - g), g);
 			return *blocks >= 1 && *blocks <= 100 ? 0 : -1;
 		}
