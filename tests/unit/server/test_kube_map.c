@@ -1,0 +1,449 @@
+/*
+ * test_kube_map.c - what cnlabd's Kubernetes scheduler reads of pods,
+ * claims, slices and TrainingJobs (server/kube_map.c, kube_ops.c):
+ * quantities, the claim's shape and its refusals, priorities and
+ * annotations, a node from its slices, the allocation written back, and a
+ * TrainingJob's children.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "server/kube_map.h"
+#include "server/kube_ops.h"
+
+static json_t *parse(const char *text)
+{
+	json_error_t e;
+	json_t *j = json_loads(text, 0, &e);
+
+	if (!j)
+		fail_msg("bad JSON in the test: %s: %s", e.text, text);
+	return j;
+}
+
+static void test_quantities(void **state)
+{
+	(void)state;
+	assert_int_equal(cnl_kube_cpu_milli("500m"), 500);
+	assert_int_equal(cnl_kube_cpu_milli("2"), 2000);
+	assert_int_equal(cnl_kube_cpu_milli("0.25"), 250);
+	assert_int_equal(cnl_kube_cpu_milli("1e3"), 1000000);
+	assert_int_equal(cnl_kube_mem_mib("1Gi"), 1024);
+	assert_int_equal(cnl_kube_mem_mib("512Mi"), 512);
+	assert_int_equal(cnl_kube_mem_mib("1G"), 954); /* 10^9 bytes, up */
+	assert_int_equal(cnl_kube_mem_mib("1"), 1);    /* a byte is a MiB */
+	assert_int_equal(cnl_kube_mem_mib("1Ki"), 1);
+	assert_int_equal(cnl_kube_cpu_milli("-1"), -1);
+	assert_int_equal(cnl_kube_cpu_milli("1x"), -1);
+	assert_int_equal(cnl_kube_mem_mib(""), -1);
+	assert_int_equal(cnl_kube_mem_mib("Gi"), -1);
+	assert_int_equal(cnl_kube_mem_mib(NULL), -1);
+}
+
+#define POD                                                                    \
+	"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u\","    \
+	"\"annotations\":%s},\"spec\":{\"priority\":%d,\"containers\":["       \
+	"{\"resources\":{\"requests\":{\"cpu\":\"1500m\",\"memory\":\"2Gi\"}}" \
+	"},"                                                                   \
+	"{\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}}"
+
+static json_t *pod(const char *ann, int prio)
+{
+	char buf[2048];
+
+	snprintf(buf, sizeof(buf), POD, ann, prio);
+	return parse(buf);
+}
+
+static json_t *claim(const char *exactly)
+{
+	char buf[2048];
+
+	snprintf(buf, sizeof(buf),
+	         "{\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\","
+	         "\"exactly\":%s}]}}}",
+	         exactly);
+	return parse(buf);
+}
+
+/* The shape of a pod with claim request @exactly and annotations @ann;
+ * "" with the error in @err when refused. */
+static const char *shape_of(const char *ann, const char *exactly, char *err,
+                            size_t errlen)
+{
+	static struct cnl_kube_ask a;
+	json_t *p = pod(ann, 0), *c = exactly ? claim(exactly) : NULL;
+	int r = cnl_kube_ask_of(p, c, &a, err, errlen);
+
+	json_decref(p);
+	json_decref(c);
+	return r == 0 ? a.shape : "";
+}
+
+static void test_shapes(void **state)
+{
+	char err[512];
+
+	(void)state;
+	assert_string_equal(shape_of("{}", NULL, err, sizeof(err)), "cpu");
+	assert_string_equal(
+	    shape_of("{}",
+	             "{\"deviceClassName\":\"gpu.cnlab.io\",\"count\":1,"
+	             "\"capacity\":{\"requests\":{\"blocks\":\"25\"}}}",
+	             err, sizeof(err)),
+	    "any-25");
+	assert_string_equal(
+	    shape_of("{\"cnlab.io/gpu-type\":\"h100\"}",
+	             "{\"deviceClassName\":\"gpu.cnlab.io\",\"count\":2}", err,
+	             sizeof(err)),
+	    "h100x2");
+	assert_string_equal(shape_of("{}",
+	                             "{\"deviceClassName\":\"gpu.cnlab.io\"}",
+	                             err, sizeof(err)),
+	                    "any-full");
+	assert_string_equal(
+	    shape_of(
+	        "{}",
+	        "{\"deviceClassName\":\"gpu.cnlab.io\",\"selectors\":["
+	        "{\"cel\":{\"expression\":\"device.driver == "
+	        "\\\"gpu.cnlab.io\\\"\"}},"
+	        "{\"cel\":{\"expression\":\"device.attributes["
+	        "'gpu.cnlab.io'].profile == '3g.40gb'\"}},"
+	        "{\"cel\":{\"expression\":\" device.attributes["
+	        "\\\"gpu.cnlab.io\\\"].type == \\\"H100-80GB-SXM\\\"\"}}]}",
+	        err, sizeof(err)),
+	    "H100-80GB-SXM-3g.40gb");
+	/* Refusals, each naming what. */
+	static const struct {
+		const char *exactly, *says;
+	} bad[] = {
+	    {"{\"deviceClassName\":\"gpu.nvidia.com\"}", "gpu.nvidia.com"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"allocationMode\":"
+	     "\"All\"}",
+	     "allocationMode All"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"count\":17}", "count"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"capacity\":{"
+	     "\"requests\":{\"blocks\":\"101\"}}}",
+	     "blocks must be"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"capacity\":{"
+	     "\"requests\":{\"blocks\":\"10Gi\"}}}",
+	     "blocks must be"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"count\":2,\"capacity\":{"
+	     "\"requests\":{\"blocks\":\"10\"}}}",
+	     "count must be 1"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"selectors\":[{\"cel\":{"
+	     "\"expression\":\"device.attributes[\\\"gpu.cnlab.io\\\"].type "
+	     "== \\\"H100\\\" || true\"}}]}",
+	     "selector 0"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"selectors\":[{\"cel\":{"
+	     "\"expression\":\"device.attributes[\\\"gpu.cnlab.io\\\"].uuid "
+	     "== \\\"GPU-1\\\"\"}}]}",
+	     "selector 0"},
+	    {"{\"deviceClassName\":\"gpu.cnlab.io\",\"selectors\":[{\"cel\":{"
+	     "\"expression\":\"device.attributes[\\\"gpu.cnlab.io\\\"].type "
+	     "== \\\"a;b\\\"\"}}]}",
+	     "characters"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_string_equal(
+		    shape_of("{}", bad[i].exactly, err, sizeof(err)), "");
+		if (!strstr(err, bad[i].says))
+			fail_msg("case %zu: \"%s\" does not say \"%s\"", i, err,
+			         bad[i].says);
+	}
+	json_t *two = parse("{\"spec\":{\"devices\":{\"requests\":[{\"name\":"
+	                    "\"a\"},{\"name\":\"b\"}]}}}");
+	struct cnl_kube_ask a;
+	json_t *p = pod("{}", 0);
+	assert_int_equal(cnl_kube_ask_of(p, two, &a, err, sizeof(err)),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "2 requests"));
+	json_decref(two);
+	json_decref(p);
+}
+
+static void test_priority_and_annotations(void **state)
+{
+	static const struct {
+		int prio;
+		const char *want;
+	} cases[] = {{-5, "low"},    {0, "normal"},    {999, "normal"},
+	             {1000, "high"}, {999999, "high"}, {1000000, "critical"}};
+	struct cnl_kube_ask a;
+	char err[256];
+	json_t *p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		p = pod("{}", cases[i].prio);
+		assert_int_equal(cnl_kube_ask_of(p, NULL, &a, err, sizeof(err)),
+		                 0);
+		assert_string_equal(a.priority, cases[i].want);
+		json_decref(p);
+	}
+	p = pod("{\"cnlab.io/priority\":\"low\",\"cnlab.io/deadline\":"
+	        "\"2026-12-05T10:00:00Z\",\"cnlab.io/runtime-seconds\":\"600\","
+	        "\"cnlab.io/preemptible\":\"false\",\"cnlab.io/dataset\":"
+	        "\"imagenet\"}",
+	        5000000);
+	assert_int_equal(cnl_kube_ask_of(p, NULL, &a, err, sizeof(err)), 0);
+	assert_string_equal(a.priority, "low"); /* the annotation wins */
+	assert_string_equal(a.deadline, "2026-12-05T10:00:00Z");
+	assert_int_equal(a.runtime_s, 600);
+	assert_int_equal(a.preemptible, 0);
+	assert_string_equal(a.dataset, "imagenet");
+	assert_int_equal(a.cpu_milli, 2500); /* 1500m + 1 */
+	assert_int_equal(a.mem_mib, 2048);
+	json_decref(p);
+	static const char *const bad[] = {
+	    "{\"cnlab.io/priority\":\"urgent\"}",
+	    "{\"cnlab.io/deadline\":\"tomorrow\"}",
+	    "{\"cnlab.io/runtime-seconds\":\"0\"}",
+	    "{\"cnlab.io/runtime-seconds\":\"12x\"}",
+	    "{\"cnlab.io/preemptible\":\"no\"}"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = pod(bad[i], 0);
+		err[0] = '\0';
+		assert_int_equal(cnl_kube_ask_of(p, NULL, &a, err, sizeof(err)),
+		                 -EINVAL);
+		assert_non_null(strstr(err, "annotation cnlab.io/"));
+		json_decref(p);
+	}
+}
+
+static void test_pod_claim(void **state)
+{
+	char name[64], err[256];
+	json_t *p;
+
+	(void)state;
+	p = parse("{\"spec\":{\"resourceClaims\":[{\"name\":\"gpu\","
+	          "\"resourceClaimTemplateName\":\"t\"}]},\"status\":{}}");
+	assert_int_equal(
+	    cnl_kube_pod_claim(p, name, sizeof(name), err, sizeof(err)),
+	    -EAGAIN);
+	json_object_set_new(
+	    json_object_get(p, "status"), "resourceClaimStatuses",
+	    parse("[{\"name\":\"gpu\",\"resourceClaimName\":\"p-gpu-x1\"}]"));
+	assert_int_equal(
+	    cnl_kube_pod_claim(p, name, sizeof(name), err, sizeof(err)), 0);
+	assert_string_equal(name, "p-gpu-x1");
+	json_decref(p);
+	p = parse("{\"spec\":{\"resourceClaims\":[{\"name\":\"a\","
+	          "\"resourceClaimName\":\"x\"},{\"name\":\"b\","
+	          "\"resourceClaimName\":\"y\"}]}}");
+	assert_int_equal(
+	    cnl_kube_pod_claim(p, name, sizeof(name), err, sizeof(err)),
+	    -EINVAL);
+	json_decref(p);
+}
+
+static void test_register(void **state)
+{
+	struct cnl_wire_register m;
+	char err[256];
+	json_t *node = parse("{\"metadata\":{\"name\":\"n1\"},\"status\":{"
+	                     "\"allocatable\":{\"cpu\":\"31500m\",\"memory\":"
+	                     "\"125Gi\"}}}");
+	json_t *slices = parse(
+	    "[{\"spec\":{\"driver\":\"gpu.cnlab.io\",\"nodeName\":\"n1\","
+	    "\"devices\":[{\"name\":\"gpu-1\",\"attributes\":{\"index\":{"
+	    "\"int\":"
+	    "1},\"type\":{\"string\":\"L4\"},\"uuid\":{\"string\":\"GPU-b\"}},"
+	    "\"capacity\":{\"memory\":{\"value\":\"24Gi\"}}}]}},"
+	    "{\"spec\":{\"driver\":\"gpu.cnlab.io\",\"nodeName\":\"n1\","
+	    "\"devices\":[{\"name\":\"gpu-0\",\"attributes\":{\"index\":{"
+	    "\"int\":"
+	    "0},\"type\":{\"string\":\"L4\"},\"uuid\":{\"string\":\"GPU-a\"}}},"
+	    "{\"name\":\"gpu-0-mig-1g-5gb-0\",\"attributes\":{\"index\":{"
+	    "\"int\":0}}}]}},"
+	    "{\"spec\":{\"driver\":\"other\",\"nodeName\":\"n1\",\"devices\":["
+	    "{\"name\":\"gpu-7\"}]}}]");
+
+	(void)state;
+	assert_int_equal(
+	    cnl_kube_register_of(node, slices, &m, err, sizeof(err)), 0);
+	assert_string_equal(m.name, "n1");
+	assert_string_equal(m.gpu_type, "L4");
+	assert_int_equal(m.gpus, 2);
+	assert_string_equal(m.devices[0].uuid, "GPU-a"); /* by index */
+	assert_int_equal(m.devices[1].mem_mib, 24576);
+	assert_int_equal(m.cpu_milli, 31500);
+	assert_int_equal(m.mem_mib, 128000);
+	/* Two types on one node; a gap in the indexes. */
+	json_object_set_new(
+	    json_object_get(
+	        json_object_get(
+	            json_array_get(
+	                json_object_get(
+	                    json_object_get(json_array_get(slices, 0), "spec"),
+	                    "devices"),
+	                0),
+	            "attributes"),
+	        "type"),
+	    "string", json_string("T4"));
+	assert_int_equal(
+	    cnl_kube_register_of(node, slices, &m, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "one type"));
+	json_array_remove(slices, 1);
+	assert_int_equal(
+	    cnl_kube_register_of(node, slices, &m, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "indexes"));
+	json_object_set_new(json_object_get(node, "metadata"), "name",
+	                    json_string("n2"));
+	assert_int_equal(
+	    cnl_kube_register_of(node, slices, &m, err, sizeof(err)), -ENOENT);
+	json_decref(node);
+	json_decref(slices);
+}
+
+static void test_allocation(void **state)
+{
+	unsigned char share[CNL_WIRE_GPUS_MAX][16] = {{0}};
+	struct cnl_wire_slice s = {.blocks = 200, .gpu_mask = 0x6};
+	json_t *a;
+
+	(void)state;
+	a = cnl_kube_allocation(&s, "n1", "gpu", "p", "uid-1", share);
+	json_t *res = json_object_get(
+	    json_object_get(json_object_get(a, "allocation"), "devices"),
+	    "results");
+	assert_int_equal(json_array_size(res), 2);
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(res, 0), "device")),
+	                    "gpu-1");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_object_get(json_array_get(res, 1), "consumedCapacity"),
+	        "blocks")),
+	    "100");
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(res, 0), "shareID")),
+	                    "00000000-0000-4000-8000-000000000000");
+	json_decref(a);
+	s = (struct cnl_wire_slice){.blocks = 43,
+	                            .gpu_mask = 1,
+	                            .mig_profile = "3g.40gb",
+	                            .mig_start = 4};
+	a = cnl_kube_allocation(&s, "n1", "gpu", "p", "uid-1", share);
+	res = json_object_get(
+	    json_object_get(json_object_get(a, "allocation"), "devices"),
+	    "results");
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(res, 0), "device")),
+	                    "gpu-0-mig-3g-40gb-4");
+	assert_null(json_object_get(json_array_get(res, 0), "shareID"));
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(a, "reservedFor"), 0), "uid")),
+	    "uid-1");
+	json_decref(a);
+}
+
+static void test_trainingjob(void **state)
+{
+	json_t *tj = parse(
+	    "{\"metadata\":{\"name\":\"t\",\"uid\":\"tu\",\"generation\":1},"
+	    "\"spec\":{\"command\":\"echo hi\",\"image\":\"busybox\","
+	    "\"gpu\":\"a100-80gb-3g.40gb\",\"priority\":\"high\"}}");
+	json_t *claim, *pod;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(
+	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
+	    0);
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_object_get(pod, "spec"), "schedulerName")),
+	                    "cnlab");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_object_get(json_object_get(pod, "metadata"),
+	                        "annotations"),
+	        "cnlab.io/gpu-type")),
+	    "a100-80gb");
+	assert_string_equal(cnl_kube_tj_owner(pod), "t");
+	/* The pod's shape, read back as the scheduler reads it. */
+	struct cnl_kube_ask a;
+	assert_int_equal(cnl_kube_ask_of(pod, claim, &a, err, sizeof(err)), 0);
+	assert_string_equal(a.shape, "a100-80gb-3g.40gb");
+	assert_string_equal(a.priority, "high");
+	assert_int_equal(a.cpu_milli, 1000);
+	assert_int_equal(a.mem_mib, 4096);
+	json_decref(claim);
+	json_decref(pod);
+	static const struct {
+		const char *gpu, *shape;
+	} round[] = {{"h100-25", "h100-25"}, {"h100-25pct", "h100-25"},
+	             {"h100x4", "h100x4"},   {"h100-full", "h100-full"},
+	             {"h100", "h100-full"},  {"any-10", "any-10"},
+	             {"cpu", "cpu"}};
+	for (size_t i = 0; i < sizeof(round) / sizeof(round[0]); i++) {
+		json_object_set_new(json_object_get(tj, "spec"), "gpu",
+		                    json_string(round[i].gpu));
+		assert_int_equal(cnl_kube_tj_children(tj, "vision", &claim,
+		                                      &pod, err, sizeof(err)),
+		                 0);
+		assert_int_equal(
+		    cnl_kube_ask_of(pod, claim, &a, err, sizeof(err)), 0);
+		if (strcmp(a.shape, round[i].shape) != 0)
+			fail_msg("gpu %s: shape %s, not %s", round[i].gpu,
+			         a.shape, round[i].shape);
+		json_decref(claim);
+		json_decref(pod);
+	}
+	/* Refused: another project, a gang, a profile, no image, no shape. */
+	json_object_set_new(json_object_get(tj, "spec"), "project",
+	                    json_string("other"));
+	assert_int_equal(
+	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
+	    -EINVAL);
+	assert_non_null(strstr(err, "spec.project other"));
+	json_object_del(json_object_get(tj, "spec"), "project");
+	json_object_set_new(json_object_get(tj, "spec"), "gpu",
+	                    json_string("h100-101"));
+	assert_int_equal(
+	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
+	    -EINVAL);
+	json_object_set_new(json_object_get(tj, "spec"), "gpu",
+	                    json_string("h100x17"));
+	assert_int_equal(
+	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
+	    -EINVAL);
+	json_object_set_new(json_object_get(tj, "spec"), "gpu",
+	                    json_string("h100-10"));
+	json_object_set_new(json_object_get(tj, "spec"), "nodes",
+	                    json_integer(2));
+	assert_int_equal(
+	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
+	    -EINVAL);
+	json_object_del(json_object_get(tj, "spec"), "nodes");
+	json_object_del(json_object_get(tj, "spec"), "image");
+	assert_int_equal(
+	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
+	    -EINVAL);
+	assert_non_null(strstr(err, "spec.image"));
+	json_decref(tj);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_quantities),
+	    cmocka_unit_test(test_shapes),
+	    cmocka_unit_test(test_priority_and_annotations),
+	    cmocka_unit_test(test_pod_claim),
+	    cmocka_unit_test(test_register),
+	    cmocka_unit_test(test_allocation),
+	    cmocka_unit_test(test_trainingjob),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
