@@ -66,7 +66,7 @@ static int shape_parts(const char *g, char *type, size_t tlen, int *blocks,
 	return 0;
 }
 
-const char *cnl_kube_tj_owner(const json_t *pod)
+const char *cnl_kube_cr_owner(const json_t *pod, const char **ret_kind)
 {
 	const json_t *refs = json_object_get(json_object_get(pod, "metadata"),
 	                                     "ownerReferences"),
@@ -75,75 +75,52 @@ const char *cnl_kube_tj_owner(const json_t *pod)
 
 	json_array_foreach (refs, i, r) {
 		const char *k = S(r, "kind"), *a = S(r, "apiVersion");
-		if (k && a && strcmp(k, "TrainingJob") == 0 &&
-		    strcmp(a, CNL_KUBE_TJ_API) == 0)
+		if (k && a && strcmp(a, CNL_KUBE_TJ_API) == 0 &&
+		    (strcmp(k, "TrainingJob") == 0 ||
+		     strcmp(k, "NotebookServer") == 0)) {
+			if (ret_kind)
+				*ret_kind = k;
 			return S(r, "name");
+		}
 	}
 	return NULL;
 }
 
-int cnl_kube_tj_children(const json_t *tj, const char *project,
-                         json_t **ret_claim, json_t **ret_pod, char *err,
-                         size_t errlen)
+const char *cnl_kube_tj_owner(const json_t *pod)
 {
-	const json_t *md = json_object_get(tj, "metadata");
-	const json_t *sp = json_object_get(tj, "spec");
+	const char *kind = NULL, *name = cnl_kube_cr_owner(pod, &kind);
+
+	return name && strcmp(kind, "TrainingJob") == 0 ? name : NULL;
+}
+
+/* What both kinds make: the owner reference to @cr (of @kind), the claim
+ * NAME-gpu for @shape (NULL for cpu), and a pod of the scheduler cnlab
+ * running @image with @command (NULL: the image's own) and /workspace
+ * from @workspace (a volume source), with the annotations @ann (stolen)
+ * and the CPU and memory of @sp (cpuMilli, memMiB).  0 or -EINVAL. */
+static int children(const json_t *cr, const char *kind, const char *shape,
+                    const char *image, const char *command, json_t *ann,
+                    json_t *workspace, json_t **ret_claim, json_t **ret_pod,
+                    json_t **ret_owner, char *err, size_t errlen)
+{
+	const json_t *md = json_object_get(cr, "metadata");
+	const json_t *sp = json_object_get(cr, "spec");
 	const char *name = S(md, "name"), *uid = S(md, "uid");
-	const char *cmd = S(sp, "command"), *image = S(sp, "image"),
-	           *gpu = S(sp, "gpu"), *p;
 	char type[64], profile[32], claim[300], q[32];
 	int blocks, count;
-	json_t *ann, *owner, *container, *pod;
+	json_t *owner, *container, *pod;
 
-	*ret_claim = *ret_pod = NULL;
-	if (!name || !uid || !cmd) {
-		cnl_seterr(err, errlen,
-		           "metadata.name, metadata.uid or "
-		           "spec.command missing");
-		return -EINVAL;
-	}
-	if ((p = S(sp, "project")) && strcmp(p, project) != 0) {
-		cnl_seterr(err, errlen,
-		           "spec.project %s: this namespace's project is %s "
-		           "(a namespace's project is set by its label "
-		           "cnlab.io/project)",
-		           p, project);
-		return -EINVAL;
-	}
-	if (json_object_get(sp, "profile")) {
-		cnl_seterr(err, errlen,
-		           "spec.profile: not in Kubernetes mode yet; give "
-		           "spec.gpu");
-		return -EINVAL;
-	}
-	if (json_integer_value(json_object_get(sp, "nodes")) > 1) {
-		cnl_seterr(err, errlen,
-		           "spec.nodes: gangs are not in Kubernetes mode yet");
-		return -EINVAL;
-	}
-	if (json_object_get(sp, "gpuTypes")) {
-		cnl_seterr(
-		    err, errlen,
-		    "spec.gpuTypes: not in Kubernetes mode yet; name the "
-		    "type in spec.gpu");
-		return -EINVAL;
-	}
-	if (!image) {
-		cnl_seterr(err, errlen,
-		           "spec.image: a pod needs one (an OCI image "
-		           "reference)");
-		return -EINVAL;
-	}
-	if (!gpu)
-		gpu = "cpu";
-	if (shape_parts(gpu, type, sizeof(type), &blocks, profile,
+	*ret_claim = *ret_pod = *ret_owner = NULL;
+	if (shape_parts(shape, type, sizeof(type), &blocks, profile,
 	                sizeof(profile), &count) < 0) {
-		cnl_seterr(err, errlen, "spec.gpu %s: not a shape", gpu);
+		cnl_seterr(err, errlen, "%s: not a GPU shape", shape);
+		json_decref(ann);
+		json_decref(workspace);
 		return -EINVAL;
 	}
 	owner = json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion",
-	                  CNL_KUBE_TJ_API, "kind", "TrainingJob", "name", name,
-	                  "uid", uid, "controller", 1, "blockOwnerDeletion", 1);
+	                  CNL_KUBE_TJ_API, "kind", kind, "name", name, "uid",
+	                  uid, "controller", 1, "blockOwnerDeletion", 1);
 	snprintf(claim, sizeof(claim), "%s-gpu", name);
 	if (count > 0) {
 		json_t *ex = json_pack("{s:s,s:s,s:i}", "deviceClassName",
@@ -168,14 +145,112 @@ int cnl_kube_tj_children(const json_t *tj, const char *project,
 		*ret_claim = json_pack(
 		    "{s:s,s:s,s:{s:s,s:{s:s},s:O},s:{s:{s:[{s:s,s:o}]}}}",
 		    "apiVersion", "resource.k8s.io/v1", "kind", "ResourceClaim",
-		    "metadata", "name", claim, "labels", "cnlab.io/trainingjob",
-		    name, "ownerReferences", owner, "spec", "devices",
-		    "requests", "name", "gpu", "exactly", ex);
+		    "metadata", "name", claim, "labels", "cnlab.io/owner", name,
+		    "ownerReferences", owner, "spec", "devices", "requests",
+		    "name", "gpu", "exactly", ex);
 	}
-	ann = json_object();
 	if (type[0] && strcmp(type, "any") != 0)
 		json_object_set_new(ann, "cnlab.io/gpu-type",
 		                    json_string(type));
+	json_int_t cpu = json_integer_value(json_object_get(sp, "cpuMilli"));
+	json_int_t mem = json_integer_value(json_object_get(sp, "memMiB"));
+	char cq[32], mq[32];
+	snprintf(cq, sizeof(cq), "%lldm", (long long)(cpu > 0 ? cpu : 1000));
+	snprintf(mq, sizeof(mq), "%lldMi", (long long)(mem > 0 ? mem : 4096));
+	container = json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:s}},s:[{s:s,s:s}]}",
+	                      "name", "main", "image", image, "workingDir",
+	                      "/workspace", "resources", "requests", "cpu", cq,
+	                      "memory", mq, "volumeMounts", "name", "workspace",
+	                      "mountPath", "/workspace");
+	if (command)
+		json_object_set_new(container, "command",
+		                    json_pack("[s,s,s]", "sh", "-c", command));
+	json_object_set_new(workspace, "name", json_string("workspace"));
+	pod = json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:o,s:O},"
+	                "s:{s:s,s:s,s:[o],s:[o]}}",
+	                "apiVersion", "v1", "kind", "Pod", "metadata", "name",
+	                name, "labels", "cnlab.io/owner", name, "annotations",
+	                ann, "ownerReferences", owner, "spec", "schedulerName",
+	                CNL_KUBE_SCHEDULER, "restartPolicy", "Never",
+	                "containers", container, "volumes", workspace);
+	if (*ret_claim) {
+		json_object_set_new(json_object_get(pod, "spec"),
+		                    "resourceClaims",
+		                    json_pack("[{s:s,s:s}]", "name", "gpu",
+		                              "resourceClaimName", claim));
+		json_object_set_new(json_object_get(container, "resources"),
+		                    "claims",
+		                    json_pack("[{s:s}]", "name", "gpu"));
+	}
+	*ret_pod = pod;
+	*ret_owner = owner;
+	return 0;
+}
+
+/* A spec.project other than the namespace's @project is refused. */
+static int project_check(const json_t *sp, const char *project, char *err,
+                         size_t errlen)
+{
+	const char *p = S(sp, "project");
+
+	if (p && strcmp(p, project) != 0) {
+		cnl_seterr(err, errlen,
+		           "spec.project %s: this namespace's project is %s "
+		           "(a namespace's project is set by its label "
+		           "cnlab.io/project)",
+		           p, project);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cnl_kube_tj_children(const json_t *tj, const char *project,
+                         json_t **ret_claim, json_t **ret_pod, char *err,
+                         size_t errlen)
+{
+	const json_t *md = json_object_get(tj, "metadata");
+	const json_t *sp = json_object_get(tj, "spec");
+	const char *name = S(md, "name"), *uid = S(md, "uid");
+	const char *cmd = S(sp, "command"), *image = S(sp, "image"),
+	           *gpu = S(sp, "gpu"), *p;
+	char q[32];
+	json_t *ann, *owner;
+	int r;
+
+	*ret_claim = *ret_pod = NULL;
+	if (!name || !uid || !cmd) {
+		cnl_seterr(err, errlen,
+		           "metadata.name, metadata.uid or "
+		           "spec.command missing");
+		return -EINVAL;
+	}
+	if (project_check(sp, project, err, errlen) < 0)
+		return -EINVAL;
+	if (json_object_get(sp, "profile")) {
+		cnl_seterr(err, errlen,
+		           "spec.profile: not in Kubernetes mode yet; give "
+		           "spec.gpu");
+		return -EINVAL;
+	}
+	if (json_integer_value(json_object_get(sp, "nodes")) > 1) {
+		cnl_seterr(err, errlen,
+		           "spec.nodes: gangs are not in Kubernetes mode yet");
+		return -EINVAL;
+	}
+	if (json_object_get(sp, "gpuTypes")) {
+		cnl_seterr(
+		    err, errlen,
+		    "spec.gpuTypes: not in Kubernetes mode yet; name the "
+		    "type in spec.gpu");
+		return -EINVAL;
+	}
+	if (!image) {
+		cnl_seterr(err, errlen,
+		           "spec.image: a pod needs one (an OCI image "
+		           "reference)");
+		return -EINVAL;
+	}
+	ann = json_object();
 	json_object_set_new(ann, "cnlab.io/priority",
 	                    json_string(S(sp, "priority") ?: "normal"));
 	if ((p = S(sp, "deadline")))
@@ -192,35 +267,72 @@ int cnl_kube_tj_children(const json_t *tj, const char *project,
 		                    json_string("false"));
 	if ((p = S(sp, "dataset")))
 		json_object_set_new(ann, "cnlab.io/dataset", json_string(p));
-	json_int_t cpu = json_integer_value(json_object_get(sp, "cpuMilli"));
-	json_int_t mem = json_integer_value(json_object_get(sp, "memMiB"));
-	char cq[32], mq[32];
-	snprintf(cq, sizeof(cq), "%lldm", (long long)(cpu > 0 ? cpu : 1000));
-	snprintf(mq, sizeof(mq), "%lldMi", (long long)(mem > 0 ? mem : 4096));
-	container = json_pack(
-	    "{s:s,s:s,s:[s,s,s],s:s,s:{s:{s:s,s:s}},s:[{s:s,s:s}]}", "name",
-	    "main", "image", image, "command", "sh", "-c", cmd, "workingDir",
-	    "/workspace", "resources", "requests", "cpu", cq, "memory", mq,
-	    "volumeMounts", "name", "workspace", "mountPath", "/workspace");
-	pod = json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:o,s:O},"
-	                "s:{s:s,s:s,s:[o],s:[{s:s,s:{}}]}}",
-	                "apiVersion", "v1", "kind", "Pod", "metadata", "name",
-	                name, "labels", "cnlab.io/trainingjob", name,
-	                "annotations", ann, "ownerReferences", owner, "spec",
-	                "schedulerName", CNL_KUBE_SCHEDULER, "restartPolicy",
-	                "Never", "containers", container, "volumes", "name",
-	                "workspace", "emptyDir");
-	if (*ret_claim) {
-		json_object_set_new(json_object_get(pod, "spec"),
-		                    "resourceClaims",
-		                    json_pack("[{s:s,s:s}]", "name", "gpu",
-		                              "resourceClaimName", claim));
-		json_object_set_new(json_object_get(container, "resources"),
-		                    "claims",
-		                    json_pack("[{s:s}]", "name", "gpu"));
+	r = children(tj, "TrainingJob", gpu ? gpu : "cpu", image, cmd, ann,
+	             json_pack("{s:{}}", "emptyDir"), ret_claim, ret_pod,
+	             &owner, err, errlen);
+	if (r < 0) {
+		char why[256];
+		snprintf(why, sizeof(why), "spec.gpu %s", err);
+		cnl_seterr(err, errlen, "%s", why);
+		return r;
 	}
 	json_decref(owner);
-	*ret_pod = pod;
+	return 0;
+}
+
+int cnl_kube_nb_children(const json_t *nb, const char *project,
+                         const char *shape, json_t **ret_claim,
+                         json_t **ret_pod, json_t **ret_service,
+                         json_t **ret_pvc, char *err, size_t errlen)
+{
+	const json_t *md = json_object_get(nb, "metadata");
+	const json_t *sp = json_object_get(nb, "spec");
+	const char *name = S(md, "name"), *uid = S(md, "uid");
+	const char *image = S(sp, "image");
+	char pvc[300], gb[32];
+	json_t *owner, *ann;
+	json_int_t size = json_integer_value(json_object_get(sp, "storageGB"));
+	int r;
+
+	*ret_claim = *ret_pod = *ret_service = *ret_pvc = NULL;
+	if (!name || !uid || !image) {
+		cnl_seterr(err, errlen,
+		           "metadata.name, metadata.uid or "
+		           "spec.image missing");
+		return -EINVAL;
+	}
+	if (project_check(sp, project, err, errlen) < 0)
+		return -EINVAL;
+	snprintf(pvc, sizeof(pvc), "%s-workspace", name);
+	ann = json_pack("{s:s,s:s}", "cnlab.io/priority", "normal",
+	                "cnlab.io/preemptible", "false");
+	r = children(
+	    nb, "NotebookServer", shape, image, NULL, ann,
+	    json_pack("{s:{s:s}}", "persistentVolumeClaim", "claimName", pvc),
+	    ret_claim, ret_pod, &owner, err, errlen);
+	if (r < 0)
+		return r;
+	json_t *ports = json_pack("[{s:s,s:i,s:s}]", "name", "notebook",
+	                          "containerPort", 8888, "protocol", "TCP");
+	json_object_set_new(
+	    json_array_get(json_object_get(json_object_get(*ret_pod, "spec"),
+	                                   "containers"),
+	                   0),
+	    "ports", ports);
+	snprintf(gb, sizeof(gb), "%lldGi", (long long)(size > 0 ? size : 10));
+	*ret_pvc =
+	    json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:O},s:{s:[s],s:{s:{s:s}}}}",
+	              "apiVersion", "v1", "kind", "PersistentVolumeClaim",
+	              "metadata", "name", pvc, "labels", "cnlab.io/owner", name,
+	              "ownerReferences", owner, "spec", "accessModes",
+	              "ReadWriteOnce", "resources", "requests", "storage", gb);
+	*ret_service = json_pack(
+	    "{s:s,s:s,s:{s:s,s:{s:s},s:O},s:{s:{s:s},s:[{s:s,s:i,s:s,s:s}]}}",
+	    "apiVersion", "v1", "kind", "Service", "metadata", "name", name,
+	    "labels", "cnlab.io/owner", name, "ownerReferences", owner, "spec",
+	    "selector", "cnlab.io/owner", name, "ports", "name", "notebook",
+	    "port", 8888, "targetPort", "notebook", "protocol", "TCP");
+	json_decref(owner);
 	return 0;
 }
 
@@ -259,7 +371,42 @@ json_t *cnl_kube_tj_status(const char *phase, const char *job, const char *node,
 		json_object_set_new(st, "node", json_string(node));
 	if (exit_code >= -255)
 		json_object_set_new(st, "exitCode", json_integer(exit_code));
-	if (message && *message)
-		json_object_set_new(st, "message", json_string(message));
+	/* A merge patch: null takes an earlier message away. */
+	json_object_set_new(st, "message",
+	                    message && *message ? json_string(message)
+	                                        : json_null());
+	return json_pack("{s:o}", "status", st);
+}
+
+json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
+                           const char *url, const char *message,
+                           long long generation)
+{
+	char now[40];
+	bool ready = strcmp(phase, "Running") == 0;
+	json_t *st;
+
+	cnl_time_format_rfc3339(cnl_time_now_ms() / 1000 * 1000, now,
+	                        sizeof(now));
+	char *dot = strchr(now, '.');
+	if (dot)
+		snprintf(dot, 2, "Z");
+	st = json_pack("{s:s,s:I,s:[{s:s,s:s,s:s,s:s,s:s,s:I}]}", "phase",
+	               phase, "observedGeneration", (json_int_t)generation,
+	               "conditions", "type", "Ready", "status",
+	               ready ? "True" : "False", "reason", phase, "message",
+	               message && *message ? message : phase,
+	               "lastTransitionTime", now, "observedGeneration",
+	               (json_int_t)generation);
+	if (job && *job)
+		json_object_set_new(st, "serverID", json_string(job));
+	if (node && *node)
+		json_object_set_new(st, "node", json_string(node));
+	if (url && *url && ready)
+		json_object_set_new(st, "url", json_string(url));
+	/* A merge patch: null takes an earlier message away. */
+	json_object_set_new(st, "message",
+	                    message && *message ? json_string(message)
+	                                        : json_null());
 	return json_pack("{s:o}", "status", st);
 }

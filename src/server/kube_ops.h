@@ -50,7 +50,30 @@ json_t *cnl_kube_tj_status(const char *phase, const char *job, const char *node,
                            long long generation);
 
 /* cnl_kube_tj_owner - the name of the TrainingJob that owns @pod, or
- * NULL. */
+ * NULL.  cnl_kube_cr_owner - of the TrainingJob or NotebookServer, its
+ * kind into *@ret_kind. */
 const char *cnl_kube_tj_owner(const json_t *pod);
+const char *cnl_kube_cr_owner(const json_t *pod, const char **ret_kind);
+
+/*
+ * NotebookServers: the server becomes a pod of the scheduler cnlab
+ * running spec.image as it is (it serves on port 8888), not pre-emptible,
+ * its GPU the shape of the CNLab profile spec.profile names (@shape, which
+ * the caller looked up), /workspace the PersistentVolumeClaim
+ * NAME-workspace of spec.storageGB (10 by default) that outlives the pod
+ * but not the server, and a Service NAME on port 8888; all owned by it.
+ * cnl_kube_nb_children - those four objects (the claim NULL for "cpu").
+ * cnl_kube_nb_status - its status: phase Pending, Running, Stopped or
+ * Failed, serverID (the CNLab job that holds its slice), node, url (the
+ * Service's address while Running), condition Ready.
+ */
+int cnl_kube_nb_children(const json_t *nb, const char *project,
+                         const char *shape, json_t **ret_claim,
+                         json_t **ret_pod, json_t **ret_service,
+                         json_t **ret_pvc, char *err, size_t errlen);
+json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
+                           const char *url, const char *message,
+                           long long generation);
+#define CNL_KUBE_NB_PATH "/apis/cnlab.io/v1alpha1/notebookservers"
 
 #endif /* CNL_SERVER_KUBE_OPS_H */

@@ -77,8 +77,8 @@ struct cnl_kube_sched {
 	struct cnl_kube_sched_config cfg;
 	char url[CNL_CLIENT_BASE_MAX], cafile[4096], token[CNL_AUTH_TOKEN_MAX];
 	char kserver[1024], ktoken[4096], kca[4096];
-	struct cnl_kube *kw, *kt, *kc; /* the watches', the rest's */
-	struct watch *wpods, *wtjs;
+	struct cnl_kube *kw, *kt, *kn, *kc; /* the watches', the rest's */
+	struct watch *wpods, *wtjs, *wnbs;
 	struct cnl_client *user; /* as "kube" */
 	/* The nodes' calls, one connection for all (each node's would
 	 * count against cnlabd's connections per address): the bearer is
@@ -101,9 +101,9 @@ struct cnl_kube_sched {
 	size_t n_nodes;
 	json_t *projects; /* namespace -> [project name, id] */
 	json_t *budgets;  /* namespace -> its PodDisruptionBudgetList */
-	/* TrainingJobs: "NS/NAME" -> {"obj", "made": children made,
-	 * "said": the phase written last}. */
-	json_t *tjs;
+	/* TrainingJobs and NotebookServers: "tj/NS/NAME", "nb/NS/NAME" ->
+	 * {"obj", "made": children made, "said": the news written last}. */
+	json_t *crs;
 	int64_t next_sync;
 };
 
@@ -281,28 +281,34 @@ static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
 	p->gone |= gone;
 }
 
-/* ---- TrainingJobs (kube_ops.h) ------------------------------------------ */
+/* ---- TrainingJobs and NotebookServers (kube_ops.h) --------------------- */
 
-static void tj_key(const json_t *obj, char *buf, size_t len)
+/* Their table's key: "tj/NS/NAME" or "nb/NS/NAME". */
+static void cr_key(const char *what, const json_t *obj, char *buf, size_t len)
 {
 	const json_t *md = json_object_get(obj, "metadata");
 
-	snprintf(buf, len, "%s/%s", S(md, "namespace") ?: "",
+	snprintf(buf, len, "%s/%s/%s", what, S(md, "namespace") ?: "",
 	         S(md, "name") ?: "");
 }
 
-static void tj_seen(struct cnl_kube_sched *ks, const char *type, json_t *o)
+static void cr_seen(struct cnl_kube_sched *ks, const char *what,
+                    const char *type, json_t *o)
 {
-	char key[400];
+	char key[400], pre[8];
 	size_t i;
 	json_t *x;
 
 	if (strcmp(type, "SYNC") == 0) {
+		/* Those of this kind missing from the list went meanwhile. */
+		const char *k;
+		void *tmp;
+		snprintf(pre, sizeof(pre), "%s/", what);
 		json_t *keep = json_object();
 		json_array_foreach (o, i, x) {
 			json_t *had;
-			tj_key(x, key, sizeof(key));
-			had = json_object_get(ks->tjs, key);
+			cr_key(what, x, key, sizeof(key));
+			had = json_object_get(ks->crs, key);
 			json_object_set_new(
 			    keep, key,
 			    had ? json_pack("{s:O,s:O,s:O}", "obj", x, "made",
@@ -312,64 +318,91 @@ static void tj_seen(struct cnl_kube_sched *ks, const char *type, json_t *o)
 			        : json_pack("{s:O,s:b,s:s}", "obj", x, "made",
 			                    0, "said", ""));
 		}
-		json_decref(ks->tjs);
-		ks->tjs = keep;
+		json_object_foreach_safe(
+		    ks->crs, tmp, k, x) if (strncmp(k, pre, strlen(pre)) == 0)
+		    json_object_del(ks->crs, k);
+		json_object_update(ks->crs, keep);
+		json_decref(keep);
 		return;
 	}
-	tj_key(o, key, sizeof(key));
+	cr_key(what, o, key, sizeof(key));
 	if (strcmp(type, "DELETED") == 0) {
-		json_object_del(ks->tjs, key);
+		json_object_del(ks->crs, key);
 		return;
 	}
-	x = json_object_get(ks->tjs, key);
+	x = json_object_get(ks->crs, key);
 	if (x)
 		json_object_set(x, "obj", o);
 	else
-		json_object_set_new(ks->tjs, key,
+		json_object_set_new(ks->crs, key,
 		                    json_pack("{s:O,s:b,s:s}", "obj", o, "made",
 		                              0, "said", ""));
 }
 
-static void tj_patch(struct cnl_kube_sched *ks, const char *ns,
-                     const char *name, json_t *patch)
+static void cr_patch(struct cnl_kube_sched *ks, const char *what,
+                     const char *ns, const char *name, json_t *patch)
 {
 	char path[512], err[256];
 
 	snprintf(path, sizeof(path),
-	         "/apis/cnlab.io/v1alpha1/namespaces/%s/trainingjobs/%s/status",
-	         ns, name);
+	         "/apis/cnlab.io/v1alpha1/namespaces/%s/%s/%s/status", ns,
+	         strcmp(what, "tj") == 0 ? "trainingjobs" : "notebookservers",
+	         name);
 	long st = cnl_kube_call(ks->kc, "PATCH", path, patch,
 	                        "application/merge-patch+json", NULL, err,
 	                        sizeof(err));
 	if (st != 200 && st != 404)
 		cnl_log(CNL_LOG_WARN,
-		        "kube: cannot write a TrainingJob's status",
-		        "tj=%s/%s err=\"%s\"", ns, name, err);
+		        "kube: cannot write a custom resource's "
+		        "status",
+		        "what=%s name=%s/%s err=\"%s\"", what, ns, name, err);
 }
 
-/* What happened to pod @p, in its TrainingJob's status (if it has one). */
+/* A status of @what's: from the TrainingJob phases, the NotebookServer's
+ * own (a server that ended is Stopped). */
+static json_t *cr_status(const char *what, const char *ns, const char *name,
+                         const char *phase, const char *job, const char *node,
+                         int code, const char *msg, long long gen)
+{
+	char url[512];
+
+	if (strcmp(what, "tj") == 0)
+		return cnl_kube_tj_status(phase, job, node, code, msg, gen);
+	if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Cancelled") == 0)
+		phase = "Stopped";
+	snprintf(url, sizeof(url), "http://%s.%s.svc:8888", name, ns);
+	return cnl_kube_nb_status(phase, job, node, url, msg, gen);
+}
+
+static long long cr_generation(const json_t *t)
+{
+	return (long long)json_integer_value(json_object_get(
+	    json_object_get(json_object_get(t, "obj"), "metadata"),
+	    "generation"));
+}
+
+/* What happened to pod @p, in the status of the custom resource that
+ * owns it (if one does). */
 static void tj_news(struct cnl_kube_sched *ks, const struct pod *p,
                     const char *phase, const char *node, int code,
                     const char *msg)
 {
-	const char *owner = cnl_kube_tj_owner(p->obj);
+	const char *kind = NULL, *owner = cnl_kube_cr_owner(p->obj, &kind);
+	const char *what;
 	char key[400], said[256];
 	json_t *t, *patch;
 
 	if (!owner)
 		return;
-	snprintf(key, sizeof(key), "%s/%s", p->ns, owner);
-	t = json_object_get(ks->tjs, key);
+	what = strcmp(kind, "TrainingJob") == 0 ? "tj" : "nb";
+	snprintf(key, sizeof(key), "%s/%s/%s", what, p->ns, owner);
+	t = json_object_get(ks->crs, key);
 	snprintf(said, sizeof(said), "%s %s %s", phase, p->job, msg ? msg : "");
 	if (t && strcmp(S(t, "said") ?: "", said) == 0)
 		return;
-	patch = cnl_kube_tj_status(
-	    phase, p->job, node, code, msg,
-	    t ? (long long)json_integer_value(json_object_get(
-	            json_object_get(json_object_get(t, "obj"), "metadata"),
-	            "generation"))
-	      : 0);
-	tj_patch(ks, p->ns, owner, patch);
+	patch = cr_status(what, p->ns, owner, phase, p->job, node, code, msg,
+	                  t ? cr_generation(t) : 0);
+	cr_patch(ks, what, p->ns, owner, patch);
 	json_decref(patch);
 	if (t)
 		json_object_set_new(t, "said", json_string(said));
@@ -378,22 +411,87 @@ static void tj_news(struct cnl_kube_sched *ks, const struct pod *p,
 static const char *project_of(struct cnl_kube_sched *ks, const char *ns,
                               char *name, size_t len);
 
-/* Make the pods of the TrainingJobs that have none yet. */
+/* The GPU shape of CNLab profile @name into @shape: 0, or -1 with @err. */
+static int profile_shape(struct cnl_kube_sched *ks, const char *name,
+                         char *shape, size_t len, char *err, size_t errlen)
+{
+	char path[512] = "/v1/profiles?limit=100";
+
+	for (int pages = 0; pages < 100; pages++) {
+		json_t *o = NULL, *x;
+		const char *next;
+		size_t i;
+
+		if (cnl_client_call(ks->user, "GET", path, NULL, 0, &o, err,
+		                    errlen) != 200) {
+			json_decref(o);
+			return -1;
+		}
+		json_array_foreach (json_object_get(o, "items"), i, x)
+			if (S(x, "name") && S(x, "gpu") &&
+			    strcmp(S(x, "name"), name) == 0) {
+				snprintf(shape, len, "%s", S(x, "gpu"));
+				json_decref(o);
+				return 0;
+			}
+		if (!(next = S(o, "next"))) {
+			json_decref(o);
+			break;
+		}
+		char *e = cnl_client_url_escape(next);
+		snprintf(path, sizeof(path), "/v1/profiles?limit=100&after=%s",
+		         e);
+		free(e);
+		json_decref(o);
+	}
+	cnl_seterr(err, errlen,
+	           "spec.profile %s: no such profile (cnlab "
+	           "profiles list)",
+	           name);
+	return -1;
+}
+
+/* POST @obj to the collection @coll of namespace @ns ("pods" in the
+ * core group, or GROUP/VERSION/RESOURCE); 0 when made or there. */
+static int make(struct cnl_kube_sched *ks, const char *ns, const char *coll,
+                json_t *obj, char *err, size_t errlen)
+{
+	char path[512];
+	long st;
+
+	if (!obj)
+		return 0;
+	if (strchr(coll, '/')) {
+		const char *res = strrchr(coll, '/');
+		snprintf(path, sizeof(path), "/apis/%.*s/namespaces/%s%s",
+		         (int)(res - coll), coll, ns, res);
+	} else {
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/%s", ns,
+		         coll);
+	}
+	st = cnl_kube_call(ks->kc, "POST", path, obj, NULL, NULL, err, errlen);
+	return st == 200 || st == 201 || st == 409 ? 0 : -1;
+}
+
+/* Make the children of the TrainingJobs and NotebookServers that have
+ * none yet. */
 static void tj_reconcile(struct cnl_kube_sched *ks)
 {
 	const char *key;
 	json_t *t;
 	void *tmp;
 
-	json_object_foreach_safe(ks->tjs, tmp, key, t)
+	json_object_foreach_safe(ks->crs, tmp, key, t)
 	{
-		json_t *o = json_object_get(t, "obj"), *claim, *pod;
+		json_t *o = json_object_get(t, "obj");
+		json_t *claim = NULL, *pod = NULL, *svc = NULL, *pvc = NULL;
 		const json_t *md = json_object_get(o, "metadata");
 		const char *ns = S(md, "namespace"), *name = S(md, "name");
 		const char *phase = S(json_object_get(o, "status"), "phase");
-		char err[512], path[512], pname[CNL_WIRE_NAME_MAX];
-		long st = 200;
+		char err[512], pname[CNL_WIRE_NAME_MAX], what[4], shape[80];
+		int r;
 
+		snprintf(what, sizeof(what), "%.2s", key);
 		if (json_is_true(json_object_get(t, "made")) || !ns || !name ||
 		    json_object_get(md, "deletionTimestamp"))
 			continue;
@@ -403,47 +501,52 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 		}
 		if (!project_of(ks, ns, pname, sizeof(pname)))
 			continue;
-		if (cnl_kube_tj_children(o, pname, &claim, &pod, err,
-		                         sizeof(err)) < 0) {
-			json_t *patch = cnl_kube_tj_status(
-			    "Failed", "", "", -256, err,
-			    json_integer_value(
-			        json_object_get(md, "generation")));
-			tj_patch(ks, ns, name, patch);
+		if (strcmp(what, "tj") == 0)
+			r = cnl_kube_tj_children(o, pname, &claim, &pod, err,
+			                         sizeof(err));
+		else if ((r = profile_shape(
+		              ks,
+		              S(json_object_get(o, "spec"), "profile") ?: "",
+		              shape, sizeof(shape), err, sizeof(err))) == 0)
+			r = cnl_kube_nb_children(o, pname, shape, &claim, &pod,
+			                         &svc, &pvc, err, sizeof(err));
+		if (r < 0) {
+			json_t *patch =
+			    cr_status(what, ns, name, "Failed", "", "", -256,
+			              err, cr_generation(t));
+			cr_patch(ks, what, ns, name, patch);
 			json_decref(patch);
 			json_object_set_new(t, "made", json_true());
-			cnl_log(CNL_LOG_INFO, "kube: TrainingJob refused",
-			        "tj=%s/%s why=\"%s\"", ns, name, err);
+			cnl_log(CNL_LOG_INFO, "kube: custom resource refused",
+			        "what=%s name=%s/%s why=\"%s\"", what, ns, name,
+			        err);
 			continue;
 		}
-		if (claim) {
-			snprintf(path, sizeof(path),
-			         "/apis/resource.k8s.io/v1/namespaces/%s/"
-			         "resourceclaims",
-			         ns);
-			st = cnl_kube_call(ks->kc, "POST", path, claim, NULL,
-			                   NULL, err, sizeof(err));
-		}
-		if (st == 200 || st == 201 || st == 409) {
-			snprintf(path, sizeof(path),
-			         "/api/v1/namespaces/%s/pods", ns);
-			st = cnl_kube_call(ks->kc, "POST", path, pod, NULL,
-			                   NULL, err, sizeof(err));
-		}
+		r = make(ks, ns, "persistentvolumeclaims", pvc, err,
+		         sizeof(err));
+		if (r == 0)
+			r = make(ks, ns, "services", svc, err, sizeof(err));
+		if (r == 0)
+			r = make(ks, ns, "resource.k8s.io/v1/resourceclaims",
+			         claim, err, sizeof(err));
+		if (r == 0)
+			r = make(ks, ns, "pods", pod, err, sizeof(err));
 		json_decref(claim);
 		json_decref(pod);
-		if (st == 200 || st == 201 || st == 409) {
-			json_t *patch = cnl_kube_tj_status(
-			    "Pending", "", "", -256, "its pod is made",
-			    json_integer_value(
-			        json_object_get(md, "generation")));
-			tj_patch(ks, ns, name, patch);
+		json_decref(svc);
+		json_decref(pvc);
+		if (r == 0) {
+			json_t *patch =
+			    cr_status(what, ns, name, "Pending", "", "", -256,
+			              "its pod is made", cr_generation(t));
+			cr_patch(ks, what, ns, name, patch);
 			json_decref(patch);
 			json_object_set_new(t, "made", json_true());
 		} else {
 			cnl_log(CNL_LOG_WARN,
-			        "kube: cannot make a TrainingJob's pod",
-			        "tj=%s/%s err=\"%s\"", ns, name, err);
+			        "kube: cannot make a custom resource's objects",
+			        "what=%s name=%s/%s err=\"%s\"", what, ns, name,
+			        err);
 		}
 	}
 }
@@ -474,9 +577,9 @@ static void drain(struct cnl_kube_sched *ks, int64_t wait_ms)
 		const char *type = json_string_value(json_array_get(e, 0));
 		json_t *o = json_array_get(e, 1);
 
-		if (strcmp(json_string_value(json_array_get(e, 2)), "tj") ==
-		    0) {
-			tj_seen(ks, type, o);
+		const char *what = json_string_value(json_array_get(e, 2));
+		if (strcmp(what, "pod") != 0) {
+			cr_seen(ks, what, type, o);
 			continue;
 		}
 		if (strcmp(type, "SYNC") == 0) {
@@ -1446,9 +1549,10 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->by_job = json_object();
 	ks->projects = json_object();
 	ks->budgets = json_object();
-	ks->tjs = json_object();
+	ks->crs = json_object();
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kt, err, errlen)) < 0 ||
+	    (r = cnl_kube_open(&kc, &ks->kn, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kc, err, errlen)) < 0) {
 		cnl_kube_sched_stop(ks);
 		return r;
@@ -1478,8 +1582,11 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->wtjs = cnl_xcalloc(1, sizeof(*ks->wtjs));
 	*ks->wtjs = (struct watch){
 	    .ks = ks, .k = ks->kt, .path = CNL_KUBE_TJ_PATH, .what = "tj"};
-	struct watch *ws[] = {ks->wpods, ks->wtjs};
-	for (size_t i = 0; i < 2; i++) {
+	ks->wnbs = cnl_xcalloc(1, sizeof(*ks->wnbs));
+	*ks->wnbs = (struct watch){
+	    .ks = ks, .k = ks->kn, .path = CNL_KUBE_NB_PATH, .what = "nb"};
+	struct watch *ws[] = {ks->wpods, ks->wtjs, ks->wnbs};
+	for (size_t i = 0; i < 3; i++) {
 		if ((r = pthread_create(&ws[i]->thread, NULL, watcher,
 		                        ws[i])) != 0) {
 			cnl_seterr(err, errlen, "kube: cannot start a thread");
@@ -1508,12 +1615,13 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	pthread_mutex_unlock(&ks->mu);
 	if (ks->started_k)
 		pthread_join(ks->worker, NULL);
-	struct watch *ws[] = {ks->wpods, ks->wtjs};
-	for (size_t i = 0; i < 2; i++)
+	struct watch *ws[] = {ks->wpods, ks->wtjs, ks->wnbs};
+	for (size_t i = 0; i < 3; i++)
 		if (ws[i] && ws[i]->started)
 			pthread_join(ws[i]->thread, NULL);
 	free(ks->wpods);
 	free(ks->wtjs);
+	free(ks->wnbs);
 	for (size_t i = 0; i < ks->n_pods; i++) {
 		json_decref(ks->pods[i].obj);
 		json_decref(ks->pods[i].claim_obj);
@@ -1524,6 +1632,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	free(ks->nodes);
 	cnl_kube_close(ks->kw);
 	cnl_kube_close(ks->kt);
+	cnl_kube_close(ks->kn);
 	cnl_kube_close(ks->kc);
 	cnl_client_free(ks->user);
 	cnl_client_free(ks->nodecl);
@@ -1532,7 +1641,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->by_job);
 	json_decref(ks->projects);
 	json_decref(ks->budgets);
-	json_decref(ks->tjs);
+	json_decref(ks->crs);
 	explicit_bzero(ks->token, sizeof(ks->token));
 	pthread_mutex_destroy(&ks->mu);
 	pthread_cond_destroy(&ks->cv);

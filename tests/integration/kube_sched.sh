@@ -24,7 +24,9 @@
 #   - a TrainingJob is reconciled into its pod and claim, and its status
 #     follows them (Running with its job and node, Failed with the exit
 #     code); one naming another project is refused; deleting one deletes
-#     its pod and cancels its job;
+#     its pod and cancels its job; a NotebookServer is reconciled into its
+#     pod, workspace PersistentVolumeClaim and Service, Running with its
+#     URL, and goes the same way;
 #   - every object sent to the API server is valid by the Kubernetes
 #     OpenAPI schemas (kubernetes-models).
 #
@@ -314,6 +316,46 @@ k DELETE /apis/cnlab.io/v1alpha1/namespaces/team-a/trainingjobs/gone >/dev/null
 	ok "a TrainingJob deleted: its pod goes with it, its job is cancelled" ||
 	bad "deleted TrainingJob: $(job_of team-a/gone)"
 
+# --- NotebookServers ----------------------------------------------------------
+k POST /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers \
+	'{"apiVersion":"cnlab.io/v1alpha1","kind":"NotebookServer","metadata":{"name":"nb1"},"spec":{"image":"jupyter/base-notebook","profile":"h100-25pct","storageGB":20}}' >/dev/null
+nbget() { k GET "/apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers/$1"; }
+ph=
+for _ in $(seq 200); do
+	ph=$(nbget nb1 | jq -r '.status.phase // empty')
+	[ "$ph" = Running ] && break
+	sleep 0.05
+done
+nb=$(nbget nb1)
+np=$(podget team-a nb1)
+pvc=$(k GET /api/v1/namespaces/team-a/persistentvolumeclaims/nb1-workspace)
+svc=$(k GET /api/v1/namespaces/team-a/services/nb1)
+[ "$ph" = Running ] && [ "$(jq -r .status.url <<<"$nb")" = http://nb1.team-a.svc:8888 ] &&
+	[ "$(jq -r .status.serverID <<<"$nb")" = "$(job_of team-a/nb1 | jq -r .id)" ] &&
+	[ "$(jq -r .spec.resources.requests.storage <<<"$pvc")" = 20Gi ] &&
+	[ "$(jq -r '.spec.volumes[0].persistentVolumeClaim.claimName' <<<"$np")" = nb1-workspace ] &&
+	[ "$(jq -r '.spec.ports[0].port' <<<"$svc")" = 8888 ] &&
+	[ "$(jq -r '.spec.selector["cnlab.io/owner"]' <<<"$svc")" = nb1 ] &&
+	[ "$(job_of team-a/nb1 | jq -r '.gpu')" = h100-25 ] && [ "$(job_of team-a/nb1 | jq -r .preemptible)" = false ] &&
+	[ "$(jq -r '.status.message // empty' <<<"$nb")" = "" ] &&
+	ok "a NotebookServer becomes its pod (profile h100-25pct: 25 blocks, not pre-emptible), a 20Gi workspace claim and a Service; Running at $(jq -r .status.url <<<"$nb")" ||
+	bad "NotebookServer nb1: phase '$ph' status $(jq -c .status <<<"$nb") pvc $(jq -c .spec <<<"$pvc") job $(job_of team-a/nb1)"
+k DELETE /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers/nb1 >/dev/null
+[ "$(job_state team-a/nb1 cancelled)" = cancelled ] &&
+	[ "$(k GET /api/v1/namespaces/team-a/persistentvolumeclaims/nb1-workspace | jq -r .code)" = 404 ] &&
+	ok "a NotebookServer deleted: its pod, Service and workspace go, its job is cancelled" ||
+	bad "deleted NotebookServer: $(job_of team-a/nb1)"
+k POST /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers \
+	'{"apiVersion":"cnlab.io/v1alpha1","kind":"NotebookServer","metadata":{"name":"nb2"},"spec":{"image":"x","profile":"no-such"}}' >/dev/null
+ph=
+for _ in $(seq 200); do
+	ph=$(nbget nb2 | jq -r '.status.phase // empty')
+	[ "$ph" = Failed ] && break
+	sleep 0.05
+done
+[ "$ph" = Failed ] && nbget nb2 | jq -r .status.message | grep -q "spec.profile no-such" &&
+	ok "a NotebookServer of an unknown profile: Failed, saying so" || bad "nb2: $(nbget nb2 | jq -c .status)"
+
 # --- the watch, the objects ------------------------------------------------
 grep -q '"path": "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab&watch=1.*"status": 410' "$tmp/api.log" &&
 	ok "the first pod watch answered 410 Gone: listed again, and every pod above was seen" ||
@@ -324,9 +366,9 @@ while IFS= read -r line; do
 	[ -n "$b" ] && [ "$(jq -r '.kind // empty' <<<"$b")" != "" ] || continue
 	n=$((n + 1))
 	echo "$b" >"$tmp/sent-$n.json"
-done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$"))))' "$tmp/api.log")
+done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$|services$|persistentvolumeclaims$"))))' "$tmp/api.log")
 [ "$n" -ge 8 ] && node "$k8s/check.mjs" objects "$tmp"/sent-*.json >"$tmp/check.out" 2>&1 &&
-	ok "the $n claim statuses, Bindings, Evictions, pods and claims sent are valid by the Kubernetes schemas" ||
+	ok "the $n claim statuses, Bindings, Evictions, pods, claims, Services and PVCs sent are valid by the Kubernetes schemas" ||
 	bad "objects sent: $n; $(grep FAIL "$tmp/check.out" | head -3)"
 
 kill "$d_pid"

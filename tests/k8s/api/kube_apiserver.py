@@ -69,8 +69,11 @@ expire = [args.expire_first_watch]
 state = json.load(open(args.state))
 pods = {}    # (ns, name) -> pod
 claims = {}  # (ns, name) -> claim
-tjs = {}     # (ns, name) -> TrainingJob
+crs = {"trainingjobs": {}, "notebookservers": {}}  # plural -> {(ns, name)}
+others = {}  # (plural, ns, name) -> services, persistentvolumeclaims
 TJ = "/apis/cnlab.io/v1alpha1/trainingjobs"
+NB = "/apis/cnlab.io/v1alpha1/notebookservers"
+KINDS = {TJ: "TrainingJob", NB: "NotebookServer"}
 
 REASONS = {401: "Unauthorized", 404: "NotFound", 409: "Conflict",
            410: "Expired", 429: "TooManyRequests", 400: "BadRequest",
@@ -161,7 +164,7 @@ class H(BaseHTTPRequestHandler):
         q = urllib.parse.parse_qs(u.query)
         parts = u.path.strip("/").split("/")
         body = self.body() if self.command in ("POST", "PUT", "PATCH") else None
-        if u.path in ("/api/v1/pods", TJ) and q.get("watch") == ["1"]:
+        if u.path in ("/api/v1/pods", TJ, NB) and q.get("watch") == ["1"]:
             return None, body
         with lock:
             return self.route(u.path, parts, q, body), body
@@ -205,14 +208,29 @@ class H(BaseHTTPRequestHandler):
                          "apiVersion": "policy/v1",
                          "metadata": {"resourceVersion": str(rv[0])},
                          "items": items}
-        if path == TJ and m == "GET":
-            return 200, {"kind": "TrainingJobList",
+        if path in KINDS and m == "GET":
+            return 200, {"kind": KINDS[path] + "List",
                          "apiVersion": "cnlab.io/v1alpha1",
                          "metadata": {"resourceVersion": str(rv[0])},
-                         "items": [copy.deepcopy(t) for t in tjs.values()]}
+                         "items": [copy.deepcopy(t) for t in
+                                   crs[parts[-1]].values()]}
         if parts[:4] == ["apis", "cnlab.io", "v1alpha1", "namespaces"] and \
-                parts[5:6] == ["trainingjobs"]:
-            return self.tjs(parts[4], parts[6:], body)
+                len(parts) >= 6 and parts[5] in crs:
+            return self.tjs(parts[5], parts[4], parts[6:], body)
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and \
+                parts[4] in ("services", "persistentvolumeclaims") and \
+                m == "POST":
+            new_meta(body, parts[3])
+            key = (parts[4], parts[3], body["metadata"]["name"])
+            if key in others:
+                return status(409, "already exists")
+            others[key] = body
+            return 201, body
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and \
+                parts[4] in ("services", "persistentvolumeclaims") and \
+                m == "GET":
+            o = others.get((parts[4], parts[3], parts[5]))
+            return (200, o) if o else status(404, "not found")
         if parts[:4] == ["apis", "resource.k8s.io", "v1", "namespaces"] and \
                 parts[5:6] == ["resourceclaims"]:
             return self.claims(parts[4], parts[6:], body)
@@ -295,8 +313,9 @@ class H(BaseHTTPRequestHandler):
                          "metadata": {}, "status": "Success", "code": 201}
         return status(405, "method not allowed")
 
-    def tjs(self, ns, rest, body):
+    def tjs(self, plural, ns, rest, body):
         m = self.command
+        tjs = crs[plural]
         if not rest and m == "POST":
             new_meta(body, ns)
             body["metadata"]["generation"] = 1
@@ -327,6 +346,10 @@ class H(BaseHTTPRequestHandler):
                 if any(r.get("uid") == uid for r in
                        c["metadata"].get("ownerReferences", [])):
                     del claims[k]
+            for k, c in list(others.items()):
+                if any(r.get("uid") == uid for r in
+                       c["metadata"].get("ownerReferences", [])):
+                    del others[k]
             return 200, t
         if rest[1:] == ["status"] and m == "PATCH":
             if not self.headers.get("Content-Type", "").startswith(
@@ -370,8 +393,7 @@ class H(BaseHTTPRequestHandler):
         return status(405, "method not allowed")
 
     def watch(self, q):
-        kind = "TrainingJob" if urllib.parse.urlparse(
-            self.path).path == TJ else "Pod"
+        kind = KINDS.get(urllib.parse.urlparse(self.path).path, "Pod")
         if expire[0] and kind == "Pod":
             expire[0] = False
             code, obj = status(410, "too old resource version")
