@@ -138,9 +138,11 @@ for f in "$k8s"/base/crds/*.yaml; do
 done
 [ "$(find "$chart/crds" -name '*.yaml' | wc -l)" = "$n" ] && [ "$n" = 2 ] && ok "chart has the base's $n CRDs, no other" ||
 	bad "chart crds/ and the base's CRDs differ in number"
-# NOTES.txt says which CRD nothing reconciles yet, and which is.
-grep -q 'NOTHING reconciles it' "$chart/templates/NOTES.txt" && grep -q 'reconciles TrainingJobs' "$chart/templates/NOTES.txt" &&
-	ok "NOTES.txt says what reconciles the CRDs and what does not yet" || bad "NOTES.txt does not say what is missing"
+# NOTES.txt says what reconciles the CRDs, and where it may make pods.
+grep -q 'reconciles TrainingJobs and NotebookServers' "$chart/templates/NOTES.txt" &&
+	grep -q 'cnlabd" . }}-workloads' "$chart/templates/NOTES.txt" &&
+	ok "NOTES.txt says what reconciles the CRDs and which namespaces it may make pods in" ||
+	bad "NOTES.txt does not say what reconciles the CRDs"
 if command -v helm >/dev/null; then
 	out=$(helm lint "$chart" 2>&1) && ok "helm lint" || bad "helm lint: $out"
 	out=$(helm template cnlab "$chart" --namespace cnlab 2>&1 >"$tmp/helm.yaml") && ok "helm template" || bad "helm template: $out"
