@@ -1174,6 +1174,16 @@ int cnl_api_node_mint(struct cnl_api *api, const char *node,
 	int r;
 
 	pthread_mutex_lock(&api->mu);
+	/* Never a node that an agent registered: its credentials are the
+	 * agent's, and the node is not the scheduler's to speak for. */
+	json_t *known = cnl_ctl_node_json(api->ctl, node, cnl_time_now_ms());
+	const char *cl = json_string_value(json_object_get(known, "cluster"));
+	bool theirs = known && (!cl || strcmp(cl, CNL_API_KUBE_CLUSTER) != 0);
+	json_decref(known);
+	if (theirs) {
+		pthread_mutex_unlock(&api->mu);
+		return -EEXIST;
+	}
 	if ((r = cnl_store_tx_begin(api->store)) == 0) {
 		if ((r = cnl_api_node_forget(api->store, node)) < 0 ||
 		    (r = cnl_api_node_credential_issue(

@@ -280,11 +280,16 @@ int cnl_api_node_credential_issue(struct cnl_store *s, const char *node,
  * under its lock, in a transaction of its own that also ends node @node's
  * earlier credentials, acknowledged once durable.  For the Kubernetes
  * scheduler (kube_sched.h), which speaks the node protocol for the nodes
- * it registers.  0 or a store error.
+ * it registers.  0, -EEXIST for a node that an agent registered, or a
+ * store error.
  */
 struct cnl_api;
 int cnl_api_node_mint(struct cnl_api *api, const char *node,
                       char ret_secret[CNL_API_NODE_SECRET_MAX]);
+/* The cluster label of the nodes the Kubernetes scheduler registers:
+ * cnl_api_node_mint() refuses (-EEXIST) a node registered without it (an
+ * agent's). */
+#define CNL_API_KUBE_CLUSTER "kubernetes"
 
 /* cnl_api_node_forget - delete every credential and join token of node
  * @node.  0 or a store error. */

@@ -479,7 +479,9 @@ static bool has_control(const char *s)
 static bool name_free(struct cnl_store *s, const char *name)
 {
 	static const char *const reserved[] = {
-	    "admin", "administrator", "root", "system", "cnlab", "cnlabd",
+	    "admin", "administrator", "root", "system",
+	    "cnlab", "cnlabd",        "kube", /* cnlabd's Kubernetes scheduler's
+	                                         service user */
 	};
 	struct cnl_store_user u;
 

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,9 +319,26 @@ static int64_t requests_sum(const json_t *pod, const char *what,
 
 		if (!q)
 			continue;
-		if ((v = conv(q)) < 0)
+		if ((v = conv(q)) < 0 || v > INT64_MAX / 1024 - sum)
 			return -1;
 		sum += v;
+	}
+	/* An init container runs alone before them: the pod needs the
+	 * larger of the two, as the kubelet counts it. */
+	cs = json_object_get(json_object_get(pod, "spec"), "initContainers");
+	json_array_foreach (cs, i, c) {
+		const char *q =
+		    S(json_object_get(json_object_get(c, "resources"),
+		                      "requests"),
+		      what);
+		int64_t v;
+
+		if (!q)
+			continue;
+		if ((v = conv(q)) < 0 || v > INT64_MAX / 1024)
+			return -1;
+		if (v > sum)
+			sum = v;
 	}
 	return sum;
 }
@@ -502,6 +520,7 @@ int cnl_kube_register_of(const json_t *node, const json_t *slices,
 	}
 	if (!ret->n_devices)
 		return -ENOENT;
+	snprintf(ret->cluster, sizeof(ret->cluster), "kubernetes");
 	/* By index: CNLab's GPU i is the device gpu-i. */
 	for (int a = 0; a < ret->n_devices; a++)
 		for (int b = a + 1; b < ret->n_devices; b++)

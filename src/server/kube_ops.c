@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +37,13 @@ static int shape_parts(const char *g, char *type, size_t tlen, int *blocks,
 		snprintf(type, tlen, "%.*s", (int)(n - 5), g);
 		return 0;
 	}
+	/* TYPExK: a type ending in a digit ("h100x8"), or "any" ("anyx2");
+	 * not a type with an x of its own ("rtx4090"). */
 	if ((x = strrchr(g, 'x')) && x > g && x[1] &&
 	    strspn(x + 1, "0123456789") == strlen(x + 1) &&
-	    !strchr(x + 1, '-')) {
+	    strlen(x + 1) <= 2 &&
+	    (isdigit((unsigned char)x[-1]) ||
+	     (x - g == 3 && strncmp(g, "any", 3) == 0))) {
 		*count = (int)strtol(x + 1, NULL, 10);
 		snprintf(type, tlen, "%.*s", (int)(x - g), g);
 		return *count >= 1 && *count <= 16 ? 0 : -1;
@@ -49,8 +54,9 @@ static int shape_parts(const char *g, char *type, size_t tlen, int *blocks,
 		unsigned gi;
 		char gb[8];
 
-		if (digits > 0 && (last[digits] == '\0' ||
-		                   strcmp(last + digits, "pct") == 0)) {
+		if (digits > 0 && digits <= 3 &&
+		    (last[digits] == '\0' ||
+		     strcmp(last + digits, "pct") == 0)) {
 			*blocks = (int)strtol(last, NULL, 10);
 			snprintf(type, tlen, "%.*s", (int)(dash - g), g);
 			return *blocks >= 1 && *blocks <= 100 ? 0 : -1;
@@ -84,6 +90,24 @@ const char *cnl_kube_cr_owner(const json_t *pod, const char **ret_kind)
 		}
 	}
 	return NULL;
+}
+
+bool cnl_kube_cr_controls(const json_t *cr, const json_t *pod)
+{
+	const json_t *md = json_object_get(cr, "metadata");
+	const json_t *refs = json_object_get(json_object_get(pod, "metadata"),
+	                                     "ownerReferences"),
+	             *r;
+	const char *uid = S(md, "uid");
+	size_t i;
+
+	json_array_foreach (refs, i, r)
+		if (uid && S(r, "uid") && strcmp(S(r, "uid"), uid) == 0 &&
+		    json_is_true(json_object_get(r, "controller")) &&
+		    S(r, "apiVersion") &&
+		    strcmp(S(r, "apiVersion"), CNL_KUBE_TJ_API) == 0)
+			return true;
+	return false;
 }
 
 const char *cnl_kube_tj_owner(const json_t *pod)

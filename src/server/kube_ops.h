@@ -23,6 +23,7 @@
 #ifndef CNL_SERVER_KUBE_OPS_H
 #define CNL_SERVER_KUBE_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -54,6 +55,9 @@ json_t *cnl_kube_tj_status(const char *phase, const char *job, const char *node,
  * kind into *@ret_kind. */
 const char *cnl_kube_tj_owner(const json_t *pod);
 const char *cnl_kube_cr_owner(const json_t *pod, const char **ret_kind);
+/* cnl_kube_cr_controls - whether custom resource @cr is @pod's
+ * controller: an owner reference with its uid and controller true. */
+bool cnl_kube_cr_controls(const json_t *cr, const json_t *pod);
 
 /*
  * NotebookServers: the server becomes a pod of the scheduler cnlab

@@ -39,6 +39,7 @@
 	"resourceslices?fieldSelector=spec.driver%3D" CNL_KUBE_DRIVER
 #define POD_CMD         "kubernetes pod " /* a pod's job's command: NS/NAME */
 #define EVICT_RETRY_MS  5000
+#define MAX_ATTEMPTS    5 /* jobs of one pod that could not be bound */
 #define REFUSE_RETRY_MS 30000
 
 enum pod_st {
@@ -78,6 +79,7 @@ struct cnl_kube_sched {
 	char url[CNL_CLIENT_BASE_MAX], cafile[4096], token[CNL_AUTH_TOKEN_MAX];
 	char kserver[1024], ktoken[4096], kca[4096];
 	struct cnl_kube *kw, *kt, *kn, *kc; /* the watches', the rest's */
+	struct cnl_kube *ke;                /* evictions: no retries */
 	struct watch *wpods, *wtjs, *wnbs;
 	struct cnl_client *user; /* as "kube" */
 	/* The nodes' calls, one connection for all (each node's would
@@ -133,6 +135,15 @@ int cnl_kube_sched_user(struct cnl_store *s, char *ret_token, char *err,
 	}
 	if (r < 0)
 		goto undo;
+	if (u.password_hash[0]) {
+		/* Someone's account, made before the name was reserved. */
+		cnl_store_tx_rollback(s);
+		cnl_seterr(err, errlen,
+		           "kube: a user named %s exists and is not the "
+		           "service user (it has a password); rename it",
+		           USER);
+		return -CNL_EDUP;
+	}
 	if (cnl_store_doc_get_by_name(s, "token", u.id, TOKEN_NAME, &d) == 0) {
 		r = cnl_store_doc_delete(s, "token", d.id);
 		cnl_store_doc_done(&d);
@@ -344,10 +355,13 @@ static void cr_patch(struct cnl_kube_sched *ks, const char *what,
 {
 	char path[512], err[256];
 
+	char *en = cnl_client_url_escape(name), *es = cnl_client_url_escape(ns);
 	snprintf(path, sizeof(path),
-	         "/apis/cnlab.io/v1alpha1/namespaces/%s/%s/%s/status", ns,
+	         "/apis/cnlab.io/v1alpha1/namespaces/%s/%s/%s/status", es,
 	         strcmp(what, "tj") == 0 ? "trainingjobs" : "notebookservers",
-	         name);
+	         en);
+	free(en);
+	free(es);
 	long st = cnl_kube_call(ks->kc, "PATCH", path, patch,
 	                        "application/merge-patch+json", NULL, err,
 	                        sizeof(err));
@@ -397,6 +411,11 @@ static void tj_news(struct cnl_kube_sched *ks, const struct pod *p,
 	what = strcmp(kind, "TrainingJob") == 0 ? "tj" : "nb";
 	snprintf(key, sizeof(key), "%s/%s/%s", what, p->ns, owner);
 	t = json_object_get(ks->crs, key);
+	/* Only a pod that the resource controls (its uid in the owner
+	 * reference, controller true) speaks for it: a tenant's pod may
+	 * name any owner it likes. */
+	if (!t || !cnl_kube_cr_controls(json_object_get(t, "obj"), p->obj))
+		return;
 	snprintf(said, sizeof(said), "%s %s %s", phase, p->job, msg ? msg : "");
 	if (t && strcmp(S(t, "said") ?: "", said) == 0)
 		return;
@@ -493,7 +512,9 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 
 		snprintf(what, sizeof(what), "%.2s", key);
 		if (json_is_true(json_object_get(t, "made")) || !ns || !name ||
-		    json_object_get(md, "deletionTimestamp"))
+		    json_object_get(md, "deletionTimestamp") ||
+		    json_integer_value(json_object_get(t, "retry_at")) >
+		        cnl_time_now_ms())
 			continue;
 		if (phase && *phase) { /* made by an earlier run of ours */
 			json_object_set_new(t, "made", json_true());
@@ -543,6 +564,11 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 			json_decref(patch);
 			json_object_set_new(t, "made", json_true());
 		} else {
+			/* Tried again in 10 s (a namespace may bind the
+			 * workloads role later). */
+			json_object_set_new(
+			    t, "retry_at",
+			    json_integer(cnl_time_now_ms() + 10000));
 			cnl_log(CNL_LOG_WARN,
 			        "kube: cannot make a custom resource's objects",
 			        "what=%s name=%s/%s err=\"%s\"", what, ns, name,
@@ -802,12 +828,30 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		claim_url(p, NULL, path, sizeof(path));
 		long st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &claim,
 		                        err, sizeof(err));
-		if (st == 404)
-			return; /* not made yet */
 		if (st != 200) {
-			cnl_log(CNL_LOG_WARN, "kube: cannot read a claim",
-			        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
+			json_decref(claim);
+			if (st != 404) /* 404: not made yet */
+				cnl_log(CNL_LOG_WARN,
+				        "kube: cannot read a claim",
+				        "pod=%s/%s err=\"%s\"", p->ns, p->name,
+				        err);
 			return;
+		}
+		/* Another pod's already: CNLab would account one slice for
+		 * two pods, and never bind this one. */
+		const json_t *cst = json_object_get(claim, "status");
+		const json_t *rf =
+		    json_array_get(json_object_get(cst, "reservedFor"), 0);
+		if ((rf &&
+		     (!S(rf, "uid") || strcmp(S(rf, "uid"), p->uid) != 0)) ||
+		    (!rf && json_object_get(cst, "allocation"))) {
+			json_decref(claim);
+			snprintf(
+			    err, sizeof(err),
+			    "ResourceClaim %s is allocated or reserved for "
+			    "another pod; CNLab places a claim for one pod",
+			    p->claim);
+			goto refuse;
 		}
 	}
 	r = cnl_kube_ask_of(p->obj, claim, &a, err, sizeof(err));
@@ -941,8 +985,20 @@ static bool pod_ended(const struct pod *p, int *code)
 {
 	const json_t *st = json_object_get(p->obj, "status");
 	const char *phase = S(st, "phase");
-	const json_t *cs =
-	    json_array_get(json_object_get(st, "containerStatuses"), 0);
+	const char *first =
+	    S(json_array_get(json_object_get(json_object_get(p->obj, "spec"),
+	                                     "containers"),
+	                     0),
+	      "name");
+	const json_t *cs = NULL, *x;
+	size_t i;
+
+	/* Its first container's, in the spec's order (the statuses may
+	 * come in another). */
+	json_array_foreach (json_object_get(st, "containerStatuses"), i, x)
+		if (!cs ||
+		    (first && S(x, "name") && strcmp(S(x, "name"), first) == 0))
+			cs = x;
 	const json_t *t =
 	    json_object_get(json_object_get(cs, "state"), "terminated");
 
@@ -979,7 +1035,9 @@ static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
 	    "deleteOptions", "gracePeriodSeconds", (json_int_t)grace_s);
 
 	pod_path(p, "eviction", path, sizeof(path));
-	long st = cnl_kube_call(ks->kc, "POST", path, body, NULL, NULL, err,
+	/* Its own client, without retries: a budget's 429 is an answer,
+	 * not a fault, and the worker must not wait on it. */
+	long st = cnl_kube_call(ks->ke, "POST", path, body, NULL, NULL, err,
 	                        sizeof(err));
 	json_decref(body);
 	p->evicting = true;
@@ -1033,7 +1091,9 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		(void)bound;
 		return;
 	case P_BOUND:
-		if (ended) {
+		/* Evicted or deleted: the kubelet may mark it Failed on its
+		 * way out; it ends as it was ended, cancelled. */
+		if (ended && !p->evicting && !deleting) {
 			report(ks, p,
 			       code ? CNL_WIRE_REPORT_FAILED
 			            : CNL_WIRE_REPORT_SUCCEEDED,
@@ -1041,7 +1101,8 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			tj_news(ks, p, code ? "Failed" : "Succeeded",
 			        ks->nodes[p->node].name, code, NULL);
 			forget(ks, p);
-		} else if (p->gone) {
+		} else if (p->gone || ((ended || deleting) && p->evicting) ||
+		           (ended && deleting)) {
 			char path[256], err[256];
 			/* Cancelled first, then stopped: the job ends
 			 * cancelled, as its pod did (deleted, or evicted: a
@@ -1127,7 +1188,10 @@ static int allocate(struct cnl_kube_sched *ks, struct pod *p,
 		if (st != 409) {
 			cnl_log(CNL_LOG_WARN, "kube: cannot allocate a claim",
 			        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
-			return -EIO;
+			/* A refusal (403, 422...) will not change by itself;
+			 * no answer, or the server's fault, may. */
+			return st >= 400 && st < 500 && st != 429 ? -EBUSY
+			                                          : -EIO;
 		}
 	}
 	return -EBUSY;
@@ -1169,7 +1233,8 @@ static int bind_pod(struct cnl_kube_sched *ks, struct pod *p,
 		p->gone = true;
 	cnl_log(CNL_LOG_WARN, "kube: cannot bind a pod", "pod=%s/%s err=\"%s\"",
 	        p->ns, p->name, err);
-	return -EIO;
+	/* A refusal (a pod with scheduling gates: 422) is final. */
+	return st >= 400 && st < 500 && st != 429 ? -EBUSY : -EIO;
 }
 
 /* The pod "NS/NAME" if it is known and not gone (one whose job is not
@@ -1219,7 +1284,10 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		const struct cnl_wire_assignment *a = &as.items[i];
 		struct pod *p = pod_of_job(ks, a->id);
 
-		if (!p && strncmp(a->command, POD_CMD, strlen(POD_CMD)) == 0) {
+		/* A pod's job: submitted by the service user, not just
+		 * named like one (anyone may run "kubernetes pod ..."). */
+		if (!p && strcmp(a->user, USER) == 0 &&
+		    strncmp(a->command, POD_CMD, strlen(POD_CMD)) == 0) {
 			/* A pod's job (a restart: its pod is not matched to
 			 * it yet); once the pods are listed and its pod is
 			 * not among them, it went while we were away. */
@@ -1302,8 +1370,15 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			p->job[0] = '\0';
 			p->node = -1;
 			p->attempt++;
-			p->st = P_NEW;
-			p->retry_at = now + 1000;
+			p->st = p->attempt < MAX_ATTEMPTS ? P_NEW : P_REFUSED;
+			p->retry_at =
+			    now + (p->st == P_NEW ? 1000 : REFUSE_RETRY_MS);
+			if (p->st == P_REFUSED)
+				say(ks, p, "Unschedulable",
+				    "cnlab: could not bind it %d times: its "
+				    "claim "
+				    "or the pod is taken",
+				    p->attempt);
 			continue;
 		}
 		p->st = P_BOUND;
@@ -1406,6 +1481,47 @@ static int node_add(struct cnl_kube_sched *ks,
 	return 0;
 }
 
+/* The jobs of pods still waiting, looked at once per sync: one cancelled
+ * (`cnlab jobs cancel`) evicts its pod; one that ended otherwise before
+ * it was placed (its deadline missed) is said on the pod, which waits as
+ * a new job after REFUSE_RETRY_MS. */
+static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
+{
+	for (size_t i = 0; i < ks->n_pods; i++) {
+		struct pod *p = &ks->pods[i];
+		char path[256], err[256];
+		json_t *o = NULL;
+		const char *state;
+
+		if (p->st != P_SUBMITTED)
+			continue;
+		snprintf(path, sizeof(path), "/v1/jobs/%s", p->job);
+		if (cnl_client_call(ks->user, "GET", path, NULL, 0, &o, err,
+		                    sizeof(err)) != 200 ||
+		    !(state = S(o, "state")) || strcmp(state, "pending") == 0 ||
+		    strcmp(state, "running") == 0) {
+			json_decref(o);
+			continue;
+		}
+		if (strcmp(state, "cancelled") == 0) {
+			evict(ks, p, now, 0);
+			tj_news(ks, p, "Cancelled", "", -256,
+			        "its job was cancelled before it was placed");
+			forget(ks, p);
+		} else {
+			json_object_del(ks->by_job, p->job);
+			say(ks, p, "Unschedulable", "cnlab: job %s %s: %s",
+			    p->job, state,
+			    S(o, "message") ? S(o, "message") : "ended");
+			p->job[0] = '\0';
+			p->attempt++;
+			p->st = P_REFUSED;
+			p->retry_at = now + REFUSE_RETRY_MS;
+		}
+		json_decref(o);
+	}
+}
+
 /* List nodes and our slices; register the nodes not yet known. */
 static void sync_nodes(struct cnl_kube_sched *ks)
 {
@@ -1497,6 +1613,7 @@ static void *worker(void *arg)
 		now = cnl_time_now_ms();
 		if (now >= ks->next_sync) {
 			sync_nodes(ks);
+			waiting_jobs(ks, now);
 			ks->next_sync = now + resync;
 		}
 		tj_reconcile(ks);
@@ -1553,7 +1670,13 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kt, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kn, err, errlen)) < 0 ||
-	    (r = cnl_kube_open(&kc, &ks->kc, err, errlen)) < 0) {
+	    (r = cnl_kube_open(&kc, &ks->kc, err, errlen)) < 0 ||
+	    (r = cnl_kube_open(
+	         &(struct cnl_kube_config){.server = kc.server,
+	                                   .token_file = kc.token_file,
+	                                   .cafile = kc.cafile,
+	                                   .retries = -1},
+	         &ks->ke, err, errlen)) < 0) {
 		cnl_kube_sched_stop(ks);
 		return r;
 	}
@@ -1633,6 +1756,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	cnl_kube_close(ks->kw);
 	cnl_kube_close(ks->kt);
 	cnl_kube_close(ks->kn);
+	cnl_kube_close(ks->ke);
 	cnl_kube_close(ks->kc);
 	cnl_client_free(ks->user);
 	cnl_client_free(ks->nodecl);

@@ -87,6 +87,7 @@ struct settings {
 	char *kube_token_file;
 	char *kube_ca_file;
 	int64_t kube_watch_timeout;
+	int64_t kube_resync;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -265,6 +266,10 @@ static const struct cnl_config_def settings_table[] = {
      1000, 3600000,
      "With kube: how long one watch of the pods lasts before it is made "
      "again (a stop waits for it)."},
+    {"kube_resync", CNL_CONFIG_DURATION, S(kube_resync), "10s", 200, 3600000,
+     "With kube: how often nodes and slices are listed again (new GPU "
+     "nodes are taken) and the jobs of waiting pods looked at (a cancelled "
+     "one evicts its pod)."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -1158,6 +1163,7 @@ int main(int argc, char **argv)
 		                     .cafile = st.kube_ca_file},
 		            .watch_timeout_s =
 		                (long)(st.kube_watch_timeout / 1000),
+		            .resync_ms = (long)st.kube_resync,
 		        },
 		        &kube, err, sizeof(err)) < 0) {
 			fprintf(stderr, "cnlabd: kube: %s\n", err);

@@ -20,7 +20,9 @@
 #     cancel of its job meets the budget (429) and is tried again;
 #   - a pod of another scheduler is left alone;
 #   - after a restart of cnlabd a bound pod is its job again; nobody logs
-#     in as the service user kube;
+#     in as the service user kube; a CLI job named like a pod's is not
+#     taken for it; a waiting pod whose job is cancelled is evicted; an
+#     agent's node is never taken over by its Kubernetes twin;
 #   - a TrainingJob is reconciled into its pod and claim, and its status
 #     follows them (Running with its job and node, Failed with the exit
 #     code); one naming another project is refused; deleting one deletes
@@ -76,7 +78,7 @@ start_d() { # cnlabd --kube on $tmp/d, its URL in $url
 	: >"$tmp/out"
 	"$cnlabd" --data-dir "$tmp/d" --listen "127.0.0.1:${port:-0}" --notebook-listen 127.0.0.1:0 \
 		--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
-		--kube-watch-timeout 2s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
+		--kube-watch-timeout 2s --kube-resync 1s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
 		--log-level info >"$tmp/out" 2>>"$tmp/err" &
 	d_pid=$!
 	for _ in $(seq 200); do grep -q '^listening on' "$tmp/out" && break; sleep 0.05; done
@@ -103,6 +105,19 @@ done
 gpus=$("$cnlab" node list -o json | jq -c '[.items[] | {name, gpus: (.gpus // .gpu_count // (.devices | length))}] | sort_by(.name)')
 grep -q '"node1","gpus":2' <<<"$gpus" && grep -q '"node2","gpus":1' <<<"$gpus" &&
 	ok "their GPUs from the slices: node1 2, node2 1" || bad "node GPUs: $gpus"
+
+# An agent's node is never taken over: a Kubernetes node of the same name
+# publishing our slices later (a plugin beside the agent, or a forged
+# slice) does not make cnlabd mint its credential.
+jt=$("$cnlab" node join-token --node gpu-agent -o json | jq -r .token)
+reg=$(curl -sS -X POST -H "Authorization: Bearer $jt" -d '{"protocol":9,"name":"gpu-agent","gpu_type":"H100-80GB-SXM","gpus":1,"cpu_milli":8000,"mem_mib":16384}' "$url/v1/nodes")
+acred=$(jq -r .credential <<<"$reg") aid=$(jq -r .id <<<"$reg")
+k POST /test/add '{"nodes":[{"kind":"Node","apiVersion":"v1","metadata":{"name":"gpu-agent","uid":"7f1e0c2a-1111-4000-8000-000000000009"},"status":{"allocatable":{"cpu":"8","memory":"16Gi"}}}],"slices":[{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"gpu-agent-gpu-cnlab-io-0"},"spec":{"driver":"gpu.cnlab.io","nodeName":"gpu-agent","pool":{"name":"gpu-agent","generation":1,"resourceSliceCount":1},"devices":[{"name":"gpu-0","attributes":{"uuid":{"string":"GPU-99999999-0000-4000-8000-000000000000"},"type":{"string":"H100-80GB-SXM"},"index":{"int":0}}}]}}]}' >/dev/null
+for _ in $(seq 100); do grep -q 'cannot mint a node credential.*node=gpu-agent' "$tmp/err" && break; sleep 0.05; done
+hb=$(curl -sS -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $acred" -d '{}' "$url/v1/nodes/$aid/heartbeat")
+grep -q 'cannot mint a node credential.*node=gpu-agent' "$tmp/err" && [ "$hb" = 200 ] &&
+	ok "a node an agent registered is not taken when its Kubernetes twin publishes our slices: the agent's credential still works" ||
+	bad "agent node taken over? heartbeat $hb; $(grep gpu-agent "$tmp/err" | tail -2)"
 
 # --- a pod with 25 blocks --------------------------------------------------
 claim() { # claim NS NAME EXACTLY_JSON
@@ -222,6 +237,24 @@ pod team-a l3 c-l3 -10 >/dev/null
 for p in db l2 l3; do [ -n "$(wait_bound team-a $p)" ] || bad "$p not bound"; done
 [ -n "$(bound_node team-a db)" ] && [ -n "$(bound_node team-a l2)" ] && [ -n "$(bound_node team-a l3)" ] &&
 	ok "three low-priority whole-GPU pods fill the three GPUs" || bad "the low pods are not all bound"
+# A pod that waits (the GPUs are full, it cannot pre-empt): its job
+# cancelled with the CLI evicts it.
+claim team-a c-w "$whole"
+pod team-a waiter c-w -10 >/dev/null
+wj=
+for _ in $(seq 200); do
+	wj=$(job_of team-a/waiter | jq -r '.id // empty')
+	[ -n "$wj" ] && break
+	sleep 0.05
+done
+"$cnlab" jobs cancel "$wj" --project vision >/dev/null 2>&1
+for _ in $(seq 200); do
+	[ "$(podget team-a waiter | jq -r .code)" = 404 ] && break
+	sleep 0.05
+done
+[ -n "$wj" ] && [ "$(podget team-a waiter | jq -r .code)" = 404 ] &&
+	ok "a waiting pod's job cancelled with cnlab jobs cancel: the pod is evicted" ||
+	bad "cancelled waiting job $wj: pod $(podget team-a waiter | jq -c '{code, phase: .status.phase}')"
 claim team-a c-hi "$whole"
 pod team-a hi c-hi 500000 >/dev/null
 n=
@@ -259,6 +292,19 @@ ended team-a hi Succeeded 0
 	[ "$("$cnlab" jobs list --project vision -o json | jq '[.items[] | select(.command == "kubernetes pod team-a/hi")] | length')" = 1 ] &&
 	ok "after a restart of cnlabd a bound pod is found again as its job (same Idempotency-Key): it ends it" ||
 	bad "after a restart: $(job_of team-a/hi)"
+# A CLI job named like a pod's is not taken for one: placed on a
+# Kubernetes node, it fails as every CLI job there does.
+fj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- kubernetes pod team-a/db 2>/dev/null | jq -r '.id // empty')
+fs=
+for _ in $(seq 200); do
+	fs=$("$cnlab" jobs show "$fj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
+	[ "$fs" = failed ] && break
+	sleep 0.05
+done
+[ -n "$fj" ] && [ "$fs" = failed ] &&
+	"$cnlab" jobs show "$fj" --project vision -o json | jq -r .message | grep -q "runs pods only" &&
+	ok "a CLI job whose command names a pod (\"kubernetes pod team-a/db\") is not matched to it: it fails, runs pods only" ||
+	bad "forged pod job $fj: state '$fs'"
 echo "" | "$cnlab" login --server "$url" --user kube --password-stdin >/dev/null 2>&1 &&
 	bad "the service user kube logs in with no password" ||
 	ok "nobody logs in as the service user kube"

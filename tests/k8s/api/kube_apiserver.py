@@ -171,6 +171,12 @@ class H(BaseHTTPRequestHandler):
 
     def route(self, path, parts, q, body):
         m = self.command
+        if path == "/test/add" and m == "POST":
+            # Not the API's: the test adds nodes and slices as a cluster
+            # would grow.
+            state["nodes"].extend(body.get("nodes", []))
+            state["slices"].extend(body.get("slices", []))
+            return 200, {}
         if path == "/api/v1/nodes" and m == "GET":
             return 200, {"kind": "NodeList", "apiVersion": "v1",
                          "metadata": {"resourceVersion": str(rv[0])},
