@@ -101,8 +101,9 @@ struct cnl_kube_sched {
 	bool synced;             /* the pods were listed once */
 	struct node *nodes;
 	size_t n_nodes;
-	json_t *projects; /* namespace -> [project name, id] */
-	json_t *budgets;  /* namespace -> its PodDisruptionBudgetList */
+	json_t *projects;      /* namespace -> [project name, id] */
+	json_t *budgets;       /* namespace -> its PodDisruptionBudgetList */
+	json_t *refused_nodes; /* names whose credential was refused */
 	/* TrainingJobs and NotebookServers: "tj/NS/NAME", "nb/NS/NAME" ->
 	 * {"obj", "made": children made, "said": the news written last}. */
 	json_t *crs;
@@ -1447,10 +1448,18 @@ static int node_add(struct cnl_kube_sched *ks,
 	int r;
 
 	if ((r = cnl_api_node_mint(ks->cfg.api, m->name, cred)) < 0) {
-		cnl_log(CNL_LOG_WARN, "kube: cannot mint a node credential",
-		        "node=%s err=%s", m->name, cnl_strerror(r));
+		/* Said once per node (tried again at each sync). */
+		if (!json_object_get(ks->refused_nodes, m->name))
+			cnl_log(
+			    CNL_LOG_WARN, "kube: cannot mint a node credential",
+			    "node=%s err=%s%s", m->name, cnl_strerror(r),
+			    r == -EEXIST ? " why=\"an agent registered this "
+			                   "node; it stays the agent's\""
+			                 : "");
+		json_object_set_new(ks->refused_nodes, m->name, json_true());
 		return r;
 	}
+	json_object_del(ks->refused_nodes, m->name);
 	memcpy(n.cred, cred, sizeof(n.cred));
 	explicit_bzero(cred, sizeof(cred));
 	body = cnl_wire_register_encode(m);
@@ -1666,6 +1675,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->by_job = json_object();
 	ks->projects = json_object();
 	ks->budgets = json_object();
+	ks->refused_nodes = json_object();
 	ks->crs = json_object();
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kt, err, errlen)) < 0 ||
@@ -1765,6 +1775,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->by_job);
 	json_decref(ks->projects);
 	json_decref(ks->budgets);
+	json_decref(ks->refused_nodes);
 	json_decref(ks->crs);
 	explicit_bzero(ks->token, sizeof(ks->token));
 	pthread_mutex_destroy(&ks->mu);

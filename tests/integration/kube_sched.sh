@@ -110,7 +110,10 @@ grep -q '"node1","gpus":2' <<<"$gpus" && grep -q '"node2","gpus":1' <<<"$gpus" &
 # publishing our slices later (a plugin beside the agent, or a forged
 # slice) does not make cnlabd mint its credential.
 jt=$("$cnlab" node join-token --node gpu-agent -o json | jq -r .token)
-reg=$(curl -sS -X POST -H "Authorization: Bearer $jt" -d '{"protocol":9,"name":"gpu-agent","gpu_type":"H100-80GB-SXM","gpus":1,"cpu_milli":8000,"mem_mib":16384}' "$url/v1/nodes")
+# (No agent runs behind it: it has no GPU and takes no work, so that
+# nothing of the tests below is placed there.)
+reg=$(curl -sS -X POST -H "Authorization: Bearer $jt" -d '{"protocol":9,"name":"gpu-agent","gpu_type":"","gpus":0,"cpu_milli":1000,"mem_mib":1024}' "$url/v1/nodes")
+"$cnlab" node cordon gpu-agent >/dev/null
 acred=$(jq -r .credential <<<"$reg") aid=$(jq -r .id <<<"$reg")
 k POST /test/add '{"nodes":[{"kind":"Node","apiVersion":"v1","metadata":{"name":"gpu-agent","uid":"7f1e0c2a-1111-4000-8000-000000000009"},"status":{"allocatable":{"cpu":"8","memory":"16Gi"}}}],"slices":[{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"gpu-agent-gpu-cnlab-io-0"},"spec":{"driver":"gpu.cnlab.io","nodeName":"gpu-agent","pool":{"name":"gpu-agent","generation":1,"resourceSliceCount":1},"devices":[{"name":"gpu-0","attributes":{"uuid":{"string":"GPU-99999999-0000-4000-8000-000000000000"},"type":{"string":"H100-80GB-SXM"},"index":{"int":0}}}]}}]}' >/dev/null
 for _ in $(seq 100); do grep -q 'cannot mint a node credential.*node=gpu-agent' "$tmp/err" && break; sleep 0.05; done
