@@ -511,6 +511,9 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 		char err[512], pname[CNL_WIRE_NAME_MAX], what[4], shape[80];
 		int r;
 
+		if (atomic_load(&ks->stop))
+			break;
+
 		snprintf(what, sizeof(what), "%.2s", key);
 		if (json_is_true(json_object_get(t, "made")) || !ns || !name ||
 		    json_object_get(md, "deletionTimestamp") ||
@@ -1496,7 +1499,7 @@ static int node_add(struct cnl_kube_sched *ks,
  * a new job after REFUSE_RETRY_MS. */
 static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
 {
-	for (size_t i = 0; i < ks->n_pods; i++) {
+	for (size_t i = 0; i < ks->n_pods && !atomic_load(&ks->stop); i++) {
 		struct pod *p = &ks->pods[i];
 		char path[256], err[256];
 		json_t *o = NULL;
@@ -1553,6 +1556,8 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 		const char *name = S(json_object_get(x, "metadata"), "name");
 		bool known = false;
 
+		if (atomic_load(&ks->stop))
+			break;
 		for (size_t k = 0; name && k < ks->n_nodes; k++)
 			known |= strcmp(ks->nodes[k].name, name) == 0;
 		if (!name || known)
@@ -1626,12 +1631,16 @@ static void *worker(void *arg)
 			ks->next_sync = now + resync;
 		}
 		tj_reconcile(ks);
-		for (size_t i = 0; i < ks->n_pods; i++) {
+		/* A stop is looked at between calls: with the API server
+		 * gone each call may take its retries' time. */
+		for (size_t i = 0; i < ks->n_pods && !atomic_load(&ks->stop);
+		     i++) {
 			step_pod(ks, &ks->pods[i], now);
 			waiting |= ks->pods[i].st == P_SUBMITTED ||
 			           ks->pods[i].st == P_NEW;
 		}
-		for (size_t i = 0; i < ks->n_nodes; i++) {
+		for (size_t i = 0; i < ks->n_nodes && !atomic_load(&ks->stop);
+		     i++) {
 			assignments(ks, (int)i, now);
 			if (now >= ks->nodes[i].next_hb)
 				heartbeat(ks, (int)i, now);
@@ -1680,7 +1689,12 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kt, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kn, err, errlen)) < 0 ||
-	    (r = cnl_kube_open(&kc, &ks->kc, err, errlen)) < 0 ||
+	    (r = cnl_kube_open(
+	         &(struct cnl_kube_config){.server = kc.server,
+	                                   .token_file = kc.token_file,
+	                                   .cafile = kc.cafile,
+	                                   .retries = 1},
+	         &ks->kc, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(
 	         &(struct cnl_kube_config){.server = kc.server,
 	                                   .token_file = kc.token_file,

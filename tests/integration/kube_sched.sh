@@ -425,4 +425,18 @@ wait "$d_pid"
 rc=$?
 d_pid=""
 [ $rc = 0 ] && ok "cnlabd stops cleanly (SIGTERM), its watch ended" || bad "cnlabd exit $rc"
+# With the API server gone (and pods it knew), cnlabd still stops: the
+# worker looks at the stop between calls, and its calls do not wait out
+# long retries.
+start_d
+sleep 2
+kill "$api_pid"
+wait "$api_pid" 2>/dev/null
+api_pid=""
+sleep 3
+kill "$d_pid"
+wait "$d_pid"
+rc=$?
+d_pid=""
+[ $rc = 0 ] && ok "with the API server gone, cnlabd still stops cleanly" || bad "cnlabd exit $rc with the API server gone"
 [ $fails = 0 ] || exit 1
