@@ -300,42 +300,35 @@ static int claim_shape(const json_t *pod, const json_t *claim,
 	return 0;
 }
 
+/* Container @c's request of @what in @conv's unit: 0 when it asks none,
+ * -1 when it is not a quantity. */
+static int64_t request_of(const json_t *c, const char *what,
+                          int64_t (*conv)(const char *))
+{
+	const char *q = S(
+	    json_object_get(json_object_get(c, "resources"), "requests"), what);
+
+	return q ? conv(q) : 0;
+}
+
 /* Sum of the containers' requests of @what ("cpu", "memory"); -1 bad. */
 static int64_t requests_sum(const json_t *pod, const char *what,
                             int64_t (*conv)(const char *))
 {
-	const json_t *cs = json_object_get(json_object_get(pod, "spec"),
-	                                   "containers"),
-	             *c;
-	int64_t sum = 0;
+	const json_t *spec = json_object_get(pod, "spec"), *c;
+	int64_t sum = 0, v;
 	size_t i;
 
-	json_array_foreach (cs, i, c) {
-		const char *q =
-		    S(json_object_get(json_object_get(c, "resources"),
-		                      "requests"),
-		      what);
-		int64_t v;
-
-		if (!q)
-			continue;
-		if ((v = conv(q)) < 0 || v > INT64_MAX / 1024 - sum)
+	json_array_foreach (json_object_get(spec, "containers"), i, c) {
+		if ((v = request_of(c, what, conv)) < 0 ||
+		    v > INT64_MAX / 1024 - sum)
 			return -1;
 		sum += v;
 	}
 	/* An init container runs alone before them: the pod needs the
 	 * larger of the two, as the kubelet counts it. */
-	cs = json_object_get(json_object_get(pod, "spec"), "initContainers");
-	json_array_foreach (cs, i, c) {
-		const char *q =
-		    S(json_object_get(json_object_get(c, "resources"),
-		                      "requests"),
-		      what);
-		int64_t v;
-
-		if (!q)
-			continue;
-		if ((v = conv(q)) < 0 || v > INT64_MAX / 1024)
+	json_array_foreach (json_object_get(spec, "initContainers"), i, c) {
+		if ((v = request_of(c, what, conv)) < 0 || v > INT64_MAX / 1024)
 			return -1;
 		if (v > sum)
 			sum = v;

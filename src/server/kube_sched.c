@@ -762,6 +762,17 @@ static void track_job(struct cnl_kube_sched *ks, struct pod *p, const char *job)
 	                    json_integer((json_int_t)(p - ks->pods)));
 }
 
+/* Cancel CNLab job @id as the service user (its answer is not needed:
+ * a job that ended already stays as it is). */
+static void cancel_job(struct cnl_kube_sched *ks, const char *id)
+{
+	char path[256], err[256];
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", id);
+	(void)cnl_client_call(ks->user, "POST", path, NULL, 0, NULL, err,
+	                      sizeof(err));
+}
+
 /* Whether a PodDisruptionBudget of @p's namespace selects it (by its
  * matchLabels; one with matchExpressions is taken to).  Such a pod is
  * submitted as not pre-emptible: CNLab then never picks it as a victim,
@@ -910,12 +921,8 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		/* Bound already, and not by this control plane (its key
 		 * found no job): running where it is, which CNLab cannot
 		 * move; the new job goes, the pod is left alone. */
-		char cpath[256];
 		id = S(reply, "id");
-		snprintf(cpath, sizeof(cpath), "/v1/jobs/%s/cancel",
-		         id ? id : "-");
-		(void)cnl_client_call(ks->user, "POST", cpath, NULL, 0, NULL,
-		                      err, sizeof(err));
+		cancel_job(ks, id ? id : "-");
 		cnl_log(CNL_LOG_WARN,
 		        "kube: a pod bound by no job of ours is left alone",
 		        "pod=%s/%s node=%s", p->ns, p->name,
@@ -1083,11 +1090,7 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		return;
 	case P_SUBMITTED:
 		if (deleting || ended) {
-			char path[256], err[256];
-			snprintf(path, sizeof(path), "/v1/jobs/%s/cancel",
-			         p->job);
-			(void)cnl_client_call(ks->user, "POST", path, NULL, 0,
-			                      NULL, err, sizeof(err));
+			cancel_job(ks, p->job);
 			tj_news(ks, p, "Cancelled", "", -256,
 			        "its pod went before it was placed");
 			forget(ks, p);
@@ -1107,15 +1110,11 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			forget(ks, p);
 		} else if (p->gone || ((ended || deleting) && p->evicting) ||
 		           (ended && deleting)) {
-			char path[256], err[256];
 			/* Cancelled first, then stopped: the job ends
 			 * cancelled, as its pod did (deleted, or evicted: a
 			 * pre-empted job would wait again, and its pod is gone;
 			 * its controller makes a new one, a new job). */
-			snprintf(path, sizeof(path), "/v1/jobs/%s/cancel",
-			         p->job);
-			(void)cnl_client_call(ks->user, "POST", path, NULL, 0,
-			                      NULL, err, sizeof(err));
+			cancel_job(ks, p->job);
 			report(ks, p, CNL_WIRE_REPORT_STOPPED, 0,
 			       p->evicting ? "evicted" : "pod deleted");
 			tj_news(ks, p, "Cancelled", ks->nodes[p->node].name,
@@ -1316,11 +1315,7 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			}
 			report(ks, &tmp, CNL_WIRE_REPORT_STOPPED, 0,
 			       "its pod is gone");
-			char cpath[256];
-			snprintf(cpath, sizeof(cpath), "/v1/jobs/%s/cancel",
-			         a->id);
-			(void)cnl_client_call(ks->user, "POST", cpath, NULL, 0,
-			                      NULL, err, sizeof(err));
+			cancel_job(ks, a->id);
 			continue;
 		}
 		if (!p) {
@@ -1704,25 +1699,20 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 		cnl_kube_sched_stop(ks);
 		return r;
 	}
-	cnl_client_new(&(struct cnl_client_config){.base = ks->url,
-	                                           .token = ks->token,
-	                                           .cafile = ks->cafile[0]
-	                                                         ? ks->cafile
-	                                                         : NULL,
-	                                           .user_agent = "cnlabd-kube",
-	                                           .connect_timeout_ms = 5000,
-	                                           .timeout_ms = 30000},
-	               &ks->user);
-	cnl_client_new(&(struct cnl_client_config){.base = ks->url,
-	                                           .token_fn = node_token,
-	                                           .token_ud = ks,
-	                                           .cafile = ks->cafile[0]
-	                                                         ? ks->cafile
-	                                                         : NULL,
-	                                           .user_agent = "cnlabd-kube",
-	                                           .connect_timeout_ms = 5000,
-	                                           .timeout_ms = 30000},
-	               &ks->nodecl);
+	/* cnlabd's own listener: as the user "kube", and as the nodes. */
+	struct cnl_client_config cc = {
+	    .base = ks->url,
+	    .token = ks->token,
+	    .cafile = ks->cafile[0] ? ks->cafile : NULL,
+	    .user_agent = "cnlabd-kube",
+	    .connect_timeout_ms = 5000,
+	    .timeout_ms = 30000,
+	};
+	cnl_client_new(&cc, &ks->user);
+	cc.token = NULL;
+	cc.token_fn = node_token;
+	cc.token_ud = ks;
+	cnl_client_new(&cc, &ks->nodecl);
 	ks->wpods = cnl_xcalloc(1, sizeof(*ks->wpods));
 	*ks->wpods =
 	    (struct watch){.ks = ks, .k = ks->kw, .path = PODS, .what = "pod"};
