@@ -160,6 +160,45 @@ long cnl_kube_call(struct cnl_kube *k, const char *method, const char *path,
 	return r.status;
 }
 
+long cnl_kube_get_text(struct cnl_kube *k, const char *path, char **ret,
+                       size_t *ret_len, char *err, size_t errlen)
+{
+	long wait = k->backoff_ms;
+	struct cnl_client_reply r;
+	int rc;
+
+	*ret = NULL;
+	*ret_len = 0;
+	for (int attempt = 0;; attempt++) {
+		rc = cnl_client_request(
+		    k->cl,
+		    &(struct cnl_client_request){.method = "GET", .path = path},
+		    &r);
+		if (attempt >= k->retries || !retryable(rc, r.status))
+			break;
+		cnl_client_reply_done(&r);
+		pause_ms(wait + rand() % (wait / 4 + 1));
+		wait = wait * 2 > 5000 ? 5000 : wait * 2;
+	}
+	if (rc < 0) {
+		cnl_seterr(err, errlen, "GET %s: %s", path, r.error);
+		cnl_client_reply_done(&r);
+		return rc;
+	}
+	if (r.status >= 400) {
+		json_t *m = r.json ? json_object_get(r.json, "message") : NULL;
+		cnl_seterr(err, errlen, "GET %s: %ld %s", path, r.status,
+		           json_is_string(m) ? json_string_value(m) : "");
+	} else if (r.body) {
+		*ret = r.body;
+		*ret_len = r.len;
+		r.body = NULL;
+	}
+	long st = r.status;
+	cnl_client_reply_done(&r);
+	return st;
+}
+
 /* ---- watch -------------------------------------------------------------- */
 
 struct watch {

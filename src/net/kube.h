@@ -59,6 +59,15 @@ long cnl_kube_call(struct cnl_kube *k, const char *method, const char *path,
                    char *err, size_t errlen);
 
 /*
+ * cnl_kube_get_text - GET @path whose reply is text, not JSON (a pod's
+ * log): the HTTP status, with a 2xx body into *@ret (malloc'd, NUL after
+ * its *@ret_len bytes; NULL otherwise), or -EIO (no reply after the
+ * retries) with @err, as cnl_kube_call().
+ */
+long cnl_kube_get_text(struct cnl_kube *k, const char *path, char **ret,
+                       size_t *ret_len, char *err, size_t errlen);
+
+/*
  * A watch: one GET of @path (a collection, with its own query, e.g. a
  * fieldSelector) with watch=1, resourceVersion=*@rv, allowWatchBookmarks
  * and a timeoutSeconds of @timeout_s, read as the stream of JSON lines it

@@ -117,6 +117,42 @@ const char *cnl_kube_tj_owner(const json_t *pod)
 	return name && strcmp(kind, "TrainingJob") == 0 ? name : NULL;
 }
 
+/* The ResourceClaim @claim, labelled @label=@value and owned by @owner
+ * (borrowed), of one request "gpu" for @count devices of the DeviceClass
+ * gpu.cnlab.io: each @blocks blocks (0: whole), or the MIG partitions of
+ * @profile ("": any). */
+static json_t *claim_new(const char *claim, const char *label,
+                         const char *value, json_t *owner, int blocks,
+                         const char *profile, int count)
+{
+	char q[32];
+	json_t *ex =
+	    json_pack("{s:s,s:s,s:i}", "deviceClassName", CNL_KUBE_DRIVER,
+	              "allocationMode", "ExactCount", "count", count);
+
+	if (blocks) {
+		snprintf(q, sizeof(q), "%d", blocks);
+		json_object_set_new(
+		    ex, "capacity",
+		    json_pack("{s:{s:s}}", "requests", "blocks", q));
+	}
+	if (profile[0]) {
+		char e[128];
+		snprintf(e, sizeof(e),
+		         "device.attributes[\"" CNL_KUBE_DRIVER
+		         "\"].profile == \"%s\"",
+		         profile);
+		json_object_set_new(
+		    ex, "selectors",
+		    json_pack("[{s:{s:s}}]", "cel", "expression", e));
+	}
+	return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:O},s:{s:{s:[{s:s,s:o}]}}}",
+	                 "apiVersion", "resource.k8s.io/v1", "kind",
+	                 "ResourceClaim", "metadata", "name", claim, "labels",
+	                 label, value, "ownerReferences", owner, "spec",
+	                 "devices", "requests", "name", "gpu", "exactly", ex);
+}
+
 /* What both kinds make: the owner reference to @cr (of @kind), the claim
  * NAME-gpu for @shape (NULL for cpu), and a pod of the scheduler cnlab
  * running @image with @command (NULL: the image's own) and /workspace
@@ -130,7 +166,7 @@ static int children(const json_t *cr, const char *kind, const char *shape,
 	const json_t *md = json_object_get(cr, "metadata");
 	const json_t *sp = json_object_get(cr, "spec");
 	const char *name = S(md, "name"), *uid = S(md, "uid");
-	char type[64], profile[32], claim[300], q[32];
+	char type[64], profile[32], claim[300];
 	int blocks, count;
 	json_t *owner, *container, *pod;
 
@@ -146,33 +182,9 @@ static int children(const json_t *cr, const char *kind, const char *shape,
 	                  CNL_KUBE_TJ_API, "kind", kind, "name", name, "uid",
 	                  uid, "controller", 1, "blockOwnerDeletion", 1);
 	snprintf(claim, sizeof(claim), "%s-gpu", name);
-	if (count > 0) {
-		json_t *ex = json_pack("{s:s,s:s,s:i}", "deviceClassName",
-		                       CNL_KUBE_DRIVER, "allocationMode",
-		                       "ExactCount", "count", count);
-		if (blocks) {
-			snprintf(q, sizeof(q), "%d", blocks);
-			json_object_set_new(
-			    ex, "capacity",
-			    json_pack("{s:{s:s}}", "requests", "blocks", q));
-		}
-		if (profile[0]) {
-			char e[128];
-			snprintf(e, sizeof(e),
-			         "device.attributes[\"" CNL_KUBE_DRIVER
-			         "\"].profile == \"%s\"",
-			         profile);
-			json_object_set_new(
-			    ex, "selectors",
-			    json_pack("[{s:{s:s}}]", "cel", "expression", e));
-		}
-		*ret_claim = json_pack(
-		    "{s:s,s:s,s:{s:s,s:{s:s},s:O},s:{s:{s:[{s:s,s:o}]}}}",
-		    "apiVersion", "resource.k8s.io/v1", "kind", "ResourceClaim",
-		    "metadata", "name", claim, "labels", "cnlab.io/owner", name,
-		    "ownerReferences", owner, "spec", "devices", "requests",
-		    "name", "gpu", "exactly", ex);
-	}
+	if (count > 0)
+		*ret_claim = claim_new(claim, "cnlab.io/owner", name, owner,
+		                       blocks, profile, count);
 	if (type[0] && strcmp(type, "any") != 0)
 		json_object_set_new(ann, "cnlab.io/gpu-type",
 		                    json_string(type));
@@ -433,4 +445,131 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
 	                    message && *message ? json_string(message)
 	                                        : json_null());
 	return json_pack("{s:o}", "status", st);
+}
+
+/* ---- `cnlab run` jobs on Kubernetes nodes -------------------------------- */
+
+void cnl_kube_run_name(const char *job, int64_t epoch, char *buf, size_t len)
+{
+	size_t o = (size_t)snprintf(buf, len, "cnlab-");
+
+	for (const char *c = job; *c && o + 1 < len; c++)
+		buf[o++] = *c == '_' ? '-' : (char)tolower((unsigned char)*c);
+	buf[o < len ? o : len - 1] = '\0';
+	if (o < len)
+		snprintf(buf + o, len - o, "-%lld", (long long)epoch);
+}
+
+int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
+                     size_t errlen)
+{
+	char name[128], claim[160], cm[160], type[64], profile[32], cq[32],
+	    mq[32], ep[32];
+	int blocks, count;
+	json_t *container, *mounts, *volumes, *pod;
+
+	*ret_pod = NULL;
+	if (shape_parts(r->shape, type, sizeof(type), &blocks, profile,
+	                sizeof(profile), &count) < 0) {
+		cnl_seterr(err, errlen, "%s: not a GPU shape", r->shape);
+		return -EINVAL;
+	}
+	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
+	snprintf(claim, sizeof(claim), "%s-gpu", name);
+	snprintf(cm, sizeof(cm), "%s-inputs", name);
+	snprintf(ep, sizeof(ep), "%lld", (long long)r->epoch);
+	snprintf(cq, sizeof(cq), "%lldm",
+	         (long long)(r->cpu_milli > 0 ? r->cpu_milli : 1000));
+	snprintf(mq, sizeof(mq), "%lldMi",
+	         (long long)(r->mem_mib > 0 ? r->mem_mib : 4096));
+	mounts = json_pack("[{s:s,s:s}]", "name", "workspace", "mountPath",
+	                   "/workspace");
+	volumes = json_pack("[{s:s,s:{}}]", "name", "workspace", "emptyDir");
+	if (r->n_inputs) {
+		json_t *items = json_array();
+		for (size_t i = 0; i < r->n_inputs; i++) {
+			char key[32], at[CNL_KUBE_RUN_PATH_MAX + 16];
+			snprintf(key, sizeof(key), "in%zu", i);
+			snprintf(at, sizeof(at), "/workspace/%s", r->inputs[i]);
+			json_array_append_new(
+			    items,
+			    json_pack("{s:s,s:s}", "key", key, "path", key));
+			/* One file each, read-only, in a workspace that
+			 * stays writable. */
+			json_array_append_new(
+			    mounts, json_pack("{s:s,s:s,s:s,s:b}", "name",
+			                      "inputs", "mountPath", at,
+			                      "subPath", key, "readOnly", 1));
+		}
+		json_array_append_new(volumes,
+		                      json_pack("{s:s,s:{s:s,s:o}}", "name",
+		                                "inputs", "configMap", "name",
+		                                cm, "items", items));
+	}
+	container = json_pack(
+	    "{s:s,s:s,s:[s,s,s],s:s,s:{s:{s:s,s:s},s:{s:s}},s:o,s:[{s:s,s:s}]}",
+	    "name", "job", "image", r->image, "command", "sh", "-c", r->command,
+	    "workingDir", "/workspace", "resources", "requests", "cpu", cq,
+	    "memory", mq, "limits", "memory", mq, "volumeMounts", mounts, "env",
+	    "name", "CNLAB_JOB_ID", "value", r->job);
+	pod = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s},s:{s:s}},"
+	                "s:{s:s,s:s,s:b,s:[o],s:o}}",
+	                "apiVersion", "v1", "kind", "Pod", "metadata", "name",
+	                name, "labels", "cnlab.io/job", r->job,
+	                "cnlab.io/epoch", ep, "annotations", "cnlab.io/project",
+	                r->project, "spec", "schedulerName", CNL_KUBE_SCHEDULER,
+	                "restartPolicy", "Never", "enableServiceLinks", 0,
+	                "containers", container, "volumes", volumes);
+	if (count > 0) {
+		json_object_set_new(json_object_get(pod, "spec"),
+		                    "resourceClaims",
+		                    json_pack("[{s:s,s:s}]", "name", "gpu",
+		                              "resourceClaimName", claim));
+		json_object_set_new(json_object_get(container, "resources"),
+		                    "claims",
+		                    json_pack("[{s:s}]", "name", "gpu"));
+	}
+	*ret_pod = pod;
+	return 0;
+}
+
+/* The owner reference to the pod @name of uid @uid. */
+static json_t *pod_owner(const char *name, const char *uid)
+{
+	return json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion", "v1",
+	                 "kind", "Pod", "name", name, "uid", uid, "controller",
+	                 1, "blockOwnerDeletion", 1);
+}
+
+json_t *cnl_kube_run_claim(const struct cnl_kube_run *r, const char *pod_uid)
+{
+	char name[128], claim[160], type[64], profile[32];
+	int blocks, count;
+	json_t *owner, *c;
+
+	if (shape_parts(r->shape, type, sizeof(type), &blocks, profile,
+	                sizeof(profile), &count) < 0 ||
+	    count == 0)
+		return NULL;
+	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
+	snprintf(claim, sizeof(claim), "%s-gpu", name);
+	owner = pod_owner(name, pod_uid);
+	c = claim_new(claim, "cnlab.io/job", r->job, owner, blocks, profile,
+	              count);
+	json_decref(owner);
+	return c;
+}
+
+json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
+                            json_t *data)
+{
+	char name[128], cm[160];
+
+	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
+	snprintf(cm, sizeof(cm), "%s-inputs", name);
+	return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:o},s:b,s:o}", "apiVersion",
+	                 "v1", "kind", "ConfigMap", "metadata", "name", cm,
+	                 "labels", "cnlab.io/job", r->job, "ownerReferences",
+	                 pod_owner(name, pod_uid), "immutable", 1, "binaryData",
+	                 data);
 }

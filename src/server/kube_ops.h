@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -78,6 +79,43 @@ int cnl_kube_nb_children(const json_t *nb, const char *project,
 json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
                            const char *url, const char *message,
                            long long generation);
+/*
+ * `cnlab run` jobs that CNLab placed on a Kubernetes node run as pods of
+ * the job's project's namespace (kube_sched.h), made here:
+ *
+ * cnl_kube_run_name - the pod's name: "cnlab-" and the job's id in lower
+ * case with '-' for '_', then "-EPOCH" (each run of a pre-empted job is a
+ * new pod, whatever the last one's deletion still takes).
+ *
+ * cnl_kube_run_pod - the pod: scheduler cnlab, labels cnlab.io/job and
+ * cnlab.io/epoch, container "job" running `sh -c COMMAND` in @r->image,
+ * its working folder /workspace an emptyDir where each input (r->inputs,
+ * paths already checked) is a read-only file from the ConfigMap NAME-inputs
+ * (key "inN" for the N-th), the CPU asked and the memory asked as request
+ * and limit (0: one CPU, 4 GiB), and the claim NAME-gpu unless the shape is
+ * "cpu".  0, or -EINVAL for a shape it cannot read.
+ *
+ * cnl_kube_run_claim - that claim (NULL for "cpu"), owned by the pod of
+ * uid @pod_uid; cnl_kube_run_inputs - the ConfigMap of the inputs, its
+ * binaryData @data (stolen: {"inN": base64}), owned by the pod too.  So
+ * the pod's deletion takes both.
+ */
+#define CNL_KUBE_RUN_PATH_MAX 512
+
+struct cnl_kube_run {
+	const char *job, *project, *shape, *image, *command;
+	int64_t epoch, cpu_milli, mem_mib;
+	const char *const *inputs;
+	size_t n_inputs;
+};
+
+void cnl_kube_run_name(const char *job, int64_t epoch, char *buf, size_t len);
+int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
+                     size_t errlen);
+json_t *cnl_kube_run_claim(const struct cnl_kube_run *r, const char *pod_uid);
+json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
+                            json_t *data);
+
 #define CNL_KUBE_NB_PATH "/apis/cnlab.io/v1alpha1/notebookservers"
 
 #endif /* CNL_SERVER_KUBE_OPS_H */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cnlab/errors.h"
+#include "common/base64.h"
 #include "common/id.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -64,6 +65,10 @@ struct pod {
 	bool evicting;
 	char said[CNL_WIRE_MESSAGE_MAX]; /* the condition written last */
 	int attempt; /* jobs of this pod that could not be bound */
+	/* The pod of a `cnlab run` job, made by us: its log's bytes that
+	 * CNLab has, and when to read it again. */
+	bool run;
+	int64_t log_sent, log_at;
 };
 
 struct node {
@@ -78,6 +83,7 @@ struct cnl_kube_sched {
 	struct cnl_kube_sched_config cfg;
 	char url[CNL_CLIENT_BASE_MAX], cafile[4096], token[CNL_AUTH_TOKEN_MAX];
 	char kserver[1024], ktoken[4096], kca[4096];
+	char image[CNL_WIRE_IMAGE_MAX];     /* of a run job that names none */
 	struct cnl_kube *kw, *kt, *kn, *kc; /* the watches', the rest's */
 	struct cnl_kube *ke;                /* evictions: no retries */
 	struct watch *wpods, *wtjs, *wnbs;
@@ -102,6 +108,7 @@ struct cnl_kube_sched {
 	struct node *nodes;
 	size_t n_nodes;
 	json_t *projects;      /* namespace -> [project name, id] */
+	json_t *run_ns;        /* project id -> [namespace, project name] */
 	json_t *budgets;       /* namespace -> its PodDisruptionBudgetList */
 	json_t *refused_nodes; /* names whose credential was refused */
 	/* TrainingJobs and NotebookServers: "tj/NS/NAME", "nb/NS/NAME" ->
@@ -1035,6 +1042,10 @@ static void forget(struct cnl_kube_sched *ks, struct pod *p)
 	p->st = P_DONE;
 }
 
+static void run_delete(struct cnl_kube_sched *ks, struct pod *p,
+                       int64_t grace_s);
+static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now);
+
 /* Evict @p (its job was cancelled or pre-empted). */
 static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
                   int64_t grace_s)
@@ -1045,6 +1056,13 @@ static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
 	    "Eviction", "metadata", "name", p->name, "namespace", p->ns,
 	    "deleteOptions", "gracePeriodSeconds", (json_int_t)grace_s);
 
+	if (p->run) { /* our own pod: deleted, no budget of theirs */
+		json_decref(body);
+		run_delete(ks, p, grace_s);
+		p->evicting = true;
+		p->evict_at = now + EVICT_RETRY_MS;
+		return;
+	}
 	pod_path(p, "eviction", path, sizeof(path));
 	/* Its own client, without retries: a budget's 429 is an answer,
 	 * not a fault, and the worker must not wait on it. */
@@ -1083,6 +1101,10 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			forget(ks, p);
 			return;
 		}
+		/* A run job's pod (or one labelled as one): it waits for its
+		 * job's assignment (run_pod), and is never a job of its own. */
+		if (S(json_object_get(md, "labels"), "cnlab.io/job"))
+			return;
 		/* Bound by an earlier run of ours: its job (the same
 		 * Idempotency-Key) is found again and placed where it is. */
 		if (now >= p->retry_at)
@@ -1101,10 +1123,14 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		/* Evicted or deleted: the kubelet may mark it Failed on its
 		 * way out; it ends as it was ended, cancelled. */
 		if (ended && !p->evicting && !deleting) {
+			if (p->run) /* the last of its output first */
+				run_log(ks, p, now);
 			report(ks, p,
 			       code ? CNL_WIRE_REPORT_FAILED
 			            : CNL_WIRE_REPORT_SUCCEEDED,
 			       code, NULL);
+			if (p->run) /* its claim and inputs go with it */
+				run_delete(ks, p, 0);
 			tj_news(ks, p, code ? "Failed" : "Succeeded",
 			        ks->nodes[p->node].name, code, NULL);
 			forget(ks, p);
@@ -1114,14 +1140,20 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			 * cancelled, as its pod did (deleted, or evicted: a
 			 * pre-empted job would wait again, and its pod is gone;
 			 * its controller makes a new one, a new job). */
-			cancel_job(ks, p->job);
+			/* A run job stopped by CNLab: CNLab knows why (a
+			 * pre-empted one waits again, in a new pod). */
+			if (!p->run || !p->evicting)
+				cancel_job(ks, p->job);
 			report(ks, p, CNL_WIRE_REPORT_STOPPED, 0,
-			       p->evicting ? "evicted" : "pod deleted");
+			       p->evicting ? (p->run ? "stopped" : "evicted")
+			                   : "pod deleted");
 			tj_news(ks, p, "Cancelled", ks->nodes[p->node].name,
 			        -256, p->evicting ? "evicted" : "pod deleted");
 			forget(ks, p);
 		} else if (p->evicting && now >= p->evict_at) {
 			evict(ks, p, now, 30);
+		} else if (p->run && now >= p->log_at) {
+			run_log(ks, p, now);
 		}
 		return;
 	case P_DONE:
@@ -1259,6 +1291,482 @@ static struct pod *pod_named(struct cnl_kube_sched *ks, const char *nsname)
 	return done;
 }
 
+/* ---- `cnlab run` jobs as pods ---------------------------------------------
+ */
+
+/* A ConfigMap holds 1 MiB; its inputs' bytes travel as base64 in it. */
+#define RUN_INPUTS_MAX   64
+#define RUN_INPUTS_BYTES (700 * 1024)
+#define RUN_LOG_MS       250 /* a running pod's log read as often */
+
+/* The namespace where project @id's run jobs become pods, into @ns, and
+ * the project's name into @pname: the namespace labelled
+ * cnlab.io/project=NAME (the first by name when several are), else the
+ * namespace named NAME if no label gives it to another project.  0,
+ * -ENOENT with why in @err, -EIO (try again). */
+static int run_namespace(struct cnl_kube_sched *ks, const char *id, char *ns,
+                         size_t nslen, char *pname, size_t plen, char *err,
+                         size_t errlen)
+{
+	json_t *have = json_object_get(ks->run_ns, id), *o = NULL, *x;
+	char path[512];
+	const char *name, *best = NULL;
+	long st;
+	size_t i;
+
+	if (have) {
+		snprintf(ns, nslen, "%s",
+		         json_string_value(json_array_get(have, 0)));
+		snprintf(pname, plen, "%s",
+		         json_string_value(json_array_get(have, 1)));
+		return 0;
+	}
+	snprintf(path, sizeof(path), "/v1/projects/%s", id);
+	st = cnl_client_call(ks->user, "GET", path, NULL, 0, &o, err, errlen);
+	if (st != 200 || !(name = S(o, "name"))) {
+		json_decref(o);
+		if (st < 0 || st >= 500)
+			return -EIO;
+		cnl_seterr(err, errlen,
+		           "project %s has not admitted the service user kube "
+		           "(cnlab project member add PROJECT kube)",
+		           id);
+		return -ENOENT;
+	}
+	snprintf(pname, plen, "%s", name);
+	json_decref(o);
+	o = NULL;
+	{
+		char *e = cnl_client_url_escape(pname);
+		snprintf(path, sizeof(path),
+		         "/api/v1/"
+		         "namespaces?labelSelector=cnlab.io%%2Fproject%%3D%s",
+		         e);
+		free(e);
+	}
+	if ((st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
+	                        errlen)) != 200) {
+		json_decref(o);
+		return st == 403 ? -ENOENT : -EIO;
+	}
+	json_array_foreach (json_object_get(o, "items"), i, x) {
+		const char *n = S(json_object_get(x, "metadata"), "name");
+		const char *p = cnl_kube_project_of(x);
+		/* The label is the selector's; a server's slip is not
+		 * taken on trust. */
+		if (n && p && strcmp(p, pname) == 0 &&
+		    (!best || strcmp(n, best) < 0))
+			best = n;
+	}
+	if (best)
+		snprintf(ns, nslen, "%s", best);
+	json_decref(o);
+	o = NULL;
+	if (!best) {
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", pname);
+		st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
+		                   errlen);
+		const char *p = st == 200 ? cnl_kube_project_of(o) : NULL;
+		if (p && strcmp(p, pname) == 0)
+			snprintf(ns, nslen, "%s", pname);
+		json_decref(o);
+		if (!p || strcmp(p, pname) != 0) {
+			if (st != 200 && st != 404 && st != 403)
+				return -EIO;
+			cnl_seterr(err, errlen,
+			           "no namespace is project %s's: label one "
+			           "cnlab.io/project=%s (kubectl label "
+			           "namespace NS cnlab.io/project=%s)",
+			           pname, pname, pname);
+			return -ENOENT;
+		}
+	}
+	json_object_set_new(ks->run_ns, id, json_pack("[s,s]", ns, pname));
+	return 0;
+}
+
+/* The job of @a ends failed on node @ni, saying why. */
+static void run_fail(struct cnl_kube_sched *ks, int ni,
+                     const struct cnl_wire_assignment *a, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void run_fail(struct cnl_kube_sched *ks, int ni,
+                     const struct cnl_wire_assignment *a, const char *fmt, ...)
+{
+	struct pod tmp = {.node = ni, .epoch = a->epoch};
+	char msg[CNL_WIRE_MESSAGE_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(tmp.job, sizeof(tmp.job), "%s", a->id);
+	report(ks, &tmp, CNL_WIRE_REPORT_FAILED, 1, msg);
+	cnl_log(CNL_LOG_INFO, "kube: a run job cannot become a pod",
+	        "job=%s why=\"%s\"", a->id, msg);
+}
+
+/* The inputs of @a's job, fetched as node @ni: their paths into *@ret_paths
+ * (malloc'd, as each path) and their bytes into *@ret_data {"inN":
+ * base64}.  0; -E2BIG or -EINVAL with @err (the job cannot run here);
+ * -EIO (try again). */
+static int run_inputs(struct cnl_kube_sched *ks, int ni,
+                      const struct cnl_wire_assignment *a, char ***ret_paths,
+                      size_t *ret_n, json_t **ret_data, char *err,
+                      size_t errlen)
+{
+	struct node *n = &ks->nodes[ni];
+	struct cnl_wire_files fs = {0};
+	char path[CNL_KUBE_RUN_PATH_MAX * 3 + 256];
+	json_t *o = NULL, *data = json_object();
+	char **paths = NULL;
+	size_t total = 0, k = 0;
+	long st;
+	int r = 0;
+
+	*ret_paths = NULL;
+	*ret_n = 0;
+	*ret_data = NULL;
+	snprintf(path, sizeof(path),
+	         "/v1/nodes/%s/inputs?job=%s&epoch=%" PRId64, n->id, a->id,
+	         a->epoch);
+	ks->as = n->cred;
+	st = cnl_client_call(ks->nodecl, "GET", path, NULL, 0, &o, err, errlen);
+	if (st != 200 || cnl_wire_files_decode(o, &fs, err, errlen) < 0) {
+		json_decref(o);
+		json_decref(data);
+		return -EIO;
+	}
+	json_decref(o);
+	for (size_t i = 0; i < fs.n; i++)
+		total += (size_t)fs.items[i].size;
+	if (fs.n > RUN_INPUTS_MAX || total > RUN_INPUTS_BYTES) {
+		cnl_seterr(err, errlen,
+		           "its inputs (%zu files, %zu bytes) are more than a "
+		           "pod takes (%d files, %d bytes): put them in an "
+		           "image or a dataset",
+		           fs.n, total, RUN_INPUTS_MAX, RUN_INPUTS_BYTES);
+		r = -E2BIG;
+		goto out;
+	}
+	paths = cnl_xcalloc(fs.n + 1, sizeof(*paths));
+	for (k = 0; k < fs.n; k++) {
+		const struct cnl_wire_file *f = &fs.items[k];
+		struct cnl_client_reply rep;
+		uint8_t sum[32];
+		char hex[65], key[32], *b64;
+		size_t blen;
+
+		if (strlen(f->path) >= CNL_KUBE_RUN_PATH_MAX) {
+			cnl_seterr(err, errlen, "input %s: path too long",
+			           f->path);
+			r = -EINVAL;
+			goto out;
+		}
+		char *ep = cnl_client_url_escape(f->path);
+		snprintf(path, sizeof(path),
+		         "/v1/nodes/%s/inputs/file?job=%s&epoch=%" PRId64
+		         "&path=%s",
+		         n->id, a->id, a->epoch, ep);
+		free(ep);
+		ks->as = n->cred;
+		if (cnl_client_request(ks->nodecl,
+		                       &(struct cnl_client_request){
+		                           .method = "GET", .path = path},
+		                       &rep) < 0 ||
+		    rep.status != 200 || rep.len != (size_t)f->size) {
+			cnl_seterr(err, errlen, "input %s: not fetched (%ld)",
+			           f->path, rep.status);
+			cnl_client_reply_done(&rep);
+			r = -EIO;
+			goto out;
+		}
+		cnl_client_sha256(rep.body ? rep.body : "", rep.len, sum);
+		for (int j = 0; j < 32; j++)
+			snprintf(hex + 2 * j, 3, "%02x", sum[j]);
+		if (strcmp(hex, f->sha256) != 0) {
+			cnl_seterr(err, errlen,
+			           "input %s: its bytes are not its SHA-256",
+			           f->path);
+			cnl_client_reply_done(&rep);
+			r = -EIO;
+			goto out;
+		}
+		blen = cnl_b64_encoded_len(rep.len, CNL_B64_PAD) + 1;
+		b64 = cnl_xmalloc(blen);
+		(void)cnl_b64_encode(rep.body ? rep.body : "", rep.len,
+		                     CNL_B64_PAD, b64, blen);
+		snprintf(key, sizeof(key), "in%zu", k);
+		json_object_set_new(data, key, json_string(b64));
+		free(b64);
+		cnl_client_reply_done(&rep);
+		paths[k] = cnl_xstrdup(f->path);
+	}
+out:
+	cnl_wire_files_done(&fs);
+	if (r < 0) {
+		for (size_t i = 0; paths && i < k; i++)
+			free(paths[i]);
+		free(paths);
+		json_decref(data);
+		return r;
+	}
+	*ret_paths = paths;
+	*ret_n = k;
+	*ret_data = data;
+	return 0;
+}
+
+static void run_delete(struct cnl_kube_sched *ks, struct pod *p,
+                       int64_t grace_s)
+{
+	char path[512], err[256];
+	long st;
+
+	pod_path(p, NULL, path, sizeof(path));
+	snprintf(path + strlen(path), sizeof(path) - strlen(path),
+	         "?gracePeriodSeconds=%" PRId64, grace_s);
+	st = cnl_kube_call(ks->kc, "DELETE", path, NULL, NULL, NULL, err,
+	                   sizeof(err));
+	if (st == 404)
+		p->gone = true;
+	else if (st != 200 && st != 202)
+		cnl_log(CNL_LOG_WARN, "kube: cannot delete a run job's pod",
+		        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
+}
+
+/* What @p's container wrote since CNLab last had it, into its job's
+ * output (stdout and stderr come as one stream from the kubelet). */
+static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
+{
+	char path[640], err[256];
+	char *text = NULL;
+	size_t len = 0;
+	json_t *o = NULL, *body;
+	long st;
+
+	p->log_at = now + RUN_LOG_MS;
+	pod_path(p, "log", path, sizeof(path));
+	snprintf(path + strlen(path), sizeof(path) - strlen(path),
+	         "?container=job&limitBytes=%" PRId64,
+	         p->log_sent + CNL_WIRE_LOG_MAX - 1);
+	st = cnl_kube_get_text(ks->kc, path, &text, &len, err, sizeof(err));
+	if (st != 200 || len <= (size_t)p->log_sent) {
+		free(text);
+		return;
+	}
+	struct cnl_wire_log m = {.epoch = p->epoch,
+	                         .has_offset = true,
+	                         .offset = p->log_sent,
+	                         .data = text + p->log_sent,
+	                         .len = len - (size_t)p->log_sent};
+	snprintf(m.id, sizeof(m.id), "%s", p->job);
+	body = cnl_wire_log_encode(&m);
+	free(text);
+	snprintf(path, sizeof(path), "/v1/nodes/%s/logs",
+	         ks->nodes[p->node].id);
+	ks->as = ks->nodes[p->node].cred;
+	st = cnl_client_call(ks->nodecl, "POST", path, body, 0, &o, err,
+	                     sizeof(err));
+	json_decref(body);
+	/* "next": how much of the stream CNLab holds now (a 416 says it
+	 * too: after a restart it had what we sent again). */
+	if ((st == 200 || st == 201 || st == 416) &&
+	    json_is_integer(json_object_get(o, "next")))
+		p->log_sent = json_integer_value(json_object_get(o, "next"));
+	else if (st == 200 || st == 201)
+		p->log_sent = (int64_t)len;
+	json_decref(o);
+}
+
+/* The pod of run job @a placed on node @ni: found (made by an earlier run
+ * of ours), or made now with its claim and inputs.  NULL when there is
+ * none yet (*@again: look at @a again) or the job cannot run here (it was
+ * failed, saying why). */
+static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
+                           const struct cnl_wire_assignment *a, bool *again)
+{
+	char name[128], ns[64], pname[CNL_WIRE_NAME_MAX], err[512], path[512];
+	struct pod *p = NULL;
+	json_t *pod = NULL, *made = NULL, *data = NULL, *o;
+	char **paths = NULL;
+	size_t n_paths = 0;
+	long st;
+	int r;
+
+	if (!ks->synced) { /* a pod of ours may be there: list first */
+		*again = true;
+		return NULL;
+	}
+	if (a->kind == CNL_WIRE_SERVER) {
+		if (a->action == CNL_WIRE_RUN)
+			run_fail(ks, ni, a,
+			         "a Kubernetes node runs notebook servers as "
+			         "NotebookServers (cnlab.io/v1alpha1), not "
+			         "cnlab server create");
+		return NULL;
+	}
+	r = run_namespace(ks, a->project_id, ns, sizeof(ns), pname,
+	                  sizeof(pname), err, sizeof(err));
+	if (r == -EIO) {
+		*again = true;
+		return NULL;
+	}
+	cnl_kube_run_name(a->id, a->epoch, name, sizeof(name));
+	for (size_t i = 0; r == 0 && i < ks->n_pods; i++) {
+		struct pod *q = &ks->pods[i];
+		const char *lab =
+		    S(json_object_get(json_object_get(q->obj, "metadata"),
+		                      "labels"),
+		      "cnlab.io/job");
+		if (!q->gone && q->st != P_DONE && strcmp(q->ns, ns) == 0 &&
+		    strcmp(q->name, name) == 0 && lab &&
+		    strcmp(lab, a->id) == 0)
+			p = q;
+	}
+	if (p) { /* ours, from before a restart */
+		if (!p->run) {
+			p->run = true;
+			p->node = ni;
+			p->epoch = a->epoch;
+			snprintf(p->claim, sizeof(p->claim), "%s-gpu", name);
+			snprintf(p->request, sizeof(p->request), "gpu");
+			if (!json_object_get(json_object_get(p->obj, "spec"),
+			                     "resourceClaims"))
+				p->claim[0] = '\0';
+			track_job(ks, p, a->id);
+			p->st = P_SUBMITTED;
+		}
+		return p;
+	}
+	if (a->action != CNL_WIRE_RUN) {
+		struct pod tmp = {.node = ni, .epoch = a->epoch};
+		snprintf(tmp.job, sizeof(tmp.job), "%s", a->id);
+		report(ks, &tmp, CNL_WIRE_REPORT_STOPPED, 0, "had no pod");
+		return NULL;
+	}
+	if (r < 0) {
+		run_fail(ks, ni, a, "%s", err);
+		return NULL;
+	}
+	if (a->has_gang) {
+		run_fail(ks, ni, a,
+		         "gangs (--nodes) do not run on Kubernetes nodes yet");
+		return NULL;
+	}
+	if (a->secrets > 0) {
+		run_fail(ks, ni, a,
+		         "secrets (--secret) are not given to pods yet");
+		return NULL;
+	}
+	r = run_inputs(ks, ni, a, &paths, &n_paths, &data, err, sizeof(err));
+	if (r == -EIO) {
+		*again = true;
+		return NULL;
+	}
+	if (r < 0) {
+		run_fail(ks, ni, a, "%s", err);
+		return NULL;
+	}
+	struct cnl_kube_run run = {
+	    .job = a->id,
+	    .project = pname,
+	    .shape = a->shape[0] ? a->shape : "cpu",
+	    .image = a->image[0] ? a->image : ks->image,
+	    .command = a->command,
+	    .epoch = a->epoch,
+	    .cpu_milli = a->cpu_milli,
+	    .mem_mib = a->mem_mib,
+	    .inputs = (const char *const *)paths,
+	    .n_inputs = n_paths,
+	};
+	if (cnl_kube_run_pod(&run, &pod, err, sizeof(err)) < 0) {
+		run_fail(ks, ni, a, "%s", err);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
+	st = cnl_kube_call(ks->kc, "POST", path, pod, NULL, &made, err,
+	                   sizeof(err));
+	const char *uid = S(json_object_get(made, "metadata"), "uid");
+	if (st != 201 || !uid) {
+		if (st == 403)
+			run_fail(ks, ni, a,
+			         "cnlabd may not make pods in namespace %s "
+			         "(bind the ClusterRole cnlab:cnlabd-workloads "
+			         "to the ServiceAccount cnlab/cnlabd there)",
+			         ns);
+		else if (st == 409)
+			run_fail(ks, ni, a,
+			         "namespace %s has a pod %s that CNLab did "
+			         "not make for this run",
+			         ns, name);
+		else if (st > 0 && st < 500 && st != 429)
+			run_fail(ks, ni, a, "its pod was refused: %s", err);
+		else
+			*again = true;
+		goto out;
+	}
+	pod_seen(ks, made, false);
+	if (!(p = pod_of_uid(ks, uid)))
+		goto out;
+	p->run = true;
+	p->node = ni;
+	p->epoch = a->epoch;
+	snprintf(p->request, sizeof(p->request), "gpu");
+	track_job(ks, p, a->id);
+	p->st = P_SUBMITTED;
+	if ((o = cnl_kube_run_claim(&run, uid))) {
+		json_t *c = NULL;
+		snprintf(p->claim, sizeof(p->claim), "%s-gpu", name);
+		snprintf(
+		    path, sizeof(path),
+		    "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims",
+		    ns);
+		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, &c, err,
+		                   sizeof(err));
+		json_decref(o);
+		if (st == 201) {
+			json_decref(p->claim_obj);
+			p->claim_obj = c;
+		} else {
+			json_decref(c);
+			if (st != 409) {
+				run_fail(ks, ni, a, "its claim was refused: %s",
+				         err);
+				run_delete(ks, p, 0);
+				forget(ks, p);
+				p = NULL;
+				goto out;
+			}
+		}
+	}
+	if (n_paths) {
+		o = cnl_kube_run_inputs(&run, uid, data);
+		data = NULL;
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps",
+		         ns);
+		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
+		                   sizeof(err));
+		json_decref(o);
+		if (st != 201 && st != 409) {
+			run_fail(ks, ni, a, "its inputs were refused: %s", err);
+			run_delete(ks, p, 0);
+			forget(ks, p);
+			p = NULL;
+			goto out;
+		}
+	}
+	cnl_log(CNL_LOG_INFO, "kube: a run job became a pod",
+	        "job=%s pod=%s/%s", a->id, ns, name);
+out:
+	for (size_t i = 0; i < n_paths; i++)
+		free(paths[i]);
+	free(paths);
+	json_decref(data);
+	json_decref(pod);
+	json_decref(made);
+	return p;
+}
+
 /* The work CNLab placed on node @ni. */
 static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 {
@@ -1318,18 +1826,10 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			cancel_job(ks, a->id);
 			continue;
 		}
-		if (!p) {
-			/* Work that is no pod's (submitted with the CLI): this
-			 * node runs pods only. */
-			if (a->action == CNL_WIRE_RUN) {
-				struct pod tmp = {.node = ni,
-				                  .epoch = a->epoch};
-				snprintf(tmp.job, sizeof(tmp.job), "%s", a->id);
-				report(ks, &tmp, CNL_WIRE_REPORT_FAILED, 1,
-				       "a Kubernetes node runs pods only");
-			}
+		/* Work that is no pod's (submitted with the CLI): a pod we
+		 * make for it. */
+		if (!p && !(p = run_pod(ks, ni, a, &again)))
 			continue;
-		}
 		if (a->action == CNL_WIRE_STOP) {
 			if (p->st == P_BOUND && !p->evicting) {
 				int64_t g =
@@ -1343,6 +1843,10 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 				tmp.epoch = a->epoch;
 				report(ks, &tmp, CNL_WIRE_REPORT_STOPPED, 0,
 				       "never bound");
+				if (p->run) {
+					run_delete(ks, p, 0);
+					forget(ks, p);
+				}
 			}
 			continue;
 		}
@@ -1365,6 +1869,11 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
 			       "cannot bind the pod: its claim or the pod is "
 			       "taken");
+			if (p->run) {
+				run_delete(ks, p, 0);
+				forget(ks, p);
+				continue;
+			}
 			json_object_del(ks->by_job, p->job);
 			p->job[0] = '\0';
 			p->node = -1;
@@ -1510,7 +2019,10 @@ static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
 			json_decref(o);
 			continue;
 		}
-		if (strcmp(state, "cancelled") == 0) {
+		if (p->run) { /* its job ended before its pod was bound */
+			run_delete(ks, p, 0);
+			forget(ks, p);
+		} else if (strcmp(state, "cancelled") == 0) {
 			evict(ks, p, now, 0);
 			tj_news(ks, p, "Cancelled", "", -256,
 			        "its job was cancelled before it was placed");
@@ -1537,6 +2049,7 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 	size_t i;
 
 	json_object_clear(ks->projects);
+	json_object_clear(ks->run_ns);
 	json_object_clear(ks->budgets);
 	if (cnl_kube_call(ks->kc, "GET", "/api/v1/nodes", NULL, NULL, &nodes,
 	                  err, sizeof(err)) != 200 ||
@@ -1616,7 +2129,7 @@ static void *worker(void *arg)
 
 	while (!atomic_load(&ks->stop)) {
 		int64_t now;
-		bool waiting = false;
+		bool waiting = false, running = false;
 
 		drain(ks, wait);
 		now = cnl_time_now_ms();
@@ -1633,6 +2146,7 @@ static void *worker(void *arg)
 			step_pod(ks, &ks->pods[i], now);
 			waiting |= ks->pods[i].st == P_SUBMITTED ||
 			           ks->pods[i].st == P_NEW;
+			running |= ks->pods[i].run && ks->pods[i].st == P_BOUND;
 		}
 		for (size_t i = 0; i < ks->n_nodes && !atomic_load(&ks->stop);
 		     i++) {
@@ -1642,7 +2156,7 @@ static void *worker(void *arg)
 		}
 		compact(ks);
 		/* Work waiting to be placed: look again soon. */
-		wait = waiting ? 50 : 1000;
+		wait = waiting ? 50 : running ? RUN_LOG_MS : 1000;
 	}
 	return NULL;
 }
@@ -1669,6 +2183,11 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	         cfg->api_cafile ? cfg->api_cafile : "");
 	snprintf(ks->token, sizeof(ks->token), "%s", cfg->api_token);
 	ks->cfg.api_token = NULL;
+	snprintf(ks->image, sizeof(ks->image), "%s",
+	         cfg->default_image && *cfg->default_image
+	             ? cfg->default_image
+	             : CNL_KUBE_DEFAULT_IMAGE);
+	ks->cfg.default_image = NULL;
 	if (ks->cfg.watch_timeout_s <= 0)
 		ks->cfg.watch_timeout_s = 60;
 	ks->cfg.kube = kc;
@@ -1678,6 +2197,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->by_uid = json_object();
 	ks->by_job = json_object();
 	ks->projects = json_object();
+	ks->run_ns = json_object();
 	ks->budgets = json_object();
 	ks->refused_nodes = json_object();
 	ks->crs = json_object();
@@ -1778,6 +2298,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->by_uid);
 	json_decref(ks->by_job);
 	json_decref(ks->projects);
+	json_decref(ks->run_ns);
 	json_decref(ks->budgets);
 	json_decref(ks->refused_nodes);
 	json_decref(ks->crs);

@@ -25,6 +25,14 @@
  *   placed cancels it.  A refusal (no such project, a claim CNLab cannot
  *   read, a deadline no plan meets) is written on the pod's condition.
  *
+ * `cnlab run` jobs that CNLab places on these nodes become pods made
+ * here (kube_ops.h, cnl_kube_run_pod): in the namespace that the job's
+ * project's label names, with their claim and a ConfigMap of their
+ * inputs; allocated and bound as any pod; their log copied into the job's
+ * output; deleted when the job ends or is stopped.  A job that cannot be
+ * a pod (a gang, secrets, a server, inputs too large, a namespace where
+ * cnlabd may not make pods) fails, saying why.
+ *
  * Pods of other schedulers are left alone.  Threads: one watches the
  * pods (list, then watch with bookmarks; relist on 410 Gone), one does
  * the rest; each has its own API client.
@@ -45,10 +53,15 @@ struct cnl_kube_sched_config {
 	const char *api_token;  /* the service user "kube"'s */
 	struct cnl_api *api;    /* mints the nodes' credentials */
 	struct cnl_kube_config kube;
-	long resync_ms;       /* nodes and slices listed again; 0: 10 s */
+	long resync_ms; /* nodes and slices listed again; 0: 10 s */
+	/* The image of a `cnlab run` job that names none (an OCI reference
+	 * the kubelet pulls); NULL: CNL_KUBE_DEFAULT_IMAGE. */
+	const char *default_image;
 	long watch_timeout_s; /* one pod watch's length; 0: 60 (a stop
 	                       * waits for the watch to end) */
 };
+
+#define CNL_KUBE_DEFAULT_IMAGE "docker.io/library/python:3.12-slim"
 
 struct cnl_kube_sched;
 

@@ -88,6 +88,7 @@ struct settings {
 	char *kube_ca_file;
 	int64_t kube_watch_timeout;
 	int64_t kube_resync;
+	char *kube_default_image;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -270,6 +271,11 @@ static const struct cnl_config_def settings_table[] = {
      "With kube: how often nodes and slices are listed again (new GPU "
      "nodes are taken) and the jobs of waiting pods looked at (a cancelled "
      "one evicts its pod)."},
+    {"kube_default_image", CNL_CONFIG_STRING, S(kube_default_image),
+     "docker.io/library/python:3.12-slim", 0, 0,
+     "With kube: the image (an OCI reference the kubelet pulls) of a "
+     "`cnlab run` job that names none, when it becomes a pod on a "
+     "Kubernetes node; a job's --image is taken as such a reference."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -1164,6 +1170,7 @@ int main(int argc, char **argv)
 		            .watch_timeout_s =
 		                (long)(st.kube_watch_timeout / 1000),
 		            .resync_ms = (long)st.kube_resync,
+		            .default_image = st.kube_default_image,
 		        },
 		        &kube, err, sizeof(err)) < 0) {
 			fprintf(stderr, "cnlabd: kube: %s\n", err);

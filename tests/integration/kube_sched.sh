@@ -20,9 +20,15 @@
 #     cancel of its job meets the budget (429) and is tried again;
 #   - a pod of another scheduler is left alone;
 #   - after a restart of cnlabd a bound pod is its job again; nobody logs
-#     in as the service user kube; a CLI job named like a pod's is not
-#     taken for it; a waiting pod whose job is cancelled is evicted; an
-#     agent's node is never taken over by its Kubernetes twin;
+#     in as the service user kube; a waiting pod whose job is cancelled is
+#     evicted; an agent's node is never taken over by its Kubernetes twin;
+#   - `cnlab run train.py` placed on a Kubernetes node becomes a pod of its
+#     project's namespace (claim allocated, train.py from a ConfigMap), its
+#     log streams to cnlab run, which exits with the pod's exit code, and
+#     the pod goes; a CLI job named like a pod's is not taken for it; a
+#     cancel deletes the pod; a namespace that does not let cnlabd make
+#     pods, and a project that has not let kube in, fail the job, saying
+#     so;
 #   - a TrainingJob is reconciled into its pod and claim, and its status
 #     follows them (Running with its job and node, Failed with the exit
 #     code); one naming another project is refused; deleting one deletes
@@ -295,19 +301,101 @@ ended team-a hi Succeeded 0
 	[ "$("$cnlab" jobs list --project vision -o json | jq '[.items[] | select(.command == "kubernetes pod team-a/hi")] | length')" = 1 ] &&
 	ok "after a restart of cnlabd a bound pod is found again as its job (same Idempotency-Key): it ends it" ||
 	bad "after a restart: $(job_of team-a/hi)"
-# A CLI job named like a pod's is not taken for one: placed on a
-# Kubernetes node, it fails as every CLI job there does.
+# --- cnlab run on Kubernetes nodes -----------------------------------------
+# A `cnlab run` job placed on a Kubernetes node becomes a pod of its
+# project's namespace, made by cnlabd: the test plays the kubelet (phase,
+# log, exit code), exactly as `cnlab run` is typed.
+runpod() { # runpod JOB: the pod made for it (JSON), waited for
+	local o=
+	for _ in $(seq 200); do
+		o=$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" |
+			jq -c --arg j "$1" '[.items[] | select(.metadata.labels["cnlab.io/job"] == $j)][0] // empty')
+		[ -n "$o" ] && [ "$(jq -r '.spec.nodeName // empty' <<<"$o")" != "" ] && break
+		sleep 0.05
+	done
+	echo "$o"
+}
+jobid() { # jobid COMMAND: the newest job of project vision running COMMAND
+	"$cnlab" jobs list --project vision -o json 2>/dev/null |
+		jq -r --arg c "$1" '[.items[] | select(.command == $c)] | sort_by(.id) | last | .id // empty'
+}
+printf 'print("hi")\n' >"$tmp/train.py"
+(cd "$tmp" && exec "$cnlab" run train.py --gpu h100-10 --project vision >"$tmp/run.out" 2>"$tmp/run.err")&
+run_pid=$!
+rj=
+for _ in $(seq 200); do
+	rj=$(jobid "python3 train.py")
+	[ -n "$rj" ] && break
+	sleep 0.05
+done
+rp=$(runpod "$rj")
+rname=$(jq -r .metadata.name <<<"$rp")
+rc_=$(k GET "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/$rname-gpu")
+cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs")
+[ -n "$rj" ] && [ "$(jq -r .metadata.namespace <<<"$rp")" = team-a ] &&
+	[ "$(jq -c '.spec.containers[0].command' <<<"$rp")" = '["sh","-c","python3 train.py"]' ] &&
+	[ "$(jq -r '.spec.containers[0].image' <<<"$rp")" = docker.io/library/python:3.12-slim ] &&
+	[ "$(jq -r '.spec.containers[0].volumeMounts[] | select(.subPath == "in0") | .mountPath' <<<"$rp")" = /workspace/train.py ] &&
+	[ "$(jq -r '.binaryData.in0' <<<"$cm" | base64 -d)" = 'print("hi")' ] &&
+	[ "$(jq -r '.status.reservedFor[0].uid' <<<"$rc_")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
+	[ "$(jq -r '.status.allocation.devices.results[0].pool' <<<"$rc_")" = "$(jq -r .spec.nodeName <<<"$rp")" ] &&
+	ok "cnlab run train.py --gpu h100-10: job $rj became pod team-a/$rname (project vision's namespace), bound on $(jq -r .spec.nodeName <<<"$rp") with its claim allocated, train.py in /workspace from its ConfigMap" ||
+	bad "run pod of '$rj': $(jq -c '{n: .metadata.name, ns: .metadata.namespace, node: .spec.nodeName, c: .spec.containers[0].command}' <<<"$rp") claim $(jq -c .status <<<"$rc_") $(tail -3 "$tmp/err")"
+k PATCH "/api/v1/namespaces/team-a/pods/$rname/status" '{"status":{"phase":"Running"}}' application/merge-patch+json >/dev/null
+k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"hello from the pod\\n\"}" >/dev/null
+for _ in $(seq 200); do grep -q "hello from the pod" "$tmp/run.out" && break; sleep 0.05; done
+grep -q "hello from the pod" "$tmp/run.out" && kill -0 $run_pid 2>/dev/null &&
+	ok "the pod's log streams to cnlab run while it runs" || bad "no log in cnlab run: $(cat "$tmp/run.out" "$tmp/run.err")"
+k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"bye\\n\"}" >/dev/null
+k PATCH "/api/v1/namespaces/team-a/pods/$rname/status" \
+	'{"status":{"phase":"Failed","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":4}}}]}}' \
+	application/merge-patch+json >/dev/null
+wait $run_pid
+rrc=$?
+gone_pod=$(podget team-a "$rname" | jq -r .code)
+gone_claim=$(k GET "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/$rname-gpu" | jq -r .code)
+gone_cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs" | jq -r .code)
+[ $rrc = 4 ] && [ "$(grep -c -e '^hello from the pod$' -e '^bye$' "$tmp/run.out")" = 2 ] &&
+	[ "$gone_pod" = 404 ] && [ "$gone_claim" = 404 ] && [ "$gone_cm" = 404 ] &&
+	ok "the pod failed with 4: cnlab run printed its whole log once and exited 4; the pod, its claim and its ConfigMap are gone" ||
+	bad "run end: exit $rrc, out $(tr '\n' '|' <"$tmp/run.out"), pod $gone_pod claim $gone_claim cm $gone_cm"
+# A CLI job named like a pod's is not taken for that pod: it is a run
+# job of its own, in a pod of its own.
 fj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- kubernetes pod team-a/db 2>/dev/null | jq -r '.id // empty')
+fp=$(runpod "$fj")
+[ -n "$fj" ] && [ -n "$fp" ] && [ "$(jq -r .metadata.name <<<"$fp")" != db ] &&
+	[ -n "$(bound_node team-a db)" ] && [ "$(jq -r .spec.containers[0].image <<<"$fp")" = docker.io/library/python:3.12-slim ] &&
+	ok "a CLI job whose command names a pod (\"kubernetes pod team-a/db\") is not matched to it: it runs in a pod of its own" ||
+	bad "forged pod job $fj: pod $(jq -c .metadata <<<"$fp")"
+# Cancelled: its pod is deleted, the job ends cancelled.
+"$cnlab" jobs cancel "$fj" --project vision >/dev/null 2>&1
 fs=
 for _ in $(seq 200); do
 	fs=$("$cnlab" jobs show "$fj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
-	[ "$fs" = failed ] && break
+	[ "$fs" = cancelled ] && [ "$(podget team-a "$(jq -r .metadata.name <<<"$fp")" | jq -r .code)" = 404 ] && break
 	sleep 0.05
 done
-[ -n "$fj" ] && [ "$fs" = failed ] &&
-	"$cnlab" jobs show "$fj" --project vision -o json | jq -r .message | grep -q "runs pods only" &&
-	ok "a CLI job whose command names a pod (\"kubernetes pod team-a/db\") is not matched to it: it fails, runs pods only" ||
-	bad "forged pod job $fj: state '$fs'"
+[ "$fs" = cancelled ] && [ "$(podget team-a "$(jq -r .metadata.name <<<"$fp")" | jq -r .code)" = 404 ] &&
+	ok "cnlab jobs cancel of a run job on Kubernetes: its pod is deleted, the job is cancelled" ||
+	bad "cancelled run job $fj: state '$fs'"
+# Where cnlabd may not make pods (the namespace binds no
+# cnlab:cnlabd-workloads), or the project has not let kube in: the job
+# fails, saying so; nothing is made.
+"$cnlab" project create lab >/dev/null && "$cnlab" project member add lab kube >/dev/null
+"$cnlab" project create solo >/dev/null
+"$cnlab" run --gpu h100-10 --project lab -- echo hi >"$tmp/lab.out" 2>&1
+lrc=$?
+lm=$("$cnlab" jobs list --project lab -o json | jq -r '.items[0].message // empty')
+"$cnlab" run --gpu h100-10 --project solo -- echo hi >"$tmp/solo.out" 2>&1
+src=$?
+sm=$("$cnlab" jobs list --project solo -o json | jq -r '.items[0].message // empty')
+[ $lrc != 0 ] && grep -q "cnlab:cnlabd-workloads" <<<"$lm" &&
+	! grep -q '"path": "/api/v1/namespaces/team-c/pods", "status": 201' "$tmp/api.log" &&
+	ok "a namespace that does not let cnlabd make pods: the run job fails naming the ClusterRole to bind ($lm)" ||
+	bad "forbidden namespace: exit $lrc, message '$lm'"
+[ $src != 0 ] && grep -q "service user kube" <<<"$sm" &&
+	ok "a project that has not let kube in: its run job on Kubernetes fails, saying so" ||
+	bad "project without kube: exit $src, message '$sm'"
 echo "" | "$cnlab" login --server "$url" --user kube --password-stdin >/dev/null 2>&1 &&
 	bad "the service user kube logs in with no password" ||
 	ok "nobody logs in as the service user kube"
@@ -415,7 +503,7 @@ while IFS= read -r line; do
 	[ -n "$b" ] && [ "$(jq -r '.kind // empty' <<<"$b")" != "" ] || continue
 	n=$((n + 1))
 	echo "$b" >"$tmp/sent-$n.json"
-done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$|services$|persistentvolumeclaims$"))))' "$tmp/api.log")
+done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$|services$|persistentvolumeclaims$|configmaps$"))))' "$tmp/api.log")
 [ "$n" -ge 8 ] && node "$k8s/check.mjs" objects "$tmp"/sent-*.json >"$tmp/check.out" 2>&1 &&
 	ok "the $n claim statuses, Bindings, Evictions, pods, claims, Services and PVCs sent are valid by the Kubernetes schemas" ||
 	bad "objects sent: $n; $(grep FAIL "$tmp/check.out" | head -3)"

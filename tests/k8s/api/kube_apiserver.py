@@ -8,6 +8,7 @@ errors as a v1 Status with reason and code):
 
   GET   /api/v1/nodes                                  list
   GET   /api/v1/namespaces/NS                          a namespace
+  GET   /api/v1/namespaces?labelSelector=K%3DV         list (one equality)
   GET   /apis/resource.k8s.io/v1/resourceslices        list (fieldSelector
                                                        spec.driver)
   GET   /api/v1/pods?fieldSelector=spec.schedulerName=S
@@ -21,7 +22,15 @@ errors as a v1 Status with reason and code):
                                                        answers the first one
                                                        410 Gone
   POST  /api/v1/namespaces/NS/pods                     create
-  GET, DELETE /api/v1/namespaces/NS/pods/NAME
+  GET, DELETE /api/v1/namespaces/NS/pods/NAME         a deletion takes
+                                                       what the pod owns
+                                                       (ownerReferences),
+                                                       as the garbage
+                                                       collector does
+  GET   .../pods/NAME/log?container=C&limitBytes=N     what /test/log
+                                                       appended; 400 while
+                                                       the pod is Pending
+  POST, GET .../configmaps, services, persistentvolumeclaims
   PATCH .../pods/NAME/status                           strategic merge
                                                        (conditions by type)
                                                        or merge patch
@@ -39,7 +48,11 @@ errors as a v1 Status with reason and code):
   PUT   .../resourceclaims/NAME/status                 409 Conflict on a
                                                        stale resourceVersion
 
---state FILE gives the nodes, namespaces, slices and budgets at start.
+--state FILE gives the nodes, namespaces, slices and budgets at start.  A
+namespace with "x-forbidden": true stands for one that does not bind
+cnlab:cnlabd-workloads to cnlabd: creating pods, claims or ConfigMaps there
+is 403 Forbidden.  POST /test/log {namespace, name, text} appends to a
+pod's log (the test plays the kubelet).
 Every request must carry "Authorization: Bearer T" with T the content of
 --token-file.  Each request is appended to --log as a JSON line {method,
 path, status, body}.  The port goes to --port-file.
@@ -70,12 +83,14 @@ state = json.load(open(args.state))
 pods = {}    # (ns, name) -> pod
 claims = {}  # (ns, name) -> claim
 crs = {"trainingjobs": {}, "notebookservers": {}}  # plural -> {(ns, name)}
-others = {}  # (plural, ns, name) -> services, persistentvolumeclaims
+others = {}  # (plural, ns, name) -> services, persistentvolumeclaims,
+             # configmaps
+logs = {}    # (ns, pod name) -> its container's output
 TJ = "/apis/cnlab.io/v1alpha1/trainingjobs"
 NB = "/apis/cnlab.io/v1alpha1/notebookservers"
 KINDS = {TJ: "TrainingJob", NB: "NotebookServer"}
 
-REASONS = {401: "Unauthorized", 404: "NotFound", 409: "Conflict",
+REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
            410: "Expired", 429: "TooManyRequests", 400: "BadRequest",
            422: "Invalid"}
 
@@ -110,6 +125,28 @@ def touch(pod, kind="MODIFIED"):
     pod_event(kind, pod)
 
 
+def forbidden(ns):
+    return any(n["metadata"]["name"] == ns and n.get("x-forbidden")
+               for n in state["namespaces"])
+
+
+def collect(uid):
+    """The garbage collector: what the object of @uid owned goes."""
+    owned = lambda o: any(r.get("uid") == uid for r in
+                          o["metadata"].get("ownerReferences", []))
+    for k, pod in list(pods.items()):
+        if owned(pod):
+            del pods[k]
+            pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+            touch(pod, "DELETED")
+    for k, c in list(claims.items()):
+        if owned(c):
+            del claims[k]
+    for k, c in list(others.items()):
+        if owned(c):
+            del others[k]
+
+
 def selects(pdb, pod):
     want = pdb.get("spec", {}).get("selector", {}).get("matchLabels", {})
     labels = pod["metadata"].get("labels", {})
@@ -140,9 +177,11 @@ class H(BaseHTTPRequestHandler):
         pass
 
     def reply(self, code, obj):
-        body = json.dumps(obj).encode()
+        text = isinstance(obj, str)  # a log
+        body = obj.encode() if text else json.dumps(obj).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type",
+                         "text/plain" if text else "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -177,6 +216,19 @@ class H(BaseHTTPRequestHandler):
             state["nodes"].extend(body.get("nodes", []))
             state["slices"].extend(body.get("slices", []))
             return 200, {}
+        if path == "/test/log" and m == "POST":
+            key = (body["namespace"], body["name"])
+            logs[key] = logs.get(key, "") + body["text"]
+            return 200, {}
+        if path == "/api/v1/namespaces" and m == "GET":
+            sel = q.get("labelSelector", [""])[0]
+            k, _, v = sel.partition("=")
+            items = [n for n in state["namespaces"]
+                     if not sel or
+                     n["metadata"].get("labels", {}).get(k) == v]
+            return 200, {"kind": "NamespaceList", "apiVersion": "v1",
+                         "metadata": {"resourceVersion": str(rv[0])},
+                         "items": items}
         if path == "/api/v1/nodes" and m == "GET":
             return 200, {"kind": "NodeList", "apiVersion": "v1",
                          "metadata": {"resourceVersion": str(rv[0])},
@@ -205,7 +257,7 @@ class H(BaseHTTPRequestHandler):
                     return 200, ns
             return status(404, "namespaces \"%s\" not found" % parts[3])
         if parts[:3] == ["api", "v1", "namespaces"] and parts[4:5] == ["pods"]:
-            return self.pods(parts[3], parts[5:], body)
+            return self.pods(parts[3], parts[5:], body, q)
         if parts[:4] == ["apis", "policy", "v1", "namespaces"] and \
                 parts[5:] == ["poddisruptionbudgets"] and m == "GET":
             items = [b for b in state.get("pdbs", [])
@@ -224,8 +276,13 @@ class H(BaseHTTPRequestHandler):
                 len(parts) >= 6 and parts[5] in crs:
             return self.tjs(parts[5], parts[4], parts[6:], body)
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and \
-                parts[4] in ("services", "persistentvolumeclaims") and \
+                parts[4] in ("services", "persistentvolumeclaims",
+                             "configmaps") and \
                 m == "POST":
+            if forbidden(parts[3]):
+                return status(403, "%s is forbidden: cannot create "
+                              "resource in namespace \"%s\""
+                              % (parts[4], parts[3]))
             new_meta(body, parts[3])
             key = (parts[4], parts[3], body["metadata"]["name"])
             if key in others:
@@ -233,7 +290,8 @@ class H(BaseHTTPRequestHandler):
             others[key] = body
             return 201, body
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and \
-                parts[4] in ("services", "persistentvolumeclaims") and \
+                parts[4] in ("services", "persistentvolumeclaims",
+                             "configmaps") and \
                 m == "GET":
             o = others.get((parts[4], parts[3], parts[5]))
             return (200, o) if o else status(404, "not found")
@@ -242,11 +300,16 @@ class H(BaseHTTPRequestHandler):
             return self.claims(parts[4], parts[6:], body)
         return status(404, "the server could not find the requested resource")
 
-    def pods(self, ns, rest, body):
+    def pods(self, ns, rest, body, q):
         m = self.command
         if not rest:
             if m != "POST":
                 return status(405, "method")
+            if forbidden(ns):
+                return status(403, "pods is forbidden: User \"system:"
+                              "serviceaccount:cnlab:cnlabd\" cannot "
+                              "create resource \"pods\" in API group "
+                              "\"\" in the namespace \"%s\"" % ns)
             new_meta(body, ns)
             body.setdefault("status", {"phase": "Pending"})
             key = (ns, body["metadata"]["name"])
@@ -266,7 +329,23 @@ class H(BaseHTTPRequestHandler):
             del pods[key]
             pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
             touch(pod, "DELETED")
+            collect(pod["metadata"]["uid"])
             return 200, pod
+        if sub == "log" and m == "GET":
+            names = [c["name"] for c in pod["spec"]["containers"]]
+            c = q.get("container", [names[0]])[0]
+            if c not in names:
+                return status(400, "container %s is not valid for pod %s"
+                              % (c, rest[0]))
+            if pod.get("status", {}).get("phase", "Pending") == "Pending":
+                return status(400, "container \"%s\" in pod \"%s\" is "
+                              "waiting to start: ContainerCreating"
+                              % (c, rest[0]))
+            text = logs.get(key, "")
+            if "limitBytes" in q:
+                text = text.encode()[:int(q["limitBytes"][0])].decode(
+                    errors="ignore")
+            return 200, text
         if sub == "status" and m == "PATCH":
             ct = self.headers.get("Content-Type", "")
             if ct.startswith("application/strategic-merge-patch+json"):
@@ -340,22 +419,8 @@ class H(BaseHTTPRequestHandler):
         if len(rest) == 1 and m == "DELETE":
             del tjs[(ns, rest[0])]
             touch(t, "DELETED")
-            uid = t["metadata"]["uid"]
             # The garbage collector: what it owns goes too.
-            for k, pod in list(pods.items()):
-                if any(r.get("uid") == uid for r in
-                       pod["metadata"].get("ownerReferences", [])):
-                    del pods[k]
-                    pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
-                    touch(pod, "DELETED")
-            for k, c in list(claims.items()):
-                if any(r.get("uid") == uid for r in
-                       c["metadata"].get("ownerReferences", [])):
-                    del claims[k]
-            for k, c in list(others.items()):
-                if any(r.get("uid") == uid for r in
-                       c["metadata"].get("ownerReferences", [])):
-                    del others[k]
+            collect(t["metadata"]["uid"])
             return 200, t
         if rest[1:] == ["status"] and m == "PATCH":
             if not self.headers.get("Content-Type", "").startswith(
@@ -374,6 +439,8 @@ class H(BaseHTTPRequestHandler):
     def claims(self, ns, rest, body):
         m = self.command
         if not rest and m == "POST":
+            if forbidden(ns):
+                return status(403, "resourceclaims is forbidden")
             new_meta(body, ns)
             claims[(ns, body["metadata"]["name"])] = body
             return 201, body
