@@ -108,21 +108,20 @@ async function cmdRefused(files) {
 // --- security -----------------------------------------------------------
 
 const WORKLOADS = new Set(["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"]);
-// The agent alone is privileged (agent-daemonset.yaml says why), and only
-// these host paths are its.
+// The agent and the DRA plugin alone are privileged (their DaemonSets
+// say why), and only these host paths are each's.
 const AGENT = "cnlab-agent";
-const AGENT_HOST_PATHS = new Set([
-	"/var/lib/cnlab-agent",
-	"/run/cnlab-run",
-	"/sys/fs/cgroup",
-	"/var/lib/kubelet/plugins/gpu.cnlab.io",
-	"/var/lib/kubelet/plugins_registry",
-	"/var/run/cdi",
-]);
+const PLUGIN = "cnlab-dra-plugin";
+const HOST_PATHS = {
+	[AGENT]: new Set(["/var/lib/cnlab-agent", "/run/cnlab-run", "/sys/fs/cgroup"]),
+	[PLUGIN]: new Set(["/var/lib/kubelet/plugins/gpu.cnlab.io", "/var/lib/kubelet/plugins_registry", "/var/run/cdi"]),
+};
 
-// The agent's DaemonSet by its pods' label: the chart prefixes names with
+// Their DaemonSets by their pods' label: the chart prefixes names with
 // the release's.
-const isAgentSet = (o) => o.kind === "DaemonSet" && o.spec?.template?.metadata?.labels?.["app.kubernetes.io/name"] === AGENT;
+const setOf = (o) => (o.kind === "DaemonSet" ? o.spec?.template?.metadata?.labels?.["app.kubernetes.io/name"] : undefined);
+const isAgentSet = (o) => setOf(o) === AGENT;
+const isPluginSet = (o) => setOf(o) === PLUGIN;
 
 function podOf(o) {
 	if (o.kind === "Pod") return o.spec;
@@ -133,7 +132,7 @@ function podOf(o) {
 
 function checkPod(o, pod, wantResources) {
 	const who = name(o);
-	const isAgent = isAgentSet(o);
+	const isAgent = isAgentSet(o) || isPluginSet(o);
 	const problems = [];
 	const containers = [...(pod.initContainers || []), ...(pod.containers || [])];
 	for (const k of ["hostNetwork", "hostPID", "hostIPC"])
@@ -141,8 +140,8 @@ function checkPod(o, pod, wantResources) {
 	for (const v of pod.volumes || []) {
 		if (!v.hostPath) continue;
 		if (!isAgent) problems.push(`hostPath ${v.hostPath.path}`);
-		else if (!AGENT_HOST_PATHS.has(v.hostPath.path))
-			problems.push(`hostPath ${v.hostPath.path} is not one of the agent's`);
+		else if (!HOST_PATHS[setOf(o)].has(v.hostPath.path))
+			problems.push(`hostPath ${v.hostPath.path} is not one of ${setOf(o)}'s`);
 	}
 	if (pod.automountServiceAccountToken !== false)
 		problems.push("automountServiceAccountToken is not false");
@@ -167,9 +166,9 @@ function checkPod(o, pod, wantResources) {
 			problems.push(`${cn}: seccompProfile not RuntimeDefault`);
 	}
 	if (isAgent && !containers.some((c) => c.securityContext?.privileged))
-		problems.push("the agent is expected privileged (this check is stale)");
+		problems.push(`${setOf(o)} is expected privileged (this check is stale)`);
 	if (problems.length) bad(`${who}: ${problems.join("; ")}`);
-	else ok(`${who}: ${isAgent ? "privileged agent, its host paths only" : "non-root, read-only root, no capabilities, no escalation, RuntimeDefault seccomp"}`);
+	else ok(`${who}: ${isAgent ? `privileged ${setOf(o)}, its host paths only` : "non-root, read-only root, no capabilities, no escalation, RuntimeDefault seccomp"}`);
 }
 
 // Rules reachable by a ServiceAccount through the bindings in @objs.
@@ -215,12 +214,14 @@ function cmdSecurity(file, wantResources) {
 	}
 	const cnlabd = objs.find((o) => o.kind === "Deployment" && /cnlabd$/.test(o.metadata.name));
 	const agent = objs.find(isAgentSet);
-	if (!cnlabd || !agent) {
-		bad(`${file}: the cnlabd Deployment or the agent DaemonSet is missing`);
+	const plugin = objs.find(isPluginSet);
+	if (!cnlabd || !agent || !plugin) {
+		bad(`${file}: the cnlabd Deployment, the agent DaemonSet or the DRA plugin's is missing`);
 		return;
 	}
 	const saCnlabd = podOf(cnlabd).serviceAccountName;
-	const saAgent = podOf(agent).serviceAccountName;
+	// The plugin's: the one whose API token writes slices.
+	const saAgent = podOf(plugin).serviceAccountName;
 	const rc = rulesOf(objs, saCnlabd);
 	const ra = rulesOf(objs, saAgent);
 	if (!rc.length || !ra.length) bad(`no rules bound to ${saCnlabd} or ${saAgent}`);
@@ -276,13 +277,23 @@ function cmdSecurity(file, wantResources) {
 			if (got === want) ok(`${name(vap)}: ${what}: ${got}`);
 			else bad(`${name(vap)}: ${what}: ${got}, want ${want}`);
 	}
-	// The API token is in the DRA plugin's container alone.
-	const agentPod = podOf(agent);
-	const tokenVols = (agentPod.volumes || []).filter((v) => (v.projected?.sources || []).some((s) => s.serviceAccountToken)).map((v) => v.name);
-	const withToken = (agentPod.containers || []).filter((c) => (c.volumeMounts || []).some((m) => tokenVols.includes(m.name))).map((c) => c.name);
-	if (agentPod.automountServiceAccountToken === false && withToken.length === 1 && withToken[0] === "dra-plugin")
-		ok(`${name(agent)}: the API token is mounted in the dra-plugin container only`);
-	else bad(`${name(agent)}: API token in ${JSON.stringify(withToken)} (automount ${agentPod.automountServiceAccountToken})`);
+	// The API token is in the DRA plugin's container alone; the agent,
+	// which runs tenants' workloads, has none.
+	const tokenIn = (pod) => {
+		const vols = (pod.volumes || []).filter((v) => (v.projected?.sources || []).some((s) => s.serviceAccountToken)).map((v) => v.name);
+		return (pod.containers || []).filter((c) => (c.volumeMounts || []).some((m) => vols.includes(m.name))).map((c) => c.name);
+	};
+	const pp = podOf(plugin), ap = podOf(agent);
+	const withToken = tokenIn(pp);
+	if (pp.automountServiceAccountToken === false && withToken.length === 1 && withToken[0] === "dra-plugin")
+		ok(`${name(plugin)}: the API token is mounted in the dra-plugin container only`);
+	else bad(`${name(plugin)}: API token in ${JSON.stringify(withToken)} (automount ${pp.automountServiceAccountToken})`);
+	if (ap.automountServiceAccountToken === false && tokenIn(ap).length === 0) ok(`${name(agent)}: no API token at all`);
+	else bad(`${name(agent)}: an API token in ${JSON.stringify(tokenIn(ap))} (automount ${ap.automountServiceAccountToken})`);
+	// A node is the agent's or the plugin's, never both.
+	const sel = (pod) => JSON.stringify(pod.nodeSelector || {});
+	if (sel(ap) !== sel(pp)) ok(`the agent (${sel(ap)}) and the DRA plugin (${sel(pp)}) run on different nodes`);
+	else bad(`the agent and the DRA plugin select the same nodes (${sel(ap)})`);
 }
 
 // --- custom resources -----------------------------------------------------

@@ -39,6 +39,15 @@ app.kubernetes.io/name: cnlab-agent
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{- define "cnlab.draPlugin" -}}
+{{- printf "%s-dra-plugin" (include "cnlab.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "cnlab.draPlugin.selector" -}}
+app.kubernetes.io/name: cnlab-dra-plugin
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
 {{- define "cnlab.image" -}}
 {{- printf "%s:%s" .repository .tag -}}
 {{- end -}}
