@@ -384,6 +384,25 @@ int cnl_kube_ask_of(const json_t *pod, const json_t *claim,
 		}
 		snprintf(ret->dataset, sizeof(ret->dataset), "%s", a);
 	}
+	if ((a = S(anns, "cnlab.io/gpu-types"))) {
+		/* TYPE[,TYPE...]: what cnlabd's "gpu_types" takes, each
+		 * checked there against the catalog; here only the form. */
+		size_t n = strlen(a), items = 1;
+		bool good =
+		    n > 0 && n < sizeof(ret->gpu_types) &&
+		    strspn(a, "abcdefghijklmnopqrstuvwxyz0123456789-,") == n &&
+		    a[0] != ',' && a[n - 1] != ',' && !strstr(a, ",,");
+		for (const char *c = a; good && *c; c++)
+			items += *c == ',';
+		if (!good || items > 16) {
+			cnl_seterr(err, errlen,
+			           "annotation cnlab.io/gpu-types: 1 to 16 GPU "
+			           "types or families, comma-separated "
+			           "(h100,a100)");
+			return -EINVAL;
+		}
+		snprintf(ret->gpu_types, sizeof(ret->gpu_types), "%s", a);
+	}
 	if ((a = S(anns, "cnlab.io/deadline"))) {
 		if (cnl_time_parse_rfc3339(a, &ms) < 0 ||
 		    strlen(a) >= sizeof(ret->deadline)) {

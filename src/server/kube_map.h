@@ -11,7 +11,9 @@
  *              on the attribute "profile" -> TYPE-PROFILE (MIG), else
  *              count K -> TYPE-full / TYPExK (whole GPUs); TYPE from a
  *              selector on the attribute "type" or the pod's annotation
- *              cnlab.io/gpu-type, else "any".  No claim: "cpu".
+ *              cnlab.io/gpu-type, else "any".  No claim: "cpu".  The
+ *              annotation cnlab.io/gpu-types (h100,a100) narrows it to
+ *              those types (the job's "gpu_types").
  *   priority   the annotation cnlab.io/priority (low, normal, high,
  *              critical), else spec.priority (its PriorityClass's
  *              value): below 0 low, below 1,000 normal, below 1,000,000
@@ -48,6 +50,7 @@ struct cnl_kube_ask {
 	int64_t cpu_milli, mem_mib; /* 0: not requested */
 	char request[64];           /* the claim's request name, "" no claim */
 	char dataset[64];           /* "" none */
+	char gpu_types[520];        /* "h100,a100" (cnlab.io/gpu-types); "" */
 };
 
 /*

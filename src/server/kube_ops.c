@@ -241,8 +241,8 @@ static int project_check(const json_t *sp, const char *project, char *err,
 }
 
 int cnl_kube_tj_children(const json_t *tj, const char *project,
-                         json_t **ret_claim, json_t **ret_pod, char *err,
-                         size_t errlen)
+                         const char *profile_shape, json_t **ret_claim,
+                         json_t **ret_pod, char *err, size_t errlen)
 {
 	const json_t *md = json_object_get(tj, "metadata");
 	const json_t *sp = json_object_get(tj, "spec");
@@ -263,21 +263,17 @@ int cnl_kube_tj_children(const json_t *tj, const char *project,
 	if (project_check(sp, project, err, errlen) < 0)
 		return -EINVAL;
 	if (json_object_get(sp, "profile")) {
-		cnl_seterr(err, errlen,
-		           "spec.profile: not in Kubernetes mode yet; give "
-		           "spec.gpu");
-		return -EINVAL;
+		if (!profile_shape || gpu) {
+			cnl_seterr(err, errlen,
+			           "spec.profile: give it or spec.gpu, not "
+			           "both");
+			return -EINVAL;
+		}
+		gpu = profile_shape;
 	}
 	if (json_integer_value(json_object_get(sp, "nodes")) > 1) {
 		cnl_seterr(err, errlen,
 		           "spec.nodes: gangs are not in Kubernetes mode yet");
-		return -EINVAL;
-	}
-	if (json_object_get(sp, "gpuTypes")) {
-		cnl_seterr(
-		    err, errlen,
-		    "spec.gpuTypes: not in Kubernetes mode yet; name the "
-		    "type in spec.gpu");
 		return -EINVAL;
 	}
 	if (!image) {
@@ -303,6 +299,25 @@ int cnl_kube_tj_children(const json_t *tj, const char *project,
 		                    json_string("false"));
 	if ((p = S(sp, "dataset")))
 		json_object_set_new(ann, "cnlab.io/dataset", json_string(p));
+	if (json_array_size(json_object_get(sp, "gpuTypes"))) {
+		char list[520] = "";
+		size_t i, o = 0;
+		json_t *x;
+		json_array_foreach (json_object_get(sp, "gpuTypes"), i, x) {
+			const char *t = json_string_value(x);
+			if (!t || o + strlen(t) + 2 > sizeof(list)) {
+				cnl_seterr(
+				    err, errlen,
+				    "spec.gpuTypes[%zu]: not a type name", i);
+				json_decref(ann);
+				return -EINVAL;
+			}
+			o += (size_t)snprintf(list + o, sizeof(list) - o,
+			                      "%s%s", i ? "," : "", t);
+		}
+		json_object_set_new(ann, "cnlab.io/gpu-types",
+		                    json_string(list));
+	}
 	r = children(tj, "TrainingJob", gpu ? gpu : "cpu", image, cmd, ann,
 	             json_pack("{s:{}}", "emptyDir"), ret_claim, ret_pod,
 	             &owner, err, errlen);

@@ -15,10 +15,12 @@
  * (node), Succeeded or Failed (exitCode), Cancelled; the conditions
  * Scheduled and Complete.
  *
- * Refused, with phase Failed and the reason in the status: a spec.project
- * other than the namespace's project (a namespace's project is its
- * administrators' choice, not a tenant's), a profile, gangs (nodes > 1),
- * gpuTypes (not expressible yet).
+ * spec.profile gives the shape of that CNLab profile (@profile_shape, which
+ * the caller looked up), spec.gpuTypes the pod's annotation
+ * cnlab.io/gpu-types.  Refused, with phase Failed and the reason in the
+ * status: a spec.project other than the namespace's project (a namespace's
+ * project is its administrators' choice, not a tenant's), gangs (nodes >
+ * 1).
  */
 #ifndef CNL_SERVER_KUBE_OPS_H
 #define CNL_SERVER_KUBE_OPS_H
@@ -38,8 +40,8 @@
  * project is @project.  0, or -EINVAL with the reason in @err.
  */
 int cnl_kube_tj_children(const json_t *tj, const char *project,
-                         json_t **ret_claim, json_t **ret_pod, char *err,
-                         size_t errlen);
+                         const char *profile_shape, json_t **ret_claim,
+                         json_t **ret_pod, char *err, size_t errlen);
 
 /*
  * cnl_kube_tj_status - the TrainingJob status for its pod's news: @phase

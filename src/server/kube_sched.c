@@ -533,8 +533,14 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 		}
 		if (!project_of(ks, ns, pname, sizeof(pname)))
 			continue;
-		if (strcmp(what, "tj") == 0)
-			r = cnl_kube_tj_children(o, pname, &claim, &pod, err,
+		const char *prof = S(json_object_get(o, "spec"), "profile");
+		if (strcmp(what, "tj") == 0 && prof &&
+		    (r = profile_shape(ks, prof, shape, sizeof(shape), err,
+		                       sizeof(err))) < 0)
+			; /* refused below, naming the profile */
+		else if (strcmp(what, "tj") == 0)
+			r = cnl_kube_tj_children(o, pname, prof ? shape : NULL,
+			                         &claim, &pod, err,
 			                         sizeof(err));
 		else if ((r = profile_shape(
 		              ks,
@@ -902,6 +908,15 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		                    json_integer((json_int_t)a.mem_mib));
 	if (a.dataset[0])
 		json_object_set_new(body, "dataset", json_string(a.dataset));
+	if (a.gpu_types[0]) {
+		json_t *types = json_array();
+		char *save = NULL, list[sizeof(a.gpu_types)];
+		snprintf(list, sizeof(list), "%s", a.gpu_types);
+		for (char *t = strtok_r(list, ",", &save); t;
+		     t = strtok_r(NULL, ",", &save))
+			json_array_append_new(types, json_string(t));
+		json_object_set_new(body, "gpu_types", types);
+	}
 	{
 		char *pe = cnl_client_url_escape(project);
 		snprintf(path, sizeof(path), "/v1/projects/%s/jobs", pe);

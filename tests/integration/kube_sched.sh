@@ -440,6 +440,19 @@ t=$(tjget train)
 	[ "$(job_state team-a/train failed)" = failed ] &&
 	ok "its pod failed with 7: the TrainingJob's status says Failed, exit code 7, Complete; its job failed" ||
 	bad "TrainingJob end: $(jq -c .status <<<"$t")"
+# A profile's shape, and gpuTypes narrowing an any- shape.
+tj prof '{"command":"true","image":"busybox","profile":"h100-25pct"}'
+tj typed '{"command":"true","image":"busybox","gpu":"any-10","gpuTypes":["h100"]}'
+pp=$(tj_phase prof Running) tp_=$(tj_phase typed Running)
+[ "$pp" = Running ] && [ "$(job_of team-a/prof | jq -r .gpu)" = h100-25 ] &&
+	[ "$(k GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/prof-gpu | jq -r '.spec.devices.requests[0].exactly.capacity.requests.blocks')" = 25 ] &&
+	ok "a TrainingJob naming a profile (h100-25pct) runs with its shape: 25 blocks" ||
+	bad "TrainingJob with a profile: '$pp' $(tjget prof | jq -c .status) job $(job_of team-a/prof)"
+[ "$tp_" = Running ] && [ "$(job_of team-a/typed | jq -c .gpu_types)" = '["h100"]' ] &&
+	ok "a TrainingJob's gpuTypes narrow its job (gpu_types [\"h100\"])" ||
+	bad "TrainingJob with gpuTypes: '$tp_' $(tjget typed | jq -c .status) job $(job_of team-a/typed)"
+ended team-a prof Succeeded 0
+ended team-a typed Succeeded 0
 tj stolen '{"command":"true","image":"busybox","gpu":"h100-10","project":"other"}'
 ph=$(tj_phase stolen Failed)
 [ "$ph" = Failed ] && tjget stolen | jq -r .status.message | grep -q "spec.project other" &&

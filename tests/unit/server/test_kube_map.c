@@ -208,7 +208,12 @@ static void test_priority_and_annotations(void **state)
 	    "{\"cnlab.io/deadline\":\"tomorrow\"}",
 	    "{\"cnlab.io/runtime-seconds\":\"0\"}",
 	    "{\"cnlab.io/runtime-seconds\":\"12x\"}",
-	    "{\"cnlab.io/preemptible\":\"no\"}"};
+	    "{\"cnlab.io/preemptible\":\"no\"}",
+	    "{\"cnlab.io/gpu-types\":\"\"}",
+	    "{\"cnlab.io/gpu-types\":\"h100,,a100\"}",
+	    "{\"cnlab.io/gpu-types\":\"h100,A100\"}",
+	    "{\"cnlab.io/gpu-types\":\"h100,a100,\"}",
+	    "{\"cnlab.io/gpu-types\":\"a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q\"}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		p = pod(bad[i], 0);
 		err[0] = '\0';
@@ -358,9 +363,9 @@ static void test_trainingjob(void **state)
 	char err[256];
 
 	(void)state;
-	assert_int_equal(
-	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
-	    0);
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL, &claim, &pod,
+	                                      err, sizeof(err)),
+	                 0);
 	assert_string_equal(json_string_value(json_object_get(
 	                        json_object_get(pod, "spec"), "schedulerName")),
 	                    "cnlab");
@@ -389,8 +394,9 @@ static void test_trainingjob(void **state)
 	for (size_t i = 0; i < sizeof(round) / sizeof(round[0]); i++) {
 		json_object_set_new(json_object_get(tj, "spec"), "gpu",
 		                    json_string(round[i].gpu));
-		assert_int_equal(cnl_kube_tj_children(tj, "vision", &claim,
-		                                      &pod, err, sizeof(err)),
+		assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL,
+		                                      &claim, &pod, err,
+		                                      sizeof(err)),
 		                 0);
 		assert_int_equal(
 		    cnl_kube_ask_of(pod, claim, &a, err, sizeof(err)), 0);
@@ -403,33 +409,64 @@ static void test_trainingjob(void **state)
 	/* Refused: another project, a gang, a profile, no image, no shape. */
 	json_object_set_new(json_object_get(tj, "spec"), "project",
 	                    json_string("other"));
-	assert_int_equal(
-	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
-	    -EINVAL);
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL, &claim, &pod,
+	                                      err, sizeof(err)),
+	                 -EINVAL);
 	assert_non_null(strstr(err, "spec.project other"));
 	json_object_del(json_object_get(tj, "spec"), "project");
 	json_object_set_new(json_object_get(tj, "spec"), "gpu",
 	                    json_string("h100-101"));
-	assert_int_equal(
-	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
-	    -EINVAL);
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL, &claim, &pod,
+	                                      err, sizeof(err)),
+	                 -EINVAL);
 	json_object_set_new(json_object_get(tj, "spec"), "gpu",
 	                    json_string("h100x17"));
-	assert_int_equal(
-	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
-	    -EINVAL);
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL, &claim, &pod,
+	                                      err, sizeof(err)),
+	                 -EINVAL);
 	json_object_set_new(json_object_get(tj, "spec"), "gpu",
 	                    json_string("h100-10"));
 	json_object_set_new(json_object_get(tj, "spec"), "nodes",
 	                    json_integer(2));
-	assert_int_equal(
-	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
-	    -EINVAL);
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL, &claim, &pod,
+	                                      err, sizeof(err)),
+	                 -EINVAL);
 	json_object_del(json_object_get(tj, "spec"), "nodes");
+	/* A profile: its shape, as the caller looked it up; with gpu too,
+	 * refused. */
+	json_object_set_new(json_object_get(tj, "spec"), "profile",
+	                    json_string("h100-25pct"));
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", "h100-25", &claim,
+	                                      &pod, err, sizeof(err)),
+	                 -EINVAL);
+	assert_non_null(strstr(err, "spec.profile"));
+	json_object_del(json_object_get(tj, "spec"), "gpu");
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", "h100-25", &claim,
+	                                      &pod, err, sizeof(err)),
+	                 0);
+	assert_int_equal(cnl_kube_ask_of(pod, claim, &a, err, sizeof(err)), 0);
+	assert_string_equal(a.shape, "h100-25");
+	json_decref(claim);
+	json_decref(pod);
+	/* gpuTypes: the annotation cnlab.io/gpu-types, read back. */
+	json_object_del(json_object_get(tj, "spec"), "profile");
+	json_object_set_new(json_object_get(tj, "spec"), "gpu",
+	                    json_string("any-25"));
+	json_object_set_new(json_object_get(tj, "spec"), "gpuTypes",
+	                    parse("[\"h100\",\"a100\"]"));
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL, &claim, &pod,
+	                                      err, sizeof(err)),
+	                 0);
+	assert_int_equal(cnl_kube_ask_of(pod, claim, &a, err, sizeof(err)), 0);
+	assert_string_equal(a.shape, "any-25");
+	assert_string_equal(a.gpu_types, "h100,a100");
+	json_decref(claim);
+	json_decref(pod);
+	json_object_del(json_object_get(tj, "spec"), "gpuTypes");
 	json_object_del(json_object_get(tj, "spec"), "image");
-	assert_int_equal(
-	    cnl_kube_tj_children(tj, "vision", &claim, &pod, err, sizeof(err)),
-	    -EINVAL);
+	assert_int_equal(cnl_kube_tj_children(tj, "vision", NULL, &claim, &pod,
+	                                      err, sizeof(err)),
+	                 -EINVAL);
 	assert_non_null(strstr(err, "spec.image"));
 	json_decref(tj);
 }
