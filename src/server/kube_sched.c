@@ -328,14 +328,15 @@ static void cr_seen(struct cnl_kube_sched *ks, const char *what,
 			json_t *had;
 			cr_key(what, x, key, sizeof(key));
 			had = json_object_get(ks->crs, key);
-			json_object_set_new(
-			    keep, key,
-			    had ? json_pack("{s:O,s:O,s:O}", "obj", x, "made",
-			                    json_object_get(had, "made"),
-			                    "said",
-			                    json_object_get(had, "said"))
-			        : json_pack("{s:O,s:b,s:s}", "obj", x, "made",
-			                    0, "said", ""));
+			if (had) { /* what we know of it, its object new */
+				had = json_copy(had);
+				json_object_set(had, "obj", x);
+			}
+			json_object_set_new(keep, key,
+			                    had ? had
+			                        : json_pack("{s:O,s:b,s:s}",
+			                                    "obj", x, "made", 0,
+			                                    "said", ""));
 		}
 		json_object_foreach_safe(
 		    ks->crs, tmp, k, x) if (strncmp(k, pre, strlen(pre)) == 0)
@@ -403,26 +404,43 @@ static long long cr_generation(const json_t *t)
 	    "generation"));
 }
 
+/* The table entry of the custom resource that controls pod @p (its uid in
+ * the pod's owner reference, controller true), its kind's "tj" or "nb"
+ * into *@ret_what and its name into *@ret_name; NULL when none does (a
+ * tenant's pod may name any owner it likes: it does not speak for it). */
+static json_t *cr_entry(struct cnl_kube_sched *ks, const struct pod *p,
+                        const char **ret_what, const char **ret_name)
+{
+	const char *kind = NULL, *owner = cnl_kube_cr_owner(p->obj, &kind);
+	const char *what;
+	char key[400];
+	json_t *t;
+
+	if (!owner)
+		return NULL;
+	what = strcmp(kind, "TrainingJob") == 0 ? "tj" : "nb";
+	snprintf(key, sizeof(key), "%s/%s/%s", what, p->ns, owner);
+	t = json_object_get(ks->crs, key);
+	if (!t || !cnl_kube_cr_controls(json_object_get(t, "obj"), p->obj))
+		return NULL;
+	if (ret_what)
+		*ret_what = what;
+	if (ret_name)
+		*ret_name = owner;
+	return t;
+}
+
 /* What happened to pod @p, in the status of the custom resource that
  * owns it (if one does). */
 static void tj_news(struct cnl_kube_sched *ks, const struct pod *p,
                     const char *phase, const char *node, int code,
                     const char *msg)
 {
-	const char *kind = NULL, *owner = cnl_kube_cr_owner(p->obj, &kind);
-	const char *what;
-	char key[400], said[256];
-	json_t *t, *patch;
+	const char *what = NULL, *owner = NULL;
+	char said[256];
+	json_t *t = cr_entry(ks, p, &what, &owner), *patch;
 
-	if (!owner)
-		return;
-	what = strcmp(kind, "TrainingJob") == 0 ? "tj" : "nb";
-	snprintf(key, sizeof(key), "%s/%s/%s", what, p->ns, owner);
-	t = json_object_get(ks->crs, key);
-	/* Only a pod that the resource controls (its uid in the owner
-	 * reference, controller true) speaks for it: a tenant's pod may
-	 * name any owner it likes. */
-	if (!t || !cnl_kube_cr_controls(json_object_get(t, "obj"), p->obj))
+	if (!t)
 		return;
 	snprintf(said, sizeof(said), "%s %s %s", phase, p->job, msg ? msg : "");
 	if (t && strcmp(S(t, "said") ?: "", said) == 0)
@@ -479,7 +497,8 @@ static int profile_shape(struct cnl_kube_sched *ks, const char *name,
 }
 
 /* POST @obj to the collection @coll of namespace @ns ("pods" in the
- * core group, or GROUP/VERSION/RESOURCE); 0 when made or there. */
+ * core group, or GROUP/VERSION/RESOURCE); 0 when made, 1 when there
+ * already, -1. */
 static int make(struct cnl_kube_sched *ks, const char *ns, const char *coll,
                 json_t *obj, char *err, size_t errlen)
 {
@@ -497,7 +516,7 @@ static int make(struct cnl_kube_sched *ks, const char *ns, const char *coll,
 		         coll);
 	}
 	st = cnl_kube_call(ks->kc, "POST", path, obj, NULL, NULL, err, errlen);
-	return st == 200 || st == 201 || st == 409 ? 0 : -1;
+	return st == 200 || st == 201 ? 0 : st == 409 ? 1 : -1;
 }
 
 /* Make the children of the TrainingJobs and NotebookServers that have
@@ -522,12 +541,13 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 			break;
 
 		snprintf(what, sizeof(what), "%.2s", key);
+		bool remake = json_is_true(json_object_get(t, "remake"));
 		if (json_is_true(json_object_get(t, "made")) || !ns || !name ||
 		    json_object_get(md, "deletionTimestamp") ||
 		    json_integer_value(json_object_get(t, "retry_at")) >
 		        cnl_time_now_ms())
 			continue;
-		if (phase && *phase) { /* made by an earlier run of ours */
+		if (phase && *phase && !remake) { /* made by an earlier run */
 			json_object_set_new(t, "made", json_true());
 			continue;
 		}
@@ -562,24 +582,42 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 		}
 		r = make(ks, ns, "persistentvolumeclaims", pvc, err,
 		         sizeof(err));
-		if (r == 0)
+		if (r >= 0)
 			r = make(ks, ns, "services", svc, err, sizeof(err));
-		if (r == 0)
+		if (r >= 0)
 			r = make(ks, ns, "resource.k8s.io/v1/resourceclaims",
 			         claim, err, sizeof(err));
-		if (r == 0)
+		/* Made again after a pre-emption: the evicted pod (or its
+		 * claim) may not be gone yet; an earlier run's pod is fine. */
+		if (r == 1 && remake)
+			snprintf(err, sizeof(err),
+			         "its last claim is still "
+			         "there");
+		else if (r >= 0)
 			r = make(ks, ns, "pods", pod, err, sizeof(err));
+		if (r == 1 && remake) {
+			snprintf(err, sizeof(err),
+			         "its last pod is still there");
+			r = -1;
+		}
 		json_decref(claim);
 		json_decref(pod);
 		json_decref(svc);
 		json_decref(pvc);
-		if (r == 0) {
+		if (r >= 0) {
 			json_t *patch =
 			    cr_status(what, ns, name, "Pending", "", "", -256,
-			              "its pod is made", cr_generation(t));
+			              remake ? "pre-empted: its new pod is made"
+			                     : "its pod is made",
+			              cr_generation(t));
 			cr_patch(ks, what, ns, name, patch);
 			json_decref(patch);
 			json_object_set_new(t, "made", json_true());
+			json_object_del(t, "remake");
+		} else if (remake) { /* soon again */
+			json_object_set_new(
+			    t, "retry_at",
+			    json_integer(cnl_time_now_ms() + 500));
 		} else {
 			/* Tried again in 10 s (a namespace may bind the
 			 * workloads role later). */
@@ -890,6 +928,19 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	snprintf(p->request, sizeof(p->request), "%s", a.request);
 	if (!(project = project_of(ks, p->ns, pname, sizeof(pname))))
 		return;
+	/* The new pod of a pre-empted TrainingJob: the same job, waiting
+	 * again, not a new one (its place in the queue is kept). */
+	json_t *cr = cr_entry(ks, p, NULL, NULL);
+	if (cr && S(cr, "job") && strlen(S(cr, "job")) < sizeof(p->job)) {
+		track_job(ks, p, S(cr, "job"));
+		json_object_del(cr, "job");
+		p->st = P_SUBMITTED;
+		say(ks, p, "Unschedulable",
+		    "cnlab: waiting as job %s of project %s (%s), pre-empted "
+		    "before",
+		    p->job, pname, a.shape);
+		return;
+	}
 	if (a.preemptible && budgeted(ks, p))
 		a.preemptible = 0;
 	snprintf(cmd, sizeof(cmd), POD_CMD "%s/%s", p->ns, p->name);
@@ -1101,6 +1152,46 @@ static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
 		        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
 }
 
+/* Pod @p of a TrainingJob (or NotebookServer) was evicted by CNLab and is
+ * going: its stop is reported; if its job was pre-empted (CNLab requeued
+ * it), the resource gets a new pod and claim that take the same job, and
+ * this returns true.  False: it was not pre-empted (its job ends
+ * cancelled, as it was). */
+static bool cr_requeue(struct cnl_kube_sched *ks, struct pod *p, json_t *t)
+{
+	char path[512], err[256];
+	json_t *o = NULL;
+	long st;
+
+	report(ks, p, CNL_WIRE_REPORT_STOPPED, 0, "evicted");
+	snprintf(path, sizeof(path), "/v1/jobs/%s", p->job);
+	st = cnl_client_call(ks->user, "GET", path, NULL, 0, &o, err,
+	                     sizeof(err));
+	bool requeued =
+	    st == 200 && S(o, "state") && strcmp(S(o, "state"), "pending") == 0;
+	json_decref(o);
+	if (!requeued)
+		return false;
+	/* Its claim goes too (it is reserved for the pod that went); the
+	 * operator makes both again. */
+	if (p->claim[0]) {
+		claim_url(p, NULL, path, sizeof(path));
+		st = cnl_kube_call(ks->kc, "DELETE", path, NULL, NULL, NULL,
+		                   err, sizeof(err));
+		if (st != 200 && st != 202 && st != 404)
+			cnl_log(CNL_LOG_WARN, "kube: cannot delete a claim",
+			        "claim=%s/%s err=\"%s\"", p->ns, p->claim, err);
+	}
+	json_object_set_new(t, "job", json_string(p->job));
+	json_object_set_new(t, "made", json_false());
+	json_object_set_new(t, "remake", json_true());
+	tj_news(ks, p, "Pending", "", -256,
+	        "pre-empted: waits again, in a new pod");
+	cnl_log(CNL_LOG_INFO, "kube: a pre-empted pod is made again",
+	        "pod=%s/%s job=%s", p->ns, p->name, p->job);
+	return true;
+}
+
 static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
 	const json_t *md = json_object_get(p->obj, "metadata");
@@ -1156,12 +1247,22 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			 * pre-empted job would wait again, and its pod is gone;
 			 * its controller makes a new one, a new job). */
 			/* A run job stopped by CNLab: CNLab knows why (a
-			 * pre-empted one waits again, in a new pod). */
+			 * pre-empted one waits again, in a new pod); so
+			 * does a TrainingJob's. */
+			json_t *cr = p->evicting && !p->run
+			                 ? cr_entry(ks, p, NULL, NULL)
+			                 : NULL;
+			if (cr && cr_requeue(ks, p, cr)) {
+				forget(ks, p);
+				return;
+			}
 			if (!p->run || !p->evicting)
 				cancel_job(ks, p->job);
-			report(ks, p, CNL_WIRE_REPORT_STOPPED, 0,
-			       p->evicting ? (p->run ? "stopped" : "evicted")
-			                   : "pod deleted");
+			if (!cr) /* else reported by cr_requeue() */
+				report(ks, p, CNL_WIRE_REPORT_STOPPED, 0,
+				       p->evicting
+				           ? (p->run ? "stopped" : "evicted")
+				           : "pod deleted");
 			tj_news(ks, p, "Cancelled", ks->nodes[p->node].name,
 			        -256, p->evicting ? "evicted" : "pod deleted");
 			forget(ks, p);

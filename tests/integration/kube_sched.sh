@@ -453,6 +453,50 @@ pp=$(tj_phase prof Running) tp_=$(tj_phase typed Running)
 	bad "TrainingJob with gpuTypes: '$tp_' $(tjget typed | jq -c .status) job $(job_of team-a/typed)"
 ended team-a prof Succeeded 0
 ended team-a typed Succeeded 0
+# A TrainingJob pre-empted: the same job waits again, in a new pod and
+# claim; placed again, the TrainingJob runs again.
+survivor=l2
+[ "$gone" = l2 ] && survivor=l3
+ended team-a "$survivor" Succeeded 0
+job_state "team-a/$survivor" succeeded >/dev/null
+# (The budgeted pod db's GPU is free in CNLab's books: its job was
+# cancelled above.  Two GPUs not pre-emptible, one low: the critical one
+# can only take the low one's.)
+tj keep '{"command":"sleep 1000","image":"busybox","gpu":"h100-full","preemptible":false}'
+tj keep2 '{"command":"sleep 1000","image":"busybox","gpu":"h100-full","preemptible":false}'
+tj_phase keep2 Running >/dev/null
+tj pre '{"command":"sleep 1000","image":"busybox","gpu":"h100-full","priority":"low"}'
+tj_phase keep Running >/dev/null
+tj_phase pre Running >/dev/null
+pj=$(tjget pre | jq -r .status.jobID)
+pu=$(podget team-a pre | jq -r .metadata.uid)
+tj boss '{"command":"sleep 1000","image":"busybox","gpu":"h100-full","priority":"critical"}'
+bp=$(tj_phase boss Running)
+pm=
+for _ in $(seq 200); do
+	pm=$(tjget pre | jq -r '.status.message // empty')
+	[ "$(podget team-a pre | jq -r .metadata.uid)" != "$pu" ] && grep -q "new pod is made" <<<"$pm" && break
+	sleep 0.05
+done
+np_=$(podget team-a pre)
+[ "$bp" = Running ] && [ -n "$pj" ] && [ "$(tjget pre | jq -r .status.phase)" = Pending ] &&
+	[ "$(tjget pre | jq -r .status.jobID)" = "$pj" ] && grep -q "pre-empted" <<<"$pm" &&
+	[ "$(jq -r .metadata.uid <<<"$np_")" != "$pu" ] && [ "$(jq -r .metadata.uid <<<"$np_")" != null ] &&
+	[ -z "$(jq -r '.spec.nodeName // empty' <<<"$np_")" ] &&
+	[ "$("$cnlab" jobs show "$pj" --project vision -o json | jq -r .state)" = pending ] &&
+	[ "$(k GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/pre-gpu | jq -r '.status.allocation // "none"')" = none ] &&
+	ok "a low-priority TrainingJob pre-empted by a critical one: Pending again as the same job $pj ($pm), in a new pod and claim" ||
+	bad "pre-empted TrainingJob: boss '$bp', pre $(tjget pre | jq -c .status), pod $(jq -c '{uid: .metadata.uid, node: .spec.nodeName}' <<<"$np_") (was $pu), job $("$cnlab" jobs show "$pj" --project vision -o json | jq -c '{state, preemptions}')"
+ended team-a boss Succeeded 0
+pp2=$(tj_phase pre Running)
+[ "$pp2" = Running ] && [ "$(tjget pre | jq -r .status.jobID)" = "$pj" ] &&
+	[ -n "$(bound_node team-a pre)" ] && [ "$("$cnlab" jobs show "$pj" --project vision -o json | jq -r .state)" = running ] &&
+	ok "once the critical one ended, the pre-empted TrainingJob runs again: job $pj, its new pod bound" ||
+	bad "pre-empted TrainingJob placed again: '$pp2' $(tjget pre | jq -c .status)"
+ended team-a pre Succeeded 0
+ended team-a keep Succeeded 0
+ended team-a keep2 Succeeded 0
+tj_phase pre Succeeded >/dev/null
 tj stolen '{"command":"true","image":"busybox","gpu":"h100-10","project":"other"}'
 ph=$(tj_phase stolen Failed)
 [ "$ph" = Failed ] && tjget stolen | jq -r .status.message | grep -q "spec.project other" &&

@@ -44,7 +44,7 @@ errors as a v1 Status with reason and code):
                                                        pod is deleted
   GET   /apis/policy/v1/namespaces/NS/poddisruptionbudgets
   POST  /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims  create
-  GET   .../resourceclaims/NAME
+  GET, DELETE .../resourceclaims/NAME
   PUT   .../resourceclaims/NAME/status                 409 Conflict on a
                                                        stale resourceVersion
 
@@ -449,6 +449,9 @@ class H(BaseHTTPRequestHandler):
             return status(404, "resourceclaims \"%s\" not found"
                           % (rest[0] if rest else ""))
         if len(rest) == 1 and m == "GET":
+            return 200, c
+        if len(rest) == 1 and m == "DELETE":
+            del claims[(ns, rest[0])]
             return 200, c
         if rest[1:] == ["status"] and m == "PUT":
             if body["metadata"].get("resourceVersion") != \
