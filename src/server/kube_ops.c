@@ -535,6 +535,10 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	                r->project, "spec", "schedulerName", CNL_KUBE_SCHEDULER,
 	                "restartPolicy", "Never", "enableServiceLinks", 0,
 	                "containers", container, "volumes", volumes);
+	/* A project member need not hold the namespace's ServiceAccount
+	 * token. */
+	json_object_set_new(json_object_get(pod, "spec"),
+	                    "automountServiceAccountToken", json_false());
 	if (count > 0) {
 		json_object_set_new(json_object_get(pod, "spec"),
 		                    "resourceClaims",

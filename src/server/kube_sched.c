@@ -3,6 +3,10 @@
  */
 #include "server/kube_sched.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
@@ -69,6 +73,9 @@ struct pod {
 	 * CNLab has, and when to read it again. */
 	bool run;
 	int64_t log_sent, log_at;
+	int64_t stuck_since; /* its container cannot start since; 0 */
+	bool check_gone;     /* missing from a relist: asked again */
+	int64_t seen_at;     /* first seen */
 };
 
 struct node {
@@ -83,7 +90,10 @@ struct cnl_kube_sched {
 	struct cnl_kube_sched_config cfg;
 	char url[CNL_CLIENT_BASE_MAX], cafile[4096], token[CNL_AUTH_TOKEN_MAX];
 	char kserver[1024], ktoken[4096], kca[4096];
-	char image[CNL_WIRE_IMAGE_MAX];     /* of a run job that names none */
+	char image[CNL_WIRE_IMAGE_MAX]; /* of a run job that names none */
+	unsigned char proof_key[32];    /* of run pods' proofs */
+	int64_t start_timeout; /* ms a run pod may stay unable to start */
+	bool has_proof_key;
 	struct cnl_kube *kw, *kt, *kn, *kc; /* the watches', the rest's */
 	struct cnl_kube *ke;                /* evictions: no retries */
 	struct watch *wpods, *wtjs, *wnbs;
@@ -291,6 +301,7 @@ static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
 		snprintf(p->ns, sizeof(p->ns), "%s", ns);
 		snprintf(p->name, sizeof(p->name), "%s", name);
 		p->node = -1;
+		p->seen_at = cnl_time_now_ms();
 		json_object_set_new(ks->by_uid, uid,
 		                    json_integer((json_int_t)ks->n_pods));
 		ks->n_pods++;
@@ -675,9 +686,15 @@ static void drain(struct cnl_kube_sched *ks, int64_t wait_ms)
 				        ?: "",
 				    json_true());
 			}
+			/* (A run pod made after that list was taken is
+			 * not in it: asked again, not taken for gone.) */
 			for (size_t k = 0; k < ks->n_pods; k++)
-				if (!json_object_get(seen, ks->pods[k].uid))
-					ks->pods[k].gone = true;
+				if (!json_object_get(seen, ks->pods[k].uid)) {
+					if (ks->pods[k].run)
+						ks->pods[k].check_gone = true;
+					else
+						ks->pods[k].gone = true;
+				}
 			json_decref(seen);
 		} else {
 			pod_seen(ks, o, strcmp(type, "DELETED") == 0);
@@ -1116,6 +1133,9 @@ static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now);
 static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
                   int64_t grace_s)
 {
+	/* 0 would be a forced deletion: the kubelet not asked first. */
+	if (grace_s < 1)
+		grace_s = 1;
 	char path[512], err[256];
 	json_t *body = json_pack(
 	    "{s:s,s:s,s:{s:s,s:s},s:{s:I}}", "apiVersion", "policy/v1", "kind",
@@ -1192,8 +1212,47 @@ static bool cr_requeue(struct cnl_kube_sched *ks, struct pod *p, json_t *t)
 	return true;
 }
 
+/* Why @p's container cannot start (an image that cannot be pulled, a
+ * configuration that cannot be made), into @why; false when it is not
+ * stuck so. */
+static bool run_stuck(const struct pod *p, char *why, size_t len)
+{
+	static const char *const bad[] = {
+	    "ErrImagePull",         "ImagePullBackOff",
+	    "InvalidImageName",     "CreateContainerConfigError",
+	    "CreateContainerError", "RunContainerError",
+	    "ErrImageNeverPull",    NULL};
+	const json_t *cs =
+	    json_array_get(json_object_get(json_object_get(p->obj, "status"),
+	                                   "containerStatuses"),
+	                   0);
+	const json_t *w =
+	    json_object_get(json_object_get(cs, "state"), "waiting");
+	const char *r = S(w, "reason");
+
+	for (const char *const *b = bad; r && *b; b++)
+		if (strcmp(r, *b) == 0) {
+			snprintf(why, len, "%s: %s", r, S(w, "message") ?: "");
+			return true;
+		}
+	return false;
+}
+
 static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
+	if (p->run && p->check_gone) {
+		char path[512], err[256];
+		json_t *o = NULL;
+		pod_path(p, NULL, path, sizeof(path));
+		long st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o,
+		                        err, sizeof(err));
+		const char *u = S(json_object_get(o, "metadata"), "uid");
+		if (st == 404 || (st == 200 && (!u || strcmp(u, p->uid) != 0)))
+			p->gone = true;
+		if (st == 404 || st == 200)
+			p->check_gone = false;
+		json_decref(o);
+	}
 	const json_t *md = json_object_get(p->obj, "metadata");
 	bool deleting = p->gone || json_object_get(md, "deletionTimestamp");
 	const char *bound = S(json_object_get(p->obj, "spec"), "nodeName");
@@ -1240,8 +1299,13 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			tj_news(ks, p, code ? "Failed" : "Succeeded",
 			        ks->nodes[p->node].name, code, NULL);
 			forget(ks, p);
-		} else if (p->gone || ((ended || deleting) && p->evicting) ||
-		           (ended && deleting)) {
+		} else if (p->run
+		               ? p->gone || (ended && (deleting || p->evicting))
+		               : p->gone ||
+		                     ((ended || deleting) && p->evicting) ||
+		                     (ended && deleting)) {
+			/* (A run pod's stop is told once its container is
+			 * done: until then it holds its GPU.) */
 			/* Cancelled first, then stopped: the job ends
 			 * cancelled, as its pod did (deleted, or evicted: a
 			 * pre-empted job would wait again, and its pod is gone;
@@ -1269,7 +1333,21 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		} else if (p->evicting && now >= p->evict_at) {
 			evict(ks, p, now, 30);
 		} else if (p->run && now >= p->log_at) {
+			char why[CNL_WIRE_MESSAGE_MAX - 64];
 			run_log(ks, p, now);
+			if (!run_stuck(p, why, sizeof(why))) {
+				p->stuck_since = 0;
+			} else if (!p->stuck_since) {
+				p->stuck_since = now;
+			} else if (now - p->stuck_since >= ks->start_timeout) {
+				/* It would hold its GPU slice for ever. */
+				char msg[CNL_WIRE_MESSAGE_MAX];
+				snprintf(msg, sizeof(msg),
+				         "its pod cannot start: %s", why);
+				report(ks, p, CNL_WIRE_REPORT_FAILED, 1, msg);
+				run_delete(ks, p, 1);
+				forget(ks, p);
+			}
 		}
 		return;
 	case P_DONE:
@@ -1301,6 +1379,18 @@ static int allocate(struct cnl_kube_sched *ks, struct pod *p,
 		                               &c, err, sizeof(err))) != 200) {
 			json_decref(c);
 			return st == 404 ? -EBUSY : -EIO;
+		}
+		/* A run pod's claim is the one cnlabd made for it, owned
+		 * by it; one of that name made by someone else is not
+		 * given this job's slice. */
+		const json_t *ref0 = json_array_get(
+		    json_object_get(json_object_get(c, "metadata"),
+		                    "ownerReferences"),
+		    0);
+		if (p->run && (!ref0 || !S(ref0, "uid") ||
+		               strcmp(S(ref0, "uid"), p->uid) != 0)) {
+			json_decref(c);
+			return -EBUSY;
 		}
 		const json_t *old =
 		    json_object_get(json_object_get(c, "status"), "allocation");
@@ -1417,9 +1507,9 @@ static struct pod *pod_named(struct cnl_kube_sched *ks, const char *nsname)
 
 /* The namespace where project @id's run jobs become pods, into @ns, and
  * the project's name into @pname: the namespace labelled
- * cnlab.io/project=NAME (the first by name when several are), else the
- * namespace named NAME if no label gives it to another project.  0,
- * -ENOENT with why in @err, -EIO (try again). */
+ * cnlab.io/project=NAME (none when several are), else the namespace named
+ * NAME if no label gives it to another project.  0, -ENOENT with why in
+ * @err, -EIO (try again). */
 static int run_namespace(struct cnl_kube_sched *ks, const char *id, char *ns,
                          size_t nslen, char *pname, size_t plen, char *err,
                          size_t errlen)
@@ -1463,16 +1553,34 @@ static int run_namespace(struct cnl_kube_sched *ks, const char *id, char *ns,
 	if ((st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
 	                        errlen)) != 200) {
 		json_decref(o);
-		return st == 403 ? -ENOENT : -EIO;
+		if (st == 400) /* "a.", "b_": names no label may carry */
+			cnl_seterr(
+			    err, errlen,
+			    "project %s: its name is no Kubernetes label "
+			    "value, so no namespace can be its",
+			    pname);
+		return st == 403 || st == 400 ? -ENOENT : -EIO;
 	}
+	int matches = 0;
 	json_array_foreach (json_object_get(o, "items"), i, x) {
 		const char *n = S(json_object_get(x, "metadata"), "name");
 		const char *p = cnl_kube_project_of(x);
 		/* The label is the selector's; a server's slip is not
 		 * taken on trust. */
-		if (n && p && strcmp(p, pname) == 0 &&
-		    (!best || strcmp(n, best) < 0))
-			best = n;
+		if (!n || !p || strcmp(p, pname) != 0)
+			continue;
+		/* Two namespaces saying they are one project's: which one
+		 * gets its pods (its inputs, its output) is no guess. */
+		if (matches++) {
+			cnl_seterr(err, errlen,
+			           "namespaces %s and %s both say they are "
+			           "project %s's (label cnlab.io/project): "
+			           "leave the label on one",
+			           best, n, pname);
+			json_decref(o);
+			return -ENOENT;
+		}
+		best = n;
 	}
 	if (best)
 		snprintf(ns, nslen, "%s", best);
@@ -1499,6 +1607,46 @@ static int run_namespace(struct cnl_kube_sched *ks, const char *id, char *ns,
 	}
 	json_object_set_new(ks->run_ns, id, json_pack("[s,s]", ns, pname));
 	return 0;
+}
+
+/* The proof that cnlabd made pod @uid (@ns/@name) for run @job @epoch:
+ * HMAC-SHA256 under a key from cnlabd's secret, in hex.  The pod carries
+ * it in its annotation cnlab.io/run-proof, written once the API server
+ * gave the pod its uid: a pod made by someone else under that name has
+ * another uid, so a copied proof does not fit it.  "" without a key. */
+#define PROOF_ANN "cnlab.io/run-proof"
+static void run_proof(const struct cnl_kube_sched *ks, const char *uid,
+                      const char *job, int64_t epoch, const char *ns,
+                      const char *name, char hex[65])
+{
+	char msg[1024];
+	unsigned char mac[32];
+	unsigned int n = 0;
+	int len = snprintf(msg, sizeof(msg), "%s\n%s\n%" PRId64 "\n%s\n%s", uid,
+	                   job, epoch, ns, name);
+
+	hex[0] = '\0';
+	if (!ks->has_proof_key || len < 0 || (size_t)len >= sizeof(msg) ||
+	    !HMAC(EVP_sha256(), ks->proof_key, sizeof(ks->proof_key),
+	          (const unsigned char *)msg, (size_t)len, mac, &n) ||
+	    n != sizeof(mac))
+		return;
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+}
+
+/* Whether pod @q carries the proof that cnlabd made it for @job @epoch. */
+static bool run_proven(const struct cnl_kube_sched *ks, const struct pod *q,
+                       const char *job, int64_t epoch)
+{
+	char want[65];
+	const char *have = S(
+	    json_object_get(json_object_get(q->obj, "metadata"), "annotations"),
+	    PROOF_ANN);
+
+	run_proof(ks, q->uid, job, epoch, q->ns, q->name, want);
+	return want[0] && have && strlen(have) == 64 &&
+	       CRYPTO_memcmp(want, have, 64) == 0;
 }
 
 /* The job of @a ends failed on node @ni, saying why. */
@@ -1739,6 +1887,19 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		    strcmp(lab, a->id) == 0)
 			p = q;
 	}
+	if (p && !p->run && !run_proven(ks, p, a->id, a->epoch)) {
+		/* Named like this run's pod, not made by cnlabd (a tenant's
+		 * squatting it, to run under another's job): not taken. */
+		cnl_log(CNL_LOG_WARN,
+		        "kube: a pod named like a run's is not ours",
+		        "pod=%s/%s job=%s", p->ns, p->name, a->id);
+		if (a->action == CNL_WIRE_RUN)
+			run_fail(ks, ni, a,
+			         "namespace %s has a pod %s that CNLab did not "
+			         "make for this run",
+			         ns, name);
+		return NULL;
+	}
 	if (p) { /* ours, from before a restart */
 		if (!p->run) {
 			p->run = true;
@@ -1802,9 +1963,13 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
 	st = cnl_kube_call(ks->kc, "POST", path, pod, NULL, &made, err,
 	                   sizeof(err));
-	const char *uid = S(json_object_get(made, "metadata"), "uid");
-	if (st != 201 || !uid) {
-		if (st == 403)
+	char uid[64];
+	snprintf(uid, sizeof(uid), "%s",
+	         S(json_object_get(made, "metadata"), "uid") ?: "");
+	if (st != 201 || !uid[0]) {
+		/* 403 is RBAC's, or an admission's (Pod Security, a
+		 * ResourceQuota): the first gets the hint. */
+		if (st == 403 && strstr(err, "cannot create resource"))
 			run_fail(ks, ni, a,
 			         "cnlabd may not make pods in namespace %s "
 			         "(bind the ClusterRole cnlab:cnlabd-workloads "
@@ -1820,6 +1985,35 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		else
 			*again = true;
 		goto out;
+	}
+	/* Its proof, now that it has its uid. */
+	{
+		char proof[65];
+		json_t *patch, *patched = NULL;
+		run_proof(ks, uid, a->id, a->epoch, ns, name, proof);
+		patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations",
+		                  PROOF_ANN, proof);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
+		         ns, name);
+		st = proof[0] ? cnl_kube_call(ks->kc, "PATCH", path, patch,
+		                              "application/merge-patch+json",
+		                              &patched, err, sizeof(err))
+		              : 200;
+		json_decref(patch);
+		if (st == 200 && patched) {
+			json_decref(made);
+			made = patched;
+		} else {
+			json_decref(patched);
+		}
+		if (st != 200) {
+			struct pod tmp = {0};
+			snprintf(tmp.ns, sizeof(tmp.ns), "%s", ns);
+			snprintf(tmp.name, sizeof(tmp.name), "%s", name);
+			run_delete(ks, &tmp, 0);
+			*again = true;
+			goto out;
+		}
 	}
 	pod_seen(ks, made, false);
 	if (!(p = pod_of_uid(ks, uid)))
@@ -1844,15 +2038,14 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			json_decref(p->claim_obj);
 			p->claim_obj = c;
 		} else {
+			/* A claim of that name made by someone else (409)
+			 * would carry this job's slice: not taken. */
 			json_decref(c);
-			if (st != 409) {
-				run_fail(ks, ni, a, "its claim was refused: %s",
-				         err);
-				run_delete(ks, p, 0);
-				forget(ks, p);
-				p = NULL;
-				goto out;
-			}
+			run_fail(ks, ni, a, "its claim was refused: %s", err);
+			run_delete(ks, p, 0);
+			forget(ks, p);
+			p = NULL;
+			goto out;
 		}
 	}
 	if (n_paths) {
@@ -1863,7 +2056,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
 		                   sizeof(err));
 		json_decref(o);
-		if (st != 201 && st != 409) {
+		if (st != 201) { /* 409: someone else's inputs */
 			run_fail(ks, ni, a, "its inputs were refused: %s", err);
 			run_delete(ks, p, 0);
 			forget(ks, p);
@@ -2117,8 +2310,52 @@ static int node_add(struct cnl_kube_sched *ks,
  * (`cnlab jobs cancel`) evicts its pod; one that ended otherwise before
  * it was placed (its deadline missed) is said on the pod, which waits as
  * a new job after REFUSE_RETRY_MS. */
+/* Run pods that nothing takes any more (their delete failed, or their
+ * job ended or moved to another pod while cnlabd was away): deleted, if
+ * cnlabd made them. */
+static void run_orphans(struct cnl_kube_sched *ks, int64_t now)
+{
+	long resync = ks->cfg.resync_ms > 0 ? ks->cfg.resync_ms : 10000;
+
+	for (size_t i = 0; i < ks->n_pods && !atomic_load(&ks->stop); i++) {
+		struct pod *p = &ks->pods[i];
+		const json_t *lab = json_object_get(
+		    json_object_get(p->obj, "metadata"), "labels");
+		const char *job = S(lab, "cnlab.io/job");
+		const char *ep = S(lab, "cnlab.io/epoch");
+		char path[256], err[256];
+		json_t *o = NULL;
+
+		if (p->gone)
+			continue;
+		if (p->run && p->st == P_DONE) { /* its delete failed */
+			run_delete(ks, p, 1);
+			continue;
+		}
+		if (p->st != P_NEW || !job || !ep || !ks->synced ||
+		    now - p->seen_at < 2 * resync ||
+		    !run_proven(ks, p, job, strtoll(ep, NULL, 10)))
+			continue;
+		struct pod *cur = pod_of_job(ks, job);
+		snprintf(path, sizeof(path), "/v1/jobs/%s", job);
+		long st = cnl_client_call(ks->user, "GET", path, NULL, 0, &o,
+		                          err, sizeof(err));
+		const char *state = S(o, "state");
+		if ((cur && cur != p) || st == 404 ||
+		    (st == 200 && state && strcmp(state, "pending") != 0 &&
+		     strcmp(state, "running") != 0)) {
+			cnl_log(CNL_LOG_INFO, "kube: a run pod nothing takes",
+			        "pod=%s/%s job=%s", p->ns, p->name, job);
+			run_delete(ks, p, 1);
+			p->st = P_DONE;
+		}
+		json_decref(o);
+	}
+}
+
 static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
 {
+	run_orphans(ks, now);
 	for (size_t i = 0; i < ks->n_pods && !atomic_load(&ks->stop); i++) {
 		struct pod *p = &ks->pods[i];
 		char path[256], err[256];
@@ -2304,6 +2541,18 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	             ? cfg->default_image
 	             : CNL_KUBE_DEFAULT_IMAGE);
 	ks->cfg.default_image = NULL;
+	if (cfg->secret && cfg->secret_len) {
+		static const char what[] = "cnlab kube run pod proof";
+		unsigned int n = 0;
+		ks->has_proof_key =
+		    HMAC(EVP_sha256(), cfg->secret, (int)cfg->secret_len,
+		         (const unsigned char *)what, sizeof(what) - 1,
+		         ks->proof_key, &n) != NULL &&
+		    n == sizeof(ks->proof_key);
+	}
+	ks->cfg.secret = NULL;
+	ks->start_timeout =
+	    cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 300000;
 	if (ks->cfg.watch_timeout_s <= 0)
 		ks->cfg.watch_timeout_s = 60;
 	ks->cfg.kube = kc;

@@ -57,6 +57,15 @@ struct cnl_kube_sched_config {
 	/* The image of a `cnlab run` job that names none (an OCI reference
 	 * the kubelet pulls); NULL: CNL_KUBE_DEFAULT_IMAGE. */
 	const char *default_image;
+	/* cnlabd's signing secret (CNLAB_JWT_SECRET; NULL: none): the key
+	 * of the proof a run job's pod carries that cnlabd made it, which
+	 * a cnlabd restarted (or another replica) checks before it takes
+	 * the pod for the job's. */
+	const void *secret;
+	size_t secret_len;
+	/* How long a run job's pod may be unable to start (an image that
+	 * cannot be pulled...) before its job fails; 0: 5 min. */
+	long start_timeout_ms;
 	long watch_timeout_s; /* one pod watch's length; 0: 60 (a stop
 	                       * waits for the watch to end) */
 };

@@ -89,6 +89,7 @@ struct settings {
 	int64_t kube_watch_timeout;
 	int64_t kube_resync;
 	char *kube_default_image;
+	int64_t kube_start_timeout;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -276,6 +277,11 @@ static const struct cnl_config_def settings_table[] = {
      "With kube: the image (an OCI reference the kubelet pulls) of a "
      "`cnlab run` job that names none, when it becomes a pod on a "
      "Kubernetes node; a job's --image is taken as such a reference."},
+    {"kube_start_timeout", CNL_CONFIG_DURATION, S(kube_start_timeout), "5m",
+     1000, 86400000,
+     "With kube: how long a `cnlab run` job's pod may be unable to start "
+     "(an image that cannot be pulled, a configuration that cannot be "
+     "made) before the job fails, saying why, and the pod goes."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -1171,6 +1177,9 @@ int main(int argc, char **argv)
 		                (long)(st.kube_watch_timeout / 1000),
 		            .resync_ms = (long)st.kube_resync,
 		            .default_image = st.kube_default_image,
+		            .secret = secret,
+		            .start_timeout_ms = (long)st.kube_start_timeout,
+		            .secret_len = strlen(secret),
 		        },
 		        &kube, err, sizeof(err)) < 0) {
 			fprintf(stderr, "cnlabd: kube: %s\n", err);

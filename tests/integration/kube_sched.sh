@@ -84,7 +84,7 @@ start_d() { # cnlabd --kube on $tmp/d, its URL in $url
 	: >"$tmp/out"
 	"$cnlabd" --data-dir "$tmp/d" --listen "127.0.0.1:${port:-0}" --notebook-listen 127.0.0.1:0 \
 		--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
-		--kube-watch-timeout 2s --kube-resync 1s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
+		--kube-watch-timeout 2s --kube-resync 1s --kube-start-timeout 1s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
 		--log-level info >"$tmp/out" 2>>"$tmp/err" &
 	d_pid=$!
 	for _ in $(seq 200); do grep -q '^listening on' "$tmp/out" && break; sleep 0.05; done
@@ -378,6 +378,67 @@ done
 [ "$fs" = cancelled ] && [ "$(podget team-a "$(jq -r .metadata.name <<<"$fp")" | jq -r .code)" = 404 ] &&
 	ok "cnlab jobs cancel of a run job on Kubernetes: its pod is deleted, the job is cancelled" ||
 	bad "cancelled run job $fj: state '$fs'"
+# A run pod whose image cannot be pulled: the job fails, saying why,
+# instead of holding its slice for ever (kube_start_timeout, 1 s here).
+sj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')
+sp=$(runpod "$sj" | jq -r .metadata.name)
+k PATCH "/api/v1/namespaces/team-a/pods/$sp/status" \
+	'{"status":{"phase":"Pending","containerStatuses":[{"name":"job","state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image"}}}]}}' \
+	application/merge-patch+json >/dev/null
+ss=
+for _ in $(seq 200); do
+	ss=$("$cnlab" jobs show "$sj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
+	[ "$ss" = failed ] && break
+	sleep 0.05
+done
+[ "$ss" = failed ] && "$cnlab" jobs show "$sj" --project vision -o json | jq -r .message | grep -q "ImagePullBackOff" &&
+	[ "$(podget team-a "$sp" | jq -r .code)" = 404 ] &&
+	ok "a run pod whose image cannot be pulled: its job fails (ImagePullBackOff) and the pod goes" ||
+	bad "stuck run pod $sp: job '$ss'"
+# After a restart of cnlabd, a run job's pod is found again only if cnlabd
+# made it: its proof (an HMAC of its uid) is checked.  Job A's pod stays
+# and is taken again; job B's is replaced, while cnlabd is away, by a
+# tenant's pod of the same name, labels and copied proof: not taken.
+aj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- python3 a.py 2>/dev/null | jq -r '.id // empty')
+ap=$(runpod "$aj")
+bj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- python3 b.py 2>/dev/null | jq -r '.id // empty')
+bp=$(runpod "$bj")
+an=$(jq -r .metadata.name <<<"$ap") bn=$(jq -r .metadata.name <<<"$bp")
+k PATCH "/api/v1/namespaces/team-a/pods/$an/status" '{"status":{"phase":"Running"}}' application/merge-patch+json >/dev/null
+[ "$(jq -r '.spec.automountServiceAccountToken' <<<"$ap")" = false ] && [ "$(jq -r '.metadata.annotations["cnlab.io/run-proof"] | length' <<<"$ap")" = 64 ] &&
+	ok "a run pod has no ServiceAccount token, and carries cnlabd's proof" || bad "run pod A: $(jq -c '.metadata.annotations' <<<"$ap")"
+kill "$d_pid"
+wait "$d_pid"
+k DELETE "/api/v1/namespaces/team-a/pods/$bn" >/dev/null
+fake=$(jq -c '{apiVersion, kind, metadata: {name: .metadata.name, labels: .metadata.labels, annotations: .metadata.annotations}, spec: (.spec | del(.nodeName) | .containers[0].image = "evil:latest" | .containers[0].command = ["sh", "-c", "echo owned"])}' <<<"$bp")
+k POST /api/v1/namespaces/team-a/pods "$fake" >/dev/null
+start_d
+echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null 2>&1
+bs=
+for _ in $(seq 200); do
+	bs=$("$cnlab" jobs show "$bj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
+	[ "$bs" = failed ] && break
+	sleep 0.05
+done
+[ "$bs" = failed ] && "$cnlab" jobs show "$bj" --project vision -o json | jq -r .message | grep -q "did not" &&
+	[ -z "$(bound_node team-a "$bn")" ] && grep -q "a pod named like a run's is not ours" "$tmp/err" &&
+	ok "after a restart, a tenant's pod named like run B's, with its labels and a copied proof, is not taken: B fails, the pod is not bound" ||
+	bad "squatted run pod: job B '$bs' $("$cnlab" jobs show "$bj" --project vision -o json | jq -r .message)"
+k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$an\",\"text\":\"a done\\n\"}" >/dev/null
+k PATCH "/api/v1/namespaces/team-a/pods/$an/status" \
+	'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
+	application/merge-patch+json >/dev/null
+as_=
+for _ in $(seq 200); do
+	as_=$("$cnlab" jobs show "$aj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
+	[ "$as_" = succeeded ] && break
+	sleep 0.05
+done
+[ "$as_" = succeeded ] && "$cnlab" jobs logs "$aj" --project vision 2>/dev/null | grep -q "a done" &&
+	[ "$(podget team-a "$an" | jq -r .code)" = 404 ] &&
+	ok "after a restart, run A's own pod is taken again: its end ends the job (succeeded, its log kept), and the pod goes" ||
+	bad "run A after a restart: '$as_' logs $("$cnlab" jobs logs "$aj" --project vision 2>&1 | head -3)"
+k DELETE "/api/v1/namespaces/team-a/pods/$bn" >/dev/null
 # Where cnlabd may not make pods (the namespace binds no
 # cnlab:cnlabd-workloads), or the project has not let kube in: the job
 # fails, saying so; nothing is made.

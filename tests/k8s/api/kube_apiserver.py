@@ -22,7 +22,10 @@ errors as a v1 Status with reason and code):
                                                        answers the first one
                                                        410 Gone
   POST  /api/v1/namespaces/NS/pods                     create
-  GET, DELETE /api/v1/namespaces/NS/pods/NAME         a deletion takes
+  GET, DELETE, PATCH /api/v1/namespaces/NS/pods/NAME  (PATCH: a merge
+                                                       patch of its
+                                                       annotations) a
+                                                       deletion takes
                                                        what the pod owns
                                                        (ownerReferences),
                                                        as the garbage
@@ -324,6 +327,14 @@ class H(BaseHTTPRequestHandler):
             return status(404, "pods \"%s\" not found" % rest[0])
         sub = rest[1] if len(rest) > 1 else None
         if sub is None and m == "GET":
+            return 200, pod
+        if sub is None and m == "PATCH":
+            if not self.headers.get("Content-Type", "").startswith(
+                    "application/merge-patch+json"):
+                return status(415, "unsupported patch type")
+            ann = body.get("metadata", {}).get("annotations", {})
+            pod["metadata"].setdefault("annotations", {}).update(ann)
+            touch(pod)
             return 200, pod
         if sub is None and m == "DELETE":
             del pods[key]
