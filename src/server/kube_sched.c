@@ -73,9 +73,11 @@ struct pod {
 	 * CNLab has, and when to read it again. */
 	bool run;
 	int64_t log_sent, log_at;
-	int64_t stuck_since; /* its container cannot start since; 0 */
-	bool check_gone;     /* missing from a relist: asked again */
-	int64_t seen_at;     /* first seen */
+	int64_t log_sec, log_nsec; /* the time of the last log line taken */
+	int log_same;              /* lines taken with exactly that time */
+	int64_t stuck_since;       /* its container cannot start since; 0 */
+	bool check_gone;           /* missing from a relist: asked again */
+	int64_t seen_at;           /* first seen */
 };
 
 struct node {
@@ -91,8 +93,9 @@ struct cnl_kube_sched {
 	char url[CNL_CLIENT_BASE_MAX], cafile[4096], token[CNL_AUTH_TOKEN_MAX];
 	char kserver[1024], ktoken[4096], kca[4096];
 	char image[CNL_WIRE_IMAGE_MAX]; /* of a run job that names none */
-	unsigned char proof_key[32];    /* of run pods' proofs */
-	int64_t start_timeout; /* ms a run pod may stay unable to start */
+	char registry[512];          /* where CNLab's images are pushed; "" */
+	unsigned char proof_key[32]; /* of run pods' proofs */
+	int64_t start_timeout;       /* ms a run pod may stay unable to start */
 	bool has_proof_key;
 	struct cnl_kube *kw, *kt, *kn, *kc; /* the watches', the rest's */
 	struct cnl_kube *ke;                /* evictions: no retries */
@@ -1289,7 +1292,7 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		 * way out; it ends as it was ended, cancelled. */
 		if (ended && !p->evicting && !deleting) {
 			if (p->run) /* the last of its output first */
-				run_log(ks, p, now);
+				run_log(ks, p, -1);
 			report(ks, p,
 			       code ? CNL_WIRE_REPORT_FAILED
 			            : CNL_WIRE_REPORT_SUCCEEDED,
@@ -1798,48 +1801,165 @@ static void run_delete(struct cnl_kube_sched *ks, struct pod *p,
 		        "pod=%s/%s err=\"%s\"", p->ns, p->name, err);
 }
 
+/* A log line's time, RFC 3339 with nanoseconds as the kubelet writes it
+ * ("2026-12-04T23:52:15.123456789Z"), into seconds and nanoseconds; -1
+ * when it is not one. */
+static int log_time(const char *t, size_t n, int64_t *sec, int64_t *nsec)
+{
+	char buf[48], *dot;
+	int64_t ms;
+
+	if (n >= sizeof(buf) || n < 20)
+		return -1;
+	memcpy(buf, t, n);
+	buf[n] = '\0';
+	*nsec = 0;
+	if ((dot = strchr(buf, '.'))) {
+		char *e = dot + 1;
+		int digits = 0;
+		while (*e >= '0' && *e <= '9' && digits < 9) {
+			*nsec = *nsec * 10 + (*e - '0');
+			e++;
+			digits++;
+		}
+		while (*e >= '0' && *e <= '9')
+			e++;
+		for (; digits < 9; digits++)
+			*nsec *= 10;
+		memmove(dot, e, strlen(e) + 1);
+	}
+	if (cnl_time_parse_rfc3339(buf, &ms) < 0)
+		return -1;
+	*sec = ms / 1000;
+	return 0;
+}
+
+/* Post @n bytes of output of @p's job at its offset, in chunks. */
+static void run_log_post(struct cnl_kube_sched *ks, struct pod *p,
+                         const char *data, size_t n)
+{
+	while (n > 0) {
+		size_t k = n < CNL_WIRE_LOG_MAX - 1 ? n : CNL_WIRE_LOG_MAX - 1;
+		char path[256], err[256];
+		json_t *o = NULL, *body;
+		struct cnl_wire_log m = {.epoch = p->epoch,
+		                         .has_offset = true,
+		                         .offset = p->log_sent,
+		                         .data = (char *)data,
+		                         .len = k};
+		snprintf(m.id, sizeof(m.id), "%s", p->job);
+		body = cnl_wire_log_encode(&m);
+		snprintf(path, sizeof(path), "/v1/nodes/%s/logs",
+		         ks->nodes[p->node].id);
+		ks->as = ks->nodes[p->node].cred;
+		long st = cnl_client_call(ks->nodecl, "POST", path, body, 0, &o,
+		                          err, sizeof(err));
+		json_decref(body);
+		/* "next": how much of the stream CNLab holds now (a 416
+		 * says it too: after a restart it had what we sent again). */
+		if ((st == 200 || st == 201 || st == 416) &&
+		    json_is_integer(json_object_get(o, "next")))
+			p->log_sent =
+			    json_integer_value(json_object_get(o, "next"));
+		else if (st == 200 || st == 201)
+			p->log_sent += (int64_t)k;
+		json_decref(o);
+		if (st != 200 && st != 201 && st != 416)
+			return; /* the rest next time */
+		data += k;
+		n -= k;
+	}
+}
+
+#define RUN_LOG_READ (4 << 20) /* bytes of log read at once */
+
 /* What @p's container wrote since CNLab last had it, into its job's
- * output (stdout and stderr come as one stream from the kubelet). */
+ * output (stdout and stderr come as one stream from the kubelet).  Read
+ * with the kubelet's timestamps from the last second it had (sinceTime),
+ * so that a long log is not read again from its start each time and a
+ * rotated log file does not shift it: the lines up to the last one taken
+ * (its time, and how many lines had that time) are skipped.  @final: the
+ * pod ended, its last line may lack its newline. */
 static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
-	char path[640], err[256];
-	char *text = NULL;
-	size_t len = 0;
-	json_t *o = NULL, *body;
-	long st;
+	bool final = now < 0;
 
-	p->log_at = now + RUN_LOG_MS;
-	pod_path(p, "log", path, sizeof(path));
-	snprintf(path + strlen(path), sizeof(path) - strlen(path),
-	         "?container=job&limitBytes=%" PRId64,
-	         p->log_sent + CNL_WIRE_LOG_MAX - 1);
-	st = cnl_kube_get_text(ks->kc, path, &text, &len, err, sizeof(err));
-	if (st != 200 || len <= (size_t)p->log_sent) {
+	p->log_at = (final ? 0 : now) + RUN_LOG_MS;
+	for (int rounds = 0; rounds < 64; rounds++) {
+		char path[700], err[256], since[40];
+		char *text = NULL, *out;
+		size_t len = 0, o = 0;
+		long st;
+
+		pod_path(p, "log", path, sizeof(path));
+		snprintf(path + strlen(path), sizeof(path) - strlen(path),
+		         "?container=job&timestamps=true&limitBytes=%d",
+		         RUN_LOG_READ);
+		if (p->log_sec > 0) {
+			cnl_time_format_rfc3339(p->log_sec * 1000, since,
+			                        sizeof(since));
+			char *dot = strchr(since, '.');
+			if (dot)
+				snprintf(dot, 2, "Z");
+			snprintf(path + strlen(path),
+			         sizeof(path) - strlen(path), "&sinceTime=%s",
+			         since);
+		}
+		st = cnl_kube_get_text(ks->kc, path, &text, &len, err,
+		                       sizeof(err));
+		if (st != 200 || !text) {
+			free(text);
+			return;
+		}
+		out = cnl_xmalloc(len + 1);
+		int same = 0; /* lines of the last time met in this read */
+		size_t taken = 0;
+		for (size_t i = 0; i < len;) {
+			char *nl = memchr(text + i, '\n', len - i);
+			size_t end = nl ? (size_t)(nl - text) + 1 : len;
+			char *sp = memchr(text + i, ' ', end - i);
+			int64_t sec, ns;
+
+			/* An unended last line: whole only at the end. */
+			if (!nl && !(final && len < RUN_LOG_READ))
+				break;
+			if (!sp || log_time(text + i, (size_t)(sp - (text + i)),
+			                    &sec, &ns) < 0) {
+				i = end; /* not the kubelet's: skipped */
+				taken = i;
+				continue;
+			}
+			if (sec < p->log_sec ||
+			    (sec == p->log_sec && ns < p->log_nsec)) {
+				i = end;
+				taken = i;
+				continue;
+			}
+			if (sec == p->log_sec && ns == p->log_nsec) {
+				if (same++ < p->log_same) {
+					i = end;
+					taken = i;
+					continue;
+				}
+				p->log_same++;
+			} else {
+				p->log_sec = sec;
+				p->log_nsec = ns;
+				p->log_same = 1;
+				same = 1;
+			}
+			memcpy(out + o, sp + 1, end - (size_t)(sp + 1 - text));
+			o += end - (size_t)(sp + 1 - text);
+			i = end;
+			taken = i;
+		}
 		free(text);
-		return;
+		run_log_post(ks, p, out, o);
+		free(out);
+		/* A read cut by its limit: more is there. */
+		if (len < RUN_LOG_READ || taken == 0)
+			return;
 	}
-	struct cnl_wire_log m = {.epoch = p->epoch,
-	                         .has_offset = true,
-	                         .offset = p->log_sent,
-	                         .data = text + p->log_sent,
-	                         .len = len - (size_t)p->log_sent};
-	snprintf(m.id, sizeof(m.id), "%s", p->job);
-	body = cnl_wire_log_encode(&m);
-	free(text);
-	snprintf(path, sizeof(path), "/v1/nodes/%s/logs",
-	         ks->nodes[p->node].id);
-	ks->as = ks->nodes[p->node].cred;
-	st = cnl_client_call(ks->nodecl, "POST", path, body, 0, &o, err,
-	                     sizeof(err));
-	json_decref(body);
-	/* "next": how much of the stream CNLab holds now (a 416 says it
-	 * too: after a restart it had what we sent again). */
-	if ((st == 200 || st == 201 || st == 416) &&
-	    json_is_integer(json_object_get(o, "next")))
-		p->log_sent = json_integer_value(json_object_get(o, "next"));
-	else if (st == 200 || st == 201)
-		p->log_sent = (int64_t)len;
-	json_decref(o);
 }
 
 /* The pod of run job @a placed on node @ni: found (made by an earlier run
@@ -1944,11 +2064,28 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		run_fail(ks, ni, a, "%s", err);
 		return NULL;
 	}
+	/* The job's CNLab image, as the kubelet pulls it: from the
+	 * registry CNLab's images are pushed to, pinned to the digest CNLab
+	 * has (a tag there cannot point elsewhere); without a registry set,
+	 * its name as an OCI reference. */
+	char ref[CNL_WIRE_IMAGE_MAX + 600];
+	if (!a->image[0]) {
+		snprintf(ref, sizeof(ref), "%s", ks->image);
+	} else if (!ks->registry[0]) {
+		snprintf(ref, sizeof(ref), "%s", a->image);
+	} else if (!a->image_digest[0]) {
+		run_fail(ks, ni, a, "its image %s was deleted from CNLab",
+		         a->image);
+		goto out;
+	} else {
+		snprintf(ref, sizeof(ref), "%s/%s@%s", ks->registry, a->image,
+		         a->image_digest);
+	}
 	struct cnl_kube_run run = {
 	    .job = a->id,
 	    .project = pname,
 	    .shape = a->shape[0] ? a->shape : "cpu",
-	    .image = a->image[0] ? a->image : ks->image,
+	    .image = ref,
 	    .command = a->command,
 	    .epoch = a->epoch,
 	    .cpu_milli = a->cpu_milli,
@@ -2541,6 +2678,9 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	             ? cfg->default_image
 	             : CNL_KUBE_DEFAULT_IMAGE);
 	ks->cfg.default_image = NULL;
+	snprintf(ks->registry, sizeof(ks->registry), "%s",
+	         cfg->image_registry ? cfg->image_registry : "");
+	ks->cfg.image_registry = NULL;
 	if (cfg->secret && cfg->secret_len) {
 		static const char what[] = "cnlab kube run pod proof";
 		unsigned int n = 0;

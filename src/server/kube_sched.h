@@ -57,6 +57,10 @@ struct cnl_kube_sched_config {
 	/* The image of a `cnlab run` job that names none (an OCI reference
 	 * the kubelet pulls); NULL: CNL_KUBE_DEFAULT_IMAGE. */
 	const char *default_image;
+	/* The registry (host[/path]) CNLab's images are pushed to: a run
+	 * job's --image NAME becomes REGISTRY/NAME@DIGEST; NULL: NAME as it
+	 * is. */
+	const char *image_registry;
 	/* cnlabd's signing secret (CNLAB_JWT_SECRET; NULL: none): the key
 	 * of the proof a run job's pod carries that cnlabd made it, which
 	 * a cnlabd restarted (or another replica) checks before it takes

@@ -90,6 +90,7 @@ struct settings {
 	int64_t kube_resync;
 	char *kube_default_image;
 	int64_t kube_start_timeout;
+	char *kube_image_registry;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -277,6 +278,12 @@ static const struct cnl_config_def settings_table[] = {
      "With kube: the image (an OCI reference the kubelet pulls) of a "
      "`cnlab run` job that names none, when it becomes a pod on a "
      "Kubernetes node; a job's --image is taken as such a reference."},
+    {"kube_image_registry", CNL_CONFIG_STRING, S(kube_image_registry), NULL, 0,
+     0,
+     "With kube: the registry (host[/path]) that CNLab's images are pushed "
+     "to (skopeo copy --preserve-digests): a `cnlab run --image NAME` job "
+     "on a Kubernetes node runs REGISTRY/NAME@DIGEST, the digest CNLab "
+     "has; unset: NAME as an OCI reference the kubelet resolves."},
     {"kube_start_timeout", CNL_CONFIG_DURATION, S(kube_start_timeout), "5m",
      1000, 86400000,
      "With kube: how long a `cnlab run` job's pod may be unable to start "
@@ -1178,6 +1185,7 @@ int main(int argc, char **argv)
 		            .resync_ms = (long)st.kube_resync,
 		            .default_image = st.kube_default_image,
 		            .secret = secret,
+		            .image_registry = st.kube_image_registry,
 		            .start_timeout_ms = (long)st.kube_start_timeout,
 		            .secret_len = strlen(secret),
 		        },

@@ -84,7 +84,8 @@ start_d() { # cnlabd --kube on $tmp/d, its URL in $url
 	: >"$tmp/out"
 	"$cnlabd" --data-dir "$tmp/d" --listen "127.0.0.1:${port:-0}" --notebook-listen 127.0.0.1:0 \
 		--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
-		--kube-watch-timeout 2s --kube-resync 1s --kube-start-timeout 1s --cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
+		--kube-watch-timeout 2s --kube-resync 1s --kube-start-timeout 1s --kube-image-registry registry.test/cnlab \
+		--cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
 		--log-level info >"$tmp/out" 2>>"$tmp/err" &
 	d_pid=$!
 	for _ in $(seq 200); do grep -q '^listening on' "$tmp/out" && break; sleep 0.05; done
@@ -346,7 +347,11 @@ k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"hello
 for _ in $(seq 200); do grep -q "hello from the pod" "$tmp/run.out" && break; sleep 0.05; done
 grep -q "hello from the pod" "$tmp/run.out" && kill -0 $run_pid 2>/dev/null &&
 	ok "the pod's log streams to cnlab run while it runs" || bad "no log in cnlab run: $(cat "$tmp/run.out" "$tmp/run.err")"
-k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"bye\\n\"}" >/dev/null
+# Two lines of one time (the kubelet's times may tie), then one two
+# seconds later: each taken once, read from the last second it had.
+k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"two\\nlines\\n\"}" >/dev/null
+for _ in $(seq 200); do grep -q "^lines$" "$tmp/run.out" && break; sleep 0.05; done
+k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"bye\\n\",\"seconds\":2}" >/dev/null
 k PATCH "/api/v1/namespaces/team-a/pods/$rname/status" \
 	'{"status":{"phase":"Failed","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":4}}}]}}' \
 	application/merge-patch+json >/dev/null
@@ -355,7 +360,8 @@ rrc=$?
 gone_pod=$(podget team-a "$rname" | jq -r .code)
 gone_claim=$(k GET "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/$rname-gpu" | jq -r .code)
 gone_cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs" | jq -r .code)
-[ $rrc = 4 ] && [ "$(grep -c -e '^hello from the pod$' -e '^bye$' "$tmp/run.out")" = 2 ] &&
+[ $rrc = 4 ] && [ "$(cat "$tmp/run.out")" = "$(printf 'hello from the pod\ntwo\nlines\nbye')" ] &&
+	grep -q "/pods/$rname/log?container=job&timestamps=true&limitBytes=[0-9]*&sinceTime=" "$tmp/api.log" &&
 	[ "$gone_pod" = 404 ] && [ "$gone_claim" = 404 ] && [ "$gone_cm" = 404 ] &&
 	ok "the pod failed with 4: cnlab run printed its whole log once and exited 4; the pod, its claim and its ConfigMap are gone" ||
 	bad "run end: exit $rrc, out $(tr '\n' '|' <"$tmp/run.out"), pod $gone_pod claim $gone_claim cm $gone_cm"
@@ -378,6 +384,21 @@ done
 [ "$fs" = cancelled ] && [ "$(podget team-a "$(jq -r .metadata.name <<<"$fp")" | jq -r .code)" = 404 ] &&
 	ok "cnlab jobs cancel of a run job on Kubernetes: its pod is deleted, the job is cancelled" ||
 	bad "cancelled run job $fj: state '$fs'"
+# A CNLab image (--image NAME): the pod pulls it from the registry CNLab's
+# images are pushed to (kube_image_registry), pinned to CNLab's digest.
+if "$root/scripts/build-image" busybox "$tmp/bb.tar" >/dev/null 2>&1 &&
+	"$cnlab" image import "$tmp/bb.tar" --name tools:1 >/dev/null 2>&1; then
+	ij=$("$cnlab" run --detach --gpu h100-10 --image tools:1 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')
+	ip=$(runpod "$ij")
+	dg=$("$cnlab" image list -o json | jq -r '.items[] | select(.name == "tools:1") | (.digest // .manifest)')
+	[ -n "$ij" ] && [[ "$dg" == sha256:* ]] &&
+		[ "$(jq -r '.spec.containers[0].image' <<<"$ip")" = "registry.test/cnlab/tools:1@$dg" ] &&
+		ok "cnlab run --image tools:1: its pod runs registry.test/cnlab/tools:1@$dg (CNLab's digest)" ||
+		bad "image of a run pod: $(jq -r '.spec.containers[0].image' <<<"$ip"), digest '$dg'"
+	"$cnlab" jobs cancel "$ij" --project vision >/dev/null 2>&1
+else
+	bad "cannot build and import a busybox image (scripts/build-image needs root and umoci)"
+fi
 # A run pod whose image cannot be pulled: the job fails, saying why,
 # instead of holding its slice for ever (kube_start_timeout, 1 s here).
 sj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')

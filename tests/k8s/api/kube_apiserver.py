@@ -30,9 +30,13 @@ errors as a v1 Status with reason and code):
                                                        (ownerReferences),
                                                        as the garbage
                                                        collector does
-  GET   .../pods/NAME/log?container=C&limitBytes=N     what /test/log
-                                                       appended; 400 while
-                                                       the pod is Pending
+  GET   .../pods/NAME/log?container=C&limitBytes=N&timestamps=true
+        &sinceTime=T                                   what /test/log
+                                                       appended (with the
+                                                       kubelet's RFC 3339
+                                                       nanosecond times);
+                                                       400 while the pod
+                                                       is Pending
   POST, GET .../configmaps, services, persistentvolumeclaims
   PATCH .../pods/NAME/status                           strategic merge
                                                        (conditions by type)
@@ -62,6 +66,7 @@ path, status, body}.  The port goes to --port-file.
 """
 import argparse
 import copy
+import datetime
 import json
 import socket
 import threading
@@ -88,7 +93,8 @@ claims = {}  # (ns, name) -> claim
 crs = {"trainingjobs": {}, "notebookservers": {}}  # plural -> {(ns, name)}
 others = {}  # (plural, ns, name) -> services, persistentvolumeclaims,
              # configmaps
-logs = {}    # (ns, pod name) -> its container's output
+logs = {}    # (ns, pod name) -> [(seconds, nanoseconds, line)]
+clock = [1796428800, 0]  # the kubelet's log clock: 2026-12-04T00:00:00Z
 TJ = "/apis/cnlab.io/v1alpha1/trainingjobs"
 NB = "/apis/cnlab.io/v1alpha1/notebookservers"
 KINDS = {TJ: "TrainingJob", NB: "NotebookServer"}
@@ -220,8 +226,14 @@ class H(BaseHTTPRequestHandler):
             state["slices"].extend(body.get("slices", []))
             return 200, {}
         if path == "/test/log" and m == "POST":
+            # The lines of one call share one time (the kubelet's are
+            # nanoseconds, and may tie); each call's is later.
             key = (body["namespace"], body["name"])
-            logs[key] = logs.get(key, "") + body["text"]
+            clock[1] += 123456789
+            clock[0] += clock[1] // 10**9 + body.get("seconds", 0)
+            clock[1] %= 10**9
+            for line in body["text"].splitlines(keepends=True):
+                logs.setdefault(key, []).append((clock[0], clock[1], line))
             return 200, {}
         if path == "/api/v1/namespaces" and m == "GET":
             sel = q.get("labelSelector", [""])[0]
@@ -352,7 +364,19 @@ class H(BaseHTTPRequestHandler):
                 return status(400, "container \"%s\" in pod \"%s\" is "
                               "waiting to start: ContainerCreating"
                               % (c, rest[0]))
-            text = logs.get(key, "")
+            lines = logs.get(key, [])
+            if "sinceTime" in q:  # RFC 3339, seconds
+                since = int(datetime.datetime.strptime(
+                    q["sinceTime"][0], "%Y-%m-%dT%H:%M:%SZ").replace(
+                    tzinfo=datetime.timezone.utc).timestamp())
+                lines = [x for x in lines if x[0] >= since]
+            stamp = q.get("timestamps") == ["true"]
+            text = "".join(
+                (datetime.datetime.fromtimestamp(
+                    sec, datetime.timezone.utc).strftime(
+                    "%Y-%m-%dT%H:%M:%S") + (".%09d" % ns).rstrip("0")
+                 .rstrip(".") + "Z " if stamp else "") + line
+                for sec, ns, line in lines)
             if "limitBytes" in q:
                 text = text.encode()[:int(q["limitBytes"][0])].decode(
                     errors="ignore")
