@@ -178,9 +178,12 @@ static int children(const json_t *cr, const char *kind, const char *shape,
 		json_decref(workspace);
 		return -EINVAL;
 	}
-	owner = json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion",
-	                  CNL_KUBE_TJ_API, "kind", kind, "name", name, "uid",
-	                  uid, "controller", 1, "blockOwnerDeletion", 1);
+	/* No blockOwnerDeletion: setting it needs update on the owner's
+	 * finalizers where OwnerReferencesPermissionEnforcement is on, and
+	 * nothing here waits on a foreground deletion. */
+	owner =
+	    json_pack("[{s:s,s:s,s:s,s:s,s:b}]", "apiVersion", CNL_KUBE_TJ_API,
+	              "kind", kind, "name", name, "uid", uid, "controller", 1);
 	snprintf(claim, sizeof(claim), "%s-gpu", name);
 	if (count > 0)
 		*ret_claim = claim_new(claim, "cnlab.io/owner", name, owner,
@@ -555,9 +558,8 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 /* The owner reference to the pod @name of uid @uid. */
 static json_t *pod_owner(const char *name, const char *uid)
 {
-	return json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion", "v1",
-	                 "kind", "Pod", "name", name, "uid", uid, "controller",
-	                 1, "blockOwnerDeletion", 1);
+	return json_pack("[{s:s,s:s,s:s,s:s,s:b}]", "apiVersion", "v1", "kind",
+	                 "Pod", "name", name, "uid", uid, "controller", 1);
 }
 
 json_t *cnl_kube_run_claim(const struct cnl_kube_run *r, const char *pod_uid)
