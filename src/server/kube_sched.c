@@ -86,6 +86,10 @@ struct node {
 	char cred[CNL_API_NODE_SECRET_MAX]; /* bound to it */
 	uint64_t version;
 	int64_t heartbeat_ms, next_hb;
+	/* Gone from Kubernetes (deleted, or its GPUs no longer published):
+	 * no heartbeats, so that CNLab takes it for lost; taken again if it
+	 * comes back. */
+	bool gone;
 };
 
 struct cnl_kube_sched {
@@ -2549,6 +2553,30 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 		        "err=\"%s\"", err);
 		goto out;
 	}
+	/* A node of ours missing from the list, or whose slices went, is
+	 * gone until it is there again. */
+	for (size_t k = 0; k < ks->n_nodes; k++) {
+		bool listed = false, sliced = false;
+		json_array_foreach (json_object_get(nodes, "items"), i, x) {
+			const char *n =
+			    S(json_object_get(x, "metadata"), "name");
+			listed |= n && strcmp(n, ks->nodes[k].name) == 0;
+		}
+		json_array_foreach (json_object_get(slices, "items"), i, x) {
+			const char *n =
+			    S(json_object_get(x, "spec"), "nodeName");
+			sliced |= n && strcmp(n, ks->nodes[k].name) == 0;
+		}
+		if (ks->nodes[k].gone != !(listed && sliced))
+			cnl_log(
+			    CNL_LOG_INFO,
+			    listed && sliced
+			        ? "kube: a node is back"
+			        : "kube: a node is gone from Kubernetes; its "
+			          "heartbeats stop",
+			    "node=%s", ks->nodes[k].name);
+		ks->nodes[k].gone = !(listed && sliced);
+	}
 	json_array_foreach (json_object_get(nodes, "items"), i, x) {
 		struct cnl_wire_register m;
 		const char *name = S(json_object_get(x, "metadata"), "name");
@@ -2640,6 +2668,8 @@ static void *worker(void *arg)
 		}
 		for (size_t i = 0; i < ks->n_nodes && !atomic_load(&ks->stop);
 		     i++) {
+			if (ks->nodes[i].gone)
+				continue;
 			assignments(ks, (int)i, now);
 			if (now >= ks->nodes[i].next_hb)
 				heartbeat(ks, (int)i, now);

@@ -85,7 +85,7 @@ start_d() { # cnlabd --kube on $tmp/d, its URL in $url
 	"$cnlabd" --data-dir "$tmp/d" --listen "127.0.0.1:${port:-0}" --notebook-listen 127.0.0.1:0 \
 		--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
 		--kube-watch-timeout 2s --kube-resync 1s --kube-start-timeout 1s --kube-image-registry registry.test/cnlab \
-		--cycle-interval 200ms --preempt-min-run 1ms --preempt-grace 1s \
+		--cycle-interval 200ms ${extra:-} --preempt-min-run 1ms --preempt-grace 1s \
 		--log-level info >"$tmp/out" 2>>"$tmp/err" &
 	d_pid=$!
 	for _ in $(seq 200); do grep -q '^listening on' "$tmp/out" && break; sleep 0.05; done
@@ -652,6 +652,30 @@ wait "$d_pid"
 rc=$?
 d_pid=""
 [ $rc = 0 ] && ok "cnlabd stops cleanly (SIGTERM), its watch ended" || bad "cnlabd exit $rc"
+
+# A Kubernetes node deleted (with its slices): its heartbeats stop and
+# CNLab takes it for lost (node_lost_timeout, 3 s here); back, it is up.
+extra="--node-lost-timeout 3s" start_d
+echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null 2>&1
+n3node=$(jq -c '.nodes[] | select(.metadata.name == "node2") | .metadata.name = "node3" | .metadata.uid = "7f1e0c2a-1111-4000-8000-000000000003"' "$k8s/api/sched_state.json")
+n3slice=$(jq -c '.slices[] | select(.spec.nodeName == "node2") | .metadata.name = "node3-gpu-cnlab-io-0" | .spec.nodeName = "node3" | .spec.pool.name = "node3" | .spec.devices[0].attributes.uuid.string = "GPU-33333333-0000-4000-8000-000000000000"' "$k8s/api/sched_state.json")
+k POST /test/add "{\"nodes\":[$n3node],\"slices\":[$n3slice]}" >/dev/null
+nstate() { "$cnlab" node list -o json 2>/dev/null | jq -r --arg n "$1" '.items[] | select(.name == $n) | .state'; }
+for _ in $(seq 200); do [ "$(nstate node3)" = up ] && break; sleep 0.05; done
+s3a=$(nstate node3)
+k POST /test/remove '{"nodes":["node3"]}' >/dev/null
+for _ in $(seq 300); do [ "$(nstate node3)" = lost ] && break; sleep 0.05; done
+s3b=$(nstate node3) s2=$(nstate node2)
+k POST /test/add "{\"nodes\":[$n3node],\"slices\":[$n3slice]}" >/dev/null
+for _ in $(seq 300); do [ "$(nstate node3)" = up ] && break; sleep 0.05; done
+s3c=$(nstate node3)
+[ "$s3a" = up ] && [ "$s3b" = lost ] && [ "$s2" = up ] && [ "$s3c" = up ] &&
+	grep -q "a node is gone from Kubernetes.*node=node3" "$tmp/err" &&
+	ok "a Kubernetes node deleted: CNLab takes it for lost (its heartbeats stop), the others stay up; back, it is up again" ||
+	bad "node3: up '$s3a', after its deletion '$s3b' (node2 '$s2'), back '$s3c'"
+kill "$d_pid"
+wait "$d_pid"
+d_pid=""
 # With the API server gone (and pods it knew), cnlabd still stops: the
 # worker looks at the stop between calls, and its calls do not wait out
 # long retries.

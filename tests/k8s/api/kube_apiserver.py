@@ -225,6 +225,14 @@ class H(BaseHTTPRequestHandler):
             state["nodes"].extend(body.get("nodes", []))
             state["slices"].extend(body.get("slices", []))
             return 200, {}
+        if path == "/test/remove" and m == "POST":
+            # A node deleted, with its slices.
+            gone = set(body.get("nodes", []))
+            state["nodes"] = [n for n in state["nodes"]
+                              if n["metadata"]["name"] not in gone]
+            state["slices"] = [x for x in state["slices"]
+                               if x["spec"]["nodeName"] not in gone]
+            return 200, {}
         if path == "/test/log" and m == "POST":
             # The lines of one call share one time (the kubelet's are
             # nanoseconds, and may tie); each call's is later.
