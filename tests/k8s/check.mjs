@@ -171,6 +171,17 @@ function checkPod(o, pod, wantResources) {
 	else ok(`${who}: ${isAgent ? `privileged ${setOf(o)}, its host paths only` : "non-root, read-only root, no capabilities, no escalation, RuntimeDefault seccomp"}`);
 }
 
+// A ValidatingAdmissionPolicy's verdict on a request, through its own CEL
+// (cel-js): "not matched", "allowed" or "denied".
+function runPolicy(vap, op, user, extra, obj, old) {
+	const request = { operation: op, userInfo: { username: user, extra } };
+	const ctx = { request, object: obj, oldObject: old };
+	if (!(vap.spec.matchConditions || []).every((m) => evaluate(m.expression, ctx) === true)) return "not matched";
+	const variables = {};
+	for (const v of vap.spec.variables || []) variables[v.name] = evaluate(v.expression, { ...ctx, variables });
+	return vap.spec.validations.every((v) => evaluate(v.expression, { ...ctx, variables }) === true) ? "allowed" : "denied";
+}
+
 // Rules reachable by a ServiceAccount through the bindings in @objs.
 function rulesOf(objs, sa) {
 	const roles = new Map(objs.filter((o) => o.kind === "ClusterRole" || o.kind === "Role").map((r) => [`${r.kind}/${r.metadata.name}`, r]));
@@ -254,14 +265,7 @@ function cmdSecurity(file, wantResources) {
 	if (vap) {
 		const sa = "system:serviceaccount:cnlab:cnlab-agent";
 		const slice = (n) => ({ spec: { nodeName: n, driver: "gpu.cnlab.io" } });
-		const run = (op, user, extra, obj, old) => {
-			const request = { operation: op, userInfo: { username: user, extra } };
-			const ctx = { request, object: obj, oldObject: old };
-			if (!(vap.spec.matchConditions || []).every((m) => evaluate(m.expression, ctx) === true)) return "not matched";
-			const variables = {};
-			for (const v of vap.spec.variables || []) variables[v.name] = evaluate(v.expression, { ...ctx, variables });
-			return vap.spec.validations.every((v) => evaluate(v.expression, { ...ctx, variables }) === true) ? "allowed" : "denied";
-		};
+		const run = (op, user, extra, obj, old) => runPolicy(vap, op, user, extra, obj, old);
 		const a = { "authentication.kubernetes.io/node-name": ["node-a"] };
 		const cases = [
 			["CREATE own node", run("CREATE", sa, a, slice("node-a"), null), "allowed"],
@@ -276,6 +280,33 @@ function cmdSecurity(file, wantResources) {
 		for (const [what, got, want] of cases)
 			if (got === want) ok(`${name(vap)}: ${what}: ${got}`);
 			else bad(`${name(vap)}: ${what}: ${got}, want ${want}`);
+	}
+	// Our devices are allocated by cnlabd alone: kube-scheduler giving a
+	// pod of its own a GPU that CNLab counts as free is refused.
+	const cap = objs.find((o) => o.kind === "ValidatingAdmissionPolicy" && /claims-allocated-by-cnlab$/.test(o.metadata.name));
+	const capb = objs.find((o) => o.kind === "ValidatingAdmissionPolicyBinding" && cap && o.spec?.policyName === cap.metadata.name);
+	if (!cap || !capb || !(capb.spec.validationActions || []).includes("Deny"))
+		bad("no ValidatingAdmissionPolicy (with a Deny binding) keeps gpu.cnlab.io allocations to cnlabd");
+	else {
+		const me = `system:serviceaccount:${cnlabd.metadata.namespace || "cnlab"}:${saCnlabd}`;
+		const alloc = (driver, pod) => ({
+			status: {
+				allocation: { devices: { results: [{ request: "gpu", driver, pool: "node1", device: "gpu-0" }] } },
+				reservedFor: [{ resource: "pods", name: pod, uid: pod + "-uid" }],
+			},
+		});
+		const none = { spec: {} };
+		const cases = [
+			["cnlabd allocating gpu.cnlab.io", runPolicy(cap, "UPDATE", me, {}, alloc("gpu.cnlab.io", "a"), none), "allowed"],
+			["kube-scheduler allocating gpu.cnlab.io", runPolicy(cap, "UPDATE", "system:kube-scheduler", {}, alloc("gpu.cnlab.io", "a"), none), "denied"],
+			["a tenant allocating gpu.cnlab.io", runPolicy(cap, "UPDATE", "alice", {}, alloc("gpu.cnlab.io", "a"), none), "denied"],
+			["kube-scheduler allocating another driver's", runPolicy(cap, "UPDATE", "system:kube-scheduler", {}, alloc("gpu.nvidia.com", "a"), none), "not matched"],
+			["the claim controller changing reservedFor, allocation kept", runPolicy(cap, "UPDATE", "system:serviceaccount:kube-system:resource-claim-controller", {}, { status: { ...alloc("gpu.cnlab.io", "a").status, reservedFor: [] } }, alloc("gpu.cnlab.io", "a")), "allowed"],
+			["the claim controller taking the allocation away", runPolicy(cap, "UPDATE", "system:serviceaccount:kube-system:resource-claim-controller", {}, none, alloc("gpu.cnlab.io", "a")), "not matched"],
+		];
+		for (const [what, got, want] of cases)
+			if (got === want) ok(`${name(cap)}: ${what}: ${got}`);
+			else bad(`${name(cap)}: ${what}: ${got}, want ${want}`);
 	}
 	// The API token is in the DRA plugin's container alone; the agent,
 	// which runs tenants' workloads, has none.
