@@ -45,6 +45,7 @@
 #define POD_CMD         "kubernetes pod " /* a pod's job's command: NS/NAME */
 #define EVICT_RETRY_MS  5000
 #define MAX_ATTEMPTS    5 /* jobs of one pod that could not be bound */
+#define RUN_IMAGE_MAX   (CNL_WIRE_IMAGE_MAX + 600)
 #define REFUSE_RETRY_MS 30000
 
 enum pod_st {
@@ -72,9 +73,11 @@ struct pod {
 	/* The pod of a `cnlab run` job, made by us: its log's bytes that
 	 * CNLab has, and when to read it again. */
 	bool run;
+	char image[RUN_IMAGE_MAX]; /* a run pod's, as cnlabd made it */
 	int64_t log_sent, log_at;
 	int64_t log_sec, log_nsec; /* the time of the last log line taken */
 	int log_same;              /* lines taken with exactly that time */
+	size_t log_read;           /* bytes read at once; 0: RUN_LOG_READ */
 	int64_t stuck_since;       /* its container cannot start since; 0 */
 	bool check_gone;           /* missing from a relist: asked again */
 	int64_t seen_at;           /* first seen */
@@ -606,7 +609,27 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 			r = make(ks, ns, "resource.k8s.io/v1/resourceclaims",
 			         claim, err, sizeof(err));
 		/* Made again after a pre-emption: the evicted pod (or its
-		 * claim) may not be gone yet; an earlier run's pod is fine. */
+		 * claim) may not be gone yet; an earlier run's pod is fine.
+		 * A claim there, not going and not allocated, is the one an
+		 * earlier try of this remake made. */
+		if (r == 1 && remake && claim) {
+			char cpath[512], cerr[256];
+			json_t *c = NULL;
+			snprintf(cpath, sizeof(cpath),
+			         "/apis/resource.k8s.io/v1/namespaces/%s/"
+			         "resourceclaims/%s",
+			         ns,
+			         S(json_object_get(claim, "metadata"), "name")
+			             ?: "");
+			if (cnl_kube_call(ks->kc, "GET", cpath, NULL, NULL, &c,
+			                  cerr, sizeof(cerr)) == 200 &&
+			    !json_object_get(json_object_get(c, "metadata"),
+			                     "deletionTimestamp") &&
+			    !json_object_get(json_object_get(c, "status"),
+			                     "allocation"))
+				r = 0;
+			json_decref(c);
+		}
 		if (r == 1 && remake)
 			snprintf(err, sizeof(err),
 			         "its last claim is still "
@@ -1135,6 +1158,7 @@ static void forget(struct cnl_kube_sched *ks, struct pod *p)
 static void run_delete(struct cnl_kube_sched *ks, struct pod *p,
                        int64_t grace_s);
 static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now);
+static bool run_tampered(const struct pod *p);
 
 /* Evict @p (its job was cancelled or pre-empted). */
 static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
@@ -1181,10 +1205,10 @@ static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
 
 /* Pod @p of a TrainingJob (or NotebookServer) was evicted by CNLab and is
  * going: its stop is reported; if its job was pre-empted (CNLab requeued
- * it), the resource gets a new pod and claim that take the same job, and
- * this returns true.  False: it was not pre-empted (its job ends
- * cancelled, as it was). */
-static bool cr_requeue(struct cnl_kube_sched *ks, struct pod *p, json_t *t)
+ * it), the resource gets a new pod and claim that take the same job: 1.
+ * 0: it was not pre-empted (it ended: cancelled, as it was).  -1: not
+ * known yet (the report or the job's state did not come): asked again. */
+static int cr_requeue(struct cnl_kube_sched *ks, struct pod *p, json_t *t)
 {
 	char path[512], err[256];
 	json_t *o = NULL;
@@ -1194,11 +1218,17 @@ static bool cr_requeue(struct cnl_kube_sched *ks, struct pod *p, json_t *t)
 	snprintf(path, sizeof(path), "/v1/jobs/%s", p->job);
 	st = cnl_client_call(ks->user, "GET", path, NULL, 0, &o, err,
 	                     sizeof(err));
-	bool requeued =
-	    st == 200 && S(o, "state") && strcmp(S(o, "state"), "pending") == 0;
+	const char *state = st == 200 ? S(o, "state") : NULL;
+	int known = !state                          ? -1
+	            : strcmp(state, "pending") == 0 ? 1
+	            : strcmp(state, "succeeded") == 0 ||
+	                    strcmp(state, "failed") == 0 ||
+	                    strcmp(state, "cancelled") == 0
+	                ? 0
+	                : -1; /* still leaving its node */
 	json_decref(o);
-	if (!requeued)
-		return false;
+	if (known <= 0)
+		return known;
 	/* Its claim goes too (it is reserved for the pod that went); the
 	 * operator makes both again. */
 	if (p->claim[0]) {
@@ -1216,7 +1246,20 @@ static bool cr_requeue(struct cnl_kube_sched *ks, struct pod *p, json_t *t)
 	        "pre-empted: waits again, in a new pod");
 	cnl_log(CNL_LOG_INFO, "kube: a pre-empted pod is made again",
 	        "pod=%s/%s job=%s", p->ns, p->name, p->job);
-	return true;
+	return 1;
+}
+
+/* Whether CNLab job @id waits for the new pod of a pre-empted
+ * TrainingJob (cr_requeue): its assignment is not for the old pod. */
+static bool cr_waits(struct cnl_kube_sched *ks, const char *id)
+{
+	const char *key;
+	json_t *t;
+
+	json_object_foreach (ks->crs, key, t)
+		if (S(t, "job") && strcmp(S(t, "job"), id) == 0)
+			return true;
+	return false;
 }
 
 /* Why @p's container cannot start (an image that cannot be pulled, a
@@ -1323,7 +1366,10 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			json_t *cr = p->evicting && !p->run
 			                 ? cr_entry(ks, p, NULL, NULL)
 			                 : NULL;
-			if (cr && cr_requeue(ks, p, cr)) {
+			int rq = cr ? cr_requeue(ks, p, cr) : 0;
+			if (rq < 0) /* asked again next round */
+				return;
+			if (rq > 0) {
 				forget(ks, p);
 				return;
 			}
@@ -1339,6 +1385,14 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			forget(ks, p);
 		} else if (p->evicting && now >= p->evict_at) {
 			evict(ks, p, now, 30);
+		} else if (p->run && run_tampered(p)) {
+			/* Someone who may patch pods swapped its image: it no
+			 * longer runs what its job asked. */
+			report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
+			       "its pod's image was changed after cnlabd made "
+			       "it");
+			run_delete(ks, p, 1);
+			forget(ks, p);
 		} else if (p->run && now >= p->log_at) {
 			char why[CNL_WIRE_MESSAGE_MAX - 64];
 			run_log(ks, p, now);
@@ -1511,6 +1565,8 @@ static struct pod *pod_named(struct cnl_kube_sched *ks, const char *nsname)
 #define RUN_INPUTS_MAX   64
 #define RUN_INPUTS_BYTES (700 * 1024)
 #define RUN_LOG_MS       250 /* a running pod's log read as often */
+#define RUN_LOG_READ     ((size_t)4 << 20)  /* bytes of log read at once */
+#define RUN_LOG_READ_MAX ((size_t)32 << 20) /* ... at most */
 
 /* The namespace where project @id's run jobs become pods, into @ns, and
  * the project's name into @pname: the namespace labelled
@@ -1598,10 +1654,11 @@ static int run_namespace(struct cnl_kube_sched *ks, const char *id, char *ns,
 		st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
 		                   errlen);
 		const char *p = st == 200 ? cnl_kube_project_of(o) : NULL;
-		if (p && strcmp(p, pname) == 0)
+		bool mine = p && strcmp(p, pname) == 0;
+		if (mine)
 			snprintf(ns, nslen, "%s", pname);
-		json_decref(o);
-		if (!p || strcmp(p, pname) != 0) {
+		json_decref(o); /* (p pointed into it) */
+		if (!mine) {
 			if (st != 200 && st != 404 && st != 403)
 				return -EIO;
 			cnl_seterr(err, errlen,
@@ -1654,6 +1711,102 @@ static bool run_proven(const struct cnl_kube_sched *ks, const struct pod *q,
 	run_proof(ks, q->uid, job, epoch, q->ns, q->name, want);
 	return want[0] && have && strlen(have) == 64 &&
 	       CRYPTO_memcmp(want, have, 64) == 0;
+}
+
+/* The image of run @a as its pod runs it into @ref: from the registry
+ * CNLab's images are pushed to, pinned to the digest CNLab has (a tag
+ * there cannot point elsewhere); without a registry set, its name as an
+ * OCI reference; without --image, the default.  -ENOENT: the image was
+ * deleted from CNLab. */
+static int run_image(const struct cnl_kube_sched *ks,
+                     const struct cnl_wire_assignment *a, char *ref, size_t len)
+{
+	if (!a->image[0])
+		snprintf(ref, len, "%s", ks->image);
+	else if (!ks->registry[0])
+		snprintf(ref, len, "%s", a->image);
+	else if (!a->image_digest[0])
+		return -ENOENT;
+	else
+		snprintf(ref, len, "%s/%s@%s", ks->registry, a->image,
+		         a->image_digest);
+	return 0;
+}
+
+/* Whether run pod @p runs another image than cnlabd made it with (a
+ * container's image is the one field of a pod's spec anyone who may
+ * patch pods can change). */
+static bool run_tampered(const struct pod *p)
+{
+	const json_t *cs =
+	    json_object_get(json_object_get(p->obj, "spec"), "containers");
+	const char *img = S(json_array_get(cs, 0), "image");
+
+	return json_array_size(cs) != 1 || !img || strcmp(img, p->image) != 0;
+}
+
+/* The object @name of @resource (in API group/version @gv, NULL: the core
+ * group) of namespace @ns if the pod of uid @uid owns it (a new
+ * reference), else NULL. */
+static json_t *run_owned(struct cnl_kube_sched *ks, const char *ns,
+                         const char *gv, const char *resource, const char *name,
+                         const char *uid)
+{
+	char path[512], err[256];
+	json_t *o = NULL;
+
+	if (gv)
+		snprintf(path, sizeof(path), "/apis/%s/namespaces/%s/%s/%s", gv,
+		         ns, resource, name);
+	else
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/%s/%s", ns,
+		         resource, name);
+	if (cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
+	                  sizeof(err)) == 200) {
+		const json_t *r = json_array_get(
+		    json_object_get(json_object_get(o, "metadata"),
+		                    "ownerReferences"),
+		    0);
+		if (r && S(r, "uid") && strcmp(S(r, "uid"), uid) == 0)
+			return o;
+	}
+	json_decref(o);
+	return NULL;
+}
+
+/* Whether the pod @ns/@name that a create of run @a's pod met (409) is
+ * one cnlabd made and lost the reply of (this run's labels, no proof
+ * yet): then it is deleted, to be made again. */
+static bool run_unproven_mine(struct cnl_kube_sched *ks,
+                              const struct cnl_wire_assignment *a,
+                              const char *ns, const char *name)
+{
+	char path[512], err[256], ep[32];
+	json_t *o = NULL;
+	bool mine = false;
+
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+	snprintf(ep, sizeof(ep), "%" PRId64, a->epoch);
+	if (cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
+	                  sizeof(err)) == 200) {
+		const json_t *md = json_object_get(o, "metadata");
+		const json_t *lab = json_object_get(md, "labels");
+		mine = S(lab, "cnlab.io/job") &&
+		       strcmp(S(lab, "cnlab.io/job"), a->id) == 0 &&
+		       S(lab, "cnlab.io/epoch") &&
+		       strcmp(S(lab, "cnlab.io/epoch"), ep) == 0 &&
+		       !S(json_object_get(md, "annotations"), PROOF_ANN);
+	}
+	json_decref(o);
+	if (mine) {
+		/* (A tenant's pod made like it goes the same way: this name
+		 * is the run's.) */
+		struct pod tmp = {0};
+		snprintf(tmp.ns, sizeof(tmp.ns), "%s", ns);
+		snprintf(tmp.name, sizeof(tmp.name), "%s", name);
+		run_delete(ks, &tmp, 1);
+	}
+	return mine;
 }
 
 /* The job of @a ends failed on node @ni, saying why. */
@@ -1793,6 +1946,11 @@ static void run_delete(struct cnl_kube_sched *ks, struct pod *p,
 	char path[512], err[256];
 	long st;
 
+	/* 0 would be a forced deletion: a running container not asked to
+	 * stop, its slice freed in CNLab while it still runs. */
+	if (grace_s < 1)
+		grace_s = 1;
+
 	pod_path(p, NULL, path, sizeof(path));
 	snprintf(path + strlen(path), sizeof(path) - strlen(path),
 	         "?gracePeriodSeconds=%" PRId64, grace_s);
@@ -1838,17 +1996,22 @@ static int log_time(const char *t, size_t n, int64_t *sec, int64_t *nsec)
 	return 0;
 }
 
-/* Post @n bytes of output of @p's job at its offset, in chunks. */
-static void run_log_post(struct cnl_kube_sched *ks, struct pod *p,
+#define RUN_LOG_CHUNK (64 * 1024) /* as the agent's: well within a body */
+
+/* Post @n bytes of output of @p's job at its offset, in chunks; true when
+ * CNLab holds them all.  A 416 says how much it holds ("next"): what it
+ * has is not sent again, and a gap (it lost some) is taken as it is. */
+static bool run_log_post(struct cnl_kube_sched *ks, struct pod *p,
                          const char *data, size_t n)
 {
-	while (n > 0) {
-		size_t k = n < CNL_WIRE_LOG_MAX - 1 ? n : CNL_WIRE_LOG_MAX - 1;
+	for (int tries = 0; n > 0 && tries < 1000; tries++) {
+		size_t k = n < RUN_LOG_CHUNK ? n : RUN_LOG_CHUNK;
 		char path[256], err[256];
 		json_t *o = NULL, *body;
+		int64_t off = p->log_sent;
 		struct cnl_wire_log m = {.epoch = p->epoch,
 		                         .has_offset = true,
-		                         .offset = p->log_sent,
+		                         .offset = off,
 		                         .data = (char *)data,
 		                         .len = k};
 		snprintf(m.id, sizeof(m.id), "%s", p->job);
@@ -1859,46 +2022,59 @@ static void run_log_post(struct cnl_kube_sched *ks, struct pod *p,
 		long st = cnl_client_call(ks->nodecl, "POST", path, body, 0, &o,
 		                          err, sizeof(err));
 		json_decref(body);
-		/* "next": how much of the stream CNLab holds now (a 416
-		 * says it too: after a restart it had what we sent again). */
-		if ((st == 200 || st == 201 || st == 416) &&
-		    json_is_integer(json_object_get(o, "next")))
-			p->log_sent =
-			    json_integer_value(json_object_get(o, "next"));
-		else if (st == 200 || st == 201)
-			p->log_sent += (int64_t)k;
+		json_t *nx = json_object_get(o, "next");
+		int64_t next = json_is_integer(nx) ? json_integer_value(nx)
+		                                   : off + (int64_t)k;
 		json_decref(o);
-		if (st != 200 && st != 201 && st != 416)
-			return; /* the rest next time */
-		data += k;
-		n -= k;
+		if (st == 200 || st == 201 ||
+		    (st == 416 && next >= off + (int64_t)k)) {
+			p->log_sent =
+			    next > off + (int64_t)k ? next : off + (int64_t)k;
+			data += k;
+			n -= k;
+		} else if (st == 416 && json_is_integer(nx) && next > off) {
+			data += next - off; /* it has their start */
+			n -= (size_t)(next - off);
+			p->log_sent = next;
+		} else if (st == 416 && json_is_integer(nx)) {
+			p->log_sent = next; /* it lost some: on from there */
+		} else {
+			cnl_log(CNL_LOG_WARN,
+			        "kube: a run pod's output not taken",
+			        "job=%s err=\"%s\"", p->job, err);
+			return false;
+		}
 	}
+	return n == 0;
 }
-
-#define RUN_LOG_READ (4 << 20) /* bytes of log read at once */
 
 /* What @p's container wrote since CNLab last had it, into its job's
  * output (stdout and stderr come as one stream from the kubelet).  Read
  * with the kubelet's timestamps from the last second it had (sinceTime),
  * so that a long log is not read again from its start each time and a
  * rotated log file does not shift it: the lines up to the last one taken
- * (its time, and how many lines had that time) are skipped.  @final: the
- * pod ended, its last line may lack its newline. */
+ * (its time, and how many lines had that time) are skipped; from the
+ * first new line on, all are taken, in the file's order (stdout's and
+ * stderr's times may interleave).  The cursor moves only past what CNLab
+ * holds.  @now < 0: the pod ended, its last line may lack its newline. */
 static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
 	bool final = now < 0;
 
 	p->log_at = (final ? 0 : now) + RUN_LOG_MS;
-	for (int rounds = 0; rounds < 64; rounds++) {
+	if (!p->log_read)
+		p->log_read = RUN_LOG_READ;
+	for (int rounds = 0; rounds < 16; rounds++) {
 		char path[700], err[256], since[40];
 		char *text = NULL, *out;
 		size_t len = 0, o = 0;
+		bool took = false, ok = true;
 		long st;
 
 		pod_path(p, "log", path, sizeof(path));
 		snprintf(path + strlen(path), sizeof(path) - strlen(path),
-		         "?container=job&timestamps=true&limitBytes=%d",
-		         RUN_LOG_READ);
+		         "?container=job&timestamps=true&limitBytes=%zu",
+		         p->log_read);
 		if (p->log_sec > 0) {
 			cnl_time_format_rfc3339(p->log_sec * 1000, since,
 			                        sizeof(since));
@@ -1915,54 +2091,74 @@ static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			free(text);
 			return;
 		}
+		bool full = len >= p->log_read;
 		out = cnl_xmalloc(len + 1);
-		int same = 0; /* lines of the last time met in this read */
-		size_t taken = 0;
+		/* The cursor as it moves; saved once CNLab holds the lines. */
+		int64_t csec = p->log_sec, cnsec = p->log_nsec;
+		int csame = p->log_same, same = 0;
 		for (size_t i = 0; i < len;) {
 			char *nl = memchr(text + i, '\n', len - i);
 			size_t end = nl ? (size_t)(nl - text) + 1 : len;
 			char *sp = memchr(text + i, ' ', end - i);
 			int64_t sec, ns;
 
-			/* An unended last line: whole only at the end. */
-			if (!nl && !(final && len < RUN_LOG_READ))
+			/* An unended last line: whole only at the end (or cut,
+			 * when it alone fills the read). */
+			if (!nl && !(final && !full) &&
+			    !(full && !took && o == 0 && i == 0))
 				break;
 			if (!sp || log_time(text + i, (size_t)(sp - (text + i)),
 			                    &sec, &ns) < 0) {
 				i = end; /* not the kubelet's: skipped */
-				taken = i;
 				continue;
 			}
-			if (sec < p->log_sec ||
-			    (sec == p->log_sec && ns < p->log_nsec)) {
-				i = end;
-				taken = i;
-				continue;
-			}
-			if (sec == p->log_sec && ns == p->log_nsec) {
-				if (same++ < p->log_same) {
+			if (!took) {
+				if (sec < csec || (sec == csec && ns < cnsec)) {
 					i = end;
-					taken = i;
 					continue;
 				}
-				p->log_same++;
-			} else {
-				p->log_sec = sec;
-				p->log_nsec = ns;
-				p->log_same = 1;
-				same = 1;
+				if (sec == csec && ns == cnsec &&
+				    same++ < csame) {
+					i = end;
+					continue;
+				}
+			}
+			took = true;
+			if (sec > csec || (sec == csec && ns > cnsec)) {
+				csec = sec;
+				cnsec = ns;
+				csame = 1;
+			} else if (sec == csec && ns == cnsec) {
+				csame++;
 			}
 			memcpy(out + o, sp + 1, end - (size_t)(sp + 1 - text));
 			o += end - (size_t)(sp + 1 - text);
 			i = end;
-			taken = i;
+			if (o >= RUN_LOG_CHUNK || i >= len) {
+				if (!(ok = run_log_post(ks, p, out, o)))
+					break;
+				o = 0;
+				p->log_sec = csec;
+				p->log_nsec = cnsec;
+				p->log_same = csame;
+			}
 		}
-		free(text);
-		run_log_post(ks, p, out, o);
+		if (ok && o && (ok = run_log_post(ks, p, out, o))) {
+			p->log_sec = csec;
+			p->log_nsec = cnsec;
+			p->log_same = csame;
+		}
 		free(out);
-		/* A read cut by its limit: more is there. */
-		if (len < RUN_LOG_READ || taken == 0)
+		free(text);
+		if (!ok || !full)
 			return;
+		/* A full read with nothing new: more than a read's worth of
+		 * lines share the cursor's second; read more at once. */
+		if (!took) {
+			if (p->log_read >= RUN_LOG_READ_MAX)
+				return;
+			p->log_read *= 2;
+		}
 	}
 }
 
@@ -2027,6 +2223,16 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	if (p) { /* ours, from before a restart */
 		if (!p->run) {
 			p->run = true;
+			/* Its image as found (a change while cnlabd was away
+			 * is not seen; one from now on is). */
+			snprintf(p->image, sizeof(p->image), "%s",
+			         S(json_array_get(
+			               json_object_get(
+			                   json_object_get(p->obj, "spec"),
+			                   "containers"),
+			               0),
+			           "image")
+			             ?: "");
 			p->node = ni;
 			p->epoch = a->epoch;
 			snprintf(p->claim, sizeof(p->claim), "%s-gpu", name);
@@ -2059,6 +2265,11 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		         "secrets (--secret) are not given to pods yet");
 		return NULL;
 	}
+	if (!ks->has_proof_key) { /* its pod could not be known again */
+		run_fail(ks, ni, a,
+		         "cnlabd has no secret to prove its pods with");
+		return NULL;
+	}
 	r = run_inputs(ks, ni, a, &paths, &n_paths, &data, err, sizeof(err));
 	if (r == -EIO) {
 		*again = true;
@@ -2072,18 +2283,11 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	 * registry CNLab's images are pushed to, pinned to the digest CNLab
 	 * has (a tag there cannot point elsewhere); without a registry set,
 	 * its name as an OCI reference. */
-	char ref[CNL_WIRE_IMAGE_MAX + 600];
-	if (!a->image[0]) {
-		snprintf(ref, sizeof(ref), "%s", ks->image);
-	} else if (!ks->registry[0]) {
-		snprintf(ref, sizeof(ref), "%s", a->image);
-	} else if (!a->image_digest[0]) {
+	char ref[RUN_IMAGE_MAX];
+	if (run_image(ks, a, ref, sizeof(ref)) < 0) {
 		run_fail(ks, ni, a, "its image %s was deleted from CNLab",
 		         a->image);
 		goto out;
-	} else {
-		snprintf(ref, sizeof(ref), "%s/%s@%s", ks->registry, a->image,
-		         a->image_digest);
 	}
 	struct cnl_kube_run run = {
 	    .job = a->id,
@@ -2116,6 +2320,8 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			         "(bind the ClusterRole cnlab:cnlabd-workloads "
 			         "to the ServiceAccount cnlab/cnlabd there)",
 			         ns);
+		else if (st == 409 && run_unproven_mine(ks, a, ns, name))
+			*again = true; /* ours, its reply lost: made again */
 		else if (st == 409)
 			run_fail(ks, ni, a,
 			         "namespace %s has a pod %s that CNLab did "
@@ -2162,6 +2368,15 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	p->run = true;
 	p->node = ni;
 	p->epoch = a->epoch;
+	/* As the API server stored it (an admission may rewrite images to
+	 * a mirror): a later change is what is refused. */
+	snprintf(
+	    p->image, sizeof(p->image), "%s",
+	    S(json_array_get(json_object_get(json_object_get(p->obj, "spec"),
+	                                     "containers"),
+	                     0),
+	      "image")
+	        ?: ref);
 	snprintf(p->request, sizeof(p->request), "gpu");
 	track_job(ks, p, a->id);
 	p->st = P_SUBMITTED;
@@ -2175,14 +2390,27 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, &c, err,
 		                   sizeof(err));
 		json_decref(o);
+		if (st == 409) { /* ours, if the reply to its making was lost */
+			json_decref(c);
+			c = run_owned(ks, ns, "resource.k8s.io/v1",
+			              "resourceclaims", p->claim, uid);
+		}
 		if (st == 201) {
+			json_decref(p->claim_obj);
+			p->claim_obj = c;
+		} else if (st == 409 && c) {
+			/* Ours: the reply to its making was lost. */
 			json_decref(p->claim_obj);
 			p->claim_obj = c;
 		} else {
 			/* A claim of that name made by someone else (409)
 			 * would carry this job's slice: not taken. */
 			json_decref(c);
-			run_fail(ks, ni, a, "its claim was refused: %s", err);
+			if (st < 0 || st >= 500 || st == 429)
+				*again = true; /* the pod made again */
+			else
+				run_fail(ks, ni, a, "its claim was refused: %s",
+				         err);
 			run_delete(ks, p, 0);
 			forget(ks, p);
 			p = NULL;
@@ -2190,6 +2418,8 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		}
 	}
 	if (n_paths) {
+		char cmname[160];
+		snprintf(cmname, sizeof(cmname), "%s-inputs", name);
 		o = cnl_kube_run_inputs(&run, uid, data);
 		data = NULL;
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps",
@@ -2197,8 +2427,16 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
 		                   sizeof(err));
 		json_decref(o);
-		if (st != 201) { /* 409: someone else's inputs */
-			run_fail(ks, ni, a, "its inputs were refused: %s", err);
+		json_t *cm = st == 409 ? run_owned(ks, ns, NULL, "configmaps",
+		                                   cmname, uid)
+		                       : NULL;
+		json_decref(cm);
+		if (st != 201 && !cm) { /* 409: someone else's inputs */
+			if (st < 0 || st >= 500 || st == 429)
+				*again = true; /* the pod made again */
+			else
+				run_fail(ks, ni, a,
+				         "its inputs were refused: %s", err);
 			run_delete(ks, p, 0);
 			forget(ks, p);
 			p = NULL;
@@ -2259,7 +2497,8 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			struct pod tmp = {.node = ni, .epoch = a->epoch};
 			int code;
 
-			if (!ks->synced || (q && q->st != P_DONE)) {
+			if (!ks->synced || (q && q->st != P_DONE) ||
+			    cr_waits(ks, a->id)) {
 				again = true;
 				continue;
 			}
@@ -2275,6 +2514,26 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			       "its pod is gone");
 			cancel_job(ks, a->id);
 			continue;
+		}
+		/* The job placed anew (its node was lost, CNLab requeued it)
+		 * while its pod of the earlier placement is still bound: a
+		 * run job gets a new pod; a pod cannot follow its job to
+		 * another node, so that job ends. */
+		if (p && a->action == CNL_WIRE_RUN && p->st == P_BOUND &&
+		    (p->node != ni || p->epoch != a->epoch)) {
+			if (p->run) {
+				run_delete(ks, p, 30);
+				forget(ks, p);
+				p = NULL;
+			} else {
+				struct pod tmp = {.node = ni,
+				                  .epoch = a->epoch};
+				snprintf(tmp.job, sizeof(tmp.job), "%s", a->id);
+				report(ks, &tmp, CNL_WIRE_REPORT_STOPPED, 0,
+				       "its pod is bound to another node");
+				cancel_job(ks, a->id);
+				continue;
+			}
 		}
 		/* Work that is no pod's (submitted with the CLI): a pod we
 		 * make for it. */
@@ -2304,6 +2563,14 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			continue;
 		p->node = ni;
 		p->epoch = a->epoch;
+		if (p->run && run_tampered(p)) {
+			report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
+			       "its pod's image was changed after cnlabd made "
+			       "it");
+			run_delete(ks, p, 1);
+			forget(ks, p);
+			continue;
+		}
 		int r = allocate(ks, p, n, a);
 		if (r == 0)
 			r = bind_pod(ks, p, n);

@@ -351,6 +351,16 @@ grep -q "hello from the pod" "$tmp/run.out" && kill -0 $run_pid 2>/dev/null &&
 # seconds later: each taken once, read from the last second it had.
 k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"two\\nlines\\n\"}" >/dev/null
 for _ in $(seq 200); do grep -q "^lines$" "$tmp/run.out" && break; sleep 0.05; done
+# 1.2 MB at once (more than a request body of cnlabd may hold): it
+# travels in chunks.
+python3 -c '
+import json, sys
+lines = "".join("%05d " % i + "x" * 94 + "\n" for i in range(12000))
+open(sys.argv[1] + ".txt", "w").write(lines)
+json.dump({"namespace": "team-a", "name": sys.argv[2], "text": lines}, open(sys.argv[1] + ".json", "w"))
+' "$tmp/big" "$rname"
+curl -sS -X POST -H "Authorization: Bearer $(cat "$tmp/sa-token")" -H "Content-Type: application/json" \
+	--data-binary @"$tmp/big.json" "$kapi/test/log" >/dev/null
 k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"bye\\n\",\"seconds\":2}" >/dev/null
 k PATCH "/api/v1/namespaces/team-a/pods/$rname/status" \
 	'{"status":{"phase":"Failed","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":4}}}]}}' \
@@ -360,10 +370,11 @@ rrc=$?
 gone_pod=$(podget team-a "$rname" | jq -r .code)
 gone_claim=$(k GET "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/$rname-gpu" | jq -r .code)
 gone_cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs" | jq -r .code)
-[ $rrc = 4 ] && [ "$(cat "$tmp/run.out")" = "$(printf 'hello from the pod\ntwo\nlines\nbye')" ] &&
+want=$(printf 'hello from the pod\ntwo\nlines\n'; cat "$tmp/big.txt"; printf 'bye')
+[ $rrc = 4 ] && [ "$(cat "$tmp/run.out")" = "$want" ] &&
 	grep -q "/pods/$rname/log?container=job&timestamps=true&limitBytes=[0-9]*&sinceTime=" "$tmp/api.log" &&
 	[ "$gone_pod" = 404 ] && [ "$gone_claim" = 404 ] && [ "$gone_cm" = 404 ] &&
-	ok "the pod failed with 4: cnlab run printed its whole log once and exited 4; the pod, its claim and its ConfigMap are gone" ||
+	ok "the pod failed with 4: cnlab run printed its whole log (12,004 lines, 1.2 MB of them at once) once and exited 4; the pod, its claim and its ConfigMap are gone" ||
 	bad "run end: exit $rrc, out $(tr '\n' '|' <"$tmp/run.out"), pod $gone_pod claim $gone_claim cm $gone_cm"
 # A CLI job named like a pod's is not taken for that pod: it is a run
 # job of its own, in a pod of its own.
@@ -399,6 +410,21 @@ if "$root/scripts/build-image" busybox "$tmp/bb.tar" >/dev/null 2>&1 &&
 else
 	bad "cannot build and import a busybox image (scripts/build-image needs root and umoci)"
 fi
+# A run pod's image changed by someone who may patch pods: the job fails,
+# the pod goes (it no longer runs what its job asked).
+tj_=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')
+tp=$(runpod "$tj_" | jq -r .metadata.name)
+k PATCH "/api/v1/namespaces/team-a/pods/$tp" '{"spec":{"containers":[{"name":"job","image":"evil:latest","command":["sh","-c","echo owned"]}]}}' application/merge-patch+json >/dev/null
+ts=
+for _ in $(seq 200); do
+	ts=$("$cnlab" jobs show "$tj_" --project vision -o json 2>/dev/null | jq -r '.state // empty')
+	[ "$ts" = failed ] && break
+	sleep 0.05
+done
+[ "$ts" = failed ] && "$cnlab" jobs show "$tj_" --project vision -o json | jq -r .message | grep -q "image was changed" &&
+	[ "$(podget team-a "$tp" | jq -r .code)" = 404 ] &&
+	ok "a run pod whose image is patched after cnlabd made it: its job fails, the pod goes" ||
+	bad "patched run pod $tp: job '$ts'"
 # A run pod whose image cannot be pulled: the job fails, saying why,
 # instead of holding its slice for ever (kube_start_timeout, 1 s here).
 sj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')

@@ -22,9 +22,8 @@ errors as a v1 Status with reason and code):
                                                        answers the first one
                                                        410 Gone
   POST  /api/v1/namespaces/NS/pods                     create
-  GET, DELETE, PATCH /api/v1/namespaces/NS/pods/NAME  (PATCH: a merge
-                                                       patch of its
-                                                       annotations) a
+  GET, DELETE, PATCH /api/v1/namespaces/NS/pods/NAME  (PATCH: a JSON
+                                                       merge patch) a
                                                        deletion takes
                                                        what the pod owns
                                                        (ownerReferences),
@@ -132,6 +131,17 @@ def pod_event(kind, obj):
 def touch(pod, kind="MODIFIED"):
     pod["metadata"]["resourceVersion"] = next_rv()
     pod_event(kind, pod)
+
+
+def merge(target, patch):
+    """RFC 7386 JSON merge patch, in place."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
 
 
 def forbidden(ns):
@@ -352,8 +362,7 @@ class H(BaseHTTPRequestHandler):
             if not self.headers.get("Content-Type", "").startswith(
                     "application/merge-patch+json"):
                 return status(415, "unsupported patch type")
-            ann = body.get("metadata", {}).get("annotations", {})
-            pod["metadata"].setdefault("annotations", {}).update(ann)
+            merge(pod, body)
             touch(pod)
             return 200, pod
         if sub is None and m == "DELETE":
