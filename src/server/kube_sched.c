@@ -2213,11 +2213,17 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		cnl_log(CNL_LOG_WARN,
 		        "kube: a pod named like a run's is not ours",
 		        "pod=%s/%s job=%s", p->ns, p->name, a->id);
-		if (a->action == CNL_WIRE_RUN)
+		if (a->action == CNL_WIRE_RUN) {
 			run_fail(ks, ni, a,
 			         "namespace %s has a pod %s that CNLab did not "
 			         "make for this run",
 			         ns, name);
+		} else { /* a stop: nothing of ours runs it */
+			struct pod tmp = {.node = ni, .epoch = a->epoch};
+			snprintf(tmp.job, sizeof(tmp.job), "%s", a->id);
+			report(ks, &tmp, CNL_WIRE_REPORT_STOPPED, 0,
+			       "had no pod of cnlabd's");
+		}
 		return NULL;
 	}
 	if (p) { /* ours, from before a restart */
