@@ -111,90 +111,91 @@ static void pause_ms(long ms)
 		;
 }
 
-long cnl_kube_call(struct cnl_kube *k, const char *method, const char *path,
-                   json_t *body, const char *content_type, json_t **ret,
-                   char *err, size_t errlen)
+/* @rq sent, and again after a backoff while retryable (up to the client's
+ * retries), its reply into *@r (done by the caller when >= 0 returned).
+ * The HTTP status, with @err as cnl_kube_call() says; or -EIO. */
+static long send_retried(struct cnl_kube *k,
+                         const struct cnl_client_request *rq,
+                         struct cnl_client_reply *r, char *err, size_t errlen)
 {
 	long wait = k->backoff_ms;
-	char *raw = NULL;
-	struct cnl_client_reply r;
 	int rc;
 
-	if (ret)
-		*ret = NULL;
-	if (body && content_type && !(raw = json_dumps(body, JSON_COMPACT)))
-		return -ENOMEM;
 	for (int attempt = 0;; attempt++) {
-		struct cnl_client_request rq = {.method = method,
-		                                .path = path,
-		                                .json = raw ? NULL : body,
-		                                .body = raw,
-		                                .body_len =
-		                                    raw ? strlen(raw) : 0,
-		                                .content_type = content_type};
-
-		rc = cnl_client_request(k->cl, &rq, &r);
-		if (attempt >= k->retries || !retryable(rc, r.status))
+		rc = cnl_client_request(k->cl, rq, r);
+		if (attempt >= k->retries || !retryable(rc, r->status))
 			break;
-		cnl_client_reply_done(&r);
+		cnl_client_reply_done(r);
 		/* Up to a quarter more, so that many nodes do not come back
 		 * in step. */
 		pause_ms(wait + rand() % (wait / 4 + 1));
 		wait = wait * 2 > 5000 ? 5000 : wait * 2;
 	}
-	free(raw);
 	if (rc < 0) {
-		cnl_seterr(err, errlen, "%s %s: %s", method, path, r.error);
-		cnl_client_reply_done(&r);
+		cnl_seterr(err, errlen, "%s %s: %s", rq->method, rq->path,
+		           r->error);
+		cnl_client_reply_done(r);
 		return rc;
 	}
-	if (r.status >= 400) {
+	if (r->status >= 400) {
 		/* The API's errors are a Status object with a message. */
-		json_t *m = r.json ? json_object_get(r.json, "message") : NULL;
-		cnl_seterr(err, errlen, "%s %s: %ld %s", method, path, r.status,
+		json_t *m =
+		    r->json ? json_object_get(r->json, "message") : NULL;
+		cnl_seterr(err, errlen, "%s %s: %ld %s", rq->method, rq->path,
+		           r->status,
 		           json_is_string(m) ? json_string_value(m) : "");
 	}
+	return r->status;
+}
+
+long cnl_kube_call(struct cnl_kube *k, const char *method, const char *path,
+                   json_t *body, const char *content_type, json_t **ret,
+                   char *err, size_t errlen)
+{
+	char *raw = NULL;
+	struct cnl_client_reply r;
+	long st;
+
+	if (ret)
+		*ret = NULL;
+	if (body && content_type && !(raw = json_dumps(body, JSON_COMPACT)))
+		return -ENOMEM;
+	st = send_retried(
+	    k,
+	    &(struct cnl_client_request){.method = method,
+	                                 .path = path,
+	                                 .json = raw ? NULL : body,
+	                                 .body = raw,
+	                                 .body_len = raw ? strlen(raw) : 0,
+	                                 .content_type = content_type},
+	    &r, err, errlen);
+	free(raw);
+	if (st < 0)
+		return st;
 	if (ret)
 		*ret = json_incref(r.json);
 	cnl_client_reply_done(&r);
-	return r.status;
+	return st;
 }
 
 long cnl_kube_get_text(struct cnl_kube *k, const char *path, char **ret,
                        size_t *ret_len, char *err, size_t errlen)
 {
-	long wait = k->backoff_ms;
 	struct cnl_client_reply r;
-	int rc;
+	long st;
 
 	*ret = NULL;
 	*ret_len = 0;
-	for (int attempt = 0;; attempt++) {
-		rc = cnl_client_request(
-		    k->cl,
-		    &(struct cnl_client_request){.method = "GET", .path = path},
-		    &r);
-		if (attempt >= k->retries || !retryable(rc, r.status))
-			break;
-		cnl_client_reply_done(&r);
-		pause_ms(wait + rand() % (wait / 4 + 1));
-		wait = wait * 2 > 5000 ? 5000 : wait * 2;
-	}
-	if (rc < 0) {
-		cnl_seterr(err, errlen, "GET %s: %s", path, r.error);
-		cnl_client_reply_done(&r);
-		return rc;
-	}
-	if (r.status >= 400) {
-		json_t *m = r.json ? json_object_get(r.json, "message") : NULL;
-		cnl_seterr(err, errlen, "GET %s: %ld %s", path, r.status,
-		           json_is_string(m) ? json_string_value(m) : "");
-	} else if (r.body) {
+	st = send_retried(
+	    k, &(struct cnl_client_request){.method = "GET", .path = path}, &r,
+	    err, errlen);
+	if (st < 0)
+		return st;
+	if (st < 400 && r.body) {
 		*ret = r.body;
 		*ret_len = r.len;
 		r.body = NULL;
 	}
-	long st = r.status;
 	cnl_client_reply_done(&r);
 	return st;
 }
