@@ -153,6 +153,16 @@ static json_t *claim_new(const char *claim, const char *label,
 	                 "devices", "requests", "name", "gpu", "exactly", ex);
 }
 
+/* @pod's claim "gpu" is @claim, and its @container uses it. */
+static void use_claim(json_t *pod, json_t *container, const char *claim)
+{
+	json_object_set_new(json_object_get(pod, "spec"), "resourceClaims",
+	                    json_pack("[{s:s,s:s}]", "name", "gpu",
+	                              "resourceClaimName", claim));
+	json_object_set_new(json_object_get(container, "resources"), "claims",
+	                    json_pack("[{s:s}]", "name", "gpu"));
+}
+
 /* What both kinds make: the owner reference to @cr (of @kind), the claim
  * NAME-gpu for @shape (NULL for cpu), and a pod of the scheduler cnlab
  * running @image with @command (NULL: the image's own) and /workspace
@@ -212,15 +222,8 @@ static int children(const json_t *cr, const char *kind, const char *shape,
 	                ann, "ownerReferences", owner, "spec", "schedulerName",
 	                CNL_KUBE_SCHEDULER, "restartPolicy", "Never",
 	                "containers", container, "volumes", workspace);
-	if (*ret_claim) {
-		json_object_set_new(json_object_get(pod, "spec"),
-		                    "resourceClaims",
-		                    json_pack("[{s:s,s:s}]", "name", "gpu",
-		                              "resourceClaimName", claim));
-		json_object_set_new(json_object_get(container, "resources"),
-		                    "claims",
-		                    json_pack("[{s:s}]", "name", "gpu"));
-	}
+	if (*ret_claim)
+		use_claim(pod, container, claim);
 	*ret_pod = pod;
 	*ret_owner = owner;
 	return 0;
@@ -542,15 +545,8 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	 * token. */
 	json_object_set_new(json_object_get(pod, "spec"),
 	                    "automountServiceAccountToken", json_false());
-	if (count > 0) {
-		json_object_set_new(json_object_get(pod, "spec"),
-		                    "resourceClaims",
-		                    json_pack("[{s:s,s:s}]", "name", "gpu",
-		                              "resourceClaimName", claim));
-		json_object_set_new(json_object_get(container, "resources"),
-		                    "claims",
-		                    json_pack("[{s:s}]", "name", "gpu"));
-	}
+	if (count > 0)
+		use_claim(pod, container, claim);
 	*ret_pod = pod;
 	return 0;
 }

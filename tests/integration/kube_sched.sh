@@ -316,6 +316,15 @@ runpod() { # runpod JOB: the pod made for it (JSON), waited for
 	done
 	echo "$o"
 }
+jstate() { # jstate ID STATE: job ID of project vision's state, waited for
+	local s=
+	for _ in $(seq 200); do
+		s=$("$cnlab" jobs show "$1" --project vision -o json 2>/dev/null | jq -r '.state // empty')
+		[ "$s" = "$2" ] && break
+		sleep 0.05
+	done
+	echo "$s"
+}
 jobid() { # jobid COMMAND: the newest job of project vision running COMMAND
 	"$cnlab" jobs list --project vision -o json 2>/dev/null |
 		jq -r --arg c "$1" '[.items[] | select(.command == $c)] | sort_by(.id) | last | .id // empty'
@@ -415,12 +424,7 @@ fi
 tj_=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')
 tp=$(runpod "$tj_" | jq -r .metadata.name)
 k PATCH "/api/v1/namespaces/team-a/pods/$tp" '{"spec":{"containers":[{"name":"job","image":"evil:latest","command":["sh","-c","echo owned"]}]}}' application/merge-patch+json >/dev/null
-ts=
-for _ in $(seq 200); do
-	ts=$("$cnlab" jobs show "$tj_" --project vision -o json 2>/dev/null | jq -r '.state // empty')
-	[ "$ts" = failed ] && break
-	sleep 0.05
-done
+ts=$(jstate "$tj_" failed)
 [ "$ts" = failed ] && "$cnlab" jobs show "$tj_" --project vision -o json | jq -r .message | grep -q "image was changed" &&
 	[ "$(podget team-a "$tp" | jq -r .code)" = 404 ] &&
 	ok "a run pod whose image is patched after cnlabd made it: its job fails, the pod goes" ||
@@ -432,12 +436,7 @@ sp=$(runpod "$sj" | jq -r .metadata.name)
 k PATCH "/api/v1/namespaces/team-a/pods/$sp/status" \
 	'{"status":{"phase":"Pending","containerStatuses":[{"name":"job","state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image"}}}]}}' \
 	application/merge-patch+json >/dev/null
-ss=
-for _ in $(seq 200); do
-	ss=$("$cnlab" jobs show "$sj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
-	[ "$ss" = failed ] && break
-	sleep 0.05
-done
+ss=$(jstate "$sj" failed)
 [ "$ss" = failed ] && "$cnlab" jobs show "$sj" --project vision -o json | jq -r .message | grep -q "ImagePullBackOff" &&
 	[ "$(podget team-a "$sp" | jq -r .code)" = 404 ] &&
 	ok "a run pod whose image cannot be pulled: its job fails (ImagePullBackOff) and the pod goes" ||
@@ -461,12 +460,7 @@ fake=$(jq -c '{apiVersion, kind, metadata: {name: .metadata.name, labels: .metad
 k POST /api/v1/namespaces/team-a/pods "$fake" >/dev/null
 start_d
 echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null 2>&1
-bs=
-for _ in $(seq 200); do
-	bs=$("$cnlab" jobs show "$bj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
-	[ "$bs" = failed ] && break
-	sleep 0.05
-done
+bs=$(jstate "$bj" failed)
 [ "$bs" = failed ] && "$cnlab" jobs show "$bj" --project vision -o json | jq -r .message | grep -q "did not" &&
 	[ -z "$(bound_node team-a "$bn")" ] && grep -q "a pod named like a run's is not ours" "$tmp/err" &&
 	ok "after a restart, a tenant's pod named like run B's, with its labels and a copied proof, is not taken: B fails, the pod is not bound" ||
@@ -475,12 +469,7 @@ k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$an\",\"text\":\"a done\\
 k PATCH "/api/v1/namespaces/team-a/pods/$an/status" \
 	'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
 	application/merge-patch+json >/dev/null
-as_=
-for _ in $(seq 200); do
-	as_=$("$cnlab" jobs show "$aj" --project vision -o json 2>/dev/null | jq -r '.state // empty')
-	[ "$as_" = succeeded ] && break
-	sleep 0.05
-done
+as_=$(jstate "$aj" succeeded)
 [ "$as_" = succeeded ] && "$cnlab" jobs logs "$aj" --project vision 2>/dev/null | grep -q "a done" &&
 	[ "$(podget team-a "$an" | jq -r .code)" = 404 ] &&
 	ok "after a restart, run A's own pod is taken again: its end ends the job (succeeded, its log kept), and the pod goes" ||
