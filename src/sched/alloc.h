@@ -181,6 +181,9 @@ struct cnl_node {
 	int16_t gpu_type;
 	int64_t cpu_total, cpu_used;
 	int64_t mem_total, mem_used;
+	/* Of cpu_used and mem_used, what work CNLab did not place holds
+	 * (cnl_cluster_set_node_others): no allocation of CNLab's. */
+	int64_t cpu_others, mem_others;
 	uint32_t n_allocs;
 	uint32_t n_shared; /* allocations of part of one GPU (blocks, MIG) */
 	uint32_t n_whole;  /* whole-GPU allocations */
@@ -259,6 +262,17 @@ int cnl_cluster_set_node_state(struct cnl_cluster *c, uint32_t node,
  */
 int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
                                 const struct cnl_node_spec *spec);
+
+/*
+ * cnl_cluster_set_node_others - the CPU (millicores) and memory (MiB) of
+ * the node that work CNLab did not place holds now (the pods of another
+ * Kubernetes scheduler): counted as used, so that placement leaves it
+ * alone.  It may exceed what is free (that work came after CNLab's): the
+ * node then takes no more until enough ends.  Errors: -CNL_ENODE,
+ * -CNL_ESIZE (negative); nothing changes on failure.
+ */
+int cnl_cluster_set_node_others(struct cnl_cluster *c, uint32_t node,
+                                int64_t cpu_milli, int64_t mem_mib);
 
 /* cnl_alloc_prepare - check `req` (see errors.h: CNL_EBLOCKS, CNL_EPROFILE,
  * CNL_ENOMIG, CNL_ESIZE, CNL_EGPUTYPE, CNL_EGANG) and resolve it per type. */

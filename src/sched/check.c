@@ -349,16 +349,21 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 	for (uint32_t ni = 0; ni < c->n_nodes && rc == 0; ni++) {
 		const struct cnl_node *n = &c->nodes[ni];
 		struct cnl_node sum = *n;
-		if (cpu[ni] != n->cpu_used || mem[ni] != n->mem_used ||
-		    n->cpu_used > n->cpu_total || n->mem_used > n->mem_total ||
-		    n->cpu_used < 0 || n->mem_used < 0)
+		/* What others hold may overcommit the node; CNLab's own
+		 * allocations may not. */
+		int64_t cpu_own = n->cpu_used - n->cpu_others,
+		        mem_own = n->mem_used - n->mem_others;
+		if (cpu[ni] != cpu_own || mem[ni] != mem_own ||
+		    cpu_own > n->cpu_total || mem_own > n->mem_total ||
+		    cpu_own < 0 || mem_own < 0 || n->cpu_others < 0 ||
+		    n->mem_others < 0)
 			rc = bad(err, errlen,
 			         "I6 %s: cpu %lld/%lld (rebuilt %lld), mem "
 			         "%lld/%lld (rebuilt %lld)",
-			         n->name, (long long)n->cpu_used,
+			         n->name, (long long)cpu_own,
 			         (long long)n->cpu_total, (long long)cpu[ni],
-			         (long long)n->mem_used,
-			         (long long)n->mem_total, (long long)mem[ni]);
+			         (long long)mem_own, (long long)n->mem_total,
+			         (long long)mem[ni]);
 		else if (nallocs[ni] != n->n_allocs ||
 		         nwhole[ni] != n->n_whole ||
 		         n->n_shared + n->n_whole > n->n_allocs)

@@ -252,3 +252,21 @@ int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
 	c->nodes[node].n_datasets = n.n_datasets;
 	return 0;
 }
+
+int cnl_cluster_set_node_others(struct cnl_cluster *c, uint32_t node,
+                                int64_t cpu_milli, int64_t mem_mib)
+{
+	struct cnl_node *n;
+
+	if (node >= c->n_nodes)
+		return -CNL_ENODE;
+	if (cpu_milli < 0 || mem_mib < 0)
+		return -CNL_ESIZE;
+	n = &c->nodes[node];
+	n->cpu_used += cpu_milli - n->cpu_others;
+	n->mem_used += mem_mib - n->mem_others;
+	n->cpu_others = cpu_milli;
+	n->mem_others = mem_mib;
+	cnl_node_summary(c, node);
+	return 0;
+}

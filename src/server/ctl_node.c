@@ -520,6 +520,20 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 		n->util_pct[m->gpus[k].index] = (int16_t)m->gpus[k].util_pct;
 		n->mem_used[m->gpus[k].index] = m->gpus[k].mem_used;
 	}
+	/* What work CNLab did not place holds of it (the pods of other
+	 * Kubernetes schedulers): used, for placement.  Less of it is
+	 * room, so a cycle runs. */
+	if (m->has_others) {
+		const struct cnl_node *cn = &ctl->cluster->nodes[i];
+		bool freed = m->others_cpu_milli < cn->cpu_others ||
+		             m->others_mem_mib < cn->mem_others;
+
+		if (cnl_cluster_set_node_others(ctl->cluster, (uint32_t)i,
+		                                m->others_cpu_milli,
+		                                m->others_mem_mib) == 0 &&
+		    freed)
+			cnl_ctl_kick(ctl);
+	}
 	node_reply(ctl, n, ret);
 	/* What it runs that is no longer its to run. */
 	ret->has_stop = true;
@@ -874,6 +888,12 @@ static json_t *node_json(struct cnl_ctl *ctl, size_t i, int64_t now)
 	json_object_set_new(o, "blocks_total", json_integer(total));
 	json_object_set_new(o, "blocks_used", json_integer(used));
 	json_object_set_new(o, "workloads", json_integer(cn->n_allocs));
+	if (cn->cpu_others || cn->mem_others) /* not CNLab's work */
+		json_object_set_new(o, "others",
+		                    json_pack("{s:I,s:I}", "cpu_milli",
+		                              (json_int_t)cn->cpu_others,
+		                              "mem_mib",
+		                              (json_int_t)cn->mem_others));
 	json_object_set_new(o, "last_seen_s_ago",
 	                    json_integer((now - n->last_seen_ms) / 1000));
 	return o;

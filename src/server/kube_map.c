@@ -311,29 +311,50 @@ static int64_t request_of(const json_t *c, const char *what,
 	return q ? conv(q) : 0;
 }
 
-/* Sum of the containers' requests of @what ("cpu", "memory"); -1 bad. */
+/* The pod's request of @what ("cpu", "memory") as the kubelet and
+ * kube-scheduler count it; -1 bad.  Its containers run together, and with
+ * them the sidecars (init containers that restart Always), which start in
+ * order before them; every other init container runs alone, beside the
+ * sidecars started before it: the pod needs the largest of those sums,
+ * and its RuntimeClass's overhead on top. */
 static int64_t requests_sum(const json_t *pod, const char *what,
                             int64_t (*conv)(const char *))
 {
 	const json_t *spec = json_object_get(pod, "spec"), *c;
-	int64_t sum = 0, v;
+	const int64_t lim = INT64_MAX / 1024;
+	int64_t sum = 0, side = 0, need = 0, v;
 	size_t i;
 
+	json_array_foreach (json_object_get(spec, "initContainers"), i, c) {
+		const char *rp = S(c, "restartPolicy");
+		if ((v = request_of(c, what, conv)) < 0 || v > lim - side)
+			return -1;
+		if (rp && strcmp(rp, "Always") == 0)
+			side += v;
+		else if (side + v > need)
+			need = side + v;
+	}
 	json_array_foreach (json_object_get(spec, "containers"), i, c) {
-		if ((v = request_of(c, what, conv)) < 0 ||
-		    v > INT64_MAX / 1024 - sum)
+		if ((v = request_of(c, what, conv)) < 0 || v > lim - sum)
 			return -1;
 		sum += v;
 	}
-	/* An init container runs alone before them: the pod needs the
-	 * larger of the two, as the kubelet counts it. */
-	json_array_foreach (json_object_get(spec, "initContainers"), i, c) {
-		if ((v = request_of(c, what, conv)) < 0 || v > INT64_MAX / 1024)
-			return -1;
-		if (v > sum)
-			sum = v;
-	}
-	return sum;
+	if (sum > lim - side)
+		return -1;
+	if (sum + side > need)
+		need = sum + side;
+	const char *o = S(json_object_get(spec, "overhead"), what);
+	if (o && ((v = conv(o)) < 0 || v > lim - need))
+		return -1;
+	return need + (o ? v : 0);
+}
+
+int cnl_kube_pod_requests(const json_t *pod, int64_t *cpu_milli,
+                          int64_t *mem_mib)
+{
+	*cpu_milli = requests_sum(pod, "cpu", cnl_kube_cpu_milli);
+	*mem_mib = requests_sum(pod, "memory", cnl_kube_mem_mib);
+	return *cpu_milli < 0 || *mem_mib < 0 ? -EINVAL : 0;
 }
 
 int cnl_kube_ask_of(const json_t *pod, const json_t *claim,

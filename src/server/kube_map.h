@@ -96,6 +96,15 @@ json_t *cnl_kube_allocation(const struct cnl_wire_slice *s, const char *node,
                             const char *pod_uid,
                             const unsigned char share[][16]);
 
+/*
+ * cnl_kube_pod_requests - the CPU (millicores) and memory (MiB) @pod
+ * holds on its node as the kubelet counts it: its containers and sidecars
+ * together or its largest init step, whichever is more, plus its
+ * overhead.  0; -EINVAL when a request is not a quantity.
+ */
+int cnl_kube_pod_requests(const json_t *pod, int64_t *cpu_milli,
+                          int64_t *mem_mib);
+
 /* A Kubernetes quantity ("500m", "2", "1Gi", "1e3") in CPU millis or in
  * MiB, rounded up; -1 when it is not one. */
 int64_t cnl_kube_cpu_milli(const char *q);

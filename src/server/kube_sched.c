@@ -39,6 +39,10 @@
 #define TOKEN_NAME "kube-scheduler"
 #define PODS \
 	"/api/v1/pods?fieldSelector=spec.schedulerName%3D" CNL_KUBE_SCHEDULER
+/* The pods on nodes that still hold what they requested. */
+#define ASSIGNED                                                           \
+	"/api/v1/pods?fieldSelector=spec.nodeName%21%3D%2Cstatus.phase%21" \
+	"%3DSucceeded%2Cstatus.phase%21%3DFailed"
 #define SLICES                      \
 	"/apis/resource.k8s.io/v1/" \
 	"resourceslices?fieldSelector=spec.driver%3D" CNL_KUBE_DRIVER
@@ -93,6 +97,10 @@ struct node {
 	 * no heartbeats, so that CNLab takes it for lost; taken again if it
 	 * comes back. */
 	bool gone;
+	/* What the pods CNLab did not place hold of it, as last listed;
+	 * sent with each heartbeat once known. */
+	bool others_known;
+	int64_t others_cpu, others_mem;
 };
 
 struct cnl_kube_sched {
@@ -2644,6 +2652,9 @@ static void heartbeat(struct cnl_kube_sched *ks, int ni, int64_t now)
 		}
 	}
 	hb.n_running = k;
+	hb.has_others = n->others_known;
+	hb.others_cpu_milli = n->others_cpu;
+	hb.others_mem_mib = n->others_mem;
 	body = cnl_wire_heartbeat_encode(&hb);
 	cnl_wire_heartbeat_done(&hb);
 	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", n->id);
@@ -2808,6 +2819,64 @@ static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
 	}
 }
 
+/* What the pods on our nodes that CNLab did not place hold there: the
+ * pods of other schedulers, and ours whose job CNLab let go while the
+ * kubelet still runs them.  CNLab counts it as used, so that it binds no
+ * pod there that the kubelet would refuse for want of CPU or memory. */
+static void others(struct cnl_kube_sched *ks)
+{
+	json_t *list = NULL, *x;
+	char err[512];
+	size_t i;
+
+	if (!ks->synced)
+		return; /* which are ours is not known yet */
+	if (cnl_kube_call(ks->kc, "GET", ASSIGNED, NULL, NULL, &list, err,
+	                  sizeof(err)) != 200) {
+		cnl_log(CNL_LOG_WARN, "kube: cannot list the pods on nodes",
+		        "err=\"%s\"", err);
+		json_decref(list);
+		return; /* the last counts stand */
+	}
+	for (size_t k = 0; k < ks->n_nodes; k++) {
+		ks->nodes[k].others_cpu = ks->nodes[k].others_mem = 0;
+		ks->nodes[k].others_known = true;
+	}
+	json_array_foreach (json_object_get(list, "items"), i, x) {
+		const char *on = S(json_object_get(x, "spec"), "nodeName");
+		const char *uid = S(json_object_get(x, "metadata"), "uid");
+		const struct pod *p = uid ? pod_of_uid(ks, uid) : NULL;
+		int64_t cpu, mem;
+
+		/* CNLab's own, in its job (or being taken again after a
+		 * restart: P_NEW). */
+		if (!on || (p && p->st != P_DONE && !p->gone))
+			continue;
+		for (size_t k = 0; k < ks->n_nodes; k++) {
+			struct node *n = &ks->nodes[k];
+			if (strcmp(n->name, on) != 0)
+				continue;
+			if (cnl_kube_pod_requests(x, &cpu, &mem) < 0) {
+				/* Unreadable (the API server checks them):
+				 * counted as nothing, said. */
+				cnl_log(
+				    CNL_LOG_WARN,
+				    "kube: a pod's requests are not "
+				    "quantities",
+				    "pod=%s/%s",
+				    S(json_object_get(x, "metadata"),
+				      "namespace"),
+				    S(json_object_get(x, "metadata"), "name"));
+				break;
+			}
+			n->others_cpu += cpu;
+			n->others_mem += mem;
+			break;
+		}
+	}
+	json_decref(list);
+}
+
 /* List nodes and our slices; register the nodes not yet known. */
 static void sync_nodes(struct cnl_kube_sched *ks)
 {
@@ -2872,6 +2941,7 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 		}
 		(void)node_add(ks, &m);
 	}
+	others(ks);
 out:
 	json_decref(nodes);
 	json_decref(slices);

@@ -325,6 +325,12 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 		}
 		json_object_set_new(o, "gpus", a);
 	}
+	if (m->has_others)
+		json_object_set_new(o, "others",
+		                    json_pack("{s:I,s:I}", "cpu_milli",
+		                              (json_int_t)m->others_cpu_milli,
+		                              "mem_mib",
+		                              (json_int_t)m->others_mem_mib));
 	if (!m->has_running)
 		return o;
 	a = json_array();
@@ -407,14 +413,34 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
                               char *err, size_t errlen)
 {
 	/* "epoch" is what older agents send beside "running"; ignored. */
-	static const char *const fields[] = {"running", "epoch", "volumes",
-	                                     "gpus", NULL};
-	const json_t *g = NULL;
-	const json_t *a = NULL;
+	static const char *const fields[] = {"running", "epoch",  "volumes",
+	                                     "gpus",    "others", NULL};
+	static const char *const ofields[] = {"cpu_milli", "mem_mib", NULL};
+	const json_t *g = NULL, *a = NULL, *o;
 	int64_t epoch;
 
 	memset(ret, 0, sizeof(*ret));
 	CNL_WIRE_TRY(cnl_wire_check(j, fields, err, errlen));
+	if ((o = json_object_get(j, "others"))) {
+		if (!json_is_object(o))
+			return cnl_wire_fail(err, errlen,
+			                     "field \"others\": must be an "
+			                     "object");
+		CNL_WIRE_TRY(cnl_wire_nested(
+		    "others", cnl_wire_check(o, ofields, err, errlen), err,
+		    errlen));
+		CNL_WIRE_TRY(cnl_wire_nested(
+		    "others",
+		    cnl_wire_get_int(o, "cpu_milli", true, 0, INT64_MAX / 4,
+		                     &ret->others_cpu_milli, err, errlen),
+		    err, errlen));
+		CNL_WIRE_TRY(cnl_wire_nested(
+		    "others",
+		    cnl_wire_get_int(o, "mem_mib", true, 0, INT64_MAX / 4,
+		                     &ret->others_mem_mib, err, errlen),
+		    err, errlen));
+		ret->has_others = true;
+	}
 	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", false, 0, INT64_MAX, &epoch,
 	                              err, errlen));
 	CNL_WIRE_TRY(ids_decode(j, "volumes", &ret->volumes, &ret->n_volumes,

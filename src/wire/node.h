@@ -191,6 +191,11 @@ struct cnl_wire_heartbeat {
 	/* Each GPU's use (protocol 7; an older agent sends none). */
 	struct cnl_wire_gpu_use gpus[CNL_WIRE_GPUS_MAX];
 	size_t n_gpus;
+	/* The node's CPU (millicores) and memory (MiB) that work CNLab did
+	 * not place holds ("others"): what cnlabd's Kubernetes scheduler
+	 * sends for the pods of other schedulers; an agent sends none. */
+	bool has_others;
+	int64_t others_cpu_milli, others_mem_mib;
 };
 
 json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m);

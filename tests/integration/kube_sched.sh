@@ -18,7 +18,9 @@
 #     under a PodDisruptionBudget; a high-priority pod evicts one of the
 #     other two and is bound; the budgeted pod is never evicted, and a
 #     cancel of its job meets the budget (429) and is tried again;
-#   - a pod of another scheduler is left alone;
+#   - a pod of another scheduler is left alone; the CPU that other
+#     schedulers' running pods hold on a node is counted as used there (a
+#     CNLab pod that fits only in it waits, and is bound once it goes);
 #   - after a restart of cnlabd a bound pod is its job again; nobody logs
 #     in as the service user kube; a waiting pod whose job is cancelled is
 #     evicted; an agent's node is never taken over by its Kubernetes twin;
@@ -237,6 +239,53 @@ grep -q "selector 0" <<<"$m2" && [ -z "$(bound_node team-a sel)" ] &&
 	ok "a selector CNLab cannot read: refused, naming it ($m2)" || bad "selector pod: '$m2'"
 [ -z "$(bound_node team-a other)" ] && ! grep -Eq '/pods/other/(status|binding|eviction)' "$tmp/api.log" &&
 	ok "a pod of another scheduler is left alone" || bad "the other scheduler's pod was touched"
+
+# --- capacity that other schedulers' pods hold ----------------------------
+# Pods of the default scheduler running on node1 and node2 hold all but
+# 200m and 300m of their CPU (node2's through a sidecar beside its
+# container); a finished one holds nothing.  A CNLab pod asking 500m
+# waits until one goes, then is bound where room was made.
+hog() { # hog NAME NODE PHASE INIT_JSON CONTAINER_CPU
+	k POST /api/v1/namespaces/team-a/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"schedulerName\":\"default-scheduler\",\"nodeName\":\"$2\",\"initContainers\":$4,\"containers\":[{\"name\":\"main\",\"image\":\"busybox\",\"resources\":{\"requests\":{\"cpu\":\"$5\",\"memory\":\"1Gi\"}}}]},\"status\":{\"phase\":\"$3\"}}" >/dev/null
+}
+hog hog1 node1 Running '[]' 31800m
+hog hog2 node2 Running '[{"name":"side","image":"busybox","restartPolicy":"Always","resources":{"requests":{"cpu":"1"}}}]' 14700m
+hog done2 node2 Succeeded '[]' 16
+others=
+for _ in $(seq 200); do
+	others=$("$cnlab" node list -o json | jq -c '[.items[] | select(.name != "gpu-agent") | {name, cpu: .others.cpu_milli}] | sort_by(.name)')
+	[ "$others" = '[{"name":"node1","cpu":31800},{"name":"node2","cpu":15700}]' ] && break
+	sleep 0.05
+done
+[ "$others" = '[{"name":"node1","cpu":31800},{"name":"node2","cpu":15700}]' ] &&
+	ok "the CPU other schedulers' running pods hold is counted on their nodes, a sidecar with them, a finished pod not ($others)" ||
+	bad "others on nodes: $others"
+pod team-a cap "" >/dev/null
+capj=
+for _ in $(seq 200); do
+	capj=$(job_of team-a/cap | jq -r '.id // empty')
+	[ -n "$capj" ] && break
+	sleep 0.05
+done
+# Several cycles (200 ms each) and resyncs (1 s) later it still waits.
+sleep 2
+[ -n "$capj" ] && [ -z "$(bound_node team-a cap)" ] && [ "$(job_of team-a/cap | jq -r .state)" = pending ] &&
+	ok "a pod that fits only in what other pods hold waits (job $capj pending, not bound)" ||
+	bad "cap: bound to '$(bound_node team-a cap)', job $(job_of team-a/cap)"
+k DELETE /api/v1/namespaces/team-a/pods/hog2 >/dev/null
+n=$(wait_bound team-a cap)
+[ "$n" = node2 ] && ok "once the other pod on node2 went, it was bound there" ||
+	bad "cap after hog2 went: node '$n' $(tail -3 "$tmp/err")"
+ended team-a cap Succeeded 0
+job_state team-a/cap succeeded >/dev/null
+k DELETE /api/v1/namespaces/team-a/pods/hog1 >/dev/null
+k DELETE /api/v1/namespaces/team-a/pods/done2 >/dev/null
+for _ in $(seq 200); do
+	others=$("$cnlab" node list -o json | jq -c '[.items[] | select(.others)] | length')
+	[ "$others" = 0 ] && break
+	sleep 0.05
+done
+[ "$others" = 0 ] || bad "others still counted after their pods went"
 
 # --- pre-emption and budgets ----------------------------------------------
 whole='{"deviceClassName":"gpu.cnlab.io","count":1}'

@@ -11,8 +11,10 @@ errors as a v1 Status with reason and code):
   GET   /api/v1/namespaces?labelSelector=K%3DV         list (one equality)
   GET   /apis/resource.k8s.io/v1/resourceslices        list (fieldSelector
                                                        spec.driver)
-  GET   /api/v1/pods?fieldSelector=spec.schedulerName=S
-                                                       list; with watch=1 a
+  GET   /api/v1/pods?fieldSelector=F                  list (F: terms
+                                                       PATH=V, PATH!=V
+                                                       joined by commas);
+                                                       with watch=1 a
                                                        watch: a BOOKMARK,
                                                        then events after the
                                                        version, JSON lines
@@ -166,6 +168,23 @@ def collect(uid):
             del others[k]
 
 
+def fields_match(obj, sel):
+    """A field selector as the API server reads it: terms joined by
+    commas, each PATH=V, PATH==V or PATH!=V on a dotted path (a missing
+    field is the empty string)."""
+    for term in filter(None, sel.split(",")):
+        neg = "!=" in term
+        path, want = term.split("!=" if neg else "=", 1)
+        want = want[1:] if not neg and want.startswith("=") else want
+        v = obj
+        for k in path.split("."):
+            v = v.get(k, {}) if isinstance(v, dict) else {}
+        v = v if isinstance(v, str) else ""
+        if (v == want) == neg:
+            return False
+    return True
+
+
 def selects(pdb, pod):
     want = pdb.get("spec", {}).get("selector", {}).get("matchLabels", {})
     labels = pod["metadata"].get("labels", {})
@@ -277,10 +296,8 @@ class H(BaseHTTPRequestHandler):
                          "items": items}
         if path == "/api/v1/pods" and m == "GET":
             sel = q.get("fieldSelector", [""])[0]
-            want = sel.split("=", 1)[1] if sel.startswith(
-                "spec.schedulerName=") else None
             items = [copy.deepcopy(p) for p in pods.values()
-                     if want is None or p["spec"].get("schedulerName") == want]
+                     if fields_match(p, sel)]
             return 200, {"kind": "PodList", "apiVersion": "v1",
                          "metadata": {"resourceVersion": str(rv[0])},
                          "items": items}
@@ -544,8 +561,6 @@ class H(BaseHTTPRequestHandler):
             "kind": kind, "apiVersion": "v1",
             "metadata": {"resourceVersion": str(since)}}})
         sel = q.get("fieldSelector", [""])[0]
-        want = sel.split("=", 1)[1] if sel.startswith(
-            "spec.schedulerName=") else None
         import time
         end = time.time() + timeout
         with lock:
@@ -555,8 +570,7 @@ class H(BaseHTTPRequestHandler):
                     since = r
                     if o.get("kind") != kind:
                         continue
-                    if want is not None and \
-                            o["spec"].get("schedulerName") != want:
+                    if not fields_match(o, sel):
                         continue
                     lock.release()
                     try:

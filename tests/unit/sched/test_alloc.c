@@ -679,6 +679,8 @@ static void test_node_labels(void **state)
 	assert_string_equal(n->datasets[0], "coco");
 	assert_int_equal(cnl_cluster_set_node_labels(fx.c, 9, &relabel),
 	                 -CNL_ENODE);
+	assert_int_equal(cnl_cluster_set_node_others(fx.c, 9, 0, 0),
+	                 -CNL_ENODE);
 	/* A CPU-only node: no GPU type needed, never picked for GPUs. */
 	struct cnl_node_spec cpu = {
 	    .name = "cpu-1", .gpu_type = -1, .cpu_milli = 8000};
@@ -714,6 +716,52 @@ static void test_cpu_only_and_type_sets(void **state)
 	assert_int_equal(place(b)->node, 2);
 	b.gpu_types = 1ULL << tidx("L4");
 	assert_int_equal(place_rc(b), -CNL_ENOSPACE);
+}
+
+/* CPU and memory that work CNLab did not place holds (the pods of other
+ * Kubernetes schedulers) are used: placement leaves them alone, and they
+ * may overcommit the node without breaking the invariants. */
+static void test_others_hold(void **state)
+{
+	(void)state;
+	struct cnl_node_spec a = {.name = "a",
+	                          .gpu_type = -1,
+	                          .cpu_milli = 8000,
+	                          .mem_mib = 8192},
+	                     b = a;
+	b.name = "b";
+	assert_int_equal(cnl_cluster_add_node(fx.c, &a), 0);
+	assert_int_equal(cnl_cluster_add_node(fx.c, &b), 1);
+	struct cnl_alloc_req r = {.kind = CNL_REQ_CPU,
+	                          .gpu_type = CNL_GPU_TYPE_ANY,
+	                          .project = PA,
+	                          .cpu_milli = 6000,
+	                          .mem_mib = 1024};
+	/* Node a is the first pick, until others hold 3 of its cores. */
+	assert_int_equal(cnl_cluster_set_node_others(fx.c, 0, 3000, 0), 0);
+	assert_int_equal(place(r)->node, 1);
+	checked();
+	/* Now b is full too; memory held by others counts the same. */
+	assert_int_equal(cnl_cluster_set_node_others(fx.c, 0, 0, 7500), 0);
+	assert_int_equal(place_rc(r), -CNL_ENOSPACE);
+	assert_int_equal(cnl_cluster_set_node_others(fx.c, 0, 0, 0), 0);
+	const struct cnl_alloc *x = place(r);
+	uint32_t xid = x->id;
+	assert_int_equal(x->node, 0);
+	/* Others came after CNLab's work: overcommitted, still sound, and
+	 * nothing more fits until they go. */
+	assert_int_equal(cnl_cluster_set_node_others(fx.c, 0, 7000, 9000), 0);
+	assert_int_equal(fx.c->nodes[0].cpu_used, 13000);
+	checked();
+	r.cpu_milli = 100;
+	r.mem_mib = 1;
+	assert_int_equal(place(r)->node, 1);
+	assert_int_equal(cnl_alloc_free(fx.c, xid), 0);
+	assert_int_equal(fx.c->nodes[0].cpu_used, 7000);
+	assert_int_equal(cnl_cluster_set_node_others(fx.c, 0, -1, 0),
+	                 -CNL_ESIZE);
+	assert_int_equal(fx.c->nodes[0].cpu_others, 7000);
+	checked();
 }
 
 /* ---- fragmentation ---------------------------------------------------- */
@@ -863,6 +911,7 @@ int main(void)
 	    T(test_node_errors),
 	    T(test_node_labels),
 	    T(test_cpu_only_and_type_sets),
+	    T(test_others_hold),
 	    T(test_fragmentation),
 	    T(test_fragmentation_mig),
 	    T(test_fragmentation_prediction),

@@ -251,6 +251,46 @@ static void test_pod_claim(void **state)
 	json_decref(p);
 }
 
+/* What a pod holds on its node, as the kubelet counts it. */
+static void test_pod_requests(void **state)
+{
+	int64_t cpu, mem;
+	json_t *p;
+
+	(void)state;
+	/* Containers together; an init step alone, if larger. */
+	p = parse("{\"spec\":{\"containers\":[{\"resources\":{\"requests\":"
+	          "{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}},{\"resources\":"
+	          "{\"requests\":{\"cpu\":\"1\"}}}],\"initContainers\":[{"
+	          "\"resources\":{\"requests\":{\"cpu\":\"4\","
+	          "\"memory\":\"512Mi\"}}}]}}");
+	assert_int_equal(cnl_kube_pod_requests(p, &cpu, &mem), 0);
+	assert_int_equal(cpu, 4000);
+	assert_int_equal(mem, 1024);
+	json_decref(p);
+	/* A sidecar (restartPolicy Always) runs beside the containers and
+	 * beside the init steps after it; the overhead comes on top. */
+	p = parse("{\"spec\":{\"initContainers\":[{\"restartPolicy\":"
+	          "\"Always\",\"resources\":{\"requests\":{\"cpu\":\"2\"}}},"
+	          "{\"resources\":{\"requests\":{\"cpu\":\"3\"}}}],"
+	          "\"containers\":[{\"resources\":{\"requests\":{\"cpu\":"
+	          "\"1\",\"memory\":\"100Mi\"}}}],\"overhead\":{\"cpu\":"
+	          "\"250m\",\"memory\":\"10Mi\"}}}");
+	assert_int_equal(cnl_kube_pod_requests(p, &cpu, &mem), 0);
+	assert_int_equal(cpu, 5250); /* the init step 3 + sidecar 2 */
+	assert_int_equal(mem, 110);
+	json_decref(p);
+	/* Nothing asked: nothing held. */
+	p = parse("{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}");
+	assert_int_equal(cnl_kube_pod_requests(p, &cpu, &mem), 0);
+	assert_int_equal(cpu + mem, 0);
+	json_decref(p);
+	p = parse("{\"spec\":{\"containers\":[],\"overhead\":{\"cpu\":"
+	          "\"lots\"}}}");
+	assert_int_equal(cnl_kube_pod_requests(p, &cpu, &mem), -EINVAL);
+	json_decref(p);
+}
+
 static void test_register(void **state)
 {
 	struct cnl_wire_register m;
@@ -478,6 +518,7 @@ int main(void)
 	    cmocka_unit_test(test_shapes),
 	    cmocka_unit_test(test_priority_and_annotations),
 	    cmocka_unit_test(test_pod_claim),
+	    cmocka_unit_test(test_pod_requests),
 	    cmocka_unit_test(test_register),
 	    cmocka_unit_test(test_allocation),
 	    cmocka_unit_test(test_trainingjob),

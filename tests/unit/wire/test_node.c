@@ -258,6 +258,14 @@ static void test_node_and_heartbeat(void **state)
 	h.n_gpus = 3;
 	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
 	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	/* cnlabd's Kubernetes scheduler: what other pods hold. */
+	h.has_others = true;
+	h.others_cpu_milli = 3500;
+	h.others_mem_mib = 0;
+	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
+	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	h.has_others = false;
+	h.others_cpu_milli = 0;
 	{
 		struct cnl_wire_heartbeat got;
 
@@ -339,6 +347,12 @@ static void test_node_and_heartbeat(void **state)
 	H("{\"gpus\":[{\"index\":0,\"mem_used\":-5}]}", "gpus[0].mem_used");
 	H("{\"gpus\":[{\"index\":0,\"temp\":5}]}", "gpus[0].temp");
 	H("{\"gpus\":[{\"index\":0},{\"index\":0}]}", "gpus[1].index");
+	/* What others hold: both counts, not negative, nothing else. */
+	H("{\"others\":5}", "others");
+	H("{\"others\":{\"cpu_milli\":1}}", "others.mem_mib");
+	H("{\"others\":{\"cpu_milli\":-1,\"mem_mib\":0}}", "others.cpu_milli");
+	H("{\"others\":{\"cpu_milli\":1,\"mem_mib\":2,\"pods\":3}}",
+	  "others.pods");
 	H("{\"gpus\":[{\"index\":0},{\"index\":1},{\"index\":2},"
 	  "{\"index\":3},{\"index\":4},{\"index\":5},{\"index\":6},"
 	  "{\"index\":7},{\"index\":8},{\"index\":9},{\"index\":10},"
