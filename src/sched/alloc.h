@@ -114,7 +114,25 @@ struct cnl_alloc_req {
 	uint32_t project;    /* tenant; any value but CNL_PROJECT_NONE */
 	int64_t cpu_milli;   /* >= 0 */
 	int64_t mem_mib;     /* >= 0 */
+	/* If not NULL: the only nodes it may use.  Not owned: its owner
+	 * keeps it alive, and unchanged while the request is planned. */
+	const struct cnl_node_set *nodes;
 };
+
+/* A set of nodes by index: bit i of bits for node i of the len first
+ * (any later node is not in it). */
+struct cnl_node_set {
+	uint64_t *bits;
+	uint32_t len;
+};
+
+/* Whether request @r may use node @node at all (its node set). */
+static inline bool cnl_req_node_ok(const struct cnl_alloc_req *r,
+                                   uint32_t node)
+{
+	return !r->nodes || (node < r->nodes->len &&
+	                     (r->nodes->bits[node >> 6] >> (node & 63) & 1));
+}
 
 /*
  * A request checked against the catalog once, so that planning it on many

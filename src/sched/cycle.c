@@ -115,7 +115,9 @@ static uint64_t sum_key(const struct cnl_cyc *y, uint32_t job)
 	k = (k ^ (k >> 31) ^ r->gpu_types ^ (uint64_t)r->project << 17) *
 	    0xff51afd7ed558ccdULL;
 	k = (k ^ (k >> 29) ^ (uint64_t)r->cpu_milli) * 0xbf58476d1ce4e5b9ULL;
-	k = (k ^ (k >> 32) ^ (uint64_t)r->mem_mib) * 0x94d049bb133111ebULL;
+	k = (k ^ (k >> 32) ^ (uint64_t)r->mem_mib ^
+	     (uint64_t)(uintptr_t)r->nodes) *
+	    0x94d049bb133111ebULL;
 	return (k ^ (k >> 29)) | 1;
 }
 
@@ -135,7 +137,8 @@ static bool same_class(const struct cnl_cyc *y, const struct cnl_cyc_sum *e,
 	       x->blocks == z->blocks && x->gpus == z->gpus &&
 	       x->gpu_type == z->gpu_type && x->gpu_types == z->gpu_types &&
 	       x->project == z->project && x->cpu_milli == z->cpu_milli &&
-	       x->mem_mib == z->mem_mib && p->type_ok == q->type_ok &&
+	       x->mem_mib == z->mem_mib && x->nodes == z->nodes &&
+	       p->type_ok == q->type_ok &&
 	       memcmp(p->prof, q->prof, sizeof(p->prof)) == 0;
 }
 

@@ -43,6 +43,10 @@ uint64_t cnl_cyc_shape_key(const struct cnl_req_prep *p, bool with_project)
 	}
 	if (with_project)
 		h = hash64(h, r->project);
+	/* A node set by its identity: one set, one pointer (the caller's
+	 * sets stand still through a cycle). */
+	if (r->nodes)
+		h = hash64(h, (uint64_t)(uintptr_t)r->nodes);
 	return h | 1;
 }
 
@@ -197,7 +201,7 @@ bool cnl_cyc_node_could_host(const struct cnl_cyc *y, uint32_t i,
 	const struct cnl_alloc_req *r = &p->req;
 
 	if (n->state != CNL_NODE_UP || n->cpu_total < r->cpu_milli ||
-	    n->mem_total < r->mem_mib)
+	    n->mem_total < r->mem_mib || !cnl_req_node_ok(r, i))
 		return false;
 	if (r->kind == CNL_REQ_CPU)
 		return true;

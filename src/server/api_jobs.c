@@ -175,6 +175,18 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 	         json_string_value(json_object_get(run, "dataset")));
 	copy_str(m->image, sizeof(m->image),
 	         json_string_value(json_object_get(run, "image")));
+	if (json_is_array(v = json_object_get(run, "nodelist")))
+		for (size_t i = 0;
+		     i < json_array_size(v) && i < CNL_WIRE_NODE_LIST_MAX; i++)
+			copy_str(m->nodelist[m->n_nodelist++],
+			         sizeof(m->nodelist[0]),
+			         json_string_value(json_array_get(v, i)));
+	if (json_is_array(v = json_object_get(run, "exclude")))
+		for (size_t i = 0;
+		     i < json_array_size(v) && i < CNL_WIRE_NODE_LIST_MAX; i++)
+			copy_str(m->exclude[m->n_exclude++],
+			         sizeof(m->exclude[0]),
+			         json_string_value(json_array_get(v, i)));
 	m->nodes = json_is_object(g)
 	               ? (int)json_integer_value(json_object_get(g, "size"))
 	               : 1;
@@ -294,6 +306,66 @@ static int get_gpu_types(struct call *c, json_t *body, const char *shape,
 	return 0;
 }
 
+#define NODE_LIST_MAX 16 /* names in a nodelist or an exclude */
+
+/*
+ * "nodelist": the only nodes the job may run on; "exclude": nodes it may
+ * not.  Each an array of 1..16 names of registered nodes, 512 bytes of
+ * names at most in all (the run record keeps them).  0 with the two
+ * lists in *@ret (an object; NULL when neither was given), or -1 with a
+ * 400 naming the field.
+ */
+static int get_node_lists(struct call *c, json_t *body, json_t **ret,
+                          struct cnl_http_response *resp)
+{
+	static const char *const keys[] = {"nodelist", "exclude"};
+	size_t bytes = 0;
+
+	*ret = NULL;
+	for (int k = 0; k < 2; k++) {
+		json_t *a = json_object_get(body, keys[k]), *v;
+		size_t i;
+
+		if (!a)
+			continue;
+		if (!json_is_array(a) || json_array_size(a) < 1 ||
+		    json_array_size(a) > NODE_LIST_MAX) {
+			cnl_http_error(resp, 400, "bad_request",
+			               "field \"%s\": must be an array of 1..%d "
+			               "node names (cnlab node list)",
+			               keys[k], NODE_LIST_MAX);
+			goto bad;
+		}
+		json_array_foreach (a, i, v) {
+			const char *n = json_string_value(v);
+			if (!n || !n[0] || strlen(n) >= CNL_STORE_NAME_MAX ||
+			    !cnl_ctl_node_named(c->api->ctl, n)) {
+				cnl_http_error(
+				    resp, 400, "bad_request",
+				    "field \"%s[%zu]\": %s%.63s%s is not a "
+				    "registered node (cnlab node list)",
+				    keys[k], i, n ? "\"" : "",
+				    n ? n : "an entry", n ? "\"" : "");
+				goto bad;
+			}
+			bytes += strlen(n);
+		}
+		if (!*ret)
+			*ret = json_object();
+		json_object_set(*ret, keys[k], a);
+	}
+	if (bytes > 512) {
+		cnl_api_bad(resp, "fields \"nodelist\" and \"exclude\": more "
+		                  "than 512 bytes of node names together");
+		goto bad;
+	}
+	return 0;
+bad:
+	json_decref(*ret);
+	*ret = NULL;
+	return -1;
+}
+
 /* The run record a job starts with: what it asks for beyond its shape
  * (see ctl.h, "Run records"), and the submission's trace context (the
  * request's span), so that a job still pending when cnlabd restarts keeps
@@ -301,7 +373,7 @@ static int get_gpu_types(struct call *c, json_t *body, const char *shape,
 static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
                        int64_t mem, json_t *types, const char *dataset,
                        const char *image, const char *gang, int rank, int size,
-                       int secrets)
+                       int secrets, const json_t *where)
 {
 	json_t *o =
 	    json_pack("{s:b,s:I,s:I}", "preemptible", preemptible, "cpu_milli",
@@ -313,6 +385,8 @@ static int initial_run(char *buf, size_t len, bool preemptible, int64_t cpu,
 		json_object_set(o, "gpu_types", types);
 	if (dataset)
 		json_object_set_new(o, "dataset", json_string(dataset));
+	if (where)
+		json_object_update(o, (json_t *)where);
 	if (image && image[0] && strcmp(image, "host") != 0)
 		json_object_set_new(o, "image", json_string(image));
 	if (secrets > 0)
@@ -376,7 +450,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	    "command",  "gpu",       "profile",     "priority",
 	    "deadline", "runtime_s", "preemptible", "cpu_milli",
 	    "mem_mib",  "inputs",    "gpu_types",   "dataset",
-	    "nodes",    "image",     "secrets",     NULL};
+	    "nodes",    "image",     "secrets",     "nodelist",
+	    "exclude",  NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
@@ -385,7 +460,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	int64_t runtime = 0, cpu = 0, mem = 0, nodes = 1;
 	struct cnl_ctl_admission adm = {0};
 	bool preemptible = true, fresh = true, attached = false;
-	json_t *inputs = NULL, *members = NULL, *srefs = NULL;
+	json_t *inputs = NULL, *members = NULL, *srefs = NULL, *where = NULL;
 	uint64_t types = 0;
 	int prio, r;
 	char err[256];
@@ -469,7 +544,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		}
 		snprintf(j.gpu_shape, sizeof(j.gpu_shape), "%s", gpu);
 	}
-	if (get_gpu_types(c, body, j.gpu_shape, &types, resp) < 0)
+	if (get_gpu_types(c, body, j.gpu_shape, &types, resp) < 0 ||
+	    get_node_lists(c, body, &where, resp) < 0)
 		goto out;
 	if (dl && cnl_time_parse_rfc3339(dl, &j.deadline_ms) < 0) {
 		cnl_api_bad(
@@ -495,7 +571,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	if (initial_run(j.run, sizeof(j.run), preemptible, cpu, mem,
 	                types ? json_object_get(body, "gpu_types") : NULL,
 	                dataset, img, j.id, 0, (int)nodes,
-	                (int)json_array_size(srefs)) < 0) {
+	                (int)json_array_size(srefs), where) < 0) {
 		cnl_api_bad(resp, "the job's fields are too long together");
 		goto out;
 	}
@@ -548,7 +624,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 			        types ? json_object_get(body, "gpu_types")
 			              : NULL,
 			        dataset, img, j.id, k, (int)nodes,
-			        (int)json_array_size(srefs)) < 0) {
+			        (int)json_array_size(srefs), where) < 0) {
 				r = -ENOMEM;
 				break;
 			}
@@ -648,6 +724,7 @@ out:
 	json_decref(inputs);
 	json_decref(members);
 	json_decref(srefs);
+	json_decref(where);
 	json_decref(body);
 }
 

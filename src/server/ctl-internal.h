@@ -14,6 +14,7 @@
  *   ctl_resize.c  in-flight resize of block slices (grow in place, shrink
  *               once the agent reports the use fits)
  *   ctl_undo.c  the undo journal of a request whose commit failed
+ *   ctl_nset.c  the node sets jobs are held to (nodelist, exclude)
  *
  * Locking: everything here runs under the API's lock (ctl.h).
  */
@@ -235,7 +236,27 @@ struct cnl_ctl {
 	uint64_t placements, preemptions;
 	/* What the API's lock-free GETs read (ctl_facts.c). */
 	struct ctl_facts *facts;
+	/* The node sets of jobs (ctl_nset.c), each its own allocation. */
+	struct ctl_nset **nsets;
+	size_t n_nsets, cap_nsets;
 };
+
+/* ctl_nset.c */
+#define CTL_NSETS_MAX 1024 /* different node sets at once */
+/*
+ * ctl_nset_intern - the set of the nodes named in @in (NULL: every node)
+ * less those in @out (NULL: none), shared by every job asking the same;
+ * @in and @out are arrays of node names.  0 with *@ret, -CNL_ELIMIT when
+ * CTL_NSETS_MAX other sets are in use, -ENOMEM.
+ */
+int ctl_nset_intern(struct cnl_ctl *ctl, const json_t *in, const json_t *out,
+                    const struct cnl_node_set **ret);
+/* The lists a set was made of (borrowed; NULL: absent). */
+void ctl_nset_lists(const struct cnl_node_set *set, const json_t **in,
+                    const json_t **out);
+/* A node joined the cluster: the sets cover it. */
+void ctl_nset_refresh(struct cnl_ctl *ctl);
+void ctl_nset_free_all(struct cnl_ctl *ctl);
 
 /* ctl.c */
 /* The kind of @w for the state machine. */

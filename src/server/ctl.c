@@ -298,6 +298,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	json_decref(ctl->usage_day_dirty);
 	free(ctl->teams);
 	ctl_journal_free(ctl);
+	ctl_nset_free_all(ctl);
 	cnl_cluster_free(ctl->cluster);
 	cnl_sched_free(ctl->sched);
 	ctl_facts_free(ctl->facts);
@@ -306,6 +307,11 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 }
 
 /* ---- workloads ----------------------------------------------------------- */
+
+bool cnl_ctl_node_named(struct cnl_ctl *ctl, const char *name)
+{
+	return cnl_cluster_find_node(ctl->cluster, name) >= 0;
+}
 
 int cnl_ctl_shape_check(struct cnl_ctl *ctl, const char *shape, char *err,
                         size_t errlen)
@@ -409,7 +415,10 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 		r = ctl_wl_job_fields(ctl, w, run, true);
 	if (r < 0) {
 		json_decref(run);
-		cnl_log(CNL_LOG_WARN, "job has an invalid shape; failed",
+		cnl_log(CNL_LOG_WARN,
+		        r == -CNL_ELIMIT ? "too many different node sets in use; "
+		                           "job failed"
+		                         : "job has an invalid shape; failed",
 		        "id=%s shape=%s", j->id, j->gpu_shape);
 		ctl->census_ok = false; /* never counted: count afresh */
 		ctl_wl_remove(ctl, w);

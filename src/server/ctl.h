@@ -91,6 +91,9 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now_ms, bool force);
 
 /* ---- workloads ------------------------------------------------------- */
 
+/* cnl_ctl_node_named - whether a node of that name is registered. */
+bool cnl_ctl_node_named(struct cnl_ctl *ctl, const char *name);
+
 /* cnl_ctl_shape_check - 0, or -CNL_EFIELD with the reason in @err. */
 int cnl_ctl_shape_check(struct cnl_ctl *ctl, const char *shape, char *err,
                         size_t errlen);

@@ -148,14 +148,24 @@ int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *project_id,
 	tmp->j.req.project = 0;
 	if ((r = cnl_alloc_prepare(ctl->cluster, &tmp->j.req, &p)) < 0)
 		goto out;
-	for (uint32_t i = 0; i < c->n_nodes; i++)
-		hosts += node_could_host(&c->nodes[i], &p);
+	int anywhere = 0;
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		bool could = node_could_host(&c->nodes[i], &p);
+		anywhere += could;
+		hosts += could && cnl_req_node_ok(&p.req, i);
+	}
 	if (hosts >= gang) {
 		snprintf(why, whylen, "%d of %u registered nodes could run it",
 		         hosts, c->n_nodes);
 		goto out;
 	}
-	why_not(c, &p, shape, gang, hosts, why, whylen);
+	if (anywhere >= gang)
+		snprintf(why, whylen,
+		         "%d of the nodes it may use (its nodelist, less its "
+		         "exclude) could run it; it needs %d",
+		         hosts, gang);
+	else
+		why_not(c, &p, shape, gang, hosts, why, whylen);
 	r = -CNL_ENOSPACE;
 out:
 	json_decref(rj);

@@ -65,6 +65,8 @@ static int add_cluster_node(struct cnl_ctl *ctl, json_t *inv, char *err,
 	r = cnl_cluster_add_node(ctl->cluster, &spec);
 	if (r < 0)
 		snprintf(err, errlen, "node \"%s\": %s", name, cnl_strerror(r));
+	else
+		ctl_nset_refresh(ctl);
 	return r;
 }
 

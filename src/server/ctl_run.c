@@ -195,6 +195,15 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 	}
 	if (w->j.dataset[0])
 		json_object_set_new(o, "dataset", json_string(w->j.dataset));
+	if (w->j.req.nodes) {
+		const json_t *in, *out;
+
+		ctl_nset_lists(w->j.req.nodes, &in, &out);
+		if (in)
+			json_object_set(o, "nodelist", (json_t *)in);
+		if (out)
+			json_object_set(o, "exclude", (json_t *)out);
+	}
 	if (w->image[0])
 		json_object_set_new(o, "image", json_string(w->image));
 	if (w->gang_id[0])
@@ -373,6 +382,16 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run, bool gang)
 	}
 	if (ds && cnl_label_valid(ds))
 		snprintf(w->j.dataset, sizeof(w->j.dataset), "%s", ds);
+	/* The nodes it may run on (a submission's "nodelist", "exclude"). */
+	json_t *in = json_object_get(run, "nodelist"),
+	       *out = json_object_get(run, "exclude");
+	if (json_is_array(in) || json_is_array(out)) {
+		int r = ctl_nset_intern(ctl, json_is_array(in) ? in : NULL,
+		                        json_is_array(out) ? out : NULL,
+		                        &w->j.req.nodes);
+		if (r < 0)
+			return r;
+	}
 	if (img && strlen(img) < sizeof(w->image))
 		snprintf(w->image, sizeof(w->image), "%s", img);
 	if (gang && gid && json_integer_value(json_object_get(g, "size")) > 1) {

@@ -325,6 +325,36 @@ int cnl_wire_placement_decode(const json_t *j, struct cnl_wire_placement *ret,
 
 /* ---- gang ---------------------------------------------------------------- */
 
+/* A list of node names under @key, when it has any. */
+static void names_encode(json_t *o, const char *key,
+                         const char (*names)[CNL_WIRE_NAME_MAX], int n)
+{
+	json_t *a;
+
+	if (n <= 0)
+		return;
+	a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_string(names[i]));
+	json_object_set_new(o, key, a);
+}
+
+static int names_decode(const json_t *j, const char *key,
+                        char (*names)[CNL_WIRE_NAME_MAX], int *n, char *err,
+                        size_t errlen)
+{
+	const json_t *a = NULL;
+
+	*n = 0;
+	TRY(cnl_wire_get_array(j, key, false, CNL_WIRE_NODE_LIST_MAX, &a, err,
+	                       errlen));
+	for (size_t i = 0; a && i < json_array_size(a); i++)
+		TRY(cnl_wire_item_str(a, i, key, names[i], CNL_WIRE_NAME_MAX,
+		                      err, errlen));
+	*n = a ? (int)json_array_size(a) : 0;
+	return 0;
+}
+
 static json_t *gang_encode(const struct cnl_wire_job_gang *g)
 {
 	json_t *o = json_pack("{s:s,s:i,s:i}", "id", g->id, "rank", g->rank,
@@ -500,6 +530,8 @@ json_t *cnl_wire_job_encode(const struct cnl_wire_job *m)
 	}
 	cnl_wire_set_str(o, "dataset", m->dataset);
 	cnl_wire_set_str(o, "image", m->image);
+	names_encode(o, "nodelist", m->nodelist, m->n_nodelist);
+	names_encode(o, "exclude", m->exclude, m->n_exclude);
 	json_object_set_new(o, "nodes", json_integer(m->nodes));
 	if (m->gang)
 		json_object_set_new(o, "gang", gang_encode(m->gang));
@@ -536,6 +568,8 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
 	                                     "gpu_types",
 	                                     "dataset",
 	                                     "image",
+	                                     "nodelist",
+	                                     "exclude",
 	                                     "nodes",
 	                                     "gang",
 	                                     "placement",
@@ -595,6 +629,10 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
 	}
 	TRY(cnl_wire_get_str(j, "image", false, ret->image, sizeof(ret->image),
 	                     err, errlen));
+	TRY(names_decode(j, "nodelist", ret->nodelist, &ret->n_nodelist, err,
+	                 errlen));
+	TRY(names_decode(j, "exclude", ret->exclude, &ret->n_exclude, err,
+	                 errlen));
 	TRY(cnl_wire_get_str(j, "dataset", false, ret->dataset,
 	                     sizeof(ret->dataset), err, errlen));
 	TRY(cnl_wire_get_int32(j, "nodes", true, 1, CNL_WIRE_GANG_MAX,

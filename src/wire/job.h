@@ -44,6 +44,7 @@
 #define CNL_WIRE_STATE_MAX  16  /* "pending", "requeuing" */
 #define CNL_WIRE_TEXT_MAX   256 /* a sentence: a reason, a check */
 #define CNL_WIRE_TYPES_MAX  16  /* GPU types a job may list */
+#define CNL_WIRE_NODE_LIST_MAX 16 /* names in its nodelist, its exclude */
 #define CNL_WIRE_PRIO_COUNT 4   /* low, normal, high, critical */
 
 /* ---- status: the live state of an active job or server ------------------ */
@@ -180,7 +181,12 @@ struct cnl_wire_job {
 	int n_gpu_types;
 	char dataset[CNL_WIRE_NAME_MAX]; /* "": absent */
 	char image[CNL_WIRE_IMAGE_MAX];  /* "": absent (the built-in host) */
-	int nodes;                       /* its gang's size; 1: none */
+	/* The only nodes it may run on, and those it may not (0: absent). */
+	char nodelist[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];
+	int n_nodelist;
+	char exclude[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];
+	int n_exclude;
+	int nodes; /* its gang's size; 1: none */
 	struct cnl_wire_job_gang *gang;  /* malloc'd; NULL: none */
 	bool has_placement;
 	struct cnl_wire_placement placement;

@@ -718,6 +718,31 @@ static void test_cpu_only_and_type_sets(void **state)
 	assert_int_equal(place_rc(b), -CNL_ENOSPACE);
 }
 
+/* A request's node set: only those nodes, and none past its length. */
+static void test_node_set(void **state)
+{
+	(void)state;
+	add_node("n0", "L4", 1);
+	add_node("n1", "L4", 1);
+	add_node("n2", "L4", 1);
+	uint64_t bits = 1u << 2 | 1u << 1;
+	struct cnl_node_set set = {&bits, 3};
+	struct cnl_alloc_req r = blocks(PA, 10);
+	r.nodes = &set;
+	/* n0 would be the first pick of an empty cluster. */
+	assert_int_equal(place(blocks(PB, 10))->node, 0);
+	assert_int_not_equal(place(r)->node, 0);
+	bits = 1u << 1;
+	assert_int_equal(place(r)->node, 1);
+	set.len = 1; /* n1 lies past it: not in the set */
+	assert_int_equal(place_rc(r), -CNL_ENOSPACE);
+	bits = 0;
+	set.len = 3;
+	assert_int_equal(place_rc(r), -CNL_ENOSPACE);
+	r.nodes = NULL;
+	assert_int_equal(place_rc(r), 0);
+}
+
 /* CPU and memory that work CNLab did not place holds (the pods of other
  * Kubernetes schedulers) are used: placement leaves them alone, and they
  * may overcommit the node without breaking the invariants. */
@@ -912,6 +937,7 @@ int main(void)
 	    T(test_node_labels),
 	    T(test_cpu_only_and_type_sets),
 	    T(test_others_hold),
+	    T(test_node_set),
 	    T(test_fragmentation),
 	    T(test_fragmentation_mig),
 	    T(test_fragmentation_prediction),
