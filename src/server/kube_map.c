@@ -647,3 +647,154 @@ json_t *cnl_kube_allocation(const struct cnl_wire_slice *s, const char *node,
 	    "operator", "In", "values", node, "reservedFor", "resource", "pods",
 	    "name", pod_name, "uid", pod_uid);
 }
+
+/* ---- where a pod may go ------------------------------------------------- */
+
+/* Label @key of @labels against one matchExpression's @op and @values. */
+static bool expr_holds(const json_t *labels, const json_t *e)
+{
+	const char *key = S(e, "key"), *op = S(e, "operator");
+	const json_t *vals = json_object_get(e, "values"), *v;
+	const char *have = key ? S(labels, key) : NULL;
+	size_t i;
+
+	if (!key || !op)
+		return false;
+	if (strcmp(op, "Exists") == 0)
+		return have != NULL;
+	if (strcmp(op, "DoesNotExist") == 0)
+		return have == NULL;
+	if (strcmp(op, "In") == 0 || strcmp(op, "NotIn") == 0) {
+		bool in = false;
+		json_array_foreach (vals, i, v)
+			in |= have && json_string_value(v) &&
+			      strcmp(have, json_string_value(v)) == 0;
+		return op[0] == 'I' ? in : !in;
+	}
+	if (strcmp(op, "Gt") == 0 || strcmp(op, "Lt") == 0) {
+		/* One integer value against the label's, both integers. */
+		const char *w = json_string_value(json_array_get(vals, 0));
+		char *e1 = NULL, *e2 = NULL;
+		long long a, b;
+
+		if (!have || !w || json_array_size(vals) != 1)
+			return false;
+		errno = 0;
+		a = strtoll(have, &e1, 10);
+		b = strtoll(w, &e2, 10);
+		if (errno || e1 == have || *e1 || e2 == w || *e2)
+			return false;
+		return op[0] == 'G' ? a > b : a < b;
+	}
+	return false; /* an operator Kubernetes does not have */
+}
+
+/* One nodeSelectorTerm: every expression and field holds; a term with
+ * neither selects nothing. */
+static bool term_holds(const json_t *node, const json_t *t)
+{
+	const json_t *md = json_object_get(node, "metadata");
+	const json_t *labels = json_object_get(md, "labels");
+	const json_t *me = json_object_get(t, "matchExpressions");
+	const json_t *mf = json_object_get(t, "matchFields"), *e;
+	json_t *fields;
+	bool ok = true;
+	size_t i;
+
+	if (!json_array_size(me) && !json_array_size(mf))
+		return false;
+	json_array_foreach (me, i, e)
+		ok &= expr_holds(labels, e);
+	/* The fields a term may name: metadata.name only. */
+	fields = json_pack("{s:O}", "metadata.name",
+	                   json_object_get(md, "name") ?: json_null());
+	json_array_foreach (mf, i, e)
+		ok &= S(e, "key") && strcmp(S(e, "key"), "metadata.name") == 0 &&
+		      expr_holds(fields, e);
+	json_decref(fields);
+	return ok;
+}
+
+/* Whether one of @tols tolerates @taint. */
+static bool tolerated(const json_t *tols, const json_t *taint)
+{
+	const char *tk = S(taint, "key") ?: "", *tv = S(taint, "value") ?: "";
+	const char *te = S(taint, "effect") ?: "";
+	const json_t *t;
+	size_t i;
+
+	json_array_foreach (tols, i, t) {
+		const char *k = S(t, "key") ?: "", *op = S(t, "operator");
+		const char *v = S(t, "value") ?: "", *e = S(t, "effect") ?: "";
+		bool exists = op && strcmp(op, "Exists") == 0;
+
+		if (e[0] && strcmp(e, te) != 0)
+			continue;
+		if (k[0] ? strcmp(k, tk) != 0 : !exists)
+			continue;
+		if (exists || strcmp(v, tv) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
+                        size_t len)
+{
+	const json_t *ps = json_object_get(pod, "spec");
+	const json_t *ns = json_object_get(node, "spec");
+	const json_t *labels =
+	    json_object_get(json_object_get(node, "metadata"), "labels");
+	const json_t *tols = json_object_get(ps, "tolerations"), *x;
+	const char *k;
+	size_t i;
+	json_t *v;
+
+	json_object_foreach ((json_t *)json_object_get(ps, "nodeSelector"), k,
+	                     v) {
+		const char *have = S(labels, k);
+		if (!have || !json_string_value(v) ||
+		    strcmp(have, json_string_value(v)) != 0) {
+			snprintf(why, len, "its nodeSelector %s=%s", k,
+			         json_string_value(v) ?: "?");
+			return false;
+		}
+	}
+	const json_t *req = json_object_get(
+	    json_object_get(json_object_get(ps, "affinity"), "nodeAffinity"),
+	    "requiredDuringSchedulingIgnoredDuringExecution");
+	if (req) {
+		bool any = false;
+		json_array_foreach (json_object_get(req, "nodeSelectorTerms"),
+		                    i, x)
+			any |= term_holds(node, x);
+		if (!any) {
+			snprintf(why, len, "its required node affinity");
+			return false;
+		}
+	}
+	/* A cordoned node carries this taint to kube-scheduler's eyes. */
+	if (json_is_true(json_object_get(ns, "unschedulable"))) {
+		json_t *t = json_pack("{s:s,s:s}", "key",
+		                      "node.kubernetes.io/unschedulable",
+		                      "effect", "NoSchedule");
+		bool ok = tolerated(tols, t);
+		json_decref(t);
+		if (!ok) {
+			snprintf(why, len, "the node is unschedulable");
+			return false;
+		}
+	}
+	json_array_foreach (json_object_get(ns, "taints"), i, x) {
+		const char *e = S(x, "effect") ?: "";
+		if (strcmp(e, "NoSchedule") != 0 && strcmp(e, "NoExecute") != 0)
+			continue; /* PreferNoSchedule: a preference */
+		if (!tolerated(tols, x)) {
+			snprintf(why, len, "its taint %s%s%s:%s",
+			         S(x, "key") ?: "", S(x, "value") ? "=" : "",
+			         S(x, "value") ?: "", e);
+			return false;
+		}
+	}
+	return true;
+}

@@ -97,6 +97,17 @@ json_t *cnl_kube_allocation(const struct cnl_wire_slice *s, const char *node,
                             const unsigned char share[][16]);
 
 /*
+ * cnl_kube_node_fits - whether @pod may go to @node as kube-scheduler
+ * would let it: its nodeSelector, its required node affinity (In, NotIn,
+ * Exists, DoesNotExist, Gt, Lt; matchFields on metadata.name), and the
+ * node's NoSchedule and NoExecute taints (a cordoned node's
+ * node.kubernetes.io/unschedulable among them) against its tolerations.
+ * False with @why naming what does not hold.
+ */
+bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
+                        size_t len);
+
+/*
  * cnl_kube_pod_requests - the CPU (millicores) and memory (MiB) @pod
  * holds on its node as the kubelet counts it: its containers and sidecars
  * together or its largest init step, whichever is more, plus its

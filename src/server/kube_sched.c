@@ -138,6 +138,7 @@ struct cnl_kube_sched {
 	json_t *projects;      /* namespace -> [project name, id] */
 	json_t *run_ns;        /* project id -> [namespace, project name] */
 	json_t *budgets;       /* namespace -> its PodDisruptionBudgetList */
+	json_t *knodes;        /* the Kubernetes nodes as last listed */
 	json_t *refused_nodes; /* names whose credential was refused */
 	/* TrainingJobs and NotebookServers: "tj/NS/NAME", "nb/NS/NAME" ->
 	 * {"obj", "made": children made, "said": the news written last}. */
@@ -929,11 +930,71 @@ static bool budgeted(struct cnl_kube_sched *ks, const struct pod *p)
 	return hit;
 }
 
+#define NODELIST_MAX   16  /* cnlabd's "nodelist": names, and their */
+#define NODELIST_BYTES 512 /* bytes together */
+
+/*
+ * The CNLab nodes @p may go to (its nodeSelector, required node affinity,
+ * tolerations against the nodes' taints) into *@ret: NULL when every one
+ * of ours may take it, else an array of names for the job's "nodelist".
+ * Past NODELIST_MAX names (or bytes), the first that fit: fewer nodes
+ * than it could use, never one it may not.  -ENOENT, with @err saying
+ * why of each, when none may.
+ */
+static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
+                     json_t **ret, char *err, size_t len)
+{
+	json_t *ok = json_array(), *x;
+	size_t bytes = 0, mine = 0, i, used = 0;
+	char why[256];
+
+	*ret = NULL;
+	err[0] = '\0';
+	for (size_t k = 0; k < ks->n_nodes; k++) {
+		const struct node *n = &ks->nodes[k];
+		const json_t *obj = NULL;
+
+		if (n->gone)
+			continue;
+		mine++;
+		json_array_foreach (ks->knodes, i, x)
+			if (S(json_object_get(x, "metadata"), "name") &&
+			    strcmp(S(json_object_get(x, "metadata"), "name"),
+			           n->name) == 0)
+				obj = x;
+		if (!obj)
+			continue;
+		if (!cnl_kube_node_fits(p->obj, obj, why, sizeof(why))) {
+			/* Each node's reason, while there is room. */
+			int w = snprintf(err + used, len - used, "%s%s: %s",
+			                 used ? "; " : "", n->name, why);
+			if (w > 0 && (size_t)w < len - used)
+				used += (size_t)w;
+			continue;
+		}
+		if (json_array_size(ok) < NODELIST_MAX &&
+		    bytes + strlen(n->name) <= NODELIST_BYTES) {
+			json_array_append_new(ok, json_string(n->name));
+			bytes += strlen(n->name);
+		}
+	}
+	if (!json_array_size(ok)) {
+		json_decref(ok);
+		return mine ? -ENOENT : 0; /* no nodes yet: CNLab says so */
+	}
+	if (json_array_size(ok) == mine) {
+		json_decref(ok); /* all of them */
+		return 0;
+	}
+	*ret = ok;
+	return 0;
+}
+
 /* Submit pod @p as a job of its project. */
 static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
 	struct cnl_kube_ask a;
-	json_t *claim = NULL, *body, *reply = NULL;
+	json_t *claim = NULL, *body, *reply = NULL, *where = NULL;
 	char err[512], path[512], key[96], cmd[400], pname[CNL_WIRE_NAME_MAX];
 	const char *project, *id;
 	int r;
@@ -996,6 +1057,13 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		    p->job, pname, a.shape);
 		return;
 	}
+	/* Where it may go, as kube-scheduler would let it; taken once, at
+	 * submission. */
+	if (pod_nodes(ks, p, &where, path, sizeof(path)) < 0) {
+		snprintf(err, sizeof(err), "no node of CNLab's may take it (%s)",
+		         path);
+		goto refuse;
+	}
 	if (a.preemptible && budgeted(ks, p))
 		a.preemptible = 0;
 	snprintf(cmd, sizeof(cmd), POD_CMD "%s/%s", p->ns, p->name);
@@ -1014,6 +1082,8 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		                    json_integer((json_int_t)a.mem_mib));
 	if (a.dataset[0])
 		json_object_set_new(body, "dataset", json_string(a.dataset));
+	if (where)
+		json_object_set_new(body, "nodelist", where);
 	if (a.gpu_types[0]) {
 		json_t *types = json_array();
 		char *save = NULL, list[sizeof(a.gpu_types)];
@@ -2877,6 +2947,18 @@ static void others(struct cnl_kube_sched *ks)
 	json_decref(list);
 }
 
+/* What of node @n places pods: its labels, taints and cordon (new). */
+static json_t *node_marks(const json_t *n)
+{
+	const json_t *spec = json_object_get(n, "spec");
+
+	return json_pack(
+	    "{s:O?,s:O?,s:O?}", "labels",
+	    json_object_get(json_object_get(n, "metadata"), "labels"),
+	    "taints", json_object_get(spec, "taints"), "unschedulable",
+	    json_object_get(spec, "unschedulable"));
+}
+
 /* List nodes and our slices; register the nodes not yet known. */
 static void sync_nodes(struct cnl_kube_sched *ks)
 {
@@ -2894,6 +2976,36 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 		cnl_log(CNL_LOG_WARN, "kube: cannot list nodes or slices",
 		        "err=\"%s\"", err);
 		goto out;
+	}
+	/* What a pod's selectors and tolerations read of our nodes: said
+	 * when it changes (kubectl label, taint, cordon). */
+	json_array_foreach (json_object_get(nodes, "items"), i, x) {
+		const char *name = S(json_object_get(x, "metadata"), "name");
+		const json_t *y;
+		size_t j;
+
+		json_array_foreach (ks->knodes, j, y) {
+			if (!name ||
+			    !S(json_object_get(y, "metadata"), "name") ||
+			    strcmp(name,
+			           S(json_object_get(y, "metadata"), "name")))
+				continue;
+			json_t *mx = node_marks(x), *my = node_marks(y);
+			if (!json_equal(mx, my))
+				cnl_log(CNL_LOG_INFO,
+				        "kube: a node's labels, taints or "
+				        "cordon changed",
+				        "node=%s", name);
+			json_decref(mx);
+			json_decref(my);
+			break;
+		}
+	}
+	json_decref(ks->knodes);
+	ks->knodes = json_incref(json_object_get(nodes, "items"));
+	if (!json_is_array(ks->knodes)) {
+		json_decref(ks->knodes);
+		ks->knodes = json_array();
 	}
 	/* A node of ours missing from the list, or whose slices went, is
 	 * gone until it is there again. */
@@ -3077,6 +3189,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->projects = json_object();
 	ks->run_ns = json_object();
 	ks->budgets = json_object();
+	ks->knodes = json_array();
 	ks->refused_nodes = json_object();
 	ks->crs = json_object();
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
@@ -3178,6 +3291,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->projects);
 	json_decref(ks->run_ns);
 	json_decref(ks->budgets);
+	json_decref(ks->knodes);
 	json_decref(ks->refused_nodes);
 	json_decref(ks->crs);
 	explicit_bzero(ks->token, sizeof(ks->token));

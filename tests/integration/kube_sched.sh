@@ -21,6 +21,9 @@
 #   - a pod of another scheduler is left alone; the CPU that other
 #     schedulers' running pods hold on a node is counted as used there (a
 #     CNLab pod that fits only in it waits, and is bound once it goes);
+#     a pod's nodeSelector, required node affinity and tolerations against
+#     the nodes' taints hold its job to the nodes that meet them (none: it
+#     is refused, each node's reason said);
 #   - after a restart of cnlabd a bound pod is its job again; nobody logs
 #     in as the service user kube; a waiting pod whose job is cancelled is
 #     evicted; an agent's node is never taken over by its Kubernetes twin;
@@ -286,6 +289,56 @@ for _ in $(seq 200); do
 	sleep 0.05
 done
 [ "$others" = 0 ] || bad "others still counted after their pods went"
+
+# --- node selectors, affinity, taints --------------------------------------
+# node2 labelled pool=b and tainted dedicated=research:NoSchedule (as
+# kubectl label and kubectl taint do it).
+# cnlabd reads nodes each kube_resync, as kube-scheduler reads its cache:
+# the pods come once it has said it saw the change.
+marked() { # marked N: wait until cnlabd said N node changes
+	for _ in $(seq 400); do
+		[ "$(grep -c "labels, taints or cordon changed.*node=node2" "$tmp/err")" -ge "$1" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+seen=$(grep -c "labels, taints or cordon changed.*node=node2" "$tmp/err")
+k PATCH /api/v1/nodes/node2 '{"metadata":{"labels":{"pool":"b"}},"spec":{"taints":[{"key":"dedicated","value":"research","effect":"NoSchedule"}]}}' application/merge-patch+json >/dev/null
+marked $((seen + 1)) || bad "cnlabd did not see node2 labelled and tainted"
+spod() { # spod NAME SPEC_EXTRA_JSON: a CPU pod of ours with more spec
+	k POST /api/v1/namespaces/team-a/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"schedulerName\":\"cnlab\",\"containers\":[{\"name\":\"main\",\"image\":\"busybox\",\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}}],$2}}" >/dev/null
+}
+tol='"tolerations":[{"key":"dedicated","operator":"Equal","value":"research","effect":"NoSchedule"}]'
+# A selector only node2 meets, without the toleration: no node may take it.
+spod sel-b '"nodeSelector":{"pool":"b"}'
+m=
+for _ in $(seq 200); do
+	m=$(msg team-a sel-b)
+	[ -n "$m" ] && break
+	sleep 0.05
+done
+grep -q "node1: its nodeSelector pool=b" <<<"$m" && grep -q "node2: its taint dedicated=research:NoSchedule" <<<"$m" &&
+	[ -z "$(bound_node team-a sel-b)" ] && [ -z "$(job_of team-a/sel-b)" ] &&
+	ok "a pod no node may take (node1 lacks its label, node2's taint is not tolerated) is refused, each node's reason said, no job made ($m)" ||
+	bad "sel-b: '$m', bound '$(bound_node team-a sel-b)'"
+# With the toleration it may go to node2 only: its job says so.
+spod sel-b2 "\"nodeSelector\":{\"pool\":\"b\"},$tol"
+n=$(wait_bound team-a sel-b2)
+[ "$n" = node2 ] && [ "$(job_of team-a/sel-b2 | jq -c .nodelist)" = '["node2"]' ] &&
+	ok "with the toleration it is bound on node2, its job held to it (nodelist [\"node2\"])" ||
+	bad "sel-b2: node '$n', job $(job_of team-a/sel-b2)"
+# A required affinity away from pool b, tolerating the taint: node1.
+spod not-b "$tol,\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\"pool\",\"operator\":\"NotIn\",\"values\":[\"b\"]}]}]}}}"
+n=$(wait_bound team-a not-b)
+[ "$n" = node1 ] && [ "$(job_of team-a/not-b | jq -c .nodelist)" = '["node1"]' ] &&
+	ok "a required node affinity (pool NotIn [b]) is bound on node1" || bad "not-b: node '$n', job $(job_of team-a/not-b)"
+for p in sel-b2 not-b; do
+	ended team-a $p Succeeded 0
+	job_state team-a/$p succeeded >/dev/null
+done
+k DELETE /api/v1/namespaces/team-a/pods/sel-b >/dev/null
+k PATCH /api/v1/nodes/node2 '{"metadata":{"labels":{"pool":null}},"spec":{"taints":null}}' application/merge-patch+json >/dev/null
+marked $((seen + 2)) || bad "cnlabd did not see node2's label and taint go"
 
 # --- pre-emption and budgets ----------------------------------------------
 whole='{"deviceClassName":"gpu.cnlab.io","count":1}'

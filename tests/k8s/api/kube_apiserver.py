@@ -7,6 +7,9 @@ resourceVersion from one counter, lists with metadata.resourceVersion,
 errors as a v1 Status with reason and code):
 
   GET   /api/v1/nodes                                  list
+  PATCH /api/v1/nodes/NAME                             a merge patch
+                                                       (labels, taints,
+                                                       unschedulable)
   GET   /api/v1/namespaces/NS                          a namespace
   GET   /api/v1/namespaces?labelSelector=K%3DV         list (one equality)
   GET   /apis/resource.k8s.io/v1/resourceslices        list (fieldSelector
@@ -285,6 +288,16 @@ class H(BaseHTTPRequestHandler):
             return 200, {"kind": "NodeList", "apiVersion": "v1",
                          "metadata": {"resourceVersion": str(rv[0])},
                          "items": state["nodes"]}
+        if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4 and \
+                m == "PATCH":
+            # kubectl label, kubectl taint, kubectl cordon: a merge patch.
+            for n in state["nodes"]:
+                if n["metadata"]["name"] == parts[3]:
+                    merge(n, body)
+                    rv[0] += 1
+                    n["metadata"]["resourceVersion"] = str(rv[0])
+                    return 200, n
+            return status(404, "nodes \"%s\" not found" % parts[3])
         if path == "/apis/resource.k8s.io/v1/resourceslices" and m == "GET":
             sel = q.get("fieldSelector", [""])[0]
             items = [s for s in state["slices"]

@@ -291,6 +291,91 @@ static void test_pod_requests(void **state)
 	json_decref(p);
 }
 
+/* Where a pod may go: nodeSelector, required affinity, taints. */
+static void test_node_fits(void **state)
+{
+	char why[256];
+	json_t *node = parse(
+	    "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"zone\":\"a\","
+	    "\"gen\":\"5\"}},\"spec\":{\"taints\":[{\"key\":\"gpu\","
+	    "\"value\":\"only\",\"effect\":\"NoSchedule\"},{\"key\":"
+	    "\"soft\",\"effect\":\"PreferNoSchedule\"}]}}");
+	json_t *pod;
+
+	(void)state;
+#define FITS(text, want, said)                                            \
+	do {                                                              \
+		pod = parse(text);                                        \
+		why[0] = '\0';                                            \
+		assert_int_equal(cnl_kube_node_fits(pod, node, why,       \
+		                                    sizeof(why)),         \
+		                 want);                                   \
+		if (!(want))                                              \
+			assert_non_null(strstr(why, said));               \
+		json_decref(pod);                                         \
+	} while (0)
+	/* Its taint is not tolerated; PreferNoSchedule does not count. */
+	FITS("{\"spec\":{}}", false, "taint gpu=only:NoSchedule");
+	FITS("{\"spec\":{\"tolerations\":[{\"key\":\"gpu\",\"value\":"
+	     "\"other\"}]}}",
+	     false, "taint gpu");
+	FITS("{\"spec\":{\"tolerations\":[{\"key\":\"gpu\",\"value\":"
+	     "\"only\",\"effect\":\"NoExecute\"}]}}",
+	     false, "taint gpu");
+	FITS("{\"spec\":{\"tolerations\":[{\"key\":\"gpu\",\"operator\":"
+	     "\"Exists\"}]}}",
+	     true, "");
+	FITS("{\"spec\":{\"tolerations\":[{\"operator\":\"Exists\"}]}}",
+	     true, "");
+#define T "\"tolerations\":[{\"key\":\"gpu\",\"value\":\"only\"}]"
+	FITS("{\"spec\":{" T "}}", true, "");
+	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"zone\":\"a\"}}}", true,
+	     "");
+	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"zone\":\"b\"}}}", false,
+	     "nodeSelector zone=b");
+	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"rack\":\"a\"}}}", false,
+	     "nodeSelector rack=a");
+#define AFF(terms)                                                         \
+	"{\"spec\":{" T ",\"affinity\":{\"nodeAffinity\":{"                  \
+	"\"requiredDuringSchedulingIgnoredDuringExecution\":{"                \
+	"\"nodeSelectorTerms\":" terms "}}}}}"
+	FITS(AFF("[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":"
+	         "\"In\",\"values\":[\"b\",\"a\"]},{\"key\":\"gen\","
+	         "\"operator\":\"Gt\",\"values\":[\"4\"]}]}]"),
+	     true, "");
+	FITS(AFF("[{\"matchExpressions\":[{\"key\":\"gen\",\"operator\":"
+	         "\"Lt\",\"values\":[\"5\"]}]}]"),
+	     false, "node affinity");
+	/* Terms are ORed; expressions in one term ANDed. */
+	FITS(AFF("[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":"
+	         "\"NotIn\",\"values\":[\"a\"]}]},{\"matchExpressions\":[{"
+	         "\"key\":\"gen\",\"operator\":\"Exists\"},{\"key\":\"x\","
+	         "\"operator\":\"DoesNotExist\"}]}]"),
+	     true, "");
+	FITS(AFF("[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":"
+	         "\"In\",\"values\":[\"n2\"]}]}]"),
+	     false, "node affinity");
+	FITS(AFF("[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":"
+	         "\"In\",\"values\":[\"n1\"]}]}]"),
+	     true, "");
+	FITS(AFF("[{}]"), false, "node affinity"); /* an empty term: nothing */
+	FITS(AFF("[{\"matchExpressions\":[{\"key\":\"gen\",\"operator\":"
+	         "\"Gt\",\"values\":[\"x\"]}]}]"),
+	     false, "node affinity");
+	/* A cordoned node: its taint, unless tolerated. */
+	json_object_set_new(json_object_get(node, "spec"), "unschedulable",
+	                    json_true());
+	FITS("{\"spec\":{" T "}}", false, "unschedulable");
+	FITS("{\"spec\":{\"tolerations\":[{\"key\":\"gpu\",\"value\":"
+	     "\"only\"},{\"key\":\"node.kubernetes.io/unschedulable\","
+	     "\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]}}",
+	     true, "");
+#undef AFF
+#undef T
+#undef FITS
+	json_decref(node);
+}
+
 static void test_register(void **state)
 {
 	struct cnl_wire_register m;
@@ -519,6 +604,7 @@ int main(void)
 	    cmocka_unit_test(test_priority_and_annotations),
 	    cmocka_unit_test(test_pod_claim),
 	    cmocka_unit_test(test_pod_requests),
+	    cmocka_unit_test(test_node_fits),
 	    cmocka_unit_test(test_register),
 	    cmocka_unit_test(test_allocation),
 	    cmocka_unit_test(test_trainingjob),
