@@ -127,8 +127,7 @@ struct cnl_node_set {
 };
 
 /* Whether request @r may use node @node at all (its node set). */
-static inline bool cnl_req_node_ok(const struct cnl_alloc_req *r,
-                                   uint32_t node)
+static inline bool cnl_req_node_ok(const struct cnl_alloc_req *r, uint32_t node)
 {
 	return !r->nodes || (node < r->nodes->len &&
 	                     (r->nodes->bits[node >> 6] >> (node & 63) & 1));

@@ -537,8 +537,7 @@ static bool same_req(const struct cnl_req_prep *a, const struct cnl_req_prep *b)
 	       x->gpus == z->gpus && x->gpu_type == z->gpu_type &&
 	       x->gpu_types == z->gpu_types && x->project == z->project &&
 	       x->cpu_milli == z->cpu_milli && x->mem_mib == z->mem_mib &&
-	       x->nodes == z->nodes &&
-	       a->type_ok == b->type_ok &&
+	       x->nodes == z->nodes && a->type_ok == b->type_ok &&
 	       memcmp(a->prof, b->prof, sizeof(a->prof)) == 0;
 }
 

@@ -330,10 +330,11 @@ static int get_node_lists(struct call *c, json_t *body, json_t **ret,
 			continue;
 		if (!json_is_array(a) || json_array_size(a) < 1 ||
 		    json_array_size(a) > NODE_LIST_MAX) {
-			cnl_http_error(resp, 400, "bad_request",
-			               "field \"%s\": must be an array of 1..%d "
-			               "node names (cnlab node list)",
-			               keys[k], NODE_LIST_MAX);
+			cnl_http_error(
+			    resp, 400, "bad_request",
+			    "field \"%s\": must be an array of 1..%d "
+			    "node names (cnlab node list)",
+			    keys[k], NODE_LIST_MAX);
 			goto bad;
 		}
 		json_array_foreach (a, i, v) {
@@ -447,11 +448,10 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp)
 {
 	static const char *const fields[] = {
-	    "command",  "gpu",       "profile",     "priority",
-	    "deadline", "runtime_s", "preemptible", "cpu_milli",
-	    "mem_mib",  "inputs",    "gpu_types",   "dataset",
-	    "nodes",    "image",     "secrets",     "nodelist",
-	    "exclude",  NULL};
+	    "command",   "gpu",         "profile",   "priority", "deadline",
+	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "inputs",
+	    "gpu_types", "dataset",     "nodes",     "image",    "secrets",
+	    "nodelist",  "exclude",     NULL};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;

@@ -118,8 +118,8 @@ int ctl_nset_intern(struct cnl_ctl *ctl, const json_t *in, const json_t *out,
 	}
 	if (ctl->n_nsets == ctl->cap_nsets) {
 		ctl->cap_nsets = ctl->cap_nsets ? 2 * ctl->cap_nsets : 8;
-		ctl->nsets = cnl_xrealloc(ctl->nsets, ctl->cap_nsets *
-		                                          sizeof(*ctl->nsets));
+		ctl->nsets = cnl_xrealloc(ctl->nsets,
+		                          ctl->cap_nsets * sizeof(*ctl->nsets));
 	}
 	s = cnl_xcalloc(1, sizeof(*s));
 	s->key = key;

@@ -709,7 +709,8 @@ static bool term_holds(const json_t *node, const json_t *t)
 	fields = json_pack("{s:O}", "metadata.name",
 	                   json_object_get(md, "name") ?: json_null());
 	json_array_foreach (mf, i, e)
-		ok &= S(e, "key") && strcmp(S(e, "key"), "metadata.name") == 0 &&
+		ok &= S(e, "key") &&
+		      strcmp(S(e, "key"), "metadata.name") == 0 &&
 		      expr_holds(fields, e);
 	json_decref(fields);
 	return ok;

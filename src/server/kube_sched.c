@@ -1060,8 +1060,8 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	/* Where it may go, as kube-scheduler would let it; taken once, at
 	 * submission. */
 	if (pod_nodes(ks, p, &where, path, sizeof(path)) < 0) {
-		snprintf(err, sizeof(err), "no node of CNLab's may take it (%s)",
-		         path);
+		snprintf(err, sizeof(err),
+		         "no node of CNLab's may take it (%s)", path);
 		goto refuse;
 	}
 	if (a.preemptible && budgeted(ks, p))
@@ -2954,8 +2954,8 @@ static json_t *node_marks(const json_t *n)
 
 	return json_pack(
 	    "{s:O?,s:O?,s:O?}", "labels",
-	    json_object_get(json_object_get(n, "metadata"), "labels"),
-	    "taints", json_object_get(spec, "taints"), "unschedulable",
+	    json_object_get(json_object_get(n, "metadata"), "labels"), "taints",
+	    json_object_get(spec, "taints"), "unschedulable",
 	    json_object_get(spec, "unschedulable"));
 }
 

@@ -547,34 +547,14 @@ json_t *cnl_wire_job_encode(const struct cnl_wire_job *m)
 int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
                         size_t errlen)
 {
-	static const char *const fields[] = {"id",
-	                                     "project_id",
-	                                     "user_id",
-	                                     "command",
-	                                     "profile",
-	                                     "gpu",
-	                                     "priority",
-	                                     "state",
-	                                     "exit_code",
-	                                     "deadline",
-	                                     "runtime_s",
-	                                     "created_at",
-	                                     "updated_at",
-	                                     "status",
-	                                     "preemptible",
-	                                     "message",
-	                                     "mem_mib",
-	                                     "cpu_milli",
-	                                     "gpu_types",
-	                                     "dataset",
-	                                     "image",
-	                                     "nodelist",
-	                                     "exclude",
-	                                     "nodes",
-	                                     "gang",
-	                                     "placement",
-	                                     "deadline_check",
-	                                     NULL};
+	static const char *const fields[] = {
+	    "id",         "project_id", "user_id",        "command",
+	    "profile",    "gpu",        "priority",       "state",
+	    "exit_code",  "deadline",   "runtime_s",      "created_at",
+	    "updated_at", "status",     "preemptible",    "message",
+	    "mem_mib",    "cpu_milli",  "gpu_types",      "dataset",
+	    "image",      "nodelist",   "exclude",        "nodes",
+	    "gang",       "placement",  "deadline_check", NULL};
 	const json_t *a = NULL;
 
 	memset(ret, 0, sizeof(*ret));

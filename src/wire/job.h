@@ -41,11 +41,11 @@
 
 #include "wire/node.h"
 
-#define CNL_WIRE_STATE_MAX  16  /* "pending", "requeuing" */
-#define CNL_WIRE_TEXT_MAX   256 /* a sentence: a reason, a check */
-#define CNL_WIRE_TYPES_MAX  16  /* GPU types a job may list */
-#define CNL_WIRE_NODE_LIST_MAX 16 /* names in its nodelist, its exclude */
-#define CNL_WIRE_PRIO_COUNT 4   /* low, normal, high, critical */
+#define CNL_WIRE_STATE_MAX     16  /* "pending", "requeuing" */
+#define CNL_WIRE_TEXT_MAX      256 /* a sentence: a reason, a check */
+#define CNL_WIRE_TYPES_MAX     16  /* GPU types a job may list */
+#define CNL_WIRE_NODE_LIST_MAX 16  /* names in its nodelist, its exclude */
+#define CNL_WIRE_PRIO_COUNT    4   /* low, normal, high, critical */
 
 /* ---- status: the live state of an active job or server ------------------ */
 
@@ -186,8 +186,8 @@ struct cnl_wire_job {
 	int n_nodelist;
 	char exclude[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];
 	int n_exclude;
-	int nodes; /* its gang's size; 1: none */
-	struct cnl_wire_job_gang *gang;  /* malloc'd; NULL: none */
+	int nodes;                      /* its gang's size; 1: none */
+	struct cnl_wire_job_gang *gang; /* malloc'd; NULL: none */
 	bool has_placement;
 	struct cnl_wire_placement placement;
 	bool has_deadline_check;

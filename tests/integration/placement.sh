@@ -10,6 +10,8 @@
 #   - --dataset picks the node that holds the dataset over the node packing
 #     prefers (a control job without it goes there), and jobs show says
 #     why in "Why:" lines;
+#   - --nodelist and --exclude hold a job to nodes (over packing's pick);
+#     one whose nodes cannot run it, or naming no node, is refused;
 #   - --gpu-type restricts the GPU type; --no-preempt, --cpu, --memory
 #     reach the job; bad values exit 2 naming the flag;
 #   - an agent restarted with other datasets relabels its node; a bad
@@ -203,11 +205,34 @@ j=$("$cnlab" jobs show "$ty" -o json)
 show=$("$cnlab" jobs show "$ty")
 grep -q "^Why:       GPU type A100-80GB is one of those allowed: a100" <<<"$show" &&
 	grep -q "^Preempt:   never" <<<"$show" && ok "jobs show: the allowed type" || bad "jobs show types: $show"
+# --- node lists: the only nodes, the nodes never ---------------------------
+# Packing prefers the busy node b (the control above): a nodelist or an
+# exclude sends the job to a.
+"$cnlab" run --gpu any-5 --nodelist "$run-a" hello.sh >nl.out 2>nl.err
+grep -q "✓ Running on $run-a" nl.err && ok "--nodelist $run-a runs there, not where packing would" ||
+	bad "nodelist: $(cat nl.err)"
+nl=$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' nl.err)
+"$cnlab" jobs show "$nl" | grep -q "^Nodes:     only $run-a$" &&
+	[ "$("$cnlab" jobs show "$nl" -o json | jq -c .nodelist)" = "[\"$run-a\"]" ] &&
+	ok "jobs show: the nodes it may use" || bad "jobs show nodelist: $("$cnlab" jobs show "$nl")"
+"$cnlab" run --gpu any-5 --exclude "$run-b" hello.sh >ex.out 2>ex.err
+grep -q "✓ Running on $run-a" ex.err && ok "--exclude $run-b runs elsewhere" || bad "exclude: $(cat ex.err)"
+# Only node b, whose GPU is an A100, for an H100 slice: refused, saying why.
+out=$("$cnlab" run --gpu h100-5 --nodelist "$run-b" hello.sh 2>&1)
+rc=$?
+[ $rc != 0 ] && grep -q "nodes it may use" <<<"$out" &&
+	ok "a nodelist whose nodes cannot run the shape is refused ($out)" || bad "nodelist infeasible: rc $rc: $out"
+out=$("$cnlab" run --gpu any-5 --nodelist nosuch-node hello.sh 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'nodelist\[0\].*nosuch-node.*not a registered node' <<<"$out" &&
+	ok "a nodelist naming no node is refused, naming it" || bad "unknown node: rc $rc: $out"
+
 touch "$shared/go"
 wait_for 30 is_state "$filler" succeeded || bad "filler end: $(state "$filler")"
 
 for args in "--nodes 0:--nodes" "--nodes 65:--nodes" "--cpu 2x:--cpu" \
-	"--memory lots:--memory" "--dataset .x:--dataset" "--gpu-type ,:--gpu-type"; do
+	"--memory lots:--memory" "--dataset .x:--dataset" "--gpu-type ,:--gpu-type" \
+	"--nodelist a,,b:--nodelist" "--exclude ,:--exclude"; do
 	out=$("$cnlab" run --gpu any-5 ${args%%:*} hello.sh 2>&1)
 	rc=$?
 	[ $rc = 2 ] && grep -q -- "${args#*:}" <<<"$out" && ok "refused: ${args%%:*}" ||

@@ -185,6 +185,18 @@ int cnl_cli_cmd_jobs_show(struct cnl_cli *cli)
 	}
 	if (o.dataset[0])
 		printf("Dataset:   %s\n", o.dataset);
+	if (o.n_nodelist) {
+		printf("Nodes:     only");
+		for (int i = 0; i < o.n_nodelist; i++)
+			printf("%s %s", i ? "," : "", o.nodelist[i]);
+		printf("\n");
+	}
+	if (o.n_exclude) {
+		printf("Excluded:");
+		for (int i = 0; i < o.n_exclude; i++)
+			printf("%s %s", i ? "," : "", o.exclude[i]);
+		printf("\n");
+	}
 	if (o.gang)
 		printf("Gang:      %s, rank %d of %d\n", o.gang->id,
 		       o.gang->rank, o.gang->size);

@@ -994,14 +994,43 @@ static int upload_input(struct cnl_cli *cli, const char *pid, const char *file,
 	return 0;
 }
 
+/* "A,B,C" (1..16 names of 1..@longest bytes) as a JSON array; NULL when
+ * it is not one. */
+static json_t *comma_list(const char *list, size_t longest)
+{
+	json_t *a = json_array();
+
+	for (const char *p = list;;) {
+		size_t len = strcspn(p, ",");
+
+		if (len == 0 || len > longest || json_array_size(a) >= 16) {
+			json_decref(a);
+			return NULL;
+		}
+		json_array_append_new(a, json_stringn(p, len));
+		if (p[len] == '\0')
+			return a;
+		p += len + 1;
+	}
+}
+
 /*
  * The job fields of the flags beyond the shape into *@ret (a new object):
- * gpu_types, dataset, nodes, preemptible, cpu_milli, mem_mib.  0, or exit
- * code 2 with a message naming the flag.
+ * gpu_types, dataset, nodelist, exclude, nodes, preemptible, cpu_milli,
+ * mem_mib.  0, or exit code 2 with a message naming the flag.
  */
 static int job_fields(struct cnl_cli *cli, json_t **ret)
 {
-	const char *types = cnl_cli_flag(cli, "gpu-type");
+	static const char *const lists[][3] = {
+	    {"gpu-type", "gpu_types",
+	     "--gpu-type: want 1..16 comma-separated GPU types or families, "
+	     "e.g. h100,a100"},
+	    {"nodelist", "nodelist",
+	     "--nodelist: want 1..16 comma-separated node names (cnlab node "
+	     "list)"},
+	    {"exclude", "exclude",
+	     "--exclude: want 1..16 comma-separated node names (cnlab node "
+	     "list)"}};
 	const char *dataset = cnl_cli_flag(cli, "dataset");
 	const char *nodes = cnl_cli_flag(cli, "nodes");
 	const char *cpu = cnl_cli_flag(cli, "cpu");
@@ -1010,27 +1039,17 @@ static int job_fields(struct cnl_cli *cli, json_t **ret)
 	int64_t v;
 	char *end;
 
-	if (types) {
-		json_t *a = json_array();
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		const char *f = cnl_cli_flag(cli, lists[i][0]);
+		json_t *a;
 
-		for (const char *p = types;;) {
-			size_t len = strcspn(p, ",");
-
-			if (len == 0 || len > 31 || json_array_size(a) >= 16) {
-				json_decref(a);
-				json_decref(o);
-				return cnl_cli_fail(
-				    CNL_EXIT_USAGE,
-				    "--gpu-type: want 1..16 comma-separated "
-				    "GPU "
-				    "types or families, e.g. h100,a100");
-			}
-			json_array_append_new(a, json_stringn(p, len));
-			if (p[len] == '\0')
-				break;
-			p += len + 1;
+		if (!f)
+			continue;
+		if (!(a = comma_list(f, i == 0 ? 31 : 63))) {
+			json_decref(o);
+			return cnl_cli_fail(CNL_EXIT_USAGE, "%s", lists[i][2]);
 		}
-		json_object_set_new(o, "gpu_types", a);
+		json_object_set_new(o, lists[i][1], a);
 	}
 	if (dataset && !cnl_label_valid(dataset)) {
 		json_decref(o);

@@ -2217,6 +2217,51 @@ static void restart_cnlabd(void)
 	         (unsigned)cnl_http_server_port(F.s.srv));
 }
 
+/* A job held to its nodelist waits for them, though others are free,
+ * across a restart; a nodelist less its exclude that leaves no node able
+ * to run the shape (d3 is an A100) is refused; an unknown node is named. */
+static void test_job_nodelist(void **state)
+{
+	char only3[CNL_ID_MAX], path[128], *t;
+	json_t *o;
+
+	snprintf(path, sizeof(path), "/v1/projects/%s/jobs", D.proj);
+	o = call_ok("POST", path, MEMBER,
+	            "{\"command\":\"x\",\"gpu\":\"h100-5\",\"nodelist\":"
+	            "[\"d1\",\"d3\"],\"exclude\":[\"d1\"]}",
+	            422);
+	t = json_dumps(o, 0);
+	assert_non_null(strstr(t, "nodes it may use"));
+	free(t);
+	json_decref(o);
+	o = call_ok("POST", path, MEMBER,
+	            "{\"command\":\"x\",\"gpu\":\"any-5\",\"nodelist\":"
+	            "[\"d3\",\"d9\"]}",
+	            400);
+	t = json_dumps(o, 0);
+	assert_non_null(strstr(t, "nodelist[1]"));
+	free(t);
+	json_decref(o);
+	set_state(D.node[2], "cordoned");
+	d_submit("{\"command\":\"x\",\"gpu\":\"any-5\",\"nodelist\":"
+	         "[\"d3\"]}",
+	         only3);
+	tick(now_ms());
+	assert_int_equal(d_where(only3), -1);
+	restart_cnlabd();
+	tick(now_ms());
+	assert_int_equal(d_where(only3), -1);
+	o = job(only3);
+	assert_string_equal(json_string_value(json_array_get(
+	                        json_object_get(o, "nodelist"), 0)),
+	                    "d3");
+	json_decref(o);
+	set_state(D.node[2], "up");
+	tick(now_ms());
+	assert_int_equal(d_where(only3), 2);
+	d_report(only3, "succeeded", 0);
+}
+
 /* A restarted cnlabd rebuilds the same scheduler jobs from the store: the
  * spread gang still cannot start on two nodes, the A100-only job still
  * waits for an A100, a running job keeps its explanation, a gang member
@@ -3279,6 +3324,7 @@ int main(void)
 	    cmocka_unit_test(test_job_gpu_types_restrict),
 	    cmocka_unit_test(test_gang),
 	    cmocka_unit_test(test_job_fields_survive_restart),
+	    cmocka_unit_test(test_job_nodelist),
 	    cmocka_unit_test(test_restart_same_view),
 	    cmocka_unit_test(test_restart_fails_unknown_shape),
 	    cmocka_unit_test(test_node_datasets_relabel),

@@ -295,24 +295,23 @@ static void test_pod_requests(void **state)
 static void test_node_fits(void **state)
 {
 	char why[256];
-	json_t *node = parse(
-	    "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"zone\":\"a\","
-	    "\"gen\":\"5\"}},\"spec\":{\"taints\":[{\"key\":\"gpu\","
-	    "\"value\":\"only\",\"effect\":\"NoSchedule\"},{\"key\":"
-	    "\"soft\",\"effect\":\"PreferNoSchedule\"}]}}");
+	json_t *node =
+	    parse("{\"metadata\":{\"name\":\"n1\",\"labels\":{\"zone\":\"a\","
+	          "\"gen\":\"5\"}},\"spec\":{\"taints\":[{\"key\":\"gpu\","
+	          "\"value\":\"only\",\"effect\":\"NoSchedule\"},{\"key\":"
+	          "\"soft\",\"effect\":\"PreferNoSchedule\"}]}}");
 	json_t *pod;
 
 	(void)state;
-#define FITS(text, want, said)                                            \
-	do {                                                              \
-		pod = parse(text);                                        \
-		why[0] = '\0';                                            \
-		assert_int_equal(cnl_kube_node_fits(pod, node, why,       \
-		                                    sizeof(why)),         \
-		                 want);                                   \
-		if (!(want))                                              \
-			assert_non_null(strstr(why, said));               \
-		json_decref(pod);                                         \
+#define FITS(text, want, said)                                              \
+	do {                                                                \
+		pod = parse(text);                                          \
+		why[0] = '\0';                                              \
+		assert_int_equal(                                           \
+		    cnl_kube_node_fits(pod, node, why, sizeof(why)), want); \
+		if (!(want))                                                \
+			assert_non_null(strstr(why, said));                 \
+		json_decref(pod);                                           \
 	} while (0)
 	/* Its taint is not tolerated; PreferNoSchedule does not count. */
 	FITS("{\"spec\":{}}", false, "taint gpu=only:NoSchedule");
@@ -325,19 +324,18 @@ static void test_node_fits(void **state)
 	FITS("{\"spec\":{\"tolerations\":[{\"key\":\"gpu\",\"operator\":"
 	     "\"Exists\"}]}}",
 	     true, "");
-	FITS("{\"spec\":{\"tolerations\":[{\"operator\":\"Exists\"}]}}",
-	     true, "");
+	FITS("{\"spec\":{\"tolerations\":[{\"operator\":\"Exists\"}]}}", true,
+	     "");
 #define T "\"tolerations\":[{\"key\":\"gpu\",\"value\":\"only\"}]"
 	FITS("{\"spec\":{" T "}}", true, "");
-	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"zone\":\"a\"}}}", true,
-	     "");
+	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"zone\":\"a\"}}}", true, "");
 	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"zone\":\"b\"}}}", false,
 	     "nodeSelector zone=b");
 	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"rack\":\"a\"}}}", false,
 	     "nodeSelector rack=a");
-#define AFF(terms)                                                         \
-	"{\"spec\":{" T ",\"affinity\":{\"nodeAffinity\":{"                  \
-	"\"requiredDuringSchedulingIgnoredDuringExecution\":{"                \
+#define AFF(terms)                                             \
+	"{\"spec\":{" T ",\"affinity\":{\"nodeAffinity\":{"    \
+	"\"requiredDuringSchedulingIgnoredDuringExecution\":{" \
 	"\"nodeSelectorTerms\":" terms "}}}}}"
 	FITS(AFF("[{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":"
 	         "\"In\",\"values\":[\"b\",\"a\"]},{\"key\":\"gen\","

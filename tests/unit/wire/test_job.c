@@ -227,6 +227,11 @@ static void full(struct cnl_wire_job *m, struct cnl_wire_job_gang *g)
 	SET(m->gpu_types[1], "a100-80gb");
 	m->n_gpu_types = 2;
 	SET(m->dataset, "imagenet");
+	SET(m->nodelist[0], "gpu-01");
+	m->n_nodelist = 1;
+	SET(m->exclude[0], "gpu-02");
+	SET(m->exclude[1], "gpu-03");
+	m->n_exclude = 2;
 	m->nodes = 2;
 	memset(g, 0, sizeof(*g));
 	SET(g->id, "job_1");
@@ -304,6 +309,10 @@ static void test_job_round_trip(void **state)
 	assert_string_equal(back.status.reservation.cluster, "eu");
 	assert_int_equal(back.status.estimate.unestimated_running, 2);
 	assert_string_equal(back.gpu_types[1], "a100-80gb");
+	assert_int_equal(back.n_nodelist, 1);
+	assert_string_equal(back.nodelist[0], "gpu-01");
+	assert_int_equal(back.n_exclude, 2);
+	assert_string_equal(back.exclude[1], "gpu-03");
 	assert_non_null(back.gang);
 	assert_string_equal(back.gang->members[1], "job_2");
 	assert_string_equal(back.gang->placements[1].rack, "r1");
@@ -319,10 +328,12 @@ static void test_job_round_trip(void **state)
 	    strstr(s, "\"updated_at\":\"2026-04-30T17:00:01.000Z\",\"status\":{"
 	              "\"phase\":\"pending\",\"epoch\":3,\"reason\":"));
 	assert_non_null(strstr(
-	    s, "\"preemptible\":false,\"message\":\"exit status 3\","
-	       "\"mem_mib\":8192,\"cpu_milli\":2500,\"gpu_types\":[\"h100\","
-	       "\"a100-80gb\"],\"dataset\":\"imagenet\",\"nodes\":2,\"gang\":{"
-	       "\"id\":\"job_1\",\"rank\":0,\"size\":2,\"members\":"));
+	    s,
+	    "\"preemptible\":false,\"message\":\"exit status 3\","
+	    "\"mem_mib\":8192,\"cpu_milli\":2500,\"gpu_types\":[\"h100\","
+	    "\"a100-80gb\"],\"dataset\":\"imagenet\",\"nodelist\":[\"gpu-01\"],"
+	    "\"exclude\":[\"gpu-02\",\"gpu-03\"],\"nodes\":2,\"gang\":{"
+	    "\"id\":\"job_1\",\"rank\":0,\"size\":2,\"members\":"));
 	assert_non_null(strstr(
 	    s, "\"placements\":[{\"id\":\"job_1\",\"rank\":0,\"state\":"
 	       "\"pending\"},{\"id\":\"job_2\",\"rank\":1,\"state\":"
@@ -458,6 +469,8 @@ static void test_job_refusals(void **state)
 	BAD("status.epoch", json_string("3"), "\"status.epoch\"");
 	BAD("status.reservation.at", json_true(), "\"status.reservation.at\"");
 	BAD("gpu_types.1", json_integer(1), "\"gpu_types[1]\"");
+	BAD("exclude.1", json_integer(1), "\"exclude[1]\"");
+	BAD("nodelist", json_string("gpu-01"), "\"nodelist\"");
 	BAD("gang.members", json_string("job_1"), "\"gang.members\"");
 	BAD("gang.members.0", json_null(), "\"gang.members[0]\"");
 	BAD("placement.gpu_type_allowed", json_string("yes"),
