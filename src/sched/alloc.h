@@ -198,8 +198,10 @@ struct cnl_node {
 	int16_t gpu_type;
 	int64_t cpu_total, cpu_used;
 	int64_t mem_total, mem_used;
-	/* Of cpu_used and mem_used, what work CNLab did not place holds
-	 * (cnl_cluster_set_node_others): no allocation of CNLab's. */
+	/* What work CNLab did not place holds (cnl_cluster_set_node_others):
+	 * not in cpu_used and mem_used, which are CNLab's allocations (so
+	 * that one freed and put back always fits again), but out of the
+	 * free capacity that searches read (struct cnl_node_hot). */
 	int64_t cpu_others, mem_others;
 	uint32_t n_allocs;
 	uint32_t n_shared; /* allocations of part of one GPU (blocks, MIG) */
@@ -283,9 +285,10 @@ int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
 /*
  * cnl_cluster_set_node_others - the CPU (millicores) and memory (MiB) of
  * the node that work CNLab did not place holds now (the pods of another
- * Kubernetes scheduler): counted as used, so that placement leaves it
+ * Kubernetes scheduler): not free, so that placement leaves it
  * alone.  It may exceed what is free (that work came after CNLab's): the
- * node then takes no more until enough ends.  Errors: -CNL_ENODE,
+ * node then takes no more until enough ends, and what CNLab placed there
+ * stays placed.  Errors: -CNL_ENODE,
  * -CNL_ESIZE (negative); nothing changes on failure.
  */
 int cnl_cluster_set_node_others(struct cnl_cluster *c, uint32_t node,

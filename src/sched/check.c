@@ -351,19 +351,17 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 		struct cnl_node sum = *n;
 		/* What others hold may overcommit the node; CNLab's own
 		 * allocations may not. */
-		int64_t cpu_own = n->cpu_used - n->cpu_others,
-		        mem_own = n->mem_used - n->mem_others;
-		if (cpu[ni] != cpu_own || mem[ni] != mem_own ||
-		    cpu_own > n->cpu_total || mem_own > n->mem_total ||
-		    cpu_own < 0 || mem_own < 0 || n->cpu_others < 0 ||
+		if (cpu[ni] != n->cpu_used || mem[ni] != n->mem_used ||
+		    n->cpu_used > n->cpu_total || n->mem_used > n->mem_total ||
+		    n->cpu_used < 0 || n->mem_used < 0 || n->cpu_others < 0 ||
 		    n->mem_others < 0)
 			rc = bad(err, errlen,
 			         "I6 %s: cpu %lld/%lld (rebuilt %lld), mem "
 			         "%lld/%lld (rebuilt %lld)",
-			         n->name, (long long)cpu_own,
+			         n->name, (long long)n->cpu_used,
 			         (long long)n->cpu_total, (long long)cpu[ni],
-			         (long long)mem_own, (long long)n->mem_total,
-			         (long long)mem[ni]);
+			         (long long)n->mem_used,
+			         (long long)n->mem_total, (long long)mem[ni]);
 		else if (nallocs[ni] != n->n_allocs ||
 		         nwhole[ni] != n->n_whole ||
 		         n->n_shared + n->n_whole > n->n_allocs)
@@ -392,8 +390,10 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 			rc = bad(err, errlen, "I7 %s: stale summary", n->name);
 		const struct cnl_node_hot *h = &c->hot[ni];
 		if (rc == 0 &&
-		    (h->cpu_free != n->cpu_total - n->cpu_used ||
-		     h->mem_free != n->mem_total - n->mem_used ||
+		    (h->cpu_free !=
+		         n->cpu_total - n->cpu_used - n->cpu_others ||
+		     h->mem_free !=
+		         n->mem_total - n->mem_used - n->mem_others ||
 		     h->state != n->state || h->n_allocs != n->n_allocs ||
 		     h->n_empty != n->n_empty || h->gpu_type != n->gpu_type ||
 		     h->max_block_free != n->max_block_free ||

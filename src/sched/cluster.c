@@ -93,8 +93,8 @@ void cnl_node_summary(struct cnl_cluster *c, uint32_t i)
 	struct cnl_node_hot *h = &c->hot[i];
 
 	cnl_node_summary_of(c, n);
-	h->cpu_free = n->cpu_total - n->cpu_used;
-	h->mem_free = n->mem_total - n->mem_used;
+	h->cpu_free = n->cpu_total - n->cpu_used - n->cpu_others;
+	h->mem_free = n->mem_total - n->mem_used - n->mem_others;
 	h->gpu_type = n->gpu_type;
 	h->state = n->state;
 	h->n_gpus = n->n_gpus;
@@ -263,8 +263,6 @@ int cnl_cluster_set_node_others(struct cnl_cluster *c, uint32_t node,
 	if (cpu_milli < 0 || mem_mib < 0)
 		return -CNL_ESIZE;
 	n = &c->nodes[node];
-	n->cpu_used += cpu_milli - n->cpu_others;
-	n->mem_used += mem_mib - n->mem_others;
 	n->cpu_others = cpu_milli;
 	n->mem_others = mem_mib;
 	cnl_node_summary(c, node);

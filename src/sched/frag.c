@@ -86,8 +86,8 @@ static void view_of(const struct cnl_cluster *c, uint32_t node, struct view *v)
 
 	v->n_gpus = n->n_gpus;
 	v->n_empty = n->n_empty;
-	v->cpu_free = n->cpu_total - n->cpu_used;
-	v->mem_free = n->mem_total - n->mem_used;
+	v->cpu_free = n->cpu_total - n->cpu_used - n->cpu_others;
+	v->mem_free = n->mem_total - n->mem_used - n->mem_others;
 	for (int g = 0; g < n->n_gpus; g++) {
 		const struct cnl_gpu *gp = &n->gpus[g];
 		v->freeb[g] = cnl_gpu_free_blocks(c, node, g);

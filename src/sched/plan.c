@@ -314,9 +314,10 @@ static bool plan_node(const struct cnl_cluster *c, const struct cnl_req_prep *p,
 		 * then the least CPU left over (in cores). */
 		memset(best, 0, sizeof(*best));
 		best->kind = CNL_PLACE_CPU;
-		best->score =
-		    (n->n_gpus ? SCORE_OPEN_GPU : 0) +
-		    (n->cpu_total - n->cpu_used - p->req.cpu_milli) / 1000;
+		best->score = (n->n_gpus ? SCORE_OPEN_GPU : 0) +
+		              (n->cpu_total - n->cpu_used - n->cpu_others -
+		               p->req.cpu_milli) /
+		                  1000;
 	} else if (p->req.kind == CNL_REQ_WHOLE) {
 		int need = p->req.gpus;
 		best->gpu_mask = 0;

@@ -309,8 +309,10 @@ int cnl_cyc_cap_view_init(const struct cnl_cyc *y, uint32_t node,
 	const struct cnl_node *n = &c->nodes[node];
 	const struct cnl_alloc_req *r = &p->req;
 
-	cv->cpu = gpu_only ? INT64_MAX / 2 : n->cpu_total - n->cpu_used;
-	cv->mem = gpu_only ? INT64_MAX / 2 : n->mem_total - n->mem_used;
+	cv->cpu = gpu_only ? INT64_MAX / 2
+	                   : n->cpu_total - n->cpu_used - n->cpu_others;
+	cv->mem = gpu_only ? INT64_MAX / 2
+	                   : n->mem_total - n->mem_used - n->mem_others;
 	cv->n_gpus = n->n_gpus;
 	for (int g = 0; g < n->n_gpus; g++) {
 		cv->freeb[g] = cnl_gpu_free_blocks(c, node, g);

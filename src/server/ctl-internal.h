@@ -239,15 +239,15 @@ struct cnl_ctl {
 	/* The node sets of jobs (ctl_nset.c), each its own allocation. */
 	struct ctl_nset **nsets;
 	size_t n_nsets, cap_nsets;
+	size_t nsets_sweep; /* sets that start a sweep of those unused */
 };
 
 /* ctl_nset.c */
-#define CTL_NSETS_MAX 1024 /* different node sets at once */
+#define CTL_NSETS_SWEEP 1024 /* sets before the first sweep */
 /*
  * ctl_nset_intern - the set of the nodes named in @in (NULL: every node)
- * less those in @out (NULL: none), shared by every job asking the same;
- * @in and @out are arrays of node names.  0 with *@ret, -CNL_ELIMIT when
- * CTL_NSETS_MAX other sets are in use, -ENOMEM.
+ * less those in @out (NULL: none), shared by every job asking the same
+ * nodes; @in and @out are arrays of node names.  0 with *@ret, -ENOMEM.
  */
 int ctl_nset_intern(struct cnl_ctl *ctl, const json_t *in, const json_t *out,
                     const struct cnl_node_set **ret);

@@ -415,11 +415,7 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 		r = ctl_wl_job_fields(ctl, w, run, true);
 	if (r < 0) {
 		json_decref(run);
-		cnl_log(CNL_LOG_WARN,
-		        r == -CNL_ELIMIT
-		            ? "too many different node sets in use; "
-		              "job failed"
-		            : "job has an invalid shape; failed",
+		cnl_log(CNL_LOG_WARN, "job has an invalid shape; failed",
 		        "id=%s shape=%s", j->id, j->gpu_shape);
 		ctl->census_ok = false; /* never counted: count afresh */
 		ctl_wl_remove(ctl, w);

@@ -8,8 +8,11 @@
  * the cycle's caches tell sets apart by their address.  Its bits cover
  * every node of the cluster and are made again when a node joins
  * (ctl_nset_refresh()); a name that is no node's yet stands for nothing
- * until that node joins.  A set is freed only when the table is full and
- * no active workload, nor the undo journal, points at it.
+ * until that node joins.  The lists are kept sorted and without repeats,
+ * so that the same nodes make the same set.  Sets nothing points at (no
+ * active workload, no copy in the undo journal) are freed once the table
+ * has doubled since the last sweep: memory follows the sets in use, and
+ * no tenant can use up a fixed number of them for the others.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,6 +26,7 @@ struct ctl_nset {
 	struct cnl_node_set set; /* first: the request points here */
 	json_t *in, *out;        /* names; NULL: every node, none */
 	char *key;               /* the two lists as one text */
+	bool mark;               /* in use, at a sweep */
 };
 
 /* Bits of @s for the cluster as it is now. */
@@ -67,55 +71,90 @@ static void nset_free(struct ctl_nset *s)
 	free(s);
 }
 
-/* Free the sets nothing points at; true when one was. */
-static bool nset_collect(struct cnl_ctl *ctl)
+/* The set @s points at (its ctl_nset: the set is its first member). */
+static struct ctl_nset *nset_of(const struct cnl_node_set *s)
 {
-	bool *used = cnl_xcalloc(ctl->n_nsets + 1, sizeof(bool)), any = false;
-	size_t o = 0;
-
-	for (size_t i = 0; i < ctl->n_nsets; i++) {
-		const struct cnl_node_set *s = &ctl->nsets[i]->set;
-		for (size_t k = 0; k < ctl->n_wl && !used[i]; k++)
-			used[i] = ctl->wl[k].j.req.nodes == s;
-		for (size_t k = 0; k < ctl->journal.n && !used[i]; k++)
-			used[i] = ctl->journal.rec[k].kind == CTL_UNDO_SAVED &&
-			          ctl->journal.rec[k].v.w.j.req.nodes == s;
-	}
-	for (size_t i = 0; i < ctl->n_nsets; i++) {
-		if (used[i]) {
-			ctl->nsets[o++] = ctl->nsets[i];
-			continue;
-		}
-		nset_free(ctl->nsets[i]);
-		any = true;
-	}
-	ctl->n_nsets = o;
-	free(used);
-	return any;
+	return (struct ctl_nset *)s;
 }
 
-int ctl_nset_intern(struct cnl_ctl *ctl, const json_t *in, const json_t *out,
+/* Free the sets nothing points at. */
+static void nset_collect(struct cnl_ctl *ctl)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < ctl->n_nsets; i++)
+		ctl->nsets[i]->mark = false;
+	for (size_t k = 0; k < ctl->n_wl; k++)
+		if (ctl->wl[k].j.req.nodes)
+			nset_of(ctl->wl[k].j.req.nodes)->mark = true;
+	for (size_t k = 0; k < ctl->journal.n; k++)
+		if (ctl->journal.rec[k].kind == CTL_UNDO_SAVED &&
+		    ctl->journal.rec[k].v.w.j.req.nodes)
+			nset_of(ctl->journal.rec[k].v.w.j.req.nodes)->mark =
+			    true;
+	for (size_t i = 0; i < ctl->n_nsets; i++) {
+		if (ctl->nsets[i]->mark)
+			ctl->nsets[o++] = ctl->nsets[i];
+		else
+			nset_free(ctl->nsets[i]);
+	}
+	ctl->n_nsets = o;
+	ctl->nsets_sweep = 2 * o > CTL_NSETS_SWEEP ? 2 * o : CTL_NSETS_SWEEP;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* @a's names sorted, each once (new); NULL for NULL. */
+static json_t *names_sorted(const json_t *a)
+{
+	size_t n = json_array_size(a), k = 0;
+	const char **v;
+	json_t *out;
+
+	if (!a)
+		return NULL;
+	v = cnl_xcalloc(n + 1, sizeof(*v));
+	for (size_t i = 0; i < n; i++)
+		if (json_string_value(json_array_get(a, i)))
+			v[k++] = json_string_value(json_array_get(a, i));
+	qsort(v, k, sizeof(*v), cmp_name);
+	out = json_array();
+	for (size_t i = 0; i < k; i++)
+		if (i == 0 || strcmp(v[i], v[i - 1]) != 0)
+			json_array_append_new(out, json_string(v[i]));
+	free(v);
+	return out;
+}
+
+int ctl_nset_intern(struct cnl_ctl *ctl, const json_t *in_, const json_t *out_,
                     const struct cnl_node_set **ret)
 {
-	json_t *k = json_pack("[OO]", in ? (json_t *)in : json_null(),
-	                      out ? (json_t *)out : json_null());
+	json_t *in = names_sorted(in_), *out = names_sorted(out_);
+	json_t *k =
+	    json_pack("[OO]", in ? in : json_null(), out ? out : json_null());
 	char *key = json_dumps(k, JSON_COMPACT);
 	struct ctl_nset *s;
 
 	json_decref(k);
 	*ret = NULL;
-	if (!key)
+	if (!key) {
+		json_decref(in);
+		json_decref(out);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < ctl->n_nsets; i++)
 		if (strcmp(ctl->nsets[i]->key, key) == 0) {
 			free(key);
+			json_decref(in);
+			json_decref(out);
 			*ret = &ctl->nsets[i]->set;
 			return 0;
 		}
-	if (ctl->n_nsets >= CTL_NSETS_MAX && !nset_collect(ctl)) {
-		free(key);
-		return -CNL_ELIMIT;
-	}
+	if (ctl->n_nsets >= ctl->nsets_sweep)
+		nset_collect(ctl);
 	if (ctl->n_nsets == ctl->cap_nsets) {
 		ctl->cap_nsets = ctl->cap_nsets ? 2 * ctl->cap_nsets : 8;
 		ctl->nsets = cnl_xrealloc(ctl->nsets,
@@ -123,8 +162,8 @@ int ctl_nset_intern(struct cnl_ctl *ctl, const json_t *in, const json_t *out,
 	}
 	s = cnl_xcalloc(1, sizeof(*s));
 	s->key = key;
-	s->in = in ? json_deep_copy(in) : NULL;
-	s->out = out ? json_deep_copy(out) : NULL;
+	s->in = in;
+	s->out = out;
 	nset_fill(ctl, s);
 	ctl->nsets[ctl->n_nsets++] = s;
 	*ret = &s->set;
@@ -134,8 +173,7 @@ int ctl_nset_intern(struct cnl_ctl *ctl, const json_t *in, const json_t *out,
 void ctl_nset_lists(const struct cnl_node_set *set, const json_t **in,
                     const json_t **out)
 {
-	/* The set is the first member of its ctl_nset. */
-	const struct ctl_nset *s = (const struct ctl_nset *)set;
+	const struct ctl_nset *s = nset_of(set);
 
 	*in = s->in;
 	*out = s->out;

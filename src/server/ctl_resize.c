@@ -374,8 +374,9 @@ void ctl_resize_admit(struct cnl_ctl *ctl, int64_t now)
 			int64_t per_block;
 			int min, held, to;
 
-			if (!may_shrink_for(ctl, v, j))
-				continue;
+			if (!may_shrink_for(ctl, v, j) ||
+			    !cnl_req_node_ok(&p.req, (uint32_t)v->placed.node))
+				continue; /* not on a node it may use */
 			n = &c->nodes[v->placed.node];
 			if (n->state != CNL_NODE_UP)
 				continue;

@@ -729,6 +729,8 @@ static bool tolerated(const json_t *tols, const json_t *taint)
 		const char *v = S(t, "value") ?: "", *e = S(t, "effect") ?: "";
 		bool exists = op && strcmp(op, "Exists") == 0;
 
+		if (op && !exists && strcmp(op, "Equal") != 0)
+			continue; /* not an operator: tolerates nothing */
 		if (e[0] && strcmp(e, te) != 0)
 			continue;
 		if (k[0] ? strcmp(k, tk) != 0 : !exists)

@@ -954,9 +954,9 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 		const struct node *n = &ks->nodes[k];
 		const json_t *obj = NULL;
 
+		mine++; /* a gone one too: it may come back unfit */
 		if (n->gone)
 			continue;
-		mine++;
 		json_array_foreach (ks->knodes, i, x)
 			if (S(json_object_get(x, "metadata"), "name") &&
 			    strcmp(S(json_object_get(x, "metadata"), "name"),
@@ -2939,8 +2939,14 @@ static void others(struct cnl_kube_sched *ks)
 				    S(json_object_get(x, "metadata"), "name"));
 				break;
 			}
-			n->others_cpu += cpu;
-			n->others_mem += mem;
+			/* Bounded: the node protocol takes up to a
+			 * quarter of INT64_MAX. */
+			n->others_cpu = cpu > INT64_MAX / 8 - n->others_cpu
+			                    ? INT64_MAX / 8
+			                    : n->others_cpu + cpu;
+			n->others_mem = mem > INT64_MAX / 8 - n->others_mem
+			                    ? INT64_MAX / 8
+			                    : n->others_mem + mem;
 			break;
 		}
 	}

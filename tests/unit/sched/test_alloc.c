@@ -776,13 +776,21 @@ static void test_others_hold(void **state)
 	/* Others came after CNLab's work: overcommitted, still sound, and
 	 * nothing more fits until they go. */
 	assert_int_equal(cnl_cluster_set_node_others(fx.c, 0, 7000, 9000), 0);
-	assert_int_equal(fx.c->nodes[0].cpu_used, 13000);
+	assert_int_equal(fx.c->nodes[0].cpu_used, 6000);
 	checked();
+	/* What CNLab placed there stays placed: freed and put back (as a
+	 * what-if does), it fits again. */
+	{
+		struct cnl_alloc saved = *cnl_alloc_get(fx.c, xid);
+		assert_int_equal(cnl_alloc_free(fx.c, xid), 0);
+		assert_int_equal(cnl_alloc_restore(fx.c, &saved), 0);
+		checked();
+	}
 	r.cpu_milli = 100;
 	r.mem_mib = 1;
 	assert_int_equal(place(r)->node, 1);
 	assert_int_equal(cnl_alloc_free(fx.c, xid), 0);
-	assert_int_equal(fx.c->nodes[0].cpu_used, 7000);
+	assert_int_equal(fx.c->nodes[0].cpu_used, 0);
 	assert_int_equal(cnl_cluster_set_node_others(fx.c, 0, -1, 0),
 	                 -CNL_ESIZE);
 	assert_int_equal(fx.c->nodes[0].cpu_others, 7000);

@@ -326,6 +326,10 @@ static void test_node_fits(void **state)
 	     true, "");
 	FITS("{\"spec\":{\"tolerations\":[{\"operator\":\"Exists\"}]}}", true,
 	     "");
+	/* An operator Kubernetes does not have tolerates nothing. */
+	FITS("{\"spec\":{\"tolerations\":[{\"key\":\"gpu\",\"operator\":"
+	     "\"Like\",\"value\":\"only\"}]}}",
+	     false, "taint gpu");
 #define T "\"tolerations\":[{\"key\":\"gpu\",\"value\":\"only\"}]"
 	FITS("{\"spec\":{" T "}}", true, "");
 	FITS("{\"spec\":{" T ",\"nodeSelector\":{\"zone\":\"a\"}}}", true, "");
