@@ -85,6 +85,7 @@ struct pod {
 	int64_t stuck_since;       /* its container cannot start since; 0 */
 	bool check_gone;           /* missing from a relist: asked again */
 	int64_t seen_at;           /* first seen */
+	json_t *where; /* the nodelist its job was submitted with; NULL */
 };
 
 struct node {
@@ -138,7 +139,7 @@ struct cnl_kube_sched {
 	json_t *projects;      /* namespace -> [project name, id] */
 	json_t *run_ns;        /* project id -> [namespace, project name] */
 	json_t *budgets;       /* namespace -> its PodDisruptionBudgetList */
-	json_t *knodes;        /* the Kubernetes nodes as last listed */
+	json_t *knodes;        /* name -> Kubernetes node, as last listed */
 	json_t *refused_nodes; /* names whose credential was refused */
 	/* TrainingJobs and NotebookServers: "tj/NS/NAME", "nb/NS/NAME" ->
 	 * {"obj", "made": children made, "said": the news written last}. */
@@ -930,6 +931,12 @@ static bool budgeted(struct cnl_kube_sched *ks, const struct pod *p)
 	return hit;
 }
 
+/* Kubernetes node @name as last listed; NULL. */
+static const json_t *knode(const struct cnl_kube_sched *ks, const char *name)
+{
+	return json_object_get(ks->knodes, name);
+}
+
 #define NODELIST_MAX   16  /* cnlabd's "nodelist": names, and their */
 #define NODELIST_BYTES 512 /* bytes together */
 
@@ -944,25 +951,18 @@ static bool budgeted(struct cnl_kube_sched *ks, const struct pod *p)
 static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
                      json_t **ret, char *err, size_t len)
 {
-	json_t *ok = json_array(), *x;
-	size_t bytes = 0, mine = 0, i, used = 0;
+	json_t *ok = json_array();
+	size_t bytes = 0, mine = 0, used = 0;
 	char why[256];
 
 	*ret = NULL;
 	err[0] = '\0';
 	for (size_t k = 0; k < ks->n_nodes; k++) {
 		const struct node *n = &ks->nodes[k];
-		const json_t *obj = NULL;
+		const json_t *obj;
 
 		mine++; /* a gone one too: it may come back unfit */
-		if (n->gone)
-			continue;
-		json_array_foreach (ks->knodes, i, x)
-			if (S(json_object_get(x, "metadata"), "name") &&
-			    strcmp(S(json_object_get(x, "metadata"), "name"),
-			           n->name) == 0)
-				obj = x;
-		if (!obj)
+		if (n->gone || !(obj = knode(ks, n->name)))
 			continue;
 		if (!cnl_kube_node_fits(p->obj, obj, why, sizeof(why))) {
 			/* Each node's reason, while there is room. */
@@ -1061,7 +1061,7 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	 * submission. */
 	if (pod_nodes(ks, p, &where, path, sizeof(path)) < 0) {
 		snprintf(err, sizeof(err),
-		         "no node of CNLab's may take it (%s)", path);
+		         "no node of CNLab's may take it (%.400s)", path);
 		goto refuse;
 	}
 	if (a.preemptible && budgeted(ks, p))
@@ -1082,6 +1082,8 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		                    json_integer((json_int_t)a.mem_mib));
 	if (a.dataset[0])
 		json_object_set_new(body, "dataset", json_string(a.dataset));
+	json_decref(p->where);
+	p->where = where ? json_incref(where) : NULL;
 	if (where)
 		json_object_set_new(body, "nodelist", where);
 	if (a.gpu_types[0]) {
@@ -1228,6 +1230,8 @@ static void forget(struct cnl_kube_sched *ks, struct pod *p)
 {
 	json_decref(p->claim_obj);
 	p->claim_obj = NULL;
+	json_decref(p->where);
+	p->where = NULL;
 	if (p->job[0])
 		json_object_del(ks->by_job, p->job);
 	p->st = P_DONE;
@@ -2655,7 +2659,15 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			forget(ks, p);
 			continue;
 		}
-		int r = allocate(ks, p, n, a);
+		/* Its node as last listed still takes it (labels and taints
+		 * may have changed since its job was submitted). */
+		char why[256] = "";
+		const json_t *kn = knode(ks, n->name);
+		int r =
+		    !p->run && kn &&
+		            !cnl_kube_node_fits(p->obj, kn, why, sizeof(why))
+		        ? -EPERM
+		        : allocate(ks, p, n, a);
 		if (r == 0)
 			r = bind_pod(ks, p, n);
 		if (r == -EIO) { /* the API server: try again */
@@ -2667,9 +2679,19 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			/* Its claim is another pod's, or the pod is bound
 			 * elsewhere: this job fails, saying so, and the pod
 			 * waits as a new one. */
-			report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
-			       "cannot bind the pod: its claim or the pod is "
-			       "taken");
+			if (r == -EPERM) {
+				char m[400];
+				snprintf(
+				    m, sizeof(m),
+				    "node %s no longer takes the pod (%s); "
+				    "it waits as a new job",
+				    n->name, why);
+				report(ks, p, CNL_WIRE_REPORT_FAILED, 1, m);
+			} else {
+				report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
+				       "cannot bind the pod: its claim or the "
+				       "pod is taken");
+			}
 			if (p->run) {
 				run_delete(ks, p, 0);
 				forget(ks, p);
@@ -2848,6 +2870,36 @@ static void run_orphans(struct cnl_kube_sched *ks, int64_t now)
 	}
 }
 
+/* A waiting pod's nodes as they are now (labels, taints, cordons and
+ * nodes changed since its job was submitted): other than its job's, the
+ * job is cancelled and the pod submitted again at once, as a new job. */
+static void renodes(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
+{
+	json_t *where = NULL;
+	char err[512];
+	int r;
+
+	if (p->run)
+		return; /* cnlabd's own pods: CNLab's nodes */
+	r = pod_nodes(ks, p, &where, err, sizeof(err));
+	if (r == 0 && (where && p->where ? json_equal(where, p->where)
+	                                 : !where && !p->where)) {
+		json_decref(where);
+		return;
+	}
+	json_decref(where);
+	cnl_log(CNL_LOG_INFO,
+	        "kube: the nodes a waiting pod may use changed; its job is "
+	        "submitted again",
+	        "pod=%s/%s job=%s", p->ns, p->name, p->job);
+	cancel_job(ks, p->job);
+	json_object_del(ks->by_job, p->job);
+	p->job[0] = '\0';
+	p->attempt++;
+	p->st = P_NEW;
+	p->retry_at = now;
+}
+
 static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
 {
 	run_orphans(ks, now);
@@ -2862,9 +2914,13 @@ static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
 		snprintf(path, sizeof(path), "/v1/jobs/%s", p->job);
 		if (cnl_client_call(ks->user, "GET", path, NULL, 0, &o, err,
 		                    sizeof(err)) != 200 ||
-		    !(state = S(o, "state")) || strcmp(state, "pending") == 0 ||
-		    strcmp(state, "running") == 0) {
+		    !(state = S(o, "state")) || strcmp(state, "running") == 0) {
 			json_decref(o);
+			continue;
+		}
+		if (strcmp(state, "pending") == 0) {
+			json_decref(o);
+			renodes(ks, p, now);
 			continue;
 		}
 		if (p->run) { /* its job ended before its pod was bound */
@@ -2985,34 +3041,27 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 	}
 	/* What a pod's selectors and tolerations read of our nodes: said
 	 * when it changes (kubectl label, taint, cordon). */
+	json_t *byname = json_object();
 	json_array_foreach (json_object_get(nodes, "items"), i, x) {
 		const char *name = S(json_object_get(x, "metadata"), "name");
-		const json_t *y;
-		size_t j;
+		const json_t *y = name ? knode(ks, name) : NULL;
 
-		json_array_foreach (ks->knodes, j, y) {
-			if (!name ||
-			    !S(json_object_get(y, "metadata"), "name") ||
-			    strcmp(name,
-			           S(json_object_get(y, "metadata"), "name")))
-				continue;
-			json_t *mx = node_marks(x), *my = node_marks(y);
-			if (!json_equal(mx, my))
-				cnl_log(CNL_LOG_INFO,
-				        "kube: a node's labels, taints or "
-				        "cordon changed",
-				        "node=%s", name);
-			json_decref(mx);
-			json_decref(my);
-			break;
-		}
+		if (!name)
+			continue;
+		json_object_set(byname, name, x);
+		if (!y)
+			continue;
+		json_t *mx = node_marks(x), *my = node_marks(y);
+		if (!json_equal(mx, my))
+			cnl_log(CNL_LOG_INFO,
+			        "kube: a node's labels, taints or cordon "
+			        "changed",
+			        "node=%s", name);
+		json_decref(mx);
+		json_decref(my);
 	}
 	json_decref(ks->knodes);
-	ks->knodes = json_incref(json_object_get(nodes, "items"));
-	if (!json_is_array(ks->knodes)) {
-		json_decref(ks->knodes);
-		ks->knodes = json_array();
-	}
+	ks->knodes = byname;
 	/* A node of ours missing from the list, or whose slices went, is
 	 * gone until it is there again. */
 	for (size_t k = 0; k < ks->n_nodes; k++) {
@@ -3079,6 +3128,7 @@ static void compact(struct cnl_kube_sched *ks)
 			json_object_del(ks->by_uid, p->uid);
 			json_decref(p->obj);
 			json_decref(p->claim_obj);
+			json_decref(p->where);
 			moved = true;
 			continue;
 		}
@@ -3195,7 +3245,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->projects = json_object();
 	ks->run_ns = json_object();
 	ks->budgets = json_object();
-	ks->knodes = json_array();
+	ks->knodes = json_object();
 	ks->refused_nodes = json_object();
 	ks->crs = json_object();
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
@@ -3279,6 +3329,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	for (size_t i = 0; i < ks->n_pods; i++) {
 		json_decref(ks->pods[i].obj);
 		json_decref(ks->pods[i].claim_obj);
+		json_decref(ks->pods[i].where);
 	}
 	free(ks->pods);
 	for (size_t i = 0; i < ks->n_nodes; i++)

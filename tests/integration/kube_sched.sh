@@ -23,7 +23,8 @@
 #     CNLab pod that fits only in it waits, and is bound once it goes);
 #     a pod's nodeSelector, required node affinity and tolerations against
 #     the nodes' taints hold its job to the nodes that meet them (none: it
-#     is refused, each node's reason said);
+#     is refused, each node's reason said); a waiting pod whose nodes
+#     change is submitted again;
 #   - after a restart of cnlabd a bound pod is its job again; nobody logs
 #     in as the service user kube; a waiting pod whose job is cancelled is
 #     evicted; an agent's node is never taken over by its Kubernetes twin;
@@ -295,14 +296,15 @@ done
 # kubectl label and kubectl taint do it).
 # cnlabd reads nodes each kube_resync, as kube-scheduler reads its cache:
 # the pods come once it has said it saw the change.
-marked() { # marked N: wait until cnlabd said N node changes
+marked() { # marked N [NODE]: wait until cnlabd said N changes of NODE
 	for _ in $(seq 400); do
-		[ "$(grep -c "labels, taints or cordon changed.*node=node2" "$tmp/err")" -ge "$1" ] && return 0
+		[ "$(grep -c "labels, taints or cordon changed.*node=${2:-node2}" "$tmp/err")" -ge "$1" ] && return 0
 		sleep 0.05
 	done
 	return 1
 }
 seen=$(grep -c "labels, taints or cordon changed.*node=node2" "$tmp/err")
+seen1=$(grep -c "labels, taints or cordon changed.*node=node1" "$tmp/err")
 k PATCH /api/v1/nodes/node2 '{"metadata":{"labels":{"pool":"b"}},"spec":{"taints":[{"key":"dedicated","value":"research","effect":"NoSchedule"}]}}' application/merge-patch+json >/dev/null
 marked $((seen + 1)) || bad "cnlabd did not see node2 labelled and tainted"
 spod() { # spod NAME SPEC_EXTRA_JSON: a CPU pod of ours with more spec
@@ -336,6 +338,33 @@ for p in sel-b2 not-b; do
 	ended team-a $p Succeeded 0
 	job_state team-a/$p succeeded >/dev/null
 done
+# A pod waiting on node2 alone (its CPU held by another scheduler's pod)
+# when node1 gets the label too: its job is submitted again with both,
+# and it is bound on node1.
+hog hog3 node2 Running '[]' 15800m
+for _ in $(seq 200); do
+	[ "$("$cnlab" node list -o json | jq '.items[] | select(.name == "node2") | .others.cpu_milli')" = 15800 ] && break
+	sleep 0.05
+done
+spod wait-b "\"nodeSelector\":{\"pool\":\"b\"},$tol"
+wj=
+for _ in $(seq 200); do
+	wj=$(job_of team-a/wait-b | jq -r 'select(.state == "pending") | .id // empty')
+	[ -n "$wj" ] && break
+	sleep 0.05
+done
+[ "$(job_of team-a/wait-b | jq -c .nodelist)" = '["node2"]' ] || bad "wait-b: $(job_of team-a/wait-b)"
+k PATCH /api/v1/nodes/node1 '{"metadata":{"labels":{"pool":"b"}}}' application/merge-patch+json >/dev/null
+marked $((seen1 + 1)) node1 || bad "cnlabd did not see node1 labelled"
+n=$(wait_bound team-a wait-b)
+st=$("$cnlab" jobs show "$wj" -o json | jq -r .state)
+[ "$n" = node1 ] && [ "$st" = cancelled ] && grep -q "nodes a waiting pod may use changed.*pod=team-a/wait-b job=$wj" "$tmp/err" &&
+	ok "a waiting pod whose nodes changed (node1 labelled pool=b too) is submitted again (job $wj cancelled) and bound on node1" ||
+	bad "wait-b: node '$n', first job $wj $st"
+ended team-a wait-b Succeeded 0
+k DELETE /api/v1/namespaces/team-a/pods/hog3 >/dev/null
+k PATCH /api/v1/nodes/node1 '{"metadata":{"labels":{"pool":null}}}' application/merge-patch+json >/dev/null
+marked $((seen1 + 2)) node1 || bad "cnlabd did not see node1's label go"
 k DELETE /api/v1/namespaces/team-a/pods/sel-b >/dev/null
 k PATCH /api/v1/nodes/node2 '{"metadata":{"labels":{"pool":null}},"spec":{"taints":null}}' application/merge-patch+json >/dev/null
 marked $((seen + 2)) || bad "cnlabd did not see node2's label and taint go"
