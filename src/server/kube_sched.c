@@ -937,22 +937,36 @@ static const json_t *knode(const struct cnl_kube_sched *ks, const char *name)
 	return json_object_get(ks->knodes, name);
 }
 
-#define NODELIST_MAX   16  /* cnlabd's "nodelist": names, and their */
-#define NODELIST_BYTES 512 /* bytes together */
+#define NODELIST_MAX   16  /* cnlabd's "nodelist", "exclude": names, */
+#define NODELIST_BYTES 512 /* and their bytes together */
+
+/* Append @name to @a unless it is full; false when it was. */
+static bool list_add(json_t *a, size_t *bytes, const char *name)
+{
+	if (json_array_size(a) >= NODELIST_MAX ||
+	    *bytes + strlen(name) > NODELIST_BYTES)
+		return false;
+	json_array_append_new(a, json_string(name));
+	*bytes += strlen(name);
+	return true;
+}
 
 /*
  * The CNLab nodes @p may go to (its nodeSelector, required node affinity,
- * tolerations against the nodes' taints) into *@ret: NULL when every one
- * of ours may take it, else an array of names for the job's "nodelist".
- * Past NODELIST_MAX names (or bytes), the first that fit: fewer nodes
- * than it could use, never one it may not.  -ENOENT, with @err saying
- * why of each, when none may.
+ * tolerations against the nodes' taints) into *@ret, as the job's fields:
+ * NULL when every one of ours may take it, else {"nodelist": [...]} when
+ * those fit in one, else {"exclude": [...]} (the others, a gone node
+ * among them: a node that joins later is looked at within kube_resync,
+ * renodes(), and at binding, assignments()), else the first that fit in a
+ * nodelist: fewer nodes than it could use, never one it may not.
+ * -ENOENT, with @err saying why of each, when none may.
  */
 static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
                      json_t **ret, char *err, size_t len)
 {
-	json_t *ok = json_array();
-	size_t bytes = 0, mine = 0, used = 0;
+	json_t *ok = json_array(), *no = json_array();
+	size_t okb = 0, nob = 0, used = 0, fit = 0;
+	bool ok_full = false, no_full = false;
 	char why[256];
 
 	*ret = NULL;
@@ -961,32 +975,32 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 		const struct node *n = &ks->nodes[k];
 		const json_t *obj;
 
-		mine++; /* a gone one too: it may come back unfit */
-		if (n->gone || !(obj = knode(ks, n->name)))
-			continue;
+		if (n->gone || !(obj = knode(ks, n->name))) {
+			no_full |= !list_add(no, &nob, n->name);
+			continue; /* gone: it may come back unfit */
+		}
 		if (!cnl_kube_node_fits(p->obj, obj, why, sizeof(why))) {
 			/* Each node's reason, while there is room. */
 			int w = snprintf(err + used, len - used, "%s%s: %s",
 			                 used ? "; " : "", n->name, why);
 			if (w > 0 && (size_t)w < len - used)
 				used += (size_t)w;
+			no_full |= !list_add(no, &nob, n->name);
 			continue;
 		}
-		if (json_array_size(ok) < NODELIST_MAX &&
-		    bytes + strlen(n->name) <= NODELIST_BYTES) {
-			json_array_append_new(ok, json_string(n->name));
-			bytes += strlen(n->name);
-		}
+		fit++;
+		ok_full |= !list_add(ok, &okb, n->name);
 	}
-	if (!json_array_size(ok)) {
+	if (!fit) {
 		json_decref(ok);
-		return mine ? -ENOENT : 0; /* no nodes yet: CNLab says so */
+		json_decref(no);
+		return ks->n_nodes ? -ENOENT : 0; /* none yet: CNLab says so */
 	}
-	if (json_array_size(ok) == mine) {
-		json_decref(ok); /* all of them */
-		return 0;
-	}
-	*ret = ok;
+	if (fit < ks->n_nodes)
+		*ret = !ok_full || no_full ? json_pack("{s:O}", "nodelist", ok)
+		                           : json_pack("{s:O}", "exclude", no);
+	json_decref(ok);
+	json_decref(no);
 	return 0;
 }
 
@@ -1083,9 +1097,9 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	if (a.dataset[0])
 		json_object_set_new(body, "dataset", json_string(a.dataset));
 	json_decref(p->where);
-	p->where = where ? json_incref(where) : NULL;
+	p->where = where; /* what renodes() compares with */
 	if (where)
-		json_object_set_new(body, "nodelist", where);
+		json_object_update(body, where);
 	if (a.gpu_types[0]) {
 		json_t *types = json_array();
 		char *save = NULL, list[sizeof(a.gpu_types)];
