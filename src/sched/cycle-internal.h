@@ -42,14 +42,17 @@
 #define T_INF INT64_MAX  /* never (within the work known to end) */
 
 /* The failure memory (prune.c): per request shape, open addressing over
- * FAIL_SLOTS, up to FAIL_PAIRS (CPU, memory) pairs that found no node. */
+ * FAIL_SLOTS, up to FAIL_PAIRS (CPU, memory) pairs that found no node;
+ * in the memory of searches refused by reservations (cfail), each with
+ * the end the search was for. */
 #define FAIL_SLOTS 1024
 #define FAIL_PAIRS 6
 
 struct cnl_cyc_fail {
 	uint64_t key;
 	uint8_t n;
-	int64_t cpu[FAIL_PAIRS], mem[FAIL_PAIRS];
+	int64_t cpu[FAIL_PAIRS], mem[FAIL_PAIRS], end[FAIL_PAIRS];
+	uint32_t node[FAIL_PAIRS]; /* cfail: a node that was passed over */
 };
 
 /* The class summary (cycle.c): per class of pending work (the whole
@@ -112,14 +115,22 @@ struct cnl_cyc_lb_cache {
 
 /* The fit memory (profile.c): per request (every field the allocator
  * reads), each node's first time at which the request fits by the ends of
- * the node's running work, reservations aside; up to FIT_MAX requests. */
-#define FIT_MAX 128
+ * the node's running work, reservations aside.  Sets of FIT_WAYS entries
+ * by key; as many sets as FIT_BYTES of per-node arrays allow (within
+ * FIT_MIN..FIT_MAX entries): at 100k pending ~2k requests with deadlines
+ * ask, and a memory of 128 entries taken in turn kept about half. */
+#define FIT_WAYS  4
+#define FIT_MIN   128
+#define FIT_MAX   4096
+#define FIT_BYTES (16u << 20)
 
 struct cnl_cyc_fit {
 	uint64_t key; /* 0: free */
 	struct cnl_req_prep p;
-	int64_t *t;   /* per node; 0: not known */
-	uint32_t *at; /* per node: the node's version when t was found, + 1 */
+	uint32_t use; /* the entry's stamp (struct cnl_sched's fit_use) */
+	int64_t *t;   /* per node, when at[node] >> 32 is use; else unknown */
+	/* per node: use << 32 | the node's version when t was found, + 1 */
+	uint64_t *at;
 };
 
 /* One cycle's (or one admission's) working state. */
@@ -144,6 +155,18 @@ struct cnl_cyc {
 	uint8_t *victim;           /* per job: pre-empted this cycle */
 	size_t n_resv_plain;       /* reservations without a deadline */
 	struct cnl_cyc_fail *fail; /* FAIL_SLOTS */
+	/* Per shape, the searches that found no node only because each
+	 * node that could take the job now would delay a reservation there
+	 * (the backfill rule), with the end they were for and one such
+	 * node: a later search no smaller in CPU and memory, ending no
+	 * sooner, finds no node either (reservations are only added within
+	 * a cycle, and capacity only shrinks but by pre-emption, which
+	 * clears this), and is one passed over for a reservation too when
+	 * that node still is (else the full search runs, to say why).  The
+	 * incremental cycle's only (NULL otherwise), so test_sched_inc
+	 * checks it against the full searches. */
+	struct cnl_cyc_fail *cfail;
+	uint32_t conflict_node; /* the last search's first such node */
 	/* The largest nodes (for "never"): of the nodes taking work, and of
 	 * all nodes, cordoned, draining and lost ones too. */
 	struct cnl_cyc_maxima up, all;
@@ -180,8 +203,6 @@ struct cnl_cyc {
 	 * incremental cycle's; NULL otherwise): struct cnl_cyc_lb's free_at
 	 * stands while it does. */
 	uint32_t *rver;
-	struct cnl_cyc_fit *fit; /* FIT_MAX */
-	size_t next_fit;
 	/* The class summary (the incremental cycle's only, NULL
 	 * otherwise) and its generation: moved by whatever could change a
 	 * summarised decision (pre-emption: the failure memories cleared;
@@ -280,6 +301,14 @@ void cnl_cyc_fail_note_in(struct cnl_cyc_fail *tab, uint64_t k,
 /* The same on the placement memory, by the request's own key. */
 bool cnl_cyc_fail_known(const struct cnl_cyc *y, const struct cnl_req_prep *p);
 void cnl_cyc_fail_note(struct cnl_cyc *y, const struct cnl_req_prep *p);
+/* The same for searches refused only by reservations (y->cfail), for
+ * work ending at `end`: the node the failure noted passed over for a
+ * reservation, or NONE (also without y->cfail); note one, with such a
+ * node. */
+uint32_t cnl_cyc_cfail_known(const struct cnl_cyc *y,
+                             const struct cnl_req_prep *p, int64_t end);
+void cnl_cyc_cfail_note(struct cnl_cyc *y, const struct cnl_req_prep *p,
+                        int64_t end, uint32_t node);
 /* Forget every failure (capacity grew: pre-emption). */
 void cnl_cyc_fail_clear(struct cnl_cyc *y);
 /* Node `node` changed: its type's maxima are recomputed when next asked. */

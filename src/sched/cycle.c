@@ -357,6 +357,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	y.pfail = calloc(FAIL_SLOTS, sizeof(*y.pfail));
 	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
 	if (s->inc) {
+		y.cfail = calloc(FAIL_SLOTS, sizeof(*y.cfail));
 		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
 		y.rver = calloc(c->n_nodes + 1, sizeof(*y.rver));
 		y.sum =
@@ -370,7 +371,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
 	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
 	    r < 0 || !gangs || !s->gang_nodes ||
-	    (s->inc && (!y.nver || !y.rver || !y.sum))) {
+	    (s->inc && (!y.cfail || !y.nver || !y.rver || !y.sum))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -415,6 +416,7 @@ out:
 	cnl_cyc_unkeep(s, y.done);
 	cnl_cyc_unkeep(s, y.victim);
 	free(y.fail);
+	free(y.cfail);
 	free(y.pfail);
 	free(y.victim_nodes);
 	free(y.vl_off);

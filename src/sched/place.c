@@ -113,6 +113,7 @@ bool cnl_cyc_search(struct cnl_cyc *y, uint32_t job, struct cnl_plan *ret,
 	                                 : -INFINITY);
 
 	*conflict = false;
+	y->conflict_node = NONE;
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		struct cnl_plan pl;
 		if (!cnl_alloc_may_fit(c, i, p))
@@ -126,6 +127,8 @@ bool cnl_cyc_search(struct cnl_cyc *y, uint32_t job, struct cnl_plan *ret,
 			continue;
 		if (y->s->resv_head[i] != NONE &&
 		    !cnl_cyc_resv_ok(y, p, &pl, end)) {
+			if (!*conflict)
+				y->conflict_node = i;
 			*conflict = true;
 			continue;
 		}
@@ -150,6 +153,19 @@ bool cnl_cyc_search(struct cnl_cyc *y, uint32_t job, struct cnl_plan *ret,
 	}
 	*ret = top[best].plan;
 	return true;
+}
+
+/* Whether `p`, ending at `end`, would be passed over on `node` for a
+ * reservation there: the search's test on that node alone. */
+static bool passed_for_resv(struct cnl_cyc *y, const struct cnl_req_prep *p,
+                            uint32_t node, int64_t end)
+{
+	struct cnl_plan pl;
+
+	return y->s->resv_head[node] != NONE &&
+	       cnl_alloc_may_fit(y->c, node, p) &&
+	       cnl_alloc_plan_fast(y->c, p, node, &pl) &&
+	       !cnl_cyc_resv_ok(y, p, &pl, end);
 }
 
 /* ---- starting --------------------------------------------------------- */
@@ -183,6 +199,9 @@ int cnl_cyc_start_job(struct cnl_cyc *y, uint32_t job,
 int cnl_cyc_try_start(struct cnl_cyc *y, uint32_t job, bool *conflict)
 {
 	const struct cnl_req_prep *p = &y->prep[job];
+	/* When it would end: the search's reservation test reads nothing
+	 * else of the job but its request. */
+	int64_t end = y->now + cnl_cyc_runtime_of(y, &y->jobs[job]);
 	struct cnl_plan plan;
 	uint32_t id;
 	int r;
@@ -190,9 +209,20 @@ int cnl_cyc_try_start(struct cnl_cyc *y, uint32_t job, bool *conflict)
 	*conflict = false;
 	if (cnl_cyc_tmax_reject(y, p) || cnl_cyc_fail_known(y, p))
 		return 0;
+	/* A search refused by reservations before, for no more: refused
+	 * again, and for a reservation when that node still holds one up. */
+	if (!y->jobs[job].gang) {
+		uint32_t k = cnl_cyc_cfail_known(y, p, end);
+		if (k != NONE && passed_for_resv(y, p, k, end)) {
+			*conflict = true;
+			return 0;
+		}
+	}
 	if (!cnl_cyc_search(y, job, &plan, conflict)) {
 		if (!*conflict)
 			cnl_cyc_fail_note(y, p);
+		else if (!y->jobs[job].gang)
+			cnl_cyc_cfail_note(y, p, end, y->conflict_node);
 		return 0;
 	}
 	r = cnl_cyc_start_job(y, job, &plan, y->now, &id);

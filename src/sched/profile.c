@@ -513,20 +513,29 @@ void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 	y->sum_gen++;
 	/* Capacity grew (or the cycle ends): the fit memory's times may no
 	 * longer be lower bounds. */
-	for (size_t i = 0; y->fit && i < FIT_MAX; i++)
-		y->fit[i].key = 0;
+	cnl_cyc_fit_done(y);
 }
 
 /* ---- the fit memory --------------------------------------------------- */
 
 void cnl_cyc_fit_done(struct cnl_cyc *y)
 {
-	for (size_t i = 0; y->fit && i < FIT_MAX; i++) {
-		free(y->fit[i].t);
-		free(y->fit[i].at);
+	struct cnl_sched *s = y->s;
+
+	for (size_t i = 0; s->fit && i < s->fit_cap; i++)
+		s->fit[i].key = 0;
+}
+
+void cnl_sched_fit_free(struct cnl_sched *s)
+{
+	for (size_t i = 0; s->fit && i < s->fit_cap; i++) {
+		free(s->fit[i].t);
+		free(s->fit[i].at);
 	}
-	free(y->fit);
-	y->fit = NULL;
+	free(s->fit);
+	s->fit = NULL;
+	s->fit_cap = 0;
+	s->fit_nn = 0;
 }
 
 /* Everything the allocator reads of a request (not the profile's name:
@@ -543,30 +552,50 @@ static bool same_req(const struct cnl_req_prep *a, const struct cnl_req_prep *b)
 	       memcmp(a->prof, b->prof, sizeof(a->prof)) == 0;
 }
 
+/* The scheduler's fit memory sized for the cluster's nodes (made, or
+ * made again when nodes were added); false when out of memory. */
+static bool fit_ready(struct cnl_sched *s, uint32_t nn)
+{
+	size_t cap = FIT_BYTES / (((size_t)nn + 1) * 16);
+
+	if (s->fit && s->fit_nn >= nn)
+		return true;
+	cnl_sched_fit_free(s);
+	cap = cap < FIT_MIN ? FIT_MIN : cap > FIT_MAX ? FIT_MAX : cap;
+	cap -= cap % FIT_WAYS;
+	if (!(s->fit = calloc(cap, sizeof(*s->fit))))
+		return false;
+	s->fit_cap = cap;
+	s->fit_nn = nn;
+	return true;
+}
+
 /* The fit memory's entry for `p`, made (empty) if there is none; NULL
  * when the cycle keeps none or on allocation failure. */
 static struct cnl_cyc_fit *fit_of(struct cnl_cyc *y,
                                   const struct cnl_req_prep *p)
 {
+	struct cnl_sched *s = y->s;
 	uint64_t key = cnl_cyc_shape_key(p, true) ^
 	               ((uint64_t)p->req.cpu_milli * 0x9e3779b97f4a7c15ULL) ^
 	               ((uint64_t)p->req.mem_mib * 0xc2b2ae3d27d4eb4fULL);
 	uint32_t nn = y->c->n_nodes;
-	struct cnl_cyc_fit *e;
+	struct cnl_cyc_fit *set, *e = NULL;
 
 	key |= 1;
-	if (!y->nver)
+	if (!y->nver || !fit_ready(s, nn))
 		return NULL;
-	if (!y->fit && !(y->fit = calloc(FIT_MAX, sizeof(*y->fit))))
-		return NULL;
-	for (size_t i = 0; i < FIT_MAX; i++)
-		if (y->fit[i].key == key && same_req(&y->fit[i].p, p))
-			return &y->fit[i];
-	e = &y->fit[y->next_fit];
-	y->next_fit = (y->next_fit + 1) % FIT_MAX;
+	set = &s->fit[((key >> 17) % (s->fit_cap / FIT_WAYS)) * FIT_WAYS];
+	for (int w = 0; w < FIT_WAYS; w++) {
+		if (set[w].key == key && same_req(&set[w].p, p))
+			return &set[w];
+		/* A free way, else the one used least lately. */
+		if (!e || (e->key && (!set[w].key || set[w].use < e->use)))
+			e = &set[w];
+	}
 	if (!e->t) {
-		e->t = malloc((nn + 1) * sizeof(*e->t));
-		e->at = malloc((nn + 1) * sizeof(*e->at));
+		e->t = malloc(((size_t)s->fit_nn + 1) * sizeof(*e->t));
+		e->at = calloc((size_t)s->fit_nn + 1, sizeof(*e->at));
 		if (!e->t || !e->at) {
 			free(e->t);
 			free(e->at);
@@ -576,11 +605,26 @@ static struct cnl_cyc_fit *fit_of(struct cnl_cyc *y,
 			return NULL;
 		}
 	}
-	memset(e->t, 0, nn * sizeof(*e->t));
-	memset(e->at, 0, nn * sizeof(*e->at));
+	/* A new stamp: whatever the arrays hold is another use's.  (Should
+	 * the stamp come round, every array is cleared first.) */
+	if (++s->fit_use == 0) {
+		for (size_t i = 0; i < s->fit_cap; i++)
+			if (s->fit[i].at)
+				memset(s->fit[i].at, 0,
+				       ((size_t)s->fit_nn + 1) *
+				           sizeof(*s->fit[i].at));
+		s->fit_use = 1;
+	}
+	e->use = s->fit_use;
 	e->key = key;
 	e->p = *p;
 	return e;
+}
+
+/* The fit memory's time for `node`: 0 when not known. */
+static inline int64_t fit_t(const struct cnl_cyc_fit *f, uint32_t node)
+{
+	return (uint32_t)(f->at[node] >> 32) == f->use ? f->t[node] : 0;
 }
 
 /* ---- earliest start, reservations, backfill ------------------------- */
@@ -662,9 +706,10 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 		 * put its start at or past the best found: it could not win
 		 * (only an earlier time does), so the answer is the same.  A
 		 * fit time remembered for the request raises the bound. */
-		if (fit && fit->t[node] > t0)
-			t0 = fit->t[node];
-		if (fit && fit->t[node] == T_INF)
+		int64_t ft = fit ? fit_t(fit, node) : 0;
+		if (ft > t0)
+			t0 = ft;
+		if (ft == T_INF)
 			continue; /* never fits: T_INF, which cannot win */
 		/* The node's first free instant (kept in the bounds entry
 		 * while its reservations stand) is no later than any start
@@ -682,12 +727,14 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 			 * fit: that fit is remembered (exact while the node
 			 * keeps its version), or found from the remembered
 			 * lower bound on. */
-			int64_t f = fit->t[node];
-			if (!f || fit->at[node] != y->nver[node] + 1) {
+			int64_t f = ft;
+			uint64_t at = (uint64_t)fit->use << 32 |
+			              (uint64_t)(y->nver[node] + 1);
+			if (!f || fit->at[node] != at) {
 				f = replay_fit(y, node, p,
 				               f > y->now ? f : y->now, &sv);
 				fit->t[node] = f;
-				fit->at[node] = y->nver[node] + 1;
+				fit->at[node] = at;
 			}
 			t = f == T_INF
 			        ? T_INF

@@ -103,9 +103,73 @@ void cnl_cyc_fail_note(struct cnl_cyc *y, const struct cnl_req_prep *p)
 	cnl_cyc_fail_note_in(y->fail, cnl_cyc_fail_key(p), p);
 }
 
+uint32_t cnl_cyc_cfail_known(const struct cnl_cyc *y,
+                             const struct cnl_req_prep *p, int64_t end)
+{
+	uint64_t k;
+
+	if (!y->cfail)
+		return NONE;
+	k = cnl_cyc_fail_key(p);
+	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
+	     i++, h = (h + 1) % FAIL_SLOTS) {
+		const struct cnl_cyc_fail *e = &y->cfail[h];
+		if (!e->key)
+			return NONE;
+		if (e->key != k)
+			continue;
+		for (int q = 0; q < e->n; q++)
+			if (p->req.cpu_milli >= e->cpu[q] &&
+			    p->req.mem_mib >= e->mem[q] && end >= e->end[q])
+				return e->node[q];
+		return NONE;
+	}
+	return NONE;
+}
+
+void cnl_cyc_cfail_note(struct cnl_cyc *y, const struct cnl_req_prep *p,
+                        int64_t end, uint32_t node)
+{
+	uint64_t k;
+
+	if (!y->cfail)
+		return;
+	k = cnl_cyc_fail_key(p);
+	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
+	     i++, h = (h + 1) % FAIL_SLOTS) {
+		struct cnl_cyc_fail *e = &y->cfail[h];
+		int q = e->n, late = -1;
+		if (e->key && e->key != k)
+			continue;
+		e->key = k;
+		/* Full: the new failure replaces one it covers, the one
+		 * that ends last (the shortest failed search tells most). */
+		if (q == FAIL_PAIRS) {
+			for (int w = 0; w < FAIL_PAIRS; w++)
+				if (p->req.cpu_milli <= e->cpu[w] &&
+				    p->req.mem_mib <= e->mem[w] &&
+				    end <= e->end[w] &&
+				    (late < 0 || e->end[w] > e->end[late]))
+					late = w;
+			if (late < 0)
+				return;
+			q = late;
+		} else {
+			e->n++;
+		}
+		e->cpu[q] = p->req.cpu_milli;
+		e->mem[q] = p->req.mem_mib;
+		e->end[q] = end;
+		e->node[q] = node;
+		return;
+	}
+}
+
 void cnl_cyc_fail_clear(struct cnl_cyc *y)
 {
 	memset(y->fail, 0, FAIL_SLOTS * sizeof(*y->fail));
+	if (y->cfail)
+		memset(y->cfail, 0, FAIL_SLOTS * sizeof(*y->cfail));
 	memset(y->pfail, 0, FAIL_SLOTS * sizeof(*y->pfail));
 	y->sum_gen++; /* capacity grew: summaries stale */
 }

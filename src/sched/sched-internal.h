@@ -76,7 +76,17 @@ struct cnl_sched {
 	/* Pending jobs the incremental cycles decided by their class's
 	 * summary (cycle.c), in all: for tests and benchmarks. */
 	size_t sum_hits;
+	/* The incremental cycle's fit memory (profile.c): its entries and
+	 * their per-node arrays (for fit_nn nodes) kept between cycles;
+	 * fit_use stamps the times of an entry's each use, so a reused
+	 * entry needs no clearing.  Every key is freed at a cycle's end. */
+	struct cnl_cyc_fit *fit;
+	size_t fit_cap;
+	uint32_t fit_nn, fit_use;
 };
+
+/* cnl_sched_fit_free - free the fit memory (profile.c). */
+void cnl_sched_fit_free(struct cnl_sched *s);
 
 _Static_assert(offsetof(struct cnl_sched, cfg) == 0,
                "cnl_sched_view_config() reads the config at offset 0");

@@ -106,6 +106,7 @@ void cnl_sched_free(struct cnl_sched *s)
 	free(s->gang_nodes);
 	for (size_t i = 0; i < sizeof(s->keep) / sizeof(s->keep[0]); i++)
 		free(s->keep[i].p);
+	cnl_sched_fit_free(s);
 	free(s);
 }
 
