@@ -128,9 +128,13 @@ struct cnl_cyc_fit {
 	uint64_t key; /* 0: free */
 	struct cnl_req_prep p;
 	uint32_t use; /* the entry's stamp (struct cnl_sched's fit_use) */
-	int64_t *t;   /* per node, when at[node] >> 32 is use; else unknown */
-	/* per node: use << 32 | the node's version when t was found, + 1 */
-	uint64_t *at;
+	/* Per node, side by side (one cache line for both): the time, known
+	 * when at >> 32 is use, and at: use << 32 | the node's version when
+	 * t was found, + 1. */
+	struct cnl_cyc_fit_node {
+		int64_t t;
+		uint64_t at;
+	} * v;
 };
 
 /* One cycle's (or one admission's) working state. */

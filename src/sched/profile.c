@@ -529,8 +529,7 @@ void cnl_cyc_fit_done(struct cnl_cyc *y)
 void cnl_sched_fit_free(struct cnl_sched *s)
 {
 	for (size_t i = 0; s->fit && i < s->fit_cap; i++) {
-		free(s->fit[i].t);
-		free(s->fit[i].at);
+		free(s->fit[i].v);
 	}
 	free(s->fit);
 	s->fit = NULL;
@@ -589,18 +588,13 @@ static struct cnl_cyc_fit *fit_of(struct cnl_cyc *y,
 	for (int w = 0; w < FIT_WAYS; w++) {
 		if (set[w].key == key && same_req(&set[w].p, p))
 			return &set[w];
-		/* A free way, else the one used least lately. */
+		/* A free way, else the one made first. */
 		if (!e || (e->key && (!set[w].key || set[w].use < e->use)))
 			e = &set[w];
 	}
-	if (!e->t) {
-		e->t = malloc(((size_t)s->fit_nn + 1) * sizeof(*e->t));
-		e->at = calloc((size_t)s->fit_nn + 1, sizeof(*e->at));
-		if (!e->t || !e->at) {
-			free(e->t);
-			free(e->at);
-			e->t = NULL;
-			e->at = NULL;
+	if (!e->v) {
+		e->v = calloc((size_t)s->fit_nn + 1, sizeof(*e->v));
+		if (!e->v) {
 			e->key = 0;
 			return NULL;
 		}
@@ -609,10 +603,10 @@ static struct cnl_cyc_fit *fit_of(struct cnl_cyc *y,
 	 * the stamp come round, every array is cleared first.) */
 	if (++s->fit_use == 0) {
 		for (size_t i = 0; i < s->fit_cap; i++)
-			if (s->fit[i].at)
-				memset(s->fit[i].at, 0,
+			if (s->fit[i].v)
+				memset(s->fit[i].v, 0,
 				       ((size_t)s->fit_nn + 1) *
-				           sizeof(*s->fit[i].at));
+				           sizeof(*s->fit[i].v));
 		s->fit_use = 1;
 	}
 	e->use = s->fit_use;
@@ -624,7 +618,7 @@ static struct cnl_cyc_fit *fit_of(struct cnl_cyc *y,
 /* The fit memory's time for `node`: 0 when not known. */
 static inline int64_t fit_t(const struct cnl_cyc_fit *f, uint32_t node)
 {
-	return (uint32_t)(f->at[node] >> 32) == f->use ? f->t[node] : 0;
+	return (uint32_t)(f->v[node].at >> 32) == f->use ? f->v[node].t : 0;
 }
 
 /* ---- earliest start, reservations, backfill ------------------------- */
@@ -730,11 +724,11 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 			int64_t f = ft;
 			uint64_t at = (uint64_t)fit->use << 32 |
 			              (uint64_t)(y->nver[node] + 1);
-			if (!f || fit->at[node] != at) {
+			if (!f || fit->v[node].at != at) {
 				f = replay_fit(y, node, p,
 				               f > y->now ? f : y->now, &sv);
-				fit->t[node] = f;
-				fit->at[node] = at;
+				fit->v[node].t = f;
+				fit->v[node].at = at;
 			}
 			t = f == T_INF
 			        ? T_INF
