@@ -533,6 +533,32 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	    "workingDir", "/workspace", "resources", "requests", "cpu", cq,
 	    "memory", mq, "limits", "memory", mq, "volumeMounts", mounts, "env",
 	    "name", "CNLAB_JOB_ID", "value", r->job);
+	if (r->n_secrets) {
+		char sec[160];
+		json_t *env = json_object_get(container, "env");
+		snprintf(sec, sizeof(sec), "%s-secrets", name);
+		/* Files readable by the container's user alone (0400), on
+		 * the kubelet's tmpfs. */
+		json_array_append_new(
+		    volumes,
+		    json_pack("{s:s,s:{s:s,s:i}}", "name", "secrets", "secret",
+		              "secretName", sec, "defaultMode", 0400));
+		json_array_append_new(mounts,
+		                      json_pack("{s:s,s:s,s:b}", "name",
+		                                "secrets", "mountPath",
+		                                "/run/secrets", "readOnly", 1));
+		json_array_append_new(env, json_pack("{s:s,s:s}", "name",
+		                                     "CNLAB_SECRETS_DIR",
+		                                     "value", "/run/secrets"));
+		for (size_t i = 0; i < r->n_secrets; i++)
+			if (r->env && r->env[i])
+				json_array_append_new(
+				    env,
+				    json_pack("{s:s,s:{s:{s:s,s:s}}}", "name",
+				              r->env[i], "valueFrom",
+				              "secretKeyRef", "name", sec,
+				              "key", r->secrets[i]));
+	}
 	pod = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s},s:{s:s}},"
 	                "s:{s:s,s:s,s:b,s:[o],s:o}}",
 	                "apiVersion", "v1", "kind", "Pod", "metadata", "name",
@@ -589,4 +615,18 @@ json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
 	                 "labels", "cnlab.io/job", r->job, "ownerReferences",
 	                 pod_owner(name, pod_uid), "immutable", 1, "binaryData",
 	                 data);
+}
+
+json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,
+                            json_t *data)
+{
+	char name[128], sec[160];
+
+	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
+	snprintf(sec, sizeof(sec), "%s-secrets", name);
+	return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:o},s:s,s:b,s:o}",
+	                 "apiVersion", "v1", "kind", "Secret", "metadata",
+	                 "name", sec, "labels", "cnlab.io/job", r->job,
+	                 "ownerReferences", pod_owner(name, pod_uid), "type",
+	                 "Opaque", "immutable", 1, "data", data);
 }

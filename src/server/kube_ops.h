@@ -97,6 +97,10 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  * and limit (0: one CPU, 4 GiB), and the claim NAME-gpu unless the shape is
  * "cpu".  0, or -EINVAL for a shape it cannot read.
  *
+ * With secrets, the pod mounts the Secret NAME-secrets read-only at
+ * /run/secrets (CNLAB_SECRETS_DIR, each file 0400) and takes the variables
+ * asked for from it (secretKeyRef), as a node's container would.
+ *
  * cnl_kube_run_claim - that claim (NULL for "cpu"), owned by the pod of
  * uid @pod_uid; cnl_kube_run_inputs - the ConfigMap of the inputs, its
  * binaryData @data (stolen: {"inN": base64}), owned by the pod too.  So
@@ -109,6 +113,12 @@ struct cnl_kube_run {
 	int64_t epoch, cpu_milli, mem_mib;
 	const char *const *inputs;
 	size_t n_inputs;
+	/* Its secrets (names checked by cnlabd): each a file of
+	 * /run/secrets from the Secret NAME-secrets, and @env[i], when not
+	 * NULL, the variable that holds secrets[i] too. */
+	const char *const *secrets;
+	const char *const *env;
+	size_t n_secrets;
 };
 
 void cnl_kube_run_name(const char *job, int64_t epoch, char *buf, size_t len);
@@ -116,6 +126,10 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
                      size_t errlen);
 json_t *cnl_kube_run_claim(const struct cnl_kube_run *r, const char *pod_uid);
 json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
+                            json_t *data);
+/* cnl_kube_run_secret - the Secret NAME-secrets of the run's secrets, its
+ * data @data (stolen: {"NAME": base64}), immutable, owned by the pod. */
+json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,
                             json_t *data);
 
 #define CNL_KUBE_NB_PATH "/apis/cnlab.io/v1alpha1/notebookservers"

@@ -1925,6 +1925,121 @@ static void run_fail(struct cnl_kube_sched *ks, int ni,
 	        "job=%s why=\"%s\"", a->id, msg);
 }
 
+/* The secrets a run's pod gets: their names, the variables asked for
+ * (NULL where none), and {"NAME": base64} for its Secret. */
+struct run_secrets {
+	char *name[CNL_WIRE_SECRETS_MAX], *env[CNL_WIRE_SECRETS_MAX];
+	size_t n;
+	json_t *data;
+};
+
+/* Forget @rs, its values first. */
+static void run_secrets_done(struct run_secrets *rs)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach (rs->data, k, v)
+		if (json_is_string(v))
+			explicit_bzero((char *)json_string_value(v),
+			               json_string_length(v));
+	json_decref(rs->data);
+	for (size_t i = 0; i < rs->n; i++) {
+		free(rs->name[i]);
+		free(rs->env[i]);
+	}
+	memset(rs, 0, sizeof(*rs));
+}
+
+/* The secrets of @a's job, fetched as node @ni fetches a workload's (POST
+ * /v1/nodes/{node}/secrets: cnlabd checks the node runs it under that
+ * epoch and audits secret.use) into @rs.  0; -EIO (try again); another
+ * negative errno with @err, the reason the job fails (a secret deleted
+ * since, a NUL byte in one asked for as a variable). */
+static int run_secrets(struct cnl_kube_sched *ks, int ni,
+                       const struct cnl_wire_assignment *a,
+                       struct run_secrets *rs, char *err, size_t errlen)
+{
+	struct node *n = &ks->nodes[ni];
+	char path[256];
+	json_t *reply = NULL, *it;
+	size_t i;
+	long st;
+	int r = 0;
+
+	memset(rs, 0, sizeof(*rs));
+	rs->data = json_object();
+	snprintf(path, sizeof(path),
+	         "/v1/nodes/%s/secrets?job=%s&epoch=%" PRId64, n->id, a->id,
+	         a->epoch);
+	ks->as = n->cred;
+	st = cnl_client_call(ks->nodecl, "POST", path, NULL, 0, &reply, err,
+	                     errlen);
+	if (st < 0 || st >= 500 || st == 429) {
+		r = -EIO;
+		goto out;
+	}
+	if (st != 200) {
+		/* cnlabd's words, without the route. */
+		const char *m = strstr(err, "/secrets?");
+		char why[512];
+		m = m ? strstr(m, ": ") : NULL;
+		snprintf(why, sizeof(why), "%s", m ? m + 2 : err);
+		cnl_seterr(err, errlen, "cannot fetch its secrets: %s", why);
+		r = -EPERM;
+		goto out;
+	}
+	json_array_foreach (json_object_get(reply, "items"), i, it) {
+		const char *name = S(it, "name"), *env = S(it, "env"),
+		           *b64 = S(it, "value_base64");
+		uint8_t *v = NULL;
+		size_t len = 0;
+
+		/* cnlabd checked the names; a key of a Secret all the
+		 * same ([-._a-zA-Z0-9]+, not "." or ".."). */
+		if (!name || !b64 || !name[0] || i >= CNL_WIRE_SECRETS_MAX ||
+		    strspn(name, "abcdefghijklmnopqrstuvwxyz"
+		                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") !=
+		        strlen(name) ||
+		    name[0] == '.' ||
+		    cnl_b64_decode_new(b64, CNL_B64_STD | CNL_B64_PAD,
+		                       64 * 1024, &v, &len) < 0) {
+			cnl_seterr(
+			    err, errlen,
+			    "its secrets: cnlabd's reply does not decode");
+			r = -EPROTO;
+			goto out;
+		}
+		bool nul = memchr(v, '\0', len) != NULL;
+		explicit_bzero(v, len);
+		free(v);
+		if (env && nul) {
+			cnl_seterr(err, errlen,
+			           "secret \"%s\" holds a NUL byte: it cannot "
+			           "be the variable %s (use its file, "
+			           "/run/secrets/%s)",
+			           name, env, name);
+			r = -EINVAL;
+			goto out;
+		}
+		json_object_set_new(rs->data, name, json_string(b64));
+		rs->name[rs->n] = cnl_xstrdup(name);
+		rs->env[rs->n] = env ? cnl_xstrdup(env) : NULL;
+		rs->n++;
+	}
+out:
+	json_array_foreach (json_object_get(reply, "items"), i, it) {
+		json_t *v = json_object_get(it, "value_base64");
+		if (json_is_string(v))
+			explicit_bzero((char *)json_string_value(v),
+			               json_string_length(v));
+	}
+	json_decref(reply);
+	if (r < 0)
+		run_secrets_done(rs);
+	return r;
+}
+
 /* The inputs of @a's job, fetched as node @ni: their paths into *@ret_paths
  * (malloc'd, as each path) and their bytes into *@ret_data {"inN":
  * base64}.  0; -E2BIG or -EINVAL with @err (the job cannot run here);
@@ -2268,6 +2383,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	char name[128], ns[64], pname[CNL_WIRE_NAME_MAX], err[512], path[512];
 	struct pod *p = NULL;
 	json_t *pod = NULL, *made = NULL, *data = NULL, *o;
+	struct run_secrets secs = {0};
 	char **paths = NULL;
 	size_t n_paths = 0;
 	long st;
@@ -2362,11 +2478,6 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		         "gangs (--nodes) do not run on Kubernetes nodes yet");
 		return NULL;
 	}
-	if (a->secrets > 0) {
-		run_fail(ks, ni, a,
-		         "secrets (--secret) are not given to pods yet");
-		return NULL;
-	}
 	if (!ks->has_proof_key) { /* its pod could not be known again */
 		run_fail(ks, ni, a,
 		         "cnlabd has no secret to prove its pods with");
@@ -2380,6 +2491,16 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	if (r < 0) {
 		run_fail(ks, ni, a, "%s", err);
 		return NULL;
+	}
+	/* Last before its pod: fetching them is their audited use. */
+	if (a->secrets > 0) {
+		r = run_secrets(ks, ni, a, &secs, err, sizeof(err));
+		if (r == -EIO)
+			*again = true;
+		else if (r < 0)
+			run_fail(ks, ni, a, "%s", err);
+		if (r < 0)
+			goto out;
 	}
 	/* The job's CNLab image, as the kubelet pulls it: from the
 	 * registry CNLab's images are pushed to, pinned to the digest CNLab
@@ -2402,6 +2523,9 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	    .mem_mib = a->mem_mib,
 	    .inputs = (const char *const *)paths,
 	    .n_inputs = n_paths,
+	    .secrets = (const char *const *)secs.name,
+	    .env = (const char *const *)secs.env,
+	    .n_secrets = secs.n,
 	};
 	if (cnl_kube_run_pod(&run, &pod, err, sizeof(err)) < 0) {
 		run_fail(ks, ni, a, "%s", err);
@@ -2545,9 +2669,45 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			goto out;
 		}
 	}
+	if (secs.n) {
+		/* After the pod (its owner, so that its deletion takes
+		 * them): the kubelet starts the pod once they are there. */
+		o = cnl_kube_run_secret(&run, uid, secs.data);
+		secs.data = NULL;
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets",
+		         ns);
+		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
+		                   sizeof(err));
+		/* The values out of memory before they are freed. */
+		const char *k;
+		json_t *v;
+		json_object_foreach (json_object_get(o, "data"), k, v)
+			explicit_bzero((char *)json_string_value(v),
+			               json_string_length(v));
+		json_decref(o);
+		if (st != 201) {
+			/* 409: a Secret of its name that cnlabd may not read
+			 * (it only makes them): not this run's to use. */
+			if (st < 0 || st >= 500 || st == 429)
+				*again = true; /* the pod made again */
+			else if (st == 409)
+				run_fail(ks, ni, a,
+				         "namespace %s has a Secret %s-secrets "
+				         "that CNLab did not make for this run",
+				         ns, name);
+			else
+				run_fail(ks, ni, a,
+				         "its secrets were refused: %s", err);
+			run_delete(ks, p, 0);
+			forget(ks, p);
+			p = NULL;
+			goto out;
+		}
+	}
 	cnl_log(CNL_LOG_INFO, "kube: a run job became a pod",
 	        "job=%s pod=%s/%s", a->id, ns, name);
 out:
+	run_secrets_done(&secs);
 	for (size_t i = 0; i < n_paths; i++)
 		free(paths[i]);
 	free(paths);

@@ -86,10 +86,12 @@ k() { # k METHOD PATH [BODY] [CONTENT_TYPE]: the API server as kubectl calls it
 
 export CNLAB_JWT_SECRET=kube-sched-test-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=kube-admin-password-1
+openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
 start_d() { # cnlabd --kube on $tmp/d, its URL in $url
 	: >"$tmp/out"
 	"$cnlabd" --data-dir "$tmp/d" --listen "127.0.0.1:${port:-0}" --notebook-listen 127.0.0.1:0 \
 		--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
+		--secrets-key-file "$tmp/secrets.key" \
 		--kube-watch-timeout 2s --kube-resync 1s --kube-start-timeout 1s --kube-image-registry registry.test/cnlab \
 		--cycle-interval 200ms ${extra:-} --preempt-min-run 1ms --preempt-grace 1s \
 		--log-level info >"$tmp/out" 2>>"$tmp/err" &
@@ -518,6 +520,87 @@ want=$(printf 'hello from the pod\ntwo\nlines\n'; cat "$tmp/big.txt"; printf 'by
 	bad "run end: exit $rrc, out $(tr '\n' '|' <"$tmp/run.out"), pod $gone_pod claim $gone_claim cm $gone_cm"
 # A CLI job named like a pod's is not taken for that pod: it is a run
 # job of its own, in a pod of its own.
+
+# Secrets: `cnlab run --secret` on a Kubernetes node.  cnlabd fetches them
+# as a node does (audited secret.use) and puts them in a Secret of the
+# pod's, immutable, owned by the pod (its deletion takes it): files of
+# /run/secrets, and the variable asked for from it; never in the pod spec.
+printf 'db-TOPSECRET-7e57' >"$tmp/pw"
+printf 'wandb-TOPSECRET-c0ffee' >"$tmp/wk"
+"$cnlab" secret set db-password --from-file "$tmp/pw" >/dev/null 2>&1 &&
+	"$cnlab" secret set wandb-key --from-file "$tmp/wk" >/dev/null 2>&1 ||
+	bad "secret set: $("$cnlab" secret set db-password --from-file "$tmp/pw" 2>&1)"
+printf 'import os\n' >"$tmp/sec.py"
+(cd "$tmp" && exec "$cnlab" run sec.py --gpu h100-10 --project vision --secret db-password \
+	--secret-env wandb-key=WANDB_API_KEY >"$tmp/srun.out" 2>"$tmp/srun.err")&
+srun_pid=$!
+sj=
+for _ in $(seq 200); do
+	sj=$(jobid "python3 sec.py")
+	[ -n "$sj" ] && break
+	sleep 0.05
+done
+sp=$(runpod "$sj")
+sname=$(jq -r .metadata.name <<<"$sp")
+for _ in $(seq 100); do
+	sec=$(k GET "/api/v1/namespaces/team-a/secrets/$sname-secrets")
+	[ "$(jq -r '.kind // empty' <<<"$sec")" = Secret ] && break
+	sleep 0.05
+done
+[ -n "$sj" ] && [ "$(jq -r '.data["db-password"]' <<<"$sec" | base64 -d)" = db-TOPSECRET-7e57 ] &&
+	[ "$(jq -r '.data["wandb-key"]' <<<"$sec" | base64 -d)" = wandb-TOPSECRET-c0ffee ] &&
+	[ "$(jq -r '.immutable' <<<"$sec")" = true ] &&
+	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$sec")" = "$(jq -r .metadata.uid <<<"$sp")" ] &&
+	[ "$(jq -r '.spec.volumes[] | select(.name == "secrets") | "\(.secret.secretName) \(.secret.defaultMode)"' <<<"$sp")" = "$sname-secrets 256" ] &&
+	[ "$(jq -r '.spec.containers[0].volumeMounts[] | select(.name == "secrets") | "\(.mountPath) \(.readOnly)"' <<<"$sp")" = "/run/secrets true" ] &&
+	[ "$(jq -c '.spec.containers[0].env[] | select(.name == "WANDB_API_KEY") | .valueFrom.secretKeyRef' <<<"$sp")" = "{\"name\":\"$sname-secrets\",\"key\":\"wandb-key\"}" ] &&
+	[ "$(jq -r '.spec.containers[0].env[] | select(.name == "CNLAB_SECRETS_DIR") | .value' <<<"$sp")" = /run/secrets ] &&
+	! jq -e '.spec.containers[0].env[] | select(.name == "DB_PASSWORD")' <<<"$sp" >/dev/null &&
+	! grep -q 'TOPSECRET' <<<"$sp" && ! grep -q 'TOPSECRET' "$tmp/err" &&
+	"$cnlab" audit --limit 1000 -o json 2>/dev/null | jq -e --arg j "$sj" '[.items[] | select(.action == "secret.use" and (.target | startswith($j)))] | length > 0' >/dev/null &&
+	ok "cnlab run --secret db-password --secret-env wandb-key=WANDB_API_KEY on a Kubernetes node: the pod's immutable Secret $sname-secrets (owned by the pod) holds both, mounted read-only at /run/secrets (0400), WANDB_API_KEY from it; no value in the pod spec or cnlabd's log; the use audited" ||
+	bad "run secrets of '$sj': secret $(jq -c '{data: (.data | keys?), immutable, owner: .metadata.ownerReferences}' <<<"$sec") volumes $(jq -c '.spec.volumes' <<<"$sp") env $(jq -c '.spec.containers[0].env' <<<"$sp") $(tail -3 "$tmp/err")"
+k PATCH "/api/v1/namespaces/team-a/pods/$sname/status" \
+	'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
+	application/merge-patch+json >/dev/null
+wait $srun_pid
+src_=$?
+gone_sec=$(k GET "/api/v1/namespaces/team-a/secrets/$sname-secrets" | jq -r .code)
+[ $src_ = 0 ] && [ "$gone_sec" = 404 ] &&
+	ok "the pod succeeded: cnlab run exited 0, and the pod's Secret is gone with it" ||
+	bad "secret run end: exit $src_ ($(cat "$tmp/srun.err")), its Secret $gone_sec"
+# A secret deleted between the submission and the start fails the job,
+# naming it, and no pod is made.
+"$cnlab" secret set gone-soon --from-file "$tmp/pw" >/dev/null 2>&1
+"$cnlab" node cordon node1 >/dev/null 2>&1
+"$cnlab" node cordon node2 >/dev/null 2>&1
+(cd "$tmp" && "$cnlab" run --detach sec.py --gpu h100-10 --project vision --secret gone-soon >/dev/null 2>"$tmp/gs.err")
+gj=$(jobid "python3 sec.py")
+"$cnlab" secret delete gone-soon >/dev/null 2>&1
+"$cnlab" node undrain node1 >/dev/null 2>&1
+"$cnlab" node undrain node2 >/dev/null 2>&1
+gs=$(jstate "$gj" failed)
+gmsg=$("$cnlab" jobs show "$gj" --project vision -o json 2>/dev/null | jq -r '.message // .reason // empty')
+[ "$gj" != "$sj" ] && [ "$gs" = failed ] && grep -q 'gone-soon' <<<"$gmsg" &&
+	[ "$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" | jq --arg j "$gj" '[.items[] | select(.metadata.labels["cnlab.io/job"] == $j)] | length')" = 0 ] &&
+	ok "a secret deleted before its job started: the job failed naming it ($gmsg), and no pod was made" ||
+	bad "gone secret: job '$gj' (after '$sj') '$gs' '$gmsg' $(cat "$tmp/gs.err")"
+# A tenant of the namespace makes the Secret a waiting run's pod will
+# mount, ahead, with values of its choosing: not used, the job fails.
+"$cnlab" node cordon node1 >/dev/null 2>&1
+"$cnlab" node cordon node2 >/dev/null 2>&1
+(cd "$tmp" && "$cnlab" run --detach sec.py --gpu h100-10 --project vision --secret db-password >/dev/null 2>"$tmp/sq.err")
+qj=$(jobid "python3 sec.py")
+qname=$(jq -rn --arg j "$qj" '"cnlab-" + ($j | ascii_downcase | gsub("_"; "-")) + "-1-secrets"')
+k POST /api/v1/namespaces/team-a/secrets "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"$qname\"},\"data\":{\"db-password\":\"$(printf planted | base64)\"}}" >/dev/null
+"$cnlab" node undrain node1 >/dev/null 2>&1
+"$cnlab" node undrain node2 >/dev/null 2>&1
+qs=$(jstate "$qj" failed)
+qmsg=$("$cnlab" jobs show "$qj" --project vision -o json 2>/dev/null | jq -r '.message // .reason // empty')
+[ "$qj" != "$gj" ] && [ "$qs" = failed ] && grep -q "has a Secret $qname that CNLab did not make" <<<"$qmsg" &&
+	[ "$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" | jq --arg j "$qj" '[.items[] | select(.metadata.labels["cnlab.io/job"] == $j)] | length')" = 0 ] &&
+	ok "a Secret planted under a waiting run's name: not mounted, the job failed saying so, and its pod is gone" ||
+	bad "planted secret: job '$qj' '$qs' '$qmsg'"
 fj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- kubernetes pod team-a/db 2>/dev/null | jq -r '.id // empty')
 fp=$(runpod "$fj")
 [ -n "$fj" ] && [ -n "$fp" ] && [ "$(jq -r .metadata.name <<<"$fp")" != db ] &&
@@ -788,7 +871,7 @@ while IFS= read -r line; do
 	[ -n "$b" ] && [ "$(jq -r '.kind // empty' <<<"$b")" != "" ] || continue
 	n=$((n + 1))
 	echo "$b" >"$tmp/sent-$n.json"
-done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$|services$|persistentvolumeclaims$|configmaps$"))))' "$tmp/api.log")
+done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$|services$|persistentvolumeclaims$|configmaps$|secrets$"))))' "$tmp/api.log")
 [ "$n" -ge 8 ] && node "$k8s/check.mjs" objects "$tmp"/sent-*.json >"$tmp/check.out" 2>&1 &&
 	ok "the $n claim statuses, Bindings, Evictions, pods, claims, Services and PVCs sent are valid by the Kubernetes schemas" ||
 	bad "objects sent: $n; $(grep FAIL "$tmp/check.out" | head -3)"

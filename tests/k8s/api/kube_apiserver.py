@@ -41,7 +41,7 @@ errors as a v1 Status with reason and code):
                                                        nanosecond times);
                                                        400 while the pod
                                                        is Pending
-  POST, GET .../configmaps, services, persistentvolumeclaims
+  POST, GET .../configmaps, secrets, services, persistentvolumeclaims
   PATCH .../pods/NAME/status                           strategic merge
                                                        (conditions by type)
                                                        or merge patch
@@ -96,7 +96,7 @@ pods = {}    # (ns, name) -> pod
 claims = {}  # (ns, name) -> claim
 crs = {"trainingjobs": {}, "notebookservers": {}}  # plural -> {(ns, name)}
 others = {}  # (plural, ns, name) -> services, persistentvolumeclaims,
-             # configmaps
+             # configmaps, secrets
 logs = {}    # (ns, pod name) -> [(seconds, nanoseconds, line)]
 clock = [1796428800, 0]  # the kubelet's log clock: 2026-12-04T00:00:00Z
 TJ = "/apis/cnlab.io/v1alpha1/trainingjobs"
@@ -340,7 +340,7 @@ class H(BaseHTTPRequestHandler):
             return self.tjs(parts[5], parts[4], parts[6:], body)
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 5 and \
                 parts[4] in ("services", "persistentvolumeclaims",
-                             "configmaps") and \
+                             "configmaps", "secrets") and \
                 m == "POST":
             if forbidden(parts[3]):
                 return status(403, "%s is forbidden: cannot create "
@@ -354,7 +354,7 @@ class H(BaseHTTPRequestHandler):
             return 201, body
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and \
                 parts[4] in ("services", "persistentvolumeclaims",
-                             "configmaps") and \
+                             "configmaps", "secrets") and \
                 m == "GET":
             o = others.get((parts[4], parts[3], parts[5]))
             return (200, o) if o else status(404, "not found")
