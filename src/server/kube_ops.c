@@ -337,6 +337,69 @@ int cnl_kube_tj_children(const json_t *tj, const char *project,
 	return 0;
 }
 
+/*
+ * idleTimeoutSeconds (cnlabd's default 3600; 0: never): the notebook's
+ * own Jupyter server enforces it, as mybinder.org and JupyterHub's sites
+ * do, by configuration handed to it in a file: kernels idle that long
+ * with no browser connected are culled (a busy one never is), terminals
+ * inactive that long too, and the server shuts itself down once it has
+ * had neither kernels, terminals nor API requests for that long; its
+ * container ends with it, so the pod succeeds, the NotebookServer is
+ * Stopped and its slice is free.  The file is the pod's annotation
+ * cnlab.io/jupyter-config, projected by the downward API into
+ * /etc/cnlab/jupyter (for jupyter_server and the classic notebook
+ * alike), which JUPYTER_CONFIG_PATH names.  An image whose server is not
+ * Jupyter, or a user's own ~/.jupyter configuration that turns these
+ * off, is not stopped.
+ */
+static void nb_idle(json_t *pod, json_t *ctr, const json_t *timeout)
+{
+	json_int_t t =
+	    json_is_integer(timeout) ? json_integer_value(timeout) : 3600;
+	json_int_t every = t / 4 < 10 ? 10 : t / 4 > 300 ? 300 : t / 4;
+	const char *file[] = {"jupyter_server_config.json",
+	                      "jupyter_notebook_config.json"};
+	json_t *cfg, *items = json_array(), *env;
+	char *text;
+
+	if (t <= 0)
+		return;
+	cfg = json_pack("{s:{s:I},s:{s:I},s:{s:I,s:I,s:b,s:b},s:{s:I,s:I}}",
+	                "ServerApp", "shutdown_no_activity_timeout", t,
+	                "NotebookApp", "shutdown_no_activity_timeout", t,
+	                "MappingKernelManager", "cull_idle_timeout", t,
+	                "cull_interval", every, "cull_connected", 0,
+	                "cull_busy", 0, "TerminalManager",
+	                "cull_inactive_timeout", t, "cull_interval", every);
+	text = json_dumps(cfg, JSON_SORT_KEYS | JSON_COMPACT);
+	json_decref(cfg);
+	json_object_set_new(
+	    json_object_get(json_object_get(pod, "metadata"), "annotations"),
+	    "cnlab.io/jupyter-config", json_string(text));
+	free(text);
+	for (size_t i = 0; i < 2; i++)
+		json_array_append_new(
+		    items, json_pack("{s:s,s:{s:s}}", "path", file[i],
+		                     "fieldRef", "fieldPath",
+		                     "metadata.annotations['cnlab.io/"
+		                     "jupyter-config']"));
+	json_array_append_new(
+	    json_object_get(json_object_get(pod, "spec"), "volumes"),
+	    json_pack("{s:s,s:{s:o}}", "name", "jupyter-config", "downwardAPI",
+	              "items", items));
+	json_array_append_new(json_object_get(ctr, "volumeMounts"),
+	                      json_pack("{s:s,s:s,s:b}", "name",
+	                                "jupyter-config", "mountPath",
+	                                "/etc/cnlab/jupyter", "readOnly", 1));
+	if (!(env = json_object_get(ctr, "env"))) {
+		env = json_array();
+		json_object_set_new(ctr, "env", env);
+	}
+	json_array_append_new(env, json_pack("{s:s,s:s}", "name",
+	                                     "JUPYTER_CONFIG_PATH", "value",
+	                                     "/etc/cnlab/jupyter"));
+}
+
 int cnl_kube_nb_children(const json_t *nb, const char *project,
                          const char *shape, json_t **ret_claim,
                          json_t **ret_pod, json_t **ret_service,
@@ -371,11 +434,11 @@ int cnl_kube_nb_children(const json_t *nb, const char *project,
 		return r;
 	json_t *ports = json_pack("[{s:s,s:i,s:s}]", "name", "notebook",
 	                          "containerPort", 8888, "protocol", "TCP");
-	json_object_set_new(
-	    json_array_get(json_object_get(json_object_get(*ret_pod, "spec"),
-	                                   "containers"),
-	                   0),
-	    "ports", ports);
+	json_t *ctr = json_array_get(
+	    json_object_get(json_object_get(*ret_pod, "spec"), "containers"),
+	    0);
+	json_object_set_new(ctr, "ports", ports);
+	nb_idle(*ret_pod, ctr, json_object_get(sp, "idleTimeoutSeconds"));
 	snprintf(gb, sizeof(gb), "%lldGi", (long long)(size > 0 ? size : 10));
 	*ret_pvc =
 	    json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:O},s:{s:[s],s:{s:{s:s}}}}",

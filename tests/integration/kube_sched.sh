@@ -58,9 +58,10 @@ k8s=$root/tests/k8s
 	exit 1
 }
 tmp=$(mktemp -d /tmp/cnlab-kube.XXXXXX)
-api_pid="" d_pid=""
+api_pid="" d_pid="" j_pid=""
 cleanup() {
 	[ -n "$d_pid" ] && kill "$d_pid" 2>/dev/null
+	[ -n "$j_pid" ] && kill "$j_pid" 2>/dev/null
 	[ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null
 	wait 2>/dev/null
 	[ "${KEEP:-}" ] || rm -rf "$tmp"
@@ -843,13 +844,63 @@ svc=$(k GET /api/v1/namespaces/team-a/services/nb1)
 	[ "$(jq -r '.spec.selector["cnlab.io/owner"]' <<<"$svc")" = nb1 ] &&
 	[ "$(job_of team-a/nb1 | jq -r '.gpu')" = h100-25 ] && [ "$(job_of team-a/nb1 | jq -r .preemptible)" = false ] &&
 	[ "$(jq -r '.status.message // empty' <<<"$nb")" = "" ] &&
-	ok "a NotebookServer becomes its pod (profile h100-25pct: 25 blocks, not pre-emptible), a 20Gi workspace claim and a Service; Running at $(jq -r .status.url <<<"$nb")" ||
+	[ "$(jq -c '.metadata.annotations["cnlab.io/jupyter-config"] | fromjson | [.ServerApp.shutdown_no_activity_timeout, .NotebookApp.shutdown_no_activity_timeout, .MappingKernelManager.cull_idle_timeout, .MappingKernelManager.cull_connected, .MappingKernelManager.cull_busy, .TerminalManager.cull_inactive_timeout]' <<<"$np")" = '[3600,3600,3600,false,false,3600]' ] &&
+	[ "$(jq -r '.spec.volumes[] | select(.name == "jupyter-config") | .downwardAPI.items | map("\(.path)=\(.fieldRef.fieldPath)") | join(" ")' <<<"$np")" = "jupyter_server_config.json=metadata.annotations['cnlab.io/jupyter-config'] jupyter_notebook_config.json=metadata.annotations['cnlab.io/jupyter-config']" ] &&
+	[ "$(jq -r '.spec.containers[0].volumeMounts[] | select(.name == "jupyter-config") | .mountPath' <<<"$np")" = /etc/cnlab/jupyter ] &&
+	[ "$(jq -r '.spec.containers[0].env[] | select(.name == "JUPYTER_CONFIG_PATH") | .value' <<<"$np")" = /etc/cnlab/jupyter ] &&
+	ok "a NotebookServer becomes its pod (profile h100-25pct: 25 blocks, not pre-emptible), a 20Gi workspace claim and a Service; Running at $(jq -r .status.url <<<"$nb"); its Jupyter configured to stop itself after 3600 s idle (the default)" ||
 	bad "NotebookServer nb1: phase '$ph' status $(jq -c .status <<<"$nb") pvc $(jq -c .spec <<<"$pvc") job $(job_of team-a/nb1)"
 k DELETE /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers/nb1 >/dev/null
 [ "$(job_state team-a/nb1 cancelled)" = cancelled ] &&
 	[ "$(k GET /api/v1/namespaces/team-a/persistentvolumeclaims/nb1-workspace | jq -r .code)" = 404 ] &&
 	ok "a NotebookServer deleted: its pod, Service and workspace go, its job is cancelled" ||
 	bad "deleted NotebookServer: $(job_of team-a/nb1)"
+# idleTimeoutSeconds: the server's Jupyter stops itself (its container
+# ends, the pod succeeds): the NotebookServer is Stopped, its slice free.
+# 0: never (no configuration given).
+k POST /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers \
+	'{"apiVersion":"cnlab.io/v1alpha1","kind":"NotebookServer","metadata":{"name":"nb3"},"spec":{"image":"jupyter/base-notebook","profile":"h100-25pct","idleTimeoutSeconds":20}}' >/dev/null
+k POST /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers \
+	'{"apiVersion":"cnlab.io/v1alpha1","kind":"NotebookServer","metadata":{"name":"nb4"},"spec":{"image":"jupyter/base-notebook","profile":"h100-25pct","idleTimeoutSeconds":0}}' >/dev/null
+for _ in $(seq 200); do
+	[ "$(nbget nb3 | jq -r '.status.phase // empty')" = Running ] && [ "$(nbget nb4 | jq -r '.status.phase // empty')" = Running ] && break
+	sleep 0.05
+done
+np3=$(podget team-a nb3)
+np4=$(podget team-a nb4)
+# What the kubelet projects from nb3's annotation, handed to a real
+# Jupyter server (Debian's jupyter-server) with a real kernel started
+# and left idle: it must cull the kernel and stop itself.  It runs while
+# the rest of this test does; looked at at the end.
+jd=$tmp/jupyter
+mkdir -p "$jd/cfg" "$jd/home"
+for f in jupyter_server_config.json jupyter_notebook_config.json; do
+	jq -r '.metadata.annotations["cnlab.io/jupyter-config"]' <<<"$np3" >"$jd/cfg/$f"
+done
+jport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+(cd "$jd/home" && HOME="$jd/home" JUPYTER_CONFIG_PATH="$jd/cfg" exec jupyter-server --allow-root --no-browser \
+	--ip 127.0.0.1 --port "$jport" --ServerApp.token=t >"$jd/log" 2>&1) &
+j_pid=$!
+for _ in $(seq 300); do curl -fsS "http://127.0.0.1:$jport/api/status?token=t" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS -X POST "http://127.0.0.1:$jport/api/kernels?token=t" -H 'Content-Type: application/json' -d '{}' >"$jd/kernel.json" 2>&1
+k PATCH /api/v1/namespaces/team-a/pods/nb3/status \
+	'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"main","state":{"terminated":{"exitCode":0}}}]}}' \
+	application/merge-patch+json >/dev/null
+ph=
+for _ in $(seq 200); do
+	ph=$(nbget nb3 | jq -r '.status.phase // empty')
+	[ "$ph" = Stopped ] && break
+	sleep 0.05
+done
+s3=$(job_state team-a/nb3 succeeded)
+[ "$(jq -c '.metadata.annotations["cnlab.io/jupyter-config"] | fromjson | [.ServerApp.shutdown_no_activity_timeout, .MappingKernelManager.cull_idle_timeout, .MappingKernelManager.cull_interval, .TerminalManager.cull_inactive_timeout]' <<<"$np3")" = '[20,20,10,20]' ] &&
+	[ "$(jq -r '.metadata.annotations["cnlab.io/jupyter-config"] // "none"' <<<"$np4")" = none ] &&
+	! jq -e '.spec.volumes[] | select(.name == "jupyter-config")' <<<"$np4" >/dev/null &&
+	[ "$ph" = Stopped ] && [ "$s3" = succeeded ] &&
+	ok "idleTimeoutSeconds 20: its Jupyter told 20 s (kernels checked every 10 s); its server exiting stops the NotebookServer and ends its job; idleTimeoutSeconds 0: no such configuration" ||
+	bad "idle: nb3 $(jq -c '.metadata.annotations' <<<"$np3") phase '$ph' job '$s3'; nb4 $(jq -c '.metadata.annotations' <<<"$np4")"
+k DELETE /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers/nb3 >/dev/null
+k DELETE /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers/nb4 >/dev/null
 k POST /apis/cnlab.io/v1alpha1/namespaces/team-a/notebookservers \
 	'{"apiVersion":"cnlab.io/v1alpha1","kind":"NotebookServer","metadata":{"name":"nb2"},"spec":{"image":"x","profile":"no-such"}}' >/dev/null
 ph=
@@ -919,4 +970,13 @@ wait "$d_pid"
 rc=$?
 d_pid=""
 [ $rc = 0 ] && ok "with the API server gone, cnlabd still stops cleanly" || bad "cnlabd exit $rc with the API server gone"
+# The real Jupyter server given nb3's configuration (started above).
+wait "$j_pid"
+jrc=$?
+j_pid=""
+kid=$(jq -r '.id // empty' "$jd/kernel.json" 2>/dev/null)
+[ $jrc = 0 ] && [ -n "$kid" ] && grep -q "Culling.*$kid\|$kid.*cull" "$jd/log" &&
+	grep -q "shutting down" "$jd/log" &&
+	ok "a real Jupyter server given what nb3's pod is given: its idle kernel culled after 20 s, then it stopped itself (exit 0), as nb3's container would" ||
+	bad "jupyter: exit $jrc, kernel '$kid' $(head -c 300 "$jd/kernel.json"), log $(tail -5 "$jd/log")"
 [ $fails = 0 ] || exit 1
