@@ -359,11 +359,12 @@ static void nb_idle(json_t *pod, json_t *ctr, const json_t *timeout)
 	json_int_t every = t / 4 < 10 ? 10 : t / 4 > 300 ? 300 : t / 4;
 	const char *file[] = {"jupyter_server_config.json",
 	                      "jupyter_notebook_config.json"};
-	json_t *cfg, *items = json_array(), *env;
+	json_t *cfg, *items, *env;
 	char *text;
 
 	if (t <= 0)
 		return;
+	items = json_array();
 	cfg = json_pack("{s:{s:I},s:{s:I},s:{s:I,s:I,s:b,s:b},s:{s:I,s:I}}",
 	                "ServerApp", "shutdown_no_activity_timeout", t,
 	                "NotebookApp", "shutdown_no_activity_timeout", t,
