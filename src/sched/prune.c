@@ -56,40 +56,58 @@ uint64_t cnl_cyc_fail_key(const struct cnl_req_prep *p)
 	return cnl_cyc_shape_key(p, p->req.kind == CNL_REQ_BLOCKS);
 }
 
+/* The slot of key `k` in `tab` (open addressing), else the free one it
+ * would take; -1 when neither (the table is full). */
+static int fail_find(const struct cnl_cyc_fail *tab, uint64_t k)
+{
+	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
+	     i++, h = (h + 1) % FAIL_SLOTS)
+		if (tab[h].key == k || !tab[h].key)
+			return (int)h;
+	return -1;
+}
+
+/* The entry of key `k`, or NULL. */
+static const struct cnl_cyc_fail *fail_get(const struct cnl_cyc_fail *tab,
+                                           uint64_t k)
+{
+	int h = fail_find(tab, k);
+
+	return h >= 0 && tab[h].key == k ? &tab[h] : NULL;
+}
+
+/* The entry of key `k`, made if new; NULL when the table is full. */
+static struct cnl_cyc_fail *fail_put(struct cnl_cyc_fail *tab, uint64_t k)
+{
+	int h = fail_find(tab, k);
+
+	if (h < 0)
+		return NULL;
+	tab[h].key = k;
+	return &tab[h];
+}
+
 bool cnl_cyc_fail_known_in(const struct cnl_cyc_fail *tab, uint64_t k,
                            const struct cnl_req_prep *p)
 {
-	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
-	     i++, h = (h + 1) % FAIL_SLOTS) {
-		const struct cnl_cyc_fail *e = &tab[h];
-		if (!e->key)
-			return false;
-		if (e->key != k)
-			continue;
-		for (int q = 0; q < e->n; q++)
-			if (p->req.cpu_milli >= e->cpu[q] &&
-			    p->req.mem_mib >= e->mem[q])
-				return true;
-		return false;
-	}
+	const struct cnl_cyc_fail *e = fail_get(tab, k);
+
+	for (int q = 0; e && q < e->n; q++)
+		if (p->req.cpu_milli >= e->cpu[q] &&
+		    p->req.mem_mib >= e->mem[q])
+			return true;
 	return false;
 }
 
 void cnl_cyc_fail_note_in(struct cnl_cyc_fail *tab, uint64_t k,
                           const struct cnl_req_prep *p)
 {
-	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
-	     i++, h = (h + 1) % FAIL_SLOTS) {
-		struct cnl_cyc_fail *e = &tab[h];
-		if (e->key && e->key != k)
-			continue;
-		e->key = k;
-		if (e->n < FAIL_PAIRS) {
-			e->cpu[e->n] = p->req.cpu_milli;
-			e->mem[e->n] = p->req.mem_mib;
-			e->n++;
-		}
-		return;
+	struct cnl_cyc_fail *e = fail_put(tab, k);
+
+	if (e && e->n < FAIL_PAIRS) {
+		e->cpu[e->n] = p->req.cpu_milli;
+		e->mem[e->n] = p->req.mem_mib;
+		e->n++;
 	}
 }
 
@@ -106,63 +124,44 @@ void cnl_cyc_fail_note(struct cnl_cyc *y, const struct cnl_req_prep *p)
 uint32_t cnl_cyc_cfail_known(const struct cnl_cyc *y,
                              const struct cnl_req_prep *p, int64_t end)
 {
-	uint64_t k;
+	const struct cnl_cyc_fail *e =
+	    y->cfail ? fail_get(y->cfail, cnl_cyc_fail_key(p)) : NULL;
 
-	if (!y->cfail)
-		return NONE;
-	k = cnl_cyc_fail_key(p);
-	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
-	     i++, h = (h + 1) % FAIL_SLOTS) {
-		const struct cnl_cyc_fail *e = &y->cfail[h];
-		if (!e->key)
-			return NONE;
-		if (e->key != k)
-			continue;
-		for (int q = 0; q < e->n; q++)
-			if (p->req.cpu_milli >= e->cpu[q] &&
-			    p->req.mem_mib >= e->mem[q] && end >= e->end[q])
-				return e->node[q];
-		return NONE;
-	}
+	for (int q = 0; e && q < e->n; q++)
+		if (p->req.cpu_milli >= e->cpu[q] &&
+		    p->req.mem_mib >= e->mem[q] && end >= e->end[q])
+			return e->node[q];
 	return NONE;
 }
 
 void cnl_cyc_cfail_note(struct cnl_cyc *y, const struct cnl_req_prep *p,
                         int64_t end, uint32_t node)
 {
-	uint64_t k;
+	struct cnl_cyc_fail *e =
+	    y->cfail ? fail_put(y->cfail, cnl_cyc_fail_key(p)) : NULL;
+	int q, late = -1;
 
-	if (!y->cfail)
+	if (!e)
 		return;
-	k = cnl_cyc_fail_key(p);
-	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
-	     i++, h = (h + 1) % FAIL_SLOTS) {
-		struct cnl_cyc_fail *e = &y->cfail[h];
-		int q = e->n, late = -1;
-		if (e->key && e->key != k)
-			continue;
-		e->key = k;
-		/* Full: the new failure replaces one it covers, the one
-		 * that ends last (the shortest failed search tells most). */
-		if (q == FAIL_PAIRS) {
-			for (int w = 0; w < FAIL_PAIRS; w++)
-				if (p->req.cpu_milli <= e->cpu[w] &&
-				    p->req.mem_mib <= e->mem[w] &&
-				    end <= e->end[w] &&
-				    (late < 0 || e->end[w] > e->end[late]))
-					late = w;
-			if (late < 0)
-				return;
-			q = late;
-		} else {
-			e->n++;
-		}
-		e->cpu[q] = p->req.cpu_milli;
-		e->mem[q] = p->req.mem_mib;
-		e->end[q] = end;
-		e->node[q] = node;
-		return;
+	q = e->n;
+	/* Full: the new failure replaces one it covers, the one that ends
+	 * last (the shortest failed search tells most). */
+	if (q == FAIL_PAIRS) {
+		for (int w = 0; w < FAIL_PAIRS; w++)
+			if (p->req.cpu_milli <= e->cpu[w] &&
+			    p->req.mem_mib <= e->mem[w] && end <= e->end[w] &&
+			    (late < 0 || e->end[w] > e->end[late]))
+				late = w;
+		if (late < 0)
+			return;
+		q = late;
+	} else {
+		e->n++;
 	}
+	e->cpu[q] = p->req.cpu_milli;
+	e->mem[q] = p->req.mem_mib;
+	e->end[q] = end;
+	e->node[q] = node;
 }
 
 void cnl_cyc_fail_clear(struct cnl_cyc *y)
