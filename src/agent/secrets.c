@@ -288,14 +288,7 @@ int cnl_agent_secrets_fetch(struct cnl_agent *a, struct cnl_client *cl,
 out:
 	if (dfd >= 0)
 		close(dfd);
-	/* The reply's copies of the values. */
-	json_array_foreach (json_object_get(reply, "items"), i, it) {
-		json_t *v = json_object_get(it, "value_base64");
-
-		if (json_is_string(v))
-			explicit_bzero((char *)json_string_value(v),
-			               json_string_length(v));
-	}
+	cnl_json_wipe(reply); /* the reply's copies of the values */
 	json_decref(reply);
 	if (r < 0) {
 		cnl_agent_secrets_done(ret);

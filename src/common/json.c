@@ -190,6 +190,23 @@ char *cnl_json_dumps_compact(const json_t *json)
 	                  JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 }
 
+void cnl_json_wipe(json_t *v)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+
+	if (json_is_string(v))
+		explicit_bzero((char *)json_string_value(v),
+		               json_string_length(v));
+	else if (json_is_array(v))
+		json_array_foreach (v, i, x)
+			cnl_json_wipe(x);
+	else if (json_is_object(v))
+		json_object_foreach (v, k, x)
+			cnl_json_wipe(x);
+}
+
 int cnl_json_write_file(const json_t *json, const char *path, unsigned mode,
                         size_t flags)
 {

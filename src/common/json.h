@@ -79,6 +79,13 @@ int cnl_json_load_file(const char *path, json_t **ret, char *err,
 char *cnl_json_dumps_compact(const json_t *json);
 
 /*
+ * cnl_json_wipe - overwrite with zeros every string in @v, through its
+ * arrays and objects (their keys excepted), before it is freed: the
+ * copies of secret values a request or reply held.  NULL is allowed.
+ */
+void cnl_json_wipe(json_t *v);
+
+/*
  * cnl_json_write_file - @json (@flags as for json_dumpf) into @path, whole
  * or not at all: written to "@path.tmp" with @mode (whatever the umask),
  * no link followed, then renamed over @path.  0 or a negative errno; the

@@ -197,14 +197,7 @@ out:
 	}
 	if (sealed)
 		free(sealed);
-	/* The request's own copy of the value goes too. */
-	if (body) {
-		json_t *v = json_object_get(body, "value_base64");
-
-		if (json_is_string(v))
-			explicit_bzero((char *)json_string_value(v),
-			               json_string_length(v));
-	}
+	cnl_json_wipe(body); /* the request's own copy of the value too */
 	json_decref(body);
 }
 

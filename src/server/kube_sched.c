@@ -1936,13 +1936,7 @@ struct run_secrets {
 /* Forget @rs, its values first. */
 static void run_secrets_done(struct run_secrets *rs)
 {
-	const char *k;
-	json_t *v;
-
-	json_object_foreach (rs->data, k, v)
-		if (json_is_string(v))
-			explicit_bzero((char *)json_string_value(v),
-			               json_string_length(v));
+	cnl_json_wipe(rs->data);
 	json_decref(rs->data);
 	for (size_t i = 0; i < rs->n; i++) {
 		free(rs->name[i]);
@@ -2028,12 +2022,7 @@ static int run_secrets(struct cnl_kube_sched *ks, int ni,
 		rs->n++;
 	}
 out:
-	json_array_foreach (json_object_get(reply, "items"), i, it) {
-		json_t *v = json_object_get(it, "value_base64");
-		if (json_is_string(v))
-			explicit_bzero((char *)json_string_value(v),
-			               json_string_length(v));
-	}
+	cnl_json_wipe(reply);
 	json_decref(reply);
 	if (r < 0)
 		run_secrets_done(rs);
@@ -2678,12 +2667,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		         ns);
 		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
 		                   sizeof(err));
-		/* The values out of memory before they are freed. */
-		const char *k;
-		json_t *v;
-		json_object_foreach (json_object_get(o, "data"), k, v)
-			explicit_bzero((char *)json_string_value(v),
-			               json_string_length(v));
+		cnl_json_wipe(o); /* the values, before they are freed */
 		json_decref(o);
 		if (st != 201) {
 			/* 409: a Secret of its name that cnlabd may not read

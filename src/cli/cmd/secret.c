@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/format.h"
 #include "common/base64.h"
+#include "common/json.h"
 #include "common/util.h"
 
 /* The server's limit (secrets.h): a value of at most 64 KiB. */
@@ -141,12 +142,7 @@ int cnl_cli_cmd_secret_set(struct cnl_cli *cli)
 	}
 	path = cnl_cli_pathf("%s/%s", base, name);
 	code = cnl_cli_call(cli, "PUT", path, body, NULL, "secret", &o);
-	{
-		json_t *v = json_object_get(body, "value_base64");
-
-		explicit_bzero((char *)json_string_value(v),
-		               json_string_length(v));
-	}
+	cnl_json_wipe(body);
 	json_decref(body);
 	free(path);
 	free(base);

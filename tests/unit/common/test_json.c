@@ -319,6 +319,38 @@ static void test_dumps_compact(void **state)
 
 /* Written whole with its mode whatever the umask, no temporary left; a
  * link at the temporary's name is not followed. */
+/* Every string, however deep, zeroed in place; keys, numbers and the
+ * lengths kept. */
+static void test_wipe(void **state)
+{
+	json_t *v = json_pack("{s:s,s:[{s:s,s:i},s],s:{s:s}}", "value_base64",
+	                      "c2VjcmV0", "items", "name", "db", "n", 7,
+	                      "nested", "more", "deep", "wipe");
+	const char *a = json_string_value(json_object_get(v, "value_base64"));
+	json_t *it = json_array_get(json_object_get(v, "items"), 0);
+	const char *b = json_string_value(json_object_get(it, "name"));
+	const char *c =
+	    json_string_value(json_array_get(json_object_get(v, "items"), 1));
+	const char *d = json_string_value(
+	    json_object_get(json_object_get(v, "more"), "deep"));
+
+	(void)state;
+	cnl_json_wipe(v);
+	cnl_json_wipe(NULL);
+	for (size_t i = 0; i < 8; i++)
+		assert_int_equal(a[i], 0);
+	assert_int_equal(b[0] | b[1], 0);
+	for (size_t i = 0; i < 6; i++)
+		assert_int_equal(c[i], 0);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(d[i], 0);
+	assert_int_equal(json_string_length(json_object_get(v, "value_base64")),
+	                 8);
+	assert_int_equal(json_integer_value(json_object_get(it, "n")), 7);
+	assert_non_null(json_object_get(v, "more"));
+	json_decref(v);
+}
+
 static void test_write_file(void **state)
 {
 	char dir[] = "/tmp/cnl-json-XXXXXX", path[64], tmp[80], out[64];
@@ -362,6 +394,7 @@ int main(void)
 	    cmocka_unit_test(test_load_file),
 	    cmocka_unit_test(test_dumps_compact),
 	    cmocka_unit_test(test_write_file),
+	    cmocka_unit_test(test_wipe),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
