@@ -2029,6 +2029,25 @@ out:
 	return r;
 }
 
+/* A child of run pod @p (its claim, inputs or secrets) refused with
+ * status @st: the pod goes; made again when the API server may take the
+ * child later (no answer, 5xx, 429), else the job fails with @why, or
+ * "@refused: @err" when @why is NULL. */
+static void run_child_refused(struct cnl_kube_sched *ks, int ni,
+                              const struct cnl_wire_assignment *a,
+                              struct pod *p, long st, const char *refused,
+                              const char *why, const char *err, bool *again)
+{
+	if (st < 0 || st >= 500 || st == 429)
+		*again = true; /* the pod made again */
+	else if (why)
+		run_fail(ks, ni, a, "%s", why);
+	else
+		run_fail(ks, ni, a, "%s: %s", refused, err);
+	run_delete(ks, p, 0);
+	forget(ks, p);
+}
+
 /* The inputs of @a's job, fetched as node @ni: their paths into *@ret_paths
  * (malloc'd, as each path) and their bytes into *@ret_data {"inN":
  * base64}.  0; -E2BIG or -EINVAL with @err (the job cannot run here);
@@ -2621,13 +2640,9 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			/* A claim of that name made by someone else (409)
 			 * would carry this job's slice: not taken. */
 			json_decref(c);
-			if (st < 0 || st >= 500 || st == 429)
-				*again = true; /* the pod made again */
-			else
-				run_fail(ks, ni, a, "its claim was refused: %s",
-				         err);
-			run_delete(ks, p, 0);
-			forget(ks, p);
+			run_child_refused(ks, ni, a, p, st,
+			                  "its claim was refused", NULL, err,
+			                  again);
 			p = NULL;
 			goto out;
 		}
@@ -2647,13 +2662,9 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		                       : NULL;
 		json_decref(cm);
 		if (st != 201 && !cm) { /* 409: someone else's inputs */
-			if (st < 0 || st >= 500 || st == 429)
-				*again = true; /* the pod made again */
-			else
-				run_fail(ks, ni, a,
-				         "its inputs were refused: %s", err);
-			run_delete(ks, p, 0);
-			forget(ks, p);
+			run_child_refused(ks, ni, a, p, st,
+			                  "its inputs were refused", NULL, err,
+			                  again);
 			p = NULL;
 			goto out;
 		}
@@ -2672,18 +2683,14 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		if (st != 201) {
 			/* 409: a Secret of its name that cnlabd may not read
 			 * (it only makes them): not this run's to use. */
-			if (st < 0 || st >= 500 || st == 429)
-				*again = true; /* the pod made again */
-			else if (st == 409)
-				run_fail(ks, ni, a,
-				         "namespace %s has a Secret %s-secrets "
-				         "that CNLab did not make for this run",
-				         ns, name);
-			else
-				run_fail(ks, ni, a,
-				         "its secrets were refused: %s", err);
-			run_delete(ks, p, 0);
-			forget(ks, p);
+			char why[512];
+			snprintf(why, sizeof(why),
+			         "namespace %s has a Secret %s-secrets that "
+			         "CNLab did not make for this run",
+			         ns, name);
+			run_child_refused(ks, ni, a, p, st,
+			                  "its secrets were refused",
+			                  st == 409 ? why : NULL, err, again);
 			p = NULL;
 			goto out;
 		}

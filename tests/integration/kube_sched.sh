@@ -463,15 +463,27 @@ jobid() { # jobid COMMAND: the newest job of project vision running COMMAND
 	"$cnlab" jobs list --project vision -o json 2>/dev/null |
 		jq -r --arg c "$1" '[.items[] | select(.command == $c)] | sort_by(.id) | last | .id // empty'
 }
+newjob() { # newjob COMMAND: jobid COMMAND, waited for
+	local j=
+	for _ in $(seq 200); do
+		j=$(jobid "$1")
+		[ -n "$j" ] && break
+		sleep 0.05
+	done
+	echo "$j"
+}
+runpods() { # runpods JOB: how many pods cnlabd made for JOB
+	k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" |
+		jq --arg j "$1" '[.items[] | select(.metadata.labels["cnlab.io/job"] == $j)] | length'
+}
+nodes_do() { # nodes_do cordon|undrain: on both Kubernetes nodes
+	"$cnlab" node "$1" node1 >/dev/null 2>&1
+	"$cnlab" node "$1" node2 >/dev/null 2>&1
+}
 printf 'print("hi")\n' >"$tmp/train.py"
 (cd "$tmp" && exec "$cnlab" run train.py --gpu h100-10 --project vision >"$tmp/run.out" 2>"$tmp/run.err")&
 run_pid=$!
-rj=
-for _ in $(seq 200); do
-	rj=$(jobid "python3 train.py")
-	[ -n "$rj" ] && break
-	sleep 0.05
-done
+rj=$(newjob "python3 train.py")
 rp=$(runpod "$rj")
 rname=$(jq -r .metadata.name <<<"$rp")
 rc_=$(k GET "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/$rname-gpu")
@@ -535,12 +547,7 @@ printf 'import os\n' >"$tmp/sec.py"
 (cd "$tmp" && exec "$cnlab" run sec.py --gpu h100-10 --project vision --secret db-password \
 	--secret-env wandb-key=WANDB_API_KEY >"$tmp/srun.out" 2>"$tmp/srun.err")&
 srun_pid=$!
-sj=
-for _ in $(seq 200); do
-	sj=$(jobid "python3 sec.py")
-	[ -n "$sj" ] && break
-	sleep 0.05
-done
+sj=$(newjob "python3 sec.py")
 sp=$(runpod "$sj")
 sname=$(jq -r .metadata.name <<<"$sp")
 for _ in $(seq 100); do
@@ -573,33 +580,29 @@ gone_sec=$(k GET "/api/v1/namespaces/team-a/secrets/$sname-secrets" | jq -r .cod
 # A secret deleted between the submission and the start fails the job,
 # naming it, and no pod is made.
 "$cnlab" secret set gone-soon --from-file "$tmp/pw" >/dev/null 2>&1
-"$cnlab" node cordon node1 >/dev/null 2>&1
-"$cnlab" node cordon node2 >/dev/null 2>&1
+nodes_do cordon
 (cd "$tmp" && "$cnlab" run --detach sec.py --gpu h100-10 --project vision --secret gone-soon >/dev/null 2>"$tmp/gs.err")
 gj=$(jobid "python3 sec.py")
 "$cnlab" secret delete gone-soon >/dev/null 2>&1
-"$cnlab" node undrain node1 >/dev/null 2>&1
-"$cnlab" node undrain node2 >/dev/null 2>&1
+nodes_do undrain
 gs=$(jstate "$gj" failed)
 gmsg=$("$cnlab" jobs show "$gj" --project vision -o json 2>/dev/null | jq -r '.message // .reason // empty')
 [ "$gj" != "$sj" ] && [ "$gs" = failed ] && grep -q 'gone-soon' <<<"$gmsg" &&
-	[ "$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" | jq --arg j "$gj" '[.items[] | select(.metadata.labels["cnlab.io/job"] == $j)] | length')" = 0 ] &&
+	[ "$(runpods "$gj")" = 0 ] &&
 	ok "a secret deleted before its job started: the job failed naming it ($gmsg), and no pod was made" ||
 	bad "gone secret: job '$gj' (after '$sj') '$gs' '$gmsg' $(cat "$tmp/gs.err")"
 # A tenant of the namespace makes the Secret a waiting run's pod will
 # mount, ahead, with values of its choosing: not used, the job fails.
-"$cnlab" node cordon node1 >/dev/null 2>&1
-"$cnlab" node cordon node2 >/dev/null 2>&1
+nodes_do cordon
 (cd "$tmp" && "$cnlab" run --detach sec.py --gpu h100-10 --project vision --secret db-password >/dev/null 2>"$tmp/sq.err")
 qj=$(jobid "python3 sec.py")
 qname=$(jq -rn --arg j "$qj" '"cnlab-" + ($j | ascii_downcase | gsub("_"; "-")) + "-1-secrets"')
 k POST /api/v1/namespaces/team-a/secrets "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"$qname\"},\"data\":{\"db-password\":\"$(printf planted | base64)\"}}" >/dev/null
-"$cnlab" node undrain node1 >/dev/null 2>&1
-"$cnlab" node undrain node2 >/dev/null 2>&1
+nodes_do undrain
 qs=$(jstate "$qj" failed)
 qmsg=$("$cnlab" jobs show "$qj" --project vision -o json 2>/dev/null | jq -r '.message // .reason // empty')
 [ "$qj" != "$gj" ] && [ "$qs" = failed ] && grep -q "has a Secret $qname that CNLab did not make" <<<"$qmsg" &&
-	[ "$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" | jq --arg j "$qj" '[.items[] | select(.metadata.labels["cnlab.io/job"] == $j)] | length')" = 0 ] &&
+	[ "$(runpods "$qj")" = 0 ] &&
 	ok "a Secret planted under a waiting run's name: not mounted, the job failed saying so, and its pod is gone" ||
 	bad "planted secret: job '$qj' '$qs' '$qmsg'"
 fj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- kubernetes pod team-a/db 2>/dev/null | jq -r '.id // empty')
