@@ -545,6 +545,110 @@ void cnl_kube_run_name(const char *job, int64_t epoch, char *buf, size_t len)
 		snprintf(buf + o, len - o, "-%lld", (long long)epoch);
 }
 
+/* The owner reference to the pod @name of uid @uid. */
+static json_t *pod_owner(const char *name, const char *uid)
+{
+	return json_pack("[{s:s,s:s,s:s,s:s,s:b}]", "apiVersion", "v1", "kind",
+	                 "Pod", "name", name, "uid", uid, "controller", 1);
+}
+
+void cnl_kube_gang_service_name(const char *gang, int rank, char *buf,
+                                size_t len)
+{
+	char g[128];
+
+	cnl_kube_run_name(gang, 0, g, sizeof(g));
+	/* "cnlab-ID-0" less its epoch, then the rank. */
+	*strrchr(g, '-') = '\0';
+	snprintf(buf, len, "%s-%d", g, rank);
+}
+
+void cnl_kube_gang_host(const char *gang, int rank, const char *ns, char *buf,
+                        size_t len)
+{
+	char svc[160];
+
+	cnl_kube_gang_service_name(gang, rank, svc, sizeof(svc));
+	snprintf(buf, len, "%s.%s.svc", svc, ns);
+}
+
+/* A run's place in its gang, in its container's variables @env. */
+static void gang_env(const struct cnl_kube_run *r, json_t *env)
+{
+	char v[32];
+	bool gang = r->gang_size > 1;
+
+#define VAR(k, val)            \
+	json_array_append_new( \
+	    env, json_pack("{s:s,s:s}", "name", (k), "value", (val)))
+	snprintf(v, sizeof(v), "%d", gang ? r->gang_rank : 0);
+	VAR("CNLAB_RANK", v);
+	snprintf(v, sizeof(v), "%d", gang ? r->gang_size : 1);
+	VAR("CNLAB_WORLD_SIZE", v);
+	if (!gang)
+		return;
+	VAR("CNLAB_GANG_ID", r->gang_id);
+	for (int pass = 0; pass < 2; pass++) {
+		size_t cap = 1, o = 0;
+		char *s, host[256];
+
+		for (int i = 0; i < r->gang_size; i++) {
+			cnl_kube_gang_host(r->gang_id, i, r->ns, host,
+			                   sizeof(host));
+			cap +=
+			    (pass ? strlen(host) : strlen(r->gang_nodes[i])) +
+			    1;
+		}
+		s = cnl_xmalloc(cap);
+		s[0] = '\0';
+		for (int i = 0; i < r->gang_size; i++) {
+			cnl_kube_gang_host(r->gang_id, i, r->ns, host,
+			                   sizeof(host));
+			o += (size_t)snprintf(s + o, cap - o, "%s%s",
+			                      i ? "," : "",
+			                      pass ? host : r->gang_nodes[i]);
+		}
+		VAR(pass ? "CNLAB_GANG_HOSTS" : "CNLAB_GANG_NODES", s);
+		free(s);
+	}
+#undef VAR
+}
+
+json_t *cnl_kube_run_gang_service(const struct cnl_kube_run *r,
+                                  const char *pod_uid)
+{
+	char name[128], svc[160], rk[16];
+
+	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
+	cnl_kube_gang_service_name(r->gang_id, r->gang_rank, svc, sizeof(svc));
+	snprintf(rk, sizeof(rk), "%d", r->gang_rank);
+	return json_pack(
+	    "{s:s,s:s,s:{s:s,s:{s:s,s:s},s:o},"
+	    "s:{s:s,s:s,s:b,s:{s:s,s:s}}}",
+	    "apiVersion", "v1", "kind", "Service", "metadata", "name", svc,
+	    "labels", "cnlab.io/gang", r->gang_id, "cnlab.io/job", r->job,
+	    "ownerReferences", pod_owner(name, pod_uid), "spec", "type",
+	    "ClusterIP", "clusterIP", "None", "publishNotReadyAddresses", 1,
+	    "selector", "cnlab.io/gang", r->gang_id, "cnlab.io/rank", rk);
+}
+
+bool cnl_kube_gang_service_like(const json_t *svc, const struct cnl_kube_run *r)
+{
+	const json_t *spec = json_object_get(svc, "spec");
+	const json_t *sel = json_object_get(spec, "selector");
+	const char *ip = json_string_value(json_object_get(spec, "clusterIP"));
+	const char *g =
+	    json_string_value(json_object_get(sel, "cnlab.io/gang"));
+	const char *rk =
+	    json_string_value(json_object_get(sel, "cnlab.io/rank"));
+	char want[16];
+
+	snprintf(want, sizeof(want), "%d", r->gang_rank);
+	return json_object_size(sel) == 2 && g && rk && ip &&
+	       strcmp(ip, "None") == 0 && strcmp(g, r->gang_id) == 0 &&
+	       strcmp(rk, want) == 0;
+}
+
 int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
                      size_t errlen)
 {
@@ -597,6 +701,7 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	    "workingDir", "/workspace", "resources", "requests", "cpu", cq,
 	    "memory", mq, "limits", "memory", mq, "volumeMounts", mounts, "env",
 	    "name", "CNLAB_JOB_ID", "value", r->job);
+	gang_env(r, json_object_get(container, "env"));
 	if (r->n_secrets) {
 		char sec[160];
 		json_t *env = json_object_get(container, "env");
@@ -631,6 +736,15 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	                r->project, "spec", "schedulerName", CNL_KUBE_SCHEDULER,
 	                "restartPolicy", "Never", "enableServiceLinks", 0,
 	                "containers", container, "volumes", volumes);
+	if (r->gang_size > 1) {
+		char rk[16];
+		json_t *lab =
+		    json_object_get(json_object_get(pod, "metadata"), "labels");
+		snprintf(rk, sizeof(rk), "%d", r->gang_rank);
+		json_object_set_new(lab, "cnlab.io/gang",
+		                    json_string(r->gang_id));
+		json_object_set_new(lab, "cnlab.io/rank", json_string(rk));
+	}
 	/* A project member need not hold the namespace's ServiceAccount
 	 * token. */
 	json_object_set_new(json_object_get(pod, "spec"),
@@ -639,13 +753,6 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 		use_claim(pod, container, claim);
 	*ret_pod = pod;
 	return 0;
-}
-
-/* The owner reference to the pod @name of uid @uid. */
-static json_t *pod_owner(const char *name, const char *uid)
-{
-	return json_pack("[{s:s,s:s,s:s,s:s,s:b}]", "apiVersion", "v1", "kind",
-	                 "Pod", "name", name, "uid", uid, "controller", 1);
 }
 
 json_t *cnl_kube_run_claim(const struct cnl_kube_run *r, const char *pod_uid)

@@ -105,6 +105,16 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  * uid @pod_uid; cnl_kube_run_inputs - the ConfigMap of the inputs, its
  * binaryData @data (stolen: {"inN": base64}), owned by the pod too.  So
  * the pod's deletion takes both.
+ *
+ * Every run pod has CNLAB_RANK and CNLAB_WORLD_SIZE (0 and 1 alone), as a
+ * node's job does.  A gang's member also has CNLAB_GANG_ID (the leader's
+ * job id), CNLAB_GANG_NODES (the members' nodes by rank) and
+ * CNLAB_GANG_HOSTS (by rank, the DNS name of each member's headless
+ * Service, cnl_kube_gang_host(): pods share no host network here), and
+ * the labels cnlab.io/gang and cnlab.io/rank its Service selects.
+ * cnl_kube_run_gang_service - that Service for the member @r is: headless,
+ * publishing the pod before it is ready (a rendezvous does not wait for
+ * readiness), owned by the pod of uid @pod_uid.
  */
 #define CNL_KUBE_RUN_PATH_MAX 512
 
@@ -119,7 +129,26 @@ struct cnl_kube_run {
 	const char *const *secrets;
 	const char *const *env;
 	size_t n_secrets;
+	/* A gang's member (gang_size > 1): the leader's job id, this one's
+	 * rank, the members' nodes by rank, its namespace. */
+	const char *gang_id, *ns;
+	int gang_rank, gang_size;
+	const char *const *gang_nodes;
 };
+
+/* "cnlab-GANG-RANK", GANG the leader's id as in a pod's name. */
+void cnl_kube_gang_service_name(const char *gang, int rank, char *buf,
+                                size_t len);
+/* Its DNS name in namespace @ns, as pods of the cluster resolve it. */
+void cnl_kube_gang_host(const char *gang, int rank, const char *ns, char *buf,
+                        size_t len);
+json_t *cnl_kube_run_gang_service(const struct cnl_kube_run *r,
+                                  const char *pod_uid);
+/* Whether @svc is a gang Service as cnl_kube_run_gang_service() makes
+ * them for member @r (headless, its selector exactly the member's): one
+ * left by an earlier pod of the member, to be replaced. */
+bool cnl_kube_gang_service_like(const json_t *svc,
+                                const struct cnl_kube_run *r);
 
 void cnl_kube_run_name(const char *job, int64_t epoch, char *buf, size_t len);
 int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,

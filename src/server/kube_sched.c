@@ -2381,6 +2381,88 @@ static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	}
 }
 
+/* Whether gang member @a can run as a pod: every member on a node of
+ * ours (a pod reaches its peers through the cluster's network and DNS,
+ * which an agent's node is not on).  0, or -EINVAL with @err. */
+static int gang_check(struct cnl_kube_sched *ks,
+                      const struct cnl_wire_assignment *a, char *err,
+                      size_t errlen)
+{
+	if (a->gang.size < 2 || a->gang.n_nodes != a->gang.size ||
+	    a->gang.rank < 0 || a->gang.rank >= a->gang.size) {
+		cnl_seterr(err, errlen,
+		           "its gang is not whole (rank %d of %d, %d nodes)",
+		           a->gang.rank, a->gang.size, a->gang.n_nodes);
+		return -EINVAL;
+	}
+	for (int i = 0; i < a->gang.n_nodes; i++) {
+		bool ours = false;
+		for (size_t k = 0; k < ks->n_nodes && !ours; k++)
+			ours = !ks->nodes[k].gone &&
+			       strcmp(ks->nodes[k].name, a->gang.nodes[i]) == 0;
+		if (!ours) {
+			cnl_seterr(err, errlen,
+			           "its gang has rank %d on node %s, not a "
+			           "Kubernetes node: a gang's pods reach each "
+			           "other only inside the cluster",
+			           i, a->gang.nodes[i]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* The headless Service of gang member @r, whose pod @p (uid @uid) was just
+ * made: made, or one of an earlier pod of the member replaced.  0; -1 when
+ * the job failed or is to be tried again (*@again), the pod deleted. */
+static int run_gang_service(struct cnl_kube_sched *ks, int ni,
+                            const struct cnl_wire_assignment *a, struct pod *p,
+                            const struct cnl_kube_run *r, const char *uid,
+                            bool *again)
+{
+	char path[512], name[160], err[512], why[512];
+	json_t *o = cnl_kube_run_gang_service(r, uid), *old = NULL;
+	long st;
+
+	cnl_kube_gang_service_name(r->gang_id, r->gang_rank, name,
+	                           sizeof(name));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/services", r->ns);
+	st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
+	                   sizeof(err));
+	if (st == 409) {
+		/* An earlier pod's (its owner went, the garbage collector
+		 * has not yet taken it): replaced.  Anything else under the
+		 * name would take the member's DNS name: not used. */
+		char one[700];
+		snprintf(one, sizeof(one), "%s/%s", path, name);
+		if (cnl_kube_call(ks->kc, "GET", one, NULL, NULL, &old, err,
+		                  sizeof(err)) == 200 &&
+		    cnl_kube_gang_service_like(old, r)) {
+			st = cnl_kube_call(ks->kc, "DELETE", one, NULL, NULL,
+			                   NULL, err, sizeof(err));
+			if (st == 200 || st == 404)
+				st =
+				    cnl_kube_call(ks->kc, "POST", path, o, NULL,
+				                  NULL, err, sizeof(err));
+			else
+				st = -1; /* tried again */
+		} else {
+			st = 409;
+		}
+		json_decref(old);
+	}
+	json_decref(o);
+	if (st == 201)
+		return 0;
+	snprintf(why, sizeof(why),
+	         "namespace %s has a Service %s that CNLab did not make for "
+	         "this gang",
+	         r->ns, name);
+	run_child_refused(ks, ni, a, p, st, "its gang's Service was refused",
+	                  st == 409 ? why : NULL, err, again);
+	return -1;
+}
+
 /* The pod of run job @a placed on node @ni: found (made by an earlier run
  * of ours), or made now with its claim and inputs.  NULL when there is
  * none yet (*@again: look at @a again) or the job cannot run here (it was
@@ -2481,9 +2563,8 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		run_fail(ks, ni, a, "%s", err);
 		return NULL;
 	}
-	if (a->has_gang) {
-		run_fail(ks, ni, a,
-		         "gangs (--nodes) do not run on Kubernetes nodes yet");
+	if (a->has_gang && gang_check(ks, a, err, sizeof(err)) < 0) {
+		run_fail(ks, ni, a, "%s", err);
 		return NULL;
 	}
 	if (!ks->has_proof_key) { /* its pod could not be known again */
@@ -2534,7 +2615,17 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	    .secrets = (const char *const *)secs.name,
 	    .env = (const char *const *)secs.env,
 	    .n_secrets = secs.n,
+	    .ns = ns,
 	};
+	const char *gnodes[CNL_WIRE_GANG_MAX];
+	if (a->has_gang) {
+		for (int i = 0; i < a->gang.n_nodes; i++)
+			gnodes[i] = a->gang.nodes[i];
+		run.gang_id = a->gang.id;
+		run.gang_rank = a->gang.rank;
+		run.gang_size = a->gang.size;
+		run.gang_nodes = gnodes;
+	}
 	if (cnl_kube_run_pod(&run, &pod, err, sizeof(err)) < 0) {
 		run_fail(ks, ni, a, "%s", err);
 		goto out;
@@ -2694,6 +2785,11 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			p = NULL;
 			goto out;
 		}
+	}
+	if (run.gang_size > 1 &&
+	    run_gang_service(ks, ni, a, p, &run, uid, again) < 0) {
+		p = NULL;
+		goto out;
 	}
 	cnl_log(CNL_LOG_INFO, "kube: a run job became a pod",
 	        "job=%s pod=%s/%s", a->id, ns, name);

@@ -35,6 +35,10 @@
 #     cancel deletes the pod; a namespace that does not let cnlabd make
 #     pods, and a project that has not let kube in, fail the job, saying
 #     so;
+#   - `cnlab run --nodes 2`: a pod per member on its own node, each told
+#     its rank and its peers' DNS names (a headless Service per member,
+#     owned by its pod; one left by an earlier pod replaced, a planted one
+#     selecting other pods failing the member);
 #   - a TrainingJob is reconciled into its pod and claim, and its status
 #     follows them (Running with its job and node, Failed with the exit
 #     code); one naming another project is refused; deleting one deletes
@@ -715,6 +719,79 @@ echo "" | "$cnlab" login --server "$url" --user kube --password-stdin >/dev/null
 	bad "the service user kube logs in with no password" ||
 	ok "nobody logs in as the service user kube"
 echo "$CNLAB_ADMIN_PASSWORD" | "$cnlab" login --server "$url" --user admin --password-stdin >/dev/null 2>&1
+
+# --- a gang on Kubernetes nodes ---------------------------------------------
+# `cnlab run --nodes 2`: a pod per member, each on its own node, told its
+# rank and its peers' DNS names (a headless Service per member, owned by
+# its pod); both end, the run ends with them and the Services go.  Made
+# while the nodes are cordoned, so that Services can be planted first under
+# the members' names: rank 0's looks like one of an earlier pod of the
+# member (replaced), and in a second gang rank 1's selects other pods (the
+# member fails, saying so).
+gsvc() { # gsvc GANG RANK: its Service's name
+	jq -rn --arg g "$1" --arg r "$2" '"cnlab-" + ($g | ascii_downcase | gsub("_"; "-")) + "-" + $r'
+}
+envof() { # envof POD_JSON NAME: a variable of its container
+	jq -r --arg n "$2" '.spec.containers[0].env[] | select(.name == $n) | .value' <<<"$1"
+}
+nodes_do cordon
+printf 'print("gang")\n' >"$tmp/g.py"
+gl=$(cd "$tmp" && "$cnlab" run --detach --nodes 2 --gpu h100-25 --project vision -o json g.py 2>"$tmp/g.err" | jq -r '.id // empty')
+gm=$("$cnlab" jobs show "$gl" --project vision -o json 2>/dev/null | jq -r '.gang.members // [] | join(" ")')
+g0=$(gsvc "$gl" 0)
+k POST /api/v1/namespaces/team-a/services "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"$g0\",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"old\",\"uid\":\"0000-old\"}]},\"spec\":{\"clusterIP\":\"None\",\"selector\":{\"cnlab.io/gang\":\"$gl\",\"cnlab.io/rank\":\"0\"}}}" >/dev/null
+nodes_do undrain
+read -r gj0 gj1 <<<"$gm"
+gp0=$(runpod "$gj0") gp1=$(runpod "$gj1")
+gs0=$(k GET "/api/v1/namespaces/team-a/services/$g0")
+gs1=$(k GET "/api/v1/namespaces/team-a/services/$(gsvc "$gl" 1)")
+ghosts="$g0.team-a.svc,$(gsvc "$gl" 1).team-a.svc"
+gn="$(jq -r .spec.nodeName <<<"$gp0"),$(jq -r .spec.nodeName <<<"$gp1")"
+[ -n "$gl" ] && [ "$gj0" = "$gl" ] && [ -n "$gj1" ] && [ "$(jq -r .spec.nodeName <<<"$gp0")" != "$(jq -r .spec.nodeName <<<"$gp1")" ] &&
+	[ "$(envof "$gp0" CNLAB_RANK)/$(envof "$gp1" CNLAB_RANK)/$(envof "$gp1" CNLAB_WORLD_SIZE)" = 0/1/2 ] &&
+	[ "$(envof "$gp1" CNLAB_GANG_ID)" = "$gl" ] && [ "$(envof "$gp0" CNLAB_GANG_NODES)" = "$gn" ] &&
+	[ "$(envof "$gp0" CNLAB_GANG_HOSTS)" = "$ghosts" ] && [ "$(envof "$gp1" CNLAB_GANG_HOSTS)" = "$ghosts" ] &&
+	[ "$(jq -r '.metadata.labels["cnlab.io/rank"]' <<<"$gp1")" = 1 ] &&
+	[ "$(jq -r '.spec.clusterIP' <<<"$gs1")" = None ] && [ "$(jq -r '.spec.publishNotReadyAddresses' <<<"$gs1")" = true ] &&
+	[ "$(jq -c '.spec.selector' <<<"$gs1")" = "{\"cnlab.io/gang\":\"$gl\",\"cnlab.io/rank\":\"1\"}" ] &&
+	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$gs1")" = "$(jq -r .metadata.uid <<<"$gp1")" ] &&
+	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$gs0")" = "$(jq -r .metadata.uid <<<"$gp0")" ] &&
+	ok "cnlab run --nodes 2 on Kubernetes nodes: a pod per member on nodes $gn, each told CNLAB_RANK, CNLAB_WORLD_SIZE, CNLAB_GANG_ID, CNLAB_GANG_NODES and CNLAB_GANG_HOSTS ($ghosts), each member's headless Service owned by its pod (rank 0's, left by an earlier pod, replaced)" ||
+	bad "gang '$gl' members '$gm': pods $(jq -c '{node: .spec.nodeName, labels: .metadata.labels, env: .spec.containers[0].env}' <<<"$gp0") $(jq -c '{node: .spec.nodeName, env: .spec.containers[0].env}' <<<"$gp1") services $(jq -c '{spec, o: .metadata.ownerReferences}' <<<"$gs0") $(jq -c '{spec, o: .metadata.ownerReferences}' <<<"$gs1") $(cat "$tmp/g.err") $(tail -3 "$tmp/err")"
+for p_ in "$gp0" "$gp1"; do
+	k PATCH "/api/v1/namespaces/team-a/pods/$(jq -r .metadata.name <<<"$p_")/status" \
+		'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
+		application/merge-patch+json >/dev/null
+done
+gst=$(jstate "$gl" succeeded)
+for _ in $(seq 100); do
+	[ "$(k GET "/api/v1/namespaces/team-a/services/$g0" | jq -r .code)" = 404 ] && break
+	sleep 0.05
+done
+[ "$gst" = succeeded ] && [ "$(jstate "$gj1" succeeded)" = succeeded ] &&
+	[ "$(k GET "/api/v1/namespaces/team-a/services/$g0" | jq -r .code)" = 404 ] &&
+	[ "$(k GET "/api/v1/namespaces/team-a/services/$(gsvc "$gl" 1)" | jq -r .code)" = 404 ] &&
+	ok "both members' pods succeeded: the gang's jobs succeeded, its pods and Services are gone" ||
+	bad "gang end: '$gst' $(k GET "/api/v1/namespaces/team-a/services/$g0" | jq -c '{code, name: .metadata.name}')"
+nodes_do cordon
+hl=$("$cnlab" run --detach --nodes 2 --gpu h100-25 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')
+k POST /api/v1/namespaces/team-a/services "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"$(gsvc "$hl" 1)\"},\"spec\":{\"clusterIP\":\"None\",\"selector\":{\"app\":\"mine\"}}}" >/dev/null
+nodes_do undrain
+hj1=$("$cnlab" jobs show "$hl" --project vision -o json 2>/dev/null | jq -r '.gang.members[1] // empty')
+hs=$(jstate "$hj1" failed)
+hm=$("$cnlab" jobs show "$hj1" --project vision -o json 2>/dev/null | jq -r '.message // empty')
+[ -n "$hj1" ] && [ "$hs" = failed ] && grep -q "has a Service $(gsvc "$hl" 1) that CNLab did not make for this gang" <<<"$hm" &&
+	[ "$(k GET "/api/v1/namespaces/team-a/services/$(gsvc "$hl" 1)" | jq -c .spec.selector)" = '{"app":"mine"}' ] &&
+	ok "a Service planted under a gang member's name, selecting other pods: the member fails naming it, the Service is left as it was" ||
+	bad "planted gang service: '$hl' member '$hj1' '$hs' '$hm' leader $("$cnlab" jobs show "$hl" --project vision -o json 2>/dev/null | jq -c '{state, message}')"
+k DELETE "/api/v1/namespaces/team-a/services/$(gsvc "$hl" 1)" >/dev/null
+# (A member's failure does not end the others, as on agents' nodes: the
+# user's cancel of the leader does, and its pod goes.)
+"$cnlab" jobs cancel "$hl" --project vision >/dev/null 2>&1
+for _ in $(seq 200); do [ "$(runpods "$hl")" = 0 ] && break; sleep 0.05; done
+[ "$(jstate "$hl" cancelled)" = cancelled ] && [ "$(runpods "$hl")" = 0 ] &&
+	ok "the rest of that gang cancelled: its leader's pod is gone" ||
+	bad "gang leader $hl after cancel: $("$cnlab" jobs show "$hl" --project vision -o json 2>/dev/null | jq -c '{state, message}') pods $(runpods "$hl")"
 
 # --- TrainingJobs -----------------------------------------------------------
 tj() { # tj NAME SPEC_JSON

@@ -42,6 +42,7 @@ errors as a v1 Status with reason and code):
                                                        400 while the pod
                                                        is Pending
   POST, GET .../configmaps, secrets, services, persistentvolumeclaims
+  DELETE .../services/NAME
   PATCH .../pods/NAME/status                           strategic merge
                                                        (conditions by type)
                                                        or merge patch
@@ -358,6 +359,13 @@ class H(BaseHTTPRequestHandler):
                 m == "GET":
             o = others.get((parts[4], parts[3], parts[5]))
             return (200, o) if o else status(404, "not found")
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and \
+                parts[4] == "services" and m == "DELETE":
+            o = others.pop((parts[4], parts[3], parts[5]), None)
+            if not o:
+                return status(404, "not found")
+            collect(o["metadata"]["uid"])
+            return 200, o
         if parts[:4] == ["apis", "resource.k8s.io", "v1", "namespaces"] and \
                 parts[5:6] == ["resourceclaims"]:
             return self.claims(parts[4], parts[6:], body)
