@@ -32,6 +32,18 @@ void cnl_node_summary_of(const struct cnl_cluster *c, struct cnl_node *out);
 /* Bits set in a 16-bit mask (slice and GPU masks).  By nibbles: the
  * portable build has no POPCNT instruction, and the libgcc fallback
  * showed in profiles of the scheduler. */
+/* Workloads node @n may still take (pods_max); INT32_MAX: no limit.
+ * Others' count may exceed the limit (they came after CNLab's work). */
+static inline int32_t cnl_node_slots_free(const struct cnl_node *n)
+{
+	int64_t f;
+
+	if (n->pods_max <= 0)
+		return INT32_MAX;
+	f = (int64_t)n->pods_max - n->pods_others - (int64_t)n->n_allocs;
+	return f < 0 ? 0 : (int32_t)f;
+}
+
 static inline int popc(unsigned x)
 {
 	static const uint8_t nib[16] = {0, 1, 1, 2, 1, 2, 2, 3,

@@ -203,6 +203,11 @@ struct cnl_node {
 	 * that one freed and put back always fits again), but out of the
 	 * free capacity that searches read (struct cnl_node_hot). */
 	int64_t cpu_others, mem_others;
+	/* How many workloads the node may hold at once, CNLab's and
+	 * others' together (a Kubernetes node's allocatable pods), and how
+	 * many of others' it holds (cnl_cluster_set_node_pods); 0: no
+	 * limit. */
+	int32_t pods_max, pods_others;
 	uint32_t n_allocs;
 	uint32_t n_shared; /* allocations of part of one GPU (blocks, MIG) */
 	uint32_t n_whole;  /* whole-GPU allocations */
@@ -225,6 +230,8 @@ struct cnl_node_hot {
 	uint8_t state, n_gpus;
 	uint8_t n_empty, max_block_free, max_mig_free, max_host_free;
 	uint32_t n_allocs;
+	/* Workloads it may still take (pods_max); INT32_MAX: no limit. */
+	int32_t slots_free;
 };
 
 struct cnl_alloc {
@@ -293,6 +300,17 @@ int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
  */
 int cnl_cluster_set_node_others(struct cnl_cluster *c, uint32_t node,
                                 int64_t cpu_milli, int64_t mem_mib);
+
+/*
+ * cnl_cluster_set_node_pods - how many workloads node @node may hold at
+ * once (@max, 0: no limit), CNLab's and others' together, and how many
+ * work CNLab did not place holds there now (@others): a Kubernetes node's
+ * allocatable pods and the other schedulers' pods on it.  A node holding
+ * @max takes nothing more (what it holds stays placed).  Errors:
+ * -CNL_ENODE, -CNL_ESIZE (negative); nothing changes on failure.
+ */
+int cnl_cluster_set_node_pods(struct cnl_cluster *c, uint32_t node, int32_t max,
+                              int32_t others);
 
 /* cnl_alloc_prepare - check `req` (see errors.h: CNL_EBLOCKS, CNL_EPROFILE,
  * CNL_ENOMIG, CNL_ESIZE, CNL_EGPUTYPE, CNL_EGANG) and resolve it per type. */

@@ -395,6 +395,7 @@ int cnl_cluster_check(const struct cnl_cluster *c, char *err, size_t errlen)
 		     h->mem_free !=
 		         n->mem_total - n->mem_used - n->mem_others ||
 		     h->state != n->state || h->n_allocs != n->n_allocs ||
+		     h->slots_free != cnl_node_slots_free(n) ||
 		     h->n_empty != n->n_empty || h->gpu_type != n->gpu_type ||
 		     h->max_block_free != n->max_block_free ||
 		     h->max_mig_free != n->max_mig_free ||

@@ -103,6 +103,7 @@ void cnl_node_summary(struct cnl_cluster *c, uint32_t i)
 	h->max_mig_free = n->max_mig_free;
 	h->max_host_free = n->max_host_free;
 	h->n_allocs = n->n_allocs;
+	h->slots_free = cnl_node_slots_free(n);
 }
 
 /* ---- cluster and nodes ------------------------------------------------ */
@@ -250,6 +251,19 @@ int cnl_cluster_set_node_labels(struct cnl_cluster *c, uint32_t node,
 	memcpy(c->nodes[node].rack, n.rack, sizeof(n.rack));
 	memcpy(c->nodes[node].datasets, n.datasets, sizeof(n.datasets));
 	c->nodes[node].n_datasets = n.n_datasets;
+	return 0;
+}
+
+int cnl_cluster_set_node_pods(struct cnl_cluster *c, uint32_t node, int32_t max,
+                              int32_t others)
+{
+	if (node >= c->n_nodes)
+		return -CNL_ENODE;
+	if (max < 0 || others < 0)
+		return -CNL_ESIZE;
+	c->nodes[node].pods_max = max;
+	c->nodes[node].pods_others = others;
+	cnl_node_summary(c, node);
 	return 0;
 }
 

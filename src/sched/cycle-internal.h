@@ -356,6 +356,7 @@ void cnl_cyc_restore_all(struct cnl_cluster *c, struct cnl_cyc_saved *sv);
 /* A node's free capacity as the capacity-only reasoning sees it. */
 struct cnl_cyc_cap_view {
 	int64_t cpu, mem;
+	int64_t slots; /* workloads it may still take (pods_max) */
 	int n_gpus;
 	int freeb[CNL_NODE_MAX_GPUS];
 	int left[CNL_NODE_MAX_GPUS]; /* allocations still on the GPU */

@@ -272,7 +272,8 @@ static inline bool node_may_fit(const struct cnl_cluster *c, uint32_t i,
 	int prof;
 
 	if (h->state != CNL_NODE_UP || h->cpu_free < r->cpu_milli ||
-	    h->mem_free < r->mem_mib || !cnl_req_node_ok(r, i))
+	    h->mem_free < r->mem_mib || h->slots_free < 1 ||
+	    !cnl_req_node_ok(r, i))
 		return false;
 	if (r->kind == CNL_REQ_CPU)
 		return true;

@@ -287,7 +287,7 @@ bool cnl_cyc_cap_fits(const struct cnl_cyc_cap_view *cv,
 {
 	int empty = 0;
 
-	if (cv->cpu < r->cpu_milli || cv->mem < r->mem_mib)
+	if (cv->cpu < r->cpu_milli || cv->mem < r->mem_mib || cv->slots < 1)
 		return false;
 	if (r->kind == CNL_REQ_CPU)
 		return true;
@@ -313,6 +313,7 @@ int cnl_cyc_cap_view_init(const struct cnl_cyc *y, uint32_t node,
 	                   : n->cpu_total - n->cpu_used - n->cpu_others;
 	cv->mem = gpu_only ? INT64_MAX / 2
 	                   : n->mem_total - n->mem_used - n->mem_others;
+	cv->slots = c->hot[node].slots_free;
 	cv->n_gpus = n->n_gpus;
 	for (int g = 0; g < n->n_gpus; g++) {
 		cv->freeb[g] = cnl_gpu_free_blocks(c, node, g);
@@ -339,6 +340,7 @@ void cnl_cyc_cap_view_release(const struct cnl_cluster *c,
 		return;
 	cv->cpu += a->cpu_milli;
 	cv->mem += a->mem_mib;
+	cv->slots++;
 	if (a->kind == CNL_PLACE_WHOLE) {
 		for (int g = 0; g < cv->n_gpus; g++)
 			if (a->gpu_mask >> g & 1) {

@@ -535,6 +535,16 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 		                                m->others_mem_mib) == 0 &&
 		    freed)
 			cnl_ctl_kick(ctl);
+		/* Its limit on pods (0: none), and how many are others'. */
+		int32_t max = m->has_pods ? (int32_t)m->pods_max : 0;
+		int32_t op = m->has_pods ? (int32_t)m->others_pods : 0;
+		freed = (max == 0 && cn->pods_max != 0) ||
+		        op < cn->pods_others || max > cn->pods_max;
+		if ((max != cn->pods_max || op != cn->pods_others) &&
+		    cnl_cluster_set_node_pods(ctl->cluster, (uint32_t)i, max,
+		                              op) == 0 &&
+		    freed)
+			cnl_ctl_kick(ctl);
 	}
 	node_reply(ctl, n, ret);
 	/* What it runs that is no longer its to run. */
@@ -890,12 +900,15 @@ static json_t *node_json(struct cnl_ctl *ctl, size_t i, int64_t now)
 	json_object_set_new(o, "blocks_total", json_integer(total));
 	json_object_set_new(o, "blocks_used", json_integer(used));
 	json_object_set_new(o, "workloads", json_integer(cn->n_allocs));
-	if (cn->cpu_others || cn->mem_others) /* not CNLab's work */
-		json_object_set_new(o, "others",
-		                    json_pack("{s:I,s:I}", "cpu_milli",
+	if (cn->cpu_others || cn->mem_others || cn->pods_others)
+		json_object_set_new(o, "others", /* not CNLab's work */
+		                    json_pack("{s:I,s:I,s:i}", "cpu_milli",
 		                              (json_int_t)cn->cpu_others,
 		                              "mem_mib",
-		                              (json_int_t)cn->mem_others));
+		                              (json_int_t)cn->mem_others,
+		                              "pods", cn->pods_others));
+	if (cn->pods_max) /* a Kubernetes node's allocatable pods */
+		json_object_set_new(o, "pods_max", json_integer(cn->pods_max));
 	json_object_set_new(o, "last_seen_s_ago",
 	                    json_integer((now - n->last_seen_ms) / 1000));
 	return o;

@@ -102,6 +102,9 @@ struct node {
 	 * sent with each heartbeat once known. */
 	bool others_known;
 	int64_t others_cpu, others_mem;
+	/* Its allocatable pods (0: not said), and how many pods CNLab did
+	 * not place it runs: the kubelet admits no pod past the first. */
+	int64_t pods_max, others_pods;
 };
 
 struct cnl_kube_sched {
@@ -3008,6 +3011,9 @@ static void heartbeat(struct cnl_kube_sched *ks, int ni, int64_t now)
 	hb.has_others = n->others_known;
 	hb.others_cpu_milli = n->others_cpu;
 	hb.others_mem_mib = n->others_mem;
+	hb.has_pods = n->others_known && n->pods_max > 0;
+	hb.pods_max = n->pods_max;
+	hb.others_pods = n->others_pods;
 	body = cnl_wire_heartbeat_encode(&hb);
 	cnl_wire_heartbeat_done(&hb);
 	snprintf(path, sizeof(path), "/v1/nodes/%s/heartbeat", n->id);
@@ -3209,7 +3215,8 @@ static void waiting_jobs(struct cnl_kube_sched *ks, int64_t now)
 /* What the pods on our nodes that CNLab did not place hold there: the
  * pods of other schedulers, and ours whose job CNLab let go while the
  * kubelet still runs them.  CNLab counts it as used, so that it binds no
- * pod there that the kubelet would refuse for want of CPU or memory. */
+ * pod there that the kubelet would refuse for want of CPU or memory; and
+ * how many pods of those it runs, against its allocatable pods. */
 static void others(struct cnl_kube_sched *ks)
 {
 	json_t *list = NULL, *x;
@@ -3226,8 +3233,25 @@ static void others(struct cnl_kube_sched *ks)
 		return; /* the last counts stand */
 	}
 	for (size_t k = 0; k < ks->n_nodes; k++) {
-		ks->nodes[k].others_cpu = ks->nodes[k].others_mem = 0;
-		ks->nodes[k].others_known = true;
+		struct node *n = &ks->nodes[k];
+		const char *pm =
+		    S(json_object_get(
+		          json_object_get(knode(ks, n->name), "status"),
+		          "allocatable"),
+		      "pods");
+		char *end = NULL;
+		long long v = pm ? strtoll(pm, &end, 10) : 0;
+
+		n->others_cpu = n->others_mem = n->others_pods = 0;
+		n->others_known = true;
+		/* A count ("110"); anything else is no limit, said. */
+		n->pods_max =
+		    pm && end != pm && !*end && v > 0 && v <= 1000000 ? v : 0;
+		if (pm && !n->pods_max)
+			cnl_log(CNL_LOG_WARN,
+			        "kube: a node's allocatable pods is not a "
+			        "count; taken as no limit",
+			        "node=%s pods=\"%s\"", n->name, pm);
 	}
 	json_array_foreach (json_object_get(list, "items"), i, x) {
 		const char *on = S(json_object_get(x, "spec"), "nodeName");
@@ -3243,6 +3267,7 @@ static void others(struct cnl_kube_sched *ks)
 			struct node *n = &ks->nodes[k];
 			if (strcmp(n->name, on) != 0)
 				continue;
+			n->others_pods++;
 			if (cnl_kube_pod_requests(x, &cpu, &mem) < 0) {
 				/* Unreadable (the API server checks them):
 				 * counted as nothing, said. */

@@ -331,6 +331,11 @@ json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m)
 		                              (json_int_t)m->others_cpu_milli,
 		                              "mem_mib",
 		                              (json_int_t)m->others_mem_mib));
+	if (m->has_others && m->has_pods) {
+		json_object_set_new(o, "pods_max", json_integer(m->pods_max));
+		json_object_set_new(json_object_get(o, "others"), "pods",
+		                    json_integer(m->others_pods));
+	}
 	if (!m->has_running)
 		return o;
 	a = json_array();
@@ -413,9 +418,10 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
                               char *err, size_t errlen)
 {
 	/* "epoch" is what older agents send beside "running"; ignored. */
-	static const char *const fields[] = {"running", "epoch",  "volumes",
-	                                     "gpus",    "others", NULL};
-	static const char *const ofields[] = {"cpu_milli", "mem_mib", NULL};
+	static const char *const fields[] = {
+	    "running", "epoch", "volumes", "gpus", "others", "pods_max", NULL};
+	static const char *const ofields[] = {"cpu_milli", "mem_mib", "pods",
+	                                      NULL};
 	const json_t *g = NULL, *a = NULL, *o;
 	int64_t epoch;
 
@@ -440,6 +446,28 @@ int cnl_wire_heartbeat_decode(const json_t *j, struct cnl_wire_heartbeat *ret,
 		                     &ret->others_mem_mib, err, errlen),
 		    err, errlen));
 		ret->has_others = true;
+		/* The pods limit comes with others' count, or not at all. */
+		if (!json_object_get(j, "pods_max") !=
+		    !json_object_get(o, "pods"))
+			return cnl_wire_fail(err, errlen,
+			                     "fields \"pods_max\" and "
+			                     "\"others.pods\": give both or "
+			                     "neither");
+		if (json_object_get(j, "pods_max")) {
+			CNL_WIRE_TRY(cnl_wire_get_int(j, "pods_max", true, 1,
+			                              1000000, &ret->pods_max,
+			                              err, errlen));
+			CNL_WIRE_TRY(cnl_wire_nested(
+			    "others",
+			    cnl_wire_get_int(o, "pods", true, 0, 1000000,
+			                     &ret->others_pods, err, errlen),
+			    err, errlen));
+			ret->has_pods = true;
+		}
+	} else if (json_object_get(j, "pods_max")) {
+		return cnl_wire_fail(err, errlen,
+		                     "field \"pods_max\": comes with "
+		                     "\"others\"");
 	}
 	CNL_WIRE_TRY(cnl_wire_get_int(j, "epoch", false, 0, INT64_MAX, &epoch,
 	                              err, errlen));

@@ -196,6 +196,12 @@ struct cnl_wire_heartbeat {
 	 * sends for the pods of other schedulers; an agent sends none. */
 	bool has_others;
 	int64_t others_cpu_milli, others_mem_mib;
+	/* With has_pods: how many workloads the node may hold at once
+	 * ("pods_max": a Kubernetes node's allocatable pods, CNLab's and
+	 * others' together) and how many of others' it holds ("others":
+	 * {"pods"}). */
+	bool has_pods;
+	int64_t pods_max, others_pods;
 };
 
 json_t *cnl_wire_heartbeat_encode(const struct cnl_wire_heartbeat *m);

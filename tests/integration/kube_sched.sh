@@ -20,7 +20,9 @@
 #     cancel of its job meets the budget (429) and is tried again;
 #   - a pod of another scheduler is left alone; the CPU that other
 #     schedulers' running pods hold on a node is counted as used there (a
-#     CNLab pod that fits only in it waits, and is bound once it goes);
+#     CNLab pod that fits only in it waits, and is bound once it goes),
+#     and so do a node's allocatable pods (a node at its limit takes no
+#     CNLab pod until one of the others' goes);
 #     a pod's nodeSelector, required node affinity and tolerations against
 #     the nodes' taints hold its job to the nodes that meet them (none: it
 #     is refused, each node's reason said); a waiting pod whose nodes
@@ -297,6 +299,50 @@ for _ in $(seq 200); do
 	sleep 0.05
 done
 [ "$others" = 0 ] || bad "others still counted after their pods went"
+
+# A node's allocatable pods bound what it runs, CNLab's and others'
+# together: both nodes allow 1 pod and run one of the default scheduler's
+# (10m of CPU: room enough); a CNLab pod waits, and is bound on node1 once
+# its pod went.
+for n_ in node1 node2; do
+	k PATCH "/api/v1/nodes/$n_" '{"status":{"allocatable":{"pods":"1"}}}' application/merge-patch+json >/dev/null
+done
+hog slot1 node1 Running '[]' 10m
+hog slot2 node2 Running '[]' 10m
+pods_=
+for _ in $(seq 200); do
+	pods_=$("$cnlab" node list -o json | jq -c '[.items[] | select(.name != "gpu-agent") | {name, max: .pods_max, others: .others.pods}] | sort_by(.name)')
+	[ "$pods_" = '[{"name":"node1","max":1,"others":1},{"name":"node2","max":1,"others":1}]' ] && break
+	sleep 0.05
+done
+pod team-a slotted "" >/dev/null
+sj_=
+for _ in $(seq 200); do
+	sj_=$(job_of team-a/slotted | jq -r '.id // empty')
+	[ -n "$sj_" ] && break
+	sleep 0.05
+done
+sleep 2
+[ "$pods_" = '[{"name":"node1","max":1,"others":1},{"name":"node2","max":1,"others":1}]' ] &&
+	[ -n "$sj_" ] && [ -z "$(bound_node team-a slotted)" ] && [ "$(job_of team-a/slotted | jq -r .state)" = pending ] &&
+	ok "nodes at their allocatable pods (1, held by another scheduler's pod: $pods_): a CNLab pod waits with CPU and GPUs free (job $sj_ pending, not bound)" ||
+	bad "pods limit: nodes $pods_, slotted bound to '$(bound_node team-a slotted)', job $(job_of team-a/slotted)"
+k DELETE /api/v1/namespaces/team-a/pods/slot1 >/dev/null
+n=$(wait_bound team-a slotted)
+[ "$n" = node1 ] && ok "once the other pod on node1 went, it was bound there" ||
+	bad "slotted after slot1 went: node '$n' $(tail -3 "$tmp/err")"
+ended team-a slotted Succeeded 0
+job_state team-a/slotted succeeded >/dev/null
+k DELETE /api/v1/namespaces/team-a/pods/slot2 >/dev/null
+for n_ in node1 node2; do
+	k PATCH "/api/v1/nodes/$n_" '{"status":{"allocatable":{"pods":"110"}}}' application/merge-patch+json >/dev/null
+done
+for _ in $(seq 200); do
+	others=$("$cnlab" node list -o json | jq -c '[.items[] | select(.others or (.pods_max // 110) < 110)] | length')
+	[ "$others" = 0 ] && break
+	sleep 0.05
+done
+[ "$others" = 0 ] || bad "pods limit still counted after their pods went"
 
 # --- node selectors, affinity, taints --------------------------------------
 # node2 labelled pool=b and tainted dedicated=research:NoSchedule (as

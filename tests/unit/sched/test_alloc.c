@@ -797,6 +797,52 @@ static void test_others_hold(void **state)
 	checked();
 }
 
+/* A node's limit on workloads (a Kubernetes node's allocatable pods),
+ * CNLab's and others' together: a full node takes nothing more, whatever
+ * CPU and GPU it has left; others over the limit break nothing. */
+static void test_pods_limit(void **state)
+{
+	(void)state;
+	add_node("a", "H100-80GB-SXM", 2);
+	add_node("b", "H100-80GB-SXM", 2);
+	/* a: 3 pods at most, 2 of them others'. */
+	assert_int_equal(cnl_cluster_set_node_pods(fx.c, 0, 3, 2), 0);
+	assert_int_equal(fx.c->hot[0].slots_free, 1);
+	const struct cnl_alloc *x = place(blocks(PA, 10));
+	uint32_t xid = x->id;
+	assert_int_equal(x->node, 0);
+	checked();
+	/* a is full: the next goes to b, with a's GPUs nearly empty. */
+	assert_int_equal(fx.c->hot[0].slots_free, 0);
+	assert_int_equal(place(blocks(PA, 10))->node, 1);
+	/* Others grew past the limit: still sound, still full. */
+	assert_int_equal(cnl_cluster_set_node_pods(fx.c, 0, 3, 5), 0);
+	checked();
+	assert_int_equal(fx.c->hot[0].slots_free, 0);
+	/* What CNLab placed stays placed: freed and put back, it fits. */
+	{
+		struct cnl_alloc saved = *cnl_alloc_get(fx.c, xid);
+		assert_int_equal(cnl_alloc_free(fx.c, xid), 0);
+		assert_int_equal(cnl_alloc_restore(fx.c, &saved), 0);
+		checked();
+	}
+	/* b full too (1 pod, CNLab's): nothing fits anywhere. */
+	assert_int_equal(cnl_cluster_set_node_pods(fx.c, 1, 1, 0), 0);
+	assert_int_equal(place_rc(blocks(PA, 10)), -CNL_ENOSPACE);
+	/* Others' pods end on a: room for one again. */
+	assert_int_equal(cnl_cluster_set_node_pods(fx.c, 0, 3, 1), 0);
+	assert_int_equal(place(blocks(PA, 10))->node, 0);
+	/* No limit (0): any number. */
+	assert_int_equal(cnl_cluster_set_node_pods(fx.c, 1, 0, 0), 0);
+	assert_int_equal(fx.c->hot[1].slots_free, INT32_MAX);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(place(blocks(PA, 10))->node, 1);
+	checked();
+	assert_int_equal(cnl_cluster_set_node_pods(fx.c, 0, -1, 0), -CNL_ESIZE);
+	assert_int_equal(cnl_cluster_set_node_pods(fx.c, 9, 1, 0), -CNL_ENODE);
+	assert_int_equal(fx.c->nodes[0].pods_max, 3);
+}
+
 /* ---- fragmentation ---------------------------------------------------- */
 
 static void test_fragmentation(void **state)
@@ -945,6 +991,7 @@ int main(void)
 	    T(test_node_labels),
 	    T(test_cpu_only_and_type_sets),
 	    T(test_others_hold),
+	    T(test_pods_limit),
 	    T(test_node_set),
 	    T(test_fragmentation),
 	    T(test_fragmentation_mig),

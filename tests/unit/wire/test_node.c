@@ -264,6 +264,14 @@ static void test_node_and_heartbeat(void **state)
 	h.others_mem_mib = 0;
 	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
 	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	/* ... and a node's limit on pods, with how many are others'. */
+	h.has_pods = true;
+	h.pods_max = 110;
+	h.others_pods = 3;
+	ROUND(struct cnl_wire_heartbeat, cnl_wire_heartbeat_encode,
+	      cnl_wire_heartbeat_decode, cnl_wire_heartbeat_done(p_), &h);
+	h.has_pods = false;
+	h.pods_max = h.others_pods = 0;
 	h.has_others = false;
 	h.others_cpu_milli = 0;
 	{
@@ -324,6 +332,20 @@ static void test_node_and_heartbeat(void **state)
 	H("{\"running\":[{\"id\":\"j\"}]}", "running[0].epoch");
 	H("{\"running\":[{\"id\":\"j\",\"epoch\":-1}]}", "running[0].epoch");
 	H("{\"running\":[],\"beat\":1}", "beat");
+	/* The pods limit comes with others' count, within bounds. */
+	H("{\"running\":[],\"pods_max\":10}", "pods_max");
+	H("{\"running\":[],\"pods_max\":10,\"others\":{\"cpu_milli\":0,"
+	  "\"mem_mib\":0}}",
+	  "pods_max");
+	H("{\"running\":[],\"others\":{\"cpu_milli\":0,\"mem_mib\":0,"
+	  "\"pods\":1}}",
+	  "pods_max");
+	H("{\"running\":[],\"pods_max\":0,\"others\":{\"cpu_milli\":0,"
+	  "\"mem_mib\":0,\"pods\":1}}",
+	  "pods_max");
+	H("{\"running\":[],\"pods_max\":5,\"others\":{\"cpu_milli\":0,"
+	  "\"mem_mib\":0,\"pods\":-1}}",
+	  "others.pods");
 	/* A slice's VRAM use (protocol 6) is a count of bytes. */
 	H("{\"running\":[{\"id\":\"j\",\"epoch\":1,\"vram_used\":-1}]}",
 	  "running[0].vram_used");
