@@ -801,3 +801,173 @@ bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
 	}
 	return true;
 }
+
+/* ---- inter-pod affinity ------------------------------------------------- */
+
+/* A LabelSelector against @labels: matchLabels and matchExpressions (In,
+ * NotIn, Exists, DoesNotExist) all hold; an empty one selects all, none
+ * (NULL) nothing. */
+static bool selects(const json_t *sel, const json_t *labels)
+{
+	const json_t *e, *v;
+	const char *k;
+	size_t i;
+
+	if (!json_is_object(sel))
+		return false;
+	json_object_foreach ((json_t *)json_object_get(sel, "matchLabels"), k,
+	                     v) {
+		const char *have = S(labels, k);
+		if (!have || !json_string_value(v) ||
+		    strcmp(have, json_string_value(v)) != 0)
+			return false;
+	}
+	json_array_foreach (json_object_get(sel, "matchExpressions"), i, e) {
+		const char *op = S(e, "operator");
+		if (!op || op[0] == 'G' || op[0] == 'L' ||
+		    !expr_holds(labels, e))
+			return false; /* Gt and Lt are node selectors' only */
+	}
+	return true;
+}
+
+/* Whether a pod of namespace @ns is among @term's, for a pod of @own:
+ * 1, 0, or -1 when the term names its namespaces by labels. */
+static int in_namespaces(const json_t *term, const char *own, const char *ns)
+{
+	const json_t *nsel = json_object_get(term, "namespaceSelector");
+	const json_t *list = json_object_get(term, "namespaces"), *v;
+	size_t i;
+
+	if (nsel && !json_is_null(nsel)) {
+		if (json_object_size(json_object_get(nsel, "matchLabels")) ||
+		    json_array_size(json_object_get(nsel, "matchExpressions")))
+			return -1;
+		return 1; /* {}: every namespace */
+	}
+	if (!json_array_size(list))
+		return own && ns && strcmp(own, ns) == 0;
+	json_array_foreach (list, i, v)
+		if (ns && json_string_value(v) &&
+		    strcmp(ns, json_string_value(v)) == 0)
+			return 1;
+	return 0;
+}
+
+static const json_t *labels_of(const json_t *o)
+{
+	return json_object_get(json_object_get(o, "metadata"), "labels");
+}
+
+static const json_t *terms(const json_t *pod, const char *kind)
+{
+	return json_object_get(
+	    json_object_get(
+	        json_object_get(json_object_get(pod, "spec"), "affinity"),
+	        kind),
+	    "requiredDuringSchedulingIgnoredDuringExecution");
+}
+
+/* Node @name's value of label @key, NULL when it has none. */
+static const char *domain(const json_t *knodes, const char *name,
+                          const char *key)
+{
+	return name && key ? S(labels_of(json_object_get(knodes, name)), key)
+	                   : NULL;
+}
+
+bool cnl_kube_pod_has_affinity(const json_t *pod, bool anti_only)
+{
+	return json_array_size(terms(pod, "podAntiAffinity")) ||
+	       (!anti_only && json_array_size(terms(pod, "podAffinity")));
+}
+
+bool cnl_kube_pod_affinity_fits(const json_t *pod, const char *node_name,
+                                const json_t *knodes, const json_t *placed,
+                                char *why, size_t len)
+{
+	const json_t *md = json_object_get(pod, "metadata");
+	const char *own = S(md, "namespace"), *uid = S(md, "uid");
+	const json_t *t, *q;
+	size_t i, k;
+
+	for (int anti = 0; anti < 2; anti++) {
+		const char *kind = anti ? "podAntiAffinity" : "podAffinity";
+		json_array_foreach (terms(pod, kind), i, t) {
+			const char *key = S(t, "topologyKey");
+			const json_t *sel = json_object_get(t, "labelSelector");
+			const char *mine = domain(knodes, node_name, key);
+			bool here = false, anywhere = false;
+
+			if (!key || !key[0] || in_namespaces(t, own, own) < 0) {
+				snprintf(
+				    why, len,
+				    "its %s term %zu: a namespaceSelector "
+				    "with labels, or no topologyKey, is not "
+				    "read by CNLab",
+				    kind, i);
+				return false;
+			}
+			json_array_foreach (placed, k, q) {
+				const json_t *o = json_array_get(q, 0);
+				const char *on =
+				    json_string_value(json_array_get(q, 1));
+				const json_t *om =
+				    json_object_get(o, "metadata");
+				const char *d;
+
+				if ((uid && S(om, "uid") &&
+				     strcmp(uid, S(om, "uid")) == 0) ||
+				    in_namespaces(t, own, S(om, "namespace")) !=
+				        1 ||
+				    !selects(sel, labels_of(o)))
+					continue;
+				anywhere = true;
+				d = domain(knodes, on, key);
+				here |= mine && d && strcmp(mine, d) == 0;
+			}
+			if (anti && here) {
+				snprintf(why, len,
+				         "its podAntiAffinity at %s=%s", key,
+				         mine);
+				return false;
+			}
+			/* The first of a group: nothing selected anywhere,
+			 * and the pod selects itself. */
+			if (!anti && !here &&
+			    (anywhere || !selects(sel, labels_of(pod)) ||
+			     !mine)) {
+				snprintf(why, len,
+				         "its podAffinity (none at %s%s%s)",
+				         key, mine ? "=" : "", mine ?: "");
+				return false;
+			}
+		}
+	}
+	/* The pods placed there whose anti-affinity keeps this one away. */
+	json_array_foreach (placed, k, q) {
+		const json_t *o = json_array_get(q, 0);
+		const char *on = json_string_value(json_array_get(q, 1));
+		const json_t *om = json_object_get(o, "metadata");
+
+		if (uid && S(om, "uid") && strcmp(uid, S(om, "uid")) == 0)
+			continue;
+		json_array_foreach (terms(o, "podAntiAffinity"), i, t) {
+			const char *key = S(t, "topologyKey");
+			const char *mine = domain(knodes, node_name, key);
+			const char *d = domain(knodes, on, key);
+
+			if (mine && d && strcmp(mine, d) == 0 &&
+			    in_namespaces(t, S(om, "namespace"), own) == 1 &&
+			    selects(json_object_get(t, "labelSelector"),
+			            labels_of(pod))) {
+				snprintf(why, len,
+				         "pod %s/%s's podAntiAffinity",
+				         S(om, "namespace") ?: "?",
+				         S(om, "name") ?: "?");
+				return false;
+			}
+		}
+	}
+	return true;
+}

@@ -108,6 +108,30 @@ bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
                         size_t len);
 
 /*
+ * cnl_kube_pod_affinity_fits - whether @pod may go to node @node_name as
+ * kube-scheduler's required inter-pod rules let it, among the pods already
+ * on nodes, @placed ([[pod, node name] ...]) with the nodes by name
+ * @knodes (their labels give each topologyKey's domain):
+ *   - each term of its required podAffinity has a pod it selects in the
+ *     node's domain (or, for the first of a group, none anywhere, the pod
+ *     selecting itself);
+ *   - no term of its required podAntiAffinity selects a pod in the node's
+ *     domain (a node without the topologyKey's label has no domain);
+ *   - no pod placed in the node's domain has a required podAntiAffinity
+ *     term that selects this pod.
+ * A term's pods are those of its namespaces (none given: the pod's own),
+ * or of every namespace with an empty namespaceSelector; a term naming
+ * namespaces by labels, or without a topologyKey, is not read, and the
+ * pod goes nowhere (said).  Preferred terms and topology spread are not
+ * read.  False with @why naming what does not hold.
+ * cnl_kube_pod_has_affinity - whether @pod has required inter-pod terms.
+ */
+bool cnl_kube_pod_affinity_fits(const json_t *pod, const char *node_name,
+                                const json_t *knodes, const json_t *placed,
+                                char *why, size_t len);
+bool cnl_kube_pod_has_affinity(const json_t *pod, bool anti_only);
+
+/*
  * cnl_kube_pod_requests - the CPU (millicores) and memory (MiB) @pod
  * holds on its node as the kubelet counts it: its containers and sidecars
  * together or its largest init step, whichever is more, plus its

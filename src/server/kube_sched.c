@@ -139,10 +139,17 @@ struct cnl_kube_sched {
 	bool synced;             /* the pods were listed once */
 	struct node *nodes;
 	size_t n_nodes;
-	json_t *projects;      /* namespace -> [project name, id] */
-	json_t *run_ns;        /* project id -> [namespace, project name] */
-	json_t *budgets;       /* namespace -> its PodDisruptionBudgetList */
-	json_t *knodes;        /* name -> Kubernetes node, as last listed */
+	json_t *projects; /* namespace -> [project name, id] */
+	json_t *run_ns;   /* project id -> [namespace, project name] */
+	json_t *budgets;  /* namespace -> its PodDisruptionBudgetList */
+	json_t *knodes;   /* name -> Kubernetes node, as last listed */
+	/* Inter-pod affinity: the pods on nodes as last listed (others()),
+	 * and [[pod, node name] ...] of those with ours as they are now
+	 * (pod_placed(); NULL: made again when asked); whether a pod with a
+	 * required anti-affinity may be among them (then every pod's nodes
+	 * are checked against it). */
+	json_t *assigned, *placed;
+	bool any_anti;
 	json_t *refused_nodes; /* names whose credential was refused */
 	/* TrainingJobs and NotebookServers: "tj/NS/NAME", "nb/NS/NAME" ->
 	 * {"obj", "made": children made, "said": the news written last}. */
@@ -310,6 +317,9 @@ static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
 	if (!uid || !ns || !name || strlen(uid) >= sizeof(p->uid) ||
 	    strlen(ns) >= sizeof(p->ns) || strlen(name) >= sizeof(p->name))
 		return;
+	json_decref(ks->placed); /* its labels or node may have changed */
+	ks->placed = NULL;
+	ks->any_anti |= cnl_kube_pod_has_affinity(obj, true);
 	if (!(p = pod_of_uid(ks, uid))) {
 		if (gone)
 			return;
@@ -954,6 +964,48 @@ static bool list_add(json_t *a, size_t *bytes, const char *name)
 	return true;
 }
 
+/* Whether pod @o's phase is an end (its node holds nothing for it). */
+static bool phase_ended(const json_t *o)
+{
+	const char *ph = S(json_object_get(o, "status"), "phase");
+	return ph &&
+	       (strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0);
+}
+
+/* The pods on nodes, for pod @p's required inter-pod rules: NULL when
+ * none can apply (it has none, and no pod placed has an anti-affinity). */
+static const json_t *pod_placed(struct cnl_kube_sched *ks, const struct pod *p)
+{
+	const json_t *x;
+	size_t i;
+
+	if (!ks->any_anti && !cnl_kube_pod_has_affinity(p->obj, false))
+		return NULL;
+	if (ks->placed)
+		return ks->placed;
+	ks->placed = json_array();
+	/* Ours as the watch and our bindings have them... */
+	for (size_t k = 0; k < ks->n_pods; k++) {
+		const struct pod *q = &ks->pods[k];
+		const char *on =
+		    q->st == P_BOUND && q->node >= 0
+		        ? ks->nodes[q->node].name
+		        : S(json_object_get(q->obj, "spec"), "nodeName");
+		if (!q->gone && q->obj && on && on[0] && !phase_ended(q->obj))
+			json_array_append_new(ks->placed,
+			                      json_pack("[O,s]", q->obj, on));
+	}
+	/* ... and the others' as last listed. */
+	json_array_foreach (json_object_get(ks->assigned, "items"), i, x) {
+		const char *uid = S(json_object_get(x, "metadata"), "uid");
+		const char *on = S(json_object_get(x, "spec"), "nodeName");
+		if (uid && on && !pod_of_uid(ks, uid))
+			json_array_append_new(ks->placed,
+			                      json_pack("[O,s]", x, on));
+	}
+	return ks->placed;
+}
+
 /*
  * The CNLab nodes @p may go to (its nodeSelector, required node affinity,
  * tolerations against the nodes' taints) into *@ret, as the job's fields:
@@ -971,6 +1023,7 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 	size_t okb = 0, nob = 0, used = 0, fit = 0;
 	bool ok_full = false, no_full = false;
 	char why[256];
+	const json_t *placed = pod_placed(ks, p);
 
 	*ret = NULL;
 	err[0] = '\0';
@@ -982,7 +1035,10 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 			no_full |= !list_add(no, &nob, n->name);
 			continue; /* gone: it may come back unfit */
 		}
-		if (!cnl_kube_node_fits(p->obj, obj, why, sizeof(why))) {
+		if (!cnl_kube_node_fits(p->obj, obj, why, sizeof(why)) ||
+		    (placed &&
+		     !cnl_kube_pod_affinity_fits(p->obj, n->name, ks->knodes,
+		                                 placed, why, sizeof(why)))) {
 			/* Each node's reason, while there is room. */
 			int w = snprintf(err + used, len - used, "%s%s: %s",
 			                 used ? "; " : "", n->name, why);
@@ -1612,6 +1668,8 @@ static int bind_pod(struct cnl_kube_sched *ks, struct pod *p,
 	st = cnl_kube_call(ks->kc, "POST", path, b, NULL, NULL, err,
 	                   sizeof(err));
 	json_decref(b);
+	json_decref(ks->placed); /* one more pod on a node */
+	ks->placed = NULL;
 	if (st == 200 || st == 201)
 		return 0;
 	if (st == 409) { /* bound already: where? */
@@ -2927,11 +2985,15 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		 * may have changed since its job was submitted). */
 		char why[256] = "";
 		const json_t *kn = knode(ks, n->name);
-		int r =
-		    !p->run && kn &&
-		            !cnl_kube_node_fits(p->obj, kn, why, sizeof(why))
-		        ? -EPERM
-		        : allocate(ks, p, n, a);
+		const json_t *pl = p->run ? NULL : pod_placed(ks, p);
+		int r = !p->run && kn &&
+		                (!cnl_kube_node_fits(p->obj, kn, why,
+		                                     sizeof(why)) ||
+		                 (pl && !cnl_kube_pod_affinity_fits(
+		                            p->obj, n->name, ks->knodes, pl,
+		                            why, sizeof(why))))
+		            ? -EPERM
+		            : allocate(ks, p, n, a);
 		if (r == 0)
 			r = bind_pod(ks, p, n);
 		if (r == -EIO) { /* the API server: try again */
@@ -3232,6 +3294,17 @@ static void others(struct cnl_kube_sched *ks)
 		json_decref(list);
 		return; /* the last counts stand */
 	}
+	/* Kept for inter-pod affinity (pod_placed()). */
+	json_decref(ks->assigned);
+	ks->assigned = json_incref(list);
+	json_decref(ks->placed);
+	ks->placed = NULL;
+	ks->any_anti = false;
+	json_array_foreach (json_object_get(list, "items"), i, x)
+		ks->any_anti |= cnl_kube_pod_has_affinity(x, true);
+	for (size_t k = 0; k < ks->n_pods; k++)
+		ks->any_anti |= !ks->pods[k].gone && cnl_kube_pod_has_affinity(
+		                                         ks->pods[k].obj, true);
 	for (size_t k = 0; k < ks->n_nodes; k++) {
 		struct node *n = &ks->nodes[k];
 		const char *pm =
@@ -3635,6 +3708,8 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->run_ns);
 	json_decref(ks->budgets);
 	json_decref(ks->knodes);
+	json_decref(ks->assigned);
+	json_decref(ks->placed);
 	json_decref(ks->refused_nodes);
 	json_decref(ks->crs);
 	explicit_bzero(ks->token, sizeof(ks->token));

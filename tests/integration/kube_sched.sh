@@ -422,6 +422,51 @@ k DELETE /api/v1/namespaces/team-a/pods/sel-b >/dev/null
 k PATCH /api/v1/nodes/node2 '{"metadata":{"labels":{"pool":null}},"spec":{"taints":null}}' application/merge-patch+json >/dev/null
 marked $((seen + 2)) || bad "cnlabd did not see node2's label and taint go"
 
+# Required inter-pod rules: aa1 and aa2 (app=web) keep away from each
+# other's node (podAntiAffinity on kubernetes.io/hostname); a third is
+# refused, and so is a plain app=web pod (their rules keep it away); a pod
+# that must be near role=two (aa2's label) goes to aa2's node.
+lpod() { # lpod NAME LABELS_JSON SPEC_EXTRA_JSON: a CPU pod of ours
+	k POST /api/v1/namespaces/team-a/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$1\",\"labels\":$2},\"spec\":{\"schedulerName\":\"cnlab\",\"containers\":[{\"name\":\"main\",\"image\":\"busybox\",\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}}],$3}}" >/dev/null
+}
+waitmsg() { # waitmsg NAME: its condition's message, once there is one
+	local m=
+	for _ in $(seq 200); do
+		m=$(msg team-a "$1")
+		[ -n "$m" ] && break
+		sleep 0.05
+	done
+	echo "$m"
+}
+anti='"affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app":"web"}},"topologyKey":"kubernetes.io/hostname"}]}}'
+lpod aa1 '{"app":"web"}' "$anti"
+n1=$(wait_bound team-a aa1)
+lpod aa2 '{"app":"web","role":"two"}' "$anti"
+n2=$(wait_bound team-a aa2)
+[ -n "$n1" ] && [ -n "$n2" ] && [ "$n1" != "$n2" ] &&
+	ok "two pods with a required podAntiAffinity against app=web on kubernetes.io/hostname are bound on different nodes ($n1, $n2)" ||
+	bad "anti-affinity: aa1 on '$n1', aa2 on '$n2' $(msg team-a aa2)"
+lpod aa3 '{"app":"web"}' "$anti"
+lpod web '{"app":"web"}' '"restartPolicy":"Never"'
+m3=$(waitmsg aa3) mw=$(waitmsg web)
+grep -q "$n1: its podAntiAffinity at kubernetes.io/hostname=$n1" <<<"$m3" &&
+	grep -q "$n2: its podAntiAffinity at kubernetes.io/hostname=$n2" <<<"$m3" &&
+	grep -q "node1: pod team-a/aa[12]'s podAntiAffinity" <<<"$mw" && grep -q "node2: pod team-a/aa[12]'s podAntiAffinity" <<<"$mw" &&
+	[ -z "$(bound_node team-a aa3)" ] && [ -z "$(bound_node team-a web)" ] &&
+	ok "a third such pod is refused on both nodes ($m3); so is a plain app=web pod, kept away by theirs ($mw)" ||
+	bad "anti-affinity, third: '$m3' web: '$mw'"
+lpod near '{}' '"affinity":{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"role":"two"}},"topologyKey":"kubernetes.io/hostname"}]}}'
+nn=$(wait_bound team-a near)
+[ "$nn" = "$n2" ] && [ "$(job_of team-a/near | jq -c .nodelist)" = "[\"$n2\"]" ] &&
+	ok "a pod with a required podAffinity to role=two is bound on aa2's node $n2, its job held to it" ||
+	bad "pod affinity: near on '$nn', job $(job_of team-a/near)"
+for p in aa1 aa2 near; do
+	ended team-a $p Succeeded 0
+	job_state team-a/$p succeeded >/dev/null
+done
+k DELETE /api/v1/namespaces/team-a/pods/aa3 >/dev/null
+k DELETE /api/v1/namespaces/team-a/pods/web >/dev/null
+
 # --- pre-emption and budgets ----------------------------------------------
 whole='{"deviceClassName":"gpu.cnlab.io","count":1}'
 for p in db l2 l3; do claim team-a "c-$p" "$whole"; done

@@ -598,6 +598,112 @@ static void test_trainingjob(void **state)
 	json_decref(tj);
 }
 
+/* Required inter-pod rules, as kube-scheduler reads them. */
+static void test_pod_affinity(void **state)
+{
+	(void)state;
+	/* Two zones: a and b in z1, c in z2; d has no zone label. */
+	json_t *nodes =
+	    parse("{\"a\":{\"metadata\":{\"labels\":{\"zone\":\"z1\"}}},"
+	          "\"b\":{\"metadata\":{\"labels\":{\"zone\":\"z1\"}}},"
+	          "\"c\":{\"metadata\":{\"labels\":{\"zone\":\"z2\"}}},"
+	          "\"d\":{\"metadata\":{}}}");
+	/* A db pod on a (ns1), a cache pod on c (ns2) that keeps app=web
+	 * out of its zone. */
+	json_t *placed = parse(
+	    "[[{\"metadata\":{\"uid\":\"u1\",\"namespace\":\"ns1\",\"name\":"
+	    "\"db\",\"labels\":{\"app\":\"db\"}}},\"a\"],"
+	    "[{\"metadata\":{\"uid\":\"u2\",\"namespace\":\"ns2\",\"name\":"
+	    "\"cache\",\"labels\":{\"app\":\"cache\"}},\"spec\":{\"affinity\":"
+	    "{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+	    "Execution\":[{\"labelSelector\":{\"matchExpressions\":[{\"key\":"
+	    "\"app\",\"operator\":\"In\",\"values\":[\"web\"]}]},"
+	    "\"namespaceSelector\":{},\"topologyKey\":\"zone\"}]}}}},\"c\"]]");
+	char why[256];
+#define APOD(labels, aff)                                            \
+	parse("{\"metadata\":{\"uid\":\"me\",\"namespace\":\"ns1\"," \
+	      "\"labels\":" labels "},\"spec\":{\"affinity\":{" aff "}}}")
+#define REQ(kind, sel, more)                                                \
+	"\"" kind "\":{\"requiredDuringSchedulingIgnoredDuringExecution\":" \
+	"[{\"labelSelector\":" sel ",\"topologyKey\":\"zone\"" more "}]}"
+#define FITS(pod, node, want)                                                 \
+	do {                                                                  \
+		why[0] = '\0';                                                \
+		assert_int_equal(cnl_kube_pod_affinity_fits(pod, node, nodes, \
+		                                            placed, why,      \
+		                                            sizeof(why)),     \
+		                 want);                                       \
+	} while (0)
+	/* Near db: its zone (a, b), not z2, not a node without a zone. */
+	json_t *p = APOD(
+	    "{}", REQ("podAffinity", "{\"matchLabels\":{\"app\":\"db\"}}", ""));
+	assert_true(cnl_kube_pod_has_affinity(p, false));
+	assert_false(cnl_kube_pod_has_affinity(p, true));
+	FITS(p, "a", true);
+	FITS(p, "b", true);
+	FITS(p, "c", false);
+	assert_non_null(strstr(why, "its podAffinity (none at zone=z2)"));
+	FITS(p, "d", false);
+	json_decref(p);
+	/* db is in ns1: a term naming ns2 alone finds nothing; the pod
+	 * does not select itself, so it is not the first of a group. */
+	p = APOD("{}", REQ("podAffinity", "{\"matchLabels\":{\"app\":\"db\"}}",
+	                   ",\"namespaces\":[\"ns2\"]"));
+	FITS(p, "a", false);
+	json_decref(p);
+	/* The first of a group: nothing selected anywhere, it selects
+	 * itself: anywhere with a zone. */
+	p = APOD("{\"app\":\"new\"}",
+	         REQ("podAffinity", "{\"matchLabels\":{\"app\":\"new\"}}", ""));
+	FITS(p, "c", true);
+	FITS(p, "d", false);
+	json_decref(p);
+	/* Away from db's zone; a node with no zone has no domain. */
+	p = APOD("{}", REQ("podAntiAffinity",
+	                   "{\"matchLabels\":{\"app\":\"db\"}}", ""));
+	assert_true(cnl_kube_pod_has_affinity(p, true));
+	FITS(p, "b", false);
+	assert_non_null(strstr(why, "its podAntiAffinity at zone=z1"));
+	FITS(p, "c", true);
+	FITS(p, "d", true);
+	json_decref(p);
+	/* An absent labelSelector selects nothing; an empty one all. */
+	p = APOD("{}",
+	         "\"podAntiAffinity\":{\"requiredDuringScheduling"
+	         "IgnoredDuringExecution\":[{\"topologyKey\":\"zone\"}]}");
+	FITS(p, "a", true);
+	json_decref(p);
+	p = APOD("{}",
+	         REQ("podAntiAffinity", "{}", ",\"namespaceSelector\":{}"));
+	FITS(p, "b", false);
+	FITS(p, "c", false);
+	FITS(p, "d", true);
+	json_decref(p);
+	/* Symmetry: cache's anti-affinity keeps an app=web pod (of any
+	 * namespace) out of z2, whatever the pod itself says. */
+	p = APOD("{\"app\":\"web\"}", "");
+	FITS(p, "c", false);
+	assert_non_null(strstr(why, "pod ns2/cache's podAntiAffinity"));
+	FITS(p, "a", true);
+	json_decref(p);
+	/* Not read: namespaces by labels, no topologyKey. */
+	p = APOD("{}", REQ("podAntiAffinity", "{}",
+	                   ",\"namespaceSelector\":{\"matchLabels\":"
+	                   "{\"team\":\"x\"}}"));
+	FITS(p, "d", false);
+	assert_non_null(strstr(why, "not read"));
+	json_decref(p);
+	p = APOD("{}", "\"podAffinity\":{\"requiredDuringScheduling"
+	               "IgnoredDuringExecution\":[{\"labelSelector\":{}}]}");
+	FITS(p, "a", false);
+	json_decref(p);
+#undef APOD
+#undef REQ
+#undef FITS
+	json_decref(nodes);
+	json_decref(placed);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -607,6 +713,7 @@ int main(void)
 	    cmocka_unit_test(test_pod_claim),
 	    cmocka_unit_test(test_pod_requests),
 	    cmocka_unit_test(test_node_fits),
+	    cmocka_unit_test(test_pod_affinity),
 	    cmocka_unit_test(test_register),
 	    cmocka_unit_test(test_allocation),
 	    cmocka_unit_test(test_trainingjob),
