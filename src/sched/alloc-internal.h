@@ -29,9 +29,6 @@ void cnl_node_summary_of(const struct cnl_cluster *c, struct cnl_node *out);
 
 /* ---- helpers over GPU state ------------------------------------------- */
 
-/* Bits set in a 16-bit mask (slice and GPU masks).  By nibbles: the
- * portable build has no POPCNT instruction, and the libgcc fallback
- * showed in profiles of the scheduler. */
 /* Workloads node @n may still take (pods_max); INT32_MAX: no limit.
  * Others' count may exceed the limit (they came after CNLab's work). */
 static inline int32_t cnl_node_slots_free(const struct cnl_node *n)
@@ -44,6 +41,9 @@ static inline int32_t cnl_node_slots_free(const struct cnl_node *n)
 	return f < 0 ? 0 : (int32_t)f;
 }
 
+/* Bits set in a 16-bit mask (slice and GPU masks).  By nibbles: the
+ * portable build has no POPCNT instruction, and the libgcc fallback
+ * showed in profiles of the scheduler. */
 static inline int popc(unsigned x)
 {
 	static const uint8_t nib[16] = {0, 1, 1, 2, 1, 2, 2, 3,

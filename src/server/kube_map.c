@@ -854,6 +854,13 @@ static int in_namespaces(const json_t *term, const char *own, const char *ns)
 	return 0;
 }
 
+/* Whether object metadata @om is of uid @uid. */
+static bool same_uid(const char *uid, const json_t *om)
+{
+	const char *u = S(om, "uid");
+	return uid && u && strcmp(uid, u) == 0;
+}
+
 static const json_t *labels_of(const json_t *o)
 {
 	return json_object_get(json_object_get(o, "metadata"), "labels");
@@ -916,8 +923,7 @@ bool cnl_kube_pod_affinity_fits(const json_t *pod, const char *node_name,
 				    json_object_get(o, "metadata");
 				const char *d;
 
-				if ((uid && S(om, "uid") &&
-				     strcmp(uid, S(om, "uid")) == 0) ||
+				if (same_uid(uid, om) ||
 				    in_namespaces(t, own, S(om, "namespace")) !=
 				        1 ||
 				    !selects(sel, labels_of(o)))
@@ -950,7 +956,7 @@ bool cnl_kube_pod_affinity_fits(const json_t *pod, const char *node_name,
 		const char *on = json_string_value(json_array_get(q, 1));
 		const json_t *om = json_object_get(o, "metadata");
 
-		if (uid && S(om, "uid") && strcmp(uid, S(om, "uid")) == 0)
+		if (same_uid(uid, om))
 			continue;
 		json_array_foreach (terms(o, "podAntiAffinity"), i, t) {
 			const char *key = S(t, "topologyKey");

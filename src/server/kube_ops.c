@@ -572,10 +572,30 @@ void cnl_kube_gang_host(const char *gang, int rank, const char *ns, char *buf,
 	snprintf(buf, len, "%s.%s.svc", svc, ns);
 }
 
+/* Variable @name of @env: @items[0..n) joined by commas. */
+static void env_list(json_t *env, const char *name, const char *const *items,
+                     int n)
+{
+	size_t cap = 1, o = 0;
+	char *s;
+
+	for (int i = 0; i < n; i++)
+		cap += strlen(items[i]) + 1;
+	s = cnl_xmalloc(cap);
+	s[0] = '\0';
+	for (int i = 0; i < n; i++)
+		o += (size_t)snprintf(s + o, cap - o, "%s%s", i ? "," : "",
+		                      items[i]);
+	json_array_append_new(env,
+	                      json_pack("{s:s,s:s}", "name", name, "value", s));
+	free(s);
+}
+
 /* A run's place in its gang, in its container's variables @env. */
 static void gang_env(const struct cnl_kube_run *r, json_t *env)
 {
-	char v[32];
+	char v[32], (*host)[256];
+	const char **hosts;
 	bool gang = r->gang_size > 1;
 
 #define VAR(k, val)            \
@@ -588,30 +608,18 @@ static void gang_env(const struct cnl_kube_run *r, json_t *env)
 	if (!gang)
 		return;
 	VAR("CNLAB_GANG_ID", r->gang_id);
-	for (int pass = 0; pass < 2; pass++) {
-		size_t cap = 1, o = 0;
-		char *s, host[256];
-
-		for (int i = 0; i < r->gang_size; i++) {
-			cnl_kube_gang_host(r->gang_id, i, r->ns, host,
-			                   sizeof(host));
-			cap +=
-			    (pass ? strlen(host) : strlen(r->gang_nodes[i])) +
-			    1;
-		}
-		s = cnl_xmalloc(cap);
-		s[0] = '\0';
-		for (int i = 0; i < r->gang_size; i++) {
-			cnl_kube_gang_host(r->gang_id, i, r->ns, host,
-			                   sizeof(host));
-			o += (size_t)snprintf(s + o, cap - o, "%s%s",
-			                      i ? "," : "",
-			                      pass ? host : r->gang_nodes[i]);
-		}
-		VAR(pass ? "CNLAB_GANG_HOSTS" : "CNLAB_GANG_NODES", s);
-		free(s);
-	}
 #undef VAR
+	env_list(env, "CNLAB_GANG_NODES", r->gang_nodes, r->gang_size);
+	host = cnl_xcalloc((size_t)r->gang_size, sizeof(*host));
+	hosts = cnl_xcalloc((size_t)r->gang_size, sizeof(*hosts));
+	for (int i = 0; i < r->gang_size; i++) {
+		cnl_kube_gang_host(r->gang_id, i, r->ns, host[i],
+		                   sizeof(host[i]));
+		hosts[i] = host[i];
+	}
+	env_list(env, "CNLAB_GANG_HOSTS", hosts, r->gang_size);
+	free(hosts);
+	free(host);
 }
 
 json_t *cnl_kube_run_gang_service(const struct cnl_kube_run *r,

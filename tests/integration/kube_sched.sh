@@ -261,27 +261,35 @@ grep -q "selector 0" <<<"$m2" && [ -z "$(bound_node team-a sel)" ] &&
 hog() { # hog NAME NODE PHASE INIT_JSON CONTAINER_CPU
 	k POST /api/v1/namespaces/team-a/pods "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"$1\"},\"spec\":{\"schedulerName\":\"default-scheduler\",\"nodeName\":\"$2\",\"initContainers\":$4,\"containers\":[{\"name\":\"main\",\"image\":\"busybox\",\"resources\":{\"requests\":{\"cpu\":\"$5\",\"memory\":\"1Gi\"}}}]},\"status\":{\"phase\":\"$3\"}}" >/dev/null
 }
+nodes_until() { # nodes_until JQ WANT: `node list -o json | jq -c JQ`, waited for WANT
+	local v=
+	for _ in $(seq 200); do
+		v=$("$cnlab" node list -o json | jq -c "$1")
+		[ "$v" = "$2" ] && break
+		sleep 0.05
+	done
+	echo "$v"
+}
+waiting_job() { # waiting_job NAME: CNLab pod NAME made; its job's id, several cycles (200 ms) and resyncs (1 s) later
+	local j=
+	pod team-a "$1" "" >/dev/null
+	for _ in $(seq 200); do
+		j=$(job_of "team-a/$1" | jq -r '.id // empty')
+		[ -n "$j" ] && break
+		sleep 0.05
+	done
+	sleep 2
+	echo "$j"
+}
 hog hog1 node1 Running '[]' 31800m
 hog hog2 node2 Running '[{"name":"side","image":"busybox","restartPolicy":"Always","resources":{"requests":{"cpu":"1"}}}]' 14700m
 hog done2 node2 Succeeded '[]' 16
-others=
-for _ in $(seq 200); do
-	others=$("$cnlab" node list -o json | jq -c '[.items[] | select(.name != "gpu-agent") | {name, cpu: .others.cpu_milli}] | sort_by(.name)')
-	[ "$others" = '[{"name":"node1","cpu":31800},{"name":"node2","cpu":15700}]' ] && break
-	sleep 0.05
-done
+others=$(nodes_until '[.items[] | select(.name != "gpu-agent") | {name, cpu: .others.cpu_milli}] | sort_by(.name)' \
+	'[{"name":"node1","cpu":31800},{"name":"node2","cpu":15700}]')
 [ "$others" = '[{"name":"node1","cpu":31800},{"name":"node2","cpu":15700}]' ] &&
 	ok "the CPU other schedulers' running pods hold is counted on their nodes, a sidecar with them, a finished pod not ($others)" ||
 	bad "others on nodes: $others"
-pod team-a cap "" >/dev/null
-capj=
-for _ in $(seq 200); do
-	capj=$(job_of team-a/cap | jq -r '.id // empty')
-	[ -n "$capj" ] && break
-	sleep 0.05
-done
-# Several cycles (200 ms each) and resyncs (1 s) later it still waits.
-sleep 2
+capj=$(waiting_job cap)
 [ -n "$capj" ] && [ -z "$(bound_node team-a cap)" ] && [ "$(job_of team-a/cap | jq -r .state)" = pending ] &&
 	ok "a pod that fits only in what other pods hold waits (job $capj pending, not bound)" ||
 	bad "cap: bound to '$(bound_node team-a cap)', job $(job_of team-a/cap)"
@@ -293,11 +301,7 @@ ended team-a cap Succeeded 0
 job_state team-a/cap succeeded >/dev/null
 k DELETE /api/v1/namespaces/team-a/pods/hog1 >/dev/null
 k DELETE /api/v1/namespaces/team-a/pods/done2 >/dev/null
-for _ in $(seq 200); do
-	others=$("$cnlab" node list -o json | jq -c '[.items[] | select(.others)] | length')
-	[ "$others" = 0 ] && break
-	sleep 0.05
-done
+others=$(nodes_until '[.items[] | select(.others)] | length' 0)
 [ "$others" = 0 ] || bad "others still counted after their pods went"
 
 # A node's allocatable pods bound what it runs, CNLab's and others'
@@ -309,20 +313,9 @@ for n_ in node1 node2; do
 done
 hog slot1 node1 Running '[]' 10m
 hog slot2 node2 Running '[]' 10m
-pods_=
-for _ in $(seq 200); do
-	pods_=$("$cnlab" node list -o json | jq -c '[.items[] | select(.name != "gpu-agent") | {name, max: .pods_max, others: .others.pods}] | sort_by(.name)')
-	[ "$pods_" = '[{"name":"node1","max":1,"others":1},{"name":"node2","max":1,"others":1}]' ] && break
-	sleep 0.05
-done
-pod team-a slotted "" >/dev/null
-sj_=
-for _ in $(seq 200); do
-	sj_=$(job_of team-a/slotted | jq -r '.id // empty')
-	[ -n "$sj_" ] && break
-	sleep 0.05
-done
-sleep 2
+pods_=$(nodes_until '[.items[] | select(.name != "gpu-agent") | {name, max: .pods_max, others: .others.pods}] | sort_by(.name)' \
+	'[{"name":"node1","max":1,"others":1},{"name":"node2","max":1,"others":1}]')
+sj_=$(waiting_job slotted)
 [ "$pods_" = '[{"name":"node1","max":1,"others":1},{"name":"node2","max":1,"others":1}]' ] &&
 	[ -n "$sj_" ] && [ -z "$(bound_node team-a slotted)" ] && [ "$(job_of team-a/slotted | jq -r .state)" = pending ] &&
 	ok "nodes at their allocatable pods (1, held by another scheduler's pod: $pods_): a CNLab pod waits with CPU and GPUs free (job $sj_ pending, not bound)" ||
@@ -337,11 +330,7 @@ k DELETE /api/v1/namespaces/team-a/pods/slot2 >/dev/null
 for n_ in node1 node2; do
 	k PATCH "/api/v1/nodes/$n_" '{"status":{"allocatable":{"pods":"110"}}}' application/merge-patch+json >/dev/null
 done
-for _ in $(seq 200); do
-	others=$("$cnlab" node list -o json | jq -c '[.items[] | select(.others or (.pods_max // 110) < 110)] | length')
-	[ "$others" = 0 ] && break
-	sleep 0.05
-done
+others=$(nodes_until '[.items[] | select(.others or (.pods_max // 110) < 110)] | length' 0)
 [ "$others" = 0 ] || bad "pods limit still counted after their pods went"
 
 # --- node selectors, affinity, taints --------------------------------------
