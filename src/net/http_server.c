@@ -131,6 +131,20 @@ struct cnl_http_server {
 		uint32_t ip;
 		int64_t until_ms;
 	} trusted[TRUST_MAX];
+	/* Event mode (cfg.quick; see "Event mode" below), under wmu. */
+	bool events;
+	pthread_mutex_t wmu;
+	pthread_cond_t wcv;   /* work queued, or stopping */
+	pthread_cond_t quiet; /* parked, workers or pumps fell to 0 */
+	struct conn_state *wq_head, *wq_tail;
+	unsigned nqueued;     /* in the queue */
+	unsigned idle;        /* workers waiting for work */
+	unsigned workers;     /* worker threads alive */
+	unsigned parked;      /* connections held: at work or waiting */
+	unsigned pumps;       /* streamed answers' reading threads alive */
+	struct pump *sending; /* the pumps whose answer is being sent */
+	bool stopping;        /* nothing more is held or pumped */
+	bool wstop;
 };
 
 /* Per-request state kept by libmicrohttpd between calls (made by
@@ -152,7 +166,19 @@ struct conn_state {
 	                 struct cnl_http_upgrade *u);
 	void (*upgrade_free)(void *arg);
 	void *upgrade_arg;
+	bool answered; /* an answer was queued */
+	/* A held connection (see "Event mode"): why, and its answer. */
+	uint8_t park;
+	int wake_r; /* cnl_http_wake()'s verdict */
+	struct MHD_Connection *conn;
+	const struct cnl_http_route *route;
+	void *pass_st;
+	struct cnl_http_request req;
+	struct cnl_http_response resp;
+	struct conn_state *wnext; /* in the work queue */
 };
+
+enum park { PARK_NONE, PARK_WAIT, PARK_SERVE, PARK_PASS };
 
 static const char *const perm_names[CNL_PERM_COUNT_] = {
     [CNL_PERM_UNSET] = "UNSET",
@@ -974,6 +1000,10 @@ void cnl_http_error(struct cnl_http_response *resp, unsigned status,
 	cnl_http_reply(resp, status, cnl_http_error_body(code, msg));
 }
 
+static struct MHD_Response *pump_response(struct cnl_http_server *srv,
+                                          struct MHD_Connection *conn,
+                                          struct cnl_http_response *resp);
+
 /* Send @resp on @conn (whose state is @cs, NULL when it has none) and
  * release its body. */
 static enum MHD_Result send_response(struct MHD_Connection *conn,
@@ -1012,6 +1042,16 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
 		cs->upgrade_free = resp->upgrade_free;
 		cs->upgrade_arg = resp->upgrade_arg;
 		resp->no_defaults = true;
+		goto headers;
+	}
+	if (resp->stream_read && cs && cs->srv->events) {
+		r = pump_response(cs->srv, conn, resp);
+		json_decref(resp->body);
+		resp->body = NULL;
+		if (!r) {
+			free(resp->headers);
+			return MHD_NO;
+		}
 		goto headers;
 	}
 	if (resp->stream_read) {
@@ -1090,7 +1130,492 @@ headers:
 		MHD_add_response_header(r, "Allow", resp->allow);
 	ret = MHD_queue_response(conn, resp->status, r);
 	MHD_destroy_response(r);
+	if (cs)
+		cs->answered = true;
 	return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Event mode                                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * With cfg.quick, a pool of event threads (libmicrohttpd's, over epoll)
+ * carries every connection, and nothing may block them.  A request is
+ * held (MHD_suspend_connection(): out of the event loop, no thread
+ * waiting on it) and taken up again (MHD_resume_connection(), from any
+ * thread; libmicrohttpd then calls the access handler once more, and the
+ * answer kept in its state goes) in three cases:
+ *
+ *   PARK_WAIT   a quick route's answer waits for its event (resp.wait):
+ *               cnl_http_wake() resumes it;
+ *   PARK_SERVE, PARK_PASS
+ *               any other route's serve(), or a passed request's
+ *               pass_end(), runs on a worker thread, which resumes it.
+ *
+ * Workers are made as the queue needs them and end after WORKER_IDLE_MS
+ * idle: a long poll keeps its worker as it kept its connection's thread.
+ * A streamed answer (stream_read, which may block) is read by a pump
+ * thread into a buffer that libmicrohttpd's content reader drains; an
+ * empty buffer suspends the connection until the pump brings more.
+ *
+ * Shutdown waits for every held connection to be answered (the layer
+ * above ended its long polls first), stops libmicrohttpd, then waits for
+ * the workers and the pumps, which no longer touch a connection.
+ */
+#define WORKER_IDLE_MS 10000
+#define PUMP_BUF       (64 * 1024)
+
+struct pump {
+	struct cnl_http_server *srv;
+	struct MHD_Connection *conn;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* room in the buffer, or gone */
+	ssize_t (*read)(void *arg, char *buf, size_t max);
+	void (*free)(void *arg);
+	void *arg;
+	char buf[PUMP_BUF];
+	size_t off, len; /* what is in buf, not yet sent */
+	bool end, err;
+	bool suspended; /* the content reader found buf empty */
+	bool gone;      /* libmicrohttpd freed the response */
+	int refs;
+	struct pump *prev, *next; /* in srv->sending, under srv->wmu */
+};
+
+static void pump_unref(struct pump *p)
+{
+	bool last;
+
+	pthread_mutex_lock(&p->mu);
+	last = --p->refs == 0;
+	pthread_mutex_unlock(&p->mu);
+	if (!last)
+		return;
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+/* A pump of @srv's is done. */
+static void pumps_less(struct cnl_http_server *srv)
+{
+	pthread_mutex_lock(&srv->wmu);
+	if (--srv->pumps == 0)
+		pthread_cond_broadcast(&srv->quiet);
+	pthread_mutex_unlock(&srv->wmu);
+}
+
+static void *pump_main(void *arg)
+{
+	struct pump *p = arg;
+	struct cnl_http_server *srv = p->srv;
+	char *tmp = cnl_xmalloc(PUMP_BUF);
+
+	for (;;) {
+		size_t room;
+		ssize_t n;
+		bool done;
+
+		pthread_mutex_lock(&p->mu);
+		while (!p->gone && p->off + p->len == PUMP_BUF && p->off == 0)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->gone) {
+			pthread_mutex_unlock(&p->mu);
+			break;
+		}
+		if (p->off) {
+			memmove(p->buf, p->buf + p->off, p->len);
+			p->off = 0;
+		}
+		/* The reader only moves off forward with len back: the room
+		 * past off + len stays this pump's. */
+		room = PUMP_BUF - p->len;
+		pthread_mutex_unlock(&p->mu);
+		n = p->read(p->arg, tmp, room);
+		pthread_mutex_lock(&p->mu);
+		if (n > 0) {
+			memcpy(p->buf + p->off + p->len, tmp, (size_t)n);
+			p->len += (size_t)n;
+		} else if (n == 0) {
+			p->end = true;
+		} else {
+			p->err = true;
+		}
+		if (p->suspended && !p->gone) {
+			p->suspended = false;
+			MHD_resume_connection(p->conn);
+		}
+		done = p->end || p->err || p->gone;
+		pthread_mutex_unlock(&p->mu);
+		if (done)
+			break;
+	}
+	free(tmp);
+	if (p->free)
+		p->free(p->arg);
+	pump_unref(p);
+	pumps_less(srv);
+	return NULL;
+}
+
+static ssize_t pump_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct pump *p = cls;
+	ssize_t n;
+
+	(void)pos;
+	pthread_mutex_lock(&p->mu);
+	if (p->len) {
+		size_t k = p->len < max ? p->len : max;
+
+		memcpy(buf, p->buf + p->off, k);
+		p->off += k;
+		p->len -= k;
+		pthread_cond_signal(&p->cv);
+		n = (ssize_t)k;
+	} else if (p->err) {
+		n = MHD_CONTENT_READER_END_WITH_ERROR;
+	} else if (p->end) {
+		n = MHD_CONTENT_READER_END_OF_STREAM;
+	} else {
+		/* Nothing yet: out of the loop until the pump brings more
+		 * (libmicrohttpd calls again once resumed). */
+		p->suspended = true;
+		MHD_suspend_connection(p->conn);
+		n = 0;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
+
+static void pump_gone(void *cls)
+{
+	struct pump *p = cls;
+	struct cnl_http_server *srv = p->srv;
+
+	pthread_mutex_lock(&p->mu);
+	p->gone = true;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_lock(&srv->wmu);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		srv->sending = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	pthread_mutex_unlock(&srv->wmu);
+	pump_unref(p);
+}
+
+/* Stopping: every streamed answer ends (an error: it was cut), and the
+ * ones waiting for their pump are resumed, since libmicrohttpd stops only
+ * without suspended connections. */
+static void pumps_cut(struct cnl_http_server *srv)
+{
+	pthread_mutex_lock(&srv->wmu);
+	for (struct pump *p = srv->sending; p; p = p->next) {
+		pthread_mutex_lock(&p->mu);
+		p->err = true;
+		if (p->suspended && !p->gone) {
+			p->suspended = false;
+			MHD_resume_connection(p->conn);
+		}
+		pthread_mutex_unlock(&p->mu);
+	}
+	pthread_mutex_unlock(&srv->wmu);
+}
+
+/* A response read by a pump thread from @resp's stream (whose reader
+ * it now owns); NULL, with the stream freed, when none can be made. */
+static struct MHD_Response *pump_response(struct cnl_http_server *srv,
+                                          struct MHD_Connection *conn,
+                                          struct cnl_http_response *resp)
+{
+	struct pump *p;
+	struct MHD_Response *r;
+	pthread_attr_t at;
+	pthread_t t;
+	int e;
+
+	pthread_mutex_lock(&srv->wmu);
+	if (srv->stopping) {
+		pthread_mutex_unlock(&srv->wmu);
+		if (resp->stream_free)
+			resp->stream_free(resp->stream_arg);
+		resp->stream_read = NULL;
+		resp->stream_free = NULL;
+		return NULL;
+	}
+	srv->pumps++;
+	pthread_mutex_unlock(&srv->wmu);
+	p = cnl_xcalloc(1, sizeof(*p));
+	p->srv = srv;
+	p->conn = conn;
+	p->read = resp->stream_read;
+	p->free = resp->stream_free;
+	p->arg = resp->stream_arg;
+	p->refs = 2; /* the pump's and the response's */
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	resp->stream_read = NULL;
+	resp->stream_free = NULL;
+	r = MHD_create_response_from_callback(
+	    resp->stream_size < 0 ? MHD_SIZE_UNKNOWN
+	                          : (uint64_t)resp->stream_size,
+	    PUMP_BUF, pump_reader, p, pump_gone);
+	if (!r) {
+		if (p->free)
+			p->free(p->arg);
+		p->refs = 1;
+		pump_unref(p);
+		pumps_less(srv);
+		return NULL;
+	}
+	pthread_mutex_lock(&srv->wmu);
+	p->next = srv->sending;
+	if (p->next)
+		p->next->prev = p;
+	srv->sending = p;
+	pthread_mutex_unlock(&srv->wmu);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	e = pthread_create(&t, &at, pump_main, p);
+	pthread_attr_destroy(&at);
+	if (e != 0) {
+		/* No thread to read it: the answer ends in an error. */
+		pthread_mutex_lock(&p->mu);
+		p->err = true;
+		p->refs--;
+		pthread_mutex_unlock(&p->mu);
+		if (p->free)
+			p->free(p->arg);
+		pumps_less(srv);
+	}
+	return r;
+}
+
+/* Free what @resp holds, unsent. */
+static void response_discard(struct cnl_http_response *resp)
+{
+	if (resp->upgraded && resp->upgrade_free)
+		resp->upgrade_free(resp->upgrade_arg);
+	if (resp->stream_read && resp->stream_free)
+		resp->stream_free(resp->stream_arg);
+	if (resp->send_file)
+		close(resp->file_fd);
+	free(resp->text);
+	free(resp->headers);
+	json_decref(resp->body);
+	memset(resp, 0, sizeof(*resp));
+}
+
+/* A held connection is taken up again: one fewer to wait for. */
+static void unparked(struct cnl_http_server *srv)
+{
+	pthread_mutex_lock(&srv->wmu);
+	if (--srv->parked == 0)
+		pthread_cond_broadcast(&srv->quiet);
+	pthread_mutex_unlock(&srv->wmu);
+}
+
+void cnl_http_wake(void *waiter, int r)
+{
+	struct conn_state *cs = waiter;
+	struct cnl_http_server *srv = cs->srv;
+
+	cs->wake_r = r;
+	/* From here libmicrohttpd may answer and free @cs. */
+	MHD_resume_connection(cs->conn);
+	unparked(srv);
+}
+
+/* Hold @conn (whose answer is @cs->resp or to be made) as @how; false
+ * when the server is stopping (nothing is held then). */
+static bool park(struct cnl_http_server *srv, struct MHD_Connection *conn,
+                 struct conn_state *cs, enum park how)
+{
+	bool stopping;
+
+	pthread_mutex_lock(&srv->wmu);
+	stopping = srv->stopping;
+	if (!stopping)
+		srv->parked++;
+	pthread_mutex_unlock(&srv->wmu);
+	if (stopping)
+		return false;
+	cs->conn = conn;
+	cs->park = (uint8_t)how;
+	cs->wake_r = 0;
+	MHD_suspend_connection(conn);
+	return true;
+}
+
+/* The answer of a request that came while the server stops. */
+static enum MHD_Result answer_stopping(struct MHD_Connection *conn,
+                                       struct conn_state *cs,
+                                       struct cnl_http_response *resp)
+{
+	cnl_http_error(resp, 503, "unavailable", "the server is stopping");
+	return send_response(conn, cs, resp);
+}
+
+static void work_run(struct cnl_http_server *srv, struct conn_state *cs)
+{
+	if (cs->park == PARK_PASS)
+		srv->cfg.pass_end(cs->pass_st, &cs->req, &cs->resp);
+	else
+		srv->cfg.serve(srv->cfg.ud, cs->route, &cs->req, &cs->resp);
+	cnl_http_wake(cs, 0);
+}
+
+static void *worker_main(void *arg)
+{
+	struct cnl_http_server *srv = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&srv->wmu);
+	for (;;) {
+		struct conn_state *cs = srv->wq_head;
+
+		if (!cs) {
+			int e;
+
+			if (srv->wstop)
+				break;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += WORKER_IDLE_MS / 1000;
+			srv->idle++;
+			e = pthread_cond_timedwait(&srv->wcv, &srv->wmu, &ts);
+			srv->idle--;
+			if (e == ETIMEDOUT && !srv->wq_head)
+				break;
+			continue;
+		}
+		srv->wq_head = cs->wnext;
+		if (!srv->wq_head)
+			srv->wq_tail = NULL;
+		srv->nqueued--;
+		pthread_mutex_unlock(&srv->wmu);
+		work_run(srv, cs);
+		pthread_mutex_lock(&srv->wmu);
+	}
+	if (--srv->workers == 0)
+		pthread_cond_broadcast(&srv->quiet);
+	pthread_mutex_unlock(&srv->wmu);
+	return NULL;
+}
+
+/* Hold @conn and have a worker make its answer (@how: PARK_SERVE with
+ * @cs->route and @cs->req, or PARK_PASS with @cs->pass_st). */
+static enum MHD_Result park_work(struct cnl_http_server *srv,
+                                 struct MHD_Connection *conn,
+                                 struct conn_state *cs, enum park how)
+{
+	bool spawn;
+
+	if (!park(srv, conn, cs, how)) {
+		if (how == PARK_PASS)
+			srv->cfg.pass_free(cs->pass_st);
+		return answer_stopping(conn, cs, &cs->resp);
+	}
+	pthread_mutex_lock(&srv->wmu);
+	cs->wnext = NULL;
+	if (srv->wq_tail)
+		srv->wq_tail->wnext = cs;
+	else
+		srv->wq_head = cs;
+	srv->wq_tail = cs;
+	srv->nqueued++;
+	spawn = srv->idle < srv->nqueued;
+	if (!spawn)
+		pthread_cond_signal(&srv->wcv);
+	else
+		srv->workers++;
+	pthread_mutex_unlock(&srv->wmu);
+	if (spawn) {
+		pthread_attr_t at;
+		pthread_t t;
+		int e;
+
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		e = pthread_create(&t, &at, worker_main, srv);
+		pthread_attr_destroy(&at);
+		if (e != 0) {
+			/* No thread for it: taken back from the queue (unless
+			 * a worker alive took it meanwhile) and answered 503.
+			 */
+			bool mine = false;
+
+			pthread_mutex_lock(&srv->wmu);
+			srv->workers--;
+			for (struct conn_state **pp = &srv->wq_head; *pp;
+			     pp = &(*pp)->wnext) {
+				if (*pp != cs)
+					continue;
+				*pp = cs->wnext;
+				mine = true;
+				srv->nqueued--;
+				break;
+			}
+			srv->wq_tail = srv->wq_head;
+			while (srv->wq_tail && srv->wq_tail->wnext)
+				srv->wq_tail = srv->wq_tail->wnext;
+			pthread_mutex_unlock(&srv->wmu);
+			if (mine && how == PARK_PASS)
+				srv->cfg.pass_free(cs->pass_st);
+			if (mine) {
+				cnl_http_error(&cs->resp, 503, "overloaded",
+				               "no thread to serve the request "
+				               "(%s); try again later",
+				               strerror(e));
+				cnl_http_wake(cs, 0);
+			}
+		}
+	}
+	return MHD_YES;
+}
+
+/* Hold @conn until @cs->resp's event (resp.wait). */
+static enum MHD_Result park_wait(struct cnl_http_server *srv,
+                                 struct MHD_Connection *conn,
+                                 struct conn_state *cs)
+{
+	int r;
+
+	if (!park(srv, conn, cs, PARK_WAIT)) {
+		struct cnl_http_response resp = cs->resp;
+
+		memset(&cs->resp, 0, sizeof(cs->resp));
+		resp.wait = NULL;
+		resp.waited(resp.wait_arg, -ESHUTDOWN, &resp);
+		resp.waited = NULL;
+		return answer_stopping(conn, cs, &resp);
+	}
+	r = cs->resp.wait(cs->resp.wait_arg, cs);
+	if (r != 0)
+		cnl_http_wake(cs, r == 1 ? 0 : r);
+	return MHD_YES;
+}
+
+/* The access handler's call after a held connection was resumed: its
+ * answer goes. */
+static enum MHD_Result unpark(struct MHD_Connection *conn,
+                              struct conn_state *cs)
+{
+	struct cnl_http_response resp = cs->resp;
+	enum park how = cs->park;
+
+	memset(&cs->resp, 0, sizeof(cs->resp));
+	cs->park = PARK_NONE;
+	if (how == PARK_WAIT && resp.waited)
+		resp.waited(resp.wait_arg, cs->wake_r, &resp);
+	resp.wait = NULL;
+	resp.waited = NULL;
+	resp.wait_arg = NULL;
+	return send_response(conn, cs, &resp);
 }
 
 static enum MHD_Result too_large(struct cnl_http_server *srv,
@@ -1224,6 +1749,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		cs->srv = srv;
 		*con_cls = cs;
 	}
+	if (cs->park != PARK_NONE)
+		return unpark(conn, cs);
+	/* Called again after its answer was queued (libmicrohttpd does when
+	 * stopping, where queueing is a no-op): never served twice. */
+	if (cs->answered && *data_size == 0)
+		return MHD_NO;
 	req.uri = cs->uri ? cs->uri : url;
 	if (!cs->started) {
 		const char *cl = MHD_lookup_connection_value(
@@ -1307,6 +1838,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 			void *st = cs->pass;
 
 			cs->pass = NULL; /* pass_end's from here */
+			if (srv->events) {
+				cs->pass_st = st;
+				cs->req = req;
+				return park_work(srv, conn, cs, PARK_PASS);
+			}
 			srv->cfg.pass_end(st, &req, &resp);
 		}
 		return send_response(conn, cs, &resp);
@@ -1346,7 +1882,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		               method, resp.allow);
 		break;
 	case CNL_HTTP_MATCH_OK:
+		if (srv->events && !srv->cfg.quick(srv->cfg.ud, route, &req)) {
+			cs->route = route;
+			cs->req = req;
+			return park_work(srv, conn, cs, PARK_SERVE);
+		}
+		req.may_wait = srv->events;
 		srv->cfg.serve(srv->cfg.ud, route, &req, &resp);
+		if (resp.wait) {
+			cs->resp = resp;
+			return park_wait(srv, conn, cs);
+		}
 		break;
 	}
 	return send_response(conn, cs, &resp);
@@ -1362,6 +1908,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	/* A kept-alive connection's next head is timed from here. */
 	track_phase(srv, conn, PH_HEAD);
 	if (cs) {
+		/* Resumed but closed before its answer went. */
+		if (cs->park == PARK_WAIT && cs->resp.waited)
+			cs->resp.waited(cs->resp.wait_arg, cs->wake_r,
+			                &cs->resp);
+		response_discard(&cs->resp);
 		if (cs->sink)
 			cs->sink->free(cs->sink);
 		if (cs->pass)
@@ -1413,8 +1964,24 @@ static void server_destroy(struct cnl_http_server *srv)
 		(void)w;
 		pthread_join(srv->acceptor, NULL);
 	}
+	if (srv->events) {
+		pthread_mutex_lock(&srv->wmu);
+		srv->stopping = true;
+		while (srv->parked)
+			pthread_cond_wait(&srv->quiet, &srv->wmu);
+		pthread_mutex_unlock(&srv->wmu);
+		pumps_cut(srv);
+	}
 	if (srv->daemon)
 		MHD_stop_daemon(srv->daemon);
+	if (srv->events) {
+		pthread_mutex_lock(&srv->wmu);
+		srv->wstop = true;
+		pthread_cond_broadcast(&srv->wcv);
+		while (srv->workers || srv->pumps)
+			pthread_cond_wait(&srv->quiet, &srv->wmu);
+		pthread_mutex_unlock(&srv->wmu);
+	}
 	for (size_t i = 0; i < srv->nlinger; i++)
 		close(srv->lingers[i].fd);
 	if (srv->lfd >= 0)
@@ -1424,6 +1991,9 @@ static void server_destroy(struct cnl_http_server *srv)
 		close(srv->wake[1]);
 	}
 	pthread_mutex_destroy(&srv->mu);
+	pthread_mutex_destroy(&srv->wmu);
+	pthread_cond_destroy(&srv->wcv);
+	pthread_cond_destroy(&srv->quiet);
 	free(srv->busy[0]);
 	free(srv->busy[1]);
 	free(srv->track);
@@ -1460,6 +2030,17 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	srv->cfg = *cfg;
 	srv->lfd = srv->wake[0] = srv->wake[1] = -1;
 	pthread_mutex_init(&srv->mu, NULL);
+	pthread_mutex_init(&srv->wmu, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&srv->wcv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	pthread_cond_init(&srv->quiet, NULL);
+	srv->events = cfg->quick != NULL;
 	if (!srv->cfg.body_max)
 		srv->cfg.body_max = CNL_HTTP_BODY_MAX_DEFAULT;
 	if (!srv->cfg.conn_max)
@@ -1522,10 +2103,17 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	}
 	/* libmicrohttpd's own idle timeout (seconds) must not cut a body
 	 * before ours does. */
+	if (srv->events && !srv->cfg.threads) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		srv->cfg.threads = n < 2 ? 2 : n > 64 ? 64 : (unsigned)n;
+	}
 	srv->daemon = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+	    MHD_USE_INTERNAL_POLLING_THREAD |
+	        (srv->events ? 0 : MHD_USE_THREAD_PER_CONNECTION) |
 	        MHD_USE_AUTO | MHD_ALLOW_UPGRADE | MHD_USE_NO_LISTEN_SOCKET |
-	        MHD_USE_ITC | (cfg->tls_cert_pem ? MHD_USE_TLS : 0),
+	        MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
+	        (cfg->tls_cert_pem ? MHD_USE_TLS : 0),
 	    0, NULL, NULL, on_request, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
 	    srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
@@ -1537,6 +2125,7 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	     * connection gone, and over-the-limit TLS ones come on top: its
 	     * own limit must never be what refuses. */
 	    MHD_OPTION_CONNECTION_LIMIT, srv->cfg.conn_max * 2 + 64,
+	    MHD_OPTION_THREAD_POOL_SIZE, srv->events ? srv->cfg.threads : 0,
 	    cfg->tls_cert_pem ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
 	    cfg->tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, cfg->tls_key_pem,
 	    MHD_OPTION_END);

@@ -51,8 +51,14 @@
  * cnlabd's notebook proxy (/s/) and a follower's listener (every path;
  * the reads it serves itself declined) are two.
  *
- * Threading: every connection gets its own thread (so a long poll never
- * holds up other requests); the serve callback must do its own locking.
+ * Threading: by default every connection gets its own thread (so a long
+ * poll never holds up other requests).  In event mode (config.quick:
+ * cnlabd's API listener) a few event threads carry all connections;
+ * the routes quick() approves are served on them, and their answer may
+ * wait for an event without a thread (resp.wait); every other request
+ * runs on a worker thread while its connection is held, so a long poll
+ * still holds up nothing.  Either way the serve callback must do its own
+ * locking.
  *
  * Connections.  This layer accepts connections itself, in one thread,
  * and hands those it admits to libmicrohttpd, so that it can answer the
@@ -163,6 +169,10 @@ struct cnl_http_request {
 	struct cnl_http_sink *sink; /* streamed routes; else NULL */
 	void *conn;      /* transport handle for the header and query lookups */
 	const char *uri; /* the request target as sent (path and query) */
+	/* Served on an event thread (cnl_http_config.quick): the handler
+	 * must not block, and waits for an event through the response's
+	 * @wait instead (below); false: it may block. */
+	bool may_wait;
 };
 
 /* An upgraded connection (after a 101), closed by cnl_http_upgrade_close. */
@@ -200,7 +210,7 @@ struct cnl_http_response {
 	 * @buf and returns how many, 0 at the end, < 0 to drop the
 	 * connection; @stream_size is the length (-1: unknown, sent
 	 * chunked).  @stream_free(@stream_arg) runs once, whatever happened.
-	 * May block (each connection has its thread). */
+	 * May block (a thread of its own reads it). */
 	ssize_t (*stream_read)(void *arg, char *buf, size_t max);
 	void (*stream_free)(void *arg);
 	void *stream_arg;
@@ -215,7 +225,23 @@ struct cnl_http_response {
 	                 struct cnl_http_upgrade *u);
 	void (*upgrade_free)(void *arg);
 	void *upgrade_arg;
+	/* An answer that may go only after an event (cnlabd: the sync of
+	 * the request's commits), set by a handler that got req->may_wait.
+	 * The server holds the connection (no thread waits) and calls
+	 * @wait(@wait_arg, waiter): it returns 1 when the event already
+	 * happened, a negative errno when it never will, or 0 and then
+	 * calls cnl_http_wake(waiter, r) exactly once, from any thread.
+	 * Then, on the server's thread, @waited(@wait_arg, r, resp) may
+	 * change the answer (r: 0, the errno, or wake's r) and frees
+	 * @wait_arg; it runs whatever happened, the client gone or not. */
+	int (*wait)(void *arg, void *waiter);
+	void (*waited)(void *arg, int r, struct cnl_http_response *resp);
+	void *wait_arg;
 };
+
+/* cnl_http_wake - the event a response's wait() waits for happened (@r 0)
+ * or failed (@r < 0): its answer goes.  Any thread; must not block. */
+void cnl_http_wake(void *waiter, int r);
 
 /*
  * A route.  @handler receives the API layer's per-call context as @call.
@@ -313,6 +339,20 @@ struct cnl_http_config {
 	 * Called for each matched request on the server thread; must set
 	 * resp->status (a response left at 0 becomes a 500).
 	 */
+	/*
+	 * Event mode, when @quick is set: a few event threads (@threads;
+	 * 0: one per CPU, at least 2) carry every connection, instead of a
+	 * thread per connection.  A request whose route @quick approves is
+	 * served on them (req->may_wait: its handler must not block, and
+	 * waits with resp->wait); every other request's serve(), and a
+	 * passed request's pass_end(), run on a worker thread while the
+	 * connection waits, and a streamed answer's stream_read() on a
+	 * thread of its own.  open_sink, a sink's writes, pass_open and
+	 * pass_body still run on the event threads: they must be quick.
+	 */
+	bool (*quick)(void *ud, const struct cnl_http_route *route,
+	              const struct cnl_http_request *req);
+	unsigned threads;
 	void (*serve)(void *ud, const struct cnl_http_route *route,
 	              struct cnl_http_request *req,
 	              struct cnl_http_response *resp);

@@ -514,6 +514,81 @@ static void wait_durable(struct cnl_api *api, int64_t seq,
 		answer_not_durable(resp);
 }
 
+static void observe(struct cnl_api *api, size_t ri, unsigned status,
+                    const struct timespec *t0);
+static bool bearer_is_oidc(struct cnl_api *api,
+                           const struct cnl_http_request *req);
+
+/* An answer waiting, without a thread, for its commits to be durable
+ * (req->may_wait: the HTTP server's event threads). */
+struct durable_later {
+	struct cnl_api *api;
+	int64_t seq;
+	size_t ri; /* the route's row, for observe() */
+	struct timespec t0;
+};
+
+static int later_wait(void *arg, void *waiter)
+{
+	struct durable_later *l = arg;
+
+	return cnl_commit_when(l->api->commit, l->seq, cnl_http_wake, waiter);
+}
+
+static void later_done(void *arg, int r, struct cnl_http_response *resp)
+{
+	struct durable_later *l = arg;
+
+	if (r < 0)
+		answer_not_durable(resp);
+	observe(l->api, l->ri, resp->status, &l->t0);
+	free(l);
+}
+
+/*
+ * What a request does last: wait for the commits up to @seq to be
+ * durable, then count its latency (from @t0) on route row @ri.  On an
+ * event thread, the server holds the answer and no thread waits.
+ */
+static void answer_durable(struct cnl_api *api, int64_t seq, size_t ri,
+                           const struct timespec *t0,
+                           struct cnl_http_request *req,
+                           struct cnl_http_response *resp)
+{
+	struct durable_later *l;
+
+	if (!req->may_wait || !api->commit) {
+		wait_durable(api, seq, resp);
+		observe(api, ri, resp->status, t0);
+		return;
+	}
+	l = cnl_xmalloc(sizeof(*l));
+	*l = (struct durable_later){api, seq, ri, *t0};
+	resp->wait = later_wait;
+	resp->waited = later_done;
+	resp->wait_arg = l;
+}
+
+/*
+ * The routes served on the HTTP server's event threads (quick in
+ * cnl_http_config): hot, and none blocks but on the API's lock; their
+ * answer waits for durability without a thread (answer_durable()).  An
+ * OIDC bearer may fetch the issuer's keys: such calls go to a worker.
+ */
+static bool quick(void *ud, const struct cnl_http_route *route,
+                  const struct cnl_http_request *req)
+{
+	void (*h)(void *, struct cnl_http_request *,
+	          struct cnl_http_response *) = route->handler;
+
+	if (h == cnl_api_h_healthz)
+		return true;
+	return (h == cnl_api_h_jobs_create || h == cnl_api_h_job_get ||
+	        h == cnl_api_h_jobs_list || h == cnl_api_h_job_cancel ||
+	        h == cnl_api_h_whoami) &&
+	       !bearer_is_oidc(ud, req);
+}
+
 /* The routes with slow work to do before their handler (password hashing
  * and checks), and the step that does it without the lock. */
 static void (*prepare_of(const struct cnl_http_route *route))(
@@ -662,8 +737,6 @@ static bool follower_local(const struct cnl_http_route *route)
 	       h == cnl_api_h_job_get || h == cnl_api_h_jobs_list;
 }
 
-static bool bearer_is_oidc(struct cnl_api *api, struct cnl_http_request *req);
-
 bool cnl_api_follower_serves(void *ud, const struct cnl_http_request *req)
 {
 	struct cnl_api *api = ud;
@@ -736,7 +809,8 @@ static void reader_give(struct cnl_api *api, struct cnl_store *rd)
 
 /* An OIDC ID token names a user that its first sign-in creates (a
  * write): such calls are served locked. */
-static bool bearer_is_oidc(struct cnl_api *api, struct cnl_http_request *req)
+static bool bearer_is_oidc(struct cnl_api *api,
+                           const struct cnl_http_request *req)
 {
 	const char *h = cnl_http_header(req, "Authorization");
 
@@ -782,8 +856,7 @@ static bool serve_read(struct cnl_api *api, const struct cnl_http_route *route,
 		cnl_http_error(resp, 500, "internal", "no response");
 	seq = cnl_commit_mark_seen(api->commit);
 	reader_give(api, rd);
-	wait_durable(api, seq, resp);
-	observe(api, (size_t)(route - api->routes), resp->status, &t0);
+	answer_durable(api, seq, (size_t)(route - api->routes), &t0, req, resp);
 	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
 	        "method=%s path=%s status=%u user=%s unlocked=1", req->method,
 	        cnl_log_quote(q, sizeof(q), req->path), resp->status,
@@ -887,10 +960,11 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	pthread_mutex_unlock(&api->mu);
 	/* After the lock: while this waits, others commit, and one sync
 	 * covers them all. */
-	if (wait)
-		wait_durable(api, seq, resp);
 	/* The latency counts the wait for durability: what a client sees. */
-	observe(api, ri, resp->status, &t0);
+	if (wait)
+		answer_durable(api, seq, ri, &t0, req, resp);
+	else
+		observe(api, ri, resp->status, &t0);
 	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
 	        "method=%s path=%s status=%u user=%s", req->method,
 	        cnl_log_quote(q, sizeof(q), req->path), resp->status,
@@ -1253,6 +1327,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	    .tls_cert_pem = l->tls_cert_pem,
 	    .tls_key_pem = l->tls_key_pem,
 	    .serve = serve_traced,
+	    .quick = quick,
 	    .open_sink = cnl_api_open_sink,
 	    .ud = api,
 	    .body_max = l->body_max,

@@ -28,6 +28,12 @@
  * only while it still holds that value (FUTEX_WAIT compares it), so a
  * sync ending between its unlock and its sleep is never missed.
  *
+ * A request on one of the HTTP server's event threads waits without a
+ * thread (cnl_commit_when()): its count and callback go in a list that
+ * the syncer goes through after each sync, under mu, taking out those the
+ * sync settled (durable, or failed as a waiter above would have) and
+ * calling them after it lets mu go.
+ *
  * The syncer reads the count before it syncs, so what it publishes is at
  * most what the sync covered (store.h).  It never holds gc->mu while it
  * syncs: waiters keep arriving and the next sync takes them all.  After a
@@ -56,6 +62,15 @@
 #define SYNC_IDLE_MS  1000
 #define FAIL_PAUSE_MS 20
 
+/* A request that waits without a thread (cnl_commit_when()). */
+struct later {
+	int64_t seq;
+	uint64_t gen; /* fail_gen when it began to wait */
+	void (*done)(void *arg, int r);
+	void *arg;
+	int r; /* the answer, once settled */
+};
+
 struct cnl_commit {
 	struct cnl_store *store;
 	pthread_t thread;
@@ -71,6 +86,12 @@ struct cnl_commit {
 	uint64_t fail_gen;
 	bool faulty; /* the last sync failed (logged; recovery is too) */
 	bool stop;
+	/* The waits of cnl_commit_when(), in no order; each is answered,
+	 * outside mu, by the sync that covers its count or fails it. */
+	struct later *laters;
+	size_t nlaters, caplaters;
+	struct later *ready; /* the syncer's: taken out of laters */
+	size_t capready;
 };
 
 /* Wake every thread asleep on @w, after changing its value (under mu). */
@@ -78,6 +99,45 @@ static void wake_all(atomic_uint *w)
 {
 	atomic_fetch_add_explicit(w, 1, memory_order_release);
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/*
+ * Answer the waits of cnl_commit_when() that the state now settles: 0 for
+ * those whose count is durable, -EIO for those a failed sync covered
+ * (as cnl_commit_wait() decides), -ESHUTDOWN for all once stopping.
+ * Called with mu and returns with it; the callbacks run without it.
+ */
+static void answer_laters(struct cnl_commit *gc)
+{
+	size_t n = 0, keep = 0;
+
+	for (size_t i = 0; i < gc->nlaters; i++) {
+		struct later *l = &gc->laters[i];
+		bool failed = gc->fail_gen != l->gen && gc->failed >= l->seq;
+
+		if (gc->durable >= l->seq || failed || gc->stop) {
+			if (n == gc->capready) {
+				gc->capready =
+				    gc->capready ? 2 * gc->capready : 64;
+				gc->ready = cnl_xrealloc(
+				    gc->ready,
+				    gc->capready * sizeof(*gc->ready));
+			}
+			gc->ready[n] = *l;
+			gc->ready[n++].r = gc->durable >= l->seq ? 0
+			                   : failed              ? -EIO
+			                                         : -ESHUTDOWN;
+		} else {
+			gc->laters[keep++] = *l;
+		}
+	}
+	gc->nlaters = keep;
+	if (!n)
+		return;
+	pthread_mutex_unlock(&gc->mu);
+	for (size_t i = 0; i < n; i++)
+		gc->ready[i].done(gc->ready[i].arg, gc->ready[i].r);
+	pthread_mutex_lock(&gc->mu);
 }
 
 /* One sync, the lock dropped around it; called and returns with it. */
@@ -121,6 +181,7 @@ static void sync_once(struct cnl_commit *gc)
 	 * failure, for them to see) they are woken now. */
 	if (r < 0 || gc->wanted <= gc->durable)
 		wake_all(&gc->done[gc->turn]);
+	answer_laters(gc);
 	if (r < 0) {
 		struct timespec ts;
 
@@ -148,6 +209,7 @@ static void *syncer(void *arg)
 		    cnl_store_written(gc->store) > gc->durable)
 			sync_once(gc);
 	}
+	answer_laters(gc); /* stopping: every wait left answers */
 	pthread_mutex_unlock(&gc->mu);
 	return NULL;
 }
@@ -232,6 +294,34 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 	return r;
 }
 
+int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
+                    void (*done)(void *arg, int r), void *arg)
+{
+	int r = 1;
+
+	if (!gc || atomic_load(&gc->durable) >= seq)
+		return 1;
+	pthread_mutex_lock(&gc->mu);
+	if (gc->stop) {
+		r = -ESHUTDOWN;
+	} else if (gc->durable < seq) {
+		if (gc->nlaters == gc->caplaters) {
+			gc->caplaters = gc->caplaters ? 2 * gc->caplaters : 64;
+			gc->laters = cnl_xrealloc(
+			    gc->laters, gc->caplaters * sizeof(*gc->laters));
+		}
+		gc->laters[gc->nlaters++] = (struct later){
+		    .seq = seq, .gen = gc->fail_gen, .done = done, .arg = arg};
+		if (gc->wanted < seq) {
+			gc->wanted = seq;
+			pthread_cond_signal(&gc->kick);
+		}
+		r = 0;
+	}
+	pthread_mutex_unlock(&gc->mu);
+	return r;
+}
+
 void cnl_commit_free(struct cnl_commit *gc)
 {
 	if (!gc)
@@ -252,5 +342,7 @@ void cnl_commit_free(struct cnl_commit *gc)
 	}
 	pthread_cond_destroy(&gc->kick);
 	pthread_mutex_destroy(&gc->mu);
+	free(gc->laters);
+	free(gc->ready);
 	free(gc);
 }

@@ -49,6 +49,18 @@ int64_t cnl_commit_mark_seen(const struct cnl_commit *gc);
  */
 int cnl_commit_wait(struct cnl_commit *gc, int64_t seq);
 
+/*
+ * cnl_commit_when - cnl_commit_wait() without blocking: 1 when the commits
+ * up to @seq are durable already (@done is not called), -ESHUTDOWN when
+ * the syncer stopped; else 0, and @done(@arg, r) is called once, from the
+ * syncer's thread and without any of its locks, with what
+ * cnl_commit_wait() would have returned.  @done must not block: the
+ * syncer's next sync waits for it.  Every wait is answered before
+ * cnl_commit_free() returns.
+ */
+int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
+                    void (*done)(void *arg, int r), void *arg);
+
 /* cnl_commit_free - stop the syncer, make what is left durable and free
  * @gc; no wait may be in progress.  NULL is allowed. */
 void cnl_commit_free(struct cnl_commit *gc);
