@@ -431,20 +431,30 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 				ctl_metrics_placed(ctl, w, now);
 			}
 			break;
-		case CNL_DEC_WAIT:
+		case CNL_DEC_WAIT: {
+			int64_t est = d->at_ms > 0 ? d->at_ms : 0;
+			int resv = d->reason == CNL_WHY_RESERVED &&
+			                   d->node < ctl->n_nodes
+			               ? (int)d->node
+			               : -1;
+
 			/* Audited when the reason changes, not every cycle. */
 			if (w->wait_reason != d->reason)
 				ctl_decide(ctl, w->id, "slice", now,
 				           "pending: %s",
 				           cnl_reason_text(
 				               (enum cnl_reason)d->reason));
+			/* Every pending job waits again each cycle: one whose
+			 * wait is unchanged has nothing new for the facts
+			 * (what else moves them, the periodic scan sees). */
+			if (w->wait_reason == d->reason &&
+			    w->est_start_ms == est && w->resv_node == resv)
+				continue;
 			w->wait_reason = d->reason;
-			w->est_start_ms = d->at_ms > 0 ? d->at_ms : 0;
-			w->resv_node = d->reason == CNL_WHY_RESERVED &&
-			                       d->node < ctl->n_nodes
-			                   ? (int)d->node
-			                   : -1;
+			w->est_start_ms = est;
+			w->resv_node = resv;
 			break;
+		}
 		case CNL_DEC_PREEMPT:
 			if (apply_preempt(w, d) == 0) {
 				ctl_node_changed(ctl, w->node);
