@@ -20,16 +20,28 @@
 #     refused for the reason its cnlab.io/expect annotation names;
 #   - the chart: values.yaml satisfies values.schema.json and the files of
 #     tests/k8s/bad-values are refused; its crds/ are the base's, byte for
-#     byte.  Its templates are NOT rendered: there is no helm binary here
-#     (and no faithful Go-template engine besides it); the Kustomize base
-#     is the tested path.
+#     byte;
+#   - the chart's templates rendered: by `helm template` where helm is
+#     installed, else by tests/k8s/helm-render (Debian has no helm): Go's
+#     own text/template, the engine Helm runs, with Helm's built-in
+#     objects and the template functions the chart uses written after
+#     Helm's and Sprig's documentation (a function it lacks fails the
+#     parse).  The render with the chart's defaults must hold what the
+#     Kustomize base holds (the same kinds, as many of each, but the CRDs,
+#     which the chart keeps in crds/, and the Namespace, which helm
+#     takes from --namespace), valid against the schemas and with the same
+#     security properties; so must a render under another release name and
+#     namespace with the ServiceMonitor on (names prefixed, the monitor
+#     there), and one with the optional parts off (no agent, no DRA plugin,
+#     no DeviceClass, no NetworkPolicy); the ServiceMonitor without the
+#     Prometheus operator's API fails, as `helm install` would.
 #
-# kubectl missing, or tests/k8s/node_modules, is a failure (scripts/bootstrap
-# installs both).  No cluster is needed or used.
+# kubectl missing, go, or tests/k8s/node_modules, is a failure
+# (scripts/bootstrap installs them).  No cluster is needed or used.
 set -u
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-need_tools kubectl node cmp
+need_tools kubectl node cmp go
 k8s=$root/deploy/k8s
 chart=$root/deploy/helm/cnlab
 t=$root/tests/k8s
@@ -143,17 +155,106 @@ grep -q 'reconciles TrainingJobs and NotebookServers' "$chart/templates/NOTES.tx
 	grep -q 'cnlabd" . }}-workloads' "$chart/templates/NOTES.txt" &&
 	ok "NOTES.txt says what reconciles the CRDs and which namespaces it may make pods in" ||
 	bad "NOTES.txt does not say what reconciles the CRDs"
+# render NAME NAMESPACE [ARGS...]: the chart's templates, on stdout.
 if command -v helm >/dev/null; then
 	out=$(helm lint "$chart" 2>&1) && ok "helm lint" || bad "helm lint: $out"
-	out=$(helm template cnlab "$chart" --namespace cnlab 2>&1 >"$tmp/helm.yaml") && ok "helm template" || bad "helm template: $out"
-	[ -s "$tmp/helm.yaml" ] && {
-		out=$(check objects "$tmp/helm.yaml" && check security --resources "$tmp/helm.yaml")
-		echo "$out"
-		fails=$((fails + $(grep -c '^FAIL' <<<"$out")))
+	render() {
+		local name=$1 ns=$2
+		shift 2
+		helm template "$name" "$chart" --namespace "$ns" "$@"
 	}
+	how="helm template"
 else
-	echo "note the chart's templates are not rendered: no helm binary on this machine (the Kustomize base is the tested path)"
+	# Built with Debian's Go and its yaml.v3, offline (GOPATH mode).
+	if out=$(cd "$t/helm-render" && GO111MODULE=off GOPATH=/usr/share/gocode \
+		GOCACHE="$tmp/go-cache" go build -o "$tmp/helm-render" . 2>&1); then
+		ok "tests/k8s/helm-render built ($(go version | cut -d' ' -f3))"
+	else
+		bad "tests/k8s/helm-render does not build: $out"
+	fi
+	render() {
+		local name=$1 ns=$2
+		shift 2
+		"$tmp/helm-render" --name "$name" --namespace "$ns" "$@" "$chart"
+	}
+	how="helm-render (no helm here)"
 fi
+# kinds FILE: "COUNT KIND" lines, sorted.
+kinds() { grep '^kind: ' "$1" | sort | uniq -c | sed 's/^ *//'; }
+if render cnlab cnlab >"$tmp/helm.yaml" 2>"$tmp/helm.err"; then
+	ok "$how: the chart renders with its defaults ($(grep -c '^kind: ' "$tmp/helm.yaml") objects)"
+else
+	bad "$how: $(cat "$tmp/helm.err")"
+fi
+# What the Kustomize base deploys, the chart deploys (CRDs in crds/).
+kinds "$tmp/base.yaml" | grep -v -e ' CustomResourceDefinition$' -e ' Namespace$' >"$tmp/kinds.base"
+kinds "$tmp/helm.yaml" >"$tmp/kinds.helm"
+if cmp -s "$tmp/kinds.base" "$tmp/kinds.helm"; then
+	ok "the chart's objects are the Kustomize base's: $(paste -sd, "$tmp/kinds.helm")"
+else
+	bad "the chart and the Kustomize base deploy different objects: $(diff "$tmp/kinds.base" "$tmp/kinds.helm" | grep '^[<>]' | paste -sd' ')"
+fi
+cat >"$tmp/all-on.yaml" <<'VALUES'
+serviceMonitor:
+  enabled: true
+VALUES
+cat >"$tmp/parts-off.yaml" <<'VALUES'
+agent:
+  enabled: false
+draPlugin:
+  enabled: false
+deviceClass:
+  create: false
+networkPolicy:
+  enabled: false
+VALUES
+if render team-a research -f "$tmp/all-on.yaml" --api-versions monitoring.coreos.com/v1/ServiceMonitor \
+	>"$tmp/helm-team.yaml" 2>"$tmp/helm.err"; then
+	grep -q '^kind: ServiceMonitor' "$tmp/helm-team.yaml" && ok "$how: release team-a has its ServiceMonitor" ||
+		bad "$how: serviceMonitor.enabled made no ServiceMonitor"
+	n=$(awk '/^metadata:/{m=1; next} m && /^  name: /{print $2; m=0}' "$tmp/helm-team.yaml" |
+		grep -v -e '^team-a-cnlab' -e '^gpu\.cnlab\.io$' | head -3)
+	[ -z "$n" ] && ok "$how: release team-a's objects are all named team-a-cnlab-* (but the DeviceClass)" ||
+		bad "$how: release team-a has objects not named after it: $n"
+	# helm puts namespaced objects in --namespace; what names one (a
+	# binding's subjects, a policy's service accounts) says research.
+	grep -q 'namespace: research$' "$tmp/helm-team.yaml" && ! grep -q 'namespace: cnlab$' "$tmp/helm-team.yaml" &&
+		grep -q 'serviceaccount:research:team-a-cnlab-agent' "$tmp/helm-team.yaml" &&
+		ok "$how: release team-a's subjects and policies name its namespace, research" ||
+		bad "$how: release team-a's objects name another namespace than research"
+else
+	bad "$how (team-a): $(cat "$tmp/helm.err")"
+fi
+if render cnlab cnlab -f "$tmp/parts-off.yaml" >"$tmp/helm-off.yaml" 2>"$tmp/helm.err"; then
+	grep -q -e '^kind: DaemonSet' -e '^kind: DeviceClass' -e '^kind: NetworkPolicy' "$tmp/helm-off.yaml" &&
+		bad "$how: with the optional parts off, some are still there" ||
+		ok "$how: with the optional parts off: no DaemonSet, DeviceClass or NetworkPolicy"
+	grep -q '^kind: Deployment' "$tmp/helm-off.yaml" && ok "$how: ... and cnlabd's Deployment" ||
+		bad "$how: with the optional parts off, cnlabd is gone too"
+else
+	bad "$how (parts off): $(cat "$tmp/helm.err")"
+fi
+if render cnlab cnlab -f "$tmp/all-on.yaml" >/dev/null 2>"$tmp/helm.err"; then
+	bad "$how: a ServiceMonitor without the Prometheus operator's API was rendered"
+else
+	grep -q "needs the Prometheus operator" "$tmp/helm.err" &&
+		ok "$how: a ServiceMonitor without the Prometheus operator's API fails, saying why" ||
+		bad "$how: a ServiceMonitor without the operator failed otherwise: $(cat "$tmp/helm.err")"
+fi
+# The security checks want all three pod templates: not the parts-off render.
+for f in "$tmp/helm.yaml" "$tmp/helm-team.yaml" "$tmp/helm-off.yaml"; do
+	[ -s "$f" ] || continue
+	n=$(basename "$f" .yaml)
+	ns=cnlab
+	[ "$n" = helm-team ] && ns=research
+	if [ "$n" = helm-off ]; then
+		out=$(check objects "$f" 2>&1)
+	else
+		out=$(check objects "$f" 2>&1 && check security --resources --namespace "$ns" "$f" 2>&1)
+	fi
+	sed "s/^\(ok  \|FAIL\) /\1 $n: /" <<<"$out"
+	fails=$((fails + $(grep -c '^FAIL' <<<"$out")))
+done
 
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" = 0 ]

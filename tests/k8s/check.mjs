@@ -8,7 +8,9 @@
 //
 //   node check.mjs objects FILE...          every object valid; none of an unknown kind
 //   node check.mjs refused FILE...          every object of each file refused
-//   node check.mjs security [--resources] FILE
+//   node check.mjs security [--resources] [--namespace NS] FILE
+//                                           (NS: where objects without a
+//                                           namespace go, as helm's)
 //   node check.mjs crs CRD_DIR VALID_DIR INVALID_DIR
 //   node check.mjs values SCHEMA VALUES BAD_DIR
 //   node check.mjs cdi SCHEMA FILE...      CDI spec files valid (tests/k8s/cdi)
@@ -204,7 +206,7 @@ const grants = (rule, group, resource, verb) =>
 	(rule.resources || []).some((x) => x === resource || x === "*") &&
 	(rule.verbs || []).some((v) => v === verb || v === "*");
 
-function cmdSecurity(file, wantResources) {
+function cmdSecurity(file, wantResources, namespace) {
 	const objs = loadYaml(file);
 	let pods = 0;
 	for (const o of objs) {
@@ -263,7 +265,7 @@ function cmdSecurity(file, wantResources) {
 	// The attack, through the policy's own CEL (cel-js): node-a's agent
 	// writing node-b's slice, or deleting it, or a token without a node.
 	if (vap) {
-		const sa = "system:serviceaccount:cnlab:cnlab-agent";
+		const sa = `system:serviceaccount:${plugin.metadata.namespace || namespace}:${saAgent}`;
 		const slice = (n) => ({ spec: { nodeName: n, driver: "gpu.cnlab.io" } });
 		const run = (op, user, extra, obj, old) => runPolicy(vap, op, user, extra, obj, old);
 		const a = { "authentication.kubernetes.io/node-name": ["node-a"] };
@@ -288,7 +290,7 @@ function cmdSecurity(file, wantResources) {
 	if (!cap || !capb || !(capb.spec.validationActions || []).includes("Deny"))
 		bad("no ValidatingAdmissionPolicy (with a Deny binding) keeps gpu.cnlab.io allocations to cnlabd");
 	else {
-		const me = `system:serviceaccount:${cnlabd.metadata.namespace || "cnlab"}:${saCnlabd}`;
+		const me = `system:serviceaccount:${cnlabd.metadata.namespace || namespace}:${saCnlabd}`;
 		const alloc = (driver, pod) => ({
 			status: {
 				allocation: { devices: { results: [{ request: "gpu", driver, pool: "node1", device: "gpu-0" }] } },
@@ -540,7 +542,10 @@ const [cmd, ...args] = process.argv.slice(2);
 try {
 	if (cmd === "objects" && args.length) await cmdObjects(args);
 	else if (cmd === "refused" && args.length) await cmdRefused(args);
-	else if (cmd === "security" && args.length) cmdSecurity(args[args.length - 1], args[0] === "--resources");
+	else if (cmd === "security" && args.length) {
+		const i = args.indexOf("--namespace");
+		cmdSecurity(args[args.length - 1], args.includes("--resources"), i >= 0 ? args[i + 1] : "cnlab");
+	}
 	else if (cmd === "crs" && args.length === 3) cmdCRs(...args);
 	else if (cmd === "values" && args.length === 3) cmdValues(...args);
 	else if (cmd === "cdi" && args.length >= 2) cmdCdi(args[0], args.slice(1), true);

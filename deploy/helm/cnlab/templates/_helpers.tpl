@@ -21,12 +21,19 @@ cnlab
 {{- printf "%s-agent" (include "cnlab.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{- define "cnlab.labels" -}}
+{{/* The labels of every object; an object with a selector takes
+cnlab.commonLabels and its selector, which holds the instance label (a
+key twice in one map is a YAML error the API server refuses). */}}
+{{- define "cnlab.commonLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/part-of: cnlab
-app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end -}}
+
+{{- define "cnlab.labels" -}}
+{{ include "cnlab.commonLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "cnlab.cnlabd.selector" -}}
