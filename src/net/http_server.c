@@ -1889,6 +1889,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		}
 		req.may_wait = srv->events;
 		srv->cfg.serve(srv->cfg.ud, route, &req, &resp);
+		if (resp.retry_blocking) {
+			response_discard(&resp);
+			cs->route = route;
+			cs->req = req;
+			cs->req.may_wait = false;
+			return park_work(srv, conn, cs, PARK_SERVE);
+		}
 		if (resp.wait) {
 			cs->resp = resp;
 			return park_wait(srv, conn, cs);

@@ -237,6 +237,10 @@ struct cnl_http_response {
 	int (*wait)(void *arg, void *waiter);
 	void (*waited)(void *arg, int r, struct cnl_http_response *resp);
 	void *wait_arg;
+	/* Set, and nothing else, by a handler that got req->may_wait and
+	 * found it would have to block after all (a lock held long): it did
+	 * nothing, and the server serves the request again on a worker. */
+	bool retry_blocking;
 };
 
 /* cnl_http_wake - the event a response's wait() waits for happened (@r 0)

@@ -864,6 +864,36 @@ static bool serve_read(struct cnl_api *api, const struct cnl_http_route *route,
 	return true;
 }
 
+/* How long an event thread waits for the API's lock before it hands the
+ * request to a worker. */
+#define EVENT_LOCK_WAIT_NS (2 * 1000 * 1000)
+
+/*
+ * Take the API's lock.  On an event thread (req->may_wait) only if it
+ * comes within EVENT_LOCK_WAIT_NS: a scheduling cycle with 100k pending
+ * holds it for hundreds of ms, and an event thread waiting that long
+ * holds up every connection it carries (health checks, the lock-free
+ * reads).  false: not taken.
+ */
+static bool lock_api(struct cnl_api *api, const struct cnl_http_request *req)
+{
+	struct timespec ts;
+
+	if (!req->may_wait) {
+		pthread_mutex_lock(&api->mu);
+		return true;
+	}
+	if (pthread_mutex_trylock(&api->mu) == 0)
+		return true;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += EVENT_LOCK_WAIT_NS;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return pthread_mutex_timedlock(&api->mu, &ts) == 0;
+}
+
 /*
  * Locking: the API's lock is taken here and released here; no handler
  * releases it.  A route with slow work (prepare_of()) is authorized, the
@@ -916,7 +946,10 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	c.now_ms = cnl_time_now_ms();
 	c.host = cnl_http_header(req, "Host");
 	cnl_api_oidc_check(&c, req);
-	pthread_mutex_lock(&api->mu);
+	if (!lock_api(api, req)) {
+		resp->retry_blocking = true; /* nothing done yet */
+		return;
+	}
 	if (early) {
 		btr = begin_request(api);
 		tx = btr == 0;
@@ -980,7 +1013,11 @@ static void serve_traced(void *ud, const struct cnl_http_route *route,
 
 	cnl_api_trace_begin(&t, route, req);
 	cnl_api_serve(ud, route, req, resp);
-	cnl_api_trace_end(&t, resp);
+	/* Served again on a worker, in a span of its own. */
+	if (resp->retry_blocking)
+		cnl_trace_set_current(NULL);
+	else
+		cnl_api_trace_end(&t, resp);
 }
 
 /*

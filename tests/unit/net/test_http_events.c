@@ -14,6 +14,8 @@
  *     threads, and arrives whole, chunked;
  *   - one kept-alive connection takes quick, worker and waiting requests
  *     in turn, each answered in order;
+ *   - a quick handler that finds it would block (retry_blocking) is
+ *     served again on a worker, and the connection goes on;
  *   - freeing the server waits for a held answer's wake.
  */
 #include <arpa/inet.h>
@@ -141,7 +143,23 @@ static void h_stream(void *call, struct cnl_http_request *req,
 	resp->stream_size = -1;
 }
 
+/* Quick, but finds on an event thread that it would block: served again
+ * on a worker. */
+static atomic_int retry_calls;
+
+static void h_retry(void *call, struct cnl_http_request *req,
+                    struct cnl_http_response *resp)
+{
+	atomic_fetch_add(&retry_calls, 1);
+	if (req->may_wait) {
+		resp->retry_blocking = true;
+		return;
+	}
+	cnl_http_reply(resp, 200, json_pack("{s:b}", "quick", req->may_wait));
+}
+
 static const struct cnl_http_route routes[] = {
+    {"GET", "/retry", CNL_PERM_PUBLIC, NULL, h_retry},
     {"GET", "/ok", CNL_PERM_PUBLIC, NULL, h_ok},
     {"GET", "/block", CNL_PERM_PUBLIC, NULL, h_block},
     {"GET", "/later", CNL_PERM_PUBLIC, NULL, h_later},
@@ -157,7 +175,8 @@ static void serve(void *ud, const struct cnl_http_route *route,
 static bool quick(void *ud, const struct cnl_http_route *route,
                   const struct cnl_http_request *req)
 {
-	return route->handler == h_ok || route->handler == h_later;
+	return route->handler == h_ok || route->handler == h_later ||
+	       route->handler == h_retry;
 }
 
 static struct cnl_http_server *start(void)
@@ -463,6 +482,26 @@ static void *free_thread(void *arg)
 	return NULL;
 }
 
+static void test_retry_on_a_worker(void **state)
+{
+	struct cnl_http_server *srv = start();
+	int fd = dial(srv);
+	char buf[4096];
+
+	atomic_store(&retry_calls, 0);
+	send_get(fd, "/retry", false);
+	read_one(fd, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "HTTP/1.1 200 "));
+	assert_non_null(strstr(buf, "{\"quick\":false}"));
+	/* The connection goes on as usual after it. */
+	send_get(fd, "/ok", true);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_non_null(strstr(buf, "{\"quick\":true}"));
+	cnl_http_server_free(srv);
+	assert_int_equal(atomic_load(&retry_calls), 2);
+}
+
 static void test_free_waits_for_held_answers(void **state)
 {
 	struct cnl_http_server *srv = start();
@@ -499,6 +538,7 @@ int main(void)
 	    cmocka_unit_test(test_wait_without_a_thread),
 	    cmocka_unit_test(test_stream_reader_blocks_on_its_own_thread),
 	    cmocka_unit_test(test_kept_alive_in_turn),
+	    cmocka_unit_test(test_retry_on_a_worker),
 	    cmocka_unit_test(test_free_waits_for_held_answers),
 	};
 
