@@ -2130,8 +2130,13 @@ int cnl_http_server_new(const struct cnl_http_config *cfg,
 	                   : 60),
 	    /* Rows are freed a moment before libmicrohttpd counts a
 	     * connection gone, and over-the-limit TLS ones come on top: its
-	     * own limit must never be what refuses. */
-	    MHD_OPTION_CONNECTION_LIMIT, srv->cfg.conn_max * 2 + 64,
+	     * own limit must never be what refuses.  With event threads it
+	     * splits the limit among them and hands a connection to one
+	     * before counting those still queued to it (a flood can queue
+	     * them all to one, which then closes the excess unanswered):
+	     * each thread gets the whole of it. */
+	    MHD_OPTION_CONNECTION_LIMIT,
+	    (srv->cfg.conn_max * 2 + 64) * (srv->events ? srv->cfg.threads : 1),
 	    MHD_OPTION_THREAD_POOL_SIZE, srv->events ? srv->cfg.threads : 0,
 	    cfg->tls_cert_pem ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
 	    cfg->tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, cfg->tls_key_pem,
