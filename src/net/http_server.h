@@ -52,8 +52,10 @@
  * the reads it serves itself declined) are two.
  *
  * Threading: by default every connection gets its own thread (so a long
- * poll never holds up other requests).  In event mode (config.quick:
- * cnlabd's API listener) a few event threads carry all connections;
+ * poll never holds up other requests).  In event mode (config.quick;
+ * cnlabd's API listener has it switched off for now, see
+ * CNL_API_EVENT_MODE in server/api.c) a few event threads carry all
+ * connections;
  * the routes quick() approves are served on them, and their answer may
  * wait for an event without a thread (resp.wait); every other request
  * runs on a worker thread while its connection is held, so a long poll
