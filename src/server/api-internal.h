@@ -179,6 +179,9 @@ struct call {
 	const char *note;  /* audit result suffix, e.g. "replayed" */
 	char note_buf[24]; /* a note made for this call ("blocks 40") */
 	const char *host;  /* the request's Host header, or NULL */
+	/* Where the request's notes begin in the controller's undo
+	 * journal: past those of the batch it joined (api.c). */
+	size_t journal_mark;
 	int64_t now_ms;
 	/* An OIDC ID token verified before the API's lock was taken (the
 	 * check may fetch keys): its result, for identify(). */

@@ -443,12 +443,34 @@ static bool waits_durable(const struct cnl_http_route *route)
 	return route->action || route->perm != CNL_PERM_PUBLIC;
 }
 
-/* Begin the request's transaction and the controller's undo journal
- * beside it: 0, or the error of the begin (then neither is open). */
-static int begin_request(struct cnl_api *api)
+/*
+ * The routes whose transactions may be committed together (store.h,
+ * "Batches"): submissions, the hot path, whose changes in memory (a
+ * pending workload, the owner's counters) the journal undoes exactly
+ * should their batch be lost.
+ */
+static bool batches(const struct cnl_http_route *route)
 {
-	int r = cnl_store_tx_begin(api->store);
+	return route->handler == cnl_api_h_jobs_create;
+}
 
+/*
+ * Begin the request's transaction and the controller's undo journal
+ * beside it: 0, or the error of the begin (then neither is open).  A
+ * route that batches joins the open batch, if any: its journal is the
+ * batch's, from where the request begins (c->journal_mark).
+ */
+static int begin_request(struct call *c)
+{
+	struct cnl_api *api = c->api;
+	int r = batches(c->route) ? cnl_store_tx_begin_batch(api->store)
+	                          : cnl_store_tx_begin(api->store);
+
+	c->journal_mark = 0;
+	if (r == 1) {
+		c->journal_mark = cnl_ctl_journal_mark(api->ctl);
+		return 0;
+	}
 	if (r == 0)
 		cnl_ctl_journal_begin(api->ctl);
 	return r;
@@ -464,11 +486,22 @@ static int begin_request(struct cnl_api *api)
 static void commit_request(struct call *c, struct cnl_http_response *resp)
 {
 	char q[CNL_LOG_QUOTE_MAX];
-	int r = cnl_store_tx_commit(c->api->store);
+	int r = batches(c->route) ? cnl_store_tx_commit_batch(c->api->store)
+	                          : cnl_store_tx_commit(c->api->store);
 
-	cnl_ctl_journal_end(c->api->ctl, r < 0);
-	if (r >= 0)
+	/* 1: left in the batch, whose end (the store's hook) ends the
+	 * journal.  0: committed, with any batch it was in. */
+	if (r == 1)
 		return;
+	if (r == 0) {
+		cnl_ctl_journal_end(c->api->ctl, false);
+		return;
+	}
+	/* Its own changes undone; the batch's too if it was lost (the hook
+	 * did, and ended the journal); a batch that goes on keeps it. */
+	cnl_ctl_journal_undo_to(c->api->ctl, c->journal_mark);
+	if (!cnl_store_batch_open(c->api->store))
+		cnl_ctl_journal_end(c->api->ctl, false);
 	cnl_log(CNL_LOG_ERROR, "request commit failed",
 	        "action=%s status=%u err=%s db=%s", c->route->action,
 	        resp->status, cnl_errname(r),
@@ -478,8 +511,12 @@ static void commit_request(struct call *c, struct cnl_http_response *resp)
 }
 
 /* Drop whatever @resp was going to send (a file, a stream, an upgrade,
- * extra headers) and make it a 503: its data is not durable. */
-static void answer_not_durable(struct cnl_http_response *resp)
+ * extra headers) and make it a 503: its data is not durable (@r, the
+ * wait's error); a 507 naming the database when the store lost it to a
+ * full disk (a batch whose commit failed: store.h, "Batches"). */
+static void answer_not_durable(struct cnl_api *api,
+                               const struct cnl_http_route *route,
+                               struct cnl_http_response *resp, int r)
 {
 	if (resp->upgraded && resp->upgrade_free)
 		resp->upgrade_free(resp->upgrade_arg);
@@ -500,6 +537,12 @@ static void answer_not_durable(struct cnl_http_response *resp)
 	resp->no_defaults = false;
 	resp->content_type = NULL;
 	resp->allow[0] = '\0';
+	if (r == -ENOSPC || r == -EDQUOT) {
+		struct call c = {.api = api, .st = api->store, .route = route};
+
+		cnl_api_store_error(&c, resp, r, "request");
+		return;
+	}
 	cnl_http_error(resp, 503, "unavailable",
 	               "the state store could not make the change durable "
 	               "(its disk failed to sync); it was not acknowledged: "
@@ -508,10 +551,13 @@ static void answer_not_durable(struct cnl_http_response *resp)
 
 /* Wait, without the lock, for the commits up to @seq to be durable. */
 static void wait_durable(struct cnl_api *api, int64_t seq,
+                         const struct cnl_http_route *route,
                          struct cnl_http_response *resp)
 {
-	if (cnl_commit_wait(api->commit, seq) < 0)
-		answer_not_durable(resp);
+	int r = cnl_commit_wait(api->commit, seq);
+
+	if (r < 0)
+		answer_not_durable(api, route, resp, r);
 }
 
 static void observe(struct cnl_api *api, size_t ri, unsigned status,
@@ -540,7 +586,7 @@ static void later_done(void *arg, int r, struct cnl_http_response *resp)
 	struct durable_later *l = arg;
 
 	if (r < 0)
-		answer_not_durable(resp);
+		answer_not_durable(l->api, &l->api->routes[l->ri], resp, r);
 	observe(l->api, l->ri, resp->status, &l->t0);
 	free(l);
 }
@@ -558,7 +604,7 @@ static void answer_durable(struct cnl_api *api, int64_t seq, size_t ri,
 	struct durable_later *l;
 
 	if (!req->may_wait || !api->commit) {
-		wait_durable(api, seq, resp);
+		wait_durable(api, seq, &api->routes[ri], resp);
 		observe(api, ri, resp->status, t0);
 		return;
 	}
@@ -963,7 +1009,7 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 		return;
 	}
 	if (early) {
-		btr = begin_request(api);
+		btr = begin_request(&c);
 		tx = btr == 0;
 	}
 	ok = authorize(&c, req, resp) == 0;
@@ -979,7 +1025,7 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	 * what a failing handler stored, it stored, as it would have in
 	 * autocommit. */
 	if (tx && !early) {
-		btr = begin_request(api);
+		btr = begin_request(&c);
 		tx = btr == 0;
 	}
 	/* No transaction, no handler: its writes would commit one by one
@@ -1071,7 +1117,7 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	seq = cnl_commit_mark(api->commit);
 	pthread_mutex_unlock(&api->mu);
 	if (r < 0)
-		wait_durable(api, seq, resp);
+		wait_durable(api, seq, route, resp);
 	return r;
 }
 
@@ -1144,6 +1190,39 @@ static int notebook_url_check(const char *u, const char *public_url, char *err,
 	return 0;
 }
 
+/* How long the syncer lets requests commit the batch before it waits for
+ * the API's lock itself (flush_batch()). */
+#define FLUSH_SPIN_US  20
+#define FLUSH_SPIN_MAX 200
+
+/*
+ * The syncer's flush (commit.h): the store's open batch, committed under
+ * the API's lock as every use of the store.  Under load the lock has a
+ * queue of requests (and a cycle may hold it for ms): a submission that
+ * ends while the window closes commits the batch with its own
+ * transaction (store.h), within one request's hold, so the syncer only
+ * takes the lock when it is free, and waits for it only when no request
+ * came for FLUSH_SPIN_MAX pauses.
+ */
+static void flush_batch(void *arg)
+{
+	struct cnl_api *api = arg;
+	const struct timespec pause = {0, FLUSH_SPIN_US * 1000};
+
+	for (int i = 0; cnl_store_batch_open(api->store); i++) {
+		if (i < FLUSH_SPIN_MAX &&
+		    pthread_mutex_trylock(&api->mu) != 0) {
+			nanosleep(&pause, NULL);
+			continue;
+		}
+		if (i >= FLUSH_SPIN_MAX)
+			pthread_mutex_lock(&api->mu);
+		cnl_store_flush(api->store);
+		pthread_mutex_unlock(&api->mu);
+		break;
+	}
+}
+
 int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 {
 	struct cnl_api *api;
@@ -1197,7 +1276,8 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_free(api);
 		return -EIO;
 	}
-	if ((r = cnl_commit_new(api->store, &api->commit)) < 0) {
+	if ((r = cnl_commit_new(api->store, flush_batch, api, &api->commit)) <
+	    0) {
 		cnl_log(CNL_LOG_ERROR, "group commit", "db=%s err=%s",
 		        cnl_store_path(api->store), cnl_errname(r));
 		cnl_api_free(api);
@@ -1337,6 +1417,11 @@ void cnl_api_free(struct cnl_api *api)
 		return;
 	cnl_ctl_stop(api->ctl);
 	cnl_mirror_stop(api->mirror);
+	/* An open batch is committed while the controller, which its end
+	 * reports to, is still there. */
+	pthread_mutex_lock(&api->mu);
+	cnl_store_flush(api->store);
+	pthread_mutex_unlock(&api->mu);
 	cnl_ctl_free(api->ctl);
 	/* The readers go before the writer's store (the caller's). */
 	for (size_t i = 0; i < api->n_readers; i++)

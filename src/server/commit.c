@@ -73,6 +73,8 @@ struct later {
 
 struct cnl_commit {
 	struct cnl_store *store;
+	void (*flush)(void *arg); /* commits the store's open batch */
+	void *flush_arg;
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t kick;     /* the syncer waits here for work */
@@ -84,7 +86,8 @@ struct cnl_commit {
 	int64_t wanted;
 	int64_t failed;
 	uint64_t fail_gen;
-	bool faulty; /* the last sync failed (logged; recovery is too) */
+	int fail_err; /* the last failed sync's error: its waiters' */
+	bool faulty;  /* the last sync failed (logged; recovery is too) */
 	bool stop;
 	/* The waits of cnl_commit_when(), in no order; each is answered,
 	 * outside mu, by the sync that covers its count or fails it. */
@@ -125,7 +128,7 @@ static void answer_laters(struct cnl_commit *gc)
 			}
 			gc->ready[n] = *l;
 			gc->ready[n++].r = gc->durable >= l->seq ? 0
-			                   : failed              ? -EIO
+			                   : failed              ? gc->fail_err
 			                                         : -ESHUTDOWN;
 		} else {
 			gc->laters[keep++] = *l;
@@ -143,9 +146,21 @@ static void answer_laters(struct cnl_commit *gc)
 /* One sync, the lock dropped around it; called and returns with it. */
 static void sync_once(struct cnl_commit *gc)
 {
-	int64_t before = cnl_store_written(gc->store), seq = 0;
+	int64_t before, seq = 0;
 	int r;
 
+	/* The batch that formed while the last sync ran (store.h,
+	 * "Batches") is committed first: by the next request to end in it
+	 * (the window closing), or by the flush; then the next forms while
+	 * this sync runs. */
+	if (gc->flush && cnl_store_batch_open(gc->store)) {
+		cnl_store_batch_window(gc->store, CNL_STORE_WINDOW_CLOSING);
+		pthread_mutex_unlock(&gc->mu);
+		gc->flush(gc->flush_arg);
+		pthread_mutex_lock(&gc->mu);
+	}
+	cnl_store_batch_window(gc->store, CNL_STORE_WINDOW_OPEN);
+	before = cnl_store_written(gc->store);
 	gc->syncing = true;
 	gc->covering = before;
 	pthread_mutex_unlock(&gc->mu);
@@ -160,8 +175,11 @@ static void sync_once(struct cnl_commit *gc)
 			        (long long)gc->durable);
 		gc->faulty = false;
 	} else {
-		gc->failed = before;
+		/* The store says what its failure covers (a lost batch's
+		 * count may be past @before); at least @before. */
+		gc->failed = seq > before ? seq : before;
 		gc->fail_gen++;
+		gc->fail_err = r == -ENOSPC || r == -EDQUOT ? r : -EIO;
 		/* The waiters it covered fail; those after it still want. */
 		if (gc->wanted <= before)
 			gc->wanted = gc->durable;
@@ -203,6 +221,8 @@ static void *syncer(void *arg)
 			sync_once(gc);
 			continue;
 		}
+		/* Idle: a transaction that ends now commits at once. */
+		cnl_store_batch_window(gc->store, CNL_STORE_WINDOW_SHUT);
 		cnl_time_deadline(&ts, CLOCK_MONOTONIC, SYNC_IDLE_MS);
 		if (pthread_cond_timedwait(&gc->kick, &gc->mu, &ts) ==
 		        ETIMEDOUT &&
@@ -214,7 +234,8 @@ static void *syncer(void *arg)
 	return NULL;
 }
 
-int cnl_commit_new(struct cnl_store *store, struct cnl_commit **ret)
+int cnl_commit_new(struct cnl_store *store, void (*flush)(void *arg),
+                   void *flush_arg, struct cnl_commit **ret)
 {
 	struct cnl_commit *gc;
 	pthread_condattr_t ca;
@@ -228,6 +249,8 @@ int cnl_commit_new(struct cnl_store *store, struct cnl_commit **ret)
 		return r;
 	gc = cnl_xcalloc(1, sizeof(*gc));
 	gc->store = store;
+	gc->flush = flush;
+	gc->flush_arg = flush_arg;
 	pthread_mutex_init(&gc->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -264,6 +287,13 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		return 0;
 	pthread_mutex_lock(&gc->mu);
 	gen = gc->fail_gen;
+	/* A lost batch's count, its loss reported before this wait began
+	 * (after the read of fail_gen: a loss reported since fails it
+	 * below): the next sync would seem to cover it. */
+	if ((r = cnl_store_lost(gc->store, seq)) < 0) {
+		pthread_mutex_unlock(&gc->mu);
+		return r;
+	}
 	if (gc->durable < seq && gc->wanted < seq) {
 		gc->wanted = seq;
 		pthread_cond_signal(&gc->kick);
@@ -273,7 +303,7 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		unsigned v;
 
 		if (gc->fail_gen != gen && gc->failed >= seq) {
-			r = -EIO;
+			r = gc->fail_err;
 			break;
 		}
 		if (gc->stop) {
@@ -285,9 +315,10 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		v = atomic_load_explicit(w, memory_order_relaxed);
 		pthread_mutex_unlock(&gc->mu);
 		syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
-		/* Woken by the sync that covered it: out without the lock. */
+		/* Woken by the sync that covered it: out without the lock
+		 * (a lost count is never covered: see above). */
 		if (atomic_load(&gc->durable) >= seq)
-			return 0;
+			return cnl_store_lost(gc->store, seq);
 		pthread_mutex_lock(&gc->mu);
 	}
 	pthread_mutex_unlock(&gc->mu);
@@ -299,9 +330,15 @@ int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
 {
 	int r = 1;
 
-	if (!gc || atomic_load(&gc->durable) >= seq)
+	if (!gc)
 		return 1;
 	pthread_mutex_lock(&gc->mu);
+	if ((r = cnl_store_lost(gc->store, seq)) < 0) {
+		/* As in cnl_commit_wait(). */
+		pthread_mutex_unlock(&gc->mu);
+		return r;
+	}
+	r = 1;
 	if (gc->stop) {
 		r = -ESHUTDOWN;
 	} else if (gc->durable < seq) {

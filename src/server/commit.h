@@ -27,8 +27,13 @@ struct cnl_commit;
  * A store that cannot (an in-memory database) is left durable at each
  * commit, *@ret is set to NULL and 0 returned: the calls below then return
  * at once.  A negative errno when the store or the thread failed.
+ * @flush(@flush_arg), unless NULL, commits the store's open batch
+ * (cnl_store_flush() under the lock that serialises the store's users):
+ * the syncer calls it, without any lock of its own, before a sync that
+ * finds a batch open (store.h, "Batches").
  */
-int cnl_commit_new(struct cnl_store *store, struct cnl_commit **ret);
+int cnl_commit_new(struct cnl_store *store, void (*flush)(void *arg),
+                   void *flush_arg, struct cnl_commit **ret);
 
 /* cnl_commit_mark - the count to wait for; call it holding the lock that
  * serialises the store's users, after the request's last store call. */
@@ -44,15 +49,17 @@ int64_t cnl_commit_mark_seen(const struct cnl_commit *gc);
 /*
  * cnl_commit_wait - block until the commits up to @seq are durable: 0, or
  * -EIO when the sync that covered them failed (the failure is logged once
- * by the syncer), -ESHUTDOWN when the syncer stopped first.  Without the
- * lock.  NULL @gc: 0 at once.
+ * by the syncer), -ENOSPC or -EDQUOT when the store lost them to a full
+ * disk (a batch whose commit failed), -ESHUTDOWN when the syncer stopped
+ * first.  Without the lock.  NULL @gc: 0 at once.
  */
 int cnl_commit_wait(struct cnl_commit *gc, int64_t seq);
 
 /*
  * cnl_commit_when - cnl_commit_wait() without blocking: 1 when the commits
  * up to @seq are durable already (@done is not called), -ESHUTDOWN when
- * the syncer stopped; else 0, and @done(@arg, r) is called once, from the
+ * the syncer stopped, the error of a lost batch whose count @seq is
+ * (cnl_store_lost()); else 0, and @done(@arg, r) is called once, from the
  * syncer's thread and without any of its locks, with what
  * cnl_commit_wait() would have returned.  @done must not block: the
  * syncer's next sync waits for it.  Every wait is answered before

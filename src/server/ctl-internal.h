@@ -389,6 +389,9 @@ void ctl_undo_added(struct cnl_ctl *ctl, const struct wl *w);
 void ctl_undo_save(struct cnl_ctl *ctl, const struct wl *w);
 void ctl_undo_usage(struct cnl_ctl *ctl, const struct usage *u);
 void ctl_journal_free(struct cnl_ctl *ctl);
+/* The store's batch hook (cnl_store_set_batch_hook()): a batch of
+ * requests ended, committed (0) or lost whole (an error). */
+void ctl_batch_ended(void *arg, int r);
 
 /* ctl_resize.c */
 /* The size of @w's pending shrink, or 0 (none, or one its allocation

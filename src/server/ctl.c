@@ -271,6 +271,8 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 	        ctl_now_ms() - now);
 	ctl->last_meter_ms = now;
 	ctl->dirty = true;
+	/* The journal of a batch of requests ends with the batch. */
+	cnl_store_set_batch_hook(ctl->store, ctl_batch_ended, ctl);
 	*ret = ctl;
 	return 0;
 fail:
@@ -282,6 +284,8 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 {
 	if (!ctl)
 		return;
+	if (ctl->store)
+		cnl_store_set_batch_hook(ctl->store, NULL, NULL);
 	for (size_t i = 0; i < ctl->n_nodes; i++) {
 		json_decref(ctl->nodes[i].inventory);
 		pthread_cond_destroy(ctl->nodes[i].wake);

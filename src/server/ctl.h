@@ -156,6 +156,20 @@ json_t *cnl_ctl_shapes_json(struct cnl_ctl *ctl);
 void cnl_ctl_journal_begin(struct cnl_ctl *ctl);
 void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed);
 
+/*
+ * A batch of requests (store.h, "Batches") shares one journal: it stays
+ * open from the batch's first request to the batch's end, which the
+ * store's batch hook reports (ended there: undone when the batch was
+ * lost).  cnl_ctl_journal_mark - where the request joining the batch
+ * begins; cnl_ctl_journal_undo_to - undo what was noted since @mark (the
+ * request's own transaction failed, the batch goes on).
+ * cnl_ctl_journal_open - whether a journal is open (a batch's, between
+ * its requests).
+ */
+size_t cnl_ctl_journal_mark(const struct cnl_ctl *ctl);
+void cnl_ctl_journal_undo_to(struct cnl_ctl *ctl, size_t mark);
+bool cnl_ctl_journal_open(const struct cnl_ctl *ctl);
+
 /* After the store acknowledged a new job or server (or a restart). */
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);
 

@@ -658,6 +658,10 @@ static void flush_usage(struct cnl_ctl *ctl, int64_t now)
 
 void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 {
+	/* A batch of submissions left open is committed before the cycle
+	 * sees its jobs (store.h, "Batches"): should it be lost, they are
+	 * undone here, before anything holds them. */
+	cnl_store_flush(ctl->store);
 	check_nodes(ctl, now);
 	meter(ctl, now);
 	flush_usage(ctl, now);

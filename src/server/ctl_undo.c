@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cnlab/errors.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "server/ctl-internal.h"
@@ -69,11 +70,14 @@ static void restore(struct cnl_ctl *ctl, const struct wl *saved)
 	ctl_pending_count(ctl, w, +1);
 }
 
-static void undo(struct cnl_ctl *ctl)
+/* Undo the notes from the newest down to @mark, and drop them. */
+static void undo(struct cnl_ctl *ctl, size_t mark)
 {
 	struct ctl_journal *j = &ctl->journal;
+	bool open = j->open;
 
-	for (size_t i = j->n; i-- > 0;) {
+	j->open = false; /* undoing notes nothing */
+	for (size_t i = j->n; i-- > mark;) {
 		struct ctl_undo_rec *r = &j->rec[i];
 		struct wl *w;
 		struct usage *u;
@@ -93,10 +97,40 @@ static void undo(struct cnl_ctl *ctl)
 			break;
 		}
 	}
+	j->n = mark;
+	j->open = open;
 	/* The census's moves are not worth replaying exactly: count afresh,
 	 * and let the loop look at the registry again. */
 	ctl->census_ok = false;
 	cnl_ctl_kick(ctl);
+}
+
+size_t cnl_ctl_journal_mark(const struct cnl_ctl *ctl)
+{
+	return ctl->journal.n;
+}
+
+bool cnl_ctl_journal_open(const struct cnl_ctl *ctl)
+{
+	return ctl->journal.open;
+}
+
+void cnl_ctl_journal_undo_to(struct cnl_ctl *ctl, size_t mark)
+{
+	if (ctl->journal.n > mark)
+		undo(ctl, mark);
+}
+
+void ctl_batch_ended(void *arg, int r)
+{
+	struct cnl_ctl *ctl = arg;
+
+	if (r < 0 && ctl->journal.n)
+		cnl_log(CNL_LOG_ERROR, "batch of requests lost",
+		        "err=%s notes=%zu: none was acknowledged; what they "
+		        "changed in memory is undone",
+		        cnl_errname(r), ctl->journal.n);
+	cnl_ctl_journal_end(ctl, r < 0);
 }
 
 void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed)
@@ -105,7 +139,7 @@ void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed)
 
 	j->open = false; /* undoing notes nothing */
 	if (failed && j->n)
-		undo(ctl);
+		undo(ctl, 0);
 	j->n = 0;
 	if (j->cap > 64) { /* a large gang's: do not keep it */
 		free(j->rec);

@@ -54,6 +54,7 @@
 #include "store/store.h"
 
 #define CNL_SQ_CACHE 64
+#define CNL_SQ_LOST  16
 
 /* A prepared statement kept for the next use of its SQL. */
 struct cnl_sq_cached {
@@ -86,6 +87,34 @@ struct cnl_sq_store {
 	char wal_path[520];     /* path + "-wal" */
 	char fault[256];        /* test builds: syncs fail while it exists */
 	char commit_fault[256]; /* test builds: one commit fails, see below */
+	char batch_fault[256];  /* test builds: one batch is lost (ditto) */
+	/* Batches (sqlite_db.c, "Batches"): under group commit, the
+	 * transactions of requests that end while a sync is under way are
+	 * left open together, as one transaction, and committed at once.
+	 * The writer's thread owns all but the atomics. */
+	_Atomic bool batch; /* an outer transaction holds work left open */
+	bool joined;        /* the transaction at depth 1 is a savepoint in
+	                     * it (cnl_sq_begin_batch()) */
+	/* CNL_STORE_WINDOW_*: whether transactions that end are left in a
+	 * batch (the syncer is busy), committed at once, or commit the
+	 * open batch (the syncer wants it); cnl_store_batch_window(). */
+	_Atomic int window;
+	/* A batch lost whole (its commit failed, or SQLite rolled it back
+	 * by itself): the count it would have had, consumed, and the error;
+	 * the next sync fails covering it (cnl_sq_sync()). */
+	_Atomic int64_t lost_seq;
+	_Atomic int lost_err;
+	/* The counts of the last CNL_SQ_LOST batches lost, and their
+	 * errors, for the waits that begin after the sync that failed them
+	 * (cnl_store_lost()). */
+	_Atomic int64_t lost_ring[CNL_SQ_LOST];
+	_Atomic int lost_ring_err[CNL_SQ_LOST];
+	unsigned lost_next;
+	int64_t lost_done; /* the syncer's: the last loss it reported */
+	/* Called when a batch ends: 0 committed, or the error it was lost
+	 * to (cnl_store_set_batch_hook()). */
+	void (*batch_hook)(void *arg, int r);
+	void *batch_hook_arg;
 };
 
 /* The backend's handle behind a wrapper's one. */
@@ -201,6 +230,23 @@ int cnl_sq_begin_read(struct cnl_sq_store *q);
 int cnl_sq_commit(struct cnl_sq_store *q);
 void cnl_sq_rollback(struct cnl_sq_store *q);
 
+/*
+ * Batches (group commit; store.h, cnl_store_tx_begin_batch()).
+ * cnl_sq_begin_batch - a transaction inside the open batch (1), or, with
+ * none open, an outermost one as cnl_sq_begin() (0).
+ * cnl_sq_commit_batch - end the outermost transaction: 1 when its work is
+ * left in the open batch (a sync is under way), 0 when it is committed
+ * (with the batch it was in), or an error: its own work is undone, and
+ * the batch's too when the batch was lost.
+ * cnl_sq_flush - commit the open batch: 0 (also with none open), or the
+ * error it was lost to; a loss found earlier and not yet reported is
+ * reported here once.
+ */
+int cnl_sq_begin_batch(struct cnl_sq_store *q);
+int cnl_sq_commit_batch(struct cnl_sq_store *q);
+int cnl_sq_flush(struct cnl_sq_store *q);
+void cnl_sq_batch_window(struct cnl_sq_store *q, int state);
+
 /* ---- the ops table's methods, as struct cnl_store_ops documents -------- */
 
 /* sqlite_tenancy.c */
@@ -307,6 +353,7 @@ const char *cnl_sq_walbuf_vfs(void);
 /* sqlite_sync.c; cnl_sq_sync_close() releases what group commit opened. */
 int cnl_sq_group_commit(struct cnl_store *s);
 int64_t cnl_sq_written(struct cnl_store *s);
+int cnl_sq_lost(struct cnl_store *s, int64_t seq);
 int64_t cnl_sq_seen(struct cnl_store *s);
 /* cnl_sq_settle - after a statement of the writer's has run: every commit
  * begun is now written, or failed, or wrote nothing (sqlite_db.c; see

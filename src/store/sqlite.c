@@ -177,6 +177,7 @@ static void sq_close(struct cnl_store *s)
 {
 	struct cnl_sq_store *q = cnl_sq(s);
 
+	cnl_sq_flush(q); /* closing would roll an open batch back */
 	cnl_sq_sync_close(q);
 	cnl_sq_cache_clear(q);
 	sqlite3_close(q->db);
@@ -203,6 +204,34 @@ static int sq_tx(struct cnl_store *s, int op)
 		cnl_sq_rollback(q);
 		return 0;
 	}
+}
+
+static int sq_batch(struct cnl_store *s, int op)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+
+	switch (op) {
+	case 0:
+		return cnl_sq_begin_batch(q);
+	case 1:
+		return cnl_sq_commit_batch(q);
+	case 2:
+		return cnl_sq_flush(q);
+	case 3:
+		return atomic_load(&q->batch);
+	default: /* 4 + a window state */
+		cnl_sq_batch_window(q, op - 4);
+		return 0;
+	}
+}
+
+static void sq_batch_hook(struct cnl_store *s, void (*fn)(void *, int),
+                          void *arg)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+
+	q->batch_hook = fn;
+	q->batch_hook_arg = arg;
 }
 
 static const struct cnl_store_ops sqlite_ops = {
@@ -253,6 +282,9 @@ static const struct cnl_store_ops sqlite_ops = {
     .written = cnl_sq_written,
     .seen = cnl_sq_seen,
     .sync = cnl_sq_sync,
+    .batch = sq_batch,
+    .lost = cnl_sq_lost,
+    .batch_hook = sq_batch_hook,
     .open_reader = cnl_store_open_sqlite_reader,
     .live_put = cnl_sq_live_put,
     .live_get = cnl_sq_live_get,

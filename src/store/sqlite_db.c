@@ -74,13 +74,131 @@ int cnl_sq_exec(struct cnl_sq_store *q, const char *sql)
  * of a caller's cnl_store_tx_begin().  depth drops to 0 wherever SQLite
  * has rolled the whole transaction back by itself (on SQLITE_FULL, for
  * one), as sqlite3_get_autocommit() tells.
+ *
+ * Batches.  Under group commit a commit only writes its frames to the WAL;
+ * the syncer makes them durable.  Each commit still costs its own WAL
+ * frames (the same few pages written again: the jobs table's last leaf,
+ * its indexes', the audit chain's), their checksums, the wal-index and
+ * six fcntl() locks, all under the caller's lock.  So while a sync is
+ * under way (@syncing) the outermost transaction of a caller that asks
+ * for it (cnl_sq_commit_batch()) is not committed but left open: the
+ * batch (@batch).  The transactions that follow join it as savepoints
+ * (cnl_sq_begin_batch()), each released when it ends, undone alone when
+ * it fails; the batch is committed at once, as one transaction, when the
+ * sync ends: by the next caller to end a transaction in it, or by the
+ * syncer (cnl_sq_flush(), under the caller's lock).  Nobody waits on it
+ * longer than a sync they would have waited for anyway.
+ *
+ * What keeps that true:
+ *  1. Every commit count a waiter takes covers its work: with a batch
+ *     open, cnl_sq_written() counts the batch's commit to come (the
+ *     connection can make no other commit before it).
+ *  2. Anything else this connection does at depth 0 while a batch is open
+ *     (a statement outside a transaction, cnl_sq_begin()) commits the
+ *     batch first (batch_commit()): only callers that asked for it join.
+ *  3. A batch can be lost whole: its COMMIT fails (a full disk), or a
+ *     statement in it makes SQLite roll everything back.  Its commit
+ *     count is then consumed (none other may take it: its waiters would
+ *     see another's commit made durable as theirs), and the next sync
+ *     fails covering it (cnl_sq_sync()), with the loss's error: every
+ *     waiter of the batch fails.  The hook (cnl_store_set_batch_hook())
+ *     hears of every batch's end, committed or lost, so that what the
+ *     caller keeps in memory for the batch follows.
+ *  4. Readers on other connections see a batch once it is committed, as
+ *     any transaction; cnl_sq_seen() counts it then.
  */
-static int begin_kind(struct cnl_sq_store *q, bool read)
+static void batch_end(struct cnl_sq_store *q, int r)
+{
+	if (q->batch_hook)
+		q->batch_hook(q->batch_hook_arg, r);
+}
+
+/* The open batch is gone (invariant 3): @counted when the commit hook
+ * already counted its failed COMMIT. */
+static void batch_lost(struct cnl_sq_store *q, int err, bool counted)
+{
+	unsigned i = q->lost_next++ % CNL_SQ_LOST;
+	int64_t seq;
+
+	q->joined = false;
+	q->depth = 0;
+	atomic_store(&q->batch, false);
+	/* Its count, and one more that no commit has: every count taken
+	 * from now on is past the lost one, which only the batch's own
+	 * waiters hold. */
+	seq = atomic_fetch_add(&q->seen, counted ? 1 : 2) + (counted ? 0 : 1);
+	atomic_store(&q->lost_ring_err[i], err);
+	atomic_store(&q->lost_ring[i], seq);
+	cnl_sq_settle(q);
+	atomic_store(&q->lost_err, err);
+	atomic_store(&q->lost_seq, seq);
+	batch_end(q, err);
+}
+
+/* Whether SQLite rolled the open batch back by itself: then it is lost. */
+static bool batch_gone(struct cnl_sq_store *q)
+{
+	if (!atomic_load_explicit(&q->batch, memory_order_relaxed) ||
+	    !sqlite3_get_autocommit(q->db))
+		return false;
+	batch_lost(q, cnl_sq_err(q, sqlite3_extended_errcode(q->db)), false);
+	return true;
+}
+
+/* Commit the open batch, if any: 0, or the error it was lost to. */
+static int batch_commit(struct cnl_sq_store *q)
+{
+	int64_t seen;
+	int r;
+
+	if (batch_gone(q))
+		return atomic_load(&q->lost_err);
+	if (!atomic_load_explicit(&q->batch, memory_order_relaxed))
+		return 0;
+	/* Off first: the COMMIT's own statement must not commit it. */
+	atomic_store(&q->batch, false);
+	seen = atomic_load(&q->seen);
+	if (q->batch_fault[0] && unlink(q->batch_fault) == 0) {
+		/* A test build's full disk (sqlite_sync.c, invariant 5). */
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		snprintf(q->base.errmsg, sizeof(q->base.errmsg),
+		         "database or disk is full (CNLAB_TEST_BATCH_FAULT)");
+		batch_lost(q, -ENOSPC, false);
+		return -ENOSPC;
+	}
+	r = q->depth ? -EINVAL : cnl_sq_exec(q, "COMMIT");
+	if (r < 0) {
+		if (!sqlite3_get_autocommit(q->db))
+			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		batch_lost(q, r, atomic_load(&q->seen) != seen);
+		return r;
+	}
+	batch_end(q, 0);
+	return 0;
+}
+
+static int begin_kind(struct cnl_sq_store *q, bool read, bool join)
 {
 	int r;
 
+	if (batch_gone(q))
+		q->depth = 0;
 	if (q->depth > 0 && sqlite3_get_autocommit(q->db))
 		q->depth = 0; /* SQLite rolled the transaction back itself */
+	if (q->depth == 0 &&
+	    atomic_load_explicit(&q->batch, memory_order_relaxed)) {
+		if (!join) {
+			batch_commit(q); /* invariant 2; a loss is heard of */
+		} else {
+			q->depth = 1; /* not a statement at depth 0 */
+			if ((r = cnl_sq_exec(q, "SAVEPOINT cnl")) < 0) {
+				q->depth = 0;
+				return r;
+			}
+			q->joined = true;
+			return 1;
+		}
+	}
 	r = cnl_sq_exec(q, q->depth ? "SAVEPOINT cnl"
 	                   : read   ? "BEGIN"
 	                            : "BEGIN IMMEDIATE");
@@ -91,26 +209,34 @@ static int begin_kind(struct cnl_sq_store *q, bool read)
 
 int cnl_sq_begin(struct cnl_sq_store *q)
 {
-	return begin_kind(q, false);
+	return begin_kind(q, false, false);
 }
 
 int cnl_sq_begin_read(struct cnl_sq_store *q)
 {
-	return begin_kind(q, true);
+	return begin_kind(q, true, false);
+}
+
+int cnl_sq_begin_batch(struct cnl_sq_store *q)
+{
+	return begin_kind(q, false, q->group);
 }
 
 void cnl_sq_rollback(struct cnl_sq_store *q)
 {
-	if (q->depth == 0)
+	if (q->depth == 0 || batch_gone(q))
 		return;
 	q->depth--;
-	if (sqlite3_get_autocommit(q->db))
+	if (sqlite3_get_autocommit(q->db)) {
 		q->depth = 0;
-	else if (q->depth)
+	} else if (q->depth || q->joined) {
 		sqlite3_exec(q->db, "ROLLBACK TO cnl; RELEASE cnl", NULL, NULL,
 		             NULL);
-	else
+		if (!q->depth)
+			q->joined = false;
+	} else {
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	}
 	cnl_sq_settle(q);
 }
 
@@ -122,18 +248,37 @@ static bool commit_fault(struct cnl_sq_store *q)
 	return q->commit_fault[0] && unlink(q->commit_fault) == 0;
 }
 
-int cnl_sq_commit(struct cnl_sq_store *q)
+static int commit_kind(struct cnl_sq_store *q, bool batch)
 {
 	int r;
 
 	if (q->depth == 0)
 		return -EINVAL;
+	if (batch_gone(q))
+		return atomic_load(&q->lost_err);
 	if (q->depth == 1 && commit_fault(q)) {
 		/* A test build's full disk (sqlite_sync.c, invariant 5). */
 		snprintf(q->base.errmsg, sizeof(q->base.errmsg),
 		         "database or disk is full (CNLAB_TEST_COMMIT_FAULT)");
 		cnl_sq_rollback(q);
 		return -ENOSPC;
+	}
+	if (q->depth == 1 && q->joined) {
+		if ((r = cnl_sq_exec(q, "RELEASE cnl")) < 0) {
+			cnl_sq_rollback(q);
+			return r;
+		}
+		q->depth = 0;
+		q->joined = false;
+		if (atomic_load(&q->window) == CNL_STORE_WINDOW_OPEN)
+			return 1;
+		return batch_commit(q);
+	}
+	if (q->depth == 1 && batch && q->group &&
+	    atomic_load(&q->window) == CNL_STORE_WINDOW_OPEN) {
+		q->depth = 0;
+		atomic_store(&q->batch, true);
+		return 1;
 	}
 	r = cnl_sq_exec(q, q->depth > 1 ? "RELEASE cnl" : "COMMIT");
 	if (r < 0) {
@@ -142,6 +287,26 @@ int cnl_sq_commit(struct cnl_sq_store *q)
 	}
 	q->depth--;
 	return 0;
+}
+
+int cnl_sq_commit(struct cnl_sq_store *q)
+{
+	return commit_kind(q, false);
+}
+
+int cnl_sq_commit_batch(struct cnl_sq_store *q)
+{
+	return commit_kind(q, true);
+}
+
+int cnl_sq_flush(struct cnl_sq_store *q)
+{
+	return q->depth ? 0 : batch_commit(q);
+}
+
+void cnl_sq_batch_window(struct cnl_sq_store *q, int state)
+{
+	atomic_store(&q->window, state);
 }
 
 /* Group commit's count of commits written catches up with the count of
@@ -163,6 +328,12 @@ int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret)
 {
 	bool keep = q->ncache < CNL_SQ_CACHE;
 	int rc;
+
+	/* A statement outside any transaction of ours, a batch open: the
+	 * batch is committed first ("Batches", invariant 2). */
+	if (q->depth == 0 &&
+	    atomic_load_explicit(&q->batch, memory_order_relaxed))
+		batch_commit(q);
 
 	for (int i = 0; i < q->ncache; i++) {
 		struct cnl_sq_cached *c = &q->cache[i];

@@ -60,7 +60,9 @@
  *     written.  In test builds the file named by CNLAB_TEST_COMMIT_FAULT,
  *     when it exists at an outermost COMMIT, is removed and that commit
  *     fails as a full disk's would (sqlite_db.c, commit_fault()): one commit
- *     per file created, so a test can aim it at one request.
+ *     per file created, so a test can aim it at one request.  Likewise
+ *     CNLAB_TEST_BATCH_FAULT at the COMMIT of a batch (sqlite_db.c,
+ *     "Batches"): the whole batch is lost, as a full disk would lose it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -147,6 +149,10 @@ int cnl_sq_group_commit(struct cnl_store *s)
 		if (f)
 			snprintf(q->commit_fault, sizeof(q->commit_fault), "%s",
 			         f);
+		f = getenv("CNLAB_TEST_BATCH_FAULT");
+		if (f)
+			snprintf(q->batch_fault, sizeof(q->batch_fault), "%s",
+			         f);
 	}
 #endif
 	q->group = true;
@@ -155,7 +161,21 @@ int cnl_sq_group_commit(struct cnl_store *s)
 
 int64_t cnl_sq_written(struct cnl_store *s)
 {
-	return atomic_load_explicit(&cnl_sq(s)->written, memory_order_acquire);
+	struct cnl_sq_store *q = cnl_sq(s);
+
+	/* An open batch is the next commit ("Batches", invariant 1). */
+	return atomic_load_explicit(&q->written, memory_order_acquire) +
+	       atomic_load(&q->batch);
+}
+
+int cnl_sq_lost(struct cnl_store *s, int64_t seq)
+{
+	struct cnl_sq_store *q = cnl_sq(s);
+
+	for (int i = 0; i < CNL_SQ_LOST; i++)
+		if (atomic_load(&q->lost_ring[i]) == seq && seq > 0)
+			return atomic_load(&q->lost_ring_err[i]);
+	return 0;
 }
 
 int64_t cnl_sq_seen(struct cnl_store *s)
@@ -195,19 +215,26 @@ static int wal_open(struct cnl_sq_store *q)
 int cnl_sq_sync(struct cnl_store *s, int64_t *ret_seq)
 {
 	struct cnl_sq_store *q = cnl_sq(s);
-	int64_t w;
+	int64_t w, lost;
 	int r;
 
 	if (!q->group)
 		return -EINVAL;
 	w = atomic_load_explicit(&q->written, memory_order_acquire);
+	*ret_seq = w; /* on failure too: what the failure covers */
+	lost = atomic_load(&q->lost_seq);
+	if (lost > q->lost_done && lost <= w) {
+		/* A batch lost: its waiters fail (sqlite_db.c, "Batches",
+		 * invariant 3). */
+		q->lost_done = lost;
+		return atomic_load(&q->lost_err);
+	}
 	if ((r = wal_open(q)) < 0)
 		return r;
 	if (q->fault[0] && access(q->fault, F_OK) == 0)
 		return -EIO;
 	if (r == 0 && fdatasync(q->wal_fd) < 0)
 		return -errno;
-	*ret_seq = w;
 	if (atomic_load_explicit(&q->wal_frames, memory_order_relaxed) >=
 	    CKPT_FRAMES) {
 		/* Not a durability step: its failure (a busy database)

@@ -557,6 +557,48 @@ int cnl_store_tx_rollback(struct cnl_store *s)
 	return s ? s->ops->tx(s, 2) : -EINVAL;
 }
 
+int cnl_store_tx_begin_batch(struct cnl_store *s)
+{
+	if (!s)
+		return -EINVAL;
+	return s->ops->batch ? s->ops->batch(s, 0) : s->ops->tx(s, 0);
+}
+
+int cnl_store_tx_commit_batch(struct cnl_store *s)
+{
+	if (!s)
+		return -EINVAL;
+	return s->ops->batch ? s->ops->batch(s, 1) : s->ops->tx(s, 1);
+}
+
+int cnl_store_flush(struct cnl_store *s)
+{
+	return s && s->ops->batch ? s->ops->batch(s, 2) : 0;
+}
+
+void cnl_store_batch_window(struct cnl_store *s, int state)
+{
+	if (s && s->ops->batch)
+		s->ops->batch(s, 4 + state);
+}
+
+int cnl_store_lost(struct cnl_store *s, int64_t seq)
+{
+	return s && s->ops->lost ? s->ops->lost(s, seq) : 0;
+}
+
+bool cnl_store_batch_open(struct cnl_store *s)
+{
+	return s && s->ops->batch && s->ops->batch(s, 3) > 0;
+}
+
+void cnl_store_set_batch_hook(struct cnl_store *s, void (*fn)(void *, int),
+                              void *arg)
+{
+	if (s && s->ops->batch_hook)
+		s->ops->batch_hook(s, fn, arg);
+}
+
 int cnl_store_group_commit(struct cnl_store *s)
 {
 	if (!s)

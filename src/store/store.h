@@ -314,6 +314,13 @@ struct cnl_store_ops {
 	int64_t (*written)(struct cnl_store *s);
 	int64_t (*seen)(struct cnl_store *s);
 	int (*sync)(struct cnl_store *s, int64_t *ret_seq);
+	/* Batches (optional): @op 0 begin, 1 commit, 2 flush, 3 whether
+	 * one is open, 4 + a CNL_STORE_WINDOW_* state: set it
+	 * (cnl_store_tx_begin_batch() and what follows it). */
+	int (*batch)(struct cnl_store *s, int op);
+	void (*batch_hook)(struct cnl_store *s, void (*fn)(void *arg, int r),
+	                   void *arg);
+	int (*lost)(struct cnl_store *s, int64_t seq);
 
 	/* A second, read-only handle on the same database for another
 	 * thread (cnl_store_open_reader()); NULL: none. */
@@ -634,12 +641,80 @@ int cnl_store_tx_rollback(struct cnl_store *s);
  * the environment variable CNLAB_TEST_SYNC_FAULT exists, every sync fails
  * with -EIO, as a failing disk's would; and once the file named by
  * CNLAB_TEST_COMMIT_FAULT exists, the next outermost commit removes it and
- * fails with -ENOSPC (rolled back), as a full disk's would.
+ * fails with -ENOSPC (rolled back), as a full disk's would; and once the
+ * file named by CNLAB_TEST_BATCH_FAULT exists, the next batch (below) is
+ * lost at its commit, the file removed.  On failure *@ret_seq is the
+ * count the failure covers: every commit up to it may not be taken as
+ * durable.
  */
 int cnl_store_group_commit(struct cnl_store *s);
 int64_t cnl_store_written(struct cnl_store *s);
 int64_t cnl_store_seen(struct cnl_store *s);
 int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
+
+/*
+ * Batches: under group commit, transactions that end while a sync is
+ * under way can be committed together, as one transaction: one set of WAL
+ * frames, one set of locks (SQLite; sqlite_db.c, "Batches").  Only
+ * callers that ask for it take part; for a store without batches the
+ * calls below are cnl_store_tx_begin() and cnl_store_tx_commit(), and
+ * nothing is ever open.  Every call is the writer's (under the lock that
+ * serialises the store's users) but cnl_store_batch_open().
+ *
+ * cnl_store_tx_begin_batch - begin an outermost transaction: inside the
+ * open batch (1), or as cnl_store_tx_begin() with none open (0); or an
+ * error.
+ *
+ * cnl_store_tx_commit_batch - end the outermost transaction begun so:
+ * 1 when its work was left in the batch (open now: cnl_store_written()
+ * already counts its commit to come, so the wait for durability is the
+ * same), 0 when it was committed, with the batch it was in; or an error:
+ * its own work is undone, and the whole batch's when the batch was lost
+ * (the hook says so).
+ *
+ * cnl_store_flush - commit the open batch (the syncer calls it, through
+ * its owner, when a sync ends with one open): 0, also with none open, or
+ * the error it was lost to.
+ *
+ * cnl_store_batch_open - whether a batch is open; from any thread.
+ *
+ * cnl_store_batch_window - whether a transaction ending now
+ * (cnl_store_tx_commit_batch()) is committed at once
+ * (CNL_STORE_WINDOW_SHUT: nothing would wait for it, the syncer is idle),
+ * left in the batch (CNL_STORE_WINDOW_OPEN: a sync is under way, or
+ * about to be, and no waiter of this transaction could be answered
+ * before it ends anyway), or commits the batch with it
+ * (CNL_STORE_WINDOW_CLOSING: the syncer is ready for it).  The syncer's
+ * call, from its thread, without the writer's lock; SHUT at first.
+ *
+ * cnl_store_set_batch_hook - @fn(@arg, r) is called, on the writer's
+ * thread, whenever a batch ends: r 0 when it was committed, or the error
+ * it was lost to, whole (its commit failed, or SQLite rolled it back by
+ * itself: a full disk).  A lost batch's commit count fails the next sync
+ * (cnl_store_sync() returns its error), so that no waiter takes another
+ * commit's durability for its own.  NULL @fn removes it.
+ */
+enum {
+	CNL_STORE_WINDOW_SHUT,    /* transactions commit as they end */
+	CNL_STORE_WINDOW_OPEN,    /* they are left in the batch */
+	CNL_STORE_WINDOW_CLOSING, /* the next to end commits the batch */
+};
+void cnl_store_batch_window(struct cnl_store *s, int state);
+int cnl_store_tx_begin_batch(struct cnl_store *s);
+int cnl_store_tx_commit_batch(struct cnl_store *s);
+int cnl_store_flush(struct cnl_store *s);
+bool cnl_store_batch_open(struct cnl_store *s);
+void cnl_store_set_batch_hook(struct cnl_store *s, void (*fn)(void *, int),
+                              void *arg);
+
+/*
+ * cnl_store_lost - whether @seq (a cnl_store_written() count) is that of a
+ * batch lost lately: its error, else 0.  A loss takes the batch's count
+ * and one more, so that only the batch's own waiters hold it; a wait for
+ * it fails even when it begins after the sync that reported the loss.
+ * From any thread.
+ */
+int cnl_store_lost(struct cnl_store *s, int64_t seq);
 
 /*
  * Leadership.  Several cnlabd processes may share one PostgreSQL

@@ -39,6 +39,17 @@ SIGKILL and a failing disk sync.
                   failed submission with its Idempotency-Key makes one
                   job; after kill -9 and a restart, the jobs, their
                   states and the queue depth are what they were.
+  batch CNLABD    cnlabd started with CNLAB_TEST_BATCH_FAULT (the next
+                  batch of transactions, committed together, is lost at
+                  its commit as on a full disk): 64 submitters; the lost
+                  batch's submissions answer 507 naming the database
+                  (never 201, never 500); memory follows the store (the
+                  API's job list is the store's jobs, the queue depth
+                  their number, no scheduler decision names a job the
+                  store lacks); every acknowledged job is there; each
+                  refused submission retried with its Idempotency-Key
+                  makes exactly one job; after kill -9 and a restart the
+                  jobs are the same.
 
 Prints "ok ..." lines, or "FAIL ..." lines and exits 1.  Timeouts only
 guard against a hung daemon; nothing asserts how long anything took.
@@ -147,6 +158,7 @@ class Submitter(threading.Thread):
         self.acked = []        # (id, key)
         self.statuses = {}     # status -> count
         self.other = []        # bodies of answers neither 201 nor 503
+        self.failed_keys = []  # the keys of the answers other than 201
         self.bodies_503 = []
         self.end = None
 
@@ -172,7 +184,10 @@ class Submitter(threading.Thread):
             self.statuses[st] = self.statuses.get(st, 0) + 1
             if st == 201 and doc and "id" in doc:
                 self.acked.append((doc["id"], key))
-            elif st == 503:
+                i += 1
+                continue
+            self.failed_keys.append(key)
+            if st == 503:
                 self.bodies_503.append(doc)
             else:
                 self.other.append((st, doc))
@@ -398,12 +413,18 @@ def queue_depth(c):
 
 
 def view(c, auth, proj):
-    """The jobs as the API shows them: {id: state}."""
-    st, doc = call(c, "GET", "/v1/projects/%s/jobs?limit=1000" % proj,
-                   None, auth)
-    if st != 200:
-        die("job list: %d %s" % (st, doc))
-    return {j["id"]: j["state"] for j in doc["items"]}
+    """The jobs as the API shows them, every page: {id: state}."""
+    jobs, after = {}, ""
+    while True:
+        st, doc = call(c, "GET", "/v1/projects/%s/jobs?limit=1000%s"
+                       % (proj, "&after=" + after if after else ""),
+                       None, auth)
+        if st != 200:
+            die("job list: %d %s" % (st, doc))
+        jobs.update({j["id"]: j["state"] for j in doc["items"]})
+        if not doc.get("next"):
+            return jobs
+        after = doc["next"]
 
 
 def strangers(path):
@@ -577,10 +598,124 @@ def commit_test(binary):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def store_jobs(path):
+    """{id: (state, command)} as the database has them."""
+    db = sqlite3.connect(path)
+    try:
+        return {r[0]: (r[1], r[2]) for r in db.execute(
+            "SELECT id, state, command FROM jobs")}
+    finally:
+        db.close()
+
+
+def batch_test(binary):
+    tmp = tempfile.mkdtemp(prefix="cnlab-gcb-")
+    data = os.path.join(tmp, "d")
+    db = data + "/cnlab.db"
+    fault = os.path.join(tmp, "fault")
+    d = Daemon(binary, data, {"CNLAB_TEST_BATCH_FAULT": fault})
+    try:
+        d.start("--bootstrap-admin", "root", "--cycle-interval", "50ms")
+        auth, proj = setup(d)
+        stop = threading.Event()
+        subs = [Submitter(d, auth, proj, "b%d" % w, stop=stop)
+                for w in range(WRITERS)]
+        for s in subs:
+            s.start()
+
+        def acked():
+            return sum(len(s.acked) for s in subs)
+
+        wait_for("100 acknowledged submissions", lambda: acked() >= 100)
+        open(fault, "w").close()
+        # Only a batch's commit takes the fault: 64 submitters make
+        # batches all the time.
+        wait_for("a batch to take the fault",
+                 lambda: not os.path.exists(fault), secs=120)
+        n = acked()
+        wait_for("more acknowledged submissions after it",
+                 lambda: acked() >= n + 64)
+        stop.set()
+        for s in subs:
+            s.join(120)
+        others = [o for s in subs for o in s.other]
+        refused = [o for o in others if o[0] == 507]
+        if refused and len(refused) == len(others) and all(
+                doc and doc.get("error", {}).get("code") ==
+                "insufficient_storage" and doc["error"].get("path") == db
+                for _, doc in refused):
+            ok("the lost batch's %d submissions answered 507 naming the "
+               "database (%d acknowledged)" % (len(refused), acked()))
+        else:
+            bad("answers other than 201: %s (want only 507 naming %s, "
+                "at least one)" % (others[:3], db))
+        if any(s.bodies_503 for s in subs):
+            bad("503s: %s" % [b for s in subs for b in s.bodies_503][:3])
+        keys_acked = [a for s in subs for a in s.acked]
+        n_rows, good = db_check(db, keys_acked, "after the lost batch")
+        if good:
+            ok("every acknowledged job is in the store (%d rows)" % n_rows)
+        c = d.conn()
+        time.sleep(1.0)  # cycles: a job alive only in memory shows
+        stored = store_jobs(db)
+        shown = view(c, auth, proj)
+        depth = queue_depth(c)
+        pending = sum(1 for st, _ in stored.values() if st == "pending")
+        if sorted(shown) == sorted(stored) and depth == pending:
+            ok("memory follows the store: the API shows its %d jobs, the "
+               "queue depth is its %d pending" % (len(stored), pending))
+        else:
+            bad("memory and store differ: API %d jobs, store %d; queue "
+                "depth %d, pending in the store %d"
+                % (len(shown), len(stored), depth, pending))
+        lost = strangers(db)
+        if lost:
+            bad("the scheduler decided for jobs the store lacks: %s"
+                % lost[:3])
+        else:
+            ok("the scheduler decided nothing for a job the store lacks")
+        failed = [k for s in subs for k in s.failed_keys]
+        retry_bad = []
+        for key in failed:
+            h = dict(auth)
+            h["Idempotency-Key"] = key
+            st, doc = call(c, "POST", "/v1/projects/%s/jobs" % proj,
+                           {"command": "echo %s" % key, "gpu": "h100-25",
+                            "priority": 0}, h)
+            if st not in (200, 201):
+                retry_bad.append((key, st, doc))
+        stored = store_jobs(db)
+        per_key = {}
+        for _, cmd in stored.values():
+            per_key[cmd] = per_key.get(cmd, 0) + 1
+        twice = [k for k in failed if per_key.get("echo " + k) != 1]
+        if not retry_bad and not twice:
+            ok("each refused submission, retried with its "
+               "Idempotency-Key, made exactly one job")
+        else:
+            bad("retries: %s; keys without exactly one job: %s"
+                % (retry_bad[:3], twice[:3]))
+        before = view(c, auth, proj)
+        d.kill9()
+        d.start()
+        c = d.conn()
+        after, depth = view(c, auth, proj), queue_depth(c)
+        if after == before and depth == len(before):
+            ok("after kill -9 and a restart: the same %d jobs"
+               % len(after))
+        else:
+            bad("after the restart: %d jobs (before %d), queue depth %d"
+                % (len(after), len(before), depth))
+    finally:
+        d.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
-    tests = {"kill": kill_test, "fault": fault_test, "commit": commit_test}
+    tests = {"kill": kill_test, "fault": fault_test, "commit": commit_test,
+             "batch": batch_test}
     if len(sys.argv) != 3 or sys.argv[1] not in tests:
-        print("usage: group_commit.py kill|fault|commit CNLABD",
+        print("usage: group_commit.py kill|fault|commit|batch CNLABD",
               file=sys.stderr)
         sys.exit(2)
     tests[sys.argv[1]](sys.argv[2])

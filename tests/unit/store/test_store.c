@@ -701,7 +701,7 @@ static void test_group_commit(void **state)
 		                 CNL_STORE_CREATED);
 		seq = -1;
 		assert_int_equal(cnl_store_sync(f->s, &seq), -EIO);
-		assert_int_equal(seq, -1); /* untouched on failure */
+		assert_int_equal(seq, w + 3); /* what the failure covers */
 		assert_int_equal(unlink(fault), 0);
 		assert_int_equal(cnl_store_sync(f->s, &seq), 0);
 		assert_int_equal(seq, w + 3);
@@ -713,6 +713,139 @@ static void test_group_commit(void **state)
 	assert_string_equal(a.id, b.id);
 	assert_int_equal(cnl_store_job_get(f->s, c.id, &a), 0);
 	assert_string_equal(a.id, c.id);
+}
+
+/* The batch hook's calls (cnl_store_set_batch_hook()). */
+struct batch_ends {
+	int n, last;
+};
+
+static void on_batch_end(void *arg, int r)
+{
+	struct batch_ends *e = arg;
+
+	e->n++;
+	e->last = r;
+}
+
+/* One create in a transaction of the batch kind: what its commit said. */
+static int batch_create(struct fixture *f, struct cnl_store_job *j, int join)
+{
+	assert_int_equal(cnl_store_tx_begin_batch(f->s), join);
+	job_template(f, j);
+	assert_int_equal(cnl_store_job_create(f->s, j, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	return cnl_store_tx_commit_batch(f->s);
+}
+
+/*
+ * Batches (store.h): with the window open, transactions that end are left
+ * in one open transaction, which readers do not see and whose commit to
+ * come cnl_store_written() already counts; one that fails is undone alone;
+ * the batch's commit is one commit; a lost batch fails the next sync,
+ * covering its count, and the hook hears of each end.  Shut, a
+ * transaction commits as it ends.  PostgreSQL has no batches: the calls
+ * are plain transactions there.
+ */
+static void test_batches(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_job a, b, c, d, e;
+	struct batch_ends ends = {0};
+	char fault[300];
+	int64_t w, seq = -1;
+
+	if (is_pg(f->path)) {
+		assert_int_equal(batch_create(f, &a, 0), 0);
+		assert_false(cnl_store_batch_open(f->s));
+		assert_int_equal(cnl_store_flush(f->s), 0);
+		return;
+	}
+	snprintf(fault, sizeof(fault), "%s/batch-fault", f->dir);
+	setenv("CNLAB_TEST_BATCH_FAULT", fault, 1);
+	assert_int_equal(cnl_store_group_commit(f->s), 0);
+	unsetenv("CNLAB_TEST_BATCH_FAULT");
+	cnl_store_set_batch_hook(f->s, on_batch_end, &ends);
+
+	/* Shut (the syncer idle): committed at once. */
+	w = cnl_store_written(f->s);
+	assert_int_equal(batch_create(f, &a, 0), 0);
+	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_written(f->s), w + 1);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 1);
+
+	/* Open: left in the batch, counted, unseen by readers. */
+	cnl_store_batch_window(f->s, CNL_STORE_WINDOW_OPEN);
+	assert_int_equal(batch_create(f, &b, 0), 1);
+	assert_true(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_written(f->s), w + 2);
+	assert_int_equal(batch_create(f, &c, 1), 1);
+	assert_int_equal(cnl_store_written(f->s), w + 2);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 1);
+	/* A joiner that fails is undone alone. */
+	assert_int_equal(cnl_store_tx_begin_batch(f->s), 1);
+	job_template(f, &d);
+	assert_int_equal(cnl_store_job_create(f->s, &d, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	assert_int_equal(cnl_store_tx_rollback(f->s), 0);
+	assert_true(cnl_store_batch_open(f->s));
+	/* The writer sees the batch, from inside it. */
+	assert_int_equal(cnl_store_tx_begin_batch(f->s), 1);
+	assert_int_equal(cnl_store_job_get(f->s, b.id, &e), 0);
+	assert_int_equal(cnl_store_job_get(f->s, d.id, &e), -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_tx_rollback(f->s), 0);
+	assert_int_equal(ends.n, 0);
+	/* Closing: the next to end commits the batch, in one commit. */
+	cnl_store_batch_window(f->s, CNL_STORE_WINDOW_CLOSING);
+	assert_int_equal(batch_create(f, &d, 1), 0);
+	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_written(f->s), w + 2);
+	assert_int_equal(ends.n, 1);
+	assert_int_equal(ends.last, 0);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 4);
+	assert_int_equal(cnl_store_sync(f->s, &seq), 0);
+	assert_int_equal(seq, w + 2);
+
+	/* A plain transaction (or a statement) commits the batch first. */
+	cnl_store_batch_window(f->s, CNL_STORE_WINDOW_OPEN);
+	assert_int_equal(batch_create(f, &e, 0), 1);
+	assert_int_equal(cnl_store_job_get(f->s, a.id, &d), 0); /* depth 0 */
+	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(ends.n, 2);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 5);
+	assert_int_equal(cnl_store_written(f->s), w + 3);
+
+	/* A lost batch: its count consumed, the next sync fails covering
+	 * it, its jobs gone, the store usable after. */
+	assert_int_equal(batch_create(f, &d, 0), 1);
+	assert_int_equal(batch_create(f, &e, 1), 1);
+	assert_int_equal(cnl_store_written(f->s), w + 4);
+	fclose(fopen(fault, "w"));
+	assert_int_equal(cnl_store_flush(f->s), -ENOSPC);
+	assert_int_equal(access(fault, F_OK), -1);
+	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(ends.n, 3);
+	assert_int_equal(ends.last, -ENOSPC);
+	/* Its count (w + 4) and one more: no later waiter holds its. */
+	assert_int_equal(cnl_store_written(f->s), w + 5);
+	assert_int_equal(cnl_store_lost(f->s, w + 4), -ENOSPC);
+	assert_int_equal(cnl_store_lost(f->s, w + 5), 0);
+	assert_int_equal(cnl_store_lost(f->s, w + 3), 0);
+	assert_int_equal(cnl_store_job_get(f->s, d.id, &a), -CNL_ENOTFOUND);
+	assert_int_equal(cnl_store_job_get(f->s, e.id, &a), -CNL_ENOTFOUND);
+	seq = -1;
+	assert_int_equal(cnl_store_sync(f->s, &seq), -ENOSPC);
+	assert_int_equal(seq, w + 5);
+	/* Reported once; what follows takes the next count; the lost one
+	 * stays lost. */
+	cnl_store_batch_window(f->s, CNL_STORE_WINDOW_SHUT);
+	assert_int_equal(batch_create(f, &d, 0), 0);
+	assert_int_equal(cnl_store_written(f->s), w + 6);
+	assert_int_equal(cnl_store_sync(f->s, &seq), 0);
+	assert_int_equal(seq, w + 6);
+	assert_int_equal(cnl_store_lost(f->s, w + 4), -ENOSPC);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 6);
+	cnl_store_set_batch_hook(f->s, NULL, NULL);
 }
 
 /*
@@ -2143,6 +2276,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_memberships, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_wal_one_write_per_commit,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
