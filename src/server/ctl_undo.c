@@ -141,7 +141,10 @@ void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed)
 	if (failed && j->n)
 		undo(ctl, 0);
 	j->n = 0;
-	if (j->cap > 64) { /* a large gang's: do not keep it */
+	/* A batch of submissions notes two per request (store.h,
+	 * "Batches"): kept for the next, as a fresh array's first writes
+	 * are page faults; a large gang's or a long batch's is let go. */
+	if (j->cap > 1024) {
 		free(j->rec);
 		j->rec = NULL;
 		j->cap = 0;

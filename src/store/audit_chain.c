@@ -14,6 +14,7 @@
  * nothing of the database takes part.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -75,6 +76,17 @@ static void put_text(struct canon *c, const char *label, const char *text)
  * most of an append's CPU (the first cycle after a restart appends one
  * per pending job whose wait reason it has not recorded yet).
  */
+/* SHA-256 fetched once: EVP_sha256() makes every digest look the
+ * algorithm up in the providers again (OpenSSL 3), a submission's five
+ * records five times. */
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static EVP_MD *sha256;
+
+static void sha256_fetch(void)
+{
+	sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 int cnl_store_audit_hash(const struct cnl_store_audit *a, const char *prev_hash,
                          char hex[CNL_STORE_SHA256_HEX])
 {
@@ -97,8 +109,10 @@ int cnl_store_audit_hash(const struct cnl_store_audit *a, const char *prev_hash,
 	put_text(&c, "result=", a->result);
 	if (!c.p)
 		return -EIO;
-	if (EVP_Digest(buf, (size_t)(c.p - buf), md, &mdlen, EVP_sha256(),
-	               NULL) != 1 ||
+	pthread_once(&sha256_once, sha256_fetch);
+	if (!sha256 ||
+	    EVP_Digest(buf, (size_t)(c.p - buf), md, &mdlen, sha256, NULL) !=
+	        1 ||
 	    mdlen != 32)
 		return -EIO;
 	for (unsigned int i = 0; i < mdlen; i++) {
