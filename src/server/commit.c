@@ -127,9 +127,13 @@ static void answer_laters(struct cnl_commit *gc)
 				    gc->capready * sizeof(*gc->ready));
 			}
 			gc->ready[n] = *l;
-			gc->ready[n++].r = gc->durable >= l->seq ? 0
-			                   : failed              ? gc->fail_err
-			                                         : -ESHUTDOWN;
+			/* A lost batch's count is never durable: the
+			 * store's ring says so (store.h). */
+			gc->ready[n++].r =
+			    gc->durable >= l->seq
+			        ? cnl_store_lost(gc->store, l->seq)
+			    : failed ? gc->fail_err
+			             : -ESHUTDOWN;
 		} else {
 			gc->laters[keep++] = *l;
 		}
@@ -287,9 +291,8 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		return 0;
 	pthread_mutex_lock(&gc->mu);
 	gen = gc->fail_gen;
-	/* A lost batch's count, its loss reported before this wait began
-	 * (after the read of fail_gen: a loss reported since fails it
-	 * below): the next sync would seem to cover it. */
+	/* A lost batch's count (store.h): never durable, whatever a sync
+	 * covers; asked again whenever the wait ends in success. */
 	if ((r = cnl_store_lost(gc->store, seq)) < 0) {
 		pthread_mutex_unlock(&gc->mu);
 		return r;
@@ -322,7 +325,7 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		pthread_mutex_lock(&gc->mu);
 	}
 	pthread_mutex_unlock(&gc->mu);
-	return r;
+	return r == 0 ? cnl_store_lost(gc->store, seq) : r;
 }
 
 int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
@@ -333,12 +336,6 @@ int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
 	if (!gc)
 		return 1;
 	pthread_mutex_lock(&gc->mu);
-	if ((r = cnl_store_lost(gc->store, seq)) < 0) {
-		/* As in cnl_commit_wait(). */
-		pthread_mutex_unlock(&gc->mu);
-		return r;
-	}
-	r = 1;
 	if (gc->stop) {
 		r = -ESHUTDOWN;
 	} else if (gc->durable < seq) {
@@ -356,6 +353,10 @@ int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
 		r = 0;
 	}
 	pthread_mutex_unlock(&gc->mu);
+	/* Durable already: unless it is a lost batch's count, which the
+	 * ring had before any sync could seem to cover it (store.h). */
+	if (r == 1 && cnl_store_lost(gc->store, seq) < 0)
+		return cnl_store_lost(gc->store, seq);
 	return r;
 }
 

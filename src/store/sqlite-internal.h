@@ -54,7 +54,7 @@
 #include "store/store.h"
 
 #define CNL_SQ_CACHE 64
-#define CNL_SQ_LOST  16
+#define CNL_SQ_LOST  128
 
 /* A prepared statement kept for the next use of its SQL. */
 struct cnl_sq_cached {
@@ -99,18 +99,20 @@ struct cnl_sq_store {
 	 * batch (the syncer is busy), committed at once, or commit the
 	 * open batch (the syncer wants it); cnl_store_batch_window(). */
 	_Atomic int window;
-	/* A batch lost whole (its commit failed, or SQLite rolled it back
-	 * by itself): the count it would have had, consumed, and the error;
-	 * the next sync fails covering it (cnl_sq_sync()). */
-	_Atomic int64_t lost_seq;
-	_Atomic int lost_err;
-	/* The counts of the last CNL_SQ_LOST batches lost, and their
-	 * errors, for the waits that begin after the sync that failed them
-	 * (cnl_store_lost()). */
+	/* Batches lost whole (their commit failed, or SQLite rolled them
+	 * back by itself): the commit counts of the last CNL_SQ_LOST, and
+	 * their errors (cnl_store_lost()), each stored before any count
+	 * past it is published as written. */
 	_Atomic int64_t lost_ring[CNL_SQ_LOST];
 	_Atomic int lost_ring_err[CNL_SQ_LOST];
 	unsigned lost_next;
-	int64_t lost_done; /* the syncer's: the last loss it reported */
+	bool committing; /* the batch's COMMIT runs: @written waits */
+	/* A caller's transactions that were inside a batch SQLite rolled
+	 * back by itself: how many of them have yet to end (each begin,
+	 * statement and end fails with @aborted_err meanwhile, so that
+	 * nothing of the request commits on its own). */
+	int aborted;
+	int aborted_err;
 	/* Called when a batch ends: 0 committed, or the error it was lost
 	 * to (cnl_store_set_batch_hook()). */
 	void (*batch_hook)(void *arg, int r);

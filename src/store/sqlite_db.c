@@ -98,12 +98,17 @@ int cnl_sq_exec(struct cnl_sq_store *q, const char *sql)
  *     batch first (batch_commit()): only callers that asked for it join.
  *  3. A batch can be lost whole: its COMMIT fails (a full disk), or a
  *     statement in it makes SQLite roll everything back.  Its commit
- *     count is then consumed (none other may take it: its waiters would
- *     see another's commit made durable as theirs), and the next sync
- *     fails covering it (cnl_sq_sync()), with the loss's error: every
- *     waiter of the batch fails.  The hook (cnl_store_set_batch_hook())
- *     hears of every batch's end, committed or lost, so that what the
- *     caller keeps in memory for the batch follows.
+ *     count is then consumed with one more after it (no later count
+ *     taken equals it: only the batch's own waiters hold it), and put in
+ *     the ring of lost counts (cnl_sq_lost()) before @written may reach
+ *     it (@committing holds @written back during the COMMIT): a waiter
+ *     that sees its count durable asks the ring, and fails with the
+ *     loss's error; the other waiters of the sync are not failed.  A
+ *     request inside the batch when SQLite rolled it back has every
+ *     further statement fail (@aborted) until its transactions end, so
+ *     that nothing of it commits on its own.  The hook
+ *     (cnl_store_set_batch_hook()) hears of every batch's end, committed
+ *     or lost, so that what the caller keeps in memory follows.
  *  4. Readers on other connections see a batch once it is committed, as
  *     any transaction; cnl_sq_seen() counts it then.
  */
@@ -113,25 +118,29 @@ static void batch_end(struct cnl_sq_store *q, int r)
 		q->batch_hook(q->batch_hook_arg, r);
 }
 
-/* The open batch is gone (invariant 3): @counted when the commit hook
- * already counted its failed COMMIT. */
+/*
+ * The open batch is gone (invariant 3): @counted when the commit hook
+ * already counted its failed COMMIT.  Its count, and one more that no
+ * commit has, are consumed; the count goes in the ring before @written
+ * may pass it (the syncer publishes only what @written reached), so a
+ * waiter that sees its count durable finds it lost.  A caller whose
+ * transactions were inside it (@depth) has them fail until they end.
+ */
 static void batch_lost(struct cnl_sq_store *q, int err, bool counted)
 {
 	unsigned i = q->lost_next++ % CNL_SQ_LOST;
-	int64_t seq;
+	int64_t seq = counted ? atomic_fetch_add(&q->seen, 1)
+	                      : atomic_fetch_add(&q->seen, 2) + 1;
 
-	q->joined = false;
-	q->depth = 0;
-	atomic_store(&q->batch, false);
-	/* Its count, and one more that no commit has: every count taken
-	 * from now on is past the lost one, which only the batch's own
-	 * waiters hold. */
-	seq = atomic_fetch_add(&q->seen, counted ? 1 : 2) + (counted ? 0 : 1);
 	atomic_store(&q->lost_ring_err[i], err);
 	atomic_store(&q->lost_ring[i], seq);
+	q->aborted = q->depth;
+	q->aborted_err = err;
+	q->joined = false;
+	q->depth = 0;
+	q->committing = false;
+	atomic_store(&q->batch, false);
 	cnl_sq_settle(q);
-	atomic_store(&q->lost_err, err);
-	atomic_store(&q->lost_seq, seq);
 	batch_end(q, err);
 }
 
@@ -152,20 +161,25 @@ static int batch_commit(struct cnl_sq_store *q)
 	int r;
 
 	if (batch_gone(q))
-		return atomic_load(&q->lost_err);
+		return q->aborted_err;
 	if (!atomic_load_explicit(&q->batch, memory_order_relaxed))
 		return 0;
-	/* Off first: the COMMIT's own statement must not commit it. */
-	atomic_store(&q->batch, false);
 	seen = atomic_load(&q->seen);
 	if (q->batch_fault[0] && unlink(q->batch_fault) == 0) {
-		/* A test build's full disk (sqlite_sync.c, invariant 5). */
+		/* A test build's full disk (sqlite_sync.c, invariant 5), at
+		 * the COMMIT, as the commit hook had counted it. */
+		atomic_fetch_add(&q->seen, 1);
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 		snprintf(q->base.errmsg, sizeof(q->base.errmsg),
 		         "database or disk is full (CNLAB_TEST_BATCH_FAULT)");
-		batch_lost(q, -ENOSPC, false);
+		batch_lost(q, -ENOSPC, true);
 		return -ENOSPC;
 	}
+	/* Off first: the COMMIT's own statement must not commit it (nor
+	 * fail as a lost batch's would); and @written must not count it
+	 * until it is known to have been written. */
+	atomic_store(&q->batch, false);
+	q->committing = true;
 	r = q->depth ? -EINVAL : cnl_sq_exec(q, "COMMIT");
 	if (r < 0) {
 		if (!sqlite3_get_autocommit(q->db))
@@ -173,6 +187,8 @@ static int batch_commit(struct cnl_sq_store *q)
 		batch_lost(q, r, atomic_load(&q->seen) != seen);
 		return r;
 	}
+	q->committing = false;
+	cnl_sq_settle(q);
 	batch_end(q, 0);
 	return 0;
 }
@@ -181,8 +197,9 @@ static int begin_kind(struct cnl_sq_store *q, bool read, bool join)
 {
 	int r;
 
-	if (batch_gone(q))
-		q->depth = 0;
+	batch_gone(q);
+	if (q->aborted)
+		return q->aborted_err; /* nothing begun: nothing to end */
 	if (q->depth > 0 && sqlite3_get_autocommit(q->db))
 		q->depth = 0; /* SQLite rolled the transaction back itself */
 	if (q->depth == 0 &&
@@ -224,7 +241,12 @@ int cnl_sq_begin_batch(struct cnl_sq_store *q)
 
 void cnl_sq_rollback(struct cnl_sq_store *q)
 {
-	if (q->depth == 0 || batch_gone(q))
+	batch_gone(q);
+	if (q->aborted) {
+		q->aborted--;
+		return;
+	}
+	if (q->depth == 0)
 		return;
 	q->depth--;
 	if (sqlite3_get_autocommit(q->db)) {
@@ -252,10 +274,13 @@ static int commit_kind(struct cnl_sq_store *q, bool batch)
 {
 	int r;
 
+	batch_gone(q);
+	if (q->aborted) {
+		q->aborted--;
+		return q->aborted_err;
+	}
 	if (q->depth == 0)
 		return -EINVAL;
-	if (batch_gone(q))
-		return atomic_load(&q->lost_err);
 	if (q->depth == 1 && commit_fault(q)) {
 		/* A test build's full disk (sqlite_sync.c, invariant 5). */
 		snprintf(q->base.errmsg, sizeof(q->base.errmsg),
@@ -315,7 +340,7 @@ void cnl_sq_settle(struct cnl_sq_store *q)
 {
 	int64_t seen;
 
-	if (!q->group)
+	if (!q->group || q->committing)
 		return;
 	/* Only the writer's thread stores @written: no race between the
 	 * load and the store. */
@@ -329,6 +354,14 @@ int cnl_sq_prep(struct cnl_sq_store *q, const char *sql, sqlite3_stmt **ret)
 	bool keep = q->ncache < CNL_SQ_CACHE;
 	int rc;
 
+	/* Inside a batch that SQLite rolled back by itself: the statement
+	 * would commit on its own; it fails instead ("Batches", 3). */
+	if (q->depth > 0 &&
+	    atomic_load_explicit(&q->batch, memory_order_relaxed) &&
+	    sqlite3_get_autocommit(q->db))
+		batch_gone(q);
+	if (q->aborted)
+		return q->aborted_err;
 	/* A statement outside any transaction of ours, a batch open: the
 	 * batch is committed first ("Batches", invariant 2). */
 	if (q->depth == 0 &&

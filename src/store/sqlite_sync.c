@@ -215,20 +215,13 @@ static int wal_open(struct cnl_sq_store *q)
 int cnl_sq_sync(struct cnl_store *s, int64_t *ret_seq)
 {
 	struct cnl_sq_store *q = cnl_sq(s);
-	int64_t w, lost;
+	int64_t w;
 	int r;
 
 	if (!q->group)
 		return -EINVAL;
 	w = atomic_load_explicit(&q->written, memory_order_acquire);
 	*ret_seq = w; /* on failure too: what the failure covers */
-	lost = atomic_load(&q->lost_seq);
-	if (lost > q->lost_done && lost <= w) {
-		/* A batch lost: its waiters fail (sqlite_db.c, "Batches",
-		 * invariant 3). */
-		q->lost_done = lost;
-		return atomic_load(&q->lost_err);
-	}
 	if ((r = wal_open(q)) < 0)
 		return r;
 	if (q->fault[0] && access(q->fault, F_OK) == 0)

@@ -690,9 +690,9 @@ int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
  * cnl_store_set_batch_hook - @fn(@arg, r) is called, on the writer's
  * thread, whenever a batch ends: r 0 when it was committed, or the error
  * it was lost to, whole (its commit failed, or SQLite rolled it back by
- * itself: a full disk).  A lost batch's commit count fails the next sync
- * (cnl_store_sync() returns its error), so that no waiter takes another
- * commit's durability for its own.  NULL @fn removes it.
+ * itself: a full disk).  NULL @fn removes it.  A lost batch's commit
+ * count is never durable, whatever a sync covers: cnl_store_lost() names
+ * it, and whoever answers a waiter of it asks.
  */
 enum {
 	CNL_STORE_WINDOW_SHUT,    /* transactions commit as they end */
@@ -709,10 +709,10 @@ void cnl_store_set_batch_hook(struct cnl_store *s, void (*fn)(void *, int),
 
 /*
  * cnl_store_lost - whether @seq (a cnl_store_written() count) is that of a
- * batch lost lately: its error, else 0.  A loss takes the batch's count
- * and one more, so that only the batch's own waiters hold it; a wait for
- * it fails even when it begins after the sync that reported the loss.
- * From any thread.
+ * batch lost lately (the last 128): its error, else 0.  A loss takes the
+ * batch's count and one more, so that only the batch's own waiters hold
+ * it, and is known here before cnl_store_written() reaches it: a waiter
+ * that sees its count durable asks here, and fails.  From any thread.
  */
 int cnl_store_lost(struct cnl_store *s, int64_t seq);
 

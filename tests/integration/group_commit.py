@@ -675,6 +675,14 @@ def batch_test(binary):
         else:
             ok("the scheduler decided nothing for a job the store lacks")
         failed = [k for s in subs for k in s.failed_keys]
+        cmds = {cmd for _, cmd in stored.values()}
+        kept = [k for k in failed if "echo " + k in cmds]
+        if kept:
+            bad("refused submissions whose jobs the store has: %s"
+                % kept[:3])
+        else:
+            ok("none of the %d refused submissions left a job (only the "
+               "lost batch was refused)" % len(failed))
         retry_bad = []
         for key in failed:
             h = dict(auth)
