@@ -161,6 +161,10 @@ struct call {
 	bool is_admin;
 	bool is_agent;
 	bool no_audit; /* the handler changed nothing worth a record */
+	/* The request's work must be committed as it ends, not left in a
+	 * batch (api.c, batches()): it did what a lost batch cannot undo
+	 * (an upload's file removed). */
+	bool no_batch;
 	/* Node routes (api_nodeid.c): the caller's node's name, and the
 	 * digest of the credential or join token it came with. */
 	char node[CNL_STORE_NAME_MAX];

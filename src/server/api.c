@@ -486,8 +486,9 @@ static int begin_request(struct call *c)
 static void commit_request(struct call *c, struct cnl_http_response *resp)
 {
 	char q[CNL_LOG_QUOTE_MAX];
-	int r = batches(c->route) ? cnl_store_tx_commit_batch(c->api->store)
-	                          : cnl_store_tx_commit(c->api->store);
+	int r = batches(c->route) && !c->no_batch
+	            ? cnl_store_tx_commit_batch(c->api->store)
+	            : cnl_store_tx_commit(c->api->store);
 
 	/* 1: left in the batch, whose end (the store's hook) ends the
 	 * journal.  0: committed, with any batch it was in. */

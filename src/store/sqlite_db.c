@@ -295,7 +295,8 @@ static int commit_kind(struct cnl_sq_store *q, bool batch)
 		}
 		q->depth = 0;
 		q->joined = false;
-		if (atomic_load(&q->window) == CNL_STORE_WINDOW_OPEN)
+		/* A plain commit of a joiner commits the batch with it. */
+		if (batch && atomic_load(&q->window) == CNL_STORE_WINDOW_OPEN)
 			return 1;
 		return batch_commit(q);
 	}

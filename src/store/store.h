@@ -665,6 +665,9 @@ int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
  * open batch (1), or as cnl_store_tx_begin() with none open (0); or an
  * error.
  *
+ * cnl_store_tx_commit() of a transaction that joined a batch commits the
+ * batch with it.
+ *
  * cnl_store_tx_commit_batch - end the outermost transaction begun so:
  * 1 when its work was left in the batch (open now: cnl_store_written()
  * already counts its commit to come, so the wait for durability is the

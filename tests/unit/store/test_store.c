@@ -815,38 +815,47 @@ static void test_batches(void **state)
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 5);
 	assert_int_equal(cnl_store_written(f->s), w + 3);
 
-	/* A lost batch: its count consumed, the next sync fails covering
-	 * it, its jobs gone, the store usable after. */
+	/* A joiner's plain commit commits the batch with it. */
+	assert_int_equal(batch_create(f, &d, 0), 1);
+	assert_int_equal(cnl_store_tx_begin_batch(f->s), 1);
+	job_template(f, &e);
+	assert_int_equal(cnl_store_job_create(f->s, &e, NULL, NULL),
+	                 CNL_STORE_CREATED);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_written(f->s), w + 4);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 7);
+
+	/* A lost batch: its count consumed with one more, named lost, its
+	 * jobs gone, the store usable after. */
 	assert_int_equal(batch_create(f, &d, 0), 1);
 	assert_int_equal(batch_create(f, &e, 1), 1);
-	assert_int_equal(cnl_store_written(f->s), w + 4);
+	assert_int_equal(cnl_store_written(f->s), w + 5);
 	fclose(fopen(fault, "w"));
 	assert_int_equal(cnl_store_flush(f->s), -ENOSPC);
 	assert_int_equal(access(fault, F_OK), -1);
 	assert_false(cnl_store_batch_open(f->s));
-	assert_int_equal(ends.n, 3);
+	assert_int_equal(ends.n, 4);
 	assert_int_equal(ends.last, -ENOSPC);
-	/* Its count (w + 4) and one more: no later waiter holds its. */
-	assert_int_equal(cnl_store_written(f->s), w + 5);
-	assert_int_equal(cnl_store_lost(f->s, w + 4), -ENOSPC);
-	assert_int_equal(cnl_store_lost(f->s, w + 5), 0);
-	assert_int_equal(cnl_store_lost(f->s, w + 3), 0);
+	assert_int_equal(cnl_store_written(f->s), w + 6);
+	assert_int_equal(cnl_store_lost(f->s, w + 5), -ENOSPC);
+	assert_int_equal(cnl_store_lost(f->s, w + 6), 0);
+	assert_int_equal(cnl_store_lost(f->s, w + 4), 0);
 	assert_int_equal(cnl_store_job_get(f->s, d.id, &a), -CNL_ENOTFOUND);
 	assert_int_equal(cnl_store_job_get(f->s, e.id, &a), -CNL_ENOTFOUND);
 	/* A sync covers it, and the ring still names it lost: a waiter of
-	 * w + 4 fails; the other counts it covers are durable. */
+	 * w + 5 fails; the other counts it covers are durable. */
 	seq = -1;
 	assert_int_equal(cnl_store_sync(f->s, &seq), 0);
-	assert_int_equal(seq, w + 5);
-	assert_int_equal(cnl_store_lost(f->s, w + 4), -ENOSPC);
+	assert_int_equal(seq, w + 6);
 	/* What follows takes the next count; the lost one stays lost. */
 	cnl_store_batch_window(f->s, CNL_STORE_WINDOW_SHUT);
 	assert_int_equal(batch_create(f, &d, 0), 0);
-	assert_int_equal(cnl_store_written(f->s), w + 6);
+	assert_int_equal(cnl_store_written(f->s), w + 7);
 	assert_int_equal(cnl_store_sync(f->s, &seq), 0);
-	assert_int_equal(seq, w + 6);
-	assert_int_equal(cnl_store_lost(f->s, w + 4), -ENOSPC);
-	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 6);
+	assert_int_equal(seq, w + 7);
+	assert_int_equal(cnl_store_lost(f->s, w + 5), -ENOSPC);
+	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 8);
 	cnl_store_set_batch_hook(f->s, NULL, NULL);
 }
 
