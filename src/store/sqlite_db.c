@@ -80,14 +80,16 @@ int cnl_sq_exec(struct cnl_sq_store *q, const char *sql)
  * frames (the same few pages written again: the jobs table's last leaf,
  * its indexes', the audit chain's), their checksums, the wal-index and
  * six fcntl() locks, all under the caller's lock.  So while a sync is
- * under way (@syncing) the outermost transaction of a caller that asks
+ * under way (the syncer opens the window: cnl_sq_batch_window(),
+ * CNL_STORE_WINDOW_OPEN) the outermost transaction of a caller that asks
  * for it (cnl_sq_commit_batch()) is not committed but left open: the
  * batch (@batch).  The transactions that follow join it as savepoints
  * (cnl_sq_begin_batch()), each released when it ends, undone alone when
  * it fails; the batch is committed at once, as one transaction, when the
- * sync ends: by the next caller to end a transaction in it, or by the
- * syncer (cnl_sq_flush(), under the caller's lock).  Nobody waits on it
- * longer than a sync they would have waited for anyway.
+ * syncer wants it (the window closing): by the next caller to end a
+ * transaction in it, or by the syncer (cnl_sq_flush(), under the caller's
+ * lock).  Nobody waits on it longer than a sync they would have waited
+ * for anyway.
  *
  * What keeps that true:
  *  1. Every commit count a waiter takes covers its work: with a batch
