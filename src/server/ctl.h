@@ -163,12 +163,9 @@ void cnl_ctl_journal_end(struct cnl_ctl *ctl, bool failed);
  * lost).  cnl_ctl_journal_mark - where the request joining the batch
  * begins; cnl_ctl_journal_undo_to - undo what was noted since @mark (the
  * request's own transaction failed, the batch goes on).
- * cnl_ctl_journal_open - whether a journal is open (a batch's, between
- * its requests).
  */
 size_t cnl_ctl_journal_mark(const struct cnl_ctl *ctl);
 void cnl_ctl_journal_undo_to(struct cnl_ctl *ctl, size_t mark);
-bool cnl_ctl_journal_open(const struct cnl_ctl *ctl);
 
 /* After the store acknowledged a new job or server (or a restart). */
 int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j);

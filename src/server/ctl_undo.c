@@ -110,11 +110,6 @@ size_t cnl_ctl_journal_mark(const struct cnl_ctl *ctl)
 	return ctl->journal.n;
 }
 
-bool cnl_ctl_journal_open(const struct cnl_ctl *ctl)
-{
-	return ctl->journal.open;
-}
-
 void cnl_ctl_journal_undo_to(struct cnl_ctl *ctl, size_t mark)
 {
 	if (ctl->journal.n > mark)
