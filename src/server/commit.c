@@ -291,12 +291,6 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		return 0;
 	pthread_mutex_lock(&gc->mu);
 	gen = gc->fail_gen;
-	/* A lost batch's count (store.h): never durable, whatever a sync
-	 * covers; asked again whenever the wait ends in success. */
-	if ((r = cnl_store_lost(gc->store, seq)) < 0) {
-		pthread_mutex_unlock(&gc->mu);
-		return r;
-	}
 	if (gc->durable < seq && gc->wanted < seq) {
 		gc->wanted = seq;
 		pthread_cond_signal(&gc->kick);
@@ -325,6 +319,8 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 		pthread_mutex_lock(&gc->mu);
 	}
 	pthread_mutex_unlock(&gc->mu);
+	/* A lost batch's count (store.h) is never durable, whatever a sync
+	 * covers: asked wherever the wait ends in success. */
 	return r == 0 ? cnl_store_lost(gc->store, seq) : r;
 }
 
@@ -355,8 +351,11 @@ int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
 	pthread_mutex_unlock(&gc->mu);
 	/* Durable already: unless it is a lost batch's count, which the
 	 * ring had before any sync could seem to cover it (store.h). */
-	if (r == 1 && cnl_store_lost(gc->store, seq) < 0)
-		return cnl_store_lost(gc->store, seq);
+	if (r == 1) {
+		int lost = cnl_store_lost(gc->store, seq);
+
+		return lost < 0 ? lost : 1;
+	}
 	return r;
 }
 

@@ -105,7 +105,7 @@ struct cnl_sq_store {
 	 * past it is published as written. */
 	_Atomic int64_t lost_ring[CNL_SQ_LOST];
 	_Atomic int lost_ring_err[CNL_SQ_LOST];
-	unsigned lost_next;
+	_Atomic unsigned lost_next; /* batches lost so far */
 	bool committing; /* the batch's COMMIT runs: @written waits */
 	/* A caller's transactions that were inside a batch SQLite rolled
 	 * back by itself: how many of them have yet to end (each begin,

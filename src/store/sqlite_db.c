@@ -130,7 +130,7 @@ static void batch_end(struct cnl_sq_store *q, int r)
  */
 static void batch_lost(struct cnl_sq_store *q, int err, bool counted)
 {
-	unsigned i = q->lost_next++ % CNL_SQ_LOST;
+	unsigned i = atomic_fetch_add(&q->lost_next, 1) % CNL_SQ_LOST;
 	int64_t seq = counted ? atomic_fetch_add(&q->seen, 1)
 	                      : atomic_fetch_add(&q->seen, 2) + 1;
 
@@ -182,7 +182,7 @@ static int batch_commit(struct cnl_sq_store *q)
 	 * until it is known to have been written. */
 	atomic_store(&q->batch, false);
 	q->committing = true;
-	r = q->depth ? -EINVAL : cnl_sq_exec(q, "COMMIT");
+	r = cnl_sq_exec(q, "COMMIT"); /* at depth 0: every caller's */
 	if (r < 0) {
 		if (!sqlite3_get_autocommit(q->db))
 			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);

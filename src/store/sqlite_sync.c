@@ -171,8 +171,11 @@ int64_t cnl_sq_written(struct cnl_store *s)
 int cnl_sq_lost(struct cnl_store *s, int64_t seq)
 {
 	struct cnl_sq_store *q = cnl_sq(s);
+	unsigned n = atomic_load(&q->lost_next);
 
-	for (int i = 0; i < CNL_SQ_LOST; i++)
+	/* Every answered wait asks: only the entries filled are read (none
+	 * until a batch is lost). */
+	for (unsigned i = 0; i < n && i < CNL_SQ_LOST; i++)
 		if (atomic_load(&q->lost_ring[i]) == seq && seq > 0)
 			return atomic_load(&q->lost_ring_err[i]);
 	return 0;

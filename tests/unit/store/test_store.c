@@ -728,13 +728,20 @@ static void on_batch_end(void *arg, int r)
 	e->last = r;
 }
 
-/* One create in a transaction of the batch kind: what its commit said. */
-static int batch_create(struct fixture *f, struct cnl_store_job *j, int join)
+/* Begin a transaction of the batch kind (@join: whether it joins the
+ * open batch) and create a job in it, left open. */
+static void batch_job(struct fixture *f, struct cnl_store_job *j, int join)
 {
 	assert_int_equal(cnl_store_tx_begin_batch(f->s), join);
 	job_template(f, j);
 	assert_int_equal(cnl_store_job_create(f->s, j, NULL, NULL),
 	                 CNL_STORE_CREATED);
+}
+
+/* One create in a transaction of the batch kind: what its commit said. */
+static int batch_create(struct fixture *f, struct cnl_store_job *j, int join)
+{
+	batch_job(f, j, join);
 	return cnl_store_tx_commit_batch(f->s);
 }
 
@@ -783,10 +790,7 @@ static void test_batches(void **state)
 	assert_int_equal(cnl_store_written(f->s), w + 2);
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 1);
 	/* A joiner that fails is undone alone. */
-	assert_int_equal(cnl_store_tx_begin_batch(f->s), 1);
-	job_template(f, &d);
-	assert_int_equal(cnl_store_job_create(f->s, &d, NULL, NULL),
-	                 CNL_STORE_CREATED);
+	batch_job(f, &d, 1);
 	assert_int_equal(cnl_store_tx_rollback(f->s), 0);
 	assert_true(cnl_store_batch_open(f->s));
 	/* The writer sees the batch, from inside it. */
@@ -817,10 +821,7 @@ static void test_batches(void **state)
 
 	/* A joiner's plain commit commits the batch with it. */
 	assert_int_equal(batch_create(f, &d, 0), 1);
-	assert_int_equal(cnl_store_tx_begin_batch(f->s), 1);
-	job_template(f, &e);
-	assert_int_equal(cnl_store_job_create(f->s, &e, NULL, NULL),
-	                 CNL_STORE_CREATED);
+	batch_job(f, &e, 1);
 	assert_int_equal(cnl_store_tx_commit(f->s), 0);
 	assert_false(cnl_store_batch_open(f->s));
 	assert_int_equal(cnl_store_written(f->s), w + 4);
