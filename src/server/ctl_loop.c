@@ -203,11 +203,20 @@ static int apply_preempt(struct wl *w, const struct cnl_decision *d)
 int ctl_record(struct cnl_ctl *ctl, const struct cnl_decisions *dec,
                const size_t *map, size_t n, int64_t now)
 {
+	size_t k = 0;
 	int r;
 
+	/* Most cycles start and pre-empt nothing: no transaction, so no
+	 * empty commit each cycle. */
+	while (k < dec->n && ((dec->d[k].kind != CNL_DEC_START &&
+	                       dec->d[k].kind != CNL_DEC_PREEMPT) ||
+	                      dec->d[k].job >= n))
+		k++;
+	if (k == dec->n)
+		return 0;
 	if ((r = cnl_store_tx_begin(ctl->store)) < 0)
 		return r;
-	for (size_t i = 0; i < dec->n; i++) {
+	for (size_t i = k; i < dec->n; i++) {
 		const struct cnl_decision *d = &dec->d[i];
 		struct wl tmp;
 
@@ -415,7 +424,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	 * commit): the first cycle after a restart, or after a burst of
 	 * submissions, can change thousands.  Should it fail, memory keeps
 	 * the reasons and only their audit records are lost (logged). */
-	tx = cnl_store_tx_begin(ctl->store) == 0;
+	tx = false;
 	for (size_t i = 0; i < dec->n; i++) {
 		const struct cnl_decision *d = &dec->d[i];
 		struct wl *w;
@@ -438,7 +447,11 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 			               ? (int)d->node
 			               : -1;
 
-			/* Audited when the reason changes, not every cycle. */
+			/* Audited when the reason changes, not every cycle;
+			 * the transaction begins with the first such record
+			 * (none in a quiet cycle: no empty commit). */
+			if (w->wait_reason != d->reason && !tx)
+				tx = cnl_store_tx_begin(ctl->store) == 0;
 			if (w->wait_reason != d->reason)
 				ctl_decide(ctl, w->id, "slice", now,
 				           "pending: %s",

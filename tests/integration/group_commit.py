@@ -485,6 +485,12 @@ def commit_test(binary):
             acked.append(doc["id"])
             print("note the fault hit another commit of cnlabd's; "
                   "trying again")
+            # The scheduler's first decision on the acknowledged job
+            # is a commit too: let it land before the next fault.
+            j = doc["id"]
+            wait_for("the scheduler's decision on %s" % j, lambda: call(
+                c, "GET", "/v1/jobs/%s/decisions" % j, None, auth)[1].get(
+                    "items"))
         if st == 507 and doc and doc.get("error"):
             ok("a submission whose commit fails answers 507 with a JSON "
                "error (%s)" % doc["error"].get("code"))
