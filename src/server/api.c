@@ -1219,6 +1219,9 @@ static void flush_batch(void *arg)
 		if (i >= FLUSH_SPIN_MAX)
 			pthread_mutex_lock(&api->mu);
 		cnl_store_flush(api->store);
+		/* A lost batch is undone in memory: the lock-free reads see
+		 * that as they see a request's changes. */
+		cnl_ctl_facts_publish(api->ctl);
 		pthread_mutex_unlock(&api->mu);
 		break;
 	}

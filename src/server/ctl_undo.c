@@ -70,6 +70,16 @@ static void restore(struct cnl_ctl *ctl, const struct wl *saved)
 	ctl_pending_count(ctl, w, +1);
 }
 
+/* A workload put back as it was: what watches it (its event streams, the
+ * dashboard's snapshot) looks again.  A lost batch is undone after its
+ * requests were answered (store.h, "Batches"): a snapshot built since may
+ * show what is now undone. */
+static void undone(struct cnl_ctl *ctl, const char *id)
+{
+	if (ctl->cfg.changed)
+		ctl->cfg.changed(ctl->cfg.changed_ud, id);
+}
+
 /* Undo the notes from the newest down to @mark, and drop them. */
 static void undo(struct cnl_ctl *ctl, size_t mark)
 {
@@ -86,9 +96,11 @@ static void undo(struct cnl_ctl *ctl, size_t mark)
 		case CTL_UNDO_ADDED:
 			if ((w = ctl_wl_find(ctl, r->v.id)))
 				ctl_wl_remove(ctl, w);
+			undone(ctl, r->v.id);
 			break;
 		case CTL_UNDO_SAVED:
 			restore(ctl, &r->v.w);
+			undone(ctl, r->v.w.id);
 			break;
 		case CTL_UNDO_USAGE:
 			u = ctl_usage_of(ctl, r->v.u.owner);

@@ -674,6 +674,13 @@ def batch_test(binary):
             bad("memory and store differ: API %d jobs, store %d; queue "
                 "depth %d, pending in the store %d"
                 % (len(shown), len(stored), depth, pending))
+        st, dash = call(c, "GET", "/v1/dashboard", None, auth)
+        counts = (dash or {}).get("queues", {}).get("pending_counts", {})
+        if st == 200 and sum(counts.values()) == pending:
+            ok("the dashboard counts the store's %d pending jobs" % pending)
+        else:
+            bad("the dashboard after the lost batch: %d, pending counts "
+                "%s (the store has %d pending)" % (st, counts, pending))
         lost = strangers(db)
         if lost:
             bad("the scheduler decided for jobs the store lacks: %s"
