@@ -281,6 +281,10 @@ struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id);
  * struct was moved or copied; ctl_wl_rebase_all() for the registry. */
 void ctl_wl_rebase(struct wl *w);
 void ctl_wl_rebase_all(struct cnl_ctl *ctl);
+/* Room for at least @n workloads, in memory the kernel may back with huge
+ * pages of CTL_HUGE bytes (ctl_core.c). */
+#define CTL_HUGE ((size_t)2 << 20)
+void ctl_wl_reserve(struct cnl_ctl *ctl, size_t n);
 /* Pending workloads per priority class into @ret (4), without scanning
  * the registry more than once per cycle. */
 void ctl_pending_census(struct cnl_ctl *ctl, int *ret);

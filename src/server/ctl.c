@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "cnlab/errors.h"
@@ -39,33 +38,6 @@
 /* ------------------------------------------------------------------------ */
 
 /* ---- loading ------------------------------------------------------------- */
-
-/*
- * Room for at least @n workloads in ctl->wl, in memory the kernel may back
- * with huge pages.  A workload takes ~2 KB, so 100k pending make ctl->wl
- * ~190 MB: faulting that in 4 KiB pages one at a time was the largest part
- * of a restart's CPU, and every scan of the registry (each cycle) missed
- * the TLB at almost every workload.  Only the load path calls this;
- * ctl_wl_add() grows the block with realloc() later (glibc moves a block
- * this size with mremap(), which keeps the advice).  Without the memory,
- * or without huge pages, nothing is lost but the speed.
- */
-static void reserve_wl(struct cnl_ctl *ctl, size_t n)
-{
-	const size_t huge = (size_t)2 << 20;
-	size_t bytes = (n * sizeof(*ctl->wl) + huge - 1) / huge * huge;
-	struct wl *p;
-
-	if (n <= ctl->cap_wl || !(p = aligned_alloc(huge, bytes)))
-		return;
-	(void)madvise(p, bytes, MADV_HUGEPAGE);
-	if (ctl->n_wl)
-		memcpy(p, ctl->wl, ctl->n_wl * sizeof(*ctl->wl));
-	free(ctl->wl);
-	ctl->wl = p;
-	ctl->cap_wl = bytes / sizeof(*ctl->wl);
-	ctl_wl_rebase_all(ctl);
-}
 
 static int job_seen(void *ud, const struct cnl_store_job *j)
 {
@@ -85,7 +57,7 @@ static int load_jobs(struct cnl_ctl *ctl)
 	    (r = cnl_store_job_count_state(ctl->store, "pending", &pending)) <
 	        0)
 		return r;
-	reserve_wl(ctl, ctl->n_wl + (size_t)(running + pending) * 5 / 4);
+	ctl_wl_reserve(ctl, ctl->n_wl + (size_t)(running + pending) * 5 / 4);
 	if ((r = cnl_store_job_each_state(ctl->store, "running", job_seen,
 	                                  ctl)) < 0)
 		return r;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "cnlab/errors.h"
@@ -215,10 +216,41 @@ struct wl *ctl_wl_find(struct cnl_ctl *ctl, const char *id)
 	return ctl->wl_slots[i].pos ? &ctl->wl[ctl->wl_slots[i].pos - 1] : NULL;
 }
 
+/*
+ * Room for at least @n workloads in ctl->wl, in memory the kernel may back
+ * with huge pages.  A workload takes ~2 KB, so 100k pending make ctl->wl
+ * ~190 MB: faulting that in 4 KiB pages one at a time was the largest part
+ * of a restart's CPU, and of a submission's time under the API's lock
+ * (a fault every other submission), and every scan of the registry (each
+ * cycle) missed the TLB at almost every workload.  The load reserves what
+ * it will hold; ctl_wl_add() grows the block through here once it is 2 MB
+ * or more.  Without the memory, or without huge pages, nothing is lost but
+ * the speed.
+ */
+void ctl_wl_reserve(struct cnl_ctl *ctl, size_t n)
+{
+	size_t bytes =
+	    (n * sizeof(*ctl->wl) + CTL_HUGE - 1) / CTL_HUGE * CTL_HUGE;
+	struct wl *p;
+
+	if (n <= ctl->cap_wl || !(p = aligned_alloc(CTL_HUGE, bytes)))
+		return;
+	(void)madvise(p, bytes, MADV_HUGEPAGE);
+	if (ctl->n_wl)
+		memcpy(p, ctl->wl, ctl->n_wl * sizeof(*ctl->wl));
+	free(ctl->wl);
+	ctl->wl = p;
+	ctl->cap_wl = bytes / sizeof(*ctl->wl);
+	ctl_wl_rebase_all(ctl);
+}
+
 struct wl *ctl_wl_add(struct cnl_ctl *ctl, const char *id)
 {
 	struct wl *w;
 
+	if (ctl->n_wl == ctl->cap_wl &&
+	    2 * ctl->cap_wl * sizeof(*ctl->wl) >= CTL_HUGE)
+		ctl_wl_reserve(ctl, 2 * ctl->cap_wl);
 	if (ctl->n_wl == ctl->cap_wl) {
 		ctl->cap_wl = ctl->cap_wl ? 2 * ctl->cap_wl : 64;
 		ctl->wl = cnl_xrealloc(ctl->wl, ctl->cap_wl * sizeof(*ctl->wl));
