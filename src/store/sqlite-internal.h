@@ -107,6 +107,16 @@ struct cnl_sq_store {
 	_Atomic int lost_ring_err[CNL_SQ_LOST];
 	_Atomic unsigned lost_next; /* batches lost so far */
 	bool committing; /* the batch's COMMIT runs: @written waits */
+	/* The audit chain's head as this connection last appended it, inside
+	 * the write transaction of @head_tx (sqlite_audit.c): the next
+	 * append in the same transaction links to it without reading the
+	 * table.  @tx moves with every outermost BEGIN and every rollback,
+	 * whole or to a savepoint, so a head that may be undone or that
+	 * another connection may have moved is never used. */
+	uint64_t tx;
+	uint64_t head_tx; /* 0: none kept */
+	int64_t head_seq;
+	char head_hash[CNL_STORE_SHA256_HEX];
 	/* A caller's transactions that were inside a batch SQLite rolled
 	 * back by itself: how many of them have yet to end (each begin,
 	 * statement and end fails with @aborted_err meanwhile, so that

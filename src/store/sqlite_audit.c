@@ -11,7 +11,11 @@
  * AUTOINCREMENT would give it), then inserts the record with its hash in
  * one statement, under the write lock: in its own BEGIN IMMEDIATE
  * transaction, or in the caller's (which holds the lock already), so two
- * appends can never link to the same predecessor.  Verify reads the whole chain
+ * appends can never link to the same predecessor.  A second append in the
+ * same write transaction (a submission writes five records, a batch many
+ * more) takes both from the first instead (struct cnl_sq_store, head_*):
+ * the lock is held throughout, and any rollback or new transaction makes
+ * the next append read them again.  Verify reads the whole chain
  * in one read transaction, so it checks the log as of one instant.
  */
 #include <errno.h>
@@ -55,6 +59,15 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 
 	if (own && (r = cnl_sq_begin(q)) < 0)
 		return r;
+	/* Appended already in this write transaction (a submission's
+	 * records, a batch's): the head is the one kept, no other writer
+	 * can have moved it, and no rollback has undone it (q->tx). */
+	if (q->head_tx && q->head_tx == q->tx &&
+	    !sqlite3_get_autocommit(q->db)) {
+		a.seq = q->head_seq + 1;
+		snprintf(a.prev_hash, sizeof(a.prev_hash), "%s", q->head_hash);
+		goto link;
+	}
 	/* The chain links to the record with the highest seq, if any; the
 	 * new seq is the next AUTOINCREMENT would give (sqlite_sequence
 	 * keeps the highest ever used, so a cut tail is never reused). */
@@ -78,6 +91,7 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 		cnl_sq_col_text(st, 1, a.prev_hash, sizeof(a.prev_hash));
 	cnl_sq_finalize(q, st);
 	st = NULL;
+link:
 	if ((r = cnl_store_audit_hash(&a, a.prev_hash, a.hash)) < 0)
 		goto fail;
 	nums[0] = a.ts_ms;
@@ -88,6 +102,9 @@ int cnl_sq_audit_append(struct cnl_store *s, const struct cnl_store_audit *in,
 	                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	                    t, nums, 2)) < 0)
 		goto fail;
+	q->head_tx = q->tx;
+	q->head_seq = a.seq;
+	snprintf(q->head_hash, sizeof(q->head_hash), "%s", a.hash);
 	if (own && (r = cnl_sq_commit(q)) < 0)
 		return r;
 	if (ret)

@@ -172,6 +172,7 @@ static int batch_commit(struct cnl_sq_store *q)
 		 * the COMMIT, as the commit hook had counted it. */
 		atomic_fetch_add(&q->seen, 1);
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		q->tx++; /* the audit head kept, if any, is gone */
 		snprintf(q->base.errmsg, sizeof(q->base.errmsg),
 		         "database or disk is full (CNLAB_TEST_BATCH_FAULT)");
 		batch_lost(q, -ENOSPC, true);
@@ -186,6 +187,7 @@ static int batch_commit(struct cnl_sq_store *q)
 	if (r < 0) {
 		if (!sqlite3_get_autocommit(q->db))
 			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		q->tx++; /* the audit head kept, if any, is gone */
 		batch_lost(q, r, atomic_load(&q->seen) != seen);
 		return r;
 	}
@@ -218,6 +220,8 @@ static int begin_kind(struct cnl_sq_store *q, bool read, bool join)
 			return 1;
 		}
 	}
+	if (q->depth == 0)
+		q->tx++; /* a new transaction: the head is read afresh */
 	r = cnl_sq_exec(q, q->depth ? "SAVEPOINT cnl"
 	                   : read   ? "BEGIN"
 	                            : "BEGIN IMMEDIATE");
@@ -251,6 +255,7 @@ void cnl_sq_rollback(struct cnl_sq_store *q)
 	if (q->depth == 0)
 		return;
 	q->depth--;
+	q->tx++; /* the audit head kept, if any, may be undone */
 	if (sqlite3_get_autocommit(q->db)) {
 		q->depth = 0;
 	} else if (q->depth || q->joined) {

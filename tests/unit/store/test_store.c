@@ -1430,6 +1430,80 @@ static void test_audit_latest(void **state)
 /* The chain's hashes are those the format of sqlite_audit.c defines
  * (SHA-256 of the predecessor's hash and the canonical text), computed
  * here by another program: what an auditor's own tool recomputes. */
+/* An append inside a write transaction links to the one before it in the
+ * same transaction without reading the table (sqlite_audit.c): whatever
+ * undoes that one (a rollback, whole or to a savepoint; a batch's joiner
+ * that fails) or moves the head from elsewhere (another handle, between
+ * two transactions) must leave the chain whole. */
+static void test_audit_in_transactions(void **state)
+{
+	struct fixture *f = *state;
+	struct cnl_store_audit a1, a2, a3, a4, b, c, o, n;
+	struct cnl_store *s2 = NULL;
+	char err[256];
+	int64_t bad = -1;
+
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	append_audit(f, 1, &a1);
+	append_audit(f, 2, &a2);
+	assert_string_equal(a2.prev_hash, a1.hash);
+	assert_int_equal(cnl_store_tx_begin(f->s), 0); /* a savepoint */
+	append_audit(f, 3, &a3);
+	assert_int_equal(a3.seq, 3);
+	assert_int_equal(cnl_store_tx_rollback(f->s), 0);
+	append_audit(f, 4, &a4);
+	assert_int_equal(a4.seq, 3); /* the undone one's seq, again */
+	assert_string_equal(a4.prev_hash, a2.hash);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	append_audit(f, 5, &b);
+	assert_int_equal(cnl_store_tx_rollback(f->s), 0);
+	append_audit(f, 6, &c); /* alone, after the rollback */
+	assert_int_equal(c.seq, 4);
+	assert_string_equal(c.prev_hash, a4.hash);
+
+	/* Another handle appends between two transactions of this one. */
+	if (cnl_store_open(f->path, &s2, err, sizeof(err)) != 0)
+		fail_msg("second handle: %s", err);
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	append_audit(f, 7, &n);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+	o = n;
+	snprintf(o.target, sizeof(o.target), "other");
+	assert_int_equal(cnl_store_audit_append(s2, &o, &o), 0);
+	assert_string_equal(o.prev_hash, n.hash);
+	assert_int_equal(cnl_store_tx_begin(f->s), 0);
+	append_audit(f, 8, &n);
+	assert_int_equal(cnl_store_tx_commit(f->s), 0);
+	assert_string_equal(n.prev_hash, o.hash);
+	assert_int_equal(n.seq, o.seq + 1);
+	cnl_store_close(s2);
+
+	/* A batch: the joiner that fails takes its record with it. */
+	if (!is_pg(f->path)) {
+		struct cnl_store_job j;
+
+		assert_int_equal(cnl_store_group_commit(f->s), 0);
+		cnl_store_batch_window(f->s, CNL_STORE_WINDOW_OPEN);
+		batch_job(f, &j, 0);
+		append_audit(f, 9, &a1);
+		assert_int_equal(cnl_store_tx_commit_batch(f->s), 1);
+		batch_job(f, &j, 1);
+		append_audit(f, 10, &a2);
+		assert_int_equal(cnl_store_tx_rollback(f->s), 0);
+		batch_job(f, &j, 1);
+		append_audit(f, 11, &a3);
+		assert_string_equal(a3.prev_hash, a1.hash);
+		assert_int_equal(a3.seq, a1.seq + 1);
+		assert_int_equal(cnl_store_tx_commit_batch(f->s), 1);
+		cnl_store_batch_window(f->s, CNL_STORE_WINDOW_SHUT);
+		assert_int_equal(cnl_store_flush(f->s), 0);
+	}
+	assert_int_equal(cnl_store_audit_verify(f->s, &bad), 0);
+	assert_int_equal(bad, -1);
+}
+
 static void test_audit_hash_known(void **state)
 {
 	struct fixture *f = *state;
@@ -2300,6 +2374,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_each_state, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit_in_transactions, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_hash_known, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_latest, setup, teardown),
