@@ -29,7 +29,9 @@
  *               (cnl_sched_cycle_inc, what cnlabd runs) beside the
  *               from-scratch cycle (cnl_sched_cycle, the old path) on the
  *               same input, and whether their decisions were identical
- *               (the bench fails if not).
+ *               (the bench fails if not).  The incremental cycle's first
+ *               (a fresh scheduler's, which builds what later ones keep)
+ *               is printed apart, not in its percentiles.
  *
  * Environment: CNL_BENCH_STEADY_ONLY=1 runs the steady state alone;
  * CNL_BENCH_STEADY_PENDING=N only the size N; CNL_BENCH_CYCLES=K K cycles
@@ -387,14 +389,21 @@ static int steady(struct world *w, const char *policy, struct cnl_job *base,
 	printf("  %-5s from scratch: p50 %7.1f ms  p99 %7.1f ms\n", policy,
 	       pct(t_old, (size_t)cycles, 0.5) * 1e3,
 	       pct(t_old, (size_t)cycles, 0.99) * 1e3);
+	/* The incremental cycle's first is a fresh scheduler's: it builds
+	 * what the others keep (cnlabd pays it once, after a start).  Shown
+	 * apart; the percentiles are the steady state's, the cycles after. */
+	double cold = t_inc[0];
+	size_t warm = cycles > 1 ? (size_t)cycles - 1 : 1;
+	double *t_w = cycles > 1 ? t_inc + 1 : t_inc;
 	printf("  %-5s incremental:  p50 %7.1f ms  p99 %7.1f ms  "
 	       "(%zu started over %d cycles; decisions %s)\n",
-	       policy, pct(t_inc, (size_t)cycles, 0.5) * 1e3,
-	       pct(t_inc, (size_t)cycles, 0.99) * 1e3, starts, cycles,
-	       same ? "identical" : "DIFFER");
+	       policy, pct(t_w, warm, 0.5) * 1e3, pct(t_w, warm, 0.99) * 1e3,
+	       starts, cycles, same ? "identical" : "DIFFER");
+	printf("  %-5s incremental, its first cycle (a fresh scheduler's, "
+	       "not in the percentiles): %.1f ms\n",
+	       policy, cold * 1e3);
 	printf("  ratio incremental/scratch p50: %.2f\n",
-	       pct(t_inc, (size_t)cycles, 0.5) /
-	           pct(t_old, (size_t)cycles, 0.5));
+	       pct(t_w, warm, 0.5) / pct(t_old, (size_t)cycles, 0.5));
 	cnl_decisions_done(&d_old);
 	cnl_decisions_done(&d_inc);
 	cnl_sched_free(s_old);
