@@ -486,9 +486,8 @@ static int begin_request(struct call *c)
 static void commit_request(struct call *c, struct cnl_http_response *resp)
 {
 	char q[CNL_LOG_QUOTE_MAX];
-	int r = batches(c->route) && !c->no_batch
-	            ? cnl_store_tx_commit_batch(c->api->store)
-	            : cnl_store_tx_commit(c->api->store);
+	int r = batches(c->route) ? cnl_store_tx_commit_batch(c->api->store)
+	                          : cnl_store_tx_commit(c->api->store);
 
 	/* 1: left in the batch, whose end (the store's hook) ends the
 	 * journal.  0: committed, with any batch it was in. */
@@ -1053,10 +1052,18 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	/* After the lock: while this waits, others commit, and one sync
 	 * covers them all. */
 	/* The latency counts the wait for durability: what a client sees. */
-	if (wait)
-		answer_durable(api, seq, ri, &t0, req, resp);
-	else
+	if (wait && c.inputs_kept) {
+		/* A submission with inputs: its uploads' files go only once
+		 * it is durable, so its answer is waited for here, on this
+		 * thread, whatever thread this is. */
+		wait_durable(api, seq, route, resp);
 		observe(api, ri, resp->status, &t0);
+	} else if (wait) {
+		answer_durable(api, seq, ri, &t0, req, resp);
+	} else {
+		observe(api, ri, resp->status, &t0);
+	}
+	cnl_api_job_inputs_settle(&c, resp->status < 300);
 	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
 	        "method=%s path=%s status=%u user=%s", req->method,
 	        cnl_log_quote(q, sizeof(q), req->path), resp->status,

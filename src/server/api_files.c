@@ -1056,9 +1056,10 @@ int cnl_api_job_inputs_check(struct call *c, json_t *body,
  * Make the uploads of @inputs (from cnl_api_job_inputs_check) inputs of
  * job @job: each blob hard-linked into the job's folder, its "input"
  * document stored, its upload document deleted; inside the caller's
- * transaction.  The uploads' own links go in cnl_api_job_inputs_done once
- * the transaction is committed, the job's in cnl_api_job_inputs_undo if
- * it is not.  0 or a negative errno / store error.
+ * transaction.  The uploads' own links go once the request's commit is
+ * durable, the job's if it is not (cnl_api_job_inputs_done(), then
+ * cnl_api_job_inputs_settle() at the request's end).  0 or a negative
+ * errno / store error.
  */
 int cnl_api_job_inputs_attach(struct call *c, const char *job, json_t *inputs)
 {
@@ -1107,7 +1108,7 @@ int cnl_api_job_inputs_attach(struct call *c, const char *job, json_t *inputs)
 	return 0;
 }
 
-void cnl_api_job_inputs_done(struct call *c, json_t *inputs, bool committed)
+static void inputs_end(struct call *c, json_t *inputs, bool durable)
 {
 	json_t *it;
 	size_t i;
@@ -1116,9 +1117,31 @@ void cnl_api_job_inputs_done(struct call *c, json_t *inputs, bool committed)
 		const char *linked =
 		    json_string_value(json_object_get(it, "linked"));
 
-		if (committed)
+		if (durable)
 			unlink_blob_of(c->api, it);
 		else if (linked)
 			unlink(linked);
 	}
+}
+
+/* The handler's own commit is a savepoint's inside the request's
+ * transaction, which may still fail (a full disk) or not become durable:
+ * the uploads' files are kept until the request's end says which. */
+void cnl_api_job_inputs_done(struct call *c, json_t *inputs, bool committed)
+{
+	if (!committed) {
+		inputs_end(c, inputs, false);
+		return;
+	}
+	json_decref(c->inputs_kept);
+	c->inputs_kept = json_incref(inputs);
+}
+
+void cnl_api_job_inputs_settle(struct call *c, bool durable)
+{
+	if (!c->inputs_kept)
+		return;
+	inputs_end(c, c->inputs_kept, durable);
+	json_decref(c->inputs_kept);
+	c->inputs_kept = NULL;
 }

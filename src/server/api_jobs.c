@@ -649,10 +649,6 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		int ar = cnl_api_job_inputs_attach(c, got.id, inputs);
 
 		attached = true;
-		/* The uploads' files go once this is committed (below):
-		 * committed as it ends, not in a batch that could be lost
-		 * after (api.c). */
-		c->no_batch = true;
 		if (ar < 0)
 			r = ar; /* else r stays CNL_STORE_CREATED */
 	}

@@ -37,8 +37,12 @@ SIGKILL and a failing disk sync.
                   the job pending, in memory too (cancelling it again
                   works); the retry of the
                   failed submission with its Idempotency-Key makes one
-                  job; after kill -9 and a restart, the jobs, their
-                  states and the queue depth are what they were.
+                  job; a submission with an input (an upload) whose
+                  commit fails keeps the upload's file, its retry makes
+                  the job with the input, and only then does the
+                  upload's own file go; after kill -9 and a restart, the
+                  jobs, their states and the queue depth are what they
+                  were.
   batch CNLABD    cnlabd started with CNLAB_TEST_BATCH_FAULT (the next
                   batch of transactions, committed together, is lost at
                   its commit as on a full disk): 64 submitters; the lost
@@ -54,6 +58,7 @@ SIGKILL and a failing disk sync.
 Prints "ok ..." lines, or "FAIL ..." lines and exits 1.  Timeouts only
 guard against a hung daemon; nothing asserts how long anything took.
 """
+import hashlib
 import http.client
 import json
 import os
@@ -586,11 +591,15 @@ def commit_test(binary):
             bad("after the retries: jobs %s, queue depth %d"
                 % (before, depth))
 
+        inputs_after_fault(d, c, auth, proj, data, fault)
+        before = view(c, auth, proj)
+        depth_before = queue_depth(c)
+
         d.kill9()
         d.start()
         c = d.conn()
         after, depth = view(c, auth, proj), queue_depth(c)
-        if after == before and depth == 1:
+        if after == before and depth == depth_before:
             ok("after kill -9 and a restart: the same jobs, states and "
                "queue depth")
         else:
@@ -602,6 +611,84 @@ def commit_test(binary):
     finally:
         d.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def upload(d, auth, proj, name, data):
+    c = d.conn()
+    h = dict(auth)
+    h["X-Content-SHA256"] = hashlib.sha256(data).hexdigest()
+    c.request("PUT", "/v1/projects/%s/uploads?path=%s" % (proj, name),
+              body=data, headers=h)
+    r = c.getresponse()
+    doc = json.loads(r.read() or b"null")
+    c.close()
+    if r.status != 201:
+        die("upload %s: %d %s" % (name, r.status, doc))
+    return doc["id"]
+
+
+def files_holding(root, data):
+    """The regular files under @root whose content is @data: (path,
+    link count) each."""
+    out = []
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            try:
+                st = os.lstat(p)
+                if st.st_size == len(data) and open(p, "rb").read() == data:
+                    out.append((p, st.st_nlink))
+            except OSError:
+                pass
+    return out
+
+
+def inputs_after_fault(d, c, auth, proj, data, fault):
+    """A submission with an input whose commit fails keeps its upload (a
+    retry with the same Idempotency-Key makes the job with the input);
+    the upload's own file goes only once the job is durable."""
+    blob = ("input %f" % random.random()).encode()
+    for attempt in range(5):
+        upl = upload(d, auth, proj, "in.txt", blob)
+        key = "cf-in%d" % attempt
+        body = {"command": "cat in.txt", "gpu": "h100-25", "inputs": [upl]}
+        open(fault, "w").close()
+        h = dict(auth)
+        h["Idempotency-Key"] = key
+        st, doc = call(c, "POST", "/v1/projects/%s/jobs" % proj, body, h)
+        if os.path.exists(fault):
+            die("the commit fault was not used")
+        if st != 201:
+            break
+        j = doc["id"]
+        wait_for("the scheduler's decision on %s" % j, lambda: call(
+            c, "GET", "/v1/jobs/%s/decisions" % j, None, auth)[1].get(
+                "items"))
+        print("note the fault hit another commit of cnlabd's; trying "
+              "again with a new upload")
+    if st != 507:
+        die("a submission with an input whose commit failed answered "
+            "%d %s (want 507)" % (st, doc))
+    held = files_holding(data, blob)
+    if len(held) == 1 and held[0][1] == 1:
+        ok("after the failed submission the upload's file is kept")
+    else:
+        bad("after the failed submission, files with the upload's "
+            "bytes: %s (want the upload's alone)" % held)
+    st, doc = call(c, "POST", "/v1/projects/%s/jobs" % proj, body, h)
+    if st == 201 and doc.get("id"):
+        ok("the failed submission with an input, retried with its "
+           "Idempotency-Key, answers 201")
+    else:
+        bad("the retry of the submission with an input: %d %s"
+            % (st, doc))
+        return
+    held = files_holding(data, blob)
+    if len(held) == 1 and held[0][1] == 1 and doc["id"] in held[0][0]:
+        ok("the job holds its input; the upload's own file is gone")
+    else:
+        bad("after the retry, files with the upload's bytes: %s (want "
+            "one, in %s's folder)" % (held, doc["id"]))
 
 
 def store_jobs(path):
