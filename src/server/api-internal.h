@@ -162,9 +162,10 @@ struct call {
 	bool is_agent;
 	bool no_audit; /* the handler changed nothing worth a record */
 	/* A submission's inputs, attached inside the request's transaction:
-	 * their uploads' files go once that commit is durable, the job's
-	 * links if it is not (cnl_api_job_inputs_settle(), api.c). */
+	 * their uploads' files go once that commit stands, the job's links
+	 * if it was undone (cnl_api_job_inputs_settle(), api.c). */
 	json_t *inputs_kept;
+	bool undone; /* the request's commit failed: SQLite rolled it back */
 	/* Node routes (api_nodeid.c): the caller's node's name, and the
 	 * digest of the credential or join token it came with. */
 	char node[CNL_STORE_NAME_MAX];
@@ -211,6 +212,7 @@ struct call {
 	struct {
 		char key[CNL_AUTH_DIGEST_MAX];
 		char hash[CNL_AUTH_DIGEST_MAX];
+		bool replay; /* the key's record is there: a retry */
 	} idem;
 	/* Slow work a route's prepare step did without the lock (see
 	 * cnl_api_serve): a password checked or hashed. */
@@ -562,10 +564,10 @@ int cnl_api_job_inputs_check(struct call *c, json_t *body,
                              struct cnl_http_response *resp, json_t **ret);
 int cnl_api_job_inputs_attach(struct call *c, const char *job, json_t *inputs);
 void cnl_api_job_inputs_done(struct call *c, json_t *inputs, bool committed);
-/* The request that attached @c->inputs_kept has ended: @durable, its
- * commit is durable (the uploads' files go), or not (the job's links go,
+/* The request that attached @c->inputs_kept has ended: @kept, its commit
+ * stands (the uploads' files go), or it was undone (the job's links go,
  * the uploads stay for a retry). */
-void cnl_api_job_inputs_settle(struct call *c, bool durable);
+void cnl_api_job_inputs_settle(struct call *c, bool kept);
 void cnl_api_h_job_artifacts(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp);
 void cnl_api_h_job_artifact_get(void *call, struct cnl_http_request *req,

@@ -497,6 +497,7 @@ static void commit_request(struct call *c, struct cnl_http_response *resp)
 		cnl_ctl_journal_end(c->api->ctl, false);
 		return;
 	}
+	c->undone = true;
 	/* Its own changes undone; the batch's too if it was lost (the hook
 	 * did, and ended the journal); a batch that goes on keeps it. */
 	cnl_ctl_journal_undo_to(c->api->ctl, c->journal_mark);
@@ -1063,7 +1064,11 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	} else {
 		observe(api, ri, resp->status, &t0);
 	}
-	cnl_api_job_inputs_settle(&c, resp->status < 300);
+	/* Undone: the request's commit failed, or its batch was lost.  A
+	 * commit whose sync failed stands (the next good sync makes it
+	 * durable): the job keeps its inputs. */
+	cnl_api_job_inputs_settle(
+	    &c, !c.undone && !(wait && cnl_store_lost(api->store, seq) < 0));
 	cnl_log(resp->status >= 500 ? CNL_LOG_ERROR : CNL_LOG_DEBUG, "request",
 	        "method=%s path=%s status=%u user=%s", req->method,
 	        cnl_log_quote(q, sizeof(q), req->path), resp->status,

@@ -1056,8 +1056,8 @@ int cnl_api_job_inputs_check(struct call *c, json_t *body,
  * Make the uploads of @inputs (from cnl_api_job_inputs_check) inputs of
  * job @job: each blob hard-linked into the job's folder, its "input"
  * document stored, its upload document deleted; inside the caller's
- * transaction.  The uploads' own links go once the request's commit is
- * durable, the job's if it is not (cnl_api_job_inputs_done(), then
+ * transaction.  The uploads' own links go once the request's commit
+ * stands, the job's if it was undone (cnl_api_job_inputs_done(), then
  * cnl_api_job_inputs_settle() at the request's end).  0 or a negative
  * errno / store error.
  */
@@ -1108,7 +1108,7 @@ int cnl_api_job_inputs_attach(struct call *c, const char *job, json_t *inputs)
 	return 0;
 }
 
-static void inputs_end(struct call *c, json_t *inputs, bool durable)
+static void inputs_end(struct call *c, json_t *inputs, bool kept)
 {
 	json_t *it;
 	size_t i;
@@ -1117,7 +1117,7 @@ static void inputs_end(struct call *c, json_t *inputs, bool durable)
 		const char *linked =
 		    json_string_value(json_object_get(it, "linked"));
 
-		if (durable)
+		if (kept)
 			unlink_blob_of(c->api, it);
 		else if (linked)
 			unlink(linked);
@@ -1125,8 +1125,10 @@ static void inputs_end(struct call *c, json_t *inputs, bool durable)
 }
 
 /* The handler's own commit is a savepoint's inside the request's
- * transaction, which may still fail (a full disk) or not become durable:
- * the uploads' files are kept until the request's end says which. */
+ * transaction, which may still fail (a full disk), or be lost with its
+ * batch: the uploads' files are kept until the request's end says which.
+ * A commit whose sync fails stands (the next good sync makes it durable):
+ * it keeps the job's links and drops the uploads' files. */
 void cnl_api_job_inputs_done(struct call *c, json_t *inputs, bool committed)
 {
 	if (!committed) {
@@ -1137,11 +1139,11 @@ void cnl_api_job_inputs_done(struct call *c, json_t *inputs, bool committed)
 	c->inputs_kept = json_incref(inputs);
 }
 
-void cnl_api_job_inputs_settle(struct call *c, bool durable)
+void cnl_api_job_inputs_settle(struct call *c, bool kept)
 {
 	if (!c->inputs_kept)
 		return;
-	inputs_end(c, c->inputs_kept, durable);
+	inputs_end(c, c->inputs_kept, kept);
 	json_decref(c->inputs_kept);
 	c->inputs_kept = NULL;
 }

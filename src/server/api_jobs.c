@@ -515,8 +515,11 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		goto out;
 	/* "inputs": uploads (PUT /v1/projects/{project}/uploads) written
 	 * into the job's working directory before it starts (nodes share
-	 * no file system with the user's machine). */
-	if (cnl_api_job_inputs_check(c, body, resp, &inputs) < 0)
+	 * no file system with the user's machine).  A retry of a
+	 * submission that was made answers that job: its uploads are its
+	 * inputs now, not uploads any more. */
+	if (!c->idem.replay &&
+	    cnl_api_job_inputs_check(c, body, resp, &inputs) < 0)
 		goto out;
 	/* "secrets": its node fetches them at the start (api_secrets.c). */
 	if (cnl_api_secrets_take(c, body, &srefs, resp) < 0)

@@ -860,6 +860,7 @@ int cnl_api_idem_key(struct call *c, struct cnl_http_request *req,
 			    "body, project or route); use a new key");
 			return -1;
 		}
+		c->idem.replay = true;
 	}
 	*ret = c->idem.key;
 	return 0;

@@ -199,7 +199,9 @@ static int sq_tx(struct cnl_store *s, int op)
 	case 1:
 		return cnl_sq_commit(q);
 	default:
-		if (q->depth == 0)
+		/* A caller inside a batch that SQLite rolled back by itself
+		 * still ends its transactions (q->aborted counts them). */
+		if (q->depth == 0 && !q->aborted)
 			return -EINVAL;
 		cnl_sq_rollback(q);
 		return 0;

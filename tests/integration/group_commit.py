@@ -398,6 +398,7 @@ def fault_test(binary):
         else:
             bad("after the retry of a failed sync: %d, jobs of that key "
                 "%s" % (st, same))
+        inputs_after_sync_fault(d, c, auth, proj, data, fault)
         d.kill9()
         n, good = db_check(data + "/cnlab.db", acked, "after kill -9")
         if good:
@@ -689,6 +690,34 @@ def inputs_after_fault(d, c, auth, proj, data, fault):
     else:
         bad("after the retry, files with the upload's bytes: %s (want "
             "one, in %s's folder)" % (held, doc["id"]))
+
+
+def inputs_after_sync_fault(d, c, auth, proj, data, fault):
+    """A submission with an input whose commit stands but whose sync
+    fails (503) is a job with its input once the disk syncs again: its
+    retry answers that job, whose folder holds the input."""
+    blob = ("synced input %f" % random.random()).encode()
+    upl = upload(d, auth, proj, "in.txt", blob)
+    body = {"command": "cat in.txt", "gpu": "h100-25", "inputs": [upl]}
+    h = dict(auth)
+    h["Idempotency-Key"] = "gc-fault-in"
+    open(fault, "w").close()
+    st, doc = call(c, "POST", "/v1/projects/%s/jobs" % proj, body, h)
+    os.unlink(fault)
+    if st != 503:
+        bad("a submission with an input whose sync failed answered %d %s "
+            "(want 503)" % (st, doc))
+        return
+    st, doc = call(c, "POST", "/v1/projects/%s/jobs" % proj, body, h)
+    held = files_holding(data, blob)
+    if st in (200, 201) and doc and doc.get("id") and len(held) == 1 and \
+            held[0][1] == 1 and doc["id"] in held[0][0]:
+        ok("a submission with an input whose sync failed, retried, "
+           "answers its job, which holds the input (the upload's own "
+           "file gone)")
+    else:
+        bad("the retry of a submission with an input whose sync failed: "
+            "%d %s; files with the input's bytes: %s" % (st, doc, held))
 
 
 def store_jobs(path):
