@@ -1054,8 +1054,9 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	 * covers them all. */
 	/* The latency counts the wait for durability: what a client sees. */
 	if (wait && c.inputs_kept) {
-		/* A submission with inputs: its uploads' files go only once
-		 * it is durable, so its answer is waited for here, on this
+		/* A submission with inputs: whether its commit stands (its
+		 * batch not lost) is known only after the wait, and its
+		 * uploads' files go only then: waited for here, on this
 		 * thread, whatever thread this is. */
 		wait_durable(api, seq, route, resp);
 		observe(api, ri, resp->status, &t0);

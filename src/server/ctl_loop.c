@@ -384,7 +384,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	struct cnl_job *jobs;
 	size_t *map, n;
 	struct timespec t0, t1;
-	bool tx;
+	bool tx, tried;
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -424,7 +424,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	 * commit): the first cycle after a restart, or after a burst of
 	 * submissions, can change thousands.  Should it fail, memory keeps
 	 * the reasons and only their audit records are lost (logged). */
-	tx = false;
+	tx = tried = false;
 	for (size_t i = 0; i < dec->n; i++) {
 		const struct cnl_decision *d = &dec->d[i];
 		struct wl *w;
@@ -450,8 +450,10 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 			/* Audited when the reason changes, not every cycle;
 			 * the transaction begins with the first such record
 			 * (none in a quiet cycle: no empty commit). */
-			if (w->wait_reason != d->reason && !tx)
+			if (w->wait_reason != d->reason && !tried) {
+				tried = true; /* once, as before */
 				tx = cnl_store_tx_begin(ctl->store) == 0;
+			}
 			if (w->wait_reason != d->reason)
 				ctl_decide(ctl, w->id, "slice", now,
 				           "pending: %s",
