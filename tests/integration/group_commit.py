@@ -433,6 +433,14 @@ def view(c, auth, proj):
         after = doc["next"]
 
 
+def wait_decided(c, auth, job):
+    """Until the scheduler's first decision on @job is recorded (a commit
+    of cnlabd's own)."""
+    wait_for("the scheduler's decision on %s" % job, lambda: call(
+        c, "GET", "/v1/jobs/%s/decisions" % job, None, auth)[1].get(
+            "items"))
+
+
 def strangers(path):
     """Scheduler decisions (audit records sched.*) naming a job the store
     does not have: what a job alive only in memory leaves."""
@@ -470,9 +478,7 @@ def commit_test(binary):
         # The job's first decision is a commit of the scheduling loop's
         # own: wait for it, so that the faults below, each aimed at one
         # request's commit, cannot land on it instead.
-        wait_for("the scheduler's decision on %s" % a, lambda: call(
-            c, "GET", "/v1/jobs/%s/decisions" % a, None, auth)[1].get(
-                "items"))
+        wait_decided(c, auth, a)
 
         # The fault takes the next commit of any thread: on a loaded
         # machine a commit of cnlabd's own (a scheduling decision) can
@@ -494,9 +500,7 @@ def commit_test(binary):
             # The scheduler's first decision on the acknowledged job
             # is a commit too: let it land before the next fault.
             j = doc["id"]
-            wait_for("the scheduler's decision on %s" % j, lambda: call(
-                c, "GET", "/v1/jobs/%s/decisions" % j, None, auth)[1].get(
-                    "items"))
+            wait_decided(c, auth, j)
         if st == 507 and doc and doc.get("error"):
             ok("a submission whose commit fails answers 507 with a JSON "
                "error (%s)" % doc["error"].get("code"))
@@ -547,9 +551,7 @@ def commit_test(binary):
             if st2 != 201:
                 die("a new job to cancel: %d %s" % (st2, doc2))
             a = doc2["id"]
-            wait_for("the scheduler's decision on %s" % a, lambda: call(
-                c, "GET", "/v1/jobs/%s/decisions" % a, None, auth)[1].get(
-                    "items"))
+            wait_decided(c, auth, a)
             print("note the fault hit another commit of cnlabd's; "
                   "trying again with a new job")
         if st == 507 and not os.path.exists(fault):
@@ -662,9 +664,7 @@ def inputs_after_fault(d, c, auth, proj, data, fault):
         if st != 201:
             break
         j = doc["id"]
-        wait_for("the scheduler's decision on %s" % j, lambda: call(
-            c, "GET", "/v1/jobs/%s/decisions" % j, None, auth)[1].get(
-                "items"))
+        wait_decided(c, auth, j)
         print("note the fault hit another commit of cnlabd's; trying "
               "again with a new upload")
     if st != 507:
