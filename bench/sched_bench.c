@@ -155,7 +155,15 @@ static void make_jobs(const struct world *w, struct cnl_job *jobs, size_t n,
 struct result {
 	double seconds;
 	size_t starts, waits, preempts;
+	uint64_t digest; /* FNV-1a of the decisions: equal runs, equal cycles */
 };
+
+static uint64_t fnv(uint64_t h, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		h = (h ^ (v & 0xff)) * 0x100000001b3ULL;
+	return h;
+}
 
 /* One cycle on a fresh scheduler: from scratch (cnl_sched_cycle), or, with
  * `inc`, the cycle cnlabd runs (cnl_sched_cycle_inc; its first cycle, so
@@ -181,7 +189,18 @@ static struct result one_cycle_by(struct world *w, const char *policy,
 		exit(1);
 	}
 	res.seconds = cpu_s() - t;
+	res.digest = 0xcbf29ce484222325ULL;
 	for (size_t i = 0; i < dec->n; i++) {
+		const struct cnl_decision *d = &dec->d[i];
+		res.digest =
+		    fnv(res.digest, (uint64_t)d->kind << 56 |
+		                        (uint64_t)d->reason << 48 | d->job);
+		res.digest =
+		    fnv(res.digest, (uint64_t)d->node << 32 | d->alloc_id);
+		res.digest = fnv(res.digest, (uint64_t)d->for_job << 32 |
+		                                 (uint32_t)d->error);
+		res.digest = fnv(res.digest, (uint64_t)d->at_ms);
+		res.digest = fnv(res.digest, (uint64_t)d->kill_ms);
 		res.starts += dec->d[i].kind == CNL_DEC_START;
 		res.waits += dec->d[i].kind == CNL_DEC_WAIT;
 		res.preempts += dec->d[i].kind == CNL_DEC_PREEMPT;
@@ -503,17 +522,20 @@ int main(int argc, char **argv)
 		    "jobs, %s (median of %d):\n",
 		    n_run, PENDING, phase[ph].what, REPEAT);
 		printf("  cnlab: %7.1f ms (%zu started, %zu waiting, %zu "
-		       "pre-empted)\n",
-		       mc.seconds * 1e3, mc.starts, mc.waits, mc.preempts);
+		       "pre-empted; decisions %016llx)\n",
+		       mc.seconds * 1e3, mc.starts, mc.waits, mc.preempts,
+		       (unsigned long long)mc.digest);
 		printf("  fifo:  %7.1f ms (%zu started, %zu waiting, %zu "
-		       "pre-empted)\n",
-		       mf.seconds * 1e3, mf.starts, mf.waits, mf.preempts);
+		       "pre-empted; decisions %016llx)\n",
+		       mf.seconds * 1e3, mf.starts, mf.waits, mf.preempts,
+		       (unsigned long long)mf.digest);
 		printf("  ratio cnlab/fifo cycle time: %.2f\n",
 		       mc.seconds / mf.seconds);
 		printf("  cnlab from scratch (cnl_sched_cycle, the reference "
-		       "path): %.1f ms (%zu started); ratio "
-		       "incremental/scratch %.2f\n",
-		       mo.seconds * 1e3, mo.starts, mc.seconds / mo.seconds);
+		       "path): %.1f ms (%zu started; decisions %016llx); "
+		       "ratio incremental/scratch %.2f\n",
+		       mo.seconds * 1e3, mo.starts,
+		       (unsigned long long)mo.digest, mc.seconds / mo.seconds);
 	}
 
 	/* 3. The steady state: 10,000 and 100,000 pending on the full

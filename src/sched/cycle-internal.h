@@ -183,6 +183,17 @@ struct cnl_cyc {
 	 * victims from vl_jobs[vl_off[i]] to vl_jobs[vl_off[i + 1]], by
 	 * (class, work lost, index): the cheapest first. */
 	uint32_t *vl_off, *vl_jobs;
+	/* The victim nodes by the key of their cheapest victim at the
+	 * cycle's start (class, work lost, node): a lower bound on any
+	 * job's estimate there, so the search expands nodes lazily.  The
+	 * search's buffers (estimates, a heap of them) live as long. */
+	struct cnl_cyc_vlb {
+		int64_t lost;
+		uint32_t node, vn;
+		int prio;
+	} * vlb;
+	struct cnl_cyc_vest *vest;
+	uint32_t *vheap;
 	struct cnl_cyc_fail *pfail;
 	/* Per GPU type, the best of each node summary field: a request no
 	 * node of its types could pass is refused without a node scan. */

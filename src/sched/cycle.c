@@ -421,6 +421,9 @@ out:
 	free(y.victim_nodes);
 	free(y.vl_off);
 	free(y.vl_jobs);
+	free(y.vlb);
+	free(y.vest);
+	free(y.vheap);
 	cnl_cyc_bounds_clear(&y);
 	free(y.lbc);
 	cnl_cyc_fit_done(&y);

@@ -79,6 +79,39 @@ static int cmp_victim_ctx_prio(const struct cnl_cyc *y, uint32_t a, uint32_t b)
 	return (a > b) - (a < b);
 }
 
+/* A node's victims as capacity alone sees them: the cheapest prefix of
+ * its candidates that makes room.  A lower bound on the exact answer. */
+struct cnl_cyc_vest {
+	uint32_t node;
+	int m, k, max_prio;
+	int64_t lost;
+	uint32_t cand[VICTIMS_MAX];
+};
+
+static int cmp_vest(const void *a, const void *b)
+{
+	const struct cnl_cyc_vest *x = a, *z = b;
+
+	if (x->k != z->k)
+		return x->k < z->k ? -1 : 1;
+	if (x->max_prio != z->max_prio)
+		return x->max_prio < z->max_prio ? -1 : 1;
+	if (x->lost != z->lost)
+		return x->lost < z->lost ? -1 : 1;
+	return (x->node > z->node) - (x->node < z->node);
+}
+
+static int cmp_vlb(const void *a, const void *b)
+{
+	const struct cnl_cyc_vlb *x = a, *z = b;
+
+	if (x->prio != z->prio)
+		return x->prio < z->prio ? -1 : 1;
+	if (x->lost != z->lost)
+		return x->lost < z->lost ? -1 : 1;
+	return (x->node > z->node) - (x->node < z->node);
+}
+
 /* The running jobs pre-emption may take this cycle, per node, cheapest
  * first. */
 int cnl_cyc_setup_victims(struct cnl_cyc *y)
@@ -119,6 +152,21 @@ int cnl_cyc_setup_victims(struct cnl_cyc *y)
 		}
 	}
 	y->vl_off[y->n_victim_nodes] = (uint32_t)total;
+	/* Each node's cheapest victim bounds every estimate there. */
+	size_t nv = y->n_victim_nodes;
+	y->vlb = malloc((nv + 1) * sizeof(*y->vlb));
+	y->vest = malloc((nv + 1) * sizeof(*y->vest));
+	y->vheap = malloc((nv + 1) * sizeof(*y->vheap));
+	if (!y->vlb || !y->vest || !y->vheap)
+		return -ENOMEM;
+	for (size_t vn = 0; vn < nv; vn++) {
+		const struct cnl_job *v = &y->jobs[y->vl_jobs[y->vl_off[vn]]];
+		y->vlb[vn] = (struct cnl_cyc_vlb){.lost = work_lost(y, v),
+		                                  .node = y->victim_nodes[vn],
+		                                  .vn = (uint32_t)vn,
+		                                  .prio = v->prio};
+	}
+	qsort(y->vlb, nv, sizeof(*y->vlb), cmp_vlb);
 	return 0;
 }
 
@@ -170,31 +218,111 @@ static bool node_victims(struct cnl_cyc *y, uint32_t node,
 	return false;
 }
 
-/* A node's victims as capacity alone sees them: the cheapest prefix of
- * its candidates that makes room.  A lower bound on the exact answer. */
-struct vest {
-	uint32_t node;
-	int m, k, max_prio;
-	int64_t lost;
-	uint32_t cand[VICTIMS_MAX];
-};
-
-static int cmp_vest(const void *a, const void *b)
+/* Can a set of k victims (worst class max_prio, work lost `lost`) beat
+ * `best`?  Monotone in cmp_vest()'s order: once an estimate cannot, no
+ * later one can. */
+static bool may_beat(const struct vset *best, int k, int max_prio, int64_t lost)
 {
-	const struct vest *x = a, *z = b;
+	if (!best->n || k < best->n)
+		return true;
+	if (k > best->n)
+		return false;
+	return max_prio < best->max_prio ||
+	       (max_prio == best->max_prio && lost < best->lost);
+}
 
-	if (x->k != z->k)
-		return x->k < z->k ? -1 : 1;
-	if (x->max_prio != z->max_prio)
-		return x->max_prio < z->max_prio ? -1 : 1;
-	if (x->lost != z->lost)
-		return x->lost < z->lost ? -1 : 1;
-	return (x->node > z->node) - (x->node < z->node);
+/* Node `vn`'s estimate for `job` into `e`: its unused candidates of low
+ * enough class, cheapest first, and the cheapest prefix that frees
+ * enough by capacity alone.  False when the node cannot help. */
+static bool node_estimate(struct cnl_cyc *y, uint32_t vn, uint32_t job,
+                          struct cnl_cyc_vest *e)
+{
+	const struct cnl_sched_config *cfg = &y->s->cfg;
+	const struct cnl_req_prep *p = &y->prep[job];
+	int prio = y->jobs[job].prio;
+	uint32_t node = y->victim_nodes[vn];
+	int m = 0;
+
+	if (!cnl_cyc_node_could_host(y, node, p))
+		return false;
+	/* The node's list is cheapest first and by class: take the unused
+	 * ones of low enough class. */
+	for (uint32_t i = y->vl_off[vn];
+	     i < y->vl_off[vn + 1] && m < VICTIMS_MAX; i++) {
+		uint32_t vj = y->vl_jobs[i];
+		if (y->jobs[vj].prio + cfg->preempt_class_gap > prio)
+			break;
+		if (!y->victim[vj])
+			e->cand[m++] = vj;
+	}
+	if (m == 0)
+		return false;
+	struct cnl_cyc_cap_view cv;
+	int need = cnl_cyc_cap_view_init(y, node, p, false, &cv);
+	e->node = node;
+	e->m = m;
+	e->k = 0;
+	e->max_prio = 0;
+	e->lost = 0;
+	for (int i = 0; i < m && !e->k; i++) {
+		const struct cnl_job *v = &y->jobs[e->cand[i]];
+		cnl_cyc_cap_view_release(y->c, &cv, v->alloc_id);
+		if (v->prio > e->max_prio)
+			e->max_prio = v->prio;
+		e->lost += work_lost(y, v);
+		if (cnl_cyc_cap_fits(&cv, &p->req, need))
+			e->k = i + 1;
+	}
+	return e->k != 0;
+}
+
+/* A min-heap of estimates (indices into y->vest) by cmp_vest(). */
+static void vheap_push(struct cnl_cyc *y, size_t *n, uint32_t idx)
+{
+	uint32_t *h = y->vheap;
+	size_t i = (*n)++;
+
+	while (i > 0) {
+		size_t up = (i - 1) / 2;
+		if (cmp_vest(&y->vest[h[up]], &y->vest[idx]) <= 0)
+			break;
+		h[i] = h[up];
+		i = up;
+	}
+	h[i] = idx;
+}
+
+static uint32_t vheap_pop(struct cnl_cyc *y, size_t *n)
+{
+	uint32_t *h = y->vheap, top = h[0], last = h[--*n];
+	size_t i = 0;
+
+	for (;;) {
+		size_t l = 2 * i + 1, mi = l;
+		if (l >= *n)
+			break;
+		if (l + 1 < *n &&
+		    cmp_vest(&y->vest[h[l + 1]], &y->vest[h[l]]) < 0)
+			mi = l + 1;
+		if (cmp_vest(&y->vest[last], &y->vest[h[mi]]) <= 0)
+			break;
+		h[i] = h[mi];
+		i = mi;
+	}
+	if (*n)
+		h[i] = last;
+	return top;
 }
 
 /* Pre-empt for `job` if victims exist.  1 done, 0 no, < 0 error.  Nodes
  * are examined in order of their capacity-only estimate, and the exact
- * search stops once no estimate left can beat the best set found. */
+ * search stops once no estimate left can beat the best set found.  The
+ * estimates are made lazily: a node's cheapest victim at the cycle's
+ * start (y->vlb, sorted) bounds its estimate from below, so a node is
+ * estimated only once every estimate made is above its bound, and none
+ * once the bound cannot beat the best set.  The order in which nodes are
+ * examined, and so the result, is that of estimating them all and
+ * sorting. */
 int cnl_cyc_try_preempt(struct cnl_cyc *y, uint32_t job)
 {
 	const struct cnl_sched_config *cfg = &y->s->cfg;
@@ -203,8 +331,7 @@ int cnl_cyc_try_preempt(struct cnl_cyc *y, uint32_t job)
 	struct cnl_cluster *c = y->c;
 	struct vset best = {0}, vs;
 	struct cnl_cyc_saved sv = {0};
-	struct vest *ests;
-	size_t n_est = 0;
+	size_t n_est = 0, n_heap = 0, w = 0;
 	int r;
 
 	size_t avail = 0;
@@ -216,74 +343,35 @@ int cnl_cyc_try_preempt(struct cnl_cyc *y, uint32_t job)
 	    cnl_cyc_fail_key(p) ^ (0x51ed270b27b5aa3bULL * (j->prio + 1u));
 	if (cnl_cyc_fail_known_in(y->pfail, pk | 1, p))
 		return 0;
-	ests = malloc((y->n_victim_nodes + 1) * sizeof(*ests));
-	if (!ests)
-		return -ENOMEM;
-	for (size_t vn = 0; vn < y->n_victim_nodes; vn++) {
-		uint32_t node = y->victim_nodes[vn];
-		struct vest *e = &ests[n_est];
-		int m = 0;
-		if (!cnl_cyc_node_could_host(y, node, p))
-			continue;
-		/* The node's list is cheapest first and by class: take
-		 * the unused ones of low enough class. */
-		for (uint32_t i = y->vl_off[vn];
-		     i < y->vl_off[vn + 1] && m < VICTIMS_MAX; i++) {
-			uint32_t vj = y->vl_jobs[i];
-			if (y->jobs[vj].prio + cfg->preempt_class_gap > j->prio)
+	for (;;) {
+		/* Estimate nodes until the least estimate made is below
+		 * every bound left. */
+		while (w < y->n_victim_nodes) {
+			const struct cnl_cyc_vlb *b = &y->vlb[w];
+			struct cnl_cyc_vest lb = {.node = b->node,
+			                          .k = 1,
+			                          .max_prio = b->prio,
+			                          .lost = b->lost};
+			if (!may_beat(&best, 1, b->prio, b->lost)) {
+				w = y->n_victim_nodes; /* nor any after it */
 				break;
-			if (!y->victim[vj])
-				e->cand[m++] = vj;
+			}
+			if (n_heap && cmp_vest(&y->vest[y->vheap[0]], &lb) < 0)
+				break;
+			w++;
+			if (node_estimate(y, b->vn, job, &y->vest[n_est]))
+				vheap_push(y, &n_heap, (uint32_t)n_est++);
 		}
-		if (m == 0)
-			continue;
-		/* The cheapest prefix that frees enough, by capacity. */
-		struct cnl_cyc_cap_view cv;
-		int need = cnl_cyc_cap_view_init(y, node, p, false, &cv);
-		e->node = node;
-		e->m = m;
-		e->k = 0;
-		e->max_prio = 0;
-		e->lost = 0;
-		for (int i = 0; i < m && !e->k; i++) {
-			const struct cnl_job *v = &y->jobs[e->cand[i]];
-			cnl_cyc_cap_view_release(c, &cv, v->alloc_id);
-			if (v->prio > e->max_prio)
-				e->max_prio = v->prio;
-			e->lost += work_lost(y, v);
-			if (cnl_cyc_cap_fits(&cv, &p->req, need))
-				e->k = i + 1;
-		}
-		if (e->k)
-			n_est++;
-	}
-	for (size_t i = 0; i < n_est; i++) {
-		/* Lazily in estimate order: the first few by selection, the
-		 * rest sorted only if the search goes on that long. */
-		if (i < 4) {
-			size_t mi = i;
-			for (size_t q = i + 1; q < n_est; q++)
-				if (cmp_vest(&ests[q], &ests[mi]) < 0)
-					mi = q;
-			struct vest tmp = ests[i];
-			ests[i] = ests[mi];
-			ests[mi] = tmp;
-		} else if (i == 4) {
-			qsort(ests + i, n_est - i, sizeof(*ests), cmp_vest);
-		}
-		const struct vest *e = &ests[i];
-		if (best.n &&
-		    (e->k > best.n ||
-		     (e->k == best.n && (e->max_prio > best.max_prio ||
-		                         (e->max_prio == best.max_prio &&
-		                          e->lost >= best.lost)))))
+		if (!n_heap)
+			break;
+		const struct cnl_cyc_vest *e = &y->vest[vheap_pop(y, &n_heap)];
+		if (!may_beat(&best, e->k, e->max_prio, e->lost))
 			break;
 		if (node_victims(y, e->node, p, e->cand, e->m, e->k,
 		                 best.n ? best.n : VICTIMS_MAX, &vs, &sv) &&
 		    vset_better(&vs, &best))
 			best = vs;
 	}
-	free(ests);
 	free(sv.a);
 	if (best.n == 0) {
 		cnl_cyc_fail_note_in(y->pfail, pk | 1, p);
