@@ -657,11 +657,91 @@ bool cnl_kube_gang_service_like(const json_t *svc, const struct cnl_kube_run *r)
 	       strcmp(rk, want) == 0;
 }
 
+/* Each input: its key's file copied to its path (folders made), the
+ * copy's SHA-256 checked (the copy's, so nothing changes between the check
+ * and the use) and made read-only.  Arguments KEY SHA256 PATH, never
+ * parsed by the shell. */
+const char cnl_kube_inputs_script[] =
+    "set -eu\n"
+    "command -v sha256sum >/dev/null 2>&1 || {\n"
+    "  echo 'cnlab: the image has no sha256sum, which checks the job'\\''s "
+    "inputs' >&2; exit 1; }\n"
+    "while [ $# -ge 3 ]; do\n"
+    "  key=$1 sum=$2 path=$3; shift 3\n"
+    "  case /$path/ in */../*|*/./*|//*)\n"
+    "    printf 'cnlab: input %s: not a path in /workspace\\n' \"$path\" >&2\n"
+    "    exit 1;; esac\n"
+    "  dir=${path%/*}\n"
+    "  [ \"$dir\" = \"$path\" ] || mkdir -p -- \"$dir\"\n"
+    "  cat -- \"/cnlab/inputs/$key\" >\"$path\" || {\n"
+    "    printf 'cnlab: input %s: not in its ConfigMap\\n' \"$path\" >&2\n"
+    "    exit 1; }\n"
+    "  got=$(sha256sum <\"$path\"); got=${got%% *}\n"
+    "  [ \"$got\" = \"$sum\" ] || {\n"
+    "    rm -f -- \"$path\"\n"
+    "    printf 'cnlab: input %s: its bytes are not those given to CNLab "
+    "(SHA-256 %s, not %s): its ConfigMap was changed\\n' \"$path\" "
+    "\"$got\" \"$sum\" >&2\n"
+    "    exit 1; }\n"
+    "  chmod a-w -- \"$path\"\n"
+    "done\n";
+
+void cnl_kube_run_inputs_name(const struct cnl_kube_run *r, size_t map,
+                              char *buf, size_t len)
+{
+	char name[128];
+
+	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
+	if (map == 0)
+		snprintf(buf, len, "%s-inputs", name);
+	else
+		snprintf(buf, len, "%s-inputs-%zu", name, map);
+}
+
+/* The init container that puts @r's inputs in /workspace, checked; its
+ * ConfigMaps as one projected volume "inputs" in @volumes. */
+static json_t *inputs_init(const struct cnl_kube_run *r, const char *cq,
+                           const char *mq, json_t *volumes)
+{
+	json_t *srcs = json_array(), *cmd, *c;
+	char cm[192];
+
+	for (size_t m = 0; m < r->n_input_maps; m++) {
+		cnl_kube_run_inputs_name(r, m, cm, sizeof(cm));
+		json_array_append_new(
+		    srcs, json_pack("{s:{s:s}}", "configMap", "name", cm));
+	}
+	json_array_append_new(volumes,
+	                      json_pack("{s:s,s:{s:o}}", "name", "inputs",
+	                                "projected", "sources", srcs));
+	cmd = json_pack("[s,s,s,s]", "sh", "-c", cnl_kube_inputs_script,
+	                "cnlab-inputs");
+	for (size_t i = 0; i < r->n_inputs; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "in%zu", i);
+		json_array_append_new(cmd, json_string(key));
+		json_array_append_new(cmd, json_string(r->input_sums[i]));
+		json_array_append_new(cmd, json_string(r->inputs[i]));
+	}
+	/* Its resources are the job's: the pod asks no more than before
+	 * (the larger of an init container's and the containers'). */
+	c = json_pack("{s:s,s:s,s:o,s:s,s:{s:{s:s,s:s},s:{s:s}},"
+	              "s:[{s:s,s:s},{s:s,s:s,s:b}],s:s}",
+	              "name", "inputs", "image", r->image, "command", cmd,
+	              "workingDir", "/workspace", "resources", "requests",
+	              "cpu", cq, "memory", mq, "limits", "memory", mq,
+	              "volumeMounts", "name", "workspace", "mountPath",
+	              "/workspace", "name", "inputs", "mountPath",
+	              "/cnlab/inputs", "readOnly", 1,
+	              "terminationMessagePolicy", "FallbackToLogsOnError");
+	return c;
+}
+
 int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
                      size_t errlen)
 {
-	char name[128], claim[160], cm[160], type[64], profile[32], cq[32],
-	    mq[32], ep[32];
+	char name[128], claim[160], type[64], profile[32], cq[32], mq[32],
+	    ep[32];
 	int blocks, count;
 	json_t *container, *mounts, *volumes, *pod;
 
@@ -673,7 +753,6 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	}
 	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
 	snprintf(claim, sizeof(claim), "%s-gpu", name);
-	snprintf(cm, sizeof(cm), "%s-inputs", name);
 	snprintf(ep, sizeof(ep), "%lld", (long long)r->epoch);
 	snprintf(cq, sizeof(cq), "%lldm",
 	         (long long)(r->cpu_milli > 0 ? r->cpu_milli : 1000));
@@ -682,27 +761,6 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	mounts = json_pack("[{s:s,s:s}]", "name", "workspace", "mountPath",
 	                   "/workspace");
 	volumes = json_pack("[{s:s,s:{}}]", "name", "workspace", "emptyDir");
-	if (r->n_inputs) {
-		json_t *items = json_array();
-		for (size_t i = 0; i < r->n_inputs; i++) {
-			char key[32], at[CNL_KUBE_RUN_PATH_MAX + 16];
-			snprintf(key, sizeof(key), "in%zu", i);
-			snprintf(at, sizeof(at), "/workspace/%s", r->inputs[i]);
-			json_array_append_new(
-			    items,
-			    json_pack("{s:s,s:s}", "key", key, "path", key));
-			/* One file each, read-only, in a workspace that
-			 * stays writable. */
-			json_array_append_new(
-			    mounts, json_pack("{s:s,s:s,s:s,s:b}", "name",
-			                      "inputs", "mountPath", at,
-			                      "subPath", key, "readOnly", 1));
-		}
-		json_array_append_new(volumes,
-		                      json_pack("{s:s,s:{s:s,s:o}}", "name",
-		                                "inputs", "configMap", "name",
-		                                cm, "items", items));
-	}
 	container = json_pack(
 	    "{s:s,s:s,s:[s,s,s],s:s,s:{s:{s:s,s:s},s:{s:s}},s:o,s:[{s:s,s:s}]}",
 	    "name", "job", "image", r->image, "command", "sh", "-c", r->command,
@@ -710,6 +768,7 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	    "memory", mq, "limits", "memory", mq, "volumeMounts", mounts, "env",
 	    "name", "CNLAB_JOB_ID", "value", r->job);
 	gang_env(r, json_object_get(container, "env"));
+	json_t *init = r->n_inputs ? inputs_init(r, cq, mq, volumes) : NULL;
 	if (r->n_secrets) {
 		char sec[160];
 		json_t *env = json_object_get(container, "env");
@@ -744,6 +803,9 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	                r->project, "spec", "schedulerName", CNL_KUBE_SCHEDULER,
 	                "restartPolicy", "Never", "enableServiceLinks", 0,
 	                "containers", container, "volumes", volumes);
+	if (init)
+		json_object_set_new(json_object_get(pod, "spec"),
+		                    "initContainers", json_pack("[o]", init));
 	if (r->gang_size > 1) {
 		char rk[16];
 		json_t *lab =
@@ -783,12 +845,12 @@ json_t *cnl_kube_run_claim(const struct cnl_kube_run *r, const char *pod_uid)
 }
 
 json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
-                            json_t *data)
+                            size_t map, json_t *data)
 {
-	char name[128], cm[160];
+	char name[128], cm[192];
 
 	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
-	snprintf(cm, sizeof(cm), "%s-inputs", name);
+	cnl_kube_run_inputs_name(r, map, cm, sizeof(cm));
 	return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:o},s:b,s:o}", "apiVersion",
 	                 "v1", "kind", "ConfigMap", "metadata", "name", cm,
 	                 "labels", "cnlab.io/job", r->job, "ownerReferences",

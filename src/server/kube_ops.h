@@ -91,20 +91,32 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  *
  * cnl_kube_run_pod - the pod: scheduler cnlab, labels cnlab.io/job and
  * cnlab.io/epoch, container "job" running `sh -c COMMAND` in @r->image,
- * its working folder /workspace an emptyDir where each input (r->inputs,
- * paths already checked) is a read-only file from the ConfigMap NAME-inputs
- * (key "inN" for the N-th), the CPU asked and the memory asked as request
- * and limit (0: one CPU, 4 GiB), and the claim NAME-gpu unless the shape is
- * "cpu".  0, or -EINVAL for a shape it cannot read.
+ * its working folder /workspace an emptyDir, the CPU asked and the memory
+ * asked as request and limit (0: one CPU, 4 GiB), and the claim NAME-gpu
+ * unless the shape is "cpu".  0, or -EINVAL for a shape it cannot read.
+ *
+ * With inputs (r->inputs, paths already checked, and r->input_sums, the
+ * SHA-256 of each in hex), an init container "inputs" of the same image
+ * and resources copies each from the ConfigMaps NAME-inputs,
+ * NAME-inputs-1, ... (r->n_input_maps of them; key "inN" for the N-th
+ * input, in any of them) to /workspace/PATH, checks the copy's SHA-256
+ * against the one in its arguments and makes it read-only; a copy whose
+ * bytes differ fails the pod (its message says which input), so a
+ * ConfigMap swapped or planted by whoever may write ConfigMaps in the
+ * namespace never reaches the job.  The job's container does not mount
+ * the ConfigMaps: what it reads was checked.  The pod spec (the
+ * arguments) cannot be changed after it is made; its images can, which
+ * cnlabd looks for (kube_sched.c).
  *
  * With secrets, the pod mounts the Secret NAME-secrets read-only at
  * /run/secrets (CNLAB_SECRETS_DIR, each file 0400) and takes the variables
  * asked for from it (secretKeyRef), as a node's container would.
  *
  * cnl_kube_run_claim - that claim (NULL for "cpu"), owned by the pod of
- * uid @pod_uid; cnl_kube_run_inputs - the ConfigMap of the inputs, its
- * binaryData @data (stolen: {"inN": base64}), owned by the pod too.  So
- * the pod's deletion takes both.
+ * uid @pod_uid; cnl_kube_run_inputs - the @map-th ConfigMap of the inputs
+ * (cnl_kube_run_inputs_name()), immutable, its binaryData @data (stolen:
+ * {"inN": base64}), owned by the pod too.  So the pod's deletion takes
+ * them all.
  *
  * Every run pod has CNLAB_RANK and CNLAB_WORLD_SIZE (0 and 1 alone), as a
  * node's job does.  A gang's member also has CNLAB_GANG_ID (the leader's
@@ -122,7 +134,8 @@ struct cnl_kube_run {
 	const char *job, *project, *shape, *image, *command;
 	int64_t epoch, cpu_milli, mem_mib;
 	const char *const *inputs;
-	size_t n_inputs;
+	const char *const *input_sums;
+	size_t n_inputs, n_input_maps;
 	/* Its secrets (names checked by cnlabd): each a file of
 	 * /run/secrets from the Secret NAME-secrets, and @env[i], when not
 	 * NULL, the variable that holds secrets[i] too. */
@@ -155,7 +168,13 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
                      size_t errlen);
 json_t *cnl_kube_run_claim(const struct cnl_kube_run *r, const char *pod_uid);
 json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
-                            json_t *data);
+                            size_t map, json_t *data);
+/* "NAME-inputs" for the first, "NAME-inputs-MAP" for the others. */
+void cnl_kube_run_inputs_name(const struct cnl_kube_run *r, size_t map,
+                              char *buf, size_t len);
+/* The init container's script (its arguments: KEY SHA256 PATH for each
+ * input), exported for its test. */
+extern const char cnl_kube_inputs_script[];
 /* cnl_kube_run_secret - the Secret NAME-secrets of the run's secrets, its
  * data @data (stolen: {"NAME": base64}), immutable, owned by the pod. */
 json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,

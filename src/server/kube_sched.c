@@ -1427,19 +1427,53 @@ static bool run_stuck(const struct pod *p, char *why, size_t len)
 	    "InvalidImageName",     "CreateContainerConfigError",
 	    "CreateContainerError", "RunContainerError",
 	    "ErrImageNeverPull",    NULL};
-	const json_t *cs =
-	    json_array_get(json_object_get(json_object_get(p->obj, "status"),
-	                                   "containerStatuses"),
-	                   0);
-	const json_t *w =
-	    json_object_get(json_object_get(cs, "state"), "waiting");
-	const char *r = S(w, "reason");
+	static const char *const lists[] = {"initContainerStatuses",
+	                                    "containerStatuses"};
+	const json_t *st = json_object_get(p->obj, "status");
 
-	for (const char *const *b = bad; r && *b; b++)
-		if (strcmp(r, *b) == 0) {
-			snprintf(why, len, "%s: %s", r, S(w, "message") ?: "");
-			return true;
-		}
+	/* The init container's (a run pod's inputs) first: while it cannot
+	 * start, the job's container only waits (PodInitializing). */
+	for (size_t l = 0; l < 2; l++) {
+		const json_t *cs =
+		    json_array_get(json_object_get(st, lists[l]), 0);
+		const json_t *w =
+		    json_object_get(json_object_get(cs, "state"), "waiting");
+		const char *r = S(w, "reason");
+		for (const char *const *b = bad; r && *b; b++)
+			if (strcmp(r, *b) == 0) {
+				snprintf(why, len, "%s: %s", r,
+				         S(w, "message") ?: "");
+				return true;
+			}
+	}
+	return false;
+}
+
+/* Whether run pod @p failed in its init container (its inputs did not
+ * check), and its message (the end of its log, as the kubelet keeps it)
+ * into @why. */
+static bool run_inputs_failed(const struct pod *p, char *why, size_t len)
+{
+	const json_t *st = json_object_get(p->obj, "status");
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach (json_object_get(st, "initContainerStatuses"), i,
+	                    x) {
+		const json_t *t =
+		    json_object_get(json_object_get(x, "state"), "terminated");
+		if (!t || !S(x, "name") ||
+		    strcmp(S(x, "name"), "inputs") != 0 ||
+		    json_integer_value(json_object_get(t, "exitCode")) == 0)
+			continue;
+		const char *m = S(t, "message");
+		size_t n = m ? strlen(m) : 0;
+		while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+			n--;
+		snprintf(why, len, "its inputs did not reach the pod: %.*s",
+		         (int)n, m && n ? m : "its init container failed");
+		return true;
+	}
 	return false;
 }
 
@@ -1493,12 +1527,15 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		/* Evicted or deleted: the kubelet may mark it Failed on its
 		 * way out; it ends as it was ended, cancelled. */
 		if (ended && !p->evicting && !deleting) {
-			if (p->run) /* the last of its output first */
+			char why[CNL_WIRE_MESSAGE_MAX];
+			bool init_failed =
+			    p->run && run_inputs_failed(p, why, sizeof(why));
+			if (p->run && !init_failed) /* its output first */
 				run_log(ks, p, -1);
 			report(ks, p,
 			       code ? CNL_WIRE_REPORT_FAILED
 			            : CNL_WIRE_REPORT_SUCCEEDED,
-			       code, NULL);
+			       code, init_failed ? why : NULL);
 			if (p->run) /* its claim and inputs go with it */
 				run_delete(ks, p, 0);
 			tj_news(ks, p, code ? "Failed" : "Succeeded",
@@ -1718,9 +1755,13 @@ static struct pod *pod_named(struct cnl_kube_sched *ks, const char *nsname)
 /* ---- `cnlab run` jobs as pods ---------------------------------------------
  */
 
-/* A ConfigMap holds 1 MiB; its inputs' bytes travel as base64 in it. */
-#define RUN_INPUTS_MAX   64
-#define RUN_INPUTS_BYTES (700 * 1024)
+/* A ConfigMap holds 1 MiB; its inputs' bytes travel as base64 in it, so
+ * 700 KiB of them in each of at most RUN_INPUT_MAPS.  Each input's path
+ * and SHA-256 are arguments of the pod's init container: RUN_INPUTS_MAX
+ * keeps the pod spec small. */
+#define RUN_INPUTS_MAX   256
+#define RUN_MAP_BYTES    (700 * 1024)
+#define RUN_INPUT_MAPS   8
 #define RUN_LOG_MS       250 /* a running pod's log read as often */
 #define RUN_LOG_READ     ((size_t)4 << 20)  /* bytes of log read at once */
 #define RUN_LOG_READ_MAX ((size_t)32 << 20) /* ... at most */
@@ -1895,11 +1936,17 @@ static int run_image(const struct cnl_kube_sched *ks,
  * patch pods can change). */
 static bool run_tampered(const struct pod *p)
 {
-	const json_t *cs =
-	    json_object_get(json_object_get(p->obj, "spec"), "containers");
+	const json_t *spec = json_object_get(p->obj, "spec");
+	const json_t *cs = json_object_get(spec, "containers");
+	const json_t *ic = json_object_get(spec, "initContainers");
 	const char *img = S(json_array_get(cs, 0), "image");
+	const char *iimg = S(json_array_get(ic, 0), "image");
 
-	return json_array_size(cs) != 1 || !img || strcmp(img, p->image) != 0;
+	/* The init container that checks the inputs runs the same image. */
+	return json_array_size(cs) != 1 || !img || strcmp(img, p->image) != 0 ||
+	       json_array_size(ic) > 1 ||
+	       (ic && json_array_size(ic) == 1 &&
+	        (!iimg || strcmp(iimg, p->image) != 0));
 }
 
 /* The object @name of @resource (in API group/version @gv, NULL: the core
@@ -2109,27 +2156,43 @@ static void run_child_refused(struct cnl_kube_sched *ks, int ni,
 	forget(ks, p);
 }
 
-/* The inputs of @a's job, fetched as node @ni: their paths into *@ret_paths
- * (malloc'd, as each path) and their bytes into *@ret_data {"inN":
- * base64}.  0; -E2BIG or -EINVAL with @err (the job cannot run here);
- * -EIO (try again). */
+/* A run job's inputs as its pod takes them: each path and SHA-256 (hex),
+ * and their bytes in ConfigMaps' binaryData, maps[m] = {"inN": base64}. */
+struct run_in {
+	char **paths, **sums;
+	size_t n;
+	json_t *maps; /* array */
+};
+
+static void run_in_done(struct run_in *in)
+{
+	for (size_t i = 0; i < in->n; i++) {
+		free(in->paths[i]);
+		free(in->sums[i]);
+	}
+	free(in->paths);
+	free(in->sums);
+	json_decref(in->maps);
+	memset(in, 0, sizeof(*in));
+}
+
+/* The inputs of @a's job, fetched as node @ni, into @in: in order, each in
+ * the last ConfigMap while it holds RUN_MAP_BYTES, else in a new one.  0;
+ * -E2BIG or -EINVAL with @err (the job cannot run here); -EIO (try
+ * again). */
 static int run_inputs(struct cnl_kube_sched *ks, int ni,
-                      const struct cnl_wire_assignment *a, char ***ret_paths,
-                      size_t *ret_n, json_t **ret_data, char *err,
-                      size_t errlen)
+                      const struct cnl_wire_assignment *a, struct run_in *in,
+                      char *err, size_t errlen)
 {
 	struct node *n = &ks->nodes[ni];
 	struct cnl_wire_files fs = {0};
 	char path[CNL_KUBE_RUN_PATH_MAX * 3 + 256];
-	json_t *o = NULL, *data = json_object();
-	char **paths = NULL;
-	size_t total = 0, k = 0;
+	json_t *o = NULL, *map = NULL;
+	size_t total = 0, in_map = 0, n_maps = 0;
 	long st;
 	int r = 0;
 
-	*ret_paths = NULL;
-	*ret_n = 0;
-	*ret_data = NULL;
+	memset(in, 0, sizeof(*in));
 	snprintf(path, sizeof(path),
 	         "/v1/nodes/%s/inputs?job=%s&epoch=%" PRId64, n->id, a->id,
 	         a->epoch);
@@ -2137,23 +2200,43 @@ static int run_inputs(struct cnl_kube_sched *ks, int ni,
 	st = cnl_client_call(ks->nodecl, "GET", path, NULL, 0, &o, err, errlen);
 	if (st != 200 || cnl_wire_files_decode(o, &fs, err, errlen) < 0) {
 		json_decref(o);
-		json_decref(data);
 		return -EIO;
 	}
 	json_decref(o);
-	for (size_t i = 0; i < fs.n; i++)
-		total += (size_t)fs.items[i].size;
-	if (fs.n > RUN_INPUTS_MAX || total > RUN_INPUTS_BYTES) {
+	/* The ConfigMaps they need, packed in order. */
+	for (size_t i = 0; i < fs.n; i++) {
+		size_t sz = (size_t)fs.items[i].size;
+		total += sz;
+		if (sz > RUN_MAP_BYTES) {
+			cnl_seterr(err, errlen,
+			           "its input %s (%zu bytes) is more than a "
+			           "ConfigMap holds (%d bytes): put it in an "
+			           "image or a dataset",
+			           fs.items[i].path, sz, RUN_MAP_BYTES);
+			r = -E2BIG;
+			goto out;
+		}
+		if (i == 0 || in_map + sz > RUN_MAP_BYTES) {
+			n_maps++;
+			in_map = 0;
+		}
+		in_map += sz;
+	}
+	if (fs.n > RUN_INPUTS_MAX || n_maps > RUN_INPUT_MAPS) {
 		cnl_seterr(err, errlen,
 		           "its inputs (%zu files, %zu bytes) are more than a "
-		           "pod takes (%d files, %d bytes): put them in an "
-		           "image or a dataset",
-		           fs.n, total, RUN_INPUTS_MAX, RUN_INPUTS_BYTES);
+		           "pod takes (%d files, %d ConfigMaps of %d bytes): "
+		           "put them in an image or a dataset",
+		           fs.n, total, RUN_INPUTS_MAX, RUN_INPUT_MAPS,
+		           RUN_MAP_BYTES);
 		r = -E2BIG;
 		goto out;
 	}
-	paths = cnl_xcalloc(fs.n + 1, sizeof(*paths));
-	for (k = 0; k < fs.n; k++) {
+	in->paths = cnl_xcalloc(fs.n + 1, sizeof(*in->paths));
+	in->sums = cnl_xcalloc(fs.n + 1, sizeof(*in->sums));
+	in->maps = json_array();
+	in_map = 0;
+	for (size_t k = 0; k < fs.n; k++) {
 		const struct cnl_wire_file *f = &fs.items[k];
 		struct cnl_client_reply rep;
 		uint8_t sum[32];
@@ -2195,29 +2278,29 @@ static int run_inputs(struct cnl_kube_sched *ks, int ni,
 			r = -EIO;
 			goto out;
 		}
+		if (!map || in_map + rep.len > RUN_MAP_BYTES) {
+			map = json_object();
+			json_array_append_new(in->maps, map);
+			in_map = 0;
+		}
+		in_map += rep.len;
 		blen = cnl_b64_encoded_len(rep.len, CNL_B64_PAD) + 1;
 		b64 = cnl_xmalloc(blen);
 		(void)cnl_b64_encode(rep.body ? rep.body : "", rep.len,
 		                     CNL_B64_PAD, b64, blen);
 		snprintf(key, sizeof(key), "in%zu", k);
-		json_object_set_new(data, key, json_string(b64));
+		json_object_set_new(map, key, json_string(b64));
 		free(b64);
 		cnl_client_reply_done(&rep);
-		paths[k] = cnl_xstrdup(f->path);
+		in->paths[k] = cnl_xstrdup(f->path);
+		in->sums[k] = cnl_xstrdup(hex);
+		in->n = k + 1;
 	}
 out:
 	cnl_wire_files_done(&fs);
-	if (r < 0) {
-		for (size_t i = 0; paths && i < k; i++)
-			free(paths[i]);
-		free(paths);
-		json_decref(data);
-		return r;
-	}
-	*ret_paths = paths;
-	*ret_n = k;
-	*ret_data = data;
-	return 0;
+	if (r < 0)
+		run_in_done(in);
+	return r;
 }
 
 static void run_delete(struct cnl_kube_sched *ks, struct pod *p,
@@ -2533,10 +2616,9 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 {
 	char name[128], ns[64], pname[CNL_WIRE_NAME_MAX], err[512], path[512];
 	struct pod *p = NULL;
-	json_t *pod = NULL, *made = NULL, *data = NULL, *o;
+	json_t *pod = NULL, *made = NULL, *o;
 	struct run_secrets secs = {0};
-	char **paths = NULL;
-	size_t n_paths = 0;
+	struct run_in in = {0};
 	long st;
 	int r;
 
@@ -2633,7 +2715,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		         "cnlabd has no secret to prove its pods with");
 		return NULL;
 	}
-	r = run_inputs(ks, ni, a, &paths, &n_paths, &data, err, sizeof(err));
+	r = run_inputs(ks, ni, a, &in, err, sizeof(err));
 	if (r == -EIO) {
 		*again = true;
 		return NULL;
@@ -2671,8 +2753,10 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	    .epoch = a->epoch,
 	    .cpu_milli = a->cpu_milli,
 	    .mem_mib = a->mem_mib,
-	    .inputs = (const char *const *)paths,
-	    .n_inputs = n_paths,
+	    .inputs = (const char *const *)in.paths,
+	    .input_sums = (const char *const *)in.sums,
+	    .n_inputs = in.n,
+	    .n_input_maps = json_array_size(in.maps),
 	    .secrets = (const char *const *)secs.name,
 	    .env = (const char *const *)secs.env,
 	    .n_secrets = secs.n,
@@ -2799,11 +2883,15 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			goto out;
 		}
 	}
-	if (n_paths) {
-		char cmname[160];
-		snprintf(cmname, sizeof(cmname), "%s-inputs", name);
-		o = cnl_kube_run_inputs(&run, uid, data);
-		data = NULL;
+	/* Each ConfigMap of its inputs; one of that name already there is
+	 * taken only if the pod owns it (the reply to its making was
+	 * lost).  A planted one that copies the owner still fails the pod:
+	 * its init container checks each input's SHA-256. */
+	for (size_t m = 0; m < json_array_size(in.maps); m++) {
+		char cmname[192];
+		cnl_kube_run_inputs_name(&run, m, cmname, sizeof(cmname));
+		o = cnl_kube_run_inputs(
+		    &run, uid, m, json_incref(json_array_get(in.maps, m)));
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps",
 		         ns);
 		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
@@ -2856,10 +2944,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	        "job=%s pod=%s/%s", a->id, ns, name);
 out:
 	run_secrets_done(&secs);
-	for (size_t i = 0; i < n_paths; i++)
-		free(paths[i]);
-	free(paths);
-	json_decref(data);
+	run_in_done(&in);
 	json_decref(pod);
 	json_decref(made);
 	return p;

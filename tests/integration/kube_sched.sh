@@ -31,7 +31,10 @@
 #     in as the service user kube; a waiting pod whose job is cancelled is
 #     evicted; an agent's node is never taken over by its Kubernetes twin;
 #   - `cnlab run train.py` placed on a Kubernetes node becomes a pod of its
-#     project's namespace (claim allocated, train.py from a ConfigMap), its
+#     project's namespace (claim allocated, train.py from a ConfigMap put
+#     in /workspace by an init container that checks its SHA-256: its
+#     script run for real in a busybox chroot, a swapped ConfigMap
+#     refused; inputs over several ConfigMaps; one too big refused), its
 #     log streams to cnlab run, which exits with the pod's exit code, and
 #     the pod goes; a CLI job named like a pod's is not taken for it; a
 #     cancel deletes the pod; a namespace that does not let cnlabd make
@@ -57,7 +60,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cnlabd=$(realpath "$1")
 cnlab=$(realpath "$2")
 py=/usr/bin/python3
-need_tools node jq curl
+need_tools node jq curl chroot mknod
 k8s=$root/tests/k8s
 [ -d "$k8s/node_modules/kubernetes-models" ] || {
 	echo "FAIL tests/k8s/node_modules is missing (scripts/bootstrap runs npm ci --prefix tests/k8s)"
@@ -575,12 +578,51 @@ cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs")
 [ -n "$rj" ] && [ "$(jq -r .metadata.namespace <<<"$rp")" = team-a ] &&
 	[ "$(jq -c '.spec.containers[0].command' <<<"$rp")" = '["sh","-c","python3 train.py"]' ] &&
 	[ "$(jq -r '.spec.containers[0].image' <<<"$rp")" = docker.io/library/python:3.12-slim ] &&
-	[ "$(jq -r '.spec.containers[0].volumeMounts[] | select(.subPath == "in0") | .mountPath' <<<"$rp")" = /workspace/train.py ] &&
+	[ "$(jq -c '.spec.initContainers[0].command[4:]' <<<"$rp")" = "[\"in0\",\"$(sha256sum <"$tmp/train.py" | cut -d' ' -f1)\",\"train.py\"]" ] &&
+	[ "$(jq -r '.spec.initContainers[0].image' <<<"$rp")" = docker.io/library/python:3.12-slim ] &&
+	[ "$(jq -c '[.spec.volumes[] | select(.name == "inputs") | .projected.sources[].configMap.name]' <<<"$rp")" = "[\"$rname-inputs\"]" ] &&
+	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "inputs")] | length' <<<"$rp")" = 0 ] &&
 	[ "$(jq -r '.binaryData.in0' <<<"$cm" | base64 -d)" = 'print("hi")' ] &&
 	[ "$(jq -r '.status.reservedFor[0].uid' <<<"$rc_")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
 	[ "$(jq -r '.status.allocation.devices.results[0].pool' <<<"$rc_")" = "$(jq -r .spec.nodeName <<<"$rp")" ] &&
-	ok "cnlab run train.py --gpu h100-10: job $rj became pod team-a/$rname (project vision's namespace), bound on $(jq -r .spec.nodeName <<<"$rp") with its claim allocated, train.py in /workspace from its ConfigMap" ||
+	ok "cnlab run train.py --gpu h100-10: job $rj became pod team-a/$rname (project vision's namespace), bound on $(jq -r .spec.nodeName <<<"$rp") with its claim allocated, train.py from its ConfigMap through the init container that checks its SHA-256 (the job's container mounts no ConfigMap)" ||
 	bad "run pod of '$rj': $(jq -c '{n: .metadata.name, ns: .metadata.namespace, node: .spec.nodeName, c: .spec.containers[0].command}' <<<"$rp") claim $(jq -c .status <<<"$rc_") $(tail -3 "$tmp/err")"
+# The init container's script, run for real (busybox's sh and sha256sum
+# in a chroot laid out as the pod's: the ConfigMaps' keys in
+# /cnlab/inputs, an empty /workspace): the input lands read-only with its
+# bytes; a ConfigMap whose bytes were swapped after cnlabd made it (by
+# whoever may delete and create ConfigMaps in the namespace) fails it,
+# naming the input, and the job's workspace never holds the swapped bytes.
+init_run() { # init_run POD_JSON CONFIGMAP_JSON: the init container in $tmp/root
+	local r=$tmp/root
+	rm -rf "$r" && mkdir -p "$r/bin" "$r/dev" "$r/cnlab/inputs" "$r/workspace" &&
+		mknod -m 666 "$r/dev/null" c 1 3 || return 1
+	cp /bin/busybox "$r/bin/busybox"
+	for a in sh cat mkdir chmod rm sha256sum; do ln -s busybox "$r/bin/$a"; done
+	for key in $(jq -r '.binaryData | keys[]' <<<"$2"); do
+		jq -r --arg k "$key" '.binaryData[$k]' <<<"$2" | base64 -d >"$r/cnlab/inputs/$key"
+	done
+	eval "set -- $(jq -r '.spec.initContainers[0].command | map(@sh) | join(" ")' <<<"$1")"
+	shift 2 # sh -c
+	chroot "$r" /bin/sh -c 'PATH=/bin; cd /workspace && exec /bin/sh -c "$@"' wrap "$@"
+}
+if [ "$(id -u)" = 0 ] && [ -x /bin/busybox ]; then
+	init_run "$rp" "$cm" 2>"$tmp/init.err"
+	irc=$?
+	[ $irc = 0 ] && [ "$(cat "$tmp/root/workspace/train.py")" = 'print("hi")' ] &&
+		[ "$(stat -c %a "$tmp/root/workspace/train.py")" = 444 ] &&
+		ok "the init container's script, run: train.py in /workspace with its bytes, read-only" ||
+		bad "init script: exit $irc $(cat "$tmp/init.err") $(ls -la "$tmp/root/workspace")"
+	swapped=$(jq -c --arg b "$(printf 'import os; os.system("curl evil")\n' | base64 -w0)" '.binaryData.in0 = $b' <<<"$cm")
+	init_run "$rp" "$swapped" 2>"$tmp/init.err"
+	irc=$?
+	[ $irc != 0 ] && grep -q "cnlab: input train.py: its bytes are not those given to CNLab" "$tmp/init.err" &&
+		[ ! -e "$tmp/root/workspace/train.py" ] &&
+		ok "a swapped ConfigMap fails the init container, naming the input ($(head -c 80 "$tmp/init.err")...)" ||
+		bad "swapped inputs: exit $irc $(cat "$tmp/init.err")"
+else
+	bad "the init container's script is run as root in a chroot with busybox (uid $(id -u))"
+fi
 k PATCH "/api/v1/namespaces/team-a/pods/$rname/status" '{"status":{"phase":"Running"}}' application/merge-patch+json >/dev/null
 k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"hello from the pod\\n\"}" >/dev/null
 for _ in $(seq 200); do grep -q "hello from the pod" "$tmp/run.out" && break; sleep 0.05; done
@@ -615,6 +657,73 @@ want=$(printf 'hello from the pod\ntwo\nlines\n'; cat "$tmp/big.txt"; printf 'by
 	[ "$gone_pod" = 404 ] && [ "$gone_claim" = 404 ] && [ "$gone_cm" = 404 ] &&
 	ok "the pod failed with 4: cnlab run printed its whole log (12,004 lines, 1.2 MB of them at once) once and exited 4; the pod, its claim and its ConfigMap are gone" ||
 	bad "run end: exit $rrc, out $(tr '\n' '|' <"$tmp/run.out"), pod $gone_pod claim $gone_claim cm $gone_cm"
+# A pod whose init container found an input changed fails its job with
+# the init container's message (the kubelet keeps its log's end), and
+# its output is not read (the job's container never ran).
+printf 'print("checked")\n' >"$tmp/check.py"
+(cd "$tmp" && exec "$cnlab" run check.py --gpu h100-10 --project vision >"$tmp/crun.out" 2>"$tmp/crun.err")&
+crun_pid=$!
+cj=$(newjob "python3 check.py")
+cp_=$(runpod "$cj")
+cname=$(jq -r .metadata.name <<<"$cp_")
+k PATCH "/api/v1/namespaces/team-a/pods/$cname/status" \
+	'{"status":{"phase":"Failed","initContainerStatuses":[{"name":"inputs","state":{"terminated":{"exitCode":1,"message":"cnlab: input check.py: its bytes are not those given to CNLab (SHA-256 00, not 11): its ConfigMap was changed\n"}}}],"containerStatuses":[{"name":"job","state":{"waiting":{"reason":"PodInitializing"}}}]}}' \
+	application/merge-patch+json >/dev/null
+wait $crun_pid
+crc=$?
+cmsg=$("$cnlab" jobs show "$cj" --project vision -o json | jq -r .message)
+[ $crc = 1 ] && [ "$(jstate "$cj" failed)" = failed ] &&
+	grep -q "its inputs did not reach the pod: cnlab: input check.py: its bytes are not those given to CNLab" <<<"$cmsg" &&
+	ok "an init container that found an input changed fails the job (exit 1): $cmsg" ||
+	bad "init failure: exit $crc, job $cj: $cmsg $(cat "$tmp/crun.err")"
+
+# Inputs beyond one ConfigMap (700 KiB each) go in several, in order, all
+# owned by the pod, the init container's volume projecting them all; an
+# input more than one ConfigMap holds fails the job, naming it.
+kpid=$("$cnlab" project show vision -o json | jq -r .id)
+ktok=$("$cnlab" token create kube-inputs --expires-in-days 1)
+upload() { # upload FILE PATH: the upload's id
+	curl -sS -X PUT -H "Authorization: Bearer $ktok" \
+		-H "X-Content-SHA256: $(sha256sum <"$1" | cut -d' ' -f1)" \
+		--data-binary @"$1" "$url/v1/projects/$kpid/uploads?path=$2" | jq -r .id
+}
+head -c 500000 /dev/urandom >"$tmp/a.bin"
+head -c 500000 /dev/urandom >"$tmp/b.bin"
+printf 'print(1)\n' >"$tmp/two.py"
+ua=$(upload "$tmp/two.py" two.py) ub=$(upload "$tmp/a.bin" data/a.bin) uc=$(upload "$tmp/b.bin" data/b.bin)
+mj=$(curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
+	-d "{\"command\":\"python3 two.py\",\"gpu\":\"h100-10\",\"inputs\":[\"$ua\",\"$ub\",\"$uc\"]}" \
+	"$url/v1/projects/$kpid/jobs" | jq -r '.id // empty')
+mp=$(runpod "$mj")
+mname=$(jq -r .metadata.name <<<"$mp")
+cm0=$(k GET "/api/v1/namespaces/team-a/configmaps/$mname-inputs")
+cm1=$(k GET "/api/v1/namespaces/team-a/configmaps/$mname-inputs-1")
+both=$(jq -sc '{binaryData: (.[0].binaryData + .[1].binaryData)}' <<<"$cm0 $cm1")
+mapsz() { jq '[.binaryData[] | (length * 3 / 4) - (if endswith("==") then 2 elif endswith("=") then 1 else 0 end)] | add'; }
+[ -n "$mj" ] && [ "$(jq -c '.binaryData | keys' <<<"$both")" = '["in0","in1","in2"]' ] &&
+	[ "$(mapsz <<<"$cm0")" -le 716800 ] && [ "$(mapsz <<<"$cm1")" -le 716800 ] &&
+	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$cm1")" = "$(jq -r .metadata.uid <<<"$mp")" ] &&
+	[ "$(jq -r '.immutable' <<<"$cm1")" = true ] &&
+	[ "$(jq -c '[.spec.volumes[] | select(.name == "inputs") | .projected.sources[].configMap.name]' <<<"$mp")" = "[\"$mname-inputs\",\"$mname-inputs-1\"]" ] &&
+	init_run "$mp" "$both" 2>"$tmp/init.err" &&
+	cmp -s "$tmp/root/workspace/data/a.bin" "$tmp/a.bin" && cmp -s "$tmp/root/workspace/data/b.bin" "$tmp/b.bin" &&
+	ok "three inputs (1 MB) in two ConfigMaps of the pod's, both projected; the init container puts each in /workspace with its bytes" ||
+	bad "inputs in two ConfigMaps: job '$mj' cm0 $(jq -c '.binaryData | keys' <<<"$cm0") cm1 $(jq -c '{k: (.binaryData | keys), o: .metadata.ownerReferences}' <<<"$cm1") $(cat "$tmp/init.err")"
+"$cnlab" jobs cancel "$mj" --project vision >/dev/null 2>&1
+head -c 800000 /dev/urandom >"$tmp/big.bin"
+ud=$(upload "$tmp/big.bin" big.bin)
+bj=$(curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
+	-d "{\"command\":\"python3 big.py\",\"gpu\":\"h100-10\",\"inputs\":[\"$ud\"]}" \
+	"$url/v1/projects/$kpid/jobs" | jq -r '.id // empty')
+bmsg=
+for _ in $(seq 200); do
+	bmsg=$("$cnlab" jobs show "$bj" --project vision -o json 2>/dev/null | jq -r 'select(.state == "failed") | .message')
+	[ -n "$bmsg" ] && break
+	sleep 0.05
+done
+grep -q "its input big.bin (800000 bytes) is more than a ConfigMap holds" <<<"$bmsg" &&
+	ok "an input more than a ConfigMap holds fails the job, naming it: $bmsg" || bad "big input: job '$bj' '$bmsg'"
+
 # A CLI job named like a pod's is not taken for that pod: it is a run
 # job of its own, in a pod of its own.
 
@@ -731,6 +840,16 @@ ts=$(jstate "$tj_" failed)
 	[ "$(podget team-a "$tp" | jq -r .code)" = 404 ] &&
 	ok "a run pod whose image is patched after cnlabd made it: its job fails, the pod goes" ||
 	bad "patched run pod $tp: job '$ts'"
+# So is one whose init container's image is patched (the image that
+# checks the inputs would no longer be the job's).
+printf 'print(2)\n' >"$tmp/tamper.py"
+ti=$(cd "$tmp" && "$cnlab" run --detach --gpu h100-10 --project vision -o json tamper.py 2>/dev/null | jq -r '.id // empty')
+tip=$(runpod "$ti" | jq -r .metadata.name)
+k PATCH "/api/v1/namespaces/team-a/pods/$tip" '{"spec":{"initContainers":[{"name":"inputs","image":"evil:latest","command":["sh","-c","echo owned >/workspace/tamper.py"]}]}}' application/merge-patch+json >/dev/null
+tis=$(jstate "$ti" failed)
+[ "$tis" = failed ] && "$cnlab" jobs show "$ti" --project vision -o json | jq -r .message | grep -q "image was changed" &&
+	ok "a run pod whose init container's image is patched: its job fails" ||
+	bad "patched init container of $tip: job '$tis'"
 # A run pod whose image cannot be pulled: the job fails, saying why,
 # instead of holding its slice for ever (kube_start_timeout, 1 s here).
 sj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')
