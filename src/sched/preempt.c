@@ -352,8 +352,11 @@ int cnl_cyc_try_preempt(struct cnl_cyc *y, uint32_t job)
 			                          .k = 1,
 			                          .max_prio = b->prio,
 			                          .lost = b->lost};
-			if (!may_beat(&best, 1, b->prio, b->lost)) {
-				w = y->n_victim_nodes; /* nor any after it */
+			/* Nor any after it: no better bound, or (the bounds
+			 * by class) no victim of a class low enough. */
+			if (!may_beat(&best, 1, b->prio, b->lost) ||
+			    b->prio + cfg->preempt_class_gap > j->prio) {
+				w = y->n_victim_nodes;
 				break;
 			}
 			if (n_heap && cmp_vest(&y->vest[y->vheap[0]], &lb) < 0)

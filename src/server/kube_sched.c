@@ -78,6 +78,9 @@ struct pod {
 	 * CNLab has, and when to read it again. */
 	bool run;
 	char image[RUN_IMAGE_MAX]; /* a run pod's, as cnlabd made it */
+	/* Its spec was seen changed (an image, an ephemeral container) in
+	 * any version the watch brought, even one changed back since. */
+	bool tampered;
 	int64_t log_sent, log_at;
 	int64_t log_sec, log_nsec; /* the time of the last log line taken */
 	int log_same;              /* lines taken with exactly that time */
@@ -301,6 +304,13 @@ static struct pod *pod_of_job(struct cnl_kube_sched *ks, const char *job)
 	return i ? &ks->pods[json_integer_value(i)] : NULL;
 }
 
+/* A run pod whose spec changed after cnlabd made it: its job's message. */
+#define TAMPERED                                                            \
+	"its pod's image was changed after cnlabd made it (or a container " \
+	"was added)"
+
+static bool run_tampered(const struct pod *p);
+
 static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
 {
 	const json_t *md = json_object_get(obj, "metadata");
@@ -342,6 +352,10 @@ static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
 	json_decref(p->obj);
 	p->obj = json_incref(obj);
 	p->gone |= gone;
+	/* Each version as it comes: an image patched and patched back
+	 * between two steps of the worker is still seen. */
+	if (p->run && p->image[0] && run_tampered(p))
+		p->tampered = true;
 }
 
 /* ---- TrainingJobs and NotebookServers (kube_ops.h) --------------------- */
@@ -1313,8 +1327,6 @@ static void forget(struct cnl_kube_sched *ks, struct pod *p)
 static void run_delete(struct cnl_kube_sched *ks, struct pod *p,
                        int64_t grace_s);
 static void run_log(struct cnl_kube_sched *ks, struct pod *p, int64_t now);
-static bool run_tampered(const struct pod *p);
-
 /* Evict @p (its job was cancelled or pre-empted). */
 static void evict(struct cnl_kube_sched *ks, struct pod *p, int64_t now,
                   int64_t grace_s)
@@ -1470,8 +1482,18 @@ static bool run_inputs_failed(const struct pod *p, char *why, size_t len)
 		size_t n = m ? strlen(m) : 0;
 		while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
 			n--;
-		snprintf(why, len, "its inputs did not reach the pod: %.*s",
-		         (int)n, m && n ? m : "its init container failed");
+		if (n)
+			snprintf(why, len,
+			         "its inputs did not reach the pod: %.*s",
+			         (int)n, m);
+		else /* killed (OOMKilled...) before it wrote a word */
+			snprintf(
+			    why, len,
+			    "its inputs did not reach the pod: its init "
+			    "container ended (%s, exit code "
+			    "%" JSON_INTEGER_FORMAT ")",
+			    S(t, "reason") ?: "no reason given",
+			    json_integer_value(json_object_get(t, "exitCode")));
 		return true;
 	}
 	return false;
@@ -1530,6 +1552,13 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			char why[CNL_WIRE_MESSAGE_MAX];
 			bool init_failed =
 			    p->run && run_inputs_failed(p, why, sizeof(why));
+			/* Ended before the worker looked: what ran was not
+			 * what its job asked, whatever it answered. */
+			if (p->run && run_tampered(p)) {
+				snprintf(why, sizeof(why), "%s", TAMPERED);
+				init_failed = true;
+				code = code ? code : 1;
+			}
 			if (p->run && !init_failed) /* its output first */
 				run_log(ks, p, -1);
 			report(ks, p,
@@ -1580,9 +1609,7 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		} else if (p->run && run_tampered(p)) {
 			/* Someone who may patch pods swapped its image: it no
 			 * longer runs what its job asked. */
-			report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
-			       "its pod's image was changed after cnlabd made "
-			       "it");
+			report(ks, p, CNL_WIRE_REPORT_FAILED, 1, TAMPERED);
 			run_delete(ks, p, 1);
 			forget(ks, p);
 		} else if (p->run && now >= p->log_at) {
@@ -1936,15 +1963,19 @@ static int run_image(const struct cnl_kube_sched *ks,
  * patch pods can change). */
 static bool run_tampered(const struct pod *p)
 {
+	if (p->tampered)
+		return true;
 	const json_t *spec = json_object_get(p->obj, "spec");
 	const json_t *cs = json_object_get(spec, "containers");
 	const json_t *ic = json_object_get(spec, "initContainers");
 	const char *img = S(json_array_get(cs, 0), "image");
 	const char *iimg = S(json_array_get(ic, 0), "image");
 
-	/* The init container that checks the inputs runs the same image. */
-	return json_array_size(cs) != 1 || !img || strcmp(img, p->image) != 0 ||
-	       json_array_size(ic) > 1 ||
+	/* The init container that checks the inputs runs the same image;
+	 * no ephemeral container (it could rewrite /workspace) is added. */
+	return json_array_size(cs) != 1 || !img ||
+	       json_array_size(json_object_get(spec, "ephemeralContainers")) ||
+	       strcmp(img, p->image) != 0 || json_array_size(ic) > 1 ||
 	       (ic && json_array_size(ic) == 1 &&
 	        (!iimg || strcmp(iimg, p->image) != 0));
 }
@@ -2176,8 +2207,17 @@ static void run_in_done(struct run_in *in)
 	memset(in, 0, sizeof(*in));
 }
 
-/* The inputs of @a's job, fetched as node @ni, into @in: in order, each in
- * the last ConfigMap while it holds RUN_MAP_BYTES, else in a new one.  0;
+/* Whether input @x goes before input @z in first-fit decreasing: larger,
+ * then by index. */
+static bool bigger(const struct cnl_wire_files *fs, size_t x, size_t z)
+{
+	int64_t sx = fs->items[x].size, sz = fs->items[z].size;
+
+	return sx != sz ? sx > sz : x < z;
+}
+
+/* The inputs of @a's job, fetched as node @ni, into @in: in ConfigMaps of
+ * RUN_MAP_BYTES at most, packed first-fit decreasing.  0;
  * -E2BIG or -EINVAL with @err (the job cannot run here); -EIO (try
  * again). */
 static int run_inputs(struct cnl_kube_sched *ks, int ni,
@@ -2187,8 +2227,9 @@ static int run_inputs(struct cnl_kube_sched *ks, int ni,
 	struct node *n = &ks->nodes[ni];
 	struct cnl_wire_files fs = {0};
 	char path[CNL_KUBE_RUN_PATH_MAX * 3 + 256];
-	json_t *o = NULL, *map = NULL;
-	size_t total = 0, in_map = 0, n_maps = 0;
+	json_t *o = NULL;
+	size_t total = 0, n_maps = 0, load[RUN_INPUT_MAPS + 1] = {0};
+	size_t *order = NULL, *map_of = NULL;
 	long st;
 	int r = 0;
 
@@ -2203,7 +2244,9 @@ static int run_inputs(struct cnl_kube_sched *ks, int ni,
 		return -EIO;
 	}
 	json_decref(o);
-	/* The ConfigMaps they need, packed in order. */
+	/* The ConfigMaps they need: the largest first, each in the first
+	 * with room (which one holds a key does not matter: the init
+	 * container's volume projects them all). */
 	for (size_t i = 0; i < fs.n; i++) {
 		size_t sz = (size_t)fs.items[i].size;
 		total += sz;
@@ -2216,26 +2259,46 @@ static int run_inputs(struct cnl_kube_sched *ks, int ni,
 			r = -E2BIG;
 			goto out;
 		}
-		if (i == 0 || in_map + sz > RUN_MAP_BYTES) {
-			n_maps++;
-			in_map = 0;
-		}
-		in_map += sz;
 	}
-	if (fs.n > RUN_INPUTS_MAX || n_maps > RUN_INPUT_MAPS) {
+	if (fs.n > RUN_INPUTS_MAX) {
 		cnl_seterr(err, errlen,
-		           "its inputs (%zu files, %zu bytes) are more than a "
-		           "pod takes (%d files, %d ConfigMaps of %d bytes): "
-		           "put them in an image or a dataset",
-		           fs.n, total, RUN_INPUTS_MAX, RUN_INPUT_MAPS,
-		           RUN_MAP_BYTES);
+		           "its inputs (%zu files) are more than a pod takes "
+		           "(%d): put them in an image or a dataset",
+		           fs.n, RUN_INPUTS_MAX);
 		r = -E2BIG;
 		goto out;
+	}
+	order = cnl_xcalloc(fs.n + 1, sizeof(*order));
+	map_of = cnl_xcalloc(fs.n + 1, sizeof(*map_of));
+	for (size_t i = 0; i < fs.n; i++) { /* by insertion: 256 at most */
+		size_t q = i;
+		while (q > 0 && bigger(&fs, i, order[q - 1]))
+			q--;
+		memmove(order + q + 1, order + q, (i - q) * sizeof(*order));
+		order[q] = i;
+	}
+	for (size_t q = 0; q < fs.n; q++) {
+		size_t i = order[q], sz = (size_t)fs.items[i].size, m = 0;
+		while (m < n_maps && load[m] + sz > RUN_MAP_BYTES)
+			m++;
+		if (m == n_maps && n_maps++ == RUN_INPUT_MAPS) {
+			cnl_seterr(
+			    err, errlen,
+			    "its inputs (%zu files, %zu bytes) need more "
+			    "ConfigMaps than a pod takes (%d of %d "
+			    "bytes): put them in an image or a dataset",
+			    fs.n, total, RUN_INPUT_MAPS, RUN_MAP_BYTES);
+			r = -E2BIG;
+			goto out;
+		}
+		load[m] += sz;
+		map_of[i] = m;
 	}
 	in->paths = cnl_xcalloc(fs.n + 1, sizeof(*in->paths));
 	in->sums = cnl_xcalloc(fs.n + 1, sizeof(*in->sums));
 	in->maps = json_array();
-	in_map = 0;
+	for (size_t m = 0; m < n_maps; m++)
+		json_array_append_new(in->maps, json_object());
 	for (size_t k = 0; k < fs.n; k++) {
 		const struct cnl_wire_file *f = &fs.items[k];
 		struct cnl_client_reply rep;
@@ -2278,18 +2341,13 @@ static int run_inputs(struct cnl_kube_sched *ks, int ni,
 			r = -EIO;
 			goto out;
 		}
-		if (!map || in_map + rep.len > RUN_MAP_BYTES) {
-			map = json_object();
-			json_array_append_new(in->maps, map);
-			in_map = 0;
-		}
-		in_map += rep.len;
 		blen = cnl_b64_encoded_len(rep.len, CNL_B64_PAD) + 1;
 		b64 = cnl_xmalloc(blen);
 		(void)cnl_b64_encode(rep.body ? rep.body : "", rep.len,
 		                     CNL_B64_PAD, b64, blen);
 		snprintf(key, sizeof(key), "in%zu", k);
-		json_object_set_new(map, key, json_string(b64));
+		json_object_set_new(json_array_get(in->maps, map_of[k]), key,
+		                    json_string(b64));
 		free(b64);
 		cnl_client_reply_done(&rep);
 		in->paths[k] = cnl_xstrdup(f->path);
@@ -2298,6 +2356,8 @@ static int run_inputs(struct cnl_kube_sched *ks, int ni,
 	}
 out:
 	cnl_wire_files_done(&fs);
+	free(order);
+	free(map_of);
 	if (r < 0)
 		run_in_done(in);
 	return r;
@@ -3059,9 +3119,7 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		p->node = ni;
 		p->epoch = a->epoch;
 		if (p->run && run_tampered(p)) {
-			report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
-			       "its pod's image was changed after cnlabd made "
-			       "it");
+			report(ks, p, CNL_WIRE_REPORT_FAILED, 1, TAMPERED);
 			run_delete(ks, p, 1);
 			forget(ks, p);
 			continue;

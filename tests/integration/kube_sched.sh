@@ -681,7 +681,7 @@ cmsg=$("$cnlab" jobs show "$cj" --project vision -o json | jq -r .message)
 # owned by the pod, the init container's volume projecting them all; an
 # input more than one ConfigMap holds fails the job, naming it.
 kpid=$("$cnlab" project show vision -o json | jq -r .id)
-ktok=$("$cnlab" token create kube-inputs --expires-in-days 1)
+ktok=$("$cnlab" token create kube-inputs --expires-in-days 1 2>/dev/null)
 upload() { # upload FILE PATH: the upload's id
 	curl -sS -X PUT -H "Authorization: Bearer $ktok" \
 		-H "X-Content-SHA256: $(sha256sum <"$1" | cut -d' ' -f1)" \
@@ -710,6 +710,24 @@ mapsz() { jq '[.binaryData[] | (length * 3 / 4) - (if endswith("==") then 2 elif
 	ok "three inputs (1 MB) in two ConfigMaps of the pod's, both projected; the init container puts each in /workspace with its bytes" ||
 	bad "inputs in two ConfigMaps: job '$mj' cm0 $(jq -c '.binaryData | keys' <<<"$cm0") cm1 $(jq -c '{k: (.binaryData | keys), o: .metadata.ownerReferences}' <<<"$cm1") $(cat "$tmp/init.err")"
 "$cnlab" jobs cancel "$mj" --project vision >/dev/null 2>&1
+# Nine inputs of 400 kB need nine ConfigMaps (two do not share one): more
+# than a pod takes, said with the limits.
+nine=
+for i in 1 2 3 4 5 6 7 8 9; do
+	head -c 400000 /dev/urandom >"$tmp/n$i.bin"
+	nine="$nine${nine:+,}\"$(upload "$tmp/n$i.bin" "n$i.bin")\""
+done
+nj=$(curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
+	-d "{\"command\":\"python3 nine.py\",\"gpu\":\"h100-10\",\"inputs\":[$nine]}" \
+	"$url/v1/projects/$kpid/jobs" | jq -r '.id // empty')
+nmsg=
+for _ in $(seq 200); do
+	nmsg=$("$cnlab" jobs show "$nj" --project vision -o json 2>/dev/null | jq -r 'select(.state == "failed") | .message')
+	[ -n "$nmsg" ] && break
+	sleep 0.05
+done
+grep -q "its inputs (9 files, 3600000 bytes) need more ConfigMaps than a pod takes (8 of 716800 bytes)" <<<"$nmsg" &&
+	ok "inputs that need more than 8 ConfigMaps fail the job, saying so: $nmsg" || bad "nine inputs: job '$nj' '$nmsg'"
 head -c 800000 /dev/urandom >"$tmp/big.bin"
 ud=$(upload "$tmp/big.bin" big.bin)
 bj=$(curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
@@ -845,11 +863,25 @@ ts=$(jstate "$tj_" failed)
 printf 'print(2)\n' >"$tmp/tamper.py"
 ti=$(cd "$tmp" && "$cnlab" run --detach --gpu h100-10 --project vision -o json tamper.py 2>/dev/null | jq -r '.id // empty')
 tip=$(runpod "$ti" | jq -r .metadata.name)
-k PATCH "/api/v1/namespaces/team-a/pods/$tip" '{"spec":{"initContainers":[{"name":"inputs","image":"evil:latest","command":["sh","-c","echo owned >/workspace/tamper.py"]}]}}' application/merge-patch+json >/dev/null
+# Patched and patched back at once (the worker may look only after both):
+# every version the watch brings is looked at.
+tiimg=$(k GET "/api/v1/namespaces/team-a/pods/$tip" | jq -c '.spec.initContainers')
+k PATCH "/api/v1/namespaces/team-a/pods/$tip" "$(jq -c '{spec: {initContainers: (map(.image = "evil:latest"))}}' <<<"$tiimg")" application/merge-patch+json >/dev/null
+k PATCH "/api/v1/namespaces/team-a/pods/$tip" "{\"spec\":{\"initContainers\":$tiimg}}" application/merge-patch+json >/dev/null
 tis=$(jstate "$ti" failed)
 [ "$tis" = failed ] && "$cnlab" jobs show "$ti" --project vision -o json | jq -r .message | grep -q "image was changed" &&
-	ok "a run pod whose init container's image is patched: its job fails" ||
+	ok "a run pod whose init container's image is patched, and patched back at once: its job fails" ||
 	bad "patched init container of $tip: job '$tis'"
+# An ephemeral container (pods/ephemeralcontainers) could rewrite the
+# checked inputs: a run pod given one fails its job.
+ej=$(cd "$tmp" && "$cnlab" run --detach --gpu h100-10 --project vision -o json tamper.py 2>/dev/null | jq -r '.id // empty')
+ep_=$(runpod "$ej" | jq -r .metadata.name)
+k PATCH "/api/v1/namespaces/team-a/pods/$ep_/ephemeralcontainers" \
+	'{"spec":{"ephemeralContainers":[{"name":"debugger","image":"busybox","command":["sh","-c","echo owned >/workspace/tamper.py"]}]}}' \
+	application/strategic-merge-patch+json >/dev/null
+es=$(jstate "$ej" failed)
+[ "$es" = failed ] && "$cnlab" jobs show "$ej" --project vision -o json | jq -r .message | grep -q "container was added" &&
+	ok "a run pod given an ephemeral container: its job fails" || bad "ephemeral container on $ep_: job '$es'"
 # A run pod whose image cannot be pulled: the job fails, saying why,
 # instead of holding its slice for ever (kube_start_timeout, 1 s here).
 sj=$("$cnlab" run --detach --gpu h100-10 --project vision -o json -- echo hi 2>/dev/null | jq -r '.id // empty')

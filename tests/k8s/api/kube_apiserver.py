@@ -446,6 +446,12 @@ class H(BaseHTTPRequestHandler):
                 return status(415, "unsupported patch type " + ct)
             touch(pod)
             return 200, pod
+        if sub == "ephemeralcontainers" and m == "PATCH":
+            # The one way to add a container to a pod after its making.
+            add = body.get("spec", {}).get("ephemeralContainers", [])
+            pod["spec"].setdefault("ephemeralContainers", []).extend(add)
+            touch(pod)
+            return 200, pod
         if sub == "binding" and m == "POST":
             if body.get("kind") != "Binding" or \
                     body.get("target", {}).get("kind") != "Node":
