@@ -55,6 +55,14 @@ struct cnl_cyc_fail {
 	uint32_t node[FAIL_PAIRS]; /* cfail: a node that was passed over */
 };
 
+/* A table of them, and the slots given a key since it was last cleared
+ * (a clear, at each pre-emption, forgets those alone). */
+struct cnl_cyc_fail_tab {
+	uint32_t n_used;
+	uint16_t used[FAIL_SLOTS];
+	struct cnl_cyc_fail e[FAIL_SLOTS];
+};
+
 /* The class summary (cycle.c): per class of pending work (the whole
  * request, CPU and memory included, and the priority class), the WAIT
  * decision its first job got when no node could take it, no victims made
@@ -158,7 +166,7 @@ struct cnl_cyc {
 	uint8_t *done;             /* per job: has its decision */
 	uint8_t *victim;           /* per job: pre-empted this cycle */
 	size_t n_resv_plain;       /* reservations without a deadline */
-	struct cnl_cyc_fail *fail; /* FAIL_SLOTS */
+	struct cnl_cyc_fail_tab *fail;
 	/* Per shape, the searches that found no node only because each
 	 * node that could take the job now would delay a reservation there
 	 * (the backfill rule), with the end they were for and one such
@@ -169,7 +177,7 @@ struct cnl_cyc {
 	 * that node still is (else the full search runs, to say why).  The
 	 * incremental cycle's only (NULL otherwise), so test_sched_inc
 	 * checks it against the full searches. */
-	struct cnl_cyc_fail *cfail;
+	struct cnl_cyc_fail_tab *cfail;
 	uint32_t conflict_node; /* the last search's first such node */
 	/* The largest nodes (for "never"): of the nodes taking work, and of
 	 * all nodes, cordoned, draining and lost ones too. */
@@ -194,7 +202,7 @@ struct cnl_cyc {
 	} * vlb;
 	struct cnl_cyc_vest *vest;
 	uint32_t *vheap;
-	struct cnl_cyc_fail *pfail;
+	struct cnl_cyc_fail_tab *pfail;
 	/* Per GPU type, the best of each node summary field: a request no
 	 * node of its types could pass is refused without a node scan. */
 	struct cnl_cyc_type_max {
@@ -309,9 +317,9 @@ uint64_t cnl_cyc_shape_key(const struct cnl_req_prep *p, bool with_project);
 uint64_t cnl_cyc_fail_key(const struct cnl_req_prep *p);
 /* Whether table `tab` holds, under key `k`, a failure that `p` (no
  * smaller in CPU and memory) must repeat; note one. */
-bool cnl_cyc_fail_known_in(const struct cnl_cyc_fail *tab, uint64_t k,
+bool cnl_cyc_fail_known_in(const struct cnl_cyc_fail_tab *tab, uint64_t k,
                            const struct cnl_req_prep *p);
-void cnl_cyc_fail_note_in(struct cnl_cyc_fail *tab, uint64_t k,
+void cnl_cyc_fail_note_in(struct cnl_cyc_fail_tab *tab, uint64_t k,
                           const struct cnl_req_prep *p);
 /* The same on the placement memory, by the request's own key. */
 bool cnl_cyc_fail_known(const struct cnl_cyc *y, const struct cnl_req_prep *p);

@@ -353,11 +353,11 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 		memset(y.done, 0, n_jobs + 1);
 	if (y.victim)
 		memset(y.victim, 0, n_jobs + 1);
-	y.fail = calloc(FAIL_SLOTS, sizeof(*y.fail));
-	y.pfail = calloc(FAIL_SLOTS, sizeof(*y.pfail));
+	y.fail = calloc(1, sizeof(*y.fail));
+	y.pfail = calloc(1, sizeof(*y.pfail));
 	y.lbc = calloc(LBC_MAX, sizeof(*y.lbc));
 	if (s->inc) {
-		y.cfail = calloc(FAIL_SLOTS, sizeof(*y.cfail));
+		y.cfail = calloc(1, sizeof(*y.cfail));
 		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
 		y.rver = calloc(c->n_nodes + 1, sizeof(*y.rver));
 		y.sum =

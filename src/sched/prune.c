@@ -58,36 +58,46 @@ uint64_t cnl_cyc_fail_key(const struct cnl_req_prep *p)
 
 /* The slot of key `k` in `tab` (open addressing), else the free one it
  * would take; -1 when neither (the table is full). */
-static int fail_find(const struct cnl_cyc_fail *tab, uint64_t k)
+static int fail_find(const struct cnl_cyc_fail_tab *tab, uint64_t k)
 {
 	for (unsigned i = 0, h = (unsigned)(k % FAIL_SLOTS); i < FAIL_SLOTS;
 	     i++, h = (h + 1) % FAIL_SLOTS)
-		if (tab[h].key == k || !tab[h].key)
+		if (tab->e[h].key == k || !tab->e[h].key)
 			return (int)h;
 	return -1;
 }
 
 /* The entry of key `k`, or NULL. */
-static const struct cnl_cyc_fail *fail_get(const struct cnl_cyc_fail *tab,
+static const struct cnl_cyc_fail *fail_get(const struct cnl_cyc_fail_tab *tab,
                                            uint64_t k)
 {
 	int h = fail_find(tab, k);
 
-	return h >= 0 && tab[h].key == k ? &tab[h] : NULL;
+	return h >= 0 && tab->e[h].key == k ? &tab->e[h] : NULL;
 }
 
 /* The entry of key `k`, made if new; NULL when the table is full. */
-static struct cnl_cyc_fail *fail_put(struct cnl_cyc_fail *tab, uint64_t k)
+static struct cnl_cyc_fail *fail_put(struct cnl_cyc_fail_tab *tab, uint64_t k)
 {
 	int h = fail_find(tab, k);
 
 	if (h < 0)
 		return NULL;
-	tab[h].key = k;
-	return &tab[h];
+	if (!tab->e[h].key)
+		tab->used[tab->n_used++] = (uint16_t)h;
+	tab->e[h].key = k;
+	return &tab->e[h];
 }
 
-bool cnl_cyc_fail_known_in(const struct cnl_cyc_fail *tab, uint64_t k,
+/* Forget every entry (those made since the last time alone). */
+static void fail_forget(struct cnl_cyc_fail_tab *tab)
+{
+	for (uint32_t i = 0; i < tab->n_used; i++)
+		memset(&tab->e[tab->used[i]], 0, sizeof(tab->e[0]));
+	tab->n_used = 0;
+}
+
+bool cnl_cyc_fail_known_in(const struct cnl_cyc_fail_tab *tab, uint64_t k,
                            const struct cnl_req_prep *p)
 {
 	const struct cnl_cyc_fail *e = fail_get(tab, k);
@@ -99,7 +109,7 @@ bool cnl_cyc_fail_known_in(const struct cnl_cyc_fail *tab, uint64_t k,
 	return false;
 }
 
-void cnl_cyc_fail_note_in(struct cnl_cyc_fail *tab, uint64_t k,
+void cnl_cyc_fail_note_in(struct cnl_cyc_fail_tab *tab, uint64_t k,
                           const struct cnl_req_prep *p)
 {
 	struct cnl_cyc_fail *e = fail_put(tab, k);
@@ -166,10 +176,10 @@ void cnl_cyc_cfail_note(struct cnl_cyc *y, const struct cnl_req_prep *p,
 
 void cnl_cyc_fail_clear(struct cnl_cyc *y)
 {
-	memset(y->fail, 0, FAIL_SLOTS * sizeof(*y->fail));
+	fail_forget(y->fail);
 	if (y->cfail)
-		memset(y->cfail, 0, FAIL_SLOTS * sizeof(*y->cfail));
-	memset(y->pfail, 0, FAIL_SLOTS * sizeof(*y->pfail));
+		fail_forget(y->cfail);
+	fail_forget(y->pfail);
 	y->sum_gen++; /* capacity grew: summaries stale */
 }
 
