@@ -86,6 +86,7 @@ struct pod {
 	int log_same;              /* lines taken with exactly that time */
 	size_t log_read;           /* bytes read at once; 0: RUN_LOG_READ */
 	int64_t stuck_since;       /* its container cannot start since; 0 */
+	int64_t maps_at;           /* its inputs' ConfigMaps looked at next */
 	bool check_gone;           /* missing from a relist: asked again */
 	int64_t seen_at;           /* first seen */
 	json_t *where; /* the nodelist its job was submitted with; NULL */
@@ -1461,6 +1462,57 @@ static bool run_stuck(const struct pod *p, char *why, size_t len)
 	return false;
 }
 
+/* Whether a ConfigMap of run pod @p's inputs is gone while the pod has
+ * not mounted it yet (its init container has not started): the kubelet
+ * would wait for it for ever, the job's slice held.  Its name into @why.
+ * -EIO when the API server does not answer. */
+static int run_inputs_gone(struct cnl_kube_sched *ks, const struct pod *p,
+                           char *why, size_t len)
+{
+	const json_t *st = json_object_get(p->obj, "status");
+	const json_t *ic =
+	    json_array_get(json_object_get(st, "initContainerStatuses"), 0);
+	const json_t *state = json_object_get(ic, "state");
+	const json_t *v;
+	size_t i;
+
+	if (!S(st, "phase") || strcmp(S(st, "phase"), "Pending") != 0 ||
+	    json_object_get(state, "running") ||
+	    json_object_get(state, "terminated"))
+		return 0;
+	json_array_foreach (
+	    json_object_get(json_object_get(p->obj, "spec"), "volumes"), i, v) {
+		const json_t *src, *x;
+		size_t k;
+		if (!S(v, "name") || strcmp(S(v, "name"), "inputs") != 0)
+			continue;
+		src =
+		    json_object_get(json_object_get(v, "projected"), "sources");
+		json_array_foreach (src, k, x) {
+			const char *cm =
+			    S(json_object_get(x, "configMap"), "name");
+			char path[512], err[256];
+			if (!cm)
+				continue;
+			snprintf(path, sizeof(path),
+			         "/api/v1/namespaces/%s/configmaps/%s", p->ns,
+			         cm);
+			long code = cnl_kube_call(ks->kc, "GET", path, NULL,
+			                          NULL, NULL, err, sizeof(err));
+			if (code == 404) {
+				snprintf(why, len,
+				         "its inputs' ConfigMap %s was deleted "
+				         "before the pod started",
+				         cm);
+				return 1;
+			}
+			if (code != 200)
+				return -EIO;
+		}
+	}
+	return 0;
+}
+
 /* Whether run pod @p failed in its init container (its inputs did not
  * check), and its message (the end of its log, as the kubelet keeps it)
  * into @why. */
@@ -1615,6 +1667,22 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 		} else if (p->run && now >= p->log_at) {
 			char why[CNL_WIRE_MESSAGE_MAX - 64];
 			run_log(ks, p, now);
+			/* Its inputs' ConfigMaps, once a start timeout: one
+			 * deleted before the kubelet mounted it (by whoever may
+			 * delete ConfigMaps there) would hold the pod, and its
+			 * slice, for ever.  It fails the job now. */
+			if (now >= p->maps_at) {
+				char gone[CNL_WIRE_MESSAGE_MAX];
+				p->maps_at = now + ks->start_timeout;
+				if (run_inputs_gone(ks, p, gone, sizeof(gone)) >
+				    0) {
+					report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
+					       gone);
+					run_delete(ks, p, 1);
+					forget(ks, p);
+					return;
+				}
+			}
 			if (!run_stuck(p, why, sizeof(why))) {
 				p->stuck_since = 0;
 			} else if (!p->stuck_since) {

@@ -677,6 +677,21 @@ cmsg=$("$cnlab" jobs show "$cj" --project vision -o json | jq -r .message)
 	ok "an init container that found an input changed fails the job (exit 1): $cmsg" ||
 	bad "init failure: exit $crc, job $cj: $cmsg $(cat "$tmp/crun.err")"
 
+# A ConfigMap of a run's inputs deleted before the kubelet mounted it (by
+# whoever may delete ConfigMaps in the namespace) would hold the pod, and
+# its GPU slice, for ever: the job fails, naming it, and the pod goes.
+printf 'print("gone")\n' >"$tmp/gone.py"
+gj=$(cd "$tmp" && "$cnlab" run --detach --gpu h100-10 --project vision -o json gone.py 2>/dev/null | jq -r '.id // empty')
+gname=$(runpod "$gj" | jq -r .metadata.name)
+k DELETE "/api/v1/namespaces/team-a/configmaps/$gname-inputs" >/dev/null
+gs=$(jstate "$gj" failed)
+gmsg=$("$cnlab" jobs show "$gj" --project vision -o json | jq -r .message)
+for _ in $(seq 100); do [ "$(podget team-a "$gname" | jq -r .code)" = 404 ] && break; sleep 0.05; done
+[ "$gs" = failed ] && grep -q "its inputs' ConfigMap $gname-inputs was deleted before the pod started" <<<"$gmsg" &&
+	[ "$(podget team-a "$gname" | jq -r .code)" = 404 ] &&
+	ok "a run whose inputs' ConfigMap is deleted before its pod started fails, naming it, and its pod goes" ||
+	bad "deleted ConfigMap: job '$gj' $gs '$gmsg'"
+
 # Inputs beyond one ConfigMap (700 KiB each) go in several, in order, all
 # owned by the pod, the init container's volume projecting them all; an
 # input more than one ConfigMap holds fails the job, naming it.

@@ -360,7 +360,7 @@ class H(BaseHTTPRequestHandler):
             o = others.get((parts[4], parts[3], parts[5]))
             return (200, o) if o else status(404, "not found")
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and \
-                parts[4] == "services" and m == "DELETE":
+                parts[4] in ("services", "configmaps") and m == "DELETE":
             o = others.pop((parts[4], parts[3], parts[5]), None)
             if not o:
                 return status(404, "not found")
