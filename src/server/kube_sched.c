@@ -1462,6 +1462,24 @@ static bool run_stuck(const struct pod *p, char *why, size_t len)
 	return false;
 }
 
+/* Whether run pod @p is still there, as the API server has it now (not
+ * deleted, nor being deleted, nor another pod of its name). */
+static bool run_pod_live(struct cnl_kube_sched *ks, const struct pod *p)
+{
+	char path[512], err[256];
+	json_t *o = NULL;
+	bool live;
+
+	pod_path(p, NULL, path, sizeof(path));
+	live = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &o, err,
+	                     sizeof(err)) == 200;
+	const json_t *md = json_object_get(o, "metadata");
+	live = live && S(md, "uid") && strcmp(S(md, "uid"), p->uid) == 0 &&
+	       !json_object_get(md, "deletionTimestamp");
+	json_decref(o);
+	return live;
+}
+
 /* Whether a ConfigMap of run pod @p's inputs is gone while the pod has
  * not mounted it yet (its init container has not started): the kubelet
  * would wait for it for ever, the job's slice held.  Its name into @why.
@@ -1500,14 +1518,21 @@ static int run_inputs_gone(struct cnl_kube_sched *ks, const struct pod *p,
 			long code = cnl_kube_call(ks->kc, "GET", path, NULL,
 			                          NULL, NULL, err, sizeof(err));
 			if (code == 404) {
-				snprintf(why, len,
-				         "its inputs' ConfigMap %s was deleted "
-				         "before the pod started",
-				         cm);
+				snprintf(
+				    why, len,
+				    "its inputs' ConfigMap %s is gone: the "
+				    "pod cannot start",
+				    cm);
 				return 1;
 			}
-			if (code != 200)
+			if (code != 200) {
+				cnl_log(CNL_LOG_WARN,
+				        "kube: cannot read a run pod's inputs' "
+				        "ConfigMap",
+				        "configmap=%s/%s status=%ld err=\"%s\"",
+				        p->ns, cm, code, err);
 				return -EIO;
+			}
 		}
 	}
 	return 0;
@@ -1671,11 +1696,16 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			 * deleted before the kubelet mounted it (by whoever may
 			 * delete ConfigMaps there) would hold the pod, and its
 			 * slice, for ever.  It fails the job now. */
-			if (now >= p->maps_at) {
+			/* (Not for a pod on its way out: the garbage
+			 * collector takes its ConfigMaps with it.) */
+			if (!p->maps_at)
+				p->maps_at = now + ks->start_timeout;
+			if (now >= p->maps_at && !p->evicting && !deleting) {
 				char gone[CNL_WIRE_MESSAGE_MAX];
 				p->maps_at = now + ks->start_timeout;
 				if (run_inputs_gone(ks, p, gone, sizeof(gone)) >
-				    0) {
+				        0 &&
+				    run_pod_live(ks, p)) {
 					report(ks, p, CNL_WIRE_REPORT_FAILED, 1,
 					       gone);
 					run_delete(ks, p, 1);

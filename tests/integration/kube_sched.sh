@@ -687,7 +687,7 @@ k DELETE "/api/v1/namespaces/team-a/configmaps/$gname-inputs" >/dev/null
 gs=$(jstate "$gj" failed)
 gmsg=$("$cnlab" jobs show "$gj" --project vision -o json | jq -r .message)
 for _ in $(seq 100); do [ "$(podget team-a "$gname" | jq -r .code)" = 404 ] && break; sleep 0.05; done
-[ "$gs" = failed ] && grep -q "its inputs' ConfigMap $gname-inputs was deleted before the pod started" <<<"$gmsg" &&
+[ "$gs" = failed ] && grep -q "its inputs' ConfigMap $gname-inputs is gone: the pod cannot start" <<<"$gmsg" &&
 	[ "$(podget team-a "$gname" | jq -r .code)" = 404 ] &&
 	ok "a run whose inputs' ConfigMap is deleted before its pod started fails, naming it, and its pod goes" ||
 	bad "deleted ConfigMap: job '$gj' $gs '$gmsg'"
