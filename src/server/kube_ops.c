@@ -661,7 +661,7 @@ bool cnl_kube_gang_service_like(const json_t *svc, const struct cnl_kube_run *r)
  * copy's SHA-256 checked (the copy's, so nothing changes between the check
  * and the use) and made read-only.  Arguments KEY SHA256 PATH, never
  * parsed by the shell. */
-const char cnl_kube_inputs_script[] =
+static const char inputs_script[] =
     "set -eu\n"
     "command -v sha256sum >/dev/null 2>&1 || {\n"
     "  echo 'cnlab: the image has no sha256sum, which checks the job'\\''s "
@@ -714,8 +714,7 @@ static json_t *inputs_init(const struct cnl_kube_run *r, const char *cq,
 	json_array_append_new(volumes,
 	                      json_pack("{s:s,s:{s:o}}", "name", "inputs",
 	                                "projected", "sources", srcs));
-	cmd = json_pack("[s,s,s,s]", "sh", "-c", cnl_kube_inputs_script,
-	                "cnlab-inputs");
+	cmd = json_pack("[s,s,s,s]", "sh", "-c", inputs_script, "cnlab-inputs");
 	for (size_t i = 0; i < r->n_inputs; i++) {
 		char key[32];
 		snprintf(key, sizeof(key), "in%zu", i);

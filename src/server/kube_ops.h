@@ -172,9 +172,6 @@ json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
 /* "NAME-inputs" for the first, "NAME-inputs-MAP" for the others. */
 void cnl_kube_run_inputs_name(const struct cnl_kube_run *r, size_t map,
                               char *buf, size_t len);
-/* The init container's script (its arguments: KEY SHA256 PATH for each
- * input), exported for its test. */
-extern const char cnl_kube_inputs_script[];
 /* cnl_kube_run_secret - the Secret NAME-secrets of the run's secrets, its
  * data @data (stolen: {"NAME": base64}), immutable, owned by the pod. */
 json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,

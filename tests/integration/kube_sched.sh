@@ -702,13 +702,25 @@ upload() { # upload FILE PATH: the upload's id
 		-H "X-Content-SHA256: $(sha256sum <"$1" | cut -d' ' -f1)" \
 		--data-binary @"$1" "$url/v1/projects/$kpid/uploads?path=$2" | jq -r .id
 }
+submit_with() { # submit_with COMMAND INPUTS: a job of those uploads (a JSON list's items); its id
+	curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
+		-d "{\"command\":\"$1\",\"gpu\":\"h100-10\",\"inputs\":[$2]}" \
+		"$url/v1/projects/$kpid/jobs" | jq -r '.id // empty'
+}
+failed_msg() { # failed_msg JOB: its message once it failed, waited for
+	local m=
+	for _ in $(seq 200); do
+		m=$("$cnlab" jobs show "$1" --project vision -o json 2>/dev/null | jq -r 'select(.state == "failed") | .message')
+		[ -n "$m" ] && break
+		sleep 0.05
+	done
+	echo "$m"
+}
 head -c 500000 /dev/urandom >"$tmp/a.bin"
 head -c 500000 /dev/urandom >"$tmp/b.bin"
 printf 'print(1)\n' >"$tmp/two.py"
 ua=$(upload "$tmp/two.py" two.py) ub=$(upload "$tmp/a.bin" data/a.bin) uc=$(upload "$tmp/b.bin" data/b.bin)
-mj=$(curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
-	-d "{\"command\":\"python3 two.py\",\"gpu\":\"h100-10\",\"inputs\":[\"$ua\",\"$ub\",\"$uc\"]}" \
-	"$url/v1/projects/$kpid/jobs" | jq -r '.id // empty')
+mj=$(submit_with "python3 two.py" "\"$ua\",\"$ub\",\"$uc\"")
 mp=$(runpod "$mj")
 mname=$(jq -r .metadata.name <<<"$mp")
 cm0=$(k GET "/api/v1/namespaces/team-a/configmaps/$mname-inputs")
@@ -732,28 +744,14 @@ for i in 1 2 3 4 5 6 7 8 9; do
 	head -c 400000 /dev/urandom >"$tmp/n$i.bin"
 	nine="$nine${nine:+,}\"$(upload "$tmp/n$i.bin" "n$i.bin")\""
 done
-nj=$(curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
-	-d "{\"command\":\"python3 nine.py\",\"gpu\":\"h100-10\",\"inputs\":[$nine]}" \
-	"$url/v1/projects/$kpid/jobs" | jq -r '.id // empty')
-nmsg=
-for _ in $(seq 200); do
-	nmsg=$("$cnlab" jobs show "$nj" --project vision -o json 2>/dev/null | jq -r 'select(.state == "failed") | .message')
-	[ -n "$nmsg" ] && break
-	sleep 0.05
-done
+nj=$(submit_with "python3 nine.py" "$nine")
+nmsg=$(failed_msg "$nj")
 grep -q "its inputs (9 files, 3600000 bytes) need more ConfigMaps than a pod takes (8 of 716800 bytes)" <<<"$nmsg" &&
 	ok "inputs that need more than 8 ConfigMaps fail the job, saying so: $nmsg" || bad "nine inputs: job '$nj' '$nmsg'"
 head -c 800000 /dev/urandom >"$tmp/big.bin"
 ud=$(upload "$tmp/big.bin" big.bin)
-bj=$(curl -sS -X POST -H "Authorization: Bearer $ktok" -H "Content-Type: application/json" \
-	-d "{\"command\":\"python3 big.py\",\"gpu\":\"h100-10\",\"inputs\":[\"$ud\"]}" \
-	"$url/v1/projects/$kpid/jobs" | jq -r '.id // empty')
-bmsg=
-for _ in $(seq 200); do
-	bmsg=$("$cnlab" jobs show "$bj" --project vision -o json 2>/dev/null | jq -r 'select(.state == "failed") | .message')
-	[ -n "$bmsg" ] && break
-	sleep 0.05
-done
+bj=$(submit_with "python3 big.py" "\"$ud\"")
+bmsg=$(failed_msg "$bj")
 grep -q "its input big.bin (800000 bytes) is more than a ConfigMap holds" <<<"$bmsg" &&
 	ok "an input more than a ConfigMap holds fails the job, naming it: $bmsg" || bad "big input: job '$bj' '$bmsg'"
 
