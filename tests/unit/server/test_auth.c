@@ -411,6 +411,67 @@ static void test_jwt_rfc7515_hs256_known_answer(void **state)
 	                 -CNL_EAUTH);
 }
 
+/* RFC 4231's HMAC-SHA-256 vectors 1, 2 and 6 (a key of 131 bytes,
+ * longer than a block: hashed first), then OpenSSL's HMAC() beside ours for
+ * every key length 1..200 (a block is 64) and messages of 0..300 bytes. */
+static void test_hs256_rfc4231_and_openssl(void **state)
+{
+	static const struct {
+		size_t klen;
+		uint8_t kbyte; /* the key, klen of it; 0: kstr */
+		const char *kstr, *msg, *hex;
+	} v[] = {
+	    {20, 0x0b, NULL, "Hi There",
+	     "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff"
+	     "7"},
+	    {4, 0, "Jefe", "what do ya want for nothing?",
+	     "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec384"
+	     "3"},
+	    {131, 0xaa, NULL,
+	     "Test Using Larger Than Block-Size Key - Hash Key First",
+	     "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f5"
+	     "4"},
+	};
+	uint8_t key[200], msg[300], want[32], got[40];
+	char sig[64], hex[3];
+	unsigned int wl;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		if (v[i].kstr)
+			memcpy(key, v[i].kstr, v[i].klen);
+		else
+			memset(key, v[i].kbyte, v[i].klen);
+		assert_int_equal(cnl_auth_hs256(key, v[i].klen, v[i].msg,
+		                                strlen(v[i].msg), sig,
+		                                sizeof(sig)),
+		                 43);
+		assert_int_equal(
+		    cnl_b64_decode(sig, 43, CNL_B64_URL, got, sizeof(got)), 32);
+		for (size_t b = 0; b < 32; b++) {
+			snprintf(hex, sizeof(hex), "%02x", got[b]);
+			assert_memory_equal(hex, v[i].hex + 2 * b, 2);
+		}
+	}
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(i * 131 + 7);
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (uint8_t)(i * 17 + 3);
+	for (size_t kl = 1; kl <= sizeof(key); kl++) {
+		size_t ml = (kl * 37) % sizeof(msg);
+
+		assert_non_null(
+		    HMAC(EVP_sha256(), key, (int)kl, msg, ml, want, &wl));
+		assert_int_equal(wl, 32);
+		assert_int_equal(cnl_auth_hs256(key, kl, (const char *)msg, ml,
+		                                sig, sizeof(sig)),
+		                 43);
+		assert_int_equal(
+		    cnl_b64_decode(sig, 43, CNL_B64_URL, got, sizeof(got)), 32);
+		assert_memory_equal(got, want, 32);
+	}
+}
+
 static void test_jwt_refuses_bad_alg(void **state)
 {
 	char tok[1024];
@@ -733,6 +794,7 @@ int main(void)
 	    cmocka_unit_test(test_jwt_round_trip),
 	    cmocka_unit_test(test_jwt_sign_refuses_bad_input),
 	    cmocka_unit_test(test_jwt_rfc7515_hs256_known_answer),
+	    cmocka_unit_test(test_hs256_rfc4231_and_openssl),
 	    cmocka_unit_test(test_jwt_refuses_bad_alg),
 	    cmocka_unit_test(test_jwt_refuses_bad_signature),
 	    cmocka_unit_test(test_jwt_refuses_bad_shape),
