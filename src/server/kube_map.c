@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -741,14 +742,14 @@ static bool tolerated(const json_t *tols, const json_t *taint)
 	return false;
 }
 
-bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
-                        size_t len)
+/* @pod's nodeSelector and required node affinity against @node. */
+static bool node_selected(const json_t *pod, const json_t *node, char *why,
+                          size_t len)
 {
 	const json_t *ps = json_object_get(pod, "spec");
-	const json_t *ns = json_object_get(node, "spec");
 	const json_t *labels =
 	    json_object_get(json_object_get(node, "metadata"), "labels");
-	const json_t *tols = json_object_get(ps, "tolerations"), *x;
+	const json_t *x;
 	const char *k;
 	size_t i;
 	json_t *v;
@@ -776,6 +777,20 @@ bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
 			return false;
 		}
 	}
+	return true;
+}
+
+/* @node's cordon and NoSchedule/NoExecute taints against @pod's
+ * tolerations. */
+static bool node_tolerated(const json_t *pod, const json_t *node, char *why,
+                           size_t len)
+{
+	const json_t *ns = json_object_get(node, "spec");
+	const json_t *tols =
+	    json_object_get(json_object_get(pod, "spec"), "tolerations");
+	const json_t *x;
+	size_t i;
+
 	/* A cordoned node carries this taint to kube-scheduler's eyes. */
 	if (json_is_true(json_object_get(ns, "unschedulable"))) {
 		json_t *t = json_pack("{s:s,s:s}", "key",
@@ -800,6 +815,13 @@ bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
 		}
 	}
 	return true;
+}
+
+bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
+                        size_t len)
+{
+	return node_selected(pod, node, why, len) &&
+	       node_tolerated(pod, node, why, len);
 }
 
 /* ---- inter-pod affinity ------------------------------------------------- */
@@ -976,4 +998,242 @@ bool cnl_kube_pod_affinity_fits(const json_t *pod, const char *node_name,
 		}
 	}
 	return true;
+}
+
+/* ---- topology spread ------------------------------------------------------
+ */
+
+/* One of a pod's hard spread constraints, with the matching pods counted
+ * per domain of its topologyKey. */
+struct spread_c {
+	const char *key;  /* topologyKey, the pod's */
+	int64_t max_skew; /* at least 1 */
+	int self;         /* 1 when the pod matches its own selector */
+	int64_t min;      /* the fewest in any domain (0 below minDomains) */
+	int64_t min_domains;
+	bool affinity;  /* nodeAffinityPolicy Honor (the default) */
+	bool taints;    /* nodeTaintsPolicy Honor (Ignore by default) */
+	json_t *sel;    /* labelSelector with matchLabelKeys; NULL */
+	json_t *counts; /* domain -> matching pods there */
+};
+
+struct cnl_kube_spread {
+	const json_t *knodes;
+	size_t n;
+	struct spread_c c[];
+};
+
+static const json_t *spread_list(const json_t *pod)
+{
+	return json_object_get(json_object_get(pod, "spec"),
+	                       "topologySpreadConstraints");
+}
+
+/* Whether constraint @t must hold (DoNotSchedule); ScheduleAnyway is a
+ * preference. */
+static bool spread_hard(const json_t *t)
+{
+	const char *w = S(t, "whenUnsatisfiable");
+	return w && strcmp(w, "DoNotSchedule") == 0;
+}
+
+bool cnl_kube_pod_has_spread(const json_t *pod)
+{
+	const json_t *t;
+	size_t i;
+
+	json_array_foreach (spread_list(pod), i, t)
+		if (spread_hard(t))
+			return true;
+	return false;
+}
+
+/* @t's labelSelector with matchLabelKeys read as kube-scheduler reads
+ * them: each key the pod has a label of adds "key In [its value]" (the
+ * pods of the same rollout).  No selector selects nothing.  New
+ * reference, or NULL. */
+static json_t *spread_selector(const json_t *pod, const json_t *t)
+{
+	const json_t *sel = json_object_get(t, "labelSelector"), *k;
+	const json_t *own = labels_of(pod);
+	json_t *out, *exprs;
+	size_t i;
+
+	if (!json_is_object(sel))
+		return NULL;
+	out = json_deep_copy(sel);
+	exprs = json_object_get(out, "matchExpressions");
+	if (!json_is_array(exprs)) {
+		exprs = json_array();
+		json_object_set_new(out, "matchExpressions", exprs);
+	}
+	json_array_foreach (json_object_get(t, "matchLabelKeys"), i, k) {
+		const char *v =
+		    json_string_value(k) ? S(own, json_string_value(k)) : NULL;
+		if (v)
+			json_array_append_new(
+			    exprs, json_pack("{s:s,s:s,s:[s]}", "key",
+			                     json_string_value(k), "operator",
+			                     "In", "values", v));
+	}
+	return out;
+}
+
+/* Whether node @node has a label for each hard constraint's key. */
+static bool spread_keys_on(const struct cnl_kube_spread *sp, const json_t *node)
+{
+	for (size_t i = 0; i < sp->n; i++)
+		if (!S(labels_of(node), sp->c[i].key))
+			return false;
+	return true;
+}
+
+struct cnl_kube_spread *cnl_kube_spread_new(const json_t *pod,
+                                            const json_t *knodes,
+                                            const json_t *placed)
+{
+	const json_t *md = json_object_get(pod, "metadata"), *t, *q, *node;
+	const char *ns = S(md, "namespace"), *uid = S(md, "uid"), *name;
+	json_t *on_node = json_object(), *v;
+	struct cnl_kube_spread *sp;
+	size_t i, k, n = 0;
+	char why[8];
+
+	json_array_foreach (spread_list(pod), i, t)
+		n += spread_hard(t) && S(t, "topologyKey");
+	if (!n) {
+		json_decref(on_node);
+		return NULL;
+	}
+	sp = cnl_xcalloc(1, sizeof(*sp) + n * sizeof(sp->c[0]));
+	sp->knodes = knodes;
+	json_array_foreach (spread_list(pod), i, t) {
+		const char *ap = S(t, "nodeAffinityPolicy");
+		const char *tp = S(t, "nodeTaintsPolicy");
+		struct spread_c *c;
+
+		if (!spread_hard(t) || !S(t, "topologyKey"))
+			continue;
+		c = &sp->c[sp->n++];
+		c->key = S(t, "topologyKey");
+		c->max_skew = json_integer_value(json_object_get(t, "maxSkew"));
+		if (c->max_skew < 1)
+			c->max_skew = 1; /* the API server refuses less */
+		c->min_domains =
+		    json_integer_value(json_object_get(t, "minDomains"));
+		c->affinity = !ap || strcmp(ap, "Ignore") != 0;
+		c->taints = tp && strcmp(tp, "Honor") == 0;
+		c->sel = spread_selector(pod, t);
+		c->self = c->sel && selects(c->sel, labels_of(pod));
+		c->counts = json_object();
+	}
+	/* The pods that count, by node: this namespace's, placed and not
+	 * on their way out (kube-scheduler does not count ended or
+	 * terminating pods), the pod itself not among them. */
+	json_array_foreach (placed, k, q) {
+		const json_t *o = json_array_get(q, 0);
+		const json_t *om = json_object_get(o, "metadata");
+		const char *on = json_string_value(json_array_get(q, 1));
+		const char *ph = S(json_object_get(o, "status"), "phase");
+		json_t *list;
+
+		if (!on || same_uid(uid, om) || !ns || !S(om, "namespace") ||
+		    strcmp(ns, S(om, "namespace")) != 0 ||
+		    (json_object_get(om, "deletionTimestamp") &&
+		     !json_is_null(json_object_get(om, "deletionTimestamp"))) ||
+		    (ph && (strcmp(ph, "Succeeded") == 0 ||
+		            strcmp(ph, "Failed") == 0)))
+			continue;
+		if (!(list = json_object_get(on_node, on))) {
+			list = json_array();
+			json_object_set_new(on_node, on, list);
+		}
+		json_array_append(list, (json_t *)o);
+	}
+	/* Each domain of a node that counts for a constraint (the node has
+	 * every constraint's key; with nodeAffinityPolicy Honor, the
+	 * default, the pod's node selector and required affinity take it;
+	 * with nodeTaintsPolicy Honor it tolerates the node's taints),
+	 * with its matching pods. */
+	json_object_foreach ((json_t *)knodes, name, node) {
+		if (!spread_keys_on(sp, node))
+			continue;
+		for (i = 0; i < sp->n; i++) {
+			struct spread_c *c = &sp->c[i];
+			const char *d = S(labels_of(node), c->key);
+			json_int_t have;
+
+			if ((c->affinity &&
+			     !node_selected(pod, node, why, sizeof(why))) ||
+			    (c->taints &&
+			     !node_tolerated(pod, node, why, sizeof(why))))
+				continue;
+			have =
+			    json_integer_value(json_object_get(c->counts, d));
+			json_array_foreach (json_object_get(on_node, name), k,
+			                    v)
+				have += c->sel && selects(c->sel, labels_of(v));
+			json_object_set_new(c->counts, d, json_integer(have));
+		}
+	}
+	/* The fewest in a domain: 0 when there are fewer domains than
+	 * minDomains (kube-scheduler's rule). */
+	for (i = 0; i < sp->n; i++) {
+		struct spread_c *c = &sp->c[i];
+		json_int_t min = -1;
+		const char *d;
+
+		json_object_foreach (c->counts, d, v)
+			if (min < 0 || json_integer_value(v) < min)
+				min = json_integer_value(v);
+		if (min < 0 ||
+		    (c->min_domains > 0 &&
+		     (int64_t)json_object_size(c->counts) < c->min_domains))
+			min = 0;
+		c->min = min;
+	}
+	json_decref(on_node);
+	return sp;
+}
+
+bool cnl_kube_spread_fits(const struct cnl_kube_spread *sp,
+                          const char *node_name, char *why, size_t len)
+{
+	const json_t *node;
+
+	if (!sp)
+		return true;
+	node = node_name ? json_object_get(sp->knodes, node_name) : NULL;
+	for (size_t i = 0; i < sp->n; i++) {
+		const struct spread_c *c = &sp->c[i];
+		const char *d = node ? S(labels_of(node), c->key) : NULL;
+		int64_t have, skew;
+
+		if (!d) {
+			snprintf(why, len, "its topology spread (no label %s)",
+			         c->key);
+			return false;
+		}
+		have = json_integer_value(json_object_get(c->counts, d));
+		skew = have + c->self - c->min;
+		if (skew > c->max_skew) {
+			snprintf(why, len,
+			         "its topology spread (%s=%s: %" PRId64
+			         ", fewest %" PRId64 ", maxSkew %" PRId64 ")",
+			         c->key, d, have, c->min, c->max_skew);
+			return false;
+		}
+	}
+	return true;
+}
+
+void cnl_kube_spread_free(struct cnl_kube_spread *sp)
+{
+	if (!sp)
+		return;
+	for (size_t i = 0; i < sp->n; i++) {
+		json_decref(sp->c[i].counts);
+		json_decref(sp->c[i].sel);
+	}
+	free(sp);
 }

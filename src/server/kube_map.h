@@ -122,14 +122,42 @@ bool cnl_kube_node_fits(const json_t *pod, const json_t *node, char *why,
  * A term's pods are those of its namespaces (none given: the pod's own),
  * or of every namespace with an empty namespaceSelector; a term naming
  * namespaces by labels, or without a topologyKey, is not read, and the
- * pod goes nowhere (said).  Preferred terms and topology spread are not
- * read.  False with @why naming what does not hold.
+ * pod goes nowhere (said).  Preferred terms are not read (topology
+ * spread: cnl_kube_spread_new).  False with @why naming what does not hold.
  * cnl_kube_pod_has_affinity - whether @pod has required inter-pod terms.
  */
 bool cnl_kube_pod_affinity_fits(const json_t *pod, const char *node_name,
                                 const json_t *knodes, const json_t *placed,
                                 char *why, size_t len);
 bool cnl_kube_pod_has_affinity(const json_t *pod, bool anti_only);
+
+/*
+ * Topology spread: @pod's hard topologySpreadConstraints (whenUnsatisfiable
+ * DoNotSchedule) as kube-scheduler's PodTopologySpread filter reads them.
+ * cnl_kube_spread_new counts, for each constraint, the pods it selects
+ * (labelSelector, and matchLabelKeys: the pod's own values of those keys)
+ * among @placed ([[pod, node name] ...]: this namespace's, not ended nor
+ * terminating, the pod itself not counted) per domain of its topologyKey,
+ * over the nodes of @knodes (by name) that have every constraint's key and
+ * that its nodeAffinityPolicy (Honor by default: the pod's nodeSelector
+ * and required node affinity) and nodeTaintsPolicy (Ignore by default)
+ * let count; NULL when the pod has no hard constraint.  @pod and @knodes
+ * must outlive it.  cnl_kube_spread_fits: whether node @node_name keeps
+ * every constraint's skew (the matching pods in its domain, plus the pod
+ * when it matches itself, less the fewest in any domain, 0 below
+ * minDomains domains) within maxSkew; a node without a constraint's key
+ * never does.  False with @why naming the constraint.  ScheduleAnyway
+ * constraints are preferences, not read.
+ * cnl_kube_pod_has_spread - whether @pod has hard constraints.
+ */
+struct cnl_kube_spread;
+struct cnl_kube_spread *cnl_kube_spread_new(const json_t *pod,
+                                            const json_t *knodes,
+                                            const json_t *placed);
+bool cnl_kube_spread_fits(const struct cnl_kube_spread *sp,
+                          const char *node_name, char *why, size_t len);
+void cnl_kube_spread_free(struct cnl_kube_spread *sp);
+bool cnl_kube_pod_has_spread(const json_t *pod);
 
 /*
  * cnl_kube_pod_requests - the CPU (millicores) and memory (MiB) @pod

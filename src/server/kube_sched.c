@@ -987,14 +987,16 @@ static bool phase_ended(const json_t *o)
 	       (strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0);
 }
 
-/* The pods on nodes, for pod @p's required inter-pod rules: NULL when
- * none can apply (it has none, and no pod placed has an anti-affinity). */
+/* The pods on nodes, for pod @p's required inter-pod rules and hard
+ * topology spread: NULL when none can apply (it has neither, and no pod
+ * placed has an anti-affinity). */
 static const json_t *pod_placed(struct cnl_kube_sched *ks, const struct pod *p)
 {
 	const json_t *x;
 	size_t i;
 
-	if (!ks->any_anti && !cnl_kube_pod_has_affinity(p->obj, false))
+	if (!ks->any_anti && !cnl_kube_pod_has_affinity(p->obj, false) &&
+	    !cnl_kube_pod_has_spread(p->obj))
 		return NULL;
 	if (ks->placed)
 		return ks->placed;
@@ -1039,6 +1041,8 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 	bool ok_full = false, no_full = false;
 	char why[256];
 	const json_t *placed = pod_placed(ks, p);
+	struct cnl_kube_spread *sp =
+	    placed ? cnl_kube_spread_new(p->obj, ks->knodes, placed) : NULL;
 
 	*ret = NULL;
 	err[0] = '\0';
@@ -1053,7 +1057,8 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 		if (!cnl_kube_node_fits(p->obj, obj, why, sizeof(why)) ||
 		    (placed &&
 		     !cnl_kube_pod_affinity_fits(p->obj, n->name, ks->knodes,
-		                                 placed, why, sizeof(why)))) {
+		                                 placed, why, sizeof(why))) ||
+		    !cnl_kube_spread_fits(sp, n->name, why, sizeof(why))) {
 			/* Each node's reason, while there is room. */
 			int w = snprintf(err + used, len - used, "%s%s: %s",
 			                 used ? "; " : "", n->name, why);
@@ -1065,6 +1070,7 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 		fit++;
 		ok_full |= !list_add(ok, &okb, n->name);
 	}
+	cnl_kube_spread_free(sp);
 	if (!fit) {
 		json_decref(ok);
 		json_decref(no);
@@ -3227,14 +3233,19 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		char why[256] = "";
 		const json_t *kn = knode(ks, n->name);
 		const json_t *pl = p->run ? NULL : pod_placed(ks, p);
+		struct cnl_kube_spread *sp =
+		    pl ? cnl_kube_spread_new(p->obj, ks->knodes, pl) : NULL;
 		int r = !p->run && kn &&
 		                (!cnl_kube_node_fits(p->obj, kn, why,
 		                                     sizeof(why)) ||
 		                 (pl && !cnl_kube_pod_affinity_fits(
 		                            p->obj, n->name, ks->knodes, pl,
-		                            why, sizeof(why))))
+		                            why, sizeof(why))) ||
+		                 !cnl_kube_spread_fits(sp, n->name, why,
+		                                       sizeof(why)))
 		            ? -EPERM
 		            : allocate(ks, p, n, a);
+		cnl_kube_spread_free(sp);
 		if (r == 0)
 			r = bind_pod(ks, p, n);
 		if (r == -EIO) { /* the API server: try again */

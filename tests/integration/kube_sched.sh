@@ -459,6 +459,52 @@ done
 k DELETE /api/v1/namespaces/team-a/pods/aa3 >/dev/null
 k DELETE /api/v1/namespaces/team-a/pods/web >/dev/null
 
+# Hard topology spread (maxSkew 1 on kubernetes.io/hostname, app=spread):
+# the second such pod goes to the other node, its job held to it.  With
+# one on each GPU node a third is refused: cpu-only, a node of no GPU
+# that CNLab does not place on, is a domain too, with none (as
+# kube-scheduler counts it), so either GPU node would make the skew 2.  A
+# pod whose required node affinity leaves cpu-only out (nodeAffinityPolicy
+# Honor, the default) does not count it: it may go to either, and the
+# next is held to the other.  The same constraint as ScheduleAnyway (a
+# preference, not read) holds a pod to nothing.
+tsc='"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"app":"spread"}}}]'
+gpun='"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":["node1","node2"]}]}]}}}'
+lpod ts1 '{"app":"spread"}' "$tsc"
+t1=$(wait_bound team-a ts1)
+lpod ts2 '{"app":"spread"}' "$tsc"
+t2=$(wait_bound team-a ts2)
+o2=$([ "$t1" = node1 ] && echo node2 || echo node1)
+[ -n "$t1" ] && [ "$t2" = "$o2" ] && [ "$(job_of team-a/ts2 | jq -c .nodelist)" = "[\"$o2\"]" ] &&
+	ok "a second pod spread over kubernetes.io/hostname (maxSkew 1) is bound on the other node ($t1, then $t2), its job held to it" ||
+	bad "spread: ts1 on '$t1', ts2 on '$t2', job $(job_of team-a/ts2) $(msg team-a ts2)"
+lpod ts3 '{"app":"spread"}' "$tsc"
+m3=$(waitmsg ts3)
+grep -q "node1: its topology spread (kubernetes.io/hostname=node1: 1, fewest 0, maxSkew 1)" <<<"$m3" &&
+	grep -q "node2: its topology spread (kuber" <<<"$m3" &&
+	[ -z "$(bound_node team-a ts3)" ] && [ -z "$(job_of team-a/ts3)" ] &&
+	ok "a third is refused while cpu-only (no GPU) has none: $m3" ||
+	bad "spread, third: bound on '$(bound_node team-a ts3)', '$m3'"
+lpod ts4 '{"app":"spread"}' "$tsc,$gpun"
+t4=$(wait_bound team-a ts4)
+o4=$([ "$t4" = node1 ] && echo node2 || echo node1)
+lpod ts6 '{"app":"spread"}' "$tsc,$gpun"
+t6=$(wait_bound team-a ts6)
+[ -n "$t4" ] && [ "$(job_of team-a/ts4 | jq -c .nodelist)" = null ] && [ "$t6" = "$o4" ] &&
+	[ "$(job_of team-a/ts6 | jq -c .nodelist)" = "[\"$o4\"]" ] &&
+	ok "held to node1 and node2 by its node affinity, such a pod may go to either (bound on $t4), and the next is held to the other ($t6)" ||
+	bad "spread: ts4 on '$t4' job $(job_of team-a/ts4), ts6 on '$t6' job $(job_of team-a/ts6) $(msg team-a ts6)"
+lpod ts5 '{"app":"spread"}' "${tsc/DoNotSchedule/ScheduleAnyway}"
+t5=$(wait_bound team-a ts5)
+[ -n "$t5" ] && [ "$(job_of team-a/ts5 | jq -c .nodelist)" = null ] &&
+	ok "the same constraint as ScheduleAnyway holds the pod to no node (bound on $t5)" ||
+	bad "spread, ScheduleAnyway: ts5 on '$t5', job $(job_of team-a/ts5)"
+for p in ts1 ts2 ts4 ts5 ts6; do
+	ended team-a $p Succeeded 0
+	job_state team-a/$p succeeded >/dev/null
+done
+k DELETE /api/v1/namespaces/team-a/pods/ts3 >/dev/null
+
 # --- pre-emption and budgets ----------------------------------------------
 whole='{"deviceClassName":"gpu.cnlab.io","count":1}'
 for p in db l2 l3; do claim team-a "c-$p" "$whole"; done

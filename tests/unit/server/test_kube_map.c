@@ -704,6 +704,188 @@ static void test_pod_affinity(void **state)
 	json_decref(placed);
 }
 
+/* Hard topology spread as kube-scheduler's filter reads it: skew per
+ * domain, the nodes and pods that count, minDomains, matchLabelKeys, the
+ * node policies, and what is not read (ScheduleAnyway). */
+static void test_topology_spread(void **state)
+{
+	(void)state;
+	/* z1: a, b; z2: c; d has no zone; e (z3) is gpu=no and tainted. */
+	json_t *nodes =
+	    parse("{\"a\":{\"metadata\":{\"labels\":{\"zone\":\"z1\",\"gpu\":"
+	          "\"yes\"}}},"
+	          "\"b\":{\"metadata\":{\"labels\":{\"zone\":\"z1\",\"gpu\":"
+	          "\"yes\"}}},"
+	          "\"c\":{\"metadata\":{\"labels\":{\"zone\":\"z2\",\"gpu\":"
+	          "\"yes\"}}},"
+	          "\"d\":{\"metadata\":{\"labels\":{\"gpu\":\"yes\"}}}}");
+	json_t *e =
+	    parse("{\"metadata\":{\"labels\":{\"zone\":\"z3\",\"gpu\":\"no\"}},"
+	          "\"spec\":{\"taints\":[{\"key\":\"k\",\"effect\":"
+	          "\"NoSchedule\"}]}}");
+	/* ns1's web pods (rev 1): two on a, one on c; and some that do not
+	 * count: another namespace's, an ended one, a terminating one, all
+	 * on c. */
+#define WEB(uid, ns, more)                                              \
+	"[{\"metadata\":{\"uid\":\"" uid "\",\"namespace\":\"" ns "\"," \
+	"\"labels\":{\"app\":\"web\",\"rev\":\"1\"}" more "}"
+	json_t
+	    *placed =
+	        parse("[" WEB("w1", "ns1", "") "},\"a\"]," WEB("w2", "ns1", "") "},\"a\"]," WEB(
+	            "w3", "ns1",
+	            "") "},\"c\"]," WEB("o1", "ns2",
+	                                "") "},\"c\"]," WEB("o2", "ns1",
+	                                                    "") ",\"status"
+	                                                        "\":{"
+	                                                        "\"phase\":"
+	                                                        "\"Succeede"
+	                                                        "d\"}},"
+	                                                        "\"c\"]"
+	                                                        "," WEB(
+	                                                            "o"
+	                                                            "3",
+	                                                            "ns"
+	                                                            "1",
+	                                                            ","
+	                                                            "\""
+	                                                            "de"
+	                                                            "le"
+	                                                            "ti"
+	                                                            "on"
+	                                                            "Ti"
+	                                                            "me"
+	                                                            "st"
+	                                                            "am"
+	                                                            "p"
+	                                                            "\""
+	                                                            ":"
+	                                                            "\""
+	                                                            "20"
+	                                                            "26"
+	                                                            "-0"
+	                                                            "1-"
+	                                                            "01"
+	                                                            "T0"
+	                                                            "0:"
+	                                                            "00"
+	                                                            ":0"
+	                                                            "0Z"
+	                                                            "\"") "},"
+	                                                                  "\"c"
+	                                                                  "\"]"
+	                                                                  "]");
+	char why[256];
+	struct cnl_kube_spread *sp;
+#define SPOD(labels, extra, tsc)                                     \
+	parse("{\"metadata\":{\"uid\":\"me\",\"namespace\":\"ns1\"," \
+	      "\"labels\":" labels "},\"spec\":{" extra              \
+	      "\"topologySpreadConstraints\":[" tsc "]}}")
+#define TSC(more)                                                        \
+	"{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":" \
+	"\"DoNotSchedule\",\"labelSelector\":{\"matchLabels\":{\"app\":" \
+	"\"web\"}}" more "}"
+#define SFITS(node, want)                                                    \
+	do {                                                                 \
+		why[0] = '\0';                                               \
+		assert_int_equal(                                            \
+		    cnl_kube_spread_fits(sp, node, why, sizeof(why)), want); \
+	} while (0)
+	/* z1 holds 2, z2 1: a third web pod goes to z2 only (skew 1), not
+	 * z1 (3 - 1 = 2), nor to a node without a zone. */
+	json_t *p = SPOD("{\"app\":\"web\",\"rev\":\"2\"}", "", TSC(""));
+	assert_true(cnl_kube_pod_has_spread(p));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	assert_non_null(sp);
+	SFITS("c", true);
+	SFITS("a", false);
+	assert_non_null(strstr(
+	    why, "its topology spread (zone=z1: 2, fewest 1, maxSkew 1)"));
+	SFITS("b", false);
+	SFITS("d", false);
+	assert_non_null(strstr(why, "its topology spread (no label zone)"));
+	SFITS("nowhere", false);
+	cnl_kube_spread_free(sp);
+	/* maxSkew 2 lets z1 take it too. */
+	json_decref(p);
+	p = SPOD(
+	    "{\"app\":\"web\"}", "",
+	    "{\"maxSkew\":2,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":"
+	    "\"DoNotSchedule\",\"labelSelector\":{\"matchLabels\":{\"app\":"
+	    "\"web\"}}}");
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("a", true);
+	cnl_kube_spread_free(sp);
+	json_decref(p);
+	/* An empty zone z3 (node e) makes the fewest 0: only e now. */
+	json_object_set(nodes, "e", e);
+	p = SPOD("{\"app\":\"web\"}", "", TSC(""));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("e", true);
+	SFITS("c", false);
+	cnl_kube_spread_free(sp);
+	/* nodeTaintsPolicy Honor: e's taint is not tolerated, so z3 does
+	 * not count, and c takes it again. */
+	json_decref(p);
+	p = SPOD("{\"app\":\"web\"}", "",
+	         TSC(",\"nodeTaintsPolicy\":\"Honor\""));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("c", true);
+	cnl_kube_spread_free(sp);
+	/* nodeAffinityPolicy Honor (the default): a pod for gpu=yes does not
+	 * count e's zone; with Ignore it does. */
+	json_decref(p);
+	p = SPOD("{\"app\":\"web\"}", "\"nodeSelector\":{\"gpu\":\"yes\"},",
+	         TSC(""));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("c", true);
+	cnl_kube_spread_free(sp);
+	json_decref(p);
+	p = SPOD("{\"app\":\"web\"}", "\"nodeSelector\":{\"gpu\":\"yes\"},",
+	         TSC(",\"nodeAffinityPolicy\":\"Ignore\""));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("c", false);
+	cnl_kube_spread_free(sp);
+	json_object_del(nodes, "e");
+	/* minDomains 3 with two zones: the fewest is 0, so no zone with a
+	 * web pod takes another. */
+	json_decref(p);
+	p = SPOD("{\"app\":\"web\"}", "", TSC(",\"minDomains\":3"));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("c", false);
+	SFITS("a", false);
+	cnl_kube_spread_free(sp);
+	/* matchLabelKeys: only rev 2's pods count, and there are none. */
+	json_decref(p);
+	p = SPOD("{\"app\":\"web\",\"rev\":\"2\"}", "",
+	         TSC(",\"matchLabelKeys\":[\"rev\"]"));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("a", true);
+	SFITS("c", true);
+	cnl_kube_spread_free(sp);
+	/* A pod its selector does not select adds nothing: skew 2 - 1. */
+	json_decref(p);
+	p = SPOD("{\"app\":\"other\"}", "", TSC(""));
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("a", true);
+	cnl_kube_spread_free(sp);
+	/* ScheduleAnyway is a preference: not read. */
+	json_decref(p);
+	p = SPOD(
+	    "{\"app\":\"web\"}", "",
+	    "{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":"
+	    "\"ScheduleAnyway\",\"labelSelector\":{}}");
+	assert_false(cnl_kube_pod_has_spread(p));
+	assert_null(cnl_kube_spread_new(p, nodes, placed));
+	json_decref(p);
+#undef SPOD
+#undef TSC
+#undef SFITS
+#undef WEB
+	json_decref(e);
+	json_decref(placed);
+	json_decref(nodes);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -714,6 +896,7 @@ int main(void)
 	    cmocka_unit_test(test_pod_requests),
 	    cmocka_unit_test(test_node_fits),
 	    cmocka_unit_test(test_pod_affinity),
+	    cmocka_unit_test(test_topology_spread),
 	    cmocka_unit_test(test_register),
 	    cmocka_unit_test(test_allocation),
 	    cmocka_unit_test(test_trainingjob),
