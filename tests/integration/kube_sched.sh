@@ -83,16 +83,32 @@ die() {
 unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
 export XDG_CONFIG_HOME=$tmp/cfg HOME=$tmp
 
+# cnlabd's ServiceAccount token, allowed what deploy/k8s's RBAC grants it
+# (the API server stand-in enforces those manifests as they are), and the
+# test's own, playing kubectl (an administrator) and the kubelet.
 echo "sa-token-$RANDOM" >"$tmp/sa-token"
+echo "admin-token-$RANDOM" >"$tmp/admin-token"
 $py "$k8s/api/kube_apiserver.py" --port-file "$tmp/api.port" --token-file "$tmp/sa-token" \
+	--admin-token-file "$tmp/admin-token" \
+	--rbac "$root/deploy/k8s/base/cnlab/cnlabd-rbac.yaml" \
 	--state "$k8s/api/sched_state.json" --log "$tmp/api.log" --expire-first-watch &
 api_pid=$!
 for _ in $(seq 200); do [ -s "$tmp/api.port" ] && break; sleep 0.05; done
 kapi="http://127.0.0.1:$(cat "$tmp/api.port")"
 k() { # k METHOD PATH [BODY] [CONTENT_TYPE]: the API server as kubectl calls it
-	curl -sS -X "$1" -H "Authorization: Bearer $(cat "$tmp/sa-token")" \
+	curl -sS -X "$1" -H "Authorization: Bearer $(cat "$tmp/admin-token")" \
 		-H "Content-Type: ${4:-application/json}" ${3:+-d "$3"} "$kapi$2"
 }
+
+# The namespaces that let cnlabd make workloads, as the README has the
+# administrator do it (kubectl -n NS create rolebinding cnlabd-workloads
+# --clusterrole=cnlab:cnlabd-workloads --serviceaccount=cnlab:cnlabd);
+# team-c does not.
+for ns in team-a team-b; do
+	k POST "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings" \
+		'{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"cnlabd-workloads"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cnlab:cnlabd-workloads"},"subjects":[{"kind":"ServiceAccount","name":"cnlabd","namespace":"cnlab"}]}' |
+		jq -e '.metadata.name == "cnlabd-workloads"' >/dev/null || die "rolebinding in $ns"
+done
 
 export CNLAB_JWT_SECRET=kube-sched-test-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=kube-admin-password-1
@@ -686,7 +702,7 @@ lines = "".join("%05d " % i + "x" * 94 + "\n" for i in range(12000))
 open(sys.argv[1] + ".txt", "w").write(lines)
 json.dump({"namespace": "team-a", "name": sys.argv[2], "text": lines}, open(sys.argv[1] + ".json", "w"))
 ' "$tmp/big" "$rname"
-curl -sS -X POST -H "Authorization: Bearer $(cat "$tmp/sa-token")" -H "Content-Type: application/json" \
+curl -sS -X POST -H "Authorization: Bearer $(cat "$tmp/admin-token")" -H "Content-Type: application/json" \
 	--data-binary @"$tmp/big.json" "$kapi/test/log" >/dev/null
 k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"bye\\n\",\"seconds\":2}" >/dev/null
 k PATCH "/api/v1/namespaces/team-a/pods/$rname/status" \
@@ -1340,6 +1356,16 @@ wait "$d_pid"
 rc=$?
 d_pid=""
 [ $rc = 0 ] && ok "with the API server gone, cnlabd still stops cleanly" || bad "cnlabd exit $rc with the API server gone"
+# Least privilege that works: cnlabd did all of the above with what
+# deploy/k8s's RBAC grants it, refused only where no RoleBinding lets it
+# (team-c), and it asked for no Secret's value.
+denied=$(jq -r 'select(.user | startswith("system:serviceaccount:")) | select(.status == 403) | "\(.method) \(.path)"' "$tmp/api.log" |
+	grep -v ' /api/v1/namespaces/team-c/' | sort | uniq -c)
+read_secret=$(jq -r 'select(.user | startswith("system:serviceaccount:")) | select(.method == "GET" and (.path | test("/secrets"))) | .path' "$tmp/api.log")
+[ "$(jq -r 'select(.user | startswith("system:serviceaccount:")) | .path' "$tmp/api.log" | wc -l)" -gt 100 ] &&
+	[ -z "$denied" ] && [ -z "$read_secret" ] &&
+	ok "every call of cnlabd's was within the RBAC of deploy/k8s (the stand-in enforces it), none refused outside team-c, no Secret read" ||
+	bad "RBAC: refused $denied; secrets read: $read_secret"
 # The real Jupyter server given nb3's configuration (started above).
 wait "$j_pid"
 jrc=$?

@@ -67,7 +67,7 @@ is 403 Forbidden.  POST /test/log {namespace, name, text} appends to a
 pod's log (the test plays the kubelet).
 Every request must carry "Authorization: Bearer T" with T the content of
 --token-file.  Each request is appended to --log as a JSON line {method,
-path, status, body}.  The port goes to --port-file.
+path, status, body, user}.  The port goes to --port-file.
 
 RBAC, as the API server's authorizer does it, with --rbac FILE (YAML, any
 number of documents; repeatable: the manifests of deploy/k8s as they are):
@@ -351,7 +351,8 @@ class H(BaseHTTPRequestHandler):
     def record(self, code, body):
         with open(args.log, "a") as f:
             f.write(json.dumps({"method": self.command, "path": self.path,
-                                "status": code, "body": body}) + "\n")
+                                "status": code, "body": body,
+                                "user": getattr(self, "user", "")}) + "\n")
 
     def body(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -364,7 +365,9 @@ class H(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization")
         is_admin = bool(admin) and auth == "Bearer " + admin
         if auth != "Bearer " + tok and not is_admin:
+            self.user = ""
             return status(401, "Unauthorized"), None
+        self.user = "admin" if is_admin else USER
         u = urllib.parse.urlparse(self.path)
         q = urllib.parse.parse_qs(u.query)
         parts = u.path.strip("/").split("/")
@@ -377,7 +380,7 @@ class H(BaseHTTPRequestHandler):
                                           u.path)), body
             if not authorized(a):
                 return denial(a), body
-        if parts[:5] == ["apis", "rbac.authorization.k8s.io", "v1",
+        if parts[:4] == ["apis", "rbac.authorization.k8s.io", "v1",
                          "namespaces"] and parts[5:6] == ["rolebindings"]:
             with lock:
                 return self.rolebindings(parts[4], parts[6:], body), body
