@@ -119,6 +119,9 @@ struct cnl_cyc_lb_cache {
 	 * instead of visiting the nodes between.  NULL otherwise. */
 	int64_t *mt;
 	uint32_t p2;
+	/* The incremental cycle's: each node's version (nver) when its
+	 * bound, or its having none, was taken; NULL otherwise. */
+	uint32_t *vers;
 };
 
 /* The fit memory (profile.c): per request (every field the allocator
@@ -215,13 +218,25 @@ struct cnl_cyc {
 	 * so a cached one stays a lower bound; pre-emption clears it. */
 	struct cnl_cyc_lb_cache *lbc;
 	size_t n_lbc;
+	/* The entries pre-emption set aside (the incremental cycle's):
+	 * capacity grew on a node, so the bounds of the nodes whose version
+	 * moved are taken again when the shape is next asked for, and the
+	 * others kept: each node's bound is a function of its own state
+	 * (cnl_cyc_bounds_stale). */
+	struct cnl_cyc_lb_cache *lbs;
+	size_t n_lbs;
 	/* Per node, a version moved whenever its capacity changes (a start,
 	 * a gang rolled back, a pre-emption: cnl_cyc_tmax_dirty); and the fit
 	 * memory, whose times are exact while the node's version stands and
 	 * lower bounds after (placements only make fits later), forgotten
-	 * when capacity grows (pre-emption).  The incremental cycle's only;
-	 * NULL otherwise. */
+	 * on a node when its capacity grows (gver).  The incremental cycle's
+	 * only; NULL otherwise. */
 	uint32_t *nver;
+	/* Per node, its version when its capacity last grew (pre-emption,
+	 * a gang rolled back): a fit time found before that is no bound at
+	 * all (cnl_cyc_fit_grown), the rest of the fit memory stands.  The
+	 * incremental cycle's only; NULL otherwise. */
+	uint32_t *gver;
 	/* Per node, a version moved by every reservation made on it (the
 	 * incremental cycle's; NULL otherwise): struct cnl_cyc_lb's free_at
 	 * stands while it does. */
@@ -391,10 +406,19 @@ bool cnl_cyc_cap_fits(const struct cnl_cyc_cap_view *cv,
 /* Give allocation `id` back to the view. */
 void cnl_cyc_cap_view_release(const struct cnl_cluster *c,
                               struct cnl_cyc_cap_view *cv, uint32_t id);
-/* Forget the cached lower bounds (capacity grew: pre-emption). */
+/* Forget the cached lower bounds (the end of a cycle). */
 void cnl_cyc_bounds_clear(struct cnl_cyc *y);
+/* Capacity grew (pre-emption): the cached lower bounds may no longer be
+ * the nodes'.  The incremental cycle sets them aside, to be taken again
+ * node by node where a node's version moved (bounds()); the from-scratch
+ * one forgets them.  The fit memory: cnl_cyc_fit_grown(). */
+void cnl_cyc_bounds_stale(struct cnl_cyc *y);
 /* Free the fit memory (the end of a cycle). */
 void cnl_cyc_fit_done(struct cnl_cyc *y);
+/* Capacity grew on `node` (after cnl_cyc_tmax_dirty moved its version):
+ * the fit times found there before stop counting, even as lower bounds;
+ * the from-scratch cycle, which keeps none, has nothing to do. */
+void cnl_cyc_fit_grown(struct cnl_cyc *y, uint32_t node);
 /* The earliest time and node at which `p` could start, honouring the
  * reservations already made; T_INF when none is known. */
 int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,

@@ -359,6 +359,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	if (s->inc) {
 		y.cfail = calloc(1, sizeof(*y.cfail));
 		y.nver = calloc(c->n_nodes + 1, sizeof(*y.nver));
+		y.gver = calloc(c->n_nodes + 1, sizeof(*y.gver));
 		y.rver = calloc(c->n_nodes + 1, sizeof(*y.rver));
 		y.sum =
 		    cnl_cyc_keep(s, KEEP_SUM, (n_jobs + 1) * sizeof(*y.sum));
@@ -371,7 +372,7 @@ static int cycle(struct cnl_sched *s, struct cnl_cluster *c,
 	                        (CNL_NODE_MAX_GPUS * 4 + 1) * sizeof(uint32_t));
 	if (!y.prep || !y.done || !y.victim || !y.fail || !y.pfail || !y.lbc ||
 	    r < 0 || !gangs || !s->gang_nodes ||
-	    (s->inc && (!y.cfail || !y.nver || !y.rver || !y.sum))) {
+	    (s->inc && (!y.cfail || !y.nver || !y.gver || !y.rver || !y.sum))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -428,6 +429,7 @@ out:
 	free(y.lbc);
 	cnl_cyc_fit_done(&y);
 	free(y.nver);
+	free(y.gver);
 	free(y.rver);
 	if (y.sum)
 		cnl_cyc_unkeep(s, y.sum);

@@ -62,6 +62,7 @@ int cnl_cyc_start_gang(struct cnl_cyc *y, const uint32_t *members, size_t n,
 		cnl_cyc_run_del(s, nodes[placed], ids[placed]);
 		cnl_alloc_free(y->c, ids[placed]);
 		cnl_cyc_tmax_dirty(y, nodes[placed]);
+		cnl_cyc_fit_grown(y, nodes[placed]);
 	}
 	if (r < 0)
 		return r;

@@ -404,8 +404,9 @@ int cnl_cyc_try_preempt(struct cnl_cyc *y, uint32_t job)
 			return -ENOMEM;
 	}
 	cnl_cyc_fail_clear(y);
-	cnl_cyc_bounds_clear(y);
+	cnl_cyc_bounds_stale(y);
 	cnl_cyc_tmax_dirty(y, best.node);
+	cnl_cyc_fit_grown(y, best.node);
 	struct cnl_plan plan;
 	uint32_t id;
 	if (!cnl_alloc_plan_fast(c, p, best.node, &plan))

@@ -450,53 +450,122 @@ static uint32_t tree_next(const struct cnl_cyc_lb_cache *lc, uint32_t k,
 	}
 }
 
+/* Node `i`'s entry for the shape of `p` into *e: false when the shape
+ * can never start there (down, no GPU of its types, too small). */
+static bool node_bound(const struct cnl_cyc *y, uint32_t i,
+                       const struct cnl_req_prep *p, struct cnl_cyc_lb *e)
+{
+	const struct cnl_node *n = &y->c->nodes[i];
+
+	if (n->state != CNL_NODE_UP)
+		return false;
+	if (p->req.kind != CNL_REQ_CPU &&
+	    (!n->n_gpus || !(p->type_ok >> n->gpu_type & 1)))
+		return false;
+	int64_t lb = node_lower_bound(y, i, p, true);
+	if (lb == T_INF)
+		return false;
+	/* The shape's part of cnl_cyc_node_could_host(): with no CPU and
+	 * memory asked, only the node's size is left to test. */
+	struct cnl_req_prep shape = *p;
+	shape.req.cpu_milli = shape.req.mem_mib = 0;
+	bool ok = cnl_cyc_node_could_host(y, i, &shape);
+	*e = (struct cnl_cyc_lb){.lb = lb,
+	                         .node = i,
+	                         .cpu_total = ok ? n->cpu_total : -1,
+	                         .mem_total = ok ? n->mem_total : -1};
+	return true;
+}
+
+static void lb_cache_free(struct cnl_cyc_lb_cache *e)
+{
+	free(e->v);
+	free(e->mt);
+	free(e->vers);
+}
+
+/* The entry for `key` that pre-emption set aside, taken out of
+ * y->lbs; false when there is none. */
+static bool stale_take(struct cnl_cyc *y, uint64_t key,
+                       struct cnl_cyc_lb_cache *ret)
+{
+	for (size_t i = 0; i < y->n_lbs; i++)
+		if (y->lbs[i].key == key) {
+			*ret = y->lbs[i];
+			y->lbs[i] = y->lbs[--y->n_lbs];
+			return true;
+		}
+	return false;
+}
+
 /* The sorted lower bounds for the shape of `p` (see struct cnl_cyc_lb_cache);
- * NULL on allocation failure. */
+ * NULL on allocation failure.  Made again after pre-emption from the entry
+ * set aside: the nodes whose version moved since (the node pre-empted on,
+ * and those work started on) are bounded again, the others' entries kept
+ * (a node's bound reads its own state only), then sorted as a fresh one:
+ * the same entry as made from scratch, without a replay per node. */
 static struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
                                        const struct cnl_req_prep *p)
 {
 	uint64_t key = cnl_cyc_shape_key(p, false);
-	struct cnl_cyc_lb_cache tmp = {.key = key};
+	struct cnl_cyc_lb_cache tmp = {.key = key}, old;
 	struct cnl_cluster *c = y->c;
+	bool again;
 
 	for (size_t i = 0; i < y->n_lbc; i++)
 		if (y->lbc[i].key == key)
 			return &y->lbc[i];
+	again = y->nver && stale_take(y, key, &old);
 	tmp.v = malloc((c->n_nodes + 1) * sizeof(*tmp.v));
-	if (!tmp.v)
+	if (!tmp.v) {
+		if (again)
+			lb_cache_free(&old);
 		return NULL;
-	for (uint32_t i = 0; i < c->n_nodes; i++) {
-		const struct cnl_node *n = &c->nodes[i];
-		if (n->state != CNL_NODE_UP)
-			continue;
-		if (p->req.kind != CNL_REQ_CPU &&
-		    (!n->n_gpus || !(p->type_ok >> n->gpu_type & 1)))
-			continue;
-		int64_t lb = node_lower_bound(y, i, p, true);
-		if (lb == T_INF)
-			continue;
-		/* The shape's part of cnl_cyc_node_could_host(): with no CPU
-		 * and memory asked, only the node's size is left to test. */
-		struct cnl_req_prep shape = *p;
-		shape.req.cpu_milli = shape.req.mem_mib = 0;
-		bool ok = cnl_cyc_node_could_host(y, i, &shape);
-		tmp.v[tmp.n++] =
-		    (struct cnl_cyc_lb){.lb = lb,
-		                        .node = i,
-		                        .cpu_total = ok ? n->cpu_total : -1,
-		                        .mem_total = ok ? n->mem_total : -1};
+	}
+	if (again) {
+		for (uint32_t k = 0; k < old.n; k++) {
+			const struct cnl_cyc_lb *e = &old.v[k];
+			if (old.vers[e->node] == y->nver[e->node])
+				tmp.v[tmp.n++] = (struct cnl_cyc_lb){
+				    .lb = e->lb,
+				    .node = e->node,
+				    .cpu_total = e->cpu_total,
+				    .mem_total = e->mem_total};
+		}
+		for (uint32_t i = 0; i < c->n_nodes; i++) {
+			if (old.vers[i] == y->nver[i])
+				continue;
+			old.vers[i] = y->nver[i];
+			if (node_bound(y, i, p, &tmp.v[tmp.n]))
+				tmp.n++;
+		}
+		tmp.vers = old.vers;
+		old.vers = NULL;
+		lb_cache_free(&old);
+	} else {
+		for (uint32_t i = 0; i < c->n_nodes; i++)
+			if (node_bound(y, i, p, &tmp.v[tmp.n]))
+				tmp.n++;
+		if (y->nver) {
+			tmp.vers = malloc((c->n_nodes + 1) * sizeof(*tmp.vers));
+			if (!tmp.vers) {
+				free(tmp.v);
+				return NULL;
+			}
+			memcpy(tmp.vers, y->nver,
+			       c->n_nodes * sizeof(*tmp.vers));
+		}
 	}
 	qsort(tmp.v, tmp.n, sizeof(*tmp.v), cmp_lb);
 	if (y->rver && tree_build(y, &tmp) < 0) {
-		free(tmp.v);
+		lb_cache_free(&tmp);
 		return NULL;
 	}
 	if (y->n_lbc == LBC_MAX) {
 		/* Full: recycle the oldest entry (a summary may have read
 		 * it: a recomputed bound may differ). */
 		y->sum_gen++;
-		free(y->lbc[0].v);
-		free(y->lbc[0].mt);
+		lb_cache_free(&y->lbc[0]);
 		memmove(&y->lbc[0], &y->lbc[1],
 		        (LBC_MAX - 1) * sizeof(y->lbc[0]));
 		y->n_lbc--;
@@ -507,15 +576,49 @@ static struct cnl_cyc_lb_cache *bounds(struct cnl_cyc *y,
 
 void cnl_cyc_bounds_clear(struct cnl_cyc *y)
 {
+	for (size_t i = 0; i < y->n_lbc; i++)
+		lb_cache_free(&y->lbc[i]);
+	y->n_lbc = 0;
+	for (size_t i = 0; i < y->n_lbs; i++)
+		lb_cache_free(&y->lbs[i]);
+	y->n_lbs = 0;
+	free(y->lbs);
+	y->lbs = NULL;
+	y->sum_gen++;
+	/* The cycle ends (or, in the from-scratch cycle, which keeps no fit
+	 * memory, capacity grew). */
+	cnl_cyc_fit_done(y);
+}
+
+void cnl_cyc_bounds_stale(struct cnl_cyc *y)
+{
+	if (!y->nver ||
+	    (!y->lbs && !(y->lbs = calloc(LBC_MAX, sizeof(*y->lbs))))) {
+		cnl_cyc_bounds_clear(y);
+		return;
+	}
 	for (size_t i = 0; i < y->n_lbc; i++) {
-		free(y->lbc[i].v);
-		free(y->lbc[i].mt);
+		struct cnl_cyc_lb_cache *e = &y->lbc[i], dup;
+
+		/* One set aside per shape: an older one of the key goes. */
+		if (stale_take(y, e->key, &dup))
+			lb_cache_free(&dup);
+		if (y->n_lbs == LBC_MAX) {
+			lb_cache_free(&y->lbs[0]);
+			y->lbs[0] = y->lbs[--y->n_lbs];
+		}
+		y->lbs[y->n_lbs++] = *e;
 	}
 	y->n_lbc = 0;
 	y->sum_gen++;
-	/* Capacity grew (or the cycle ends): the fit memory's times may no
-	 * longer be lower bounds. */
-	cnl_cyc_fit_done(y);
+	/* The fit memory: only the grown node's times go
+	 * (cnl_cyc_fit_grown). */
+}
+
+void cnl_cyc_fit_grown(struct cnl_cyc *y, uint32_t node)
+{
+	if (y->gver)
+		y->gver[node] = y->nver[node];
 }
 
 /* ---- the fit memory --------------------------------------------------- */
@@ -617,10 +720,16 @@ static struct cnl_cyc_fit *fit_of(struct cnl_cyc *y,
 	return e;
 }
 
-/* The fit memory's time for `node`: 0 when not known. */
-static inline int64_t fit_t(const struct cnl_cyc_fit *f, uint32_t node)
+/* The fit memory's time for `node`: 0 when not known, or found before
+ * the node's capacity last grew (then not even a lower bound). */
+static inline int64_t fit_t(const struct cnl_cyc *y,
+                            const struct cnl_cyc_fit *f, uint32_t node)
 {
-	return (uint32_t)(f->v[node].at >> 32) == f->use ? f->v[node].t : 0;
+	uint64_t at = f->v[node].at;
+
+	if ((uint32_t)(at >> 32) != f->use || (uint32_t)at - 1 < y->gver[node])
+		return 0;
+	return f->v[node].t;
 }
 
 /* ---- earliest start, reservations, backfill ------------------------- */
@@ -702,7 +811,7 @@ int64_t cnl_cyc_earliest(struct cnl_cyc *y, const struct cnl_req_prep *p,
 		 * put its start at or past the best found: it could not win
 		 * (only an earlier time does), so the answer is the same.  A
 		 * fit time remembered for the request raises the bound. */
-		int64_t ft = fit ? fit_t(fit, node) : 0;
+		int64_t ft = fit ? fit_t(y, fit, node) : 0;
 		if (ft > t0)
 			t0 = ft;
 		if (ft == T_INF)
