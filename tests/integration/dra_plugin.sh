@@ -110,6 +110,7 @@ cat >"$tmp/slices.json" <<'EOF'
            "devices": [{"name": "gpu-0"}]}}]
 EOF
 $py "$k8s/api/fake_apiserver.py" --port-file "$tmp/port" --token-file "$tmp/token" \
+	--rbac "$root/deploy/k8s/base/cnlab/agent-rbac.yaml" \
 	--claims "$k8s/api/claims" --slices "$tmp/slices.json" --log "$tmp/api.log" \
 	--fail POST:/apis/resource.k8s.io/v1/resourceslices:503:1 \
 	--fail GET:/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/blocks:500:2 \
@@ -387,5 +388,12 @@ start_plugin
 out=$(client unprepare "$sock" "team-a/mig/$m_uid")
 echo "$out" | jq -e '.claims | all(.[]; (.error // "") == "")' >/dev/null && [ ! -e "$mspec" ] &&
 	ok "a restarted plugin unprepares the MIG claim the one before prepared" || bad "unprepare after restart: $out"
+# Least privilege that works: the API server stand-in authorized every
+# call by the RBAC of deploy/k8s (the ServiceAccount cnlab-agent's), and
+# none was refused.
+denied=$(jq -r 'select(.status == 403) | "\(.method) \(.path)"' "$tmp/api.log" | sort | uniq -c)
+[ "$(wc -l <"$tmp/api.log")" -gt 20 ] && [ -z "$denied" ] &&
+	ok "every call of the plugin's was within deploy/k8s's RBAC for cnlab-agent (the stand-in enforces it)" ||
+	bad "RBAC: refused $denied"
 [ "$fails" = 0 ] && echo "dra_plugin: all passed" || echo "dra_plugin: $fails failed"
 [ "$fails" = 0 ]

@@ -26,7 +26,9 @@ errors as a v1 Status with reason and code):
 
 Every request must carry "Authorization: Bearer T" where T is the content
 of --token-file read at that moment (401 otherwise), so a rotated token is
-seen.  --fail METHOD:PATH_PREFIX:STATUS:N answers the first N matching
+seen.  With --rbac FILE (repeatable: deploy/k8s's manifests as they are)
+that token is the ServiceAccount --subject (cnlab/cnlab-agent) and may do
+only what their RBAC grants it (rbac.py), else 403 Forbidden.  --fail METHOD:PATH_PREFIX:STATUS:N answers the first N matching
 requests with STATUS (repeatable).  Each request is appended to --log as a
 JSON line {method, path, body, status}.  The port goes to --port-file.
 """
@@ -35,6 +37,8 @@ import json
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from rbac import Rbac
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--port-file", required=True)
@@ -47,7 +51,14 @@ ap.add_argument("--expire-first-watch", action="store_true")
 ap.add_argument("--gates-off-node", action="append", default=[],
                 help="slices of this node lose the fields of DRA's alpha/beta "
                      "feature gates when stored, as on a 1.34 server without them")
+ap.add_argument("--rbac", action="append", default=[],
+                help="YAML manifests whose RBAC authorizes the token as "
+                     "--subject (rbac.py): a request they do not allow is "
+                     "403 Forbidden")
+ap.add_argument("--rbac-namespace", default="cnlab")
+ap.add_argument("--subject", default="cnlab/cnlab-agent")
 args = ap.parse_args()
+rbac = Rbac(args.rbac, args.rbac_namespace, args.subject)
 
 lock = threading.Lock()
 changed = threading.Condition(lock)
@@ -166,6 +177,23 @@ class H(BaseHTTPRequestHandler):
 
     def handle_any(self, method):
         u = urllib.parse.urlsplit(self.path)
+        # Authentication first (401 in route() and watch()), then RBAC.
+        token = open(args.token_file).read().strip()
+        refused = rbac.on and \
+            self.headers.get("Authorization") == "Bearer " + token and \
+            rbac.refuse(method, u.path, urllib.parse.parse_qs(u.query))
+        if refused:
+            code, out = status(*refused, "Forbidden")
+            with open(args.log, "a") as f:
+                f.write(json.dumps({"method": method, "path": self.path,
+                                    "status": code}) + "\n")
+            data = json.dumps(out).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if method == "GET" and u.path == SLICES and "watch" in urllib.parse.parse_qs(u.query):
             try:
                 if self.watch(urllib.parse.parse_qs(u.query)):

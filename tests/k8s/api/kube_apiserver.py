@@ -69,8 +69,9 @@ Every request must carry "Authorization: Bearer T" with T the content of
 --token-file.  Each request is appended to --log as a JSON line {method,
 path, status, body, user}.  The port goes to --port-file.
 
-RBAC, as the API server's authorizer does it, with --rbac FILE (YAML, any
-number of documents; repeatable: the manifests of deploy/k8s as they are):
+RBAC, as the API server's authorizer does it (rbac.py), with --rbac FILE
+(YAML, any number of documents; repeatable: deploy/k8s's manifests as they
+are):
 the --token-file token is then the ServiceAccount --subject (cnlab/cnlabd)
 and may do only what the ClusterRoles of its ClusterRoleBindings, and the
 Roles and ClusterRoles of the RoleBindings of the request's namespace,
@@ -95,6 +96,8 @@ import threading
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from rbac import Rbac
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--port-file", required=True)
@@ -177,102 +180,9 @@ def forbidden(ns):
                                for n in state["namespaces"])
 
 
-# ---- RBAC -------------------------------------------------------------------
-
-rbac = {"ClusterRole": {}, "Role": {}, "ClusterRoleBinding": [],
-        "RoleBinding": []}
-rbac_on = bool(args.rbac)
-if rbac_on:
-    import yaml
-    for f in args.rbac:
-        for d in yaml.safe_load_all(open(f)):
-            if not d or d.get("kind") not in rbac:
-                continue
-            d["metadata"].setdefault("namespace", args.rbac_namespace)
-            if d["kind"] in ("ClusterRole", "Role"):
-                key = d["metadata"]["name"] if d["kind"] == "ClusterRole" \
-                    else (d["metadata"]["namespace"], d["metadata"]["name"])
-                rbac[d["kind"]][key] = d
-            else:
-                rbac[d["kind"]].append(d)
-sa_ns, sa_name = args.subject.split("/")
-USER = "system:serviceaccount:%s:%s" % (sa_ns, sa_name)
-
-
-def request_attrs(method, path, q):
-    """(verb, group, resource, subresource, namespace, name) of a resource
-    request, as the API server's request info reads it; None otherwise."""
-    p = path.strip("/").split("/")
-    if p[:2] == ["api", "v1"]:
-        group, rest = "", p[2:]
-    elif p[:1] == ["apis"] and len(p) >= 3:
-        group, rest = p[1], p[3:]
-    else:
-        return None
-    ns = None
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        ns, rest = rest[1], rest[2:]
-    elif len(rest) == 2 and rest[0] == "namespaces":
-        return ("get" if method == "GET" else method.lower(), group,
-                "namespaces", "", None, rest[1])
-    if not rest:
-        return None
-    res, name = rest[0], rest[1] if len(rest) > 1 else ""
-    sub = rest[2] if len(rest) > 2 else ""
-    if method == "GET":
-        verb = "get" if name else \
-            ("watch" if q.get("watch", [""])[0] in ("1", "true") else "list")
-    else:
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
-                "DELETE": "delete" if name else "deletecollection"
-                }.get(method, method.lower())
-    return verb, group, res, sub, ns, name
-
-
-def rule_allows(rule, verb, group, res, sub, name):
-    want = res + ("/" + sub if sub else "")
-    return (("*" in rule.get("apiGroups", []) or
-             group in rule.get("apiGroups", [])) and
-            ("*" in rule.get("resources", []) or
-             want in rule.get("resources", [])) and
-            ("*" in rule.get("verbs", []) or verb in rule.get("verbs", [])) and
-            (not rule.get("resourceNames") or name in rule["resourceNames"]))
-
-
-def is_subject(binding):
-    return any(x.get("kind") == "ServiceAccount" and
-               x.get("name") == sa_name and x.get("namespace") == sa_ns
-               for x in binding.get("subjects") or [])
-
-
-def authorized(a):
-    verb, group, res, sub, ns, name = a
-    roles = []
-    for b in rbac["ClusterRoleBinding"]:
-        if is_subject(b) and b["roleRef"]["kind"] == "ClusterRole":
-            roles.append(rbac["ClusterRole"].get(b["roleRef"]["name"]))
-    for b in rbac["RoleBinding"]:
-        if ns is None or b["metadata"]["namespace"] != ns or \
-                not is_subject(b):
-            continue
-        ref = b["roleRef"]
-        roles.append(rbac["ClusterRole"].get(ref["name"])
-                     if ref["kind"] == "ClusterRole"
-                     else rbac["Role"].get((ns, ref["name"])))
-    return any(rule_allows(r, verb, group, res, sub, name)
-               for role in roles if role for r in role.get("rules") or [])
-
-
-def denial(a):
-    verb, group, res, sub, ns, name = a
-    what = res + ("/" + sub if sub else "")
-    where = " in the namespace \"%s\"" % ns if ns else \
-        " at the cluster scope"
-    return status(403, "%s%s is forbidden: User \"%s\" cannot %s resource "
-                  "\"%s\" in API group \"%s\"%s"
-                  % (what + (".%s" % group if group else ""),
-                     " \"%s\"" % name if name else "", USER, verb, what,
-                     group, where))
+rbac = Rbac(args.rbac, args.rbac_namespace, args.subject)
+rbac_on = rbac.on
+USER = rbac.user
 
 
 def collect(uid):
@@ -373,13 +283,9 @@ class H(BaseHTTPRequestHandler):
         parts = u.path.strip("/").split("/")
         body = self.body() if self.command in ("POST", "PUT", "PATCH") else None
         if rbac_on and not is_admin:
-            a = request_attrs(self.command, u.path, q)
-            if a is None:
-                return status(403, "forbidden: User \"%s\" cannot %s path "
-                              "\"%s\"" % (USER, self.command.lower(),
-                                          u.path)), body
-            if not authorized(a):
-                return denial(a), body
+            refused = rbac.refuse(self.command, u.path, q)
+            if refused:
+                return status(*refused), body
         if parts[:4] == ["apis", "rbac.authorization.k8s.io", "v1",
                          "namespaces"] and parts[5:6] == ["rolebindings"]:
             with lock:
@@ -678,17 +584,17 @@ class H(BaseHTTPRequestHandler):
             new_meta(body, ns)
             if any(b["metadata"]["namespace"] == ns and
                    b["metadata"]["name"] == body["metadata"]["name"]
-                   for b in rbac["RoleBinding"]):
+                   for b in rbac.objs["RoleBinding"]):
                 return status(409, "rolebindings.rbac.authorization.k8s.io "
                               "\"%s\" already exists"
                               % body["metadata"]["name"])
-            rbac["RoleBinding"].append(body)
+            rbac.objs["RoleBinding"].append(body)
             return 201, body
-        for b in rbac["RoleBinding"]:
+        for b in rbac.objs["RoleBinding"]:
             if rest and b["metadata"]["namespace"] == ns and \
                     b["metadata"]["name"] == rest[0]:
                 if m == "DELETE":
-                    rbac["RoleBinding"].remove(b)
+                    rbac.objs["RoleBinding"].remove(b)
                 return 200, b
         return status(404, "rolebindings.rbac.authorization.k8s.io \"%s\" "
                       "not found" % (rest[0] if rest else ""))
