@@ -1079,6 +1079,15 @@ static json_t *spread_selector(const json_t *pod, const json_t *t)
 	return out;
 }
 
+/* Whether selector @sel has no requirement: kube-scheduler counts no pod
+ * for such a constraint (its countPodsMatchSelector), though the pod
+ * still matches it itself. */
+static bool selector_empty(const json_t *sel)
+{
+	return !json_object_size(json_object_get(sel, "matchLabels")) &&
+	       !json_array_size(json_object_get(sel, "matchExpressions"));
+}
+
 /* Whether node @node has a label for each hard constraint's key. */
 static bool spread_keys_on(const struct cnl_kube_spread *sp, const json_t *node)
 {
@@ -1172,7 +1181,8 @@ struct cnl_kube_spread *cnl_kube_spread_new(const json_t *pod,
 			    json_integer_value(json_object_get(c->counts, d));
 			json_array_foreach (json_object_get(on_node, name), k,
 			                    v)
-				have += c->sel && selects(c->sel, labels_of(v));
+				have += c->sel && !selector_empty(c->sel) &&
+				        selects(c->sel, labels_of(v));
 			json_object_set_new(c->counts, d, json_integer(have));
 		}
 	}

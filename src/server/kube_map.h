@@ -135,7 +135,8 @@ bool cnl_kube_pod_has_affinity(const json_t *pod, bool anti_only);
  * Topology spread: @pod's hard topologySpreadConstraints (whenUnsatisfiable
  * DoNotSchedule) as kube-scheduler's PodTopologySpread filter reads them.
  * cnl_kube_spread_new counts, for each constraint, the pods it selects
- * (labelSelector, and matchLabelKeys: the pod's own values of those keys)
+ * (labelSelector, and matchLabelKeys: the pod's own values of those keys;
+ * a selector with no requirement counts none, as kube-scheduler's)
  * among @placed ([[pod, node name] ...]: this namespace's, not ended nor
  * terminating, the pod itself not counted) per domain of its topologyKey,
  * over the nodes of @knodes (by name) that have every constraint's key and

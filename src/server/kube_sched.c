@@ -48,7 +48,7 @@
 	"resourceslices?fieldSelector=spec.driver%3D" CNL_KUBE_DRIVER
 #define POD_CMD         "kubernetes pod " /* a pod's job's command: NS/NAME */
 #define EVICT_RETRY_MS  5000
-#define MAX_ATTEMPTS    5 /* jobs of one pod that could not be bound */
+#define MAX_ATTEMPTS    5 /* bindings of one pod's jobs that failed */
 #define RUN_IMAGE_MAX   (CNL_WIRE_IMAGE_MAX + 600)
 #define REFUSE_RETRY_MS 30000
 
@@ -73,7 +73,8 @@ struct pod {
 	int64_t retry_at, evict_at;
 	bool evicting;
 	char said[CNL_WIRE_MESSAGE_MAX]; /* the condition written last */
-	int attempt; /* jobs of this pod that could not be bound */
+	int attempt;    /* jobs of this pod before this one (its key) */
+	int bind_fails; /* of them, bindings that failed (claim, pod taken) */
 	/* The pod of a `cnlab run` job, made by us: its log's bytes that
 	 * CNLab has, and when to read it again. */
 	bool run;
@@ -3278,8 +3279,16 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 			json_object_del(ks->by_job, p->job);
 			p->job[0] = '\0';
 			p->node = -1;
+			/* A node that no longer takes it (its rules met a
+			 * pod placed meanwhile: siblings of one topology
+			 * spread or anti-affinity placed in one cycle) is not
+			 * a failure to bind: it waits again, as often as that
+			 * happens, with nodes looked at anew. */
 			p->attempt++;
-			p->st = p->attempt < MAX_ATTEMPTS ? P_NEW : P_REFUSED;
+			if (r != -EPERM)
+				p->bind_fails++;
+			p->st =
+			    p->bind_fails < MAX_ATTEMPTS ? P_NEW : P_REFUSED;
 			p->retry_at =
 			    now + (p->st == P_NEW ? 1000 : REFUSE_RETRY_MS);
 			if (p->st == P_REFUSED)
@@ -3287,7 +3296,7 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 				    "cnlab: could not bind it %d times: its "
 				    "claim "
 				    "or the pod is taken",
-				    p->attempt);
+				    p->bind_fails);
 			continue;
 		}
 		p->st = P_BOUND;

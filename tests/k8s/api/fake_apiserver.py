@@ -142,8 +142,7 @@ class H(BaseHTTPRequestHandler):
 
     def watch(self, q):
         import time
-        token = open(args.token_file).read().strip()
-        if self.headers.get("Authorization") != "Bearer " + token:
+        if self.headers.get("Authorization") != "Bearer " + self.token:
             return False
         since = int(q.get("resourceVersion", ["0"])[0] or 0)
         sel = dict(kv.split("=", 1) for kv in q.get("fieldSelector", [""])[0].split(",") if kv)
@@ -177,10 +176,12 @@ class H(BaseHTTPRequestHandler):
 
     def handle_any(self, method):
         u = urllib.parse.urlsplit(self.path)
-        # Authentication first (401 in route() and watch()), then RBAC.
-        token = open(args.token_file).read().strip()
+        # Authentication first (401 in route() and watch()), then RBAC,
+        # on one reading of the token file: a rotation between two
+        # readings must not let a request past one of them.
+        self.token = open(args.token_file).read().strip()
         refused = rbac.on and \
-            self.headers.get("Authorization") == "Bearer " + token and \
+            self.headers.get("Authorization") == "Bearer " + self.token and \
             rbac.refuse(method, u.path, urllib.parse.parse_qs(u.query))
         if refused:
             code, out = status(*refused, "Forbidden")
@@ -222,8 +223,7 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def route(self, method, body):
-        token = open(args.token_file).read().strip()
-        if self.headers.get("Authorization") != "Bearer " + token:
+        if self.headers.get("Authorization") != "Bearer " + self.token:
             return status(401, "Unauthorized")
         u = urllib.parse.urlsplit(self.path)
         path, q = u.path, urllib.parse.parse_qs(u.query)

@@ -56,15 +56,19 @@ class Rbac:
         else:
             return None
         ns = None
-        if len(rest) >= 3 and rest[0] == "namespaces":
+        if rest[:1] == ["namespaces"] and len(rest) >= 2 and \
+                (len(rest) == 2 or rest[2] in ("status", "finalize")):
+            # A namespace itself (and its status, finalize): resource
+            # namespaces, named and in that namespace, as the API
+            # server's request info reads it.
+            ns, rest = rest[1], ["namespaces"] + rest[1:]
+        elif len(rest) >= 3 and rest[0] == "namespaces":
             ns, rest = rest[1], rest[2:]
-        elif len(rest) == 2 and rest[0] == "namespaces":
-            rest = ["namespaces", rest[1]]
         if not rest:
             return None
         res, name = rest[0], rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        if method == "GET":
+        if method in ("GET", "HEAD"):
             verb = "get" if name else \
                 ("watch" if q.get("watch", [""])[0] in ("1", "true")
                  else "list")
@@ -84,7 +88,7 @@ class Rbac:
         for b in self.objs["ClusterRoleBinding"]:
             if self._subject(b) and b["roleRef"]["kind"] == "ClusterRole":
                 yield self.objs["ClusterRole"].get(b["roleRef"]["name"])
-        for b in self.objs["RoleBinding"]:
+        for b in list(self.objs["RoleBinding"]):
             if ns is None or b["metadata"]["namespace"] != ns or \
                     not self._subject(b):
                 continue

@@ -868,6 +868,19 @@ static void test_topology_spread(void **state)
 	sp = cnl_kube_spread_new(p, nodes, placed);
 	SFITS("a", true);
 	cnl_kube_spread_free(sp);
+	/* An empty labelSelector counts no pod (kube-scheduler's
+	 * countPodsMatchSelector), though the pod matches it: skew 1 on
+	 * every node with the key. */
+	json_decref(p);
+	p = SPOD(
+	    "{\"app\":\"web\"}", "",
+	    "{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":"
+	    "\"DoNotSchedule\",\"labelSelector\":{}}");
+	sp = cnl_kube_spread_new(p, nodes, placed);
+	SFITS("a", true);
+	SFITS("c", true);
+	SFITS("d", false);
+	cnl_kube_spread_free(sp);
 	/* ScheduleAnyway is a preference: not read. */
 	json_decref(p);
 	p = SPOD(
