@@ -183,24 +183,15 @@ class H(BaseHTTPRequestHandler):
         refused = rbac.on and \
             self.headers.get("Authorization") == "Bearer " + self.token and \
             rbac.refuse(method, u.path, urllib.parse.parse_qs(u.query))
-        if refused:
-            code, out = status(*refused, "Forbidden")
-            with open(args.log, "a") as f:
-                f.write(json.dumps({"method": method, "path": self.path,
-                                    "status": code}) + "\n")
-            data = json.dumps(out).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
-        if method == "GET" and u.path == SLICES and "watch" in urllib.parse.parse_qs(u.query):
+        if method == "GET" and u.path == SLICES and \
+                "watch" in urllib.parse.parse_qs(u.query) and not refused:
             try:
                 if self.watch(urllib.parse.parse_qs(u.query)):
                     return
             except (BrokenPipeError, ConnectionResetError):
                 return
+        # The body is read even for a refusal: left unread, it would be
+        # taken for the next request on the connection.
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n else b""
         body = None
@@ -210,7 +201,8 @@ class H(BaseHTTPRequestHandler):
             except ValueError:
                 body = raw.decode("utf-8", "replace")
         with lock:
-            code, out = self.route(method, body)
+            code, out = status(*refused, "Forbidden") if refused \
+                else self.route(method, body)
             with open(args.log, "a") as f:
                 f.write(json.dumps({"method": method, "path": self.path,
                                     "body": body, "status": code,
