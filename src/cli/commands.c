@@ -145,6 +145,8 @@ static const struct cnl_cli_flag run_flags[] = {
     {"dataset", "NAME", "dataset it reads: nodes holding it are preferred", 0},
     {"nodelist", "NODES", "run only on these nodes: gpu-01,gpu-02", 0},
     {"exclude", "NODES", "never run on these nodes: gpu-03", 0},
+    {"prefer", "NODES", "place on these nodes first, where it fits", 0},
+    {"avoid", "NODES", "place on these nodes only when no other fits", 0},
     {"nodes", "N", "a gang of N members, one node each, started together", 0},
     {"no-preempt", NULL, "never pre-empt it (jobs are preemptible by default)",
      0},

@@ -126,11 +126,16 @@ struct cnl_node_set {
 	uint32_t len;
 };
 
+/* Whether node @node is in set @s. */
+static inline bool cnl_node_set_has(const struct cnl_node_set *s, uint32_t node)
+{
+	return node < s->len && (s->bits[node >> 6] >> (node & 63) & 1);
+}
+
 /* Whether request @r may use node @node at all (its node set). */
 static inline bool cnl_req_node_ok(const struct cnl_alloc_req *r, uint32_t node)
 {
-	return !r->nodes || (node < r->nodes->len &&
-	                     (r->nodes->bits[node >> 6] >> (node & 63) & 1));
+	return !r->nodes || cnl_node_set_has(r->nodes, node);
 }
 
 /*

@@ -44,8 +44,14 @@ double cnl_policy_score(const struct cnl_sched_view *v, const struct cnl_job *j,
                         const struct cnl_plan *plan)
 {
 	const struct cnl_policy_ops *p = v->s->pol;
+	double sc = p->score ? p->score(v, j, plan) : (double)plan->score;
 
-	return p->score ? p->score(v, j, plan) : (double)plan->score;
+	/* A node outside the job's preferred ones costs w_prefer, whatever
+	 * the policy.  Never negative: the search's lower bounds on a
+	 * node's score still hold. */
+	if (j->prefer && !cnl_node_set_has(j->prefer, plan->node))
+		sc += v->s->cfg.w_prefer;
+	return sc;
 }
 
 double cnl_policy_refine(const struct cnl_sched_view *v,

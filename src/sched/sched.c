@@ -38,6 +38,7 @@ void cnl_sched_config_default(struct cnl_sched_config *cfg)
 	cfg->w_locality = 2.0 * CNL_SCORE_OPEN_NODE;
 	cfg->w_network = 0.5 * CNL_SCORE_OPEN_NODE;
 	cfg->w_frag = 10;
+	cfg->w_prefer = 100.0 * CNL_SCORE_OPEN_NODE;
 	cfg->order_multi = 0.3;
 	cfg->age_max_ms = 7LL * 24 * 3600 * 1000;
 	cfg->deadline_horizon_ms = 24LL * 3600 * 1000;
@@ -71,7 +72,7 @@ int cnl_sched_new(const struct cnl_sched_config *cfg, struct cnl_sched **ret)
 	    !weight_ok(cfg->w_age) || !weight_ok(cfg->w_pack) ||
 	    !weight_ok(cfg->w_locality) || !weight_ok(cfg->w_network) ||
 	    !weight_ok(cfg->w_frag) || !weight_ok(cfg->w_order) ||
-	    !weight_ok(cfg->order_multi))
+	    !weight_ok(cfg->w_prefer) || !weight_ok(cfg->order_multi))
 		return -CNL_ECONFIG;
 	if (cfg->age_max_ms <= 0 || cfg->deadline_horizon_ms <= 0 ||
 	    cfg->min_run_ms < 0 || cfg->grace_ms < 0 ||

@@ -83,6 +83,10 @@ struct cnl_job {
 	                                * then planned with
 	                                * default_runtime_ms) */
 	char dataset[CNL_DATASET_MAX]; /* prefer nodes labelled with it */
+	/* If not NULL: the nodes it is placed on first (w_prefer apart from
+	 * the others: a Kubernetes pod's preferences).  Not owned, like
+	 * req.nodes. */
+	const struct cnl_node_set *prefer;
 	uint64_t gang;      /* 0: none; else all members start together */
 	uint16_t gang_size; /* members the gang has in all */
 	bool spread;        /* gang: each member on a node of its own */
@@ -150,6 +154,10 @@ struct cnl_sched_config {
 	double w_deadline, w_fairshare, w_age;
 	/* Placement weights. */
 	double w_pack, w_locality, w_network, w_frag;
+	/* Added to a placement on a node not among the job's preferred ones
+	 * (struct cnl_job.prefer), for every policy: large enough by default
+	 * that a preferred node where the job fits always wins. */
+	double w_prefer;
 	/* Placement: weight of a node order drawn with the cycle's seed (0
 	 * first, 1 last), so that near-equal placements fill the same nodes
 	 * first and the rest stay empty.  0: off. */

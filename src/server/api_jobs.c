@@ -96,6 +96,18 @@ static void copy_str(char *buf, size_t size, const char *src)
 		memcpy(buf, src, strlen(src) + 1);
 }
 
+/* The names of list @key of run record @run into @out (up to 16). */
+static void names_of(const json_t *run, const char *key,
+                     char out[][CNL_WIRE_NAME_MAX], int *n)
+{
+	const json_t *v = json_object_get(run, key);
+
+	for (size_t i = 0;
+	     i < json_array_size(v) && *n < CNL_WIRE_NODE_LIST_MAX; i++)
+		copy_str(out[(*n)++], CNL_WIRE_NAME_MAX,
+		         json_string_value(json_array_get(v, i)));
+}
+
 /*
  * A run record's "placement" (written by the controller, ctl_run.c) as
  * the job document shows it: decided_ms becomes decided_at, and the rest
@@ -175,18 +187,10 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 	         json_string_value(json_object_get(run, "dataset")));
 	copy_str(m->image, sizeof(m->image),
 	         json_string_value(json_object_get(run, "image")));
-	if (json_is_array(v = json_object_get(run, "nodelist")))
-		for (size_t i = 0;
-		     i < json_array_size(v) && i < CNL_WIRE_NODE_LIST_MAX; i++)
-			copy_str(m->nodelist[m->n_nodelist++],
-			         sizeof(m->nodelist[0]),
-			         json_string_value(json_array_get(v, i)));
-	if (json_is_array(v = json_object_get(run, "exclude")))
-		for (size_t i = 0;
-		     i < json_array_size(v) && i < CNL_WIRE_NODE_LIST_MAX; i++)
-			copy_str(m->exclude[m->n_exclude++],
-			         sizeof(m->exclude[0]),
-			         json_string_value(json_array_get(v, i)));
+	names_of(run, "nodelist", m->nodelist, &m->n_nodelist);
+	names_of(run, "exclude", m->exclude, &m->n_exclude);
+	names_of(run, "prefer", m->prefer, &m->n_prefer);
+	names_of(run, "avoid", m->avoid, &m->n_avoid);
 	m->nodes = json_is_object(g)
 	               ? (int)json_integer_value(json_object_get(g, "size"))
 	               : 1;
@@ -309,19 +313,20 @@ static int get_gpu_types(struct call *c, json_t *body, const char *shape,
 #define NODE_LIST_MAX 16 /* names in a nodelist or an exclude */
 
 /*
- * "nodelist": the only nodes the job may run on; "exclude": nodes it may
- * not.  Each an array of 1..16 names of registered nodes, 512 bytes of
- * names at most in all (the run record keeps them).  0 with the two
- * lists in *@ret (an object; NULL when neither was given), or -1 with a
- * 400 naming the field.
+ * Two lists of node names of a submission: @keys[0] and @keys[1], either
+ * "nodelist" (the only nodes the job may run on) and "exclude" (nodes it
+ * may not), or "prefer" (the nodes it is placed on first, where it fits)
+ * and "avoid" (nodes it is placed on last).  Each an array of 1..16
+ * names of registered nodes, 512 bytes of names at most in a pair (the
+ * run record keeps them).  0 with the lists added to *@ret (an object,
+ * made when NULL), or -1 with a 400 naming the field.
  */
-static int get_node_lists(struct call *c, json_t *body, json_t **ret,
+static int get_node_lists(struct call *c, json_t *body,
+                          const char *const keys[2], json_t **ret,
                           struct cnl_http_response *resp)
 {
-	static const char *const keys[] = {"nodelist", "exclude"};
 	size_t bytes = 0;
 
-	*ret = NULL;
 	for (int k = 0; k < 2; k++) {
 		json_t *a = json_object_get(body, keys[k]), *v;
 		size_t i;
@@ -335,7 +340,7 @@ static int get_node_lists(struct call *c, json_t *body, json_t **ret,
 			    "field \"%s\": must be an array of 1..%d "
 			    "node names (cnlab node list)",
 			    keys[k], NODE_LIST_MAX);
-			goto bad;
+			return -1;
 		}
 		json_array_foreach (a, i, v) {
 			const char *n = json_string_value(v);
@@ -347,7 +352,7 @@ static int get_node_lists(struct call *c, json_t *body, json_t **ret,
 				    "registered node (cnlab node list)",
 				    keys[k], i, n ? "\"" : "",
 				    n ? n : "an entry", n ? "\"" : "");
-				goto bad;
+				return -1;
 			}
 			bytes += strlen(n);
 		}
@@ -356,15 +361,13 @@ static int get_node_lists(struct call *c, json_t *body, json_t **ret,
 		json_object_set(*ret, keys[k], a);
 	}
 	if (bytes > 512) {
-		cnl_api_bad(resp, "fields \"nodelist\" and \"exclude\": more "
-		                  "than 512 bytes of node names together");
-		goto bad;
+		cnl_http_error(resp, 400, "bad_request",
+		               "fields \"%s\" and \"%s\": more than 512 "
+		               "bytes of node names together",
+		               keys[0], keys[1]);
+		return -1;
 	}
 	return 0;
-bad:
-	json_decref(*ret);
-	*ret = NULL;
-	return -1;
 }
 
 /* The run record a job starts with: what it asks for beyond its shape
@@ -451,7 +454,9 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	    "command",   "gpu",         "profile",   "priority", "deadline",
 	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "inputs",
 	    "gpu_types", "dataset",     "nodes",     "image",    "secrets",
-	    "nodelist",  "exclude",     NULL};
+	    "nodelist",  "exclude",     "prefer",    "avoid",    NULL};
+	static const char *const held[2] = {"nodelist", "exclude"};
+	static const char *const preferred[2] = {"prefer", "avoid"};
 	struct call *c = call;
 	struct cnl_store_job j = {0}, got;
 	const char *command, *gpu = NULL, *profile = NULL, *key, *dl = NULL;
@@ -548,7 +553,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 		snprintf(j.gpu_shape, sizeof(j.gpu_shape), "%s", gpu);
 	}
 	if (get_gpu_types(c, body, j.gpu_shape, &types, resp) < 0 ||
-	    get_node_lists(c, body, &where, resp) < 0)
+	    get_node_lists(c, body, held, &where, resp) < 0 ||
+	    get_node_lists(c, body, preferred, &where, resp) < 0)
 		goto out;
 	if (dl && cnl_time_parse_rfc3339(dl, &j.deadline_ms) < 0) {
 		cnl_api_bad(

@@ -1,7 +1,8 @@
 /*
  * ctl_nset.c - the node sets that jobs are held to ("nodelist", "exclude"
  * of a submission; cnlabd's Kubernetes scheduler sends the nodes a pod's
- * selectors, affinity and tolerations allow).
+ * selectors, affinity and tolerations allow) or placed on first
+ * ("prefer", "avoid": a pod's preferences).
  *
  * A set is interned: every job with the same lists shares one, and the
  * scheduler's request points at it (struct cnl_alloc_req.nodes), so that
@@ -77,6 +78,15 @@ static struct ctl_nset *nset_of(const struct cnl_node_set *s)
 	return (struct ctl_nset *)s;
 }
 
+/* Mark the sets job @j points at as in use. */
+static void nset_keep(const struct cnl_job *j)
+{
+	if (j->req.nodes)
+		nset_of(j->req.nodes)->mark = true;
+	if (j->prefer)
+		nset_of(j->prefer)->mark = true;
+}
+
 /* Free the sets nothing points at. */
 static void nset_collect(struct cnl_ctl *ctl)
 {
@@ -85,13 +95,10 @@ static void nset_collect(struct cnl_ctl *ctl)
 	for (size_t i = 0; i < ctl->n_nsets; i++)
 		ctl->nsets[i]->mark = false;
 	for (size_t k = 0; k < ctl->n_wl; k++)
-		if (ctl->wl[k].j.req.nodes)
-			nset_of(ctl->wl[k].j.req.nodes)->mark = true;
+		nset_keep(&ctl->wl[k].j);
 	for (size_t k = 0; k < ctl->journal.n; k++)
-		if (ctl->journal.rec[k].kind == CTL_UNDO_SAVED &&
-		    ctl->journal.rec[k].v.w.j.req.nodes)
-			nset_of(ctl->journal.rec[k].v.w.j.req.nodes)->mark =
-			    true;
+		if (ctl->journal.rec[k].kind == CTL_UNDO_SAVED)
+			nset_keep(&ctl->journal.rec[k].v.w.j);
 	for (size_t i = 0; i < ctl->n_nsets; i++) {
 		if (ctl->nsets[i]->mark)
 			ctl->nsets[o++] = ctl->nsets[i];

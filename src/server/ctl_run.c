@@ -204,6 +204,15 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 		if (out)
 			json_object_set(o, "exclude", (json_t *)out);
 	}
+	if (w->j.prefer) {
+		const json_t *in, *out;
+
+		ctl_nset_lists(w->j.prefer, &in, &out);
+		if (in)
+			json_object_set(o, "prefer", (json_t *)in);
+		if (out)
+			json_object_set(o, "avoid", (json_t *)out);
+	}
 	if (w->image[0])
 		json_object_set_new(o, "image", json_string(w->image));
 	if (w->gang_id[0])
@@ -389,6 +398,16 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run, bool gang)
 		int r = ctl_nset_intern(ctl, json_is_array(in) ? in : NULL,
 		                        json_is_array(out) ? out : NULL,
 		                        &w->j.req.nodes);
+		if (r < 0)
+			return r;
+	}
+	/* The nodes it is placed on first ("prefer", "avoid"). */
+	in = json_object_get(run, "prefer");
+	out = json_object_get(run, "avoid");
+	if (json_is_array(in) || json_is_array(out)) {
+		int r = ctl_nset_intern(ctl, json_is_array(in) ? in : NULL,
+		                        json_is_array(out) ? out : NULL,
+		                        &w->j.prefer);
 		if (r < 0)
 			return r;
 	}

@@ -532,6 +532,8 @@ json_t *cnl_wire_job_encode(const struct cnl_wire_job *m)
 	cnl_wire_set_str(o, "image", m->image);
 	names_encode(o, "nodelist", m->nodelist, m->n_nodelist);
 	names_encode(o, "exclude", m->exclude, m->n_exclude);
+	names_encode(o, "prefer", m->prefer, m->n_prefer);
+	names_encode(o, "avoid", m->avoid, m->n_avoid);
 	json_object_set_new(o, "nodes", json_integer(m->nodes));
 	if (m->gang)
 		json_object_set_new(o, "gang", gang_encode(m->gang));
@@ -554,7 +556,8 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
 	    "updated_at", "status",     "preemptible",    "message",
 	    "mem_mib",    "cpu_milli",  "gpu_types",      "dataset",
 	    "image",      "nodelist",   "exclude",        "nodes",
-	    "gang",       "placement",  "deadline_check", NULL};
+	    "gang",       "placement",  "deadline_check", "prefer",
+	    "avoid",      NULL};
 	const json_t *a = NULL;
 
 	memset(ret, 0, sizeof(*ret));
@@ -613,6 +616,9 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
 	                 errlen));
 	TRY(names_decode(j, "exclude", ret->exclude, &ret->n_exclude, err,
 	                 errlen));
+	TRY(names_decode(j, "prefer", ret->prefer, &ret->n_prefer, err,
+	                 errlen));
+	TRY(names_decode(j, "avoid", ret->avoid, &ret->n_avoid, err, errlen));
 	TRY(cnl_wire_get_str(j, "dataset", false, ret->dataset,
 	                     sizeof(ret->dataset), err, errlen));
 	TRY(cnl_wire_get_int32(j, "nodes", true, 1, CNL_WIRE_GANG_MAX,

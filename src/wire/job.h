@@ -186,6 +186,12 @@ struct cnl_wire_job {
 	int n_nodelist;
 	char exclude[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];
 	int n_exclude;
+	/* The nodes it is placed on first, and those it is placed on last
+	 * (0: absent). */
+	char prefer[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];
+	int n_prefer;
+	char avoid[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];
+	int n_avoid;
 	int nodes;                      /* its gang's size; 1: none */
 	struct cnl_wire_job_gang *gang; /* malloc'd; NULL: none */
 	bool has_placement;

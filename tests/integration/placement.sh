@@ -12,6 +12,8 @@
 #     why in "Why:" lines;
 #   - --nodelist and --exclude hold a job to nodes (over packing's pick);
 #     one whose nodes cannot run it, or naming no node, is refused;
+#   - --prefer and --avoid place a job on nodes first or last (over
+#     packing's pick), and a preference that cannot be met is not a limit;
 #   - --gpu-type restricts the GPU type; --no-preempt, --cpu, --memory
 #     reach the job; bad values exit 2 naming the flag;
 #   - an agent restarted with other datasets relabels its node; a bad
@@ -226,13 +228,38 @@ out=$("$cnlab" run --gpu any-5 --nodelist nosuch-node hello.sh 2>&1)
 rc=$?
 [ $rc = 2 ] && grep -q 'nodelist\[0\].*nosuch-node.*not a registered node' <<<"$out" &&
 	ok "a nodelist naming no node is refused, naming it" || bad "unknown node: rc $rc: $out"
+# --- preferences: the nodes first, the nodes last --------------------------
+# Packing would pick b: a preference for a, or for avoiding b, sends the
+# job to a; a preference for b that b cannot meet (an H100 slice, b's GPU
+# an A100) is only a preference: the job runs on a, where --nodelist b
+# was refused above.
+"$cnlab" run --gpu any-5 --prefer "$run-a" hello.sh >pf.out 2>pf.err
+grep -q "✓ Running on $run-a" pf.err && ok "--prefer $run-a runs there, not where packing would" ||
+	bad "prefer: $(cat pf.err)"
+pf=$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' pf.err)
+"$cnlab" jobs show "$pf" | grep -q "^Preferred: $run-a$" &&
+	[ "$("$cnlab" jobs show "$pf" -o json | jq -c .prefer)" = "[\"$run-a\"]" ] &&
+	ok "jobs show: the nodes it prefers" || bad "jobs show prefer: $("$cnlab" jobs show "$pf")"
+"$cnlab" run --gpu any-5 --avoid "$run-b" hello.sh >av.out 2>av.err
+grep -q "✓ Running on $run-a" av.err && ok "--avoid $run-b runs elsewhere" || bad "avoid: $(cat av.err)"
+"$cnlab" jobs show "$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' av.err)" | grep -q "^Avoided:   $run-b$" ||
+	bad "jobs show avoid: $(cat av.err)"
+"$cnlab" run --gpu h100-5 --prefer "$run-b" hello.sh >pb.out 2>pb.err
+grep -q "✓ Running on $run-a" pb.err &&
+	ok "--prefer a node that cannot take it: runs on another (a preference, not a limit)" ||
+	bad "prefer unmet: $(cat pb.err)"
+out=$("$cnlab" run --gpu any-5 --avoid nosuch-node hello.sh 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'avoid\[0\].*nosuch-node.*not a registered node' <<<"$out" &&
+	ok "an avoid naming no node is refused, naming it" || bad "unknown avoided node: rc $rc: $out"
 
 touch "$shared/go"
 wait_for 30 is_state "$filler" succeeded || bad "filler end: $(state "$filler")"
 
 for args in "--nodes 0:--nodes" "--nodes 65:--nodes" "--cpu 2x:--cpu" \
 	"--memory lots:--memory" "--dataset .x:--dataset" "--gpu-type ,:--gpu-type" \
-	"--nodelist a,,b:--nodelist" "--exclude ,:--exclude"; do
+	"--nodelist a,,b:--nodelist" "--exclude ,:--exclude" "--prefer ,:--prefer" \
+	"--avoid a,,b:--avoid"; do
 	out=$("$cnlab" run --gpu any-5 ${args%%:*} hello.sh 2>&1)
 	rc=$?
 	[ $rc = 2 ] && grep -q -- "${args#*:}" <<<"$out" && ok "refused: ${args%%:*}" ||

@@ -197,6 +197,18 @@ int cnl_cli_cmd_jobs_show(struct cnl_cli *cli)
 			printf("%s %s", i ? "," : "", o.exclude[i]);
 		printf("\n");
 	}
+	if (o.n_prefer) {
+		printf("Preferred:");
+		for (int i = 0; i < o.n_prefer; i++)
+			printf("%s %s", i ? "," : "", o.prefer[i]);
+		printf("\n");
+	}
+	if (o.n_avoid) {
+		printf("Avoided:  ");
+		for (int i = 0; i < o.n_avoid; i++)
+			printf("%s %s", i ? "," : "", o.avoid[i]);
+		printf("\n");
+	}
 	if (o.gang)
 		printf("Gang:      %s, rank %d of %d\n", o.gang->id,
 		       o.gang->rank, o.gang->size);

@@ -1016,7 +1016,8 @@ static json_t *comma_list(const char *list, size_t longest)
 
 /*
  * The job fields of the flags beyond the shape into *@ret (a new object):
- * gpu_types, dataset, nodelist, exclude, nodes, preemptible, cpu_milli,
+ * gpu_types, dataset, nodelist, exclude, prefer, avoid, nodes,
+ * preemptible, cpu_milli,
  * mem_mib.  0, or exit code 2 with a message naming the flag.
  */
 static int job_fields(struct cnl_cli *cli, json_t **ret)
@@ -1030,6 +1031,12 @@ static int job_fields(struct cnl_cli *cli, json_t **ret)
 	     "list)"},
 	    {"exclude", "exclude",
 	     "--exclude: want 1..16 comma-separated node names (cnlab node "
+	     "list)"},
+	    {"prefer", "prefer",
+	     "--prefer: want 1..16 comma-separated node names (cnlab node "
+	     "list)"},
+	    {"avoid", "avoid",
+	     "--avoid: want 1..16 comma-separated node names (cnlab node "
 	     "list)"}};
 	const char *dataset = cnl_cli_flag(cli, "dataset");
 	const char *nodes = cnl_cli_flag(cli, "nodes");
