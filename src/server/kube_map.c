@@ -1037,6 +1037,13 @@ static bool spread_hard(const json_t *t)
 	return w && strcmp(w, "DoNotSchedule") == 0;
 }
 
+/* Whether @t is of the kind asked for: a preference (@soft) or a rule. */
+static bool spread_kind(const json_t *t, bool soft)
+{
+	const char *w = S(t, "whenUnsatisfiable");
+	return soft ? w && strcmp(w, "ScheduleAnyway") == 0 : spread_hard(t);
+}
+
 bool cnl_kube_pod_has_spread(const json_t *pod)
 {
 	const json_t *t;
@@ -1099,7 +1106,7 @@ static bool spread_keys_on(const struct cnl_kube_spread *sp, const json_t *node)
 
 struct cnl_kube_spread *cnl_kube_spread_new(const json_t *pod,
                                             const json_t *knodes,
-                                            const json_t *placed)
+                                            const json_t *placed, bool soft)
 {
 	const json_t *md = json_object_get(pod, "metadata"), *t, *q, *node;
 	const char *ns = S(md, "namespace"), *uid = S(md, "uid"), *name;
@@ -1109,7 +1116,7 @@ struct cnl_kube_spread *cnl_kube_spread_new(const json_t *pod,
 	char why[8];
 
 	json_array_foreach (spread_list(pod), i, t)
-		n += spread_hard(t) && S(t, "topologyKey");
+		n += spread_kind(t, soft) && S(t, "topologyKey");
 	if (!n) {
 		json_decref(on_node);
 		return NULL;
@@ -1121,7 +1128,7 @@ struct cnl_kube_spread *cnl_kube_spread_new(const json_t *pod,
 		const char *tp = S(t, "nodeTaintsPolicy");
 		struct spread_c *c;
 
-		if (!spread_hard(t) || !S(t, "topologyKey"))
+		if (!spread_kind(t, soft) || !S(t, "topologyKey"))
 			continue;
 		c = &sp->c[sp->n++];
 		c->key = S(t, "topologyKey");
@@ -1237,6 +1244,31 @@ bool cnl_kube_spread_fits(const struct cnl_kube_spread *sp,
 	return true;
 }
 
+/* kube-scheduler's PodTopologySpread score for soft constraints: each
+ * constraint's matching pods in the node's domain, plus maxSkew - 1,
+ * weighted by log(domains + 2) so that a key of many domains counts more;
+ * -1 when the node lacks a key (kube-scheduler scores such a node 0). */
+static double spread_score(const struct cnl_kube_spread *sp,
+                           const char *node_name)
+{
+	const json_t *node =
+	    node_name ? json_object_get(sp->knodes, node_name) : NULL;
+	double sc = 0;
+
+	for (size_t i = 0; i < sp->n; i++) {
+		const struct spread_c *c = &sp->c[i];
+		const char *d = node ? S(labels_of(node), c->key) : NULL;
+
+		if (!d)
+			return -1;
+		sc +=
+		    (double)(json_integer_value(json_object_get(c->counts, d)) +
+		             c->max_skew - 1) *
+		    log((double)json_object_size(c->counts) + 2);
+	}
+	return sc;
+}
+
 void cnl_kube_spread_free(struct cnl_kube_spread *sp)
 {
 	if (!sp)
@@ -1246,4 +1278,198 @@ void cnl_kube_spread_free(struct cnl_kube_spread *sp)
 		json_decref(sp->c[i].sel);
 	}
 	free(sp);
+}
+
+/* ---- preferences ----------------------------------------------------------
+ */
+
+/* @pod's preferred terms of @kind (nodeAffinity, podAffinity,
+ * podAntiAffinity). */
+static const json_t *preferred(const json_t *pod, const char *kind)
+{
+	return json_object_get(
+	    json_object_get(
+	        json_object_get(json_object_get(pod, "spec"), "affinity"),
+	        kind),
+	    "preferredDuringSchedulingIgnoredDuringExecution");
+}
+
+bool cnl_kube_pod_prefers_pods(const json_t *pod)
+{
+	const json_t *t;
+	size_t i;
+
+	if (json_array_size(preferred(pod, "podAffinity")) ||
+	    json_array_size(preferred(pod, "podAntiAffinity")))
+		return true;
+	json_array_foreach (spread_list(pod), i, t)
+		if (spread_kind(t, true))
+			return true;
+	return false;
+}
+
+/* A weighted term's weight: 1..100 as the API server lets it. */
+static int64_t weight_of(const json_t *t)
+{
+	json_int_t w = json_integer_value(json_object_get(t, "weight"));
+	return w < 1 ? 1 : w > 100 ? 100 : w;
+}
+
+/* The weights of @pod's preferred inter-pod terms, and of the placed pods'
+ * preferred terms that select it, whose pods share node @node_name's
+ * domain (affinity adds, anti-affinity takes away), once per pod: kube-
+ * scheduler's InterPodAffinity score. */
+static int64_t pods_score(const json_t *pod, const char *node_name,
+                          const json_t *knodes, const json_t *placed)
+{
+	const json_t *md = json_object_get(pod, "metadata");
+	const char *own = S(md, "namespace"), *uid = S(md, "uid");
+	const json_t *t, *q;
+	int64_t sc = 0;
+	size_t i, k;
+
+	json_array_foreach (placed, k, q) {
+		const json_t *o = json_array_get(q, 0);
+		const char *on = json_string_value(json_array_get(q, 1));
+		const json_t *om = json_object_get(o, "metadata");
+
+		if (same_uid(uid, om))
+			continue;
+		for (int anti = 0; anti < 2; anti++) {
+			const char *kind =
+			    anti ? "podAntiAffinity" : "podAffinity";
+			int64_t sign = anti ? -1 : 1;
+
+			/* The pod's own terms that select this placed pod... */
+			json_array_foreach (preferred(pod, kind), i, t) {
+				const json_t *at =
+				    json_object_get(t, "podAffinityTerm");
+				const char *key = S(at, "topologyKey");
+				const char *mine =
+				    domain(knodes, node_name, key);
+				const char *d = domain(knodes, on, key);
+
+				if (mine && d && strcmp(mine, d) == 0 &&
+				    in_namespaces(at, own,
+				                  S(om, "namespace")) == 1 &&
+				    selects(
+				        json_object_get(at, "labelSelector"),
+				        labels_of(o)))
+					sc += sign * weight_of(t);
+			}
+			/* ... and the placed pod's terms that select it. */
+			json_array_foreach (preferred(o, kind), i, t) {
+				const json_t *at =
+				    json_object_get(t, "podAffinityTerm");
+				const char *key = S(at, "topologyKey");
+				const char *mine =
+				    domain(knodes, node_name, key);
+				const char *d = domain(knodes, on, key);
+
+				if (mine && d && strcmp(mine, d) == 0 &&
+				    in_namespaces(at, S(om, "namespace"),
+				                  own) == 1 &&
+				    selects(
+				        json_object_get(at, "labelSelector"),
+				        labels_of(pod)))
+					sc += sign * weight_of(t);
+			}
+		}
+	}
+	return sc;
+}
+
+void cnl_kube_pref_of(const json_t *pod, const json_t *knodes,
+                      const char *node_name, const json_t *placed,
+                      const struct cnl_kube_spread *soft,
+                      struct cnl_kube_pref *ret)
+{
+	const json_t *node = json_object_get(knodes, node_name);
+	const json_t *tols =
+	    json_object_get(json_object_get(pod, "spec"), "tolerations");
+	const json_t *t;
+	size_t i;
+
+	memset(ret, 0, sizeof(*ret));
+	json_array_foreach (preferred(pod, "nodeAffinity"), i, t)
+		if (term_holds(node, json_object_get(t, "preference")))
+			ret->node_affinity += weight_of(t);
+	json_array_foreach (
+	    json_object_get(json_object_get(node, "spec"), "taints"), i, t) {
+		const char *e = S(t, "effect");
+		ret->taints += e && strcmp(e, "PreferNoSchedule") == 0 &&
+		               !tolerated(tols, t);
+	}
+	ret->spread = soft ? spread_score(soft, node_name) : 0;
+	ret->pods = placed ? pods_score(pod, node_name, knodes, placed) : 0;
+}
+
+/* Scores @raw (@n of them) as 0..100, kube-scheduler's
+ * DefaultNormalizeScore: in proportion to the most, or (@reverse) 100 less
+ * that. */
+static void normalize(const double *raw, size_t n, bool reverse, double *out)
+{
+	double max = 0;
+
+	for (size_t i = 0; i < n; i++)
+		max = raw[i] > max ? raw[i] : max;
+	for (size_t i = 0; i < n; i++) {
+		double v = max > 0 ? 100 * raw[i] / max : 0;
+		out[i] = reverse ? 100 - v : v;
+	}
+}
+
+size_t cnl_kube_pref_best(const struct cnl_kube_pref *p, size_t n, bool *best)
+{
+	double *raw = cnl_xcalloc(n ? n : 1, sizeof(double));
+	double *norm = cnl_xcalloc(n ? n : 1, sizeof(double));
+	double *total = cnl_xcalloc(n ? n : 1, sizeof(double));
+	double smin = INFINITY, smax = -INFINITY, pmin = INFINITY,
+	       pmax = -INFINITY, top = -INFINITY;
+	size_t count = 0;
+
+	/* Node affinity (weight 2) and taints (3) as kube-scheduler's
+	 * default profile weighs them. */
+	for (size_t i = 0; i < n; i++)
+		raw[i] = (double)p[i].node_affinity;
+	normalize(raw, n, false, norm);
+	for (size_t i = 0; i < n; i++)
+		total[i] += 2 * norm[i];
+	for (size_t i = 0; i < n; i++)
+		raw[i] = (double)p[i].taints;
+	normalize(raw, n, true, norm);
+	for (size_t i = 0; i < n; i++)
+		total[i] += 3 * norm[i];
+	/* Topology spread (2): fewer pods in the node's domains is better;
+	 * a node without a key scores 0. */
+	for (size_t i = 0; i < n; i++) {
+		if (p[i].spread < 0)
+			continue;
+		smin = p[i].spread < smin ? p[i].spread : smin;
+		smax = p[i].spread > smax ? p[i].spread : smax;
+	}
+	for (size_t i = 0; i < n; i++)
+		total[i] += p[i].spread < 0 ? 0
+		            : smax > 0
+		                ? 2 * 100 * (smax + smin - p[i].spread) / smax
+		                : 2 * 100;
+	/* Inter-pod preferences (2): from the least to the most. */
+	for (size_t i = 0; i < n; i++) {
+		pmin = (double)p[i].pods < pmin ? (double)p[i].pods : pmin;
+		pmax = (double)p[i].pods > pmax ? (double)p[i].pods : pmax;
+	}
+	for (size_t i = 0; i < n; i++)
+		total[i] += pmax > pmin ? 2 * 100 * ((double)p[i].pods - pmin) /
+		                              (pmax - pmin)
+		                        : 0;
+	for (size_t i = 0; i < n; i++)
+		top = total[i] > top ? total[i] : top;
+	for (size_t i = 0; i < n; i++) {
+		best[i] = total[i] >= top - 1e-9;
+		count += best[i];
+	}
+	free(raw);
+	free(norm);
+	free(total);
+	return count;
 }

@@ -147,18 +147,56 @@ bool cnl_kube_pod_has_affinity(const json_t *pod, bool anti_only);
  * every constraint's skew (the matching pods in its domain, plus the pod
  * when it matches itself, less the fewest in any domain, 0 below
  * minDomains domains) within maxSkew; a node without a constraint's key
- * never does.  False with @why naming the constraint.  ScheduleAnyway
- * constraints are preferences, not read.
+ * never does.  False with @why naming the constraint.  With @soft, the
+ * ScheduleAnyway constraints instead, for cnl_kube_pref_of (a node lacking
+ * a key is then only the least preferred).
  * cnl_kube_pod_has_spread - whether @pod has hard constraints.
  */
 struct cnl_kube_spread;
 struct cnl_kube_spread *cnl_kube_spread_new(const json_t *pod,
                                             const json_t *knodes,
-                                            const json_t *placed);
+                                            const json_t *placed, bool soft);
 bool cnl_kube_spread_fits(const struct cnl_kube_spread *sp,
                           const char *node_name, char *why, size_t len);
 void cnl_kube_spread_free(struct cnl_kube_spread *sp);
 bool cnl_kube_pod_has_spread(const json_t *pod);
+
+/*
+ * Preferences: what kube-scheduler's default scoring plugins read of a
+ * pod, which CNLab honours by placing the pod on the best nodes first
+ * (the job's "prefer"); among those, and when none of them has room,
+ * CNLab's own placement decides.
+ * cnl_kube_pref_of - @pod's raw scores for node @node_name of @knodes:
+ *   node_affinity  the weights of its preferred node affinity terms that
+ *                  hold (NodeAffinity);
+ *   taints         the node's PreferNoSchedule taints it does not
+ *                  tolerate (TaintToleration);
+ *   spread         its ScheduleAnyway constraints (@soft, from
+ *                  cnl_kube_spread_new(..., true); NULL: none): the
+ *                  matching pods in the node's domains, each constraint
+ *                  weighted by log(its domains + 2); -1 when the node
+ *                  lacks a key (PodTopologySpread);
+ *   pods           the weights of its preferred podAffinity (+) and
+ *                  podAntiAffinity (-) terms, and of the placed pods'
+ *                  preferred terms that select it, once per pod of
+ *                  @placed in the node's domain (InterPodAffinity).
+ * cnl_kube_pref_best - of @n nodes' scores @p, which are the best
+ * (@best[i]), each plugin scaled to 0..100 and weighed as kube-scheduler's
+ * default profile does (node affinity 2, taints 3, spread 2, pods 2);
+ * returns how many: @n when they are all alike.
+ * cnl_kube_pod_prefers_pods - whether @pod has preferences that read the
+ * placed pods (preferred inter-pod terms, ScheduleAnyway spread).
+ */
+struct cnl_kube_pref {
+	int64_t node_affinity, taints, pods;
+	double spread;
+};
+void cnl_kube_pref_of(const json_t *pod, const json_t *knodes,
+                      const char *node_name, const json_t *placed,
+                      const struct cnl_kube_spread *soft,
+                      struct cnl_kube_pref *ret);
+size_t cnl_kube_pref_best(const struct cnl_kube_pref *p, size_t n, bool *best);
+bool cnl_kube_pod_prefers_pods(const json_t *pod);
 
 /*
  * cnl_kube_pod_requests - the CPU (millicores) and memory (MiB) @pod

@@ -151,8 +151,8 @@ struct cnl_kube_sched {
 	/* Inter-pod affinity: the pods on nodes as last listed (others()),
 	 * and [[pod, node name] ...] of those with ours as they are now
 	 * (pod_placed(); NULL: made again when asked); whether a pod with a
-	 * required anti-affinity may be among them (then every pod's nodes
-	 * are checked against it). */
+	 * required anti-affinity or inter-pod preferences may be among them
+	 * (then every pod's nodes are checked against it, reads_others()). */
 	json_t *assigned, *placed;
 	bool any_anti;
 	json_t *refused_nodes; /* names whose credential was refused */
@@ -306,6 +306,16 @@ static struct pod *pod_of_job(struct cnl_kube_sched *ks, const char *job)
 	return i ? &ks->pods[json_integer_value(i)] : NULL;
 }
 
+/* Whether pod @o, once placed, bears on where other pods go: its required
+ * anti-affinity, or inter-pod preferences (its preferred terms score the
+ * nodes of the pods they select; a soft spread, counted too, does not, but
+ * telling it apart costs more than the placed pods' list it may make). */
+static bool reads_others(const json_t *o)
+{
+	return cnl_kube_pod_has_affinity(o, true) ||
+	       cnl_kube_pod_prefers_pods(o);
+}
+
 /* A run pod whose spec changed after cnlabd made it: its job's message. */
 #define TAMPERED                                                            \
 	"its pod's image was changed after cnlabd made it (or a container " \
@@ -331,7 +341,7 @@ static void pod_seen(struct cnl_kube_sched *ks, json_t *obj, bool gone)
 		return;
 	json_decref(ks->placed); /* its labels or node may have changed */
 	ks->placed = NULL;
-	ks->any_anti |= cnl_kube_pod_has_affinity(obj, true);
+	ks->any_anti |= reads_others(obj);
 	if (!(p = pod_of_uid(ks, uid))) {
 		if (gone)
 			return;
@@ -997,7 +1007,8 @@ static const json_t *pod_placed(struct cnl_kube_sched *ks, const struct pod *p)
 	size_t i;
 
 	if (!ks->any_anti && !cnl_kube_pod_has_affinity(p->obj, false) &&
-	    !cnl_kube_pod_has_spread(p->obj))
+	    !cnl_kube_pod_has_spread(p->obj) &&
+	    !cnl_kube_pod_prefers_pods(p->obj))
 		return NULL;
 	if (ks->placed)
 		return ks->placed;
@@ -1025,27 +1036,75 @@ static const json_t *pod_placed(struct cnl_kube_sched *ks, const struct pod *p)
 }
 
 /*
+ * Of @p's @n nodes @fit (indices into ks->nodes) the best for its
+ * preferences (cnl_kube_pref_best) as the job's fields into *@ret: NULL
+ * when they are all alike, else {"prefer": [...]} when the best fit in
+ * one, else {"avoid": [...]} (the others), else the first of the best in
+ * a "prefer": fewer nodes first than it could have, none that it should
+ * not.
+ */
+static void pod_prefs(struct cnl_kube_sched *ks, const struct pod *p,
+                      const json_t *placed, const size_t *fit, size_t n,
+                      json_t **ret)
+{
+	struct cnl_kube_pref *pr = cnl_xcalloc(n, sizeof(*pr));
+	bool *best = cnl_xcalloc(n, sizeof(*best));
+	struct cnl_kube_spread *soft =
+	    placed ? cnl_kube_spread_new(p->obj, ks->knodes, placed, true)
+	           : NULL;
+	json_t *yes = json_array(), *no = json_array();
+	size_t yb = 0, nb = 0;
+	bool yes_full = false, no_full = false;
+
+	*ret = NULL;
+	for (size_t i = 0; i < n; i++)
+		cnl_kube_pref_of(p->obj, ks->knodes, ks->nodes[fit[i]].name,
+		                 placed, soft, &pr[i]);
+	cnl_kube_spread_free(soft);
+	if (cnl_kube_pref_best(pr, n, best) < n) {
+		for (size_t i = 0; i < n; i++) {
+			const char *name = ks->nodes[fit[i]].name;
+			if (best[i])
+				yes_full |= !list_add(yes, &yb, name);
+			else
+				no_full |= !list_add(no, &nb, name);
+		}
+		*ret = !yes_full || no_full ? json_pack("{s:O}", "prefer", yes)
+		                            : json_pack("{s:O}", "avoid", no);
+	}
+	json_decref(yes);
+	json_decref(no);
+	free(best);
+	free(pr);
+}
+
+/*
  * The CNLab nodes @p may go to (its nodeSelector, required node affinity,
  * tolerations against the nodes' taints) into *@ret, as the job's fields:
  * NULL when every one of ours may take it, else {"nodelist": [...]} when
  * those fit in one, else {"exclude": [...]} (the others, a gone node
  * among them: a node that joins later is looked at within kube_resync,
  * renodes(), and at binding, assignments()), else the first that fit in a
- * nodelist: fewer nodes than it could use, never one it may not.
+ * nodelist: fewer nodes than it could use, never one it may not.  With
+ * @prefs, those of them it prefers into *@prefs (pod_prefs()).
  * -ENOENT, with @err saying why of each, when none may.
  */
 static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
-                     json_t **ret, char *err, size_t len)
+                     json_t **ret, json_t **prefs, char *err, size_t len)
 {
 	json_t *ok = json_array(), *no = json_array();
 	size_t okb = 0, nob = 0, used = 0, fit = 0;
+	size_t *fits = cnl_xcalloc(ks->n_nodes + 1, sizeof(*fits));
 	bool ok_full = false, no_full = false;
 	char why[256];
 	const json_t *placed = pod_placed(ks, p);
 	struct cnl_kube_spread *sp =
-	    placed ? cnl_kube_spread_new(p->obj, ks->knodes, placed) : NULL;
+	    placed ? cnl_kube_spread_new(p->obj, ks->knodes, placed, false)
+	           : NULL;
 
 	*ret = NULL;
+	if (prefs)
+		*prefs = NULL;
 	err[0] = '\0';
 	for (size_t k = 0; k < ks->n_nodes; k++) {
 		const struct node *n = &ks->nodes[k];
@@ -1068,10 +1127,13 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 			no_full |= !list_add(no, &nob, n->name);
 			continue;
 		}
-		fit++;
+		fits[fit++] = k;
 		ok_full |= !list_add(ok, &okb, n->name);
 	}
 	cnl_kube_spread_free(sp);
+	if (fit && prefs)
+		pod_prefs(ks, p, placed, fits, fit, prefs);
+	free(fits);
 	if (!fit) {
 		json_decref(ok);
 		json_decref(no);
@@ -1089,7 +1151,8 @@ static int pod_nodes(struct cnl_kube_sched *ks, const struct pod *p,
 static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
 	struct cnl_kube_ask a;
-	json_t *claim = NULL, *body, *reply = NULL, *where = NULL;
+	json_t *claim = NULL, *body, *reply = NULL, *where = NULL,
+	       *prefs = NULL;
 	char err[512], path[512], key[96], cmd[400], pname[CNL_WIRE_NAME_MAX];
 	const char *project, *id;
 	int r;
@@ -1154,7 +1217,7 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	}
 	/* Where it may go, as kube-scheduler would let it; taken once, at
 	 * submission. */
-	if (pod_nodes(ks, p, &where, path, sizeof(path)) < 0) {
+	if (pod_nodes(ks, p, &where, &prefs, path, sizeof(path)) < 0) {
 		snprintf(err, sizeof(err),
 		         "no node of CNLab's may take it (%.400s)", path);
 		goto refuse;
@@ -1181,6 +1244,11 @@ static void submit(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 	p->where = where; /* what renodes() compares with */
 	if (where)
 		json_object_update(body, where);
+	/* Its preferences as they are now: not compared by renodes(), so
+	 * that pods placed meanwhile do not send it to the back again. */
+	if (prefs)
+		json_object_update(body, prefs);
+	json_decref(prefs);
 	if (a.gpu_types[0]) {
 		json_t *types = json_array();
 		char *save = NULL, list[sizeof(a.gpu_types)];
@@ -3235,7 +3303,8 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		const json_t *kn = knode(ks, n->name);
 		const json_t *pl = p->run ? NULL : pod_placed(ks, p);
 		struct cnl_kube_spread *sp =
-		    pl ? cnl_kube_spread_new(p->obj, ks->knodes, pl) : NULL;
+		    pl ? cnl_kube_spread_new(p->obj, ks->knodes, pl, false)
+		       : NULL;
 		int r = !p->run && kn &&
 		                (!cnl_kube_node_fits(p->obj, kn, why,
 		                                     sizeof(why)) ||
@@ -3471,7 +3540,7 @@ static void renodes(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 
 	if (p->run)
 		return; /* cnlabd's own pods: CNLab's nodes */
-	r = pod_nodes(ks, p, &where, err, sizeof(err));
+	r = pod_nodes(ks, p, &where, NULL, err, sizeof(err));
 	if (r == 0 && (where && p->where ? json_equal(where, p->where)
 	                                 : !where && !p->where)) {
 		json_decref(where);
@@ -3562,10 +3631,10 @@ static void others(struct cnl_kube_sched *ks)
 	ks->placed = NULL;
 	ks->any_anti = false;
 	json_array_foreach (json_object_get(list, "items"), i, x)
-		ks->any_anti |= cnl_kube_pod_has_affinity(x, true);
+		ks->any_anti |= reads_others(x);
 	for (size_t k = 0; k < ks->n_pods; k++)
-		ks->any_anti |= !ks->pods[k].gone && cnl_kube_pod_has_affinity(
-		                                         ks->pods[k].obj, true);
+		ks->any_anti |=
+		    !ks->pods[k].gone && reads_others(ks->pods[k].obj);
 	for (size_t k = 0; k < ks->n_nodes; k++) {
 		struct node *n = &ks->nodes[k];
 		const char *pm =

@@ -26,7 +26,10 @@
 #     a pod's nodeSelector, required node affinity and tolerations against
 #     the nodes' taints hold its job to the nodes that meet them (none: it
 #     is refused, each node's reason said); a waiting pod whose nodes
-#     change is submitted again;
+#     change is submitted again; required inter-pod rules and hard
+#     topology spread do too; its preferences (preferred node and pod
+#     affinity, ScheduleAnyway spread, PreferNoSchedule taints) make its
+#     job prefer the best nodes, where it is bound over packing's pick;
 #   - after a restart of cnlabd a bound pod is its job again; nobody logs
 #     in as the service user kube; a waiting pod whose job is cancelled is
 #     evicted; an agent's node is never taken over by its Kubernetes twin;
@@ -512,14 +515,71 @@ t6=$(wait_bound team-a ts6)
 	bad "spread: ts4 on '$t4' job $(job_of team-a/ts4), ts6 on '$t6' job $(job_of team-a/ts6) $(msg team-a ts6)"
 lpod ts5 '{"app":"spread"}' "${tsc/DoNotSchedule/ScheduleAnyway}"
 t5=$(wait_bound team-a ts5)
-[ -n "$t5" ] && [ "$(job_of team-a/ts5 | jq -c .nodelist)" = null ] &&
-	ok "the same constraint as ScheduleAnyway holds the pod to no node (bound on $t5)" ||
+[ -n "$t5" ] && [ "$(job_of team-a/ts5 | jq -c '[.nodelist, .prefer, .avoid]')" = '[null,null,null]' ] &&
+	ok "the same constraint as ScheduleAnyway holds the pod to no node, and with two app=spread pods on each GPU node prefers none (bound on $t5)" ||
 	bad "spread, ScheduleAnyway: ts5 on '$t5', job $(job_of team-a/ts5)"
 for p in ts1 ts2 ts4 ts5 ts6; do
 	ended team-a $p Succeeded 0
 	job_state team-a/$p succeeded >/dev/null
 done
 k DELETE /api/v1/namespaces/team-a/pods/ts3 >/dev/null
+
+# Preferences, read as kube-scheduler's scoring reads them: the job
+# prefers the best nodes (CNLab places it there first, and elsewhere
+# only when they are full).  A preferred node affinity for node1, then
+# for node2 (packing alone would put the second beside the first); a
+# ScheduleAnyway spread of app=soft (pf1's label) goes to node2; a
+# preferred podAffinity to role=one (pf1's) to node1; with node1 tainted
+# PreferNoSchedule, a pod that does not tolerate it goes to node2, one
+# that does prefers no node.
+pref() { # pref NODE: a preferred node affinity for NODE by name
+	echo "\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":60,\"preference\":{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[\"$1\"]}]}}]}}"
+}
+lpod pf1 '{"app":"soft","role":"one"}' "$(pref node1)"
+p1=$(wait_bound team-a pf1)
+lpod pf2 '{"app":"other"}' "$(pref node2)"
+p2=$(wait_bound team-a pf2)
+[ "$p1" = node1 ] && [ "$p2" = node2 ] && [ "$(job_of team-a/pf1 | jq -c '[.nodelist, .prefer]')" = '[null,["node1"]]' ] &&
+	[ "$(job_of team-a/pf2 | jq -c .prefer)" = '["node2"]' ] &&
+	ok "a preferred node affinity for node1, then one for node2: bound there (jobs prefer [\"node1\"], [\"node2\"], held to neither)" ||
+	bad "preferred node affinity: pf1 on '$p1' $(job_of team-a/pf1), pf2 on '$p2' $(job_of team-a/pf2)"
+lpod pf3 '{"app":"soft"}' "$(sed 's/"spread"/"soft"/' <<<"${tsc/DoNotSchedule/ScheduleAnyway}"),$gpun"
+p3=$(wait_bound team-a pf3)
+[ "$p3" = node2 ] && [ "$(job_of team-a/pf3 | jq -c .prefer)" = '["node2"]' ] &&
+	ok "a ScheduleAnyway spread of app=soft (pf1 on node1) is bound on node2, which its job prefers" ||
+	bad "soft spread: pf3 on '$p3' $(job_of team-a/pf3)"
+lpod pf4 '{}' '"affinity":{"podAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":10,"podAffinityTerm":{"labelSelector":{"matchLabels":{"role":"one"}},"topologyKey":"kubernetes.io/hostname"}}]}}'
+p4=$(wait_bound team-a pf4)
+[ "$p4" = node1 ] && [ "$(job_of team-a/pf4 | jq -c .prefer)" = '["node1"]' ] &&
+	ok "a preferred podAffinity to role=one is bound on pf1's node1" || bad "preferred pod affinity: pf4 on '$p4' $(job_of team-a/pf4)"
+k PATCH /api/v1/nodes/node1 '{"spec":{"taints":[{"key":"spare","effect":"PreferNoSchedule"}]}}' application/merge-patch+json >/dev/null
+marked $((seen1 + 3)) node1 || bad "cnlabd did not see node1 tainted"
+lpod pf5 '{}' '"restartPolicy":"Never"'
+p5=$(wait_bound team-a pf5)
+lpod pf6 '{}' '"tolerations":[{"key":"spare","operator":"Exists"}]'
+p6=$(wait_bound team-a pf6)
+[ "$p5" = node2 ] && [ "$(job_of team-a/pf5 | jq -c .prefer)" = '["node2"]' ] && [ -n "$p6" ] &&
+	[ "$(job_of team-a/pf6 | jq -c .prefer)" = null ] &&
+	ok "node1 tainted spare:PreferNoSchedule: a pod that does not tolerate it is bound on node2; one that does prefers no node ($p6)" ||
+	bad "PreferNoSchedule: pf5 on '$p5' $(job_of team-a/pf5), pf6 on '$p6' $(job_of team-a/pf6)"
+# The taint moved to node2 (packing alone would put pf7 beside pf5):
+# node1.
+seen=$(grep -c "labels, taints or cordon changed.*node=node2" "$tmp/err")
+k PATCH /api/v1/nodes/node1 '{"spec":{"taints":null}}' application/merge-patch+json >/dev/null
+k PATCH /api/v1/nodes/node2 '{"spec":{"taints":[{"key":"spare","effect":"PreferNoSchedule"}]}}' application/merge-patch+json >/dev/null
+marked $((seen1 + 4)) node1 || bad "cnlabd did not see node1's taint go"
+marked $((seen + 1)) node2 || bad "cnlabd did not see node2 tainted"
+lpod pf7 '{}' '"restartPolicy":"Never"'
+p7=$(wait_bound team-a pf7)
+[ "$p7" = node1 ] && [ "$(job_of team-a/pf7 | jq -c .prefer)" = '["node1"]' ] &&
+	ok "the taint moved to node2: such a pod is bound on node1" ||
+	bad "PreferNoSchedule on node2: pf7 on '$p7' $(job_of team-a/pf7)"
+k PATCH /api/v1/nodes/node2 '{"spec":{"taints":null}}' application/merge-patch+json >/dev/null
+marked $((seen + 2)) node2 || bad "cnlabd did not see node2's taint go"
+for p in pf1 pf2 pf3 pf4 pf5 pf6 pf7; do
+	ended team-a $p Succeeded 0
+	job_state team-a/$p succeeded >/dev/null
+done
 
 # --- pre-emption and budgets ----------------------------------------------
 whole='{"deviceClassName":"gpu.cnlab.io","count":1}'

@@ -570,6 +570,28 @@ static void test_data_locality(void **state)
 	expect_start(near, 1, CNL_WHY_STARTED);
 }
 
+/* Preferred nodes come first wherever the job fits there, over packing;
+ * once they are full, the job runs elsewhere, not held back. */
+static void test_preferred_nodes(void **state)
+{
+	(void)state;
+	node("n0", "L4", 2, NULL);
+	node("n1", "L4", 2, NULL);
+	node("n2", "L4", 2, NULL);
+	uint64_t bits = UINT64_C(1) << 2;
+	struct cnl_node_set only_n2 = {&bits, 3};
+	uint32_t plain = job(TA, CNL_PRIO_NORMAL, CNL_REQ_WHOLE, 1, T0, H);
+	uint32_t p1 = job(TA, CNL_PRIO_NORMAL, CNL_REQ_WHOLE, 1, T0 + 1, H);
+	uint32_t p2 = job(TA, CNL_PRIO_NORMAL, CNL_REQ_WHOLE, 1, T0 + 2, H);
+	uint32_t p3 = job(TA, CNL_PRIO_NORMAL, CNL_REQ_WHOLE, 1, T0 + 3, H);
+	jobs[p1].prefer = jobs[p2].prefer = jobs[p3].prefer = &only_n2;
+	cycle_at(T0 + 10);
+	expect_start(plain, 0, CNL_WHY_STARTED);
+	expect_start(p1, 2, CNL_WHY_STARTED);
+	expect_start(p2, 2, CNL_WHY_STARTED);
+	expect_start(p3, 0, CNL_WHY_STARTED); /* n2 full: packing's pick */
+}
+
 static void test_gpu_type_constraint(void **state)
 {
 	(void)state;
@@ -826,6 +848,7 @@ int main(void)
 	    T(test_backfill_only_where_no_reservation_is_delayed),
 	    T(test_packing_and_power_down),
 	    T(test_data_locality),
+	    T(test_preferred_nodes),
 	    T(test_gpu_type_constraint),
 	    T(test_cpu_does_not_strand_gpus),
 	    T(test_gang_placed_together_by_network_distance),

@@ -794,7 +794,7 @@ static void test_topology_spread(void **state)
 	 * z1 (3 - 1 = 2), nor to a node without a zone. */
 	json_t *p = SPOD("{\"app\":\"web\",\"rev\":\"2\"}", "", TSC(""));
 	assert_true(cnl_kube_pod_has_spread(p));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	assert_non_null(sp);
 	SFITS("c", true);
 	SFITS("a", false);
@@ -812,14 +812,14 @@ static void test_topology_spread(void **state)
 	    "{\"maxSkew\":2,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":"
 	    "\"DoNotSchedule\",\"labelSelector\":{\"matchLabels\":{\"app\":"
 	    "\"web\"}}}");
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("a", true);
 	cnl_kube_spread_free(sp);
 	json_decref(p);
 	/* An empty zone z3 (node e) makes the fewest 0: only e now. */
 	json_object_set(nodes, "e", e);
 	p = SPOD("{\"app\":\"web\"}", "", TSC(""));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("e", true);
 	SFITS("c", false);
 	cnl_kube_spread_free(sp);
@@ -828,7 +828,7 @@ static void test_topology_spread(void **state)
 	json_decref(p);
 	p = SPOD("{\"app\":\"web\"}", "",
 	         TSC(",\"nodeTaintsPolicy\":\"Honor\""));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("c", true);
 	cnl_kube_spread_free(sp);
 	/* nodeAffinityPolicy Honor (the default): a pod for gpu=yes does not
@@ -836,13 +836,13 @@ static void test_topology_spread(void **state)
 	json_decref(p);
 	p = SPOD("{\"app\":\"web\"}", "\"nodeSelector\":{\"gpu\":\"yes\"},",
 	         TSC(""));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("c", true);
 	cnl_kube_spread_free(sp);
 	json_decref(p);
 	p = SPOD("{\"app\":\"web\"}", "\"nodeSelector\":{\"gpu\":\"yes\"},",
 	         TSC(",\"nodeAffinityPolicy\":\"Ignore\""));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("c", false);
 	cnl_kube_spread_free(sp);
 	json_object_del(nodes, "e");
@@ -850,7 +850,7 @@ static void test_topology_spread(void **state)
 	 * web pod takes another. */
 	json_decref(p);
 	p = SPOD("{\"app\":\"web\"}", "", TSC(",\"minDomains\":3"));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("c", false);
 	SFITS("a", false);
 	cnl_kube_spread_free(sp);
@@ -858,14 +858,14 @@ static void test_topology_spread(void **state)
 	json_decref(p);
 	p = SPOD("{\"app\":\"web\",\"rev\":\"2\"}", "",
 	         TSC(",\"matchLabelKeys\":[\"rev\"]"));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("a", true);
 	SFITS("c", true);
 	cnl_kube_spread_free(sp);
 	/* A pod its selector does not select adds nothing: skew 2 - 1. */
 	json_decref(p);
 	p = SPOD("{\"app\":\"other\"}", "", TSC(""));
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("a", true);
 	cnl_kube_spread_free(sp);
 	/* An empty labelSelector counts no pod (kube-scheduler's
@@ -876,7 +876,7 @@ static void test_topology_spread(void **state)
 	    "{\"app\":\"web\"}", "",
 	    "{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":"
 	    "\"DoNotSchedule\",\"labelSelector\":{}}");
-	sp = cnl_kube_spread_new(p, nodes, placed);
+	sp = cnl_kube_spread_new(p, nodes, placed, false);
 	SFITS("a", true);
 	SFITS("c", true);
 	SFITS("d", false);
@@ -888,13 +888,163 @@ static void test_topology_spread(void **state)
 	    "{\"maxSkew\":1,\"topologyKey\":\"zone\",\"whenUnsatisfiable\":"
 	    "\"ScheduleAnyway\",\"labelSelector\":{}}");
 	assert_false(cnl_kube_pod_has_spread(p));
-	assert_null(cnl_kube_spread_new(p, nodes, placed));
+	assert_null(cnl_kube_spread_new(p, nodes, placed, false));
 	json_decref(p);
 #undef SPOD
 #undef TSC
 #undef SFITS
 #undef WEB
 	json_decref(e);
+	json_decref(placed);
+	json_decref(nodes);
+}
+
+/* The best of nodes a, b, c, d for @pod: their letters, e.g. "ac". */
+static void best_of(const json_t *pod, const json_t *nodes,
+                    const json_t *placed, char *out)
+{
+	static const char *const names[] = {"a", "b", "c", "d"};
+	struct cnl_kube_pref pr[4];
+	struct cnl_kube_spread *soft =
+	    cnl_kube_spread_new(pod, nodes, placed, true);
+	bool best[4];
+	size_t n, k = 0;
+
+	for (int i = 0; i < 4; i++)
+		cnl_kube_pref_of(pod, nodes, names[i], placed, soft, &pr[i]);
+	cnl_kube_spread_free(soft);
+	n = cnl_kube_pref_best(pr, 4, best);
+	for (int i = 0; i < 4; i++)
+		if (best[i])
+			out[k++] = names[i][0];
+	out[k] = '\0';
+	assert_int_equal(n, k);
+}
+
+static void test_preferences(void **state)
+{
+	(void)state;
+	/* z1: a (ssd), b (a PreferNoSchedule taint); z2: c (hdd); d no
+	 * zone.  ns1's web pods: two on a, one on c; a cache pod on c. */
+	json_t *nodes = parse(
+	    "{\"a\":{\"metadata\":{\"labels\":{\"zone\":\"z1\",\"disk\":"
+	    "\"ssd\"}}},"
+	    "\"b\":{\"metadata\":{\"labels\":{\"zone\":\"z1\"}},\"spec\":{"
+	    "\"taints\":[{\"key\":\"k\",\"value\":\"v\",\"effect\":"
+	    "\"PreferNoSchedule\"},{\"key\":\"n\",\"effect\":\"NoSchedule\"}"
+	    "]}},"
+	    "\"c\":{\"metadata\":{\"labels\":{\"zone\":\"z2\",\"disk\":"
+	    "\"hdd\"}}},"
+	    "\"d\":{\"metadata\":{\"labels\":{}}}}");
+#define PPOD(uid, labels, more)         \
+	"{\"metadata\":{\"uid\":\"" uid \
+	"\",\"namespace\":\"ns1\",\"labels\":" labels "},\"spec\":{" more "}}"
+	json_t *placed = parse("[[" PPOD(
+	    "w1", "{\"app\":\"web\"}",
+	    "") ",\"a\"],"
+	        "[" PPOD("w2", "{\"app\":\"web\"}",
+	                 "") ",\"a\"],"
+	                     "[" PPOD(
+	                         "w3", "{\"app\":\"web\"}",
+	                         "") ",\"c\"],"
+	                             "[" PPOD(
+	                                 "k1", "{\"app\":\"cache\"}",
+	                                 "\"affinity\":{\"podAntiAffinity\":{"
+	                                 "\"preferredDuringSch"
+	                                 "edulingIgnoredDuringExecution\":[{"
+	                                 "\"weight\":100,"
+	                                 "\"podAffinityTerm\":{\"topologyKey\":"
+	                                 "\"zone\","
+	                                 "\"labelSelector\":{\"matchLabels\":{"
+	                                 "\"app\":\"batch\"}}}"
+	                                 "}]}}") ",\"c\"]]");
+	json_t *p;
+	char best[8];
+
+	/* Nothing preferred: all alike. */
+	p = parse(PPOD("me", "{\"app\":\"x\"}",
+	               "\"tolerations\":[{\"operator\":\"Exists\"}]"));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "abcd");
+	assert_false(cnl_kube_pod_prefers_pods(p));
+	json_decref(p);
+	/* Preferred node affinity: the heavier term's node. */
+	p = parse(PPOD(
+	    "me", "{}",
+	    "\"tolerations\":[{\"operator\":\"Exists\"}],\"affinity\":{"
+	    "\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecu"
+	    "tion\":[{\"weight\":20,\"preference\":{\"matchExpressions\":[{"
+	    "\"key\":\"disk\",\"operator\":\"In\",\"values\":[\"hdd\"]}]}},"
+	    "{\"weight\":80,\"preference\":{\"matchExpressions\":[{\"key\":"
+	    "\"disk\",\"operator\":\"In\",\"values\":[\"ssd\"]}]}}]}}"));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "a");
+	assert_false(cnl_kube_pod_prefers_pods(p));
+	json_decref(p);
+	/* PreferNoSchedule: a pod that does not tolerate it goes elsewhere
+	 * first (b's NoSchedule taint is a rule, not scored here); one
+	 * that tolerates it (by key, any effect) does not mind. */
+	p = parse(PPOD("me", "{}", ""));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "acd");
+	json_decref(p);
+	p = parse(PPOD("me", "{}",
+	               "\"tolerations\":[{\"key\":\"k\",\"operator\":"
+	               "\"Equal\",\"value\":\"v\"}]"));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "abcd");
+	json_decref(p);
+	/* ScheduleAnyway spread of web pods by zone: z2 (one) before z1
+	 * (two); d, without a zone, last. */
+	p = parse(PPOD("me", "{\"app\":\"web\"}",
+	               "\"tolerations\":[{\"operator\":\"Exists\"}],"
+	               "\"topologySpreadConstraints\":[{\"maxSkew\":1,"
+	               "\"topologyKey\":\"zone\",\"whenUnsatisfiable\":"
+	               "\"ScheduleAnyway\",\"labelSelector\":{\"matchLabels\":"
+	               "{\"app\":\"web\"}}}]"));
+	assert_true(cnl_kube_pod_prefers_pods(p));
+	assert_false(cnl_kube_pod_has_spread(p));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "c");
+	json_decref(p);
+	/* Preferred pod affinity: near the cache (z2). */
+	p = parse(PPOD("me", "{}",
+	               "\"tolerations\":[{\"operator\":\"Exists\"}],"
+	               "\"affinity\":{\"podAffinity\":{\"preferredDuringSche"
+	               "dulingIgnoredDuringExecution\":[{\"weight\":50,"
+	               "\"podAffinityTerm\":{\"topologyKey\":\"zone\","
+	               "\"labelSelector\":{\"matchLabels\":{\"app\":"
+	               "\"cache\"}}}}]}}"));
+	assert_true(cnl_kube_pod_prefers_pods(p));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "c");
+	json_decref(p);
+	/* Preferred anti-affinity to web pods by zone: each web pod in the
+	 * node's zone counts against it; d has no zone, so none. */
+	p = parse(PPOD("me", "{}",
+	               "\"tolerations\":[{\"operator\":\"Exists\"}],"
+	               "\"affinity\":{\"podAntiAffinity\":{\"preferredDuringS"
+	               "chedulingIgnoredDuringExecution\":[{\"weight\":100,"
+	               "\"podAffinityTerm\":{\"topologyKey\":\"zone\","
+	               "\"labelSelector\":{\"matchLabels\":{\"app\":"
+	               "\"web\"}}}}]}}"));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "d");
+	json_decref(p);
+	/* The cache pod's own preferred anti-affinity keeps a batch pod out
+	 * of z2 first; another namespace's batch pod is not selected. */
+	p = parse(PPOD("me", "{\"app\":\"batch\"}",
+	               "\"tolerations\":[{\"operator\":\"Exists\"}]"));
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "abd");
+	json_decref(p);
+	p = parse("{\"metadata\":{\"uid\":\"me\",\"namespace\":\"ns2\","
+	          "\"labels\":{\"app\":\"batch\"}},\"spec\":{\"tolerations\":"
+	          "[{\"operator\":\"Exists\"}]}}");
+	best_of(p, nodes, placed, best);
+	assert_string_equal(best, "abcd");
+	json_decref(p);
+#undef PPOD
 	json_decref(placed);
 	json_decref(nodes);
 }
@@ -910,6 +1060,7 @@ int main(void)
 	    cmocka_unit_test(test_node_fits),
 	    cmocka_unit_test(test_pod_affinity),
 	    cmocka_unit_test(test_topology_spread),
+	    cmocka_unit_test(test_preferences),
 	    cmocka_unit_test(test_register),
 	    cmocka_unit_test(test_allocation),
 	    cmocka_unit_test(test_trainingjob),
