@@ -515,6 +515,11 @@ long cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
 int cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
                          const struct wk *w, const char *dir, const char *what,
                          char *why, size_t whylen);
+/* The same, each file PUT to @route ("/v1/...?query", "&path=P" added),
+ * @id the job's, for the log: the collector's (collect.c). */
+int cnl_agent_upload_tree(struct cnl_client *cl, const char *dir,
+                          const char *route, const char *what, const char *id,
+                          char *why, size_t whylen);
 /*
  * Write the job's files of @what ("checkpoints": a requeued job's latest
  * checkpoint; "inputs": the files it was submitted with) into @dest, in

@@ -130,4 +130,10 @@ unsigned cnl_agent_metrics_port(const struct cnl_agent *a);
 
 void cnl_agent_free(struct cnl_agent *a);
 
+/*
+ * cnl_agent_collect_main - `cnlab-agent collect`: a Kubernetes run pod's
+ * collector of artifacts (collect.c).  The process's exit code.
+ */
+int cnl_agent_collect_main(int argc, char **argv);
+
 #endif /* CNL_AGENT_AGENT_H */

@@ -275,6 +275,8 @@ int main(int argc, char **argv)
 	struct sigaction sa = {0};
 	int r, rc = 1;
 
+	if (argc > 1 && strcmp(argv[1], "collect") == 0)
+		return cnl_agent_collect_main(argc, argv);
 	memset(&st, 0, sizeof(st));
 	cnl_config_defaults(table, N_TABLE, &st);
 	/* The command line is checked (and --config found) first, so that

@@ -147,11 +147,11 @@ long cnl_agent_send_log(struct cnl_agent *a, struct cnl_client *cl,
 
 /* One upload_dir(): where files go, and the first failure. */
 struct collect {
-	struct cnl_agent *a;
 	struct cnl_client *cl;
-	const struct wk *w;
-	const char *what; /* "artifacts", "checkpoints" */
-	const char *word; /* "artifact", "checkpoint file" */
+	const char *route; /* where each goes, but its "&path=" */
+	const char *id;    /* the job's, for the log */
+	const char *what;  /* "artifacts", "checkpoints" */
+	const char *word;  /* "artifact", "checkpoint file" */
 	char *why;
 	size_t whylen;
 	int failed, sent;
@@ -190,7 +190,7 @@ refuse(struct collect *k, const char *rel, const char *fmt, ...)
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
 	cnl_log(CNL_LOG_WARN, "file not collected",
-	        "id=%s what=%s file=%s err=%s", k->w->id, k->what,
+	        "id=%s what=%s file=%s err=%s", k->id, k->what,
 	        cnl_log_quote(qf, sizeof(qf), rel),
 	        cnl_log_quote(q, sizeof(q), reason));
 	if (k->failed++ == 0) {
@@ -220,10 +220,9 @@ static int put_file(struct collect *k, int fd, uint64_t size, const char *rel)
 		       rc == -ENODATA ? "it shrank while read" : strerror(-rc));
 		return -1;
 	}
-	n = strlen(k->a->node_id) + strlen(ep) + 128 + strlen(k->w->id);
+	n = strlen(k->route) + strlen(ep) + 8;
 	path = cnl_xmalloc(n);
-	snprintf(path, n, "/v1/nodes/%s/%s?job=%s&epoch=%" PRId64 "&path=%s",
-	         k->a->node_id, k->what, k->w->id, k->w->epoch, ep);
+	snprintf(path, n, "%s&path=%s", k->route, ep);
 	/* A few tries for a control plane that blinked; none for a file
 	 * it refused. */
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -375,9 +374,20 @@ int cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
                          const struct wk *w, const char *dir, const char *what,
                          char *why, size_t whylen)
 {
-	struct collect k = {.a = a,
-	                    .cl = cl,
-	                    .w = w,
+	char route[512];
+
+	snprintf(route, sizeof(route), "/v1/nodes/%s/%s?job=%s&epoch=%" PRId64,
+	         a->node_id, what, w->id, w->epoch);
+	return cnl_agent_upload_tree(cl, dir, route, what, w->id, why, whylen);
+}
+
+int cnl_agent_upload_tree(struct cnl_client *cl, const char *dir,
+                          const char *route, const char *what, const char *id,
+                          char *why, size_t whylen)
+{
+	struct collect k = {.cl = cl,
+	                    .route = route,
+	                    .id = id,
 	                    .what = what,
 	                    .word = strcmp(what, "artifacts") == 0
 	                                ? "artifact"
@@ -401,7 +411,7 @@ int cnl_agent_upload_dir(struct cnl_agent *a, struct cnl_client *cl,
 	walk(&k, fd, "", 0);
 	if (k.sent)
 		cnl_log(CNL_LOG_INFO, "files uploaded",
-		        "id=%s what=%s files=%d", w->id, what, k.sent);
+		        "id=%s what=%s files=%d", id, what, k.sent);
 	if (k.failed > 1 && whylen) {
 		char more[64];
 		size_t l = strlen(why);

@@ -189,6 +189,7 @@ static const char *const perm_names[CNL_PERM_COUNT_] = {
     [CNL_PERM_PROJECT_ADMIN] = "PROJECT_ADMIN",
     [CNL_PERM_ADMIN] = "ADMIN",
     [CNL_PERM_AGENT] = "AGENT",
+    [CNL_PERM_COLLECT] = "COLLECT",
 };
 
 const char *cnl_http_perm_name(enum cnl_http_perm p)

@@ -119,8 +119,9 @@ enum cnl_http_perm {
 	CNL_PERM_PROJECT_VIEW,  /* viewer or above in the project */
 	CNL_PERM_PROJECT_MEMBER,
 	CNL_PERM_PROJECT_ADMIN,
-	CNL_PERM_ADMIN, /* platform administrator */
-	CNL_PERM_AGENT, /* a node agent (or an administrator) */
+	CNL_PERM_ADMIN,   /* platform administrator */
+	CNL_PERM_AGENT,   /* a node agent (or an administrator) */
+	CNL_PERM_COLLECT, /* a run pod's collector, for its job and epoch */
 	CNL_PERM_COUNT_
 };
 

@@ -169,6 +169,8 @@ struct call {
 	/* Node routes (api_nodeid.c): the caller's node's name, and the
 	 * digest of the credential or join token it came with. */
 	char node[CNL_STORE_NAME_MAX];
+	char
+	    collect_node[CNL_STORE_NAME_MAX]; /* a collector's: its node's id */
 	char cred[CNL_AUTH_DIGEST_MAX];
 	char join[CNL_AUTH_DIGEST_MAX];
 	struct cnl_store_user user;
@@ -576,6 +578,16 @@ void cnl_api_h_upload_put(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
 void cnl_api_h_node_artifact_put(void *call, struct cnl_http_request *req,
                                  struct cnl_http_response *resp);
+/* PUT /v1/jobs/{job}/collect?epoch=E&path=P: an artifact from the
+ * collector of the job's Kubernetes run pod, as a node's. */
+void cnl_api_h_job_collect_put(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp);
+/* A collector's call: its token (Authorization: Bearer cnlc_...) is the
+ * one of the path's {job} under ?epoch=, which the job holds now; the
+ * call then acts as the job's node (c->node, c->collect_node the node's
+ * id).  0, or -1 with 401/409. */
+int cnl_api_collect_authorize(struct call *c, struct cnl_http_request *req,
+                              struct cnl_http_response *resp);
 void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
                                    struct cnl_http_response *resp);
 void cnl_api_h_node_checkpoint_get(void *call, struct cnl_http_request *req,

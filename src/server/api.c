@@ -133,6 +133,9 @@ static int authorize(struct call *c, struct cnl_http_request *req,
 	case CNL_PERM_AGENT:
 		/* A node's own credential, for its own node only. */
 		return cnl_api_node_authorize(c, req, resp);
+	case CNL_PERM_COLLECT:
+		/* A collector's token, for its job's epoch only. */
+		return cnl_api_collect_authorize(c, req, resp);
 	case CNL_PERM_PROJECT_VIEW:
 	case CNL_PERM_PROJECT_MEMBER:
 	case CNL_PERM_PROJECT_ADMIN:
@@ -275,6 +278,8 @@ static const struct cnl_http_route routes[] = {
      cnl_api_h_node_gpu_kill},
     {"PUT", "/v1/nodes/{node}/artifacts", AGT, "node.artifact",
      cnl_api_h_node_artifact_put},
+    {"PUT", "/v1/jobs/{job}/collect", CNL_PERM_COLLECT, "job.collect",
+     cnl_api_h_job_collect_put},
     {"PUT", "/v1/nodes/{node}/checkpoints", AGT, "node.checkpoint",
      cnl_api_h_node_checkpoint_put},
     {"GET", "/v1/nodes/{node}/checkpoints", AGT, NULL,

@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,6 +60,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "server/api-internal.h"
+#include "server/auth.h"
 #include "wire/node.h"
 
 enum file_kind { FK_ARTIFACT, FK_CKPT, FK_INPUT, FK_UPLOAD };
@@ -365,7 +367,8 @@ int cnl_api_open_upload(struct call *c, struct cnl_http_request *req,
                         struct cnl_http_response *resp,
                         struct cnl_http_sink **ret)
 {
-	const char *node = cnl_http_param(req, "node");
+	const char *node =
+	    c->collect_node[0] ? c->collect_node : cnl_http_param(req, "node");
 	const char *cl = cnl_http_header(req, "Content-Length");
 	const char *sha = cnl_http_header(req, "X-Content-SHA256");
 	const char *path, *job = NULL;
@@ -393,10 +396,11 @@ int cnl_api_open_upload(struct call *c, struct cnl_http_request *req,
 	} else {
 		struct cnl_store_job jb;
 
-		u->kind = c->route->handler == cnl_api_h_node_artifact_put
-		              ? FK_ARTIFACT
-		              : FK_CKPT;
-		job = cnl_http_query(req, "job");
+		u->kind = c->route->handler == cnl_api_h_node_checkpoint_put
+		              ? FK_CKPT
+		              : FK_ARTIFACT;
+		job = c->collect_node[0] ? cnl_http_param(req, "job")
+		                         : cnl_http_query(req, "job");
 		u->epoch = query_epoch(req);
 		if (!job || strlen(job) >= sizeof(u->job) || u->epoch < 0) {
 			cnl_http_error(resp, 400, "bad_request",
@@ -484,7 +488,8 @@ fail:
 static int upload_end(struct call *c, struct cnl_http_request *req,
                       struct cnl_http_response *resp, struct upload *u)
 {
-	const char *node = cnl_http_param(req, "node");
+	const char *node =
+	    c->collect_node[0] ? c->collect_node : cnl_http_param(req, "node");
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0;
 	char got[65];
@@ -590,6 +595,39 @@ void cnl_api_h_node_artifact_put(void *call, struct cnl_http_request *req,
 	node_file_put(call, req, resp);
 }
 
+void cnl_api_h_job_collect_put(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp)
+{
+	node_file_put(call, req, resp);
+}
+
+int cnl_api_collect_authorize(struct call *c, struct cnl_http_request *req,
+                              struct cnl_http_response *resp)
+{
+	const char *job = cnl_http_param(req, "job");
+	const char *h = cnl_http_header(req, "Authorization");
+	int64_t epoch = query_epoch(req);
+	char id[CNL_STORE_NAME_MAX], name[CNL_STORE_NAME_MAX];
+
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !job || epoch < 0 ||
+	    !cnl_auth_collect_check(c->api->key, c->api->keylen, job, epoch,
+	                            h + 7)) {
+		cnl_http_error(resp, 401, "unauthorized",
+		               "a collector's token for this job under the "
+		               "epoch given (query \"epoch\") is required");
+		return -1;
+	}
+	if (cnl_ctl_job_node(c->api->ctl, job, epoch, id, name) < 0) {
+		cnl_http_error(resp, 409, "fenced",
+		               "stale fencing epoch: this job no longer runs "
+		               "under that epoch");
+		return -1;
+	}
+	snprintf(c->collect_node, sizeof(c->collect_node), "%s", id);
+	snprintf(c->node, sizeof(c->node), "%s", name);
+	return 0;
+}
+
 /*
  * A pre-empted job's checkpoint travels through the control plane: its
  * agent uploads the files of CNLAB_CHECKPOINT_DIR when the job exits, and
@@ -669,6 +707,7 @@ void cnl_api_uploads_expire(struct call *c, const char *project)
 bool cnl_api_route_streams(const struct cnl_http_route *route)
 {
 	return route->handler == cnl_api_h_node_artifact_put ||
+	       route->handler == cnl_api_h_job_collect_put ||
 	       route->handler == cnl_api_h_node_checkpoint_put ||
 	       route->handler == cnl_api_h_upload_put;
 }

@@ -20,6 +20,7 @@
  *    output parameters untouched on failure.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -560,4 +561,50 @@ int cnl_auth_token_digest(const char *token, char out[CNL_AUTH_DIGEST_MAX])
 	}
 	out[2 * mdlen] = '\0';
 	return 0;
+}
+
+/* ---- collector tokens -----------------------------------------------------
+ */
+
+int cnl_auth_collect_token(const uint8_t *secret, size_t len, const char *job,
+                           int64_t epoch, char out[CNL_AUTH_COLLECT_MAX])
+{
+	static const char what[] = "cnlab kube artifact collector";
+	char key[48], msg[256];
+	size_t pl = strlen(CNL_AUTH_COLLECT_PREFIX);
+	int n, rc;
+
+	out[0] = '\0';
+	if (!secret || !len || !job || epoch < 0)
+		return -EINVAL;
+	n = snprintf(msg, sizeof(msg), "%s\n%" PRId64, job, epoch);
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		return -EINVAL;
+	rc = cnl_auth_hs256(secret, len, what, sizeof(what) - 1, key,
+	                    sizeof(key));
+	if (rc < 0)
+		return rc;
+	memcpy(out, CNL_AUTH_COLLECT_PREFIX, pl);
+	rc = cnl_auth_hs256((const uint8_t *)key, (size_t)rc, msg, (size_t)n,
+	                    out + pl, CNL_AUTH_COLLECT_MAX - pl);
+	explicit_bzero(key, sizeof(key));
+	if (rc < 0) {
+		out[0] = '\0';
+		return rc;
+	}
+	return 0;
+}
+
+bool cnl_auth_collect_check(const uint8_t *secret, size_t len, const char *job,
+                            int64_t epoch, const char *token)
+{
+	char want[CNL_AUTH_COLLECT_MAX];
+	bool ok;
+
+	if (!token || strlen(token) != CNL_AUTH_COLLECT_MAX - 1 ||
+	    cnl_auth_collect_token(secret, len, job, epoch, want) < 0)
+		return false;
+	ok = CRYPTO_memcmp(want, token, CNL_AUTH_COLLECT_MAX - 1) == 0;
+	explicit_bzero(want, sizeof(want));
+	return ok;
 }

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 
 #include "net/jwt.h"
 
@@ -212,5 +213,28 @@ int cnl_auth_token_check(const char *token);
  * enough: there is nothing to brute-force, unlike passwords.
  */
 int cnl_auth_token_digest(const char *token, char out[CNL_AUTH_DIGEST_MAX]);
+
+/* ------------------------------------------------------------------------ */
+/* Collector tokens                                                         */
+/* ------------------------------------------------------------------------ */
+
+#define CNL_AUTH_COLLECT_PREFIX "cnlc_"
+/* "cnlc_" + 43 base64url characters, NUL included. */
+#define CNL_AUTH_COLLECT_MAX 49
+
+/*
+ * cnl_auth_collect_token - the token with which the collector of a
+ * Kubernetes run pod uploads the artifacts of job @job under fencing
+ * epoch @epoch, and nothing else: "cnlc_" + base64url(HMAC-SHA256) of the
+ * two under a key derived from cnlabd's @secret.  Nothing is stored: a
+ * token is good while that job holds that epoch, and dies with it (the
+ * job's end, a pre-emption, a requeue).  0, or -EINVAL / -EIO.
+ * cnl_auth_collect_check - whether @token is that token (compared in
+ * constant time).
+ */
+int cnl_auth_collect_token(const uint8_t *secret, size_t len, const char *job,
+                           int64_t epoch, char out[CNL_AUTH_COLLECT_MAX]);
+bool cnl_auth_collect_check(const uint8_t *secret, size_t len, const char *job,
+                            int64_t epoch, const char *token);
 
 #endif /* CNL_SERVER_AUTH_H */

@@ -345,6 +345,14 @@ int cnl_ctl_assignments(struct cnl_ctl *ctl, const char *node, uint64_t since,
                         char *err, size_t errlen);
 
 /*
+ * cnl_ctl_job_node - the id and name of the node that runs workload @id
+ * under @epoch (@ret_id, @ret_name: CNL_STORE_NAME_MAX bytes each);
+ * -CNL_EFENCED when none does (moved, ended, or another epoch).
+ */
+int cnl_ctl_job_node(struct cnl_ctl *ctl, const char *id, int64_t epoch,
+                     char *ret_id, char *ret_name);
+
+/*
  * cnl_ctl_fence_check - 0 when workload @id runs on @node under @epoch;
  * -CNL_EFENCED otherwise (moved, ended, or another epoch).
  */

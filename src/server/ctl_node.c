@@ -227,6 +227,19 @@ int cnl_ctl_fence_check(struct cnl_ctl *ctl, const char *node, const char *id,
 	return 0;
 }
 
+int cnl_ctl_job_node(struct cnl_ctl *ctl, const char *id, int64_t epoch,
+                     char *ret_id, char *ret_name)
+{
+	struct wl *w = ctl_wl_find(ctl, id);
+
+	if (!w || w->node < 0 || (size_t)w->node >= ctl->n_nodes ||
+	    w->epoch != epoch || !cnl_wl_placed(w->state))
+		return -CNL_EFENCED;
+	snprintf(ret_id, CNL_STORE_NAME_MAX, "%s", ctl->nodes[w->node].id);
+	snprintf(ret_name, CNL_STORE_NAME_MAX, "%s", ctl->nodes[w->node].name);
+	return 0;
+}
+
 int cnl_ctl_node_check(struct cnl_ctl *ctl, const char *node)
 {
 	return ctl_node_find(ctl, node) < 0 ? -CNL_ENOTFOUND : 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/time.h"
 #include "common/util.h"
 #include "server/kube_map.h"
@@ -736,6 +737,32 @@ static json_t *inputs_init(const struct cnl_kube_run *r, const char *cq,
 	return c;
 }
 
+/* The collector of the run's artifacts: a native sidecar (see
+ * cnl_kube_run_pod). */
+static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
+                               json_t *volumes)
+{
+	char sec[160], ep[32];
+
+	snprintf(sec, sizeof(sec), "%s-collect", name);
+	snprintf(ep, sizeof(ep), "%lld", (long long)r->epoch);
+	json_array_append_new(
+	    volumes, json_pack("{s:s,s:{s:s,s:i}}", "name", "collect", "secret",
+	                       "secretName", sec, "defaultMode", 0400));
+	return json_pack(
+	    "{s:s,s:s,s:s,s:[s,s],s:[{s:s,s:s},{s:s,s:s},{s:s,s:s}],"
+	    "s:[{s:s,s:s,s:b},{s:s,s:s,s:b}],"
+	    "s:{s:b,s:b,s:{s:[s]}}}",
+	    "name", "collect", "image", r->collect_image, "restartPolicy",
+	    "Always", "command", "cnlab-agent", "collect", "env", "name",
+	    "CNLAB_SERVER", "value", r->collect_url, "name", "CNLAB_JOB",
+	    "value", r->job, "name", "CNLAB_EPOCH", "value", ep, "volumeMounts",
+	    "name", "workspace", "mountPath", "/workspace", "readOnly", 1,
+	    "name", "collect", "mountPath", "/run/cnlab/collect", "readOnly", 1,
+	    "securityContext", "allowPrivilegeEscalation", 0,
+	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
+}
+
 int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
                      size_t errlen)
 {
@@ -794,6 +821,16 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 				              "secretKeyRef", "name", sec,
 				              "key", r->secrets[i]));
 	}
+	json_t *inits = json_array();
+	if (init)
+		json_array_append_new(inits, init);
+	if (r->collect_image && r->collect_url) {
+		json_array_append_new(json_object_get(container, "env"),
+		                      json_pack("{s:s,s:s}", "name",
+		                                "CNLAB_ARTIFACTS_DIR", "value",
+		                                "/workspace/artifacts"));
+		json_array_append_new(inits, collect_sidecar(r, name, volumes));
+	}
 	pod = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s},s:{s:s}},"
 	                "s:{s:s,s:s,s:b,s:[o],s:o}}",
 	                "apiVersion", "v1", "kind", "Pod", "metadata", "name",
@@ -802,9 +839,16 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	                r->project, "spec", "schedulerName", CNL_KUBE_SCHEDULER,
 	                "restartPolicy", "Never", "enableServiceLinks", 0,
 	                "containers", container, "volumes", volumes);
-	if (init)
+	if (json_array_size(inits)) {
 		json_object_set_new(json_object_get(pod, "spec"),
-		                    "initContainers", json_pack("[o]", init));
+		                    "initContainers", inits);
+		if (r->collect_image && r->collect_url)
+			json_object_set_new(json_object_get(pod, "spec"),
+			                    "terminationGracePeriodSeconds",
+			                    json_integer(300));
+	} else {
+		json_decref(inits);
+	}
 	if (r->gang_size > 1) {
 		char rk[16];
 		json_t *lab =
@@ -855,6 +899,36 @@ json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
 	                 "labels", "cnlab.io/job", r->job, "ownerReferences",
 	                 pod_owner(name, pod_uid), "immutable", 1, "binaryData",
 	                 data);
+}
+
+json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
+                                    const char *pod_uid, const char *token,
+                                    const char *ca)
+{
+	const char *const keys[] = {"token", "ca.crt"};
+	const char *const vals[] = {token, ca};
+	char name[128], sec[160];
+	json_t *data = json_object();
+
+	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
+	snprintf(sec, sizeof(sec), "%s-collect", name);
+	for (int i = 0; i < 2; i++) {
+		size_t n = vals[i] ? strlen(vals[i]) : 0;
+		size_t m = cnl_b64_encoded_len(n, CNL_B64_PAD) + 1;
+		char *b;
+
+		if (!n || n > CNL_B64_INPUT_MAX)
+			continue;
+		b = cnl_xmalloc(m);
+		if (cnl_b64_encode(vals[i], n, CNL_B64_PAD, b, m) >= 0)
+			json_object_set_new(data, keys[i], json_string(b));
+		free(b);
+	}
+	return json_pack("{s:s,s:s,s:{s:s,s:{s:s},s:o},s:s,s:b,s:o}",
+	                 "apiVersion", "v1", "kind", "Secret", "metadata",
+	                 "name", sec, "labels", "cnlab.io/job", r->job,
+	                 "ownerReferences", pod_owner(name, pod_uid), "type",
+	                 "Opaque", "immutable", 1, "data", data);
 }
 
 json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,

@@ -112,6 +112,19 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  * /run/secrets (CNLAB_SECRETS_DIR, each file 0400) and takes the variables
  * asked for from it (secretKeyRef), as a node's container would.
  *
+ * With a collector (r->collect_image), the job's container has
+ * CNLAB_ARTIFACTS_DIR=/workspace/artifacts, and a native sidecar (an init
+ * container "collect" with restartPolicy Always, after "inputs") of that
+ * image runs `cnlab-agent collect`: /workspace read-only, the Secret
+ * NAME-collect (its token and CA, which the job's container does not
+ * mount) at /run/cnlab/collect, no capability, no privilege escalation, a
+ * read-only root, and no resources of its own (the pod asks what the job
+ * asked).  The kubelet stops it once the job's container has ended, and
+ * it then uploads the artifacts (collect.c); the pod's grace period is 5
+ * minutes, CNLab's, for that upload as for a job's stop.
+ * cnl_kube_run_collect_secret - that Secret, immutable, owned by the pod:
+ * "token" (cnl_auth_collect_token's) and, when given, "ca.crt" (@ca, PEM).
+ *
  * cnl_kube_run_claim - that claim (NULL for "cpu"), owned by the pod of
  * uid @pod_uid; cnl_kube_run_inputs - the @map-th ConfigMap of the inputs
  * (cnl_kube_run_inputs_name()), immutable, its binaryData @data (stolen:
@@ -147,6 +160,9 @@ struct cnl_kube_run {
 	const char *gang_id, *ns;
 	int gang_rank, gang_size;
 	const char *const *gang_nodes;
+	/* Its collector of artifacts (NULL: none): the image holding
+	 * cnlab-agent, and cnlabd's URL as pods reach it. */
+	const char *collect_image, *collect_url;
 };
 
 /* "cnlab-GANG-RANK", GANG the leader's id as in a pod's name. */
@@ -172,6 +188,9 @@ json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
 /* "NAME-inputs" for the first, "NAME-inputs-MAP" for the others. */
 void cnl_kube_run_inputs_name(const struct cnl_kube_run *r, size_t map,
                               char *buf, size_t len);
+json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
+                                    const char *pod_uid, const char *token,
+                                    const char *ca);
 /* cnl_kube_run_secret - the Secret NAME-secrets of the run's secrets, its
  * data @data (stolen: {"NAME": base64}), immutable, owned by the pod. */
 json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,

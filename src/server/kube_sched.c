@@ -78,7 +78,8 @@ struct pod {
 	/* The pod of a `cnlab run` job, made by us: its log's bytes that
 	 * CNLab has, and when to read it again. */
 	bool run;
-	char image[RUN_IMAGE_MAX]; /* a run pod's, as cnlabd made it */
+	char image[RUN_IMAGE_MAX];         /* a run pod's, as cnlabd made it */
+	char collect_image[RUN_IMAGE_MAX]; /* its collector's; "": none */
 	/* Its spec was seen changed (an image, an ephemeral container) in
 	 * any version the watch brought, even one changed back since. */
 	bool tampered;
@@ -119,7 +120,14 @@ struct cnl_kube_sched {
 	char image[CNL_WIRE_IMAGE_MAX]; /* of a run job that names none */
 	char registry[512];          /* where CNLab's images are pushed; "" */
 	unsigned char proof_key[32]; /* of run pods' proofs */
-	int64_t start_timeout;       /* ms a run pod may stay unable to start */
+	/* The collector of run pods' artifacts ("": none): its image,
+	 * cnlabd's URL as pods reach it, that URL's CA (PEM; NULL), and
+	 * cnlabd's secret, the key of its tokens. */
+	char collect_image[RUN_IMAGE_MAX], collect_url[CNL_CLIENT_BASE_MAX];
+	char *collect_ca;
+	unsigned char *secret;
+	size_t secret_len;
+	int64_t start_timeout; /* ms a run pod may stay unable to start */
 	bool has_proof_key;
 	struct cnl_kube *kw, *kt, *kn, *kc; /* the watches', the rest's */
 	struct cnl_kube *ke;                /* evictions: no retries */
@@ -1519,20 +1527,23 @@ static bool run_stuck(const struct pod *p, char *why, size_t len)
 	                                    "containerStatuses"};
 	const json_t *st = json_object_get(p->obj, "status");
 
-	/* The init container's (a run pod's inputs) first: while it cannot
-	 * start, the job's container only waits (PodInitializing). */
+	/* The init containers' (a run pod's inputs, its collector) first:
+	 * while one cannot start, the job's container only waits
+	 * (PodInitializing). */
 	for (size_t l = 0; l < 2; l++) {
-		const json_t *cs =
-		    json_array_get(json_object_get(st, lists[l]), 0);
-		const json_t *w =
-		    json_object_get(json_object_get(cs, "state"), "waiting");
-		const char *r = S(w, "reason");
-		for (const char *const *b = bad; r && *b; b++)
-			if (strcmp(r, *b) == 0) {
-				snprintf(why, len, "%s: %s", r,
-				         S(w, "message") ?: "");
-				return true;
-			}
+		const json_t *cs;
+		size_t i;
+		json_array_foreach (json_object_get(st, lists[l]), i, cs) {
+			const json_t *w = json_object_get(
+			    json_object_get(cs, "state"), "waiting");
+			const char *r = S(w, "reason");
+			for (const char *const *b = bad; r && *b; b++)
+				if (strcmp(r, *b) == 0) {
+					snprintf(why, len, "%s: %s", r,
+					         S(w, "message") ?: "");
+					return true;
+				}
+		}
 	}
 	return false;
 }
@@ -1651,6 +1662,53 @@ static bool run_inputs_failed(const struct pod *p, char *why, size_t len)
 	return false;
 }
 
+/* Whether run pod @p's collector failed to bring back its artifacts (a
+ * file it could not collect, a refusal, a kill before it was done): its
+ * termination message, or how it ended, into @why. */
+static bool run_collect_failed(const struct pod *p, char *why, size_t len)
+{
+	const json_t *st = json_object_get(p->obj, "status");
+	const json_t *x;
+	size_t i;
+
+	if (!p->collect_image[0])
+		return false;
+	json_array_foreach (json_object_get(st, "initContainerStatuses"), i,
+	                    x) {
+		const json_t *t =
+		    json_object_get(json_object_get(x, "state"), "terminated");
+		if (!S(x, "name") || strcmp(S(x, "name"), "collect") != 0)
+			continue;
+		if (!t) {
+			snprintf(why, len,
+			         "its artifacts were not collected: its "
+			         "collector did not end");
+			return true;
+		}
+		if (json_integer_value(json_object_get(t, "exitCode")) == 0)
+			return false;
+		const char *m = S(t, "message");
+		size_t n = m ? strlen(m) : 0;
+		while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+			n--;
+		if (n)
+			snprintf(why, len, "%.*s", (int)n, m);
+		else /* killed (the grace period over, OOMKilled...) */
+			snprintf(
+			    why, len,
+			    "its artifacts were not all collected: its "
+			    "collector ended (%s, exit code "
+			    "%" JSON_INTEGER_FORMAT ")",
+			    S(t, "reason") ?: "no reason given",
+			    json_integer_value(json_object_get(t, "exitCode")));
+		return true;
+	}
+	snprintf(why, len,
+	         "its artifacts were not collected: its collector never "
+	         "ran");
+	return true;
+}
+
 static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
 	if (p->run && p->check_gone) {
@@ -1713,6 +1771,13 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			}
 			if (p->run && !init_failed) /* its output first */
 				run_log(ks, p, -1);
+			/* Its artifacts, as its agent would: the job as a
+			 * whole did not succeed without them. */
+			if (p->run && !init_failed &&
+			    run_collect_failed(p, why, sizeof(why))) {
+				init_failed = true;
+				code = code ? code : 1;
+			}
 			report(ks, p,
 			       code ? CNL_WIRE_REPORT_FAILED
 			            : CNL_WIRE_REPORT_SUCCEEDED,
@@ -2140,17 +2205,27 @@ static bool run_tampered(const struct pod *p)
 		return true;
 	const json_t *spec = json_object_get(p->obj, "spec");
 	const json_t *cs = json_object_get(spec, "containers");
-	const json_t *ic = json_object_get(spec, "initContainers");
+	const json_t *ic = json_object_get(spec, "initContainers"), *x;
 	const char *img = S(json_array_get(cs, 0), "image");
-	const char *iimg = S(json_array_get(ic, 0), "image");
+	int inputs = 0, collect = 0;
+	size_t i;
 
-	/* The init container that checks the inputs runs the same image;
-	 * no ephemeral container (it could rewrite /workspace) is added. */
+	/* The init container that checks the inputs runs the same image,
+	 * the collector the one cnlabd gave it; no other is added, nor an
+	 * ephemeral container (it could rewrite /workspace). */
+	json_array_foreach (ic, i, x) {
+		const char *n = S(x, "name") ?: "", *im = S(x, "image");
+		if (strcmp(n, "inputs") == 0 && !inputs++ && im &&
+		    strcmp(im, p->image) == 0)
+			continue;
+		if (strcmp(n, "collect") == 0 && !collect++ && im &&
+		    p->collect_image[0] && strcmp(im, p->collect_image) == 0)
+			continue;
+		return true;
+	}
 	return json_array_size(cs) != 1 || !img ||
 	       json_array_size(json_object_get(spec, "ephemeralContainers")) ||
-	       strcmp(img, p->image) != 0 || json_array_size(ic) > 1 ||
-	       (ic && json_array_size(ic) == 1 &&
-	        (!iimg || strcmp(iimg, p->image) != 0));
+	       strcmp(img, p->image) != 0;
 }
 
 /* The object @name of @resource (in API group/version @gv, NULL: the core
@@ -2844,6 +2919,61 @@ static int run_gang_service(struct cnl_kube_sched *ks, int ni,
  * of ours), or made now with its claim and inputs.  NULL when there is
  * none yet (*@again: look at @a again) or the job cannot run here (it was
  * failed, saying why). */
+/* Run pod @p's collector's image as the pod has it ("": none). */
+static void run_collect_image(struct pod *p)
+{
+	const json_t *x;
+	size_t i;
+
+	p->collect_image[0] = '\0';
+	json_array_foreach (
+	    json_object_get(json_object_get(p->obj, "spec"), "initContainers"),
+	    i, x)
+		if (S(x, "name") && strcmp(S(x, "name"), "collect") == 0)
+			snprintf(p->collect_image, sizeof(p->collect_image),
+			         "%s", S(x, "image") ?: "");
+}
+
+/* The Secret of run pod @p's collector, its token for this job and epoch
+ * (and cnlabd's CA): after the pod, which owns it; the kubelet starts the
+ * pod once it is there.  0, or -1 with the job failed (or *@again). */
+static int run_collect_secret(struct cnl_kube_sched *ks, int ni,
+                              const struct cnl_wire_assignment *a,
+                              struct pod *p, const struct cnl_kube_run *run,
+                              const char *uid, bool *again)
+{
+	char token[CNL_AUTH_COLLECT_MAX], path[512], err[512], why[512];
+	json_t *o;
+	long st;
+
+	if (cnl_auth_collect_token(ks->secret, ks->secret_len, a->id, a->epoch,
+	                           token) < 0) {
+		run_child_refused(ks, ni, a, p, 400,
+		                  "its collector's token could not be made",
+		                  NULL, "", again);
+		return -1;
+	}
+	o = cnl_kube_run_collect_secret(run, uid, token, ks->collect_ca);
+	explicit_bzero(token, sizeof(token));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", p->ns);
+	st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
+	                   sizeof(err));
+	cnl_json_wipe(o);
+	json_decref(o);
+	if (st == 201)
+		return 0;
+	/* 409: one of that name that cnlabd may not read: a planted token
+	 * or CA is not this run's to use. */
+	snprintf(why, sizeof(why),
+	         "namespace %s has a Secret %s-collect that CNLab did not "
+	         "make for this run",
+	         p->ns, p->name);
+	run_child_refused(ks, ni, a, p, st,
+	                  "its collector's Secret was refused",
+	                  st == 409 ? why : NULL, err, again);
+	return -1;
+}
+
 static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
                            const struct cnl_wire_assignment *a, bool *again)
 {
@@ -2917,6 +3047,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			               0),
 			           "image")
 			             ?: "");
+			run_collect_image(p);
 			p->node = ni;
 			p->epoch = a->epoch;
 			snprintf(p->claim, sizeof(p->claim), "%s-gpu", name);
@@ -2994,6 +3125,8 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	    .env = (const char *const *)secs.env,
 	    .n_secrets = secs.n,
 	    .ns = ns,
+	    .collect_image = ks->collect_image[0] ? ks->collect_image : NULL,
+	    .collect_url = ks->collect_url[0] ? ks->collect_url : NULL,
 	};
 	const char *gnodes[CNL_WIRE_GANG_MAX];
 	if (a->has_gang) {
@@ -3080,6 +3213,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	                     0),
 	      "image")
 	        ?: ref);
+	run_collect_image(p);
 	snprintf(p->request, sizeof(p->request), "gpu");
 	track_job(ks, p, a->id);
 	p->st = P_SUBMITTED;
@@ -3167,6 +3301,11 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			p = NULL;
 			goto out;
 		}
+	}
+	if (run.collect_image &&
+	    run_collect_secret(ks, ni, a, p, &run, uid, again) < 0) {
+		p = NULL;
+		goto out;
 	}
 	if (run.gang_size > 1 &&
 	    run_gang_service(ks, ni, a, p, &run, uid, again) < 0) {
@@ -3890,6 +4029,28 @@ static void node_token(void *ud, char *buf, size_t len)
 	snprintf(buf, len, "%s", ks->as ? ks->as : "");
 }
 
+/* File @path's text (NUL-terminated, malloc'd), at most @max bytes;
+ * NULL when it cannot be read or is longer. */
+static char *read_text(const char *path, size_t max)
+{
+	FILE *f = fopen(path, "re");
+	char *b;
+	size_t n;
+
+	if (!f)
+		return NULL;
+	b = cnl_xmalloc(max + 1);
+	n = fread(b, 1, max + 1, f);
+	if (ferror(f) || n > max) {
+		fclose(f);
+		free(b);
+		return NULL;
+	}
+	fclose(f);
+	b[n] = '\0';
+	return b;
+}
+
 int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
                          struct cnl_kube_sched **ret, char *err, size_t errlen)
 {
@@ -3920,6 +4081,37 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 		         ks->proof_key, &n) != NULL &&
 		    n == sizeof(ks->proof_key);
 	}
+	if (cfg->collect_image && cfg->collect_image[0] && cfg->collect_url &&
+	    cfg->collect_url[0] && cfg->secret && cfg->secret_len) {
+		if (strlen(cfg->collect_image) >= sizeof(ks->collect_image) ||
+		    strlen(cfg->collect_url) >= sizeof(ks->collect_url)) {
+			cnl_seterr(
+			    err, errlen,
+			    "kube: kube_collect_image or kube_collect_url "
+			    "is too long");
+			free(ks);
+			return -EINVAL;
+		}
+		snprintf(ks->collect_image, sizeof(ks->collect_image), "%s",
+		         cfg->collect_image);
+		snprintf(ks->collect_url, sizeof(ks->collect_url), "%s",
+		         cfg->collect_url);
+		ks->secret = cnl_xmalloc(cfg->secret_len);
+		memcpy(ks->secret, cfg->secret, cfg->secret_len);
+		ks->secret_len = cfg->secret_len;
+		if (cfg->collect_cafile &&
+		    !(ks->collect_ca = read_text(cfg->collect_cafile, 65536))) {
+			cnl_seterr(err, errlen,
+			           "kube: cannot read %s (the collector's CA)",
+			           cfg->collect_cafile);
+			explicit_bzero(ks->secret, ks->secret_len);
+			free(ks->secret);
+			free(ks);
+			return -EINVAL;
+		}
+	}
+	ks->cfg.collect_image = ks->cfg.collect_url = NULL;
+	ks->cfg.collect_cafile = NULL;
 	ks->cfg.secret = NULL;
 	ks->start_timeout =
 	    cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 300000;
@@ -4043,6 +4235,10 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->refused_nodes);
 	json_decref(ks->crs);
 	explicit_bzero(ks->token, sizeof(ks->token));
+	if (ks->secret)
+		explicit_bzero(ks->secret, ks->secret_len);
+	free(ks->secret);
+	free(ks->collect_ca);
 	pthread_mutex_destroy(&ks->mu);
 	pthread_cond_destroy(&ks->cv);
 	free(ks);

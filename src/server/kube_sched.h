@@ -70,6 +70,11 @@ struct cnl_kube_sched_config {
 	/* How long a run job's pod may be unable to start (an image that
 	 * cannot be pulled...) before its job fails; 0: 5 min. */
 	long start_timeout_ms;
+	/* The collector of run pods' artifacts (cnlab-agent collect, a
+	 * native sidecar): the image holding cnlab-agent, cnlabd's URL as
+	 * pods reach it, and the CA file of that URL's certificate (NULL:
+	 * the system's); no image or URL: no collector, no artifacts. */
+	const char *collect_image, *collect_url, *collect_cafile;
 	long watch_timeout_s; /* one pod watch's length; 0: 60 (a stop
 	                       * waits for the watch to end) */
 };

@@ -91,6 +91,8 @@ struct settings {
 	char *kube_default_image;
 	int64_t kube_start_timeout;
 	char *kube_image_registry;
+	char *kube_collect_image;
+	char *kube_collect_url;
 };
 
 #define S(f) offsetof(struct settings, f)
@@ -289,6 +291,15 @@ static const struct cnl_config_def settings_table[] = {
      "With kube: how long a `cnlab run` job's pod may be unable to start "
      "(an image that cannot be pulled, a configuration that cannot be "
      "made) before the job fails, saying why, and the pod goes."},
+    {"kube_collect_image", CNL_CONFIG_STRING, S(kube_collect_image), NULL, 0, 0,
+     "With kube: the image holding cnlab-agent (the agent's), whose "
+     "`cnlab-agent collect` runs beside each `cnlab run` job's pod as a "
+     "native sidecar and uploads the job's artifacts when it ends; unset "
+     "(or no kube_collect_url): such jobs bring back no artifacts."},
+    {"kube_collect_url", CNL_CONFIG_STRING, S(kube_collect_url), NULL, 0, 0,
+     "With kube: cnlabd's URL as pods reach it (its Service, e.g. "
+     "https://cnlabd.cnlab.svc:8443), where the collector uploads; the "
+     "certificate of an https listener goes with it as its CA."},
 };
 #undef S
 #define N_SETTINGS (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -1187,6 +1198,9 @@ int main(int argc, char **argv)
 		            .secret = secret,
 		            .image_registry = st.kube_image_registry,
 		            .start_timeout_ms = (long)st.kube_start_timeout,
+		            .collect_image = st.kube_collect_image,
+		            .collect_url = st.kube_collect_url,
+		            .collect_cafile = cert ? st.tls_cert : NULL,
 		            .secret_len = strlen(secret),
 		        },
 		        &kube, err, sizeof(err)) < 0) {

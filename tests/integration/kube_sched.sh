@@ -62,6 +62,7 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cnlabd=$(realpath "$1")
 cnlab=$(realpath "$2")
+agent=$(realpath "$3")
 py=/usr/bin/python3
 need_tools node jq curl chroot mknod
 k8s=$root/tests/k8s
@@ -116,11 +117,15 @@ done
 export CNLAB_JWT_SECRET=kube-sched-test-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=kube-admin-password-1
 openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
+# Its port chosen first: run pods' collectors are told where cnlabd is.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+collect_image=registry.test/cnlab/cnlab-agent:1
 start_d() { # cnlabd --kube on $tmp/d, its URL in $url
 	: >"$tmp/out"
 	"$cnlabd" --data-dir "$tmp/d" --listen "127.0.0.1:${port:-0}" --notebook-listen 127.0.0.1:0 \
 		--bootstrap-admin admin --kube true --kube-server "$kapi" --kube-token-file "$tmp/sa-token" \
 		--secrets-key-file "$tmp/secrets.key" \
+		--kube-collect-image "$collect_image" --kube-collect-url "http://127.0.0.1:$port" \
 		--kube-watch-timeout 2s --kube-resync 1s --kube-start-timeout 1s --kube-image-registry registry.test/cnlab \
 		--cycle-interval 200ms ${extra:-} --preempt-min-run 1ms --preempt-grace 1s \
 		--log-level info >"$tmp/out" 2>>"$tmp/err" &
@@ -765,11 +770,107 @@ json.dump({"namespace": "team-a", "name": sys.argv[2], "text": lines}, open(sys.
 curl -sS -X POST -H "Authorization: Bearer $(cat "$tmp/admin-token")" -H "Content-Type: application/json" \
 	--data-binary @"$tmp/big.json" "$kapi/test/log" >/dev/null
 k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$rname\",\"text\":\"bye\\n\",\"seconds\":2}" >/dev/null
+# Its artifacts: a collector beside the job (a native sidecar of the
+# agent's image) that alone mounts the Secret with its token, good for
+# this job's epoch and for artifacts only.  The test plays the kubelet:
+# it runs `cnlab-agent collect` as the pod spec says (its environment,
+# /workspace read-only, the Secret's files) and stops it with SIGTERM
+# once the job's container has ended; the files land in CNLab and
+# `cnlab run` brings them back.
+col=$(jq -c '.spec.initContainers[] | select(.name == "collect")' <<<"$rp")
+csec=$(k GET "/api/v1/namespaces/team-a/secrets/$rname-collect")
+ctok=$(jq -r '.data.token' <<<"$csec" | base64 -d)
+cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
+[ "$(jq -r .image <<<"$col")" = "$collect_image" ] && [ "$(jq -r .restartPolicy <<<"$col")" = Always ] &&
+	[ "$(jq -c .command <<<"$col")" = '["cnlab-agent","collect"]' ] &&
+	[ "$(cenv CNLAB_SERVER) $(cenv CNLAB_JOB) $(cenv CNLAB_EPOCH)" = "$url $rj $(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$rp")" ] &&
+	[ "$(jq -c '[.volumeMounts[] | [.name, .mountPath, .readOnly]]' <<<"$col")" = '[["workspace","/workspace",true],["collect","/run/cnlab/collect",true]]' ] &&
+	[ "$(jq -c '.securityContext' <<<"$col")" = '{"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"]}}' ] &&
+	[ "$(jq -c '.spec.initContainers | map(.name)' <<<"$rp")" = '["inputs","collect"]' ] &&
+	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "collect")] | length' <<<"$rp")" = 0 ] &&
+	[ "$(jq -r '.spec.containers[0].env[] | select(.name == "CNLAB_ARTIFACTS_DIR") | .value' <<<"$rp")" = /workspace/artifacts ] &&
+	[ "$(jq -r '.spec.volumes[] | select(.name == "collect") | "\(.secret.secretName) \(.secret.defaultMode)"' <<<"$rp")" = "$rname-collect 256" ] &&
+	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$csec")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
+	[ "$(jq -r .immutable <<<"$csec")" = true ] && [[ $ctok == cnlc_* ]] && ! grep -q "$ctok" <<<"$rp" &&
+	! grep -q "$ctok" "$tmp/err" &&
+	ok "its pod has a collector (native sidecar $collect_image: /workspace read-only, no capability); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log" ||
+	bad "collector: $col secret $(jq -c '{d: (.data | keys?), o: .metadata.ownerReferences, i: .immutable}' <<<"$csec")"
+printf '%s' "$ctok" >"$tmp/ctok"
+# The token is this job's and this epoch's only.
+cput() { # cput JOB EPOCH [TOKEN]: the status of a PUT of one byte
+	printf x | curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer ${3-$ctok}" \
+		-H "X-Content-SHA256: $(printf x | sha256sum | cut -d' ' -f1)" --data-binary @- \
+		"$url/v1/jobs/$1/collect?epoch=$2&path=forged.txt"
+}
+rep=$(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$rp")
+[ "$(cput "$rj" $((rep + 1)))" = 401 ] && [ "$(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep" 2>/dev/null)" = 401 ] &&
+	[ "$(cput "$rj" "$rep" "${ctok%?}A")" = 401 ] && [ "$(cput "$rj" "$rep" "")" = 401 ] &&
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $ctok" --data-binary x \
+		"$url/v1/nodes/$(jq -r .spec.nodeName <<<"$rp")/artifacts?job=$rj&epoch=$rep&path=forged.txt")" = 401 ] &&
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ctok" "$url/v1/jobs/$rj")" = 401 ] &&
+	ok "the token is refused for another epoch, another job, changed or missing, on a node's route and on the REST API (401)" ||
+	bad "collector token: epoch+1 $(cput "$rj" $((rep + 1))), other $(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep"), changed $(cput "$rj" "$rep" "${ctok%?}A")"
+wsa=$tmp/root/workspace/artifacts
+rm -rf "$tmp/root" && mkdir -p "$wsa/sub" && printf 'weights' >"$wsa/model.txt" && printf 'epoch 1\n' >"$wsa/sub/log.txt"
+collect() { # collect: the collector as the pod spec says, stopped as the kubelet does; its exit code
+	: >"$tmp/collect.msg"
+	env -i PATH=/usr/bin:/bin CNLAB_SERVER="$(cenv CNLAB_SERVER)" CNLAB_JOB="$(cenv CNLAB_JOB)" \
+		CNLAB_EPOCH="$(cenv CNLAB_EPOCH)" CNLAB_COLLECT_DIR="$wsa" CNLAB_COLLECT_TOKEN_FILE="$tmp/ctok" \
+		CNLAB_COLLECT_MESSAGE_FILE="$tmp/collect.msg" "$agent" collect 2>"$tmp/collect.err" &
+	local cpid=$!
+	sleep 0.3
+	kill -TERM $cpid
+	wait $cpid
+}
+collect
+crc_=$?
 k PATCH "/api/v1/namespaces/team-a/pods/$rname/status" \
-	'{"status":{"phase":"Failed","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":4}}}]}}' \
+	"{\"status\":{\"phase\":\"Failed\",\"initContainerStatuses\":[{\"name\":\"collect\",\"state\":{\"terminated\":{\"exitCode\":$crc_}}}],\"containerStatuses\":[{\"name\":\"job\",\"state\":{\"terminated\":{\"exitCode\":4}}}]}}" \
 	application/merge-patch+json >/dev/null
 wait $run_pid
 rrc=$?
+[ $crc_ = 0 ] && [ "$(cat "$tmp/artifacts/$rj/model.txt" 2>/dev/null)" = weights ] &&
+	[ "$(cat "$tmp/artifacts/$rj/sub/log.txt" 2>/dev/null)" = 'epoch 1' ] &&
+	ok "the collector, stopped with SIGTERM, uploaded model.txt and sub/log.txt; cnlab run brought them back to artifacts/$rj/" ||
+	bad "collected: exit $crc_ $(cat "$tmp/collect.err"), run.err $(tail -3 "$tmp/run.err"), got $(ls -R "$tmp/artifacts" 2>&1 | tr '\n' ' ')"
+[ "$(cput "$rj" "$rep")" = 409 ] && ok "once the job has ended its token uploads nothing (409)" ||
+	bad "token after the end: $(cput "$rj" "$rep")"
+# A link the job planted among its artifacts (to the collector's token,
+# which the job cannot read) is never followed: the collector names it in
+# its termination message and the job fails with it, its other files
+# collected; a collector killed before it was done fails the job too.
+printf 'print("leak")\n' >"$tmp/leak.py"
+(cd "$tmp" && exec "$cnlab" run leak.py --gpu h100-10 --project vision >"$tmp/lrun.out" 2>"$tmp/lrun.err")&
+lrun_pid=$!
+lj=$(newjob "python3 leak.py")
+lp=$(runpod "$lj")
+lname=$(jq -r .metadata.name <<<"$lp")
+col=$(jq -c '.spec.initContainers[] | select(.name == "collect")' <<<"$lp")
+k GET "/api/v1/namespaces/team-a/secrets/$lname-collect" | jq -r '.data.token' | base64 -d >"$tmp/ctok"
+rm -rf "$tmp/root" && mkdir -p "$wsa" && printf 'fine' >"$wsa/ok.txt" && ln -s "$tmp/ctok" "$wsa/leak"
+collect
+lc=$?
+k PATCH "/api/v1/namespaces/team-a/pods/$lname/status" \
+	"$(jq -nc --argjson c $lc --arg m "$(cat "$tmp/collect.msg")" '{status: {phase: "Succeeded", initContainerStatuses: [{name: "collect", state: {terminated: {exitCode: $c, message: $m}}}], containerStatuses: [{name: "job", state: {terminated: {exitCode: 0}}}]}}')" \
+	application/merge-patch+json >/dev/null
+wait $lrun_pid
+lrc=$?
+lmsg=$("$cnlab" jobs show "$lj" --project vision -o json | jq -r .message)
+[ $lc = 1 ] && [ $lrc = 1 ] && [ "$(jstate "$lj" failed)" = failed ] &&
+	grep -q 'artifact "leak": a symbolic link; links are never followed, not collected' <<<"$lmsg" &&
+	[ "$(cat "$tmp/artifacts/$lj/ok.txt" 2>/dev/null)" = fine ] && [ ! -e "$tmp/artifacts/$lj/leak" ] &&
+	! grep -rq cnlc_ "$tmp/artifacts/$lj" &&
+	ok "a link among the artifacts (to the token) is not followed: the job fails naming it ($lmsg), ok.txt came back, the token did not" ||
+	bad "leak: collector $lc ($(cat "$tmp/collect.err")), run $lrc, job $lj '$lmsg', got $(ls "$tmp/artifacts/$lj" 2>&1)"
+kj=$(cd "$tmp" && "$cnlab" run --detach --gpu h100-10 --project vision -o json leak.py 2>/dev/null | jq -r '.id // empty')
+kname=$(runpod "$kj" | jq -r .metadata.name)
+k PATCH "/api/v1/namespaces/team-a/pods/$kname/status" \
+	'{"status":{"phase":"Succeeded","initContainerStatuses":[{"name":"collect","state":{"terminated":{"exitCode":137,"reason":"Error"}}}],"containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
+	application/merge-patch+json >/dev/null
+jstate "$kj" failed >/dev/null
+kmsg=$("$cnlab" jobs show "$kj" --project vision -o json | jq -r .message)
+grep -q "its artifacts were not all collected: its collector ended (Error, exit code 137)" <<<"$kmsg" &&
+	ok "a collector killed before it was done fails the job: $kmsg" || bad "killed collector: job '$kj' '$kmsg'"
 gone_pod=$(podget team-a "$rname" | jq -r .code)
 gone_claim=$(k GET "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/$rname-gpu" | jq -r .code)
 gone_cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs" | jq -r .code)
@@ -915,7 +1016,7 @@ done
 	ok "cnlab run --secret db-password --secret-env wandb-key=WANDB_API_KEY on a Kubernetes node: the pod's immutable Secret $sname-secrets (owned by the pod) holds both, mounted read-only at /run/secrets (0400), WANDB_API_KEY from it; no value in the pod spec or cnlabd's log; the use audited" ||
 	bad "run secrets of '$sj': secret $(jq -c '{data: (.data | keys?), immutable, owner: .metadata.ownerReferences}' <<<"$sec") volumes $(jq -c '.spec.volumes' <<<"$sp") env $(jq -c '.spec.containers[0].env' <<<"$sp") $(tail -3 "$tmp/err")"
 k PATCH "/api/v1/namespaces/team-a/pods/$sname/status" \
-	'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
+	'{"status":{"phase":"Succeeded","initContainerStatuses":[{"name":"collect","state":{"terminated":{"exitCode":0}}}],"containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
 	application/merge-patch+json >/dev/null
 wait $srun_pid
 src_=$?
@@ -1055,7 +1156,7 @@ bs=$(jstate "$bj" failed)
 	bad "squatted run pod: job B '$bs' $("$cnlab" jobs show "$bj" --project vision -o json | jq -r .message)"
 k POST /test/log "{\"namespace\":\"team-a\",\"name\":\"$an\",\"text\":\"a done\\n\"}" >/dev/null
 k PATCH "/api/v1/namespaces/team-a/pods/$an/status" \
-	'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
+	'{"status":{"phase":"Succeeded","initContainerStatuses":[{"name":"collect","state":{"terminated":{"exitCode":0}}}],"containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
 	application/merge-patch+json >/dev/null
 as_=$(jstate "$aj" succeeded)
 [ "$as_" = succeeded ] && "$cnlab" jobs logs "$aj" --project vision 2>/dev/null | grep -q "a done" &&
@@ -1126,7 +1227,7 @@ gn="$(jq -r .spec.nodeName <<<"$gp0"),$(jq -r .spec.nodeName <<<"$gp1")"
 	bad "gang '$gl' members '$gm': pods $(jq -c '{node: .spec.nodeName, labels: .metadata.labels, env: .spec.containers[0].env}' <<<"$gp0") $(jq -c '{node: .spec.nodeName, env: .spec.containers[0].env}' <<<"$gp1") services $(jq -c '{spec, o: .metadata.ownerReferences}' <<<"$gs0") $(jq -c '{spec, o: .metadata.ownerReferences}' <<<"$gs1") $(cat "$tmp/g.err") $(tail -3 "$tmp/err")"
 for p_ in "$gp0" "$gp1"; do
 	k PATCH "/api/v1/namespaces/team-a/pods/$(jq -r .metadata.name <<<"$p_")/status" \
-		'{"status":{"phase":"Succeeded","containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
+		'{"status":{"phase":"Succeeded","initContainerStatuses":[{"name":"collect","state":{"terminated":{"exitCode":0}}}],"containerStatuses":[{"name":"job","state":{"terminated":{"exitCode":0}}}]}}' \
 		application/merge-patch+json >/dev/null
 done
 gst=$(jstate "$gl" succeeded)

@@ -782,6 +782,59 @@ static void test_token_digest_known_answer(void **state)
 	                       "27ae41e4649b934ca495991b7852b855");
 }
 
+/* A collector's token: good for its job and epoch under its secret only. */
+static void test_collect_token(void **state)
+{
+	(void)state;
+	static const uint8_t k1[] = "a secret of cnlabd, 32 bytes long!";
+	static const uint8_t k2[] = "another secret of cnlabd, 32 bytes";
+	char t[CNL_AUTH_COLLECT_MAX], t2[CNL_AUTH_COLLECT_MAX];
+
+	assert_int_equal(
+	    cnl_auth_collect_token(k1, sizeof(k1) - 1, "job_A", 3, t), 0);
+	assert_int_equal(strlen(t), CNL_AUTH_COLLECT_MAX - 1);
+	assert_memory_equal(t, "cnlc_", 5);
+	assert_int_equal(strspn(t + 5, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
+	                               "klmnopqrstuvwxyz0123456789-_"),
+	                 43);
+	assert_true(cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_A", 3, t));
+	/* The same inputs, the same token: nothing stored. */
+	assert_int_equal(
+	    cnl_auth_collect_token(k1, sizeof(k1) - 1, "job_A", 3, t2), 0);
+	assert_string_equal(t, t2);
+	/* Another epoch, job or secret: refused. */
+	assert_false(cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_A", 4, t));
+	assert_false(cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_B", 3, t));
+	assert_false(cnl_auth_collect_check(k2, sizeof(k2) - 1, "job_A", 3, t));
+	/* "job_A\n3" must not be "job_A" and "\n3" of another split. */
+	assert_int_equal(
+	    cnl_auth_collect_token(k1, sizeof(k1) - 1, "job_A3", 0, t2), 0);
+	assert_string_not_equal(t, t2);
+	/* A cut, a longer or a changed token: refused. */
+	t2[0] = '\0';
+	snprintf(t2, sizeof(t2), "%.*s", CNL_AUTH_COLLECT_MAX - 2, t);
+	assert_false(
+	    cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_A", 3, t2));
+	char longer[CNL_AUTH_COLLECT_MAX + 1];
+	snprintf(longer, sizeof(longer), "%sA", t);
+	assert_false(
+	    cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_A", 3, longer));
+	t[10] = t[10] == 'A' ? 'B' : 'A';
+	assert_false(cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_A", 3, t));
+	assert_false(
+	    cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_A", 3, ""));
+	assert_false(
+	    cnl_auth_collect_check(k1, sizeof(k1) - 1, "job_A", 3, NULL));
+	/* No secret, no job, a negative epoch: no token. */
+	assert_int_equal(cnl_auth_collect_token(k1, 0, "job_A", 3, t), -EINVAL);
+	assert_int_equal(cnl_auth_collect_token(k1, sizeof(k1) - 1, NULL, 3, t),
+	                 -EINVAL);
+	assert_int_equal(
+	    cnl_auth_collect_token(k1, sizeof(k1) - 1, "job_A", -1, t),
+	    -EINVAL);
+	assert_string_equal(t, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -803,6 +856,7 @@ int main(void)
 	    cmocka_unit_test(test_jwt_accepts_edges),
 	    cmocka_unit_test(test_token_format),
 	    cmocka_unit_test(test_token_digest_known_answer),
+	    cmocka_unit_test(test_collect_token),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
