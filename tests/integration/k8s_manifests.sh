@@ -186,6 +186,30 @@ if render cnlab cnlab >"$tmp/helm.yaml" 2>"$tmp/helm.err"; then
 else
 	bad "$how: $(cat "$tmp/helm.err")"
 fi
+# Run pods' collector of artifacts runs the agent's own image, uploading
+# to cnlabd's Service: in every render, the overlays' images included.
+collect_of() { # collect_of FILE: "COLLECT_IMAGE AGENT_IMAGE URL"
+	python3 -c '
+import sys, yaml
+img = env = None
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if not d or d.get("kind") not in ("Deployment", "DaemonSet"):
+        continue
+    for c in d["spec"]["template"]["spec"]["containers"]:
+        e = {v["name"]: v.get("value") for v in c.get("env", [])}
+        if "CNLAB_KUBE_COLLECT_IMAGE" in e:
+            env = e
+        if "CNLAB_AGENT_SERVER" in e:
+            img = c["image"]
+print(env and env["CNLAB_KUBE_COLLECT_IMAGE"], img, env and env["CNLAB_KUBE_COLLECT_URL"])
+' "$1"
+}
+for f in "${rendered[@]}" "$tmp/helm.yaml"; do
+	read -r ci ai cu <<<"$(collect_of "$f")"
+	[ "$ci" = "$ai" ] && [[ $cu == http://*cnlabd.*.svc:8080 ]] &&
+		ok "$(basename "$f"): the collector's image is the agent's ($ai), uploading to $cu" ||
+		bad "$(basename "$f"): collector image '$ci', agent '$ai', URL '$cu'"
+done
 # What the Kustomize base deploys, the chart deploys (CRDs in crds/).
 kinds "$tmp/base.yaml" | grep -v -e ' CustomResourceDefinition$' -e ' Namespace$' >"$tmp/kinds.base"
 kinds "$tmp/helm.yaml" >"$tmp/kinds.helm"
