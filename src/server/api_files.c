@@ -625,6 +625,8 @@ int cnl_api_collect_authorize(struct call *c, struct cnl_http_request *req,
 	}
 	snprintf(c->collect_node, sizeof(c->collect_node), "%s", id);
 	snprintf(c->node, sizeof(c->node), "%s", name);
+	snprintf(c->actor, sizeof(c->actor), "collector:%s@%" PRId64, job,
+	         epoch);
 	return 0;
 }
 

@@ -76,6 +76,7 @@ struct why {
 	int8_t type_allowed;  /* the type is in gpu_types; -1: none given */
 	int8_t dataset_local; /* the node lists the dataset; -1: none */
 	uint8_t holders;      /* other nodes that list the dataset */
+	int8_t preferred;     /* the node is one it prefers; -1: none */
 	uint8_t reason;       /* enum cnl_reason, or WHY_HOME */
 	int64_t at_ms;        /* when it was decided */
 };

@@ -46,7 +46,9 @@ static void explain(struct cnl_ctl *ctl, struct wl *w,
 	snprintf(y->cluster, sizeof(y->cluster), "%s", n->cluster);
 	snprintf(y->zone, sizeof(y->zone), "%s", n->zone);
 	snprintf(y->rack, sizeof(y->rack), "%s", n->rack);
-	y->type_allowed = y->dataset_local = -1;
+	y->type_allowed = y->dataset_local = y->preferred = -1;
+	if (w->j.prefer)
+		y->preferred = cnl_node_set_has(w->j.prefer, d->node);
 	if (n->n_gpus && w->j.req.kind != CNL_REQ_CPU) {
 		snprintf(y->gpu_type, sizeof(y->gpu_type), "%s",
 		         c->cat->types[n->gpu_type].name);

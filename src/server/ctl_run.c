@@ -96,6 +96,8 @@ static json_t *why_json(const struct why *y)
 		json_object_set_new(o, "dataset_elsewhere",
 		                    json_integer(y->holders));
 	}
+	if (y->preferred >= 0)
+		json_object_set_new(o, "preferred", json_boolean(y->preferred));
 	if (y->cluster[0])
 		json_object_set_new(o, "cluster", json_string(y->cluster));
 	if (y->zone[0])
@@ -112,7 +114,7 @@ static void why_from_json(json_t *o, struct why *y)
 	json_t *v;
 
 	memset(y, 0, sizeof(*y));
-	y->type_allowed = y->dataset_local = -1;
+	y->type_allowed = y->dataset_local = y->preferred = -1;
 	if (!json_is_object(o) || !key)
 		return;
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(why_keys); i++)
@@ -133,6 +135,8 @@ static void why_from_json(json_t *o, struct why *y)
 		y->type_allowed = json_is_true(v);
 	if (json_is_boolean(v = json_object_get(o, "dataset_local")))
 		y->dataset_local = json_is_true(v);
+	if (json_is_boolean(v = json_object_get(o, "preferred")))
+		y->preferred = json_is_true(v);
 	y->holders = (uint8_t)json_integer_value(
 	    json_object_get(o, "dataset_elsewhere"));
 	y->at_ms = json_integer_value(json_object_get(o, "decided_ms"));

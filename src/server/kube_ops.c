@@ -752,7 +752,7 @@ static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
 	return json_pack(
 	    "{s:s,s:s,s:s,s:[s,s],s:[{s:s,s:s},{s:s,s:s},{s:s,s:s}],"
 	    "s:[{s:s,s:s,s:b},{s:s,s:s,s:b}],"
-	    "s:{s:b,s:b,s:{s:[s]}}}",
+	    "s:{s:b,s:b,s:{s:[s],s:[s]}}}",
 	    "name", "collect", "image", r->collect_image, "restartPolicy",
 	    "Always", "command", "cnlab-agent", "collect", "env", "name",
 	    "CNLAB_SERVER", "value", r->collect_url, "name", "CNLAB_JOB",
@@ -760,7 +760,8 @@ static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
 	    "name", "workspace", "mountPath", "/workspace", "readOnly", 1,
 	    "name", "collect", "mountPath", "/run/cnlab/collect", "readOnly", 1,
 	    "securityContext", "allowPrivilegeEscalation", 0,
-	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
+	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL", "add",
+	    "DAC_OVERRIDE");
 }
 
 int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
@@ -943,4 +944,35 @@ json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,
 	                 "name", sec, "labels", "cnlab.io/job", r->job,
 	                 "ownerReferences", pod_owner(name, pod_uid), "type",
 	                 "Opaque", "immutable", 1, "data", data);
+}
+
+char *cnl_kube_pem_certs(const char *pem)
+{
+	static const char begin[] = "-----BEGIN CERTIFICATE-----";
+	static const char end[] = "-----END CERTIFICATE-----";
+	/* Each block copied is longer than the newline added after it. */
+	char *out = cnl_xmalloc(2 * strlen(pem) + 2);
+	const char *p = pem, *b, *e;
+	size_t n = 0;
+
+	while ((b = strstr(p, begin)) && (e = strstr(b, end))) {
+		size_t len = (size_t)(e - b) + sizeof(end) - 1;
+		const char *in = b + sizeof(begin) - 1;
+		/* A block with another marker inside is no certificate's. */
+		bool dash = false;
+		for (const char *q = in; q + 5 <= e && !dash; q++)
+			dash = strncmp(q, "-----", 5) == 0;
+		if (!dash) {
+			memcpy(out + n, b, len);
+			n += len;
+			out[n++] = '\n';
+		}
+		p = e + sizeof(end) - 1;
+	}
+	out[n] = '\0';
+	if (!n) {
+		free(out);
+		return NULL;
+	}
+	return out;
 }

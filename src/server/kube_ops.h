@@ -117,7 +117,9 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  * container "collect" with restartPolicy Always, after "inputs") of that
  * image runs `cnlab-agent collect`: /workspace read-only, the Secret
  * NAME-collect (its token and CA, which the job's container does not
- * mount) at /run/cnlab/collect, no capability, no privilege escalation, a
+ * mount) at /run/cnlab/collect, every capability dropped but DAC_OVERRIDE
+ * (to read what a job running as another user left 0600; Pod Security's
+ * baseline allows it), no privilege escalation, a
  * read-only root, and no resources of its own (the pod asks what the job
  * asked).  The kubelet stops it once the job's container has ended, and
  * it then uploads the artifacts (collect.c); the pod's grace period is 5
@@ -188,6 +190,11 @@ json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
 /* "NAME-inputs" for the first, "NAME-inputs-MAP" for the others. */
 void cnl_kube_run_inputs_name(const struct cnl_kube_run *r, size_t map,
                               char *buf, size_t len);
+/* cnl_kube_pem_certs - the CERTIFICATE blocks of PEM text @pem alone
+ * (malloc'd; NULL when it has none): the collector's CA goes into every
+ * run pod's namespace, and must not carry the key a combined
+ * certificate-and-key file holds. */
+char *cnl_kube_pem_certs(const char *pem);
 json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
                                     const char *pod_uid, const char *token,
                                     const char *ca);

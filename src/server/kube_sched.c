@@ -2919,16 +2919,16 @@ static int run_gang_service(struct cnl_kube_sched *ks, int ni,
  * of ours), or made now with its claim and inputs.  NULL when there is
  * none yet (*@again: look at @a again) or the job cannot run here (it was
  * failed, saying why). */
-/* Run pod @p's collector's image as the pod has it ("": none). */
-static void run_collect_image(struct pod *p)
+/* Run pod @p's collector's image as pod object @obj has it ("": none). */
+static void run_collect_image(struct pod *p, const json_t *obj)
 {
 	const json_t *x;
 	size_t i;
 
 	p->collect_image[0] = '\0';
 	json_array_foreach (
-	    json_object_get(json_object_get(p->obj, "spec"), "initContainers"),
-	    i, x)
+	    json_object_get(json_object_get(obj, "spec"), "initContainers"), i,
+	    x)
 		if (S(x, "name") && strcmp(S(x, "name"), "collect") == 0)
 			snprintf(p->collect_image, sizeof(p->collect_image),
 			         "%s", S(x, "image") ?: "");
@@ -2979,7 +2979,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 {
 	char name[128], ns[64], pname[CNL_WIRE_NAME_MAX], err[512], path[512];
 	struct pod *p = NULL;
-	json_t *pod = NULL, *made = NULL, *o;
+	json_t *pod = NULL, *made = NULL, *posted = NULL, *o;
 	struct run_secrets secs = {0};
 	struct run_in in = {0};
 	long st;
@@ -3047,7 +3047,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			               0),
 			           "image")
 			             ?: "");
-			run_collect_image(p);
+			run_collect_image(p, p->obj);
 			p->node = ni;
 			p->epoch = a->epoch;
 			snprintf(p->claim, sizeof(p->claim), "%s-gpu", name);
@@ -3184,7 +3184,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		              : 200;
 		json_decref(patch);
 		if (st == 200 && patched) {
-			json_decref(made);
+			posted = made; /* as it was made */
 			made = patched;
 		} else {
 			json_decref(patched);
@@ -3204,16 +3204,17 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	p->run = true;
 	p->node = ni;
 	p->epoch = a->epoch;
-	/* As the API server stored it (an admission may rewrite images to
-	 * a mirror): a later change is what is refused. */
-	snprintf(
-	    p->image, sizeof(p->image), "%s",
-	    S(json_array_get(json_object_get(json_object_get(p->obj, "spec"),
-	                                     "containers"),
-	                     0),
-	      "image")
-	        ?: ref);
-	run_collect_image(p);
+	/* As the API server stored it when it made it (an admission may
+	 * rewrite images to a mirror): a later change is what is refused,
+	 * one that raced the proof's patch too. */
+	const json_t *base = posted ? posted : p->obj;
+	snprintf(p->image, sizeof(p->image), "%s",
+	         S(json_array_get(json_object_get(json_object_get(base, "spec"),
+	                                          "containers"),
+	                          0),
+	           "image")
+	             ?: ref);
+	run_collect_image(p, base);
 	snprintf(p->request, sizeof(p->request), "gpu");
 	track_job(ks, p, a->id);
 	p->st = P_SUBMITTED;
@@ -3319,6 +3320,7 @@ out:
 	run_in_done(&in);
 	json_decref(pod);
 	json_decref(made);
+	json_decref(posted);
 	return p;
 }
 
@@ -4099,10 +4101,17 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 		ks->secret = cnl_xmalloc(cfg->secret_len);
 		memcpy(ks->secret, cfg->secret, cfg->secret_len);
 		ks->secret_len = cfg->secret_len;
-		if (cfg->collect_cafile &&
-		    !(ks->collect_ca = read_text(cfg->collect_cafile, 65536))) {
+		char *pem = cfg->collect_cafile
+		                ? read_text(cfg->collect_cafile, 65536)
+		                : NULL;
+		ks->collect_ca = pem ? cnl_kube_pem_certs(pem) : NULL;
+		if (pem)
+			explicit_bzero(pem, strlen(pem));
+		free(pem);
+		if (cfg->collect_cafile && !ks->collect_ca) {
 			cnl_seterr(err, errlen,
-			           "kube: cannot read %s (the collector's CA)",
+			           "kube: cannot read a certificate from %s "
+			           "(the collector's CA)",
 			           cfg->collect_cafile);
 			explicit_bzero(ks->secret, ks->secret_len);
 			free(ks->secret);

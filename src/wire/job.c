@@ -262,6 +262,8 @@ json_t *cnl_wire_placement_encode(const struct cnl_wire_placement *m)
 		json_object_set_new(o, "dataset_elsewhere",
 		                    json_integer(m->dataset_elsewhere));
 	}
+	if (m->has_preferred)
+		json_object_set_new(o, "preferred", json_boolean(m->preferred));
 	cnl_wire_set_str(o, "cluster", m->cluster);
 	cnl_wire_set_str(o, "zone", m->zone);
 	cnl_wire_set_str(o, "rack", m->rack);
@@ -283,6 +285,7 @@ int cnl_wire_placement_decode(const json_t *j, struct cnl_wire_placement *ret,
 	                                     "zone",
 	                                     "rack",
 	                                     "decided_at",
+	                                     "preferred",
 	                                     NULL};
 	static const char *const reasons[] = {"started", "backfilled",
 	                                      "after_preemption", "home", NULL};
@@ -312,6 +315,9 @@ int cnl_wire_placement_decode(const json_t *j, struct cnl_wire_placement *ret,
 		return cnl_wire_fail(
 		    err, errlen,
 		    "field \"dataset_elsewhere\": only with dataset_local");
+	TRY(r = cnl_wire_get_bool(j, "preferred", false, &ret->preferred, err,
+	                          errlen));
+	ret->has_preferred = r > 0;
 	TRY(cnl_wire_get_str(j, "cluster", false, ret->cluster,
 	                     sizeof(ret->cluster), err, errlen));
 	TRY(cnl_wire_get_str(j, "zone", false, ret->zone, sizeof(ret->zone),

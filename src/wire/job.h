@@ -118,6 +118,8 @@ struct cnl_wire_placement {
 	bool has_dataset_local; /* the job named a dataset */
 	bool dataset_local;
 	int dataset_elsewhere; /* with dataset_local */
+	bool has_preferred;    /* the job listed nodes it prefers */
+	bool preferred;        /* the node is one of them */
 	char cluster[CNL_WIRE_NAME_MAX], zone[CNL_WIRE_NAME_MAX],
 	    rack[CNL_WIRE_NAME_MAX]; /* "": absent */
 	int64_t decided_ms;

@@ -785,7 +785,7 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 	[ "$(jq -c .command <<<"$col")" = '["cnlab-agent","collect"]' ] &&
 	[ "$(cenv CNLAB_SERVER) $(cenv CNLAB_JOB) $(cenv CNLAB_EPOCH)" = "$url $rj $(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$rp")" ] &&
 	[ "$(jq -c '[.volumeMounts[] | [.name, .mountPath, .readOnly]]' <<<"$col")" = '[["workspace","/workspace",true],["collect","/run/cnlab/collect",true]]' ] &&
-	[ "$(jq -c '.securityContext' <<<"$col")" = '{"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"]}}' ] &&
+	[ "$(jq -c '.securityContext' <<<"$col")" = '{"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"],"add":["DAC_OVERRIDE"]}}' ] &&
 	[ "$(jq -c '.spec.initContainers | map(.name)' <<<"$rp")" = '["inputs","collect"]' ] &&
 	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "collect")] | length' <<<"$rp")" = 0 ] &&
 	[ "$(jq -r '.spec.containers[0].env[] | select(.name == "CNLAB_ARTIFACTS_DIR") | .value' <<<"$rp")" = /workspace/artifacts ] &&
@@ -793,7 +793,7 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$csec")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
 	[ "$(jq -r .immutable <<<"$csec")" = true ] && [[ $ctok == cnlc_* ]] && ! grep -q "$ctok" <<<"$rp" &&
 	! grep -q "$ctok" "$tmp/err" &&
-	ok "its pod has a collector (native sidecar $collect_image: /workspace read-only, no capability); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log" ||
+	ok "its pod has a collector (native sidecar $collect_image: /workspace read-only, no capability but DAC_OVERRIDE); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log" ||
 	bad "collector: $col secret $(jq -c '{d: (.data | keys?), o: .metadata.ownerReferences, i: .immutable}' <<<"$csec")"
 printf '%s' "$ctok" >"$tmp/ctok"
 # The token is this job's and this epoch's only.
@@ -818,7 +818,13 @@ collect() { # collect: the collector as the pod spec says, stopped as the kubele
 		CNLAB_EPOCH="$(cenv CNLAB_EPOCH)" CNLAB_COLLECT_DIR="$wsa" CNLAB_COLLECT_TOKEN_FILE="$tmp/ctok" \
 		CNLAB_COLLECT_MESSAGE_FILE="$tmp/collect.msg" "$agent" collect 2>"$tmp/collect.err" &
 	local cpid=$!
-	sleep 0.3
+	# Stopped once it waits for the stop (SIGTERM blocked), however slow
+	# this machine is to start it.
+	for _ in $(seq 400); do
+		[ "$(readlink "/proc/$cpid/exe")" = "$agent" ] &&
+			[ $(( 0x$(sed -n 's/^SigBlk:\t*//p' "/proc/$cpid/status" 2>/dev/null || echo 0) >> 14 & 1 )) = 1 ] && break
+		sleep 0.05
+	done
 	kill -TERM $cpid
 	wait $cpid
 }

@@ -238,6 +238,7 @@ grep -q "✓ Running on $run-a" pf.err && ok "--prefer $run-a runs there, not wh
 	bad "prefer: $(cat pf.err)"
 pf=$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' pf.err)
 "$cnlab" jobs show "$pf" | grep -q "^Preferred: $run-a$" &&
+	"$cnlab" jobs show "$pf" | grep -q "^Why:       $run-a is a node it prefers$" &&
 	[ "$("$cnlab" jobs show "$pf" -o json | jq -c .prefer)" = "[\"$run-a\"]" ] &&
 	ok "jobs show: the nodes it prefers" || bad "jobs show prefer: $("$cnlab" jobs show "$pf")"
 "$cnlab" run --gpu any-5 --avoid "$run-b" hello.sh >av.out 2>av.err
@@ -246,7 +247,9 @@ grep -q "✓ Running on $run-a" av.err && ok "--avoid $run-b runs elsewhere" || 
 	bad "jobs show avoid: $(cat av.err)"
 "$cnlab" run --gpu h100-5 --prefer "$run-b" hello.sh >pb.out 2>pb.err
 grep -q "✓ Running on $run-a" pb.err &&
-	ok "--prefer a node that cannot take it: runs on another (a preference, not a limit)" ||
+	"$cnlab" jobs show "$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' pb.err)" |
+	grep -q "^Why:       $run-a is not a node it prefers: those had no room or could not run it$" &&
+	ok "--prefer a node that cannot take it: runs on another (a preference, not a limit), jobs show says so" ||
 	bad "prefer unmet: $(cat pb.err)"
 out=$("$cnlab" run --gpu any-5 --avoid nosuch-node hello.sh 2>&1)
 rc=$?

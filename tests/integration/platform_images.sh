@@ -11,7 +11,8 @@
 #   - the agent's image runs cnlab-agent, cnlab-dra-plugin, crun and
 #     mkfs.ext4 (every shared library each needs is in it), has cnlab-init
 #     beside the agent (where it looks), and the shim where the
-#     DaemonSets take it from.
+#     DaemonSets take it from; `cnlab-agent collect` (run pods' collector)
+#     runs in it.
 #
 # Usage: platform_images.sh BUILD_DIR
 set -u
@@ -77,6 +78,10 @@ out=$(run_image "$tmp/agent.tar" agent '[]' /bin/sh -c '
 	mkfs.ext4 -V 2>&1 | head -1
 	test -s /usr/lib/cnlab/libcnlab-cuda.so && echo shim-ok
 	test -x /usr/bin/cnlab-init && test -s /usr/bin/cnlab-notebook.py && echo beside-ok
+	mkdir -p /tmp/a && printf t >/tmp/t && printf w >/tmp/a/model.txt
+	CNLAB_SERVER=http://127.0.0.1:9 CNLAB_JOB=job_1 CNLAB_EPOCH=1 CNLAB_COLLECT_DIR=/tmp/a \
+		CNLAB_COLLECT_TOKEN_FILE=/tmp/t CNLAB_COLLECT_MESSAGE_FILE=/tmp/m cnlab-agent collect --now 2>/dev/null
+	echo "collect-exit $?: $(cat /tmp/m)"
 	id -u')
 echo "$out" | sed 's/^/    /'
 ia=$tmp/agent.image.json
@@ -85,4 +90,10 @@ grep -qx agent-ok <<<"$out" && grep -qx plugin-ok <<<"$out" && grep -q '^crun ve
 	[ "$(jq -c .process.args "$ia")" = '["cnlab-agent"]' ] &&
 	ok "the agent's image runs cnlab-agent (its command), cnlab-dra-plugin, crun and mkfs.ext4, and has cnlab-init and the notebook launcher beside the agent, and the shim" ||
 	bad "the agent's image: $(tr '\n' '|' <<<"$out")"
+# Run pods' collector: the same binary in the same image (kube_collect_image);
+# with cnlabd unreachable it fails, naming the file, in its termination
+# message, which cnlabd reads from the pod's status.
+grep -q '^collect-exit 1: artifact "model.txt": not delivered' <<<"$out" &&
+	ok "the agent's image runs cnlab-agent collect, run pods' collector (cnlabd unreachable: $(grep '^collect-exit' <<<"$out"))" ||
+	bad "cnlab-agent collect in the agent's image: $(grep '^collect-exit' <<<"$out")"
 [ $fails = 0 ] || exit 1

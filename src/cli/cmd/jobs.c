@@ -112,6 +112,12 @@ static void print_why(const struct cnl_wire_job *o)
 			       "held it\n",
 			       ds, p->node);
 	}
+	if (p->has_preferred && p->preferred)
+		printf("Why:       %s is a node it prefers\n", p->node);
+	else if (p->has_preferred)
+		printf("Why:       %s is not a node it prefers: those had no "
+		       "room or could not run it\n",
+		       p->node);
 	if (p->has_gpu_type_allowed && p->gpu_type_allowed) {
 		char list[256] = "";
 		size_t n = 0;

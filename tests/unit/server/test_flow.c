@@ -1701,6 +1701,11 @@ static void test_route_role_matrix(void **state)
 					want = 0;
 				else if (w < 0)
 					want = 401;
+				else if (rt[i].perm == CNL_PERM_COLLECT)
+					/* A run pod's collector's token
+					 * only: no user, administrators
+					 * included. */
+					want = 401;
 				else if (rt[i].perm == CNL_PERM_AUTHENTICATED)
 					want = 0;
 				else if (rt[i].perm == CNL_PERM_ADMIN)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -1049,6 +1050,33 @@ static void test_preferences(void **state)
 	json_decref(nodes);
 }
 
+/* The collector's CA: certificates only, never a key beside them. */
+static void test_pem_certs(void **state)
+{
+	(void)state;
+#define CERT(x) "-----BEGIN CERTIFICATE-----\n" x "\n-----END CERTIFICATE-----"
+#define KEY \
+	"-----BEGIN PRIVATE KEY-----\nSECRETKEY\n-----END PRIVATE KEY-----\n"
+	char *c = cnl_kube_pem_certs(KEY CERT("AAAA") "\n");
+	assert_non_null(c);
+	assert_string_equal(c, CERT("AAAA") "\n");
+	assert_null(strstr(c, "SECRETKEY"));
+	free(c);
+	/* Two certificates, no newline at the very end: both, whole. */
+	c = cnl_kube_pem_certs(CERT("AAAA") "\n" CERT("BBBB"));
+	assert_string_equal(c, CERT("AAAA") "\n" CERT("BBBB") "\n");
+	free(c);
+	/* A key hidden between a certificate's markers is not copied. */
+	c = cnl_kube_pem_certs(CERT(KEY) "\n" CERT("CCCC"));
+	assert_string_equal(c, CERT("CCCC") "\n");
+	free(c);
+	assert_null(cnl_kube_pem_certs(KEY));
+	assert_null(cnl_kube_pem_certs(""));
+	assert_null(cnl_kube_pem_certs("-----BEGIN CERTIFICATE-----\nAAAA"));
+#undef CERT
+#undef KEY
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1061,6 +1089,7 @@ int main(void)
 	    cmocka_unit_test(test_pod_affinity),
 	    cmocka_unit_test(test_topology_spread),
 	    cmocka_unit_test(test_preferences),
+	    cmocka_unit_test(test_pem_certs),
 	    cmocka_unit_test(test_register),
 	    cmocka_unit_test(test_allocation),
 	    cmocka_unit_test(test_trainingjob),
