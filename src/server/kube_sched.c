@@ -2915,10 +2915,6 @@ static int run_gang_service(struct cnl_kube_sched *ks, int ni,
 	return -1;
 }
 
-/* The pod of run job @a placed on node @ni: found (made by an earlier run
- * of ours), or made now with its claim and inputs.  NULL when there is
- * none yet (*@again: look at @a again) or the job cannot run here (it was
- * failed, saying why). */
 /* Run pod @p's collector's image as pod object @obj has it ("": none). */
 static void run_collect_image(struct pod *p, const json_t *obj)
 {
@@ -2974,6 +2970,10 @@ static int run_collect_secret(struct cnl_kube_sched *ks, int ni,
 	return -1;
 }
 
+/* The pod of run job @a placed on node @ni: found (made by an earlier run
+ * of ours), or made now with its claim and inputs.  NULL when there is
+ * none yet (*@again: look at @a again) or the job cannot run here (it was
+ * failed, saying why). */
 static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
                            const struct cnl_wire_assignment *a, bool *again)
 {
