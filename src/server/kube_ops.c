@@ -757,9 +757,9 @@ static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
 	    "Always", "command", "cnlab-agent", "collect", "env", "name",
 	    "CNLAB_SERVER", "value", r->collect_url, "name", "CNLAB_JOB",
 	    "value", r->job, "name", "CNLAB_EPOCH", "value", ep, "volumeMounts",
-	    "name", "workspace", "mountPath", "/workspace", "readOnly", 1,
-	    "name", "collect", "mountPath", "/run/cnlab/collect", "readOnly", 1,
-	    "securityContext", "allowPrivilegeEscalation", 0,
+	    "name", "artifacts", "mountPath", "/workspace/artifacts",
+	    "readOnly", 1, "name", "collect", "mountPath", "/run/cnlab/collect",
+	    "readOnly", 1, "securityContext", "allowPrivilegeEscalation", 0,
 	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL", "add",
 	    "DAC_OVERRIDE");
 }
@@ -826,10 +826,19 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	if (init)
 		json_array_append_new(inits, init);
 	if (r->collect_image && r->collect_url) {
+		/* The artifacts' folder is there when the job starts, as on
+		 * an agent's node: a volume of its own in the workspace, which
+		 * is all the collector sees of the pod. */
 		json_array_append_new(json_object_get(container, "env"),
 		                      json_pack("{s:s,s:s}", "name",
 		                                "CNLAB_ARTIFACTS_DIR", "value",
 		                                "/workspace/artifacts"));
+		json_array_append_new(
+		    volumes,
+		    json_pack("{s:s,s:{}}", "name", "artifacts", "emptyDir"));
+		json_array_append_new(
+		    mounts, json_pack("{s:s,s:s}", "name", "artifacts",
+		                      "mountPath", "/workspace/artifacts"));
 		json_array_append_new(inits, collect_sidecar(r, name, volumes));
 	}
 	pod = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s},s:{s:s}},"

@@ -115,7 +115,9 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  * With a collector (r->collect_image), the job's container has
  * CNLAB_ARTIFACTS_DIR=/workspace/artifacts, and a native sidecar (an init
  * container "collect" with restartPolicy Always, after "inputs") of that
- * image runs `cnlab-agent collect`: /workspace read-only, the Secret
+ * image runs `cnlab-agent collect`: the emptyDir "artifacts", which the
+ * job's container has at /workspace/artifacts (there when it starts, as
+ * on an agent's node), read-only and nothing else of the pod's, the Secret
  * NAME-collect (its token and CA, which the job's container does not
  * mount) at /run/cnlab/collect, every capability dropped but DAC_OVERRIDE
  * (to read what a job running as another user left 0600; Pod Security's

@@ -784,7 +784,9 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 [ "$(jq -r .image <<<"$col")" = "$collect_image" ] && [ "$(jq -r .restartPolicy <<<"$col")" = Always ] &&
 	[ "$(jq -c .command <<<"$col")" = '["cnlab-agent","collect"]' ] &&
 	[ "$(cenv CNLAB_SERVER) $(cenv CNLAB_JOB) $(cenv CNLAB_EPOCH)" = "$url $rj $(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$rp")" ] &&
-	[ "$(jq -c '[.volumeMounts[] | [.name, .mountPath, .readOnly]]' <<<"$col")" = '[["workspace","/workspace",true],["collect","/run/cnlab/collect",true]]' ] &&
+	[ "$(jq -c '[.volumeMounts[] | [.name, .mountPath, .readOnly]]' <<<"$col")" = '[["artifacts","/workspace/artifacts",true],["collect","/run/cnlab/collect",true]]' ] &&
+	[ "$(jq -c '.spec.containers[0].volumeMounts | map([.name, .mountPath])' <<<"$rp")" = '[["workspace","/workspace"],["artifacts","/workspace/artifacts"]]' ] &&
+	[ "$(jq -c '.spec.volumes[] | select(.name == "artifacts")' <<<"$rp")" = '{"name":"artifacts","emptyDir":{}}' ] &&
 	[ "$(jq -c '.securityContext' <<<"$col")" = '{"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"],"add":["DAC_OVERRIDE"]}}' ] &&
 	[ "$(jq -c '.spec.initContainers | map(.name)' <<<"$rp")" = '["inputs","collect"]' ] &&
 	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "collect")] | length' <<<"$rp")" = 0 ] &&
@@ -793,7 +795,7 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$csec")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
 	[ "$(jq -r .immutable <<<"$csec")" = true ] && [[ $ctok == cnlc_* ]] && ! grep -q "$ctok" <<<"$rp" &&
 	! grep -q "$ctok" "$tmp/err" &&
-	ok "its pod has a collector (native sidecar $collect_image: /workspace read-only, no capability but DAC_OVERRIDE); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log" ||
+	ok "its pod has a collector (native sidecar $collect_image: the job's artifacts folder, an emptyDir there when it starts, read-only and nothing else of the pod's; no capability but DAC_OVERRIDE); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log" ||
 	bad "collector: $col secret $(jq -c '{d: (.data | keys?), o: .metadata.ownerReferences, i: .immutable}' <<<"$csec")"
 printf '%s' "$ctok" >"$tmp/ctok"
 # The token is this job's and this epoch's only.
