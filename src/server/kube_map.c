@@ -1315,6 +1315,32 @@ static int64_t weight_of(const json_t *t)
 	return w < 1 ? 1 : w > 100 ? 100 : w;
 }
 
+/* The weights of weighted terms @terms, of a pod of namespace @term_ns,
+ * that select a pod of namespace @ns with labels @labels, where nodes
+ * @node_name and @on share the term's domain. */
+static int64_t terms_weight(const json_t *terms, const json_t *knodes,
+                            const char *node_name, const char *on,
+                            const char *term_ns, const char *ns,
+                            const json_t *labels)
+{
+	const json_t *t;
+	int64_t w = 0;
+	size_t i;
+
+	json_array_foreach (terms, i, t) {
+		const json_t *at = json_object_get(t, "podAffinityTerm");
+		const char *key = S(at, "topologyKey");
+		const char *mine = domain(knodes, node_name, key);
+		const char *d = domain(knodes, on, key);
+
+		if (mine && d && strcmp(mine, d) == 0 &&
+		    in_namespaces(at, term_ns, ns) == 1 &&
+		    selects(json_object_get(at, "labelSelector"), labels))
+			w += weight_of(t);
+	}
+	return w;
+}
+
 /* The weights of @pod's preferred inter-pod terms, and of the placed pods'
  * preferred terms that select it, whose pods share node @node_name's
  * domain (affinity adds, anti-affinity takes away), once per pod: kube-
@@ -1324,56 +1350,30 @@ static int64_t pods_score(const json_t *pod, const char *node_name,
 {
 	const json_t *md = json_object_get(pod, "metadata");
 	const char *own = S(md, "namespace"), *uid = S(md, "uid");
-	const json_t *t, *q;
+	const json_t *q;
 	int64_t sc = 0;
-	size_t i, k;
+	size_t k;
 
 	json_array_foreach (placed, k, q) {
 		const json_t *o = json_array_get(q, 0);
 		const char *on = json_string_value(json_array_get(q, 1));
-		const json_t *om = json_object_get(o, "metadata");
+		const char *ons =
+		    S(json_object_get(o, "metadata"), "namespace");
 
-		if (same_uid(uid, om))
+		if (same_uid(uid, json_object_get(o, "metadata")))
 			continue;
 		for (int anti = 0; anti < 2; anti++) {
 			const char *kind =
 			    anti ? "podAntiAffinity" : "podAffinity";
-			int64_t sign = anti ? -1 : 1;
-
-			/* The pod's own terms that select this placed pod... */
-			json_array_foreach (preferred(pod, kind), i, t) {
-				const json_t *at =
-				    json_object_get(t, "podAffinityTerm");
-				const char *key = S(at, "topologyKey");
-				const char *mine =
-				    domain(knodes, node_name, key);
-				const char *d = domain(knodes, on, key);
-
-				if (mine && d && strcmp(mine, d) == 0 &&
-				    in_namespaces(at, own,
-				                  S(om, "namespace")) == 1 &&
-				    selects(
-				        json_object_get(at, "labelSelector"),
-				        labels_of(o)))
-					sc += sign * weight_of(t);
-			}
-			/* ... and the placed pod's terms that select it. */
-			json_array_foreach (preferred(o, kind), i, t) {
-				const json_t *at =
-				    json_object_get(t, "podAffinityTerm");
-				const char *key = S(at, "topologyKey");
-				const char *mine =
-				    domain(knodes, node_name, key);
-				const char *d = domain(knodes, on, key);
-
-				if (mine && d && strcmp(mine, d) == 0 &&
-				    in_namespaces(at, S(om, "namespace"),
-				                  own) == 1 &&
-				    selects(
-				        json_object_get(at, "labelSelector"),
-				        labels_of(pod)))
-					sc += sign * weight_of(t);
-			}
+			/* The pod's own terms that select this placed pod,
+			 * and the placed pod's terms that select it. */
+			int64_t w =
+			    terms_weight(preferred(pod, kind), knodes,
+			                 node_name, on, own, ons,
+			                 labels_of(o)) +
+			    terms_weight(preferred(o, kind), knodes, node_name,
+			                 on, ons, own, labels_of(pod));
+			sc += anti ? -w : w;
 		}
 	}
 	return sc;

@@ -71,6 +71,18 @@ static void where_text(const char *zone, const char *rack, char *buf,
 	         rack[0] ? ", rack " : "", rack);
 }
 
+/* "HEAD name, name..." on a line of its own; nothing for no names. */
+static void print_names(const char *head, char (*names)[CNL_WIRE_NAME_MAX],
+                        int n)
+{
+	if (!n)
+		return;
+	printf("%s", head);
+	for (int i = 0; i < n; i++)
+		printf("%s %s", i ? "," : "", names[i]);
+	printf("\n");
+}
+
 /*
  * The "Why:" lines of jobs show: what the server recorded when it placed
  * the job (its "placement", fixed at the START decision), or while it
@@ -183,38 +195,13 @@ int cnl_cli_cmd_jobs_show(struct cnl_cli *cli)
 	printf("Priority:  %s\n", cnl_wire_priority_name(o.priority));
 	printf("Deadline:  %s\n",
 	       cnl_cli_time(o.deadline_ms, t, sizeof(t), "none"));
-	if (o.n_gpu_types) {
-		printf("GPU types:");
-		for (int i = 0; i < o.n_gpu_types; i++)
-			printf("%s %s", i ? "," : "", o.gpu_types[i]);
-		printf("\n");
-	}
+	print_names("GPU types:", o.gpu_types, o.n_gpu_types);
 	if (o.dataset[0])
 		printf("Dataset:   %s\n", o.dataset);
-	if (o.n_nodelist) {
-		printf("Nodes:     only");
-		for (int i = 0; i < o.n_nodelist; i++)
-			printf("%s %s", i ? "," : "", o.nodelist[i]);
-		printf("\n");
-	}
-	if (o.n_exclude) {
-		printf("Excluded:");
-		for (int i = 0; i < o.n_exclude; i++)
-			printf("%s %s", i ? "," : "", o.exclude[i]);
-		printf("\n");
-	}
-	if (o.n_prefer) {
-		printf("Preferred:");
-		for (int i = 0; i < o.n_prefer; i++)
-			printf("%s %s", i ? "," : "", o.prefer[i]);
-		printf("\n");
-	}
-	if (o.n_avoid) {
-		printf("Avoided:  ");
-		for (int i = 0; i < o.n_avoid; i++)
-			printf("%s %s", i ? "," : "", o.avoid[i]);
-		printf("\n");
-	}
+	print_names("Nodes:     only", o.nodelist, o.n_nodelist);
+	print_names("Excluded:", o.exclude, o.n_exclude);
+	print_names("Preferred:", o.prefer, o.n_prefer);
+	print_names("Avoided:  ", o.avoid, o.n_avoid);
 	if (o.gang)
 		printf("Gang:      %s, rank %d of %d\n", o.gang->id,
 		       o.gang->rank, o.gang->size);
