@@ -44,10 +44,28 @@ struct route_stats {
 	struct cnl_hist latency[5]; /* by the same class */
 };
 
+/* A collector's credential checked (cnl_api_set_collect_verify): kept
+ * CNL_API_COLLECT_KEEP_MS, so that each file's upload need not ask again. */
+#define CNL_API_COLLECT_CACHE   64
+#define CNL_API_COLLECT_KEEP_MS (5 * 60 * 1000)
+struct cnl_api_collect_seen {
+	unsigned char digest[32]; /* SHA-256 of the whole credential */
+	char job[CNL_ID_MAX];
+	int64_t epoch, until_ms;
+};
+
 struct cnl_api {
 	/* The big lock: every request and every controller tick hold it,
 	 * except while a handler waits (long poll) or hashes a password. */
 	pthread_mutex_t mu;
+	/* The collectors' pod tokens: who checks them (held for reading
+	 * while a check runs, for writing while it is set), and the
+	 * credentials found good (under collect_mu, taken alone). */
+	pthread_rwlock_t collect_rw;
+	cnl_api_collect_verify_fn collect_verify;
+	void *collect_ud;
+	pthread_mutex_t collect_mu;
+	struct cnl_api_collect_seen collect_seen[CNL_API_COLLECT_CACHE];
 	struct cnl_store *store;
 	/* Group commit: answers wait for the syncer (commit.h); NULL when
 	 * the store syncs every commit itself. */
@@ -171,6 +189,8 @@ struct call {
 	char node[CNL_STORE_NAME_MAX];
 	char
 	    collect_node[CNL_STORE_NAME_MAX]; /* a collector's: its node's id */
+	/* A collector's pod token refused by cnl_api_collect_check: why. */
+	char collect_why[256];
 	char cred[CNL_AUTH_DIGEST_MAX];
 	char join[CNL_AUTH_DIGEST_MAX];
 	struct cnl_store_user user;
@@ -582,12 +602,19 @@ void cnl_api_h_node_artifact_put(void *call, struct cnl_http_request *req,
  * collector of the job's Kubernetes run pod, as a node's. */
 void cnl_api_h_job_collect_put(void *call, struct cnl_http_request *req,
                                struct cnl_http_response *resp);
-/* A collector's call: its token (Authorization: Bearer cnlc_...) is the
- * one of the path's {job} under ?epoch=, which the job holds now; the
- * call then acts as the job's node (c->node, c->collect_node the node's
- * id).  0, or -1 with 401/409. */
+/* A collector's call: its credential (Authorization: Bearer
+ * cnlc_...:POD-TOKEN) is the token of the path's {job} under ?epoch=,
+ * which the job holds now, and a token of the pod that runs it, found so
+ * by cnl_api_collect_check (its answer kept a while); the call then acts
+ * as the job's node (c->node, c->collect_node the node's id).  0, or -1
+ * with 401/409. */
 int cnl_api_collect_authorize(struct call *c, struct cnl_http_request *req,
                               struct cnl_http_response *resp);
+/* Before cnl_api_collect_authorize, without the API's lock: has the pod
+ * token of a collector's credential checked (cnl_api_set_collect_verify),
+ * unless a check found it good a short while ago; a refusal's reason into
+ * c->collect_why. */
+void cnl_api_collect_check(struct call *c, struct cnl_http_request *req);
 void cnl_api_h_node_checkpoint_put(void *call, struct cnl_http_request *req,
                                    struct cnl_http_response *resp);
 void cnl_api_h_node_checkpoint_get(void *call, struct cnl_http_request *req,

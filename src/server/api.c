@@ -1010,6 +1010,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	c.now_ms = cnl_time_now_ms();
 	c.host = cnl_http_header(req, "Host");
 	cnl_api_oidc_check(&c, req);
+	if (route->handler == cnl_api_h_job_collect_put)
+		cnl_api_collect_check(&c, req); /* kept from its opening */
 	if (!lock_api(api, req)) {
 		resp->retry_blocking = true; /* nothing done yet */
 		return;
@@ -1121,6 +1123,8 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	c.route = route;
 	c.now_ms = cnl_time_now_ms();
 	cnl_api_oidc_check(&c, req);
+	if (route->handler == cnl_api_h_job_collect_put)
+		cnl_api_collect_check(&c, req); /* may ask the API server */
 	pthread_mutex_lock(&api->mu);
 	r = authorize(&c, req, resp) == 0 ? 0 : -1;
 	if (r == 0 && route->handler == cnl_api_h_upload_put)
@@ -1138,6 +1142,15 @@ int cnl_api_open_sink(void *ud, const struct cnl_http_route *route,
 	if (r < 0)
 		wait_durable(api, seq, route, resp);
 	return r;
+}
+
+void cnl_api_set_collect_verify(struct cnl_api *api,
+                                cnl_api_collect_verify_fn fn, void *ud)
+{
+	pthread_rwlock_wrlock(&api->collect_rw);
+	api->collect_verify = fn;
+	api->collect_ud = ud;
+	pthread_rwlock_unlock(&api->collect_rw);
 }
 
 /* The controller's tick, lock held: files past their retention go, and
@@ -1260,6 +1273,8 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	pthread_mutex_init(&api->mu, NULL);
 	pthread_mutex_init(&api->readers_mu, NULL);
 	pthread_mutex_init(&api->stats_mu, NULL);
+	pthread_mutex_init(&api->collect_mu, NULL);
+	pthread_rwlock_init(&api->collect_rw, NULL);
 	pthread_cond_init(&api->tun_cv, NULL);
 	api->store = cfg->store;
 	api->keylen = cfg->jwt_key_len;
@@ -1468,6 +1483,8 @@ void cnl_api_free(struct cnl_api *api)
 	pthread_cond_destroy(&api->tun_cv);
 	pthread_mutex_destroy(&api->mu);
 	pthread_mutex_destroy(&api->stats_mu);
+	pthread_mutex_destroy(&api->collect_mu);
+	pthread_rwlock_destroy(&api->collect_rw);
 	pthread_mutex_destroy(&api->readers_mu);
 	free(api);
 }

@@ -291,6 +291,22 @@ int cnl_api_node_mint(struct cnl_api *api, const char *node,
  * agent's). */
 #define CNL_API_KUBE_CLUSTER "kubernetes"
 
+/*
+ * cnl_api_set_collect_verify - who checks the second half of a Kubernetes
+ * run pod's collector credential ("TOKEN:POD-TOKEN", collect.c): @fn
+ * answers whether POD-TOKEN is a token of the pod that runs job @job under
+ * @epoch (0), or why not (-1 with @why), and may take seconds (it asks
+ * the API server); it is called without the API's lock, from the
+ * request's thread, and its answers are kept a while.  NULL: none (the
+ * collector's route refuses everyone).  Set before the API serves, or
+ * cleared before @ud goes: the call waits for a check under way.
+ */
+typedef int (*cnl_api_collect_verify_fn)(void *ud, const char *job,
+                                         int64_t epoch, const char *pod_token,
+                                         char *why, size_t whylen);
+void cnl_api_set_collect_verify(struct cnl_api *api,
+                                cnl_api_collect_verify_fn fn, void *ud);
+
 /* cnl_api_node_forget - delete every credential and join token of node
  * @node.  0 or a store error. */
 int cnl_api_node_forget(struct cnl_store *s, const char *node);

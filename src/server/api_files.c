@@ -51,6 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
@@ -58,7 +59,9 @@
 #include "cnlab/errors.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/time.h"
 #include "common/util.h"
+#include "net/client.h"
 #include "server/api-internal.h"
 #include "server/auth.h"
 #include "wire/node.h"
@@ -601,20 +604,128 @@ void cnl_api_h_job_collect_put(void *call, struct cnl_http_request *req,
 	node_file_put(call, req, resp);
 }
 
+/* The collector's credential of @req: "TOKEN:POD-TOKEN" split (NUL
+ * where the colon was, in @buf), its SHA-256 into @digest.  Whether it
+ * has that form. */
+static bool collect_cred(struct cnl_http_request *req, char *buf, size_t len,
+                         const char **pod, unsigned char digest[32])
+{
+	const char *h = cnl_http_header(req, "Authorization");
+	char *colon;
+	size_t n;
+
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return false;
+	n = strlen(h + 7);
+	if (n >= len)
+		return false;
+	SHA256((const unsigned char *)h + 7, n, digest);
+	memcpy(buf, h + 7, n + 1);
+	if (!(colon = strchr(buf, ':')) || !colon[1])
+		return false;
+	*colon = '\0';
+	*pod = colon + 1;
+	return true;
+}
+
+/* Whether credential @digest was found good for @job @epoch a short while
+ * ago (and so, with @add, it is now). */
+static bool collect_seen(struct cnl_api *api, const unsigned char digest[32],
+                         const char *job, int64_t epoch, bool add)
+{
+	int64_t now = cnl_time_now_ms();
+	struct cnl_api_collect_seen *old = &api->collect_seen[0];
+	bool found = false;
+
+	pthread_mutex_lock(&api->collect_mu);
+	for (int i = 0; i < CNL_API_COLLECT_CACHE && !found; i++) {
+		struct cnl_api_collect_seen *e = &api->collect_seen[i];
+
+		if (e->until_ms > now && e->epoch == epoch &&
+		    strcmp(e->job, job) == 0 &&
+		    CRYPTO_memcmp(e->digest, digest, 32) == 0) {
+			found = true;
+			old = e;
+		} else if (e->until_ms < old->until_ms) {
+			old = e;
+		}
+	}
+	if (add) { /* over the oldest, or refreshed */
+		memcpy(old->digest, digest, 32);
+		snprintf(old->job, sizeof(old->job), "%s", job);
+		old->epoch = epoch;
+		old->until_ms = now + CNL_API_COLLECT_KEEP_MS;
+	}
+	pthread_mutex_unlock(&api->collect_mu);
+	return found;
+}
+
+void cnl_api_collect_check(struct call *c, struct cnl_http_request *req)
+{
+	struct cnl_api *api = c->api;
+	const char *job = cnl_http_param(req, "job"), *pod = NULL;
+	int64_t epoch = query_epoch(req);
+	unsigned char digest[32];
+	char buf[CNL_CLIENT_TOKEN_MAX + 1];
+	int r = -1;
+
+	c->collect_why[0] = '\0';
+	if (!job || epoch < 0 ||
+	    !collect_cred(req, buf, sizeof(buf), &pod, digest)) {
+		explicit_bzero(buf, sizeof(buf));
+		return; /* refused by cnl_api_collect_authorize */
+	}
+	if (collect_seen(api, digest, job, epoch, false)) {
+		explicit_bzero(buf, sizeof(buf));
+		return;
+	}
+	/* The first half first: the API server is not asked about a
+	 * credential that is not even this job's. */
+	if (cnl_auth_collect_check(api->key, api->keylen, job, epoch, buf)) {
+		pthread_rwlock_rdlock(&api->collect_rw);
+		if (api->collect_verify)
+			r = api->collect_verify(api->collect_ud, job, epoch,
+			                        pod, c->collect_why,
+			                        sizeof(c->collect_why));
+		else
+			snprintf(c->collect_why, sizeof(c->collect_why),
+			         "this cnlabd schedules no Kubernetes pods");
+		pthread_rwlock_unlock(&api->collect_rw);
+	}
+	explicit_bzero(buf, sizeof(buf));
+	if (r == 0)
+		collect_seen(api, digest, job, epoch, true);
+	else if (!c->collect_why[0])
+		snprintf(c->collect_why, sizeof(c->collect_why),
+		         "its pod's token could not be checked");
+}
+
 int cnl_api_collect_authorize(struct call *c, struct cnl_http_request *req,
                               struct cnl_http_response *resp)
 {
-	const char *job = cnl_http_param(req, "job");
-	const char *h = cnl_http_header(req, "Authorization");
+	const char *job = cnl_http_param(req, "job"), *pod = NULL;
 	int64_t epoch = query_epoch(req);
 	char id[CNL_STORE_NAME_MAX], name[CNL_STORE_NAME_MAX];
+	char buf[CNL_CLIENT_TOKEN_MAX + 1];
+	unsigned char digest[32];
+	bool good = job && epoch >= 0 &&
+	            collect_cred(req, buf, sizeof(buf), &pod, digest) &&
+	            cnl_auth_collect_check(c->api->key, c->api->keylen, job,
+	                                   epoch, buf);
 
-	if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !job || epoch < 0 ||
-	    !cnl_auth_collect_check(c->api->key, c->api->keylen, job, epoch,
-	                            h + 7)) {
+	explicit_bzero(buf, sizeof(buf));
+	if (!good) {
 		cnl_http_error(resp, 401, "unauthorized",
-		               "a collector's token for this job under the "
-		               "epoch given (query \"epoch\") is required");
+		               "a collector's credential for this job under "
+		               "the epoch given (query \"epoch\") is required: "
+		               "its token and its pod's, \"TOKEN:POD-TOKEN\"");
+		return -1;
+	}
+	if (!collect_seen(c->api, digest, job, epoch, false)) {
+		cnl_http_error(resp, 401, "unauthorized",
+		               "the collector's pod token is refused: %s",
+		               c->collect_why[0] ? c->collect_why
+		                                 : "it was not checked");
 		return -1;
 	}
 	if (cnl_ctl_job_node(c->api->ctl, job, epoch, id, name) < 0) {

@@ -749,9 +749,19 @@ static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
 	json_array_append_new(
 	    volumes, json_pack("{s:s,s:{s:s,s:i}}", "name", "collect", "secret",
 	                       "secretName", sec, "defaultMode", 0400));
+	/* The pod's own token (its namespace's default ServiceAccount,
+	 * bound to this pod's uid by the kubelet, for cnlabd alone): what
+	 * makes the collector's credential this pod's and no other's
+	 * (cnlabd reviews it: kube_sched.c, collect_verify). */
+	json_array_append_new(
+	    volumes, json_pack("{s:s,s:{s:[{s:{s:s,s:i,s:s}}],s:i}}", "name",
+	                       "collect-pod", "projected", "sources",
+	                       "serviceAccountToken", "audience",
+	                       CNL_KUBE_COLLECT_AUDIENCE, "expirationSeconds",
+	                       3600, "path", "token", "defaultMode", 0400));
 	return json_pack(
 	    "{s:s,s:s,s:s,s:[s,s],s:[{s:s,s:s},{s:s,s:s},{s:s,s:s}],"
-	    "s:[{s:s,s:s,s:b},{s:s,s:s,s:b}],"
+	    "s:[{s:s,s:s,s:b},{s:s,s:s,s:b},{s:s,s:s,s:b}],"
 	    "s:{s:b,s:b,s:{s:[s],s:[s]}}}",
 	    "name", "collect", "image", r->collect_image, "restartPolicy",
 	    "Always", "command", "cnlab-agent", "collect", "env", "name",
@@ -759,6 +769,7 @@ static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
 	    "value", r->job, "name", "CNLAB_EPOCH", "value", ep, "volumeMounts",
 	    "name", "artifacts", "mountPath", "/workspace/artifacts",
 	    "readOnly", 1, "name", "collect", "mountPath", "/run/cnlab/collect",
+	    "readOnly", 1, "name", "collect-pod", "mountPath", "/run/cnlab/pod",
 	    "readOnly", 1, "securityContext", "allowPrivilegeEscalation", 0,
 	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL", "add",
 	    "DAC_OVERRIDE");

@@ -119,7 +119,11 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  * job's container has at /workspace/artifacts (there when it starts, as
  * on an agent's node), read-only and nothing else of the pod's, the Secret
  * NAME-collect (its token and CA, which the job's container does not
- * mount) at /run/cnlab/collect, every capability dropped but DAC_OVERRIDE
+ * mount) at /run/cnlab/collect, and the pod's own ServiceAccount token
+ * for cnlabd (a projected token of audience CNL_KUBE_COLLECT_AUDIENCE,
+ * bound by the kubelet to the pod's uid) at /run/cnlab/pod/token, which
+ * cnlabd reviews so that the Secret's token is good in this pod alone,
+ * every capability dropped but DAC_OVERRIDE
  * (to read what a job running as another user left 0600; Pod Security's
  * baseline allows it), no privilege escalation, a
  * read-only root, and no resources of its own (the pod asks what the job
@@ -146,6 +150,9 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
  * readiness), owned by the pod of uid @pod_uid.
  */
 #define CNL_KUBE_RUN_PATH_MAX 512
+/* The audience of a run pod's token for its collector: cnlabd's alone (the
+ * API server refuses it, and cnlabd refuses the API server's). */
+#define CNL_KUBE_COLLECT_AUDIENCE "cnlab-collect"
 
 struct cnl_kube_run {
 	const char *job, *project, *shape, *image, *command;

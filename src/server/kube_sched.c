@@ -131,6 +131,11 @@ struct cnl_kube_sched {
 	bool has_proof_key;
 	struct cnl_kube *kw, *kt, *kn, *kc; /* the watches', the rest's */
 	struct cnl_kube *ke;                /* evictions: no retries */
+	/* Collectors' pod tokens reviewed (collect_verify), by the API's
+	 * request threads, one at a time. */
+	struct cnl_kube *kr;
+	pthread_mutex_t review_mu;
+	bool verifying; /* registered with the API */
 	struct watch *wpods, *wtjs, *wnbs;
 	struct cnl_client *user; /* as "kube" */
 	/* The nodes' calls, one connection for all (each node's would
@@ -2176,6 +2181,109 @@ static bool run_proven(const struct cnl_kube_sched *ks, const struct pod *q,
 	       CRYPTO_memcmp(want, have, 64) == 0;
 }
 
+/*
+ * The API's check of a collector's pod token (cnl_api_set_collect_verify):
+ * the API server reviews @token for CNLab's audience (TokenReview, as
+ * kube-apiserver's webhook authenticators do), which says the pod it is
+ * bound to; that pod, read now, must be the one cnlabd made for @job under
+ * @epoch: its uid the token's, its labels this run's, and its proof
+ * (which only cnlabd makes, for that uid).  So the collector's Secret,
+ * mounted in a pod of someone else's, is worth nothing there.  Called
+ * from the API's request threads, without the API's lock.
+ */
+static int collect_verify(void *ud, const char *job, int64_t epoch,
+                          const char *token, char *why, size_t whylen)
+{
+	struct cnl_kube_sched *ks = ud;
+	json_t *rv = NULL, *pod = NULL, *st, *extra, *body;
+	const char *user, *pname, *puid, *ns_end;
+	char ns[64], path[512], err[512], ep[32], want[65];
+	long code;
+	bool aud = false;
+	size_t i;
+	json_t *v;
+
+	body =
+	    json_pack("{s:s,s:s,s:{s:s,s:[s]}}", "apiVersion",
+	              "authentication.k8s.io/v1", "kind", "TokenReview", "spec",
+	              "token", token, "audiences", CNL_KUBE_COLLECT_AUDIENCE);
+	pthread_mutex_lock(&ks->review_mu);
+	code = cnl_kube_call(ks->kr, "POST",
+	                     "/apis/authentication.k8s.io/v1/tokenreviews",
+	                     body, NULL, &rv, err, sizeof(err));
+	pthread_mutex_unlock(&ks->review_mu);
+	cnl_json_wipe(body);
+	json_decref(body);
+	if (code != 201 && code != 200) {
+		cnl_log(CNL_LOG_WARN, "kube: a token review failed", "err=%s",
+		        err);
+		cnl_seterr(why, whylen, "the API server did not review it (%s)",
+		           code < 0 ? "no answer" : err);
+		goto no;
+	}
+	st = json_object_get(rv, "status");
+	json_array_foreach (json_object_get(st, "audiences"), i, v)
+		aud |=
+		    json_is_string(v) && strcmp(json_string_value(v),
+		                                CNL_KUBE_COLLECT_AUDIENCE) == 0;
+	user = S(json_object_get(st, "user"), "username");
+	extra = json_object_get(json_object_get(st, "user"), "extra");
+	pname = json_string_value(json_array_get(
+	    json_object_get(extra, "authentication.kubernetes.io/pod-name"),
+	    0));
+	puid = json_string_value(json_array_get(
+	    json_object_get(extra, "authentication.kubernetes.io/pod-uid"), 0));
+	if (!json_is_true(json_object_get(st, "authenticated")) || !aud) {
+		cnl_seterr(why, whylen, "the API server does not take it%s%s",
+		           S(st, "error") ? ": " : "", S(st, "error") ?: "");
+		goto no;
+	}
+	/* system:serviceaccount:NAMESPACE:NAME, bound to a pod. */
+	if (!user || strncmp(user, "system:serviceaccount:", 22) != 0 ||
+	    !(ns_end = strchr(user + 22, ':')) ||
+	    (size_t)(ns_end - (user + 22)) >= sizeof(ns) || !pname || !puid) {
+		cnl_seterr(why, whylen,
+		           "it is not a pod's ServiceAccount token");
+		goto no;
+	}
+	snprintf(ns, sizeof(ns), "%.*s", (int)(ns_end - (user + 22)),
+	         user + 22);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns,
+	         pname);
+	pthread_mutex_lock(&ks->review_mu);
+	code = cnl_kube_call(ks->kr, "GET", path, NULL, NULL, &pod, err,
+	                     sizeof(err));
+	pthread_mutex_unlock(&ks->review_mu);
+	const json_t *md = json_object_get(pod, "metadata");
+	const char *lab_job = S(json_object_get(md, "labels"), "cnlab.io/job");
+	const char *lab_ep = S(json_object_get(md, "labels"), "cnlab.io/epoch");
+	const char *proof = S(json_object_get(md, "annotations"), PROOF_ANN);
+
+	snprintf(ep, sizeof(ep), "%" PRId64, epoch);
+	run_proof(ks, puid, job, epoch, ns, pname, want);
+	if (code != 200 || !S(md, "uid") || strcmp(S(md, "uid"), puid) != 0 ||
+	    !lab_job || strcmp(lab_job, job) != 0 || !lab_ep ||
+	    strcmp(lab_ep, ep) != 0 || !want[0] || !proof ||
+	    strlen(proof) != 64 || CRYPTO_memcmp(want, proof, 64) != 0) {
+		cnl_log(CNL_LOG_WARN,
+		        "kube: a collector's credential from another pod",
+		        "job=%s epoch=%" PRId64 " pod=%s/%s", job, epoch, ns,
+		        pname);
+		cnl_seterr(why, whylen,
+		           "it is the token of pod %s/%s, not of the pod CNLab "
+		           "made for job %s under epoch %" PRId64,
+		           ns, pname, job, epoch);
+		goto no;
+	}
+	json_decref(rv);
+	json_decref(pod);
+	return 0;
+no:
+	json_decref(rv);
+	json_decref(pod);
+	return -1;
+}
+
 /* The image of run @a as its pod runs it into @ref: from the registry
  * CNLab's images are pushed to, pinned to the digest CNLab has (a tag
  * there cannot point elsewhere); without a registry set, its name as an
@@ -4129,6 +4237,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->cfg.kube = kc;
 	pthread_mutex_init(&ks->mu, NULL);
 	pthread_cond_init(&ks->cv, NULL);
+	pthread_mutex_init(&ks->review_mu, NULL);
 	ks->queue = json_array();
 	ks->by_uid = json_object();
 	ks->by_job = json_object();
@@ -4152,7 +4261,14 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	                                   .token_file = kc.token_file,
 	                                   .cafile = kc.cafile,
 	                                   .retries = -1},
-	         &ks->ke, err, errlen)) < 0) {
+	         &ks->ke, err, errlen)) < 0 ||
+	    (r = cnl_kube_open(
+	         &(struct cnl_kube_config){.server = kc.server,
+	                                   .token_file = kc.token_file,
+	                                   .cafile = kc.cafile,
+	                                   .retries = 1,
+	                                   .timeout_ms = 10000},
+	         &ks->kr, err, errlen)) < 0) {
 		cnl_kube_sched_stop(ks);
 		return r;
 	}
@@ -4195,6 +4311,10 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 		return -r;
 	}
 	ks->started_k = true;
+	if (ks->collect_image[0] && cfg->api) {
+		cnl_api_set_collect_verify(cfg->api, collect_verify, ks);
+		ks->verifying = true;
+	}
 	*ret = ks;
 	return 0;
 }
@@ -4203,6 +4323,8 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 {
 	if (!ks)
 		return;
+	if (ks->verifying) /* waits for a check under way */
+		cnl_api_set_collect_verify(ks->cfg.api, NULL, NULL);
 	atomic_store(&ks->stop, true);
 	pthread_mutex_lock(&ks->mu);
 	pthread_cond_broadcast(&ks->cv);
@@ -4230,6 +4352,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	cnl_kube_close(ks->kn);
 	cnl_kube_close(ks->ke);
 	cnl_kube_close(ks->kc);
+	cnl_kube_close(ks->kr);
 	cnl_client_free(ks->user);
 	cnl_client_free(ks->nodecl);
 	json_decref(ks->queue);
@@ -4250,5 +4373,6 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	free(ks->collect_ca);
 	pthread_mutex_destroy(&ks->mu);
 	pthread_cond_destroy(&ks->cv);
+	pthread_mutex_destroy(&ks->review_mu);
 	free(ks);
 }

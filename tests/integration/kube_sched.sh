@@ -784,7 +784,9 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 [ "$(jq -r .image <<<"$col")" = "$collect_image" ] && [ "$(jq -r .restartPolicy <<<"$col")" = Always ] &&
 	[ "$(jq -c .command <<<"$col")" = '["cnlab-agent","collect"]' ] &&
 	[ "$(cenv CNLAB_SERVER) $(cenv CNLAB_JOB) $(cenv CNLAB_EPOCH)" = "$url $rj $(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$rp")" ] &&
-	[ "$(jq -c '[.volumeMounts[] | [.name, .mountPath, .readOnly]]' <<<"$col")" = '[["artifacts","/workspace/artifacts",true],["collect","/run/cnlab/collect",true]]' ] &&
+	[ "$(jq -c '[.volumeMounts[] | [.name, .mountPath, .readOnly]]' <<<"$col")" = '[["artifacts","/workspace/artifacts",true],["collect","/run/cnlab/collect",true],["collect-pod","/run/cnlab/pod",true]]' ] &&
+	[ "$(jq -c '.spec.volumes[] | select(.name == "collect-pod") | .projected' <<<"$rp")" = '{"sources":[{"serviceAccountToken":{"audience":"cnlab-collect","expirationSeconds":3600,"path":"token"}}],"defaultMode":256}' ] &&
+	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "collect-pod")] | length' <<<"$rp")" = 0 ] &&
 	[ "$(jq -c '.spec.containers[0].volumeMounts | map([.name, .mountPath])' <<<"$rp")" = '[["workspace","/workspace"],["artifacts","/workspace/artifacts"]]' ] &&
 	[ "$(jq -c '.spec.volumes[] | select(.name == "artifacts")' <<<"$rp")" = '{"name":"artifacts","emptyDir":{}}' ] &&
 	[ "$(jq -c '.securityContext' <<<"$col")" = '{"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"],"add":["DAC_OVERRIDE"]}}' ] &&
@@ -795,29 +797,60 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$csec")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
 	[ "$(jq -r .immutable <<<"$csec")" = true ] && [[ $ctok == cnlc_* ]] && ! grep -q "$ctok" <<<"$rp" &&
 	! grep -q "$ctok" "$tmp/err" &&
-	ok "its pod has a collector (native sidecar $collect_image: the job's artifacts folder, an emptyDir there when it starts, read-only and nothing else of the pod's; no capability but DAC_OVERRIDE); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log" ||
+	ok "its pod has a collector (native sidecar $collect_image: the job's artifacts folder, an emptyDir there when it starts, read-only and nothing else of the pod's; no capability but DAC_OVERRIDE); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log, beside the pod's own token for cnlabd (projected, audience cnlab-collect)" ||
 	bad "collector: $col secret $(jq -c '{d: (.data | keys?), o: .metadata.ownerReferences, i: .immutable}' <<<"$csec")"
 printf '%s' "$ctok" >"$tmp/ctok"
-# The token is this job's and this epoch's only.
-cput() { # cput JOB EPOCH [TOKEN]: the status of a PUT of one byte
-	printf x | curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer ${3-$ctok}" \
+podtok() { # podtok NAME [AUDIENCE]: the kubelet's projected token for pod NAME of team-a, bound to it
+	local p
+	p=$(podget team-a "$1")
+	k POST "/api/v1/namespaces/team-a/serviceaccounts/$(jq -r '.spec.serviceAccountName // "default"' <<<"$p")/token" \
+		"$(jq -nc --arg n "$1" --arg u "$(jq -r .metadata.uid <<<"$p")" --arg a "${2:-cnlab-collect}" \
+			'{apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec: {audiences: [$a], expirationSeconds: 3600, boundObjectRef: {kind: "Pod", apiVersion: "v1", name: $n, uid: $u}}}')" |
+		jq -r .status.token
+}
+podtok "$rname" >"$tmp/ptok"
+ptok=$(cat "$tmp/ptok")
+# The credential is this job's and this epoch's only, and this pod's.
+cput() { # cput JOB EPOCH [CREDENTIAL]: the status of a PUT of one byte
+	printf x | curl -s -o "$tmp/cput.out" -w '%{http_code}' -X PUT -H "Authorization: Bearer ${3-$ctok:$ptok}" \
 		-H "X-Content-SHA256: $(printf x | sha256sum | cut -d' ' -f1)" --data-binary @- \
 		"$url/v1/jobs/$1/collect?epoch=$2&path=forged.txt"
 }
 rep=$(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$rp")
 [ "$(cput "$rj" $((rep + 1)))" = 401 ] && [ "$(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep" 2>/dev/null)" = 401 ] &&
-	[ "$(cput "$rj" "$rep" "${ctok%?}A")" = 401 ] && [ "$(cput "$rj" "$rep" "")" = 401 ] &&
-	[ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $ctok" --data-binary x \
+	[ "$(cput "$rj" "$rep" "${ctok%?}A:$ptok")" = 401 ] && [ "$(cput "$rj" "$rep" "")" = 401 ] &&
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $ctok:$ptok" --data-binary x \
 		"$url/v1/nodes/$(jq -r .spec.nodeName <<<"$rp")/artifacts?job=$rj&epoch=$rep&path=forged.txt")" = 401 ] &&
-	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ctok" "$url/v1/jobs/$rj")" = 401 ] &&
-	ok "the token is refused for another epoch, another job, changed or missing, on a node's route and on the REST API (401)" ||
-	bad "collector token: epoch+1 $(cput "$rj" $((rep + 1))), other $(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep"), changed $(cput "$rj" "$rep" "${ctok%?}A")"
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ctok:$ptok" "$url/v1/jobs/$rj")" = 401 ] &&
+	ok "the credential is refused for another epoch, another job, changed or missing, on a node's route and on the REST API (401)" ||
+	bad "collector token: epoch+1 $(cput "$rj" $((rep + 1))), other $(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep"), changed $(cput "$rj" "$rep" "${ctok%?}A:$ptok")"
+# The attack the pod token stops: a member of the namespace who may make
+# pods mounts the run's Secret in a pod of their own (its token is then
+# theirs to send) and uploads the run's artifacts from there, with that
+# pod's own projected token for cnlabd; or sends the Secret's token
+# alone, or with the run pod's token for another audience (the API
+# server's).
+k POST /api/v1/namespaces/team-a/pods \
+	'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"thief"},"spec":{"containers":[{"name":"c","image":"busybox"}],"volumes":[{"name":"s","secret":{"secretName":"'"$rname"'-collect"}}]}}' >/dev/null
+ttok=$(podtok thief)
+c_thief=$(cput "$rj" "$rep" "$ctok:$ttok")
+m_thief=$(jq -r .error.message "$tmp/cput.out")
+c_alone=$(cput "$rj" "$rep" "$ctok")
+c_aud=$(cput "$rj" "$rep" "$ctok:$(podtok "$rname" https://kubernetes.default.svc)")
+c_fake=$(cput "$rj" "$rep" "$ctok:not-a-token")
+[ "$c_thief" = 401 ] && grep -q "pod team-a/thief, not of the pod CNLab made for job $rj" <<<"$m_thief" &&
+	[ "$c_alone" = 401 ] && [ "$c_aud" = 401 ] && [ "$c_fake" = 401 ] && [ -n "$ttok" ] &&
+	grep -q '"path": "/apis/authentication.k8s.io/v1/tokenreviews", "status": 201' "$tmp/api.log" &&
+	ok "the run's Secret mounted in another pod of the namespace uploads nothing (401: $m_thief); nor its token alone, with the run pod's token for another audience, or with a made-up one" ||
+	bad "stolen collector token: thief $c_thief ($m_thief), alone $c_alone, audience $c_aud, fake $c_fake"
+k DELETE /api/v1/namespaces/team-a/pods/thief >/dev/null
 wsa=$tmp/root/workspace/artifacts
 rm -rf "$tmp/root" && mkdir -p "$wsa/sub" && printf 'weights' >"$wsa/model.txt" && printf 'epoch 1\n' >"$wsa/sub/log.txt"
 collect() { # collect: the collector as the pod spec says, stopped as the kubelet does; its exit code
 	: >"$tmp/collect.msg"
 	env -i PATH=/usr/bin:/bin CNLAB_SERVER="$(cenv CNLAB_SERVER)" CNLAB_JOB="$(cenv CNLAB_JOB)" \
 		CNLAB_EPOCH="$(cenv CNLAB_EPOCH)" CNLAB_COLLECT_DIR="$wsa" CNLAB_COLLECT_TOKEN_FILE="$tmp/ctok" \
+		CNLAB_COLLECT_POD_TOKEN_FILE="$tmp/ptok" \
 		CNLAB_COLLECT_MESSAGE_FILE="$tmp/collect.msg" "$agent" collect 2>"$tmp/collect.err" &
 	local cpid=$!
 	# Stopped once it waits for the stop (SIGTERM blocked), however slow
@@ -841,8 +874,9 @@ rrc=$?
 	[ "$(cat "$tmp/artifacts/$rj/sub/log.txt" 2>/dev/null)" = 'epoch 1' ] &&
 	ok "the collector, stopped with SIGTERM, uploaded model.txt and sub/log.txt; cnlab run brought them back to artifacts/$rj/" ||
 	bad "collected: exit $crc_ $(cat "$tmp/collect.err"), run.err $(tail -3 "$tmp/run.err"), got $(ls -R "$tmp/artifacts" 2>&1 | tr '\n' ' ')"
-[ "$(cput "$rj" "$rep")" = 409 ] && ok "once the job has ended its token uploads nothing (409)" ||
-	bad "token after the end: $(cput "$rj" "$rep")"
+c_end=$(cput "$rj" "$rep")
+[ "$c_end" = 409 ] || [ "$c_end" = 401 ] && ok "once the job has ended its credential uploads nothing ($c_end)" ||
+	bad "token after the end: $c_end"
 # A link the job planted among its artifacts (to the collector's token,
 # which the job cannot read) is never followed: the collector names it in
 # its termination message and the job fails with it, its other files
@@ -855,6 +889,7 @@ lp=$(runpod "$lj")
 lname=$(jq -r .metadata.name <<<"$lp")
 col=$(jq -c '.spec.initContainers[] | select(.name == "collect")' <<<"$lp")
 k GET "/api/v1/namespaces/team-a/secrets/$lname-collect" | jq -r '.data.token' | base64 -d >"$tmp/ctok"
+podtok "$lname" >"$tmp/ptok"
 rm -rf "$tmp/root" && mkdir -p "$wsa" && printf 'fine' >"$wsa/ok.txt" && ln -s "$tmp/ctok" "$wsa/leak"
 collect
 lc=$?
@@ -1477,7 +1512,7 @@ while IFS= read -r line; do
 	[ -n "$b" ] && [ "$(jq -r '.kind // empty' <<<"$b")" != "" ] || continue
 	n=$((n + 1))
 	echo "$b" >"$tmp/sent-$n.json"
-done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$|services$|persistentvolumeclaims$|configmaps$|secrets$"))))' "$tmp/api.log")
+done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test("binding|eviction|pods$|resourceclaims$|services$|persistentvolumeclaims$|configmaps$|secrets$|tokenreviews$"))))' "$tmp/api.log")
 [ "$n" -ge 8 ] && node "$k8s/check.mjs" objects "$tmp"/sent-*.json >"$tmp/check.out" 2>&1 &&
 	ok "the $n claim statuses, Bindings, Evictions, pods, claims, Services and PVCs sent are valid by the Kubernetes schemas" ||
 	bad "objects sent: $n; $(grep FAIL "$tmp/check.out" | head -3)"

@@ -80,7 +80,8 @@ out=$(run_image "$tmp/agent.tar" agent '[]' /bin/sh -c '
 	test -x /usr/bin/cnlab-init && test -s /usr/bin/cnlab-notebook.py && echo beside-ok
 	mkdir -p /tmp/a && printf t >/tmp/t && printf w >/tmp/a/model.txt
 	CNLAB_SERVER=http://127.0.0.1:9 CNLAB_JOB=job_1 CNLAB_EPOCH=1 CNLAB_COLLECT_DIR=/tmp/a \
-		CNLAB_COLLECT_TOKEN_FILE=/tmp/t CNLAB_COLLECT_MESSAGE_FILE=/tmp/m cnlab-agent collect --now 2>/dev/null
+		CNLAB_COLLECT_TOKEN_FILE=/tmp/t CNLAB_COLLECT_POD_TOKEN_FILE=/tmp/t CNLAB_COLLECT_MESSAGE_FILE=/tmp/m \
+		cnlab-agent collect --now 2>/dev/null
 	echo "collect-exit $?: $(cat /tmp/m)"
 	id -u')
 echo "$out" | sed 's/^/    /'

@@ -59,6 +59,22 @@ errors as a v1 Status with reason and code):
   GET, DELETE .../resourceclaims/NAME
   PUT   .../resourceclaims/NAME/status                 409 Conflict on a
                                                        stale resourceVersion
+  POST  /api/v1/namespaces/NS/serviceaccounts/SA/token a TokenRequest
+                                                       bound to a pod (its
+                                                       boundObjectRef: name
+                                                       and uid), as the
+                                                       kubelet asks for a
+                                                       projected token
+  POST  /apis/authentication.k8s.io/v1/tokenreviews    a TokenReview: such
+                                                       a token, for one of
+                                                       its audiences, while
+                                                       its pod (that uid)
+                                                       is there, is the
+                                                       ServiceAccount's
+                                                       with extra pod-name
+                                                       and pod-uid; else
+                                                       authenticated false
+                                                       with the error
 
 --state FILE gives the nodes, namespaces, slices and budgets at start.  A
 namespace with "x-forbidden": true stands for one that does not bind
@@ -123,6 +139,7 @@ crs = {"trainingjobs": {}, "notebookservers": {}}  # plural -> {(ns, name)}
 others = {}  # (plural, ns, name) -> services, persistentvolumeclaims,
              # configmaps, secrets
 logs = {}    # (ns, pod name) -> [(seconds, nanoseconds, line)]
+sa_tokens = {}  # token -> (ns, sa, pod name, pod uid, audiences)
 clock = [1796428800, 0]  # the kubelet's log clock: 2026-12-04T00:00:00Z
 TJ = "/apis/cnlab.io/v1alpha1/trainingjobs"
 NB = "/apis/cnlab.io/v1alpha1/notebookservers"
@@ -414,7 +431,66 @@ class H(BaseHTTPRequestHandler):
         if parts[:4] == ["apis", "resource.k8s.io", "v1", "namespaces"] and \
                 parts[5:6] == ["resourceclaims"]:
             return self.claims(parts[4], parts[6:], body)
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 7 and \
+                parts[4] == "serviceaccounts" and parts[6] == "token" and \
+                m == "POST":
+            return self.token_request(parts[3], parts[5], body)
+        if path == "/apis/authentication.k8s.io/v1/tokenreviews" and \
+                m == "POST":
+            return self.token_review(body)
         return status(404, "the server could not find the requested resource")
+
+    def token_request(self, ns, sa, body):
+        spec = (body or {}).get("spec") or {}
+        ref = spec.get("boundObjectRef") or {}
+        if (body or {}).get("kind") != "TokenRequest" or \
+                ref.get("kind") != "Pod" or not spec.get("audiences"):
+            return status(400, "a TokenRequest bound to a Pod, with "
+                          "audiences")
+        pod = pods.get((ns, ref.get("name")))
+        if not pod or pod["metadata"]["uid"] != ref.get("uid"):
+            return status(404, "pods \"%s\" not found" % ref.get("name"))
+        tok = "fake-sa-token." + uuid.uuid4().hex
+        sa_tokens[tok] = (ns, sa, ref["name"], ref["uid"],
+                          list(spec["audiences"]))
+        out = copy.deepcopy(body)
+        out["status"] = {"token": tok,
+                         "expirationTimestamp": "2026-12-31T00:00:00Z"}
+        return 201, out
+
+    def token_review(self, body):
+        spec = (body or {}).get("spec") or {}
+        out = {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+               "metadata": {"creationTimestamp": None}, "spec": spec}
+        t = sa_tokens.get(spec.get("token"))
+        want = spec.get("audiences") or ["https://kubernetes.default.svc"]
+        if not t:
+            out["status"] = {"user": {}, "error": "invalid bearer token"}
+            return 201, out
+        ns, sa, name, uid, auds = t
+        both = [a for a in want if a in auds]
+        pod = pods.get((ns, name))
+        if not both:
+            out["status"] = {"user": {}, "error":
+                             "[invalid bearer token, token audiences %s "
+                             "is invalid for the target audiences %s]"
+                             % (json.dumps(auds), json.dumps(want))}
+        elif not pod or pod["metadata"]["uid"] != uid:
+            out["status"] = {"user": {}, "error":
+                             "[invalid bearer token, pod \"%s\" not found]"
+                             % name}
+        else:
+            out["status"] = {
+                "authenticated": True, "audiences": both,
+                "user": {"username": "system:serviceaccount:%s:%s" % (ns, sa),
+                         "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, ns + sa)),
+                         "groups": ["system:serviceaccounts",
+                                    "system:serviceaccounts:" + ns,
+                                    "system:authenticated"],
+                         "extra": {
+                             "authentication.kubernetes.io/pod-name": [name],
+                             "authentication.kubernetes.io/pod-uid": [uid]}}}
+        return 201, out
 
     def pods(self, ns, rest, body, q):
         m = self.command
