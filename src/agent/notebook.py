@@ -9,6 +9,9 @@
 # loopback brings the node's operator.  Loopback is no protection, so
 # every request must carry the token: that header, ?token=T, or the cookie
 # a first request with ?token= set.  Anything else is 403 and sets nothing.
+# In a Kubernetes pod (cnlabd's, for a server on a Kubernetes node) it
+# listens on $CNLAB_ADDRESS, the pod's address, where cnlabd's proxy
+# comes: the token is then all that guards it, as it is JupyterLab's.
 import hmac
 import http.server
 import os
@@ -62,5 +65,6 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
 os.chdir(os.environ.get("CNLAB_WORKSPACE", "/workspace"))
 http.server.ThreadingHTTPServer(
-    ("127.0.0.1", int(os.environ["CNLAB_PORT"])), Handler
+    (os.environ.get("CNLAB_ADDRESS", "127.0.0.1"),
+     int(os.environ["CNLAB_PORT"])), Handler
 ).serve_forever()

@@ -66,6 +66,10 @@ struct cnl_api {
 	void *collect_ud;
 	pthread_mutex_t collect_mu;
 	struct cnl_api_collect_seen collect_seen[CNL_API_COLLECT_CACHE];
+	/* The nodes whose credentials the Kubernetes scheduler minted
+	 * (cnl_api_node_mint): name -> true, under mu.  Their servers are
+	 * pods that the proxy connects to. */
+	json_t *kube_nodes;
 	struct cnl_store *store;
 	/* Group commit: answers wait for the syncer (commit.h); NULL when
 	 * the store syncs every commit itself. */

@@ -1274,6 +1274,7 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	pthread_mutex_init(&api->readers_mu, NULL);
 	pthread_mutex_init(&api->stats_mu, NULL);
 	pthread_mutex_init(&api->collect_mu, NULL);
+	api->kube_nodes = json_object();
 	pthread_rwlock_init(&api->collect_rw, NULL);
 	pthread_cond_init(&api->tun_cv, NULL);
 	api->store = cfg->store;
@@ -1432,6 +1433,8 @@ int cnl_api_node_mint(struct cnl_api *api, const char *node,
 		else
 			r = cnl_store_tx_commit(api->store);
 	}
+	if (r == 0)
+		json_object_set_new(api->kube_nodes, node, json_true());
 	seq = cnl_commit_mark(api->commit);
 	pthread_mutex_unlock(&api->mu);
 	if (r == 0 && cnl_commit_wait(api->commit, seq) < 0)
@@ -1484,6 +1487,7 @@ void cnl_api_free(struct cnl_api *api)
 	pthread_mutex_destroy(&api->mu);
 	pthread_mutex_destroy(&api->stats_mu);
 	pthread_mutex_destroy(&api->collect_mu);
+	json_decref(api->kube_nodes);
 	pthread_rwlock_destroy(&api->collect_rw);
 	pthread_mutex_destroy(&api->readers_mu);
 	free(api);

@@ -12,6 +12,11 @@
  *                          ▼    tunnel's byte stream
  *   agent ──connect 127.0.0.1:PORT inside the server's network namespace
  *
+ * A server on a Kubernetes node is a pod (kube_sched.h) with no agent:
+ * its "tunnel" is a connection cnlabd opens itself to the address the
+ * Kubernetes scheduler reported (the pod's, port 8888), only for nodes
+ * whose credentials that scheduler minted; exec and ssh are refused there.
+ *
  * One tunnel carries one proxied request.  A plain request goes up as
  * HTTP/1.0 with "Connection: close", so the server's reply ends where the
  * tunnel ends and needs no framing of ours: its head is parsed here, its
@@ -68,6 +73,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -110,6 +116,12 @@ struct cnl_api_tunnel {
 	bool claimed;   /* listed to the agent */
 	bool opened;    /* the agent's 101 went out: fd and u are set */
 	bool abandoned; /* the proxy stopped waiting */
+	/* A server in a Kubernetes pod: no agent, the pod's address
+	 * ("10.1.2.3", "fd00::5") and port, which cnlabd connects to; it
+	 * is never listed to a node. */
+	bool direct;
+	char addr[64];
+	int port;
 	int fd;
 	struct cnl_http_upgrade *u;
 	json_t *command; /* exec: the command's arguments; NULL: the port */
@@ -202,6 +214,8 @@ static void tunnel_release(struct cnl_api *api, struct cnl_api_tunnel *t)
 	pthread_mutex_unlock(&api->mu);
 	if (t->u)
 		cnl_http_upgrade_close(t->u);
+	else if (t->fd >= 0)
+		close(t->fd);
 	json_decref(t->command);
 	if (t->ssh_host_key)
 		explicit_bzero(t->ssh_host_key, strlen(t->ssh_host_key));
@@ -242,7 +256,7 @@ void cnl_api_h_node_tunnels(void *call, struct cnl_http_request *req,
 
 		for (struct cnl_api_tunnel *t = api->tunnels;
 		     t && out.n < CNL_WIRE_TUNNELS_MAX; t = t->next) {
-			if (t->claimed || t->abandoned ||
+			if (t->claimed || t->abandoned || t->direct ||
 			    strcmp(t->node, node) != 0)
 				continue;
 			t->claimed = true;
@@ -329,7 +343,8 @@ void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
 		return;
 	}
 	/* Only the node the tunnel was queued for may open it. */
-	if (!t || t->opened || t->abandoned || strcmp(t->node, node) != 0) {
+	if (!t || t->opened || t->abandoned || t->direct ||
+	    strcmp(t->node, node) != 0) {
 		cnl_http_error(resp, 404, "not_found",
 		               "no tunnel %s waits for this node", id);
 		return;
@@ -346,20 +361,52 @@ void cnl_api_h_node_tunnel_open(void *call, struct cnl_http_request *req,
 	c->no_audit = true;
 }
 
+/* The address and port of the server's URL @url as a Kubernetes server
+ * pod's is reported ("http://10.1.2.3:8888/?token=T", "http://[fd00::5]:
+ * 8888/..."): 0, or -1 when it is not one. */
+static int pod_address(const char *url, char *addr, size_t len, int *port)
+{
+	const char *h = strncmp(url, "http://", 7) == 0 ? url + 7 : NULL;
+	const char *end, *colon;
+	char *e;
+	long p;
+
+	if (!h)
+		return -1;
+	if (*h == '[') {
+		h++;
+		end = strchr(h, ']');
+		colon = end && end[1] == ':' ? end + 1 : NULL;
+	} else {
+		end = colon = strchr(h, ':');
+	}
+	if (!end || !colon || (size_t)(end - h) >= len || end == h)
+		return -1;
+	errno = 0;
+	p = strtol(colon + 1, &e, 10);
+	if (errno || e == colon + 1 || *e != '/' || p < 1 || p > 65535)
+		return -1;
+	snprintf(addr, len, "%.*s", (int)(end - h), h);
+	*port = (int)p;
+	return 0;
+}
+
 /*
  * Queue a tunnel to the running server c->server for c->user, a port
- * tunnel or (@command, taken) an exec: 0 with it in *@ret, in the list,
- * the agents' polls woken; or -1 with 409 (stopped), 503 (not running yet)
- * or 429 (too many open) in @resp.  Under the lock.
+ * tunnel or (@command, taken) an exec, or ssh (@ssh): 0 with it in *@ret,
+ * in the list, the agents' polls woken (a server in a Kubernetes pod: a
+ * direct one, for cnlabd to connect to the pod); or -1 with 409 (stopped;
+ * exec or ssh in a pod), 503 (not running yet) or 429 (too many open) in
+ * @resp.  Under the lock.
  */
 static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
-                        json_t *command, struct cnl_api_tunnel **ret)
+                        json_t *command, bool ssh, struct cnl_api_tunnel **ret)
 {
 	struct cnl_api *api = c->api;
 	const struct cnl_store_server *v = &c->server;
 	struct cnl_api_tunnel *t;
-	char node[CNL_ID_MAX];
-	int per_user = 0, per_server = 0;
+	char node[CNL_ID_MAX], name[CNL_STORE_NAME_MAX], addr[64] = "";
+	int per_user = 0, per_server = 0, port = 0;
 
 	if (strcmp(v->state, "stopped") == 0 ||
 	    strcmp(v->state, "failed") == 0) {
@@ -377,6 +424,32 @@ static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
 		               v->name, v->state);
 		resp->headers = cnl_xstrdup("Retry-After: 2\r\n");
 		goto refuse;
+	}
+	/* A Kubernetes node's server is a pod that cnlabd reaches itself at
+	 * the address its scheduler reported: only for nodes whose
+	 * credential that scheduler minted (cnl_api_node_mint), which it
+	 * alone holds; an agent's report is never an address to dial. */
+	if (cnl_ctl_node_name(api->ctl, node, name, sizeof(name)) == 0 &&
+	    json_object_get(api->kube_nodes, name)) {
+		if (command || ssh) {
+			cnl_http_error(
+			    resp, 409, "conflict",
+			    "server %s runs in a Kubernetes pod: "
+			    "`cnlab server %s` is for servers on "
+			    "agents' nodes (kubectl exec reaches the "
+			    "pod)",
+			    v->name, ssh ? "ssh" : "exec");
+			goto refuse;
+		}
+		if (pod_address(v->url, addr, sizeof(addr), &port) < 0) {
+			cnl_http_error(
+			    resp, 503, "unavailable",
+			    "server %s has no address yet: try again "
+			    "shortly",
+			    v->name);
+			resp->headers = cnl_xstrdup("Retry-After: 2\r\n");
+			goto refuse;
+		}
 	}
 	for (t = api->tunnels; t; t = t->next) {
 		per_user += strcmp(t->user, c->user.id) == 0;
@@ -400,12 +473,16 @@ static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
 	}
 	t->fd = -1;
 	t->command = command;
+	t->direct = port > 0;
+	snprintf(t->addr, sizeof(t->addr), "%s", addr);
+	t->port = port;
 	snprintf(t->node, sizeof(t->node), "%s", node);
 	snprintf(t->workload, sizeof(t->workload), "%s", v->id);
 	snprintf(t->user, sizeof(t->user), "%s", c->user.id);
 	t->next = api->tunnels;
 	api->tunnels = t;
-	pthread_cond_broadcast(&api->tun_cv);
+	if (!t->direct)
+		pthread_cond_broadcast(&api->tun_cv);
 	*ret = t;
 	return 0;
 refuse:
@@ -427,6 +504,39 @@ static bool tunnel_wait(struct cnl_api *api, struct cnl_api_tunnel *t)
 		pthread_cond_timedwait(&api->tun_cv, &api->mu, &ts);
 	}
 	return t->opened;
+}
+
+/* Connect to direct tunnel @t's pod, within CNL_PROXY_OPEN_MS: whether it
+ * answered.  Without the lock. */
+static bool direct_open(struct cnl_api *api, struct cnl_api_tunnel *t)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	char port[16];
+	int fd = -1, err = 0;
+	socklen_t elen = sizeof(err);
+
+	snprintf(port, sizeof(port), "%d", t->port);
+	if (getaddrinfo(t->addr, port, &hints, &ai) != 0 || !ai)
+		return false;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	            0);
+	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 &&
+	    (errno != EINPROGRESS ||
+	     !wait_fd(api, fd, POLLOUT, CNL_PROXY_OPEN_MS) ||
+	     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err)) {
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0)
+		return false;
+	pthread_mutex_lock(&api->mu);
+	t->fd = fd;
+	t->opened = true;
+	pthread_mutex_unlock(&api->mu);
+	return true;
 }
 
 /* ---- the proxy ----------------------------------------------------- */
@@ -756,7 +866,7 @@ static int proxy_admit(struct call *c, struct pass *p,
 		               v->name);
 		return -1;
 	}
-	if (tunnel_queue(c, resp, NULL, &p->t) < 0)
+	if (tunnel_queue(c, resp, NULL, false, &p->t) < 0)
 		return -1;
 	cnl_api_grant_of(c, &p->grant);
 	snprintf(p->project, sizeof(p->project), "%s", v->project_id);
@@ -834,8 +944,23 @@ static int pass_open(void *ud, struct cnl_http_request *req,
 		goto refuse;
 	}
 	server_token(&c.server, token, sizeof(token));
-	ok = tunnel_wait(api, p->t);
-	pthread_mutex_unlock(&api->mu);
+	if (p->t->direct) {
+		pthread_mutex_unlock(&api->mu);
+		ok = direct_open(api, p->t);
+	} else {
+		ok = tunnel_wait(api, p->t);
+		pthread_mutex_unlock(&api->mu);
+	}
+	if (!ok && p->t->direct) {
+		cnl_log(CNL_LOG_WARN, "server pod does not answer",
+		        "server=%s node=%s", sid, p->t->node);
+		cnl_http_error(resp, 502, "bad_gateway",
+		               "the pod of server %s (node %s) did not answer "
+		               "within %d s",
+		               p->server_name, p->t->node,
+		               CNL_PROXY_OPEN_MS / 1000);
+		goto refuse;
+	}
 	if (!ok) {
 		cnl_log(CNL_LOG_WARN, "tunnel not opened", "server=%s node=%s",
 		        sid, p->t->node);
@@ -1168,7 +1293,7 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 	snprintf(p->server_name, sizeof(p->server_name), "%s", c->server.name);
 	cnl_api_grant_of(c, &p->grant);
 	snprintf(p->project, sizeof(p->project), "%s", c->server.project_id);
-	if (tunnel_queue(c, resp, cmd, &p->t) < 0) {
+	if (tunnel_queue(c, resp, cmd, false, &p->t) < 0) {
 		free(p);
 		return;
 	}
@@ -1232,7 +1357,7 @@ void cnl_api_h_server_ssh(void *call, struct cnl_http_request *req,
 	snprintf(p->server_name, sizeof(p->server_name), "%s", c->server.name);
 	cnl_api_grant_of(c, &p->grant);
 	snprintf(p->project, sizeof(p->project), "%s", c->server.project_id);
-	if (tunnel_queue(c, resp, NULL, &p->t) < 0) {
+	if (tunnel_queue(c, resp, NULL, true, &p->t) < 0) {
 		free(p);
 		return;
 	}

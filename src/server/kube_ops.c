@@ -737,6 +737,66 @@ static json_t *inputs_init(const struct cnl_kube_run *r, const char *cq,
 	return c;
 }
 
+/* A server's command: JupyterLab where the image has it, on the pod's
+ * address (cnlabd's proxy comes there; JupyterLab takes its token alone),
+ * else cnlab-notebook.py, from the agent's image (notebook_init). */
+#define SERVER_COMMAND                                                    \
+	"if command -v jupyter >/dev/null; then exec jupyter lab "        \
+	"--ip=0.0.0.0 --port=\"$CNLAB_PORT\" --no-browser "               \
+	"--ServerApp.token=\"$CNLAB_SERVER_TOKEN\" "                      \
+	"--ServerApp.base_url=\"$CNLAB_BASE_URL\" "                       \
+	"--notebook-dir=/workspace; "                                     \
+	"elif [ -r \"$CNLAB_NOTEBOOK\" ]; then exec python3 "             \
+	"\"$CNLAB_NOTEBOOK\"; "                                           \
+	"else echo 'cnlab: the image has no jupyter, and cnlabd gave no " \
+	"cnlab-notebook.py (kube_collect_image)' >&2; exit 127; fi"
+
+/* A server's environment, as an agent gives it (its token from the
+ * Secret NAME-server, made for the pod), and the folder of
+ * cnlab-notebook.py. */
+static void server_env(const struct cnl_kube_run *r, const char *name,
+                       json_t *container, json_t *volumes)
+{
+	json_t *env = json_object_get(container, "env");
+	char base[160], sec[160], port[16];
+
+	snprintf(base, sizeof(base), "/s/%s/", r->job);
+	snprintf(sec, sizeof(sec), "%s-server", name);
+	snprintf(port, sizeof(port), "%d", CNL_KUBE_SERVER_PORT);
+	json_t *more = json_pack(
+	    "[{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s},"
+	    "{s:s,s:s},{s:s,s:{s:{s:s,s:s}}}]",
+	    "name", "CNLAB_PORT", "value", port, "name", "CNLAB_ADDRESS",
+	    "value", "0.0.0.0", "name", "CNLAB_BASE_URL", "value", base, "name",
+	    "CNLAB_WORKSPACE", "value", "/workspace", "name", "CNLAB_NOTEBOOK",
+	    "value", "/opt/cnlab/cnlab-notebook.py", "name",
+	    "CNLAB_SERVER_TOKEN", "valueFrom", "secretKeyRef", "name", sec,
+	    "key", "token");
+
+	json_array_extend(env, more);
+	json_decref(more);
+	if (!r->notebook_image)
+		return;
+	json_array_append_new(
+	    volumes, json_pack("{s:s,s:{}}", "name", "cnlab", "emptyDir"));
+	json_array_append_new(json_object_get(container, "volumeMounts"),
+	                      json_pack("{s:s,s:s,s:b}", "name", "cnlab",
+	                                "mountPath", "/opt/cnlab", "readOnly",
+	                                1));
+}
+
+/* The init container that puts cnlab-notebook.py beside a server. */
+static json_t *notebook_init(const struct cnl_kube_run *r)
+{
+	return json_pack(
+	    "{s:s,s:s,s:[s,s,s],s:[{s:s,s:s}],s:{s:b,s:b,s:{s:[s]}}}", "name",
+	    "notebook", "image", r->notebook_image, "command", "cp",
+	    "/usr/bin/cnlab-notebook.py", "/opt/cnlab/cnlab-notebook.py",
+	    "volumeMounts", "name", "cnlab", "mountPath", "/opt/cnlab",
+	    "securityContext", "allowPrivilegeEscalation", 0,
+	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
+}
+
 /* The collector of the run's artifacts: a native sidecar (see
  * cnl_kube_run_pod). */
 static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
@@ -798,14 +858,25 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	         (long long)(r->mem_mib > 0 ? r->mem_mib : 4096));
 	mounts = json_pack("[{s:s,s:s}]", "name", "workspace", "mountPath",
 	                   "/workspace");
-	volumes = json_pack("[{s:s,s:{}}]", "name", "workspace", "emptyDir");
+	if (r->server) { /* its workspace outlives the pod */
+		char pvc[160];
+		cnl_kube_server_pvc_name(r->job, pvc, sizeof(pvc));
+		volumes = json_pack("[{s:s,s:{s:s}}]", "name", "workspace",
+		                    "persistentVolumeClaim", "claimName", pvc);
+	} else {
+		volumes =
+		    json_pack("[{s:s,s:{}}]", "name", "workspace", "emptyDir");
+	}
 	container = json_pack(
 	    "{s:s,s:s,s:[s,s,s],s:s,s:{s:{s:s,s:s},s:{s:s}},s:o,s:[{s:s,s:s}]}",
-	    "name", "job", "image", r->image, "command", "sh", "-c", r->command,
-	    "workingDir", "/workspace", "resources", "requests", "cpu", cq,
-	    "memory", mq, "limits", "memory", mq, "volumeMounts", mounts, "env",
-	    "name", "CNLAB_JOB_ID", "value", r->job);
+	    "name", r->server ? "server" : "job", "image", r->image, "command",
+	    "sh", "-c", r->server ? SERVER_COMMAND : r->command, "workingDir",
+	    "/workspace", "resources", "requests", "cpu", cq, "memory", mq,
+	    "limits", "memory", mq, "volumeMounts", mounts, "env", "name",
+	    "CNLAB_JOB_ID", "value", r->job);
 	gang_env(r, json_object_get(container, "env"));
+	if (r->server)
+		server_env(r, name, container, volumes);
 	json_t *init = r->n_inputs ? inputs_init(r, cq, mq, volumes) : NULL;
 	if (r->n_secrets) {
 		char sec[160];
@@ -836,7 +907,9 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	json_t *inits = json_array();
 	if (init)
 		json_array_append_new(inits, init);
-	if (r->collect_image && r->collect_url) {
+	if (r->server && r->notebook_image)
+		json_array_append_new(inits, notebook_init(r));
+	if (r->collect_image && r->collect_url && !r->server) {
 		/* The artifacts' folder is there when the job starts, as on
 		 * an agent's node: a volume of its own in the workspace, which
 		 * is all the collector sees of the pod. */
@@ -863,7 +936,7 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	if (json_array_size(inits)) {
 		json_object_set_new(json_object_get(pod, "spec"),
 		                    "initContainers", inits);
-		if (r->collect_image && r->collect_url)
+		if (r->collect_image && r->collect_url && !r->server)
 			json_object_set_new(json_object_get(pod, "spec"),
 			                    "terminationGracePeriodSeconds",
 			                    json_integer(300));
@@ -883,6 +956,19 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	 * token. */
 	json_object_set_new(json_object_get(pod, "spec"),
 	                    "automountServiceAccountToken", json_false());
+	if (r->server) {
+		json_t *idle = json_integer(r->idle_timeout_s);
+		json_object_set_new(
+		    json_object_get(json_object_get(pod, "metadata"), "labels"),
+		    "cnlab.io/server", json_string(r->job));
+		json_object_set_new(container, "ports",
+		                    json_pack("[{s:s,s:i,s:s}]", "name",
+		                              "notebook", "containerPort",
+		                              CNL_KUBE_SERVER_PORT, "protocol",
+		                              "TCP"));
+		nb_idle(pod, container, idle);
+		json_decref(idle);
+	}
 	if (count > 0)
 		use_claim(pod, container, claim);
 	*ret_pod = pod;
@@ -922,18 +1008,19 @@ json_t *cnl_kube_run_inputs(const struct cnl_kube_run *r, const char *pod_uid,
 	                 data);
 }
 
-json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
-                                    const char *pod_uid, const char *token,
-                                    const char *ca)
+/* The Secret NAME-@suffix of run @r's pod: @keys[i] = @vals[i] (NULL or
+ * "": left out), immutable, owned by the pod. */
+static json_t *run_token_secret(const struct cnl_kube_run *r,
+                                const char *pod_uid, const char *suffix,
+                                const char *const *keys,
+                                const char *const *vals, int n_keys)
 {
-	const char *const keys[] = {"token", "ca.crt"};
-	const char *const vals[] = {token, ca};
 	char name[128], sec[160];
 	json_t *data = json_object();
 
 	cnl_kube_run_name(r->job, r->epoch, name, sizeof(name));
-	snprintf(sec, sizeof(sec), "%s-collect", name);
-	for (int i = 0; i < 2; i++) {
+	snprintf(sec, sizeof(sec), "%s-%s", name, suffix);
+	for (int i = 0; i < n_keys; i++) {
 		size_t n = vals[i] ? strlen(vals[i]) : 0;
 		size_t m = cnl_b64_encoded_len(n, CNL_B64_PAD) + 1;
 		char *b;
@@ -950,6 +1037,49 @@ json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
 	                 "name", sec, "labels", "cnlab.io/job", r->job,
 	                 "ownerReferences", pod_owner(name, pod_uid), "type",
 	                 "Opaque", "immutable", 1, "data", data);
+}
+
+json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
+                                    const char *pod_uid, const char *token,
+                                    const char *ca)
+{
+	const char *const keys[] = {"token", "ca.crt"};
+	const char *const vals[] = {token, ca};
+
+	return run_token_secret(r, pod_uid, "collect", keys, vals, 2);
+}
+
+json_t *cnl_kube_run_server_secret(const struct cnl_kube_run *r,
+                                   const char *pod_uid, const char *token)
+{
+	const char *const keys[] = {"token"};
+	const char *const vals[] = {token};
+
+	return run_token_secret(r, pod_uid, "server", keys, vals, 1);
+}
+
+void cnl_kube_server_pvc_name(const char *server, char *buf, size_t len)
+{
+	char name[128];
+
+	/* The epoch's place in a run's name: "cnlab-ID-workspace". */
+	cnl_kube_run_name(server, 0, name, sizeof(name));
+	name[strlen(name) - 2] = '\0';
+	snprintf(buf, len, "%s-workspace", name);
+}
+
+json_t *cnl_kube_server_pvc(const struct cnl_kube_run *r)
+{
+	char pvc[160], gb[32];
+
+	cnl_kube_server_pvc_name(r->job, pvc, sizeof(pvc));
+	snprintf(gb, sizeof(gb), "%lldGi",
+	         (long long)(r->storage_gb > 0 ? r->storage_gb : 10));
+	return json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:[s],s:{s:{s:s}}}}",
+	                 "apiVersion", "v1", "kind", "PersistentVolumeClaim",
+	                 "metadata", "name", pvc, "labels", "cnlab.io/server",
+	                 r->job, "spec", "accessModes", "ReadWriteOnce",
+	                 "resources", "requests", "storage", gb);
 }
 
 json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,

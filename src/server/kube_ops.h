@@ -174,6 +174,12 @@ struct cnl_kube_run {
 	/* Its collector of artifacts (NULL: none): the image holding
 	 * cnlab-agent, and cnlabd's URL as pods reach it. */
 	const char *collect_image, *collect_url;
+	/* A notebook server (`cnlab server create`; @job its id): its
+	 * workspace's size (GB; 0: 10) and idle timeout (s; 0: never), and
+	 * the image holding cnlab-notebook.py (the agent's; NULL: none). */
+	bool server;
+	int64_t storage_gb, idle_timeout_s;
+	const char *notebook_image;
 };
 
 /* "cnlab-GANG-RANK", GANG the leader's id as in a pod's name. */
@@ -207,6 +213,30 @@ char *cnl_kube_pem_certs(const char *pem);
 json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
                                     const char *pod_uid, const char *token,
                                     const char *ca);
+/*
+ * A notebook server placed on a Kubernetes node (r->server) is a run pod
+ * too, with these differences: its container "server" runs JupyterLab
+ * where the image has it, else cnlab-notebook.py (an init container
+ * "notebook" of r->notebook_image copies it into an emptyDir the server
+ * mounts read-only at /opt/cnlab), listening on the pod's address, port
+ * CNL_KUBE_SERVER_PORT, with the environment an agent gives a server
+ * (CNLAB_PORT, CNLAB_BASE_URL /s/ID/, CNLAB_WORKSPACE, CNLAB_NOTEBOOK,
+ * CNLAB_ADDRESS 0.0.0.0, and CNLAB_SERVER_TOKEN from the Secret
+ * NAME-server, cnl_kube_run_server_secret: immutable, owned by the pod);
+ * its /workspace is the PersistentVolumeClaim cnl_kube_server_pvc() of
+ * r->storage_gb (labelled cnlab.io/server, owned by nothing: it outlives
+ * each pod, as a server's workspace does on an agent's node); its idle
+ * timeout is its Jupyter's configuration, as a NotebookServer's; it has
+ * no collector (a server has no artifacts); the pod is labelled
+ * cnlab.io/server.
+ */
+#define CNL_KUBE_SERVER_PORT 8888
+json_t *cnl_kube_run_server_secret(const struct cnl_kube_run *r,
+                                   const char *pod_uid, const char *token);
+/* "cnlab-ID-workspace" */
+void cnl_kube_server_pvc_name(const char *server, char *buf, size_t len);
+json_t *cnl_kube_server_pvc(const struct cnl_kube_run *r);
+
 /* cnl_kube_run_secret - the Secret NAME-secrets of the run's secrets, its
  * data @data (stolen: {"NAME": base64}), immutable, owned by the pod. */
 json_t *cnl_kube_run_secret(const struct cnl_kube_run *r, const char *pod_uid,

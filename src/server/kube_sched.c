@@ -78,8 +78,13 @@ struct pod {
 	/* The pod of a `cnlab run` job, made by us: its log's bytes that
 	 * CNLab has, and when to read it again. */
 	bool run;
-	char image[RUN_IMAGE_MAX];         /* a run pod's, as cnlabd made it */
-	char collect_image[RUN_IMAGE_MAX]; /* its collector's; "": none */
+	char image[RUN_IMAGE_MAX]; /* a run pod's, as cnlabd made it */
+	/* Its collector's, or a server's notebook's (an init container of
+	 * the agent's image); "": none. */
+	char collect_image[RUN_IMAGE_MAX];
+	/* A notebook server's pod (cnlab.io/server), and whether its
+	 * address was reported (its RUNNING, with its URL). */
+	bool server, url_said;
 	/* Its spec was seen changed (an image, an ephemeral container) in
 	 * any version the watch brought, even one changed back since. */
 	bool tampered;
@@ -172,6 +177,10 @@ struct cnl_kube_sched {
 	/* TrainingJobs and NotebookServers: "tj/NS/NAME", "nb/NS/NAME" ->
 	 * {"obj", "made": children made, "said": the news written last}. */
 	json_t *crs;
+	/* Servers' workspace claims, as last listed: server id -> its
+	 * namespace; said in a heartbeat, as an agent says the workspaces it
+	 * keeps, and deleted once cnlabd answers that the server was. */
+	json_t *workspaces;
 	int64_t next_sync;
 };
 
@@ -1339,8 +1348,11 @@ refuse:
 }
 
 /* A report to CNLab of @p's job on its node. */
-static void report(struct cnl_kube_sched *ks, struct pod *p,
-                   enum cnl_wire_report_state state, int code, const char *msg)
+/* A node's report of @p's job (@url: a server's, "http://ADDRESS:PORT/
+ * ?token=T", where cnlabd's proxy reaches it). */
+static void report_url(struct cnl_kube_sched *ks, struct pod *p,
+                       enum cnl_wire_report_state state, int code,
+                       const char *msg, const char *url)
 {
 	struct cnl_wire_report m = {0};
 	struct node *n = &ks->nodes[p->node];
@@ -1348,6 +1360,7 @@ static void report(struct cnl_kube_sched *ks, struct pod *p,
 	json_t *body;
 
 	snprintf(m.id, sizeof(m.id), "%s", p->job);
+	snprintf(m.url, sizeof(m.url), "%s", url ? url : "");
 	m.epoch = p->epoch;
 	m.state = state;
 	if (state == CNL_WIRE_REPORT_SUCCEEDED ||
@@ -1361,11 +1374,20 @@ static void report(struct cnl_kube_sched *ks, struct pod *p,
 	ks->as = n->cred;
 	long st = cnl_client_call(ks->nodecl, "POST", path, body, 0, NULL, err,
 	                          sizeof(err));
+	if (url)
+		cnl_json_wipe(body);
 	json_decref(body);
 	if (st != 200 && st != 201)
 		cnl_log(CNL_LOG_WARN, "kube: a report was not taken",
 		        "job=%s state=%s err=\"%s\"", p->job,
 		        cnl_wire_report_state_name(state), err);
+	explicit_bzero(&m, sizeof(m));
+}
+
+static void report(struct cnl_kube_sched *ks, struct pod *p,
+                   enum cnl_wire_report_state state, int code, const char *msg)
+{
+	report_url(ks, p, state, code, msg, NULL);
 }
 
 static bool pod_ended(const struct pod *p, int *code)
@@ -1714,6 +1736,30 @@ static bool run_collect_failed(const struct pod *p, char *why, size_t len)
 	return true;
 }
 
+static void server_token(const struct cnl_kube_sched *ks, const char *id,
+                         int64_t epoch, char out[33]);
+
+/* Server pod @p, once the kubelet runs it with an address: its job
+ * running, with the URL where cnlabd's proxy reaches it. */
+static void server_running(struct cnl_kube_sched *ks, struct pod *p)
+{
+	const json_t *st = json_object_get(p->obj, "status");
+	const char *ip = S(st, "podIP"), *phase = S(st, "phase");
+	char token[33], url[CNL_WIRE_URL_MAX];
+
+	if (!ip || !phase || strcmp(phase, "Running") != 0 ||
+	    strspn(ip, "0123456789abcdefABCDEF.:") != strlen(ip))
+		return;
+	server_token(ks, p->job, p->epoch, token);
+	snprintf(url, sizeof(url), "http://%s%s%s:%d/?token=%s",
+	         strchr(ip, ':') ? "[" : "", ip, strchr(ip, ':') ? "]" : "",
+	         CNL_KUBE_SERVER_PORT, token);
+	report_url(ks, p, CNL_WIRE_REPORT_RUNNING, 0, NULL, url);
+	explicit_bzero(token, sizeof(token));
+	explicit_bzero(url, sizeof(url));
+	p->url_said = true;
+}
+
 static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 {
 	if (p->run && p->check_gone) {
@@ -1836,6 +1882,8 @@ static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
 			forget(ks, p);
 		} else if (p->run && now >= p->log_at) {
 			char why[CNL_WIRE_MESSAGE_MAX - 64];
+			if (p->server && !p->url_said)
+				server_running(ks, p);
 			run_log(ks, p, now);
 			/* Its inputs' ConfigMaps, once a start timeout: one
 			 * deleted before the kubelet mounted it (by whoever may
@@ -2167,6 +2215,29 @@ static void run_proof(const struct cnl_kube_sched *ks, const char *uid,
 		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
 }
 
+/* The access token of server @id's pod under @epoch (hex, 32 digits):
+ * derived, so that a restarted cnlabd (or another replica) knows it
+ * again; it is in the pod's Secret NAME-server, never in its spec. */
+static void server_token(const struct cnl_kube_sched *ks, const char *id,
+                         int64_t epoch, char out[33])
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	char msg[256];
+	int len =
+	    snprintf(msg, sizeof(msg), "server token\n%s\n%" PRId64, id, epoch);
+
+	out[0] = '\0';
+	if (!ks->has_proof_key || len < 0 || (size_t)len >= sizeof(msg) ||
+	    !HMAC(EVP_sha256(), ks->proof_key, sizeof(ks->proof_key),
+	          (const unsigned char *)msg, (size_t)len, mac, &n) ||
+	    n < 16)
+		return;
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+	explicit_bzero(mac, sizeof(mac));
+}
+
 /* Whether pod @q carries the proof that cnlabd made it for @job @epoch. */
 static bool run_proven(const struct cnl_kube_sched *ks, const struct pod *q,
                        const char *job, int64_t epoch)
@@ -2315,19 +2386,21 @@ static bool run_tampered(const struct pod *p)
 	const json_t *cs = json_object_get(spec, "containers");
 	const json_t *ic = json_object_get(spec, "initContainers"), *x;
 	const char *img = S(json_array_get(cs, 0), "image");
-	int inputs = 0, collect = 0;
+	int inputs = 0, ours = 0;
 	size_t i;
 
 	/* The init container that checks the inputs runs the same image,
-	 * the collector the one cnlabd gave it; no other is added, nor an
-	 * ephemeral container (it could rewrite /workspace). */
+	 * the collector (a server's notebook) the one cnlabd gave it; no
+	 * other is added, nor an ephemeral container (it could rewrite
+	 * /workspace). */
 	json_array_foreach (ic, i, x) {
 		const char *n = S(x, "name") ?: "", *im = S(x, "image");
 		if (strcmp(n, "inputs") == 0 && !inputs++ && im &&
 		    strcmp(im, p->image) == 0)
 			continue;
-		if (strcmp(n, "collect") == 0 && !collect++ && im &&
-		    p->collect_image[0] && strcmp(im, p->collect_image) == 0)
+		if (strcmp(n, p->server ? "notebook" : "collect") == 0 &&
+		    !ours++ && im && p->collect_image[0] &&
+		    strcmp(im, p->collect_image) == 0)
 			continue;
 		return true;
 	}
@@ -3033,7 +3106,8 @@ static void run_collect_image(struct pod *p, const json_t *obj)
 	json_array_foreach (
 	    json_object_get(json_object_get(obj, "spec"), "initContainers"), i,
 	    x)
-		if (S(x, "name") && strcmp(S(x, "name"), "collect") == 0)
+		if (S(x, "name") && (strcmp(S(x, "name"), "collect") == 0 ||
+		                     strcmp(S(x, "name"), "notebook") == 0))
 			snprintf(p->collect_image, sizeof(p->collect_image),
 			         "%s", S(x, "image") ?: "");
 }
@@ -3078,6 +3152,92 @@ static int run_collect_secret(struct cnl_kube_sched *ks, int ni,
 	return -1;
 }
 
+/* Server @a's workspace, the claim its pods mount: made once (10 GB
+ * unless it asked), found again after.  One of the name that CNLab did not
+ * make for this server (another label) fails the server.  0, or -1 with
+ * the server failed (or *@again). */
+static int server_workspace(struct cnl_kube_sched *ks, int ni,
+                            const struct cnl_wire_assignment *a,
+                            const struct cnl_kube_run *run, const char *ns,
+                            bool *again)
+{
+	char path[512], err[512], pvc[160];
+	json_t *o = cnl_kube_server_pvc(run), *have = NULL;
+	long st;
+
+	cnl_kube_server_pvc_name(a->id, pvc, sizeof(pvc));
+	snprintf(path, sizeof(path),
+	         "/api/v1/namespaces/%s/persistentvolumeclaims/%s", ns, pvc);
+	st = cnl_kube_call(ks->kc, "GET", path, NULL, NULL, &have, err,
+	                   sizeof(err));
+	if (st == 404) {
+		snprintf(path, sizeof(path),
+		         "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
+		st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
+		                   sizeof(err));
+		if (st == 409) /* made meanwhile: looked at next time */
+			st = -EIO;
+	} else if (st == 200) {
+		const char *lab =
+		    S(json_object_get(json_object_get(have, "metadata"),
+		                      "labels"),
+		      "cnlab.io/server");
+		if (!lab || strcmp(lab, a->id) != 0) {
+			snprintf(err, sizeof(err),
+			         "namespace %s has a PersistentVolumeClaim %s "
+			         "that CNLab did not make for this server",
+			         ns, pvc);
+			st = 409;
+		}
+	}
+	json_decref(o);
+	json_decref(have);
+	if (st == 200 || st == 201)
+		return 0;
+	if (st < 0 || st >= 500 || st == 429)
+		*again = true;
+	else if (st == 403 && strstr(err, "cannot"))
+		run_fail(ks, ni, a,
+		         "cnlabd may not make the server's workspace in "
+		         "namespace %s (bind the ClusterRole "
+		         "cnlab:cnlabd-workloads to the ServiceAccount "
+		         "cnlab/cnlabd there)",
+		         ns);
+	else
+		run_fail(ks, ni, a, "its workspace was refused: %s", err);
+	return -1;
+}
+
+/* The Secret of server pod @p's access token: after the pod, which owns
+ * it.  0, or -1 with the server failed (or *@again). */
+static int server_secret(struct cnl_kube_sched *ks, int ni,
+                         const struct cnl_wire_assignment *a, struct pod *p,
+                         const struct cnl_kube_run *run, const char *uid,
+                         bool *again)
+{
+	char token[33], path[512], err[512], why[512];
+	json_t *o;
+	long st;
+
+	server_token(ks, a->id, a->epoch, token);
+	o = cnl_kube_run_server_secret(run, uid, token);
+	explicit_bzero(token, sizeof(token));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", p->ns);
+	st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
+	                   sizeof(err));
+	cnl_json_wipe(o);
+	json_decref(o);
+	if (st == 201)
+		return 0;
+	snprintf(why, sizeof(why),
+	         "namespace %s has a Secret %s-server that CNLab did not make "
+	         "for this server",
+	         p->ns, p->name);
+	run_child_refused(ks, ni, a, p, st, "its token's Secret was refused",
+	                  st == 409 ? why : NULL, err, again);
+	return -1;
+}
+
 /* The pod of run job @a placed on node @ni: found (made by an earlier run
  * of ours), or made now with its claim and inputs.  NULL when there is
  * none yet (*@again: look at @a again) or the job cannot run here (it was
@@ -3095,14 +3255,6 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 
 	if (!ks->synced) { /* a pod of ours may be there: list first */
 		*again = true;
-		return NULL;
-	}
-	if (a->kind == CNL_WIRE_SERVER) {
-		if (a->action == CNL_WIRE_RUN)
-			run_fail(ks, ni, a,
-			         "a Kubernetes node runs notebook servers as "
-			         "NotebookServers (cnlab.io/v1alpha1), not "
-			         "cnlab server create");
 		return NULL;
 	}
 	r = run_namespace(ks, a->project_id, ns, sizeof(ns), pname,
@@ -3156,6 +3308,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			           "image")
 			             ?: "");
 			run_collect_image(p, p->obj);
+			p->server = a->kind == CNL_WIRE_SERVER;
 			p->node = ni;
 			p->epoch = a->epoch;
 			snprintf(p->claim, sizeof(p->claim), "%s-gpu", name);
@@ -3187,7 +3340,10 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 		         "cnlabd has no secret to prove its pods with");
 		return NULL;
 	}
-	r = run_inputs(ks, ni, a, &in, err, sizeof(err));
+	/* A server's inputs are its workspace's: none to copy. */
+	r = a->kind == CNL_WIRE_SERVER
+	        ? 0
+	        : run_inputs(ks, ni, a, &in, err, sizeof(err));
 	if (r == -EIO) {
 		*again = true;
 		return NULL;
@@ -3235,7 +3391,14 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	    .ns = ns,
 	    .collect_image = ks->collect_image[0] ? ks->collect_image : NULL,
 	    .collect_url = ks->collect_url[0] ? ks->collect_url : NULL,
+	    .server = a->kind == CNL_WIRE_SERVER,
+	    .storage_gb = a->storage_gb,
+	    .idle_timeout_s = a->idle_timeout_s,
+	    .notebook_image = ks->collect_image[0] ? ks->collect_image : NULL,
 	};
+	/* A server's workspace first: its pod mounts it. */
+	if (run.server && server_workspace(ks, ni, a, &run, ns, again) < 0)
+		goto out;
 	const char *gnodes[CNL_WIRE_GANG_MAX];
 	if (a->has_gang) {
 		for (int i = 0; i < a->gang.n_nodes; i++)
@@ -3323,6 +3486,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	           "image")
 	             ?: ref);
 	run_collect_image(p, base);
+	p->server = run.server;
 	snprintf(p->request, sizeof(p->request), "gpu");
 	track_job(ks, p, a->id);
 	p->st = P_SUBMITTED;
@@ -3411,8 +3575,12 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			goto out;
 		}
 	}
-	if (run.collect_image &&
+	if (run.collect_image && !run.server &&
 	    run_collect_secret(ks, ni, a, p, &run, uid, again) < 0) {
+		p = NULL;
+		goto out;
+	}
+	if (run.server && server_secret(ks, ni, a, p, &run, uid, again) < 0) {
 		p = NULL;
 		goto out;
 	}
@@ -3619,7 +3787,9 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 		}
 		p->st = P_BOUND;
 		p->said[0] = '\0';
-		report(ks, p, CNL_WIRE_REPORT_RUNNING, 0, NULL);
+		/* A server runs once it has an address (step_pod). */
+		if (!p->server)
+			report(ks, p, CNL_WIRE_REPORT_RUNNING, 0, NULL);
 		tj_news(ks, p, "Running", n->name, -256, NULL);
 	}
 	if (!again)
@@ -3628,6 +3798,8 @@ static void assignments(struct cnl_kube_sched *ks, int ni, int64_t now)
 }
 
 /* ---- nodes --------------------------------------------------------------- */
+
+static void workspace_drop(struct cnl_kube_sched *ks, const char *id);
 
 static void heartbeat(struct cnl_kube_sched *ks, int ni, int64_t now)
 {
@@ -3649,6 +3821,26 @@ static void heartbeat(struct cnl_kube_sched *ks, int ni, int64_t now)
 		}
 	}
 	hb.n_running = k;
+	/* The servers' workspaces, which no node keeps here: said by the
+	 * first node that beats, for all (none runs now: a running
+	 * server's is not said). */
+	size_t first = 0;
+	while (first < ks->n_nodes && ks->nodes[first].gone)
+		first++;
+	if ((size_t)ni == first && json_object_size(ks->workspaces)) {
+		const char *id;
+		json_t *v;
+		size_t nv = 0;
+
+		hb.has_volumes = true;
+		hb.volumes = cnl_xcalloc(json_object_size(ks->workspaces),
+		                         sizeof(*hb.volumes));
+		json_object_foreach (ks->workspaces, id, v)
+			if (!pod_of_job(ks, id))
+				snprintf(hb.volumes[nv++],
+				         sizeof(hb.volumes[0]), "%s", id);
+		hb.n_volumes = nv;
+	}
 	hb.has_others = n->others_known;
 	hb.others_cpu_milli = n->others_cpu;
 	hb.others_mem_mib = n->others_mem;
@@ -3671,6 +3863,9 @@ static void heartbeat(struct cnl_kube_sched *ks, int ni, int64_t now)
 			if (p && p->st == P_BOUND && !p->evicting)
 				evict(ks, p, now, 30);
 		}
+		for (size_t i = 0; i < out.n_drop; i++)
+			if (!pod_of_job(ks, out.drop[i]))
+				workspace_drop(ks, out.drop[i]);
 	} else {
 		cnl_log(CNL_LOG_WARN, "kube: heartbeat not taken",
 		        "node=%s err=\"%s\"", n->name, err);
@@ -3960,6 +4155,66 @@ static json_t *node_marks(const json_t *n)
 }
 
 /* List nodes and our slices; register the nodes not yet known. */
+/* The servers' workspace claims of every namespace (cnlab.io/server). */
+static void workspaces(struct cnl_kube_sched *ks)
+{
+	json_t *list = NULL, *x;
+	char err[512];
+	size_t i;
+
+	if (cnl_kube_call(ks->kc, "GET",
+	                  "/api/v1/persistentvolumeclaims?labelSelector="
+	                  "cnlab.io%2Fserver",
+	                  NULL, NULL, &list, err, sizeof(err)) != 200) {
+		cnl_log(CNL_LOG_WARN, "kube: cannot list workspace claims",
+		        "err=\"%s\"", err);
+		json_decref(list);
+		return;
+	}
+	json_object_clear(ks->workspaces);
+	json_array_foreach (json_object_get(list, "items"), i, x) {
+		const json_t *md = json_object_get(x, "metadata");
+		const char *id =
+		    S(json_object_get(md, "labels"), "cnlab.io/server");
+		const char *ns = S(md, "namespace"), *name = S(md, "name");
+		char want[160];
+
+		if (!id || !ns || !name || strlen(id) >= CNL_WIRE_ID_MAX)
+			continue;
+		/* Only a claim named as CNLab names this server's. */
+		cnl_kube_server_pvc_name(id, want, sizeof(want));
+		if (strcmp(want, name) == 0)
+			json_object_set_new(ks->workspaces, id,
+			                    json_string(ns));
+	}
+	json_decref(list);
+}
+
+/* cnlabd answered that server @id was deleted: its workspace goes. */
+static void workspace_drop(struct cnl_kube_sched *ks, const char *id)
+{
+	const char *ns = json_string_value(json_object_get(ks->workspaces, id));
+	char path[512], pvc[160], err[512];
+	long st;
+
+	if (!ns)
+		return;
+	cnl_kube_server_pvc_name(id, pvc, sizeof(pvc));
+	snprintf(path, sizeof(path),
+	         "/api/v1/namespaces/%s/persistentvolumeclaims/%s", ns, pvc);
+	st = cnl_kube_call(ks->kc, "DELETE", path, NULL, NULL, NULL, err,
+	                   sizeof(err));
+	if (st == 200 || st == 202 || st == 404) {
+		cnl_log(CNL_LOG_INFO, "kube: a deleted server's workspace goes",
+		        "server=%s claim=%s/%s", id, ns, pvc);
+		json_object_del(ks->workspaces, id);
+	} else {
+		cnl_log(CNL_LOG_WARN,
+		        "kube: cannot delete a deleted server's workspace",
+		        "server=%s err=\"%s\"", id, err);
+	}
+}
+
 static void sync_nodes(struct cnl_kube_sched *ks)
 {
 	json_t *nodes = NULL, *slices = NULL, *x;
@@ -4047,6 +4302,7 @@ static void sync_nodes(struct cnl_kube_sched *ks)
 		(void)node_add(ks, &m);
 	}
 	others(ks);
+	workspaces(ks);
 out:
 	json_decref(nodes);
 	json_decref(slices);
@@ -4247,6 +4503,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	ks->knodes = json_object();
 	ks->refused_nodes = json_object();
 	ks->crs = json_object();
+	ks->workspaces = json_object();
 	if ((r = cnl_kube_open(&kc, &ks->kw, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kt, err, errlen)) < 0 ||
 	    (r = cnl_kube_open(&kc, &ks->kn, err, errlen)) < 0 ||
@@ -4366,6 +4623,7 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	json_decref(ks->placed);
 	json_decref(ks->refused_nodes);
 	json_decref(ks->crs);
+	json_decref(ks->workspaces);
 	explicit_bzero(ks->token, sizeof(ks->token));
 	if (ks->secret)
 		explicit_bzero(ks->secret, ks->secret_len);

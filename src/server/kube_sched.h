@@ -29,9 +29,12 @@
  * here (kube_ops.h, cnl_kube_run_pod): in the namespace that the job's
  * project's label names, with their claim and a ConfigMap of their
  * inputs; allocated and bound as any pod; their log copied into the job's
- * output; deleted when the job ends or is stopped.  A job that cannot be
- * a pod (a gang, secrets, a server, inputs too large, a namespace where
- * cnlabd may not make pods) fails, saying why.
+ * output; deleted when the job ends or is stopped.  `cnlab server create`
+ * servers placed there become pods too (their workspace a claim that
+ * outlives them; running once the pod has an address, which cnlabd's
+ * notebook proxy then connects to).  A job that cannot be a pod (inputs
+ * too large, a namespace where cnlabd may not make pods) fails, saying
+ * why.
  *
  * Pods of other schedulers are left alone.  Threads: one watches the
  * pods (list, then watch with bookmarks; relist on 410 Gone), one does

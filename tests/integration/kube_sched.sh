@@ -1502,6 +1502,117 @@ done
 [ "$ph" = Failed ] && nbget nb2 | jq -r .status.message | grep -q "spec.profile no-such" &&
 	ok "a NotebookServer of an unknown profile: Failed, saying so" || bad "nb2: $(nbget nb2 | jq -c .status)"
 
+# --- cnlab server create on a Kubernetes node --------------------------------
+# The seeds' command as typed, its server placed on a Kubernetes node: a pod
+# of the project's namespace (JupyterLab where the image has it, else
+# cnlab-notebook.py copied from the agent's image), its workspace a claim
+# that outlives the pod, its token in a Secret of the pod's; the test plays
+# the kubelet (runs cnlab-notebook.py as the pod spec says, on a loopback
+# address that stands for the pod's) and the user opens it through
+# cnlabd's proxy with the URL `cnlab server open` prints.
+"$cnlab" server create --name knb --image tools:1 --profile h100-25pct --storage 5gb --idle 30m --project vision --no-wait \
+	>"$tmp/knb.out" 2>&1
+sid=$("$cnlab" server list --project vision -o json | jq -r '.items[] | select(.name == "knb") | .id')
+kpod() { # kpod EPOCH: server $sid's pod of that epoch (JSON), waited for
+	local o=
+	for _ in $(seq 200); do
+		o=$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" |
+			jq -c --arg s "$sid" --arg e "$1" '[.items[] | select(.metadata.labels["cnlab.io/server"] == $s and .metadata.labels["cnlab.io/epoch"] == $e)][0] // empty')
+		[ -n "$o" ] && [ "$(jq -r '.spec.nodeName // empty' <<<"$o")" != "" ] && break
+		sleep 0.05
+	done
+	echo "$o"
+}
+sstate() { # sstate STATE: server knb's state, waited for
+	local s=
+	for _ in $(seq 200); do
+		s=$("$cnlab" server list --project vision -o json 2>/dev/null | jq -r '.items[] | select(.name == "knb") | .state')
+		[ "$s" = "$1" ] && break
+		sleep 0.05
+	done
+	echo "$s"
+}
+sp=$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" | jq -c --arg s "$sid" '[.items[] | select(.metadata.labels["cnlab.io/server"] == $s)][0] // empty')
+for _ in $(seq 200); do
+	[ -n "$sp" ] && [ "$(jq -r '.spec.nodeName // empty' <<<"$sp")" != "" ] && break
+	sleep 0.05
+	sp=$(k GET "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab" | jq -c --arg s "$sid" '[.items[] | select(.metadata.labels["cnlab.io/server"] == $s)][0] // empty')
+done
+sname=$(jq -r .metadata.name <<<"$sp")
+spvcname=cnlab-$(tr 'A-Z_' 'a-z-' <<<"$sid")-workspace
+sep=$(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$sp")
+spvc=$(k GET "/api/v1/namespaces/team-a/persistentvolumeclaims/$spvcname")
+ssec=$(k GET "/api/v1/namespaces/team-a/secrets/$sname-server")
+stok=$(jq -r .data.token <<<"$ssec" | base64 -d)
+senv() { jq -r --arg n "$1" '.spec.containers[0].env[] | select(.name == $n) | (.value // "\(.valueFrom.secretKeyRef.name)/\(.valueFrom.secretKeyRef.key)")' <<<"$sp"; }
+[ -n "$sid" ] && [ "$(jq -r .metadata.namespace <<<"$sp")" = team-a ] &&
+	[ "$(jq -r '.spec.volumes[] | select(.name == "workspace") | .persistentVolumeClaim.claimName' <<<"$sp")" = "$spvcname" ] &&
+	[ "$(jq -r .spec.resources.requests.storage <<<"$spvc")" = 5Gi ] &&
+	[ "$(jq -r '.metadata.labels["cnlab.io/server"]' <<<"$spvc")" = "$sid" ] &&
+	[ "$(jq -r '.metadata.ownerReferences // [] | length' <<<"$spvc")" = 0 ] &&
+	[ "$(senv CNLAB_BASE_URL) $(senv CNLAB_PORT) $(senv CNLAB_ADDRESS)" = "/s/$sid/ 8888 0.0.0.0" ] &&
+	[ "$(senv CNLAB_SERVER_TOKEN)" = "$sname-server/token" ] && [ ${#stok} = 32 ] && ! grep -q "$stok" <<<"$sp" &&
+	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$ssec")" = "$(jq -r .metadata.uid <<<"$sp")" ] &&
+	[ "$(jq -r '.spec.initContainers[] | select(.name == "notebook") | "\(.image) \(.command | join(" "))"' <<<"$sp")" = "$collect_image cp /usr/bin/cnlab-notebook.py /opt/cnlab/cnlab-notebook.py" ] &&
+	[ "$(jq -r '.spec.containers[0].ports[0].containerPort' <<<"$sp")" = 8888 ] &&
+	[ "$(jq -c '.metadata.annotations["cnlab.io/jupyter-config"] | fromjson | .ServerApp.shutdown_no_activity_timeout' <<<"$sp")" = 1800 ] &&
+	[ "$(jq -r '[.spec.initContainers[]?.name] | index("collect")' <<<"$sp")" = null ] &&
+	[ "$(jq -r '.spec.resourceClaims[0].resourceClaimName' <<<"$sp")" = "$sname-gpu" ] &&
+	ok "cnlab server create on a Kubernetes node: pod $sname in team-a (JupyterLab or cnlab-notebook.py from the agent's image, port 8888), its 5Gi workspace claim owned by nothing, its token in a Secret of the pod's, in no spec; idle 30m as its Jupyter's configuration" ||
+	bad "server pod: sid '$sid' $(head -c 300 <<<"$sp") pvc $(jq -c .spec <<<"$spvc") $(cat "$tmp/knb.out")"
+[ "$(sstate running)" != running ] &&
+	ok "it is not running before the kubelet runs it with an address" || bad "server running before its pod"
+# The kubelet: cnlab-notebook.py as the pod spec says, on the pod's address.
+sip=127.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 2))
+mkdir -p "$tmp/sws" && printf 'from the pod' >"$tmp/sws/hello.txt"
+env -i PATH=/usr/bin:/bin CNLAB_SERVER_TOKEN="$stok" CNLAB_BASE_URL="$(senv CNLAB_BASE_URL)" \
+	CNLAB_PORT=8888 CNLAB_ADDRESS="$sip" CNLAB_WORKSPACE="$tmp/sws" \
+	python3 "$root/src/agent/notebook.py" 2>"$tmp/nb.err" &
+nb_pid=$!
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/$sip/8888") 2>/dev/null && break; sleep 0.05; done
+k PATCH "/api/v1/namespaces/team-a/pods/$sname/status" \
+	"{\"status\":{\"phase\":\"Running\",\"podIP\":\"$sip\",\"containerStatuses\":[{\"name\":\"server\",\"state\":{\"running\":{}}}]}}" \
+	application/merge-patch+json >/dev/null
+srun=$(sstate running)
+surl=$("$cnlab" server open knb --project vision 2>/dev/null | grep -o 'http[^ ]*' | head -1)
+sbody=$(curl -sS "${surl%%\?*}hello.txt?${surl#*\?}" 2>&1)
+snocred=$(curl -s -o /dev/null -w '%{http_code}' "${surl%%\?*}hello.txt")
+sexec=$("$cnlab" server exec knb --project vision -- true 2>&1)
+[ "$srun" = running ] && [ "$sbody" = "from the pod" ] && [ "$snocred" = 401 ] &&
+	grep -q "runs in a Kubernetes pod" <<<"$sexec" &&
+	ok "once its pod runs with an address the server is running; the URL cnlab server open prints reaches it through cnlabd's proxy (hello.txt: $sbody), none without a credential (401); server exec says it is for agents' nodes" ||
+	bad "server through the proxy: state '$srun' url '$surl' body '$sbody' nocred $snocred exec '$sexec' $(tail -2 "$tmp/nb.err")"
+# Stopped: the pod goes (its claim and Secret with it), the workspace stays;
+# started again: a new pod of a new epoch mounts the same workspace.
+"$cnlab" server stop knb --project vision >/dev/null 2>&1 &
+stop_pid=$!
+for _ in $(seq 200); do [ "$(podget team-a "$sname" | jq -r .code)" = 404 ] && break; sleep 0.05; done
+kill $nb_pid 2>/dev/null
+wait $nb_pid 2>/dev/null
+wait $stop_pid
+sst=$(sstate stopped)
+"$cnlab" server start knb --project vision --no-wait >/dev/null 2>&1
+sp2=$(kpod $((sep + 1)))
+[ "$sst" = stopped ] && [ "$(podget team-a "$sname" | jq -r .code)" = 404 ] &&
+	[ "$(k GET "/api/v1/namespaces/team-a/persistentvolumeclaims/$spvcname" | jq -r .metadata.uid)" = "$(jq -r .metadata.uid <<<"$spvc")" ] &&
+	[ "$(jq -r '.spec.volumes[] | select(.name == "workspace") | .persistentVolumeClaim.claimName' <<<"$sp2")" = "$spvcname" ] &&
+	ok "server stop deletes its pod and keeps its workspace claim; server start makes a pod of epoch $((sep + 1)) on the same claim" ||
+	bad "stop/start: state '$sst' old pod $(podget team-a "$sname" | jq -r .code) new $(head -c 200 <<<"$sp2")"
+# Deleted: its workspace claim goes too (as an agent's node drops a deleted
+# server's workspace), once its pod has gone.
+"$cnlab" server stop knb --project vision >/dev/null 2>&1
+for _ in $(seq 200); do [ "$(kpod $((sep + 1)) | jq -r '.metadata.name // empty')" = "" ] && break; sleep 0.05; done
+spvc_before=$(k GET "/api/v1/namespaces/team-a/persistentvolumeclaims/$spvcname" | jq -r '.code // 200')
+sdel=$("$cnlab" server delete knb --project vision 2>&1)
+spvc_code=
+for _ in $(seq 200); do
+	spvc_code=$(k GET "/api/v1/namespaces/team-a/persistentvolumeclaims/$spvcname" | jq -r '.code // 200')
+	[ "$spvc_code" = 404 ] && break
+	sleep 0.05
+done
+[ "$spvc_before" = 200 ] && [ "$spvc_code" = 404 ] && ok "server delete: its workspace claim is deleted" ||
+	bad "deleted server's claim: $spvc_code ($sdel) $(grep workspace "$tmp/err" | tail -2)"
+
 # --- the watch, the objects ------------------------------------------------
 grep -q '"path": "/api/v1/pods?fieldSelector=spec.schedulerName%3Dcnlab&watch=1.*"status": 410' "$tmp/api.log" &&
 	ok "the first pod watch answered 410 Gone: listed again, and every pod above was seen" ||

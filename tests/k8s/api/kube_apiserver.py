@@ -42,7 +42,9 @@ errors as a v1 Status with reason and code):
                                                        400 while the pod
                                                        is Pending
   POST, GET .../configmaps, secrets, services, persistentvolumeclaims
-  DELETE .../services/NAME
+  DELETE .../services/NAME, configmaps/NAME, persistentvolumeclaims/NAME
+  GET   /api/v1/persistentvolumeclaims?labelSelector=K[=V]  every
+                                                       namespace's
   PATCH .../pods/NAME/status                           strategic merge
                                                        (conditions by type)
                                                        or merge patch
@@ -421,8 +423,22 @@ class H(BaseHTTPRequestHandler):
                 m == "GET":
             o = others.get((parts[4], parts[3], parts[5]))
             return (200, o) if o else status(404, "not found")
+        if path == "/api/v1/persistentvolumeclaims" and m == "GET":
+            # Every namespace's, with a labelSelector of one term: KEY
+            # (has the label) or KEY=VALUE.
+            k, eq, v = q.get("labelSelector", [""])[0].partition("=")
+            items = [copy.deepcopy(o) for (pl, _, _), o in others.items()
+                     if pl == "persistentvolumeclaims" and
+                     (not k or (k in (o["metadata"].get("labels") or {})
+                                and (not eq or
+                                     o["metadata"]["labels"][k] == v)))]
+            return 200, {"kind": "PersistentVolumeClaimList",
+                         "apiVersion": "v1",
+                         "metadata": {"resourceVersion": str(rv[0])},
+                         "items": items}
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 6 and \
-                parts[4] in ("services", "configmaps") and m == "DELETE":
+                parts[4] in ("services", "configmaps",
+                             "persistentvolumeclaims") and m == "DELETE":
             o = others.pop((parts[4], parts[3], parts[5]), None)
             if not o:
                 return status(404, "not found")
