@@ -44,6 +44,7 @@
 
 #include "net/http_server.h"
 #include "store/store.h"
+#include "wire/node.h"
 
 /* The project whose "admin" members administer the platform. */
 #define CNL_API_ADMIN_PROJECT "system"
@@ -289,7 +290,7 @@ int cnl_api_node_mint(struct cnl_api *api, const char *node,
 /* The cluster label of the nodes the Kubernetes scheduler registers:
  * cnl_api_node_mint() refuses (-EEXIST) a node registered without it (an
  * agent's). */
-#define CNL_API_KUBE_CLUSTER "kubernetes"
+#define CNL_API_KUBE_CLUSTER CNL_WIRE_KUBE_CLUSTER
 
 /*
  * cnl_api_set_collect_verify - who checks the second half of a Kubernetes

@@ -157,6 +157,16 @@ int cnl_ctl_resize(struct cnl_ctl *ctl, const char *id, int blocks, int64_t now,
 	    w->state == CNL_WL_REQUEUING || w->node < 0)
 		return set_err(err, errlen, 409, "cannot resize: it is %s",
 		               cnl_wl_state_name(w->state));
+	/* A pod's slice is its ResourceClaim's allocation, which the kubelet
+	 * prepared once: nothing on the node would apply a new size. */
+	const char *cl = json_string_value(
+	    json_object_get(ctl->nodes[w->node].inventory, "cluster"));
+	if (cl && strcmp(cl, CNL_WIRE_KUBE_CLUSTER) == 0)
+		return set_err(err, errlen, 409,
+		               "cannot resize: it runs in a Kubernetes pod on "
+		               "node %s, whose claim keeps the size it was "
+		               "given",
+		               ctl->nodes[w->node].name);
 	held = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
 	if (blocks > held) {
 		const struct cnl_alloc *a;

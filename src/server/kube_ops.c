@@ -923,6 +923,13 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 		json_array_append_new(
 		    mounts, json_pack("{s:s,s:s}", "name", "artifacts",
 		                      "mountPath", "/workspace/artifacts"));
+		/* An input under artifacts/ lands where the job finds it,
+		 * not under the folder's volume. */
+		if (init)
+			json_array_append_new(
+			    json_object_get(init, "volumeMounts"),
+			    json_pack("{s:s,s:s}", "name", "artifacts",
+			              "mountPath", "/workspace/artifacts"));
 		json_array_append_new(inits, collect_sidecar(r, name, volumes));
 	}
 	pod = json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s},s:{s:s}},"

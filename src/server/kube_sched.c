@@ -2332,6 +2332,11 @@ static int collect_verify(void *ud, const char *job, int64_t epoch,
 
 	snprintf(ep, sizeof(ep), "%" PRId64, epoch);
 	run_proof(ks, puid, job, epoch, ns, pname, want);
+	if (code != 200 && code != 404) {
+		cnl_seterr(why, whylen, "its pod %s/%s could not be read (%s)",
+		           ns, pname, code < 0 ? "no answer" : err);
+		goto no;
+	}
 	if (code != 200 || !S(md, "uid") || strcmp(S(md, "uid"), puid) != 0 ||
 	    !lab_job || strcmp(lab_job, job) != 0 || !lab_ep ||
 	    strcmp(lab_ep, ep) != 0 || !want[0] || !proof ||

@@ -214,6 +214,10 @@ void cnl_wire_heartbeat_done(struct cnl_wire_heartbeat *m);
 enum cnl_wire_kind { CNL_WIRE_JOB, CNL_WIRE_SERVER };
 enum cnl_wire_action { CNL_WIRE_RUN, CNL_WIRE_STOP };
 
+/* The cluster label of the nodes cnlabd's Kubernetes scheduler registers
+ * (their work is pods: kube_sched.h). */
+#define CNL_WIRE_KUBE_CLUSTER "kubernetes"
+
 /* The slice: blocks of compute and VRAM on the GPUs of gpu_mask, in a MIG
  * instance when mig_profile is not "". */
 struct cnl_wire_slice {

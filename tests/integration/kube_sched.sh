@@ -53,6 +53,14 @@
 #     its pod and cancels its job; a NotebookServer is reconciled into its
 #     pod, workspace PersistentVolumeClaim and Service, Running with its
 #     URL, and goes the same way;
+#   - a run pod's collector uploads its artifacts with its Secret's token
+#     and its pod's own projected token, which cnlabd has reviewed: the
+#     Secret mounted in another pod of the namespace uploads nothing;
+#   - `cnlab server create` placed on a Kubernetes node: its pod, its
+#     workspace claim and its token's Secret; running once the pod has an
+#     address, and opened through cnlabd's proxy with the URL `cnlab
+#     server open` prints (cnlab-notebook.py played as the pod); stop
+#     keeps the workspace, start uses it again, delete deletes it;
 #   - every object sent to the API server is valid by the Kubernetes
 #     OpenAPI schemas (kubernetes-models).
 #
@@ -709,6 +717,7 @@ cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs")
 	[ "$(jq -r '.spec.initContainers[0].image' <<<"$rp")" = docker.io/library/python:3.12-slim ] &&
 	[ "$(jq -c '[.spec.volumes[] | select(.name == "inputs") | .projected.sources[].configMap.name]' <<<"$rp")" = "[\"$rname-inputs\"]" ] &&
 	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "inputs")] | length' <<<"$rp")" = 0 ] &&
+	[ "$(jq -c '.spec.initContainers[0].volumeMounts | map(.mountPath)' <<<"$rp")" = '["/workspace","/cnlab/inputs","/workspace/artifacts"]' ] &&
 	[ "$(jq -r '.binaryData.in0' <<<"$cm" | base64 -d)" = 'print("hi")' ] &&
 	[ "$(jq -r '.status.reservedFor[0].uid' <<<"$rc_")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
 	[ "$(jq -r '.status.allocation.devices.results[0].pool' <<<"$rc_")" = "$(jq -r .spec.nodeName <<<"$rp")" ] &&
@@ -1582,6 +1591,11 @@ sexec=$("$cnlab" server exec knb --project vision -- true 2>&1)
 	grep -q "runs in a Kubernetes pod" <<<"$sexec" &&
 	ok "once its pod runs with an address the server is running; the URL cnlab server open prints reaches it through cnlabd's proxy (hello.txt: $sbody), none without a credential (401); server exec says it is for agents' nodes" ||
 	bad "server through the proxy: state '$srun' url '$surl' body '$sbody' nocred $snocred exec '$sexec' $(tail -2 "$tmp/nb.err")"
+# Its slice is its claim's, prepared once by the kubelet: not resized.
+sres=$("$cnlab" server resize knb --blocks 10 --project vision 2>&1)
+sresrc=$?
+[ $sresrc != 0 ] && grep -q "runs in a Kubernetes pod on node" <<<"$sres" &&
+	ok "server resize of a pod's slice is refused, saying why" || bad "resize of a pod's slice: exit $sresrc '$sres'"
 # Stopped: the pod goes (its claim and Secret with it), the workspace stays;
 # started again: a new pod of a new epoch mounts the same workspace.
 "$cnlab" server stop knb --project vision >/dev/null 2>&1 &
