@@ -723,6 +723,13 @@ cm=$(k GET "/api/v1/namespaces/team-a/configmaps/$rname-inputs")
 	[ "$(jq -r '.status.allocation.devices.results[0].pool' <<<"$rc_")" = "$(jq -r .spec.nodeName <<<"$rp")" ] &&
 	ok "cnlab run train.py --gpu h100-10: job $rj became pod team-a/$rname (project vision's namespace), bound on $(jq -r .spec.nodeName <<<"$rp") with its claim allocated, train.py from its ConfigMap through the init container that checks its SHA-256 (the job's container mounts no ConfigMap)" ||
 	bad "run pod of '$rj': $(jq -c '{n: .metadata.name, ns: .metadata.namespace, node: .spec.nodeName, c: .spec.containers[0].command}' <<<"$rp") claim $(jq -c .status <<<"$rc_") $(tail -3 "$tmp/err")"
+# A pod's slice is its claim's, prepared once by the kubelet: not resized
+# (its 10 blocks of a block-mode GPU).
+sres=$("$cnlab" jobs resize "$rj" --blocks 20 --project vision 2>&1)
+sresrc=$?
+[ "$(jq -c '.status.allocation.devices.results[0].consumedCapacity' <<<"$rc_")" = '{"blocks":"10"}' ] &&
+	[ $sresrc != 0 ] && grep -q "runs in a Kubernetes pod on node" <<<"$sres" &&
+	ok "resize of a pod's block slice is refused, saying why" || bad "resize of a pod's slice: exit $sresrc '$sres'"
 # The init container's script, run for real (busybox's sh and sha256sum
 # in a chroot laid out as the pod's: the ConfigMaps' keys in
 # /cnlab/inputs, an empty /workspace): the input lands read-only with its
@@ -1591,11 +1598,6 @@ sexec=$("$cnlab" server exec knb --project vision -- true 2>&1)
 	grep -q "runs in a Kubernetes pod" <<<"$sexec" &&
 	ok "once its pod runs with an address the server is running; the URL cnlab server open prints reaches it through cnlabd's proxy (hello.txt: $sbody), none without a credential (401); server exec says it is for agents' nodes" ||
 	bad "server through the proxy: state '$srun' url '$surl' body '$sbody' nocred $snocred exec '$sexec' $(tail -2 "$tmp/nb.err")"
-# Its slice is its claim's, prepared once by the kubelet: not resized.
-sres=$("$cnlab" server resize knb --blocks 10 --project vision 2>&1)
-sresrc=$?
-[ $sresrc != 0 ] && grep -q "runs in a Kubernetes pod on node" <<<"$sres" &&
-	ok "server resize of a pod's slice is refused, saying why" || bad "resize of a pod's slice: exit $sresrc '$sres'"
 # Stopped: the pod goes (its claim and Secret with it), the workspace stays;
 # started again: a new pod of a new epoch mounts the same workspace.
 "$cnlab" server stop knb --project vision >/dev/null 2>&1 &
