@@ -833,13 +833,17 @@ cput() { # cput JOB EPOCH [CREDENTIAL]: the status of a PUT of one byte
 		"$url/v1/jobs/$1/collect?epoch=$2&path=forged.txt"
 }
 rep=$(jq -r '.metadata.labels["cnlab.io/epoch"]' <<<"$rp")
+# One character changed inside the MAC (its last one carries 2 bits of 4
+# possible values: "A" there may be no change at all).
+cc=${ctok:10:1}
+cbad=${ctok:0:10}$([ "$cc" = x ] && echo y || echo x)${ctok:11}
 [ "$(cput "$rj" $((rep + 1)))" = 401 ] && [ "$(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep" 2>/dev/null)" = 401 ] &&
-	[ "$(cput "$rj" "$rep" "${ctok%?}A:$ptok")" = 401 ] && [ "$(cput "$rj" "$rep" "")" = 401 ] &&
+	[ "$(cput "$rj" "$rep" "$cbad:$ptok")" = 401 ] && [ "$(cput "$rj" "$rep" "")" = 401 ] &&
 	[ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $ctok:$ptok" --data-binary x \
 		"$url/v1/nodes/$(jq -r .spec.nodeName <<<"$rp")/artifacts?job=$rj&epoch=$rep&path=forged.txt")" = 401 ] &&
 	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ctok:$ptok" "$url/v1/jobs/$rj")" = 401 ] &&
 	ok "the credential is refused for another epoch, another job, changed or missing, on a node's route and on the REST API (401)" ||
-	bad "collector token: epoch+1 $(cput "$rj" $((rep + 1))), other $(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep"), changed $(cput "$rj" "$rep" "${ctok%?}A:$ptok")"
+	bad "collector token: epoch+1 $(cput "$rj" $((rep + 1))), other $(cput job_01M95BFBK0TJV1C5B5452K76QN "$rep"), changed $(cput "$rj" "$rep" "$cbad:$ptok")"
 # The attack the pod token stops: a member of the namespace who may make
 # pods mounts the run's Secret in a pod of their own (its token is then
 # theirs to send) and uploads the run's artifacts from there, with that
