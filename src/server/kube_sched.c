@@ -3117,6 +3117,34 @@ static void run_collect_image(struct pod *p, const json_t *obj)
 			         "%s", S(x, "image") ?: "");
 }
 
+/* Make Secret @o (stolen, wiped: a token of pod @p's, NAME-@suffix) in
+ * @p's namespace.  0, or -1 with the job failed (@what; a 409 is one of
+ * that name that cnlabd may not read: a planted token is not this
+ * @whose's to use), or *@again. */
+static int token_secret_post(struct cnl_kube_sched *ks, int ni,
+                             const struct cnl_wire_assignment *a, struct pod *p,
+                             json_t *o, const char *suffix, const char *whose,
+                             const char *what, bool *again)
+{
+	char path[512], err[512], why[512];
+	long st;
+
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", p->ns);
+	st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
+	                   sizeof(err));
+	cnl_json_wipe(o);
+	json_decref(o);
+	if (st == 201)
+		return 0;
+	snprintf(why, sizeof(why),
+	         "namespace %s has a Secret %s-%s that CNLab did not make for "
+	         "this %s",
+	         p->ns, p->name, suffix, whose);
+	run_child_refused(ks, ni, a, p, st, what, st == 409 ? why : NULL, err,
+	                  again);
+	return -1;
+}
+
 /* The Secret of run pod @p's collector, its token for this job and epoch
  * (and cnlabd's CA): after the pod, which owns it; the kubelet starts the
  * pod once it is there.  0, or -1 with the job failed (or *@again). */
@@ -3125,9 +3153,8 @@ static int run_collect_secret(struct cnl_kube_sched *ks, int ni,
                               struct pod *p, const struct cnl_kube_run *run,
                               const char *uid, bool *again)
 {
-	char token[CNL_AUTH_COLLECT_MAX], path[512], err[512], why[512];
+	char token[CNL_AUTH_COLLECT_MAX];
 	json_t *o;
-	long st;
 
 	if (cnl_auth_collect_token(ks->secret, ks->secret_len, a->id, a->epoch,
 	                           token) < 0) {
@@ -3138,23 +3165,8 @@ static int run_collect_secret(struct cnl_kube_sched *ks, int ni,
 	}
 	o = cnl_kube_run_collect_secret(run, uid, token, ks->collect_ca);
 	explicit_bzero(token, sizeof(token));
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", p->ns);
-	st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
-	                   sizeof(err));
-	cnl_json_wipe(o);
-	json_decref(o);
-	if (st == 201)
-		return 0;
-	/* 409: one of that name that cnlabd may not read: a planted token
-	 * or CA is not this run's to use. */
-	snprintf(why, sizeof(why),
-	         "namespace %s has a Secret %s-collect that CNLab did not "
-	         "make for this run",
-	         p->ns, p->name);
-	run_child_refused(ks, ni, a, p, st,
-	                  "its collector's Secret was refused",
-	                  st == 409 ? why : NULL, err, again);
-	return -1;
+	return token_secret_post(ks, ni, a, p, o, "collect", "run",
+	                         "its collector's Secret was refused", again);
 }
 
 /* Server @a's workspace, the claim its pods mount: made once (10 GB
@@ -3220,27 +3232,14 @@ static int server_secret(struct cnl_kube_sched *ks, int ni,
                          const struct cnl_kube_run *run, const char *uid,
                          bool *again)
 {
-	char token[33], path[512], err[512], why[512];
+	char token[33];
 	json_t *o;
-	long st;
 
 	server_token(ks, a->id, a->epoch, token);
 	o = cnl_kube_run_server_secret(run, uid, token);
 	explicit_bzero(token, sizeof(token));
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", p->ns);
-	st = cnl_kube_call(ks->kc, "POST", path, o, NULL, NULL, err,
-	                   sizeof(err));
-	cnl_json_wipe(o);
-	json_decref(o);
-	if (st == 201)
-		return 0;
-	snprintf(why, sizeof(why),
-	         "namespace %s has a Secret %s-server that CNLab did not make "
-	         "for this server",
-	         p->ns, p->name);
-	run_child_refused(ks, ni, a, p, st, "its token's Secret was refused",
-	                  st == 409 ? why : NULL, err, again);
-	return -1;
+	return token_secret_post(ks, ni, a, p, o, "server", "server",
+	                         "its token's Secret was refused", again);
 }
 
 /* The pod of run job @a placed on node @ni: found (made by an earlier run
