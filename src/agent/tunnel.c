@@ -133,10 +133,9 @@ static size_t relay(struct cnl_agent *a, struct cnl_client_stream *s, int fd)
 static int frame(struct cnl_client_stream *s, int kind, const char *data,
                  size_t n)
 {
-	unsigned char h[5] = {(unsigned char)kind, (unsigned char)(n >> 24),
-	                      (unsigned char)(n >> 16), (unsigned char)(n >> 8),
-	                      (unsigned char)n};
+	unsigned char h[5];
 
+	cnl_wire_exec_head(h, kind, (uint32_t)n);
 	return cnl_client_stream_write(s, (const char *)h, 5) < 0 ||
 	               (n && cnl_client_stream_write(s, data, n) < 0)
 	           ? -1
@@ -145,10 +144,10 @@ static int frame(struct cnl_client_stream *s, int kind, const char *data,
 
 static void frame_exit(struct cnl_client_stream *s, int code)
 {
-	char c[4] = {(char)(code >> 24), (char)(code >> 16), (char)(code >> 8),
-	             (char)code};
+	unsigned char c[4];
 
-	frame(s, CNL_WIRE_EXEC_EXIT, c, 4);
+	cnl_wire_exec_code(c, code);
+	frame(s, CNL_WIRE_EXEC_EXIT, (const char *)c, 4);
 }
 
 /* The runtime's "exec" into workload @id's container as the tenant, in

@@ -3,14 +3,21 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <mbedtls/sha1.h>
+
 #include "cnlab/errors.h"
+#include "common/base64.h"
 #include "common/util.h"
 #include "net/client.h"
 #include "net/kube.h"
@@ -19,6 +26,7 @@
 
 struct cnl_kube {
 	struct cnl_client *cl;
+	char host[300]; /* the server's host[:port], for an exec's Host */
 	char token_file[512];
 	int retries;
 	long backoff_ms, timeout_ms;
@@ -69,6 +77,13 @@ int cnl_kube_open(const struct cnl_kube_config *cfg, struct cnl_kube **ret,
 		         h, p && p[0] ? p : "443");
 	}
 	k = cnl_xcalloc(1, sizeof(*k));
+	{
+		const char *h = strstr(server, "://");
+
+		h = h ? h + 3 : server;
+		snprintf(k->host, sizeof(k->host), "%.*s",
+		         (int)strcspn(h, "/?#"), h);
+	}
 	snprintf(k->token_file, sizeof(k->token_file), "%s",
 	         cfg->token_file ? cfg->token_file : SA_DIR "/token");
 	k->retries = cfg->retries < 0 ? 0 : cfg->retries ? cfg->retries : 5;
@@ -352,4 +367,387 @@ int cnl_kube_watch(struct cnl_kube *k, const char *path, char *rv, size_t rvlen,
 	}
 	cnl_client_reply_done(&r);
 	return rc;
+}
+
+/* ---- exec over a WebSocket ------------------------------------------ */
+
+#define WS_GUID     "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#define WS_HEAD_MAX (16 * 1024)
+
+struct cnl_kube_exec {
+	struct cnl_client_stream *s;
+	int version;
+	char *buf; /* bytes read, not yet taken: [off, n) */
+	size_t n, off, cap;
+	char *msg; /* the message being put together */
+	size_t msg_n;
+	bool in_msg;
+};
+
+/* The value of header @name in the head @h (lines after the first, each
+ * ending in CRLF), into @out; whether there is one. */
+static bool head_value(const char *h, const char *name, char *out,
+                       size_t outlen)
+{
+	size_t nl = strlen(name);
+
+	for (const char *l = strstr(h, "\r\n"); l && l[2];
+	     l = strstr(l + 2, "\r\n")) {
+		const char *v = l + 2;
+
+		if (strncasecmp(v, name, nl) == 0 && v[nl] == ':') {
+			v += nl + 1;
+			while (*v == ' ' || *v == '\t')
+				v++;
+			nl = strcspn(v, "\r");
+			while (nl && (v[nl - 1] == ' ' || v[nl - 1] == '\t'))
+				nl--;
+			snprintf(out, outlen, "%.*s", (int)nl, v);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Append at least one read's bytes to x->buf, waiting up to @wait_ms:
+ * how many (> 0), 0 at the end, -EAGAIN, or a negative errno. */
+static ssize_t exec_fill(struct cnl_kube_exec *x, int wait_ms)
+{
+	ssize_t r;
+
+	if (x->off && x->off == x->n)
+		x->off = x->n = 0;
+	if (x->cap - x->n < 4096) {
+		if (x->off) {
+			memmove(x->buf, x->buf + x->off, x->n - x->off);
+			x->n -= x->off;
+			x->off = 0;
+		}
+		if (x->cap - x->n < 4096) {
+			x->cap = x->cap ? x->cap * 2 : 16384;
+			x->buf = cnl_xrealloc(x->buf, x->cap);
+		}
+	}
+	/* One byte kept for a NUL after the reply's head. */
+	r = cnl_client_stream_read(x->s, x->buf + x->n, x->cap - x->n - 1);
+	if (r == -EAGAIN) {
+		struct pollfd pf = {.fd = cnl_client_stream_fd(x->s),
+		                    .events = POLLIN};
+
+		if (poll(&pf, 1, wait_ms) <= 0)
+			return -EAGAIN;
+		r = cnl_client_stream_read(x->s, x->buf + x->n,
+		                           x->cap - x->n - 1);
+	}
+	if (r > 0)
+		x->n += (size_t)r;
+	return r;
+}
+
+/* One frame from the client: FIN, @opcode, masked (RFC 6455 5.3). */
+static int exec_send(struct cnl_kube_exec *x, int opcode, const char *data,
+                     size_t n)
+{
+	unsigned char h[14], mask[4];
+	size_t hl = 2;
+	char *b;
+	int r;
+
+	if (n > 125 && opcode >= 8)
+		return -EINVAL; /* a control frame's payload */
+	if (getrandom(mask, sizeof(mask), 0) != sizeof(mask))
+		return -EIO;
+	h[0] = (unsigned char)(0x80 | opcode);
+	if (n < 126) {
+		h[1] = (unsigned char)(0x80 | n);
+	} else if (n <= 0xffff) {
+		h[1] = 0x80 | 126;
+		h[2] = (unsigned char)(n >> 8);
+		h[3] = (unsigned char)n;
+		hl = 4;
+	} else {
+		h[1] = 0x80 | 127;
+		for (int i = 0; i < 8; i++)
+			h[2 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+		hl = 10;
+	}
+	memcpy(h + hl, mask, 4);
+	hl += 4;
+	b = cnl_xmalloc(hl + n + 1);
+	memcpy(b, h, hl);
+	for (size_t i = 0; i < n; i++)
+		b[hl + i] = (char)(data[i] ^ mask[i % 4]);
+	r = cnl_client_stream_write(x->s, b, hl + n);
+	free(b);
+	return r;
+}
+
+long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
+                        const char *container, const char *const *argv,
+                        size_t argc, struct cnl_kube_exec **ret, char *err,
+                        size_t errlen)
+{
+	struct cnl_kube_exec *x;
+	unsigned char key_raw[16], sha[20];
+	char key[32], want[40], have[64], proto[64], token[4096], *path = NULL;
+	char *req = NULL;
+	size_t pl, hl = 0;
+	long status = -EPROTO;
+	int r;
+
+	*ret = NULL;
+	if (!argc) {
+		cnl_seterr(err, errlen, "exec: no command");
+		return -EINVAL;
+	}
+	/* The path, the command's words one query argument each. */
+	{
+		char *c = cnl_client_url_escape(container);
+		char *n = cnl_client_url_escape(ns),
+		     *p = cnl_client_url_escape(pod);
+
+		r = asprintf(&path,
+		             "/api/v1/namespaces/%s/pods/%s/exec?container=%s"
+		             "&stdout=true&stderr=true",
+		             n, p, c);
+		free(c);
+		free(n);
+		free(p);
+		if (r < 0)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < argc; i++) {
+		char *a = cnl_client_url_escape(argv[i]), *np;
+
+		r = asprintf(&np, "%s&command=%s", path, a);
+		free(a);
+		free(path);
+		if (r < 0)
+			return -ENOMEM;
+		path = np;
+	}
+	if (getrandom(key_raw, sizeof(key_raw), 0) != sizeof(key_raw) ||
+	    cnl_b64_encode(key_raw, sizeof(key_raw), CNL_B64_PAD, key,
+	                   sizeof(key)) < 0) {
+		free(path);
+		return -EIO;
+	}
+	read_token(k, token, sizeof(token));
+	r = asprintf(&req,
+	             "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: cnlab\r\n"
+	             "%s%s%s"
+	             "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+	             "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n"
+	             "Sec-WebSocket-Protocol: v5.channel.k8s.io, "
+	             "v4.channel.k8s.io\r\n\r\n",
+	             path, k->host, token[0] ? "Authorization: Bearer " : "",
+	             token, token[0] ? "\r\n" : "", key);
+	explicit_bzero(token, sizeof(token));
+	if (r < 0) {
+		free(path);
+		return -ENOMEM;
+	}
+	x = cnl_xcalloc(1, sizeof(*x));
+	if (cnl_client_dial(k->cl, &x->s, err, errlen) < 0) {
+		status = -EIO;
+		goto fail;
+	}
+	if (cnl_client_stream_write(x->s, req, strlen(req)) < 0) {
+		cnl_seterr(err, errlen, "GET %s: the request could not be sent",
+		           path);
+		status = -EIO;
+		goto fail;
+	}
+	/* The reply's head, within the client's timeout. */
+	for (long waited = 0;;) {
+		ssize_t n;
+		char *end;
+
+		if (x->n > WS_HEAD_MAX) {
+			cnl_seterr(err, errlen,
+			           "GET %s: a reply head past %d "
+			           "bytes",
+			           path, WS_HEAD_MAX);
+			goto fail;
+		}
+		n = exec_fill(x, 1000);
+		if (n == -EAGAIN && (waited += 1000) < k->timeout_ms)
+			continue;
+		if (n <= 0) {
+			cnl_seterr(err, errlen, "GET %s: no reply", path);
+			status = -EIO;
+			goto fail;
+		}
+		x->buf[x->n] = '\0';
+		if ((end = strstr(x->buf, "\r\n\r\n"))) {
+			hl = (size_t)(end + 4 - x->buf);
+			break;
+		}
+		if (memchr(x->buf, '\0', x->n))
+			break; /* not text: below */
+	}
+	if (!hl || sscanf(x->buf, "HTTP/1.%*d %ld", &status) != 1) {
+		cnl_seterr(err, errlen, "GET %s: not an HTTP reply", path);
+		status = -EPROTO;
+		goto fail;
+	}
+	x->buf[hl - 2] = '\0';
+	if (status != 101) {
+		/* Its body (a Status), as much as came with the head or
+		 * within a second more. */
+		char len[32];
+		size_t want_n =
+		    head_value(x->buf, "Content-Length", len, sizeof(len))
+		        ? (size_t)strtoul(len, NULL, 10)
+		        : 0;
+		json_t *st;
+
+		while (want_n && want_n <= 65536 && x->n - hl < want_n &&
+		       exec_fill(x, 1000) > 0)
+			;
+		x->buf[x->n] = '\0';
+		st = json_loads(x->buf + hl, JSON_DISABLE_EOF_CHECK, NULL);
+		cnl_seterr(err, errlen, "GET %s: %ld %s", path, status,
+		           json_string_value(json_object_get(st, "message"))
+		               ?: "");
+		json_decref(st);
+		goto fail;
+	}
+	/* The server's answer to our key (RFC 6455 4.1). */
+	pl = strlen(key);
+	{
+		char kg[sizeof(key) + sizeof(WS_GUID)];
+
+		memcpy(kg, key, pl);
+		memcpy(kg + pl, WS_GUID, sizeof(WS_GUID));
+		if (mbedtls_sha1_ret((const unsigned char *)kg,
+		                     pl + sizeof(WS_GUID) - 1, sha) != 0 ||
+		    cnl_b64_encode(sha, sizeof(sha), CNL_B64_PAD, want,
+		                   sizeof(want)) < 0) {
+			status = -EIO;
+			goto fail;
+		}
+	}
+	if (!head_value(x->buf, "Sec-WebSocket-Accept", have, sizeof(have)) ||
+	    strcmp(have, want) != 0) {
+		cnl_seterr(err, errlen,
+		           "GET %s: 101 without the WebSocket accept of our "
+		           "key",
+		           path);
+		status = -EPROTO;
+		goto fail;
+	}
+	if (!head_value(x->buf, "Sec-WebSocket-Protocol", proto,
+	                sizeof(proto)) ||
+	    (strcmp(proto, "v5.channel.k8s.io") != 0 &&
+	     strcmp(proto, "v4.channel.k8s.io") != 0)) {
+		cnl_seterr(err, errlen,
+		           "GET %s: 101 without a subprotocol we offered "
+		           "(v5.channel.k8s.io, v4.channel.k8s.io)",
+		           path);
+		status = -EPROTO;
+		goto fail;
+	}
+	x->version = proto[1] - '0';
+	x->off = hl;
+	free(req);
+	free(path);
+	*ret = x;
+	return 101;
+fail:
+	free(req);
+	free(path);
+	cnl_kube_exec_close(x);
+	return status == 101 ? -EPROTO : status;
+}
+
+int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
+                       const char **data, size_t *len)
+{
+	for (;;) {
+		const unsigned char *b = (const unsigned char *)x->buf + x->off;
+		size_t have = x->n - x->off, hl = 2;
+		uint64_t pn;
+		int op;
+		bool fin;
+		ssize_t r;
+
+		if (have >= 2) {
+			pn = b[1] & 0x7f;
+			if (b[1] & 0x80)
+				return -EPROTO; /* a server never masks */
+			if (pn == 126)
+				hl = 4;
+			else if (pn == 127)
+				hl = 10;
+		}
+		if (have >= hl && have >= 2) {
+			if (hl == 4)
+				pn = (uint64_t)b[2] << 8 | b[3];
+			else if (hl == 10)
+				for (int i = (int)(pn = 0); i < 8; i++)
+					pn = pn << 8 | b[2 + i];
+			if (pn > CNL_KUBE_EXEC_MSG_MAX)
+				return -EPROTO;
+			if (have >= hl + pn) {
+				const char *p = (const char *)b + hl;
+
+				op = b[0] & 0x0f;
+				fin = b[0] & 0x80;
+				x->off += hl + (size_t)pn;
+				if (b[0] & 0x70)
+					return -EPROTO; /* no extension */
+				if (op == 8)
+					return 0;
+				if (op == 9) {
+					if (!fin || pn > 125 ||
+					    exec_send(x, 10, p, (size_t)pn) < 0)
+						return -EPROTO;
+					continue;
+				}
+				if (op == 10)
+					continue;
+				if ((op == 0) != x->in_msg ||
+				    (op != 0 && op != 1 && op != 2))
+					return -EPROTO;
+				if (!x->in_msg)
+					x->msg_n = 0;
+				if (x->msg_n + pn > CNL_KUBE_EXEC_MSG_MAX)
+					return -EPROTO;
+				x->msg =
+				    cnl_xrealloc(x->msg, x->msg_n + pn + 1);
+				memcpy(x->msg + x->msg_n, p, (size_t)pn);
+				x->msg_n += (size_t)pn;
+				x->in_msg = !fin;
+				if (!fin || x->msg_n == 0)
+					continue;
+				*channel = (unsigned char)x->msg[0];
+				*data = x->msg + 1;
+				*len = x->msg_n - 1;
+				return 1;
+			}
+		}
+		r = exec_fill(x, wait_ms);
+		if (r <= 0)
+			return (int)r;
+	}
+}
+
+int cnl_kube_exec_version(const struct cnl_kube_exec *x)
+{
+	return x->version;
+}
+
+void cnl_kube_exec_close(struct cnl_kube_exec *x)
+{
+	if (!x)
+		return;
+	if (x->s && x->version) {
+		/* 1000: a normal closure. */
+		(void)exec_send(x, 8, "\x03\xe8", 2);
+	}
+	cnl_client_stream_free(x->s);
+	free(x->buf);
+	free(x->msg);
+	free(x);
 }

@@ -89,4 +89,43 @@ int cnl_kube_watch(struct cnl_kube *k, const char *path, char *rv, size_t rvlen,
                    long timeout_s, cnl_kube_event_fn fn, void *ud, char *err,
                    size_t errlen);
 
+/*
+ * Exec in a container, as kubectl does it since 1.30: GET .../pods/POD/
+ * exec?container=C&command=A&command=B&stdout=true&stderr=true upgraded
+ * to a WebSocket (RFC 6455) of subprotocol v5.channel.k8s.io (or v4): each
+ * binary message is one channel's, its first byte the channel (1 stdout,
+ * 2 stderr, 3 the end: a v1 Status; 255 (v5) a channel closed).  The
+ * command's stdin is closed (none is asked for).  On a connection of its
+ * own (cnl_client_dial), so that @k may go on with other requests.
+ *
+ * cnl_kube_exec_open returns 101 with the exec in *@ret, else the HTTP
+ * status (403 when RBAC does not grant pods/exec, 404 no such pod, 400
+ * no such container or a pod not running) with @err "GET PATH: STATUS
+ * message", or -EIO (no reply) or -EPROTO (not a WebSocket of one of
+ * those subprotocols, a Sec-WebSocket-Accept that is not the key's).
+ */
+struct cnl_kube_exec;
+
+/* The largest message taken (bytes, the channel's byte included). */
+#define CNL_KUBE_EXEC_MSG_MAX (1 << 20)
+
+long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
+                        const char *container, const char *const *argv,
+                        size_t argc, struct cnl_kube_exec **ret, char *err,
+                        size_t errlen);
+/*
+ * The next message, waiting up to @wait_ms: 1 with its channel in
+ * *@channel and its bytes (without the channel's) in *@data, *@len (valid
+ * until the next call); 0 when the server ended the stream (a close
+ * frame, or the connection); -EAGAIN when none came in time; -EPROTO (a
+ * masked or malformed frame, a message past CNL_KUBE_EXEC_MSG_MAX), or
+ * another negative errno.  Pings are answered here.
+ */
+int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
+                       const char **data, size_t *len);
+/* The subprotocol's version agreed (5 or 4). */
+int cnl_kube_exec_version(const struct cnl_kube_exec *x);
+/* Close (a close frame first) and free; NULL-safe. */
+void cnl_kube_exec_close(struct cnl_kube_exec *x);
+
 #endif /* CNL_NET_KUBE_H */

@@ -58,12 +58,15 @@ struct cnl_api {
 	/* The big lock: every request and every controller tick hold it,
 	 * except while a handler waits (long poll) or hashes a password. */
 	pthread_mutex_t mu;
-	/* The collectors' pod tokens: who checks them (held for reading
-	 * while a check runs, for writing while it is set), and the
-	 * credentials found good (under collect_mu, taken alone). */
+	/* The Kubernetes scheduler's hooks (held for reading while one
+	 * runs, for writing while one is set): who checks the collectors'
+	 * pod tokens, and who runs an exec in a server's pod.  The
+	 * credentials found good are under collect_mu, taken alone. */
 	pthread_rwlock_t collect_rw;
 	cnl_api_collect_verify_fn collect_verify;
 	void *collect_ud;
+	cnl_api_kube_exec_fn kube_exec;
+	void *kube_exec_ud;
 	pthread_mutex_t collect_mu;
 	struct cnl_api_collect_seen collect_seen[CNL_API_COLLECT_CACHE];
 	/* The nodes whose credentials the Kubernetes scheduler minted

@@ -308,6 +308,24 @@ typedef int (*cnl_api_collect_verify_fn)(void *ud, const char *job,
 void cnl_api_set_collect_verify(struct cnl_api *api,
                                 cnl_api_collect_verify_fn fn, void *ud);
 
+/*
+ * cnl_api_set_kube_exec - who runs `cnlab server exec` for a server in a
+ * Kubernetes pod (a server of a node the Kubernetes scheduler minted):
+ * @fn starts the command @argv (@argc words, checked by
+ * cnl_wire_exec_check) in server @server's pod and answers 0 with
+ * *@ret_fd, a socket from which the command's output comes in exec frames
+ * (wire/node.h), its exit frame last; the API closes it, which ends the
+ * command's stream.  Or -1 with @why.  Called without the API's lock, from
+ * a relay's thread, and may take seconds.  NULL: none (such an exec is
+ * answered with @why in its frames).  Set before the API serves, or
+ * cleared before @ud goes: the call waits for an opening under way.
+ */
+typedef int (*cnl_api_kube_exec_fn)(void *ud, const char *server,
+                                    const char *const *argv, size_t argc,
+                                    int *ret_fd, char *why, size_t whylen);
+void cnl_api_set_kube_exec(struct cnl_api *api, cnl_api_kube_exec_fn fn,
+                           void *ud);
+
 /* cnl_api_node_forget - delete every credential and join token of node
  * @node.  0 or a store error. */
 int cnl_api_node_forget(struct cnl_store *s, const char *node);

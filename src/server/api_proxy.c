@@ -15,7 +15,9 @@
  * A server on a Kubernetes node is a pod (kube_sched.h) with no agent:
  * its "tunnel" is a connection cnlabd opens itself to the address the
  * Kubernetes scheduler reported (the pod's, port 8888), only for nodes
- * whose credentials that scheduler minted; exec and ssh are refused there.
+ * whose credentials that scheduler minted.  `cnlab server exec` there is
+ * the API server's exec in the pod (cnl_api_set_kube_exec), its output
+ * in the same exec frames; ssh is refused there.
  *
  * One tunnel carries one proxied request.  A plain request goes up as
  * HTTP/1.0 with "Connection: close", so the server's reply ends where the
@@ -395,8 +397,9 @@ static int pod_address(const char *url, char *addr, size_t len, int *port)
  * Queue a tunnel to the running server c->server for c->user, a port
  * tunnel or (@command, taken) an exec, or ssh (@ssh): 0 with it in *@ret,
  * in the list, the agents' polls woken (a server in a Kubernetes pod: a
- * direct one, for cnlabd to connect to the pod); or -1 with 409 (stopped;
- * exec or ssh in a pod), 503 (not running yet) or 429 (too many open) in
+ * direct one, for cnlabd to connect to the pod, or to exec in it through
+ * the API server); or -1 with 409 (stopped; ssh in a pod), 503 (not running
+ * yet) or 429 (too many open) in
  * @resp.  Under the lock.
  */
 static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
@@ -431,14 +434,14 @@ static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
 	 * alone holds; an agent's report is never an address to dial. */
 	if (cnl_ctl_node_name(api->ctl, node, name, sizeof(name)) == 0 &&
 	    json_object_get(api->kube_nodes, name)) {
-		if (command || ssh) {
+		if (ssh) {
 			cnl_http_error(
 			    resp, 409, "conflict",
-			    "server %s runs in a Kubernetes pod: "
-			    "`cnlab server %s` is for servers on "
-			    "agents' nodes (kubectl exec reaches the "
-			    "pod)",
-			    v->name, ssh ? "ssh" : "exec");
+			    "server %s runs in a Kubernetes pod: `cnlab "
+			    "server ssh` is for servers on agents' nodes "
+			    "(`cnlab server exec` and the notebook's "
+			    "terminal reach the pod)",
+			    v->name);
 			goto refuse;
 		}
 		if (pod_address(v->url, addr, sizeof(addr), &port) < 0) {
@@ -1149,6 +1152,83 @@ static void ws_upgraded(void *arg, int fd, const char *extra, size_t n,
 	pthread_attr_destroy(&at);
 }
 
+/*
+ * The exec of direct tunnel p->t in its server's pod, through the API
+ * server (cnl_api_set_kube_exec), relayed to the caller on @fd; what
+ * kept it from starting goes to the caller as exec frames (a stderr line,
+ * then exit 126: the command could not be run).
+ */
+static void *kexec_thread(void *arg)
+{
+	struct ws *w = arg;
+	struct pass *p = w->p;
+	struct cnl_api *api = p->api;
+	const char *argv[CNL_WIRE_EXEC_ARGS];
+	size_t argc = json_array_size(p->t->command);
+	char why[512] = "exec in Kubernetes pods is not set up in this cnlabd";
+	int fd = -1, r = -1;
+
+	for (size_t i = 0; i < argc && i < CNL_WIRE_EXEC_ARGS; i++)
+		argv[i] = json_string_value(json_array_get(p->t->command, i));
+	pthread_rwlock_rdlock(&api->collect_rw);
+	if (api->kube_exec && argc <= CNL_WIRE_EXEC_ARGS)
+		r = api->kube_exec(api->kube_exec_ud, p->t->workload, argv,
+		                   argc, &fd, why, sizeof(why));
+	pthread_rwlock_unlock(&api->collect_rw);
+	if (r == 0) {
+		pthread_mutex_lock(&api->mu);
+		p->t->fd = fd;
+		p->t->opened = true;
+		pthread_mutex_unlock(&api->mu);
+		relay(p, w->fd, fd);
+	} else {
+		struct cnl_metrics_buf b = {0};
+		unsigned char h[5], code[4];
+
+		cnl_log(CNL_LOG_WARN, "exec in a server's pod not started",
+		        "server=%s err=%s", p->t->workload, why);
+		cnl_mb_printf(&b, "cnlab: server %s: %s\n", p->server_name,
+		              why);
+		cnl_wire_exec_head(h, CNL_WIRE_EXEC_STDERR, (uint32_t)b.n);
+		cnl_wire_exec_code(code, 126);
+		if (write_all(api, w->fd, (const char *)h, 5) == 0 &&
+		    write_all(api, w->fd, b.p, b.n) == 0) {
+			cnl_wire_exec_head(h, CNL_WIRE_EXEC_EXIT, 4);
+			if (write_all(api, w->fd, (const char *)h, 5) == 0)
+				(void)write_all(api, w->fd, (const char *)code,
+				                4);
+		}
+		free(b.p);
+	}
+	cnl_http_upgrade_close(w->u);
+	pass_free(p);
+	free(w->extra);
+	free(w);
+	return NULL;
+}
+
+static void kexec_upgraded(void *arg, int fd, const char *extra, size_t n,
+                           struct cnl_http_upgrade *u)
+{
+	struct ws *w = cnl_xcalloc(1, sizeof(*w));
+	pthread_attr_t at;
+	pthread_t t;
+
+	(void)extra;
+	(void)n; /* the caller sends nothing: the command has no stdin */
+	w->p = arg;
+	w->fd = fd;
+	w->u = u;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, kexec_thread, w) != 0) {
+		cnl_http_upgrade_close(u);
+		pass_free(w->p);
+		free(w);
+	}
+	pthread_attr_destroy(&at);
+}
+
 /* ---- the reply ----------------------------------------------------- */
 
 /* Read the head of the server's reply into p->buf: its length, or -1. */
@@ -1295,6 +1375,14 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 	snprintf(p->project, sizeof(p->project), "%s", c->server.project_id);
 	if (tunnel_queue(c, resp, cmd, false, &p->t) < 0) {
 		free(p);
+		return;
+	}
+	if (p->t->direct) { /* opened by the relay's thread, unlocked */
+		resp->status = 101;
+		resp->headers = cnl_xstrdup("Upgrade: cnlab-exec\r\n");
+		resp->upgraded = kexec_upgraded;
+		resp->upgrade_free = pass_free;
+		resp->upgrade_arg = p;
 		return;
 	}
 	if (!tunnel_wait(api, p->t)) {

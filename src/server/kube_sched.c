@@ -16,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,6 +144,14 @@ struct cnl_kube_sched {
 	struct cnl_kube *kr;
 	pthread_mutex_t review_mu;
 	bool verifying; /* registered with the API */
+	/* Execs in servers' pods (server_exec): each server's pod as last
+	 * seen running (id -> {ns, name, uid, epoch}), and the relays'
+	 * threads still going, waited for at the stop. */
+	pthread_mutex_t exec_mu;
+	pthread_cond_t exec_cv;
+	json_t *srv_pods;
+	int execs;
+	bool execing; /* registered with the API */
 	struct watch *wpods, *wtjs, *wnbs;
 	struct cnl_client *user; /* as "kube" */
 	/* The nodes' calls, one connection for all (each node's would
@@ -1758,6 +1769,12 @@ static void server_running(struct cnl_kube_sched *ks, struct pod *p)
 	explicit_bzero(token, sizeof(token));
 	explicit_bzero(url, sizeof(url));
 	p->url_said = true;
+	pthread_mutex_lock(&ks->exec_mu);
+	json_object_set_new(ks->srv_pods, p->job,
+	                    json_pack("{s:s,s:s,s:s,s:I}", "ns", p->ns, "name",
+	                              p->name, "uid", p->uid, "epoch",
+	                              (json_int_t)p->epoch));
+	pthread_mutex_unlock(&ks->exec_mu);
 }
 
 static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
@@ -2357,6 +2374,313 @@ static int collect_verify(void *ud, const char *job, int64_t epoch,
 no:
 	json_decref(rv);
 	json_decref(pod);
+	return -1;
+}
+
+/* ---- cnlab server exec in a server's pod ----------------------------- */
+
+/* One exec's relay: the API server's stream to the API's socket. */
+struct kexec {
+	struct cnl_kube_sched *ks;
+	struct cnl_kube *k;
+	struct cnl_kube_exec *x;
+	int fd; /* ours of the socket pair */
+	char pod[320];
+};
+
+/* An exec frame to the API's side; 0, or -1 when it is gone (or does not
+ * read while cnlabd stops). */
+static int kexec_frame(struct kexec *e, int kind, const void *data, size_t n)
+{
+	int fd = e->fd;
+	unsigned char h[5];
+	struct iovec iov[2] = {{h, 5}, {(void *)data, n}};
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = n ? 2 : 1};
+	size_t want = 5 + n;
+
+	cnl_wire_exec_head(h, kind, (uint32_t)n);
+	while (want) {
+		ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+
+			if (atomic_load(&e->ks->stop))
+				return -1;
+			(void)poll(&pf, 1, 1000);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		want -= (size_t)w;
+		while (w > 0 && m.msg_iovlen) {
+			size_t take = (size_t)w < m.msg_iov->iov_len
+			                  ? (size_t)w
+			                  : m.msg_iov->iov_len;
+
+			m.msg_iov->iov_base =
+			    (char *)m.msg_iov->iov_base + take;
+			m.msg_iov->iov_len -= take;
+			w -= (ssize_t)take;
+			if (!m.msg_iov->iov_len) {
+				m.msg_iov++;
+				m.msg_iovlen--;
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * The exit code in the exec's closing Status (channel 3): 0 for
+ * "Success"; the code of a "NonZeroExitCode" (its cause "ExitCode", as
+ * kubelets report a command's end); else -1 with its message in @msg (the
+ * exec failed: no such container, say).
+ */
+static int kexec_status(const char *data, size_t n, char *msg, size_t len)
+{
+	json_t *st = json_loadb(data, n, 0, NULL), *c;
+	const char *s = S(st, "status"), *reason = S(st, "reason");
+	int code = -1;
+	size_t i;
+
+	snprintf(msg, len, "%s",
+	         S(st, "message") ?: "the exec ended without a status");
+	if (s && strcmp(s, "Success") == 0)
+		code = 0;
+	else if (reason && strcmp(reason, "NonZeroExitCode") == 0)
+		json_array_foreach (
+		    json_object_get(json_object_get(st, "details"), "causes"),
+		    i, c) {
+			const char *r = S(c, "reason"), *v = S(c, "message");
+			char *e;
+			long x;
+
+			if (!r || strcmp(r, "ExitCode") != 0 || !v)
+				continue;
+			errno = 0;
+			x = strtol(v, &e, 10);
+			if (!errno && e != v && !*e && x >= 0 && x <= 255)
+				code = (int)x;
+		}
+	json_decref(st);
+	return code;
+}
+
+/* Whether the API's side closed its end of @fd (what it sends is not
+ * read: the command has no stdin). */
+static bool kexec_peer_gone(int fd)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	char b[512];
+
+	while (poll(&pf, 1, 0) > 0) {
+		ssize_t r = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			return true;
+		if (r < 0)
+			return false;
+	}
+	return false;
+}
+
+static void *kexec_thread(void *arg)
+{
+	struct kexec *e = arg;
+	struct cnl_kube_sched *ks = e->ks;
+	char msg[512] = "";
+	int code = -1, ch;
+	bool gone = false, ended = false;
+
+	while (!atomic_load(&ks->stop)) {
+		const char *d;
+		size_t n;
+		int r = cnl_kube_exec_next(e->x, 1000, &ch, &d, &n);
+
+		if (r == -EAGAIN) {
+			if ((gone = kexec_peer_gone(e->fd)))
+				break;
+			continue;
+		}
+		if (r <= 0) {
+			ended = r == 0;
+			if (r < 0)
+				snprintf(msg, sizeof(msg),
+				         "the API server's exec stream broke "
+				         "(%s)",
+				         strerror(-r));
+			break;
+		}
+		if ((ch == CNL_WIRE_EXEC_STDOUT ||
+		     ch == CNL_WIRE_EXEC_STDERR) &&
+		    n && kexec_frame(e, ch, d, n) < 0) {
+			gone = true;
+			break;
+		}
+		if (ch == 3) /* the end: the stream closes after it */
+			code = kexec_status(d, n, msg, sizeof(msg));
+	}
+	if (!gone) {
+		unsigned char c[4];
+
+		if (code < 0) {
+			char line[700];
+			int l = snprintf(
+			    line, sizeof(line), "cnlab: exec in pod %s: %s\n",
+			    e->pod,
+			    msg[0]   ? msg
+			    : !ended ? "cnlabd is stopping"
+			             : "the exec ended without a status");
+
+			(void)kexec_frame(e, CNL_WIRE_EXEC_STDERR, line,
+			                  (size_t)l < sizeof(line)
+			                      ? (size_t)l
+			                      : sizeof(line) - 1);
+		}
+		/* 126, as a shell says of a command it could not run. */
+		cnl_wire_exec_code(c, code < 0 ? 126 : code);
+		(void)kexec_frame(e, CNL_WIRE_EXEC_EXIT, c, 4);
+	}
+	close(e->fd);
+	cnl_kube_exec_close(e->x);
+	cnl_kube_close(e->k);
+	pthread_mutex_lock(&ks->exec_mu);
+	ks->execs--;
+	pthread_cond_broadcast(&ks->exec_cv);
+	pthread_mutex_unlock(&ks->exec_mu);
+	free(e);
+	return NULL;
+}
+
+/*
+ * `cnlab server exec` in server @server's pod (cnl_api_set_kube_exec):
+ * the pod its worker last saw running for it, read again now and taken
+ * only if it is still that pod (its uid), running, this server's (its
+ * labels) and made by cnlabd (its proof): a tenant's pod named or
+ * labelled like it is never exec'd into.  The command runs in its
+ * container "server" through the API server's exec (pods/exec), as the
+ * container's user; its output comes back in exec frames from a thread
+ * of ours.  Called from the API's relay thread, without its lock.
+ */
+static int server_exec(void *ud, const char *server, const char *const *argv,
+                       size_t argc, int *ret_fd, char *why, size_t whylen)
+{
+	struct cnl_kube_sched *ks = ud;
+	json_t *at, *pod = NULL;
+	char ns[64] = "", name[254] = "", uid[64] = "", path[512], err[512];
+	char ep[32], want[65];
+	int64_t epoch = 0;
+	struct kexec *e;
+	struct cnl_kube *k = NULL;
+	int sv[2];
+	long code;
+
+	pthread_mutex_lock(&ks->exec_mu);
+	if ((at = json_object_get(ks->srv_pods, server))) {
+		snprintf(ns, sizeof(ns), "%s", S(at, "ns") ?: "");
+		snprintf(name, sizeof(name), "%s", S(at, "name") ?: "");
+		snprintf(uid, sizeof(uid), "%s", S(at, "uid") ?: "");
+		epoch = json_integer_value(json_object_get(at, "epoch"));
+	}
+	pthread_mutex_unlock(&ks->exec_mu);
+	if (!name[0]) {
+		cnl_seterr(why, whylen, "its pod is not running yet");
+		return -1;
+	}
+	if (cnl_kube_open(
+	        &(struct cnl_kube_config){.server = ks->cfg.kube.server,
+	                                  .token_file = ks->cfg.kube.token_file,
+	                                  .cafile = ks->cfg.kube.cafile,
+	                                  .retries = 1,
+	                                  .timeout_ms = 10000},
+	        &k, err, sizeof(err)) < 0) {
+		cnl_seterr(why, whylen, "%s", err);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+	code =
+	    cnl_kube_call(k, "GET", path, NULL, NULL, &pod, err, sizeof(err));
+	const json_t *md = json_object_get(pod, "metadata");
+	const json_t *lab = json_object_get(md, "labels");
+	const char *proof = S(json_object_get(md, "annotations"), PROOF_ANN);
+	const char *phase = S(json_object_get(pod, "status"), "phase");
+
+	snprintf(ep, sizeof(ep), "%" PRId64, epoch);
+	run_proof(ks, uid, server, epoch, ns, name, want);
+	if (code != 200 || !S(md, "uid") || strcmp(S(md, "uid"), uid) != 0 ||
+	    json_object_get(md, "deletionTimestamp") ||
+	    !S(lab, "cnlab.io/server") ||
+	    strcmp(S(lab, "cnlab.io/server"), server) != 0 ||
+	    !S(lab, "cnlab.io/epoch") ||
+	    strcmp(S(lab, "cnlab.io/epoch"), ep) != 0 || !want[0] || !proof ||
+	    strlen(proof) != 64 || CRYPTO_memcmp(want, proof, 64) != 0) {
+		cnl_seterr(why, whylen, "its pod %s/%s is %s", ns, name,
+		           code < 0 ? "out of reach (the API server did not "
+		                      "answer)"
+		           : code == 200 ? "not the one CNLab made for it"
+		                         : "gone");
+		goto fail;
+	}
+	if (!phase || strcmp(phase, "Running") != 0) {
+		cnl_seterr(why, whylen, "its pod %s/%s is %s, not running", ns,
+		           name, phase ? phase : "in no phase");
+		goto fail;
+	}
+	json_decref(pod);
+	pod = NULL;
+	e = cnl_xcalloc(1, sizeof(*e));
+	code = cnl_kube_exec_open(k, ns, name, "server", argv, argc, &e->x, err,
+	                          sizeof(err));
+	if (code != 101) {
+		free(e);
+		cnl_log(CNL_LOG_WARN, "kube: an exec was refused", "err=%s",
+		        err);
+		cnl_seterr(why, whylen, "the API server refused the exec (%s)",
+		           err);
+		goto fail;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		cnl_seterr(why, whylen, "no socket pair: %s", strerror(errno));
+		cnl_kube_exec_close(e->x);
+		free(e);
+		goto fail;
+	}
+	e->ks = ks;
+	e->k = k;
+	e->fd = sv[0];
+	snprintf(e->pod, sizeof(e->pod), "%s/%s", ns, name);
+	pthread_mutex_lock(&ks->exec_mu);
+	ks->execs++;
+	pthread_mutex_unlock(&ks->exec_mu);
+	{
+		pthread_attr_t a;
+		pthread_t t;
+		int r;
+
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		r = pthread_create(&t, &a, kexec_thread, e);
+		pthread_attr_destroy(&a);
+		if (r != 0) {
+			pthread_mutex_lock(&ks->exec_mu);
+			ks->execs--;
+			pthread_mutex_unlock(&ks->exec_mu);
+			close(sv[0]);
+			close(sv[1]);
+			cnl_kube_exec_close(e->x);
+			free(e);
+			cnl_seterr(why, whylen, "cannot start a thread");
+			goto fail;
+		}
+	}
+	*ret_fd = sv[1];
+	return 0;
+fail:
+	json_decref(pod);
+	cnl_kube_close(k);
 	return -1;
 }
 
@@ -4494,10 +4818,20 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	    cfg->start_timeout_ms > 0 ? cfg->start_timeout_ms : 300000;
 	if (ks->cfg.watch_timeout_s <= 0)
 		ks->cfg.watch_timeout_s = 60;
+	/* Kept for the execs' clients, opened later. */
+	snprintf(ks->kserver, sizeof(ks->kserver), "%s", kc.server ?: "");
+	snprintf(ks->ktoken, sizeof(ks->ktoken), "%s", kc.token_file ?: "");
+	snprintf(ks->kca, sizeof(ks->kca), "%s", kc.cafile ?: "");
 	ks->cfg.kube = kc;
+	ks->cfg.kube.server = kc.server ? ks->kserver : NULL;
+	ks->cfg.kube.token_file = kc.token_file ? ks->ktoken : NULL;
+	ks->cfg.kube.cafile = kc.cafile ? ks->kca : NULL;
 	pthread_mutex_init(&ks->mu, NULL);
 	pthread_cond_init(&ks->cv, NULL);
 	pthread_mutex_init(&ks->review_mu, NULL);
+	pthread_mutex_init(&ks->exec_mu, NULL);
+	pthread_cond_init(&ks->exec_cv, NULL);
+	ks->srv_pods = json_object();
 	ks->queue = json_array();
 	ks->by_uid = json_object();
 	ks->by_job = json_object();
@@ -4576,6 +4910,10 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 		cnl_api_set_collect_verify(cfg->api, collect_verify, ks);
 		ks->verifying = true;
 	}
+	if (cfg->api) {
+		cnl_api_set_kube_exec(cfg->api, server_exec, ks);
+		ks->execing = true;
+	}
 	*ret = ks;
 	return 0;
 }
@@ -4586,7 +4924,14 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 		return;
 	if (ks->verifying) /* waits for a check under way */
 		cnl_api_set_collect_verify(ks->cfg.api, NULL, NULL);
+	if (ks->execing) /* waits for an exec being opened */
+		cnl_api_set_kube_exec(ks->cfg.api, NULL, NULL);
 	atomic_store(&ks->stop, true);
+	/* The execs' threads see the stop within a second. */
+	pthread_mutex_lock(&ks->exec_mu);
+	while (ks->execs > 0)
+		pthread_cond_wait(&ks->exec_cv, &ks->exec_mu);
+	pthread_mutex_unlock(&ks->exec_mu);
 	pthread_mutex_lock(&ks->mu);
 	pthread_cond_broadcast(&ks->cv);
 	pthread_mutex_unlock(&ks->mu);
@@ -4636,5 +4981,8 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 	pthread_mutex_destroy(&ks->mu);
 	pthread_cond_destroy(&ks->cv);
 	pthread_mutex_destroy(&ks->review_mu);
+	pthread_mutex_destroy(&ks->exec_mu);
+	pthread_cond_destroy(&ks->exec_cv);
+	json_decref(ks->srv_pods);
 	free(ks);
 }

@@ -1330,3 +1330,22 @@ void cnl_wire_tunnels_done(struct cnl_wire_tunnels *m)
 	}
 	m->n = 0;
 }
+
+void cnl_wire_exec_head(unsigned char h[5], int kind, uint32_t n)
+{
+	h[0] = (unsigned char)kind;
+	h[1] = (unsigned char)(n >> 24);
+	h[2] = (unsigned char)(n >> 16);
+	h[3] = (unsigned char)(n >> 8);
+	h[4] = (unsigned char)n;
+}
+
+void cnl_wire_exec_code(unsigned char c[4], int code)
+{
+	uint32_t u = (uint32_t)code;
+
+	c[0] = (unsigned char)(u >> 24);
+	c[1] = (unsigned char)(u >> 16);
+	c[2] = (unsigned char)(u >> 8);
+	c[3] = (unsigned char)u;
+}

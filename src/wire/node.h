@@ -479,5 +479,10 @@ void cnl_wire_tunnels_done(struct cnl_wire_tunnels *m);
  * CNL_WIRE_EXEC_ARGS strings without NUL, CNL_WIRE_EXEC_BYTES together;
  * 0 or -CNL_EFIELD with @err naming the problem. */
 int cnl_wire_exec_check(const json_t *a, char *err, size_t errlen);
+/* An exec frame's head into @h: @kind, then @n (big-endian), the length of
+ * the bytes that follow. */
+void cnl_wire_exec_head(unsigned char h[5], int kind, uint32_t n);
+/* The 4 bytes of an exit frame (kind CNL_WIRE_EXEC_EXIT) for @code. */
+void cnl_wire_exec_code(unsigned char c[4], int code);
 
 #endif /* CNL_WIRE_NODE_H */

@@ -59,8 +59,10 @@
 #   - `cnlab server create` placed on a Kubernetes node: its pod, its
 #     workspace claim and its token's Secret; running once the pod has an
 #     address, and opened through cnlabd's proxy with the URL `cnlab
-#     server open` prints (cnlab-notebook.py played as the pod); stop
-#     keeps the workspace, start uses it again, delete deletes it;
+#     server open` prints (cnlab-notebook.py played as the pod); `cnlab
+#     server exec` through the API server's exec (WebSocket), never into
+#     a pod without cnlabd's proof; stop keeps the workspace, start uses
+#     it again, delete deletes it;
 #   - every object sent to the API server is valid by the Kubernetes
 #     OpenAPI schemas (kubernetes-models).
 #
@@ -1597,11 +1599,45 @@ srun=$(sstate running)
 surl=$("$cnlab" server open knb --project vision 2>/dev/null | grep -o 'http[^ ]*' | head -1)
 sbody=$(curl -sS "${surl%%\?*}hello.txt?${surl#*\?}" 2>&1)
 snocred=$(curl -s -o /dev/null -w '%{http_code}' "${surl%%\?*}hello.txt")
-sexec=$("$cnlab" server exec knb --project vision -- true 2>&1)
+sssh=$("$cnlab" server ssh-proxy knb --project vision 2>&1 </dev/null)
 [ "$srun" = running ] && [ "$sbody" = "from the pod" ] && [ "$snocred" = 401 ] &&
-	grep -q "runs in a Kubernetes pod" <<<"$sexec" &&
-	ok "once its pod runs with an address the server is running; the URL cnlab server open prints reaches it through cnlabd's proxy (hello.txt: $sbody), none without a credential (401); server exec says it is for agents' nodes" ||
-	bad "server through the proxy: state '$srun' url '$surl' body '$sbody' nocred $snocred exec '$sexec' $(tail -2 "$tmp/nb.err")"
+	grep -q "runs in a Kubernetes pod" <<<"$sssh" &&
+	ok "once its pod runs with an address the server is running; the URL cnlab server open prints reaches it through cnlabd's proxy (hello.txt: $sbody), none without a credential (401); server ssh says it is for agents' nodes" ||
+	bad "server through the proxy: state '$srun' url '$surl' body '$sbody' nocred $snocred ssh '$sssh' $(tail -2 "$tmp/nb.err")"
+# cnlab server exec, unchanged: through the API server's exec of the pod's
+# container "server" (a WebSocket of v5.channel.k8s.io; the stand-in runs
+# the command as the kubelet would), as cnlabd's ServiceAccount, which the
+# manifests' RBAC lets exec only in namespaces bound to its workloads role.
+: >"$tmp/exec.out"
+"$cnlab" server exec knb --project vision -- sh -c 'echo out; echo "$CNLAB_PORT"; echo err >&2; exit 3' >"$tmp/exec.out" 2>"$tmp/exec.err"
+xrc=$?
+"$cnlab" server exec knb --project vision -- no-such-command >"$tmp/exec2.err" 2>&1
+xrc2=$?
+"$cnlab" server exec knb --project vision -- true 2>/dev/null
+xrc3=$?
+xlog=$(grep "/pods/$sname/exec?" "$tmp/api.log" | head -1)
+[ $xrc = 3 ] && [ "$(cat "$tmp/exec.out")" = "$(printf 'out\n8888')" ] && [ "$(cat "$tmp/exec.err")" = err ] &&
+	[ $xrc2 = 126 ] && grep -q 'executable file not found' "$tmp/exec2.err" && [ $xrc3 = 0 ] &&
+	[ "$(jq -r .method <<<"$xlog")" = GET ] && [ "$(jq -r .status <<<"$xlog")" = 101 ] &&
+	[ "$(jq -r .user <<<"$xlog")" = "system:serviceaccount:cnlab:cnlabd" ] &&
+	grep -q 'container=server&stdout=true&stderr=true&command=sh&command=-c&command=echo%20out' <<<"$xlog" &&
+	ok "cnlab server exec in the pod: stdout, stderr and exit 3 as the command gave them; a command not found is exit 126 with the runtime's words; the API server's exec by cnlabd's ServiceAccount, under the manifests' RBAC" ||
+	bad "server exec in a pod: rc $xrc/$xrc2/$xrc3 out '$(cat "$tmp/exec.out")' err '$(cat "$tmp/exec.err")' '$(cat "$tmp/exec2.err")' log $xlog $(grep -i exec "$tmp/err" | tail -3)"
+# The attack: a pod that does not carry cnlabd's proof for this server
+# (here its proof changed; a tenant's pod put in its place has another
+# uid too) is never exec'd into: the command does not run.
+sproof=$(jq -r '.metadata.annotations["cnlab.io/run-proof"]' <<<"$(k GET "/api/v1/namespaces/team-a/pods/$sname")")
+k PATCH "/api/v1/namespaces/team-a/pods/$sname" '{"metadata":{"annotations":{"cnlab.io/run-proof":"'"$(printf '0%.0s' $(seq 64))"'"}}}' \
+	application/merge-patch+json >/dev/null
+nexec=$(grep -c "/pods/$sname/exec?" "$tmp/api.log")
+xatt=$("$cnlab" server exec knb --project vision -- touch "$tmp/exec-ran" 2>&1)
+xrc4=$?
+k PATCH "/api/v1/namespaces/team-a/pods/$sname" '{"metadata":{"annotations":{"cnlab.io/run-proof":"'"$sproof"'"}}}' \
+	application/merge-patch+json >/dev/null
+[ ${#sproof} = 64 ] && [ $xrc4 = 126 ] && [ ! -e "$tmp/exec-ran" ] && grep -q "not the one CNLab made for it" <<<"$xatt" &&
+	[ "$(grep -c "/pods/$sname/exec?" "$tmp/api.log")" = "$nexec" ] &&
+	ok "a server pod without cnlabd's proof is not exec'd into (exit 126, no exec asked of the API server)" ||
+	bad "exec into a pod without the proof: rc $xrc4 '$xatt' proof '$sproof' ran $([ -e "$tmp/exec-ran" ] && echo yes)"
 # Stopped: the pod goes (its claim and Secret with it), the workspace stays;
 # started again: a new pod of a new epoch mounts the same workspace.
 "$cnlab" server stop knb --project vision >/dev/null 2>&1 &

@@ -242,6 +242,11 @@ function cmdSecurity(file, wantResources, namespace) {
 	const wideSecrets = secretRules.filter((x) => x.clusterWide || !(x.resourceNames || []).length);
 	if (wideSecrets.length) bad(`${saCnlabd} may read Secrets beyond named ones in its namespace (${wideSecrets.map((x) => x.from)})`);
 	else ok(`${saCnlabd} cannot read Secrets cluster-wide (${secretRules.length ? "named ones only" : "none at all"})`);
+	// cnlabd runs `cnlab server exec` in its servers' pods, in the
+	// namespaces that bind cnlab:cnlabd-workloads to it, nowhere else.
+	const wideExec = rc.filter((x) => x.clusterWide && ["get", "create"].some((v) => grants(x, "", "pods/exec", v)));
+	if (wideExec.length) bad(`${saCnlabd} may exec in pods cluster-wide (${wideExec.map((x) => x.from)})`);
+	else ok(`${saCnlabd} may exec in pods only in namespaces that bind its workloads role`);
 	for (const [verb, res] of [["create", "pods"], ["get", "secrets"], ["list", "secrets"], ["create", "pods/exec"]]) {
 		const g = ra.filter((x) => grants(x, "", res, verb));
 		if (g.length) bad(`${saAgent} may ${verb} ${res} (${g.map((x) => x.from)})`);

@@ -45,6 +45,35 @@ errors as a v1 Status with reason and code):
   DELETE .../services/NAME, configmaps/NAME, persistentvolumeclaims/NAME
   GET   /api/v1/persistentvolumeclaims?labelSelector=K[=V]  every
                                                        namespace's
+  GET   .../pods/NAME/exec?container=C&command=A...&stdout=true
+        &stderr=true, Upgrade: websocket               kubectl's exec
+                                                       since 1.30: a
+                                                       WebSocket of
+                                                       v5.channel.k8s.io
+                                                       (or v4), each
+                                                       binary message a
+                                                       channel's (1
+                                                       stdout, 2 stderr,
+                                                       3 the v1 Status:
+                                                       Success, or
+                                                       NonZeroExitCode
+                                                       with the ExitCode
+                                                       cause); each
+                                                       channel first
+                                                       announced by an
+                                                       empty message; the
+                                                       command runs here
+                                                       (the test plays
+                                                       the kubelet and
+                                                       the runtime), with
+                                                       the container's
+                                                       literal env; one
+                                                       not found is
+                                                       runc's exit 126;
+                                                       400 while the pod
+                                                       is not Running or
+                                                       for a container
+                                                       not in it
   PATCH .../pods/NAME/status                           strategic merge
                                                        (conditions by type)
                                                        or merge patch
@@ -106,10 +135,16 @@ The namespaces' "x-forbidden" is then not read: a namespace without a
 RoleBinding for cnlabd is forbidden to it by RBAC itself.
 """
 import argparse
+import base64
 import copy
 import datetime
+import hashlib
 import json
+import os
+import selectors
 import socket
+import struct
+import subprocess
 import threading
 import urllib.parse
 import uuid
@@ -311,6 +346,9 @@ class H(BaseHTTPRequestHandler):
                 return self.rolebindings(parts[4], parts[6:], body), body
         if u.path in ("/api/v1/pods", TJ, NB) and q.get("watch") == ["1"]:
             return None, body
+        if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] \
+                and parts[4] == "pods" and parts[6] == "exec":
+            return ("EXEC", parts[3], parts[5], q), body
         with lock:
             return self.route(u.path, parts, q, body), body
 
@@ -770,8 +808,124 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def ws_send(self, op, payload):
+        n = len(payload)
+        head = bytes([0x80 | op])
+        if n < 126:
+            head += bytes([n])
+        elif n < 65536:
+            head += bytes([126]) + struct.pack(">H", n)
+        else:
+            head += bytes([127]) + struct.pack(">Q", n)
+        self.wfile.write(head + payload)
+        self.wfile.flush()
+
+    def exec(self, ns, name, q):
+        """A pod's exec as the API server and the kubelet serve it over a
+        WebSocket: the refusals before the upgrade are plain replies."""
+        with lock:
+            pod = copy.deepcopy(pods.get((ns, name)))
+        if self.command != "GET" or \
+                self.headers.get("Upgrade", "").lower() != "websocket":
+            return status(400, "Upgrade request required")
+        if pod is None:
+            return status(404, "pods \"%s\" not found" % name)
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        cname = q.get("container", [names[0] if len(names) == 1 else ""])[0]
+        if cname not in names:
+            return status(400, "container %s is not valid for pod %s"
+                          % (cname, name))
+        if pod.get("status", {}).get("phase") != "Running":
+            return status(400, "unable to upgrade connection: container "
+                          "not found (\"%s\")" % cname)
+        if not any(q.get(k) == ["true"] for k in ("stdin", "stdout",
+                                                   "stderr")):
+            return status(400, "you must specify at least 1 of stdin, "
+                          "stdout, stderr")
+        argv = q.get("command", [])
+        if not argv:
+            return status(400, "you must specify at least one command "
+                          "for the container")
+        offered = [p.strip() for p in self.headers.get(
+            "Sec-WebSocket-Protocol", "").split(",")]
+        proto = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io")
+                      if p in offered), None)
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        if not proto or len(base64.b64decode(key + "==")[:16]) != 16:
+            return status(400, "unable to upgrade: unable to negotiate "
+                          "protocol")
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode())
+            .digest()).decode()
+        self.record(101, None)
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", proto)
+        self.end_headers()
+        self.close_connection = True
+        for ch in (1, 2, 3):  # each channel announced, empty
+            self.ws_send(2, bytes([ch]))
+        ctr = next(c for c in pod["spec"]["containers"] if c["name"] == cname)
+        env = {e["name"]: e["value"] for e in ctr.get("env", [])
+               if "value" in e}
+        env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=env, cwd="/")
+        except OSError as e:
+            # runc's words, on the command's stdout; then 126.
+            self.ws_send(2, b"\x01" + (
+                "OCI runtime exec failed: exec failed: unable to start "
+                "container process: exec: \"%s\": %s: unknown\r\n"
+                % (argv[0], "executable file not found in $PATH"
+                   if isinstance(e, FileNotFoundError) else e.strerror))
+                .encode())
+            code = 126
+        else:
+            sel = selectors.DefaultSelector()
+            sel.register(p.stdout, selectors.EVENT_READ, 1)
+            sel.register(p.stderr, selectors.EVENT_READ, 2)
+            open_ = 2
+            try:
+                while open_:
+                    for k, _ in sel.select():
+                        data = os.read(k.fileobj.fileno(), 65536)
+                        if not data:
+                            sel.unregister(k.fileobj)
+                            open_ -= 1
+                        else:
+                            self.ws_send(2, bytes([k.data]) + data)
+            except OSError:  # the client went away: the command is killed
+                p.kill()
+            code = p.wait()
+            code = 128 - code if code < 0 else code
+        if code == 0:
+            st = {"metadata": {}, "status": "Success"}
+        else:
+            st = {"metadata": {}, "status": "Failure",
+                  "message": "command terminated with non-zero exit code: "
+                             "error executing command %s, exit code %d"
+                             % (json.dumps(argv), code),
+                  "reason": "NonZeroExitCode",
+                  "details": {"causes": [{"reason": "ExitCode",
+                                          "message": str(code)}]}}
+        try:
+            self.ws_send(2, b"\x03" + json.dumps(st).encode())
+            self.ws_send(8, struct.pack(">H", 1000))
+        except OSError:
+            pass
+
     def do(self):
         (res, body) = self.handle_one()
+        if isinstance(res, tuple) and res and res[0] == "EXEC":
+            res = self.exec(*res[1:])
+            if res is None:
+                return
+            self.record(res[0], body)
+            return self.reply(*res)
         if res is None:
             u = urllib.parse.urlparse(self.path)
             return self.watch(urllib.parse.parse_qs(u.query))
