@@ -490,6 +490,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 	struct cnl_kube_exec *x;
 	unsigned char key_raw[16], sha[20];
 	char key[32], want[40], have[64], proto[64], token[4096], *path = NULL;
+	char where[600]; /* the path without the command, for errors */
 	char *req = NULL;
 	size_t pl, hl = 0;
 	long status = -EPROTO;
@@ -506,6 +507,10 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		char *n = cnl_client_url_escape(ns),
 		     *p = cnl_client_url_escape(pod);
 
+		/* Errors name the path without the command's words: they
+		 * are logged, and the words may be anything typed. */
+		snprintf(where, sizeof(where),
+		         "/api/v1/namespaces/%s/pods/%s/exec", n, p);
 		r = asprintf(&path,
 		             "/api/v1/namespaces/%s/pods/%s/exec?container=%s"
 		             "&stdout=true&stderr=true",
@@ -554,7 +559,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 	}
 	if (cnl_client_stream_write(x->s, req, strlen(req)) < 0) {
 		cnl_seterr(err, errlen, "GET %s: the request could not be sent",
-		           path);
+		           where);
 		status = -EIO;
 		goto fail;
 	}
@@ -567,14 +572,14 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 			cnl_seterr(err, errlen,
 			           "GET %s: a reply head past %d "
 			           "bytes",
-			           path, WS_HEAD_MAX);
+			           where, WS_HEAD_MAX);
 			goto fail;
 		}
 		n = exec_fill(x, 1000);
 		if (n == -EAGAIN && (waited += 1000) < k->timeout_ms)
 			continue;
 		if (n <= 0) {
-			cnl_seterr(err, errlen, "GET %s: no reply", path);
+			cnl_seterr(err, errlen, "GET %s: no reply", where);
 			status = -EIO;
 			goto fail;
 		}
@@ -587,7 +592,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 			break; /* not text: below */
 	}
 	if (!hl || sscanf(x->buf, "HTTP/1.%*d %ld", &status) != 1) {
-		cnl_seterr(err, errlen, "GET %s: not an HTTP reply", path);
+		cnl_seterr(err, errlen, "GET %s: not an HTTP reply", where);
 		status = -EPROTO;
 		goto fail;
 	}
@@ -607,7 +612,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 			;
 		x->buf[x->n] = '\0';
 		st = json_loads(x->buf + hl, JSON_DISABLE_EOF_CHECK, NULL);
-		cnl_seterr(err, errlen, "GET %s: %ld %s", path, status,
+		cnl_seterr(err, errlen, "GET %s: %ld %s", where, status,
 		           json_string_value(json_object_get(st, "message"))
 		               ?: "");
 		json_decref(st);
@@ -633,7 +638,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		cnl_seterr(err, errlen,
 		           "GET %s: 101 without the WebSocket accept of our "
 		           "key",
-		           path);
+		           where);
 		status = -EPROTO;
 		goto fail;
 	}
@@ -644,7 +649,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		cnl_seterr(err, errlen,
 		           "GET %s: 101 without a subprotocol we offered "
 		           "(v5.channel.k8s.io, v4.channel.k8s.io)",
-		           path);
+		           where);
 		status = -EPROTO;
 		goto fail;
 	}
