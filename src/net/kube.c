@@ -18,6 +18,7 @@
 
 #include "cnlab/errors.h"
 #include "common/base64.h"
+#include "common/time.h"
 #include "common/util.h"
 #include "net/client.h"
 #include "net/kube.h"
@@ -26,7 +27,8 @@
 
 struct cnl_kube {
 	struct cnl_client *cl;
-	char host[300]; /* the server's host[:port], for an exec's Host */
+	char host[300];   /* the server's host[:port], for an exec's Host */
+	char prefix[300]; /* the path of the server's URL ("": none) */
 	char token_file[512];
 	int retries;
 	long backoff_ms, timeout_ms;
@@ -81,8 +83,15 @@ int cnl_kube_open(const struct cnl_kube_config *cfg, struct cnl_kube **ret,
 		const char *h = strstr(server, "://");
 
 		h = h ? h + 3 : server;
-		snprintf(k->host, sizeof(k->host), "%.*s",
-		         (int)strcspn(h, "/?#"), h);
+		size_t hl = strcspn(h, "/?#");
+
+		snprintf(k->host, sizeof(k->host), "%.*s", (int)hl, h);
+		/* Requests go under the URL's path (client.h), an exec's
+		 * too; without a trailing '/'. */
+		snprintf(k->prefix, sizeof(k->prefix), "%.*s",
+		         (int)strcspn(h + hl, "?#"), h + hl);
+		while (k->prefix[0] && k->prefix[strlen(k->prefix) - 1] == '/')
+			k->prefix[strlen(k->prefix) - 1] = '\0';
 	}
 	snprintf(k->token_file, sizeof(k->token_file), "%s",
 	         cfg->token_file ? cfg->token_file : SA_DIR "/token");
@@ -380,7 +389,7 @@ struct cnl_kube_exec {
 	char *buf; /* bytes read, not yet taken: [off, n) */
 	size_t n, off, cap;
 	char *msg; /* the message being put together */
-	size_t msg_n;
+	size_t msg_n, msg_cap;
 	bool in_msg;
 };
 
@@ -444,6 +453,17 @@ static ssize_t exec_fill(struct cnl_kube_exec *x, int wait_ms)
 	return r;
 }
 
+/* Whether a control frame can go now: one to a server that reads
+ * nothing (its buffers full) is dropped, not waited for (a write waits up
+ * to a minute, and a close or a pong must not hold a stop). */
+static bool exec_writable(const struct cnl_kube_exec *x)
+{
+	struct pollfd pf = {.fd = cnl_client_stream_fd(x->s),
+	                    .events = POLLOUT};
+
+	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLOUT);
+}
+
 /* One frame from the client: FIN, @opcode, masked (RFC 6455 5.3). */
 static int exec_send(struct cnl_kube_exec *x, int opcode, const char *data,
                      size_t n)
@@ -491,6 +511,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 	unsigned char key_raw[16], sha[20];
 	char key[32], want[40], have[64], proto[64], token[4096], *path = NULL;
 	char where[600]; /* the path without the command, for errors */
+	int64_t deadline;
 	char *req = NULL;
 	size_t pl, hl = 0;
 	long status = -EPROTO;
@@ -510,11 +531,10 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		/* Errors name the path without the command's words: they
 		 * are logged, and the words may be anything typed. */
 		snprintf(where, sizeof(where),
-		         "/api/v1/namespaces/%s/pods/%s/exec", n, p);
-		r = asprintf(&path,
-		             "/api/v1/namespaces/%s/pods/%s/exec?container=%s"
-		             "&stdout=true&stderr=true",
-		             n, p, c);
+		         "%s/api/v1/namespaces/%s/pods/%s/exec", k->prefix, n,
+		         p);
+		r = asprintf(&path, "%s?container=%s&stdout=true&stderr=true",
+		             where, c);
 		free(c);
 		free(n);
 		free(p);
@@ -563,10 +583,13 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		status = -EIO;
 		goto fail;
 	}
-	/* The reply's head, within the client's timeout. */
-	for (long waited = 0;;) {
+	/* The reply's head (and an error's body), all within the client's
+	 * timeout: a server that trickles bytes is given up too. */
+	deadline = cnl_time_mono_ns() / 1000000 + k->timeout_ms;
+	for (;;) {
 		ssize_t n;
 		char *end;
+		int64_t left = deadline - cnl_time_mono_ns() / 1000000;
 
 		if (x->n > WS_HEAD_MAX) {
 			cnl_seterr(err, errlen,
@@ -575,8 +598,9 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 			           where, WS_HEAD_MAX);
 			goto fail;
 		}
-		n = exec_fill(x, 1000);
-		if (n == -EAGAIN && (waited += 1000) < k->timeout_ms)
+		n = left > 0 ? exec_fill(x, left > 1000 ? 1000 : (int)left)
+		             : -EAGAIN;
+		if (n == -EAGAIN && left > 0)
 			continue;
 		if (n <= 0) {
 			cnl_seterr(err, errlen, "GET %s: no reply", where);
@@ -608,6 +632,7 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		json_t *st;
 
 		while (want_n && want_n <= 65536 && x->n - hl < want_n &&
+		       cnl_time_mono_ns() / 1000000 < deadline &&
 		       exec_fill(x, 1000) > 0)
 			;
 		x->buf[x->n] = '\0';
@@ -615,6 +640,11 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		cnl_seterr(err, errlen, "GET %s: %ld %s", where, status,
 		           json_string_value(json_object_get(st, "message"))
 		               ?: "");
+		/* The server's words go to logs and terminals: no control
+		 * character of theirs. */
+		for (char *c = err; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 		json_decref(st);
 		goto fail;
 	}
@@ -655,11 +685,14 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 	}
 	x->version = proto[1] - '0';
 	x->off = hl;
+	explicit_bzero(req, strlen(req)); /* the bearer */
 	free(req);
 	free(path);
 	*ret = x;
 	return 101;
 fail:
+	if (req)
+		explicit_bzero(req, strlen(req));
 	free(req);
 	free(path);
 	cnl_kube_exec_close(x);
@@ -669,7 +702,13 @@ fail:
 int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
                        const char **data, size_t *len)
 {
+	/* @wait_ms in all: pings, empty messages or a frame trickled in do
+	 * not hold the caller past it. */
+	int64_t deadline = cnl_time_mono_ns() / 1000000 + wait_ms;
+
 	for (;;) {
+		int64_t left = deadline - cnl_time_mono_ns() / 1000000;
+
 		const unsigned char *b = (const unsigned char *)x->buf + x->off;
 		size_t have = x->n - x->off, hl = 2;
 		uint64_t pn;
@@ -706,12 +745,19 @@ int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
 					return 0;
 				if (op == 9) {
 					if (!fin || pn > 125 ||
-					    exec_send(x, 10, p, (size_t)pn) < 0)
+					    (exec_writable(x) &&
+					     exec_send(x, 10, p, (size_t)pn) <
+					         0))
 						return -EPROTO;
+					if (left <= 0)
+						return -EAGAIN;
 					continue;
 				}
-				if (op == 10)
+				if (op == 10) {
+					if (left <= 0)
+						return -EAGAIN;
 					continue;
+				}
 				if ((op == 0) != x->in_msg ||
 				    (op != 0 && op != 1 && op != 2))
 					return -EPROTO;
@@ -719,20 +765,33 @@ int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
 					x->msg_n = 0;
 				if (x->msg_n + pn > CNL_KUBE_EXEC_MSG_MAX)
 					return -EPROTO;
-				x->msg =
-				    cnl_xrealloc(x->msg, x->msg_n + pn + 1);
+				if (x->msg_n + pn + 1 > x->msg_cap) {
+					/* Doubled: fragments cost no more
+					 * than the message. */
+					while (x->msg_n + pn + 1 > x->msg_cap)
+						x->msg_cap =
+						    x->msg_cap ? x->msg_cap * 2
+						               : 4096;
+					x->msg =
+					    cnl_xrealloc(x->msg, x->msg_cap);
+				}
 				memcpy(x->msg + x->msg_n, p, (size_t)pn);
 				x->msg_n += (size_t)pn;
 				x->in_msg = !fin;
-				if (!fin || x->msg_n == 0)
+				if (!fin || x->msg_n == 0) {
+					if (left <= 0)
+						return -EAGAIN;
 					continue;
+				}
 				*channel = (unsigned char)x->msg[0];
 				*data = x->msg + 1;
 				*len = x->msg_n - 1;
 				return 1;
 			}
 		}
-		r = exec_fill(x, wait_ms);
+		if (left <= 0)
+			return -EAGAIN;
+		r = exec_fill(x, (int)left);
 		if (r <= 0)
 			return (int)r;
 	}
@@ -747,7 +806,7 @@ void cnl_kube_exec_close(struct cnl_kube_exec *x)
 {
 	if (!x)
 		return;
-	if (x->s && x->version) {
+	if (x->s && x->version && exec_writable(x)) {
 		/* 1000: a normal closure. */
 		(void)exec_send(x, 8, "\x03\xe8", 2);
 	}

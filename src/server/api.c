@@ -1284,7 +1284,18 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	pthread_mutex_init(&api->stats_mu, NULL);
 	pthread_mutex_init(&api->collect_mu, NULL);
 	api->kube_nodes = json_object();
-	pthread_rwlock_init(&api->collect_rw, NULL);
+	{
+		/* Writers first: the Kubernetes scheduler clearing its
+		 * hooks at its stop is not kept waiting by a stream of
+		 * checks and execs, each of which may take seconds. */
+		pthread_rwlockattr_t ra;
+
+		pthread_rwlockattr_init(&ra);
+		pthread_rwlockattr_setkind_np(
+		    &ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&api->collect_rw, &ra);
+		pthread_rwlockattr_destroy(&ra);
+	}
 	pthread_cond_init(&api->tun_cv, NULL);
 	api->store = cfg->store;
 	api->keylen = cfg->jwt_key_len;

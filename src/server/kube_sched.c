@@ -1435,8 +1435,23 @@ static bool pod_ended(const struct pod *p, int *code)
 	return false;
 }
 
+/* Server pod @p's entry for the execs (server_exec) goes with it. */
+static void srv_pod_drop(struct cnl_kube_sched *ks, const struct pod *p)
+{
+	const json_t *at;
+
+	if (!p->server || !p->job[0])
+		return;
+	pthread_mutex_lock(&ks->exec_mu);
+	at = json_object_get(ks->srv_pods, p->job);
+	if (at && S(at, "uid") && strcmp(S(at, "uid"), p->uid) == 0)
+		json_object_del(ks->srv_pods, p->job);
+	pthread_mutex_unlock(&ks->exec_mu);
+}
+
 static void forget(struct cnl_kube_sched *ks, struct pod *p)
 {
+	srv_pod_drop(ks, p);
 	json_decref(p->claim_obj);
 	p->claim_obj = NULL;
 	json_decref(p->where);
@@ -1765,16 +1780,19 @@ static void server_running(struct cnl_kube_sched *ks, struct pod *p)
 	snprintf(url, sizeof(url), "http://%s%s%s:%d/?token=%s",
 	         strchr(ip, ':') ? "[" : "", ip, strchr(ip, ':') ? "]" : "",
 	         CNL_KUBE_SERVER_PORT, token);
+	/* The pod an exec goes to (server_exec), known before its RUNNING
+	 * is. */
+	pthread_mutex_lock(&ks->exec_mu);
+	json_object_set_new(ks->srv_pods, p->job,
+	                    json_pack("{s:s,s:s,s:s,s:I,s:s,s:s}", "ns", p->ns,
+	                              "name", p->name, "uid", p->uid, "epoch",
+	                              (json_int_t)p->epoch, "image", p->image,
+	                              "collect_image", p->collect_image));
+	pthread_mutex_unlock(&ks->exec_mu);
 	report_url(ks, p, CNL_WIRE_REPORT_RUNNING, 0, NULL, url);
 	explicit_bzero(token, sizeof(token));
 	explicit_bzero(url, sizeof(url));
 	p->url_said = true;
-	pthread_mutex_lock(&ks->exec_mu);
-	json_object_set_new(ks->srv_pods, p->job,
-	                    json_pack("{s:s,s:s,s:s,s:I}", "ns", p->ns, "name",
-	                              p->name, "uid", p->uid, "epoch",
-	                              (json_int_t)p->epoch));
-	pthread_mutex_unlock(&ks->exec_mu);
 }
 
 static void step_pod(struct cnl_kube_sched *ks, struct pod *p, int64_t now)
@@ -2448,6 +2466,9 @@ static int kexec_status(const char *data, size_t n, char *msg, size_t len)
 
 	snprintf(msg, len, "%s",
 	         S(st, "message") ?: "the exec ended without a status");
+	for (char *m = msg; *m; m++) /* the server's words, to a terminal */
+		if ((unsigned char)*m < 0x20 || *m == 0x7f)
+			*m = '?';
 	if (s && strcmp(s, "Success") == 0)
 		code = 0;
 	else if (reason && strcmp(reason, "NonZeroExitCode") == 0)
@@ -2575,6 +2596,9 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
 	int64_t epoch = 0;
 	struct kexec *e;
 	struct cnl_kube *k = NULL;
+	/* The pod as read now, with the images cnlabd gave it, for
+	 * run_tampered(). */
+	struct pod tmp = {.server = true};
 	int sv[2];
 	long code;
 
@@ -2584,6 +2608,10 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
 		snprintf(name, sizeof(name), "%s", S(at, "name") ?: "");
 		snprintf(uid, sizeof(uid), "%s", S(at, "uid") ?: "");
 		epoch = json_integer_value(json_object_get(at, "epoch"));
+		snprintf(tmp.image, sizeof(tmp.image), "%s",
+		         S(at, "image") ?: "");
+		snprintf(tmp.collect_image, sizeof(tmp.collect_image), "%s",
+		         S(at, "collect_image") ?: "");
 	}
 	pthread_mutex_unlock(&ks->exec_mu);
 	if (!name[0]) {
@@ -2622,6 +2650,17 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
 		                      "answer)"
 		           : code == 200 ? "not the one CNLab made for it"
 		                         : "gone");
+		goto fail;
+	}
+	tmp.obj = pod;
+	if (!tmp.image[0] || run_tampered(&tmp)) {
+		/* An image swapped, a container added (an ephemeral one
+		 * would see the command and its output): the worker fails
+		 * the server; no exec meanwhile. */
+		cnl_seterr(why, whylen,
+		           "its pod %s/%s was changed after CNLab made it "
+		           "(its images or containers)",
+		           ns, name);
 		goto fail;
 	}
 	if (!phase || strcmp(phase, "Running") != 0) {

@@ -8,7 +8,9 @@
  * must be answered with a masked pong of the same bytes); the v1 Status
  * on channel 3; then the refusals: a 403 Status, a Sec-WebSocket-Accept
  * that is not the key's, no subprotocol, a masked frame from the server,
- * a message past the limit; and a wait that times out.
+ * a message past the limit; a wait that times out, also while pings come
+ * without end; a head that trickles in, given up at the client's timeout;
+ * and a server URL with a path, which the exec goes under.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -39,9 +41,11 @@ enum mode {
 	FORBIDDEN, /* 403 before any upgrade */
 	BAD_ACCEPT,
 	NO_PROTO,
-	MASKED, /* a frame masked by the server */
-	HUGE,   /* a message past CNL_KUBE_EXEC_MSG_MAX */
-	SILENT, /* upgraded, then nothing */
+	MASKED,  /* a frame masked by the server */
+	HUGE,    /* a message past CNL_KUBE_EXEC_MSG_MAX */
+	SILENT,  /* upgraded, then nothing */
+	PINGS,   /* upgraded, then a ping every 20 ms, nothing else */
+	TRICKLE, /* the 101's head a byte every 20 ms */
 };
 
 static int lfd = -1;
@@ -176,6 +180,22 @@ static void *serve(void *arg)
 		close(fd);
 		return NULL;
 	}
+	if (mode == TRICKLE) {
+		static const char h[] = "HTTP/1.1 101 Switching Protocols\r\n"
+		                        "Upgrade: websocket\r\nConnection: "
+		                        "Upgrade\r\nX-Slow: 1\r\n\r\n";
+
+		for (size_t i = 0; i < sizeof(h) - 1; i++) {
+			struct pollfd p = {fd, POLLIN, 0};
+
+			say(fd, h + i, 1);
+			/* 20 ms, or the client gone */
+			if (poll(&p, 1, 20) > 0)
+				break;
+		}
+		close(fd);
+		return NULL;
+	}
 	snprintf(head, sizeof(head),
 	         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
 	         "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n",
@@ -210,6 +230,25 @@ static void *serve(void *arg)
 		b[0] = 1;
 		frame(fd, true, 2, b, n, false);
 		free(b);
+	} else if (mode == PINGS) {
+		struct pollfd p = {fd, POLLIN, 0};
+
+		unsigned char h[2], rest[4 + 125];
+
+		/* Until the client closes (its close frame, or the end);
+		 * its pongs read and dropped. */
+		for (;;) {
+			int r = poll(&p, 1, 20);
+
+			if (r == 0) {
+				frame(fd, true, 9, "x", 1, false);
+				continue;
+			}
+			if (r < 0 || !recv_all(fd, h, 2) ||
+			    !recv_all(fd, rest, 4 + (h[1] & 0x7f)) ||
+			    (h[0] & 0x0f) == 8)
+				break;
+		}
 	} else if (mode == SILENT) {
 		struct pollfd p = {fd, POLLIN, 0};
 
@@ -228,7 +267,7 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static struct cnl_kube *start(enum mode m)
+static struct cnl_kube *start_at(enum mode m, const char *base, long timeout_ms)
 {
 	struct cnl_kube *k = NULL;
 	char err[256];
@@ -239,13 +278,18 @@ static struct cnl_kube *start(enum mode m)
 	pong_masked = false;
 	assert_int_equal(pthread_create(&thread, NULL, serve, NULL), 0);
 	assert_int_equal(
-	    cnl_kube_open(&(struct cnl_kube_config){.server = server,
+	    cnl_kube_open(&(struct cnl_kube_config){.server = base,
 	                                            .token_file = token_file,
 	                                            .retries = -1,
-	                                            .timeout_ms = 5000},
+	                                            .timeout_ms = timeout_ms},
 	                  &k, err, sizeof(err)),
 	    0);
 	return k;
+}
+
+static struct cnl_kube *start(enum mode m)
+{
+	return start_at(m, server, 5000);
 }
 
 static void finish(struct cnl_kube *k)
@@ -388,6 +432,60 @@ static void test_exec_huge_refused(void **state)
 	finish(k);
 }
 
+/* Behind a proxy's path (https://host/k8s/clusters/c1/): the exec goes
+ * under it, as every other request. */
+static void test_exec_under_prefix(void **state)
+{
+	char at[128];
+	struct cnl_kube *k;
+	struct cnl_kube_exec *x = NULL;
+	char err[256] = "";
+
+	(void)state;
+	snprintf(at, sizeof(at), "%s/k8s/clusters/c1/", server);
+	k = start_at(SILENT, at, 5000);
+	assert_int_equal(open_exec(k, &x, err, sizeof(err)), 101);
+	assert_non_null(strstr(request, "GET /k8s/clusters/c1/api/v1/"
+	                                "namespaces/team-a/pods/srv-1/exec?"));
+	cnl_kube_exec_close(x);
+	finish(k);
+}
+
+/* Pings without end hold no wait past its time. */
+static void test_exec_pings_do_not_hold(void **state)
+{
+	struct cnl_kube *k = start(PINGS);
+	struct cnl_kube_exec *x = NULL;
+	char err[256] = "";
+	const char *d;
+	size_t n;
+	int ch;
+
+	(void)state;
+	assert_int_equal(open_exec(k, &x, err, sizeof(err)), 101);
+	assert_int_equal(cnl_kube_exec_next(x, 200, &ch, &d, &n), -EAGAIN);
+	assert_int_equal(cnl_kube_exec_next(x, 200, &ch, &d, &n), -EAGAIN);
+	cnl_kube_exec_close(x);
+	finish(k);
+}
+
+/* A head that trickles in is given up at the client's timeout, however
+ * often a byte comes. */
+static void test_exec_trickled_head_given_up(void **state)
+{
+	struct cnl_kube *k = start_at(TRICKLE, server, 300);
+	struct cnl_kube_exec *x = NULL;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(open_exec(k, &x, err, sizeof(err)), -EIO);
+	assert_null(x);
+	assert_non_null(strstr(err, "no reply"));
+	/* Not the command's words: errors are logged. */
+	assert_null(strstr(err, "command="));
+	finish(k);
+}
+
 static void test_exec_wait_times_out(void **state)
 {
 	struct cnl_kube *k = start(SILENT);
@@ -446,6 +544,9 @@ int main(void)
 	    cmocka_unit_test(test_exec_masked_refused),
 	    cmocka_unit_test(test_exec_huge_refused),
 	    cmocka_unit_test(test_exec_wait_times_out),
+	    cmocka_unit_test(test_exec_under_prefix),
+	    cmocka_unit_test(test_exec_pings_do_not_hold),
+	    cmocka_unit_test(test_exec_trickled_head_given_up),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
