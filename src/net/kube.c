@@ -78,18 +78,27 @@ int cnl_kube_open(const struct cnl_kube_config *cfg, struct cnl_kube **ret,
 		         strchr(h, ':') ? "https://[%s]:%s" : "https://%s:%s",
 		         h, p && p[0] ? p : "443");
 	}
+	if (strpbrk(server, "?#")) {
+		/* Paths are put after it, an exec's too: no query there. */
+		cnl_seterr(err, errlen,
+		           "the Kubernetes API server's URL %s has a query or "
+		           "a fragment: give its scheme, host, port and path "
+		           "only",
+		           server);
+		return -CNL_ECONFIG;
+	}
 	k = cnl_xcalloc(1, sizeof(*k));
 	{
 		const char *h = strstr(server, "://");
 
 		h = h ? h + 3 : server;
-		size_t hl = strcspn(h, "/?#");
+		size_t hl = strcspn(h, "/?#,");
 
 		snprintf(k->host, sizeof(k->host), "%.*s", (int)hl, h);
 		/* Requests go under the URL's path (client.h), an exec's
 		 * too; without a trailing '/'. */
 		snprintf(k->prefix, sizeof(k->prefix), "%.*s",
-		         (int)strcspn(h + hl, "?#"), h + hl);
+		         (int)strcspn(h + hl, "?#,"), h + hl);
 		while (k->prefix[0] && k->prefix[strlen(k->prefix) - 1] == '/')
 			k->prefix[strlen(k->prefix) - 1] = '\0';
 	}
@@ -530,11 +539,14 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 
 		/* Errors name the path without the command's words: they
 		 * are logged, and the words may be anything typed. */
-		snprintf(where, sizeof(where),
-		         "%s/api/v1/namespaces/%s/pods/%s/exec", k->prefix, n,
-		         p);
-		r = asprintf(&path, "%s?container=%s&stdout=true&stderr=true",
-		             where, c);
+		r = snprintf(where, sizeof(where),
+		             "%s/api/v1/namespaces/%s/pods/%s/exec", k->prefix,
+		             n, p);
+		r = r < 0 || (size_t)r >= sizeof(where)
+		        ? -1
+		        : asprintf(&path,
+		                   "%s?container=%s&stdout=true&stderr=true",
+		                   where, c);
 		free(c);
 		free(n);
 		free(p);
@@ -573,6 +585,10 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		return -ENOMEM;
 	}
 	x = cnl_xcalloc(1, sizeof(*x));
+	/* The request and the reply's head (and an error's body), all within
+	 * the client's timeout: a server that trickles bytes is given up
+	 * too. */
+	deadline = cnl_time_mono_ns() / 1000000 + k->timeout_ms;
 	if (cnl_client_dial(k->cl, &x->s, err, errlen) < 0) {
 		status = -EIO;
 		goto fail;
@@ -583,9 +599,6 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		status = -EIO;
 		goto fail;
 	}
-	/* The reply's head (and an error's body), all within the client's
-	 * timeout: a server that trickles bytes is given up too. */
-	deadline = cnl_time_mono_ns() / 1000000 + k->timeout_ms;
 	for (;;) {
 		ssize_t n;
 		char *end;
@@ -631,9 +644,10 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		        : 0;
 		json_t *st;
 
-		while (want_n && want_n <= 65536 && x->n - hl < want_n &&
-		       cnl_time_mono_ns() / 1000000 < deadline &&
-		       exec_fill(x, 1000) > 0)
+		for (int64_t left;
+		     want_n && want_n <= 65536 && x->n - hl < want_n &&
+		     (left = deadline - cnl_time_mono_ns() / 1000000) > 0 &&
+		     exec_fill(x, left > 1000 ? 1000 : (int)left) > 0;)
 			;
 		x->buf[x->n] = '\0';
 		st = json_loads(x->buf + hl, JSON_DISABLE_EOF_CHECK, NULL);
@@ -744,11 +758,11 @@ int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
 				if (op == 8)
 					return 0;
 				if (op == 9) {
-					if (!fin || pn > 125 ||
-					    (exec_writable(x) &&
-					     exec_send(x, 10, p, (size_t)pn) <
-					         0))
+					if (!fin || pn > 125)
 						return -EPROTO;
+					if (exec_writable(x) &&
+					    exec_send(x, 10, p, (size_t)pn) < 0)
+						return -EIO;
 					if (left <= 0)
 						return -EAGAIN;
 					continue;
@@ -789,9 +803,9 @@ int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
 				return 1;
 			}
 		}
-		if (left <= 0)
-			return -EAGAIN;
-		r = exec_fill(x, (int)left);
+		/* One read at least, even past the deadline: bytes there
+		 * already are taken. */
+		r = exec_fill(x, left > 0 ? (int)left : 0);
 		if (r <= 0)
 			return (int)r;
 	}

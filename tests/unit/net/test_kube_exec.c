@@ -32,6 +32,7 @@
 
 #include <mbedtls/sha1.h>
 
+#include "cnlab/errors.h"
 #include "common/base64.h"
 #include "common/util.h"
 #include "net/kube.h"
@@ -486,6 +487,23 @@ static void test_exec_trickled_head_given_up(void **state)
 	finish(k);
 }
 
+/* A server URL with a query: refused at opening, naming it (paths are
+ * put after it). */
+static void test_server_url_with_query_refused(void **state)
+{
+	struct cnl_kube *k = NULL;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(
+	    cnl_kube_open(
+	        &(struct cnl_kube_config){.server = "https://h:6443/p?x=1"}, &k,
+	        err, sizeof(err)),
+	    -CNL_ECONFIG);
+	assert_null(k);
+	assert_non_null(strstr(err, "https://h:6443/p?x=1"));
+}
+
 static void test_exec_wait_times_out(void **state)
 {
 	struct cnl_kube *k = start(SILENT);
@@ -547,6 +565,7 @@ int main(void)
 	    cmocka_unit_test(test_exec_under_prefix),
 	    cmocka_unit_test(test_exec_pings_do_not_hold),
 	    cmocka_unit_test(test_exec_trickled_head_given_up),
+	    cmocka_unit_test(test_server_url_with_query_refused),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
