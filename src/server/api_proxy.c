@@ -1109,6 +1109,16 @@ static void relay(struct pass *p, int a, int b)
 	}
 }
 
+/* The end of a relay's thread: the caller's connection closed, the
+ * tunnel released. */
+static void ws_done(struct ws *w)
+{
+	cnl_http_upgrade_close(w->u);
+	pass_free(w->p);
+	free(w->extra);
+	free(w);
+}
+
 static void *ws_thread(void *arg)
 {
 	struct ws *w = arg;
@@ -1119,15 +1129,14 @@ static void *ws_thread(void *arg)
 	    (p->off >= p->n ||
 	     write_all(p->api, w->fd, p->buf + p->off, p->n - p->off) == 0))
 		relay(p, w->fd, p->t->fd);
-	cnl_http_upgrade_close(w->u);
-	pass_free(p);
-	free(w->extra);
-	free(w);
+	ws_done(w);
 	return NULL;
 }
 
-static void ws_upgraded(void *arg, int fd, const char *extra, size_t n,
-                        struct cnl_http_upgrade *u)
+/* A 101 went to the caller (@fd, with @n bytes it sent past its request):
+ * @fn relays it on a thread of its own. */
+static void ws_start(void *arg, int fd, const char *extra, size_t n,
+                     struct cnl_http_upgrade *u, void *(*fn)(void *))
 {
 	struct ws *w = cnl_xcalloc(1, sizeof(*w));
 	pthread_attr_t at;
@@ -1143,13 +1152,15 @@ static void ws_upgraded(void *arg, int fd, const char *extra, size_t n,
 	}
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &at, ws_thread, w) != 0) {
-		cnl_http_upgrade_close(u);
-		pass_free(w->p);
-		free(w->extra);
-		free(w);
-	}
+	if (pthread_create(&t, &at, fn, w) != 0)
+		ws_done(w);
 	pthread_attr_destroy(&at);
+}
+
+static void ws_upgraded(void *arg, int fd, const char *extra, size_t n,
+                        struct cnl_http_upgrade *u)
+{
+	ws_start(arg, fd, extra, n, u, ws_thread);
 }
 
 /*
@@ -1200,33 +1211,16 @@ static void *kexec_thread(void *arg)
 		}
 		free(b.p);
 	}
-	cnl_http_upgrade_close(w->u);
-	pass_free(p);
-	free(w->extra);
-	free(w);
+	ws_done(w);
 	return NULL;
 }
 
+/* What the caller sent past its request is not read: the command has no
+ * stdin. */
 static void kexec_upgraded(void *arg, int fd, const char *extra, size_t n,
                            struct cnl_http_upgrade *u)
 {
-	struct ws *w = cnl_xcalloc(1, sizeof(*w));
-	pthread_attr_t at;
-	pthread_t t;
-
-	(void)extra;
-	(void)n; /* the caller sends nothing: the command has no stdin */
-	w->p = arg;
-	w->fd = fd;
-	w->u = u;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &at, kexec_thread, w) != 0) {
-		cnl_http_upgrade_close(u);
-		pass_free(w->p);
-		free(w);
-	}
-	pthread_attr_destroy(&at);
+	ws_start(arg, fd, extra, n, u, kexec_thread);
 }
 
 /* ---- the reply ----------------------------------------------------- */
