@@ -41,6 +41,7 @@
 #include "agent/agent-internal.h"
 #include "cnlab/errors.h"
 #include "common/log.h"
+#include "common/sshd.h"
 #include "common/time.h"
 #include "common/util.h"
 
@@ -296,83 +297,20 @@ static void ssh_say(struct cnl_client_stream *s, const char *fmt, ...)
 	(void)cnl_client_stream_write(s, msg, (size_t)n);
 }
 
-/* sshd_config for a session: the platform's keys only, no passwords, the
- * tenant's own account only (sshd runs as the tenant, so it can log in no
- * one else), internal-sftp, forwarding of ports inside the container, and
- * the container's environment (SetEnv, from the bundle's config.json) so
- * that a session gets what the server's own process got.  Variables whose
- * value sshd_config cannot quote (a '"' or a control character) are left
- * out. */
+/* sshd_config for a session (common/sshd.h), with the container's
+ * environment from the bundle's config.json. */
 static char *ssh_config(struct cnl_agent *a, const char *id)
 {
-	static const char *const skip[] = {
-	    "HOME=", "USER=", "LOGNAME=", "SHELL=", "MAIL=", "TERM=", "SSH_"};
 	char path[700];
-	json_t *spec, *env, *v;
-	size_t i, o = 0, cap = 4096, o_env = 0;
-	char *text = cnl_xmalloc(cap);
+	json_t *spec;
+	char *text;
 
-#define PUT(...)                                                       \
-	do {                                                           \
-		int w_ = snprintf(text + o, cap - o, __VA_ARGS__);     \
-		if (w_ < 0)                                            \
-			break;                                         \
-		if ((size_t)w_ >= cap - o) {                           \
-			cap = (cap + (size_t)w_) * 2;                  \
-			text = cnl_xrealloc(text, cap);                \
-			w_ = snprintf(text + o, cap - o, __VA_ARGS__); \
-		}                                                      \
-		o += (size_t)w_;                                       \
-	} while (0)
-	PUT("HostKey " CNL_AGENT_SSH_DIR "/host_key\n"
-	    "AuthorizedKeysFile " CNL_AGENT_SSH_DIR "/authorized_keys\n"
-	    "AuthenticationMethods publickey\n"
-	    "PubkeyAuthentication yes\n"
-	    "PasswordAuthentication no\n"
-	    "KbdInteractiveAuthentication no\n"
-	    "HostbasedAuthentication no\n"
-	    "PermitRootLogin no\n"
-	    "PermitUserEnvironment no\n"
-	    "PermitUserRC no\n"
-	    "UsePAM no\n"
-	    "StrictModes no\n"
-	    "UseDNS no\n"
-	    "PrintMotd no\n"
-	    "PrintLastLog no\n"
-	    "X11Forwarding no\n"
-	    "PermitTunnel no\n"
-	    /* ssh -L into the container's own network only.  Nothing of
-	     * the owner's machine comes in (no -R, no agent, no Unix
-	     * sockets): a shared server's other members run as the same
-	     * tenant and would reach it. */
-	    "AllowTcpForwarding local\n"
-	    "AllowAgentForwarding no\n"
-	    "AllowStreamLocalForwarding no\n"
-	    "GatewayPorts no\n"
-	    "LoginGraceTime 30\n"
-	    "PidFile none\n"
-	    "LogLevel INFO\n"
-	    "Subsystem sftp internal-sftp\n");
 	snprintf(path, sizeof(path), "%s/bundles/%s/config.json",
 	         cnl_agent_rundir(a), id);
 	spec = json_load_file(path, 0, NULL);
-	env = json_object_get(json_object_get(spec, "process"), "env");
-	json_array_foreach (env, i, v) {
-		const char *e = json_string_value(v);
-		bool ok = e && strchr(e, '=') && e[0] != '=';
-
-		for (size_t k = 0; ok && k < CNL_ARRAY_SIZE(skip); k++)
-			ok = strncmp(e, skip[k], strlen(skip[k])) != 0;
-		for (const char *c = e; ok && *c; c++)
-			ok = *c != '"' && *c != '\\' &&
-			     (unsigned char)*c >= 0x20 && *c != 0x7f;
-		/* One SetEnv line: sshd takes its first only. */
-		if (ok)
-			PUT("%s\"%s\"", o_env++ ? " " : "SetEnv ", e);
-	}
-	if (o_env)
-		PUT("\n");
-#undef PUT
+	text = cnl_sshd_config(
+	    CNL_AGENT_SSH_DIR,
+	    json_object_get(json_object_get(spec, "process"), "env"));
 	json_decref(spec);
 	return text;
 }

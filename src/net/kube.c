@@ -513,8 +513,8 @@ static int exec_send(struct cnl_kube_exec *x, int opcode, const char *data,
 
 long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
                         const char *container, const char *const *argv,
-                        size_t argc, struct cnl_kube_exec **ret, char *err,
-                        size_t errlen)
+                        size_t argc, unsigned flags, struct cnl_kube_exec **ret,
+                        char *err, size_t errlen)
 {
 	struct cnl_kube_exec *x;
 	unsigned char key_raw[16], sha[20];
@@ -545,8 +545,10 @@ long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
 		r = r < 0 || (size_t)r >= sizeof(where)
 		        ? -1
 		        : asprintf(&path,
-		                   "%s?container=%s&stdout=true&stderr=true",
-		                   where, c);
+		                   "%s?container=%s%s&stdout=true&stderr=true",
+		                   where, c,
+		                   flags & CNL_KUBE_EXEC_STDIN ? "&stdin=true"
+		                                               : "");
 		free(c);
 		free(n);
 		free(p);
@@ -814,6 +816,40 @@ int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
 int cnl_kube_exec_version(const struct cnl_kube_exec *x)
 {
 	return x->version;
+}
+
+int cnl_kube_exec_fd(const struct cnl_kube_exec *x)
+{
+	return cnl_client_stream_fd(x->s);
+}
+
+int cnl_kube_exec_send(struct cnl_kube_exec *x, const void *data, size_t n)
+{
+	enum { CHUNK = 64 * 1024 };
+	char *b = cnl_xmalloc(CHUNK + 1);
+	int r = 0;
+
+	/* Channel 0, a message per CHUNK bytes: each within the API
+	 * server's frame limits. */
+	b[0] = 0;
+	for (size_t off = 0; r == 0 && off < n;) {
+		size_t k = n - off < CHUNK ? n - off : CHUNK;
+
+		memcpy(b + 1, (const char *)data + off, k);
+		r = exec_send(x, 2, b, k + 1) < 0 ? -EIO : 0;
+		off += k;
+	}
+	free(b);
+	return r;
+}
+
+int cnl_kube_exec_send_eof(struct cnl_kube_exec *x)
+{
+	/* v5: a message on channel 255 (the close signal) naming channel
+	 * 0; v4 has no way to end stdin but closing the stream. */
+	if (x->version < 5)
+		return -ENOTSUP;
+	return exec_send(x, 2, "\xff\x00", 2) < 0 ? -EIO : 0;
 }
 
 void cnl_kube_exec_close(struct cnl_kube_exec *x)

@@ -93,9 +93,10 @@ int cnl_kube_watch(struct cnl_kube *k, const char *path, char *rv, size_t rvlen,
  * Exec in a container, as kubectl does it since 1.30: GET .../pods/POD/
  * exec?container=C&command=A&command=B&stdout=true&stderr=true upgraded
  * to a WebSocket (RFC 6455) of subprotocol v5.channel.k8s.io (or v4): each
- * binary message is one channel's, its first byte the channel (1 stdout,
- * 2 stderr, 3 the end: a v1 Status; 255 (v5) a channel closed).  The
- * command's stdin is closed (none is asked for).  On a connection of its
+ * binary message is one channel's, its first byte the channel (0 stdin,
+ * 1 stdout, 2 stderr, 3 the end: a v1 Status; 255 (v5) a channel
+ * closed).  The command's stdin is closed unless @flags has
+ * CNL_KUBE_EXEC_STDIN.  On a connection of its
  * own (cnl_client_dial), so that @k may go on with other requests.
  *
  * cnl_kube_exec_open returns 101 with the exec in *@ret, else the HTTP
@@ -109,10 +110,13 @@ struct cnl_kube_exec;
 /* The largest message taken (bytes, the channel's byte included). */
 #define CNL_KUBE_EXEC_MSG_MAX (1 << 20)
 
+/* The command's stdin is ours (stdin=true): cnl_kube_exec_send(). */
+#define CNL_KUBE_EXEC_STDIN 1u
+
 long cnl_kube_exec_open(struct cnl_kube *k, const char *ns, const char *pod,
                         const char *container, const char *const *argv,
-                        size_t argc, struct cnl_kube_exec **ret, char *err,
-                        size_t errlen);
+                        size_t argc, unsigned flags, struct cnl_kube_exec **ret,
+                        char *err, size_t errlen);
 /*
  * The next message, waiting up to @wait_ms: 1 with its channel in
  * *@channel and its bytes (without the channel's) in *@data, *@len (valid
@@ -125,6 +129,18 @@ int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
                        const char **data, size_t *len);
 /* The subprotocol's version agreed (5 or 4). */
 int cnl_kube_exec_version(const struct cnl_kube_exec *x);
+/* The connection's descriptor, to poll for input (and then
+ * cnl_kube_exec_next(x, 0, ...) until -EAGAIN: a TLS record may hold
+ * more than one message). */
+int cnl_kube_exec_fd(const struct cnl_kube_exec *x);
+/* @n bytes to the command's stdin (opened with CNL_KUBE_EXEC_STDIN), as
+ * messages of channel 0: 0, or -EIO (the write waits as the client's
+ * writes do). */
+int cnl_kube_exec_send(struct cnl_kube_exec *x, const void *data, size_t n);
+/* The end of the command's stdin: v5's close message for channel 0 (the
+ * command reads its end of input); -ENOTSUP on v4 (only closing the
+ * stream ends it), -EIO. */
+int cnl_kube_exec_send_eof(struct cnl_kube_exec *x);
 /* Close (a close frame first) and free; NULL-safe. */
 void cnl_kube_exec_close(struct cnl_kube_exec *x);
 

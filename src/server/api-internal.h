@@ -67,6 +67,8 @@ struct cnl_api {
 	void *collect_ud;
 	cnl_api_kube_exec_fn kube_exec;
 	void *kube_exec_ud;
+	cnl_api_kube_ssh_fn kube_ssh; /* under collect_rw too */
+	void *kube_ssh_ud;
 	pthread_mutex_t collect_mu;
 	struct cnl_api_collect_seen collect_seen[CNL_API_COLLECT_CACHE];
 	/* The nodes whose credentials the Kubernetes scheduler minted

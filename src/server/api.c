@@ -1162,6 +1162,14 @@ void cnl_api_set_kube_exec(struct cnl_api *api, cnl_api_kube_exec_fn fn,
 	pthread_rwlock_unlock(&api->collect_rw);
 }
 
+void cnl_api_set_kube_ssh(struct cnl_api *api, cnl_api_kube_ssh_fn fn, void *ud)
+{
+	pthread_rwlock_wrlock(&api->collect_rw);
+	api->kube_ssh = fn;
+	api->kube_ssh_ud = ud;
+	pthread_rwlock_unlock(&api->collect_rw);
+}
+
 /* The controller's tick, lock held: files past their retention go, and
  * the event streams of pending jobs look at their estimates again. */
 static void upkeep(void *ud, int64_t now_ms)

@@ -326,6 +326,22 @@ typedef int (*cnl_api_kube_exec_fn)(void *ud, const char *server,
 void cnl_api_set_kube_exec(struct cnl_api *api, cnl_api_kube_exec_fn fn,
                            void *ud);
 
+/*
+ * cnl_api_set_kube_ssh - who opens `cnlab server ssh` for a server in a
+ * Kubernetes pod: @fn starts an sshd in inetd mode in server @server's
+ * pod with host key @host_key (private, OpenSSH's format) and
+ * authorized_keys @keys, and answers 0 with *@ret_fd, a socket whose
+ * bytes are sshd's stdin and stdout (the SSH protocol; when sshd did not
+ * start, a line of text saying why instead); the API closes it, which
+ * ends the session.  Or -1 with @why.  As cnl_api_set_kube_exec
+ * otherwise.
+ */
+typedef int (*cnl_api_kube_ssh_fn)(void *ud, const char *server,
+                                   const char *host_key, const char *keys,
+                                   int *ret_fd, char *why, size_t whylen);
+void cnl_api_set_kube_ssh(struct cnl_api *api, cnl_api_kube_ssh_fn fn,
+                          void *ud);
+
 /* cnl_api_node_forget - delete every credential and join token of node
  * @node.  0 or a store error. */
 int cnl_api_node_forget(struct cnl_store *s, const char *node);

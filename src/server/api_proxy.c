@@ -17,7 +17,9 @@
  * Kubernetes scheduler reported (the pod's, port 8888), only for nodes
  * whose credentials that scheduler minted.  `cnlab server exec` there is
  * the API server's exec in the pod (cnl_api_set_kube_exec), its output
- * in the same exec frames; ssh is refused there.
+ * in the same exec frames; `cnlab server ssh` an sshd in inetd mode
+ * started by that exec, its stdin and stdout the session's bytes
+ * (cnl_api_set_kube_ssh).
  *
  * One tunnel carries one proxied request.  A plain request goes up as
  * HTTP/1.0 with "Connection: close", so the server's reply ends where the
@@ -397,13 +399,13 @@ static int pod_address(const char *url, char *addr, size_t len, int *port)
  * Queue a tunnel to the running server c->server for c->user, a port
  * tunnel or (@command, taken) an exec, or ssh (@ssh): 0 with it in *@ret,
  * in the list, the agents' polls woken (a server in a Kubernetes pod: a
- * direct one, for cnlabd to connect to the pod, or to exec in it through
- * the API server); or -1 with 409 (stopped; ssh in a pod), 503 (not running
+ * direct one, for cnlabd to connect to the pod, or to exec or ssh in it
+ * through the API server); or -1 with 409 (stopped), 503 (not running
  * yet) or 429 (too many open) in
  * @resp.  Under the lock.
  */
 static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
-                        json_t *command, bool ssh, struct cnl_api_tunnel **ret)
+                        json_t *command, struct cnl_api_tunnel **ret)
 {
 	struct cnl_api *api = c->api;
 	const struct cnl_store_server *v = &c->server;
@@ -434,16 +436,6 @@ static int tunnel_queue(struct call *c, struct cnl_http_response *resp,
 	 * alone holds; an agent's report is never an address to dial. */
 	if (cnl_ctl_node_name(api->ctl, node, name, sizeof(name)) == 0 &&
 	    json_object_get(api->kube_nodes, name)) {
-		if (ssh) {
-			cnl_http_error(
-			    resp, 409, "conflict",
-			    "server %s runs in a Kubernetes pod: `cnlab "
-			    "server ssh` is for servers on agents' nodes "
-			    "(`cnlab server exec` and the notebook's "
-			    "terminal reach the pod)",
-			    v->name);
-			goto refuse;
-		}
 		if (pod_address(v->url, addr, sizeof(addr), &port) < 0) {
 			cnl_http_error(
 			    resp, 503, "unavailable",
@@ -869,7 +861,7 @@ static int proxy_admit(struct call *c, struct pass *p,
 		               v->name);
 		return -1;
 	}
-	if (tunnel_queue(c, resp, NULL, false, &p->t) < 0)
+	if (tunnel_queue(c, resp, NULL, &p->t) < 0)
 		return -1;
 	cnl_api_grant_of(c, &p->grant);
 	snprintf(p->project, sizeof(p->project), "%s", v->project_id);
@@ -1223,6 +1215,55 @@ static void kexec_upgraded(void *arg, int fd, const char *extra, size_t n,
 	ws_start(arg, fd, extra, n, u, kexec_thread);
 }
 
+/*
+ * The ssh session of direct tunnel p->t in its server's pod, through the
+ * API server (cnl_api_set_kube_ssh), relayed to the caller on @fd as it
+ * is, what the caller sent past its request first; what kept it from
+ * starting goes to the caller as a line of text (ssh-proxy shows a
+ * stream that does not begin as SSH's on its stderr).
+ */
+static void *kssh_thread(void *arg)
+{
+	struct ws *w = arg;
+	struct pass *p = w->p;
+	struct cnl_api *api = p->api;
+	char why[512] = "ssh in Kubernetes pods is not set up in this cnlabd";
+	int fd = -1, r = -1;
+
+	pthread_rwlock_rdlock(&api->collect_rw);
+	if (api->kube_ssh)
+		r = api->kube_ssh(api->kube_ssh_ud, p->t->workload,
+		                  p->t->ssh_host_key, p->t->ssh_keys, &fd, why,
+		                  sizeof(why));
+	pthread_rwlock_unlock(&api->collect_rw);
+	if (r == 0) {
+		pthread_mutex_lock(&api->mu);
+		p->t->fd = fd;
+		p->t->opened = true;
+		pthread_mutex_unlock(&api->mu);
+		if (!w->extra_n ||
+		    write_all(api, fd, w->extra, w->extra_n) == 0)
+			relay(p, w->fd, fd);
+	} else {
+		struct cnl_metrics_buf b = {0};
+
+		cnl_log(CNL_LOG_WARN, "ssh in a server's pod not started",
+		        "server=%s err=%s", p->t->workload, why);
+		cnl_mb_printf(&b, "cnlab: server %s: %s\n", p->server_name,
+		              why);
+		(void)write_all(api, w->fd, b.p, b.n);
+		free(b.p);
+	}
+	ws_done(w);
+	return NULL;
+}
+
+static void kssh_upgraded(void *arg, int fd, const char *extra, size_t n,
+                          struct cnl_http_upgrade *u)
+{
+	ws_start(arg, fd, extra, n, u, kssh_thread);
+}
+
 /* ---- the reply ----------------------------------------------------- */
 
 /* Read the head of the server's reply into p->buf: its length, or -1. */
@@ -1367,7 +1408,7 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
 	snprintf(p->server_name, sizeof(p->server_name), "%s", c->server.name);
 	cnl_api_grant_of(c, &p->grant);
 	snprintf(p->project, sizeof(p->project), "%s", c->server.project_id);
-	if (tunnel_queue(c, resp, cmd, false, &p->t) < 0) {
+	if (tunnel_queue(c, resp, cmd, &p->t) < 0) {
 		free(p);
 		return;
 	}
@@ -1407,7 +1448,9 @@ void cnl_api_h_server_exec(void *call, struct cnl_http_request *req,
  * node, whose agent starts an sshd in inetd mode (sshd -i) in the
  * server's container as the tenant, its stdin and stdout the tunnel; the
  * 101 here relays the SSH protocol both ways until either side ends.
- * Nodes older than CNL_WIRE_PROTOCOL_SSH are not sent such a tunnel.
+ * Nodes older than CNL_WIRE_PROTOCOL_SSH are not sent such a tunnel.  A
+ * server in a Kubernetes pod: the same keys go to an sshd that cnlabd
+ * starts there through the API server's exec (kssh_thread).
  */
 void cnl_api_h_server_ssh(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp)
@@ -1439,13 +1482,13 @@ void cnl_api_h_server_ssh(void *call, struct cnl_http_request *req,
 	snprintf(p->server_name, sizeof(p->server_name), "%s", c->server.name);
 	cnl_api_grant_of(c, &p->grant);
 	snprintf(p->project, sizeof(p->project), "%s", c->server.project_id);
-	if (tunnel_queue(c, resp, NULL, true, &p->t) < 0) {
+	if (tunnel_queue(c, resp, NULL, &p->t) < 0) {
 		free(p);
 		return;
 	}
 	/* Not listed to the node before it is whole (the lock is held). */
 	proto = cnl_ctl_node_protocol(api->ctl, p->t->node);
-	if (proto < CNL_WIRE_PROTOCOL_SSH) {
+	if (!p->t->direct && proto < CNL_WIRE_PROTOCOL_SSH) {
 		cnl_http_error(resp, 409, "conflict",
 		               "server %s runs on node %s, whose agent "
 		               "(node protocol %d) is too old for ssh: the "
@@ -1458,6 +1501,14 @@ void cnl_api_h_server_ssh(void *call, struct cnl_http_request *req,
 	p->t->ssh_host_key = priv;
 	p->t->ssh_keys = keys;
 	p->ssh_fps = fps;
+	if (p->t->direct) { /* opened by the relay's thread, unlocked */
+		resp->status = 101;
+		resp->headers = cnl_xstrdup("Upgrade: cnlab-ssh\r\n");
+		resp->upgraded = kssh_upgraded;
+		resp->upgrade_free = pass_free;
+		resp->upgrade_arg = p;
+		return;
+	}
 	if (!tunnel_wait(api, p->t)) {
 		cnl_http_error(resp, 504, "gateway_timeout",
 		               "the node agent of server %s (node %s) did not "

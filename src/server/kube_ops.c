@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/label.h"
 #include "common/time.h"
 #include "common/util.h"
 #include "server/kube_map.h"
@@ -164,6 +165,61 @@ static void use_claim(json_t *pod, json_t *container, const char *claim)
 	                    json_pack("[{s:s}]", "name", "gpu"));
 }
 
+/* The tenant's account name in a server's /etc/passwd: its owner's, as
+ * `cnlab server ssh` logs in (a name of the label rule; else "tenant"). */
+static const char *tenant_name(const struct cnl_kube_run *r)
+{
+	return r->user && cnl_label_valid(r->user) ? r->user : "tenant";
+}
+
+/*
+ * Every container of a run pod as the tenant, never root: the pod's user
+ * and group CNL_KUBE_TENANT_ID (as an agent's containers', whatever the
+ * image says), its volumes the group's (fsGroup: a server's PVC, the
+ * Secrets' files, 0440 for it), no privilege gained (setuid, file
+ * capabilities), no capability, the runtime's seccomp filter: Pod
+ * Security's "restricted" profile, which a namespace may enforce.  The
+ * collector, of the same user, reads what the job leaves as the job
+ * does.
+ */
+static void tenant_only(json_t *pod)
+{
+	json_t *spec = json_object_get(pod, "spec");
+	const char *const lists[] = {"initContainers", "containers"};
+
+	json_object_set_new(
+	    spec, "securityContext",
+	    json_pack("{s:b,s:i,s:i,s:i,s:s,s:{s:s}}", "runAsNonRoot", 1,
+	              "runAsUser", CNL_KUBE_TENANT_ID, "runAsGroup",
+	              CNL_KUBE_TENANT_ID, "fsGroup", CNL_KUBE_TENANT_ID,
+	              "fsGroupChangePolicy", "OnRootMismatch", "seccompProfile",
+	              "type", "RuntimeDefault"));
+	for (size_t l = 0; l < CNL_ARRAY_SIZE(lists); l++) {
+		json_t *c;
+		size_t i;
+
+		json_array_foreach (json_object_get(spec, lists[l]), i, c) {
+			json_t *sc = json_object_get(c, "securityContext");
+
+			if (!sc) {
+				sc = json_object();
+				json_object_set_new(c, "securityContext", sc);
+			}
+			json_object_set_new(sc, "allowPrivilegeEscalation",
+			                    json_false());
+			json_object_set_new(
+			    sc, "capabilities",
+			    json_pack("{s:[s]}", "drop", "ALL"));
+		}
+	}
+}
+
+void cnl_kube_pod_own_users(json_t *pod)
+{
+	json_object_set_new(json_object_get(pod, "spec"), "hostUsers",
+	                    json_false());
+}
+
 /* What both kinds make: the owner reference to @cr (of @kind), the claim
  * NAME-gpu for @shape (NULL for cpu), and a pod of the scheduler cnlab
  * running @image with @command (NULL: the image's own) and /workspace
@@ -207,11 +263,12 @@ static int children(const json_t *cr, const char *kind, const char *shape,
 	char cq[32], mq[32];
 	snprintf(cq, sizeof(cq), "%lldm", (long long)(cpu > 0 ? cpu : 1000));
 	snprintf(mq, sizeof(mq), "%lldMi", (long long)(mem > 0 ? mem : 4096));
-	container = json_pack("{s:s,s:s,s:s,s:{s:{s:s,s:s}},s:[{s:s,s:s}]}",
-	                      "name", "main", "image", image, "workingDir",
-	                      "/workspace", "resources", "requests", "cpu", cq,
-	                      "memory", mq, "volumeMounts", "name", "workspace",
-	                      "mountPath", "/workspace");
+	container = json_pack(
+	    "{s:s,s:s,s:s,s:{s:{s:s,s:s}},s:[{s:s,s:s}],s:[{s:s,s:s}]}", "name",
+	    "main", "image", image, "workingDir", "/workspace", "resources",
+	    "requests", "cpu", cq, "memory", mq, "volumeMounts", "name",
+	    "workspace", "mountPath", "/workspace", "env", "name", "HOME",
+	    "value", "/workspace");
 	if (command)
 		json_object_set_new(container, "command",
 		                    json_pack("[s,s,s]", "sh", "-c", command));
@@ -225,6 +282,7 @@ static int children(const json_t *cr, const char *kind, const char *shape,
 	                "containers", container, "volumes", workspace);
 	if (*ret_claim)
 		use_claim(pod, container, claim);
+	tenant_only(pod);
 	*ret_pod = pod;
 	*ret_owner = owner;
 	return 0;
@@ -775,6 +833,21 @@ static void server_env(const struct cnl_kube_run *r, const char *name,
 
 	json_array_extend(env, more);
 	json_decref(more);
+	/* /etc/passwd and /etc/group naming the owner (for sshd, whoami),
+	 * from the same Secret, world-readable as the image's are. */
+	json_array_append_new(
+	    volumes,
+	    json_pack("{s:s,s:{s:s,s:[{s:s,s:s},{s:s,s:s}],s:i}}", "name",
+	              "cnlab-etc", "secret", "secretName", sec, "items", "key",
+	              "passwd", "path", "passwd", "key", "group", "path",
+	              "group", "defaultMode", 0444));
+	for (int i = 0; i < 2; i++)
+		json_array_append_new(
+		    json_object_get(container, "volumeMounts"),
+		    json_pack("{s:s,s:s,s:s,s:b}", "name", "cnlab-etc",
+		              "mountPath", i ? "/etc/group" : "/etc/passwd",
+		              "subPath", i ? "group" : "passwd", "readOnly",
+		              1));
 	if (!r->notebook_image)
 		return;
 	json_array_append_new(
@@ -788,13 +861,12 @@ static void server_env(const struct cnl_kube_run *r, const char *name,
 /* The init container that puts cnlab-notebook.py beside a server. */
 static json_t *notebook_init(const struct cnl_kube_run *r)
 {
-	return json_pack(
-	    "{s:s,s:s,s:[s,s,s],s:[{s:s,s:s}],s:{s:b,s:b,s:{s:[s]}}}", "name",
-	    "notebook", "image", r->notebook_image, "command", "cp",
-	    "/usr/bin/cnlab-notebook.py", "/opt/cnlab/cnlab-notebook.py",
-	    "volumeMounts", "name", "cnlab", "mountPath", "/opt/cnlab",
-	    "securityContext", "allowPrivilegeEscalation", 0,
-	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL");
+	return json_pack("{s:s,s:s,s:[s,s,s],s:[{s:s,s:s}],s:{s:b}}", "name",
+	                 "notebook", "image", r->notebook_image, "command",
+	                 "cp", "/usr/bin/cnlab-notebook.py",
+	                 "/opt/cnlab/cnlab-notebook.py", "volumeMounts", "name",
+	                 "cnlab", "mountPath", "/opt/cnlab", "securityContext",
+	                 "readOnlyRootFilesystem", 1);
 }
 
 /* The collector of the run's artifacts: a native sidecar (see
@@ -822,7 +894,7 @@ static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
 	return json_pack(
 	    "{s:s,s:s,s:s,s:[s,s],s:[{s:s,s:s},{s:s,s:s},{s:s,s:s}],"
 	    "s:[{s:s,s:s,s:b},{s:s,s:s,s:b},{s:s,s:s,s:b}],"
-	    "s:{s:b,s:b,s:{s:[s],s:[s]}}}",
+	    "s:{s:b}}",
 	    "name", "collect", "image", r->collect_image, "restartPolicy",
 	    "Always", "command", "cnlab-agent", "collect", "env", "name",
 	    "CNLAB_SERVER", "value", r->collect_url, "name", "CNLAB_JOB",
@@ -830,9 +902,7 @@ static json_t *collect_sidecar(const struct cnl_kube_run *r, const char *name,
 	    "name", "artifacts", "mountPath", "/workspace/artifacts",
 	    "readOnly", 1, "name", "collect", "mountPath", "/run/cnlab/collect",
 	    "readOnly", 1, "name", "collect-pod", "mountPath", "/run/cnlab/pod",
-	    "readOnly", 1, "securityContext", "allowPrivilegeEscalation", 0,
-	    "readOnlyRootFilesystem", 1, "capabilities", "drop", "ALL", "add",
-	    "DAC_OVERRIDE");
+	    "readOnly", 1, "securityContext", "readOnlyRootFilesystem", 1);
 }
 
 int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
@@ -868,12 +938,14 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 		    json_pack("[{s:s,s:{}}]", "name", "workspace", "emptyDir");
 	}
 	container = json_pack(
-	    "{s:s,s:s,s:[s,s,s],s:s,s:{s:{s:s,s:s},s:{s:s}},s:o,s:[{s:s,s:s}]}",
+	    "{s:s,s:s,s:[s,s,s],s:s,s:{s:{s:s,s:s},s:{s:s}},s:o,"
+	    "s:[{s:s,s:s},{s:s,s:s}]}",
 	    "name", r->server ? "server" : "job", "image", r->image, "command",
 	    "sh", "-c", r->server ? SERVER_COMMAND : r->command, "workingDir",
 	    "/workspace", "resources", "requests", "cpu", cq, "memory", mq,
 	    "limits", "memory", mq, "volumeMounts", mounts, "env", "name",
-	    "CNLAB_JOB_ID", "value", r->job);
+	    "CNLAB_JOB_ID", "value", r->job, "name", "HOME", "value",
+	    "/workspace");
 	gang_env(r, json_object_get(container, "env"));
 	if (r->server)
 		server_env(r, name, container, volumes);
@@ -978,6 +1050,9 @@ int cnl_kube_run_pod(const struct cnl_kube_run *r, json_t **ret_pod, char *err,
 	}
 	if (count > 0)
 		use_claim(pod, container, claim);
+	tenant_only(pod);
+	if (r->user_namespaces)
+		cnl_kube_pod_own_users(pod);
 	*ret_pod = pod;
 	return 0;
 }
@@ -1059,10 +1134,23 @@ json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
 json_t *cnl_kube_run_server_secret(const struct cnl_kube_run *r,
                                    const char *pod_uid, const char *token)
 {
-	const char *const keys[] = {"token"};
-	const char *const vals[] = {token};
+	const char *const keys[] = {"token", "passwd", "group"};
+	char passwd[256], group[128];
+	const char *const vals[] = {token, passwd, group};
+	const char *u = tenant_name(r);
 
-	return run_token_secret(r, pod_uid, "server", keys, vals, 1);
+	/* The image's own accounts are not known here: root and nobody,
+	 * and the tenant, as an agent's container of an image without
+	 * /etc/passwd has them. */
+	snprintf(passwd, sizeof(passwd),
+	         "root:x:0:0:root:/root:/bin/sh\n"
+	         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	         "%s:x:%d:%d:%s:/workspace:/bin/sh\n",
+	         u, CNL_KUBE_TENANT_ID, CNL_KUBE_TENANT_ID, u);
+	snprintf(group, sizeof(group),
+	         "root:x:0:\nnogroup:x:65534:\n%s:x:%d:\n", u,
+	         CNL_KUBE_TENANT_ID);
+	return run_token_secret(r, pod_uid, "server", keys, vals, 3);
 }
 
 void cnl_kube_server_pvc_name(const char *server, char *buf, size_t len)

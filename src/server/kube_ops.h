@@ -153,9 +153,15 @@ json_t *cnl_kube_nb_status(const char *phase, const char *job, const char *node,
 /* The audience of a run pod's token for its collector: cnlabd's alone (the
  * API server refuses it, and cnlabd refuses the API server's). */
 #define CNL_KUBE_COLLECT_AUDIENCE "cnlab-collect"
+/* The user and group a run pod's containers run as (never root: Pod
+ * Security "restricted"), with HOME /workspace, as an agent's tenant. */
+#define CNL_KUBE_TENANT_ID 1000
 
 struct cnl_kube_run {
 	const char *job, *project, *shape, *image, *command;
+	/* Its submitter's name (a server's owner): a server's account in
+	 * its /etc/passwd; NULL or not a label: "tenant". */
+	const char *user;
 	int64_t epoch, cpu_milli, mem_mib;
 	const char *const *inputs;
 	const char *const *input_sums;
@@ -180,7 +186,21 @@ struct cnl_kube_run {
 	bool server;
 	int64_t storage_gb, idle_timeout_s;
 	const char *notebook_image;
+	/* Its pod in a user namespace of its own (cnl_kube_pod_own_users). */
+	bool user_namespaces;
 };
+
+/*
+ * cnl_kube_pod_own_users - @pod (a Pod) in a user namespace of its own
+ * (spec.hostUsers false): its uid 1000 is, on the node, an unprivileged
+ * id of a range the kubelet gives that pod alone, so two tenants' pods
+ * on one node share no host uid (as an agent's containers, each user's
+ * range its own).  Needs a node whose kernel and runtime support it
+ * (Kubernetes 1.33+ has it on by default: Linux 6.3+, containerd 2.0+
+ * or CRI-O, runc 1.2+ or crun 1.9+); cnlabd's kube_user_namespaces
+ * false turns it off for clusters that lack it.
+ */
+void cnl_kube_pod_own_users(json_t *pod);
 
 /* "cnlab-GANG-RANK", GANG the leader's id as in a pod's name. */
 void cnl_kube_gang_service_name(const char *gang, int rank, char *buf,
@@ -222,7 +242,9 @@ json_t *cnl_kube_run_collect_secret(const struct cnl_kube_run *r,
  * CNL_KUBE_SERVER_PORT, with the environment an agent gives a server
  * (CNLAB_PORT, CNLAB_BASE_URL /s/ID/, CNLAB_WORKSPACE, CNLAB_NOTEBOOK,
  * CNLAB_ADDRESS 0.0.0.0, and CNLAB_SERVER_TOKEN from the Secret
- * NAME-server, cnl_kube_run_server_secret: immutable, owned by the pod);
+ * NAME-server, cnl_kube_run_server_secret: immutable, owned by the pod,
+ * which also holds the /etc/passwd and /etc/group the container mounts,
+ * naming r->user as uid CNL_KUBE_TENANT_ID, home /workspace);
  * its /workspace is the PersistentVolumeClaim cnl_kube_server_pvc() of
  * r->storage_gb (labelled cnlab.io/server, owned by nothing: it outlives
  * each pod, as a server's workspace does on an agent's node); its idle

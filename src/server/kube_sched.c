@@ -28,6 +28,7 @@
 #include "common/id.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/sshd.h"
 #include "common/time.h"
 #include "common/util.h"
 #include "net/client.h"
@@ -144,9 +145,10 @@ struct cnl_kube_sched {
 	struct cnl_kube *kr;
 	pthread_mutex_t review_mu;
 	bool verifying; /* registered with the API */
-	/* Execs in servers' pods (server_exec): each server's pod as last
-	 * seen running (id -> {ns, name, uid, epoch}), and the relays'
-	 * threads still going, waited for at the stop. */
+	/* Execs and ssh sessions in servers' pods (server_exec,
+	 * server_ssh): each server's pod as last seen running (id -> {ns,
+	 * name, uid, epoch, image, collect_image}), and the relays' threads
+	 * still going, waited for at the stop. */
 	pthread_mutex_t exec_mu;
 	pthread_cond_t exec_cv;
 	json_t *srv_pods;
@@ -671,6 +673,8 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 		              shape, sizeof(shape), err, sizeof(err))) == 0)
 			r = cnl_kube_nb_children(o, pname, shape, &claim, &pod,
 			                         &svc, &pvc, err, sizeof(err));
+		if (r == 0 && ks->cfg.user_namespaces)
+			cnl_kube_pod_own_users(pod);
 		if (r < 0) {
 			json_t *patch =
 			    cr_status(what, ns, name, "Failed", "", "", -256,
@@ -2577,35 +2581,36 @@ static void *kexec_thread(void *arg)
 }
 
 /*
- * `cnlab server exec` in server @server's pod (cnl_api_set_kube_exec):
- * the pod its worker last saw running for it, read again now and taken
- * only if it is still that pod (its uid), running, this server's (its
- * labels) and made by cnlabd (its proof): a tenant's pod named or
- * labelled like it is never exec'd into.  The command runs in its
- * container "server" through the API server's exec (pods/exec), as the
- * container's user; its output comes back in exec frames from a thread
- * of ours.  Called from the API's relay thread, without its lock.
+ * The pod of server @server that an exec or an ssh session goes to: the
+ * pod its worker last saw running for it, read again now and taken only
+ * if it is still that pod (its uid), running, this server's (its labels)
+ * and made by cnlabd (its proof), with the images and containers cnlabd
+ * gave it: a tenant's pod named or labelled like it is never exec'd into,
+ * nor one an ephemeral container was added to (it would see the command
+ * and its output).  0 with a connection of its own to the API server in
+ * *@ret_k, the pod's namespace and name, and the pod as read in *@ret_pod;
+ * or -1 with @why.
  */
-static int server_exec(void *ud, const char *server, const char *const *argv,
-                       size_t argc, int *ret_fd, char *why, size_t whylen)
+static int exec_target(struct cnl_kube_sched *ks, const char *server,
+                       struct cnl_kube **ret_k, char *ns, size_t nslen,
+                       char *name, size_t namelen, json_t **ret_pod, char *why,
+                       size_t whylen)
 {
-	struct cnl_kube_sched *ks = ud;
 	json_t *at, *pod = NULL;
-	char ns[64] = "", name[254] = "", uid[64] = "", path[512], err[512];
+	char uid[64] = "", path[512], err[512];
 	char ep[32], want[65];
 	int64_t epoch = 0;
-	struct kexec *e;
 	struct cnl_kube *k = NULL;
 	/* The pod as read now, with the images cnlabd gave it, for
 	 * run_tampered(). */
 	struct pod tmp = {.server = true};
-	int sv[2];
 	long code;
 
+	ns[0] = name[0] = '\0';
 	pthread_mutex_lock(&ks->exec_mu);
 	if ((at = json_object_get(ks->srv_pods, server))) {
-		snprintf(ns, sizeof(ns), "%s", S(at, "ns") ?: "");
-		snprintf(name, sizeof(name), "%s", S(at, "name") ?: "");
+		snprintf(ns, nslen, "%s", S(at, "ns") ?: "");
+		snprintf(name, namelen, "%s", S(at, "name") ?: "");
 		snprintf(uid, sizeof(uid), "%s", S(at, "uid") ?: "");
 		epoch = json_integer_value(json_object_get(at, "epoch"));
 		snprintf(tmp.image, sizeof(tmp.image), "%s",
@@ -2654,9 +2659,8 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
 	}
 	tmp.obj = pod;
 	if (!tmp.image[0] || run_tampered(&tmp)) {
-		/* An image swapped, a container added (an ephemeral one
-		 * would see the command and its output): the worker fails
-		 * the server; no exec meanwhile. */
+		/* An image swapped, a container added: the worker fails the
+		 * server; no exec meanwhile. */
 		cnl_seterr(why, whylen,
 		           "its pod %s/%s was changed after CNLab made it "
 		           "(its images or containers)",
@@ -2668,59 +2672,346 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
 		           name, phase ? phase : "in no phase");
 		goto fail;
 	}
-	json_decref(pod);
-	pod = NULL;
-	e = cnl_xcalloc(1, sizeof(*e));
-	code = cnl_kube_exec_open(k, ns, name, "server", argv, argc, &e->x, err,
-	                          sizeof(err));
-	if (code != 101) {
-		free(e);
-		cnl_log(CNL_LOG_WARN, "kube: an exec was refused", "err=%s",
-		        err);
-		cnl_seterr(why, whylen, "the API server refused the exec (%s)",
-		           err);
-		goto fail;
-	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		cnl_seterr(why, whylen, "no socket pair: %s", strerror(errno));
-		cnl_kube_exec_close(e->x);
-		free(e);
-		goto fail;
-	}
-	e->ks = ks;
-	e->k = k;
-	e->fd = sv[0];
-	snprintf(e->pod, sizeof(e->pod), "%s/%s", ns, name);
-	pthread_mutex_lock(&ks->exec_mu);
-	ks->execs++;
-	pthread_mutex_unlock(&ks->exec_mu);
-	{
-		pthread_attr_t a;
-		pthread_t t;
-		int r;
-
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		r = pthread_create(&t, &a, kexec_thread, e);
-		pthread_attr_destroy(&a);
-		if (r != 0) {
-			pthread_mutex_lock(&ks->exec_mu);
-			ks->execs--;
-			pthread_mutex_unlock(&ks->exec_mu);
-			close(sv[0]);
-			close(sv[1]);
-			cnl_kube_exec_close(e->x);
-			free(e);
-			cnl_seterr(why, whylen, "cannot start a thread");
-			goto fail;
-		}
-	}
-	*ret_fd = sv[1];
+	*ret_k = k;
+	*ret_pod = pod;
 	return 0;
 fail:
 	json_decref(pod);
 	cnl_kube_close(k);
 	return -1;
+}
+
+/* Exec @x (on connection @k, in pod @ns/@name) relayed by @fn on a thread
+ * of ours: 0 with the API's end of the socket pair in *@ret_fd (@k and
+ * @x then the thread's), or -1 with @why (both closed). */
+static int exec_start(struct cnl_kube_sched *ks, struct cnl_kube *k,
+                      struct cnl_kube_exec *x, const char *ns, const char *name,
+                      void *(*fn)(void *), int *ret_fd, char *why,
+                      size_t whylen)
+{
+	struct kexec *e;
+	pthread_attr_t a;
+	pthread_t t;
+	int sv[2], r;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		cnl_seterr(why, whylen, "no socket pair: %s", strerror(errno));
+		cnl_kube_exec_close(x);
+		cnl_kube_close(k);
+		return -1;
+	}
+	e = cnl_xcalloc(1, sizeof(*e));
+	e->ks = ks;
+	e->k = k;
+	e->x = x;
+	e->fd = sv[0];
+	snprintf(e->pod, sizeof(e->pod), "%s/%s", ns, name);
+	pthread_mutex_lock(&ks->exec_mu);
+	ks->execs++;
+	pthread_mutex_unlock(&ks->exec_mu);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &a, fn, e);
+	pthread_attr_destroy(&a);
+	if (r != 0) {
+		pthread_mutex_lock(&ks->exec_mu);
+		ks->execs--;
+		pthread_cond_broadcast(&ks->exec_cv);
+		pthread_mutex_unlock(&ks->exec_mu);
+		close(sv[0]);
+		close(sv[1]);
+		cnl_kube_exec_close(x);
+		cnl_kube_close(k);
+		free(e);
+		cnl_seterr(why, whylen, "cannot start a thread");
+		return -1;
+	}
+	*ret_fd = sv[1];
+	return 0;
+}
+
+/*
+ * `cnlab server exec` in server @server's pod (cnl_api_set_kube_exec):
+ * the pod exec_target() takes; the command runs in its container
+ * "server" through the API server's exec (pods/exec), as the container's
+ * user; its output comes back in exec frames from a thread of ours.
+ * Called from the API's relay thread, without its lock.
+ */
+static int server_exec(void *ud, const char *server, const char *const *argv,
+                       size_t argc, int *ret_fd, char *why, size_t whylen)
+{
+	struct cnl_kube_sched *ks = ud;
+	struct cnl_kube *k = NULL;
+	struct cnl_kube_exec *x = NULL;
+	char ns[64], name[254], err[512];
+	json_t *pod = NULL;
+	long code;
+
+	if (exec_target(ks, server, &k, ns, sizeof(ns), name, sizeof(name),
+	                &pod, why, whylen) < 0)
+		return -1;
+	json_decref(pod);
+	code = cnl_kube_exec_open(k, ns, name, "server", argv, argc, 0, &x, err,
+	                          sizeof(err));
+	if (code != 101) {
+		cnl_log(CNL_LOG_WARN, "kube: an exec was refused", "err=%s",
+		        err);
+		cnl_seterr(why, whylen, "the API server refused the exec (%s)",
+		           err);
+		cnl_kube_close(k);
+		return -1;
+	}
+	return exec_start(ks, k, x, ns, name, kexec_thread, ret_fd, why,
+	                  whylen);
+}
+
+/* ---- cnlab server ssh in a server's pod ------------------------------ */
+
+/*
+ * What runs in the pod's container "server" for a session, as its user
+ * (the tenant, CNL_KUBE_TENANT_ID, named in the pod's /etc/passwd as the
+ * server's owner): the session's files come first on stdin, each as its
+ * number of lines and the lines (the shell's read takes a byte at a time
+ * from a pipe, so what follows is left for sshd), into a folder of its
+ * own (0700); then the image's sshd in inetd mode, on the same stdin and
+ * stdout, its log on stderr; the folder goes when it ends.  Nothing of
+ * the session is in the exec's URL (the API server's audit log keeps
+ * those).  A pod cannot borrow its node's sshd: an image without one is
+ * told so.
+ */
+static const char ssh_script[] =
+    "umask 077; d=$(mktemp -d 2>/dev/null) || "
+    "{ echo 'cnlab: no folder for the session (mktemp -d)' >&2; exit 126; }; "
+    "for f in host_key authorized_keys sshd_config; do "
+    "IFS= read -r n || { rm -rf \"$d\"; exit 126; }; i=0; : >\"$d/$f\"; "
+    "while [ \"$i\" -lt \"$n\" ]; do "
+    "IFS= read -r l || { rm -rf \"$d\"; exit 126; }; "
+    "printf '%s\\n' \"$l\" >>\"$d/$f\"; i=$((i + 1)); done; done; "
+    "if [ ! -x /usr/sbin/sshd ]; then rm -rf \"$d\"; "
+    "echo 'cnlab: no sshd in this server: its image has no /usr/sbin/sshd "
+    "(a pod cannot borrow its node'\"'\"'s)' >&2; exit 127; fi; "
+    "/usr/sbin/sshd -i -e -f \"$d/sshd_config\" -o \"HostKey=$d/host_key\" "
+    "-o \"AuthorizedKeysFile=$d/authorized_keys\"; r=$?; rm -rf \"$d\"; "
+    "exit $r";
+
+/* @text to @x's stdin as the script above reads a file: its number of
+ * lines, then the lines (a last one without its newline given one). */
+static int ssh_send_file(struct cnl_kube_exec *x, const char *text)
+{
+	size_t n = strlen(text), lines = 0;
+	char head[32];
+	int l;
+
+	for (size_t i = 0; i < n; i++)
+		lines += text[i] == '\n';
+	if (n && text[n - 1] != '\n')
+		lines++;
+	l = snprintf(head, sizeof(head), "%zu\n", lines);
+	if (cnl_kube_exec_send(x, head, (size_t)l) < 0 ||
+	    cnl_kube_exec_send(x, text, n) < 0)
+		return -EIO;
+	if (n && text[n - 1] != '\n')
+		return cnl_kube_exec_send(x, "\n", 1);
+	return 0;
+}
+
+/* @n bytes to the API's side, raw; 0, or -1 when it is gone (or does not
+ * read while cnlabd stops). */
+static int kssh_put(struct kexec *e, const char *data, size_t n)
+{
+	while (n) {
+		ssize_t w = send(e->fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd pf = {.fd = e->fd, .events = POLLOUT};
+
+			if (atomic_load(&e->ks->stop))
+				return -1;
+			(void)poll(&pf, 1, 1000);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		data += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* One session's relay: what the API's side sends to sshd's stdin, sshd's
+ * stdout back, its stderr kept for the log (and, when sshd said nothing
+ * on stdout, its last line to the caller, as an agent tells why a session
+ * did not begin). */
+static void *kssh_thread(void *arg)
+{
+	struct kexec *e = arg;
+	struct cnl_kube_sched *ks = e->ks;
+	char errbuf[2048] = "", buf[65536], q[600];
+	size_t errn = 0, out = 0;
+	int code = -1, ch;
+	bool done = false;
+
+	while (!done && !atomic_load(&ks->stop)) {
+		struct pollfd pf[2] = {{e->fd, POLLIN, 0},
+		                       {cnl_kube_exec_fd(e->x), POLLIN, 0}};
+		const char *d;
+		size_t n;
+		int r;
+
+		if (poll(pf, 2, 1000) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t k = recv(e->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+			if (k == 0 ||
+			    (k < 0 && errno != EAGAIN && errno != EINTR)) {
+				/* The caller is gone: sshd's input ends
+				 * (v5), then the stream. */
+				(void)cnl_kube_exec_send_eof(e->x);
+				break;
+			}
+			if (k > 0 &&
+			    cnl_kube_exec_send(e->x, buf, (size_t)k) < 0)
+				break;
+		}
+		/* Every message there (a TLS record may hold several). */
+		while ((r = cnl_kube_exec_next(e->x, 0, &ch, &d, &n)) == 1) {
+			if (ch == CNL_WIRE_EXEC_STDOUT && n) {
+				out += n;
+				if (kssh_put(e, d, n) < 0) {
+					done = true;
+					break;
+				}
+			} else if (ch == CNL_WIRE_EXEC_STDERR && n) {
+				/* The last bytes of sshd's log. */
+				if (n >= sizeof(errbuf) - 1) {
+					d += n - (sizeof(errbuf) - 1);
+					n = sizeof(errbuf) - 1;
+				}
+				if (errn + n > sizeof(errbuf) - 1) {
+					size_t drop =
+					    errn + n - (sizeof(errbuf) - 1);
+
+					memmove(errbuf, errbuf + drop,
+					        errn - drop);
+					errn -= drop;
+				}
+				memcpy(errbuf + errn, d, n);
+				errbuf[errn += n] = '\0';
+			} else if (ch == 3) {
+				char msg[512];
+
+				code = kexec_status(d, n, msg, sizeof(msg));
+			}
+		}
+		if (r != -EAGAIN)
+			done = true;
+	}
+	if (out == 0) {
+		char line[1024], *nl;
+		int l;
+
+		while (errn > 0 &&
+		       (errbuf[errn - 1] == '\n' || errbuf[errn - 1] == '\r'))
+			errbuf[--errn] = '\0';
+		nl = strrchr(errbuf, '\n');
+		l = snprintf(
+		    line, sizeof(line),
+		    "cnlab: sshd did not start in the server's pod %s%s"
+		    "%s\n",
+		    e->pod, errn ? ": " : "", nl ? nl + 1 : errbuf);
+		for (int i = 0; i < l - 1 && (size_t)i < sizeof(line); i++)
+			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+				line[i] = '?';
+		(void)kssh_put(e, line,
+		               (size_t)l < sizeof(line) ? (size_t)l
+		                                        : sizeof(line) - 1);
+	}
+	cnl_log(CNL_LOG_INFO, "ssh session ended",
+	        "pod=%s bytes_out=%zu code=%d sshd=%s", e->pod, out, code,
+	        cnl_log_quote(q, sizeof(q), errbuf));
+	close(e->fd);
+	cnl_kube_exec_close(e->x);
+	cnl_kube_close(e->k);
+	pthread_mutex_lock(&ks->exec_mu);
+	ks->execs--;
+	pthread_cond_broadcast(&ks->exec_cv);
+	pthread_mutex_unlock(&ks->exec_mu);
+	free(e);
+	return NULL;
+}
+
+/*
+ * `cnlab server ssh` in server @server's pod (cnl_api_set_kube_ssh): the
+ * pod exec_target() takes; ssh_script through the API server's exec, with
+ * stdin, its files sent first: the server's host key (@host_key), the
+ * owner's keys (@keys) and the sshd_config of common/sshd.h with the
+ * literal environment of the pod's container "server".
+ */
+static int server_ssh(void *ud, const char *server, const char *host_key,
+                      const char *keys, int *ret_fd, char *why, size_t whylen)
+{
+	struct cnl_kube_sched *ks = ud;
+	const char *argv[] = {"/bin/sh", "-c", ssh_script, "cnlab-ssh"};
+	struct cnl_kube *k = NULL;
+	struct cnl_kube_exec *x = NULL;
+	char ns[64], name[254], err[512], *cfg;
+	json_t *pod = NULL, *env = json_array(), *c, *v;
+	size_t i, j;
+	long code;
+
+	if (exec_target(ks, server, &k, ns, sizeof(ns), name, sizeof(name),
+	                &pod, why, whylen) < 0) {
+		json_decref(env);
+		return -1;
+	}
+	json_array_foreach (
+	    json_object_get(json_object_get(pod, "spec"), "containers"), i, c) {
+		if (!S(c, "name") || strcmp(S(c, "name"), "server") != 0)
+			continue;
+		json_array_foreach (json_object_get(c, "env"), j, v) {
+			const char *nm = S(v, "name"), *val = S(v, "value");
+			size_t l;
+			char *e;
+
+			if (!nm || !val)
+				continue;
+			l = strlen(nm) + strlen(val) + 2;
+			e = cnl_xmalloc(l);
+			snprintf(e, l, "%s=%s", nm, val);
+			json_array_append_new(env, json_string(e));
+			free(e);
+		}
+	}
+	json_decref(pod);
+	cfg = cnl_sshd_config(NULL, env);
+	json_decref(env);
+	code = cnl_kube_exec_open(k, ns, name, "server", argv,
+	                          CNL_ARRAY_SIZE(argv), CNL_KUBE_EXEC_STDIN, &x,
+	                          err, sizeof(err));
+	if (code != 101) {
+		free(cfg);
+		cnl_log(CNL_LOG_WARN, "kube: an ssh exec was refused", "err=%s",
+		        err);
+		cnl_seterr(why, whylen, "the API server refused the exec (%s)",
+		           err);
+		cnl_kube_close(k);
+		return -1;
+	}
+	if (ssh_send_file(x, host_key) < 0 || ssh_send_file(x, keys) < 0 ||
+	    ssh_send_file(x, cfg) < 0) {
+		free(cfg);
+		cnl_seterr(why, whylen,
+		           "the session's files could not be sent to pod %s/%s",
+		           ns, name);
+		cnl_kube_exec_close(x);
+		cnl_kube_close(k);
+		return -1;
+	}
+	free(cfg);
+	return exec_start(ks, k, x, ns, name, kssh_thread, ret_fd, why, whylen);
 }
 
 /* The image of run @a as its pod runs it into @ref: from the registry
@@ -3745,6 +4036,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	    .shape = a->shape[0] ? a->shape : "cpu",
 	    .image = ref,
 	    .command = a->command,
+	    .user = a->user,
 	    .epoch = a->epoch,
 	    .cpu_milli = a->cpu_milli,
 	    .mem_mib = a->mem_mib,
@@ -3762,6 +4054,7 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 	    .storage_gb = a->storage_gb,
 	    .idle_timeout_s = a->idle_timeout_s,
 	    .notebook_image = ks->collect_image[0] ? ks->collect_image : NULL,
+	    .user_namespaces = ks->cfg.user_namespaces,
 	};
 	/* A server's workspace first: its pod mounts it. */
 	if (run.server && server_workspace(ks, ni, a, &run, ns, again) < 0)
@@ -4951,6 +5244,7 @@ int cnl_kube_sched_start(const struct cnl_kube_sched_config *cfg,
 	}
 	if (cfg->api) {
 		cnl_api_set_kube_exec(cfg->api, server_exec, ks);
+		cnl_api_set_kube_ssh(cfg->api, server_ssh, ks);
 		ks->execing = true;
 	}
 	*ret = ks;
@@ -4963,8 +5257,10 @@ void cnl_kube_sched_stop(struct cnl_kube_sched *ks)
 		return;
 	if (ks->verifying) /* waits for a check under way */
 		cnl_api_set_collect_verify(ks->cfg.api, NULL, NULL);
-	if (ks->execing) /* waits for an exec being opened */
+	if (ks->execing) { /* waits for an exec being opened */
 		cnl_api_set_kube_exec(ks->cfg.api, NULL, NULL);
+		cnl_api_set_kube_ssh(ks->cfg.api, NULL, NULL);
+	}
 	atomic_store(&ks->stop, true);
 	/* The execs' threads see the stop within a second. */
 	pthread_mutex_lock(&ks->exec_mu);

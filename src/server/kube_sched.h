@@ -80,6 +80,8 @@ struct cnl_kube_sched_config {
 	const char *collect_image, *collect_url, *collect_cafile;
 	long watch_timeout_s; /* one pod watch's length; 0: 60 (a stop
 	                       * waits for the watch to end) */
+	/* Pods in user namespaces of their own (cnl_kube_pod_own_users). */
+	bool user_namespaces;
 };
 
 #define CNL_KUBE_DEFAULT_IMAGE "docker.io/library/python:3.12-slim"

@@ -90,6 +90,7 @@ struct settings {
 	int64_t kube_resync;
 	char *kube_default_image;
 	int64_t kube_start_timeout;
+	bool kube_user_namespaces;
 	char *kube_image_registry;
 	char *kube_collect_image;
 	char *kube_collect_url;
@@ -291,6 +292,14 @@ static const struct cnl_config_def settings_table[] = {
      "With kube: how long a `cnlab run` job's pod may be unable to start "
      "(an image that cannot be pulled, a configuration that cannot be "
      "made) before the job fails, saying why, and the pod goes."},
+    {"kube_user_namespaces", CNL_CONFIG_BOOL, S(kube_user_namespaces), "true",
+     0, 0,
+     "With kube: each pod CNLab makes (jobs, servers, the operator's) in a "
+     "user namespace of its own (hostUsers: false): its uid 1000 is, on "
+     "the node, an unprivileged id no other pod has.  Needs nodes that "
+     "support it (Linux 6.3+, containerd 2.0+ or CRI-O, runc 1.2+ or "
+     "crun 1.9+); false for a cluster whose nodes do not (its pods still "
+     "run as uid 1000, never root)."},
     {"kube_collect_image", CNL_CONFIG_STRING, S(kube_collect_image), NULL, 0, 0,
      "With kube: the image holding cnlab-agent (the agent's), whose "
      "`cnlab-agent collect` runs beside each `cnlab run` job's pod as a "
@@ -1198,6 +1207,7 @@ int main(int argc, char **argv)
 		            .secret = secret,
 		            .image_registry = st.kube_image_registry,
 		            .start_timeout_ms = (long)st.kube_start_timeout,
+		            .user_namespaces = st.kube_user_namespaces,
 		            .collect_image = st.kube_collect_image,
 		            .collect_url = st.kube_collect_url,
 		            .collect_cafile = cert ? st.tls_cert : NULL,

@@ -60,8 +60,10 @@
 #     workspace claim and its token's Secret; running once the pod has an
 #     address, and opened through cnlabd's proxy with the URL `cnlab
 #     server open` prints (cnlab-notebook.py played as the pod); `cnlab
-#     server exec` through the API server's exec (WebSocket), never into
-#     a pod without cnlabd's proof; stop keeps the workspace, start uses
+#     server exec` through the API server's exec (WebSocket), and `cnlab
+#     server ssh` (an sshd in inetd mode started by such an exec, the
+#     session's keys on its stdin), never into a pod without cnlabd's
+#     proof, nor with a key not the owner's; stop keeps the workspace, start uses
 #     it again, delete deletes it;
 #   - every object sent to the API server is valid by the Kubernetes
 #     OpenAPI schemas (kubernetes-models).
@@ -74,7 +76,7 @@ cnlabd=$(realpath "$1")
 cnlab=$(realpath "$2")
 agent=$(realpath "$3")
 py=/usr/bin/python3
-need_tools node jq curl chroot mknod
+need_tools node jq curl chroot mknod ssh ssh-keygen ssh-agent unshare setpriv
 k8s=$root/tests/k8s
 [ -d "$k8s/node_modules/kubernetes-models" ] || {
 	echo "FAIL tests/k8s/node_modules is missing (scripts/bootstrap runs npm ci --prefix tests/k8s)"
@@ -86,6 +88,7 @@ cleanup() {
 	[ -n "$d_pid" ] && kill "$d_pid" 2>/dev/null
 	[ -n "$j_pid" ] && kill "$j_pid" 2>/dev/null
 	[ -n "$api_pid" ] && kill "$api_pid" 2>/dev/null
+	[ -n "${sshagent:-}" ] && kill "$sshagent" 2>/dev/null
 	wait 2>/dev/null
 	[ "${KEEP:-}" ] || rm -rf "$tmp"
 }
@@ -807,7 +810,7 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "collect-pod")] | length' <<<"$rp")" = 0 ] &&
 	[ "$(jq -c '.spec.containers[0].volumeMounts | map([.name, .mountPath])' <<<"$rp")" = '[["workspace","/workspace"],["artifacts","/workspace/artifacts"]]' ] &&
 	[ "$(jq -c '.spec.volumes[] | select(.name == "artifacts")' <<<"$rp")" = '{"name":"artifacts","emptyDir":{}}' ] &&
-	[ "$(jq -c '.securityContext' <<<"$col")" = '{"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"],"add":["DAC_OVERRIDE"]}}' ] &&
+	[ "$(jq -c '.securityContext' <<<"$col")" = '{"readOnlyRootFilesystem":true,"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}' ] &&
 	[ "$(jq -c '.spec.initContainers | map(.name)' <<<"$rp")" = '["inputs","collect"]' ] &&
 	[ "$(jq '[.spec.containers[0].volumeMounts[] | select(.name == "collect")] | length' <<<"$rp")" = 0 ] &&
 	[ "$(jq -r '.spec.containers[0].env[] | select(.name == "CNLAB_ARTIFACTS_DIR") | .value' <<<"$rp")" = /workspace/artifacts ] &&
@@ -815,7 +818,7 @@ cenv() { jq -r --arg n "$1" '.env[] | select(.name == $n) | .value' <<<"$col"; }
 	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$csec")" = "$(jq -r .metadata.uid <<<"$rp")" ] &&
 	[ "$(jq -r .immutable <<<"$csec")" = true ] && [[ $ctok == cnlc_* ]] && ! grep -q "$ctok" <<<"$rp" &&
 	! grep -q "$ctok" "$tmp/err" &&
-	ok "its pod has a collector (native sidecar $collect_image: the job's artifacts folder, an emptyDir there when it starts, read-only and nothing else of the pod's; no capability but DAC_OVERRIDE); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log, beside the pod's own token for cnlabd (projected, audience cnlab-collect)" ||
+	ok "its pod has a collector (native sidecar $collect_image: the job's artifacts folder, an emptyDir there when it starts, read-only and nothing else of the pod's; no capability, the job's user); the token is in an immutable Secret of the pod's that only the collector mounts, in no pod spec or log, beside the pod's own token for cnlabd (projected, audience cnlab-collect)" ||
 	bad "collector: $col secret $(jq -c '{d: (.data | keys?), o: .metadata.ownerReferences, i: .immutable}' <<<"$csec")"
 printf '%s' "$ctok" >"$tmp/ctok"
 podtok() { # podtok NAME [AUDIENCE]: the kubelet's projected token for pod NAME of team-a, bound to it
@@ -1599,11 +1602,9 @@ srun=$(sstate running)
 surl=$("$cnlab" server open knb --project vision 2>/dev/null | grep -o 'http[^ ]*' | head -1)
 sbody=$(curl -sS "${surl%%\?*}hello.txt?${surl#*\?}" 2>&1)
 snocred=$(curl -s -o /dev/null -w '%{http_code}' "${surl%%\?*}hello.txt")
-sssh=$("$cnlab" server ssh-proxy knb --project vision 2>&1 </dev/null)
 [ "$srun" = running ] && [ "$sbody" = "from the pod" ] && [ "$snocred" = 401 ] &&
-	grep -q "runs in a Kubernetes pod" <<<"$sssh" &&
-	ok "once its pod runs with an address the server is running; the URL cnlab server open prints reaches it through cnlabd's proxy (hello.txt: $sbody), none without a credential (401); server ssh says it is for agents' nodes" ||
-	bad "server through the proxy: state '$srun' url '$surl' body '$sbody' nocred $snocred ssh '$sssh' $(tail -2 "$tmp/nb.err")"
+	ok "once its pod runs with an address the server is running; the URL cnlab server open prints reaches it through cnlabd's proxy (hello.txt: $sbody), none without a credential (401)" ||
+	bad "server through the proxy: state '$srun' url '$surl' body '$sbody' nocred $snocred $(tail -2 "$tmp/nb.err")"
 # cnlab server exec, unchanged: through the API server's exec of the pod's
 # container "server" (a WebSocket of v5.channel.k8s.io; the stand-in runs
 # the command as the kubelet would), as cnlabd's ServiceAccount, which the
@@ -1623,6 +1624,85 @@ xlog=$(grep "/pods/$sname/exec?" "$tmp/api.log" | head -1)
 	grep -q 'container=server&stdout=true&stderr=true&command=sh&command=-c&command=echo%20out' <<<"$xlog" &&
 	ok "cnlab server exec in the pod: stdout, stderr and exit 3 as the command gave them; a command not found is exit 126 with the runtime's words; the API server's exec by cnlabd's ServiceAccount, under the manifests' RBAC" ||
 	bad "server exec in a pod: rc $xrc/$xrc2/$xrc3 out '$(cat "$tmp/exec.out")' err '$(cat "$tmp/exec.err")' '$(cat "$tmp/exec2.err")' log $xlog $(grep -i exec "$tmp/err" | tail -3)"
+# cnlab server ssh, unchanged: an sshd in inetd mode in the pod's
+# container "server", started by cnlabd through the API server's exec
+# with stdin; the session's host key, the owner's keys and its
+# sshd_config go on the exec's stdin, never in its URL (the API server's
+# audit log keeps URLs).  The stand-in runs it as the pod says: uid 1000,
+# with the /etc/passwd of the server's Secret naming the owner (admin).
+mkdir -p "$tmp/keys"
+ssh-keygen -q -t ed25519 -N '' -C admin@laptop -f "$tmp/keys/admin"
+ssh-keygen -q -t ed25519 -N '' -C other@laptop -f "$tmp/keys/other"
+"$cnlab" ssh-key add "$tmp/keys/admin.pub" >/dev/null 2>&1
+eval "$(ssh-agent -s)" >/dev/null
+sshagent=$SSH_AGENT_PID
+ssh-add -q "$tmp/keys/admin" 2>/dev/null
+nexec=$(grep -c "/pods/$sname/exec?" "$tmp/api.log")
+sgot=$(timeout 120 "$cnlab" server ssh knb --project vision -- 'id -un; id -u; echo "$CNLAB_PORT"' 2>"$tmp/ssh.err" </dev/null)
+src=$?
+timeout 120 "$cnlab" server ssh knb --project vision -- 'exit 7' </dev/null >/dev/null 2>&1
+src7=$?
+sshlog=$(grep "/pods/$sname/exec?" "$tmp/api.log" | tail -n +$((nexec + 1)) | head -1)
+[ $src = 0 ] && [ "$sgot" = "$(printf 'admin\n1000\n8888')" ] && [ $src7 = 7 ] &&
+	[ "$(jq -r .status <<<"$sshlog")" = 101 ] && grep -q 'container=server&stdin=true&stdout=true' <<<"$sshlog" &&
+	! grep -q "$(cut -d' ' -f2 "$tmp/keys/admin.pub")" "$tmp/api.log" && ! grep -q "PRIVATE KEY" "$tmp/api.log" &&
+	ok "cnlab server ssh NAME -- CMD in the pod: logged in as its owner (uid 1000), the server's environment there, exit 7 as the command gave it; the keys went on the exec's stdin, in no URL the API server logs" ||
+	bad "server ssh in a pod: rc $src/$src7 got '$sgot' err $(tail -3 "$tmp/ssh.err") log $sshlog $(grep -i ssh "$tmp/err" | tail -3)"
+# The attack: a key the platform does not hold for the owner is refused
+# by the pod's sshd, and the command does not run.
+"$cnlab" server ssh-config knb --project vision >"$tmp/knb.cfg" 2>/dev/null
+ran=$(mktemp -u /tmp/cnlab-ssh-ran.XXXXXX)
+SSH_AUTH_SOCK= timeout 120 ssh -F "$tmp/knb.cfg" -i "$tmp/keys/other" -o IdentitiesOnly=yes -o BatchMode=yes \
+	cnlab-knb "touch $ran" </dev/null >/dev/null 2>"$tmp/ssh-att.err"
+arc=$?
+[ $arc = 255 ] && [ ! -e "$ran" ] && grep -q "Permission denied (publickey)" "$tmp/ssh-att.err" &&
+	ok "ssh with a key that is not the owner's: Permission denied (publickey), nothing ran" ||
+	bad "ssh with another key: rc $arc ran $([ -e "$ran" ] && echo yes) $(tail -2 "$tmp/ssh-att.err")"
+rm -f "$ran"
+# The session's script, as cnlabd sent it (taken from the exec's URL), run
+# for real in a busybox chroot laid out as an image: the three files come
+# off stdin exactly (a line count, the lines), into a folder of its own,
+# 0700; what follows them is left for sshd; the folder goes when sshd
+# ends, and sshd's exit is the session's.  An image without
+# /usr/sbin/sshd is told so (exit 127), and its folder goes too.
+sscript=$(python3 -c 'import sys, urllib.parse as u; print(u.parse_qs(u.urlparse(sys.argv[1]).query)["command"][2])' "$(jq -r .path <<<"$sshlog")")
+ssh_run() { # ssh_run WITH_SSHD: the script in $tmp/sroot, stdin given
+	local r=$tmp/sroot
+	rm -rf "$r" && mkdir -p "$r/bin" "$r/tmp" "$r/out" "$r/usr/sbin" "$r/dev" &&
+		mknod -m 666 "$r/dev/null" c 1 3 && chmod 1777 "$r/tmp" || return 1
+	cp /bin/busybox "$r/bin/busybox"
+	for a in sh cat mkdir rm mktemp ls stat; do ln -s busybox "$r/bin/$a"; done
+	if [ "$1" = yes ]; then
+		printf '%s\n' '#!/bin/sh' 'd=${4%/sshd_config}' \
+			'cat "$d/host_key" "$d/authorized_keys" "$d/sshd_config" >/out/files' \
+			'stat -c %a "$d" >/out/mode' 'echo "$*" >/out/args' 'cat >/out/rest' 'exit 5' >"$r/usr/sbin/sshd"
+		chmod 755 "$r/usr/sbin/sshd"
+	fi
+	chroot "$r" /bin/sh -c 'PATH=/bin; cd /; exec /bin/sh -c "$1" cnlab-ssh' wrap "$sscript"
+}
+if [ -x /bin/busybox ]; then
+	printf '2\n-----BEGIN KEY-----\n-----END KEY-----\n1\nssh-ed25519 AAAA x\n1\nSetEnv A="b c"\nSSH-2.0-client\nmore\n' | ssh_run yes 2>"$tmp/sroot.err"
+	s1=$?
+	sargs=$(cat "$tmp/sroot/out/args" 2>/dev/null)
+	sleft=$(ls -A "$tmp/sroot/tmp")
+	sfiles=$(cat "$tmp/sroot/out/files" 2>/dev/null)
+	srest=$(cat "$tmp/sroot/out/rest" 2>/dev/null)
+	smode=$(cat "$tmp/sroot/out/mode" 2>/dev/null)
+	printf '2\nonly one\n' | ssh_run yes 2>/dev/null
+	s3=$?
+	sleft3=$(ls -A "$tmp/sroot/tmp")
+	printf '1\nk\n1\nak\n1\nc\n' | ssh_run no 2>"$tmp/sroot.err"
+	s2=$?
+	[ $s1 = 5 ] && [ "$sfiles" = "$(printf -- '-----BEGIN KEY-----\n-----END KEY-----\nssh-ed25519 AAAA x\nSetEnv A="b c"')" ] &&
+		[ "$srest" = "$(printf 'SSH-2.0-client\nmore')" ] && [ "$smode" = 700 ] && [ -z "$sleft" ] &&
+		grep -Eq '^-i -e -f /tmp/[^ ]+/sshd_config -o HostKey=/tmp/[^ ]+/host_key -o AuthorizedKeysFile=/tmp/[^ ]+/authorized_keys$' <<<"$sargs" &&
+		[ $s2 = 127 ] && grep -q "no sshd in this server: its image has no /usr/sbin/sshd" "$tmp/sroot.err" &&
+		[ -z "$(ls -A "$tmp/sroot/tmp")" ] && [ $s3 = 126 ] && [ -z "$sleft3" ] &&
+		ok "the session's script, run: its files off stdin exactly into a 0700 folder, the rest left for sshd, the folder gone after; input that ends early is exit 126, its folder gone; an image without sshd is told so (exit 127)" ||
+		bad "ssh script: exit $s1/$s2/$s3 left3 '$sleft3' args '$sargs' left '$sleft' files '$sfiles' rest '$srest' mode '$smode' $(cat "$tmp/sroot.err")"
+else
+	bad "the session's script is run in a chroot with busybox (/bin/busybox)"
+fi
 # The attack: a pod that does not carry cnlabd's proof for this server
 # (here its proof changed; a tenant's pod put in its place has another
 # uid too) is never exec'd into: the command does not run.
@@ -1632,12 +1712,15 @@ k PATCH "/api/v1/namespaces/team-a/pods/$sname" '{"metadata":{"annotations":{"cn
 nexec=$(grep -c "/pods/$sname/exec?" "$tmp/api.log")
 xatt=$("$cnlab" server exec knb --project vision -- touch "$tmp/exec-ran" 2>&1)
 xrc4=$?
+satt=$(timeout 120 "$cnlab" server ssh knb --project vision -- touch "$tmp/exec-ran" 2>&1 </dev/null)
+srcatt=$?
 k PATCH "/api/v1/namespaces/team-a/pods/$sname" '{"metadata":{"annotations":{"cnlab.io/run-proof":"'"$sproof"'"}}}' \
 	application/merge-patch+json >/dev/null
 [ ${#sproof} = 64 ] && [ $xrc4 = 126 ] && [ ! -e "$tmp/exec-ran" ] && grep -q "not the one CNLab made for it" <<<"$xatt" &&
 	[ "$(grep -c "/pods/$sname/exec?" "$tmp/api.log")" = "$nexec" ] &&
-	ok "a server pod without cnlabd's proof is not exec'd into (exit 126, no exec asked of the API server)" ||
-	bad "exec into a pod without the proof: rc $xrc4 '$xatt' proof '$sproof' ran $([ -e "$tmp/exec-ran" ] && echo yes)"
+	[ $srcatt != 0 ] && grep -q "not the one CNLab made for it" <<<"$satt" &&
+	ok "a server pod without cnlabd's proof is neither exec'd nor ssh'd into (exit 126; ssh told why; no exec asked of the API server)" ||
+	bad "exec into a pod without the proof: rc $xrc4 '$xatt' ssh rc $srcatt '$satt' proof '$sproof' ran $([ -e "$tmp/exec-ran" ] && echo yes)"
 # Stopped: the pod goes (its claim and Secret with it), the workspace stays;
 # started again: a new pod of a new epoch mounts the same workspace.
 "$cnlab" server stop knb --project vision >/dev/null 2>&1 &
@@ -1683,6 +1766,24 @@ done < <(jq -c 'select(.method == "PUT" or (.method == "POST" and (.path | test(
 [ "$n" -ge 8 ] && node "$k8s/check.mjs" objects "$tmp"/sent-*.json >"$tmp/check.out" 2>&1 &&
 	ok "the $n claim statuses, Bindings, Evictions, pods, claims, Services and PVCs sent are valid by the Kubernetes schemas" ||
 	bad "objects sent: $n; $(grep FAIL "$tmp/check.out" | head -3)"
+# Tenant code never runs as root: every pod cnlabd made (jobs, servers,
+# gang members, the operator's) meets Pod Security's "restricted"
+# profile, so a namespace may enforce it; the check refuses the same pods
+# made to run as root, or with the collector's old DAC_OVERRIDE.
+pods=()
+while IFS= read -r b; do
+	pods+=("$tmp/pod-${#pods[@]}.json")
+	echo "$b" >"${pods[-1]}"
+done < <(jq -c 'select(.method == "POST" and .user != "admin" and (.path | test("/pods$"))) | .body' "$tmp/api.log")
+jq '.spec.securityContext.runAsUser = 0 | .spec.securityContext.runAsNonRoot = false' "${pods[0]}" >"$tmp/root-pod.json"
+jq '.spec.containers[0].securityContext.capabilities.add = ["DAC_OVERRIDE"]' "${pods[0]}" >"$tmp/cap-pod.json"
+ncol=$(cat "${pods[@]}" | jq -s '[.[] | .spec.initContainers[]? | select(.name == "collect")] | length')
+[ ${#pods[@]} -ge 4 ] && [ "$ncol" -ge 1 ] && node "$k8s/check.mjs" restricted "${pods[@]}" >"$tmp/restricted.out" 2>&1 &&
+	node "$k8s/check.mjs" restricted-refused "$tmp/root-pod.json" "$tmp/cap-pod.json" >>"$tmp/restricted.out" 2>&1 &&
+	[ "$(jq -r '.spec.securityContext.runAsUser' "${pods[0]}")" = 1000 ] &&
+	[ "$(cat "${pods[@]}" | jq -s '[.[] | select(.spec.hostUsers != false)] | length')" = 0 ] &&
+	ok "the ${#pods[@]} pods cnlabd made (their $ncol collectors too) run as uid 1000, never root, each in a user namespace of its own (hostUsers false), and meet Pod Security \"restricted\"; a pod as root, or adding a capability, is refused by the same check" ||
+	bad "tenant pods not restricted: ${#pods[@]} pods, $ncol collectors; $(grep FAIL "$tmp/restricted.out" | head -3)"
 
 kill "$d_pid"
 wait "$d_pid"

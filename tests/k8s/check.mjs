@@ -15,6 +15,9 @@
 //   node check.mjs values SCHEMA VALUES BAD_DIR
 //   node check.mjs cdi SCHEMA FILE...      CDI spec files valid (tests/k8s/cdi)
 //   node check.mjs cdi-refused SCHEMA FILE...  each refused
+//   node check.mjs restricted FILE...      each Pod meets Pod Security's
+//                                           "restricted" profile (tenant pods)
+//   node check.mjs restricted-refused FILE...  each Pod of each file fails it
 //
 // Each prints "ok   ..." or "FAIL ..." lines, like tests/integration/lib.sh,
 // and exits 1 when anything failed (2 on a usage error).
@@ -171,6 +174,53 @@ function checkPod(o, pod, wantResources) {
 		problems.push(`${setOf(o)} is expected privileged (this check is stale)`);
 	if (problems.length) bad(`${who}: ${problems.join("; ")}`);
 	else ok(`${who}: ${isAgent ? `privileged ${setOf(o)}, its host paths only` : "non-root, read-only root, no capabilities, no escalation, RuntimeDefault seccomp"}`);
+}
+
+// Pod Security Standards, "restricted" (as the API server's admission
+// plugin reads them, v1.34): what a namespace labelled
+// pod-security.kubernetes.io/enforce=restricted admits.  The reasons a
+// pod is refused, [] when admitted.
+const RESTRICTED_VOLUMES = new Set(["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]);
+function restrictedProblems(pod) {
+	const problems = [];
+	const psc = pod.securityContext || {};
+	const all = [...(pod.initContainers || []), ...(pod.containers || []), ...(pod.ephemeralContainers || [])];
+	for (const k of ["hostNetwork", "hostPID", "hostIPC"]) if (pod[k]) problems.push(`${k}: true`);
+	for (const v of pod.volumes || []) {
+		const kinds = Object.keys(v).filter((k) => k !== "name");
+		if (kinds.some((k) => !RESTRICTED_VOLUMES.has(k))) problems.push(`volume ${v.name}: ${kinds.join(",")}`);
+	}
+	const podSeccomp = psc.seccompProfile?.type;
+	if (podSeccomp && !["RuntimeDefault", "Localhost"].includes(podSeccomp)) problems.push(`pod seccompProfile ${podSeccomp}`);
+	if (psc.runAsUser === 0) problems.push("pod runAsUser 0");
+	if (psc.sysctls?.length) problems.push("pod sysctls");
+	for (const c of all) {
+		const sc = c.securityContext || {};
+		const cn = `container ${c.name}`;
+		if (sc.privileged) problems.push(`${cn}: privileged`);
+		if (sc.allowPrivilegeEscalation !== false) problems.push(`${cn}: allowPrivilegeEscalation not false`);
+		if ((sc.runAsNonRoot ?? psc.runAsNonRoot) !== true) problems.push(`${cn}: runAsNonRoot not true`);
+		if (sc.runAsUser === 0) problems.push(`${cn}: runAsUser 0`);
+		const sec = sc.seccompProfile?.type ?? podSeccomp;
+		if (!["RuntimeDefault", "Localhost"].includes(sec)) problems.push(`${cn}: seccompProfile ${sec ?? "unset"}`);
+		if (!(sc.capabilities?.drop || []).includes("ALL")) problems.push(`${cn}: does not drop ALL capabilities`);
+		for (const a of sc.capabilities?.add || []) if (a !== "NET_BIND_SERVICE") problems.push(`${cn}: adds ${a}`);
+		for (const p of c.ports || []) if (p.hostPort) problems.push(`${cn}: hostPort ${p.hostPort}`);
+		if (sc.procMount && sc.procMount !== "Default") problems.push(`${cn}: procMount ${sc.procMount}`);
+	}
+	return problems;
+}
+
+function cmdRestricted(files, wantAdmitted) {
+	for (const f of files) {
+		const pods = loadYaml(f).filter((o) => o.kind === "Pod");
+		if (!pods.length) bad(`${f}: no pods`);
+		for (const o of pods) {
+			const problems = restrictedProblems(o.spec || {});
+			if (wantAdmitted === !problems.length) ok(`${name(o)}: ${wantAdmitted ? "Pod Security restricted" : `refused by restricted (${problems.join("; ")})`}`);
+			else bad(`${name(o)}: ${wantAdmitted ? problems.join("; ") : "admitted by restricted, should not be"}`);
+		}
+	}
 }
 
 // A ValidatingAdmissionPolicy's verdict on a request, through its own CEL
@@ -555,8 +605,10 @@ try {
 	else if (cmd === "values" && args.length === 3) cmdValues(...args);
 	else if (cmd === "cdi" && args.length >= 2) cmdCdi(args[0], args.slice(1), true);
 	else if (cmd === "cdi-refused" && args.length >= 2) cmdCdi(args[0], args.slice(1), false);
+	else if (cmd === "restricted" && args.length) cmdRestricted(args, true);
+	else if (cmd === "restricted-refused" && args.length) cmdRestricted(args, false);
 	else {
-		console.error("usage: check.mjs objects|refused|security|crs|values|cdi|cdi-refused ...");
+		console.error("usage: check.mjs objects|refused|security|crs|values|cdi|cdi-refused|restricted|restricted-refused ...");
 		process.exit(2);
 	}
 } catch (e) {

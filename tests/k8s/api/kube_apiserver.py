@@ -67,7 +67,19 @@ errors as a v1 Status with reason and code):
                                                        the kubelet and
                                                        the runtime), with
                                                        the container's
-                                                       literal env; one
+                                                       literal env, as
+                                                       its securityContext's
+                                                       user and group, with
+                                                       the secrets' files it
+                                                       mounts by subPath at
+                                                       /etc/passwd and
+                                                       /etc/group (as root:
+                                                       unshare, setpriv);
+                                                       with &stdin=true,
+                                                       channel 0 (masked)
+                                                       is its stdin, ended
+                                                       by v5's close of
+                                                       channel 0; one
                                                        not found is
                                                        runc's exit 126;
                                                        400 while the pod
@@ -142,9 +154,11 @@ import hashlib
 import json
 import os
 import selectors
+import shutil
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import urllib.parse
 import uuid
@@ -190,6 +204,116 @@ REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflic
 def next_rv():
     rv[0] += 1
     return str(rv[0])
+
+
+def container_argv(ns, pod, ctr, argv, tmpdir):
+    """@argv as the container would run it, as far as this host can: as
+    the user and group of its securityContext (the pod's, the
+    container's over it), with the files that secret volumes mount by
+    subPath over /etc/passwd and /etc/group (a mount namespace of its
+    own).  Only as root; otherwise @argv as it is."""
+    if os.geteuid() != 0:
+        return argv
+    psc = pod["spec"].get("securityContext", {})
+    csc = ctr.get("securityContext", {})
+    uid = csc.get("runAsUser", psc.get("runAsUser"))
+    gid = csc.get("runAsGroup", psc.get("runAsGroup", uid))
+    vols = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    binds = []
+    for m in ctr.get("volumeMounts", []):
+        v = vols.get(m["name"], {})
+        if m.get("mountPath") not in ("/etc/passwd", "/etc/group") or \
+                "secret" not in v or "subPath" not in m:
+            continue
+        with lock:
+            sec = others.get(("secrets", ns, v["secret"]["secretName"]))
+        items = {i["path"]: i["key"] for i in v["secret"].get("items", [])}
+        key = items.get(m["subPath"], m["subPath"])
+        data = (sec or {}).get("data", {}).get(key)
+        if data is None:
+            continue
+        f = os.path.join(tmpdir, m["subPath"])
+        with open(f, "wb") as o:
+            o.write(base64.b64decode(data))
+        os.chmod(f, 0o444)
+        binds.append((f, m["mountPath"]))
+    if uid is None and not binds:
+        return argv
+    os.chmod(tmpdir, 0o755)
+    script = "".join('mount --bind "$%d" "$%d" && ' % (2 * i + 1, 2 * i + 2)
+                     for i in range(len(binds)))
+    script += 'shift %d && exec "$@"' % (2 * len(binds))
+    user = [] if uid is None else [
+        "setpriv", "--reuid=%d" % uid, "--regid=%d" % gid,
+        "--clear-groups", "--inh-caps=-all", "--"]
+    return ["unshare", "--mount", "--propagation", "private", "--",
+            "/bin/sh", "-c", script, "container"] + \
+        [x for b in binds for x in b] + user + argv
+
+
+class WsReader:
+    """The client's frames after the upgrade (masked, as RFC 6455 has
+    clients send them), from the handler's buffered reader."""
+
+    def __init__(self, h):
+        self.h = h
+        self.eof = False
+        self.msg = b""
+        self.msg_op = 0
+        # What the handler's reader took past the request already.
+        h.connection.setblocking(False)
+        try:
+            self.pre = h.rfile.read1(65536) or b""
+        finally:
+            h.connection.setblocking(True)
+        self.buf = b""
+
+    def buffered(self):
+        return bool(self.pre)
+
+    def messages(self):
+        if self.pre:
+            data, self.pre = self.pre, b""
+        else:
+            data = self.h.connection.recv(65536)
+            if not data:
+                self.eof = True
+        self.buf += data
+        out = []
+        while len(self.buf) >= 2:
+            b0, b1 = self.buf[0], self.buf[1]
+            n, hl = b1 & 0x7f, 2
+            if n == 126:
+                hl = 4
+            elif n == 127:
+                hl = 10
+            if not b1 & 0x80:
+                raise OSError("an unmasked frame from the client")
+            if len(self.buf) < hl + 4:
+                break
+            if hl == 4:
+                n = struct.unpack(">H", self.buf[2:4])[0]
+            elif hl == 10:
+                n = struct.unpack(">Q", self.buf[2:10])[0]
+            if len(self.buf) < hl + 4 + n:
+                break
+            mask = self.buf[hl:hl + 4]
+            pl = bytes(c ^ mask[i % 4] for i, c in
+                       enumerate(self.buf[hl + 4:hl + 4 + n]))
+            self.buf = self.buf[hl + 4 + n:]
+            op = b0 & 0x0f
+            if op >= 8:
+                if op == 8:
+                    out.append((8, pl))
+                elif op == 9:
+                    self.h.ws_send(10, pl)
+                continue
+            if op != 0:
+                self.msg_op, self.msg = op, b""
+            self.msg += pl
+            if b0 & 0x80:
+                out.append((self.msg_op, self.msg))
+        return out
 
 
 def status(code, message):
@@ -871,8 +995,15 @@ class H(BaseHTTPRequestHandler):
         env = {e["name"]: e["value"] for e in ctr.get("env", [])
                if "value" in e}
         env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        stdin = q.get("stdin") == ["true"]
+        tmpdir = tempfile.mkdtemp(prefix="fake-exec-")
+        run = container_argv(ns, pod, ctr, argv, tmpdir)
         try:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+            if not shutil.which(argv[0], path=env["PATH"]) and \
+                    not os.access(argv[0], os.X_OK):
+                raise FileNotFoundError(argv[0])
+            p = subprocess.Popen(run, stdin=subprocess.PIPE if stdin
+                                 else subprocess.DEVNULL,
                                  stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env, cwd="/")
         except OSError as e:
@@ -888,10 +1019,35 @@ class H(BaseHTTPRequestHandler):
             sel = selectors.DefaultSelector()
             sel.register(p.stdout, selectors.EVENT_READ, 1)
             sel.register(p.stderr, selectors.EVENT_READ, 2)
+            ws = WsReader(self) if stdin else None
+            if ws:
+                sel.register(self.connection, selectors.EVENT_READ, 0)
             open_ = 2
             try:
                 while open_:
-                    for k, _ in sel.select():
+                    # Bytes the reader holds already come first.
+                    ready = [(k, None) for k in sel.get_map().values()
+                             if k.data == 0 and ws.buffered()] or \
+                        sel.select()
+                    for k, _ in ready:
+                        if k.data == 0:
+                            # The client's messages: channel 0 to the
+                            # command's stdin; v5's close of channel 0
+                            # (or a close frame, the end) ends it.
+                            for op, msg in ws.messages():
+                                if op == 8 or (op == 2 and msg[:1] ==
+                                               b"\xff" and msg[1:2] ==
+                                               b"\x00"):
+                                    p.stdin.close()
+                                    sel.unregister(self.connection)
+                                    break
+                                if op == 2 and msg[:1] == b"\x00":
+                                    p.stdin.write(msg[1:])
+                                    p.stdin.flush()
+                            if ws.eof and not p.stdin.closed:
+                                p.stdin.close()
+                                sel.unregister(self.connection)
+                            continue
                         data = os.read(k.fileobj.fileno(), 65536)
                         if not data:
                             sel.unregister(k.fileobj)
@@ -900,8 +1056,14 @@ class H(BaseHTTPRequestHandler):
                             self.ws_send(2, bytes([k.data]) + data)
             except OSError:  # the client went away: the command is killed
                 p.kill()
+            if p.stdin and not p.stdin.closed:
+                try:
+                    p.stdin.close()
+                except OSError:
+                    pass
             code = p.wait()
             code = 128 - code if code < 0 else code
+        shutil.rmtree(tmpdir, ignore_errors=True)
         if code == 0:
             st = {"metadata": {}, "status": "Success"}
         else:

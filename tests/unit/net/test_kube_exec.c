@@ -10,7 +10,9 @@
  * that is not the key's, no subprotocol, a masked frame from the server,
  * a message past the limit; a wait that times out, also while pings come
  * without end; a head that trickles in, given up at the client's timeout;
- * and a server URL with a path, which the exec goes under.
+ * a server URL with a path, which the exec goes under; and a command's
+ * stdin (stdin=true): bytes past one message's size in several masked
+ * messages of channel 0, their end v5's close message for channel 0.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -47,6 +49,7 @@ enum mode {
 	SILENT,  /* upgraded, then nothing */
 	PINGS,   /* upgraded, then a ping every 20 ms, nothing else */
 	TRICKLE, /* the 101's head a byte every 20 ms */
+	STDIN,   /* stdin read to its end, then echoed on stdout */
 };
 
 static int lfd = -1;
@@ -58,6 +61,11 @@ static unsigned char pong[256]; /* the pong's payload, unmasked */
 static size_t pong_n;
 static bool pong_masked;
 static pthread_t thread;
+/* STDIN: what came on channel 0, in how many messages, whether each was
+ * masked, and whether its end came (channel 255 naming 0). */
+static unsigned char *in_got;
+static size_t in_n, in_msgs;
+static bool in_unmasked, in_eof;
 
 static void say(int fd, const void *s, size_t n)
 {
@@ -222,6 +230,61 @@ static void *serve(void *arg)
 		frame(fd, true, 2, "\x02oops\n", 6, false);
 		frame(fd, true, 2, st, sizeof(st) - 1, false);
 		frame(fd, true, 8, "\x03\xe8", 2, false);
+	} else if (mode == STDIN) {
+		static const char ok[] = "\x03{\"metadata\":{},\"status\":"
+		                         "\"Success\"}";
+
+		/* The client's messages until its stdin's end. */
+		for (;;) {
+			unsigned char h[14], *b;
+			uint64_t n;
+			size_t hl = 2;
+
+			if (!recv_all(fd, h, 2))
+				break;
+			n = h[1] & 0x7f;
+			if (n == 126)
+				hl = 4;
+			else if (n == 127)
+				hl = 10;
+			if (!recv_all(fd, h + 2, hl - 2 + 4))
+				break;
+			if (hl == 4)
+				n = (uint64_t)h[2] << 8 | h[3];
+			else if (hl == 10)
+				for (int i = (int)(n = 0); i < 8; i++)
+					n = n << 8 | h[2 + i];
+			in_unmasked |= !(h[1] & 0x80);
+			b = malloc(n ? n : 1);
+			if (!recv_all(fd, b, n)) {
+				free(b);
+				break;
+			}
+			for (size_t i = 0; i < n; i++)
+				b[i] ^= h[hl + i % 4];
+			if ((h[0] & 0x0f) == 2 && n >= 1 && b[0] == 0) {
+				in_got = realloc(in_got, in_n + n);
+				memcpy(in_got + in_n, b + 1, n - 1);
+				in_n += n - 1;
+				in_msgs++;
+			} else if ((h[0] & 0x0f) == 2 && n == 2 &&
+			           b[0] == 255 && b[1] == 0) {
+				in_eof = true;
+			}
+			free(b);
+			if (in_eof || (h[0] & 0x0f) == 8)
+				break;
+		}
+		{
+			unsigned char *echo = malloc(in_n + 1);
+
+			echo[0] = 1;
+			memcpy(echo + 1, in_got, in_n);
+			frame(fd, true, 2, echo, in_n + 1, false);
+			free(echo);
+		}
+		frame(fd, true, 2, ok, sizeof(ok) - 1, false);
+		frame(fd, true, 8, "\x03\xe8", 2, false);
 	} else if (mode == MASKED) {
 		frame(fd, true, 2, "\x01hi", 3, true);
 	} else if (mode == HUGE) {
@@ -304,7 +367,7 @@ static long open_exec(struct cnl_kube *k, struct cnl_kube_exec **x, char *err,
 {
 	const char *argv[] = {"sh", "-c", "echo a&b; exit 3"};
 
-	return cnl_kube_exec_open(k, "team-a", "srv-1", "server", argv, 3, x,
+	return cnl_kube_exec_open(k, "team-a", "srv-1", "server", argv, 3, 0, x,
 	                          err, errlen);
 }
 
@@ -359,6 +422,55 @@ static void test_exec_streams(void **state)
 	assert_int_equal(cnl_kube_exec_next(x, 5000, &ch, &d, &n), 0);
 	cnl_kube_exec_close(x);
 	finish(k);
+}
+
+/* 150 KiB to the command's stdin (more than one message holds), then its
+ * end: the server has them all, in masked messages of channel 0, and the
+ * end as v5 says it. */
+static void test_exec_stdin(void **state)
+{
+	struct cnl_kube *k = start(STDIN);
+	struct cnl_kube_exec *x = NULL;
+	const char *argv[] = {"cat"};
+	size_t want = 150 * 1024, got = 0;
+	unsigned char *data = malloc(want), *out = calloc(1, want);
+	char err[256] = "";
+	const char *d;
+	size_t n;
+	int ch, r;
+
+	(void)state;
+	for (size_t i = 0; i < want; i++)
+		data[i] = (unsigned char)(i * 7 + i / 251);
+	in_got = NULL;
+	in_n = in_msgs = 0;
+	in_unmasked = in_eof = false;
+	assert_int_equal(cnl_kube_exec_open(k, "team-a", "srv-1", "server",
+	                                    argv, 1, CNL_KUBE_EXEC_STDIN, &x,
+	                                    err, sizeof(err)),
+	                 101);
+	assert_non_null(strstr(request, "?container=server&stdin=true"
+	                                "&stdout=true&stderr=true"
+	                                "&command=cat HTTP/1.1\r\n"));
+	assert_int_equal(cnl_kube_exec_send(x, data, want / 2), 0);
+	assert_int_equal(cnl_kube_exec_send(x, data + want / 2, want / 2), 0);
+	assert_int_equal(cnl_kube_exec_send_eof(x), 0);
+	while ((r = cnl_kube_exec_next(x, 5000, &ch, &d, &n)) == 1)
+		if (ch == 1 && got + n <= want) {
+			memcpy(out + got, d, n);
+			got += n;
+		}
+	assert_int_equal(r, 0);
+	assert_int_equal(got, want);
+	assert_memory_equal(out, data, want);
+	assert_true(in_eof);
+	assert_false(in_unmasked);
+	assert_true(in_msgs >= 3); /* 75 KiB twice, 64 KiB a message */
+	cnl_kube_exec_close(x);
+	finish(k);
+	free(in_got);
+	free(data);
+	free(out);
 }
 
 static void test_exec_forbidden(void **state)
@@ -556,6 +668,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_exec_streams),
+	    cmocka_unit_test(test_exec_stdin),
 	    cmocka_unit_test(test_exec_forbidden),
 	    cmocka_unit_test(test_exec_bad_accept),
 	    cmocka_unit_test(test_exec_no_subprotocol),
