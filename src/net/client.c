@@ -1622,6 +1622,12 @@ int cnl_client_stream_fd(const struct cnl_client_stream *s)
 	return s->c.fd;
 }
 
+bool cnl_client_stream_pending(struct cnl_client_stream *s)
+{
+	return s->c.in_off < s->c.in_n ||
+	       (s->c.tls && mbedtls_ssl_get_bytes_avail(&s->c.ssl) > 0);
+}
+
 void cnl_client_stream_free(struct cnl_client_stream *s)
 {
 	if (!s)

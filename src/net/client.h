@@ -257,6 +257,9 @@ int cnl_client_dial(struct cnl_client *cl, struct cnl_client_stream **ret,
                     char *err, size_t errlen);
 /* The socket under the stream, to poll for reading. */
 int cnl_client_stream_fd(const struct cnl_client_stream *s);
+/* Whether bytes are there to read that a poll of the socket would not
+ * show (taken from it already: the rest of a TLS record). */
+bool cnl_client_stream_pending(struct cnl_client_stream *s);
 /* Up to @n bytes: how many (> 0), 0 at the end, -EAGAIN when none is
  * there now (poll the socket), another negative errno on failure. */
 ssize_t cnl_client_stream_read(struct cnl_client_stream *s, char *buf,

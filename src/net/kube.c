@@ -507,6 +507,9 @@ static int exec_send(struct cnl_kube_exec *x, int opcode, const char *data,
 	for (size_t i = 0; i < n; i++)
 		b[hl + i] = (char)(data[i] ^ mask[i % 4]);
 	r = cnl_client_stream_write(x->s, b, hl + n);
+	/* Masked is not hidden: the mask is beside the bytes (a host
+	 * key, on stdin). */
+	explicit_bzero(b, hl + n);
 	free(b);
 	return r;
 }
@@ -839,8 +842,39 @@ int cnl_kube_exec_send(struct cnl_kube_exec *x, const void *data, size_t n)
 		r = exec_send(x, 2, b, k + 1) < 0 ? -EIO : 0;
 		off += k;
 	}
+	explicit_bzero(b, CHUNK + 1);
 	free(b);
 	return r;
+}
+
+/* Whether a whole frame is in x->buf. */
+static bool frame_ready(const struct cnl_kube_exec *x)
+{
+	const unsigned char *b = (const unsigned char *)x->buf + x->off;
+	size_t have = x->n - x->off, hl = 2;
+	uint64_t pn;
+
+	if (have < 2)
+		return false;
+	pn = b[1] & 0x7f;
+	if (pn == 126)
+		hl = 4;
+	else if (pn == 127)
+		hl = 10;
+	if (have < hl)
+		return false;
+	if (hl == 4)
+		pn = (uint64_t)b[2] << 8 | b[3];
+	else if (hl == 10)
+		for (int i = (int)(pn = 0); i < 8; i++)
+			pn = pn << 8 | b[2 + i];
+	/* One past the limit is "ready": cnl_kube_exec_next() says so. */
+	return pn > CNL_KUBE_EXEC_MSG_MAX || have - hl >= pn;
+}
+
+bool cnl_kube_exec_pending(struct cnl_kube_exec *x)
+{
+	return (x->buf && frame_ready(x)) || cnl_client_stream_pending(x->s);
 }
 
 int cnl_kube_exec_send_eof(struct cnl_kube_exec *x)
@@ -849,6 +883,10 @@ int cnl_kube_exec_send_eof(struct cnl_kube_exec *x)
 	 * 0; v4 has no way to end stdin but closing the stream. */
 	if (x->version < 5)
 		return -ENOTSUP;
+	/* As a control frame: not waited for by a server that reads
+	 * nothing. */
+	if (!exec_writable(x))
+		return -EAGAIN;
 	return exec_send(x, 2, "\xff\x00", 2) < 0 ? -EIO : 0;
 }
 

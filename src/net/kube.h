@@ -22,6 +22,7 @@
 #ifndef CNL_NET_KUBE_H
 #define CNL_NET_KUBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -129,17 +130,19 @@ int cnl_kube_exec_next(struct cnl_kube_exec *x, int wait_ms, int *channel,
                        const char **data, size_t *len);
 /* The subprotocol's version agreed (5 or 4). */
 int cnl_kube_exec_version(const struct cnl_kube_exec *x);
-/* The connection's descriptor, to poll for input (and then
- * cnl_kube_exec_next(x, 0, ...) until -EAGAIN: a TLS record may hold
- * more than one message). */
+/* The connection's descriptor, to poll for input; but first
+ * cnl_kube_exec_pending(), which says when a frame (or the rest of a TLS
+ * record) is there already, and a poll would wait for nothing. */
 int cnl_kube_exec_fd(const struct cnl_kube_exec *x);
+bool cnl_kube_exec_pending(struct cnl_kube_exec *x);
 /* @n bytes to the command's stdin (opened with CNL_KUBE_EXEC_STDIN), as
  * messages of channel 0: 0, or -EIO (the write waits as the client's
  * writes do). */
 int cnl_kube_exec_send(struct cnl_kube_exec *x, const void *data, size_t n);
 /* The end of the command's stdin: v5's close message for channel 0 (the
  * command reads its end of input); -ENOTSUP on v4 (only closing the
- * stream ends it), -EIO. */
+ * stream ends it), -EAGAIN when the server takes no bytes now (not
+ * waited for), -EIO. */
 int cnl_kube_exec_send_eof(struct cnl_kube_exec *x);
 /* Close (a close frame first) and free; NULL-safe. */
 void cnl_kube_exec_close(struct cnl_kube_exec *x);

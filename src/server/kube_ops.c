@@ -1141,14 +1141,18 @@ json_t *cnl_kube_run_server_secret(const struct cnl_kube_run *r,
 
 	/* The image's own accounts are not known here: root and nobody,
 	 * and the tenant, as an agent's container of an image without
-	 * /etc/passwd has them. */
+	 * /etc/passwd has them; an owner of one of those names is the only
+	 * account of it (the first line of a name is the one looked up). */
 	snprintf(passwd, sizeof(passwd),
-	         "root:x:0:0:root:/root:/bin/sh\n"
-	         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-	         "%s:x:%d:%d:%s:/workspace:/bin/sh\n",
+	         "%s%s%s:x:%d:%d:%s:/workspace:/bin/sh\n",
+	         strcmp(u, "root") ? "root:x:0:0:root:/root:/bin/sh\n" : "",
+	         strcmp(u, "nobody") ? "nobody:x:65534:65534:nobody:"
+	                               "/nonexistent:/usr/sbin/nologin\n"
+	                             : "",
 	         u, CNL_KUBE_TENANT_ID, CNL_KUBE_TENANT_ID, u);
-	snprintf(group, sizeof(group),
-	         "root:x:0:\nnogroup:x:65534:\n%s:x:%d:\n", u,
+	snprintf(group, sizeof(group), "%s%s%s:x:%d:\n",
+	         strcmp(u, "root") ? "root:x:0:\n" : "",
+	         strcmp(u, "nogroup") ? "nogroup:x:65534:\n" : "", u,
 	         CNL_KUBE_TENANT_ID);
 	return run_token_secret(r, pod_uid, "server", keys, vals, 3);
 }

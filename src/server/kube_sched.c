@@ -153,7 +153,8 @@ struct cnl_kube_sched {
 	pthread_cond_t exec_cv;
 	json_t *srv_pods;
 	int execs;
-	bool execing; /* registered with the API */
+	bool execing;              /* registered with the API */
+	atomic_bool userns_warned; /* hostUsers dropped, said once */
 	struct watch *wpods, *wtjs, *wnbs;
 	struct cnl_client *user; /* as "kube" */
 	/* The nodes' calls, one connection for all (each node's would
@@ -2588,13 +2589,11 @@ static void *kexec_thread(void *arg)
  * gave it: a tenant's pod named or labelled like it is never exec'd into,
  * nor one an ephemeral container was added to (it would see the command
  * and its output).  0 with a connection of its own to the API server in
- * *@ret_k, the pod's namespace and name, and the pod as read in *@ret_pod;
- * or -1 with @why.
+ * *@ret_k and the pod's namespace and name; or -1 with @why.
  */
 static int exec_target(struct cnl_kube_sched *ks, const char *server,
                        struct cnl_kube **ret_k, char *ns, size_t nslen,
-                       char *name, size_t namelen, json_t **ret_pod, char *why,
-                       size_t whylen)
+                       char *name, size_t namelen, char *why, size_t whylen)
 {
 	json_t *at, *pod = NULL;
 	char uid[64] = "", path[512], err[512];
@@ -2673,7 +2672,7 @@ static int exec_target(struct cnl_kube_sched *ks, const char *server,
 		goto fail;
 	}
 	*ret_k = k;
-	*ret_pod = pod;
+	json_decref(pod);
 	return 0;
 fail:
 	json_decref(pod);
@@ -2744,13 +2743,11 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
 	struct cnl_kube *k = NULL;
 	struct cnl_kube_exec *x = NULL;
 	char ns[64], name[254], err[512];
-	json_t *pod = NULL;
 	long code;
 
-	if (exec_target(ks, server, &k, ns, sizeof(ns), name, sizeof(name),
-	                &pod, why, whylen) < 0)
+	if (exec_target(ks, server, &k, ns, sizeof(ns), name, sizeof(name), why,
+	                whylen) < 0)
 		return -1;
-	json_decref(pod);
 	code = cnl_kube_exec_open(k, ns, name, "server", argv, argc, 0, &x, err,
 	                          sizeof(err));
 	if (code != 101) {
@@ -2770,29 +2767,44 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
 /*
  * What runs in the pod's container "server" for a session, as its user
  * (the tenant, CNL_KUBE_TENANT_ID, named in the pod's /etc/passwd as the
- * server's owner): the session's files come first on stdin, each as its
- * number of lines and the lines (the shell's read takes a byte at a time
- * from a pipe, so what follows is left for sshd), into a folder of its
- * own (0700); then the image's sshd in inetd mode, on the same stdin and
- * stdout, its log on stderr; the folder goes when it ends.  Nothing of
- * the session is in the exec's URL (the API server's audit log keeps
- * those).  A pod cannot borrow its node's sshd: an image without one is
- * told so.
+ * server's owner).  First on stdin come the host key and the owner's
+ * keys, each as its number of lines and the lines (the shell's read
+ * takes a byte at a time from a pipe, so what follows is left for sshd),
+ * into a folder of its own (0700); then sshd's options the same way, each
+ * line one -o: never a file, which another process of the server's user
+ * (a member's terminal) could change before sshd reads it; SetEnv is the
+ * container's own environment (the image's ENV and the pod's, as an
+ * agent gives a session its container's), less sshd's own variables and
+ * values sshd_config cannot hold.  Then the image's sshd in inetd mode,
+ * on the same stdin and stdout, its log on stderr; the folder goes when
+ * it ends.  Nothing of the session is in the exec's URL (the API
+ * server's audit log keeps those).  A pod cannot borrow its node's sshd:
+ * an image without one is told so.
  */
 static const char ssh_script[] =
     "umask 077; d=$(mktemp -d 2>/dev/null) || "
     "{ echo 'cnlab: no folder for the session (mktemp -d)' >&2; exit 126; }; "
-    "for f in host_key authorized_keys sshd_config; do "
-    "IFS= read -r n || { rm -rf \"$d\"; exit 126; }; i=0; : >\"$d/$f\"; "
-    "while [ \"$i\" -lt \"$n\" ]; do "
-    "IFS= read -r l || { rm -rf \"$d\"; exit 126; }; "
+    "fail() { rm -rf \"$d\"; exit 126; }; "
+    "for f in host_key authorized_keys; do "
+    "IFS= read -r n || fail; i=0; : >\"$d/$f\"; "
+    "while [ \"$i\" -lt \"$n\" ]; do IFS= read -r l || fail; "
     "printf '%s\\n' \"$l\" >>\"$d/$f\"; i=$((i + 1)); done; done; "
+    "set --; IFS= read -r n || fail; i=0; "
+    "while [ \"$i\" -lt \"$n\" ]; do IFS= read -r l || fail; "
+    "set -- \"$@\" -o \"$l\"; i=$((i + 1)); done; "
+    "se=$(env 2>/dev/null | while IFS= read -r l; do "
+    "case $l in *=*) ;; *) continue ;; esac; "
+    "case ${l%%=*} in ''|HOME|USER|LOGNAME|SHELL|MAIL|TERM|PWD|OLDPWD|SHLVL|"
+    "_|SSH_*|*[!A-Za-z0-9_]*) continue ;; esac; "
+    "case $l in *[\\\"\\\\]*|*[[:cntrl:]]*) continue ;; esac; "
+    "printf ' \"%s\"' \"$l\"; done); "
+    "if [ -n \"$se\" ]; then set -- \"$@\" -o \"SetEnv$se\"; fi; "
     "if [ ! -x /usr/sbin/sshd ]; then rm -rf \"$d\"; "
     "echo 'cnlab: no sshd in this server: its image has no /usr/sbin/sshd "
     "(a pod cannot borrow its node'\"'\"'s)' >&2; exit 127; fi; "
-    "/usr/sbin/sshd -i -e -f \"$d/sshd_config\" -o \"HostKey=$d/host_key\" "
-    "-o \"AuthorizedKeysFile=$d/authorized_keys\"; r=$?; rm -rf \"$d\"; "
-    "exit $r";
+    "/usr/sbin/sshd -i -e -f /dev/null -o \"HostKey=$d/host_key\" "
+    "-o \"AuthorizedKeysFile=$d/authorized_keys\" \"$@\"; r=$?; "
+    "rm -rf \"$d\"; exit $r";
 
 /* @text to @x's stdin as the script above reads a file: its number of
  * lines, then the lines (a last one without its newline given one). */
@@ -2840,6 +2852,25 @@ static int kssh_put(struct kexec *e, const char *data, size_t n)
 	return 0;
 }
 
+/* Whether the API server takes bytes now, waited for while cnlabd does
+ * not stop: what goes to sshd's stdin is read from the caller only then
+ * (and at most 16 KiB of it), so a server that stops reading does not
+ * hold the thread in a write past a stop. */
+static bool kssh_writable(struct kexec *e)
+{
+	struct pollfd pf = {.fd = cnl_kube_exec_fd(e->x), .events = POLLOUT};
+
+	while (!atomic_load(&e->ks->stop)) {
+		int r = poll(&pf, 1, 1000);
+
+		if (r > 0)
+			return !(pf.revents & (POLLERR | POLLNVAL));
+		if (r < 0 && errno != EINTR)
+			return false;
+	}
+	return false;
+}
+
 /* One session's relay: what the API's side sends to sshd's stdin, sshd's
  * stdout back, its stderr kept for the log (and, when sshd said nothing
  * on stdout, its last line to the caller, as an agent tells why a session
@@ -2848,7 +2879,7 @@ static void *kssh_thread(void *arg)
 {
 	struct kexec *e = arg;
 	struct cnl_kube_sched *ks = e->ks;
-	char errbuf[2048] = "", buf[65536], q[600];
+	char errbuf[2048] = "", buf[16384], q[600];
 	size_t errn = 0, out = 0;
 	int code = -1, ch;
 	bool done = false;
@@ -2860,9 +2891,12 @@ static void *kssh_thread(void *arg)
 		size_t n;
 		int r;
 
-		if (poll(pf, 2, 1000) < 0 && errno != EINTR)
+		/* A frame there already: no wait for the socket. */
+		if (poll(pf, 2, cnl_kube_exec_pending(e->x) ? 0 : 1000) < 0 &&
+		    errno != EINTR)
 			break;
-		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+		if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    kssh_writable(e)) {
 			ssize_t k = recv(e->fd, buf, sizeof(buf), MSG_DONTWAIT);
 
 			if (k == 0 ||
@@ -2947,8 +2981,7 @@ static void *kssh_thread(void *arg)
  * `cnlab server ssh` in server @server's pod (cnl_api_set_kube_ssh): the
  * pod exec_target() takes; ssh_script through the API server's exec, with
  * stdin, its files sent first: the server's host key (@host_key), the
- * owner's keys (@keys) and the sshd_config of common/sshd.h with the
- * literal environment of the pod's container "server".
+ * owner's keys (@keys) and the options of common/sshd.h.
  */
 static int server_ssh(void *ud, const char *server, const char *host_key,
                       const char *keys, int *ret_fd, char *why, size_t whylen)
@@ -2958,36 +2991,12 @@ static int server_ssh(void *ud, const char *server, const char *host_key,
 	struct cnl_kube *k = NULL;
 	struct cnl_kube_exec *x = NULL;
 	char ns[64], name[254], err[512], *cfg;
-	json_t *pod = NULL, *env = json_array(), *c, *v;
-	size_t i, j;
 	long code;
 
-	if (exec_target(ks, server, &k, ns, sizeof(ns), name, sizeof(name),
-	                &pod, why, whylen) < 0) {
-		json_decref(env);
+	if (exec_target(ks, server, &k, ns, sizeof(ns), name, sizeof(name), why,
+	                whylen) < 0)
 		return -1;
-	}
-	json_array_foreach (
-	    json_object_get(json_object_get(pod, "spec"), "containers"), i, c) {
-		if (!S(c, "name") || strcmp(S(c, "name"), "server") != 0)
-			continue;
-		json_array_foreach (json_object_get(c, "env"), j, v) {
-			const char *nm = S(v, "name"), *val = S(v, "value");
-			size_t l;
-			char *e;
-
-			if (!nm || !val)
-				continue;
-			l = strlen(nm) + strlen(val) + 2;
-			e = cnl_xmalloc(l);
-			snprintf(e, l, "%s=%s", nm, val);
-			json_array_append_new(env, json_string(e));
-			free(e);
-		}
-	}
-	json_decref(pod);
-	cfg = cnl_sshd_config(NULL, env);
-	json_decref(env);
+	cfg = cnl_sshd_config(NULL, NULL);
 	code = cnl_kube_exec_open(k, ns, name, "server", argv,
 	                          CNL_ARRAY_SIZE(argv), CNL_KUBE_EXEC_STDIN, &x,
 	                          err, sizeof(err));
@@ -4100,6 +4109,19 @@ static struct pod *run_pod(struct cnl_kube_sched *ks, int ni,
 			*again = true;
 		goto out;
 	}
+	/* An API server without user namespaces (UserNamespacesSupport
+	 * off) drops hostUsers: said once, not taken for isolation. */
+	if (run.user_namespaces &&
+	    !json_is_false(
+	        json_object_get(json_object_get(made, "spec"), "hostUsers")) &&
+	    !atomic_exchange(&ks->userns_warned, true))
+		cnl_log(CNL_LOG_WARN,
+		        "kube: the API server dropped hostUsers: false; pods "
+		        "share their node's user namespace (as uid 1000, never "
+		        "root)",
+		        "pod=%s/%s fix=\"enable UserNamespacesSupport, or set "
+		        "kube_user_namespaces false\"",
+		        ns, name);
 	/* Its proof, now that it has its uid. */
 	{
 		char proof[65];

@@ -1638,15 +1638,15 @@ eval "$(ssh-agent -s)" >/dev/null
 sshagent=$SSH_AGENT_PID
 ssh-add -q "$tmp/keys/admin" 2>/dev/null
 nexec=$(grep -c "/pods/$sname/exec?" "$tmp/api.log")
-sgot=$(timeout 120 "$cnlab" server ssh knb --project vision -- 'id -un; id -u; echo "$CNLAB_PORT"' 2>"$tmp/ssh.err" </dev/null)
+sgot=$(timeout 120 "$cnlab" server ssh knb --project vision -- 'id -un; id -u; echo "$CNLAB_PORT $IMAGE_ONLY"' 2>"$tmp/ssh.err" </dev/null)
 src=$?
 timeout 120 "$cnlab" server ssh knb --project vision -- 'exit 7' </dev/null >/dev/null 2>&1
 src7=$?
 sshlog=$(grep "/pods/$sname/exec?" "$tmp/api.log" | tail -n +$((nexec + 1)) | head -1)
-[ $src = 0 ] && [ "$sgot" = "$(printf 'admin\n1000\n8888')" ] && [ $src7 = 7 ] &&
+[ $src = 0 ] && [ "$sgot" = "$(printf 'admin\n1000\n8888 from-the-image')" ] && [ $src7 = 7 ] &&
 	[ "$(jq -r .status <<<"$sshlog")" = 101 ] && grep -q 'container=server&stdin=true&stdout=true' <<<"$sshlog" &&
 	! grep -q "$(cut -d' ' -f2 "$tmp/keys/admin.pub")" "$tmp/api.log" && ! grep -q "PRIVATE KEY" "$tmp/api.log" &&
-	ok "cnlab server ssh NAME -- CMD in the pod: logged in as its owner (uid 1000), the server's environment there, exit 7 as the command gave it; the keys went on the exec's stdin, in no URL the API server logs" ||
+	ok "cnlab server ssh NAME -- CMD in the pod: logged in as its owner (uid 1000), the container's environment there (the pod's and the image's), exit 7 as the command gave it; the keys went on the exec's stdin, in no URL the API server logs" ||
 	bad "server ssh in a pod: rc $src/$src7 got '$sgot' err $(tail -3 "$tmp/ssh.err") log $sshlog $(grep -i ssh "$tmp/err" | tail -3)"
 # The attack: a key the platform does not hold for the owner is refused
 # by the pod's sshd, and the command does not run.
@@ -1671,17 +1671,20 @@ ssh_run() { # ssh_run WITH_SSHD: the script in $tmp/sroot, stdin given
 	rm -rf "$r" && mkdir -p "$r/bin" "$r/tmp" "$r/out" "$r/usr/sbin" "$r/dev" &&
 		mknod -m 666 "$r/dev/null" c 1 3 && chmod 1777 "$r/tmp" || return 1
 	cp /bin/busybox "$r/bin/busybox"
-	for a in sh cat mkdir rm mktemp ls stat; do ln -s busybox "$r/bin/$a"; done
+	for a in sh cat mkdir rm mktemp ls stat env; do ln -s busybox "$r/bin/$a"; done
 	if [ "$1" = yes ]; then
-		printf '%s\n' '#!/bin/sh' 'd=${4%/sshd_config}' \
-			'cat "$d/host_key" "$d/authorized_keys" "$d/sshd_config" >/out/files' \
-			'stat -c %a "$d" >/out/mode' 'echo "$*" >/out/args' 'cat >/out/rest' 'exit 5' >"$r/usr/sbin/sshd"
+		printf '%s\n' '#!/bin/sh' 'd=${6#HostKey=}; d=${d%/host_key}' \
+			'cat "$d/host_key" "$d/authorized_keys" >/out/files' \
+			'stat -c %a "$d" >/out/mode' 'for a in "$@"; do printf "%s\\n" "$a"; done >/out/args' \
+			'cat >/out/rest' 'exit 5' >"$r/usr/sbin/sshd"
 		chmod 755 "$r/usr/sbin/sshd"
 	fi
-	chroot "$r" /bin/sh -c 'PATH=/bin; cd /; exec /bin/sh -c "$1" cnlab-ssh' wrap "$sscript"
+	# The container's environment: the image's and the pod's.
+	env -i PATH=/bin HOME=/workspace CNLAB_PORT=8888 'Q=a"b' 'SP=a b' SSH_X=1 \
+		"$(command -v chroot)" "$r" /bin/sh -c 'cd /; exec /bin/sh -c "$1" cnlab-ssh' wrap "$sscript"
 }
 if [ -x /bin/busybox ]; then
-	printf '2\n-----BEGIN KEY-----\n-----END KEY-----\n1\nssh-ed25519 AAAA x\n1\nSetEnv A="b c"\nSSH-2.0-client\nmore\n' | ssh_run yes 2>"$tmp/sroot.err"
+	printf '2\n-----BEGIN KEY-----\n-----END KEY-----\n1\nssh-ed25519 AAAA x\n2\nPermitRootLogin no\nAllowAgentForwarding no\nSSH-2.0-client\nmore\n' | ssh_run yes 2>"$tmp/sroot.err"
 	s1=$?
 	sargs=$(cat "$tmp/sroot/out/args" 2>/dev/null)
 	sleft=$(ls -A "$tmp/sroot/tmp")
@@ -1693,12 +1696,17 @@ if [ -x /bin/busybox ]; then
 	sleft3=$(ls -A "$tmp/sroot/tmp")
 	printf '1\nk\n1\nak\n1\nc\n' | ssh_run no 2>"$tmp/sroot.err"
 	s2=$?
-	[ $s1 = 5 ] && [ "$sfiles" = "$(printf -- '-----BEGIN KEY-----\n-----END KEY-----\nssh-ed25519 AAAA x\nSetEnv A="b c"')" ] &&
+	sdir=$(sed -n 6p <<<"$sargs")
+	sdir=${sdir#HostKey=}
+	sdir=${sdir%/host_key}
+	[ $s1 = 5 ] && [ "$sfiles" = "$(printf -- '-----BEGIN KEY-----\n-----END KEY-----\nssh-ed25519 AAAA x')" ] &&
 		[ "$srest" = "$(printf 'SSH-2.0-client\nmore')" ] && [ "$smode" = 700 ] && [ -z "$sleft" ] &&
-		grep -Eq '^-i -e -f /tmp/[^ ]+/sshd_config -o HostKey=/tmp/[^ ]+/host_key -o AuthorizedKeysFile=/tmp/[^ ]+/authorized_keys$' <<<"$sargs" &&
+		[ "$(head -n -1 <<<"$sargs")" = "$(printf -- '-i\n-e\n-f\n/dev/null\n-o\nHostKey=%s/host_key\n-o\nAuthorizedKeysFile=%s/authorized_keys\n-o\nPermitRootLogin no\n-o\nAllowAgentForwarding no\n-o' "$sdir" "$sdir")" ] &&
+		[ "$(tail -n 1 <<<"$sargs" | grep -o '"[^"]*"' | sort | tr '\n' ' ')" = '"CNLAB_PORT=8888" "PATH=/bin" "SP=a b" ' ] &&
+		[ "$(tail -n 1 <<<"$sargs" | cut -c1-8)" = 'SetEnv "' ] &&
 		[ $s2 = 127 ] && grep -q "no sshd in this server: its image has no /usr/sbin/sshd" "$tmp/sroot.err" &&
 		[ -z "$(ls -A "$tmp/sroot/tmp")" ] && [ $s3 = 126 ] && [ -z "$sleft3" ] &&
-		ok "the session's script, run: its files off stdin exactly into a 0700 folder, the rest left for sshd, the folder gone after; input that ends early is exit 126, its folder gone; an image without sshd is told so (exit 127)" ||
+		ok "the session's script, run: the keys off stdin exactly into a 0700 folder, sshd's options each a -o (no config file the server's user could change), SetEnv the container's own environment less sshd's variables and what it cannot quote, the rest left for sshd, the folder gone after; input that ends early is exit 126, its folder gone; an image without sshd is told so (exit 127)" ||
 		bad "ssh script: exit $s1/$s2/$s3 left3 '$sleft3' args '$sargs' left '$sleft' files '$sfiles' rest '$srest' mode '$smode' $(cat "$tmp/sroot.err")"
 else
 	bad "the session's script is run in a chroot with busybox (/bin/busybox)"

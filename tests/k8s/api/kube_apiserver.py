@@ -995,6 +995,8 @@ class H(BaseHTTPRequestHandler):
         env = {e["name"]: e["value"] for e in ctr.get("env", [])
                if "value" in e}
         env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
+        # The image's own ENV, which the runtime adds to the pod's.
+        env.setdefault("IMAGE_ONLY", "from-the-image")
         stdin = q.get("stdin") == ["true"]
         tmpdir = tempfile.mkdtemp(prefix="fake-exec-")
         run = container_argv(ns, pod, ctr, argv, tmpdir)

@@ -50,6 +50,7 @@ enum mode {
 	PINGS,   /* upgraded, then a ping every 20 ms, nothing else */
 	TRICKLE, /* the 101's head a byte every 20 ms */
 	STDIN,   /* stdin read to its end, then echoed on stdout */
+	V4,      /* v4.channel.k8s.io, then nothing */
 };
 
 static int lfd = -1;
@@ -209,8 +210,9 @@ static void *serve(void *arg)
 	         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
 	         "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n",
 	         mode == BAD_ACCEPT ? "c3VyZWx5IG5vdCB0aGUga2V5Lg==" : acc,
-	         mode == NO_PROTO
-	             ? ""
+	         mode == NO_PROTO ? ""
+	         : mode == V4
+	             ? "Sec-WebSocket-Protocol: v4.channel.k8s.io\r\n"
 	             : "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n");
 	say(fd, head, strlen(head));
 	if (mode == GOOD) {
@@ -313,7 +315,7 @@ static void *serve(void *arg)
 			    (h[0] & 0x0f) == 8)
 				break;
 		}
-	} else if (mode == SILENT) {
+	} else if (mode == SILENT || mode == V4) {
 		struct pollfd p = {fd, POLLIN, 0};
 
 		poll(&p, 1, 3000); /* until the client goes */
@@ -471,6 +473,26 @@ static void test_exec_stdin(void **state)
 	free(in_got);
 	free(data);
 	free(out);
+}
+
+/* v4 has no way to end stdin but the stream: said, nothing sent. */
+static void test_exec_stdin_eof_v4(void **state)
+{
+	struct cnl_kube *k = start(V4);
+	struct cnl_kube_exec *x = NULL;
+	const char *argv[] = {"cat"};
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(cnl_kube_exec_open(k, "team-a", "srv-1", "server",
+	                                    argv, 1, CNL_KUBE_EXEC_STDIN, &x,
+	                                    err, sizeof(err)),
+	                 101);
+	assert_int_equal(cnl_kube_exec_version(x), 4);
+	assert_int_equal(cnl_kube_exec_send(x, "hi", 2), 0);
+	assert_int_equal(cnl_kube_exec_send_eof(x), -ENOTSUP);
+	cnl_kube_exec_close(x);
+	finish(k);
 }
 
 static void test_exec_forbidden(void **state)
@@ -669,6 +691,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_exec_streams),
 	    cmocka_unit_test(test_exec_stdin),
+	    cmocka_unit_test(test_exec_stdin_eof_v4),
 	    cmocka_unit_test(test_exec_forbidden),
 	    cmocka_unit_test(test_exec_bad_accept),
 	    cmocka_unit_test(test_exec_no_subprotocol),
