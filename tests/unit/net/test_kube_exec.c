@@ -51,6 +51,7 @@ enum mode {
 	TRICKLE, /* the 101's head a byte every 20 ms */
 	STDIN,   /* stdin read to its end, then echoed on stdout */
 	V4,      /* v4.channel.k8s.io, then nothing */
+	PENDING, /* a ping and a message in one write */
 };
 
 static int lfd = -1;
@@ -315,6 +316,15 @@ static void *serve(void *arg)
 			    (h[0] & 0x0f) == 8)
 				break;
 		}
+	} else if (mode == PENDING) {
+		/* Both frames in one segment: a read takes them together. */
+		static const unsigned char two[] = {0x89, 1,    'p', 0x82,
+		                                    3,    0x01, 'h', 'i'};
+		struct pollfd p = {fd, POLLIN, 0};
+
+		say(fd, two, sizeof(two));
+		read_pong(fd);
+		poll(&p, 1, 3000); /* until the client goes */
 	} else if (mode == SILENT || mode == V4) {
 		struct pollfd p = {fd, POLLIN, 0};
 
@@ -473,6 +483,39 @@ static void test_exec_stdin(void **state)
 	free(in_got);
 	free(data);
 	free(out);
+}
+
+/* A message read with a ping before it, in one read: the wait of 0 ends
+ * at the ping, and cnl_kube_exec_pending() says the message is there
+ * (a poll of the socket would not: it was read already). */
+static void test_exec_pending_after_ping(void **state)
+{
+	struct cnl_kube *k = start(PENDING);
+	struct cnl_kube_exec *x = NULL;
+	struct pollfd p;
+	char err[256] = "";
+	const char *d;
+	size_t n;
+	int ch;
+
+	(void)state;
+	assert_int_equal(open_exec(k, &x, err, sizeof(err)), 101);
+	/* The frames may have come with the 101's head (then read with
+	 * it, and pending already). */
+	p = (struct pollfd){cnl_kube_exec_fd(x), POLLIN, 0};
+	if (!cnl_kube_exec_pending(x))
+		assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(cnl_kube_exec_next(x, 0, &ch, &d, &n), -EAGAIN);
+	assert_true(cnl_kube_exec_pending(x));
+	p.revents = 0;
+	assert_int_equal(poll(&p, 1, 0), 0); /* the socket says nothing */
+	assert_int_equal(cnl_kube_exec_next(x, 0, &ch, &d, &n), 1);
+	assert_int_equal(ch, 1);
+	assert_int_equal(n, 2);
+	assert_memory_equal(d, "hi", 2);
+	assert_false(cnl_kube_exec_pending(x));
+	cnl_kube_exec_close(x);
+	finish(k);
 }
 
 /* v4 has no way to end stdin but the stream: said, nothing sent. */
@@ -692,6 +735,7 @@ int main(void)
 	    cmocka_unit_test(test_exec_streams),
 	    cmocka_unit_test(test_exec_stdin),
 	    cmocka_unit_test(test_exec_stdin_eof_v4),
+	    cmocka_unit_test(test_exec_pending_after_ping),
 	    cmocka_unit_test(test_exec_forbidden),
 	    cmocka_unit_test(test_exec_bad_accept),
 	    cmocka_unit_test(test_exec_no_subprotocol),
