@@ -858,13 +858,21 @@ static void server_env(const struct cnl_kube_run *r, const char *name,
 	                                1));
 }
 
+/* What the init container of a server copies beside it (an emptyDir
+ * the server mounts read-only at /opt/cnlab): cnlab-notebook.py, and the
+ * sshd the agent's image lends (scripts/sshd-bundle) to an image without
+ * one (kube_sched.c, ssh_script). */
+#define NOTEBOOK_INIT                                                    \
+	"cp /usr/bin/cnlab-notebook.py /opt/cnlab/cnlab-notebook.py && " \
+	"if [ -d /usr/lib/cnlab/sshd ]; then "                           \
+	"cp -R /usr/lib/cnlab/sshd /opt/cnlab/sshd; fi"
+
 /* The init container that puts cnlab-notebook.py beside a server. */
 static json_t *notebook_init(const struct cnl_kube_run *r)
 {
 	return json_pack("{s:s,s:s,s:[s,s,s],s:[{s:s,s:s}],s:{s:b}}", "name",
 	                 "notebook", "image", r->notebook_image, "command",
-	                 "cp", "/usr/bin/cnlab-notebook.py",
-	                 "/opt/cnlab/cnlab-notebook.py", "volumeMounts", "name",
+	                 "sh", "-c", NOTEBOOK_INIT, "volumeMounts", "name",
 	                 "cnlab", "mountPath", "/opt/cnlab", "securityContext",
 	                 "readOnlyRootFilesystem", 1);
 }

@@ -2775,11 +2775,12 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
  * (a member's terminal) could change before sshd reads it; SetEnv is the
  * container's own environment (the image's ENV and the pod's, as an
  * agent gives a session its container's), less sshd's own variables and
- * values sshd_config cannot hold.  Then the image's sshd in inetd mode,
- * on the same stdin and stdout, its log on stderr; the folder goes when
- * it ends.  Nothing of the session is in the exec's URL (the API
- * server's audit log keeps those).  A pod cannot borrow its node's sshd:
- * an image without one is told so.
+ * values sshd_config cannot hold.  Then sshd in inetd mode, on the same
+ * stdin and stdout, its log on stderr: the image's, else the one the
+ * server's init container copied from the agent's image (its own loader
+ * and libraries: scripts/sshd-bundle), else the user is told there is
+ * none; the folder goes when it ends.  Nothing of the session is in the
+ * exec's URL (the API server's audit log keeps those).
  */
 static const char ssh_script[] =
     "umask 077; d=$(mktemp -d 2>/dev/null) || "
@@ -2799,12 +2800,16 @@ static const char ssh_script[] =
     "case $l in *[\\\"\\\\]*|*[[:cntrl:]]*) continue ;; esac; "
     "printf ' \"%s\"' \"$l\"; done); "
     "if [ -n \"$se\" ]; then set -- \"$@\" -o \"SetEnv$se\"; fi; "
-    "if [ ! -x /usr/sbin/sshd ]; then rm -rf \"$d\"; "
-    "echo 'cnlab: no sshd in this server: its image has no /usr/sbin/sshd "
-    "(a pod cannot borrow its node'\"'\"'s)' >&2; exit 127; fi; "
-    "/usr/sbin/sshd -i -e -f /dev/null -o \"HostKey=$d/host_key\" "
-    "-o \"AuthorizedKeysFile=$d/authorized_keys\" \"$@\"; r=$?; "
-    "rm -rf \"$d\"; exit $r";
+    "set -- -i -e -f /dev/null -o \"HostKey=$d/host_key\" "
+    "-o \"AuthorizedKeysFile=$d/authorized_keys\" \"$@\"; "
+    "if [ -x /usr/sbin/sshd ]; then set -- /usr/sbin/sshd \"$@\"; "
+    "elif [ -x /opt/cnlab/sshd/sshd ]; then set -- /opt/cnlab/sshd/ld.so "
+    "--library-path /opt/cnlab/sshd/lib /opt/cnlab/sshd/sshd \"$@\"; "
+    "else rm -rf \"$d\"; "
+    "echo 'cnlab: no sshd in this server: its image has no /usr/sbin/sshd, "
+    "and cnlabd lends none (kube_collect_image, the agent'\"'\"'s image, "
+    "holds one)' >&2; exit 127; fi; "
+    "\"$@\"; r=$?; rm -rf \"$d\"; exit $r";
 
 /* @text to @x's stdin as the script above reads a file: its number of
  * lines, then the lines (a last one without its newline given one). */

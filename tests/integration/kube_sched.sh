@@ -1578,7 +1578,7 @@ senv() { jq -r --arg n "$1" '.spec.containers[0].env[] | select(.name == $n) | (
 	[ "$(senv CNLAB_BASE_URL) $(senv CNLAB_PORT) $(senv CNLAB_ADDRESS)" = "/s/$sid/ 8888 0.0.0.0" ] &&
 	[ "$(senv CNLAB_SERVER_TOKEN)" = "$sname-server/token" ] && [ ${#stok} = 32 ] && ! grep -q "$stok" <<<"$sp" &&
 	[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$ssec")" = "$(jq -r .metadata.uid <<<"$sp")" ] &&
-	[ "$(jq -r '.spec.initContainers[] | select(.name == "notebook") | "\(.image) \(.command | join(" "))"' <<<"$sp")" = "$collect_image cp /usr/bin/cnlab-notebook.py /opt/cnlab/cnlab-notebook.py" ] &&
+	[ "$(jq -r '.spec.initContainers[] | select(.name == "notebook") | "\(.image) \(.command | join(" "))"' <<<"$sp")" = "$collect_image sh -c cp /usr/bin/cnlab-notebook.py /opt/cnlab/cnlab-notebook.py && if [ -d /usr/lib/cnlab/sshd ]; then cp -R /usr/lib/cnlab/sshd /opt/cnlab/sshd; fi" ] &&
 	[ "$(jq -r '.spec.containers[0].ports[0].containerPort' <<<"$sp")" = 8888 ] &&
 	[ "$(jq -c '.metadata.annotations["cnlab.io/jupyter-config"] | fromjson | .ServerApp.shutdown_no_activity_timeout' <<<"$sp")" = 1800 ] &&
 	[ "$(jq -r '[.spec.initContainers[]?.name] | index("collect")' <<<"$sp")" = null ] &&
@@ -1672,6 +1672,12 @@ ssh_run() { # ssh_run WITH_SSHD: the script in $tmp/sroot, stdin given
 		mknod -m 666 "$r/dev/null" c 1 3 && chmod 1777 "$r/tmp" || return 1
 	cp /bin/busybox "$r/bin/busybox"
 	for a in sh cat mkdir rm mktemp ls stat env; do ln -s busybox "$r/bin/$a"; done
+	local user=
+	if [ "$1" = lent ]; then # the agent's image's, as the init container copies it
+		"$root/scripts/sshd-bundle" "$r/opt/cnlab/sshd" || return 1
+		mkdir -p "$r/etc" && printf 'tenant:x:1000:1000::/tmp:/bin/sh\n' >"$r/etc/passwd"
+		user=--userspec=1000:1000
+	fi
 	if [ "$1" = yes ]; then
 		printf '%s\n' '#!/bin/sh' 'd=${6#HostKey=}; d=${d%/host_key}' \
 			'cat "$d/host_key" "$d/authorized_keys" >/out/files' \
@@ -1681,7 +1687,7 @@ ssh_run() { # ssh_run WITH_SSHD: the script in $tmp/sroot, stdin given
 	fi
 	# The container's environment: the image's and the pod's.
 	env -i PATH=/bin HOME=/workspace CNLAB_PORT=8888 'Q=a"b' 'SP=a b' SSH_X=1 \
-		"$(command -v chroot)" "$r" /bin/sh -c 'cd /; exec /bin/sh -c "$1" cnlab-ssh' wrap "$sscript"
+		"$(command -v chroot)" $user "$r" /bin/sh -c 'cd /; exec /bin/sh -c "$1" cnlab-ssh' wrap "$sscript"
 }
 if [ -x /bin/busybox ]; then
 	printf '2\n-----BEGIN KEY-----\n-----END KEY-----\n1\nssh-ed25519 AAAA x\n2\nPermitRootLogin no\nAllowAgentForwarding no\nSSH-2.0-client\nmore\n' | ssh_run yes 2>"$tmp/sroot.err"
@@ -1696,6 +1702,10 @@ if [ -x /bin/busybox ]; then
 	sleft3=$(ls -A "$tmp/sroot/tmp")
 	printf '1\nk\n1\nak\n1\nc\n' | ssh_run no 2>"$tmp/sroot.err"
 	s2=$?
+	# No sshd in the image, the agent's lent: it starts (and, given a
+	# made-up host key, says so in its own words).
+	printf '1\nnot a key\n1\nak\n1\nPermitRootLogin no\n' | ssh_run lent 2>"$tmp/slent.err" >/dev/null
+	s4=$?
 	sdir=$(sed -n 6p <<<"$sargs")
 	sdir=${sdir#HostKey=}
 	sdir=${sdir%/host_key}
@@ -1706,8 +1716,9 @@ if [ -x /bin/busybox ]; then
 		[ "$(tail -n 1 <<<"$sargs" | cut -c1-8)" = 'SetEnv "' ] &&
 		[ $s2 = 127 ] && grep -q "no sshd in this server: its image has no /usr/sbin/sshd" "$tmp/sroot.err" &&
 		[ -z "$(ls -A "$tmp/sroot/tmp")" ] && [ $s3 = 126 ] && [ -z "$sleft3" ] &&
-		ok "the session's script, run: the keys off stdin exactly into a 0700 folder, sshd's options each a -o (no config file the server's user could change), SetEnv the container's own environment less sshd's variables and what it cannot quote, the rest left for sshd, the folder gone after; input that ends early is exit 126, its folder gone; an image without sshd is told so (exit 127)" ||
-		bad "ssh script: exit $s1/$s2/$s3 left3 '$sleft3' args '$sargs' left '$sleft' files '$sfiles' rest '$srest' mode '$smode' $(cat "$tmp/sroot.err")"
+		[ $s4 != 127 ] && grep -q "no hostkeys available" "$tmp/slent.err" &&
+		ok "the session's script, run: the keys off stdin exactly into a 0700 folder, sshd's options each a -o (no config file the server's user could change), SetEnv the container's own environment less sshd's variables and what it cannot quote, the rest left for sshd, the folder gone after; input that ends early is exit 126, its folder gone; an image without sshd runs the one the agent's image lends (its own loader and libraries), and with neither is told so (exit 127)" ||
+		bad "ssh script: exit $s1/$s2/$s3/$s4 lent '$(tail -2 "$tmp/slent.err")' left3 '$sleft3' args '$sargs' left '$sleft' files '$sfiles' rest '$srest' mode '$smode' $(cat "$tmp/sroot.err")"
 else
 	bad "the session's script is run in a chroot with busybox (/bin/busybox)"
 fi

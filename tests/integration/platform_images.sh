@@ -71,13 +71,20 @@ grep -q '"status":"ok"' <<<"$out" &&
 grep -qx init-container-ok <<<"$out" && grep -q '^cnlab [0-9]' <<<"$out" &&
 	ok "the init container's sh, cp and chmod work; cnlab runs" || bad "sh/cp/chmod or cnlab in the cnlabd image"
 
-out=$(run_image "$tmp/agent.tar" agent '[]' /bin/sh -c '
+# A Kubernetes server's init container, as cnlabd makes it (kube_ops.c,
+# NOTEBOOK_INIT; kube_sched.sh checks the pod's), then the sshd it lent
+# run from where it put it.
+init='cp /usr/bin/cnlab-notebook.py /opt/cnlab/cnlab-notebook.py && if [ -d /usr/lib/cnlab/sshd ]; then cp -R /usr/lib/cnlab/sshd /opt/cnlab/sshd; fi'
+out=$(run_image "$tmp/agent.tar" agent "$(jq -nc --arg i "$init" '["NOTEBOOK_INIT=" + $i]')" /bin/sh -c '
 	cnlab-agent --help >/dev/null && echo agent-ok
 	cnlab-dra-plugin --help >/dev/null && echo plugin-ok
 	crun --version | head -1
 	mkfs.ext4 -V 2>&1 | head -1
 	test -s /usr/lib/cnlab/libcnlab-cuda.so && echo shim-ok
 	test -x /usr/bin/cnlab-init && test -s /usr/bin/cnlab-notebook.py && echo beside-ok
+	mkdir -p /opt/cnlab && sh -c "$NOTEBOOK_INIT" &&
+		v=$(/opt/cnlab/sshd/ld.so --library-path /opt/cnlab/sshd/lib /opt/cnlab/sshd/sshd -h 2>&1)
+	case $v in *OpenSSH_*) echo lent-sshd-ok ;; *) echo "lent-sshd: $v" ;; esac
 	mkdir -p /tmp/a && printf t >/tmp/t && printf w >/tmp/a/model.txt
 	CNLAB_SERVER=http://127.0.0.1:9 CNLAB_JOB=job_1 CNLAB_EPOCH=1 CNLAB_COLLECT_DIR=/tmp/a \
 		CNLAB_COLLECT_TOKEN_FILE=/tmp/t CNLAB_COLLECT_POD_TOKEN_FILE=/tmp/t CNLAB_COLLECT_MESSAGE_FILE=/tmp/m \
@@ -88,8 +95,9 @@ echo "$out" | sed 's/^/    /'
 ia=$tmp/agent.image.json
 grep -qx agent-ok <<<"$out" && grep -qx plugin-ok <<<"$out" && grep -q '^crun version' <<<"$out" &&
 	grep -q '^mke2fs' <<<"$out" && grep -qx shim-ok <<<"$out" && grep -qx beside-ok <<<"$out" &&
+	grep -qx lent-sshd-ok <<<"$out" &&
 	[ "$(jq -c .process.args "$ia")" = '["cnlab-agent"]' ] &&
-	ok "the agent's image runs cnlab-agent (its command), cnlab-dra-plugin, crun and mkfs.ext4, and has cnlab-init and the notebook launcher beside the agent, and the shim" ||
+	ok "the agent's image runs cnlab-agent (its command), cnlab-dra-plugin, crun and mkfs.ext4, and has cnlab-init and the notebook launcher beside the agent, and the shim; a server's init container copies its sshd out, which runs there with its own loader and libraries" ||
 	bad "the agent's image: $(tr '\n' '|' <<<"$out")"
 # Run pods' collector: the same binary in the same image (kube_collect_image);
 # with cnlabd unreachable it fails, naming the file, in its termination
