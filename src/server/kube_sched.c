@@ -2775,7 +2775,12 @@ static int server_exec(void *ud, const char *server, const char *const *argv,
  * (a member's terminal) could change before sshd reads it; SetEnv is the
  * container's own environment (the image's ENV and the pod's, as an
  * agent gives a session its container's), less sshd's own variables and
- * values sshd_config cannot hold.  Then sshd in inetd mode, on the same
+ * values sshd_config cannot hold (a line of `env` that is not a whole
+ * variable, the rest of a value of several lines, is not one).  The
+ * lent sshd runs without the image's preloads, audit modules, library
+ * path or OpenSSL configuration (the session gets them back through
+ * SetEnv), so that what the image's C library would load does not break
+ * it.  Then sshd in inetd mode, on the same
  * stdin and stdout, its log on stderr: the image's, else the one the
  * server's init container copied from the agent's image (its own loader
  * and libraries: scripts/sshd-bundle), else the user is told there is
@@ -2795,15 +2800,18 @@ static const char ssh_script[] =
     "set -- \"$@\" -o \"$l\"; i=$((i + 1)); done; "
     "se=$(env 2>/dev/null | while IFS= read -r l; do "
     "case $l in *=*) ;; *) continue ;; esac; "
-    "case ${l%%=*} in ''|HOME|USER|LOGNAME|SHELL|MAIL|TERM|PWD|OLDPWD|SHLVL|"
-    "_|SSH_*|*[!A-Za-z0-9_]*) continue ;; esac; "
+    "k=${l%%=*}; case $k in ''|[0-9]*|HOME|USER|LOGNAME|SHELL|MAIL|TERM|"
+    "PWD|OLDPWD|SHLVL|_|SSH_*|*[!A-Za-z0-9_]*) continue ;; esac; "
+    "eval \"v=\\${$k-}\"; [ \"$k=$v\" = \"$l\" ] || continue; "
     "case $l in *[\\\"\\\\]*|*[[:cntrl:]]*) continue ;; esac; "
     "printf ' \"%s\"' \"$l\"; done); "
     "if [ -n \"$se\" ]; then set -- \"$@\" -o \"SetEnv$se\"; fi; "
     "set -- -i -e -f /dev/null -o \"HostKey=$d/host_key\" "
     "-o \"AuthorizedKeysFile=$d/authorized_keys\" \"$@\"; "
     "if [ -x /usr/sbin/sshd ]; then set -- /usr/sbin/sshd \"$@\"; "
-    "elif [ -x /opt/cnlab/sshd/sshd ]; then set -- /opt/cnlab/sshd/ld.so "
+    "elif [ -x /opt/cnlab/sshd/sshd ]; then "
+    "unset LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH OPENSSL_CONF OPENSSL_MODULES; "
+    "set -- /opt/cnlab/sshd/ld.so --inhibit-cache "
     "--library-path /opt/cnlab/sshd/lib /opt/cnlab/sshd/sshd \"$@\"; "
     "else rm -rf \"$d\"; "
     "echo 'cnlab: no sshd in this server: its image has no /usr/sbin/sshd, "

@@ -1687,6 +1687,7 @@ ssh_run() { # ssh_run WITH_SSHD: the script in $tmp/sroot, stdin given
 	fi
 	# The container's environment: the image's and the pod's.
 	env -i PATH=/bin HOME=/workspace CNLAB_PORT=8888 'Q=a"b' 'SP=a b' SSH_X=1 \
+		"ML=$(printf 'a\nFAKE=b')" LD_PRELOAD=/no/such/libjemalloc.so \
 		"$(command -v chroot)" $user "$r" /bin/sh -c 'cd /; exec /bin/sh -c "$1" cnlab-ssh' wrap "$sscript"
 }
 if [ -x /bin/busybox ]; then
@@ -1712,12 +1713,12 @@ if [ -x /bin/busybox ]; then
 	[ $s1 = 5 ] && [ "$sfiles" = "$(printf -- '-----BEGIN KEY-----\n-----END KEY-----\nssh-ed25519 AAAA x')" ] &&
 		[ "$srest" = "$(printf 'SSH-2.0-client\nmore')" ] && [ "$smode" = 700 ] && [ -z "$sleft" ] &&
 		[ "$(head -n -1 <<<"$sargs")" = "$(printf -- '-i\n-e\n-f\n/dev/null\n-o\nHostKey=%s/host_key\n-o\nAuthorizedKeysFile=%s/authorized_keys\n-o\nPermitRootLogin no\n-o\nAllowAgentForwarding no\n-o' "$sdir" "$sdir")" ] &&
-		[ "$(tail -n 1 <<<"$sargs" | grep -o '"[^"]*"' | sort | tr '\n' ' ')" = '"CNLAB_PORT=8888" "PATH=/bin" "SP=a b" ' ] &&
+		[ "$(tail -n 1 <<<"$sargs" | grep -o '"[^"]*"' | sort | tr '\n' ' ')" = '"CNLAB_PORT=8888" "LD_PRELOAD=/no/such/libjemalloc.so" "PATH=/bin" "SP=a b" ' ] &&
 		[ "$(tail -n 1 <<<"$sargs" | cut -c1-8)" = 'SetEnv "' ] &&
 		[ $s2 = 127 ] && grep -q "no sshd in this server: its image has no /usr/sbin/sshd" "$tmp/sroot.err" &&
 		[ -z "$(ls -A "$tmp/sroot/tmp")" ] && [ $s3 = 126 ] && [ -z "$sleft3" ] &&
 		[ $s4 != 127 ] && grep -q "no hostkeys available" "$tmp/slent.err" &&
-		ok "the session's script, run: the keys off stdin exactly into a 0700 folder, sshd's options each a -o (no config file the server's user could change), SetEnv the container's own environment less sshd's variables and what it cannot quote, the rest left for sshd, the folder gone after; input that ends early is exit 126, its folder gone; an image without sshd runs the one the agent's image lends (its own loader and libraries), and with neither is told so (exit 127)" ||
+		ok "the session's script, run: the keys off stdin exactly into a 0700 folder, sshd's options each a -o (no config file the server's user could change), SetEnv the container's own environment less sshd's variables, what it cannot quote and the lines of a value of several, the rest left for sshd, the folder gone after; input that ends early is exit 126, its folder gone; an image without sshd runs the one the agent's image lends (its own loader and libraries, not the image's LD_PRELOAD), and with neither is told so (exit 127)" ||
 		bad "ssh script: exit $s1/$s2/$s3/$s4 lent '$(tail -2 "$tmp/slent.err")' left3 '$sleft3' args '$sargs' left '$sleft' files '$sfiles' rest '$srest' mode '$smode' $(cat "$tmp/sroot.err")"
 else
 	bad "the session's script is run in a chroot with busybox (/bin/busybox)"
