@@ -397,7 +397,8 @@ static int pod_address(const char *url, char *addr, size_t len, int *port)
 
 /*
  * Queue a tunnel to the running server c->server for c->user, a port
- * tunnel or (@command, taken) an exec, or ssh (@ssh): 0 with it in *@ret,
+ * tunnel or (@command, taken) an exec, or ssh (the caller gives it its
+ * keys): 0 with it in *@ret,
  * in the list, the agents' polls woken (a server in a Kubernetes pod: a
  * direct one, for cnlabd to connect to the pod, or to exec or ssh in it
  * through the API server); or -1 with 409 (stopped), 503 (not running
