@@ -502,6 +502,17 @@ static bool tunnel_wait(struct cnl_api *api, struct cnl_api_tunnel *t)
 	return t->opened;
 }
 
+/* Direct tunnel @t is open on @fd (cnlabd's own connection, or a relay
+ * from the API server): released with it.  Without the lock. */
+static void tunnel_set_open(struct cnl_api *api, struct cnl_api_tunnel *t,
+                            int fd)
+{
+	pthread_mutex_lock(&api->mu);
+	t->fd = fd;
+	t->opened = true;
+	pthread_mutex_unlock(&api->mu);
+}
+
 /* Connect to direct tunnel @t's pod, within CNL_PROXY_OPEN_MS: whether it
  * answered.  Without the lock. */
 static bool direct_open(struct cnl_api *api, struct cnl_api_tunnel *t)
@@ -528,10 +539,7 @@ static bool direct_open(struct cnl_api *api, struct cnl_api_tunnel *t)
 	freeaddrinfo(ai);
 	if (fd < 0)
 		return false;
-	pthread_mutex_lock(&api->mu);
-	t->fd = fd;
-	t->opened = true;
-	pthread_mutex_unlock(&api->mu);
+	tunnel_set_open(api, t, fd);
 	return true;
 }
 
@@ -1180,10 +1188,7 @@ static void *kexec_thread(void *arg)
 		                   argc, &fd, why, sizeof(why));
 	pthread_rwlock_unlock(&api->collect_rw);
 	if (r == 0) {
-		pthread_mutex_lock(&api->mu);
-		p->t->fd = fd;
-		p->t->opened = true;
-		pthread_mutex_unlock(&api->mu);
+		tunnel_set_open(api, p->t, fd);
 		relay(p, w->fd, fd);
 	} else {
 		struct cnl_metrics_buf b = {0};
@@ -1238,10 +1243,7 @@ static void *kssh_thread(void *arg)
 		                  sizeof(why));
 	pthread_rwlock_unlock(&api->collect_rw);
 	if (r == 0) {
-		pthread_mutex_lock(&api->mu);
-		p->t->fd = fd;
-		p->t->opened = true;
-		pthread_mutex_unlock(&api->mu);
+		tunnel_set_open(api, p->t, fd);
 		if (!w->extra_n ||
 		    write_all(api, fd, w->extra, w->extra_n) == 0)
 			relay(p, w->fd, fd);

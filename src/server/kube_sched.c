@@ -2411,24 +2411,22 @@ struct kexec {
 	char pod[320];
 };
 
-/* An exec frame to the API's side; 0, or -1 when it is gone (or does not
- * read while cnlabd stops). */
-static int kexec_frame(struct kexec *e, int kind, const void *data, size_t n)
+/* @iov (@cnt pieces) to the API's side; 0, or -1 when it is gone (or
+ * does not read while cnlabd stops). */
+static int kexec_writev(struct kexec *e, struct iovec *iov, size_t cnt)
 {
-	int fd = e->fd;
-	unsigned char h[5];
-	struct iovec iov[2] = {{h, 5}, {(void *)data, n}};
-	struct msghdr m = {.msg_iov = iov, .msg_iovlen = n ? 2 : 1};
-	size_t want = 5 + n;
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = cnt};
+	size_t want = 0;
 
-	cnl_wire_exec_head(h, kind, (uint32_t)n);
+	for (size_t i = 0; i < cnt; i++)
+		want += iov[i].iov_len;
 	while (want) {
-		ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = sendmsg(e->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && errno == EAGAIN) {
-			struct pollfd pf = {.fd = fd, .events = POLLOUT};
+			struct pollfd pf = {.fd = e->fd, .events = POLLOUT};
 
 			if (atomic_load(&e->ks->stop))
 				return -1;
@@ -2454,6 +2452,32 @@ static int kexec_frame(struct kexec *e, int kind, const void *data, size_t n)
 		}
 	}
 	return 0;
+}
+
+/* An exec frame to the API's side, as kexec_writev(). */
+static int kexec_frame(struct kexec *e, int kind, const void *data, size_t n)
+{
+	unsigned char h[5];
+	struct iovec iov[2] = {{h, 5}, {(void *)data, n}};
+
+	cnl_wire_exec_head(h, kind, (uint32_t)n);
+	return kexec_writev(e, iov, n ? 2 : 1);
+}
+
+/* The end of a relay's thread: its socket, exec and connection closed,
+ * counted out (cnl_kube_sched_stop waits for the count). */
+static void kexec_done(struct kexec *e)
+{
+	struct cnl_kube_sched *ks = e->ks;
+
+	close(e->fd);
+	cnl_kube_exec_close(e->x);
+	cnl_kube_close(e->k);
+	pthread_mutex_lock(&ks->exec_mu);
+	ks->execs--;
+	pthread_cond_broadcast(&ks->exec_cv);
+	pthread_mutex_unlock(&ks->exec_mu);
+	free(e);
 }
 
 /*
@@ -2570,14 +2594,7 @@ static void *kexec_thread(void *arg)
 		cnl_wire_exec_code(c, code < 0 ? 126 : code);
 		(void)kexec_frame(e, CNL_WIRE_EXEC_EXIT, c, 4);
 	}
-	close(e->fd);
-	cnl_kube_exec_close(e->x);
-	cnl_kube_close(e->k);
-	pthread_mutex_lock(&ks->exec_mu);
-	ks->execs--;
-	pthread_cond_broadcast(&ks->exec_cv);
-	pthread_mutex_unlock(&ks->exec_mu);
-	free(e);
+	kexec_done(e);
 	return NULL;
 }
 
@@ -2713,15 +2730,8 @@ static int exec_start(struct cnl_kube_sched *ks, struct cnl_kube *k,
 	r = pthread_create(&t, &a, fn, e);
 	pthread_attr_destroy(&a);
 	if (r != 0) {
-		pthread_mutex_lock(&ks->exec_mu);
-		ks->execs--;
-		pthread_cond_broadcast(&ks->exec_cv);
-		pthread_mutex_unlock(&ks->exec_mu);
-		close(sv[0]);
 		close(sv[1]);
-		cnl_kube_exec_close(x);
-		cnl_kube_close(k);
-		free(e);
+		kexec_done(e); /* as the thread would have ended */
 		cnl_seterr(why, whylen, "cannot start a thread");
 		return -1;
 	}
@@ -2840,29 +2850,12 @@ static int ssh_send_file(struct cnl_kube_exec *x, const char *text)
 	return 0;
 }
 
-/* @n bytes to the API's side, raw; 0, or -1 when it is gone (or does not
- * read while cnlabd stops). */
+/* @n bytes to the API's side, raw, as kexec_writev(). */
 static int kssh_put(struct kexec *e, const char *data, size_t n)
 {
-	while (n) {
-		ssize_t w = send(e->fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	struct iovec iov = {(void *)data, n};
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN) {
-			struct pollfd pf = {.fd = e->fd, .events = POLLOUT};
-
-			if (atomic_load(&e->ks->stop))
-				return -1;
-			(void)poll(&pf, 1, 1000);
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		data += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return kexec_writev(e, &iov, 1);
 }
 
 /* Whether the API server takes bytes now, waited for while cnlabd does
@@ -2979,14 +2972,7 @@ static void *kssh_thread(void *arg)
 	cnl_log(CNL_LOG_INFO, "ssh session ended",
 	        "pod=%s bytes_out=%zu code=%d sshd=%s", e->pod, out, code,
 	        cnl_log_quote(q, sizeof(q), errbuf));
-	close(e->fd);
-	cnl_kube_exec_close(e->x);
-	cnl_kube_close(e->k);
-	pthread_mutex_lock(&ks->exec_mu);
-	ks->execs--;
-	pthread_cond_broadcast(&ks->exec_cv);
-	pthread_mutex_unlock(&ks->exec_mu);
-	free(e);
+	kexec_done(e);
 	return NULL;
 }
 
