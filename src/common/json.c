@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -207,6 +208,34 @@ void cnl_json_wipe(json_t *v)
 			cnl_json_wipe(x);
 }
 
+/* @json into @fd in one write (the document is built in memory first:
+ * Jansson's own json_dumpfd() makes a system call per token, some 2,600
+ * for a container's config.json), the copy wiped after, since a file
+ * may hold secrets. */
+static int dump_fd(const json_t *json, int fd, size_t flags)
+{
+	char *s = json_dumps(json, flags);
+	size_t len, off = 0;
+	int r = 0;
+
+	if (!s)
+		return -ENOMEM;
+	len = strlen(s);
+	while (off < len) {
+		ssize_t n = write(fd, s + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			break;
+		}
+		off += (size_t)n;
+	}
+	explicit_bzero(s, len);
+	free(s);
+	return r;
+}
+
 int cnl_json_write_file(const json_t *json, const char *path, unsigned mode,
                         size_t flags)
 {
@@ -219,9 +248,7 @@ int cnl_json_write_file(const json_t *json, const char *path, unsigned mode,
 	          (mode_t)mode);
 	if (fd < 0)
 		return -errno;
-	r = fchmod(fd, (mode_t)mode) < 0       ? -errno
-	    : json_dumpfd(json, fd, flags) < 0 ? -EIO
-	                                       : 0;
+	r = fchmod(fd, (mode_t)mode) < 0 ? -errno : dump_fd(json, fd, flags);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)

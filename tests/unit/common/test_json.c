@@ -377,6 +377,18 @@ static void test_write_file(void **state)
 	assert_int_equal(cnl_json_write_file(doc, path, 0600, 0), -ELOOP);
 	assert_int_equal(access(out, F_OK), -1);
 	unlink(tmp);
+	/* A document far larger than any one write the kernel may take
+	 * whole (a container's config.json with many mounts): all of it. */
+	json_t *big = json_array();
+	for (int i = 0; i < 20000; i++)
+		json_array_append_new(big, json_pack("{s:i,s:s}", "i", i, "s",
+		                                     "abcdefghijklmnop"));
+	assert_int_equal(cnl_json_write_file(big, path, 0600, 0), 0);
+	back = json_load_file(path, 0, NULL);
+	assert_non_null(back);
+	assert_true(json_equal(back, big));
+	json_decref(back);
+	json_decref(big);
 	unlink(path);
 	rmdir(dir);
 	json_decref(doc);
