@@ -177,6 +177,9 @@ struct cnl_ctl {
 	pthread_cond_t wake; /* the loop: kick or stop */
 	pthread_t thread;
 	bool running, stop, dirty;
+	/* The last cycle started and pre-empted nothing (the loop's pause
+	 * after it is the longer one, pause_after()). */
+	bool idle_cycle;
 	struct cnl_sched *sched;
 	struct cnl_cluster *cluster;
 	struct node *nodes;

@@ -390,6 +390,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ctl->idle_cycle = true;
 	gangs_check(ctl, now);
 	place_home(ctl, now);
 	ctl_resize_admit(ctl, now);
@@ -434,6 +435,8 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 		if (d->kind == CNL_DEC_POWER_DOWN || d->job >= n)
 			continue;
 		w = &ctl->wl[map[d->job]];
+		if (d->kind == CNL_DEC_START || d->kind == CNL_DEC_PREEMPT)
+			ctl->idle_cycle = false;
 		switch (d->kind) {
 		case CNL_DEC_START:
 			/* As recorded (ctl_record() took the same steps). */
@@ -720,15 +723,22 @@ static void until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms,
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
-/* The pause after a tick, as a multiple of the tick's duration, and its
- * longest (a cycle at 100k pending takes a few hundred ms). */
-#define PAUSE_FACTOR 2
-#define PAUSE_MAX_US 500000
+/* The pause after a tick, as a multiple of the tick's duration (the
+ * longer one after a cycle that started nothing), and its longest (a
+ * cycle at 100k pending takes a few hundred ms). */
+#define PAUSE_FACTOR      2
+#define PAUSE_FACTOR_IDLE 5
+#define PAUSE_MAX_US      500000
 
 /*
  * The pause after a tick that held the lock @held_us: PAUSE_FACTOR times
  * as long, to the microsecond, so the loop holds the lock at most a third
- * of the time however long a cycle takes (100k pending), and a burst of
+ * of the time however long a cycle takes (100k pending); after a cycle
+ * that started and pre-empted nothing, PAUSE_FACTOR_IDLE times (a sixth of
+ * the time): the kicks that follow it are mostly submissions that cannot
+ * start either (a full cluster, a submission storm), each of them blocked
+ * on the API's lock while a cycle holds it, and a new job waits a few
+ * cycles' time at most for its decision.  With either, a burst of
  * submissions is taken a few dozen at a time by one cycle instead of one
  * or two each (a cycle over a few pending jobs costs about as much CPU as
  * the submissions it takes).  It is a pause, not a delay: it follows a
@@ -742,7 +752,8 @@ static void until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms,
  */
 static void pause_after(struct cnl_ctl *ctl, int64_t held_us)
 {
-	int64_t us = held_us * PAUSE_FACTOR;
+	int64_t us =
+	    held_us * (ctl->idle_cycle ? PAUSE_FACTOR_IDLE : PAUSE_FACTOR);
 	struct timespec ts;
 
 	if (us <= 0)
