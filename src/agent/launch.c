@@ -826,6 +826,12 @@ int cnl_workload_poll(struct cnl_workload *w, struct cnl_exit *ret)
 	int n;
 
 	reap(w, false);
+	/* Our own supervisor, not ended: it is in the cgroup, so the work
+	 * runs (no need to read the cgroup's list in every hierarchy). */
+	if (w->own && !w->reaped && w->pid > 0) {
+		*ret = e;
+		return 0;
+	}
 	n = cnl_cg_pids(&w->cg, w->id, &one, 1);
 	if (n < 0)
 		return n;
