@@ -65,4 +65,18 @@ static inline uint32_t cnl_hash_str(const char *s)
 	return h;
 }
 
+/* The length of @s, or @max when no NUL comes first: strnlen() for a
+ * string that may sit in an array shorter than @max.  (Given such an
+ * array, GCC takes strnlen's bound for the size it reads and warns when
+ * whole-program optimisation lets it see the array; this stops at the
+ * NUL as strnlen does.) */
+static inline size_t cnl_strnlen(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	while (n < max && s[n])
+		n++;
+	return n;
+}
+
 #endif /* CNL_UTIL_H */

@@ -35,6 +35,7 @@
 
 #include "cnlab/errors.h"
 #include "common/base64.h"
+#include "common/util.h"
 #include "net/jwt.h"
 #include "server/auth.h"
 
@@ -464,7 +465,7 @@ int cnl_auth_jwt_verify(const char *token, const uint8_t *key, size_t keylen,
 	audlen = strnlen(audience, CNL_AUTH_CLAIM_MAX);
 	if (audlen == 0 || audlen >= CNL_AUTH_CLAIM_MAX)
 		return -EINVAL;
-	len = strnlen(token, CNL_AUTH_JWT_MAX + 1);
+	len = cnl_strnlen(token, CNL_AUTH_JWT_MAX + 1);
 	if (len > CNL_AUTH_JWT_MAX)
 		return -CNL_EAUTH;
 	end = token + len;

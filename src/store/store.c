@@ -60,7 +60,7 @@ static int check_id_field(const char *f, size_t size)
 /* A string argument that may be empty: shorter than @max. */
 static int check_len(const char *a, size_t max)
 {
-	return strnlen(a, max) >= max ? -CNL_ESIZE : 0;
+	return cnl_strnlen(a, max) >= max ? -CNL_ESIZE : 0;
 }
 
 /* A caller's string argument: non-NULL, non-empty, shorter than @max. */
@@ -514,8 +514,9 @@ int cnl_store_audit_list_target(struct cnl_store *s, const char *target,
 	CHECK(check_nonneg(after_seq));
 	if (!target || !action_prefix)
 		return -EINVAL;
-	if (strnlen(target, CNL_STORE_AUDIT_MAX) >= CNL_STORE_AUDIT_MAX ||
-	    strnlen(action_prefix, CNL_STORE_AUDIT_MAX) >= CNL_STORE_AUDIT_MAX)
+	if (cnl_strnlen(target, CNL_STORE_AUDIT_MAX) >= CNL_STORE_AUDIT_MAX ||
+	    cnl_strnlen(action_prefix, CNL_STORE_AUDIT_MAX) >=
+	        CNL_STORE_AUDIT_MAX)
 		return -CNL_ESIZE;
 	if (!target[0])
 		return -CNL_EFIELD;
