@@ -1,6 +1,7 @@
 /*
  * xmalloc.c - allocation wrappers that abort on out-of-memory (see util.h).
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,4 +43,12 @@ char *cnl_xstrdup(const char *s)
 	char *p = cnl_xmalloc(n);
 	memcpy(p, s, n);
 	return p;
+}
+
+void cnl_heap_keep(void)
+{
+	/* Fixed values also keep glibc from raising the mmap threshold on
+	 * its own, chunk by chunk, as it frees mapped ones. */
+	(void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	(void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }

@@ -674,6 +674,7 @@ out:
 
 int main(int argc, char **argv)
 {
+	cnl_heap_keep();
 	if (argc > 1 && strcmp(argv[1], "migrate") == 0)
 		return migrate_main(argc - 1, argv + 1);
 	/* The flags cnlabd handles itself; every setting of the table is
