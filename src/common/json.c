@@ -210,26 +210,29 @@ void cnl_json_wipe(json_t *v)
 
 /* @json into @fd in one write (the document is built in memory first:
  * Jansson's own json_dumpfd() makes a system call per token, some 2,600
- * for a container's config.json), the copy wiped after, since a file
- * may hold secrets. */
+ * for a container's config.json).  One copy, sized first (json_dumps()
+ * grows a buffer through copies it frees unwiped), wiped after, since a
+ * file may hold secrets.  -EINVAL when Jansson cannot encode @json. */
 static int dump_fd(const json_t *json, int fd, size_t flags)
 {
-	char *s = json_dumps(json, flags);
-	size_t len, off = 0;
+	size_t len = json ? json_dumpb(json, NULL, 0, flags) : 0, off = 0;
+	char *s;
 	int r = 0;
 
-	if (!s)
+	if (len == 0)
+		return -EINVAL;
+	if (!(s = malloc(len)))
 		return -ENOMEM;
-	len = strlen(s);
-	while (off < len) {
+	if (json_dumpb(json, s, len, flags) != len)
+		r = -EINVAL;
+	while (r == 0 && off < len) {
 		ssize_t n = write(fd, s + off, len - off);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
+		if (n <= 0)
 			r = n < 0 ? -errno : -EIO;
-			break;
-		}
-		off += (size_t)n;
+		else
+			off += (size_t)n;
 	}
 	explicit_bzero(s, len);
 	free(s);

@@ -58,11 +58,12 @@ void cnl_vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
  * cnl_heap_keep - keep freed memory in the process for its next use
  * instead of handing it back to the kernel: allocations up to 32 MiB come
  * from the heap, not a mapping of their own, and the heap's free top is
- * kept up to 1 GiB.  For a daemon whose working set comes back every few
- * milliseconds (cnlabd's scheduling cycle, whose buffers run to megabytes
- * at 10k pending): given back, each cycle paid again a page fault per
- * page, a fifth of a pre-emption storm's cycle on this project's VMs.
- * Call it once, before any thread starts.
+ * kept up to 256 MiB (glibc's own thresholds would move towards 32 and
+ * 64 MiB, chunk by chunk, as mapped chunks are freed).  For a daemon whose
+ * working set comes back every few milliseconds (cnlabd's scheduling cycle,
+ * whose buffers run to megabytes at 10k pending): given back, each cycle paid
+ * again a page fault per page, a fifth of a pre-emption storm's cycle on this
+ * project's VMs. Call it once, before any thread starts.
  */
 void cnl_heap_keep(void);
 

@@ -50,5 +50,5 @@ void cnl_heap_keep(void)
 	/* Fixed values also keep glibc from raising the mmap threshold on
 	 * its own, chunk by chunk, as it frees mapped ones. */
 	(void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	(void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
+	(void)mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }

@@ -714,7 +714,7 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 				                         false);
 			}
 		}
-		cnl_ctl_kick(c->api->ctl);
+		cnl_ctl_kick_submitted(c->api->ctl);
 	}
 	{
 		struct cnl_wire_job doc;

@@ -177,9 +177,12 @@ struct cnl_ctl {
 	pthread_cond_t wake; /* the loop: kick or stop */
 	pthread_t thread;
 	bool running, stop, dirty;
-	/* The last cycle started and pre-empted nothing (the loop's pause
-	 * after it is the longer one, pause_after()). */
-	bool idle_cycle;
+	/* The last cycle started and pre-empted nothing; and something but
+	 * a submission changed since it began (a kick other than
+	 * cnl_ctl_kick_submitted(): an end, a node, a cancel): the loop's
+	 * pause after such a cycle is longer unless the second holds
+	 * (pause_after()). */
+	bool idle_cycle, changed;
 	struct cnl_sched *sched;
 	struct cnl_cluster *cluster;
 	struct node *nodes;

@@ -480,7 +480,7 @@ int cnl_ctl_stop_workload(struct cnl_ctl *ctl, const char *id, int64_t now)
 		ctl->finished[2]++;
 		ctl_server_gone(ctl, w);
 		ctl_wl_remove(ctl, w);
-		ctl->dirty = true;
+		ctl->dirty = ctl->changed = true;
 		return 0;
 	}
 	/* Placed: told to stop; a requeue already under way keeps its

@@ -81,6 +81,10 @@ void cnl_ctl_free(struct cnl_ctl *ctl);
 int cnl_ctl_start(struct cnl_ctl *ctl);
 void cnl_ctl_stop(struct cnl_ctl *ctl); /* call WITHOUT the lock */
 void cnl_ctl_kick(struct cnl_ctl *ctl);
+/* cnl_ctl_kick_submitted - the kick of a submission, the one change that
+ * lets the loop pause longer after a cycle that started nothing (see
+ * pause_after() in ctl_loop.c); every other change is cnl_ctl_kick(). */
+void cnl_ctl_kick_submitted(struct cnl_ctl *ctl);
 
 /*
  * cnl_ctl_tick - one pass: mark silent nodes lost, meter usage, and run

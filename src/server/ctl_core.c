@@ -469,6 +469,12 @@ void ctl_note_start(struct cnl_ctl *ctl, bool server, int64_t ms)
 
 void cnl_ctl_kick(struct cnl_ctl *ctl)
 {
+	ctl->changed = true;
+	cnl_ctl_kick_submitted(ctl);
+}
+
+void cnl_ctl_kick_submitted(struct cnl_ctl *ctl)
+{
 	ctl->dirty = true;
 	pthread_cond_signal(&ctl->wake);
 }

@@ -375,7 +375,7 @@ static void gangs_check(struct cnl_ctl *ctl, int64_t now)
 		        "id=%s gang=%s", w->id, w->gang_id);
 		ctl->finished[1]++;
 		ctl_wl_remove(ctl, w);
-		ctl->dirty = true;
+		ctl->dirty = ctl->changed = true;
 	}
 }
 
@@ -391,6 +391,7 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ctl->idle_cycle = true;
+	ctl->changed = false; /* what changed before, this cycle sees */
 	gangs_check(ctl, now);
 	place_home(ctl, now);
 	ctl_resize_admit(ctl, now);
@@ -561,7 +562,7 @@ static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 			}
 		}
 		ctl->lost_nodes++;
-		ctl->dirty = true;
+		ctl->dirty = ctl->changed = true;
 		ctl_node_changed(ctl, (int)i);
 		cnl_log(CNL_LOG_WARN, "node lost; its work is requeued",
 		        "node=%s epoch=%" PRId64, nd->name, nd->epoch);
@@ -724,26 +725,43 @@ static void until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms,
 }
 
 /* The pause after a tick, as a multiple of the tick's duration (the
- * longer one after a cycle that started nothing), and its longest (a
- * cycle at 100k pending takes a few hundred ms). */
+ * longer one after a cycle that started nothing, while only submissions
+ * come), and its longest (a cycle at 100k pending takes a few hundred
+ * ms). */
 #define PAUSE_FACTOR      2
 #define PAUSE_FACTOR_IDLE 5
 #define PAUSE_MAX_US      500000
 
+/* Sleep @us microseconds without the lock. */
+static void sleep_unlocked(struct cnl_ctl *ctl, int64_t us)
+{
+	struct timespec ts = {.tv_sec = us / 1000000,
+	                      .tv_nsec = (long)(us % 1000000) * 1000};
+
+	pthread_mutex_unlock(ctl->mu);
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	pthread_mutex_lock(ctl->mu);
+}
+
 /*
  * The pause after a tick that held the lock @held_us: PAUSE_FACTOR times
  * as long, to the microsecond, so the loop holds the lock at most a third
- * of the time however long a cycle takes (100k pending); after a cycle
- * that started and pre-empted nothing, PAUSE_FACTOR_IDLE times (a sixth of
- * the time): the kicks that follow it are mostly submissions that cannot
- * start either (a full cluster, a submission storm), each of them blocked
- * on the API's lock while a cycle holds it, and a new job waits a few
- * cycles' time at most for its decision.  With either, a burst of
+ * of the time however long a cycle takes (100k pending), and a burst of
  * submissions is taken a few dozen at a time by one cycle instead of one
  * or two each (a cycle over a few pending jobs costs about as much CPU as
  * the submissions it takes).  It is a pause, not a delay: it follows a
  * cycle that just ran, so a kick on an idle loop still runs one at once,
  * and a pause never lasts longer than a multiple of the work it follows.
+ *
+ * After a cycle that started and pre-empted nothing, the pause goes on,
+ * a tick's length at a time, up to PAUSE_FACTOR_IDLE times the tick, for
+ * as long as nothing but submissions came (ctl->changed): in a storm of
+ * submissions that cannot start (a full cluster, no node) each of them
+ * waits for the API's lock while a cycle holds it, and these cycles decide
+ * nothing but wait reasons.  An end, a node or a cancel (what may let
+ * work start) cuts it short at the next step.
+ *
  * The loop sleeps without waiting on @ctl->wake, so that the kicks of the
  * pause (each signals it) wake no thread: with a condition wait, each
  * submission woke the loop only for it to sleep again, two context
@@ -752,20 +770,22 @@ static void until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t at_ms,
  */
 static void pause_after(struct cnl_ctl *ctl, int64_t held_us)
 {
-	int64_t us =
-	    held_us * (ctl->idle_cycle ? PAUSE_FACTOR_IDLE : PAUSE_FACTOR);
-	struct timespec ts;
+	int64_t us = held_us * PAUSE_FACTOR, done;
 
-	if (us <= 0)
+	if (held_us <= 0)
 		return;
 	if (us > PAUSE_MAX_US)
 		us = PAUSE_MAX_US;
-	ts.tv_sec = us / 1000000;
-	ts.tv_nsec = (long)(us % 1000000) * 1000;
-	pthread_mutex_unlock(ctl->mu);
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-	pthread_mutex_lock(ctl->mu);
+	sleep_unlocked(ctl, us);
+	for (done = us; ctl->idle_cycle && !ctl->changed && !ctl->stop &&
+	                done < held_us * PAUSE_FACTOR_IDLE &&
+	                done < PAUSE_MAX_US;) {
+		int64_t step = held_us < PAUSE_MAX_US - done
+		                   ? held_us
+		                   : PAUSE_MAX_US - done;
+		sleep_unlocked(ctl, step);
+		done += step;
+	}
 }
 
 static void *loop(void *arg)

@@ -331,7 +331,7 @@ static int relabel_node(struct cnl_ctl *ctl, int i, json_t *inv, int64_t now,
 	}
 	json_decref(old);
 	cnl_log(CNL_LOG_INFO, "node labels changed", "node=%s", n->name);
-	ctl->dirty = true;
+	ctl->dirty = ctl->changed = true;
 	return 0;
 }
 
@@ -495,7 +495,7 @@ static void lost_by_agent(struct cnl_ctl *ctl, int node,
 			ctl_server_gone(ctl, w);
 			ctl_wl_remove(ctl, w);
 		}
-		ctl->dirty = true;
+		ctl->dirty = ctl->changed = true;
 	}
 }
 

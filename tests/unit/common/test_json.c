@@ -389,6 +389,16 @@ static void test_write_file(void **state)
 	assert_true(json_equal(back, big));
 	json_decref(back);
 	json_decref(big);
+	/* Nothing Jansson can encode (no document; a bare string without
+	 * JSON_ENCODE_ANY): refused, the file as it was, no temporary. */
+	json_t *str = json_string("plain");
+	assert_int_equal(cnl_json_write_file(NULL, path, 0600, 0), -EINVAL);
+	assert_int_equal(cnl_json_write_file(str, path, 0600, 0), -EINVAL);
+	json_decref(str);
+	assert_int_equal(access(tmp, F_OK), -1);
+	back = json_load_file(path, 0, NULL);
+	assert_non_null(back);
+	json_decref(back);
 	unlink(path);
 	rmdir(dir);
 	json_decref(doc);
