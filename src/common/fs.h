@@ -18,6 +18,10 @@
  */
 int cnl_mkdirs_beneath(int top, const char *rel, mode_t mode, int *ret_dfd);
 
+/* cnl_write_all - all @n bytes of @buf to @fd, a write interrupted by a
+ * signal resumed: 0, or -errno (-EIO for a write that took nothing). */
+int cnl_write_all(int fd, const void *buf, size_t n);
+
 /* cnl_digest_hex - "sha256:<64 lowercase hex>" -> the hex in it; NULL when
  * @digest (NULL allowed) is no such digest. */
 const char *cnl_digest_hex(const char *digest);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cnlab/errors.h"
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -215,25 +216,16 @@ void cnl_json_wipe(json_t *v)
  * file may hold secrets.  -EINVAL when Jansson cannot encode @json. */
 static int dump_fd(const json_t *json, int fd, size_t flags)
 {
-	size_t len = json ? json_dumpb(json, NULL, 0, flags) : 0, off = 0;
+	size_t len = json ? json_dumpb(json, NULL, 0, flags) : 0;
 	char *s;
-	int r = 0;
+	int r;
 
 	if (len == 0)
 		return -EINVAL;
 	if (!(s = malloc(len)))
 		return -ENOMEM;
-	if (json_dumpb(json, s, len, flags) != len)
-		r = -EINVAL;
-	while (r == 0 && off < len) {
-		ssize_t n = write(fd, s + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			r = n < 0 ? -errno : -EIO;
-		else
-			off += (size_t)n;
-	}
+	r = json_dumpb(json, s, len, flags) != len ? -EINVAL
+	                                           : cnl_write_all(fd, s, len);
 	explicit_bzero(s, len);
 	free(s);
 	return r;

@@ -748,21 +748,6 @@ struct sink {
 	mbedtls_sha256_context sha;
 };
 
-static int write_all(int fd, const char *data, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, data, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -EIO;
-		data += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Take @n bytes of the body: 0, or -EFBIG/-EIO/-ECANCELED. */
 static int sink_put(struct sink *s, const char *data, size_t n)
 {
@@ -781,7 +766,7 @@ static int sink_put(struct sink *s, const char *data, size_t n)
 			s->too_large = true;
 			return -EFBIG;
 		}
-		if (write_all(s->rq->download_fd, data, n) < 0) {
+		if (cnl_write_all(s->rq->download_fd, data, n) < 0) {
 			s->write_failed = true;
 			return -EIO;
 		}

@@ -68,6 +68,29 @@ static void test_mkdirs_beneath(void **state)
 	rmdir(outside);
 }
 
+static void test_write_all(void **state)
+{
+	static char big[1 << 20];
+	char path[] = "/tmp/cnl-write-all-XXXXXX";
+	struct stat st;
+	int fd = mkstemp(path), full = open("/dev/full", O_WRONLY);
+
+	(void)state;
+	assert_true(fd >= 0);
+	memset(big, 'x', sizeof(big));
+	/* All of it, in as many writes as the kernel takes. */
+	assert_int_equal(cnl_write_all(fd, big, sizeof(big)), 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, sizeof(big));
+	/* The error of the write that failed, not a made-up one. */
+	assert_true(full >= 0);
+	assert_int_equal(cnl_write_all(full, big, 10), -ENOSPC);
+	assert_int_equal(cnl_write_all(-1, big, 10), -EBADF);
+	close(full);
+	close(fd);
+	unlink(path);
+}
+
 static void test_hex(void **state)
 {
 	const unsigned char b[] = {0x00, 0x0f, 0xa5, 0xff};
@@ -83,6 +106,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_mkdirs_beneath),
+	    cmocka_unit_test(test_write_all),
 	    cmocka_unit_test(test_hex),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
