@@ -977,6 +977,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	    prepare_of(route);
 	bool tx = one_transaction(route), wait = waits_durable(route);
 	bool early = tx && !prepare; /* begun before authorization, above */
+	/* On its way to the open batch: the syncer waits for it. */
+	bool coming = batches(route) && tx;
 	int64_t seq = 0;
 	int ok, btr = 0;
 
@@ -1012,7 +1014,11 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	cnl_api_oidc_check(&c, req);
 	if (route->handler == cnl_api_h_job_collect_put)
 		cnl_api_collect_check(&c, req); /* kept from its opening */
+	if (coming)
+		cnl_commit_coming(api->commit, 1);
 	if (!lock_api(api, req)) {
+		if (coming)
+			cnl_commit_coming(api->commit, -1);
 		resp->retry_blocking = true; /* nothing done yet */
 		return;
 	}
@@ -1057,6 +1063,8 @@ void cnl_api_serve(void *ud, const struct cnl_http_route *route,
 	if (ok && route->action && resp->status < 400)
 		cnl_api_dash_bump(api, changes_access(route));
 	pthread_mutex_unlock(&api->mu);
+	if (coming)
+		cnl_commit_coming(api->commit, -1);
 	/* After the lock: while this waits, others commit, and one sync
 	 * covers them all. */
 	/* The latency counts the wait for durability: what a client sees. */

@@ -61,6 +61,8 @@
 
 #define SYNC_IDLE_MS  1000
 #define FAIL_PAUSE_MS 20
+#define GATHER_US     1000
+#define GATHER_MIN    2
 
 /* A request that waits without a thread (cnl_commit_when()). */
 struct later {
@@ -89,6 +91,11 @@ struct cnl_commit {
 	int fail_err; /* the last failed sync's error: its waiters' */
 	bool faulty;  /* the last sync failed (logged; recovery is too) */
 	bool stop;
+	/* gather(): new waiters need not kick the syncer; the last request
+	 * on its way to the batch does (cnl_commit_coming()). */
+	atomic_bool gathering;
+	atomic_int coming; /* requests on their way to the open batch */
+	int64_t gather_us; /* gather()'s bound: GATHER_US, or a test's */
 	/* The waits of cnl_commit_when(), in no order; each is answered,
 	 * outside mu, by the sync that covers its count or fails it. */
 	struct later *laters;
@@ -214,6 +221,59 @@ static void sync_once(struct cnl_commit *gc)
 	}
 }
 
+/*
+ * Before the batch that formed while the last sync ran is committed and
+ * synced: while GATHER_MIN or more requests are on their way to it
+ * (cnl_commit_coming(): past authentication, queued on or holding the
+ * API's lock), the syncer leaves the window open for them, GATHER_US at
+ * most, and commits and syncs once the last has joined.  Each batch's
+ * fixed cost (its COMMIT, the fdatasync, waking its waiters) is then
+ * shared by every request that was under way, instead of by the one or
+ * two that ended while the last sync ran: with 64 clients, a sixth of
+ * the syncs and half the syncer's CPU per submission
+ * (docs/benchmarks.md, 2026-12-07).  A lone client never waits: its
+ * transaction commits at once (no batch forms), and nothing else is on
+ * its way.  Nor does one request on its way hold a batch: two clients
+ * would then take turns, each sync waiting for the other's request,
+ * where without the wait one's request runs while the other's syncs.
+ * New waiters do not kick the syncer meanwhile; stopping does.
+ */
+static void gather(struct cnl_commit *gc)
+{
+	struct timespec ts;
+	int64_t t;
+
+	if (!gc->flush || !cnl_store_batch_open(gc->store))
+		return;
+	/* Set before @coming is read: the request that takes @coming to 0
+	 * reads it after (cnl_commit_coming()), so one of the two sees the
+	 * other (both sequentially consistent). */
+	atomic_store(&gc->gathering, true);
+	if (atomic_load(&gc->coming) >= GATHER_MIN) {
+		t = cnl_time_mono_ns() + gc->gather_us * 1000;
+		ts.tv_sec = (time_t)(t / 1000000000);
+		ts.tv_nsec = (long)(t % 1000000000);
+		while (!gc->stop && atomic_load(&gc->coming) > 0 &&
+		       pthread_cond_timedwait(&gc->kick, &gc->mu, &ts) !=
+		           ETIMEDOUT)
+			;
+	}
+	atomic_store(&gc->gathering, false);
+}
+
+void cnl_commit_coming(struct cnl_commit *gc, int delta)
+{
+	if (!gc)
+		return;
+	if (atomic_fetch_add(&gc->coming, delta) + delta > 0 ||
+	    !atomic_load(&gc->gathering))
+		return;
+	/* The last on its way: the batch waits for nobody now. */
+	pthread_mutex_lock(&gc->mu);
+	pthread_cond_signal(&gc->kick);
+	pthread_mutex_unlock(&gc->mu);
+}
+
 static void *syncer(void *arg)
 {
 	struct cnl_commit *gc = arg;
@@ -222,6 +282,7 @@ static void *syncer(void *arg)
 	pthread_mutex_lock(&gc->mu);
 	while (!gc->stop) {
 		if (gc->wanted > gc->durable) {
+			gather(gc);
 			sync_once(gc);
 			continue;
 		}
@@ -230,8 +291,10 @@ static void *syncer(void *arg)
 		cnl_time_deadline(&ts, CLOCK_MONOTONIC, SYNC_IDLE_MS);
 		if (pthread_cond_timedwait(&gc->kick, &gc->mu, &ts) ==
 		        ETIMEDOUT &&
-		    cnl_store_written(gc->store) > gc->durable)
+		    cnl_store_written(gc->store) > gc->durable) {
+			gather(gc);
 			sync_once(gc);
+		}
 	}
 	answer_laters(gc); /* stopping: every wait left answers */
 	pthread_mutex_unlock(&gc->mu);
@@ -255,6 +318,7 @@ int cnl_commit_new(struct cnl_store *store, void (*flush)(void *arg),
 	gc->store = store;
 	gc->flush = flush;
 	gc->flush_arg = flush_arg;
+	gc->gather_us = GATHER_US;
 	pthread_mutex_init(&gc->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -270,6 +334,13 @@ int cnl_commit_new(struct cnl_store *store, void (*flush)(void *arg),
 	(void)pthread_setname_np(gc->thread, "cnl-commit");
 	*ret = gc;
 	return 0;
+}
+
+void cnl_commit_gather_for(struct cnl_commit *gc, int64_t us)
+{
+	pthread_mutex_lock(&gc->mu);
+	gc->gather_us = us;
+	pthread_mutex_unlock(&gc->mu);
 }
 
 int64_t cnl_commit_mark(const struct cnl_commit *gc)
@@ -293,7 +364,8 @@ int cnl_commit_wait(struct cnl_commit *gc, int64_t seq)
 	gen = gc->fail_gen;
 	if (gc->durable < seq && gc->wanted < seq) {
 		gc->wanted = seq;
-		pthread_cond_signal(&gc->kick);
+		if (!gc->gathering)
+			pthread_cond_signal(&gc->kick);
 	}
 	while (gc->durable < seq) {
 		atomic_uint *w;
@@ -344,7 +416,8 @@ int cnl_commit_when(struct cnl_commit *gc, int64_t seq,
 		    .seq = seq, .gen = gc->fail_gen, .done = done, .arg = arg};
 		if (gc->wanted < seq) {
 			gc->wanted = seq;
-			pthread_cond_signal(&gc->kick);
+			if (!gc->gathering)
+				pthread_cond_signal(&gc->kick);
 		}
 		r = 0;
 	}

@@ -35,6 +35,21 @@ struct cnl_commit;
 int cnl_commit_new(struct cnl_store *store, void (*flush)(void *arg),
                    void *flush_arg, struct cnl_commit **ret);
 
+/*
+ * cnl_commit_coming - @delta (+1 or -1) requests on their way to the
+ * store's open batch: +1 before a request that commits in a batch takes
+ * the lock that serialises the store's users, -1 once it has committed
+ * (or given up).  While any are, the syncer waits a moment for them
+ * before it commits and syncs the batch (commit.c, gather()), so that
+ * one sync covers them all.  NULL @gc: nothing.
+ */
+void cnl_commit_coming(struct cnl_commit *gc, int delta);
+
+/* cnl_commit_gather_for - how long at most (µs; 1,000 by default) the
+ * syncer waits for requests on their way; tests make it long, to see
+ * what it waits for. */
+void cnl_commit_gather_for(struct cnl_commit *gc, int64_t us);
+
 /* cnl_commit_mark - the count to wait for; call it holding the lock that
  * serialises the store's users, after the request's last store call. */
 int64_t cnl_commit_mark(const struct cnl_commit *gc);

@@ -93,8 +93,10 @@ struct cnl_sq_store {
 	 * left open together, as one transaction, and committed at once.
 	 * The writer's thread owns all but the atomics. */
 	_Atomic bool batch; /* an outer transaction holds work left open */
-	bool joined;        /* the transaction at depth 1 is a savepoint in
-	                     * it (cnl_sq_begin_batch()) */
+	_Atomic unsigned batch_n; /* the transactions left in it: a hint
+	                           * for the syncer (cnl_store_batch_size()) */
+	bool joined; /* the transaction at depth 1 is a savepoint in
+	              * it (cnl_sq_begin_batch()) */
 	/* CNL_STORE_WINDOW_*: whether transactions that end are left in a
 	 * batch (the syncer is busy), committed at once, or commit the
 	 * open batch (the syncer wants it); cnl_store_batch_window(). */

@@ -219,8 +219,10 @@ static int sq_batch(struct cnl_store *s, int op)
 		return cnl_sq_commit_batch(q);
 	case 2:
 		return cnl_sq_flush(q);
-	case 3:
-		return atomic_load(&q->batch);
+	case 3: /* how many transactions the open batch holds, 0: none */
+		if (!atomic_load(&q->batch))
+			return 0;
+		return (int)CNL_MAX(atomic_load(&q->batch_n), 1u);
 	default: /* 4 + a window state */
 		cnl_sq_batch_window(q, op - 4);
 		return 0;

@@ -142,6 +142,7 @@ static void batch_lost(struct cnl_sq_store *q, int err, bool counted)
 	q->depth = 0;
 	q->committing = false;
 	atomic_store(&q->batch, false);
+	atomic_store(&q->batch_n, 0);
 	cnl_sq_settle(q);
 	batch_end(q, err);
 }
@@ -182,6 +183,7 @@ static int batch_commit(struct cnl_sq_store *q)
 	 * fail as a lost batch's would); and @written must not count it
 	 * until it is known to have been written. */
 	atomic_store(&q->batch, false);
+	atomic_store(&q->batch_n, 0);
 	q->committing = true;
 	r = cnl_sq_exec(q, "COMMIT"); /* at depth 0: every caller's */
 	if (r < 0) {
@@ -303,13 +305,16 @@ static int commit_kind(struct cnl_sq_store *q, bool batch)
 		q->depth = 0;
 		q->joined = false;
 		/* A plain commit of a joiner commits the batch with it. */
-		if (batch && atomic_load(&q->window) == CNL_STORE_WINDOW_OPEN)
+		if (batch && atomic_load(&q->window) == CNL_STORE_WINDOW_OPEN) {
+			atomic_fetch_add(&q->batch_n, 1);
 			return 1;
+		}
 		return batch_commit(q);
 	}
 	if (q->depth == 1 && batch && q->group &&
 	    atomic_load(&q->window) == CNL_STORE_WINDOW_OPEN) {
 		q->depth = 0;
+		atomic_store(&q->batch_n, 1);
 		atomic_store(&q->batch, true);
 		return 1;
 	}

@@ -590,7 +590,14 @@ int cnl_store_lost(struct cnl_store *s, int64_t seq)
 
 bool cnl_store_batch_open(struct cnl_store *s)
 {
-	return s && s->ops->batch && s->ops->batch(s, 3) > 0;
+	return cnl_store_batch_size(s) > 0;
+}
+
+unsigned cnl_store_batch_size(struct cnl_store *s)
+{
+	int n = s && s->ops->batch ? s->ops->batch(s, 3) : 0;
+
+	return n > 0 ? (unsigned)n : 0;
 }
 
 void cnl_store_set_batch_hook(struct cnl_store *s, void (*fn)(void *, int),

@@ -681,6 +681,9 @@ int cnl_store_sync(struct cnl_store *s, int64_t *ret_seq);
  *
  * cnl_store_batch_open - whether a batch is open; from any thread.
  *
+ * cnl_store_batch_size - how many transactions the open batch holds (0:
+ * none is open); from any thread, a hint (it may change as it returns).
+ *
  * cnl_store_batch_window - whether a transaction ending now
  * (cnl_store_tx_commit_batch()) is committed at once
  * (CNL_STORE_WINDOW_SHUT: nothing would wait for it, the syncer is idle),
@@ -707,6 +710,7 @@ int cnl_store_tx_begin_batch(struct cnl_store *s);
 int cnl_store_tx_commit_batch(struct cnl_store *s);
 int cnl_store_flush(struct cnl_store *s);
 bool cnl_store_batch_open(struct cnl_store *s);
+unsigned cnl_store_batch_size(struct cnl_store *s);
 void cnl_store_set_batch_hook(struct cnl_store *s, void (*fn)(void *, int),
                               void *arg);
 

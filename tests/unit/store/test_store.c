@@ -765,6 +765,7 @@ static void test_batches(void **state)
 	if (is_pg(f->path)) {
 		assert_int_equal(batch_create(f, &a, 0), 0);
 		assert_false(cnl_store_batch_open(f->s));
+		assert_int_equal(cnl_store_batch_size(f->s), 0);
 		assert_int_equal(cnl_store_flush(f->s), 0);
 		return;
 	}
@@ -778,6 +779,7 @@ static void test_batches(void **state)
 	w = cnl_store_written(f->s);
 	assert_int_equal(batch_create(f, &a, 0), 0);
 	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_batch_size(f->s), 0);
 	assert_int_equal(cnl_store_written(f->s), w + 1);
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 1);
 
@@ -785,14 +787,17 @@ static void test_batches(void **state)
 	cnl_store_batch_window(f->s, CNL_STORE_WINDOW_OPEN);
 	assert_int_equal(batch_create(f, &b, 0), 1);
 	assert_true(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_batch_size(f->s), 1);
 	assert_int_equal(cnl_store_written(f->s), w + 2);
 	assert_int_equal(batch_create(f, &c, 1), 1);
+	assert_int_equal(cnl_store_batch_size(f->s), 2);
 	assert_int_equal(cnl_store_written(f->s), w + 2);
 	assert_int_equal(raw_int(f->path, "SELECT COUNT(*) FROM jobs"), 1);
 	/* A joiner that fails is undone alone. */
 	batch_job(f, &d, 1);
 	assert_int_equal(cnl_store_tx_rollback(f->s), 0);
 	assert_true(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_batch_size(f->s), 2); /* not counted */
 	/* The writer sees the batch, from inside it. */
 	assert_int_equal(cnl_store_tx_begin_batch(f->s), 1);
 	assert_int_equal(cnl_store_job_get(f->s, b.id, &e), 0);
@@ -803,6 +808,7 @@ static void test_batches(void **state)
 	cnl_store_batch_window(f->s, CNL_STORE_WINDOW_CLOSING);
 	assert_int_equal(batch_create(f, &d, 1), 0);
 	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_batch_size(f->s), 0);
 	assert_int_equal(cnl_store_written(f->s), w + 2);
 	assert_int_equal(ends.n, 1);
 	assert_int_equal(ends.last, 0);
@@ -836,6 +842,7 @@ static void test_batches(void **state)
 	assert_int_equal(cnl_store_flush(f->s), -ENOSPC);
 	assert_int_equal(access(fault, F_OK), -1);
 	assert_false(cnl_store_batch_open(f->s));
+	assert_int_equal(cnl_store_batch_size(f->s), 0);
 	assert_int_equal(ends.n, 4);
 	assert_int_equal(ends.last, -ENOSPC);
 	assert_int_equal(cnl_store_written(f->s), w + 6);
