@@ -250,10 +250,17 @@ static void gather(struct cnl_commit *gc)
 	 * other (both sequentially consistent). */
 	atomic_store(&gc->gathering, true);
 	if (atomic_load(&gc->coming) >= GATHER_MIN) {
+		/* Those that end meanwhile join the batch (the window may
+		 * have been shut since: the syncer went idle before this
+		 * batch's waiters came, or its idle timer brought it here). */
+		cnl_store_batch_window(gc->store, CNL_STORE_WINDOW_OPEN);
 		t = cnl_time_mono_ns() + gc->gather_us * 1000;
 		ts.tv_sec = (time_t)(t / 1000000000);
 		ts.tv_nsec = (long)(t % 1000000000);
+		/* Until the last has joined, or another commit took the batch
+		 * (a transaction of another kind commits it first). */
 		while (!gc->stop && atomic_load(&gc->coming) > 0 &&
+		       cnl_store_batch_open(gc->store) &&
 		       pthread_cond_timedwait(&gc->kick, &gc->mu, &ts) !=
 		           ETIMEDOUT)
 			;

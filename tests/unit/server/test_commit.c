@@ -6,9 +6,12 @@
  * (cnl_commit_coming()) so that one sync covers them all; it does not
  * wait for a request alone, it stops waiting when the last one has
  * joined, and stopping the syncer ends the wait.  The tests make the
- * wait's bound long (cnl_commit_gather_for()) so that what ends it is
- * what they do, never the clock; the pauses below only give a broken
- * syncer the time to sync early, which the test then sees.
+ * wait's bound long (cnl_commit_gather_for(): 600 s) so that what ends
+ * it is what they do, never the clock: a wait that ran to its bound
+ * where none should (a lone request waited for, a last arrival or a stop
+ * not heard) outlasts the test's timeout (300 s, CMakeLists.txt) and
+ * fails it.  The pauses below only give a broken syncer the time to
+ * sync early, which the test then sees.
  */
 #include <errno.h>
 #include <pthread.h>
