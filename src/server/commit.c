@@ -229,9 +229,9 @@ static void sync_once(struct cnl_commit *gc)
  * most, and commits and syncs once the last has joined.  Each batch's
  * fixed cost (its COMMIT, the fdatasync, waking its waiters) is then
  * shared by every request that was under way, instead of by the one or
- * two that ended while the last sync ran: with 64 clients, a sixth of
- * the syncs and half the syncer's CPU per submission
- * (docs/benchmarks.md, 2026-12-07).  A lone client never waits: its
+ * two that ended while the last sync ran: with 64 clients, half the
+ * syncs, and half the syncer's CPU, per submission (docs/benchmarks.md,
+ * 2026-12-07).  A lone client never waits: its
  * transaction commits at once (no batch forms), and nothing else is on
  * its way.  Nor does one request on its way hold a batch: two clients
  * would then take turns, each sync waiting for the other's request,

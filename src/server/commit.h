@@ -39,9 +39,9 @@ int cnl_commit_new(struct cnl_store *store, void (*flush)(void *arg),
  * cnl_commit_coming - @delta (+1 or -1) requests on their way to the
  * store's open batch: +1 before a request that commits in a batch takes
  * the lock that serialises the store's users, -1 once it has committed
- * (or given up).  While any are, the syncer waits a moment for them
- * before it commits and syncs the batch (commit.c, gather()), so that
- * one sync covers them all.  NULL @gc: nothing.
+ * (or given up).  While two or more are, the syncer waits a moment for
+ * them before it commits and syncs the batch (commit.c, gather()), so
+ * that one sync covers them all.  NULL @gc: nothing.
  */
 void cnl_commit_coming(struct cnl_commit *gc, int delta);
 
