@@ -28,15 +28,20 @@ int64_t cnl_time_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void cnl_time_deadline(struct timespec *ret, clockid_t clock, int64_t ms)
+void cnl_time_deadline_ns(struct timespec *ret, clockid_t clock, int64_t ns)
 {
 	clock_gettime(clock, ret);
-	ret->tv_sec += (time_t)(ms / 1000);
-	ret->tv_nsec += (long)(ms % 1000) * 1000000L;
+	ret->tv_sec += (time_t)(ns / 1000000000);
+	ret->tv_nsec += (long)(ns % 1000000000);
 	if (ret->tv_nsec >= 1000000000L) {
 		ret->tv_sec++;
 		ret->tv_nsec -= 1000000000L;
 	}
+}
+
+void cnl_time_deadline(struct timespec *ret, clockid_t clock, int64_t ms)
+{
+	cnl_time_deadline_ns(ret, clock, ms * 1000000);
 }
 
 int64_t cnl_time_mono_ns(void)

@@ -33,8 +33,10 @@ int64_t cnl_time_mono_ns(void);
  * cnl_time_deadline - @clock (CLOCK_MONOTONIC, CLOCK_REALTIME) now plus
  * @ms, normalised, into *@ret: the absolute time a timed wait
  * (pthread_cond_timedwait on a condition of that clock) ends at.
+ * cnl_time_deadline_ns - the same, @ns nanoseconds after now.
  */
 void cnl_time_deadline(struct timespec *ret, clockid_t clock, int64_t ms);
+void cnl_time_deadline_ns(struct timespec *ret, clockid_t clock, int64_t ns);
 
 /*
  * cnl_time_format_rfc3339 - write @ms as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC,

@@ -949,12 +949,7 @@ static bool lock_api(struct cnl_api *api, const struct cnl_http_request *req)
 	}
 	if (pthread_mutex_trylock(&api->mu) == 0)
 		return true;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += EVENT_LOCK_WAIT_NS;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	cnl_time_deadline_ns(&ts, CLOCK_REALTIME, EVENT_LOCK_WAIT_NS);
 	return pthread_mutex_timedlock(&api->mu, &ts) == 0;
 }
 

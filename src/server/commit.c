@@ -241,7 +241,6 @@ static void sync_once(struct cnl_commit *gc)
 static void gather(struct cnl_commit *gc)
 {
 	struct timespec ts;
-	int64_t t;
 
 	if (!gc->flush || !cnl_store_batch_open(gc->store))
 		return;
@@ -254,9 +253,8 @@ static void gather(struct cnl_commit *gc)
 		 * have been shut since: the syncer went idle before this
 		 * batch's waiters came, or its idle timer brought it here). */
 		cnl_store_batch_window(gc->store, CNL_STORE_WINDOW_OPEN);
-		t = cnl_time_mono_ns() + gc->gather_us * 1000;
-		ts.tv_sec = (time_t)(t / 1000000000);
-		ts.tv_nsec = (long)(t % 1000000000);
+		cnl_time_deadline_ns(&ts, CLOCK_MONOTONIC,
+		                     gc->gather_us * 1000);
 		/* Until the last has joined, or another commit took the batch
 		 * (a transaction of another kind commits it first). */
 		while (!gc->stop && atomic_load(&gc->coming) > 0 &&

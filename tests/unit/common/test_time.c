@@ -271,6 +271,26 @@ static void test_deadline(void **state)
 	}
 }
 
+/* In nanoseconds too: a wait under a millisecond, and one that carries
+ * its nanoseconds into the next second. */
+static void test_deadline_ns(void **state)
+{
+	static const int64_t waits[] = {0,       1,         999999,
+	                                1000000, 999999999, 1500000000};
+	(void)state;
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+		int64_t before = cnl_time_mono_ns(), at, after;
+		struct timespec d;
+
+		cnl_time_deadline_ns(&d, CLOCK_MONOTONIC, waits[i]);
+		after = cnl_time_mono_ns();
+		assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+		at = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+		assert_true(at >= before + waits[i]);
+		assert_true(at <= after + waits[i]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +303,7 @@ int main(void)
 	    cmocka_unit_test(test_duration_format),
 	    cmocka_unit_test(test_clocks),
 	    cmocka_unit_test(test_deadline),
+	    cmocka_unit_test(test_deadline_ns),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
