@@ -1114,6 +1114,32 @@ static bool header_safe(const char *v)
 	return v && !v[strcspn(v, "\r\n")];
 }
 
+/* A caller's header line: an HTTP token, ": ", a value without CR or
+ * LF; and none of the headers that frame the request, which are the
+ * client's alone. */
+static bool extra_header_ok(const char *l)
+{
+	static const char *const framing[] = {
+	    "Host",   "Content-Length", "Transfer-Encoding",
+	    "Expect", "Connection",     "Upgrade",
+	    NULL};
+	size_t n = strcspn(l, ":");
+
+	if (!header_safe(l) || n == 0 || l[n] != ':' || l[n + 1] != ' ')
+		return false;
+	for (int i = 0; framing[i]; i++)
+		if (strlen(framing[i]) == n &&
+		    strncasecmp(l, framing[i], n) == 0)
+			return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)l[i];
+
+		if (c <= ' ' || c >= 0x7f || strchr("\"(),/;<=>?@[\\]{}", c))
+			return false;
+	}
+	return true;
+}
+
 /* Send the upload's bytes. */
 static int send_file(struct conn *c, const struct cnl_client_request *rq,
                      struct io *io)
@@ -1324,6 +1350,10 @@ static void build_head(struct cnl_client *cl,
 		str_cat(hd, rq->idempotency_key);
 		str_cat(hd, "\r\n");
 	}
+	for (const char *const *l = rq->headers; l && *l; l++) {
+		str_cat(hd, *l); /* checked: extra_header_ok() */
+		str_cat(hd, "\r\n");
+	}
 	if (rq->upload) {
 		snprintf(num, sizeof(num), "%llu",
 		         (unsigned long long)rq->upload_size);
@@ -1424,6 +1454,13 @@ static int request_one(struct cnl_client *cl,
 	memset(ret, 0, sizeof(*ret));
 	if (!cl || !rq || !rq->method || !rq->path)
 		return -EINVAL;
+	for (const char *const *l = rq->headers; l && *l; l++)
+		if (!extra_header_ok(*l)) {
+			snprintf(ret->error, sizeof(ret->error),
+			         "bad header line (want \"Name: value\", no "
+			         "CR or LF)");
+			return -EINVAL;
+		}
 	s.rq = rq;
 	s.max = cl->reply_max;
 	n = strlen(cl->base) + strlen(rq->path) + 1;

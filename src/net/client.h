@@ -149,6 +149,13 @@ struct cnl_client_request {
 	 * non-zero to end the request (which then returns -ECANCELED). */
 	int (*on_data)(void *ud, const char *buf, size_t len);
 	void *on_data_ud;
+	/* More header lines, "Name: value", after the client's own (a
+	 * signed request's X-Amz-Date and Authorization: sigv4.h); NULL
+	 * or NULL-terminated.  A line with CR or LF, without ": " after an
+	 * HTTP token, or naming a header that frames the request (Host,
+	 * Content-Length, Transfer-Encoding, Expect, Connection, Upgrade)
+	 * fails the request with -EINVAL before anything is sent. */
+	const char *const *headers;
 };
 
 /* What came back; free with cnl_client_reply_done(). */
@@ -181,7 +188,8 @@ struct cnl_client_reply {
  * whatever its status; -EIO when none did (see the header comment; the
  * reasons in ret->error and ret->detail); -ECANCELED when @on_data ended
  * it (ret->status is the reply's); -ENOMEM when the JSON body cannot be
- * encoded; -EINVAL for a NULL argument, method or path.
+ * encoded; -EINVAL for a NULL argument, method or path, or a bad line in
+ * @headers.
  */
 int cnl_client_request(struct cnl_client *cl,
                        const struct cnl_client_request *rq,

@@ -232,6 +232,48 @@ static void test_what_goes_on_the_wire(void **state)
 	assert_string_equal(member(r.json, "ctype"),
 	                    "application/octet-stream");
 	cnl_client_reply_done(&r);
+
+	/* A caller's header lines (a signed request's): a good one goes;
+	 * one that would smuggle another header, or reframe the request,
+	 * fails it before anything is sent. */
+	{
+		static const char *const good[] = {
+		    "X-Amz-Date: 20261201T000000Z", NULL};
+		static const char *const bad[][2] = {
+		    {"X-A: b\r\nX-Evil: 1", NULL},
+		    {"X-A:b", NULL},
+		    {"Bad Name: v", NULL},
+		    {"content-length: 0", NULL},
+		    {"Host: elsewhere", NULL},
+		    {"Transfer-Encoding: chunked", NULL},
+		};
+
+		assert_int_equal(
+		    cnl_client_request(cl,
+		                       &(struct cnl_client_request){
+		                           .method = "GET",
+		                           .path = "/echo",
+		                           .headers = good,
+		                       },
+		                       &r),
+		    0);
+		assert_int_equal(r.status, 200);
+		cnl_client_reply_done(&r);
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			assert_int_equal(
+			    cnl_client_request(cl,
+			                       &(struct cnl_client_request){
+			                           .method = "GET",
+			                           .path = "/echo",
+			                           .headers = bad[i],
+			                       },
+			                       &r),
+			    -EINVAL);
+			assert_int_equal(r.status, 0);
+			assert_non_null(strstr(r.error, "bad header line"));
+			cnl_client_reply_done(&r);
+		}
+	}
 	json_decref(body);
 	cnl_client_free(cl);
 

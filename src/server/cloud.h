@@ -1,0 +1,141 @@
+/*
+ * cloud.h - cloud providers behind one small interface (issue 23: the
+ * burst-out provisions real cloud GPUs through it).
+ *
+ * A provider launches N instances of one type in one market (on-demand
+ * or spot), tagged, with the user data that starts cnlab-agent and its
+ * one-time join token; describes instances (their state, and whether a
+ * spot interruption ends them); and terminates them.  Each is an ops
+ * table (the Slurm habit: one wrapper, plugins behind it); AWS EC2 is the
+ * first (cloud_aws.c).
+ *
+ * Failures come back classified, for the burst policy to decide what to
+ * do next without knowing a provider's error codes:
+ *
+ *   CAPACITY     the provider has none of this type in this market now
+ *                (EC2's InsufficientInstanceCapacity): try the next type
+ *                or market;
+ *   THROTTLED    its rate limit, still after the plugin's retries;
+ *   UNAVAILABLE  no answer, time-outs or 5xx, still after the retries:
+ *                a provider outage;
+ *   AUTH         the credentials were refused: nothing will work until
+ *                an operator fixes them;
+ *   INVALID      the request was refused (an unknown image or type);
+ *   PROTOCOL     an answer that cannot be read.
+ *
+ * The plugins retry THROTTLED and UNAVAILABLE with exponential back-off
+ * and jitter; a launch carries a client token, so that a retry after an
+ * answer that never came launches nothing twice.  Credentials are held
+ * in memory only, never logged and never put in an error.
+ */
+#ifndef CNL_SERVER_CLOUD_H
+#define CNL_SERVER_CLOUD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum cnl_cloud_market { CNL_CLOUD_ON_DEMAND, CNL_CLOUD_SPOT };
+
+enum cnl_cloud_fail {
+	CNL_CLOUD_OK,
+	CNL_CLOUD_CAPACITY,
+	CNL_CLOUD_THROTTLED,
+	CNL_CLOUD_UNAVAILABLE,
+	CNL_CLOUD_AUTH,
+	CNL_CLOUD_INVALID,
+	CNL_CLOUD_PROTOCOL,
+};
+
+/* "capacity", "throttled", ... ("ok" for CNL_CLOUD_OK). */
+const char *cnl_cloud_fail_name(enum cnl_cloud_fail f);
+
+struct cnl_cloud_error {
+	enum cnl_cloud_fail kind;
+	char code[64];     /* the provider's ("InsufficientInstanceCapacity") */
+	char message[512]; /* the provider's words, or ours */
+	long http_status;  /* of the last answer; 0: none came */
+	int attempts;      /* calls made, retries included */
+};
+
+struct cnl_cloud_tag {
+	const char *key;
+	const char *value;
+};
+
+struct cnl_cloud_launch {
+	const char *instance_type; /* "p5.48xlarge" */
+	enum cnl_cloud_market market;
+	int count;             /* 1..CNL_CLOUD_LAUNCH_MAX, all or none */
+	const char *image;     /* the machine image (AMI) */
+	const char *subnet;    /* NULL: the account's default */
+	const char *user_data; /* the boot script, plain; NULL: none */
+	const struct cnl_cloud_tag *tags;
+	size_t ntags;
+	const char *client_token; /* idempotency; required */
+};
+
+#define CNL_CLOUD_LAUNCH_MAX 100
+#define CNL_CLOUD_ID_MAX     64
+
+struct cnl_cloud_instance {
+	char id[CNL_CLOUD_ID_MAX];
+	char type[64];
+	char state[32]; /* pending, running, shutting-down, terminated, ... */
+	char zone[64];
+	char private_ip[64];
+	bool spot;
+	/* A spot interruption ends it (or ended it). */
+	bool interrupted;
+	char reason[256]; /* the provider's state reason, "" when none */
+};
+
+struct cnl_cloud;
+
+struct cnl_cloud_ops {
+	const char *name; /* "aws" */
+	/* Launch @l: 0 with the instances in @ret (at most @cap; *@ret_n
+	 * of them), or -EAGAIN/-EIO/-EACCES/-EINVAL/-EPROTO with @err. */
+	int (*provision)(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
+	                 struct cnl_cloud_instance *ret, size_t cap,
+	                 size_t *ret_n, struct cnl_cloud_error *err);
+	/* The instances of @ids (or, with @n 0, every instance the account
+	 * shows), as provision() answers. */
+	int (*describe)(struct cnl_cloud *c, const char *const *ids, size_t n,
+	                struct cnl_cloud_instance *ret, size_t cap,
+	                size_t *ret_n, struct cnl_cloud_error *err);
+	/* Terminate @ids (n >= 1); terminating one already gone is not an
+	 * error. */
+	int (*terminate)(struct cnl_cloud *c, const char *const *ids, size_t n,
+	                 struct cnl_cloud_error *err);
+	void (*free)(struct cnl_cloud *c);
+};
+
+struct cnl_cloud {
+	const struct cnl_cloud_ops *ops;
+};
+
+/* cnl_cloud_free - NULL-safe. */
+void cnl_cloud_free(struct cnl_cloud *c);
+
+/* AWS EC2 (cloud_aws.c): the Query API, signed with SigV4. */
+struct cnl_cloud_aws_config {
+	const char *region;   /* "us-east-1" */
+	const char *endpoint; /* NULL: https://ec2.REGION.amazonaws.com */
+	const char *access_key;
+	const char *secret_key;
+	const char *session_token; /* temporary credentials; NULL: none */
+	const char *cafile;        /* NULL: the system's CAs */
+	int max_attempts;          /* per call, retries included; 0: 5 */
+	long backoff_ms;           /* the first retry's wait; 0: 200 */
+	long timeout_ms;           /* per attempt; 0: 20 s */
+};
+
+/*
+ * cnl_cloud_aws_new - an EC2 provider for @cfg in *@ret.  0, or -EINVAL
+ * with @err naming the field (no region, no key, an endpoint that is not
+ * http(s)://).
+ */
+int cnl_cloud_aws_new(const struct cnl_cloud_aws_config *cfg,
+                      struct cnl_cloud **ret, char *err, size_t errlen);
+
+#endif
