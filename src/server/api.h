@@ -285,6 +285,19 @@ int cnl_api_node_credential_issue(struct cnl_store *s, const char *node,
  * store error.
  */
 struct cnl_api;
+
+/*
+ * cnl_api_cloud_open - the provider (cloud.h) of cloud account @id, its
+ * credentials unsealed with the platform's secrets key, in *@ret (free
+ * with cnl_cloud_free()).  0; -CNL_ENOTFOUND for no such account,
+ * -ENOTSUP for a provider not built yet, -CNL_ECONFIG for an account
+ * without credentials, -EACCES when they do not open with this key; @err
+ * says which (never the secret).  Takes no lock of the API's: the
+ * caller calls it outside a request, or holds the store.
+ */
+struct cnl_cloud;
+int cnl_api_cloud_open(struct cnl_api *api, const char *id,
+                       struct cnl_cloud **ret, char *err, size_t errlen);
 int cnl_api_node_mint(struct cnl_api *api, const char *node,
                       char ret_secret[CNL_API_NODE_SECRET_MAX]);
 /* The cluster label of the nodes the Kubernetes scheduler registers:

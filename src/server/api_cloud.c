@@ -6,7 +6,18 @@
  *   policy   id = "burst"         {"threshold", "provider", "strategy",
  *                                  "max_cloud_budget", "enabled"}
  *   cloud    id = cld_...         {"provider", "account", "region",
- *                                  "instance_types"}
+ *                                  "instance_types", and with AWS
+ *                                  credentials "access_key_id",
+ *                                  "credentials_sealed", "key_id"}
+ *
+ * Credentials (AWS: an access key id, its secret access key and, for
+ * temporary ones, a session token) are sealed with the platform's
+ * secrets key (secrets.h; the operator's, never in the database) under
+ * the place "cloud/ID", so that the database and its backups alone
+ * reveal nothing and a sealed value moved to another account's row does
+ * not open there.  No reply carries the secret or its sealed form: an
+ * account shows its key id and that a secret is set.  The secret is read
+ * back only to talk to the provider (cnl_api_cloud_open()).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -33,7 +44,9 @@
 #include "sched/sched.h"
 #include "server/api-internal.h"
 #include "server/auth.h"
+#include "server/cloud.h"
 #include "server/oidc.h"
+#include "server/secrets.h"
 #include "server/shape.h"
 
 static const char *const providers[] = {"aws", "gcp", "azure", NULL};
@@ -189,12 +202,140 @@ static const char *check_account(const char *provider, const char *account,
 	return NULL;
 }
 
+/* An account as replies show it: never its sealed credentials. */
 static json_t *cloud_json(const char *id, json_t *o)
 {
 	json_t *p = json_deep_copy(o);
+	const char *akid =
+	    json_string_value(json_object_get(p, "access_key_id"));
 
 	json_object_set_new(p, "id", json_string(id));
+	if (akid)
+		json_object_set_new(p, "credentials",
+		                    json_pack("{s:s,s:b,s:O}", "access_key_id",
+		                              akid, "secret_set", 1, "key_id",
+		                              json_object_get(p, "key_id")));
+	json_object_del(p, "access_key_id");
+	json_object_del(p, "credentials_sealed");
+	json_object_del(p, "key_id");
 	return p;
+}
+
+/* An AWS access key id: 16..128 of A-Z and 0-9. */
+static bool aws_key_id(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 16 || n > 128)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isupper((unsigned char)s[i]) &&
+		    !isdigit((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
+/* A secret or token: printable ASCII without spaces, 1..@max bytes. */
+static bool printable(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] <= ' ' || s[i] > '~')
+			return false;
+	return true;
+}
+
+/*
+ * The "credentials" of a new account @id into @o (access_key_id,
+ * credentials_sealed, key_id): 0, or -1 with the answer in @resp.
+ */
+static int seal_credentials(struct call *c, const char *provider,
+                            const char *id, json_t *cr, json_t *o,
+                            struct cnl_http_response *resp)
+{
+	static const char *const keys[] = {"access_key_id", "secret_access_key",
+	                                   "session_token", NULL};
+	const char *akid, *secret, *token, *k;
+	char place[96], kid[CNL_SECRET_KEY_ID], *sealed = NULL, *plain;
+	json_t *v;
+	int r;
+
+	if (!json_is_object(cr)) {
+		cnl_api_bad(resp, "field \"credentials\": must be an object "
+		                  "{access_key_id, secret_access_key[, "
+		                  "session_token]}");
+		return -1;
+	}
+	json_object_foreach (cr, k, v) {
+		bool known = false;
+
+		for (int i = 0; keys[i]; i++)
+			known |= strcmp(k, keys[i]) == 0;
+		if (!known) {
+			cnl_http_error(resp, 400, "bad_request",
+			               "field \"credentials\": unknown member "
+			               "\"%.64s\"",
+			               k);
+			return -1;
+		}
+	}
+	if (strcmp(provider, "aws") != 0) {
+		cnl_api_bad(resp, "field \"credentials\": only aws accounts "
+		                  "take credentials for now");
+		return -1;
+	}
+	akid = json_string_value(json_object_get(cr, "access_key_id"));
+	secret = json_string_value(json_object_get(cr, "secret_access_key"));
+	token = json_string_value(json_object_get(cr, "session_token"));
+	if (!akid || !aws_key_id(akid)) {
+		cnl_api_bad(resp, "field \"credentials.access_key_id\": an AWS "
+		                  "access key id (16..128 of A-Z, 0-9)");
+		return -1;
+	}
+	if (!secret || !printable(secret, 256)) {
+		cnl_api_bad(resp, "field \"credentials.secret_access_key\": "
+		                  "required, 1..256 printable characters");
+		return -1;
+	}
+	if (json_object_get(cr, "session_token") &&
+	    (!token || !printable(token, 4096))) {
+		cnl_api_bad(resp, "field \"credentials.session_token\": "
+		                  "1..4096 printable characters");
+		return -1;
+	}
+	if (!c->api->have_secrets_key) {
+		cnl_http_error(
+		    resp, 409, "secrets_off",
+		    "cloud credentials are kept sealed with the "
+		    "platform's secrets key, and this platform has "
+		    "none: the operator sets secrets_key_file (a key "
+		    "kept apart from the database) in cnlabd's "
+		    "configuration");
+		return -1;
+	}
+	v = json_pack("{s:s,s:s*}", "secret", secret, "token", token);
+	plain = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	snprintf(place, sizeof(place), "cloud/%s", id);
+	r = cnl_secret_seal(c->api->secrets_key, place, (uint8_t *)plain,
+	                    strlen(plain), &sealed);
+	explicit_bzero(plain, strlen(plain));
+	free(plain);
+	if (r < 0) {
+		cnl_http_error(resp, 500, "internal",
+		               "cannot seal the credentials: %s",
+		               cnl_strerror(r));
+		return -1;
+	}
+	cnl_secret_key_id(c->api->secrets_key, kid);
+	json_object_set_new(o, "access_key_id", json_string(akid));
+	json_object_set_new(o, "credentials_sealed", json_string(sealed));
+	json_object_set_new(o, "key_id", json_string(kid));
+	free(sealed);
+	return 0;
 }
 
 static json_t *cloud_item(struct call *c, const struct cnl_store_doc *d,
@@ -213,12 +354,13 @@ void cnl_api_h_cloud_list(void *call, struct cnl_http_request *req,
 void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp)
 {
-	static const char *const fields[] = {"provider", "account", "region",
-	                                     "instance_types", NULL};
+	static const char *const fields[] = {
+	    "provider",    "account",  "region", "instance_types",
+	    "credentials", "endpoint", NULL};
 	struct call *c = call;
 	const char *provider, *account, *region, *why;
 	char id[CNL_ID_MAX], name[CNL_STORE_NAME_MAX];
-	json_t *body, *types, *o;
+	json_t *body, *types, *o, *ep;
 	int r;
 
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
@@ -262,6 +404,29 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 	}
 	o = json_pack("{s:s,s:s,s:s,s:O}", "provider", provider, "account",
 	              account, "region", region, "instance_types", types);
+	if ((ep = json_object_get(body, "endpoint"))) {
+		const char *e = json_string_value(ep);
+
+		/* Where the provider's API is (a region's own, a test's):
+		 * the credentials go there, so https only, but for this
+		 * machine's loopback. */
+		if (!e || strlen(e) > 200 ||
+		    !(strncmp(e, "https://", 8) == 0 ||
+		      strncmp(e, "http://127.0.0.1:", 17) == 0)) {
+			cnl_api_bad(resp, "field \"endpoint\": an https:// URL "
+			                  "(http:// only to 127.0.0.1)");
+			json_decref(o);
+			goto out;
+		}
+		json_object_set(o, "endpoint", ep);
+	}
+	if (json_object_get(body, "credentials") &&
+	    seal_credentials(c, provider, id,
+	                     json_object_get(body, "credentials"), o,
+	                     resp) < 0) {
+		json_decref(o);
+		goto out;
+	}
 	r = cnl_api_doc_save(c, "cloud", id, "", name, o, true);
 	if (r < 0) {
 		json_decref(o);
@@ -287,4 +452,70 @@ void cnl_api_h_cloud_delete(void *call, struct cnl_http_request *req,
 		return;
 	}
 	cnl_http_reply(resp, 200, json_pack("{s:s}", "deleted", id));
+}
+
+int cnl_api_cloud_open(struct cnl_api *api, const char *id,
+                       struct cnl_cloud **ret, char *err, size_t errlen)
+{
+	struct cnl_store_doc d = {0};
+	struct cnl_cloud_aws_config cfg = {0};
+	json_t *o, *cr = NULL;
+	char place[96];
+	uint8_t *plain = NULL;
+	size_t n = 0;
+	int r;
+
+	if ((r = cnl_store_doc_get(api->store, "cloud", id, &d)) < 0) {
+		cnl_seterr(err, errlen, "cloud account %s: %s", id,
+		           cnl_strerror(r));
+		return r;
+	}
+	o = json_loads(d.body, 0, NULL);
+	cnl_store_doc_done(&d);
+	if (!o || !json_string_value(json_object_get(o, "provider")) ||
+	    strcmp(json_string_value(json_object_get(o, "provider")), "aws")) {
+		cnl_seterr(err, errlen,
+		           "cloud account %s: only aws accounts can be used "
+		           "for now",
+		           id);
+		json_decref(o);
+		return -ENOTSUP;
+	}
+	if (!json_object_get(o, "credentials_sealed")) {
+		cnl_seterr(err, errlen, "cloud account %s: no credentials", id);
+		json_decref(o);
+		return -CNL_ECONFIG;
+	}
+	snprintf(place, sizeof(place), "cloud/%s", id);
+	if (!api->have_secrets_key ||
+	    cnl_secret_open(
+	        api->secrets_key, place,
+	        json_string_value(json_object_get(o, "credentials_sealed")),
+	        &plain, &n) < 0 ||
+	    !(cr = json_loadb((const char *)plain, n, 0, NULL))) {
+		cnl_seterr(err, errlen,
+		           "cloud account %s: its credentials do not open "
+		           "with this platform's secrets key",
+		           id);
+		if (plain) {
+			explicit_bzero(plain, n);
+			free(plain);
+		}
+		json_decref(o);
+		return -EACCES;
+	}
+	explicit_bzero(plain, n);
+	free(plain);
+	cfg.region = json_string_value(json_object_get(o, "region"));
+	cfg.endpoint = json_string_value(json_object_get(o, "endpoint"));
+	cfg.access_key = json_string_value(json_object_get(o, "access_key_id"));
+	cfg.secret_key = json_string_value(json_object_get(cr, "secret"));
+	cfg.session_token = json_string_value(json_object_get(cr, "token"));
+	r = cnl_cloud_aws_new(&cfg, ret, err, errlen);
+	/* The provider keeps its own copy; ours is wiped. */
+	if (cfg.secret_key)
+		explicit_bzero((char *)cfg.secret_key, strlen(cfg.secret_key));
+	json_decref(cr);
+	json_decref(o);
+	return r;
 }

@@ -30,6 +30,10 @@
 #     a fetch under a stale epoch is fenced, a user's token refused
 #   - deleting a project deletes its secrets
 #   - a restart with the same key keeps every secret
+#   - cloud credentials (cnlab cloud add --access-key-id
+#     --secret-from-file): sealed the same way, in no list, log, audit
+#     record or database file; a bad key id, a key id without its
+#     secret, a member adding an account, and no key are each refused
 set -u
 cnlabd=$1
 cnlab=$2
@@ -244,6 +248,44 @@ grep -q -e TOPSECRET -e "$b64" "$tmp/audit" && leaks="$leaks audit"
 grep -q 'secret.set' "$tmp/audit" && grep -q 'secret:user:ana/db-password' "$tmp/audit" &&
 	grep -q 'secret:default/wandb-key' "$tmp/audit" &&
 	ok "the audit names each set secret" || bad "audit: $(grep secret "$tmp/audit")"
+
+# Cloud credentials (issue 23): sealed like secrets, typed with the CLI.
+printf 'wJalrXUtnFEMI/K7MDENG+cnlabCLOUDSECRET\n' >"$tmp/aws.secret"
+cnlab cloud add aws --account 123456789012 --region us-east-1 --instance-types p5.48xlarge \
+	--access-key-id AKIAIOSFODNN7EXAMPLE --secret-from-file "$tmp/aws.secret" >"$tmp/o" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q 'credentials sealed' "$tmp/o" &&
+	ok "cloud add --access-key-id --secret-from-file: sealed" || bad "cloud add creds: rc=$rc $(cat "$tmp/o")"
+cnlab cloud list -o json >"$tmp/clist" 2>&1
+cloud_b64=$(printf 'wJalrXUtnFEMI/K7MDENG+cnlabCLOUDSECRET' | base64 -w0)
+leaks=
+grep -q -e cnlabCLOUDSECRET -e credentials_sealed "$tmp/clist" && leaks="$leaks list"
+grep -q AKIAIOSFODNN7EXAMPLE "$tmp/clist" || leaks="$leaks list-lacks-key-id"
+for f in "$tmp/data"/cnlab.db*; do
+	grep -q -a cnlabCLOUDSECRET "$f" && leaks="$leaks $f(text)"
+	grep -q -a -F "$cloud_b64" "$f" && leaks="$leaks $f(base64)"
+done
+grep -q cnlabCLOUDSECRET "$tmp/err" "$tmp/out" && leaks="$leaks log"
+cnlab audit --limit 1000 -o json 2>&1 | grep -q cnlabCLOUDSECRET && leaks="$leaks audit"
+[ -z "$leaks" ] && ok "the cloud secret is not in the database, the logs, the list or the audit" ||
+	bad "cloud secret leaked:$leaks"
+printf 'x\n' | cnlab cloud add aws --account 123456789012 --region us-east-1 --instance-types g5.xlarge \
+	--access-key-id akia-lower --secret-from-stdin >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q 'credentials.access_key_id' "$tmp/o" &&
+	ok "cloud add: a malformed access key id is refused naming the field (exit $rc)" ||
+	bad "cloud bad key id: rc=$rc $(cat "$tmp/o")"
+cnlab cloud add aws --account 123456789012 --region us-east-1 --instance-types g5.xlarge \
+	--access-key-id AKIAIOSFODNN7EXAMPLE >"$tmp/o" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q 'secret-from-file' "$tmp/o" &&
+	ok "cloud add: a key id without its secret is a usage error (exit 2)" ||
+	bad "cloud key id alone: rc=$rc $(cat "$tmp/o")"
+as ana cloud add aws --account 123456789012 --region us-east-1 --instance-types g5.xlarge \
+	--access-key-id AKIAIOSFODNN7EXAMPLE --secret-from-file "$tmp/aws.secret" >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && [ "$(cnlab cloud list -o json | jq '.items | length')" = 1 ] &&
+	ok "cloud add: a member cannot add an account (exit $rc)" || bad "cloud add by member: rc=$rc $(cat "$tmp/o")"
 
 # --- secrets in workloads -------------------------------------------------------
 # The job proves what it got without printing a value (its output is kept
@@ -465,6 +507,12 @@ rc=$?
 [ $rc != 0 ] && grep -q 'secrets_key_file' "$tmp/o" && grep -q 'secrets are off' "$tmp/nk.err" &&
 	ok "no key: secrets are off, and the refusal names secrets_key_file (exit $rc)" ||
 	bad "no key: rc=$rc $(cat "$tmp/o")"
+as root cloud add aws --account 123456789012 --region us-east-1 --instance-types g5.xlarge \
+	--access-key-id AKIAIOSFODNN7EXAMPLE --secret-from-file "$tmp/aws.secret" >"$tmp/o" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q 'secrets_key_file' "$tmp/o" &&
+	ok "no key: cloud credentials are refused, naming secrets_key_file (exit $rc)" ||
+	bad "no key cloud: rc=$rc $(cat "$tmp/o")"
 
 [ "$fails" -eq 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" -eq 0 ]

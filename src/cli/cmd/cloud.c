@@ -100,12 +100,51 @@ int cnl_cli_cmd_policy_burst(struct cnl_cli *cli)
 	return 0;
 }
 
+#define SECRET_MAX 256
+
+/* The secret access key from @file (NULL: stdin): its first line, without
+ * the line end, into @out; 0 or a CLI exit code. */
+static int read_secret(const char *file, char *out, size_t n)
+{
+	int fd = file ? open(file, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+	size_t got = 0;
+
+	if (fd < 0)
+		return cnl_cli_fail(CNL_EXIT_USAGE, "--secret-from-file %s: %s",
+		                    file, strerror(errno));
+	while (got + 1 < n) {
+		ssize_t r = read(fd, out + got, n - 1 - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	if (file)
+		close(fd);
+	out[got] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+	if (!out[0] || strlen(out) > SECRET_MAX) {
+		explicit_bzero(out, n);
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "the secret access key from %s: want one "
+		                    "line of 1..%d characters",
+		                    file ? file : "stdin", SECRET_MAX);
+	}
+	return 0;
+}
+
 int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 {
 	const char *prov = cli->args.pos[0];
 	const char *acct = cnl_cli_flag(cli, "account");
 	const char *region = cnl_cli_flag(cli, "region");
 	const char *types = cnl_cli_flag(cli, "instance-types");
+	const char *akid = cnl_cli_flag(cli, "access-key-id");
+	const char *sfile = cnl_cli_flag(cli, "secret-from-file");
+	bool sstdin = cnl_cli_flag(cli, "secret-from-stdin") != NULL;
+	const char *endpoint = cnl_cli_flag(cli, "endpoint");
 	json_t *body, *list, *o;
 	int code;
 
@@ -125,17 +164,53 @@ int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 	}
 	body = json_pack("{s:s,s:s,s:s,s:o}", "provider", prov, "account", acct,
 	                 "region", region, "instance_types", list);
+	if (endpoint)
+		json_object_set_new(body, "endpoint", json_string(endpoint));
+	if (akid || sfile || sstdin) {
+		char secret[SECRET_MAX + 2];
+
+		if (!akid || !sfile == !sstdin) {
+			json_decref(body);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "credentials need --access-key-id and the secret "
+			    "from one of --secret-from-file FILE or "
+			    "--secret-from-stdin (never on the command line, "
+			    "where ps and the shell's history would show it)");
+		}
+		if ((code = read_secret(sfile, secret, sizeof(secret)))) {
+			json_decref(body);
+			return code;
+		}
+		json_object_set_new(body, "credentials",
+		                    json_pack("{s:s,s:s}", "access_key_id",
+		                              akid, "secret_access_key",
+		                              secret));
+		explicit_bzero(secret, sizeof(secret));
+	}
 	code = cnl_cli_call(cli, "POST", "/v1/cloud/accounts", body, NULL, NULL,
 	                    &o);
+	/* The request's copy of the secret. */
+	{
+		json_t *cr = json_object_get(body, "credentials");
+		const char *sv =
+		    json_string_value(json_object_get(cr, "secret_access_key"));
+
+		if (sv)
+			explicit_bzero((char *)sv, strlen(sv));
+	}
 	json_decref(body);
 	if (code)
 		return code;
 	if (cli->json)
 		cnl_cli_print_json(o);
 	else
-		printf("✓ Added %s account %s in %s (%zu instance types)\n",
+		printf("✓ Added %s account %s in %s (%zu instance types%s)\n",
 		       prov, acct, region,
-		       json_array_size(json_object_get(o, "instance_types")));
+		       json_array_size(json_object_get(o, "instance_types")),
+		       json_object_get(o, "credentials")
+		           ? "; credentials sealed"
+		           : "");
 	json_decref(o);
 	return 0;
 }

@@ -9,6 +9,13 @@
  * AuthFailure, a spot interruption, an answer lost on the way) or, with
  * the script empty, a small model of EC2: instances launched per client
  * token (the same token launches once), described and terminated.
+ *
+ * And the account's side, through a real cnlabd on loopback: credentials
+ * given to POST /v1/cloud/accounts are sealed with the secrets key (in
+ * no reply, not in the database file as text or base64), refused without
+ * a key or when malformed, a sealed value moved onto another account's
+ * row does not open, and cnl_api_cloud_open() gives a provider that signs
+ * with them (the loopback EC2 accepts its calls).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,11 +33,15 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "client.h"
+#include "cnlab/errors.h"
 #include "common/base64.h"
 #include "net/sigv4.h"
+#include "server/api.h"
 #include "server/cloud.h"
+#include "store/store.h"
 
-#define AKID   "AKIDTESTEXAMPLE"
+#define AKID   "AKIAIOSFODNN7EXAMPLE"
 #define SECRET "cnlabTestSecretKey/abc+def0123456789EXAMPLE"
 #define TOKEN  "IQoJb3JpZ2luX2VjEXAMPLE//session+token="
 
@@ -736,6 +747,198 @@ static void test_describe_terminate(void **state)
 	}
 }
 
+#define JWT_SECRET "test-cloud-jwt-secret-0123456789abcdef0123"
+
+static bool file_has(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	size_t n;
+	bool found = false;
+
+	if (!f)
+		return false;
+	buf = malloc(1 << 24);
+	assert_non_null(buf);
+	n = fread(buf, 1, (1 << 24) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (size_t i = 0; i + strlen(needle) <= n && !found; i++)
+		found = memcmp(buf + i, needle, strlen(needle)) == 0;
+	free(buf);
+	return found;
+}
+
+static void test_account_credentials(void **state)
+{
+	static const uint8_t key[32] = "0123456789abcdef0123456789abcdef";
+	struct tc_server srv;
+	struct reply r;
+	char body[1024], tok[1024], id[64], id2[64], err[256], path[256];
+	struct cnl_cloud *c = NULL;
+	struct cnl_cloud_launch l = launch(CNL_CLOUD_ON_DEMAND, "acct-1");
+	struct cnl_cloud_instance in[4];
+	struct cnl_cloud_error e;
+	struct cnl_store_doc d = {0};
+	char *b64;
+	size_t n;
+
+	(void)state;
+	fk.session_token = NULL;
+	tc_server_open(&srv, "cnl-cloud");
+	tc_server_start(&srv,
+	                &(struct cnl_api_config){
+	                    .jwt_key = (const uint8_t *)JWT_SECRET,
+	                    .jwt_key_len = strlen(JWT_SECRET),
+	                    .secrets_key = key,
+	                },
+	                false);
+	http("POST", "/v1/auth/login", NULL,
+	     "{\"user\":\"root\",\"password\":\"pw-root\"}", &r);
+	expect(&r, 200, "login");
+	snprintf(tok, sizeof(tok), "%s", str(r.body, "token"));
+	reply_done(&r);
+
+	snprintf(
+	    body, sizeof(body),
+	    "{\"provider\":\"aws\",\"account\":\"123456789012\","
+	    "\"region\":\"us-east-1\",\"instance_types\":[\"p5.48xlarge\"],"
+	    "\"endpoint\":\"http://127.0.0.1:%d\",\"credentials\":"
+	    "{\"access_key_id\":\"" AKID "\",\"secret_access_key\":\"" SECRET
+	    "\"}}",
+	    fk.port);
+	http("POST", "/v1/cloud/accounts", tok, body, &r);
+	expect(&r, 201, "add with credentials");
+	assert_null(strstr(r.raw, SECRET));
+	assert_null(strstr(r.raw, "sealed\":\""));
+	assert_string_equal(
+	    str(json_object_get(r.body, "credentials"), "access_key_id"), AKID);
+	snprintf(id, sizeof(id), "%s", str(r.body, "id"));
+	reply_done(&r);
+	http("GET", "/v1/cloud/accounts", tok, NULL, &r);
+	expect(&r, 200, "list");
+	assert_null(strstr(r.raw, SECRET));
+	assert_null(strstr(r.raw, "credentials_sealed"));
+	assert_non_null(strstr(r.raw, AKID));
+	reply_done(&r);
+	/* Not in the database, as text or as base64 (where the key id,
+	 * which is no secret, is found: the look does find things). */
+	assert_true(file_has(srv.path, AKID) ||
+	            (snprintf(path, sizeof(path), "%s-wal", srv.path) > 0 &&
+	             file_has(path, AKID)));
+	b64 = cnl_b64_encode_new(SECRET, strlen(SECRET), CNL_B64_PAD);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s%s", srv.path, i ? "-wal" : "");
+		assert_false(file_has(path, SECRET));
+		assert_false(file_has(path, b64));
+	}
+	free(b64);
+
+	/* The provider it opens signs with them: the loopback EC2 takes
+	 * its launch. */
+	if (cnl_api_cloud_open(srv.api, id, &c, err, sizeof(err)) != 0)
+		fail_msg("open: %s", err);
+	assert_int_equal(c->ops->provision(c, &l, in, 4, &n, &e), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(fk.bad_sigs, 0);
+	cnl_cloud_free(c);
+
+	/* Malformed credentials: refused, naming the field. */
+	http("POST", "/v1/cloud/accounts", tok,
+	     "{\"provider\":\"aws\",\"account\":\"123456789012\","
+	     "\"region\":\"us-east-1\",\"instance_types\":[\"g5.xlarge\"],"
+	     "\"credentials\":{\"access_key_id\":\"akid lower\","
+	     "\"secret_access_key\":\"x\"}}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(r.raw, "credentials.access_key_id"));
+	reply_done(&r);
+	http("POST", "/v1/cloud/accounts", tok,
+	     "{\"provider\":\"aws\",\"account\":\"123456789012\","
+	     "\"region\":\"us-east-1\",\"instance_types\":[\"g5.xlarge\"],"
+	     "\"credentials\":{\"access_key_id\":\"" AKID "\","
+	     "\"secret_access_key\":\"two words\"}}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(r.raw, "secret_access_key"));
+	reply_done(&r);
+	http("POST", "/v1/cloud/accounts", tok,
+	     "{\"provider\":\"aws\",\"account\":\"123456789012\","
+	     "\"region\":\"us-east-1\",\"instance_types\":[\"g5.xlarge\"],"
+	     "\"endpoint\":\"http://attacker.example\"}",
+	     &r);
+	assert_error(&r, 400, "bad_request");
+	assert_non_null(strstr(r.raw, "endpoint"));
+	reply_done(&r);
+
+	/* A second account without credentials: opening it says so; the
+	 * first one's sealed credentials moved onto its row do not open
+	 * (they are sealed to their own account). */
+	http("POST", "/v1/cloud/accounts", tok,
+	     "{\"provider\":\"aws\",\"account\":\"210987654321\","
+	     "\"region\":\"us-east-1\",\"instance_types\":[\"g5.xlarge\"]}",
+	     &r);
+	expect(&r, 201, "add without credentials");
+	snprintf(id2, sizeof(id2), "%s", str(r.body, "id"));
+	reply_done(&r);
+	assert_int_equal(cnl_api_cloud_open(srv.api, id2, &c, err, sizeof(err)),
+	                 -CNL_ECONFIG);
+	assert_non_null(strstr(err, "no credentials"));
+	{
+		json_t *a, *b;
+
+		assert_int_equal(cnl_store_doc_get(srv.store, "cloud", id, &d),
+		                 0);
+		a = json_loads(d.body, 0, NULL);
+		cnl_store_doc_done(&d);
+		assert_int_equal(cnl_store_doc_get(srv.store, "cloud", id2, &d),
+		                 0);
+		b = json_loads(d.body, 0, NULL);
+		json_object_set(b, "credentials_sealed",
+		                json_object_get(a, "credentials_sealed"));
+		json_object_set(b, "access_key_id",
+		                json_object_get(a, "access_key_id"));
+		free(d.body);
+		d.body = json_dumps(b, JSON_COMPACT);
+		assert_int_equal(cnl_store_doc_put(srv.store, &d, false), 0);
+		free(d.body);
+		d.body = NULL;
+		cnl_store_doc_done(&d);
+		json_decref(a);
+		json_decref(b);
+	}
+	assert_int_equal(cnl_api_cloud_open(srv.api, id2, &c, err, sizeof(err)),
+	                 -EACCES);
+	assert_null(strstr(err, SECRET));
+	assert_int_equal(
+	    cnl_api_cloud_open(srv.api, "cld_none", &c, err, sizeof(err)),
+	    -CNL_ENOTFOUND);
+	tc_server_close(&srv);
+
+	/* Without a secrets key: credentials are refused, naming the
+	 * setting that turns them on; an account without them is fine. */
+	tc_server_open(&srv, "cnl-cloud");
+	tc_server_start(&srv,
+	                &(struct cnl_api_config){
+	                    .jwt_key = (const uint8_t *)JWT_SECRET,
+	                    .jwt_key_len = strlen(JWT_SECRET),
+	                },
+	                false);
+	http("POST", "/v1/auth/login", NULL,
+	     "{\"user\":\"root\",\"password\":\"pw-root\"}", &r);
+	snprintf(tok, sizeof(tok), "%s", str(r.body, "token"));
+	reply_done(&r);
+	http("POST", "/v1/cloud/accounts", tok, body, &r);
+	assert_error(&r, 409, "secrets_off");
+	assert_non_null(strstr(r.raw, "secrets_key_file"));
+	reply_done(&r);
+	http("GET", "/v1/cloud/accounts", tok, NULL, &r);
+	expect(&r, 200, "list");
+	assert_int_equal(json_array_size(json_object_get(r.body, "items")), 0);
+	reply_done(&r);
+	tc_server_close(&srv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -745,6 +948,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_retries, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_describe_terminate, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_account_credentials, setup,
 	                                    teardown),
 	};
 
