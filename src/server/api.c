@@ -629,7 +629,11 @@ static void answer_durable(struct cnl_api *api, int64_t seq, size_t ri,
  * first), that an upload's refusal (open_sink) takes the lock and waits
  * for a sync on an event thread, and that a large job list holds an
  * event thread for tens of ms.  Until those are fixed the listener keeps
- * a thread per connection.
+ * a thread per connection.  The first is libmicrohttpd 0.9.75's: a
+ * resumed connection is read before its answer is looked at (its
+ * event-loop state is not updated while suspended), so a FIN already
+ * there closes it; queueing the answer before the resume would not
+ * change that, by its code (docs/benchmarks.md, stop 54).
  */
 #define CNL_API_EVENT_MODE 0
 
