@@ -1114,29 +1114,42 @@ static bool header_safe(const char *v)
 	return v && !v[strcspn(v, "\r\n")];
 }
 
-/* A caller's header line: an HTTP token, ": ", a value without CR or
- * LF; and none of the headers that frame the request, which are the
- * client's alone. */
-static bool extra_header_ok(const char *l)
+/* A caller's header line: an HTTP token, ": ", a value without control
+ * characters (a tab aside); none of the headers that frame the request
+ * or that the client writes itself (Content-Type: the request's
+ * content_type), and no Authorization when the client has its bearer. */
+static bool extra_header_ok(const struct cnl_client *cl, const char *l)
 {
-	static const char *const framing[] = {
-	    "Host",   "Content-Length", "Transfer-Encoding",
-	    "Expect", "Connection",     "Upgrade",
-	    NULL};
+	static const char *const own[] = {"Host",
+	                                  "Content-Length",
+	                                  "Transfer-Encoding",
+	                                  "Expect",
+	                                  "Connection",
+	                                  "Upgrade",
+	                                  "Content-Type",
+	                                  "TE",
+	                                  "Trailer",
+	                                  "Keep-Alive",
+	                                  NULL};
 	size_t n = strcspn(l, ":");
 
 	if (!header_safe(l) || n == 0 || l[n] != ':' || l[n + 1] != ' ')
 		return false;
-	for (int i = 0; framing[i]; i++)
-		if (strlen(framing[i]) == n &&
-		    strncasecmp(l, framing[i], n) == 0)
-			return false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)l[i];
 
 		if (c <= ' ' || c >= 0x7f || strchr("\"(),/;<=>?@[\\]{}", c))
 			return false;
 	}
+	for (const char *v = l + n + 2; *v; v++)
+		if (((unsigned char)*v < ' ' && *v != '\t') || *v == 0x7f)
+			return false;
+	for (int i = 0; own[i]; i++)
+		if (strlen(own[i]) == n && strncasecmp(l, own[i], n) == 0)
+			return false;
+	if ((cl->auth || cl->token_fn) && n == 13 &&
+	    strncasecmp(l, "Authorization", 13) == 0)
+		return false;
 	return true;
 }
 
@@ -1455,7 +1468,7 @@ static int request_one(struct cnl_client *cl,
 	if (!cl || !rq || !rq->method || !rq->path)
 		return -EINVAL;
 	for (const char *const *l = rq->headers; l && *l; l++)
-		if (!extra_header_ok(*l)) {
+		if (!extra_header_ok(cl, *l)) {
 			snprintf(ret->error, sizeof(ret->error),
 			         "bad header line (want \"Name: value\", no "
 			         "CR or LF)");
@@ -1527,7 +1540,7 @@ static int request_one(struct cnl_client *cl,
 
 				if (r == -ETIMEDOUT && !to)
 					to = CNL_CLIENT_TIMEOUT_CONNECT;
-				free(hd.p);
+				secret_free(hd.p); /* a bearer, a signature */
 				if (rq->download)
 					mbedtls_sha256_free(&s.sha);
 				if (ret_unconnected)
@@ -1547,7 +1560,7 @@ static int request_one(struct cnl_client *cl,
 			conn_close(c);
 		break;
 	}
-	free(hd.p);
+	secret_free(hd.p); /* a bearer, a signature */
 	if (r == -ECANCELED) {
 		ret->status = h.status;
 		if (rq->download)

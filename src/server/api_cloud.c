@@ -221,6 +221,40 @@ static json_t *cloud_json(const char *id, json_t *o)
 	return p;
 }
 
+/* An endpoint: https://HOST[:PORT], or http://127.0.0.1:PORT (a test's
+ * or a local proxy's), nothing after; the credentials are sent there. */
+static bool endpoint_ok(const char *e)
+{
+	const char *h;
+	size_t n;
+
+	if (!e || strlen(e) > 200)
+		return false;
+	if (strncmp(e, "https://", 8) == 0) {
+		h = e + 8;
+		n = strspn(
+		    h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		       "0123456789.-");
+		if (n == 0)
+			return false;
+		h += n;
+	} else if (strncmp(e, "http://127.0.0.1", 16) == 0) {
+		h = e + 16;
+		if (*h != ':')
+			return false;
+	} else {
+		return false;
+	}
+	if (*h == ':') {
+		h++;
+		n = strspn(h, "0123456789");
+		if (n == 0 || n > 5 || strtol(h, NULL, 10) > 65535)
+			return false;
+		h += n;
+	}
+	return *h == '\0';
+}
+
 /* An AWS access key id: 16..128 of A-Z and 0-9. */
 static bool aws_key_id(const char *s)
 {
@@ -316,7 +350,13 @@ static int seal_credentials(struct call *c, const char *provider,
 		    "configuration");
 		return -1;
 	}
-	v = json_pack("{s:s,s:s*}", "secret", secret, "token", token);
+	/* Sealed with them: where they may be used (the row's endpoint,
+	 * region, account and key id), so that a row rewritten by someone
+	 * without the key (the endpoint to their host) does not open. */
+	v = json_pack("{s:s,s:s*,s:O?,s:O,s:O,s:s}", "secret", secret, "token",
+	              token, "endpoint", json_object_get(o, "endpoint"),
+	              "region", json_object_get(o, "region"), "account",
+	              json_object_get(o, "account"), "access_key_id", akid);
 	plain = json_dumps(v, JSON_COMPACT);
 	json_decref(v);
 	snprintf(place, sizeof(place), "cloud/%s", id);
@@ -410,9 +450,7 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 		/* Where the provider's API is (a region's own, a test's):
 		 * the credentials go there, so https only, but for this
 		 * machine's loopback. */
-		if (!e || strlen(e) > 200 ||
-		    !(strncmp(e, "https://", 8) == 0 ||
-		      strncmp(e, "http://127.0.0.1:", 17) == 0)) {
+		if (!endpoint_ok(e)) {
 			cnl_api_bad(resp, "field \"endpoint\": an https:// URL "
 			                  "(http:// only to 127.0.0.1)");
 			json_decref(o);
@@ -506,6 +544,26 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	}
 	explicit_bzero(plain, n);
 	free(plain);
+	{
+		static const char *const bound[] = {
+		    "endpoint", "region", "account", "access_key_id", NULL};
+
+		for (int i = 0; bound[i]; i++) {
+			json_t *a = json_object_get(o, bound[i]),
+			       *b = json_object_get(cr, bound[i]);
+
+			if ((a || b) && !json_equal(a, b)) {
+				cnl_seterr(err, errlen,
+				           "cloud account %s: its %s changed "
+				           "since its credentials were sealed "
+				           "(add the account again)",
+				           id, bound[i]);
+				json_decref(cr);
+				json_decref(o);
+				return -EACCES;
+			}
+		}
+	}
 	cfg.region = json_string_value(json_object_get(o, "region"));
 	cfg.endpoint = json_string_value(json_object_get(o, "endpoint"));
 	cfg.access_key = json_string_value(json_object_get(o, "access_key_id"));
@@ -515,6 +573,9 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	/* The provider keeps its own copy; ours is wiped. */
 	if (cfg.secret_key)
 		explicit_bzero((char *)cfg.secret_key, strlen(cfg.secret_key));
+	if (cfg.session_token)
+		explicit_bzero((char *)cfg.session_token,
+		               strlen(cfg.session_token));
 	json_decref(cr);
 	json_decref(o);
 	return r;

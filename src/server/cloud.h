@@ -94,7 +94,9 @@ struct cnl_cloud;
 struct cnl_cloud_ops {
 	const char *name; /* "aws" */
 	/* Launch @l: 0 with the instances in @ret (at most @cap; *@ret_n
-	 * of them), or -EAGAIN/-EIO/-EACCES/-EINVAL/-EPROTO with @err. */
+	 * of them), or -EAGAIN/-EIO/-EACCES/-EINVAL/-EPROTO with @err; on
+	 * -EPROTO *@ret_n may be non-zero: instances the answer did list,
+	 * launched, for the caller to terminate. */
 	int (*provision)(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 	                 struct cnl_cloud_instance *ret, size_t cap,
 	                 size_t *ret_n, struct cnl_cloud_error *err);

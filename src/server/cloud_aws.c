@@ -38,6 +38,7 @@
 #define EC2_VERSION    "2016-11-15"
 #define FORM_TYPE      "application/x-www-form-urlencoded; charset=utf-8"
 #define BACKOFF_MAX_MS 20000
+#define ATTEMPTS_MAX   10
 /* EC2 takes 16 KiB of user data, before its base64. */
 #define USER_DATA_MAX 16384
 
@@ -179,9 +180,11 @@ static void sleep_ms(long ms)
 		;
 }
 
-/* One signed attempt of the form @body: 0 with the answer in @rep. */
+/* One signed attempt of the form @body: 0 with the answer in @rep;
+ * *@refused when the signer refused the request (nothing was sent). */
 static int attempt(struct aws *a, const char *body,
-                   struct cnl_client_reply *rep, char *err, size_t errlen)
+                   struct cnl_client_reply *rep, bool *refused, char *err,
+                   size_t errlen)
 {
 	char date[CNL_SIGV4_DATE_LEN], l_date[64], *l_auth = NULL,
 	                                           *l_token = NULL;
@@ -214,9 +217,12 @@ static int attempt(struct aws *a, const char *body,
 	size_t n;
 	int r;
 
+	*refused = false;
 	if ((r = cnl_sigv4_amz_date(cnl_time_now_ms() / 1000, date)) < 0 ||
-	    (r = cnl_sigv4_sign(&req, &cred, &sig, err, errlen)) < 0)
+	    (r = cnl_sigv4_sign(&req, &cred, &sig, err, errlen)) < 0) {
+		*refused = true;
 		return r;
+	}
 	snprintf(l_date, sizeof(l_date), "X-Amz-Date: %s", date);
 	n = strlen(sig.authorization) + 32;
 	l_auth = cnl_xmalloc(n);
@@ -252,19 +258,27 @@ static int call(struct aws *a, struct form *f, struct cnl_xml **ret_doc,
 		struct cnl_xml *doc = NULL;
 		char xerr[128];
 		const char *code;
+		bool refused;
 
 		if (i > 0) {
-			/* Full jitter: anywhere up to the doubled wait. */
+			/* Jitter: between half the wait and the whole. */
 			sleep_ms(wait / 2 + (long)(rand_r(&a->seed) %
 			                           (unsigned)(wait / 2 + 1)));
 			wait = wait * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
 			                                 : wait * 2;
 		}
 		e->attempts = i + 1;
-		r = attempt(a, f->p, &rep, e->message, sizeof(e->message));
-		if (r == -EINVAL && rep.status == 0 && !rep.error[0]) {
-			e->kind = CNL_CLOUD_INVALID; /* the signer refused */
-			return r;
+		r = attempt(a, f->p, &rep, &refused, e->message,
+		            sizeof(e->message));
+		if (refused || r == -EINVAL) {
+			/* Refused here, by the signer or the client: nothing
+			 * was sent, and a retry would be refused the same. */
+			e->kind = CNL_CLOUD_INVALID;
+			if (!refused)
+				snprintf(e->message, sizeof(e->message),
+				         "the request: %.400s", rep.error);
+			cnl_client_reply_done(&rep);
+			return -EINVAL;
 		}
 		e->http_status = rep.status;
 		if (r < 0 || rep.status == 0) {
@@ -435,11 +449,18 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 	free(f.p);
 	if (r < 0)
 		return r;
-	if (!read_set(cnl_xml_child(doc, "instancesSet"), ret, cap, &n) ||
-	    n != (size_t)l->count) {
+	if (!read_set(cnl_xml_child(doc, "instancesSet"), ret, cap, &n)) {
 		cnl_xml_free(doc);
-		return protocol(e, "RunInstances did not list the launched "
-		                   "instances, each with an id");
+		return protocol(e, "RunInstances listed an instance without "
+		                   "an id");
+	}
+	if (n != (size_t)l->count) {
+		cnl_xml_free(doc);
+		/* Those it did list are handed back all the same: launched,
+		 * they are the caller's to terminate. */
+		*ret_n = n < cap ? n : cap;
+		return protocol(e, "RunInstances listed another number of "
+		                   "instances than asked for");
 	}
 	cnl_xml_free(doc);
 	*ret_n = n;
@@ -504,8 +525,8 @@ static int terminate(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		form_addf(&f, ids[i], "InstanceId.%zu", i + 1);
 	r = call(a, &f, &doc, e);
 	free(f.p);
-	if (r == -EINVAL && strncmp(e->code, "InvalidInstanceID", 17) == 0 &&
-	    nids == 1) {
+	if (r == -EINVAL &&
+	    strcmp(e->code, "InvalidInstanceID.NotFound") == 0 && nids == 1) {
 		/* Already gone (EC2 forgets terminated instances after a
 		 * while): what was asked is so. */
 		memset(e, 0, sizeof(*e));
@@ -592,8 +613,13 @@ int cnl_cloud_aws_new(const struct cnl_cloud_aws_config *cfg,
 	a->secret_key = cnl_xstrdup(cfg->secret_key);
 	if (cfg->session_token && *cfg->session_token)
 		a->session_token = cnl_xstrdup(cfg->session_token);
-	a->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts : 5;
-	a->backoff_ms = cfg->backoff_ms > 0 ? cfg->backoff_ms : 200;
+	a->max_attempts = cfg->max_attempts <= 0 ? 5
+	                  : cfg->max_attempts > ATTEMPTS_MAX
+	                      ? ATTEMPTS_MAX
+	                      : cfg->max_attempts;
+	a->backoff_ms = cfg->backoff_ms <= 0               ? 200
+	                : cfg->backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+	                                                   : cfg->backoff_ms;
 	a->seed = (unsigned)cnl_time_now_ms();
 	cc.base = endpoint;
 	cc.cafile = cfg->cafile;

@@ -68,7 +68,10 @@ static bool add_utf8(struct text *t, unsigned long cp)
 {
 	char b[4];
 
-	if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+	/* XML 1.0's Char: no C0 control but tab, LF and CR. */
+	if ((cp < 0x20 && cp != 0x9 && cp != 0xa && cp != 0xd) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff ||
+	    cp > 0x10ffff)
 		return false;
 	if (cp < 0x80) {
 		b[0] = (char)cp;
@@ -194,7 +197,8 @@ int cnl_xml_parse(const char *s, size_t len, struct cnl_xml **ret, char *err,
 			const char *e =
 			    memmem(p + 9, (size_t)(end - p - 9), "]]>", 3);
 
-			if (!e || depth == 0)
+			if (!e || depth == 0 ||
+			    memchr(p + 9, '\0', (size_t)(e - p - 9)))
 				FAIL("bad CDATA section at byte %zu",
 				     (size_t)(p - s));
 			text_add(&tx[depth - 1], p + 9, (size_t)(e - p - 9));
@@ -271,7 +275,8 @@ int cnl_xml_parse(const char *s, size_t len, struct cnl_xml **ret, char *err,
 					stack[depth - 1]->child = x;
 				last[depth - 1] = x;
 			}
-			/* Attributes: skipped, quotes respected. */
+			/* Attributes: skipped, quotes respected; a "<"
+			 * outside quotes ends it as unterminated. */
 			for (; q < end; q++) {
 				if (quote) {
 					if (*q == quote)
@@ -280,12 +285,10 @@ int cnl_xml_parse(const char *s, size_t len, struct cnl_xml **ret, char *err,
 				}
 				if (*q == '"' || *q == '\'')
 					quote = *q;
-				else if (*q == '>')
+				else if (*q == '>' || *q == '<')
 					break;
-				else if (*q == '<')
-					q = end;
 			}
-			if (q >= end)
+			if (q >= end || *q == '<')
 				FAIL("unterminated tag at byte %zu",
 				     (size_t)(p - s));
 			empty = q[-1] == '/';

@@ -246,6 +246,10 @@ static void test_what_goes_on_the_wire(void **state)
 		    {"content-length: 0", NULL},
 		    {"Host: elsewhere", NULL},
 		    {"Transfer-Encoding: chunked", NULL},
+		    {"Content-Type: text/plain", NULL},
+		    {"X-A: bell\a", NULL},
+		    {"Authorization: AWS4-HMAC-SHA256 x",
+		     NULL}, /* has a bearer */
 		};
 
 		assert_int_equal(

@@ -695,9 +695,18 @@ static void test_describe_terminate(void **state)
 	assert_int_equal(c->ops->describe(c, ids, 2, in, 4, &n, &e), 0);
 	assert_string_equal(in[0].state, "shutting-down");
 	assert_string_equal(in[1].state, "pending");
-	/* Terminating what EC2 no longer knows is done, not an error. */
+	/* Terminating what EC2 no longer knows is done, not an error; an
+	 * id it calls malformed is an error (the instance meant may run). */
 	ids[0] = "i-9999";
 	assert_int_equal(c->ops->terminate(c, ids, 1, &e), 0);
+	fk.script[fk.nscript++] = (struct step){
+	    400, "<Response><Errors><Error><Code>InvalidInstanceID.Malformed"
+	         "</Code><Message>Invalid id: \"x\"</Message></Error>"
+	         "</Errors></Response>"};
+	ids[0] = "x";
+	assert_int_equal(c->ops->terminate(c, ids, 1, &e), -EINVAL);
+	assert_string_equal(e.code, "InvalidInstanceID.Malformed");
+	ids[0] = "i-9999";
 	assert_int_equal(c->ops->terminate(c, ids, 0, &e), -EINVAL);
 	/* Every call carried the session token, signed. */
 	assert_int_equal(fk.bad_sigs, 0);
@@ -843,6 +852,27 @@ static void test_account_credentials(void **state)
 	assert_int_equal(fk.bad_sigs, 0);
 	cnl_cloud_free(c);
 
+	/* The row rewritten by someone without the key (the endpoint
+	 * pointed elsewhere): its credentials no longer open. */
+	{
+		json_t *a;
+
+		assert_int_equal(cnl_store_doc_get(srv.store, "cloud", id, &d),
+		                 0);
+		a = json_loads(d.body, 0, NULL);
+		json_object_set_new(a, "endpoint",
+		                    json_string("https://attacker.example"));
+		free(d.body);
+		d.body = json_dumps(a, JSON_COMPACT);
+		json_decref(a);
+		assert_int_equal(cnl_store_doc_put(srv.store, &d, false), 0);
+		cnl_store_doc_done(&d);
+		assert_int_equal(
+		    cnl_api_cloud_open(srv.api, id, &c, err, sizeof(err)),
+		    -EACCES);
+		assert_non_null(strstr(err, "endpoint changed"));
+	}
+
 	/* Malformed credentials: refused, naming the field. */
 	http("POST", "/v1/cloud/accounts", tok,
 	     "{\"provider\":\"aws\",\"account\":\"123456789012\","
@@ -870,6 +900,27 @@ static void test_account_credentials(void **state)
 	assert_error(&r, 400, "bad_request");
 	assert_non_null(strstr(r.raw, "endpoint"));
 	reply_done(&r);
+	{
+		static const char *const eps[] = {
+		    "https://",         "https://h/path",
+		    "https://h:99999",  "https://user@h",
+		    "http://127.0.0.1", "http://127.0.0.1.x:1"};
+
+		char eb[512];
+
+		for (size_t i = 0; i < sizeof(eps) / sizeof(eps[0]); i++) {
+			snprintf(eb, sizeof(eb),
+			         "{\"provider\":\"aws\",\"account\":"
+			         "\"123456789012\",\"region\":\"us-east-1\","
+			         "\"instance_types\":[\"g5.xlarge\"],"
+			         "\"endpoint\":\"%s\"}",
+			         eps[i]);
+			http("POST", "/v1/cloud/accounts", tok, eb, &r);
+			if (r.status != 400)
+				fail_msg("endpoint %s: %ld", eps[i], r.status);
+			reply_done(&r);
+		}
+	}
 
 	/* A second account without credentials: opening it says so; the
 	 * first one's sealed credentials moved onto its row do not open

@@ -109,6 +109,19 @@ static void test_refusals(void **state)
 	refused("<a", "unterminated");
 	refused("", "no root");
 	refused("<a><!-- open </a>", "comment");
+	refused("<a x<", "unterminated");
+	refused("<a>&#1;</a>", "entity");
+	refused("<a>&#xFFFE;</a>", "entity");
+	{
+		static const char cdata_nul[] = "<a>X<![CDATA[\0]]>Y</a>";
+		struct cnl_xml *x = NULL;
+		char err[256] = "";
+
+		assert_int_equal(cnl_xml_parse(cdata_nul, sizeof(cdata_nul) - 1,
+		                               &x, err, sizeof(err)),
+		                 -EINVAL);
+		assert_non_null(strstr(err, "CDATA"));
+	}
 	for (int i = 0; i <= CNL_XML_DEPTH_MAX; i++)
 		n += (size_t)snprintf(deep + n, sizeof(deep) - n, "<d>");
 	refused(deep, "deeper");
