@@ -151,10 +151,13 @@ struct cnl_client_request {
 	void *on_data_ud;
 	/* More header lines, "Name: value", after the client's own (a
 	 * signed request's X-Amz-Date and Authorization: sigv4.h); NULL
-	 * or NULL-terminated.  A line with CR or LF, without ": " after an
-	 * HTTP token, or naming a header that frames the request (Host,
-	 * Content-Length, Transfer-Encoding, Expect, Connection, Upgrade)
-	 * fails the request with -EINVAL before anything is sent. */
+	 * or NULL-terminated.  A line with a control character (a tab
+	 * aside), without ": " after an HTTP token, naming a header that
+	 * frames the request or that the client writes itself (Host,
+	 * Content-Length, Transfer-Encoding, Expect, Connection, Upgrade,
+	 * Content-Type, TE, Trailer, Keep-Alive), or an Authorization when
+	 * the client has a bearer, fails the request with -EINVAL before
+	 * anything is sent. */
 	const char *const *headers;
 };
 
