@@ -56,6 +56,17 @@ void cnl_hex(const unsigned char *bytes, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+int cnl_hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 const char *cnl_digest_hex(const char *digest)
 {
 	if (!digest || strncmp(digest, "sha256:", 7) != 0 ||

@@ -29,4 +29,7 @@ const char *cnl_digest_hex(const char *digest);
 /* cnl_hex - @n bytes as 2n lowercase hex digits and a NUL into @out. */
 void cnl_hex(const unsigned char *bytes, size_t n, char *out);
 
+/* cnl_hex_digit - the value of hex digit @c (either case), or -1. */
+int cnl_hex_digit(int c);
+
 #endif /* CNL_COMMON_FS_H */

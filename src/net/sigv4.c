@@ -19,6 +19,7 @@
 #include <mbedtls/platform_util.h>
 
 #include "cnlab/errors.h"
+#include "common/fs.h"
 #include "common/util.h"
 #include "net/sigv4.h"
 
@@ -89,23 +90,12 @@ char *cnl_sigv4_escape(const char *s)
 	return b.p;
 }
 
-static void hex_of(const unsigned char *d, size_t n, char *out)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 static void sha256_hex(const void *p, size_t n, char out[65])
 {
 	unsigned char d[32];
 
 	mbedtls_md(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), p, n, d);
-	hex_of(d, sizeof(d), out);
+	cnl_hex(d, sizeof(d), out);
 }
 
 static void hmac(const unsigned char *key, size_t keylen, const char *msg,
@@ -248,17 +238,6 @@ static void canonical_path(struct sb *b, const char *path)
 	free(len);
 }
 
-static int unhex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* @s (@n bytes) percent-decoded, then escaped, into @b; -EINVAL for a
  * "%" not followed by two hex digits. */
 static int reescape(struct sb *b, const char *s, size_t n)
@@ -267,8 +246,8 @@ static int reescape(struct sb *b, const char *s, size_t n)
 		char c = s[i];
 
 		if (c == '%') {
-			int hi = i + 2 < n ? unhex(s[i + 1]) : -1;
-			int lo = i + 2 < n ? unhex(s[i + 2]) : -1;
+			int hi = i + 2 < n ? cnl_hex_digit(s[i + 1]) : -1;
+			int lo = i + 2 < n ? cnl_hex_digit(s[i + 2]) : -1;
 
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
@@ -605,7 +584,7 @@ int cnl_sigv4_sign(const struct cnl_sigv4_request *req,
 	                      cred->service, key);
 	hmac(key, sizeof(key), sts.p, sts.len, mac);
 	mbedtls_platform_zeroize(key, sizeof(key));
-	hex_of(mac, sizeof(mac), sig);
+	cnl_hex(mac, sizeof(mac), sig);
 	sb_adds(&authz, ALGORITHM " Credential=");
 	sb_adds(&authz, cred->access_key);
 	sb_addc(&authz, '/');

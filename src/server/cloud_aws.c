@@ -114,6 +114,16 @@ static void form_addf(struct form *f, const char *value, const char *fmt, ...)
 	form_add(f, name, value);
 }
 
+/* The form of @action on instances @ids (InstanceId.1, .2, ...). */
+static void ids_form(struct form *f, const char *action, const char *const *ids,
+                     size_t n)
+{
+	form_add(f, "Action", action);
+	form_add(f, "Version", EC2_VERSION);
+	for (size_t i = 0; i < n; i++)
+		form_addf(f, ids[i], "InstanceId.%zu", i + 1);
+}
+
 static enum cnl_cloud_fail classify(long status, const char *code)
 {
 	static const char *const capacity[] = {
@@ -479,10 +489,7 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 	int r;
 
 	*ret_n = 0;
-	form_add(&f, "Action", "DescribeInstances");
-	form_add(&f, "Version", EC2_VERSION);
-	for (size_t i = 0; i < nids; i++)
-		form_addf(&f, ids[i], "InstanceId.%zu", i + 1);
+	ids_form(&f, "DescribeInstances", ids, nids);
 	r = call(a, &f, &doc, e);
 	free(f.p);
 	if (r < 0)
@@ -519,10 +526,7 @@ static int terminate(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		         "terminate: no instance named");
 		return -EINVAL;
 	}
-	form_add(&f, "Action", "TerminateInstances");
-	form_add(&f, "Version", EC2_VERSION);
-	for (size_t i = 0; i < nids; i++)
-		form_addf(&f, ids[i], "InstanceId.%zu", i + 1);
+	ids_form(&f, "TerminateInstances", ids, nids);
 	r = call(a, &f, &doc, e);
 	free(f.p);
 	if (r == -EINVAL &&

@@ -17,23 +17,13 @@
 
 #include "cnlab/errors.h"
 #include "common/base64.h"
+#include "common/fs.h"
 #include "common/util.h"
 #include "server/secrets.h"
 
 #define NONCE_LEN 12
 #define TAG_LEN   16
 #define PREFIX    "v1:"
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Whether the real path @p lies in (or is) the real path @dir. */
 static bool inside(const char *p, const char *dir)
@@ -106,7 +96,8 @@ int cnl_secret_key_load(const char *path, const char *data_dir,
 		goto out;
 	}
 	for (size_t i = 0; i < CNL_SECRET_KEY_LEN; i++) {
-		int hi = hexval(buf[2 * i]), lo = hexval(buf[2 * i + 1]);
+		int hi = cnl_hex_digit(buf[2 * i]),
+		    lo = cnl_hex_digit(buf[2 * i + 1]);
 
 		if (hi < 0 || lo < 0) {
 			snprintf(err, errlen,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fs.h"
 #include "common/util.h"
 #include "server/xml.h"
 
@@ -124,10 +125,9 @@ static size_t entity(const char *s, const char *end, struct text *t)
 
 		for (; i < room && s[i] != ';' && digits < 8; i++, digits++) {
 			char c = s[i];
-			int v = c >= '0' && c <= '9'          ? c - '0'
-			        : hex && c >= 'a' && c <= 'f' ? c - 'a' + 10
-			        : hex && c >= 'A' && c <= 'F' ? c - 'A' + 10
-			                                      : -1;
+			int v = hex                    ? cnl_hex_digit(c)
+			        : c >= '0' && c <= '9' ? c - '0'
+			                               : -1;
 
 			if (v < 0)
 				return 0;
