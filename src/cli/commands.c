@@ -143,6 +143,7 @@ static const struct cnl_cli_flag run_flags[] = {
     {"gpu-type", "LIST",
      "GPU types it may use: h100,a100 (alone: a GPU of any)", 0},
     {"dataset", "NAME", "dataset it reads: nodes holding it are preferred", 0},
+    {"cluster", "NAME", "run in this cluster only (cnlab cluster list)", 0},
     {"nodelist", "NODES", "run only on these nodes: gpu-01,gpu-02", 0},
     {"exclude", "NODES", "never run on these nodes: gpu-03", 0},
     {"prefer", "NODES", "place on these nodes first, where it fits", 0},
@@ -218,6 +219,22 @@ static const struct cnl_cli_flag cloud_flags[] = {
     {"secret-from-stdin", NULL, "AWS: the secret access key, from stdin", 0},
     {"endpoint", "URL", "the provider's API endpoint (default: the region's)",
      0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag cluster_policy_flags[] = {
+    {"policy", "NAME",
+     "cnlab (priority, deadline, fair share, age), fifo (strict priority, "
+     "submit order, backfill), bestfit, dotprod, gpupacking, gpuclustering, "
+     "fgd, random",
+     0},
+    {"weights", "K=V,...",
+     "knobs: w_deadline, w_fairshare, w_age, w_pack, w_locality, w_network, "
+     "w_frag, w_order, max_reservations, preempt_class_gap, min_run_s, "
+     "grace_s",
+     0},
+    {"wait-target", "SECONDS",
+     "work waiting longer moves to a cluster that can start it (0: never)", 0},
     {NULL, NULL, NULL, 0},
 };
 
@@ -303,6 +320,13 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      NULL, 3, 3, false, false, cnl_cli_cmd_member_set_role},
     {"project member remove", "PROJECT USER", "remove a user from a project",
      NULL, 2, 2, false, false, cnl_cli_cmd_member_remove},
+    {"cluster list", "", "clusters: nodes, GPUs, load, work and policy", NULL,
+     0, 0, false, false, cnl_cli_cmd_cluster_list},
+    {"cluster show", "NAME", "one cluster, its policy and its nodes", NULL, 1,
+     1, false, false, cnl_cli_cmd_cluster_show},
+    {"cluster set-policy", "NAME",
+     "a cluster's own scheduling policy and weights (admin)",
+     cluster_policy_flags, 1, 1, false, false, cnl_cli_cmd_cluster_set_policy},
     {"policy burst", "", "show or set the cloud burst policy (admin)",
      burst_flags, 0, 0, false, false, cnl_cli_cmd_policy_burst},
     {"cloud add", "PROVIDER", "add a cloud account for bursting (admin)",

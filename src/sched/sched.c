@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,67 @@ void cnl_sched_config_default(struct cnl_sched_config *cfg)
 static bool weight_ok(double w)
 {
 	return isfinite(w) && w >= 0;
+}
+
+/* The knobs an operator may set per cluster (cnl_sched_config_set). */
+static const struct knob {
+	const char *name;
+	size_t off;
+	char kind;  /* 'w': a weight (double >= 0), 'i': int, 's': ms as s */
+	double max; /* largest value */
+} knobs[] = {
+#define W(f)                                                       \
+	{                                                          \
+#f, offsetof(struct cnl_sched_config, f), 'w', 1e9 \
+	}
+#define I(f, max)                                                  \
+	{                                                          \
+#f, offsetof(struct cnl_sched_config, f), 'i', max \
+	}
+    W(w_deadline),
+    W(w_fairshare),
+    W(w_age),
+    W(w_pack),
+    W(w_locality),
+    W(w_network),
+    W(w_frag),
+    W(w_order),
+    I(max_reservations, 1000),
+    I(preempt_class_gap, 3),
+    {"min_run_s", offsetof(struct cnl_sched_config, min_run_ms), 's',
+     366.0 * 86400},
+    {"grace_s", offsetof(struct cnl_sched_config, grace_ms), 's', 86400},
+#undef W
+#undef I
+};
+
+const char *cnl_sched_knob(size_t i)
+{
+	return i < sizeof(knobs) / sizeof(knobs[0]) ? knobs[i].name : NULL;
+}
+
+int cnl_sched_config_set(struct cnl_sched_config *cfg, const char *name,
+                         double v)
+{
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+		const struct knob *k = &knobs[i];
+		char *at = (char *)cfg + k->off;
+
+		if (strcmp(k->name, name) != 0)
+			continue;
+		if (!isfinite(v) || v < 0 || v > k->max ||
+		    (k->kind != 'w' && v != floor(v)) ||
+		    (strcmp(name, "preempt_class_gap") == 0 && v < 1))
+			return -CNL_ECONFIG;
+		if (k->kind == 'w')
+			*(double *)(void *)at = v;
+		else if (k->kind == 'i')
+			*(int *)(void *)at = (int)v;
+		else
+			*(int64_t *)(void *)at = (int64_t)v * 1000;
+		return 0;
+	}
+	return -CNL_ENOTFOUND;
 }
 
 int cnl_sched_new(const struct cnl_sched_config *cfg, struct cnl_sched **ret)
@@ -109,6 +171,11 @@ void cnl_sched_free(struct cnl_sched *s)
 		free(s->keep[i].p);
 	cnl_sched_fit_free(s);
 	free(s);
+}
+
+const struct cnl_sched_config *cnl_sched_config_of(const struct cnl_sched *s)
+{
+	return &s->cfg;
 }
 
 struct cnl_fairshare *cnl_sched_fairshare(struct cnl_sched *s)

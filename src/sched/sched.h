@@ -178,6 +178,18 @@ struct cnl_sched_config {
 
 void cnl_sched_config_default(struct cnl_sched_config *cfg);
 
+/*
+ * cnl_sched_config_set - set knob @name of @cfg to @v: the weights
+ * (w_deadline, w_fairshare, w_age, w_pack, w_locality, w_network, w_frag,
+ * w_order: >= 0), max_reservations (0..1000), preempt_class_gap (1..3),
+ * min_run_s and grace_s (seconds).  -CNL_ENOTFOUND for another name,
+ * -CNL_ECONFIG for a value out of its range.  cnl_sched_knob(i): the
+ * i-th name, NULL past the last.
+ */
+int cnl_sched_config_set(struct cnl_sched_config *cfg, const char *name,
+                         double v);
+const char *cnl_sched_knob(size_t i);
+
 struct cnl_sched;
 
 /* ---- policies --------------------------------------------------------- */
@@ -238,6 +250,8 @@ double cnl_policy_refine(const struct cnl_sched_view *v,
 
 /* The policy a scheduler runs. */
 const struct cnl_policy_ops *cnl_sched_policy(const struct cnl_sched *s);
+/* The configuration it was made with. */
+const struct cnl_sched_config *cnl_sched_config_of(const struct cnl_sched *s);
 
 /* Factors the policies combine, each in 0..1. */
 double cnl_sched_urgency(const struct cnl_sched_view *v,

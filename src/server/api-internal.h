@@ -768,6 +768,14 @@ bool cnl_api_ssh_keys_live(struct cnl_store *st, const char *user_id,
 /* Delete server @server_id's host key (the server is being deleted). */
 void cnl_api_ssh_forget(struct cnl_store *st, const char *server_id);
 
+/* api_clusters.c */
+void cnl_api_h_clusters_list(void *call, struct cnl_http_request *req,
+                             struct cnl_http_response *resp);
+void cnl_api_h_cluster_get(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_cluster_policy_put(void *call, struct cnl_http_request *req,
+                                  struct cnl_http_response *resp);
+
 /* api_cloud.c */
 void cnl_api_h_burst_get(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);

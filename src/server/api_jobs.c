@@ -370,6 +370,38 @@ static int get_node_lists(struct call *c, json_t *body,
 	return 0;
 }
 
+/*
+ * A submission's "cluster": the cluster it must run in (its nodes
+ * labelled so, or "default" for unlabelled ones), one that has a node or
+ * a policy of its own.  Added to *@ret (made when NULL).  0, or -1 with a
+ * 400 naming the field.
+ */
+static int get_cluster(struct call *c, json_t *body, json_t **ret,
+                       struct cnl_http_response *resp)
+{
+	json_t *v = json_object_get(body, "cluster");
+	const char *name = json_string_value(v);
+
+	if (!v)
+		return 0;
+	if (!name || !cnl_label_valid(name) || strlen(name) >= CNL_NAME_MAX) {
+		cnl_api_bad(resp, "field \"cluster\": must be a cluster name "
+		                  "of 1..31 characters of A-Z a-z 0-9 . _ -");
+		return -1;
+	}
+	if (!cnl_ctl_cluster_known(c->api->ctl, name)) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "field \"cluster\": no cluster named \"%s\" "
+		               "(cnlab cluster list)",
+		               name);
+		return -1;
+	}
+	if (!*ret)
+		*ret = json_object();
+	json_object_set(*ret, "cluster", v);
+	return 0;
+}
+
 /* The run record a job starts with: what it asks for beyond its shape
  * (see ctl.h, "Run records"), and the submission's trace context (the
  * request's span), so that a job still pending when cnlabd restarts keeps
@@ -454,7 +486,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	    "command",   "gpu",         "profile",   "priority", "deadline",
 	    "runtime_s", "preemptible", "cpu_milli", "mem_mib",  "inputs",
 	    "gpu_types", "dataset",     "nodes",     "image",    "secrets",
-	    "nodelist",  "exclude",     "prefer",    "avoid",    NULL};
+	    "nodelist",  "exclude",     "prefer",    "avoid",    "cluster",
+	    NULL};
 	static const char *const held[2] = {"nodelist", "exclude"};
 	static const char *const preferred[2] = {"prefer", "avoid"};
 	struct call *c = call;
@@ -555,6 +588,8 @@ void cnl_api_h_jobs_create(void *call, struct cnl_http_request *req,
 	if (get_gpu_types(c, body, j.gpu_shape, &types, resp) < 0 ||
 	    get_node_lists(c, body, held, &where, resp) < 0 ||
 	    get_node_lists(c, body, preferred, &where, resp) < 0)
+		goto out;
+	if (get_cluster(c, body, &where, resp) < 0)
 		goto out;
 	if (dl && cnl_time_parse_rfc3339(dl, &j.deadline_ms) < 0) {
 		cnl_api_bad(

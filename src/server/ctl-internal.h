@@ -143,6 +143,10 @@ struct wl {
 	/* Pending: the slice being shrunk for it (its id); "": none. */
 	char admit_by[CNL_ID_MAX];
 	struct why why;
+	/* The cluster its submission asked for ("": any), and the one it
+	 * was picked for while pending (ctl_cluster.c; "": not yet), when. */
+	char cl_want[CNL_NAME_MAX], cl_pick[CNL_NAME_MAX];
+	int64_t cl_pick_ms;
 	/* What the facts index last published for it (ctl_facts.c). */
 	uint64_t facts_fp;
 	/* Its submission's trace context (traceparent); "": none
@@ -243,6 +247,18 @@ struct cnl_ctl {
 	uint64_t placements, preemptions;
 	/* What the API's lock-free GETs read (ctl_facts.c). */
 	struct ctl_facts *facts;
+	/* The clusters an operator has configured (ctl_cluster.c): each
+	 * its own scheduler, policy and weights; and the pick of the last
+	 * split cycle (memory only). */
+	struct ctl_cl *cls;
+	size_t n_cls;
+	uint64_t split_cycles;
+	/* The picks and moves of the last split cycle, for its audit. */
+	struct ctl_pick_note {
+		char id[CNL_ID_MAX];
+		char text[400];
+	} * picks;
+	size_t n_picks, cap_picks;
 	/* The node sets of jobs (ctl_nset.c), each its own allocation. */
 	struct ctl_nset **nsets;
 	size_t n_nsets, cap_nsets;
@@ -264,6 +280,37 @@ void ctl_nset_lists(const struct cnl_node_set *set, const json_t **in,
 /* A node joined the cluster: the sets cover it. */
 void ctl_nset_refresh(struct cnl_ctl *ctl);
 void ctl_nset_free_all(struct cnl_ctl *ctl);
+
+/* ctl_cluster.c */
+/*
+ * A cluster's own settings: its policy and weights (a scheduler of its
+ * own) and how long work may wait there before another cluster that can
+ * start it takes it (wait_target_ms).
+ */
+struct ctl_cl {
+	char name[CNL_NAME_MAX];
+	char policy[CNL_NAME_MAX];
+	int64_t wait_target_ms;
+	json_t *weights; /* as set: {"w_fairshare": 8, ...} */
+	struct cnl_sched *sched;
+	int64_t updated_ms;
+};
+#define CTL_WAIT_TARGET_MS (5 * 60 * 1000) /* when none is set */
+/* Load the configured clusters (documents of kind "cluster"). */
+int ctl_clusters_load(struct cnl_ctl *ctl);
+void ctl_clusters_free(struct cnl_ctl *ctl);
+/*
+ * ctl_cycle_split - the cycle of several clusters: each pending job of
+ * @jobs is given a cluster (its own --cluster, else cnl_pick_cluster()),
+ * then each cluster's scheduler decides for its jobs on its nodes; the
+ * decisions, in @jobs' indexes, go to @out, and the picks to audit (stage
+ * "cluster") to ctl->picks.  1 when done, 0 when the
+ * snapshot holds a single cluster (the caller runs the one cycle),
+ * negative on failure.
+ */
+int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
+                    const size_t *map, size_t n, int64_t now,
+                    struct cnl_decisions *out);
 
 /* ctl.c */
 /* The kind of @w for the state machine. */

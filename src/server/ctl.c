@@ -228,7 +228,7 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 	if ((r = ctl_load_nodes(ctl, now, err, errlen)) < 0 ||
 	    (r = load_usage(ctl)) < 0 || (r = load_usage_days(ctl)) < 0 ||
 	    (r = load_jobs(ctl)) < 0 || (r = load_servers(ctl)) < 0 ||
-	    (r = load_reasons(ctl)) < 0) {
+	    (r = load_reasons(ctl)) < 0 || (r = ctl_clusters_load(ctl)) < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "loading state: %s%s%s",
 			         cnl_strerror(r),
@@ -275,6 +275,8 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	free(ctl->teams);
 	ctl_journal_free(ctl);
 	ctl_nset_free_all(ctl);
+	ctl_clusters_free(ctl);
+	free(ctl->picks);
 	cnl_cluster_free(ctl->cluster);
 	cnl_sched_free(ctl->sched);
 	ctl_facts_free(ctl->facts);

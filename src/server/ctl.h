@@ -93,6 +93,35 @@ void cnl_ctl_kick_submitted(struct cnl_ctl *ctl);
  */
 void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now_ms, bool force);
 
+/* ---- clusters ---------------------------------------------------------- */
+
+/*
+ * A cluster is the set of nodes sharing a `cluster` label ("default" for
+ * nodes without one).  An operator may give one its own scheduling
+ * policy: a document {"policy": NAME, "weights": {KNOB: N, ...},
+ * "wait_target_s": N} (knobs: cnl_sched_config_set()).  With several
+ * clusters, each pending job is given a cluster first (its submission's
+ * "cluster", else sched/pick.h), then that cluster's policy places it on
+ * that cluster's nodes; work that waits past the cluster's wait target
+ * (default 300 s; 0: never) moves to another cluster that can start it
+ * at once, unless the user asked for the cluster.
+ */
+
+/* cnl_ctl_cluster_check - 0 when @doc is a valid policy document for
+ * cluster @name, else -CNL_EFIELD with the reason, naming the field. */
+int cnl_ctl_cluster_check(struct cnl_ctl *ctl, const char *name,
+                          const json_t *doc, char *err, size_t errlen);
+/* cnl_ctl_cluster_set - apply a checked document (stored by the caller). */
+int cnl_ctl_cluster_set(struct cnl_ctl *ctl, const char *name,
+                        const json_t *doc, int64_t now, char *err,
+                        size_t errlen);
+/* cnl_ctl_cluster_known - whether a node is in cluster @name or it has a
+ * policy of its own. */
+bool cnl_ctl_cluster_known(struct cnl_ctl *ctl, const char *name);
+/* cnl_ctl_clusters_json - every cluster (@name NULL) as an array, or the
+ * one called @name with its nodes (NULL: no such cluster). */
+json_t *cnl_ctl_clusters_json(struct cnl_ctl *ctl, const char *name);
+
 /* ---- workloads ------------------------------------------------------- */
 
 /* cnl_ctl_node_named - whether a node of that name is registered. */

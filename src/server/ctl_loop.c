@@ -379,6 +379,26 @@ static void gangs_check(struct cnl_ctl *ctl, int64_t now)
 	}
 }
 
+/* The clusters picked for jobs this cycle (ctl_cycle_split), audited in
+ * one transaction; should it fail, only these records are lost (logged). */
+static void audit_picks(struct cnl_ctl *ctl, int64_t now)
+{
+	bool tx;
+
+	if (!ctl->n_picks)
+		return;
+	tx = cnl_store_tx_begin(ctl->store) == 0;
+	for (size_t i = 0; i < ctl->n_picks; i++)
+		ctl_decide(ctl, ctl->picks[i].id, "cluster", now, "%s",
+		           ctl->picks[i].text);
+	if (tx && cnl_store_tx_commit(ctl->store) < 0) {
+		cnl_log(CNL_LOG_ERROR, "cannot audit cluster picks", "db=%s",
+		        cnl_store_errmsg(ctl->store));
+		cnl_store_tx_rollback(ctl->store);
+	}
+	ctl->n_picks = 0;
+}
+
 static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 {
 	/* Kept between cycles, like the jobs array (ctl_cycle_jobs()). */
@@ -396,8 +416,13 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	place_home(ctl, now);
 	ctl_resize_admit(ctl, now);
 	n = ctl_cycle_jobs(ctl, &jobs, &map);
-	r = cnl_sched_cycle_inc(ctl->sched, ctl->cluster, jobs, n, now,
-	                        ctl->cfg.seed ^ (uint64_t)now, dec);
+	/* Several clusters: each its own cycle (ctl_cluster.c). */
+	ctl->n_picks = 0;
+	r = ctl_cycle_split(ctl, jobs, map, n, now, dec);
+	audit_picks(ctl, now);
+	if (r == 0)
+		r = cnl_sched_cycle_inc(ctl->sched, ctl->cluster, jobs, n, now,
+		                        ctl->cfg.seed ^ (uint64_t)now, dec);
 	if (r < 0) {
 		cnl_log(CNL_LOG_ERROR, "scheduling cycle failed", "err=%s",
 		        cnl_errname(r));

@@ -395,6 +395,10 @@ int ctl_wl_job_fields(struct cnl_ctl *ctl, struct wl *w, json_t *run, bool gang)
 	}
 	if (ds && cnl_label_valid(ds))
 		snprintf(w->j.dataset, sizeof(w->j.dataset), "%s", ds);
+	/* The cluster it asked for (a submission's "cluster"). */
+	const char *cl = json_string_value(json_object_get(run, "cluster"));
+	if (cl && cnl_label_valid(cl) && strlen(cl) < sizeof(w->cl_want))
+		snprintf(w->cl_want, sizeof(w->cl_want), "%s", cl);
 	/* The nodes it may run on (a submission's "nodelist", "exclude"). */
 	json_t *in = json_object_get(run, "nodelist"),
 	       *out = json_object_get(run, "exclude");

@@ -1016,9 +1016,9 @@ static json_t *comma_list(const char *list, size_t longest)
 
 /*
  * The job fields of the flags beyond the shape into *@ret (a new object):
- * gpu_types, dataset, nodelist, exclude, prefer, avoid, nodes,
- * preemptible, cpu_milli,
- * mem_mib.  0, or exit code 2 with a message naming the flag.
+ * gpu_types, dataset, cluster, nodelist, exclude, prefer, avoid,
+ * nodes, preemptible, cpu_milli, mem_mib.  0, or exit code 2 with a message
+ * naming the flag.
  */
 static int job_fields(struct cnl_cli *cli, json_t **ret)
 {
@@ -1068,6 +1068,9 @@ static int job_fields(struct cnl_cli *cli, json_t **ret)
 	}
 	if (dataset)
 		json_object_set_new(o, "dataset", json_string(dataset));
+	if (cnl_cli_flag(cli, "cluster"))
+		json_object_set_new(o, "cluster",
+		                    json_string(cnl_cli_flag(cli, "cluster")));
 	if (cnl_cli_flag(cli, "image"))
 		json_object_set_new(o, "image",
 		                    json_string(cnl_cli_flag(cli, "image")));

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# clusters.sh - several clusters under one cnlabd, each with its own
+# scheduling policy, end to end: the real cnlab CLI against a real cnlabd
+# with four real agents (fake GPU pools, real processes in cgroups), two in
+# cluster "east" and two in cluster "west":
+#   - an administrator sets each cluster's policy with the CLI: east runs
+#     fifo (strict submit order within a class), west runs cnlab with fair
+#     share weighted up; cnlab cluster list and show say so;
+#   - the same queue (team A's a1, a2, then team B's b1, team A holding the
+#     other GPU) is served differently: east starts a1 (submit order), west
+#     starts b1 (fair share);
+#   - a job without --cluster goes to the cluster that holds its dataset
+#     and can start it, and jobs explain shows the cluster's pick before
+#     the node's decision;
+#   - a job picked for a full cluster moves, after that cluster's wait
+#     target, to a cluster that can start it, and explain says so;
+#   - bad input is refused naming the field; a member cannot set a policy;
+#   - the policies outlive a restart of cnlabd.
+# Waits poll with generous bounds so a hang fails instead of blocking; no
+# assertion depends on how fast the machine is.
+set -u
+cnlabd=$(realpath "$1")
+agent=$(realpath "$2")
+cnlab=$(realpath "$3")
+tmp=$(mktemp -d)
+run=cl$$ # agent names, and so cgroup roots, unique to this run
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	sleep 0.5
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	for d in /sys/fs/cgroup/*/cnlab/$run-* /sys/fs/cgroup/cnlab/$run-*; do
+		[ -d "$d" ] || continue
+		find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null |
+			xargs -r kill -9 2>/dev/null
+	done
+	sleep 0.3
+	for d in /sys/fs/cgroup/*/cnlab/$run-* /sys/fs/cgroup/cnlab/$run-*; do
+		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() {
+	echo "FAIL $1"
+	fails=$((fails + 1))
+}
+wait_for() { # wait_for SECONDS CMD...: poll CMD every 0.2 s
+	local n=$(($1 * 5))
+	shift
+	for _ in $(seq "$n"); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+export CNLAB_JWT_SECRET=clusters-integration-secret-0123456789abcdef
+export CNLAB_ADMIN_PASSWORD=admin-password-1
+export HOME=$tmp/home
+shared=$tmp/shared
+mkdir -p "$shared" "$HOME"
+chmod 755 "$tmp"
+chmod 1777 "$shared"
+unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
+start_cnlabd() {
+	: >"$tmp/cnlabd.out"
+	"$cnlabd" --data-dir "$tmp/db" --listen "127.0.0.1:${port:-0}" \
+		--bootstrap-admin root --cycle-interval 200ms \
+		>"$tmp/cnlabd.out" 2>>"$tmp/cnlabd.err" &
+	cnlabd_pid=$!
+	pids+=($!)
+	wait_for 20 grep -q '^listening on' "$tmp/cnlabd.out"
+}
+start_cnlabd || {
+	cat "$tmp/cnlabd.err"
+	exit 1
+}
+port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/cnlabd.out")
+base=http://127.0.0.1:$port
+
+# The administrator and the user, each with a CLI configuration of their own.
+adm() { XDG_CONFIG_HOME=$tmp/xdg-root "$cnlab" "$@"; }
+ana() { XDG_CONFIG_HOME=$tmp/xdg-ana "$cnlab" "$@"; }
+echo admin-password-1 | adm login --server "$base" --user root --password-stdin >/dev/null ||
+	bad "admin login"
+echo ana-password-1 | adm user create ana --password-stdin >/dev/null || bad "user create"
+for p in teama teamb; do
+	adm project create "$p" >/dev/null && adm project member add "$p" ana >/dev/null ||
+		bad "project $p"
+done
+echo ana-password-1 | ana login --server "$base" --user ana --password-stdin >/dev/null ||
+	bad "ana login"
+
+# start_agent NAME CLUSTER FLAGS...: a cnlab-agent with one fake H100.
+start_agent() {
+	local name=$1 cluster=$2 tok
+	shift 2
+	tok=$(adm node join-token --node "$run-$name" -o json | jq -r .token)
+	CNLAB_AGENT_TOKEN=$tok "$agent" --server "$base" --name "$run-$name" \
+		--cluster "$cluster" --gpus fake:1xH100-80GB-SXM --work-dir "$tmp/agent-$name" \
+		--cpu-milli 4000 --mem-mib 8192 --mounts "$shared:/shared" "$@" \
+		>>"$tmp/agent-$name.out" 2>>"$tmp/agent-$name.err" &
+	pids+=($!)
+	wait_for 20 grep -q 'msg=registered' "$tmp/agent-$name.err"
+}
+start_agent e1 east || bad "agent e1: $(cat "$tmp/agent-e1.err")"
+start_agent e2 east || bad "agent e2: $(cat "$tmp/agent-e2.err")"
+start_agent w1 west || bad "agent w1: $(cat "$tmp/agent-w1.err")"
+start_agent w2 west --datasets coco || bad "agent w2: $(cat "$tmp/agent-w2.err")"
+
+# --- each cluster its own policy ------------------------------------------
+out=$(adm cluster set-policy east --policy fifo 2>&1) &&
+	grep -q "Cluster east schedules with policy fifo" <<<"$out" &&
+	ok "set-policy east fifo" || bad "set-policy east: $out"
+out=$(adm cluster set-policy west --policy cnlab --weights w_fairshare=50,w_age=0 2>&1) &&
+	ok "set-policy west cnlab, fair share first" || bad "set-policy west: $out"
+list=$(adm cluster list)
+grep -Eq '^east +2/2 up +2 +0% +0 +0 +fifo$' <<<"$list" &&
+	grep -Eq '^west +2/2 up +2 +0% +0 +0 +cnlab$' <<<"$list" &&
+	ok "cluster list: nodes, GPUs and each policy" || bad "cluster list: $list"
+show=$(adm cluster show west)
+grep -q '^Policy:      cnlab$' <<<"$show" && grep -q '^Weights:     w_age=0,w_fairshare=50$' <<<"$show" &&
+	grep -q "^Node names:  $run-w1 $run-w2$" <<<"$show" &&
+	ok "cluster show: policy, weights and nodes" || bad "cluster show: $show"
+# Users see the clusters (to pick one), not their nodes.
+ushow=$(ana cluster show west -o json)
+[ "$(jq -r .policy <<<"$ushow")" = cnlab ] && [ "$(jq 'has("node_names")' <<<"$ushow")" = false ] &&
+	ok "a member sees a cluster's policy, not its node names" || bad "member show: $ushow"
+
+cat >"$tmp/wait.sh" <<'SH'
+while [ ! -e "/shared/$1" ]; do sleep 0.1; done
+echo "done $1"
+SH
+echo 'echo hello' >"$tmp/hello.sh"
+cd "$tmp" || exit 1
+state() { ana jobs show "$1" -o json | jq -r .state; }
+is_state() { [ "$(state "$1")" = "$2" ]; }
+node_of() { ana jobs show "$1" -o json | jq -r '.placement.node // empty'; }
+submit() { # submit PROJECT ARGS...: the job's id
+	local p=$1
+	shift
+	ana run --project "$p" --detach --no-preempt "$@" 2>/dev/null
+}
+
+# Team A fills every GPU, one filler each.
+for c in east west; do
+	for i in 1 2; do
+		eval "f_${c}_$i=\$(submit teama --gpu h100-100 --cluster $c wait.sh go-$c-$i)"
+	done
+done
+for f in "$f_east_1" "$f_east_2" "$f_west_1" "$f_west_2"; do
+	wait_for 60 is_state "$f" running || bad "filler $f: $(state "$f")"
+done
+# The same queue in each: team A's a1, a2, then team B's b1.
+for c in east west; do
+	eval "a1_$c=\$(submit teama --gpu h100-100 --cluster $c wait.sh go-a1-$c)"
+	eval "a2_$c=\$(submit teama --gpu h100-100 --cluster $c wait.sh go-a2-$c)"
+	eval "b1_$c=\$(submit teamb --gpu h100-100 --cluster $c wait.sh go-b1-$c)"
+done
+sleep 1 # a few cycles: all of them queued
+pending_all() { for j in "$@"; do is_state "$j" pending || return 1; done; }
+pending_all "$a1_east" "$a2_east" "$b1_east" "$a1_west" "$a2_west" "$b1_west" &&
+	ok "the queues wait while team A holds every GPU" || bad "queues: $(ana jobs list)"
+list=$(adm cluster list)
+grep -Eq '^east +2/2 up +2 +100% +3 +2 +fifo$' <<<"$list" &&
+	ok "cluster list: each cluster's pending and running work" || bad "cluster list: $list"
+# One GPU frees in each cluster.
+touch "$shared/go-east-1" "$shared/go-west-1"
+wait_for 60 is_state "$a1_east" running && ok "east (fifo) starts team A's a1: submit order" ||
+	bad "east: a1 $(state "$a1_east") b1 $(state "$b1_east")"
+wait_for 60 is_state "$b1_west" running && ok "west (fair share) starts team B's b1 first" ||
+	bad "west: a1 $(state "$a1_west") b1 $(state "$b1_west")"
+is_state "$b1_east" pending && is_state "$a1_west" pending &&
+	ok "... and the other waits in each" || bad "east b1 $(state "$b1_east"), west a1 $(state "$a1_west")"
+case "$(node_of "$a1_east")" in "$run-e1" | "$run-e2") ok "a1 ran on an east node" ;; *) bad "a1 node $(node_of "$a1_east")" ;; esac
+case "$(node_of "$b1_west")" in "$run-w1" | "$run-w2") ok "b1 ran on a west node" ;; *) bad "b1 node $(node_of "$b1_west")" ;; esac
+ex=$(ana jobs explain "$b1_west")
+grep -q "cluster west picked: asked for by the submission (--cluster); its policy cnlab places it" <<<"$ex" &&
+	ok "explain: the cluster's decision, then the node's" || bad "explain b1: $ex"
+# Everything ends.
+for c in east west; do touch "$shared/go-$c-2" "$shared/go-a1-$c" "$shared/go-a2-$c" "$shared/go-b1-$c"; done
+for j in "$a2_east" "$b1_east" "$a2_west" "$a1_west"; do
+	wait_for 60 is_state "$j" succeeded || bad "drain $j: $(state "$j")"
+done
+
+# --- the pick: the dataset's cluster -----------------------------------------
+ana run --project teama --gpu any-10 --dataset coco hello.sh >ds.out 2>ds.err
+grep -q "✓ Running on $run-w2" ds.err && ok "--dataset coco runs in west, on the node with coco" ||
+	bad "dataset: $(cat ds.err)"
+ds=$(sed -n 's/^✓ Queued \(job_[0-9A-Z]*\) .*/\1/p' ds.err)
+ex=$(ana jobs explain "$ds")
+pick=$(grep -n "cluster west picked: it holds the job's dataset and can start it now" <<<"$ex" | cut -d: -f1)
+chosen=$(grep -n "cluster west chosen: node $run-w2" <<<"$ex" | cut -d: -f1)
+[ -n "$pick" ] && [ -n "$chosen" ] && [ "$pick" -lt "$chosen" ] &&
+	ok "explain: the cluster picked (why), then the node" || bad "explain dataset: $ex"
+
+# --- moving after the wait target --------------------------------------------
+out=$(adm cluster set-policy east --wait-target 2 2>&1) || bad "wait target: $out"
+show=$(adm cluster show east)
+grep -q '^Policy:      fifo$' <<<"$show" && grep -q '^Wait target: 2 s' <<<"$show" &&
+	ok "set-policy --wait-target keeps the policy" || bad "east after wait target: $show"
+for c in east west; do
+	for i in 1 2; do
+		eval "g_${c}_$i=\$(submit teama --gpu h100-100 --cluster $c wait.sh gg-$c-$i)"
+	done
+done
+for f in "$g_east_1" "$g_east_2" "$g_west_1" "$g_west_2"; do
+	wait_for 60 is_state "$f" running || bad "filler $f: $(state "$f")"
+done
+# Every cluster full and as loaded: the name decides (east).
+m=$(submit teamb --gpu h100-100 hello.sh)
+wait_for 20 sh -c "XDG_CONFIG_HOME=$tmp/xdg-ana '$cnlab' jobs explain $m | grep -q 'cluster east picked'" ||
+	bad "m picked: $(ana jobs explain "$m")"
+touch "$shared/gg-west-1"
+wait_for 60 is_state "$m" succeeded || wait_for 5 is_state "$m" running ||
+	bad "m: $(state "$m") $(ana jobs explain "$m")"
+case "$(node_of "$m")" in "$run-w1" | "$run-w2") ok "the job moved to west, which could start it" ;; *) bad "m node $(node_of "$m")" ;; esac
+ana jobs explain "$m" | grep -q "moved to cluster west: waited [0-9]* s in cluster east (its wait target 2 s), which cannot start it now; west can (policy cnlab)" &&
+	ok "explain says why it moved" || bad "explain m: $(ana jobs explain "$m")"
+# A job asked for a cluster never moves.
+p=$(submit teamb --gpu h100-100 --cluster east hello.sh)
+sleep 4
+is_state "$p" pending && ok "a job that asked for its cluster stays there" || bad "p: $(state "$p")"
+touch "$shared/gg-east-1" "$shared/gg-east-2" "$shared/gg-west-2"
+wait_for 60 is_state "$p" succeeded || bad "p end: $(state "$p")"
+
+# --- refused -----------------------------------------------------------------
+out=$(ana run --project teama --gpu any-5 --cluster nosuch hello.sh 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'cluster.*no cluster named "nosuch"' <<<"$out" &&
+	ok "--cluster naming no cluster is refused, naming it" || bad "unknown cluster: rc $rc: $out"
+out=$(adm cluster set-policy east --policy nosuch 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'field "policy": must be one of cnlab' <<<"$out" &&
+	ok "an unknown policy is refused" || bad "bad policy: rc $rc: $out"
+out=$(adm cluster set-policy east --weights w_bogus=1 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'weights.w_bogus": unknown' <<<"$out" &&
+	ok "an unknown knob is refused, naming it" || bad "bad knob: rc $rc: $out"
+out=$(adm cluster set-policy east --weights w_age=-1 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'weights.w_age": -1 is out of range' <<<"$out" &&
+	ok "a negative weight is refused" || bad "negative weight: rc $rc: $out"
+out=$(adm cluster set-policy east 2>&1)
+[ $? = 2 ] && ok "set-policy without a setting is a usage error" || bad "no settings: $out"
+out=$(ana cluster set-policy east --policy cnlab 2>&1)
+rc=$?
+[ $rc != 0 ] && adm cluster show east | grep -q '^Policy:      fifo$' &&
+	ok "a member cannot change a cluster's policy ($rc)" || bad "member set-policy: rc $rc: $out"
+out=$(adm cluster show nosuch 2>&1)
+[ $? != 0 ] && grep -q 'nosuch' <<<"$out" && ok "show of no cluster: not found" || bad "show nosuch: $out"
+adm cluster show east | grep -q '^Policy:      fifo$' && ok "refusals changed nothing" ||
+	bad "after refusals: $(adm cluster show east)"
+
+# --- the policies outlive a restart -------------------------------------------
+kill "$cnlabd_pid"
+wait "$cnlabd_pid" 2>/dev/null
+start_cnlabd || bad "restart: $(tail -3 "$tmp/cnlabd.err")"
+show=$(adm cluster show west)
+grep -q '^Policy:      cnlab$' <<<"$show" && grep -q '^Weights:     w_age=0,w_fairshare=50$' <<<"$show" &&
+	adm cluster show east | grep -q '^Wait target: 2 s' &&
+	ok "the policies are kept across a restart" || bad "after restart: $show"
+
+[ $fails = 0 ] && echo "all passed" || echo "$fails failed"
+[ $fails = 0 ]
