@@ -21,8 +21,10 @@ static int add_name(struct cnl_picks *p, const char *name)
 			return 0;
 	if (p->n == CNL_PICK_MAX)
 		return -CNL_ESIZE;
-	memcpy(p->name[p->n], name, CNL_NAME_MAX);
-	p->name[p->n][CNL_NAME_MAX - 1] = '\0';
+	size_t len = strnlen(name, CNL_NAME_MAX - 1);
+
+	memcpy(p->name[p->n], name, len);
+	p->name[p->n][len] = '\0';
 	p->n++;
 	return 0;
 }

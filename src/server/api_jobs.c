@@ -185,6 +185,8 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 	}
 	copy_str(m->dataset, sizeof(m->dataset),
 	         json_string_value(json_object_get(run, "dataset")));
+	copy_str(m->cluster, sizeof(m->cluster),
+	         json_string_value(json_object_get(run, "cluster")));
 	copy_str(m->image, sizeof(m->image),
 	         json_string_value(json_object_get(run, "image")));
 	names_of(run, "nodelist", m->nodelist, &m->n_nodelist);

@@ -296,7 +296,8 @@ struct ctl_cl {
 	int64_t updated_ms;
 };
 #define CTL_WAIT_TARGET_MS (5 * 60 * 1000) /* when none is set */
-/* Load the configured clusters (documents of kind "cluster"). */
+/* Load the configured clusters (documents of kind "cluster") and the
+ * pending workloads' picks (their last "cluster" decisions). */
 int ctl_clusters_load(struct cnl_ctl *ctl);
 void ctl_clusters_free(struct cnl_ctl *ctl);
 /*

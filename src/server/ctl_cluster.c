@@ -17,7 +17,8 @@
  * cluster with pending work runs its own cycle: its jobs, held to its
  * nodes (their node sets intersected with the cluster's), and the work
  * running on its nodes, which is all its pre-emption and fair share see.
- * Picks live in memory: after a restart, pending work is picked again.
+ * Picks live in memory and in the audit log, where a restart takes them
+ * back from (pick_seen()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -210,6 +211,39 @@ int cnl_ctl_cluster_set(struct cnl_ctl *ctl, const char *name,
 	return 0;
 }
 
+/*
+ * The pick of pending workload @target from its latest "cluster" decision
+ * ("cluster NAME picked: ..." or "moved to cluster NAME: ..."): a restart
+ * keeps the picks, so the first cycle neither audits them again nor
+ * moves work that had settled.  (A "cluster NAME chosen: node ..." is a
+ * start, from before a requeue: that job is picked afresh.)
+ */
+static int pick_seen(void *ud, const char *target, const char *result)
+{
+	static const char moved[] = "moved to cluster ";
+	struct cnl_ctl *ctl = ud;
+	struct wl *w = ctl_wl_find(ctl, target);
+	const char *name, *end;
+
+	if (!w || w->state != CNL_WL_PENDING)
+		return 0;
+	if (strncmp(result, moved, sizeof(moved) - 1) == 0) {
+		name = result + sizeof(moved) - 1;
+		end = strchr(name, ':');
+	} else if (strncmp(result, "cluster ", 8) == 0) {
+		name = result + 8;
+		end = strstr(name, " picked: ");
+	} else {
+		return 0;
+	}
+	if (end && end > name && (size_t)(end - name) < sizeof(w->cl_pick)) {
+		memcpy(w->cl_pick, name, (size_t)(end - name));
+		w->cl_pick[end - name] = '\0';
+		w->cl_pick_ms = ctl_now_ms();
+	}
+	return 0;
+}
+
 int ctl_clusters_load(struct cnl_ctl *ctl)
 {
 	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
@@ -231,6 +265,9 @@ int ctl_clusters_load(struct cnl_ctl *ctl)
 	}
 	cnl_store_docs_done(d, n);
 	free(d);
+	if (r == 0)
+		r = cnl_store_audit_latest(ctl->store, "sched.cluster",
+		                           pick_seen, ctl);
 	return r;
 }
 

@@ -199,6 +199,8 @@ static int run_text(struct cnl_ctl *ctl, const struct wl *w, bool final,
 	}
 	if (w->j.dataset[0])
 		json_object_set_new(o, "dataset", json_string(w->j.dataset));
+	if (w->cl_want[0])
+		json_object_set_new(o, "cluster", json_string(w->cl_want));
 	if (w->j.req.nodes) {
 		const json_t *in, *out;
 

@@ -535,6 +535,7 @@ json_t *cnl_wire_job_encode(const struct cnl_wire_job *m)
 		json_object_set_new(o, "gpu_types", a);
 	}
 	cnl_wire_set_str(o, "dataset", m->dataset);
+	cnl_wire_set_str(o, "cluster", m->cluster);
 	cnl_wire_set_str(o, "image", m->image);
 	names_encode(o, "nodelist", m->nodelist, m->n_nodelist);
 	names_encode(o, "exclude", m->exclude, m->n_exclude);
@@ -556,14 +557,17 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
                         size_t errlen)
 {
 	static const char *const fields[] = {
-	    "id",         "project_id", "user_id",        "command",
-	    "profile",    "gpu",        "priority",       "state",
-	    "exit_code",  "deadline",   "runtime_s",      "created_at",
-	    "updated_at", "status",     "preemptible",    "message",
-	    "mem_mib",    "cpu_milli",  "gpu_types",      "dataset",
-	    "image",      "nodelist",   "exclude",        "nodes",
-	    "gang",       "placement",  "deadline_check", "prefer",
-	    "avoid",      NULL};
+	    "id",         "project_id", "user_id",
+	    "command",    "profile",    "gpu",
+	    "priority",   "state",      "exit_code",
+	    "deadline",   "runtime_s",  "created_at",
+	    "updated_at", "status",     "preemptible",
+	    "message",    "mem_mib",    "cpu_milli",
+	    "gpu_types",  "dataset",    "image",
+	    "nodelist",   "exclude",    "nodes",
+	    "gang",       "placement",  "deadline_check",
+	    "prefer",     "avoid",      "cluster",
+	    NULL};
 	const json_t *a = NULL;
 
 	memset(ret, 0, sizeof(*ret));
@@ -627,6 +631,8 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
 	TRY(names_decode(j, "avoid", ret->avoid, &ret->n_avoid, err, errlen));
 	TRY(cnl_wire_get_str(j, "dataset", false, ret->dataset,
 	                     sizeof(ret->dataset), err, errlen));
+	TRY(cnl_wire_get_str(j, "cluster", false, ret->cluster,
+	                     sizeof(ret->cluster), err, errlen));
 	TRY(cnl_wire_get_int32(j, "nodes", true, 1, CNL_WIRE_GANG_MAX,
 	                       &ret->nodes, err, errlen));
 	if (json_object_get(j, "gang")) {

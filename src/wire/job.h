@@ -182,6 +182,7 @@ struct cnl_wire_job {
 	char gpu_types[CNL_WIRE_TYPES_MAX][CNL_WIRE_NAME_MAX];
 	int n_gpu_types;
 	char dataset[CNL_WIRE_NAME_MAX]; /* "": absent */
+	char cluster[CNL_WIRE_NAME_MAX]; /* the one it asked for; "": any */
 	char image[CNL_WIRE_IMAGE_MAX];  /* "": absent (the built-in host) */
 	/* The only nodes it may run on, and those it may not (0: absent). */
 	char nodelist[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];

@@ -178,6 +178,9 @@ is_state "$b1_east" pending && is_state "$a1_west" pending &&
 	ok "... and the other waits in each" || bad "east b1 $(state "$b1_east"), west a1 $(state "$a1_west")"
 case "$(node_of "$a1_east")" in "$run-e1" | "$run-e2") ok "a1 ran on an east node" ;; *) bad "a1 node $(node_of "$a1_east")" ;; esac
 case "$(node_of "$b1_west")" in "$run-w1" | "$run-w2") ok "b1 ran on a west node" ;; *) bad "b1 node $(node_of "$b1_west")" ;; esac
+ana jobs show "$b1_west" | grep -q '^Cluster:   west (asked for)$' &&
+	[ "$(ana jobs show "$b1_west" -o json | jq -r .cluster)" = west ] &&
+	ok "jobs show: the cluster it asked for" || bad "jobs show cluster: $(ana jobs show "$b1_west")"
 ex=$(ana jobs explain "$b1_west")
 grep -q "cluster west picked: asked for by the submission (--cluster); its policy cnlab places it" <<<"$ex" &&
 	ok "explain: the cluster's decision, then the node's" || bad "explain b1: $ex"
@@ -256,7 +259,13 @@ out=$(adm cluster show nosuch 2>&1)
 adm cluster show east | grep -q '^Policy:      fifo$' && ok "refusals changed nothing" ||
 	bad "after refusals: $(adm cluster show east)"
 
-# --- the policies outlive a restart -------------------------------------------
+# --- policies, asked clusters and picks outlive a restart ----------------------
+r1=$(submit teama --gpu h100-100 --cluster east wait.sh rr-1)
+r2=$(submit teama --gpu h100-100 --cluster east wait.sh rr-2)
+for f in "$r1" "$r2"; do wait_for 60 is_state "$f" running || bad "filler $f: $(state "$f")"; done
+q=$(submit teamb --gpu h100-100 --cluster east hello.sh)
+wait_for 20 sh -c "XDG_CONFIG_HOME=$tmp/xdg-ana '$cnlab' jobs explain $q | grep -q 'cluster east picked'" ||
+	bad "q picked: $(ana jobs explain "$q")"
 kill "$cnlabd_pid"
 wait "$cnlabd_pid" 2>/dev/null
 start_cnlabd || bad "restart: $(tail -3 "$tmp/cnlabd.err")"
@@ -264,6 +273,15 @@ show=$(adm cluster show west)
 grep -q '^Policy:      cnlab$' <<<"$show" && grep -q '^Weights:     w_age=0,w_fairshare=50$' <<<"$show" &&
 	adm cluster show east | grep -q '^Wait target: 2 s' &&
 	ok "the policies are kept across a restart" || bad "after restart: $show"
+ana jobs show "$q" | grep -q '^Cluster:   east (asked for)$' &&
+	ok "a pending job keeps the cluster it asked for" || bad "q after restart: $(ana jobs show "$q")"
+sleep 4 # past east's wait target, with west empty
+is_state "$q" pending && ok "... and still does not move" || bad "q moved: $(state "$q")"
+touch "$shared/rr-1" "$shared/rr-2"
+wait_for 60 is_state "$q" succeeded || bad "q end: $(state "$q")"
+case "$(node_of "$q")" in "$run-e1" | "$run-e2") ok "q ran in east" ;; *) bad "q node $(node_of "$q")" ;; esac
+[ "$(ana jobs explain "$q" | grep -c 'picked')" = 1 ] &&
+	ok "the restart did not pick (and audit) its cluster again" || bad "explain q: $(ana jobs explain "$q")"
 
 [ $fails = 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails = 0 ]

@@ -198,6 +198,8 @@ int cnl_cli_cmd_jobs_show(struct cnl_cli *cli)
 	print_names("GPU types:", o.gpu_types, o.n_gpu_types);
 	if (o.dataset[0])
 		printf("Dataset:   %s\n", o.dataset);
+	if (o.cluster[0])
+		printf("Cluster:   %s (asked for)\n", o.cluster);
 	print_names("Nodes:     only", o.nodelist, o.n_nodelist);
 	print_names("Excluded:", o.exclude, o.n_exclude);
 	print_names("Preferred:", o.prefer, o.n_prefer);
