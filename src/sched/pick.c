@@ -103,6 +103,24 @@ double cnl_picks_util(const struct cnl_picks *p, size_t k)
 	return l->blocks_total ? (double)l->blocks_used / l->blocks_total : 0;
 }
 
+int cnl_req_blocks(const struct cnl_alloc_req *r)
+{
+	switch (r->kind) {
+	case CNL_REQ_BLOCKS:
+		return r->blocks;
+	case CNL_REQ_WHOLE:
+		return 100 * r->gpus;
+	case CNL_REQ_MIG:
+		/* "3g.40gb": 3 of the 7 compute slices. */
+		if (r->profile && r->profile[0] >= '1' && r->profile[0] <= '7')
+			return (r->profile[0] - '0') * 100 /
+			       CNL_MIG_COMPUTE_SLICES;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
 const char *cnl_pick_why_text(enum cnl_pick_why why)
 {
 	switch (why) {

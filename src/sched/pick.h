@@ -78,6 +78,10 @@ struct cnl_pick {
 	bool now;    /* the job fits there now */
 };
 
+/* The GPU capacity request @r asks for, in blocks (a MIG profile its
+ * compute share, whole GPUs 100 each, CPU work 0). */
+int cnl_req_blocks(const struct cnl_alloc_req *r);
+
 /* A sentence for @why (e.g. "holds its dataset"). */
 const char *cnl_pick_why_text(enum cnl_pick_why why);
 

@@ -31,6 +31,7 @@
 #include "common/id.h"
 #include "common/trace.h"
 #include "net/metrics.h"
+#include "sched/forecast.h"
 #include "sched/sched.h"
 #include "server/ctl.h"
 #include "server/shape.h"
@@ -147,6 +148,7 @@ struct wl {
 	 * was picked for while pending (ctl_cluster.c; "": not yet), when. */
 	char cl_want[CNL_NAME_MAX], cl_pick[CNL_NAME_MAX];
 	int64_t cl_pick_ms;
+	bool fc_seen; /* counted as an arrival by its cluster's forecast */
 	/* What the facts index last published for it (ctl_facts.c). */
 	uint64_t facts_fp;
 	/* Its submission's trace context (traceparent); "": none
@@ -253,6 +255,14 @@ struct cnl_ctl {
 	struct ctl_cl *cls;
 	size_t n_cls;
 	uint64_t split_cycles;
+	/* Each cluster's saturation forecast (ctl_cluster.c), by name. */
+	struct ctl_fc {
+		char name[CNL_NAME_MAX];
+		struct cnl_forecast fc;
+		double util, predicted; /* now, and at the horizon */
+	} * fcs;
+	size_t n_fcs;
+	int64_t fc_last_ms;
 	/* The picks and moves of the last split cycle, for its audit. */
 	struct ctl_pick_note {
 		char id[CNL_ID_MAX];
@@ -312,6 +322,17 @@ void ctl_clusters_free(struct cnl_ctl *ctl);
 int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
                     const size_t *map, size_t n, int64_t now,
                     struct cnl_decisions *out);
+/*
+ * ctl_forecast_tick - at most once a second: each cluster's capacity,
+ * held, pending and ending blocks into its forecast (sched/forecast.h),
+ * new pending work counted as arrivals, the forecast 90 s ahead made.
+ */
+void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now);
+/* The clusters' gauges (utilisation, forecast, its error) into @b. */
+void ctl_clusters_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b);
+/* Workload @w, placed on a node, ended at @now: its run time against its
+ * estimate, for its cluster's forecast. */
+void ctl_forecast_ended(struct cnl_ctl *ctl, const struct wl *w, int64_t now);
 
 /* ctl.c */
 /* The kind of @w for the state machine. */

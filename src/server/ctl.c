@@ -277,6 +277,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	ctl_nset_free_all(ctl);
 	ctl_clusters_free(ctl);
 	free(ctl->picks);
+	free(ctl->fcs);
 	cnl_cluster_free(ctl->cluster);
 	cnl_sched_free(ctl->sched);
 	ctl_facts_free(ctl->facts);
@@ -852,6 +853,7 @@ void cnl_ctl_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 		if (ctl->wl[i].state == CNL_WL_PENDING)
 			queue[ctl->wl[i].j.prio & 3]++;
 	}
+	ctl_clusters_metrics(ctl, b);
 	cnl_mb_family(b, "cnlab_queue_depth", "gauge",
 	              "Pending workloads by priority class.");
 	for (int p = 0; p < 4; p++)

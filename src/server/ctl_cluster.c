@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "sched/pick.h"
+#include "net/metrics.h"
 #include "server/ctl-internal.h"
 
 #define WAIT_TARGET_MAX_S (7 * 86400)
@@ -309,6 +310,8 @@ bool cnl_ctl_cluster_known(struct cnl_ctl *ctl, const char *name)
 	return found;
 }
 
+static struct ctl_fc *fc_of(struct cnl_ctl *ctl, const char *name);
+
 static bool placed(const struct wl *w)
 {
 	return w->node >= 0 && w->state != CNL_WL_PENDING &&
@@ -346,6 +349,27 @@ static json_t *cluster_json(struct cnl_ctl *ctl, const struct cnl_picks *p,
 	if (cl)
 		json_object_set_new(o, "updated_at",
 		                    ctl_time_or_null(cl->updated_ms));
+	{
+		struct ctl_fc *f = fc_of(ctl, p->name[k]);
+		double e = cnl_fc_error(&f->fc);
+
+		json_object_set_new(
+		    o, "forecast",
+		    json_pack("{s:f,s:f,s:f,s:o,s:s}", "utilisation_90s",
+		              round(f->predicted * 1000) / 1000,
+		              "arrivals_90s_blocks",
+		              round(cnl_fc_arrivals(&f->fc, ctl_now_ms(),
+		                                    CNL_FC_HORIZON_MS)),
+		              "runtime_ratio",
+		              round(cnl_fc_runtime_ratio(&f->fc) * 100) / 100,
+		              "error",
+		              e < 0 ? json_null()
+		                    : json_real(round(e * 1000) / 1000),
+		              "model",
+		              "held - ending + pending + arrivals; arrivals by "
+		              "additive Holt-Winters per 10 s, 15-minute "
+		              "time-of-day season"));
+	}
 	if (nodes) {
 		json_t *a = json_array();
 
@@ -649,4 +673,137 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
 	free(s.gang_k);
 	cnl_picks_done(&s.p);
 	return r;
+}
+
+/* ---- the saturation forecast --------------------------------------------- */
+
+#define FORECAST_EVERY_MS 2000
+
+static struct ctl_fc *fc_of(struct cnl_ctl *ctl, const char *name)
+{
+	struct ctl_fc *f;
+
+	for (size_t i = 0; i < ctl->n_fcs; i++)
+		if (strcmp(ctl->fcs[i].name, name) == 0)
+			return &ctl->fcs[i];
+	ctl->fcs = cnl_xrealloc(ctl->fcs, (ctl->n_fcs + 1) * sizeof(*ctl->fcs));
+	f = &ctl->fcs[ctl->n_fcs++];
+	memset(f, 0, sizeof(*f));
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	cnl_fc_init(&f->fc);
+	return f;
+}
+
+void ctl_forecast_ended(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
+{
+	struct cnl_picks p;
+	int k;
+
+	if (w->node < 0 || w->j.runtime_ms <= 0 || w->started_ms <= 0 ||
+	    scan(ctl, &p) < 0)
+		return;
+	k = (uint32_t)w->node < p.n_nodes ? p.of_node[w->node] : -1;
+	if (k >= 0)
+		cnl_fc_ended(&fc_of(ctl, p.name[k])->fc, w->j.runtime_ms,
+		             now - w->started_ms);
+	cnl_picks_done(&p);
+}
+
+void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
+{
+	struct cnl_picks p;
+	double *pending, *ending, *ratio;
+	struct ctl_fc **f;
+
+	if (now - ctl->fc_last_ms < FORECAST_EVERY_MS || scan(ctl, &p) < 0)
+		return;
+	ctl->fc_last_ms = now;
+	pending = cnl_xcalloc(p.n + 1, sizeof(*pending));
+	ending = cnl_xcalloc(p.n + 1, sizeof(*ending));
+	ratio = cnl_xcalloc(p.n + 1, sizeof(*ratio));
+	f = cnl_xcalloc(p.n + 1, sizeof(*f));
+	for (size_t k = 0; k < p.n; k++)
+		f[k] = fc_of(ctl, p.name[k]);
+	/* (fc_of() may move the table: the pointers are taken after.) */
+	for (size_t k = 0; k < p.n; k++) {
+		f[k] = fc_of(ctl, p.name[k]);
+		ratio[k] = cnl_fc_runtime_ratio(&f[k]->fc);
+	}
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		struct wl *w = &ctl->wl[i];
+		const struct cnl_alloc *a;
+		int k;
+
+		if (!placed(w)) {
+			if (w->state != CNL_WL_PENDING)
+				continue;
+			/* Work not yet picked (several clusters) is counted
+			 * once it is. */
+			k = p.n == 1 ? 0 : cnl_picks_find(&p, w->cl_pick);
+			if (k < 0)
+				continue;
+			pending[k] += cnl_req_blocks(&w->j.req);
+			if (!w->fc_seen) {
+				w->fc_seen = true;
+				cnl_fc_arrival(&f[k]->fc, now,
+				               cnl_req_blocks(&w->j.req));
+			}
+			continue;
+		}
+		if ((uint32_t)w->node >= p.n_nodes || w->j.runtime_ms <= 0 ||
+		    w->started_ms <= 0 || !w->alloc_id)
+			continue;
+		k = p.of_node[w->node];
+		if (w->started_ms +
+		            (int64_t)((double)w->j.runtime_ms * ratio[k]) <=
+		        now + CNL_FC_HORIZON_MS &&
+		    (a = cnl_alloc_get(ctl->cluster, w->alloc_id)))
+			ending[k] += cnl_alloc_blocks_held(ctl->cluster, a);
+	}
+	for (size_t k = 0; k < p.n; k++) {
+		struct cnl_fc_now st = {.capacity =
+		                            (double)p.load[k].blocks_total,
+		                        .held = (double)p.load[k].blocks_used,
+		                        .ending = ending[k],
+		                        .pending = pending[k]};
+
+		f[k]->util = cnl_picks_util(&p, k);
+		cnl_fc_tick(&f[k]->fc, now, f[k]->util);
+		f[k]->predicted = cnl_fc_predict(&f[k]->fc, now, &st);
+	}
+	free(pending);
+	free(ending);
+	free(ratio);
+	free(f);
+	cnl_picks_done(&p);
+}
+
+void ctl_clusters_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
+{
+	cnl_mb_family(b, "cnlab_cluster_utilisation", "gauge",
+	              "Share of a cluster's GPU capacity (nodes taking work) "
+	              "in use, at the last forecast.");
+	for (size_t i = 0; i < ctl->n_fcs; i++)
+		cnl_mb_printf(b,
+		              "cnlab_cluster_utilisation{cluster=\"%s\"} %g\n",
+		              ctl->fcs[i].name, ctl->fcs[i].util);
+	cnl_mb_family(b, "cnlab_cluster_forecast_utilisation", "gauge",
+	              "A cluster's GPU demand expected 90 s ahead, as a share "
+	              "of its capacity (above 1: saturated).");
+	for (size_t i = 0; i < ctl->n_fcs; i++)
+		cnl_mb_printf(
+		    b,
+		    "cnlab_cluster_forecast_utilisation{cluster=\"%s\","
+		    "horizon=\"90s\"} %g\n",
+		    ctl->fcs[i].name, ctl->fcs[i].predicted);
+	cnl_mb_family(b, "cnlab_cluster_forecast_error", "gauge",
+	              "Mean absolute error of a cluster's 90 s forecasts so "
+	              "far, in share of capacity.");
+	for (size_t i = 0; i < ctl->n_fcs; i++)
+		if (cnl_fc_error(&ctl->fcs[i].fc) >= 0)
+			cnl_mb_printf(
+			    b,
+			    "cnlab_cluster_forecast_error{cluster=\"%s\"} "
+			    "%g\n",
+			    ctl->fcs[i].name, cnl_fc_error(&ctl->fcs[i].fc));
 }

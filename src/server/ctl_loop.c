@@ -717,6 +717,7 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 		ctl->dirty = false;
 		run_cycle(ctl, now);
 	}
+	ctl_forecast_tick(ctl, now);
 	ctl_facts_scan(ctl, now);
 }
 

@@ -842,6 +842,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 	} else {
 		if ((r = ctl_persist_end(ctl, &next, true, (int)code, now)) < 0)
 			return store_err(ctl, r, err, errlen);
+		ctl_forecast_ended(ctl, w, now);
 		if (w->alloc_id)
 			cnl_alloc_free(ctl->cluster, w->alloc_id);
 		ctl_node_changed(ctl, w->node);

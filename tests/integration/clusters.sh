@@ -126,6 +126,7 @@ show=$(adm cluster show west)
 grep -q '^Policy:      cnlab$' <<<"$show" && grep -q '^Weights:     w_age=0,w_fairshare=50$' <<<"$show" &&
 	grep -q "^Node names:  $run-w1 $run-w2$" <<<"$show" &&
 	ok "cluster show: policy, weights and nodes" || bad "cluster show: $show"
+grep -Eq '^Forecast:    0% in 90 s' <<<"$show" && ok "cluster show: the 90 s forecast" || bad "forecast: $show"
 # Users see the clusters (to pick one), not their nodes.
 ushow=$(ana cluster show west -o json)
 [ "$(jq -r .policy <<<"$ushow")" = cnlab ] && [ "$(jq 'has("node_names")' <<<"$ushow")" = false ] &&
@@ -168,6 +169,21 @@ pending_all "$a1_east" "$a2_east" "$b1_east" "$a1_west" "$a2_west" "$b1_west" &&
 list=$(adm cluster list)
 grep -Eq '^east +2/2 up +2 +100% +3 +2 +fifo$' <<<"$list" &&
 	ok "cluster list: each cluster's pending and running work" || bad "cluster list: $list"
+# The forecast sees the queue: east holds 2 GPUs and has 3 more asked
+# for, 250% of its capacity 90 s ahead (the arrivals' model adds more).
+fc_of() { adm cluster show "$1" -o json | jq -r '.forecast.utilisation_90s'; }
+saturated() { awk -v u="$(fc_of east)" 'BEGIN { exit !(u >= 2.5) }'; }
+wait_for 20 saturated && ok "east's forecast: saturated ($(fc_of east))" || bad "east forecast $(fc_of east)"
+m=$(curl -sS "$base/metrics")
+grep -Eq '^cnlab_cluster_forecast_utilisation\{cluster="east",horizon="90s"\} [0-9.e+]+$' <<<"$m" &&
+	grep -Eq '^cnlab_cluster_utilisation\{cluster="west"\} 1$' <<<"$m" &&
+	ok "metrics: each cluster's utilisation and forecast" || bad "metrics: $(grep cnlab_cluster <<<"$m")"
+if command -v promtool >/dev/null; then
+	out=$(promtool check metrics <<<"$m" 2>&1)
+	[ -z "$out" ] && ok "cnlabd /metrics with the cluster gauges passes promtool" || bad "promtool: $out"
+else
+	bad "promtool missing"
+fi
 # One GPU frees in each cluster.
 touch "$shared/go-east-1" "$shared/go-west-1"
 wait_for 60 is_state "$a1_east" running && ok "east (fifo) starts team A's a1: submit order" ||

@@ -86,6 +86,26 @@ int cnl_cli_cmd_cluster_show(struct cnl_cli *cli)
 	printf("Work:        %lld pending, %lld running\n",
 	       json_integer_value(json_object_get(o, "pending")),
 	       json_integer_value(json_object_get(o, "running")));
+	{
+		json_t *f = json_object_get(o, "forecast");
+		json_t *e = json_object_get(f, "error");
+		char err[48] = "";
+
+		if (json_is_number(e))
+			snprintf(err, sizeof(err), "; error so far %.0f%%",
+			         100 * json_number_value(e));
+		if (f)
+			printf("Forecast:    %.0f%% in 90 s (%.0f blocks of "
+			       "new work expected; run times x%.2f of their "
+			       "estimates%s)\n",
+			       100 * json_number_value(
+			                 json_object_get(f, "utilisation_90s")),
+			       json_number_value(
+			           json_object_get(f, "arrivals_90s_blocks")),
+			       json_number_value(
+			           json_object_get(f, "runtime_ratio")),
+			       err);
+	}
 	printf("Policy:      %s%s\n", cnl_cli_str(o, "policy", "?"),
 	       json_is_true(json_object_get(o, "configured"))
 	           ? ""
