@@ -13,7 +13,9 @@
 void cnl_fc_init(struct cnl_forecast *fc)
 {
 	memset(fc, 0, sizeof(*fc));
-	fc->alpha = 0.3;
+	/* The level follows about the last 5 minutes (30 steps): a burst
+	 * of submissions raises it, one submission barely. */
+	fc->alpha = 1.0 / 30;
 	fc->beta = 0.05;
 	fc->rt_ratio = 1;
 	fc->last_util = 0;

@@ -142,15 +142,16 @@ const char *cnl_pick_why_text(enum cnl_pick_why why)
 	}
 }
 
-/* Whether node @i could ever take @pp (empty, as big as it is). */
+/* Whether node @i could ever take @pp (empty, as big as it is, and
+ * taking work: a node down may be powered on or come back). */
 static bool could_ever(const struct cnl_cluster *c, uint32_t i,
                        const struct cnl_req_prep *pp)
 {
 	const struct cnl_node *n = &c->nodes[i];
 	const struct cnl_alloc_req *q = &pp->req;
 
-	if (n->state == CNL_NODE_DOWN || !cnl_req_node_ok(q, i) ||
-	    n->cpu_total < q->cpu_milli || n->mem_total < q->mem_mib)
+	if (!cnl_req_node_ok(q, i) || n->cpu_total < q->cpu_milli ||
+	    n->mem_total < q->mem_mib)
 		return false;
 	if (q->kind == CNL_REQ_CPU)
 		return true;

@@ -11,8 +11,9 @@
  *   1. The cluster the user asked for (`--cluster`), if any: nothing
  *      else is considered.
  *   2. Among the clusters that could ever run the job (a node of a
- *      GPU type it allows, with enough GPUs, CPU and memory, not down,
- *      within its node lists), one where it can start now beats one
+ *      GPU type it allows, with enough GPUs, CPU and memory, within its
+ *      node lists: a node down or off counts, as it may come back), one
+ *      where it can start now beats one
  *      where it would wait.
  *   3. Then one that holds its dataset (a node labelled with it).
  *   4. Then the least loaded (share of GPU capacity in use), then the

@@ -1415,6 +1415,9 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 	            cfg->preempt_min_run_ms ? cfg->preempt_min_run_ms : -1,
 	        .preempt_grace_ms =
 	            cfg->preempt_grace_ms ? cfg->preempt_grace_ms : -1,
+	        .power_command = cfg->power_command,
+	        .power_idle_ms = cfg->power_idle_ms,
+	        .power_spare_gpus = cfg->power_spare_gpus,
 	        .upkeep = upkeep,
 	        .upkeep_ud = api,
 	        .changed = changed,

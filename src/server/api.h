@@ -79,8 +79,12 @@ struct cnl_api_config {
 	int64_t cycle_interval_ms;  /* 0: 1 s */
 	int64_t preempt_min_run_ms; /* 0: the scheduler's default (10 min) */
 	int64_t preempt_grace_ms;   /* 0: the scheduler's default (5 min) */
-	const char *cli_dir;        /* CLI binaries for /cli; NULL: beside us */
-	const char *public_url;     /* URL the installer names; NULL: Host */
+	/* Idle nodes powered down (ctl.h); NULL command: never. */
+	const char *power_command;
+	int64_t power_idle_ms;
+	int64_t power_spare_gpus;
+	const char *cli_dir;    /* CLI binaries for /cli; NULL: beside us */
+	const char *public_url; /* URL the installer names; NULL: Host */
 	/* The notebook origin as users reach it (http(s)://host[:port],
 	 * another origin than the API's); NULL: the API's scheme and Host
 	 * name with the port of cnl_api_start_notebooks()'s listener. */

@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -42,6 +43,12 @@
 
 enum nstate { N_UP, N_CORDONED, N_DRAINING, N_LOST };
 extern const char *const ctl_nstate_names[];
+/* A node's power (ctl_power.c); the names of enum power. */
+enum power { PW_ON, PW_OFF, PW_WAKING };
+extern const char *const ctl_power_names[];
+/* Heartbeats this soon after a power-off are its last words, not a
+ * node switched on again. */
+#define POWER_OFF_GRACE_MS 120000
 
 struct node {
 	char id[CNL_ID_MAX];
@@ -62,6 +69,17 @@ struct node {
 	bool use_known;
 	int16_t util_pct[CNL_WIRE_GPUS_MAX];
 	int64_t mem_used[CNL_WIRE_GPUS_MAX];
+	/* Power (ctl_power.c): enum power, since when; the command running
+	 * (0: none); no new try before power_retry_ms; the last cycle found
+	 * it idle past the idle time (since power_idle_since); its agent
+	 * came back after a power-on, to audit. */
+	uint8_t power;
+	int64_t power_ms;
+	pid_t power_pid;
+	int64_t power_retry_ms;
+	bool power_idle;
+	int64_t power_idle_since;
+	bool power_back;
 };
 
 /*
@@ -328,6 +346,17 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
  * new pending work counted as arrivals, the forecast 90 s ahead made.
  */
 void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now);
+/* The blocks cluster @name's forecast expects to be asked for 90 s ahead
+ * (its forecast utilisation x @capacity; 0 before any forecast). */
+double ctl_forecast_demand(struct cnl_ctl *ctl, const char *name,
+                           double capacity);
+/* Whether work picked for cluster @name waits for capacity, or for nodes
+ * that are not taking work (off, lost, cordoned). */
+bool ctl_cluster_starved(struct cnl_ctl *ctl, const char *name);
+/* ctl_power.c: the power of idle nodes (see there).  Each tick; and the
+ * cycle's report that node @node is idle past the idle time. */
+void ctl_power_tick(struct cnl_ctl *ctl, int64_t now);
+void ctl_power_idle(struct cnl_ctl *ctl, int node, int64_t since);
 /* The clusters' gauges (utilisation, forecast, its error) into @b. */
 void ctl_clusters_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b);
 /* Workload @w, placed on a node, ended at @now: its run time against its

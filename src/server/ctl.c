@@ -215,6 +215,8 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		sc.min_run_ms = cfg->preempt_min_run_ms;
 	if (cfg->preempt_grace_ms >= 0)
 		sc.grace_ms = cfg->preempt_grace_ms;
+	if (cfg->power_idle_ms > 0)
+		sc.idle_power_down_ms = cfg->power_idle_ms;
 	ctl->default_runtime_ms = sc.default_runtime_ms;
 	if ((r = cnl_sched_new(&sc, &ctl->sched)) < 0) {
 		snprintf(err, errlen, "scheduler: unknown policy \"%s\"",

@@ -54,6 +54,12 @@ struct cnl_ctl_config {
 	uint64_t seed;                 /* placement tie-breaks */
 	int64_t preempt_min_run_ms;    /* victims ran this long; -1: default */
 	int64_t preempt_grace_ms;      /* signal to kill; -1: default */
+	/* Idle nodes powered down through this command (ctl_power.c);
+	 * NULL: never.  Idle this long (0: 30 min); idle GPUs each cluster
+	 * keeps on. */
+	const char *power_command;
+	int64_t power_idle_ms;
+	int64_t power_spare_gpus;
 	/* Called at each tick with the lock held, for the API's own upkeep
 	 * (deleting files past their retention); NULL: none. */
 	void (*upkeep)(void *ud, int64_t now_ms);

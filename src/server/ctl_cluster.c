@@ -583,7 +583,7 @@ static int run_one(struct split *s, const struct cnl_job *jobs, size_t n,
 	struct cnl_job *sub = cnl_xmalloc((n + 1) * sizeof(*sub));
 	size_t *back = cnl_xmalloc((n + 1) * sizeof(*back)), ns = 0;
 	bool any = false;
-	int r = 0;
+	int r;
 
 	for (size_t i = 0; i < n; i++) {
 		if (s->of_job[i] != (int16_t)k)
@@ -595,14 +595,19 @@ static int run_one(struct split *s, const struct cnl_job *jobs, size_t n,
 		}
 		back[ns++] = i;
 	}
-	if (any)
-		r = cnl_sched_cycle_inc(sched, ctl->cluster, sub, ns, s->now,
-		                        ctl->cfg.seed ^ (uint64_t)s->now ^ k,
-		                        &dec);
+	/* Run even without pending work: its idle nodes are reported. */
+	(void)any;
+	r = cnl_sched_cycle_inc(sched, ctl->cluster, sub, ns, s->now,
+	                        ctl->cfg.seed ^ (uint64_t)s->now ^ k, &dec);
 	for (size_t i = 0; r == 0 && i < dec.n; i++) {
 		struct cnl_decision d = dec.d[i];
 
-		if (d.kind == CNL_DEC_POWER_DOWN || d.job >= ns)
+		if (d.kind == CNL_DEC_POWER_DOWN) {
+			if (d.node < s->p.n_nodes && s->p.of_node[d.node] == k)
+				push(out, &d);
+			continue;
+		}
+		if (d.job >= ns)
 			continue;
 		d.job = (uint32_t)back[d.job];
 		if (d.kind == CNL_DEC_PREEMPT)
@@ -806,4 +811,29 @@ void ctl_clusters_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 			    "cnlab_cluster_forecast_error{cluster=\"%s\"} "
 			    "%g\n",
 			    ctl->fcs[i].name, cnl_fc_error(&ctl->fcs[i].fc));
+}
+
+double ctl_forecast_demand(struct cnl_ctl *ctl, const char *name,
+                           double capacity)
+{
+	for (size_t i = 0; i < ctl->n_fcs; i++)
+		if (strcmp(ctl->fcs[i].name, name) == 0)
+			return ctl->fcs[i].predicted * capacity;
+	return 0;
+}
+
+bool ctl_cluster_starved(struct cnl_ctl *ctl, const char *name)
+{
+	bool one = ctl->n_fcs <= 1;
+
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		const struct wl *w = &ctl->wl[i];
+
+		if (w->state == CNL_WL_PENDING &&
+		    (w->wait_reason == CNL_WHY_NO_CAPACITY ||
+		     w->wait_reason == CNL_WHY_NO_NODE_TAKING_WORK) &&
+		    (one || strcmp(w->cl_pick, name) == 0))
+			return true;
+	}
+	return false;
 }

@@ -27,6 +27,7 @@
 #include "server/shape.h"
 
 const char *const ctl_nstate_names[] = {"up", "cordoned", "draining", "lost"};
+const char *const ctl_power_names[] = {"on", "off", "powering-on"};
 
 enum cnl_wl_kind ctl_kind(const struct wl *w)
 {

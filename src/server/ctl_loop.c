@@ -454,10 +454,14 @@ static void run_cycle(struct cnl_ctl *ctl, int64_t now)
 	 * submissions, can change thousands.  Should it fail, memory keeps
 	 * the reasons and only their audit records are lost (logged). */
 	tx = tried = false;
+	for (size_t i = 0; i < ctl->n_nodes; i++)
+		ctl->nodes[i].power_idle = false;
 	for (size_t i = 0; i < dec->n; i++) {
 		const struct cnl_decision *d = &dec->d[i];
 		struct wl *w;
 
+		if (d->kind == CNL_DEC_POWER_DOWN)
+			ctl_power_idle(ctl, (int)d->node, d->at_ms);
 		if (d->kind == CNL_DEC_POWER_DOWN || d->job >= n)
 			continue;
 		w = &ctl->wl[map[d->job]];
@@ -534,7 +538,9 @@ static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 		struct node *nd = &ctl->nodes[i], lost;
 		int r;
 
-		if (nd->state == N_LOST ||
+		/* A node powered off (or being switched on) is silent, not
+		 * lost. */
+		if (nd->state == N_LOST || nd->power != PW_ON ||
 		    now - nd->last_seen_ms <= ctl->cfg.node_lost_ms)
 			continue;
 		/* Record first (on copies), then change memory. */
@@ -718,6 +724,7 @@ void cnl_ctl_tick(struct cnl_ctl *ctl, int64_t now, bool force)
 		run_cycle(ctl, now);
 	}
 	ctl_forecast_tick(ctl, now);
+	ctl_power_tick(ctl, now);
 	ctl_facts_scan(ctl, now);
 }
 

@@ -106,6 +106,11 @@ int ctl_node_save(struct cnl_ctl *ctl, const struct node *n, int64_t now)
 	                    json_string(ctl_nstate_names[n->state]));
 	if (n->protocol)
 		json_object_set_new(o, "protocol", json_integer(n->protocol));
+	if (n->power != PW_ON) /* off, or being switched on */
+		json_object_set_new(
+		    o, "power",
+		    json_pack("{s:s,s:I}", "state", ctl_power_names[n->power],
+		              "since", (json_int_t)n->power_ms));
 	snprintf(d.kind, sizeof(d.kind), "node");
 	snprintf(d.id, sizeof(d.id), "%s", n->id);
 	snprintf(d.name, sizeof(d.name), "%s", n->name);
@@ -144,14 +149,27 @@ int ctl_load_nodes(struct cnl_ctl *ctl, int64_t now, char *err, size_t errlen)
 			if (r >= 0) {
 				int pv = (int)json_integer_value(
 				    json_object_get(inv, "protocol"));
+				json_t *pw = json_object_get(inv, "power");
+				const char *ps = json_string_value(
+				    json_object_get(pw, "state"));
+				uint8_t power = PW_ON;
+				int64_t power_ms = json_integer_value(
+				    json_object_get(pw, "since"));
 
+				for (uint8_t k = 0; ps && k < 3; k++)
+					if (strcmp(ps, ctl_power_names[k]) == 0)
+						power = k;
 				json_object_del(inv, "protocol");
+				json_object_del(inv, "power");
 				node_push(ctl, d[i].id, inv,
 				          json_integer_value(
 				              json_object_get(inv, "epoch")),
 				          state, now);
 				ctl->nodes[ctl->n_nodes - 1].protocol =
 				    pv > 0 && pv < 256 ? (uint8_t)pv : 0;
+				ctl->nodes[ctl->n_nodes - 1].power = power;
+				ctl->nodes[ctl->n_nodes - 1].power_ms =
+				    power_ms;
 				/* The cluster's node stays UP until its work
 				 * is re-adopted (ctl_node_states()): the
 				 * allocator places nothing on a cordoned node,
@@ -175,7 +193,10 @@ int ctl_load_nodes(struct cnl_ctl *ctl, int64_t now, char *err, size_t errlen)
 void ctl_node_states(struct cnl_ctl *ctl)
 {
 	for (size_t i = 0; i < ctl->n_nodes; i++)
-		if (ctl->nodes[i].state != N_UP)
+		if (ctl->nodes[i].power != PW_ON)
+			cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i,
+			                           CNL_NODE_DOWN);
+		else if (ctl->nodes[i].state != N_UP)
 			cnl_cluster_set_node_state(
 			    ctl->cluster, (uint32_t)i,
 			    ctl->nodes[i].state == N_LOST ? CNL_NODE_DOWN
@@ -511,6 +532,26 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 		return set_err(err, errlen, 404, "node not found");
 	n = &ctl->nodes[i];
 	n->last_seen_ms = now;
+	/* Powered on (or on again by hand): it takes work again. */
+	if (n->power != PW_ON &&
+	    (n->power == PW_WAKING || now - n->power_ms > POWER_OFF_GRACE_MS)) {
+		struct node next = *n;
+
+		next.power = PW_ON;
+		next.power_ms = now;
+		if (ctl_node_save(ctl, &next, now) < 0)
+			return set_err(err, errlen, 500,
+			               "cannot store the node");
+		n->power = PW_ON;
+		n->power_ms = now;
+		n->power_back = true;
+		if (n->state == N_UP)
+			cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i,
+			                           CNL_NODE_UP);
+		else
+			ctl_node_states(ctl);
+		cnl_ctl_kick(ctl);
+	}
 	if (n->state == N_LOST) {
 		/* Back: it may take work again, under its new epoch. */
 		n->state = N_UP;
@@ -911,6 +952,7 @@ static json_t *node_json(struct cnl_ctl *ctl, size_t i, int64_t now)
 	json_object_set_new(o, "state",
 	                    json_string(ctl_nstate_names[n->state]));
 	json_object_set_new(o, "epoch", json_integer(n->epoch));
+	json_object_set_new(o, "power", json_string(ctl_power_names[n->power]));
 	json_object_set_new(o, "blocks_total", json_integer(total));
 	json_object_set_new(o, "blocks_used", json_integer(used));
 	json_object_set_new(o, "workloads", json_integer(cn->n_allocs));

@@ -58,6 +58,9 @@ struct settings {
 	int64_t cycle_interval;
 	int64_t preempt_min_run;
 	int64_t preempt_grace;
+	char *power_command;
+	int64_t power_idle;
+	int64_t power_spare_gpus;
 	char *oidc_issuer;
 	char *oidc_audience;
 	char *oidc_jwks_file;
@@ -160,6 +163,15 @@ static const struct cnl_config_def settings_table[] = {
     {"preempt_grace", CNL_CONFIG_DURATION, S(preempt_grace), "5m", 1, 3600000,
      "Time between a pre-empted job's signal (checkpoint now) and its "
      "kill."},
+    {"power_command", CNL_CONFIG_STRING, S(power_command), NULL, 0, 0,
+     "Command that powers a node off and on (IPMI, Redfish, a script): run "
+     "as COMMAND off|on NODE, with CNLAB_NODE and CNLAB_NODE_ADDRESS set. "
+     "Unset: nodes are never powered down."},
+    {"power_idle", CNL_CONFIG_DURATION, S(power_idle), "30m", 1000,
+     7LL * 86400000,
+     "With power_command: a node idle this long is powered down."},
+    {"power_spare_gpus", CNL_CONFIG_INT, S(power_spare_gpus), "8", 0, 100000,
+     "With power_command: idle GPUs each cluster keeps powered on."},
     {"oidc_issuer", CNL_CONFIG_STRING, S(oidc_issuer), NULL, 0, 0,
      "OIDC issuer whose RS256 ID tokens are accepted as bearer tokens."},
     {"oidc_audience", CNL_CONFIG_STRING, S(oidc_audience), NULL, 0, 0,
@@ -957,6 +969,9 @@ int main(int argc, char **argv)
 	    .cycle_interval_ms = st.cycle_interval,
 	    .preempt_min_run_ms = st.preempt_min_run,
 	    .preempt_grace_ms = st.preempt_grace,
+	    .power_command = st.power_command,
+	    .power_idle_ms = st.power_idle,
+	    .power_spare_gpus = st.power_spare_gpus,
 	    .cli_dir = st.cli_dir,
 	    .public_url = st.public_url,
 	    .notebook_url = st.notebook_url,

@@ -43,11 +43,15 @@ int cnl_cli_cmd_node_list(struct cnl_cli *cli)
 		snprintf(seen, sizeof(seen), "%llds ago",
 		         (long long)json_integer_value(
 		             json_object_get(it, "last_seen_s_ago")));
+		/* Off (or powering on) says more than the state it keeps. */
+		const char *power = cnl_cli_str(it, "power", "on");
 		cnl_cli_table_add(
 		    &t, (const char *[]){cnl_cli_str(it, "name", "?"),
 		                         cnl_cli_str(it, "gpu_type", "?"), gpus,
-		                         cnl_cli_str(it, "state", "?"), blocks,
-		                         seen});
+		                         strcmp(power, "on") != 0
+		                             ? power
+		                             : cnl_cli_str(it, "state", "?"),
+		                         blocks, seen});
 	}
 	return cnl_cli_list_end(&t, o);
 }
@@ -64,6 +68,7 @@ int cnl_cli_cmd_node_show(struct cnl_cli *cli)
 	printf("Node:       %s (%s)\n", cnl_cli_str(o, "name", "?"),
 	       cnl_cli_str(o, "id", "?"));
 	printf("State:      %s\n", cnl_cli_str(o, "state", "?"));
+	printf("Power:      %s\n", cnl_cli_str(o, "power", "on"));
 	printf("GPUs:       %lld x %s\n",
 	       (long long)json_integer_value(json_object_get(o, "gpus")),
 	       cnl_cli_str(o, "gpu_type", "-"));
