@@ -78,7 +78,8 @@ void cnl_fc_arrival(struct cnl_forecast *fc, int64_t now_ms, double blocks);
 /*
  * cnl_fc_tick - close every step that ended by @now_ms (an idle step
  * counts zero arrivals), updating the model; score the forecasts due by
- * now against @util_now (the utilisation seen now).
+ * now against @util_now, the demand seen now ((held + pending) /
+ * capacity, as forecast).
  */
 void cnl_fc_tick(struct cnl_forecast *fc, int64_t now_ms, double util_now);
 

@@ -773,7 +773,10 @@ void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
 		                        .pending = pending[k]};
 
 		f[k]->util = cnl_picks_util(&p, k);
-		cnl_fc_tick(&f[k]->fc, now, f[k]->util);
+		/* Forecasts are of demand (held + pending), scored so. */
+		cnl_fc_tick(&f[k]->fc, now,
+		            st.capacity > 0 ? (st.held + st.pending) / st.capacity
+		                            : 0);
 		f[k]->predicted = cnl_fc_predict(&f[k]->fc, now, &st);
 	}
 	free(pending);

@@ -44,6 +44,10 @@ static void usage(FILE *f)
 	    " [--teams N]\n"
 	    "                     [--arrival-scale X] [--copies K] [--json]"
 	    " [--csv FILE] [--plot FILE.svg]\n"
+	    "                     [--burst none|stall|forecast]"
+	    " [--burst-threshold F] [--cloud-gpu-price P]\n"
+	    "                     [--cloud-gpus N] [--cloud-boot S]"
+	    " [--cloud-max N]\n"
 	    "policies:");
 	for (const struct cnl_policy_ops *const *p = cnl_policy_list(); *p; p++)
 		fprintf(f, " %s", (*p)->name);
@@ -460,6 +464,54 @@ static int replay_opt(void *ctx, const char *a, const char *val)
 			return 2;
 		}
 		o->rc.copies = (int)v;
+	} else if (!strcmp(a, "--burst")) {
+		if (!strcmp(val, "none"))
+			o->rc.burst = CNL_BURST_NONE;
+		else if (!strcmp(val, "stall"))
+			o->rc.burst = CNL_BURST_STALL;
+		else if (!strcmp(val, "forecast"))
+			o->rc.burst = CNL_BURST_FORECAST;
+		else {
+			fprintf(stderr,
+			        "cnlab-sim: --burst: none, stall or forecast, "
+			        "not \"%s\"\n",
+			        val);
+			return 2;
+		}
+	} else if (!strcmp(a, "--burst-threshold") ||
+	           !strcmp(a, "--cloud-gpu-price")) {
+		double v = strtod(val, &end);
+		bool th = !strcmp(a, "--burst-threshold");
+
+		if (*end || !(v > 0) || (th && v > 1) || !(v < 1e9)) {
+			fprintf(stderr, "cnlab-sim: %s: not a number in %s: "
+			                "\"%s\"\n",
+			        a, th ? "(0, 1]" : "(0, 1e9)", val);
+			return 2;
+		}
+		if (th)
+			o->rc.burst_threshold = v;
+		else
+			o->rc.cloud_gpu_price = v;
+	} else if (!strcmp(a, "--cloud-gpus") || !strcmp(a, "--cloud-boot") ||
+	           !strcmp(a, "--cloud-max")) {
+		long v = strtol(val, &end, 10);
+		long max = !strcmp(a, "--cloud-gpus")   ? 16
+		           : !strcmp(a, "--cloud-boot") ? 86400
+		                                        : 4096;
+
+		if (*end || v < 1 || v > max) {
+			fprintf(stderr,
+			        "cnlab-sim: %s: not a number in 1..%ld: \"%s\"\n",
+			        a, max, val);
+			return 2;
+		}
+		if (!strcmp(a, "--cloud-gpus"))
+			o->rc.cloud_gpus = (int)v;
+		else if (!strcmp(a, "--cloud-boot"))
+			o->rc.cloud_boot_s = v;
+		else
+			o->rc.cloud_max = (int)v;
 	} else if (!strcmp(a, "--arrival-scale")) {
 		o->rc.arrival_scale = strtod(val, &end);
 		if (*end || !(o->rc.arrival_scale > 0)) {
@@ -555,6 +607,25 @@ static int cmd_replay(int argc, char **argv)
 		json_object_set_new(o, "lost_gpu_hours",
 		                    json_real(res.lost_gpu_hours));
 		json_object_set_new(o, "span_s", json_integer(res.span));
+		json_object_set_new(o, "forecast_mae", json_real(res.fc_mae));
+		json_object_set_new(o, "forecast_p95", json_real(res.fc_p95));
+		json_object_set_new(o, "naive_mae", json_real(res.naive_mae));
+		json_object_set_new(o, "naive_p95", json_real(res.naive_p95));
+		json_object_set_new(o, "forecast_scored",
+		                    json_integer((json_int_t)res.fc_scored));
+		json_object_set_new(
+		    o, "burst",
+		    json_string(rc.burst == CNL_BURST_STALL      ? "stall"
+		                : rc.burst == CNL_BURST_FORECAST ? "forecast"
+		                                                 : "none"));
+		json_object_set_new(
+		    o, "cloud_launched",
+		    json_integer((json_int_t)res.cloud_launched));
+		json_object_set_new(o, "cloud_gpu_hours",
+		                    json_real(res.cloud_gpu_hours));
+		json_object_set_new(o, "cloud_cost", json_real(res.cloud_cost));
+		json_object_set_new(o, "cloud_only_cost",
+		                    json_real(res.cloud_only_cost));
 		json_object_set_new(o, "seconds", json_real(dt));
 		char *text = json_dumps(o, JSON_COMPACT);
 		printf("%s\n", text);
@@ -577,6 +648,22 @@ static int cmd_replay(int argc, char **argv)
 		printf("  GPU allocation while pods arrive: mean %.1f%%, peak "
 		       "%.1f%%; Jain's fairness over teams: %.3f\n",
 		       res.alloc_mean, res.alloc_peak, res.jain);
+		printf("  90 s demand forecast: mean absolute error %.4f, p95 "
+		       "%.4f of capacity (naive \"as now\": %.4f, %.4f; %zu "
+		       "forecasts)\n",
+		       res.fc_mae, res.fc_p95, res.naive_mae, res.naive_p95,
+		       res.fc_scored);
+		if (rc.burst != CNL_BURST_NONE)
+			printf("  cloud burst (%s): %zu instances, %.1f GPU-hours, "
+			       "cost %.0f = %.1f%% of the cloud-only %.0f\n",
+			       rc.burst == CNL_BURST_STALL ? "at the stall"
+			                                   : "at the forecast",
+			       res.cloud_launched, res.cloud_gpu_hours,
+			       res.cloud_cost,
+			       res.cloud_only_cost > 0
+			           ? 100 * res.cloud_cost / res.cloud_only_cost
+			           : 0,
+			       res.cloud_only_cost);
 	}
 	if (plot) {
 		static struct cnl_plot_series ser[2];

@@ -17,6 +17,26 @@
  * load); copies are hashed to teams by name and copy number.
  * With copies = K each pod arrives K times, a second apart (K times the
  * load), the copies hashed to teams by name and copy number.
+ *
+ * The saturation forecast (sched/forecast.h) runs throughout: at every
+ * event its 90 s forecast of demand (held + pending, as a share of the
+ * capacity taking work) is made (at most one per 10 s) and, when due
+ * while pods still arrive, scored against the demand then, beside the
+ * naive forecast "the demand stays as it is"; run-time estimates are the
+ * trace's own run times.
+ *
+ * Cloud burst: instances of cloud_gpus GPUs of the world's most common
+ * GPU type are launched at the stall (work waits while local use is at
+ * the threshold: launched for the blocks waiting, less those booting),
+ * and with the forecast also ahead of it (when the demand forecast 90 s
+ * ahead crosses the threshold and exceeds the capacity, one instance is
+ * launched while none is booting or idle); they take work cloud_boot_s
+ * later.  Work is placed on local nodes first (they are
+ * every job's preferred nodes), so the cloud takes only what does not
+ * fit; an instance idle for 30 s is terminated when local use is below
+ * the threshold or the work held and waiting fits without it.  Cost accrues per second of instance life at
+ * cloud_gpu_price per GPU-hour; the cloud-only baseline runs every pod's
+ * GPU time in the cloud at the same price.
  */
 #ifndef CNL_SIM_REPLAY_H
 #define CNL_SIM_REPLAY_H
@@ -34,6 +54,14 @@ struct cnl_replay_config {
 	                       * below 1 compresses the trace, raising load */
 	int copies; /* the pod list K times over (1..16), a second apart */
 	FILE *csv;  /* time series out (may be NULL) */
+	/* Cloud burst (see below): none, at the stall, or at the forecast. */
+	enum cnl_burst_mode { CNL_BURST_NONE, CNL_BURST_STALL,
+		              CNL_BURST_FORECAST } burst;
+	double burst_threshold;   /* 0..1 of local capacity (0: 0.9) */
+	double cloud_gpu_price;   /* per GPU-hour, on-demand (0: 3.0) */
+	int cloud_gpus;           /* GPUs per instance (0: 8) */
+	int64_t cloud_boot_s;     /* launch to taking work (0: 120 s) */
+	int cloud_max;            /* instances at once (0: 32) */
 };
 
 struct cnl_replay_point {
@@ -52,6 +80,15 @@ struct cnl_replay_result {
 	double alloc_peak; /* the highest GPU allocation, % */
 	double lost_gpu_hours;           /* work lost to pre-emption */
 	int64_t span;                    /* seconds simulated */
+	/* The 90 s forecast: mean and p95 absolute error (share of
+	 * capacity), forecasts scored. */
+	double fc_mae, fc_p95;
+	size_t fc_scored;
+	/* The same for the naive forecast "as now" (the baseline). */
+	double naive_mae, naive_p95;
+	/* Cloud burst. */
+	size_t cloud_launched;
+	double cloud_gpu_hours, cloud_cost, cloud_only_cost;
 	size_t n_points;                 /* allocation over time */
 	struct cnl_replay_point *points; /* free() it */
 };

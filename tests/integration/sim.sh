@@ -52,6 +52,12 @@ p0,1000,1024,1,500,,LS,Running,0,3600,0
 p1,1000,1024,1,500,,BE,Running,10,7200,10
 p2,1000,1024,1,1000,,LS,Running,20,3620,20
 CSV
+# Six one-GPU pods of an hour each on two GPUs: four wait, unless the
+# cloud takes them.
+{
+	echo "$hdr"
+	for i in 0 1 2 3 4 5; do echo "b$i,1000,1024,1,1000,,LS,Running,$((i * 10)),$((i * 10 + 3600)),$((i * 10))"; done
+} >"$tmp/t/csv/openb_pod_list_burst.csv"
 printf '%s\np0,1000,1024,1,oops,,LS,Running,0,10,0\n' "$hdr" \
 	>"$tmp/t/csv/openb_pod_list_bad.csv"
 printf 'name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,1000\n' \
@@ -104,6 +110,27 @@ expect "replay no times" 1 'carries no times' -- \
 	"$sim" replay --trace "$tmp/t" --pods notimes
 expect "replay bad teams" 2 'not a number in 1..64: "0"' -- \
 	"$sim" replay --trace "$tmp/t" --pods small --teams 0
+# replay with a cloud burst: at the stall and at the forecast, the waits
+# shrink, instances are launched and given back, and the cost is what
+# their lives cost at the price (2 GPUs each, 3.0 per GPU-hour).
+none=$("$sim" replay --trace "$tmp/t" --pods burst --json --burst none)
+check "burst none: four pods wait an hour" jqok '.wait_p95_s >= 3500 and
+	.cloud_launched == 0 and .cloud_cost == 0 and .cloud_only_cost == 18' <<<"$none"
+for m in stall forecast; do
+	out=$("$sim" replay --trace "$tmp/t" --pods burst --json --burst $m \
+		--cloud-gpus 2 --cloud-boot 60 --cloud-gpu-price 3)
+	check "burst $m: the cloud takes the waiting pods" jqok '.wait_p95_s <= 120 and
+		.never_started == 0 and .cloud_launched >= 2' <<<"$out"
+	check "burst $m: cost is instance life at the price, and returned" jqok '
+		(.cloud_cost - .cloud_gpu_hours * 3 | fabs) < 0.01 and
+		.cloud_gpu_hours >= 4 and .cloud_gpu_hours <= 3 * 2 * (3600 + 60 + 60 + 30) / 3600 + 0.01' <<<"$out"
+done
+expect "replay bad burst" 2 'burst: none, stall or forecast' -- \
+	"$sim" replay --trace "$tmp/t" --pods small --burst always
+expect "replay bad threshold" 2 'burst-threshold: not a number in \(0, 1\]' -- \
+	"$sim" replay --trace "$tmp/t" --pods small --burst stall --burst-threshold 1.5
+expect "replay bad cloud gpus" 2 'cloud-gpus: not a number in 1..16' -- \
+	"$sim" replay --trace "$tmp/t" --pods small --cloud-gpus 0
 expect "replay unknown mode" 2 'unknown mode "simulate"' -- "$sim" simulate
 
 echo "$((count - fails)) passed, $fails failed"
