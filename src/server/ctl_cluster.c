@@ -774,9 +774,9 @@ void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
 
 		f[k]->util = cnl_picks_util(&p, k);
 		/* Forecasts are of demand (held + pending), scored so. */
-		cnl_fc_tick(&f[k]->fc, now,
-		            st.capacity > 0 ? (st.held + st.pending) / st.capacity
-		                            : 0);
+		cnl_fc_tick(
+		    &f[k]->fc, now,
+		    st.capacity > 0 ? (st.held + st.pending) / st.capacity : 0);
 		f[k]->predicted = cnl_fc_predict(&f[k]->fc, now, &st);
 	}
 	free(pending);

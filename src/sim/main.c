@@ -484,8 +484,9 @@ static int replay_opt(void *ctx, const char *a, const char *val)
 		bool th = !strcmp(a, "--burst-threshold");
 
 		if (*end || !(v > 0) || (th && v > 1) || !(v < 1e9)) {
-			fprintf(stderr, "cnlab-sim: %s: not a number in %s: "
-			                "\"%s\"\n",
+			fprintf(stderr,
+			        "cnlab-sim: %s: not a number in %s: "
+			        "\"%s\"\n",
 			        a, th ? "(0, 1]" : "(0, 1e9)", val);
 			return 2;
 		}
@@ -501,9 +502,10 @@ static int replay_opt(void *ctx, const char *a, const char *val)
 		                                        : 4096;
 
 		if (*end || v < 1 || v > max) {
-			fprintf(stderr,
-			        "cnlab-sim: %s: not a number in 1..%ld: \"%s\"\n",
-			        a, max, val);
+			fprintf(
+			    stderr,
+			    "cnlab-sim: %s: not a number in 1..%ld: \"%s\"\n",
+			    a, max, val);
 			return 2;
 		}
 		if (!strcmp(a, "--cloud-gpus"))
@@ -654,7 +656,8 @@ static int cmd_replay(int argc, char **argv)
 		       res.fc_mae, res.fc_p95, res.naive_mae, res.naive_p95,
 		       res.fc_scored);
 		if (rc.burst != CNL_BURST_NONE)
-			printf("  cloud burst (%s): %zu instances, %.1f GPU-hours, "
+			printf("  cloud burst (%s): %zu instances, %.1f "
+			       "GPU-hours, "
 			       "cost %.0f = %.1f%% of the cloud-only %.0f\n",
 			       rc.burst == CNL_BURST_STALL ? "at the stall"
 			                                   : "at the forecast",

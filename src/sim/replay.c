@@ -29,8 +29,8 @@ struct rpod {
 
 /* A cloud instance of the burst (see replay.h). */
 struct cloud {
-	uint32_t node;  /* its index in the cluster */
-	uint8_t state;  /* 0 terminated (slot free), 1 booting, 2 up */
+	uint32_t node; /* its index in the cluster */
+	uint8_t state; /* 0 terminated (slot free), 1 booting, 2 up */
 	int64_t launched, ready, idle_since;
 };
 
@@ -48,8 +48,8 @@ struct burst {
 	size_t launched;
 };
 
-static void cloud_stop(struct burst *b, struct cnl_cluster *c,
-                       struct cloud *x, int64_t t)
+static void cloud_stop(struct burst *b, struct cnl_cluster *c, struct cloud *x,
+                       int64_t t)
 {
 	double hours = (double)(t - x->launched) / 3600.0 * b->gpus;
 
@@ -211,8 +211,8 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 		if ((r = cnl_trace_pod_req(&w->cat, p, x->team, &x->req)) < 0)
 			goto out;
 		order[i] = (uint32_t)i;
-		cloud_only += (double)cnl_req_blocks(&x->req) /
-		              100.0 * (double)x->runtime / 3600.0 * bu.price;
+		cloud_only += (double)cnl_req_blocks(&x->req) / 100.0 *
+		              (double)x->runtime / 3600.0 * bu.price;
 	}
 	sort_base = pods;
 	qsort(order, n, sizeof(*order), cmp_arrive);
@@ -264,10 +264,11 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 				continue;
 			if (n_errs == cap_errs) {
 				cap_errs = cap_errs ? 2 * cap_errs : 4096;
-				double *ne = realloc(errs, cap_errs * sizeof(*ne));
-				double *nn = ne ? realloc(nerrs, cap_errs *
-				                                     sizeof(*nn))
-				                : NULL;
+				double *ne =
+				    realloc(errs, cap_errs * sizeof(*ne));
+				double *nn =
+				    ne ? realloc(nerrs, cap_errs * sizeof(*nn))
+				       : NULL;
 				if (ne)
 					errs = ne;
 				if (!nn) {
@@ -309,8 +310,9 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 		while (next_arrival < n &&
 		       pods[order[next_arrival]].arrive <= t) {
 			pods[order[next_arrival]].state = PENDING;
-			cnl_fc_arrival(&fc, t * 1000,
-			               cnl_req_blocks(&pods[order[next_arrival]].req));
+			cnl_fc_arrival(
+			    &fc, t * 1000,
+			    cnl_req_blocks(&pods[order[next_arrival]].req));
 			active[n_active++] = order[next_arrival++];
 		}
 		/* The scheduler, over waiting and running pods. */
@@ -390,7 +392,8 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 
 				if (x->state == PENDING)
 					pend_b += b;
-				else if (x->state == RUNNING && x->end <= t + 90)
+				else if (x->state == RUNNING &&
+				         x->end <= t + 90)
 					ending += b;
 			}
 			for (size_t i = 0; i < bu.n_cl; i++)
@@ -403,9 +406,9 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 				}
 			for (size_t i = 0; i < w->n_nodes; i++)
 				for (int g = 0; g < c->nodes[i].n_gpus; g++)
-					held_local +=
-					    CNL_BLOCKS_PER_GPU -
-					    cnl_gpu_free_blocks(c, (uint32_t)i, g);
+					held_local += CNL_BLOCKS_PER_GPU -
+					              cnl_gpu_free_blocks(
+					                  c, (uint32_t)i, g);
 			prev_demand = ((double)held + pend_b) / cap_on;
 			cnl_fc_tick(&fc, t * 1000, prev_demand);
 			pred = cnl_fc_predict(
@@ -415,10 +418,12 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 			                         .ending = ending,
 			                         .pending = pend_b});
 			if (!n_preds ||
-			    preds[n_preds - 1].due / CNL_FC_STEP_MS != step + 9) {
+			    preds[n_preds - 1].due / CNL_FC_STEP_MS !=
+			        step + 9) {
 				if (n_preds == CNL_FC_PENDING + 2) {
 					memmove(preds, preds + 1,
-					        (n_preds - 1) * sizeof(preds[0]));
+					        (n_preds - 1) *
+					            sizeof(preds[0]));
 					n_preds--;
 				}
 				preds[n_preds].due = t + 90;
@@ -438,9 +443,10 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 			    !idle_cloud)
 				excess = 1;
 			if (excess > 0) {
-				int want = (int)ceil(excess / (100.0 * bu.gpus));
-				if ((r = cloud_launch(&bu, c, &w->cat, want, t)) <
-				    0)
+				int want =
+				    (int)ceil(excess / (100.0 * bu.gpus));
+				if ((r = cloud_launch(&bu, c, &w->cat, want,
+				                      t)) < 0)
 					goto out;
 			}
 			/* Idle instances go back once local use is below the

@@ -34,9 +34,9 @@
  * later.  Work is placed on local nodes first (they are
  * every job's preferred nodes), so the cloud takes only what does not
  * fit; an instance idle for 30 s is terminated when local use is below
- * the threshold or the work held and waiting fits without it.  Cost accrues per second of instance life at
- * cloud_gpu_price per GPU-hour; the cloud-only baseline runs every pod's
- * GPU time in the cloud at the same price.
+ * the threshold or the work held and waiting fits without it.  Cost accrues per
+ * second of instance life at cloud_gpu_price per GPU-hour; the cloud-only
+ * baseline runs every pod's GPU time in the cloud at the same price.
  */
 #ifndef CNL_SIM_REPLAY_H
 #define CNL_SIM_REPLAY_H
@@ -55,13 +55,16 @@ struct cnl_replay_config {
 	int copies; /* the pod list K times over (1..16), a second apart */
 	FILE *csv;  /* time series out (may be NULL) */
 	/* Cloud burst (see below): none, at the stall, or at the forecast. */
-	enum cnl_burst_mode { CNL_BURST_NONE, CNL_BURST_STALL,
-		              CNL_BURST_FORECAST } burst;
-	double burst_threshold;   /* 0..1 of local capacity (0: 0.9) */
-	double cloud_gpu_price;   /* per GPU-hour, on-demand (0: 3.0) */
-	int cloud_gpus;           /* GPUs per instance (0: 8) */
-	int64_t cloud_boot_s;     /* launch to taking work (0: 120 s) */
-	int cloud_max;            /* instances at once (0: 32) */
+	enum cnl_burst_mode {
+		CNL_BURST_NONE,
+		CNL_BURST_STALL,
+		CNL_BURST_FORECAST
+	} burst;
+	double burst_threshold; /* 0..1 of local capacity (0: 0.9) */
+	double cloud_gpu_price; /* per GPU-hour, on-demand (0: 3.0) */
+	int cloud_gpus;         /* GPUs per instance (0: 8) */
+	int64_t cloud_boot_s;   /* launch to taking work (0: 120 s) */
+	int cloud_max;          /* instances at once (0: 32) */
 };
 
 struct cnl_replay_point {
@@ -78,8 +81,8 @@ struct cnl_replay_result {
 	double alloc_mean; /* GPU allocation, time-weighted, while pods arrive,
 	                      % */
 	double alloc_peak; /* the highest GPU allocation, % */
-	double lost_gpu_hours;           /* work lost to pre-emption */
-	int64_t span;                    /* seconds simulated */
+	double lost_gpu_hours; /* work lost to pre-emption */
+	int64_t span;          /* seconds simulated */
 	/* The 90 s forecast: mean and p95 absolute error (share of
 	 * capacity), forecasts scored. */
 	double fc_mae, fc_p95;
