@@ -199,7 +199,11 @@ int cnl_pick_cluster(const struct cnl_cluster *c, const struct cnl_picks *p,
                      const struct cnl_job *j, int asked, uint64_t allowed,
                      struct cnl_pick *ret)
 {
-	uint8_t ever[CNL_PICK_MAX] = {0}, data[CNL_PICK_MAX] = {0};
+	uint32_t ever[CNL_PICK_MAX] = {0};
+	uint8_t data[CNL_PICK_MAX] = {0};
+	/* A spread gang needs a node per member in one cluster. */
+	uint32_t need =
+	    j->gang && j->spread && j->gang_size > 1 ? j->gang_size : 1;
 	struct cnl_req_prep pp;
 	int best = -1, best_rank = -1, r;
 	double best_util = 0;
@@ -218,7 +222,7 @@ int cnl_pick_cluster(const struct cnl_cluster *c, const struct cnl_picks *p,
 
 		if (k >= 64 || !(allowed >> k & 1) || !could_ever(c, i, &pp))
 			continue;
-		ever[k] = 1;
+		ever[k]++;
 		if (j->dataset[0] && has_dataset(&c->nodes[i], j->dataset))
 			data[k] = 1;
 	}
@@ -227,7 +231,7 @@ int cnl_pick_cluster(const struct cnl_cluster *c, const struct cnl_picks *p,
 		int rank;
 		double u = cnl_picks_util(p, k);
 
-		if (!ever[k])
+		if (ever[k] < need)
 			continue;
 		now = fits_now(c, p, &pp, k);
 		rank = (now ? 2 : 0) + (data[k] ? 1 : 0);

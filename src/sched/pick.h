@@ -12,7 +12,8 @@
  *      else is considered.
  *   2. Among the clusters that could ever run the job (a node of a
  *      GPU type it allows, with enough GPUs, CPU and memory, within its
- *      node lists: a node down or off counts, as it may come back), one
+ *      node lists: a node down or off counts, as it may come back; for a
+ *      spread gang, as many such nodes as it has members), one
  *      where it can start now beats one
  *      where it would wait.
  *   3. Then one that holds its dataset (a node labelled with it).

@@ -332,7 +332,8 @@ static json_t *cluster_json(struct cnl_ctl *ctl, const struct cnl_picks *p,
 		if (placed(w) && (uint32_t)w->node < p->n_nodes &&
 		    p->of_node[w->node] == k)
 			running++;
-		else if (!placed(w) && strcmp(w->cl_pick, p->name[k]) == 0)
+		else if (!placed(w) && (p->n == 1 || /* all of it, then */
+		                        strcmp(w->cl_pick, p->name[k]) == 0))
 			pending++;
 	}
 	o = json_pack(
@@ -582,21 +583,17 @@ static int run_one(struct split *s, const struct cnl_job *jobs, size_t n,
 	struct cnl_decisions dec = {0};
 	struct cnl_job *sub = cnl_xmalloc((n + 1) * sizeof(*sub));
 	size_t *back = cnl_xmalloc((n + 1) * sizeof(*back)), ns = 0;
-	bool any = false;
 	int r;
 
 	for (size_t i = 0; i < n; i++) {
 		if (s->of_job[i] != (int16_t)k)
 			continue;
 		sub[ns] = jobs[i];
-		if (jobs[i].state == CNL_JOB_PENDING) {
+		if (jobs[i].state == CNL_JOB_PENDING)
 			sub[ns].req.nodes = xset_of(s, jobs[i].req.nodes, k);
-			any = true;
-		}
 		back[ns++] = i;
 	}
 	/* Run even without pending work: its idle nodes are reported. */
-	(void)any;
 	r = cnl_sched_cycle_inc(sched, ctl->cluster, sub, ns, s->now,
 	                        ctl->cfg.seed ^ (uint64_t)s->now ^ k, &dec);
 	for (size_t i = 0; r == 0 && i < dec.n; i++) {

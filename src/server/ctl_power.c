@@ -216,7 +216,7 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 		}
 		if (set_power(ctl, i, PW_OFF, now) < 0) {
 			/* Not recorded: it must not go off unrecorded. */
-			kill(pid, SIGTERM);
+			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			continue;
 		}
@@ -273,7 +273,7 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 			continue;
 		}
 		if (set_power(ctl, (size_t)best, PW_WAKING, now) < 0) {
-			kill(pid, SIGTERM);
+			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			continue;
 		}

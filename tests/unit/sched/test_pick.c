@@ -2,7 +2,8 @@
  * test_pick.c - cluster-first placement (sched/pick.h): the clusters of a
  * snapshot and their load, and each rule of the pick in turn (the asked
  * cluster, starts now, the dataset, the least loaded, never, node sets,
- * clusters left out); and the per-cluster knobs (cnl_sched_config_set).
+ * clusters left out, spread gangs); and the per-cluster knobs
+ * (cnl_sched_config_set).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -266,6 +267,32 @@ static void test_down_nodes(void **state)
 	assert_false(p.now);
 }
 
+static void test_spread_gang(void **state)
+{
+	struct cnl_job j = job(10, NULL);
+	struct cnl_pick p;
+
+	(void)state;
+	node("a1", "a", "H100-80GB-SXM", 4, NULL);
+	node("b1", "b", "H100-80GB-SXM", 1, NULL);
+	node("b2", "b", "H100-80GB-SXM", 1, NULL);
+	scan();
+	/* A gang of two, a node each: only b has two nodes. */
+	j.gang = 7;
+	j.gang_size = 2;
+	j.spread = true;
+	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
+	assert_int_equal(p.cluster, 1);
+	/* Of three: no cluster. */
+	j.gang_size = 3;
+	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
+	assert_int_equal(p.cluster, -1);
+	/* Not spread: a, which sorts first and fits now. */
+	j.spread = false;
+	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
+	assert_int_equal(p.cluster, 0);
+}
+
 static void test_knobs(void **state)
 {
 	struct cnl_sched_config c;
@@ -312,6 +339,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_never_and_limits, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_down_nodes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spread_gang, setup, teardown),
 	    cmocka_unit_test(test_knobs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
