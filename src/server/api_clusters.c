@@ -77,6 +77,11 @@ void cnl_api_h_cluster_policy_put(void *call, struct cnl_http_request *req,
 	}
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
+	if (!json_object_size(body)) {
+		cnl_api_bad(resp, "give at least one of \"policy\", "
+		                  "\"weights\" and \"wait_target_s\"");
+		goto out;
+	}
 	r = cnl_api_doc_json(c->api->store, "cluster", name, &old);
 	if (r < 0 && r != -CNL_ENOTFOUND) {
 		cnl_api_store_error(c, resp, r, "cluster policy");

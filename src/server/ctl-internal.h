@@ -333,9 +333,10 @@ void ctl_clusters_free(struct cnl_ctl *ctl);
  * @jobs is given a cluster (its own --cluster, else cnl_pick_cluster()),
  * then each cluster's scheduler decides for its jobs on its nodes; the
  * decisions, in @jobs' indexes, go to @out, and the picks to audit (stage
- * "cluster") to ctl->picks.  1 when done, 0 when the
- * snapshot holds a single cluster (the caller runs the one cycle),
- * negative on failure.
+ * "cluster") to ctl->picks.  With one cluster of nodes (and no work asking
+ * for another) one cycle runs, under that cluster's policy if it has one
+ * of its own.  1 when done, 0 when the caller is to run its own one cycle
+ * (a single cluster without a policy of its own), negative on failure.
  */
 int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
                     const size_t *map, size_t n, int64_t now,

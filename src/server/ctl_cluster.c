@@ -628,9 +628,37 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
 	out->n = 0;
 	if ((r = scan(ctl, &s.p)) < 0)
 		return r;
-	if (s.p.n < 2) {
-		cnl_picks_done(&s.p);
-		return 0;
+	/* One cluster with nodes, and no work asking for another: one
+	 * cycle, under that cluster's own policy if it has one. */
+	{
+		int real = -1, n_real = 0;
+		bool elsewhere = false;
+
+		for (size_t k = 0; k < s.p.n; k++)
+			if (s.p.load[k].nodes) {
+				real = (int)k;
+				n_real++;
+			}
+		for (size_t i = 0; n_real <= 1 && !elsewhere && i < n; i++) {
+			const struct wl *w = &ctl->wl[map[i]];
+
+			elsewhere = jobs[i].state == CNL_JOB_PENDING &&
+			            w->cl_want[0] &&
+			            (real < 0 ||
+			             strcmp(w->cl_want, s.p.name[real]) != 0);
+		}
+		if (n_real <= 1 && !elsewhere) {
+			const struct ctl_cl *cl =
+			    real >= 0 ? cl_find(ctl, s.p.name[real]) : NULL;
+
+			cnl_picks_done(&s.p);
+			if (!cl)
+				return 0;
+			r = cnl_sched_cycle_inc(
+			    cl->sched, ctl->cluster, jobs, n, now,
+			    ctl->cfg.seed ^ (uint64_t)now, out);
+			return r < 0 ? r : 1;
+		}
 	}
 	s.of_job = cnl_xmalloc((n + 1) * sizeof(*s.of_job));
 	s.gang = cnl_xmalloc((n + 1) * sizeof(*s.gang));

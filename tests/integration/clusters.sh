@@ -109,29 +109,14 @@ start_agent() {
 }
 start_agent e1 east || bad "agent e1: $(cat "$tmp/agent-e1.err")"
 start_agent e2 east || bad "agent e2: $(cat "$tmp/agent-e2.err")"
-start_agent w1 west || bad "agent w1: $(cat "$tmp/agent-w1.err")"
-start_agent w2 west --datasets coco || bad "agent w2: $(cat "$tmp/agent-w2.err")"
 
 # --- each cluster its own policy ------------------------------------------
+# While east is the only cluster with nodes, its own policy runs the one
+# cycle: fifo starts team A's job first, where the control plane's default
+# policy (fair share) would start team B's.
 out=$(adm cluster set-policy east --policy fifo 2>&1) &&
 	grep -q "Cluster east schedules with policy fifo" <<<"$out" &&
 	ok "set-policy east fifo" || bad "set-policy east: $out"
-out=$(adm cluster set-policy west --policy cnlab --weights w_fairshare=50,w_age=0 2>&1) &&
-	ok "set-policy west cnlab, fair share first" || bad "set-policy west: $out"
-list=$(adm cluster list)
-grep -Eq '^east +2/2 up +2 +0% +0 +0 +fifo$' <<<"$list" &&
-	grep -Eq '^west +2/2 up +2 +0% +0 +0 +cnlab$' <<<"$list" &&
-	ok "cluster list: nodes, GPUs and each policy" || bad "cluster list: $list"
-show=$(adm cluster show west)
-grep -q '^Policy:      cnlab$' <<<"$show" && grep -q '^Weights:     w_age=0,w_fairshare=50$' <<<"$show" &&
-	grep -q "^Node names:  $run-w1 $run-w2$" <<<"$show" &&
-	ok "cluster show: policy, weights and nodes" || bad "cluster show: $show"
-grep -Eq '^Forecast:    0% in 90 s' <<<"$show" && ok "cluster show: the 90 s forecast" || bad "forecast: $show"
-# Users see the clusters (to pick one), not their nodes.
-ushow=$(ana cluster show west -o json)
-[ "$(jq -r .policy <<<"$ushow")" = cnlab ] && [ "$(jq 'has("node_names")' <<<"$ushow")" = false ] &&
-	ok "a member sees a cluster's policy, not its node names" || bad "member show: $ushow"
-
 cat >"$tmp/wait.sh" <<'SH'
 while [ ! -e "/shared/$1" ]; do sleep 0.1; done
 echo "done $1"
@@ -146,6 +131,36 @@ submit() { # submit PROJECT ARGS...: the job's id
 	shift
 	ana run --project "$p" --detach --no-preempt "$@" 2>/dev/null
 }
+for i in 1 2; do eval "s$i=\$(submit teama --gpu h100-100 wait.sh go-s$i)"; done
+wait_for 60 is_state "$s1" running && wait_for 60 is_state "$s2" running || bad "single fillers"
+sa=$(submit teama --gpu h100-100 wait.sh go-sa)
+sb=$(submit teamb --gpu h100-100 wait.sh go-sb)
+sleep 1
+touch "$shared/go-s1"
+wait_for 60 is_state "$sa" running && sleep 1 && is_state "$sb" pending &&
+	ok "one cluster with nodes runs its own policy (fifo: A's job before B's)" ||
+	bad "single cluster: sa $(state "$sa") sb $(state "$sb")"
+touch "$shared/go-s2" "$shared/go-sa" "$shared/go-sb"
+wait_for 60 is_state "$sa" succeeded && wait_for 60 is_state "$sb" succeeded || bad "sa: $(state "$sa") sb $(state "$sb")"
+# West gets its policy before its first node joins.
+out=$(adm cluster set-policy west --policy cnlab --weights w_fairshare=50,w_age=0 2>&1) &&
+	ok "set-policy west cnlab, fair share first (no node yet)" || bad "set-policy west: $out"
+start_agent w1 west || bad "agent w1: $(cat "$tmp/agent-w1.err")"
+start_agent w2 west --datasets coco || bad "agent w2: $(cat "$tmp/agent-w2.err")"
+list=$(adm cluster list)
+grep -Eq '^east +2/2 up +2 +0% +0 +0 +fifo$' <<<"$list" &&
+	grep -Eq '^west +2/2 up +2 +0% +0 +0 +cnlab$' <<<"$list" &&
+	ok "cluster list: nodes, GPUs and each policy" || bad "cluster list: $list"
+show=$(adm cluster show west)
+grep -q '^Policy:      cnlab$' <<<"$show" && grep -q '^Weights:     w_age=0,w_fairshare=50$' <<<"$show" &&
+	grep -q "^Node names:  $run-w1 $run-w2$" <<<"$show" &&
+	ok "cluster show: policy, weights and nodes" || bad "cluster show: $show"
+grep -Eq '^Forecast:    0% in 90 s' <<<"$show" && ok "cluster show: the 90 s forecast" || bad "forecast: $show"
+# Users see the clusters (to pick one), not their nodes.
+ushow=$(ana cluster show west -o json)
+[ "$(jq -r .policy <<<"$ushow")" = cnlab ] && [ "$(jq 'has("node_names")' <<<"$ushow")" = false ] &&
+	ok "a member sees a cluster's policy, not its node names" || bad "member show: $ushow"
+
 
 # Team A fills every GPU, one filler each.
 for c in east west; do
