@@ -616,6 +616,18 @@ int cnl_launch(struct cnl_launcher *l, const struct cnl_launch_spec *s,
 	set_paths(w, l->state_dir, s->id);
 
 	r = cnl_cg_create(&l->cg, s->id);
+	/* An empty cgroup of the same id is what an earlier agent left when
+	 * it died between making it and starting the workload (the restarted
+	 * agent adopted nothing there, and the work was assigned again): it
+	 * goes, and the start goes on.  One with processes in it is running
+	 * work, never started twice. */
+	if (r == -EEXIST) {
+		pid_t p1;
+
+		if (cnl_cg_pids(&l->cg, s->id, &p1, 1) == 0 &&
+		    cnl_cg_remove(&l->cg, s->id) == 0)
+			r = cnl_cg_create(&l->cg, s->id);
+	}
 	if (r < 0) {
 		free(w);
 		if (r == -EEXIST)

@@ -287,8 +287,10 @@ $py "$k8s/cdi_apply.py" "$tmp/cdi" "cnlab.io/gpu=$b_uid" "$bundle/config.json" |
 # mount with controllers, as here): it runs in a mount namespace of its
 # own without the cgroup2 mount, managing no cgroup (the device cgroup is
 # the kubelet's runtime's business; what is checked is what the spec puts
-# in the container), as the agent does (container.c).
-unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; exec "$@"' sh \
+# in the container), as the agent does (container.c).  Its stdin is an
+# empty pipe, never the node's /dev/null: crun chowns its stdio to the
+# container's user.
+: | unshare -m sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null; exec "$@"' sh \
 	crun --cgroup-manager=disabled --root "$tmp/crun" run --bundle "$bundle" "dra-$$" >"$tmp/ctr.out" 2>&1
 cat "$tmp/ctr.out" | sed 's/^/    /'
 grep -qx /dev/nvidia0 "$tmp/ctr.out" && ! grep -q nvidia1 "$tmp/ctr.out" && grep -qx /dev/nvidiactl "$tmp/ctr.out" &&

@@ -391,6 +391,28 @@ static void test_limits_written(void **state)
 	cnl_workload_free(w);
 }
 
+/* An empty cgroup left by an earlier agent (it died between making it and
+ * starting the workload) does not keep the same id from starting again;
+ * one with a process in it does (test_limits_written). */
+static void test_stale_empty_cgroup(void **state)
+{
+	struct fix *f = *state;
+	const char *argv[] = {"true", NULL};
+	struct cnl_launch_spec s = spec("stale1", argv, "/");
+	struct cnl_workload *w;
+	struct cnl_exit e;
+	char err[256];
+
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	wait_exit(w, &e);
+	assert_int_equal(e.code, 0);
+	cnl_workload_release(w); /* the cgroup stays, empty */
+	assert_int_equal(cnl_launch(f->l, &s, &w, err, sizeof(err)), 0);
+	wait_exit(w, &e);
+	assert_int_equal(e.code, 0);
+	cnl_workload_free(w);
+}
+
 static void test_kill_daemon(void **state)
 {
 	struct fix *f = *state;
@@ -1079,6 +1101,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_sealed_exe, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_oom, fix_setup, fix_teardown),
+	    cmocka_unit_test_setup_teardown(test_stale_empty_cgroup, fix_setup,
+	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_limits_written, fix_setup,
 	                                    fix_teardown),
 	    cmocka_unit_test_setup_teardown(test_kill_daemon, fix_setup,
