@@ -21,6 +21,7 @@
 #include "common/label.h"
 #include "sched/catalog.h"
 #include "server/api-internal.h"
+#include "sched/pick.h"
 #include "server/ctl.h"
 
 void cnl_api_h_clusters_list(void *call, struct cnl_http_request *req,
@@ -90,7 +91,12 @@ void cnl_api_h_cluster_policy_put(void *call, struct cnl_http_request *req,
 	json_object_foreach (old, k, v)
 		if (!json_object_get(body, k))
 			json_object_set(body, k, v);
-	json_decref(old);
+	if (!old && !cnl_ctl_cluster_room(c->api->ctl)) {
+		cnl_http_error(resp, 409, "conflict",
+		               "at most %d clusters have policies of their own",
+		               CNL_PICK_MAX - 1);
+		goto out;
+	}
 	if (cnl_ctl_cluster_check(c->api->ctl, name, body, err, sizeof(err)) <
 	    0) {
 		cnl_api_bad(resp, err);
@@ -108,5 +114,6 @@ void cnl_api_h_cluster_policy_put(void *call, struct cnl_http_request *req,
 	}
 	cnl_http_reply(resp, 200, cnl_ctl_clusters_json(c->api->ctl, name));
 out:
+	json_decref(old);
 	json_decref(body);
 }

@@ -75,7 +75,9 @@ struct node {
 	 * came back after a power-on, to audit. */
 	uint8_t power;
 	int64_t power_ms;
-	pid_t power_pid;
+	pid_t power_pid;      /* the command running, in a group of its own */
+	uint8_t power_cmd;    /* what it does: PW_OFF (off) or PW_WAKING (on) */
+	int64_t power_cmd_ms; /* since when */
 	int64_t power_retry_ms;
 	bool power_idle;
 	int64_t power_idle_since;

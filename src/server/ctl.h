@@ -121,6 +121,9 @@ int cnl_ctl_cluster_check(struct cnl_ctl *ctl, const char *name,
 int cnl_ctl_cluster_set(struct cnl_ctl *ctl, const char *name,
                         const json_t *doc, int64_t now, char *err,
                         size_t errlen);
+/* cnl_ctl_cluster_room - whether another cluster may get a policy of its
+ * own (at most CNL_PICK_MAX - 1). */
+bool cnl_ctl_cluster_room(struct cnl_ctl *ctl);
 /* cnl_ctl_cluster_known - whether a node is in cluster @name or it has a
  * policy of its own. */
 bool cnl_ctl_cluster_known(struct cnl_ctl *ctl, const char *name);

@@ -266,6 +266,9 @@ int ctl_clusters_load(struct cnl_ctl *ctl)
 	}
 	cnl_store_docs_done(d, n);
 	free(d);
+	/* Work queued before a restart is not a burst of arrivals. */
+	for (size_t i = 0; i < ctl->n_wl; i++)
+		ctl->wl[i].fc_seen = true;
 	if (r == 0)
 		r = cnl_store_audit_latest(ctl->store, "sched.cluster",
 		                           pick_seen, ctl);
@@ -296,6 +299,11 @@ static int scan(struct cnl_ctl *ctl, struct cnl_picks *p)
 	return r;
 }
 
+bool cnl_ctl_cluster_room(struct cnl_ctl *ctl)
+{
+	return ctl->n_cls < CNL_PICK_MAX - 1;
+}
+
 bool cnl_ctl_cluster_known(struct cnl_ctl *ctl, const char *name)
 {
 	struct cnl_picks p;
@@ -311,6 +319,28 @@ bool cnl_ctl_cluster_known(struct cnl_ctl *ctl, const char *name)
 }
 
 static struct ctl_fc *fc_of(struct cnl_ctl *ctl, const char *name);
+
+/* The cluster work without a pick belongs to: the one cluster with nodes
+ * when there is only one (the single cycle picks nothing), else -1. */
+static int only_cluster(const struct cnl_picks *p)
+{
+	int only = -1;
+
+	for (size_t k = 0; k < p->n; k++)
+		if (p->load[k].nodes) {
+			if (only >= 0)
+				return -1;
+			only = (int)k;
+		}
+	return only;
+}
+
+/* The cluster pending workload @w counts in: its pick, else the only
+ * cluster with nodes; -1: none yet. */
+static int pending_in(const struct cnl_picks *p, const struct wl *w)
+{
+	return w->cl_pick[0] ? cnl_picks_find(p, w->cl_pick) : only_cluster(p);
+}
 
 static bool placed(const struct wl *w)
 {
@@ -332,8 +362,7 @@ static json_t *cluster_json(struct cnl_ctl *ctl, const struct cnl_picks *p,
 		if (placed(w) && (uint32_t)w->node < p->n_nodes &&
 		    p->of_node[w->node] == k)
 			running++;
-		else if (!placed(w) && (p->n == 1 || /* all of it, then */
-		                        strcmp(w->cl_pick, p->name[k]) == 0))
+		else if (!placed(w) && pending_in(p, w) == (int)k)
 			pending++;
 	}
 	o = json_pack(
@@ -416,9 +445,10 @@ struct xset {
 
 struct split {
 	struct cnl_ctl *ctl;
+	const size_t *map; /* job index to workload index */
 	struct cnl_picks p;
-	int16_t *of_job; /* cluster of each job, -1: none */
-	struct xset *xs;
+	int16_t *of_job;  /* cluster of each job, -1: none */
+	struct xset **xs; /* each its own allocation: jobs point into them */
 	size_t n_xs, cap_xs;
 	uint64_t *gang; /* gangs picked this cycle, and their clusters */
 	int16_t *gang_k;
@@ -433,13 +463,13 @@ xset_of(struct split *s, const struct cnl_node_set *base, size_t k)
 	struct xset *x;
 
 	for (size_t i = 0; i < s->n_xs; i++)
-		if (s->xs[i].base == base && s->xs[i].k == k)
-			return &s->xs[i].set;
+		if (s->xs[i]->base == base && s->xs[i]->k == k)
+			return &s->xs[i]->set;
 	if (s->n_xs == s->cap_xs) {
 		s->cap_xs = 2 * s->cap_xs + 8;
 		s->xs = cnl_xrealloc(s->xs, s->cap_xs * sizeof(*s->xs));
 	}
-	x = &s->xs[s->n_xs++];
+	x = s->xs[s->n_xs++] = cnl_xcalloc(1, sizeof(*x));
 	x->base = base;
 	x->k = k;
 	x->set.len = n;
@@ -498,10 +528,14 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 	if (j->gang)
 		for (size_t g = 0; g < s->n_gang; g++)
 			if (s->gang[g] == j->gang) {
-				if (s->gang_k[g] >= 0)
+				if (s->gang_k[g] >= 0 &&
+				    strcmp(w->cl_pick,
+				           s->p.name[s->gang_k[g]]) != 0) {
 					memcpy(w->cl_pick,
 					       s->p.name[s->gang_k[g]],
 					       CNL_NAME_MAX);
+					w->cl_pick_ms = s->now;
+				}
 				return s->gang_k[g];
 			}
 	if (w->cl_want[0] && (asked = cnl_picks_find(&s->p, w->cl_want)) < 0)
@@ -596,6 +630,22 @@ static int run_one(struct split *s, const struct cnl_job *jobs, size_t n,
 	/* Run even without pending work: its idle nodes are reported. */
 	r = cnl_sched_cycle_inc(sched, ctl->cluster, sub, ns, s->now,
 	                        ctl->cfg.seed ^ (uint64_t)s->now ^ k, &dec);
+	if (r < 0) {
+		/* Nothing of it stands: the starts it committed are freed,
+		 * the victims it released are held again. */
+		for (size_t i = 0; i < dec.n; i++) {
+			const struct cnl_decision *d = &dec.d[i];
+
+			if (d->kind == CNL_DEC_START)
+				cnl_alloc_free(ctl->cluster, d->alloc_id);
+			else if (d->kind == CNL_DEC_PREEMPT && d->job < ns) {
+				struct wl *v = &ctl->wl[s->map[back[d->job]]];
+
+				cnl_alloc_adopt(ctl->cluster, &v->placed,
+				                &v->alloc_id);
+			}
+		}
+	}
 	for (size_t i = 0; r == 0 && i < dec.n; i++) {
 		struct cnl_decision d = dec.d[i];
 
@@ -622,12 +672,17 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
                     const size_t *map, size_t n, int64_t now,
                     struct cnl_decisions *out)
 {
-	struct split s = {.ctl = ctl, .now = now};
+	struct split s = {.ctl = ctl, .map = map, .now = now};
 	int r;
 
 	out->n = 0;
-	if ((r = scan(ctl, &s.p)) < 0)
-		return r;
+	if ((r = scan(ctl, &s.p)) < 0) {
+		/* More clusters than one controller splits its cycle into
+		 * (CNL_PICK_MAX): one cycle over all, as before clusters. */
+		cnl_log(CNL_LOG_WARN, "too many clusters to schedule apart",
+		        "max=%d err=%s", CNL_PICK_MAX, cnl_errname(r));
+		return 0;
+	}
 	/* One cluster with nodes, and no work asking for another: one
 	 * cycle, under that cluster's own policy if it has one. */
 	{
@@ -695,8 +750,10 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
 			    "cluster=%s err=%s", s.p.name[k], cnl_errname(r));
 	ctl->split_cycles++;
 	r = 1;
-	for (size_t i = 0; i < s.n_xs; i++)
-		free(s.xs[i].set.bits);
+	for (size_t i = 0; i < s.n_xs; i++) {
+		free(s.xs[i]->set.bits);
+		free(s.xs[i]);
+	}
 	free(s.xs);
 	free(s.of_job);
 	free(s.gang);
@@ -769,7 +826,7 @@ void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
 				continue;
 			/* Work not yet picked (several clusters) is counted
 			 * once it is. */
-			k = p.n == 1 ? 0 : cnl_picks_find(&p, w->cl_pick);
+			k = pending_in(&p, w);
 			if (k < 0)
 				continue;
 			pending[k] += cnl_req_blocks(&w->j.req);
@@ -813,13 +870,19 @@ void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
 
 void ctl_clusters_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 {
+	/* Names are labels (A-Z a-z 0-9 . _ -), escaped all the same. */
+	char(*q)[2 * CNL_NAME_MAX + 1] =
+	    cnl_xcalloc(ctl->n_fcs + 1, sizeof(*q));
+
+	for (size_t i = 0; i < ctl->n_fcs; i++)
+		cnl_mb_escape(ctl->fcs[i].name, q[i], sizeof(q[i]));
 	cnl_mb_family(b, "cnlab_cluster_utilisation", "gauge",
 	              "Share of a cluster's GPU capacity (nodes taking work) "
 	              "in use, at the last forecast.");
 	for (size_t i = 0; i < ctl->n_fcs; i++)
 		cnl_mb_printf(b,
 		              "cnlab_cluster_utilisation{cluster=\"%s\"} %g\n",
-		              ctl->fcs[i].name, ctl->fcs[i].util);
+		              q[i], ctl->fcs[i].util);
 	cnl_mb_family(b, "cnlab_cluster_forecast_utilisation", "gauge",
 	              "A cluster's GPU demand expected 90 s ahead, as a share "
 	              "of its capacity (above 1: saturated).");
@@ -828,7 +891,7 @@ void ctl_clusters_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 		    b,
 		    "cnlab_cluster_forecast_utilisation{cluster=\"%s\","
 		    "horizon=\"90s\"} %g\n",
-		    ctl->fcs[i].name, ctl->fcs[i].predicted);
+		    q[i], ctl->fcs[i].predicted);
 	cnl_mb_family(b, "cnlab_cluster_forecast_error", "gauge",
 	              "Mean absolute error of a cluster's 90 s forecasts so "
 	              "far, in share of capacity.");
@@ -838,7 +901,8 @@ void ctl_clusters_metrics(struct cnl_ctl *ctl, struct cnl_metrics_buf *b)
 			    b,
 			    "cnlab_cluster_forecast_error{cluster=\"%s\"} "
 			    "%g\n",
-			    ctl->fcs[i].name, cnl_fc_error(&ctl->fcs[i].fc));
+			    q[i], cnl_fc_error(&ctl->fcs[i].fc));
+	free(q);
 }
 
 double ctl_forecast_demand(struct cnl_ctl *ctl, const char *name,
@@ -852,16 +916,21 @@ double ctl_forecast_demand(struct cnl_ctl *ctl, const char *name,
 
 bool ctl_cluster_starved(struct cnl_ctl *ctl, const char *name)
 {
-	bool one = ctl->n_fcs <= 1;
+	struct cnl_picks p;
+	bool starved = false;
+	int k;
 
-	for (size_t i = 0; i < ctl->n_wl; i++) {
+	if (scan(ctl, &p) < 0)
+		return false;
+	k = cnl_picks_find(&p, name);
+	for (size_t i = 0; k >= 0 && i < ctl->n_wl && !starved; i++) {
 		const struct wl *w = &ctl->wl[i];
 
-		if (w->state == CNL_WL_PENDING &&
-		    (w->wait_reason == CNL_WHY_NO_CAPACITY ||
-		     w->wait_reason == CNL_WHY_NO_NODE_TAKING_WORK) &&
-		    (one || strcmp(w->cl_pick, name) == 0))
-			return true;
+		starved = w->state == CNL_WL_PENDING &&
+		          (w->wait_reason == CNL_WHY_NO_CAPACITY ||
+		           w->wait_reason == CNL_WHY_NO_NODE_TAKING_WORK) &&
+		          pending_in(&p, w) == k;
 	}
-	return false;
+	cnl_picks_done(&p);
+	return starved;
 }

@@ -377,6 +377,26 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl,
 	if (strlen(m->name) >= CNL_STORE_NAME_MAX)
 		return set_err(err, errlen, 400,
 		               "field \"name\": must be 1..63 bytes");
+	/* Labels: names of clusters (policies, metrics, the audit's picks
+	 * are keyed by them), zones and racks. */
+	{
+		const char *const lab[][2] = {{"cluster", m->cluster},
+		                              {"zone", m->zone},
+		                              {"rack", m->rack}};
+
+		for (size_t k = 0; k < CNL_ARRAY_SIZE(lab); k++)
+			if (lab[k][1][0] &&
+			    (!cnl_label_valid(lab[k][1]) ||
+			     strlen(lab[k][1]) >= CNL_NAME_MAX)) {
+				snprintf(
+				    err, errlen,
+				    "field \"%s\": must be a name of 1..31 "
+				    "characters of A-Z a-z 0-9 . _ -, not "
+				    "starting with . or -",
+				    lab[k][0]);
+				return 400;
+			}
+	}
 	for (int i = 0; i < m->n_datasets; i++)
 		if (!cnl_label_valid(m->datasets[i]))
 			return set_err(
@@ -533,8 +553,8 @@ int cnl_ctl_node_heartbeat(struct cnl_ctl *ctl, const char *node,
 	n = &ctl->nodes[i];
 	n->last_seen_ms = now;
 	/* Powered on (or on again by hand): it takes work again. */
-	if (n->power != PW_ON &&
-	    (n->power == PW_WAKING || now - n->power_ms > POWER_OFF_GRACE_MS)) {
+	if (n->power == PW_WAKING || (n->power == PW_OFF && !n->power_pid &&
+	                              now - n->power_ms > POWER_OFF_GRACE_MS)) {
 		struct node next = *n;
 
 		next.power = PW_ON;
@@ -926,7 +946,11 @@ int cnl_ctl_node_set_state(struct cnl_ctl *ctl, const char *node,
 		ctl->nodes[i].state = old;
 		return set_err(err, errlen, 500, "cannot store the node");
 	}
-	cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i, map[st]);
+	/* A node off (or being switched on) takes no work whatever its
+	 * state says. */
+	cnl_cluster_set_node_state(ctl->cluster, (uint32_t)i,
+	                           ctl->nodes[i].power != PW_ON ? CNL_NODE_DOWN
+	                                                        : map[st]);
 	cnl_ctl_kick(ctl);
 	{
 		struct cnl_wire_node nr;

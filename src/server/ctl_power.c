@@ -23,7 +23,12 @@
  * counts as on again at its agent's first heartbeat after the command
  * (ctl_node.c).  A command that fails leaves the node as it was, and an
  * "on" that brings no heartbeat within POWER_ON_WAIT_MS is given up
- * (tried again later).
+ * (tried again later).  A change is recorded before its command runs;
+ * a command runs at most POWER_CMD_MAX_MS (its process group is killed
+ * then, which counts as a failure); a failed "on" whose node's agent is
+ * back anyway changes nothing.  A node is switched off only when it holds
+ * nothing at all (no allocation, no other scheduler's pods, no workload
+ * of ours still leaving it).
  *
  * Every transition is audited (action node.power) and shown in nodes
  * list ("power": on, off, powering-on) and in the node's document, so a
@@ -45,6 +50,8 @@
 #include "server/ctl-internal.h"
 
 #define POWER_ON_WAIT_MS (10 * 60 * 1000) /* boot, then the agent */
+#define POWER_CMD_MAX_MS (5 * 60 * 1000)  /* a command running longer dies */
+#define POWER_RETRY_MS   60000            /* after a failed command */
 
 extern char **environ;
 
@@ -70,12 +77,16 @@ static void audit_power(struct cnl_ctl *ctl, const struct node *n, int64_t now,
 	cnl_log(CNL_LOG_INFO, "node power", "node=%s %s", n->name, a.result);
 }
 
-/* Start `COMMAND VERB NODE` in the background; its pid, or -errno. */
+/* Start `COMMAND VERB NODE` in the background, in a process group of its
+ * own, with the signals cnlabd blocks unblocked (a timeout in the script
+ * works); its pid, or -errno. */
 static pid_t spawn(struct cnl_ctl *ctl, const struct node *n, const char *verb)
 {
 	char env_node[CNL_STORE_NAME_MAX + 16], env_addr[160];
 	char *argv[] = {(char *)ctl->cfg.power_command, (char *)verb,
 	                (char *)n->name, NULL};
+	posix_spawnattr_t at;
+	sigset_t none, all;
 	char **env;
 	size_t ne = 0;
 	pid_t pid;
@@ -90,7 +101,19 @@ static pid_t spawn(struct cnl_ctl *ctl, const struct node *n, const char *verb)
 	         n->address);
 	env[ne] = env_node;
 	env[ne + 1] = env_addr;
-	r = posix_spawn(&pid, ctl->cfg.power_command, NULL, NULL, argv, env);
+	sigemptyset(&none);
+	sigfillset(&all);
+	if ((r = posix_spawnattr_init(&at)) == 0) {
+		posix_spawnattr_setsigmask(&at, &none);
+		posix_spawnattr_setsigdefault(&at, &all);
+		posix_spawnattr_setpgroup(&at, 0);
+		posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
+		                                  POSIX_SPAWN_SETSIGDEF |
+		                                  POSIX_SPAWN_SETPGROUP);
+		r = posix_spawn(&pid, ctl->cfg.power_command, NULL, &at, argv,
+		                env);
+		posix_spawnattr_destroy(&at);
+	}
 	free(env);
 	return r ? -r : pid;
 }
@@ -117,35 +140,79 @@ static int set_power(struct cnl_ctl *ctl, size_t i, uint8_t p, int64_t now)
 	return 0;
 }
 
-/* Collect finished commands: a failed one undoes its change. */
+/*
+ * Node @i goes to @p (PW_OFF or PW_WAKING) through the command: recorded
+ * first, so that a node is never switched unrecorded; a command that
+ * cannot start puts the record back.  0, or -1 (audited).
+ */
+static int switch_node(struct cnl_ctl *ctl, size_t i, uint8_t p, int64_t now)
+{
+	struct node *n = &ctl->nodes[i];
+	uint8_t was = n->power;
+	pid_t pid;
+
+	if (set_power(ctl, i, p, now) < 0)
+		return -1;
+	if ((pid = spawn(ctl, n, p == PW_OFF ? "off" : "on")) < 0) {
+		audit_power(ctl, n, now,
+		            "%s failed: cannot run the power command: %s",
+		            p == PW_OFF ? "off" : "on", strerror((int)-pid));
+		set_power(ctl, i, was, now);
+		n->power_retry_ms = now + POWER_RETRY_MS;
+		return -1;
+	}
+	n->power_pid = pid;
+	n->power_cmd = p;
+	n->power_cmd_ms = now;
+	return 0;
+}
+
+/* Collect finished commands (judged by what each was asked to do): a
+ * failed one undoes its change, unless the node's agent is back; one
+ * running past POWER_CMD_MAX_MS is killed, its group with it. */
 static void reap(struct cnl_ctl *ctl, int64_t now)
 {
 	for (size_t i = 0; i < ctl->n_nodes; i++) {
 		struct node *n = &ctl->nodes[i];
+		const char *what = n->power_cmd == PW_OFF ? "off" : "on";
 		int status;
-		bool fine;
+		pid_t w;
 
-		if (n->power_pid <= 0 ||
-		    waitpid(n->power_pid, &status, WNOHANG) != n->power_pid)
+		if (n->power_pid <= 0)
 			continue;
+		w = waitpid(n->power_pid, &status, WNOHANG);
+		if (w == 0) {
+			if (now - n->power_cmd_ms > POWER_CMD_MAX_MS)
+				kill(-n->power_pid, SIGKILL); /* reaped next */
+			continue;
+		}
 		n->power_pid = 0;
-		fine = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-		if (fine) {
+		if (w < 0)
+			continue; /* not ours to reap any more */
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+			audit_power(
+			    ctl, n, now, "%s: the power command succeeded",
+			    n->power_cmd == PW_OFF ? "off" : "powering on");
+			continue;
+		}
+		n->power_retry_ms = now + POWER_RETRY_MS;
+		if (n->power_cmd == PW_WAKING && n->power == PW_ON) {
 			audit_power(ctl, n, now,
-			            "%s: the power command succeeded",
-			            n->power == PW_OFF ? "off" : "powering on");
+			            "on: the power command failed (%s %d), but "
+			            "the node's agent is back",
+			            WIFEXITED(status) ? "exit" : "signal",
+			            WIFEXITED(status) ? WEXITSTATUS(status)
+			                              : WTERMSIG(status));
 			continue;
 		}
 		audit_power(
 		    ctl, n, now,
 		    "%s failed: the power command %s %d; the node stays "
 		    "%s",
-		    n->power == PW_OFF ? "off" : "on",
-		    WIFEXITED(status) ? "exited" : "was killed by signal",
+		    what, WIFEXITED(status) ? "exited" : "was killed by signal",
 		    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-		    n->power == PW_OFF ? "on" : "off");
-		set_power(ctl, i, n->power == PW_OFF ? PW_ON : PW_OFF, now);
-		n->power_retry_ms = now + 60000;
+		    n->power_cmd == PW_OFF ? "on" : "off");
+		set_power(ctl, i, n->power_cmd == PW_OFF ? PW_ON : PW_OFF, now);
 	}
 }
 
@@ -154,10 +221,25 @@ static int node_gpus(const struct cnl_ctl *ctl, size_t i)
 	return ctl->cluster->nodes[i].n_gpus;
 }
 
+/* Whether node @i holds nothing at all: no allocation, no other
+ * scheduler's work, no workload of ours still leaving it. */
+static bool empty(const struct cnl_ctl *ctl, size_t i)
+{
+	const struct cnl_node *cn = &ctl->cluster->nodes[i];
+
+	if (cn->n_allocs || cn->pods_others || cn->cpu_others || cn->mem_others)
+		return false;
+	for (size_t k = 0; k < ctl->n_wl; k++)
+		if (ctl->wl[k].node == (int)i)
+			return false;
+	return true;
+}
+
 void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 {
 	struct cnl_picks p;
 	int64_t *idle_on;
+	double *cap_left;
 
 	if (!ctl->cfg.power_command)
 		return;
@@ -182,8 +264,12 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 	}
 	if (cnl_picks_scan(ctl->cluster, NULL, 0, &p) < 0)
 		return;
-	/* Per cluster: GPUs on, idle and taking work (the spare). */
+	/* Per cluster: GPUs on, idle and taking work (the spare), and the
+	 * capacity left on as nodes go off in this tick. */
 	idle_on = cnl_xcalloc(p.n + 1, sizeof(*idle_on));
+	cap_left = cnl_xcalloc(p.n + 1, sizeof(*cap_left));
+	for (size_t k = 0; k < p.n; k++)
+		cap_left[k] = (double)p.load[k].blocks_total;
 	for (size_t i = 0; i < ctl->n_nodes && i < p.n_nodes; i++) {
 		const struct cnl_node *cn = &ctl->cluster->nodes[i];
 
@@ -196,48 +282,37 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 		struct node *n = &ctl->nodes[i];
 		size_t k = p.of_node[i];
 		double cap = (double)p.load[k].blocks_total,
-		       need = ctl_forecast_demand(ctl, p.name[k], cap);
-		pid_t pid;
+		       need = ctl_forecast_demand(ctl, p.name[k], cap),
+		       gone = 100.0 * node_gpus(ctl, i);
 
 		if (!n->power_idle || n->power != PW_ON || n->power_pid ||
-		    n->state != N_UP || now < n->power_retry_ms)
+		    n->state != N_UP || now < n->power_retry_ms ||
+		    !empty(ctl, i))
 			continue;
 		if (idle_on[k] - node_gpus(ctl, i) <
 		        ctl->cfg.power_spare_gpus ||
-		    need > cap - 100.0 * node_gpus(ctl, i))
+		    need > cap_left[k] - gone)
 			continue;
-		if ((pid = spawn(ctl, n, "off")) < 0) {
-			audit_power(ctl, n, now,
-			            "off failed: cannot run the power command: "
-			            "%s",
-			            strerror((int)-pid));
-			n->power_retry_ms = now + 60000;
+		if (switch_node(ctl, i, PW_OFF, now) < 0)
 			continue;
-		}
-		if (set_power(ctl, i, PW_OFF, now) < 0) {
-			/* Not recorded: it must not go off unrecorded. */
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			continue;
-		}
-		n->power_pid = pid;
 		idle_on[k] -= node_gpus(ctl, i);
+		cap_left[k] -= gone;
 		audit_power(ctl, n, now,
 		            "off: idle since %" PRId64 " s ago; %" PRId64
 		            " idle GPUs stay on in cluster %s (spare %" PRId64
 		            "), its forecast demand %.0f of %.0f blocks",
 		            (now - n->power_idle_since) / 1000, idle_on[k],
 		            p.name[k], ctl->cfg.power_spare_gpus, need,
-		            cap - 100.0 * node_gpus(ctl, i));
+		            cap_left[k]);
 	}
 	/* Up: per cluster, the smallest node off that covers the excess
 	 * beyond what is on and what is being switched on. */
 	for (size_t k = 0; k < p.n; k++) {
-		double cap = (double)p.load[k].blocks_total,
-		       need = ctl_forecast_demand(ctl, p.name[k], cap),
+		double cap = cap_left[k],
+		       need = ctl_forecast_demand(
+		           ctl, p.name[k], (double)p.load[k].blocks_total),
 		       coming = 0;
 		int best = -1;
-		pid_t pid;
 
 		for (size_t i = 0; i < ctl->n_nodes && i < p.n_nodes; i++)
 			if (p.of_node[i] == k &&
@@ -262,28 +337,16 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 			          node_gpus(ctl, (size_t)best))))
 				best = (int)i;
 		}
-		if (best < 0)
+		if (best < 0 ||
+		    switch_node(ctl, (size_t)best, PW_WAKING, now) < 0)
 			continue;
-		if ((pid = spawn(ctl, &ctl->nodes[best], "on")) < 0) {
-			audit_power(
-			    ctl, &ctl->nodes[best], now,
-			    "on failed: cannot run the power command: %s",
-			    strerror((int)-pid));
-			ctl->nodes[best].power_retry_ms = now + 60000;
-			continue;
-		}
-		if (set_power(ctl, (size_t)best, PW_WAKING, now) < 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			continue;
-		}
-		ctl->nodes[best].power_pid = pid;
 		audit_power(ctl, &ctl->nodes[best], now,
 		            "powering on: cluster %s's forecast demand %.0f "
 		            "blocks exceeds the %.0f it has on",
 		            p.name[k], need, cap);
 	}
 	free(idle_on);
+	free(cap_left);
 	cnl_picks_done(&p);
 }
 

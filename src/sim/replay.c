@@ -418,7 +418,7 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 			                         .ending = ending,
 			                         .pending = pend_b});
 			if (!n_preds ||
-			    preds[n_preds - 1].due / CNL_FC_STEP_MS !=
+			    preds[n_preds - 1].due * 1000 / CNL_FC_STEP_MS !=
 			        step + 9) {
 				if (n_preds == CNL_FC_PENDING + 2) {
 					memmove(preds, preds + 1,

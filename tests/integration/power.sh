@@ -167,13 +167,18 @@ ok "only nodes that were off were switched on"
 # --- off survives a restart ---------------------------------------------------
 touch "$shared/go1" "$shared/go2"
 wait_for 30 is_state "$j2" succeeded || bad "j2 end: $(state "$j2")"
-wait_for 30 sh -c "[ \$('$cnlab' node list -o json | jq '[.items[] | select(.power==\"off\")] | length') = 2 ]" ||
+# Idle again: nodes go off again, as many as the forecast (which still
+# expects some of the work just seen to come back) allows.
+wait_for 30 sh -c "[ \$('$cnlab' node list -o json | jq '[.items[] | select(.power==\"off\")] | length') -ge 1 ]" ||
 	bad "idle again: $("$cnlab" node list)"
+sleep 1
 off_before=$("$cnlab" node list -o json | jq -c '[.items[] | select(.power=="off") | .name]')
 kill "$cnlabd_pid"
 wait "$cnlabd_pid" 2>/dev/null
 start_cnlabd || bad "restart: $(tail -3 "$tmp/cnlabd.err")"
-[ "$("$cnlab" node list -o json | jq -c '[.items[] | select(.power=="off") | .name]')" = "$off_before" ] &&
+off_after=$("$cnlab" node list -o json | jq -c '[.items[] | select(.power=="off") | .name]')
+[ -n "$off_before" ] && [ "$off_before" != "[]" ] &&
+	jq -e --argjson a "$off_after" 'all(.[]; . as $n | $a | index($n))' <<<"$off_before" >/dev/null &&
 	ok "the nodes off stay off across a restart ($off_before)" || bad "after restart: $("$cnlab" node list)"
 sleep 3
 "$cnlab" node list -o json | jq -e '[.items[] | select(.state=="lost")] | length == 0' >/dev/null &&
@@ -182,16 +187,19 @@ sleep 3
 # --- a command that fails leaves the node as it was ---------------------------
 touch "$tmp/fail-on"
 : >"$tmp/calls.log"
-k1=$("$cnlab" run --detach --gpu h100-100 wait.sh go3 2>/dev/null)
-k2=$("$cnlab" run --detach --gpu h100-100 wait.sh go4 2>/dev/null)
+# One job more than the nodes that are on: one must be switched on.
+n_on=$("$cnlab" node list -o json | jq '[.items[] | select(.power=="on")] | length')
+ks=()
+for i in $(seq $((n_on + 1))); do
+	ks+=("$("$cnlab" run --detach --gpu h100-100 wait.sh go-k$i 2>/dev/null)")
+done
 wait_for 30 sh -c "'$cnlab' audit --limit 1000 | grep -q 'on failed: the power command exited 3; the node stays off'" &&
 	ok "a failing power command is audited, and the node stays off" ||
 	bad "fail: $("$cnlab" audit --limit 1000 | grep power) / $(cat "$tmp/calls.log")"
 failed=$(sed -n 's/^on \([^ ]*\) .*/\1/p' "$tmp/calls.log" | head -1)
 [ -n "$failed" ] && [ "$("$cnlab" node show "$failed" -o json | jq -r .power)" = off ] &&
 	ok "... $failed is still off" || bad "after failure: $("$cnlab" node list)"
-"$cnlab" jobs cancel "$k1" >/dev/null
-"$cnlab" jobs cancel "$k2" >/dev/null
+for k in "${ks[@]}"; do "$cnlab" jobs cancel "$k" >/dev/null; done
 
 [ $fails = 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails = 0 ]
