@@ -229,7 +229,10 @@ int cnl_pick_cluster(const struct cnl_cluster *c, const struct cnl_picks *p,
 	for (size_t k = 0; k < p->n; k++) {
 		bool now;
 		int rank;
-		double u = cnl_picks_util(p, k);
+		/* A cluster with nothing taking work (its nodes down, off or
+		 * lost) is the most loaded: work goes there only when no
+		 * other cluster could ever run it. */
+		double u = p->load[k].blocks_total ? cnl_picks_util(p, k) : 2;
 
 		if (ever[k] < need)
 			continue;

@@ -249,6 +249,17 @@ done
 m=$(submit teamb --gpu h100-100 hello.sh)
 wait_for 20 sh -c "XDG_CONFIG_HOME=$tmp/xdg-ana '$cnlab' jobs explain $m | grep -q 'cluster east picked'" ||
 	bad "m picked: $(ana jobs explain "$m")"
+# Many jobs held to different node sets (each its own set within each
+# cluster) wait through a few split cycles, then are cancelled.
+sets=()
+for ex in "$run-e1" "$run-e2" "$run-w1" "$run-w2" "$run-e1,$run-e2" "$run-e1,$run-w1" \
+	"$run-e1,$run-w2" "$run-e2,$run-w1" "$run-e2,$run-w2" "$run-w1,$run-w2" \
+	"$run-e1,$run-e2,$run-w1" "$run-e1,$run-e2,$run-w2"; do
+	sets+=("$(submit teamb --gpu h100-100 --exclude "$ex" hello.sh)")
+done
+sleep 1
+for j in "${sets[@]}"; do ana jobs cancel "$j" >/dev/null || bad "cancel $j"; done
+ok "jobs held to twelve node sets waited through split cycles"
 touch "$shared/gg-west-1"
 wait_for 60 is_state "$m" succeeded || wait_for 5 is_state "$m" running ||
 	bad "m: $(state "$m") $(ana jobs explain "$m")"
@@ -263,6 +274,12 @@ touch "$shared/gg-east-1" "$shared/gg-east-2" "$shared/gg-west-2"
 wait_for 60 is_state "$p" succeeded || bad "p end: $(state "$p")"
 
 # --- refused -----------------------------------------------------------------
+tok=$(adm node join-token --node "$run-bad" -o json | jq -r .token)
+out=$(CNLAB_AGENT_TOKEN=$tok timeout 20 "$agent" --server "$base" --name "$run-bad" \
+	--cluster 'a"b' --gpus fake:1xH100-80GB-SXM --work-dir "$tmp/agent-bad" 2>&1)
+rc=$?
+[ $rc != 0 ] && grep -q 'field \\\?"cluster\\\?": must be a name' <<<"$out" &&
+	ok "an agent with a cluster label that is not a name is refused ($rc)" || bad "bad label: rc $rc: $(tail -3 <<<"$out")"
 out=$(ana run --project teama --gpu any-5 --cluster nosuch hello.sh 2>&1)
 rc=$?
 [ $rc = 2 ] && grep -q 'cluster.*no cluster named "nosuch"' <<<"$out" &&
@@ -313,6 +330,18 @@ wait_for 60 is_state "$q" succeeded || bad "q end: $(state "$q")"
 case "$(node_of "$q")" in "$run-e1" | "$run-e2") ok "q ran in east" ;; *) bad "q node $(node_of "$q")" ;; esac
 [ "$(ana jobs explain "$q" | grep -c 'picked')" = 1 ] &&
 	ok "the restart did not pick (and audit) its cluster again" || bad "explain q: $(ana jobs explain "$q")"
+
+# --- at most 63 clusters with policies of their own --------------------------
+for i in $(seq 1 61); do adm cluster set-policy "x$i" --wait-target 0 >/dev/null 2>&1 || break; done
+n_conf=$(adm cluster list -o json | jq '[.items[] | select(.configured)] | length')
+out=$(adm cluster set-policy x62 --wait-target 0 2>&1)
+rc=$?
+[ "$n_conf" = 63 ] && [ $rc != 0 ] && grep -q "at most 63 clusters" <<<"$out" &&
+	ok "a 64th cluster policy is refused, naming the limit" || bad "cap: $n_conf configured; rc $rc: $out"
+adm cluster set-policy east --wait-target 3 >/dev/null && adm cluster show east | grep -q '^Wait target: 3 s' &&
+	ok "... an existing cluster's policy still changes" || bad "change at the cap"
+q2=$(submit teamb --gpu any-10 hello.sh)
+wait_for 60 is_state "$q2" succeeded && ok "... and work still runs" || bad "q2: $(state "$q2")"
 
 [ $fails = 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails = 0 ]

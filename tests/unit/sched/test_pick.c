@@ -255,6 +255,13 @@ static void test_down_nodes(void **state)
 	assert_int_equal(pk.load[0].gpus, 0);
 	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
 	assert_int_equal(p.cluster, 1);
+	/* b full: neither starts it now; a, with nothing taking work, is
+	 * still not "the least loaded". */
+	fill(1, 1);
+	scan();
+	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
+	assert_int_equal(p.cluster, 1);
+	assert_int_equal(p.why, CNL_PICK_LEAST_LOADED);
 	/* Cordoned: could run it later, not now. */
 	assert_int_equal(cnl_cluster_set_node_state(cl, 0, CNL_NODE_CORDONED),
 	                 0);
