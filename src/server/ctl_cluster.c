@@ -335,11 +335,11 @@ static int only_cluster(const struct cnl_picks *p)
 	return only;
 }
 
-/* The cluster pending workload @w counts in: its pick, else the only
- * cluster with nodes; -1: none yet. */
-static int pending_in(const struct cnl_picks *p, const struct wl *w)
+/* The cluster pending workload @w counts in: its pick, else @only (the
+ * only cluster with nodes, only_cluster()); -1: none yet. */
+static int pending_in(const struct cnl_picks *p, const struct wl *w, int only)
 {
-	return w->cl_pick[0] ? cnl_picks_find(p, w->cl_pick) : only_cluster(p);
+	return w->cl_pick[0] ? cnl_picks_find(p, w->cl_pick) : only;
 }
 
 static bool placed(const struct wl *w)
@@ -348,23 +348,33 @@ static bool placed(const struct wl *w)
 	       w->state != CNL_WL_REQUEUING;
 }
 
-static json_t *cluster_json(struct cnl_ctl *ctl, const struct cnl_picks *p,
-                            size_t k, bool nodes)
+/* Each cluster's pending and running work, in one pass over the
+ * registry (@pending and @running: p->n each). */
+static void work_counts(struct cnl_ctl *ctl, const struct cnl_picks *p,
+                        int *pending, int *running)
 {
-	const struct ctl_cl *cl = cl_find(ctl, p->name[k]);
-	const struct cnl_pick_load *l = &p->load[k];
-	int pending = 0, running = 0;
-	json_t *o;
+	int only = only_cluster(p), k;
 
 	for (size_t i = 0; i < ctl->n_wl; i++) {
 		const struct wl *w = &ctl->wl[i];
 
-		if (placed(w) && (uint32_t)w->node < p->n_nodes &&
-		    p->of_node[w->node] == k)
-			running++;
-		else if (!placed(w) && pending_in(p, w) == (int)k)
-			pending++;
+		if (placed(w)) {
+			if ((uint32_t)w->node < p->n_nodes)
+				running[p->of_node[w->node]]++;
+			continue;
+		}
+		if ((k = pending_in(p, w, only)) >= 0)
+			pending[k]++;
 	}
+}
+
+static json_t *cluster_json(struct cnl_ctl *ctl, const struct cnl_picks *p,
+                            size_t k, int pending, int running, bool nodes)
+{
+	const struct ctl_cl *cl = cl_find(ctl, p->name[k]);
+	const struct cnl_pick_load *l = &p->load[k];
+	json_t *o;
+
 	o = json_pack(
 	    "{s:s,s:i,s:i,s:i,s:f,s:i,s:i,s:s,s:o,s:I,s:b}", "name", p->name[k],
 	    "nodes", (int)l->nodes, "nodes_up", (int)l->nodes_up, "gpus",
@@ -416,19 +426,23 @@ json_t *cnl_ctl_clusters_json(struct cnl_ctl *ctl, const char *name)
 {
 	struct cnl_picks p;
 	json_t *ret = NULL;
+	int pending[CNL_PICK_MAX] = {0}, running[CNL_PICK_MAX] = {0};
 
 	if (scan(ctl, &p) < 0)
 		return NULL;
+	work_counts(ctl, &p, pending, running);
 	if (name) {
 		int k = cnl_picks_find(&p, name);
 
 		if (k >= 0)
-			ret = cluster_json(ctl, &p, (size_t)k, true);
+			ret = cluster_json(ctl, &p, (size_t)k, pending[k],
+			                   running[k], true);
 	} else {
 		ret = json_array();
 		for (size_t k = 0; k < p.n; k++)
-			json_array_append_new(ret,
-			                      cluster_json(ctl, &p, k, false));
+			json_array_append_new(
+			    ret, cluster_json(ctl, &p, k, pending[k],
+			                      running[k], false));
 	}
 	cnl_picks_done(&p);
 	return ret;
@@ -799,12 +813,14 @@ void ctl_forecast_ended(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
 {
 	struct cnl_picks p;
+	int only;
 	double *pending, *ending, *ratio;
 	struct ctl_fc **f;
 
 	if (now - ctl->fc_last_ms < FORECAST_EVERY_MS || scan(ctl, &p) < 0)
 		return;
 	ctl->fc_last_ms = now;
+	only = only_cluster(&p);
 	pending = cnl_xcalloc(p.n + 1, sizeof(*pending));
 	ending = cnl_xcalloc(p.n + 1, sizeof(*ending));
 	ratio = cnl_xcalloc(p.n + 1, sizeof(*ratio));
@@ -826,7 +842,7 @@ void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
 				continue;
 			/* Work not yet picked (several clusters) is counted
 			 * once it is. */
-			k = pending_in(&p, w);
+			k = pending_in(&p, w, only);
 			if (k < 0)
 				continue;
 			pending[k] += cnl_req_blocks(&w->j.req);
@@ -918,18 +934,19 @@ bool ctl_cluster_starved(struct cnl_ctl *ctl, const char *name)
 {
 	struct cnl_picks p;
 	bool starved = false;
-	int k;
+	int k, only;
 
 	if (scan(ctl, &p) < 0)
 		return false;
 	k = cnl_picks_find(&p, name);
+	only = only_cluster(&p);
 	for (size_t i = 0; k >= 0 && i < ctl->n_wl && !starved; i++) {
 		const struct wl *w = &ctl->wl[i];
 
 		starved = w->state == CNL_WL_PENDING &&
 		          (w->wait_reason == CNL_WHY_NO_CAPACITY ||
 		           w->wait_reason == CNL_WHY_NO_NODE_TAKING_WORK) &&
-		          pending_in(&p, w) == k;
+		          pending_in(&p, w, only) == k;
 	}
 	cnl_picks_done(&p);
 	return starved;

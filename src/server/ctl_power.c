@@ -313,11 +313,19 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 		           ctl, p.name[k], (double)p.load[k].blocks_total),
 		       coming = 0;
 		int best = -1;
+		bool any_off = false;
 
-		for (size_t i = 0; i < ctl->n_nodes && i < p.n_nodes; i++)
-			if (p.of_node[i] == k &&
-			    ctl->nodes[i].power == PW_WAKING)
+		for (size_t i = 0; i < ctl->n_nodes && i < p.n_nodes; i++) {
+			if (p.of_node[i] != k)
+				continue;
+			if (ctl->nodes[i].power == PW_WAKING)
 				coming += 100.0 * node_gpus(ctl, i);
+			any_off |= ctl->nodes[i].power == PW_OFF;
+		}
+		/* (The starved test reads every workload: only where a node
+		 * could be switched on.) */
+		if (!any_off)
+			continue;
 		if (coming > 0
 		        ? need <= cap + coming
 		        : need <= cap && !ctl_cluster_starved(ctl, p.name[k]))
