@@ -7,8 +7,10 @@
 #include "sched/forecast.h"
 
 #define BUCKET_MS (CNL_FC_DAY_MS / CNL_FC_BUCKETS)
-/* Observations a bucket averages: a week of its steps. */
+/* Observations a bucket averages: a week of its steps; the prior: a
+ * day's. */
 #define SEASON_MEMORY (7 * BUCKET_MS / CNL_FC_STEP_MS)
+#define SEASON_PRIOR  (BUCKET_MS / CNL_FC_STEP_MS)
 
 void cnl_fc_init(struct cnl_forecast *fc)
 {
@@ -36,20 +38,19 @@ static void close_step(struct cnl_forecast *fc, double x)
 	size_t k = bucket(fc->step_start);
 	double s = fc->season[k], prev = fc->level;
 
-	if (!fc->steps) {
-		fc->level = x - s;
-		fc->trend = 0;
-	} else {
-		fc->level =
-		    fc->alpha * (x - s) + (1 - fc->alpha) * (prev + fc->trend);
-		fc->trend =
-		    fc->beta * (fc->level - prev) + (1 - fc->beta) * fc->trend;
-	}
+	/* From a level of 0: the first step seen (a queue's first
+	 * submissions, or the moment a forecast begins) is one step, not
+	 * the rate of every step to come. */
+	fc->level = fc->alpha * (x - s) + (1 - fc->alpha) * (prev + fc->trend);
+	fc->trend = fc->beta * (fc->level - prev) + (1 - fc->beta) * fc->trend;
 	/* A bucket's index is the mean of its deviations from the level
-	 * over about the last week of its observations (SEASON_MEMORY). */
+	 * over about the last week of its observations (SEASON_MEMORY),
+	 * shrunk toward 0 by a day's worth of them (SEASON_PRIOR): a
+	 * bucket seen once does not forecast that once again. */
 	if (fc->season_n[k] < SEASON_MEMORY)
 		fc->season_n[k]++;
-	fc->season[k] = s + (x - fc->level - s) / fc->season_n[k];
+	fc->season[k] =
+	    s + (x - fc->level - s) / (fc->season_n[k] + SEASON_PRIOR);
 	fc->steps++;
 	fc->step_start += CNL_FC_STEP_MS;
 }
