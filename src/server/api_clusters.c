@@ -112,7 +112,16 @@ void cnl_api_h_cluster_policy_put(void *call, struct cnl_http_request *req,
 		cnl_http_error(resp, 500, "internal", "%s", err);
 		goto out;
 	}
-	cnl_http_reply(resp, 200, cnl_ctl_clusters_json(c->api->ctl, name));
+	/* (NULL only with more clusters than can be told apart: the
+	 * policy is set all the same.) */
+	{
+		json_t *o = cnl_ctl_clusters_json(c->api->ctl, name);
+
+		cnl_http_reply(
+		    resp, 200,
+		    o ? o
+		      : json_pack("{s:s,s:b}", "name", name, "configured", 1));
+	}
 out:
 	json_decref(old);
 	json_decref(body);
