@@ -225,6 +225,31 @@ struct cnl_node {
 };
 
 /*
+ * Whether @p could ever run on node @n were it empty: a GPU type it
+ * allows (with its MIG profile), enough GPUs, CPU and memory.  Neither
+ * the node's state nor the request's node set is looked at: the callers
+ * add what they need of those.
+ */
+static inline bool cnl_node_could_host(const struct cnl_node *n,
+                                       const struct cnl_req_prep *p)
+{
+	const struct cnl_alloc_req *r = &p->req;
+
+	if (n->cpu_total < r->cpu_milli || n->mem_total < r->mem_mib)
+		return false;
+	if (r->kind == CNL_REQ_CPU)
+		return true;
+	if (n->n_gpus == 0 || n->gpu_type < 0 ||
+	    !(p->type_ok >> n->gpu_type & 1))
+		return false;
+	if (r->kind == CNL_REQ_WHOLE)
+		return n->n_gpus >= r->gpus;
+	if (r->kind == CNL_REQ_MIG)
+		return p->prof[n->gpu_type] >= 0;
+	return true;
+}
+
+/*
  * The fields a cluster-wide search reads for every node, packed together
  * so that rejecting a node touches one cache line.  A copy of the node's
  * state, refreshed after every change of the node.

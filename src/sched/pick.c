@@ -43,14 +43,6 @@ static const char *label_of(const struct cnl_node *n)
 	return n->cluster[0] ? n->cluster : "default";
 }
 
-/* The GPU capacity @g holds, in blocks (a MIG instance its compute). */
-static int gpu_used(const struct cnl_gpu *g)
-{
-	if (g->mode == CNL_GPU_BLOCK)
-		return g->used;
-	return __builtin_popcount(g->sm_mask) * 100 / CNL_MIG_COMPUTE_SLICES;
-}
-
 int cnl_picks_scan(const struct cnl_cluster *c,
                    const char (*known)[CNL_NAME_MAX], size_t n_known,
                    struct cnl_picks *ret)
@@ -83,7 +75,8 @@ int cnl_picks_scan(const struct cnl_cluster *c,
 		l->gpus += n->n_gpus;
 		l->blocks_total += 100 * (int64_t)n->n_gpus;
 		for (int g = 0; g < n->n_gpus; g++)
-			l->blocks_used += gpu_used(&n->gpus[g]);
+			l->blocks_used +=
+			    CNL_BLOCKS_PER_GPU - cnl_gpu_free_blocks(c, i, g);
 	}
 	*ret = p;
 	return 0;
@@ -142,26 +135,13 @@ const char *cnl_pick_why_text(enum cnl_pick_why why)
 	}
 }
 
-/* Whether node @i could ever take @pp (empty, as big as it is, and
- * taking work: a node down may be powered on or come back). */
+/* Whether node @i could ever take @pp, within its node set, whatever its
+ * state: a node down may be powered on or come back. */
 static bool could_ever(const struct cnl_cluster *c, uint32_t i,
                        const struct cnl_req_prep *pp)
 {
-	const struct cnl_node *n = &c->nodes[i];
-	const struct cnl_alloc_req *q = &pp->req;
-
-	if (!cnl_req_node_ok(q, i) || n->cpu_total < q->cpu_milli ||
-	    n->mem_total < q->mem_mib)
-		return false;
-	if (q->kind == CNL_REQ_CPU)
-		return true;
-	if (!n->n_gpus || n->gpu_type < 0 || !(pp->type_ok >> n->gpu_type & 1))
-		return false;
-	if (q->kind == CNL_REQ_WHOLE)
-		return n->n_gpus >= q->gpus;
-	if (q->kind == CNL_REQ_MIG)
-		return pp->prof[n->gpu_type] >= 0;
-	return true;
+	return cnl_req_node_ok(&pp->req, i) &&
+	       cnl_node_could_host(&c->nodes[i], pp);
 }
 
 static bool fits_now(const struct cnl_cluster *c, const struct cnl_picks *p,

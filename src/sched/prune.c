@@ -271,20 +271,9 @@ bool cnl_cyc_node_could_host(const struct cnl_cyc *y, uint32_t i,
                              const struct cnl_req_prep *p)
 {
 	const struct cnl_node *n = &y->c->nodes[i];
-	const struct cnl_alloc_req *r = &p->req;
 
-	if (n->state != CNL_NODE_UP || n->cpu_total < r->cpu_milli ||
-	    n->mem_total < r->mem_mib || !cnl_req_node_ok(r, i))
-		return false;
-	if (r->kind == CNL_REQ_CPU)
-		return true;
-	if (n->n_gpus == 0 || !(p->type_ok >> n->gpu_type & 1))
-		return false;
-	if (r->kind == CNL_REQ_WHOLE)
-		return n->n_gpus >= r->gpus;
-	if (r->kind == CNL_REQ_MIG)
-		return p->prof[n->gpu_type] >= 0;
-	return true;
+	return n->state == CNL_NODE_UP && cnl_req_node_ok(&p->req, i) &&
+	       cnl_node_could_host(n, p);
 }
 
 static bool fits(const struct cnl_cyc *y, const struct cnl_cyc_maxima *m,

@@ -26,27 +26,6 @@
 #include "server/ctl-internal.h"
 #include "server/shape.h"
 
-/* Could @n, empty, host @p?  As the scheduler's own check, but whatever
- * the node's state. */
-static bool node_could_host(const struct cnl_node *n,
-                            const struct cnl_req_prep *p)
-{
-	const struct cnl_alloc_req *r = &p->req;
-
-	if (n->cpu_total < r->cpu_milli || n->mem_total < r->mem_mib)
-		return false;
-	if (r->kind == CNL_REQ_CPU)
-		return true;
-	if (n->n_gpus == 0 || n->gpu_type < 0 ||
-	    !(p->type_ok >> n->gpu_type & 1))
-		return false;
-	if (r->kind == CNL_REQ_WHOLE)
-		return n->n_gpus >= r->gpus;
-	if (r->kind == CNL_REQ_MIG)
-		return p->prof[n->gpu_type] >= 0;
-	return true;
-}
-
 /* In words, why no node of the cluster @c could take @p (of @gang nodes). */
 static void why_not(const struct cnl_cluster *c, const struct cnl_req_prep *p,
                     const char *shape, int gang, int hosts, char *why,
@@ -150,7 +129,7 @@ int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *project_id,
 		goto out;
 	int anywhere = 0;
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
-		bool could = node_could_host(&c->nodes[i], &p);
+		bool could = cnl_node_could_host(&c->nodes[i], &p);
 		anywhere += could;
 		hosts += could && cnl_req_node_ok(&p.req, i);
 	}

@@ -825,9 +825,10 @@ void ctl_forecast_tick(struct cnl_ctl *ctl, int64_t now)
 	ending = cnl_xcalloc(p.n + 1, sizeof(*ending));
 	ratio = cnl_xcalloc(p.n + 1, sizeof(*ratio));
 	f = cnl_xcalloc(p.n + 1, sizeof(*f));
+	/* Every cluster's forecast made first: fc_of() may move the table,
+	 * so the pointers are taken after. */
 	for (size_t k = 0; k < p.n; k++)
-		f[k] = fc_of(ctl, p.name[k]);
-	/* (fc_of() may move the table: the pointers are taken after.) */
+		(void)fc_of(ctl, p.name[k]);
 	for (size_t k = 0; k < p.n; k++) {
 		f[k] = fc_of(ctl, p.name[k]);
 		ratio[k] = cnl_fc_runtime_ratio(&f[k]->fc);

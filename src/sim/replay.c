@@ -348,13 +348,8 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 				if (d->kind == CNL_DEC_PREEMPT) {
 					/* Released in the snapshot already;
 					 * the work done is lost. */
-					int64_t b = 0;
-					const struct cnl_alloc_req *q = &x->req;
-					b = q->kind == CNL_REQ_BLOCKS
-					        ? q->blocks
-					    : q->kind == CNL_REQ_WHOLE
-					        ? 100 * q->gpus
-					        : 0;
+					int64_t b = cnl_req_blocks(&x->req);
+
 					held -= b;
 					res.preemptions++;
 					res.lost_gpu_hours +=
