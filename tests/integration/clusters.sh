@@ -42,12 +42,8 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-ok() { echo "ok   $1"; }
-bad() {
-	echo "FAIL $1"
-	fails=$((fails + 1))
-}
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh" # ok, bad, $fails
 wait_for() { # wait_for SECONDS CMD...: poll CMD every 0.2 s
 	local n=$(($1 * 5))
 	shift

@@ -38,12 +38,8 @@ cleanup() {
 	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-ok() { echo "ok   $1"; }
-bad() {
-	echo "FAIL $1"
-	fails=$((fails + 1))
-}
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh" # ok, bad, $fails
 wait_for() {
 	local n=$(($1 * 5))
 	shift
