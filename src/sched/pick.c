@@ -186,7 +186,7 @@ int cnl_pick_cluster(const struct cnl_cluster *c, const struct cnl_picks *p,
 	    j->gang && j->spread && j->gang_size > 1 ? j->gang_size : 1;
 	struct cnl_req_prep pp;
 	int best = -1, best_rank = -1, r;
-	double best_util = 0;
+	double best_util = 0, best_cost = 0;
 
 	*ret = (struct cnl_pick){.cluster = -1, .why = CNL_PICK_NONE};
 	if ((r = cnl_alloc_prepare(c, &j->req, &pp)) < 0)
@@ -218,10 +218,14 @@ int cnl_pick_cluster(const struct cnl_cluster *c, const struct cnl_picks *p,
 			continue;
 		now = fits_now(c, p, &pp, k);
 		rank = (now ? 2 : 0) + (data[k] ? 1 : 0);
-		if (rank > best_rank || (rank == best_rank && u < best_util)) {
+		if (rank > best_rank ||
+		    (rank == best_rank &&
+		     (p->cost[k] < best_cost ||
+		      (p->cost[k] == best_cost && u < best_util)))) {
 			best = (int)k;
 			best_rank = rank;
 			best_util = u;
+			best_cost = p->cost[k];
 			ret->now = now;
 		}
 	}

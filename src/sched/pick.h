@@ -17,7 +17,10 @@
  *      where it can start now beats one
  *      where it would wait.
  *   3. Then one that holds its dataset (a node labelled with it).
- *   4. Then the least loaded (share of GPU capacity in use), then the
+ *   4. Then the cheapest (cnl_picks.cost: a cloud cluster's price per
+ *      GPU-hour, 0 on one's own GPUs), so that bought capacity takes
+ *      work only where the clusters owned would not start it as soon.
+ *   5. Then the least loaded (share of GPU capacity in use), then the
  *      name, so the same inputs give the same pick.
  *
  * Pure, like the rest of the library.
@@ -44,6 +47,9 @@ struct cnl_picks {
 	size_t n;
 	char name[CNL_PICK_MAX][CNL_NAME_MAX];
 	struct cnl_pick_load load[CNL_PICK_MAX];
+	/* Price per GPU-hour of cluster k (0 after the scan; the caller
+	 * sets those of the clusters it pays for by the hour). */
+	double cost[CNL_PICK_MAX];
 	uint8_t *of_node; /* cluster index of each node of the snapshot */
 	uint32_t n_nodes;
 };

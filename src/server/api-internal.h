@@ -22,6 +22,7 @@
 #include "server/api.h"
 #include "server/api_cli.h"
 #include "server/auth.h"
+#include "server/burst.h"
 #include "server/commit.h"
 #include "server/ctl.h"
 #include "server/oidc.h"
@@ -80,6 +81,10 @@ struct cnl_api {
 	 * the store syncs every commit itself. */
 	struct cnl_commit *commit;
 	struct cnl_ctl *ctl;
+	/* The cloud burst (burst.h), a leader's; NULL: not started. */
+	struct cnl_burst *burst;
+	struct cnl_burst_config burst_cfg;
+	char *burst_strs[3]; /* image, agent, url: burst_cfg's copies */
 	struct cnl_catalog cat;
 	struct cnl_oidc *oidc; /* NULL: OIDC off */
 	/* Browser sign-in (GET /v1/auth/oidc); NULL when not configured. */
@@ -694,6 +699,11 @@ int cnl_api_node_register_check(struct call *c, const char *name,
 /* A registration by join token succeeded: the token dies, the node's
  * earlier credentials too, and its new one goes to @ret.  0 or an error. */
 int cnl_api_node_joined(struct call *c, char ret[CNL_API_NODE_SECRET_MAX]);
+/* cnl_api_join_token_make - a join token for node @node, living @ttl_ms,
+ * saved (its digest) and put in @token.  0, or a store error. */
+int cnl_api_join_token_make(struct cnl_store *s, const char *node, int64_t now,
+                            int64_t ttl_ms,
+                            char token[CNL_API_NODE_SECRET_MAX]);
 void cnl_api_h_node_credential(void *call, struct cnl_http_request *req,
                                struct cnl_http_response *resp);
 void cnl_api_h_node_revoke(void *call, struct cnl_http_request *req,

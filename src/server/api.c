@@ -1403,6 +1403,22 @@ int cnl_api_new(const struct cnl_api_config *cfg, struct cnl_api **ret)
 		cnl_api_free(api);
 		return -EIO;
 	}
+	api->burst_strs[0] =
+	    cfg->burst_image ? cnl_xstrdup(cfg->burst_image) : NULL;
+	api->burst_strs[1] =
+	    cfg->burst_agent ? cnl_xstrdup(cfg->burst_agent) : NULL;
+	api->burst_strs[2] = cfg->burst_url    ? cnl_xstrdup(cfg->burst_url)
+	                     : cfg->public_url ? cnl_xstrdup(cfg->public_url)
+	                                       : NULL;
+	api->burst_cfg = (struct cnl_burst_config){
+	    .image = api->burst_strs[0],
+	    .agent = api->burst_strs[1],
+	    .url = api->burst_strs[2],
+	    .interval_ms = cfg->burst_interval_ms,
+	    .idle_ms = cfg->burst_idle_ms,
+	    .boot_ms = cfg->burst_boot_ms,
+	    .max_instances = (int)cfg->burst_max_instances,
+	};
 	r = cnl_ctl_new(
 	    &(struct cnl_ctl_config){
 	        .store = cfg->store,
@@ -1437,6 +1453,7 @@ void cnl_api_stop(struct cnl_api *api)
 {
 	if (!api)
 		return;
+	cnl_burst_stop(api->burst);
 	cnl_ctl_stop(api->ctl);
 	cnl_mirror_stop(api->mirror);
 	api->mirror = NULL;
@@ -1497,6 +1514,10 @@ void cnl_api_free(struct cnl_api *api)
 {
 	if (!api)
 		return;
+	cnl_burst_free(api->burst);
+	api->burst = NULL;
+	for (int i = 0; i < 3; i++)
+		free(api->burst_strs[i]);
 	cnl_ctl_stop(api->ctl);
 	cnl_mirror_stop(api->mirror);
 	/* An open batch is committed while the controller, which its end
@@ -1583,6 +1604,21 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 		         cnl_strerror(r));
 		return r;
 	}
+	/* The instances the burst launched before: known as cloud nodes
+	 * before the first cycle places anything. */
+	if (l->run_loop && api->ctl && !api->burst) {
+		pthread_mutex_lock(&api->mu);
+		r = cnl_burst_new(api, &api->burst_cfg, &api->burst);
+		pthread_mutex_unlock(&api->mu);
+		if (r < 0) {
+			snprintf(err, errlen,
+			         "cannot load the cloud instances: %s",
+			         cnl_strerror(r));
+			cnl_mirror_stop(api->mirror);
+			api->mirror = NULL;
+			return r;
+		}
+	}
 	if (l->run_loop && (r = cnl_ctl_start(api->ctl)) < 0) {
 		snprintf(err, errlen, "cannot start the scheduling loop");
 		cnl_mirror_stop(api->mirror);
@@ -1594,8 +1630,28 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 		cnl_ctl_stop(api->ctl);
 		cnl_mirror_stop(api->mirror);
 		api->mirror = NULL;
+		return r;
 	}
-	return r;
+	if (api->burst && api->burst_cfg.image) {
+		char url[160];
+
+		/* Without a URL given, the listener's own (instances on
+		 * this network reach it there). */
+		if (!api->burst_cfg.url) {
+			snprintf(url, sizeof(url), "%s://%s:%u",
+			         l->tls_cert_pem ? "https" : "http",
+			         strcmp(l->host, "0.0.0.0") == 0 ? "127.0.0.1"
+			                                         : l->host,
+			         (unsigned)cnl_http_server_port(*ret));
+			api->burst_strs[2] = cnl_xstrdup(url);
+			api->burst_cfg.url = api->burst_strs[2];
+			cnl_burst_set_url(api->burst, url);
+		}
+		if ((r = cnl_burst_start(api->burst)) < 0)
+			cnl_log(CNL_LOG_ERROR, "cannot start the cloud burst",
+			        "err=%s", cnl_strerror(r));
+	}
+	return 0;
 }
 
 int cnl_api_start_notebooks(struct cnl_api *api, const struct cnl_api_listen *l,

@@ -83,6 +83,17 @@ struct cnl_api_config {
 	const char *power_command;
 	int64_t power_idle_ms;
 	int64_t power_spare_gpus;
+	/* The cloud burst (burst.h): the machine image its instances boot
+	 * (NULL: bursting off), cnlab-agent's path there, cnlabd's URL as
+	 * they reach it (NULL: public_url, else the listener's), the
+	 * burst's tick, idle time, boot time-out and most instances. */
+	const char *burst_image;
+	const char *burst_agent;
+	const char *burst_url;
+	int64_t burst_interval_ms;
+	int64_t burst_idle_ms;
+	int64_t burst_boot_ms;
+	int64_t burst_max_instances;
 	const char *cli_dir;    /* CLI binaries for /cli; NULL: beside us */
 	const char *public_url; /* URL the installer names; NULL: Host */
 	/* The notebook origin as users reach it (http(s)://host[:port],

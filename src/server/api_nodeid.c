@@ -310,6 +310,18 @@ int cnl_api_node_joined(struct call *c, char ret[CNL_API_NODE_SECRET_MAX])
 	return cnl_store_tx_commit(s);
 }
 
+int cnl_api_join_token_make(struct cnl_store *s, const char *node, int64_t now,
+                            int64_t ttl_ms, char token[CNL_API_NODE_SECRET_MAX])
+{
+	char digest[CNL_AUTH_DIGEST_MAX];
+	int r;
+
+	if ((r = secret_new(CNL_API_JOIN_PREFIX, token, digest)) == 0)
+		r = secret_save(s, KIND_JOIN, digest, node, now, now + ttl_ms,
+		                true);
+	return r;
+}
+
 /* POST /v1/nodes/join-tokens {"node", "expires_in_hours" |
  * "expires_in_seconds"}. */
 void cnl_api_h_join_token(void *call, struct cnl_http_request *req,

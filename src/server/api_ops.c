@@ -149,6 +149,8 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 		              (double)cnl_leader_lag_ms(api->leader) / 1000.0);
 	}
 	cnl_ctl_metrics(api->ctl, &b);
+	if (api->burst)
+		cnl_burst_metrics(api->burst, &b);
 	cnl_api_events_metrics(api, &b);
 	cnl_api_dash_metrics(api, &b);
 	cnl_api_quota_metrics(c, &b);

@@ -115,6 +115,8 @@ void cnl_api_h_projects_create(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	snprintf(c->target, sizeof(c->target), "%s", p.id);
+	if (p.on_prem_only && c->api->ctl)
+		cnl_ctl_project_on_prem(c->api->ctl, p.id, true);
 	cnl_http_reply(resp, 201, cnl_api_project_json(&p));
 out:
 	json_decref(body);
@@ -221,6 +223,8 @@ void cnl_api_h_project_patch(void *call, struct cnl_http_request *req,
 		goto out;
 	}
 	c->project.on_prem_only = v;
+	if (c->api->ctl)
+		cnl_ctl_project_on_prem(c->api->ctl, c->project.id, v);
 	cnl_http_reply(resp, 200, cnl_api_project_json(&c->project));
 out:
 	json_decref(body);

@@ -109,6 +109,11 @@ struct cnl_cloud_ops {
 	 * error. */
 	int (*terminate)(struct cnl_cloud *c, const char *const *ids, size_t n,
 	                 struct cnl_cloud_error *err);
+	/* The price list's spot side: the current spot price of @type in
+	 * USD an hour (on-demand prices are published lists: the table
+	 * below, which an account may override). */
+	int (*spot_price)(struct cnl_cloud *c, const char *type, double *ret,
+	                  struct cnl_cloud_error *err);
 	void (*free)(struct cnl_cloud *c);
 };
 
@@ -118,6 +123,24 @@ struct cnl_cloud {
 
 /* cnl_cloud_free - NULL-safe. */
 void cnl_cloud_free(struct cnl_cloud *c);
+
+/*
+ * Instance types (cloud_types.c): what one holds, as the catalog names
+ * its GPUs, and its published on-demand price (USD an hour, Linux, the
+ * provider's list for its first region; an account's "prices" override
+ * it).  NULL when @provider has no type @name in the table.
+ */
+struct cnl_cloud_type {
+	const char *provider;
+	const char *name;  /* "p5.48xlarge" */
+	const char *model; /* catalog name: "H100-80GB-SXM" */
+	int gpus;
+	int vcpus;
+	int mem_gib;
+	double on_demand_h;
+};
+const struct cnl_cloud_type *cnl_cloud_type_find(const char *provider,
+                                                 const char *name);
 
 /* AWS EC2 (cloud_aws.c): the Query API, signed with SigV4. */
 struct cnl_cloud_aws_config {

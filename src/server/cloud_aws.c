@@ -540,6 +540,51 @@ static int terminate(struct cnl_cloud *c, const char *const *ids, size_t nids,
 	return r;
 }
 
+/* The latest spot price of @type (Linux/UNIX), any zone's lowest, in
+ * USD an hour (DescribeSpotPriceHistory). */
+static int spot_price(struct cnl_cloud *c, const char *type, double *ret,
+                      struct cnl_cloud_error *e)
+{
+	struct aws *a = (struct aws *)c;
+	struct form f = {0};
+	struct cnl_xml *doc = NULL;
+	const struct cnl_xml *set;
+	double best = -1;
+	int r;
+
+	*ret = 0;
+	form_add(&f, "Action", "DescribeSpotPriceHistory");
+	form_add(&f, "Version", EC2_VERSION);
+	form_add(&f, "InstanceType.1", type);
+	form_add(&f, "ProductDescription.1", "Linux/UNIX");
+	form_add(&f, "MaxResults", "20");
+	r = call(a, &f, &doc, e);
+	free(f.p);
+	if (r < 0)
+		return r;
+	set = cnl_xml_child(doc, "spotPriceHistorySet");
+	for (const struct cnl_xml *it = set ? set->child : NULL; it;
+	     it = it->next) {
+		const char *v = cnl_xml_path(it, "spotPrice"),
+		           *t = cnl_xml_path(it, "instanceType");
+		char *end;
+		double d;
+
+		if (!v || !t || strcmp(t, type) != 0)
+			continue;
+		d = strtod(v, &end);
+		if (end == v || *end || !(d > 0) || d > 1e6)
+			continue;
+		if (best < 0 || d < best)
+			best = d;
+	}
+	cnl_xml_free(doc);
+	if (best < 0)
+		return protocol(e, "no spot price for this type");
+	*ret = best;
+	return 0;
+}
+
 static void aws_free(struct cnl_cloud *c)
 {
 	struct aws *a = (struct aws *)c;
@@ -564,6 +609,7 @@ static const struct cnl_cloud_ops aws_ops = {
     .provision = provision,
     .describe = describe,
     .terminate = terminate,
+    .spot_price = spot_price,
     .free = aws_free,
 };
 

@@ -33,6 +33,7 @@
 #include "common/trace.h"
 #include "net/metrics.h"
 #include "sched/forecast.h"
+#include "sched/pick.h"
 #include "sched/sched.h"
 #include "server/ctl.h"
 #include "server/shape.h"
@@ -81,6 +82,11 @@ struct node {
 	int64_t power_retry_ms;
 	bool power_idle;
 	int64_t power_idle_since;
+	/* A cloud instance launched by the burst (ctl_cloud.c): what it
+	 * costs per hour, whole; 0 for one's own.  Never powered down: it
+	 * is given back instead. */
+	bool cloud;
+	double cloud_price_h;
 	bool power_back;
 };
 
@@ -289,6 +295,18 @@ struct cnl_ctl {
 		char text[400];
 	} * picks;
 	size_t n_picks, cap_picks;
+	/* The cloud (ctl_cloud.c): node name -> {"cluster", "price_h"}
+	 * of the instances the burst launched, known before they join; and
+	 * the projects whose work never leaves the GPUs owned: id -> true. */
+	json_t *cloud_nodes, *on_prem;
+	/* What the burst could launch now (cnl_ctl_cloud_offer()): per
+	 * type, its catalog GPU type and GPUs; admission takes work only
+	 * these could run. */
+	struct {
+		int16_t type;
+		uint8_t gpus;
+	} cloud_offer[16];
+	size_t n_cloud_offer;
 	/* The node sets of jobs (ctl_nset.c), each its own allocation. */
 	struct ctl_nset **nsets;
 	size_t n_nsets, cap_nsets;
@@ -356,6 +374,26 @@ double ctl_forecast_demand(struct cnl_ctl *ctl, const char *name,
 /* Whether work picked for cluster @name waits for capacity, or for nodes
  * that are not taking work (off, lost, cordoned). */
 bool ctl_cluster_starved(struct cnl_ctl *ctl, const char *name);
+/* ctl_cloud.c: nodes the burst launched, and the work that may use them.
+ * ctl_cloud_load: the projects marked on-prem-only, from the store. */
+int ctl_cloud_load(struct cnl_ctl *ctl);
+/* Each cluster's price per GPU-hour into @p->cost, and the clusters that
+ * hold a cloud node as a mask (bit k: cluster k). */
+uint64_t ctl_cloud_clusters(struct cnl_ctl *ctl, struct cnl_picks *p);
+/* Whether an instance type the burst offers could run @p (a project
+ * that may leave). */
+bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,
+                         const struct cnl_req_prep *p);
+/* Whether @w's project keeps its work on the GPUs owned. */
+bool ctl_on_prem_only(const struct cnl_ctl *ctl, const struct wl *w);
+/* A registration of a node the burst launched: its cluster is the one
+ * the burst gave it, whatever its agent says; marks node @i a cloud one. */
+void ctl_cloud_registered(struct cnl_ctl *ctl, size_t i);
+const char *ctl_cloud_cluster_of(const struct cnl_ctl *ctl, const char *name);
+/* A workload leaves cloud node w->node: what its run there cost, audited
+ * on the job. */
+void ctl_cloud_ended(struct cnl_ctl *ctl, const struct wl *w, int64_t now);
+
 /* ctl_power.c: the power of idle nodes (see there).  Each tick; and the
  * cycle's report that node @node is idle past the idle time. */
 void ctl_power_tick(struct cnl_ctl *ctl, int64_t now);

@@ -227,7 +227,8 @@ int cnl_ctl_new(const struct cnl_ctl_config *cfg, pthread_mutex_t *mu,
 		snprintf(err, errlen, "cluster: %s", cnl_strerror(r));
 		goto fail;
 	}
-	if ((r = ctl_load_nodes(ctl, now, err, errlen)) < 0 ||
+	if ((r = ctl_cloud_load(ctl)) < 0 ||
+	    (r = ctl_load_nodes(ctl, now, err, errlen)) < 0 ||
 	    (r = load_usage(ctl)) < 0 || (r = load_usage_days(ctl)) < 0 ||
 	    (r = load_jobs(ctl)) < 0 || (r = load_servers(ctl)) < 0 ||
 	    (r = load_reasons(ctl)) < 0 || (r = ctl_clusters_load(ctl)) < 0) {
@@ -278,6 +279,8 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	ctl_journal_free(ctl);
 	ctl_nset_free_all(ctl);
 	ctl_clusters_free(ctl);
+	json_decref(ctl->cloud_nodes);
+	json_decref(ctl->on_prem);
 	free(ctl->picks);
 	free(ctl->fcs);
 	cnl_cluster_free(ctl->cluster);

@@ -131,6 +131,36 @@ bool cnl_ctl_cluster_known(struct cnl_ctl *ctl, const char *name);
  * one called @name with its nodes (NULL: no such cluster). */
 json_t *cnl_ctl_clusters_json(struct cnl_ctl *ctl, const char *name);
 
+/* ---- the cloud burst (burst.c drives it; ctl_cloud.c) -------------------- */
+
+/*
+ * cnl_ctl_cloud_node - node @name (not yet registered, or registered) is
+ * a cloud instance of cluster @cluster costing @price_h an hour: it
+ * joins that cluster whatever its agent says, is never powered down, and
+ * takes no work of on-prem-only projects.  0, or -EINVAL.
+ */
+int cnl_ctl_cloud_node(struct cnl_ctl *ctl, const char *name,
+                       const char *cluster, double price_h);
+/* cnl_ctl_cloud_offer - the instance types the burst could launch now:
+ * @n (at most 16) of catalog GPU type names @models[i] with @gpus[i]
+ * GPUs each; admission then takes work that only these could run (for
+ * projects that may leave).  @n 0: none. */
+void cnl_ctl_cloud_offer(struct cnl_ctl *ctl, const char *const *models,
+                         const int *gpus, size_t n);
+/* cnl_ctl_project_on_prem - project @project_id's work never goes to a
+ * cluster holding a cloud node (@on), or may again. */
+void cnl_ctl_project_on_prem(struct cnl_ctl *ctl, const char *project_id,
+                             bool on);
+/*
+ * cnl_ctl_burst_view - what the burst decides on: {"clusters": [{name,
+ * cloud, capacity, used, demand}] (blocks; demand: the forecast 90 s
+ * ahead), "pending": [{id, project, on_prem_only, nowhere (no node now
+ * could ever run it), cluster, asked, waiting_ms, gpus, blocks, models}]
+ * (GPU work of jobs), "nodes": [{name,
+ * state, busy, last_seen_ms}] (cloud nodes)}.
+ */
+json_t *cnl_ctl_burst_view(struct cnl_ctl *ctl, int64_t now);
+
 /* ---- workloads ------------------------------------------------------- */
 
 /* cnl_ctl_node_named - whether a node of that name is registered. */

@@ -138,6 +138,13 @@ int cnl_ctl_feasible(struct cnl_ctl *ctl, const char *project_id,
 		         hosts, c->n_nodes);
 		goto out;
 	}
+	if (anywhere == 0 && ctl_cloud_could_run(ctl, project_id, &p)) {
+		snprintf(why, whylen,
+		         "no node registered could run it, but the burst "
+		         "policy's cloud instances could: it bursts");
+		r = 0;
+		goto out;
+	}
 	if (anywhere >= gang)
 		snprintf(why, whylen,
 		         "%d of the nodes it may use (its nodelist, less its "

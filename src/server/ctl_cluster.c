@@ -464,6 +464,7 @@ struct split {
 	int16_t *of_job;  /* cluster of each job, -1: none */
 	struct xset **xs; /* each its own allocation: jobs point into them */
 	size_t n_xs, cap_xs;
+	uint64_t cloud; /* clusters holding a cloud node (bit k) */
 	uint64_t *gang; /* gangs picked this cycle, and their clusters */
 	int16_t *gang_k;
 	size_t n_gang;
@@ -538,6 +539,8 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 	struct cnl_pick pk;
 	int asked = -1, cur;
 	int64_t target;
+	/* On-prem-only work never goes where a cloud node is. */
+	uint64_t allowed = ctl_on_prem_only(ctl, w) ? ~s->cloud : ~0ULL;
 
 	if (j->gang)
 		for (size_t g = 0; g < s->n_gang; g++)
@@ -552,9 +555,38 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 				}
 				return s->gang_k[g];
 			}
-	if (w->cl_want[0] && (asked = cnl_picks_find(&s->p, w->cl_want)) < 0)
+	if (w->cl_want[0] && ((asked = cnl_picks_find(&s->p, w->cl_want)) < 0 ||
+	                      !(allowed >> asked & 1)))
 		return -1;
 	cur = w->cl_pick[0] ? cnl_picks_find(&s->p, w->cl_pick) : -1;
+	if (cur >= 0 && !(allowed >> cur & 1))
+		cur = -1; /* its project was marked on-prem-only since */
+	if (cur >= 0 && asked < 0 && s->cloud &&
+	    !cnl_pick_fits_now(c, &s->p, j, (size_t)cur)) {
+		/* Capacity bought by the hour serves at once: work that
+		 * cannot start where it waits goes to a cloud cluster that
+		 * can start it now, and back to owned GPUs as soon as they
+		 * can (no wait target: the cloud is there for the queue). */
+		bool in_cloud = s->cloud >> cur & 1;
+
+		if (cnl_pick_cluster(c, &s->p, j, -1,
+		                     allowed & ~(1ULL << (unsigned)cur) &
+		                         (in_cloud ? ~s->cloud : s->cloud),
+		                     &pk) == 0 &&
+		    pk.cluster >= 0 && pk.now) {
+			note_pick(s, w,
+			          in_cloud ? "moved back to cluster %s: it can "
+			                     "start there now, on GPUs owned "
+			                     "(cluster %s cannot start it now)"
+			                   : "moved to cloud cluster %s: it "
+			                     "cannot start in cluster %s now; "
+			                     "the cloud can",
+			          s->p.name[pk.cluster], w->cl_pick);
+			memcpy(w->cl_pick, s->p.name[pk.cluster], CNL_NAME_MAX);
+			w->cl_pick_ms = s->now;
+			return pk.cluster;
+		}
+	}
 	if (cur >= 0 && (asked < 0 || cur == asked)) {
 		target = wait_target(ctl, w->cl_pick);
 		if (asked >= 0 || target <= 0 ||
@@ -563,7 +595,8 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 			return cur;
 		/* Waited past the target: another cluster that can start it
 		 * now takes it; else it looks again a little later. */
-		if (cnl_pick_cluster(c, &s->p, j, -1, ~(1ULL << (unsigned)cur),
+		if (cnl_pick_cluster(c, &s->p, j, -1,
+		                     allowed & ~(1ULL << (unsigned)cur),
 		                     &pk) == 0 &&
 		    pk.cluster >= 0 && pk.now) {
 			note_pick(s, w,
@@ -582,7 +615,7 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 		w->cl_pick_ms = s->now - target + RECHECK_MS;
 		return cur;
 	}
-	if (cnl_pick_cluster(c, &s->p, j, asked, ~0ULL, &pk) < 0 ||
+	if (cnl_pick_cluster(c, &s->p, j, asked, allowed, &pk) < 0 ||
 	    pk.cluster < 0)
 		return -1;
 	memcpy(w->cl_pick, s->p.name[pk.cluster], CNL_NAME_MAX);
@@ -697,9 +730,11 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
 		        "max=%d err=%s", CNL_PICK_MAX, cnl_errname(r));
 		return 0;
 	}
-	/* One cluster with nodes, and no work asking for another: one
-	 * cycle, under that cluster's own policy if it has one. */
-	{
+	s.cloud = ctl_cloud_clusters(ctl, &s.p);
+	/* One cluster with nodes, none of them cloud instances, and no
+	 * work asking for another: one cycle, under that cluster's own
+	 * policy if it has one. */
+	if (!s.cloud) {
 		int real = -1, n_real = 0;
 		bool elsewhere = false;
 

@@ -577,6 +577,8 @@ static void check_nodes(struct cnl_ctl *ctl, int64_t now)
 
 			if (w->node != (int)i)
 				continue;
+			if (cnl_wl_placed(w->state))
+				ctl_cloud_ended(ctl, w, now);
 			if (w->alloc_id)
 				cnl_alloc_free(ctl->cluster, w->alloc_id);
 			w->alloc_id = 0;

@@ -93,6 +93,7 @@ static void node_push(struct cnl_ctl *ctl, const char *id, json_t *inv,
 	n->wake = cnl_xmalloc(sizeof(*n->wake));
 	pthread_cond_init(n->wake, NULL);
 	n->inventory = json_incref(inv);
+	ctl_cloud_registered(ctl, ctl->n_nodes - 1);
 }
 
 int ctl_node_save(struct cnl_ctl *ctl, const struct node *n, int64_t now)
@@ -408,6 +409,12 @@ int cnl_ctl_node_register(struct cnl_ctl *ctl,
 	 * present, "" without GPUs), its protocol version kept apart. */
 	inv = cnl_wire_register_encode(m);
 	json_object_del(inv, "protocol");
+	/* A cloud instance joins the cluster the burst gave it, whatever
+	 * its agent says (ctl_cloud.c). */
+	if (ctl_cloud_cluster_of(ctl, m->name))
+		json_object_set_new(
+		    inv, "cluster",
+		    json_string(ctl_cloud_cluster_of(ctl, m->name)));
 	json_object_set_new(inv, "gpu_type", json_string(m->gpu_type));
 	/* Known name: an agent restarting.  Same inventory, same node. */
 	for (size_t i = 0; i < ctl->n_nodes; i++) {
@@ -904,6 +911,7 @@ int cnl_ctl_node_report(struct cnl_ctl *ctl, const char *node,
 		if ((r = ctl_persist_end(ctl, &next, true, (int)code, now)) < 0)
 			return store_err(ctl, r, err, errlen);
 		ctl_forecast_ended(ctl, w, now);
+		ctl_cloud_ended(ctl, w, now);
 		if (w->alloc_id)
 			cnl_alloc_free(ctl->cluster, w->alloc_id);
 		ctl_node_changed(ctl, w->node);

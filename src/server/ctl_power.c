@@ -286,7 +286,7 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 		       gone = 100.0 * node_gpus(ctl, i);
 
 		if (!n->power_idle || n->power != PW_ON || n->power_pid ||
-		    n->state != N_UP || now < n->power_retry_ms ||
+		    n->cloud || n->state != N_UP || now < n->power_retry_ms ||
 		    !empty(ctl, i))
 			continue;
 		if (idle_on[k] - node_gpus(ctl, i) <
@@ -335,7 +335,7 @@ void ctl_power_tick(struct cnl_ctl *ctl, int64_t now)
 			const struct node *n = &ctl->nodes[i];
 
 			if (p.of_node[i] != k || n->power != PW_OFF ||
-			    n->power_pid || now < n->power_retry_ms)
+			    n->cloud || n->power_pid || now < n->power_retry_ms)
 				continue;
 			if (best < 0 ||
 			    (100.0 * node_gpus(ctl, i) >= need - cap &&

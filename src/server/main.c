@@ -61,6 +61,13 @@ struct settings {
 	char *power_command;
 	int64_t power_idle;
 	int64_t power_spare_gpus;
+	char *burst_image;
+	char *burst_agent;
+	char *burst_url;
+	int64_t burst_interval;
+	int64_t burst_idle;
+	int64_t burst_boot_timeout;
+	int64_t burst_max_instances;
 	char *oidc_issuer;
 	char *oidc_audience;
 	char *oidc_jwks_file;
@@ -172,6 +179,27 @@ static const struct cnl_config_def settings_table[] = {
      "With power_command: a node idle this long is powered down."},
     {"power_spare_gpus", CNL_CONFIG_INT, S(power_spare_gpus), "8", 0, 100000,
      "With power_command: idle GPUs each cluster keeps powered on."},
+    {"burst_image", CNL_CONFIG_STRING, S(burst_image), NULL, 0, 0,
+     "The machine image (AMI) cloud instances of the burst policy boot, "
+     "with cnlab-agent installed. Unset: the burst policy launches "
+     "nothing."},
+    {"burst_agent", CNL_CONFIG_STRING, S(burst_agent),
+     "/usr/local/bin/cnlab-agent", 0, 0,
+     "cnlab-agent's path on the burst image; its user data runs it."},
+    {"burst_url", CNL_CONFIG_STRING, S(burst_url), NULL, 0, 0,
+     "cnlabd's URL as cloud instances reach it; unset: public_url, else "
+     "the listener's address."},
+    {"burst_interval", CNL_CONFIG_DURATION, S(burst_interval), "1s", 100, 60000,
+     "How often the burst looks at the forecast and its instances."},
+    {"burst_idle", CNL_CONFIG_DURATION, S(burst_idle), "10s", 1000, 3600000,
+     "A cloud instance idle this long (nothing on it, no work waiting "
+     "that may use it) is fenced and terminated."},
+    {"burst_boot_timeout", CNL_CONFIG_DURATION, S(burst_boot_timeout), "10m",
+     1000, 3600000,
+     "A cloud instance whose agent has not joined by then is terminated "
+     "(its join token lives as long)."},
+    {"burst_max_instances", CNL_CONFIG_INT, S(burst_max_instances), "16", 1, 64,
+     "Cloud instances held at once, at most."},
     {"oidc_issuer", CNL_CONFIG_STRING, S(oidc_issuer), NULL, 0, 0,
      "OIDC issuer whose RS256 ID tokens are accepted as bearer tokens."},
     {"oidc_audience", CNL_CONFIG_STRING, S(oidc_audience), NULL, 0, 0,
@@ -972,6 +1000,13 @@ int main(int argc, char **argv)
 	    .power_command = st.power_command,
 	    .power_idle_ms = st.power_idle,
 	    .power_spare_gpus = st.power_spare_gpus,
+	    .burst_image = st.burst_image,
+	    .burst_agent = st.burst_agent,
+	    .burst_url = st.burst_url,
+	    .burst_interval_ms = st.burst_interval,
+	    .burst_idle_ms = st.burst_idle,
+	    .burst_boot_ms = st.burst_boot_timeout,
+	    .burst_max_instances = st.burst_max_instances,
 	    .cli_dir = st.cli_dir,
 	    .public_url = st.public_url,
 	    .notebook_url = st.notebook_url,

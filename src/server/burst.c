@@ -1,0 +1,1219 @@
+/*
+ * burst.c - the burst policy acting (see burst.h).
+ *
+ * Memory holds the instances not yet ended; each change of one is
+ * written to its document first (kind "cloud_instance", id its record's)
+ * so that a restarted cnlabd knows what it pays for.  The provider is
+ * called without the API's lock: a launch records its instance (state
+ * "launching", a client token derived from the record) before the call,
+ * so an answer lost on the way launches nothing twice when retried.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cnlab/errors.h"
+#include "common/log.h"
+#include "common/time.h"
+#include "common/util.h"
+#include "server/api-internal.h"
+#include "server/burst.h"
+#include "server/cloud.h"
+
+#define KIND              "cloud_instance"
+#define DESCRIBE_EVERY_MS 5000
+#define NO_CAPACITY_MS    (5 * 60 * 1000) /* a type a market lacks */
+#define BACKOFF_MIN_MS    5000
+#define BACKOFF_MAX_MS    (5 * 60 * 1000)
+#define BUDGET_AHEAD_S    60.0  /* the spend is stopped this far ahead */
+#define LAUNCH_WORTH_S    600.0 /* a launch must afford this long */
+#define LAUNCH_PER_TICK   4
+#define RETURN_MARGIN     0.2 /* owned clusters this far under: return */
+#define MAX_LIVE          64
+
+enum ist {
+	I_LAUNCHING, /* recorded; the provider's answer not yet */
+	I_BOOTING,   /* launched; its agent has not joined */
+	I_RUNNING,
+	I_DRAINING, /* cordoned: its work finishes, no new work */
+	I_ENDING,   /* fenced; to terminate */
+	I_ENDED,
+	I_FAILED, /* never launched */
+};
+static const char *const ist_names[] = {
+    "launching", "booting", "running", "draining", "ending", "ended", "failed"};
+
+struct inst {
+	char id[CNL_ID_MAX];
+	char account[CNL_ID_MAX];
+	char node[CNL_STORE_NAME_MAX];
+	char cluster[CNL_NAME_MAX];
+	char type[64];
+	char model[CNL_NAME_MAX];
+	char instance[CNL_CLOUD_ID_MAX];
+	char token[96]; /* the launch's client token */
+	char reason[200];
+	int gpus;
+	bool spot;
+	double price_h;
+	enum ist st;
+	int64_t launched_ms, joined_ms, ended_ms, idle_ms;
+	json_t *jobs; /* the jobs it was launched for */
+	/* This tick, off the lock: what to ask, and what came back (read
+	 * by settle() only, so that metrics never see half an answer). */
+	bool do_launch, do_terminate;
+	char got_instance[CNL_CLOUD_ID_MAX], got_type[64], got_token[96];
+	bool got_spot;
+	double got_price;
+	char plan[8][2][64]; /* (type, market) to try, in order */
+	int nplan;
+	char user_data[2048];
+	struct cnl_cloud_error err;
+	int rc;
+};
+
+struct cnl_burst {
+	struct cnl_api *api;
+	struct cnl_burst_config cfg;
+	char cfg_image[256], cfg_agent[256], cfg_url[256];
+	pthread_t th;
+	bool started;
+	atomic_bool stop;
+	struct inst *in;
+	size_t n, cap;
+	double closed; /* spent by instances ended */
+	struct cnl_cloud *cloud;
+	char cloud_account[CNL_ID_MAX];
+	char provider[16];
+	int64_t backoff_until, backoff_ms, describe_ms;
+	bool exhausted, auth_failed, budget_noted;
+	char auth_account[CNL_ID_MAX];
+	struct {
+		char type[64];
+		bool spot;
+		int64_t until;
+	} nocap[32];
+	uint64_t launches, launch_fails, interruptions;
+};
+
+/* ---- records ------------------------------------------------------------ */
+
+static double cost_of(const struct inst *i, int64_t now)
+{
+	int64_t end;
+
+	if (i->launched_ms <= 0)
+		return 0;
+	end = i->ended_ms > 0 ? i->ended_ms : now;
+	return end > i->launched_ms
+	           ? (double)(end - i->launched_ms) / 3600000.0 * i->price_h
+	           : 0;
+}
+
+static json_t *inst_json(const struct inst *i, int64_t now)
+{
+	return json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:s,s:f,s:s,s:I,s:I,s:I,s:s,s:O,"
+	    "s:f,s:s}",
+	    "account", i->account, "node", i->node, "cluster", i->cluster,
+	    "type", i->type, "model", i->model, "instance", i->instance, "gpus",
+	    i->gpus, "market", i->spot ? "spot" : "on-demand", "price_h",
+	    i->price_h, "state", ist_names[i->st], "launched_ms",
+	    (json_int_t)i->launched_ms, "joined_ms", (json_int_t)i->joined_ms,
+	    "ended_ms", (json_int_t)i->ended_ms, "reason", i->reason, "jobs",
+	    i->jobs ? i->jobs : json_null(), "cost", cost_of(i, now), "token",
+	    i->token);
+}
+
+static int save(struct cnl_burst *b, const struct inst *i, int64_t now,
+                bool create)
+{
+	struct cnl_store_doc d = {0};
+	json_t *o = inst_json(i, now);
+	int r;
+
+	snprintf(d.kind, sizeof(d.kind), KIND);
+	snprintf(d.id, sizeof(d.id), "%s", i->id);
+	snprintf(d.name, sizeof(d.name), "%s", i->node);
+	d.body = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	d.updated_ms = now;
+	r = cnl_store_doc_put(b->api->store, &d, create);
+	free(d.body);
+	if (r < 0)
+		cnl_log(CNL_LOG_ERROR, "cannot record a cloud instance",
+		        "id=%s err=%s", i->id, cnl_errname(r));
+	return r;
+}
+
+static void audit(struct cnl_burst *b, const char *action, const char *target,
+                  int64_t now, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void audit(struct cnl_burst *b, const char *action, const char *target,
+                  int64_t now, const char *fmt, ...)
+{
+	struct cnl_store_audit a = {0};
+	va_list ap;
+
+	a.ts_ms = now;
+	snprintf(a.actor, sizeof(a.actor), "burst");
+	snprintf(a.action, sizeof(a.action), "%s", action);
+	snprintf(a.target, sizeof(a.target), "%s", target);
+	va_start(ap, fmt);
+	vsnprintf(a.result, sizeof(a.result), fmt, ap);
+	va_end(ap);
+	if (cnl_store_audit_append(b->api->store, &a, NULL) < 0)
+		cnl_log(CNL_LOG_ERROR, "cannot audit the burst", "action=%s",
+		        action);
+	cnl_log(CNL_LOG_INFO, "burst", "action=%s target=%s %s", action, target,
+	        a.result);
+}
+
+static void inst_free(struct inst *i)
+{
+	json_decref(i->jobs);
+	i->jobs = NULL;
+}
+
+/* Drop ended and failed instances from memory. */
+static void compact(struct cnl_burst *b)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->in[i].st == I_ENDED || b->in[i].st == I_FAILED) {
+			inst_free(&b->in[i]);
+			continue;
+		}
+		b->in[k++] = b->in[i];
+	}
+	b->n = k;
+}
+
+static struct inst *inst_add(struct cnl_burst *b)
+{
+	if (b->n == b->cap) {
+		b->cap = 2 * b->cap + 8;
+		b->in = cnl_xrealloc(b->in, b->cap * sizeof(*b->in));
+	}
+	memset(&b->in[b->n], 0, sizeof(b->in[0]));
+	return &b->in[b->n++];
+}
+
+static void copy(char *dst, size_t n, const char *s)
+{
+	snprintf(dst, n, "%s", s ? s : "");
+}
+
+int cnl_burst_new(struct cnl_api *api, const struct cnl_burst_config *cfg,
+                  struct cnl_burst **ret)
+{
+	struct cnl_burst *b = cnl_xcalloc(1, sizeof(*b));
+	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+	char after[CNL_STORE_DOC_ID_MAX] = "";
+	int n, r;
+
+	b->api = api;
+	b->cfg = *cfg;
+	copy(b->cfg_image, sizeof(b->cfg_image), cfg->image);
+	copy(b->cfg_agent, sizeof(b->cfg_agent),
+	     cfg->agent ? cfg->agent : "/usr/local/bin/cnlab-agent");
+	copy(b->cfg_url, sizeof(b->cfg_url), cfg->url);
+	if (b->cfg.interval_ms <= 0)
+		b->cfg.interval_ms = 1000;
+	if (b->cfg.idle_ms <= 0)
+		b->cfg.idle_ms = 10000;
+	if (b->cfg.boot_ms <= 0)
+		b->cfg.boot_ms = 10 * 60 * 1000;
+	if (b->cfg.max_instances <= 0)
+		b->cfg.max_instances = 16;
+	if (b->cfg.max_instances > MAX_LIVE)
+		b->cfg.max_instances = MAX_LIVE;
+	do {
+		n = 0;
+		if ((r = cnl_store_doc_list(api->store, KIND, NULL,
+		                            after[0] ? after : NULL,
+		                            CNL_STORE_LIST_MAX, d, &n)) < 0)
+			break;
+		for (int k = 0; k < n; k++) {
+			json_t *o = json_loads(d[k].body, 0, NULL);
+			struct inst *i;
+			const char *st =
+			    json_string_value(json_object_get(o, "state"));
+			int s = -1;
+
+			for (int q = 0; st && q <= I_FAILED; q++)
+				if (strcmp(st, ist_names[q]) == 0)
+					s = q;
+			if (!o || s < 0) {
+				json_decref(o);
+				continue;
+			}
+			i = inst_add(b);
+			copy(i->id, sizeof(i->id), d[k].id);
+#define S_(f, key) \
+	copy(i->f, sizeof(i->f), json_string_value(json_object_get(o, key)))
+			S_(account, "account");
+			S_(node, "node");
+			S_(cluster, "cluster");
+			S_(type, "type");
+			S_(model, "model");
+			S_(instance, "instance");
+			S_(token, "token");
+			S_(reason, "reason");
+#undef S_
+			i->gpus =
+			    (int)json_integer_value(json_object_get(o, "gpus"));
+			i->spot =
+			    json_string_value(json_object_get(o, "market")) &&
+			    strcmp(
+			        json_string_value(json_object_get(o, "market")),
+			        "spot") == 0;
+			i->price_h =
+			    json_number_value(json_object_get(o, "price_h"));
+			i->st = (enum ist)s;
+			i->launched_ms = json_integer_value(
+			    json_object_get(o, "launched_ms"));
+			i->joined_ms =
+			    json_integer_value(json_object_get(o, "joined_ms"));
+			i->ended_ms =
+			    json_integer_value(json_object_get(o, "ended_ms"));
+			i->jobs = json_incref(json_object_get(o, "jobs"));
+			json_decref(o);
+			if (i->st == I_ENDED || i->st == I_FAILED)
+				b->closed += cost_of(i, 0);
+			else
+				cnl_ctl_cloud_node(api->ctl, i->node,
+				                   i->cluster, i->price_h);
+		}
+		if (n > 0)
+			copy(after, sizeof(after), d[n - 1].id);
+		cnl_store_docs_done(d, n);
+	} while (n == CNL_STORE_LIST_MAX);
+	free(d);
+	if (r < 0) {
+		cnl_burst_free(b);
+		return r;
+	}
+	compact(b);
+	*ret = b;
+	return 0;
+}
+
+/* ---- the policy and the account ---------------------------------------- */
+
+struct policy {
+	bool enabled;
+	double threshold, budget;
+	char provider[16];
+	bool spot, on_demand, spot_first;
+};
+
+static bool read_policy(struct cnl_burst *b, struct policy *p)
+{
+	json_t *o = NULL;
+	const char *prov, *strat;
+
+	memset(p, 0, sizeof(*p));
+	if (cnl_api_doc_json(b->api->store, "policy", "burst", &o) < 0)
+		return false;
+	prov = json_string_value(json_object_get(o, "provider"));
+	strat = json_string_value(json_object_get(o, "strategy"));
+	p->enabled = json_is_true(json_object_get(o, "enabled"));
+	p->threshold = json_number_value(json_object_get(o, "threshold"));
+	p->budget = json_number_value(json_object_get(o, "max_cloud_budget"));
+	copy(p->provider, sizeof(p->provider), prov);
+	strat = strat ? strat : "spot-then-on-demand";
+	p->spot = strcmp(strat, "on-demand") != 0;
+	p->on_demand = strcmp(strat, "spot") != 0;
+	p->spot_first = p->spot;
+	json_decref(o);
+	return prov != NULL;
+}
+
+/* The first account of @provider with credentials: its id and document
+ * into *@acct (NULL: none). */
+static void find_account(struct cnl_burst *b, const char *provider,
+                         char id[CNL_ID_MAX], json_t **acct)
+{
+	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+	int n = 0;
+
+	*acct = NULL;
+	id[0] = '\0';
+	if (cnl_store_doc_list(b->api->store, "cloud", NULL, NULL,
+	                       CNL_STORE_LIST_MAX, d, &n) == 0)
+		for (int i = 0; i < n && !*acct; i++) {
+			json_t *o = json_loads(d[i].body, 0, NULL);
+			const char *p =
+			    json_string_value(json_object_get(o, "provider"));
+
+			if (p && strcmp(p, provider) == 0 &&
+			    json_object_get(o, "credentials_sealed")) {
+				*acct = o;
+				copy(id, CNL_ID_MAX, d[i].id);
+			} else {
+				json_decref(o);
+			}
+		}
+	cnl_store_docs_done(d, n);
+	free(d);
+}
+
+/* A type the account offers, known (GPUs) and priced: its on-demand
+ * price, or -1. */
+static double od_price(const json_t *acct, const char *provider,
+                       const char *type, const struct cnl_cloud_type **t)
+{
+	const json_t *pr =
+	    json_object_get(json_object_get(acct, "prices"), type);
+
+	*t = cnl_cloud_type_find(provider, type);
+	if (!*t)
+		return -1;
+	return json_is_number(pr) ? json_number_value(pr) : (*t)->on_demand_h;
+}
+
+/* ---- ending ------------------------------------------------------------- */
+
+/* Fence @i's node (its credentials and join token die, the node is lost,
+ * its work requeued) and mark it to terminate; audited. */
+static void fence(struct cnl_burst *b, struct inst *i, int64_t now,
+                  const char *why)
+{
+	struct cnl_store *s = b->api->store;
+
+	if (i->st == I_ENDING || i->st == I_ENDED || i->st == I_FAILED)
+		return;
+	if (cnl_store_tx_begin(s) < 0 || cnl_api_node_forget(s, i->node) < 0 ||
+	    cnl_store_tx_commit(s) < 0)
+		cnl_store_tx_rollback(s);
+	cnl_ctl_node_revoke(b->api->ctl, i->node, now);
+	copy(i->reason, sizeof(i->reason), why);
+	i->st = i->instance[0] ? I_ENDING : I_FAILED;
+	if (i->st == I_FAILED)
+		i->ended_ms = now;
+	save(b, i, now, false);
+	audit(b, "cloud.return", i->node, now, "fenced, given back: %s", why);
+}
+
+static void ended(struct cnl_burst *b, struct inst *i, int64_t now,
+                  const char *how)
+{
+	i->st = I_ENDED;
+	i->ended_ms = now;
+	b->closed += cost_of(i, now);
+	save(b, i, now, false);
+	audit(b, "cloud.terminated", i->node, now,
+	      "%s %s after %.0f s; cost %.4f", i->instance, how,
+	      (double)(now - i->launched_ms) / 1000.0, cost_of(i, now));
+}
+
+/* ---- one tick ------------------------------------------------------------ */
+
+static const json_t *view_node(const json_t *view, const char *name)
+{
+	size_t k;
+	json_t *n;
+
+	json_array_foreach (json_object_get(view, "nodes"), k, n)
+		if (strcmp(json_string_value(json_object_get(n, "name")),
+		           name) == 0)
+			return n;
+	return NULL;
+}
+
+static bool model_ok(const json_t *job, const char *model)
+{
+	const json_t *m = json_object_get(job, "models");
+	size_t k;
+	json_t *v;
+
+	if (json_array_size(m) == 0)
+		return true;
+	json_array_foreach (m, k, v)
+		if (strcmp(json_string_value(v), model) == 0)
+			return true;
+	return false;
+}
+
+/* Whether pending @job may be served by a cloud cluster @cluster. */
+static bool may_leave(const json_t *job, const char *cluster)
+{
+	const char *asked = json_string_value(json_object_get(job, "asked"));
+
+	return !json_is_true(json_object_get(job, "on_prem_only")) &&
+	       (!asked || !*asked || strcmp(asked, cluster) == 0);
+}
+
+static bool nocap(struct cnl_burst *b, const char *type, bool spot, int64_t now)
+{
+	for (size_t k = 0; k < CNL_ARRAY_SIZE(b->nocap); k++)
+		if (b->nocap[k].until > now && b->nocap[k].spot == spot &&
+		    strcmp(b->nocap[k].type, type) == 0)
+			return true;
+	return false;
+}
+
+static void set_nocap(struct cnl_burst *b, const char *type, bool spot,
+                      int64_t now)
+{
+	size_t best = 0;
+
+	for (size_t k = 0; k < CNL_ARRAY_SIZE(b->nocap); k++)
+		if (b->nocap[k].until < b->nocap[best].until)
+			best = k;
+	copy(b->nocap[best].type, sizeof(b->nocap[best].type), type);
+	b->nocap[best].spot = spot;
+	b->nocap[best].until = now + NO_CAPACITY_MS;
+}
+
+/*
+ * The launches this tick: per job waiting that may leave, oldest first,
+ * room on an instance planned this tick, else a new one of the cheapest
+ * type that fits it, while the forecast's excess is not yet covered.
+ */
+static void plan(struct cnl_burst *b, const struct policy *pol,
+                 const json_t *view, const json_t *acct, const char *acct_id,
+                 int64_t now)
+{
+	char cluster[CNL_NAME_MAX];
+	double excess = 0, coming = 0, spent = b->closed, rate = 0;
+	const json_t *types = json_object_get(acct, "instance_types");
+	json_t *c, *j;
+	size_t k, live = 0;
+	struct {
+		size_t ix; /* in b->in, which may move as it grows */
+		double room;
+	} planned[LAUNCH_PER_TICK];
+	int np = 0;
+	char why[200] = "";
+
+	snprintf(cluster, sizeof(cluster), "cloud-%s", pol->provider);
+	for (size_t q = 0; q < b->n; q++) {
+		const struct inst *i = &b->in[q];
+		const json_t *vn = view_node(view, i->node);
+
+		spent += cost_of(i, now);
+		if (i->st <= I_ENDING) {
+			live++;
+			rate += i->price_h;
+		}
+		if (i->st == I_LAUNCHING || i->st == I_BOOTING ||
+		    (i->st == I_RUNNING && vn &&
+		     !json_is_true(json_object_get(vn, "busy"))))
+			coming += 100.0 * i->gpus;
+	}
+	json_array_foreach (json_object_get(view, "clusters"), k, c) {
+		double cap = json_number_value(json_object_get(c, "capacity")),
+		       dem = json_number_value(json_object_get(c, "demand"));
+
+		bool cloud = json_is_true(json_object_get(c, "cloud"));
+
+		/* Owned clusters past the threshold; cloud clusters (work
+		 * moved there) wherever their demand passes what joined. */
+		if (dem <= cap ||
+		    (!cloud && (cap <= 0 || dem / cap < pol->threshold)))
+			continue;
+		excess += dem - cap;
+		if (!why[0])
+			snprintf(why, sizeof(why),
+			         cloud ? "%s needs more (%.2f of capacity)"
+			               : "%s forecast %.2f >= %.2f",
+			         json_string_value(json_object_get(c, "name")),
+			         dem / cap, pol->threshold);
+	}
+	/* Work no node of ours could ever run (a GPU type not owned): the
+	 * cloud is the only place it can go, whatever the forecast. */
+	json_array_foreach (json_object_get(view, "pending"), k, j)
+		if (json_is_true(json_object_get(j, "nowhere")) &&
+		    may_leave(j, cluster)) {
+			excess +=
+			    json_number_value(json_object_get(j, "blocks")) *
+			    (double)json_integer_value(
+			        json_object_get(j, "gpus"));
+			if (!why[0])
+				snprintf(why, sizeof(why),
+				         "no GPU owned could run it");
+		}
+	excess -= coming;
+	json_array_foreach (json_object_get(view, "pending"), k, j) {
+		double need =
+		    json_number_value(json_object_get(j, "blocks")) *
+		    (double)json_integer_value(json_object_get(j, "gpus"));
+		int gpus = (int)json_integer_value(json_object_get(j, "gpus"));
+		const struct cnl_cloud_type *best = NULL, *t;
+		double best_price = 0, price;
+		struct inst *i;
+		size_t q;
+		json_t *tv;
+
+		if (excess <= 0)
+			break;
+		if (!may_leave(j, cluster))
+			continue;
+		/* Room on an instance planned this tick. */
+		for (int p = 0; p < np; p++)
+			if (planned[p].room >= need &&
+			    model_ok(j, b->in[planned[p].ix].model)) {
+				planned[p].room -= need;
+				json_array_append(b->in[planned[p].ix].jobs,
+				                  json_object_get(j, "id"));
+				excess -= need;
+				need = -1;
+				break;
+			}
+		if (need < 0)
+			continue;
+		if (np == LAUNCH_PER_TICK ||
+		    live + (size_t)np >= (size_t)b->cfg.max_instances)
+			break;
+		json_array_foreach (types, q, tv) {
+			price = od_price(acct, pol->provider,
+			                 json_string_value(tv), &t);
+			if (price < 0 || t->gpus < gpus ||
+			    !model_ok(j, t->model))
+				continue;
+			if (!best || price < best_price) {
+				best = t;
+				best_price = price;
+			}
+		}
+		if (!best)
+			continue;
+		/* The budget: what is spent, and the first ten minutes of
+		 * all that would run. */
+		if (spent + (rate + best_price) * LAUNCH_WORTH_S / 3600.0 >
+		    pol->budget) {
+			if (b->budget_noted)
+				break;
+			b->budget_noted = true;
+			audit(b, "cloud.budget",
+			      json_string_value(json_object_get(j, "id")), now,
+			      "no launch: %.4f of %.4f spent; 10 min of %s at "
+			      "%.4f/h would pass the budget",
+			      spent, pol->budget, best->name, best_price);
+			break;
+		}
+		b->budget_noted = false;
+		i = inst_add(b);
+		if (cnl_id_new(&b->api->ids, "cin", now, i->id, sizeof(i->id)) <
+		    0) {
+			b->n--;
+			break;
+		}
+		copy(i->account, sizeof(i->account), acct_id);
+		snprintf(i->node, sizeof(i->node), "cloud-%s",
+		         i->id + strlen("cin_"));
+		for (char *p = i->node; *p; p++)
+			if (*p >= 'A' && *p <= 'Z')
+				*p = (char)(*p - 'A' + 'a');
+		copy(i->cluster, sizeof(i->cluster), cluster);
+		copy(i->type, sizeof(i->type), best->name);
+		copy(i->model, sizeof(i->model), best->model);
+		copy(i->reason, sizeof(i->reason), why);
+		i->gpus = best->gpus;
+		i->price_h = best_price;
+		i->st = I_LAUNCHING;
+		i->jobs = json_array();
+		json_array_append(i->jobs, json_object_get(j, "id"));
+		/* The markets to try, per type that fits, cheapest first. */
+		{
+			bool order[2] = {pol->spot_first, !pol->spot_first};
+			json_t *cands = json_array();
+
+			json_array_foreach (types, q, tv) {
+				price = od_price(acct, pol->provider,
+				                 json_string_value(tv), &t);
+				if (price >= 0 && t->gpus >= gpus &&
+				    strcmp(t->model, best->model) == 0)
+					json_array_append_new(
+					    cands,
+					    json_pack("{s:s,s:f}", "t", t->name,
+					              "p", price));
+			}
+			/* cheapest first (a handful: insertion order) */
+			for (size_t x = 1; x < json_array_size(cands); x++)
+				for (size_t y = x; y > 0; y--) {
+					json_t *a =
+					           json_array_get(cands, y - 1),
+					       *bb = json_array_get(cands, y);
+
+					if (json_number_value(
+					        json_object_get(a, "p")) <=
+					    json_number_value(
+					        json_object_get(bb, "p")))
+						break;
+					json_incref(a);
+					json_array_set(cands, y - 1, bb);
+					json_array_set_new(cands, y, a);
+				}
+			for (size_t x = 0; x < json_array_size(cands); x++)
+				for (int m = 0; m < 2 && i->nplan < 8; m++) {
+					bool spot = order[m];
+					const char *tn =
+					    json_string_value(json_object_get(
+					        json_array_get(cands, x), "t"));
+
+					if ((spot && !pol->spot) ||
+					    (!spot && !pol->on_demand) ||
+					    nocap(b, tn, spot, now))
+						continue;
+					copy(i->plan[i->nplan][0], 64, tn);
+					copy(i->plan[i->nplan][1], 64,
+					     spot ? "spot" : "on-demand");
+					i->nplan++;
+				}
+			json_decref(cands);
+		}
+		if (i->nplan == 0) {
+			inst_free(i);
+			b->n--;
+			continue;
+		}
+		planned[np].ix = (size_t)(i - b->in);
+		planned[np].room = 100.0 * best->gpus - need;
+		np++;
+		excess -= need;
+	}
+	/* Record each, its join token, and its node made known, before any
+	 * call. */
+	for (int p = 0; p < np; p++) {
+		struct inst *i = &b->in[planned[p].ix];
+		char token[CNL_API_NODE_SECRET_MAX];
+
+		snprintf(i->token, sizeof(i->token), "%s", i->id);
+		if (cnl_api_join_token_make(b->api->store, i->node, now,
+		                            b->cfg.boot_ms, token) < 0 ||
+		    save(b, i, now, true) < 0) {
+			i->st = I_FAILED;
+			continue;
+		}
+		cnl_ctl_cloud_node(b->api->ctl, i->node, i->cluster,
+		                   i->price_h);
+		snprintf(i->user_data, sizeof(i->user_data),
+		         "#!/bin/sh\n"
+		         "# CNLab burst instance %s: cnlab-agent joins cluster "
+		         "%s as node %s\n"
+		         "export CNLAB_AGENT_TOKEN='%s'\n"
+		         "exec '%s' --server '%s' --name '%s' --cluster '%s'\n",
+		         i->id, i->cluster, i->node, token, b->cfg_agent,
+		         b->cfg_url, i->node, i->cluster);
+		explicit_bzero(token, sizeof(token));
+		i->do_launch = true;
+	}
+}
+
+/* The account's types, known and priced, offered to admission. */
+static void offer(struct cnl_burst *b, const struct policy *pol,
+                  const json_t *acct)
+{
+	const char *models[16];
+	int gpus[16];
+	size_t n = 0, k;
+	const struct cnl_cloud_type *t;
+	json_t *v;
+
+	json_array_foreach (json_object_get(acct, "instance_types"), k, v)
+		if (n < 16 && od_price(acct, pol->provider,
+		                       json_string_value(v), &t) >= 0) {
+			models[n] = t->model;
+			gpus[n++] = t->gpus;
+		}
+	cnl_ctl_cloud_offer(b->api->ctl, models, gpus, n);
+}
+
+/* Under the lock: joins, idleness, budget, return; then the plan. */
+static void decide(struct cnl_burst *b, int64_t now)
+{
+	struct policy pol;
+	bool have = read_policy(b, &pol);
+	json_t *view = cnl_ctl_burst_view(b->api->ctl, now), *acct = NULL;
+	char acct_id[CNL_ID_MAX] = "", err[256];
+	double spent = b->closed, rate = 0;
+	bool owned_low = true;
+	size_t k;
+	json_t *c;
+
+	json_array_foreach (json_object_get(view, "clusters"), k, c) {
+		double cap = json_number_value(json_object_get(c, "capacity")),
+		       used = json_number_value(json_object_get(c, "used")),
+		       dem = json_number_value(json_object_get(c, "demand"));
+
+		if (json_is_true(json_object_get(c, "cloud")) || cap <= 0)
+			continue;
+		if (used / cap >= pol.threshold - RETURN_MARGIN ||
+		    dem / cap >= pol.threshold - RETURN_MARGIN)
+			owned_low = false;
+	}
+	for (size_t q = 0; q < b->n; q++) {
+		struct inst *i = &b->in[q];
+		const json_t *vn = view_node(view, i->node);
+		const char *vs =
+		    vn ? json_string_value(json_object_get(vn, "state")) : "";
+		bool busy = vn && json_is_true(json_object_get(vn, "busy")),
+		     wanted = false;
+		size_t x;
+		json_t *j;
+
+		if (i->st == I_BOOTING && vn && strcmp(vs, "lost") != 0) {
+			i->st = I_RUNNING;
+			i->joined_ms = now;
+			save(b, i, now, false);
+			audit(b, "cloud.joined", i->node, now,
+			      "joined cluster %s %.0f s after launch (%s)",
+			      i->cluster,
+			      (double)(now - i->launched_ms) / 1000.0, i->id);
+		}
+		if (i->st == I_BOOTING && now - i->launched_ms > b->cfg.boot_ms)
+			fence(b, i, now,
+			      "its agent never joined within the boot time");
+		if ((i->st == I_RUNNING || i->st == I_DRAINING) &&
+		    strcmp(vs, "lost") == 0)
+			fence(b, i, now, "its agent went silent");
+		if (i->st == I_RUNNING && have && owned_low && busy) {
+			json_t *st = NULL;
+
+			if (cnl_ctl_node_set_state(b->api->ctl, i->node,
+			                           "cordoned", &st, err,
+			                           sizeof(err)) == 200) {
+				i->st = I_DRAINING;
+				save(b, i, now, false);
+				audit(b, "cloud.drain", i->node, now,
+				      "cordoned: owned GPUs below %.2f again; "
+				      "its work finishes, no new work",
+				      pol.threshold - RETURN_MARGIN);
+			}
+			json_decref(st);
+		}
+		/* Idle: nothing on it, and (unless draining) no work that
+		 * may leave waits for its GPUs. */
+		json_array_foreach (json_object_get(view, "pending"), x, j)
+			wanted |= i->st == I_RUNNING &&
+			          may_leave(j, i->cluster) &&
+			          model_ok(j, i->model) && !owned_low;
+		if ((i->st == I_RUNNING || i->st == I_DRAINING) && !busy &&
+		    !wanted) {
+			if (!i->idle_ms)
+				i->idle_ms = now;
+			if (now - i->idle_ms >= b->cfg.idle_ms)
+				fence(b, i, now, "idle");
+		} else {
+			i->idle_ms = 0;
+		}
+		spent += cost_of(i, now);
+		if (i->st <= I_ENDING)
+			rate += i->price_h;
+	}
+	/* The budget, a hard stop. */
+	if (have && rate > 0 &&
+	    spent + rate * BUDGET_AHEAD_S / 3600.0 >= pol.budget) {
+		if (!b->exhausted)
+			audit(b, "cloud.budget", "policy:burst", now,
+			      "budget exhausted: %.4f of %.4f spent at %.4f/h; "
+			      "every instance given back",
+			      spent, pol.budget, rate);
+		b->exhausted = true;
+		for (size_t q = 0; q < b->n; q++)
+			fence(b, &b->in[q], now, "the cloud budget is spent");
+	} else if (have && b->exhausted &&
+	           spent + LAUNCH_WORTH_S / 3600.0 < pol.budget) {
+		b->exhausted = false; /* raised, or a new policy */
+	}
+	/* What admission may count on: only while launches may happen. */
+	cnl_ctl_cloud_offer(b->api->ctl, NULL, NULL, 0);
+	if (have && pol.enabled && !b->exhausted && now >= b->backoff_until &&
+	    b->cfg_image[0]) {
+		find_account(b, pol.provider, acct_id, &acct);
+		if (acct &&
+		    (strcmp(acct_id, b->cloud_account) != 0 || !b->cloud)) {
+			cnl_cloud_free(b->cloud);
+			b->cloud = NULL;
+			b->cloud_account[0] = '\0';
+			if (cnl_api_cloud_open(b->api, acct_id, &b->cloud, err,
+			                       sizeof(err)) == 0) {
+				copy(b->cloud_account, sizeof(b->cloud_account),
+				     acct_id);
+				copy(b->provider, sizeof(b->provider),
+				     pol.provider);
+			} else if (strcmp(b->auth_account, acct_id) != 0) {
+				copy(b->auth_account, sizeof(b->auth_account),
+				     acct_id);
+				audit(b, "cloud.launch", acct_id, now,
+				      "cannot use the account: %s", err);
+			}
+		}
+		if (acct && b->cloud && !b->auth_failed) {
+			offer(b, &pol, acct);
+			plan(b, &pol, view, acct, acct_id, now);
+		} else if (acct && b->auth_failed &&
+		           strcmp(b->auth_account, acct_id) != 0)
+			b->auth_failed = false; /* another account now */
+	}
+	/* What to terminate, what to describe. */
+	for (size_t q = 0; q < b->n; q++)
+		b->in[q].do_terminate = b->in[q].st == I_ENDING;
+	json_decref(acct);
+	json_decref(view);
+}
+
+/* Off the lock: the provider's calls. */
+static void act(struct cnl_burst *b, struct cnl_cloud *cl, int64_t now,
+                bool describe, struct cnl_cloud_instance *seen, size_t *nseen,
+                struct cnl_cloud_error *derr, int *drc)
+{
+	const char *ids[MAX_LIVE];
+	size_t nid = 0;
+
+	for (size_t q = 0; q < b->n; q++) {
+		struct inst *i = &b->in[q];
+
+		if (i->do_launch) {
+			i->rc = -EAGAIN;
+			for (int p = 0; p < i->nplan; p++) {
+				bool spot = strcmp(i->plan[p][1], "spot") == 0;
+				char token[96];
+				double sp = 0;
+				struct cnl_cloud_tag tags[] = {
+				    {"cnlab:node", i->node},
+				    {"cnlab:record", i->id},
+				    {"cnlab:cluster", i->cluster}};
+				struct cnl_cloud_launch l = {
+				    .instance_type = i->plan[p][0],
+				    .market = spot ? CNL_CLOUD_SPOT
+				                   : CNL_CLOUD_ON_DEMAND,
+				    .count = 1,
+				    .image = b->cfg_image,
+				    .user_data = i->user_data,
+				    .tags = tags,
+				    .ntags = CNL_ARRAY_SIZE(tags),
+				    .client_token = token};
+				struct cnl_cloud_instance got;
+				size_t n = 0;
+
+				snprintf(token, sizeof(token), "%s-%d", i->id,
+				         p);
+				i->got_price = -1;
+				if (spot && cl->ops->spot_price &&
+				    cl->ops->spot_price(cl, i->plan[p][0], &sp,
+				                        &i->err) == 0 &&
+				    sp > 0)
+					i->got_price = sp;
+				i->rc = cl->ops->provision(cl, &l, &got, 1, &n,
+				                           &i->err);
+				if (i->rc == 0 && n == 1) {
+					copy(i->got_instance,
+					     sizeof(i->got_instance), got.id);
+					copy(i->got_type, sizeof(i->got_type),
+					     i->plan[p][0]);
+					copy(i->got_token, sizeof(i->got_token),
+					     token);
+					i->got_spot = spot;
+					break;
+				}
+				if (i->rc == 0)
+					i->rc = -EPROTO;
+				if (i->err.kind != CNL_CLOUD_CAPACITY &&
+				    i->err.kind != CNL_CLOUD_INVALID)
+					break; /* outage, throttling, auth */
+				/* This type in this market: none now. */
+				copy(i->plan[p][1], 64,
+				     spot ? "spot!" : "on-demand!");
+			}
+			explicit_bzero(i->user_data, sizeof(i->user_data));
+		}
+		if (i->do_terminate && nid < MAX_LIVE) {
+			struct cnl_cloud_error e;
+
+			i->rc = cl->ops->terminate(
+			    cl, (const char *const[]){i->instance}, 1, &e);
+			i->err = e;
+		}
+		if ((i->st == I_BOOTING || i->st == I_RUNNING ||
+		     i->st == I_DRAINING) &&
+		    i->instance[0] && nid < MAX_LIVE)
+			ids[nid++] = i->instance;
+	}
+	*nseen = 0;
+	*drc = 0;
+	if (describe && nid)
+		*drc = cl->ops->describe(cl, ids, nid, seen, MAX_LIVE, nseen,
+		                         derr);
+	(void)now;
+}
+
+/* Under the lock again: what came of the calls. */
+static void settle(struct cnl_burst *b, int64_t now,
+                   const struct cnl_cloud_instance *seen, size_t nseen, int drc)
+{
+	for (size_t q = 0; q < b->n; q++) {
+		struct inst *i = &b->in[q];
+
+		if (i->do_launch) {
+			i->do_launch = false;
+			for (int p = 0; p < i->nplan; p++)
+				if (strchr(i->plan[p][1], '!'))
+					set_nocap(b, i->plan[p][0],
+					          strncmp(i->plan[p][1], "spot",
+					                  4) == 0,
+					          now);
+			if (i->rc == 0) {
+				size_t x;
+				json_t *j;
+
+				copy(i->instance, sizeof(i->instance),
+				     i->got_instance);
+				if (strcmp(i->type, i->got_type) != 0) {
+					/* A dearer type of the same GPUs: its
+					 * on-demand price, unless spot's. */
+					const struct cnl_cloud_type *t =
+					    cnl_cloud_type_find(b->provider,
+					                        i->got_type);
+
+					if (t)
+						i->price_h = t->on_demand_h;
+					copy(i->type, sizeof(i->type),
+					     i->got_type);
+				}
+				if (i->got_spot && i->got_price > 0)
+					i->price_h = i->got_price;
+				copy(i->token, sizeof(i->token), i->got_token);
+				i->spot = i->got_spot;
+				i->st = I_BOOTING;
+				i->launched_ms = now;
+				save(b, i, now, false);
+				b->launches++;
+				b->backoff_ms = 0;
+				char tried[200] = "";
+
+				for (int p = 0; p < i->nplan; p++)
+					if (strchr(i->plan[p][1], '!'))
+						snprintf(
+						    tried + strlen(tried),
+						    sizeof(tried) -
+						        strlen(tried),
+						    "%s%s %.*s",
+						    tried[0]
+						        ? ", "
+						        : "; no capacity: ",
+						    i->plan[p][0],
+						    (int)strlen(i->plan[p][1]) -
+						        1,
+						    i->plan[p][1]);
+				audit(b, "cloud.launch", i->node, now,
+				      "launched %s %s %s %.4f/h: %s%s", i->type,
+				      i->instance,
+				      i->spot ? "spot" : "on-demand",
+				      i->price_h, i->reason, tried);
+				json_array_foreach (i->jobs, x, j)
+					audit(b, "job.cloud_burst",
+					      json_string_value(j), now,
+					      "to the cloud: %s %s %.4f/h "
+					      "launched for it: %s",
+					      i->type,
+					      i->spot ? "spot" : "on-demand",
+					      i->price_h, i->reason);
+			} else {
+				struct cnl_store *s = b->api->store;
+
+				b->launch_fails++;
+				audit(b, "cloud.launch", i->node, now,
+				      "launch failed (%s %s, %d calls); no "
+				      "instance",
+				      cnl_cloud_fail_name(i->err.kind),
+				      i->err.code, i->err.attempts);
+				cnl_log(CNL_LOG_WARN, "cloud launch failed",
+				        "node=%s kind=%s code=%s msg=\"%s\"",
+				        i->node,
+				        cnl_cloud_fail_name(i->err.kind),
+				        i->err.code, i->err.message);
+				if (i->err.kind == CNL_CLOUD_UNAVAILABLE ||
+				    i->err.kind == CNL_CLOUD_THROTTLED ||
+				    i->err.kind == CNL_CLOUD_PROTOCOL) {
+					b->backoff_ms = b->backoff_ms
+					                    ? 2 * b->backoff_ms
+					                    : BACKOFF_MIN_MS;
+					if (b->backoff_ms > BACKOFF_MAX_MS)
+						b->backoff_ms = BACKOFF_MAX_MS;
+					b->backoff_until = now + b->backoff_ms;
+				} else if (i->err.kind == CNL_CLOUD_AUTH) {
+					b->auth_failed = true;
+					copy(b->auth_account,
+					     sizeof(b->auth_account),
+					     i->account);
+				}
+				if (cnl_store_tx_begin(s) < 0 ||
+				    cnl_api_node_forget(s, i->node) < 0 ||
+				    cnl_store_tx_commit(s) < 0)
+					cnl_store_tx_rollback(s);
+				i->st = I_FAILED;
+				i->ended_ms = now;
+				copy(i->reason, sizeof(i->reason),
+				     cnl_cloud_fail_name(i->err.kind));
+				save(b, i, now, false);
+			}
+		}
+		if (i->do_terminate) {
+			i->do_terminate = false;
+			if (i->rc == 0)
+				ended(b, i, now, "terminated");
+			else
+				cnl_log(CNL_LOG_WARN,
+				        "cannot terminate a cloud instance; "
+				        "retried",
+				        "instance=%s kind=%s msg=\"%s\"",
+				        i->instance,
+				        cnl_cloud_fail_name(i->err.kind),
+				        i->err.message);
+		}
+		for (size_t x = 0; drc == 0 && x < nseen; x++) {
+			const struct cnl_cloud_instance *c = &seen[x];
+
+			if (strcmp(c->id, i->instance) != 0 ||
+			    (i->st != I_BOOTING && i->st != I_RUNNING &&
+			     i->st != I_DRAINING))
+				continue;
+			if (c->interrupted ||
+			    strcmp(c->state, "shutting-down") == 0 ||
+			    strcmp(c->state, "terminated") == 0 ||
+			    strcmp(c->state, "stopped") == 0) {
+				if (c->interrupted)
+					b->interruptions++;
+				fence(b, i, now,
+				      c->interrupted
+				          ? "spot interruption: its work is "
+				            "requeued"
+				          : "the provider ended it");
+				/* Ended already: nothing to terminate. */
+				if (strcmp(c->state, "terminated") == 0) {
+					ended(
+					    b, i, now,
+					    c->interrupted
+					        ? "was interrupted"
+					        : "was ended by the provider");
+				}
+			}
+		}
+	}
+	compact(b);
+}
+
+static void *loop(void *arg)
+{
+	struct cnl_burst *b = arg;
+	struct cnl_cloud_instance *seen = cnl_xcalloc(MAX_LIVE, sizeof(*seen));
+
+	while (!atomic_load(&b->stop)) {
+		int64_t now = cnl_time_now_ms();
+		struct cnl_cloud_error derr;
+		size_t nseen = 0;
+		bool describe;
+		int drc = 0;
+
+		pthread_mutex_lock(&b->api->mu);
+		decide(b, now);
+		describe = now - b->describe_ms >= DESCRIBE_EVERY_MS;
+		pthread_mutex_unlock(&b->api->mu);
+		/* The provider is used only by this thread; the lock is not
+		 * held while it waits for the network. */
+		if (b->cloud) {
+			act(b, b->cloud, now, describe, seen, &nseen, &derr,
+			    &drc);
+			if (describe)
+				b->describe_ms = now;
+		}
+		pthread_mutex_lock(&b->api->mu);
+		settle(b, cnl_time_now_ms(), seen, nseen, drc);
+		pthread_mutex_unlock(&b->api->mu);
+		for (int64_t t = 0;
+		     t < b->cfg.interval_ms && !atomic_load(&b->stop); t += 50)
+			nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+	}
+	free(seen);
+	return NULL;
+}
+
+void cnl_burst_set_url(struct cnl_burst *b, const char *url)
+{
+	copy(b->cfg_url, sizeof(b->cfg_url), url);
+}
+
+int cnl_burst_start(struct cnl_burst *b)
+{
+	int r = pthread_create(&b->th, NULL, loop, b);
+
+	if (r)
+		return -r;
+	b->started = true;
+	return 0;
+}
+
+void cnl_burst_stop(struct cnl_burst *b)
+{
+	if (!b || !b->started)
+		return;
+	atomic_store(&b->stop, true);
+	pthread_join(b->th, NULL);
+	b->started = false;
+}
+
+void cnl_burst_free(struct cnl_burst *b)
+{
+	if (!b)
+		return;
+	cnl_burst_stop(b);
+	for (size_t i = 0; i < b->n; i++)
+		inst_free(&b->in[i]);
+	free(b->in);
+	cnl_cloud_free(b->cloud);
+	free(b);
+}
+
+void cnl_burst_metrics(struct cnl_burst *b, struct cnl_metrics_buf *mb)
+{
+	int64_t now = cnl_time_now_ms();
+	double spent = b->closed;
+	int by[I_FAILED + 1] = {0};
+	struct policy pol;
+	bool have = read_policy(b, &pol);
+
+	for (size_t i = 0; i < b->n; i++) {
+		spent += cost_of(&b->in[i], now);
+		by[b->in[i].st]++;
+	}
+	cnl_mb_family(mb, "cnlab_cloud_instances", "gauge",
+	              "Cloud instances the burst holds, by state.");
+	for (int s = I_LAUNCHING; s <= I_ENDING; s++)
+		cnl_mb_printf(mb, "cnlab_cloud_instances{state=\"%s\"} %d\n",
+		              ist_names[s], by[s]);
+	cnl_mb_family(mb, "cnlab_cloud_spend", "gauge",
+	              "What cloud instances have cost so far (USD), at "
+	              "their price per second of life.");
+	cnl_mb_printf(mb, "cnlab_cloud_spend %.6f\n", spent);
+	cnl_mb_family(mb, "cnlab_cloud_budget", "gauge",
+	              "The burst policy's budget (USD); 0 without a policy.");
+	cnl_mb_printf(mb, "cnlab_cloud_budget %.6f\n", have ? pol.budget : 0);
+	cnl_mb_family(mb, "cnlab_cloud_budget_exhausted", "gauge",
+	              "1 while the budget stops all bursting (a warning).");
+	cnl_mb_printf(mb, "cnlab_cloud_budget_exhausted %d\n",
+	              b->exhausted ? 1 : 0);
+	cnl_mb_family(mb, "cnlab_cloud_launches_total", "counter",
+	              "Cloud instances launched, and launches that failed.");
+	cnl_mb_printf(mb,
+	              "cnlab_cloud_launches_total{result=\"ok\"} %" PRIu64 "\n",
+	              b->launches);
+	cnl_mb_printf(
+	    mb, "cnlab_cloud_launches_total{result=\"failed\"} %" PRIu64 "\n",
+	    b->launch_fails);
+	cnl_mb_family(mb, "cnlab_cloud_interruptions_total", "counter",
+	              "Spot instances the provider interrupted.");
+	cnl_mb_printf(mb, "cnlab_cloud_interruptions_total %" PRIu64 "\n",
+	              b->interruptions);
+}
