@@ -300,6 +300,7 @@ int cnl_cli_cmd_project_mark(struct cnl_cli *cli);
 int cnl_cli_cmd_policy_burst(struct cnl_cli *cli);
 int cnl_cli_cmd_cloud_add(struct cnl_cli *cli);
 int cnl_cli_cmd_cloud_list(struct cnl_cli *cli);
+int cnl_cli_cmd_cloud_instances(struct cnl_cli *cli);
 int cnl_cli_cmd_node_list(struct cnl_cli *cli);
 int cnl_cli_cmd_node_show(struct cnl_cli *cli);
 int cnl_cli_cmd_node_cordon(struct cnl_cli *cli);

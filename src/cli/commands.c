@@ -333,6 +333,9 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      cloud_flags, 1, 1, false, false, cnl_cli_cmd_cloud_add},
     {"cloud list", "", "cloud accounts (admin)", NULL, 0, 0, false, false,
      cnl_cli_cmd_cloud_list},
+    {"cloud instances", "",
+     "cloud instances the burst launched, their state and cost (admin)", NULL,
+     0, 0, false, false, cnl_cli_cmd_cloud_instances},
     {"secret set", "NAME",
      "keep a secret, encrypted, for your runs and servers (--scope project: "
      "project admins)",

@@ -793,6 +793,8 @@ void cnl_api_h_burst_put(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
 void cnl_api_h_cloud_list(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
+void cnl_api_h_cloud_instances(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp);
 void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
 void cnl_api_h_cloud_delete(void *call, struct cnl_http_request *req,

@@ -319,6 +319,7 @@ static const struct cnl_http_route routes[] = {
     {"DELETE", "/v1/projects/{project}/secrets/{secret}", PA, "secret.delete",
      cnl_api_h_project_secret_delete},
     {"GET", "/v1/cloud/accounts", ADM, NULL, cnl_api_h_cloud_list},
+    {"GET", "/v1/cloud/instances", ADM, NULL, cnl_api_h_cloud_instances},
     {"POST", "/v1/cloud/accounts", ADM, "cloud.add", cnl_api_h_cloud_add},
     {"DELETE", "/v1/cloud/accounts/{account}", ADM, "cloud.delete",
      cnl_api_h_cloud_delete},
@@ -802,7 +803,8 @@ static bool follower_local(const struct cnl_http_route *route)
 	       h == cnl_api_h_project_secrets_list ||
 	       h == cnl_api_h_audit_list || h == cnl_api_h_audit_verify ||
 	       h == cnl_api_h_burst_get || h == cnl_api_h_cloud_list ||
-	       h == cnl_api_h_job_logs || h == cnl_api_h_job_artifacts ||
+	       h == cnl_api_h_cloud_instances || h == cnl_api_h_job_logs ||
+	       h == cnl_api_h_job_artifacts ||
 	       h == cnl_api_h_job_artifact_get ||
 	       /* with the leader's live statuses (mirror.h); not servers,
 	        * whose URL names the leader's notebook origin */

@@ -391,6 +391,33 @@ void cnl_api_h_cloud_list(void *call, struct cnl_http_request *req,
 	                 cloud_item);
 }
 
+/* An instance the burst launched (burst.c), its cost so far. */
+static json_t *instance_item(struct call *c, const struct cnl_store_doc *d,
+                             json_t *body)
+{
+	json_t *o = json_deep_copy(body);
+	int64_t from = json_integer_value(json_object_get(o, "launched_ms")),
+	        to = json_integer_value(json_object_get(o, "ended_ms"));
+
+	json_object_set_new(o, "id", json_string(d->id));
+	json_object_del(o, "token");
+	if (from > 0 && to <= 0 && c->now_ms > from)
+		json_object_set_new(
+		    o, "cost",
+		    json_real(
+		        (double)(c->now_ms - from) / 3600000.0 *
+		        json_number_value(json_object_get(o, "price_h"))));
+	return o;
+}
+
+/* GET /v1/cloud/instances: what the burst launched, oldest first. */
+void cnl_api_h_cloud_instances(void *call, struct cnl_http_request *req,
+                               struct cnl_http_response *resp)
+{
+	cnl_api_doc_page(call, req, resp, "cloud_instance", NULL,
+	                 "cloud instance", instance_item);
+}
+
 void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp)
 {

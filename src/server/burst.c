@@ -744,14 +744,24 @@ static void decide(struct cnl_burst *b, int64_t now)
 
 	json_array_foreach (json_object_get(view, "clusters"), k, c) {
 		double cap = json_number_value(json_object_get(c, "capacity")),
-		       used = json_number_value(json_object_get(c, "used")),
-		       dem = json_number_value(json_object_get(c, "demand"));
+		       used = json_number_value(json_object_get(c, "used"));
+		const char *name =
+		    json_string_value(json_object_get(c, "name"));
+		size_t x;
+		json_t *j;
 
 		if (json_is_true(json_object_get(c, "cloud")) || cap <= 0)
 			continue;
-		if (used / cap >= pol.threshold - RETURN_MARGIN ||
-		    dem / cap >= pol.threshold - RETURN_MARGIN)
+		/* In use now well under the threshold (the forecast
+		 * launches; what is used now returns, with a margin against
+		 * flapping), and nothing waiting there. */
+		if (used / cap >= pol.threshold - RETURN_MARGIN)
 			owned_low = false;
+		json_array_foreach (json_object_get(view, "pending"), x, j)
+			if (strcmp(json_string_value(
+			               json_object_get(j, "cluster")),
+			           name) == 0)
+				owned_low = false;
 	}
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];

@@ -227,18 +227,35 @@ wait_for 90 on_cloud "$j5" && ok "after the outage the burst launches again" ||
 calls RunInstances | jq -s -e 'map(.status) | any(.[]; . == 503) and .[-1] == 200' >/dev/null &&
 	ok "throttling (RequestLimitExceeded) is retried" || bad "throttle: $(calls RunInstances | jq -c .status)"
 
+# --- owned GPUs free again: the cloud node drains, then is given back -------
+cloud3=$(node_of "$j5")
+"$cnlab" jobs cancel "$j1b" >/dev/null
+wait_for 30 has_audit "cloud.drain $cloud3 cordoned" &&
+	[ "$("$cnlab" node show "$cloud3" -o json | jq -r .state)" = cordoned ] && is_state "$j5" running &&
+	ok "owned GPUs free: the cloud node is cordoned, its work finishes there" ||
+	bad "drain: $(audit | grep cloud.drain) $("$cnlab" node show "$cloud3" -o json | jq -r .state) $("$cnlab" cluster list -o json | jq -c .)"
+touch "$shared/go6"
+wait_for 30 is_state "$j5" succeeded || bad "j5 end: $(state "$j5")"
+i3=$(inst "to_entries[] | select(.value.tags[\"cnlab:node\"]==\"$cloud3\") | .key")
+wait_for 40 sh -c "[ \"\$(jq -r '.\"$i3\".state' '$tmp/ec2/instances.json')\" = terminated ]" &&
+	ok "... and, once empty, it is given back" || bad "i3: $(inst ".\"$i3\"")"
+
 # --- the budget is a hard stop -------------------------------------------------
+j6=$("$cnlab" run --detach --gpu h100-100 wait.sh go7 2>/dev/null)
+wait_for 30 is_state "$j6" running || bad "j6: $(state "$j6")"
+j7=$("$cnlab" run --detach --gpu h100-100 wait.sh go8 2>/dev/null)
+wait_for 60 on_cloud "$j7" || bad "j7: $(state "$j7") $(node_of "$j7")"
+i4=$(inst "to_entries[] | select(.value.tags[\"cnlab:node\"]==\"$(node_of "$j7")\") | .key")
 "$cnlab" policy burst --threshold 0.50 --provider aws --strategy spot-then-on-demand \
 	--max-cloud-budget 0.01 >/dev/null || bad "budget lowered"
 wait_for 30 has_audit "cloud.budget.*budget exhausted" &&
 	ok "the budget spent: audited" || bad "budget: $(audit | grep budget)"
-i3=$(inst "to_entries[] | select(.value.tags[\"cnlab:node\"]==\"$(node_of "$j5")\") | .key")
 wait_for 30 sh -c "[ \"\$(jq -r '[.[] | select(.state!=\"terminated\")] | length' '$tmp/ec2/instances.json')\" = 0 ]" &&
 	ok "... every instance is given back" || bad "left: $(inst '[.[] | select(.state!="terminated") | .id]')"
-wait_for 30 is_state "$j5" pending && ok "... its work requeued" || bad "j5: $(state "$j5")"
+wait_for 30 is_state "$j7" pending && ok "... its work requeued" || bad "j7: $(state "$j7")"
 launched=$(calls RunInstances | jq -s 'map(select(.status==200)) | length')
 sleep 3
-[ "$(calls RunInstances | jq -s 'map(select(.status==200)) | length')" = "$launched" ] && is_state "$j5" pending &&
+[ "$(calls RunInstances | jq -s 'map(select(.status==200)) | length')" = "$launched" ] && is_state "$j7" pending &&
 	ok "... and nothing more is launched" || bad "launched past the budget"
 curl -sf "$base/metrics" >"$tmp/metrics.txt" || bad "metrics"
 grep -q '^cnlab_cloud_budget_exhausted 1$' "$tmp/metrics.txt" &&
@@ -252,10 +269,12 @@ wait "$cnlabd_pid" 2>/dev/null
 start_cnlabd || bad "restart: $(tail -3 "$tmp/cnlabd.err")"
 sleep 2
 ! grep -q 'cannot load the cloud instances' "$tmp/cnlabd.err" &&
-	audit | grep -q "cloud.terminated.*$i3" && ok "the instances' records survive a restart" ||
+	"$cnlab" cloud instances -o json | jq -e --arg i "$i4" '.items[] | select(.instance == $i) | .state == "ended" and .cost > 0 and .reason == "the cloud budget is spent"' >/dev/null &&
+	"$cnlab" cloud instances | grep -q "p5.48xlarge .* ended" &&
+	ok "the instances' records survive a restart (cnlab cloud instances)" ||
 	bad "after restart: $(tail -3 "$tmp/cnlabd.err")"
-"$cnlab" jobs cancel "$j5" "$j1b" >/dev/null 2>&1
-touch "$shared/go5" "$shared/go6"
+"$cnlab" jobs cancel "$j6" "$j7" >/dev/null 2>&1
+touch "$shared/go5" "$shared/go7" "$shared/go8"
 
 [ $fails = 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails = 0 ]

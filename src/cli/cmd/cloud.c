@@ -250,3 +250,34 @@ int cnl_cli_cmd_cloud_list(struct cnl_cli *cli)
 	}
 	return cnl_cli_list_end(&t, o);
 }
+
+int cnl_cli_cmd_cloud_instances(struct cnl_cli *cli)
+{
+	struct cnl_cli_table t;
+	json_t *o, *it;
+	size_t i;
+	int code;
+
+	if ((code = cnl_cli_list_begin(
+	         cli, "/v1/cloud/instances?limit=1000", NULL, &t, 7,
+	         (const char *[]){"NODE", "TYPE", "MARKET", "PER HOUR", "STATE",
+	                          "COST", "REASON"},
+	         &o)) ||
+	    !o)
+		return code;
+	json_array_foreach (json_object_get(o, "items"), i, it) {
+		char price[32], cost[32];
+
+		snprintf(price, sizeof(price), "%.4f",
+		         json_number_value(json_object_get(it, "price_h")));
+		snprintf(cost, sizeof(cost), "%.4f",
+		         json_number_value(json_object_get(it, "cost")));
+		cnl_cli_table_add(
+		    &t, (const char *[]){cnl_cli_str(it, "node", "?"),
+		                         cnl_cli_str(it, "type", "?"),
+		                         cnl_cli_str(it, "market", "?"), price,
+		                         cnl_cli_str(it, "state", "?"), cost,
+		                         cnl_cli_str(it, "reason", "")});
+	}
+	return cnl_cli_list_end(&t, o);
+}
