@@ -160,6 +160,44 @@ static void test_starts_now_then_least_loaded(void **state)
 	assert_false(cnl_pick_fits_now(cl, &pk, &j, 1));
 }
 
+/* A cluster paid for by the hour (cost) takes work only where the owned
+ * would not start it as soon: at equal rank the cheaper wins, whatever
+ * the load; a cluster that starts it now still beats one that would make
+ * it wait, however cheap. */
+static void test_cost(void **state)
+{
+	struct cnl_job j = job(50, NULL);
+	struct cnl_pick p;
+
+	(void)state;
+	node("c1", "cloud-aws", "H100-80GB-SXM", 8, NULL);
+	node("o1", "owned", "H100-80GB-SXM", 2, NULL);
+	fill(1, 1); /* owned: 50% in use; the cloud: empty */
+	scan();
+	/* Without costs the least loaded (the cloud) wins. */
+	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
+	assert_string_equal(pk.name[p.cluster], "cloud-aws");
+	/* With the cloud's price, the owned cluster, though more loaded. */
+	pk.cost[cnl_picks_find(&pk, "cloud-aws")] = 12.29;
+	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
+	assert_string_equal(pk.name[p.cluster], "owned");
+	assert_true(p.now);
+	/* The owned full: the cloud, which starts it now. */
+	fill(1, 1);
+	scan();
+	pk.cost[cnl_picks_find(&pk, "cloud-aws")] = 12.29;
+	assert_int_equal(cnl_pick_cluster(cl, &pk, &j, -1, ~0ULL, &p), 0);
+	assert_string_equal(pk.name[p.cluster], "cloud-aws");
+	assert_int_equal(p.why, CNL_PICK_STARTS_NOW);
+	/* Left out (on-prem-only work): the owned, to wait there. */
+	assert_int_equal(
+	    cnl_pick_cluster(cl, &pk, &j, -1,
+	                     ~(1ULL << cnl_picks_find(&pk, "cloud-aws")), &p),
+	    0);
+	assert_string_equal(pk.name[p.cluster], "owned");
+	assert_false(p.now);
+}
+
 static void test_dataset(void **state)
 {
 	struct cnl_job j = job(10, "coco");
@@ -342,6 +380,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_scan, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_starts_now_then_least_loaded,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cost, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dataset, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_never_and_limits, setup,
 	                                    teardown),

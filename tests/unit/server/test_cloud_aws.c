@@ -556,6 +556,59 @@ static void test_capacity_and_auth(void **state)
 	cnl_cloud_free(c);
 }
 
+/* The price list's spot side: DescribeSpotPriceHistory, the lowest price
+ * of the type asked for (other types and bad numbers ignored); a type
+ * without one is a protocol answer, not a price of 0. */
+static void test_spot_price(void **state)
+{
+	struct cnl_cloud *c = provider(NULL);
+	struct cnl_cloud_error e;
+	char v[64];
+	double p = -1;
+
+	(void)state;
+	fk.script[fk.nscript++] = (struct step){
+	    200, "<DescribeSpotPriceHistoryResponse><requestId>s</requestId>"
+	         "<spotPriceHistorySet>"
+	         "<item><instanceType>p5.48xlarge</instanceType>"
+	         "<productDescription>Linux/UNIX</productDescription>"
+	         "<spotPrice>31.450000</spotPrice><availabilityZone>us-east-1a"
+	         "</availabilityZone></item>"
+	         "<item><instanceType>p5.48xlarge</instanceType>"
+	         "<spotPrice>29.870000</spotPrice><availabilityZone>us-east-1b"
+	         "</availabilityZone></item>"
+	         "<item><instanceType>g6.xlarge</instanceType>"
+	         "<spotPrice>0.3100</spotPrice></item>"
+	         "<item><instanceType>p5.48xlarge</instanceType>"
+	         "<spotPrice>cheap</spotPrice></item>"
+	         "</spotPriceHistorySet><nextToken/>"
+	         "</DescribeSpotPriceHistoryResponse>"};
+	assert_int_equal(c->ops->spot_price(c, "p5.48xlarge", &p, &e), 0);
+	assert_true(p > 29.86 && p < 29.88);
+	assert_true(form_get(fk.forms[fk.nforms - 1], "Action", v, sizeof(v)));
+	assert_string_equal(v, "DescribeSpotPriceHistory");
+	assert_true(
+	    form_get(fk.forms[fk.nforms - 1], "InstanceType.1", v, sizeof(v)));
+	assert_string_equal(v, "p5.48xlarge");
+	assert_true(form_get(fk.forms[fk.nforms - 1], "ProductDescription.1", v,
+	                     sizeof(v)));
+	assert_string_equal(v, "Linux/UNIX");
+	fk.script[fk.nscript++] = (struct step){
+	    200, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet/>"
+	         "</DescribeSpotPriceHistoryResponse>"};
+	assert_int_equal(c->ops->spot_price(c, "p5.48xlarge", &p, &e), -EPROTO);
+	assert_true(p == 0);
+	assert_int_equal(fk.bad_sigs, 0);
+	/* The on-demand side: the published list. */
+	assert_non_null(cnl_cloud_type_find("aws", "p5.48xlarge"));
+	assert_string_equal(cnl_cloud_type_find("aws", "p5.48xlarge")->model,
+	                    "H100-80GB-SXM");
+	assert_int_equal(cnl_cloud_type_find("aws", "p5.48xlarge")->gpus, 8);
+	assert_null(cnl_cloud_type_find("aws", "m5.large"));
+	assert_null(cnl_cloud_type_find("gcp", "p5.48xlarge"));
+	cnl_cloud_free(c);
+}
+
 static const char *const throttle =
     "<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>"
     "Request limit exceeded.</Message></Error></Errors></Response>";
@@ -997,6 +1050,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_capacity_and_auth, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_retries, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spot_price, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unreachable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_describe_terminate, setup,
 	                                    teardown),
