@@ -219,6 +219,8 @@ static const struct cnl_cli_flag cloud_flags[] = {
     {"secret-from-stdin", NULL, "AWS: the secret access key, from stdin", 0},
     {"endpoint", "URL", "the provider's API endpoint (default: the region's)",
      0},
+    {"prices", "TYPE=USD,...",
+     "on-demand prices an hour, over the published list", 0},
     {NULL, NULL, NULL, 0},
 };
 

@@ -423,7 +423,7 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 {
 	static const char *const fields[] = {
 	    "provider",    "account",  "region", "instance_types",
-	    "credentials", "endpoint", NULL};
+	    "credentials", "endpoint", "prices", NULL};
 	struct call *c = call;
 	const char *provider, *account, *region, *why;
 	char id[CNL_ID_MAX], name[CNL_STORE_NAME_MAX];
@@ -484,6 +484,33 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 			goto out;
 		}
 		json_object_set(o, "endpoint", ep);
+	}
+	if ((ep = json_object_get(body, "prices"))) {
+		const char *k;
+		json_t *v;
+
+		/* On-demand prices over the published list (cloud_types.c),
+		 * for a region or a contract of its own. */
+		if (!json_is_object(ep) || json_object_size(ep) > 64) {
+			cnl_api_bad(resp, "field \"prices\": an object of at "
+			                  "most 64 {TYPE: USD an hour}");
+			json_decref(o);
+			goto out;
+		}
+		json_object_foreach (ep, k, v)
+			if (!k[0] || strlen(k) > 64 || !json_is_number(v) ||
+			    !(json_number_value(v) > 0) ||
+			    json_number_value(v) > 1e6) {
+				cnl_http_error(
+				    resp, 400, "bad_request",
+				    "field \"prices\": \"%.64s\" "
+				    "must be a price above 0 (USD an "
+				    "hour)",
+				    k);
+				json_decref(o);
+				goto out;
+			}
+		json_object_set(o, "prices", ep);
 	}
 	if (json_object_get(body, "credentials") &&
 	    seal_credentials(c, provider, id,

@@ -104,8 +104,13 @@ wait_for 20 grep -q 'msg=registered' "$tmp/agent-a.err" || bad "agent a: $(cat "
 # --- the operator's set-up, as typed ---------------------------------------
 "$cnlab" cloud add aws --account 123456789012 --region us-east-1 \
 	--instance-types p5.48xlarge,g6.xlarge,g6.12xlarge --endpoint "$ec2" \
-	--access-key-id "$AKID" --secret-from-file "$tmp/aws-secret" >"$tmp/add.out" 2>&1 &&
-	ok "cloud add aws with credentials" || bad "cloud add: $(cat "$tmp/add.out")"
+	--access-key-id "$AKID" --secret-from-file "$tmp/aws-secret" \
+	--prices p5.48xlarge=90.5 >"$tmp/add.out" 2>&1 &&
+	ok "cloud add aws with credentials and a price of its own" || bad "cloud add: $(cat "$tmp/add.out")"
+"$cnlab" cloud add aws --account 123456789012 --region us-east-1 --instance-types g6.xlarge \
+	--prices g6.xlarge=cheap >/dev/null 2>"$tmp/bad.err"
+[ $? = 2 ] && grep -q -- '--prices' "$tmp/bad.err" && ok "a bad price: exit 2 naming --prices" ||
+	bad "bad price: $(cat "$tmp/bad.err")"
 "$cnlab" policy burst --threshold 0.50 --provider aws --strategy spot-then-on-demand \
 	--max-cloud-budget 1000 >"$tmp/pol.out" 2>&1 && ok "policy burst" ||
 	bad "policy burst: $(cat "$tmp/pol.out")"
@@ -149,7 +154,7 @@ calls RunInstances | sed -n 2p | jq -e '.form | to_entries | map(select(.key|tes
 "$cnlab" node show "$cloud1" -o json | jq -e '.labels.cluster == "cloud-aws" or .cluster == "cloud-aws"' >/dev/null &&
 	ok "the instance joined cluster cloud-aws" || bad "node: $("$cnlab" node show "$cloud1" -o json)"
 audit | grep -q "job.cloud_burst.*$j2.*launched for it" &&
-	audit | grep -q "cloud.launch.*launched p5.48xlarge.*on-demand.*forecast" &&
+	audit | grep -q "cloud.launch.*launched p5.48xlarge .* on-demand 90.5000/h: default forecast" &&
 	ok "the job's audit says why it went to the cloud" ||
 	bad "audit: $(audit | grep -E 'cloud|burst')"
 
@@ -164,8 +169,13 @@ stolen=$(sed -n "s/^export CNLAB_AGENT_TOKEN='\(.*\)'$/\1/p" "$ud")
 # --- on-prem-only work never leaves -----------------------------------------
 "$cnlab" project use sensitive-research >/dev/null
 j3=$("$cnlab" run --detach --gpu h100-100 wait.sh go3 2>/dev/null)
+j3c=$("$cnlab" run --detach --cluster cloud-aws --gpu h100-25 wait.sh go3 2>/dev/null)
 "$cnlab" project use lab >/dev/null
 sleep 4
+[ -n "$j3c" ] && is_state "$j3c" pending &&
+	ok "on-prem-only work that asks for the cloud cluster is not sent there" ||
+	bad "j3c: $(state "$j3c") on $(node_of "$j3c")"
+"$cnlab" jobs cancel "$j3c" >/dev/null 2>&1
 is_state "$j3" pending && [ "$(calls RunInstances | jq -s 'map(select(.status==200)) | length')" = 1 ] &&
 	ok "on-prem-only work waits, though the cloud node has 7 free GPUs; nothing launched for it" ||
 	bad "j3: $(state "$j3") on $(node_of "$j3")"

@@ -166,6 +166,33 @@ int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 	                 "region", region, "instance_types", list);
 	if (endpoint)
 		json_object_set_new(body, "endpoint", json_string(endpoint));
+	if (cnl_cli_flag(cli, "prices")) {
+		json_t *pr = json_object();
+
+		for (const char *p = cnl_cli_flag(cli, "prices"); *p;) {
+			size_t n = strcspn(p, ","), k = strcspn(p, "=");
+			char type[65], *end;
+			double v;
+
+			if (k >= n || k == 0 || k >= sizeof(type) ||
+			    ((v = strtod(p + k + 1, &end)), end != p + n) ||
+			    !(v > 0)) {
+				json_decref(pr);
+				json_decref(body);
+				return cnl_cli_fail(
+				    CNL_EXIT_USAGE,
+				    "--prices: each TYPE=USD, "
+				    "such as p5.48xlarge=98.32");
+			}
+			memcpy(type, p, k);
+			type[k] = '\0';
+			json_object_set_new(pr, type, json_real(v));
+			p += n;
+			if (*p == ',')
+				p++;
+		}
+		json_object_set_new(body, "prices", pr);
+	}
 	if (akid || sfile || sstdin) {
 		char secret[SECRET_MAX + 2];
 
