@@ -737,7 +737,7 @@ static void decide(struct cnl_burst *b, int64_t now)
 	bool have = read_policy(b, &pol);
 	json_t *view = cnl_ctl_burst_view(b->api->ctl, now), *acct = NULL;
 	char acct_id[CNL_ID_MAX] = "", err[256];
-	double spent = b->closed, rate = 0;
+	double spent = b->closed, rate = 0, owned_free = 0;
 	bool owned_low = true;
 	size_t k;
 	json_t *c;
@@ -757,6 +757,7 @@ static void decide(struct cnl_burst *b, int64_t now)
 		 * flapping), and nothing waiting there. */
 		if (used / cap >= pol.threshold - RETURN_MARGIN)
 			owned_low = false;
+		owned_free += cap - used;
 		json_array_foreach (json_object_get(view, "pending"), x, j)
 			if (strcmp(json_string_value(
 			               json_object_get(j, "cluster")),
@@ -788,6 +789,27 @@ static void decide(struct cnl_burst *b, int64_t now)
 		if ((i->st == I_RUNNING || i->st == I_DRAINING) &&
 		    strcmp(vs, "lost") == 0)
 			fence(b, i, now, "its agent went silent");
+		if ((i->st == I_RUNNING || i->st == I_DRAINING) && have &&
+		    owned_low && busy && owned_free > 0) {
+			/* Work that resumes from its checkpoint comes back
+			 * now, as much as the owned GPUs have room for. */
+			json_t *back = json_array();
+			size_t bx;
+			json_t *bj;
+
+			cnl_ctl_cloud_return(b->api->ctl, i->node,
+			                     (int64_t)owned_free, now, back);
+			json_array_foreach (back, bx, bj) {
+				audit(b, "job.cloud_return",
+				      json_string_value(bj), now,
+				      "requeued from cloud node %s to come "
+				      "back to owned GPUs (its checkpoint "
+				      "travels)",
+				      i->node);
+				owned_free = 0; /* one node's worth a tick */
+			}
+			json_decref(back);
+		}
 		if (i->st == I_RUNNING && have && owned_low && busy) {
 			json_t *st = NULL;
 

@@ -147,6 +147,15 @@ int cnl_ctl_cloud_node(struct cnl_ctl *ctl, const char *name,
  * projects that may leave).  @n 0: none. */
 void cnl_ctl_cloud_offer(struct cnl_ctl *ctl, const char *const *models,
                          const int *gpus, size_t n);
+/*
+ * cnl_ctl_cloud_return - work on cloud node @node that can be stopped and
+ * resumed (preemptible jobs, alone: their checkpoint folder travels) is
+ * requeued, signalled now and killed after 30 s, to come back to owned
+ * GPUs; at most @budget blocks of it.  Their ids appended to @ret (an
+ * array, or NULL).  How many were requeued.
+ */
+int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
+                         int64_t now, json_t *ret);
 /* cnl_ctl_project_on_prem - project @project_id's work never goes to a
  * cluster holding a cloud node (@on), or may again. */
 void cnl_ctl_project_on_prem(struct cnl_ctl *ctl, const char *project_id,

@@ -189,3 +189,44 @@ void ctl_cloud_ended(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 		cnl_log(CNL_LOG_ERROR, "cannot audit a cloud run's cost",
 		        "job=%s", w->id);
 }
+
+int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
+                         int64_t now, json_t *ret)
+{
+	int i = ctl_node_find_any(ctl, node), n = 0;
+	const int64_t grace = 30000;
+
+	if (i < 0 || !ctl->nodes[i].cloud)
+		return 0;
+	for (size_t k = 0; k < ctl->n_wl; k++) {
+		struct wl *w = &ctl->wl[k], next;
+		int blocks;
+
+		if (w->node != i || !w->j.preemptible || w->server ||
+		    w->gang_id[0] ||
+		    (w->state != CNL_WL_ASSIGNED && w->state != CNL_WL_STARTED))
+			continue;
+		blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
+		if (blocks > budget)
+			continue;
+		next = *w;
+		if (ctl_step(&next, CNL_WL_EV_REQUEUE) < 0)
+			continue;
+		next.signal_ms = now;
+		next.kill_ms = now + grace;
+		if (ctl_persist(ctl, &next, now) < 0)
+			continue;
+		*w = next;
+		budget -= blocks;
+		n++;
+		ctl_node_changed(ctl, w->node);
+		ctl_facts_touch(ctl, w);
+		if (ret)
+			json_array_append_new(ret, json_string(w->id));
+	}
+	if (n) {
+		ctl->dirty = ctl->changed = true;
+		cnl_ctl_kick(ctl);
+	}
+	return n;
+}

@@ -225,7 +225,7 @@ touch "$tmp/ec2/fail-all"
 touch "$shared/go3"
 wait_for 30 is_state "$j3" succeeded || bad "j3 end"
 j1b=$("$cnlab" run --detach --gpu h100-100 wait.sh go5 2>/dev/null)
-j5=$("$cnlab" run --detach --gpu h100-100 wait.sh go6 2>/dev/null)
+j5=$("$cnlab" run --detach --no-preempt --gpu h100-100 wait.sh go6 2>/dev/null)
 wait_for 60 has_audit "cloud.launch.*launch failed (unavailable Unavailable" &&
 	ok "an outage (503): the launch fails, audited, nothing launched" ||
 	bad "outage: $(audit | grep cloud.launch)"
@@ -237,12 +237,22 @@ wait_for 90 on_cloud "$j5" && ok "after the outage the burst launches again" ||
 calls RunInstances | jq -s -e 'map(.status) | any(.[]; . == 503) and .[-1] == 200' >/dev/null &&
 	ok "throttling (RequestLimitExceeded) is retried" || bad "throttle: $(calls RunInstances | jq -c .status)"
 
-# --- owned GPUs free again: the cloud node drains, then is given back -------
+# --- owned GPUs free again: work that resumes from its checkpoint comes back,
+# the rest drains, then the node is given back ---------------------------------
 cloud3=$(node_of "$j5")
+jp=$("$cnlab" run --detach --gpu h100-25 wait.sh go10 2>/dev/null)
+wait_for 30 on_cloud "$jp" && [ "$(node_of "$jp")" = "$cloud3" ] ||
+	bad "jp: $(state "$jp") $(node_of "$jp")"
 "$cnlab" jobs cancel "$j1b" >/dev/null
+wait_for 60 has_audit "job.cloud_return $jp requeued from cloud node $cloud3" &&
+	wait_for 60 sh -c "[ \"\$('$cnlab' jobs show $jp -o json | jq -r '.placement.node // empty')\" = $run-a ]" &&
+	is_state "$jp" running &&
+	ok "owned GPUs free: preemptible work on the cloud is requeued and comes back to them" ||
+	bad "return: $(audit | grep -E 'cloud_return|cloud.drain') jp $(state "$jp") on $(node_of "$jp")"
+"$cnlab" jobs cancel "$jp" >/dev/null
 wait_for 30 has_audit "cloud.drain $cloud3 cordoned" &&
 	[ "$("$cnlab" node show "$cloud3" -o json | jq -r .state)" = cordoned ] && is_state "$j5" running &&
-	ok "owned GPUs free: the cloud node is cordoned, its work finishes there" ||
+	ok "... the cloud node is cordoned, its work that cannot move finishes there" ||
 	bad "drain: $(audit | grep cloud.drain) $("$cnlab" node show "$cloud3" -o json | jq -r .state) $("$cnlab" cluster list -o json | jq -c .)"
 touch "$shared/go6"
 wait_for 30 is_state "$j5" succeeded || bad "j5 end: $(state "$j5")"
@@ -284,7 +294,8 @@ sleep 2
 	ok "the instances' records survive a restart (cnlab cloud instances)" ||
 	bad "after restart: $(tail -3 "$tmp/cnlabd.err")"
 "$cnlab" jobs cancel "$j6" "$j7" >/dev/null 2>&1
-touch "$shared/go5" "$shared/go7" "$shared/go8"
+touch "$shared/go5" "$shared/go7" "$shared/go8" "$shared/go10"
+"$cnlab" jobs cancel "$jp" >/dev/null 2>&1
 
 [ $fails = 0 ] && echo "all passed" || echo "$fails failed"
 [ $fails = 0 ]
