@@ -69,6 +69,10 @@ struct inst {
 	/* This tick, off the lock: what to ask, and what came back (read
 	 * by settle() only, so that metrics never see half an answer). */
 	bool do_launch, do_terminate;
+	/* Recorded as launching when cnlabd stopped: whether EC2 launched
+	 * it is found by its tag (act()); since when it was recorded. */
+	bool recover, recovered;
+	int64_t recorded_ms;
 	char got_instance[CNL_CLOUD_ID_MAX], got_type[64], got_token[96];
 	bool got_spot;
 	double got_price;
@@ -287,6 +291,10 @@ int cnl_burst_new(struct cnl_api *api, const struct cnl_burst_config *cfg,
 			    json_integer_value(json_object_get(o, "ended_ms"));
 			i->jobs = json_incref(json_object_get(o, "jobs"));
 			json_decref(o);
+			if (i->st == I_LAUNCHING) {
+				i->recover = true;
+				i->recorded_ms = d[k].updated_ms;
+			}
 			if (i->st == I_ENDED || i->st == I_FAILED)
 				b->closed += cost_of(i, 0);
 			else
@@ -390,7 +398,8 @@ static void fence(struct cnl_burst *b, struct inst *i, int64_t now,
 {
 	struct cnl_store *s = b->api->store;
 
-	if (i->st == I_ENDING || i->st == I_ENDED || i->st == I_FAILED)
+	if (i->st == I_ENDING || i->st == I_ENDED || i->st == I_FAILED ||
+	    i->recover)
 		return;
 	if (cnl_store_tx_begin(s) < 0 || cnl_api_node_forget(s, i->node) < 0 ||
 	    cnl_store_tx_commit(s) < 0)
@@ -973,6 +982,35 @@ static void act(struct cnl_burst *b, struct cnl_cloud *cl, int64_t now,
 		    i->instance[0] && nid < MAX_LIVE)
 			ids[nid++] = i->instance;
 	}
+	/* Launches cnlabd stopped in the middle of: the account's
+	 * instances, found by their record's tag. */
+	for (size_t q = 0; q < b->n; q++)
+		if (b->in[q].recover) {
+			struct cnl_cloud_instance *all =
+			    cnl_xcalloc(256, sizeof(*all));
+			struct cnl_cloud_error e;
+			size_t na = 0;
+			int r =
+			    cl->ops->describe(cl, NULL, 0, all, 256, &na, &e);
+
+			for (size_t x = q; r == 0 && x < b->n; x++) {
+				struct inst *i = &b->in[x];
+
+				if (!i->recover)
+					continue;
+				i->recovered = true;
+				i->got_instance[0] = '\0';
+				for (size_t y = 0; y < na; y++)
+					if (strcmp(all[y].record, i->id) == 0 &&
+					    strcmp(all[y].state,
+					           "terminated") != 0)
+						copy(i->got_instance,
+						     sizeof(i->got_instance),
+						     all[y].id);
+			}
+			free(all);
+			break;
+		}
 	*nseen = 0;
 	*drc = 0;
 	if (describe && nid)
@@ -988,6 +1026,30 @@ static void settle(struct cnl_burst *b, int64_t now,
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];
 
+		if (i->recovered) {
+			i->recover = i->recovered = false;
+			if (i->got_instance[0]) {
+				/* Launched: paid for since it was recorded;
+				 * its join token died with the boot time, so
+				 * it is given back. */
+				copy(i->instance, sizeof(i->instance),
+				     i->got_instance);
+				i->launched_ms = i->recorded_ms;
+				fence(b, i, now,
+				      "cnlabd stopped during its launch; "
+				      "found by its tag");
+			} else {
+				i->st = I_FAILED;
+				i->ended_ms = now;
+				copy(i->reason, sizeof(i->reason),
+				     "cnlabd stopped during its launch; EC2 "
+				     "has no such instance");
+				save(b, i, now, false);
+				audit(b, "cloud.return", i->node, now,
+				      "no instance: cnlabd stopped during its "
+				      "launch, and none carries its tag");
+			}
+		}
 		if (i->do_launch) {
 			i->do_launch = false;
 			for (int p = 0; p < i->nplan; p++)

@@ -87,6 +87,8 @@ struct cnl_cloud_instance {
 	/* A spot interruption ends it (or ended it). */
 	bool interrupted;
 	char reason[256]; /* the provider's state reason, "" when none */
+	char record[64];  /* its "cnlab:record" tag (the burst's record of
+	                   * it), "" without */
 };
 
 struct cnl_cloud;

@@ -362,6 +362,17 @@ static void read_instance(const struct cnl_xml *it,
 	o->spot = cnl_xml_path(it, "instanceLifecycle") &&
 	          strcmp(cnl_xml_path(it, "instanceLifecycle"), "spot") == 0;
 	copy(o->reason, sizeof(o->reason), reason);
+	for (const struct cnl_xml *t = cnl_xml_child(it, "tagSet")
+	                                   ? cnl_xml_child(it, "tagSet")->child
+	                                   : NULL;
+	     t; t = t->next) {
+		const char *k = cnl_xml_path(t, "key");
+
+		if (strcmp(t->name, "item") == 0 && k &&
+		    strcmp(k, "cnlab:record") == 0)
+			copy(o->record, sizeof(o->record),
+			     cnl_xml_path(t, "value"));
+	}
 	o->interrupted =
 	    reason && strcmp(reason, "Server.SpotInstanceTermination") == 0;
 }

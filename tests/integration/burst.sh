@@ -203,6 +203,9 @@ audit | grep -q "job.cloud_cost.*$j2.*cloud node $cloud1" &&
 # --- a spot interruption requeues the work, which bursts again ---------------
 # An L4 job: no GPU owned is an L4, so only the cloud can run it (g6.xlarge,
 # whose spot market has capacity).
+# Its launch's answer is lost on the way (EC2 launched it): the retry,
+# with the same client token, launches nothing twice.
+echo "drop 0" >"$tmp/ec2/fail-run"
 j4=$("$cnlab" run --detach --gpu l4-100 wait.sh go4 2>/dev/null)
 wait_for 60 on_cloud "$j4" && ok "work no owned GPU can run bursts at once (L4: g6.xlarge)" ||
 	bad "j4: $(state "$j4") $(node_of "$j4")"
@@ -211,6 +214,11 @@ i2=$(inst "to_entries[] | select(.value.tags[\"cnlab:node\"]==\"$cloud2\") | .ke
 [ "$(inst ".\"$i2\".spot")" = true ] && [ "$(inst ".\"$i2\".type")" = g6.xlarge ] &&
 	audit | grep -q "cloud.launch.*launched g6.xlarge .* spot 0.3100/h" &&
 	ok "a spot instance, at the spot price the provider gave" || bad "i2: $(inst ".\"$i2\"") $(audit | grep cloud.launch)"
+tok2=$(inst ".\"$i2\".token")
+[ "$(inst "[.[] | select(.tags[\"cnlab:node\"]==\"$cloud2\")] | length")" = 1 ] &&
+	[ "$(calls RunInstances | jq -s --arg t "$tok2" 'map(select(.form.ClientToken==$t)) | length')" -ge 2 ] &&
+	ok "an answer lost on the way: retried with the same client token, launched once" ||
+	bad "lost answer: $(calls RunInstances | jq -c '[.form.ClientToken, .status]')"
 echo "$i2" >"$tmp/ec2/interrupt"
 wait_for 30 has_audit "cloud.return.*$cloud2.*spot interruption" &&
 	ok "the spot interruption is seen and audited" || bad "interrupt: $(audit | grep cloud)"
@@ -263,8 +271,22 @@ wait_for 40 sh -c "[ \"\$(jq -r '.\"$i3\".state' '$tmp/ec2/instances.json')\" = 
 # --- the budget is a hard stop -------------------------------------------------
 j6=$("$cnlab" run --detach --gpu h100-100 wait.sh go7 2>/dev/null)
 wait_for 30 is_state "$j6" running || bad "j6: $(state "$j6")"
+# cnlabd dies while EC2 launches (the answer is slow): after its restart
+# the instance is found by its record's tag and given back, not paid for
+# forever.
+n0=$(inst 'length')
+echo "hang 20" >"$tmp/ec2/fail-run"
 j7=$("$cnlab" run --detach --gpu h100-100 wait.sh go8 2>/dev/null)
-wait_for 60 on_cloud "$j7" || bad "j7: $(state "$j7") $(node_of "$j7")"
+wait_for 60 sh -c "[ \$(jq length '$tmp/ec2/instances.json') -gt $n0 ]" || bad "no hung launch"
+orphan=$(inst "to_entries | map(.value) | sort_by(.id) | last | .id")
+kill -9 "$cnlabd_pid"
+wait "$cnlabd_pid" 2>/dev/null
+start_cnlabd || bad "restart after kill -9: $(tail -3 "$tmp/cnlabd.err")"
+wait_for 60 has_audit "cloud.return .* fenced, given back: cnlabd stopped during its launch; found by its tag" &&
+	wait_for 40 sh -c "[ \"\$(jq -r '.\"$orphan\".state' '$tmp/ec2/instances.json')\" = terminated ]" &&
+	ok "cnlabd killed during a launch: after the restart the instance is found by its tag and given back" ||
+	bad "orphan $orphan: $(inst ".\"$orphan\".state") $(audit | grep cloud.return | tail -2)"
+wait_for 90 on_cloud "$j7" || bad "j7: $(state "$j7") $(node_of "$j7")"
 i4=$(inst "to_entries[] | select(.value.tags[\"cnlab:node\"]==\"$(node_of "$j7")\") | .key")
 "$cnlab" policy burst --threshold 0.50 --provider aws --strategy spot-then-on-demand \
 	--max-cloud-budget 0.01 >/dev/null || bad "budget lowered"

@@ -22,7 +22,9 @@ The test steers it through files in its state directory:
   fail-run    lines "CODE STATUS [market]" answered to the next
               RunInstances calls, one line each (e.g.
               "InsufficientInstanceCapacity 500 spot"; a market limits a
-              line to launches in it; "drop" closes the connection)
+              line to launches in it); "drop 0" launches and closes the
+              connection unanswered (the answer lost), "hang N" launches
+              and closes it after N seconds
   fail-all    while present, every call gets "Unavailable 503"
   interrupt   instance ids, one per line: described as interrupted
               (spot), their machine gone
@@ -110,14 +112,16 @@ def item(i):
         reason = ("<stateReason><code>Server.SpotInstanceTermination</code>"
                   "<message>Server.SpotInstanceTermination: Spot instance "
                   "termination</message></stateReason>")
+    tags = "".join("<item><key>%s</key><value>%s</value></item>" % kv
+                   for kv in sorted(i["tags"].items()))
     return ("<item><instanceId>%s</instanceId><imageId>%s</imageId>"
             "<instanceState><code>16</code><name>%s</name></instanceState>"
             "<instanceType>%s</instanceType><placement><availabilityZone>"
             "us-east-1a</availabilityZone></placement><privateIpAddress>"
-            "127.0.0.1</privateIpAddress>%s%s</item>" %
+            "127.0.0.1</privateIpAddress>%s%s<tagSet>%s</tagSet></item>" %
             (i["id"], i["image"], i["state"], i["type"],
              "<instanceLifecycle>spot</instanceLifecycle>" if i["spot"] else "",
-             reason))
+             reason, tags))
 
 
 def boot(i, user_data):
@@ -175,9 +179,7 @@ def run_instances(form):
         ids = tokens[tok]
     else:
         f = next_failure(market)
-        if f and f[0] == "drop":
-            return 0, ""
-        if f:
+        if f and f[0] not in ("drop", "hang"):
             return int(f[1]), error(f[0], "as the test asked")
         t = form.get("InstanceType", "")
         if t not in GPUS:
@@ -199,6 +201,10 @@ def run_instances(form):
         tokens[tok] = [iid]
         boot(i, ud)
         ids = [iid]
+        if f and f[0] == "drop":  # launched; the answer is lost
+            return 0, ""
+        if f and f[0] == "hang":  # launched; the answer comes late
+            return -int(f[1]), ""
     body = "".join(item(instances[x]) for x in ids)
     return 200, ("<RunInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/"
                  "2016-11-15/\"><requestId>r</requestId><reservationId>r-1"
@@ -308,6 +314,11 @@ class H(BaseHTTPRequestHandler):
             os.replace(os.path.join(STATE, "instances.json.tmp"),
                        os.path.join(STATE, "instances.json"))
         if status == 0:
+            self.close_connection = True
+            return
+        if status < 0:  # launched, answered after -status seconds
+            import time
+            time.sleep(-status)
             self.close_connection = True
             return
         data = text.encode()
