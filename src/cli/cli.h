@@ -297,6 +297,7 @@ int cnl_cli_cmd_quota_show(struct cnl_cli *cli);
 int cnl_cli_cmd_project_list(struct cnl_cli *cli);
 int cnl_cli_cmd_project_use(struct cnl_cli *cli);
 int cnl_cli_cmd_project_mark(struct cnl_cli *cli);
+int cnl_cli_cmd_project_pin(struct cnl_cli *cli);
 int cnl_cli_cmd_policy_burst(struct cnl_cli *cli);
 int cnl_cli_cmd_cloud_add(struct cnl_cli *cli);
 int cnl_cli_cmd_cloud_list(struct cnl_cli *cli);

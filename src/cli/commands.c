@@ -181,6 +181,12 @@ static const struct cnl_cli_flag mark_flags[] = {
     {NULL, NULL, NULL, 0},
 };
 
+static const struct cnl_cli_flag pin_flags[] = {
+    {"clusters", "LIST",
+     "comma-separated clusters its work may go to (\"\": any)", 0},
+    {NULL, NULL, NULL, 0},
+};
+
 static const struct cnl_cli_flag burst_flags[] = {
     {"threshold", "FRACTION", "local use that triggers bursting: 0.90", 0},
     {"provider", "NAME", "aws, gcp or azure (needs a cloud account)", 0},
@@ -308,6 +314,9 @@ const struct cnl_cli_command cnl_cli_commands[] = {
      cnl_cli_cmd_project_use},
     {"project mark", "NAME", "set project flags (--on-prem-only)", mark_flags,
      1, 1, false, false, cnl_cli_cmd_project_mark},
+    {"project pin", "NAME",
+     "pin a project's work to clusters (--clusters east,west; \"\": any)",
+     pin_flags, 1, 1, false, false, cnl_cli_cmd_project_pin},
     {"project create", "NAME", "create a project (admin)", project_create_flags,
      1, 1, false, false, cnl_cli_cmd_project_create},
     {"project show", "NAME", "a project and its members", NULL, 1, 1, false,

@@ -398,6 +398,13 @@ static int get_cluster(struct call *c, json_t *body, json_t **ret,
 		               name);
 		return -1;
 	}
+	if (!cnl_ctl_project_pinned(c->api->ctl, c->project.id, name)) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "field \"cluster\": project %s is pinned to "
+		               "other clusters (cnlab project show)",
+		               c->project.name);
+		return -1;
+	}
 	if (!*ret)
 		*ret = json_object();
 	json_object_set(*ret, "cluster", v);

@@ -190,42 +190,106 @@ out:
 	json_decref(body);
 }
 
+/* The clusters project @o is pinned to ("clusters", [] for any). */
+static void project_pins(struct call *c, json_t *o)
+{
+	json_t *d = NULL;
+
+	if (cnl_api_doc_json(c->st ? c->st : c->api->store, "project_pins",
+	                     c->project.id, &d) == 0 &&
+	    json_is_array(json_object_get(d, "clusters")))
+		json_object_set(o, "clusters", json_object_get(d, "clusters"));
+	else
+		json_object_set_new(o, "clusters", json_array());
+	json_decref(d);
+}
+
 void cnl_api_h_project_get(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp)
 {
 	struct call *c = call;
 
-	cnl_http_reply(resp, 200, cnl_api_project_json(&c->project));
+	json_t *o = cnl_api_project_json(&c->project);
+
+	project_pins(c, o);
+	cnl_http_reply(resp, 200, o);
 }
 
 /* PATCH: the project's flags ("on_prem_only" pins it to our own GPUs). */
 void cnl_api_h_project_patch(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp)
 {
-	static const char *const fields[] = {"on_prem_only", NULL};
+	static const char *const fields[] = {"on_prem_only", "clusters", NULL};
 	struct call *c = call;
-	bool v;
-	json_t *body;
+	bool v = c->project.on_prem_only;
+	json_t *body, *pins, *o;
 	char err[256];
 	int r;
 
 	snprintf(c->target, sizeof(c->target), "%s", c->project.id);
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
-	if (cnl_json_get_bool(body, "on_prem_only", true, &v, err,
+	if (!json_object_get(body, "on_prem_only") &&
+	    !json_object_get(body, "clusters")) {
+		cnl_api_bad(resp, "give \"on_prem_only\" or \"clusters\"");
+		goto out;
+	}
+	if (cnl_json_get_bool(body, "on_prem_only", false, &v, err,
 	                      sizeof(err)) < 0) {
 		cnl_http_error(resp, 400, "bad_request", "%s", err);
 		goto out;
 	}
-	if ((r = cnl_store_project_set_flags(c->api->store, c->project.id, v)) <
-	    0) {
+	/* Pins: the clusters its work may be picked for ([]: any). */
+	if ((pins = json_object_get(body, "clusters"))) {
+		size_t k;
+		json_t *n;
+
+		if (!json_is_array(pins) || json_array_size(pins) > 16) {
+			cnl_api_bad(resp, "field \"clusters\": a list of at "
+			                  "most 16 cluster names ([]: any)");
+			goto out;
+		}
+		json_array_foreach (pins, k, n) {
+			const char *name = json_string_value(n);
+
+			if (!name || !c->api->ctl ||
+			    !cnl_ctl_cluster_known(c->api->ctl, name)) {
+				cnl_http_error(resp, 400, "bad_request",
+				               "field \"clusters\": no cluster "
+				               "named \"%.64s\" (cnlab cluster "
+				               "list)",
+				               name ? name : "?");
+				goto out;
+			}
+		}
+		o = json_pack("{s:O}", "clusters", pins);
+		r = json_array_size(pins)
+		        ? cnl_api_doc_save(c, "project_pins", c->project.id,
+		                           c->project.id, "", o, false)
+		        : cnl_store_doc_delete(c->api->store, "project_pins",
+		                               c->project.id);
+		if (r == -CNL_ENOTFOUND)
+			r = 0;
+		json_decref(o);
+		if (r < 0) {
+			cnl_api_store_error(c, resp, r, "project");
+			goto out;
+		}
+		if (c->api->ctl)
+			cnl_ctl_project_pins(c->api->ctl, c->project.id, pins);
+	}
+	if (v != c->project.on_prem_only &&
+	    (r = cnl_store_project_set_flags(c->api->store, c->project.id, v)) <
+	        0) {
 		cnl_api_store_error(c, resp, r, "project");
 		goto out;
 	}
 	c->project.on_prem_only = v;
 	if (c->api->ctl)
 		cnl_ctl_project_on_prem(c->api->ctl, c->project.id, v);
-	cnl_http_reply(resp, 200, cnl_api_project_json(&c->project));
+	o = cnl_api_project_json(&c->project);
+	project_pins(c, o);
+	cnl_http_reply(resp, 200, o);
 out:
 	json_decref(body);
 }

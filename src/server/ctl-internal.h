@@ -299,6 +299,9 @@ struct cnl_ctl {
 	 * of the instances the burst launched, known before they join; and
 	 * the projects whose work never leaves the GPUs owned: id -> true. */
 	json_t *cloud_nodes, *on_prem;
+	/* Projects pinned to clusters: id -> ["east", ...] (the clusters
+	 * its work may be picked for). */
+	json_t *pins;
 	/* What the burst could launch now (cnl_ctl_cloud_offer()): per
 	 * type, its catalog GPU type and GPUs; admission takes work only
 	 * these could run. */
@@ -384,6 +387,10 @@ uint64_t ctl_cloud_clusters(struct cnl_ctl *ctl, struct cnl_picks *p);
  * that may leave). */
 bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,
                          const struct cnl_req_prep *p);
+/* The clusters of @p that @w's project is pinned to (bit k), ~0 when it
+ * is not pinned. */
+uint64_t ctl_pinned_mask(const struct cnl_ctl *ctl, const struct wl *w,
+                         const struct cnl_picks *p);
 /* Whether @w's project keeps its work on the GPUs owned. */
 bool ctl_on_prem_only(const struct cnl_ctl *ctl, const struct wl *w);
 /* A registration of a node the burst launched: its cluster is the one

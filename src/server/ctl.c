@@ -281,6 +281,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	ctl_clusters_free(ctl);
 	json_decref(ctl->cloud_nodes);
 	json_decref(ctl->on_prem);
+	json_decref(ctl->pins);
 	free(ctl->picks);
 	free(ctl->fcs);
 	cnl_cluster_free(ctl->cluster);

@@ -156,6 +156,16 @@ void cnl_ctl_cloud_offer(struct cnl_ctl *ctl, const char *const *models,
  */
 int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
                          int64_t now, json_t *ret);
+/*
+ * cnl_ctl_project_pins - project @project_id's work is picked only for
+ * the clusters named in @names (an array of names), or for any (@names
+ * NULL or empty).  cnl_ctl_project_pinned - whether it may use cluster
+ * @name.
+ */
+void cnl_ctl_project_pins(struct cnl_ctl *ctl, const char *project_id,
+                          const json_t *names);
+bool cnl_ctl_project_pinned(struct cnl_ctl *ctl, const char *project_id,
+                            const char *name);
 /* cnl_ctl_project_on_prem - project @project_id's work never goes to a
  * cluster holding a cloud node (@on), or may again. */
 void cnl_ctl_project_on_prem(struct cnl_ctl *ctl, const char *project_id,

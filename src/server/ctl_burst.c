@@ -55,16 +55,18 @@ json_t *cnl_ctl_burst_view(struct cnl_ctl *ctl, int64_t now)
 			continue;
 		json_array_append_new(
 		    pend,
-		    json_pack("{s:s,s:s,s:b,s:b,s:s,s:s,s:I,s:i,s:i,s:o}", "id",
-		              w->id, "project", w->project_id, "on_prem_only",
-		              ctl_on_prem_only(ctl, w), "nowhere",
-		              w->wait_reason == CNL_WHY_NO_MATCHING_NODE,
-		              "cluster", w->cl_pick, "asked", w->cl_want,
-		              "waiting_ms", (json_int_t)(now - w->j.submit_ms),
-		              "gpus", r->kind == CNL_REQ_WHOLE ? r->gpus : 1,
-		              "blocks",
-		              r->kind == CNL_REQ_WHOLE ? 100 : r->blocks,
-		              "models", models_of(ctl, w)));
+		    json_pack(
+		        "{s:s,s:s,s:b,s:b,s:s,s:s,s:I,s:i,s:i,s:o,s:I,s:I}",
+		        "id", w->id, "project", w->project_id, "on_prem_only",
+		        ctl_on_prem_only(ctl, w), "nowhere",
+		        w->wait_reason == CNL_WHY_NO_MATCHING_NODE, "cluster",
+		        w->cl_pick, "asked", w->cl_want, "waiting_ms",
+		        (json_int_t)(now - w->j.submit_ms), "gpus",
+		        r->kind == CNL_REQ_WHOLE ? r->gpus : 1, "blocks",
+		        r->kind == CNL_REQ_WHOLE ? 100 : r->blocks, "models",
+		        models_of(ctl, w), "cpu_milli",
+		        (json_int_t)r->cpu_milli, "mem_mib",
+		        (json_int_t)r->mem_mib));
 	}
 	for (size_t i = 0; i < ctl->n_nodes; i++) {
 		const struct node *n = &ctl->nodes[i];

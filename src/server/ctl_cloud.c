@@ -32,6 +32,30 @@ int ctl_cloud_load(struct cnl_ctl *ctl)
 
 	ctl->cloud_nodes = json_object();
 	ctl->on_prem = json_object();
+	ctl->pins = json_object();
+	{
+		struct cnl_store_doc *d =
+		    cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+		int nd = 0;
+
+		if ((r = cnl_store_doc_list(ctl->store, "project_pins", NULL,
+		                            NULL, CNL_STORE_LIST_MAX, d,
+		                            &nd)) == 0)
+			for (int i = 0; i < nd; i++) {
+				json_t *o = json_loads(d[i].body, 0, NULL);
+
+				cnl_ctl_project_pins(
+				    ctl, d[i].id,
+				    json_object_get(o, "clusters"));
+				json_decref(o);
+			}
+		cnl_store_docs_done(d, nd);
+		free(d);
+		if (r < 0) {
+			free(p);
+			return r;
+		}
+	}
 	do {
 		n = 0;
 		if ((r = cnl_store_project_list(
@@ -87,6 +111,50 @@ bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,
 		     r->gpus <= ctl->cloud_offer[i].gpus))
 			return true;
 	return false;
+}
+
+void cnl_ctl_project_pins(struct cnl_ctl *ctl, const char *project_id,
+                          const json_t *names)
+{
+	if (json_array_size(names))
+		json_object_set_new(ctl->pins, project_id,
+		                    json_deep_copy(names));
+	else
+		json_object_del(ctl->pins, project_id);
+	ctl->dirty = true;
+}
+
+bool cnl_ctl_project_pinned(struct cnl_ctl *ctl, const char *project_id,
+                            const char *name)
+{
+	const json_t *a = json_object_get(ctl->pins, project_id);
+	size_t k;
+	json_t *v;
+
+	if (!a)
+		return true;
+	json_array_foreach (a, k, v)
+		if (strcmp(json_string_value(v), name) == 0)
+			return true;
+	return false;
+}
+
+uint64_t ctl_pinned_mask(const struct cnl_ctl *ctl, const struct wl *w,
+                         const struct cnl_picks *p)
+{
+	const json_t *a = json_object_get(ctl->pins, w->project_id);
+	uint64_t m = 0;
+	size_t k;
+	json_t *v;
+	int i;
+
+	if (!a)
+		return ~0ULL;
+	json_array_foreach (a, k, v)
+		if ((i = cnl_picks_find(p, json_string_value(v))) >= 0 &&
+		    i < 64)
+			m |= 1ULL << i;
+	return m;
 }
 
 bool ctl_on_prem_only(const struct cnl_ctl *ctl, const struct wl *w)

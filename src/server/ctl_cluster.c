@@ -539,8 +539,10 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 	struct cnl_pick pk;
 	int asked = -1, cur;
 	int64_t target;
-	/* On-prem-only work never goes where a cloud node is. */
-	uint64_t allowed = ctl_on_prem_only(ctl, w) ? ~s->cloud : ~0ULL;
+	/* On-prem-only work never goes where a cloud node is; a pinned
+	 * project's only to its clusters. */
+	uint64_t allowed = (ctl_on_prem_only(ctl, w) ? ~s->cloud : ~0ULL) &
+	                   ctl_pinned_mask(ctl, w, &s->p);
 
 	if (j->gang)
 		for (size_t g = 0; g < s->n_gang; g++)
@@ -560,7 +562,7 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 		return -1;
 	cur = w->cl_pick[0] ? cnl_picks_find(&s->p, w->cl_pick) : -1;
 	if (cur >= 0 && !(allowed >> cur & 1))
-		cur = -1; /* its project was marked on-prem-only since */
+		cur = -1; /* its project was marked or pinned since */
 	if (cur >= 0 && asked < 0 && s->cloud &&
 	    !cnl_pick_fits_now(c, &s->p, j, (size_t)cur)) {
 		/* Capacity bought by the hour serves at once: work that
@@ -746,10 +748,14 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
 		for (size_t i = 0; n_real <= 1 && !elsewhere && i < n; i++) {
 			const struct wl *w = &ctl->wl[map[i]];
 
-			elsewhere = jobs[i].state == CNL_JOB_PENDING &&
-			            w->cl_want[0] &&
-			            (real < 0 ||
-			             strcmp(w->cl_want, s.p.name[real]) != 0);
+			elsewhere =
+			    jobs[i].state == CNL_JOB_PENDING &&
+			    ((w->cl_want[0] &&
+			      (real < 0 ||
+			       strcmp(w->cl_want, s.p.name[real]) != 0)) ||
+			     (real >= 0 &&
+			      !cnl_ctl_project_pinned(ctl, w->project_id,
+			                              s.p.name[real])));
 		}
 		if (n_real <= 1 && !elsewhere) {
 			const struct ctl_cl *cl =

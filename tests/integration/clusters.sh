@@ -273,6 +273,33 @@ is_state "$p" pending && ok "a job that asked for its cluster stays there" || ba
 touch "$shared/gg-east-1" "$shared/gg-east-2" "$shared/gg-west-2"
 wait_for 60 is_state "$p" succeeded || bad "p end: $(state "$p")"
 
+# --- a project pinned to clusters ----------------------------------------------
+# Everything idle again: unpinned work would go to east (the name decides).
+adm project create teamc >/dev/null && adm project member add teamc ana >/dev/null ||
+	bad "project teamc"
+adm project pin teamc --clusters west >/dev/null &&
+	adm project show teamc | grep -q '^Clusters:      west$' &&
+	ok "project pin teamc --clusters west (project show lists it)" ||
+	bad "pin: $(adm project show teamc)"
+pa=$(submit teama --gpu any-10 hello.sh)
+pb=$(submit teamc --gpu any-10 hello.sh)
+for f in "$pa" "$pb"; do wait_for 60 is_state "$f" succeeded || bad "pin job $f: $(state "$f")"; done
+case "$(node_of "$pb")" in "$run-w1" | "$run-w2") true ;; *) false ;; esac &&
+	case "$(node_of "$pa")" in "$run-e1" | "$run-e2") true ;; *) false ;; esac &&
+	ok "the pinned project's work goes to west; the other's to east" ||
+	bad "pins: $pa on $(node_of "$pa"), $pb on $(node_of "$pb")"
+out=$(ana run --project teamc --gpu any-5 --cluster east hello.sh 2>&1)
+rc=$?
+[ $rc = 2 ] && grep -q 'field "cluster": project teamc is pinned to other clusters' <<<"$out" &&
+	ok "asking for a cluster outside the pins is refused, naming it" || bad "pinned ask: rc $rc: $out"
+out=$(ana project pin teamc --clusters east 2>&1)
+rc=$?
+[ $rc != 0 ] && adm project show teamc | grep -q '^Clusters:      west$' &&
+	ok "a member cannot move the pins ($rc)" || bad "member pin: rc $rc: $out"
+out=$(adm project pin teamc --clusters nosuch 2>&1)
+[ $? = 2 ] && grep -q 'no cluster named "nosuch"' <<<"$out" &&
+	ok "a pin to no cluster is refused" || bad "pin nosuch: $out"
+
 # --- refused -----------------------------------------------------------------
 tok=$(adm node join-token --node "$run-bad" -o json | jq -r .token)
 out=$(CNLAB_AGENT_TOKEN=$tok timeout 20 "$agent" --server "$base" --name "$run-bad" \
@@ -330,6 +357,13 @@ wait_for 60 is_state "$q" succeeded || bad "q end: $(state "$q")"
 case "$(node_of "$q")" in "$run-e1" | "$run-e2") ok "q ran in east" ;; *) bad "q node $(node_of "$q")" ;; esac
 [ "$(ana jobs explain "$q" | grep -c 'picked')" = 1 ] &&
 	ok "the restart did not pick (and audit) its cluster again" || bad "explain q: $(ana jobs explain "$q")"
+pc=$(submit teamc --gpu any-10 hello.sh)
+wait_for 60 is_state "$pc" succeeded || bad "pc: $(state "$pc")"
+adm project show teamc | grep -q '^Clusters:      west$' &&
+	case "$(node_of "$pc")" in "$run-w1" | "$run-w2") true ;; *) false ;; esac &&
+	ok "pins outlive a restart" || bad "pins after restart: $(adm project show teamc) $pc on $(node_of "$pc")"
+adm project pin teamc --clusters "" >/dev/null && adm project show teamc | grep -q '^Clusters:      any$' &&
+	ok "--clusters \"\" unpins" || bad "unpin: $(adm project show teamc)"
 
 # --- at most 63 clusters with policies of their own --------------------------
 for i in $(seq 1 61); do adm cluster set-policy "x$i" --wait-target 0 >/dev/null 2>&1 || break; done

@@ -91,6 +91,46 @@ int cnl_cli_cmd_project_mark(struct cnl_cli *cli)
 	return 0;
 }
 
+int cnl_cli_cmd_project_pin(struct cnl_cli *cli)
+{
+	const char *list = cnl_cli_flag(cli, "clusters");
+	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
+	_cleanup_free_ char *path = NULL;
+	json_t *body, *names, *o;
+	int code;
+
+	if (!list)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "give --clusters a,b (or \"\" for any)");
+	if ((code = cnl_cli_project(cli, cli->args.pos[0], pid, pname)))
+		return code;
+	names = json_array();
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",");
+
+		if (n)
+			json_array_append_new(names, json_stringn(p, n));
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	path = cnl_cli_pathf("/v1/projects/%s", pid);
+	body = json_pack("{s:o}", "clusters", names);
+	code = cnl_cli_call(cli, "PATCH", path, body, NULL, "project", &o);
+	json_decref(body);
+	if (code)
+		return code;
+	if (cli->json)
+		cnl_cli_print_json(o);
+	else if (json_array_size(json_object_get(o, "clusters")))
+		printf("✓ Project %s's work now goes to clusters %s only\n",
+		       pname, list);
+	else
+		printf("✓ Project %s's work may go to any cluster\n", pname);
+	json_decref(o);
+	return 0;
+}
+
 int cnl_cli_cmd_project_create(struct cnl_cli *cli)
 {
 	const char *name = cli->args.pos[0];
@@ -169,6 +209,17 @@ int cnl_cli_cmd_project_show(struct cnl_cli *cli)
 	printf("Created:       %s\n", cnl_cli_str(o, "created_at", "?"));
 	printf("On-prem only:  %s\n",
 	       json_is_true(json_object_get(o, "on_prem_only")) ? "yes" : "no");
+	{
+		char pins[256] = "";
+		size_t k;
+		json_t *v;
+
+		json_array_foreach (json_object_get(o, "clusters"), k, v)
+			snprintf(pins + strlen(pins),
+			         sizeof(pins) - strlen(pins), "%s%s",
+			         k ? "," : "", json_string_value(v));
+		printf("Clusters:      %s\n", pins[0] ? pins : "any");
+	}
 	json_decref(o);
 	printf("\n");
 	return print_members(cli, pid, NULL);
