@@ -1634,7 +1634,9 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 		api->mirror = NULL;
 		return r;
 	}
-	if (api->burst && api->burst_cfg.image) {
+	/* Always: instances launched before are watched, given back and
+	 * held to the budget even where nothing new may be launched. */
+	if (api->burst) {
 		char url[160];
 
 		/* Without a URL given, the listener's own (instances on

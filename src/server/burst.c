@@ -37,6 +37,7 @@
 #define LAUNCH_PER_TICK   4
 #define RETURN_MARGIN     0.2 /* owned clusters this far under: return */
 #define MAX_LIVE          64
+#define JOB_TRIES         3 /* launches for one waiting job, at most */
 
 enum ist {
 	I_LAUNCHING, /* recorded; the provider's answer not yet */
@@ -76,8 +77,11 @@ struct inst {
 	char got_instance[CNL_CLOUD_ID_MAX], got_type[64], got_token[96];
 	bool got_spot;
 	double got_price;
-	char plan[8][2][64]; /* (type, market) to try, in order */
+	char plan[8][2][64];  /* (type, market) to try, in order */
+	double plan_price[8]; /* each one's on-demand price */
+	double max_price;     /* the dearest the budget affords */
 	int nplan;
+	struct cnl_cloud *cl; /* its account's provider, this tick */
 	char user_data[2048];
 	struct cnl_cloud_error err;
 	int rc;
@@ -93,9 +97,17 @@ struct cnl_burst {
 	struct inst *in;
 	size_t n, cap;
 	double closed; /* spent by instances ended */
-	struct cnl_cloud *cloud;
-	char cloud_account[CNL_ID_MAX];
+	/* A provider per account in use (records keep theirs while they
+	 * live, whatever account the policy uses now). */
+	struct {
+		char account[CNL_ID_MAX];
+		struct cnl_cloud *c;
+	} prov[8];
+	size_t nprov;
 	char provider[16];
+	/* Launches per job waiting: a job that an instance did not serve
+	 * gets no fourth one. */
+	json_t *tries;
 	int64_t backoff_until, backoff_ms, describe_ms;
 	bool exhausted, auth_failed, budget_noted;
 	char auth_account[CNL_ID_MAX];
@@ -226,6 +238,7 @@ int cnl_burst_new(struct cnl_api *api, const struct cnl_burst_config *cfg,
 
 	b->api = api;
 	b->cfg = *cfg;
+	b->tries = json_object();
 	copy(b->cfg_image, sizeof(b->cfg_image), cfg->image);
 	copy(b->cfg_agent, sizeof(b->cfg_agent),
 	     cfg->agent ? cfg->agent : "/usr/local/bin/cnlab-agent");
@@ -389,6 +402,32 @@ static double od_price(const json_t *acct, const char *provider,
 	return json_is_number(pr) ? json_number_value(pr) : (*t)->on_demand_h;
 }
 
+/* The provider of account @id, opened once (under the lock); NULL when it
+ * cannot be opened (audited once per account). */
+static struct cnl_cloud *provider_of(struct cnl_burst *b, const char *id,
+                                     int64_t now)
+{
+	char err[256];
+	struct cnl_cloud *c = NULL;
+
+	for (size_t k = 0; k < b->nprov; k++)
+		if (strcmp(b->prov[k].account, id) == 0)
+			return b->prov[k].c;
+	if (b->nprov == CNL_ARRAY_SIZE(b->prov))
+		return NULL;
+	if (cnl_api_cloud_open(b->api, id, &c, err, sizeof(err)) < 0) {
+		if (strcmp(b->auth_account, id) != 0) {
+			copy(b->auth_account, sizeof(b->auth_account), id);
+			audit(b, "cloud.launch", id, now,
+			      "cannot use the account: %.90s", err);
+		}
+		return NULL;
+	}
+	copy(b->prov[b->nprov].account, CNL_ID_MAX, id);
+	b->prov[b->nprov++].c = c;
+	return c;
+}
+
 /* ---- ending ------------------------------------------------------------- */
 
 /* Fence @i's node (its credentials and join token die, the node is lost,
@@ -402,8 +441,11 @@ static void fence(struct cnl_burst *b, struct inst *i, int64_t now,
 	    i->recover)
 		return;
 	if (cnl_store_tx_begin(s) < 0 || cnl_api_node_forget(s, i->node) < 0 ||
-	    cnl_store_tx_commit(s) < 0)
+	    cnl_store_tx_commit(s) < 0) {
+		/* Its credentials still open: not fenced; tried again. */
 		cnl_store_tx_rollback(s);
+		return;
+	}
 	cnl_ctl_node_revoke(b->api->ctl, i->node, now);
 	copy(i->reason, sizeof(i->reason), why);
 	i->st = i->instance[0] ? I_ENDING : I_FAILED;
@@ -453,6 +495,13 @@ static bool model_ok(const json_t *job, const char *model)
 	return false;
 }
 
+/* Whether instance @i's GPUs could run pending @job. */
+static bool serves(const struct inst *i, const json_t *job)
+{
+	return i->gpus >= json_integer_value(json_object_get(job, "gpus")) &&
+	       model_ok(job, i->model);
+}
+
 /* Whether pending @job may be served by a cloud cluster @cluster. */
 static bool may_leave(const json_t *job, const char *cluster)
 {
@@ -484,6 +533,65 @@ static void set_nocap(struct cnl_burst *b, const char *type, bool spot,
 	b->nocap[best].until = now + NO_CAPACITY_MS;
 }
 
+/* Whether instance type @t could run pending @job (GPUs, model, CPU and
+ * memory). */
+static bool type_fits(const json_t *job, const struct cnl_cloud_type *t)
+{
+	return t->gpus >= json_integer_value(json_object_get(job, "gpus")) &&
+	       model_ok(job, t->model) &&
+	       (int64_t)t->vcpus * 1000 >=
+	           json_integer_value(json_object_get(job, "cpu_milli")) &&
+	       (int64_t)t->mem_gib * 1024 >=
+	           json_integer_value(json_object_get(job, "mem_mib"));
+}
+
+/* The markets to try for a launch of @best's GPUs: each type that fits
+ * @job, cheapest first, in the strategy's order of markets. */
+static void markets(struct cnl_burst *b, const struct policy *pol,
+                    const json_t *acct, const json_t *job,
+                    const struct cnl_cloud_type *best, struct inst *i,
+                    int64_t now)
+{
+	const bool order[2] = {pol->spot_first, !pol->spot_first};
+	const struct cnl_cloud_type *c[16];
+	double price[16];
+	size_t n = 0, q;
+	json_t *tv;
+
+	json_array_foreach (json_object_get(acct, "instance_types"), q, tv) {
+		const struct cnl_cloud_type *t;
+		double pr =
+		    od_price(acct, pol->provider, json_string_value(tv), &t);
+		size_t x;
+
+		if (pr < 0 || n == 16 || !type_fits(job, t) ||
+		    strcmp(t->model, best->model) != 0)
+			continue;
+		/* insertion: cheapest first */
+		for (x = n; x > 0 && price[x - 1] > pr; x--) {
+			c[x] = c[x - 1];
+			price[x] = price[x - 1];
+		}
+		c[x] = t;
+		price[x] = pr;
+		n++;
+	}
+	for (size_t x = 0; x < n; x++)
+		for (int m = 0; m < 2 && i->nplan < 8; m++) {
+			bool spot = order[m];
+
+			if ((spot && !pol->spot) ||
+			    (!spot && !pol->on_demand) ||
+			    nocap(b, c[x]->name, spot, now))
+				continue;
+			copy(i->plan[i->nplan][0], 64, c[x]->name);
+			copy(i->plan[i->nplan][1], 64,
+			     spot ? "spot" : "on-demand");
+			i->plan_price[i->nplan] = price[x];
+			i->nplan++;
+		}
+}
+
 /*
  * The launches this tick: per job waiting that may leave, oldest first,
  * room on an instance planned this tick, else a new one of the cheapest
@@ -503,6 +611,7 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 		double room;
 	} planned[LAUNCH_PER_TICK];
 	int np = 0;
+	bool owned_hot = false;
 	char why[200] = "";
 
 	snprintf(cluster, sizeof(cluster), "cloud-%s", pol->provider);
@@ -520,24 +629,32 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 		     !json_is_true(json_object_get(vn, "busy"))))
 			coming += 100.0 * i->gpus;
 	}
+	/* Owned clusters past the threshold; then cloud clusters (work
+	 * moved there) wherever their demand passes what joined, but only
+	 * while owned GPUs are past it too: asking for the cloud cluster
+	 * does not skip the threshold. */
 	json_array_foreach (json_object_get(view, "clusters"), k, c) {
 		double cap = json_number_value(json_object_get(c, "capacity")),
 		       dem = json_number_value(json_object_get(c, "demand"));
 
-		bool cloud = json_is_true(json_object_get(c, "cloud"));
-
-		/* Owned clusters past the threshold; cloud clusters (work
-		 * moved there) wherever their demand passes what joined. */
-		if (dem <= cap ||
-		    (!cloud && (cap <= 0 || dem / cap < pol->threshold)))
+		if (json_is_true(json_object_get(c, "cloud")) || cap <= 0 ||
+		    dem <= cap || dem / cap < pol->threshold)
 			continue;
+		owned_hot = true;
 		excess += dem - cap;
 		if (!why[0])
-			snprintf(why, sizeof(why),
-			         cloud ? "%s needs more (%.2f of capacity)"
-			               : "%s forecast %.2f >= %.2f",
+			snprintf(why, sizeof(why), "%s forecast %.2f >= %.2f",
 			         json_string_value(json_object_get(c, "name")),
 			         dem / cap, pol->threshold);
+	}
+	json_array_foreach (json_object_get(view, "clusters"), k, c) {
+		double cap = json_number_value(json_object_get(c, "capacity")),
+		       dem = json_number_value(json_object_get(c, "demand"));
+
+		if (!owned_hot || !json_is_true(json_object_get(c, "cloud")) ||
+		    dem <= cap)
+			continue;
+		excess += dem - cap;
 	}
 	/* Work no node of ours could ever run (a GPU type not owned): the
 	 * cloud is the only place it can go, whatever the forecast. */
@@ -554,10 +671,10 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 		}
 	excess -= coming;
 	json_array_foreach (json_object_get(view, "pending"), k, j) {
+		const char *id = json_string_value(json_object_get(j, "id"));
 		double need =
 		    json_number_value(json_object_get(j, "blocks")) *
 		    (double)json_integer_value(json_object_get(j, "gpus"));
-		int gpus = (int)json_integer_value(json_object_get(j, "gpus"));
 		const struct cnl_cloud_type *best = NULL, *t;
 		double best_price = 0, price;
 		struct inst *i;
@@ -566,19 +683,25 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 
 		if (excess <= 0)
 			break;
-		if (!may_leave(j, cluster))
+		if (!may_leave(j, cluster) ||
+		    json_integer_value(json_object_get(b->tries, id)) >=
+		        JOB_TRIES)
 			continue;
 		/* Room on an instance planned this tick. */
-		for (int p = 0; p < np; p++)
-			if (planned[p].room >= need &&
-			    model_ok(j, b->in[planned[p].ix].model)) {
+		for (int p = 0; p < np; p++) {
+			struct inst *pi = &b->in[planned[p].ix];
+
+			if (planned[p].room >= need && model_ok(j, pi->model) &&
+			    pi->gpus >= json_integer_value(
+			                    json_object_get(j, "gpus"))) {
 				planned[p].room -= need;
-				json_array_append(b->in[planned[p].ix].jobs,
+				json_array_append(pi->jobs,
 				                  json_object_get(j, "id"));
 				excess -= need;
 				need = -1;
 				break;
 			}
+		}
 		if (need < 0)
 			continue;
 		if (np == LAUNCH_PER_TICK ||
@@ -587,8 +710,7 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 		json_array_foreach (types, q, tv) {
 			price = od_price(acct, pol->provider,
 			                 json_string_value(tv), &t);
-			if (price < 0 || t->gpus < gpus ||
-			    !model_ok(j, t->model))
+			if (price < 0 || !type_fits(j, t))
 				continue;
 			if (!best || price < best_price) {
 				best = t;
@@ -598,14 +720,13 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 		if (!best)
 			continue;
 		/* The budget: what is spent, and the first ten minutes of
-		 * all that would run. */
+		 * all that would run, this tick's launches included. */
 		if (spent + (rate + best_price) * LAUNCH_WORTH_S / 3600.0 >
 		    pol->budget) {
 			if (b->budget_noted)
 				break;
 			b->budget_noted = true;
-			audit(b, "cloud.budget",
-			      json_string_value(json_object_get(j, "id")), now,
+			audit(b, "cloud.budget", id, now,
 			      "no launch: %.4f of %.4f spent; 10 min of %s at "
 			      "%.4f/h would pass the budget",
 			      spent, pol->budget, best->name, best_price);
@@ -633,70 +754,29 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 		i->st = I_LAUNCHING;
 		i->jobs = json_array();
 		json_array_append(i->jobs, json_object_get(j, "id"));
-		/* The markets to try, per type that fits, cheapest first. */
-		{
-			bool order[2] = {pol->spot_first, !pol->spot_first};
-			json_t *cands = json_array();
-
-			json_array_foreach (types, q, tv) {
-				price = od_price(acct, pol->provider,
-				                 json_string_value(tv), &t);
-				if (price >= 0 && t->gpus >= gpus &&
-				    strcmp(t->model, best->model) == 0)
-					json_array_append_new(
-					    cands,
-					    json_pack("{s:s,s:f}", "t", t->name,
-					              "p", price));
-			}
-			/* cheapest first (a handful: insertion order) */
-			for (size_t x = 1; x < json_array_size(cands); x++)
-				for (size_t y = x; y > 0; y--) {
-					json_t *a =
-					           json_array_get(cands, y - 1),
-					       *bb = json_array_get(cands, y);
-
-					if (json_number_value(
-					        json_object_get(a, "p")) <=
-					    json_number_value(
-					        json_object_get(bb, "p")))
-						break;
-					json_incref(a);
-					json_array_set(cands, y - 1, bb);
-					json_array_set_new(cands, y, a);
-				}
-			for (size_t x = 0; x < json_array_size(cands); x++)
-				for (int m = 0; m < 2 && i->nplan < 8; m++) {
-					bool spot = order[m];
-					const char *tn =
-					    json_string_value(json_object_get(
-					        json_array_get(cands, x), "t"));
-
-					if ((spot && !pol->spot) ||
-					    (!spot && !pol->on_demand) ||
-					    nocap(b, tn, spot, now))
-						continue;
-					copy(i->plan[i->nplan][0], 64, tn);
-					copy(i->plan[i->nplan][1], 64,
-					     spot ? "spot" : "on-demand");
-					i->nplan++;
-				}
-			json_decref(cands);
-		}
+		/* A dearer type of the same GPUs may be tried: no dearer
+		 * than the budget affords. */
+		i->max_price =
+		    (pol->budget - spent) * 3600.0 / LAUNCH_WORTH_S - rate;
+		markets(b, pol, acct, j, best, i, now);
 		if (i->nplan == 0) {
 			inst_free(i);
 			b->n--;
 			continue;
 		}
+		rate += best_price;
 		planned[np].ix = (size_t)(i - b->in);
 		planned[np].room = 100.0 * best->gpus - need;
 		np++;
 		excess -= need;
 	}
 	/* Record each, its join token, and its node made known, before any
-	 * call. */
+	 * call; each job it is for counts a try. */
 	for (int p = 0; p < np; p++) {
 		struct inst *i = &b->in[planned[p].ix];
 		char token[CNL_API_NODE_SECRET_MAX];
+		size_t x;
+		json_t *jv;
 
 		snprintf(i->token, sizeof(i->token), "%s", i->id);
 		if (cnl_api_join_token_make(b->api->store, i->node, now,
@@ -705,6 +785,12 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 			i->st = I_FAILED;
 			continue;
 		}
+		json_array_foreach (i->jobs, x, jv)
+			json_object_set_new(
+			    b->tries, json_string_value(jv),
+			    json_integer(json_integer_value(json_object_get(
+			                     b->tries, json_string_value(jv))) +
+			                 1));
 		cnl_ctl_cloud_node(b->api->ctl, i->node, i->cluster,
 		                   i->price_h);
 		snprintf(i->user_data, sizeof(i->user_data),
@@ -724,19 +810,20 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 static void offer(struct cnl_burst *b, const struct policy *pol,
                   const json_t *acct)
 {
-	const char *models[16];
-	int gpus[16];
+	struct cnl_ctl_cloud_offer o[16];
 	size_t n = 0, k;
 	const struct cnl_cloud_type *t;
 	json_t *v;
 
 	json_array_foreach (json_object_get(acct, "instance_types"), k, v)
 		if (n < 16 && od_price(acct, pol->provider,
-		                       json_string_value(v), &t) >= 0) {
-			models[n] = t->model;
-			gpus[n++] = t->gpus;
-		}
-	cnl_ctl_cloud_offer(b->api->ctl, models, gpus, n);
+		                       json_string_value(v), &t) >= 0)
+			o[n++] = (struct cnl_ctl_cloud_offer){
+			    .model = t->model,
+			    .gpus = t->gpus,
+			    .cpu_milli = (int64_t)t->vcpus * 1000,
+			    .mem_mib = (int64_t)t->mem_gib * 1024};
+	cnl_ctl_cloud_offer(b->api->ctl, o, n);
 }
 
 /* Under the lock: joins, idleness, budget, return; then the plan. */
@@ -744,12 +831,41 @@ static void decide(struct cnl_burst *b, int64_t now)
 {
 	struct policy pol;
 	bool have = read_policy(b, &pol);
-	json_t *view = cnl_ctl_burst_view(b->api->ctl, now), *acct = NULL;
+	json_t *view, *acct = NULL;
 	char acct_id[CNL_ID_MAX] = "", err[256];
 	double spent = b->closed, rate = 0, owned_free = 0;
-	bool owned_low = true;
+
+	bool owned_low = true, cloud_only = false;
 	size_t k;
 	json_t *c;
+
+	/* Nothing to do without a policy that launches and without
+	 * instances: the queue is not even looked at. */
+	if ((!have || !pol.enabled || !b->cfg_image[0]) && b->n == 0) {
+		cnl_ctl_cloud_offer(b->api->ctl, NULL, 0);
+		return;
+	}
+	view = cnl_ctl_burst_view(b->api->ctl, now);
+
+	json_array_foreach (json_object_get(view, "pending"), k, c)
+		cloud_only |= json_is_true(json_object_get(c, "nowhere")) &&
+		              !json_is_true(json_object_get(c, "on_prem_only"));
+	/* Tries are kept for work still waiting only. */
+	{
+		const char *id;
+		json_t *v, *pending = json_object();
+		void *it;
+
+		json_array_foreach (json_object_get(view, "pending"), k, c)
+			json_object_set(
+			    pending,
+			    json_string_value(json_object_get(c, "id")),
+			    json_true());
+		json_object_foreach_safe(b->tries, it, id,
+		                         v) if (!json_object_get(pending, id))
+		    json_object_del(b->tries, id);
+		json_decref(pending);
+	}
 
 	json_array_foreach (json_object_get(view, "clusters"), k, c) {
 		double cap = json_number_value(json_object_get(c, "capacity")),
@@ -798,8 +914,7 @@ static void decide(struct cnl_burst *b, int64_t now)
 		if ((i->st == I_RUNNING || i->st == I_DRAINING) &&
 		    strcmp(vs, "lost") == 0)
 			fence(b, i, now, "its agent went silent");
-		if ((i->st == I_RUNNING || i->st == I_DRAINING) && have &&
-		    owned_low && busy && owned_free > 0) {
+		if ((i->st == I_RUNNING || i->st == I_DRAINING) && busy) {
 			/* Work that resumes from its checkpoint comes back
 			 * now, as much as the owned GPUs have room for. */
 			json_t *back = json_array();
@@ -807,19 +922,26 @@ static void decide(struct cnl_burst *b, int64_t now)
 			json_t *bj;
 
 			cnl_ctl_cloud_return(b->api->ctl, i->node,
-			                     (int64_t)owned_free, now, back);
+			                     have && owned_low && owned_free > 0
+			                         ? (int64_t)owned_free
+			                         : -1,
+			                     now, back);
 			json_array_foreach (back, bx, bj) {
 				audit(b, "job.cloud_return",
 				      json_string_value(bj), now,
 				      "requeued from cloud node %s to come "
 				      "back to owned GPUs (its checkpoint "
-				      "travels)",
+				      "travels, if it keeps one)",
 				      i->node);
 				owned_free = 0; /* one node's worth a tick */
 			}
 			json_decref(back);
 		}
-		if (i->st == I_RUNNING && have && owned_low && busy) {
+		/* Nothing new goes out to it once owned GPUs could take
+		 * all it runs, and no work only the cloud can run waits. */
+		if (i->st == I_RUNNING && have && owned_low && busy &&
+		    !cloud_only &&
+		    cnl_ctl_cloud_movable(b->api->ctl, i->node)) {
 			json_t *st = NULL;
 
 			if (cnl_ctl_node_set_state(b->api->ctl, i->node,
@@ -837,9 +959,13 @@ static void decide(struct cnl_burst *b, int64_t now)
 		/* Idle: nothing on it, and (unless draining) no work that
 		 * may leave waits for its GPUs. */
 		json_array_foreach (json_object_get(view, "pending"), x, j)
-			wanted |= i->st == I_RUNNING &&
-			          may_leave(j, i->cluster) &&
-			          model_ok(j, i->model) && !owned_low;
+			wanted |=
+			    i->st == I_RUNNING && may_leave(j, i->cluster) &&
+			    serves(i, j) &&
+			    (json_is_true(json_object_get(j, "nowhere")) ||
+			     strcmp(json_string_value(
+			                json_object_get(j, "cluster")),
+			            i->cluster) == 0);
 		if ((i->st == I_RUNNING || i->st == I_DRAINING) && !busy &&
 		    !wanted) {
 			if (!i->idle_ms)
@@ -869,159 +995,183 @@ static void decide(struct cnl_burst *b, int64_t now)
 		b->exhausted = false; /* raised, or a new policy */
 	}
 	/* What admission may count on: only while launches may happen. */
-	cnl_ctl_cloud_offer(b->api->ctl, NULL, NULL, 0);
+	cnl_ctl_cloud_offer(b->api->ctl, NULL, 0);
 	if (have && pol.enabled && !b->exhausted && now >= b->backoff_until &&
 	    b->cfg_image[0]) {
+		struct cnl_cloud *cl = NULL;
+
 		find_account(b, pol.provider, acct_id, &acct);
-		if (acct &&
-		    (strcmp(acct_id, b->cloud_account) != 0 || !b->cloud)) {
-			cnl_cloud_free(b->cloud);
-			b->cloud = NULL;
-			b->cloud_account[0] = '\0';
-			if (cnl_api_cloud_open(b->api, acct_id, &b->cloud, err,
-			                       sizeof(err)) == 0) {
-				copy(b->cloud_account, sizeof(b->cloud_account),
-				     acct_id);
-				copy(b->provider, sizeof(b->provider),
-				     pol.provider);
-			} else if (strcmp(b->auth_account, acct_id) != 0) {
-				copy(b->auth_account, sizeof(b->auth_account),
-				     acct_id);
-				audit(b, "cloud.launch", acct_id, now,
-				      "cannot use the account: %s", err);
-			}
-		}
-		if (acct && b->cloud && !b->auth_failed) {
+		if (acct && b->auth_failed &&
+		    strcmp(b->auth_account, acct_id) != 0)
+			b->auth_failed = false; /* another account now */
+		if (acct && !b->auth_failed)
+			cl = provider_of(b, acct_id, now);
+		if (cl) {
+			copy(b->provider, sizeof(b->provider), pol.provider);
 			offer(b, &pol, acct);
 			plan(b, &pol, view, acct, acct_id, now);
-		} else if (acct && b->auth_failed &&
-		           strcmp(b->auth_account, acct_id) != 0)
-			b->auth_failed = false; /* another account now */
+		}
 	}
-	/* What to terminate, what to describe. */
-	for (size_t q = 0; q < b->n; q++)
-		b->in[q].do_terminate = b->in[q].st == I_ENDING;
+	/* Each record's provider (its own account's, whatever the policy
+	 * says now), what to terminate. */
+	for (size_t q = 0; q < b->n; q++) {
+		struct inst *i = &b->in[q];
+
+		i->cl =
+		    i->st <= I_ENDING ? provider_of(b, i->account, now) : NULL;
+		i->do_terminate = i->st == I_ENDING && i->cl;
+		if (i->do_terminate)
+			i->rc = -EAGAIN;
+	}
 	json_decref(acct);
 	json_decref(view);
 }
 
-/* Off the lock: the provider's calls. */
-static void act(struct cnl_burst *b, struct cnl_cloud *cl, int64_t now,
-                bool describe, struct cnl_cloud_instance *seen, size_t *nseen,
-                struct cnl_cloud_error *derr, int *drc)
+/* One launch of record @i through its plan; its answer in i->got_*,
+ * i->rc and i->err.  False after an outage, throttling or refused
+ * credentials: no more launches this tick. */
+static bool launch_one(struct cnl_burst *b, struct inst *i)
 {
-	const char *ids[MAX_LIVE];
-	size_t nid = 0;
+	struct cnl_cloud *cl = i->cl;
+
+	i->rc = -EAGAIN;
+	i->got_instance[0] = '\0';
+	for (int p = 0; p < i->nplan; p++) {
+		bool spot = strcmp(i->plan[p][1], "spot") == 0;
+		char token[96];
+		double sp = 0;
+		struct cnl_cloud_tag tags[] = {{"cnlab:node", i->node},
+		                               {"cnlab:record", i->id},
+		                               {"cnlab:cluster", i->cluster}};
+		struct cnl_cloud_launch l = {
+		    .instance_type = i->plan[p][0],
+		    .market = spot ? CNL_CLOUD_SPOT : CNL_CLOUD_ON_DEMAND,
+		    .count = 1,
+		    .image = b->cfg_image,
+		    .user_data = i->user_data,
+		    .tags = tags,
+		    .ntags = CNL_ARRAY_SIZE(tags),
+		    .client_token = token};
+		struct cnl_cloud_instance got;
+		size_t n = 0;
+
+		/* The budget allows no dearer type than this. */
+		if (i->plan_price[p] > i->max_price && p > 0)
+			continue;
+		snprintf(token, sizeof(token), "%s-%d", i->id, p);
+		i->got_price = i->plan_price[p];
+		if (spot && cl->ops->spot_price &&
+		    cl->ops->spot_price(cl, i->plan[p][0], &sp, &i->err) == 0 &&
+		    sp > 0 && sp < i->got_price)
+			i->got_price = sp;
+		i->rc = cl->ops->provision(cl, &l, &got, 1, &n, &i->err);
+		/* Launched, even where the answer could not all be read
+		 * (cloud.h: listed instances are launched). */
+		if (n == 1 && got.id[0] && (i->rc == 0 || i->rc == -EPROTO)) {
+			i->rc = 0;
+			copy(i->got_instance, sizeof(i->got_instance), got.id);
+			copy(i->got_type, sizeof(i->got_type), i->plan[p][0]);
+			copy(i->got_token, sizeof(i->got_token), token);
+			i->got_spot = spot;
+			return true;
+		}
+		if (i->rc == 0) { /* an answer without the instance */
+			i->rc = -EPROTO;
+			i->err.kind = CNL_CLOUD_PROTOCOL;
+		}
+		if (i->err.kind != CNL_CLOUD_CAPACITY &&
+		    i->err.kind != CNL_CLOUD_INVALID)
+			return false; /* outage, throttling, auth, protocol */
+		/* This type in this market: none now. */
+		copy(i->plan[p][1], 64, spot ? "spot!" : "on-demand!");
+	}
+	return true;
+}
+
+/* Off the lock: the provider's calls, terminations first. */
+static void act(struct cnl_burst *b, bool describe,
+                struct cnl_cloud_instance *seen, size_t *nseen)
+{
+	bool launching = true;
 
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];
+		struct cnl_cloud_error e;
 
-		if (i->do_launch) {
-			i->rc = -EAGAIN;
-			for (int p = 0; p < i->nplan; p++) {
-				bool spot = strcmp(i->plan[p][1], "spot") == 0;
-				char token[96];
-				double sp = 0;
-				struct cnl_cloud_tag tags[] = {
-				    {"cnlab:node", i->node},
-				    {"cnlab:record", i->id},
-				    {"cnlab:cluster", i->cluster}};
-				struct cnl_cloud_launch l = {
-				    .instance_type = i->plan[p][0],
-				    .market = spot ? CNL_CLOUD_SPOT
-				                   : CNL_CLOUD_ON_DEMAND,
-				    .count = 1,
-				    .image = b->cfg_image,
-				    .user_data = i->user_data,
-				    .tags = tags,
-				    .ntags = CNL_ARRAY_SIZE(tags),
-				    .client_token = token};
-				struct cnl_cloud_instance got;
-				size_t n = 0;
-
-				snprintf(token, sizeof(token), "%s-%d", i->id,
-				         p);
-				i->got_price = -1;
-				if (spot && cl->ops->spot_price &&
-				    cl->ops->spot_price(cl, i->plan[p][0], &sp,
-				                        &i->err) == 0 &&
-				    sp > 0)
-					i->got_price = sp;
-				i->rc = cl->ops->provision(cl, &l, &got, 1, &n,
-				                           &i->err);
-				if (i->rc == 0 && n == 1) {
-					copy(i->got_instance,
-					     sizeof(i->got_instance), got.id);
-					copy(i->got_type, sizeof(i->got_type),
-					     i->plan[p][0]);
-					copy(i->got_token, sizeof(i->got_token),
-					     token);
-					i->got_spot = spot;
-					break;
-				}
-				if (i->rc == 0)
-					i->rc = -EPROTO;
-				if (i->err.kind != CNL_CLOUD_CAPACITY &&
-				    i->err.kind != CNL_CLOUD_INVALID)
-					break; /* outage, throttling, auth */
-				/* This type in this market: none now. */
-				copy(i->plan[p][1], 64,
-				     spot ? "spot!" : "on-demand!");
-			}
-			explicit_bzero(i->user_data, sizeof(i->user_data));
-		}
-		if (i->do_terminate && nid < MAX_LIVE) {
-			struct cnl_cloud_error e;
-
-			i->rc = cl->ops->terminate(
-			    cl, (const char *const[]){i->instance}, 1, &e);
-			i->err = e;
-		}
-		if ((i->st == I_BOOTING || i->st == I_RUNNING ||
-		     i->st == I_DRAINING) &&
-		    i->instance[0] && nid < MAX_LIVE)
-			ids[nid++] = i->instance;
+		if (i->do_terminate)
+			i->rc = i->cl->ops->terminate(
+			    i->cl, (const char *const[]){i->instance}, 1, &e);
 	}
-	/* Launches cnlabd stopped in the middle of: the account's
-	 * instances, found by their record's tag. */
-	for (size_t q = 0; q < b->n; q++)
-		if (b->in[q].recover) {
-			struct cnl_cloud_instance *all =
-			    cnl_xcalloc(256, sizeof(*all));
-			struct cnl_cloud_error e;
-			size_t na = 0;
-			int r =
-			    cl->ops->describe(cl, NULL, 0, all, 256, &na, &e);
+	for (size_t q = 0; q < b->n; q++) {
+		struct inst *i = &b->in[q];
 
-			for (size_t x = q; r == 0 && x < b->n; x++) {
-				struct inst *i = &b->in[x];
-
-				if (!i->recover)
-					continue;
-				i->recovered = true;
-				i->got_instance[0] = '\0';
-				for (size_t y = 0; y < na; y++)
-					if (strcmp(all[y].record, i->id) == 0 &&
-					    strcmp(all[y].state,
-					           "terminated") != 0)
-						copy(i->got_instance,
-						     sizeof(i->got_instance),
-						     all[y].id);
-			}
-			free(all);
-			break;
+		if (!i->do_launch)
+			continue;
+		if (!launching || !i->cl) {
+			i->rc = -EAGAIN;
+			i->err = (struct cnl_cloud_error){
+			    .kind = CNL_CLOUD_UNAVAILABLE};
+			snprintf(i->err.code, sizeof(i->err.code), "NotTried");
+		} else {
+			launching = launch_one(b, i);
 		}
+		explicit_bzero(i->user_data, sizeof(i->user_data));
+	}
+	/* Launches cnlabd stopped in the middle of (or whose answers never
+	 * came): the account's instances, found by their record's tag. */
+	for (size_t q = 0; q < b->n; q++) {
+		struct inst *i = &b->in[q];
+		struct cnl_cloud_instance *all;
+		struct cnl_cloud_error e;
+		size_t na = 0;
+
+		if (!i->recover || !i->cl)
+			continue;
+		all = cnl_xcalloc(256, sizeof(*all));
+		if (i->cl->ops->describe(i->cl, NULL, 0, all, 256, &na, &e) ==
+		    0) {
+			i->recovered = true;
+			i->got_instance[0] = '\0';
+			for (size_t y = 0; y < na; y++)
+				if (strcmp(all[y].record, i->id) == 0 &&
+				    strcmp(all[y].state, "terminated") != 0)
+					copy(i->got_instance,
+					     sizeof(i->got_instance),
+					     all[y].id);
+		}
+		free(all);
+	}
+	/* The live instances, per provider. */
 	*nseen = 0;
-	*drc = 0;
-	if (describe && nid)
-		*drc = cl->ops->describe(cl, ids, nid, seen, MAX_LIVE, nseen,
-		                         derr);
-	(void)now;
+	for (size_t q = 0; describe && q < b->n; q++) {
+		struct cnl_cloud *cl = b->in[q].cl;
+		const char *ids[MAX_LIVE];
+		struct cnl_cloud_error e;
+		size_t nid = 0, got = 0;
+		bool first = true;
+
+		for (size_t x = 0; x < q && first; x++)
+			first = b->in[x].cl != cl;
+		if (!cl || !first)
+			continue;
+		for (size_t x = q; x < b->n && nid < MAX_LIVE; x++) {
+			const struct inst *i = &b->in[x];
+
+			if (i->cl == cl && i->instance[0] &&
+			    (i->st == I_BOOTING || i->st == I_RUNNING ||
+			     i->st == I_DRAINING))
+				ids[nid++] = i->instance;
+		}
+		if (nid && *nseen < MAX_LIVE &&
+		    cl->ops->describe(cl, ids, nid, seen + *nseen,
+		                      MAX_LIVE - *nseen, &got, &e) == 0)
+			*nseen += got;
+	}
 }
 
 /* Under the lock again: what came of the calls. */
 static void settle(struct cnl_burst *b, int64_t now,
-                   const struct cnl_cloud_instance *seen, size_t nseen, int drc)
+                   const struct cnl_cloud_instance *seen, size_t nseen)
 {
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];
@@ -1039,15 +1189,26 @@ static void settle(struct cnl_burst *b, int64_t now,
 				      "cnlabd stopped during its launch; "
 				      "found by its tag");
 			} else {
+				struct cnl_store *s = b->api->store;
+
+				/* Never launched: its join token dies. */
+				if (cnl_store_tx_begin(s) < 0 ||
+				    cnl_api_node_forget(s, i->node) < 0 ||
+				    cnl_store_tx_commit(s) < 0) {
+					cnl_store_tx_rollback(s);
+					i->recover = true; /* again later */
+					continue;
+				}
+				cnl_ctl_node_revoke(b->api->ctl, i->node, now);
 				i->st = I_FAILED;
 				i->ended_ms = now;
 				copy(i->reason, sizeof(i->reason),
-				     "cnlabd stopped during its launch; EC2 "
+				     "its launch's answer never came; EC2 "
 				     "has no such instance");
 				save(b, i, now, false);
 				audit(b, "cloud.return", i->node, now,
-				      "no instance: cnlabd stopped during its "
-				      "launch, and none carries its tag");
+				      "no instance: its launch's answer never "
+				      "came, and none carries its tag");
 			}
 		}
 		if (i->do_launch) {
@@ -1064,19 +1225,10 @@ static void settle(struct cnl_burst *b, int64_t now,
 
 				copy(i->instance, sizeof(i->instance),
 				     i->got_instance);
-				if (strcmp(i->type, i->got_type) != 0) {
-					/* A dearer type of the same GPUs: its
-					 * on-demand price, unless spot's. */
-					const struct cnl_cloud_type *t =
-					    cnl_cloud_type_find(b->provider,
-					                        i->got_type);
-
-					if (t)
-						i->price_h = t->on_demand_h;
-					copy(i->type, sizeof(i->type),
-					     i->got_type);
-				}
-				if (i->got_spot && i->got_price > 0)
+				/* Its type (perhaps a dearer one of the same
+				 * GPUs) at the account's price, or spot's. */
+				copy(i->type, sizeof(i->type), i->got_type);
+				if (i->got_price > 0)
 					i->price_h = i->got_price;
 				copy(i->token, sizeof(i->token), i->got_token);
 				i->spot = i->got_spot;
@@ -1114,6 +1266,31 @@ static void settle(struct cnl_burst *b, int64_t now,
 					      i->type,
 					      i->spot ? "spot" : "on-demand",
 					      i->price_h, i->reason);
+			} else if (i->err.attempts > 0 &&
+			           (i->err.kind == CNL_CLOUD_UNAVAILABLE ||
+			            i->err.kind == CNL_CLOUD_PROTOCOL)) {
+				/* Asked, never answered: EC2 may have
+				 * launched it.  Looked for by its tag until
+				 * the provider answers (act()). */
+				b->launch_fails++;
+				i->recover = true;
+				i->recorded_ms = now;
+				b->backoff_ms = b->backoff_ms
+				                    ? 2 * b->backoff_ms
+				                    : BACKOFF_MIN_MS;
+				if (b->backoff_ms > BACKOFF_MAX_MS)
+					b->backoff_ms = BACKOFF_MAX_MS;
+				b->backoff_until = now + b->backoff_ms;
+				audit(b, "cloud.launch", i->node, now,
+				      "launch failed (%s %s, %d calls); looked "
+				      "for by its tag",
+				      cnl_cloud_fail_name(i->err.kind),
+				      i->err.code, i->err.attempts);
+				cnl_log(CNL_LOG_WARN, "cloud launch unanswered",
+				        "node=%s kind=%s code=%s msg=\"%s\"",
+				        i->node,
+				        cnl_cloud_fail_name(i->err.kind),
+				        i->err.code, i->err.message);
 			} else {
 				struct cnl_store *s = b->api->store;
 
@@ -1167,7 +1344,7 @@ static void settle(struct cnl_burst *b, int64_t now,
 				        cnl_cloud_fail_name(i->err.kind),
 				        i->err.message);
 		}
-		for (size_t x = 0; drc == 0 && x < nseen; x++) {
+		for (size_t x = 0; x < nseen; x++) {
 			const struct cnl_cloud_instance *c = &seen[x];
 
 			if (strcmp(c->id, i->instance) != 0 ||
@@ -1206,10 +1383,8 @@ static void *loop(void *arg)
 
 	while (!atomic_load(&b->stop)) {
 		int64_t now = cnl_time_now_ms();
-		struct cnl_cloud_error derr;
 		size_t nseen = 0;
 		bool describe;
-		int drc = 0;
 
 		pthread_mutex_lock(&b->api->mu);
 		decide(b, now);
@@ -1217,14 +1392,11 @@ static void *loop(void *arg)
 		pthread_mutex_unlock(&b->api->mu);
 		/* The provider is used only by this thread; the lock is not
 		 * held while it waits for the network. */
-		if (b->cloud) {
-			act(b, b->cloud, now, describe, seen, &nseen, &derr,
-			    &drc);
-			if (describe)
-				b->describe_ms = now;
-		}
+		act(b, describe, seen, &nseen);
+		if (describe)
+			b->describe_ms = now;
 		pthread_mutex_lock(&b->api->mu);
-		settle(b, cnl_time_now_ms(), seen, nseen, drc);
+		settle(b, cnl_time_now_ms(), seen, nseen);
 		pthread_mutex_unlock(&b->api->mu);
 		for (int64_t t = 0;
 		     t < b->cfg.interval_ms && !atomic_load(&b->stop); t += 50)
@@ -1266,7 +1438,9 @@ void cnl_burst_free(struct cnl_burst *b)
 	for (size_t i = 0; i < b->n; i++)
 		inst_free(&b->in[i]);
 	free(b->in);
-	cnl_cloud_free(b->cloud);
+	for (size_t k = 0; k < b->nprov; k++)
+		cnl_cloud_free(b->prov[k].c);
+	json_decref(b->tries);
 	free(b);
 }
 

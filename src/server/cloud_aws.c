@@ -551,8 +551,9 @@ static int terminate(struct cnl_cloud *c, const char *const *ids, size_t nids,
 	return r;
 }
 
-/* The latest spot price of @type (Linux/UNIX), any zone's lowest, in
- * USD an hour (DescribeSpotPriceHistory). */
+/* The current spot price of @type (Linux/UNIX), the dearest of the
+ * zones' (EC2 picks the zone), in USD an hour (DescribeSpotPriceHistory
+ * from now). */
 static int spot_price(struct cnl_cloud *c, const char *type, double *ret,
                       struct cnl_cloud_error *e)
 {
@@ -568,7 +569,17 @@ static int spot_price(struct cnl_cloud *c, const char *type, double *ret,
 	form_add(&f, "Version", EC2_VERSION);
 	form_add(&f, "InstanceType.1", type);
 	form_add(&f, "ProductDescription.1", "Linux/UNIX");
-	form_add(&f, "MaxResults", "20");
+	/* Now: each zone's current price, not the history. */
+	{
+		char ts[32];
+		time_t t = time(NULL);
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		form_add(&f, "StartTime", ts);
+	}
+	form_add(&f, "MaxResults", "100");
 	r = call(a, &f, &doc, e);
 	free(f.p);
 	if (r < 0)
@@ -586,7 +597,8 @@ static int spot_price(struct cnl_cloud *c, const char *type, double *ret,
 		d = strtod(v, &end);
 		if (end == v || *end || !(d > 0) || d > 1e6)
 			continue;
-		if (best < 0 || d < best)
+		/* The zone is EC2's choice: the dearest counts. */
+		if (d > best)
 			best = d;
 	}
 	cnl_xml_free(doc);

@@ -308,6 +308,7 @@ struct cnl_ctl {
 	struct {
 		int16_t type;
 		uint8_t gpus;
+		int64_t cpu_milli, mem_mib;
 	} cloud_offer[16];
 	size_t n_cloud_offer;
 	/* The node sets of jobs (ctl_nset.c), each its own allocation. */

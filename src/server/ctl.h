@@ -142,17 +142,26 @@ json_t *cnl_ctl_clusters_json(struct cnl_ctl *ctl, const char *name);
 int cnl_ctl_cloud_node(struct cnl_ctl *ctl, const char *name,
                        const char *cluster, double price_h);
 /* cnl_ctl_cloud_offer - the instance types the burst could launch now:
- * @n (at most 16) of catalog GPU type names @models[i] with @gpus[i]
- * GPUs each; admission then takes work that only these could run (for
+ * @n (at most 16) of them, each its catalog GPU type name, GPUs, CPU and
+ * memory; admission then takes work that only these could run (for
  * projects that may leave).  @n 0: none. */
-void cnl_ctl_cloud_offer(struct cnl_ctl *ctl, const char *const *models,
-                         const int *gpus, size_t n);
+struct cnl_ctl_cloud_offer {
+	const char *model;
+	int gpus;
+	int64_t cpu_milli, mem_mib;
+};
+void cnl_ctl_cloud_offer(struct cnl_ctl *ctl,
+                         const struct cnl_ctl_cloud_offer *o, size_t n);
+/* cnl_ctl_cloud_movable - whether every workload on cloud node @node
+ * could run on some node owned (its GPU type, count, CPU, memory). */
+bool cnl_ctl_cloud_movable(struct cnl_ctl *ctl, const char *node);
 /*
  * cnl_ctl_cloud_return - work on cloud node @node that can be stopped and
- * resumed (preemptible jobs, alone: their checkpoint folder travels) is
- * requeued, signalled now and killed after 30 s, to come back to owned
- * GPUs; at most @budget blocks of it.  Their ids appended to @ret (an
- * array, or NULL).  How many were requeued.
+ * resumed (preemptible jobs, alone: their checkpoint folder travels) and
+ * that owned GPUs could start now is requeued, signalled now and killed
+ * after 30 s, to come back to them; at most @budget blocks of it (< 0:
+ * none).  Work of projects marked on-prem-only is requeued whatever it
+ * is.  Their ids appended to @ret (an array, or NULL).  How many.
  */
 int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
                          int64_t now, json_t *ret);

@@ -82,17 +82,19 @@ void cnl_ctl_project_on_prem(struct cnl_ctl *ctl, const char *project_id,
 	ctl->dirty = true;
 }
 
-void cnl_ctl_cloud_offer(struct cnl_ctl *ctl, const char *const *models,
-                         const int *gpus, size_t n)
+void cnl_ctl_cloud_offer(struct cnl_ctl *ctl,
+                         const struct cnl_ctl_cloud_offer *o, size_t n)
 {
 	ctl->n_cloud_offer = 0;
 	for (size_t i = 0; i < n && ctl->n_cloud_offer < 16; i++) {
-		int t = cnl_catalog_find(ctl->cfg.cat, models[i]);
+		int t = cnl_catalog_find(ctl->cfg.cat, o[i].model);
 
-		if (t < 0 || gpus[i] < 1 || gpus[i] > 255)
+		if (t < 0 || o[i].gpus < 1 || o[i].gpus > 255)
 			continue;
 		ctl->cloud_offer[ctl->n_cloud_offer].type = (int16_t)t;
-		ctl->cloud_offer[ctl->n_cloud_offer].gpus = (uint8_t)gpus[i];
+		ctl->cloud_offer[ctl->n_cloud_offer].gpus = (uint8_t)o[i].gpus;
+		ctl->cloud_offer[ctl->n_cloud_offer].cpu_milli = o[i].cpu_milli;
+		ctl->cloud_offer[ctl->n_cloud_offer].mem_mib = o[i].mem_mib;
 		ctl->n_cloud_offer++;
 	}
 }
@@ -108,9 +110,40 @@ bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,
 	for (size_t i = 0; i < ctl->n_cloud_offer; i++)
 		if ((p->type_ok >> ctl->cloud_offer[i].type & 1) &&
 		    (r->kind != CNL_REQ_WHOLE ||
-		     r->gpus <= ctl->cloud_offer[i].gpus))
+		     r->gpus <= ctl->cloud_offer[i].gpus) &&
+		    r->cpu_milli <= ctl->cloud_offer[i].cpu_milli &&
+		    r->mem_mib <= ctl->cloud_offer[i].mem_mib)
 			return true;
 	return false;
+}
+
+/* Whether an owned node could ever host @w (its GPU type and count, CPU,
+ * memory: the node as if empty). */
+static bool owned_could_host(struct cnl_ctl *ctl, const struct wl *w)
+{
+	struct cnl_req_prep p;
+	struct cnl_alloc_req r = w->j.req;
+
+	r.nodes = NULL;
+	if (cnl_alloc_prepare(ctl->cluster, &r, &p) < 0)
+		return false;
+	for (size_t i = 0; i < ctl->n_nodes; i++)
+		if (!ctl->nodes[i].cloud &&
+		    cnl_node_could_host(&ctl->cluster->nodes[i], &p))
+			return true;
+	return false;
+}
+
+bool cnl_ctl_cloud_movable(struct cnl_ctl *ctl, const char *node)
+{
+	int i = ctl_node_find_any(ctl, node);
+
+	if (i < 0)
+		return false;
+	for (size_t k = 0; k < ctl->n_wl; k++)
+		if (ctl->wl[k].node == i && !owned_could_host(ctl, &ctl->wl[k]))
+			return false;
+	return true;
 }
 
 void cnl_ctl_project_pins(struct cnl_ctl *ctl, const char *project_id,
@@ -258,6 +291,25 @@ void ctl_cloud_ended(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 		        "job=%s", w->id);
 }
 
+/* Whether an owned node could start @w now (its own node set aside). */
+static bool owned_starts_now(struct cnl_ctl *ctl, const struct wl *w)
+{
+	struct cnl_picks p;
+	struct cnl_job j = w->j;
+	uint64_t cloud;
+	bool now = false;
+
+	if (cnl_picks_scan(ctl->cluster, NULL, 0, &p) < 0)
+		return false;
+	cloud = ctl_cloud_clusters(ctl, &p);
+	j.state = CNL_JOB_PENDING;
+	for (size_t k = 0; k < p.n && !now; k++)
+		if (k < 64 && !(cloud >> k & 1))
+			now = cnl_pick_fits_now(ctl->cluster, &p, &j, k);
+	cnl_picks_done(&p);
+	return now;
+}
+
 int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
                          int64_t now, json_t *ret)
 {
@@ -270,12 +322,15 @@ int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
 		struct wl *w = &ctl->wl[k], next;
 		int blocks;
 
-		if (w->node != i || !w->j.preemptible || w->server ||
-		    w->gang_id[0] ||
+		if (w->node != i || w->server || w->gang_id[0] ||
 		    (w->state != CNL_WL_ASSIGNED && w->state != CNL_WL_STARTED))
 			continue;
 		blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
-		if (blocks > budget)
+		/* Work of a project marked on-prem-only since it went out
+		 * leaves at once, whatever it declared. */
+		if (!ctl_on_prem_only(ctl, w) &&
+		    (budget < 0 || !w->j.preemptible || blocks > budget ||
+		     !owned_starts_now(ctl, w)))
 			continue;
 		next = *w;
 		if (ctl_step(&next, CNL_WL_EV_REQUEUE) < 0)
@@ -285,7 +340,8 @@ int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
 		if (ctl_persist(ctl, &next, now) < 0)
 			continue;
 		*w = next;
-		budget -= blocks;
+		if (budget >= 0 && !ctl_on_prem_only(ctl, w))
+			budget -= blocks;
 		n++;
 		ctl_node_changed(ctl, w->node);
 		ctl_facts_touch(ctl, w);

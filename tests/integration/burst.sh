@@ -210,6 +210,13 @@ j4=$("$cnlab" run --detach --gpu l4-100 wait.sh go4 2>/dev/null)
 wait_for 60 on_cloud "$j4" && ok "work no owned GPU can run bursts at once (L4: g6.xlarge)" ||
 	bad "j4: $(state "$j4") $(node_of "$j4")"
 cloud2=$(node_of "$j4")
+# No instance type has 4 TiB of memory: refused at submission, not
+# launched for over and over.
+"$cnlab" run --detach --gpu l4-100 --memory 4096Gi wait.sh go4 >/dev/null 2>"$tmp/huge.err"
+rc=$?
+[ $rc != 0 ] && grep -q 'could ever run this job: mem_mib' "$tmp/huge.err" &&
+	ok "work no node and no instance type could run is refused ($rc)" ||
+	bad "huge: rc $rc $(cat "$tmp/huge.err")"
 i2=$(inst "to_entries[] | select(.value.tags[\"cnlab:node\"]==\"$cloud2\") | .key")
 [ "$(inst ".\"$i2\".spot")" = true ] && [ "$(inst ".\"$i2\".type")" = g6.xlarge ] &&
 	audit | grep -q "cloud.launch.*launched g6.xlarge .* spot 0.3100/h" &&

@@ -556,9 +556,9 @@ static void test_capacity_and_auth(void **state)
 	cnl_cloud_free(c);
 }
 
-/* The price list's spot side: DescribeSpotPriceHistory, the lowest price
- * of the type asked for (other types and bad numbers ignored); a type
- * without one is a protocol answer, not a price of 0. */
+/* The price list's spot side: DescribeSpotPriceHistory from now, the
+ * dearest zone's price of the type asked for (other types and bad
+ * numbers ignored); a type without one is a protocol answer, not 0. */
 static void test_spot_price(void **state)
 {
 	struct cnl_cloud *c = provider(NULL);
@@ -584,7 +584,7 @@ static void test_spot_price(void **state)
 	         "</spotPriceHistorySet><nextToken/>"
 	         "</DescribeSpotPriceHistoryResponse>"};
 	assert_int_equal(c->ops->spot_price(c, "p5.48xlarge", &p, &e), 0);
-	assert_true(p > 29.86 && p < 29.88);
+	assert_true(p > 31.44 && p < 31.46); /* the dearest zone's */
 	assert_true(form_get(fk.forms[fk.nforms - 1], "Action", v, sizeof(v)));
 	assert_string_equal(v, "DescribeSpotPriceHistory");
 	assert_true(
@@ -593,6 +593,9 @@ static void test_spot_price(void **state)
 	assert_true(form_get(fk.forms[fk.nforms - 1], "ProductDescription.1", v,
 	                     sizeof(v)));
 	assert_string_equal(v, "Linux/UNIX");
+	assert_true(
+	    form_get(fk.forms[fk.nforms - 1], "StartTime", v, sizeof(v)));
+	assert_int_equal(strlen(v), 20); /* 2026-12-07T12:00:00Z */
 	fk.script[fk.nscript++] = (struct step){
 	    200, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet/>"
 	         "</DescribeSpotPriceHistoryResponse>"};
