@@ -8,8 +8,9 @@
 #   none       on-prem only: the queue waits
 #   stall      cloud instances launched when work waits while local use
 #              is at the threshold (0.9), sized by the work waiting
-#   forecast   the same, and one instance ahead when the 90 s demand
-#              forecast exceeds the capacity before anything waits
+#   forecast   cnlabd's policy: when the 90 s demand forecast is at the
+#              threshold and beyond the capacity, for that excess (no
+#              more than the work waiting)
 #
 # Price list (stated, not fetched): 3.00 per GPU-hour on demand, billed
 # per second of instance life; instances of 8 GPUs of the trace's most

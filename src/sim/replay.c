@@ -425,18 +425,21 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 				preds[n_preds].naive = prev_demand;
 				preds[n_preds++].v = pred;
 			}
-			/* Both size the launch by the work waiting; the
-			 * forecast also launches one instance ahead when it
-			 * sees demand beyond the capacity before anything
-			 * waits. */
+			/* At the stall: local use at the threshold, the
+			 * launch sized by the work waiting.  At the forecast
+			 * (cnlabd's burst.c): demand 90 s ahead at the
+			 * threshold and beyond the capacity, the launch sized
+			 * by that excess, no more than the work waiting; both
+			 * less what is booting. */
 			double excess = 0;
-			if (rc->burst != CNL_BURST_NONE && pend_b > 0 &&
+			if (rc->burst == CNL_BURST_STALL && pend_b > 0 &&
 			    held_local >= bu.threshold * (double)cap)
 				excess = pend_b - booting;
-			if (rc->burst == CNL_BURST_FORECAST && excess <= 0 &&
-			    pred >= bu.threshold && pred > 1 && booting == 0 &&
-			    !idle_cloud)
-				excess = 1;
+			if (rc->burst == CNL_BURST_FORECAST && pend_b > 0 &&
+			    pred >= bu.threshold && pred > 1)
+				excess = fmin((pred - 1) * cap_on, pend_b) -
+				         booting;
+			(void)idle_cloud;
 			if (excess > 0) {
 				int want =
 				    (int)ceil(excess / (100.0 * bu.gpus));

@@ -28,10 +28,10 @@
  * Cloud burst: instances of cloud_gpus GPUs of the world's most common
  * GPU type are launched at the stall (work waits while local use is at
  * the threshold: launched for the blocks waiting, less those booting),
- * and with the forecast also ahead of it (when the demand forecast 90 s
- * ahead crosses the threshold and exceeds the capacity, one instance is
- * launched while none is booting or idle); they take work cloud_boot_s
- * later.  Work is placed on local nodes first (they are
+ * or at the forecast as cnlabd's burst does (the demand forecast 90 s
+ * ahead at the threshold and beyond the capacity: launched for that
+ * excess, no more than the blocks waiting, less those booting); they
+ * take work cloud_boot_s later.  Work is placed on local nodes first (they are
  * every job's preferred nodes), so the cloud takes only what does not
  * fit; an instance idle for 30 s is terminated when local use is below
  * the threshold or the work held and waiting fits without it.  Cost accrues per
