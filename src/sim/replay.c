@@ -437,8 +437,8 @@ int cnl_replay_run(const struct cnl_fgd_world *w,
 				excess = pend_b - booting;
 			if (rc->burst == CNL_BURST_FORECAST && pend_b > 0 &&
 			    pred >= bu.threshold && pred > 1)
-				excess = fmin((pred - 1) * cap_on, pend_b) -
-				         booting;
+				excess =
+				    fmin((pred - 1) * cap_on, pend_b) - booting;
 			(void)idle_cloud;
 			if (excess > 0) {
 				int want =
