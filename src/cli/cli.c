@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* vasprintf */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -490,6 +491,53 @@ int cnl_cli_project(struct cnl_cli *cli, const char *want, char *id, char *name)
 	snprintf(name, CNL_CLI_ID_MAX, "%s", cnl_cli_str(found, "name", ""));
 	json_decref(o);
 	return 0;
+}
+
+json_t *cnl_cli_comma_list(const char *list, size_t longest, size_t max)
+{
+	json_t *a = json_array();
+
+	for (const char *p = list;;) {
+		size_t len = strcspn(p, ",");
+
+		if (len == 0 || len > longest || json_array_size(a) >= max) {
+			json_decref(a);
+			return NULL;
+		}
+		json_array_append_new(a, json_stringn(p, len));
+		if (p[len] == '\0')
+			return a;
+		p += len + 1;
+	}
+}
+
+json_t *cnl_cli_number_list(const char *list, char bad[64])
+{
+	json_t *o = json_object();
+
+	for (const char *p = list; *p;) {
+		size_t n = strcspn(p, ",");
+		const char *eq = memchr(p, '=', n);
+		char key[64], *end = NULL;
+		double v = 0;
+
+		errno = 0;
+		if (eq && eq != p && (size_t)(eq - p) < sizeof(key))
+			v = strtod(eq + 1, &end);
+		if (!eq || eq == p || (size_t)(eq - p) >= sizeof(key) ||
+		    errno || end == eq + 1 || end != p + n || !isfinite(v)) {
+			snprintf(bad, 64, "%.*s", (int)(n < 63 ? n : 63), p);
+			json_decref(o);
+			return NULL;
+		}
+		memcpy(key, p, (size_t)(eq - p));
+		key[eq - p] = '\0';
+		json_object_set_new(o, key, json_real(v));
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return o;
 }
 
 /* A path built with printf; the caller frees it. */

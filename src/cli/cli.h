@@ -196,6 +196,17 @@ struct cnl_client *cnl_cli_client(struct cnl_cli *cli);
 int cnl_cli_project_items(struct cnl_cli *cli, const char *what, char *pname,
                           json_t **ret);
 
+/*
+ * cnl_cli_comma_list - "A,B,C" (1..@max names of 1..@longest bytes) as a
+ * JSON array; NULL when it is not one ("" included).
+ */
+json_t *cnl_cli_comma_list(const char *list, size_t longest, size_t max);
+/*
+ * cnl_cli_number_list - "K=V,K=V" (keys of 1..63 bytes, V numbers) as a
+ * JSON object; NULL with the bad item in @bad (64 bytes) otherwise.
+ */
+json_t *cnl_cli_number_list(const char *list, char bad[64]);
+
 /* A path built with printf; the caller frees it.  Exits on no memory. */
 char *cnl_cli_pathf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -152,44 +152,25 @@ int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
 		                    "cloud add needs --account, --region and "
 		                    "--instance-types a,b,c");
-	list = json_array();
-	for (const char *p = types; *p;) {
-		size_t n = strcspn(p, ",");
-
-		if (n)
-			json_array_append_new(list, json_stringn(p, n));
-		p += n;
-		if (*p == ',')
-			p++;
-	}
+	if (!(list = cnl_cli_comma_list(types, 64, 64)))
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--instance-types: 1..64 type names, "
+		                    "comma-separated (g5.xlarge,p5.48xlarge)");
 	body = json_pack("{s:s,s:s,s:s,s:o}", "provider", prov, "account", acct,
 	                 "region", region, "instance_types", list);
 	if (endpoint)
 		json_object_set_new(body, "endpoint", json_string(endpoint));
 	if (cnl_cli_flag(cli, "prices")) {
-		json_t *pr = json_object();
+		char bad[64];
+		json_t *pr =
+		    cnl_cli_number_list(cnl_cli_flag(cli, "prices"), bad);
 
-		for (const char *p = cnl_cli_flag(cli, "prices"); *p;) {
-			size_t n = strcspn(p, ","), k = strcspn(p, "=");
-			char type[65], *end;
-			double v;
-
-			if (k >= n || k == 0 || k >= sizeof(type) ||
-			    ((v = strtod(p + k + 1, &end)), end != p + n) ||
-			    !(v > 0)) {
-				json_decref(pr);
-				json_decref(body);
-				return cnl_cli_fail(
-				    CNL_EXIT_USAGE,
-				    "--prices: each TYPE=USD, "
-				    "such as p5.48xlarge=98.32");
-			}
-			memcpy(type, p, k);
-			type[k] = '\0';
-			json_object_set_new(pr, type, json_real(v));
-			p += n;
-			if (*p == ',')
-				p++;
+		if (!pr) {
+			json_decref(body);
+			return cnl_cli_fail(CNL_EXIT_USAGE,
+			                    "--prices: \"%s\": want TYPE=USD, "
+			                    "such as p5.48xlarge=98.32",
+			                    bad);
 		}
 		json_object_set_new(body, "prices", pr);
 	}

@@ -147,33 +147,18 @@ int cnl_cli_cmd_cluster_set_policy(struct cnl_cli *cli)
 	if (pol)
 		json_object_set_new(body, "policy", json_string(pol));
 	/* --weights w_fairshare=8,max_reservations=2 */
-	for (const char *p = wts; p && *p;) {
-		size_t n = strcspn(p, ",");
-		const char *eq = memchr(p, '=', n);
-		char key[64], *end;
-		double v;
+	if (wts) {
+		char bad[64];
 
-		if (!eq || eq == p || (size_t)(eq - p) >= sizeof(key)) {
+		json_decref(weights);
+		if (!(weights = cnl_cli_number_list(wts, bad))) {
 			json_decref(body);
-			json_decref(weights);
-			return cnl_cli_fail(CNL_EXIT_USAGE,
-			                    "--weights: want KNOB=NUMBER,... "
-			                    "(e.g. w_fairshare=8)");
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "--weights: \"%s\": want "
+			    "KNOB=NUMBER,... (e.g. w_fairshare=8)",
+			    bad);
 		}
-		memcpy(key, p, (size_t)(eq - p));
-		key[eq - p] = '\0';
-		errno = 0;
-		v = strtod(eq + 1, &end);
-		if (errno || end == eq + 1 || end != p + n) {
-			json_decref(body);
-			json_decref(weights);
-			return cnl_cli_fail(CNL_EXIT_USAGE,
-			                    "--weights: %s: not a number", key);
-		}
-		json_object_set_new(weights, key, json_real(v));
-		p += n;
-		if (*p == ',')
-			p++;
 	}
 	if (wts)
 		json_object_set(body, "weights", weights);

@@ -104,16 +104,11 @@ int cnl_cli_cmd_project_pin(struct cnl_cli *cli)
 		                    "give --clusters a,b (or \"\" for any)");
 	if ((code = cnl_cli_project(cli, cli->args.pos[0], pid, pname)))
 		return code;
-	names = json_array();
-	for (const char *p = list; *p;) {
-		size_t n = strcspn(p, ",");
-
-		if (n)
-			json_array_append_new(names, json_stringn(p, n));
-		p += n;
-		if (*p == ',')
-			p++;
-	}
+	names = *list ? cnl_cli_comma_list(list, 31, 16) : json_array();
+	if (!names)
+		return cnl_cli_fail(CNL_EXIT_USAGE,
+		                    "--clusters: 1..16 cluster names, "
+		                    "comma-separated (or \"\" for any)");
 	path = cnl_cli_pathf("/v1/projects/%s", pid);
 	body = json_pack("{s:o}", "clusters", names);
 	code = cnl_cli_call(cli, "PATCH", path, body, NULL, "project", &o);

@@ -994,26 +994,6 @@ static int upload_input(struct cnl_cli *cli, const char *pid, const char *file,
 	return 0;
 }
 
-/* "A,B,C" (1..16 names of 1..@longest bytes) as a JSON array; NULL when
- * it is not one. */
-static json_t *comma_list(const char *list, size_t longest)
-{
-	json_t *a = json_array();
-
-	for (const char *p = list;;) {
-		size_t len = strcspn(p, ",");
-
-		if (len == 0 || len > longest || json_array_size(a) >= 16) {
-			json_decref(a);
-			return NULL;
-		}
-		json_array_append_new(a, json_stringn(p, len));
-		if (p[len] == '\0')
-			return a;
-		p += len + 1;
-	}
-}
-
 /*
  * The job fields of the flags beyond the shape into *@ret (a new object):
  * gpu_types, dataset, cluster, nodelist, exclude, prefer, avoid,
@@ -1052,7 +1032,7 @@ static int job_fields(struct cnl_cli *cli, json_t **ret)
 
 		if (!f)
 			continue;
-		if (!(a = comma_list(f, i == 0 ? 31 : 63))) {
+		if (!(a = cnl_cli_comma_list(f, i == 0 ? 31 : 63, 16))) {
 			json_decref(o);
 			return cnl_cli_fail(CNL_EXIT_USAGE, "%s", lists[i][2]);
 		}
