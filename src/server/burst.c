@@ -1169,6 +1169,15 @@ static void act(struct cnl_burst *b, bool describe,
 	}
 }
 
+/* Launches pause: 5 s, doubling to 5 min while failures go on. */
+static void back_off(struct cnl_burst *b, int64_t now)
+{
+	b->backoff_ms = b->backoff_ms ? 2 * b->backoff_ms : BACKOFF_MIN_MS;
+	if (b->backoff_ms > BACKOFF_MAX_MS)
+		b->backoff_ms = BACKOFF_MAX_MS;
+	b->backoff_until = now + b->backoff_ms;
+}
+
 /* Under the lock again: what came of the calls. */
 static void settle(struct cnl_burst *b, int64_t now,
                    const struct cnl_cloud_instance *seen, size_t nseen)
@@ -1275,12 +1284,7 @@ static void settle(struct cnl_burst *b, int64_t now,
 				b->launch_fails++;
 				i->recover = true;
 				i->recorded_ms = now;
-				b->backoff_ms = b->backoff_ms
-				                    ? 2 * b->backoff_ms
-				                    : BACKOFF_MIN_MS;
-				if (b->backoff_ms > BACKOFF_MAX_MS)
-					b->backoff_ms = BACKOFF_MAX_MS;
-				b->backoff_until = now + b->backoff_ms;
+				back_off(b, now);
 				audit(b, "cloud.launch", i->node, now,
 				      "launch failed (%s %s, %d calls); looked "
 				      "for by its tag",
@@ -1308,12 +1312,7 @@ static void settle(struct cnl_burst *b, int64_t now,
 				if (i->err.kind == CNL_CLOUD_UNAVAILABLE ||
 				    i->err.kind == CNL_CLOUD_THROTTLED ||
 				    i->err.kind == CNL_CLOUD_PROTOCOL) {
-					b->backoff_ms = b->backoff_ms
-					                    ? 2 * b->backoff_ms
-					                    : BACKOFF_MIN_MS;
-					if (b->backoff_ms > BACKOFF_MAX_MS)
-						b->backoff_ms = BACKOFF_MAX_MS;
-					b->backoff_until = now + b->backoff_ms;
+					back_off(b, now);
 				} else if (i->err.kind == CNL_CLOUD_AUTH) {
 					b->auth_failed = true;
 					copy(b->auth_account,

@@ -42,16 +42,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # shellcheck source=tests/integration/lib.sh
-. "$here/lib.sh" # ok, bad, $fails
-wait_for() {
-	local n=$(($1 * 5))
-	shift
-	for _ in $(seq "$n"); do
-		"$@" && return 0
-		sleep 0.2
-	done
-	return 1
-}
+. "$here/lib.sh" # ok, bad, wait_for, $fails
 
 export CNLAB_JWT_SECRET=burst-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1

@@ -220,6 +220,15 @@ def ids_of(form):
     return out
 
 
+def missing(ids):
+    """EC2's answer when one of @ids is no instance, else None."""
+    for x in ids:
+        if x not in instances:
+            return 400, error("InvalidInstanceID.NotFound",
+                              "The instance ID '%s' does not exist" % x)
+    return None
+
+
 def describe(form):
     path = os.path.join(STATE, "interrupt")
     if os.path.exists(path):
@@ -230,10 +239,8 @@ def describe(form):
                 i["state"] = "terminated"
                 halt(i)
     ids = ids_of(form) or list(instances)
-    for x in ids:
-        if x not in instances:
-            return 400, error("InvalidInstanceID.NotFound",
-                              "The instance ID '%s' does not exist" % x)
+    if missing(ids):
+        return missing(ids)
     body = "".join(item(instances[x]) for x in ids)
     return 200, ("<DescribeInstancesResponse><requestId>d</requestId>"
                  "<reservationSet><item><reservationId>r-1</reservationId>"
@@ -243,10 +250,8 @@ def describe(form):
 
 def terminate(form):
     ids = ids_of(form)
-    for x in ids:
-        if x not in instances:
-            return 400, error("InvalidInstanceID.NotFound",
-                              "The instance ID '%s' does not exist" % x)
+    if missing(ids):
+        return missing(ids)
     out = ""
     for x in ids:
         i = instances[x]

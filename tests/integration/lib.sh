@@ -2,6 +2,7 @@
 # sourced, never run.  Bash.
 #
 #   ok MSG / bad MSG   print "ok   MSG" / "FAIL MSG"; bad counts $fails
+#   wait_for SECS CMD... polls CMD every 0.2 s for SECS seconds: its status
 #   need_tools TOOL... exits 1 with "FAIL TOOL is not installed" for the
 #                      first one missing (scripts/bootstrap installs them)
 #   allinone_start CNLABD DIR
@@ -20,6 +21,15 @@ ok() { echo "ok   $1"; }
 bad() {
 	echo "FAIL $1"
 	fails=$((fails + 1))
+}
+wait_for() {
+	local n=$(($1 * 5))
+	shift
+	for _ in $(seq "$n"); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
 }
 need_tools() {
 	local t
