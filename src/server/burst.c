@@ -834,7 +834,6 @@ static void decide(struct cnl_burst *b, int64_t now)
 	json_t *view, *acct = NULL;
 	char acct_id[CNL_ID_MAX] = "", err[256];
 	double spent = b->closed, rate = 0, owned_free = 0;
-
 	bool owned_low = true, cloud_only = false;
 	size_t k;
 	json_t *c;
@@ -861,9 +860,10 @@ static void decide(struct cnl_burst *b, int64_t now)
 			    pending,
 			    json_string_value(json_object_get(c, "id")),
 			    json_true());
-		json_object_foreach_safe(b->tries, it, id,
-		                         v) if (!json_object_get(pending, id))
-		    json_object_del(b->tries, id);
+		json_object_foreach_safe (b->tries, it, id, v) {
+			if (!json_object_get(pending, id))
+				json_object_del(b->tries, id);
+		}
 		json_decref(pending);
 	}
 
@@ -994,10 +994,10 @@ static void decide(struct cnl_burst *b, int64_t now)
 	           spent + LAUNCH_WORTH_S / 3600.0 < pol.budget) {
 		b->exhausted = false; /* raised, or a new policy */
 	}
-	/* What admission may count on: only while launches may happen. */
+	/* What admission may count on: the account's types while the
+	 * policy may launch (a pause after an outage included). */
 	cnl_ctl_cloud_offer(b->api->ctl, NULL, 0);
-	if (have && pol.enabled && !b->exhausted && now >= b->backoff_until &&
-	    b->cfg_image[0]) {
+	if (have && pol.enabled && !b->exhausted && b->cfg_image[0]) {
 		struct cnl_cloud *cl = NULL;
 
 		find_account(b, pol.provider, acct_id, &acct);
@@ -1009,7 +1009,8 @@ static void decide(struct cnl_burst *b, int64_t now)
 		if (cl) {
 			copy(b->provider, sizeof(b->provider), pol.provider);
 			offer(b, &pol, acct);
-			plan(b, &pol, view, acct, acct_id, now);
+			if (now >= b->backoff_until)
+				plan(b, &pol, view, acct, acct_id, now);
 		}
 	}
 	/* Each record's provider (its own account's, whatever the policy

@@ -115,8 +115,7 @@ void cnl_usage_prune(json_t *days, const json_t *dirty, int64_t now_ms)
 	json_t *v, *tmp;
 
 	day_name(now_ms - 6 * DAY_MS, first);
-	json_object_foreach_safe(days, tmp, k,
-	                         v) if (strncmp(k, first, 10) < 0 &&
-	                                !json_object_get(dirty, k))
-	    json_object_del(days, k);
+	json_object_foreach_safe (days, tmp, k, v)
+		if (strncmp(k, first, 10) < 0 && !json_object_get(dirty, k))
+			json_object_del(days, k);
 }

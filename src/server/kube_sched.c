@@ -444,9 +444,9 @@ static void cr_seen(struct cnl_kube_sched *ks, const char *what,
 			                                    "obj", x, "made", 0,
 			                                    "said", ""));
 		}
-		json_object_foreach_safe(
-		    ks->crs, tmp, k, x) if (strncmp(k, pre, strlen(pre)) == 0)
-		    json_object_del(ks->crs, k);
+		json_object_foreach_safe (ks->crs, tmp, k, x)
+			if (strncmp(k, pre, strlen(pre)) == 0)
+				json_object_del(ks->crs, k);
 		json_object_update(ks->crs, keep);
 		json_decref(keep);
 		return;
@@ -633,8 +633,7 @@ static void tj_reconcile(struct cnl_kube_sched *ks)
 	json_t *t;
 	void *tmp;
 
-	json_object_foreach_safe(ks->crs, tmp, key, t)
-	{
+	json_object_foreach_safe (ks->crs, tmp, key, t) {
 		json_t *o = json_object_get(t, "obj");
 		json_t *claim = NULL, *pod = NULL, *svc = NULL, *pvc = NULL;
 		const json_t *md = json_object_get(o, "metadata");
