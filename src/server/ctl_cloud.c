@@ -33,14 +33,20 @@ int ctl_cloud_load(struct cnl_ctl *ctl)
 	ctl->cloud_nodes = json_object();
 	ctl->on_prem = json_object();
 	ctl->pins = json_object();
+	/* Pins, a page of documents at a time. */
 	{
 		struct cnl_store_doc *d =
 		    cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
-		int nd = 0;
+		char last[CNL_STORE_DOC_ID_MAX] = "";
+		int nd;
 
-		if ((r = cnl_store_doc_list(ctl->store, "project_pins", NULL,
-		                            NULL, CNL_STORE_LIST_MAX, d,
-		                            &nd)) == 0)
+		do {
+			nd = 0;
+			if ((r = cnl_store_doc_list(ctl->store, "project_pins",
+			                            NULL, last[0] ? last : NULL,
+			                            CNL_STORE_LIST_MAX, d,
+			                            &nd)) < 0)
+				break;
 			for (int i = 0; i < nd; i++) {
 				json_t *o = json_loads(d[i].body, 0, NULL);
 
@@ -49,7 +55,11 @@ int ctl_cloud_load(struct cnl_ctl *ctl)
 				    json_object_get(o, "clusters"));
 				json_decref(o);
 			}
-		cnl_store_docs_done(d, nd);
+			if (nd > 0)
+				snprintf(last, sizeof(last), "%s",
+				         d[nd - 1].id);
+			cnl_store_docs_done(d, nd);
+		} while (nd == CNL_STORE_LIST_MAX);
 		free(d);
 		if (r < 0) {
 			free(p);
