@@ -35,7 +35,8 @@
 #define BUDGET_AHEAD_S    60.0  /* the spend is stopped this far ahead */
 #define LAUNCH_WORTH_S    600.0 /* a launch must afford this long */
 #define LAUNCH_PER_TICK   4
-#define RETURN_MARGIN     0.2 /* owned clusters this far under: return */
+#define RETURN_MARGIN     0.2   /* owned clusters this far under: return */
+#define ACT_MAX_MS        30000 /* calls started per tick, at most this long */
 #define MAX_LIVE          64
 #define JOB_TRIES         3 /* launches for one waiting job, at most */
 
@@ -1093,13 +1094,16 @@ static bool launch_one(struct cnl_burst *b, struct inst *i)
 static void act(struct cnl_burst *b, bool describe,
                 struct cnl_cloud_instance *seen, size_t *nseen)
 {
+	/* An outage (each call retried for a while) must not keep the
+	 * budget and the idle checks waiting: no new call after this. */
+	int64_t until = cnl_time_now_ms() + ACT_MAX_MS;
 	bool launching = true;
 
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];
 		struct cnl_cloud_error e;
 
-		if (i->do_terminate)
+		if (i->do_terminate && cnl_time_now_ms() < until)
 			i->rc = i->cl->ops->terminate(
 			    i->cl, (const char *const[]){i->instance}, 1, &e);
 	}
@@ -1108,7 +1112,7 @@ static void act(struct cnl_burst *b, bool describe,
 
 		if (!i->do_launch)
 			continue;
-		if (!launching || !i->cl) {
+		if (!launching || !i->cl || cnl_time_now_ms() >= until) {
 			i->rc = -EAGAIN;
 			i->err = (struct cnl_cloud_error){
 			    .kind = CNL_CLOUD_UNAVAILABLE};
@@ -1126,7 +1130,7 @@ static void act(struct cnl_burst *b, bool describe,
 		struct cnl_cloud_error e;
 		size_t na = 0;
 
-		if (!i->recover || !i->cl)
+		if (!i->recover || !i->cl || cnl_time_now_ms() >= until)
 			continue;
 		all = cnl_xcalloc(256, sizeof(*all));
 		if (i->cl->ops->describe(i->cl, NULL, 0, all, 256, &na, &e) ==
@@ -1144,7 +1148,8 @@ static void act(struct cnl_burst *b, bool describe,
 	}
 	/* The live instances, per provider. */
 	*nseen = 0;
-	for (size_t q = 0; describe && q < b->n; q++) {
+	for (size_t q = 0; describe && q < b->n && cnl_time_now_ms() < until;
+	     q++) {
 		struct cnl_cloud *cl = b->in[q].cl;
 		const char *ids[MAX_LIVE];
 		struct cnl_cloud_error e;
