@@ -531,6 +531,42 @@ out:
 	json_decref(body);
 }
 
+/* Whether account @id has an instance not yet ended (burst.c). */
+static bool live_instances(struct call *c, const char *id)
+{
+	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+	char after[CNL_STORE_DOC_ID_MAX] = "";
+	bool live = false;
+	int n;
+
+	do {
+		n = 0;
+		if (cnl_store_doc_list(c->api->store, "cloud_instance", NULL,
+		                       after[0] ? after : NULL,
+		                       CNL_STORE_LIST_MAX, d, &n) < 0) {
+			live = true; /* cannot tell: keep the account */
+			break;
+		}
+		for (int i = 0; i < n && !live; i++) {
+			json_t *o = json_loads(d[i].body, 0, NULL);
+			const char *a =
+			    json_string_value(json_object_get(o, "account"));
+			const char *st =
+			    json_string_value(json_object_get(o, "state"));
+
+			live = a && st && strcmp(a, id) == 0 &&
+			       strcmp(st, "ended") != 0 &&
+			       strcmp(st, "failed") != 0;
+			json_decref(o);
+		}
+		if (n > 0)
+			snprintf(after, sizeof(after), "%s", d[n - 1].id);
+		cnl_store_docs_done(d, n);
+	} while (!live && n == CNL_STORE_LIST_MAX);
+	free(d);
+	return live;
+}
+
 void cnl_api_h_cloud_delete(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp)
 {
@@ -539,6 +575,14 @@ void cnl_api_h_cloud_delete(void *call, struct cnl_http_request *req,
 	int r;
 
 	snprintf(c->target, sizeof(c->target), "%s", id);
+	if (live_instances(c, id)) {
+		cnl_http_error(resp, 409, "conflict",
+		               "cloud account %s still has instances the "
+		               "burst launched (cnlab cloud instances): they "
+		               "are given back first",
+		               id);
+		return;
+	}
 	if ((r = cnl_store_doc_delete(c->api->store, "cloud", id)) < 0) {
 		cnl_api_store_error(c, resp, r, "cloud account");
 		return;

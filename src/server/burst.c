@@ -37,6 +37,7 @@
 #define LAUNCH_PER_TICK   4
 #define RETURN_MARGIN     0.2   /* owned clusters this far under: return */
 #define ACT_MAX_MS        30000 /* calls started per tick, at most this long */
+#define RECOVER_WAIT_MS   (2 * 60 * 1000) /* EC2 lists a launch by then */
 #define MAX_LIVE          64
 #define JOB_TRIES         3 /* launches for one waiting job, at most */
 
@@ -78,6 +79,7 @@ struct inst {
 	char got_instance[CNL_CLOUD_ID_MAX], got_type[64], got_token[96];
 	bool got_spot;
 	double got_price;
+	int tried;            /* the plan entry last asked for, -1: none */
 	char plan[8][2][64];  /* (type, market) to try, in order */
 	double plan_price[8]; /* each one's on-demand price */
 	double max_price;     /* the dearest the budget affords */
@@ -112,6 +114,7 @@ struct cnl_burst {
 	int64_t backoff_until, backoff_ms, describe_ms;
 	bool exhausted, auth_failed, budget_noted;
 	char auth_account[CNL_ID_MAX];
+	char open_noted[CNL_ID_MAX]; /* an account that would not open */
 	struct {
 		char type[64];
 		bool spot;
@@ -417,8 +420,8 @@ static struct cnl_cloud *provider_of(struct cnl_burst *b, const char *id,
 	if (b->nprov == CNL_ARRAY_SIZE(b->prov))
 		return NULL;
 	if (cnl_api_cloud_open(b->api, id, &c, err, sizeof(err)) < 0) {
-		if (strcmp(b->auth_account, id) != 0) {
-			copy(b->auth_account, sizeof(b->auth_account), id);
+		if (strcmp(b->open_noted, id) != 0) {
+			copy(b->open_noted, sizeof(b->open_noted), id);
 			audit(b, "cloud.launch", id, now,
 			      "cannot use the account: %.90s", err);
 		}
@@ -496,9 +499,28 @@ static bool model_ok(const json_t *job, const char *model)
 	return false;
 }
 
+/* Whether instance type @t could run pending @job (GPUs, model, CPU and
+ * memory). */
+static bool type_fits(const json_t *job, const struct cnl_cloud_type *t)
+{
+	return t->gpus >= json_integer_value(json_object_get(job, "gpus")) &&
+	       model_ok(job, t->model) &&
+	       (int64_t)t->vcpus * 1000 >=
+	           json_integer_value(json_object_get(job, "cpu_milli")) &&
+	       (int64_t)t->mem_gib * 1024 >=
+	           json_integer_value(json_object_get(job, "mem_mib"));
+}
+
 /* Whether instance @i's GPUs could run pending @job. */
 static bool serves(const struct inst *i, const json_t *job)
 {
+	const struct cnl_cloud_type *t =
+	    strncmp(i->cluster, "cloud-", 6) == 0
+	        ? cnl_cloud_type_find(i->cluster + 6, i->type)
+	        : NULL;
+
+	if (t)
+		return type_fits(job, t);
 	return i->gpus >= json_integer_value(json_object_get(job, "gpus")) &&
 	       model_ok(job, i->model);
 }
@@ -508,7 +530,16 @@ static bool may_leave(const json_t *job, const char *cluster)
 {
 	const char *asked = json_string_value(json_object_get(job, "asked"));
 
+	const json_t *pins = json_object_get(job, "pins");
+	bool pinned_out = json_is_array(pins);
+	size_t k;
+	json_t *v;
+
+	json_array_foreach (pins, k, v)
+		if (strcmp(json_string_value(v), cluster) == 0)
+			pinned_out = false;
 	return !json_is_true(json_object_get(job, "on_prem_only")) &&
+	       !pinned_out &&
 	       (!asked || !*asked || strcmp(asked, cluster) == 0);
 }
 
@@ -532,18 +563,6 @@ static void set_nocap(struct cnl_burst *b, const char *type, bool spot,
 	copy(b->nocap[best].type, sizeof(b->nocap[best].type), type);
 	b->nocap[best].spot = spot;
 	b->nocap[best].until = now + NO_CAPACITY_MS;
-}
-
-/* Whether instance type @t could run pending @job (GPUs, model, CPU and
- * memory). */
-static bool type_fits(const json_t *job, const struct cnl_cloud_type *t)
-{
-	return t->gpus >= json_integer_value(json_object_get(job, "gpus")) &&
-	       model_ok(job, t->model) &&
-	       (int64_t)t->vcpus * 1000 >=
-	           json_integer_value(json_object_get(job, "cpu_milli")) &&
-	       (int64_t)t->mem_gib * 1024 >=
-	           json_integer_value(json_object_get(job, "mem_mib"));
 }
 
 /* The markets to try for a launch of @best's GPUs: each type that fits
@@ -625,7 +644,8 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 			live++;
 			rate += i->price_h;
 		}
-		if (i->st == I_LAUNCHING || i->st == I_BOOTING ||
+		if ((i->st == I_LAUNCHING && !i->recover) ||
+		    i->st == I_BOOTING ||
 		    (i->st == I_RUNNING && vn &&
 		     !json_is_true(json_object_get(vn, "busy"))))
 			coming += 100.0 * i->gpus;
@@ -765,7 +785,16 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 			b->n--;
 			continue;
 		}
-		rate += best_price;
+		/* The budget counts the dearest it may launch. */
+		{
+			double dear = best_price;
+
+			for (int x = 0; x < i->nplan; x++)
+				if (i->plan_price[x] > dear &&
+				    i->plan_price[x] <= i->max_price)
+					dear = i->plan_price[x];
+			rate += dear;
+		}
 		planned[np].ix = (size_t)(i - b->in);
 		planned[np].room = 100.0 * best->gpus - need;
 		np++;
@@ -812,14 +841,17 @@ static void offer(struct cnl_burst *b, const struct policy *pol,
                   const json_t *acct)
 {
 	struct cnl_ctl_cloud_offer o[16];
+	char cluster[CNL_NAME_MAX];
 	size_t n = 0, k;
 	const struct cnl_cloud_type *t;
 	json_t *v;
 
+	snprintf(cluster, sizeof(cluster), "cloud-%s", pol->provider);
 	json_array_foreach (json_object_get(acct, "instance_types"), k, v)
 		if (n < 16 && od_price(acct, pol->provider,
 		                       json_string_value(v), &t) >= 0)
 			o[n++] = (struct cnl_ctl_cloud_offer){
+			    .cluster = cluster,
 			    .model = t->model,
 			    .gpus = t->gpus,
 			    .cpu_milli = (int64_t)t->vcpus * 1000,
@@ -1032,12 +1064,15 @@ static void decide(struct cnl_burst *b, int64_t now)
 /* One launch of record @i through its plan; its answer in i->got_*,
  * i->rc and i->err.  False after an outage, throttling or refused
  * credentials: no more launches this tick. */
-static bool launch_one(struct cnl_burst *b, struct inst *i)
+static bool launch_one(struct cnl_burst *b, struct inst *i, int64_t until)
 {
 	struct cnl_cloud *cl = i->cl;
 
 	i->rc = -EAGAIN;
+	i->tried = -1;
 	i->got_instance[0] = '\0';
+	i->err = (struct cnl_cloud_error){.kind = CNL_CLOUD_UNAVAILABLE};
+	snprintf(i->err.code, sizeof(i->err.code), "NotTried");
 	for (int p = 0; p < i->nplan; p++) {
 		bool spot = strcmp(i->plan[p][1], "spot") == 0;
 		char token[96];
@@ -1058,10 +1093,13 @@ static bool launch_one(struct cnl_burst *b, struct inst *i)
 		size_t n = 0;
 
 		/* The budget allows no dearer type than this. */
-		if (i->plan_price[p] > i->max_price && p > 0)
+		if (i->plan_price[p] > i->max_price)
 			continue;
+		if (cnl_time_now_ms() >= until)
+			return false; /* the tick's time is spent */
 		snprintf(token, sizeof(token), "%s-%d", i->id, p);
 		i->got_price = i->plan_price[p];
+		i->tried = p;
 		if (spot && cl->ops->spot_price &&
 		    cl->ops->spot_price(cl, i->plan[p][0], &sp, &i->err) == 0 &&
 		    sp > 0 && sp < i->got_price)
@@ -1101,11 +1139,11 @@ static void act(struct cnl_burst *b, bool describe,
 
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];
-		struct cnl_cloud_error e;
 
 		if (i->do_terminate && cnl_time_now_ms() < until)
 			i->rc = i->cl->ops->terminate(
-			    i->cl, (const char *const[]){i->instance}, 1, &e);
+			    i->cl, (const char *const[]){i->instance}, 1,
+			    &i->err);
 	}
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];
@@ -1114,11 +1152,12 @@ static void act(struct cnl_burst *b, bool describe,
 			continue;
 		if (!launching || !i->cl || cnl_time_now_ms() >= until) {
 			i->rc = -EAGAIN;
+			i->tried = -1;
 			i->err = (struct cnl_cloud_error){
 			    .kind = CNL_CLOUD_UNAVAILABLE};
 			snprintf(i->err.code, sizeof(i->err.code), "NotTried");
 		} else {
-			launching = launch_one(b, i);
+			launching = launch_one(b, i, until);
 		}
 		explicit_bzero(i->user_data, sizeof(i->user_data));
 	}
@@ -1135,7 +1174,6 @@ static void act(struct cnl_burst *b, bool describe,
 		all = cnl_xcalloc(256, sizeof(*all));
 		if (i->cl->ops->describe(i->cl, NULL, 0, all, 256, &na, &e) ==
 		    0) {
-			i->recovered = true;
 			i->got_instance[0] = '\0';
 			for (size_t y = 0; y < na; y++)
 				if (strcmp(all[y].record, i->id) == 0 &&
@@ -1143,6 +1181,10 @@ static void act(struct cnl_burst *b, bool describe,
 					copy(i->got_instance,
 					     sizeof(i->got_instance),
 					     all[y].id);
+			/* None yet: EC2 may list a launch a little late. */
+			i->recovered = i->got_instance[0] ||
+			               cnl_time_now_ms() - i->recorded_ms >=
+			                   RECOVER_WAIT_MS;
 		}
 		free(all);
 	}
@@ -1200,9 +1242,13 @@ static void settle(struct cnl_burst *b, int64_t now,
 				copy(i->instance, sizeof(i->instance),
 				     i->got_instance);
 				i->launched_ms = i->recorded_ms;
+				/* Booting, recorded: should the fence fail,
+				 * the usual paths (boot time, idle) end it. */
+				i->st = I_BOOTING;
+				save(b, i, now, false);
 				fence(b, i, now,
-				      "cnlabd stopped during its launch; "
-				      "found by its tag");
+				      "its launch's answer never came; found "
+				      "by its tag");
 			} else {
 				struct cnl_store *s = b->api->store;
 
@@ -1281,15 +1327,50 @@ static void settle(struct cnl_burst *b, int64_t now,
 					      i->type,
 					      i->spot ? "spot" : "on-demand",
 					      i->price_h, i->reason);
+			} else if (i->tried < 0) {
+				/* Never asked (the tick's time was spent, or
+				 * an outage came first): as if never
+				 * planned. */
+				struct cnl_store *s = b->api->store;
+				size_t x;
+				json_t *j;
+
+				json_array_foreach (i->jobs, x, j) {
+					const char *id = json_string_value(j);
+					json_int_t n = json_integer_value(
+					    json_object_get(b->tries, id));
+
+					if (n > 0)
+						json_object_set_new(
+						    b->tries, id,
+						    json_integer(n - 1));
+				}
+				if (cnl_store_tx_begin(s) < 0 ||
+				    cnl_api_node_forget(s, i->node) < 0 ||
+				    cnl_store_tx_commit(s) < 0)
+					cnl_store_tx_rollback(s);
+				i->st = I_FAILED;
+				i->ended_ms = now;
+				copy(i->reason, sizeof(i->reason),
+				     "not tried: planned again");
+				save(b, i, now, false);
 			} else if (i->err.attempts > 0 &&
 			           (i->err.kind == CNL_CLOUD_UNAVAILABLE ||
 			            i->err.kind == CNL_CLOUD_PROTOCOL)) {
 				/* Asked, never answered: EC2 may have
-				 * launched it.  Looked for by its tag until
-				 * the provider answers (act()). */
+				 * launched it (what was asked: its type,
+				 * market and price).  Looked for by its tag
+				 * until the provider answers (act()). */
 				b->launch_fails++;
+				copy(i->type, sizeof(i->type),
+				     i->plan[i->tried][0]);
+				i->spot = strncmp(i->plan[i->tried][1], "spot",
+				                  4) == 0;
+				if (i->got_price > 0)
+					i->price_h = i->got_price;
 				i->recover = true;
 				i->recorded_ms = now;
+				save(b, i, now, false);
 				back_off(b, now);
 				audit(b, "cloud.launch", i->node, now,
 				      "launch failed (%s %s, %d calls); looked "
@@ -1367,8 +1448,10 @@ static void settle(struct cnl_burst *b, int64_t now,
 				          ? "spot interruption: its work is "
 				            "requeued"
 				          : "the provider ended it");
-				/* Ended already: nothing to terminate. */
-				if (strcmp(c->state, "terminated") == 0) {
+				/* Ended already: nothing to terminate (once
+				 * fenced; else tried again). */
+				if (i->st == I_ENDING &&
+				    strcmp(c->state, "terminated") == 0) {
 					ended(
 					    b, i, now,
 					    c->interrupted

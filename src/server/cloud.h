@@ -102,8 +102,9 @@ struct cnl_cloud_ops {
 	int (*provision)(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 	                 struct cnl_cloud_instance *ret, size_t cap,
 	                 size_t *ret_n, struct cnl_cloud_error *err);
-	/* The instances of @ids (or, with @n 0, every instance the account
-	 * shows), as provision() answers. */
+	/* The instances of @ids (or, with @n 0, every instance of the
+	 * account that CNLab launched: tagged cnlab:record), as provision()
+	 * answers. */
 	int (*describe)(struct cnl_cloud *c, const char *const *ids, size_t n,
 	                struct cnl_cloud_instance *ret, size_t cap,
 	                size_t *ret_n, struct cnl_cloud_error *err);

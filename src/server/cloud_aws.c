@@ -501,6 +501,13 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 
 	*ret_n = 0;
 	ids_form(&f, "DescribeInstances", ids, nids);
+	/* All of them: only those CNLab launched (tagged with their
+	 * record), at most a page of 1000. */
+	if (nids == 0) {
+		form_add(&f, "Filter.1.Name", "tag-key");
+		form_add(&f, "Filter.1.Value.1", "cnlab:record");
+		form_add(&f, "MaxResults", "1000");
+	}
 	r = call(a, &f, &doc, e);
 	free(f.p);
 	if (r < 0)

@@ -309,6 +309,7 @@ struct cnl_ctl {
 		int16_t type;
 		uint8_t gpus;
 		int64_t cpu_milli, mem_mib;
+		char cluster[CNL_NAME_MAX];
 	} cloud_offer[16];
 	size_t n_cloud_offer;
 	/* The node sets of jobs (ctl_nset.c), each its own allocation. */

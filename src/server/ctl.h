@@ -146,6 +146,7 @@ int cnl_ctl_cloud_node(struct cnl_ctl *ctl, const char *name,
  * memory; admission then takes work that only these could run (for
  * projects that may leave).  @n 0: none. */
 struct cnl_ctl_cloud_offer {
+	const char *cluster; /* the cluster its instances join */
 	const char *model;
 	int gpus;
 	int64_t cpu_milli, mem_mib;

@@ -67,6 +67,11 @@ json_t *cnl_ctl_burst_view(struct cnl_ctl *ctl, int64_t now)
 		        models_of(ctl, w), "cpu_milli",
 		        (json_int_t)r->cpu_milli, "mem_mib",
 		        (json_int_t)r->mem_mib));
+		/* Its project's pins, if any: the clusters it may use. */
+		if (json_object_get(ctl->pins, w->project_id))
+			json_object_set(
+			    json_array_get(pend, json_array_size(pend) - 1),
+			    "pins", json_object_get(ctl->pins, w->project_id));
 	}
 	for (size_t i = 0; i < ctl->n_nodes; i++) {
 		const struct node *n = &ctl->nodes[i];

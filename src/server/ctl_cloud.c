@@ -105,6 +105,8 @@ void cnl_ctl_cloud_offer(struct cnl_ctl *ctl,
 		ctl->cloud_offer[ctl->n_cloud_offer].gpus = (uint8_t)o[i].gpus;
 		ctl->cloud_offer[ctl->n_cloud_offer].cpu_milli = o[i].cpu_milli;
 		ctl->cloud_offer[ctl->n_cloud_offer].mem_mib = o[i].mem_mib;
+		snprintf(ctl->cloud_offer[ctl->n_cloud_offer].cluster,
+		         CNL_NAME_MAX, "%s", o[i].cluster ? o[i].cluster : "");
 		ctl->n_cloud_offer++;
 	}
 }
@@ -122,7 +124,9 @@ bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,
 		    (r->kind != CNL_REQ_WHOLE ||
 		     r->gpus <= ctl->cloud_offer[i].gpus) &&
 		    r->cpu_milli <= ctl->cloud_offer[i].cpu_milli &&
-		    r->mem_mib <= ctl->cloud_offer[i].mem_mib)
+		    r->mem_mib <= ctl->cloud_offer[i].mem_mib &&
+		    cnl_ctl_project_pinned((struct cnl_ctl *)ctl, project_id,
+		                           ctl->cloud_offer[i].cluster))
 			return true;
 	return false;
 }
@@ -332,7 +336,11 @@ int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
 		struct wl *w = &ctl->wl[k], next;
 		int blocks;
 
-		if (w->node != i || w->server || w->gang_id[0] ||
+		/* Gangs come back whole (only on-prem-only ones are moved,
+		 * a member at a time: the gang check requeues the rest);
+		 * servers stay. */
+		if (w->node != i || w->server ||
+		    (w->gang_id[0] && !ctl_on_prem_only(ctl, w)) ||
 		    (w->state != CNL_WL_ASSIGNED && w->state != CNL_WL_STARTED))
 			continue;
 		blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);

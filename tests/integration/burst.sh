@@ -280,7 +280,7 @@ orphan=$(inst "to_entries | map(.value) | sort_by(.id) | last | .id")
 kill -9 "$cnlabd_pid"
 wait "$cnlabd_pid" 2>/dev/null
 start_cnlabd || bad "restart after kill -9: $(tail -3 "$tmp/cnlabd.err")"
-wait_for 60 has_audit "cloud.return .* fenced, given back: cnlabd stopped during its launch; found by its tag" &&
+wait_for 60 has_audit "cloud.return .* fenced, given back: its launch.s answer never came; found by its tag" &&
 	wait_for 40 sh -c "[ \"\$(jq -r '.\"$orphan\".state' '$tmp/ec2/instances.json')\" = terminated ]" &&
 	ok "cnlabd killed during a launch: after the restart the instance is found by its tag and given back" ||
 	bad "orphan $orphan: $(inst ".\"$orphan\".state") $(audit | grep cloud.return | tail -2)"

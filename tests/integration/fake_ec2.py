@@ -238,7 +238,11 @@ def describe(form):
                 i["interrupted"] = True
                 i["state"] = "terminated"
                 halt(i)
-    ids = ids_of(form) or list(instances)
+    ids = ids_of(form)
+    if not ids:  # all: by the tag filter asked for, as EC2 does
+        key = form.get("Filter.1.Value.1") \
+            if form.get("Filter.1.Name") == "tag-key" else None
+        ids = [x for x, i in instances.items() if not key or key in i["tags"]]
     if missing(ids):
         return missing(ids)
     body = "".join(item(instances[x]) for x in ids)
