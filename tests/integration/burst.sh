@@ -32,11 +32,20 @@ cleanup() {
 	sleep 0.5
 	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
+	# The agents' workloads: thawed (a frozen process does not die),
+	# killed, their cgroups removed.
 	for d in /sys/fs/cgroup/*/cnlab/* /sys/fs/cgroup/cnlab/*; do
 		[ -d "$d" ] || continue
 		case "$d" in *"$run"* | *cloud-*) ;; *) continue ;; esac
+		find "$d" -name freezer.state -exec sh -c 'echo THAWED >"$1"' _ {} \; 2>/dev/null
+		find "$d" -name cgroup.freeze -exec sh -c 'echo 0 >"$1"' _ {} \; 2>/dev/null
 		find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null |
 			xargs -r kill -9 2>/dev/null
+	done
+	pkill -9 -f "$tmp/" 2>/dev/null
+	sleep 0.3
+	for d in /sys/fs/cgroup/*/cnlab/* /sys/fs/cgroup/cnlab/*; do
+		case "$d" in *"$run"* | *cloud-*) find "$d" -depth -type d -exec rmdir {} + 2>/dev/null ;; esac
 	done
 	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
 }

@@ -36,6 +36,7 @@ Usage: fake_ec2.py STATE_DIR ACCESS_KEY SECRET PORT_FILE
 """
 import base64
 import datetime
+import glob
 import hashlib
 import hmac
 import json
@@ -44,6 +45,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -144,6 +146,11 @@ def boot(i, user_data):
 
 
 def halt(i):
+    """The machine goes away, and everything on it: the user data's
+    process group, every process naming its disk (the workloads'
+    supervisors and runtimes, which outlive an agent by design), and the
+    processes in its node's cgroups (thawed first: a frozen process does
+    not die), whose folders are then removed."""
     p = i.pop("proc", None)
     if p:
         try:
@@ -151,6 +158,44 @@ def halt(i):
         except ProcessLookupError:
             pass
         p.wait()
+    disk = os.path.join(STATE, i["id"]) + "/"
+    node = i["tags"].get("cnlab:node", "")
+    pids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if disk.encode() in f.read():
+                    pids.add(int(pid))
+        except OSError:
+            pass
+    roots = glob.glob("/sys/fs/cgroup/*/cnlab/%s" % node) + \
+        glob.glob("/sys/fs/cgroup/cnlab/%s" % node) if node else []
+    for root in roots:
+        for d, _, files in os.walk(root):
+            for name, val in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+                if name in files:
+                    try:
+                        with open(os.path.join(d, name), "w") as f:
+                            f.write(val)
+                    except OSError:
+                        pass
+            try:
+                with open(os.path.join(d, "cgroup.procs")) as f:
+                    pids.update(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.2)
+    for root in roots:
+        for d, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
 
 
 def next_failure(market):
@@ -326,7 +371,6 @@ class H(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if status < 0:  # launched, answered after -status seconds
-            import time
             time.sleep(-status)
             self.close_connection = True
             return
