@@ -276,8 +276,13 @@ wait_for 40 sh -c "[ \"\$(jq -r '.\"$i3\".state' '$tmp/ec2/instances.json')\" = 
 	ok "... and, once empty, it is given back" || bad "i3: $(inst ".\"$i3\"")"
 
 # --- the budget is a hard stop -------------------------------------------------
+# The owned GPU empty again first (jp's cancel has reached its agent), so
+# that j6 takes it and j7 must burst.
+owned_empty() { [ "$("$cnlab" node show "$run-a" -o json | jq '.workloads // 0')" = 0 ]; }
+wait_for 60 owned_empty || bad "owned node not empty: $("$cnlab" node show "$run-a" -o json | jq -c .running)"
 j6=$("$cnlab" run --detach --gpu h100-100 wait.sh go7 2>/dev/null)
-wait_for 30 is_state "$j6" running || bad "j6: $(state "$j6")"
+wait_for 30 is_state "$j6" running && [ "$(node_of "$j6")" = "$run-a" ] ||
+	bad "j6: $(state "$j6") on $(node_of "$j6")"
 # cnlabd dies while EC2 launches (the answer is slow): after its restart
 # the instance is found by its record's tag and given back, not paid for
 # forever.
