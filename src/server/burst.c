@@ -107,7 +107,6 @@ struct cnl_burst {
 		struct cnl_cloud *c;
 	} prov[8];
 	size_t nprov;
-	char provider[16];
 	/* Launches per job waiting: a job that an instance did not serve
 	 * gets no fourth one. */
 	json_t *tries;
@@ -1040,7 +1039,6 @@ static void decide(struct cnl_burst *b, int64_t now)
 		if (acct && !b->auth_failed)
 			cl = provider_of(b, acct_id, now);
 		if (cl) {
-			copy(b->provider, sizeof(b->provider), pol.provider);
 			offer(b, &pol, acct);
 			if (now >= b->backoff_until)
 				plan(b, &pol, view, acct, acct_id, now);
@@ -1217,6 +1215,21 @@ static void act(struct cnl_burst *b, bool describe,
 	}
 }
 
+/* A launch that failed (@what came of it): audited, and logged with the
+ * provider's words. */
+static void launch_failed(struct cnl_burst *b, const struct inst *i,
+                          int64_t now, const char *what)
+{
+	audit(b, "cloud.launch", i->node, now,
+	      "launch failed (%s %s, %d calls); %s",
+	      cnl_cloud_fail_name(i->err.kind), i->err.code, i->err.attempts,
+	      what);
+	cnl_log(CNL_LOG_WARN, "cloud launch failed",
+	        "node=%s kind=%s code=%s msg=\"%s\" then=\"%s\"", i->node,
+	        cnl_cloud_fail_name(i->err.kind), i->err.code, i->err.message,
+	        what);
+}
+
 /* Launches pause: 5 s, doubling to 5 min while failures go on. */
 static void back_off(struct cnl_burst *b, int64_t now)
 {
@@ -1372,30 +1385,13 @@ static void settle(struct cnl_burst *b, int64_t now,
 				i->recorded_ms = now;
 				save(b, i, now, false);
 				back_off(b, now);
-				audit(b, "cloud.launch", i->node, now,
-				      "launch failed (%s %s, %d calls); looked "
-				      "for by its tag",
-				      cnl_cloud_fail_name(i->err.kind),
-				      i->err.code, i->err.attempts);
-				cnl_log(CNL_LOG_WARN, "cloud launch unanswered",
-				        "node=%s kind=%s code=%s msg=\"%s\"",
-				        i->node,
-				        cnl_cloud_fail_name(i->err.kind),
-				        i->err.code, i->err.message);
+				launch_failed(b, i, now,
+				              "looked for by its tag");
 			} else {
 				struct cnl_store *s = b->api->store;
 
 				b->launch_fails++;
-				audit(b, "cloud.launch", i->node, now,
-				      "launch failed (%s %s, %d calls); no "
-				      "instance",
-				      cnl_cloud_fail_name(i->err.kind),
-				      i->err.code, i->err.attempts);
-				cnl_log(CNL_LOG_WARN, "cloud launch failed",
-				        "node=%s kind=%s code=%s msg=\"%s\"",
-				        i->node,
-				        cnl_cloud_fail_name(i->err.kind),
-				        i->err.code, i->err.message);
+				launch_failed(b, i, now, "no instance");
 				if (i->err.kind == CNL_CLOUD_UNAVAILABLE ||
 				    i->err.kind == CNL_CLOUD_THROTTLED ||
 				    i->err.kind == CNL_CLOUD_PROTOCOL) {

@@ -305,23 +305,19 @@ void ctl_cloud_ended(struct cnl_ctl *ctl, const struct wl *w, int64_t now)
 		        "job=%s", w->id);
 }
 
-/* Whether an owned node could start @w now (its own node set aside). */
-static bool owned_starts_now(struct cnl_ctl *ctl, const struct wl *w)
+/* Whether an owned cluster of @p (those not in @cloud) could start @w
+ * now. */
+static bool owned_starts_now(struct cnl_ctl *ctl, const struct cnl_picks *p,
+                             uint64_t cloud, const struct wl *w)
 {
-	struct cnl_picks p;
 	struct cnl_job j = w->j;
-	uint64_t cloud;
-	bool now = false;
 
-	if (cnl_picks_scan(ctl->cluster, NULL, 0, &p) < 0)
-		return false;
-	cloud = ctl_cloud_clusters(ctl, &p);
 	j.state = CNL_JOB_PENDING;
-	for (size_t k = 0; k < p.n && !now; k++)
-		if (k < 64 && !(cloud >> k & 1))
-			now = cnl_pick_fits_now(ctl->cluster, &p, &j, k);
-	cnl_picks_done(&p);
-	return now;
+	for (size_t k = 0; k < p->n && k < 64; k++)
+		if (!(cloud >> k & 1) &&
+		    cnl_pick_fits_now(ctl->cluster, p, &j, k))
+			return true;
+	return false;
 }
 
 int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
@@ -329,6 +325,9 @@ int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
 {
 	int i = ctl_node_find_any(ctl, node), n = 0;
 	const int64_t grace = 30000;
+	struct cnl_picks p = {0};
+	uint64_t cloud = 0;
+	bool scanned = false;
 
 	if (i < 0 || !ctl->nodes[i].cloud)
 		return 0;
@@ -346,10 +345,21 @@ int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
 		blocks = cnl_alloc_blocks_held(ctl->cluster, &w->placed);
 		/* Work of a project marked on-prem-only since it went out
 		 * leaves at once, whatever it declared. */
-		if (!ctl_on_prem_only(ctl, w) &&
-		    (budget < 0 || !w->j.preemptible || blocks > budget ||
-		     !owned_starts_now(ctl, w)))
-			continue;
+		if (!ctl_on_prem_only(ctl, w)) {
+			if (budget < 0 || !w->j.preemptible || blocks > budget)
+				continue;
+			/* The clusters, once per call (a requeue keeps its
+			 * allocation until its agent reports). */
+			if (!scanned) {
+				if (cnl_picks_scan(ctl->cluster, NULL, 0, &p) <
+				    0)
+					break;
+				scanned = true;
+				cloud = ctl_cloud_clusters(ctl, &p);
+			}
+			if (!owned_starts_now(ctl, &p, cloud, w))
+				continue;
+		}
 		next = *w;
 		if (ctl_step(&next, CNL_WL_EV_REQUEUE) < 0)
 			continue;
@@ -366,6 +376,8 @@ int cnl_ctl_cloud_return(struct cnl_ctl *ctl, const char *node, int64_t budget,
 		if (ret)
 			json_array_append_new(ret, json_string(w->id));
 	}
+	if (scanned)
+		cnl_picks_done(&p);
 	if (n) {
 		ctl->dirty = ctl->changed = true;
 		cnl_ctl_kick(ctl);

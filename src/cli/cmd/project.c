@@ -58,13 +58,29 @@ int cnl_cli_cmd_project_use(struct cnl_cli *cli)
 	return 0;
 }
 
+/* PATCH project @pid with @body (taken): 0 with the project in *@ret, or
+ * NULL when --json printed it; else an exit code. */
+static int patch(struct cnl_cli *cli, const char *pid, json_t *body,
+                 json_t **ret)
+{
+	_cleanup_free_ char *path = cnl_cli_pathf("/v1/projects/%s", pid);
+	int code = cnl_cli_call(cli, "PATCH", path, body, NULL, "project", ret);
+
+	json_decref(body);
+	if (!code && cli->json) {
+		cnl_cli_print_json(*ret);
+		json_decref(*ret);
+		*ret = NULL;
+	}
+	return code;
+}
+
 int cnl_cli_cmd_project_mark(struct cnl_cli *cli)
 {
 	bool on = cnl_cli_flag(cli, "on-prem-only") != NULL;
 	bool off = cnl_cli_flag(cli, "no-on-prem-only") != NULL;
 	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
-	_cleanup_free_ char *path = NULL;
-	json_t *body, *o;
+	json_t *o;
 	int code;
 
 	if (on == off)
@@ -73,15 +89,12 @@ int cnl_cli_cmd_project_mark(struct cnl_cli *cli)
 		                    "--no-on-prem-only");
 	if ((code = cnl_cli_project(cli, cli->args.pos[0], pid, pname)))
 		return code;
-	path = cnl_cli_pathf("/v1/projects/%s", pid);
-	body = json_pack("{s:b}", "on_prem_only", on);
-	code = cnl_cli_call(cli, "PATCH", path, body, NULL, "project", &o);
-	json_decref(body);
-	if (code)
+	if ((code =
+	         patch(cli, pid, json_pack("{s:b}", "on_prem_only", on), &o)))
 		return code;
-	if (cli->json)
-		cnl_cli_print_json(o);
-	else if (on)
+	if (!o)
+		return 0; /* printed as JSON */
+	if (on)
 		printf("✓ Project %s is on-prem only: bursting is now "
 		       "disabled for it\n",
 		       pname);
@@ -95,8 +108,7 @@ int cnl_cli_cmd_project_pin(struct cnl_cli *cli)
 {
 	const char *list = cnl_cli_flag(cli, "clusters");
 	char pid[CNL_CLI_ID_MAX], pname[CNL_CLI_ID_MAX];
-	_cleanup_free_ char *path = NULL;
-	json_t *body, *names, *o;
+	json_t *names, *o;
 	int code;
 
 	if (!list)
@@ -109,15 +121,11 @@ int cnl_cli_cmd_project_pin(struct cnl_cli *cli)
 		return cnl_cli_fail(CNL_EXIT_USAGE,
 		                    "--clusters: 1..16 cluster names, "
 		                    "comma-separated (or \"\" for any)");
-	path = cnl_cli_pathf("/v1/projects/%s", pid);
-	body = json_pack("{s:o}", "clusters", names);
-	code = cnl_cli_call(cli, "PATCH", path, body, NULL, "project", &o);
-	json_decref(body);
-	if (code)
+	if ((code = patch(cli, pid, json_pack("{s:o}", "clusters", names), &o)))
 		return code;
-	if (cli->json)
-		cnl_cli_print_json(o);
-	else if (json_array_size(json_object_get(o, "clusters")))
+	if (!o)
+		return 0; /* printed as JSON */
+	if (json_array_size(json_object_get(o, "clusters")))
 		printf("✓ Project %s's work now goes to clusters %s only\n",
 		       pname, list);
 	else
