@@ -1435,6 +1435,11 @@ void *cnl_agent_supervise(void *arg)
 		for (size_t i = 0; i < n_done; i++) {
 			struct wk *w = done[i];
 
+			/* Its secrets leave the node before its end is
+			 * told: a user who sees the job done finds none of
+			 * them left here.  (Still in the table: no next
+			 * epoch of the id makes them anew meanwhile.) */
+			cnl_agent_secrets_drop(a, w->id);
 			if (!w->gone && !w->ended) {
 				char why[sizeof(w->end_msg)];
 				bool lost =
