@@ -113,6 +113,11 @@ struct cnl_client *cnl_cli_client(struct cnl_cli *cli)
 	    .idle_timeout_ms = (long)cli->read_timeout_ms,
 	    /* Artifacts are at most 512 KiB; nothing the API says is near. */
 	    .reply_max = (size_t)64 << 20,
+	    /* A server whose certificate a private CA signed (the system's
+	     * bundle otherwise). */
+	    .cafile = getenv("CNLAB_CA_FILE") && getenv("CNLAB_CA_FILE")[0]
+	                  ? getenv("CNLAB_CA_FILE")
+	                  : NULL,
 	};
 
 	if (!cli->client && cnl_client_new(&cfg, &cli->client) < 0)

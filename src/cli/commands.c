@@ -230,6 +230,20 @@ static const struct cnl_cli_flag cloud_flags[] = {
     {NULL, NULL, NULL, 0},
 };
 
+static const struct cnl_cli_flag peer_grant_flags[] = {
+    {"project", "PROJECT", "the project the peer's work runs in (its quotas)",
+     0},
+    {NULL, NULL, NULL, 0},
+};
+
+static const struct cnl_cli_flag peer_add_flags[] = {
+    {"url", "URL", "the peer's API (https://; http:// on the loopback only)",
+     0},
+    {"token-from-file", "FILE", "the token of the peer's cnlab peer grant", 0},
+    {"ca", "FILE", "PEM CA the peer's certificate must chain to", 0},
+    {NULL, NULL, NULL, 0},
+};
+
 static const struct cnl_cli_flag cluster_policy_flags[] = {
     {"policy", "NAME",
      "cnlab (priority, deadline, fair share, age), fifo (strict priority, "
@@ -347,6 +361,23 @@ const struct cnl_cli_command cnl_cli_commands[] = {
     {"cloud instances", "",
      "cloud instances the burst launched, their state and cost (admin)", NULL,
      0, 0, false, false, cnl_cli_cmd_cloud_instances},
+    {"peer grant", "NAME",
+     "let peer site NAME send work to a project here; prints its token "
+     "(admin)",
+     peer_grant_flags, 1, 1, false, false, cnl_cli_cmd_peer_grant},
+    {"peer grants", "", "the peer sites that may send work here (admin)", NULL,
+     0, 0, false, false, cnl_cli_cmd_peer_grants},
+    {"peer revoke", "NAME",
+     "end a peer's grant: its token, and its work here (admin)", NULL, 1, 1,
+     false, false, cnl_cli_cmd_peer_revoke},
+    {"peer add", "NAME",
+     "forward work that waits past its wait target to peer site NAME "
+     "(admin)",
+     peer_add_flags, 1, 1, false, false, cnl_cli_cmd_peer_add},
+    {"peer list", "", "the peer sites work is forwarded to (admin)", NULL, 0, 0,
+     false, false, cnl_cli_cmd_peer_list},
+    {"peer remove", "NAME", "stop forwarding to a peer site (admin)", NULL, 1,
+     1, false, false, cnl_cli_cmd_peer_remove},
     {"secret set", "NAME",
      "keep a secret, encrypted, for your runs and servers (--scope project: "
      "project admins)",

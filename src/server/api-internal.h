@@ -23,6 +23,7 @@
 #include "server/api_cli.h"
 #include "server/auth.h"
 #include "server/burst.h"
+#include "server/federate.h"
 #include "server/commit.h"
 #include "server/ctl.h"
 #include "server/oidc.h"
@@ -85,6 +86,9 @@ struct cnl_api {
 	struct cnl_burst *burst;
 	struct cnl_burst_config burst_cfg;
 	char *burst_strs[3]; /* image, agent, url: burst_cfg's copies */
+	/* Work forwarded to peer sites (federate.h), a leader's; NULL: not
+	 * started. */
+	struct cnl_federate *federate;
 	struct cnl_catalog cat;
 	struct cnl_oidc *oidc; /* NULL: OIDC off */
 	/* Browser sign-in (GET /v1/auth/oidc); NULL when not configured. */
@@ -799,6 +803,30 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
 void cnl_api_h_cloud_delete(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
+
+/* api_peers.c */
+void cnl_api_h_peer_grant(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_peer_grants(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_peer_revoke(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+void cnl_api_h_peer_add(void *call, struct cnl_http_request *req,
+                        struct cnl_http_response *resp);
+void cnl_api_h_peers_list(void *call, struct cnl_http_request *req,
+                          struct cnl_http_response *resp);
+void cnl_api_h_peer_remove(void *call, struct cnl_http_request *req,
+                           struct cnl_http_response *resp);
+/*
+ * cnl_api_peer_open - peer @name as configured (federate.h): its URL into
+ * @url, the file holding its CA into @cafile ("" for the system's: written
+ * under the files folder, 0600), its token opened with the secrets key
+ * into *@ret_token (malloc'd: wipe and free it).  0, or -errno with the
+ * reason in @err (a token that does not open for its URL and CA: -EACCES).
+ */
+int cnl_api_peer_open(struct cnl_api *api, const char *name, char *url,
+                      size_t url_len, char *cafile, size_t ca_len,
+                      char **ret_token, char *err, size_t errlen);
 
 /* api_ops.c */
 void cnl_api_h_healthz(void *call, struct cnl_http_request *req,

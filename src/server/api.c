@@ -323,6 +323,13 @@ static const struct cnl_http_route routes[] = {
     {"POST", "/v1/cloud/accounts", ADM, "cloud.add", cnl_api_h_cloud_add},
     {"DELETE", "/v1/cloud/accounts/{account}", ADM, "cloud.delete",
      cnl_api_h_cloud_delete},
+    {"GET", "/v1/peers", ADM, NULL, cnl_api_h_peers_list},
+    {"POST", "/v1/peers", ADM, "peer.add", cnl_api_h_peer_add},
+    {"DELETE", "/v1/peers/{peer}", ADM, "peer.remove", cnl_api_h_peer_remove},
+    {"GET", "/v1/peers/grants", ADM, NULL, cnl_api_h_peer_grants},
+    {"POST", "/v1/peers/grants", ADM, "peer.grant", cnl_api_h_peer_grant},
+    {"DELETE", "/v1/peers/grants/{peer}", ADM, "peer.revoke",
+     cnl_api_h_peer_revoke},
 };
 
 #undef PV
@@ -683,9 +690,9 @@ static void (*prepare_of(const struct cnl_http_route *route))(
  * their caller again). */
 static bool changes_access(const struct cnl_http_route *route)
 {
-	static const char *const prefixes[] = {"auth.logout", "user.",
-	                                       "membership.", "token.revoke",
-	                                       "project.delete"};
+	static const char *const prefixes[] = {"auth.logout",    "user.",
+	                                       "membership.",    "token.revoke",
+	                                       "project.delete", "peer.revoke"};
 
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(prefixes); i++)
 		if (strncmp(route->action, prefixes[i], strlen(prefixes[i])) ==
@@ -1456,6 +1463,7 @@ void cnl_api_stop(struct cnl_api *api)
 	if (!api)
 		return;
 	cnl_burst_stop(api->burst);
+	cnl_federate_stop(api->federate);
 	cnl_ctl_stop(api->ctl);
 	cnl_mirror_stop(api->mirror);
 	api->mirror = NULL;
@@ -1518,6 +1526,8 @@ void cnl_api_free(struct cnl_api *api)
 		return;
 	cnl_burst_free(api->burst);
 	api->burst = NULL;
+	cnl_federate_free(api->federate);
+	api->federate = NULL;
 	for (int i = 0; i < 3; i++)
 		free(api->burst_strs[i]);
 	cnl_ctl_stop(api->ctl);
@@ -1621,6 +1631,20 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 			return r;
 		}
 	}
+	/* The jobs forwarded to peers before (federate.h). */
+	if (l->run_loop && api->ctl && !api->federate) {
+		pthread_mutex_lock(&api->mu);
+		r = cnl_federate_new(api, &api->federate);
+		pthread_mutex_unlock(&api->mu);
+		if (r < 0) {
+			snprintf(err, errlen,
+			         "cannot load the forwarded jobs: %s",
+			         cnl_strerror(r));
+			cnl_mirror_stop(api->mirror);
+			api->mirror = NULL;
+			return r;
+		}
+	}
 	if (l->run_loop && (r = cnl_ctl_start(api->ctl)) < 0) {
 		snprintf(err, errlen, "cannot start the scheduling loop");
 		cnl_mirror_stop(api->mirror);
@@ -1655,6 +1679,9 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 			cnl_log(CNL_LOG_ERROR, "cannot start the cloud burst",
 			        "err=%s", cnl_strerror(r));
 	}
+	if (api->federate && (r = cnl_federate_start(api->federate)) < 0)
+		cnl_log(CNL_LOG_ERROR, "cannot start federation", "err=%s",
+		        cnl_strerror(r));
 	return 0;
 }
 

@@ -222,6 +222,12 @@ static void job_doc(struct call *c, const struct cnl_store_job *j,
 	}
 	if (json_is_object(v = json_object_get(run, "placement")))
 		m->has_placement = run_placement(v, &m->placement);
+	if (json_is_object(v = json_object_get(run, "peer"))) {
+		copy_str(m->peer, sizeof(m->peer),
+		         json_string_value(json_object_get(v, "name")));
+		copy_str(m->peer_job, sizeof(m->peer_job),
+		         json_string_value(json_object_get(v, "job")));
+	}
 	json_decref(run);
 }
 
@@ -860,6 +866,12 @@ void cnl_api_h_job_cancel(void *call, struct cnl_http_request *req,
 	char gang[CNL_ID_MAX];
 
 	snprintf(c->target, sizeof(c->target), "%s", c->job.id);
+	/* Forwarded to a peer site: cancelled there, then here once it
+	 * ended there (federate.h). */
+	if (cnl_federate_cancel(c->api->federate, c->job.id)) {
+		cnl_http_reply(resp, 202, cnl_api_job_json(c, &c->job));
+		return;
+	}
 	/* Cancelling any member of a gang cancels the gang. */
 	if (cnl_api_job_gang(&c->job, gang, NULL, NULL) == 0)
 		r = cnl_ctl_stop_gang(c->api->ctl, gang, c->now_ms);

@@ -151,6 +151,8 @@ void cnl_api_h_metrics(void *call, struct cnl_http_request *req,
 	cnl_ctl_metrics(api->ctl, &b);
 	if (api->burst)
 		cnl_burst_metrics(api->burst, &b);
+	if (api->federate)
+		cnl_federate_metrics(api->federate, &b);
 	cnl_api_events_metrics(api, &b);
 	cnl_api_dash_metrics(api, &b);
 	cnl_api_quota_metrics(c, &b);

@@ -485,6 +485,9 @@ static bool name_free(struct cnl_store *s, const char *name)
 	};
 	struct cnl_store_user u;
 
+	/* "peer-NAME": a peer site's service user (api_peers.c). */
+	if (strncasecmp(name, "peer-", 5) == 0)
+		return false;
 	for (size_t i = 0; i < CNL_ARRAY_SIZE(reserved); i++)
 		if (strcasecmp(name, reserved[i]) == 0)
 			return false;

@@ -349,6 +349,9 @@ struct ctl_cl {
 	int64_t updated_ms;
 };
 #define CTL_WAIT_TARGET_MS (5 * 60 * 1000) /* when none is set */
+/* The wait target of cluster @name (CTL_WAIT_TARGET_MS when none is set;
+ * 0: work never moves away). */
+int64_t ctl_cluster_wait_target(struct cnl_ctl *ctl, const char *name);
 /* Load the configured clusters (documents of kind "cluster") and the
  * pending workloads' picks (their last "cluster" decisions). */
 int ctl_clusters_load(struct cnl_ctl *ctl);

@@ -389,6 +389,11 @@ int cnl_ctl_job_added(struct cnl_ctl *ctl, const struct cnl_store_job *j)
 	if (ctl_wl_find(ctl, j->id))
 		return 0;
 	run = json_loads(j->run, 0, NULL);
+	/* Forwarded to a peer site (federate.h): its peer runs it. */
+	if (json_object_get(run, "peer")) {
+		json_decref(run);
+		return 0;
+	}
 	if (json_is_false(json_object_get(run, "preemptible")))
 		pre = false;
 	w = ctl_wl_add(ctl, j->id);

@@ -190,6 +190,24 @@ void cnl_ctl_project_on_prem(struct cnl_ctl *ctl, const char *project_id,
  */
 json_t *cnl_ctl_burst_view(struct cnl_ctl *ctl, int64_t now);
 
+/*
+ * cnl_ctl_forward_candidates - the jobs a peer site may take (federate.h):
+ * [{id, cluster, waited_ms, target_ms}], pending jobs (not servers, not
+ * of a gang, asking for no cluster, fetching no secrets) that waited at
+ * least their cluster's wait target (the cluster picked for them, else
+ * "default"; a target of 0 keeps work home), that no node here expects to
+ * start within @soon_ms, of a project neither on-prem-only nor pinned;
+ * longest waiting first.
+ */
+json_t *cnl_ctl_forward_candidates(struct cnl_ctl *ctl, int64_t now,
+                                   int64_t soon_ms);
+/*
+ * cnl_ctl_job_withdraw - pending job @id leaves the controller (forwarded
+ * to a peer: the store keeps it, cnl_ctl_job_added() no longer takes it);
+ * 0, -CNL_ENOTFOUND, or -EBUSY when it is placed.
+ */
+int cnl_ctl_job_withdraw(struct cnl_ctl *ctl, const char *id);
+
 /* ---- workloads ------------------------------------------------------- */
 
 /* cnl_ctl_node_named - whether a node of that name is registered. */

@@ -1,11 +1,19 @@
 /*
  * ctl_burst.c - what the cloud burst (burst.c) sees of the controller:
  * each cluster's capacity, use and forecast demand, the GPU work waiting,
- * and the cloud nodes (cnl_ctl_burst_view()).  Apart from ctl_cloud.c,
- * which the cluster pick uses, so that neither needs the other's file.
+ * and the cloud nodes (cnl_ctl_burst_view()); and what federation
+ * (federate.c) takes of it: the jobs a peer site may take, and their
+ * leaving (cnl_ctl_forward_candidates(), cnl_ctl_job_withdraw()).  Apart
+ * from ctl_cloud.c, which the cluster pick uses, so that neither needs the
+ * other's file.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "cnlab/errors.h"
+#include "common/util.h"
 
 #include "server/ctl-internal.h"
 
@@ -92,4 +100,64 @@ json_t *cnl_ctl_burst_view(struct cnl_ctl *ctl, int64_t now)
 	json_object_set_new(v, "pending", pend);
 	json_object_set_new(v, "nodes", nodes);
 	return v;
+}
+
+/* ---- federation (federate.h) ----------------------------------------------
+ */
+
+static int by_wait(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(
+	               json_object_get(*(json_t *const *)a, "waited_ms")),
+	           y = json_integer_value(
+	               json_object_get(*(json_t *const *)b, "waited_ms"));
+
+	return x > y ? -1 : x < y;
+}
+
+json_t *cnl_ctl_forward_candidates(struct cnl_ctl *ctl, int64_t now,
+                                   int64_t soon_ms)
+{
+	json_t **v = NULL, *out = json_array();
+	size_t n = 0;
+
+	for (size_t i = 0; i < ctl->n_wl; i++) {
+		const struct wl *w = &ctl->wl[i];
+		const char *cl = w->cl_pick[0] ? w->cl_pick : "default";
+		int64_t target, waited = now - w->j.submit_ms;
+
+		if (w->state != CNL_WL_PENDING || w->server || w->gang_id[0] ||
+		    w->gang_size > 1 || w->cl_want[0] || w->n_secrets ||
+		    ctl_on_prem_only(ctl, w) ||
+		    json_object_get(ctl->pins, w->project_id))
+			continue;
+		target = ctl_cluster_wait_target(ctl, cl);
+		if (target <= 0 || waited < target)
+			continue;
+		if (w->est_start_ms > 0 && w->est_start_ms - now < soon_ms)
+			continue;
+		v = cnl_xrealloc(v, (n + 1) * sizeof(*v));
+		v[n++] = json_pack("{s:s,s:s,s:I,s:I}", "id", w->id, "cluster",
+		                   cl, "waited_ms", (json_int_t)waited,
+		                   "target_ms", (json_int_t)target);
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), by_wait);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(out, v[i]);
+	free(v);
+	return out;
+}
+
+int cnl_ctl_job_withdraw(struct cnl_ctl *ctl, const char *id)
+{
+	struct wl *w = ctl_wl_find(ctl, id);
+
+	if (!w || w->server)
+		return -CNL_ENOTFOUND;
+	if (w->state != CNL_WL_PENDING)
+		return -EBUSY;
+	ctl_wl_remove(ctl, w);
+	ctl->dirty = ctl->changed = true;
+	return 0;
 }

@@ -531,6 +531,11 @@ static int64_t wait_target(struct cnl_ctl *ctl, const char *name)
 	return cl ? cl->wait_target_ms : CTL_WAIT_TARGET_MS;
 }
 
+int64_t ctl_cluster_wait_target(struct cnl_ctl *ctl, const char *name)
+{
+	return wait_target(ctl, name);
+}
+
 /* The cluster of pending job @j (workload @w): -1 when none can run it. */
 static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 {

@@ -537,6 +537,8 @@ json_t *cnl_wire_job_encode(const struct cnl_wire_job *m)
 	cnl_wire_set_str(o, "dataset", m->dataset);
 	cnl_wire_set_str(o, "cluster", m->cluster);
 	cnl_wire_set_str(o, "image", m->image);
+	cnl_wire_set_str(o, "peer", m->peer);
+	cnl_wire_set_str(o, "peer_job", m->peer_job);
 	names_encode(o, "nodelist", m->nodelist, m->n_nodelist);
 	names_encode(o, "exclude", m->exclude, m->n_exclude);
 	names_encode(o, "prefer", m->prefer, m->n_prefer);
@@ -557,16 +559,14 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
                         size_t errlen)
 {
 	static const char *const fields[] = {
-	    "id",         "project_id", "user_id",
-	    "command",    "profile",    "gpu",
-	    "priority",   "state",      "exit_code",
-	    "deadline",   "runtime_s",  "created_at",
-	    "updated_at", "status",     "preemptible",
-	    "message",    "mem_mib",    "cpu_milli",
-	    "gpu_types",  "dataset",    "image",
-	    "nodelist",   "exclude",    "nodes",
-	    "gang",       "placement",  "deadline_check",
-	    "prefer",     "avoid",      "cluster",
+	    "id",         "project_id", "user_id",        "command",
+	    "profile",    "gpu",        "priority",       "state",
+	    "exit_code",  "deadline",   "runtime_s",      "created_at",
+	    "updated_at", "status",     "preemptible",    "message",
+	    "mem_mib",    "cpu_milli",  "gpu_types",      "dataset",
+	    "image",      "nodelist",   "exclude",        "nodes",
+	    "gang",       "placement",  "deadline_check", "prefer",
+	    "avoid",      "cluster",    "peer",           "peer_job",
 	    NULL};
 	const json_t *a = NULL;
 
@@ -633,6 +633,10 @@ int cnl_wire_job_decode(const json_t *j, struct cnl_wire_job *ret, char *err,
 	                     sizeof(ret->dataset), err, errlen));
 	TRY(cnl_wire_get_str(j, "cluster", false, ret->cluster,
 	                     sizeof(ret->cluster), err, errlen));
+	TRY(cnl_wire_get_str(j, "peer", false, ret->peer, sizeof(ret->peer),
+	                     err, errlen));
+	TRY(cnl_wire_get_str(j, "peer_job", false, ret->peer_job,
+	                     sizeof(ret->peer_job), err, errlen));
 	TRY(cnl_wire_get_int32(j, "nodes", true, 1, CNL_WIRE_GANG_MAX,
 	                       &ret->nodes, err, errlen));
 	if (json_object_get(j, "gang")) {

@@ -184,6 +184,10 @@ struct cnl_wire_job {
 	char dataset[CNL_WIRE_NAME_MAX]; /* "": absent */
 	char cluster[CNL_WIRE_NAME_MAX]; /* the one it asked for; "": any */
 	char image[CNL_WIRE_IMAGE_MAX];  /* "": absent (the built-in host) */
+	/* Forwarded to a peer site (server/federate.h): its name and the
+	 * job's id there; "": absent. */
+	char peer[CNL_WIRE_NAME_MAX];
+	char peer_job[CNL_WIRE_ID_MAX];
 	/* The only nodes it may run on, and those it may not (0: absent). */
 	char nodelist[CNL_WIRE_NODE_LIST_MAX][CNL_WIRE_NAME_MAX];
 	int n_nodelist;

@@ -200,6 +200,11 @@ int cnl_cli_cmd_jobs_show(struct cnl_cli *cli)
 		printf("Dataset:   %s\n", o.dataset);
 	if (o.cluster[0])
 		printf("Cluster:   %s (asked for)\n", o.cluster);
+	if (o.peer[0])
+		printf("Site:      peer %s, as job %s there\n", o.peer,
+		       o.peer_job[0] ? o.peer_job : "(being sent)");
+	if (o.peer[0] && o.message[0])
+		printf("Why:       %s\n", o.message);
 	print_names("Nodes:     only", o.nodelist, o.n_nodelist);
 	print_names("Excluded:", o.exclude, o.n_exclude);
 	print_names("Preferred:", o.prefer, o.n_prefer);
