@@ -48,8 +48,10 @@
 #define SOON_MS         60000 /* a local start this near: kept here */
 #define RETRY_MS        60000 /* a refused job, before it is offered again */
 #define SEND_GIVE_UP_MS (5 * 60 * 1000)
-#define LOST_MS         (2 * 60 * 1000) /* the peer denies it this long */
-#define LOG_PAGES       8               /* pages of output a tick */
+#define LOST_MS         (2 * 60 * 1000)  /* the peer denies it this long */
+#define LOG_PAGES       8                /* pages of output a tick */
+#define CHUNK_MAX       (1 << 20)        /* bytes of one output chunk */
+#define UNREACHABLE_MS  (30 * 60 * 1000) /* the peer silent this long */
 
 enum fst { F_SENDING, F_SENT, F_ENDED };
 static const char *const fst_names[] = {"sending", "sent", "ended"};
@@ -685,6 +687,34 @@ static bool whoami(struct peer *p)
 	return p->got_project[0] != 0;
 }
 
+/* Whether @s is a job state. */
+static bool known_state(const char *s)
+{
+	static const char *const st[] = {"pending", "running",   "succeeded",
+	                                 "failed",  "cancelled", NULL};
+
+	for (int i = 0; s && st[i]; i++)
+		if (strcmp(s, st[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Whether @s may be a job id of the peer's (it goes into paths here). */
+static bool id_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n >= CNL_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-'))
+			return false;
+	return true;
+}
+
 /* A refusal's words: "STATUS message". */
 static const char *refusal(const struct cnl_client_reply *r, char *buf,
                            size_t len)
@@ -805,10 +835,19 @@ static void send_job(struct fwd *w)
 	else if (r.status / 100 != 2)
 		refusal(&r, w->got_err, sizeof(w->got_err));
 	else {
-		copy(w->got_remote, sizeof(w->got_remote),
-		     json_string_value(json_object_get(r.json, "id")));
-		copy(w->got_state, sizeof(w->got_state),
-		     json_string_value(json_object_get(r.json, "state")));
+		const char *id =
+		    json_string_value(json_object_get(r.json, "id"));
+
+		if (id_ok(id))
+			copy(w->got_remote, sizeof(w->got_remote), id);
+		else
+			copy(w->got_err, sizeof(w->got_err),
+			     "the peer answered without a job id");
+		if (known_state(
+		        json_string_value(json_object_get(r.json, "state"))))
+			copy(w->got_state, sizeof(w->got_state),
+			     json_string_value(
+			         json_object_get(r.json, "state")));
 	}
 	cnl_client_reply_done(&r);
 }
@@ -826,17 +865,21 @@ static void follow(struct fwd *w)
 		snprintf(path, sizeof(path), "/v1/jobs/%s/cancel", esc);
 		st = cnl_client_call(w->p->cl, "POST", path, NULL, 0, NULL,
 		                     w->got_err, sizeof(w->got_err));
-		w->got_cancelled = st == 200 || st == 409;
+		w->got_cancelled = st == 200 || st == 202 || st == 409;
 	}
 	snprintf(path, sizeof(path), "/v1/jobs/%s", esc);
 	st = cnl_client_call(w->p->cl, "GET", path, NULL, 0, &o, w->got_err,
 	                     sizeof(w->got_err));
 	w->status = st > 0 ? st : 0;
 	if (st == 200) {
-		copy(w->got_state, sizeof(w->got_state),
-		     json_string_value(json_object_get(o, "state")));
-		w->got_exit =
-		    (int)json_integer_value(json_object_get(o, "exit_code"));
+		json_int_t x =
+		    json_integer_value(json_object_get(o, "exit_code"));
+
+		/* The peer's words are checked before they are ours. */
+		if (known_state(json_string_value(json_object_get(o, "state"))))
+			copy(w->got_state, sizeof(w->got_state),
+			     json_string_value(json_object_get(o, "state")));
+		w->got_exit = x < -255 ? -255 : x > 255 ? 255 : (int)x;
 		copy(w->got_message, sizeof(w->got_message),
 		     json_string_value(json_object_get(o, "message")));
 	}
@@ -908,16 +951,23 @@ static void copy_logs(struct cnl_federate *f, struct fwd *w, int64_t now)
 
 	json_array_foreach (w->got_logs, i, it) {
 		struct cnl_store_doc d = {0};
-		json_t *o =
-		    json_pack("{s:O,s:i}", "stream",
-		              json_object_get(it, "stream"), "epoch", 1);
+		const char *stream =
+		    json_string_value(json_object_get(it, "stream"));
+		json_t *data = json_object_get(it, "data"),
+		       *b64 = json_object_get(it, "data_base64"), *o;
 		int r;
 
-		if (json_object_get(it, "data"))
-			json_object_set(o, "data", json_object_get(it, "data"));
-		if (json_object_get(it, "data_base64"))
-			json_object_set(o, "data_base64",
-			                json_object_get(it, "data_base64"));
+		/* A chunk as an agent's: a stream, text or base64, bounded. */
+		if (!stream ||
+		    (strcmp(stream, "stdout") && strcmp(stream, "stderr")) ||
+		    !(json_is_string(data ? data : b64)) ||
+		    json_string_length(data ? data : b64) > CHUNK_MAX) {
+			copy(w->after, sizeof(w->after),
+			     json_string_value(json_object_get(it, "id")));
+			continue;
+		}
+		o = json_pack("{s:s,s:i,s:O}", "stream", stream, "epoch", 1,
+		              data ? "data" : "data_base64", data ? data : b64);
 		snprintf(d.kind, sizeof(d.kind), "log");
 		snprintf(d.parent, sizeof(d.parent), "%s", w->job);
 		r = cnl_id_new(&f->ids, "log", now, d.id, sizeof(d.id));
@@ -1001,18 +1051,15 @@ static void settle_sent(struct cnl_federate *f, struct fwd *w, int64_t now)
 		w->cancel_sent = true;
 		save(f, w, now);
 	}
-	if (w->status == 0) {
-		if (w->got_err[0])
-			peer_failed(w->p, now, w->got_err);
-		return;
-	}
 	if (w->status != 200) {
-		/* The peer denies it (a revoked grant, a job it lost). */
+		/* The peer denies it (a revoked grant, a job it lost), or
+		 * does not answer at all (for longer). */
 		if (!w->lost_since)
 			w->lost_since = now;
-		if (w->status == 401 || w->status == 403)
+		if (w->status == 0 || w->status == 401 || w->status == 403)
 			peer_failed(w->p, now, w->got_err);
-		if (now - w->lost_since < LOST_MS)
+		if (now - w->lost_since <
+		    (w->status == 0 ? UNREACHABLE_MS : LOST_MS))
 			return;
 		snprintf(msg, sizeof(msg), "lost at peer %s: %.120s", w->peer,
 		         w->got_err);

@@ -59,20 +59,21 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/b-key.pem" -out "$tmp/b-
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/x-key.pem" -out "$tmp/x-cert.pem" \
 	-days 1 -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" 2>/dev/null
 
-# start_site S FLAGS...: cnlabd of site S on a port of its own.
+# start_site S PORT FLAGS...: cnlabd of site S (PORT 0: any).
 start_site() {
-	local s=$1
-	shift
-	"$cnlabd" --data-dir "$tmp/db-$s" --listen 127.0.0.1:0 --bootstrap-admin root \
+	local s=$1 port=$2
+	shift 2
+	"$cnlabd" --data-dir "$tmp/db-$s" --listen "127.0.0.1:$port" --bootstrap-admin root \
 		--cycle-interval 200ms "$@" >"$tmp/cnlabd-$s.out" 2>>"$tmp/cnlabd-$s.err" &
 	pids+=($!)
+	eval "pid_$s=\$!"
 	wait_for 20 grep -q '^listening on' "$tmp/cnlabd-$s.out"
 }
-start_site a --secrets-key-file "$tmp/a.key" || {
+start_site a 0 --secrets-key-file "$tmp/a.key" || {
 	cat "$tmp/cnlabd-a.err"
 	exit 1
 }
-start_site b --tls-cert "$tmp/b-cert.pem" --tls-key "$tmp/b-key.pem" || {
+start_site b 0 --tls-cert "$tmp/b-cert.pem" --tls-key "$tmp/b-key.pem" || {
 	cat "$tmp/cnlabd-b.err"
 	exit 1
 }
@@ -211,6 +212,21 @@ b_state() { adm_b jobs show "$1" -o json | jq -r .state; }
 ana jobs cancel "$l" >/dev/null 2>&1 || bad "cancel"
 wait_for 60 is_state "$l" cancelled && [ "$(b_state "$rl")" = cancelled ] &&
 	ok "cancelled at A: cancelled at B" || bad "cancel: A $(state "$l") B $(b_state "${rl:-x}")"
+
+# --- A killed while a job of its runs at B: restarted, it follows it on ----
+k=$(ana run hold.sh go-k --gpu h100-100 --detach 2>/dev/null)
+wait_for 60 is_state "$k" running && rk=$(remote_of "$k") && [ -n "$rk" ] ||
+	bad "k: $(ana jobs show "$k")"
+kill -9 "$pid_a"
+wait "$pid_a" 2>/dev/null
+start_site a "$pa" --secrets-key-file "$tmp/a.key" || bad "restart A: $(tail -3 "$tmp/cnlabd-a.err")"
+touch "$shared/go-k"
+wait_for 60 is_state "$k" succeeded && ana jobs logs "$k" 2>/dev/null | grep -q "done go-k" &&
+	[ "$(remote_of "$k")" = "${rk:-x}" ] && [ "$(b_state "${rk:-x}")" = succeeded ] &&
+	ok "A killed -9 while its job ran at B: the restarted A followed it to its end (one job at B)" ||
+	bad "restart: $(ana jobs show "$k") B: $(b_state "${rk:-x}")"
+[ "$(adm_b jobs list --project partners -o json | jq '[.items[] | select(.command | test("go-k"))] | length')" = 1 ] &&
+	ok "and B holds it once" || bad "B's copies: $(adm_b jobs list --project partners)"
 
 # --- on-prem-only work never leaves ----------------------------------------
 adm_a project create secretlab >/dev/null && adm_a project member add secretlab ana >/dev/null &&
