@@ -85,6 +85,7 @@ static const struct cnl_cli_flag join_flags[] = {
 
 static const struct cnl_cli_flag quota_set_flags[] = {
     {"user", "NAME", "a user's quota instead of --project's", 0},
+    {"cluster", "NAME", "the project's --gpu-hours in that cluster only", 0},
     {"gpu-hours", "N", "GPU-hours (1%-blocks / 100 x hours); none: no limit",
      0},
     {"storage-gb-days", "N", "storage GB-days; none: no limit", 0},

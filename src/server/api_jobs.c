@@ -411,6 +411,15 @@ static int get_cluster(struct call *c, json_t *body, json_t **ret,
 		               c->project.name);
 		return -1;
 	}
+	if (cnl_ctl_cluster_quota_spent(c->api->ctl, c->project.id, name)) {
+		cnl_http_error(resp, 403, "quota_exceeded",
+		               "project \"%s\" has used its GPU-hours quota in "
+		               "cluster %s; ask an administrator to raise it, "
+		               "or submit without --cluster",
+		               c->project.name, name);
+		c->note = "GPU-hours";
+		return -1;
+	}
 	if (!*ret)
 		*ret = json_object();
 	json_object_set(*ret, "cluster", v);

@@ -5,6 +5,9 @@
  *
  *   quota    id = project/user id {"gpu_hours", "storage_gb_days",
  *                                  "concurrent_servers"} (null: no limit)
+ *            id = "<project id>@<cluster>" {"gpu_hours"}: the project's
+ *                 quota in one cluster (the controller's pick leaves
+ *                 the cluster out once it is spent)
  */
 #include <ctype.h>
 #include <errno.h>
@@ -194,6 +197,23 @@ static json_t *quota_json(struct call *c, const char *owner)
 	    "concurrent_servers", quota_item(u.servers, l.servers));
 }
 
+static json_t *cluster_quotas(struct call *c, const char *project_id)
+{
+	json_t *a = cnl_ctl_cluster_quotas_json(c->api->ctl, project_id), *it;
+	size_t i;
+
+	json_array_foreach (a, i, it) {
+		json_object_set_new(
+		    it, "gpu_hours",
+		    quota_item(
+		        json_number_value(json_object_get(it, "used")),
+		        json_number_value(json_object_get(it, "limit"))));
+		json_object_del(it, "used");
+		json_object_del(it, "limit");
+	}
+	return a;
+}
+
 void cnl_api_h_quota_show(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp)
 {
@@ -229,6 +249,7 @@ void cnl_api_h_quota_show(void *call, struct cnl_http_request *req,
 		    strcmp(p.name, CNL_API_ADMIN_PROJECT) == 0)
 			continue;
 		o = quota_json(c, p.id);
+		json_object_set_new(o, "clusters", cluster_quotas(c, p.id));
 		json_object_set_new(o, "project", json_string(p.name));
 		json_object_set_new(o, "project_id", json_string(p.id));
 		json_array_append_new(projects, o);
@@ -239,12 +260,74 @@ void cnl_api_h_quota_show(void *call, struct cnl_http_request *req,
 	               json_pack("{s:o,s:o}", "projects", projects, "user", o));
 }
 
+/* PUT .../quota {"cluster", "gpu_hours"}: project @p's quota in one
+ * cluster (null: none there). */
+static void cluster_quota_set(struct call *c, const struct cnl_store_project *p,
+                              json_t *body, struct cnl_http_response *resp)
+{
+	const char *cl = json_string_value(json_object_get(body, "cluster"));
+	char id[CNL_STORE_DOC_ID_MAX];
+	double gh = 0;
+	bool none;
+	json_t *o;
+	int r;
+
+	if (!cl || !cnl_label_valid(cl) || strlen(cl) >= CNL_NAME_MAX) {
+		cnl_api_bad(resp, "field \"cluster\": must be a cluster name "
+		                  "of 1..31 characters of A-Z a-z 0-9 . _ -");
+		return;
+	}
+	if (json_object_get(body, "storage_gb_days") ||
+	    json_object_get(body, "concurrent_servers")) {
+		cnl_api_bad(resp,
+		            "field \"cluster\": only \"gpu_hours\" is set "
+		            "per cluster");
+		return;
+	}
+	if (!json_object_get(body, "gpu_hours")) {
+		cnl_api_bad(resp, "field \"gpu_hours\": required with "
+		                  "\"cluster\" (null removes it)");
+		return;
+	}
+	if (!cnl_ctl_cluster_known(c->api->ctl, cl)) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "field \"cluster\": no cluster named \"%s\" "
+		               "(cnlab cluster list)",
+		               cl);
+		return;
+	}
+	if (get_limit(body, "gpu_hours", 1e9, &gh, &none, resp) < 0)
+		return;
+	snprintf(id, sizeof(id), "%s@%s", p->id, cl);
+	snprintf(c->target, sizeof(c->target), "quota:%.64s", id);
+	if (none) {
+		r = cnl_store_doc_delete(c->api->store, "quota", id);
+		if (r == -CNL_ENOTFOUND)
+			r = 0;
+	} else {
+		o = json_pack("{s:f}", "gpu_hours", gh);
+		r = cnl_api_doc_save(c, "quota", id, "", "", o, false);
+		json_decref(o);
+	}
+	if (r < 0) {
+		cnl_api_store_error(c, resp, r, "quota");
+		return;
+	}
+	cnl_ctl_cluster_quota(c->api->ctl, p->id, cl, none ? -1 : gh);
+	cnl_ctl_kick(c->api->ctl);
+	cnl_http_reply(resp, 200,
+	               json_pack("{s:s,s:o}", "project_id", p->id, "clusters",
+	                         cluster_quotas(c, p->id)));
+}
+
 static void quota_set(struct call *c, const char *owner,
+                      const struct cnl_store_project *project,
                       struct cnl_http_request *req,
                       struct cnl_http_response *resp)
 {
 	static const char *const fields[] = {"gpu_hours", "storage_gb_days",
-	                                     "concurrent_servers", NULL};
+	                                     "concurrent_servers", "cluster",
+	                                     NULL};
 	double gh = 0, gb = 0, sv = 0;
 	bool n1, n2, n3;
 	json_t *body, *o, *cur;
@@ -253,6 +336,14 @@ static void quota_set(struct call *c, const char *owner,
 	snprintf(c->target, sizeof(c->target), "quota:%s", owner);
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
+	if (json_object_get(body, "cluster")) {
+		if (!project)
+			cnl_api_bad(resp, "field \"cluster\": a user's quota "
+			                  "is not per cluster");
+		else
+			cluster_quota_set(c, project, body, resp);
+		goto out;
+	}
 	if (get_limit(body, "gpu_hours", 1e9, &gh, &n1, resp) < 0 ||
 	    get_limit(body, "storage_gb_days", 1e12, &gb, &n2, resp) < 0 ||
 	    get_limit(body, "concurrent_servers", 1e6, &sv, &n3, resp) < 0)
@@ -303,7 +394,7 @@ void cnl_api_h_project_quota_set(void *call, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, -CNL_ENOTFOUND, "project");
 		return;
 	}
-	quota_set(c, p.id, req, resp);
+	quota_set(c, p.id, &p, req, resp);
 }
 
 void cnl_api_h_user_quota_set(void *call, struct cnl_http_request *req,
@@ -320,7 +411,7 @@ void cnl_api_h_user_quota_set(void *call, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, -CNL_ENOTFOUND, "user");
 		return;
 	}
-	quota_set(c, u.id, req, resp);
+	quota_set(c, u.id, NULL, req, resp);
 }
 
 void cnl_api_h_project_usage(void *call, struct cnl_http_request *req,

@@ -183,11 +183,12 @@ struct wl {
 };
 
 struct usage {
-	char owner[CNL_ID_MAX];
-	double block_ms;      /* 1% blocks x milliseconds */
-	double storage_gb_ms; /* GB x milliseconds */
-	int64_t storage_gb;   /* held now by the owner's servers */
-	int servers;          /* active servers */
+	char
+	    owner[CNL_ID_MAX + CNL_NAME_MAX + 1]; /* or "<project>@<cluster>" */
+	double block_ms;                          /* 1% blocks x milliseconds */
+	double storage_gb_ms;                     /* GB x milliseconds */
+	int64_t storage_gb; /* held now by the owner's servers */
+	int servers;        /* active servers */
 	bool dirty;
 };
 
@@ -302,6 +303,9 @@ struct cnl_ctl {
 	/* Projects pinned to clusters: id -> ["east", ...] (the clusters
 	 * its work may be picked for). */
 	json_t *pins;
+	/* Quotas per cluster: "<project id>@<cluster>" -> GPU-hours; the
+	 * use there is the usage owner of the same key. */
+	json_t *cl_quota;
 	/* What the burst could launch now (cnl_ctl_cloud_offer()): per
 	 * type, its catalog GPU type and GPUs; admission takes work only
 	 * these could run. */
@@ -394,6 +398,12 @@ bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,
                          const struct cnl_req_prep *p);
 /* The clusters of @p that @w's project is pinned to (bit k), ~0 when it
  * is not pinned. */
+/* Charge @block_ms of @w's use to its project's use in its node's cluster. */
+void ctl_cluster_quota_charge(struct cnl_ctl *ctl, const struct wl *w,
+                              double block_ms);
+/* The clusters of @p where @w's project has spent its quota there. */
+uint64_t ctl_quota_mask(struct cnl_ctl *ctl, const struct wl *w,
+                        const struct cnl_picks *p);
 uint64_t ctl_pinned_mask(const struct cnl_ctl *ctl, const struct wl *w,
                          const struct cnl_picks *p);
 /* Whether @w's project keeps its work on the GPUs owned. */

@@ -282,6 +282,7 @@ void cnl_ctl_free(struct cnl_ctl *ctl)
 	json_decref(ctl->cloud_nodes);
 	json_decref(ctl->on_prem);
 	json_decref(ctl->pins);
+	json_decref(ctl->cl_quota);
 	free(ctl->picks);
 	free(ctl->fcs);
 	cnl_cluster_free(ctl->cluster);

@@ -191,6 +191,19 @@ void cnl_ctl_project_on_prem(struct cnl_ctl *ctl, const char *project_id,
 json_t *cnl_ctl_burst_view(struct cnl_ctl *ctl, int64_t now);
 
 /*
+ * Quotas per cluster (api_quota.c): project @project_id may use @gpu_hours
+ * in @cluster (< 0: no limit there); once its use there reaches it, its
+ * work is picked for other clusters only (running work runs on).
+ */
+void cnl_ctl_cluster_quota(struct cnl_ctl *ctl, const char *project_id,
+                           const char *cluster, double gpu_hours);
+bool cnl_ctl_cluster_quota_spent(struct cnl_ctl *ctl, const char *project_id,
+                                 const char *cluster);
+/* [{cluster, used, limit}] (GPU-hours) of the project's cluster quotas. */
+json_t *cnl_ctl_cluster_quotas_json(struct cnl_ctl *ctl,
+                                    const char *project_id);
+
+/*
  * cnl_ctl_forward_candidates - the jobs a peer site may take (federate.h):
  * [{id, cluster, waited_ms, target_ms}], pending jobs (not servers, not
  * of a gang, asking for no cluster, fetching no secrets) that waited at

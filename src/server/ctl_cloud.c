@@ -24,6 +24,56 @@
 #include "common/util.h"
 #include "server/ctl-internal.h"
 
+/* @fn on each document of @kind (id, parsed body), a page at a time. */
+static int each_doc(struct cnl_ctl *ctl, const char *kind,
+                    void (*fn)(struct cnl_ctl *, const char *, json_t *))
+{
+	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+	char last[CNL_STORE_DOC_ID_MAX] = "";
+	int nd, r;
+
+	do {
+		nd = 0;
+		if ((r = cnl_store_doc_list(ctl->store, kind, NULL,
+		                            last[0] ? last : NULL,
+		                            CNL_STORE_LIST_MAX, d, &nd)) < 0)
+			break;
+		for (int i = 0; i < nd; i++) {
+			json_t *o = json_loads(d[i].body, 0, NULL);
+
+			fn(ctl, d[i].id, o);
+			json_decref(o);
+		}
+		if (nd > 0)
+			snprintf(last, sizeof(last), "%s", d[nd - 1].id);
+		cnl_store_docs_done(d, nd);
+	} while (nd == CNL_STORE_LIST_MAX);
+	free(d);
+	return r;
+}
+
+static void pins_seen(struct cnl_ctl *ctl, const char *id, json_t *o)
+{
+	cnl_ctl_project_pins(ctl, id, json_object_get(o, "clusters"));
+}
+
+/* A quota document "<project>@<cluster>": a project's quota in a cluster
+ * (api_quota.c); the others are projects' and users' own. */
+static void quota_seen(struct cnl_ctl *ctl, const char *id, json_t *o)
+{
+	const char *at = strchr(id, '@');
+	char project[CNL_ID_MAX];
+
+	if (!at || (size_t)(at - id) >= sizeof(project) ||
+	    !json_is_number(json_object_get(o, "gpu_hours")))
+		return;
+	memcpy(project, id, (size_t)(at - id));
+	project[at - id] = 0;
+	cnl_ctl_cluster_quota(
+	    ctl, project, at + 1,
+	    json_number_value(json_object_get(o, "gpu_hours")));
+}
+
 int ctl_cloud_load(struct cnl_ctl *ctl)
 {
 	struct cnl_store_project *p = cnl_xcalloc(256, sizeof(*p));
@@ -33,38 +83,11 @@ int ctl_cloud_load(struct cnl_ctl *ctl)
 	ctl->cloud_nodes = json_object();
 	ctl->on_prem = json_object();
 	ctl->pins = json_object();
-	/* Pins, a page of documents at a time. */
-	{
-		struct cnl_store_doc *d =
-		    cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
-		char last[CNL_STORE_DOC_ID_MAX] = "";
-		int nd;
-
-		do {
-			nd = 0;
-			if ((r = cnl_store_doc_list(ctl->store, "project_pins",
-			                            NULL, last[0] ? last : NULL,
-			                            CNL_STORE_LIST_MAX, d,
-			                            &nd)) < 0)
-				break;
-			for (int i = 0; i < nd; i++) {
-				json_t *o = json_loads(d[i].body, 0, NULL);
-
-				cnl_ctl_project_pins(
-				    ctl, d[i].id,
-				    json_object_get(o, "clusters"));
-				json_decref(o);
-			}
-			if (nd > 0)
-				snprintf(last, sizeof(last), "%s",
-				         d[nd - 1].id);
-			cnl_store_docs_done(d, nd);
-		} while (nd == CNL_STORE_LIST_MAX);
-		free(d);
-		if (r < 0) {
-			free(p);
-			return r;
-		}
+	ctl->cl_quota = json_object();
+	if ((r = each_doc(ctl, "project_pins", pins_seen)) < 0 ||
+	    (r = each_doc(ctl, "quota", quota_seen)) < 0) {
+		free(p);
+		return r;
 	}
 	do {
 		n = 0;
@@ -184,6 +207,89 @@ bool cnl_ctl_project_pinned(struct cnl_ctl *ctl, const char *project_id,
 		if (strcmp(json_string_value(v), name) == 0)
 			return true;
 	return false;
+}
+
+/* ---- quotas per cluster ------------------------------------------------- */
+
+static void quota_key(const char *project_id, const char *cluster, char *buf,
+                      size_t len)
+{
+	snprintf(buf, len, "%s@%s", project_id, cluster);
+}
+
+void cnl_ctl_cluster_quota(struct cnl_ctl *ctl, const char *project_id,
+                           const char *cluster, double gpu_hours)
+{
+	char key[CNL_ID_MAX + CNL_NAME_MAX + 2];
+
+	quota_key(project_id, cluster, key, sizeof(key));
+	if (gpu_hours >= 0)
+		json_object_set_new(ctl->cl_quota, key, json_real(gpu_hours));
+	else
+		json_object_del(ctl->cl_quota, key);
+	ctl->dirty = true;
+}
+
+/* GPU-hours project @project_id used in @cluster. */
+static double used_in(struct cnl_ctl *ctl, const char *key)
+{
+	return ctl_usage_of(ctl, key)->block_ms / 100.0 / 3600000.0;
+}
+
+bool cnl_ctl_cluster_quota_spent(struct cnl_ctl *ctl, const char *project_id,
+                                 const char *cluster)
+{
+	char key[CNL_ID_MAX + CNL_NAME_MAX + 2];
+	const json_t *l;
+
+	quota_key(project_id, cluster, key, sizeof(key));
+	l = json_object_get(ctl->cl_quota, key);
+	return l && used_in(ctl, key) >= json_number_value(l);
+}
+
+json_t *cnl_ctl_cluster_quotas_json(struct cnl_ctl *ctl, const char *project_id)
+{
+	size_t n = strlen(project_id);
+	json_t *a = json_array(), *v;
+	const char *k;
+
+	json_object_foreach (ctl->cl_quota, k, v)
+		if (strncmp(k, project_id, n) == 0 && k[n] == '@')
+			json_array_append_new(
+			    a, json_pack("{s:s,s:f,s:f}", "cluster", k + n + 1,
+			                 "used", used_in(ctl, k), "limit",
+			                 json_number_value(v)));
+	return a;
+}
+
+void ctl_cluster_quota_charge(struct cnl_ctl *ctl, const struct wl *w,
+                              double block_ms)
+{
+	char key[CNL_ID_MAX + CNL_NAME_MAX + 2];
+	const struct cnl_node *n;
+	struct usage *u;
+
+	if (w->node < 0 || (size_t)w->node >= ctl->n_nodes)
+		return;
+	n = &ctl->cluster->nodes[w->node];
+	quota_key(w->project_id, n->cluster[0] ? n->cluster : "default", key,
+	          sizeof(key));
+	u = ctl_usage_of(ctl, key);
+	u->block_ms += block_ms;
+	u->dirty = true;
+}
+
+uint64_t ctl_quota_mask(struct cnl_ctl *ctl, const struct wl *w,
+                        const struct cnl_picks *p)
+{
+	uint64_t m = ~0ULL;
+
+	if (!json_object_size(ctl->cl_quota))
+		return m;
+	for (size_t k = 0; k < p->n && k < 64; k++)
+		if (cnl_ctl_cluster_quota_spent(ctl, w->project_id, p->name[k]))
+			m &= ~(1ULL << k);
+	return m;
 }
 
 uint64_t ctl_pinned_mask(const struct cnl_ctl *ctl, const struct wl *w,

@@ -547,7 +547,8 @@ static int pick_one(struct split *s, const struct cnl_job *j, struct wl *w)
 	/* On-prem-only work never goes where a cloud node is; a pinned
 	 * project's only to its clusters. */
 	uint64_t allowed = (ctl_on_prem_only(ctl, w) ? ~s->cloud : ~0ULL) &
-	                   ctl_pinned_mask(ctl, w, &s->p);
+	                   ctl_pinned_mask(ctl, w, &s->p) &
+	                   ctl_quota_mask(ctl, w, &s->p);
 
 	if (j->gang)
 		for (size_t g = 0; g < s->n_gang; g++)
@@ -759,8 +760,10 @@ int ctl_cycle_split(struct cnl_ctl *ctl, const struct cnl_job *jobs,
 			      (real < 0 ||
 			       strcmp(w->cl_want, s.p.name[real]) != 0)) ||
 			     (real >= 0 &&
-			      !cnl_ctl_project_pinned(ctl, w->project_id,
-			                              s.p.name[real])));
+			      (!cnl_ctl_project_pinned(ctl, w->project_id,
+			                               s.p.name[real]) ||
+			       cnl_ctl_cluster_quota_spent(ctl, w->project_id,
+			                                   s.p.name[real]))));
 		}
 		if (n_real <= 1 && !elsewhere) {
 			const struct ctl_cl *cl =

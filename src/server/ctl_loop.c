@@ -639,6 +639,7 @@ static void meter(struct cnl_ctl *ctl, int64_t now)
 		ctl_usage_of(ctl, w->user_id)->block_ms += b * dt;
 		ctl_usage_of(ctl, w->project_id)->dirty = true;
 		ctl_usage_of(ctl, w->user_id)->dirty = true;
+		ctl_cluster_quota_charge(ctl, w, b * dt);
 	}
 	for (size_t i = 0; i < ctl->n_usage; i++) {
 		struct usage *u = &ctl->usage[i];

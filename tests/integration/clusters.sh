@@ -291,6 +291,38 @@ out=$(adm project pin teamc --clusters nosuch 2>&1)
 [ $? = 2 ] && grep -q 'no cluster named "nosuch"' <<<"$out" &&
 	ok "a pin to no cluster is refused" || bad "pin nosuch: $out"
 
+# --- a project's quota in one cluster -------------------------------------------
+# Team A's work so far ran in east; a quota there smaller than that use is
+# spent: its work goes to west, and asking for east is refused.
+out=$(adm quota set --project teama --cluster east --gpu-hours 0.0001 2>&1) &&
+	grep -q 'GPU-hours in east:' <<<"$out" &&
+	adm quota show --project teama | grep -q 'GPU-hours in east:' &&
+	ok "quota set --cluster east: a project's GPU-hours in one cluster (quota show lists it)" ||
+	bad "cluster quota: $out $(adm quota show --project teama)"
+qa=$(submit teama --gpu any-10 hello.sh)
+wait_for 60 is_state "$qa" succeeded && case "$(node_of "$qa")" in "$run-w1" | "$run-w2") true ;; *) false ;; esac &&
+	ok "its quota in east spent: the project's work goes to west" || bad "qa on $(node_of "$qa")"
+out=$(ana run --project teama --gpu any-5 --cluster east hello.sh 2>&1)
+rc=$?
+[ $rc = 5 ] && grep -q 'GPU-hours quota in cluster east' <<<"$out" &&
+	ok "asking for east then: refused (exit 5), the cluster's quota named" || bad "east ask: rc $rc: $out"
+out=$(submit teamb --gpu any-10 --cluster east hello.sh) && wait_for 60 is_state "$out" succeeded &&
+	ok "another project's work in east is untouched" || bad "teamb east: $out"
+out=$(adm quota set --project teama --cluster nosuch --gpu-hours 1 2>&1)
+[ $? = 2 ] && grep -q 'no cluster named "nosuch"' <<<"$out" && ok "a quota in no cluster: refused" ||
+	bad "quota nosuch: $out"
+out=$(adm quota set --user ana --cluster east --gpu-hours 1 2>&1)
+[ $? = 2 ] && ok "a user's quota is not per cluster (usage)" || bad "user cluster quota: $out"
+out=$(ana quota set --project teama --cluster east --gpu-hours 100 2>&1)
+[ $? = 5 ] && ok "a member cannot set one (exit 5)" || bad "member quota: $out"
+adm quota set --project teama --cluster east --gpu-hours none >/dev/null &&
+	! adm quota show --project teama | grep -q 'GPU-hours in east' || bad "quota none"
+qa=$(submit teama --gpu any-10 hello.sh)
+wait_for 60 is_state "$qa" succeeded && case "$(node_of "$qa")" in "$run-e1" | "$run-e2") true ;; *) false ;; esac &&
+	ok "none removes it: east again" || bad "qa after none on $(node_of "$qa")"
+# Kept across the restart below: team B may use nothing in west.
+adm quota set --project teamb --cluster west --gpu-hours 0 >/dev/null || bad "teamb west quota"
+
 # --- refused -----------------------------------------------------------------
 tok=$(adm node join-token --node "$run-bad" -o json | jq -r .token)
 out=$(CNLAB_AGENT_TOKEN=$tok timeout 20 "$agent" --server "$base" --name "$run-bad" \
@@ -353,6 +385,9 @@ wait_for 60 is_state "$pc" succeeded || bad "pc: $(state "$pc")"
 adm project show teamc | grep -q '^Clusters:      west$' &&
 	case "$(node_of "$pc")" in "$run-w1" | "$run-w2") true ;; *) false ;; esac &&
 	ok "pins outlive a restart" || bad "pins after restart: $(adm project show teamc) $pc on $(node_of "$pc")"
+adm quota show --project teamb | grep -q 'GPU-hours in west:' &&
+	[ "$(ana run --project teamb --gpu any-5 --cluster west hello.sh >/dev/null 2>&1; echo $?)" = 5 ] &&
+	ok "a cluster's quota outlives a restart" || bad "quota after restart: $(adm quota show --project teamb)"
 adm project pin teamc --clusters "" >/dev/null && adm project show teamc | grep -q '^Clusters:      any$' &&
 	ok "--clusters \"\" unpins" || bad "unpin: $(adm project show teamc)"
 

@@ -25,6 +25,21 @@ static void quota_line(const char *label, const json_t *q, bool pct)
 	printf("  %-18s %s\n", label, buf);
 }
 
+/* A project's quotas per cluster ("clusters": [{cluster, gpu_hours}]). */
+static void cluster_lines(const json_t *o)
+{
+	const json_t *it;
+	size_t i;
+
+	json_array_foreach (json_object_get(o, "clusters"), i, it) {
+		char label[64];
+
+		snprintf(label, sizeof(label), "GPU-hours in %.31s:",
+		         cnl_cli_str(it, "cluster", "?"));
+		quota_line(label, json_object_get(it, "gpu_hours"), true);
+	}
+}
+
 static void quota_block(const json_t *o)
 {
 	quota_line("GPU-hours used:", json_object_get(o, "gpu_hours"), true);
@@ -32,6 +47,7 @@ static void quota_block(const json_t *o)
 	           true);
 	quota_line("Concurrent srvs:", json_object_get(o, "concurrent_servers"),
 	           false);
+	cluster_lines(o);
 }
 
 int cnl_cli_cmd_quota_show(struct cnl_cli *cli)
@@ -96,6 +112,7 @@ int cnl_cli_cmd_quota_set(struct cnl_cli *cli)
 	           {"storage-gb-days", "storage_gb_days", false},
 	           {"concurrent-servers", "concurrent_servers", true}};
 	const char *user = cnl_cli_flag(cli, "user");
+	const char *cluster = cnl_cli_flag(cli, "cluster");
 	const char *project = cli->project_flag;
 	_cleanup_free_ char *path = NULL, *e = NULL;
 	char what[160];
@@ -118,6 +135,17 @@ int cnl_cli_cmd_quota_set(struct cnl_cli *cli)
 		}
 		json_object_set_new(body, lim[i].field, v);
 	}
+	if (cluster) {
+		if (user || json_object_size(body) != 1 ||
+		    !json_object_get(body, "gpu_hours")) {
+			json_decref(body);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "--cluster: a project's --gpu-hours "
+			    "in that cluster only");
+		}
+		json_object_set_new(body, "cluster", json_string(cluster));
+	}
 	if (!json_object_size(body)) {
 		json_decref(body);
 		return cnl_cli_fail(
@@ -138,7 +166,10 @@ int cnl_cli_cmd_quota_set(struct cnl_cli *cli)
 	} else {
 		printf("%s: %s\n", user ? "User" : "Project",
 		       user ? user : project);
-		quota_block(o);
+		if (cluster)
+			cluster_lines(o);
+		else
+			quota_block(o);
 	}
 	json_decref(o);
 	return 0;
