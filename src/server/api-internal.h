@@ -817,16 +817,6 @@ void cnl_api_h_peers_list(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp);
 void cnl_api_h_peer_remove(void *call, struct cnl_http_request *req,
                            struct cnl_http_response *resp);
-/*
- * cnl_api_peer_open - peer @name as configured (federate.h): its URL into
- * @url, the file holding its CA into @cafile ("" for the system's: written
- * under the files folder, 0600), its token opened with the secrets key
- * into *@ret_token (malloc'd: wipe and free it).  0, or -errno with the
- * reason in @err (a token that does not open for its URL and CA: -EACCES).
- */
-int cnl_api_peer_open(struct cnl_api *api, const char *name, char *url,
-                      size_t url_len, char *cafile, size_t ca_len,
-                      char **ret_token, char *err, size_t errlen);
 
 /* api_ops.c */
 void cnl_api_h_healthz(void *call, struct cnl_http_request *req,

@@ -1634,7 +1634,7 @@ int cnl_api_start(struct cnl_api *api, const struct cnl_api_listen *l,
 	/* The jobs forwarded to peers before (federate.h). */
 	if (l->run_loop && api->ctl && !api->federate) {
 		pthread_mutex_lock(&api->mu);
-		r = cnl_federate_new(api, &api->federate);
+		r = cnl_federate_new(api, cnl_api_events_note, &api->federate);
 		pthread_mutex_unlock(&api->mu);
 		if (r < 0) {
 			snprintf(err, errlen,

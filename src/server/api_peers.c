@@ -27,16 +27,12 @@
  * "project"}.  No reply carries a token but the grant's own.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cnlab/errors.h"
-#include "common/fs.h"
 #include "common/id.h"
 #include "common/util.h"
 #include "server/api-internal.h"
@@ -404,103 +400,4 @@ void cnl_api_h_peer_remove(void *call, struct cnl_http_request *req,
 		return;
 	}
 	cnl_http_reply(resp, 200, json_pack("{s:s}", "removed", name));
-}
-
-/* @path holds @text, mode 0600, replaced whole (a new file renamed). */
-static int write_private(const char *path, const char *text)
-{
-	char tmp[4200];
-	int fd, r = 0;
-
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	          0600);
-	if (fd < 0)
-		return -errno;
-	if (cnl_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
-		r = -EIO;
-	close(fd);
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0)
-		unlink(tmp);
-	return r;
-}
-
-int cnl_api_peer_open(struct cnl_api *api, const char *name, char *url,
-                      size_t url_len, char *cafile, size_t ca_len,
-                      char **ret_token, char *err, size_t errlen)
-{
-	json_t *o = NULL, *pl = NULL;
-	const char *ca;
-	char place[96];
-	uint8_t *plain = NULL;
-	size_t n = 0;
-	int r;
-
-	*ret_token = NULL;
-	cafile[0] = 0;
-	if ((r = cnl_api_doc_json(api->store, "peer", name, &o)) < 0) {
-		cnl_seterr(err, errlen, "peer %s: %s", name, cnl_strerror(r));
-		return r;
-	}
-	snprintf(place, sizeof(place), "peer/%s", name);
-	ca = json_string_value(json_object_get(o, "ca"));
-	if (!api->have_secrets_key ||
-	    !json_string_value(json_object_get(o, "token_sealed")) ||
-	    cnl_secret_open(
-	        api->secrets_key, place,
-	        json_string_value(json_object_get(o, "token_sealed")), &plain,
-	        &n) < 0 ||
-	    !(pl = json_loadb((const char *)plain, n, 0, NULL)) ||
-	    !json_equal(json_object_get(o, "url"),
-	                json_object_get(pl, "url")) ||
-	    strcmp(ca ? ca : "",
-	           json_string_value(json_object_get(pl, "ca")) ?: "") != 0) {
-		cnl_seterr(err, errlen,
-		           "peer %s: its token does not open with this "
-		           "platform's secrets key for its URL and CA (add "
-		           "the peer again)",
-		           name);
-		r = -EACCES;
-		goto out;
-	}
-	snprintf(url, url_len, "%s",
-	         json_string_value(json_object_get(o, "url")));
-	if (ca) {
-		/* The client reads a CA from a file: one of ours, private. */
-		char dir[4096];
-
-		if (!api->files_dir) {
-			cnl_seterr(err, errlen,
-			           "peer %s: no files folder to keep its CA in",
-			           name);
-			r = -CNL_ECONFIG;
-			goto out;
-		}
-		snprintf(dir, sizeof(dir), "%s/.peer-ca", api->files_dir);
-		if ((mkdir(api->files_dir, 0700) < 0 && errno != EEXIST) ||
-		    (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
-		    (size_t)snprintf(cafile, ca_len, "%s/%s.pem", dir, name) >=
-		        ca_len ||
-		    write_private(cafile, ca) < 0) {
-			cnl_seterr(err, errlen, "peer %s: cannot keep its CA",
-			           name);
-			cafile[0] = 0;
-			r = -EIO;
-			goto out;
-		}
-	}
-	*ret_token =
-	    cnl_xstrdup(json_string_value(json_object_get(pl, "token")));
-	r = 0;
-out:
-	if (plain) {
-		explicit_bzero(plain, n);
-		free(plain);
-	}
-	json_decref(pl);
-	json_decref(o);
-	return r;
 }

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "cnlab/errors.h"
+#include "common/fs.h"
 #include "common/id.h"
 #include "common/log.h"
 #include "common/time.h"
@@ -39,6 +40,7 @@
 #include "net/error.h"
 #include "server/api-internal.h"
 #include "server/federate.h"
+#include "server/secrets.h"
 
 #define KIND            "forward"
 #define TICK_MS         1000
@@ -98,6 +100,7 @@ struct fwd {
 
 struct cnl_federate {
 	struct cnl_api *api;
+	void (*note)(struct cnl_api *api, const char *job);
 	pthread_t th;
 	bool started;
 	atomic_bool stop;
@@ -227,7 +230,9 @@ static void compact(struct cnl_federate *f)
 	f->n = k;
 }
 
-int cnl_federate_new(struct cnl_api *api, struct cnl_federate **ret)
+int cnl_federate_new(struct cnl_api *api,
+                     void (*note)(struct cnl_api *api, const char *job),
+                     struct cnl_federate **ret)
 {
 	struct cnl_federate *f = cnl_xcalloc(1, sizeof(*f));
 	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
@@ -235,6 +240,7 @@ int cnl_federate_new(struct cnl_api *api, struct cnl_federate **ret)
 	int n = 0, r;
 
 	f->api = api;
+	f->note = note;
 	f->retry = json_object();
 	cnl_id_gen_init_random(&f->ids);
 	do {
@@ -294,6 +300,112 @@ int cnl_federate_new(struct cnl_api *api, struct cnl_federate **ret)
 
 /* ---- peers --------------------------------------------------------------- */
 
+/* @path holds @text, mode 0600, replaced whole (a new file renamed). */
+static int write_private(const char *path, const char *text)
+{
+	char tmp[4200];
+	int fd, r = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+	          0600);
+	if (fd < 0)
+		return -errno;
+	if (cnl_write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0)
+		r = -EIO;
+	close(fd);
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
+	return r;
+}
+
+/*
+ * Peer @name as configured: its URL into @url, the file holding its CA into
+ * @cafile ("" for the system's: written under the files folder, 0600), its
+ * token opened with the secrets key into *@ret_token (malloc'd: wipe and
+ * free it).  0, or -errno with the reason in @err (a token that does not
+ * open for its URL and CA: -EACCES).
+ */
+static int peer_open(struct cnl_api *api, const char *name, char *url,
+                     size_t url_len, char *cafile, size_t ca_len,
+                     char **ret_token, char *err, size_t errlen)
+{
+	json_t *o = NULL, *pl = NULL;
+	const char *ca;
+	char place[96];
+	uint8_t *plain = NULL;
+	size_t n = 0;
+	int r;
+
+	*ret_token = NULL;
+	cafile[0] = 0;
+	if ((r = cnl_api_doc_json(api->store, "peer", name, &o)) < 0) {
+		cnl_seterr(err, errlen, "peer %s: %s", name, cnl_strerror(r));
+		return r;
+	}
+	snprintf(place, sizeof(place), "peer/%s", name);
+	ca = json_string_value(json_object_get(o, "ca"));
+	if (!api->have_secrets_key ||
+	    !json_string_value(json_object_get(o, "token_sealed")) ||
+	    cnl_secret_open(
+	        api->secrets_key, place,
+	        json_string_value(json_object_get(o, "token_sealed")), &plain,
+	        &n) < 0 ||
+	    !(pl = json_loadb((const char *)plain, n, 0, NULL)) ||
+	    !json_equal(json_object_get(o, "url"),
+	                json_object_get(pl, "url")) ||
+	    strcmp(ca ? ca : "",
+	           json_string_value(json_object_get(pl, "ca")) ?: "") != 0) {
+		cnl_seterr(err, errlen,
+		           "peer %s: its token does not open with this "
+		           "platform's secrets key for its URL and CA (add "
+		           "the peer again)",
+		           name);
+		r = -EACCES;
+		goto out;
+	}
+	snprintf(url, url_len, "%s",
+	         json_string_value(json_object_get(o, "url")));
+	if (ca) {
+		/* The client reads a CA from a file: one of ours, private. */
+		char dir[4096];
+
+		if (!api->files_dir) {
+			cnl_seterr(err, errlen,
+			           "peer %s: no files folder to keep its CA in",
+			           name);
+			r = -CNL_ECONFIG;
+			goto out;
+		}
+		snprintf(dir, sizeof(dir), "%s/.peer-ca", api->files_dir);
+		if ((mkdir(api->files_dir, 0700) < 0 && errno != EEXIST) ||
+		    (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+		    (size_t)snprintf(cafile, ca_len, "%s/%s.pem", dir, name) >=
+		        ca_len ||
+		    write_private(cafile, ca) < 0) {
+			cnl_seterr(err, errlen, "peer %s: cannot keep its CA",
+			           name);
+			cafile[0] = 0;
+			r = -EIO;
+			goto out;
+		}
+	}
+	*ret_token =
+	    cnl_xstrdup(json_string_value(json_object_get(pl, "token")));
+	r = 0;
+out:
+	if (plain) {
+		explicit_bzero(plain, n);
+		free(plain);
+	}
+	json_decref(pl);
+	json_decref(o);
+	return r;
+}
+
 static void peer_close(struct peer *p)
 {
 	cnl_client_free(p->cl);
@@ -342,9 +454,9 @@ static void peers_refresh(struct cnl_federate *f)
 			continue;
 		peer_close(p);
 		p->doc_ms = d[i].updated_ms;
-		if (cnl_api_peer_open(f->api, d[i].id, p->url, sizeof(p->url),
-		                      p->cafile, sizeof(p->cafile), &p->token,
-		                      err, sizeof(err)) < 0) {
+		if (peer_open(f->api, d[i].id, p->url, sizeof(p->url),
+		              p->cafile, sizeof(p->cafile), &p->token, err,
+		              sizeof(err)) < 0) {
 			copy(p->error, sizeof(p->error), err);
 			continue;
 		}
@@ -431,7 +543,7 @@ static void job_note(struct cnl_federate *f, const struct fwd *w,
 	if (r < 0)
 		cnl_log(CNL_LOG_ERROR, "cannot update a forwarded job",
 		        "job=%s err=%s", w->job, cnl_errname(r));
-	cnl_api_events_note(f->api, w->job);
+	f->note(f->api, w->job);
 }
 
 /* Job @w goes back to the local queue, its run record as it was. */
@@ -450,7 +562,7 @@ static void put_back(struct cnl_federate *f, struct fwd *w, int64_t now,
 	    cnl_store_job_get(f->api->store, w->job, &j) == 0)
 		cnl_ctl_job_added(f->api->ctl, &j);
 	cnl_ctl_kick(f->api->ctl);
-	cnl_api_events_note(f->api, w->job);
+	f->note(f->api, w->job);
 	json_object_set_new(f->retry, w->job, json_integer(now + RETRY_MS));
 	f->refused++;
 	audit(f, "job.forward_refused", w->job, now, "peer %s: %s%s", w->peer,
@@ -989,7 +1101,7 @@ static void copy_logs(struct cnl_federate *f, struct fwd *w, int64_t now)
 		     json_string_value(json_object_get(it, "id")));
 	}
 	if (json_array_size(w->got_logs))
-		cnl_api_events_note(f->api, w->job);
+		f->note(f->api, w->job);
 }
 
 static void settle_sending(struct cnl_federate *f, struct fwd *w, int64_t now)

@@ -47,8 +47,11 @@ struct cnl_api;
 struct cnl_federate;
 
 /* cnl_federate_new - the forwards recorded before; with the API's lock
- * held.  0 or -errno. */
-int cnl_federate_new(struct cnl_api *api, struct cnl_federate **ret);
+ * held.  @note is called (lock held) when a job's state, run record or
+ * output changed (its event streams wake: api_events.c).  0 or -errno. */
+int cnl_federate_new(struct cnl_api *api,
+                     void (*note)(struct cnl_api *api, const char *job),
+                     struct cnl_federate **ret);
 int cnl_federate_start(struct cnl_federate *f);
 void cnl_federate_stop(struct cnl_federate *f); /* WITHOUT the lock */
 void cnl_federate_free(struct cnl_federate *f);
