@@ -565,8 +565,9 @@ static void put_back(struct cnl_federate *f, struct fwd *w, int64_t now,
 	f->note(f->api, w->job);
 	json_object_set_new(f->retry, w->job, json_integer(now + RETRY_MS));
 	f->refused++;
-	audit(f, "job.forward_refused", w->job, now, "peer %s: %s%s", w->peer,
-	      why, w->cancel ? "; cancelled here" : "; back in the queue here");
+	audit(f, "sched.federation", w->job, now, "refused by peer %s: %s%s",
+	      w->peer, why,
+	      w->cancel ? "; cancelled here" : "; back in the queue here");
 	w->st = F_ENDED;
 	save(f, w, now);
 }
@@ -1128,8 +1129,9 @@ static void settle_sending(struct cnl_federate *f, struct fwd *w, int64_t now)
 		                                                 : "pending",
 		         0, msg, now);
 		f->sent++;
-		audit(f, "job.forward", w->job, now,
-		      "to peer %s as job %s: waited %lld s here, past its "
+		audit(f, "sched.federation", w->job, now,
+		      "forwarded to peer %s as job %s: waited %lld s here, "
+		      "past its "
 		      "cluster's wait target, with no start here in sight",
 		      w->peer, w->remote, (long long)(w->waited_ms / 1000));
 		return;
@@ -1180,7 +1182,7 @@ static void settle_sent(struct cnl_federate *f, struct fwd *w, int64_t now)
 		w->st = F_ENDED;
 		save(f, w, now);
 		f->ended++;
-		audit(f, "job.forward_end", w->job, now, "%s", msg);
+		audit(f, "sched.federation", w->job, now, "ended: %s", msg);
 		return;
 	}
 	peer_ok(w->p, now);
@@ -1202,8 +1204,8 @@ static void settle_sent(struct cnl_federate *f, struct fwd *w, int64_t now)
 		w->st = F_ENDED;
 		save(f, w, now);
 		f->ended++;
-		audit(f, "job.forward_end", w->job, now,
-		      "%s at peer %s as job %s (exit %d)", w->got_state,
+		audit(f, "sched.federation", w->job, now,
+		      "ended %s at peer %s as job %s (exit %d)", w->got_state,
 		      w->peer, w->remote, w->got_exit);
 		return;
 	}

@@ -30,8 +30,9 @@
  * not have, a revoked token) gives it back to the local queue, audited,
  * where it is not offered to a peer again for a minute.
  *
- * Audit here: job.forward (where, why), job.forward_refused,
- * job.forward_end (the state it ended in there).  The peer's own audit
+ * Audit here, as the scheduler's stage "federation" (sched.federation: cnlab
+ * jobs explain lists it): forwarded (where, why), refused by the peer, ended
+ * there (in which state).  The peer's own audit
  * names its service user.
  */
 #ifndef CNL_SERVER_FEDERATE_H

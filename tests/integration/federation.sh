@@ -8,11 +8,11 @@
 #   - a job that waits at A past its cluster's wait target goes to B: the
 #     user's own `cnlab run` follows it to the end there (its output, its
 #     exit code), jobs show says where it ran, its input travelled, and
-#     both audits say so (A: job.forward; B: the job made by peer-site-a);
+#     both audits say so (A: sched.federation, in jobs explain; B: the job made by peer-site-a);
 #   - a cancel at A cancels the job at B;
 #   - work of an on-prem-only project never leaves;
 #   - B's quota holds for what A sends: beyond it B refuses, and the job
-#     goes back to A's queue and runs there (audited job.forward_refused);
+#     goes back to A's queue and runs there (audited, explained);
 #   - the peer's token acts in its project only, and once B revokes the
 #     grant it acts nowhere: A's forwarding is refused and its work stays.
 # Waits poll with generous bounds so a hang fails instead of blocking; no
@@ -193,9 +193,12 @@ adm_b jobs show "$rj" -o json >"$tmp/rj.json" 2>&1
 	ok "B ran it as its own job $rj (in project partners)" || bad "B's job: $(cat "$tmp/rj.json")"
 audit_a() { adm_a audit --limit 1000 -o json 2>/dev/null | jq -r '.items[] | .action + " " + .target + " " + .result'; }
 audit_b() { adm_b audit --limit 1000 -o json 2>/dev/null | jq -r '.items[] | .actor + " " + .action + " " + .target'; }
-audit_a | grep -q "^job.forward $j to peer site-b as job $rj" &&
-	audit_a | grep -q "^job.forward_end $j failed at peer site-b" &&
-	ok "A's audit: job.forward (where, why) and job.forward_end" || bad "audit A: $(audit_a | tail -5)"
+audit_a | grep -q "^sched.federation $j forwarded to peer site-b as job $rj: waited" &&
+	audit_a | grep -q "^sched.federation $j ended failed at peer site-b" &&
+	ok "A's audit: the forward (where, why) and its end" || bad "audit A: $(audit_a | tail -5)"
+ana jobs explain "$j" | grep -q "federation .*forwarded to peer site-b as job $rj" &&
+	ok "jobs explain at A shows the forward among the scheduler's decisions" ||
+	bad "explain: $(ana jobs explain "$j")"
 uid=$(adm_b user list -o json | jq -r '.items[] | select(.name == "peer-site-a") | .id')
 audit_b | grep -q "^$uid job.create $rj" && ok "B's audit: the job made by the peer's service user" ||
 	bad "audit B: $(audit_b | grep job.create)"
@@ -233,13 +236,13 @@ adm_a project create secretlab >/dev/null && adm_a project member add secretlab 
 	adm_a project mark secretlab --on-prem-only >/dev/null || bad "secretlab"
 s=$(ana run hello.sh --project secretlab --gpu h100-100 --detach 2>/dev/null)
 sleep 8 # four wait targets
-is_state "$s" pending && [ -z "$(remote_of "$s")" ] && ! audit_a | grep -q "^job.forward $s" &&
+is_state "$s" pending && [ -z "$(remote_of "$s")" ] && ! audit_a | grep -q "^sched.federation $s" &&
 	ok "an on-prem-only project's job waits at A, never forwarded" || bad "on-prem: $(ana jobs show "$s")"
 
 # --- B's quota holds for what A sends ----------------------------------------
 adm_b quota set --project partners --gpu-hours 0 >/dev/null || bad "quota at B"
 q=$(ana run hello.sh --gpu h100-100 --detach 2>/dev/null)
-refused() { audit_a | grep -q "^job.forward_refused $q peer site-b: .*GPU-hours"; }
+refused() { audit_a | grep -q "^sched.federation $q refused by peer site-b: .*GPU-hours"; }
 wait_for 60 refused && is_state "$q" pending && [ -z "$(remote_of "$q")" ] &&
 	ok "beyond B's quota: B refuses, the job is back in A's queue (audited, the limit named)" ||
 	bad "quota: $(audit_a | grep "$q" | tail -3) $(ana jobs show "$q") $(adm_a peer list -o json)"
@@ -257,7 +260,7 @@ adm_b quota set --project partners --gpu-hours none >/dev/null || bad "quota non
 h2=$(ana run hold.sh go-h2 --gpu h100-100 --detach 2>/dev/null)
 wait_for 60 is_state "$h2" running || bad "h2"
 r=$(ana run hello.sh --gpu h100-100 --detach 2>/dev/null)
-rev() { audit_a | grep -q "^job.forward_refused $r peer site-b"; }
+rev() { audit_a | grep -q "^sched.federation $r refused by peer site-b"; }
 wait_for 60 rev && is_state "$r" pending && [ -z "$(remote_of "$r")" ] &&
 	ok "after the revoke: A's forward is refused, the job stays at A" || bad "after revoke: $(audit_a | tail -3)"
 adm_a peer list -o json | jq -e '.items[] | select(.name == "site-b") | .error | test("401")' >/dev/null &&
