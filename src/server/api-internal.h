@@ -452,6 +452,9 @@ int cnl_api_role_rank(const char *role);
 void cnl_api_bad(struct cnl_http_response *resp, const char *err);
 int cnl_api_doc_json(struct cnl_store *s, const char *kind, const char *id,
                      json_t **ret);
+/* Whether @s is 1..@max printable ASCII characters, no spaces (a key, a
+ * token). */
+bool cnl_api_printable(const char *s, size_t max);
 int cnl_api_doc_save(struct call *c, const char *kind, const char *id,
                      const char *parent, const char *name, json_t *o,
                      bool create);

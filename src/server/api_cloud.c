@@ -269,19 +269,6 @@ static bool aws_key_id(const char *s)
 	return true;
 }
 
-/* A secret or token: printable ASCII without spaces, 1..@max bytes. */
-static bool printable(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > max)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (s[i] <= ' ' || s[i] > '~')
-			return false;
-	return true;
-}
-
 /*
  * The "credentials" of a new account @id into @o (access_key_id,
  * credentials_sealed, key_id): 0, or -1 with the answer in @resp.
@@ -329,13 +316,13 @@ static int seal_credentials(struct call *c, const char *provider,
 		                  "access key id (16..128 of A-Z, 0-9)");
 		return -1;
 	}
-	if (!secret || !printable(secret, 256)) {
+	if (!secret || !cnl_api_printable(secret, 256)) {
 		cnl_api_bad(resp, "field \"credentials.secret_access_key\": "
 		                  "required, 1..256 printable characters");
 		return -1;
 	}
 	if (json_object_get(cr, "session_token") &&
-	    (!token || !printable(token, 4096))) {
+	    (!token || !cnl_api_printable(token, 4096))) {
 		cnl_api_bad(resp, "field \"credentials.session_token\": "
 		                  "1..4096 printable characters");
 		return -1;

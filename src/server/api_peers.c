@@ -248,18 +248,6 @@ static bool url_ok(const char *url)
 	return false;
 }
 
-static bool printable(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > max)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (s[i] <= ' ' || s[i] > '~')
-			return false;
-	return true;
-}
-
 static char *sealed_plain(const char *token, const char *url, const char *ca)
 {
 	json_t *v = json_pack("{s:s,s:s,s:s}", "token", token, "url", url, "ca",
@@ -298,7 +286,7 @@ void cnl_api_h_peer_add(void *call, struct cnl_http_request *req,
 		            "network in clear)");
 		goto out;
 	}
-	if (!printable(token, PEER_TOKEN_MAX)) {
+	if (!cnl_api_printable(token, PEER_TOKEN_MAX)) {
 		cnl_api_bad(resp, "field \"token\": the token the peer's grant "
 		                  "gave (printable, no spaces)");
 		goto out;

@@ -510,3 +510,15 @@ int cnl_api_role_rank(const char *role)
 		return 3;
 	return 0;
 }
+
+bool cnl_api_printable(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] <= ' ' || s[i] > '~')
+			return false;
+	return true;
+}
