@@ -186,6 +186,14 @@ void cnl_api_h_tokens_create(void *call, struct cnl_http_request *req,
 
 	if (!(body = cnl_api_parse_body(req, resp, fields)))
 		return;
+	/* A peer site's service user (api_peers.c) has the one token its
+	 * grant made, which a revoke ends: it makes no others. */
+	if (strncmp(c->user.name, "peer-", 5) == 0 &&
+	    !c->user.password_hash[0]) {
+		cnl_http_error(resp, 403, "forbidden",
+		               "a peer site's service user makes no tokens");
+		goto out;
+	}
 	if (!(name = cnl_api_get_name(body, "name", resp)))
 		goto out;
 	if (cnl_json_get_int(body, "expires_in_days", false, 0, 3650, &days,

@@ -11,14 +11,13 @@
  *          token deleted, the membership removed, the peer's work here
  *          cancelled
  *   POST   /v1/peers {"name", "url", "token", "ca"}  a peer this site
- *          forwards work to: its URL (https, or http on the loopback
- *          only: the token must not cross a network in clear), the PEM
- *          CA its certificate must chain to (absent: the system's), and
- *          the token its grant gave, sealed with the platform's secrets
- *          key (bound to the URL and CA: a row pointed elsewhere by
- *          someone without the key does not open)
- *   GET    /v1/peers                              the peers, with the
- *          jobs forwarded there, the last answer and the last error
+ *          forwards work to (201; 200 replacing one of that name, whose
+ *          forwarded jobs carry on with it): its URL (https, or http on the
+ * loopback only: the token must not cross a network in clear), the PEM CA its
+ * certificate must chain to (absent: the system's), and the token its grant
+ * gave, sealed with the platform's secrets key (bound to the URL and CA: a row
+ * pointed elsewhere by someone without the key does not open) GET    /v1/peers
+ * the peers, with the jobs forwarded there, the last answer and the last error
  *   DELETE /v1/peers/{peer}                       refused (409) while jobs
  *          forwarded there have not ended
  *
@@ -49,6 +48,36 @@ static void user_name(const char *peer, char *out, size_t len)
 }
 
 /* ---- this site's grants to peers ----------------------------------------- */
+
+/* Delete every token and membership of user @uid: 0 or a store error. */
+static int purge_user(struct call *c, const char *uid)
+{
+	struct cnl_store_doc *d = cnl_xcalloc(64, sizeof(*d));
+	struct cnl_store_membership *m = cnl_xcalloc(64, sizeof(*m));
+	int n, r;
+
+	do { /* the list's first page again, until none is left */
+		n = 0;
+		r = cnl_store_doc_list(c->api->store, "token", uid, NULL, 64, d,
+		                       &n);
+		for (int i = 0; r == 0 && i < n; i++)
+			r = cnl_store_doc_delete(c->api->store, "token",
+			                         d[i].id);
+		for (int i = 0; i < n; i++)
+			cnl_store_doc_done(&d[i]);
+	} while (r == 0 && n > 0);
+	do {
+		n = 0;
+		r = cnl_store_membership_list(c->api->store, uid, NULL, 64, m,
+		                              &n);
+		for (int i = 0; r == 0 && i < n; i++)
+			r = cnl_store_membership_delete(c->api->store, uid,
+			                                m[i].project_id);
+	} while (r == 0 && n > 0);
+	free(d);
+	free(m);
+	return r;
+}
 
 void cnl_api_h_peer_grant(void *call, struct cnl_http_request *req,
                           struct cnl_http_response *resp)
@@ -99,7 +128,11 @@ void cnl_api_h_peer_grant(void *call, struct cnl_http_request *req,
 		               uname);
 		goto out;
 	}
-	if (r == -CNL_ENOTFOUND) {
+	/* A service user from an earlier grant starts afresh: nothing it
+	 * held then (a token, a membership) comes back with this one. */
+	if (r == 0)
+		r = purge_user(c, u.id);
+	else if (r == -CNL_ENOTFOUND) {
 		cnl_id_gen_init_random(&ids);
 		memset(&u, 0, sizeof(u));
 		r = cnl_id_new(&ids, "usr", c->now_ms, u.id, sizeof(u.id));
@@ -184,10 +217,9 @@ void cnl_api_h_peer_revoke(void *call, struct cnl_http_request *req,
 {
 	struct call *c = call;
 	const char *name = cnl_http_param(req, "peer");
-	struct cnl_store_doc *d = cnl_xcalloc(64, sizeof(*d));
 	const char *uid, *pid;
 	json_t *g = NULL;
-	int r, n = 0, cancelled = 0;
+	int r, cancelled = 0;
 
 	snprintf(c->target, sizeof(c->target), "peer:%s", name);
 	if ((r = cnl_api_doc_json(c->api->store, "peer_grant", name, &g)) < 0) {
@@ -200,17 +232,9 @@ void cnl_api_h_peer_revoke(void *call, struct cnl_http_request *req,
 		cnl_http_error(resp, 500, "internal", "a broken peer grant");
 		goto out;
 	}
-	/* Its tokens (all of them: the peer's user has no other use). */
-	r = cnl_store_doc_list(c->api->store, "token", uid, NULL, 64, d, &n);
-	for (int i = 0; r == 0 && i < n; i++)
-		r = cnl_store_doc_delete(c->api->store, "token", d[i].id);
-	for (int i = 0; i < n; i++)
-		cnl_store_doc_done(&d[i]);
-	if (r == 0) {
-		r = cnl_store_membership_delete(c->api->store, uid, pid);
-		if (r == -CNL_ENOTFOUND)
-			r = 0;
-	}
+	/* Its tokens and memberships, all of them: the peer's user has no
+	 * other use. */
+	r = purge_user(c, uid);
 	if (r == 0)
 		r = cancel_jobs_of(c, uid, pid, &cancelled);
 	if (r == 0)
@@ -225,7 +249,6 @@ void cnl_api_h_peer_revoke(void *call, struct cnl_http_request *req,
 	    json_pack("{s:s,s:i}", "revoked", name, "cancelled", cancelled));
 out:
 	json_decref(g);
-	free(d);
 }
 
 /* ---- the peers this site forwards to ------------------------------------- */
@@ -267,6 +290,7 @@ void cnl_api_h_peer_add(void *call, struct cnl_http_request *req,
 	struct cnl_store_doc d = {0};
 	const char *name, *url, *token, *ca = NULL;
 	char place[96], kid[CNL_SECRET_KEY_ID], *sealed = NULL, *plain;
+	bool replaced = false;
 	json_t *body, *o;
 	int r;
 
@@ -311,12 +335,11 @@ void cnl_api_h_peer_add(void *call, struct cnl_http_request *req,
 		               "cnlabd's configuration");
 		goto out;
 	}
+	/* Adding a peer again replaces it (a new token, URL or CA, or a
+	 * secrets key changed): its forwarded jobs carry on with it. */
 	if (cnl_store_doc_get(c->api->store, "peer", name, &d) == 0) {
 		cnl_store_doc_done(&d);
-		cnl_http_error(resp, 409, "conflict",
-		               "peer %s exists (cnlab peer remove %s first)",
-		               name, name);
-		goto out;
+		replaced = true;
 	}
 	plain = sealed_plain(token, url, ca);
 	snprintf(place, sizeof(place), "peer/%s", name);
@@ -337,15 +360,15 @@ void cnl_api_h_peer_add(void *call, struct cnl_http_request *req,
 	o = json_pack("{s:s,s:s?,s:s,s:s}", "url", url, "ca", ca,
 	              "token_sealed", sealed, "key_id", kid);
 	free(sealed);
-	r = cnl_api_doc_save(c, "peer", name, "", "", o, true);
+	r = cnl_api_doc_save(c, "peer", name, "", "", o, !replaced);
 	json_decref(o);
 	if (r < 0) {
 		cnl_api_store_error(c, resp, r, "peer");
 		goto out;
 	}
-	cnl_http_reply(resp, 201,
-	               json_pack("{s:s,s:s,s:b}", "name", name, "url", url,
-	                         "ca", ca != NULL));
+	cnl_http_reply(resp, replaced ? 200 : 201,
+	               json_pack("{s:s,s:s,s:b,s:b}", "name", name, "url", url,
+	                         "ca", ca != NULL, "replaced", replaced));
 out:
 	json_decref(body);
 }

@@ -272,6 +272,14 @@ static void place_home(struct cnl_ctl *ctl, int64_t now)
 		    (size_t)w->home >= ctl->n_nodes ||
 		    ctl->nodes[w->home].state != N_UP)
 			continue;
+		/* Not where its project's quota is spent (ctl_cloud.c): the
+		 * pick sends it elsewhere. */
+		if (cnl_ctl_cluster_quota_spent(
+		        ctl, w->project_id,
+		        ctl->cluster->nodes[w->home].cluster[0]
+		            ? ctl->cluster->nodes[w->home].cluster
+		            : "default"))
+			continue;
 		if (cnl_alloc_prepare(ctl->cluster, &w->j.req, &p) < 0 ||
 		    cnl_alloc_plan_node(ctl->cluster, &p, (uint32_t)w->home,
 		                        &pl) < 0 ||

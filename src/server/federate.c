@@ -15,7 +15,7 @@
  * A peer's refusal (4xx) puts the job back in the local queue with its run
  * record as it was.  A submission that could not be sent at all goes back
  * at once; one sent whose answer never came is sent again until a reply
- * comes, or goes back after SEND_GIVE_UP_MS.
+ * comes (never taken back without one: it may exist there).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,18 +42,20 @@
 #include "server/federate.h"
 #include "server/secrets.h"
 
-#define KIND            "forward"
-#define TICK_MS         1000
-#define PER_TICK        2 /* new forwards a tick */
-#define SENDING_MAX     4 /* forwards being sent at once */
-#define PEERS_MAX       16
-#define SOON_MS         60000 /* a local start this near: kept here */
-#define RETRY_MS        60000 /* a refused job, before it is offered again */
-#define SEND_GIVE_UP_MS (5 * 60 * 1000)
-#define LOST_MS         (2 * 60 * 1000)  /* the peer denies it this long */
-#define LOG_PAGES       8                /* pages of output a tick */
-#define CHUNK_MAX       (1 << 20)        /* bytes of one output chunk */
-#define UNREACHABLE_MS  (30 * 60 * 1000) /* the peer silent this long */
+#define KIND           "forward"
+#define TICK_MS        1000
+#define PER_TICK       2 /* new forwards a tick */
+#define SENDING_MAX    4 /* forwards being sent at once */
+#define PEERS_MAX      16
+#define SOON_MS        60000 /* a local start this near: kept here */
+#define RETRY_MS       60000 /* a refused job, before it is offered again */
+#define LOST_MS        (2 * 60 * 1000)  /* the peer denies it this long */
+#define LOG_PAGES      8                /* pages of output a tick */
+#define CHUNK_MAX      (1 << 20)        /* bytes of one output chunk */
+#define REPLY_MAX      (8 << 20)        /* bytes of one reply of a peer */
+#define TICK_OUT_MAX   (8 << 20)        /* output copied a tick, a job */
+#define OUT_MAX        (256LL << 20)    /* output kept of a forwarded job */
+#define UNREACHABLE_MS (30 * 60 * 1000) /* the peer silent this long */
 
 enum fst { F_SENDING, F_SENT, F_ENDED };
 static const char *const fst_names[] = {"sending", "sent", "ended"};
@@ -84,6 +86,7 @@ struct fwd {
 	json_t *run;     /* the job's run record before it left */
 	json_t *uploads; /* the peer's upload ids of its inputs, once made */
 	int64_t since_ms, lost_since, waited_ms;
+	int64_t out_bytes; /* output copied here so far */
 	int exit_code;
 	/* this tick, off the lock */
 	bool go, do_cancel;
@@ -130,13 +133,14 @@ static int save(struct cnl_federate *f, const struct fwd *w, int64_t now)
 {
 	struct cnl_store_doc d = {0};
 	json_t *o = json_pack(
-	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:b,s:b,s:O?,s:O?,s:I,s:I,s:i}",
+	    "{s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:b,s:b,s:O?,s:O?,s:I,s:I,s:i,s:I}",
 	    "project", w->project, "peer", w->peer, "remote", w->remote,
 	    "remote_state", w->remote_state, "after", w->after, "state",
 	    fst_names[w->st], "cancel", w->cancel, "cancel_sent",
 	    w->cancel_sent, "posted", w->posted, "run", w->run, "uploads",
 	    w->uploads, "since_ms", (json_int_t)w->since_ms, "waited_ms",
-	    (json_int_t)w->waited_ms, "exit_code", w->exit_code);
+	    (json_int_t)w->waited_ms, "exit_code", w->exit_code, "out_bytes",
+	    (json_int_t)w->out_bytes);
 	int r;
 
 	snprintf(d.kind, sizeof(d.kind), KIND);
@@ -284,6 +288,8 @@ int cnl_federate_new(struct cnl_api *api,
 			    json_integer_value(json_object_get(o, "since_ms"));
 			w->waited_ms =
 			    json_integer_value(json_object_get(o, "waited_ms"));
+			w->out_bytes =
+			    json_integer_value(json_object_get(o, "out_bytes"));
 			json_decref(o);
 		}
 		for (int i = 0; i < n; i++)
@@ -469,6 +475,7 @@ static void peers_refresh(struct cnl_federate *f)
 		            .connect_timeout_ms = 5000,
 		            .timeout_ms = 60000,
 		            .idle_timeout_ms = 15000,
+		            .reply_max = REPLY_MAX,
 		        },
 		        &p->cl) < 0) {
 			copy(p->error, sizeof(p->error),
@@ -510,17 +517,17 @@ static void peer_ok(struct peer *p, int64_t now)
 /* ---- deciding (under the lock) ------------------------------------------- */
 
 /* The run record of a local job with its forward's state. */
-static void job_note(struct cnl_federate *f, const struct fwd *w,
-                     const char *state, int exit_code, const char *message,
-                     int64_t now)
+static int job_note(struct cnl_federate *f, const struct fwd *w,
+                    const char *state, int exit_code, const char *message,
+                    int64_t now)
 {
 	struct cnl_store_job j;
 	json_t *run;
 	char *txt;
 	int r;
 
-	if (cnl_store_job_get(f->api->store, w->job, &j) < 0)
-		return;
+	if ((r = cnl_store_job_get(f->api->store, w->job, &j)) < 0)
+		return r;
 	run = json_loads(j.run, 0, NULL);
 	if (!json_is_object(run)) {
 		json_decref(run);
@@ -544,6 +551,7 @@ static void job_note(struct cnl_federate *f, const struct fwd *w,
 		cnl_log(CNL_LOG_ERROR, "cannot update a forwarded job",
 		        "job=%s err=%s", w->job, cnl_errname(r));
 	f->note(f->api, w->job);
+	return r;
 }
 
 /* Job @w goes back to the local queue, its run record as it was. */
@@ -570,6 +578,21 @@ static void put_back(struct cnl_federate *f, struct fwd *w, int64_t now,
 	      w->cancel ? "; cancelled here" : "; back in the queue here");
 	w->st = F_ENDED;
 	save(f, w, now);
+}
+
+/* Forward @w ends here as lost (failed), with @why. */
+static void lose(struct cnl_federate *f, struct fwd *w, int64_t now,
+                 const char *why)
+{
+	char msg[200];
+
+	snprintf(msg, sizeof(msg), "lost at peer %s: %.120s", w->peer, why);
+	copy(w->remote_state, sizeof(w->remote_state), "failed");
+	job_note(f, w, "failed", -1, msg, now);
+	w->st = F_ENDED;
+	save(f, w, now);
+	f->ended++;
+	audit(f, "sched.federation", w->job, now, "ended: %s", msg);
 }
 
 /* Whether the run record @run lets a job leave: nothing it asks for
@@ -704,13 +727,6 @@ static void offer(struct cnl_federate *f, int64_t now)
 		w->waited_ms =
 		    json_integer_value(json_object_get(it, "waited_ms"));
 		w->run = run;
-		if (save(f, w, now) < 0) {
-			/* Not recorded: not sent. */
-			cnl_ctl_job_added(f->api->ctl, &j);
-			fwd_free(w);
-			f->n--;
-			continue;
-		}
 		snprintf(msg, sizeof(msg),
 		         "forwarding to peer %s: waited %lld s here, past "
 		         "the wait target of %lld s",
@@ -721,7 +737,19 @@ static void offer(struct cnl_federate *f, int64_t now)
 		         (long long)(json_integer_value(
 		                         json_object_get(it, "target_ms")) /
 		                     1000));
-		job_note(f, w, "pending", 0, msg, now);
+		/* The record and the job's run record in one transaction:
+		 * a restart finds both or neither (never a job queued here
+		 * and forwarded too). */
+		if (cnl_store_tx_begin(f->api->store) < 0 ||
+		    save(f, w, now) < 0 ||
+		    job_note(f, w, "pending", 0, msg, now) < 0 ||
+		    cnl_store_tx_commit(f->api->store) < 0) {
+			cnl_store_tx_rollback(f->api->store);
+			cnl_ctl_job_added(f->api->ctl, &j);
+			fwd_free(w);
+			f->n--;
+			continue;
+		}
 		taken++;
 		sending++;
 	}
@@ -750,8 +778,23 @@ static void decide(struct cnl_federate *f, int64_t now)
 
 		fwd_clear_tick(w);
 		w->p = peer_find(f, w->peer);
-		if (!w->p || !w->p->live || !w->p->cl)
+		if (!w->p || !w->p->live || !w->p->cl) {
+			/* A peer that cannot be used (its token no longer
+			 * opens: the administrator adds it again): as one
+			 * that does not answer.  Never sent: back here. */
+			if (!w->lost_since)
+				w->lost_since = now;
+			if (w->st == F_SENDING && !w->posted)
+				put_back(f, w, now,
+				         "the peer cannot be used (cnlab peer "
+				         "list says why)");
+			else if (now - w->lost_since >= UNREACHABLE_MS)
+				lose(f, w, now,
+				     w->p && w->p->error[0]
+				         ? w->p->error
+				         : "the peer cannot be used");
 			continue;
+		}
 		if (w->st == F_SENDING && w->cancel && !w->posted) {
 			put_back(f, w, now, "cancelled before it was sent");
 			continue;
@@ -972,6 +1015,8 @@ static void follow(struct fwd *w)
 	char path[400], *esc = cnl_client_url_escape(w->remote);
 	char after[CNL_STORE_DOC_ID_MAX];
 	json_t *o = NULL;
+	size_t bytes = 0;
+	bool bad = false;
 	long st;
 
 	if (w->do_cancel) {
@@ -1016,18 +1061,35 @@ static void follow(struct fwd *w)
 		}
 		items = json_object_get(o, "items");
 		json_array_foreach (items, i, it) {
+			const char *id =
+			    json_string_value(json_object_get(it, "id"));
+			json_t *d = json_object_get(it, "data");
+
+			/* Chunk ids move forward only: a peer that sends
+			 * one back (or none) is not followed round. */
+			if (!id_ok(id) || strcmp(id, after) <= 0) {
+				copy(w->got_err, sizeof(w->got_err),
+				     "the peer's output chunk ids do not move "
+				     "forward");
+				w->status = 502; /* lost if it goes on */
+				bad = true;
+				break;
+			}
+			bytes += json_string_length(
+			    d ? d : json_object_get(it, "data_base64"));
 			json_array_append(w->got_logs, it);
-			copy(after, sizeof(after),
-			     json_string_value(json_object_get(it, "id")));
+			copy(after, sizeof(after), id);
 		}
 		next = json_string_value(json_object_get(o, "next"));
-		if (!next || !json_array_size(items)) {
+		if (bad || !next || !json_array_size(items)) {
 			json_decref(o);
 			break;
 		}
 		json_decref(o);
-		if (page == LOG_PAGES - 1)
+		if (page == LOG_PAGES - 1 || bytes >= TICK_OUT_MAX) {
 			w->got_state[0] = 0; /* more to copy first */
+			break;
+		}
 	}
 	free(esc);
 }
@@ -1074,13 +1136,23 @@ static void copy_logs(struct cnl_federate *f, struct fwd *w, int64_t now)
 		if (!stream ||
 		    (strcmp(stream, "stdout") && strcmp(stream, "stderr")) ||
 		    !(json_is_string(data ? data : b64)) ||
-		    json_string_length(data ? data : b64) > CHUNK_MAX) {
+		    json_string_length(data ? data : b64) > CHUNK_MAX ||
+		    w->out_bytes > OUT_MAX) {
 			copy(w->after, sizeof(w->after),
 			     json_string_value(json_object_get(it, "id")));
 			continue;
 		}
-		o = json_pack("{s:s,s:i,s:O}", "stream", stream, "epoch", 1,
-		              data ? "data" : "data_base64", data ? data : b64);
+		w->out_bytes += (int64_t)json_string_length(data ? data : b64);
+		if (w->out_bytes > OUT_MAX)
+			/* Said once, in the output itself. */
+			o = json_pack("{s:s,s:i,s:s}", "stream", "stderr",
+			              "epoch", 1, "data",
+			              "\n[cnlab: the output past 256 MiB that "
+			              "the peer holds is not copied here]\n");
+		else
+			o = json_pack("{s:s,s:i,s:O}", "stream", stream,
+			              "epoch", 1, data ? "data" : "data_base64",
+			              data ? data : b64);
 		snprintf(d.kind, sizeof(d.kind), "log");
 		snprintf(d.parent, sizeof(d.parent), "%s", w->job);
 		r = cnl_id_new(&f->ids, "log", now, d.id, sizeof(d.id));
@@ -1101,8 +1173,10 @@ static void copy_logs(struct cnl_federate *f, struct fwd *w, int64_t now)
 		copy(w->after, sizeof(w->after),
 		     json_string_value(json_object_get(it, "id")));
 	}
-	if (json_array_size(w->got_logs))
+	if (json_array_size(w->got_logs)) {
+		save(f, w, now); /* where the copy is: no chunk twice */
 		f->note(f->api, w->job);
+	}
 }
 
 static void settle_sending(struct cnl_federate *f, struct fwd *w, int64_t now)
@@ -1148,10 +1222,10 @@ static void settle_sending(struct cnl_federate *f, struct fwd *w, int64_t now)
 	if (w->got_err[0])
 		peer_failed(w->p, now, w->got_err);
 	/* Never sent (no project there, an input the peer would not take):
-	 * no copy there; back at once.  Sent, answer lost: sent again until
-	 * an answer comes, for a while. */
-	if ((w->got_err[0] && !w->posted) || (w->cancel && !w->posted) ||
-	    now - w->since_ms > SEND_GIVE_UP_MS)
+	 * no copy there; back at once.  Sent and unanswered: it may exist
+	 * there, so it is never taken back without a definite answer; the
+	 * same Idempotency-Key makes it once, whenever the peer answers. */
+	if ((w->got_err[0] && !w->posted) || (w->cancel && !w->posted))
 		put_back(f, w, now,
 		         w->got_err[0] ? w->got_err
 		                       : "no answer from the peer");
@@ -1175,14 +1249,7 @@ static void settle_sent(struct cnl_federate *f, struct fwd *w, int64_t now)
 		if (now - w->lost_since <
 		    (w->status == 0 ? UNREACHABLE_MS : LOST_MS))
 			return;
-		snprintf(msg, sizeof(msg), "lost at peer %s: %.120s", w->peer,
-		         w->got_err);
-		copy(w->remote_state, sizeof(w->remote_state), "failed");
-		job_note(f, w, "failed", -1, msg, now);
-		w->st = F_ENDED;
-		save(f, w, now);
-		f->ended++;
-		audit(f, "sched.federation", w->job, now, "ended: %s", msg);
+		lose(f, w, now, w->got_err);
 		return;
 	}
 	peer_ok(w->p, now);

@@ -131,6 +131,8 @@ rc=$?
 	bad "peer submits to other: rc=$rc"
 peer_b peer grants >/dev/null 2>&1
 [ $? = 5 ] && ok "nor administer the peer site (exit 5)" || bad "peer admin"
+peer_b token create more >/dev/null 2>&1
+[ $? = 5 ] && ok "nor make tokens of its own, which a revoke would miss (exit 5)" || bad "peer token create"
 
 # --- site A adds B ---------------------------------------------------------
 echo ana-password-1 | adm_a user create ana --password-stdin >/dev/null || bad "user create"
@@ -267,6 +269,16 @@ adm_a peer list -o json | jq -e '.items[] | select(.name == "site-b") | .error |
 	ok "peer list at A names the refusal" || bad "peer list: $(adm_a peer list -o json)"
 touch "$shared/go-h2"
 wait_for 90 is_state "$r" failed || bad "r: $(state "$r")"
+# Granted again: a fresh token; the old one stays dead. A takes it by
+# adding the peer again (which replaces it).
+adm_b peer grant site-a --project partners >"$tmp/tok2" 2>/dev/null || bad "grant again"
+peer_b jobs list --project partners >/dev/null 2>&1
+[ $? = 3 ] && [ "$(cat "$tmp/tok2")" != "$(cat "$tmp/tok")" ] &&
+	ok "granted again: a new token, and the revoked one still refused" || bad "regrant: old token works"
+out=$(adm_a peer add site-b --url "$B" --token-from-file "$tmp/tok2" --ca "$tmp/b-cert.pem" -o json 2>&1)
+ok_again() { adm_a peer list -o json | jq -e '.items[] | select(.name == "site-b") | .error == null and .last_ok != null' >/dev/null; }
+[ "$(jq -r .replaced <<<"$out")" = true ] && wait_for 30 ok_again &&
+	ok "peer add again replaces the peer; A reaches B with the new token" || bad "replace: $out $(adm_a peer list -o json)"
 adm_a peer remove site-b >"$tmp/o" 2>&1 && ok "peer remove once nothing is forwarded" ||
 	bad "peer remove: $(cat "$tmp/o")"
 
