@@ -455,6 +455,12 @@ int cnl_api_doc_json(struct cnl_store *s, const char *kind, const char *id,
 /* Whether @s is 1..@max printable ASCII characters, no spaces (a key, a
  * token). */
 bool cnl_api_printable(const char *s, size_t max);
+/* An audit record (and an info log line) of a thread of cnlabd's own,
+ * @actor ("burst", "federation"), with the lock held. */
+void cnl_api_audit_as(struct cnl_api *api, const char *actor,
+                      const char *action, const char *target, int64_t now,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 int cnl_api_doc_save(struct call *c, const char *kind, const char *id,
                      const char *parent, const char *name, json_t *o,
                      bool create);
@@ -806,6 +812,12 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp);
 void cnl_api_h_cloud_delete(void *call, struct cnl_http_request *req,
                             struct cnl_http_response *resp);
+
+/* api_clusters.c */
+/* A request's "cluster": a name of a cluster this control plane knows;
+ * 0, or -1 with a 400 naming the field in @resp. */
+int cnl_api_cluster_name(struct call *c, const char *name,
+                         struct cnl_http_response *resp);
 
 /* api_peers.c */
 void cnl_api_h_peer_grant(void *call, struct cnl_http_request *req,

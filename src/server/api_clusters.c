@@ -24,6 +24,24 @@
 #include "sched/pick.h"
 #include "server/ctl.h"
 
+int cnl_api_cluster_name(struct call *c, const char *name,
+                         struct cnl_http_response *resp)
+{
+	if (!name || !cnl_label_valid(name) || strlen(name) >= CNL_NAME_MAX) {
+		cnl_api_bad(resp, "field \"cluster\": must be a cluster name "
+		                  "of 1..31 characters of A-Z a-z 0-9 . _ -");
+		return -1;
+	}
+	if (!cnl_ctl_cluster_known(c->api->ctl, name)) {
+		cnl_http_error(resp, 400, "bad_request",
+		               "field \"cluster\": no cluster named \"%s\" "
+		               "(cnlab cluster list)",
+		               name);
+		return -1;
+	}
+	return 0;
+}
+
 void cnl_api_h_clusters_list(void *call, struct cnl_http_request *req,
                              struct cnl_http_response *resp)
 {

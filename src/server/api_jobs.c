@@ -392,18 +392,8 @@ static int get_cluster(struct call *c, json_t *body, json_t **ret,
 
 	if (!v)
 		return 0;
-	if (!name || !cnl_label_valid(name) || strlen(name) >= CNL_NAME_MAX) {
-		cnl_api_bad(resp, "field \"cluster\": must be a cluster name "
-		                  "of 1..31 characters of A-Z a-z 0-9 . _ -");
+	if (cnl_api_cluster_name(c, name, resp) < 0)
 		return -1;
-	}
-	if (!cnl_ctl_cluster_known(c->api->ctl, name)) {
-		cnl_http_error(resp, 400, "bad_request",
-		               "field \"cluster\": no cluster named \"%s\" "
-		               "(cnlab cluster list)",
-		               name);
-		return -1;
-	}
 	if (!cnl_ctl_project_pinned(c->api->ctl, c->project.id, name)) {
 		cnl_http_error(resp, 400, "bad_request",
 		               "field \"cluster\": project %s is pinned to "

@@ -272,11 +272,8 @@ static void cluster_quota_set(struct call *c, const struct cnl_store_project *p,
 	json_t *o;
 	int r;
 
-	if (!cl || !cnl_label_valid(cl) || strlen(cl) >= CNL_NAME_MAX) {
-		cnl_api_bad(resp, "field \"cluster\": must be a cluster name "
-		                  "of 1..31 characters of A-Z a-z 0-9 . _ -");
+	if (cnl_api_cluster_name(c, cl, resp) < 0)
 		return;
-	}
 	if (json_object_get(body, "storage_gb_days") ||
 	    json_object_get(body, "concurrent_servers")) {
 		cnl_api_bad(resp,
@@ -287,13 +284,6 @@ static void cluster_quota_set(struct call *c, const struct cnl_store_project *p,
 	if (!json_object_get(body, "gpu_hours")) {
 		cnl_api_bad(resp, "field \"gpu_hours\": required with "
 		                  "\"cluster\" (null removes it)");
-		return;
-	}
-	if (!cnl_ctl_cluster_known(c->api->ctl, cl)) {
-		cnl_http_error(resp, 400, "bad_request",
-		               "field \"cluster\": no cluster named \"%s\" "
-		               "(cnlab cluster list)",
-		               cl);
 		return;
 	}
 	if (get_limit(body, "gpu_hours", 1e9, &gh, &none, resp) < 0)

@@ -511,6 +511,27 @@ int cnl_api_role_rank(const char *role)
 	return 0;
 }
 
+void cnl_api_audit_as(struct cnl_api *api, const char *actor,
+                      const char *action, const char *target, int64_t now,
+                      const char *fmt, ...)
+{
+	struct cnl_store_audit a = {0};
+	va_list ap;
+
+	a.ts_ms = now;
+	snprintf(a.actor, sizeof(a.actor), "%s", actor);
+	snprintf(a.action, sizeof(a.action), "%s", action);
+	snprintf(a.target, sizeof(a.target), "%s", target);
+	va_start(ap, fmt);
+	vsnprintf(a.result, sizeof(a.result), fmt, ap);
+	va_end(ap);
+	if (cnl_store_audit_append(api->store, &a, NULL) < 0)
+		cnl_log(CNL_LOG_ERROR, "cannot audit", "actor=%s action=%s",
+		        actor, action);
+	cnl_log(CNL_LOG_INFO, actor, "action=%s target=%s %s", action, target,
+	        a.result);
+}
+
 bool cnl_api_printable(const char *s, size_t max)
 {
 	size_t n = strlen(s);

@@ -172,29 +172,6 @@ static int save(struct cnl_burst *b, const struct inst *i, int64_t now,
 	return r;
 }
 
-static void audit(struct cnl_burst *b, const char *action, const char *target,
-                  int64_t now, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void audit(struct cnl_burst *b, const char *action, const char *target,
-                  int64_t now, const char *fmt, ...)
-{
-	struct cnl_store_audit a = {0};
-	va_list ap;
-
-	a.ts_ms = now;
-	snprintf(a.actor, sizeof(a.actor), "burst");
-	snprintf(a.action, sizeof(a.action), "%s", action);
-	snprintf(a.target, sizeof(a.target), "%s", target);
-	va_start(ap, fmt);
-	vsnprintf(a.result, sizeof(a.result), fmt, ap);
-	va_end(ap);
-	if (cnl_store_audit_append(b->api->store, &a, NULL) < 0)
-		cnl_log(CNL_LOG_ERROR, "cannot audit the burst", "action=%s",
-		        action);
-	cnl_log(CNL_LOG_INFO, "burst", "action=%s target=%s %s", action, target,
-	        a.result);
-}
-
 static void inst_free(struct inst *i)
 {
 	json_decref(i->jobs);
@@ -421,8 +398,9 @@ static struct cnl_cloud *provider_of(struct cnl_burst *b, const char *id,
 	if (cnl_api_cloud_open(b->api, id, &c, err, sizeof(err)) < 0) {
 		if (strcmp(b->open_noted, id) != 0) {
 			copy(b->open_noted, sizeof(b->open_noted), id);
-			audit(b, "cloud.launch", id, now,
-			      "cannot use the account: %.90s", err);
+			cnl_api_audit_as(b->api, "burst", "cloud.launch", id,
+			                 now, "cannot use the account: %.90s",
+			                 err);
 		}
 		return NULL;
 	}
@@ -455,7 +433,8 @@ static void fence(struct cnl_burst *b, struct inst *i, int64_t now,
 	if (i->st == I_FAILED)
 		i->ended_ms = now;
 	save(b, i, now, false);
-	audit(b, "cloud.return", i->node, now, "fenced, given back: %s", why);
+	cnl_api_audit_as(b->api, "burst", "cloud.return", i->node, now,
+	                 "fenced, given back: %s", why);
 }
 
 static void ended(struct cnl_burst *b, struct inst *i, int64_t now,
@@ -465,9 +444,10 @@ static void ended(struct cnl_burst *b, struct inst *i, int64_t now,
 	i->ended_ms = now;
 	b->closed += cost_of(i, now);
 	save(b, i, now, false);
-	audit(b, "cloud.terminated", i->node, now,
-	      "%s %s after %.0f s; cost %.4f", i->instance, how,
-	      (double)(now - i->launched_ms) / 1000.0, cost_of(i, now));
+	cnl_api_audit_as(b->api, "burst", "cloud.terminated", i->node, now,
+	                 "%s %s after %.0f s; cost %.4f", i->instance, how,
+	                 (double)(now - i->launched_ms) / 1000.0,
+	                 cost_of(i, now));
 }
 
 /* ---- one tick ------------------------------------------------------------ */
@@ -746,10 +726,11 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 			if (b->budget_noted)
 				break;
 			b->budget_noted = true;
-			audit(b, "cloud.budget", id, now,
-			      "no launch: %.4f of %.4f spent; 10 min of %s at "
-			      "%.4f/h would pass the budget",
-			      spent, pol->budget, best->name, best_price);
+			cnl_api_audit_as(
+			    b->api, "burst", "cloud.budget", id, now,
+			    "no launch: %.4f of %.4f spent; 10 min of %s at "
+			    "%.4f/h would pass the budget",
+			    spent, pol->budget, best->name, best_price);
 			break;
 		}
 		b->budget_noted = false;
@@ -935,10 +916,11 @@ static void decide(struct cnl_burst *b, int64_t now)
 			i->st = I_RUNNING;
 			i->joined_ms = now;
 			save(b, i, now, false);
-			audit(b, "cloud.joined", i->node, now,
-			      "joined cluster %s %.0f s after launch (%s)",
-			      i->cluster,
-			      (double)(now - i->launched_ms) / 1000.0, i->id);
+			cnl_api_audit_as(
+			    b->api, "burst", "cloud.joined", i->node, now,
+			    "joined cluster %s %.0f s after launch (%s)",
+			    i->cluster, (double)(now - i->launched_ms) / 1000.0,
+			    i->id);
 		}
 		if (i->st == I_BOOTING && now - i->launched_ms > b->cfg.boot_ms)
 			fence(b, i, now,
@@ -959,12 +941,13 @@ static void decide(struct cnl_burst *b, int64_t now)
 			                         : -1,
 			                     now, back);
 			json_array_foreach (back, bx, bj) {
-				audit(b, "job.cloud_return",
-				      json_string_value(bj), now,
-				      "requeued from cloud node %s to come "
-				      "back to owned GPUs (its checkpoint "
-				      "travels, if it keeps one)",
-				      i->node);
+				cnl_api_audit_as(
+				    b->api, "burst", "job.cloud_return",
+				    json_string_value(bj), now,
+				    "requeued from cloud node %s to come "
+				    "back to owned GPUs (its checkpoint "
+				    "travels, if it keeps one)",
+				    i->node);
 				owned_free = 0; /* one node's worth a tick */
 			}
 			json_decref(back);
@@ -981,10 +964,12 @@ static void decide(struct cnl_burst *b, int64_t now)
 			                           sizeof(err)) == 200) {
 				i->st = I_DRAINING;
 				save(b, i, now, false);
-				audit(b, "cloud.drain", i->node, now,
-				      "cordoned: owned GPUs below %.2f again; "
-				      "its work finishes, no new work",
-				      pol.threshold - RETURN_MARGIN);
+				cnl_api_audit_as(
+				    b->api, "burst", "cloud.drain", i->node,
+				    now,
+				    "cordoned: owned GPUs below %.2f again; "
+				    "its work finishes, no new work",
+				    pol.threshold - RETURN_MARGIN);
 			}
 			json_decref(st);
 		}
@@ -1015,10 +1000,12 @@ static void decide(struct cnl_burst *b, int64_t now)
 	if (have && rate > 0 &&
 	    spent + rate * BUDGET_AHEAD_S / 3600.0 >= pol.budget) {
 		if (!b->exhausted)
-			audit(b, "cloud.budget", "policy:burst", now,
-			      "budget exhausted: %.4f of %.4f spent at %.4f/h; "
-			      "every instance given back",
-			      spent, pol.budget, rate);
+			cnl_api_audit_as(
+			    b->api, "burst", "cloud.budget", "policy:burst",
+			    now,
+			    "budget exhausted: %.4f of %.4f spent at %.4f/h; "
+			    "every instance given back",
+			    spent, pol.budget, rate);
 		b->exhausted = true;
 		for (size_t q = 0; q < b->n; q++)
 			fence(b, &b->in[q], now, "the cloud budget is spent");
@@ -1220,10 +1207,10 @@ static void act(struct cnl_burst *b, bool describe,
 static void launch_failed(struct cnl_burst *b, const struct inst *i,
                           int64_t now, const char *what)
 {
-	audit(b, "cloud.launch", i->node, now,
-	      "launch failed (%s %s, %d calls); %s",
-	      cnl_cloud_fail_name(i->err.kind), i->err.code, i->err.attempts,
-	      what);
+	cnl_api_audit_as(b->api, "burst", "cloud.launch", i->node, now,
+	                 "launch failed (%s %s, %d calls); %s",
+	                 cnl_cloud_fail_name(i->err.kind), i->err.code,
+	                 i->err.attempts, what);
 	cnl_log(CNL_LOG_WARN, "cloud launch failed",
 	        "node=%s kind=%s code=%s msg=\"%s\" then=\"%s\"", i->node,
 	        cnl_cloud_fail_name(i->err.kind), i->err.code, i->err.message,
@@ -1280,9 +1267,11 @@ static void settle(struct cnl_burst *b, int64_t now,
 				     "its launch's answer never came; EC2 "
 				     "has no such instance");
 				save(b, i, now, false);
-				audit(b, "cloud.return", i->node, now,
-				      "no instance: its launch's answer never "
-				      "came, and none carries its tag");
+				cnl_api_audit_as(
+				    b->api, "burst", "cloud.return", i->node,
+				    now,
+				    "no instance: its launch's answer never "
+				    "came, and none carries its tag");
 			}
 		}
 		if (i->do_launch) {
@@ -1327,19 +1316,21 @@ static void settle(struct cnl_burst *b, int64_t now,
 						    (int)strlen(i->plan[p][1]) -
 						        1,
 						    i->plan[p][1]);
-				audit(b, "cloud.launch", i->node, now,
-				      "launched %s %s %s %.4f/h: %s%s", i->type,
-				      i->instance,
-				      i->spot ? "spot" : "on-demand",
-				      i->price_h, i->reason, tried);
+				cnl_api_audit_as(
+				    b->api, "burst", "cloud.launch", i->node,
+				    now, "launched %s %s %s %.4f/h: %s%s",
+				    i->type, i->instance,
+				    i->spot ? "spot" : "on-demand", i->price_h,
+				    i->reason, tried);
 				json_array_foreach (i->jobs, x, j)
-					audit(b, "job.cloud_burst",
-					      json_string_value(j), now,
-					      "to the cloud: %s %s %.4f/h "
-					      "launched for it: %s",
-					      i->type,
-					      i->spot ? "spot" : "on-demand",
-					      i->price_h, i->reason);
+					cnl_api_audit_as(
+					    b->api, "burst", "job.cloud_burst",
+					    json_string_value(j), now,
+					    "to the cloud: %s %s %.4f/h "
+					    "launched for it: %s",
+					    i->type,
+					    i->spot ? "spot" : "on-demand",
+					    i->price_h, i->reason);
 			} else if (i->tried < 0) {
 				/* Never asked (the tick's time was spent, or
 				 * an outage came first): as if never

@@ -156,29 +156,6 @@ static int save(struct cnl_federate *f, const struct fwd *w, int64_t now)
 	return r;
 }
 
-static void audit(struct cnl_federate *f, const char *action,
-                  const char *target, int64_t now, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void audit(struct cnl_federate *f, const char *action,
-                  const char *target, int64_t now, const char *fmt, ...)
-{
-	struct cnl_store_audit a = {0};
-	va_list ap;
-
-	a.ts_ms = now;
-	snprintf(a.actor, sizeof(a.actor), "federation");
-	snprintf(a.action, sizeof(a.action), "%s", action);
-	snprintf(a.target, sizeof(a.target), "%s", target);
-	va_start(ap, fmt);
-	vsnprintf(a.result, sizeof(a.result), fmt, ap);
-	va_end(ap);
-	if (cnl_store_audit_append(f->api->store, &a, NULL) < 0)
-		cnl_log(CNL_LOG_ERROR, "cannot audit a forward", "action=%s",
-		        action);
-	cnl_log(CNL_LOG_INFO, "federation", "action=%s target=%s %s", action,
-	        target, a.result);
-}
-
 static void fwd_clear_tick(struct fwd *w)
 {
 	json_decref(w->body);
@@ -573,9 +550,10 @@ static void put_back(struct cnl_federate *f, struct fwd *w, int64_t now,
 	f->note(f->api, w->job);
 	json_object_set_new(f->retry, w->job, json_integer(now + RETRY_MS));
 	f->refused++;
-	audit(f, "sched.federation", w->job, now, "refused by peer %s: %s%s",
-	      w->peer, why,
-	      w->cancel ? "; cancelled here" : "; back in the queue here");
+	cnl_api_audit_as(f->api, "federation", "sched.federation", w->job, now,
+	                 "refused by peer %s: %s%s", w->peer, why,
+	                 w->cancel ? "; cancelled here"
+	                           : "; back in the queue here");
 	w->st = F_ENDED;
 	save(f, w, now);
 }
@@ -592,7 +570,18 @@ static void lose(struct cnl_federate *f, struct fwd *w, int64_t now,
 	w->st = F_ENDED;
 	save(f, w, now);
 	f->ended++;
-	audit(f, "sched.federation", w->job, now, "ended: %s", msg);
+	cnl_api_audit_as(f->api, "federation", "sched.federation", w->job, now,
+	                 "ended: %s", msg);
+}
+
+/* Whether a run record's field @v says something: not absent, null, "",
+ * [] or a count of 0 or less. */
+static bool given(const json_t *v)
+{
+	return v && !json_is_null(v) &&
+	       !(json_is_string(v) && !json_string_length(v)) &&
+	       !(json_is_array(v) && !json_array_size(v)) &&
+	       !(json_is_integer(v) && json_integer_value(v) <= 0);
 }
 
 /* Whether the run record @run lets a job leave: nothing it asks for
@@ -604,15 +593,9 @@ static bool may_leave(const json_t *run)
 	                                   "prefer",  "avoid",    "dataset",
 	                                   "gang",    "secrets",  NULL};
 
-	for (int i = 0; here[i]; i++) {
-		const json_t *v = json_object_get(run, here[i]);
-
-		if (v && !json_is_null(v) &&
-		    !(json_is_string(v) && !json_string_length(v)) &&
-		    !(json_is_array(v) && !json_array_size(v)) &&
-		    !(json_is_integer(v) && !json_integer_value(v)))
+	for (int i = 0; here[i]; i++)
+		if (given(json_object_get(run, here[i])))
 			return false;
-	}
 	return true;
 }
 
@@ -630,14 +613,10 @@ static void submission(struct cnl_federate *f, const struct cnl_store_job *j,
 	if (j->runtime_ms > 0)
 		json_object_set_new(b, "runtime_s",
 		                    json_integer(j->runtime_ms / 1000));
-	for (int i = 0; carried[i]; i++) {
-		json_t *v = json_object_get(run, carried[i]);
-
-		if (v && !json_is_null(v) &&
-		    !(json_is_string(v) && !json_string_length(v)) &&
-		    !(json_is_integer(v) && json_integer_value(v) <= 0))
-			json_object_set(b, carried[i], v);
-	}
+	for (int i = 0; carried[i]; i++)
+		if (given(json_object_get(run, carried[i])))
+			json_object_set(b, carried[i],
+			                json_object_get(run, carried[i]));
 	w->inputs = json_array();
 	if (f->api->files_dir &&
 	    cnl_store_doc_list(f->api->store, "input", j->id, NULL, 64, d,
@@ -730,10 +709,7 @@ static void offer(struct cnl_federate *f, int64_t now)
 		snprintf(msg, sizeof(msg),
 		         "forwarding to peer %s: waited %lld s here, past "
 		         "the wait target of %lld s",
-		         p->name,
-		         (long long)(json_integer_value(
-		                         json_object_get(it, "waited_ms")) /
-		                     1000),
+		         p->name, (long long)(w->waited_ms / 1000),
 		         (long long)(json_integer_value(
 		                         json_object_get(it, "target_ms")) /
 		                     1000));
@@ -947,24 +923,24 @@ static int upload(struct fwd *w, const char *project)
 
 static void send_job(struct fwd *w)
 {
+	const char *project =
+	    w->p->project[0] ? w->p->project : w->p->got_project;
 	char path[300], key[96], *esc;
 	struct cnl_client_reply r;
 	json_t *ups;
 	int rc;
 
-	if (!w->p->project[0] && !w->p->got_project[0]) {
+	if (!project[0]) {
 		copy(w->got_err, sizeof(w->got_err),
 		     w->p->got_err[0] ? w->p->got_err : "no project there yet");
 		return;
 	}
-	esc = cnl_client_url_escape(w->p->project[0] ? w->p->project
-	                                             : w->p->got_project);
+	esc = cnl_client_url_escape(project);
 	/* The same uploads again after a lost answer: the same body, so
 	 * the Idempotency-Key replays the job made then. */
 	ups = w->uploads ? json_incref(w->uploads) : NULL;
 	if (!ups && json_array_size(w->inputs)) {
-		if (upload(w, w->p->project[0] ? w->p->project
-		                               : w->p->got_project) < 0) {
+		if (upload(w, project) < 0) {
 			free(esc);
 			return;
 		}
@@ -1203,11 +1179,12 @@ static void settle_sending(struct cnl_federate *f, struct fwd *w, int64_t now)
 		                                                 : "pending",
 		         0, msg, now);
 		f->sent++;
-		audit(f, "sched.federation", w->job, now,
-		      "forwarded to peer %s as job %s: waited %lld s here, "
-		      "past its "
-		      "cluster's wait target, with no start here in sight",
-		      w->peer, w->remote, (long long)(w->waited_ms / 1000));
+		cnl_api_audit_as(
+		    f->api, "federation", "sched.federation", w->job, now,
+		    "forwarded to peer %s as job %s: waited %lld s here, "
+		    "past its "
+		    "cluster's wait target, with no start here in sight",
+		    w->peer, w->remote, (long long)(w->waited_ms / 1000));
 		return;
 	}
 	/* Refused: back here (a token it no longer takes, or a shape or
@@ -1271,9 +1248,10 @@ static void settle_sent(struct cnl_federate *f, struct fwd *w, int64_t now)
 		w->st = F_ENDED;
 		save(f, w, now);
 		f->ended++;
-		audit(f, "sched.federation", w->job, now,
-		      "ended %s at peer %s as job %s (exit %d)", w->got_state,
-		      w->peer, w->remote, w->got_exit);
+		cnl_api_audit_as(f->api, "federation", "sched.federation",
+		                 w->job, now,
+		                 "ended %s at peer %s as job %s (exit %d)",
+		                 w->got_state, w->peer, w->remote, w->got_exit);
 		return;
 	}
 	if (strcmp(w->got_state, w->remote_state) != 0) {
