@@ -217,13 +217,17 @@ static const struct cnl_cli_flag ssh_key_flags[] = {
 };
 
 static const struct cnl_cli_flag cloud_flags[] = {
-    {"account", "ID", "account id (AWS: 12 digits)", 0},
-    {"region", "REGION", "e.g. ap-northeast-2", 0},
+    {"account", "ID", "account id (AWS: 12 digits; GCP: the project id)", 0},
+    {"region", "REGION", "e.g. ap-northeast-2 (GCP: the zone, us-central1-a)",
+     0},
     {"instance-types", "LIST", "comma-separated: g5.xlarge,p5.48xlarge", 0},
     {"access-key-id", "ID", "AWS: the access key id CNLab provisions with", 0},
     {"secret-from-file", "FILE",
      "AWS: the secret access key, read from FILE (sealed by cnlabd)", 0},
     {"secret-from-stdin", NULL, "AWS: the secret access key, from stdin", 0},
+    {"key-file", "FILE",
+     "GCP: the service account's JSON key, read from FILE (sealed by cnlabd)",
+     0},
     {"endpoint", "URL", "the provider's API endpoint (default: the region's)",
      0},
     {"prices", "TYPE=USD,...",

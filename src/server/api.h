@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "net/http_server.h"
 #include "store/store.h"
 #include "wire/node.h"
@@ -313,6 +315,16 @@ struct cnl_api;
 struct cnl_cloud;
 int cnl_api_cloud_open(struct cnl_api *api, const char *id,
                        struct cnl_cloud **ret, char *err, size_t errlen);
+/* cnl_api_cloud_account - the first cloud account of @provider with
+ * credentials: its id into @id and its document into *@acct (json_t;
+ * NULL: none). */
+void cnl_api_cloud_account(struct cnl_api *api, const char *provider, char *id,
+                           size_t idlen, json_t **acct);
+/* cnl_api_cloud_offer - offer admission (cnl_ctl_cloud_offer) the
+ * instance types of account @acct that the burst knows, as cluster
+ * "cloud-@provider" (under the API's lock). */
+void cnl_api_cloud_offer(struct cnl_api *api, const char *provider,
+                         const json_t *acct);
 int cnl_api_node_mint(struct cnl_api *api, const char *node,
                       char ret_secret[CNL_API_NODE_SECRET_MAX]);
 /* The cluster label of the nodes the Kubernetes scheduler registers:

@@ -81,6 +81,55 @@ static bool have_account(struct call *c, const char *provider)
 	return found;
 }
 
+void cnl_api_cloud_account(struct cnl_api *api, const char *provider, char *id,
+                           size_t idlen, json_t **acct)
+{
+	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
+	int n = 0;
+
+	*acct = NULL;
+	id[0] = '\0';
+	if (cnl_store_doc_list(api->store, "cloud", NULL, NULL,
+	                       CNL_STORE_LIST_MAX, d, &n) == 0)
+		for (int i = 0; i < n && !*acct; i++) {
+			json_t *o = json_loads(d[i].body, 0, NULL);
+			const char *p =
+			    json_string_value(json_object_get(o, "provider"));
+
+			if (p && strcmp(p, provider) == 0 &&
+			    json_object_get(o, "credentials_sealed")) {
+				*acct = o;
+				snprintf(id, idlen, "%s", d[i].id);
+			} else {
+				json_decref(o);
+			}
+		}
+	cnl_store_docs_done(d, n);
+	free(d);
+}
+
+void cnl_api_cloud_offer(struct cnl_api *api, const char *provider,
+                         const json_t *acct)
+{
+	struct cnl_ctl_cloud_offer o[16];
+	char cluster[CNL_NAME_MAX];
+	const struct cnl_cloud_type *t;
+	size_t n = 0, k;
+	json_t *v;
+
+	snprintf(cluster, sizeof(cluster), "cloud-%s", provider);
+	json_array_foreach (json_object_get(acct, "instance_types"), k, v)
+		if (n < 16 && json_string_value(v) &&
+		    (t = cnl_cloud_type_find(provider, json_string_value(v))))
+			o[n++] = (struct cnl_ctl_cloud_offer){
+			    .cluster = cluster,
+			    .model = t->model,
+			    .gpus = t->gpus,
+			    .cpu_milli = (int64_t)t->vcpus * 1000,
+			    .mem_mib = (int64_t)t->mem_gib * 1024};
+	cnl_ctl_cloud_offer(api->ctl, o, n);
+}
+
 void cnl_api_h_burst_get(void *call, struct cnl_http_request *req,
                          struct cnl_http_response *resp)
 {
@@ -161,6 +210,19 @@ void cnl_api_h_burst_put(void *call, struct cnl_http_request *req,
 		cnl_api_store_error(c, resp, r, "burst policy");
 		goto out;
 	}
+	/* Admission counts on the cloud from now on, not from the burst's
+	 * next tick (which checks the account can be used, and takes the
+	 * offer back where it cannot). */
+	if (c->api->burst && c->api->burst_strs[0]) {
+		char id[CNL_ID_MAX];
+		json_t *acct = NULL;
+
+		if (enabled)
+			cnl_api_cloud_account(c->api, provider, id, sizeof(id),
+			                      &acct);
+		cnl_api_cloud_offer(c->api, provider, acct);
+		json_decref(acct);
+	}
 	cnl_http_reply(resp, 200, o);
 out:
 	json_decref(body);
@@ -192,6 +254,11 @@ static const char *check_account(const char *provider, const char *account,
 	     !islower((unsigned char)account[0])))
 		return "field \"account\": a GCP project id is 6..30 "
 		       "characters starting with a lowercase letter";
+	if (strcmp(provider, "gcp") == 0 &&
+	    (n < 4 || region[n - 2] != '-' ||
+	     !islower((unsigned char)region[n - 1])))
+		return "field \"region\": for gcp, the zone instances are "
+		       "made in (us-central1-a)";
 	if (n < 4 || n > 32)
 		return "field \"region\": must look like ap-northeast-2";
 	for (size_t i = 0; i < n; i++)
@@ -208,22 +275,28 @@ static json_t *cloud_json(const char *id, json_t *o)
 	json_t *p = json_deep_copy(o);
 	const char *akid =
 	    json_string_value(json_object_get(p, "access_key_id"));
+	const char *email =
+	    json_string_value(json_object_get(p, "client_email"));
 
 	json_object_set_new(p, "id", json_string(id));
-	if (akid)
-		json_object_set_new(p, "credentials",
-		                    json_pack("{s:s,s:b,s:O}", "access_key_id",
-		                              akid, "secret_set", 1, "key_id",
-		                              json_object_get(p, "key_id")));
+	if (akid || email)
+		json_object_set_new(
+		    p, "credentials",
+		    json_pack("{s:s,s:b,s:O}",
+		              akid ? "access_key_id" : "client_email",
+		              akid ? akid : email, "secret_set", 1, "key_id",
+		              json_object_get(p, "key_id")));
 	json_object_del(p, "access_key_id");
+	json_object_del(p, "client_email");
 	json_object_del(p, "credentials_sealed");
 	json_object_del(p, "key_id");
 	return p;
 }
 
 /* An endpoint: https://HOST[:PORT], or http://127.0.0.1:PORT (a test's
- * or a local proxy's), nothing after; the credentials are sent there. */
-static bool endpoint_ok(const char *e)
+ * or a local proxy's), nothing after (but a plain path with @path_ok);
+ * the credentials are sent there. */
+static bool endpoint_ok(const char *e, bool path_ok)
 {
 	const char *h;
 	size_t n;
@@ -252,6 +325,9 @@ static bool endpoint_ok(const char *e)
 			return false;
 		h += n;
 	}
+	if (path_ok && *h == '/')
+		h += strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+		               "VWXYZ0123456789/._-");
 	return *h == '\0';
 }
 
@@ -270,44 +346,15 @@ static bool aws_key_id(const char *s)
 }
 
 /*
- * The "credentials" of a new account @id into @o (access_key_id,
- * credentials_sealed, key_id): 0, or -1 with the answer in @resp.
+ * AWS's credentials @cr: the sealed part into *@plain (with the public
+ * access key id, to bind it) and the access key id into @o; 0, or -1 with
+ * the answer in @resp.
  */
-static int seal_credentials(struct call *c, const char *provider,
-                            const char *id, json_t *cr, json_t *o,
-                            struct cnl_http_response *resp)
+static int aws_credentials(json_t *cr, json_t *o, json_t **plain,
+                           struct cnl_http_response *resp)
 {
-	static const char *const keys[] = {"access_key_id", "secret_access_key",
-	                                   "session_token", NULL};
-	const char *akid, *secret, *token, *k;
-	char place[96], kid[CNL_SECRET_KEY_ID], *sealed = NULL, *plain;
-	json_t *v;
-	int r;
+	const char *akid, *secret, *token;
 
-	if (!json_is_object(cr)) {
-		cnl_api_bad(resp, "field \"credentials\": must be an object "
-		                  "{access_key_id, secret_access_key[, "
-		                  "session_token]}");
-		return -1;
-	}
-	json_object_foreach (cr, k, v) {
-		bool known = false;
-
-		for (int i = 0; keys[i]; i++)
-			known |= strcmp(k, keys[i]) == 0;
-		if (!known) {
-			cnl_http_error(resp, 400, "bad_request",
-			               "field \"credentials\": unknown member "
-			               "\"%.64s\"",
-			               k);
-			return -1;
-		}
-	}
-	if (strcmp(provider, "aws") != 0) {
-		cnl_api_bad(resp, "field \"credentials\": only aws accounts "
-		                  "take credentials for now");
-		return -1;
-	}
 	akid = json_string_value(json_object_get(cr, "access_key_id"));
 	secret = json_string_value(json_object_get(cr, "secret_access_key"));
 	token = json_string_value(json_object_get(cr, "session_token"));
@@ -327,7 +374,103 @@ static int seal_credentials(struct call *c, const char *provider,
 		                  "1..4096 printable characters");
 		return -1;
 	}
+	*plain = json_pack("{s:s,s:s*,s:s}", "secret", secret, "token", token,
+	                   "access_key_id", akid);
+	json_object_set_new(o, "access_key_id", json_string(akid));
+	return 0;
+}
+
+/*
+ * GCP's: a service account's key (client_email, private_key,
+ * [token_uri]), the key checked to be an RSA key that signs.
+ */
+static int gcp_credentials(json_t *cr, json_t *o, json_t **plain,
+                           struct cnl_http_response *resp)
+{
+	const char *email, *key, *uri;
+	char *jwt = NULL;
+
+	email = json_string_value(json_object_get(cr, "client_email"));
+	key = json_string_value(json_object_get(cr, "private_key"));
+	uri = json_string_value(json_object_get(cr, "token_uri"));
+	if (!email || !cnl_api_printable(email, 256) || !strchr(email, '@')) {
+		cnl_api_bad(resp, "field \"credentials.client_email\": the "
+		                  "service account's e-mail address");
+		return -1;
+	}
+	if (!key || strlen(key) > 16384 ||
+	    cnl_cloud_gcp_assertion(email, key, "check", 0, &jwt) < 0) {
+		cnl_api_bad(resp,
+		            "field \"credentials.private_key\": the "
+		            "service account key's RSA private key (PEM)");
+		return -1;
+	}
+	free(jwt);
+	if (json_object_get(cr, "token_uri") && !endpoint_ok(uri, true)) {
+		cnl_api_bad(resp,
+		            "field \"credentials.token_uri\": an https:// "
+		            "URL (http:// only to 127.0.0.1)");
+		return -1;
+	}
+	*plain = json_pack("{s:s,s:s,s:s*}", "private_key", key, "client_email",
+	                   email, "token_uri", uri);
+	json_object_set_new(o, "client_email", json_string(email));
+	return 0;
+}
+
+/*
+ * The "credentials" of a new account @id into @o (its public part:
+ * access_key_id or client_email; credentials_sealed, key_id): 0, or -1
+ * with the answer in @resp.
+ */
+static int seal_credentials(struct call *c, const char *provider,
+                            const char *id, json_t *cr, json_t *o,
+                            struct cnl_http_response *resp)
+{
+	static const char *const aws_keys[] = {
+	    "access_key_id", "secret_access_key", "session_token", NULL};
+	static const char *const gcp_keys[] = {"client_email", "private_key",
+	                                       "token_uri", NULL};
+	const char *const *keys =
+	    strcmp(provider, "gcp") == 0 ? gcp_keys : aws_keys;
+	char place[96], kid[CNL_SECRET_KEY_ID], *sealed = NULL, *text;
+	json_t *v, *plain = NULL;
+	const char *k;
+	int r;
+
+	if (strcmp(provider, "aws") != 0 && strcmp(provider, "gcp") != 0) {
+		cnl_api_bad(resp, "field \"credentials\": only aws and gcp "
+		                  "accounts take credentials for now");
+		return -1;
+	}
+	if (!json_is_object(cr)) {
+		cnl_api_bad(resp, keys == gcp_keys
+		                      ? "field \"credentials\": must be an "
+		                        "object {client_email, private_key[, "
+		                        "token_uri]}"
+		                      : "field \"credentials\": must be an "
+		                        "object {access_key_id, "
+		                        "secret_access_key[, session_token]}");
+		return -1;
+	}
+	json_object_foreach (cr, k, v) {
+		bool known = false;
+
+		for (int i = 0; keys[i]; i++)
+			known |= strcmp(k, keys[i]) == 0;
+		if (!known) {
+			cnl_http_error(resp, 400, "bad_request",
+			               "field \"credentials\": unknown member "
+			               "\"%.64s\"",
+			               k);
+			return -1;
+		}
+	}
+	if ((keys == gcp_keys ? gcp_credentials(cr, o, &plain, resp)
+	                      : aws_credentials(cr, o, &plain, resp)) < 0)
+		return -1;
 	if (!c->api->have_secrets_key) {
+		json_decref(plain);
 		cnl_http_error(
 		    resp, 409, "secrets_off",
 		    "cloud credentials are kept sealed with the "
@@ -338,19 +481,21 @@ static int seal_credentials(struct call *c, const char *provider,
 		return -1;
 	}
 	/* Sealed with them: where they may be used (the row's endpoint,
-	 * region, account and key id), so that a row rewritten by someone
-	 * without the key (the endpoint to their host) does not open. */
-	v = json_pack("{s:s,s:s*,s:O?,s:O,s:O,s:s}", "secret", secret, "token",
-	              token, "endpoint", json_object_get(o, "endpoint"),
-	              "region", json_object_get(o, "region"), "account",
-	              json_object_get(o, "account"), "access_key_id", akid);
-	plain = json_dumps(v, JSON_COMPACT);
-	json_decref(v);
+	 * region, account and public key id), so that a row rewritten by
+	 * someone without the key (the endpoint to their host) does not
+	 * open. */
+	json_object_set(plain, "endpoint", json_object_get(o, "endpoint"));
+	json_object_set(plain, "region", json_object_get(o, "region"));
+	json_object_set(plain, "account", json_object_get(o, "account"));
+	if (!json_object_get(plain, "endpoint"))
+		json_object_del(plain, "endpoint");
+	text = json_dumps(plain, JSON_COMPACT);
+	json_decref(plain);
 	snprintf(place, sizeof(place), "cloud/%s", id);
-	r = cnl_secret_seal(c->api->secrets_key, place, (uint8_t *)plain,
-	                    strlen(plain), &sealed);
-	explicit_bzero(plain, strlen(plain));
-	free(plain);
+	r = cnl_secret_seal(c->api->secrets_key, place, (uint8_t *)text,
+	                    strlen(text), &sealed);
+	explicit_bzero(text, strlen(text));
+	free(text);
 	if (r < 0) {
 		cnl_http_error(resp, 500, "internal",
 		               "cannot seal the credentials: %s",
@@ -358,7 +503,6 @@ static int seal_credentials(struct call *c, const char *provider,
 		return -1;
 	}
 	cnl_secret_key_id(c->api->secrets_key, kid);
-	json_object_set_new(o, "access_key_id", json_string(akid));
 	json_object_set_new(o, "credentials_sealed", json_string(sealed));
 	json_object_set_new(o, "key_id", json_string(kid));
 	free(sealed);
@@ -464,7 +608,7 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 		/* Where the provider's API is (a region's own, a test's):
 		 * the credentials go there, so https only, but for this
 		 * machine's loopback. */
-		if (!endpoint_ok(e)) {
+		if (!endpoint_ok(e, false)) {
 			cnl_api_bad(resp, "field \"endpoint\": an https:// URL "
 			                  "(http:// only to 127.0.0.1)");
 			json_decref(o);
@@ -582,6 +726,8 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 {
 	struct cnl_store_doc d = {0};
 	struct cnl_cloud_aws_config cfg = {0};
+	struct cnl_cloud_gcp_config gc = {0};
+	const char *prov;
 	json_t *o, *cr = NULL;
 	char place[96];
 	uint8_t *plain = NULL;
@@ -595,11 +741,11 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	}
 	o = json_loads(d.body, 0, NULL);
 	cnl_store_doc_done(&d);
-	if (!o || !json_string_value(json_object_get(o, "provider")) ||
-	    strcmp(json_string_value(json_object_get(o, "provider")), "aws")) {
+	prov = json_string_value(json_object_get(o, "provider"));
+	if (!prov || (strcmp(prov, "aws") != 0 && strcmp(prov, "gcp") != 0)) {
 		cnl_seterr(err, errlen,
-		           "cloud account %s: only aws accounts can be used "
-		           "for now",
+		           "cloud account %s: only aws and gcp accounts can be "
+		           "used for now",
 		           id);
 		json_decref(o);
 		return -ENOTSUP;
@@ -631,11 +777,16 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	free(plain);
 	{
 		static const char *const bound[] = {
-		    "endpoint", "region", "account", "access_key_id", NULL};
+		    "endpoint",      "region",       "account",
+		    "access_key_id", "client_email", NULL};
 
 		for (int i = 0; bound[i]; i++) {
 			json_t *a = json_object_get(o, bound[i]),
 			       *b = json_object_get(cr, bound[i]);
+
+			/* Sealed as null: absent. */
+			a = json_is_null(a) ? NULL : a;
+			b = json_is_null(b) ? NULL : b;
 
 			if ((a || b) && !json_equal(a, b)) {
 				cnl_seterr(err, errlen,
@@ -648,6 +799,24 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 				return -EACCES;
 			}
 		}
+	}
+	if (strcmp(prov, "gcp") == 0) {
+		gc.project = json_string_value(json_object_get(o, "account"));
+		gc.zone = json_string_value(json_object_get(o, "region"));
+		gc.endpoint = json_string_value(json_object_get(o, "endpoint"));
+		gc.client_email =
+		    json_string_value(json_object_get(o, "client_email"));
+		gc.private_key =
+		    json_string_value(json_object_get(cr, "private_key"));
+		gc.token_uri =
+		    json_string_value(json_object_get(cr, "token_uri"));
+		r = cnl_cloud_gcp_new(&gc, ret, err, errlen);
+		if (gc.private_key)
+			explicit_bzero((char *)gc.private_key,
+			               strlen(gc.private_key));
+		json_decref(cr);
+		json_decref(o);
+		return r;
 	}
 	cfg.region = json_string_value(json_object_get(o, "region"));
 	cfg.endpoint = json_string_value(json_object_get(o, "endpoint"));

@@ -339,35 +339,6 @@ static bool read_policy(struct cnl_burst *b, struct policy *p)
 	return prov != NULL;
 }
 
-/* The first account of @provider with credentials: its id and document
- * into *@acct (NULL: none). */
-static void find_account(struct cnl_burst *b, const char *provider,
-                         char id[CNL_ID_MAX], json_t **acct)
-{
-	struct cnl_store_doc *d = cnl_xcalloc(CNL_STORE_LIST_MAX, sizeof(*d));
-	int n = 0;
-
-	*acct = NULL;
-	id[0] = '\0';
-	if (cnl_store_doc_list(b->api->store, "cloud", NULL, NULL,
-	                       CNL_STORE_LIST_MAX, d, &n) == 0)
-		for (int i = 0; i < n && !*acct; i++) {
-			json_t *o = json_loads(d[i].body, 0, NULL);
-			const char *p =
-			    json_string_value(json_object_get(o, "provider"));
-
-			if (p && strcmp(p, provider) == 0 &&
-			    json_object_get(o, "credentials_sealed")) {
-				*acct = o;
-				copy(id, CNL_ID_MAX, d[i].id);
-			} else {
-				json_decref(o);
-			}
-		}
-	cnl_store_docs_done(d, n);
-	free(d);
-}
-
 /* A type the account offers, known (GPUs) and priced: its on-demand
  * price, or -1. */
 static double od_price(const json_t *acct, const char *provider,
@@ -816,29 +787,6 @@ static void plan(struct cnl_burst *b, const struct policy *pol,
 	}
 }
 
-/* The account's types, known and priced, offered to admission. */
-static void offer(struct cnl_burst *b, const struct policy *pol,
-                  const json_t *acct)
-{
-	struct cnl_ctl_cloud_offer o[16];
-	char cluster[CNL_NAME_MAX];
-	size_t n = 0, k;
-	const struct cnl_cloud_type *t;
-	json_t *v;
-
-	snprintf(cluster, sizeof(cluster), "cloud-%s", pol->provider);
-	json_array_foreach (json_object_get(acct, "instance_types"), k, v)
-		if (n < 16 && od_price(acct, pol->provider,
-		                       json_string_value(v), &t) >= 0)
-			o[n++] = (struct cnl_ctl_cloud_offer){
-			    .cluster = cluster,
-			    .model = t->model,
-			    .gpus = t->gpus,
-			    .cpu_milli = (int64_t)t->vcpus * 1000,
-			    .mem_mib = (int64_t)t->mem_gib * 1024};
-	cnl_ctl_cloud_offer(b->api->ctl, o, n);
-}
-
 /* Under the lock: joins, idleness, budget, return; then the plan. */
 static void decide(struct cnl_burst *b, int64_t now)
 {
@@ -1019,14 +967,15 @@ static void decide(struct cnl_burst *b, int64_t now)
 	if (have && pol.enabled && !b->exhausted && b->cfg_image[0]) {
 		struct cnl_cloud *cl = NULL;
 
-		find_account(b, pol.provider, acct_id, &acct);
+		cnl_api_cloud_account(b->api, pol.provider, acct_id,
+		                      sizeof(acct_id), &acct);
 		if (acct && b->auth_failed &&
 		    strcmp(b->auth_account, acct_id) != 0)
 			b->auth_failed = false; /* another account now */
 		if (acct && !b->auth_failed)
 			cl = provider_of(b, acct_id, now);
 		if (cl) {
-			offer(b, &pol, acct);
+			cnl_api_cloud_offer(b->api, pol.provider, acct);
 			if (now >= b->backoff_until)
 				plan(b, &pol, view, acct, acct_id, now);
 		}

@@ -33,6 +33,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum cnl_cloud_market { CNL_CLOUD_ON_DEMAND, CNL_CLOUD_SPOT };
 
@@ -127,6 +128,17 @@ struct cnl_cloud {
 /* cnl_cloud_free - NULL-safe. */
 void cnl_cloud_free(struct cnl_cloud *c);
 
+/* The errno of a failure's kind (-EAGAIN for CAPACITY and THROTTLED,
+ * -EIO, -EACCES, -EINVAL, -EPROTO), for the plugins. */
+int cnl_cloud_errno(enum cnl_cloud_fail k);
+
+#define CNL_CLOUD_BACKOFF_MAX_MS 20000
+
+/* Sleep before a plugin's retry: between half of *@wait_ms and all of it
+ * (full jitter, from @seed), then double *@wait_ms up to
+ * CNL_CLOUD_BACKOFF_MAX_MS. */
+void cnl_cloud_backoff(long *wait_ms, unsigned *seed);
+
 /*
  * Instance types (cloud_types.c): what one holds, as the catalog names
  * its GPUs, and its published on-demand price (USD an hour, Linux, the
@@ -141,6 +153,9 @@ struct cnl_cloud_type {
 	int vcpus;
 	int mem_gib;
 	double on_demand_h;
+	/* The spot price, where the provider publishes a list rather than
+	 * a market (GCP: changed at most once a month); 0: ask spot_price. */
+	double spot_h;
 };
 const struct cnl_cloud_type *cnl_cloud_type_find(const char *provider,
                                                  const char *name);
@@ -165,5 +180,39 @@ struct cnl_cloud_aws_config {
  */
 int cnl_cloud_aws_new(const struct cnl_cloud_aws_config *cfg,
                       struct cnl_cloud **ret, char *err, size_t errlen);
+
+/*
+ * GCP Compute Engine (cloud_gcp.c): the Compute REST API with the access
+ * tokens a service account's key earns (a JWT assertion, RS256).  Its
+ * instance ids are instance names; "region" is the zone instances are
+ * made in.
+ */
+struct cnl_cloud_gcp_config {
+	const char *project;      /* "my-project" */
+	const char *zone;         /* "us-central1-a" */
+	const char *endpoint;     /* NULL: https://compute.googleapis.com */
+	const char *client_email; /* the service account */
+	const char *private_key;  /* its RSA key, PEM */
+	const char *token_uri; /* NULL: https://oauth2.googleapis.com/token */
+	const char *cafile;    /* NULL: the system's CAs */
+	int max_attempts;      /* per call, retries included; 0: 5 */
+	long backoff_ms;       /* the first retry's wait; 0: 200 */
+	long timeout_ms;       /* per attempt; 0: 20 s */
+};
+
+/*
+ * cnl_cloud_gcp_new - a Compute Engine provider for @cfg in *@ret.  0, or
+ * -EINVAL with @err naming the field.
+ */
+int cnl_cloud_gcp_new(const struct cnl_cloud_gcp_config *cfg,
+                      struct cnl_cloud **ret, char *err, size_t errlen);
+
+/*
+ * cnl_cloud_gcp_assertion - the signed JWT (RS256) that @email presents
+ * at the token URI @aud at @now_s, in *@ret (free()).  -EINVAL when
+ * @private_key_pem is not an RSA private key.
+ */
+int cnl_cloud_gcp_assertion(const char *email, const char *private_key_pem,
+                            const char *aud, int64_t now_s, char **ret);
 
 #endif

@@ -35,10 +35,9 @@
 #include "server/cloud.h"
 #include "server/xml.h"
 
-#define EC2_VERSION    "2016-11-15"
-#define FORM_TYPE      "application/x-www-form-urlencoded; charset=utf-8"
-#define BACKOFF_MAX_MS 20000
-#define ATTEMPTS_MAX   10
+#define EC2_VERSION  "2016-11-15"
+#define FORM_TYPE    "application/x-www-form-urlencoded; charset=utf-8"
+#define ATTEMPTS_MAX 10
 /* EC2 takes 16 KiB of user data, before its base64. */
 #define USER_DATA_MAX 16384
 
@@ -165,31 +164,6 @@ static enum cnl_cloud_fail classify(long status, const char *code)
 	return CNL_CLOUD_INVALID;
 }
 
-static int fail_errno(enum cnl_cloud_fail k)
-{
-	switch (k) {
-	case CNL_CLOUD_CAPACITY:
-	case CNL_CLOUD_THROTTLED:
-		return -EAGAIN;
-	case CNL_CLOUD_UNAVAILABLE:
-		return -EIO;
-	case CNL_CLOUD_AUTH:
-		return -EACCES;
-	case CNL_CLOUD_INVALID:
-		return -EINVAL;
-	default:
-		return -EPROTO;
-	}
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* One signed attempt of the form @body: 0 with the answer in @rep;
  * *@refused when the signer refused the request (nothing was sent). */
 static int attempt(struct aws *a, const char *body,
@@ -271,11 +245,7 @@ static int call(struct aws *a, struct form *f, struct cnl_xml **ret_doc,
 		bool refused;
 
 		if (i > 0) {
-			/* Jitter: between half the wait and the whole. */
-			sleep_ms(wait / 2 + (long)(rand_r(&a->seed) %
-			                           (unsigned)(wait / 2 + 1)));
-			wait = wait * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-			                                 : wait * 2;
+			cnl_cloud_backoff(&wait, &a->seed);
 		}
 		e->attempts = i + 1;
 		r = attempt(a, f->p, &rep, &refused, e->message,
@@ -333,9 +303,9 @@ static int call(struct aws *a, struct form *f, struct cnl_xml **ret_doc,
 		e->kind = classify(e->http_status, e->code);
 		if (e->kind != CNL_CLOUD_THROTTLED &&
 		    e->kind != CNL_CLOUD_UNAVAILABLE)
-			return fail_errno(e->kind);
+			return cnl_cloud_errno(e->kind);
 	}
-	return fail_errno(e->kind);
+	return cnl_cloud_errno(e->kind);
 }
 
 static void copy(char *dst, size_t n, const char *s)
@@ -697,9 +667,10 @@ int cnl_cloud_aws_new(const struct cnl_cloud_aws_config *cfg,
 	                  : cfg->max_attempts > ATTEMPTS_MAX
 	                      ? ATTEMPTS_MAX
 	                      : cfg->max_attempts;
-	a->backoff_ms = cfg->backoff_ms <= 0               ? 200
-	                : cfg->backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-	                                                   : cfg->backoff_ms;
+	a->backoff_ms = cfg->backoff_ms <= 0 ? 200
+	                : cfg->backoff_ms > CNL_CLOUD_BACKOFF_MAX_MS
+	                    ? CNL_CLOUD_BACKOFF_MAX_MS
+	                    : cfg->backoff_ms;
 	a->seed = (unsigned)cnl_time_now_ms();
 	cc.base = endpoint;
 	cc.cafile = cfg->cafile;

@@ -392,6 +392,9 @@ int ctl_cloud_load(struct cnl_ctl *ctl);
 /* Each cluster's price per GPU-hour into @p->cost, and the clusters that
  * hold a cloud node as a mask (bit k: cluster k). */
 uint64_t ctl_cloud_clusters(struct cnl_ctl *ctl, struct cnl_picks *p);
+/* ctl_owned_could_host - whether a node owned (no cloud node) could ever
+ * host @w: its GPU type and count, CPU, memory, the node as if empty. */
+bool ctl_owned_could_host(struct cnl_ctl *ctl, const struct wl *w);
 /* Whether an instance type the burst offers could run @p (a project
  * that may leave). */
 bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,

@@ -67,12 +67,14 @@ json_t *cnl_ctl_burst_view(struct cnl_ctl *ctl, int64_t now)
 		        "{s:s,s:s,s:b,s:b,s:s,s:s,s:I,s:i,s:i,s:o,s:I,s:I}",
 		        "id", w->id, "project", w->project_id, "on_prem_only",
 		        ctl_on_prem_only(ctl, w), "nowhere",
-		        w->wait_reason == CNL_WHY_NO_MATCHING_NODE, "cluster",
-		        w->cl_pick, "asked", w->cl_want, "waiting_ms",
-		        (json_int_t)(now - w->j.submit_ms), "gpus",
-		        r->kind == CNL_REQ_WHOLE ? r->gpus : 1, "blocks",
-		        r->kind == CNL_REQ_WHOLE ? 100 : r->blocks, "models",
-		        models_of(ctl, w), "cpu_milli",
+		        w->wait_reason == CNL_WHY_NO_MATCHING_NODE ||
+		            (w->wait_reason == CNL_WHY_NO_NODE_TAKING_WORK &&
+		             !ctl_owned_could_host(ctl, w)),
+		        "cluster", w->cl_pick, "asked", w->cl_want,
+		        "waiting_ms", (json_int_t)(now - w->j.submit_ms),
+		        "gpus", r->kind == CNL_REQ_WHOLE ? r->gpus : 1,
+		        "blocks", r->kind == CNL_REQ_WHOLE ? 100 : r->blocks,
+		        "models", models_of(ctl, w), "cpu_milli",
 		        (json_int_t)r->cpu_milli, "mem_mib",
 		        (json_int_t)r->mem_mib));
 		/* Its project's pins, if any: the clusters it may use. */

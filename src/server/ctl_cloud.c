@@ -154,9 +154,7 @@ bool ctl_cloud_could_run(const struct cnl_ctl *ctl, const char *project_id,
 	return false;
 }
 
-/* Whether an owned node could ever host @w (its GPU type and count, CPU,
- * memory: the node as if empty). */
-static bool owned_could_host(struct cnl_ctl *ctl, const struct wl *w)
+bool ctl_owned_could_host(struct cnl_ctl *ctl, const struct wl *w)
 {
 	struct cnl_req_prep p;
 	struct cnl_alloc_req r = w->j.req;
@@ -178,7 +176,8 @@ bool cnl_ctl_cloud_movable(struct cnl_ctl *ctl, const char *node)
 	if (i < 0)
 		return false;
 	for (size_t k = 0; k < ctl->n_wl; k++)
-		if (ctl->wl[k].node == i && !owned_could_host(ctl, &ctl->wl[k]))
+		if (ctl->wl[k].node == i &&
+		    !ctl_owned_could_host(ctl, &ctl->wl[k]))
 			return false;
 	return true;
 }

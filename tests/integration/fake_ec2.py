@@ -36,18 +36,18 @@ Usage: fake_ec2.py STATE_DIR ACCESS_KEY SECRET PORT_FILE
 """
 import base64
 import datetime
-import glob
 import hashlib
 import hmac
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import fake_machine
 
 STATE, AKID, SECRET, PORT_FILE = sys.argv[1:5]
 GPUS = {
@@ -127,75 +127,11 @@ def item(i):
 
 
 def boot(i, user_data):
-    """The machine boots: its user data runs, with its hardware."""
-    d = os.path.join(STATE, i["id"])
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "user-data"), "w") as f:
-        f.write(user_data)
-    env = dict(os.environ)
-    env["CNLAB_AGENT_GPUS"] = GPUS[i["type"]]
-    env["CNLAB_AGENT_WORK_DIR"] = os.path.join(d, "work")
-    env["CNLAB_AGENT_CPU_MILLI"] = "4000"
-    env["CNLAB_AGENT_MEM_MIB"] = "8192"
-    out = open(os.path.join(d, "console.log"), "w")
-    p = subprocess.Popen(["/bin/sh", os.path.join(d, "user-data")],
-                         stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                         env=env, start_new_session=True)
-    i["pid"] = p.pid
-    i["proc"] = p
+    fake_machine.boot(STATE, i["id"], GPUS[i["type"]], user_data, i)
 
 
 def halt(i):
-    """The machine goes away, and everything on it: the user data's
-    process group, every process naming its disk (the workloads'
-    supervisors and runtimes, which outlive an agent by design), and the
-    processes in its node's cgroups (thawed first: a frozen process does
-    not die), whose folders are then removed."""
-    p = i.pop("proc", None)
-    if p:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
-    disk = os.path.join(STATE, i["id"]) + "/"
-    node = i["tags"].get("cnlab:node", "")
-    pids = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                if disk.encode() in f.read():
-                    pids.add(int(pid))
-        except OSError:
-            pass
-    roots = glob.glob("/sys/fs/cgroup/*/cnlab/%s" % node) + \
-        glob.glob("/sys/fs/cgroup/cnlab/%s" % node) if node else []
-    for root in roots:
-        for d, _, files in os.walk(root):
-            for name, val in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
-                if name in files:
-                    try:
-                        with open(os.path.join(d, name), "w") as f:
-                            f.write(val)
-                    except OSError:
-                        pass
-            try:
-                with open(os.path.join(d, "cgroup.procs")) as f:
-                    pids.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    time.sleep(0.2)
-    for root in roots:
-        for d, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+    fake_machine.halt(STATE, i, i["tags"].get("cnlab:node", ""))
 
 
 def next_failure(market):

@@ -135,6 +135,58 @@ static int read_secret(const char *file, char *out, size_t n)
 	return 0;
 }
 
+/* A GCP service account's JSON key from @file, as the "credentials" of
+ * an account; NULL with the CLI's exit code in *@code. */
+static json_t *read_key_file(const char *file, int *code)
+{
+	json_error_t je;
+	json_t *k = json_load_file(file, JSON_REJECT_DUPLICATES, &je), *cr;
+	const char *type = json_string_value(json_object_get(k, "type"));
+
+	*code = 0;
+	if (!k) {
+		*code = cnl_cli_fail(CNL_EXIT_USAGE, "--key-file %s: %s", file,
+		                     je.text);
+		return NULL;
+	}
+	if (!type || strcmp(type, "service_account") != 0 ||
+	    !json_string_value(json_object_get(k, "client_email")) ||
+	    !json_string_value(json_object_get(k, "private_key"))) {
+		json_decref(k);
+		*code = cnl_cli_fail(CNL_EXIT_USAGE,
+		                     "--key-file %s: not a service account's "
+		                     "key (want \"type\": \"service_account\", "
+		                     "client_email and private_key, as Google "
+		                     "downloads it)",
+		                     file);
+		return NULL;
+	}
+	cr = json_pack("{s:O,s:O}", "client_email",
+	               json_object_get(k, "client_email"), "private_key",
+	               json_object_get(k, "private_key"));
+	if (json_string_value(json_object_get(k, "token_uri")))
+		json_object_set(cr, "token_uri",
+		                json_object_get(k, "token_uri"));
+	json_decref(k);
+	return cr;
+}
+
+/* Wipe the private parts of the "credentials" of @body. */
+static void wipe_credentials(json_t *body)
+{
+	static const char *const keys[] = {"secret_access_key", "private_key",
+	                                   NULL};
+	json_t *cr = json_object_get(body, "credentials");
+
+	for (int i = 0; keys[i]; i++) {
+		const char *sv =
+		    json_string_value(json_object_get(cr, keys[i]));
+
+		if (sv)
+			explicit_bzero((char *)sv, strlen(sv));
+	}
+}
+
 int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 {
 	const char *prov = cli->args.pos[0];
@@ -145,6 +197,7 @@ int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 	const char *sfile = cnl_cli_flag(cli, "secret-from-file");
 	bool sstdin = cnl_cli_flag(cli, "secret-from-stdin") != NULL;
 	const char *endpoint = cnl_cli_flag(cli, "endpoint");
+	const char *keyfile = cnl_cli_flag(cli, "key-file");
 	json_t *body, *list, *o;
 	int code;
 
@@ -196,17 +249,28 @@ int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 		                              secret));
 		explicit_bzero(secret, sizeof(secret));
 	}
+	if (keyfile) {
+		json_t *cr;
+
+		if (strcmp(prov, "gcp") != 0 || akid || sfile || sstdin) {
+			wipe_credentials(body);
+			json_decref(body);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "--key-file is a GCP service account's "
+			    "key: for gcp accounts, without "
+			    "--access-key-id");
+		}
+		if (!(cr = read_key_file(keyfile, &code))) {
+			json_decref(body);
+			return code;
+		}
+		json_object_set_new(body, "credentials", cr);
+	}
 	code = cnl_cli_call(cli, "POST", "/v1/cloud/accounts", body, NULL, NULL,
 	                    &o);
 	/* The request's copy of the secret. */
-	{
-		json_t *cr = json_object_get(body, "credentials");
-		const char *sv =
-		    json_string_value(json_object_get(cr, "secret_access_key"));
-
-		if (sv)
-			explicit_bzero((char *)sv, strlen(sv));
-	}
+	wipe_credentials(body);
 	json_decref(body);
 	if (code)
 		return code;
