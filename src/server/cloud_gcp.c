@@ -51,15 +51,14 @@
 #include "common/base64.h"
 #include "common/time.h"
 #include "common/util.h"
-#include "net/client.h"
 #include "net/sigv4.h"
 #include "server/cloud.h"
+#include "server/cloud_rest.h"
 
 #define SCOPE         "https://www.googleapis.com/auth/compute"
 #define TOKEN_URI     "https://oauth2.googleapis.com/token"
 #define API_ENDPOINT  "https://compute.googleapis.com"
 #define MANAGED_LABEL "cnlab-managed"
-#define ATTEMPTS_MAX  10
 /* Compute Engine takes 256 KiB of metadata in all. */
 #define USER_DATA_MAX (128 * 1024)
 /* How long a launch waits for Compute Engine to end an insert. */
@@ -67,19 +66,12 @@
 
 struct gcp {
 	struct cnl_cloud base;
-	struct cnl_client *api;  /* the Compute endpoint */
-	struct cnl_client *auth; /* the token URI's host */
-	char *token_path;        /* the token URI's path */
-	char *token_uri;         /* the assertion's audience */
+	struct cloud_rest rest;
+	char *token_uri; /* the assertion's audience */
 	char *email;
 	EVP_PKEY *key;
 	char prefix[256]; /* "/compute/v1/projects/P/zones/Z" */
 	char zone[64];
-	char bearer[4096];
-	int64_t bearer_until_ms;
-	int max_attempts;
-	long backoff_ms;
-	unsigned seed;
 };
 
 static void copy(char *dst, size_t n, const char *s)
@@ -204,146 +196,27 @@ static void read_error(const json_t *o, struct cnl_cloud_error *e)
 	    json_array_get(json_object_get(er, "errors"), 0), "reason"));
 	const char *msg = json_string_value(json_object_get(er, "message"));
 
-	/* The token endpoint's: {"error": "invalid_grant",
-	 * "error_description": ...}. */
-	if (json_is_string(er)) {
-		reason = json_string_value(er);
-		msg =
-		    json_string_value(json_object_get(o, "error_description"));
-	}
 	if (!reason)
 		reason = json_string_value(json_object_get(er, "status"));
 	copy(e->code, sizeof(e->code), reason ? reason : "Unknown");
 	copy(e->message, sizeof(e->message), msg);
 }
 
-/*
- * One request with retries: 0 with a 2xx answer's JSON in *@ret (may be
- * NULL for an empty body) and its status in e->http_status; a negative
- * errno with @e filled.  @bearer: send the access token (asked for first).
- * A 404 is returned as -ENOENT for the caller to read.
- */
-static int get_bearer(struct gcp *g, struct cnl_cloud_error *e);
-
-static int request(struct gcp *g, struct cnl_client *cl, const char *method,
-                   const char *path, json_t *body, const char *form,
-                   bool bearer, json_t **ret, struct cnl_cloud_error *e)
+/* The token request: a fresh assertion, signed. */
+static char *grant(void *ud, struct cnl_cloud_error *e)
 {
-	long wait = g->backoff_ms;
-	bool renewed = false;
-	int r = -EIO;
-
-	*ret = NULL;
-	memset(e, 0, sizeof(*e));
-	for (int i = 0; i < g->max_attempts; i++) {
-		struct cnl_client_reply rep = {0};
-		char auth[4200];
-		const char *lines[2] = {NULL, NULL};
-		struct cnl_client_request rq = {
-		    .method = method,
-		    .path = path,
-		    .json = body,
-		    .body = form,
-		    .body_len = form ? strlen(form) : 0,
-		    .content_type =
-		        form ? "application/x-www-form-urlencoded" : NULL,
-		    .headers = lines,
-		};
-		int attempts = e->attempts;
-
-		if (i > 0)
-			cnl_cloud_backoff(&wait, &g->seed);
-		if (bearer) {
-			if ((r = get_bearer(g, e)) < 0)
-				return r;
-			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
-			         g->bearer);
-			lines[0] = auth;
-		}
-		e->attempts = attempts + 1;
-		r = cnl_client_request(cl, &rq, &rep);
-		explicit_bzero(auth, sizeof(auth));
-		if (r == -EINVAL) {
-			e->kind = CNL_CLOUD_INVALID;
-			snprintf(e->message, sizeof(e->message),
-			         "the request: %.400s", rep.error);
-			cnl_client_reply_done(&rep);
-			return -EINVAL;
-		}
-		e->http_status = rep.status;
-		if (r < 0 || rep.status == 0) {
-			e->kind = CNL_CLOUD_UNAVAILABLE;
-			copy(e->code, sizeof(e->code), "NoAnswer");
-			snprintf(e->message, sizeof(e->message),
-			         "no answer from Google: %.400s",
-			         rep.error[0] ? rep.error
-			                      : "connection failed");
-			cnl_client_reply_done(&rep);
-			continue;
-		}
-		if (rep.status >= 200 && rep.status < 300) {
-			if (rep.len && !rep.json) {
-				e->kind = CNL_CLOUD_PROTOCOL;
-				copy(e->code, sizeof(e->code), "BadAnswer");
-				snprintf(e->message, sizeof(e->message),
-				         "Google answered %ld with a body that "
-				         "is not JSON",
-				         rep.status);
-				cnl_client_reply_done(&rep);
-				return -EPROTO;
-			}
-			e->kind = CNL_CLOUD_OK;
-			*ret = json_incref(rep.json);
-			cnl_client_reply_done(&rep);
-			return 0;
-		}
-		read_error(rep.json, e);
-		if (!rep.json)
-			snprintf(e->message, sizeof(e->message),
-			         "Google answered %ld", rep.status);
-		cnl_client_reply_done(&rep);
-		if (e->http_status == 404)
-			return -ENOENT;
-		if (e->http_status == 409) {
-			e->kind = CNL_CLOUD_INVALID;
-			return -EEXIST;
-		}
-		/* An access token no longer good: one more, afresh. */
-		if (bearer && e->http_status == 401 && !renewed) {
-			renewed = true;
-			g->bearer_until_ms = 0;
-			i--;
-			continue;
-		}
-		e->kind = classify(e->http_status, e->code);
-		if (e->kind != CNL_CLOUD_THROTTLED &&
-		    e->kind != CNL_CLOUD_UNAVAILABLE)
-			return cnl_cloud_errno(e->kind);
-	}
-	return cnl_cloud_errno(e->kind);
-}
-
-/* An access token in g->bearer, asked for when there is none or it is
- * about to expire. */
-static int get_bearer(struct gcp *g, struct cnl_cloud_error *e)
-{
-	int64_t now = cnl_time_now_ms();
-	char *jwt, *esc, *form;
-	const char *tok;
-	json_t *o = NULL;
-	json_int_t ttl;
+	struct gcp *g = ud;
+	char *jwt = assertion(g->key, g->email, g->token_uri,
+	                      cnl_time_now_ms() / 1000),
+	     *esc, *form;
 	size_t n;
-	int r;
 
-	if (g->bearer[0] && now < g->bearer_until_ms)
-		return 0;
-	g->bearer[0] = '\0';
-	if (!(jwt = assertion(g->key, g->email, g->token_uri, now / 1000))) {
+	if (!jwt) {
 		e->kind = CNL_CLOUD_AUTH;
 		copy(e->code, sizeof(e->code), "BadKey");
 		copy(e->message, sizeof(e->message),
 		     "the service account's key cannot sign");
-		return -EACCES;
+		return NULL;
 	}
 	esc = cnl_sigv4_escape(jwt);
 	n = strlen(esc) + 96;
@@ -355,45 +228,7 @@ static int get_bearer(struct gcp *g, struct cnl_cloud_error *e)
 	explicit_bzero(jwt, strlen(jwt));
 	free(jwt);
 	free(esc);
-	r = request(g, g->auth, "POST", g->token_path, NULL, form, false, &o,
-	            e);
-	explicit_bzero(form, strlen(form));
-	free(form);
-	if (r == -ENOENT || r == -EEXIST) {
-		e->kind = CNL_CLOUD_AUTH;
-		r = -EACCES;
-	}
-	if (r < 0) {
-		/* The token endpoint refusing the assertion: the key. */
-		if (e->http_status == 400 || e->http_status == 401) {
-			e->kind = CNL_CLOUD_AUTH;
-			r = -EACCES;
-		}
-		json_decref(o);
-		return r;
-	}
-	tok = json_string_value(json_object_get(o, "access_token"));
-	ttl = json_integer_value(json_object_get(o, "expires_in"));
-	if (!tok || !tok[0] || strlen(tok) >= sizeof(g->bearer) ||
-	    strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	                "0123456789-._~+/=") != strlen(tok) ||
-	    ttl <= 0) {
-		e->kind = CNL_CLOUD_PROTOCOL;
-		copy(e->code, sizeof(e->code), "BadAnswer");
-		copy(e->message, sizeof(e->message),
-		     "the token endpoint's answer has no usable access_token "
-		     "and expires_in");
-		json_decref(o);
-		return -EPROTO;
-	}
-	copy(g->bearer, sizeof(g->bearer), tok);
-	/* A minute early, and never longer than an hour. */
-	g->bearer_until_ms = now + (ttl > 3600  ? 3600
-	                            : ttl > 120 ? ttl - 60
-	                                        : ttl / 2) *
-	                               1000;
-	json_decref(o);
-	return 0;
+	return form;
 }
 
 /* The last part of a URL ("zones/us-central1-a/machineTypes/g2-standard-4"
@@ -544,8 +379,8 @@ static int wait_op(struct gcp *g, json_t *op, struct cnl_cloud_error *e)
 		}
 		snprintf(path, sizeof(path), "%s/operations/%s/wait", g->prefix,
 		         name);
-		if ((r = request(g, g->api, "POST", path, NULL, NULL, true,
-		                 &next, e)) < 0) {
+		if ((r = cloud_rest_call(&g->rest, "POST", path, NULL, &next,
+		                         e)) < 0) {
 			json_decref(cur);
 			return r;
 		}
@@ -579,7 +414,7 @@ static int get_instance(struct gcp *g, const char *name,
 	int r;
 
 	snprintf(path, sizeof(path), "%s/instances/%s", g->prefix, name);
-	if ((r = request(g, g->api, "GET", path, NULL, NULL, true, &o, e)) < 0)
+	if ((r = cloud_rest_call(&g->rest, "GET", path, NULL, &o, e)) < 0)
 		return r;
 	if (!read_instance(o, out))
 		r = protocol(e, "an instance without name or status");
@@ -597,7 +432,7 @@ static int delete_one(struct gcp *g, const char *name,
 	request_id("delete", name, rid);
 	snprintf(path, sizeof(path), "%s/instances/%s?requestId=%s", g->prefix,
 	         name, rid);
-	r = request(g, g->api, "DELETE", path, NULL, NULL, true, &o, e);
+	r = cloud_rest_call(&g->rest, "DELETE", path, NULL, &o, e);
 	json_decref(o);
 	return r == -ENOENT ? 0 : r;
 }
@@ -696,7 +531,7 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		snprintf(path, sizeof(path), "%s/instances?requestId=%s",
 		         g->prefix, rid);
 		body = insert_body(g, l, names[k]);
-		r = request(g, g->api, "POST", path, body, NULL, true, &op, e);
+		r = cloud_rest_call(&g->rest, "POST", path, body, &op, e);
 		json_decref(body);
 		if (r == -EEXIST) {
 			/* Made by an earlier try of this launch (the name is
@@ -776,8 +611,8 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		         "%s%s",
 		         g->prefix, MANAGED_LABEL, page[0] ? "&pageToken=" : "",
 		         page);
-		if ((r = request(g, g->api, "GET", path, NULL, NULL, true, &o,
-		                 e)) < 0)
+		if ((r = cloud_rest_call(&g->rest, "GET", path, NULL, &o, e)) <
+		    0)
 			return r;
 		json_array_foreach (json_object_get(o, "items"), i, it)
 			if (*ret_n < cap && read_instance(it, &ret[*ret_n]))
@@ -845,11 +680,8 @@ static void gcp_free(struct cnl_cloud *c)
 {
 	struct gcp *g = (struct gcp *)c;
 
-	cnl_client_free(g->api);
-	cnl_client_free(g->auth);
+	cloud_rest_done(&g->rest);
 	EVP_PKEY_free(g->key);
-	explicit_bzero(g->bearer, sizeof(g->bearer));
-	free(g->token_path);
 	free(g->token_uri);
 	free(g->email);
 	free(g);
@@ -864,26 +696,6 @@ static const struct cnl_cloud_ops gcp_ops = {
     .free = gcp_free,
 };
 
-/* @url's scheme://host[:port] into @base and the rest into *@path ("/"
- * when none); false unless https:// (or http://, for tests). */
-static bool split_url(const char *url, char *base, size_t n, char **path)
-{
-	const char *h, *end;
-
-	if (strncmp(url, "https://", 8) == 0)
-		h = url + 8;
-	else if (strncmp(url, "http://", 7) == 0)
-		h = url + 7;
-	else
-		return false;
-	end = h + strcspn(h, "/?#");
-	if (end == h || (size_t)(end - url) >= n || (*end && *end != '/'))
-		return false;
-	snprintf(base, n, "%.*s", (int)(end - url), url);
-	*path = cnl_xstrdup(*end ? end : "/");
-	return true;
-}
-
 static bool zone_ok(const char *z)
 {
 	size_t n = z ? strlen(z) : 0;
@@ -896,8 +708,6 @@ static bool zone_ok(const char *z)
 int cnl_cloud_gcp_new(const struct cnl_cloud_gcp_config *cfg,
                       struct cnl_cloud **ret, char *err, size_t errlen)
 {
-	struct cnl_client_config cc = {0};
-	char base[512], *api_path = NULL;
 	const char *tu = cfg->token_uri ? cfg->token_uri : TOKEN_URI;
 	struct gcp *g;
 
@@ -925,46 +735,18 @@ int cnl_cloud_gcp_new(const struct cnl_cloud_gcp_config *cfg,
 	}
 	g->email = cnl_xstrdup(cfg->client_email);
 	g->token_uri = cnl_xstrdup(tu);
-	copy(g->zone, sizeof(g->zone), cfg->zone);
+	snprintf(g->zone, sizeof(g->zone), "%s", cfg->zone);
 	snprintf(g->prefix, sizeof(g->prefix),
 	         "/compute/v1/projects/%s/zones/%s", cfg->project, cfg->zone);
-	g->max_attempts = cfg->max_attempts <= 0 ? 5
-	                  : cfg->max_attempts > ATTEMPTS_MAX
-	                      ? ATTEMPTS_MAX
-	                      : cfg->max_attempts;
-	g->backoff_ms = cfg->backoff_ms <= 0 ? 200
-	                : cfg->backoff_ms > CNL_CLOUD_BACKOFF_MAX_MS
-	                    ? CNL_CLOUD_BACKOFF_MAX_MS
-	                    : cfg->backoff_ms;
-	g->seed = (unsigned)cnl_time_now_ms();
-	cc.cafile = cfg->cafile;
-	cc.user_agent = "cnlabd";
-	cc.connect_timeout_ms = 5000;
-	cc.timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 20000;
-	if (!split_url(tu, base, sizeof(base), &g->token_path)) {
-		cnl_seterr(err, errlen, "token_uri: want https://host/path");
-		gcp_free(&g->base);
-		return -EINVAL;
-	}
-	cc.base = base;
-	if (cnl_client_new(&cc, &g->auth) < 0) {
-		cnl_seterr(err, errlen, "token_uri: cannot make a client");
-		gcp_free(&g->base);
-		return -EINVAL;
-	}
-	if (!split_url(cfg->endpoint ? cfg->endpoint : API_ENDPOINT, base,
-	               sizeof(base), &api_path) ||
-	    strcmp(api_path, "/") != 0) {
-		free(api_path);
-		cnl_seterr(err, errlen,
-		           "endpoint: want scheme://host[:port], no path");
-		gcp_free(&g->base);
-		return -EINVAL;
-	}
-	free(api_path);
-	cc.base = base;
-	if (cnl_client_new(&cc, &g->api) < 0) {
-		cnl_seterr(err, errlen, "endpoint: cannot make a client");
+	g->rest.who = "Google";
+	g->rest.grant = grant;
+	g->rest.ud = g;
+	g->rest.read_error = read_error;
+	g->rest.classify = classify;
+	if (cloud_rest_init(&g->rest,
+	                    cfg->endpoint ? cfg->endpoint : API_ENDPOINT, tu,
+	                    cfg->cafile, cfg->timeout_ms, cfg->max_attempts,
+	                    cfg->backoff_ms, err, errlen) < 0) {
 		gcp_free(&g->base);
 		return -EINVAL;
 	}

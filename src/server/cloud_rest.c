@@ -1,0 +1,279 @@
+/*
+ * cloud_rest.c - the OAuth 2.0 JSON REST client of the cloud providers
+ * (cloud_rest.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/time.h"
+#include "common/util.h"
+#include "net/client.h"
+#include "server/cloud_rest.h"
+
+#define ATTEMPTS_MAX 10
+
+static void copy(char *dst, size_t n, const char *s)
+{
+	snprintf(dst, n, "%s", s ? s : "");
+}
+
+bool cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e)
+{
+	const json_t *er = json_object_get(o, "error");
+
+	if (!json_is_string(er))
+		return false;
+	copy(e->code, sizeof(e->code), json_string_value(er));
+	copy(e->message, sizeof(e->message),
+	     json_string_value(json_object_get(o, "error_description")));
+	return true;
+}
+
+static int get_bearer(struct cloud_rest *r, struct cnl_cloud_error *e);
+
+/* One request with retries (cloud_rest_call()); @form: a form body
+ * instead of JSON; @bearer: send the access token. */
+static int request(struct cloud_rest *r, struct cnl_client *cl,
+                   const char *method, const char *path, json_t *body,
+                   const char *form, bool bearer, json_t **ret,
+                   struct cnl_cloud_error *e)
+{
+	long wait = r->backoff_ms;
+	bool renewed = false;
+	int rc = -EIO;
+
+	*ret = NULL;
+	memset(e, 0, sizeof(*e));
+	for (int i = 0; i < r->max_attempts; i++) {
+		struct cnl_client_reply rep = {0};
+		char auth[sizeof(r->bearer) + 32];
+		const char *lines[2] = {NULL, NULL};
+		struct cnl_client_request rq = {
+		    .method = method,
+		    .path = path,
+		    .json = body,
+		    .body = form,
+		    .body_len = form ? strlen(form) : 0,
+		    .content_type =
+		        form ? "application/x-www-form-urlencoded" : NULL,
+		    .headers = lines,
+		};
+		int attempts = e->attempts;
+
+		if (i > 0)
+			cnl_cloud_backoff(&wait, &r->seed);
+		if (bearer) {
+			if ((rc = get_bearer(r, e)) < 0)
+				return rc;
+			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
+			         r->bearer);
+			lines[0] = auth;
+		}
+		e->attempts = attempts + 1;
+		rc = cnl_client_request(cl, &rq, &rep);
+		if (bearer)
+			explicit_bzero(auth, sizeof(auth));
+		if (rc == -EINVAL) {
+			e->kind = CNL_CLOUD_INVALID;
+			snprintf(e->message, sizeof(e->message),
+			         "the request: %.400s", rep.error);
+			cnl_client_reply_done(&rep);
+			return -EINVAL;
+		}
+		e->http_status = rep.status;
+		if (rc < 0 || rep.status == 0) {
+			e->kind = CNL_CLOUD_UNAVAILABLE;
+			copy(e->code, sizeof(e->code), "NoAnswer");
+			snprintf(e->message, sizeof(e->message),
+			         "no answer from %s: %.400s", r->who,
+			         rep.error[0] ? rep.error
+			                      : "connection failed");
+			cnl_client_reply_done(&rep);
+			continue;
+		}
+		if (rep.status >= 200 && rep.status < 300) {
+			if (rep.len && !rep.json) {
+				e->kind = CNL_CLOUD_PROTOCOL;
+				copy(e->code, sizeof(e->code), "BadAnswer");
+				snprintf(e->message, sizeof(e->message),
+				         "%s answered %ld with a body that is "
+				         "not JSON",
+				         r->who, rep.status);
+				cnl_client_reply_done(&rep);
+				return -EPROTO;
+			}
+			e->kind = CNL_CLOUD_OK;
+			*ret = json_incref(rep.json);
+			cnl_client_reply_done(&rep);
+			return 0;
+		}
+		if (!cloud_rest_oauth_error(rep.json, e))
+			r->read_error(rep.json, e);
+		if (!e->code[0])
+			copy(e->code, sizeof(e->code), "Unknown");
+		if (!e->message[0])
+			snprintf(e->message, sizeof(e->message),
+			         "%s answered %ld", r->who, rep.status);
+		cnl_client_reply_done(&rep);
+		if (e->http_status == 404)
+			return -ENOENT;
+		if (e->http_status == 409) {
+			e->kind = r->classify(409, e->code);
+			return e->kind == CNL_CLOUD_CAPACITY
+			           ? cnl_cloud_errno(e->kind)
+			           : -EEXIST;
+		}
+		/* An access token no longer good: one more, afresh. */
+		if (bearer && e->http_status == 401 && !renewed) {
+			renewed = true;
+			r->bearer_until_ms = 0;
+			i--;
+			continue;
+		}
+		e->kind = r->classify(e->http_status, e->code);
+		if (e->kind != CNL_CLOUD_THROTTLED &&
+		    e->kind != CNL_CLOUD_UNAVAILABLE)
+			return cnl_cloud_errno(e->kind);
+	}
+	return cnl_cloud_errno(e->kind);
+}
+
+/* An access token in r->bearer, asked for when there is none or it is
+ * about to expire. */
+static int get_bearer(struct cloud_rest *r, struct cnl_cloud_error *e)
+{
+	int64_t now = cnl_time_now_ms();
+	const char *tok;
+	json_t *o = NULL, *tv;
+	json_int_t ttl;
+	char *form;
+	int rc;
+
+	if (r->bearer[0] && now < r->bearer_until_ms)
+		return 0;
+	explicit_bzero(r->bearer, sizeof(r->bearer));
+	if (!(form = r->grant(r->ud, e)))
+		return -EACCES;
+	rc = request(r, r->auth, "POST", r->token_path, NULL, form, false, &o,
+	             e);
+	explicit_bzero(form, strlen(form));
+	free(form);
+	if (rc < 0) {
+		/* The token endpoint refusing what was presented (400
+		 * invalid_grant, 401 invalid_client), or not there. */
+		if (e->http_status >= 400 && e->http_status < 500 &&
+		    e->http_status != 429) {
+			e->kind = CNL_CLOUD_AUTH;
+			rc = -EACCES;
+		}
+		json_decref(o);
+		return rc;
+	}
+	tok = json_string_value(json_object_get(o, "access_token"));
+	/* A number, or (Azure's v1 endpoint) a number in a string. */
+	tv = json_object_get(o, "expires_in");
+	ttl = json_is_string(tv) ? strtoll(json_string_value(tv), NULL, 10)
+	                         : json_integer_value(tv);
+	if (!tok || !tok[0] || strlen(tok) >= sizeof(r->bearer) ||
+	    strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                "0123456789-._~+/=") != strlen(tok) ||
+	    ttl <= 0) {
+		e->kind = CNL_CLOUD_PROTOCOL;
+		copy(e->code, sizeof(e->code), "BadAnswer");
+		copy(e->message, sizeof(e->message),
+		     "the token endpoint's answer has no usable access_token "
+		     "and expires_in");
+		json_decref(o);
+		return -EPROTO;
+	}
+	copy(r->bearer, sizeof(r->bearer), tok);
+	/* A minute early, and never longer than an hour. */
+	r->bearer_until_ms = now + (ttl > 3600  ? 3600
+	                            : ttl > 120 ? ttl - 60
+	                                        : ttl / 2) *
+	                               1000;
+	json_decref(o);
+	return 0;
+}
+
+int cloud_rest_call(struct cloud_rest *r, const char *method, const char *path,
+                    json_t *body, json_t **ret, struct cnl_cloud_error *e)
+{
+	return request(r, r->api, method, path, body, NULL, true, ret, e);
+}
+
+/* @url's scheme://host[:port] into @base and the rest into *@path ("/"
+ * when none); false unless https:// (or http://, for tests). */
+static bool split_url(const char *url, char *base, size_t n, char **path)
+{
+	const char *h, *end;
+
+	if (strncmp(url, "https://", 8) == 0)
+		h = url + 8;
+	else if (strncmp(url, "http://", 7) == 0)
+		h = url + 7;
+	else
+		return false;
+	end = h + strcspn(h, "/?#");
+	if (end == h || (size_t)(end - url) >= n || (*end && *end != '/'))
+		return false;
+	snprintf(base, n, "%.*s", (int)(end - url), url);
+	*path = cnl_xstrdup(*end ? end : "/");
+	return true;
+}
+
+int cloud_rest_init(struct cloud_rest *r, const char *endpoint,
+                    const char *token_uri, const char *cafile, long timeout_ms,
+                    int max_attempts, long backoff_ms, char *err, size_t errlen)
+{
+	struct cnl_client_config cc = {0};
+	char base[512], *api_path = NULL;
+
+	r->max_attempts = max_attempts <= 0             ? 5
+	                  : max_attempts > ATTEMPTS_MAX ? ATTEMPTS_MAX
+	                                                : max_attempts;
+	r->backoff_ms = backoff_ms <= 0 ? 200
+	                : backoff_ms > CNL_CLOUD_BACKOFF_MAX_MS
+	                    ? CNL_CLOUD_BACKOFF_MAX_MS
+	                    : backoff_ms;
+	r->seed = (unsigned)cnl_time_now_ms();
+	cc.cafile = cafile;
+	cc.user_agent = "cnlabd";
+	cc.connect_timeout_ms = 5000;
+	cc.timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
+	if (!split_url(token_uri, base, sizeof(base), &r->token_path)) {
+		cnl_seterr(err, errlen, "token_uri: want https://host/path");
+		return -EINVAL;
+	}
+	cc.base = base;
+	if (cnl_client_new(&cc, &r->auth) < 0) {
+		cnl_seterr(err, errlen, "token_uri: cannot make a client");
+		return -EINVAL;
+	}
+	if (!split_url(endpoint, base, sizeof(base), &api_path) ||
+	    strcmp(api_path, "/") != 0) {
+		free(api_path);
+		cnl_seterr(err, errlen,
+		           "endpoint: want scheme://host[:port], no path");
+		return -EINVAL;
+	}
+	free(api_path);
+	cc.base = base;
+	if (cnl_client_new(&cc, &r->api) < 0) {
+		cnl_seterr(err, errlen, "endpoint: cannot make a client");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void cloud_rest_done(struct cloud_rest *r)
+{
+	cnl_client_free(r->api);
+	cnl_client_free(r->auth);
+	free(r->token_path);
+	explicit_bzero(r->bearer, sizeof(r->bearer));
+	r->api = r->auth = NULL;
+	r->token_path = NULL;
+}

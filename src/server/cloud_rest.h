@@ -1,0 +1,71 @@
+/*
+ * cloud_rest.h - the JSON REST client that the OAuth 2.0 providers of
+ * cloud.h share (cloud_gcp.c, cloud_azure.c): an access token asked for
+ * at the provider's token endpoint and kept until a minute before it
+ * expires (or until a 401 says it no longer works: then once afresh),
+ * each call retried with back-off on throttling (429 and the provider's
+ * own codes) and outages (no answer, 5xx), answers read as JSON and
+ * failures classified by the provider's callbacks.
+ *
+ * The token and the form that earns it are held in memory only, wiped
+ * when done, and never logged nor put in an error.
+ */
+#ifndef CNL_SERVER_CLOUD_REST_H
+#define CNL_SERVER_CLOUD_REST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "server/cloud.h"
+
+struct cnl_client;
+
+struct cloud_rest {
+	struct cnl_client *api;  /* the provider's API endpoint */
+	struct cnl_client *auth; /* the token endpoint's host */
+	char *token_path;
+	const char *who; /* "Google", "Azure": for messages */
+	/* The token request's form (x-www-form-urlencoded), made afresh
+	 * each time (cloud_rest wipes and frees it); NULL with @e filled
+	 * when it cannot be made. */
+	char *(*grant)(void *ud, struct cnl_cloud_error *e);
+	void *ud;
+	/* The provider's error document @o (NULL: none) into e->code and
+	 * e->message; and the kind of failure a status and code are. */
+	void (*read_error)(const json_t *o, struct cnl_cloud_error *e);
+	enum cnl_cloud_fail (*classify)(long status, const char *code);
+	char bearer[8192];
+	int64_t bearer_until_ms;
+	int max_attempts;
+	long backoff_ms;
+	unsigned seed;
+};
+
+/*
+ * cloud_rest_init - clients for @endpoint (scheme://host[:port], no path)
+ * and @token_uri (https://host/path; http:// for tests).  The callbacks
+ * and @who are the caller's to set.  0, or -EINVAL with @err naming which.
+ */
+int cloud_rest_init(struct cloud_rest *r, const char *endpoint,
+                    const char *token_uri, const char *cafile, long timeout_ms,
+                    int max_attempts, long backoff_ms, char *err,
+                    size_t errlen);
+void cloud_rest_done(struct cloud_rest *r);
+
+/*
+ * cloud_rest_call - @method @path (after the endpoint) with the JSON
+ * @body (NULL: none), the access token sent: 0 with a 2xx answer's JSON
+ * in *@ret (NULL for an empty body); -ENOENT for a 404 and -EEXIST for a
+ * 409 (@e filled, for the caller to read); else a negative errno with @e
+ * classified (cloud.h).
+ */
+int cloud_rest_call(struct cloud_rest *r, const char *method, const char *path,
+                    json_t *body, json_t **ret, struct cnl_cloud_error *e);
+
+/* The OAuth error of a token endpoint ({"error": "invalid_client",
+ * "error_description": ...}) into @e; false when @o is not one. */
+bool cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e);
+
+#endif
