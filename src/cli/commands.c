@@ -225,6 +225,19 @@ static const struct cnl_cli_flag cloud_flags[] = {
     {"secret-from-file", "FILE",
      "AWS: the secret access key, read from FILE (sealed by cnlabd)", 0},
     {"secret-from-stdin", NULL, "AWS: the secret access key, from stdin", 0},
+    {"tenant-id", "GUID", "Azure: the service principal's directory (tenant)",
+     0},
+    {"client-id", "GUID",
+     "Azure: the service principal's application (client) id; its secret "
+     "from --secret-from-file or --secret-from-stdin",
+     0},
+    {"authority", "URL",
+     "Azure: Entra ID's sign-in host (default "
+     "https://login.microsoftonline.com;"
+     " another for a sovereign cloud)",
+     0},
+    {"resource-group", "NAME", "Azure: the resource group VMs are made in", 0},
+    {"subnet", "ID", "Azure: the subnet's resource id VMs are put on", 0},
     {"key-file", "FILE",
      "GCP: the service account's JSON key, read from FILE (sealed by cnlabd)",
      0},

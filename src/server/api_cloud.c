@@ -277,17 +277,23 @@ static json_t *cloud_json(const char *id, json_t *o)
 	    json_string_value(json_object_get(p, "access_key_id"));
 	const char *email =
 	    json_string_value(json_object_get(p, "client_email"));
+	const char *client = json_string_value(json_object_get(p, "client_id"));
+	const char *pub = akid    ? "access_key_id"
+	                  : email ? "client_email"
+	                          : "client_id";
 
 	json_object_set_new(p, "id", json_string(id));
-	if (akid || email)
-		json_object_set_new(
-		    p, "credentials",
-		    json_pack("{s:s,s:b,s:O}",
-		              akid ? "access_key_id" : "client_email",
-		              akid ? akid : email, "secret_set", 1, "key_id",
-		              json_object_get(p, "key_id")));
+	if (akid || email || client)
+		json_object_set_new(p, "credentials",
+		                    json_pack("{s:s,s:b,s:O}", pub,
+		                              akid    ? akid
+		                              : email ? email
+		                                      : client,
+		                              "secret_set", 1, "key_id",
+		                              json_object_get(p, "key_id")));
 	json_object_del(p, "access_key_id");
 	json_object_del(p, "client_email");
+	json_object_del(p, "client_id");
 	json_object_del(p, "credentials_sealed");
 	json_object_del(p, "key_id");
 	return p;
@@ -418,6 +424,57 @@ static int gcp_credentials(json_t *cr, json_t *o, json_t **plain,
 	return 0;
 }
 
+/* An Azure tenant or client id: a GUID. */
+static bool guid_ok(const char *s)
+{
+	if (!s || strlen(s) != 36)
+		return false;
+	for (int i = 0; i < 36; i++)
+		if ((i == 8 || i == 13 || i == 18 || i == 23)
+		        ? s[i] != '-'
+		        : !isxdigit((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
+/* Azure's: a service principal (tenant_id, client_id, client_secret,
+ * [token_uri]). */
+static int azure_credentials(json_t *cr, json_t *o, json_t **plain,
+                             struct cnl_http_response *resp)
+{
+	const char *tenant, *client, *secret, *uri;
+
+	tenant = json_string_value(json_object_get(cr, "tenant_id"));
+	client = json_string_value(json_object_get(cr, "client_id"));
+	secret = json_string_value(json_object_get(cr, "client_secret"));
+	uri = json_string_value(json_object_get(cr, "token_uri"));
+	if (!guid_ok(tenant) || !guid_ok(client)) {
+		cnl_api_bad(resp, guid_ok(tenant)
+		                      ? "field \"credentials.client_id\": the "
+		                        "service principal's application id "
+		                        "(a GUID)"
+		                      : "field \"credentials.tenant_id\": the "
+		                        "directory (tenant) id (a GUID)");
+		return -1;
+	}
+	if (!secret || !cnl_api_printable(secret, 256)) {
+		cnl_api_bad(resp, "field \"credentials.client_secret\": "
+		                  "required, 1..256 printable characters");
+		return -1;
+	}
+	if (json_object_get(cr, "token_uri") && !endpoint_ok(uri, true)) {
+		cnl_api_bad(resp,
+		            "field \"credentials.token_uri\": an https:// "
+		            "URL (http:// only to 127.0.0.1)");
+		return -1;
+	}
+	*plain = json_pack("{s:s,s:s,s:s,s:s*}", "client_secret", secret,
+	                   "tenant_id", tenant, "client_id", client,
+	                   "token_uri", uri);
+	json_object_set_new(o, "client_id", json_string(client));
+	return 0;
+}
+
 /*
  * The "credentials" of a new account @id into @o (its public part:
  * access_key_id or client_email; credentials_sealed, key_id): 0, or -1
@@ -431,26 +488,28 @@ static int seal_credentials(struct call *c, const char *provider,
 	    "access_key_id", "secret_access_key", "session_token", NULL};
 	static const char *const gcp_keys[] = {"client_email", "private_key",
 	                                       "token_uri", NULL};
-	const char *const *keys =
-	    strcmp(provider, "gcp") == 0 ? gcp_keys : aws_keys;
+	static const char *const azure_keys[] = {
+	    "tenant_id", "client_id", "client_secret", "token_uri", NULL};
+	const char *const *keys = strcmp(provider, "gcp") == 0     ? gcp_keys
+	                          : strcmp(provider, "azure") == 0 ? azure_keys
+	                                                           : aws_keys;
 	char place[96], kid[CNL_SECRET_KEY_ID], *sealed = NULL, *text;
 	json_t *v, *plain = NULL;
 	const char *k;
 	int r;
 
-	if (strcmp(provider, "aws") != 0 && strcmp(provider, "gcp") != 0) {
-		cnl_api_bad(resp, "field \"credentials\": only aws and gcp "
-		                  "accounts take credentials for now");
-		return -1;
-	}
 	if (!json_is_object(cr)) {
-		cnl_api_bad(resp, keys == gcp_keys
-		                      ? "field \"credentials\": must be an "
-		                        "object {client_email, private_key[, "
-		                        "token_uri]}"
-		                      : "field \"credentials\": must be an "
-		                        "object {access_key_id, "
-		                        "secret_access_key[, session_token]}");
+		cnl_api_bad(resp,
+		            keys == gcp_keys
+		                ? "field \"credentials\": must be an object "
+		                  "{client_email, private_key[, token_uri]}"
+		            : keys == azure_keys
+		                ? "field \"credentials\": must be an object "
+		                  "{tenant_id, client_id, client_secret[, "
+		                  "token_uri]}"
+		                : "field \"credentials\": must be an object "
+		                  "{access_key_id, secret_access_key[, "
+		                  "session_token]}");
 		return -1;
 	}
 	json_object_foreach (cr, k, v) {
@@ -466,8 +525,9 @@ static int seal_credentials(struct call *c, const char *provider,
 			return -1;
 		}
 	}
-	if ((keys == gcp_keys ? gcp_credentials(cr, o, &plain, resp)
-	                      : aws_credentials(cr, o, &plain, resp)) < 0)
+	if ((keys == gcp_keys     ? gcp_credentials(cr, o, &plain, resp)
+	     : keys == azure_keys ? azure_credentials(cr, o, &plain, resp)
+	                          : aws_credentials(cr, o, &plain, resp)) < 0)
 		return -1;
 	if (!c->api->have_secrets_key) {
 		json_decref(plain);
@@ -487,6 +547,11 @@ static int seal_credentials(struct call *c, const char *provider,
 	json_object_set(plain, "endpoint", json_object_get(o, "endpoint"));
 	json_object_set(plain, "region", json_object_get(o, "region"));
 	json_object_set(plain, "account", json_object_get(o, "account"));
+	if (json_object_get(o, "resource_group"))
+		json_object_set(plain, "resource_group",
+		                json_object_get(o, "resource_group"));
+	if (json_object_get(o, "subnet"))
+		json_object_set(plain, "subnet", json_object_get(o, "subnet"));
 	if (!json_object_get(plain, "endpoint"))
 		json_object_del(plain, "endpoint");
 	text = json_dumps(plain, JSON_COMPACT);
@@ -506,6 +571,42 @@ static int seal_credentials(struct call *c, const char *provider,
 	json_object_set_new(o, "credentials_sealed", json_string(sealed));
 	json_object_set_new(o, "key_id", json_string(kid));
 	free(sealed);
+	return 0;
+}
+
+/* An Azure account's resource group and subnet (where its VMs are made)
+ * into @o; 0, or -1 with the answer in @resp. */
+static int azure_place(json_t *body, const char *account, json_t *o,
+                       struct cnl_http_response *resp)
+{
+	const char *rg =
+	    json_string_value(json_object_get(body, "resource_group"));
+	const char *sn = json_string_value(json_object_get(body, "subnet"));
+	char want[128];
+
+	if (!rg || !rg[0] || strlen(rg) > 90 ||
+	    strspn(rg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	               "0123456789-_.()") != strlen(rg)) {
+		cnl_api_bad(resp, "field \"resource_group\": required for "
+		                  "azure, 1..90 of letters, digits, -_.()");
+		return -1;
+	}
+	snprintf(want, sizeof(want), "/subscriptions/%s/resourceGroups/",
+	         account);
+	if (!sn || strncmp(sn, want, strlen(want)) != 0 || strlen(sn) > 400 ||
+	    !strstr(sn, "/providers/Microsoft.Network/virtualNetworks/") ||
+	    !strstr(sn, "/subnets/") ||
+	    strspn(sn, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	               "0123456789-_.()/") != strlen(sn)) {
+		cnl_api_bad(resp, "field \"subnet\": required for azure, the "
+		                  "subnet's resource id in this subscription "
+		                  "(/subscriptions/ID/resourceGroups/RG/"
+		                  "providers/Microsoft.Network/virtualNetworks/"
+		                  "VNET/subnets/NAME)");
+		return -1;
+	}
+	json_object_set_new(o, "resource_group", json_string(rg));
+	json_object_set_new(o, "subnet", json_string(sn));
 	return 0;
 }
 
@@ -554,7 +655,8 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 {
 	static const char *const fields[] = {
 	    "provider",    "account",  "region", "instance_types",
-	    "credentials", "endpoint", "prices", NULL};
+	    "credentials", "endpoint", "prices", "resource_group",
+	    "subnet",      NULL};
 	struct call *c = call;
 	const char *provider, *account, *region, *why;
 	char id[CNL_ID_MAX], name[CNL_STORE_NAME_MAX];
@@ -643,6 +745,11 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 			}
 		json_object_set(o, "prices", ep);
 	}
+	if (strcmp(provider, "azure") == 0 &&
+	    azure_place(body, account, o, resp) < 0) {
+		json_decref(o);
+		goto out;
+	}
 	if (json_object_get(body, "credentials") &&
 	    seal_credentials(c, provider, id,
 	                     json_object_get(body, "credentials"), o,
@@ -727,6 +834,7 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	struct cnl_store_doc d = {0};
 	struct cnl_cloud_aws_config cfg = {0};
 	struct cnl_cloud_gcp_config gc = {0};
+	struct cnl_cloud_azure_config ac = {0};
 	const char *prov;
 	json_t *o, *cr = NULL;
 	char place[96];
@@ -742,11 +850,10 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	o = json_loads(d.body, 0, NULL);
 	cnl_store_doc_done(&d);
 	prov = json_string_value(json_object_get(o, "provider"));
-	if (!prov || (strcmp(prov, "aws") != 0 && strcmp(prov, "gcp") != 0)) {
+	if (!prov || (strcmp(prov, "aws") != 0 && strcmp(prov, "gcp") != 0 &&
+	              strcmp(prov, "azure") != 0)) {
 		cnl_seterr(err, errlen,
-		           "cloud account %s: only aws and gcp accounts can be "
-		           "used for now",
-		           id);
+		           "cloud account %s: its provider cannot be used", id);
 		json_decref(o);
 		return -ENOTSUP;
 	}
@@ -777,8 +884,9 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	free(plain);
 	{
 		static const char *const bound[] = {
-		    "endpoint",      "region",       "account",
-		    "access_key_id", "client_email", NULL};
+		    "endpoint",       "region",       "account",
+		    "access_key_id",  "client_email", "client_id",
+		    "resource_group", "subnet",       NULL};
 
 		for (int i = 0; bound[i]; i++) {
 			json_t *a = json_object_get(o, bound[i]),
@@ -799,6 +907,30 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 				return -EACCES;
 			}
 		}
+	}
+	if (strcmp(prov, "azure") == 0) {
+		ac.subscription =
+		    json_string_value(json_object_get(o, "account"));
+		ac.location = json_string_value(json_object_get(o, "region"));
+		ac.resource_group =
+		    json_string_value(json_object_get(o, "resource_group"));
+		ac.subnet = json_string_value(json_object_get(o, "subnet"));
+		ac.endpoint = json_string_value(json_object_get(o, "endpoint"));
+		ac.tenant_id =
+		    json_string_value(json_object_get(cr, "tenant_id"));
+		ac.client_id =
+		    json_string_value(json_object_get(o, "client_id"));
+		ac.client_secret =
+		    json_string_value(json_object_get(cr, "client_secret"));
+		ac.token_uri =
+		    json_string_value(json_object_get(cr, "token_uri"));
+		r = cnl_cloud_azure_new(&ac, ret, err, errlen);
+		if (ac.client_secret)
+			explicit_bzero((char *)ac.client_secret,
+			               strlen(ac.client_secret));
+		json_decref(cr);
+		json_decref(o);
+		return r;
 	}
 	if (strcmp(prov, "gcp") == 0) {
 		gc.project = json_string_value(json_object_get(o, "account"));

@@ -208,6 +208,32 @@ int cnl_cloud_gcp_new(const struct cnl_cloud_gcp_config *cfg,
                       struct cnl_cloud **ret, char *err, size_t errlen);
 
 /*
+ * Microsoft Azure (cloud_azure.c): virtual machines through Azure
+ * Resource Manager, with the access tokens a service principal's client
+ * secret earns.  Instance ids are VM names; VMs are made in
+ * @resource_group, in @location, on @subnet.
+ */
+struct cnl_cloud_azure_config {
+	const char *subscription;   /* the subscription id */
+	const char *location;       /* "eastus" */
+	const char *resource_group; /* where the VMs are made */
+	const char *subnet;         /* the subnet's resource id */
+	const char *endpoint;       /* NULL: https://management.azure.com */
+	const char *tenant_id;
+	const char *client_id;
+	const char *client_secret;
+	/* NULL: https://login.microsoftonline.com/TENANT/oauth2/v2.0/token */
+	const char *token_uri;
+	const char *cafile;
+	int max_attempts;
+	long backoff_ms;
+	long timeout_ms;
+};
+
+int cnl_cloud_azure_new(const struct cnl_cloud_azure_config *cfg,
+                        struct cnl_cloud **ret, char *err, size_t errlen);
+
+/*
  * cnl_cloud_gcp_assertion - the signed JWT (RS256) that @email presents
  * at the token URI @aud at @now_s, in *@ret (free()).  -EINVAL when
  * @private_key_pem is not an RSA private key.

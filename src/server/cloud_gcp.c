@@ -311,22 +311,6 @@ static int protocol(struct cnl_cloud_error *e, const char *what)
 	return -EPROTO;
 }
 
-/* A name Compute Engine takes ([a-z]([-a-z0-9]{0,61}[a-z0-9])?) for the
- * @k-th instance of the launch @token. */
-static void instance_name(const char *token, int k, char *out, size_t n)
-{
-	size_t o = (size_t)snprintf(out, n, "cnlab-");
-
-	for (const char *s = token; *s && o + 8 < n && o < 54; s++) {
-		char ch = *s >= 'A' && *s <= 'Z' ? (char)(*s - 'A' + 'a') : *s;
-
-		out[o++] = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')
-		               ? ch
-		               : '-';
-	}
-	snprintf(out + o, n - o, "-%d", k);
-}
-
 /* A requestId (a UUID) that is the same for the same @name. */
 static void request_id(const char *what, const char *name, char out[37])
 {
@@ -526,7 +510,8 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		char path[512], rid[37];
 		json_t *body, *op = NULL;
 
-		instance_name(l->client_token, k, names[k], sizeof(names[k]));
+		cloud_instance_name(l->client_token, k, names[k],
+		                    sizeof(names[k]));
 		request_id("insert", names[k], rid);
 		snprintf(path, sizeof(path), "%s/instances?requestId=%s",
 		         g->prefix, rid);

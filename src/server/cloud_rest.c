@@ -277,3 +277,17 @@ void cloud_rest_done(struct cloud_rest *r)
 	r->api = r->auth = NULL;
 	r->token_path = NULL;
 }
+
+void cloud_instance_name(const char *token, int k, char *out, size_t n)
+{
+	size_t o = (size_t)snprintf(out, n, "cnlab-");
+
+	for (const char *s = token; *s && o + 8 < n && o < 54; s++) {
+		char ch = *s >= 'A' && *s <= 'Z' ? (char)(*s - 'A' + 'a') : *s;
+
+		out[o++] = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')
+		               ? ch
+		               : '-';
+	}
+	snprintf(out + o, n - o, "-%d", k);
+}

@@ -68,4 +68,10 @@ int cloud_rest_call(struct cloud_rest *r, const char *method, const char *path,
  * "error_description": ...}) into @e; false when @o is not one. */
 bool cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e);
 
+/* cloud_instance_name - the name of the @k-th instance of the launch of
+ * client token @token: "cnlab-", the token in lowercase letters, digits
+ * and '-', "-K"; at most 62 characters (@n >= 64), a name Compute Engine
+ * and Azure both take. */
+void cloud_instance_name(const char *token, int k, char *out, size_t n);
+
 #endif

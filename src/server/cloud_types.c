@@ -10,7 +10,9 @@
  * asked of the provider at launch time (cloud.h, spot_price).  GCP's
  * are Compute Engine's list for us-central1 (on-demand and spot, USD an
  * hour, GPUs included, as recorded in 2026; approximate, and an account's
- * "prices" override the on-demand side).  The A10G
+ * "prices" override the on-demand side).  Azure's are its pay-as-you-go
+ * list for eastus, Linux, and spot prices as recorded in 2026 (Azure's
+ * spot prices move with capacity: approximate).  The A10G
  * of the g5 family is listed as the catalog's A10 (the same chip, 24 GB).
  */
 #include <errno.h>
@@ -43,6 +45,14 @@ static const struct cnl_cloud_type types[] = {
     {"gcp", "a2-highgpu-1g", "A100-40GB", 1, 12, 85, 3.67, 1.10},
     {"gcp", "g2-standard-48", "L4", 4, 48, 192, 4.00, 1.26},
     {"gcp", "g2-standard-4", "L4", 1, 4, 16, 0.71, 0.22},
+    {"azure", "Standard_ND96isr_H100_v5", "H100-80GB-SXM", 8, 96, 1900, 98.32,
+     39.33},
+    {"azure", "Standard_NC96ads_A100_v4", "A100-80GB", 4, 96, 880, 14.69, 5.88},
+    {"azure", "Standard_NC24ads_A100_v4", "A100-80GB", 1, 24, 220, 3.67, 1.47},
+    {"azure", "Standard_ND96asr_v4", "A100-40GB", 8, 96, 900, 27.20, 10.88},
+    {"azure", "Standard_NV36ads_A10_v5", "A10", 1, 36, 440, 3.20, 1.28},
+    {"azure", "Standard_NC64as_T4_v3", "T4", 4, 64, 440, 4.35, 1.74},
+    {"azure", "Standard_NC4as_T4_v3", "T4", 1, 4, 28, 0.526, 0.21},
 };
 
 const struct cnl_cloud_type *cnl_cloud_type_find(const char *provider,

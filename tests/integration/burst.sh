@@ -149,7 +149,7 @@ cloud1=$(node_of "$j2")
 	bad "launch calls: $(calls RunInstances | jq -c '[.form.InstanceType, .form["InstanceMarketOptions.MarketType"], .status]')"
 [ "$(calls RunInstances | sed -n 2p | jq -r '.form.InstanceType + " " + .form.ImageId')" = "p5.48xlarge ami-0c1ab7e57000b0057" ] &&
 	ok "the type that fits (H100: p5.48xlarge) and the image configured" || bad "type/image"
-calls RunInstances | sed -n 2p | jq -e '.form | to_entries | map(select(.key|test("TagSpecification.1.Tag.*.Value"))) | map(.value) | index("'"$cloud1"'")' >/dev/null &&
+[ -n "$(calls RunInstances | sed -n 2p)" ] && calls RunInstances | sed -n 2p | jq -e '.form | to_entries | map(select(.key|test("TagSpecification.1.Tag.*.Value"))) | map(.value) | index("'"$cloud1"'")' >/dev/null &&
 	ok "the instance is tagged with its node" || bad "tags: $(calls RunInstances | sed -n 2p)"
 "$cnlab" node show "$cloud1" -o json | jq -e '.labels.cluster == "cloud-aws" or .cluster == "cloud-aws"' >/dev/null &&
 	ok "the instance joined cluster cloud-aws" || bad "node: $("$cnlab" node show "$cloud1" -o json)"

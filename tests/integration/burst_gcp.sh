@@ -155,7 +155,7 @@ cloud1=$(node_of "$j1")
 	has_audit "cloud.launch.*launched g2-standard-4 .* on-demand 0.7100/h" &&
 	ok "spot first; ZONE_RESOURCE_POOL_EXHAUSTED when its operation ends, then on-demand" ||
 	bad "inserts: $(inserts | jq -c '[.body.scheduling.provisioningModel, .status]') $(audit | grep cloud.launch)"
-inserts | sed -n 2p | jq -e '.body.machineType == "zones/us-central1-a/machineTypes/g2-standard-4" and
+[ -n "$(inserts | sed -n 2p)" ] && inserts | sed -n 2p | jq -e '.body.machineType == "zones/us-central1-a/machineTypes/g2-standard-4" and
 	.body.disks[0].initializeParams.sourceImage == "projects/debian-cloud/global/images/family/debian-12" and
 	.body.scheduling.onHostMaintenance == "TERMINATE" and .body.labels["cnlab-managed"] == "true" and
 	(.metadata_keys | index("startup-script") and index("cnlab-node") and index("cnlab-record")) and

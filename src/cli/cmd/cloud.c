@@ -128,7 +128,7 @@ static int read_secret(const char *file, char *out, size_t n)
 	if (!out[0] || strlen(out) > SECRET_MAX) {
 		explicit_bzero(out, n);
 		return cnl_cli_fail(CNL_EXIT_USAGE,
-		                    "the secret access key from %s: want one "
+		                    "the secret from %s: want one "
 		                    "line of 1..%d characters",
 		                    file ? file : "stdin", SECRET_MAX);
 	}
@@ -175,7 +175,7 @@ static json_t *read_key_file(const char *file, int *code)
 static void wipe_credentials(json_t *body)
 {
 	static const char *const keys[] = {"secret_access_key", "private_key",
-	                                   NULL};
+	                                   "client_secret", NULL};
 	json_t *cr = json_object_get(body, "credentials");
 
 	for (int i = 0; keys[i]; i++) {
@@ -227,7 +227,49 @@ int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 		}
 		json_object_set_new(body, "prices", pr);
 	}
-	if (akid || sfile || sstdin) {
+	if (cnl_cli_flag(cli, "resource-group"))
+		json_object_set_new(
+		    body, "resource_group",
+		    json_string(cnl_cli_flag(cli, "resource-group")));
+	if (cnl_cli_flag(cli, "subnet"))
+		json_object_set_new(body, "subnet",
+		                    json_string(cnl_cli_flag(cli, "subnet")));
+	if (strcmp(prov, "azure") == 0 &&
+	    (akid || sfile || sstdin || cnl_cli_flag(cli, "client-id") ||
+	     cnl_cli_flag(cli, "tenant-id"))) {
+		char secret[SECRET_MAX + 2];
+
+		if (akid || !cnl_cli_flag(cli, "client-id") ||
+		    !cnl_cli_flag(cli, "tenant-id") || !sfile == !sstdin) {
+			json_decref(body);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "azure credentials need --tenant-id, --client-id "
+			    "and the client secret from one of "
+			    "--secret-from-file FILE or --secret-from-stdin");
+		}
+		if ((code = read_secret(sfile, secret, sizeof(secret)))) {
+			json_decref(body);
+			return code;
+		}
+		json_object_set_new(body, "credentials",
+		                    json_pack("{s:s,s:s,s:s}", "tenant_id",
+		                              cnl_cli_flag(cli, "tenant-id"),
+		                              "client_id",
+		                              cnl_cli_flag(cli, "client-id"),
+		                              "client_secret", secret));
+		explicit_bzero(secret, sizeof(secret));
+		if (cnl_cli_flag(cli, "authority")) {
+			char uri[512];
+
+			snprintf(uri, sizeof(uri), "%s/%s/oauth2/v2.0/token",
+			         cnl_cli_flag(cli, "authority"),
+			         cnl_cli_flag(cli, "tenant-id"));
+			json_object_set_new(
+			    json_object_get(body, "credentials"), "token_uri",
+			    json_string(uri));
+		}
+	} else if (akid || sfile || sstdin) {
 		char secret[SECRET_MAX + 2];
 
 		if (!akid || !sfile == !sstdin) {
