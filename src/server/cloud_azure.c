@@ -62,7 +62,7 @@
 
 struct azure {
 	struct cnl_cloud base;
-	struct cloud_rest rest;
+	struct cnl_cloud_rest rest;
 	char *client_id, *client_secret;
 	char *location, *subnet;
 	char prefix[512]; /* ".../resourceGroups/RG/providers/
@@ -269,7 +269,7 @@ static int get_vm(struct azure *a, const char *name, json_t **ret,
 	snprintf(path, sizeof(path),
 	         "%s/%.63s?$expand=instanceView&api-version=" API_VERSION,
 	         a->prefix, name);
-	return cloud_rest_call(&a->rest, "GET", path, NULL, ret, e);
+	return cnl_cloud_rest_call(&a->rest, "GET", path, NULL, ret, e);
 }
 
 static int delete_vm(struct azure *a, const char *name,
@@ -281,7 +281,7 @@ static int delete_vm(struct azure *a, const char *name,
 
 	snprintf(path, sizeof(path), "%s/%.63s?api-version=" API_VERSION,
 	         a->prefix, name);
-	r = cloud_rest_call(&a->rest, "DELETE", path, NULL, &o, e);
+	r = cnl_cloud_rest_call(&a->rest, "DELETE", path, NULL, &o, e);
 	json_decref(o);
 	return r == -ENOENT ? 0 : r;
 }
@@ -449,13 +449,13 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		char path[768];
 		json_t *body, *vm = NULL;
 
-		cloud_instance_name(l->client_token, k, names[k],
-		                    sizeof(names[k]));
+		cnl_cloud_instance_name(l->client_token, k, names[k],
+		                        sizeof(names[k]));
 		snprintf(path, sizeof(path),
 		         "%s/%.63s?api-version=" API_VERSION, a->prefix,
 		         names[k]);
 		body = vm_body(a, l, names[k], json_incref(image));
-		r = cloud_rest_call(&a->rest, "PUT", path, body, &vm, e);
+		r = cnl_cloud_rest_call(&a->rest, "PUT", path, body, &vm, e);
 		json_decref(body);
 		json_decref(vm);
 		/* Made (or perhaps, without an answer): ours to delete if
@@ -534,8 +534,8 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		const char *next;
 		size_t i, el = strlen(a->endpoint);
 
-		if ((r = cloud_rest_call(&a->rest, "GET", path, NULL, &o, e)) <
-		    0)
+		if ((r = cnl_cloud_rest_call(&a->rest, "GET", path, NULL, &o,
+		                             e)) < 0)
 			return r;
 		json_array_foreach (json_object_get(o, "value"), i, vm) {
 			const char *m = json_string_value(json_object_get(
@@ -609,7 +609,7 @@ static void azure_free(struct cnl_cloud *c)
 {
 	struct azure *a = (struct azure *)c;
 
-	cloud_rest_done(&a->rest);
+	cnl_cloud_rest_done(&a->rest);
 	if (a->client_secret)
 		explicit_bzero(a->client_secret, strlen(a->client_secret));
 	free(a->client_secret);
@@ -691,9 +691,9 @@ int cnl_cloud_azure_new(const struct cnl_cloud_azure_config *cfg,
 	a->rest.ud = a;
 	a->rest.read_error = read_error;
 	a->rest.classify = classify;
-	if (cloud_rest_init(&a->rest, a->endpoint, tu, cfg->cafile,
-	                    cfg->timeout_ms, cfg->max_attempts, cfg->backoff_ms,
-	                    err, errlen) < 0) {
+	if (cnl_cloud_rest_init(&a->rest, a->endpoint, tu, cfg->cafile,
+	                        cfg->timeout_ms, cfg->max_attempts,
+	                        cfg->backoff_ms, err, errlen) < 0) {
 		azure_free(&a->base);
 		return -EINVAL;
 	}

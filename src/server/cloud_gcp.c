@@ -66,7 +66,7 @@
 
 struct gcp {
 	struct cnl_cloud base;
-	struct cloud_rest rest;
+	struct cnl_cloud_rest rest;
 	char *token_uri; /* the assertion's audience */
 	char *email;
 	EVP_PKEY *key;
@@ -363,8 +363,8 @@ static int wait_op(struct gcp *g, json_t *op, struct cnl_cloud_error *e)
 		}
 		snprintf(path, sizeof(path), "%s/operations/%s/wait", g->prefix,
 		         name);
-		if ((r = cloud_rest_call(&g->rest, "POST", path, NULL, &next,
-		                         e)) < 0) {
+		if ((r = cnl_cloud_rest_call(&g->rest, "POST", path, NULL,
+		                             &next, e)) < 0) {
 			json_decref(cur);
 			return r;
 		}
@@ -398,7 +398,7 @@ static int get_instance(struct gcp *g, const char *name,
 	int r;
 
 	snprintf(path, sizeof(path), "%s/instances/%s", g->prefix, name);
-	if ((r = cloud_rest_call(&g->rest, "GET", path, NULL, &o, e)) < 0)
+	if ((r = cnl_cloud_rest_call(&g->rest, "GET", path, NULL, &o, e)) < 0)
 		return r;
 	if (!read_instance(o, out))
 		r = protocol(e, "an instance without name or status");
@@ -416,7 +416,7 @@ static int delete_one(struct gcp *g, const char *name,
 	request_id("delete", name, rid);
 	snprintf(path, sizeof(path), "%s/instances/%s?requestId=%s", g->prefix,
 	         name, rid);
-	r = cloud_rest_call(&g->rest, "DELETE", path, NULL, &o, e);
+	r = cnl_cloud_rest_call(&g->rest, "DELETE", path, NULL, &o, e);
 	json_decref(o);
 	return r == -ENOENT ? 0 : r;
 }
@@ -510,13 +510,13 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		char path[512], rid[37];
 		json_t *body, *op = NULL;
 
-		cloud_instance_name(l->client_token, k, names[k],
-		                    sizeof(names[k]));
+		cnl_cloud_instance_name(l->client_token, k, names[k],
+		                        sizeof(names[k]));
 		request_id("insert", names[k], rid);
 		snprintf(path, sizeof(path), "%s/instances?requestId=%s",
 		         g->prefix, rid);
 		body = insert_body(g, l, names[k]);
-		r = cloud_rest_call(&g->rest, "POST", path, body, &op, e);
+		r = cnl_cloud_rest_call(&g->rest, "POST", path, body, &op, e);
 		json_decref(body);
 		if (r == -EEXIST) {
 			/* Made by an earlier try of this launch (the name is
@@ -596,8 +596,8 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		         "%s%s",
 		         g->prefix, MANAGED_LABEL, page[0] ? "&pageToken=" : "",
 		         page);
-		if ((r = cloud_rest_call(&g->rest, "GET", path, NULL, &o, e)) <
-		    0)
+		if ((r = cnl_cloud_rest_call(&g->rest, "GET", path, NULL, &o,
+		                             e)) < 0)
 			return r;
 		json_array_foreach (json_object_get(o, "items"), i, it)
 			if (*ret_n < cap && read_instance(it, &ret[*ret_n]))
@@ -665,7 +665,7 @@ static void gcp_free(struct cnl_cloud *c)
 {
 	struct gcp *g = (struct gcp *)c;
 
-	cloud_rest_done(&g->rest);
+	cnl_cloud_rest_done(&g->rest);
 	EVP_PKEY_free(g->key);
 	free(g->token_uri);
 	free(g->email);
@@ -728,10 +728,10 @@ int cnl_cloud_gcp_new(const struct cnl_cloud_gcp_config *cfg,
 	g->rest.ud = g;
 	g->rest.read_error = read_error;
 	g->rest.classify = classify;
-	if (cloud_rest_init(&g->rest,
-	                    cfg->endpoint ? cfg->endpoint : API_ENDPOINT, tu,
-	                    cfg->cafile, cfg->timeout_ms, cfg->max_attempts,
-	                    cfg->backoff_ms, err, errlen) < 0) {
+	if (cnl_cloud_rest_init(
+	        &g->rest, cfg->endpoint ? cfg->endpoint : API_ENDPOINT, tu,
+	        cfg->cafile, cfg->timeout_ms, cfg->max_attempts,
+	        cfg->backoff_ms, err, errlen) < 0) {
 		gcp_free(&g->base);
 		return -EINVAL;
 	}

@@ -19,7 +19,7 @@ static void copy(char *dst, size_t n, const char *s)
 	snprintf(dst, n, "%s", s ? s : "");
 }
 
-bool cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e)
+bool cnl_cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e)
 {
 	const json_t *er = json_object_get(o, "error");
 
@@ -31,11 +31,11 @@ bool cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e)
 	return true;
 }
 
-static int get_bearer(struct cloud_rest *r, struct cnl_cloud_error *e);
+static int get_bearer(struct cnl_cloud_rest *r, struct cnl_cloud_error *e);
 
-/* One request with retries (cloud_rest_call()); @form: a form body
+/* One request with retries (cnl_cloud_rest_call()); @form: a form body
  * instead of JSON; @bearer: send the access token. */
-static int request(struct cloud_rest *r, struct cnl_client *cl,
+static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
                    const char *method, const char *path, json_t *body,
                    const char *form, bool bearer, json_t **ret,
                    struct cnl_cloud_error *e)
@@ -109,7 +109,7 @@ static int request(struct cloud_rest *r, struct cnl_client *cl,
 			cnl_client_reply_done(&rep);
 			return 0;
 		}
-		if (!cloud_rest_oauth_error(rep.json, e))
+		if (!cnl_cloud_rest_oauth_error(rep.json, e))
 			r->read_error(rep.json, e);
 		if (!e->code[0])
 			copy(e->code, sizeof(e->code), "Unknown");
@@ -142,7 +142,7 @@ static int request(struct cloud_rest *r, struct cnl_client *cl,
 
 /* An access token in r->bearer, asked for when there is none or it is
  * about to expire. */
-static int get_bearer(struct cloud_rest *r, struct cnl_cloud_error *e)
+static int get_bearer(struct cnl_cloud_rest *r, struct cnl_cloud_error *e)
 {
 	int64_t now = cnl_time_now_ms();
 	const char *tok;
@@ -198,8 +198,9 @@ static int get_bearer(struct cloud_rest *r, struct cnl_cloud_error *e)
 	return 0;
 }
 
-int cloud_rest_call(struct cloud_rest *r, const char *method, const char *path,
-                    json_t *body, json_t **ret, struct cnl_cloud_error *e)
+int cnl_cloud_rest_call(struct cnl_cloud_rest *r, const char *method,
+                        const char *path, json_t *body, json_t **ret,
+                        struct cnl_cloud_error *e)
 {
 	return request(r, r->api, method, path, body, NULL, true, ret, e);
 }
@@ -224,9 +225,10 @@ static bool split_url(const char *url, char *base, size_t n, char **path)
 	return true;
 }
 
-int cloud_rest_init(struct cloud_rest *r, const char *endpoint,
-                    const char *token_uri, const char *cafile, long timeout_ms,
-                    int max_attempts, long backoff_ms, char *err, size_t errlen)
+int cnl_cloud_rest_init(struct cnl_cloud_rest *r, const char *endpoint,
+                        const char *token_uri, const char *cafile,
+                        long timeout_ms, int max_attempts, long backoff_ms,
+                        char *err, size_t errlen)
 {
 	struct cnl_client_config cc = {0};
 	char base[512], *api_path = NULL;
@@ -268,7 +270,7 @@ int cloud_rest_init(struct cloud_rest *r, const char *endpoint,
 	return 0;
 }
 
-void cloud_rest_done(struct cloud_rest *r)
+void cnl_cloud_rest_done(struct cnl_cloud_rest *r)
 {
 	cnl_client_free(r->api);
 	cnl_client_free(r->auth);
@@ -278,7 +280,7 @@ void cloud_rest_done(struct cloud_rest *r)
 	r->token_path = NULL;
 }
 
-void cloud_instance_name(const char *token, int k, char *out, size_t n)
+void cnl_cloud_instance_name(const char *token, int k, char *out, size_t n)
 {
 	size_t o = (size_t)snprintf(out, n, "cnlab-");
 

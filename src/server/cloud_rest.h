@@ -22,7 +22,7 @@
 
 struct cnl_client;
 
-struct cloud_rest {
+struct cnl_cloud_rest {
 	struct cnl_client *api;  /* the provider's API endpoint */
 	struct cnl_client *auth; /* the token endpoint's host */
 	char *token_path;
@@ -44,34 +44,35 @@ struct cloud_rest {
 };
 
 /*
- * cloud_rest_init - clients for @endpoint (scheme://host[:port], no path)
+ * cnl_cloud_rest_init - clients for @endpoint (scheme://host[:port], no path)
  * and @token_uri (https://host/path; http:// for tests).  The callbacks
  * and @who are the caller's to set.  0, or -EINVAL with @err naming which.
  */
-int cloud_rest_init(struct cloud_rest *r, const char *endpoint,
-                    const char *token_uri, const char *cafile, long timeout_ms,
-                    int max_attempts, long backoff_ms, char *err,
-                    size_t errlen);
-void cloud_rest_done(struct cloud_rest *r);
+int cnl_cloud_rest_init(struct cnl_cloud_rest *r, const char *endpoint,
+                        const char *token_uri, const char *cafile,
+                        long timeout_ms, int max_attempts, long backoff_ms,
+                        char *err, size_t errlen);
+void cnl_cloud_rest_done(struct cnl_cloud_rest *r);
 
 /*
- * cloud_rest_call - @method @path (after the endpoint) with the JSON
+ * cnl_cloud_rest_call - @method @path (after the endpoint) with the JSON
  * @body (NULL: none), the access token sent: 0 with a 2xx answer's JSON
  * in *@ret (NULL for an empty body); -ENOENT for a 404 and -EEXIST for a
  * 409 (@e filled, for the caller to read); else a negative errno with @e
  * classified (cloud.h).
  */
-int cloud_rest_call(struct cloud_rest *r, const char *method, const char *path,
-                    json_t *body, json_t **ret, struct cnl_cloud_error *e);
+int cnl_cloud_rest_call(struct cnl_cloud_rest *r, const char *method,
+                        const char *path, json_t *body, json_t **ret,
+                        struct cnl_cloud_error *e);
 
 /* The OAuth error of a token endpoint ({"error": "invalid_client",
  * "error_description": ...}) into @e; false when @o is not one. */
-bool cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e);
+bool cnl_cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e);
 
-/* cloud_instance_name - the name of the @k-th instance of the launch of
+/* cnl_cloud_instance_name - the name of the @k-th instance of the launch of
  * client token @token: "cnlab-", the token in lowercase letters, digits
  * and '-', "-K"; at most 62 characters (@n >= 64), a name Compute Engine
  * and Azure both take. */
-void cloud_instance_name(const char *token, int k, char *out, size_t n);
+void cnl_cloud_instance_name(const char *token, int k, char *out, size_t n);
 
 #endif
