@@ -163,6 +163,8 @@ static bool name_ok(const char *s)
 
 	return n > 0 && n < 64 &&
 	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                 "0123456789") >= 1 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	                 "0123456789-_.") == n;
 }
 
@@ -339,11 +341,19 @@ static json_t *vm_body(struct azure *a, const struct cnl_cloud_launch *l,
 	               ? cnl_b64_encode_new(l->user_data, strlen(l->user_data),
 	                                    CNL_B64_PAD)
 	               : NULL;
+	bool ok = true;
 
 	for (size_t i = 0; i < l->ntags; i++)
-		json_object_set_new(
-		    tags, l->tags[i].key,
-		    json_string(l->tags[i].value ? l->tags[i].value : ""));
+		ok &= json_object_set_new(tags, l->tags[i].key,
+		                          json_string(l->tags[i].value
+		                                          ? l->tags[i].value
+		                                          : "")) == 0;
+	if (!ok) {
+		json_decref(tags);
+		json_decref(image);
+		free(ud);
+		return NULL;
+	}
 	password(pw);
 	snprintf(nic, sizeof(nic), "%.63s-nic", name);
 	props = json_pack(
@@ -455,6 +465,14 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		         "%s/%.63s?api-version=" API_VERSION, a->prefix,
 		         names[k]);
 		body = vm_body(a, l, names[k], json_incref(image));
+		if (!body) {
+			/* Not UTF-8 (user data, a tag), or out of memory. */
+			e->kind = CNL_CLOUD_INVALID;
+			copy(e->message, sizeof(e->message),
+			     "launch: user data and tags must be UTF-8 text");
+			r = -EINVAL;
+			break;
+		}
 		r = cnl_cloud_rest_call(&a->rest, "PUT", path, body, &vm, e);
 		json_decref(body);
 		json_decref(vm);
@@ -469,26 +487,25 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 			break;
 	}
 	json_decref(image);
+	for (int k = 0; r == 0 && k < l->count; k++) {
+		json_t *vm = NULL;
+
+		r = get_vm(a, names[k], &vm, e);
+		if (r == 0 && !read_vm(vm, &ret[k]))
+			r = protocol(e, "a VM without a name");
+		if (r == -ENOENT)
+			r = protocol(e, "a launched VM is not there");
+		json_decref(vm);
+	}
 	if (r < 0) {
 		struct cnl_cloud_error de;
 
+		/* All or none: what this launch made goes. */
 		for (int k = 0; k < made; k++)
 			delete_vm(a, names[k], &de);
 		return r;
 	}
-	for (int k = 0; k < l->count; k++) {
-		json_t *vm = NULL;
-
-		r = get_vm(a, names[k], &vm, e);
-		if (r == 0 && !read_vm(vm, &ret[*ret_n]))
-			r = protocol(e, "a VM without a name");
-		json_decref(vm);
-		if (r == -ENOENT)
-			return protocol(e, "a launched VM is not there");
-		if (r < 0)
-			return *ret_n ? -EPROTO : r;
-		(*ret_n)++;
-	}
+	*ret_n = (size_t)l->count;
 	return 0;
 }
 

@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -62,7 +63,9 @@
 /* Compute Engine takes 256 KiB of metadata in all. */
 #define USER_DATA_MAX (128 * 1024)
 /* How long a launch waits for Compute Engine to end an insert. */
-#define OP_WAIT_MS 120000
+#define OP_WAIT_MS 300000
+/* One operations.wait call: Google holds it up to two minutes. */
+#define WAIT_CALL_MS 135000
 
 struct gcp {
 	struct cnl_cloud base;
@@ -84,11 +87,23 @@ static char *b64url(const void *p, size_t n)
 	return cnl_b64_encode_new(p, n, CNL_B64_URL);
 }
 
+/* An encrypted key is refused, never asked a passphrase for (OpenSSL's
+ * default would read the terminal). */
+static int no_passphrase(char *buf, int size, int rw, void *u)
+{
+	(void)buf;
+	(void)size;
+	(void)rw;
+	(void)u;
+	return -1;
+}
+
 static EVP_PKEY *load_key(const char *pem)
 {
 	BIO *bio = BIO_new_mem_buf(pem, -1);
 	EVP_PKEY *k =
-	    bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
+	    bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL)
+	        : NULL;
 
 	BIO_free(bio);
 	if (k && EVP_PKEY_base_id(k) != EVP_PKEY_RSA) {
@@ -226,6 +241,7 @@ static char *grant(void *ud, struct cnl_cloud_error *e)
 	         "jwt-bearer&assertion=%s",
 	         esc);
 	explicit_bzero(jwt, strlen(jwt));
+	explicit_bzero(esc, strlen(esc));
 	free(jwt);
 	free(esc);
 	return form;
@@ -332,10 +348,20 @@ static void request_id(const char *what, const char *name, char out[37])
 
 /* Wait for operation @op to end: 0 when it ended without error, else the
  * error it ended with (or could not be waited for) in @e. */
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n < 64 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789") >= 1 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == n;
+}
+
 static int wait_op(struct gcp *g, json_t *op, struct cnl_cloud_error *e)
 {
 	int64_t until = cnl_time_now_ms() + OP_WAIT_MS;
 	json_t *cur = json_incref(op), *errs;
+	bool waited = false;
 	int r = 0;
 
 	for (;;) {
@@ -348,9 +374,10 @@ static int wait_op(struct gcp *g, json_t *op, struct cnl_cloud_error *e)
 
 		if (st && strcmp(st, "DONE") == 0)
 			break;
-		if (!name || strchr(name, '/') || strlen(name) > 128) {
+		if (!name || !name_ok(name)) {
 			json_decref(cur);
-			return protocol(e, "an operation without a name");
+			return protocol(e, "an operation without a name that "
+			                   "can be sent back");
 		}
 		if (cnl_time_now_ms() >= until) {
 			json_decref(cur);
@@ -361,10 +388,15 @@ static int wait_op(struct gcp *g, json_t *op, struct cnl_cloud_error *e)
 			         OP_WAIT_MS / 1000);
 			return -EIO;
 		}
+		/* Google may hold a wait up to two minutes, or answer at
+		 * once: never more than a call a second. */
+		if (waited)
+			sleep(1);
+		waited = true;
 		snprintf(path, sizeof(path), "%s/operations/%s/wait", g->prefix,
 		         name);
-		if ((r = cnl_cloud_rest_call(&g->rest, "POST", path, NULL,
-		                             &next, e)) < 0) {
+		if ((r = cnl_cloud_rest_call_long(
+		         &g->rest, "POST", path, WAIT_CALL_MS, &next, e)) < 0) {
 			json_decref(cur);
 			return r;
 		}
@@ -421,26 +453,19 @@ static int delete_one(struct gcp *g, const char *name,
 	return r == -ENOENT ? 0 : r;
 }
 
-static bool name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	return n > 0 && n < 64 &&
-	       strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == n;
-}
-
 /* The insert of @name for launch @l. */
 static json_t *insert_body(struct gcp *g, const struct cnl_cloud_launch *l,
                            const char *name)
 {
 	bool spot = l->market == CNL_CLOUD_SPOT;
 	json_t *items = json_array(), *nic = json_object(), *o;
+	bool ok = true;
 	char mt[256];
 
 	if (l->user_data)
-		json_array_append_new(items, json_pack("{s:s,s:s}", "key",
-		                                       "startup-script",
-		                                       "value", l->user_data));
+		ok &= json_array_append_new(
+		          items, json_pack("{s:s,s:s}", "key", "startup-script",
+		                           "value", l->user_data)) == 0;
 	for (size_t i = 0; i < l->ntags; i++) {
 		char k[128];
 		size_t j = 0;
@@ -455,9 +480,15 @@ static json_t *insert_body(struct gcp *g, const struct cnl_cloud_launch *l,
 			             ? *s
 			             : '-';
 		k[j] = '\0';
-		json_array_append_new(
-		    items, json_pack("{s:s,s:s}", "key", k, "value",
-		                     l->tags[i].value ? l->tags[i].value : ""));
+		ok &= json_array_append_new(
+		          items, json_pack("{s:s,s:s}", "key", k, "value",
+		                           l->tags[i].value ? l->tags[i].value
+		                                            : "")) == 0;
+	}
+	if (!ok) {
+		json_decref(items);
+		json_decref(nic);
+		return NULL;
 	}
 	if (l->subnet)
 		json_object_set_new(nic, "subnetwork", json_string(l->subnet));
@@ -516,6 +547,14 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		snprintf(path, sizeof(path), "%s/instances?requestId=%s",
 		         g->prefix, rid);
 		body = insert_body(g, l, names[k]);
+		if (!body) {
+			/* Not UTF-8 (user data, a tag), or out of memory. */
+			e->kind = CNL_CLOUD_INVALID;
+			copy(e->message, sizeof(e->message),
+			     "launch: user data and tags must be UTF-8 text");
+			r = -EINVAL;
+			break;
+		}
 		r = cnl_cloud_rest_call(&g->rest, "POST", path, body, &op, e);
 		json_decref(body);
 		if (r == -EEXIST) {
@@ -525,15 +564,22 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 			r = 0;
 			continue;
 		}
-		if (r == 0)
-			r = wait_op(g, op, e);
-		json_decref(op);
-		/* The insert's fate unknown (no answer): it may exist. */
+		/* Accepted, or its fate unknown (no answer): it may exist
+		 * whatever comes next, so it is deleted if the launch
+		 * fails. */
 		if (r == 0 || e->kind == CNL_CLOUD_UNAVAILABLE ||
 		    e->kind == CNL_CLOUD_THROTTLED)
 			made = k + 1;
+		if (r == 0)
+			r = wait_op(g, op, e);
+		json_decref(op);
 		if (r < 0)
 			break;
+	}
+	for (int k = 0; r == 0 && k < l->count; k++) {
+		r = get_instance(g, names[k], &ret[k], e);
+		if (r == -ENOENT)
+			r = protocol(e, "a launched instance is not there");
 	}
 	if (r < 0) {
 		struct cnl_cloud_error de;
@@ -543,14 +589,7 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 			delete_one(g, names[k], &de);
 		return r;
 	}
-	for (int k = 0; k < l->count; k++) {
-		r = get_instance(g, names[k], &ret[*ret_n], e);
-		if (r == -ENOENT)
-			return protocol(e, "a launched instance is not there");
-		if (r < 0)
-			return *ret_n ? -EPROTO : r;
-		(*ret_n)++;
-	}
+	*ret_n = (size_t)l->count;
 	return 0;
 }
 
@@ -559,7 +598,7 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
                     struct cnl_cloud_error *e)
 {
 	struct gcp *g = (struct gcp *)c;
-	char page[256] = "";
+	char page[400] = "";
 	int r;
 
 	*ret_n = 0;
@@ -584,18 +623,22 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 	}
 	if (nids)
 		return 0;
-	/* Every instance CNLab launched: by its label, page by page. */
-	do {
-		char path[768];
+	/* Every instance CNLab launched: by its label, page by page (the
+	 * page token opaque: escaped; a token given twice, or a hundred
+	 * pages, end it). */
+	for (int pages = 0; pages < 100 && *ret_n < cap; pages++) {
+		char path[2048], *esc;
 		json_t *o = NULL, *it;
 		const char *next;
 		size_t i;
 
+		esc = cnl_sigv4_escape(page);
 		snprintf(path, sizeof(path),
 		         "%s/instances?filter=labels.%s%%3Dtrue&maxResults=500"
 		         "%s%s",
 		         g->prefix, MANAGED_LABEL, page[0] ? "&pageToken=" : "",
-		         page);
+		         esc);
+		free(esc);
 		if ((r = cnl_cloud_rest_call(&g->rest, "GET", path, NULL, &o,
 		                             e)) < 0)
 			return r;
@@ -603,18 +646,18 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 			if (*ret_n < cap && read_instance(it, &ret[*ret_n]))
 				(*ret_n)++;
 		next = json_string_value(json_object_get(o, "nextPageToken"));
-		page[0] = '\0';
-		if (next && strlen(next) < sizeof(page) &&
-		    strspn(next,
-		           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst"
-		           "uvwxyz0123456789-_") == strlen(next))
-			copy(page, sizeof(page), next);
-		else if (next) {
+		if (!next || !*next) {
 			json_decref(o);
-			return protocol(e, "a page token that cannot be sent");
+			return 0;
 		}
+		if (strlen(next) >= 400 || strcmp(next, page) == 0) {
+			json_decref(o);
+			return protocol(e, "a page token too long, or the same "
+			                   "again");
+		}
+		copy(page, sizeof(page), next);
 		json_decref(o);
-	} while (page[0] && *ret_n < cap);
+	}
 	return 0;
 }
 

@@ -37,7 +37,7 @@ static int get_bearer(struct cnl_cloud_rest *r, struct cnl_cloud_error *e);
  * instead of JSON; @bearer: send the access token. */
 static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
                    const char *method, const char *path, json_t *body,
-                   const char *form, bool bearer, json_t **ret,
+                   const char *form, bool bearer, long timeout_ms, json_t **ret,
                    struct cnl_cloud_error *e)
 {
 	long wait = r->backoff_ms;
@@ -59,6 +59,7 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 		    .content_type =
 		        form ? "application/x-www-form-urlencoded" : NULL,
 		    .headers = lines,
+		    .timeout_ms = timeout_ms,
 		};
 		int attempts = e->attempts;
 
@@ -117,8 +118,12 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 			snprintf(e->message, sizeof(e->message),
 			         "%s answered %ld", r->who, rep.status);
 		cnl_client_reply_done(&rep);
-		if (e->http_status == 404)
+		if (e->http_status == 404) {
+			/* Gone (for the caller to read as such), or a project,
+			 * zone or image that is not there: not to retry. */
+			e->kind = CNL_CLOUD_INVALID;
 			return -ENOENT;
+		}
 		if (e->http_status == 409) {
 			e->kind = r->classify(409, e->code);
 			return e->kind == CNL_CLOUD_CAPACITY
@@ -156,8 +161,8 @@ static int get_bearer(struct cnl_cloud_rest *r, struct cnl_cloud_error *e)
 	explicit_bzero(r->bearer, sizeof(r->bearer));
 	if (!(form = r->grant(r->ud, e)))
 		return -EACCES;
-	rc = request(r, r->auth, "POST", r->token_path, NULL, form, false, &o,
-	             e);
+	rc = request(r, r->auth, "POST", r->token_path, NULL, form, false, 0,
+	             &o, e);
 	explicit_bzero(form, strlen(form));
 	free(form);
 	if (rc < 0) {
@@ -202,7 +207,15 @@ int cnl_cloud_rest_call(struct cnl_cloud_rest *r, const char *method,
                         const char *path, json_t *body, json_t **ret,
                         struct cnl_cloud_error *e)
 {
-	return request(r, r->api, method, path, body, NULL, true, ret, e);
+	return request(r, r->api, method, path, body, NULL, true, 0, ret, e);
+}
+
+int cnl_cloud_rest_call_long(struct cnl_cloud_rest *r, const char *method,
+                             const char *path, long timeout_ms, json_t **ret,
+                             struct cnl_cloud_error *e)
+{
+	return request(r, r->api, method, path, NULL, NULL, true, timeout_ms,
+	               ret, e);
 }
 
 /* @url's scheme://host[:port] into @base and the rest into *@path ("/"

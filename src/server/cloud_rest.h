@@ -65,6 +65,12 @@ int cnl_cloud_rest_call(struct cnl_cloud_rest *r, const char *method,
                         const char *path, json_t *body, json_t **ret,
                         struct cnl_cloud_error *e);
 
+/* cnl_cloud_rest_call_long - the same without a body, for a call the
+ * provider may hold for up to @timeout_ms (a long poll). */
+int cnl_cloud_rest_call_long(struct cnl_cloud_rest *r, const char *method,
+                             const char *path, long timeout_ms, json_t **ret,
+                             struct cnl_cloud_error *e);
+
 /* The OAuth error of a token endpoint ({"error": "invalid_client",
  * "error_description": ...}) into @e; false when @o is not one. */
 bool cnl_cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e);

@@ -209,8 +209,11 @@ wait_for 60 has_audit "cloud.launch.*launch failed (unavailable" &&
 rm -f "$tmp/az/fail-all"
 wait_for 90 on_cloud "$j3" && ok "after the outage the burst launches again" ||
 	bad "j3: $(state "$j3") $(audit | grep cloud.launch | tail -3)"
-puts | jq -s -e 'map(select(.status == 409)) | length == 1' >/dev/null &&
-	has_audit "cloud.launch.*launched Standard_NC24ads_A100_v4 .* on-demand" &&
+sku_refused() {
+	puts | jq -s -e 'map(select(.status == 409)) | length == 1' >/dev/null &&
+		has_audit "cloud.launch.*launched Standard_NC24ads_A100_v4 .* on-demand"
+}
+wait_for 20 sku_refused &&
 	ok "SkuNotAvailable (409) for spot: on-demand instead" || bad "sku: $(puts | jq -c .status) $(audit | grep cloud.launch | tail -2)"
 "$cnlab" jobs cancel "$j3" >/dev/null
 

@@ -8,6 +8,9 @@
  * rateLimitExceeded, 503 backendError, 403 forbidden, 404 notFound,
  * invalid_grant), the token endpoint's answers included.
  *
+ * A refused bearer is renewed once; a launch that fails part-way deletes
+ * what it made, and what it may have made.
+ *
  * And the assertion: signed RS256 with the service account's key, so
  * that its public key verifies it, with the claims Google requires.
  */
@@ -553,6 +556,20 @@ static void test_errors(void **state)
 	assert_int_equal(e.attempts, 4);
 	assert_string_equal(e.code, "backendError");
 	assert_int_equal(e.http_status, 503);
+	/* The insert's fate unknown: the instance it may have made is
+	 * deleted. */
+	{
+		bool deleted = false;
+
+		for (int i = 0; i < fk.ncalls; i++)
+			deleted |=
+			    strncmp(fk.calls[i],
+			            "DELETE " PREFIX
+			            "/instances/cnlab-cin-01-0-0",
+			            strlen("DELETE " PREFIX
+			                   "/instances/cnlab-cin-01-0-0")) == 0;
+		assert_true(deleted);
+	}
 
 	script(403, "{\"error\":{\"code\":403,\"message\":\"Required "
 	            "'compute.instances.create' permission\",\"errors\":[{"
@@ -577,9 +594,19 @@ static void test_all_or_none(void **state)
 	script(200, OP_DONE);
 	script(200, OP_RUNNING);
 	script(200, OP_NOCAP);
-	script(200, OP_RUNNING); /* the delete's operation */
+	script(200, OP_RUNNING); /* the first delete's operation */
+	script(404, NOT_FOUND);  /* the second was never made */
 	assert_int_equal(c->ops->provision(c, &two, in, 2, &n, &e), -EAGAIN);
 	assert_int_equal(n, 0);
+	/* Both deleted: the one made, and the one whose insert was
+	 * accepted (its failed operation made nothing: 404, no error). */
+	assert_int_equal(fk.ncalls, 6);
+	assert_int_equal(
+	    strncmp(fk.calls[5],
+	            "DELETE " PREFIX "/instances/cnlab-cin-01-0-1?requestId=",
+	            strlen("DELETE " PREFIX
+	                   "/instances/cnlab-cin-01-0-1?requestId=")),
+	    0);
 	assert_int_equal(
 	    strncmp(fk.calls[4],
 	            "DELETE " PREFIX "/instances/cnlab-cin-01-0-0?requestId=",
@@ -640,6 +667,38 @@ static void test_describe(void **state)
 	cnl_cloud_free(c);
 }
 
+/* A bearer refused (401) is asked for afresh, once: a second 401 with a
+ * fresh token is AUTH, and no third token is asked for. */
+static void test_renew(void **state)
+{
+	struct cnl_cloud *c = open_gcp();
+	struct cnl_cloud_instance in[2];
+	struct cnl_cloud_error e;
+	const char *ids[] = {"cnlab-cin-01-0-0"};
+	static const char *const expired =
+	    "{\"error\":{\"code\":401,\"message\":\"Request had invalid "
+	    "authentication credentials.\",\"errors\":[{\"reason\":"
+	    "\"authError\"}],\"status\":\"UNAUTHENTICATED\"}}";
+	size_t n = 0;
+
+	(void)state;
+	script(200, TOKEN_OK);
+	script(401, expired);
+	script(200, TOKEN_OK);
+	script(200, INSTANCE_SPOT_RUNNING);
+	assert_int_equal(c->ops->describe(c, ids, 1, in, 2, &n, &e), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(fk.grants, 2);
+	script(401, expired);
+	script(200, TOKEN_OK);
+	script(401, expired);
+	assert_int_equal(c->ops->describe(c, ids, 1, in, 2, &n, &e), -EACCES);
+	assert_int_equal(e.kind, CNL_CLOUD_AUTH);
+	assert_int_equal(fk.grants, 3);
+	assert_int_equal(fk.next, fk.nscript);
+	cnl_cloud_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -649,6 +708,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_all_or_none, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_describe, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_renew, setup, teardown),
 	};
 	EVP_PKEY *k = EVP_RSA_gen(2048);
 	BIO *b = BIO_new(BIO_s_mem()), *pb = BIO_new(BIO_s_mem());
