@@ -159,6 +159,11 @@ struct cnl_cloud_type {
 };
 const struct cnl_cloud_type *cnl_cloud_type_find(const char *provider,
                                                  const char *name);
+/* cnl_cloud_listed_spot_price - the spot price of @type in the table
+ * (providers that publish a list, not a market): 0, or -ENOENT with @e
+ * when it has none. */
+int cnl_cloud_listed_spot_price(const char *provider, const char *type,
+                                double *ret, struct cnl_cloud_error *e);
 
 /* AWS EC2 (cloud_aws.c): the Query API, signed with SigV4. */
 struct cnl_cloud_aws_config {

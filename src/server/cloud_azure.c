@@ -608,18 +608,8 @@ static int terminate(struct cnl_cloud *c, const char *const *ids, size_t nids,
 static int spot_price(struct cnl_cloud *c, const char *type, double *ret,
                       struct cnl_cloud_error *e)
 {
-	const struct cnl_cloud_type *t = cnl_cloud_type_find("azure", type);
-
 	(void)c;
-	memset(e, 0, sizeof(*e));
-	if (!t || t->spot_h <= 0) {
-		e->kind = CNL_CLOUD_INVALID;
-		snprintf(e->message, sizeof(e->message),
-		         "no recorded spot price for %.64s", type);
-		return -ENOENT;
-	}
-	*ret = t->spot_h;
-	return 0;
+	return cnl_cloud_listed_spot_price("azure", type, ret, e);
 }
 
 static void azure_free(struct cnl_cloud *c)

@@ -16,6 +16,7 @@
  * of the g5 family is listed as the catalog's A10 (the same chip, 24 GB).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -94,4 +95,20 @@ void cnl_cloud_backoff(long *wait_ms, unsigned *seed)
 	*wait_ms = *wait_ms * 2 > CNL_CLOUD_BACKOFF_MAX_MS
 	               ? CNL_CLOUD_BACKOFF_MAX_MS
 	               : *wait_ms * 2;
+}
+
+int cnl_cloud_listed_spot_price(const char *provider, const char *type,
+                                double *ret, struct cnl_cloud_error *e)
+{
+	const struct cnl_cloud_type *t = cnl_cloud_type_find(provider, type);
+
+	memset(e, 0, sizeof(*e));
+	if (!t || t->spot_h <= 0) {
+		e->kind = CNL_CLOUD_INVALID;
+		snprintf(e->message, sizeof(e->message),
+		         "no listed spot price for %.64s", type);
+		return -ENOENT;
+	}
+	*ret = t->spot_h;
+	return 0;
 }
