@@ -395,6 +395,7 @@ static int wait_made(struct azure *a, const char *name,
 	for (;;) {
 		json_t *vm = NULL;
 		const char *prov, *why;
+		bool made;
 		int r = get_vm(a, name, &vm, e);
 
 		if (r == -ENOENT)
@@ -417,9 +418,10 @@ static int wait_made(struct azure *a, const char *name,
 				e->kind = CNL_CLOUD_INVALID;
 			return cnl_cloud_errno(e->kind);
 		}
-		json_decref(vm);
-		if (!prov || (strcmp(prov, "Creating") != 0 &&
-		              strcmp(prov, "Updating") != 0))
+		made = !prov || (strcmp(prov, "Creating") != 0 &&
+		                 strcmp(prov, "Updating") != 0);
+		json_decref(vm); /* prov with it */
+		if (made)
 			return 0;
 		if (cnl_time_now_ms() >= until) {
 			/* Made, or about to be: the burst sees which. */

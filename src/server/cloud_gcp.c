@@ -380,12 +380,12 @@ static int wait_op(struct gcp *g, json_t *op, struct cnl_cloud_error *e)
 			                   "can be sent back");
 		}
 		if (cnl_time_now_ms() >= until) {
-			json_decref(cur);
 			e->kind = CNL_CLOUD_UNAVAILABLE;
 			copy(e->code, sizeof(e->code), "OperationTimeout");
 			snprintf(e->message, sizeof(e->message),
 			         "operation %s did not end in %d s", name,
 			         OP_WAIT_MS / 1000);
+			json_decref(cur); /* name with it */
 			return -EIO;
 		}
 		/* Google may hold a wait up to two minutes, or answer at
