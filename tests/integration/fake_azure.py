@@ -318,8 +318,8 @@ class H(BaseHTTPRequestHandler):
 
 def stop(*_):
     with lock:
-        for v in vms.values():
-            fake_machine.halt(STATE, v, v["tags"].get("cnlab:node", ""))
+        fake_machine.halt_all(STATE, list(vms.values()),
+                              lambda i: i["tags"].get("cnlab:node", ""))
     os._exit(0)
 
 

@@ -405,8 +405,8 @@ class H(BaseHTTPRequestHandler):
 
 def stop(*_):
     with lock:
-        for i in instances.values():
-            fake_machine.halt(STATE, i, i["tags"].get("cnlab-node", ""))
+        fake_machine.halt_all(STATE, list(instances.values()),
+                              lambda i: i["tags"].get("cnlab-node", ""))
     os._exit(0)
 
 
