@@ -75,49 +75,29 @@ static void copy(char *dst, size_t n, const char *s)
 	snprintf(dst, n, "%s", s ? s : "");
 }
 
-static enum cnl_cloud_fail classify(long status, const char *code)
-{
-	static const char *const capacity[] = {
-	    "SkuNotAvailable",
-	    "AllocationFailed",
-	    "ZonalAllocationFailed",
-	    "OverconstrainedAllocationRequest",
-	    "OverconstrainedZonalAllocationRequest",
-	    "AllocationFailedVMSeriesNotSupported",
-	    "OperationNotAllowed", /* a quota */
-	    "QuotaExceeded",
-	    "SpotVMEvictedOrCapacityNotAvailable",
-	    NULL};
-	static const char *const throttled[] = {
-	    "TooManyRequests", "SubscriptionRequestsThrottled",
-	    "TenantRequestsThrottled", NULL};
-	static const char *const auth[] = {"AuthorizationFailed",
-	                                   "InvalidAuthenticationToken",
-	                                   "ExpiredAuthenticationToken",
-	                                   "AuthenticationFailed",
-	                                   "LinkedAuthorizationFailed",
-	                                   "SubscriptionNotFound",
-	                                   "invalid_client",
-	                                   "unauthorized_client",
-	                                   NULL};
-
-	for (int i = 0; capacity[i]; i++)
-		if (strcmp(code, capacity[i]) == 0)
-			return CNL_CLOUD_CAPACITY;
-	for (int i = 0; throttled[i]; i++)
-		if (strcmp(code, throttled[i]) == 0)
-			return CNL_CLOUD_THROTTLED;
-	for (int i = 0; auth[i]; i++)
-		if (strcmp(code, auth[i]) == 0)
-			return CNL_CLOUD_AUTH;
-	if (status == 429)
-		return CNL_CLOUD_THROTTLED;
-	if (status >= 500)
-		return CNL_CLOUD_UNAVAILABLE;
-	if (status == 401 || status == 403)
-		return CNL_CLOUD_AUTH;
-	return CNL_CLOUD_INVALID;
-}
+/* ARM's error codes, by kind (cnl_cloud_rest_classify()). */
+static const char *const capacity[] = {"SkuNotAvailable",
+                                       "AllocationFailed",
+                                       "ZonalAllocationFailed",
+                                       "OverconstrainedAllocationRequest",
+                                       "OverconstrainedZonalAllocationRequest",
+                                       "AllocationFailedVMSeriesNotSupported",
+                                       "OperationNotAllowed", /* a quota */
+                                       "QuotaExceeded",
+                                       "SpotVMEvictedOrCapacityNotAvailable",
+                                       NULL};
+static const char *const throttled[] = {"TooManyRequests",
+                                        "SubscriptionRequestsThrottled",
+                                        "TenantRequestsThrottled", NULL};
+static const char *const auth[] = {"AuthorizationFailed",
+                                   "InvalidAuthenticationToken",
+                                   "ExpiredAuthenticationToken",
+                                   "AuthenticationFailed",
+                                   "LinkedAuthorizationFailed",
+                                   "SubscriptionNotFound",
+                                   "invalid_client",
+                                   "unauthorized_client",
+                                   NULL};
 
 static void read_error(const json_t *o, struct cnl_cloud_error *e)
 {
@@ -413,7 +393,7 @@ static int wait_made(struct azure *a, const char *name,
 			copy(e->message, sizeof(e->message),
 			     status_message(vm, "ProvisioningState/failed"));
 			json_decref(vm);
-			e->kind = classify(0, e->code);
+			e->kind = cnl_cloud_rest_classify(&a->rest, 0, e->code);
 			if (e->kind == CNL_CLOUD_UNAVAILABLE)
 				e->kind = CNL_CLOUD_INVALID;
 			return cnl_cloud_errno(e->kind);
@@ -699,7 +679,9 @@ int cnl_cloud_azure_new(const struct cnl_cloud_azure_config *cfg,
 	a->rest.grant = grant;
 	a->rest.ud = a;
 	a->rest.read_error = read_error;
-	a->rest.classify = classify;
+	a->rest.capacity_codes = capacity;
+	a->rest.throttled_codes = throttled;
+	a->rest.auth_codes = auth;
 	if (cnl_cloud_rest_init(&a->rest, a->endpoint, tu, cfg->cafile,
 	                        cfg->timeout_ms, cfg->max_attempts,
 	                        cfg->backoff_ms, err, errlen) < 0) {

@@ -166,42 +166,21 @@ int cnl_cloud_gcp_assertion(const char *email, const char *private_key_pem,
 	return *ret ? 0 : -EINVAL;
 }
 
-/* Google's error document (or an operation's error) classified. */
-static enum cnl_cloud_fail classify(long status, const char *reason)
-{
-	static const char *const capacity[] = {
-	    "ZONE_RESOURCE_POOL_EXHAUSTED",
-	    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-	    "QUOTA_EXCEEDED",
-	    "quotaExceeded",
-	    "RESOURCE_NOT_READY",
-	    NULL};
-	static const char *const throttled[] = {"rateLimitExceeded",
-	                                        "userRateLimitExceeded",
-	                                        "RATE_LIMIT_EXCEEDED", NULL};
-	static const char *const auth[] = {
-	    "forbidden",           "insufficientPermissions",
-	    "accessNotConfigured", "authError",
-	    "invalid_grant",       "unauthorized_client",
-	    "PERMISSION_DENIED",   NULL};
-
-	for (int i = 0; capacity[i]; i++)
-		if (strcmp(reason, capacity[i]) == 0)
-			return CNL_CLOUD_CAPACITY;
-	for (int i = 0; throttled[i]; i++)
-		if (strcmp(reason, throttled[i]) == 0)
-			return CNL_CLOUD_THROTTLED;
-	for (int i = 0; auth[i]; i++)
-		if (strcmp(reason, auth[i]) == 0)
-			return CNL_CLOUD_AUTH;
-	if (status == 429)
-		return CNL_CLOUD_THROTTLED;
-	if (status >= 500)
-		return CNL_CLOUD_UNAVAILABLE;
-	if (status == 401 || status == 403)
-		return CNL_CLOUD_AUTH;
-	return CNL_CLOUD_INVALID;
-}
+/* Google's error codes, by kind (cnl_cloud_rest_classify()). */
+static const char *const capacity[] = {
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "QUOTA_EXCEEDED",
+    "quotaExceeded",
+    "RESOURCE_NOT_READY",
+    NULL};
+static const char *const throttled[] = {
+    "rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED", NULL};
+static const char *const auth[] = {
+    "forbidden",           "insufficientPermissions",
+    "accessNotConfigured", "authError",
+    "invalid_grant",       "unauthorized_client",
+    "PERMISSION_DENIED",   NULL};
 
 /* The reason and message of Google's error document @o into @e. */
 static void read_error(const json_t *o, struct cnl_cloud_error *e)
@@ -411,7 +390,7 @@ static int wait_op(struct gcp *g, json_t *op, struct cnl_cloud_error *e)
 		     json_string_value(json_object_get(x, "code")));
 		copy(e->message, sizeof(e->message),
 		     json_string_value(json_object_get(x, "message")));
-		e->kind = classify(0, e->code);
+		e->kind = cnl_cloud_rest_classify(&g->rest, 0, e->code);
 		/* An operation's errors are final: no status to retry. */
 		if (e->kind == CNL_CLOUD_UNAVAILABLE)
 			e->kind = CNL_CLOUD_INVALID;
@@ -560,7 +539,7 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		if (r == -EEXIST) {
 			/* Made by an earlier try of this launch (the name is
 			 * the launch's): it is the instance. */
-			made++;
+			made = k + 1;
 			r = 0;
 			continue;
 		}
@@ -760,7 +739,9 @@ int cnl_cloud_gcp_new(const struct cnl_cloud_gcp_config *cfg,
 	g->rest.grant = grant;
 	g->rest.ud = g;
 	g->rest.read_error = read_error;
-	g->rest.classify = classify;
+	g->rest.capacity_codes = capacity;
+	g->rest.throttled_codes = throttled;
+	g->rest.auth_codes = auth;
 	if (cnl_cloud_rest_init(
 	        &g->rest, cfg->endpoint ? cfg->endpoint : API_ENDPOINT, tu,
 	        cfg->cafile, cfg->timeout_ms, cfg->max_attempts,

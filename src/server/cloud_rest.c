@@ -31,6 +31,32 @@ bool cnl_cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e)
 	return true;
 }
 
+static bool listed(const char *const *list, const char *code)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		if (strcmp(code, list[i]) == 0)
+			return true;
+	return false;
+}
+
+enum cnl_cloud_fail cnl_cloud_rest_classify(const struct cnl_cloud_rest *r,
+                                            long status, const char *code)
+{
+	if (listed(r->capacity_codes, code))
+		return CNL_CLOUD_CAPACITY;
+	if (listed(r->throttled_codes, code))
+		return CNL_CLOUD_THROTTLED;
+	if (listed(r->auth_codes, code))
+		return CNL_CLOUD_AUTH;
+	if (status == 429)
+		return CNL_CLOUD_THROTTLED;
+	if (status >= 500)
+		return CNL_CLOUD_UNAVAILABLE;
+	if (status == 401 || status == 403)
+		return CNL_CLOUD_AUTH;
+	return CNL_CLOUD_INVALID;
+}
+
 static int get_bearer(struct cnl_cloud_rest *r, struct cnl_cloud_error *e);
 
 /* One request with retries (cnl_cloud_rest_call()); @form: a form body
@@ -125,7 +151,7 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 			return -ENOENT;
 		}
 		if (e->http_status == 409) {
-			e->kind = r->classify(409, e->code);
+			e->kind = cnl_cloud_rest_classify(r, 409, e->code);
 			return e->kind == CNL_CLOUD_CAPACITY
 			           ? cnl_cloud_errno(e->kind)
 			           : -EEXIST;
@@ -137,7 +163,7 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 			i--;
 			continue;
 		}
-		e->kind = r->classify(e->http_status, e->code);
+		e->kind = cnl_cloud_rest_classify(r, e->http_status, e->code);
 		if (e->kind != CNL_CLOUD_THROTTLED &&
 		    e->kind != CNL_CLOUD_UNAVAILABLE)
 			return cnl_cloud_errno(e->kind);

@@ -5,7 +5,7 @@
  * expires (or until a 401 says it no longer works: then once afresh),
  * each call retried with back-off on throttling (429 and the provider's
  * own codes) and outages (no answer, 5xx), answers read as JSON and
- * failures classified by the provider's callbacks.
+ * failures classified by the provider's lists of error codes.
  *
  * The token and the form that earns it are held in memory only, wiped
  * when done, and never logged nor put in an error.
@@ -33,9 +33,14 @@ struct cnl_cloud_rest {
 	char *(*grant)(void *ud, struct cnl_cloud_error *e);
 	void *ud;
 	/* The provider's error document @o (NULL: none) into e->code and
-	 * e->message; and the kind of failure a status and code are. */
+	 * e->message. */
 	void (*read_error)(const json_t *o, struct cnl_cloud_error *e);
-	enum cnl_cloud_fail (*classify)(long status, const char *code);
+	/* The provider's error codes that mean no capacity (try another
+	 * type or market), throttling and refused credentials; NULL-ended
+	 * (cnl_cloud_rest_classify()). */
+	const char *const *capacity_codes;
+	const char *const *throttled_codes;
+	const char *const *auth_codes;
 	char bearer[8192];
 	int64_t bearer_until_ms;
 	int max_attempts;
@@ -45,8 +50,9 @@ struct cnl_cloud_rest {
 
 /*
  * cnl_cloud_rest_init - clients for @endpoint (scheme://host[:port], no path)
- * and @token_uri (https://host/path; http:// for tests).  The callbacks
- * and @who are the caller's to set.  0, or -EINVAL with @err naming which.
+ * and @token_uri (https://host/path; http:// for tests).  The callbacks,
+ * the code lists and @who are the caller's to set.  0, or -EINVAL with @err
+ * naming which.
  */
 int cnl_cloud_rest_init(struct cnl_cloud_rest *r, const char *endpoint,
                         const char *token_uri, const char *cafile,
@@ -64,6 +70,13 @@ void cnl_cloud_rest_done(struct cnl_cloud_rest *r);
 int cnl_cloud_rest_call(struct cnl_cloud_rest *r, const char *method,
                         const char *path, json_t *body, json_t **ret,
                         struct cnl_cloud_error *e);
+
+/* cnl_cloud_rest_classify - the kind of failure the provider's @code is
+ * (the provider's code lists), else by @status: 429 throttled,
+ * 5xx unavailable, 401 and 403 auth, anything else (0: an operation's
+ * error, no status) invalid. */
+enum cnl_cloud_fail cnl_cloud_rest_classify(const struct cnl_cloud_rest *r,
+                                            long status, const char *code);
 
 /* cnl_cloud_rest_call_long - the same without a body, for a call the
  * provider may hold for up to @timeout_ms (a long poll). */
