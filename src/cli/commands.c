@@ -190,7 +190,7 @@ static const struct cnl_cli_flag pin_flags[] = {
 
 static const struct cnl_cli_flag burst_flags[] = {
     {"threshold", "FRACTION", "local use that triggers bursting: 0.90", 0},
-    {"provider", "NAME", "aws, gcp or azure (needs a cloud account)", 0},
+    {"provider", "NAME", "aws, gcp, azure or naver (needs a cloud account)", 0},
     {"strategy", "NAME", "e.g. spot-then-on-demand", 0},
     {"max-cloud-budget", "AMOUNT", "spending cap", 0},
     {"disable", NULL, "turn bursting off", 0},
@@ -217,14 +217,18 @@ static const struct cnl_cli_flag ssh_key_flags[] = {
 };
 
 static const struct cnl_cli_flag cloud_flags[] = {
-    {"account", "ID", "account id (AWS: 12 digits; GCP: the project id)", 0},
-    {"region", "REGION", "e.g. ap-northeast-2 (GCP: the zone, us-central1-a)",
+    {"account", "ID",
+     "account id (AWS: 12 digits; GCP: the project id; Naver: the VPC's "
+     "number)",
      0},
+    {"region", "REGION",
+     "e.g. ap-northeast-2 (GCP: the zone, us-central1-a; Naver: KR)", 0},
     {"instance-types", "LIST", "comma-separated: g5.xlarge,p5.48xlarge", 0},
-    {"access-key-id", "ID", "AWS: the access key id CNLab provisions with", 0},
+    {"access-key-id", "ID",
+     "AWS, Naver: the access key id CNLab provisions with", 0},
     {"secret-from-file", "FILE",
-     "AWS: the secret access key, read from FILE (sealed by cnlabd)", 0},
-    {"secret-from-stdin", NULL, "AWS: the secret access key, from stdin", 0},
+     "AWS, Naver: the secret key, read from FILE (sealed by cnlabd)", 0},
+    {"secret-from-stdin", NULL, "AWS, Naver: the secret key, from stdin", 0},
     {"tenant-id", "GUID", "Azure: the service principal's directory (tenant)",
      0},
     {"client-id", "GUID",
@@ -237,7 +241,10 @@ static const struct cnl_cli_flag cloud_flags[] = {
      " another for a sovereign cloud)",
      0},
     {"resource-group", "NAME", "Azure: the resource group VMs are made in", 0},
-    {"subnet", "ID", "Azure: the subnet's resource id VMs are put on", 0},
+    {"subnet", "ID",
+     "Azure: the subnet's resource id VMs are put on; Naver: the subnet's "
+     "number",
+     0},
     {"key-file", "FILE",
      "GCP: the service account's JSON key, read from FILE (sealed by cnlabd)",
      0},

@@ -49,7 +49,7 @@
 #include "server/secrets.h"
 #include "server/shape.h"
 
-static const char *const providers[] = {"aws", "gcp", "azure", NULL};
+static const char *const providers[] = {"aws", "gcp", "azure", "naver", NULL};
 
 static bool in_set(const char *v, const char *const *set)
 {
@@ -184,8 +184,8 @@ void cnl_api_h_burst_put(void *call, struct cnl_http_request *req,
 	    !(strategy = cnl_api_get_string(body, "strategy", 32, resp)))
 		goto out;
 	if (!in_set(provider, providers)) {
-		cnl_api_bad(resp,
-		            "field \"provider\": must be aws, gcp or azure");
+		cnl_api_bad(resp, "field \"provider\": must be aws, gcp, "
+		                  "azure or naver");
 		goto out;
 	}
 	if (!in_set(strategy, strategies)) {
@@ -244,6 +244,19 @@ static const char *check_account(const char *provider, const char *account,
 {
 	size_t n = strlen(region);
 
+	if (strcmp(provider, "naver") == 0) {
+		/* Naver's own codes: the VPC servers are made in, and a
+		 * region as Naver writes it. */
+		if (!account[0] || strlen(account) > 20 ||
+		    !all_digits(account, strlen(account)))
+			return "field \"account\": for naver, the number of "
+			       "the VPC servers are made in";
+		if (n < 2 || n > 8 ||
+		    strspn(region, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != n)
+			return "field \"region\": for naver, a region code "
+			       "such as KR";
+		return NULL;
+	}
 	if (strcmp(provider, "aws") == 0 && !all_digits(account, 12))
 		return "field \"account\": an AWS account id is 12 digits";
 	if (strcmp(provider, "azure") == 0 &&
@@ -356,7 +369,7 @@ static bool aws_key_id(const char *s)
  * access key id, to bind it) and the access key id into @o; 0, or -1 with
  * the answer in @resp.
  */
-static int aws_credentials(json_t *cr, json_t *o, json_t **plain,
+static int aws_credentials(json_t *cr, bool naver, json_t *o, json_t **plain,
                            struct cnl_http_response *resp)
 {
 	const char *akid, *secret, *token;
@@ -364,7 +377,19 @@ static int aws_credentials(json_t *cr, json_t *o, json_t **plain,
 	akid = json_string_value(json_object_get(cr, "access_key_id"));
 	secret = json_string_value(json_object_get(cr, "secret_access_key"));
 	token = json_string_value(json_object_get(cr, "session_token"));
-	if (!akid || !aws_key_id(akid)) {
+	if (naver && (!akid || !akid[0] || strlen(akid) > 128 ||
+	              strspn(akid, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+	                           "qrstuvwxyz0123456789_") != strlen(akid) ||
+	              token)) {
+		cnl_api_bad(resp, token
+		                      ? "field \"credentials.session_token\": "
+		                        "not for naver"
+		                      : "field \"credentials.access_key_id\": "
+		                        "a Naver API access key (1..128 of "
+		                        "letters, digits and _)");
+		return -1;
+	}
+	if (!naver && (!akid || !aws_key_id(akid))) {
 		cnl_api_bad(resp, "field \"credentials.access_key_id\": an AWS "
 		                  "access key id (16..128 of A-Z, 0-9)");
 		return -1;
@@ -525,9 +550,11 @@ static int seal_credentials(struct call *c, const char *provider,
 			return -1;
 		}
 	}
-	if ((keys == gcp_keys     ? gcp_credentials(cr, o, &plain, resp)
-	     : keys == azure_keys ? azure_credentials(cr, o, &plain, resp)
-	                          : aws_credentials(cr, o, &plain, resp)) < 0)
+	if ((keys == gcp_keys ? gcp_credentials(cr, o, &plain, resp)
+	     : keys == azure_keys
+	         ? azure_credentials(cr, o, &plain, resp)
+	         : aws_credentials(cr, strcmp(provider, "naver") == 0, o,
+	                           &plain, resp)) < 0)
 		return -1;
 	if (!c->api->have_secrets_key) {
 		json_decref(plain);
@@ -610,6 +637,26 @@ static int azure_place(json_t *body, const char *account, json_t *o,
 	return 0;
 }
 
+/* A Naver account's subnet (the number of the subnet of its VPC servers
+ * are put on) into @o; 0, or -1 with the answer in @resp. */
+static int naver_place(json_t *body, json_t *o, struct cnl_http_response *resp)
+{
+	const char *sn = json_string_value(json_object_get(body, "subnet"));
+
+	if (json_object_get(body, "resource_group")) {
+		cnl_api_bad(resp, "field \"resource_group\": only for azure");
+		return -1;
+	}
+	if (!sn || !sn[0] || strlen(sn) > 20 || !all_digits(sn, strlen(sn))) {
+		cnl_api_bad(resp, "field \"subnet\": required for naver, the "
+		                  "number of the VPC's subnet servers are put "
+		                  "on");
+		return -1;
+	}
+	json_object_set_new(o, "subnet", json_string(sn));
+	return 0;
+}
+
 static json_t *cloud_item(struct call *c, const struct cnl_store_doc *d,
                           json_t *body)
 {
@@ -670,8 +717,8 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 	    !(region = cnl_api_get_string(body, "region", 33, resp)))
 		goto out;
 	if (!in_set(provider, providers)) {
-		cnl_api_bad(resp,
-		            "field \"provider\": must be aws, gcp or azure");
+		cnl_api_bad(resp, "field \"provider\": must be aws, gcp, "
+		                  "azure or naver");
 		goto out;
 	}
 	if ((why = check_account(provider, account, region))) {
@@ -744,6 +791,10 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 				goto out;
 			}
 		json_object_set(o, "prices", ep);
+	}
+	if (strcmp(provider, "naver") == 0 && naver_place(body, o, resp) < 0) {
+		json_decref(o);
+		goto out;
 	}
 	if (strcmp(provider, "azure") == 0 &&
 	    azure_place(body, account, o, resp) < 0) {
@@ -835,6 +886,7 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	struct cnl_cloud_aws_config cfg = {0};
 	struct cnl_cloud_gcp_config gc = {0};
 	struct cnl_cloud_azure_config ac = {0};
+	struct cnl_cloud_naver_config nc = {0};
 	const char *prov;
 	json_t *o, *cr = NULL;
 	char place[96];
@@ -850,8 +902,7 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	o = json_loads(d.body, 0, NULL);
 	cnl_store_doc_done(&d);
 	prov = json_string_value(json_object_get(o, "provider"));
-	if (!prov || (strcmp(prov, "aws") != 0 && strcmp(prov, "gcp") != 0 &&
-	              strcmp(prov, "azure") != 0)) {
+	if (!prov || !in_set(prov, providers)) {
 		cnl_seterr(err, errlen,
 		           "cloud account %s: its provider cannot be used", id);
 		json_decref(o);
@@ -907,6 +958,23 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 				return -EACCES;
 			}
 		}
+	}
+	if (strcmp(prov, "naver") == 0) {
+		nc.region = json_string_value(json_object_get(o, "region"));
+		nc.vpc_no = json_string_value(json_object_get(o, "account"));
+		nc.subnet_no = json_string_value(json_object_get(o, "subnet"));
+		nc.endpoint = json_string_value(json_object_get(o, "endpoint"));
+		nc.access_key =
+		    json_string_value(json_object_get(o, "access_key_id"));
+		nc.secret_key =
+		    json_string_value(json_object_get(cr, "secret"));
+		r = cnl_cloud_naver_new(&nc, ret, err, errlen);
+		if (nc.secret_key)
+			explicit_bzero((char *)nc.secret_key,
+			               strlen(nc.secret_key));
+		json_decref(cr);
+		json_decref(o);
+		return r;
 	}
 	if (strcmp(prov, "azure") == 0) {
 		ac.subscription =

@@ -239,6 +239,37 @@ int cnl_cloud_azure_new(const struct cnl_cloud_azure_config *cfg,
                         struct cnl_cloud **ret, char *err, size_t errlen);
 
 /*
+ * NAVER Cloud Platform (cloud_naver.c): servers of a VPC through the
+ * Server (VPC) API, each request signed with the account's API key
+ * (HMAC-SHA256).  Instance ids are server instance numbers; servers are
+ * made in @vpc_no on @subnet_no; Naver sells no spot servers.
+ */
+struct cnl_cloud_naver_config {
+	const char *region;    /* "KR" */
+	const char *vpc_no;    /* the VPC's number */
+	const char *subnet_no; /* the subnet's number */
+	const char *endpoint;  /* NULL: https://ncloud.apigw.ntruss.com */
+	const char *access_key;
+	const char *secret_key;
+	const char *cafile;
+	int max_attempts;
+	long backoff_ms;
+	long timeout_ms;
+};
+
+int cnl_cloud_naver_new(const struct cnl_cloud_naver_config *cfg,
+                        struct cnl_cloud **ret, char *err, size_t errlen);
+
+/*
+ * cnl_cloud_naver_signature - x-ncp-apigw-signature-v2 of @method
+ * @path (with its query) at @timestamp (milliseconds, as sent) for
+ * @access_key, keyed with @secret_key, in @out: 0, or -EINVAL.
+ */
+int cnl_cloud_naver_signature(const char *method, const char *path,
+                              const char *timestamp, const char *access_key,
+                              const char *secret_key, char out[64]);
+
+/*
  * cnl_cloud_gcp_assertion - the signed JWT (RS256) that @email presents
  * at the token URI @aud at @now_s, in *@ret (free()).  -EINVAL when
  * @private_key_pem is not an RSA private key.

@@ -63,8 +63,8 @@ static int get_bearer(struct cnl_cloud_rest *r, struct cnl_cloud_error *e);
  * instead of JSON; @bearer: send the access token. */
 static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
                    const char *method, const char *path, json_t *body,
-                   const char *form, bool bearer, long timeout_ms, json_t **ret,
-                   struct cnl_cloud_error *e)
+                   const char *form, bool bearer, long timeout_ms,
+                   int attempts_max, json_t **ret, struct cnl_cloud_error *e)
 {
 	long wait = r->backoff_ms;
 	bool renewed = false;
@@ -72,10 +72,12 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 
 	*ret = NULL;
 	memset(e, 0, sizeof(*e));
-	for (int i = 0; i < r->max_attempts; i++) {
+	for (int i = 0; i < attempts_max; i++) {
 		struct cnl_client_reply rep = {0};
 		char auth[sizeof(r->bearer) + 32];
-		const char *lines[2] = {NULL, NULL};
+		char signed_[CNL_CLOUD_REST_SIGN_LINES]
+		            [CNL_CLOUD_REST_SIGN_LEN] = {{0}};
+		const char *lines[CNL_CLOUD_REST_SIGN_LINES + 1] = {NULL};
 		struct cnl_client_request rq = {
 		    .method = method,
 		    .path = path,
@@ -91,7 +93,13 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 
 		if (i > 0)
 			cnl_cloud_backoff(&wait, &r->seed);
-		if (bearer) {
+		if (bearer && r->sign) {
+			/* Signed afresh each time: a signature carries the
+			 * time it was made. */
+			r->sign(r->ud, method, path, signed_);
+			for (int k = 0; k < CNL_CLOUD_REST_SIGN_LINES; k++)
+				lines[k] = signed_[k][0] ? signed_[k] : NULL;
+		} else if (bearer) {
 			if ((rc = get_bearer(r, e)) < 0)
 				return rc;
 			snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
@@ -102,6 +110,7 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 		rc = cnl_client_request(cl, &rq, &rep);
 		if (bearer)
 			explicit_bzero(auth, sizeof(auth));
+		explicit_bzero(signed_, sizeof(signed_));
 		if (rc == -EINVAL) {
 			e->kind = CNL_CLOUD_INVALID;
 			snprintf(e->message, sizeof(e->message),
@@ -157,7 +166,7 @@ static int request(struct cnl_cloud_rest *r, struct cnl_client *cl,
 			           : -EEXIST;
 		}
 		/* An access token no longer good: one more, afresh. */
-		if (bearer && e->http_status == 401 && !renewed) {
+		if (bearer && !r->sign && e->http_status == 401 && !renewed) {
 			renewed = true;
 			r->bearer_until_ms = 0;
 			i--;
@@ -188,7 +197,7 @@ static int get_bearer(struct cnl_cloud_rest *r, struct cnl_cloud_error *e)
 	if (!(form = r->grant(r->ud, e)))
 		return -EACCES;
 	rc = request(r, r->auth, "POST", r->token_path, NULL, form, false, 0,
-	             &o, e);
+	             r->max_attempts, &o, e);
 	explicit_bzero(form, strlen(form));
 	free(form);
 	if (rc < 0) {
@@ -233,7 +242,19 @@ int cnl_cloud_rest_call(struct cnl_cloud_rest *r, const char *method,
                         const char *path, json_t *body, json_t **ret,
                         struct cnl_cloud_error *e)
 {
-	return request(r, r->api, method, path, body, NULL, true, 0, ret, e);
+	return request(r, r->api, method, path, body, NULL, true, 0,
+	               r->max_attempts, ret, e);
+}
+
+int cnl_cloud_rest_call_n(struct cnl_cloud_rest *r, const char *method,
+                          const char *path, int attempts, json_t **ret,
+                          struct cnl_cloud_error *e)
+{
+	return request(r, r->api, method, path, NULL, NULL, true, 0,
+	               attempts < 1                 ? 1
+	               : attempts > r->max_attempts ? r->max_attempts
+	                                            : attempts,
+	               ret, e);
 }
 
 int cnl_cloud_rest_call_long(struct cnl_cloud_rest *r, const char *method,
@@ -241,7 +262,7 @@ int cnl_cloud_rest_call_long(struct cnl_cloud_rest *r, const char *method,
                              struct cnl_cloud_error *e)
 {
 	return request(r, r->api, method, path, NULL, NULL, true, timeout_ms,
-	               ret, e);
+	               r->max_attempts, ret, e);
 }
 
 /* @url's scheme://host[:port] into @base and the rest into *@path ("/"
@@ -284,12 +305,13 @@ int cnl_cloud_rest_init(struct cnl_cloud_rest *r, const char *endpoint,
 	cc.user_agent = "cnlabd";
 	cc.connect_timeout_ms = 5000;
 	cc.timeout_ms = timeout_ms > 0 ? timeout_ms : 20000;
-	if (!split_url(token_uri, base, sizeof(base), &r->token_path)) {
+	if (token_uri &&
+	    !split_url(token_uri, base, sizeof(base), &r->token_path)) {
 		cnl_seterr(err, errlen, "token_uri: want https://host/path");
 		return -EINVAL;
 	}
 	cc.base = base;
-	if (cnl_client_new(&cc, &r->auth) < 0) {
+	if (token_uri && cnl_client_new(&cc, &r->auth) < 0) {
 		cnl_seterr(err, errlen, "token_uri: cannot make a client");
 		return -EINVAL;
 	}

@@ -22,6 +22,9 @@
 
 struct cnl_client;
 
+#define CNL_CLOUD_REST_SIGN_LINES 3
+#define CNL_CLOUD_REST_SIGN_LEN   256
+
 struct cnl_cloud_rest {
 	struct cnl_client *api;  /* the provider's API endpoint */
 	struct cnl_client *auth; /* the token endpoint's host */
@@ -41,6 +44,11 @@ struct cnl_cloud_rest {
 	const char *const *capacity_codes;
 	const char *const *throttled_codes;
 	const char *const *auth_codes;
+	/* Providers that sign each request instead (Naver Cloud): up to
+	 * CNL_CLOUD_REST_SIGN_LINES header lines ("Name: value") for
+	 * @method @path into @lines; NULL: bearer tokens (grant). */
+	void (*sign)(void *ud, const char *method, const char *path,
+	             char lines[][CNL_CLOUD_REST_SIGN_LEN]);
 	char bearer[8192];
 	int64_t bearer_until_ms;
 	int max_attempts;
@@ -50,9 +58,9 @@ struct cnl_cloud_rest {
 
 /*
  * cnl_cloud_rest_init - clients for @endpoint (scheme://host[:port], no path)
- * and @token_uri (https://host/path; http:// for tests).  The callbacks,
- * the code lists and @who are the caller's to set.  0, or -EINVAL with @err
- * naming which.
+ * and @token_uri (https://host/path; http:// for tests; NULL for a provider
+ * that signs).  The callbacks, the code lists and @who are the caller's to
+ * set.  0, or -EINVAL with @err naming which.
  */
 int cnl_cloud_rest_init(struct cnl_cloud_rest *r, const char *endpoint,
                         const char *token_uri, const char *cafile,
@@ -77,6 +85,13 @@ int cnl_cloud_rest_call(struct cnl_cloud_rest *r, const char *method,
  * error, no status) invalid. */
 enum cnl_cloud_fail cnl_cloud_rest_classify(const struct cnl_cloud_rest *r,
                                             long status, const char *code);
+
+/* cnl_cloud_rest_call_n - cnl_cloud_rest_call() without a body, tried at
+ * most @attempts times (1: once, for a call that must not be repeated
+ * blindly: one with no idempotency of its own). */
+int cnl_cloud_rest_call_n(struct cnl_cloud_rest *r, const char *method,
+                          const char *path, int attempts, json_t **ret,
+                          struct cnl_cloud_error *e);
 
 /* cnl_cloud_rest_call_long - the same without a body, for a call the
  * provider may hold for up to @timeout_ms (a long poll). */

@@ -12,7 +12,12 @@
  * hour, GPUs included, as recorded in 2026; approximate, and an account's
  * "prices" override the on-demand side).  Azure's are its pay-as-you-go
  * list for eastus, Linux, and spot prices as recorded in 2026 (Azure's
- * spot prices move with capacity: approximate).  The A10G
+ * spot prices move with capacity: approximate).  Naver Cloud's are its
+ * VPC GPU server products (the NVIDIA T4 line of its KR region) with
+ * estimated prices only (Naver lists them in won, and its list could not
+ * be read when these were written): a Naver account should carry its own
+ * "prices" (cnlab cloud add naver --prices).  Naver sells no spot
+ * servers.  The A10G
  * of the g5 family is listed as the catalog's A10 (the same chip, 24 GB).
  */
 #include <errno.h>
@@ -54,6 +59,18 @@ static const struct cnl_cloud_type types[] = {
     {"azure", "Standard_NV36ads_A10_v5", "A10", 1, 36, 440, 3.20, 1.28},
     {"azure", "Standard_NC64as_T4_v3", "T4", 4, 64, 440, 4.35, 1.74},
     {"azure", "Standard_NC4as_T4_v3", "T4", 1, 4, 28, 0.526, 0.21},
+    {"naver", "SVR.VSVR.GPU.T4.G001.C004.M020.NET.SSD.B050.G001", "T4", 1, 4,
+     20, 0.82, 0},
+    {"naver", "SVR.VSVR.GPU.T4.G001.C008.M040.NET.SSD.B050.G001", "T4", 1, 8,
+     40, 1.02, 0},
+    {"naver", "SVR.VSVR.GPU.T4.G001.C016.M080.NET.SSD.B050.G001", "T4", 1, 16,
+     80, 1.42, 0},
+    {"naver", "SVR.VSVR.GPU.T4.G002.C008.M040.NET.SSD.B050.G001", "T4", 2, 8,
+     40, 1.64, 0},
+    {"naver", "SVR.VSVR.GPU.T4.G002.C016.M080.NET.SSD.B050.G001", "T4", 2, 16,
+     80, 2.04, 0},
+    {"naver", "SVR.VSVR.GPU.T4.G002.C032.M160.NET.SSD.B050.G001", "T4", 2, 32,
+     160, 2.84, 0},
 };
 
 const struct cnl_cloud_type *cnl_cloud_type_find(const char *provider,
