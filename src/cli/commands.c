@@ -252,6 +252,10 @@ static const struct cnl_cli_flag cloud_flags[] = {
      0},
     {"prices", "TYPE=USD,...",
      "on-demand prices an hour, over the published list", 0},
+    {"type-specs", "TYPE=GxMODEL:CPUS:GIB:USD,...",
+     "instance types of the account's own, such as a KT offering id: "
+     "1xT4:8:32:0.95 is one T4, 8 vCPUs, 32 GiB, USD 0.95 an hour",
+     0},
     {NULL, NULL, NULL, 0},
 };
 

@@ -325,6 +325,12 @@ void cnl_api_cloud_account(struct cnl_api *api, const char *provider, char *id,
  * "cloud-@provider" (under the API's lock). */
 void cnl_api_cloud_offer(struct cnl_api *api, const char *provider,
                          const json_t *acct);
+/* cnl_api_cloud_type - instance type @name of account @acct of @provider:
+ * the published table's (cloud_types.c), else the account's own "types"
+ * (kept for the life of the process); NULL when neither has it. */
+struct cnl_cloud_type;
+const struct cnl_cloud_type *
+cnl_api_cloud_type(const json_t *acct, const char *provider, const char *name);
 int cnl_api_node_mint(struct cnl_api *api, const char *node,
                       char ret_secret[CNL_API_NODE_SECRET_MAX]);
 /* The cluster label of the nodes the Kubernetes scheduler registers:

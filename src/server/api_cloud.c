@@ -21,6 +21,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -108,6 +109,106 @@ void cnl_api_cloud_account(struct cnl_api *api, const char *provider, char *id,
 	free(d);
 }
 
+/* The account-declared types seen so far: kept for the life of the
+ * process, so that what cnl_api_cloud_type() returns stays valid (an
+ * account's types change rarely; a full table declares no more). */
+#define DECLARED_MAX 256
+static struct cnl_cloud_type declared[DECLARED_MAX];
+static size_t ndeclared;
+static pthread_mutex_t declared_mu = PTHREAD_MUTEX_INITIALIZER;
+
+const struct cnl_cloud_type *
+cnl_api_cloud_type(const json_t *acct, const char *provider, const char *name)
+{
+	const struct cnl_cloud_type *t = cnl_cloud_type_find(provider, name);
+	const json_t *spec =
+	    json_object_get(json_object_get(acct, "types"), name);
+	struct cnl_cloud_type want;
+
+	if (t || !json_is_object(spec))
+		return t;
+	want = (struct cnl_cloud_type){
+	    .provider = provider,
+	    .name = name,
+	    .model = json_string_value(json_object_get(spec, "model")),
+	    .gpus = (int)json_integer_value(json_object_get(spec, "gpus")),
+	    .vcpus = (int)json_integer_value(json_object_get(spec, "vcpus")),
+	    .mem_gib =
+	        (int)json_integer_value(json_object_get(spec, "mem_gib")),
+	    .on_demand_h = json_number_value(json_object_get(spec, "price_h"))};
+	if (!want.model || want.gpus < 1 || !(want.on_demand_h > 0))
+		return NULL;
+	pthread_mutex_lock(&declared_mu);
+	for (size_t i = 0; i < ndeclared && !t; i++) {
+		const struct cnl_cloud_type *d = &declared[i];
+
+		if (strcmp(d->provider, provider) == 0 &&
+		    strcmp(d->name, name) == 0 &&
+		    strcmp(d->model, want.model) == 0 && d->gpus == want.gpus &&
+		    d->vcpus == want.vcpus && d->mem_gib == want.mem_gib &&
+		    d->on_demand_h == want.on_demand_h)
+			t = d;
+	}
+	if (!t && ndeclared < DECLARED_MAX) {
+		want.provider = cnl_xstrdup(provider);
+		want.name = cnl_xstrdup(name);
+		want.model = cnl_xstrdup(want.model);
+		declared[ndeclared] = want;
+		t = &declared[ndeclared++];
+	}
+	pthread_mutex_unlock(&declared_mu);
+	return t;
+}
+
+/* The "types" of a new account (instance types of its own: what each
+ * holds and costs) into @o; 0, or -1 with the answer in @resp. */
+static int declared_types(struct call *c, json_t *body, json_t *o,
+                          struct cnl_http_response *resp)
+{
+	json_t *ts = json_object_get(body, "types"), *v;
+	const char *k;
+
+	if (!ts)
+		return 0;
+	if (!json_is_object(ts) || json_object_size(ts) > 64) {
+		cnl_api_bad(resp, "field \"types\": an object of at most 64 "
+		                  "{TYPE: {model, gpus, vcpus, mem_gib, "
+		                  "price_h}}");
+		return -1;
+	}
+	json_object_foreach (ts, k, v) {
+		const char *model =
+		    json_string_value(json_object_get(v, "model"));
+		json_t *g = json_object_get(v, "gpus"),
+		       *cpu = json_object_get(v, "vcpus"),
+		       *mem = json_object_get(v, "mem_gib"),
+		       *pr = json_object_get(v, "price_h");
+
+		if (!k[0] || strlen(k) > 64 || !json_is_object(v) ||
+		    json_object_size(v) != 5 || !model ||
+		    cnl_catalog_find(&c->api->cat, model) < 0 ||
+		    !json_is_integer(g) || json_integer_value(g) < 1 ||
+		    json_integer_value(g) > 64 || !json_is_integer(cpu) ||
+		    json_integer_value(cpu) < 1 ||
+		    json_integer_value(cpu) > 4096 || !json_is_integer(mem) ||
+		    json_integer_value(mem) < 1 ||
+		    json_integer_value(mem) > 65536 || !json_is_number(pr) ||
+		    !(json_number_value(pr) > 0) ||
+		    json_number_value(pr) > 1e6) {
+			cnl_http_error(
+			    resp, 400, "bad_request",
+			    "field \"types\": \"%.64s\" must be "
+			    "{model: a GPU type of the catalog, gpus: "
+			    "1..64, vcpus: 1..4096, mem_gib: 1..65536, "
+			    "price_h: USD an hour above 0}",
+			    k);
+			return -1;
+		}
+	}
+	json_object_set(o, "types", ts);
+	return 0;
+}
+
 void cnl_api_cloud_offer(struct cnl_api *api, const char *provider,
                          const json_t *acct)
 {
@@ -120,7 +221,8 @@ void cnl_api_cloud_offer(struct cnl_api *api, const char *provider,
 	snprintf(cluster, sizeof(cluster), "cloud-%s", provider);
 	json_array_foreach (json_object_get(acct, "instance_types"), k, v)
 		if (n < 16 && json_string_value(v) &&
-		    (t = cnl_cloud_type_find(provider, json_string_value(v))))
+		    (t = cnl_api_cloud_type(acct, provider,
+		                            json_string_value(v))))
 			o[n++] = (struct cnl_ctl_cloud_offer){
 			    .cluster = cluster,
 			    .model = t->model,
@@ -703,7 +805,7 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 	static const char *const fields[] = {
 	    "provider",    "account",  "region", "instance_types",
 	    "credentials", "endpoint", "prices", "resource_group",
-	    "subnet",      NULL};
+	    "subnet",      "types",    NULL};
 	struct call *c = call;
 	const char *provider, *account, *region, *why;
 	char id[CNL_ID_MAX], name[CNL_STORE_NAME_MAX];
@@ -791,6 +893,10 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 				goto out;
 			}
 		json_object_set(o, "prices", ep);
+	}
+	if (declared_types(c, body, o, resp) < 0) {
+		json_decref(o);
+		goto out;
 	}
 	if (strcmp(provider, "naver") == 0 && naver_place(body, o, resp) < 0) {
 		json_decref(o);

@@ -347,7 +347,7 @@ static double od_price(const json_t *acct, const char *provider,
 	const json_t *pr =
 	    json_object_get(json_object_get(acct, "prices"), type);
 
-	*t = cnl_cloud_type_find(provider, type);
+	*t = cnl_api_cloud_type(acct, provider, type);
 	if (!*t)
 		return -1;
 	return json_is_number(pr) ? json_number_value(pr) : (*t)->on_demand_h;

@@ -40,6 +40,7 @@ static const struct cnl_cloud_type types[] = {
     {"aws", "g6.xlarge", "L4", 1, 4, 16, 0.8048, 0},
     {"aws", "g6.12xlarge", "L4", 4, 48, 192, 4.6016, 0},
     {"aws", "g5.xlarge", "A10", 1, 4, 16, 1.006, 0},
+    {"aws", "g5.2xlarge", "A10", 1, 8, 32, 1.212, 0},
     {"aws", "g5.12xlarge", "A10", 4, 48, 192, 5.672, 0},
     {"aws", "g5.48xlarge", "A10", 8, 192, 768, 16.288, 0},
     {"aws", "g4dn.xlarge", "T4", 1, 4, 16, 0.526, 0},

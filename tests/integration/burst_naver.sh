@@ -70,6 +70,7 @@ AKID=ncp_iam_BPAMKR5xTestAccessKey01
 SECRET='ncp_iam_BPKMKRtestSecretKey-0123456789abcdefXYZ'
 T1=SVR.VSVR.GPU.T4.G001.C004.M020.NET.SSD.B050.G001
 T2=SVR.VSVR.GPU.T4.G002.C016.M080.NET.SSD.B050.G001
+T3=SVR.VSVR.GPU.L4.G001.C008.M032.NET.SSD.B050.G001
 printf '%s' "$SECRET" >"$tmp/ncp-secret"
 openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
 
@@ -102,20 +103,27 @@ wait_for 20 grep -q 'msg=registered' "$tmp/agent-a.err" || bad "agent a: $(cat "
 
 # --- the operator's set-up, as typed ---------------------------------------
 add() {
-	"$cnlab" cloud add naver --account "$VPC" --instance-types "$T1,$T2" --endpoint "$ncp" \
+	"$cnlab" cloud add naver --account "$VPC" --instance-types "$T1,$T2,$T3" --endpoint "$ncp" \
 		--access-key-id "$AKID" --secret-from-file "$tmp/ncp-secret" "$@"
 }
 add --region kr --subnet "$SUBNET" >/dev/null 2>"$tmp/bad.err"
 [ $? != 0 ] && grep -q 'region.*KR' "$tmp/bad.err" &&
 	ok "a region not as Naver writes it is refused, naming region" || bad "region: $(cat "$tmp/bad.err")"
+add --region KR --subnet "$SUBNET" --type-specs "$T3=1xL4:8:32" >/dev/null 2>"$tmp/bad.err"
+[ $? = 2 ] && grep -q -- '--type-specs' "$tmp/bad.err" &&
+	ok "a type spec without its price: exit 2 naming --type-specs" || bad "spec: $(cat "$tmp/bad.err")"
+add --region KR --subnet "$SUBNET" --type-specs "$T3=1xQ9000:8:32:1.25" >/dev/null 2>"$tmp/bad.err"
+[ $? != 0 ] && grep -q 'types.*catalog' "$tmp/bad.err" &&
+	ok "a type spec of a GPU the catalog does not know is refused, naming types" || bad "model: $(cat "$tmp/bad.err")"
 add --region KR >/dev/null 2>"$tmp/bad.err"
 [ $? != 0 ] && grep -q 'subnet' "$tmp/bad.err" &&
 	ok "an account without its subnet is refused, naming subnet" || bad "subnet: $(cat "$tmp/bad.err")"
-add --region KR --subnet "$SUBNET" >"$tmp/add.out" 2>&1 && grep -q 'credentials sealed' "$tmp/add.out" &&
-	ok "cloud add naver with an API key" || bad "cloud add: $(cat "$tmp/add.out")"
+add --region KR --subnet "$SUBNET" --type-specs "$T3=1xL4:8:32:1.25" >"$tmp/add.out" 2>&1 &&
+	grep -q 'credentials sealed' "$tmp/add.out" &&
+	ok "cloud add naver with an API key, and a type of its own" || bad "cloud add: $(cat "$tmp/add.out")"
 "$cnlab" cloud list -o json >"$tmp/list.json"
-jq -e --arg k "$AKID" '.items[0].credentials.access_key_id == $k and .items[0].credentials.secret_set and
-	.items[0].subnet == "42424"' "$tmp/list.json" >/dev/null && ! grep -q -- "$SECRET" "$tmp/list.json" &&
+jq -e --arg k "$AKID" --arg t "$T3" '.items[0].credentials.access_key_id == $k and .items[0].credentials.secret_set and
+	.items[0].subnet == "42424" and .items[0].types[$t].model == "L4"' "$tmp/list.json" >/dev/null && ! grep -q -- "$SECRET" "$tmp/list.json" &&
 	ok "the API shows the access key, never the secret" || bad "list: $(cat "$tmp/list.json")"
 "$cnlab" policy burst --threshold 0.50 --provider naver --strategy spot-then-on-demand \
 	--max-cloud-budget 1000 >"$tmp/pol.out" 2>&1 && ok "policy burst --provider naver" ||
@@ -189,9 +197,10 @@ stop_s=$(calls "select(.action==\"stopServerInstances\" and .status==200 and .qu
 	ok "its node is fenced" || bad "fenced: $("$cnlab" node show "$cloud1" -o json | jq -c .)"
 
 # --- an outage launches nothing; after it, a 429 retried, then a launch ------
+# (L4 work: only the account's own type has L4s.)
 touch "$tmp/ncp/fail-all"
 n_before=$(srv 'length')
-j2=$("$cnlab" run --detach --gpu t4-100 wait.sh go2 2>/dev/null)
+j2=$("$cnlab" run --detach --gpu l4-100 wait.sh go2 2>/dev/null)
 wait_for 60 has_audit "cloud.launch.*launch failed (unavailable" &&
 	[ "$(srv 'length')" = "$n_before" ] &&
 	ok "an outage (503): the launch fails, audited, nothing made" ||
@@ -202,6 +211,9 @@ wait_for 90 on_cloud "$j2" && ok "after the outage the burst launches again" ||
 	bad "j2: $(state "$j2") $(audit | grep cloud.launch | tail -3)"
 creates | jq -s -e 'map(.status) | index(429) != null' >/dev/null && [ "$(srv 'length')" = $((n_before + 1)) ] &&
 	ok "rate limiting (429) is retried, one server made" || bad "429: $(creates | jq -c .status) $(srv 'keys')"
+has_audit "cloud.launch.*launched $T3 .* on-demand 1.2500/h" &&
+	ok "L4 work went to the account's own type, at its declared price" ||
+	bad "declared type: $(audit | grep cloud.launch | tail -2)"
 "$cnlab" jobs cancel "$j2" >/dev/null
 
 ! grep -q -- "$SECRET" "$tmp/cnlabd.out" "$tmp/cnlabd.err" &&

@@ -63,6 +63,8 @@ SECRET = open(SECRET_FILE).read().strip()
 GPUS = {
     "SVR.VSVR.GPU.T4.G001.C004.M020.NET.SSD.B050.G001": "fake:1xT4",
     "SVR.VSVR.GPU.T4.G002.C016.M080.NET.SSD.B050.G001": "fake:2xT4",
+    # Not in CNLab's table: the test's account declares it (--type-specs).
+    "SVR.VSVR.GPU.L4.G001.C008.M032.NET.SSD.B050.G001": "fake:1xL4",
 }
 NAME = re.compile(r"^[a-z][a-z0-9-]{1,28}[a-z0-9]$")
 lock = threading.Lock()

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -171,6 +172,40 @@ static json_t *read_key_file(const char *file, int *code)
 	return cr;
 }
 
+/* "TYPE=GxMODEL:CPUS:GIB:USD,..." as the API's "types" object; NULL when
+ * an item is not of that form (the API checks the values). */
+static json_t *type_specs(const char *list)
+{
+	json_t *o = json_object();
+	char *dup = cnl_xstrdup(list), *save = NULL;
+
+	for (char *it = strtok_r(dup, ",", &save); it;
+	     it = strtok_r(NULL, ",", &save)) {
+		char name[65], model[65];
+		int gpus, cpus, gib, used = 0;
+		double usd;
+
+		if (sscanf(it, "%64[^=]=%dx%64[^:]:%d:%d:%lf%n", name, &gpus,
+		           model, &cpus, &gib, &usd, &used) != 6 ||
+		    it[used] != '\0' || json_object_get(o, name)) {
+			json_decref(o);
+			o = NULL;
+			break;
+		}
+		json_object_set_new(o, name,
+		                    json_pack("{s:s,s:i,s:i,s:i,s:f}", "model",
+		                              model, "gpus", gpus, "vcpus",
+		                              cpus, "mem_gib", gib, "price_h",
+		                              usd));
+	}
+	free(dup);
+	if (o && json_object_size(o) == 0) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
+}
+
 /* Wipe the private parts of the "credentials" of @body. */
 static void wipe_credentials(json_t *body)
 {
@@ -226,6 +261,19 @@ int cnl_cli_cmd_cloud_add(struct cnl_cli *cli)
 			                    bad);
 		}
 		json_object_set_new(body, "prices", pr);
+	}
+	if (cnl_cli_flag(cli, "type-specs")) {
+		json_t *ts = type_specs(cnl_cli_flag(cli, "type-specs"));
+
+		if (!ts) {
+			json_decref(body);
+			return cnl_cli_fail(
+			    CNL_EXIT_USAGE,
+			    "--type-specs: want "
+			    "TYPE=GPUSxMODEL:VCPUS:MEM_GIB:USD,... "
+			    "such as abc=1xT4:8:32:0.95");
+		}
+		json_object_set_new(body, "types", ts);
 	}
 	if (cnl_cli_flag(cli, "resource-group"))
 		json_object_set_new(
