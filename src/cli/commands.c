@@ -190,7 +190,8 @@ static const struct cnl_cli_flag pin_flags[] = {
 
 static const struct cnl_cli_flag burst_flags[] = {
     {"threshold", "FRACTION", "local use that triggers bursting: 0.90", 0},
-    {"provider", "NAME", "aws, gcp, azure or naver (needs a cloud account)", 0},
+    {"provider", "NAME", "aws, gcp, azure, naver or kt (needs a cloud account)",
+     0},
     {"strategy", "NAME", "e.g. spot-then-on-demand", 0},
     {"max-cloud-budget", "AMOUNT", "spending cap", 0},
     {"disable", NULL, "turn bursting off", 0},
@@ -219,16 +220,19 @@ static const struct cnl_cli_flag ssh_key_flags[] = {
 static const struct cnl_cli_flag cloud_flags[] = {
     {"account", "ID",
      "account id (AWS: 12 digits; GCP: the project id; Naver: the VPC's "
-     "number)",
+     "number; KT: the account's name)",
      0},
     {"region", "REGION",
-     "e.g. ap-northeast-2 (GCP: the zone, us-central1-a; Naver: KR)", 0},
+     "e.g. ap-northeast-2 (GCP: the zone, us-central1-a; Naver: KR; KT: the "
+     "zone's id)",
+     0},
     {"instance-types", "LIST", "comma-separated: g5.xlarge,p5.48xlarge", 0},
     {"access-key-id", "ID",
-     "AWS, Naver: the access key id CNLab provisions with", 0},
+     "AWS, Naver, KT: the access (API) key CNLab provisions with", 0},
     {"secret-from-file", "FILE",
-     "AWS, Naver: the secret key, read from FILE (sealed by cnlabd)", 0},
-    {"secret-from-stdin", NULL, "AWS, Naver: the secret key, from stdin", 0},
+     "AWS, Naver, KT: the secret key, read from FILE (sealed by cnlabd)", 0},
+    {"secret-from-stdin", NULL, "AWS, Naver, KT: the secret key, from stdin",
+     0},
     {"tenant-id", "GUID", "Azure: the service principal's directory (tenant)",
      0},
     {"client-id", "GUID",
@@ -243,7 +247,7 @@ static const struct cnl_cli_flag cloud_flags[] = {
     {"resource-group", "NAME", "Azure: the resource group VMs are made in", 0},
     {"subnet", "ID",
      "Azure: the subnet's resource id VMs are put on; Naver: the subnet's "
-     "number",
+     "number; KT: the network's id (optional)",
      0},
     {"key-file", "FILE",
      "GCP: the service account's JSON key, read from FILE (sealed by cnlabd)",

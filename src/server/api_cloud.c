@@ -50,7 +50,8 @@
 #include "server/secrets.h"
 #include "server/shape.h"
 
-static const char *const providers[] = {"aws", "gcp", "azure", "naver", NULL};
+static const char *const providers[] = {"aws",   "gcp", "azure",
+                                        "naver", "kt",  NULL};
 
 static bool in_set(const char *v, const char *const *set)
 {
@@ -287,7 +288,7 @@ void cnl_api_h_burst_put(void *call, struct cnl_http_request *req,
 		goto out;
 	if (!in_set(provider, providers)) {
 		cnl_api_bad(resp, "field \"provider\": must be aws, gcp, "
-		                  "azure or naver");
+		                  "azure, naver or kt");
 		goto out;
 	}
 	if (!in_set(strategy, strategies)) {
@@ -357,6 +358,22 @@ static const char *check_account(const char *provider, const char *account,
 		    strspn(region, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != n)
 			return "field \"region\": for naver, a region code "
 			       "such as KR";
+		return NULL;
+	}
+	if (strcmp(provider, "kt") == 0) {
+		/* The account's name (the API key's owner), and the id of
+		 * the zone its VMs are made in. */
+		if (!account[0] ||
+		    strspn(account,
+		           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+		           "OPQRSTUVWXYZ0123456789@._-") != strlen(account))
+			return "field \"account\": for kt, the account's "
+			       "name (letters, digits, @._-)";
+		if (n < 1 || n > 63 ||
+		    strspn(region, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+		                   "OPQRSTUVWXYZ0123456789-_.") != n)
+			return "field \"region\": for kt, the id of the zone "
+			       "VMs are made in";
 		return NULL;
 	}
 	if (strcmp(provider, "aws") == 0 && !all_digits(account, 12))
@@ -471,7 +488,7 @@ static bool aws_key_id(const char *s)
  * access key id, to bind it) and the access key id into @o; 0, or -1 with
  * the answer in @resp.
  */
-static int aws_credentials(json_t *cr, bool naver, json_t *o, json_t **plain,
+static int aws_credentials(json_t *cr, bool other, json_t *o, json_t **plain,
                            struct cnl_http_response *resp)
 {
 	const char *akid, *secret, *token;
@@ -479,19 +496,20 @@ static int aws_credentials(json_t *cr, bool naver, json_t *o, json_t **plain,
 	akid = json_string_value(json_object_get(cr, "access_key_id"));
 	secret = json_string_value(json_object_get(cr, "secret_access_key"));
 	token = json_string_value(json_object_get(cr, "session_token"));
-	if (naver && (!akid || !akid[0] || strlen(akid) > 128 ||
+	/* Naver's and KT's API keys. */
+	if (other && (!akid || !akid[0] || strlen(akid) > 128 ||
 	              strspn(akid, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
-	                           "qrstuvwxyz0123456789_") != strlen(akid) ||
+	                           "qrstuvwxyz0123456789_-") != strlen(akid) ||
 	              token)) {
 		cnl_api_bad(resp, token
 		                      ? "field \"credentials.session_token\": "
-		                        "not for naver"
+		                        "only for aws"
 		                      : "field \"credentials.access_key_id\": "
-		                        "a Naver API access key (1..128 of "
-		                        "letters, digits and _)");
+		                        "the API key (1..128 of letters, "
+		                        "digits, _ and -)");
 		return -1;
 	}
-	if (!naver && (!akid || !aws_key_id(akid))) {
+	if (!other && (!akid || !aws_key_id(akid))) {
 		cnl_api_bad(resp, "field \"credentials.access_key_id\": an AWS "
 		                  "access key id (16..128 of A-Z, 0-9)");
 		return -1;
@@ -655,8 +673,8 @@ static int seal_credentials(struct call *c, const char *provider,
 	if ((keys == gcp_keys ? gcp_credentials(cr, o, &plain, resp)
 	     : keys == azure_keys
 	         ? azure_credentials(cr, o, &plain, resp)
-	         : aws_credentials(cr, strcmp(provider, "naver") == 0, o,
-	                           &plain, resp)) < 0)
+	         : aws_credentials(cr, strcmp(provider, "aws") != 0, o, &plain,
+	                           resp)) < 0)
 		return -1;
 	if (!c->api->have_secrets_key) {
 		json_decref(plain);
@@ -740,22 +758,35 @@ static int azure_place(json_t *body, const char *account, json_t *o,
 }
 
 /* A Naver account's subnet (the number of the subnet of its VPC servers
- * are put on) into @o; 0, or -1 with the answer in @resp. */
-static int naver_place(json_t *body, json_t *o, struct cnl_http_response *resp)
+ * are put on; required) or a KT account's network (its id; optional) into
+ * @o; 0, or -1 with the answer in @resp. */
+static int network_place(const char *provider, json_t *body, json_t *o,
+                         struct cnl_http_response *resp)
 {
 	const char *sn = json_string_value(json_object_get(body, "subnet"));
+	bool naver = strcmp(provider, "naver") == 0;
 
 	if (json_object_get(body, "resource_group")) {
 		cnl_api_bad(resp, "field \"resource_group\": only for azure");
 		return -1;
 	}
-	if (!sn || !sn[0] || strlen(sn) > 20 || !all_digits(sn, strlen(sn))) {
+	if (naver &&
+	    (!sn || !sn[0] || strlen(sn) > 20 || !all_digits(sn, strlen(sn)))) {
 		cnl_api_bad(resp, "field \"subnet\": required for naver, the "
 		                  "number of the VPC's subnet servers are put "
 		                  "on");
 		return -1;
 	}
-	json_object_set_new(o, "subnet", json_string(sn));
+	if (!naver && json_object_get(body, "subnet") &&
+	    (!sn || !sn[0] || strlen(sn) > 63 ||
+	     strspn(sn, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                "0123456789-_.") != strlen(sn))) {
+		cnl_api_bad(resp, "field \"subnet\": for kt, the id of the "
+		                  "network VMs are put on");
+		return -1;
+	}
+	if (sn)
+		json_object_set_new(o, "subnet", json_string(sn));
 	return 0;
 }
 
@@ -816,11 +847,11 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 		return;
 	if (!(provider = cnl_api_get_string(body, "provider", 16, resp)) ||
 	    !(account = cnl_api_get_string(body, "account", 40, resp)) ||
-	    !(region = cnl_api_get_string(body, "region", 33, resp)))
+	    !(region = cnl_api_get_string(body, "region", 65, resp)))
 		goto out;
 	if (!in_set(provider, providers)) {
 		cnl_api_bad(resp, "field \"provider\": must be aws, gcp, "
-		                  "azure or naver");
+		                  "azure, naver or kt");
 		goto out;
 	}
 	if ((why = check_account(provider, account, region))) {
@@ -859,9 +890,19 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 		/* Where the provider's API is (a region's own, a test's):
 		 * the credentials go there, so https only, but for this
 		 * machine's loopback. */
-		if (!endpoint_ok(e, false)) {
+		if (!endpoint_ok(e, strcmp(provider, "kt") == 0)) {
 			cnl_api_bad(resp, "field \"endpoint\": an https:// URL "
 			                  "(http:// only to 127.0.0.1)");
+			json_decref(o);
+			goto out;
+		}
+		/* KT's is the API's whole URL: its path too. */
+		if (strcmp(provider, "kt") == 0 &&
+		    !strchr(strstr(e, "://") + 3, '/')) {
+			cnl_api_bad(resp,
+			            "field \"endpoint\": for kt, the API's "
+			            "URL with its path (https://HOST/server/"
+			            "v1/client/api)");
 			json_decref(o);
 			goto out;
 		}
@@ -898,7 +939,8 @@ void cnl_api_h_cloud_add(void *call, struct cnl_http_request *req,
 		json_decref(o);
 		goto out;
 	}
-	if (strcmp(provider, "naver") == 0 && naver_place(body, o, resp) < 0) {
+	if ((strcmp(provider, "naver") == 0 || strcmp(provider, "kt") == 0) &&
+	    network_place(provider, body, o, resp) < 0) {
 		json_decref(o);
 		goto out;
 	}
@@ -993,6 +1035,7 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 	struct cnl_cloud_gcp_config gc = {0};
 	struct cnl_cloud_azure_config ac = {0};
 	struct cnl_cloud_naver_config nc = {0};
+	struct cnl_cloud_kt_config kc = {0};
 	const char *prov;
 	json_t *o, *cr = NULL;
 	char place[96];
@@ -1064,6 +1107,22 @@ int cnl_api_cloud_open(struct cnl_api *api, const char *id,
 				return -EACCES;
 			}
 		}
+	}
+	if (strcmp(prov, "kt") == 0) {
+		kc.zone = json_string_value(json_object_get(o, "region"));
+		kc.network = json_string_value(json_object_get(o, "subnet"));
+		kc.endpoint = json_string_value(json_object_get(o, "endpoint"));
+		kc.api_key =
+		    json_string_value(json_object_get(o, "access_key_id"));
+		kc.secret_key =
+		    json_string_value(json_object_get(cr, "secret"));
+		r = cnl_cloud_kt_new(&kc, ret, err, errlen);
+		if (kc.secret_key)
+			explicit_bzero((char *)kc.secret_key,
+			               strlen(kc.secret_key));
+		json_decref(cr);
+		json_decref(o);
+		return r;
 	}
 	if (strcmp(prov, "naver") == 0) {
 		nc.region = json_string_value(json_object_get(o, "region"));

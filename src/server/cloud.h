@@ -270,6 +270,37 @@ int cnl_cloud_naver_signature(const char *method, const char *path,
                               const char *secret_key, char out[64]);
 
 /*
+ * KT Cloud (cloud_kt.c): virtual machines through its server API, which
+ * is Apache CloudStack's (each request signed HMAC-SHA1 with the
+ * account's secret key).  Instance ids are VM ids; VMs are made in @zone,
+ * on @network where set; instance types are service offering ids (a KT
+ * account declares them: cnlab cloud add kt --type-specs); no spot.
+ */
+struct cnl_cloud_kt_config {
+	const char *zone;     /* the zone's id */
+	const char *network;  /* NULL: the zone's default */
+	const char *endpoint; /* NULL: https://api.ucloudbiz.olleh.com/
+	                       * server/v1/client/api */
+	const char *api_key;
+	const char *secret_key;
+	const char *cafile;
+	int max_attempts;
+	long backoff_ms;
+	long timeout_ms;
+};
+
+int cnl_cloud_kt_new(const struct cnl_cloud_kt_config *cfg,
+                     struct cnl_cloud **ret, char *err, size_t errlen);
+
+/*
+ * cnl_cloud_kt_sign - CloudStack's signature of the request of the @n
+ * parameters @names = @values (apiKey and command among them), keyed with
+ * @secret_key, in @out (base64, before it is URL-encoded): 0, or -EINVAL.
+ */
+int cnl_cloud_kt_sign(const char *const *names, const char *const *values,
+                      size_t n, const char *secret_key, char out[64]);
+
+/*
  * cnl_cloud_gcp_assertion - the signed JWT (RS256) that @email presents
  * at the token URI @aud at @now_s, in *@ret (free()).  -EINVAL when
  * @private_key_pem is not an RSA private key.

@@ -1,13 +1,18 @@
 /*
- * test_cloud_naver.c - the NAVER Cloud Platform provider (server/cloud.h,
- * cloud_naver.c) where it needs no Naver: the signature of
- * x-ncp-apigw-signature-v2 against vectors made with Python's hmac module
- * (base64(HMAC-SHA256(secret, "METHOD PATH?QUERY\nTIMESTAMP\nACCESS")),
- * as Naver's documentation gives it), the configuration it refuses, and
- * the launches it refuses before any call (spot: Naver sells none).
+ * test_cloud_apikey.c - the providers of server/cloud.h that sign each
+ * request with an API key, where they need no cloud:
  *
- * The calls themselves, signed and checked by a loopback Naver, are
- * integration.burst_naver's (fake_naver.py).
+ *   - NAVER Cloud (cloud_naver.c): x-ncp-apigw-signature-v2 against
+ *     vectors made with Python's hmac module (base64(HMAC-SHA256(secret,
+ *     "METHOD PATH?QUERY\nTIMESTAMP\nACCESS")), as Naver's documentation
+ *     gives it), the configuration it refuses, and the launches it refuses
+ *     before any call (spot: Naver sells none);
+ *   - KT Cloud (cloud_kt.c, CloudStack's API): the signature against the
+ *     example of Apache CloudStack's developer guide (deployVirtualMachine
+ *     signed "Lxx1DM40AjcXU/caiK8RAP0O1hU="), and what it refuses.
+ *
+ * The calls themselves, signed and checked by loopback clouds, are
+ * integration.burst_naver's (fake_naver.py) and .burst_kt's (fake_kt.py).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -162,12 +167,98 @@ static void launches_refused(void **state)
 	cnl_cloud_free(cl);
 }
 
+/* The example of CloudStack's developer guide ("Signing API Requests"):
+ * the parameters in any order and case of name, as a client sends them. */
+static void kt_signature_vector(void **state)
+{
+	const char *const names[] = {"command",        "serviceOfferingId",
+	                             "diskOfferingId", "templateId",
+	                             "zoneId",         "apiKey"};
+	const char *const values[] = {
+	    "deployVirtualMachine",
+	    "1",
+	    "1",
+	    "2",
+	    "4",
+	    "miVr6X7u6bN_sdahOBpjNejPgEsT35eXq-jB8CG20YI3yaxXcgpyuaIRmFI_"
+	    "EJTVwZ0nUkkJbPmY3y2bciKwFQ"};
+	const char *const shuffled_names[] = {
+	    "zoneId",  "apiKey",         "templateId",
+	    "command", "diskOfferingId", "serviceOfferingId"};
+	const char *const shuffled_values[] = {
+	    "4",
+	    "miVr6X7u6bN_sdahOBpjNejPgEsT35eXq-jB8CG20YI3yaxXcgpyuaIRmFI_"
+	    "EJTVwZ0nUkkJbPmY3y2bciKwFQ",
+	    "2",
+	    "deployVirtualMachine",
+	    "1",
+	    "1"};
+	const char *secret = "AdpTvsQMZwv9MNvfqDcQhWSL9pHQvq7z13CFP2SU1iToDk"
+	                     "kM3d8iZciWEKsGREhMtV9yLVMxmbbJJgrXo8O5jg";
+	char sig[64];
+
+	(void)state;
+	assert_int_equal(cnl_cloud_kt_sign(names, values, 6, secret, sig), 0);
+	assert_string_equal(sig, "Lxx1DM40AjcXU/caiK8RAP0O1hU=");
+	assert_int_equal(
+	    cnl_cloud_kt_sign(shuffled_names, shuffled_values, 6, secret, sig),
+	    0);
+	assert_string_equal(sig, "Lxx1DM40AjcXU/caiK8RAP0O1hU=");
+	/* Another value: another signature. */
+	assert_int_equal(cnl_cloud_kt_sign(names, values, 5, secret, sig), 0);
+	assert_string_not_equal(sig, "Lxx1DM40AjcXU/caiK8RAP0O1hU=");
+}
+
+static void kt_refused(void **state)
+{
+	struct cnl_cloud_kt_config c = {
+	    .zone = "95e2f517-d64a-4866-8585-5177c256f7c7",
+	    .endpoint = "http://127.0.0.1:9",
+	    .api_key = "key",
+	    .secret_key = "secret",
+	    .max_attempts = 1,
+	    .backoff_ms = 1};
+	struct cnl_cloud *cl = NULL;
+	struct cnl_cloud_instance got[1];
+	struct cnl_cloud_error e;
+	struct cnl_cloud_launch l = {.instance_type = "offering-1",
+	                             .market = CNL_CLOUD_SPOT,
+	                             .count = 1,
+	                             .image = "template-1",
+	                             .client_token = "cin_2-0"};
+	char err[256];
+	size_t n;
+
+	(void)state;
+	/* The endpoint is the API's whole URL: without its path, refused. */
+	assert_int_equal(cnl_cloud_kt_new(&c, &cl, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "endpoint"));
+	c.endpoint = "http://127.0.0.1:9/server/v1/client/api";
+	c.zone = "zone with spaces";
+	assert_int_equal(cnl_cloud_kt_new(&c, &cl, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "zone"));
+	c.zone = "95e2f517-d64a-4866-8585-5177c256f7c7";
+	assert_int_equal(cnl_cloud_kt_new(&c, &cl, err, sizeof(err)), 0);
+	assert_int_equal(cl->ops->provision(cl, &l, got, 1, &n, &e), -EAGAIN);
+	assert_int_equal(e.kind, CNL_CLOUD_CAPACITY);
+	assert_string_equal(e.code, "NoSpotMarket");
+	l.market = CNL_CLOUD_ON_DEMAND;
+	l.image = "template 1";
+	assert_int_equal(cl->ops->provision(cl, &l, got, 1, &n, &e), -EINVAL);
+	assert_int_equal(
+	    cl->ops->terminate(cl, (const char *const[]){"a&b=c"}, 1, &e),
+	    -EINVAL);
+	cnl_cloud_free(cl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(signature_vectors),
 	    cmocka_unit_test(config_refused),
 	    cmocka_unit_test(launches_refused),
+	    cmocka_unit_test(kt_signature_vector),
+	    cmocka_unit_test(kt_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
