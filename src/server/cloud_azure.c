@@ -509,11 +509,7 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 			continue;
 		r = get_vm(a, ids[i], &vm, e);
 		if (r == -ENOENT) {
-			memset(o, 0, sizeof(*o));
-			copy(o->id, sizeof(o->id), ids[i]);
-			copy(o->state, sizeof(o->state), "terminated");
-			copy(o->reason, sizeof(o->reason),
-			     "the VM no longer exists");
+			cnl_cloud_gone(o, ids[i], "the VM no longer exists");
 		} else if (r < 0) {
 			return r;
 		} else if (!read_vm(vm, o)) {

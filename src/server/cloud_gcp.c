@@ -588,16 +588,11 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		if (!name_ok(ids[i]))
 			continue;
 		r = get_instance(g, ids[i], o, e);
-		if (r == -ENOENT) {
-			/* Deleted: as EC2 shows one that ended. */
-			memset(o, 0, sizeof(*o));
-			copy(o->id, sizeof(o->id), ids[i]);
-			copy(o->state, sizeof(o->state), "terminated");
-			copy(o->reason, sizeof(o->reason),
-			     "the instance no longer exists");
-		} else if (r < 0) {
+		if (r == -ENOENT) /* deleted: as EC2 shows one that ended */
+			cnl_cloud_gone(o, ids[i],
+			               "the instance no longer exists");
+		else if (r < 0)
 			return r;
-		}
 		(*ret_n)++;
 	}
 	if (nids)

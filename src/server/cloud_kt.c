@@ -38,7 +38,6 @@
 
 #include <jansson.h>
 #include <mbedtls/md.h>
-#include <openssl/sha.h>
 
 #include "common/base64.h"
 #include "common/time.h"
@@ -48,7 +47,6 @@
 #include "server/cloud_rest.h"
 
 #define API_URL "https://api.ucloudbiz.olleh.com/server/v1/client/api"
-#define MANAGED "cnlab-managed"
 /* CloudStack takes 4 KB of base64 user data in a GET. */
 #define USER_DATA_MAX 3000
 #define JOB_WAIT_MS   300000
@@ -238,30 +236,10 @@ static int call(struct kt *k, const char *command, const struct param *ps,
 	return 0;
 }
 
-/* The value of word "KEY=" in a display name, into @out. */
-static void name_word(const char *dn, const char *key, char *out, size_t n)
-{
-	size_t kl = strlen(key);
-
-	out[0] = '\0';
-	for (const char *s = dn; s && *s;) {
-		size_t w = strcspn(s, " ");
-
-		if (w > kl && strncmp(s, key, kl) == 0 && s[kl] == '=') {
-			snprintf(out, n, "%.*s", (int)(w - kl - 1), s + kl + 1);
-			return;
-		}
-		s += w;
-		s += strspn(s, " ");
-	}
-}
-
 static bool managed(const json_t *vm)
 {
-	const char *d = json_string_value(json_object_get(vm, "displayname"));
-	size_t n = strlen(MANAGED);
-
-	return d && strncmp(d, MANAGED, n) == 0 && (d[n] == ' ' || !d[n]);
+	return cnl_cloud_tag_managed(
+	    json_string_value(json_object_get(vm, "displayname")));
 }
 
 static bool read_instance(const json_t *o, struct cnl_cloud_instance *out)
@@ -280,8 +258,8 @@ static bool read_instance(const json_t *o, struct cnl_cloud_instance *out)
 	copy(out->private_ip, sizeof(out->private_ip),
 	     json_string_value(json_object_get(
 	         json_array_get(json_object_get(o, "nic"), 0), "ipaddress")));
-	name_word(json_string_value(json_object_get(o, "displayname")),
-	          "cnlab:record", out->record, sizeof(out->record));
+	cnl_cloud_tag_get(json_string_value(json_object_get(o, "displayname")),
+	                  "cnlab:record", out->record, sizeof(out->record));
 	if (strcmp(st, "Running") == 0 || strcmp(st, "Migrating") == 0)
 		copy(out->state, sizeof(out->state), "running");
 	else if (strcmp(st, "Starting") == 0 || strcmp(st, "Creating") == 0)
@@ -428,30 +406,6 @@ static int destroy_one(struct kt *k, const char *id, struct cnl_cloud_error *e)
 	return r;
 }
 
-static void launch_name(const char *token, char out[32])
-{
-	unsigned char h[SHA256_DIGEST_LENGTH];
-
-	SHA256((const unsigned char *)token, strlen(token), h);
-	snprintf(out, 32, "cnlab-%02x%02x%02x%02x%02x%02x", h[0], h[1], h[2],
-	         h[3], h[4], h[5]);
-}
-
-/* "cnlab-managed" and the tags as KEY=VALUE words (at most 255 bytes: a
- * display name's room). */
-static void display_name(const struct cnl_cloud_launch *l, char *out, size_t n)
-{
-	size_t o = (size_t)snprintf(out, n, "%s", MANAGED);
-
-	for (size_t i = 0; i < l->ntags && o + 4 < n; i++) {
-		o += (size_t)snprintf(out + o, n - o, " %s=", l->tags[i].key);
-		for (const char *s = l->tags[i].value; s && *s && o + 1 < n;
-		     s++)
-			out[o++] = *s == ' ' || *s == '=' ? '_' : *s;
-		out[o < n ? o : n - 1] = '\0';
-	}
-}
-
 /* Make VM @name unless it exists; the deploy is sent once a look. */
 static int make_vm(struct kt *k, const struct cnl_cloud_launch *l,
                    const char *name, const char *userdata,
@@ -464,7 +418,7 @@ static int make_vm(struct kt *k, const struct cnl_cloud_launch *l,
 	size_t n = 0;
 	int r = -EIO;
 
-	display_name(l, dn, sizeof(dn));
+	cnl_cloud_tag_text(l, dn, sizeof(dn));
 	ps[n++] = (struct param){"zoneid", k->zone};
 	ps[n++] = (struct param){"serviceofferingid", l->instance_type};
 	ps[n++] = (struct param){"templateid", l->image};
@@ -547,17 +501,12 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		         CNL_CLOUD_LAUNCH_MAX, USER_DATA_MAX);
 		return -EINVAL;
 	}
-	if (l->market == CNL_CLOUD_SPOT) {
-		e->kind = CNL_CLOUD_CAPACITY;
-		copy(e->code, sizeof(e->code), "NoSpotMarket");
-		copy(e->message, sizeof(e->message),
-		     "KT Cloud sells no spot VMs");
-		return -EAGAIN;
-	}
+	if (l->market == CNL_CLOUD_SPOT)
+		return cnl_cloud_no_spot(e, "KT Cloud");
 	if (l->user_data)
 		ud = cnl_b64_encode_new(l->user_data, strlen(l->user_data),
 		                        CNL_B64_STD | CNL_B64_PAD);
-	launch_name(l->client_token, base);
+	cnl_cloud_short_name(l->client_token, base);
 	made = cnl_xcalloc((size_t)l->count, sizeof(*made));
 	for (int q = 0; q < l->count; q++) {
 		char name[48];
@@ -612,15 +561,10 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		if (!id_ok(ids[i]))
 			continue;
 		r = get_vm(k, ids[i], o, e);
-		if (r == -ENOENT) {
-			memset(o, 0, sizeof(*o));
-			copy(o->id, sizeof(o->id), ids[i]);
-			copy(o->state, sizeof(o->state), "terminated");
-			copy(o->reason, sizeof(o->reason),
-			     "the VM no longer exists");
-		} else if (r < 0) {
+		if (r == -ENOENT)
+			cnl_cloud_gone(o, ids[i], "the VM no longer exists");
+		else if (r < 0)
 			return r;
-		}
 		(*ret_n)++;
 	}
 	if (nids)
@@ -683,12 +627,7 @@ static int spot_price(struct cnl_cloud *c, const char *type, double *ret,
                       struct cnl_cloud_error *e)
 {
 	(void)c;
-	(void)ret;
-	memset(e, 0, sizeof(*e));
-	e->kind = CNL_CLOUD_INVALID;
-	snprintf(e->message, sizeof(e->message),
-	         "KT Cloud sells no spot VMs (%.64s)", type);
-	return -ENOENT;
+	return cnl_cloud_listed_spot_price("kt", type, ret, e); /* none */
 }
 
 static void kt_free(struct cnl_cloud *c)

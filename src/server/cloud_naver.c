@@ -57,7 +57,6 @@
 
 #include <jansson.h>
 #include <mbedtls/md.h>
-#include <openssl/sha.h>
 
 #include "common/base64.h"
 #include "common/time.h"
@@ -68,7 +67,6 @@
 
 #define API_ENDPOINT "https://ncloud.apigw.ntruss.com"
 #define API          "/vserver/v2/"
-#define MANAGED      "cnlab-managed"
 /* The init script's content: Naver takes up to 1 MiB; the query that
  * carries it stays well under what a gateway takes. */
 #define USER_DATA_MAX (16 * 1024)
@@ -255,31 +253,10 @@ static const char *code_member(const json_t *o, const char *key)
 	return c ? c : "";
 }
 
-/* The value of word "KEY=" in a server's description, into @out. */
-static void desc_word(const char *desc, const char *key, char *out, size_t n)
-{
-	size_t kl = strlen(key);
-
-	out[0] = '\0';
-	for (const char *s = desc; s && *s;) {
-		size_t w = strcspn(s, " ");
-
-		if (w > kl && strncmp(s, key, kl) == 0 && s[kl] == '=') {
-			snprintf(out, n, "%.*s", (int)(w - kl - 1), s + kl + 1);
-			return;
-		}
-		s += w;
-		s += strspn(s, " ");
-	}
-}
-
 static bool managed(const json_t *o)
 {
-	const char *d =
-	    json_string_value(json_object_get(o, "serverDescription"));
-
-	return d && strncmp(d, MANAGED, strlen(MANAGED)) == 0 &&
-	       (d[strlen(MANAGED)] == ' ' || d[strlen(MANAGED)] == '\0');
+	return cnl_cloud_tag_managed(
+	    json_string_value(json_object_get(o, "serverDescription")));
 }
 
 static bool read_instance(const json_t *o, struct cnl_cloud_instance *out)
@@ -297,8 +274,9 @@ static bool read_instance(const json_t *o, struct cnl_cloud_instance *out)
 	     json_string_value(json_object_get(o, "serverProductCode")));
 	copy(out->zone, sizeof(out->zone),
 	     json_string_value(json_object_get(o, "zoneCode")));
-	desc_word(json_string_value(json_object_get(o, "serverDescription")),
-	          "cnlab:record", out->record, sizeof(out->record));
+	cnl_cloud_tag_get(
+	    json_string_value(json_object_get(o, "serverDescription")),
+	    "cnlab:record", out->record, sizeof(out->record));
 	if (strcmp(st, "RUN") == 0 && strcmp(op, "SHTDN") == 0)
 		copy(out->state, sizeof(out->state), "stopping");
 	else if (strcmp(st, "RUN") == 0 && strcmp(op, "TERMT") == 0)
@@ -388,16 +366,6 @@ static int find_named(struct naver *v, const char *name,
 	return r;
 }
 
-/* "cnlab-" and 12 hex digits of the hash of @token (a launch's name). */
-static void launch_name(const char *token, char out[32])
-{
-	unsigned char h[SHA256_DIGEST_LENGTH];
-
-	SHA256((const unsigned char *)token, strlen(token), h);
-	snprintf(out, 32, "cnlab-%02x%02x%02x%02x%02x%02x", h[0], h[1], h[2],
-	         h[3], h[4], h[5]);
-}
-
 static void delete_script(struct naver *v, const char *no)
 {
 	struct cnl_cloud_error e;
@@ -455,21 +423,6 @@ static int make_script(struct naver *v, const char *name, const char *content,
 	return 0;
 }
 
-/* The description: "cnlab-managed" and the tags as KEY=VALUE words
- * (spaces and '=' in a value become '_'). */
-static void description(const struct cnl_cloud_launch *l, char *out, size_t n)
-{
-	size_t o = (size_t)snprintf(out, n, "%s", MANAGED);
-
-	for (size_t i = 0; i < l->ntags && o + 4 < n; i++) {
-		o += (size_t)snprintf(out + o, n - o, " %s=", l->tags[i].key);
-		for (const char *s = l->tags[i].value; s && *s && o + 1 < n;
-		     s++)
-			out[o++] = *s == ' ' || *s == '=' ? '_' : *s;
-		out[o < n ? o : n - 1] = '\0';
-	}
-}
-
 /* Make server @name unless it exists: the create is sent once a look. */
 static int make_server(struct naver *v, const struct cnl_cloud_launch *l,
                        const char *name, const char *script,
@@ -482,7 +435,7 @@ static int make_server(struct naver *v, const struct cnl_cloud_launch *l,
 	size_t n;
 	int r = -EIO;
 
-	description(l, desc, sizeof(desc));
+	cnl_cloud_tag_text(l, desc, sizeof(desc));
 	ed = cnl_sigv4_escape(desc);
 	n = strlen(ed) + strlen(l->image) + strlen(l->instance_type) + 512;
 	q = cnl_xmalloc(n);
@@ -563,14 +516,9 @@ static int provision(struct cnl_cloud *c, const struct cnl_cloud_launch *l,
 		         CNL_CLOUD_LAUNCH_MAX, USER_DATA_MAX);
 		return -EINVAL;
 	}
-	if (l->market == CNL_CLOUD_SPOT) {
-		e->kind = CNL_CLOUD_CAPACITY;
-		copy(e->code, sizeof(e->code), "NoSpotMarket");
-		copy(e->message, sizeof(e->message),
-		     "Naver Cloud sells no spot servers");
-		return -EAGAIN;
-	}
-	launch_name(l->client_token, base);
+	if (l->market == CNL_CLOUD_SPOT)
+		return cnl_cloud_no_spot(e, "Naver Cloud");
+	cnl_cloud_short_name(l->client_token, base);
 	if (l->user_data &&
 	    (r = make_script(v, base, l->user_data, script, e)) < 0)
 		return r;
@@ -625,15 +573,11 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 		    strspn(ids[i], "0123456789") != strlen(ids[i]))
 			continue;
 		r = get_server(v, ids[i], o, NULL, 0, e);
-		if (r == -ENOENT) {
-			memset(o, 0, sizeof(*o));
-			copy(o->id, sizeof(o->id), ids[i]);
-			copy(o->state, sizeof(o->state), "terminated");
-			copy(o->reason, sizeof(o->reason),
-			     "the server no longer exists");
-		} else if (r < 0) {
+		if (r == -ENOENT)
+			cnl_cloud_gone(o, ids[i],
+			               "the server no longer exists");
+		else if (r < 0)
 			return r;
-		}
 		(*ret_n)++;
 	}
 	if (nids)
@@ -775,12 +719,7 @@ static int spot_price(struct cnl_cloud *c, const char *type, double *ret,
                       struct cnl_cloud_error *e)
 {
 	(void)c;
-	(void)ret;
-	memset(e, 0, sizeof(*e));
-	e->kind = CNL_CLOUD_INVALID;
-	snprintf(e->message, sizeof(e->message),
-	         "Naver Cloud sells no spot servers (%.64s)", type);
-	return -ENOENT;
+	return cnl_cloud_listed_spot_price("naver", type, ret, e); /* none */
 }
 
 static void naver_free(struct cnl_cloud *c)

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "common/time.h"
 #include "common/util.h"
 #include "net/client.h"
@@ -339,6 +341,71 @@ void cnl_cloud_rest_done(struct cnl_cloud_rest *r)
 	explicit_bzero(r->bearer, sizeof(r->bearer));
 	r->api = r->auth = NULL;
 	r->token_path = NULL;
+}
+
+void cnl_cloud_tag_text(const struct cnl_cloud_launch *l, char *out, size_t n)
+{
+	size_t o = (size_t)snprintf(out, n, "%s", CNL_CLOUD_MANAGED);
+
+	for (size_t i = 0; i < l->ntags && o + 4 < n; i++) {
+		o += (size_t)snprintf(out + o, n - o, " %s=", l->tags[i].key);
+		for (const char *s = l->tags[i].value; s && *s && o + 1 < n;
+		     s++)
+			out[o++] = *s == ' ' || *s == '=' ? '_' : *s;
+		out[o < n ? o : n - 1] = '\0';
+	}
+}
+
+void cnl_cloud_tag_get(const char *text, const char *key, char *out, size_t n)
+{
+	size_t kl = strlen(key);
+
+	out[0] = '\0';
+	for (const char *s = text; s && *s;) {
+		size_t w = strcspn(s, " ");
+
+		if (w > kl && strncmp(s, key, kl) == 0 && s[kl] == '=') {
+			snprintf(out, n, "%.*s", (int)(w - kl - 1), s + kl + 1);
+			return;
+		}
+		s += w;
+		s += strspn(s, " ");
+	}
+}
+
+bool cnl_cloud_tag_managed(const char *text)
+{
+	size_t n = strlen(CNL_CLOUD_MANAGED);
+
+	return text && strncmp(text, CNL_CLOUD_MANAGED, n) == 0 &&
+	       (text[n] == ' ' || text[n] == '\0');
+}
+
+void cnl_cloud_short_name(const char *token, char out[32])
+{
+	unsigned char h[SHA256_DIGEST_LENGTH];
+
+	SHA256((const unsigned char *)token, strlen(token), h);
+	snprintf(out, 32, "cnlab-%02x%02x%02x%02x%02x%02x", h[0], h[1], h[2],
+	         h[3], h[4], h[5]);
+}
+
+int cnl_cloud_no_spot(struct cnl_cloud_error *e, const char *who)
+{
+	e->kind = CNL_CLOUD_CAPACITY;
+	copy(e->code, sizeof(e->code), "NoSpotMarket");
+	snprintf(e->message, sizeof(e->message), "%s sells no spot machines",
+	         who);
+	return -EAGAIN;
+}
+
+void cnl_cloud_gone(struct cnl_cloud_instance *o, const char *id,
+                    const char *why)
+{
+	memset(o, 0, sizeof(*o));
+	copy(o->id, sizeof(o->id), id);
+	copy(o->state, sizeof(o->state), "terminated");
+	copy(o->reason, sizeof(o->reason), why);
 }
 
 void cnl_cloud_instance_name(const char *token, int k, char *out, size_t n)

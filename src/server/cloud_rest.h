@@ -103,6 +103,34 @@ int cnl_cloud_rest_call_long(struct cnl_cloud_rest *r, const char *method,
  * "error_description": ...}) into @e; false when @o is not one. */
 bool cnl_cloud_rest_oauth_error(const json_t *o, struct cnl_cloud_error *e);
 
+/*
+ * For the providers whose instances take no tags and whose calls take no
+ * client token (cloud_naver.c, cloud_kt.c): CNLab's instances carry
+ * "cnlab-managed" and their tags as KEY=VALUE words in a free text (a
+ * description, a display name), and are named from their launch.
+ */
+#define CNL_CLOUD_MANAGED "cnlab-managed"
+
+/* cnl_cloud_tag_text - "cnlab-managed" and @l's tags as " KEY=VALUE" words
+ * (spaces and '=' in a value become '_') in @out, cut at @n. */
+void cnl_cloud_tag_text(const struct cnl_cloud_launch *l, char *out, size_t n);
+/* cnl_cloud_tag_get - the value of word "@key=" of such a @text (NULL: none)
+ * in @out; "" when it has none. */
+void cnl_cloud_tag_get(const char *text, const char *key, char *out, size_t n);
+/* cnl_cloud_tag_managed - whether @text (NULL: none) marks CNLab's own. */
+bool cnl_cloud_tag_managed(const char *text);
+/* cnl_cloud_short_name - "cnlab-" and 12 hex digits of the hash of a
+ * launch's client token @token: its instances' names with "-K" (at most
+ * 30 characters, as Naver takes). */
+void cnl_cloud_short_name(const char *token, char out[32]);
+/* cnl_cloud_no_spot - @e as the launch in the spot market of a provider
+ * (@who) that has none: CAPACITY, NoSpotMarket; -EAGAIN. */
+int cnl_cloud_no_spot(struct cnl_cloud_error *e, const char *who);
+/* cnl_cloud_gone - @o as describe() shows instance @id that no longer
+ * exists: "terminated", for @why. */
+void cnl_cloud_gone(struct cnl_cloud_instance *o, const char *id,
+                    const char *why);
+
 /* cnl_cloud_instance_name - the name of the @k-th instance of the launch of
  * client token @token: "cnlab-", the token in lowercase letters, digits
  * and '-', "-K"; at most 62 characters (@n >= 64), a name Compute Engine

@@ -31,30 +31,13 @@ cnlab=$(realpath "$3")
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 run=bn$$
+cloud=cloud-naver
 pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	sleep 0.5
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	for d in /sys/fs/cgroup/*/cnlab/* /sys/fs/cgroup/cnlab/*; do
-		[ -d "$d" ] || continue
-		case "$d" in *"$run"* | *cloud-naver*) ;; *) continue ;; esac
-		find "$d" -name freezer.state -exec sh -c 'echo THAWED >"$1"' _ {} \; 2>/dev/null
-		find "$d" -name cgroup.freeze -exec sh -c 'echo 0 >"$1"' _ {} \; 2>/dev/null
-		find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null |
-			xargs -r kill -9 2>/dev/null
-	done
-	pkill -9 -f "$tmp/" 2>/dev/null
-	sleep 0.3
-	for d in /sys/fs/cgroup/*/cnlab/* /sys/fs/cgroup/cnlab/*; do
-		case "$d" in *"$run"* | *cloud-naver*) find "$d" -depth -type d -exec rmdir {} + 2>/dev/null ;; esac
-	done
-	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
-}
-trap cleanup EXIT
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh" # ok, bad, wait_for, $fails
+# shellcheck source=tests/integration/burst_lib.sh
+. "$here/burst_lib.sh" # burst_cleanup, burst_start, state, audit, ...
+trap burst_cleanup EXIT
 
 export CNLAB_JWT_SECRET=burst-naver-integration-secret-0123456789abcdef
 export CNLAB_ADMIN_PASSWORD=admin-password-1
@@ -80,26 +63,7 @@ pids+=($!)
 wait_for 20 test -s "$tmp/ncp.port" || { cat "$tmp/ncp.err"; exit 1; }
 ncp=http://127.0.0.1:$(cat "$tmp/ncp.port")
 
-"$cnlabd" --data-dir "$tmp/db" --listen 127.0.0.1:0 \
-	--bootstrap-admin root --cycle-interval 200ms \
-	--secrets-key-file "$tmp/secrets.key" \
-	--burst-image SW.VSVR.OS.LNX64.UBNTU.SVR2004.B050 \
-	--burst-agent "$agent" --burst-idle 3s --burst-interval 300ms \
-	>"$tmp/cnlabd.out" 2>"$tmp/cnlabd.err" &
-pids+=($!)
-wait_for 20 grep -q '^listening on' "$tmp/cnlabd.out" || { cat "$tmp/cnlabd.err"; exit 1; }
-base=http://127.0.0.1:$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/cnlabd.out")
-echo admin-password-1 | "$cnlab" login --server "$base" --user root --password-stdin >/dev/null ||
-	bad "login"
-"$cnlab" project create lab >/dev/null && "$cnlab" project member add lab root >/dev/null &&
-	"$cnlab" project use lab >/dev/null || bad "project"
-
-tok=$("$cnlab" node join-token --node "$run-a" -o json | jq -r .token)
-CNLAB_AGENT_TOKEN=$tok "$agent" --server "$base" --name "$run-a" \
-	--gpus fake:1xH100-80GB-SXM --work-dir "$tmp/agent-a" --cpu-milli 4000 \
-	--mem-mib 8192 --mounts "$shared:/shared" >"$tmp/agent-a.out" 2>"$tmp/agent-a.err" &
-pids+=($!)
-wait_for 20 grep -q 'msg=registered' "$tmp/agent-a.err" || bad "agent a: $(cat "$tmp/agent-a.err")"
+burst_start SW.VSVR.OS.LNX64.UBNTU.SVR2004.B050
 
 # --- the operator's set-up, as typed ---------------------------------------
 add() {
@@ -129,20 +93,10 @@ jq -e --arg k "$AKID" --arg t "$T3" '.items[0].credentials.access_key_id == $k a
 	--max-cloud-budget 1000 >"$tmp/pol.out" 2>&1 && ok "policy burst --provider naver" ||
 	bad "policy burst: $(cat "$tmp/pol.out")"
 
-cat >"$shared/wait.sh" <<'SH'
-while [ ! -e "/shared/$1" ]; do sleep 0.1; done
-SH
-cp "$shared/wait.sh" "$tmp/wait.sh"
 cd "$tmp" || exit 1
-state() { "$cnlab" jobs show "$1" -o json | jq -r .state; }
-node_of() { "$cnlab" jobs show "$1" -o json | jq -r '.placement.node // empty'; }
-is_state() { [ "$(state "$1")" = "$2" ]; }
-on_cloud() { is_state "$1" running && case "$(node_of "$1")" in cloud-*) true ;; *) false ;; esac; }
 calls() { jq -c "$1" "$tmp/ncp/calls.log" 2>/dev/null; }
 creates() { calls 'select(.action=="createServerInstances")'; }
 srv() { jq -r "$1" "$tmp/ncp/servers.json" 2>/dev/null; }
-audit() { "$cnlab" audit --limit 1000 -o json 2>/dev/null | jq -r '.items[] | .action + " " + .target + " " + .result'; }
-has_audit() { audit | grep -q "$1"; }
 server_of_node() { srv "to_entries[] | select(.value.tags[\"cnlab:node\"]==\"$1\") | .key"; }
 
 # --- work no owned GPU can run bursts: on-demand (no spot), out of stock,
