@@ -71,7 +71,9 @@ struct inst {
 	json_t *jobs; /* the jobs it was launched for */
 	/* This tick, off the lock: what to ask, and what came back (read
 	 * by settle() only, so that metrics never see half an answer). */
-	bool do_launch, do_terminate;
+	bool do_launch;
+	/* Being terminated by the reaper (its call off the lock). */
+	bool reaping;
 	/* Recorded as launching when cnlabd stopped: whether EC2 launched
 	 * it is found by its tag (act()); since when it was recorded. */
 	bool recover, recovered;
@@ -120,6 +122,16 @@ struct cnl_burst {
 		int64_t until;
 	} nocap[32];
 	uint64_t launches, launch_fails, interruptions;
+	/* The reaper: a thread of its own terminates what is given back
+	 * (its own providers, per account), so that no launch that waits
+	 * for a provider delays a termination. */
+	pthread_t reaper;
+	bool reaper_started;
+	struct {
+		char account[CNL_ID_MAX];
+		struct cnl_cloud *c;
+	} rprov[8];
+	size_t nrprov;
 };
 
 /* ---- records ------------------------------------------------------------ */
@@ -987,9 +999,6 @@ static void decide(struct cnl_burst *b, int64_t now)
 
 		i->cl =
 		    i->st <= I_ENDING ? provider_of(b, i->account, now) : NULL;
-		i->do_terminate = i->st == I_ENDING && i->cl;
-		if (i->do_terminate)
-			i->rc = -EAGAIN;
 	}
 	json_decref(acct);
 	json_decref(view);
@@ -1062,23 +1071,16 @@ static bool launch_one(struct cnl_burst *b, struct inst *i, int64_t until)
 	return true;
 }
 
-/* Off the lock: the provider's calls, terminations first. */
+/* Off the lock: the provider's calls (launches, and what is live). */
 static void act(struct cnl_burst *b, bool describe,
                 struct cnl_cloud_instance *seen, size_t *nseen)
 {
 	/* An outage (each call retried for a while) must not keep the
-	 * budget and the idle checks waiting: no new call after this. */
+	 * budget and the idle checks waiting: no new call after this.
+	 * (Terminations are the reaper's.) */
 	int64_t until = cnl_time_now_ms() + ACT_MAX_MS;
 	bool launching = true;
 
-	for (size_t q = 0; q < b->n; q++) {
-		struct inst *i = &b->in[q];
-
-		if (i->do_terminate && cnl_time_now_ms() < until)
-			i->rc = i->cl->ops->terminate(
-			    i->cl, (const char *const[]){i->instance}, 1,
-			    &i->err);
-	}
 	for (size_t q = 0; q < b->n; q++) {
 		struct inst *i = &b->in[q];
 
@@ -1353,19 +1355,6 @@ static void settle(struct cnl_burst *b, int64_t now,
 				save(b, i, now, false);
 			}
 		}
-		if (i->do_terminate) {
-			i->do_terminate = false;
-			if (i->rc == 0)
-				ended(b, i, now, "terminated");
-			else
-				cnl_log(CNL_LOG_WARN,
-				        "cannot terminate a cloud instance; "
-				        "retried",
-				        "instance=%s kind=%s msg=\"%s\"",
-				        i->instance,
-				        cnl_cloud_fail_name(i->err.kind),
-				        i->err.message);
-		}
 		for (size_t x = 0; x < nseen; x++) {
 			const struct cnl_cloud_instance *c = &seen[x];
 
@@ -1414,8 +1403,9 @@ static void *loop(void *arg)
 		decide(b, now);
 		describe = now - b->describe_ms >= DESCRIBE_EVERY_MS;
 		pthread_mutex_unlock(&b->api->mu);
-		/* The provider is used only by this thread; the lock is not
-		 * held while it waits for the network. */
+		/* These providers are used only by this thread (the
+		 * reaper has its own); the lock is not held while they wait
+		 * for the network. */
 		act(b, describe, seen, &nseen);
 		if (describe)
 			b->describe_ms = now;
@@ -1427,6 +1417,93 @@ static void *loop(void *arg)
 			nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
 	}
 	free(seen);
+	return NULL;
+}
+
+/* The reaper's provider for account @id (its own, opened once, under the
+ * lock); NULL when it cannot be opened (the loop audits that). */
+static struct cnl_cloud *reaper_provider(struct cnl_burst *b, const char *id)
+{
+	struct cnl_cloud *c = NULL;
+	char err[256];
+
+	for (size_t k = 0; k < b->nrprov; k++)
+		if (strcmp(b->rprov[k].account, id) == 0)
+			return b->rprov[k].c;
+	if (b->nrprov == CNL_ARRAY_SIZE(b->rprov) ||
+	    cnl_api_cloud_open(b->api, id, &c, err, sizeof(err)) < 0)
+		return NULL;
+	copy(b->rprov[b->nrprov].account, CNL_ID_MAX, id);
+	b->rprov[b->nrprov++].c = c;
+	return c;
+}
+
+/* The reaper: every instance given back (fenced: I_ENDING) terminated,
+ * its call off the lock, then recorded as ended; a failure is tried again
+ * the next round. */
+static void *reaper(void *arg)
+{
+	struct cnl_burst *b = arg;
+
+	while (!atomic_load(&b->stop)) {
+		struct {
+			char id[CNL_ID_MAX];
+			char instance[CNL_CLOUD_ID_MAX];
+			struct cnl_cloud *cl;
+			struct cnl_cloud_error err;
+			int rc;
+		} job[8];
+		size_t nj = 0;
+
+		pthread_mutex_lock(&b->api->mu);
+		for (size_t q = 0; q < b->n && nj < CNL_ARRAY_SIZE(job); q++) {
+			struct inst *i = &b->in[q];
+			struct cnl_cloud *cl;
+
+			if (i->st != I_ENDING || i->reaping ||
+			    !i->instance[0] ||
+			    !(cl = reaper_provider(b, i->account)))
+				continue;
+			i->reaping = true;
+			copy(job[nj].id, CNL_ID_MAX, i->id);
+			copy(job[nj].instance, CNL_CLOUD_ID_MAX, i->instance);
+			job[nj++].cl = cl;
+		}
+		pthread_mutex_unlock(&b->api->mu);
+		for (size_t k = 0; k < nj; k++)
+			job[k].rc = job[k].cl->ops->terminate(
+			    job[k].cl, (const char *const[]){job[k].instance},
+			    1, &job[k].err);
+		pthread_mutex_lock(&b->api->mu);
+		for (size_t k = 0; k < nj; k++)
+			for (size_t q = 0; q < b->n; q++) {
+				struct inst *i = &b->in[q];
+
+				if (strcmp(i->id, job[k].id) != 0)
+					continue;
+				i->reaping = false;
+				if (i->st != I_ENDING)
+					break; /* ended meanwhile */
+				if (job[k].rc == 0)
+					ended(b, i, cnl_time_now_ms(),
+					      "terminated");
+				else
+					cnl_log(
+					    CNL_LOG_WARN,
+					    "cannot terminate a cloud "
+					    "instance; retried",
+					    "instance=%s kind=%s msg=\"%s\"",
+					    i->instance,
+					    cnl_cloud_fail_name(
+					        job[k].err.kind),
+					    job[k].err.message);
+				break;
+			}
+		pthread_mutex_unlock(&b->api->mu);
+		for (int64_t t = 0;
+		     t < b->cfg.interval_ms && !atomic_load(&b->stop); t += 50)
+			nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+	}
 	return NULL;
 }
 
@@ -1442,6 +1519,11 @@ int cnl_burst_start(struct cnl_burst *b)
 	if (r)
 		return -r;
 	b->started = true;
+	if ((r = pthread_create(&b->reaper, NULL, reaper, b))) {
+		cnl_burst_stop(b);
+		return -r;
+	}
+	b->reaper_started = true;
 	return 0;
 }
 
@@ -1451,7 +1533,9 @@ void cnl_burst_stop(struct cnl_burst *b)
 		return;
 	atomic_store(&b->stop, true);
 	pthread_join(b->th, NULL);
-	b->started = false;
+	if (b->reaper_started)
+		pthread_join(b->reaper, NULL);
+	b->started = b->reaper_started = false;
 }
 
 void cnl_burst_free(struct cnl_burst *b)
@@ -1464,6 +1548,8 @@ void cnl_burst_free(struct cnl_burst *b)
 	free(b->in);
 	for (size_t k = 0; k < b->nprov; k++)
 		cnl_cloud_free(b->prov[k].c);
+	for (size_t k = 0; k < b->nrprov; k++)
+		cnl_cloud_free(b->rprov[k].c);
 	json_decref(b->tries);
 	free(b);
 }

@@ -20,7 +20,8 @@
 #     rate, an init script holding the user data, CNLab's description);
 #     the job runs on it;
 #   - an idle server is fenced, stopped within 30 s (Naver returns only a
-#     stopped server) and then returned; its init script deleted;
+#     stopped server) and then returned; its init script deleted; a slow
+#     stop holds no launch back (terminations have a thread of their own);
 #   - rate limiting (429) is retried; an outage (503) launches nothing,
 #     audited, and after it the burst launches again.
 # Waits poll with generous bounds; no assertion depends on speed.
@@ -133,8 +134,14 @@ grep -q "join" "$tmp/ncp/$s1/user-data" 2>/dev/null && [ "$(jq length "$tmp/ncp/
 	ok "cnlab cloud instances lists the server" || bad "cloud instances: $("$cnlab" cloud instances)"
 
 # --- idle: fenced, stopped within 30 s, then returned ------------------------
+# Its stop takes 12 s; L4 work (j4) that comes meanwhile launches at once.
+echo 12 >"$tmp/ncp/slow-stop"
 touch "$shared/go1"
 wait_for 30 is_state "$j1" succeeded || bad "j1 end: $(state "$j1")"
+wait_for 40 sh -c "jq -e 'select(.action==\"stopServerInstances\" and .status==200)' '$tmp/ncp/calls.log' >/dev/null" ||
+	bad "no stop: $(srv ".\"$s1\"")"
+j4=$("$cnlab" run --detach --gpu l4-100 wait.sh go4 2>/dev/null)
+wait_for 60 on_cloud "$j4" || bad "j4: $(state "$j4") $(audit | grep cloud.launch | tail -2)"
 wait_for 60 sh -c "[ \"\$(jq -r '.\"$s1\".deleted' '$tmp/ncp/servers.json')\" = true ]" &&
 	ok "the idle server is returned" || bad "server $s1: $(srv ".\"$s1\"")"
 end_s=$("$cnlab" jobs show "$j1" -o json | jq -r '.updated_at' | xargs -I{} date -d {} +%s.%N)
@@ -144,9 +151,20 @@ stop_s=$(calls "select(.action==\"stopServerInstances\" and .status==200 and .qu
 	ok "stopped $(awk -v a="$end_s" -v b="$stop_s" 'BEGIN { printf "%.1f", b - a }') s after its last work ended (promise: 30 s)" ||
 	bad "end $end_s, stop $stop_s"
 [ "$(calls 'select(.action=="terminateServerInstances")' | jq -s -c 'map(.status)')" = "[200]" ] &&
+	ok "returned once stopped (never refused)" ||
+	bad "terminate: $(calls 'select(.action=="terminateServerInstances")' | jq -c .status)"
+term_s=$(calls 'select(.action=="terminateServerInstances" and .status==200) | .at' | head -1)
+make_s=$(creates | jq -r 'select(.status==200) | .at' | tail -1)
+[ -n "$term_s" ] && [ -n "$make_s" ] && awk -v a="$make_s" -v b="$term_s" 'BEGIN { exit !(a < b) }' &&
+	ok "j4's server was made while j1's was still stopping (no launch waits for a return)" ||
+	bad "made $make_s, returned $term_s"
+rm -f "$tmp/ncp/slow-stop"
+"$cnlab" jobs cancel "$j4" >/dev/null
+touch "$shared/go4"
+wait_for 60 sh -c "[ \"\$(jq '[.[] | select(.deleted != true)] | length' '$tmp/ncp/servers.json')\" = 0 ]" &&
 	[ "$(jq length "$tmp/ncp/scripts.json")" = 0 ] &&
-	ok "returned once stopped (never refused), and its init script deleted" ||
-	bad "terminate: $(calls 'select(.action=="terminateServerInstances")' | jq -c .status) scripts $(cat "$tmp/ncp/scripts.json")"
+	ok "every server returned, and their init scripts deleted" ||
+	bad "left: $(srv '[.[] | select(.deleted != true) | .serverName]') scripts $(cat "$tmp/ncp/scripts.json")"
 "$cnlab" node show "$cloud1" -o json | jq -e '.state == "lost"' >/dev/null &&
 	ok "its node is fenced" || bad "fenced: $("$cnlab" node show "$cloud1" -o json | jq -c .)"
 

@@ -36,6 +36,8 @@ The test steers it through files in its state directory:
               document), 429, 503, or "lost" (the server is made but the
               answer is a 504: a retry must find it by its name)
   fail-all    while present, every call gets 503
+  slow-stop   SECS: while present, a server stopping stops only SECS
+              seconds after it was told to (else after a second)
 
 and reads what happened in calls.log (one JSON object per request) and
 servers.json (every server ever made, "deleted" once returned).
@@ -116,6 +118,10 @@ def advance(s):
     if s["st"] == "INIT":
         s["st"], s["since"] = "RUN", time.time()
     elif s["st"] == "RUN" and s["op"] == "SHTDN":
+        slow = os.path.join(STATE, "slow-stop")
+        if os.path.exists(slow) and \
+                time.time() - s["since"] < float(open(slow).read()):
+            return
         s["st"], s["op"], s["since"] = "NSTOP", "NULL", time.time()
 
 
