@@ -74,11 +74,15 @@ def halt(state, i, node):
                     pids.update(int(x) for x in f.read().split())
             except OSError:
                 pass
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    # All stopped first, then killed: a machine that goes away takes all
+    # at once, and no supervisor must live to report its workload's death
+    # (as it would if killed after the workload).
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
     time.sleep(0.2)
     for root in roots:
         for d, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
