@@ -123,8 +123,9 @@ struct cnl_burst {
 	} nocap[32];
 	uint64_t launches, launch_fails, interruptions;
 	/* The reaper: a thread of its own terminates what is given back
-	 * (its own providers, per account), so that no launch that waits
-	 * for a provider delays a termination. */
+	 * (its own providers, per account), so that a slow return or an
+	 * outage's retries hold no launch back.  (Fencing stays the tick's:
+	 * a slow launch still delays it.) */
 	pthread_t reaper;
 	bool reaper_started;
 	struct {
