@@ -216,6 +216,8 @@ static int call(struct naver *v, const char *action, const char *q,
 	snprintf(path, n, "%s%s?regionCode=%s%s&responseFormatType=json", API,
 	         action, v->region, q);
 	r = cnl_cloud_rest_call_n(&v->rest, "GET", path, attempts, &o, e);
+	/* It may hold an init script (a join token). */
+	explicit_bzero(path, strlen(path));
 	free(path);
 	if (r == -ENOENT || r == -EEXIST)
 		r = -EINVAL; /* no such action; a conflict: refused */
