@@ -88,6 +88,13 @@ static void copy(char *dst, size_t n, const char *s)
 	snprintf(dst, n, "%s", s ? s : "");
 }
 
+/* A Naver number (a server, a VPC, a subnet): 1..20 digits. */
+static bool number_ok(const char *s)
+{
+	return s && *s && strlen(s) <= 20 &&
+	       strspn(s, "0123456789") == strlen(s);
+}
+
 int cnl_cloud_naver_signature(const char *method, const char *path,
                               const char *timestamp, const char *access_key,
                               const char *secret_key, char out[64])
@@ -571,8 +578,7 @@ static int describe(struct cnl_cloud *c, const char *const *ids, size_t nids,
 	for (size_t i = 0; i < nids && *ret_n < cap; i++) {
 		struct cnl_cloud_instance *o = &ret[*ret_n];
 
-		if (!ids[i][0] || strlen(ids[i]) > 20 ||
-		    strspn(ids[i], "0123456789") != strlen(ids[i]))
+		if (!number_ok(ids[i]))
 			continue;
 		r = get_server(v, ids[i], o, NULL, 0, e);
 		if (r == -ENOENT)
@@ -700,8 +706,7 @@ static int terminate(struct cnl_cloud *c, const char *const *ids, size_t nids,
 	}
 	list = cnl_xcalloc(nids, sizeof(*list));
 	for (size_t i = 0; i < nids; i++) {
-		if (!ids[i][0] || strlen(ids[i]) > 20 ||
-		    strspn(ids[i], "0123456789") != strlen(ids[i])) {
+		if (!number_ok(ids[i])) {
 			e->kind = CNL_CLOUD_INVALID;
 			snprintf(e->message, sizeof(e->message),
 			         "terminate: \"%.64s\" is not a server "
@@ -741,12 +746,6 @@ static const struct cnl_cloud_ops naver_ops = {
     .spot_price = spot_price,
     .free = naver_free,
 };
-
-static bool number_ok(const char *s)
-{
-	return s && *s && strlen(s) <= 20 &&
-	       strspn(s, "0123456789") == strlen(s);
-}
 
 int cnl_cloud_naver_new(const struct cnl_cloud_naver_config *cfg,
                         struct cnl_cloud **ret, char *err, size_t errlen)

@@ -32,25 +32,17 @@ pids=()
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh" # ok, bad, wait_for, $fails
 # shellcheck source=tests/integration/burst_lib.sh
-. "$here/burst_lib.sh" # burst_cleanup, burst_start, state, audit, ...
+. "$here/burst_lib.sh" # burst_env, burst_cleanup, burst_start, state, ...
 trap burst_cleanup EXIT
 
 
-export CNLAB_JWT_SECRET=burst-azure-integration-secret-0123456789abcdef
-export CNLAB_ADMIN_PASSWORD=admin-password-1
-export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
-shared=$tmp/shared
-mkdir -p "$shared" "$HOME" "$tmp/az"
-chmod 755 "$tmp"
-chmod 1777 "$shared"
-unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
+burst_env az
 SUB=0b1f6471-1bf0-4dda-aec3-cb9272f09590
 TENANT=72f988bf-86f1-41af-91ab-2d7cd011db47
 CLIENT=5c1f2a4b-8d3e-4f60-9a7b-0c1d2e3f4a5b
 SECRET='Azure~Burst.Test_Secret-0123456789abcdefXYZ'
 SUBNET=/subscriptions/$SUB/resourceGroups/cnlab-rg/providers/Microsoft.Network/virtualNetworks/cnlab-vnet/subnets/gpu
 printf '%s' "$SECRET" >"$tmp/az-secret"
-openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
 
 CNLAB_AGENT_MOUNTS=$shared:/shared python3 "$here/fake_azure.py" "$tmp/az" \
 	"$TENANT" "$CLIENT" "$SECRET" "$SUBNET" "$tmp/az.port" 2>"$tmp/az.err" &

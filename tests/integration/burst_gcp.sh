@@ -34,19 +34,11 @@ pids=()
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh" # ok, bad, wait_for, $fails
 # shellcheck source=tests/integration/burst_lib.sh
-. "$here/burst_lib.sh" # burst_cleanup, burst_start, state, audit, ...
+. "$here/burst_lib.sh" # burst_env, burst_cleanup, burst_start, state, ...
 trap burst_cleanup EXIT
 
-export CNLAB_JWT_SECRET=burst-gcp-integration-secret-0123456789abcdef
-export CNLAB_ADMIN_PASSWORD=admin-password-1
-export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
-shared=$tmp/shared
-mkdir -p "$shared" "$HOME" "$tmp/gce"
-chmod 755 "$tmp"
-chmod 1777 "$shared"
-unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
+burst_env gce
 EMAIL=cnlab-burst@cnlab-burst.iam.gserviceaccount.com
-openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
 openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$tmp/sa.pem" 2>/dev/null &&
 	openssl pkey -in "$tmp/sa.pem" -pubout -out "$tmp/sa.pub" || bad "key pair"
 

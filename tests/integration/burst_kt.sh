@@ -32,17 +32,10 @@ pids=()
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh" # ok, bad, wait_for, $fails
 # shellcheck source=tests/integration/burst_lib.sh
-. "$here/burst_lib.sh" # burst_cleanup, burst_start, state, audit, ...
+. "$here/burst_lib.sh" # burst_env, burst_cleanup, burst_start, state, ...
 trap burst_cleanup EXIT
 
-export CNLAB_JWT_SECRET=burst-kt-integration-secret-0123456789abcdef
-export CNLAB_ADMIN_PASSWORD=admin-password-1
-export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
-shared=$tmp/shared
-mkdir -p "$shared" "$HOME" "$tmp/kt"
-chmod 755 "$tmp"
-chmod 1777 "$shared"
-unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
+burst_env kt
 ZONE=95e2f517-d64a-4866-8585-5177c256f7c7
 APIKEY=miVr6X7u6bN_sdahOBpjNejPgEsT35eXq-jB8CG20YI3yaxXcgpyuaIRmFI_EJTVwZ0nUkkJbPmY3y2bciKwFQ
 SECRET='kt-burst-test-secret+/=0123456789abcdefXYZ'
@@ -50,7 +43,6 @@ T1=5b8a7f40-t4x1-4c3e-9d51-000000000001
 T2=5b8a7f40-t4x2-4c3e-9d51-000000000002
 TEMPLATE=0c3f9a55-6d2e-4e0f-b7a1-ubuntu2204gpu
 printf '%s' "$SECRET" >"$tmp/kt-secret"
-openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
 
 CNLAB_AGENT_MOUNTS=$shared:/shared python3 "$here/fake_kt.py" "$tmp/kt" \
 	"$APIKEY" "$tmp/kt-secret" "$ZONE" "$tmp/kt.port" 2>"$tmp/kt.err" &

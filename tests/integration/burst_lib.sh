@@ -4,6 +4,10 @@
 # (the run's node names carry it) and $cloud (its cluster: cloud-gcp), and
 # pids=(): burst_cleanup is the EXIT trap.
 #
+#   burst_env DIR      the run's environment: the JWT secret and admin
+#                      password, HOME, $shared (world-writable, mounted in
+#                      workloads as /shared), $tmp/DIR for the fake cloud,
+#                      and the secrets key $tmp/secrets.key
 #   burst_cleanup      every process started, the cgroups of the run's
 #                      nodes and of cluster $cloud, and $tmp (kept with
 #                      KEEP_TMP set)
@@ -36,6 +40,18 @@ burst_cleanup() {
 		case "$d" in *"$run"* | *"$cloud"*) find "$d" -depth -type d -exec rmdir {} + 2>/dev/null ;; esac
 	done
 	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
+}
+
+burst_env() {
+	export CNLAB_JWT_SECRET=burst-$cloud-integration-secret-0123456789abcdef
+	export CNLAB_ADMIN_PASSWORD=admin-password-1
+	export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
+	shared=$tmp/shared
+	mkdir -p "$shared" "$HOME" "$tmp/$1"
+	chmod 755 "$tmp"
+	chmod 1777 "$shared"
+	unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
+	openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
 }
 
 burst_start() {

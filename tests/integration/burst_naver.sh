@@ -37,17 +37,10 @@ pids=()
 # shellcheck source=tests/integration/lib.sh
 . "$here/lib.sh" # ok, bad, wait_for, $fails
 # shellcheck source=tests/integration/burst_lib.sh
-. "$here/burst_lib.sh" # burst_cleanup, burst_start, state, audit, ...
+. "$here/burst_lib.sh" # burst_env, burst_cleanup, burst_start, state, ...
 trap burst_cleanup EXIT
 
-export CNLAB_JWT_SECRET=burst-naver-integration-secret-0123456789abcdef
-export CNLAB_ADMIN_PASSWORD=admin-password-1
-export HOME=$tmp/home XDG_CONFIG_HOME=$tmp/xdg
-shared=$tmp/shared
-mkdir -p "$shared" "$HOME" "$tmp/ncp"
-chmod 755 "$tmp"
-chmod 1777 "$shared"
-unset CNLAB_SERVER CNLAB_TOKEN CNLAB_CONFIG
+burst_env ncp
 VPC=31337
 SUBNET=42424
 AKID=ncp_iam_BPAMKR5xTestAccessKey01
@@ -56,7 +49,6 @@ T1=SVR.VSVR.GPU.T4.G001.C004.M020.NET.SSD.B050.G001
 T2=SVR.VSVR.GPU.T4.G002.C016.M080.NET.SSD.B050.G001
 T3=SVR.VSVR.GPU.L4.G001.C008.M032.NET.SSD.B050.G001
 printf '%s' "$SECRET" >"$tmp/ncp-secret"
-openssl rand -hex 32 >"$tmp/secrets.key" && chmod 600 "$tmp/secrets.key"
 
 CNLAB_AGENT_MOUNTS=$shared:/shared python3 "$here/fake_naver.py" "$tmp/ncp" \
 	"$AKID" "$tmp/ncp-secret" "$VPC" "$SUBNET" "$tmp/ncp.port" 2>"$tmp/ncp.err" &
